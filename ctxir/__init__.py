@@ -1,0 +1,62 @@
+"""ctxir — contextual-embedding information retrieval.
+
+Data flows one way: data → models → encoders → retrieval → rerank → pipeline → evaluation.
+"""
+
+from ctxir.data import load_beir, load_corpus_any, load_sick, load_snli, load_sts
+from ctxir.encoders import BiEncoder, EmbeddingCache, pool
+from ctxir.evaluation import EvalResult, evaluate_run, paired_recall_at_k, sts_correlation
+from ctxir.internals import inspect_text
+from ctxir.models import DEFAULT_BI_ENCODER, DEFAULT_CROSS_ENCODER, pick_device, resolve_model
+from ctxir.pipeline import Pipeline, RankedHit, SearchResult
+from ctxir.rerank import ClsLrRanker, CrossEncoderReranker, Reranker
+from ctxir.retrieval import (
+    BM25Retriever,
+    DenseRetriever,
+    HybridRetriever,
+    Retriever,
+    reciprocal_rank_fusion,
+    weighted_score_fusion,
+)
+from ctxir.types import Corpus, CtxirError, Hit, Internals, Qrels, Queries, Run
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULT_BI_ENCODER",
+    "DEFAULT_CROSS_ENCODER",
+    "BM25Retriever",
+    "BiEncoder",
+    "ClsLrRanker",
+    "Corpus",
+    "CrossEncoderReranker",
+    "CtxirError",
+    "DenseRetriever",
+    "EmbeddingCache",
+    "EvalResult",
+    "Hit",
+    "HybridRetriever",
+    "Internals",
+    "Pipeline",
+    "Qrels",
+    "Queries",
+    "RankedHit",
+    "Reranker",
+    "Retriever",
+    "Run",
+    "SearchResult",
+    "evaluate_run",
+    "inspect_text",
+    "load_beir",
+    "load_corpus_any",
+    "load_sick",
+    "load_snli",
+    "load_sts",
+    "paired_recall_at_k",
+    "pick_device",
+    "pool",
+    "reciprocal_rank_fusion",
+    "resolve_model",
+    "sts_correlation",
+    "weighted_score_fusion",
+]

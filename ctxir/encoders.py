@@ -1,0 +1,194 @@
+"""Bi-encoder encoding with a choice of pooling and layer, and a persistent embedding cache.
+
+``pool`` is the pure tensor core (tests call it without a model); ``BiEncoder`` wraps a
+SentenceTransformer and swaps its pooling for ``LayerPooling`` only when a non-default pooling or
+layer is asked for, so the default path is exactly the model's own ``encode``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ctxir.models import DEFAULT_BI_ENCODER, load_bi_encoder
+from ctxir.types import Corpus, CtxirError, doc_text
+
+POOLINGS = ("mean", "cls", "max")
+
+
+def pool(token_embeddings: torch.Tensor, attention_mask: torch.Tensor, mode: str) -> torch.Tensor:
+    """(batch, tokens, hidden) + (batch, tokens) → (batch, hidden); padding never contributes."""
+    if mode not in POOLINGS:
+        raise CtxirError(f"pooling {mode!r} is not known: use one of {', '.join(POOLINGS)}")
+    if mode == "cls":
+        return token_embeddings[:, 0]
+    mask = attention_mask.unsqueeze(-1).to(token_embeddings.dtype)  # (batch, tokens, 1)
+    if mode == "mean":
+        return (token_embeddings * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+    # max: padded positions must never win, so push them to the dtype's minimum.
+    filled = token_embeddings.masked_fill(mask == 0, torch.finfo(token_embeddings.dtype).min)
+    return filled.max(1).values
+
+
+class LayerPooling(torch.nn.Module):
+    """SentenceTransformer module: pool the hidden states of one layer (0 = embeddings, -1 = last)."""
+
+    def __init__(self, layer: int, mode: str):
+        super().__init__()
+        self.layer, self.mode = layer, mode
+
+    def forward(self, features: dict, **kwargs) -> dict:
+        if self.layer == -1:
+            tokens = features["token_embeddings"]
+        else:
+            tokens = features["all_layer_embeddings"][self.layer]  # tuple of (layers+1) × (batch, tokens, hidden)
+        features["sentence_embedding"] = pool(tokens, features["attention_mask"], self.mode)
+        return features
+
+
+def model_fingerprint(model: torch.nn.Module) -> str:
+    """sha256 of the weights: a fine-tuned model in the same folder never reuses stale embeddings."""
+    cached = getattr(model, "_ctxir_fingerprint", None)
+    if cached:
+        return cached
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
+    model._ctxir_fingerprint = digest.hexdigest()[:16]
+    return model._ctxir_fingerprint
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("CTXIR_CACHE", Path.home() / ".cache" / "ctxir")) / "embeddings"
+
+
+class EmbeddingCache:
+    """.npy files keyed by model weights + pooling + layer + the exact texts; loaded without pickle."""
+
+    def __init__(self, root: str | Path | None = None):
+        self.root = Path(root) if root is not None else default_cache_dir()
+
+    @staticmethod
+    def key(config: dict, texts: Sequence[str]) -> str:
+        digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode())
+        for text in texts:
+            digest.update(text.encode("utf-8", "surrogatepass"))
+            digest.update(b"\x00")
+        return digest.hexdigest()[:32]
+
+    def get(self, key: str) -> np.ndarray | None:
+        path = self.root / f"{key}.npy"
+        if not path.is_file():
+            return None
+        try:
+            return np.load(path, allow_pickle=False)
+        except (OSError, ValueError):
+            return None  # a torn write from an interrupted run: recompute rather than fail
+
+    def put(self, key: str, embeddings: np.ndarray) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        tmp = self.root / f"{key}.{os.getpid()}.tmp.npy"
+        np.save(tmp, embeddings, allow_pickle=False)
+        tmp.replace(self.root / f"{key}.npy")  # atomic: readers never see half a file
+
+
+class BiEncoder:
+    """Encode texts into (N, D) float32 vectors, L2-normalised so dot product = cosine.
+
+    pooling=None and layer=None keep the model's own pooling (mean for all-MiniLM-L6-v2).
+    layer counts like ``hidden_states``: 0 is the embedding layer, -1 (or num_layers) the last.
+    """
+
+    def __init__(self, model=DEFAULT_BI_ENCODER, pooling: str | None = None, layer: int | None = None,
+                 device: str = "auto", cache: EmbeddingCache | bool | None = True, batch_size: int = 32):
+        from sentence_transformers import SentenceTransformer
+
+        # An in-memory model has no id; its weights fingerprint still keys the cache.
+        self.name = model if isinstance(model, str) else type(model).__name__
+        self.model = load_bi_encoder(model, device) if isinstance(model, str) else model
+        if not isinstance(self.model, SentenceTransformer):
+            raise CtxirError(f"model must be a SentenceTransformer or a name, got {type(model).__name__}")
+        self.native_pooling = self._native_pooling()
+        self.pooling = pooling or self.native_pooling or "mean"
+        if self.pooling not in POOLINGS:
+            raise CtxirError(f"pooling {pooling!r} is not known: use one of {', '.join(POOLINGS)}")
+        self.num_layers = self._num_layers()
+        self.layer = self._check_layer(layer)
+        self.batch_size = batch_size
+        self.cache = EmbeddingCache() if cache is True else (cache or None)
+        self._encoder = self._build_encoder()
+
+    def _native_pooling(self) -> str | None:
+        for module in self.model:
+            mode = getattr(module, "pooling_mode", None)
+            if isinstance(mode, str):
+                return mode
+        return None
+
+    def _num_layers(self) -> int:
+        config = getattr(self.model[0], "auto_model", None)
+        return int(getattr(getattr(config, "config", None), "num_hidden_layers", 0) or 0)
+
+    def _check_layer(self, layer: int | None) -> int:
+        if layer is None or layer == -1 or layer == self.num_layers:
+            return -1
+        if not 0 <= layer < self.num_layers:
+            raise CtxirError(f"layer {layer!r} is out of range: this model has layers 0 (embeddings) to "
+                             f"{self.num_layers} (last); use -1 for the last")
+        return layer
+
+    def _build_encoder(self):
+        from sentence_transformers import SentenceTransformer
+        from sentence_transformers.sentence_transformer.modules import Normalize
+
+        if self.pooling == self.native_pooling and self.layer == -1:
+            return self.model
+        transformer = self.model[0]
+        if self.layer != -1:
+            # Hidden states are computed anyway; returning them changes no result of the shared model.
+            transformer.auto_model.config.output_hidden_states = True
+        return SentenceTransformer(modules=[transformer, LayerPooling(self.layer, self.pooling), Normalize()],
+                                   device=str(self.model.device))
+
+    @property
+    def config(self) -> dict:
+        """What decides the vectors; the cache key and the run config written to results."""
+        return {"model": str(self.name), "weights": model_fingerprint(self.model), "pooling": self.pooling,
+                "layer": self.layer, "max_seq_length": self.model.max_seq_length, "normalize": True}
+
+    @property
+    def dimension(self) -> int:
+        return int(self.model.get_embedding_dimension())
+
+    def encode(self, texts: Sequence[str], show_progress_bar: bool | None = None) -> np.ndarray:
+        """(N, D) float32. Texts longer than the model's max_seq_length tokens are truncated (documented)."""
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        embeddings = self._encoder.encode(texts, batch_size=self.batch_size, convert_to_numpy=True,
+                                          normalize_embeddings=True, show_progress_bar=show_progress_bar)
+        return np.asarray(embeddings, dtype=np.float32)
+
+    def encode_cached(self, texts: Sequence[str], show_progress_bar: bool | None = None) -> np.ndarray:
+        """Like ``encode`` but reads/writes the persistent cache (for corpora, not single queries)."""
+        texts = list(texts)
+        if self.cache is None:
+            return self.encode(texts, show_progress_bar)
+        key = EmbeddingCache.key(self.config, texts)
+        hit = self.cache.get(key)
+        if hit is not None and hit.shape[0] == len(texts):
+            return hit
+        embeddings = self.encode(texts, show_progress_bar)
+        self.cache.put(key, embeddings)
+        return embeddings
+
+    def encode_corpus(self, corpus: Corpus, show_progress_bar: bool | None = None) -> tuple[list[str], np.ndarray]:
+        ids = list(corpus)
+        return ids, self.encode_cached([doc_text(corpus[i]) for i in ids], show_progress_bar)

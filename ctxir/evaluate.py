@@ -1,0 +1,217 @@
+"""``python -m ctxir.evaluate``: run a retrieval pipeline (or an STS scorer) on a benchmark.
+
+Examples:
+    python -m ctxir.evaluate --data ../shared/data/scifact --retriever bm25
+    python -m ctxir.evaluate --data ../shared/data/scifact --retriever dense --pooling cls
+    python -m ctxir.evaluate --data ../shared/data/scifact --retriever hybrid --rerank cross-encoder \
+        --reranker-model outputs/cross-encoder
+    python -m ctxir.evaluate --data ../shared/data/stsbenchmark/sts-test.csv
+
+Prints a metrics table and writes a JSON file with the metrics, per-query values and the run config.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from ctxir.types import CtxirError
+
+# Printed; the JSON file keeps every metric and per-query value.
+SHOWN_METRICS = ("nDCG@10", "MRR@10", "MAP@100", "Recall@10", "Recall@100", "P@10", "spearman", "pearson", "n")
+
+
+@dataclass
+class EvaluateArgs:
+    data: str = field(metadata={"help": "BEIR folder (corpus.jsonl, queries.jsonl, qrels/) or an STS-B .csv file"})
+    split: str = field(default="test", metadata={"help": "qrels split (BEIR) or STS-B split when --data is a folder"})
+    retriever: Literal["bm25", "dense", "hybrid"] = field(default="dense", metadata={"help": "first stage"})
+    model: str = field(default="sentence-transformers/all-MiniLM-L6-v2", metadata={"help": "bi-encoder id or folder"})
+    pooling: Literal["model", "mean", "cls", "max"] = field(
+        default="model", metadata={"help": "'model' keeps the bi-encoder's own pooling"})
+    layer: int = field(default=-1, metadata={"help": "hidden layer to pool (0 = embeddings, -1 = last)"})
+    index: Literal["auto", "exact", "hnsw"] = field(default="auto", metadata={"help": "dense index"})
+    fusion: Literal["rrf", "weighted"] = field(default="rrf", metadata={"help": "hybrid fusion"})
+    rrf_k: float = field(default=60.0, metadata={"help": "k in 1/(k + rank) for reciprocal-rank fusion"})
+    weights: str = field(default="1,1", metadata={"help": "hybrid weights 'bm25,dense'"})
+    bm25_k1: float = 1.5
+    bm25_b: float = 0.75
+    rerank: Literal["none", "cross-encoder", "cls-lr"] = field(default="none", metadata={"help": "second stage"})
+    reranker_model: str = field(
+        default="cross-encoder/ms-marco-MiniLM-L6-v2",
+        metadata={"help": "cross-encoder id/folder, or a CLS-LR folder for --rerank cls-lr"})
+    tune_on: str = field(default="", metadata={
+        "help": "hybrid only: choose fusion/k/weights on this qrels split (e.g. train), never the test split"})
+    top_k: int = field(default=100, metadata={"help": "first-stage depth (and the re-ranked candidates)"})
+    max_queries: int = field(default=0, metadata={"help": "evaluate only the first N queries (0 = all)"})
+    device: str = field(default="auto", metadata={"help": "auto, cpu, cuda, mps"})
+    batch_size: int = 32
+    output: str = field(default="", metadata={"help": "JSON path (default: results/<data>-<config>.json)"})
+    cache_dir: str = field(default="", metadata={"help": "embedding cache folder (default ~/.cache/ctxir)"})
+
+
+def _encoder(args: EvaluateArgs):
+    from ctxir.encoders import BiEncoder, EmbeddingCache
+
+    return BiEncoder(args.model, pooling=None if args.pooling == "model" else args.pooling, layer=args.layer,
+                     device=args.device, cache=EmbeddingCache(args.cache_dir) if args.cache_dir else True,
+                     batch_size=args.batch_size)
+
+
+def _is_sts(path: Path) -> bool:
+    return (path.is_file() and path.suffix == ".csv") or (path / "sts-test.csv").is_file()
+
+
+def run_sts(args: EvaluateArgs) -> dict:
+    from ctxir.data import load_sts
+    from ctxir.evaluation import sts_correlation
+
+    path = Path(args.data)
+    pairs = load_sts(path) if path.is_file() else load_sts(path, args.split)
+    gold = [score for _, _, score in pairs]
+    if args.rerank == "cross-encoder":
+        from ctxir.models import load_cross_encoder
+
+        scorer = load_cross_encoder(args.reranker_model, args.device)
+        predicted = scorer.predict([(a, b) for a, b, _ in pairs], batch_size=args.batch_size, show_progress_bar=True)
+        system = f"cross-encoder {args.reranker_model}"
+    else:
+        encoder = _encoder(args)
+        left = encoder.encode([a for a, _, _ in pairs], show_progress_bar=True)
+        right = encoder.encode([b for _, b, _ in pairs], show_progress_bar=True)
+        predicted = (left * right).sum(1)  # vectors are normalised: dot = cosine
+        system = f"{args.model} ({encoder.pooling} pooling, layer {encoder.layer})"
+    return {"task": "sts", "system": system, "metrics": {system: sts_correlation(list(predicted), gold)},
+            "num_pairs": len(pairs)}
+
+
+def build_pipeline(args: EvaluateArgs, corpus):
+    from ctxir.pipeline import Pipeline
+    from ctxir.rerank import ClsLrRanker, CrossEncoderReranker
+    from ctxir.retrieval import BM25Retriever, DenseRetriever, HybridRetriever
+
+    parts = []
+    if args.retriever in ("bm25", "hybrid"):
+        parts.append(BM25Retriever(corpus, k1=args.bm25_k1, b=args.bm25_b, show_progress=True))
+    if args.retriever in ("dense", "hybrid"):
+        parts.append(DenseRetriever(corpus, _encoder(args), index=args.index, show_progress=True))
+    if args.retriever == "hybrid":
+        try:
+            weights = [float(w) for w in args.weights.split(",")]
+        except ValueError as err:
+            raise CtxirError(f"--weights {args.weights!r} must be two numbers like '1,1'") from err
+        first = HybridRetriever(parts, fusion=args.fusion, k=args.rrf_k, weights=weights, depth=args.top_k)
+    else:
+        first = parts[0]
+    reranker = None
+    if args.rerank == "cross-encoder":
+        reranker = CrossEncoderReranker(args.reranker_model, args.device, args.batch_size)
+    elif args.rerank == "cls-lr":
+        reranker = ClsLrRanker.load(args.reranker_model, args.device)
+    return Pipeline(first, reranker, depth=args.top_k)
+
+
+def run_retrieval(args: EvaluateArgs) -> dict:
+    from ctxir.data import load_beir
+    from ctxir.evaluation import evaluate_run
+
+    corpus, queries, qrels = load_beir(args.data, args.split)
+    if args.max_queries > 0:
+        queries = dict(list(queries.items())[: args.max_queries])
+        qrels = {q: qrels[q] for q in queries}
+    pipeline = build_pipeline(args, corpus)
+    tuned = None
+    if args.tune_on:
+        tuned = _tune(args, pipeline.first_stage)
+    start = time.perf_counter()
+    runs = pipeline.run(queries)
+    seconds = time.perf_counter() - start
+    names = {"first_stage": args.retriever, "rerank": f"{args.retriever} + {args.rerank}"}
+    results = {names[stage]: evaluate_run(qrels, run) for stage, run in runs.items()}
+    return {"task": "retrieval", "metrics": {k: v.aggregate for k, v in results.items()},
+            "per_query": {k: v.per_query for k, v in results.items()}, "num_queries": len(queries),
+            "num_docs": len(corpus), "search_seconds": round(seconds, 2),
+            "tuned_fusion": tuned and {k: v for k, v in tuned.items() if k != "grid"},
+            "first_stage_config": getattr(pipeline.first_stage, "config", None)
+            or getattr(getattr(pipeline.first_stage, "encoder", None), "config", None)}
+
+
+def _tune(args: EvaluateArgs, first_stage) -> dict:
+    from ctxir.data import load_beir
+    from ctxir.retrieval import HybridRetriever
+    from ctxir.tuning import tune_hybrid
+
+    if not isinstance(first_stage, HybridRetriever):
+        raise CtxirError("--tune-on only applies to --retriever hybrid")
+    if args.tune_on == args.split:
+        raise CtxirError(f"--tune-on {args.tune_on!r} is the split being evaluated: tune on another split "
+                         "(e.g. train) so the reported numbers are not fitted to the test queries")
+    _, queries, qrels = load_beir(args.data, args.tune_on)
+    best = tune_hybrid(first_stage, queries, qrels)
+    print(f"fusion tuned on {len(queries)} {args.tune_on!r} queries: {best['fusion']} k={best['k']} "
+          f"weights={best['weights']} ({best['metric']} {best[best['metric']]:.4f} on {args.tune_on})")
+    return best
+
+
+def run(args: EvaluateArgs) -> dict:
+    # 1. decide the task from the data
+    path = Path(args.data)
+    if not path.exists():
+        raise CtxirError(f"--data {args.data!r} does not exist: pass a BEIR folder (e.g. ../shared/data/scifact) "
+                         "or an STS-B csv file")
+    if args.top_k < 1:
+        raise CtxirError(f"--top-k must be ≥ 1, got {args.top_k!r}")
+    # 2. run and score it
+    result = run_sts(args) if _is_sts(path) else run_retrieval(args)
+    # 3. record what produced the numbers
+    result["config"] = asdict(args)
+    result["environment"] = {"python": platform.python_version(), "machine": platform.machine(),
+                             "processor": platform.processor(), "cpus": _cpu_count()}
+    # 4. print and save
+    from ctxir.evaluation import format_table
+
+    shown = [m for m in SHOWN_METRICS if m in next(iter(result["metrics"].values()))] or \
+        list(next(iter(result["metrics"].values())))
+    print(format_table(result["metrics"], shown))
+    out = Path(args.output or default_output(args))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"wrote {out}")
+    return result
+
+
+def _cpu_count() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def default_output(args: EvaluateArgs) -> str:
+    data = Path(args.data).stem if Path(args.data).is_file() else Path(args.data).resolve().name
+    parts = [data, args.split, args.retriever]
+    if args.retriever != "bm25":
+        parts += [Path(args.model).name, args.pooling, f"L{args.layer}"]
+    if args.rerank != "none":
+        parts += [args.rerank, Path(args.reranker_model).name]
+    return str(Path("results") / ("-".join(parts) + ".json"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    from transformers import HfArgumentParser
+
+    (args,) = HfArgumentParser(EvaluateArgs).parse_args_into_dataclasses(args=argv)
+    try:
+        run(args)
+    except CtxirError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

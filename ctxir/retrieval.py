@@ -1,0 +1,211 @@
+"""First-stage retrieval: BM25 (bm25s), dense (exact or HNSW via faiss) and hybrid fusion.
+
+Every retriever answers ``search(queries, top_k) -> {qid: [Hit, ...]}`` and ``query(text, top_k)``.
+The fusion functions are pure over ranked lists so tests and the app call them without models.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from ctxir.encoders import BiEncoder
+from ctxir.types import Corpus, CtxirError, Hit, Queries, doc_text
+
+FUSIONS = ("rrf", "weighted")
+DENSE_INDEXES = ("exact", "hnsw", "auto")
+# Above this many documents "auto" switches from exact search to an HNSW graph.
+AUTO_ANN_THRESHOLD = 200_000
+
+
+def check_query(text: str) -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise CtxirError("query is empty: type a few words to search for")
+    return text
+
+
+def check_corpus(corpus: Corpus) -> Corpus:
+    if not corpus:
+        raise CtxirError("corpus is empty: load or upload at least one document")
+    return corpus
+
+
+def check_top_k(top_k: int) -> int:
+    if not isinstance(top_k, int | np.integer) or top_k < 1:
+        raise CtxirError(f"top_k must be a whole number ≥ 1, got {top_k!r}")
+    return int(top_k)
+
+
+class Retriever(ABC):
+    """Base: subclasses implement ``_search`` over a batch of query texts."""
+
+    name: str = "retriever"
+
+    def __init__(self, corpus: Corpus):
+        self.corpus = check_corpus(corpus)
+        self.doc_ids = list(corpus)
+
+    @abstractmethod
+    def _search(self, texts: list[str], top_k: int) -> list[list[Hit]]: ...
+
+    def search(self, queries: Queries, top_k: int = 100) -> dict[str, list[Hit]]:
+        top_k = check_top_k(top_k)
+        qids = list(queries)
+        for qid in qids:
+            if not isinstance(queries[qid], str) or not queries[qid].strip():
+                raise CtxirError(f"query {qid!r} is empty: remove it or give it text")
+        return dict(zip(qids, self._search([queries[q] for q in qids], top_k), strict=True))
+
+    def query(self, text: str, top_k: int = 10) -> list[Hit]:
+        return self._search([check_query(text)], check_top_k(top_k))[0]
+
+
+class BM25Retriever(Retriever):
+    """Lucene-variant BM25 over title + text, English stop words and Snowball stemming (bm25s defaults)."""
+
+    name = "bm25"
+
+    def __init__(self, corpus: Corpus, k1: float = 1.5, b: float = 0.75, method: str = "lucene",
+                 stemmer: str | None = "english", stopwords: str | None = "en", show_progress: bool = False):
+        import bm25s
+        from bm25s.tokenization import Tokenizer
+
+        super().__init__(corpus)
+        stem = None
+        if stemmer:
+            import Stemmer
+
+            stem = Stemmer.Stemmer(stemmer)
+        self.config = {"k1": k1, "b": b, "method": method, "stemmer": stemmer, "stopwords": stopwords}
+        self.tokenizer = Tokenizer(stemmer=stem, stopwords=stopwords or [])
+        tokens = self.tokenizer.tokenize([doc_text(corpus[i]) for i in self.doc_ids], return_as="ids",
+                                         show_progress=show_progress)
+        self.index = bm25s.BM25(k1=k1, b=b, method=method)
+        self.index.index(tokens, show_progress=show_progress)
+
+    def _search(self, texts: list[str], top_k: int) -> list[list[Hit]]:
+        k = min(top_k, len(self.doc_ids))
+        tokens = self.tokenizer.tokenize(texts, update_vocab=False, return_as="ids", show_progress=False)
+        indices, scores = self.index.retrieve(tokens, k=k, show_progress=False, n_threads=1)
+        # bm25s pads with zero-score documents when fewer than k match; those are not hits.
+        return [[Hit(self.doc_ids[int(i)], float(s)) for i, s in zip(row_i, row_s, strict=True) if s > 0]
+                for row_i, row_s in zip(indices, scores, strict=True)]
+
+
+class DenseRetriever(Retriever):
+    """Cosine search over a bi-encoder's corpus embeddings (cached on disk by ``BiEncoder``).
+
+    index="exact" scores every document (sentence-transformers' ``semantic_search``);
+    "hnsw" builds a faiss HNSW graph for corpora too large for that; "auto" picks by size.
+    """
+
+    name = "dense"
+
+    def __init__(self, corpus: Corpus, encoder: BiEncoder | None = None, index: str = "auto",
+                 show_progress: bool | None = None, hnsw_m: int = 32, ef_search: int = 128):
+        super().__init__(corpus)
+        if index not in DENSE_INDEXES:
+            raise CtxirError(f"index {index!r} is not known: use one of {', '.join(DENSE_INDEXES)}")
+        self.encoder = encoder or BiEncoder()
+        _, self.embeddings = self.encoder.encode_corpus(corpus, show_progress_bar=show_progress)  # (docs, dim)
+        if index == "auto":
+            index = "hnsw" if len(self.doc_ids) > AUTO_ANN_THRESHOLD else "exact"
+        self.index_kind = index
+        self.ann = self._build_hnsw(hnsw_m, ef_search) if index == "hnsw" else None
+
+    def _build_hnsw(self, m: int, ef_search: int):
+        import faiss
+
+        ann = faiss.IndexHNSWFlat(self.embeddings.shape[1], m, faiss.METRIC_INNER_PRODUCT)
+        ann.hnsw.efSearch = ef_search
+        ann.add(np.ascontiguousarray(self.embeddings, dtype=np.float32))
+        return ann
+
+    def search_embeddings(self, query_embeddings: np.ndarray, top_k: int) -> list[list[Hit]]:
+        """The model-free core: (queries, dim) normalised vectors → ranked hits."""
+        k = min(top_k, len(self.doc_ids))
+        if self.ann is not None:
+            scores, indices = self.ann.search(np.ascontiguousarray(query_embeddings, dtype=np.float32), k)
+            return [[Hit(self.doc_ids[int(i)], float(s)) for i, s in zip(ri, rs, strict=True) if i >= 0]
+                    for ri, rs in zip(indices, scores, strict=True)]
+        from sentence_transformers.util import semantic_search
+
+        results = semantic_search(torch.from_numpy(query_embeddings), torch.from_numpy(self.embeddings),
+                                  top_k=k, corpus_chunk_size=50_000)
+        return [[Hit(self.doc_ids[r["corpus_id"]], float(r["score"])) for r in row] for row in results]
+
+    def _search(self, texts: list[str], top_k: int) -> list[list[Hit]]:
+        return self.search_embeddings(self.encoder.encode(texts, show_progress_bar=len(texts) > 256), top_k)
+
+
+def reciprocal_rank_fusion(rankings: Sequence[Sequence[Hit]], k: float = 60.0,
+                           weights: Sequence[float] | None = None) -> list[Hit]:
+    """Cormack et al. (2009): score(d) = Σ_i w_i / (k + rank_i(d)), ranks from 1."""
+    weights = _check_weights(weights, len(rankings))
+    if k < 0:
+        raise CtxirError(f"rrf k must be ≥ 0, got {k!r}")
+    fused: dict[str, float] = {}
+    for ranking, weight in zip(rankings, weights, strict=True):
+        for rank, hit in enumerate(ranking, start=1):
+            fused[hit.doc_id] = fused.get(hit.doc_id, 0.0) + weight / (k + rank)
+    return _sorted_hits(fused)
+
+
+def weighted_score_fusion(rankings: Sequence[Sequence[Hit]], weights: Sequence[float] | None = None) -> list[Hit]:
+    """Convex combination of min–max normalised scores; a document missing from a list scores 0 there."""
+    weights = _check_weights(weights, len(rankings))
+    fused: dict[str, float] = {}
+    for ranking, weight in zip(rankings, weights, strict=True):
+        if not ranking:
+            continue
+        scores = np.array([h.score for h in ranking], dtype=np.float64)
+        low, span = scores.min(), scores.max() - scores.min()
+        for hit, score in zip(ranking, scores, strict=True):
+            normalised = (score - low) / span if span > 0 else 1.0
+            fused[hit.doc_id] = fused.get(hit.doc_id, 0.0) + weight * normalised
+    return _sorted_hits(fused)
+
+
+def _check_weights(weights: Sequence[float] | None, n: int) -> list[float]:
+    if weights is None:
+        return [1.0] * n
+    weights = [float(w) for w in weights]
+    if len(weights) != n or any(w < 0 for w in weights) or not any(weights):
+        raise CtxirError(f"weights {weights!r} must be {n} non-negative numbers, not all zero (one per retriever)")
+    return weights
+
+
+def _sorted_hits(scores: dict[str, float]) -> list[Hit]:
+    # Ties broken by doc id so fused rankings are deterministic across runs.
+    return [Hit(d, s) for d, s in sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+
+class HybridRetriever(Retriever):
+    """Fuse several retrievers (e.g. BM25 + dense); each contributes its top ``depth`` hits."""
+
+    name = "hybrid"
+
+    def __init__(self, retrievers: Sequence[Retriever], fusion: str = "rrf", k: float = 60.0,
+                 weights: Sequence[float] | None = None, depth: int = 100):
+        if len(retrievers) < 2:
+            raise CtxirError("hybrid retrieval needs at least two retrievers (e.g. bm25 and dense)")
+        if fusion not in FUSIONS:
+            raise CtxirError(f"fusion {fusion!r} is not known: use one of {', '.join(FUSIONS)}")
+        super().__init__(retrievers[0].corpus)
+        self.retrievers, self.fusion, self.k, self.depth = list(retrievers), fusion, k, check_top_k(depth)
+        self.weights = _check_weights(weights, len(retrievers))
+        self.config = {"fusion": fusion, "k": k, "weights": self.weights, "depth": depth,
+                       "parts": [r.name for r in retrievers]}
+
+    def fuse(self, rankings: Sequence[Sequence[Hit]]) -> list[Hit]:
+        if self.fusion == "rrf":
+            return reciprocal_rank_fusion(rankings, self.k, self.weights)
+        return weighted_score_fusion(rankings, self.weights)
+
+    def _search(self, texts: list[str], top_k: int) -> list[list[Hit]]:
+        depth = max(self.depth, top_k)
+        per_retriever = [r._search(texts, depth) for r in self.retrievers]
+        return [self.fuse([parts[i] for parts in per_retriever])[:top_k] for i in range(len(texts))]

@@ -1,0 +1,46 @@
+"""Choose hybrid-fusion settings on training queries (never on the test queries they are reported on)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+from ctxir.evaluation import evaluate_run
+from ctxir.retrieval import HybridRetriever, reciprocal_rank_fusion, weighted_score_fusion
+from ctxir.types import Hit, Qrels, Queries, run_from_hits
+
+RRF_KS = (1, 2, 5, 10, 20, 40, 60, 100)
+WEIGHTS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0)  # weight of the first retriever; the second stays 1
+
+
+def tune_fusion_rankings(per_retriever: Sequence[dict[str, list[Hit]]], qrels: Qrels, metric: str = "nDCG@10",
+                         rrf_ks: Sequence[float] = RRF_KS, weights: Sequence[float] = WEIGHTS) -> dict:
+    """Grid search over fusion method, rrf k and the first retriever's weight; model-free.
+
+    per_retriever: one {qid: ranked hits} per retriever, all over the same tuning queries.
+    Returns the best {"fusion", "k", "weights", metric} and the full grid for the record.
+    """
+    k_value = int(metric.split("@")[1]) if "@" in metric else 10
+    qids = list(per_retriever[0])
+    grid = []
+    for fusion, k, w in itertools.chain(
+            (("rrf", k, w) for k, w in itertools.product(rrf_ks, weights)),
+            (("weighted", None, w) for w in weights)):
+        ws = [w] + [1.0] * (len(per_retriever) - 1)
+        fused = {q: (reciprocal_rank_fusion([r[q] for r in per_retriever], k, ws) if fusion == "rrf"
+                     else weighted_score_fusion([r[q] for r in per_retriever], ws)) for q in qids}
+        score = evaluate_run(qrels, run_from_hits(fused), k_values=(k_value,)).aggregate[metric]
+        grid.append({"fusion": fusion, "k": k, "weights": ws, metric: score})
+    # Ties go to the earlier (simpler, smaller-k) setting: max() keeps the first maximum.
+    best = max(grid, key=lambda row: row[metric])
+    return {**best, "metric": metric, "grid": grid}
+
+
+def tune_hybrid(hybrid: HybridRetriever, queries: Queries, qrels: Qrels, metric: str = "nDCG@10") -> dict:
+    """Tune ``hybrid`` in place on ``queries``/``qrels`` (a training split) and return the choice."""
+    per_retriever = [r.search(queries, hybrid.depth) for r in hybrid.retrievers]
+    best = tune_fusion_rankings(per_retriever, qrels, metric)
+    hybrid.fusion, hybrid.weights = best["fusion"], best["weights"]
+    hybrid.k = best["k"] if best["k"] is not None else hybrid.k
+    hybrid.config.update(fusion=hybrid.fusion, k=hybrid.k, weights=hybrid.weights)
+    return best

@@ -1,0 +1,105 @@
+import numpy as np
+import pytest
+import torch
+
+from ctxir.encoders import BiEncoder, EmbeddingCache, pool
+from ctxir.types import CtxirError
+
+# Two sequences, the second padded after 2 tokens; hidden size 2.
+TOKENS = torch.tensor([[[1.0, 2.0], [3.0, 4.0], [5.0, 9.0]],
+                       [[2.0, 0.0], [4.0, -2.0], [100.0, 100.0]]])
+MASK = torch.tensor([[1, 1, 1], [1, 1, 0]])
+
+
+def test_pool_by_hand():
+    assert torch.equal(pool(TOKENS, MASK, "cls"), torch.tensor([[1.0, 2.0], [2.0, 0.0]]))
+    assert torch.allclose(pool(TOKENS, MASK, "mean"), torch.tensor([[3.0, 5.0], [3.0, -1.0]]))
+    # The padded [100, 100] must not win the max.
+    assert torch.equal(pool(TOKENS, MASK, "max"), torch.tensor([[5.0, 9.0], [4.0, 0.0]]))
+    with pytest.raises(CtxirError, match="'sum' is not known"):
+        pool(TOKENS, MASK, "sum")
+
+
+def test_default_path_is_the_models_own_encode(tiny_st):
+    enc = BiEncoder(tiny_st, cache=None)
+    texts = ["the river bank", "money deposit at the bank"]
+    expected = tiny_st.encode(texts, normalize_embeddings=True)
+    assert np.allclose(enc.encode(texts), expected, atol=1e-6)
+    assert enc.pooling == "mean" and enc.layer == -1
+
+
+def test_cls_pooling_equals_last_hidden_state_cls(tiny_st):
+    enc = BiEncoder(tiny_st, pooling="cls", cache=None)
+    texts = ["otters play on the river bank", "python snake"]
+    model, tok = tiny_st[0].auto_model, tiny_st.tokenizer
+    with torch.no_grad():
+        batch = tok(texts, padding=True, return_tensors="pt")
+        cls = model(**batch).last_hidden_state[:, 0]
+    expected = torch.nn.functional.normalize(cls, dim=-1).numpy()
+    assert np.allclose(enc.encode(texts), expected, atol=1e-5)
+
+
+def test_layer_zero_differs_from_last_and_is_normalised(tiny_st):
+    texts = ["the river bank"]
+    first = BiEncoder(tiny_st, layer=0, cache=None).encode(texts)
+    last = BiEncoder(tiny_st, layer=-1, cache=None).encode(texts)
+    assert not np.allclose(first, last)
+    assert np.allclose(np.linalg.norm(first, axis=1), 1.0, atol=1e-5)
+    assert BiEncoder(tiny_st, layer=2, cache=None).layer == -1  # 2 = num_layers = last
+
+
+def test_bad_layer_and_pooling(tiny_st):
+    with pytest.raises(CtxirError, match=r"layer 7 is out of range.*0 \(embeddings\) to 2"):
+        BiEncoder(tiny_st, layer=7, cache=None)
+    with pytest.raises(CtxirError, match="'avg' is not known"):
+        BiEncoder(tiny_st, pooling="avg", cache=None)
+
+
+def test_cache_hits_and_keys(tiny_st, tmp_path, monkeypatch):
+    cache = EmbeddingCache(tmp_path)
+    enc = BiEncoder(tiny_st, cache=cache)
+    corpus = {"a": {"title": "T", "text": "river bank"}, "b": {"title": "", "text": "money"}}
+    ids, first = enc.encode_corpus(corpus)
+    assert ids == ["a", "b"] and len(list(tmp_path.glob("*.npy"))) == 1
+    calls = []
+    monkeypatch.setattr(enc, "encode", lambda *a, **k: calls.append(1))
+    _, second = enc.encode_corpus(corpus)
+    assert calls == [] and np.array_equal(first, second)
+    # Another pooling or other texts must not reuse the entry.
+    assert EmbeddingCache.key({**enc.config, "pooling": "cls"}, ["T river bank", "money"]) != \
+        EmbeddingCache.key(enc.config, ["T river bank", "money"])
+    assert EmbeddingCache.key(enc.config, ["a", "b"]) != EmbeddingCache.key(enc.config, ["ab"])
+
+
+def test_torn_cache_file_is_recomputed(tiny_st, tmp_path):
+    cache = EmbeddingCache(tmp_path)
+    enc = BiEncoder(tiny_st, cache=cache)
+    key = EmbeddingCache.key(enc.config, ["hello"])
+    (tmp_path / f"{key}.npy").write_bytes(b"not a numpy file")
+    assert enc.encode_cached(["hello"]).shape == (1, 32)
+
+
+def test_weights_change_the_fingerprint(tiny_st):
+    before = BiEncoder(tiny_st, cache=None).config["weights"]
+    other = type(tiny_st)(modules=list(tiny_st.children()))
+    with torch.no_grad():
+        next(other.parameters()).add_(1.0)
+    other._ctxir_fingerprint = None
+    assert BiEncoder(other, cache=None).config["weights"] != before
+
+
+def test_very_long_document_is_truncated_not_an_error(tiny_st):
+    # 100,000 characters: the model reads its first max_seq_length tokens (documented truncation).
+    out = BiEncoder(tiny_st, cache=None).encode(["river " * 16_667])
+    assert out.shape == (1, 32) and np.isfinite(out).all()
+
+
+def test_empty_input_gives_empty_matrix(tiny_st):
+    assert BiEncoder(tiny_st, cache=None).encode([]).shape == (0, 32)
+
+
+def test_minilm_paraphrase_beats_unrelated(minilm):
+    enc = BiEncoder(minilm, cache=None)
+    a, para, other = enc.encode(["A man is playing a guitar.", "Someone plays the guitar.",
+                                 "The stock market fell sharply today."])
+    assert a @ para > 0.6 > a @ other

@@ -1,0 +1,91 @@
+import numpy as np
+import pytest
+import torch
+
+from ctxir.models import load_transformer
+from ctxir.rerank import ClsLrRanker, CrossEncoderReranker, Reranker, cls_features
+from ctxir.types import CtxirError, Hit
+
+CORPUS = {"a": {"title": "", "text": "otters play on the river bank"},
+          "b": {"title": "", "text": "she put her salary in the bank"},
+          "c": {"title": "", "text": "python snake"}}
+PAIRS = [("river bank", "otters play on the river bank"), ("money", "she put her salary in the bank"),
+         ("snake", "python snake"), ("tea", "coffee and music")]
+
+
+def test_cls_features_equal_last_hidden_state_cls(tiny_bert_dir):
+    tokenizer, model = load_transformer(str(tiny_bert_dir), "cpu", attentions=False)
+    feats = cls_features(model, tokenizer, PAIRS, batch_size=3)  # two batches, padded differently
+    for i, (q, d) in enumerate(PAIRS):
+        with torch.no_grad():
+            one = model(**tokenizer(q, d, return_tensors="pt")).last_hidden_state[:, 0]
+        assert np.allclose(feats[i], one[0].numpy(), atol=1e-5)
+    layer0 = cls_features(model, tokenizer, PAIRS[:1], layer=0)
+    assert not np.allclose(layer0, feats[:1])
+
+
+def _fitted(tiny_bert_dir) -> ClsLrRanker:
+    tokenizer, model = load_transformer(str(tiny_bert_dir), "cpu", attentions=False)
+    rng = np.random.default_rng(0)
+    pairs = [(f"query {i}", t) for i in range(6) for t in ("river bank", "python code", "tea")]
+    feats = cls_features(model, tokenizer, pairs) + rng.normal(0, 0.01, (len(pairs), 32)).astype(np.float32)
+    labels = [1 if t == "river bank" else 0 for _, t in pairs]
+    return ClsLrRanker.fit(str(tiny_bert_dir), feats, labels, device="cpu")
+
+
+def test_cls_lr_score_is_linear_in_cls(tiny_bert_dir):
+    ranker = _fitted(tiny_bert_dir)
+    feats = ranker.features("query", ["river bank", "tea"])
+    assert np.allclose(ranker.score_pairs("query", ["river bank", "tea"]), feats @ ranker.coef + ranker.intercept)
+    proba = ranker.predict_proba("query", ["river bank", "tea"])
+    assert ((proba > 0) & (proba < 1)).all() and proba[0] > proba[1]  # learnt river bank = relevant
+
+
+def test_cls_lr_save_load_scores_identically(tiny_bert_dir, tmp_path):
+    ranker = _fitted(tiny_bert_dir)
+    ranker.save(tmp_path / "ranker")
+    assert not list((tmp_path / "ranker").glob("*.pkl"))
+    loaded = ClsLrRanker.load(tmp_path / "ranker", device="cpu")
+    texts = ["river bank", "python code", "tea"]
+    assert np.array_equal(loaded.score_pairs("q", texts), ranker.score_pairs("q", texts))
+    assert loaded.metadata["train_pairs"] == 18
+
+
+def test_cls_lr_load_refuses_non_ranker_folder(tmp_path):
+    with pytest.raises(CtxirError, match="is not a CLS-LR ranker folder"):
+        ClsLrRanker.load(tmp_path)
+
+
+def test_cls_lr_needs_both_classes(tiny_bert_dir):
+    with pytest.raises(CtxirError, match="both 0"):
+        ClsLrRanker.fit(str(tiny_bert_dir), np.zeros((3, 32)), [1, 1, 1])
+
+
+def test_cls_lr_rejects_wrong_hidden_size(tiny_bert_dir):
+    with pytest.raises(CtxirError, match=r"coef has 10 values but .* hidden size 32"):
+        ClsLrRanker(str(tiny_bert_dir), np.zeros(10), 0.0, device="cpu")
+
+
+def test_cross_encoder_reranker_orders_by_its_scores(tiny_bert_dir):
+    from sentence_transformers import CrossEncoder
+
+    ce = CrossEncoder(str(tiny_bert_dir), num_labels=1, device="cpu")
+    reranker = CrossEncoderReranker(ce)
+    hits = [Hit("a", 1.0), Hit("b", 0.5), Hit("c", 0.1)]
+    reranked = reranker.rerank("river bank", hits, CORPUS)
+    raw = ce.predict([("river bank", CORPUS[d]["text"]) for d in "abc"])
+    assert [h.doc_id for h in reranked] == [d for _, d in sorted(zip(-raw, "abc", strict=True))]
+    assert reranker.rerank("river bank", hits, CORPUS, top_k=1) == reranked[:1]
+    assert reranker.rerank("river bank", [], CORPUS) == []
+
+
+class LengthReranker(Reranker):
+    def score_pairs(self, query, texts):
+        return np.array([len(t) for t in texts], dtype=float)
+
+
+def test_rerank_errors():
+    with pytest.raises(CtxirError, match="query is empty"):
+        LengthReranker().rerank(" ", [Hit("a", 1)], CORPUS)
+    with pytest.raises(CtxirError, match=r"not in the corpus, e\.g\. 'zzz'"):
+        LengthReranker().rerank("q", [Hit("zzz", 1)], CORPUS)
