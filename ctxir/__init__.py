@@ -5,7 +5,7 @@ Data flows one way: data → models → encoders → retrieval → rerank → pi
 
 from ctxir.data import load_beir, load_corpus_any, load_sick, load_snli, load_sts
 from ctxir.encoders import BiEncoder, EmbeddingCache, pool
-from ctxir.evaluation import EvalResult, evaluate_run, paired_recall_at_k, sts_correlation
+from ctxir.evaluation import EvalResult, evaluate_run, paired_recall_at_k, paired_retrieval, sts_correlation
 from ctxir.internals import inspect_text
 from ctxir.models import DEFAULT_BI_ENCODER, DEFAULT_CROSS_ENCODER, pick_device, resolve_model
 from ctxir.pipeline import Pipeline, RankedHit, SearchResult
@@ -53,6 +53,7 @@ __all__ = [
     "load_snli",
     "load_sts",
     "paired_recall_at_k",
+    "paired_retrieval",
     "pick_device",
     "pool",
     "reciprocal_rank_fusion",

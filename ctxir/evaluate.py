@@ -23,7 +23,7 @@ from typing import Literal
 from ctxir.types import CtxirError
 
 # Printed; the JSON file keeps every metric and per-query value.
-SHOWN_METRICS = ("nDCG@10", "MRR@10", "MAP@100", "Recall@10", "Recall@100", "P@10", "spearman", "pearson", "n")
+SHOWN_METRICS = ("nDCG@10", "MRR@10", "MAP@100", "Recall@10", "Recall@100", "P@10", "spearman", "pearson")
 
 
 @dataclass
@@ -153,7 +153,8 @@ def _tune(args: EvaluateArgs, first_stage) -> dict:
                          "(e.g. train) so the reported numbers are not fitted to the test queries")
     _, queries, qrels = load_beir(args.data, args.tune_on)
     best = tune_hybrid(first_stage, queries, qrels)
-    print(f"fusion tuned on {len(queries)} {args.tune_on!r} queries: {best['fusion']} k={best['k']} "
+    k = f" k={best['k']:g}" if best["fusion"] == "rrf" else ""
+    print(f"fusion tuned on {len(queries)} {args.tune_on!r} queries: {best['fusion']}{k} "
           f"weights={best['weights']} ({best['metric']} {best[best['metric']]:.4f} on {args.tune_on})")
     return best
 
@@ -196,6 +197,8 @@ def default_output(args: EvaluateArgs) -> str:
     parts = [data, args.split, args.retriever]
     if args.retriever != "bm25":
         parts += [Path(args.model).name, args.pooling, f"L{args.layer}"]
+    if args.retriever == "hybrid":
+        parts += [f"tuned-{args.tune_on}"] if args.tune_on else [args.fusion, f"k{args.rrf_k:g}", f"w{args.weights}"]
     if args.rerank != "none":
         parts += [args.rerank, Path(args.reranker_model).name]
     return str(Path("results") / ("-".join(parts) + ".json"))

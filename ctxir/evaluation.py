@@ -311,6 +311,19 @@ def paired_recall_at_k(similarity: Any, k_values: Sequence[int] = (1, 5, 10)) ->
     return out
 
 
+def paired_retrieval(encoder: Any, queries: Sequence[str], targets: Sequence[str],
+                     k_values: Sequence[int] = (1, 5, 10)) -> dict[str, float]:
+    """Model-aware wrapper: encode both sides with a ``BiEncoder`` and score with ``paired_recall_at_k``.
+
+    queries[i]'s one correct target is targets[i] (e.g. a compression and its original sentence);
+    every other target is a distractor.
+    """
+    if len(queries) != len(targets) or not queries:
+        raise CtxirError(f"need as many targets as queries (at least one), got {len(queries)} and {len(targets)}")
+    q, t = encoder.encode(list(queries)), encoder.encode(list(targets))  # (N, D) each, normalised
+    return paired_recall_at_k(q @ t.T, k_values)
+
+
 # --------------------------------------------------------------------------- reporting
 
 
