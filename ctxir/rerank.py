@@ -150,7 +150,11 @@ class ClsLrRanker(Reranker):
     def load(cls, folder: str | Path, device: str = "auto", **kwargs) -> ClsLrRanker:
         from safetensors.numpy import load_file
 
-        folder = Path(folder)
+        from ctxir.models import resolve_model
+
+        folder = Path(folder).expanduser()
+        if not folder.exists():  # a Hub id: fetches cls_lr_config.json, cls_lr.safetensors and a bundled encoder
+            folder = Path(resolve_model(str(folder)))
         config_path, weights_path = folder / CLS_LR_CONFIG, folder / CLS_LR_WEIGHTS
         if not config_path.is_file() or not weights_path.is_file():
             raise CtxirError(f"{str(folder)!r} is not a CLS-LR ranker folder: expected {CLS_LR_CONFIG} and "

@@ -1,0 +1,291 @@
+"""Model cards rendered from metrics.json (ctxir.cards): front matter, model-index, licenses, sections, Space YAML."""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from huggingface_hub import metadata_load
+from huggingface_hub.repocard_data import model_index_to_eval_results
+
+from ctxir.cards import (
+    CardInputs,
+    check_card,
+    code_blocks,
+    combine_licenses,
+    parse_license,
+    render_card,
+    space_front_matter,
+    training_license,
+    validate_metrics,
+)
+from ctxir.types import CtxirError
+
+ROOT = Path(__file__).resolve().parents[1]
+SECTIONS = ("## Intended use", "## Training", "## Evaluation", "## Usage", "## Limitations and biases",
+            "## License", "## Citation")
+FACTS = {
+    "bi-encoder": {"dimension": 384, "pooling": "mean", "normalize": True, "max_seq_length": 256,
+                   "modules": "Transformer → Pooling → Normalize", "plain_transformers": True},
+    "cross-encoder": {"num_labels": 1, "max_length": 512, "activation": "Sigmoid"},
+    "cls-lr": {"hidden_size": 384, "layer": -1, "max_length": 512, "C": 1.0, "class_weight": "balanced",
+               "train_positives": 919, "base_source": "cross-encoder"},
+}
+
+
+def metrics_for(model_type: str, train=(("scifact", "CC BY-NC 2.0"),)) -> dict:
+    task = {"bi-encoder": "retrieval", "cross-encoder": "reranking", "cls-lr": "reranking"}[model_type]
+    return {
+        "model_type": model_type,
+        "model_name": f"ctxir-minilm-scifact-{model_type}",
+        "base_model": "sentence-transformers/all-MiniLM-L6-v2",
+        "objective": "MultipleNegativesRankingLoss",
+        "datasets": [*({"name": n, "split": "train", "role": "train", "path": f"../shared/data/{n}", "license": lic,
+                        "num_examples": 919} for n, lic in train),
+                     {"name": "scifact", "split": "test", "role": "eval", "path": "../shared/data/scifact",
+                      "license": "CC BY-NC 2.0", "num_examples": 339}],
+        "config": {"epochs": 1, "batch_size": 32, "learning_rate": 2e-05, "seed": 42},
+        "training": {"steps": 29, "epochs": 1.0, "train_examples": 919, "batch_size": 32, "learning_rate": 2e-05,
+                     "wall_time_seconds": 412.7, "examples_per_second": 2.23, "device": "cpu",
+                     "hardware": "Linux-6.1-x86_64, 2 CPUs", "final_loss": 0.2817, "seed": 42},
+        "evaluations": [
+            {"dataset": "scifact", "split": "test", "task": task, "metric": "nDCG@10", "before": 0.6451,
+             "after": 0.6837159, "anchor": 0.665, "anchor_name": "BEIR BM25", "config": "dense exact"},
+            {"dataset": "scifact", "split": "test", "task": task, "metric": "nDCG@10", "before": None,
+             "after": 0.6912, "anchor": 0.688, "anchor_name": "BEIR BM25+CE", "config": "rerank BM25 top-100"},
+            {"dataset": "stsbenchmark", "split": "test", "task": "sts", "metric": "spearman", "before": 0.8203,
+             "after": 0.8101, "anchor": None, "anchor_name": None, "config": "cosine"},
+        ],
+        "extra": {},
+        "versions": {"ctxir": "0.1.0", "sentence_transformers": "6.2.0", "transformers": "5.23.0", "torch": "2.13.0"},
+        "created": "2026-11-22T12:00:00+00:00",
+    }
+
+
+def render(model_type: str, metrics: dict | None = None, tmp_path: Path | None = None, **inputs):
+    metrics = metrics or metrics_for(model_type)
+    card = render_card(metrics, CardInputs(repo_id=f"ctxir/{model_type}", facts=FACTS[model_type], **inputs))
+    if tmp_path is not None:
+        card.save(tmp_path / "README.md")
+    return card
+
+
+@pytest.mark.parametrize("model_type", ["bi-encoder", "cross-encoder", "cls-lr"])
+def test_rendered_card_front_matter_and_model_index_equal_metrics(model_type, tmp_path):
+    metrics = metrics_for(model_type)
+    render(model_type, metrics, tmp_path, base_model_id="sentence-transformers/all-MiniLM-L6-v2")
+    meta = metadata_load(tmp_path / "README.md")
+    assert meta["license"] == "cc-by-nc-2.0"
+    assert meta["language"] == "en"
+    assert meta["library_name"] == {"cls-lr": "ctxir"}.get(model_type, "sentence-transformers")
+    assert meta["pipeline_tag"] == {"bi-encoder": "sentence-similarity"}.get(model_type, "text-ranking")
+    assert meta["base_model"] == "sentence-transformers/all-MiniLM-L6-v2"
+    assert meta["datasets"] == ["BeIR/scifact"]  # training data only; evaluation data is not training data
+    assert "ctxir" in meta["tags"] and "scifact" in meta["tags"]
+    name, results = model_index_to_eval_results(meta["model-index"])
+    assert name == metrics["model_name"]
+    got = {(r.dataset_name, r.dataset_split, r.metric_name): r.metric_value for r in results}
+    assert got == {
+        ("SciFact (BEIR)", "test", "nDCG@10 (dense exact)"): 0.6837159,
+        ("SciFact (BEIR)", "test", "nDCG@10 (rerank BM25 top-100)"): 0.6912,
+        ("STS Benchmark", "test", "spearman (cosine)"): 0.8101,
+    }
+    assert {r.metric_type for r in results} == {"ndcg_at_10", "spearman"}
+    assert check_card(tmp_path / "README.md", metrics) == meta
+
+
+@pytest.mark.parametrize("model_type", ["bi-encoder", "cross-encoder", "cls-lr"])
+def test_rendered_card_body_has_every_section_and_the_run_facts(model_type):
+    text = render(model_type).text
+    positions = [text.find(s) for s in SECTIONS]
+    assert -1 not in positions and positions == sorted(positions), dict(zip(SECTIONS, positions, strict=True))
+    steps = "| Solver iterations | 29 " if model_type == "cls-lr" else "| 29 × 32 (1.0 epochs)"
+    for fact in ("Linux-6.1-x86_64, 2 CPUs", "413 s (6.9 min)", steps, "0.2817", "MultipleNegativesRankingLoss"):
+        assert fact in text, fact
+    # evaluation table: each row next to its anchor
+    assert re.search(r"\| nDCG@10 \| dense exact \| 0\.6451 \| \*\*0\.6837\*\* \| \+0\.0386 \| 0\.6650 \| BEIR BM25 \|", text)
+    assert re.search(r"\| spearman \| cosine \| 0\.8203 \| \*\*0\.8101\*\* \| -0\.0102 \| – \| – \|", text)
+    assert "Commercial use is not allowed" in text and "commercial use (see [License]" in text
+    assert "@inproceedings{wadden-etal-2020-fact" in text and "@inproceedings{thakur2021beir" in text
+    assert "{{" not in text and "{%" not in text  # every template variable was filled
+
+
+def test_usage_snippets_name_the_repo_and_are_valid_python():
+    expected = {"bi-encoder": 3, "cross-encoder": 3, "cls-lr": 2}
+    for model_type, count in expected.items():
+        blocks = code_blocks(render(model_type).text)
+        assert len(blocks) == count
+        for block in blocks:
+            compile(block, model_type, "exec")
+        assert all(f"ctxir/{model_type}" in b for b in blocks)
+
+
+def test_bi_encoder_without_plain_pooling_says_to_use_sentence_transformers():
+    facts = {**FACTS["bi-encoder"], "plain_transformers": False, "modules": "Transformer → Pooling → Dense"}
+    card = render_card(metrics_for("bi-encoder"), CardInputs(repo_id="ctxir/x", facts=facts))
+    assert len(code_blocks(card.text)) == 2 and "Transformer → Pooling → Dense" in card.text
+
+
+def test_multi_label_cross_encoder_is_text_classification(tmp_path):
+    card = render_card(metrics_for("cross-encoder"), CardInputs(
+        repo_id="ctxir/x", facts={**FACTS["cross-encoder"], "num_labels": 3, "activation": "Identity"}))
+    assert card.data.pipeline_tag == "text-classification"
+    assert "torch.softmax(logits, dim=-1)" in card.text
+
+
+@pytest.mark.parametrize(("text", "hub_id"), [
+    ("CC BY-NC 2.0", "cc-by-nc-2.0"),
+    ("CC BY-SA 4.0", "cc-by-sa-4.0"),
+    ("CC BY-NC-SA 3.0", "cc-by-nc-sa-3.0"),
+    ("cc-by-nc-sa-3.0", "cc-by-nc-sa-3.0"),
+    ("CC BY-SA-NC 4.0", "cc-by-nc-sa-4.0"),
+    ("MS MARCO terms (non-commercial research)", "other"),
+    ("non-commercial research only", "other"),
+    ("Apache 2.0", "apache-2.0"),
+    ("mit", "mit"),
+])
+def test_parse_license(text, hub_id):
+    assert parse_license(text).hub_id == hub_id
+
+
+@pytest.mark.parametrize("text", [None, "", "  ", "proprietary", "CC BY-NC 9.9", "GPL-ish"])
+def test_parse_license_rejects_unknown(text):
+    assert parse_license(text) is None
+
+
+@pytest.mark.parametrize(("train", "expected"), [
+    ([("scifact", "CC BY-NC 2.0")], "cc-by-nc-2.0"),
+    ([("sick", "CC BY-NC-SA 3.0")], "cc-by-nc-sa-3.0"),
+    ([("stsb", "CC BY-SA 4.0"), ("snli", "CC BY-SA 4.0")], "cc-by-sa-4.0"),
+    # NonCommercial (SciFact) + ShareAlike (STS-B): no source license carries both → the one that does
+    ([("scifact", "CC BY-NC 2.0"), ("stsb", "CC BY-SA 4.0")], "cc-by-nc-sa-4.0"),
+    ([("sick", "CC BY-NC-SA 3.0"), ("scifact", "CC BY-NC 2.0")], "cc-by-nc-sa-3.0"),
+    ([("scifact", "CC BY-NC 2.0"), ("msmarco", "MS MARCO non-commercial research only")], "other"),
+])
+def test_model_license_is_the_most_restrictive_training_license(train, expected):
+    lic, why = training_license(metrics_for("bi-encoder", train=train))
+    assert lic.hub_id == expected
+    for name, _ in train:
+        assert {"scifact": "SciFact", "sick": "SICK", "stsb": "STS Benchmark", "snli": "SNLI",
+                "msmarco": "MS MARCO"}[name] in why
+
+
+def test_eval_only_data_does_not_change_the_license():
+    metrics = metrics_for("bi-encoder", train=[("stsb", "CC BY-SA 4.0")])
+    metrics["datasets"].append({"name": "sick", "split": "test", "role": "eval", "license": "CC BY-NC-SA 3.0"})
+    assert training_license(metrics)[0].hub_id == "cc-by-sa-4.0"
+
+
+def test_base_model_license_joins_the_combination():
+    apache = ("base model all-MiniLM-L6-v2", parse_license("apache-2.0"))
+    assert training_license(metrics_for("bi-encoder"), apache)[0].hub_id == "cc-by-nc-2.0"
+    research = ("base model cross-encoder", parse_license("MS MARCO terms"))
+    lic, why = training_license(metrics_for("cls-lr"), research)
+    assert lic.hub_id == "other" and "base model cross-encoder" in why
+
+
+def test_msmarco_card_names_license_and_link(tmp_path):
+    metrics = metrics_for("cross-encoder", train=[("msmarco", "MS MARCO non-commercial research only")])
+    render("cross-encoder", metrics, tmp_path)
+    meta = metadata_load(tmp_path / "README.md")
+    assert (meta["license"], meta["license_name"]) == ("other", "ms-marco-terms")
+    assert meta["license_link"].startswith("https://")
+    assert meta["datasets"] == ["microsoft/ms_marco"]
+
+
+def test_missing_license_is_refused_with_the_fix():
+    metrics = metrics_for("bi-encoder")
+    del metrics["datasets"][0]["license"]
+    with pytest.raises(CtxirError, match=r"training dataset 'scifact' .*has no license.*datasets\[\]\.license"):
+        render("bi-encoder", metrics)
+    with pytest.raises(CtxirError, match="no training data license"):
+        combine_licenses([])
+
+
+def test_check_card_refuses_hand_edits(tmp_path):
+    metrics = metrics_for("bi-encoder")
+    render("bi-encoder", metrics, tmp_path)
+    readme = tmp_path / "README.md"
+    original = readme.read_text()
+
+    readme.write_text(original.replace("value: 0.8101", "value: 0.9101"))
+    with pytest.raises(CtxirError, match=r"spearman \(cosine\).*0\.9101.*metrics\.json says 0\.8101"):
+        check_card(readme, metrics)
+
+    readme.write_text(original.replace("license: cc-by-nc-2.0", "license: apache-2.0"))
+    with pytest.raises(CtxirError, match=r"license is 'apache-2\.0' but the training data requires 'cc-by-nc-2\.0'"):
+        check_card(readme, metrics)
+
+    readme.write_text(original.replace("license: cc-by-nc-2.0\n", ""))
+    with pytest.raises(CtxirError, match=r"no license"):
+        check_card(readme, metrics)
+
+    readme.write_text(original.replace("**0.8101**", "**0.9101**"))
+    with pytest.raises(CtxirError, match=r"the body has no spearman = 0\.8101"):
+        check_card(readme, metrics)
+
+    readme.write_text(original.replace("model-index:", "model-index: [\n"))
+    with pytest.raises(CtxirError, match="does not parse"):
+        check_card(readme, metrics)
+
+    more = copy.deepcopy(metrics)
+    more["evaluations"].append({**more["evaluations"][0], "config": "dense hnsw", "after": 0.61})
+    readme.write_text(original)
+    with pytest.raises(CtxirError, match=r"model-index lacks 'nDCG@10 \(dense hnsw\)'"):
+        check_card(readme, more)
+    fewer = copy.deepcopy(metrics)
+    fewer["evaluations"].pop()
+    with pytest.raises(CtxirError, match=r"model-index has 'spearman \(cosine\)'.*which metrics\.json lacks"):
+        check_card(readme, fewer)
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda m: m.pop("training"), "missing key 'training'"),
+    (lambda m: m.update(model_type="bm25"), "model_type 'bm25' is not one of"),
+    (lambda m: m["evaluations"][0].update(task="ranking"), "task 'ranking' is not one of"),
+    (lambda m: m["evaluations"][0].update(after=float("nan")), "after is nan"),
+    (lambda m: m["evaluations"].append(dict(m["evaluations"][0])), "repeats"),
+    (lambda m: m["datasets"].pop(0), "no dataset with role 'train'"),
+    (lambda m: m["training"].pop("hardware"), "missing training.hardware"),
+])
+def test_metrics_contract_violations_are_named(change, message):
+    metrics = metrics_for("bi-encoder")
+    change(metrics)
+    with pytest.raises(CtxirError, match=re.escape(message)):
+        validate_metrics(metrics)
+
+
+def test_space_front_matter_file_is_current_and_matches_the_pins():
+    import gradio
+
+    path = ROOT / "docs" / "space_front_matter.yaml"
+    text = path.read_text()
+    assert text == space_front_matter(), "regenerate: python -c 'from ctxir.cards import space_front_matter as f; " \
+                                         "print(f(), end=\"\")' > docs/space_front_matter.yaml"
+    meta = yaml.safe_load(text.strip().strip("-"))
+    assert meta["sdk"] == "gradio" and meta["app_file"] == "app.py"
+    assert meta["sdk_version"] == gradio.__version__
+    pin = re.search(r"^gradio==(\S+)$", (ROOT / "requirements.txt").read_text(), flags=re.M)
+    assert pin and pin.group(1) == meta["sdk_version"]
+    assert meta["python_version"] == "3.11"  # a string: YAML would read 3.11 as a float
+    assert len(meta["short_description"]) <= 60
+    assert {"ctxir/minilm-scifact-bi-encoder", "ctxir/minilm-scifact-cross-encoder",
+            "ctxir/minilm-scifact-cls-lr"} <= set(meta["models"])
+    assert meta["license"]
+
+
+def test_similarity_trained_models_are_not_sold_as_retrievers_and_integer_metrics_render(tmp_path):
+    metrics = metrics_for("cross-encoder", train=[("stsb", "CC BY-SA 4.0")])
+    metrics["evaluations"].append({"dataset": "stsbenchmark", "split": "test", "task": "sts", "metric": "pairs",
+                                   "before": None, "after": 1379, "anchor": None, "anchor_name": None,
+                                   "config": "count"})
+    metrics["training"]["learning_rate"] = None
+    card = render("cross-encoder", metrics, tmp_path)
+    assert "semantic textual similarity" in card.text and "re-ranking the top 10–100" not in card.text
+    assert "| Learning rate | – |" in card.text
+    assert "**1379.0000**" in card.text
+    check_card(tmp_path / "README.md", metrics)
+    assert "re-ranking the top 10–100" in render("cross-encoder").text
