@@ -176,12 +176,16 @@ class BiEncoder:
                                           normalize_embeddings=True, show_progress_bar=show_progress_bar)
         return np.asarray(embeddings, dtype=np.float32)
 
+    def cache_key(self, texts: Sequence[str]) -> str:
+        # Keyed by what decides the vectors (weights, pooling, layer...), not by the name a model was given.
+        return EmbeddingCache.key({k: v for k, v in self.config.items() if k != "model"}, texts)
+
     def encode_cached(self, texts: Sequence[str], show_progress_bar: bool | None = None) -> np.ndarray:
         """Like ``encode`` but reads/writes the persistent cache (for corpora, not single queries)."""
         texts = list(texts)
         if self.cache is None:
             return self.encode(texts, show_progress_bar)
-        key = EmbeddingCache.key(self.config, texts)
+        key = self.cache_key(texts)
         hit = self.cache.get(key)
         if hit is not None and hit.shape[0] == len(texts):
             return hit

@@ -65,6 +65,10 @@ def test_cache_hits_and_keys(tiny_st, tmp_path, monkeypatch):
     monkeypatch.setattr(enc, "encode", lambda *a, **k: calls.append(1))
     _, second = enc.encode_corpus(corpus)
     assert calls == [] and np.array_equal(first, second)
+    # The same weights under another name reuse the entry: the key is what decides the vectors.
+    renamed = BiEncoder(tiny_st, cache=cache)
+    renamed.name = "some/other-name"
+    assert renamed.cache_key(["T river bank", "money"]) == enc.cache_key(["T river bank", "money"])
     # Another pooling or other texts must not reuse the entry.
     assert EmbeddingCache.key({**enc.config, "pooling": "cls"}, ["T river bank", "money"]) != \
         EmbeddingCache.key(enc.config, ["T river bank", "money"])
@@ -74,9 +78,9 @@ def test_cache_hits_and_keys(tiny_st, tmp_path, monkeypatch):
 def test_torn_cache_file_is_recomputed(tiny_st, tmp_path):
     cache = EmbeddingCache(tmp_path)
     enc = BiEncoder(tiny_st, cache=cache)
-    key = EmbeddingCache.key(enc.config, ["hello"])
-    (tmp_path / f"{key}.npy").write_bytes(b"not a numpy file")
+    (tmp_path / f"{enc.cache_key(['hello'])}.npy").write_bytes(b"not a numpy file")
     assert enc.encode_cached(["hello"]).shape == (1, 32)
+    assert np.load(tmp_path / f"{enc.cache_key(['hello'])}.npy").shape == (1, 32)  # rewritten whole
 
 
 def test_weights_change_the_fingerprint(tiny_st):

@@ -59,4 +59,5 @@ def test_packaged_minilm_is_the_real_model(minilm):
     config = minilm[0].auto_model.config
     assert (config.num_hidden_layers, config.num_attention_heads, config.hidden_size) == (6, 12, 384)
     assert packaged_minilm_path() is not None
-    assert load_bi_encoder(DEFAULT_BI_ENCODER, "cpu") is minilm  # loaded once, shared
+    # Loaded once and shared: a second request returns the same object.
+    assert load_bi_encoder(DEFAULT_BI_ENCODER, "cpu") is load_bi_encoder(DEFAULT_BI_ENCODER, "cpu")

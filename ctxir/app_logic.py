@@ -1,0 +1,804 @@
+"""What the Gradio app does, as plain functions over an ``AppState`` (models + indexed corpora).
+
+``app.py`` wraps each function in a thin callback (CtxirError → gr.Error, figures → PNG files);
+tests call these functions directly. Every function checks its input and raises ``CtxirError``
+with a message that names the problem and the fix; each returns a ``ViewResult``: a table, figures
+(matplotlib) and the JSON-able numbers behind them.
+
+Models are loaded once, in ``AppState.load`` (or passed in already built), and shared by every request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ctxir.models import DEFAULT_BI_ENCODER, DEFAULT_CROSS_ENCODER
+from ctxir.types import Corpus, CtxirError, Internals
+
+logger = logging.getLogger("ctxir.app")
+
+ASSETS = Path(__file__).resolve().parent / "assets"
+DEMO_CORPUS_NAME = "demo"
+FIRST_STAGES = ("bm25", "dense", "hybrid")
+RERANKERS = ("none", "cross-encoder", "cls-lr")
+POOLINGS = ("mean", "cls", "max")
+INSPECT_MODELS = ("bi-encoder", "cross-encoder")
+Progress = Callable[[float, str], None]
+
+
+@dataclass
+class AppConfig:
+    """Limits and model choices; ``app.py`` fills it from command-line flags / environment variables."""
+
+    corpus: str = ""  # "" = the built-in demo corpus; else a BEIR folder or a corpus file
+    bi_encoder: str = DEFAULT_BI_ENCODER
+    cross_encoder: str = DEFAULT_CROSS_ENCODER  # "" or "none" = no cross-encoder
+    cls_lr: str = ""  # a CLS-LR folder (ClsLrRanker.save); "" = none
+    device: str = "auto"
+    max_query_chars: int = 2_000
+    max_text_chars: int = 5_000
+    max_documents: int = 32  # pair scoring
+    max_sentences: int = 12  # embedding views
+    max_inspect_tokens: int = 256  # per sentence in embedding views
+    max_attention_tokens: int = 256
+    max_upload_mb: float = 20.0
+    max_upload_docs: int = 5_000
+    max_compare_docs: int = 6_000  # compare pooling encodes the corpus once per (pooling, layer): minutes on CPU
+    max_corpora: int = 4  # uploaded corpora kept in memory (least recently used dropped)
+    rerank_depth: int = 20
+    decimals: int = 3
+
+
+@dataclass
+class ViewResult:
+    """What one view shows: rows for a table, named figures, the numbers as JSON, and a short text."""
+
+    rows: list[dict] = field(default_factory=list)
+    figures: dict[str, Any] = field(default_factory=dict)
+    data: dict = field(default_factory=dict)
+    text: str = ""
+    extra_rows: list[dict] = field(default_factory=list)
+    html: str = ""  # a standalone HTML document (the attention view)
+
+
+# ---------------------------------------------------------------- input checks
+
+
+def check_text(text: Any, what: str, max_chars: int, required: bool = True) -> str:
+    if text is None:
+        text = ""
+    if not isinstance(text, str):
+        raise CtxirError(f"{what} must be text, got {type(text).__name__}")
+    if required and not text.strip():
+        raise CtxirError(f"{what} is empty: type some text")
+    if len(text) > max_chars:
+        raise CtxirError(f"{what} has {len(text):,} characters but at most {max_chars:,} are accepted: "
+                         f"shorten it (it begins {text[:40]!r})")
+    return text.strip()
+
+
+def split_lines(text: Any, what: str, max_items: int, max_chars: int, min_items: int = 1) -> list[str]:
+    """One item per non-empty line (a list is accepted too, for API users)."""
+    if isinstance(text, list | tuple):
+        items = [str(t).strip() for t in text if str(t).strip()]
+    else:
+        items = [line.strip() for line in check_text(text, what, max_chars * max_items).splitlines() if line.strip()]
+    if len(items) < min_items:
+        raise CtxirError(f"{what} needs at least {min_items} non-empty line(s), got {len(items)}: "
+                         "put one per line")
+    if len(items) > max_items:
+        raise CtxirError(f"{what} has {len(items)} lines but at most {max_items} are accepted: remove some")
+    for i, item in enumerate(items, 1):
+        check_text(item, f"{what} line {i}", max_chars)
+    return items
+
+
+def check_choice(value: Any, what: str, choices: Sequence[str]) -> str:
+    if value not in choices:
+        raise CtxirError(f"{what} {value!r} is not known: use one of {', '.join(map(repr, choices))}")
+    return value
+
+
+def check_int(value: Any, what: str, low: int, high: int) -> int:
+    """A whole number in [low, high]; 3.0 and "3" are accepted (sliders and API users send those)."""
+    number = None
+    if (isinstance(value, int | np.integer) and not isinstance(value, bool)) or (isinstance(value, float) and value.is_integer()):
+        number = int(value)
+    elif isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        number = int(value.strip())
+    if number is None or not low <= number <= high:
+        raise CtxirError(f"{what} must be a whole number from {low} to {high}, got {value!r}")
+    return number
+
+
+def _r(x: float | None, decimals: int = 4) -> float | None:
+    return None if x is None else round(float(x), decimals)
+
+
+# ---------------------------------------------------------------- models and corpora
+
+
+def demo_corpus() -> Corpus:
+    from ctxir.data import load_corpus
+
+    return load_corpus(ASSETS / "demo_corpus.jsonl")
+
+
+def demo_presets() -> dict:
+    return json.loads((ASSETS / "demo_sentences.json").read_text(encoding="utf-8"))
+
+
+def demo_queries() -> list[str]:
+    from ctxir.data import load_queries
+
+    return list(load_queries(ASSETS / "demo_queries.jsonl").values())
+
+
+@dataclass
+class Inspectable:
+    """A tokenizer + eager-attention transformer body, for token embeddings and attention views."""
+
+    name: str
+    tokenizer: Any
+    model: Any
+
+
+@dataclass
+class AppModels:
+    bi_encoder: Any  # SentenceTransformer
+    bi_encoder_name: str
+    inspect: dict[str, Inspectable]  # "bi-encoder" (always), "cross-encoder" (when loaded)
+    cross_encoder: Any = None  # CrossEncoderReranker
+    cross_encoder_error: str = ""
+    cls_lr: Any = None  # ClsLrRanker
+    cls_lr_error: str = ""
+
+    @classmethod
+    def load(cls, config: AppConfig, progress: Progress | None = None) -> AppModels:
+        """Load every model once. A missing bi-encoder is fatal; a missing re-ranker only logs a warning."""
+        from ctxir.models import load_bi_encoder, load_cross_encoder, load_transformer, resolve_model
+        from ctxir.rerank import ClsLrRanker, CrossEncoderReranker
+
+        step = progress or (lambda *_: None)
+        step(0.0, f"loading bi-encoder {config.bi_encoder}")
+        bi = load_bi_encoder(config.bi_encoder, config.device)
+        tokenizer, body = load_transformer(config.bi_encoder, config.device, attentions=True)
+        inspect = {"bi-encoder": Inspectable(config.bi_encoder, tokenizer, body)}
+        models = cls(bi, config.bi_encoder, inspect)
+        if config.cross_encoder and config.cross_encoder.lower() != "none":
+            step(0.4, f"loading cross-encoder {config.cross_encoder}")
+            try:
+                resolve_model(config.cross_encoder)
+                models.cross_encoder = CrossEncoderReranker(load_cross_encoder(config.cross_encoder, config.device))
+                ce_tok, ce_body = load_transformer(config.cross_encoder, config.device, attentions=True)
+                inspect["cross-encoder"] = Inspectable(config.cross_encoder, ce_tok, ce_body)
+            except CtxirError as err:
+                models.cross_encoder_error = str(err)
+                logger.warning("cross-encoder re-ranker unavailable, the app starts without it: %s", err)
+        else:
+            models.cross_encoder_error = "the app was started with --cross-encoder none"
+        if config.cls_lr:
+            step(0.7, f"loading CLS-LR ranker {config.cls_lr}")
+            try:
+                models.cls_lr = ClsLrRanker.load(config.cls_lr, device=config.device)
+            except CtxirError as err:
+                models.cls_lr_error = str(err)
+                logger.warning("CLS-LR ranker unavailable, the app starts without it: %s", err)
+        else:
+            models.cls_lr_error = "no CLS-LR ranker was given"
+        return models
+
+    @classmethod
+    def from_objects(cls, bi_encoder, bi_encoder_name: str = "bi-encoder", cross_encoder=None, cls_lr=None,
+                     device: str = "cpu") -> AppModels:
+        """Wrap models already in memory (tests, notebooks): a SentenceTransformer, a CrossEncoder, a ClsLrRanker."""
+        from ctxir.models import load_transformer
+        from ctxir.rerank import CrossEncoderReranker
+
+        path = str(bi_encoder[0].auto_model.config._name_or_path or bi_encoder_name)
+        tokenizer, body = load_transformer(path, device, attentions=True)
+        inspect = {"bi-encoder": Inspectable(bi_encoder_name, tokenizer, body)}
+        models = cls(bi_encoder, bi_encoder_name, inspect)
+        if cross_encoder is not None:
+            models.cross_encoder = (cross_encoder if hasattr(cross_encoder, "score_pairs")
+                                    else CrossEncoderReranker(cross_encoder))
+            ce = models.cross_encoder.model
+            ce_path = str(ce.model.config._name_or_path)
+            ce_tok, ce_body = load_transformer(ce_path, device, attentions=True)
+            inspect["cross-encoder"] = Inspectable(ce_path, ce_tok, ce_body)
+        else:
+            models.cross_encoder_error = "no cross-encoder was given"
+        models.cls_lr = cls_lr
+        models.cls_lr_error = "" if cls_lr is not None else "no CLS-LR ranker was given"
+        return models
+
+    def reranker(self, name: str):
+        check_choice(name, "re-ranker", RERANKERS)
+        if name == "none":
+            return None
+        if name == "cross-encoder":
+            if self.cross_encoder is None:
+                raise CtxirError(
+                    f"the cross-encoder re-ranker is not available ({self.cross_encoder_error.rstrip('.')}). To provide one, "
+                    "train it with `python training/train_cross_encoder.py` and restart the app with "
+                    "`--cross-encoder <its output folder>` (or set CTXIR_CROSS_ENCODER), or pass a Hub id that is "
+                    "in the local cache. Meanwhile choose re-ranker 'none'.")
+            return self.cross_encoder
+        if self.cls_lr is None:
+            raise CtxirError(
+                f"the CLS-LR re-ranker is not available ({self.cls_lr_error.rstrip('.')}). To provide one, train it with "
+                "`python training/train_cls_lr.py` (or ClsLrRanker.save) and restart the app with "
+                "`--cls-lr <its output folder>` (or set CTXIR_CLS_LR). Meanwhile choose re-ranker 'none'.")
+        return self.cls_lr
+
+    def inspectable(self, name: str) -> Inspectable:
+        if name not in self.inspect:
+            loaded = ", ".join(f"{k!r} ({v.name})" for k, v in self.inspect.items())
+            hint = (" The cross-encoder is not loaded: start the app with --cross-encoder PATH."
+                    if name == "cross-encoder" else "")
+            raise CtxirError(f"model {name!r} is not loaded in this app: choose one of {loaded}.{hint} To inspect "
+                             "another model, restart the app with --bi-encoder NAME_OR_FOLDER")
+        return self.inspect[name]
+
+    @property
+    def num_layers(self) -> int:
+        return int(self.inspect["bi-encoder"].model.config.num_hidden_layers)
+
+    @property
+    def num_heads(self) -> int:
+        return int(self.inspect["bi-encoder"].model.config.num_attention_heads)
+
+
+class CorpusIndex:
+    """One corpus with its BM25, dense and hybrid retrievers (dense embeddings cached on disk)."""
+
+    def __init__(self, name: str, corpus: Corpus, bi_encoder, source: str = "", progress: Progress | None = None,
+                 cache=True, model_name: str | None = None):
+        from ctxir.retrieval import BM25Retriever, DenseRetriever, HybridRetriever
+
+        step = progress or (lambda *_: None)
+        self.name, self.corpus, self.source, self.cache = name, corpus, source, cache
+        self._bi_encoder, self._model_name = bi_encoder, model_name
+        step(0.05, f"BM25 index of {len(corpus):,} documents")
+        self.bm25 = BM25Retriever(corpus)
+        step(0.15, f"encoding {len(corpus):,} documents (cached after the first time)")
+        self.dense = DenseRetriever(corpus, self._encoder(), show_progress=True)
+        self.hybrid = HybridRetriever([self.bm25, self.dense], fusion="rrf", depth=100)
+        self._pooled: dict[tuple[str, int], Any] = {}
+        self._lock = threading.Lock()
+        step(1.0, "ready")
+
+    def _encoder(self, pooling: str | None = None, layer: int | None = None):
+        from ctxir.encoders import BiEncoder
+
+        encoder = BiEncoder(self._bi_encoder, pooling=pooling, layer=layer, cache=self.cache)
+        if self._model_name:
+            # The cache key holds the model name; use the one `python -m ctxir.evaluate --model NAME` uses, so
+            # the app and the CLI share corpus embeddings (the weights fingerprint is in the key either way).
+            encoder.name = self._model_name
+        return encoder
+
+    def retriever(self, first_stage: str):
+        check_choice(first_stage, "first stage", FIRST_STAGES)
+        return {"bm25": self.bm25, "dense": self.dense, "hybrid": self.hybrid}[first_stage]
+
+    def pooled(self, pooling: str, layer: int):
+        """A dense retriever over this corpus with another pooling/layer (encoded once, then cached)."""
+        from ctxir.retrieval import DenseRetriever
+
+        with self._lock:
+            key = (pooling, layer)
+            if key not in self._pooled:
+                self._pooled[key] = DenseRetriever(self.corpus, self._encoder(pooling, layer), show_progress=True)
+            return self._pooled[key]
+
+    def summary(self) -> dict:
+        return {"name": self.name, "documents": len(self.corpus), "source": self.source}
+
+
+class AppState:
+    """Models + indexed corpora, shared by every request of one running app."""
+
+    def __init__(self, models: AppModels, config: AppConfig | None = None, corpus: Corpus | None = None,
+                 corpus_name: str = DEMO_CORPUS_NAME, corpus_source: str = "built-in demo corpus",
+                 progress: Progress | None = None, cache=True):
+        self.models, self.config = models, config or AppConfig()
+        self.cache = cache
+        self.default_corpus = corpus_name
+        self._corpora: OrderedDict[str, CorpusIndex] = OrderedDict()
+        self._lock = threading.Lock()
+        corpus = corpus if corpus is not None else demo_corpus()
+        self._corpora[corpus_name] = CorpusIndex(corpus_name, corpus, models.bi_encoder, corpus_source, progress,
+                                                 cache, models.bi_encoder_name)
+
+    @classmethod
+    def load(cls, config: AppConfig, progress: Progress | None = None) -> AppState:
+        """Everything the app needs before its first request: models, the startup corpus and its index."""
+        from ctxir.data import load_corpus_any
+
+        started = time.perf_counter()
+        models = AppModels.load(config, progress)
+        if config.corpus:
+            corpus = load_corpus_any(config.corpus)
+            path = Path(config.corpus)
+            name, source = (path.name if path.is_dir() else path.stem) or "corpus", str(config.corpus)
+        else:
+            corpus, name, source = demo_corpus(), DEMO_CORPUS_NAME, "built-in demo corpus"
+        state = cls(models, config, corpus, name, source, progress)
+        state.warm_up()
+        logger.info("app ready in %.1f s: %d documents in %r", time.perf_counter() - started, len(corpus), name)
+        return state
+
+    def warm_up(self) -> None:
+        """One tiny pass through every model so the first user request pays no lazy initialisation."""
+        index = self.index(self.default_corpus)
+        index.dense.query("warm up", 1)
+        index.bm25._search(["warm up"], 1)
+        for reranker in (self.models.cross_encoder, self.models.cls_lr):
+            if reranker is not None:
+                reranker.score_pairs("warm up", ["warm up"])
+        from ctxir.internals import inspect_text
+
+        for item in self.models.inspect.values():
+            inspect_text("warm up", model=item.model, tokenizer=item.tokenizer)
+
+    @property
+    def corpus_names(self) -> list[str]:
+        with self._lock:
+            return list(self._corpora)
+
+    def index(self, name: str | None) -> CorpusIndex:
+        name = name or self.default_corpus
+        with self._lock:
+            if name not in self._corpora:
+                raise CtxirError(f"corpus {name!r} is not loaded: choose one of {', '.join(map(repr, self._corpora))}"
+                                 " or upload a corpus file first")
+            self._corpora.move_to_end(name)
+            return self._corpora[name]
+
+    def add(self, index: CorpusIndex) -> None:
+        with self._lock:
+            self._corpora[index.name] = index
+            uploaded = [n for n in self._corpora if n != self.default_corpus]
+            while len(uploaded) > self.config.max_corpora:
+                dropped = uploaded.pop(0)
+                del self._corpora[dropped]
+                logger.info("dropped uploaded corpus %r (keeping at most %d)", dropped, self.config.max_corpora)
+
+
+# ---------------------------------------------------------------- search
+
+
+def _snippet(text: str, limit: int = 160) -> str:
+    return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " …"
+
+
+def search(state: AppState, query: str, corpus: str | None = None, first_stage: str = "dense",
+           reranker: str = "none", k: int = 10, depth: int | None = None) -> ViewResult:
+    """First stage (+ optional re-ranker) over a loaded corpus; each stage's score, rank and the rank change."""
+    from ctxir.pipeline import Pipeline
+
+    query = check_text(query, "query", state.config.max_query_chars)
+    check_choice(first_stage, "first stage", FIRST_STAGES)
+    check_choice(reranker, "re-ranker", RERANKERS)
+    k = check_int(k, "k", 1, 100)
+    depth = check_int(depth if depth is not None else state.config.rerank_depth, "re-rank depth", 1, 200)
+    index = state.index(corpus)
+    pipeline = Pipeline(index.retriever(first_stage), state.models.reranker(reranker), depth=max(depth, k))
+    started = time.perf_counter()
+    result = pipeline.search(query, k)
+    total = (time.perf_counter() - started) * 1000
+    rows = []
+    for hit in result.hits:
+        doc = index.corpus[hit.doc_id]
+        rows.append({
+            "rank": hit.rank, "doc_id": hit.doc_id, "title": doc.get("title", ""),
+            "text": _snippet(doc.get("text", "")),
+            f"{first_stage}_score": _r(hit.first_stage_score), f"{first_stage}_rank": hit.first_stage_rank,
+            "rerank_score": _r(hit.rerank_score), "rerank_rank": hit.rerank_rank,
+            "rank_change": hit.rank_change if hit.rerank_rank is not None else None,
+        })
+    timings = {name: round(ms, 2) for name, ms in result.timings_ms.items()}
+    timings["total"] = round(total, 2)
+    lines = [f"**{len(rows)} results** from `{index.name}` ({len(index.corpus):,} documents) · "
+             + " · ".join(f"{name}: {ms:.1f} ms" for name, ms in timings.items())]
+    if reranker != "none":
+        moved = sum(1 for r in rows if r["rank_change"])
+        lines.append(f"The {reranker} re-scored the first stage's top {max(depth, k)}; {moved} of the shown "
+                     "results changed rank (`rank_change` > 0 = moved up).")
+    data = {"query": query, "corpus": index.name, "first_stage": first_stage, "reranker": reranker, "k": k,
+            "depth": max(depth, k) if reranker != "none" else None, "timings_ms": timings, "hits": rows}
+    return ViewResult(rows=rows, data=data, text="\n\n".join(lines))
+
+
+def compare_pooling(state: AppState, query: str, corpus: str | None = None, layer: int = -1, k: int = 10,
+                    progress: Progress | None = None) -> ViewResult:
+    """The same query through mean- and CLS-pooled embeddings of one layer: two rankings side by side."""
+    query = check_text(query, "query", state.config.max_query_chars)
+    n_layers = state.models.num_layers
+    layer = check_int(layer, "layer", -1, n_layers)
+    layer = n_layers if layer == -1 else layer
+    k = check_int(k, "k", 1, 50)
+    index = state.index(corpus)
+    if len(index.corpus) > state.config.max_compare_docs:
+        raise CtxirError(f"compare pooling re-encodes the whole corpus per pooling and layer; {index.name!r} has "
+                         f"{len(index.corpus):,} documents, above this app's limit of "
+                         f"{state.config.max_compare_docs:,}: use a smaller corpus")
+    step = progress or (lambda *_: None)
+    rankings = {}
+    for i, pooling in enumerate(("mean", "cls")):
+        step(0.1 + 0.4 * i, f"{pooling} pooling at layer {layer}: encoding the corpus (cached after the first time)")
+        rankings[pooling] = index.pooled(pooling, layer).query(query, k)
+    step(1.0, "done")
+    rows = []
+    for rank in range(k):
+        row: dict[str, Any] = {"rank": rank + 1}
+        for pooling, hits in rankings.items():
+            hit = hits[rank] if rank < len(hits) else None
+            row[f"{pooling}_doc_id"] = hit.doc_id if hit else None
+            row[f"{pooling}_title"] = index.corpus[hit.doc_id].get("title", "") if hit else None
+            row[f"{pooling}_score"] = _r(hit.score) if hit else None
+        rows.append(row)
+    mean_ids = {h.doc_id for h in rankings["mean"]}
+    cls_ids = {h.doc_id for h in rankings["cls"]}
+    overlap = len(mean_ids & cls_ids)
+    data = {"query": query, "corpus": index.name, "layer": layer, "k": k, "overlap": overlap,
+            "rankings": {p: [{"doc_id": h.doc_id, "score": _r(h.score)} for h in hits]
+                         for p, hits in rankings.items()}}
+    text = (f"Layer {layer}{' (embeddings)' if layer == 0 else ''}: mean and CLS pooling share {overlap} of their "
+            f"top {k}. all-MiniLM-L6-v2 was trained with mean pooling, so its CLS vector is not tuned for search.")
+    return ViewResult(rows=rows, data=data, text=text)
+
+
+def upload_corpus(state: AppState, path: str | Path | None, progress: Progress | None = None) -> ViewResult:
+    """Index a user's corpus file (.txt/.jsonl/.csv/.tsv); it becomes choosable by the returned name."""
+    from ctxir.data import USER_CORPUS_SUFFIXES, load_user_corpus
+
+    if not path:
+        raise CtxirError(f"no file was uploaded: choose a corpus file ({', '.join(USER_CORPUS_SUFFIXES)})")
+    path = Path(path)
+    if not path.is_file():
+        raise CtxirError(f"uploaded file {str(path)!r} was not found on the server: upload it again")
+    size_mb = path.stat().st_size / 2**20
+    if size_mb > state.config.max_upload_mb:
+        raise CtxirError(f"{path.name} is {size_mb:.1f} MB; this app accepts corpus files up to "
+                         f"{state.config.max_upload_mb:g} MB: upload a smaller sample")
+    corpus = load_user_corpus(path)
+    if len(corpus) > state.config.max_upload_docs:
+        raise CtxirError(f"{path.name} has {len(corpus):,} documents; this app indexes at most "
+                         f"{state.config.max_upload_docs:,} uploaded documents on its CPU: upload a sample, or start "
+                         "the app on the full corpus with --corpus PATH")
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:8]
+    name = f"{path.stem[:40]}-{digest}"
+    index = CorpusIndex(name, corpus, state.models.bi_encoder, f"upload {path.name}", progress, state.cache,
+                        state.models.bi_encoder_name)
+    state.add(index)
+    rows = [{"doc_id": doc_id, "title": doc.get("title", ""), "text": _snippet(doc.get("text", ""))}
+            for doc_id, doc in list(corpus.items())[:10]]
+    data = {"corpus": name, "documents": len(corpus), "file": path.name, "sample": rows}
+    return ViewResult(rows=rows, data=data,
+                      text=f"Indexed **{len(corpus):,} documents** from `{path.name}` as corpus `{name}`.")
+
+
+# ---------------------------------------------------------------- pair scoring
+
+
+def input_formation(tokenizer, query: str, document: str, max_length: int = 512) -> dict:
+    """How a cross-encoder reads a pair: ``[CLS] query [SEP] document [SEP]`` with token types 0/1."""
+    enc = tokenizer(query, document, truncation="longest_first", max_length=max_length)
+    ids = list(enc["input_ids"])
+    tokens = tokenizer.convert_ids_to_tokens(ids)
+    types = list(enc.get("token_type_ids") or [0] * len(ids))
+    return {"text": " ".join(tokens), "tokens": tokens, "token_ids": ids, "token_type_ids": types,
+            "num_tokens": len(ids), "truncated": len(tokenizer(query, document)["input_ids"]) > len(ids)}
+
+
+def score_pairs(state: AppState, query: str, documents: str | Sequence[str]) -> ViewResult:
+    """Cross-encoder score, CLS-LR probability and bi-encoder cosine for (query, document) pairs."""
+    cfg = state.config
+    query = check_text(query, "query", cfg.max_query_chars)
+    docs = split_lines(documents, "documents", cfg.max_documents, cfg.max_text_chars)
+    models = state.models
+    q = models.bi_encoder.encode([query], normalize_embeddings=True, convert_to_numpy=True)  # (1, dim)
+    d = models.bi_encoder.encode(docs, normalize_embeddings=True, convert_to_numpy=True)  # (docs, dim)
+    cosine = (d @ q[0]).tolist()
+    ce = models.cross_encoder.score_pairs(query, docs).tolist() if models.cross_encoder is not None else None
+    proba = models.cls_lr.predict_proba(query, docs).tolist() if models.cls_lr is not None else None
+    columns = {"cross-encoder score": ce or [None] * len(docs), "CLS-LR probability": proba or [None] * len(docs),
+               "bi-encoder cosine": cosine}
+    rows = []
+    for i, doc in enumerate(docs):
+        rows.append({"doc": i + 1, "document": _snippet(doc, 120),
+                     "cross_encoder_score": _r(ce[i]) if ce else None,
+                     "cls_lr_probability": _r(proba[i]) if proba else None,
+                     "bi_encoder_cosine": _r(cosine[i])})
+    for key, rank_key in (("cross_encoder_score", "cross_encoder_rank"), ("cls_lr_probability", "cls_lr_rank"),
+                          ("bi_encoder_cosine", "cosine_rank")):
+        values = [r[key] for r in rows]
+        order = np.argsort(-np.asarray(values, dtype=float), kind="stable") if None not in values else []
+        ranks = {int(i): rank for rank, i in enumerate(order, 1)}
+        for i, row in enumerate(rows):
+            row[rank_key] = ranks.get(i)
+    reader = models.inspect.get("cross-encoder", models.inspect["bi-encoder"])
+    formations = [input_formation(reader.tokenizer, query, doc) for doc in docs]
+    first = formations[0]
+    token_rows = [{"position": i, "token": t, "token_id": tid, "token_type": tt}
+                  for i, (t, tid, tt) in enumerate(zip(first["tokens"], first["token_ids"], first["token_type_ids"],
+                                                       strict=True))]
+    unavailable = {}
+    if ce is None:
+        unavailable["cross-encoder"] = models.cross_encoder_error
+    if proba is None:
+        unavailable["cls-lr"] = models.cls_lr_error
+    from ctxir.viz import scores_figure
+
+    text = (f"Input formation ({reader.name} tokenizer), document 1: `{first['text']}` — {first['num_tokens']} "
+            "tokens; token type 0 = query segment, 1 = document segment.")
+    if unavailable:
+        text += "\n\n" + "\n".join(f"- {name} not loaded: {why}" for name, why in unavailable.items())
+    data = {"query": query, "documents": docs, "scores": rows, "input_formation": formations,
+            "unavailable": unavailable}
+    return ViewResult(rows=rows, figures={"scores": scores_figure(docs, columns)}, data=data, text=text,
+                      extra_rows=token_rows)
+
+
+# ---------------------------------------------------------------- token embeddings
+
+
+def _inspect(state: AppState, model: str, text: str, text_pair: str | None = None,
+             max_tokens: int | None = None) -> Internals:
+    from ctxir.internals import inspect_text
+
+    item = state.models.inspectable(model)
+    limit = max_tokens or state.config.max_inspect_tokens
+    n_tokens = len(item.tokenizer(text, text_pair or None)["input_ids"])
+    if n_tokens > limit:
+        raise CtxirError(f"the input has {n_tokens} tokens but this view accepts at most {limit}: shorten the text"
+                         f" (it begins {text[:40]!r})")
+    return inspect_text(text, text_pair or None, model=item.model, tokenizer=item.tokenizer, max_tokens=limit)
+
+
+def _layer(value: Any, n_layers: int, what: str = "layer") -> int:
+    """-1 means the last layer; layers count like hidden_states (0 = embeddings)."""
+    layer = check_int(value, what, -1, n_layers)
+    return n_layers if layer == -1 else layer
+
+
+def model_info(state: AppState, model: str = "bi-encoder", text: str = "") -> ViewResult:
+    """Tokenizer and architecture facts, and the tokens of ``text`` (ids, token types, special or not)."""
+    item = state.models.inspectable(model)
+    tok, body = item.tokenizer, item.model
+    config = body.config
+    special = {name: {"token": str(token), "id": tok.convert_tokens_to_ids(token)}
+               for name, token in tok.special_tokens_map.items() if isinstance(token, str)}
+    info = {
+        "model": item.name, "model_type": config.model_type, "tokenizer": type(tok).__name__,
+        "vocab_size": int(tok.vocab_size), "special_tokens": special,
+        "max_position_embeddings": int(getattr(config, "max_position_embeddings", 0) or 0),
+        "layers": int(config.num_hidden_layers), "hidden_size": int(config.hidden_size),
+        "ffn_size": int(getattr(config, "intermediate_size", 0) or 0),
+        "attention_heads": int(config.num_attention_heads),
+        "parameters": int(sum(p.numel() for p in body.parameters())),
+        "attention_implementation": getattr(config, "_attn_implementation", None),
+    }
+    rows = []
+    if text and text.strip():
+        text = check_text(text, "text", state.config.max_text_chars)
+        enc = tok(text)
+        special_ids = set(tok.all_special_ids)
+        for i, token_id in enumerate(enc["input_ids"]):
+            rows.append({"position": i, "token": tok.convert_ids_to_tokens(token_id), "token_id": int(token_id),
+                         "token_type": int(enc["token_type_ids"][i]) if "token_type_ids" in enc else 0,
+                         "special": token_id in special_ids})
+        info["text"] = text
+        info["tokens"] = rows
+    md = (f"**{item.name}** · {info['model_type']} · {info['layers']} layers · hidden {info['hidden_size']} · "
+          f"FFN {info['ffn_size']} · {info['attention_heads']} heads · {info['parameters']:,} parameters · "
+          f"vocabulary {info['vocab_size']:,} ({info['tokenizer']}) · up to {info['max_position_embeddings']} "
+          "positions · special tokens " + ", ".join(f"`{v['token']}`={v['id']}" for v in special.values()))
+    return ViewResult(rows=rows, data=info, text=md)
+
+
+def token_embeddings(state: AppState, sentences: str | Sequence[str], layer_a: int = 0, layer_b: int = -1,
+                     methods: Sequence[str] = ("pca", "tsne"), word: str = "", model: str = "bi-encoder",
+                     progress: Progress | None = None) -> ViewResult:
+    """2-D projections of every (non-special) token's vector at two layers, and consecutive-layer cosines."""
+    from ctxir.internals import word_positions
+    from ctxir.viz import consecutive_layer_similarity, heatmap_figure, project, projection_figure
+
+    cfg = state.config
+    items = split_lines(sentences, "sentences", cfg.max_sentences, cfg.max_text_chars)
+    n_layers = int(state.models.inspectable(model).model.config.num_hidden_layers)
+    layers = sorted({_layer(layer_a, n_layers, "layer A"), _layer(layer_b, n_layers, "layer B")})
+    methods = [check_choice(m, "projection", ("pca", "tsne")) for m in (methods or ["pca"])]
+    step = progress or (lambda *_: None)
+    step(0.1, "forward passes")
+    internals = [_inspect(state, model, s) for s in items]
+    labels, groups, highlight, vectors = [], [], [], {layer: [] for layer in layers}
+    token_rows = []
+    for g, item in enumerate(internals):
+        marked = set()
+        if word.strip():
+            try:
+                marked = set(word_positions(item.tokens, word))
+            except CtxirError:
+                marked = set()
+        for pos, token in enumerate(item.tokens):
+            if token in ("[CLS]", "[SEP]", "<s>", "</s>", "[PAD]"):
+                continue
+            labels.append(token)
+            groups.append(g)
+            highlight.append(pos in marked)
+            for layer in layers:
+                vectors[layer].append(item.hidden_states[layer, pos])
+            token_rows.append({"sentence": g + 1, "position": pos, "token": token, "token_id": item.token_ids[pos]})
+    if word.strip() and not any(highlight):
+        raise CtxirError(f"word {word.strip()!r} is in none of the sentences: pick a word that appears, or leave it "
+                         "empty")
+    points = {}
+    for i, method in enumerate(methods):
+        step(0.3 + 0.5 * i / len(methods), f"{method} projection")
+        for layer in layers:
+            points[(method, layer)] = project(np.stack(vectors[layer]), method)
+    names = [f"{i + 1}: {s}" for i, s in enumerate(items)]
+    projection = projection_figure(points, labels, groups, names, highlight)
+    drift = [consecutive_layer_similarity(item.hidden_states) for item in internals]  # each (layers, tokens)
+    first = internals[0]
+    heat = heatmap_figure(drift[0].T, first.tokens, [f"{i}→{i + 1}" for i in range(drift[0].shape[0])],
+                          "cosine between consecutive layers, sentence 1", vmin=None, vmax=1.0,
+                          xlabel="layer transition", ylabel="token")
+    step(1.0, "done")
+    d = cfg.decimals
+    data = {
+        "layers": layers, "methods": methods, "tokens": token_rows,
+        "points": {m: {str(layer): np.round(points[(m, layer)], d).tolist() for layer in layers} for m in methods},
+        "consecutive_layer_cosine": [{"sentence": i + 1, "tokens": item.tokens, "cosine": np.round(x, d).tolist()}
+                                     for i, (item, x) in enumerate(zip(internals, drift, strict=True))],
+    }
+    return ViewResult(rows=token_rows, figures={"projection": projection, "consecutive_layers": heat}, data=data,
+                      text=f"{len(labels)} tokens from {len(items)} sentence(s); layers {layers[0]} and {layers[-1]}"
+                           + (f"; `{word.strip()}` circled in red" if word.strip() else ""))
+
+
+def layer_similarity(state: AppState, sentences: str | Sequence[str], word: str = "bank",
+                     model: str = "bi-encoder") -> ViewResult:
+    """Per-layer cosine of one word across sentences, and of the whole sentences (mean of their tokens)."""
+    from ctxir.internals import word_vectors
+    from ctxir.viz import curves_figure, layer_cosines
+
+    cfg = state.config
+    items = split_lines(sentences, "sentences", cfg.max_sentences, cfg.max_text_chars, min_items=2)
+    word = check_text(word, "word", 50)
+    internals = [_inspect(state, model, s) for s in items]
+    word_vecs = []
+    for i, item in enumerate(internals, 1):
+        try:
+            word_vecs.append(word_vectors(item, word))  # (layers+1, hidden)
+        except CtxirError:
+            raise CtxirError(f"word {word!r} is not in sentence {i} ({items[i - 1][:60]!r}): every sentence must "
+                             "contain the word to follow") from None
+    sentence_vecs = [item.hidden_states.mean(axis=1) for item in internals]  # (layers+1, hidden), mean pooling
+    d = cfg.decimals
+    word_curves, sentence_curves = {}, {}
+    for i in range(len(items)):
+        for j in range(i + 1, len(items)):
+            key = f"{i + 1} vs {j + 1}"
+            word_curves[key] = np.round(layer_cosines(word_vecs[i], word_vecs[j]), d).tolist()
+            sentence_curves[key] = np.round(layer_cosines(sentence_vecs[i], sentence_vecs[j]), d).tolist()
+    figures = {
+        "word": curves_figure(word_curves, f"cosine of {word!r} between sentences, per layer"),
+        "sentence": curves_figure(sentence_curves, "cosine of whole sentences (mean of tokens), per layer"),
+    }
+    data = {"word": word, "sentences": items, "layers": list(range(internals[0].hidden_states.shape[0])),
+            "word_cosine": word_curves, "sentence_cosine": sentence_curves}
+    legend = "; ".join(f"{i + 1} = {s[:50]!r}" for i, s in enumerate(items))
+    return ViewResult(rows=[{"pair": k, **{f"layer_{li}": v for li, v in enumerate(vals)}}
+                            for k, vals in word_curves.items()],
+                      figures=figures, data=data, text=f"Sentences: {legend}. Layer 0 is the embedding layer.")
+
+
+def sentence_similarity(state: AppState, sentences: str | Sequence[str], layer: int = -1,
+                        pooling: str = "mean") -> ViewResult:
+    """Cosine similarity heatmap of sentence embeddings (bi-encoder, chosen pooling and layer)."""
+    from ctxir.encoders import BiEncoder
+    from ctxir.viz import cosine_matrix, heatmap_figure
+
+    cfg = state.config
+    items = split_lines(sentences, "sentences", cfg.max_sentences, cfg.max_text_chars, min_items=2)
+    check_choice(pooling, "pooling", POOLINGS)
+    layer = _layer(layer, state.models.num_layers)
+    encoder = BiEncoder(state.models.bi_encoder, pooling=pooling, layer=layer, cache=None)
+    sim = cosine_matrix(encoder.encode(items))  # (sentences, sentences)
+    labels = [f"{i + 1}. {s[:45]}" for i, s in enumerate(items)]
+    fig = heatmap_figure(sim, labels, [str(i + 1) for i in range(len(items))],
+                         f"sentence cosine similarity ({pooling} pooling, layer {layer})", vmin=-0.2, vmax=1.0)
+    d = cfg.decimals
+    data = {"sentences": items, "layer": layer, "pooling": pooling, "similarity": np.round(sim, d).tolist()}
+    rows = [{"sentence": labels[i], **{str(j + 1): round(float(sim[i, j]), d) for j in range(len(items))}}
+            for i in range(len(items))]
+    return ViewResult(rows=rows, figures={"similarity": fig}, data=data)
+
+
+# ---------------------------------------------------------------- attention
+
+
+def parse_indices(value: Any, what: str) -> list[int]:
+    """[0, 2], "0,2", "0-3" or "" (all) → sorted ints."""
+    if value is None or value == "" or value == []:
+        return []
+    if isinstance(value, int | float):
+        value = [value]
+    if isinstance(value, str):
+        out = []
+        for part in value.replace(" ", "").split(","):
+            if not part:
+                continue
+            try:
+                if "-" in part[1:]:
+                    low, high = part.split("-", 1)
+                    out.extend(range(int(low), int(high) + 1))
+                else:
+                    out.append(int(part))
+            except ValueError:
+                raise CtxirError(f"{what} {value!r} is not a list of numbers: write e.g. '0,2' or '0-3', or leave it "
+                                 "empty for all") from None
+        return sorted(set(out))
+    try:
+        return sorted({int(v) for v in value})
+    except (TypeError, ValueError):
+        raise CtxirError(f"{what} {value!r} is not a list of numbers: e.g. [0, 2], or empty for all") from None
+
+
+def attention(state: AppState, text: str, text_pair: str = "", view: str = "head", layers: Any = None,
+              heads: Any = None, heatmap_layer: int = 0, heatmap_head: int = 0,
+              model: str = "bi-encoder") -> ViewResult:
+    """bertviz head/model view (offline HTML), a heatmap of one layer/head, and a per-head summary."""
+    from ctxir.viz import (
+        attention_heatmap,
+        bertviz_document,
+        check_attention_size,
+        head_summary,
+        head_summary_figure,
+    )
+
+    cfg = state.config
+    text = check_text(text, "text", cfg.max_text_chars)
+    text_pair = check_text(text_pair, "second text", cfg.max_text_chars, required=False) or None
+    check_choice(view, "view", ("head", "model"))
+    internals = _inspect(state, model, text, text_pair, max_tokens=cfg.max_attention_tokens)
+    n_layers, n_heads = internals.attentions.shape[:2]
+    layers_, heads_ = check_attention_size(internals, parse_indices(layers, "layers"), parse_indices(heads, "heads"),
+                                           cfg.max_attention_tokens)
+    heatmap_layer = check_int(heatmap_layer, "heatmap layer", 0, n_layers - 1)
+    heatmap_head = check_int(heatmap_head, "heatmap head", 0, n_heads - 1)
+    started = time.perf_counter()
+    document = bertviz_document(internals, view, layers_, heads_, decimals=cfg.decimals,
+                                max_tokens=cfg.max_attention_tokens)
+    build_ms = (time.perf_counter() - started) * 1000
+    summary = head_summary(internals, cfg.decimals)
+    figures = {"heatmap": attention_heatmap(internals, heatmap_layer, heatmap_head),
+               "head_summary": head_summary_figure(summary)}
+    d = cfg.decimals
+    data = {
+        "tokens": internals.tokens, "token_ids": internals.token_ids, "token_type_ids": internals.token_type_ids,
+        "sentence_b_start": internals.sentence_b_start, "view": view, "layers": layers_, "heads": heads_,
+        "html_bytes": len(document.encode()), "build_ms": round(build_ms, 1),
+        "heatmap": {"layer": heatmap_layer, "head": heatmap_head,
+                    "weights": np.round(internals.attentions[heatmap_layer, heatmap_head].astype(np.float64), d).tolist()},
+        "head_summary": summary,
+    }
+    text_out = (f"{len(internals.tokens)} tokens · {view} view of layers {layers_} and {len(heads_)} head(s) · "
+                f"{len(document.encode()) / 2**20:.2f} MiB of HTML (weights rounded to {d} decimals), built in "
+                f"{build_ms:.0f} ms; drawn in the frame below with no internet access.")
+    return ViewResult(rows=summary, figures=figures, data=data, text=text_out, html=document)

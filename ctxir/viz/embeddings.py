@@ -1,0 +1,166 @@
+"""Embedding figures and the numbers behind them, from ``Internals`` / arrays (never a model).
+
+Each ``*_figure`` returns a matplotlib figure; the computations (projections, per-layer cosines)
+are separate pure functions so the app can return their numbers as JSON and tests can check them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import matplotlib
+import numpy as np
+from matplotlib.figure import Figure
+
+from ctxir.types import CtxirError
+
+PROJECTIONS = ("pca", "tsne")
+
+
+def new_figure(size: tuple[float, float], dpi: int = 100) -> Figure:
+    """A pyplot-free figure: pyplot's global state is not thread-safe, and the app serves requests in threads."""
+    return Figure(figsize=size, dpi=dpi)
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    return x / np.clip(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12, None)
+
+
+def cosine_matrix(vectors: np.ndarray) -> np.ndarray:
+    """(N, D) → (N, N) cosine similarities."""
+    unit = _unit(np.asarray(vectors, dtype=np.float64))
+    return unit @ unit.T
+
+
+def project(vectors: np.ndarray, method: str = "pca", seed: int = 0) -> np.ndarray:
+    """(N, D) → (N, 2) with PCA or t-SNE (scikit-learn); t-SNE's perplexity is fitted to small N."""
+    from sklearn.decomposition import PCA
+    from sklearn.manifold import TSNE
+
+    vectors = np.asarray(vectors, dtype=np.float64)
+    n = vectors.shape[0]
+    if method not in PROJECTIONS:
+        raise CtxirError(f"projection {method!r} is not known: use one of {', '.join(PROJECTIONS)}")
+    if n < 3:
+        raise CtxirError(f"a 2-D projection needs at least 3 tokens, got {n}: type a longer text")
+    if method == "pca":
+        return PCA(n_components=2, random_state=seed).fit_transform(vectors).astype(np.float64)
+    # perplexity must stay below N; ~N/4 keeps both local and global structure for a few dozen tokens.
+    perplexity = float(min(30.0, max(2.0, (n - 1) / 4)))
+    return TSNE(n_components=2, perplexity=perplexity, init="pca", random_state=seed,
+                max_iter=500).fit_transform(vectors).astype(np.float64)  # float64: rounds to short JSON numbers
+
+
+def projection_figure(points: dict[tuple[str, int], np.ndarray], labels: Sequence[str], groups: Sequence[int],
+                      group_names: Sequence[str], highlight: Sequence[bool] | None = None):
+    """Grid of scatter plots: one row per method, one column per layer; colour = sentence."""
+    methods = sorted({m for m, _ in points}, key=PROJECTIONS.index)
+    layers = sorted({layer for _, layer in points})
+    fig = new_figure((6.5 * len(layers), 5.5 * len(methods)))
+    axes = fig.subplots(len(methods), len(layers), squeeze=False)
+    cmap = matplotlib.colormaps["tab10"]
+    highlight = list(highlight) if highlight is not None else [False] * len(labels)
+    for r, method in enumerate(methods):
+        for c, layer in enumerate(layers):
+            ax = axes[r][c]
+            xy = points[(method, layer)]
+            for g, name in enumerate(group_names):
+                idx = [i for i, gi in enumerate(groups) if gi == g]
+                ax.scatter(xy[idx, 0], xy[idx, 1], color=cmap(g % 10), s=28, label=name[:40], alpha=0.85)
+            for i, label in enumerate(labels):
+                ax.annotate(label, xy[i], fontsize=9 if highlight[i] else 7,
+                            fontweight="bold" if highlight[i] else "normal",
+                            color="black" if highlight[i] else "dimgray", xytext=(2, 2), textcoords="offset points")
+            marked = [i for i, h in enumerate(highlight) if h]
+            if marked:
+                ax.scatter(xy[marked, 0], xy[marked, 1], s=140, facecolors="none", edgecolors="red", linewidths=1.5)
+            ax.set_title(f"{'PCA' if method == 'pca' else 't-SNE'} · layer {layer}"
+                         + (" (embeddings)" if layer == 0 else ""))
+            ax.set_xticks([])
+            ax.set_yticks([])
+    axes[0][0].legend(fontsize=7, loc="best")
+    fig.set_layout_engine("tight")
+    return fig
+
+
+def layer_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Cosine per layer between two (layers+1, hidden) stacks → (layers+1,)."""
+    return np.sum(_unit(np.asarray(a, np.float64)) * _unit(np.asarray(b, np.float64)), axis=-1)
+
+
+def consecutive_layer_similarity(hidden_states: np.ndarray) -> np.ndarray:
+    """(layers+1, tokens, hidden) → (layers, tokens): cosine of each token between layer l and l+1."""
+    unit = _unit(np.asarray(hidden_states, np.float64))
+    return np.sum(unit[:-1] * unit[1:], axis=-1)
+
+
+def curves_figure(curves: dict[str, Sequence[float]], title: str, ylabel: str = "cosine similarity"):
+    """Line chart: x = layer (0 = embeddings), one line per named curve."""
+    fig = new_figure((8, 4.8))
+    ax = fig.subplots()
+    for name, values in curves.items():
+        ax.plot(range(len(values)), values, marker="o", label=name)
+    n = max(len(v) for v in curves.values())
+    ax.set_xticks(range(n), ["0\n(emb)"] + [str(i) for i in range(1, n)])
+    ax.set_xlabel("layer")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
+    fig.set_layout_engine("tight")
+    return fig
+
+
+def heatmap_figure(matrix: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str], title: str,
+                   vmin: float | None = None, vmax: float | None = None, cmap: str = "viridis",
+                   annotate: bool | None = None, xlabel: str = "", ylabel: str = ""):
+    """A labelled heatmap; values printed in the cells when the grid is small enough to read."""
+    matrix = np.asarray(matrix, dtype=np.float64)
+    rows, cols = matrix.shape
+    fig = new_figure((min(3 + 0.45 * cols, 28), min(2 + 0.42 * rows, 20)))
+    ax = fig.subplots()
+    image = ax.imshow(matrix, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
+    ax.set_xticks(range(cols), [str(c)[:30] for c in col_labels], rotation=60, ha="right", fontsize=8)
+    ax.set_yticks(range(rows), [str(r)[:50] for r in row_labels], fontsize=8)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if annotate if annotate is not None else rows * cols <= 200:
+        middle = (np.nanmax(matrix) + np.nanmin(matrix)) / 2
+        for i in range(rows):
+            for j in range(cols):
+                ax.text(j, i, f"{matrix[i, j]:.2f}", ha="center", va="center", fontsize=7,
+                        color="black" if matrix[i, j] > middle else "white")
+    ax.set_title(title)
+    fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    fig.set_layout_engine("tight")
+    return fig
+
+
+def scores_figure(documents: Sequence[str], columns: dict[str, Sequence[float | None]]):
+    """One horizontal bar chart per score (they live on different scales), documents on the y axis."""
+    shown = {name: values for name, values in columns.items() if any(v is not None for v in values)}
+    if not shown:
+        raise CtxirError("no scores to plot: no model produced a score")
+    labels = [f"{i + 1}. {d[:38]}{'…' if len(d) > 38 else ''}" for i, d in enumerate(documents)]
+    fig = new_figure((4.4 * len(shown) + 2.5, 0.5 * len(documents) + 1.8))
+    axes = fig.subplots(1, len(shown), sharey=True, squeeze=False)
+    for ax, (name, values) in zip(axes[0], shown.items(), strict=True):
+        vals = [np.nan if v is None else float(v) for v in values]
+        colours = ["tab:green" if v == np.nanmax(vals) else "tab:blue" for v in vals]
+        ax.barh(range(len(vals)), vals, color=colours)
+        for i, v in enumerate(vals):
+            if not np.isnan(v):
+                ax.text(v, i, f" {v:.3f}", va="center", fontsize=8)
+        ax.set_title(name, fontsize=10)
+        ax.axvline(0, color="gray", lw=0.8)
+        ax.grid(axis="x", alpha=0.3)
+    axes[0][0].set_yticks(range(len(labels)), labels, fontsize=8)
+    axes[0][0].invert_yaxis()
+    fig.set_layout_engine("tight")
+    return fig
+
+
+def save_png(fig, path) -> str:
+    """Write ``fig`` as PNG; figures are plain ``Figure`` objects, freed with their last reference."""
+    fig.savefig(path, format="png", bbox_inches="tight")
+    return str(path)

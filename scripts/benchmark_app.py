@@ -1,0 +1,200 @@
+"""Measure the app: cold start offline, search latency p50/p95 over the demo queries, attention view time.
+
+    HF_HUB_OFFLINE=1 python scripts/benchmark_app.py                      # writes results/app_benchmark.json
+    HF_HUB_OFFLINE=1 python scripts/benchmark_app.py --torch-threads 2 --cold_start False \
+        --output results/app_benchmark_2threads.json                     # two intra-op threads
+
+Search latency is the time of ``ctxir.app_logic.search`` (what the /search callback runs: first stage,
+re-ranking, result table) for every demo query (83), k=10. No trained cross-encoder exists offline, so the
+re-ranking rows use a cross-encoder built on the packaged all-MiniLM-L6-v2 body with a fresh 1-label head:
+the same architecture and size as cross-encoder/ms-marco-MiniLM-L6-v2 (6 layers, hidden 384), so the same
+cost; its scores are meaningless and only its latency is reported. Cold start is measured on ``python app.py``
+as a subprocess, from launch until the page answers, first with an empty embedding cache, then again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+@dataclass
+class BenchmarkArgs:
+    repeats: int = field(default=1, metadata={"help": "passes over the demo queries per configuration"})
+    depth: int = field(default=20, metadata={"help": "candidates the cross-encoder re-ranks"})
+    torch_threads: int = field(default=0, metadata={"help": "torch intra-op threads; 0 = auto as app.py: 1 on "
+                                                            "machines with ≤ 2 CPUs, else torch's default"})
+    cold_start: bool = field(default=True, metadata={"help": "also time `python app.py` starting twice"})
+    attention_tokens: str = field(default="64,128,256", metadata={"help": "input lengths for the attention view"})
+    output: str = field(default="results/app_benchmark.json", metadata={"help": "JSON written here"})
+
+
+def machine() -> dict:
+    import torch
+
+    return {"platform": platform.platform(), "python": platform.python_version(), "cpu_count": os.cpu_count(),
+            "processor": platform.processor() or platform.machine(), "torch": torch.__version__,
+            "torch_threads": torch.get_num_threads(), "load_average": os.getloadavg()}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def time_app_start(cache_dir: str, timeout_s: float = 600.0) -> float:
+    """Seconds from `python app.py` to the first HTTP 200 of its page; the process is stopped afterwards."""
+    port = free_port()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "CTXIR_CACHE": cache_dir}
+    started = time.perf_counter()
+    process = subprocess.Popen([sys.executable, str(ROOT / "app.py"), "--host", "127.0.0.1", "--port", str(port)],
+                               cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        while time.perf_counter() - started < timeout_s:
+            if process.poll() is not None:
+                raise RuntimeError(f"app.py exited with code {process.returncode} during start")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2) as response:
+                    if response.status == 200:
+                        return time.perf_counter() - started
+            except OSError:
+                time.sleep(0.2)
+        raise TimeoutError(f"app.py did not answer within {timeout_s} s")
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def percentiles(ms: list[float]) -> dict:
+    return {"p50_ms": round(float(np.percentile(ms, 50)), 1), "p95_ms": round(float(np.percentile(ms, 95)), 1),
+            "mean_ms": round(float(np.mean(ms)), 1), "n": len(ms)}
+
+
+def text_of_tokens(tokenizer, source: str, n_tokens: int) -> str:
+    """Real corpus words that are one token each, ``n_tokens - 2`` of them: exactly ``n_tokens`` with [CLS]/[SEP]."""
+    words = [w for w in source.split() if w.isalpha() and len(tokenizer.tokenize(w)) == 1]
+    text = " ".join(words[: n_tokens - 2])
+    if len(tokenizer(text)["input_ids"]) != n_tokens:
+        raise ValueError(f"could not build a text of exactly {n_tokens} tokens")
+    return text
+
+
+def unrounded_head_view_bytes(state, text: str, layers: int) -> int:
+    """Size of bertviz's own head view HTML (float32 weights, no rounding) for comparison."""
+    import torch
+    from bertviz import head_view
+
+    from ctxir import app_logic as logic
+
+    internals = logic._inspect(state, "bi-encoder", text, max_tokens=state.config.max_attention_tokens)
+    attention = [torch.from_numpy(a).unsqueeze(0) for a in internals.attentions]
+    return len(head_view(attention, internals.tokens, include_layers=list(range(layers)),
+                         html_action="return").data.encode())
+
+
+def run(args: BenchmarkArgs) -> dict:
+    import torch
+
+    from ctxir import app_logic as logic
+    from ctxir.models import packaged_minilm_path
+    from ctxir.viz import MAX_ATTENTION_CELLS
+
+    threads = args.torch_threads or (1 if (os.cpu_count() or 1) <= 2 else 0)  # the same rule as app.py
+    if threads > 0:
+        torch.set_num_threads(threads)
+    report: dict = {"config": asdict(args), "machine": machine(), "command": " ".join(["python", *sys.argv])}
+
+    # 1. cold start of `python app.py`, offline: first with an empty embedding cache, then with it filled
+    if args.cold_start:
+        cache = tempfile.mkdtemp(prefix="ctxir-bench-cache-")
+        report["cold_start_s"] = {"empty_embedding_cache": round(time_app_start(cache), 1),
+                                  "embedding_cache_filled": round(time_app_start(cache), 1)}
+        print("cold start (s):", report["cold_start_s"], flush=True)
+        save(report, args.output)
+
+    # 2. load the app state in-process, with a MiniLM-sized cross-encoder (see the module docstring)
+    started = time.perf_counter()
+    config = logic.AppConfig(cross_encoder=str(packaged_minilm_path()), device="cpu", rerank_depth=args.depth)
+    state = logic.AppState.load(config)
+    report["in_process_load_s"] = round(time.perf_counter() - started, 1)
+    queries = logic.demo_queries()
+
+    # 3. search latency per configuration over every demo query
+    configs = [("bm25", "none"), ("dense", "none"), ("hybrid", "none"), ("dense", "cross-encoder"),
+               ("hybrid", "cross-encoder")]
+    report["search"] = {}
+    for first_stage, reranker in configs:
+        wall, cpu, stages = [], [], {}
+        for _ in range(args.repeats):
+            for query in queries:
+                t0, c0 = time.perf_counter(), time.process_time()
+                result = logic.search(state, query, first_stage=first_stage, reranker=reranker, k=10,
+                                      depth=args.depth)
+                wall.append((time.perf_counter() - t0) * 1000)
+                # CPU time of this process (all its threads): what the query costs when the CPU is shared
+                cpu.append((time.process_time() - c0) * 1000)
+                for name, ms in result.data["timings_ms"].items():
+                    stages.setdefault(name, []).append(ms)
+        name = first_stage + ("" if reranker == "none" else f" + {reranker} top {args.depth}")
+        report["search"][name] = {**percentiles(wall), "cpu_time": percentiles(cpu),
+                                  "stages": {k: percentiles(v) for k, v in stages.items()}}
+        print(f"search {name}: {report['search'][name]['p50_ms']} ms p50, {report['search'][name]['p95_ms']} ms p95",
+              flush=True)
+        save(report, args.output)
+
+    # 4. attention view (forward pass + offline bertviz HTML + heatmap + per-head summary)
+    tokenizer = state.models.inspect["bi-encoder"].tokenizer
+    source = " ".join(doc["text"] for doc in state.index(None).corpus.values())
+    report["attention"] = []
+    n_layers = state.models.num_layers
+    for n_tokens in [int(x) for x in args.attention_tokens.split(",")]:
+        text = text_of_tokens(tokenizer, source, n_tokens)
+        # the most layers the size limit allows at this length, all heads
+        layers = max(1, min(n_layers, MAX_ATTENTION_CELLS // (n_tokens**2 * state.models.num_heads)))
+        for view in ("head", "model"):
+            times, size = [], 0
+            for _ in range(3):
+                t0 = time.perf_counter()
+                result = logic.attention(state, text, view=view, layers=list(range(layers)))
+                times.append((time.perf_counter() - t0) * 1000)
+                size = result.data["html_bytes"]
+            row = {"tokens": n_tokens, "view": view, "layers": layers, "heads": state.models.num_heads,
+                   "median_ms": round(float(np.median(times)), 1), "html_mib": round(size / 2**20, 2)}
+            if view == "head":
+                row["unrounded_html_mib"] = round(unrounded_head_view_bytes(state, text, layers) / 2**20, 2)
+            report["attention"].append(row)
+            print("attention", row, flush=True)
+
+    report["load_average_at_end"] = os.getloadavg()
+    save(report, args.output)
+    return report
+
+
+def save(report: dict, path: str) -> None:
+    output = ROOT / path
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {output}", flush=True)
+
+
+if __name__ == "__main__":
+    from transformers import HfArgumentParser
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    (parsed,) = HfArgumentParser(BenchmarkArgs).parse_args_into_dataclasses()
+    run(parsed)

@@ -1,0 +1,384 @@
+"""ctxir.app_logic (what every app callback does), tested directly, plus app.py's wiring without a server.
+
+The models are the packaged all-MiniLM-L6-v2, a CrossEncoder built on the same body (untrained head) and
+a CLS-LR ranker fitted on a few pairs, so every re-ranker path runs offline. Scores of the untrained
+cross-encoder are not meaningful; tests check what the app does with them (ordering, ranks, shapes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import tempfile
+
+import numpy as np
+import pytest
+
+from ctxir import app_logic as logic
+from ctxir.types import CtxirError
+
+TOPICS = ("finance-", "geography-", "animals-0")  # 51 demo passages: both senses of "bank", otters, bats
+
+
+@functools.cache
+def build_test_state(minilm_path: str) -> logic.AppState:
+    """One shared AppState per test session (test_app_client and test_browser reuse it)."""
+    from ctxir.encoders import EmbeddingCache
+    from ctxir.models import load_bi_encoder, load_cross_encoder, load_transformer
+    from ctxir.rerank import ClsLrRanker, cls_features
+
+    bi = load_bi_encoder(minilm_path, "cpu")
+    cross = load_cross_encoder(minilm_path, "cpu", num_labels=1)
+    tokenizer, body = load_transformer(minilm_path, "cpu", attentions=False)
+    pairs = [("river otters", "Otters dig dens in the river bank."), ("savings account", "Open a savings account."),
+             ("river otters", "Banks approve loans."), ("savings account", "Bats hunt moths at night.")]
+    ranker = ClsLrRanker.fit(minilm_path, cls_features(body, tokenizer, pairs), [1, 1, 0, 0], device="cpu")
+    models = logic.AppModels.from_objects(bi, "all-MiniLM-L6-v2", cross_encoder=cross, cls_lr=ranker)
+    corpus = {i: d for i, d in logic.demo_corpus().items() if i.startswith(TOPICS)}
+    cache = EmbeddingCache(tempfile.mkdtemp(prefix="ctxir-test-cache-"))
+    return logic.AppState(models, logic.AppConfig(device="cpu"), corpus, "demo-subset", cache=cache)
+
+
+@pytest.fixture(scope="module")
+def state(minilm_path):
+    return build_test_state(str(minilm_path))
+
+
+@pytest.fixture(scope="module")
+def presets():
+    return logic.demo_presets()
+
+
+# ---------------------------------------------------------------- search
+
+
+def test_dense_search_finds_the_river_bank_passages(state):
+    result = logic.search(state, "otters playing on the river bank", first_stage="dense", k=5)
+    ids = [r["doc_id"] for r in result.rows]
+    assert ids[0] == "animals-01"  # "River otters dig their dens into the soft bank of a stream"
+    assert [r["rank"] for r in result.rows] == [1, 2, 3, 4, 5]
+    scores = [r["dense_score"] for r in result.rows]
+    assert scores == sorted(scores, reverse=True)
+    assert result.rows[0]["rerank_rank"] is None and result.rows[0]["rank_change"] is None
+    assert set(result.data["timings_ms"]) == {"dense", "total"}
+    json.dumps(result.data)  # API users get plain JSON
+
+
+@pytest.mark.parametrize("first_stage", ["bm25", "hybrid"])
+def test_other_first_stages(state, first_stage):
+    result = logic.search(state, "how do banks approve a personal loan", first_stage=first_stage, k=3)
+    assert result.rows and "finance-02" in [r["doc_id"] for r in result.rows]
+    assert f"{first_stage}_score" in result.rows[0]
+
+
+@pytest.mark.parametrize("reranker", ["cross-encoder", "cls-lr"])
+def test_reranking_keeps_both_stages_scores_and_ranks(state, reranker):
+    first = logic.search(state, "river otters", first_stage="dense", k=8)
+    result = logic.search(state, "river otters", first_stage="dense", reranker=reranker, k=8, depth=8)
+    first_rank = {r["doc_id"]: r["rank"] for r in first.rows}
+    assert {r["doc_id"] for r in result.rows} == set(first_rank)  # re-ranking 8 of 8 reorders, adds nothing
+    for row in result.rows:
+        assert row["dense_rank"] == first_rank[row["doc_id"]]
+        assert row["rank_change"] == row["dense_rank"] - row["rerank_rank"]
+        assert row["rank"] == row["rerank_rank"]
+    scores = [r["rerank_score"] for r in result.rows]
+    assert scores == sorted(scores, reverse=True)
+    assert reranker in result.data["timings_ms"]
+
+
+def test_missing_reranker_explains_how_to_provide_one(state):
+    without = logic.AppState.__new__(logic.AppState)
+    without.__dict__.update(state.__dict__)
+    without.models = dataclasses.replace(state.models, cross_encoder=None, cls_lr=None,
+                                         cross_encoder_error="model 'x' is not in the local cache",
+                                         cls_lr_error="no CLS-LR ranker was given")
+    with pytest.raises(CtxirError, match=r"train_cross_encoder\.py.*--cross-encoder") as err:
+        logic.search(without, "river otters", reranker="cross-encoder")
+    assert "'x' is not in the local cache" in str(err.value)
+    with pytest.raises(CtxirError, match=r"--cls-lr"):
+        logic.search(without, "river otters", reranker="cls-lr")
+    assert logic.search(without, "river otters", reranker="none").rows  # the rest of the app still works
+    scores = logic.score_pairs(without, "river otters", ["Otters live by rivers.", "Bank loans."])
+    assert scores.rows[0]["cross_encoder_score"] is None and "cross-encoder" in scores.data["unavailable"]
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"query": ""}, "query is empty"),
+    ({"query": "   "}, "query is empty"),
+    ({"query": "x" * 100_000}, r"query has 100,000 characters but at most 2,000"),
+    ({"first_stage": "splade"}, r"first stage 'splade' is not known: use one of 'bm25', 'dense', 'hybrid'"),
+    ({"reranker": "colbert"}, r"re-ranker 'colbert' is not known"),
+    ({"k": 0}, r"k must be a whole number from 1 to 100, got 0"),
+    ({"k": "ten"}, r"got 'ten'"),
+    ({"corpus": "nope"}, r"corpus 'nope' is not loaded: choose one of 'demo-subset'"),
+])
+def test_search_bad_input(state, kwargs, message):
+    args = {"query": "river otters", **kwargs}
+    with pytest.raises(CtxirError, match=message):
+        logic.search(state, **args)
+
+
+def test_compare_pooling_mean_at_last_layer_is_the_models_own_ranking(state):
+    dense = logic.search(state, "bats hunting insects at night", first_stage="dense", k=5)
+    result = logic.compare_pooling(state, "bats hunting insects at night", layer=-1, k=5)
+    assert [r["mean_doc_id"] for r in result.rows] == [r["doc_id"] for r in dense.rows]
+    assert result.data["layer"] == 6 and 0 <= result.data["overlap"] <= 5
+    assert all(r["cls_doc_id"] for r in result.rows)
+    with pytest.raises(CtxirError, match="layer must be a whole number from -1 to 6, got 9"):
+        logic.compare_pooling(state, "bats", layer=9)
+
+
+# ---------------------------------------------------------------- upload
+
+
+def test_upload_corpus_then_search_it(state, tmp_path):
+    path = tmp_path / "mine.jsonl"
+    path.write_text('{"id": "a", "title": "Tea", "text": "Green tea is steeped at 80 degrees."}\n'
+                    '{"id": "b", "text": "A python is a large constricting snake."}\n', encoding="utf-8")
+    result = logic.upload_corpus(state, str(path))
+    name = result.data["corpus"]
+    assert name.startswith("mine-") and result.data["documents"] == 2 and name in state.corpus_names
+    hits = logic.search(state, "snake", corpus=name, first_stage="dense", k=2)
+    assert hits.rows[0]["doc_id"] == "b"
+
+
+@pytest.mark.parametrize(("name", "content", "message"), [
+    ("latin1.txt", "caf\xe9 au lait\n".encode("latin-1"), r"latin1\.txt is not UTF-8: byte\(s\) e9 at line 1"),
+    ("bad.jsonl", b'{"id": "1", "text": "ok"}\n{"id": 2, "text": \n', r"bad\.jsonl line 2: expected a JSON object"),
+    ("dupes.jsonl", b'{"id": "1", "text": "a"}\n{"id": "1", "text": "b"}\n',
+     r"document id '1' appears twice, on line 1 and line 2"),
+    ("notext.csv", b"id,body\n1,hello\n", r"expected a header row with a 'text' column"),
+    ("corpus.pdf", b"%PDF-1.4", r"unsupported file type '\.pdf'"),
+    ("empty.txt", b"\n\n", r"contains no documents"),
+])
+def test_upload_bad_files(state, tmp_path, name, content, message):
+    path = tmp_path / name
+    path.write_bytes(content)
+    before = state.corpus_names
+    with pytest.raises(CtxirError, match=message):
+        logic.upload_corpus(state, str(path))
+    assert state.corpus_names == before
+
+
+def test_upload_limits(state, tmp_path):
+    path = tmp_path / "big.txt"
+    path.write_text("\n".join(f"document number {i}" for i in range(6)), encoding="utf-8")
+    small = logic.AppState.__new__(logic.AppState)
+    small.__dict__.update(state.__dict__)
+    small.config = dataclasses.replace(state.config, max_upload_docs=5)
+    with pytest.raises(CtxirError, match=r"big\.txt has 6 documents; this app indexes at most 5"):
+        logic.upload_corpus(small, str(path))
+    with pytest.raises(CtxirError, match="no file was uploaded"):
+        logic.upload_corpus(state, None)
+
+
+# ---------------------------------------------------------------- pair scoring
+
+
+def test_score_pairs_three_scores_and_input_formation(state, presets):
+    result = logic.score_pairs(state, presets["pair_query"], "\n".join(presets["pair_documents"]))
+    rows = result.rows
+    assert len(rows) == 5
+    cosine_rank = {r["doc"]: r["cosine_rank"] for r in rows}
+    assert max(cosine_rank[1], cosine_rank[2]) < min(cosine_rank[4], cosine_rank[5])  # relevant above unrelated
+    assert all(0.0 <= r["cls_lr_probability"] <= 1.0 for r in rows)
+    assert all(isinstance(r["cross_encoder_score"], float) for r in rows)
+    assert sorted(r["cross_encoder_rank"] for r in rows) == [1, 2, 3, 4, 5]
+    form = result.data["input_formation"][0]
+    assert form["tokens"][0] == "[CLS]" and form["tokens"].count("[SEP]") == 2
+    sep = form["tokens"].index("[SEP]")
+    assert form["token_type_ids"] == [0] * (sep + 1) + [1] * (len(form["tokens"]) - sep - 1)
+    assert form["text"].startswith("[CLS] how do bats find insects at night [SEP] bats")
+    assert result.extra_rows[0] == {"position": 0, "token": "[CLS]", "token_id": 101, "token_type": 0}
+    assert "scores" in result.figures
+
+
+def test_score_pairs_bad_input(state):
+    with pytest.raises(CtxirError, match="documents is empty"):
+        logic.score_pairs(state, "query", "")
+    with pytest.raises(CtxirError, match="documents has 40 lines but at most 32"):
+        logic.score_pairs(state, "query", "\n".join(f"doc {i}" for i in range(40)))
+    with pytest.raises(CtxirError, match="documents line 2 has 100,000 characters"):
+        logic.score_pairs(state, "query", ["fine", "y" * 100_000])
+
+
+# ---------------------------------------------------------------- token embeddings
+
+
+def test_model_info_reports_the_architecture(state):
+    result = logic.model_info(state, "bi-encoder", "The bank approved the loan.")
+    info = result.data
+    assert (info["layers"], info["hidden_size"], info["ffn_size"], info["attention_heads"]) == (6, 384, 1536, 12)
+    assert info["vocab_size"] == 30522 and 22_000_000 < info["parameters"] < 23_000_000
+    assert info["special_tokens"]["cls_token"] == {"token": "[CLS]", "id": 101}
+    assert [r["token"] for r in result.rows] == ["[CLS]", "the", "bank", "approved", "the", "loan", ".", "[SEP]"]
+    assert result.rows[0]["special"] and not result.rows[2]["special"]
+    assert logic.model_info(state, "cross-encoder").data["layers"] == 6
+
+
+def test_unknown_model_is_refused_with_the_loaded_choices(state):
+    with pytest.raises(CtxirError, match=r"model 'gpt-99' is not loaded in this app: choose one of 'bi-encoder'"):
+        logic.model_info(state, "gpt-99")
+    with pytest.raises(CtxirError, match="--bi-encoder"):
+        logic.attention(state, "text", model="gpt-99")
+
+
+def test_token_embeddings_projects_two_layers(state, presets):
+    result = logic.token_embeddings(state, presets["bank_contexts"][:2], 0, -1, ["pca", "tsne"], "bank")
+    data = result.data
+    n_tokens = len(data["tokens"])
+    assert data["layers"] == [0, 6]
+    for method in ("pca", "tsne"):
+        for layer in ("0", "6"):
+            assert np.asarray(data["points"][method][layer]).shape == (n_tokens, 2)
+            assert all(len(repr(v).split(".")[-1]) <= 3 for xy in data["points"][method][layer] for v in xy)
+    assert "[CLS]" not in {t["token"] for t in data["tokens"]}
+    drift = np.asarray(data["consecutive_layer_cosine"][0]["cosine"])
+    assert drift.shape == (6, len(data["consecutive_layer_cosine"][0]["tokens"]))
+    assert np.all(drift <= 1.0) and np.all(drift > -1.0)
+    assert set(result.figures) == {"projection", "consecutive_layers"}
+    with pytest.raises(CtxirError, match="word 'zebra' is in none of the sentences"):
+        logic.token_embeddings(state, presets["bank_contexts"][:2], 0, 6, ["pca"], "zebra")
+    with pytest.raises(CtxirError, match="layer B must be a whole number from -1 to 6, got 7"):
+        logic.token_embeddings(state, presets["bank_contexts"][:2], 0, 7, ["pca"])
+
+
+def test_bank_senses_drift_apart_in_the_middle_layers(state, presets):
+    river, money = presets["bank_contexts"][0], presets["bank_contexts"][1]  # river bank vs salary at the bank
+    result = logic.layer_similarity(state, [river, money], "bank")
+    curve = result.data["word_cosine"]["1 vs 2"]
+    assert len(curve) == 7
+    # Layer 0 holds the same token embedding (+ position): near-identical. Context pulls the senses apart.
+    assert curve[0] > 0.9
+    assert min(curve[2:5]) < curve[0] - 0.05
+    assert set(result.data["sentence_cosine"]) == {"1 vs 2"}
+    with pytest.raises(CtxirError, match=r"word 'bank' is not in sentence 2 \('The cat slept.'\)"):
+        logic.layer_similarity(state, [river, "The cat slept."], "bank")
+    with pytest.raises(CtxirError, match="at least 2 non-empty line"):
+        logic.layer_similarity(state, river, "bank")
+
+
+def test_sentence_similarity_prefers_paraphrases(state, presets):
+    sentences = presets["similarity_sentences"]
+    result = logic.sentence_similarity(state, sentences, layer=-1, pooling="mean")
+    sim = np.asarray(result.data["similarity"])
+    np.testing.assert_allclose(np.diag(sim), 1.0, atol=1e-3)
+    np.testing.assert_allclose(sim, sim.T, atol=1e-3)
+    cat, kitten, central_bank = 5, 6, 0
+    assert sim[cat, kitten] > sim[cat, central_bank] + 0.2
+    with pytest.raises(CtxirError, match="pooling 'sum' is not known"):
+        logic.sentence_similarity(state, sentences, pooling="sum")
+
+
+# ---------------------------------------------------------------- attention
+
+
+def test_attention_view_pair_heatmap_and_summary(state):
+    result = logic.attention(state, "I sat on the bank of the river.", "She deposited money at the bank.",
+                             view="head", layers="0-1", heads=[0, 3], heatmap_layer=2, heatmap_head=5)
+    data = result.data
+    assert data["tokens"][0] == "[CLS]" and data["sentence_b_start"] == data["tokens"].index("[SEP]") + 1
+    assert data["layers"] == [0, 1] and data["heads"] == [0, 3]
+    weights = np.asarray(data["heatmap"]["weights"])
+    np.testing.assert_allclose(weights.sum(1), 1.0, atol=0.01)  # rows of rounded softmax weights
+    assert all(len(repr(x).split(".")[-1]) <= 3 for row in data["heatmap"]["weights"] for x in row)  # short JSON
+    assert len(data["head_summary"]) == 6 * 12
+    assert "cdnjs" not in result.html and "window.requirejs" in result.html
+    assert data["html_bytes"] == len(result.html.encode())
+    model = logic.attention(state, "The bank approved the loan.", view="model")
+    assert model.data["sentence_b_start"] is None and "include_heads" in model.html
+
+
+def test_attention_limits(state):
+    long_text = " ".join(["bank"] * 300)
+    with pytest.raises(CtxirError, match=r"302 tokens but this view accepts at most 256"):
+        logic.attention(state, long_text)
+    medium = " ".join(["bank"] * 150)  # 152 tokens: all 6 layers × 12 heads is too much to send
+    with pytest.raises(CtxirError, match=r"choose at most 4 layer\(s\)"):
+        logic.attention(state, medium)
+    assert logic.attention(state, medium, layers=[5], heads=[0, 1]).data["layers"] == [5]
+    with pytest.raises(CtxirError, match=r"text has 100,000 characters but at most 5,000"):
+        logic.attention(state, "z" * 100_000)
+    with pytest.raises(CtxirError, match="layer 9 does not exist"):
+        logic.attention(state, "short text", layers="9")
+    with pytest.raises(CtxirError, match=r"layers 'a,b' is not a list of numbers"):
+        logic.attention(state, "short text", layers="a,b")
+    with pytest.raises(CtxirError, match="heatmap head must be a whole number from 0 to 11, got 12"):
+        logic.attention(state, "short text", heatmap_head=12)
+
+
+def test_parse_indices_and_check_int():
+    assert logic.parse_indices("0-2, 5", "layers") == [0, 1, 2, 5]
+    assert logic.parse_indices([3, 1, 3], "heads") == [1, 3]
+    assert logic.parse_indices("", "heads") == [] and logic.parse_indices(None, "heads") == []
+    assert logic.check_int(3.0, "k", 1, 5) == 3 and logic.check_int("4", "k", 1, 5) == 4
+    for bad in (True, 2.5, "x", None):
+        with pytest.raises(CtxirError, match="k must be a whole number"):
+            logic.check_int(bad, "k", 1, 5)
+
+
+# ---------------------------------------------------------------- startup and app wiring
+
+
+def test_app_starts_without_rerankers_that_cannot_be_loaded(minilm_path, tmp_path, caplog):
+    config = logic.AppConfig(bi_encoder=str(minilm_path), cross_encoder=str(tmp_path / "no-such-ce"),
+                             cls_lr=str(tmp_path), device="cpu")
+    models = logic.AppModels.load(config)
+    assert models.cross_encoder is None and "does not exist" in models.cross_encoder_error
+    assert models.cls_lr is None and "is not a CLS-LR ranker folder" in models.cls_lr_error
+    assert "cross-encoder re-ranker unavailable, the app starts without it" in caplog.text
+    with pytest.raises(CtxirError, match="restart the app with `--cross-encoder"):
+        models.reranker("cross-encoder")
+
+
+def test_unknown_bi_encoder_is_a_clear_startup_error(capsys, tmp_path):
+    import torch
+
+    import app
+
+    threads = torch.get_num_threads()  # main() sets the process's torch threads: restore them for other tests
+    try:
+        code = app.main(["--bi-encoder", str(tmp_path / "missing-model"), "--corpus", ""])
+    finally:
+        torch.set_num_threads(threads)
+    assert code == 2
+    assert "model folder" in capsys.readouterr().err
+
+
+def test_flags_read_environment_variables(monkeypatch):
+    from transformers import HfArgumentParser
+
+    import app
+
+    monkeypatch.setenv("CTXIR_CLS_LR", "/models/cls-lr")
+    monkeypatch.setenv("CTXIR_PORT", "7999")
+    (args,) = HfArgumentParser(app.AppArgs).parse_args_into_dataclasses(args=["--cross-encoder", "ce-folder"])
+    assert (args.cls_lr, args.port, args.cross_encoder) == ("/models/cls-lr", 7999, "ce-folder")
+    config = app.config_from_args(args)
+    assert config.cls_lr == "/models/cls-lr" and config.cross_encoder == "ce-folder"
+
+
+def test_build_demo_exposes_every_endpoint_and_turns_errors_into_gr_error(state):
+    import gradio as gr
+
+    import app
+
+    demo = app.build_demo(state)
+    names = {fn.api_name for fn in demo.fns.values() if fn.api_name and fn.api_visibility == "public"}
+    assert names == {"search", "compare_pooling", "upload_corpus", "score_pairs", "model_info", "token_embeddings",
+                     "layer_similarity", "sentence_similarity", "attention"}
+
+    @app._guard
+    def failing():
+        raise CtxirError("query is empty: type some text")
+
+    with pytest.raises(gr.Error, match="query is empty"):
+        failing()
+
+    @app._guard
+    def crashing():
+        raise RuntimeError("boom")
+
+    with pytest.raises(gr.Error, match=r"unexpected RuntimeError in crashing: boom\. The app is still running"):
+        crashing()

@@ -1,0 +1,191 @@
+"""The running app through its public API: gradio_client against build_demo(...) on 127.0.0.1, a free port.
+
+Every endpoint is called and its real result checked; bad input must come back as an error message while
+the app keeps serving.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_app import build_test_state
+
+from ctxir import app_logic as logic
+
+pytestmark = pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def served(minilm_path):
+    """(client, url) for the app launched in this process; closed after the module."""
+    from gradio_client import Client
+
+    import app
+
+    state = build_test_state(str(minilm_path))
+    demo = app.build_demo(state)
+    port = free_port()
+    demo.queue().launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
+                        allowed_paths=[str(demo.ctxir_outputs.root)])
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        yield Client(url, verbose=False), url
+    finally:
+        demo.close()
+
+
+def test_api_lists_every_endpoint(served):
+    client, _ = served
+    endpoints = set(client.view_api(print_info=False, return_format="dict")["named_endpoints"])
+    assert endpoints == {"/search", "/compare_pooling", "/upload_corpus", "/score_pairs", "/model_info",
+                         "/token_embeddings", "/layer_similarity", "/sentence_similarity", "/attention"}
+
+
+def test_search_endpoint(served):
+    client, _ = served
+    table, summary, data = client.predict("otters playing on the river bank", "demo-subset", "hybrid",
+                                          "cross-encoder", 5, 10, api_name="/search")
+    assert table["headers"][:2] == ["rank", "doc_id"] and len(table["data"]) == 5
+    assert {"hybrid", "cross-encoder", "total"} <= set(data["timings_ms"])
+    _, _, first = client.predict("otters playing on the river bank", "demo-subset", "hybrid", "none", 10, 10,
+                                 api_name="/search")
+    assert "animals-01" in [h["doc_id"] for h in first["hits"]]
+    # the (untrained) cross-encoder only reorders the hybrid top 10
+    assert {h["doc_id"] for h in data["hits"]} <= {h["doc_id"] for h in first["hits"]}
+    scores = [h["rerank_score"] for h in data["hits"]]
+    assert scores == sorted(scores, reverse=True)
+    assert all(h["rank_change"] == h["hybrid_rank"] - h["rerank_rank"] for h in data["hits"])
+    assert "5 results" in summary
+
+
+def test_compare_pooling_endpoint(served):
+    client, _ = served
+    table, _text, data = client.predict("bats hunting insects at night", "demo-subset", 6, 5,
+                                       api_name="/compare_pooling")
+    assert data["layer"] == 6 and len(data["rankings"]["mean"]) == 5 and len(data["rankings"]["cls"]) == 5
+    assert table["headers"][:2] == ["rank", "mean_doc_id"]
+
+
+def test_upload_corpus_endpoint_then_search_it(served, tmp_path):
+    from gradio_client import handle_file
+
+    client, _ = served
+    path = tmp_path / "notes.csv"
+    path.write_text('id,title,text\nn1,Kettles,"An electric kettle boils water in about two minutes."\n'
+                    'n2,Comets,"A comet grows a tail of gas and dust as it nears the Sun."\n', encoding="utf-8")
+    _summary, _table, data = client.predict(handle_file(str(path)), api_name="/upload_corpus")
+    corpus = data["corpus"]
+    assert data["documents"] == 2 and corpus.startswith("notes-")
+    _, _, hits = client.predict("icy visitor with a tail", corpus, "dense", "none", 1, 20, api_name="/search")
+    assert hits["hits"][0]["doc_id"] == "n2"
+
+
+def test_score_pairs_endpoint(served):
+    client, _ = served
+    presets = logic.demo_presets()
+    _table, png, formation, tokens, data = client.predict(presets["pair_query"],
+                                                          "\n".join(presets["pair_documents"]), api_name="/score_pairs")
+    assert Path(png).read_bytes()[:4] == b"\x89PNG"
+    cos = [r["bi_encoder_cosine"] for r in data["scores"]]
+    assert min(cos[:2]) > max(cos[3:])  # the two relevant documents beat the two unrelated ones
+    assert all(0 <= r["cls_lr_probability"] <= 1 for r in data["scores"])
+    assert tokens["data"][0][:2] == [0, "[CLS]"] and "[SEP]" in formation
+
+
+def test_model_info_endpoint(served):
+    client, _ = served
+    _text, tokens, info = client.predict("bi-encoder", "Bats hunt moths.", api_name="/model_info")
+    assert info["layers"] == 6 and info["hidden_size"] == 384 and info["attention_heads"] == 12
+    assert [row[1] for row in tokens["data"]][:3] == ["[CLS]", "bats", "hunt"]
+
+
+def test_token_embeddings_endpoint(served):
+    client, _ = served
+    sentences = "I sat on the bank of the river.\nShe deposited her salary at the bank."
+    proj, drift, _text, data = client.predict("bi-encoder", sentences, "bank", 0, 6, ["pca"],
+                                             api_name="/token_embeddings")
+    assert Path(proj).read_bytes()[:4] == b"\x89PNG" and Path(drift).read_bytes()[:4] == b"\x89PNG"
+    assert set(data["points"]["pca"]) == {"0", "6"}
+    assert len(data["points"]["pca"]["6"]) == len(data["tokens"])
+
+
+def test_layer_similarity_endpoint_bank_senses(served):
+    client, _ = served
+    sentences = "I sat on the bank of the river and watched the water.\nShe deposited her salary at the bank."
+    word_png, sent_png, _text, data = client.predict("bi-encoder", sentences, "bank", api_name="/layer_similarity")
+    curve = data["word_cosine"]["1 vs 2"]
+    # the river bank and the money bank are less alike in the middle layers than at the embedding layer
+    assert np.mean(curve[2:5]) < curve[0] - 0.05
+    assert Path(word_png).is_file() and Path(sent_png).is_file()
+
+
+def test_sentence_similarity_endpoint(served):
+    client, _ = served
+    _png, data = client.predict("A cat is sleeping on the windowsill.\nThe kitten dozed in the sunny window.\n"
+                               "The central bank raised interest rates.", 6, "mean", api_name="/sentence_similarity")
+    sim = np.asarray(data["similarity"])
+    assert sim[0, 1] > sim[0, 2] + 0.2
+
+
+def test_attention_endpoint(served):
+    client, _ = served
+    _summary, html, html_file, heat, _head_png, table, data = client.predict(
+        "bi-encoder", "how do bats find insects", "Bats use echoes to find moths.", "model", [0, 5], [], 1, 2,
+        api_name="/attention")
+    assert html.startswith("<iframe") and "srcdoc=" in html and "cdnjs" not in html
+    document = Path(html_file).read_text(encoding="utf-8")
+    assert document.startswith("<!DOCTYPE html>") and "window.requirejs" in document
+    assert data["layers"] == [0, 5] and data["sentence_b_start"] is not None
+    assert data["heatmap"]["layer"] == 1 and data["heatmap"]["head"] == 2
+    assert len(table["data"]) == 72 and Path(heat).read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize(("endpoint", "args", "message"), [
+    ("/search", ("", "demo-subset", "dense", "none", 5, 20), "query is empty"),
+    ("/search", ("x" * 100_000, "demo-subset", "dense", "none", 5, 20), "query has 100,000 characters"),
+    ("/search", ("otters", "nope", "dense", "none", 5, 20), "corpus 'nope' is not loaded"),
+    ("/attention", ("bi-encoder", " ".join(["bank"] * 300), "", "head", [], [], 0, 0), "at most 256"),
+    ("/attention", ("gpt-99", "hello", "", "head", [], [], 0, 0), "model 'gpt-99' is not loaded"),
+    ("/model_info", ("gpt-99", ""), "model 'gpt-99' is not loaded"),
+    ("/layer_similarity", ("bi-encoder", "a river\nthe bank", "bank"), "word 'bank' is not in sentence 1"),
+])
+def test_bad_input_is_an_error_message_and_the_app_keeps_serving(served, endpoint, args, message):
+    from gradio_client.exceptions import AppError
+
+    client, _ = served
+    with pytest.raises(AppError, match=message):
+        client.predict(*args, api_name=endpoint)
+    _, _, data = client.predict("river otters", "demo-subset", "bm25", "none", 1, 20, api_name="/search")
+    assert len(data["hits"]) == 1
+
+
+@pytest.mark.parametrize(("name", "content", "message"), [
+    ("latin1.txt", "caf\xe9\n".encode("latin-1"), "is not UTF-8"),
+    ("dupes.jsonl", b'{"id": "1", "text": "a"}\n{"id": "1", "text": "b"}\n', "appears twice"),
+    ("broken.jsonl", b'{"id": "1", "text": "a"\n', "line 1: expected a JSON object"),
+])
+def test_bad_uploads_are_error_messages(served, tmp_path, name, content, message):
+    from gradio_client import handle_file
+    from gradio_client.exceptions import AppError
+
+    client, _ = served
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(AppError, match=message):
+        client.predict(handle_file(str(path)), api_name="/upload_corpus")
+
+
+def test_json_outputs_are_plain_json(served):
+    client, _ = served
+    *_, data = client.predict("bats", "demo-subset", "dense", "none", 3, 20, api_name="/search")
+    assert json.loads(json.dumps(data)) == data
