@@ -7,7 +7,7 @@
 Every flag has an environment variable (CTXIR_CORPUS, CTXIR_BI_ENCODER, CTXIR_CROSS_ENCODER, CTXIR_CLS_LR,
 CTXIR_DEVICE, CTXIR_HOST, CTXIR_PORT, ...), so the same file runs as a Hugging Face Space. Every view is an
 API endpoint (``/search``, ``/score_pairs``, ``/token_embeddings``, ``/layer_similarity``, ``/attention``, ...)
-that ``gradio_client`` can call; see docs/app.md.
+that ``gradio_client`` can call; see the README.
 
 The callbacks are thin: the work is in ``ctxir.app_logic`` (tested directly). They turn ``CtxirError`` into
 ``gr.Error`` and matplotlib figures into PNG files.
@@ -60,7 +60,7 @@ class AppArgs:
     cls_lr: str = _env("CTXIR_CLS_LR", "", "CLS-LR ranker folder (ClsLrRanker.save / training/train_cls_lr.py)")
     device: str = _env("CTXIR_DEVICE", "auto", "auto, cpu, cuda, mps")
     torch_threads: int = _env_int("CTXIR_TORCH_THREADS", 0, "torch intra-op threads; 0 = auto: 1 on machines with "
-                                  "≤ 2 CPUs (lowest, steadiest latency, see docs/app.md), else torch's default")
+                                  "≤ 2 CPUs (lowest, steadiest latency, see the README), else torch's default")
     max_attention_tokens: int = _env_int("CTXIR_MAX_ATTENTION_TOKENS", 256,
                                          "longest input (tokens) the attention view accepts")
     max_upload_docs: int = _env_int("CTXIR_MAX_UPLOAD_DOCS", 5_000, "most documents an uploaded corpus may have")
