@@ -53,16 +53,16 @@ class LayerPooling(torch.nn.Module):
 
 
 def model_fingerprint(model: torch.nn.Module) -> str:
-    """sha256 of the weights: a fine-tuned model in the same folder never reuses stale embeddings."""
-    cached = getattr(model, "_ctxir_fingerprint", None)
-    if cached:
-        return cached
+    """sha256 of the weights: a fine-tuned model never reuses stale embeddings.
+
+    Recomputed on every call (~0.2 s for MiniLM) rather than memoised on the object, because a model
+    trained in place keeps its identity while its weights change.
+    """
     digest = hashlib.sha256()
     for name, tensor in sorted(model.state_dict().items()):
         digest.update(name.encode())
         digest.update(tensor.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
-    model._ctxir_fingerprint = digest.hexdigest()[:16]
-    return model._ctxir_fingerprint
+    return digest.hexdigest()[:16]
 
 
 def default_cache_dir() -> Path:

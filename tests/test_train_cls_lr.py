@@ -1,0 +1,294 @@
+"""training/train_cls_lr.py: [CLS] features, the saved ranker, the entry point end to end, and bad input."""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from ctxir.rerank import CLS_LR_CONFIG, CLS_LR_WEIGHTS, ClsLrRanker, cls_features
+from ctxir.types import CtxirError
+from training import train_cls_lr as tcl
+from training.common import EVALUATION_KEYS, METRICS_KEYS, TRAINING_KEYS
+
+PAIRS = [("river bank", "otters play on the river bank in the water"),
+         ("money deposit", "she paid her salary into the bank account"),
+         ("python code", "the python snake sat in the sun"),
+         ("tea", "coffee and tea and music and a song at the moon")]
+WORDS = ["river", "bank", "money", "deposit", "otters", "play", "python", "snake", "code", "water", "account",
+         "salary", "cat", "dog", "sun", "moon", "tea", "coffee", "music", "song"]
+
+
+def write_beir(root: Path, n_docs: int = 30, n_train: int = 12, n_test: int = 4, grade: int = 1) -> Path:
+    """A small BEIR folder under root/scifact: each query is 3 words of its one relevant document."""
+    rng = random.Random(0)
+    folder = root / "scifact"
+    (folder / "qrels").mkdir(parents=True)
+    docs = {f"d{i}": " ".join(rng.choice(WORDS) for _ in range(8)) for i in range(n_docs)}
+    with (folder / "corpus.jsonl").open("w") as f:
+        for doc_id, text in docs.items():
+            f.write(json.dumps({"_id": doc_id, "title": "", "text": text}) + "\n")
+    queries = {f"q{i}": " ".join(docs[f"d{i}"].split()[:3]) for i in range(n_train + n_test)}
+    with (folder / "queries.jsonl").open("w") as f:
+        for qid, text in queries.items():
+            f.write(json.dumps({"_id": qid, "text": text}) + "\n")
+    for split, qids in (("train", range(n_train)), ("test", range(n_train, n_train + n_test))):
+        lines = ["query-id\tcorpus-id\tscore"] + [f"q{i}\td{i}\t{grade}" for i in qids]
+        (folder / "qrels" / f"{split}.tsv").write_text("\n".join(lines) + "\n")
+    return root
+
+
+@pytest.fixture
+def tiny_data(tmp_path) -> Path:
+    return write_beir(tmp_path / "data")
+
+
+def smoke_args(tiny_bert_dir: Path, data: Path, out: Path, **kw) -> tcl.ClsLrArgs:
+    args = tcl.ClsLrArgs(base_model=str(tiny_bert_dir), data_dir=str(data), output_dir=str(out),
+                         negatives_per_positive=3, negative_depth=20, max_samples=10, cv_folds=3, rerank_depth=5,
+                         verify_queries=2, device="cpu", cache_dir="", batch_size=4, c_grid="0.1,1")
+    return replace(args, **kw)
+
+
+# ---------------------------------------------------------------- features and the saved ranker
+
+
+def test_cls_features_equal_last_hidden_state(tiny_bert_dir):
+    from transformers import AutoModel, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    model = AutoModel.from_pretrained(tiny_bert_dir).eval()
+    enc = tokenizer([q for q, _ in PAIRS], [d for _, d in PAIRS], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        out = model(**enc, output_hidden_states=True)
+    expected = out.last_hidden_state[:, 0].numpy()  # (pairs, hidden)
+    assert expected.shape == (len(PAIRS), 32)
+    np.testing.assert_allclose(cls_features(model, tokenizer, PAIRS, batch_size=3), expected, atol=1e-5)
+    np.testing.assert_allclose(cls_features(model, tokenizer, PAIRS, layer=0), out.hidden_states[0][:, 0].numpy(),
+                               atol=1e-5)
+    # the [CLS] of the sentence pair differs from the [CLS] of the query alone: the document is read
+    alone = cls_features(model, tokenizer, [(q, "") for q, _ in PAIRS])
+    assert np.abs(alone - expected).max() > 1e-3
+
+
+def test_one_pass_matches_ranker_features_and_cross_encoder(tiny_bert_dir):
+    """The script's one forward pass gives the [CLS] ClsLrRanker reads and the logit CrossEncoder.predict squashes."""
+    from sentence_transformers import CrossEncoder
+    from transformers import AutoModel, AutoTokenizer
+
+    torch.manual_seed(0)
+    ce = CrossEncoder(str(tiny_bert_dir), device="cpu", num_labels=1)
+    cls, logits = tcl.cross_encoder_pass(ce, PAIRS, layer=-1, max_length=64, batch_size=3)
+    tokenizer, body = AutoTokenizer.from_pretrained(tiny_bert_dir), AutoModel.from_pretrained(tiny_bert_dir).eval()
+    np.testing.assert_allclose(cls, cls_features(body, tokenizer, PAIRS, max_length=64), atol=1e-5)
+    np.testing.assert_allclose(tcl.sigmoid(logits), ce.predict(PAIRS, show_progress_bar=False), atol=1e-5)
+
+
+def test_fit_logistic_folds_scaling_into_coef():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(200, 16)) * rng.uniform(0.1, 50, size=16) + rng.normal(size=16) * 10  # uneven scales
+    y = (x[:, 0] / 50 + x[:, 3] / 10 + rng.normal(size=200) > 0).astype(int)
+    coef, intercept, model = tcl.fit_logistic(x, y, c=1.0, class_weight="balanced", seed=0)
+    np.testing.assert_allclose(x @ coef + intercept, model.decision_function(x), rtol=1e-4, atol=1e-4)
+    threshold, f1 = tcl.best_f1_threshold(y, x @ coef + intercept)
+    predicted = (x @ coef + intercept) >= threshold
+    tp = (predicted & (y == 1)).sum()
+    assert f1 == pytest.approx(2 * tp / (predicted.sum() + y.sum()))
+
+
+def test_saved_then_loaded_ranker_scores_identically(tiny_bert_dir, tmp_path):
+    rng = np.random.default_rng(1)
+    ranker = ClsLrRanker(str(tiny_bert_dir), rng.normal(size=32), 0.25, max_length=64, device="cpu",
+                         metadata={"C": 0.1})
+    before = ranker.score_pairs("river bank", [d for _, d in PAIRS])
+    ranker.save(tmp_path / "ranker")
+    assert sorted(p.name for p in (tmp_path / "ranker").iterdir()) == [CLS_LR_WEIGHTS, CLS_LR_CONFIG]
+    loaded = ClsLrRanker.load(tmp_path / "ranker", device="cpu")
+    after = loaded.score_pairs("river bank", [d for _, d in PAIRS])
+    np.testing.assert_array_equal(after, before)
+    assert loaded.max_length == 64 and loaded.metadata == {"C": 0.1}
+    np.testing.assert_allclose(loaded.predict_proba("river bank", [PAIRS[0][1]]), tcl.sigmoid(before[:1]), rtol=1e-6)
+
+
+def test_build_pairs_takes_hard_negatives_per_positive(tiny_data):
+    from ctxir.data import load_beir
+    from ctxir.retrieval import BM25Retriever
+
+    corpus, queries, qrels = load_beir(tiny_data / "scifact", "train")
+    bm25 = BM25Retriever(corpus)
+    pairs, ratio = tcl.build_pairs(corpus, queries, qrels, bm25, negatives_per_positive=3, depth=20)
+    assert set(ratio) == set(queries)
+    for qid in queries:
+        rows = pairs.rows({qid})
+        labels = pairs.labels[rows]
+        assert labels.sum() == 1 and (1 - labels).sum() == 3 and ratio[qid] == 3.0
+        negatives = [pairs.doc_ids[i] for i in rows if pairs.labels[i] == 0]
+        # the hardest: BM25's best-ranked documents that are not judged relevant, in rank order
+        assert negatives == [h.doc_id for h in bm25.query(queries[qid], 20) if h.doc_id not in qrels[qid]][:3]
+        assert all(pairs.pairs[i][0] == queries[qid] for i in rows)
+
+
+# ---------------------------------------------------------------- the entry point
+
+
+def test_smoke_run_writes_a_ranker_ctxir_loads(tiny_bert_dir, tiny_data, tmp_path):
+    out = tmp_path / "cls-lr"
+    args = smoke_args(tiny_bert_dir, tiny_data, out, cache_dir=str(tmp_path / "cache"))
+    metrics = tcl.run(args)
+
+    on_disk = json.loads((out / "metrics.json").read_text())
+    assert set(METRICS_KEYS) <= set(on_disk) and on_disk["model_type"] == "cls-lr"
+    assert set(TRAINING_KEYS) <= set(on_disk["training"])
+    assert on_disk["config"]["negatives_per_positive"] == 3 and on_disk["config"]["base_model"] == str(tiny_bert_dir)
+    assert [(e["task"], e["metric"]) for e in on_disk["evaluations"]] == [
+        ("classification", "F1 (relevant class)"), ("classification", "accuracy"), ("reranking", "nDCG@10")]
+    for row in on_disk["evaluations"]:
+        assert set(EVALUATION_KEYS) <= set(row) and 0 <= row["after"] <= 1
+    assert on_disk["evaluations"][2]["anchor"] is not None
+    reports = on_disk["extra"]["classification_reports"]
+    assert {"train_queries@0.5", "train_queries@tuned", "heldout_queries@0.5", "heldout_queries@tuned"} <= set(reports)
+    assert reports["heldout_queries@tuned"]["report"]["relevant"]["support"] == 2  # 2 held-out queries × 1 positive
+    assert on_disk["training"]["train_examples"] == 8 * 4  # 8 fit queries × (1 positive + 3 negatives)
+    assert on_disk["extra"]["verification"]["cls_lr_max_abs_diff"] < 1e-4
+    assert (out / "pr_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    log = (out / "train.log").read_text()
+    assert "heldout_queries@tuned" in log and "nDCG@10" in log
+
+    # 1. the ranker loads with ctxir and re-ranks through the same interface as the cross-encoder
+    from ctxir.data import load_beir
+    from ctxir.pipeline import Pipeline
+    from ctxir.retrieval import BM25Retriever
+
+    ranker = ClsLrRanker.load(out, device="cpu")
+    assert ranker.metadata["C"] == metrics["extra"]["chosen_C"]
+    corpus, queries, _ = load_beir(tiny_data / "scifact", "test")
+    result = Pipeline(BM25Retriever(corpus), ranker, depth=5).search(next(iter(queries.values())), top_k=3)
+    assert len(result.hits) == 3 and result.hits[0].rerank_score >= result.hits[-1].rerank_score
+
+    # 2. a rerun reads the feature cache and fits the same ranker
+    tcl.run(replace(args, output_dir=str(tmp_path / "again")))
+    again = json.loads((tmp_path / "again" / "metrics.json").read_text())
+    assert all(t["cached"] for t in again["extra"]["feature_extraction"].values())
+    np.testing.assert_array_equal(ClsLrRanker.load(tmp_path / "again", device="cpu").coef, ranker.coef)
+
+
+def test_cli_bundle_base_makes_a_self_contained_folder(tiny_bert_dir, tiny_data, tmp_path):
+    out = tmp_path / "bundled"
+    code = tcl.main(["--base-model", str(tiny_bert_dir), "--data-dir", str(tiny_data), "--output-dir", str(out),
+                     "--negatives-per-positive", "3", "--negative-depth", "20", "--max-samples", "10",
+                     "--cv-folds", "3", "--rerank-depth", "5", "--verify-queries", "1", "--device", "cpu",
+                     "--cache-dir", "", "--batch-size", "4", "--bundle-base"])
+    assert code == 0
+    assert json.loads((out / "metrics.json").read_text())["config"]["bundle_base"] is True
+    assert json.loads((out / CLS_LR_CONFIG).read_text())["base_model"] == "."
+    assert (out / "config.json").is_file() and (out / "vocab.txt").is_file()
+    ranker = ClsLrRanker.load(out, device="cpu")
+    assert Path(ranker.base_model) == out.resolve()
+    expected = ClsLrRanker(str(tiny_bert_dir), ranker.coef, ranker.intercept, max_length=ranker.max_length,
+                           device="cpu").score_pairs("river bank", [d for _, d in PAIRS])
+    np.testing.assert_allclose(ranker.score_pairs("river bank", [d for _, d in PAIRS]), expected, atol=1e-5)
+
+
+def fake_scifact_cross_encoder(tiny_bert_dir: Path, folder: Path, dev_queries: int, max_samples: int,
+                               counts: tuple[int, int]) -> Path:
+    """The tiny BERT folder with the metrics.json train_cross_encoder.py would write next to it."""
+    import shutil
+
+    shutil.copytree(tiny_bert_dir, folder)
+    metrics = {"model_type": "cross-encoder", "config": {"task": "scifact", "seed": 42, "dev_queries": dev_queries,
+                                                        "max_samples": max_samples},
+               "extra": {"heldout_train_queries": counts[0], "train_queries": counts[1]}}
+    (folder / "metrics.json").write_text(json.dumps(metrics))
+    return folder
+
+
+def test_base_unseen_holds_out_what_the_cross_encoder_never_trained_on(tiny_bert_dir, tiny_data, tmp_path):
+    """The rebuilt set matches the queries train_cross_encoder.py really trains on (its own data builder)."""
+    from ctxir.data import load_beir
+    from training import train_cross_encoder as tce
+
+    _, queries, qrels = load_beir(tiny_data / "scifact", "train")
+    positives = {q: {d for d, g in r.items() if g > 0} for q, r in qrels.items()}
+    ce_args = tce.CrossEncoderArgs(task="scifact", data_dir=str(tiny_data), dev_queries=3, max_samples=6,
+                                   num_negatives=2, rerank_depth=5)
+    trained_texts = set(tce.build_scifact(ce_args, "cpu").train["query"])
+    assert len(trained_texts) == 6
+    base = fake_scifact_cross_encoder(tiny_bert_dir, tmp_path / "ce", 3, 6, (3, 6))
+    unseen = tcl.base_unseen_queries(str(base), list(queries), positives)
+    assert {queries[q] for q in unseen} == {queries[q] for q in queries} - trained_texts
+
+    metrics = tcl.run(smoke_args(base, tiny_data, tmp_path / "out", heldout_queries="base-unseen", max_samples=-1,
+                                 max_fit_queries=5, verify_queries=0))
+    assert metrics["extra"]["queries"]["fit"] == 5 and metrics["extra"]["queries"]["heldout"] == 6
+    assert metrics["training"]["train_examples"] == 5 * 4
+    assert "never trained on" in metrics["evaluations"][0]["config"]
+
+
+def test_base_unseen_refuses_what_it_cannot_rebuild(tiny_bert_dir, tiny_data, tmp_path, no_model):
+    base = fake_scifact_cross_encoder(tiny_bert_dir, tmp_path / "ce", 3, -1, (3, 5))  # 9 were trained on, not 5
+    with pytest.raises(CtxirError, match=r"could not rebuild .* got 3 held-out / 9 trained"):
+        tcl.run(smoke_args(base, tiny_data, tmp_path / "out", heldout_queries="base-unseen", max_samples=-1))
+    with pytest.raises(CtxirError, match=r"base-unseen needs .*metrics\.json"):
+        tcl.run(smoke_args(tiny_bert_dir, tiny_data, tmp_path / "out", heldout_queries="base-unseen"))
+
+
+# ---------------------------------------------------------------- bad input: clear errors before any training
+
+
+@pytest.fixture
+def no_model(monkeypatch):
+    """Fails the test if the script gets as far as loading the cross-encoder."""
+    def refuse(*a, **kw):
+        raise AssertionError("the cross-encoder was loaded before the input was checked")
+
+    monkeypatch.setattr(tcl, "load_cross_encoder", refuse)
+
+
+def test_missing_data_folder_is_a_clear_error(tiny_bert_dir, tmp_path, no_model, capsys):
+    missing = tmp_path / "nowhere"
+    with pytest.raises(CtxirError, match=r"--data-dir .*nowhere.* does not exist"):
+        tcl.run(smoke_args(tiny_bert_dir, missing, tmp_path / "out"))
+    assert not (tmp_path / "out").exists()
+    code = tcl.main(["--data-dir", str(missing), "--output-dir", str(tmp_path / "out"), "--base-model",
+                     str(tiny_bert_dir)])
+    assert code == 2 and "does not exist" in capsys.readouterr().err
+
+
+def test_empty_training_set_is_a_clear_error(tiny_bert_dir, tmp_path, no_model):
+    data = write_beir(tmp_path / "data", grade=0)  # every judgment non-relevant: nothing to learn from
+    with pytest.raises(CtxirError, match=r"training set is empty: no query in .*train\.tsv has a relevant document"):
+        tcl.run(smoke_args(tiny_bert_dir, data, tmp_path / "out"))
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"negatives_per_positive": 0}, "--negatives-per-positive must be ≥ 1, got 0"),
+    ({"c_grid": "a,b"}, "--c-grid 'a,b' must be comma-separated numbers"),
+    ({"heldout_fraction": 1.0}, "--heldout-fraction must be between 0 and 1"),
+    ({"max_samples": 1}, "need at least 2 train queries"),
+    ({"device": "tpu"}, "device 'tpu' is not known"),
+    ({"base_model": "/no/such/model"}, "model folder '/no/such/model' does not exist"),
+])
+def test_bad_arguments_name_the_problem(tiny_bert_dir, tiny_data, tmp_path, no_model, change, message):
+    with pytest.raises(CtxirError, match=message):
+        tcl.run(smoke_args(tiny_bert_dir, tiny_data, tmp_path / "out", **change))
+    assert not (tmp_path / "out").exists()
+
+
+# ---------------------------------------------------------------- the real data (minutes on 2 cores)
+
+
+@pytest.mark.slow
+def test_real_scifact_run_with_minilm(shared_data, minilm_path, tmp_path):
+    out = tmp_path / "cls-lr"
+    metrics = tcl.run(tcl.ClsLrArgs(base_model=str(minilm_path), data_dir=str(shared_data), output_dir=str(out),
+                                    max_samples=40, max_test_queries=5, rerank_depth=10, max_length=128,
+                                    cache_dir="", device="cpu"))
+    assert metrics["extra"]["queries"] == {"fit": 32, "heldout": 8, "heldout_reported": 8, "test": 5}
+    ranker = ClsLrRanker.load(out, device="cpu")
+    assert ranker.coef.shape == (384,) and ranker.max_length == 128

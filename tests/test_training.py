@@ -1,0 +1,350 @@
+"""Smoke runs of training/train_bi_encoder.py and training/train_cross_encoder.py on a toy data root.
+
+Each run goes through the real entry point (argument parsing, data loading, mining, Trainer, saving,
+evaluation, metrics.json) with a tiny random BERT and a handful of examples, so it takes seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ctxir.types import CtxirError
+from training import common, train_bi_encoder, train_cross_encoder
+
+TOPICS = {
+    "river": ["the river bank is on the water", "otters play in the river water", "i sat on the river bank"],
+    "money": ["she put money in her bank account", "a salary deposit in the account", "the bank and the money"],
+    "python": ["the python is a snake", "python code is in the code", "a snake and a python"],
+    "pets": ["the cat and the dog", "a dog is at the cat", "the cat sat on the dog"],
+    "sky": ["the sun and the moon", "the moon is at the sun", "sun and moon"],
+    "drinks": ["tea and coffee", "coffee is in the tea", "she sat at the coffee and tea"],
+    "music": ["the music and the song", "a song is music", "she is in the music of the song"],
+    "otters": ["otters play in the water", "the otters sat on the bank", "otters and the river"],
+}
+QUERIES = {"river": "river water", "money": "money in the bank", "python": "python snake", "pets": "cat dog",
+           "sky": "sun moon", "drinks": "tea coffee", "music": "song music", "otters": "otters play"}
+STS_PAIRS = [("the cat sat", "the cat sat", 5.0), ("the dog and the cat", "the cat and the dog", 4.6),
+             ("tea and coffee", "coffee and tea", 4.8), ("the sun", "the moon", 1.2),
+             ("python code", "a python snake", 1.0), ("music and song", "the song and music", 4.4),
+             ("the river bank", "money in the bank", 0.8), ("otters play", "the otters play", 4.2),
+             ("she sat", "i sat", 3.0), ("the salary", "the water", 0.2), ("a dog", "a cat", 1.6),
+             ("the account", "the bank account", 3.6)]
+NLI = [("the cat sat on the dog", "the cat sat", "entailment"), ("the cat sat on the dog", "the dog sat", "neutral"),
+       ("the cat sat on the dog", "no cat sat", "contradiction"),
+       ("otters play in the water", "otters play", "entailment"),
+       ("otters play in the water", "the otters sat", "contradiction"),
+       ("otters play in the water", "otters play music", "neutral"),
+       ("she put money in the bank", "she has money", "entailment"),
+       ("she put money in the bank", "she has no money", "contradiction")]
+
+
+def _write_toy_root(root: Path, snli_label: str = "entailment") -> Path:
+    """A data root shaped like ../shared/data: scifact/, stsbenchmark/, sick/, snli/ with toy content."""
+    sci = root / "scifact"
+    (sci / "qrels").mkdir(parents=True)
+    docs, train_qrels, test_qrels, queries = [], [], [], []
+    for t, (topic, texts) in enumerate(TOPICS.items()):
+        for i, text in enumerate(texts):
+            docs.append({"_id": f"{topic}{i}", "title": topic, "text": text})
+        queries += [{"_id": f"tr-{topic}", "text": QUERIES[topic]}, {"_id": f"te-{topic}", "text": f"the {topic}"}]
+        train_qrels += [f"tr-{topic}\t{topic}0\t1", f"tr-{topic}\t{topic}1\t1"]
+        test_qrels.append(f"te-{topic}\t{topic}{2 if t % 2 else 0}\t1")
+    (sci / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    (sci / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
+    (sci / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\n" + "\n".join(train_qrels) + "\n")
+    (sci / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "\n".join(test_qrels) + "\n")
+    sts = root / "stsbenchmark"
+    sts.mkdir()
+    for split in ("train", "dev", "test"):
+        lines = [f"main-captions\tMSRvid\t2012\t{i:04d}\t{s:.3f}\t{a}\t{b}" for i, (a, b, s) in enumerate(STS_PAIRS)]
+        (sts / f"sts-{split}.csv").write_text("\n".join(lines) + "\n")
+    sick = root / "sick"
+    sick.mkdir()
+    header = ("pair_ID\tsentence_A\tsentence_B\tentailment_label\trelatedness_score\tentailment_AB\tentailment_BA\t"
+              "sentence_A_original\tsentence_B_original\tsentence_A_dataset\tsentence_B_dataset\tSemEval_set")
+    rows = []
+    for i, (a, b, label) in enumerate(NLI * 2):
+        split = ("TRAIN", "TRIAL", "TEST")[i % 3]
+        rows.append(f"{i}\t{a}\t{b}\t{label.upper()}\t{1 + (i % 5) * 0.9:.1f}\tx\tx\t{a}\t{b}\tFLICKR\tFLICKR\t{split}")
+    (sick / "SICK.txt").write_text(header + "\r\n" + "\r\n".join(rows))
+    snli = root / "snli"
+    snli.mkdir()
+    for split in ("dev", "test"):
+        (snli / f"s1.{split}").write_text("".join(f"{p} \n" for p, _, _ in NLI))
+        (snli / f"s2.{split}").write_text("".join(f"{h} \n" for _, h, _ in NLI))
+        labels = [lab for _, _, lab in NLI]
+        labels[1] = snli_label if split == "dev" else labels[1]
+        (snli / f"labels.{split}").write_text("".join(f"{lab}\n" for lab in labels))
+    return root
+
+
+@pytest.fixture(scope="module")
+def toy_root(tmp_path_factory) -> Path:
+    return _write_toy_root(tmp_path_factory.mktemp("toy-data"))
+
+
+def _bi_args(model: Path, data: Path, out: Path, *extra: str) -> list[str]:
+    return ["--model", str(model), "--data-dir", str(data), "--output-dir", str(out), "--device", "cpu",
+            "--max-steps", "2", "--batch-size", "4", "--mining-cache", "none", "--dev-queries", "2",
+            "--logging-steps", "1", "--torch-threads", "1", *extra]
+
+
+def _check_metrics(out: Path, model_type: str, datasets: set[str]) -> dict:
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert set(common.METRICS_KEYS) <= set(metrics)
+    assert metrics["model_type"] == model_type
+    assert set(common.TRAINING_KEYS) <= set(metrics["training"])
+    assert metrics["training"]["steps"] == 2
+    assert metrics["training"]["device"] == "cpu"
+    assert {d["name"] for d in metrics["datasets"]} >= datasets
+    assert all(d["license"] and d["num_examples"] > 0 for d in metrics["datasets"])
+    assert metrics["evaluations"], "no evaluation was recorded"
+    for row in metrics["evaluations"]:
+        assert set(common.EVALUATION_KEYS) <= set(row)
+        assert isinstance(row["before"], float) and isinstance(row["after"], float)
+    assert metrics["config"]["max_steps"] == 2
+    assert set(metrics["versions"]) >= {"ctxir", "sentence_transformers", "transformers", "torch"}
+    log = [json.loads(line) for line in (out / "training_log.jsonl").read_text().splitlines()]
+    assert any("loss" in row for row in log)
+    assert (out / "train.log").read_text().strip()
+    assert not (out / "checkpoints").exists()  # removed after a finished run unless --keep-checkpoints
+    return metrics
+
+
+@pytest.mark.parametrize(("task", "objective", "datasets", "metric"), [
+    ("stsb", "cosent", {"stsb"}, "spearman"),
+    ("sick", "cosine", {"sick", "stsb"}, "spearman"),
+    ("nli", "softmax", {"snli", "sick", "stsb"}, "spearman"),
+    ("nli", "mnrl", {"snli", "sick", "stsb"}, "spearman"),
+    ("scifact", "mnrl", {"scifact"}, "nDCG@10"),
+    ("scifact", "contrastive", {"scifact"}, "nDCG@10"),
+])
+def test_bi_encoder_smoke(tiny_bert_dir, toy_root, tmp_path, task, objective, datasets, metric):
+    from sentence_transformers import SentenceTransformer
+
+    from ctxir.models import load_bi_encoder
+
+    out = tmp_path / "out"
+    assert train_bi_encoder.main(_bi_args(tiny_bert_dir, toy_root, out, "--task", task, "--objective",
+                                          objective, "--max-samples", "8")) == 0
+    metrics = _check_metrics(out, "bi-encoder", datasets)
+    assert metrics["objective"] == train_bi_encoder.LOSS_NAMES[objective]
+    assert metric in {row["metric"] for row in metrics["evaluations"]}
+    model = SentenceTransformer(str(out), device="cpu")
+    assert model.encode(["the cat sat"]).shape == (1, 32)
+    assert load_bi_encoder(str(out), "cpu").get_embedding_dimension() == 32
+
+
+def test_bi_encoder_scifact_mines_hard_negatives(tiny_bert_dir, toy_root, tmp_path):
+    out = tmp_path / "out"
+    assert train_bi_encoder.main(_bi_args(tiny_bert_dir, toy_root, out, "--task", "scifact", "--num-negatives",
+                                          "2", "--mining-relative-margin", "0")) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    # 14 (claim, abstract) pairs of the 7 training claims left after holding out 2 → one row per pair
+    # with 2 mined negatives each (n-tuple), none of them the pair's own positives.
+    assert metrics["extra"]["pairs"] == 12
+    assert metrics["extra"]["train_rows_after_mining"] == 12
+    assert metrics["extra"]["mining"]["num_negatives"] == 2
+    assert metrics["extra"]["dev_after"]  # InformationRetrievalEvaluator on the held-out claims ran
+
+
+@pytest.mark.parametrize("task", ["scifact", "stsb"])
+def test_cross_encoder_smoke(tiny_bert_dir, toy_root, tmp_path, task):
+    from sentence_transformers import CrossEncoder
+
+    from ctxir.models import load_cross_encoder
+    from ctxir.rerank import CrossEncoderReranker
+
+    out = tmp_path / "out"
+    args = ["--task", task, "--model", str(tiny_bert_dir), "--data-dir", str(toy_root), "--output-dir", str(out),
+            "--device", "cpu", "--max-steps", "2", "--batch-size", "4", "--max-samples", "8", "--num-negatives",
+            "2", "--rerank-depth", "6", "--dev-queries", "2", "--dev-depth", "5", "--logging-steps", "1", "--torch-threads", "1"]
+    assert train_cross_encoder.main(args) == 0
+    metrics = _check_metrics(out, "cross-encoder", {task})
+    assert metrics["objective"] == "BinaryCrossEntropyLoss"
+    if task == "scifact":
+        assert {r["metric"] for r in metrics["evaluations"]} == {"nDCG@10", "MRR@10"}
+        assert metrics["extra"]["positives"] == 8 and metrics["extra"]["negatives"] == 8
+        assert metrics["extra"]["first_stage"]["depth"] == 6
+    else:
+        assert metrics["evaluations"][0]["metric"] == "spearman"
+    model = CrossEncoder(str(out), device="cpu")
+    assert model.predict([("the cat", "the dog")]).shape == (1,)
+    reranker = CrossEncoderReranker(load_cross_encoder(str(out), "cpu"))
+    assert reranker.score_pairs("the cat", ["the dog", "the sun"]).shape == (2,)
+
+
+def _losses(out: Path) -> list[float]:
+    rows = [json.loads(line) for line in (out / "training_log.jsonl").read_text().splitlines()]
+    return [row["loss"] for row in rows if "loss" in row]
+
+
+def test_bi_encoder_loss_goes_down(tiny_bert_dir, toy_root, tmp_path):
+    out = tmp_path / "out"
+    # The whole toy set in every batch, so the only noise between steps is dropout.
+    args = _bi_args(tiny_bert_dir, toy_root, out, "--task", "stsb", "--objective", "cosine", "--learning-rate",
+                    "2e-3", "--eval-before", "false", "--seed", "0")
+    args[args.index("--max-steps") + 1] = "40"
+    args[args.index("--batch-size") + 1] = "12"
+    assert train_bi_encoder.main(args) == 0
+    losses = _losses(out)
+    assert len(losses) == 40
+    assert sum(losses[-5:]) / 5 < 0.7 * sum(losses[:5]) / 5, losses
+
+
+def test_cross_encoder_loss_goes_down(tiny_bert_dir, toy_root, tmp_path):
+    out = tmp_path / "out"
+    args = ["--task", "stsb", "--model", str(tiny_bert_dir), "--data-dir", str(toy_root), "--output-dir", str(out),
+            "--device", "cpu", "--max-steps", "40", "--batch-size", "12", "--learning-rate", "5e-4",
+            "--logging-steps", "1", "--eval-before", "false", "--loss", "mse", "--seed", "0", "--torch-threads", "1"]
+    assert train_cross_encoder.main(args) == 0
+    losses = _losses(out)
+    assert len(losses) == 40
+    assert sum(losses[-5:]) / 5 < 0.7 * sum(losses[:5]) / 5, losses
+
+
+# ---------------------------------------------------------------- bad input: clear errors before training
+
+
+def _no_training_happened(out: Path) -> None:
+    assert not (out / "training_log.jsonl").exists()
+    assert not (out / "checkpoints").exists()
+    assert not (out / "model.safetensors").exists()
+
+
+@pytest.mark.parametrize("script", [train_bi_encoder, train_cross_encoder])
+def test_missing_data_folder(script, tiny_bert_dir, tmp_path, capsys):
+    out = tmp_path / "out"
+    missing = tmp_path / "no-such-data"
+    code = script.main(["--model", str(tiny_bert_dir), "--data-dir", str(missing), "--output-dir", str(out),
+                        "--device", "cpu"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "--data-dir" in err and repr(str(missing)) in err and "Traceback" not in err
+    _no_training_happened(out)
+
+
+def test_missing_dataset_inside_data_root(tiny_bert_dir, toy_root, tmp_path):
+    root = tmp_path / "root"
+    shutil.copytree(toy_root, root)
+    shutil.rmtree(root / "stsbenchmark")
+    with pytest.raises(CtxirError, match=r"has no stsbenchmark/ folder"):
+        train_bi_encoder.run(train_bi_encoder.BiEncoderArgs(task="stsb", model=str(tiny_bert_dir),
+                                                            data_dir=str(root), output_dir=str(tmp_path / "o")))
+
+
+@pytest.mark.parametrize(("script", "task"), [(train_bi_encoder, "stsb"), (train_bi_encoder, "scifact"),
+                                              (train_bi_encoder, "nli"), (train_cross_encoder, "scifact"),
+                                              (train_cross_encoder, "stsb")])
+def test_empty_training_set(script, task, tiny_bert_dir, toy_root, tmp_path, capsys):
+    out = tmp_path / "out"
+    code = script.main(["--task", task, "--model", str(tiny_bert_dir), "--data-dir", str(toy_root),
+                        "--output-dir", str(out), "--device", "cpu", "--max-samples", "0"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "training set is empty" in err and "--max-samples 0" in err
+    _no_training_happened(out)
+
+
+def test_unknown_nli_label(tiny_bert_dir, tmp_path, capsys):
+    root = _write_toy_root(tmp_path / "bad", snli_label="maybe")
+    out = tmp_path / "out"
+    code = train_bi_encoder.main(["--task", "nli", "--model", str(tiny_bert_dir), "--data-dir", str(root),
+                                  "--output-dir", str(out), "--device", "cpu", "--max-steps", "2"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "labels.dev line 2" in err and "'maybe'" in err and "entailment, neutral, contradiction" in err
+    _no_training_happened(out)
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--batch-size", "0"], "--batch-size must be ≥ 1"),
+    (["--learning-rate", "0"], "--learning-rate must be > 0"),
+    (["--max-samples", "-5"], "--max-samples must be -1"),
+    (["--task", "stsb", "--objective", "mnrl"], "--objective 'mnrl' does not fit --task 'stsb'"),
+    (["--resume", "last"], "no checkpoint-N folder"),
+])
+def test_bad_arguments(argv, message, tiny_bert_dir, toy_root, tmp_path, capsys):
+    out = tmp_path / "out"
+    code = train_bi_encoder.main(["--model", str(tiny_bert_dir), "--data-dir", str(toy_root), "--output-dir",
+                                  str(out), "--device", "cpu", *argv])
+    assert code == 2
+    assert message in capsys.readouterr().err
+    _no_training_happened(out)
+
+
+# ---------------------------------------------------------------- resume
+
+
+def test_interrupted_run_resumes_from_last_checkpoint(tiny_bert_dir, toy_root, tmp_path):
+    out = tmp_path / "out"
+    args = _bi_args(tiny_bert_dir, toy_root, out, "--task", "stsb", "--save-steps", "2", "--keep-checkpoints",
+                    "true", "--eval-before", "false")
+    args[args.index("--max-steps") + 1] = "4"
+    assert train_bi_encoder.main(args) == 0
+    checkpoints = out / "checkpoints"
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["checkpoint-2", "checkpoint-4"]
+    # An interruption between step 2 and 4 leaves checkpoint-2 as the newest one and no finished model.
+    shutil.rmtree(checkpoints / "checkpoint-4")
+    (out / "metrics.json").unlink()
+    log_before = (out / "training_log.jsonl").read_text().splitlines()
+    assert train_bi_encoder.main([*args, "--resume", "last"]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["training"]["resumed_from"] == str(checkpoints / "checkpoint-2")
+    assert metrics["training"]["steps"] == 4
+    resumed = [json.loads(line) for line in (out / "training_log.jsonl").read_text().splitlines()[len(log_before):]]
+    # The resumed run trains steps 3 and 4 only.
+    assert [row["step"] for row in resumed if "loss" in row] == [3, 4]
+
+
+# ---------------------------------------------------------------- common helpers
+
+
+def test_write_metrics_checks_the_contract(tmp_path):
+    good = {"model_type": "bi-encoder", "model_name": "m", "base_model": "b", "objective": "CoSENTLoss",
+            "datasets": [common.dataset_entry("stsb", "train", "train", "x", 3)], "config": {},
+            "training": dict.fromkeys(common.TRAINING_KEYS, 0),
+            "evaluations": [common.evaluation_row("stsb", "test", "sts", "spearman", 0.5, 0.6)]}
+    path = common.write_metrics(tmp_path, good)
+    written = json.loads(path.read_text())
+    assert written["datasets"][0]["license"] == "CC BY-SA 4.0"
+    assert set(written["versions"]) >= {"ctxir", "torch"} and written["created"]
+    with pytest.raises(ValueError, match="objective"):
+        common.write_metrics(tmp_path, {k: v for k, v in good.items() if k != "objective"})
+    with pytest.raises(ValueError, match="anchor"):
+        common.write_metrics(tmp_path, {**good, "evaluations": [{"dataset": "stsb"}]})
+
+
+def test_machine_info_and_take():
+    info = common.machine_info()
+    assert info["cpu_count"] >= 1 and "CPU core" in info["hardware"]
+    items = list(range(10))
+    assert common.take(items, -1, 0) == items
+    assert common.take(items, 0, 0) == []
+    subset = common.take(items, 4, 0)
+    assert len(subset) == 4 and subset == sorted(subset) and subset == common.take(items, 4, 0)
+
+
+# ---------------------------------------------------------------- the real benchmark data (slow)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("script", "argv"), [
+    (train_bi_encoder, ["--task", "scifact", "--eval-max-queries", "20", "--eval-corpus-size", "500",
+                        "--dev-corpus-size", "200", "--mining-cache", "none", "--mining-relative-margin", "0"]),
+    (train_bi_encoder, ["--task", "nli"]),
+    (train_cross_encoder, ["--task", "scifact", "--eval-max-queries", "10", "--rerank-depth", "10"]),
+    (train_cross_encoder, ["--task", "stsb"]),
+])
+def test_scripts_on_shared_data(script, argv, tiny_bert_dir, shared_data, tmp_path):
+    out = tmp_path / "out"
+    assert script.main([*argv, "--model", str(tiny_bert_dir), "--data-dir", str(shared_data), "--output-dir",
+                        str(out), "--device", "cpu", "--max-steps", "2", "--max-samples", "32", "--batch-size", "8",
+                        "--torch-threads", "1"]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["training"]["steps"] == 2
+    assert all(d["path"].startswith(str(shared_data)) for d in metrics["datasets"])

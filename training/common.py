@@ -1,0 +1,307 @@
+"""Shared pieces of the training scripts: metrics.json, machine/version info, logs, checks, data paths.
+
+Stable API (other scripts import it):
+    write_metrics(folder, metrics) -> Path      metrics.json per the contract in docs/training.md
+    machine_info() -> dict                      platform, CPU count, torch threads, GPUs
+    versions() -> dict                          ctxir, sentence_transformers, transformers, torch, datasets
+    dataset_entry(name, split, role, path, num_examples) -> dict   one "datasets" row, license filled in
+    data_folder(root, name, arg="--data-dir") -> Path   a dataset folder under the data root, or CtxirError
+    check_not_empty(n, what, hint)              CtxirError before training when there is nothing to train on
+    take(items, max_samples, seed)              the first/seeded subset for --max-samples (-1 = all)
+    resolve_resume(resume, checkpoint_dir)      --resume value -> checkpoint path | None
+    tee_output(path)                            context manager copying stdout/stderr into a log file
+    JsonlLogCallback(path)                      Trainer callback: every log line as one JSON object
+    training_block(...) -> dict                 the metrics.json "training" block from a TrainOutput
+    cli_main(args_class, run, argv)             HfArgumentParser → run(args); CtxirError → message, exit 2
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import json
+import os
+import platform
+import random
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ctxir.types import CtxirError
+
+T = TypeVar("T")
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+# The benchmark data sits beside the checkout (../shared/data); never copied into the repo.
+DEFAULT_DATA_DIR = str(REPO_ROOT.parent / "shared" / "data")
+
+LICENSES = {
+    "scifact": "CC BY-NC 2.0",
+    "stsb": "CC BY-SA 4.0",
+    "sick": "CC BY-NC-SA 3.0",
+    "snli": "CC BY-SA 4.0",
+    "msmarco": "MS MARCO terms (non-commercial research only)",
+}
+# Folder of each dataset under --data-dir, and what it must contain (for the error message).
+DATA_FOLDERS = {
+    "scifact": ("scifact", "corpus.jsonl, queries.jsonl and qrels/{train,test}.tsv"),
+    "stsb": ("stsbenchmark", "sts-train.csv, sts-dev.csv and sts-test.csv"),
+    "sick": ("sick", "SICK.txt"),
+    "snli": ("snli", "s1.dev, s2.dev, labels.dev (SentEval layout)"),
+}
+
+METRICS_KEYS = ("model_type", "model_name", "base_model", "objective", "datasets", "config", "training",
+                "evaluations", "extra", "versions", "created")
+TRAINING_KEYS = ("steps", "epochs", "train_examples", "batch_size", "learning_rate", "wall_time_seconds",
+                 "examples_per_second", "device", "hardware", "final_loss", "seed")
+EVALUATION_KEYS = ("dataset", "split", "task", "metric", "before", "after", "anchor", "anchor_name", "config")
+MODEL_TYPES = ("bi-encoder", "cross-encoder", "cls-lr")
+
+
+# ---------------------------------------------------------------- environment
+
+
+def cpu_count() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def machine_info() -> dict:
+    """Where the numbers were measured; ``hardware`` is the one-line summary used in metrics.json."""
+    import torch
+
+    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() \
+        else []
+    cores = cpu_count()
+    hardware = f"{platform.system()} {platform.machine()}, {cores} CPU core{'s' if cores != 1 else ''}"
+    if gpus:
+        hardware += f", {len(gpus)}× {gpus[0]}"
+    return {"hardware": hardware, "platform": platform.platform(), "processor": platform.processor(),
+            "cpu_count": cores, "torch_threads": torch.get_num_threads(), "gpus": gpus,
+            "python": platform.python_version()}
+
+
+def versions() -> dict:
+    """Versions of the libraries that decide the numbers."""
+    import datasets
+    import sentence_transformers
+    import torch
+    import transformers
+
+    import ctxir
+
+    return {"ctxir": ctxir.__version__, "sentence_transformers": sentence_transformers.__version__,
+            "transformers": transformers.__version__, "torch": torch.__version__, "datasets": datasets.__version__}
+
+
+# ---------------------------------------------------------------- metrics.json
+
+
+def dataset_entry(name: str, split: str, role: str, path: str | os.PathLike, num_examples: int) -> dict:
+    """One row of metrics.json "datasets"; ``name`` is a key of LICENSES (scifact, stsb, sick, snli)."""
+    if role not in ("train", "eval"):
+        raise ValueError(f"role must be 'train' or 'eval', got {role!r}")
+    return {"name": name, "split": split, "role": role, "path": str(path), "license": LICENSES.get(name),
+            "num_examples": int(num_examples)}
+
+
+def write_metrics(folder: str | os.PathLike, metrics: dict) -> Path:
+    """Write ``folder/metrics.json``; fills ``versions`` and ``created`` when absent, checks the contract keys.
+
+    A missing key is a bug in the calling script, so it raises ValueError rather than writing a file that
+    model cards cannot read.
+    """
+    metrics = dict(metrics)
+    metrics.setdefault("versions", versions())
+    metrics.setdefault("created", _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
+    metrics.setdefault("extra", {})
+    missing = [k for k in METRICS_KEYS if k not in metrics]
+    if missing:
+        raise ValueError(f"metrics.json is missing key(s) {missing}; required: {list(METRICS_KEYS)}")
+    if metrics["model_type"] not in MODEL_TYPES:
+        raise ValueError(f"model_type {metrics['model_type']!r} is not one of {MODEL_TYPES}")
+    missing = [k for k in TRAINING_KEYS if k not in metrics["training"]]
+    if missing:
+        raise ValueError(f"metrics.json 'training' is missing key(s) {missing}")
+    for row in metrics["evaluations"]:
+        missing = [k for k in EVALUATION_KEYS if k not in row]
+        if missing:
+            raise ValueError(f"metrics.json evaluation {row.get('dataset')!r} is missing key(s) {missing}")
+    path = Path(folder) / "metrics.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(metrics, indent=2, default=_json_default) + "\n")
+    return path
+
+
+def _json_default(value: Any):
+    # numpy scalars and Paths turn up in configs and evaluator outputs.
+    if hasattr(value, "item"):
+        return value.item()
+    return str(value)
+
+
+def evaluation_row(dataset: str, split: str, task: str, metric: str, before: float | None, after: float,
+                   anchor: float | None = None, anchor_name: str | None = None, config: str = "") -> dict:
+    return {"dataset": dataset, "split": split, "task": task, "metric": metric,
+            "before": None if before is None else round(float(before), 4), "after": round(float(after), 4),
+            "anchor": anchor, "anchor_name": anchor_name, "config": config}
+
+
+def training_block(train_output, *, steps: int, epochs: float, train_examples: int, batch_size: int,
+                   learning_rate: float, wall_time_seconds: float, device: str, seed: int,
+                   log_history: Sequence[dict]) -> dict:
+    """The metrics.json "training" block; examples/s is the Trainer's own measure over the training loop."""
+    losses = [row["loss"] for row in log_history if "loss" in row]
+    metrics = getattr(train_output, "metrics", {}) or {}
+    return {"steps": int(steps), "epochs": round(float(epochs), 4), "train_examples": int(train_examples),
+            "batch_size": int(batch_size), "learning_rate": float(learning_rate),
+            "wall_time_seconds": round(float(wall_time_seconds), 1),
+            "train_loop_seconds": round(float(metrics.get("train_runtime", 0.0)), 1),
+            "examples_per_second": round(float(metrics.get("train_samples_per_second", 0.0)), 2),
+            "device": device, "hardware": machine_info()["hardware"], "torch_threads": machine_info()["torch_threads"],
+            "final_loss": round(float(losses[-1]), 6) if losses else None, "seed": int(seed)}
+
+
+# ---------------------------------------------------------------- inputs
+
+
+def data_folder(root: str | os.PathLike, name: str, arg: str = "--data-dir") -> Path:
+    """``root/<folder of name>``, or a CtxirError naming the argument and what the folder must hold."""
+    folder, contents = DATA_FOLDERS[name]
+    base = Path(root)
+    if not base.is_dir():
+        raise CtxirError(f"{arg} {str(root)!r} does not exist: pass the benchmark data folder "
+                         f"(default {DEFAULT_DATA_DIR!r}) holding {', '.join(f for f, _ in DATA_FOLDERS.values())}/")
+    path = base / folder
+    if not path.is_dir():
+        raise CtxirError(f"{arg} {str(root)!r} has no {folder}/ folder: {name} needs {path} with {contents}")
+    return path
+
+
+def check_not_empty(n: int, what: str, hint: str) -> None:
+    """Stop before any training when the training set is empty."""
+    if n <= 0:
+        raise CtxirError(f"the training set is empty: {what} — {hint}")
+
+
+def take(items: Sequence[T], max_samples: int, seed: int) -> list[T]:
+    """A seeded random subset of ``max_samples`` items (-1 = all, kept in order)."""
+    items = list(items)
+    if max_samples < 0 or max_samples >= len(items):
+        return items
+    rng = random.Random(seed)
+    keep = sorted(rng.sample(range(len(items)), max_samples))
+    return [items[i] for i in keep]
+
+
+def resolve_resume(resume: str, checkpoint_dir: Path) -> str | None:
+    """--resume '' → None; 'last' (or 'true') → newest checkpoint-N under checkpoint_dir; else a checkpoint path."""
+    from transformers.trainer_utils import get_last_checkpoint
+
+    value = (resume or "").strip()
+    if value.lower() in ("", "false", "no", "none"):
+        return None
+    if value.lower() in ("last", "true", "yes"):
+        last = get_last_checkpoint(str(checkpoint_dir)) if checkpoint_dir.is_dir() else None
+        if last is None:
+            raise CtxirError(f"--resume {resume!r}: no checkpoint-N folder in {str(checkpoint_dir)!r}; run without "
+                             "--resume, or point --output-dir at the interrupted run's folder")
+        return last
+    if not Path(value).is_dir():
+        raise CtxirError(f"--resume {resume!r} is not a checkpoint folder: pass 'last' or a path such as "
+                         f"{str(checkpoint_dir / 'checkpoint-500')!r}")
+    return value
+
+
+def check_common_args(args) -> None:
+    """Argument checks shared by the scripts, before anything is loaded."""
+    if args.batch_size < 1:
+        raise CtxirError(f"--batch-size must be ≥ 1, got {args.batch_size!r}")
+    if args.epochs <= 0 and args.max_steps <= 0:
+        raise CtxirError(f"--epochs must be > 0 (or set --max-steps), got {args.epochs!r}")
+    if args.learning_rate <= 0:
+        raise CtxirError(f"--learning-rate must be > 0, got {args.learning_rate!r}")
+    if args.max_samples < -1:
+        raise CtxirError(f"--max-samples must be -1 (all) or ≥ 0, got {args.max_samples!r}")
+
+
+def set_threads(n: int) -> None:
+    """--torch-threads: 0 keeps torch's default (one per core)."""
+    if n < 0:
+        raise CtxirError(f"--torch-threads must be ≥ 0 (0 = default), got {n!r}")
+    if n > 0:
+        import torch
+
+        torch.set_num_threads(n)
+
+
+def trainer_device_kwargs(device: str) -> dict:
+    """TrainingArguments for --device: the HF Trainer places the model itself (and spreads it over GPUs
+    under accelerate/torchrun); 'cpu' must be forced or a visible GPU would be used."""
+    return {"use_cpu": device == "cpu"}
+
+
+# ---------------------------------------------------------------- logs
+
+
+class _Tee:
+    def __init__(self, stream, log):
+        self.stream, self.log = stream, log
+
+    def write(self, text: str) -> int:
+        self.log.write(text)
+        return self.stream.write(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+        self.log.flush()
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
+@contextlib.contextmanager
+def tee_output(path: str | os.PathLike) -> Iterator[None]:
+    """Copy everything printed (stdout and stderr, incl. progress bars) into ``path``, appending on resume."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as log:
+        old_out, old_err = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = _Tee(old_out, log), _Tee(old_err, log)
+        try:
+            yield
+        finally:
+            sys.stdout, sys.stderr = old_out, old_err
+
+
+def jsonl_log_callback(path: str | os.PathLike):
+    """A ``transformers.TrainerCallback`` appending each Trainer log dict (loss, lr, eval scores) as JSON."""
+    from transformers import TrainerCallback
+
+    class JsonlLogCallback(TrainerCallback):
+        def __init__(self, target: Path):
+            self.path = target
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if not state.is_world_process_zero or not logs:
+                return
+            row = {"step": state.global_step, "epoch": state.epoch, **logs}
+            with self.path.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(row, default=_json_default) + "\n")
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return JsonlLogCallback(path)
+
+
+def cli_main(args_class: type, run: Callable[[Any], Any], argv: list[str] | None = None) -> int:
+    """Parse ``args_class`` with HfArgumentParser, call ``run(args)``; a CtxirError prints one line, exit 2."""
+    from transformers import HfArgumentParser
+
+    (args,) = HfArgumentParser(args_class).parse_args_into_dataclasses(args=argv)
+    try:
+        run(args)
+    except CtxirError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,693 @@
+"""Train the CLS-LR ranker: logistic regression on a cross-encoder's [CLS] vector (the seed's "Bert Search Model").
+
+Each (query, document) pair is read as in next-sentence prediction, ``[CLS] query [SEP] document [SEP]``, by
+the cross-encoder; its [CLS] vector from ``--layer`` (default the last) is the feature row. Positives are the
+qrels' relevant documents; hard negatives are BM25's best-ranked non-relevant documents
+(``--negatives-per-positive`` per positive). SciFact's train queries are split by query into a fit part and
+held-out "test queries" for the classification report. The regularisation C and the decision threshold are
+chosen on the fit queries only (grouped cross-validation), never on held-out or test queries.
+The ranking score is ``coef · CLS + intercept``; it is saved without pickle (safetensors + JSON) by
+``ClsLrRanker.save`` and loads back with ``ctxir.rerank.ClsLrRanker.load`` as a re-ranker.
+
+Then the ranker and the cross-encoder it reads both re-rank BM25's top ``--rerank-depth`` on SciFact's test
+queries: nDCG@10 for BM25 alone (before), the cross-encoder (anchor) and CLS-LR (after).
+
+    python -m training.train_cls_lr --base-model outputs/cross-encoder-scifact --output-dir outputs/cls-lr
+
+Writes to --output-dir: cls_lr.safetensors, cls_lr_config.json, metrics.json, pr_curve.png, train.log.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+if __package__ in (None, ""):  # `python training/train_cls_lr.py` as well as `python -m training.train_cls_lr`
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from ctxir.data import load_beir
+from ctxir.evaluation import evaluate_run
+from ctxir.models import DEFAULT_BI_ENCODER, load_cross_encoder, pick_device, resolve_model
+from ctxir.pipeline import Pipeline
+from ctxir.rerank import ClsLrRanker, CrossEncoderReranker, Reranker
+from ctxir.retrieval import BM25Retriever
+from ctxir.types import Corpus, CtxirError, Qrels, Queries, doc_text
+from training.common import (
+    DEFAULT_DATA_DIR,
+    check_not_empty,
+    cli_main,
+    data_folder,
+    dataset_entry,
+    evaluation_row,
+    machine_info,
+    take,
+    tee_output,
+    write_metrics,
+)
+
+Pair = tuple[str, str]
+
+
+@dataclass
+class ClsLrArgs:
+    base_model: str = field(default=DEFAULT_BI_ENCODER, metadata={
+        "help": "the cross-encoder whose [CLS] is read (a CrossEncoder folder or Hub id, e.g. "
+                "outputs/cross-encoder-scifact); a plain encoder body gets an untrained head, so its "
+                "cross-encoder anchor score is meaningless"})
+    data_dir: str = field(default=DEFAULT_DATA_DIR, metadata={"help": "benchmark data root holding scifact/"})
+    output_dir: str = field(default="outputs/cls-lr", metadata={"help": "ranker folder to write"})
+    layer: int = field(default=-1, metadata={"help": "hidden layer of the [CLS] vector (0 = embeddings, -1 = last)"})
+    max_length: int = field(default=0, metadata={
+        "help": "tokens per pair (0 = the cross-encoder's own max_seq_length, capped at its position limit)"})
+    negatives_per_positive: int = field(default=4, metadata={
+        "help": "hard negatives (BM25's best non-relevant documents) per relevant document"})
+    negative_depth: int = field(default=100, metadata={"help": "BM25 depth the hard negatives are drawn from"})
+    heldout_queries: str = field(default="random", metadata={
+        "help": "which train queries are held out for the classification report: 'random' (a seeded "
+                "--heldout-fraction of them) or 'base-unseen' (those the cross-encoder never trained on, "
+                "rebuilt from its metrics.json as written by training/train_cross_encoder.py)"})
+    heldout_fraction: float = field(default=0.2, metadata={
+        "help": "share of the train queries held out for the classification report (split by query)"})
+    max_samples: int = field(default=-1, metadata={
+        "help": "use a seeded subset of this many train queries (each brings its positives and negatives); -1 = all"})
+    max_fit_queries: int = field(default=-1, metadata={
+        "help": "fit on a seeded subset of this many of the non-held-out train queries (-1 = all); saves feature "
+                "extraction time without shrinking the held-out report"})
+    c_grid: str = field(default="0.001,0.01,0.1,1,10", metadata={
+        "help": "LogisticRegression C values tried by grouped cross-validation on the fit queries"})
+    class_weight: str = field(default="balanced", metadata={"help": "'balanced' or 'none'"})
+    cv_folds: int = field(default=5, metadata={"help": "query-grouped folds on the fit queries for C and threshold"})
+    rerank_depth: int = field(default=100, metadata={"help": "BM25 candidates re-ranked per SciFact test query"})
+    max_test_queries: int = field(default=-1, metadata={"help": "re-rank a seeded subset of test queries; -1 = all"})
+    verify_queries: int = field(default=2, metadata={
+        "help": "test queries re-ranked again by the saved-then-loaded ranker and a CrossEncoderReranker "
+                "to check they match the one-pass scores"})
+    batch_size: int = field(default=16, metadata={"help": "pairs per forward pass"})
+    device: str = field(default="auto", metadata={"help": "cpu, cuda or auto"})
+    seed: int = 42
+    cache_dir: str = field(default="~/.cache/ctxir/cls-lr", metadata={
+        "help": "where [CLS] features are cached as .npy, keyed by model weights + pairs ('' = no cache)"})
+    bundle_base: bool = field(default=False, metadata={
+        "help": "copy the cross-encoder's files into the ranker folder (base_model '.') so it is self-contained"})
+    model_name: str = field(default="ctxir-cls-lr-scifact", metadata={"help": "short name for metrics.json"})
+
+
+# ---------------------------------------------------------------- checks
+
+
+def check_args(args: ClsLrArgs) -> list[float]:
+    if args.negatives_per_positive < 1:
+        raise CtxirError(f"--negatives-per-positive must be ≥ 1, got {args.negatives_per_positive!r}")
+    if args.negative_depth < args.negatives_per_positive:
+        raise CtxirError(f"--negative-depth ({args.negative_depth!r}) must be ≥ --negatives-per-positive "
+                         f"({args.negatives_per_positive!r}): negatives are drawn from that many BM25 hits")
+    if not 0 < args.heldout_fraction < 1:
+        raise CtxirError(f"--heldout-fraction must be between 0 and 1, got {args.heldout_fraction!r}")
+    for name in ("rerank_depth", "batch_size"):
+        if getattr(args, name) < 1:
+            raise CtxirError(f"--{name.replace('_', '-')} must be ≥ 1, got {getattr(args, name)!r}")
+    for name in ("max_samples", "max_test_queries", "max_fit_queries"):
+        if getattr(args, name) < -1 or getattr(args, name) == 0:
+            raise CtxirError(f"--{name.replace('_', '-')} must be -1 (all) or ≥ 1, got {getattr(args, name)!r}")
+    if args.heldout_queries not in ("random", "base-unseen"):
+        raise CtxirError(f"--heldout-queries {args.heldout_queries!r} is not known: use 'random' or 'base-unseen'")
+    if args.cv_folds < 2:
+        raise CtxirError(f"--cv-folds must be ≥ 2, got {args.cv_folds!r}")
+    if args.class_weight not in ("balanced", "none"):
+        raise CtxirError(f"--class-weight {args.class_weight!r} is not known: use 'balanced' or 'none'")
+    if args.max_length < 0:
+        raise CtxirError(f"--max-length must be ≥ 0 (0 = the cross-encoder's own), got {args.max_length!r}")
+    try:
+        grid = [float(c) for c in args.c_grid.split(",") if c.strip()]
+    except ValueError as err:
+        raise CtxirError(f"--c-grid {args.c_grid!r} must be comma-separated numbers like '0.01,0.1,1'") from err
+    if not grid or any(c <= 0 for c in grid):
+        raise CtxirError(f"--c-grid {args.c_grid!r} must list at least one C > 0")
+    pick_device(args.device)
+    return grid
+
+
+# ---------------------------------------------------------------- data
+
+
+@dataclass
+class PairSet:
+    """Labelled (query, document) pairs; ``groups`` is the query id of each pair (for splitting by query)."""
+
+    pairs: list[Pair]
+    labels: np.ndarray  # (pairs,) 1 = relevant
+    groups: np.ndarray  # (pairs,) query id
+    doc_ids: list[str]
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+    def rows(self, qids: set[str]) -> np.ndarray:
+        """Indices of the pairs of ``qids``."""
+        return np.array([i for i, g in enumerate(self.groups) if g in qids], dtype=np.int64)
+
+
+def build_pairs(corpus: Corpus, queries: Queries, qrels: Qrels, bm25, negatives_per_positive: int,
+                depth: int) -> tuple[PairSet, dict[str, float]]:
+    """Each query's relevant documents, then its BM25 hard negatives; also {qid: negatives per positive}."""
+    qids = [q for q in queries if any(g > 0 and d in corpus for d, g in qrels.get(q, {}).items())]
+    hits = bm25.search({q: queries[q] for q in qids}, depth) if qids else {}
+    pairs, labels, groups, doc_ids, ratio = [], [], [], [], {}
+    for qid in qids:
+        judged = qrels[qid]
+        positives = [d for d, g in judged.items() if g > 0 and d in corpus]
+        # Judged-non-relevant documents (grade 0) are kept out too: they are not "hard negatives" BM25 found.
+        negatives = [h.doc_id for h in hits[qid] if h.doc_id not in judged][:negatives_per_positive * len(positives)]
+        ratio[qid] = len(negatives) / len(positives)
+        for doc_id, label in [(d, 1) for d in positives] + [(d, 0) for d in negatives]:
+            pairs.append((queries[qid], doc_text(corpus[doc_id])))
+            labels.append(label)
+            groups.append(qid)
+            doc_ids.append(doc_id)
+    return PairSet(pairs, np.array(labels, dtype=np.int64), np.array(groups, dtype=object), doc_ids), ratio
+
+
+def split_queries(qids: Sequence[str], heldout_fraction: float, seed: int) -> tuple[list[str], list[str]]:
+    from sklearn.model_selection import train_test_split
+
+    if len(qids) < 2:
+        raise CtxirError(f"need at least 2 train queries with a relevant document to split into fit and held-out "
+                         f"parts, got {len(qids)}: raise --max-samples or check qrels/train.tsv")
+    fit, heldout = train_test_split(sorted(qids), test_size=heldout_fraction, random_state=seed)
+    return list(fit), list(heldout)
+
+
+def base_unseen_queries(base_path: str, all_qids: Sequence[str], positives: dict[str, set[str]]) -> set[str]:
+    """The SciFact train queries a cross-encoder from training/train_cross_encoder.py never trained on.
+
+    Its [CLS] vectors of pairs it was trained on are in-sample, so a classification report on them would flatter
+    CLS-LR. Rebuilt with that script's rule (seeded dev queries held out, then --max-samples (query, positive)
+    pairs via training.common.take) and checked against the counts its metrics.json reports.
+    """
+    import random
+
+    path = Path(base_path) / "metrics.json"
+    if not path.is_file():
+        raise CtxirError(f"--heldout-queries base-unseen needs {str(path)!r} (written by "
+                         "training/train_cross_encoder.py) to know which queries the cross-encoder trained on; "
+                         "use --heldout-queries random for other cross-encoders")
+    metrics = json.loads(path.read_text())
+    config, extra = metrics.get("config", {}), metrics.get("extra", {})
+    if metrics.get("model_type") != "cross-encoder" or config.get("task") != "scifact":
+        raise CtxirError(f"{str(path)!r} is not a SciFact cross-encoder's metrics.json (model_type "
+                         f"{metrics.get('model_type')!r}, task {config.get('task')!r}): use --heldout-queries random")
+    qids = sorted(all_qids)
+    seed, dev_queries = int(config.get("seed", 42)), int(config.get("dev_queries", 0))
+    dev = sorted(random.Random(seed).sample(qids, min(dev_queries, len(qids) - 1))) if dev_queries > 0 else []
+    pairs = take([(q, d) for q in qids if q not in set(dev) for d in sorted(positives[q])],
+                 int(config.get("max_samples", -1)), seed)
+    seen = {q for q, _ in pairs}
+    if (len(dev), len(seen)) != (extra.get("heldout_train_queries"), extra.get("train_queries")):
+        raise CtxirError(f"could not rebuild the cross-encoder's training queries from {str(path)!r}: got "
+                         f"{len(dev)} held-out / {len(seen)} trained, its metrics.json says "
+                         f"{extra.get('heldout_train_queries')!r} / {extra.get('train_queries')!r}; "
+                         "use --heldout-queries random")
+    return set(qids) - seen
+
+
+# ---------------------------------------------------------------- features
+
+
+def model_fingerprint(path: str) -> str:
+    """sha256 of a model folder's config and weight files: a retrained model in the same folder misses the cache."""
+    digest = hashlib.sha256()
+    for f in sorted(Path(path).iterdir()):
+        if f.is_file() and (f.suffix in (".safetensors", ".bin") or f.name in ("config.json", "tokenizer.json")):
+            digest.update(f.name.encode())
+            with f.open("rb") as handle:
+                for chunk in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(chunk)
+    return digest.hexdigest()
+
+
+@torch.no_grad()
+def cross_encoder_pass(cross_encoder, pairs: Sequence[Pair], layer: int, max_length: int, batch_size: int,
+                       desc: str = "features") -> tuple[np.ndarray, np.ndarray]:
+    """One forward pass of the cross-encoder per pair → ([CLS] of ``layer`` (N, hidden), its own logit (N,)).
+
+    The [CLS] equals ``ctxir.rerank.cls_features`` on the AutoModel body (what ClsLrRanker reads); the logit is
+    the score ``CrossEncoder.predict`` passes through its activation (sigmoid), so both rankers cost one pass.
+    """
+    model, tokenizer = cross_encoder.model, cross_encoder.tokenizer
+    model.eval()
+    device = next(model.parameters()).device
+    hidden_size = model.config.hidden_size
+    cls, logits = np.zeros((len(pairs), hidden_size), np.float32), np.zeros(len(pairs), np.float32)
+    # Longest first, batched by length: padding is wasted compute on CPU. Results go back to input order.
+    order = sorted(range(len(pairs)), key=lambda i: -(len(pairs[i][0]) + len(pairs[i][1])))
+    for start in tqdm(range(0, len(order), batch_size), desc=desc, mininterval=10, disable=len(order) < 200):
+        idx = order[start:start + batch_size]
+        enc = tokenizer([pairs[i][0] for i in idx], [pairs[i][1] for i in idx], padding=True,
+                        truncation="longest_first", max_length=max_length, return_tensors="pt").to(device)
+        out = model(**enc, output_hidden_states=True)
+        cls[idx] = out.hidden_states[layer][:, 0].float().cpu().numpy()  # (batch, tokens, hidden) → (batch, hidden)
+        logits[idx] = out.logits[:, -1].float().cpu().numpy()  # (batch, labels): last column = "relevant"
+    return cls, logits
+
+
+class FeatureCache:
+    """[CLS] + logit arrays as .npy (never pickle), keyed by model fingerprint, layer, max_length and the pairs."""
+
+    def __init__(self, root: str, model_key: str, layer: int, max_length: int):
+        self.root = Path(root).expanduser() if root else None
+        self.prefix = f"{model_key}:{layer}:{max_length}"
+
+    def key(self, pairs: Sequence[Pair]) -> str:
+        digest = hashlib.sha256(self.prefix.encode())
+        for q, d in pairs:
+            digest.update(q.encode() + b"\x00" + d.encode() + b"\x01")
+        return digest.hexdigest()[:32]
+
+    def get(self, pairs: Sequence[Pair]) -> tuple[np.ndarray, np.ndarray] | None:
+        if self.root is None:
+            return None
+        base = self.root / self.key(pairs)
+        if not (base.with_suffix(".cls.npy").is_file() and base.with_suffix(".logit.npy").is_file()):
+            return None
+        return (np.load(base.with_suffix(".cls.npy"), allow_pickle=False),
+                np.load(base.with_suffix(".logit.npy"), allow_pickle=False))
+
+    def put(self, pairs: Sequence[Pair], cls: np.ndarray, logits: np.ndarray) -> None:
+        if self.root is None:
+            return
+        self.root.mkdir(parents=True, exist_ok=True)
+        base = self.root / self.key(pairs)
+        np.save(base.with_suffix(".cls.npy"), cls, allow_pickle=False)
+        np.save(base.with_suffix(".logit.npy"), logits, allow_pickle=False)
+
+
+def features(cross_encoder, cache: FeatureCache, pairs: Sequence[Pair], args: ClsLrArgs, max_length: int,
+             desc: str, timings: dict) -> tuple[np.ndarray, np.ndarray]:
+    cached = cache.get(pairs)
+    if cached is not None:
+        print(f"{desc}: {len(pairs)} pairs from the feature cache {cache.root}")
+        timings[desc] = {"pairs": len(pairs), "seconds": 0.0, "cached": True}
+        return cached
+    start = time.perf_counter()
+    cls, logits = cross_encoder_pass(cross_encoder, pairs, args.layer, max_length, args.batch_size, desc)
+    seconds = time.perf_counter() - start
+    timings[desc] = {"pairs": len(pairs), "seconds": round(seconds, 1), "cached": False,
+                     "pairs_per_second": round(len(pairs) / seconds, 2) if seconds > 0 else None}
+    print(f"{desc}: {len(pairs)} pairs in {seconds:.1f} s ({len(pairs) / max(seconds, 1e-9):.2f} pairs/s)")
+    cache.put(pairs, cls, logits)
+    return cls, logits
+
+
+# ---------------------------------------------------------------- fitting
+
+
+def fit_logistic(x: np.ndarray, y: np.ndarray, c: float, class_weight: str | None, seed: int):
+    """Standardise then fit LogisticRegression: (coef (hidden,), intercept) on the *raw* features, + the model.
+
+    Scaling makes one C mean the same on every base model (some [CLS] dimensions are 10-100× larger than
+    others); it is folded back into coef/intercept, so the saved ranker stays ``coef · CLS + intercept``.
+    """
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    model = make_pipeline(StandardScaler(), LogisticRegression(C=c, class_weight=class_weight, max_iter=5000,
+                                                               random_state=seed))
+    model.fit(x, y)
+    scaler, lr = model[0], model[-1]
+    coef = lr.coef_[0] / scaler.scale_
+    intercept = float(lr.intercept_[0] - np.dot(coef, scaler.mean_))
+    return coef.astype(np.float32), intercept, model
+
+
+def out_of_fold_scores(x: np.ndarray, y: np.ndarray, groups: np.ndarray, c: float, class_weight: str | None,
+                       folds: int, seed: int) -> np.ndarray:
+    """Decision scores of each fit pair from a model that never saw its query (GroupKFold by query)."""
+    from sklearn.model_selection import GroupKFold
+
+    scores = np.zeros(len(y), np.float64)
+    for train_idx, val_idx in GroupKFold(n_splits=folds).split(x, y, groups):
+        if len(set(y[train_idx])) < 2:
+            raise CtxirError("a cross-validation fold has only one class: too few fit queries — raise --max-samples "
+                             "or lower --cv-folds")
+        coef, intercept, _ = fit_logistic(x[train_idx], y[train_idx], c, class_weight, seed)
+        scores[val_idx] = x[val_idx] @ coef + intercept
+    return scores
+
+
+def best_f1_threshold(y: np.ndarray, scores: np.ndarray) -> tuple[float, float]:
+    """The score threshold maximising F1 of the positive class on (y, scores): (threshold, F1)."""
+    from sklearn.metrics import precision_recall_curve
+
+    precision, recall, thresholds = precision_recall_curve(y, scores)
+    f1 = 2 * precision[:-1] * recall[:-1] / np.maximum(precision[:-1] + recall[:-1], 1e-12)
+    best = int(np.argmax(f1))
+    return float(thresholds[best]), float(f1[best])
+
+
+def classification(y: np.ndarray, scores: np.ndarray, threshold: float) -> dict:
+    """sklearn's classification_report at ``score ≥ threshold`` (dict, per class + accuracy) and the text."""
+    from sklearn.metrics import average_precision_score, classification_report
+
+    predicted = (scores >= threshold).astype(int)
+    report = classification_report(y, predicted, labels=[0, 1], target_names=["non-relevant", "relevant"],
+                                   output_dict=True, zero_division=0)
+    text = classification_report(y, predicted, labels=[0, 1], target_names=["non-relevant", "relevant"],
+                                 digits=4, zero_division=0)
+    return {"threshold": threshold, "report": report, "text": text,
+            "positives": int(y.sum()), "negatives": int((1 - y).sum()),
+            "average_precision": float(average_precision_score(y, scores)) if 0 < y.sum() < len(y) else None}
+
+
+def pr_curve_png(path: Path, y: np.ndarray, curves: dict[str, tuple[np.ndarray, float]], title: str) -> None:
+    """Precision–recall curves of several scorers on the same pairs; the dot marks each tuned threshold."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from sklearn.metrics import PrecisionRecallDisplay
+
+    fig, ax = plt.subplots(figsize=(5.6, 5.2), dpi=120)
+    for i, (name, (scores, threshold)) in enumerate(curves.items()):
+        display = PrecisionRecallDisplay.from_predictions(y, scores, name=name, ax=ax, plot_chance_level=i == 0)
+        predicted = scores >= threshold
+        tp = float((predicted & (y == 1)).sum())
+        ax.plot(tp / max(y.sum(), 1), tp / max(predicted.sum(), 1), "o", color=display.line_.get_color())
+    ax.set(xlabel="recall (relevant class)", ylabel="precision", xlim=(0, 1.01), ylim=(0, 1.02), title=title)
+    ax.legend(loc="upper right", fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------- re-ranking
+
+
+class PrecomputedReranker(Reranker):
+    """Looks scores up by (query, document text): lets Pipeline re-rank with scores from the one shared pass."""
+
+    def __init__(self, name: str, pairs: Sequence[Pair], scores: np.ndarray):
+        self.name = name
+        self.table = {pair: float(s) for pair, s in zip(pairs, scores, strict=True)}
+
+    def score_pairs(self, query: str, texts: Sequence[str]) -> np.ndarray:
+        try:
+            return np.array([self.table[(query, t)] for t in texts], dtype=np.float32)
+        except KeyError as err:
+            raise CtxirError(f"no precomputed {self.name} score for a candidate of query {query!r}") from err
+
+
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+# ---------------------------------------------------------------- run
+
+
+def run(args: ClsLrArgs) -> dict:
+    total_start = time.perf_counter()
+    # 1. check arguments and data before anything is loaded or trained
+    c_grid = check_args(args)
+    scifact = data_folder(args.data_dir, "scifact")
+    corpus, train_queries, train_qrels = load_beir(scifact, "train")
+    _, test_queries, test_qrels = load_beir(scifact, "test")
+    train_qids = [q for q in train_queries if any(g > 0 and d in corpus for d, g in train_qrels[q].items())]
+    check_not_empty(len(train_qids), f"no query in {scifact / 'qrels' / 'train.tsv'} has a relevant document "
+                    "(grade > 0) that is in corpus.jsonl", "check that the qrels belong to this corpus")
+    base_path = resolve_model(args.base_model)
+    unseen = None
+    if args.heldout_queries == "base-unseen":
+        positives = {q: {d for d, g in train_qrels[q].items() if g > 0 and d in corpus} for q in train_qids}
+        unseen = base_unseen_queries(base_path, train_qids, positives)
+    train_qids = take(train_qids, args.max_samples, args.seed)
+    if unseen is None:
+        fit_qids, heldout_qids = split_queries(train_qids, args.heldout_fraction, args.seed)
+    else:
+        fit_qids = [q for q in train_qids if q not in unseen]
+        heldout_qids = [q for q in train_qids if q in unseen]
+        if not fit_qids or not heldout_qids:
+            raise CtxirError(f"--heldout-queries base-unseen leaves {len(fit_qids)} fit and {len(heldout_qids)} "
+                             "held-out queries: both must be non-empty (raise --max-samples)")
+    fit_qids = take(fit_qids, args.max_fit_queries, args.seed)
+    test_qids = take(sorted(test_queries), args.max_test_queries, args.seed)
+
+    output = Path(args.output_dir)
+    output.mkdir(parents=True, exist_ok=True)
+    with tee_output(output / "train.log"):
+        print(f"=== train_cls_lr {time.strftime('%Y-%m-%d %H:%M:%S %Z')} ===\nconfig: {json.dumps(asdict(args))}")
+        result = _run(args, c_grid, scifact, corpus, train_queries, train_qrels, test_queries, test_qrels,
+                      fit_qids, heldout_qids, test_qids, base_path, output, total_start)
+    return result
+
+
+def _run(args, c_grid, scifact, corpus, train_queries, train_qrels, test_queries, test_qrels, fit_qids,
+         heldout_qids, test_qids, base_path, output, total_start) -> dict:
+    timings: dict = {}
+    # 2. BM25 over the corpus: hard negatives for train queries, candidates for test queries
+    bm25 = BM25Retriever(corpus)
+    labelled, ratio = build_pairs(corpus, {q: train_queries[q] for q in fit_qids + heldout_qids}, train_qrels,
+                                  bm25, args.negatives_per_positive, args.negative_depth)
+    fit_rows = labelled.rows(set(fit_qids))
+    y_fit, g_fit = labelled.labels[fit_rows], labelled.groups[fit_rows]
+    check_not_empty(int(y_fit.sum()), "the fit queries have no relevant pairs", "raise --max-samples")
+    check_not_empty(int((1 - y_fit).sum()), "BM25 found no non-relevant document for the fit queries",
+                    "raise --negative-depth")
+    # The target is stated on held-out queries with ≥ 3 hard negatives per positive.
+    eligible = {q for q in heldout_qids if ratio.get(q, 0) >= 3}
+    report_rows = labelled.rows(eligible)
+    y_report = labelled.labels[report_rows]
+    check_not_empty(len(report_rows), f"none of the {len(heldout_qids)} held-out queries has ≥ 3 hard negatives per "
+                    "positive", "raise --negatives-per-positive / --negative-depth or --max-samples")
+    print(f"queries: {len(fit_qids)} fit, {len(heldout_qids)} held-out ({len(eligible)} with ≥ 3 negatives per "
+          f"positive), {len(test_qids)} test; pairs: {len(fit_rows)} fit ({int(y_fit.sum())} relevant), "
+          f"{len(report_rows)} held-out ({int(y_report.sum())} relevant)")
+
+    # 3. load the cross-encoder (a plain body gets a fresh head, seeded) and read [CLS] + its own score
+    torch.manual_seed(args.seed)
+    device = pick_device(args.device)
+    cross_encoder = load_cross_encoder(base_path, device)
+    positions = getattr(cross_encoder.model.config, "max_position_embeddings", 512)
+    max_length = min(args.max_length or cross_encoder.max_seq_length or positions, positions)
+    # The anchor cross-encoder reads exactly the tokens CLS-LR reads (and CrossEncoderReranker agrees).
+    cross_encoder.max_seq_length = max_length
+    cache = FeatureCache(args.cache_dir, model_fingerprint(base_path), args.layer, max_length)
+    print(f"cross-encoder {args.base_model!r} ({base_path}) on {device}, max_length {max_length}, layer {args.layer}")
+    train_start = time.perf_counter()
+    x_all, ce_all = features(cross_encoder, cache, labelled.pairs, args, max_length, "train pairs", timings)
+    x_fit = x_all[fit_rows]  # (fit pairs, hidden)
+
+    # 4. choose C and the decision threshold on the fit queries only (query-grouped cross-validation)
+    from sklearn.metrics import average_precision_score
+
+    class_weight = None if args.class_weight == "none" else args.class_weight
+    folds = min(args.cv_folds, len(set(g_fit)))
+    if folds < 2:
+        raise CtxirError(f"need at least 2 fit queries for cross-validation, got {len(set(g_fit))}: raise "
+                         "--max-samples")
+    cv = {}
+    for c in c_grid:
+        oof = out_of_fold_scores(x_fit, y_fit, g_fit, c, class_weight, folds, args.seed)
+        cv[c] = {"average_precision": float(average_precision_score(y_fit, oof)), "oof": oof}
+        print(f"C={c:g}: out-of-fold average precision {cv[c]['average_precision']:.4f} ({folds} folds by query)")
+    best_c = max(c_grid, key=lambda c: cv[c]["average_precision"])
+    threshold, oof_f1 = best_f1_threshold(y_fit, cv[best_c]["oof"])
+    ce_threshold, ce_fit_f1 = best_f1_threshold(y_fit, ce_all[fit_rows])
+    print(f"chosen C={best_c:g}; F1-maximising threshold on fit queries (out-of-fold): score {threshold:.4f} "
+          f"(probability {sigmoid(threshold):.4f}, F1 {oof_f1:.4f})")
+
+    # 5. fit on all fit queries; save coef/intercept (safetensors + JSON) through ClsLrRanker
+    coef, intercept, sk_model = fit_logistic(x_fit, y_fit, best_c, class_weight, args.seed)
+    train_seconds = time.perf_counter() - train_start
+    base_ref = _base_reference(args.base_model, base_path, output, args.bundle_base)
+    ranker = ClsLrRanker(base_path, coef, intercept, layer=args.layer, max_length=max_length, device=device,
+                         batch_size=args.batch_size, metadata={
+                             "C": best_c, "class_weight": class_weight, "standardised_then_folded": True,
+                             "threshold": threshold, "threshold_probability": float(sigmoid(threshold)),
+                             "threshold_chosen_on": "out-of-fold scores of the fit queries (max F1)",
+                             "train_pairs": len(y_fit), "train_positives": int(y_fit.sum()),
+                             "base_model_given": args.base_model})
+    ranker.base_model = base_ref
+    ranker.save(output)
+    print(f"saved {output / 'cls_lr.safetensors'} and cls_lr_config.json (base_model {base_ref!r})")
+
+    # 6. classification reports: fit queries (in-sample) and held-out queries, at p = 0.5 and the tuned threshold
+    s_fit, s_report = x_fit @ coef + intercept, x_all[report_rows] @ coef + intercept
+    reports = {
+        "train_queries@0.5": classification(y_fit, s_fit, 0.0),
+        "train_queries@tuned": classification(y_fit, s_fit, threshold),
+        "heldout_queries@0.5": classification(y_report, s_report, 0.0),
+        "heldout_queries@tuned": classification(y_report, s_report, threshold),
+        "cross_encoder_heldout@tuned": classification(y_report, ce_all[report_rows], ce_threshold),
+    }
+    for name, rep in reports.items():
+        print(f"--- {name} (score ≥ {rep['threshold']:.4f}) ---\n{rep['text']}")
+    pr_curve_png(output / "pr_curve.png", y_report,
+                 {"CLS-LR": (s_report, threshold), "cross-encoder score": (ce_all[report_rows], ce_threshold)},
+                 f"Held-out SciFact train queries ({len(eligible)} queries, {int(y_report.sum())} relevant pairs)")
+
+    # 7. re-rank BM25's top candidates on SciFact test queries: BM25, the cross-encoder, CLS-LR (one shared pass)
+    queries = {q: test_queries[q] for q in test_qids}
+    candidates = bm25.search(queries, args.rerank_depth)
+    test_pairs = [(queries[q], doc_text(corpus[h.doc_id])) for q in test_qids for h in candidates[q]]
+    x_test, ce_test = features(cross_encoder, cache, test_pairs, args, max_length, "test candidates", timings)
+    rankers = {"cross-encoder": PrecomputedReranker("cross-encoder", test_pairs, ce_test),
+               "cls-lr": PrecomputedReranker("cls-lr", test_pairs, ranker.score_features(x_test))}
+    qrels = {q: test_qrels[q] for q in test_qids}
+    ndcg, runs = {}, {}
+    for name, reranker in rankers.items():
+        stage_runs = Pipeline(bm25, reranker, depth=args.rerank_depth).run(queries, show_progress=False)
+        runs["bm25"], runs[name] = stage_runs["first_stage"], stage_runs["rerank"]
+    k_values = sorted({1, 3, 5, 10, args.rerank_depth, 100})
+    retrieval = {name: evaluate_run(qrels, r, k_values).aggregate for name, r in runs.items()}
+    for name, agg in retrieval.items():
+        ndcg[name] = agg["nDCG@10"]
+        print(f"{name:>14}: nDCG@10 {agg['nDCG@10']:.4f}  MRR@10 {agg['MRR@10']:.4f}  "
+              f"Recall@{args.rerank_depth} {agg[f'Recall@{args.rerank_depth}']:.4f}")
+
+    # 8. the saved ranker, loaded back, and a CrossEncoderReranker score like the one-pass scores
+    verification = _verify(output, args, cross_encoder, test_qids, queries, candidates, corpus, test_pairs,
+                           ranker.score_features(x_test), ce_test, device)
+
+    # 9. metrics.json
+    wall = time.perf_counter() - total_start
+    extraction_pairs = sum(t["pairs"] for t in timings.values() if not t["cached"])
+    extraction_seconds = sum(t["seconds"] for t in timings.values() if not t["cached"])
+    heldout_tuned, ce_heldout = reports["heldout_queries@tuned"]["report"], reports["cross_encoder_heldout@tuned"]
+    heldout_how = ("train queries the cross-encoder never trained on" if args.heldout_queries == "base-unseen"
+                   else f"a seeded {args.heldout_fraction:g} of the train queries")
+    f1_config = (f"held-out SciFact train queries ({heldout_how}) with ≥ 3 BM25 hard negatives per positive "
+                 f"({len(eligible)} queries, {len(y_report)} pairs); threshold chosen on fit queries")
+    metrics = {
+        "model_type": "cls-lr", "model_name": args.model_name, "base_model": args.base_model,
+        "objective": "LogisticRegression (scikit-learn) on the cross-encoder's [CLS] vector",
+        "datasets": [
+            dataset_entry("scifact", "train", "train", scifact, len(y_fit)),
+            dataset_entry("scifact", "train (held-out queries)", "eval", scifact, len(y_report)),
+            dataset_entry("scifact", "test", "eval", scifact, len(test_pairs)),
+        ],
+        "config": asdict(args),
+        "training": {
+            "steps": int(sk_model[-1].n_iter_[0]), "epochs": float(sk_model[-1].n_iter_[0]),
+            "train_examples": len(y_fit), "batch_size": args.batch_size, "learning_rate": None,
+            "wall_time_seconds": round(train_seconds, 1),
+            "examples_per_second": round(len(y_fit) / train_seconds, 2) if train_seconds > 0 else None,
+            "device": device, "hardware": machine_info()["hardware"], "final_loss": _log_loss(sk_model, x_fit, y_fit),
+            "seed": args.seed,
+        },
+        "evaluations": [
+            evaluation_row("scifact", "train (held-out queries)", "classification", "F1 (relevant class)",
+                           ce_heldout["report"]["relevant"]["f1-score"], heldout_tuned["relevant"]["f1-score"],
+                           config=f1_config + "; before = the cross-encoder's own score, thresholded the same way"),
+            evaluation_row("scifact", "train (held-out queries)", "classification", "accuracy",
+                           ce_heldout["report"]["accuracy"], heldout_tuned["accuracy"], config=f1_config),
+            evaluation_row("scifact", "test", "reranking", "nDCG@10", ndcg["bm25"], ndcg["cls-lr"],
+                           anchor=round(ndcg["cross-encoder"], 4),
+                           anchor_name=f"cross-encoder {args.base_model} re-ranking the same candidates",
+                           config=f"re-rank BM25 top-{args.rerank_depth}, {len(test_qids)} test queries; "
+                                  "before = BM25 alone"),
+        ],
+        "extra": {
+            "classification_reports": {k: {kk: vv for kk, vv in v.items() if kk != "text"} for k, v in reports.items()},
+            "classification_reports_text": {k: v["text"] for k, v in reports.items()},
+            "thresholds": {"cls_lr_score": threshold, "cls_lr_probability": float(sigmoid(threshold)),
+                           "cls_lr_fit_oof_f1": oof_f1, "cross_encoder_logit": ce_threshold,
+                           "cross_encoder_fit_f1": ce_fit_f1,
+                           "note": "'@0.5' = probability 0.5 (score 0); '@tuned' = the F1-maximising threshold "
+                                   "chosen on out-of-fold scores of the fit queries, never on held-out or test"},
+            "c_selection": {str(c): round(v["average_precision"], 4) for c, v in cv.items()},
+            "chosen_C": best_c,
+            "queries": {"fit": len(fit_qids), "heldout": len(heldout_qids), "heldout_reported": len(eligible),
+                        "test": len(test_qids)},
+            "heldout_queries": heldout_how,
+            "reranking": {name: {k: round(v, 4) for k, v in agg.items()} for name, agg in retrieval.items()},
+            "pr_curve": "pr_curve.png",
+            "max_length": max_length, "layer": args.layer, "base_model_path": base_path,
+            "base_model_reference": base_ref,
+            "feature_extraction": timings,
+            "feature_extraction_pairs_per_second": round(extraction_pairs / extraction_seconds, 2)
+            if extraction_seconds > 0 else None,
+            "total_wall_time_seconds": round(wall, 1),
+            "verification": verification,
+            "notes": "CLS-LR has no gradient training: 'steps'/'epochs' are L-BFGS iterations (each one full pass "
+                     "over the fit features), learning_rate is null, batch_size is the feature-extraction batch. "
+                     "wall_time_seconds covers feature extraction of all train pairs + C search + fit; "
+                     "examples_per_second = fit pairs / that time.",
+        },
+    }
+    path = write_metrics(output, metrics)
+    print(f"wrote {path} (total {wall:.1f} s)")
+    return metrics
+
+
+def _log_loss(sk_model, x: np.ndarray, y: np.ndarray) -> float:
+    from sklearn.metrics import log_loss
+
+    return round(float(log_loss(y, sk_model.predict_proba(x)[:, 1], labels=[0, 1])), 6)
+
+
+def _base_reference(given: str, base_path: str, output: Path, bundle: bool) -> str:
+    """What cls_lr_config.json names as base_model: '.' when bundled, a path relative to the ranker folder for
+    a local cross-encoder (ClsLrRanker.load resolves it there), else the Hub id as given."""
+    if bundle:
+        for item in Path(base_path).iterdir():
+            if item.name in ("README.md", "metrics.json", "train.log", "training_log.jsonl") or \
+                    item.name.startswith("checkpoint"):
+                continue
+            target = output / item.name
+            if item.is_dir():
+                shutil.copytree(item, target, dirs_exist_ok=True)
+            else:
+                shutil.copy2(item, target)
+        return "."
+    if Path(given).expanduser().exists():
+        return os.path.relpath(Path(base_path).resolve(), output.resolve())
+    return given
+
+
+def _verify(output: Path, args: ClsLrArgs, cross_encoder, test_qids, queries, candidates, corpus, test_pairs,
+            cls_scores: np.ndarray, ce_logits: np.ndarray, device: str) -> dict:
+    """Re-rank a few test queries for real (loaded ranker, CrossEncoderReranker) and compare with one-pass scores."""
+    if args.verify_queries <= 0:
+        return {"queries": 0}
+    loaded = ClsLrRanker.load(output, device=device, batch_size=args.batch_size)
+    reference = CrossEncoderReranker(cross_encoder, batch_size=args.batch_size)
+    lookup = {pair: i for i, pair in enumerate(test_pairs)}
+    cls_diff, ce_diff, same_order = 0.0, 0.0, True
+    for qid in test_qids[:args.verify_queries]:
+        texts = [doc_text(corpus[h.doc_id]) for h in candidates[qid]]
+        rows = [lookup[(queries[qid], t)] for t in texts]
+        got = loaded.score_pairs(queries[qid], texts)
+        cls_diff = max(cls_diff, float(np.abs(got - cls_scores[rows]).max()))
+        ce_diff = max(ce_diff, float(np.abs(reference.score_pairs(queries[qid], texts) - sigmoid(ce_logits[rows]))
+                                     .max()))
+        hits = candidates[qid]
+        same_order &= [h.doc_id for h in loaded.rerank(queries[qid], hits, corpus)] == [
+            h.doc_id for h in PrecomputedReranker("cls-lr", test_pairs, cls_scores).rerank(queries[qid], hits, corpus)]
+    print(f"verification on {min(args.verify_queries, len(test_qids))} test queries: loaded ClsLrRanker vs one-pass "
+          f"max |Δscore| {cls_diff:.2e}; CrossEncoderReranker vs one-pass max |Δprob| {ce_diff:.2e}; "
+          f"same CLS-LR order: {same_order}")
+    if cls_diff > 1e-3 or ce_diff > 1e-3:
+        raise CtxirError(f"the loaded ranker or the cross-encoder disagrees with the one-pass scores (CLS-LR "
+                         f"{cls_diff:.2e}, cross-encoder {ce_diff:.2e}): the reported numbers would be wrong")
+    return {"queries": min(args.verify_queries, len(test_qids)), "cls_lr_max_abs_diff": cls_diff,
+            "cross_encoder_max_abs_prob_diff": ce_diff, "cls_lr_same_order": bool(same_order)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    return cli_main(ClsLrArgs, run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
