@@ -205,15 +205,9 @@ def default_output(args: EvaluateArgs) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from transformers import HfArgumentParser
+    from ctxir.cli import cli_main
 
-    (args,) = HfArgumentParser(EvaluateArgs).parse_args_into_dataclasses(args=argv)
-    try:
-        run(args)
-    except CtxirError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    return 0
+    return cli_main(EvaluateArgs, run, argv)
 
 
 if __name__ == "__main__":

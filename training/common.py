@@ -24,10 +24,11 @@ import os
 import platform
 import random
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ctxir.cli import cli_main  # noqa: F401  (re-exported for the scripts)
 from ctxir.types import CtxirError
 
 T = TypeVar("T")
@@ -294,14 +295,3 @@ def jsonl_log_callback(path: str | os.PathLike):
     return JsonlLogCallback(path)
 
 
-def cli_main(args_class: type, run: Callable[[Any], Any], argv: list[str] | None = None) -> int:
-    """Parse ``args_class`` with HfArgumentParser, call ``run(args)``; a CtxirError prints one line, exit 2."""
-    from transformers import HfArgumentParser
-
-    (args,) = HfArgumentParser(args_class).parse_args_into_dataclasses(args=argv)
-    try:
-        run(args)
-    except CtxirError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    return 0
