@@ -59,8 +59,8 @@ class AppArgs:
                               "'none' to skip; if it cannot be loaded the app starts without it")
     cls_lr: str = _env("CTXIR_CLS_LR", "", "CLS-LR ranker folder (ClsLrRanker.save / training/train_cls_lr.py)")
     device: str = _env("CTXIR_DEVICE", "auto", "auto, cpu, cuda, mps")
-    torch_threads: int = _env_int("CTXIR_TORCH_THREADS", 0, "torch intra-op threads; 0 = auto: 1 on machines with "
-                                  "≤ 2 CPUs (lowest, steadiest latency, see the README), else torch's default")
+    torch_threads: int = _env_int("CTXIR_TORCH_THREADS", 0, "torch intra-op threads; 0 = torch's default (all cores, "
+                                  "fastest on a machine of its own); 1 is steadier on a CPU shared with other jobs")
     max_attention_tokens: int = _env_int("CTXIR_MAX_ATTENTION_TOKENS", 256,
                                          "longest input (tokens) the attention view accepts")
     max_upload_docs: int = _env_int("CTXIR_MAX_UPLOAD_DOCS", 5_000, "most documents an uploaded corpus may have")
@@ -381,11 +381,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # 1. parse flags (environment variables give the defaults)
     (args,) = HfArgumentParser(AppArgs).parse_args_into_dataclasses(args=argv)
-    threads = args.torch_threads or (1 if (os.cpu_count() or 1) <= 2 else 0)
-    if threads > 0:
+    if args.torch_threads > 0:
         import torch
 
-        torch.set_num_threads(threads)
+        torch.set_num_threads(args.torch_threads)
     # 2. load models and the corpus once, before serving
     started = time.perf_counter()
     try:

@@ -1,8 +1,8 @@
 """Measure the app: cold start offline, search latency p50/p95 over the demo queries, attention view time.
 
     HF_HUB_OFFLINE=1 python scripts/benchmark_app.py                      # writes results/app_benchmark.json
-    HF_HUB_OFFLINE=1 python scripts/benchmark_app.py --torch-threads 2 --cold_start False \
-        --output results/app_benchmark_2threads.json                     # two intra-op threads
+    HF_HUB_OFFLINE=1 python scripts/benchmark_app.py --torch-threads 1 --cold_start False \
+        --output results/app_benchmark_1thread.json                      # one intra-op thread
 
 Search latency is the time of ``ctxir.app_logic.search`` (what the /search callback runs: first stage,
 re-ranking, result table) for every demo query (83), k=10. No trained cross-encoder exists offline, so the
@@ -36,8 +36,7 @@ sys.path.insert(0, str(ROOT))
 class BenchmarkArgs:
     repeats: int = field(default=1, metadata={"help": "passes over the demo queries per configuration"})
     depth: int = field(default=20, metadata={"help": "candidates the cross-encoder re-ranks"})
-    torch_threads: int = field(default=0, metadata={"help": "torch intra-op threads; 0 = auto as app.py: 1 on "
-                                                            "machines with ≤ 2 CPUs, else torch's default"})
+    torch_threads: int = field(default=0, metadata={"help": "torch intra-op threads; 0 = torch's default, as app.py"})
     cold_start: bool = field(default=True, metadata={"help": "also time `python app.py` starting twice"})
     attention_tokens: str = field(default="64,128,256", metadata={"help": "input lengths for the attention view"})
     output: str = field(default="results/app_benchmark.json", metadata={"help": "JSON written here"})
@@ -114,9 +113,8 @@ def run(args: BenchmarkArgs) -> dict:
     from ctxir.models import packaged_minilm_path
     from ctxir.viz import MAX_ATTENTION_CELLS
 
-    threads = args.torch_threads or (1 if (os.cpu_count() or 1) <= 2 else 0)  # the same rule as app.py
-    if threads > 0:
-        torch.set_num_threads(threads)
+    if args.torch_threads > 0:  # the same rule as app.py
+        torch.set_num_threads(args.torch_threads)
     report: dict = {"config": asdict(args), "machine": machine(), "command": " ".join(["python", *sys.argv])}
 
     # 1. cold start of `python app.py`, offline: first with an empty embedding cache, then with it filled
