@@ -402,12 +402,13 @@ def search(state: AppState, query: str, corpus: str | None = None, first_stage: 
     rows = []
     for hit in result.hits:
         doc = index.corpus[hit.doc_id]
+        # Scores and ranks first: what each stage did stays in view beside the (wide) text column.
         rows.append({
-            "rank": hit.rank, "doc_id": hit.doc_id, "title": doc.get("title", ""),
-            "text": _snippet(doc.get("text", "")),
+            "rank": hit.rank, "doc_id": hit.doc_id,
             f"{first_stage}_score": _r(hit.first_stage_score), f"{first_stage}_rank": hit.first_stage_rank,
             "rerank_score": _r(hit.rerank_score), "rerank_rank": hit.rerank_rank,
             "rank_change": hit.rank_change if hit.rerank_rank is not None else None,
+            "title": doc.get("title", ""), "text": _snippet(doc.get("text", "")),
         })
     timings = {name: round(ms, 2) for name, ms in result.timings_ms.items()}
     timings["total"] = round(total, 2)
