@@ -25,6 +25,7 @@ import platform
 import random
 import sys
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -295,3 +296,15 @@ def jsonl_log_callback(path: str | os.PathLike):
     return JsonlLogCallback(path)
 
 
+@dataclass
+class TrainerRunArgs:
+    """Arguments every Trainer-based script shares (checkpoints, logging, precision, threads, naming)."""
+
+    logging_steps: int = 10
+    save_steps: int = field(default=200, metadata={"help": "checkpoint every N steps (for --resume)"})
+    resume: str = field(default="", metadata={"help": "'last' = newest checkpoint in --output-dir, or a path"})
+    keep_checkpoints: bool = field(default=False, metadata={"help": "keep checkpoints/ after a finished run"})
+    fp16: bool = field(default=False, metadata={"help": "mixed precision (GPU only)"})
+    torch_threads: int = field(default=0, metadata={"help": "CPU threads for torch (0 = torch's default; 1 is "
+                                                            "faster on a CPU shared with other jobs)"})
+    model_name: str = field(default="", metadata={"help": "short name for metrics.json / the model card"})

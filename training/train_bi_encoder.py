@@ -40,6 +40,7 @@ from ctxir.models import DEFAULT_BI_ENCODER, pick_device, resolve_model
 from ctxir.types import CtxirError, doc_text
 from training.common import (
     DEFAULT_DATA_DIR,
+    TrainerRunArgs,
     check_common_args,
     check_not_empty,
     cli_main,
@@ -69,7 +70,7 @@ ANCHORS = {("scifact", "nDCG@10"): (0.665, "BEIR BM25"), ("stsb", "spearman"): (
 
 
 @dataclass
-class BiEncoderArgs:
+class BiEncoderArgs(TrainerRunArgs):
     task: Literal["scifact", "stsb", "sick", "nli"] = field(
         default="stsb", metadata={"help": "training data: scifact (claims → abstracts), stsb, sick, nli"})
     objective: Literal["auto", "mnrl", "contrastive", "cosent", "cosine", "softmax"] = field(
@@ -103,14 +104,6 @@ class BiEncoderArgs:
     eval_before: bool = field(default=True, metadata={"help": "also evaluate the starting model"})
     eval_steps: int = field(default=0, metadata={"help": "run the dev evaluator every N steps (0 = only "
                                                          "before/after)"})
-    logging_steps: int = 10
-    save_steps: int = field(default=200, metadata={"help": "checkpoint every N steps (for --resume)"})
-    resume: str = field(default="", metadata={"help": "'last' = newest checkpoint in --output-dir, or a path"})
-    keep_checkpoints: bool = field(default=False, metadata={"help": "keep checkpoints/ after a finished run"})
-    fp16: bool = field(default=False, metadata={"help": "mixed precision (GPU only)"})
-    torch_threads: int = field(default=0, metadata={"help": "CPU threads for torch (0 = torch's default; 1 is "
-                                                            "faster on a CPU shared with other jobs)"})
-    model_name: str = field(default="", metadata={"help": "short name for metrics.json / the model card"})
 
 
 # ---------------------------------------------------------------- data

@@ -38,6 +38,7 @@ from ctxir.models import DEFAULT_BI_ENCODER, pick_device, resolve_model
 from ctxir.types import CtxirError, doc_text
 from training.common import (
     DEFAULT_DATA_DIR,
+    TrainerRunArgs,
     check_common_args,
     check_not_empty,
     cli_main,
@@ -61,7 +62,7 @@ ANCHORS = {("scifact", "nDCG@10"): (0.688, "BEIR BM25 + cross-encoder (ms-marco-
 
 
 @dataclass
-class CrossEncoderArgs:
+class CrossEncoderArgs(TrainerRunArgs):
     task: Literal["scifact", "stsb"] = field(default="scifact", metadata={"help": "scifact re-ranker or stsb"})
     model: str = field(default=DEFAULT_BI_ENCODER, metadata={
         "help": "starting model: Hub id or folder; a bi-encoder/plain BERT gets a fresh one-logit head"})
@@ -92,14 +93,6 @@ class CrossEncoderArgs:
     eval_before: bool = field(default=True, metadata={
         "help": "also evaluate the starting model (a fresh head scores at random)"})
     eval_steps: int = field(default=0, metadata={"help": "run the dev evaluator every N steps (0 = never)"})
-    logging_steps: int = 10
-    save_steps: int = field(default=200, metadata={"help": "checkpoint every N steps (for --resume)"})
-    resume: str = field(default="", metadata={"help": "'last' = newest checkpoint in --output-dir, or a path"})
-    keep_checkpoints: bool = field(default=False, metadata={"help": "keep checkpoints/ after a finished run"})
-    fp16: bool = field(default=False, metadata={"help": "mixed precision (GPU only)"})
-    torch_threads: int = field(default=0, metadata={"help": "CPU threads for torch (0 = torch's default; 1 is "
-                                                            "faster on a CPU shared with other jobs)"})
-    model_name: str = field(default="", metadata={"help": "short name for metrics.json / the model card"})
 
 
 @dataclass
