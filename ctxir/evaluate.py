@@ -6,6 +6,12 @@ Examples:
     python -m ctxir.evaluate --data ../shared/data/scifact --retriever hybrid --rerank cross-encoder \
         --reranker-model outputs/cross-encoder
     python -m ctxir.evaluate --data ../shared/data/stsbenchmark/sts-test.csv
+    python -m ctxir.evaluate --data ../shared/data/scifact --retriever hybrid --model outputs/bi-encoder \
+        --rerank cross-encoder --reranker-model outputs/cross-encoder --top-k 20 \
+        --tune-on train --tune-queries outputs/bi-encoder/metrics.json
+
+--tune-on chooses the hybrid's fusion and (with a re-ranker) how to fuse the re-ranker with the first stage on
+another split's queries; --tune-queries narrows those to ids a fine-tuned model never trained on.
 
 Prints a metrics table and writes a JSON file with the metrics, per-query values and the run config.
 """
@@ -46,11 +52,16 @@ class EvaluateArgs:
         default="cross-encoder/ms-marco-MiniLM-L6-v2",
         metadata={"help": "cross-encoder id/folder, or a CLS-LR folder for --rerank cls-lr"})
     tune_on: str = field(default="", metadata={
-        "help": "hybrid only: choose fusion/k/weights on this qrels split (e.g. train), never the test split"})
+        "help": "choose the hybrid's fusion/k/weights and the re-ranker/first-stage fusion on this qrels split "
+                "(e.g. train), never the test split"})
+    tune_queries: str = field(default="", metadata={
+        "help": "only these --tune-on queries: a file of ids (one per line) or a training run's metrics.json "
+                "(its held-out query ids, which the model never trained on)"})
     top_k: int = field(default=100, metadata={"help": "first-stage depth (and the re-ranked candidates)"})
     max_queries: int = field(default=0, metadata={"help": "evaluate only the first N queries (0 = all)"})
     device: str = field(default="auto", metadata={"help": "auto, cpu, cuda, mps"})
     batch_size: int = 32
+    torch_threads: int = field(default=0, metadata={"help": "CPU threads for torch (0 = torch's default)"})
     output: str = field(default="", metadata={"help": "JSON path (default: results/<data>-<config>.json)"})
     cache_dir: str = field(default="", metadata={"help": "embedding cache folder (default ~/.cache/ctxir)"})
 
@@ -120,43 +131,94 @@ def run_retrieval(args: EvaluateArgs) -> dict:
     from ctxir.data import load_beir
     from ctxir.evaluation import evaluate_run
 
+    if args.tune_queries:  # fail before any model is loaded
+        if not args.tune_on:
+            raise CtxirError(f"--tune-queries {args.tune_queries!r} needs --tune-on SPLIT (e.g. train)")
+        read_query_ids(args.tune_queries)
     corpus, queries, qrels = load_beir(args.data, args.split)
     if args.max_queries > 0:
         queries = dict(list(queries.items())[: args.max_queries])
         qrels = {q: qrels[q] for q in queries}
     pipeline = build_pipeline(args, corpus)
-    tuned = None
-    if args.tune_on:
-        tuned = _tune(args, pipeline.first_stage)
+    tuned = _tune(args, pipeline) if args.tune_on else {}
     start = time.perf_counter()
     runs = pipeline.run(queries)
     seconds = time.perf_counter() - start
-    names = {"first_stage": args.retriever, "rerank": f"{args.retriever} + {args.rerank}"}
+    names = {"first_stage": args.retriever, "rerank": f"{args.retriever} + {args.rerank}",
+             "fused": f"{args.retriever} + {args.rerank} (fused)"}
     results = {names[stage]: evaluate_run(qrels, run) for stage, run in runs.items()}
     return {"task": "retrieval", "metrics": {k: v.aggregate for k, v in results.items()},
             "per_query": {k: v.per_query for k, v in results.items()}, "num_queries": len(queries),
             "num_docs": len(corpus), "search_seconds": round(seconds, 2),
-            "tuned_fusion": tuned and {k: v for k, v in tuned.items() if k != "grid"},
+            "tuned_fusion": _without_grid(tuned.get("hybrid")),
+            "tuned_stage_fusion": _without_grid(tuned.get("stages")), "tuning_queries": tuned.get("queries"),
             "first_stage_config": getattr(pipeline.first_stage, "config", None)
             or getattr(getattr(pipeline.first_stage, "encoder", None), "config", None)}
 
 
-def _tune(args: EvaluateArgs, first_stage) -> dict:
+def _tune(args: EvaluateArgs, pipeline) -> dict:
+    """Choose the hybrid's fusion, then the re-ranker/first-stage fusion, on --tune-on queries (in place)."""
     from ctxir.data import load_beir
+    from ctxir.pipeline import StageFusion
     from ctxir.retrieval import HybridRetriever
-    from ctxir.tuning import tune_hybrid
+    from ctxir.tuning import tune_hybrid, tune_stage_fusion
 
-    if not isinstance(first_stage, HybridRetriever):
-        raise CtxirError("--tune-on only applies to --retriever hybrid")
+    hybrid = isinstance(pipeline.first_stage, HybridRetriever)
+    if not hybrid and pipeline.reranker is None:
+        raise CtxirError("--tune-on needs something to tune: use --retriever hybrid and/or a --rerank model")
     if args.tune_on == args.split:
         raise CtxirError(f"--tune-on {args.tune_on!r} is the split being evaluated: tune on another split "
                          "(e.g. train) so the reported numbers are not fitted to the test queries")
     _, queries, qrels = load_beir(args.data, args.tune_on)
-    best = tune_hybrid(first_stage, queries, qrels)
-    k = f" k={best['k']:g}" if best["fusion"] == "rrf" else ""
-    print(f"fusion tuned on {len(queries)} {args.tune_on!r} queries: {best['fusion']}{k} "
-          f"weights={best['weights']} ({best['metric']} {best[best['metric']]:.4f} on {args.tune_on})")
-    return best
+    if args.tune_queries:
+        wanted = read_query_ids(args.tune_queries)
+        missing = sorted(set(wanted) - set(queries))
+        if missing:
+            raise CtxirError(f"--tune-queries {args.tune_queries!r}: {len(missing)} ids are not {args.tune_on!r} "
+                             f"queries (e.g. {missing[0]!r}): pass ids from the --tune-on split")
+        queries = {q: queries[q] for q in wanted}
+    qrels = {q: qrels[q] for q in queries if q in qrels}
+    queries = {q: t for q, t in queries.items() if q in qrels}
+    if not queries:
+        raise CtxirError(f"--tune-on {args.tune_on!r} leaves no judged queries to tune on")
+    tuned: dict = {"queries": {"split": args.tune_on, "count": len(queries), "from": args.tune_queries or "all"}}
+    where = f"{len(queries)} {args.tune_on!r} queries"
+    if hybrid:
+        best = tuned["hybrid"] = tune_hybrid(pipeline.first_stage, queries, qrels)
+        k = f" k={best['k']:g}" if best["fusion"] == "rrf" else ""
+        print(f"hybrid fusion tuned on {where}: {best['fusion']}{k} weights={best['weights']} "
+              f"({best['metric']} {best[best['metric']]:.4f})")
+    if pipeline.reranker is not None:
+        runs_first = pipeline.first_stage.search(queries, pipeline.depth)
+        reranked = {q: pipeline.reranker.rerank(queries[q], runs_first[q], pipeline.corpus) for q in queries}
+        best = tuned["stages"] = tune_stage_fusion(runs_first, reranked, qrels)
+        pipeline.fusion = StageFusion.from_tuning(best)
+        plain = max(row[best["metric"]] for row in best["grid"] if row["weights"][0] == 0)
+        print(f"re-ranker/first-stage fusion tuned on {where}: {best['fusion']} weights={best['weights']} "
+              f"({best['metric']} {best[best['metric']]:.4f}; re-ranker alone {plain:.4f})")
+    return tuned
+
+
+def _without_grid(best: dict | None) -> dict | None:
+    return best and {k: v for k, v in best.items() if k != "grid"}
+
+
+def read_query_ids(path: str) -> list[str]:
+    """Query ids from a text file (one per line) or a training metrics.json (``extra.heldout_query_ids``)."""
+    file = Path(path)
+    if not file.is_file():
+        raise CtxirError(f"--tune-queries {path!r} is not a file: pass a file of query ids (one per line) or a "
+                         "training run's metrics.json")
+    if file.suffix == ".json":
+        ids = json.loads(file.read_text()).get("extra", {}).get("heldout_query_ids")
+        if not ids:
+            raise CtxirError(f"--tune-queries {path!r} has no extra.heldout_query_ids: train with --dev-queries N "
+                             "(> 0) or pass a file of query ids")
+        return [str(q) for q in ids]
+    ids = [line.strip() for line in file.read_text().splitlines() if line.strip()]
+    if not ids:
+        raise CtxirError(f"--tune-queries {path!r} is empty: list one query id per line")
+    return ids
 
 
 def run(args: EvaluateArgs) -> dict:
@@ -167,6 +229,9 @@ def run(args: EvaluateArgs) -> dict:
                          "or an STS-B csv file")
     if args.top_k < 1:
         raise CtxirError(f"--top-k must be ≥ 1, got {args.top_k!r}")
+    from ctxir.models import set_threads
+
+    set_threads(args.torch_threads)
     # 2. run and score it
     result = run_sts(args) if _is_sts(path) else run_retrieval(args)
     # 3. record what produced the numbers
@@ -200,7 +265,8 @@ def default_output(args: EvaluateArgs) -> str:
     if args.retriever == "hybrid":
         parts += [f"tuned-{args.tune_on}"] if args.tune_on else [args.fusion, f"k{args.rrf_k:g}", f"w{args.weights}"]
     if args.rerank != "none":
-        parts += [args.rerank, Path(args.reranker_model).name]
+        parts += [args.rerank, Path(args.reranker_model).name, f"top{args.top_k}"]
+        parts += [f"tuned-{args.tune_on}"] if args.tune_on and args.retriever != "hybrid" else []
     return str(Path("results") / ("-".join(parts) + ".json"))
 
 

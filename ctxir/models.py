@@ -134,3 +134,16 @@ def load_transformer(name: str = DEFAULT_BI_ENCODER, device: str = "auto", atten
     except (OSError, ValueError) as err:
         raise CtxirError(f"could not load transformer {name!r} from {path}: {err}") from err
     return tokenizer, model.to(pick_device(device)).eval()
+
+
+def set_threads(n: int) -> None:
+    """--torch-threads: 0 keeps torch's default (one per core).
+
+    On a small CPU shared with other jobs, 1 thread per process is often much faster than torch's default.
+    """
+    if n < 0:
+        raise CtxirError(f"--torch-threads must be ≥ 0 (0 = default), got {n!r}")
+    if n > 0:
+        import torch
+
+        torch.set_num_threads(n)

@@ -1,4 +1,9 @@
-"""Retrieve → re-rank, keeping each stage's score and rank so a user sees what the re-ranker changed."""
+"""Retrieve → re-rank, keeping each stage's score and rank so a user sees what the re-ranker changed.
+
+A re-ranker's scores can also be fused with the first stage's (``StageFusion``; choose it on training queries with
+``ctxir.tuning.tune_stage_fusion``): a re-ranker trained on little data often orders candidates well only together
+with the lexical/dense signal it re-ranks.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +13,8 @@ from dataclasses import dataclass, field
 from tqdm.auto import tqdm
 
 from ctxir.rerank import Reranker
-from ctxir.retrieval import Retriever, check_query, check_top_k
-from ctxir.types import Hit, Queries, Run, run_from_hits
+from ctxir.retrieval import Retriever, check_query, check_top_k, reciprocal_rank_fusion, weighted_score_fusion
+from ctxir.types import CtxirError, Hit, Queries, Run, run_from_hits
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +33,37 @@ class RankedHit:
         return 0 if self.rerank_rank is None else self.first_stage_rank - self.rerank_rank
 
 
+@dataclass(frozen=True)
+class StageFusion:
+    """Final score = fusion of (first-stage, re-ranker) over the re-ranked candidates.
+
+    method "weighted": weights · min–max-normalised scores; "rrf": Σ weight / (k + rank). A first-stage weight of 0
+    is plain re-ranking.
+    """
+
+    method: str = "weighted"
+    weights: tuple[float, float] = (1.0, 1.0)  # (first stage, re-ranker)
+    k: float = 60.0
+
+    def __post_init__(self):
+        if self.method not in ("weighted", "rrf"):
+            raise CtxirError(f"stage fusion method {self.method!r} is not known: use 'weighted' or 'rrf'")
+        if len(self.weights) != 2 or min(self.weights) < 0 or self.weights[1] <= 0:
+            raise CtxirError(f"stage fusion weights {self.weights!r} must be (first stage ≥ 0, re-ranker > 0)")
+
+    @classmethod
+    def from_tuning(cls, best: dict) -> StageFusion:
+        """From ``ctxir.tuning.tune_stage_fusion``'s result (or its JSON record)."""
+        return cls(best["fusion"], tuple(best["weights"]), best["k"] if best.get("k") is not None else 60.0)
+
+    def fuse(self, first: list[Hit], reranked: list[Hit]) -> list[Hit]:
+        candidates = {h.doc_id for h in reranked}
+        first = [h for h in first if h.doc_id in candidates]  # only what the re-ranker scored
+        if self.method == "rrf":
+            return reciprocal_rank_fusion([first, reranked], self.k, self.weights)
+        return weighted_score_fusion([first, reranked], self.weights)
+
+
 @dataclass
 class SearchResult:
     hits: list[RankedHit]
@@ -35,10 +71,18 @@ class SearchResult:
 
 
 class Pipeline:
-    """``first_stage`` retrieves ``depth`` candidates; ``reranker`` (optional) re-scores them."""
+    """``first_stage`` retrieves ``depth`` candidates; ``reranker`` (optional) re-scores them.
 
-    def __init__(self, first_stage: Retriever, reranker: Reranker | None = None, depth: int = 100):
+    With ``fusion`` the final order fuses both stages' scores; ``RankedHit.score`` is then the fused score and
+    ``rerank_score``/``rerank_rank`` stay the re-ranker's own.
+    """
+
+    def __init__(self, first_stage: Retriever, reranker: Reranker | None = None, depth: int = 100,
+                 fusion: StageFusion | None = None):
+        if fusion is not None and reranker is None:
+            raise CtxirError("fusion needs a reranker: pass one, or drop fusion")
         self.first_stage, self.reranker, self.depth = first_stage, reranker, check_top_k(depth)
+        self.fusion = fusion
 
     @property
     def corpus(self):
@@ -56,21 +100,26 @@ class Pipeline:
         start = time.perf_counter()
         reranked = self.reranker.rerank(query, first[:self.depth], self.corpus)
         timings[self.reranker.name] = (time.perf_counter() - start) * 1000
-        return SearchResult(merge_stages(first, reranked)[:top_k], timings)
+        final = self.fusion.fuse(first, reranked) if self.fusion else None
+        return SearchResult(merge_stages(first, reranked, final)[:top_k], timings)
 
     def run(self, queries: Queries, show_progress: bool = True) -> dict[str, Run]:
-        """Batch evaluation: {"first_stage": run, "rerank": run} (the latter only with a re-ranker)."""
+        """Batch evaluation: {"first_stage": run, "rerank": run[, "fused": run]} (the re-ranker's runs only with one)."""
         first = self.first_stage.search(queries, self.depth)
         runs = {"first_stage": run_from_hits(first)}
         if self.reranker is not None:
             reranked = {qid: self.reranker.rerank(queries[qid], first[qid][:self.depth], self.corpus)
                         for qid in tqdm(queries, desc=f"re-ranking ({self.reranker.name})", disable=not show_progress)}
             runs["rerank"] = run_from_hits(reranked)
+            if self.fusion is not None:
+                runs["fused"] = run_from_hits({q: self.fusion.fuse(first[q], reranked[q]) for q in queries})
         return runs
 
 
-def merge_stages(first: list[Hit], reranked: list[Hit]) -> list[RankedHit]:
-    """Join the two rankings by document: final order is the re-ranker's."""
+def merge_stages(first: list[Hit], reranked: list[Hit], final: list[Hit] | None = None) -> list[RankedHit]:
+    """Join the rankings by document: final order is ``final`` (a fusion of both) or else the re-ranker's."""
     first_rank = {h.doc_id: (r, h.score) for r, h in enumerate(first, 1)}
-    return [RankedHit(h.doc_id, h.score, r, first_rank[h.doc_id][1], first_rank[h.doc_id][0], h.score, r)
-            for r, h in enumerate(reranked, 1)]
+    rerank_rank = {h.doc_id: (r, h.score) for r, h in enumerate(reranked, 1)}
+    return [RankedHit(h.doc_id, h.score, r, first_rank[h.doc_id][1], first_rank[h.doc_id][0],
+                      rerank_rank[h.doc_id][1], rerank_rank[h.doc_id][0])
+            for r, h in enumerate(reranked if final is None else final, 1)]

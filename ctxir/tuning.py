@@ -36,6 +36,18 @@ def tune_fusion_rankings(per_retriever: Sequence[dict[str, list[Hit]]], qrels: Q
     return {**best, "metric": metric, "grid": grid}
 
 
+def tune_stage_fusion(first: dict[str, list[Hit]], reranked: dict[str, list[Hit]], qrels: Qrels,
+                      metric: str = "nDCG@10") -> dict:
+    """Choose how to fuse a re-ranker with its first stage on training queries; weight 0 = re-ranker alone.
+
+    first: {qid: first-stage hits}; reranked: {qid: the re-ranker's order of the candidates it scored}.
+    """
+    candidates = {q: {h.doc_id for h in reranked[q]} for q in reranked}
+    first = {q: [h for h in first[q] if h.doc_id in candidates[q]] for q in reranked}
+    # Tie-break toward plain re-ranking: weight 0 comes first in the grid.
+    return tune_fusion_rankings([first, reranked], qrels, metric, weights=(0.0, *WEIGHTS))
+
+
 def tune_hybrid(hybrid: HybridRetriever, queries: Queries, qrels: Qrels, metric: str = "nDCG@10") -> dict:
     """Tune ``hybrid`` in place on ``queries``/``qrels`` (a training split) and return the choice."""
     per_retriever = [r.search(queries, hybrid.depth) for r in hybrid.retrievers]

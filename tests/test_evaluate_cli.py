@@ -90,3 +90,58 @@ def test_scifact_bm25_reproduces(shared_data):
     ndcg = evaluate_run(qrels, run).aggregate["nDCG@10"]
     # bm25s (Lucene BM25, k1=1.5, b=0.75, stemming) — BEIR's Elasticsearch BM25 reports 0.665.
     assert ndcg == pytest.approx(0.6863, abs=0.002)
+
+
+@pytest.fixture
+def tiny_cross_encoder(tiny_bert_dir, tmp_path):
+    from sentence_transformers import CrossEncoder
+
+    folder = tmp_path / "tiny-ce"
+    CrossEncoder(str(tiny_bert_dir), num_labels=1, device="cpu").save_pretrained(str(folder))
+    return folder
+
+
+def test_tune_on_with_a_reranker_tunes_stage_fusion_on_the_listed_queries(beir_dir, tmp_path, tiny_cross_encoder):
+    ids = tmp_path / "heldout.txt"
+    ids.write_text("q1\n")
+    out = tmp_path / "r.json"
+    args = ["--data", str(beir_dir), "--retriever", "bm25", "--rerank", "cross-encoder",
+            "--reranker-model", str(tiny_cross_encoder), "--top-k", "4", "--tune-on", "train",
+            "--tune-queries", str(ids), "--torch-threads", "1", "--output", str(out)]
+    assert main(args) == 0
+    result = json.loads(out.read_text())
+    assert result["tuning_queries"] == {"split": "train", "count": 1, "from": str(ids)}
+    assert set(result["metrics"]) == {"bm25", "bm25 + cross-encoder", "bm25 + cross-encoder (fused)"}
+    # BM25 ranks every relevant doc first, so on the tuning query fusion can do no better: its nDCG@10 is 1.0,
+    # and a first-stage weight > 0 keeps BM25's (perfect) order on the test queries too.
+    stage = result["tuned_stage_fusion"]
+    assert stage["nDCG@10"] == 1.0 and result["metrics"]["bm25 + cross-encoder (fused)"]["nDCG@10"] >= \
+        result["metrics"]["bm25 + cross-encoder"]["nDCG@10"]
+
+
+def test_tune_queries_read_heldout_ids_from_a_training_metrics_file(beir_dir, tmp_path, tiny_bert_dir):
+    metrics = tmp_path / "metrics.json"
+    metrics.write_text(json.dumps({"extra": {"heldout_query_ids": ["q2"]}}))
+    out = tmp_path / "h.json"
+    args = ["--data", str(beir_dir), "--retriever", "hybrid", "--model", str(tiny_bert_dir), "--cache-dir",
+            str(tmp_path / "cache"), "--tune-on", "train", "--tune-queries", str(metrics), "--output", str(out)]
+    assert main(args) == 0
+    assert json.loads(out.read_text())["tuning_queries"]["count"] == 1
+
+
+def test_tune_queries_errors(beir_dir, tmp_path, capsys):
+    base = ["--data", str(beir_dir), "--retriever", "hybrid", "--tune-on", "train", "--output", str(tmp_path / "x")]
+    bad_ids = tmp_path / "ids.txt"
+    bad_ids.write_text("q1\nq9\n")
+    assert main([*base, "--tune-queries", str(bad_ids)]) == 2
+    assert "'q9'" in capsys.readouterr().err
+    no_ids = tmp_path / "metrics.json"
+    no_ids.write_text("{}")
+    assert main([*base, "--tune-queries", str(no_ids)]) == 2
+    assert "--dev-queries" in capsys.readouterr().err
+    assert main([*base, "--tune-queries", str(tmp_path / "missing.txt")]) == 2
+    assert "is not a file" in capsys.readouterr().err
+    assert main(["--data", str(beir_dir), "--retriever", "bm25", "--tune-on", "train"]) == 2
+    assert "needs something to tune" in capsys.readouterr().err
+    assert main(["--data", str(beir_dir), "--retriever", "bm25", "--torch-threads", "-1"]) == 2
+    assert "--torch-threads" in capsys.readouterr().err

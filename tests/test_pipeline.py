@@ -1,9 +1,11 @@
 import numpy as np
+import pytest
 
-from ctxir.pipeline import Pipeline, merge_stages
+from ctxir.pipeline import Pipeline, StageFusion, merge_stages
 from ctxir.rerank import Reranker
 from ctxir.retrieval import BM25Retriever
-from ctxir.types import Hit
+from ctxir.tuning import tune_stage_fusion
+from ctxir.types import CtxirError, Hit
 
 CORPUS = {"short": {"title": "", "text": "bank"},
           "long": {"title": "", "text": "the bank of the river where otters play all day"},
@@ -44,3 +46,56 @@ def test_pipeline_run_gives_one_run_per_stage():
     assert set(runs) == {"first_stage", "rerank"}
     assert max(runs["rerank"]["q"], key=runs["rerank"]["q"].get) == "long"
     assert "none" not in runs["first_stage"]["q"]
+
+
+def test_stage_fusion_weighted_is_hand_computed():
+    first = [Hit("a", 10.0), Hit("b", 6.0), Hit("c", 2.0)]  # min–max: a 1, b 0.5, c 0
+    reranked = [Hit("c", 4.0), Hit("b", 3.0), Hit("a", 0.0)]  # min–max: c 1, b 0.75, a 0
+    fused = StageFusion("weighted", (1.0, 1.0)).fuse(first, reranked)
+    assert [(h.doc_id, h.score) for h in fused] == [("b", 1.25), ("a", 1.0), ("c", 1.0)]
+    # weight 0 on the first stage is plain re-ranking
+    assert [h.doc_id for h in StageFusion("weighted", (0.0, 1.0)).fuse(first, reranked)] == ["c", "b", "a"]
+    rrf = StageFusion("rrf", (1.0, 2.0), k=1).fuse(first, reranked)  # a: 1/2+2/4, b: 1/3+2/3, c: 1/4+2/2
+    assert [(h.doc_id, round(h.score, 6)) for h in rrf] == [("c", 1.25), ("a", 1.0), ("b", 1.0)]
+
+
+def test_stage_fusion_ignores_first_stage_hits_beyond_the_reranked_depth():
+    first = [Hit("a", 3.0), Hit("b", 2.0), Hit("z", 1.0)]
+    fused = StageFusion().fuse(first, [Hit("b", 1.0), Hit("a", 0.0)])
+    assert {h.doc_id for h in fused} == {"a", "b"}
+
+
+def test_pipeline_with_fusion_keeps_the_rerankers_own_scores():
+    bm25 = BM25Retriever(CORPUS)
+    pipeline = Pipeline(bm25, LengthReranker(), depth=10, fusion=StageFusion("weighted", (1.0, 1.0)))
+    hits = pipeline.search("bank", top_k=3).hits
+    reranked = Pipeline(bm25, LengthReranker(), depth=10).search("bank", top_k=3).hits
+    by_id = {h.doc_id: h for h in reranked}
+    for hit in hits:
+        assert (hit.rerank_score, hit.rerank_rank) == (by_id[hit.doc_id].rerank_score, by_id[hit.doc_id].rerank_rank)
+    # "short" is BM25's best and the re-ranker's worst: fused it sits between
+    assert [h.doc_id for h in reranked] == ["long", "mid", "short"] and hits[0].doc_id != "short"
+    assert set(pipeline.run({"q": "bank"}, show_progress=False)) == {"first_stage", "rerank", "fused"}
+
+
+def test_stage_fusion_rejects_bad_settings():
+    with pytest.raises(CtxirError, match="'mean'"):
+        StageFusion("mean")
+    with pytest.raises(CtxirError, match="re-ranker > 0"):
+        StageFusion("weighted", (1.0, 0.0))
+    with pytest.raises(CtxirError, match="needs a reranker"):
+        Pipeline(BM25Retriever(CORPUS), None, fusion=StageFusion())
+
+
+def test_tune_stage_fusion_picks_the_fusion_that_fixes_each_stages_mistake():
+    # q1: the re-ranker is right, q2: only the first stage is; fusing both gets both right.
+    first = {"q1": [Hit("x", 2.0), Hit("r1", 1.9), Hit("y", 0.0)], "q2": [Hit("r2", 2.0), Hit("x", 1.0), Hit("y", 0.0)]}
+    reranked = {"q1": [Hit("r1", 1.0), Hit("x", 0.9), Hit("y", 0.0)],
+                "q2": [Hit("x", 1.0), Hit("r2", 0.95), Hit("y", 0.0)]}
+    qrels = {"q1": {"r1": 1}, "q2": {"r2": 1}}
+    best = tune_stage_fusion(first, reranked, qrels)
+    assert best["nDCG@10"] == 1.0 and best["weights"][0] > 0
+    fusion = StageFusion.from_tuning(best)
+    assert [fusion.fuse(first[q], reranked[q])[0].doc_id for q in ("q1", "q2")] == ["r1", "r2"]
+    plain = [row for row in best["grid"] if row["weights"][0] == 0.0]
+    assert plain and all(row["nDCG@10"] < 1.0 for row in plain)

@@ -178,6 +178,26 @@ def test_cross_encoder_smoke(tiny_bert_dir, toy_root, tmp_path, task):
     assert reranker.score_pairs("the cat", ["the dog", "the sun"]).shape == (2,)
 
 
+def test_bi_and_cross_encoder_hold_out_the_same_claims(tiny_bert_dir, toy_root, tmp_path):
+    # Equal --dev-queries and --seed → the same held-out claims, so a pipeline of both models can be tuned on
+    # claims neither trained on (ctxir.evaluate --tune-queries <metrics.json>).
+    from ctxir.data import load_beir
+
+    bi, ce = tmp_path / "bi", tmp_path / "ce"
+    assert train_bi_encoder.main(_bi_args(tiny_bert_dir, toy_root, bi, "--task", "scifact", "--eval-before",
+                                          "false")) == 0
+    assert train_cross_encoder.main(["--task", "scifact", "--model", str(tiny_bert_dir), "--data-dir",
+                                     str(toy_root), "--output-dir", str(ce), "--device", "cpu", "--max-steps", "2",
+                                     "--batch-size", "4", "--rerank-depth", "3", "--dev-queries", "2",
+                                     "--eval-before", "false", "--torch-threads", "1"]) == 0
+    held = [json.loads((out / "metrics.json").read_text())["extra"]["heldout_query_ids"] for out in (bi, ce)]
+    assert held[0] == held[1] and len(held[0]) == 2
+    _, queries, _ = load_beir(toy_root / "scifact", "train")
+    assert set(held[0]) <= set(queries)
+    metrics = json.loads((ce / "metrics.json").read_text())["extra"]
+    assert metrics["train_queries"] + metrics["heldout_train_queries"] == len(queries)
+
+
 def _losses(out: Path) -> list[float]:
     rows = [json.loads(line) for line in (out / "training_log.jsonl").read_text().splitlines()]
     return [row["loss"] for row in rows if "loss" in row]

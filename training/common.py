@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ctxir.cli import cli_main  # noqa: F401  (re-exported for the scripts)
+from ctxir.models import set_threads  # noqa: F401  (re-exported for the scripts)
 from ctxir.types import CtxirError
 
 T = TypeVar("T")
@@ -196,6 +197,16 @@ def take(items: Sequence[T], max_samples: int, seed: int) -> list[T]:
     return [items[i] for i in keep]
 
 
+def heldout_queries(qids: Sequence[str], n: int, seed: int) -> list[str]:
+    """The ``n`` training queries held out from training, seeded; the same rule in every script.
+
+    The bi-encoder and cross-encoder scripts hold out the same SciFact claims for equal ``--dev-queries`` and
+    ``--seed``, so a pipeline of both can be tuned on claims neither model saw (``ctxir.evaluate --tune-queries``).
+    """
+    qids = sorted(qids)
+    return sorted(random.Random(seed).sample(qids, min(n, len(qids) - 1))) if n > 0 else []
+
+
 def resolve_resume(resume: str, checkpoint_dir: Path) -> str | None:
     """--resume '' → None; 'last' (or 'true') → newest checkpoint-N under checkpoint_dir; else a checkpoint path."""
     from transformers.trainer_utils import get_last_checkpoint
@@ -225,16 +236,6 @@ def check_common_args(args) -> None:
         raise CtxirError(f"--learning-rate must be > 0, got {args.learning_rate!r}")
     if args.max_samples < -1:
         raise CtxirError(f"--max-samples must be -1 (all) or ≥ 0, got {args.max_samples!r}")
-
-
-def set_threads(n: int) -> None:
-    """--torch-threads: 0 keeps torch's default (one per core)."""
-    if n < 0:
-        raise CtxirError(f"--torch-threads must be ≥ 0 (0 = default), got {n!r}")
-    if n > 0:
-        import torch
-
-        torch.set_num_threads(n)
 
 
 def trainer_device_kwargs(device: str) -> dict:

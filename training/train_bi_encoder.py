@@ -47,6 +47,7 @@ from training.common import (
     data_folder,
     dataset_entry,
     evaluation_row,
+    heldout_queries,
     jsonl_log_callback,
     resolve_resume,
     set_threads,
@@ -225,8 +226,7 @@ def build_scifact_task(args: BiEncoderArgs, model) -> TaskData:
     corpus, queries, qrels = load_beir(folder, "train")
     # SciFact has no dev split: hold out some training queries for the in-training evaluator.
     qids = sorted(queries)
-    dev_ids = set(random.Random(args.seed).sample(qids, min(args.dev_queries, len(qids) - 1))) \
-        if args.dev_queries > 0 else set()
+    dev_ids = set(heldout_queries(qids, args.dev_queries, args.seed))
     pairs = [(queries[q], doc_text(corpus[d])) for q in qids if q not in dev_ids
              for d, score in sorted(qrels[q].items()) if score > 0 and d in corpus]
     pairs = take(pairs, args.max_samples, args.seed)
@@ -268,7 +268,7 @@ def build_scifact_task(args: BiEncoderArgs, model) -> TaskData:
     rows = [dataset_entry("scifact", "train", "train", folder, len(pairs)),
             dataset_entry("scifact", "test", "eval", folder, len(test_queries))]
     extra = {"pairs": len(pairs), "train_rows_after_mining": len(mined), "heldout_train_queries": len(dev_ids),
-             "mining": {"model": args.model, "format": fmt, "num_negatives": num_negatives,
+             "heldout_query_ids": sorted(dev_ids), "mining": {"model": args.model, "format": fmt, "num_negatives": num_negatives,
                         "range_min": args.mining_range_min, "range_max": args.mining_range_max,
                         "relative_margin": args.mining_relative_margin, "corpus_size": len(corpus)}}
     return TaskData(mined, rows, dev_evaluator,

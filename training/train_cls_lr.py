@@ -50,6 +50,7 @@ from training.common import (
     data_folder,
     dataset_entry,
     evaluation_row,
+    heldout_queries,
     machine_info,
     take,
     tee_output,
@@ -195,8 +196,6 @@ def base_unseen_queries(base_path: str, all_qids: Sequence[str], positives: dict
     CLS-LR. Rebuilt with that script's rule (seeded dev queries held out, then --max-samples (query, positive)
     pairs via training.common.take) and checked against the counts its metrics.json reports.
     """
-    import random
-
     path = Path(base_path) / "metrics.json"
     if not path.is_file():
         raise CtxirError(f"--heldout-queries base-unseen needs {str(path)!r} (written by "
@@ -209,7 +208,7 @@ def base_unseen_queries(base_path: str, all_qids: Sequence[str], positives: dict
                          f"{metrics.get('model_type')!r}, task {config.get('task')!r}): use --heldout-queries random")
     qids = sorted(all_qids)
     seed, dev_queries = int(config.get("seed", 42)), int(config.get("dev_queries", 0))
-    dev = sorted(random.Random(seed).sample(qids, min(dev_queries, len(qids) - 1))) if dev_queries > 0 else []
+    dev = heldout_queries(qids, dev_queries, seed)
     pairs = take([(q, d) for q in qids if q not in set(dev) for d in sorted(positives[q])],
                  int(config.get("max_samples", -1)), seed)
     seen = {q for q, _ in pairs}

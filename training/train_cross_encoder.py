@@ -23,7 +23,6 @@ train.log, checkpoints/ while training (kept with --keep-checkpoints; --resume l
 
 from __future__ import annotations
 
-import random
 import shutil
 import sys
 import time
@@ -45,6 +44,7 @@ from training.common import (
     data_folder,
     dataset_entry,
     evaluation_row,
+    heldout_queries,
     jsonl_log_callback,
     resolve_resume,
     set_threads,
@@ -175,8 +175,7 @@ def build_scifact(args: CrossEncoderArgs, device: str) -> TaskData:
     positives = {q: {d for d, s in rel.items() if s > 0 and d in corpus} for q, rel in qrels.items()}
     qids = sorted(q for q in queries if positives.get(q))
     # SciFact has no dev split: hold out some training queries for the in-training evaluator.
-    dev_ids = sorted(random.Random(args.seed).sample(qids, min(args.dev_queries, len(qids) - 1))) \
-        if args.dev_queries > 0 else []
+    dev_ids = heldout_queries(qids, args.dev_queries, args.seed)
     pairs = take([(q, d) for q in qids if q not in set(dev_ids) for d in sorted(positives[q])],
                  args.max_samples, args.seed)
     check_not_empty(len(pairs), f"--max-samples {args.max_samples} leaves no (claim, abstract) pairs",
@@ -213,7 +212,8 @@ def build_scifact(args: CrossEncoderArgs, device: str) -> TaskData:
     datasets = [dataset_entry("scifact", "train", "train", folder, len(rows)),
                 dataset_entry("scifact", "test", "eval", folder, len(test_queries))]
     extra = {"positives": n_pos, "negatives": n_neg, "negatives_source": args.negatives,
-             "heldout_train_queries": len(dev_ids), "train_queries": len(train_queries)}
+             "heldout_train_queries": len(dev_ids), "train_queries": len(train_queries),
+             "heldout_query_ids": dev_ids}
     return TaskData(dataset, datasets, dev_evaluator, {"rerank": (corpus, test_queries, test_qrels, bm25)}, extra,
                     pos_weight=args.pos_weight or n_neg / max(n_pos, 1))
 
