@@ -52,6 +52,7 @@ from training.common import (
     evaluation_row,
     heldout_queries,
     machine_info,
+    set_threads,
     take,
     tee_output,
     write_metrics,
@@ -96,6 +97,7 @@ class ClsLrArgs:
                 "to check they match the one-pass scores"})
     batch_size: int = field(default=16, metadata={"help": "pairs per forward pass"})
     device: str = field(default="auto", metadata={"help": "cpu, cuda or auto"})
+    torch_threads: int = field(default=0, metadata={"help": "CPU threads for torch (0 = torch's default)"})
     seed: int = 42
     cache_dir: str = field(default="~/.cache/ctxir/cls-lr", metadata={
         "help": "where [CLS] features are cached as .npy, keyed by model weights + pairs ('' = no cache)"})
@@ -136,6 +138,7 @@ def check_args(args: ClsLrArgs) -> list[float]:
     if not grid or any(c <= 0 for c in grid):
         raise CtxirError(f"--c-grid {args.c_grid!r} must list at least one C > 0")
     pick_device(args.device)
+    set_threads(args.torch_threads)
     return grid
 
 
