@@ -44,7 +44,9 @@ class EvaluateArgs:
     index: Literal["auto", "exact", "hnsw"] = field(default="auto", metadata={"help": "dense index"})
     fusion: Literal["rrf", "weighted"] = field(default="rrf", metadata={"help": "hybrid fusion"})
     rrf_k: float = field(default=60.0, metadata={"help": "k in 1/(k + rank) for reciprocal-rank fusion"})
-    weights: str = field(default="1,1", metadata={"help": "hybrid weights 'bm25,dense'"})
+    weights: str = field(default="", metadata={"help": "hybrid weights 'bm25,dense[,extra…]' (default all 1)"})
+    extra_models: str = field(default="", metadata={
+        "help": "hybrid only: more bi-encoders fused beside --model (comma-separated ids or folders)"})
     bm25_k1: float = 1.5
     bm25_b: float = 0.75
     rerank: Literal["none", "cross-encoder", "cls-lr"] = field(default="none", metadata={"help": "second stage"})
@@ -66,10 +68,10 @@ class EvaluateArgs:
     cache_dir: str = field(default="", metadata={"help": "embedding cache folder (default ~/.cache/ctxir)"})
 
 
-def _encoder(args: EvaluateArgs):
+def _encoder(args: EvaluateArgs, model: str = ""):
     from ctxir.encoders import BiEncoder, EmbeddingCache
 
-    return BiEncoder(args.model, pooling=None if args.pooling == "model" else args.pooling, layer=args.layer,
+    return BiEncoder(model or args.model, pooling=None if args.pooling == "model" else args.pooling, layer=args.layer,
                      device=args.device, cache=EmbeddingCache(args.cache_dir) if args.cache_dir else True,
                      batch_size=args.batch_size)
 
@@ -112,10 +114,13 @@ def build_pipeline(args: EvaluateArgs, corpus):
     if args.retriever in ("dense", "hybrid"):
         parts.append(DenseRetriever(corpus, _encoder(args), index=args.index, show_progress=True))
     if args.retriever == "hybrid":
+        for model in filter(None, (m.strip() for m in args.extra_models.split(","))):
+            parts.append(DenseRetriever(corpus, _encoder(args, model), index=args.index, show_progress=True))
         try:
-            weights = [float(w) for w in args.weights.split(",")]
+            weights = [float(w) for w in args.weights.split(",")] if args.weights else None
         except ValueError as err:
-            raise CtxirError(f"--weights {args.weights!r} must be two numbers like '1,1'") from err
+            raise CtxirError(f"--weights {args.weights!r} must be {len(parts)} numbers like "
+                             f"{','.join(['1'] * len(parts))!r}") from err
         first = HybridRetriever(parts, fusion=args.fusion, k=args.rrf_k, weights=weights, depth=args.top_k)
     else:
         first = parts[0]
@@ -229,6 +234,8 @@ def run(args: EvaluateArgs) -> dict:
                          "or an STS-B csv file")
     if args.top_k < 1:
         raise CtxirError(f"--top-k must be ≥ 1, got {args.top_k!r}")
+    if args.extra_models and args.retriever != "hybrid":
+        raise CtxirError(f"--extra-models {args.extra_models!r} needs --retriever hybrid")
     from ctxir.models import set_threads
 
     set_threads(args.torch_threads)
@@ -263,7 +270,9 @@ def default_output(args: EvaluateArgs) -> str:
     if args.retriever != "bm25":
         parts += [Path(args.model).name, args.pooling, f"L{args.layer}"]
     if args.retriever == "hybrid":
-        parts += [f"tuned-{args.tune_on}"] if args.tune_on else [args.fusion, f"k{args.rrf_k:g}", f"w{args.weights}"]
+        parts += [f"+{Path(m.strip()).name}" for m in args.extra_models.split(",") if m.strip()]
+        parts += [f"tuned-{args.tune_on}"] if args.tune_on else [args.fusion, f"k{args.rrf_k:g}",
+                                                                   f"w{args.weights or 'equal'}"]
     if args.rerank != "none":
         parts += [args.rerank, Path(args.reranker_model).name, f"top{args.top_k}"]
         parts += [f"tuned-{args.tune_on}"] if args.tune_on and args.retriever != "hybrid" else []

@@ -10,23 +10,23 @@ from ctxir.retrieval import HybridRetriever, reciprocal_rank_fusion, weighted_sc
 from ctxir.types import Hit, Qrels, Queries, run_from_hits
 
 RRF_KS = (1, 2, 5, 10, 20, 40, 60, 100)
-WEIGHTS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0)  # weight of the first retriever; the second stays 1
+WEIGHTS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0)  # each retriever's weight but the last, which stays 1
 
 
 def tune_fusion_rankings(per_retriever: Sequence[dict[str, list[Hit]]], qrels: Qrels, metric: str = "nDCG@10",
                          rrf_ks: Sequence[float] = RRF_KS, weights: Sequence[float] = WEIGHTS) -> dict:
-    """Grid search over fusion method, rrf k and the first retriever's weight; model-free.
+    """Grid search over fusion method, rrf k and every retriever's weight but the last (which stays 1); model-free.
 
     per_retriever: one {qid: ranked hits} per retriever, all over the same tuning queries.
     Returns the best {"fusion", "k", "weights", metric} and the full grid for the record.
     """
     k_value = int(metric.split("@")[1]) if "@" in metric else 10
     qids = list(per_retriever[0])
+    weight_sets = [[*ws, 1.0] for ws in itertools.product(weights, repeat=len(per_retriever) - 1)]
     grid = []
-    for fusion, k, w in itertools.chain(
-            (("rrf", k, w) for k, w in itertools.product(rrf_ks, weights)),
-            (("weighted", None, w) for w in weights)):
-        ws = [w] + [1.0] * (len(per_retriever) - 1)
+    for fusion, k, ws in itertools.chain(
+            (("rrf", k, ws) for k, ws in itertools.product(rrf_ks, weight_sets)),
+            (("weighted", None, ws) for ws in weight_sets)):
         fused = {q: (reciprocal_rank_fusion([r[q] for r in per_retriever], k, ws) if fusion == "rrf"
                      else weighted_score_fusion([r[q] for r in per_retriever], ws)) for q in qids}
         score = evaluate_run(qrels, run_from_hits(fused), k_values=(k_value,)).aggregate[metric]

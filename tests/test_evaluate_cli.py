@@ -145,3 +145,32 @@ def test_tune_queries_errors(beir_dir, tmp_path, capsys):
     assert "needs something to tune" in capsys.readouterr().err
     assert main(["--data", str(beir_dir), "--retriever", "bm25", "--torch-threads", "-1"]) == 2
     assert "--torch-threads" in capsys.readouterr().err
+
+
+def test_tuning_three_retrievers_tunes_every_weight_but_the_last():
+    # c finds r at rank 1 for both queries; a and b each find it for one query only.
+    a = {"q1": [Hit("r", 2), Hit("x", 1)], "q2": [Hit("x", 2), Hit("r", 1)]}
+    b = {"q1": [Hit("x", 2), Hit("r", 1)], "q2": [Hit("r", 2), Hit("x", 1)]}
+    c = {"q1": [Hit("r", 2), Hit("x", 1)], "q2": [Hit("r", 2), Hit("x", 1)]}
+    qrels = {"q1": {"r": 1}, "q2": {"r": 1}}
+    best = tune_fusion_rankings([a, b, c], qrels, metric="nDCG@1", rrf_ks=(1,), weights=(0.5, 2.0))
+    assert len(best["grid"]) == 2 * 2 * 2  # (rrf, weighted) × 2 weights for a × 2 for b
+    assert best["nDCG@1"] == 1.0 and best["weights"][2] == 1.0
+    # unequal a/b weights let the heavier one's mistake through: those settings are worse
+    assert min(row["nDCG@1"] for row in best["grid"]) < 1.0
+
+
+def test_extra_models_make_a_three_way_hybrid(beir_dir, tmp_path, tiny_bert_dir, capsys):
+    out = tmp_path / "h3.json"
+    args = ["--data", str(beir_dir), "--retriever", "hybrid", "--model", str(tiny_bert_dir), "--extra-models",
+            str(tiny_bert_dir), "--pooling", "cls", "--cache-dir", str(tmp_path / "cache"), "--tune-on", "train",
+            "--output", str(out)]
+    assert main(args) == 0
+    result = json.loads(out.read_text())
+    assert len(result["tuned_fusion"]["weights"]) == 3
+    assert result["first_stage_config"]["parts"] == ["bm25", "dense", "dense"]
+    assert main(["--data", str(beir_dir), "--retriever", "dense", "--extra-models", "x"]) == 2
+    assert "needs --retriever hybrid" in capsys.readouterr().err
+    assert main(["--data", str(beir_dir), "--retriever", "hybrid", "--model", str(tiny_bert_dir), "--weights",
+                 "1,x", "--cache-dir", str(tmp_path / "cache"), "--output", str(tmp_path / "y.json")]) == 2
+    assert "'1,1'" in capsys.readouterr().err
