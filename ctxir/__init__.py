@@ -5,10 +5,17 @@ Data flows one way: data → models → encoders → retrieval → rerank → pi
 
 from ctxir.data import load_beir, load_corpus_any, load_sick, load_snli, load_sts
 from ctxir.encoders import BiEncoder, EmbeddingCache, pool
-from ctxir.evaluation import EvalResult, evaluate_run, paired_recall_at_k, paired_retrieval, sts_correlation
+from ctxir.evaluation import (
+    EvalResult,
+    evaluate_run,
+    paired_recall_at_k,
+    paired_retrieval,
+    paired_test,
+    sts_correlation,
+)
 from ctxir.internals import inspect_text
 from ctxir.models import DEFAULT_BI_ENCODER, DEFAULT_CROSS_ENCODER, pick_device, resolve_model
-from ctxir.pipeline import Pipeline, RankedHit, SearchResult
+from ctxir.pipeline import Pipeline, RankedHit, SearchResult, StageFusion
 from ctxir.rerank import ClsLrRanker, CrossEncoderReranker, Reranker
 from ctxir.retrieval import (
     BM25Retriever,
@@ -45,6 +52,7 @@ __all__ = [
     "Retriever",
     "Run",
     "SearchResult",
+    "StageFusion",
     "evaluate_run",
     "inspect_text",
     "load_beir",
@@ -54,6 +62,7 @@ __all__ = [
     "load_sts",
     "paired_recall_at_k",
     "paired_retrieval",
+    "paired_test",
     "pick_device",
     "pool",
     "reciprocal_rank_fusion",

@@ -253,6 +253,29 @@ def compare_per_query(
     return out
 
 
+def paired_test(a: Mapping[str, Mapping[str, float]], b: Mapping[str, Mapping[str, float]],
+                metric: str = "nDCG@10") -> dict:
+    """Is system ``b`` better than ``a`` on the same queries? Two-sided paired t-test and Wilcoxon signed-rank.
+
+    a, b: per-query values ``{qid: {metric: value}}`` (``EvalResult.per_query`` or a results JSON's "per_query").
+    """
+    from scipy import stats
+
+    common = sorted(set(a) & set(b))
+    if len(common) < 2:
+        raise CtxirError(f"a paired test needs ≥ 2 queries evaluated by both systems, got {len(common)}")
+    x = np.array([a[q][metric] for q in common], dtype=np.float64)
+    y = np.array([b[q][metric] for q in common], dtype=np.float64)
+    diff = y - x
+    changed = diff != 0
+    return {"metric": metric, "n": len(common), "mean_a": float(x.mean()), "mean_b": float(y.mean()),
+            "delta": float(diff.mean()), "wins": int((diff > 0).sum()), "losses": int((diff < 0).sum()),
+            "ties": int((~changed).sum()),
+            # identical systems have no variance to test: p = 1
+            "t_pvalue": float(stats.ttest_rel(y, x).pvalue) if changed.any() else 1.0,
+            "wilcoxon_pvalue": float(stats.wilcoxon(diff[changed]).pvalue) if changed.any() else 1.0}
+
+
 # --------------------------------------------------------------------------- similarity metrics
 
 

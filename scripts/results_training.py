@@ -119,22 +119,28 @@ def training_table(title: str, found: list[Found]) -> list[str]:
 
 def pipeline_table(results: Path) -> list[str]:
     from ctxir.evaluate import EvaluateArgs
+    from ctxir.evaluation import paired_test
 
     lines = ["**SciFact test, best pipelines** (settings chosen on training claims only)", "",
-             "| Pipeline | Stage | nDCG@10 | MRR@10 | Recall@100 | Tuned on | Command |", "|---|---|---:|---:|---:|---|---|"]
+             "| Pipeline | Stage | nDCG@10 | Δ vs first stage (wins/losses, paired t p) | MRR@10 | Recall of all candidates (≤ 100) | Tuned on "
+             "| Command |", "|---|---|---:|---|---:|---:|---|---|"]
     for label, name in PIPELINES:
         path = results / name
         if not path.is_file():
-            lines.append(f"| {label} | | | | | | (not run: no results/{name}) |")
+            lines.append(f"| {label} | | | | | | | (not run: no results/{name}) |")
             continue
         result = json.loads(path.read_text())
         command = command_from_config("python -m ctxir.evaluate", EvaluateArgs, result["config"], always=("data",))
         tuned = result.get("tuning_queries") or ({"split": result["config"]["tune_on"], "count": "all"}
                                                  if result["config"].get("tune_on") else None)
         where = f"{tuned['count']} {tuned['split']} queries" if tuned else ""
+        first = next(iter(result["per_query"].values()))
         for stage, metrics in result["metrics"].items():
-            lines.append(f"| {label} | {stage} | **{fmt(metrics.get('nDCG@10'))}** | {fmt(metrics.get('MRR@10'))} | "
-                         f"{fmt(metrics.get('Recall@100'))} | {where} | `{command}` |")
+            test = paired_test(first, result["per_query"][stage])
+            delta = "" if stage == next(iter(result["metrics"])) else \
+                f"{test['delta']:+.4f} ({test['wins']}/{test['losses']}, p = {test['t_pvalue']:.2g})"
+            lines.append(f"| {label} | {stage} | **{fmt(metrics.get('nDCG@10'))}** | {delta} | "
+                         f"{fmt(metrics.get('MRR@10'))} | {fmt(metrics.get('Recall@100'))} | {where} | `{command}` |")
     return [*lines, ""]
 
 

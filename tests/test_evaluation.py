@@ -410,3 +410,19 @@ def test_format_table_errors():
         format_table({}, ["MAP"])
     with pytest.raises(CtxirError):
         format_table({"a": {"MAP": 1.0}}, [])
+
+
+def test_paired_test_counts_wins_and_tests_the_difference():
+    from ctxir.evaluation import paired_test
+
+    a = {q: {"nDCG@10": v} for q, v in zip("abcdef", [0.2, 0.4, 0.5, 0.1, 0.3, 0.6], strict=True)}
+    b = {q: {"nDCG@10": v} for q, v in zip("abcdef", [0.5, 0.6, 0.5, 0.4, 0.6, 0.9], strict=True)}
+    result = paired_test(a, b)
+    assert (result["wins"], result["losses"], result["ties"]) == (5, 0, 1)
+    assert result["delta"] == pytest.approx((0.3 + 0.2 + 0 + 0.3 + 0.3 + 0.3) / 6)
+    # differences 0.3, 0.2, 0, 0.3, 0.3, 0.3: mean 0.2333, sd 0.1211 → t = 4.72 with 5 df → p ≈ 0.0052
+    assert result["t_pvalue"] == pytest.approx(0.0052, abs=5e-4)
+    same = paired_test(a, a)
+    assert same["t_pvalue"] == 1.0 and same["ties"] == 6
+    with pytest.raises(CtxirError, match="≥ 2 queries"):
+        paired_test(a, {"zz": {"nDCG@10": 1.0}})
