@@ -86,7 +86,7 @@ class ClsLrArgs:
     max_fit_queries: int = field(default=-1, metadata={
         "help": "fit on a seeded subset of this many of the non-held-out train queries (-1 = all); saves feature "
                 "extraction time without shrinking the held-out report"})
-    c_grid: str = field(default="0.001,0.01,0.1,1,10", metadata={
+    c_grid: str = field(default="0.0001,0.0003,0.001,0.003,0.01,0.1,1,10", metadata={
         "help": "LogisticRegression C values tried by grouped cross-validation on the fit queries"})
     class_weight: str = field(default="balanced", metadata={"help": "'balanced' or 'none'"})
     cv_folds: int = field(default=5, metadata={"help": "query-grouped folds on the fit queries for C and threshold"})
