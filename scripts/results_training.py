@@ -44,6 +44,7 @@ TRAINING_RUNS = {
         ("run C: CLS-LR on cross-encoder run 2 (STS-B → SciFact), 250 fit claims", "cls-lr-from-stsb",
          "train_cls_lr"),
         ("run D: the same, all 709 fit claims", "cls-lr-from-stsb-all", "train_cls_lr"),
+        ("run E: CLS-LR on cross-encoder run 3, 250 fit claims", "cls-lr-from-stsb-ep3", "train_cls_lr"),
     ],
 }
 # (label, ctxir.evaluate output under --results)
