@@ -56,9 +56,14 @@ class StageFusion:
         """From ``ctxir.tuning.tune_stage_fusion``'s result (or its JSON record)."""
         return cls(best["fusion"], tuple(best["weights"]), best["k"] if best.get("k") is not None else 60.0)
 
-    def fuse(self, first: list[Hit], reranked: list[Hit]) -> list[Hit]:
+    @staticmethod
+    def scored_only(first: list[Hit], reranked: list[Hit]) -> list[Hit]:
+        """The first-stage hits the re-ranker scored: fusion is over the re-ranked candidates only."""
         candidates = {h.doc_id for h in reranked}
-        first = [h for h in first if h.doc_id in candidates]  # only what the re-ranker scored
+        return [h for h in first if h.doc_id in candidates]
+
+    def fuse(self, first: list[Hit], reranked: list[Hit]) -> list[Hit]:
+        first = self.scored_only(first, reranked)
         if self.method == "rrf":
             return reciprocal_rank_fusion([first, reranked], self.k, self.weights)
         return weighted_score_fusion([first, reranked], self.weights)

@@ -42,8 +42,9 @@ def tune_stage_fusion(first: dict[str, list[Hit]], reranked: dict[str, list[Hit]
 
     first: {qid: first-stage hits}; reranked: {qid: the re-ranker's order of the candidates it scored}.
     """
-    candidates = {q: {h.doc_id for h in reranked[q]} for q in reranked}
-    first = {q: [h for h in first[q] if h.doc_id in candidates[q]] for q in reranked}
+    from ctxir.pipeline import StageFusion
+
+    first = {q: StageFusion.scored_only(first[q], reranked[q]) for q in reranked}
     # Tie-break toward plain re-ranking: weight 0 comes first in the grid.
     return tune_fusion_rankings([first, reranked], qrels, metric, weights=(0.0, *WEIGHTS))
 

@@ -10,7 +10,6 @@ on a 2-core CPU (SciFact's 5,183 abstracts are encoded once per pooling).
 
 from __future__ import annotations
 
-import dataclasses
 import platform
 import re
 import sys
@@ -21,6 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from ctxir.cli import command_line  # noqa: E402
 from ctxir.evaluate import EvaluateArgs, run  # noqa: E402
 
 START, END = "<!-- foundation:start -->", "<!-- foundation:end -->"
@@ -57,13 +57,8 @@ def rows(data: Path) -> list[Row]:
 
 
 def command(flags: dict) -> str:
-    defaults = {f.name: f.default for f in dataclasses.fields(EvaluateArgs)}
-    parts = ["python -m ctxir.evaluate"]
-    for key, value in flags.items():
-        if key in ("data", "retriever") or value != defaults.get(key):
-            shown = value.replace(str(Path.cwd()) + "/", "") if isinstance(value, str) else value
-            parts.append(f"--{key.replace('_', '-')} {shown}")
-    return " ".join(parts)
+    return command_line("python -m ctxir.evaluate", EvaluateArgs, flags, always=("data", "retriever"),
+                        replace={str(Path.cwd()) + "/": ""})
 
 
 def main() -> None:

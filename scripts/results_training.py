@@ -9,7 +9,6 @@ file records, so rerunning it reproduces the row. Runs whose files are missing a
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 import sys
@@ -18,6 +17,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from ctxir.cli import command_line  # noqa: E402
 
 START, END = "<!-- training:start -->", "<!-- training:end -->"
 # (label, run folder under --outputs, the script that wrote it)
@@ -73,17 +74,8 @@ class Found:
 
 
 def command_from_config(prefix: str, args_class, config: dict, always: tuple[str, ...] = ()) -> str:
-    """The command line that reproduces ``config``: every value that differs from the dataclass default."""
-    defaults = {f.name: f.default for f in dataclasses.fields(args_class)}
-    parts = [prefix]
-    ordered = [k for k in always if k in config] + [k for k in config if k not in always]
-    for key in ordered:
-        value = config[key]
-        if key in defaults and (key in always or value != defaults[key]):
-            if isinstance(value, str):
-                value = value.replace(str(ROOT) + "/", "").replace(str(ROOT.parent / "shared"), "../shared")
-            parts.append(f"--{key.replace('_', '-')} {str(value).lower() if isinstance(value, bool) else value}")
-    return " ".join(parts)
+    return command_line(prefix, args_class, config, always,
+                        replace={str(ROOT) + "/": "", str(ROOT.parent / "shared"): "../shared"})
 
 
 def training_row(label: str, folder: Path, script: str) -> Found:

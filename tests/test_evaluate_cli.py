@@ -174,3 +174,17 @@ def test_extra_models_make_a_three_way_hybrid(beir_dir, tmp_path, tiny_bert_dir,
     assert main(["--data", str(beir_dir), "--retriever", "hybrid", "--model", str(tiny_bert_dir), "--weights",
                  "1,x", "--cache-dir", str(tmp_path / "cache"), "--output", str(tmp_path / "y.json")]) == 2
     assert "'1,1'" in capsys.readouterr().err
+
+
+def test_command_line_round_trips_through_the_parser():
+    from transformers import HfArgumentParser
+
+    from ctxir.cli import command_line
+    from ctxir.evaluate import EvaluateArgs
+
+    config = {"data": "/abs/repo/data/x", "retriever": "hybrid", "tune_on": "train", "top_k": 20, "split": "test"}
+    line = command_line("python -m ctxir.evaluate", EvaluateArgs, config, always=("data",),
+                        replace={"/abs/repo/": ""})
+    assert line == "python -m ctxir.evaluate --data data/x --retriever hybrid --tune-on train --top-k 20"
+    (parsed,) = HfArgumentParser(EvaluateArgs).parse_args_into_dataclasses(args=line.split()[3:])
+    assert (parsed.data, parsed.retriever, parsed.tune_on, parsed.top_k) == ("data/x", "hybrid", "train", 20)
