@@ -32,7 +32,7 @@ import gradio as gr
 import pandas as pd
 
 from ctxir import app_logic as logic
-from ctxir.models import DEFAULT_BI_ENCODER, DEFAULT_CROSS_ENCODER
+from ctxir.models import DEFAULT_BI_ENCODER, DEFAULT_CLS_LR, DEFAULT_CROSS_ENCODER
 from ctxir.types import CtxirError
 
 logger = logging.getLogger("ctxir.app")
@@ -55,9 +55,11 @@ class AppArgs:
                        "demo corpus")
     bi_encoder: str = _env("CTXIR_BI_ENCODER", DEFAULT_BI_ENCODER, "bi-encoder Hub id or folder")
     cross_encoder: str = _env("CTXIR_CROSS_ENCODER", DEFAULT_CROSS_ENCODER,
-                              "cross-encoder id or folder (e.g. the training/train_cross_encoder.py output); "
-                              "'none' to skip; if it cannot be loaded the app starts without it")
-    cls_lr: str = _env("CTXIR_CLS_LR", "", "CLS-LR ranker folder (ClsLrRanker.save / training/train_cls_lr.py)")
+                              "cross-encoder id or folder (default: the one shipped inside ctxir; or a "
+                              "training/train_cross_encoder.py output); 'none' to skip; if it cannot be loaded the "
+                              "app starts without it")
+    cls_lr: str = _env("CTXIR_CLS_LR", DEFAULT_CLS_LR, "CLS-LR ranker id or folder (default: the one shipped inside "
+                       "ctxir; or a training/train_cls_lr.py output); 'none' to skip")
     device: str = _env("CTXIR_DEVICE", "auto", "auto, cpu, cuda, mps")
     torch_threads: int = _env_int("CTXIR_TORCH_THREADS", 0, "torch intra-op threads; 0 = torch's default (all cores, "
                                   "fastest on a machine of its own); 1 is steadier on a CPU shared with other jobs")

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxir.models import DEFAULT_BI_ENCODER, DEFAULT_CROSS_ENCODER
+from ctxir.models import DEFAULT_BI_ENCODER, DEFAULT_CLS_LR, DEFAULT_CROSS_ENCODER
 from ctxir.types import Corpus, CtxirError, Internals
 
 logger = logging.getLogger("ctxir.app")
@@ -44,7 +44,7 @@ class AppConfig:
     corpus: str = ""  # "" = the built-in demo corpus; else a BEIR folder or a corpus file
     bi_encoder: str = DEFAULT_BI_ENCODER
     cross_encoder: str = DEFAULT_CROSS_ENCODER  # "" or "none" = no cross-encoder
-    cls_lr: str = ""  # a CLS-LR folder (ClsLrRanker.save); "" = none
+    cls_lr: str = DEFAULT_CLS_LR  # a CLS-LR id or folder (ClsLrRanker.save); "" or "none" = none
     device: str = "auto"
     max_query_chars: int = 2_000
     max_text_chars: int = 5_000
@@ -188,7 +188,7 @@ class AppModels:
                 logger.warning("cross-encoder re-ranker unavailable, the app starts without it: %s", err)
         else:
             models.cross_encoder_error = "the app was started with --cross-encoder none"
-        if config.cls_lr:
+        if config.cls_lr and config.cls_lr.lower() != "none":
             step(0.7, f"loading CLS-LR ranker {config.cls_lr}")
             try:
                 models.cls_lr = ClsLrRanker.load(config.cls_lr, device=config.device)
@@ -196,7 +196,8 @@ class AppModels:
                 models.cls_lr_error = str(err)
                 logger.warning("CLS-LR ranker unavailable, the app starts without it: %s", err)
         else:
-            models.cls_lr_error = "no CLS-LR ranker was given"
+            models.cls_lr_error = ("the app was started with --cls-lr none" if config.cls_lr else
+                                   "no CLS-LR ranker was given and this installation ships none")
         return models
 
     @classmethod

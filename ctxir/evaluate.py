@@ -50,9 +50,9 @@ class EvaluateArgs:
     bm25_k1: float = 1.5
     bm25_b: float = 0.75
     rerank: Literal["none", "cross-encoder", "cls-lr"] = field(default="none", metadata={"help": "second stage"})
-    reranker_model: str = field(
-        default="cross-encoder/ms-marco-MiniLM-L6-v2",
-        metadata={"help": "cross-encoder id/folder, or a CLS-LR folder for --rerank cls-lr"})
+    reranker_model: str = field(default="", metadata={
+        "help": "cross-encoder id/folder, or a CLS-LR id/folder for --rerank cls-lr (default: the one shipped "
+                "inside ctxir for the chosen --rerank)"})
     tune_on: str = field(default="", metadata={
         "help": "choose the hybrid's fusion/k/weights and the re-ranker/first-stage fusion on this qrels split "
                 "(e.g. train), never the test split"})
@@ -236,8 +236,13 @@ def run(args: EvaluateArgs) -> dict:
         raise CtxirError(f"--top-k must be ≥ 1, got {args.top_k!r}")
     if args.extra_models and args.retriever != "hybrid":
         raise CtxirError(f"--extra-models {args.extra_models!r} needs --retriever hybrid")
-    from ctxir.models import set_threads
+    from ctxir.models import DEFAULT_CLS_LR, DEFAULT_CROSS_ENCODER, set_threads
 
+    if args.rerank != "none" and not args.reranker_model:
+        args.reranker_model = DEFAULT_CLS_LR if args.rerank == "cls-lr" else DEFAULT_CROSS_ENCODER
+        if not args.reranker_model:
+            raise CtxirError("--rerank cls-lr needs --reranker-model: this installation ships no CLS-LR ranker; "
+                             "train one with `python training/train_cls_lr.py` and pass its folder")
     set_threads(args.torch_threads)
     # 2. run and score it
     result = run_sts(args) if _is_sts(path) else run_retrieval(args)

