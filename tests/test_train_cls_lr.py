@@ -229,6 +229,23 @@ def test_base_unseen_holds_out_what_the_cross_encoder_never_trained_on(tiny_bert
     assert "never trained on" in metrics["evaluations"][0]["config"]
 
 
+def test_base_unseen_reads_the_recorded_training_ids(tiny_bert_dir, tiny_data, tmp_path):
+    """A run that recorded extra.train_query_ids is trusted as recorded; no sampling rule is re-run."""
+    from ctxir.data import load_beir
+    from training import train_cross_encoder as tce
+
+    _, queries, qrels = load_beir(tiny_data / "scifact", "train")
+    positives = {q: {d for d, g in r.items() if g > 0} for q, r in qrels.items()}
+    ce_args = tce.CrossEncoderArgs(task="scifact", data_dir=str(tiny_data), dev_queries=3, max_samples=6,
+                                   num_negatives=2, rerank_depth=5)
+    recorded = tce.build_scifact(ce_args, "cpu").extra["train_query_ids"]
+    base = fake_scifact_cross_encoder(tiny_bert_dir, tmp_path / "ce", 3, 6, (0, 0))  # counts deliberately wrong
+    metrics = json.loads((base / "metrics.json").read_text())
+    metrics["extra"]["train_query_ids"] = recorded
+    (base / "metrics.json").write_text(json.dumps(metrics))
+    assert tcl.base_unseen_queries(str(base), list(queries), positives) == set(queries) - set(recorded)
+
+
 def test_base_unseen_refuses_what_it_cannot_rebuild(tiny_bert_dir, tiny_data, tmp_path, no_model):
     base = fake_scifact_cross_encoder(tiny_bert_dir, tmp_path / "ce", 3, -1, (3, 5))  # 9 were trained on, not 5
     with pytest.raises(CtxirError, match=r"could not rebuild .* got 3 held-out / 9 trained"):

@@ -368,3 +368,28 @@ def test_scripts_on_shared_data(script, argv, tiny_bert_dir, shared_data, tmp_pa
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["training"]["steps"] == 2
     assert all(d["path"].startswith(str(shared_data)) for d in metrics["datasets"])
+
+
+@pytest.mark.parametrize("loss", ["bce", "lambda"])
+def test_cross_encoder_lora_adapter_with_pseudo_queries(tiny_bert_dir, toy_root, tmp_path, loss):
+    # --lora-r writes only the adapter (LoRA + pooler + classifier) and names its base as given; ctxir loads it
+    # merged into the base and scores exactly as the trained model did.
+    from ctxir.models import is_adapter, load_cross_encoder
+
+    out = tmp_path / "out"
+    args = ["--task", "scifact", "--model", str(tiny_bert_dir), "--data-dir", str(toy_root), "--output-dir", str(out),
+            "--device", "cpu", "--max-steps", "2", "--batch-size", "4", "--num-negatives", "2", "--rerank-depth", "4",
+            "--dev-queries", "2", "--lora-r", "2", "--pseudo-queries", "5", "--loss", loss,
+            "--learning-rate", "1e-2", "--torch-threads", "1"]
+    assert train_cross_encoder.main(args) == 0
+    assert is_adapter(out) and not (out / "model.safetensors").exists()
+    assert json.loads((out / "adapter_config.json").read_text())["base_model_name_or_path"] == str(tiny_bert_dir)
+    metrics = _check_metrics(out, "cross-encoder", {"scifact"})
+    assert metrics["extra"]["pseudo_queries"] == 5
+    assert metrics["extra"]["train_queries"] == len(metrics["extra"]["train_query_ids"]) == 6
+    assert metrics["objective"] == train_cross_encoder.LOSS_NAMES[loss]
+    model = load_cross_encoder(str(out), "cpu")
+    base = load_cross_encoder(str(tiny_bert_dir), "cpu", num_labels=1)
+    pairs = [("the cat", "the dog"), ("river water", "the river bank is on the water")]
+    # the adapter (and the trained classifier) changed the scores: this is not the base with a random head
+    assert not (model.predict(pairs) == base.predict(pairs)).all()

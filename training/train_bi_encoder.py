@@ -26,37 +26,27 @@ training (kept with --keep-checkpoints, needed by --resume last).
 from __future__ import annotations
 
 import random
-import shutil
 import sys
-import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 if __package__ in (None, ""):  # `python training/train_bi_encoder.py` from the repo root
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ctxir.models import DEFAULT_BI_ENCODER, pick_device, resolve_model
+from ctxir.models import DEFAULT_BI_ENCODER, resolve_model
 from ctxir.types import CtxirError, doc_text
 from training.common import (
     DEFAULT_DATA_DIR,
     TrainerRunArgs,
-    check_common_args,
     check_not_empty,
     cli_main,
     data_folder,
     dataset_entry,
-    evaluation_row,
     heldout_queries,
-    jsonl_log_callback,
-    resolve_resume,
-    set_threads,
     take,
-    tee_output,
-    trainer_device_kwargs,
-    training_block,
-    write_metrics,
 )
+from training.runner import ModelSpec, TaskData, train
 
 OBJECTIVES = {
     "scifact": ("mnrl", "contrastive"),
@@ -87,7 +77,7 @@ class BiEncoderArgs(TrainerRunArgs):
     learning_rate: float = 2e-5
     warmup: float = field(default=0.1, metadata={"help": "linear warm-up, fraction of the steps"})
     seed: int = 42
-    max_seq_length: int = field(default=0, metadata={"help": "tokens per text (0 = the model's own)"})
+    max_length: int = field(default=0, metadata={"help": "tokens per text (0 = the model's own)"})
     num_negatives: int = field(default=1, metadata={"help": "mnrl on scifact: mined hard negatives per pair"})
     mining_range_min: int = field(default=0, metadata={"help": "skip the N nearest non-positive documents"})
     mining_range_max: int = field(default=50, metadata={"help": "sample negatives among the N nearest"})
@@ -108,15 +98,6 @@ class BiEncoderArgs(TrainerRunArgs):
 
 
 # ---------------------------------------------------------------- data
-
-
-@dataclass
-class TaskData:
-    train: object  # datasets.Dataset, columns in the order the loss reads them
-    datasets: list[dict]  # metrics.json "datasets" rows
-    dev_evaluator: object | None = None  # in-training evaluator (held-out data, never test)
-    test: dict = field(default_factory=dict)  # what the before/after evaluation needs
-    extra: dict = field(default_factory=dict)
 
 
 def _sts_pairs(args: BiEncoderArgs, name: str, split: str) -> list[tuple[str, str, float]]:
@@ -227,9 +208,9 @@ def build_scifact_task(args: BiEncoderArgs, model) -> TaskData:
     # SciFact has no dev split: hold out some training queries for the in-training evaluator.
     qids = sorted(queries)
     dev_ids = set(heldout_queries(qids, args.dev_queries, args.seed))
-    pairs = [(queries[q], doc_text(corpus[d])) for q in qids if q not in dev_ids
-             for d, score in sorted(qrels[q].items()) if score > 0 and d in corpus]
-    pairs = take(pairs, args.max_samples, args.seed)
+    id_pairs = take([(q, d) for q in qids if q not in dev_ids for d, score in sorted(qrels[q].items())
+                     if score > 0 and d in corpus], args.max_samples, args.seed)
+    pairs = [(queries[q], doc_text(corpus[d])) for q, d in id_pairs]
     check_not_empty(len(pairs), f"--max-samples {args.max_samples} leaves no (claim, abstract) pairs",
                     "use --max-samples -1 (all) or a positive number")
     # 2b. mine hard negatives with the starting model over the whole corpus (its positives are excluded)
@@ -268,7 +249,8 @@ def build_scifact_task(args: BiEncoderArgs, model) -> TaskData:
     rows = [dataset_entry("scifact", "train", "train", folder, len(pairs)),
             dataset_entry("scifact", "test", "eval", folder, len(test_queries))]
     extra = {"pairs": len(pairs), "train_rows_after_mining": len(mined), "heldout_train_queries": len(dev_ids),
-             "heldout_query_ids": sorted(dev_ids), "mining": {"model": args.model, "format": fmt, "num_negatives": num_negatives,
+             "heldout_query_ids": sorted(dev_ids),
+             "train_query_ids": sorted({q for q, _ in id_pairs}), "mining": {"model": args.model, "format": fmt, "num_negatives": num_negatives,
                         "range_min": args.mining_range_min, "range_max": args.mining_range_max,
                         "relative_margin": args.mining_relative_margin, "corpus_size": len(corpus)}}
     return TaskData(mined, rows, dev_evaluator,
@@ -323,21 +305,12 @@ def evaluate(model, data: TaskData, args: BiEncoderArgs, model_id: str) -> dict[
     return scores
 
 
-def evaluation_rows(before: dict, after: dict, data: TaskData, args: BiEncoderArgs) -> list[dict]:
-    rows = []
-    for (name, split, metric), value in after.items():
-        anchor, anchor_name = ANCHORS.get((name, metric), (None, None))
-        if name == "scifact":
-            corpus, queries, _ = data.test["retrieval"]
-            config = (f"dense exact search, {len(corpus)} documents"
-                      f"{'' if args.eval_corpus_size <= 0 else ' (SUBSAMPLED corpus)'}, {len(queries)} queries")
-            task = "retrieval"
-        else:
-            config = f"cosine similarity, {len(data.test['sts'][name])} pairs"
-            task = "sts"
-        rows.append(evaluation_row(name, split, task, metric, before.get((name, split, metric)), value,
-                                   anchor, anchor_name, config))
-    return rows
+def describe(name: str, data: TaskData, args: BiEncoderArgs) -> tuple[str, str]:
+    if name == "scifact":
+        corpus, queries, _ = data.test["retrieval"]
+        return "retrieval", (f"dense exact search, {len(corpus)} documents"
+                             f"{'' if args.eval_corpus_size <= 0 else ' (SUBSAMPLED corpus)'}, {len(queries)} queries")
+    return "sts", f"cosine similarity, {len(data.test['sts'][name])} pairs"
 
 
 # ---------------------------------------------------------------- run
@@ -353,92 +326,57 @@ def resolve_objective(args: BiEncoderArgs) -> str:
     return args.objective
 
 
-def run(args: BiEncoderArgs) -> dict:
+def check(args: BiEncoderArgs) -> None:
+    args.objective = resolve_objective(args)
+
+
+def load(args: BiEncoderArgs, device: str):
     from sentence_transformers import SentenceTransformer
-    from sentence_transformers.base.sampler import BatchSamplers
+
+    model = SentenceTransformer(resolve_model(args.model), device=device)
+    if args.max_length > 0:
+        model.max_seq_length = args.max_length
+    return model
+
+
+def _trainer_classes():
     from sentence_transformers.sentence_transformer.trainer import SentenceTransformerTrainer
     from sentence_transformers.sentence_transformer.training_args import SentenceTransformerTrainingArguments
 
-    # 0. check the arguments and the data root before anything heavy is loaded
-    check_common_args(args)
+    return SentenceTransformerTrainingArguments, SentenceTransformerTrainer
+
+
+def _training_options(args: BiEncoderArgs) -> dict:
+    from sentence_transformers.base.sampler import BatchSamplers
+
+    # In-batch negatives must not include a copy of the positive.
+    return {"batch_sampler": BatchSamplers.NO_DUPLICATES if args.objective == "mnrl" else BatchSamplers.BATCH_SAMPLER,
+            "dataloader_drop_last": False}
+
+
+def _reload(out: Path, device: str):
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(out), device=device)
+
+
+SPEC = ModelSpec(
+    model_type="bi-encoder", script="train_bi_encoder",
+    default_output=lambda args: f"outputs/bi-encoder-{args.task}-{args.objective}",
+    data_names=lambda args: {"scifact": ["scifact"], "stsb": ["stsb"], "sick": ["sick", "stsb"],
+                             "nli": ["snli", "sick", "stsb"]}[args.task],
+    check=check, load=load, build_data=lambda args, model, device: BUILDERS[args.task](args, model),
+    build_loss=lambda args, model, data: build_loss(args.objective, model), evaluate=evaluate, describe=describe,
+    save=lambda model, out, args: model.save_pretrained(str(out)), reload=_reload,
+    objective_name=lambda args: LOSS_NAMES[args.objective], trainer_classes=_trainer_classes, anchors=ANCHORS,
+    training_options=_training_options, extra=lambda args, model, data: {"max_seq_length": model.max_seq_length},
+)
+
+
+def run(args: BiEncoderArgs) -> dict:
+    # the objective decides the default output folder, so it is resolved before the runner names it
     args.objective = resolve_objective(args)
-    for name in {"scifact": ["scifact"], "stsb": ["stsb"], "sick": ["sick", "stsb"],
-                 "nli": ["snli", "sick", "stsb"]}[args.task]:
-        data_folder(args.data_dir, name)
-    out = Path(args.output_dir or f"outputs/bi-encoder-{args.task}-{args.objective}")
-    checkpoint_dir = out / "checkpoints"
-    resume_from = resolve_resume(args.resume, checkpoint_dir)
-    device = pick_device(args.device)
-    set_threads(args.torch_threads)
-    started = time.perf_counter()
-    with tee_output(out / "train.log"):
-        print(f"# train_bi_encoder {' '.join(sys.argv[1:])}\n{asdict(args)}")
-        # 1. load the starting model
-        model = SentenceTransformer(resolve_model(args.model), device=device)
-        if args.max_seq_length > 0:
-            model.max_seq_length = args.max_seq_length
-        # 2. build the training data (hard negatives mined with the starting model) and the evaluators
-        data = BUILDERS[args.task](args, model)
-        print(f"training rows: {len(data.train)}, columns {data.train.column_names}")
-        # 3. evaluate the starting model on the test splits
-        before = evaluate(model, data, args, args.model) if args.eval_before else {}
-        print(f"before training: {before}")
-        dev_before = data.dev_evaluator(model) if data.dev_evaluator is not None else {}
-        # 4. train with the SentenceTransformerTrainer
-        loss = build_loss(args.objective, model)
-        training_args = SentenceTransformerTrainingArguments(
-            output_dir=str(checkpoint_dir), num_train_epochs=args.epochs, max_steps=args.max_steps,
-            per_device_train_batch_size=args.batch_size, per_device_eval_batch_size=args.batch_size,
-            learning_rate=args.learning_rate, warmup_steps=args.warmup, seed=args.seed, data_seed=args.seed,
-            # In-batch negatives must not include a copy of the positive.
-            batch_sampler=BatchSamplers.NO_DUPLICATES if args.objective == "mnrl" else BatchSamplers.BATCH_SAMPLER,
-            eval_strategy="steps" if args.eval_steps > 0 and data.dev_evaluator is not None else "no",
-            eval_steps=args.eval_steps or None, save_strategy="steps", save_steps=args.save_steps,
-            save_total_limit=2, logging_steps=args.logging_steps, logging_first_step=True, report_to="none",
-            fp16=args.fp16, dataloader_drop_last=False, **trainer_device_kwargs(device))
-        trainer = SentenceTransformerTrainer(
-            model=model, args=training_args, train_dataset=data.train, loss=loss,
-            evaluator=data.dev_evaluator if training_args.eval_strategy != "no" else None,
-            callbacks=[jsonl_log_callback(out / "training_log.jsonl")])
-        train_start = time.perf_counter()
-        train_output = trainer.train(resume_from_checkpoint=resume_from)
-        train_seconds = time.perf_counter() - train_start
-        if not trainer.is_world_process_zero():
-            return {}
-        # 5. save the model and reload it from disk, as every user will
-        model.save_pretrained(str(out))
-        if not args.keep_checkpoints:
-            shutil.rmtree(checkpoint_dir, ignore_errors=True)
-        trained = SentenceTransformer(str(out), device=device)
-        # 6. evaluate the trained model
-        after = evaluate(trained, data, args, str(out))
-        dev_after = data.dev_evaluator(trained) if data.dev_evaluator is not None else {}
-        print(f"after training: {after}")
-        # 7. write metrics.json
-        metrics = {
-            "model_type": "bi-encoder",
-            "model_name": args.model_name or out.name,
-            "base_model": args.model,
-            "objective": LOSS_NAMES[args.objective],
-            "datasets": data.datasets,
-            "config": asdict(args),
-            "training": {**training_block(
-                train_output, steps=trainer.state.global_step, epochs=trainer.state.epoch or 0.0,
-                train_examples=len(data.train), batch_size=args.batch_size, learning_rate=args.learning_rate,
-                wall_time_seconds=time.perf_counter() - started, device=device, seed=args.seed,
-                log_history=trainer.state.log_history), "train_seconds": round(train_seconds, 1),
-                "resumed_from": resume_from},
-            "evaluations": evaluation_rows(before, after, data, args),
-            "extra": {**data.extra, "dev_before": _plain(dev_before), "dev_after": _plain(dev_after),
-                      "max_seq_length": trained.max_seq_length},
-        }
-        path = write_metrics(out, metrics)
-        print(f"wrote {out} (model), {path}")
-    return metrics
-
-
-def _plain(scores: dict) -> dict:
-    return {k: round(float(v), 4) for k, v in scores.items()}
+    return train(args, SPEC)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -196,8 +196,8 @@ def base_unseen_queries(base_path: str, all_qids: Sequence[str], positives: dict
     """The SciFact train queries a cross-encoder from training/train_cross_encoder.py never trained on.
 
     Its [CLS] vectors of pairs it was trained on are in-sample, so a classification report on them would flatter
-    CLS-LR. Rebuilt with that script's rule (seeded dev queries held out, then --max-samples (query, positive)
-    pairs via training.common.take) and checked against the counts its metrics.json reports.
+    CLS-LR. Read from ``extra.train_query_ids`` in its metrics.json; for runs older than that record, rebuilt with
+    that script's rule (seeded dev queries held out, then --max-samples pairs) and checked against its counts.
     """
     path = Path(base_path) / "metrics.json"
     if not path.is_file():
@@ -210,6 +210,9 @@ def base_unseen_queries(base_path: str, all_qids: Sequence[str], positives: dict
         raise CtxirError(f"{str(path)!r} is not a SciFact cross-encoder's metrics.json (model_type "
                          f"{metrics.get('model_type')!r}, task {config.get('task')!r}): use --heldout-queries random")
     qids = sorted(all_qids)
+    if "train_query_ids" in extra:  # recorded by the training run itself
+        return set(qids) - set(extra["train_query_ids"])
+    # Older runs recorded only counts: rebuild the ids with that script's rule and check them against the counts.
     seed, dev_queries = int(config.get("seed", 42)), int(config.get("dev_queries", 0))
     dev = heldout_queries(qids, dev_queries, seed)
     pairs = take([(q, d) for q in qids if q not in set(dev) for d in sorted(positives[q])],

@@ -23,40 +23,36 @@ train.log, checkpoints/ while training (kept with --keep-checkpoints; --resume l
 
 from __future__ import annotations
 
-import shutil
+import json
+import random
 import sys
-import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 if __package__ in (None, ""):  # `python training/train_cross_encoder.py` from the repo root
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ctxir.models import DEFAULT_BI_ENCODER, pick_device, resolve_model
+from ctxir.models import ADAPTER_CONFIG, DEFAULT_BI_ENCODER, load_cross_encoder, resolve_model
 from ctxir.types import CtxirError, doc_text
 from training.common import (
     DEFAULT_DATA_DIR,
     TrainerRunArgs,
-    check_common_args,
     check_not_empty,
     cli_main,
     data_folder,
     dataset_entry,
-    evaluation_row,
     heldout_queries,
-    jsonl_log_callback,
-    resolve_resume,
-    set_threads,
     take,
-    tee_output,
-    trainer_device_kwargs,
-    training_block,
-    write_metrics,
 )
+from training.runner import ModelSpec, Scores, TaskData, train
 
-LOSSES = {"scifact": ("bce",), "stsb": ("bce", "mse")}
-LOSS_NAMES = {"bce": "BinaryCrossEntropyLoss", "mse": "MSELoss"}
+LOSSES = {"scifact": ("bce", "lambda", "listnet"), "stsb": ("bce", "mse")}
+LOSS_NAMES = {"bce": "BinaryCrossEntropyLoss", "mse": "MSELoss", "lambda": "LambdaLoss", "listnet": "ListNetLoss"}
+LISTWISE = ("lambda", "listnet")  # one row = (query, [positive, negatives…], [1, 0, …])
+# LoRA on every linear layer of each BERT block; the pooler and the fresh classifier are trained in full (tiny).
+LORA_TARGETS = ["query", "key", "value", "dense"]
+LORA_FULL_MODULES = ["classifier", "pooler"]
 ANCHORS = {("scifact", "nDCG@10"): (0.688, "BEIR BM25 + cross-encoder (ms-marco-MiniLM-L6)"),
            ("stsb", "spearman"): (0.8833, "BERT-NLI-STSb-base cross-encoder")}
 
@@ -66,7 +62,15 @@ class CrossEncoderArgs(TrainerRunArgs):
     task: Literal["scifact", "stsb"] = field(default="scifact", metadata={"help": "scifact re-ranker or stsb"})
     model: str = field(default=DEFAULT_BI_ENCODER, metadata={
         "help": "starting model: Hub id or folder; a bi-encoder/plain BERT gets a fresh one-logit head"})
-    loss: Literal["auto", "bce", "mse"] = field(default="auto", metadata={"help": "auto = bce"})
+    loss: Literal["auto", "bce", "mse", "lambda", "listnet"] = field(default="auto", metadata={
+        "help": "auto = bce; scifact also lambda / listnet (listwise over the positive and its negatives)"})
+    lora_r: int = field(default=0, metadata={
+        "help": "0 = full fine-tuning; r > 0 = a LoRA adapter of rank r (PEFT) over the starting model, with the "
+                "pooler and classifier trained in full: the output folder holds only the adapter (a few MB)"})
+    lora_alpha: float = field(default=0.0, metadata={"help": "LoRA scaling alpha (0 = 2 × --lora-r)"})
+    pseudo_queries: int = field(default=0, metadata={
+        "help": "scifact: also train on N corpus titles as queries for their own abstract (-1 = every document; "
+                "in-domain pairs from the corpus alone, no qrels), with the same kind of negatives"})
     data_dir: str = field(default=DEFAULT_DATA_DIR, metadata={"help": "benchmark data root (../shared/data)"})
     output_dir: str = field(default="", metadata={"help": "default outputs/cross-encoder-<task>"})
     device: str = field(default="auto", metadata={"help": "auto, cpu, cuda (the Trainer spreads over GPUs)"})
@@ -83,6 +87,9 @@ class CrossEncoderArgs(TrainerRunArgs):
         "help": "scifact: where hard negatives come from"})
     num_negatives: int = field(default=4, metadata={"help": "scifact: hard negatives per claim (per source)"})
     negatives_range_min: int = field(default=0, metadata={"help": "skip the N best non-relevant hits"})
+    random_negatives: int = field(default=0, metadata={
+        "help": "scifact: also N random corpus documents per query; with hard negatives alone a short run learns "
+                "'high word overlap = not relevant' (every negative was chosen for its overlap)"})
     dense_model: str = field(default=DEFAULT_BI_ENCODER, metadata={"help": "bi-encoder for --negatives dense"})
     pos_weight: float = field(default=0.0, metadata={"help": "BCE weight of positives (0 = negatives/positives)"})
     rerank_depth: int = field(default=100, metadata={"help": "scifact test: BM25 candidates re-ranked per query"})
@@ -93,16 +100,6 @@ class CrossEncoderArgs(TrainerRunArgs):
     eval_before: bool = field(default=True, metadata={
         "help": "also evaluate the starting model (a fresh head scores at random)"})
     eval_steps: int = field(default=0, metadata={"help": "run the dev evaluator every N steps (0 = never)"})
-
-
-@dataclass
-class TaskData:
-    train: object  # datasets.Dataset: (text1, text2, label)
-    datasets: list[dict]
-    dev_evaluator: object | None = None
-    test: dict = field(default_factory=dict)
-    extra: dict = field(default_factory=dict)
-    pos_weight: float | None = None
 
 
 # ---------------------------------------------------------------- data
@@ -181,6 +178,15 @@ def build_scifact(args: CrossEncoderArgs, device: str) -> TaskData:
     check_not_empty(len(pairs), f"--max-samples {args.max_samples} leaves no (claim, abstract) pairs",
                     "use --max-samples -1 (all) or a positive number")
     train_queries = {q: queries[q] for q, _ in pairs}
+    # 2a. pseudo-queries: a document's title asks for its own abstract (corpus text only, no judgments)
+    if args.pseudo_queries:
+        titled = [d for d in sorted(corpus) if corpus[d]["title"].strip() and corpus[d]["text"].strip()]
+        for d in take(titled, args.pseudo_queries, args.seed):
+            qid = f"title:{d}"
+            train_queries[qid] = corpus[d]["title"].strip()
+            positives[qid] = {d}
+            pairs.append((qid, d))
+        # the title is in doc_text: the positive shows the abstract alone, or the model learns string matching
     # 2b. hard negatives: BM25's best wrong answers are exactly what the re-ranker must push down
     bm25 = BM25Retriever(corpus)
     negatives: dict[str, list[str]] = {q: [] for q in train_queries}
@@ -191,12 +197,29 @@ def build_scifact(args: CrossEncoderArgs, device: str) -> TaskData:
     if args.negatives in ("dense", "both"):
         for q, docs in dense_negatives(args, corpus, train_queries, positives, device).items():
             negatives[q] += [d for d in docs if d not in negatives[q]]
-    rows = [(queries[q], doc_text(corpus[d]), 1.0) for q, d in pairs]
-    rows += [(train_queries[q], doc_text(corpus[d]), 0.0) for q in sorted(negatives) for d in negatives[q]]
-    n_pos, n_neg = len(pairs), len(rows) - len(pairs)
+    if args.random_negatives > 0:
+        rng, doc_ids = random.Random(args.seed), sorted(corpus)
+        for q in sorted(negatives):
+            pool = [d for d in rng.sample(doc_ids, min(len(doc_ids), args.random_negatives + len(positives[q])
+                                                       + len(negatives[q])))
+                    if d not in positives[q] and d not in negatives[q]]
+            negatives[q] += pool[: args.random_negatives]
+    def text(q: str, d: str) -> str:
+        return corpus[d]["text"] if q.startswith("title:") else doc_text(corpus[d])
+
+    n_pos, n_neg = len(pairs), sum(len(v) for v in negatives.values())
     check_not_empty(n_neg, "no hard negatives were found", "check --negatives and --num-negatives")
-    dataset = Dataset.from_dict({"query": [r[0] for r in rows], "document": [r[1] for r in rows],
-                                 "label": [r[2] for r in rows]})
+    if args.loss in LISTWISE:
+        groups = [(q, [d for q2, d in pairs if q2 == q], negatives[q]) for q in train_queries]
+        dataset = Dataset.from_dict({
+            "query": [train_queries[q] for q, _, _ in groups],
+            "docs": [[text(q, d) for d in pos + neg] for q, pos, neg in groups],
+            "labels": [[1.0] * len(pos) + [0.0] * len(neg) for _, pos, neg in groups]})
+    else:
+        rows = [(train_queries[q], text(q, d), 1.0) for q, d in pairs]
+        rows += [(train_queries[q], text(q, d), 0.0) for q in sorted(negatives) for d in negatives[q]]
+        dataset = Dataset.from_dict({"query": [r[0] for r in rows], "document": [r[1] for r in rows],
+                                     "label": [r[2] for r in rows]})
     dev_evaluator = None
     if dev_ids:
         dev_hits = bm25.search({q: queries[q] for q in dev_ids}, args.dev_depth)
@@ -209,26 +232,23 @@ def build_scifact(args: CrossEncoderArgs, device: str) -> TaskData:
     if args.eval_max_queries > 0:
         test_queries = dict(list(test_queries.items())[: args.eval_max_queries])
         test_qrels = {q: test_qrels[q] for q in test_queries}
-    datasets = [dataset_entry("scifact", "train", "train", folder, len(rows)),
+    datasets = [dataset_entry("scifact", "train", "train", folder, n_pos + n_neg),
                 dataset_entry("scifact", "test", "eval", folder, len(test_queries))]
+    claim_ids = sorted({q for q, _ in pairs if not q.startswith("title:")})
     extra = {"positives": n_pos, "negatives": n_neg, "negatives_source": args.negatives,
-             "heldout_train_queries": len(dev_ids), "train_queries": len(train_queries),
-             "heldout_query_ids": dev_ids}
+             "heldout_train_queries": len(dev_ids), "train_queries": len(claim_ids),
+             "pseudo_queries": len(train_queries) - len(claim_ids),
+             "heldout_query_ids": dev_ids, "train_query_ids": claim_ids}
     return TaskData(dataset, datasets, dev_evaluator, {"rerank": (corpus, test_queries, test_qrels, bm25)}, extra,
-                    pos_weight=args.pos_weight or n_neg / max(n_pos, 1))
+                    loss_options={"pos_weight": args.pos_weight or n_neg / max(n_pos, 1)})
 
 
 # ---------------------------------------------------------------- evaluation
 
 
-def first_stage_hits(data: TaskData, depth: int) -> dict:
-    _, queries, _, bm25 = data.test["rerank"]
-    return bm25.search(queries, depth)
-
-
-def evaluate(model, data: TaskData, args: CrossEncoderArgs, hits: dict | None) -> dict:
-    """{(dataset, split, metric): value}; for scifact also the first stage's scores under 'first_stage'."""
-    scores: dict = {}
+def evaluate(model, data: TaskData, args: CrossEncoderArgs, model_id: str = "") -> Scores:
+    """{(dataset, split, metric): value} on the test split; SciFact through ctxir's Pipeline and pytrec_eval."""
+    scores: Scores = {}
     if "sts" in data.test:
         from sentence_transformers.cross_encoder.evaluation import CrossEncoderCorrelationEvaluator
 
@@ -239,66 +259,48 @@ def evaluate(model, data: TaskData, args: CrossEncoderArgs, hits: dict | None) -
         scores[("stsb", "test", "spearman")] = float(result["stsb-test_spearman"])
         scores[("stsb", "test", "pearson")] = float(result["stsb-test_pearson"])
     if "rerank" in data.test:
-        from tqdm.auto import tqdm
-
         from ctxir.evaluation import evaluate_run
+        from ctxir.pipeline import Pipeline
         from ctxir.rerank import CrossEncoderReranker
-        from ctxir.types import run_from_hits
 
-        corpus, queries, qrels, _ = data.test["rerank"]
-        reranker = CrossEncoderReranker(model, batch_size=args.batch_size)
-        reranked = {q: reranker.rerank(queries[q], hits[q], corpus) for q in tqdm(queries, desc="re-ranking")}
-        aggregate = evaluate_run(qrels, run_from_hits(reranked)).aggregate
+        _, queries, qrels, bm25 = data.test["rerank"]
+        runs = Pipeline(bm25, CrossEncoderReranker(model, batch_size=args.batch_size),
+                        depth=args.rerank_depth).run(queries)
+        aggregate = evaluate_run(qrels, runs["rerank"]).aggregate
         for metric in ("nDCG@10", "MRR@10"):
             scores[("scifact", "test", metric)] = float(aggregate[metric])
+        # BM25 alone on the same queries; Recall@depth bounds what any re-ranker of its top-depth can find.
+        first = evaluate_run(qrels, runs["first_stage"], k_values=(10, args.rerank_depth)).aggregate
+        data.extra["first_stage"] = {"retriever": "bm25", "depth": args.rerank_depth, "test": {
+            m: round(float(first[m]), 4) for m in ("nDCG@10", "MRR@10", f"Recall@{args.rerank_depth}")}}
     return scores
 
 
-def first_stage_scores(data: TaskData, hits: dict, depth: int) -> dict:
-    """BM25 alone on the same queries; Recall@depth bounds what any re-ranker of its top-depth can find."""
-    from ctxir.evaluation import evaluate_run
-    from ctxir.types import run_from_hits
-
-    _, _, qrels, _ = data.test["rerank"]
-    aggregate = evaluate_run(qrels, run_from_hits(hits), k_values=(10, depth)).aggregate
-    return {m: round(float(aggregate[m]), 4) for m in ("nDCG@10", "MRR@10", f"Recall@{depth}")}
+def describe(name: str, data: TaskData, args: CrossEncoderArgs) -> tuple[str, str]:
+    if name == "scifact":
+        return "reranking", f"rerank BM25 top-{args.rerank_depth}, {len(data.test['rerank'][1])} queries"
+    return "sts", f"cross-encoder score, {len(data.test['sts'])} pairs"
 
 
-def evaluation_rows(before: dict, after: dict, data: TaskData, args: CrossEncoderArgs) -> list[dict]:
-    rows = []
-    for (name, split, metric), value in after.items():
-        anchor, anchor_name = ANCHORS.get((name, metric), (None, None))
-        if name == "scifact":
-            _, queries, _, _ = data.test["rerank"]
-            task, config = "reranking", f"rerank BM25 top-{args.rerank_depth}, {len(queries)} queries"
-        else:
-            task, config = "sts", f"cross-encoder score, {len(data.test['sts'])} pairs"
-        rows.append(evaluation_row(name, split, task, metric, before.get((name, split, metric)), value,
-                                   anchor, anchor_name, config))
-    return rows
+# ---------------------------------------------------------------- the model kind
 
 
-# ---------------------------------------------------------------- run
-
-
-def build_loss(loss: str, model, pos_weight: float | None):
+def build_loss(args: CrossEncoderArgs, model, data: TaskData):
     import torch
     from sentence_transformers.cross_encoder import losses
 
-    if loss == "mse":
+    if args.loss == "mse":
         return losses.MSELoss(model)
+    if args.loss == "lambda":
+        return losses.LambdaLoss(model)
+    if args.loss == "listnet":
+        return losses.ListNetLoss(model)
     # pos_weight balances the few positives against the many negatives (SBERT's recommended setting).
-    weight = torch.tensor(pos_weight) if pos_weight else None
-    return losses.BinaryCrossEntropyLoss(model, pos_weight=weight)
+    pos_weight = data.loss_options.get("pos_weight")
+    return losses.BinaryCrossEntropyLoss(model, pos_weight=torch.tensor(pos_weight) if pos_weight else None)
 
 
-def run(args: CrossEncoderArgs) -> dict:
-    from sentence_transformers import CrossEncoder
-    from sentence_transformers.cross_encoder.trainer import CrossEncoderTrainer
-    from sentence_transformers.cross_encoder.training_args import CrossEncoderTrainingArguments
-
-    # 0. check the arguments and the data before anything heavy is loaded
-    check_common_args(args)
+def check(args: CrossEncoderArgs) -> None:
     if args.loss == "auto":
         args.loss = "bce"
     if args.loss not in LOSSES[args.task]:
@@ -307,80 +309,64 @@ def run(args: CrossEncoderArgs) -> dict:
     if args.task == "scifact" and (args.num_negatives < 1 or args.rerank_depth < 1):
         raise CtxirError(f"--num-negatives and --rerank-depth must be ≥ 1, got {args.num_negatives!r} and "
                          f"{args.rerank_depth!r}")
-    data_folder(args.data_dir, args.task)
-    out = Path(args.output_dir or f"outputs/cross-encoder-{args.task}")
-    checkpoint_dir = out / "checkpoints"
-    resume_from = resolve_resume(args.resume, checkpoint_dir)
-    device = pick_device(args.device)
-    set_threads(args.torch_threads)
-    started = time.perf_counter()
-    with tee_output(out / "train.log"):
-        print(f"# train_cross_encoder {' '.join(sys.argv[1:])}\n{asdict(args)}")
-        # 1. build the training data (hard negatives) and the evaluators
-        data = build_scifact(args, device) if args.task == "scifact" else build_stsb(args)
-        print(f"training rows: {len(data.train)} {data.extra}")
-        # 2. load the starting model; a body without a classifier gets a fresh one-logit head
-        model = CrossEncoder(resolve_model(args.model), num_labels=1, device=device)
-        # Never beyond the position embeddings the body was trained with (512 for BERT, 128 for toy models).
-        model.max_seq_length = min(args.max_length, model.config.max_position_embeddings)
-        # 3. evaluate the starting model
-        hits = first_stage_hits(data, args.rerank_depth) if "rerank" in data.test else None
-        before = evaluate(model, data, args, hits) if args.eval_before else {}
-        print(f"before training: {before}")
-        # 4. train with the CrossEncoderTrainer
-        loss = build_loss(args.loss, model, data.pos_weight)
-        training_args = CrossEncoderTrainingArguments(
-            output_dir=str(checkpoint_dir), num_train_epochs=args.epochs, max_steps=args.max_steps,
-            per_device_train_batch_size=args.batch_size, per_device_eval_batch_size=args.batch_size,
-            learning_rate=args.learning_rate, warmup_steps=args.warmup, seed=args.seed, data_seed=args.seed,
-            eval_strategy="steps" if args.eval_steps > 0 and data.dev_evaluator is not None else "no",
-            eval_steps=args.eval_steps or None, save_strategy="steps", save_steps=args.save_steps,
-            save_total_limit=2, logging_steps=args.logging_steps, logging_first_step=True, report_to="none",
-            fp16=args.fp16, **trainer_device_kwargs(device))
-        trainer = CrossEncoderTrainer(
-            model=model, args=training_args, train_dataset=data.train, loss=loss,
-            evaluator=data.dev_evaluator if training_args.eval_strategy != "no" else None,
-            callbacks=[jsonl_log_callback(out / "training_log.jsonl")])
-        train_start = time.perf_counter()
-        train_output = trainer.train(resume_from_checkpoint=resume_from)
-        train_seconds = time.perf_counter() - train_start
-        if not trainer.is_world_process_zero():
-            return {}
-        # 5. save, then reload from disk as every user will
-        model.save_pretrained(str(out))
-        if not args.keep_checkpoints:
-            shutil.rmtree(checkpoint_dir, ignore_errors=True)
-        print(f"saved model to {out}")
-        trained = CrossEncoder(str(out), device=device)
-        # 6. evaluate the trained model
-        after = evaluate(trained, data, args, hits)
-        dev_after = data.dev_evaluator(trained) if data.dev_evaluator is not None else {}
-        print(f"after training: {after}")
-        # 7. write metrics.json
-        extra = {**data.extra, "dev_after": {k: round(float(v), 4) for k, v in dev_after.items()},
-                 "max_length": args.max_length, "pos_weight": data.pos_weight}
-        if hits is not None:
-            extra["first_stage"] = {"retriever": "bm25", "depth": args.rerank_depth,
-                                    "test": first_stage_scores(data, hits, args.rerank_depth)}
-        metrics = {
-            "model_type": "cross-encoder",
-            "model_name": args.model_name or out.name,
-            "base_model": args.model,
-            "objective": LOSS_NAMES[args.loss],
-            "datasets": data.datasets,
-            "config": asdict(args),
-            "training": {**training_block(
-                train_output, steps=trainer.state.global_step, epochs=trainer.state.epoch or 0.0,
-                train_examples=len(data.train), batch_size=args.batch_size, learning_rate=args.learning_rate,
-                wall_time_seconds=time.perf_counter() - started, device=device, seed=args.seed,
-                log_history=trainer.state.log_history), "train_seconds": round(train_seconds, 1),
-                "resumed_from": resume_from},
-            "evaluations": evaluation_rows(before, after, data, args),
-            "extra": extra,
-        }
-        path = write_metrics(out, metrics)
-        print(f"wrote {out} (model), {path}")
-    return metrics
+    if args.lora_r < 0:
+        raise CtxirError(f"--lora-r must be 0 (full fine-tuning) or a rank ≥ 1, got {args.lora_r!r}")
+
+
+def load(args: CrossEncoderArgs, device: str):
+    from sentence_transformers import CrossEncoder
+
+    # a body without a classifier (a bi-encoder, plain BERT) gets a fresh one-logit head
+    model = CrossEncoder(resolve_model(args.model), num_labels=1, device=device)
+    # Never beyond the position embeddings the body was trained with (512 for BERT, 128 for toy models).
+    model.max_seq_length = min(args.max_length, model.config.max_position_embeddings)
+    if args.lora_r > 0:
+        from peft import LoraConfig
+
+        model.add_adapter(LoraConfig(r=args.lora_r, lora_alpha=args.lora_alpha or 2 * args.lora_r,
+                                     lora_dropout=0.1, target_modules=LORA_TARGETS,
+                                     modules_to_save=LORA_FULL_MODULES))
+    return model
+
+
+def save(model, out: Path, args: CrossEncoderArgs) -> None:
+    model.save_pretrained(str(out))
+    if args.lora_r > 0:
+        name_adapter_base(out, args.model)
+
+
+def _trainer_classes():
+    from sentence_transformers.cross_encoder.trainer import CrossEncoderTrainer
+    from sentence_transformers.cross_encoder.training_args import CrossEncoderTrainingArguments
+
+    return CrossEncoderTrainingArguments, CrossEncoderTrainer
+
+
+SPEC = ModelSpec(
+    model_type="cross-encoder", script="train_cross_encoder",
+    default_output=lambda args: f"outputs/cross-encoder-{args.task}",
+    data_names=lambda args: [args.task], check=check, load=load,
+    build_data=lambda args, model, device: build_scifact(args, device) if args.task == "scifact" else build_stsb(args),
+    build_loss=build_loss, evaluate=evaluate, describe=describe, save=save,
+    reload=lambda out, device: load_cross_encoder(str(out), device),
+    objective_name=lambda args: LOSS_NAMES[args.loss], trainer_classes=_trainer_classes, anchors=ANCHORS,
+    extra=lambda args, model, data: {"pos_weight": data.loss_options.get("pos_weight"), "lora_r": args.lora_r},
+)
+
+
+def run(args: CrossEncoderArgs) -> dict:
+    return train(args, SPEC)
+
+
+def name_adapter_base(folder: Path, base: str) -> None:
+    """Record the base by the name it was given (a Hub id), not the local folder it resolved to here.
+
+    The adapter then loads on any machine: from the Hub, or offline from the packaged MiniLM (ctxir.models).
+    """
+    path = folder / ADAPTER_CONFIG
+    config = json.loads(path.read_text())
+    config["base_model_name_or_path"] = base
+    path.write_text(json.dumps(config, indent=2) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:

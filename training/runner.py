@@ -1,0 +1,158 @@
+"""One training runner for every model kind: argument checks, Trainer set-up, save/reload, evaluation, metrics.json.
+
+A model kind is a ``ModelSpec``: how to load its starting model, build its data and loss, evaluate it, and save and
+reload it. ``train(args, spec)`` does the rest the same way for all of them, so a new kind costs a spec, not a copied
+script. The two specs today live in ``train_bi_encoder.py`` and ``train_cross_encoder.py``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ctxir.models import pick_device
+from training.common import (
+    check_common_args,
+    data_folder,
+    evaluation_row,
+    jsonl_log_callback,
+    resolve_resume,
+    set_threads,
+    tee_output,
+    trainer_device_kwargs,
+    training_block,
+    write_metrics,
+)
+
+Scores = dict[tuple[str, str, str], float]  # (dataset, split, metric) → value
+
+
+@dataclass
+class TaskData:
+    """What a spec's data builder hands the runner."""
+
+    train: Any  # datasets.Dataset, columns in the order the loss reads them
+    datasets: list[dict]  # metrics.json "datasets" rows
+    dev_evaluator: Any | None = None  # in-training evaluator (held-out data, never test)
+    test: dict = field(default_factory=dict)  # what the spec's evaluate() needs
+    extra: dict = field(default_factory=dict)  # recorded under metrics.json "extra"
+    loss_options: dict = field(default_factory=dict)  # e.g. the BCE pos_weight the data implies
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Everything that differs between model kinds; every callable takes ``args`` (the script's dataclass)."""
+
+    model_type: str  # metrics.json model_type
+    script: str  # printed at the top of train.log
+    default_output: Callable[[Any], str]
+    data_names: Callable[[Any], list[str]]  # dataset folders that must exist under --data-dir
+    check: Callable[[Any], None]  # the kind's own argument checks (may normalise args, e.g. 'auto' → a loss)
+    load: Callable[[Any, str], Any]  # (args, device) → the starting model
+    build_data: Callable[[Any, Any, str], TaskData]  # (args, model, device)
+    build_loss: Callable[[Any, Any, TaskData], Any]  # (args, model, data)
+    evaluate: Callable[[Any, TaskData, Any, str], Scores]  # (model, data, args, model id) → test scores
+    describe: Callable[[str, TaskData, Any], tuple[str, str]]  # (dataset, data, args) → (task, config text)
+    save: Callable[[Any, Path, Any], None]  # (model, folder, args)
+    reload: Callable[[Path, str], Any]  # (folder, device) → the model as a user loads it
+    objective_name: Callable[[Any], str]  # metrics.json objective (the loss class)
+    trainer_classes: Callable[[], tuple[type, type]]  # (TrainingArguments class, Trainer class), imported lazily
+    anchors: dict = field(default_factory=dict)  # (dataset, metric) → (published value, its name)
+    training_options: Callable[[Any], dict] = lambda args: {}  # extra TrainingArguments (e.g. a batch sampler)
+    extra: Callable[[Any, Any, TaskData], dict] = lambda args, model, data: {}  # (args, trained model, data)
+
+
+def evaluation_rows(spec: ModelSpec, before: Scores, after: Scores, data: TaskData, args) -> list[dict]:
+    rows = []
+    for (name, split, metric), value in after.items():
+        anchor, anchor_name = spec.anchors.get((name, metric), (None, None))
+        task, config = spec.describe(name, data, args)
+        rows.append(evaluation_row(name, split, task, metric, before.get((name, split, metric)), value,
+                                   anchor, anchor_name, config))
+    return rows
+
+
+def rounded(scores: dict) -> dict:
+    return {k: round(float(v), 4) for k, v in scores.items()}
+
+
+def train(args, spec: ModelSpec) -> dict:
+    """Train one model as ``spec`` describes; returns the metrics.json record (empty on non-main processes)."""
+    # 0. check the arguments and the data before anything heavy is loaded
+    check_common_args(args)
+    spec.check(args)
+    for name in spec.data_names(args):
+        data_folder(args.data_dir, name)
+    out = Path(args.output_dir or spec.default_output(args))
+    checkpoint_dir = out / "checkpoints"
+    resume_from = resolve_resume(args.resume, checkpoint_dir)
+    device = pick_device(args.device)
+    set_threads(args.torch_threads)
+    started = time.perf_counter()
+    with tee_output(out / "train.log"):
+        print(f"# {spec.script} {' '.join(sys.argv[1:])}\n{asdict(args)}")
+        # 1. load the starting model
+        model = spec.load(args, device)
+        # 2. build the training data and the evaluators
+        data = spec.build_data(args, model, device)
+        print(f"training rows: {len(data.train)}, columns {data.train.column_names}")
+        # 3. evaluate the starting model on the test splits
+        before = spec.evaluate(model, data, args, args.model) if args.eval_before else {}
+        print(f"before training: {before}")
+        dev_before = data.dev_evaluator(model) if data.dev_evaluator is not None and args.eval_before else {}
+        # 4. train with the kind's Trainer
+        training_args_class, trainer_class = spec.trainer_classes()
+        evaluate_during = args.eval_steps > 0 and data.dev_evaluator is not None
+        training_args = training_args_class(
+            output_dir=str(checkpoint_dir), num_train_epochs=args.epochs, max_steps=args.max_steps,
+            per_device_train_batch_size=args.batch_size, per_device_eval_batch_size=args.batch_size,
+            learning_rate=args.learning_rate, warmup_steps=args.warmup, seed=args.seed, data_seed=args.seed,
+            eval_strategy="steps" if evaluate_during else "no", eval_steps=args.eval_steps or None,
+            save_strategy="steps", save_steps=args.save_steps, save_total_limit=2, logging_steps=args.logging_steps,
+            logging_first_step=True, report_to="none", fp16=args.fp16, **trainer_device_kwargs(device),
+            **spec.training_options(args))
+        trainer = trainer_class(model=model, args=training_args, train_dataset=data.train,
+                                loss=spec.build_loss(args, model, data),
+                                evaluator=data.dev_evaluator if evaluate_during else None,
+                                callbacks=[jsonl_log_callback(out / "training_log.jsonl")])
+        train_start = time.perf_counter()
+        train_output = trainer.train(resume_from_checkpoint=resume_from)
+        train_seconds = time.perf_counter() - train_start
+        if not trainer.is_world_process_zero():
+            return {}
+        # 5. save, then reload from disk as every user will
+        spec.save(model, out, args)
+        if not args.keep_checkpoints:
+            shutil.rmtree(checkpoint_dir, ignore_errors=True)
+        print(f"saved model to {out}")
+        trained = spec.reload(out, device)
+        # 6. evaluate the trained model
+        after = spec.evaluate(trained, data, args, str(out))
+        dev_after = data.dev_evaluator(trained) if data.dev_evaluator is not None else {}
+        print(f"after training: {after}")
+        # 7. write metrics.json
+        metrics = {
+            "model_type": spec.model_type,
+            "model_name": args.model_name or out.name,
+            "base_model": args.model,
+            "objective": spec.objective_name(args),
+            "datasets": data.datasets,
+            "config": asdict(args),
+            "training": {**training_block(
+                train_output, steps=trainer.state.global_step, epochs=trainer.state.epoch or 0.0,
+                train_examples=len(data.train), batch_size=args.batch_size, learning_rate=args.learning_rate,
+                wall_time_seconds=time.perf_counter() - started, device=device, seed=args.seed,
+                log_history=trainer.state.log_history), "train_seconds": round(train_seconds, 1),
+                "resumed_from": resume_from},
+            "evaluations": evaluation_rows(spec, before, after, data, args),
+            "extra": {**data.extra, "dev_before": rounded(dev_before), "dev_after": rounded(dev_after),
+                      "max_length": args.max_length, **spec.extra(args, trained, data)},
+        }
+        path = write_metrics(out, metrics)
+        print(f"wrote {out} (model), {path}")
+    return metrics
