@@ -1,0 +1,145 @@
+"""Shipping trained re-rankers inside the package (training/ship.py) and loading them by name, offline.
+
+The adapters here are LoRA over the real packaged all-MiniLM-L6-v2 with random (non-zero) weights: what is
+tested is the packaging and loading, which do not depend on how well the weights rank.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ctxir import models
+from ctxir.models import DEFAULT_BI_ENCODER, SHIPPED_CLS_LR, SHIPPED_CROSS_ENCODER, SHIPPED_MODELS
+from ctxir.types import CtxirError
+from training import ship
+from training.train_cross_encoder import LORA_FULL_MODULES, name_adapter_base
+
+PAIR = ("Do statins lower the risk of heart attack?",
+        "Statin therapy reduced myocardial infarction in patients with high cholesterol.")
+
+
+def _metrics(model_type: str, base: str) -> dict:
+    return {"model_type": model_type, "base_model": base}
+
+
+@pytest.fixture(scope="module")
+def trained(minilm_path, tmp_path_factory) -> dict[str, Path]:
+    """A LoRA cross-encoder over the packaged MiniLM (base named by Hub id) and a CLS-LR ranker fitted on it."""
+    import torch
+    from peft import LoraConfig
+    from sentence_transformers import CrossEncoder
+
+    from ctxir.rerank import ClsLrRanker
+
+    root = tmp_path_factory.mktemp("trained")
+    ce = root / "ce-lora"
+    model = CrossEncoder(str(minilm_path), num_labels=1, device="cpu", max_length=64)
+    model.add_adapter(LoraConfig(r=2, lora_alpha=4, target_modules=["query", "value"],
+                                 modules_to_save=LORA_FULL_MODULES))
+    torch.manual_seed(0)
+    for name, param in model.named_parameters():
+        if "lora_B" in name or "modules_to_save" in name:
+            torch.nn.init.normal_(param, std=0.05)
+    model.save_pretrained(str(ce))
+    name_adapter_base(ce, DEFAULT_BI_ENCODER)
+    (ce / "metrics.json").write_text(json.dumps(_metrics("cross-encoder", DEFAULT_BI_ENCODER)))
+    (ce / "train.log").write_text("left behind\n")
+    cls = root / "cls-lr"
+    rng = np.random.default_rng(0)
+    ClsLrRanker.fit(str(ce), rng.normal(size=(40, 384)).astype(np.float32), [0, 1] * 20, device="cpu",
+                    max_length=64).save(cls)
+    (cls / "metrics.json").write_text(json.dumps(_metrics("cls-lr", str(ce))))
+    return {"ce": ce, "cls": cls, "root": root}
+
+
+@pytest.fixture
+def shipped_into(tmp_path, monkeypatch):
+    """Point the shipped-model names at a temporary package folder (and drop cached loads on both sides)."""
+    dest = tmp_path / "assets" / "models"
+    monkeypatch.setitem(SHIPPED_MODELS, SHIPPED_CROSS_ENCODER, dest / "cross-encoder")
+    monkeypatch.setitem(SHIPPED_MODELS, SHIPPED_CLS_LR, dest / "cls-lr")
+    for fn in (models.resolve_model, models.load_cross_encoder, models.load_transformer):
+        fn.cache_clear()
+    yield dest
+    for fn in (models.resolve_model, models.load_cross_encoder, models.load_transformer):
+        fn.cache_clear()
+
+
+def test_shipped_models_load_by_name_offline_and_cls_lr_is_sigmoid_of_coef_dot_cls(trained, shipped_into,
+                                                                                  monkeypatch):
+    import torch
+    from safetensors.numpy import load_file
+
+    from ctxir.rerank import ClsLrRanker, CrossEncoderReranker
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    report = ship.run(ship.ShipArgs(cross_encoder=str(trained["ce"]), cls_lr=str(trained["cls"]),
+                                    dest=str(shipped_into)))
+    files = sorted(p.relative_to(shipped_into).as_posix() for p in shipped_into.rglob("*") if p.is_file())
+    assert "cross-encoder/adapter_model.safetensors" in files and "cls-lr/cls_lr.safetensors" in files
+    assert not any(f.endswith((".bin", ".pt", ".pkl", ".log")) or "model.safetensors" == Path(f).name for f in files)
+    assert 0 < report["size_mb"] <= 10
+    # by name, as the app and `ctxir.evaluate` load them, with the Hub unreachable
+    assert models.resolve_model(SHIPPED_CROSS_ENCODER) == str(shipped_into / "cross-encoder")
+    score = CrossEncoderReranker(SHIPPED_CROSS_ENCODER, "cpu").score_pairs(*PAIR[:1], [PAIR[1]])
+    assert score[0] == pytest.approx(report["cross_encoder_score"], abs=1e-6)
+    ranker = ClsLrRanker.load(SHIPPED_CLS_LR, device="cpu")
+    assert json.loads((shipped_into / "cls-lr" / "cls_lr_config.json").read_text())["base_model"] == \
+        SHIPPED_CROSS_ENCODER
+    # sigmoid(coef · CLS + b) by hand from the shipped weights; CLS = last_hidden_state[:, 0] of the adapted body
+    weights = load_file(str(shipped_into / "cls-lr" / "cls_lr.safetensors"))
+    tokenizer, body = models.load_transformer(SHIPPED_CROSS_ENCODER, "cpu", attentions=False)
+    batch = tokenizer([PAIR[0]], [PAIR[1]], truncation=True, max_length=64, return_tensors="pt")
+    with torch.no_grad():
+        cls = body(**batch).last_hidden_state[:, 0].numpy()[0]  # (hidden,)
+    by_hand = 1 / (1 + np.exp(-(float(weights["coef"] @ cls) + float(weights["intercept"][0]))))
+    assert ranker.predict_proba(*PAIR[:1], [PAIR[1]])[0] == pytest.approx(by_hand, abs=1e-5)
+    # the adapted body is not the base MiniLM: its [CLS] differs, so the adapter really is merged in
+    base_tok, base_body = models.load_transformer(DEFAULT_BI_ENCODER, "cpu", attentions=False)
+    with torch.no_grad():
+        base_cls = base_body(**base_tok([PAIR[0]], [PAIR[1]], truncation=True, max_length=64,
+                                        return_tensors="pt")).last_hidden_state[:, 0].numpy()[0]
+    assert np.abs(base_cls - cls).max() > 1e-3
+
+
+def test_ship_refuses_what_cannot_ship(trained, shipped_into, tmp_path):
+    # a full model: too large to ship, goes to the Hub
+    with pytest.raises(CtxirError, match="not an adapter folder"):
+        ship.run(ship.ShipArgs(cross_encoder=str(trained["cls"]), cls_lr=str(trained["cls"]), dest=str(shipped_into)))
+    # a CLS-LR ranker fitted on another cross-encoder
+    other = tmp_path / "other-cls"
+    other.mkdir()
+    config = json.loads((trained["cls"] / "cls_lr_config.json").read_text())
+    config["base_model"] = DEFAULT_BI_ENCODER
+    (other / "cls_lr_config.json").write_text(json.dumps(config))
+    with pytest.raises(CtxirError, match="fit the CLS-LR ranker on the cross-encoder you ship"):
+        ship.run(ship.ShipArgs(cross_encoder=str(trained["ce"]), cls_lr=str(other), dest=str(shipped_into)))
+    # a size cap, with nothing half-written left in the package folder
+    with pytest.raises(CtxirError, match="over --max-mb 0.01"):
+        ship.run(ship.ShipArgs(cross_encoder=str(trained["ce"]), cls_lr=str(trained["cls"]), dest=str(shipped_into),
+                               max_mb=0.01))
+    assert not shipped_into.exists()
+    assert not [p for p in shipped_into.parent.glob(".ship-*")]
+
+
+def test_check_shippable_refuses_a_pickle(tmp_path):
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "weights.pt").write_bytes(b"\x80\x04K\x01.")
+    with pytest.raises(CtxirError, match=r"refusing to ship \['weights.pt'\]"):
+        ship.check_shippable(tmp_path / "m", 10)
+
+
+@pytest.mark.skipif(not SHIPPED_MODELS[SHIPPED_CROSS_ENCODER].is_dir(), reason="this checkout ships no re-rankers")
+def test_the_shipped_rerankers_rank_a_relevant_document_above_an_irrelevant_one(monkeypatch):
+    from ctxir.rerank import ClsLrRanker, CrossEncoderReranker
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    texts = [PAIR[1], "The river bank was flooded after the storm and the bridge closed."]
+    scores = CrossEncoderReranker(SHIPPED_CROSS_ENCODER, "cpu").score_pairs(PAIR[0], texts)
+    assert scores[0] > scores[1]
+    proba = ClsLrRanker.load(SHIPPED_CLS_LR, device="cpu").predict_proba(PAIR[0], texts)
+    assert proba[0] > proba[1]

