@@ -81,7 +81,7 @@ def test_shipped_models_load_by_name_offline_and_cls_lr_is_sigmoid_of_coef_dot_c
                                     dest=str(shipped_into)))
     files = sorted(p.relative_to(shipped_into).as_posix() for p in shipped_into.rglob("*") if p.is_file())
     assert "cross-encoder/adapter_model.safetensors" in files and "cls-lr/cls_lr.safetensors" in files
-    assert not any(f.endswith((".bin", ".pt", ".pkl", ".log")) or "model.safetensors" == Path(f).name for f in files)
+    assert not any(f.endswith((".bin", ".pt", ".pkl", ".log")) or Path(f).name == "model.safetensors" for f in files)
     assert 0 < report["size_mb"] <= 10
     # by name, as the app and `ctxir.evaluate` load them, with the Hub unreachable
     assert models.resolve_model(SHIPPED_CROSS_ENCODER) == str(shipped_into / "cross-encoder")
@@ -119,7 +119,7 @@ def test_ship_refuses_what_cannot_ship(trained, shipped_into, tmp_path):
     with pytest.raises(CtxirError, match="fit the CLS-LR ranker on the cross-encoder you ship"):
         ship.run(ship.ShipArgs(cross_encoder=str(trained["ce"]), cls_lr=str(other), dest=str(shipped_into)))
     # a size cap, with nothing half-written left in the package folder
-    with pytest.raises(CtxirError, match="over --max-mb 0.01"):
+    with pytest.raises(CtxirError, match=r"over --max-mb 0\.01"):
         ship.run(ship.ShipArgs(cross_encoder=str(trained["ce"]), cls_lr=str(trained["cls"]), dest=str(shipped_into),
                                max_mb=0.01))
     assert not shipped_into.exists()
