@@ -52,7 +52,7 @@ class LayerPooling(torch.nn.Module):
         return features
 
 
-def model_fingerprint(model: torch.nn.Module) -> str:
+def weights_fingerprint(model: torch.nn.Module) -> str:
     """sha256 of the weights: a fine-tuned model never reuses stale embeddings.
 
     Recomputed on every call (~0.2 s for MiniLM) rather than memoised on the object, because a model
@@ -160,7 +160,7 @@ class BiEncoder:
     @property
     def config(self) -> dict:
         """What decides the vectors; the cache key and the run config written to results."""
-        return {"model": str(self.name), "weights": model_fingerprint(self.model), "pooling": self.pooling,
+        return {"model": str(self.name), "weights": weights_fingerprint(self.model), "pooling": self.pooling,
                 "layer": self.layer, "max_seq_length": self.model.max_seq_length, "normalize": True}
 
     @property

@@ -49,6 +49,8 @@ class EvaluateArgs:
         "help": "hybrid only: more bi-encoders fused beside --model (comma-separated ids or folders)"})
     bm25_k1: float = 1.5
     bm25_b: float = 0.75
+    bm25_stemmer: str = field(default="english", metadata={
+        "help": "Snowball stemmer for BM25 (PyStemmer's language names); 'none' reproduces plain bm25s"})
     rerank: Literal["none", "cross-encoder", "cls-lr"] = field(default="none", metadata={"help": "second stage"})
     reranker_model: str = field(default="", metadata={
         "help": "cross-encoder id/folder, or a CLS-LR id/folder for --rerank cls-lr (default: the one shipped "
@@ -110,7 +112,8 @@ def build_pipeline(args: EvaluateArgs, corpus):
 
     parts = []
     if args.retriever in ("bm25", "hybrid"):
-        parts.append(BM25Retriever(corpus, k1=args.bm25_k1, b=args.bm25_b, show_progress=True))
+        parts.append(BM25Retriever(corpus, k1=args.bm25_k1, b=args.bm25_b, show_progress=True,
+                                   stemmer=None if args.bm25_stemmer.lower() == "none" else args.bm25_stemmer))
     if args.retriever in ("dense", "hybrid"):
         parts.append(DenseRetriever(corpus, _encoder(args), index=args.index, show_progress=True))
     if args.retriever == "hybrid":

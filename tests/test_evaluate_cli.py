@@ -67,6 +67,16 @@ def test_cli_errors_are_messages_not_tracebacks(beir_dir, tmp_path, capsys):
     assert "is the split being evaluated" in capsys.readouterr().err
     assert main(["--data", str(beir_dir), "--model", "someone/not-cached-xyz"]) == 2
     assert "not in the local Hugging Face cache" in capsys.readouterr().err
+    assert main(["--data", str(beir_dir), "--retriever", "bm25", "--bm25-stemmer", "klingon"]) == 2
+    assert "stemmer 'klingon' is not known" in capsys.readouterr().err
+
+
+def test_bm25_stemmer_none_is_recorded_and_used(beir_dir, tmp_path):
+    out = tmp_path / "plain.json"
+    assert main(["--data", str(beir_dir), "--retriever", "bm25", "--bm25-stemmer", "none", "--output", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["config"]["bm25_stemmer"] == "none"
+    assert result["first_stage_config"]["stemmer"] is None
 
 
 def test_tuning_picks_the_better_setting_by_hand():

@@ -229,11 +229,14 @@ def base_unseen_queries(base_path: str, all_qids: Sequence[str], positives: dict
 # ---------------------------------------------------------------- features
 
 
-def model_fingerprint(path: str) -> str:
-    """sha256 of a model folder's config and weight files: a retrained model in the same folder misses the cache."""
+def folder_fingerprint(path: str) -> str:
+    """sha256 of a model folder's config and weight files: a retrained model in the same folder misses the cache.
+
+    (Files on disk, where ``ctxir.encoders.weights_fingerprint`` hashes a loaded model's tensors.)
+    """
     digest = hashlib.sha256()
     for f in sorted(Path(path).iterdir()):
-        if f.is_file() and (f.suffix in (".safetensors", ".bin") or f.name in ("config.json", "tokenizer.json")):
+        if f.is_file() and (f.suffix in (".safetensors", ".bin") or f.name in ("config.json", "tokenizer.json", "adapter_config.json")):
             digest.update(f.name.encode())
             with f.open("rb") as handle:
                 for chunk in iter(lambda: handle.read(1 << 20), b""):
@@ -487,7 +490,7 @@ def _run(args, c_grid, scifact, corpus, train_queries, train_qrels, test_queries
     max_length = min(args.max_length or cross_encoder.max_seq_length or positions, positions)
     # The anchor cross-encoder reads exactly the tokens CLS-LR reads (and CrossEncoderReranker agrees).
     cross_encoder.max_seq_length = max_length
-    cache = FeatureCache(args.cache_dir, model_fingerprint(base_path), args.layer, max_length)
+    cache = FeatureCache(args.cache_dir, folder_fingerprint(base_path), args.layer, max_length)
     print(f"cross-encoder {args.base_model!r} ({base_path}) on {device}, max_length {max_length}, layer {args.layer}")
     train_start = time.perf_counter()
     x_all, ce_all = features(cross_encoder, cache, labelled.pairs, args, max_length, "train pairs", timings)
