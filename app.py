@@ -20,6 +20,7 @@ import functools
 import logging
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -32,7 +33,7 @@ import gradio as gr
 import pandas as pd
 
 from ctxir import app_logic as logic
-from ctxir.models import DEFAULT_BI_ENCODER, DEFAULT_CLS_LR, DEFAULT_CROSS_ENCODER
+from ctxir.models import DEFAULT_BI_ENCODER, DEFAULT_CLS_LR, DEFAULT_CROSS_ENCODER, set_threads
 from ctxir.types import CtxirError
 
 logger = logging.getLogger("ctxir.app")
@@ -383,10 +384,14 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # 1. parse flags (environment variables give the defaults)
     (args,) = HfArgumentParser(AppArgs).parse_args_into_dataclasses(args=argv)
-    if args.torch_threads > 0:
-        import torch
-
-        torch.set_num_threads(args.torch_threads)
+    try:
+        set_threads(args.torch_threads)
+    except CtxirError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    # SIGTERM (a container or process manager stopping the app) exits like Ctrl-C, so the atexit clean-up of the
+    # output folder runs instead of leaving it behind.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     # 2. load models and the corpus once, before serving
     started = time.perf_counter()
     try:
