@@ -169,15 +169,35 @@ def merge_adapter(model, path: str | Path):
 
 
 def _adapter_cross_encoder(path: str, device: str):
+    """A sentence-transformers cross-encoder saved with an adapter: its base resolved by ctxir, the adapter merged.
+
+    Two layouts: a sequence-classification head (LoRA + pooler + classifier in the adapter), or a modular one
+    (the adapted body, then the saved Pooling/Dense modules beside it, e.g. a mean-pooling head).
+    """
     from sentence_transformers import CrossEncoder
 
-    settings = _read_json(Path(path) / "sentence_bert_config.json")
+    folder = Path(path)
     base = resolve_model(adapter_base(path))
-    model = CrossEncoder(base, num_labels=1, device=device, trust_remote_code=False,
-                         max_length=settings.get("max_seq_length", 512))
-    merged = merge_adapter(model.model, path)
-    model[0].model = merged
-    return model.to(device).eval()
+    settings = _read_json(folder / "sentence_bert_config.json")
+    # where sentence-transformers keeps the cross-encoder's max length
+    max_length = _read_json(folder / "tokenizer_config.json").get("model_max_length") or 512
+    modules = _read_json(folder / "modules.json") or []
+    if settings.get("transformer_task", "sequence-classification") == "sequence-classification" or len(modules) < 2:
+        model = CrossEncoder(base, num_labels=1, device=device, trust_remote_code=False, max_length=max_length)
+        model[0].model = merge_adapter(model.model, path)
+        return model.to(device).eval()
+    from sentence_transformers.base.modules import Transformer
+    from sentence_transformers.util import import_from_string
+
+    body = Transformer(base, transformer_task=settings["transformer_task"], max_seq_length=max_length)
+    body.model = merge_adapter(body.model, path)
+    rest = []
+    for entry in modules[1:]:
+        if not entry["type"].startswith("sentence_transformers."):
+            raise CtxirError(f"{str(folder / 'modules.json')!r} names module {entry['type']!r}, which is not part of "
+                             "sentence-transformers: ctxir loads no custom code")
+        rest.append(import_from_string(entry["type"]).load(str(folder), subfolder=entry["path"]))
+    return CrossEncoder(modules=[body, *rest], device=device).eval()
 
 
 def _read_json(path: Path) -> dict:
@@ -196,12 +216,16 @@ def load_transformer(name: str = DEFAULT_BI_ENCODER, device: str = "auto", atten
     path = resolve_model(name)
     kwargs = {"attn_implementation": "eager"} if attentions else {}
     try:
-        if is_adapter(path):  # the merged cross-encoder's body: its [CLS] is what the adapted classifier reads
+        if is_adapter(path):  # the merged cross-encoder's body ([CLS] = what a classification head reads)
             base = resolve_model(adapter_base(path))
             tokenizer = AutoTokenizer.from_pretrained(base)
-            classifier = AutoModelForSequenceClassification.from_pretrained(base, num_labels=1,
-                                                                            trust_remote_code=False, **kwargs)
-            model = merge_adapter(classifier, path).base_model
+            task = _read_json(Path(path) / "sentence_bert_config.json").get("transformer_task")
+            if task == "feature-extraction":  # the adapter was saved over the bare body (a pooled head follows it)
+                model = merge_adapter(AutoModel.from_pretrained(base, trust_remote_code=False, **kwargs), path)
+            else:
+                classifier = AutoModelForSequenceClassification.from_pretrained(base, num_labels=1,
+                                                                                trust_remote_code=False, **kwargs)
+                model = merge_adapter(classifier, path).base_model
             return tokenizer, model.to(pick_device(device)).eval()
         tokenizer = AutoTokenizer.from_pretrained(path)
         model = AutoModel.from_pretrained(path, trust_remote_code=False, **kwargs)

@@ -89,6 +89,23 @@ def test_one_pass_matches_ranker_features_and_cross_encoder(tiny_bert_dir):
     np.testing.assert_allclose(tcl.sigmoid(logits), ce.predict(PAIRS, show_progress_bar=False), atol=1e-5)
 
 
+def test_one_pass_runs_a_mean_pooling_head_too(tiny_bert_dir):
+    """A cross-encoder with a modular head (mean pooling → Dense): [CLS] from the body, the score from its modules."""
+    from sentence_transformers import CrossEncoder
+    from sentence_transformers.base.modules import Dense, Transformer
+    from sentence_transformers.sentence_transformer.modules import Pooling
+    from transformers import AutoModel, AutoTokenizer
+
+    torch.manual_seed(0)
+    ce = CrossEncoder(modules=[Transformer(str(tiny_bert_dir), transformer_task="feature-extraction"),
+                               Pooling(32, "mean"), Dense(32, 1, activation_function=None, module_output_name="scores")],
+                      device="cpu")
+    cls, logits = tcl.cross_encoder_pass(ce, PAIRS, layer=-1, max_length=64, batch_size=3)
+    tokenizer, body = AutoTokenizer.from_pretrained(tiny_bert_dir), AutoModel.from_pretrained(tiny_bert_dir).eval()
+    np.testing.assert_allclose(cls, cls_features(body, tokenizer, PAIRS, max_length=64), atol=1e-5)
+    np.testing.assert_allclose(tcl.sigmoid(logits), ce.predict(PAIRS, show_progress_bar=False), atol=1e-5)
+
+
 def test_fit_logistic_folds_scaling_into_coef():
     rng = np.random.default_rng(0)
     x = rng.normal(size=(200, 16)) * rng.uniform(0.1, 50, size=16) + rng.normal(size=16) * 10  # uneven scales

@@ -10,6 +10,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from ctxir.types import CtxirError
@@ -370,8 +371,8 @@ def test_scripts_on_shared_data(script, argv, tiny_bert_dir, shared_data, tmp_pa
     assert all(d["path"].startswith(str(shared_data)) for d in metrics["datasets"])
 
 
-@pytest.mark.parametrize("loss", ["bce", "lambda"])
-def test_cross_encoder_lora_adapter_with_pseudo_queries(tiny_bert_dir, toy_root, tmp_path, loss):
+@pytest.mark.parametrize(("loss", "head"), [("bce", "cls"), ("lambda", "cls"), ("bce", "mean")])
+def test_cross_encoder_lora_adapter_with_pseudo_queries(tiny_bert_dir, toy_root, tmp_path, loss, head):
     # --lora-r writes only the adapter (LoRA + pooler + classifier) and names its base as given; ctxir loads it
     # merged into the base and scores exactly as the trained model did.
     from ctxir.models import is_adapter, load_cross_encoder
@@ -379,7 +380,7 @@ def test_cross_encoder_lora_adapter_with_pseudo_queries(tiny_bert_dir, toy_root,
     out = tmp_path / "out"
     args = ["--task", "scifact", "--model", str(tiny_bert_dir), "--data-dir", str(toy_root), "--output-dir", str(out),
             "--device", "cpu", "--max-steps", "2", "--batch-size", "4", "--num-negatives", "2", "--rerank-depth", "4",
-            "--dev-queries", "2", "--lora-r", "2", "--pseudo-queries", "5", "--loss", loss,
+            "--dev-queries", "2", "--lora-r", "2", "--pseudo-queries", "5", "--loss", loss, "--head", head,
             "--learning-rate", "1e-2", "--torch-threads", "1"]
     assert train_cross_encoder.main(args) == 0
     assert is_adapter(out) and not (out / "model.safetensors").exists()
@@ -391,5 +392,11 @@ def test_cross_encoder_lora_adapter_with_pseudo_queries(tiny_bert_dir, toy_root,
     model = load_cross_encoder(str(out), "cpu")
     base = load_cross_encoder(str(tiny_bert_dir), "cpu", num_labels=1)
     pairs = [("the cat", "the dog"), ("river water", "the river bank is on the water")]
-    # the adapter (and the trained classifier) changed the scores: this is not the base with a random head
+    # the adapter (and the trained head) changed the scores: this is not the base with a random head
     assert not (model.predict(pairs) == base.predict(pairs)).all()
+    # sentence-transformers' own loader (adapter kept unmerged) scores as ctxir's merged one does
+    from sentence_transformers import CrossEncoder
+
+    np.testing.assert_allclose(CrossEncoder(str(out), device="cpu").predict(pairs), model.predict(pairs), atol=1e-5)
+    if head == "mean":
+        assert (out / "1_Pooling").is_dir() and (out / "2_Dense").is_dir()

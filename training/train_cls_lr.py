@@ -265,7 +265,14 @@ def cross_encoder_pass(cross_encoder, pairs: Sequence[Pair], layer: int, max_len
                         truncation="longest_first", max_length=max_length, return_tensors="pt").to(device)
         out = model(**enc, output_hidden_states=True)
         cls[idx] = out.hidden_states[layer][:, 0].float().cpu().numpy()  # (batch, tokens, hidden) → (batch, hidden)
-        logits[idx] = out.logits[:, -1].float().cpu().numpy()  # (batch, labels): last column = "relevant"
+        if getattr(out, "logits", None) is not None:  # a sequence-classification head
+            scores = out.logits  # (batch, labels): last column = "relevant"
+        else:  # a modular head (e.g. mean pooling → Dense): run the cross-encoder's own modules on the tokens
+            features = {"token_embeddings": out.last_hidden_state, "attention_mask": enc["attention_mask"]}
+            for module in list(cross_encoder)[1:]:
+                features = module(features)
+            scores = features["scores"].reshape(len(idx), -1)  # (batch, labels)
+        logits[idx] = scores[:, -1].float().cpu().numpy()
     return cls, logits
 
 

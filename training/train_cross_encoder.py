@@ -64,6 +64,10 @@ class CrossEncoderArgs(TrainerRunArgs):
         "help": "starting model: Hub id or folder; a bi-encoder/plain BERT gets a fresh one-logit head"})
     loss: Literal["auto", "bce", "mse", "lambda", "listnet"] = field(default="auto", metadata={
         "help": "auto = bce; scifact also lambda / listnet (listwise over the positive and its negatives)"})
+    head: Literal["cls", "mean"] = field(default="cls", metadata={
+        "help": "cls = the usual classifier on [CLS] (through BERT's pooler); mean = a linear score on the mean of "
+                "all token vectors, which a mean-pooling bi-encoder body such as all-MiniLM-L6-v2 already makes "
+                "meaningful (its [CLS] was never trained)"})
     lora_r: int = field(default=0, metadata={
         "help": "0 = full fine-tuning; r > 0 = a LoRA adapter of rank r (PEFT) over the starting model, with the "
                 "pooler and classifier trained in full: the output folder holds only the adapter (a few MB)"})
@@ -316,16 +320,27 @@ def check(args: CrossEncoderArgs) -> None:
 def load(args: CrossEncoderArgs, device: str):
     from sentence_transformers import CrossEncoder
 
-    # a body without a classifier (a bi-encoder, plain BERT) gets a fresh one-logit head
-    model = CrossEncoder(resolve_model(args.model), num_labels=1, device=device)
+    path = resolve_model(args.model)
+    if args.head == "mean":
+        from sentence_transformers.base.modules import Dense, Transformer
+        from sentence_transformers.sentence_transformer.modules import Pooling
+
+        body = Transformer(path, transformer_task="feature-extraction")
+        hidden = body.model.config.hidden_size
+        model = CrossEncoder(modules=[body, Pooling(hidden, "mean"), Dense(hidden, 1, activation_function=None,
+                                                                            module_output_name="scores")],
+                             device=device)
+    else:  # a body without a classifier (a bi-encoder, plain BERT) gets a fresh one-logit head
+        model = CrossEncoder(path, num_labels=1, device=device)
     # Never beyond the position embeddings the body was trained with (512 for BERT, 128 for toy models).
-    model.max_seq_length = min(args.max_length, model.config.max_position_embeddings)
+    model.max_seq_length = min(args.max_length, model.model.config.max_position_embeddings)
     if args.lora_r > 0:
         from peft import LoraConfig
 
+        # the mean head's Dense sits outside the transformer and trains in full anyway
         model.add_adapter(LoraConfig(r=args.lora_r, lora_alpha=args.lora_alpha or 2 * args.lora_r,
                                      lora_dropout=0.1, target_modules=LORA_TARGETS,
-                                     modules_to_save=LORA_FULL_MODULES))
+                                     modules_to_save=LORA_FULL_MODULES if args.head == "cls" else None))
     return model
 
 
