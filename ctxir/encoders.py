@@ -65,8 +65,16 @@ def weights_fingerprint(model: torch.nn.Module) -> str:
     return digest.hexdigest()[:16]
 
 
+def cache_root(root: str | Path | None = None) -> Path:
+    """ctxir's cache folder: ``root`` (e.g. ``--cache-dir``), else ``$CTXIR_CACHE``, else ``~/.cache/ctxir``.
+
+    Both name the same thing, the root; each kind of cache keeps a sub-folder of it (``embeddings/``).
+    """
+    return Path(root or os.environ.get("CTXIR_CACHE") or Path.home() / ".cache" / "ctxir").expanduser()
+
+
 def default_cache_dir() -> Path:
-    return Path(os.environ.get("CTXIR_CACHE", Path.home() / ".cache" / "ctxir")) / "embeddings"
+    return cache_root() / "embeddings"
 
 
 class EmbeddingCache:

@@ -67,14 +67,17 @@ class EvaluateArgs:
     batch_size: int = 32
     torch_threads: int = field(default=0, metadata={"help": "CPU threads for torch (0 = torch's default)"})
     output: str = field(default="", metadata={"help": "JSON path (default: results/<data>-<config>.json)"})
-    cache_dir: str = field(default="", metadata={"help": "embedding cache folder (default ~/.cache/ctxir)"})
+    cache_dir: str = field(default="", metadata={
+        "help": "ctxir cache folder, as CTXIR_CACHE (default $CTXIR_CACHE, else ~/.cache/ctxir); embeddings are kept "
+                "in its embeddings/ sub-folder"})
 
 
 def _encoder(args: EvaluateArgs, model: str = ""):
-    from ctxir.encoders import BiEncoder, EmbeddingCache
+    from ctxir.encoders import BiEncoder, EmbeddingCache, cache_root
 
     return BiEncoder(model or args.model, pooling=None if args.pooling == "model" else args.pooling, layer=args.layer,
-                     device=args.device, cache=EmbeddingCache(args.cache_dir) if args.cache_dir else True,
+                     device=args.device,
+                     cache=EmbeddingCache(cache_root(args.cache_dir) / "embeddings") if args.cache_dir else True,
                      batch_size=args.batch_size)
 
 

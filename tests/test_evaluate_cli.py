@@ -43,6 +43,9 @@ def test_dense_cli_with_model_folder_and_pooling(beir_dir, tmp_path, tiny_bert_d
     result = json.loads(out.read_text())
     assert result["tuned_fusion"]["metric"] == "nDCG@10" and result["config"]["pooling"] == "cls"
     assert 0 < result["metrics"]["hybrid"]["nDCG@10"] <= 1
+    # --cache-dir names the cache root, as CTXIR_CACHE does: embeddings land in its embeddings/ sub-folder
+    assert list((tmp_path / "cache" / "embeddings").glob("*.npy"))
+    assert not list((tmp_path / "cache").glob("*.npy"))
 
 
 def test_sts_cli(tmp_path, minilm_path):
