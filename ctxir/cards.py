@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ctxir.names import looks_like_hub_id
 from ctxir.types import CtxirError
 
 METRICS_FILE = "metrics.json"
@@ -372,7 +373,7 @@ def _base_display(base: str, base_model_id: str | None) -> str:
     """How the body names the base model: its Hub id, else a local folder's name (not the trainer's path)."""
     if base_model_id:
         return base_model_id
-    if re.fullmatch(r"[A-Za-z0-9][\w.-]*/[\w.-]+", base) and not Path(base).expanduser().exists():
+    if looks_like_hub_id(base):
         return base
     return f"{Path(base).name} (a local training output)"
 

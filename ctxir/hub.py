@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import re
 import shlex
 import shutil
 import sys
@@ -40,11 +39,12 @@ from ctxir.cards import (
     render_card,
     training_license,
 )
+from ctxir.names import CLS_LR_CONFIG, CLS_LR_WEIGHTS
+from ctxir.names import looks_like_hub_id as _looks_like_hub_id
 from ctxir.types import CtxirError
 
 README = "README.md"
 FIGURES_DIR = "figures"
-CLS_LR_WEIGHTS, CLS_LR_CONFIG = "cls_lr.safetensors", "cls_lr_config.json"  # as in ctxir.rerank
 # What SentenceTransformer / CrossEncoder / AutoModel / AutoTokenizer read from a model folder.
 MODEL_FILE_PATTERNS = ("*.json", "*.safetensors", "vocab.txt", "merges.txt", "*.model", "tokenizer*")
 # The transformer body of the CLS-LR ranker: AutoModel + AutoTokenizer only (not the sentence-transformers
@@ -150,10 +150,6 @@ def check_repo_id(repo_id: str) -> str:
     except HFValidationError as err:
         raise CtxirError(f"--repo-id {repo_id!r} is not a valid Hub id: {err}") from err
     return repo_id
-
-
-def _looks_like_hub_id(name: str) -> bool:
-    return bool(re.fullmatch(r"[A-Za-z0-9][\w.-]*/[\w.-]+", name or "")) and not Path(name).expanduser().exists()
 
 
 def default_staging_dir(model_dir: str | Path, repo_id: str) -> Path:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from ctxir.names import ADAPTER_CONFIG, CLS_LR_CONFIG
 from ctxir.types import CtxirError
 
 DEFAULT_BI_ENCODER = "sentence-transformers/all-MiniLM-L6-v2"
@@ -36,7 +37,6 @@ SHIPPED_MODELS = {SHIPPED_CROSS_ENCODER: ASSETS_MODELS / "cross-encoder", SHIPPE
 DEFAULT_CROSS_ENCODER = (SHIPPED_CROSS_ENCODER if SHIPPED_MODELS[SHIPPED_CROSS_ENCODER].is_dir()
                          else MS_MARCO_CROSS_ENCODER)
 DEFAULT_CLS_LR = SHIPPED_CLS_LR if SHIPPED_MODELS[SHIPPED_CLS_LR].is_dir() else ""
-ADAPTER_CONFIG = "adapter_config.json"
 _PACKAGED_ALIASES = {DEFAULT_BI_ENCODER, "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"}
 # Only what the standard loaders read: skips ONNX/OpenVINO/TF/Flax copies a repo may also hold.
 _ALLOW_PATTERNS = ["*.json", "*.safetensors", "*.txt", "*.model", "*.md", "tokenizer*", "*.npz"]
@@ -67,7 +67,7 @@ def resolve_model(name: str) -> str:
         return str(SHIPPED_MODELS[name])
     local = Path(name).expanduser()
     if local.exists():
-        if not any((local / f).is_file() for f in ("config.json", "modules.json", ADAPTER_CONFIG, "cls_lr_config.json")):
+        if not any((local / f).is_file() for f in ("config.json", "modules.json", ADAPTER_CONFIG, CLS_LR_CONFIG)):
             raise CtxirError(f"model folder {name!r} has no config.json, modules.json or {ADAPTER_CONFIG}: point at "
                              "the folder a training script or `hf download` wrote")
         return str(local.resolve())

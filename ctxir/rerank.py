@@ -15,11 +15,8 @@ import numpy as np
 import torch
 
 from ctxir.models import DEFAULT_CROSS_ENCODER, load_cross_encoder, load_transformer, pick_device
+from ctxir.names import CLS_LR_CONFIG, CLS_LR_FORMAT, CLS_LR_WEIGHTS
 from ctxir.types import Corpus, CtxirError, Hit, doc_text
-
-CLS_LR_WEIGHTS = "cls_lr.safetensors"
-CLS_LR_CONFIG = "cls_lr_config.json"
-CLS_LR_FORMAT = "ctxir-cls-lr/1"
 
 
 class Reranker(ABC):

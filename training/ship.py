@@ -33,7 +33,7 @@ from ctxir.models import (
     adapter_base,
     is_adapter,
 )
-from ctxir.rerank import CLS_LR_CONFIG, CLS_LR_WEIGHTS
+from ctxir.names import CLS_LR_CONFIG, CLS_LR_WEIGHTS
 from ctxir.types import CtxirError
 from training.common import cli_main
 

@@ -1,0 +1,18 @@
+"""Names shared by several modules: saved-file names and the Hub-id pattern. Imports nothing heavy (no torch), so
+``ctxir.hub`` and ``ctxir.cards`` can use them without loading models."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+CLS_LR_WEIGHTS = "cls_lr.safetensors"
+CLS_LR_CONFIG = "cls_lr_config.json"
+CLS_LR_FORMAT = "ctxir-cls-lr/1"
+ADAPTER_CONFIG = "adapter_config.json"  # a PEFT adapter folder
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+
+
+def looks_like_hub_id(name: str) -> bool:
+    """'owner/name' that is not also an existing local path (a folder wins, as in ``resolve_model``)."""
+    return bool(HUB_ID.fullmatch(name or "")) and not Path(name).expanduser().exists()
