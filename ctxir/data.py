@@ -283,6 +283,37 @@ def load_sts(path: PathLike, split: str | None = None) -> list[tuple[str, str, f
     return pairs
 
 
+def load_pairs(path: PathLike) -> list[tuple[str, str]]:
+    """A paired-retrieval file → [(query, target)]: query i's one correct target is target i, every other target
+    a distractor (e.g. a compression and its original sentence).
+
+    ``.jsonl``: one ``{"query": ..., "target": ...}`` per line; otherwise tab-separated ``query<TAB>target`` lines,
+    with an optional ``query<TAB>target`` header.
+    """
+    p = _file(path, "a pairs file: query<TAB>target lines (.tsv) or {\"query\", \"target\"} lines (.jsonl)")
+    text = _read_text(p)
+    pairs: list[tuple[str, str]] = []
+    if p.suffix.lower() == ".jsonl":
+        expected = 'a JSON object with non-empty string "query" and "target"'
+        for line_no, line in _lines(text):
+            obj = _json_object(p, line_no, line, expected)
+            query, target = obj.get("query"), obj.get("target")
+            if not isinstance(query, str) or not isinstance(target, str) or not query.strip() or not target.strip():
+                raise _bad_line(p, line_no, expected, line)
+            pairs.append((query.strip(), target.strip()))
+    else:
+        expected = "2 tab-separated columns: query, target"
+        for line_no, row in _tsv_rows(text):
+            if not pairs and [f.strip().lower() for f in row] == ["query", "target"]:
+                continue
+            if len(row) != 2 or not row[0].strip() or not row[1].strip():
+                raise _bad_line(p, line_no, expected, "\t".join(row))
+            pairs.append((row[0].strip(), row[1].strip()))
+    if not pairs:
+        raise CtxirError(f"{_name(p)} contains no (query, target) pairs.")
+    return pairs
+
+
 def _nli_label(path: Path, line_no: int, value: str) -> str:
     label = value.strip().lower()
     if label not in NLI_LABELS:

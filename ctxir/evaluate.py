@@ -34,7 +34,8 @@ SHOWN_METRICS = ("nDCG@10", "MRR@10", "MAP@100", "Recall@10", "Recall@100", "P@1
 
 @dataclass
 class EvaluateArgs:
-    data: str = field(metadata={"help": "BEIR folder (corpus.jsonl, queries.jsonl, qrels/) or an STS-B .csv file"})
+    data: str = field(metadata={"help": "BEIR folder (corpus.jsonl, queries.jsonl, qrels/), an STS-B .csv file, or "
+                                        "a pairs file for --task paired"})
     split: str = field(default="test", metadata={"help": "qrels split (BEIR) or STS-B split when --data is a folder"})
     retriever: Literal["bm25", "dense", "hybrid"] = field(default="dense", metadata={"help": "first stage"})
     model: str = field(default="sentence-transformers/all-MiniLM-L6-v2", metadata={"help": "bi-encoder id or folder"})
@@ -61,6 +62,10 @@ class EvaluateArgs:
     tune_queries: str = field(default="", metadata={
         "help": "only these --tune-on queries: a file of ids (one per line) or a training run's metrics.json "
                 "(its held-out query ids, which the model never trained on)"})
+    task: Literal["auto", "retrieval", "sts", "paired"] = field(default="auto", metadata={
+        "help": "auto = from --data (a BEIR folder → retrieval, an STS-B csv → sts); paired = find each query's one "
+                "target among all targets of a pairs file (query<TAB>target .tsv or .jsonl), Recall@k and MRR"})
+    k_values: str = field(default="1,5,10,20,50", metadata={"help": "--task paired: the k of Recall@k"})
     top_k: int = field(default=100, metadata={"help": "first-stage depth (and the re-ranked candidates)"})
     max_queries: int = field(default=0, metadata={"help": "evaluate only the first N queries (0 = all)"})
     device: str = field(default="auto", metadata={"help": "auto, cpu, cuda, mps"})
@@ -106,6 +111,22 @@ def run_sts(args: EvaluateArgs) -> dict:
         system = f"{args.model} ({encoder.pooling} pooling, layer {encoder.layer})"
     return {"task": "sts", "system": system, "metrics": {system: sts_correlation(list(predicted), gold)},
             "num_pairs": len(pairs)}
+
+
+def run_paired(args: EvaluateArgs) -> dict:
+    from ctxir.data import load_pairs
+    from ctxir.evaluation import paired_retrieval
+
+    try:
+        k_values = [int(k) for k in args.k_values.split(",")]
+    except ValueError as err:
+        raise CtxirError(f"--k-values {args.k_values!r} must be whole numbers separated by commas, e.g. '1,5,10'") \
+            from err
+    pairs = load_pairs(args.data)
+    encoder = _encoder(args)
+    system = f"{args.model} ({encoder.pooling} pooling, layer {encoder.layer})"
+    metrics = paired_retrieval(encoder, [q for q, _ in pairs], [t for _, t in pairs], k_values)
+    return {"task": "paired", "system": system, "metrics": {system: metrics}, "num_pairs": len(pairs)}
 
 
 def build_pipeline(args: EvaluateArgs, corpus):
@@ -251,7 +272,8 @@ def run(args: EvaluateArgs) -> dict:
                              "train one with `python training/train_cls_lr.py` and pass its folder")
     set_threads(args.torch_threads)
     # 2. run and score it
-    result = run_sts(args) if _is_sts(path) else run_retrieval(args)
+    task = args.task if args.task != "auto" else ("sts" if _is_sts(path) else "retrieval")
+    result = {"sts": run_sts, "retrieval": run_retrieval, "paired": run_paired}[task](args)
     # 3. record what produced the numbers
     result["config"] = asdict(args)
     result["environment"] = {"python": platform.python_version(), "machine": platform.machine(),

@@ -439,3 +439,20 @@ def test_real_jsonl_roundtrip_sample(data: Path) -> None:
     first = json.loads((data / "scifact" / "corpus.jsonl").open(encoding="utf-8").readline())
     doc = load_corpus(data / "scifact" / "corpus.jsonl")[first["_id"]]
     assert doc == {"title": first["title"], "text": first["text"]}
+
+
+def test_load_pairs_tsv_and_jsonl(tmp_path):
+    from ctxir.data import load_pairs
+
+    (tmp_path / "p.jsonl").write_text('{"query": "a short one", "target": "a much longer original sentence"}\n\n'
+                                      '{"query": "two", "target": "second target"}\n')
+    assert load_pairs(tmp_path / "p.jsonl") == [("a short one", "a much longer original sentence"),
+                                                ("two", "second target")]
+    (tmp_path / "p.tsv").write_text("x\ty\n")
+    assert load_pairs(tmp_path / "p.tsv") == [("x", "y")]
+    (tmp_path / "bad.jsonl").write_text('{"query": "q"}\n')
+    with pytest.raises(CtxirError, match=r'bad.jsonl line 1: expected a JSON object with non-empty string "query"'):
+        load_pairs(tmp_path / "bad.jsonl")
+    (tmp_path / "empty.tsv").write_text("query\ttarget\n")
+    with pytest.raises(CtxirError, match="contains no"):
+        load_pairs(tmp_path / "empty.tsv")

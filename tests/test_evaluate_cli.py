@@ -201,3 +201,23 @@ def test_command_line_round_trips_through_the_parser():
     assert line == "python -m ctxir.evaluate --data data/x --retriever hybrid --tune-on train --top-k 20"
     (parsed,) = HfArgumentParser(EvaluateArgs).parse_args_into_dataclasses(args=line.split()[3:])
     assert (parsed.data, parsed.retriever, parsed.tune_on, parsed.top_k) == ("data/x", "hybrid", "train", 20)
+
+
+def test_paired_task_on_a_pairs_file(tmp_path, tiny_bert_dir, capsys):
+    """--task paired: each query's one target among all targets, Recall@k for the chosen k and MRR."""
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("query\ttarget\nthe cat sat\tthe cat sat on the dog\nriver water\tthe river bank is on the water\n"
+                     "tea coffee\tshe sat at the coffee and tea\n")
+    out = tmp_path / "p.json"
+    assert main(["--data", str(pairs), "--task", "paired", "--model", str(tiny_bert_dir), "--k-values", "1,2",
+                 "--output", str(out)]) == 0
+    result = json.loads(out.read_text())
+    metrics = next(iter(result["metrics"].values()))
+    assert result["task"] == "paired" and result["num_pairs"] == 3
+    assert set(metrics) == {"Recall@1", "Recall@2", "MRR"}
+    assert 0 <= metrics["Recall@1"] <= metrics["Recall@2"] <= 1 and 1 / 3 <= metrics["MRR"] <= 1
+    (tmp_path / "bad.tsv").write_text("only one column\n")
+    assert main(["--data", str(tmp_path / "bad.tsv"), "--task", "paired", "--model", str(tiny_bert_dir)]) == 2
+    assert "bad.tsv line 1: expected 2 tab-separated columns: query, target" in capsys.readouterr().err
+    assert main(["--data", str(pairs), "--task", "paired", "--model", str(tiny_bert_dir), "--k-values", "1,x"]) == 2
+    assert "--k-values '1,x' must be whole numbers" in capsys.readouterr().err
