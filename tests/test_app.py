@@ -8,9 +8,7 @@ cross-encoder are not meaningful; tests check what the app does with them (order
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
-import tempfile
 
 import numpy as np
 import pytest
@@ -18,31 +16,10 @@ import pytest
 from ctxir import app_logic as logic
 from ctxir.types import CtxirError
 
-TOPICS = ("finance-", "geography-", "animals-0")  # 51 demo passages: both senses of "bank", otters, bats
-
-
-@functools.cache
-def build_test_state(minilm_path: str) -> logic.AppState:
-    """One shared AppState per test session (test_app_client and test_browser reuse it)."""
-    from ctxir.encoders import EmbeddingCache
-    from ctxir.models import load_bi_encoder, load_cross_encoder, load_transformer
-    from ctxir.rerank import ClsLrRanker, cls_features
-
-    bi = load_bi_encoder(minilm_path, "cpu")
-    cross = load_cross_encoder(minilm_path, "cpu", num_labels=1)
-    tokenizer, body = load_transformer(minilm_path, "cpu", attentions=False)
-    pairs = [("river otters", "Otters dig dens in the river bank."), ("savings account", "Open a savings account."),
-             ("river otters", "Banks approve loans."), ("savings account", "Bats hunt moths at night.")]
-    ranker = ClsLrRanker.fit(minilm_path, cls_features(body, tokenizer, pairs), [1, 1, 0, 0], device="cpu")
-    models = logic.AppModels.from_objects(bi, "all-MiniLM-L6-v2", cross_encoder=cross, cls_lr=ranker)
-    corpus = {i: d for i, d in logic.demo_corpus().items() if i.startswith(TOPICS)}
-    cache = EmbeddingCache(tempfile.mkdtemp(prefix="ctxir-test-cache-"))
-    return logic.AppState(models, logic.AppConfig(device="cpu"), corpus, "demo-subset", cache=cache)
-
 
 @pytest.fixture(scope="module")
-def state(minilm_path):
-    return build_test_state(str(minilm_path))
+def state(app_state):
+    return app_state
 
 
 @pytest.fixture(scope="module")

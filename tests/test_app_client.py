@@ -12,7 +12,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_app import build_test_state
 
 from ctxir import app_logic as logic
 
@@ -26,14 +25,13 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def served(minilm_path):
+def served(app_state):
     """(client, url) for the app launched in this process; closed after the module."""
     from gradio_client import Client
 
     import app
 
-    state = build_test_state(str(minilm_path))
-    demo = app.build_demo(state)
+    demo = app.build_demo(app_state)
     port = free_port()
     demo.queue().launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
                         allowed_paths=[str(demo.ctxir_outputs.root)])

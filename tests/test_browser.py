@@ -12,7 +12,6 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from test_app import build_test_state
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -27,10 +26,10 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def app_url(minilm_path):
+def app_url(app_state):
     import app
 
-    demo = app.build_demo(build_test_state(str(minilm_path)))
+    demo = app.build_demo(app_state)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
