@@ -56,6 +56,38 @@ def trained(minilm_path, tmp_path_factory) -> dict[str, Path]:
     return {"ce": ce, "cls": cls, "root": root}
 
 
+@pytest.fixture(scope="module")
+def trained_mean_head(minilm_path, tmp_path_factory) -> dict[str, Path]:
+    """The modular layout: LoRA over the packaged MiniLM's body, then mean pooling and a Dense score."""
+    import torch
+    from peft import LoraConfig
+    from sentence_transformers import CrossEncoder
+    from sentence_transformers.base.modules import Dense, Transformer
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    from ctxir.rerank import ClsLrRanker
+
+    root = tmp_path_factory.mktemp("trained-mean")
+    ce = root / "ce-mean-lora"
+    model = CrossEncoder(modules=[Transformer(str(minilm_path), transformer_task="feature-extraction", max_seq_length=64),
+                                  Pooling(384, "mean"), Dense(384, 1, activation_function=None,
+                                                              module_output_name="scores")], device="cpu")
+    model.add_adapter(LoraConfig(r=2, lora_alpha=4, target_modules=["query", "value"]))
+    torch.manual_seed(0)
+    for name, param in model.named_parameters():
+        if "lora_B" in name:
+            torch.nn.init.normal_(param, std=0.05)
+    model.save_pretrained(str(ce))
+    name_adapter_base(ce, DEFAULT_BI_ENCODER)
+    (ce / "metrics.json").write_text(json.dumps(_metrics("cross-encoder", DEFAULT_BI_ENCODER)))
+    cls = root / "cls-lr"
+    rng = np.random.default_rng(0)
+    ClsLrRanker.fit(str(ce), rng.normal(size=(40, 384)).astype(np.float32), [0, 1] * 20, device="cpu",
+                    max_length=64).save(cls)
+    (cls / "metrics.json").write_text(json.dumps(_metrics("cls-lr", str(ce))))
+    return {"ce": ce, "cls": cls}
+
+
 @pytest.fixture
 def shipped_into(tmp_path, monkeypatch):
     """Point the shipped-model names at a temporary package folder (and drop cached loads on both sides)."""
@@ -104,6 +136,17 @@ def test_shipped_models_load_by_name_offline_and_cls_lr_is_sigmoid_of_coef_dot_c
         base_cls = base_body(**base_tok([PAIR[0]], [PAIR[1]], truncation=True, max_length=64,
                                         return_tensors="pt")).last_hidden_state[:, 0].numpy()[0]
     assert np.abs(base_cls - cls).max() > 1e-3
+
+
+def test_a_mean_pooling_head_ships_with_its_modules(trained_mean_head, shipped_into, monkeypatch):
+    from ctxir.rerank import CrossEncoderReranker
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    report = ship.run(ship.ShipArgs(cross_encoder=str(trained_mean_head["ce"]), cls_lr=str(trained_mean_head["cls"]),
+                                    dest=str(shipped_into)))
+    assert (shipped_into / "cross-encoder" / "2_Dense" / "model.safetensors").is_file()
+    score = CrossEncoderReranker(SHIPPED_CROSS_ENCODER, "cpu").score_pairs(*PAIR[:1], [PAIR[1]])[0]
+    assert score == pytest.approx(report["cross_encoder_score"], abs=1e-6)
 
 
 def test_ship_refuses_what_cannot_ship(trained, shipped_into, tmp_path):

@@ -100,8 +100,13 @@ def run(args: ShipArgs) -> dict:
     dest.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".ship-", dir=dest.parent))
     try:
-        _copy(ce_src, work / SHIPPED_MODELS[SHIPPED_CROSS_ENCODER].name, CROSS_ENCODER_FILES,
-              (ADAPTER_CONFIG, "adapter_model.safetensors", "metrics.json"))
+        ce_dest = work / SHIPPED_MODELS[SHIPPED_CROSS_ENCODER].name
+        _copy(ce_src, ce_dest, CROSS_ENCODER_FILES, (ADAPTER_CONFIG, "adapter_model.safetensors", "metrics.json"))
+        # a modular head (e.g. --head mean) keeps its modules in sub-folders named by modules.json
+        modules = json.loads((ce_src / "modules.json").read_text()) if (ce_src / "modules.json").is_file() else []
+        for entry in modules:
+            if entry.get("path"):
+                shutil.copytree(ce_src / entry["path"], ce_dest / entry["path"])
         _copy(cls_src, work / SHIPPED_MODELS[SHIPPED_CLS_LR].name, CLS_LR_FILES, CLS_LR_FILES)
         shipped_cls = work / SHIPPED_MODELS[SHIPPED_CLS_LR].name / CLS_LR_CONFIG
         cls_config["base_model"] = SHIPPED_CROSS_ENCODER  # by name: resolves to the packaged adapter
