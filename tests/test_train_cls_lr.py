@@ -326,3 +326,19 @@ def test_real_scifact_run_with_minilm(shared_data, minilm_path, tmp_path):
     assert metrics["extra"]["queries"] == {"fit": 32, "heldout": 8, "heldout_reported": 8, "test": 5}
     ranker = ClsLrRanker.load(out, device="cpu")
     assert ranker.coef.shape == (384,) and ranker.max_length == 128
+
+
+def test_feature_cache_round_trips_and_treats_a_torn_file_as_a_miss(tmp_path):
+    cache = tcl.FeatureCache(str(tmp_path), "model", -1, 64)
+    pairs = [("q", "d1"), ("q", "d2")]
+    cls, logits = np.arange(6, dtype=np.float32).reshape(2, 3), np.array([0.5, -1.0], dtype=np.float32)
+    assert cache.get(pairs) is None
+    cache.put(pairs, cls, logits)
+    got = cache.get(pairs)
+    np.testing.assert_array_equal(got[0], cls)
+    np.testing.assert_array_equal(got[1], logits)
+    assert not list(tmp_path.glob("*.tmp*"))  # written through a temporary file, then renamed
+    key = cache.key(pairs)
+    (tmp_path / f"{key}-logit.npy").write_bytes(b"\x93NUMPY half a fi")  # a write cut short
+    assert cache.get(pairs) is None
+    assert tcl.FeatureCache(str(tmp_path), "model", -1, 128).get(pairs) is None  # another max_length: another key

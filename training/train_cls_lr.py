@@ -277,10 +277,13 @@ def cross_encoder_pass(cross_encoder, pairs: Sequence[Pair], layer: int, max_len
 
 
 class FeatureCache:
-    """[CLS] + logit arrays as .npy (never pickle), keyed by model fingerprint, layer, max_length and the pairs."""
+    """[CLS] + logit arrays as .npy (never pickle) in an ``EmbeddingCache`` (the one atomic .npy store), keyed by model
+    fingerprint, layer, max_length and the pairs."""
 
     def __init__(self, root: str, model_key: str, layer: int, max_length: int):
-        self.root = Path(root).expanduser() if root else None
+        from ctxir.encoders import EmbeddingCache
+
+        self.store = EmbeddingCache(Path(root).expanduser()) if root else None
         self.prefix = f"{model_key}:{layer}:{max_length}"
 
     def key(self, pairs: Sequence[Pair]) -> str:
@@ -290,28 +293,27 @@ class FeatureCache:
         return digest.hexdigest()[:32]
 
     def get(self, pairs: Sequence[Pair]) -> tuple[np.ndarray, np.ndarray] | None:
-        if self.root is None:
+        if self.store is None:
             return None
-        base = self.root / self.key(pairs)
-        if not (base.with_suffix(".cls.npy").is_file() and base.with_suffix(".logit.npy").is_file()):
-            return None
-        return (np.load(base.with_suffix(".cls.npy"), allow_pickle=False),
-                np.load(base.with_suffix(".logit.npy"), allow_pickle=False))
+        key = self.key(pairs)
+        cls, logits = self.store.get(f"{key}-cls"), self.store.get(f"{key}-logit")
+        return None if cls is None or logits is None else (cls, logits)
 
     def put(self, pairs: Sequence[Pair], cls: np.ndarray, logits: np.ndarray) -> None:
-        if self.root is None:
+        if self.store is None:
             return
-        self.root.mkdir(parents=True, exist_ok=True)
-        base = self.root / self.key(pairs)
-        np.save(base.with_suffix(".cls.npy"), cls, allow_pickle=False)
-        np.save(base.with_suffix(".logit.npy"), logits, allow_pickle=False)
+        key = self.key(pairs)
+        # EmbeddingCache writes atomically and treats an unreadable file as a miss: a run killed mid-write leaves
+        # no half file that a later run would trust.
+        self.store.put(f"{key}-cls", cls)
+        self.store.put(f"{key}-logit", logits)
 
 
 def features(cross_encoder, cache: FeatureCache, pairs: Sequence[Pair], args: ClsLrArgs, max_length: int,
              desc: str, timings: dict) -> tuple[np.ndarray, np.ndarray]:
     cached = cache.get(pairs)
     if cached is not None:
-        print(f"{desc}: {len(pairs)} pairs from the feature cache {cache.root}")
+        print(f"{desc}: {len(pairs)} pairs from the feature cache {cache.store.root}")
         timings[desc] = {"pairs": len(pairs), "seconds": 0.0, "cached": True}
         return cached
     start = time.perf_counter()
