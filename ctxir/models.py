@@ -68,8 +68,8 @@ def resolve_model(name: str) -> str:
     local = Path(name).expanduser()
     if local.exists():
         if not any((local / f).is_file() for f in ("config.json", "modules.json", ADAPTER_CONFIG, CLS_LR_CONFIG)):
-            raise CtxirError(f"model folder {name!r} has no config.json, modules.json or {ADAPTER_CONFIG}: point at "
-                             "the folder a training script or `hf download` wrote")
+            raise CtxirError(f"model folder {name!r} has no config.json, modules.json, {ADAPTER_CONFIG} or "
+                             f"{CLS_LR_CONFIG}: point at the folder a training script or `hf download` wrote")
         return str(local.resolve())
     if name.startswith((".", "/", "~")) or name.count("/") > 1:
         raise CtxirError(f"model folder {name!r} does not exist: check the path, or pass a Hub id "

@@ -190,7 +190,6 @@ def build_scifact(args: CrossEncoderArgs, device: str) -> TaskData:
             train_queries[qid] = corpus[d]["title"].strip()
             positives[qid] = {d}
             pairs.append((qid, d))
-        # the title is in doc_text: the positive shows the abstract alone, or the model learns string matching
     # 2b. hard negatives: BM25's best wrong answers are exactly what the re-ranker must push down
     bm25 = BM25Retriever(corpus)
     negatives: dict[str, list[str]] = {q: [] for q in train_queries}
@@ -209,6 +208,7 @@ def build_scifact(args: CrossEncoderArgs, device: str) -> TaskData:
                     if d not in positives[q] and d not in negatives[q]]
             negatives[q] += pool[: args.random_negatives]
     def text(q: str, d: str) -> str:
+        # a title query sees abstracts alone: doc_text starts with the title, which would be string matching
         return corpus[d]["text"] if q.startswith("title:") else doc_text(corpus[d])
 
     n_pos, n_neg = len(pairs), sum(len(v) for v in negatives.values())
@@ -363,7 +363,8 @@ SPEC = ModelSpec(
     data_names=lambda args: [args.task], check=check, load=load,
     build_data=lambda args, model, device: build_scifact(args, device) if args.task == "scifact" else build_stsb(args),
     build_loss=build_loss, evaluate=evaluate, describe=describe, save=save,
-    reload=lambda out, device: load_cross_encoder(str(out), device),
+    # uncached: a folder trained again in the same process must not come back as the earlier model
+    reload=lambda out, device: load_cross_encoder.__wrapped__(str(out), device),
     objective_name=lambda args: LOSS_NAMES[args.loss], trainer_classes=_trainer_classes, anchors=ANCHORS,
     extra=lambda args, model, data: {"pos_weight": data.loss_options.get("pos_weight"), "lora_r": args.lora_r},
 )
