@@ -13,18 +13,12 @@ from ctxir.evaluation import (
     paired_test,
     sts_correlation,
 )
+from ctxir.fusion import fuse, reciprocal_rank_fusion, weighted_score_fusion
 from ctxir.internals import inspect_text
 from ctxir.models import DEFAULT_BI_ENCODER, DEFAULT_CROSS_ENCODER, pick_device, resolve_model
 from ctxir.pipeline import Pipeline, RankedHit, SearchResult, StageFusion
 from ctxir.rerank import ClsLrRanker, CrossEncoderReranker, Reranker
-from ctxir.retrieval import (
-    BM25Retriever,
-    DenseRetriever,
-    HybridRetriever,
-    Retriever,
-    reciprocal_rank_fusion,
-    weighted_score_fusion,
-)
+from ctxir.retrieval import BM25Retriever, DenseRetriever, HybridRetriever, Retriever
 from ctxir.types import Corpus, CtxirError, Hit, Internals, Qrels, Queries, Run
 
 __version__ = "0.1.0"
@@ -54,6 +48,7 @@ __all__ = [
     "SearchResult",
     "StageFusion",
     "evaluate_run",
+    "fuse",
     "inspect_text",
     "load_beir",
     "load_corpus_any",

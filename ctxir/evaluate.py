@@ -184,8 +184,7 @@ def run_retrieval(args: EvaluateArgs) -> dict:
             "num_docs": len(corpus), "search_seconds": round(seconds, 2),
             "tuned_fusion": _without_grid(tuned.get("hybrid")),
             "tuned_stage_fusion": _without_grid(tuned.get("stages")), "tuning_queries": tuned.get("queries"),
-            "first_stage_config": getattr(pipeline.first_stage, "config", None)
-            or getattr(getattr(pipeline.first_stage, "encoder", None), "config", None)}
+            "first_stage_config": pipeline.first_stage.config}
 
 
 def _tune(args: EvaluateArgs, pipeline) -> dict:

@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 
 from tqdm.auto import tqdm
 
+from ctxir.fusion import DEFAULT_RRF_K, FUSIONS, fuse, scored_only
 from ctxir.rerank import Reranker
-from ctxir.retrieval import Retriever, check_query, check_top_k, reciprocal_rank_fusion, weighted_score_fusion
+from ctxir.retrieval import Retriever, check_query, check_top_k
 from ctxir.types import CtxirError, Hit, Queries, Run, run_from_hits
 
 
@@ -43,30 +44,21 @@ class StageFusion:
 
     method: str = "weighted"
     weights: tuple[float, float] = (1.0, 1.0)  # (first stage, re-ranker)
-    k: float = 60.0
+    k: float = DEFAULT_RRF_K
 
     def __post_init__(self):
-        if self.method not in ("weighted", "rrf"):
-            raise CtxirError(f"stage fusion method {self.method!r} is not known: use 'weighted' or 'rrf'")
+        if self.method not in FUSIONS:
+            raise CtxirError(f"stage fusion method {self.method!r} is not known: use one of {', '.join(FUSIONS)}")
         if len(self.weights) != 2 or min(self.weights) < 0 or self.weights[1] <= 0:
             raise CtxirError(f"stage fusion weights {self.weights!r} must be (first stage ≥ 0, re-ranker > 0)")
 
     @classmethod
     def from_tuning(cls, best: dict) -> StageFusion:
         """From ``ctxir.tuning.tune_stage_fusion``'s result (or its JSON record)."""
-        return cls(best["fusion"], tuple(best["weights"]), best["k"] if best.get("k") is not None else 60.0)
-
-    @staticmethod
-    def scored_only(first: list[Hit], reranked: list[Hit]) -> list[Hit]:
-        """The first-stage hits the re-ranker scored: fusion is over the re-ranked candidates only."""
-        candidates = {h.doc_id for h in reranked}
-        return [h for h in first if h.doc_id in candidates]
+        return cls(best["fusion"], tuple(best["weights"]), best["k"] if best.get("k") is not None else DEFAULT_RRF_K)
 
     def fuse(self, first: list[Hit], reranked: list[Hit]) -> list[Hit]:
-        first = self.scored_only(first, reranked)
-        if self.method == "rrf":
-            return reciprocal_rank_fusion([first, reranked], self.k, self.weights)
-        return weighted_score_fusion([first, reranked], self.weights)
+        return fuse([scored_only(first, reranked), reranked], self.method, self.k, self.weights)
 
 
 @dataclass

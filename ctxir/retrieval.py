@@ -13,9 +13,9 @@ import numpy as np
 import torch
 
 from ctxir.encoders import BiEncoder
+from ctxir.fusion import FUSIONS, check_weights, fuse
 from ctxir.types import Corpus, CtxirError, Hit, Queries, doc_text
 
-FUSIONS = ("rrf", "weighted")
 DENSE_INDEXES = ("exact", "hnsw", "auto")
 # Above this many documents "auto" switches from exact search to an HNSW graph.
 AUTO_ANN_THRESHOLD = 200_000
@@ -40,9 +40,14 @@ def check_top_k(top_k: int) -> int:
 
 
 class Retriever(ABC):
-    """Base: subclasses implement ``_search`` over a batch of query texts."""
+    """Base: subclasses implement ``_search`` over a batch of query texts.
+
+    ``config`` is read from the attributes named in ``config_fields``, so a setting changed in place (tuning) is
+    what the run record shows; there is no second copy to keep in step.
+    """
 
     name: str = "retriever"
+    config_fields: tuple[str, ...] = ()
 
     def __init__(self, corpus: Corpus):
         self.corpus = check_corpus(corpus)
@@ -62,6 +67,11 @@ class Retriever(ABC):
     def query(self, text: str, top_k: int = 10) -> list[Hit]:
         return self._search([check_query(text)], check_top_k(top_k))[0]
 
+    @property
+    def config(self) -> dict:
+        """The settings that decide this retriever's rankings (written into evaluation results)."""
+        return {"retriever": self.name, **{name: getattr(self, name) for name in self.config_fields}}
+
 
 class BM25Retriever(Retriever):
     """Lucene-variant BM25 (bm25s) over title + text, with English stop words and Snowball stemming.
@@ -71,6 +81,7 @@ class BM25Retriever(Retriever):
     """
 
     name = "bm25"
+    config_fields = ("k1", "b", "method", "stemmer", "stopwords")
 
     def __init__(self, corpus: Corpus, k1: float = 1.5, b: float = 0.75, method: str = "lucene",
                  stemmer: str | None = "english", stopwords: str | None = "en", show_progress: bool = False):
@@ -86,7 +97,7 @@ class BM25Retriever(Retriever):
                 raise CtxirError(f"stemmer {stemmer!r} is not known: use one of {', '.join(Stemmer.algorithms())}, "
                                  "or none for no stemming")
             stem = Stemmer.Stemmer(stemmer)
-        self.config = {"k1": k1, "b": b, "method": method, "stemmer": stemmer, "stopwords": stopwords}
+        self.k1, self.b, self.method, self.stemmer, self.stopwords = k1, b, method, stemmer, stopwords
         self.tokenizer = Tokenizer(stemmer=stem, stopwords=stopwords or [])
         tokens = self.tokenizer.tokenize([doc_text(corpus[i]) for i in self.doc_ids], return_as="ids",
                                          show_progress=show_progress)
@@ -110,6 +121,7 @@ class DenseRetriever(Retriever):
     """
 
     name = "dense"
+    config_fields = ("index_kind",)
 
     def __init__(self, corpus: Corpus, encoder: BiEncoder | None = None, index: str = "auto",
                  show_progress: bool | None = None, hnsw_m: int = 32, ef_search: int = 128):
@@ -122,6 +134,10 @@ class DenseRetriever(Retriever):
             index = "hnsw" if len(self.doc_ids) > AUTO_ANN_THRESHOLD else "exact"
         self.index_kind = index
         self.ann = self._build_hnsw(hnsw_m, ef_search) if index == "hnsw" else None
+
+    @property
+    def config(self) -> dict:
+        return {**super().config, **self.encoder.config}
 
     def _build_hnsw(self, m: int, ef_search: int):
         import faiss
@@ -148,52 +164,11 @@ class DenseRetriever(Retriever):
         return self.search_embeddings(self.encoder.encode(texts, show_progress_bar=len(texts) > 256), top_k)
 
 
-def reciprocal_rank_fusion(rankings: Sequence[Sequence[Hit]], k: float = 60.0,
-                           weights: Sequence[float] | None = None) -> list[Hit]:
-    """Cormack et al. (2009): score(d) = Σ_i w_i / (k + rank_i(d)), ranks from 1."""
-    weights = _check_weights(weights, len(rankings))
-    if k < 0:
-        raise CtxirError(f"rrf k must be ≥ 0, got {k!r}")
-    fused: dict[str, float] = {}
-    for ranking, weight in zip(rankings, weights, strict=True):
-        for rank, hit in enumerate(ranking, start=1):
-            fused[hit.doc_id] = fused.get(hit.doc_id, 0.0) + weight / (k + rank)
-    return _sorted_hits(fused)
-
-
-def weighted_score_fusion(rankings: Sequence[Sequence[Hit]], weights: Sequence[float] | None = None) -> list[Hit]:
-    """Convex combination of min–max normalised scores; a document missing from a list scores 0 there."""
-    weights = _check_weights(weights, len(rankings))
-    fused: dict[str, float] = {}
-    for ranking, weight in zip(rankings, weights, strict=True):
-        if not ranking:
-            continue
-        scores = np.array([h.score for h in ranking], dtype=np.float64)
-        low, span = scores.min(), scores.max() - scores.min()
-        for hit, score in zip(ranking, scores, strict=True):
-            normalised = (score - low) / span if span > 0 else 1.0
-            fused[hit.doc_id] = fused.get(hit.doc_id, 0.0) + weight * normalised
-    return _sorted_hits(fused)
-
-
-def _check_weights(weights: Sequence[float] | None, n: int) -> list[float]:
-    if weights is None:
-        return [1.0] * n
-    weights = [float(w) for w in weights]
-    if len(weights) != n or any(w < 0 for w in weights) or not any(weights):
-        raise CtxirError(f"weights {weights!r} must be {n} non-negative numbers, not all zero (one per retriever)")
-    return weights
-
-
-def _sorted_hits(scores: dict[str, float]) -> list[Hit]:
-    # Ties broken by doc id so fused rankings are deterministic across runs.
-    return [Hit(d, s) for d, s in sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))]
-
-
 class HybridRetriever(Retriever):
     """Fuse several retrievers (e.g. BM25 + dense); each contributes its top ``depth`` hits."""
 
     name = "hybrid"
+    config_fields = ("fusion", "k", "weights", "depth", "parts")
 
     def __init__(self, retrievers: Sequence[Retriever], fusion: str = "rrf", k: float = 60.0,
                  weights: Sequence[float] | None = None, depth: int = 100):
@@ -203,14 +178,14 @@ class HybridRetriever(Retriever):
             raise CtxirError(f"fusion {fusion!r} is not known: use one of {', '.join(FUSIONS)}")
         super().__init__(retrievers[0].corpus)
         self.retrievers, self.fusion, self.k, self.depth = list(retrievers), fusion, k, check_top_k(depth)
-        self.weights = _check_weights(weights, len(retrievers))
-        self.config = {"fusion": fusion, "k": k, "weights": self.weights, "depth": depth,
-                       "parts": [r.name for r in retrievers]}
+        self.weights = check_weights(weights, len(retrievers))
+
+    @property
+    def parts(self) -> list[str]:
+        return [r.name for r in self.retrievers]
 
     def fuse(self, rankings: Sequence[Sequence[Hit]]) -> list[Hit]:
-        if self.fusion == "rrf":
-            return reciprocal_rank_fusion(rankings, self.k, self.weights)
-        return weighted_score_fusion(rankings, self.weights)
+        return fuse(rankings, self.fusion, self.k, self.weights)
 
     def _search(self, texts: list[str], top_k: int) -> list[list[Hit]]:
         depth = max(self.depth, top_k)

@@ -6,7 +6,8 @@ import itertools
 from collections.abc import Sequence
 
 from ctxir.evaluation import evaluate_run
-from ctxir.retrieval import HybridRetriever, reciprocal_rank_fusion, weighted_score_fusion
+from ctxir.fusion import fuse, scored_only
+from ctxir.retrieval import HybridRetriever
 from ctxir.types import Hit, Qrels, Queries, run_from_hits
 
 RRF_KS = (1, 2, 5, 10, 20, 40, 60, 100)
@@ -27,8 +28,7 @@ def tune_fusion_rankings(per_retriever: Sequence[dict[str, list[Hit]]], qrels: Q
     for fusion, k, ws in itertools.chain(
             (("rrf", k, ws) for k, ws in itertools.product(rrf_ks, weight_sets)),
             (("weighted", None, ws) for ws in weight_sets)):
-        fused = {q: (reciprocal_rank_fusion([r[q] for r in per_retriever], k, ws) if fusion == "rrf"
-                     else weighted_score_fusion([r[q] for r in per_retriever], ws)) for q in qids}
+        fused = {q: fuse([r[q] for r in per_retriever], fusion, k, ws) for q in qids}
         score = evaluate_run(qrels, run_from_hits(fused), k_values=(k_value,)).aggregate[metric]
         grid.append({"fusion": fusion, "k": k, "weights": ws, metric: score})
     # Ties go to the earlier (simpler, smaller-k) setting: max() keeps the first maximum.
@@ -42,9 +42,7 @@ def tune_stage_fusion(first: dict[str, list[Hit]], reranked: dict[str, list[Hit]
 
     first: {qid: first-stage hits}; reranked: {qid: the re-ranker's order of the candidates it scored}.
     """
-    from ctxir.pipeline import StageFusion
-
-    first = {q: StageFusion.scored_only(first[q], reranked[q]) for q in reranked}
+    first = {q: scored_only(first[q], reranked[q]) for q in reranked}
     # Tie-break toward plain re-ranking: weight 0 comes first in the grid.
     return tune_fusion_rankings([first, reranked], qrels, metric, weights=(0.0, *WEIGHTS))
 
@@ -55,5 +53,4 @@ def tune_hybrid(hybrid: HybridRetriever, queries: Queries, qrels: Qrels, metric:
     best = tune_fusion_rankings(per_retriever, qrels, metric)
     hybrid.fusion, hybrid.weights = best["fusion"], best["weights"]
     hybrid.k = best["k"] if best["k"] is not None else hybrid.k
-    hybrid.config.update(fusion=hybrid.fusion, k=hybrid.k, weights=hybrid.weights)
     return best
