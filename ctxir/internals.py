@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ctxir.checks import check_text
 from ctxir.models import DEFAULT_BI_ENCODER, load_transformer
 from ctxir.types import CtxirError, Internals
 
@@ -22,8 +23,7 @@ def inspect_text(text: str, text_pair: str | None = None, model=DEFAULT_BI_ENCOD
     model: a name/path (loaded with eager attention) or an already loaded ``PreTrainedModel`` with
     its ``tokenizer``. Inputs longer than ``max_tokens`` are refused, not silently cut.
     """
-    if not isinstance(text, str) or not text.strip():
-        raise CtxirError("text is empty: type a sentence to inspect")
+    check_text(text, "text", hint="type a sentence to inspect")
     if text_pair is not None and not text_pair.strip():
         text_pair = None
     if isinstance(model, str):
@@ -57,9 +57,7 @@ def inspect_text(text: str, text_pair: str | None = None, model=DEFAULT_BI_ENCOD
 
 def word_positions(tokens: list[str], word: str) -> list[int]:
     """Indices of the word-pieces that spell ``word`` (first occurrence), e.g. 'bank' → [5]."""
-    word = word.lower().strip()
-    if not word:
-        raise CtxirError("word is empty: type the word to follow across layers")
+    word = check_text(word, "word", hint="type the word to follow across layers").lower()
     for start, token in enumerate(tokens):
         if token.startswith("##"):
             continue

@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 
 from tqdm.auto import tqdm
 
+from ctxir.checks import check_query, check_top_k
 from ctxir.fusion import DEFAULT_RRF_K, FUSIONS, fuse, scored_only
 from ctxir.rerank import Reranker
-from ctxir.retrieval import Retriever, check_query, check_top_k
+from ctxir.retrieval import Retriever
 from ctxir.types import CtxirError, Hit, Queries, Run, run_from_hits
 
 
@@ -86,16 +87,16 @@ class Pipeline:
         return self.first_stage.corpus
 
     def search(self, query: str, top_k: int = 10) -> SearchResult:
-        check_query(query)
-        top_k = check_top_k(top_k)
+        query, top_k = check_query(query), check_top_k(top_k)
         start = time.perf_counter()
-        first = self.first_stage.query(query, max(top_k, self.depth) if self.reranker else top_k)
+        # checked once above; the stages' unchecked cores run from here
+        first = self.first_stage._search([query], max(top_k, self.depth) if self.reranker else top_k)[0]
         timings = {self.first_stage.name: (time.perf_counter() - start) * 1000}
         if self.reranker is None:
             hits = [RankedHit(h.doc_id, h.score, r, h.score, r) for r, h in enumerate(first[:top_k], 1)]
             return SearchResult(hits, timings)
         start = time.perf_counter()
-        reranked = self.reranker.rerank(query, first[:self.depth], self.corpus)
+        reranked = self.reranker._rerank(query, first[:self.depth], self.corpus)
         timings[self.reranker.name] = (time.perf_counter() - start) * 1000
         final = self.fusion.fuse(first, reranked) if self.fusion else None
         return SearchResult(merge_stages(first, reranked, final)[:top_k], timings)
@@ -105,7 +106,7 @@ class Pipeline:
         first = self.first_stage.search(queries, self.depth)
         runs = {"first_stage": run_from_hits(first)}
         if self.reranker is not None:
-            reranked = {qid: self.reranker.rerank(queries[qid], first[qid][:self.depth], self.corpus)
+            reranked = {qid: self.reranker._rerank(queries[qid], first[qid][:self.depth], self.corpus)
                         for qid in tqdm(queries, desc=f"re-ranking ({self.reranker.name})", disable=not show_progress)}
             runs["rerank"] = run_from_hits(reranked)
             if self.fusion is not None:

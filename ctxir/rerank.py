@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ctxir.checks import check_query
 from ctxir.models import DEFAULT_CROSS_ENCODER, load_cross_encoder, load_transformer, pick_device
 from ctxir.names import CLS_LR_CONFIG, CLS_LR_FORMAT, CLS_LR_WEIGHTS
 from ctxir.types import Corpus, CtxirError, Hit, doc_text
@@ -28,8 +29,9 @@ class Reranker(ABC):
 
     def rerank(self, query: str, hits: Sequence[Hit], corpus: Corpus, top_k: int | None = None) -> list[Hit]:
         """Re-score ``hits`` (any first stage's output) and sort; keeps only the first ``top_k`` if given."""
-        if not query or not query.strip():
-            raise CtxirError("query is empty: type a few words to search for")
+        return self._rerank(check_query(query), hits, corpus, top_k)
+
+    def _rerank(self, query: str, hits: Sequence[Hit], corpus: Corpus, top_k: int | None = None) -> list[Hit]:
         hits = list(hits)
         if not hits:
             return []

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from ctxir.checks import check_corpus, check_queries, check_query, check_top_k
 from ctxir.encoders import BiEncoder
 from ctxir.fusion import FUSIONS, check_weights, fuse
 from ctxir.types import Corpus, CtxirError, Hit, Queries, doc_text
@@ -19,24 +20,6 @@ from ctxir.types import Corpus, CtxirError, Hit, Queries, doc_text
 DENSE_INDEXES = ("exact", "hnsw", "auto")
 # Above this many documents "auto" switches from exact search to an HNSW graph.
 AUTO_ANN_THRESHOLD = 200_000
-
-
-def check_query(text: str) -> str:
-    if not isinstance(text, str) or not text.strip():
-        raise CtxirError("query is empty: type a few words to search for")
-    return text
-
-
-def check_corpus(corpus: Corpus) -> Corpus:
-    if not corpus:
-        raise CtxirError("corpus is empty: load or upload at least one document")
-    return corpus
-
-
-def check_top_k(top_k: int) -> int:
-    if not isinstance(top_k, int | np.integer) or top_k < 1:
-        raise CtxirError(f"top_k must be a whole number ≥ 1, got {top_k!r}")
-    return int(top_k)
 
 
 class Retriever(ABC):
@@ -57,12 +40,8 @@ class Retriever(ABC):
     def _search(self, texts: list[str], top_k: int) -> list[list[Hit]]: ...
 
     def search(self, queries: Queries, top_k: int = 100) -> dict[str, list[Hit]]:
-        top_k = check_top_k(top_k)
-        qids = list(queries)
-        for qid in qids:
-            if not isinstance(queries[qid], str) or not queries[qid].strip():
-                raise CtxirError(f"query {qid!r} is empty: remove it or give it text")
-        return dict(zip(qids, self._search([queries[q] for q in qids], top_k), strict=True))
+        top_k, queries = check_top_k(top_k), check_queries(queries)
+        return dict(zip(queries, self._search(list(queries.values()), top_k), strict=True))
 
     def query(self, text: str, top_k: int = 10) -> list[Hit]:
         return self._search([check_query(text)], check_top_k(top_k))[0]

@@ -1,0 +1,81 @@
+"""Input checks shared by the library's public entry points and the app: one message per mistake, said one way.
+
+Each public entry point (``Retriever.search``/``query``, ``Reranker.rerank``, ``Pipeline.search``, the app's views)
+checks its input once and then calls unchecked internals. No torch import: the app and CLIs use these before
+any model loads.
+
+>>> check_query("  otters  ")
+'otters'
+>>> check_top_k(10)
+10
+>>> check_choice("rrf", "fusion", ("rrf", "weighted"))
+'rrf'
+>>> check_int("3", "k", 1, 100)
+3
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ctxir.types import CtxirError
+
+
+def check_text(text: Any, what: str, max_chars: int | None = None, required: bool = True,
+               hint: str = "type some text") -> str:
+    """``text`` stripped; refuses non-text, empty (when ``required``) and more than ``max_chars`` characters."""
+    if text is None:
+        text = ""
+    if not isinstance(text, str):
+        raise CtxirError(f"{what} must be text, got {type(text).__name__}")
+    if required and not text.strip():
+        raise CtxirError(f"{what} is empty: {hint}")
+    if max_chars is not None and len(text) > max_chars:
+        raise CtxirError(f"{what} has {len(text):,} characters but at most {max_chars:,} are accepted: "
+                         f"shorten it (it begins {text[:40]!r})")
+    return text.strip()
+
+
+def check_query(text: Any, max_chars: int | None = None) -> str:
+    return check_text(text, "query", max_chars, hint="type a few words to search for")
+
+
+def check_queries(queries: Mapping[str, Any]) -> dict[str, str]:
+    """Every query of a batch ``{qid: text}`` is text; the first empty one is named."""
+    for qid, text in queries.items():
+        if not isinstance(text, str) or not text.strip():
+            raise CtxirError(f"query {qid!r} is empty: remove it or give it text")
+    return dict(queries)
+
+
+def check_top_k(top_k: Any) -> int:
+    if isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral) or top_k < 1:
+        raise CtxirError(f"top_k must be a whole number ≥ 1, got {top_k!r}")
+    return int(top_k)
+
+
+def check_corpus(corpus: Mapping) -> Mapping:
+    if not corpus:
+        raise CtxirError("corpus is empty: load or upload at least one document")
+    return corpus
+
+
+def check_choice(value: Any, what: str, choices: Sequence[str]) -> str:
+    if value not in choices:
+        raise CtxirError(f"{what} {value!r} is not known: use one of {', '.join(map(repr, choices))}")
+    return value
+
+
+def check_int(value: Any, what: str, low: int, high: int) -> int:
+    """A whole number in [low, high]; 3.0 and "3" are accepted (sliders and API users send those), 2.5 is not."""
+    number = None
+    whole = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    if whole or (isinstance(value, float) and value.is_integer()):
+        number = int(value)
+    elif isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        number = int(value.strip())
+    if number is None or not low <= number <= high:
+        raise CtxirError(f"{what} must be a whole number from {low} to {high}, got {value!r}")
+    return number
