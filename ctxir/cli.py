@@ -11,16 +11,32 @@ from ctxir.types import CtxirError
 
 
 def cli_main(args_class: type, run: Callable[[Any], Any], argv: list[str] | None = None) -> int:
-    """Parse ``args_class`` with HfArgumentParser, call ``run(args)``; a CtxirError prints one line, exit 2."""
+    """Parse ``args_class`` with HfArgumentParser, call ``run(args)``; a CtxirError prints one line, exit 2.
+
+    The exit status is 0, or ``run``'s own when it returns an int (e.g. 3 = staged but not uploaded).
+    """
     from transformers import HfArgumentParser
 
     (args,) = HfArgumentParser(args_class).parse_args_into_dataclasses(args=argv)
     try:
-        run(args)
+        result = run(args)
     except CtxirError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    return 0
+    return result if isinstance(result, int) and not isinstance(result, bool) else 0
+
+
+def subcommand_main(commands: Mapping[str, tuple[type, Callable[[Any], Any]]], prog: str,
+                    argv: list[str] | None = None) -> int:
+    """``prog COMMAND --flags``: the first word picks (args class, run) from ``commands``; the rest is ``cli_main``."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] not in commands:
+        got = f"got {argv[0]!r}: " if argv else ""
+        print(f"usage: {prog} {{{','.join(commands)}}} --help ({got}give one of {', '.join(commands)} first)",
+              file=sys.stderr)
+        return 2
+    args_class, run = commands[argv[0]]
+    return cli_main(args_class, run, argv[1:])
 
 
 def command_line(prefix: str, args_class: type, config: Mapping[str, Any], always: Sequence[str] = (),

@@ -39,7 +39,7 @@ from ctxir.cards import (
     render_card,
     training_license,
 )
-from ctxir.names import CLS_LR_CONFIG, CLS_LR_WEIGHTS
+from ctxir.names import CLS_LR_CONFIG, CLS_LR_WEIGHTS, read_json
 from ctxir.names import looks_like_hub_id as _looks_like_hub_id
 from ctxir.types import CtxirError
 
@@ -89,10 +89,7 @@ def detect_model_type(folder: str | Path) -> str | None:
         return "cls-lr"
     st_config = folder / "config_sentence_transformers.json"
     if st_config.is_file():
-        try:
-            kind = json.loads(st_config.read_text()).get("model_type")
-        except json.JSONDecodeError:
-            kind = None
+        kind = read_json(st_config, strict=False).get("model_type")
         if kind == "CrossEncoder":
             return "cross-encoder"
         if kind in ("SentenceTransformer", None) and (folder / "modules.json").is_file():
@@ -101,10 +98,7 @@ def detect_model_type(folder: str | Path) -> str | None:
         return "bi-encoder"
     config = folder / "config.json"
     if config.is_file():
-        try:
-            archs = json.loads(config.read_text()).get("architectures") or []
-        except json.JSONDecodeError:
-            archs = []
+        archs = read_json(config, strict=False).get("architectures") or []
         if any(a.endswith("ForSequenceClassification") for a in archs):
             return "cross-encoder"  # a pre-v4 sentence-transformers CrossEncoder: a plain transformers folder
     return None
@@ -161,11 +155,9 @@ def _transformer_dir(folder: Path) -> Path:
     """Where the transformer's config.json sits: the root (sentence-transformers ≥ 3) or the first module."""
     if (folder / "config.json").is_file():
         return folder
-    modules = folder / "modules.json"
-    if modules.is_file():
-        for module in json.loads(modules.read_text()):
-            if (folder / module.get("path", "") / "config.json").is_file():
-                return folder / module["path"]
+    for module in read_json(folder / "modules.json") or []:
+        if (folder / module.get("path", "") / "config.json").is_file():
+            return folder / module["path"]
     raise CtxirError(f"{str(folder)!r} holds no transformer (no config.json at its root or in a module folder)")
 
 
@@ -203,7 +195,7 @@ def _cls_lr_base_dir(src: Path) -> tuple[Path, str]:
     and how to name it."""
     from ctxir.models import resolve_model
 
-    base = json.loads((src / CLS_LR_CONFIG).read_text()).get("base_model", "")
+    base = read_json(src / CLS_LR_CONFIG).get("base_model", "")
     if base == "." or (src / base).is_dir():
         folder = (src / base).resolve()
         return folder, folder.name
@@ -213,7 +205,7 @@ def _cls_lr_base_dir(src: Path) -> tuple[Path, str]:
 def _stored_base_license(folder: Path, model_type: str, metrics: dict) -> tuple[str, License] | None:
     """For validation: the base license recorded at staging (CLS-LR) or re-derived from the base model."""
     if model_type == "cls-lr":
-        stored = json.loads((folder / CLS_LR_CONFIG).read_text()).get("base_model_license")
+        stored = read_json(folder / CLS_LR_CONFIG).get("base_model_license")
         lic = parse_license(stored.get("license")) if stored else None
         return (stored["what"], lic) if lic else None
     return base_model_license(metrics["base_model"])
@@ -254,7 +246,7 @@ def _model_facts(folder: Path, model_type: str) -> dict:
         model = load_cross_encoder(str(folder), "cpu")
         return {"adapter": is_adapter(folder),"num_labels": model.num_labels, "max_length": getattr(model, "max_seq_length", None) or model.max_length,
                 "activation": type(model.activation_fn).__name__}
-    config = json.loads((folder / CLS_LR_CONFIG).read_text())
+    config = read_json(folder / CLS_LR_CONFIG)
     meta = config.get("metadata") or {}
     return {"hidden_size": config.get("hidden_size"), "layer": config.get("layer", -1),
             "max_length": config.get("max_length", 512), "C": meta.get("C", "–"),
@@ -328,8 +320,7 @@ def stage(model_dir: str | Path, repo_id: str, staging_dir: str | Path | None = 
         _stage_cls_lr(src, dest, base_dir, base_license)
     else:
         _copy_matching(src, dest, MODEL_FILE_PATTERNS, exclude=(METRICS_FILE, "trainer_state.json"))
-        modules = src / "modules.json"
-        for module in json.loads(modules.read_text()) if modules.is_file() else []:
+        for module in read_json(src / "modules.json") or []:
             if module.get("path") and (src / module["path"]).is_dir():  # Normalize & co. may save no folder
                 _copy_matching(src / module["path"], dest / module["path"], MODEL_FILE_PATTERNS, recursive=True)
     shutil.copy2(src / METRICS_FILE, dest / METRICS_FILE)  # verbatim: the card's numbers are checked against it
@@ -373,7 +364,7 @@ def _copy_matching(src: Path, dest: Path, patterns, exclude=(), recursive: bool 
 
 def _stage_cls_lr(src: Path, dest: Path, base_dir: Path, base_license: tuple[str, License] | None) -> None:
     """Ranker weights + config, and the encoder it reads copied beside them (config base_model = ".")."""
-    config = json.loads((src / CLS_LR_CONFIG).read_text())
+    config = read_json(src / CLS_LR_CONFIG)
     base = config.get("base_model", "")
     body = _transformer_dir(base_dir)
     if not any(p.suffix == ".safetensors" and p.name != CLS_LR_WEIGHTS for p in body.iterdir()):
@@ -557,13 +548,8 @@ def _summary(report: StagedRepo) -> str:
 
 
 def run_push(args: PushArgs) -> int:
-    """Stage, validate and (unless --dry-run) upload; 0 = done, 2 = refused, 3 = staged but not uploaded."""
-    try:
-        report = stage(args.model_dir, args.repo_id, args.staging_dir or None, args.base_model_id or None,
-                       args.figures)
-    except CtxirError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    """Stage, validate and (unless --dry-run) upload; 0 = done, 2 = refused (CtxirError), 3 = staged, not uploaded."""
+    report = stage(args.model_dir, args.repo_id, args.staging_dir or None, args.base_model_id or None, args.figures)
     print(_summary(report))
     command = hf_upload_command(report.folder, report.repo_id, args.private, args.revision or None, args.create_pr,
                                 args.commit_message or None)
@@ -581,26 +567,15 @@ def run_push(args: PushArgs) -> int:
 
 
 def run_validate(args: ValidateArgs) -> int:
-    try:
-        report = validate(args.folder)
-    except CtxirError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    print(_summary(report))
+    print(_summary(validate(args.folder)))
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    from transformers import HfArgumentParser
+    from ctxir.cli import subcommand_main
 
-    argv = list(sys.argv[1:] if argv is None else argv)
-    commands = {"push": (PushArgs, run_push), "validate": (ValidateArgs, run_validate)}
-    if not argv or argv[0] not in commands:
-        print(f"usage: python -m ctxir.hub {{{','.join(commands)}}} --help", file=sys.stderr)
-        return 2
-    cls, runner = commands[argv[0]]
-    (args,) = HfArgumentParser(cls).parse_args_into_dataclasses(args=argv[1:])
-    return runner(args)
+    return subcommand_main({"push": (PushArgs, run_push), "validate": (ValidateArgs, run_validate)},
+                           "python -m ctxir.hub", argv)
 
 
 if __name__ == "__main__":

@@ -15,13 +15,12 @@ folders before anything else, so they load with no network. Any folder or Hub id
 from __future__ import annotations
 
 import functools
-import json
 import os
 from pathlib import Path
 
 import torch
 
-from ctxir.names import ADAPTER_CONFIG, CLS_LR_CONFIG
+from ctxir.names import ADAPTER_CONFIG, CLS_LR_CONFIG, read_json
 from ctxir.types import CtxirError
 
 DEFAULT_BI_ENCODER = "sentence-transformers/all-MiniLM-L6-v2"
@@ -149,7 +148,7 @@ def is_adapter(path: str | Path) -> bool:
 
 def adapter_base(path: str | Path) -> str:
     """The base model an adapter folder was trained on, as its adapter_config.json names it."""
-    config = json.loads((Path(path) / ADAPTER_CONFIG).read_text())
+    config = read_json(Path(path) / ADAPTER_CONFIG)
     base = config.get("base_model_name_or_path")
     if not base:
         raise CtxirError(f"{str(Path(path) / ADAPTER_CONFIG)!r} names no base_model_name_or_path: re-save the "
@@ -178,10 +177,10 @@ def _adapter_cross_encoder(path: str, device: str):
 
     folder = Path(path)
     base = resolve_model(adapter_base(path))
-    settings = _read_json(folder / "sentence_bert_config.json")
+    settings = read_json(folder / "sentence_bert_config.json")
     # where sentence-transformers keeps the cross-encoder's max length
-    max_length = _read_json(folder / "tokenizer_config.json").get("model_max_length") or 512
-    modules = _read_json(folder / "modules.json") or []
+    max_length = read_json(folder / "tokenizer_config.json").get("model_max_length") or 512
+    modules = read_json(folder / "modules.json") or []
     if settings.get("transformer_task", "sequence-classification") == "sequence-classification" or len(modules) < 2:
         model = CrossEncoder(base, num_labels=1, device=device, trust_remote_code=False, max_length=max_length)
         model[0].model = merge_adapter(model.model, path)
@@ -200,10 +199,6 @@ def _adapter_cross_encoder(path: str, device: str):
     return CrossEncoder(modules=[body, *rest], device=device).eval()
 
 
-def _read_json(path: Path) -> dict:
-    return json.loads(path.read_text()) if path.is_file() else {}
-
-
 @functools.cache
 def load_transformer(name: str = DEFAULT_BI_ENCODER, device: str = "auto", attentions: bool = True):
     """(tokenizer, AutoModel) for looking inside or reading [CLS] features.
@@ -219,7 +214,7 @@ def load_transformer(name: str = DEFAULT_BI_ENCODER, device: str = "auto", atten
         if is_adapter(path):  # the merged cross-encoder's body ([CLS] = what a classification head reads)
             base = resolve_model(adapter_base(path))
             tokenizer = AutoTokenizer.from_pretrained(base)
-            task = _read_json(Path(path) / "sentence_bert_config.json").get("transformer_task")
+            task = read_json(Path(path) / "sentence_bert_config.json").get("transformer_task")
             if task == "feature-extraction":  # the adapter was saved over the bare body (a pooled head follows it)
                 model = merge_adapter(AutoModel.from_pretrained(base, trust_remote_code=False, **kwargs), path)
             else:

@@ -103,3 +103,41 @@ def app_state(minilm_path):
     corpus = {i: d for i, d in logic.demo_corpus().items() if i.startswith(APP_TOPICS)}
     cache = EmbeddingCache(tempfile.mkdtemp(prefix="ctxir-test-cache-"))
     return logic.AppState(models, logic.AppConfig(device="cpu"), corpus, "demo-subset", cache=cache)
+
+
+def _metrics_record(model_type: str, base: str = "sentence-transformers/all-MiniLM-L6-v2",
+                    train=(("scifact", "CC BY-NC 2.0"),), name: str = "") -> dict:
+    task = {"bi-encoder": "retrieval", "cross-encoder": "reranking", "cls-lr": "reranking"}[model_type]
+    return {
+        "model_type": model_type,
+        "model_name": name or f"ctxir-minilm-scifact-{model_type}",
+        "base_model": base,
+        "objective": {"bi-encoder": "MultipleNegativesRankingLoss", "cross-encoder": "BinaryCrossEntropyLoss",
+                      "cls-lr": "LogisticRegression"}[model_type],
+        "datasets": [*({"name": n, "split": "train", "role": "train", "path": f"../shared/data/{n}", "license": lic,
+                        "num_examples": 919} for n, lic in train),
+                     {"name": "scifact", "split": "test", "role": "eval", "path": "../shared/data/scifact",
+                      "license": "CC BY-NC 2.0", "num_examples": 339}],
+        "config": {"model": base, "epochs": 1, "batch_size": 32, "learning_rate": 2e-05, "seed": 42},
+        "training": {"steps": 29, "epochs": 1.0, "train_examples": 919, "batch_size": 32, "learning_rate": 2e-05,
+                     "wall_time_seconds": 412.7, "examples_per_second": 2.23, "device": "cpu",
+                     "hardware": "Linux-6.1-x86_64, 2 CPUs", "final_loss": 0.2817, "seed": 42},
+        "evaluations": [
+            {"dataset": "scifact", "split": "test", "task": task, "metric": "nDCG@10", "before": 0.6451,
+             "after": 0.6837159, "anchor": 0.665, "anchor_name": "BEIR BM25", "config": "dense exact"},
+            {"dataset": "scifact", "split": "test", "task": task, "metric": "nDCG@10", "before": None,
+             "after": 0.6912, "anchor": 0.688, "anchor_name": "BEIR BM25+CE", "config": "rerank BM25 top-100"},
+            {"dataset": "stsbenchmark", "split": "test", "task": "sts", "metric": "spearman", "before": 0.8203,
+             "after": 0.8101, "anchor": None, "anchor_name": None, "config": "cosine"},
+        ],
+        "extra": {},
+        "versions": {"ctxir": "0.1.0", "sentence_transformers": "6.2.0", "transformers": "5.23.0", "torch": "2.13.0"},
+        "created": "2026-11-22T12:00:00+00:00",
+    }
+
+
+@pytest.fixture(scope="session")
+def metrics_record():
+    """A factory of metrics.json records following the contract, as the training scripts write them:
+    ``metrics_record(model_type, base=..., train=((name, license), ...), name=...)`` (test_cards, test_hub)."""
+    return _metrics_record

@@ -27,45 +27,13 @@ from ctxir.types import CtxirError
 TEXTS = ["the river bank", "money in the bank account", "otters play on the river"]
 
 
-def run_metrics(model_type: str, base: str, extra_train: list | None = None) -> dict:
-    """A metrics.json following the contract, as a training script writes it."""
-    task = {"bi-encoder": "retrieval", "cross-encoder": "reranking", "cls-lr": "reranking"}[model_type]
-    return {
-        "model_type": model_type,
-        "model_name": f"tiny-{model_type}",
-        "base_model": base,
-        "objective": {"bi-encoder": "MultipleNegativesRankingLoss", "cross-encoder": "BinaryCrossEntropyLoss",
-                      "cls-lr": "LogisticRegression"}[model_type],
-        "datasets": [
-            {"name": "scifact", "split": "train", "role": "train", "path": "../shared/data/scifact",
-             "license": "CC BY-NC 2.0", "num_examples": 919},
-            *(extra_train or []),
-            {"name": "scifact", "split": "test", "role": "eval", "path": "../shared/data/scifact",
-             "license": "CC BY-NC 2.0", "num_examples": 339},
-        ],
-        "config": {"model": base, "epochs": 1, "batch_size": 8, "seed": 0},
-        "training": {"steps": 3, "epochs": 1.0, "train_examples": 24, "batch_size": 8, "learning_rate": 2e-05,
-                     "wall_time_seconds": 1.25, "examples_per_second": 19.2, "device": "cpu",
-                     "hardware": "Linux-x86_64, 2 CPUs", "final_loss": 0.6931, "seed": 0},
-        "evaluations": [
-            {"dataset": "scifact", "split": "test", "task": task, "metric": "nDCG@10", "before": 0.5123,
-             "after": 0.6398712, "anchor": 0.665, "anchor_name": "BEIR BM25", "config": "BM25 top-100"},
-            {"dataset": "scifact", "split": "test", "task": task, "metric": "MRR@10", "before": None,
-             "after": 0.6012, "anchor": None, "anchor_name": None, "config": "BM25 top-100"},
-        ],
-        "extra": {},
-        "versions": {"ctxir": "0.1.0", "sentence_transformers": "6.2.0", "transformers": "5.23.0"},
-        "created": "2026-11-22T12:00:00+00:00",
-    }
-
-
 def write_metrics(folder: Path, metrics: dict) -> Path:
     (folder / "metrics.json").write_text(json.dumps(metrics, indent=1))
     return folder
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory, tiny_bert_dir) -> dict[str, Path]:
+def runs(tmp_path_factory, tiny_bert_dir, metrics_record) -> dict[str, Path]:
     """Three training outputs built from the tiny BERT: bi-encoder, cross-encoder, CLS-LR over that cross-encoder."""
     from sentence_transformers import CrossEncoder, SentenceTransformer
 
@@ -74,7 +42,7 @@ def runs(tmp_path_factory, tiny_bert_dir) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("runs")
     bi = root / "bi-encoder"
     SentenceTransformer(str(tiny_bert_dir), device="cpu").save_pretrained(str(bi))
-    write_metrics(bi, run_metrics("bi-encoder", str(tiny_bert_dir)))
+    write_metrics(bi, metrics_record("bi-encoder", str(tiny_bert_dir)))
     # What a trainer leaves beside the model: must be left out, not refused.
     (bi / "training_args.bin").write_bytes(b"\x80\x04K\x01.")
     (bi / "checkpoint-3").mkdir()
@@ -82,14 +50,14 @@ def runs(tmp_path_factory, tiny_bert_dir) -> dict[str, Path]:
 
     ce = root / "cross-encoder"
     CrossEncoder(str(tiny_bert_dir), num_labels=1, device="cpu").save_pretrained(str(ce))
-    write_metrics(ce, run_metrics("cross-encoder", str(tiny_bert_dir)))
+    write_metrics(ce, metrics_record("cross-encoder", str(tiny_bert_dir)))
 
     cls = root / "cls-lr"
     rng = np.random.default_rng(0)
     ranker = ClsLrRanker.fit(base_model=str(ce), features=rng.normal(size=(40, 32)).astype(np.float32),
                              labels=[0, 1] * 20, device="cpu")
     ranker.save(cls)
-    write_metrics(cls, run_metrics("cls-lr", str(ce)))
+    write_metrics(cls, metrics_record("cls-lr", str(ce)))
     (cls / "figures").mkdir()
     (cls / "figures" / "pr_curve.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 16)
     return {"bi-encoder": bi, "cross-encoder": ce, "cls-lr": cls}
@@ -268,15 +236,15 @@ def test_validate_refuses_a_pickle_added_after_staging(staged, tmp_path):
 def test_refuses_a_card_whose_metrics_disagree(staged, tmp_path):
     folder = Path(shutil.copytree(staged["bi-encoder"].folder, tmp_path / "staged"))
     readme = folder / "README.md"
-    readme.write_text(readme.read_text().replace("value: 0.6398712", "value: 0.7398712"))
-    with pytest.raises(CtxirError, match=r"nDCG@10.*0\.7398712.*metrics\.json says 0\.6398712"):
+    readme.write_text(readme.read_text().replace("value: 0.6837159", "value: 0.7837159"))
+    with pytest.raises(CtxirError, match=r"nDCG@10.*0\.7837159.*metrics\.json says 0\.6837159"):
         validate(folder)
     # and the other way round: metrics.json changed after the card was rendered
     folder2 = Path(shutil.copytree(staged["bi-encoder"].folder, tmp_path / "staged2"))
     metrics = json.loads((folder2 / "metrics.json").read_text())
     metrics["evaluations"][1]["after"] = 0.99
     (folder2 / "metrics.json").write_text(json.dumps(metrics))
-    with pytest.raises(CtxirError, match=r"MRR@10.*0\.6012.*0\.99"):
+    with pytest.raises(CtxirError, match=r"nDCG@10 \(rerank BM25 top-100\).*0\.6912.*0\.99"):
         validate(folder2)
 
 
@@ -439,11 +407,11 @@ def test_hf_upload_command_quotes_paths():
                        "--commit-message 'first version'")
 
 
-def test_metrics_fixture_follows_the_contract():
+def test_metrics_fixture_follows_the_contract(metrics_record):
     from ctxir.cards import validate_metrics
 
     for kind in ("bi-encoder", "cross-encoder", "cls-lr"):
-        validate_metrics(copy.deepcopy(run_metrics(kind, "x")))
+        validate_metrics(copy.deepcopy(metrics_record(kind, "x")))
 
 
 def test_cls_lr_with_a_relative_or_bundled_base_stages_self_contained(runs, tmp_path):
@@ -491,12 +459,12 @@ def test_a_downloaded_folder_validates_but_other_hidden_files_do_not(staged, tmp
         validate(folder)
 
 
-def test_real_minilm_bi_encoder_stages_and_its_transformers_snippet_matches(minilm_path, tmp_path):
+def test_real_minilm_bi_encoder_stages_and_its_transformers_snippet_matches(minilm_path, tmp_path, metrics_record):
     """The packaged all-MiniLM-L6-v2 as a 'trained' bi-encoder: real pooling config, real tokenizer, real card."""
     from huggingface_hub import metadata_load
 
     src = Path(shutil.copytree(minilm_path, tmp_path / "minilm"))
-    write_metrics(src, run_metrics("bi-encoder", "sentence-transformers/all-MiniLM-L6-v2"))
+    write_metrics(src, metrics_record("bi-encoder", "sentence-transformers/all-MiniLM-L6-v2"))
     report = stage(src, "ctxir/minilm-test", tmp_path / "out")
     meta = metadata_load(report.folder / "README.md")
     assert meta["base_model"] == "sentence-transformers/all-MiniLM-L6-v2"
@@ -513,7 +481,7 @@ def test_real_minilm_bi_encoder_stages_and_its_transformers_snippet_matches(mini
     assert float(st["scores"][0, 0]) > float(st["scores"][0, 1])
 
 
-def test_lora_cross_encoder_stages_as_an_adapter_and_every_snippet_agrees(tiny_bert_dir, tmp_path):
+def test_lora_cross_encoder_stages_as_an_adapter_and_every_snippet_agrees(tiny_bert_dir, tmp_path, metrics_record):
     """The shipped form (a PEFT adapter + head over a base named by id) publishes as the Hub expects: adapter files
     only, ``base_model`` in the card, and the card's three snippets give the scores ctxir's loader gives."""
     import torch
@@ -532,7 +500,7 @@ def test_lora_cross_encoder_stages_as_an_adapter_and_every_snippet_agrees(tiny_b
         if "lora_B" in name or "modules_to_save" in name:
             torch.nn.init.normal_(param, std=0.5)
     model.save_pretrained(str(run))
-    write_metrics(run, run_metrics("cross-encoder", str(tiny_bert_dir)))
+    write_metrics(run, metrics_record("cross-encoder", str(tiny_bert_dir)))
     report = stage(run, "ctxir/tiny-ce-lora", tmp_path / "staged")
     assert "adapter_config.json" in report.files and "adapter_model.safetensors" in report.files
     assert "model.safetensors" not in report.files
@@ -552,3 +520,24 @@ def test_lora_cross_encoder_stages_as_an_adapter_and_every_snippet_agrees(tiny_b
     query = "Do statins lower the risk of heart attack?"
     texts = ["Statin therapy reduced myocardial infarction.", "The river bank was flooded."]
     np.testing.assert_allclose(ours["scores"], st["model"].predict([(query, t) for t in texts]), atol=1e-4)
+
+
+def test_hub_command_line_names_a_missing_or_unknown_command(capsys):
+    assert main([]) == 2
+    assert main(["upload"]) == 2
+    err = capsys.readouterr().err
+    assert "usage: python -m ctxir.hub {push,validate}" in err and "got 'upload'" in err
+
+
+def test_model_folder_json_is_read_one_way(tmp_path):
+    from ctxir.hub import detect_model_type
+    from ctxir.names import read_json
+
+    (tmp_path / "config.json").write_text("{not json")
+    assert detect_model_type(tmp_path) is None  # sniffing a folder: a broken file is no evidence
+    with pytest.raises(CtxirError, match=r"config\.json' is not valid JSON .*re-save the model folder"):
+        read_json(tmp_path / "config.json")
+    (tmp_path / "config.json").write_text('"text"')
+    with pytest.raises(CtxirError, match="holds str, not a JSON object or list"):
+        read_json(tmp_path / "config.json")
+    assert read_json(tmp_path / "absent.json") == {}
