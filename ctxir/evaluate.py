@@ -18,7 +18,6 @@ Prints a metrics table and writes a JSON file with the metrics, per-query values
 
 from __future__ import annotations
 
-import json
 import platform
 import sys
 import time
@@ -26,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from ctxir.files import read_json, write_json
 from ctxir.types import CtxirError
 
 # Printed; the JSON file keeps every metric and per-query value.
@@ -241,7 +241,7 @@ def read_query_ids(path: str) -> list[str]:
         raise CtxirError(f"--tune-queries {path!r} is not a file: pass a file of query ids (one per line) or a "
                          "training run's metrics.json")
     if file.suffix == ".json":
-        ids = json.loads(file.read_text()).get("extra", {}).get("heldout_query_ids")
+        ids = read_json(file).get("extra", {}).get("heldout_query_ids")
         if not ids:
             raise CtxirError(f"--tune-queries {path!r} has no extra.heldout_query_ids: train with --dev-queries N "
                              "(> 0) or pass a file of query ids")
@@ -285,7 +285,7 @@ def run(args: EvaluateArgs) -> dict:
     print(format_table(result["metrics"], shown))
     out = Path(args.output or default_output(args))
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1) + "\n")
+    write_json(out, result, indent=1)
     print(f"wrote {out}")
     return result
 

@@ -21,7 +21,6 @@ that would publish it.
 from __future__ import annotations
 
 import fnmatch
-import json
 import shlex
 import shutil
 import sys
@@ -39,7 +38,8 @@ from ctxir.cards import (
     render_card,
     training_license,
 )
-from ctxir.names import CLS_LR_CONFIG, CLS_LR_WEIGHTS, read_json
+from ctxir.files import read_json, write_atomic, write_json
+from ctxir.names import CLS_LR_CONFIG, CLS_LR_WEIGHTS
 from ctxir.names import looks_like_hub_id as _looks_like_hub_id
 from ctxir.types import CtxirError
 
@@ -313,7 +313,7 @@ def stage(model_dir: str | Path, repo_id: str, staging_dir: str | Path | None = 
                              "choose another folder")
         shutil.rmtree(dest)
     (dest / STAGING_MARKER).parent.mkdir(parents=True, exist_ok=True)
-    (dest / STAGING_MARKER).write_text(json.dumps({"source": str(src), "repo_id": repo_id}) + "\n")
+    write_json(dest / STAGING_MARKER, {"source": str(src), "repo_id": repo_id}, indent=None)
 
     # 4. copy the model
     if model_type == "cls-lr":
@@ -345,7 +345,7 @@ def stage(model_dir: str | Path, repo_id: str, staging_dir: str | Path | None = 
         base_model_id = metrics["base_model"]
     inputs = CardInputs(repo_id=repo_id, base_model_id=base_model_id or None, base_license=base_license,
                         facts=model_facts(dest, model_type), figures=staged_figures)
-    render_card(metrics, inputs).save(dest / README)
+    write_atomic(dest / README, render_card(metrics, inputs).content)
 
     # 7. validate what will be uploaded
     report = validate(dest, base_license=base_license)
@@ -379,7 +379,7 @@ def _stage_cls_lr(src: Path, dest: Path, base_dir: Path, base_license: tuple[str
     config["base_model"] = "."  # ClsLrRanker.load: "." = the encoder lives in this folder
     if base_license is not None:
         config["base_model_license"] = {"what": base_license[0], "license": base_license[1].name}
-    (dest / CLS_LR_CONFIG).write_text(json.dumps(config, indent=2) + "\n")
+    write_json(dest / CLS_LR_CONFIG, config)
 
 
 # ---------------------------------------------------------------------------------------------- validate

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import torch
 
-from ctxir.names import ADAPTER_CONFIG, CLS_LR_CONFIG, read_json
+from ctxir.files import read_json
+from ctxir.names import ADAPTER_CONFIG, CLS_LR_CONFIG
 from ctxir.types import CtxirError
 
 DEFAULT_BI_ENCODER = "sentence-transformers/all-MiniLM-L6-v2"

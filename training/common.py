@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ctxir.cli import cli_main  # noqa: F401  (re-exported for the scripts)
+from ctxir.files import write_json
 from ctxir.models import set_threads  # noqa: F401  (re-exported for the scripts)
 from ctxir.types import CtxirError
 
@@ -130,10 +131,8 @@ def write_metrics(folder: str | os.PathLike, metrics: dict) -> Path:
         missing = [k for k in EVALUATION_KEYS if k not in row]
         if missing:
             raise ValueError(f"metrics.json evaluation {row.get('dataset')!r} is missing key(s) {missing}")
-    path = Path(folder) / "metrics.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(metrics, indent=2, default=_json_default) + "\n")
-    return path
+    # atomic: a run killed while writing leaves the previous metrics.json whole (cards are checked against it)
+    return write_json(Path(folder) / "metrics.json", metrics, default=_json_default)
 
 
 def _json_default(value: Any):

@@ -13,7 +13,6 @@ the defaults of ``python app.py`` and ``python -m ctxir.evaluate --rerank …``.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -24,6 +23,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # `python training/ship.py` from the repo root
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from ctxir.files import read_json, write_json
 from ctxir.models import (
     ADAPTER_CONFIG,
     ASSETS_MODELS,
@@ -90,7 +90,7 @@ def run(args: ShipArgs) -> dict:
     if Path(base).exists():
         raise CtxirError(f"the adapter's base is the local folder {base!r}: ship adapters over a Hub id (such as "
                          "'sentence-transformers/all-MiniLM-L6-v2', packaged offline) so they load anywhere")
-    cls_config = json.loads((cls_src / CLS_LR_CONFIG).read_text()) if (cls_src / CLS_LR_CONFIG).is_file() else {}
+    cls_config = read_json(cls_src / CLS_LR_CONFIG)
     cls_base = cls_config.get("base_model", "")
     if not cls_base or Path(resolve_model(cls_base)).resolve() != ce_src.resolve():
         raise CtxirError(f"--cls-lr {args.cls_lr!r} reads {cls_base!r}, not --cross-encoder {args.cross_encoder!r}: "
@@ -103,14 +103,14 @@ def run(args: ShipArgs) -> dict:
         ce_dest = work / SHIPPED_MODELS[SHIPPED_CROSS_ENCODER].name
         _copy(ce_src, ce_dest, CROSS_ENCODER_FILES, (ADAPTER_CONFIG, "adapter_model.safetensors", "metrics.json"))
         # a modular head (e.g. --head mean) keeps its modules in sub-folders named by modules.json
-        modules = json.loads((ce_src / "modules.json").read_text()) if (ce_src / "modules.json").is_file() else []
+        modules = read_json(ce_src / "modules.json") or []
         for entry in modules:
             if entry.get("path"):
                 shutil.copytree(ce_src / entry["path"], ce_dest / entry["path"])
         _copy(cls_src, work / SHIPPED_MODELS[SHIPPED_CLS_LR].name, CLS_LR_FILES, CLS_LR_FILES)
         shipped_cls = work / SHIPPED_MODELS[SHIPPED_CLS_LR].name / CLS_LR_CONFIG
         cls_config["base_model"] = SHIPPED_CROSS_ENCODER  # by name: resolves to the packaged adapter
-        shipped_cls.write_text(json.dumps(cls_config, indent=2) + "\n")
+        write_json(shipped_cls, cls_config)
         size = check_shippable(work, args.max_mb)
         # 3. the shipped copies must score exactly as the trained ones do
         pair = ("Do statins lower the risk of heart attack?",

@@ -23,7 +23,6 @@ train.log, checkpoints/ while training (kept with --keep-checkpoints; --resume l
 
 from __future__ import annotations
 
-import json
 import random
 import sys
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from typing import Literal
 if __package__ in (None, ""):  # `python training/train_cross_encoder.py` from the repo root
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from ctxir.files import read_json, write_json
 from ctxir.models import ADAPTER_CONFIG, DEFAULT_BI_ENCODER, load_cross_encoder, resolve_model
 from ctxir.types import CtxirError, doc_text
 from training.common import (
@@ -380,9 +380,9 @@ def name_adapter_base(folder: Path, base: str) -> None:
     The adapter then loads on any machine: from the Hub, or offline from the packaged MiniLM (ctxir.models).
     """
     path = folder / ADAPTER_CONFIG
-    config = json.loads(path.read_text())
+    config = read_json(path)
     config["base_model_name_or_path"] = base
-    path.write_text(json.dumps(config, indent=2) + "\n")
+    write_json(path, config)
 
 
 def main(argv: list[str] | None = None) -> int:

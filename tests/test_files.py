@@ -1,0 +1,62 @@
+"""ctxir.files: one JSON reader, atomic writes — a writer killed at any moment leaves the old file or the new."""
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ctxir.files import atomic_path, read_json, write_atomic, write_json
+
+WRITER = """
+import sys
+from ctxir.files import write_atomic
+path, ready = sys.argv[1], sys.argv[2]
+big = [("A" if i % 2 else "B") * 4_000_000 for i in range(2)]  # two 4 MB versions, so writes take a while
+open(ready, "w").close()
+i = 0
+while True:
+    write_atomic(path, big[i % 2])
+    i += 1
+"""
+
+
+def test_a_writer_killed_mid_write_leaves_a_whole_file(tmp_path):
+    target, ready = tmp_path / "metrics.json", tmp_path / "ready"
+    write_atomic(target, "old")
+    whole = {hashlib.sha256(v.encode()).hexdigest() for v in ("old", "A" * 4_000_000, "B" * 4_000_000)}
+    for delay in (0.05, 0.13, 0.31, 0.47):
+        proc = subprocess.Popen([sys.executable, "-c", WRITER, str(target), str(ready)], cwd=os.getcwd())
+        deadline = time.time() + 60
+        while not ready.exists() and time.time() < deadline:
+            time.sleep(0.01)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        ready.unlink(missing_ok=True)
+        assert hashlib.sha256(target.read_bytes()).hexdigest() in whole, f"torn file after a kill at +{delay} s"
+    # the killed writer's temporary files are the only leftovers, and never under the target's name
+    assert all(p.name.startswith(".metrics.json.") for p in tmp_path.iterdir() if p != target)
+
+
+def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path):
+    target = tmp_path / "card.md"
+    write_atomic(target, "old card")
+    with pytest.raises(RuntimeError), atomic_path(target) as tmp:
+        tmp.write_text("half a ca")
+        raise RuntimeError("disk full")
+    assert target.read_text() == "old card"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["card.md"]
+
+
+def test_write_json_round_trips_and_reads_absent_as_empty(tmp_path):
+    path = write_json(tmp_path / "sub" / "m.json", {"a": [1, 2.5]})
+    assert path.read_text().endswith("\n") and read_json(path) == {"a": [1, 2.5]}
+    assert read_json(tmp_path / "none.json") == {}
+    with atomic_path(tmp_path / "x.npy", suffix=".npy") as tmp:
+        assert tmp.suffix == ".npy" and tmp.parent == tmp_path
+        tmp.write_bytes(b"data")
+    assert (tmp_path / "x.npy").read_bytes() == b"data"
