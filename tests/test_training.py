@@ -287,7 +287,7 @@ def test_unknown_nli_label(tiny_bert_dir, tmp_path, capsys):
     (["--learning-rate", "0"], "--learning-rate must be > 0"),
     (["--max-samples", "-5"], "--max-samples must be -1"),
     (["--task", "stsb", "--objective", "mnrl"], "--objective 'mnrl' does not fit --task 'stsb'"),
-    (["--resume", "last"], "no checkpoint-N folder"),
+    (["--resume", "last"], "no complete checkpoint-N folder"),
 ])
 def test_bad_arguments(argv, message, tiny_bert_dir, toy_root, tmp_path, capsys):
     out = tmp_path / "out"
@@ -320,6 +320,52 @@ def test_interrupted_run_resumes_from_last_checkpoint(tiny_bert_dir, toy_root, t
     resumed = [json.loads(line) for line in (out / "training_log.jsonl").read_text().splitlines()[len(log_before):]]
     # The resumed run trains steps 3 and 4 only.
     assert [row["step"] for row in resumed if "loss" in row] == [3, 4]
+
+
+def test_resume_skips_a_checkpoint_torn_by_a_kill(tmp_path, capsys):
+    for step, state in ((2, "{}"), (4, "{}"), (6, None), (8, '{"global_st')):
+        (tmp_path / f"checkpoint-{step}").mkdir()
+        (tmp_path / f"checkpoint-{step}" / "model.safetensors").write_bytes(b"weights")
+        if state is not None:
+            (tmp_path / f"checkpoint-{step}" / "trainer_state.json").write_text(state)
+    assert common.resolve_resume("last", tmp_path) == str(tmp_path / "checkpoint-4")
+    assert "skipping checkpoint-8, checkpoint-6 (saved only in part" in capsys.readouterr().out
+    with pytest.raises(CtxirError, match="saved only in part"):
+        common.resolve_resume(str(tmp_path / "checkpoint-6"), tmp_path)
+
+
+def test_a_killed_run_resumes_and_matches_an_uninterrupted_one(tiny_bert_dir, toy_root, tmp_path):
+    """SIGKILL mid-training (a real process, not a simulated exit), --resume last, same final metrics."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    def args(out: Path) -> list[str]:
+        argv = _bi_args(tiny_bert_dir, toy_root, out, "--task", "stsb", "--save-steps", "10", "--eval-before",
+                        "false", "--learning-rate", "1e-3")
+        argv[argv.index("--max-steps") + 1] = "60"
+        return argv
+
+    whole = tmp_path / "whole"
+    assert train_bi_encoder.main(args(whole)) == 0
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen([sys.executable, "training/train_bi_encoder.py", *args(killed)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while not (killed / "checkpoints" / "checkpoint-20").is_dir() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (killed / "metrics.json").exists(), "the run finished before it could be killed: raise --max-steps"
+    assert train_bi_encoder.main([*args(killed), "--resume", "last"]) == 0
+    a, b = (json.loads((out / "metrics.json").read_text()) for out in (whole, killed))
+    assert b["training"]["resumed_from"].startswith(str(killed / "checkpoints" / "checkpoint-"))
+    assert b["training"]["steps"] == a["training"]["steps"] == 60
+    # the resumed run restores optimizer, scheduler, RNG and data order: the same model within float noise
+    assert b["training"]["final_loss"] == pytest.approx(a["training"]["final_loss"], abs=1e-4)
+    for row_a, row_b in zip(a["evaluations"], b["evaluations"], strict=True):
+        assert row_b["after"] == pytest.approx(row_a["after"], abs=1e-4), row_a["metric"]
 
 
 # ---------------------------------------------------------------- common helpers

@@ -207,22 +207,41 @@ def heldout_queries(qids: Sequence[str], n: int, seed: int) -> list[str]:
 
 
 def resolve_resume(resume: str, checkpoint_dir: Path) -> str | None:
-    """--resume '' → None; 'last' (or 'true') → newest checkpoint-N under checkpoint_dir; else a checkpoint path."""
-    from transformers.trainer_utils import get_last_checkpoint
+    """--resume '' → None; 'last' (or 'true') → newest complete checkpoint-N under checkpoint_dir; else a path.
 
+    A run killed while saving leaves a torn checkpoint-N (weights but no trainer state): the Trainer writes
+    trainer_state.json last, so a checkpoint counts only once that file parses. Torn ones are skipped, and said so.
+    """
     value = (resume or "").strip()
     if value.lower() in ("", "false", "no", "none"):
         return None
     if value.lower() in ("last", "true", "yes"):
-        last = get_last_checkpoint(str(checkpoint_dir)) if checkpoint_dir.is_dir() else None
-        if last is None:
-            raise CtxirError(f"--resume {resume!r}: no checkpoint-N folder in {str(checkpoint_dir)!r}; run without "
-                             "--resume, or point --output-dir at the interrupted run's folder")
-        return last
+        found = sorted((p for p in checkpoint_dir.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()),
+                       key=lambda p: int(p.name.split("-")[-1]), reverse=True) if checkpoint_dir.is_dir() else []
+        complete = [p for p in found if _complete_checkpoint(p)]
+        if not complete:
+            torn = f" ({len(found)} torn: {', '.join(p.name for p in found)})" if found else ""
+            raise CtxirError(f"--resume {resume!r}: no complete checkpoint-N folder in {str(checkpoint_dir)!r}{torn}; "
+                             "run without --resume, or point --output-dir at the interrupted run's folder")
+        torn = [p.name for p in found[: found.index(complete[0])]]  # newer than the one resumed from
+        if torn:
+            print(f"resume: skipping {', '.join(torn)} (saved only in part: the run was stopped while writing it)")
+        return str(complete[0])
     if not Path(value).is_dir():
         raise CtxirError(f"--resume {resume!r} is not a checkpoint folder: pass 'last' or a path such as "
                          f"{str(checkpoint_dir / 'checkpoint-500')!r}")
+    if not _complete_checkpoint(Path(value)):
+        raise CtxirError(f"--resume {resume!r} was saved only in part (no readable trainer_state.json): pass 'last' "
+                         "to take the newest complete checkpoint, or an earlier checkpoint-N")
     return value
+
+
+def _complete_checkpoint(folder: Path) -> bool:
+    try:
+        json.loads((folder / "trainer_state.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def check_common_args(args) -> None:
