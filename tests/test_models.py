@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -19,6 +21,40 @@ def test_folder_without_config_is_refused(tmp_path):
     (tmp_path / "weights.txt").write_text("x")
     with pytest.raises(CtxirError, match=r"no config\.json"):
         resolve_model(str(tmp_path))
+
+
+@pytest.mark.parametrize(("planted", "where"), [("pytorch_model.bin", ""), ("weights.dat", ""),
+                                                ("optimizer.pt", "1_Pooling/")])
+def test_a_folder_with_a_planted_pickle_is_refused_naming_it(tiny_bert_dir, tmp_path, planted, where):
+    import json
+    import pickle
+    import shutil
+
+    folder = Path(shutil.copytree(tiny_bert_dir, tmp_path / "model"))
+    if where:
+        (folder / where).mkdir()
+        (folder / "modules.json").write_text(json.dumps([{"idx": 0, "name": "0", "path": "",
+                                                          "type": "sentence_transformers.models.Transformer"},
+                                                         {"idx": 1, "name": "1", "path": where.rstrip("/"),
+                                                          "type": "sentence_transformers.models.Pooling"}]))
+    (folder / where / planted).write_bytes(pickle.dumps({"not": "weights"}))  # a pickle by content too
+    with pytest.raises(CtxirError, match=rf"holds pickle file\(s\) '{where}{planted}'.*delete them"):
+        resolve_model(str(folder))
+    # a Trainer's leftover that no loader reads, and pickles in checkpoints/, do not block loading
+    (folder / where / planted).unlink()
+    (folder / "training_args.bin").write_bytes(pickle.dumps({}))
+    (folder / "checkpoints" / "checkpoint-2").mkdir(parents=True)
+    (folder / "checkpoints" / "checkpoint-2" / "optimizer.pt").write_bytes(pickle.dumps({}))
+    assert resolve_model(str(folder)) == str(folder.resolve())
+
+
+def test_a_folder_missing_its_weights_is_refused(tiny_bert_dir, tmp_path):
+    import shutil
+
+    folder = Path(shutil.copytree(tiny_bert_dir, tmp_path / "model"))
+    (folder / "model.safetensors").unlink()
+    with pytest.raises(CtxirError, match=r"has a config but no weights \(no model\.safetensors.*fetch the model again"):
+        resolve_model(str(folder))
 
 
 def test_missing_path_names_the_path():
