@@ -530,8 +530,8 @@ def test_hub_command_line_names_a_missing_or_unknown_command(capsys):
 
 
 def test_model_folder_json_is_read_one_way(tmp_path):
-    from ctxir.hub import detect_model_type
     from ctxir.files import read_json
+    from ctxir.hub import detect_model_type
 
     (tmp_path / "config.json").write_text("{not json")
     assert detect_model_type(tmp_path) is None  # sniffing a folder: a broken file is no evidence
