@@ -11,8 +11,10 @@ Models are loaded once, in ``AppState.load`` (or passed in already built), and s
 from __future__ import annotations
 
 import hashlib
+import html
 import json
 import logging
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -55,7 +57,9 @@ class AppConfig:
     max_upload_mb: float = 20.0
     max_upload_docs: int = 5_000
     max_compare_docs: int = 6_000  # compare pooling encodes the corpus once per (pooling, layer): minutes on CPU
-    max_corpora: int = 4  # uploaded corpora kept in memory (least recently used dropped)
+    max_corpora: int = 4  # uploaded corpora one visitor (session) keeps; their own least recently used goes first
+    max_total_uploads: int = 16  # uploaded corpora in memory across all visitors
+    upload_idle_s: float = 900.0  # a visitor idle this long may lose uploads, and only when the app is full
     rerank_depth: int = 20
     decimals: int = 3
 
@@ -70,6 +74,35 @@ class ViewResult:
     text: str = ""
     extra_rows: list[dict] = field(default_factory=list)
     html: str = ""  # a standalone HTML document (the attention view)
+
+
+# ---------------------------------------------------------------- text shown to a person
+
+
+def display_text(message: Any) -> str:
+    """``message`` as text for a place that renders HTML (Gradio's error and warning pop-ups): ``&``, ``<`` and
+    ``>`` are escaped, so user content cannot become a link or an image and the app's own ``<placeholders>`` stay
+    readable. Quotes are kept as they are, so API clients read ``'name'`` unchanged."""
+    return html.escape(str(message), quote=False)
+
+
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
+
+
+def md_literal(text: Any) -> str:
+    """User content inside a Markdown summary (mid-line), shown as typed: the characters that start inline
+    Markdown (emphasis, code, links, tables, strike-through) backslash-escaped and HTML escaped. Not a code span,
+    which a backtick in the text could end."""
+    return display_text(_MARKDOWN_SPECIAL.sub(r"\\\1", str(text)))
+
+
+def md_code(text: Any) -> str:
+    """User content as a Markdown code span that no backtick in it can end: the fence is one backtick longer than
+    the longest run inside (CommonMark), and code spans show HTML as typed."""
+    text = str(text).replace("\n", " ")
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 # ---------------------------------------------------------------- input checks
@@ -308,8 +341,21 @@ class CorpusIndex:
         return {"name": self.name, "documents": len(self.corpus), "source": self.source}
 
 
+Owner = str | None  # whose uploads: a Gradio session hash; None = the local Python caller (tests, notebooks)
+
+
 class AppState:
-    """Models + indexed corpora, shared by every request of one running app."""
+    """Models + indexed corpora, shared by every request of one running app.
+
+    The startup corpus is public. An uploaded corpus belongs to its owner (the Gradio session that uploaded it):
+    only that owner can list or search it, and error messages list only the public corpus and the owner's own.
+    An owner keeps at most ``config.max_corpora`` uploads (their own least recently used is dropped, and the upload
+    result says so); the whole app keeps at most ``config.max_total_uploads``. When that is full, room is made only
+    from owners idle for ``config.upload_idle_s`` (least recently active first); if nobody is idle the upload is
+    refused with a message, so nobody loses a corpus while they use it. ``release(owner)`` (the session ended)
+    frees an owner's uploads. Uploaded corpora are encoded without the persistent embedding cache: their vectors
+    live in memory and go with the corpus.
+    """
 
     def __init__(self, models: AppModels, config: AppConfig | None = None, corpus: Corpus | None = None,
                  corpus_name: str = DEMO_CORPUS_NAME, corpus_source: str = "built-in demo corpus",
@@ -317,11 +363,14 @@ class AppState:
         self.models, self.config = models, config or AppConfig()
         self.cache = cache
         self.default_corpus = corpus_name
-        self._corpora: OrderedDict[str, CorpusIndex] = OrderedDict()
+        self.clock: Callable[[], float] = time.monotonic  # tests replace it to age owners
         self._lock = threading.Lock()
+        self._uploads: dict[Owner, OrderedDict[str, CorpusIndex]] = {}
+        self._last_seen: dict[Owner, float] = {}  # only owners that hold uploads
         corpus = corpus if corpus is not None else demo_corpus()
-        self._corpora[corpus_name] = CorpusIndex(corpus_name, corpus, models.bi_encoder, corpus_source, progress,
-                                                 cache, models.bi_encoder_name)
+        self._public: dict[str, CorpusIndex] = {
+            corpus_name: CorpusIndex(corpus_name, corpus, models.bi_encoder, corpus_source, progress, cache,
+                                     models.bi_encoder_name)}
 
     @classmethod
     def load(cls, config: AppConfig, progress: Progress | None = None) -> AppState:
@@ -354,28 +403,118 @@ class AppState:
         for item in self.models.inspect.values():
             inspect_text("warm up", model=item.model, tokenizer=item.tokenizer)
 
+    # ------------------------------------------------------------ who sees what
+
+    @property
+    def public_names(self) -> list[str]:
+        return list(self._public)
+
+    def corpus_names_for(self, owner: Owner = None) -> list[str]:
+        """The corpora ``owner`` may choose: the public one(s), then their own uploads (most recent last)."""
+        with self._lock:
+            own = [n for n in self._uploads.get(owner, {}) if n not in self._public]
+            return [*self._public, *own]
+
     @property
     def corpus_names(self) -> list[str]:
-        with self._lock:
-            return list(self._corpora)
+        """The corpora of the local caller (owner None)."""
+        return self.corpus_names_for(None)
 
-    def index(self, name: str | None) -> CorpusIndex:
+    def touch(self, owner: Owner) -> None:
+        """``owner`` is active (any request): their uploads are not idle."""
+        with self._lock:
+            if owner in self._uploads:
+                self._last_seen[owner] = self.clock()
+
+    def index(self, name: str | None, owner: Owner = None) -> CorpusIndex:
         name = name or self.default_corpus
         with self._lock:
-            if name not in self._corpora:
-                raise CtxirError(f"corpus {name!r} is not loaded: choose one of {', '.join(map(repr, self._corpora))}"
-                                 " or upload a corpus file first")
-            self._corpora.move_to_end(name)
-            return self._corpora[name]
+            own = self._uploads.get(owner)
+            if own is not None:
+                self._last_seen[owner] = self.clock()
+                if name in own:
+                    own.move_to_end(name)
+                    return own[name]
+            if name in self._public:
+                return self._public[name]
+            visible = [*self._public, *(own or {})]
+        idle_min = self.config.upload_idle_s / 60
+        raise CtxirError(f"corpus {name!r} is not loaded: choose one of {', '.join(map(repr, visible))} or upload a "
+                         f"corpus file first (an upload is visible only to the session that uploaded it; it is "
+                         f"released when that session ends, or after {idle_min:g} minutes without use when the app "
+                         "needs the room: then upload it again)")
 
-    def add(self, index: CorpusIndex) -> None:
+    # ------------------------------------------------------------ uploads
+
+    def _plan(self, owner: Owner, name: str) -> tuple[list[str], list[tuple[Owner, str]]]:
+        """(the owner's own uploads to drop, other idle owners' uploads to evict) to add ``name``; raises when the
+        app is full of corpora of active owners. Changes nothing. Call with the lock held."""
+        cfg = self.config
+        own = self._uploads.get(owner, OrderedDict())
+        if name in own:
+            return [], []  # a re-upload replaces itself
+        own_drops = list(own)[:max(0, len(own) - cfg.max_corpora + 1)]
+        total = sum(len(corpora) for corpora in self._uploads.values()) - len(own_drops)
+        excess = total + 1 - cfg.max_total_uploads
+        evict: list[tuple[Owner, str]] = []
+        if excess > 0:
+            now = self.clock()
+            idle = sorted((o for o, seen in self._last_seen.items() if o != owner and now - seen >= cfg.upload_idle_s),
+                          key=self._last_seen.__getitem__)  # least recently active first
+            for other in idle:
+                evict.extend((other, n) for n in self._uploads.get(other, {}))
+                if len(evict) >= excess:
+                    break
+            if len(evict) < excess:
+                raise CtxirError(
+                    f"this app already holds {total} uploaded corpora of visitors who are using them, its limit: "
+                    "nothing of theirs is removed while they are active. Try again in a few minutes (uploads are "
+                    f"released when a visitor closes the page, or after {cfg.upload_idle_s / 60:g} minutes without "
+                    "use when room is needed), or run ctxir on your own machine: `python app.py --corpus YOUR_FILE`")
+            evict = evict[:excess]
+        return own_drops, evict
+
+    def check_room(self, owner: Owner, name: str = "") -> None:
+        """Refuse early (before the minutes of indexing) when an upload by ``owner`` could not be kept."""
         with self._lock:
-            self._corpora[index.name] = index
-            uploaded = [n for n in self._corpora if n != self.default_corpus]
-            while len(uploaded) > self.config.max_corpora:
-                dropped = uploaded.pop(0)
-                del self._corpora[dropped]
-                logger.info("dropped uploaded corpus %r (keeping at most %d)", dropped, self.config.max_corpora)
+            self._plan(owner, name)
+
+    def add(self, index: CorpusIndex, owner: Owner = None) -> list[str]:
+        """Keep an uploaded corpus for ``owner``; returns the names of the owner's own older uploads dropped to stay
+        within ``config.max_corpora``. Raises CtxirError (and keeps everything) when the app is full."""
+        with self._lock:
+            own_drops, evict = self._plan(owner, index.name)
+            for other, name in evict:
+                del self._uploads[other][name]
+                logger.info("released an upload of an idle visitor (%d left app-wide)", self._upload_count())
+                if not self._uploads[other]:
+                    del self._uploads[other]
+                    self._last_seen.pop(other, None)
+            own = self._uploads.setdefault(owner, OrderedDict())
+            for name in own_drops:
+                del own[name]
+            own[index.name] = index
+            own.move_to_end(index.name)
+            self._last_seen[owner] = self.clock()
+            return own_drops
+
+    def release(self, owner: Owner) -> list[str]:
+        """Forget every upload of ``owner`` (their session ended); returns the names released."""
+        with self._lock:
+            released = list(self._uploads.pop(owner, {}))
+            self._last_seen.pop(owner, None)
+        if released:
+            logger.info("released %d upload(s) of a session that ended", len(released))
+        return released
+
+    def _upload_count(self) -> int:
+        return sum(len(corpora) for corpora in self._uploads.values())
+
+    @property
+    def upload_count(self) -> int:
+        """Uploaded corpora in memory, all owners together."""
+        with self._lock:
+            return self._upload_count()
 
 
 # ---------------------------------------------------------------- search
@@ -386,8 +525,9 @@ def _snippet(text: str, limit: int = 160) -> str:
 
 
 def search(state: AppState, query: str, corpus: str | None = None, first_stage: str = "dense",
-           reranker: str = "none", k: int = 10, depth: int | None = None) -> ViewResult:
-    """First stage (+ optional re-ranker) over a loaded corpus; each stage's score, rank and the rank change."""
+           reranker: str = "none", k: int = 10, depth: int | None = None, owner: Owner = None) -> ViewResult:
+    """First stage (+ optional re-ranker) over a corpus ``owner`` may see; each stage's score, rank and the rank
+    change."""
     from ctxir.pipeline import Pipeline
 
     query = check_text(query, "query", state.config.max_query_chars)
@@ -395,7 +535,7 @@ def search(state: AppState, query: str, corpus: str | None = None, first_stage: 
     check_choice(reranker, "re-ranker", RERANKERS)
     k = check_int(k, "k", 1, 100)
     depth = check_int(depth if depth is not None else state.config.rerank_depth, "re-rank depth", 1, 200)
-    index = state.index(corpus)
+    index = state.index(corpus, owner)
     pipeline = Pipeline(index.retriever(first_stage), state.models.reranker(reranker), depth=max(depth, k))
     started = time.perf_counter()
     result = pipeline.search(query, k)
@@ -413,7 +553,7 @@ def search(state: AppState, query: str, corpus: str | None = None, first_stage: 
         })
     timings = {name: round(ms, 2) for name, ms in result.timings_ms.items()}
     timings["total"] = round(total, 2)
-    lines = [f"**{len(rows)} results** from `{index.name}` ({len(index.corpus):,} documents) · "
+    lines = [f"**{len(rows)} results** from {md_code(index.name)} ({len(index.corpus):,} documents) · "
              + " · ".join(f"{name}: {ms:.1f} ms" for name, ms in timings.items())]
     if reranker != "none":
         moved = sum(1 for r in rows if r["rank_change"])
@@ -425,14 +565,14 @@ def search(state: AppState, query: str, corpus: str | None = None, first_stage: 
 
 
 def compare_pooling(state: AppState, query: str, corpus: str | None = None, layer: int = -1, k: int = 10,
-                    progress: Progress | None = None) -> ViewResult:
+                    progress: Progress | None = None, owner: Owner = None) -> ViewResult:
     """The same query through mean- and CLS-pooled embeddings of one layer: two rankings side by side."""
     query = check_text(query, "query", state.config.max_query_chars)
     n_layers = state.models.num_layers
     layer = check_int(layer, "layer", -1, n_layers)
     layer = n_layers if layer == -1 else layer
     k = check_int(k, "k", 1, 50)
-    index = state.index(corpus)
+    index = state.index(corpus, owner)
     if len(index.corpus) > state.config.max_compare_docs:
         raise CtxirError(f"compare pooling re-encodes the whole corpus per pooling and layer; {index.name!r} has "
                          f"{len(index.corpus):,} documents, above this app's limit of "
@@ -460,11 +600,26 @@ def compare_pooling(state: AppState, query: str, corpus: str | None = None, laye
                          for p, hits in rankings.items()}}
     text = (f"Layer {layer}{' (embeddings)' if layer == 0 else ''}: mean and CLS pooling share {overlap} of their "
             f"top {k}. all-MiniLM-L6-v2 was trained with mean pooling, so its CLS vector is not tuned for search.")
+    warnings = _cls_warnings("cls", layer, "the CLS ranking is in no particular order (every document ties)")
+    data["warnings"] = warnings
+    text = "\n\n".join([*(f"⚠️ {w}" for w in warnings), text])
     return ViewResult(rows=rows, data=data, text=text)
 
 
-def upload_corpus(state: AppState, path: str | Path | None, progress: Progress | None = None) -> ViewResult:
-    """Index a user's corpus file (.txt/.jsonl/.csv/.tsv); it becomes choosable by the returned name."""
+def _cls_warnings(pooling: str, layer: int, consequence: str) -> list[str]:
+    """CLS pooling at layer 0 reads the [CLS] token before any attention: its embedding + position 0 + token
+    type 0, the same vector for every text, so every cosine is 1.0."""
+    if pooling != "cls" or layer != 0:
+        return []
+    return [f"CLS pooling at layer 0 (the embedding layer) gives every text the same vector — the [CLS] token's "
+            f"embedding before any attention — so every cosine is 1.0 and {consequence}: choose layer 1 or higher, "
+            "or mean pooling"]
+
+
+def upload_corpus(state: AppState, path: str | Path | None, progress: Progress | None = None,
+                  owner: Owner = None) -> ViewResult:
+    """Index a user's corpus file (.txt/.jsonl/.csv/.tsv) for ``owner`` (only they can choose it, by the returned
+    name). Its embeddings stay in memory, never in the persistent cache."""
     from ctxir.data import USER_CORPUS_SUFFIXES, load_user_corpus
 
     if not path:
@@ -476,21 +631,39 @@ def upload_corpus(state: AppState, path: str | Path | None, progress: Progress |
     if size_mb > state.config.max_upload_mb:
         raise CtxirError(f"{path.name} is {size_mb:.1f} MB; this app accepts corpus files up to "
                          f"{state.config.max_upload_mb:g} MB: upload a smaller sample")
+    raw = path.read_bytes()
+    nul = raw.find(b"\x00")
+    if nul >= 0:
+        line = raw.count(b"\n", 0, nul) + 1
+        raise CtxirError(f"{path.name} contains a NUL byte (line {line}, byte offset {nul}): "
+                         "it is a binary file or UTF-16 text, not a UTF-8 text corpus. Save it as UTF-8 text "
+                         "(.txt/.jsonl/.csv/.tsv) and upload it again")
     corpus = load_user_corpus(path)
+    for doc_id, doc in corpus.items():
+        if any("\x00" in str(doc.get(key, "")) for key in ("title", "text")) or "\x00" in str(doc_id):
+            raise CtxirError(f"{path.name}: document {str(doc_id).replace(chr(0), '')!r} contains a NUL character "
+                             "(\\u0000 in JSON): remove it and upload the file again")
     if len(corpus) > state.config.max_upload_docs:
         raise CtxirError(f"{path.name} has {len(corpus):,} documents; this app indexes at most "
                          f"{state.config.max_upload_docs:,} uploaded documents on its CPU: upload a sample, or start "
                          "the app on the full corpus with --corpus PATH")
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:8]
-    name = f"{path.stem[:40]}-{digest}"
-    index = CorpusIndex(name, corpus, state.models.bi_encoder, f"upload {path.name}", progress, state.cache,
+    digest = hashlib.sha256(raw).hexdigest()[:8]
+    stem = re.sub(r"[^\w.-]+", "_", path.stem)[:40].strip("._") or "upload"
+    name = f"{stem}-{digest}"
+    state.check_room(owner, name)  # refuse before minutes of encoding, not after
+    # cache=None: an upload's vectors live in memory with its index and go with it, never in the user cache
+    index = CorpusIndex(name, corpus, state.models.bi_encoder, f"upload {path.name}", progress, None,
                         state.models.bi_encoder_name)
-    state.add(index)
+    dropped = state.add(index, owner)
     rows = [{"doc_id": doc_id, "title": doc.get("title", ""), "text": _snippet(doc.get("text", ""))}
             for doc_id, doc in list(corpus.items())[:10]]
-    data = {"corpus": name, "documents": len(corpus), "file": path.name, "sample": rows}
-    return ViewResult(rows=rows, data=data,
-                      text=f"Indexed **{len(corpus):,} documents** from `{path.name}` as corpus `{name}`.")
+    data = {"corpus": name, "documents": len(corpus), "file": path.name, "sample": rows, "dropped": dropped}
+    text = (f"Indexed **{len(corpus):,} documents** from {md_code(path.name)} as corpus {md_code(name)} "
+            "(visible only to you, for this session).")
+    if dropped:
+        text += (f" Your older upload(s) {', '.join(md_code(n) for n in dropped)} were removed: each visitor keeps "
+                 f"at most {state.config.max_corpora}.")
+    return ViewResult(rows=rows, data=data, text=text)
 
 
 # ---------------------------------------------------------------- pair scoring
@@ -545,7 +718,7 @@ def score_pairs(state: AppState, query: str, documents: str | Sequence[str]) -> 
         unavailable["cls-lr"] = models.cls_lr_error
     from ctxir.viz import scores_figure
 
-    text = (f"Input formation ({reader.name} tokenizer), document 1: `{first['text']}` — {first['num_tokens']} "
+    text = (f"Input formation ({reader.name} tokenizer), document 1: {md_code(first['text'])} — {first['num_tokens']} "
             "tokens; token type 0 = query segment, 1 = document segment.")
     if unavailable:
         text += "\n\n" + "\n".join(f"- {name} not loaded: {why}" for name, why in unavailable.items())
@@ -670,7 +843,7 @@ def token_embeddings(state: AppState, sentences: str | Sequence[str], layer_a: i
     }
     return ViewResult(rows=token_rows, figures={"projection": projection, "consecutive_layers": heat}, data=data,
                       text=f"{len(labels)} tokens from {len(items)} sentence(s); layers {layers[0]} and {layers[-1]}"
-                           + (f"; `{word.strip()}` circled in red" if word.strip() else ""))
+                           + (f"; {md_code(word.strip())} circled in red" if word.strip() else ""))
 
 
 def layer_similarity(state: AppState, sentences: str | Sequence[str], word: str = "bank",
@@ -704,7 +877,7 @@ def layer_similarity(state: AppState, sentences: str | Sequence[str], word: str 
     }
     data = {"word": word, "sentences": items, "layers": list(range(internals[0].hidden_states.shape[0])),
             "word_cosine": word_curves, "sentence_cosine": sentence_curves}
-    legend = "; ".join(f"{i + 1} = {s[:50]!r}" for i, s in enumerate(items))
+    legend = "; ".join(f"{i + 1} = {md_literal(repr(s[:50]))}" for i, s in enumerate(items))
     return ViewResult(rows=[{"pair": k, **{f"layer_{li}": v for li, v in enumerate(vals)}}
                             for k, vals in word_curves.items()],
                       figures=figures, data=data, text=f"Sentences: {legend}. Layer 0 is the embedding layer.")
@@ -726,10 +899,12 @@ def sentence_similarity(state: AppState, sentences: str | Sequence[str], layer: 
     fig = heatmap_figure(sim, labels, [str(i + 1) for i in range(len(items))],
                          f"sentence cosine similarity ({pooling} pooling, layer {layer})", vmin=-0.2, vmax=1.0)
     d = cfg.decimals
-    data = {"sentences": items, "layer": layer, "pooling": pooling, "similarity": np.round(sim, d).tolist()}
+    warnings = _cls_warnings(pooling, layer, "the heatmap shows nothing about the sentences")
+    data = {"sentences": items, "layer": layer, "pooling": pooling, "similarity": np.round(sim, d).tolist(),
+            "warnings": warnings}
     rows = [{"sentence": labels[i], **{str(j + 1): round(float(sim[i, j]), d) for j in range(len(items))}}
             for i in range(len(items))]
-    return ViewResult(rows=rows, figures={"similarity": fig}, data=data)
+    return ViewResult(rows=rows, figures={"similarity": fig}, data=data, text="\n\n".join(f"⚠️ {w}" for w in warnings))
 
 
 # ---------------------------------------------------------------- attention
