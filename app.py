@@ -10,7 +10,9 @@ API endpoint (``/search``, ``/score_pairs``, ``/token_embeddings``, ``/layer_sim
 that ``gradio_client`` can call; see the README.
 
 The callbacks are thin: the work is in ``ctxir.app_logic`` (tested directly). They turn ``CtxirError`` into
-``gr.Error`` and matplotlib figures into PNG files.
+``gr.Error`` (as text: Gradio renders an error's message as HTML, so it is escaped) and matplotlib figures into
+PNG files in one bounded folder. Each visitor is their Gradio session (``request.session_hash``; one per page
+load, one per ``gradio_client.Client``): uploads are kept per session and released when it ends.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -68,6 +71,9 @@ class AppArgs:
                                          "longest input (tokens) the attention view accepts")
     max_upload_docs: int = _env_int("CTXIR_MAX_UPLOAD_DOCS", 5_000, "most documents an uploaded corpus may have")
     rerank_depth: int = _env_int("CTXIR_RERANK_DEPTH", 20, "default number of first-stage candidates re-scored")
+    max_output_mb: int = _env_int("CTXIR_MAX_OUTPUT_MB", 200, "most MB of returned files (figures, attention HTML) "
+                                  "kept on disk; the oldest are removed first")
+    output_max_age_s: int = _env_int("CTXIR_OUTPUT_MAX_AGE_S", 600, "seconds a returned file is kept on disk")
 
 
 def config_from_args(args: AppArgs) -> logic.AppConfig:
@@ -87,6 +93,13 @@ def _gpu(fn):
     return spaces.GPU(fn)
 
 
+def user_error(message: Any) -> gr.Error:
+    """The one way a message reaches a person's error pop-up. Gradio renders gr.Error's message as HTML, so it is
+    escaped here: a corpus name like ``<a href=…>`` shows as typed (no link, no image) and the app's own
+    ``<its output folder>`` placeholders stay readable. API clients get the same escaped text."""
+    return gr.Error(logic.display_text(message), print_exception=False)
+
+
 def _guard(fn):
     """CtxirError → gr.Error with its message; anything unexpected → gr.Error too (logged), never a traceback."""
 
@@ -97,38 +110,95 @@ def _guard(fn):
         except gr.Error:
             raise
         except CtxirError as err:
-            raise gr.Error(str(err), print_exception=False) from None
+            raise user_error(err) from None
         except Exception as err:
             logger.exception("unexpected error in %s", fn.__name__)
-            raise gr.Error(f"unexpected {type(err).__name__} in {fn.__name__}: {err}. The app is still running; "
-                           "please report the input that caused it.", print_exception=False) from None
+            raise user_error(f"unexpected {type(err).__name__} in {fn.__name__}: {err}. The app is still running; "
+                             "please report the input that caused it.") from None
 
     return wrapper
 
 
-class Outputs:
-    """Per-app folder for the files a request returns (PNG figures, attention HTML); old files are pruned."""
+def _warn(result: logic.ViewResult) -> None:
+    """A result's warnings as Gradio warning pop-ups (escaped like errors)."""
+    for warning in result.data.get("warnings") or []:
+        gr.Warning(logic.display_text(warning))
 
-    def __init__(self, max_age_s: float = 3600.0):
+
+def _named(component):
+    """Gradio checks some inputs itself before a callback runs (a slider's range, a radio's choices) and its
+    message names no parameter ("Value 60 is greater than maximum value 50."). Wrap the component's check so the
+    message names it and says what is accepted, as text."""
+    check = component.preprocess
+
+    def preprocess(payload):
+        try:
+            return check(payload)
+        except Exception:
+            if isinstance(component, gr.Slider):
+                accepted = f"must be a number from {component.minimum:g} to {component.maximum:g}"
+            else:
+                accepted = f"must be one of {[value for _, value in component.choices]!r}"
+            raise user_error(f"{component.label} {accepted}, got {payload!r}") from None
+
+    component.preprocess = preprocess
+    return component
+
+
+class Outputs:
+    """The one folder for the files requests return (PNG figures, attention HTML), bounded on disk.
+
+    After each write, files older than ``max_age_s`` are removed, then the oldest ones until the folder holds at
+    most ``max_bytes`` (the file just written is always kept). The folder is a Gradio static path: Gradio serves the
+    files from here and keeps no second copy in its cache. Removed at exit (atexit; ``main`` turns SIGTERM and
+    SIGHUP into a normal exit, Ctrl-C is one already).
+    """
+
+    def __init__(self, max_age_s: float = 600.0, max_bytes: int = 200 * 2**20):
         self.root = Path(tempfile.mkdtemp(prefix="ctxir-app-"))
-        self.max_age_s = max_age_s
+        self.max_age_s, self.max_bytes = max_age_s, max_bytes
+        self._lock = threading.Lock()
+        gr.set_static_paths([self.root])
         atexit.register(shutil.rmtree, self.root, ignore_errors=True)
 
     def _path(self, stem: str, suffix: str) -> Path:
-        cutoff = time.time() - self.max_age_s
-        for old in self.root.iterdir():
-            if old.stat().st_mtime < cutoff:
-                old.unlink(missing_ok=True)
         return self.root / f"{stem}-{uuid.uuid4().hex[:10]}{suffix}"
+
+    def _files(self) -> list[tuple[float, int, Path]]:
+        """(mtime, bytes, path), newest first; files removed meanwhile by another request are skipped."""
+        files = []
+        for path in self.root.iterdir():
+            try:
+                stat = path.stat()
+            except FileNotFoundError:
+                continue
+            files.append((stat.st_mtime, stat.st_size, path))
+        return sorted(files, key=lambda f: f[0], reverse=True)
+
+    def _prune(self, keep: Path) -> None:
+        with self._lock:
+            cutoff, total, full = time.time() - self.max_age_s, 0, False
+            for mtime, size, path in self._files():  # newest first: once one does not fit, every older one goes
+                full = full or (path != keep and total + size > self.max_bytes)
+                if path != keep and (full or mtime < cutoff):
+                    path.unlink(missing_ok=True)
+                else:
+                    total += size
+
+    def bytes_used(self) -> int:
+        return sum(size for _, size, _ in self._files())
 
     def png(self, fig, stem: str) -> str:
         from ctxir.viz import save_png
 
-        return save_png(fig, self._path(stem, ".png"))
+        path = Path(save_png(fig, self._path(stem, ".png")))
+        self._prune(keep=path)
+        return str(path)
 
     def html(self, document: str, stem: str) -> str:
         path = self._path(stem, ".html")
         path.write_text(document, encoding="utf-8")
+        self._prune(keep=path)
         return str(path)
 
 
@@ -140,82 +210,109 @@ def _lines(items) -> str:
     return "\n".join(items)
 
 
-def build_demo(state: logic.AppState | None = None, config: logic.AppConfig | None = None) -> gr.Blocks:
+def build_demo(state: logic.AppState | None = None, config: logic.AppConfig | None = None,
+               outputs: Outputs | None = None) -> gr.Blocks:
     """The app. ``state`` holds already loaded models and corpora; without it they are loaded here, before
-    returning, so no request pays for loading."""
+    returning, so no request pays for loading. ``outputs`` is the folder for returned files (default: a new
+    bounded one)."""
     state = state or logic.AppState.load(config or logic.AppConfig())
     models, cfg = state.models, state.config
-    out = Outputs()
+    out = outputs or Outputs()
     presets = logic.demo_presets()
     n_layers, n_heads = models.num_layers, models.num_heads
     inspect_choices = list(models.inspect)
 
     # ---------------------------------------------------------------- callbacks (thin wrappers)
+    # Numbers go to app_logic as sent (no int()): it refuses 2.5 for k with a message instead of using 2.
+
+    def visitor(request: gr.Request | None) -> str:
+        """Whose request: Gradio's session hash (one per page load, one per gradio_client.Client); "" without
+        one (a raw HTTP call), which sees only the public corpus and may not upload. Marks the visitor active."""
+        owner = getattr(request, "session_hash", None) or ""
+        state.touch(owner)
+        return owner
 
     @_guard
     @_gpu
-    def do_search(query, corpus, first_stage, reranker, k, depth):
-        r = logic.search(state, query, corpus, first_stage, reranker, int(k), int(depth))
+    def do_search(query, corpus, first_stage, reranker, k, depth, request: gr.Request):
+        r = logic.search(state, query, corpus, first_stage, reranker, k, depth, owner=visitor(request))
         return _frame(r.rows), r.text, r.data
 
     @_guard
     @_gpu
-    def do_compare_pooling(query, corpus, layer, k, progress=gr.Progress(track_tqdm=True)):  # noqa: B008 (gradio's pattern)
-        r = logic.compare_pooling(state, query, corpus, int(layer), int(k),
-                                  progress=lambda f, d: progress(f, desc=d))
+    def do_compare_pooling(query, corpus, layer, k, request: gr.Request,
+                           progress=gr.Progress(track_tqdm=True)):  # noqa: B008 (gradio's pattern)
+        r = logic.compare_pooling(state, query, corpus, layer, k, progress=lambda f, d: progress(f, desc=d),
+                                  owner=visitor(request))
+        _warn(r)
         return _frame(r.rows), r.text, r.data
 
     @_guard
     @_gpu
-    def do_upload(file, progress=gr.Progress(track_tqdm=True)):  # noqa: B008 (gradio's pattern)
-        r = logic.upload_corpus(state, file, progress=lambda f, d: progress(f, desc=d))
+    def do_upload(file, request: gr.Request, progress=gr.Progress(track_tqdm=True)):  # noqa: B008 (gradio's pattern)
+        owner = visitor(request)
+        if not owner:
+            raise CtxirError("this request has no Gradio session, and an upload is kept per session: upload from "
+                             "the web page or with gradio_client (each Client is one session)")
+        r = logic.upload_corpus(state, file, progress=lambda f, d: progress(f, desc=d), owner=owner)
         return r.text, _frame(r.rows), r.data
 
-    def refresh_corpora(data):
+    def refresh_corpora(data, request: gr.Request):
         # A separate, private step: API users of /upload_corpus get the corpus name in the JSON, not a UI update.
-        return gr.update(choices=state.corpus_names, value=(data or {}).get("corpus", state.default_corpus))
+        return gr.update(choices=state.corpus_names_for(visitor(request)),
+                         value=(data or {}).get("corpus", state.default_corpus))
+
+    def end_session(request: gr.Request):
+        # The page was closed or reloaded (a reload is a new session): its uploads are released.
+        state.release(getattr(request, "session_hash", None) or "")
 
     @_guard
     @_gpu
-    def do_score_pairs(query, documents):
+    def do_score_pairs(query, documents, request: gr.Request):
+        visitor(request)
         r = logic.score_pairs(state, query, documents)
         return (_frame(r.rows), out.png(r.figures["scores"], "pair-scores"), r.text, _frame(r.extra_rows), r.data)
 
     @_guard
     @_gpu
-    def do_model_info(model, text):
+    def do_model_info(model, text, request: gr.Request):
+        visitor(request)
         r = logic.model_info(state, model, text)
         return r.text, _frame(r.rows), r.data
 
     @_guard
     @_gpu
-    def do_token_embeddings(model, sentences, word, layer_a, layer_b, methods,
-                            progress=gr.Progress()):  # noqa: B008  # noqa: B008
-        r = logic.token_embeddings(state, sentences, int(layer_a), int(layer_b), methods, word or "", model,
+    def do_token_embeddings(model, sentences, word, layer_a, layer_b, methods, request: gr.Request,
+                            progress=gr.Progress()):  # noqa: B008
+        visitor(request)
+        r = logic.token_embeddings(state, sentences, layer_a, layer_b, methods, word or "", model,
                                    progress=lambda f, d: progress(f, desc=d))
         return (out.png(r.figures["projection"], "token-projection"),
                 out.png(r.figures["consecutive_layers"], "consecutive-layers"), r.text, r.data)
 
     @_guard
     @_gpu
-    def do_layer_similarity(model, sentences, word):
+    def do_layer_similarity(model, sentences, word, request: gr.Request):
+        visitor(request)
         r = logic.layer_similarity(state, sentences, word, model)
         return out.png(r.figures["word"], "word-by-layer"), out.png(r.figures["sentence"], "sentence-by-layer"), \
             r.text, r.data
 
     @_guard
     @_gpu
-    def do_sentence_similarity(sentences, layer, pooling):
-        r = logic.sentence_similarity(state, sentences, int(layer), pooling)
+    def do_sentence_similarity(sentences, layer, pooling, request: gr.Request):
+        visitor(request)
+        r = logic.sentence_similarity(state, sentences, layer, pooling)
+        _warn(r)
         return out.png(r.figures["similarity"], "sentence-similarity"), r.data
 
     @_guard
     @_gpu
-    def do_attention(model, text, text_pair, view, layers, heads, heatmap_layer, heatmap_head,
+    def do_attention(model, text, text_pair, view, layers, heads, heatmap_layer, heatmap_head, request: gr.Request,
                      progress=gr.Progress()):  # noqa: B008
+        visitor(request)
         progress(0.1, desc="forward pass and bertviz view")
-        r = logic.attention(state, text, text_pair, view, layers, heads, int(heatmap_layer), int(heatmap_head),
-                            model)
+        r = logic.attention(state, text, text_pair, view, layers, heads, heatmap_layer, heatmap_head, model)
         from ctxir.viz import iframe
 
         return (r.text, iframe(r.html, height=700), out.html(r.html, f"attention-{view}-view"),
@@ -231,12 +328,13 @@ def build_demo(state: logic.AppState | None = None, config: logic.AppConfig | No
     status.append(f"CLS-LR ranker: **{cfg.cls_lr or 'in-memory'}**" if models.cls_lr is not None
                   else f"CLS-LR re-ranker not loaded — {models.cls_lr_error} (start with `--cls-lr FOLDER`)")
 
-    with gr.Blocks(title="ctxir — contextual embeddings for search", delete_cache=(3600, 3600)) as demo:
+    # Gradio's cache now holds only uploaded files (returned files are served from `out`): kept 10 minutes.
+    with gr.Blocks(title="ctxir — contextual embeddings for search", delete_cache=(300, 600)) as demo:
         gr.Markdown("# ctxir — contextual embeddings for search\n" + "  \n".join(status))
         with gr.Tab("Search"):
             with gr.Row():
                 query = gr.Textbox(label="Query", value="otters playing on the river bank", scale=4)
-                corpus = gr.Dropdown(state.corpus_names, value=state.default_corpus, label="Corpus",
+                corpus = gr.Dropdown(state.public_names, value=state.default_corpus, label="Corpus",
                                      allow_custom_value=True, scale=1)
             with gr.Row():
                 first_stage = gr.Radio(list(logic.FIRST_STAGES), value="dense", label="First stage")
@@ -349,6 +447,10 @@ def build_demo(state: logic.AppState | None = None, config: logic.AppConfig | No
             with gr.Accordion("Numbers (JSON)", open=False):
                 att_json = gr.JSON()
 
+        for component in demo.blocks.values():
+            if isinstance(component, gr.Slider | gr.Radio | gr.CheckboxGroup):
+                _named(component)  # range / choice errors name the input
+
         # ---------------------------------------------------------------- events (each one an API endpoint)
         search_inputs = [query, corpus, first_stage, reranker, k, depth]
         search_outputs = [search_table, search_summary, search_json]
@@ -373,6 +475,7 @@ def build_demo(state: logic.AppState | None = None, config: logic.AppConfig | No
                                         heat_head],
                          [att_summary, att_html, att_file, att_heat, att_sum_plot, att_table, att_json],
                          api_name="attention")
+        demo.unload(end_session)
     demo.ctxir_state = state  # tests and scripts reach the loaded models through the demo
     demo.ctxir_outputs = out
     return demo
@@ -389,9 +492,11 @@ def main(argv: list[str] | None = None) -> int:
     except CtxirError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    # SIGTERM (a container or process manager stopping the app) exits like Ctrl-C, so the atexit clean-up of the
-    # output folder runs instead of leaving it behind.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    # SIGTERM (a container or process manager stopping the app) and SIGHUP (its terminal closed) exit like Ctrl-C,
+    # so the atexit clean-up of the output folder runs instead of leaving it behind.
+    for signum in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if signum is not None:
+            signal.signal(signum, lambda *_: sys.exit(0))
     # 2. load models and the corpus once, before serving
     started = time.perf_counter()
     try:
@@ -401,9 +506,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     logger.info("cold start: %.1f s", time.perf_counter() - started)
     # 3. build and serve
-    demo = build_demo(state)
+    demo = build_demo(state, outputs=Outputs(max_age_s=args.output_max_age_s, max_bytes=args.max_output_mb * 2**20))
     demo.queue(default_concurrency_limit=2).launch(server_name=args.host or None, server_port=args.port or None,
-                                                   show_error=True, allowed_paths=[str(demo.ctxir_outputs.root)])
+                                                   show_error=True, allowed_paths=[str(demo.ctxir_outputs.root)],
+                                                   max_file_size=int(state.config.max_upload_mb * 2**20))
     return 0
 
 

@@ -1,0 +1,531 @@
+"""The app as a hostile visitor tries it (issue #13): uploads are per visitor, messages are text, disk is bounded.
+
+Library-level tests use a tiny random BERT (conftest) and a one-document public corpus, so they run in seconds;
+the HTTP tests launch that same small app and call it with gradio_client, one Client per visitor (each Client is
+one Gradio session, like one browser tab).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from ctxir import app_logic as logic
+from ctxir.types import CtxirError
+
+pytestmark = pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning")
+
+ROOT = Path(__file__).resolve().parents[1]
+LINK = '<a href="https://evil.example/login">Log in again</a>'
+IMAGE = '<img src="https://evil.example/pixel.png">'
+SECRET = "the vault code is 4471 and the river key is under the otters stone"
+
+
+# ---------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def tiny_models(_tiny_st):
+    return logic.AppModels.from_objects(_tiny_st, "tiny-bert")
+
+
+def make_state(models, **config) -> logic.AppState:
+    """A fresh state: public corpus 'public' (two documents), no embedding cache, limits from ``config``."""
+    corpus = {"p1": {"title": "", "text": "the river bank"}, "p2": {"title": "", "text": "money at the bank"}}
+    return logic.AppState(models, logic.AppConfig(device="cpu", **config), corpus, "public", cache=None)
+
+
+@pytest.fixture
+def state(tiny_models):
+    return make_state(tiny_models)
+
+
+def corpus_file(folder: Path, name: str, text: str = SECRET) -> str:
+    path = folder / name
+    path.write_text(f"{text}\nan unrelated line about tea\n", encoding="utf-8")
+    return str(path)
+
+
+class Index:
+    """Stands in for a CorpusIndex where only the bookkeeping is tested."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+
+class Tags(HTMLParser):
+    """The tags a browser would build from a string."""
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.tags: list[str] = []
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+
+
+def shows_literally(message: str, typed: str) -> bool:
+    """``message``, rendered as HTML, contains ``typed`` as text and builds no element."""
+    return not Tags(message).tags and typed in html.unescape(message)
+
+
+# ---------------------------------------------------------------- 1. uploads belong to their visitor
+
+
+def test_an_upload_is_visible_and_searchable_only_by_its_owner(state, tmp_path):
+    result = logic.upload_corpus(state, corpus_file(tmp_path, "secret_notes.txt"), owner="alice")
+    name = result.data["corpus"]
+    assert name.startswith("secret_notes-")
+    assert state.corpus_names_for("alice") == ["public", name]
+    assert state.corpus_names_for("bob") == ["public"]  # bob's dropdown
+    assert state.corpus_names == ["public"]  # the local caller (owner None) is another owner too
+    hits = logic.search(state, "vault code", name, "bm25", k=1, owner="alice")
+    assert hits.rows[0]["text"].startswith("the vault code")
+    # bob asks for alice's corpus by its exact name: refused, and the message lists only what bob may use
+    with pytest.raises(CtxirError, match=r"corpus 'secret_notes-\w+' is not loaded: choose one of 'public' or") as err:
+        logic.search(state, "vault code", name, "bm25", k=1, owner="bob")
+    assert "vault" not in str(err.value)
+    with pytest.raises(CtxirError) as err:
+        logic.search(state, "vault code", "nope", "bm25", owner="bob")
+    assert "secret_notes" not in str(err.value)  # an unknown-corpus error never names another visitor's corpus
+    with pytest.raises(CtxirError, match="is not loaded"):
+        logic.compare_pooling(state, "vault code", name, layer=1, k=1, owner="bob")
+
+
+def test_each_visitor_keeps_their_own_copy_of_the_same_file(state, tmp_path):
+    path = corpus_file(tmp_path, "shared.txt")
+    a = logic.upload_corpus(state, path, owner="alice").data["corpus"]
+    b = logic.upload_corpus(state, path, owner="bob").data["corpus"]
+    assert a == b and state.upload_count == 2
+    assert state.release("alice") == [a]
+    assert logic.search(state, "vault", b, "bm25", k=1, owner="bob").rows  # bob's copy is still there
+
+
+def test_a_visitor_over_their_own_limit_loses_only_their_oldest_and_is_told(tiny_models, tmp_path):
+    state = make_state(tiny_models, max_corpora=2)
+    bob = logic.upload_corpus(state, corpus_file(tmp_path, "bob.txt"), owner="bob").data["corpus"]
+    names = [logic.upload_corpus(state, corpus_file(tmp_path, f"a{i}.txt", f"text {i}"), owner="alice")
+             for i in range(3)]
+    assert names[2].data["dropped"] == [names[0].data["corpus"]]
+    assert "Your older upload(s)" in names[2].text and "at most 2" in names[2].text
+    assert state.corpus_names_for("alice") == ["public", names[1].data["corpus"], names[2].data["corpus"]]
+    assert state.corpus_names_for("bob") == ["public", bob]
+
+
+def test_when_the_app_is_full_only_idle_visitors_lose_uploads_else_a_clear_refusal(tiny_models):
+    state = make_state(tiny_models, max_total_uploads=3, upload_idle_s=600)
+    now = [1000.0]
+    state.clock = lambda: now[0]
+    state.add(Index("b1"), "bob")
+    state.add(Index("b2"), "bob")
+    state.add(Index("c1"), "carol")
+    # everyone is active: alice is refused, and nobody loses anything
+    with pytest.raises(CtxirError, match=r"already holds 3 uploaded corpora of visitors who are using them.*"
+                                         r"nothing of theirs is removed while they are active.*Try again") as err:
+        state.add(Index("a1"), "alice")
+    assert "b1" not in str(err.value) and "c1" not in str(err.value)
+    with pytest.raises(CtxirError, match="already holds 3"):
+        state.check_room("alice", "a1")  # the early check (before indexing) says the same
+    assert state.upload_count == 3
+    # 11 minutes later carol searches (active) and bob has been idle: alice's upload takes bob's oldest
+    now[0] += 660
+    state.index("c1", "carol")
+    assert state.add(Index("a1"), "alice") == []
+    assert state.corpus_names_for("bob") == ["public", "b2"]
+    assert state.corpus_names_for("carol") == ["public", "c1"]
+    assert state.corpus_names_for("alice") == ["public", "a1"]
+    # a visitor using their corpus counts as active: bob searches b2, so the next upload is refused again
+    state.index("b2", "bob")
+    with pytest.raises(CtxirError, match="already holds 3"):
+        state.add(Index("d1"), "dave")
+    assert state.upload_count == 3
+
+
+def test_an_ended_session_releases_its_uploads(state):
+    state.add(Index("a1"), "alice")
+    state.add(Index("a2"), "alice")
+    state.add(Index("b1"), "bob")
+    assert sorted(state.release("alice")) == ["a1", "a2"]
+    assert state.corpus_names_for("alice") == ["public"] and state.upload_count == 1
+    assert state.release("alice") == []
+
+
+def test_uploaded_embeddings_are_not_written_to_the_embedding_cache(tiny_models, tmp_path):
+    from ctxir.encoders import EmbeddingCache
+
+    cache_dir = tmp_path / "cache"
+    corpus = {"p1": {"title": "", "text": "the river bank"}}
+    state = logic.AppState(tiny_models, logic.AppConfig(device="cpu"), corpus, "public",
+                           cache=EmbeddingCache(cache_dir))
+    public_files = sorted(p.name for p in cache_dir.rglob("*") if p.is_file())
+    assert public_files  # the startup corpus is cached (so this check can see a write)
+    name = logic.upload_corpus(state, corpus_file(tmp_path, "notes.txt"), owner="alice").data["corpus"]
+    logic.search(state, "vault", name, "dense", k=1, owner="alice")
+    logic.compare_pooling(state, "vault", name, layer=1, k=1, owner="alice")  # pooled re-encodings too
+    assert sorted(p.name for p in cache_dir.rglob("*") if p.is_file()) == public_files
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (b"first line\nsecond \x00 line\n", r"notes\.txt contains a NUL byte \(line 2, byte offset 18\): it is a binary "
+                                        r"file or UTF-16 text.*Save it as UTF-8 text"),
+    ("a UTF-16 file\n".encode("utf-16"), r"contains a NUL byte \(line 1"),
+])
+def test_nul_bytes_in_an_upload_are_refused(state, tmp_path, content, message):
+    path = tmp_path / "notes.txt"
+    path.write_bytes(content)
+    with pytest.raises(CtxirError, match=message):
+        logic.upload_corpus(state, str(path), owner="alice")
+    assert state.upload_count == 0
+
+
+def test_a_nul_written_as_a_json_escape_is_refused(state, tmp_path):
+    path = tmp_path / "escaped.jsonl"
+    path.write_text('{"id": "d1", "text": "fine"}\n{"id": "d2", "text": "bad \\u0000 here"}\n', encoding="utf-8")
+    with pytest.raises(CtxirError, match=r"escaped\.jsonl: document 'd2' contains a NUL character"):
+        logic.upload_corpus(state, str(path), owner="alice")
+
+
+def test_a_hostile_file_name_becomes_a_plain_corpus_name(state, tmp_path):
+    path = tmp_path / "<img src=x onerror=alert(1)>.txt"
+    path.write_text("some text\n", encoding="utf-8")
+    result = logic.upload_corpus(state, str(path), owner="alice")
+    assert result.data["corpus"].startswith("img_src_x_onerror_alert_1-")
+    assert "from `<img src=x onerror=alert(1)>.txt` as corpus" in result.text  # a code span shows it as typed
+
+
+# ---------------------------------------------------------------- 2. messages are text
+
+
+@pytest.mark.parametrize("typed", [LINK, IMAGE])
+def test_hostile_text_in_error_messages_shows_as_typed(state, typed):
+    import gradio as gr
+
+    import app
+
+    cases = [
+        (lambda: logic.search(state, "river", typed, owner="bob"), "corpus"),
+        (lambda: logic.model_info(state, typed), "model"),
+        (lambda: logic.layer_similarity(state, ["the river bank", "the money bank"], typed), "word"),
+        (lambda: logic.token_embeddings(state, ["the river bank"], 0, 1, ["pca"], typed), "word"),
+    ]
+    for call, what in cases:
+        with pytest.raises(CtxirError) as err:
+            call()
+        raw = str(err.value)
+        shown_part = typed if typed in raw else typed[:40]  # a long word is quoted by its first 40 characters
+        assert shown_part in raw and Tags(raw).tags  # the library message holds the raw text, which HTML renders
+        shown = app.user_error(err.value)
+        assert isinstance(shown, gr.Error)
+        assert shows_literally(shown.message, shown_part), (what, shown.message)
+
+
+def test_the_apps_own_placeholders_stay_readable(state):
+    import app
+
+    with pytest.raises(CtxirError) as err:
+        logic.search(state, "river", reranker="cross-encoder")  # the tiny app has no cross-encoder
+    raw = str(err.value)
+    assert "`--cross-encoder <its output folder>`" in raw
+    assert Tags(raw).tags == ["its"]  # rendered as HTML, the placeholder would vanish as an unknown tag
+    message = app.user_error(err.value).message
+    assert shows_literally(message, "`--cross-encoder <its output folder>` (or set CTXIR_CROSS_ENCODER)")
+    assert "'none'" in message  # quotes are not escaped: API clients read them as they are
+
+
+def test_guarded_callbacks_escape_unexpected_errors_too():
+    import gradio as gr
+
+    import app
+
+    @app._guard
+    def crashing():
+        raise RuntimeError(IMAGE)
+
+    with pytest.raises(gr.Error) as err:
+        crashing()
+    assert shows_literally(err.value.message, f"unexpected RuntimeError in crashing: {IMAGE}")
+
+
+def test_cls_pooling_at_layer_0_warns_that_every_pair_scores_1(state):
+    result = logic.sentence_similarity(state, ["the river bank", "money and coffee"], layer=0, pooling="cls")
+    assert result.data["similarity"] == [[1.0, 1.0], [1.0, 1.0]]  # what the warning is about
+    assert len(result.data["warnings"]) == 1
+    assert "CLS pooling at layer 0" in result.text and "choose layer 1 or higher" in result.text
+    for layer, pooling in ((1, "cls"), (0, "mean")):
+        assert logic.sentence_similarity(state, ["the river bank", "money"], layer=layer,
+                                         pooling=pooling).data["warnings"] == []
+    compared = logic.compare_pooling(state, "river", layer=0, k=2)
+    assert compared.data["warnings"] and compared.text.startswith("⚠️ CLS pooling at layer 0")
+    assert logic.compare_pooling(state, "river", layer=1, k=2).data["warnings"] == []
+
+
+def test_markdown_summaries_show_user_text_as_typed(state):
+    result = logic.token_embeddings(state, ["the bank", "a bank"], 0, 1, ["pca"], "bank")
+    assert "`bank` circled" in result.text
+    assert logic.md_code("a`b <img>") == "``a`b <img>``"  # a backtick inside cannot end the code span
+    legend = logic.layer_similarity(state, [f"the bank {IMAGE}", "the bank"], "bank").text
+    assert "<img" not in legend and "&lt;img" in legend
+
+
+# ---------------------------------------------------------------- 3. disk use is bounded
+
+
+@pytest.fixture
+def outputs(tmp_path, monkeypatch):
+    import app
+
+    monkeypatch.setattr(app.tempfile, "tempdir", str(tmp_path))
+    return app.Outputs(max_age_s=600, max_bytes=3 * 2**20)
+
+
+def test_200_attention_requests_keep_the_output_folder_under_its_cap(state, outputs, monkeypatch):
+    """200 requests through the /attention callback; disk use stays under the stated 3 MiB cap.
+
+    The view itself is computed once for real (tiny BERT, 0.4 MiB of offline bertviz HTML) and handed back by each
+    request, and figures are a small real plot, so 200 requests take seconds; what is measured is the callback's
+    writing of the HTML and two PNGs per request into the app's one output folder.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    import app
+
+    real = logic.attention(state, "the river bank and the otters play", "money at the bank", "model")
+    assert real.data["html_bytes"] > 300_000
+
+    def small_figure():
+        fig = Figure(figsize=(1, 1), dpi=50)
+        fig.add_subplot().plot([0, 1])
+        return fig
+
+    monkeypatch.setattr(app.logic, "attention", lambda *a, **k: dataclasses.replace(
+        real, figures={"heatmap": small_figure(), "head_summary": small_figure()}))
+    demo = app.build_demo(state, outputs=outputs)
+    attention = next(fn.fn for fn in demo.fns.values() if fn.api_name == "attention")
+    peak, written = 0, 0
+    for _ in range(200):
+        _summary, _frame_html, html_file, heat, head_png, *_ = attention(
+            "bi-encoder", "the river bank", "", "model", [], [], 0, 0, None)
+        written += sum(Path(p).stat().st_size for p in (html_file, heat, head_png))
+        assert Path(html_file).parent == outputs.root and Path(html_file).read_text().startswith("<!DOCTYPE html>")
+        peak = max(peak, outputs.bytes_used())
+    assert written > 60 * 2**20  # 200 views wrote ~80 MiB in all ...
+    assert peak <= 3 * 2**20  # ... and the folder never held more than its cap
+    assert len(list(outputs.root.iterdir())) < 30
+
+
+def test_old_output_files_are_removed_after_max_age(outputs):
+    old = outputs.root / "old.html"
+    old.write_text("x" * 1000)
+    os.utime(old, (time.time() - 601, time.time() - 601))
+    outputs.html("<!DOCTYPE html>", "attention-head-view")
+    assert not old.exists() and len(list(outputs.root.iterdir())) == 1
+
+
+# ---------------------------------------------------------------- the same, through the running app
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def served(tiny_models, tmp_path_factory):
+    """(url, state, demo) of the small app on 127.0.0.1 with its own gradio cache folder."""
+    import app
+
+    gradio_cache = tmp_path_factory.mktemp("gradio-cache")
+    previous = os.environ.get("GRADIO_TEMP_DIR")
+    os.environ["GRADIO_TEMP_DIR"] = str(gradio_cache)
+    try:
+        state = make_state(tiny_models)
+        demo = app.build_demo(state)
+    finally:
+        if previous is None:
+            os.environ.pop("GRADIO_TEMP_DIR")
+        else:
+            os.environ["GRADIO_TEMP_DIR"] = previous
+    port = free_port()
+    demo.queue().launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    try:
+        yield f"http://127.0.0.1:{port}/", state, demo, gradio_cache
+    finally:
+        demo.close()
+
+
+def client_for(url: str):
+    from gradio_client import Client
+
+    return Client(url, verbose=False, download_files=False)
+
+
+def test_two_visitors_over_http_see_only_their_own_uploads(served, tmp_path, monkeypatch):
+    from gradio_client import handle_file
+    from gradio_client.exceptions import AppError
+
+    monkeypatch.setenv("GRADIO_HEARTBEAT_INTERVAL", "1")  # the server notices a closed session within a second
+    url, state, _demo, _cache = served
+    alice, bob = client_for(url), client_for(url)
+    try:
+        _text, _table, data = alice.predict(handle_file(corpus_file(tmp_path, "secret_notes.txt")),
+                                            api_name="/upload_corpus")
+        name = data["corpus"]
+        _, _, hits = alice.predict("vault code", name, "bm25", "none", 1, 20, api_name="/search")
+        assert hits["hits"][0]["text"].startswith("the vault code")
+        with pytest.raises(AppError) as err:
+            bob.predict("vault code", name, "bm25", "none", 1, 20, api_name="/search")
+        assert f"corpus '{name}' is not loaded: choose one of 'public' or upload" in str(err.value)
+        with pytest.raises(AppError) as err:
+            bob.predict("vault code", "nope", "bm25", "none", 1, 20, api_name="/search")
+        assert "secret_notes" not in str(err.value)
+        assert state.corpus_names_for(bob.session_hash) == ["public"]
+        assert state.corpus_names_for(alice.session_hash) == ["public", name]
+    finally:
+        bob.close()
+    # alice leaves (her client stops its heartbeat, like a closed tab): the app releases her upload
+    alice.close()
+    deadline = time.time() + 30
+    while state.corpus_names_for(alice.session_hash) != ["public"] and time.time() < deadline:
+        time.sleep(0.2)
+    assert state.corpus_names_for(alice.session_hash) == ["public"]
+
+
+@pytest.mark.parametrize(("endpoint", "args", "typed"), [
+    ("/search", ("river", LINK, "bm25", "none", 3, 20), LINK),
+    ("/search", ("river", IMAGE, "bm25", "none", 3, 20), IMAGE),
+    ("/model_info", (LINK, ""), LINK),
+    ("/attention", (IMAGE, "the river bank", "", "head", [], [], 0, 0), IMAGE),
+    ("/layer_similarity", ("bi-encoder", "the river bank\nthe money bank", IMAGE), IMAGE),
+    ("/search", ("river", "public", "bm25", "cross-encoder", 3, 20), "`--cross-encoder <its output folder>`"),
+])
+def test_error_messages_over_http_are_text(served, endpoint, args, typed):
+    from gradio_client.exceptions import AppError
+
+    client = client_for(served[0])
+    try:
+        with pytest.raises(AppError) as err:
+            client.predict(*args, api_name=endpoint)
+    finally:
+        client.close()
+    message = str(err.value)
+    assert shows_literally(message, typed), message
+
+
+@pytest.mark.parametrize(("endpoint", "args", "message"), [
+    ("/search", ("river", "public", "bm25", "none", 2.5, 20), "k must be a whole number from 1 to 100, got 2.5"),
+    ("/search", ("river", "public", "bm25", "none", 60, 20), r"k \(results\) must be a number from 1 to 50, got 60"),
+    ("/search", ("river", "public", "bm25", "none", 5, 500),
+     r"re-rank depth \(candidates\) must be a number from 5 to 100, got 500"),
+    ("/search", ("river", "public", IMAGE, "none", 5, 20), "First stage must be one of ['bm25', 'dense', 'hybrid']"),
+    ("/attention", ("bi-encoder", "the river bank", "", "head", [], [], 0, 1.5),
+     "heatmap head must be a whole number from 0 to 3, got 1.5"),
+    ("/attention", ("bi-encoder", "the river bank", "", "head", [7], [], 0, 0), "Layers (none = all) must be one of"),
+    ("/sentence_similarity", ("a\nb", 9, "mean"), r"layer must be a number from 0 to 2, got 9"),
+])
+def test_numbers_and_choices_over_http_name_the_parameter(served, endpoint, args, message):
+    from gradio_client.exceptions import AppError
+
+    client = client_for(served[0])
+    try:
+        with pytest.raises(AppError) as err:
+            client.predict(*args, api_name=endpoint)
+    finally:
+        client.close()
+    text = html.unescape(str(err.value))
+    assert message in text or re.search(message, text), text
+    assert not Tags(str(err.value)).tags
+
+
+def test_returned_files_are_served_from_the_output_folder_without_a_copy(served):
+    url, _state, demo, gradio_cache = served
+    client = client_for(url)
+    try:
+        for _ in range(3):
+            _summary, _frame_html, html_file, heat, head_png, *_ = client.predict(
+                "bi-encoder", "the river bank", "money at the bank", "model", [], [], 0, 0, api_name="/attention")
+            for returned in (html_file, heat, head_png):
+                assert Path(returned["path"]).parent == demo.ctxir_outputs.root
+        _, data = client.predict("a\nb", 0, "cls", api_name="/sentence_similarity")
+        assert data["warnings"] and "CLS pooling at layer 0" in data["warnings"][0]
+    finally:
+        client.close()
+    copies = [p for p in gradio_cache.rglob("*") if p.is_file() and p.suffix in (".html", ".png")]
+    assert copies == []  # nothing of ours was copied into gradio's cache
+    assert json.loads(json.dumps(data)) == data
+
+
+@pytest.mark.slow
+def test_200_real_attention_requests_over_http_stay_under_the_cap(tiny_models, tmp_path, monkeypatch):
+    """The full path, nothing stubbed: 200 /attention calls over HTTP (tiny BERT: minutes on a shared CPU). The
+    output folder stays under its 3 MiB cap and gradio's own cache gets no copy of any returned file."""
+    import app
+
+    monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path / "gradio-cache"))
+    monkeypatch.setattr(app.tempfile, "tempdir", str(tmp_path))
+    outputs = app.Outputs(max_age_s=600, max_bytes=3 * 2**20)
+    demo = app.build_demo(make_state(tiny_models), outputs=outputs)
+    port = free_port()
+    demo.queue().launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    client = client_for(f"http://127.0.0.1:{port}/")
+    peak, written = 0, 0
+    try:
+        for i in range(200):
+            result = client.predict("bi-encoder", f"the river bank {i}", "money at the bank",
+                                    ["head", "model"][i % 2], [], [], 0, 0, api_name="/attention")
+            assert all(Path(f["path"]).parent == outputs.root for f in result[2:5])  # served in place
+            written += result[-1]["html_bytes"]
+            peak = max(peak, outputs.bytes_used())
+    finally:
+        client.close()
+        demo.close()
+    gradio_files = [p for p in (tmp_path / "gradio-cache").rglob("*") if p.is_file()]
+    assert written > 50 * 2**20 and peak <= 3 * 2**20
+    assert not [p for p in gradio_files if p.suffix in (".html", ".png")]
+
+
+# ---------------------------------------------------------------- the output folder goes when a signal stops the app
+
+
+@pytest.mark.parametrize("signum", [signal.SIGHUP, pytest.param(signal.SIGINT, marks=pytest.mark.slow)])
+def test_a_signal_removes_the_output_folder(tmp_path, tiny_bert_dir, signum):
+    env = {**os.environ, "TMPDIR": str(tmp_path), "HF_HUB_OFFLINE": "1", "CTXIR_CROSS_ENCODER": "none",
+           "CTXIR_CLS_LR": "none", "CTXIR_TORCH_THREADS": "1", "GRADIO_ANALYTICS_ENABLED": "False",
+           "CTXIR_CACHE": str(tmp_path / "cache"), "CTXIR_BI_ENCODER": str(tiny_bert_dir)}
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "app.py", "--host", "127.0.0.1", "--port", str(port)], cwd=ROOT,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and proc.poll() is None:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.5)
+        else:
+            pytest.fail(f"the app did not start: {proc.stdout.read() if proc.poll() is not None else 'timeout'}")
+        folders = list(tmp_path.glob("ctxir-app-*"))
+        assert len(folders) == 1 and folders[0].is_dir()
+        proc.send_signal(signum)
+        proc.wait(timeout=30)
+        assert not folders[0].exists()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
