@@ -12,6 +12,10 @@ any model loads.
 'rrf'
 >>> check_int("3", "k", 1, 100)
 3
+>>> check_int(2.5, "k", 1, 100)
+Traceback (most recent call last):
+    ...
+ctxir.types.CtxirError: k must be a whole number from 1 to 100, got 2.5
 """
 
 from __future__ import annotations

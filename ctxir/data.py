@@ -222,7 +222,19 @@ def load_qrels(path: PathLike) -> Qrels:
 
 
 def load_beir(folder: PathLike, split: str = "test") -> tuple[Corpus, Queries, Qrels]:
-    """A BEIR folder → (corpus, queries judged in ``split``, qrels of ``split``)."""
+    r"""A BEIR folder → (corpus, queries judged in ``split``, qrels of ``split``).
+
+    >>> import tempfile
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> root = Path(folder.name)
+    >>> _ = (root / "corpus.jsonl").write_text('{"_id": "d1", "title": "Otters", "text": "Otters swim."}\n')
+    >>> _ = (root / "queries.jsonl").write_text('{"_id": "q1", "text": "otters"}\n{"_id": "q2", "text": "bats"}\n')
+    >>> (root / "qrels").mkdir()
+    >>> _ = (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    >>> load_beir(root, "test")  # q2 has no judgments in this split, so it is left out
+    ({'d1': {'title': 'Otters', 'text': 'Otters swim.'}}, {'q1': 'otters'}, {'q1': {'d1': 1}})
+    >>> folder.cleanup()
+    """
     expected = "corpus.jsonl, queries.jsonl and qrels/<split>.tsv"
     root = _folder(folder, expected)
     for name in ("corpus.jsonl", "queries.jsonl"):
@@ -264,7 +276,16 @@ def _split_file(path: PathLike, split: str | None, files: dict[str, str], what: 
 
 
 def load_sts(path: PathLike, split: str | None = None) -> list[tuple[str, str, float]]:
-    """STS Benchmark CSV → [(sentence1, sentence2, score 0-5)]; ``path`` is a file, or a folder plus split."""
+    r"""STS Benchmark CSV → [(sentence1, sentence2, score 0-5)]; ``path`` is a file, or a folder plus split.
+
+    >>> import tempfile
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> row = ["main-captions", "MSRvid", "2012test", "0001", "4.750", "A man plays a guitar.", "A man plays guitar."]
+    >>> _ = (Path(folder.name) / "sts-dev.csv").write_text("\t".join(row) + "\n")
+    >>> load_sts(folder.name, split="dev")
+    [('A man plays a guitar.', 'A man plays guitar.', 4.75)]
+    >>> folder.cleanup()
+    """
     files = {s: f"sts-{s}.csv" for s in ("train", "dev", "test")}
     p = _split_file(path, split, files, "an STS Benchmark sts-*.csv file")
     expected = "7+ tab-separated columns: genre, source, year, id, score 0-5, sentence1, sentence2"
@@ -326,10 +347,19 @@ def _nli_label(path: Path, line_no: int, value: str) -> str:
 
 
 def load_sick(path: PathLike, split: str | None = None) -> list[SickPair]:
-    """SICK pairs from SICK.txt (12 columns; ``split`` filters column SemEval_set) or a SemEval-2014 file.
+    r"""SICK pairs from SICK.txt (12 columns; ``split`` filters column SemEval_set) or a SemEval-2014 file.
 
     ``split``: "train", "dev" (= TRIAL), "trial" or "test". A folder holding SICK.txt uses that file;
     a folder of SemEval-2014 files picks SICK_train / SICK_trial / SICK_test_annotated.
+
+    >>> import tempfile
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> lines = ["pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment",
+    ...          "4\tA boy is playing.\tA child is playing.\t4.5\tENTAILMENT"]
+    >>> _ = (Path(folder.name) / "SICK_trial.txt").write_text("\n".join(lines) + "\n")
+    >>> load_sick(folder.name, split="dev")
+    [SickPair(sentence_a='A boy is playing.', sentence_b='A child is playing.', relatedness=4.5, label='entailment')]
+    >>> folder.cleanup()
     """
     if split is not None and split.lower() not in _SICK_SPLITS:
         raise CtxirError(
@@ -386,7 +416,16 @@ def load_sick(path: PathLike, split: str | None = None) -> list[SickPair]:
 
 
 def load_snli(folder: PathLike, split: str) -> list[NliPair]:
-    """SNLI in SentEval layout: s1.{split}, s2.{split}, labels.{split}, line i of each forming one pair."""
+    r"""SNLI in SentEval layout: s1.{split}, s2.{split}, labels.{split}, line i of each forming one pair.
+
+    >>> import tempfile
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> for name, line in [("s1", "A dog runs."), ("s2", "An animal moves."), ("labels", "entailment")]:
+    ...     _ = (Path(folder.name) / f"{name}.dev").write_text(line + "\n")
+    >>> load_snli(folder.name, "dev")
+    [NliPair(premise='A dog runs.', hypothesis='An animal moves.', label='entailment')]
+    >>> folder.cleanup()
+    """
     names = [f"s1.{split}", f"s2.{split}", f"labels.{split}"]
     root = _folder(folder, ", ".join(names))
     if not all((root / n).is_file() for n in names):
@@ -520,7 +559,17 @@ def load_user_corpus(path: PathLike) -> Corpus:
 
 
 def load_corpus_any(path: PathLike) -> Corpus:
-    """A BEIR folder (with corpus.jsonl) or a single corpus file, as the app and CLI accept."""
+    r"""A BEIR folder (with corpus.jsonl) or a single corpus file, as the app and CLI accept.
+
+    A .txt file holds one document per non-empty line; its id is the line number:
+
+    >>> import tempfile
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> _ = (Path(folder.name) / "notes.txt").write_text("Otters swim.\n\nBanks lend money.\n")
+    >>> load_corpus_any(Path(folder.name) / "notes.txt")
+    {'1': {'title': '', 'text': 'Otters swim.'}, '3': {'title': '', 'text': 'Banks lend money.'}}
+    >>> folder.cleanup()
+    """
     p = Path(path)
     if p.is_dir():
         if not (p / "corpus.jsonl").is_file():

@@ -23,7 +23,13 @@ POOLINGS = ("mean", "cls", "max")
 
 
 def pool(token_embeddings: torch.Tensor, attention_mask: torch.Tensor, mode: str) -> torch.Tensor:
-    """(batch, tokens, hidden) + (batch, tokens) → (batch, hidden); padding never contributes."""
+    """(batch, tokens, hidden) + (batch, tokens) → (batch, hidden); padding never contributes.
+
+    >>> tokens = torch.tensor([[[1.0, 2.0], [3.0, 4.0], [9.0, 9.0]]])  # 1 text, 3 tokens, hidden size 2
+    >>> mask = torch.tensor([[1, 1, 0]])  # the third token is padding
+    >>> pool(tokens, mask, "mean"), pool(tokens, mask, "max"), pool(tokens, mask, "cls")
+    (tensor([[2., 3.]]), tensor([[3., 4.]]), tensor([[1., 2.]]))
+    """
     if mode not in POOLINGS:
         raise CtxirError(f"pooling {mode!r} is not known: use one of {', '.join(POOLINGS)}")
     if mode == "cls":
@@ -78,7 +84,19 @@ def default_cache_dir() -> Path:
 
 
 class EmbeddingCache:
-    """.npy files keyed by model weights + pooling + layer + the exact texts; loaded without pickle."""
+    """.npy files keyed by model weights + pooling + layer + the exact texts; loaded without pickle.
+
+    >>> import tempfile
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> cache = EmbeddingCache(folder.name)
+    >>> key = EmbeddingCache.key({"weights": "3f2a", "pooling": "mean", "layer": -1}, ["otters", "banks"])
+    >>> cache.get(key) is None
+    True
+    >>> cache.put(key, np.eye(2, 384, dtype=np.float32))  # two unit vectors, as BiEncoder writes them
+    >>> cache.get(key).shape
+    (2, 384)
+    >>> folder.cleanup()
+    """
 
     def __init__(self, root: str | Path | None = None):
         self.root = Path(root) if root is not None else default_cache_dir()
@@ -112,6 +130,13 @@ class BiEncoder:
 
     pooling=None and layer=None keep the model's own pooling (mean for all-MiniLM-L6-v2).
     layer counts like ``hidden_states``: 0 is the embedding layer, -1 (or num_layers) the last.
+
+    >>> encoder = BiEncoder("sentence-transformers/all-MiniLM-L6-v2", device="cpu")  # doctest: +SKIP
+    >>> vectors = encoder.encode(["Otters play in the river.", "Otters swim in rivers."])  # doctest: +SKIP
+    >>> vectors.shape, round(float(vectors[0] @ vectors[1]), 1)  # doctest: +SKIP
+    ((2, 384), 0.9)
+    >>> BiEncoder(encoder.model, pooling="cls", layer=3).config["pooling"]  # doctest: +SKIP
+    'cls'
     """
 
     def __init__(self, model=DEFAULT_BI_ENCODER, pooling: str | None = None, layer: int | None = None,

@@ -55,7 +55,17 @@ METRICS: dict[str, tuple[str, str]] = {
 
 @dataclass(frozen=True)
 class EvalResult:
-    """Metrics for one run. ``aggregate`` is the mean of ``per_query`` over the evaluated queries."""
+    """Metrics for one run. ``aggregate`` is the mean of ``per_query`` over the evaluated queries.
+
+    A judged query the run has no results for scores 0, counts in the mean and is listed in ``missing_queries``:
+
+    >>> qrels = {"q1": {"d2": 1}, "q2": {"d9": 1}}
+    >>> result = evaluate_run(qrels, {"q1": {"d1": 9.0, "d2": 7.5}}, k_values=(10,), metrics=("ndcg",))
+    >>> round(result.per_query["q1"]["nDCG@10"], 4), result.per_query["q2"]["nDCG@10"]
+    (0.6309, 0.0)
+    >>> round(result.aggregate["nDCG@10"], 4), result.num_queries, result.missing_queries
+    (0.3155, 2, ('q2',))
+    """
 
     aggregate: dict[str, float]
     per_query: dict[str, dict[str, float]]
@@ -169,6 +179,14 @@ def evaluate_run(
     ``ignore_identical_ids`` drops any retrieved doc whose id equals its query id (BEIR's flag for
     datasets such as ArguAna and Quora where the query is itself in the corpus). See the module
     docstring for the semantics of missing queries, ties and grades. Inputs are not modified.
+
+    One relevant document, retrieved at rank 2: nDCG@10 = 1 / log2(3) ≈ 0.6309, MRR@10 = 1/2.
+
+    >>> qrels = {"q1": {"d2": 1}}
+    >>> run = {"q1": {"d1": 9.0, "d2": 7.5, "d3": 1.0}}
+    >>> result = evaluate_run(qrels, run, k_values=(1, 10), metrics=("ndcg", "mrr", "recall"))
+    >>> {name: round(value, 4) for name, value in result.aggregate.items()}
+    {'nDCG@1': 0.0, 'nDCG@10': 0.6309, 'MRR@1': 0.0, 'MRR@10': 0.5, 'Recall@1': 0.0, 'Recall@10': 1.0}
     """
     ks = _check_k_values(k_values)
     ms = _check_metrics(metrics)
@@ -258,6 +276,14 @@ def paired_test(a: Mapping[str, Mapping[str, float]], b: Mapping[str, Mapping[st
     """Is system ``b`` better than ``a`` on the same queries? Two-sided paired t-test and Wilcoxon signed-rank.
 
     a, b: per-query values ``{qid: {metric: value}}`` (``EvalResult.per_query`` or a results JSON's "per_query").
+
+    >>> a = {"q1": {"nDCG@10": 0.5}, "q2": {"nDCG@10": 0.25}, "q3": {"nDCG@10": 1.0}, "q4": {"nDCG@10": 0.0}}
+    >>> b = {"q1": {"nDCG@10": 0.75}, "q2": {"nDCG@10": 0.5}, "q3": {"nDCG@10": 1.0}, "q4": {"nDCG@10": 0.5}}
+    >>> test = paired_test(a, b)
+    >>> test["delta"], test["wins"], test["losses"], test["ties"]
+    (0.25, 3, 0, 1)
+    >>> round(test["t_pvalue"], 3), round(test["wilcoxon_pvalue"], 3)  # 4 queries are too few to be sure
+    (0.092, 0.25)
     """
     from scipy import stats
 
@@ -295,6 +321,11 @@ def sts_correlation(predicted: Sequence[float] | Any, gold: Sequence[float] | An
     """Spearman and Pearson correlation between predicted similarities and gold scores (STS-style).
 
     Returns ``{"spearman", "pearson", "n"}``. Spearman uses average ranks for ties (scipy).
+
+    >>> predicted = [0.9, 0.4, 0.1, 0.6]  # cosine similarities
+    >>> gold = [5.0, 2.0, 0.5, 3.5]  # human scores 0-5: same order, so Spearman is 1
+    >>> {name: round(value, 4) for name, value in sts_correlation(predicted, gold).items()}
+    {'spearman': 1.0, 'pearson': 0.9971, 'n': 4}
     """
     from scipy import stats
 
@@ -321,6 +352,11 @@ def paired_recall_at_k(similarity: Any, k_values: Sequence[int] = (1, 5, 10)) ->
     column i. Ties are pessimistic: the target ranks after every other column with a score >= its
     own, so ``rank_i = 1 + #{j != i : s[i, j] >= s[i, i]}`` (a constant row gives rank N, not 1).
     Returns ``{"Recall@k": fraction of rows with rank <= k, ..., "MRR": mean of 1 / rank}``.
+
+    >>> similarity = np.array([[0.9, 0.1],   # query 0 finds its target first
+    ...                        [0.8, 0.3]])  # query 1's target (0.3) ranks 2nd
+    >>> paired_recall_at_k(similarity, k_values=(1, 2))
+    {'Recall@1': 0.5, 'Recall@2': 1.0, 'MRR': 0.75}
     """
     ks = _check_k_values(k_values)
     s = _as_array(similarity, "similarity")
@@ -340,6 +376,13 @@ def paired_retrieval(encoder: Any, queries: Sequence[str], targets: Sequence[str
 
     queries[i]'s one correct target is targets[i] (e.g. a compression and its original sentence);
     every other target is a distractor.
+
+    >>> from ctxir import BiEncoder
+    >>> encoder = BiEncoder("sentence-transformers/all-MiniLM-L6-v2", device="cpu")  # doctest: +SKIP
+    >>> compressions = ["otters swim well", "bank approves loan"]
+    >>> originals = ["Otters are strong swimmers.", "The bank approved the loan on Monday."]
+    >>> paired_retrieval(encoder, compressions, originals, k_values=(1,))  # doctest: +SKIP
+    {'Recall@1': 1.0, 'MRR': 1.0}
     """
     if len(queries) != len(targets) or not queries:
         raise CtxirError(f"need as many targets as queries (at least one), got {len(queries)} and {len(targets)}")

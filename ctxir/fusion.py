@@ -28,6 +28,15 @@ def fuse(rankings: Sequence[Sequence[Hit]], method: str = "rrf", k: float | None
 
     method "rrf": Σ_i w_i / (k + rank_i(d)) (Cormack et al. 2009, ranks from 1; ``k`` None = 60);
     "weighted": Σ_i w_i · min–max-normalised score_i(d), 0 where d is missing from list i. ``weights`` default all 1.
+
+    >>> bm25 = [Hit("a", 12.0), Hit("b", 9.0)]
+    >>> dense = [Hit("b", 0.8), Hit("c", 0.7)]
+    >>> [h.doc_id for h in fuse([bm25, dense])]  # rrf, k=60: b is in both lists
+    ['b', 'a', 'c']
+    >>> fuse([bm25, dense], "max")
+    Traceback (most recent call last):
+        ...
+    ctxir.types.CtxirError: fusion 'max' is not known: use one of rrf, weighted
     """
     if method == "rrf":
         return reciprocal_rank_fusion(rankings, DEFAULT_RRF_K if k is None else k, weights)
@@ -38,7 +47,15 @@ def fuse(rankings: Sequence[Sequence[Hit]], method: str = "rrf", k: float | None
 
 def reciprocal_rank_fusion(rankings: Sequence[Sequence[Hit]], k: float = DEFAULT_RRF_K,
                            weights: Sequence[float] | None = None) -> list[Hit]:
-    """Cormack et al. (2009): score(d) = Σ_i w_i / (k + rank_i(d)), ranks from 1."""
+    """Cormack et al. (2009): score(d) = Σ_i w_i / (k + rank_i(d)), ranks from 1.
+
+    Only ranks count, so lists on different score scales (BM25, cosine) fuse without normalising:
+
+    >>> bm25 = [Hit("a", 12.0), Hit("b", 9.0)]
+    >>> dense = [Hit("b", 0.8), Hit("c", 0.7)]
+    >>> [(h.doc_id, round(h.score, 4)) for h in reciprocal_rank_fusion([bm25, dense], k=60)]  # b: 1/62 + 1/61
+    [('b', 0.0325), ('a', 0.0164), ('c', 0.0161)]
+    """
     weights = check_weights(weights, len(rankings))
     if k < 0:
         raise CtxirError(f"rrf k must be ≥ 0, got {k!r}")
@@ -50,7 +67,13 @@ def reciprocal_rank_fusion(rankings: Sequence[Sequence[Hit]], k: float = DEFAULT
 
 
 def weighted_score_fusion(rankings: Sequence[Sequence[Hit]], weights: Sequence[float] | None = None) -> list[Hit]:
-    """Convex combination of min–max normalised scores; a document missing from a list scores 0 there."""
+    """Convex combination of min–max normalised scores; a document missing from a list scores 0 there.
+
+    >>> bm25 = [Hit("a", 12.0), Hit("b", 9.0)]  # normalised: a 1, b 0
+    >>> dense = [Hit("b", 0.8), Hit("c", 0.7)]  # normalised: b 1, c 0
+    >>> [(h.doc_id, round(h.score, 4)) for h in weighted_score_fusion([bm25, dense], weights=[0.3, 0.7])]
+    [('b', 0.7), ('a', 0.3), ('c', 0.0)]
+    """
     weights = check_weights(weights, len(rankings))
     fused: dict[str, float] = {}
     for ranking, weight in zip(rankings, weights, strict=True):

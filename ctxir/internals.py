@@ -22,6 +22,14 @@ def inspect_text(text: str, text_pair: str | None = None, model=DEFAULT_BI_ENCOD
 
     model: a name/path (loaded with eager attention) or an already loaded ``PreTrainedModel`` with
     its ``tokenizer``. Inputs longer than ``max_tokens`` are refused, not silently cut.
+
+    >>> shown = inspect_text("I sat on the river bank.", device="cpu")  # doctest: +SKIP
+    >>> shown.tokens  # doctest: +SKIP
+    ['[CLS]', 'i', 'sat', 'on', 'the', 'river', 'bank', '.', '[SEP]']
+    >>> shown.hidden_states.shape, shown.attentions.shape  # doctest: +SKIP
+    ((7, 9, 384), (6, 12, 9, 9))
+    >>> word_vectors(shown, "bank").shape  # doctest: +SKIP
+    (7, 384)
     """
     check_text(text, "text", hint="type a sentence to inspect")
     if text_pair is not None and not text_pair.strip():
@@ -56,7 +64,11 @@ def inspect_text(text: str, text_pair: str | None = None, model=DEFAULT_BI_ENCOD
 
 
 def word_positions(tokens: list[str], word: str) -> list[int]:
-    """Indices of the word-pieces that spell ``word`` (first occurrence), e.g. 'bank' → [5]."""
+    """Indices of the word-pieces that spell ``word`` (first occurrence), e.g. 'bank' → [5].
+
+    >>> word_positions(["[CLS]", "otter", "##s", "swim", "[SEP]"], "otters")
+    [1, 2]
+    """
     word = check_text(word, "word", hint="type the word to follow across layers").lower()
     for start, token in enumerate(tokens):
         if token.startswith("##"):

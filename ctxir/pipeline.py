@@ -21,6 +21,17 @@ from ctxir.types import CtxirError, Hit, Queries, Run, run_from_hits
 
 @dataclass(frozen=True, slots=True)
 class RankedHit:
+    """One document of a ``SearchResult``: its final score and rank, and each stage's own (ranks from 1).
+
+    >>> first = [Hit("a", 12.0), Hit("b", 9.0), Hit("c", 4.0)]  # BM25, best first
+    >>> reranked = [Hit("c", 0.9), Hit("a", 0.2), Hit("b", 0.1)]  # the re-ranker's order
+    >>> hits = merge_stages(first, reranked)
+    >>> [(h.doc_id, h.first_stage_rank, h.rank, h.rank_change) for h in hits]
+    [('c', 3, 1, 2), ('a', 1, 2, -1), ('b', 2, 3, -1)]
+    >>> hits[0]
+    RankedHit(doc_id='c', score=0.9, rank=1, first_stage_score=4.0, first_stage_rank=3, rerank_score=0.9, rerank_rank=1)
+    """
+
     doc_id: str
     score: float  # the final stage's score
     rank: int  # final rank, from 1
@@ -41,6 +52,15 @@ class StageFusion:
 
     method "weighted": weights · min–max-normalised scores; "rrf": Σ weight / (k + rank). A first-stage weight of 0
     is plain re-ranking.
+
+    >>> first = [Hit("a", 12.0), Hit("b", 9.0), Hit("c", 4.0)]  # BM25's top 3
+    >>> reranked = [Hit("b", 0.9), Hit("a", 0.2)]  # the re-ranker scored the top 2: c is out
+    >>> [(h.doc_id, h.score) for h in StageFusion("weighted", (0.5, 1.0)).fuse(first, reranked)]
+    [('b', 1.0), ('a', 0.5)]
+    >>> StageFusion("weighted", (1.0, 0.0))
+    Traceback (most recent call last):
+        ...
+    ctxir.types.CtxirError: stage fusion weights (1.0, 0.0) must be (first stage ≥ 0, re-ranker > 0)
     """
 
     method: str = "weighted"
@@ -64,6 +84,14 @@ class StageFusion:
 
 @dataclass
 class SearchResult:
+    """What ``Pipeline.search`` returns: the ranked hits and each stage's time in milliseconds.
+
+    >>> from ctxir.retrieval import BM25Retriever
+    >>> result = Pipeline(BM25Retriever({"d1": {"title": "", "text": "Otters swim in rivers."}})).search("otters")
+    >>> [(h.rank, h.doc_id, round(h.score, 3)) for h in result.hits], list(result.timings_ms)
+    ([(1, 'd1', 0.115)], ['bm25'])
+    """
+
     hits: list[RankedHit]
     timings_ms: dict[str, float] = field(default_factory=dict)
 
@@ -73,6 +101,17 @@ class Pipeline:
 
     With ``fusion`` the final order fuses both stages' scores; ``RankedHit.score`` is then the fused score and
     ``rerank_score``/``rerank_rank`` stay the re-ranker's own.
+
+    >>> from ctxir.retrieval import BM25Retriever
+    >>> corpus = {"d1": {"title": "Otters", "text": "Otters dig dens in the river bank."},
+    ...           "d2": {"title": "Banks", "text": "Banks lend money to savers."},
+    ...           "d3": {"title": "", "text": "Bats hunt moths over the river at night."}}
+    >>> pipeline = Pipeline(BM25Retriever(corpus))  # no re-ranker: the first stage's ranking
+    >>> [(h.rank, h.doc_id, h.rerank_rank) for h in pipeline.search("river otters", top_k=10).hits]
+    [(1, 'd1', None), (2, 'd3', None)]
+    >>> runs = pipeline.run({"q1": "river otters", "q2": "lending"}, show_progress=False)
+    >>> list(runs), {qid: list(scores) for qid, scores in runs["first_stage"].items()}
+    (['first_stage'], {'q1': ['d1', 'd3'], 'q2': ['d2']})
     """
 
     def __init__(self, first_stage: Retriever, reranker: Reranker | None = None, depth: int = 100,

@@ -21,6 +21,18 @@ from ctxir.types import Corpus, CtxirError, Hit, doc_text
 
 
 class Reranker(ABC):
+    """Base: subclasses implement ``score_pairs``; ``rerank`` checks the query, scores every hit and sorts.
+
+    >>> class WordOverlap(Reranker):  # a toy re-ranker: how many query words a document shares
+    ...     name = "overlap"
+    ...     def score_pairs(self, query, texts):
+    ...         words = set(query.lower().split())
+    ...         return np.array([len(words & set(t.lower().rstrip(".").split())) for t in texts], dtype=np.float32)
+    >>> corpus = {"d1": {"title": "", "text": "Banks lend money."}, "d2": {"title": "", "text": "Otters live in rivers."}}
+    >>> WordOverlap().rerank("where do otters live", [Hit("d1", 9.0), Hit("d2", 7.0)], corpus)
+    [Hit(doc_id='d2', score=2.0), Hit(doc_id='d1', score=0.0)]
+    """
+
     name = "reranker"
 
     @abstractmethod
@@ -46,7 +58,15 @@ class Reranker(ABC):
 
 
 class CrossEncoderReranker(Reranker):
-    """Scores each (query, document) pair jointly; inputs beyond the model's max length are truncated."""
+    """Scores each (query, document) pair jointly; inputs beyond the model's max length are truncated.
+
+    >>> reranker = CrossEncoderReranker(DEFAULT_CROSS_ENCODER, device="cpu")  # doctest: +SKIP
+    >>> corpus = {"d1": {"title": "", "text": "Banks approve loans to small firms."},
+    ...           "d2": {"title": "", "text": "Otters dig dens in the river bank."}}
+    >>> hits = [Hit("d1", 9.0), Hit("d2", 7.0)]  # a first stage's top 2, e.g. BM25 matching "bank"
+    >>> [h.doc_id for h in reranker.rerank("where do otters live?", hits, corpus)]  # doctest: +SKIP
+    ['d2', 'd1']
+    """
 
     name = "cross-encoder"
 
@@ -86,7 +106,15 @@ def cls_features(model, tokenizer, pairs: Sequence[tuple[str, str]], layer: int 
 
 
 class ClsLrRanker(Reranker):
-    """score = coef · CLS(query, document) + intercept; ``predict_proba`` = sigmoid(score)."""
+    """score = coef · CLS(query, document) + intercept; ``predict_proba`` = sigmoid(score).
+
+    >>> name = "sentence-transformers/all-MiniLM-L6-v2"
+    >>> tokenizer, body = load_transformer(name, "cpu", attentions=False)  # doctest: +SKIP
+    >>> pairs = [("river otters", "Otters dig dens in the river bank."), ("river otters", "Banks approve loans.")]
+    >>> ranker = ClsLrRanker.fit(name, cls_features(body, tokenizer, pairs), [1, 0], device="cpu")  # doctest: +SKIP
+    >>> ranker.predict_proba("river otters", [document for _, document in pairs]).round(1)  # doctest: +SKIP
+    array([0.8, 0.2], dtype=float32)
+    """
 
     name = "cls-lr"
 

@@ -27,6 +27,18 @@ class Retriever(ABC):
 
     ``config`` is read from the attributes named in ``config_fields``, so a setting changed in place (tuning) is
     what the run record shows; there is no second copy to keep in step.
+
+    >>> class LastFirst(Retriever):  # a toy retriever: every query gets the documents in reverse order
+    ...     name = "last-first"
+    ...     def _search(self, texts, top_k):
+    ...         return [[Hit(d, 1.0) for d in self.doc_ids[::-1][:top_k]] for _ in texts]
+    >>> corpus = {"d1": {"title": "", "text": "Otters swim."}, "d2": {"title": "", "text": "Banks lend."}}
+    >>> LastFirst(corpus).search({"q1": "otters"}, top_k=1)
+    {'q1': [Hit(doc_id='d2', score=1.0)]}
+    >>> LastFirst(corpus).query("  ")  # search and query check their input, so _search never has to
+    Traceback (most recent call last):
+        ...
+    ctxir.types.CtxirError: query is empty: type a few words to search for
     """
 
     name: str = "retriever"
@@ -57,6 +69,16 @@ class BM25Retriever(Retriever):
 
     The stemming is ctxir's choice, not bm25s's default (bm25s does not stem unless given a stemmer): it helps on
     scientific text (SciFact nDCG@10 0.6863 stemmed, see docs/results.md). ``stemmer=None`` gives plain bm25s.
+
+    >>> corpus = {"d1": {"title": "Otters", "text": "Otters dig dens in the river bank."},
+    ...           "d2": {"title": "Banks", "text": "Banks lend money to savers."},
+    ...           "d3": {"title": "", "text": "Bats hunt moths over the river at night."}}
+    >>> bm25 = BM25Retriever(corpus)
+    >>> [(h.doc_id, round(h.score, 3)) for h in bm25.query("river otters", top_k=3)]  # d2 shares no word: no hit
+    [('d1', 0.733), ('d3', 0.183)]
+    >>> results = bm25.search({"q1": "lending", "q2": "moth"})  # stemmed: "lending" matches "lend", "moth" "moths"
+    >>> {qid: [h.doc_id for h in hits] for qid, hits in results.items()}
+    {'q1': ['d2'], 'q2': ['d3']}
     """
 
     name = "bm25"
@@ -97,6 +119,14 @@ class DenseRetriever(Retriever):
 
     index="exact" scores every document (sentence-transformers' ``semantic_search``);
     "hnsw" builds a faiss HNSW graph for corpora too large for that; "auto" picks by size.
+
+    >>> from ctxir import BiEncoder
+    >>> corpus = {"d1": {"title": "Otters", "text": "Otters dig dens in the river bank."},
+    ...           "d2": {"title": "Banks", "text": "Banks lend money to savers."},
+    ...           "d3": {"title": "", "text": "Bats hunt moths over the river at night."}}
+    >>> dense = DenseRetriever(corpus, BiEncoder("sentence-transformers/all-MiniLM-L6-v2", device="cpu"))  # doctest: +SKIP
+    >>> [h.doc_id for h in dense.query("where do otters live?", top_k=2)], dense.index_kind  # doctest: +SKIP
+    (['d1', 'd3'], 'exact')
     """
 
     name = "dense"
@@ -144,7 +174,22 @@ class DenseRetriever(Retriever):
 
 
 class HybridRetriever(Retriever):
-    """Fuse several retrievers (e.g. BM25 + dense); each contributes its top ``depth`` hits."""
+    """Fuse several retrievers (e.g. BM25 + dense); each contributes its top ``depth`` hits.
+
+    >>> from ctxir import BiEncoder
+    >>> corpus = {"d1": {"title": "Otters", "text": "Otters dig dens in the river bank."},
+    ...           "d2": {"title": "Banks", "text": "Banks lend money to savers."},
+    ...           "d3": {"title": "", "text": "Bats hunt moths over the river at night."}}
+    >>> bm25 = BM25Retriever(corpus)
+    >>> dense = DenseRetriever(corpus, BiEncoder("sentence-transformers/all-MiniLM-L6-v2", device="cpu"))  # doctest: +SKIP
+    >>> hybrid = HybridRetriever([bm25, dense], fusion="rrf", k=60)  # doctest: +SKIP
+    >>> [h.doc_id for h in hybrid.query("where do otters live?", top_k=2)], hybrid.parts  # doctest: +SKIP
+    (['d1', 'd3'], ['bm25', 'dense'])
+    >>> HybridRetriever([bm25])
+    Traceback (most recent call last):
+        ...
+    ctxir.types.CtxirError: hybrid retrieval needs at least two retrievers (e.g. bm25 and dense)
+    """
 
     name = "hybrid"
     config_fields = ("fusion", "k", "weights", "depth", "parts")

@@ -2,6 +2,16 @@
 
 corpus {doc_id: {"title", "text"}}  ·  queries {qid: text}  ·  qrels/run {qid: {doc_id: score}}
 Every retriever and re-ranker returns ``list[Hit]``, best first.
+
+>>> corpus: Corpus = {"d1": {"title": "River otters", "text": "Otters dig dens in the river bank."},
+...                   "d2": {"title": "", "text": "Banks approve loans."}}
+>>> queries: Queries = {"q1": "where do otters live?"}
+>>> qrels: Qrels = {"q1": {"d1": 1}}  # integer relevance grades; 0 = judged non-relevant
+>>> run: Run = run_from_hits({"q1": [Hit("d1", 12.5), Hit("d2", 0.3)]})  # higher score = more relevant
+>>> run
+{'q1': {'d1': 12.5, 'd2': 0.3}}
+>>> doc_text(corpus["d1"])  # what a model reads: title, then text
+'River otters Otters dig dens in the river bank.'
 """
 
 from __future__ import annotations
@@ -29,18 +39,44 @@ class CtxirError(ValueError):
 
     Raised instead of letting a library traceback escape; the app shows it as ``gr.Error``
     and the CLI prints it without a traceback.
+
+    >>> from ctxir.checks import check_top_k
+    >>> try:
+    ...     check_top_k(0)
+    ... except CtxirError as err:  # a ValueError too
+    ...     print(err)
+    top_k must be a whole number ≥ 1, got 0
     """
 
 
 @dataclass(frozen=True, slots=True)
 class Hit:
+    """One ranked document: its id and the score that ranked it (higher = better).
+
+    >>> hits = [Hit("d1", 12.5), Hit("d2", 0.3)]
+    >>> hits[0]
+    Hit(doc_id='d1', score=12.5)
+    >>> [h.doc_id for h in hits]
+    ['d1', 'd2']
+    """
+
     doc_id: str
     score: float
 
 
 @dataclass(frozen=True)
 class Internals:
-    """What one forward pass shows; produced by ``ctxir.internals.inspect``, read by every figure."""
+    """What one forward pass shows; produced by ``ctxir.internals.inspect_text``, read by every figure.
+
+    Built by hand here (zeros, uniform attention) with all-MiniLM-L6-v2's shapes: 6 layers, 12 heads, 384 dims.
+
+    >>> import numpy as np
+    >>> shown = Internals(tokens=["[CLS]", "otter", "##s", "[SEP]"], token_ids=[101, 22279, 2015, 102],
+    ...                   token_type_ids=[0, 0, 0, 0], hidden_states=np.zeros((7, 4, 384)),
+    ...                   attentions=np.full((6, 12, 4, 4), 0.25))
+    >>> shown.cls.shape, bool(np.allclose(shown.attentions.sum(axis=-1), 1))
+    ((384,), True)
+    """
 
     tokens: list[str]
     token_ids: list[int]
