@@ -1,0 +1,271 @@
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from ctxir.encoders import BiEncoder
+from ctxir.explain import (
+    COMPLETENESS_TOLERANCE,
+    DEFAULT_IG_STEPS,
+    cls_attention,
+    explain,
+    explain_bi_encoder,
+    explain_cls_lr,
+    explain_cross_encoder,
+    mean_pooling_contributions,
+)
+from ctxir.models import load_transformer
+from ctxir.rerank import ClsLrRanker, CrossEncoderReranker, cls_features
+from ctxir.types import CtxirError
+
+QUERY = "where do otters play"
+DOC = "otters play on the river bank and the water"
+
+
+# --- the pure tensor core -------------------------------------------------------------------------------------
+
+
+def test_mean_pooling_contributions_hand_computed():
+    # q̄ = (1, 1), ‖q̄‖ = √2; d̄ = (1, 0), ‖d̄‖ = 1; n·m = 2 → C = q·dᵀ / (2√2) = [[2], [0]] / (2√2)
+    q = torch.tensor([[2.0, 0.0], [0.0, 2.0]])
+    d = torch.tensor([[1.0, 0.0]])
+    contributions = mean_pooling_contributions(q, d)
+    assert contributions.shape == (2, 1)
+    assert torch.allclose(contributions, torch.tensor([[1 / math.sqrt(2)], [0.0]], dtype=torch.float64))
+    assert math.isclose(float(contributions.sum()), 1 / math.sqrt(2))  # cos((1, 1), (1, 0))
+
+
+def test_mean_pooling_contributions_sum_to_cosine_of_means():
+    rng = np.random.default_rng(0)
+    q, d = rng.normal(size=(5, 16)), rng.normal(size=(9, 16))  # numpy is accepted too
+    contributions = mean_pooling_contributions(q, d)
+    q_mean, d_mean = q.mean(0), d.mean(0)
+    cosine = q_mean @ d_mean / np.linalg.norm(q_mean) / np.linalg.norm(d_mean)
+    assert contributions.shape == (5, 9)
+    assert abs(float(contributions.sum()) - cosine) < 1e-12
+    # scaling the tokens of one text (what a normalisation does to its mean) changes no contribution
+    assert torch.allclose(mean_pooling_contributions(3 * q, d), contributions)
+
+
+@pytest.mark.parametrize(("q", "d", "match"), [
+    (np.zeros((0, 4)), np.ones((2, 4)), "query_tokens must be a"),
+    (np.ones((2, 4)), np.ones(4), "document_tokens must be a"),
+    (np.ones((2, 4)), np.ones((2, 3)), "hidden size 4 but document_tokens 3"),
+    (np.zeros((2, 4)), np.ones((2, 4)), "zero vector"),
+])
+def test_mean_pooling_contributions_rejects_bad_input(q, d, match):
+    with pytest.raises(CtxirError, match=match):
+        mean_pooling_contributions(q, d)
+
+
+# --- the bi-encoder wrapper -----------------------------------------------------------------------------------
+
+
+def _own_cosine(st, query, document) -> float:
+    vectors = st.encode([query, document], normalize_embeddings=True)  # batched, padded: the model's own path
+    return float(vectors[0] @ vectors[1])
+
+
+def test_minilm_contributions_sum_to_its_own_cosine(minilm):
+    result = explain_bi_encoder(minilm, QUERY, DOC)
+    pairs = np.array(result["pair_contributions"])
+    assert result["method"] == "exact" and result["pooling"] == "mean"
+    # [CLS] and [SEP] are in the mean, as in sentence-transformers' Pooling
+    assert result["query_tokens"][0] == "[CLS]" and result["query_tokens"][-1] == "[SEP]"
+    assert pairs.shape == (len(result["query_tokens"]), len(result["document_tokens"]))  # rows = query tokens
+    assert abs(pairs.sum() - _own_cosine(minilm, QUERY, DOC)) < 1e-5
+    assert abs(result["cosine"] - _own_cosine(minilm, QUERY, DOC)) < 1e-5
+    assert np.allclose(result["query_contributions"], pairs.sum(1))
+    assert np.allclose(result["document_contributions"], pairs.sum(0))
+
+
+def test_tiny_bi_encoder_contributions_sum_to_its_cosine(tiny_st):
+    for query, document in [(QUERY, DOC), ("bank", "money deposit in the bank account")]:
+        result = explain_bi_encoder(tiny_st, query, document, method="exact")
+        assert abs(np.sum(result["pair_contributions"]) - _own_cosine(tiny_st, query, document)) < 1e-5
+
+
+def test_exact_split_follows_a_bi_encoders_layer(tiny_st):
+    encoder = BiEncoder(tiny_st, layer=1, cache=False)  # mean over an inner layer: still exact
+    result = explain_bi_encoder(encoder, QUERY, DOC, method="exact")
+    vectors = encoder.encode([QUERY, DOC])
+    assert abs(np.sum(result["pair_contributions"]) - float(vectors[0] @ vectors[1])) < 1e-5
+
+
+@pytest.mark.parametrize("pooling", ["cls", "max"])
+def test_non_mean_pooling_has_no_exact_split(minilm, pooling):
+    encoder = BiEncoder(minilm, pooling=pooling, cache=False)  # a random tiny BERT's cosines are all ≈ 1
+    with pytest.raises(CtxirError, match=f"no exact split .* {pooling!r} pooling"):
+        explain_bi_encoder(encoder, QUERY, DOC, method="exact")
+    result = explain_bi_encoder(encoder, QUERY, DOC)  # auto: falls back to IG and says so
+    assert result["method"] == "integrated-gradients" and result["pair_contributions"] is None
+    assert "no exact split" in result["note"]
+    vectors = encoder.encode([QUERY, DOC])
+    assert abs(result["cosine"] - float(vectors[0] @ vectors[1])) < 1e-5
+    assert result["converged"] and result["completeness_error"] <= COMPLETENESS_TOLERANCE
+    total = sum(result["query_contributions"]) + sum(result["document_contributions"])
+    assert abs(total - (result["cosine"] - result["baseline_cosine"])) <= 0.011 * abs(
+        result["cosine"] - result["baseline_cosine"]) + 1e-5
+
+
+# --- cross-encoder and CLS-LR: Integrated Gradients -----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_cross_encoder(tiny_bert_dir):
+    from sentence_transformers import CrossEncoder
+
+    torch.manual_seed(1)
+    model = CrossEncoder(str(tiny_bert_dir), num_labels=1, device="cpu")
+    with torch.no_grad():  # a random head of realistic scale: scores that vary between pairs
+        model[0].auto_model.classifier.weight.normal_(0, 1.0)
+    return model
+
+
+def _check_ig(result, score):
+    tokens, attributions = result["tokens"], np.array(result["attributions"])
+    assert len(attributions) == len(tokens)
+    assert abs(result["score"] - score) < 1e-5  # the number the ranker reports, not another one
+    gap = result["score"] - result["baseline_score"]
+    assert result["completeness_error"] == pytest.approx(abs(attributions.sum() - gap) / abs(gap), rel=1e-6)
+    assert result["attributions_sum"] == pytest.approx(attributions.sum(), abs=1e-9)
+    # the baseline keeps [CLS]/[SEP]: their attributions are exactly zero
+    assert all(a == 0 for t, a in zip(tokens, attributions, strict=True) if t in ("[CLS]", "[SEP]"))
+    assert tokens[result["sentence_b_start"] - 1] == "[SEP]"
+
+
+@pytest.mark.parametrize("logit", [False, True])
+def test_cross_encoder_ig_is_complete_at_default_steps(tiny_cross_encoder, logit):
+    for query, document in [(QUERY, DOC), ("money", "she put her salary in the bank account")]:
+        result = explain_cross_encoder(tiny_cross_encoder, query, document, logit=logit, max_steps=DEFAULT_IG_STEPS)
+        reported = CrossEncoderReranker(tiny_cross_encoder).score_pairs(query, [document])[0]
+        score = math.log(reported / (1 - reported)) if logit else reported  # reported = sigmoid(logit)
+        _check_ig(result, score)
+        assert result["n_steps"] == DEFAULT_IG_STEPS and result["converged"]
+        assert result["completeness_error"] <= COMPLETENESS_TOLERANCE
+
+
+def test_minilm_cross_encoder_ig_is_complete_at_default_steps(minilm_path):
+    from ctxir.models import load_cross_encoder
+
+    torch.manual_seed(0)
+    model = load_cross_encoder(str(minilm_path), "cpu", num_labels=1)  # the MiniLM body, an untrained head
+    query = "where do otters live along the river bank"  # a demo query and passage (ctxir/assets)
+    document = ("Otter dens. River otters dig their dens into the soft bank of a stream, often with an entrance "
+                "below the waterline so they can come and go without being seen.")
+    result = explain_cross_encoder(model, query, document, max_steps=DEFAULT_IG_STEPS, attention=False)
+    _check_ig(result, CrossEncoderReranker(model).score_pairs(query, [document])[0])
+    assert result["completeness_error"] <= COMPLETENESS_TOLERANCE
+
+
+def test_too_few_steps_are_raised_until_complete(tiny_cross_encoder):
+    result = explain_cross_encoder(tiny_cross_encoder, QUERY, DOC, n_steps=1, max_steps=64, logit=True)
+    assert result["n_steps"] > 1 and result["converged"]
+    assert result["completeness_error"] <= COMPLETENESS_TOLERANCE
+    capped = explain_cross_encoder(tiny_cross_encoder, QUERY, DOC, n_steps=1, max_steps=1, logit=True)
+    assert capped["n_steps"] == 1 and not capped["converged"]  # reported, not hidden
+    assert capped["completeness_error"] > COMPLETENESS_TOLERANCE
+
+
+@pytest.fixture(scope="module")
+def tiny_cls_lr(tiny_bert_dir):
+    tokenizer, model = load_transformer(str(tiny_bert_dir), "cpu", attentions=False)
+    pairs = [(f"query {i}", t) for i in range(6) for t in ("river bank", "python code", "tea")]
+    feats = cls_features(model, tokenizer, pairs) + np.random.default_rng(0).normal(0, 0.01, (len(pairs), 32))
+    labels = [1 if t == "river bank" else 0 for _, t in pairs]
+    return ClsLrRanker.fit(str(tiny_bert_dir), feats.astype(np.float32), labels, device="cpu")
+
+
+def test_cls_lr_ig_attributes_the_logit(tiny_cls_lr):
+    result = explain_cls_lr(tiny_cls_lr, QUERY, DOC)
+    logit = tiny_cls_lr.score_pairs(QUERY, [DOC])[0]  # coef·CLS + b; predict_proba would be its sigmoid
+    _check_ig(result, logit)
+    assert "logit" in result["score_kind"] and result["model_kind"] == "cls-lr"
+    assert result["completeness_error"] <= COMPLETENESS_TOLERANCE
+
+
+def test_cls_lr_attributions_are_linear_in_coef(tiny_bert_dir, tiny_cls_lr):
+    # through coef·CLS + b: doubling coef doubles every attribution; the intercept cancels out
+    doubled = ClsLrRanker(str(tiny_bert_dir), 2 * tiny_cls_lr.coef, tiny_cls_lr.intercept + 5.0, device="cpu")
+    one = explain_cls_lr(tiny_cls_lr, QUERY, DOC, attention=False)
+    two = explain_cls_lr(doubled, QUERY, DOC, attention=False)
+    assert np.allclose(two["attributions"], 2 * np.array(one["attributions"]), atol=1e-5)
+
+
+def test_mask_baseline_replaces_words_with_mask(tiny_cls_lr):
+    pad = explain_cls_lr(tiny_cls_lr, QUERY, DOC, attention=False)
+    mask = explain_cls_lr(tiny_cls_lr, QUERY, DOC, attention=False, baseline="mask")
+    assert mask["baseline"] == "mask" and mask["score"] == pad["score"]
+    assert mask["baseline_score"] != pad["baseline_score"]
+
+
+# --- attention from [CLS] -------------------------------------------------------------------------------------
+
+
+def test_cls_attention_rows_are_softmax_distributions(tiny_bert_dir):
+    tokenizer, model = load_transformer(str(tiny_bert_dir), "cpu", attentions=False)  # sdpa: no weights
+    before = model.config._attn_implementation
+    report = cls_attention(QUERY, DOC, model, tokenizer)
+    attention = np.array(report["attention"])
+    assert attention.shape == (2, len(report["tokens"]))  # (layers, tokens)
+    assert (attention >= 0).all() and np.allclose(attention.sum(1), 1.0, atol=1e-5)
+    assert model.config._attn_implementation == before  # switched to eager for one pass only
+    eager_tokenizer, eager = load_transformer(str(tiny_bert_dir), "cpu", attentions=True)
+    assert np.allclose(cls_attention(QUERY, DOC, eager, eager_tokenizer)["attention"], attention, atol=1e-5)
+
+
+def test_cross_encoder_report_carries_cls_attention(tiny_cross_encoder):
+    result = explain_cross_encoder(tiny_cross_encoder, QUERY, DOC)
+    attention = np.array(result["cls_attention"])
+    assert attention.shape == (2, len(result["tokens"]))
+    assert np.allclose(attention.sum(1), 1.0, atol=1e-5)
+
+
+# --- explain(): the /explain answer ---------------------------------------------------------------------------
+
+
+def test_explain_json_has_the_issue_keys(tiny_st, tiny_cross_encoder, tiny_cls_lr):
+    result = explain(QUERY, DOC, bi_encoder=tiny_st, cross_encoder=CrossEncoderReranker(tiny_cross_encoder),
+                     cls_lr=tiny_cls_lr)
+    json.dumps(result, allow_nan=False)  # JSON-able: lists of floats, token strings
+    bi = result["bi_encoder"]
+    assert {"cosine", "query_tokens", "document_tokens", "pair_contributions"} <= set(bi)
+    assert len(bi["pair_contributions"]) == len(bi["query_tokens"])
+    assert all(len(row) == len(bi["document_tokens"]) for row in bi["pair_contributions"])
+    for key in ("cross_encoder", "cls_lr"):
+        assert {"score", "tokens", "attributions", "completeness_error"} <= set(result[key])
+    assert result["cross_encoder"]["model_kind"] == "cross-encoder" and result["cls_lr"]["model_kind"] == "cls-lr"
+
+
+def test_explain_without_a_cross_encoder_uses_the_cls_lr(tiny_st, tiny_cls_lr):
+    result = explain(QUERY, DOC, bi_encoder=tiny_st, cls_lr=tiny_cls_lr, attention=False)
+    assert result["cross_encoder"]["model_kind"] == "cls-lr"
+    only_bi = explain(QUERY, DOC, bi_encoder=tiny_st)
+    assert "cross_encoder" not in only_bi and "cls_lr" not in only_bi
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"query": "  "}, "query is empty"),
+    ({"document": ""}, "document is empty"),
+    ({"query": None}, "query must be a string"),
+    ({"baseline": "zeros"}, "baseline 'zeros' is not known: use one of pad, mask"),
+    ({"n_steps": 0}, "n_steps must be a positive integer, got 0"),
+    ({"n_steps": 64, "max_steps": 8}, r"max_steps must be an integer ≥ n_steps \(64\), got 8"),
+])
+def test_explain_refuses_bad_input(tiny_st, tiny_cross_encoder, kwargs, match):
+    args = {"query": QUERY, "document": DOC, "bi_encoder": tiny_st, "cross_encoder": tiny_cross_encoder, **kwargs}
+    with pytest.raises(CtxirError, match=match):
+        explain(**args)
+
+
+def test_wrong_model_types_are_named(tiny_st, tiny_cross_encoder):
+    with pytest.raises(CtxirError, match="method 'fast' is not known: use one of auto, exact"):
+        explain_bi_encoder(tiny_st, QUERY, DOC, method="fast")
+    with pytest.raises(CtxirError, match="bi_encoder must be a SentenceTransformer"):
+        explain_bi_encoder(tiny_cross_encoder, QUERY, DOC)
+    with pytest.raises(CtxirError, match="cross_encoder must be a CrossEncoder"):
+        explain_cross_encoder(tiny_st, QUERY, DOC)
+    with pytest.raises(CtxirError, match=r"cls_lr must be a ctxir\.ClsLrRanker"):
+        explain_cls_lr(tiny_cross_encoder, QUERY, DOC)
