@@ -13,6 +13,13 @@ from ctxir.evaluation import (
     paired_test,
     sts_correlation,
 )
+from ctxir.explain import (
+    cls_attention,
+    explain_bi_encoder,
+    explain_cls_lr,
+    explain_cross_encoder,
+    mean_pooling_contributions,
+)
 from ctxir.fusion import fuse, reciprocal_rank_fusion, weighted_score_fusion
 from ctxir.internals import inspect_text
 from ctxir.models import DEFAULT_BI_ENCODER, DEFAULT_CROSS_ENCODER, pick_device, resolve_model
@@ -47,7 +54,11 @@ __all__ = [
     "Run",
     "SearchResult",
     "StageFusion",
+    "cls_attention",
     "evaluate_run",
+    "explain_bi_encoder",
+    "explain_cls_lr",
+    "explain_cross_encoder",
     "fuse",
     "inspect_text",
     "load_beir",
@@ -55,6 +66,7 @@ __all__ = [
     "load_sick",
     "load_snli",
     "load_sts",
+    "mean_pooling_contributions",
     "paired_recall_at_k",
     "paired_retrieval",
     "paired_test",
