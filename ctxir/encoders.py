@@ -220,8 +220,9 @@ class BiEncoder:
             return self.encode(texts, show_progress_bar)
         key = self.cache_key(texts)
         hit = self.cache.get(key)
-        if hit is not None and hit.shape[0] == len(texts):
+        if hit is not None and _looks_encoded(hit, len(texts), self.dimension):
             return hit
+        # absent, or a file damaged after it was written (wrong shape, NaN, not unit length): encode again
         embeddings = self.encode(texts, show_progress_bar)
         self.cache.put(key, embeddings)
         return embeddings
@@ -229,3 +230,13 @@ class BiEncoder:
     def encode_corpus(self, corpus: Corpus, show_progress_bar: bool | None = None) -> tuple[list[str], np.ndarray]:
         ids = list(corpus)
         return ids, self.encode_cached([doc_text(corpus[i]) for i in ids], show_progress_bar)
+
+
+def _looks_encoded(embeddings: np.ndarray, rows: int, dimension: int) -> bool:
+    """A cached array is what ``encode`` wrote: (rows, dimension) float32, finite, L2-normalised rows."""
+    if embeddings.shape != (rows, dimension) or embeddings.dtype != np.float32:
+        return False
+    if rows == 0:
+        return True
+    norms = np.linalg.norm(embeddings, axis=1)
+    return bool(np.isfinite(norms).all() and np.abs(norms - 1.0).max() < 1e-3)

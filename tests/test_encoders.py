@@ -83,6 +83,20 @@ def test_torn_cache_file_is_recomputed(tiny_st, tmp_path):
     assert np.load(tmp_path / f"{enc.cache_key(['hello'])}.npy").shape == (1, 32)  # rewritten whole
 
 
+@pytest.mark.parametrize("damage", ["nan", "wrong_dim", "not_unit", "float64", "fewer_rows"])
+def test_a_damaged_cache_file_that_still_loads_is_detected_and_rebuilt(tiny_st, tmp_path, damage):
+    cache = EmbeddingCache(tmp_path)
+    enc = BiEncoder(tiny_st, cache=cache)
+    texts = ["hello", "river bank"]
+    good = enc.encode_cached(texts)
+    path = tmp_path / f"{enc.cache_key(texts)}.npy"
+    bad = {"nan": np.where(np.arange(32) == 3, np.nan, good).astype(np.float32), "wrong_dim": good[:, :16],
+           "not_unit": good * 2, "float64": good.astype(np.float64), "fewer_rows": good[:1]}[damage]
+    np.save(path, bad)
+    assert np.allclose(enc.encode_cached(texts), good, atol=1e-6)
+    assert np.allclose(np.load(path), good, atol=1e-6)  # and the file was rewritten
+
+
 def test_training_in_place_changes_the_cache_key(tiny_st, tmp_path):
     enc = BiEncoder(tiny_st, cache=EmbeddingCache(tmp_path))
     before_key, before = enc.cache_key(["river bank"]), enc.encode_cached(["river bank"])
