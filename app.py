@@ -36,6 +36,7 @@ import gradio as gr
 import pandas as pd
 
 from ctxir import app_logic as logic
+from ctxir.cli import cli_main
 from ctxir.models import DEFAULT_BI_ENCODER, DEFAULT_CLS_LR, DEFAULT_CROSS_ENCODER, set_threads
 from ctxir.types import CtxirError
 
@@ -481,29 +482,17 @@ def build_demo(state: logic.AppState | None = None, config: logic.AppConfig | No
     return demo
 
 
-def main(argv: list[str] | None = None) -> int:
-    from transformers import HfArgumentParser
-
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # 1. parse flags (environment variables give the defaults)
-    (args,) = HfArgumentParser(AppArgs).parse_args_into_dataclasses(args=argv)
-    try:
-        set_threads(args.torch_threads)
-    except CtxirError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    # SIGTERM (a container or process manager stopping the app) and SIGHUP (its terminal closed) exit like Ctrl-C,
-    # so the atexit clean-up of the output folder runs instead of leaving it behind.
+def serve(args: AppArgs) -> int:
+    """Load once, then serve until stopped; a CtxirError (bad flag, missing model) ends it with one line, exit 2."""
+    # 1. threads, and signals: SIGTERM (a container or process manager stopping the app) and SIGHUP (its terminal
+    # closed) exit like Ctrl-C, so the atexit clean-up of the output folder runs instead of leaving it behind
+    set_threads(args.torch_threads)
     for signum in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
         if signum is not None:
             signal.signal(signum, lambda *_: sys.exit(0))
     # 2. load models and the corpus once, before serving
     started = time.perf_counter()
-    try:
-        state = logic.AppState.load(config_from_args(args))
-    except CtxirError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    state = logic.AppState.load(config_from_args(args))
     logger.info("cold start: %.1f s", time.perf_counter() - started)
     # 3. build and serve
     demo = build_demo(state, outputs=Outputs(max_age_s=args.output_max_age_s, max_bytes=args.max_output_mb * 2**20))
@@ -511,6 +500,11 @@ def main(argv: list[str] | None = None) -> int:
                                                    show_error=True, allowed_paths=[str(demo.ctxir_outputs.root)],
                                                    max_file_size=int(state.config.max_upload_mb * 2**20))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return cli_main(AppArgs, serve, argv)
 
 
 if __name__ == "__main__":

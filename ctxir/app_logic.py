@@ -25,15 +25,15 @@ from typing import Any
 
 import numpy as np
 
+from ctxir.checks import check_choice, check_int, check_text
 from ctxir.models import DEFAULT_BI_ENCODER, DEFAULT_CLS_LR, DEFAULT_CROSS_ENCODER
+from ctxir.pipeline import FIRST_STAGES, RERANKERS
 from ctxir.types import Corpus, CtxirError, Internals
 
 logger = logging.getLogger("ctxir.app")
 
 ASSETS = Path(__file__).resolve().parent / "assets"
 DEMO_CORPUS_NAME = "demo"
-FIRST_STAGES = ("bm25", "dense", "hybrid")
-RERANKERS = ("none", "cross-encoder", "cls-lr")
 POOLINGS = ("mean", "cls", "max")
 INSPECT_MODELS = ("bi-encoder", "cross-encoder")
 Progress = Callable[[float, str], None]
@@ -108,19 +108,6 @@ def md_code(text: Any) -> str:
 # ---------------------------------------------------------------- input checks
 
 
-def check_text(text: Any, what: str, max_chars: int, required: bool = True) -> str:
-    if text is None:
-        text = ""
-    if not isinstance(text, str):
-        raise CtxirError(f"{what} must be text, got {type(text).__name__}")
-    if required and not text.strip():
-        raise CtxirError(f"{what} is empty: type some text")
-    if len(text) > max_chars:
-        raise CtxirError(f"{what} has {len(text):,} characters but at most {max_chars:,} are accepted: "
-                         f"shorten it (it begins {text[:40]!r})")
-    return text.strip()
-
-
 def split_lines(text: Any, what: str, max_items: int, max_chars: int, min_items: int = 1) -> list[str]:
     """One item per non-empty line (a list is accepted too, for API users)."""
     if isinstance(text, list | tuple):
@@ -135,24 +122,6 @@ def split_lines(text: Any, what: str, max_items: int, max_chars: int, min_items:
     for i, item in enumerate(items, 1):
         check_text(item, f"{what} line {i}", max_chars)
     return items
-
-
-def check_choice(value: Any, what: str, choices: Sequence[str]) -> str:
-    if value not in choices:
-        raise CtxirError(f"{what} {value!r} is not known: use one of {', '.join(map(repr, choices))}")
-    return value
-
-
-def check_int(value: Any, what: str, low: int, high: int) -> int:
-    """A whole number in [low, high]; 3.0 and "3" are accepted (sliders and API users send those)."""
-    number = None
-    if (isinstance(value, int | np.integer) and not isinstance(value, bool)) or (isinstance(value, float) and value.is_integer()):
-        number = int(value)
-    elif isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        number = int(value.strip())
-    if number is None or not low <= number <= high:
-        raise CtxirError(f"{what} must be a whole number from {low} to {high}, got {value!r}")
-    return number
 
 
 def _r(x: float | None, decimals: int = 4) -> float | None:
@@ -200,8 +169,8 @@ class AppModels:
     @classmethod
     def load(cls, config: AppConfig, progress: Progress | None = None) -> AppModels:
         """Load every model once. A missing bi-encoder is fatal; a missing re-ranker only logs a warning."""
-        from ctxir.models import load_bi_encoder, load_cross_encoder, load_transformer, resolve_model
-        from ctxir.rerank import ClsLrRanker, CrossEncoderReranker
+        from ctxir.models import load_bi_encoder, load_transformer
+        from ctxir.pipeline import load_reranker
 
         step = progress or (lambda *_: None)
         step(0.0, f"loading bi-encoder {config.bi_encoder}")
@@ -212,8 +181,7 @@ class AppModels:
         if config.cross_encoder and config.cross_encoder.lower() != "none":
             step(0.4, f"loading cross-encoder {config.cross_encoder}")
             try:
-                resolve_model(config.cross_encoder)
-                models.cross_encoder = CrossEncoderReranker(load_cross_encoder(config.cross_encoder, config.device))
+                models.cross_encoder = load_reranker("cross-encoder", config.cross_encoder, config.device)
                 ce_tok, ce_body = load_transformer(config.cross_encoder, config.device, attentions=True)
                 inspect["cross-encoder"] = Inspectable(config.cross_encoder, ce_tok, ce_body)
             except CtxirError as err:
@@ -224,7 +192,7 @@ class AppModels:
         if config.cls_lr and config.cls_lr.lower() != "none":
             step(0.7, f"loading CLS-LR ranker {config.cls_lr}")
             try:
-                models.cls_lr = ClsLrRanker.load(config.cls_lr, device=config.device)
+                models.cls_lr = load_reranker("cls-lr", config.cls_lr, config.device)
             except CtxirError as err:
                 models.cls_lr_error = str(err)
                 logger.warning("CLS-LR ranker unavailable, the app starts without it: %s", err)
@@ -299,16 +267,15 @@ class CorpusIndex:
 
     def __init__(self, name: str, corpus: Corpus, bi_encoder, source: str = "", progress: Progress | None = None,
                  cache=True, model_name: str | None = None):
-        from ctxir.retrieval import BM25Retriever, DenseRetriever, HybridRetriever
+        from ctxir.pipeline import build_first_stages
 
         step = progress or (lambda *_: None)
         self.name, self.corpus, self.source, self.cache = name, corpus, source, cache
         self._bi_encoder, self._model_name = bi_encoder, model_name
-        step(0.05, f"BM25 index of {len(corpus):,} documents")
-        self.bm25 = BM25Retriever(corpus)
-        step(0.15, f"encoding {len(corpus):,} documents (cached after the first time)")
-        self.dense = DenseRetriever(corpus, self._encoder(), show_progress=True)
-        self.hybrid = HybridRetriever([self.bm25, self.dense], fusion="rrf", depth=100)
+        step(0.05, f"BM25 index and embeddings of {len(corpus):,} documents (embeddings cached after the first time)")
+        # the same builder as `python -m ctxir.evaluate`: hybrid fuses these very BM25 and dense retrievers
+        self.stages = build_first_stages(corpus, FIRST_STAGES, [self._encoder()], fusion="rrf", depth=100)
+        self.bm25, self.dense, self.hybrid = (self.stages[kind] for kind in FIRST_STAGES)
         self._pooled: dict[tuple[str, int], Any] = {}
         self._lock = threading.Lock()
         step(1.0, "ready")
@@ -318,14 +285,13 @@ class CorpusIndex:
 
         encoder = BiEncoder(self._bi_encoder, pooling=pooling, layer=layer, cache=self.cache)
         if self._model_name:
-            # The cache key holds the model name; use the one `python -m ctxir.evaluate --model NAME` uses, so
-            # the app and the CLI share corpus embeddings (the weights fingerprint is in the key either way).
+            # the name shown in results; the cache key is the weights fingerprint, so the app and
+            # `python -m ctxir.evaluate` share corpus embeddings whatever name each gave the model
             encoder.name = self._model_name
         return encoder
 
     def retriever(self, first_stage: str):
-        check_choice(first_stage, "first stage", FIRST_STAGES)
-        return {"bm25": self.bm25, "dense": self.dense, "hybrid": self.hybrid}[first_stage]
+        return self.stages[check_choice(first_stage, "first stage", FIRST_STAGES)]
 
     def pooled(self, pooling: str, layer: int):
         """A dense retriever over this corpus with another pooling/layer (encoded once, then cached)."""
@@ -531,8 +497,6 @@ def search(state: AppState, query: str, corpus: str | None = None, first_stage: 
     from ctxir.pipeline import Pipeline
 
     query = check_text(query, "query", state.config.max_query_chars)
-    check_choice(first_stage, "first stage", FIRST_STAGES)
-    check_choice(reranker, "re-ranker", RERANKERS)
     k = check_int(k, "k", 1, 100)
     depth = check_int(depth if depth is not None else state.config.rerank_depth, "re-rank depth", 1, 200)
     index = state.index(corpus, owner)

@@ -130,33 +130,26 @@ def run_paired(args: EvaluateArgs) -> dict:
 
 
 def build_pipeline(args: EvaluateArgs, corpus):
-    from ctxir.pipeline import Pipeline
-    from ctxir.rerank import ClsLrRanker, CrossEncoderReranker
-    from ctxir.retrieval import BM25Retriever, DenseRetriever, HybridRetriever
+    from ctxir.pipeline import Pipeline, build_first_stages, load_reranker
 
-    parts = []
-    if args.retriever in ("bm25", "hybrid"):
-        parts.append(BM25Retriever(corpus, k1=args.bm25_k1, b=args.bm25_b, show_progress=True,
-                                   stemmer=None if args.bm25_stemmer.lower() == "none" else args.bm25_stemmer))
+    encoders = []
     if args.retriever in ("dense", "hybrid"):
-        parts.append(DenseRetriever(corpus, _encoder(args), index=args.index, show_progress=True))
-    if args.retriever == "hybrid":
-        for model in filter(None, (m.strip() for m in args.extra_models.split(","))):
-            parts.append(DenseRetriever(corpus, _encoder(args, model), index=args.index, show_progress=True))
+        extra = [m.strip() for m in args.extra_models.split(",") if m.strip()] if args.retriever == "hybrid" else []
+        encoders = [_encoder(args, model) for model in ["", *extra]]
+    weights = None
+    if args.retriever == "hybrid" and args.weights:
         try:
-            weights = [float(w) for w in args.weights.split(",")] if args.weights else None
+            weights = [float(w) for w in args.weights.split(",")]
         except ValueError as err:
-            raise CtxirError(f"--weights {args.weights!r} must be {len(parts)} numbers like "
-                             f"{','.join(['1'] * len(parts))!r}") from err
-        first = HybridRetriever(parts, fusion=args.fusion, k=args.rrf_k, weights=weights, depth=args.top_k)
-    else:
-        first = parts[0]
-    reranker = None
-    if args.rerank == "cross-encoder":
-        reranker = CrossEncoderReranker(args.reranker_model, args.device, args.batch_size)
-    elif args.rerank == "cls-lr":
-        reranker = ClsLrRanker.load(args.reranker_model, args.device)
-    return Pipeline(first, reranker, depth=args.top_k)
+            n = 1 + len(encoders)
+            raise CtxirError(f"--weights {args.weights!r} must be {n} numbers like {','.join(['1'] * n)!r}") from err
+    stemmer = None if args.bm25_stemmer.lower() == "none" else args.bm25_stemmer
+    first = build_first_stages(corpus, [args.retriever], encoders,
+                               bm25_options={"k1": args.bm25_k1, "b": args.bm25_b, "stemmer": stemmer},
+                               fusion=args.fusion, k=args.rrf_k, weights=weights, depth=args.top_k, index=args.index,
+                               show_progress=True)[args.retriever]
+    return Pipeline(first, load_reranker(args.rerank, args.reranker_model, args.device, args.batch_size),
+                    depth=args.top_k)
 
 
 def run_retrieval(args: EvaluateArgs) -> dict:
@@ -265,6 +258,7 @@ def run(args: EvaluateArgs) -> dict:
     from ctxir.models import DEFAULT_CLS_LR, DEFAULT_CROSS_ENCODER, set_threads
 
     if args.rerank != "none" and not args.reranker_model:
+        # recorded in the results: which model "the shipped default" was
         args.reranker_model = DEFAULT_CLS_LR if args.rerank == "cls-lr" else DEFAULT_CROSS_ENCODER
         if not args.reranker_model:
             raise CtxirError("--rerank cls-lr needs --reranker-model: this installation ships no CLS-LR ranker; "

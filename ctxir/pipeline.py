@@ -8,11 +8,12 @@ with the lexical/dense signal it re-ranks.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tqdm.auto import tqdm
 
-from ctxir.checks import check_query, check_top_k
+from ctxir.checks import check_choice, check_query, check_top_k
 from ctxir.fusion import DEFAULT_RRF_K, FUSIONS, fuse, scored_only
 from ctxir.rerank import Reranker
 from ctxir.retrieval import Retriever
@@ -160,3 +161,56 @@ def merge_stages(first: list[Hit], reranked: list[Hit], final: list[Hit] | None 
     return [RankedHit(h.doc_id, h.score, r, first_rank[h.doc_id][1], first_rank[h.doc_id][0],
                       rerank_rank[h.doc_id][1], rerank_rank[h.doc_id][0])
             for r, h in enumerate(reranked if final is None else final, 1)]
+
+
+# ---------------------------------------------------------------- building stages by name (CLI and app)
+
+FIRST_STAGES = ("bm25", "dense", "hybrid")
+RERANKERS = ("none", "cross-encoder", "cls-lr")
+
+
+def build_first_stages(corpus, kinds: Sequence[str] = FIRST_STAGES, encoders: Sequence = (), *,
+                       bm25_options: dict | None = None, fusion: str = "rrf", k: float = DEFAULT_RRF_K,
+                       weights: Sequence[float] | None = None, depth: int = 100, index: str = "auto",
+                       show_progress: bool = False) -> dict[str, Retriever]:
+    """``{kind: retriever}`` for each of ``kinds`` over ``corpus``; parts are built once and shared, so "hybrid"
+    fuses the very BM25 and dense retrievers returned beside it (one dense retriever per bi-encoder in
+    ``encoders``: ``BiEncoder`` objects; the first is "dense").
+
+    >>> corpus = {"a": {"title": "", "text": "otters in the river"}, "b": {"title": "", "text": "bank loans"}}
+    >>> stages = build_first_stages(corpus, ["bm25"])
+    >>> [h.doc_id for h in stages["bm25"].query("river otters")]
+    ['a']
+    """
+    from ctxir.retrieval import BM25Retriever, DenseRetriever, HybridRetriever
+
+    for kind in kinds:
+        check_choice(kind, "first stage", FIRST_STAGES)
+    if {"dense", "hybrid"} & set(kinds) and not encoders:
+        raise CtxirError("dense and hybrid retrieval need a bi-encoder: pass encoders=[BiEncoder(...)]")
+    out: dict[str, Retriever] = {}
+    if {"bm25", "hybrid"} & set(kinds):
+        out["bm25"] = BM25Retriever(corpus, show_progress=show_progress, **(bm25_options or {}))
+    if {"dense", "hybrid"} & set(kinds):
+        dense = [DenseRetriever(corpus, encoder, index=index, show_progress=show_progress)
+                 for encoder in (encoders if "hybrid" in kinds else encoders[:1])]
+        out["dense"] = dense[0]
+    if "hybrid" in kinds:
+        out["hybrid"] = HybridRetriever([out["bm25"], *dense], fusion=fusion, k=k, weights=weights, depth=depth)
+    return {kind: out[kind] for kind in kinds}
+
+
+def load_reranker(kind: str, model: str = "", device: str = "auto", batch_size: int = 32) -> Reranker | None:
+    """The re-ranker named ``kind`` ("none", "cross-encoder", "cls-lr"); ``model`` "" = the one shipped in ctxir."""
+    from ctxir.models import DEFAULT_CLS_LR, DEFAULT_CROSS_ENCODER
+    from ctxir.rerank import ClsLrRanker, CrossEncoderReranker
+
+    check_choice(kind, "re-ranker", RERANKERS)
+    if kind == "none":
+        return None
+    if kind == "cross-encoder":
+        return CrossEncoderReranker(model or DEFAULT_CROSS_ENCODER, device, batch_size)
+    if not (model or DEFAULT_CLS_LR):
+        raise CtxirError("the cls-lr re-ranker needs a model: this installation ships no CLS-LR ranker; train one "
+                         "with `python training/train_cls_lr.py` and pass its folder")
+    return ClsLrRanker.load(model or DEFAULT_CLS_LR, device)

@@ -99,3 +99,27 @@ def test_tune_stage_fusion_picks_the_fusion_that_fixes_each_stages_mistake():
     assert [fusion.fuse(first[q], reranked[q])[0].doc_id for q in ("q1", "q2")] == ["r1", "r2"]
     plain = [row for row in best["grid"] if row["weights"][0] == 0.0]
     assert plain and all(row["nDCG@10"] < 1.0 for row in plain)
+
+
+def test_first_stages_are_built_once_and_shared(tiny_st):
+    from ctxir.encoders import BiEncoder
+    from ctxir.pipeline import build_first_stages, load_reranker
+
+    stages = build_first_stages(CORPUS, ["bm25", "dense", "hybrid"], [BiEncoder(tiny_st, cache=None)],
+                                bm25_options={"k1": 0.9}, fusion="weighted", weights=[2, 1], depth=7)
+    assert stages["hybrid"].retrievers == [stages["bm25"], stages["dense"]]  # the same objects, not copies
+    assert stages["bm25"].config["k1"] == 0.9 and stages["hybrid"].config["weights"] == [2.0, 1.0]
+    assert list(build_first_stages(CORPUS, ["bm25"])) == ["bm25"]
+    with pytest.raises(CtxirError, match="first stage 'sparse' is not known"):
+        build_first_stages(CORPUS, ["sparse"])
+    with pytest.raises(CtxirError, match="need a bi-encoder"):
+        build_first_stages(CORPUS, ["dense"])
+    assert load_reranker("none") is None
+    with pytest.raises(CtxirError, match="re-ranker 'bm25' is not known"):
+        load_reranker("bm25")
+
+
+def test_the_app_builds_its_first_stages_with_the_library_builder(app_state):
+    index = app_state.index(None)
+    assert index.hybrid.retrievers == [index.bm25, index.dense]
+    assert index.retriever("hybrid") is index.stages["hybrid"]
