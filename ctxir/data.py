@@ -539,9 +539,18 @@ def _user_table(p: Path, text: str, delimiter: str) -> Corpus:
 def load_user_corpus(path: PathLike) -> Corpus:
     """A user's corpus file: .txt (one doc per non-empty line), .jsonl, or .csv/.tsv with a header row.
 
-    Ids default to the 1-based line number where the document starts, so a user can find it in the file.
+    Ids default to the 1-based line number where the document starts, so a user can find it in the file. Messages
+    name the file by its own name only: an uploaded file sits in a folder named by a hash, which means nothing to
+    the person who uploaded it.
     """
     p = _file(path, f"a corpus file ({', '.join(USER_CORPUS_SUFFIXES)})")
+    try:
+        return _load_user_corpus(p)
+    except CtxirError as err:
+        raise CtxirError(str(err).replace(_name(p), p.name)) from None
+
+
+def _load_user_corpus(p: Path) -> Corpus:
     suffix = p.suffix.lower()
     if suffix not in USER_CORPUS_SUFFIXES:
         raise CtxirError(
