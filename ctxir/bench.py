@@ -1,0 +1,555 @@
+"""``python -m ctxir.bench``: benchmark scripts (not timed tests) that print a table and write JSON.
+
+Examples:
+    python -m ctxir.bench search --num-docs 10000 --output results/bench/search-10000.json
+    python -m ctxir.bench search --num-docs 1000000 --indexes exact,ctxir-ann,binary \\
+        --output results/bench/search-1000000.json
+    python -m ctxir.bench search --num-docs 2000 --real-docs 0 --output /tmp/search.json   # no model, seconds
+    python -m ctxir.bench report --inputs results/bench/search-10000.json results/bench/search-100000.json \\
+        --plot docs/performance-search.png
+
+``search`` measures, per index type: single-query latency (p50/p95 over ``--num-queries`` queries after
+``--warmup`` queries, the median of ``--repeats`` passes), recall@10 against exact search, memory (index bytes,
+and the process RSS delta while building) and build time. Index types:
+
+* ``exact``: sentence-transformers ``semantic_search`` over the float32 matrix, as ``DenseRetriever`` does today.
+* ``faiss-hnsw``: faiss ``IndexHNSWFlat`` (M=32, efSearch=128: ``DenseRetriever(index="hnsw")`` today).
+* ``ctxir-ann``: ``ctxir.ann.AnnIndex`` (usearch HNSW, int8 scalars, re-scored with float dots), built, saved,
+  and reopened memory-mapped before timing; ``ctxir-ann-norescore`` is the same file searched without re-scoring;
+  ``ctxir-ann-f16`` stores half-precision scalars and is searched without re-scoring (needs no float32 copy).
+* ``int8-flat``: faiss ``IndexScalarQuantizer`` (8-bit, exhaustive scan) + float re-scoring.
+* ``binary``: sentence-transformers ``quantize_embeddings(..., "ubinary")`` in a faiss ``IndexBinaryFlat``
+  (Hamming, exhaustive) + float re-scoring of the top ``--rescore × k``.
+
+Data: real all-MiniLM-L6-v2 embeddings of SciFact + the MS MARCO sample (10,183 texts, read through ctxir's
+embedding cache, so only the first run encodes) up to ``--real-docs``; beyond that, synthetic documents: a real
+embedding chosen at random (the centre) plus Gaussian noise with the real embeddings' covariance, scaled to norm
+``--noise`` on average, re-normalised. Queries: SciFact + MS MARCO query embeddings (never in the corpus); with
+``--real-docs 0`` everything is synthetic (random centres, queries = perturbed centres) and no model is loaded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+from ctxir.types import CtxirError
+
+INDEX_TYPES = ("exact", "faiss-hnsw", "ctxir-ann", "ctxir-ann-norescore", "ctxir-ann-f16", "int8-flat", "binary")
+DEFAULT_INDEXES = ",".join(INDEX_TYPES)
+REAL_SETS = ("scifact", "msmarco_sample")
+# The flags that decide these kernels' speed, reported with every run (all flags are in /proc/cpuinfo).
+SIMD_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx_vnni",
+              "avx512_bf16", "avx512_fp16", "avx512_vpopcntdq", "amx_tile")
+
+
+@dataclass
+class SearchArgs:
+    num_docs: int = field(default=10_000, metadata={"help": "corpus size (real documents first, then synthetic)"})
+    output: str = field(default="", metadata={"help": "JSON path (default: results/bench/search-<N>.json)"})
+    indexes: str = field(default=DEFAULT_INDEXES, metadata={"help": f"comma-separated, of {', '.join(INDEX_TYPES)}"})
+    num_queries: int = field(default=300, metadata={"help": "timed single queries per pass (≥ 200 for p95)"})
+    warmup: int = field(default=20, metadata={"help": "untimed queries first"})
+    repeats: int = field(default=3, metadata={"help": "timed passes; the reported p50/p95 are their medians"})
+    k: int = field(default=10, metadata={"help": "hits per query (recall@k against exact)"})
+    real_docs: int = field(default=-1, metadata={
+        "help": "at most this many real embedded documents (-1 = all 10,183; 0 = synthetic only, no model)"})
+    data_root: str = field(default="../shared/data", metadata={
+        "help": "folder holding scifact/ and msmarco_sample/ (BEIR layout)"})
+    noise: float = field(default=0.7, metadata={"help": "synthetic documents: mean norm of the noise added to a "
+                                                         "unit-length real embedding before re-normalising"})
+    seed: int = 0
+    threads: int = field(default=0, metadata={"help": "build threads (0 = all cores)"})
+    connectivity: int = field(default=16, metadata={"help": "ctxir-ann: HNSW M"})
+    expansion_add: int = field(default=128, metadata={"help": "ctxir-ann: efConstruction"})
+    expansion_search: int = field(default=128, metadata={"help": "ctxir-ann: ef at query time"})
+    rescore: int = field(default=4, metadata={"help": "ctxir-ann/int8-flat/binary: re-score rescore × k candidates"})
+    scalar: str = field(default="i8", metadata={"help": "ctxir-ann(-norescore): stored scalars (i8, f16, f32)"})
+    faiss_m: int = 32
+    faiss_ef_search: int = 128
+    faiss_ef_construction: int = 40
+    index_dir: str = field(default="", metadata={
+        "help": "where ctxir-ann's file is written (default: a temporary folder, removed afterwards)"})
+    cache_dir: str = field(default="", metadata={"help": "ctxir cache root for the real embeddings ($CTXIR_CACHE)"})
+    progress: bool = field(default=True, metadata={"help": "progress bars for long steps"})
+
+
+@dataclass
+class ReportArgs:
+    inputs: list[str] = field(metadata={"help": "JSON files written by `search`"})
+    plot: str = field(default="", metadata={"help": "PNG: p50 latency and recall@10 against corpus size"})
+
+
+# ---------------------------------------------------------------- machine and data
+
+
+def machine() -> dict:
+    """Cores, CPU model and SIMD flags, memory, load and library versions: printed beside every number."""
+    info: dict = {"cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+                  "platform": platform.platform(), "python": platform.python_version()}
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+        fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+        fields = {k.strip(): v.strip() for k, v in fields.items()}
+        flags = set(fields.get("flags", "").split())
+        info["cpu"] = fields.get("model name", platform.processor())
+        info["simd_flags"] = [f for f in SIMD_FLAGS if f in flags]
+    except OSError:
+        info["cpu"] = platform.processor()
+    try:
+        pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        info["ram_gb"] = round(pages / 2**30, 1)
+    except (ValueError, OSError, AttributeError):
+        pass
+    from importlib.metadata import PackageNotFoundError, version
+
+    versions = {}
+    for package in ("numpy", "torch", "faiss-cpu", "usearch", "sentence-transformers"):
+        try:
+            versions[package] = version(package)
+        except PackageNotFoundError:
+            versions[package] = None
+    info["versions"] = versions
+    try:
+        import torch
+
+        info["torch_threads"] = torch.get_num_threads()  # the exact baseline's matmul threads
+    except ImportError:  # pragma: no cover - torch is a requirement
+        pass
+    return info
+
+
+def load_average() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else []
+
+
+def rss_mb() -> float:
+    """Resident set size of this process (Linux /proc; 0 elsewhere)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def normalise(x: np.ndarray) -> np.ndarray:
+    x /= np.linalg.norm(x, axis=1, keepdims=True).clip(min=1e-12)
+    return x
+
+
+def real_embeddings(args: SearchArgs) -> tuple[np.ndarray, np.ndarray, str]:
+    """(documents, queries, where from): MiniLM embeddings of the real sets, through ctxir's embedding cache."""
+    from ctxir.data import load_corpus, load_queries
+    from ctxir.encoders import BiEncoder, EmbeddingCache, cache_root
+
+    root = Path(args.data_root)
+    missing = [name for name in REAL_SETS if not (root / name / "corpus.jsonl").is_file()]
+    if missing:
+        raise CtxirError(f"--data-root {args.data_root!r} has no {', '.join(missing)} (corpus.jsonl): point it at "
+                         "the shared data folder, or pass --real-docs 0 for synthetic data only")
+    encoder = BiEncoder(cache=EmbeddingCache(cache_root(args.cache_dir) / "embeddings") if args.cache_dir else True)
+    docs, queries = [], []
+    for name in REAL_SETS:
+        if args.real_docs < 0 or sum(len(d) for d in docs) < args.real_docs:
+            docs.append(encoder.encode_corpus(load_corpus(root / name / "corpus.jsonl"), args.progress)[1])
+        queries.append(encoder.encode_cached(list(load_queries(root / name / "queries.jsonl").values()),
+                                             args.progress))
+    where = f"all-MiniLM-L6-v2 (packaged) embeddings of {' + '.join(REAL_SETS)} from {root}"
+    return np.concatenate(docs), np.concatenate(queries), where
+
+
+def synthetic(centres: np.ndarray, count: int, noise: float, rng: np.random.Generator,
+              chunk: int = 100_000) -> np.ndarray:
+    """``count`` unit vectors: a random centre + noise with the centres' covariance (mean norm ``noise``)."""
+    mean = centres.mean(0)
+    _, singular, vt = np.linalg.svd(centres - mean, full_matrices=False)
+    scale = singular / np.sqrt(len(centres))  # per-direction standard deviation
+    scale *= noise / np.sqrt((scale**2).sum())  # E|u|^2 = noise^2
+    out = np.empty((count, centres.shape[1]), dtype=np.float32)
+    for begin in range(0, count, chunk):
+        n = min(chunk, count - begin)
+        noise_block = (rng.standard_normal((n, len(scale)), dtype=np.float32) * scale.astype(np.float32)) @ \
+            vt.astype(np.float32)
+        out[begin:begin + n] = normalise(centres[rng.integers(0, len(centres), n)] + noise_block)
+    return out
+
+
+def dataset(args: SearchArgs) -> tuple[np.ndarray, np.ndarray, dict]:
+    """(documents (num_docs, 384), queries (num_queries + warmup, 384), a description for the JSON)."""
+    rng = np.random.default_rng(args.seed)
+    wanted = args.num_queries + args.warmup
+    if args.real_docs == 0:
+        # About 100 documents per centre, as the 1M set has around each of its 10,183 real centres.
+        centres = normalise(rng.standard_normal((max(10, args.num_docs // 100), 384), dtype=np.float32))
+        docs = synthetic(centres, args.num_docs, args.noise, rng)
+        queries = synthetic(centres, wanted, args.noise, rng)
+        about = {"real_docs": 0, "source": f"synthetic only: {len(centres):,} random unit centres", "queries":
+                 f"{wanted} synthetic (a random centre + the same noise), not in the corpus"}
+    else:
+        real, real_queries, where = real_embeddings(args)
+        limit = len(real) if args.real_docs < 0 else min(args.real_docs, len(real))
+        n_real = min(limit, args.num_docs)
+        docs = np.empty((args.num_docs, real.shape[1]), dtype=np.float32)
+        docs[:n_real] = real[:n_real]
+        if args.num_docs > n_real:
+            docs[n_real:] = synthetic(real[:limit], args.num_docs - n_real, args.noise, rng)
+        if len(real_queries) < wanted:
+            raise CtxirError(f"--num-queries + --warmup = {wanted} but only {len(real_queries)} real queries exist")
+        queries = real_queries[rng.permutation(len(real_queries))[:wanted]]
+        about = {"real_docs": n_real, "source": where, "queries":
+                 f"{wanted} real SciFact/MS MARCO query embeddings, drawn at random (seed {args.seed}); "
+                 "no query is in the corpus"}
+    about |= {"num_docs": args.num_docs, "synthetic_docs": args.num_docs - about["real_docs"], "dim": docs.shape[1],
+              "noise": args.noise, "construction": "synthetic = normalise(c + u): c a real (or random) unit "
+              "embedding chosen uniformly, u ~ N(0, Σ) with Σ the centres' covariance scaled so E|u|² = noise²"}
+    return docs, queries, about
+
+
+def neighbourhood(docs: np.ndarray, queries: np.ndarray, rng: np.random.Generator, sample: int = 500) -> dict:
+    """How crowded the data is (medians): query→top-1/top-10 cosine, and a document's nearest other document."""
+    scores = queries[:sample] @ docs.T
+    top = -np.sort(-np.partition(-scores, 10, axis=1)[:, :11], axis=1)
+    rows = rng.choice(len(docs), min(sample, len(docs)), replace=False)
+    near = docs[rows] @ docs.T
+    near[np.arange(len(rows)), rows] = -np.inf
+    return {"query_top1_cos": round(float(np.median(top[:, 0])), 4),
+            "query_top10_cos": round(float(np.median(top[:, 9])), 4),
+            "query_gap_10_11": round(float(np.median(top[:, 9] - top[:, 10])), 5),
+            "doc_nearest_cos": round(float(np.median(near.max(1))), 4)}
+
+
+def exact_top_k(docs: np.ndarray, queries: np.ndarray, k: int, chunk: int = 200_000) -> np.ndarray:
+    """Ground truth: (queries, k) row numbers by exact dot product, best first."""
+    best_s = np.full((len(queries), 0), -np.inf, dtype=np.float32)
+    best_i = np.zeros((len(queries), 0), dtype=np.int64)
+    for begin in range(0, len(docs), chunk):
+        scores = queries @ docs[begin:begin + chunk].T
+        top = np.argpartition(-scores, min(k, scores.shape[1] - 1), axis=1)[:, :k]
+        best_s = np.concatenate([best_s, np.take_along_axis(scores, top, 1)], 1)
+        best_i = np.concatenate([best_i, top + begin], 1)
+        keep = np.argsort(-best_s, axis=1, kind="stable")[:, :k]
+        best_s, best_i = np.take_along_axis(best_s, keep, 1), np.take_along_axis(best_i, keep, 1)
+    return best_i
+
+
+def recall_at_k(found: list[np.ndarray], truth: np.ndarray, k: int) -> float:
+    return float(np.mean([len(set(f[:k].tolist()) & set(t[:k].tolist())) / k
+                          for f, t in zip(found, truth, strict=True)]))
+
+
+# ---------------------------------------------------------------- the index types
+
+
+@dataclass
+class Built:
+    search: Callable[[np.ndarray, int], np.ndarray]  # (1, dim) query → row numbers, best first
+    memory_bytes: int
+    build_s: float
+    notes: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+def _rescorer(docs: np.ndarray, candidates: Callable[[np.ndarray, int], np.ndarray]):
+    def search(query: np.ndarray, k: int) -> np.ndarray:
+        rows = candidates(query, k)
+        rows = rows[rows >= 0]
+        return rows[np.argsort(-(docs[rows] @ query[0]), kind="stable")[:k]]
+    return search
+
+
+def build_exact(docs: np.ndarray, args: SearchArgs) -> Built:
+    import torch
+    from sentence_transformers.util import semantic_search
+
+    corpus = torch.from_numpy(docs)
+
+    def search(query: np.ndarray, k: int) -> np.ndarray:
+        row = semantic_search(torch.from_numpy(query), corpus, top_k=k, corpus_chunk_size=50_000)[0]
+        return np.array([r["corpus_id"] for r in row])
+    return Built(search, docs.nbytes, 0.0, "float32 matrix in memory, torch matmul + top-k (DenseRetriever exact)")
+
+
+def build_faiss_hnsw(docs: np.ndarray, args: SearchArgs) -> Built:
+    import faiss
+
+    start = time.perf_counter()
+    index = faiss.IndexHNSWFlat(docs.shape[1], args.faiss_m, faiss.METRIC_INNER_PRODUCT)
+    index.hnsw.efConstruction = args.faiss_ef_construction
+    index.hnsw.efSearch = args.faiss_ef_search
+    chunk = max(10_000, len(docs) // 100)
+    for begin in _progress(range(0, len(docs), chunk), len(docs), chunk, "faiss HNSW", args.progress):
+        index.add(docs[begin:begin + chunk])
+    seconds = time.perf_counter() - start
+    hnsw = index.hnsw
+    graph = hnsw.neighbors.size() * 4 + hnsw.levels.size() * 4 + hnsw.offsets.size() * 8
+    return Built(lambda q, k: index.search(q, k)[1][0], docs.nbytes + graph, seconds,
+                 f"faiss IndexHNSWFlat M={args.faiss_m} efConstruction={args.faiss_ef_construction} "
+                 f"efSearch={args.faiss_ef_search}, float32 vectors + graph in memory")
+
+
+def build_ctxir_ann(docs: np.ndarray, args: SearchArgs, folder: Path, rescore: bool = True,
+                    previous: dict | None = None, scalar: str = "") -> Built:
+    """Build + save + reopen memory-mapped; the second ctxir-ann row reopens the first one's file."""
+    from ctxir.ann import AnnIndex, AnnParams, meta_path
+
+    previous = previous or {}
+    scalar = scalar or args.scalar
+    params = AnnParams(connectivity=args.connectivity, expansion_add=args.expansion_add,
+                       expansion_search=args.expansion_search, scalar=scalar, rescore=args.rescore if rescore else 0)
+    path = folder / f"ann-{len(docs)}-{scalar}.usearch"
+    meta = meta_path(path)
+    if meta.is_file() and AnnIndex.open(path, docs, params)[0] is not None:  # the other ctxir-ann row's file
+        add_s, save_s = previous.get("add_s", 0.0), previous.get("save_s", 0.0)
+    else:
+        start = time.perf_counter()
+        built = AnnIndex.build(docs, params, threads=args.threads, show_progress=args.progress)
+        add_s = time.perf_counter() - start
+        built.save(path)
+        save_s = time.perf_counter() - start - add_s
+        del built
+    gc.collect()
+    start = time.perf_counter()
+    index, why = AnnIndex.open(path, docs, params)
+    reopen_s = time.perf_counter() - start
+    if index is None:
+        raise CtxirError(f"the ctxir-ann index just saved could not be reopened: {why}")
+
+    def search(query: np.ndarray, k: int) -> np.ndarray:
+        return index.search(query, k, threads=1)[0][0]
+    extra = {"add_s": round(add_s, 2), "save_s": round(save_s, 2), "reopen_s": round(reopen_s, 3),
+             "file_bytes": path.stat().st_size, "params": dataclasses.asdict(params)}
+    notes = (f"usearch HNSW {scalar} M={args.connectivity} ef_add={args.expansion_add} "
+             f"ef={args.expansion_search}, saved and reopened memory-mapped (sha256-verified); " +
+             (f"top {args.rescore}×k re-scored with float dots (needs the float32 embeddings)" if rescore
+              else "no re-scoring: the file alone"))
+    return Built(search, path.stat().st_size, add_s + save_s, notes, extra)
+
+
+def build_int8_flat(docs: np.ndarray, args: SearchArgs) -> Built:
+    import faiss
+
+    start = time.perf_counter()
+    index = faiss.IndexScalarQuantizer(docs.shape[1], faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT)
+    index.train(docs[:: max(1, len(docs) // 100_000)])
+    index.add(docs)
+    seconds = time.perf_counter() - start
+    search = _rescorer(docs, lambda q, k: index.search(q, k * max(1, args.rescore))[1][0])
+    return Built(search, index.ntotal * index.code_size, seconds,
+                 f"faiss IndexScalarQuantizer QT_8bit (exhaustive int8 scan) + float re-scoring of {args.rescore}×k")
+
+
+def build_binary(docs: np.ndarray, args: SearchArgs) -> Built:
+    import faiss
+    from sentence_transformers.util.quantization import quantize_embeddings
+
+    start = time.perf_counter()
+    codes = quantize_embeddings(docs, precision="ubinary")
+    index = faiss.IndexBinaryFlat(docs.shape[1])
+    index.add(codes)
+    seconds = time.perf_counter() - start
+
+    def candidates(query: np.ndarray, k: int) -> np.ndarray:
+        return index.search(quantize_embeddings(query, precision="ubinary"), k * max(1, args.rescore))[1][0]
+    return Built(_rescorer(docs, candidates), codes.nbytes, seconds,
+                 f"quantize_embeddings ubinary + faiss IndexBinaryFlat (Hamming, exhaustive) + float re-scoring of "
+                 f"{args.rescore}×k")
+
+
+def _progress(steps, total: int, chunk: int, what: str, show: bool):
+    from tqdm.auto import tqdm
+
+    with tqdm(total=total, unit="vec", desc=what, disable=not show, mininterval=1.0) as bar:
+        for step in steps:
+            yield step
+            bar.update(min(chunk, total - step))
+
+
+# ---------------------------------------------------------------- timing
+
+
+def time_queries(search: Callable[[np.ndarray, int], np.ndarray], queries: np.ndarray, args: SearchArgs
+                 ) -> tuple[list[dict], list[np.ndarray]]:
+    """Per pass: p50/p95 of single-query wall time (ms); the rows found in the first pass."""
+    for q in queries[: args.warmup]:
+        search(q[None], args.k)
+    timed, passes, found = queries[args.warmup:], [], []
+    for repeat in range(args.repeats):
+        times = np.empty(len(timed))
+        for i, q in enumerate(timed):
+            start = time.perf_counter()
+            rows = search(q[None], args.k)
+            times[i] = time.perf_counter() - start
+            if repeat == 0:
+                found.append(np.asarray(rows))
+        passes.append({"p50_ms": float(np.percentile(times, 50) * 1000),
+                       "p95_ms": float(np.percentile(times, 95) * 1000)})
+    return passes, found
+
+
+def _check(args: SearchArgs) -> list[str]:
+    names = [n.strip() for n in args.indexes.split(",") if n.strip()]
+    unknown = [n for n in names if n not in INDEX_TYPES]
+    if unknown or not names:
+        raise CtxirError(f"--indexes {args.indexes!r}: use some of {', '.join(INDEX_TYPES)}")
+    if args.num_docs < args.k or args.num_docs < 1:
+        raise CtxirError(f"--num-docs must be ≥ --k ({args.k}), got {args.num_docs}")
+    if args.num_queries < 1 or args.repeats < 1 or args.warmup < 0:
+        raise CtxirError("--num-queries and --repeats must be ≥ 1, --warmup ≥ 0")
+    if "exact" not in names:
+        names.insert(0, "exact")  # the baseline every ratio and recall is measured against
+    return names
+
+
+def command_line(argv: list[str] | None) -> str:
+    """The command as typed (``argv`` includes the sub-command)."""
+    return " ".join(["python -m ctxir.bench", *(sys.argv[1:] if argv is None else argv)])
+
+
+def run_search(args: SearchArgs, argv: list[str] | None = None) -> dict:
+    import tempfile
+
+    names = _check(args)
+    load_before = load_average()
+    docs, queries, about = dataset(args)
+    truth = exact_top_k(docs, queries[args.warmup:], args.k)
+    about["stats"] = neighbourhood(docs, queries[args.warmup:], np.random.default_rng(args.seed)) \
+        if len(docs) > 11 else {}
+    results, start_all = {}, time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="ctxir-bench-") as tmp:
+        folder = Path(args.index_dir or tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            gc.collect()
+            rss_before = rss_mb()
+            if args.progress:
+                print(f"[{name}] building over {len(docs):,} × {docs.shape[1]} …", flush=True)
+            if name == "exact":
+                built = build_exact(docs, args)
+            elif name == "faiss-hnsw":
+                built = build_faiss_hnsw(docs, args)
+            elif name == "ctxir-ann-f16":
+                built = build_ctxir_ann(docs, args, folder, rescore=False, scalar="f16")
+            elif name.startswith("ctxir-ann"):
+                other = results.get("ctxir-ann-norescore" if name == "ctxir-ann" else "ctxir-ann", {})
+                built = build_ctxir_ann(docs, args, folder, rescore=name == "ctxir-ann", previous=other)
+            elif name == "int8-flat":
+                built = build_int8_flat(docs, args)
+            else:
+                built = build_binary(docs, args)
+            rss_delta = rss_mb() - rss_before
+            passes, found = time_queries(built.search, queries, args)
+            results[name] = {
+                "p50_ms": round(float(np.median([p["p50_ms"] for p in passes])), 4),
+                "p95_ms": round(float(np.median([p["p95_ms"] for p in passes])), 4),
+                "recall_at_10": round(recall_at_k(found, truth, min(10, args.k)), 4),
+                "memory_mb": round(built.memory_bytes / 2**20, 1),
+                "rss_delta_mb": round(rss_delta, 1),
+                "build_s": round(built.build_s, 2),
+                "passes": passes, "notes": built.notes, **built.extra}
+            row = results[name]
+            if args.progress:
+                print(f"[{name}] p50 {row['p50_ms']:.3f} ms, p95 {row['p95_ms']:.3f} ms, recall@10 "
+                      f"{row['recall_at_10']:.4f}, {row['memory_mb']:,.1f} MB, build {row['build_s']:.1f} s",
+                      flush=True)
+            del built
+    base = results["exact"]["p50_ms"]
+    for row in results.values():
+        row["speedup_vs_exact"] = round(base / row["p50_ms"], 1) if row["p50_ms"] else None
+    record = {"command": command_line(argv), "date": datetime.now(UTC).isoformat(timespec="seconds"),
+              "machine": machine(), "load_average_before": load_before, "load_average_after": load_average(),
+              "wall_s": round(time.perf_counter() - start_all, 1), "data": about,
+              "timing": f"single queries, one at a time, after {args.warmup} warm-up queries; p50/p95 over "
+                        f"{args.num_queries} queries per pass, median of {args.repeats} passes",
+              "settings": dataclasses.asdict(args), "index_types": names, "results": results}
+    print(format_table(record))
+    out = Path(args.output or f"results/bench/search-{args.num_docs}.json")
+    from ctxir.files import write_json
+
+    write_json(out, record, indent=1)
+    print(f"wrote {out}")
+    return record
+
+
+# ---------------------------------------------------------------- tables and plots
+
+
+COLUMNS = (("p50_ms", "p50 ms", "{:.3f}"), ("p95_ms", "p95 ms", "{:.3f}"), ("recall_at_10", "recall@10", "{:.4f}"),
+           ("memory_mb", "index MB", "{:,.1f}"), ("rss_delta_mb", "RSS Δ MB", "{:,.0f}"),
+           ("build_s", "build s", "{:.1f}"), ("speedup_vs_exact", "× exact", "{}"))
+
+
+def format_table(record: dict) -> str:
+    """A Markdown table of one `search` record (the rows docs/performance.md shows)."""
+    lines = ["| index | " + " | ".join(title for _, title, _ in COLUMNS) + " |",
+             "|---|" + "---:|" * len(COLUMNS)]
+    for name, row in record["results"].items():
+        cells = [fmt.format(row[key]) if row.get(key) is not None else "–" for key, _, fmt in COLUMNS]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def run_report(args: ReportArgs) -> None:
+    records = []
+    for path in args.inputs:
+        try:
+            records.append(json.loads(Path(path).read_text()))
+        except (OSError, ValueError) as err:
+            raise CtxirError(f"{path!r} is not a readable bench JSON file ({err})") from err
+    for record in sorted(records, key=lambda r: r["data"]["num_docs"]):
+        m = record["machine"]
+        print(f"\n### {record['data']['num_docs']:,} documents ({record['data']['real_docs']:,} real)\n")
+        print(f"`{record['command']}`  \n{record['date']}, {m['cores']} cores, {m.get('cpu')}, "
+              f"load average {record['load_average_before']} → {record['load_average_after']}\n")
+        print(format_table(record))
+    if args.plot:
+        plot(records, args.plot)
+        print(f"\nwrote {args.plot}")
+
+
+def plot(records: list[dict], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    records = sorted(records, key=lambda r: r["data"]["num_docs"])
+    names = [n for n in INDEX_TYPES if any(n in r["results"] for r in records)]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.4))
+    for name in names:
+        sizes = [r["data"]["num_docs"] for r in records if name in r["results"]]
+        left.plot(sizes, [r["results"][name]["p50_ms"] for r in records if name in r["results"]], "o-", label=name)
+        right.plot(sizes, [r["results"][name]["recall_at_10"] for r in records if name in r["results"]], "o-",
+                   label=name)
+    left.set(xscale="log", yscale="log", xlabel="documents", ylabel="p50 ms (one query)")
+    right.set(xscale="log", xlabel="documents", ylabel="recall@10 vs exact")
+    right.axhline(0.95, color="grey", lw=0.8, ls="--")
+    left.axhline(5, color="grey", lw=0.8, ls="--")
+    left.legend(fontsize=7)
+    fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ctxir.cli import subcommand_main
+
+    return subcommand_main({"search": (SearchArgs, lambda a: run_search(a, argv)),
+                            "report": (ReportArgs, run_report)}, "python -m ctxir.bench", argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
