@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from html.parser import HTMLParser
 from pathlib import Path
@@ -287,7 +288,7 @@ def test_markdown_summaries_show_user_text_as_typed(state):
 def outputs(tmp_path, monkeypatch):
     import app
 
-    monkeypatch.setattr(app.tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     return app.Outputs(max_age_s=600, max_bytes=3 * 2**20)
 
 
@@ -304,6 +305,7 @@ def test_200_attention_requests_keep_the_output_folder_under_its_cap(state, outp
     from matplotlib.figure import Figure
 
     import app
+    from ctxir.app import attention_tab
 
     real = logic.attention(state, "the river bank and the otters play", "money at the bank", "model")
     assert real.data["html_bytes"] > 300_000
@@ -313,7 +315,7 @@ def test_200_attention_requests_keep_the_output_folder_under_its_cap(state, outp
         fig.add_subplot().plot([0, 1])
         return fig
 
-    monkeypatch.setattr(app.logic, "attention", lambda *a, **k: dataclasses.replace(
+    monkeypatch.setattr(attention_tab, "attention", lambda *a, **k: dataclasses.replace(
         real, figures={"heatmap": small_figure(), "head_summary": small_figure()}))
     demo = app.build_demo(state, outputs=outputs)
     attention = next(fn.fn for fn in demo.fns.values() if fn.api_name == "attention")
@@ -478,7 +480,7 @@ def test_200_real_attention_requests_over_http_stay_under_the_cap(tiny_models, t
     import app
 
     monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path / "gradio-cache"))
-    monkeypatch.setattr(app.tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     outputs = app.Outputs(max_age_s=600, max_bytes=3 * 2**20)
     demo = app.build_demo(make_state(tiny_models), outputs=outputs)
     port = free_port()

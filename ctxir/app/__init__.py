@@ -1,0 +1,16 @@
+"""The ctxir Gradio app, one module per tab; ``app.py`` at the repository root is its entry point.
+
+    state.py            AppConfig, AppModels, AppState (models + public and per-visitor corpora), ViewResult
+    text.py             messages and user text shown as typed (escaping), line splitting
+    ui.py               what every tab shares: Ui context, callback guard, the bounded output folder
+    search_tab.py       /search, /compare_pooling, /upload_corpus
+    pairs_tab.py        /score_pairs
+    embeddings_tab.py   /model_info, /token_embeddings, /layer_similarity, /sentence_similarity
+    attention_tab.py    /attention
+    blocks.py           build_demo: the tabs composed into one gr.Blocks
+
+Each tab module owns its views' logic (plain functions over an ``AppState`` returning a ``ViewResult``, tested
+without a server) and its UI builder ``build(ui)``, whose callbacks are thin calls into that logic. The models'
+mathematics (retrieval, re-ranking, explanations, internals) lives in the library, never here.
+Nothing is imported here: ``ctxir.app.state`` needs no gradio.
+"""

@@ -1,0 +1,140 @@
+"""Attention tab: bertviz's head and model views drawn offline, a heatmap of one layer and head, and a per-head
+summary of where each head looks.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import gradio as gr
+import numpy as np
+
+from ctxir.app.state import AppState, ViewResult, demo_presets, inspect_input
+from ctxir.app.ui import Ui, frame, gpu, guard
+from ctxir.checks import check_choice, check_int, check_text
+from ctxir.types import CtxirError
+
+
+def parse_indices(value: Any, what: str) -> list[int]:
+    """[0, 2], "0,2", "0-3" or "" (all) → sorted ints."""
+    if value is None or value == "" or value == []:
+        return []
+    if isinstance(value, int | float):
+        value = [value]
+    if isinstance(value, str):
+        out = []
+        for part in value.replace(" ", "").split(","):
+            if not part:
+                continue
+            try:
+                if "-" in part[1:]:
+                    low, high = part.split("-", 1)
+                    out.extend(range(int(low), int(high) + 1))
+                else:
+                    out.append(int(part))
+            except ValueError:
+                raise CtxirError(f"{what} {value!r} is not a list of numbers: write e.g. '0,2' or '0-3', or leave it "
+                                 "empty for all") from None
+        return sorted(set(out))
+    try:
+        return sorted({int(v) for v in value})
+    except (TypeError, ValueError):
+        raise CtxirError(f"{what} {value!r} is not a list of numbers: e.g. [0, 2], or empty for all") from None
+
+
+def attention(state: AppState, text: str, text_pair: str = "", view: str = "head", layers: Any = None,
+              heads: Any = None, heatmap_layer: int = 0, heatmap_head: int = 0,
+              model: str = "bi-encoder") -> ViewResult:
+    """bertviz head/model view (offline HTML), a heatmap of one layer/head, and a per-head summary."""
+    from ctxir.viz import (
+        attention_heatmap,
+        bertviz_document,
+        check_attention_size,
+        head_summary,
+        head_summary_figure,
+    )
+
+    cfg = state.config
+    text = check_text(text, "text", cfg.max_text_chars)
+    text_pair = check_text(text_pair, "second text", cfg.max_text_chars, required=False) or None
+    check_choice(view, "view", ("head", "model"))
+    internals = inspect_input(state, model, text, text_pair, max_tokens=cfg.max_attention_tokens)
+    n_layers, n_heads = internals.attentions.shape[:2]
+    layers_, heads_ = check_attention_size(internals, parse_indices(layers, "layers"), parse_indices(heads, "heads"),
+                                           cfg.max_attention_tokens)
+    heatmap_layer = check_int(heatmap_layer, "heatmap layer", 0, n_layers - 1)
+    heatmap_head = check_int(heatmap_head, "heatmap head", 0, n_heads - 1)
+    started = time.perf_counter()
+    document = bertviz_document(internals, view, layers_, heads_, decimals=cfg.decimals,
+                                max_tokens=cfg.max_attention_tokens)
+    build_ms = (time.perf_counter() - started) * 1000
+    summary = head_summary(internals, cfg.decimals)
+    figures = {"heatmap": attention_heatmap(internals, heatmap_layer, heatmap_head),
+               "head_summary": head_summary_figure(summary)}
+    d = cfg.decimals
+    data = {
+        "tokens": internals.tokens, "token_ids": internals.token_ids, "token_type_ids": internals.token_type_ids,
+        "sentence_b_start": internals.sentence_b_start, "view": view, "layers": layers_, "heads": heads_,
+        "html_bytes": len(document.encode()), "build_ms": round(build_ms, 1),
+        "heatmap": {"layer": heatmap_layer, "head": heatmap_head,
+                    "weights": np.round(internals.attentions[heatmap_layer, heatmap_head].astype(np.float64), d).tolist()},
+        "head_summary": summary,
+    }
+    text_out = (f"{len(internals.tokens)} tokens · {view} view of layers {layers_} and {len(heads_)} head(s) · "
+                f"{len(document.encode()) / 2**20:.2f} MiB of HTML (weights rounded to {d} decimals), built in "
+                f"{build_ms:.0f} ms; drawn in the frame below with no internet access.")
+    return ViewResult(rows=summary, figures=figures, data=data, text=text_out, html=document)
+
+
+# ---------------------------------------------------------------- UI
+
+
+def build(ui: Ui) -> None:
+    """The Attention tab (inside an open gr.Tab); event /attention."""
+    state, cfg, out = ui.state, ui.config, ui.out
+    presets = demo_presets()
+    n_layers, n_heads = ui.models.num_layers, ui.models.num_heads
+
+    @guard
+    @gpu
+    def do_attention(model, text, text_pair, view, layers, heads, heatmap_layer, heatmap_head, request: gr.Request,
+                     progress=gr.Progress()):  # noqa: B008
+        ui.visitor(request)
+        progress(0.1, desc="forward pass and bertviz view")
+        r = attention(state, text, text_pair, view, layers, heads, heatmap_layer, heatmap_head, model)
+        from ctxir.viz import iframe
+
+        return (r.text, iframe(r.html, height=700), out.html(r.html, f"attention-{view}-view"),
+                out.png(r.figures["heatmap"], "attention-heatmap"),
+                out.png(r.figures["head_summary"], "head-summary"), frame(r.rows), r.data)
+
+    gr.Markdown("bertviz head view / model view, drawn with d3 and jQuery from installed Python packages "
+                f"— no internet needed. Inputs up to {cfg.max_attention_tokens} tokens; weights rounded "
+                f"to {cfg.decimals} decimals. Choose fewer layers/heads for long inputs.")
+    att_model = gr.Dropdown(list(ui.models.inspect), value="bi-encoder", label="Model", allow_custom_value=True)
+    att_text = gr.Textbox(label="Text (sentence A)", value=presets["bank_contexts"][0], elem_id="attention-text")
+    att_pair = gr.Textbox(label="Second text (sentence B, optional: query–document pair)",
+                          value=presets["bank_contexts"][1])
+    with gr.Row():
+        att_view = gr.Radio(["head", "model"], value="head", label="bertviz view")
+        att_layers = gr.CheckboxGroup(list(range(n_layers)), value=[], label="Layers (none = all)")
+        att_heads = gr.CheckboxGroup(list(range(n_heads)), value=[], label="Heads (none = all)")
+    with gr.Row():
+        heat_layer = gr.Slider(0, n_layers - 1, value=0, step=1, label="heatmap layer")
+        heat_head = gr.Slider(0, n_heads - 1, value=0, step=1, label="heatmap head")
+    att_button = gr.Button("Show attention", variant="primary", elem_id="attention-button")
+    att_summary = gr.Markdown(elem_id="attention-summary")
+    att_html = gr.HTML(elem_id="attention-view")
+    att_file = gr.File(label="Standalone HTML of this view (works offline)")
+    with gr.Row():
+        att_heat = gr.Image(label="Attention heatmap (PNG)", type="filepath", format="png")
+        att_sum_plot = gr.Image(label="Per-head summary (PNG)", type="filepath", format="png")
+    att_table = gr.Dataframe(label="Per-head summary", wrap=True)
+    with gr.Accordion("Numbers (JSON)", open=False):
+        att_json = gr.JSON()
+
+    att_button.click(do_attention, [att_model, att_text, att_pair, att_view, att_layers, att_heads, heat_layer,
+                                    heat_head],
+                     [att_summary, att_html, att_file, att_heat, att_sum_plot, att_table, att_json],
+                     api_name="attention")

@@ -1,0 +1,265 @@
+"""Token embeddings tab: a model's tokenizer and architecture, 2-D projections of token vectors at two layers, one
+word followed across layers and contexts, and a sentence similarity heatmap at any layer and pooling.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import gradio as gr
+import numpy as np
+
+from ctxir.app.state import POOLINGS, AppState, Progress, ViewResult, check_layer, demo_presets, inspect_input
+from ctxir.app.text import cls_warnings, md_code, md_literal, split_lines
+from ctxir.app.ui import Ui, frame, gpu, guard, lines, warn
+from ctxir.checks import check_choice, check_text
+from ctxir.types import CtxirError
+
+
+def model_info(state: AppState, model: str = "bi-encoder", text: str = "") -> ViewResult:
+    """Tokenizer and architecture facts, and the tokens of ``text`` (ids, token types, special or not)."""
+    item = state.models.inspectable(model)
+    tok, body = item.tokenizer, item.model
+    config = body.config
+    special = {name: {"token": str(token), "id": tok.convert_tokens_to_ids(token)}
+               for name, token in tok.special_tokens_map.items() if isinstance(token, str)}
+    info = {
+        "model": item.name, "model_type": config.model_type, "tokenizer": type(tok).__name__,
+        "vocab_size": int(tok.vocab_size), "special_tokens": special,
+        "max_position_embeddings": int(getattr(config, "max_position_embeddings", 0) or 0),
+        "layers": int(config.num_hidden_layers), "hidden_size": int(config.hidden_size),
+        "ffn_size": int(getattr(config, "intermediate_size", 0) or 0),
+        "attention_heads": int(config.num_attention_heads),
+        "parameters": int(sum(p.numel() for p in body.parameters())),
+        "attention_implementation": getattr(config, "_attn_implementation", None),
+    }
+    rows = []
+    if text and text.strip():
+        text = check_text(text, "text", state.config.max_text_chars)
+        enc = tok(text)
+        special_ids = set(tok.all_special_ids)
+        for i, token_id in enumerate(enc["input_ids"]):
+            rows.append({"position": i, "token": tok.convert_ids_to_tokens(token_id), "token_id": int(token_id),
+                         "token_type": int(enc["token_type_ids"][i]) if "token_type_ids" in enc else 0,
+                         "special": token_id in special_ids})
+        info["text"] = text
+        info["tokens"] = rows
+    md = (f"**{item.name}** · {info['model_type']} · {info['layers']} layers · hidden {info['hidden_size']} · "
+          f"FFN {info['ffn_size']} · {info['attention_heads']} heads · {info['parameters']:,} parameters · "
+          f"vocabulary {info['vocab_size']:,} ({info['tokenizer']}) · up to {info['max_position_embeddings']} "
+          "positions · special tokens " + ", ".join(f"`{v['token']}`={v['id']}" for v in special.values()))
+    return ViewResult(rows=rows, data=info, text=md)
+
+
+def token_embeddings(state: AppState, sentences: str | Sequence[str], layer_a: int = 0, layer_b: int = -1,
+                     methods: Sequence[str] = ("pca", "tsne"), word: str = "", model: str = "bi-encoder",
+                     progress: Progress | None = None) -> ViewResult:
+    """2-D projections of every (non-special) token's vector at two layers, and consecutive-layer cosines."""
+    from ctxir.internals import word_positions
+    from ctxir.viz import consecutive_layer_similarity, heatmap_figure, project, projection_figure
+
+    cfg = state.config
+    items = split_lines(sentences, "sentences", cfg.max_sentences, cfg.max_text_chars)
+    n_layers = int(state.models.inspectable(model).model.config.num_hidden_layers)
+    layers = sorted({check_layer(layer_a, n_layers, "layer A"), check_layer(layer_b, n_layers, "layer B")})
+    methods = [check_choice(m, "projection", ("pca", "tsne")) for m in (methods or ["pca"])]
+    step = progress or (lambda *_: None)
+    step(0.1, "forward passes")
+    internals = [inspect_input(state, model, s) for s in items]
+    labels, groups, highlight, vectors = [], [], [], {layer: [] for layer in layers}
+    token_rows = []
+    for g, item in enumerate(internals):
+        marked = set()
+        if word.strip():
+            try:
+                marked = set(word_positions(item.tokens, word))
+            except CtxirError:
+                marked = set()
+        for pos, token in enumerate(item.tokens):
+            if token in ("[CLS]", "[SEP]", "<s>", "</s>", "[PAD]"):
+                continue
+            labels.append(token)
+            groups.append(g)
+            highlight.append(pos in marked)
+            for layer in layers:
+                vectors[layer].append(item.hidden_states[layer, pos])
+            token_rows.append({"sentence": g + 1, "position": pos, "token": token, "token_id": item.token_ids[pos]})
+    if word.strip() and not any(highlight):
+        raise CtxirError(f"word {word.strip()!r} is in none of the sentences: pick a word that appears, or leave it "
+                         "empty")
+    points = {}
+    for i, method in enumerate(methods):
+        step(0.3 + 0.5 * i / len(methods), f"{method} projection")
+        for layer in layers:
+            points[(method, layer)] = project(np.stack(vectors[layer]), method)
+    names = [f"{i + 1}: {s}" for i, s in enumerate(items)]
+    projection = projection_figure(points, labels, groups, names, highlight)
+    drift = [consecutive_layer_similarity(item.hidden_states) for item in internals]  # each (layers, tokens)
+    first = internals[0]
+    heat = heatmap_figure(drift[0].T, first.tokens, [f"{i}→{i + 1}" for i in range(drift[0].shape[0])],
+                          "cosine between consecutive layers, sentence 1", vmin=None, vmax=1.0,
+                          xlabel="layer transition", ylabel="token")
+    step(1.0, "done")
+    d = cfg.decimals
+    data = {
+        "layers": layers, "methods": methods, "tokens": token_rows,
+        "points": {m: {str(layer): np.round(points[(m, layer)], d).tolist() for layer in layers} for m in methods},
+        "consecutive_layer_cosine": [{"sentence": i + 1, "tokens": item.tokens, "cosine": np.round(x, d).tolist()}
+                                     for i, (item, x) in enumerate(zip(internals, drift, strict=True))],
+    }
+    return ViewResult(rows=token_rows, figures={"projection": projection, "consecutive_layers": heat}, data=data,
+                      text=f"{len(labels)} tokens from {len(items)} sentence(s); layers {layers[0]} and {layers[-1]}"
+                           + (f"; {md_code(word.strip())} circled in red" if word.strip() else ""))
+
+
+def layer_similarity(state: AppState, sentences: str | Sequence[str], word: str = "bank",
+                     model: str = "bi-encoder") -> ViewResult:
+    """Per-layer cosine of one word across sentences, and of the whole sentences (mean of their tokens)."""
+    from ctxir.internals import word_vectors
+    from ctxir.viz import curves_figure, layer_cosines
+
+    cfg = state.config
+    items = split_lines(sentences, "sentences", cfg.max_sentences, cfg.max_text_chars, min_items=2)
+    word = check_text(word, "word", 50)
+    internals = [inspect_input(state, model, s) for s in items]
+    word_vecs = []
+    for i, item in enumerate(internals, 1):
+        try:
+            word_vecs.append(word_vectors(item, word))  # (layers+1, hidden)
+        except CtxirError:
+            raise CtxirError(f"word {word!r} is not in sentence {i} ({items[i - 1][:60]!r}): every sentence must "
+                             "contain the word to follow") from None
+    sentence_vecs = [item.hidden_states.mean(axis=1) for item in internals]  # (layers+1, hidden), mean pooling
+    d = cfg.decimals
+    word_curves, sentence_curves = {}, {}
+    for i in range(len(items)):
+        for j in range(i + 1, len(items)):
+            key = f"{i + 1} vs {j + 1}"
+            word_curves[key] = np.round(layer_cosines(word_vecs[i], word_vecs[j]), d).tolist()
+            sentence_curves[key] = np.round(layer_cosines(sentence_vecs[i], sentence_vecs[j]), d).tolist()
+    figures = {
+        "word": curves_figure(word_curves, f"cosine of {word!r} between sentences, per layer"),
+        "sentence": curves_figure(sentence_curves, "cosine of whole sentences (mean of tokens), per layer"),
+    }
+    data = {"word": word, "sentences": items, "layers": list(range(internals[0].hidden_states.shape[0])),
+            "word_cosine": word_curves, "sentence_cosine": sentence_curves}
+    legend = "; ".join(f"{i + 1} = {md_literal(repr(s[:50]))}" for i, s in enumerate(items))
+    return ViewResult(rows=[{"pair": k, **{f"layer_{li}": v for li, v in enumerate(vals)}}
+                            for k, vals in word_curves.items()],
+                      figures=figures, data=data, text=f"Sentences: {legend}. Layer 0 is the embedding layer.")
+
+
+def sentence_similarity(state: AppState, sentences: str | Sequence[str], layer: int = -1,
+                        pooling: str = "mean") -> ViewResult:
+    """Cosine similarity heatmap of sentence embeddings (bi-encoder, chosen pooling and layer)."""
+    from ctxir.encoders import BiEncoder
+    from ctxir.viz import cosine_matrix, heatmap_figure
+
+    cfg = state.config
+    items = split_lines(sentences, "sentences", cfg.max_sentences, cfg.max_text_chars, min_items=2)
+    check_choice(pooling, "pooling", POOLINGS)
+    layer = check_layer(layer, state.models.num_layers)
+    encoder = BiEncoder(state.models.bi_encoder, pooling=pooling, layer=layer, cache=None)
+    sim = cosine_matrix(encoder.encode(items))  # (sentences, sentences)
+    labels = [f"{i + 1}. {s[:45]}" for i, s in enumerate(items)]
+    fig = heatmap_figure(sim, labels, [str(i + 1) for i in range(len(items))],
+                         f"sentence cosine similarity ({pooling} pooling, layer {layer})", vmin=-0.2, vmax=1.0)
+    d = cfg.decimals
+    warnings = cls_warnings(pooling, layer, "the heatmap shows nothing about the sentences")
+    data = {"sentences": items, "layer": layer, "pooling": pooling, "similarity": np.round(sim, d).tolist(),
+            "warnings": warnings}
+    rows = [{"sentence": labels[i], **{str(j + 1): round(float(sim[i, j]), d) for j in range(len(items))}}
+            for i in range(len(items))]
+    return ViewResult(rows=rows, figures={"similarity": fig}, data=data, text="\n\n".join(f"⚠️ {w}" for w in warnings))
+
+
+# ---------------------------------------------------------------- UI
+
+
+def build(ui: Ui) -> None:
+    """The Token embeddings tab (inside an open gr.Tab); events /model_info, /token_embeddings,
+    /layer_similarity, /sentence_similarity."""
+    state, out = ui.state, ui.out
+    presets = demo_presets()
+    n_layers = ui.models.num_layers
+
+    @guard
+    @gpu
+    def do_model_info(model, text, request: gr.Request):
+        ui.visitor(request)
+        r = model_info(state, model, text)
+        return r.text, frame(r.rows), r.data
+
+    @guard
+    @gpu
+    def do_token_embeddings(model, sentences, word, layer_a, layer_b, methods, request: gr.Request,
+                            progress=gr.Progress()):  # noqa: B008
+        ui.visitor(request)
+        r = token_embeddings(state, sentences, layer_a, layer_b, methods, word or "", model,
+                             progress=lambda f, d: progress(f, desc=d))
+        return (out.png(r.figures["projection"], "token-projection"),
+                out.png(r.figures["consecutive_layers"], "consecutive-layers"), r.text, r.data)
+
+    @guard
+    @gpu
+    def do_layer_similarity(model, sentences, word, request: gr.Request):
+        ui.visitor(request)
+        r = layer_similarity(state, sentences, word, model)
+        return out.png(r.figures["word"], "word-by-layer"), out.png(r.figures["sentence"], "sentence-by-layer"), \
+            r.text, r.data
+
+    @guard
+    @gpu
+    def do_sentence_similarity(sentences, layer, pooling, request: gr.Request):
+        ui.visitor(request)
+        r = sentence_similarity(state, sentences, layer, pooling)
+        warn(r)
+        return out.png(r.figures["similarity"], "sentence-similarity"), r.data
+
+    emb_model = gr.Dropdown(list(ui.models.inspect), value="bi-encoder", label="Model", allow_custom_value=True)
+    with gr.Accordion("Model and tokenizer", open=True):
+        info_text = gr.Textbox(label="Text to tokenize", value=presets["bank_contexts"][1])
+        info_button = gr.Button("Inspect")
+        info_md = gr.Markdown()
+        info_table = gr.Dataframe(label="Tokens")
+        info_json = gr.JSON(label="Numbers (JSON)")
+    with gr.Accordion("2-D projection of token embeddings (PCA, t-SNE) at two layers", open=True):
+        emb_sentences = gr.Textbox(label="Sentences (one per line)", lines=4, value=lines(presets["bank_contexts"]))
+        with gr.Row():
+            emb_word = gr.Textbox(label="Highlight word", value=presets["word"])
+            layer_a = gr.Slider(0, n_layers, value=0, step=1, label="layer A")
+            layer_b = gr.Slider(0, n_layers, value=n_layers, step=1, label="layer B")
+            methods = gr.CheckboxGroup(["pca", "tsne"], value=["pca", "tsne"], label="Projections")
+        emb_button = gr.Button("Project tokens", variant="primary")
+        emb_summary = gr.Markdown()
+        with gr.Row():
+            emb_plot = gr.Image(label="Projection (PNG)", type="filepath", format="png")
+            drift_plot = gr.Image(label="Consecutive-layer cosine (PNG)", type="filepath", format="png")
+        emb_json = gr.JSON(label="Numbers (JSON)")
+    with gr.Accordion("One word across layers and contexts", open=True):
+        sim_sentences = gr.Textbox(label="Sentences containing the word (one per line)", lines=4,
+                                   value=lines(presets["bank_contexts"]))
+        sim_word = gr.Textbox(label="Word", value=presets["word"])
+        sim_button = gr.Button("Compare layer by layer", variant="primary")
+        sim_summary = gr.Markdown()
+        with gr.Row():
+            word_plot = gr.Image(label="Word cosine per layer (PNG)", type="filepath", format="png")
+            sent_plot = gr.Image(label="Sentence cosine per layer (PNG)", type="filepath", format="png")
+        sim_json = gr.JSON(label="Numbers (JSON)")
+    with gr.Accordion("Sentence similarity heatmap", open=True):
+        ss_sentences = gr.Textbox(label="Sentences (one per line)", lines=6,
+                                  value=lines(presets["similarity_sentences"]))
+        with gr.Row():
+            ss_layer = gr.Slider(0, n_layers, value=n_layers, step=1, label="layer")
+            ss_pooling = gr.Radio(list(POOLINGS), value="mean", label="pooling")
+        ss_button = gr.Button("Sentence similarity", variant="primary")
+        ss_plot = gr.Image(label="Cosine similarity (PNG)", type="filepath", format="png")
+        ss_json = gr.JSON(label="Numbers (JSON)")
+
+    info_button.click(do_model_info, [emb_model, info_text], [info_md, info_table, info_json], api_name="model_info")
+    emb_button.click(do_token_embeddings, [emb_model, emb_sentences, emb_word, layer_a, layer_b, methods],
+                     [emb_plot, drift_plot, emb_summary, emb_json], api_name="token_embeddings")
+    sim_button.click(do_layer_similarity, [emb_model, sim_sentences, sim_word],
+                     [word_plot, sent_plot, sim_summary, sim_json], api_name="layer_similarity")
+    ss_button.click(do_sentence_similarity, [ss_sentences, ss_layer, ss_pooling], [ss_plot, ss_json],
+                    api_name="sentence_similarity")

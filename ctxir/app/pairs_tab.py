@@ -1,0 +1,104 @@
+"""Pair scoring tab: one query against a few documents, scored by every loaded model (cross-encoder, CLS-LR,
+bi-encoder cosine), and how a cross-encoder reads a pair (input formation).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import gradio as gr
+import numpy as np
+
+from ctxir.app.state import AppState, ViewResult, demo_presets
+from ctxir.app.text import md_code, rounded, snippet, split_lines
+from ctxir.app.ui import Ui, frame, gpu, guard, lines
+from ctxir.checks import check_text
+
+
+def input_formation(tokenizer, query: str, document: str, max_length: int = 512) -> dict:
+    """How a cross-encoder reads a pair: ``[CLS] query [SEP] document [SEP]`` with token types 0/1."""
+    enc = tokenizer(query, document, truncation="longest_first", max_length=max_length)
+    ids = list(enc["input_ids"])
+    tokens = tokenizer.convert_ids_to_tokens(ids)
+    types = list(enc.get("token_type_ids") or [0] * len(ids))
+    return {"text": " ".join(tokens), "tokens": tokens, "token_ids": ids, "token_type_ids": types,
+            "num_tokens": len(ids), "truncated": len(tokenizer(query, document)["input_ids"]) > len(ids)}
+
+
+def score_pairs(state: AppState, query: str, documents: str | Sequence[str]) -> ViewResult:
+    """Cross-encoder score, CLS-LR probability and bi-encoder cosine for (query, document) pairs."""
+    cfg = state.config
+    query = check_text(query, "query", cfg.max_query_chars)
+    docs = split_lines(documents, "documents", cfg.max_documents, cfg.max_text_chars)
+    models = state.models
+    q = models.bi_encoder.encode([query], normalize_embeddings=True, convert_to_numpy=True)  # (1, dim)
+    d = models.bi_encoder.encode(docs, normalize_embeddings=True, convert_to_numpy=True)  # (docs, dim)
+    cosine = (d @ q[0]).tolist()
+    ce = models.cross_encoder.score_pairs(query, docs).tolist() if models.cross_encoder is not None else None
+    proba = models.cls_lr.predict_proba(query, docs).tolist() if models.cls_lr is not None else None
+    columns = {"cross-encoder score": ce or [None] * len(docs), "CLS-LR probability": proba or [None] * len(docs),
+               "bi-encoder cosine": cosine}
+    rows = []
+    for i, doc in enumerate(docs):
+        rows.append({"doc": i + 1, "document": snippet(doc, 120),
+                     "cross_encoder_score": rounded(ce[i]) if ce else None,
+                     "cls_lr_probability": rounded(proba[i]) if proba else None,
+                     "bi_encoder_cosine": rounded(cosine[i])})
+    for key, rank_key in (("cross_encoder_score", "cross_encoder_rank"), ("cls_lr_probability", "cls_lr_rank"),
+                          ("bi_encoder_cosine", "cosine_rank")):
+        values = [r[key] for r in rows]
+        order = np.argsort(-np.asarray(values, dtype=float), kind="stable") if None not in values else []
+        ranks = {int(i): rank for rank, i in enumerate(order, 1)}
+        for i, row in enumerate(rows):
+            row[rank_key] = ranks.get(i)
+    reader = models.inspect.get("cross-encoder", models.inspect["bi-encoder"])
+    formations = [input_formation(reader.tokenizer, query, doc) for doc in docs]
+    first = formations[0]
+    token_rows = [{"position": i, "token": t, "token_id": tid, "token_type": tt}
+                  for i, (t, tid, tt) in enumerate(zip(first["tokens"], first["token_ids"], first["token_type_ids"],
+                                                       strict=True))]
+    unavailable = {}
+    if ce is None:
+        unavailable["cross-encoder"] = models.cross_encoder_error
+    if proba is None:
+        unavailable["cls-lr"] = models.cls_lr_error
+    from ctxir.viz import scores_figure
+
+    text = (f"Input formation ({reader.name} tokenizer), document 1: {md_code(first['text'])} — {first['num_tokens']} "
+            "tokens; token type 0 = query segment, 1 = document segment.")
+    if unavailable:
+        text += "\n\n" + "\n".join(f"- {name} not loaded: {why}" for name, why in unavailable.items())
+    data = {"query": query, "documents": docs, "scores": rows, "input_formation": formations,
+            "unavailable": unavailable}
+    return ViewResult(rows=rows, figures={"scores": scores_figure(docs, columns)}, data=data, text=text,
+                      extra_rows=token_rows)
+
+
+
+# ---------------------------------------------------------------- UI
+
+
+def build(ui: Ui) -> None:
+    """The Pair scoring tab (inside an open gr.Tab); event /score_pairs."""
+    state, out = ui.state, ui.out
+    presets = demo_presets()
+
+    @guard
+    @gpu
+    def do_score_pairs(query, documents, request: gr.Request):
+        ui.visitor(request)
+        r = score_pairs(state, query, documents)
+        return (frame(r.rows), out.png(r.figures["scores"], "pair-scores"), r.text, frame(r.extra_rows), r.data)
+
+    pair_query = gr.Textbox(label="Query", value=presets["pair_query"])
+    pair_docs = gr.Textbox(label="Documents (one per line)", lines=6, value=lines(presets["pair_documents"]))
+    pair_button = gr.Button("Score pairs", variant="primary")
+    pair_table = gr.Dataframe(label="Scores", wrap=True)
+    pair_plot = gr.Image(label="Scores (PNG)", type="filepath", format="png")
+    pair_formation = gr.Markdown()
+    pair_tokens = gr.Dataframe(label="Input formation of document 1: tokens, ids, token types")
+    with gr.Accordion("Numbers (JSON)", open=False):
+        pair_json = gr.JSON()
+
+    pair_button.click(do_score_pairs, [pair_query, pair_docs],
+                      [pair_table, pair_plot, pair_formation, pair_tokens, pair_json], api_name="score_pairs")

@@ -1,0 +1,245 @@
+"""Search tab: a query through a first stage (BM25, dense, hybrid) and an optional re-ranker over the public corpus
+or the visitor's own upload; mean vs CLS pooling on the same query; uploading a corpus.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from ctxir.app.state import (
+    FIRST_STAGES,
+    RERANKERS,
+    AppState,
+    CorpusIndex,
+    Owner,
+    Progress,
+    ViewResult,
+    demo_queries,
+)
+from ctxir.app.text import cls_warnings, md_code, rounded, snippet
+from ctxir.app.ui import Ui, frame, gpu, guard, warn
+from ctxir.checks import check_int, check_text
+from ctxir.types import CtxirError
+
+
+def search(state: AppState, query: str, corpus: str | None = None, first_stage: str = "dense",
+           reranker: str = "none", k: int = 10, depth: int | None = None, owner: Owner = None) -> ViewResult:
+    """First stage (+ optional re-ranker) over a corpus ``owner`` may see; each stage's score, rank and the rank
+    change."""
+    from ctxir.pipeline import Pipeline
+
+    query = check_text(query, "query", state.config.max_query_chars)
+    k = check_int(k, "k", 1, 100)
+    depth = check_int(depth if depth is not None else state.config.rerank_depth, "re-rank depth", 1, 200)
+    index = state.index(corpus, owner)
+    pipeline = Pipeline(index.retriever(first_stage), state.models.reranker(reranker), depth=max(depth, k))
+    started = time.perf_counter()
+    result = pipeline.search(query, k)
+    total = (time.perf_counter() - started) * 1000
+    rows = []
+    for hit in result.hits:
+        doc = index.corpus[hit.doc_id]
+        # Scores and ranks first: what each stage did stays in view beside the (wide) text column.
+        rows.append({
+            "rank": hit.rank, "doc_id": hit.doc_id,
+            f"{first_stage}_score": rounded(hit.first_stage_score), f"{first_stage}_rank": hit.first_stage_rank,
+            "rerank_score": rounded(hit.rerank_score), "rerank_rank": hit.rerank_rank,
+            "rank_change": hit.rank_change if hit.rerank_rank is not None else None,
+            "title": doc.get("title", ""), "text": snippet(doc.get("text", "")),
+        })
+    timings = {name: round(ms, 2) for name, ms in result.timings_ms.items()}
+    timings["total"] = round(total, 2)
+    lines = [f"**{len(rows)} results** from {md_code(index.name)} ({len(index.corpus):,} documents) · "
+             + " · ".join(f"{name}: {ms:.1f} ms" for name, ms in timings.items())]
+    if reranker != "none":
+        moved = sum(1 for r in rows if r["rank_change"])
+        lines.append(f"The {reranker} re-scored the first stage's top {max(depth, k)}; {moved} of the shown "
+                     "results changed rank (`rank_change` > 0 = moved up).")
+    data = {"query": query, "corpus": index.name, "first_stage": first_stage, "reranker": reranker, "k": k,
+            "depth": max(depth, k) if reranker != "none" else None, "timings_ms": timings, "hits": rows}
+    return ViewResult(rows=rows, data=data, text="\n\n".join(lines))
+
+
+def compare_pooling(state: AppState, query: str, corpus: str | None = None, layer: int = -1, k: int = 10,
+                    progress: Progress | None = None, owner: Owner = None) -> ViewResult:
+    """The same query through mean- and CLS-pooled embeddings of one layer: two rankings side by side."""
+    query = check_text(query, "query", state.config.max_query_chars)
+    n_layers = state.models.num_layers
+    layer = check_int(layer, "layer", -1, n_layers)
+    layer = n_layers if layer == -1 else layer
+    k = check_int(k, "k", 1, 50)
+    index = state.index(corpus, owner)
+    if len(index.corpus) > state.config.max_compare_docs:
+        raise CtxirError(f"compare pooling re-encodes the whole corpus per pooling and layer; {index.name!r} has "
+                         f"{len(index.corpus):,} documents, above this app's limit of "
+                         f"{state.config.max_compare_docs:,}: use a smaller corpus")
+    step = progress or (lambda *_: None)
+    rankings = {}
+    for i, pooling in enumerate(("mean", "cls")):
+        step(0.1 + 0.4 * i, f"{pooling} pooling at layer {layer}: encoding the corpus (cached after the first time)")
+        rankings[pooling] = index.pooled(pooling, layer).query(query, k)
+    step(1.0, "done")
+    rows = []
+    for rank in range(k):
+        row: dict[str, Any] = {"rank": rank + 1}
+        for pooling, hits in rankings.items():
+            hit = hits[rank] if rank < len(hits) else None
+            row[f"{pooling}_doc_id"] = hit.doc_id if hit else None
+            row[f"{pooling}_title"] = index.corpus[hit.doc_id].get("title", "") if hit else None
+            row[f"{pooling}_score"] = rounded(hit.score) if hit else None
+        rows.append(row)
+    mean_ids = {h.doc_id for h in rankings["mean"]}
+    cls_ids = {h.doc_id for h in rankings["cls"]}
+    overlap = len(mean_ids & cls_ids)
+    data = {"query": query, "corpus": index.name, "layer": layer, "k": k, "overlap": overlap,
+            "rankings": {p: [{"doc_id": h.doc_id, "score": rounded(h.score)} for h in hits]
+                         for p, hits in rankings.items()}}
+    text = (f"Layer {layer}{' (embeddings)' if layer == 0 else ''}: mean and CLS pooling share {overlap} of their "
+            f"top {k}. all-MiniLM-L6-v2 was trained with mean pooling, so its CLS vector is not tuned for search.")
+    warnings = cls_warnings("cls", layer, "the CLS ranking is in no particular order (every document ties)")
+    data["warnings"] = warnings
+    text = "\n\n".join([*(f"⚠️ {w}" for w in warnings), text])
+    return ViewResult(rows=rows, data=data, text=text)
+
+
+def upload_corpus(state: AppState, path: str | Path | None, progress: Progress | None = None,
+                  owner: Owner = None) -> ViewResult:
+    """Index a user's corpus file (.txt/.jsonl/.csv/.tsv) for ``owner`` (only they can choose it, by the returned
+    name). Its embeddings stay in memory, never in the persistent cache."""
+    from ctxir.data import USER_CORPUS_SUFFIXES, load_user_corpus
+
+    if not path:
+        raise CtxirError(f"no file was uploaded: choose a corpus file ({', '.join(USER_CORPUS_SUFFIXES)})")
+    path = Path(path)
+    if not path.is_file():
+        raise CtxirError(f"uploaded file {str(path)!r} was not found on the server: upload it again")
+    size_mb = path.stat().st_size / 2**20
+    if size_mb > state.config.max_upload_mb:
+        raise CtxirError(f"{path.name} is {size_mb:.1f} MB; this app accepts corpus files up to "
+                         f"{state.config.max_upload_mb:g} MB: upload a smaller sample")
+    raw = path.read_bytes()
+    nul = raw.find(b"\x00")
+    if nul >= 0:
+        line = raw.count(b"\n", 0, nul) + 1
+        raise CtxirError(f"{path.name} contains a NUL byte (line {line}, byte offset {nul}): "
+                         "it is a binary file or UTF-16 text, not a UTF-8 text corpus. Save it as UTF-8 text "
+                         "(.txt/.jsonl/.csv/.tsv) and upload it again")
+    corpus = load_user_corpus(path)
+    for doc_id, doc in corpus.items():
+        if any("\x00" in str(doc.get(key, "")) for key in ("title", "text")) or "\x00" in str(doc_id):
+            raise CtxirError(f"{path.name}: document {str(doc_id).replace(chr(0), '')!r} contains a NUL character "
+                             "(\\u0000 in JSON): remove it and upload the file again")
+    if len(corpus) > state.config.max_upload_docs:
+        raise CtxirError(f"{path.name} has {len(corpus):,} documents; this app indexes at most "
+                         f"{state.config.max_upload_docs:,} uploaded documents on its CPU: upload a sample, or start "
+                         "the app on the full corpus with --corpus PATH")
+    digest = hashlib.sha256(raw).hexdigest()[:8]
+    stem = re.sub(r"[^\w.-]+", "_", path.stem)[:40].strip("._") or "upload"
+    name = f"{stem}-{digest}"
+    state.check_room(owner, name)  # refuse before minutes of encoding, not after
+    # cache=None: an upload's vectors live in memory with its index and go with it, never in the user cache
+    index = CorpusIndex(name, corpus, state.models.bi_encoder, f"upload {path.name}", progress, None,
+                        state.models.bi_encoder_name)
+    dropped = state.add(index, owner)
+    rows = [{"doc_id": doc_id, "title": doc.get("title", ""), "text": snippet(doc.get("text", ""))}
+            for doc_id, doc in list(corpus.items())[:10]]
+    data = {"corpus": name, "documents": len(corpus), "file": path.name, "sample": rows, "dropped": dropped}
+    text = (f"Indexed **{len(corpus):,} documents** from {md_code(path.name)} as corpus {md_code(name)} "
+            "(visible only to you, for this session).")
+    if dropped:
+        text += (f" Your older upload(s) {', '.join(md_code(n) for n in dropped)} were removed: each visitor keeps "
+                 f"at most {state.config.max_corpora}.")
+    return ViewResult(rows=rows, data=data, text=text)
+
+
+
+# ---------------------------------------------------------------- UI
+
+
+def build(ui: Ui) -> None:
+    """The Search tab (inside an open gr.Tab): search, compare pooling, upload; events /search,
+    /compare_pooling, /upload_corpus."""
+    state, cfg = ui.state, ui.config
+    n_layers = ui.models.num_layers
+
+    # Numbers go to the logic as sent (no int()): it refuses 2.5 for k with a message instead of using 2.
+
+    @guard
+    @gpu
+    def do_search(query, corpus, first_stage, reranker, k, depth, request: gr.Request):
+        r = search(state, query, corpus, first_stage, reranker, k, depth, owner=ui.visitor(request))
+        return frame(r.rows), r.text, r.data
+
+    @guard
+    @gpu
+    def do_compare_pooling(query, corpus, layer, k, request: gr.Request,
+                           progress=gr.Progress(track_tqdm=True)):  # noqa: B008 (gradio's pattern)
+        r = compare_pooling(state, query, corpus, layer, k, progress=lambda f, d: progress(f, desc=d),
+                            owner=ui.visitor(request))
+        warn(r)
+        return frame(r.rows), r.text, r.data
+
+    @guard
+    @gpu
+    def do_upload(file, request: gr.Request, progress=gr.Progress(track_tqdm=True)):  # noqa: B008 (gradio's pattern)
+        owner = ui.visitor(request)
+        if not owner:
+            raise CtxirError("this request has no Gradio session, and an upload is kept per session: upload from "
+                             "the web page or with gradio_client (each Client is one session)")
+        r = upload_corpus(state, file, progress=lambda f, d: progress(f, desc=d), owner=owner)
+        return r.text, frame(r.rows), r.data
+
+    def refresh_corpora(data, request: gr.Request):
+        # A separate, private step: API users of /upload_corpus get the corpus name in the JSON, not a UI update.
+        return gr.update(choices=state.corpus_names_for(ui.visitor(request)),
+                         value=(data or {}).get("corpus", state.default_corpus))
+
+    with gr.Row():
+        query = gr.Textbox(label="Query", value="otters playing on the river bank", scale=4)
+        corpus = gr.Dropdown(state.public_names, value=state.default_corpus, label="Corpus",
+                             allow_custom_value=True, scale=1)
+    with gr.Row():
+        first_stage = gr.Radio(list(FIRST_STAGES), value="dense", label="First stage")
+        reranker = gr.Radio(list(RERANKERS), value="none", label="Re-ranker")
+        k = gr.Slider(1, 50, value=10, step=1, label="k (results)")
+        depth = gr.Slider(5, 100, value=cfg.rerank_depth, step=1, label="re-rank depth (candidates)")
+    search_button = gr.Button("Search", variant="primary", elem_id="search-button")
+    gr.Examples([[q] for q in demo_queries()[:8]], inputs=[query], label="Demo queries")
+    search_summary = gr.Markdown(elem_id="search-summary")
+    search_table = gr.Dataframe(label="Results", wrap=True, elem_id="search-results")
+    with gr.Accordion("Numbers (JSON)", open=False):
+        search_json = gr.JSON()
+    with gr.Accordion("Compare pooling: mean vs CLS at any layer, same query", open=False):
+        with gr.Row():
+            pool_layer = gr.Slider(0, n_layers, value=n_layers, step=1,
+                                   label="layer (0 = embeddings, last = model output)")
+            pool_k = gr.Slider(1, 20, value=10, step=1, label="k")
+        pool_button = gr.Button("Compare pooling")
+        pool_summary = gr.Markdown()
+        pool_table = gr.Dataframe(wrap=True)
+        pool_json = gr.JSON(label="Numbers (JSON)")
+    with gr.Accordion("Upload a corpus (.txt, .jsonl, .csv, .tsv)", open=False):
+        gr.Markdown(".txt = one document per line · .jsonl = `{\"id\", \"title\", \"text\"}` per line · "
+                    ".csv/.tsv = a header row with a `text` column (optional `id`, `title`). "
+                    f"At most {cfg.max_upload_docs:,} documents and {cfg.max_upload_mb:g} MB.")
+        upload_file = gr.File(label="Corpus file", file_types=[".txt", ".jsonl", ".csv", ".tsv"])
+        upload_button = gr.Button("Index this corpus")
+        upload_summary = gr.Markdown()
+        upload_table = gr.Dataframe(label="First documents", wrap=True)
+        upload_json = gr.JSON(label="Numbers (JSON)")
+
+    search_inputs = [query, corpus, first_stage, reranker, k, depth]
+    search_outputs = [search_table, search_summary, search_json]
+    search_button.click(do_search, search_inputs, search_outputs, api_name="search")
+    query.submit(do_search, search_inputs, search_outputs, api_visibility="private")
+    pool_button.click(do_compare_pooling, [query, corpus, pool_layer, pool_k],
+                      [pool_table, pool_summary, pool_json], api_name="compare_pooling")
+    upload_button.click(do_upload, [upload_file], [upload_summary, upload_table, upload_json],
+                        api_name="upload_corpus").success(refresh_corpora, [upload_json], [corpus],
+                                                          api_visibility="private")

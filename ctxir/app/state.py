@@ -1,0 +1,443 @@
+"""What the app holds while it runs: its limits (``AppConfig``), its models (``AppModels``) and its corpora
+(``AppState``: the public startup corpus and each visitor's uploads), plus the ``ViewResult`` every view returns.
+
+Models are loaded once, in ``AppState.load`` (or passed in already built), and shared by every request.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ctxir.checks import check_choice, check_int
+from ctxir.models import DEFAULT_BI_ENCODER, DEFAULT_CLS_LR, DEFAULT_CROSS_ENCODER
+from ctxir.pipeline import FIRST_STAGES, RERANKERS
+from ctxir.types import Corpus, CtxirError, Internals
+
+logger = logging.getLogger("ctxir.app")
+
+ASSETS = Path(__file__).resolve().parents[1] / "assets"
+DEMO_CORPUS_NAME = "demo"
+POOLINGS = ("mean", "cls", "max")
+INSPECT_MODELS = ("bi-encoder", "cross-encoder")
+Progress = Callable[[float, str], None]
+
+
+@dataclass
+class AppConfig:
+    """Limits and model choices; ``app.py`` fills it from command-line flags / environment variables."""
+
+    corpus: str = ""  # "" = the built-in demo corpus; else a BEIR folder or a corpus file
+    bi_encoder: str = DEFAULT_BI_ENCODER
+    cross_encoder: str = DEFAULT_CROSS_ENCODER  # "" or "none" = no cross-encoder
+    cls_lr: str = DEFAULT_CLS_LR  # a CLS-LR id or folder (ClsLrRanker.save); "" or "none" = none
+    device: str = "auto"
+    max_query_chars: int = 2_000
+    max_text_chars: int = 5_000
+    max_documents: int = 32  # pair scoring
+    max_sentences: int = 12  # embedding views
+    max_inspect_tokens: int = 256  # per sentence in embedding views
+    max_attention_tokens: int = 256
+    max_upload_mb: float = 20.0
+    max_upload_docs: int = 5_000
+    max_compare_docs: int = 6_000  # compare pooling encodes the corpus once per (pooling, layer): minutes on CPU
+    max_corpora: int = 4  # uploaded corpora one visitor (session) keeps; their own least recently used goes first
+    max_total_uploads: int = 16  # uploaded corpora in memory across all visitors
+    upload_idle_s: float = 900.0  # a visitor idle this long may lose uploads, and only when the app is full
+    rerank_depth: int = 20
+    decimals: int = 3
+
+
+@dataclass
+class ViewResult:
+    """What one view shows: rows for a table, named figures, the numbers as JSON, and a short text."""
+
+    rows: list[dict] = field(default_factory=list)
+    figures: dict[str, Any] = field(default_factory=dict)
+    data: dict = field(default_factory=dict)
+    text: str = ""
+    extra_rows: list[dict] = field(default_factory=list)
+    html: str = ""  # a standalone HTML document (the attention view)
+
+
+def demo_corpus() -> Corpus:
+    from ctxir.data import load_corpus
+
+    return load_corpus(ASSETS / "demo_corpus.jsonl")
+
+
+def demo_presets() -> dict:
+    return json.loads((ASSETS / "demo_sentences.json").read_text(encoding="utf-8"))
+
+
+def demo_queries() -> list[str]:
+    from ctxir.data import load_queries
+
+    return list(load_queries(ASSETS / "demo_queries.jsonl").values())
+
+
+@dataclass
+class Inspectable:
+    """A tokenizer + eager-attention transformer body, for token embeddings and attention views."""
+
+    name: str
+    tokenizer: Any
+    model: Any
+
+
+@dataclass
+class AppModels:
+    bi_encoder: Any  # SentenceTransformer
+    bi_encoder_name: str
+    inspect: dict[str, Inspectable]  # "bi-encoder" (always), "cross-encoder" (when loaded)
+    cross_encoder: Any = None  # CrossEncoderReranker
+    cross_encoder_error: str = ""
+    cls_lr: Any = None  # ClsLrRanker
+    cls_lr_error: str = ""
+
+    @classmethod
+    def load(cls, config: AppConfig, progress: Progress | None = None) -> AppModels:
+        """Load every model once. A missing bi-encoder is fatal; a missing re-ranker only logs a warning."""
+        from ctxir.models import load_bi_encoder, load_transformer
+        from ctxir.pipeline import load_reranker
+
+        step = progress or (lambda *_: None)
+        step(0.0, f"loading bi-encoder {config.bi_encoder}")
+        bi = load_bi_encoder(config.bi_encoder, config.device)
+        tokenizer, body = load_transformer(config.bi_encoder, config.device, attentions=True)
+        inspect = {"bi-encoder": Inspectable(config.bi_encoder, tokenizer, body)}
+        models = cls(bi, config.bi_encoder, inspect)
+        if config.cross_encoder and config.cross_encoder.lower() != "none":
+            step(0.4, f"loading cross-encoder {config.cross_encoder}")
+            try:
+                models.cross_encoder = load_reranker("cross-encoder", config.cross_encoder, config.device)
+                ce_tok, ce_body = load_transformer(config.cross_encoder, config.device, attentions=True)
+                inspect["cross-encoder"] = Inspectable(config.cross_encoder, ce_tok, ce_body)
+            except CtxirError as err:
+                models.cross_encoder_error = str(err)
+                logger.warning("cross-encoder re-ranker unavailable, the app starts without it: %s", err)
+        else:
+            models.cross_encoder_error = "the app was started with --cross-encoder none"
+        if config.cls_lr and config.cls_lr.lower() != "none":
+            step(0.7, f"loading CLS-LR ranker {config.cls_lr}")
+            try:
+                models.cls_lr = load_reranker("cls-lr", config.cls_lr, config.device)
+            except CtxirError as err:
+                models.cls_lr_error = str(err)
+                logger.warning("CLS-LR ranker unavailable, the app starts without it: %s", err)
+        else:
+            models.cls_lr_error = ("the app was started with --cls-lr none" if config.cls_lr else
+                                   "no CLS-LR ranker was given and this installation ships none")
+        return models
+
+    @classmethod
+    def from_objects(cls, bi_encoder, bi_encoder_name: str = "bi-encoder", cross_encoder=None, cls_lr=None,
+                     device: str = "cpu") -> AppModels:
+        """Wrap models already in memory (tests, notebooks): a SentenceTransformer, a CrossEncoder, a ClsLrRanker."""
+        from ctxir.models import load_transformer
+        from ctxir.rerank import CrossEncoderReranker
+
+        path = str(bi_encoder[0].auto_model.config._name_or_path or bi_encoder_name)
+        tokenizer, body = load_transformer(path, device, attentions=True)
+        inspect = {"bi-encoder": Inspectable(bi_encoder_name, tokenizer, body)}
+        models = cls(bi_encoder, bi_encoder_name, inspect)
+        if cross_encoder is not None:
+            models.cross_encoder = (cross_encoder if hasattr(cross_encoder, "score_pairs")
+                                    else CrossEncoderReranker(cross_encoder))
+            ce = models.cross_encoder.model
+            ce_path = str(ce.model.config._name_or_path)
+            ce_tok, ce_body = load_transformer(ce_path, device, attentions=True)
+            inspect["cross-encoder"] = Inspectable(ce_path, ce_tok, ce_body)
+        else:
+            models.cross_encoder_error = "no cross-encoder was given"
+        models.cls_lr = cls_lr
+        models.cls_lr_error = "" if cls_lr is not None else "no CLS-LR ranker was given"
+        return models
+
+    def reranker(self, name: str):
+        check_choice(name, "re-ranker", RERANKERS)
+        if name == "none":
+            return None
+        if name == "cross-encoder":
+            if self.cross_encoder is None:
+                raise CtxirError(
+                    f"the cross-encoder re-ranker is not available ({self.cross_encoder_error.rstrip('.')}). To provide one, "
+                    "train it with `python training/train_cross_encoder.py` and restart the app with "
+                    "`--cross-encoder <its output folder>` (or set CTXIR_CROSS_ENCODER), or pass a Hub id that is "
+                    "in the local cache. Meanwhile choose re-ranker 'none'.")
+            return self.cross_encoder
+        if self.cls_lr is None:
+            raise CtxirError(
+                f"the CLS-LR re-ranker is not available ({self.cls_lr_error.rstrip('.')}). To provide one, train it with "
+                "`python training/train_cls_lr.py` (or ClsLrRanker.save) and restart the app with "
+                "`--cls-lr <its output folder>` (or set CTXIR_CLS_LR). Meanwhile choose re-ranker 'none'.")
+        return self.cls_lr
+
+    def inspectable(self, name: str) -> Inspectable:
+        if name not in self.inspect:
+            loaded = ", ".join(f"{k!r} ({v.name})" for k, v in self.inspect.items())
+            hint = (" The cross-encoder is not loaded: start the app with --cross-encoder PATH."
+                    if name == "cross-encoder" else "")
+            raise CtxirError(f"model {name!r} is not loaded in this app: choose one of {loaded}.{hint} To inspect "
+                             "another model, restart the app with --bi-encoder NAME_OR_FOLDER")
+        return self.inspect[name]
+
+    @property
+    def num_layers(self) -> int:
+        return int(self.inspect["bi-encoder"].model.config.num_hidden_layers)
+
+    @property
+    def num_heads(self) -> int:
+        return int(self.inspect["bi-encoder"].model.config.num_attention_heads)
+
+
+class CorpusIndex:
+    """One corpus with its BM25, dense and hybrid retrievers (dense embeddings cached on disk)."""
+
+    def __init__(self, name: str, corpus: Corpus, bi_encoder, source: str = "", progress: Progress | None = None,
+                 cache=True, model_name: str | None = None):
+        from ctxir.pipeline import build_first_stages
+
+        step = progress or (lambda *_: None)
+        self.name, self.corpus, self.source, self.cache = name, corpus, source, cache
+        self._bi_encoder, self._model_name = bi_encoder, model_name
+        step(0.05, f"BM25 index and embeddings of {len(corpus):,} documents (embeddings cached after the first time)")
+        # the same builder as `python -m ctxir.evaluate`: hybrid fuses these very BM25 and dense retrievers
+        self.stages = build_first_stages(corpus, FIRST_STAGES, [self._encoder()], fusion="rrf", depth=100)
+        self.bm25, self.dense, self.hybrid = (self.stages[kind] for kind in FIRST_STAGES)
+        self._pooled: dict[tuple[str, int], Any] = {}
+        self._lock = threading.Lock()
+        step(1.0, "ready")
+
+    def _encoder(self, pooling: str | None = None, layer: int | None = None):
+        from ctxir.encoders import BiEncoder
+
+        encoder = BiEncoder(self._bi_encoder, pooling=pooling, layer=layer, cache=self.cache)
+        if self._model_name:
+            # the name shown in results; the cache key is the weights fingerprint, so the app and
+            # `python -m ctxir.evaluate` share corpus embeddings whatever name each gave the model
+            encoder.name = self._model_name
+        return encoder
+
+    def retriever(self, first_stage: str):
+        return self.stages[check_choice(first_stage, "first stage", FIRST_STAGES)]
+
+    def pooled(self, pooling: str, layer: int):
+        """A dense retriever over this corpus with another pooling/layer (encoded once, then cached)."""
+        from ctxir.retrieval import DenseRetriever
+
+        with self._lock:
+            key = (pooling, layer)
+            if key not in self._pooled:
+                self._pooled[key] = DenseRetriever(self.corpus, self._encoder(pooling, layer), show_progress=True)
+            return self._pooled[key]
+
+    def summary(self) -> dict:
+        return {"name": self.name, "documents": len(self.corpus), "source": self.source}
+
+
+Owner = str | None  # whose uploads: a Gradio session hash; None = the local Python caller (tests, notebooks)
+
+
+class AppState:
+    """Models + indexed corpora, shared by every request of one running app.
+
+    The startup corpus is public. An uploaded corpus belongs to its owner (the Gradio session that uploaded it):
+    only that owner can list or search it, and error messages list only the public corpus and the owner's own.
+    An owner keeps at most ``config.max_corpora`` uploads (their own least recently used is dropped, and the upload
+    result says so); the whole app keeps at most ``config.max_total_uploads``. When that is full, room is made only
+    from owners idle for ``config.upload_idle_s`` (least recently active first); if nobody is idle the upload is
+    refused with a message, so nobody loses a corpus while they use it. ``release(owner)`` (the session ended)
+    frees an owner's uploads. Uploaded corpora are encoded without the persistent embedding cache: their vectors
+    live in memory and go with the corpus.
+    """
+
+    def __init__(self, models: AppModels, config: AppConfig | None = None, corpus: Corpus | None = None,
+                 corpus_name: str = DEMO_CORPUS_NAME, corpus_source: str = "built-in demo corpus",
+                 progress: Progress | None = None, cache=True):
+        self.models, self.config = models, config or AppConfig()
+        self.cache = cache
+        self.default_corpus = corpus_name
+        self.clock: Callable[[], float] = time.monotonic  # tests replace it to age owners
+        self._lock = threading.Lock()
+        self._uploads: dict[Owner, OrderedDict[str, CorpusIndex]] = {}
+        self._last_seen: dict[Owner, float] = {}  # only owners that hold uploads
+        corpus = corpus if corpus is not None else demo_corpus()
+        self._public: dict[str, CorpusIndex] = {
+            corpus_name: CorpusIndex(corpus_name, corpus, models.bi_encoder, corpus_source, progress, cache,
+                                     models.bi_encoder_name)}
+
+    @classmethod
+    def load(cls, config: AppConfig, progress: Progress | None = None) -> AppState:
+        """Everything the app needs before its first request: models, the startup corpus and its index."""
+        from ctxir.data import load_corpus_any
+
+        started = time.perf_counter()
+        models = AppModels.load(config, progress)
+        if config.corpus:
+            corpus = load_corpus_any(config.corpus)
+            path = Path(config.corpus)
+            name, source = (path.name if path.is_dir() else path.stem) or "corpus", str(config.corpus)
+        else:
+            corpus, name, source = demo_corpus(), DEMO_CORPUS_NAME, "built-in demo corpus"
+        state = cls(models, config, corpus, name, source, progress)
+        state.warm_up()
+        logger.info("app ready in %.1f s: %d documents in %r", time.perf_counter() - started, len(corpus), name)
+        return state
+
+    def warm_up(self) -> None:
+        """One tiny pass through every model so the first user request pays no lazy initialisation."""
+        index = self.index(self.default_corpus)
+        index.dense.query("warm up", 1)
+        index.bm25._search(["warm up"], 1)
+        for reranker in (self.models.cross_encoder, self.models.cls_lr):
+            if reranker is not None:
+                reranker.score_pairs("warm up", ["warm up"])
+        from ctxir.internals import inspect_text
+
+        for item in self.models.inspect.values():
+            inspect_text("warm up", model=item.model, tokenizer=item.tokenizer)
+
+    # ------------------------------------------------------------ who sees what
+
+    @property
+    def public_names(self) -> list[str]:
+        return list(self._public)
+
+    def corpus_names_for(self, owner: Owner = None) -> list[str]:
+        """The corpora ``owner`` may choose: the public one(s), then their own uploads (most recent last)."""
+        with self._lock:
+            own = [n for n in self._uploads.get(owner, {}) if n not in self._public]
+            return [*self._public, *own]
+
+    @property
+    def corpus_names(self) -> list[str]:
+        """The corpora of the local caller (owner None)."""
+        return self.corpus_names_for(None)
+
+    def touch(self, owner: Owner) -> None:
+        """``owner`` is active (any request): their uploads are not idle."""
+        with self._lock:
+            if owner in self._uploads:
+                self._last_seen[owner] = self.clock()
+
+    def index(self, name: str | None, owner: Owner = None) -> CorpusIndex:
+        name = name or self.default_corpus
+        with self._lock:
+            own = self._uploads.get(owner)
+            if own is not None:
+                self._last_seen[owner] = self.clock()
+                if name in own:
+                    own.move_to_end(name)
+                    return own[name]
+            if name in self._public:
+                return self._public[name]
+            visible = [*self._public, *(own or {})]
+        idle_min = self.config.upload_idle_s / 60
+        raise CtxirError(f"corpus {name!r} is not loaded: choose one of {', '.join(map(repr, visible))} or upload a "
+                         f"corpus file first (an upload is visible only to the session that uploaded it; it is "
+                         f"released when that session ends, or after {idle_min:g} minutes without use when the app "
+                         "needs the room: then upload it again)")
+
+    # ------------------------------------------------------------ uploads
+
+    def _plan(self, owner: Owner, name: str) -> tuple[list[str], list[tuple[Owner, str]]]:
+        """(the owner's own uploads to drop, other idle owners' uploads to evict) to add ``name``; raises when the
+        app is full of corpora of active owners. Changes nothing. Call with the lock held."""
+        cfg = self.config
+        own = self._uploads.get(owner, OrderedDict())
+        if name in own:
+            return [], []  # a re-upload replaces itself
+        own_drops = list(own)[:max(0, len(own) - cfg.max_corpora + 1)]
+        total = sum(len(corpora) for corpora in self._uploads.values()) - len(own_drops)
+        excess = total + 1 - cfg.max_total_uploads
+        evict: list[tuple[Owner, str]] = []
+        if excess > 0:
+            now = self.clock()
+            idle = sorted((o for o, seen in self._last_seen.items() if o != owner and now - seen >= cfg.upload_idle_s),
+                          key=self._last_seen.__getitem__)  # least recently active first
+            for other in idle:
+                evict.extend((other, n) for n in self._uploads.get(other, {}))
+                if len(evict) >= excess:
+                    break
+            if len(evict) < excess:
+                raise CtxirError(
+                    f"this app already holds {total} uploaded corpora of visitors who are using them, its limit: "
+                    "nothing of theirs is removed while they are active. Try again in a few minutes (uploads are "
+                    f"released when a visitor closes the page, or after {cfg.upload_idle_s / 60:g} minutes without "
+                    "use when room is needed), or run ctxir on your own machine: `python app.py --corpus YOUR_FILE`")
+            evict = evict[:excess]
+        return own_drops, evict
+
+    def check_room(self, owner: Owner, name: str = "") -> None:
+        """Refuse early (before the minutes of indexing) when an upload by ``owner`` could not be kept."""
+        with self._lock:
+            self._plan(owner, name)
+
+    def add(self, index: CorpusIndex, owner: Owner = None) -> list[str]:
+        """Keep an uploaded corpus for ``owner``; returns the names of the owner's own older uploads dropped to stay
+        within ``config.max_corpora``. Raises CtxirError (and keeps everything) when the app is full."""
+        with self._lock:
+            own_drops, evict = self._plan(owner, index.name)
+            for other, name in evict:
+                del self._uploads[other][name]
+                logger.info("released an upload of an idle visitor (%d left app-wide)", self._upload_count())
+                if not self._uploads[other]:
+                    del self._uploads[other]
+                    self._last_seen.pop(other, None)
+            own = self._uploads.setdefault(owner, OrderedDict())
+            for name in own_drops:
+                del own[name]
+            own[index.name] = index
+            own.move_to_end(index.name)
+            self._last_seen[owner] = self.clock()
+            return own_drops
+
+    def release(self, owner: Owner) -> list[str]:
+        """Forget every upload of ``owner`` (their session ended); returns the names released."""
+        with self._lock:
+            released = list(self._uploads.pop(owner, {}))
+            self._last_seen.pop(owner, None)
+        if released:
+            logger.info("released %d upload(s) of a session that ended", len(released))
+        return released
+
+    def _upload_count(self) -> int:
+        return sum(len(corpora) for corpora in self._uploads.values())
+
+    @property
+    def upload_count(self) -> int:
+        """Uploaded corpora in memory, all owners together."""
+        with self._lock:
+            return self._upload_count()
+
+
+
+# ---------------------------------------------------------------- model inputs shared by the inspection views
+
+
+def inspect_input(state: AppState, model: str, text: str, text_pair: str | None = None,
+                  max_tokens: int | None = None) -> Internals:
+    """One forward pass of a loaded model over ``text`` (and ``text_pair``), refused above the token limit."""
+    from ctxir.internals import inspect_text
+
+    item = state.models.inspectable(model)
+    limit = max_tokens or state.config.max_inspect_tokens
+    n_tokens = len(item.tokenizer(text, text_pair or None)["input_ids"])
+    if n_tokens > limit:
+        raise CtxirError(f"the input has {n_tokens} tokens but this view accepts at most {limit}: shorten the text"
+                         f" (it begins {text[:40]!r})")
+    return inspect_text(text, text_pair or None, model=item.model, tokenizer=item.tokenizer, max_tokens=limit)
+
+
+def check_layer(value: Any, n_layers: int, what: str = "layer") -> int:
+    """-1 means the last layer; layers count like hidden_states (0 = embeddings)."""
+    layer = check_int(value, what, -1, n_layers)
+    return n_layers if layer == -1 else layer

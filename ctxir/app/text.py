@@ -1,0 +1,78 @@
+"""Text shown to a person and the checks of text a person typed, shared by every tab.
+
+Every message a person sees goes through ``display_text`` (pop-ups render HTML) and every piece of user text in a
+Markdown summary through ``md_code`` or ``md_literal``, so user content never becomes markup (docs/reliability.md).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Any
+
+from ctxir.checks import check_text
+from ctxir.types import CtxirError
+
+
+def display_text(message: Any) -> str:
+    """``message`` as text for a place that renders HTML (Gradio's error and warning pop-ups): ``&``, ``<`` and
+    ``>`` are escaped, so user content cannot become a link or an image and the app's own ``<placeholders>`` stay
+    readable. Quotes are kept as they are, so API clients read ``'name'`` unchanged."""
+    return html.escape(str(message), quote=False)
+
+
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
+
+
+def md_literal(text: Any) -> str:
+    """User content inside a Markdown summary (mid-line), shown as typed: the characters that start inline
+    Markdown (emphasis, code, links, tables, strike-through) backslash-escaped and HTML escaped. Not a code span,
+    which a backtick in the text could end."""
+    return display_text(_MARKDOWN_SPECIAL.sub(r"\\\1", str(text)))
+
+
+def md_code(text: Any) -> str:
+    """User content as a Markdown code span that no backtick in it can end: the fence is one backtick longer than
+    the longest run inside (CommonMark), and code spans show HTML as typed."""
+    text = str(text).replace("\n", " ")
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+# ---------------------------------------------------------------- input checks
+
+
+def split_lines(text: Any, what: str, max_items: int, max_chars: int, min_items: int = 1) -> list[str]:
+    """One item per non-empty line (a list is accepted too, for API users)."""
+    if isinstance(text, list | tuple):
+        items = [str(t).strip() for t in text if str(t).strip()]
+    else:
+        items = [line.strip() for line in check_text(text, what, max_chars * max_items).splitlines() if line.strip()]
+    if len(items) < min_items:
+        raise CtxirError(f"{what} needs at least {min_items} non-empty line(s), got {len(items)}: "
+                         "put one per line")
+    if len(items) > max_items:
+        raise CtxirError(f"{what} has {len(items)} lines but at most {max_items} are accepted: remove some")
+    for i, item in enumerate(items, 1):
+        check_text(item, f"{what} line {i}", max_chars)
+    return items
+
+
+def rounded(x: float | None, decimals: int = 4) -> float | None:
+    return None if x is None else round(float(x), decimals)
+
+
+
+def snippet(text: str, limit: int = 160) -> str:
+    return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " …"
+
+
+def cls_warnings(pooling: str, layer: int, consequence: str) -> list[str]:
+    """CLS pooling at layer 0 reads the [CLS] token before any attention: its embedding + position 0 + token
+    type 0, the same vector for every text, so every cosine is 1.0."""
+    if pooling != "cls" or layer != 0:
+        return []
+    return [f"CLS pooling at layer 0 (the embedding layer) gives every text the same vector — the [CLS] token's "
+            f"embedding before any attention — so every cosine is 1.0 and {consequence}: choose layer 1 or higher, "
+            "or mean pooling"]

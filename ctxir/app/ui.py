@@ -1,0 +1,182 @@
+"""What every tab's UI shares: the ``Ui`` context a tab builder receives, the callback guard that turns errors into
+escaped pop-ups, and the one bounded folder for returned files.
+
+A tab module builds its components and wires its events inside an open ``gr.Blocks`` with ``build(ui)``; each
+callback is a thin wrapper: it calls the tab's logic function (plain Python over an ``AppState``, tested directly)
+and turns the ``ViewResult`` into component values.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import logging
+import os
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+import pandas as pd
+
+from ctxir.app.state import AppState, ViewResult
+from ctxir.app.text import display_text
+from ctxir.types import CtxirError
+
+logger = logging.getLogger("ctxir.app")
+
+
+def gpu(fn):
+    """``spaces.GPU`` on a ZeroGPU Space; the function itself everywhere else."""
+    if not os.environ.get("SPACES_ZERO_GPU"):
+        return fn
+    try:
+        import spaces
+    except ImportError:
+        return fn
+    return spaces.GPU(fn)
+
+
+def user_error(message: Any) -> gr.Error:
+    """The one way a message reaches a person's error pop-up. Gradio renders gr.Error's message as HTML, so it is
+    escaped here: a corpus name like ``<a href=…>`` shows as typed (no link, no image) and the app's own
+    ``<its output folder>`` placeholders stay readable. API clients get the same escaped text."""
+    return gr.Error(display_text(message), print_exception=False)
+
+
+def guard(fn):
+    """CtxirError → gr.Error with its message; anything unexpected → gr.Error too (logged), never a traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except gr.Error:
+            raise
+        except CtxirError as err:
+            raise user_error(err) from None
+        except Exception as err:
+            logger.exception("unexpected error in %s", fn.__name__)
+            raise user_error(f"unexpected {type(err).__name__} in {fn.__name__}: {err}. The app is still running; "
+                             "please report the input that caused it.") from None
+
+    return wrapper
+
+
+def warn(result: ViewResult) -> None:
+    """A result's warnings as Gradio warning pop-ups (escaped like errors)."""
+    for warning in result.data.get("warnings") or []:
+        gr.Warning(display_text(warning))
+
+
+def named(component):
+    """Gradio checks some inputs itself before a callback runs (a slider's range, a radio's choices) and its
+    message names no parameter ("Value 60 is greater than maximum value 50."). Wrap the component's check so the
+    message names it and says what is accepted, as text."""
+    check = component.preprocess
+
+    def preprocess(payload):
+        try:
+            return check(payload)
+        except Exception:
+            if isinstance(component, gr.Slider):
+                accepted = f"must be a number from {component.minimum:g} to {component.maximum:g}"
+            else:
+                accepted = f"must be one of {[value for _, value in component.choices]!r}"
+            raise user_error(f"{component.label} {accepted}, got {payload!r}") from None
+
+    component.preprocess = preprocess
+    return component
+
+
+class Outputs:
+    """The one folder for the files requests return (PNG figures, attention HTML), bounded on disk.
+
+    After each write, files older than ``max_age_s`` are removed, then the oldest ones until the folder holds at
+    most ``max_bytes`` (the file just written is always kept). The folder is a Gradio static path: Gradio serves the
+    files from here and keeps no second copy in its cache. Removed at exit (atexit; ``main`` turns SIGTERM and
+    SIGHUP into a normal exit, Ctrl-C is one already).
+    """
+
+    def __init__(self, max_age_s: float = 600.0, max_bytes: int = 200 * 2**20):
+        self.root = Path(tempfile.mkdtemp(prefix="ctxir-app-"))
+        self.max_age_s, self.max_bytes = max_age_s, max_bytes
+        self._lock = threading.Lock()
+        gr.set_static_paths([self.root])
+        atexit.register(shutil.rmtree, self.root, ignore_errors=True)
+
+    def _path(self, stem: str, suffix: str) -> Path:
+        return self.root / f"{stem}-{uuid.uuid4().hex[:10]}{suffix}"
+
+    def _files(self) -> list[tuple[float, int, Path]]:
+        """(mtime, bytes, path), newest first; files removed meanwhile by another request are skipped."""
+        files = []
+        for path in self.root.iterdir():
+            try:
+                stat = path.stat()
+            except FileNotFoundError:
+                continue
+            files.append((stat.st_mtime, stat.st_size, path))
+        return sorted(files, key=lambda f: f[0], reverse=True)
+
+    def _prune(self, keep: Path) -> None:
+        with self._lock:
+            cutoff, total, full = time.time() - self.max_age_s, 0, False
+            for mtime, size, path in self._files():  # newest first: once one does not fit, every older one goes
+                full = full or (path != keep and total + size > self.max_bytes)
+                if path != keep and (full or mtime < cutoff):
+                    path.unlink(missing_ok=True)
+                else:
+                    total += size
+
+    def bytes_used(self) -> int:
+        return sum(size for _, size, _ in self._files())
+
+    def png(self, fig, stem: str) -> str:
+        from ctxir.viz import save_png
+
+        path = Path(save_png(fig, self._path(stem, ".png")))
+        self._prune(keep=path)
+        return str(path)
+
+    def html(self, document: str, stem: str) -> str:
+        path = self._path(stem, ".html")
+        path.write_text(document, encoding="utf-8")
+        self._prune(keep=path)
+        return str(path)
+
+
+def frame(rows: list[dict], columns: list[str] | None = None) -> pd.DataFrame:
+    return pd.DataFrame(rows) if rows else pd.DataFrame(columns=columns or ["(no rows)"])
+
+
+def lines(items) -> str:
+    return "\n".join(items)
+
+
+@dataclass
+class Ui:
+    """What a tab builder needs: the loaded state, the output folder, and the visitor of a request."""
+
+    state: AppState
+    out: Outputs
+
+    @property
+    def config(self):
+        return self.state.config
+
+    @property
+    def models(self):
+        return self.state.models
+
+    def visitor(self, request: gr.Request | None) -> str:
+        """Whose request: Gradio's session hash (one per page load, one per gradio_client.Client); "" without
+        one (a raw HTTP call), which sees only the public corpus and may not upload. Marks the visitor active."""
+        owner = getattr(request, "session_hash", None) or ""
+        self.state.touch(owner)
+        return owner
