@@ -13,7 +13,8 @@ Examples:
 --tune-on chooses the hybrid's fusion and (with a re-ranker) how to fuse the re-ranker with the first stage on
 another split's queries; --tune-queries narrows those to ids a fine-tuned model never trained on.
 
-Prints a metrics table and writes a JSON file with the metrics, per-query values and the run config.
+Prints a metrics table and writes a JSON file with the metrics, per-query values, the top-k runs and the run
+config; --report FILE.html also writes a drill-down of the worst queries (ctxir.report, docs/report.md).
 """
 
 from __future__ import annotations
@@ -75,6 +76,12 @@ class EvaluateArgs:
     cache_dir: str = field(default="", metadata={
         "help": "ctxir cache folder, as CTXIR_CACHE (default $CTXIR_CACHE, else ~/.cache/ctxir); embeddings are kept "
                 "in its embeddings/ sub-folder"})
+    report: str = field(default="", metadata={
+        "help": "retrieval: also write a drill-down of the worst queries of the stage evaluated last to this .html "
+                "(the same data as .json beside it; see docs/report.md)"})
+    report_queries: int = field(default=10, metadata={
+        "help": "--report: how many of the worst queries (one pair explained each: seconds; with a re-ranker on a "
+                "CPU, tens of seconds)"})
 
 
 def _encoder(args: EvaluateArgs, model: str = ""):
@@ -172,12 +179,20 @@ def run_retrieval(args: EvaluateArgs) -> dict:
     names = {"first_stage": args.retriever, "rerank": f"{args.retriever} + {args.rerank}",
              "fused": f"{args.retriever} + {args.rerank} (fused)"}
     results = {names[stage]: evaluate_run(qrels, run) for stage, run in runs.items()}
+    if args.report:
+        from ctxir.report import report_for_pipeline
+
+        stage = list(runs)[-1]  # evaluated last: fused, else rerank, else the first stage
+        report_for_pipeline(args.report, pipeline, runs[stage], names[stage], corpus, queries, qrels,
+                            config=asdict(args), worst=args.report_queries)
     return {"task": "retrieval", "metrics": {k: v.aggregate for k, v in results.items()},
             "per_query": {k: v.per_query for k, v in results.items()}, "num_queries": len(queries),
             "num_docs": len(corpus), "search_seconds": round(seconds, 2),
             "tuned_fusion": _without_grid(tuned.get("hybrid")),
             "tuned_stage_fusion": _without_grid(tuned.get("stages")), "tuning_queries": tuned.get("queries"),
-            "first_stage_config": pipeline.first_stage.config}
+            "first_stage_config": pipeline.first_stage.config,
+            # the top-k runs, so `python -m ctxir.report` can drill into them later without re-running
+            "runs": {names[stage]: run for stage, run in runs.items()}}
 
 
 def _tune(args: EvaluateArgs, pipeline) -> dict:
@@ -266,6 +281,17 @@ def run(args: EvaluateArgs) -> dict:
     set_threads(args.torch_threads)
     # 2. run and score it
     task = args.task if args.task != "auto" else ("sts" if _is_sts(path) else "retrieval")
+    if args.report:  # checked before any model is loaded
+        from ctxir.report import report_paths
+
+        if task != "retrieval":
+            raise CtxirError(f"--report {args.report!r} needs a retrieval benchmark (a BEIR folder), not {task!r}")
+        if args.report_queries < 1:
+            raise CtxirError(f"--report-queries must be ≥ 1, got {args.report_queries!r}")
+        data = report_paths(args.report)[1]
+        if data.resolve() == Path(args.output or default_output(args)).resolve():
+            raise CtxirError(f"--report {args.report!r} writes its data to {str(data)!r}, the --output file: give "
+                             "the report another name")
     result = {"sts": run_sts, "retrieval": run_retrieval, "paired": run_paired}[task](args)
     # 3. record what produced the numbers
     result["config"] = asdict(args)
