@@ -1,0 +1,174 @@
+"""Scaled-down run of the distributed path (docs/distributed.md): Ray Data encoding with 1 vs 2 workers, then Milvus
+Lite insert and search throughput, on SciFact abstracts and the packaged all-MiniLM-L6-v2.
+
+Not a test: it times things. Each encoding run writes into a fresh folder (nothing is skipped) and the worker counts
+alternate (1, 2, 1, 2, ...) so load drifting on a shared machine hits both alike; medians are reported.
+
+    python scripts/bench_engines.py --docs 800 --repeats 3 --out /tmp/bench_engines.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np
+
+from ctxir.data import load_beir
+from ctxir.encoders import BiEncoder
+from ctxir.engines import VectorDBRetriever, encode_sharded
+from ctxir.evaluation import evaluate_run
+from ctxir.models import resolve_model
+from ctxir.retrieval import BM25Retriever, DenseRetriever
+from ctxir.types import run_from_hits
+
+MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+def uptime() -> str:
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
+    except OSError:
+        return ""
+
+
+def subset(corpus: dict, qrels: dict, size: int) -> dict:
+    """The documents judged for the test queries first (so nDCG means something), then corpus order up to ``size``."""
+    judged = [d for q in qrels for d in qrels[q] if d in corpus]
+    ids = list(dict.fromkeys(judged + list(corpus)))[:size]
+    return {i: corpus[i] for i in ids}
+
+
+def timed(fn, repeats: int = 3) -> float:
+    times = []
+    for _ in range(repeats):
+        began = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - began)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact"))
+    parser.add_argument("--docs", type=int, default=800)
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--shard-size", type=int, default=100)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--out", default=str(Path(tempfile.gettempdir()) / "bench_engines.json"))
+    args = parser.parse_args()
+
+    import ray
+
+    corpus_all, queries, qrels = load_beir(args.data, "test")
+    corpus = subset(corpus_all, qrels, args.docs)
+    qrels = {q: {d: g for d, g in rel.items() if d in corpus} for q, rel in qrels.items()}
+    qrels = {q: rel for q, rel in qrels.items() if rel}
+    queries = {q: queries[q] for q in qrels}
+    model = resolve_model(MODEL)
+    record: dict = {
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "machine": {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
+                    "uptime_before": uptime(), "note": "shared machine: other jobs and a niced training run"},
+        "versions": {"ray": ray.__version__, **_versions()},
+        "docs": len(corpus), "queries": len(queries), "shard_size": args.shard_size, "batch_size": args.batch_size,
+        "threads_per_worker": 1,
+    }
+    print(f"{len(corpus)} docs, {len(queries)} queries; {record['machine']['uptime_before']}", flush=True)
+
+    # ---- Ray Data encoding, 1 vs 2 workers (Ray started once, before the clock)
+    began = time.perf_counter()
+    ray.init(num_cpus=max(os.cpu_count() or 1, max(args.workers)), include_dashboard=False, log_to_driver=False,
+             logging_level="warning", runtime_env={"py_modules": [str(Path(__file__).resolve().parents[1] / "ctxir")],
+                                                   "env_vars": {"HF_HUB_OFFLINE": "1"}})
+    record["ray_start_seconds"] = round(time.perf_counter() - began, 2)
+    runs: dict[int, list[dict]] = {w: [] for w in args.workers}
+    work = Path(tempfile.mkdtemp(prefix="bench-engines-"))
+    last_folder = None
+    for repeat in range(args.repeats):
+        for workers in args.workers:
+            folder = work / f"w{workers}-r{repeat}"
+            result = encode_sharded(corpus, model, folder, num_workers=workers, batch_size=args.batch_size,
+                                    shard_size=args.shard_size, threads_per_worker=1, show_progress=False)
+            busy = sum(result.shard_seconds.values())
+            runs[workers].append({
+                "seconds": round(result.seconds, 2), "docs_per_s": round(result.docs_per_second, 1),
+                "first_shard_seconds": round(result.first_shard_seconds, 2),
+                # after the first shard is back (actors up, model loaded): the encoding rate itself
+                "after_first_docs_per_s": round((len(corpus) - args.shard_size)
+                                                / max(result.seconds - result.first_shard_seconds, 1e-9), 1),
+                "per_worker_docs_per_s": round(len(corpus) / busy, 1),  # docs / summed shard seconds
+                "workers_used": len(result.workers), "load_1min": round(os.getloadavg()[0], 2)})
+            print(f"workers={workers} repeat={repeat}: {runs[workers][-1]}", flush=True)
+            last_folder = folder
+    ray.shutdown()
+    record["encode"] = {str(w): {"runs": r, **{f"median_{k}": statistics.median(x[k] for x in r) for k in
+                                               ("seconds", "docs_per_s", "first_shard_seconds",
+                                                "after_first_docs_per_s", "per_worker_docs_per_s")}}
+                        for w, r in runs.items()}
+    if len(args.workers) == 2:
+        a, b = (record["encode"][str(w)]["median_seconds"] for w in args.workers)
+        record["encode"]["speedup"] = round(a / b, 2)
+
+    # ---- Milvus Lite: insert the shards (BM25 computed by the engine), then search
+    encoder = BiEncoder(model, device="cpu", cache=None)
+    uri = str(work / "engine.db")
+    began = time.perf_counter()
+    engine = VectorDBRetriever.from_shards(last_folder, corpus, encoder, uri=uri, mode="dense", insert_batch=500)
+    insert_s = time.perf_counter() - began
+    query_vectors = encoder.encode(list(queries.values()))
+    texts = list(queries.values())
+    exact = DenseRetriever(corpus, encoder, index="exact")
+    bm25 = BM25Retriever(corpus)
+    search: dict = {}
+    for mode in ("dense", "bm25", "hybrid"):
+        engine.mode = mode
+        vectors = None if mode == "bm25" else query_vectors
+        batch_s = timed(lambda v=vectors: engine.search_embeddings(v, 10, texts), args.repeats)
+        single = [timed(lambda i=i, v=vectors: engine.search_embeddings(None if v is None else v[i:i + 1], 10,
+                                                                          texts[i:i + 1]), 1) for i in range(50)]
+        hits = engine.search_embeddings(vectors, 100, texts)
+        run = run_from_hits(dict(zip(queries, hits, strict=True)))
+        search[mode] = {"batch_qps": round(len(texts) / batch_s, 1), "single_query_p50_ms":
+                        round(1000 * statistics.median(single), 2),
+                        "nDCG@10": round(evaluate_run(qrels, run, k_values=(10,), metrics=("ndcg",)).aggregate["nDCG@10"], 4)}
+    engine.mode = "dense"
+    exact_hits = exact.search_embeddings(query_vectors, 10)
+    engine_hits = engine.search_embeddings(query_vectors, 10)
+    overlap = np.mean([len({h.doc_id for h in a} & {h.doc_id for h in b}) / 10
+                       for a, b in zip(engine_hits, exact_hits, strict=True)])
+    ctxir_runs = {"dense exact (ctxir)": run_from_hits(dict(zip(queries, exact.search_embeddings(query_vectors, 100), strict=True))),
+                  "bm25 stemmed (ctxir)": run_from_hits(bm25.search(queries, 100))}
+    search["ctxir"] = {name: {"nDCG@10": round(evaluate_run(qrels, run, k_values=(10,), metrics=("ndcg",))
+                                               .aggregate["nDCG@10"], 4)} for name, run in ctxir_runs.items()}
+    search["ctxir"]["dense exact (ctxir)"]["batch_qps"] = round(
+        len(texts) / timed(lambda: exact.search_embeddings(query_vectors, 10), args.repeats), 1)
+    record["milvus_lite"] = {"insert_seconds": round(insert_s, 2), "insert_docs_per_s": round(len(corpus) / insert_s, 1),
+                             "note": "insert = read shards + verify + insert with the engine's BM25 + flush",
+                             "search": search, "dense_top10_overlap_with_exact": round(float(overlap), 4)}
+    record["machine"]["uptime_after"] = uptime()
+    Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
+    print(json.dumps(record, indent=2))
+
+
+def _versions() -> dict:
+    from importlib.metadata import version
+
+    return {p: version(p) for p in ("pymilvus", "milvus-lite", "torch", "sentence-transformers")}
+
+
+if __name__ == "__main__":
+    main()
