@@ -46,7 +46,8 @@ def test_api_lists_every_endpoint(served):
     client, _ = served
     endpoints = set(client.view_api(print_info=False, return_format="dict")["named_endpoints"])
     assert endpoints == {"/search", "/compare_pooling", "/upload_corpus", "/score_pairs", "/model_info",
-                         "/token_embeddings", "/layer_similarity", "/sentence_similarity", "/attention"}
+                         "/token_embeddings", "/layer_similarity", "/sentence_similarity", "/attention", "/explain",
+                         "/explain_result", "/what_moved"}
 
 
 def test_search_endpoint(served):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from ctxir.app import attention_tab, embeddings_tab, pairs_tab, search_tab
+from ctxir.app import attention_tab, embeddings_tab, explain_tab, pairs_tab, search_tab
 from ctxir.app.state import AppConfig, AppState
 from ctxir.app.ui import Outputs, Ui, named
 
@@ -37,8 +37,8 @@ def build_demo(state: AppState | None = None, config: AppConfig | None = None,
     # Gradio's cache now holds only uploaded files (returned files are served from `out`): kept 10 minutes.
     with gr.Blocks(title=TITLE, delete_cache=(300, 600)) as demo:
         gr.Markdown(f"# {TITLE}\n" + "  \n".join(status_lines(state)))
-        for name, tab in (("Search", search_tab), ("Pair scoring", pairs_tab), ("Token embeddings", embeddings_tab),
-                          ("Attention", attention_tab)):
+        for name, tab in (("Search", search_tab), ("Pair scoring", pairs_tab), ("Explain", explain_tab),
+                          ("Token embeddings", embeddings_tab), ("Attention", attention_tab)):
             with gr.Tab(name):
                 tab.build(ui)
         for component in demo.blocks.values():

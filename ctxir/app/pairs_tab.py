@@ -9,10 +9,11 @@ from collections.abc import Sequence
 import gradio as gr
 import numpy as np
 
+from ctxir.app import explain_tab
 from ctxir.app.state import AppState, ViewResult, demo_presets
 from ctxir.app.text import md_code, rounded, snippet, split_lines
 from ctxir.app.ui import Ui, frame, gpu, guard, lines
-from ctxir.checks import check_text
+from ctxir.checks import check_int, check_text
 
 
 def input_formation(tokenizer, query: str, document: str, max_length: int = 512) -> dict:
@@ -90,6 +91,23 @@ def build(ui: Ui) -> None:
         r = score_pairs(state, query, documents)
         return (frame(r.rows), out.png(r.figures["scores"], "pair-scores"), r.text, frame(r.extra_rows), r.data)
 
+    @guard
+    @gpu
+    def do_explain_pair(query, documents, number, model, request: gr.Request):
+        ui.visitor(request)
+        docs = split_lines(documents, "documents", ui.config.max_documents, ui.config.max_text_chars)
+        number = check_int(number, "document number", 1, len(docs))
+        return explain_tab.panel_values(ui, explain_tab.explain_pair(state, query, docs[number - 1], model),
+                                        "pair-explanation")
+
+    def pair_choices(data):
+        docs = (data or {}).get("documents") or []
+        choices = [(f"{i}. {d[:60]}", i) for i, d in enumerate(docs, 1)]
+        return gr.update(choices=choices, value=1 if choices else None)
+
+    def pick_row(evt: gr.SelectData):
+        return (evt.row_value or [None])[0]  # the table's first column is the document number
+
     pair_query = gr.Textbox(label="Query", value=presets["pair_query"])
     pair_docs = gr.Textbox(label="Documents (one per line)", lines=6, value=lines(presets["pair_documents"]))
     pair_button = gr.Button("Score pairs", variant="primary")
@@ -99,6 +117,17 @@ def build(ui: Ui) -> None:
     pair_tokens = gr.Dataframe(label="Input formation of document 1: tokens, ids, token types")
     with gr.Accordion("Numbers (JSON)", open=False):
         pair_json = gr.JSON()
+    with gr.Row():
+        pair_choice = gr.Dropdown([], label="Explain a document's scores (or click its row)", scale=3)
+        explain_model = gr.Radio(explain_tab.model_choices(ui.models), value="auto", label="Explain with", scale=2)
+        explain_button = gr.Button("Explain", scale=1, elem_id="explain-pair-button")
+    explained = explain_tab.panel("pair-explain")
 
     pair_button.click(do_score_pairs, [pair_query, pair_docs],
-                      [pair_table, pair_plot, pair_formation, pair_tokens, pair_json], api_name="score_pairs")
+                      [pair_table, pair_plot, pair_formation, pair_tokens, pair_json], api_name="score_pairs"
+                      ).success(pair_choices, [pair_json], [pair_choice], api_visibility="private")
+    explain_inputs = [pair_query, pair_docs, pair_choice, explain_model]
+    explained.shows(explain_button.click(do_explain_pair, explain_inputs, explained.outputs,
+                                         api_visibility="private"))
+    explained.shows(pair_table.select(pick_row, None, [pair_choice], api_visibility="private").success(
+        do_explain_pair, explain_inputs, explained.outputs, api_visibility="private"))

@@ -12,6 +12,7 @@ from typing import Any
 
 import gradio as gr
 
+from ctxir.app import explain_tab, figures
 from ctxir.app.state import (
     FIRST_STAGES,
     RERANKERS,
@@ -195,6 +196,30 @@ def build(ui: Ui) -> None:
         r = upload_corpus(state, file, progress=lambda f, d: progress(f, desc=d), owner=owner)
         return r.text, frame(r.rows), r.data
 
+    @guard
+    @gpu
+    def do_explain_result(query, corpus, doc_id, model, request: gr.Request):
+        r = explain_tab.explain_result(state, query, corpus, doc_id, model, owner=ui.visitor(request))
+        return explain_tab.panel_values(ui, r, "search-explanation")
+
+    @guard
+    @gpu
+    def do_what_moved(query, corpus, first_stage, reranker, k, depth, n, request: gr.Request):
+        r = explain_tab.what_moved(state, query, corpus, first_stage, reranker, k, depth, n,
+                                   owner=ui.visitor(request))
+        files = [ui.out.csv(r.rows, "what-moved"), ui.out.json(r.data, "what-moved"),
+                 ui.out.html(figures.html_document([r.plots["moves"]], "ctxir: what moved"), "what-moved")]
+        return r.text, r.plots["moves"], frame(r.rows), files, r.data
+
+    def result_choices(data):
+        hits = (data or {}).get("hits") or []
+        choices = [(f"{h['rank']}. {h['title'] or h['text'][:50]} ({h['doc_id']})", h["doc_id"]) for h in hits]
+        return gr.update(choices=choices, value=choices[0][1] if choices else None)
+
+    def pick_row(evt: gr.SelectData):
+        # the table's second column is doc_id (row_value: the row as shown, whatever order the table is sorted in)
+        return (evt.row_value or [None, None])[1]
+
     def refresh_corpora(data, request: gr.Request):
         # A separate, private step: API users of /upload_corpus get the corpus name in the JSON, not a UI update.
         return gr.update(choices=state.corpus_names_for(ui.visitor(request)),
@@ -215,6 +240,22 @@ def build(ui: Ui) -> None:
     search_table = gr.Dataframe(label="Results", wrap=True, elem_id="search-results")
     with gr.Accordion("Numbers (JSON)", open=False):
         search_json = gr.JSON()
+    with gr.Row():
+        result_choice = gr.Dropdown([], label="Explain a result (or click its row)", scale=3,
+                                    allow_custom_value=True, elem_id="explain-result-choice")  # API: any doc id
+        explain_model = gr.Radio(explain_tab.model_choices(ui.models), value="auto", label="Explain with", scale=2)
+        explain_button = gr.Button("Explain", scale=1, elem_id="explain-result-button")
+    explained = explain_tab.panel("search-explain")
+    with gr.Accordion("What moved: the documents the re-ranker moved most, and the words that drove it",
+                      open=False):
+        moved_n = gr.Slider(1, cfg.max_movers, value=min(3, cfg.max_movers), step=1, label="documents to explain")
+        moved_button = gr.Button("What moved?", elem_id="what-moved-button")
+        moved_summary = gr.Markdown(elem_id="what-moved-summary")
+        moved_plot = gr.Plot(show_label=False)
+        moved_table = gr.Dataframe(wrap=True)
+        moved_files = gr.File(label="Download: CSV, JSON, interactive HTML", file_count="multiple")
+        with gr.Accordion("Numbers (JSON)", open=False):
+            moved_json = gr.JSON()
     with gr.Accordion("Compare pooling: mean vs CLS at any layer, same query", open=False):
         with gr.Row():
             pool_layer = gr.Slider(0, n_layers, value=n_layers, step=1,
@@ -236,8 +277,16 @@ def build(ui: Ui) -> None:
 
     search_inputs = [query, corpus, first_stage, reranker, k, depth]
     search_outputs = [search_table, search_summary, search_json]
-    search_button.click(do_search, search_inputs, search_outputs, api_name="search")
-    query.submit(do_search, search_inputs, search_outputs, api_visibility="private")
+    for event in (search_button.click(do_search, search_inputs, search_outputs, api_name="search"),
+                  query.submit(do_search, search_inputs, search_outputs, api_visibility="private")):
+        event.success(result_choices, [search_json], [result_choice], api_visibility="private")
+    explain_inputs = [query, corpus, result_choice, explain_model]
+    explained.shows(explain_button.click(do_explain_result, explain_inputs, explained.outputs,
+                                         api_name="explain_result"))
+    explained.shows(search_table.select(pick_row, None, [result_choice], api_visibility="private").success(
+        do_explain_result, explain_inputs, explained.outputs, api_visibility="private"))
+    moved_button.click(do_what_moved, [*search_inputs, moved_n],
+                       [moved_summary, moved_plot, moved_table, moved_files, moved_json], api_name="what_moved")
     pool_button.click(do_compare_pooling, [query, corpus, pool_layer, pool_k],
                       [pool_table, pool_summary, pool_json], api_name="compare_pooling")
     upload_button.click(do_upload, [upload_file], [upload_summary, upload_table, upload_json],

@@ -53,6 +53,9 @@ class AppConfig:
     upload_idle_s: float = 900.0  # a visitor idle this long may lose uploads, and only when the app is full
     rerank_depth: int = 20
     decimals: int = 3
+    explain_steps: int = 32  # integrated-gradients steps to start with (ctxir.explain doubles them if needed)
+    explain_max_steps: int = 128  # ... up to this many
+    max_movers: int = 5  # "what moved" explains at most this many re-ranked documents (one IG run each)
 
 
 @dataclass
@@ -65,6 +68,8 @@ class ViewResult:
     text: str = ""
     extra_rows: list[dict] = field(default_factory=list)
     html: str = ""  # a standalone HTML document (the attention view)
+    plots: dict[str, Any] = field(default_factory=dict)  # interactive (Plotly) figures, by name
+    highlights: dict[str, list] = field(default_factory=dict)  # [(text, score in [-1, 1]), ...] per highlighted text
 
 
 def demo_corpus() -> Corpus:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import json
 import logging
 import os
 import shutil
@@ -145,7 +146,16 @@ class Outputs:
         return str(path)
 
     def html(self, document: str, stem: str) -> str:
-        path = self._path(stem, ".html")
+        return self.text(document, stem, ".html")
+
+    def json(self, data: Any, stem: str) -> str:
+        return self.text(json.dumps(data, ensure_ascii=False, indent=1), stem, ".json")
+
+    def csv(self, rows: list[dict], stem: str) -> str:
+        return self.text(pd.DataFrame(rows).to_csv(index=False), stem, ".csv")
+
+    def text(self, document: str, stem: str, suffix: str) -> str:
+        path = self._path(stem, suffix)
         path.write_text(document, encoding="utf-8")
         self._prune(keep=path)
         return str(path)

@@ -1,0 +1,302 @@
+"""Explain tab and the Explain action: why a (query, document) pair got its score, token by token, and which
+documents a re-ranker moved, with the tokens that drove each move.
+
+The explanations are ``ctxir.explain``'s (the exact query×document split of a mean-pooled bi-encoder's cosine,
+integrated gradients for a cross-encoder or a CLS-LR ranker, with their completeness error); this module picks
+the loaded models, calls the library, and shapes the answer for people: text coloured by contribution, a
+contribution heatmap, per-token bars. ``panel()`` builds that display so the Search and Pair scoring tabs show an
+explanation in place.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import gradio as gr
+import numpy as np
+
+from ctxir.app import figures
+from ctxir.app.state import RERANKERS, AppModels, AppState, Owner, ViewResult, demo_presets
+from ctxir.app.text import md_code, md_literal
+from ctxir.app.ui import Ui, gpu, guard
+from ctxir.checks import check_choice, check_int, check_text
+from ctxir.types import CtxirError, doc_text
+
+EXPLAIN_MODELS = ("auto", "bi-encoder", "cross-encoder", "cls-lr")
+_SPECIAL = re.compile(r"^(\[[A-Z]+\]|<s>|</s>|<pad>|<unk>)$")
+
+
+# ---------------------------------------------------------------- tokens as text
+
+
+def _compact(value: Any, digits: int = 6) -> Any:
+    """Floats to ``digits`` significant digits, recursively: the JSON stays exact enough (sums agree to ~1e-6)
+    and about half as long."""
+    if isinstance(value, float):
+        return float(f"{value:.{digits}g}")
+    if isinstance(value, list):
+        return [_compact(v, digits) for v in value]
+    if isinstance(value, dict):
+        return {k: _compact(v, digits) for k, v in value.items()}
+    return value
+
+
+def highlight(tokens: list[str], scores: list[float], scale: float | None = None) -> list[tuple[str, float | None]]:
+    """Word-pieces as readable text for ``gr.HighlightedText``: one span per token with its score divided by
+    ``scale`` (default: the largest magnitude), so the strongest token is ±1; a plain space between words."""
+    values = np.asarray(scores, dtype=np.float64)
+    scale = scale or float(np.max(np.abs(values), initial=0.0)) or 1.0
+    spans: list[tuple[str, float | None]] = []
+    for i, (token, value) in enumerate(zip(tokens, values, strict=True)):
+        if token.startswith("##"):
+            token = token[2:]
+        elif i:
+            spans.append((" ", None))
+        spans.append((token, round(float(np.clip(value / scale, -1, 1)), 3)))
+    return spans
+
+
+def words(tokens: list[str], scores: list[float], start: int = 0, end: int | None = None) -> list[tuple[str, float]]:
+    """Word-pieces ``tokens[start:end]`` joined into words (``otter`` + ``##s`` = ``otters``, attributions summed),
+    special tokens left out."""
+    out: list[tuple[str, float]] = []
+    for token, value in zip(tokens[start:end], scores[start:end], strict=True):
+        if _SPECIAL.match(token):
+            continue
+        if token.startswith("##") and out:
+            out[-1] = (out[-1][0] + token[2:], out[-1][1] + float(value))
+        else:
+            out.append((token, float(value)))
+    return out
+
+
+def _listing(items: list[tuple[str, float]]) -> str:
+    return ", ".join(f"{w} ({v:+.3f})" for w, v in items) or "—"
+
+
+# ---------------------------------------------------------------- logic
+
+
+def _rankers(models: AppModels, model: str):
+    """(cross_encoder, cls_lr) to explain for ``model``; a re-ranker asked for by name must be loaded."""
+    if model == "bi-encoder":
+        return None, None
+    if model == "auto":
+        return (models.cross_encoder, None) if models.cross_encoder is not None else (None, models.cls_lr)
+    ranker = models.reranker(model)  # raises with how to provide one when it is not loaded
+    return (ranker, None) if model == "cross-encoder" else (None, ranker)
+
+
+def explain_pair(state: AppState, query: str, document: str, model: str = "auto") -> ViewResult:
+    """Explain one (query, document) pair: the bi-encoder's cosine split over query×document tokens, and (model
+    "auto": the cross-encoder if loaded, else the CLS-LR ranker; or the one named) the re-ranker's score split
+    over the tokens of ``[CLS] query [SEP] document [SEP]``. ``data`` is ``ctxir.explain.explain``'s answer."""
+    from ctxir.explain import explain
+    from ctxir.viz import heatmap_figure
+
+    cfg = state.config
+    query = check_text(query, "query", cfg.max_query_chars)
+    document = check_text(document, "document", cfg.max_text_chars)
+    check_choice(model, "model", EXPLAIN_MODELS)
+    cross_encoder, cls_lr = _rankers(state.models, model)
+    raw = explain(query, document, bi_encoder=state.models.bi_encoder, cross_encoder=cross_encoder, cls_lr=cls_lr,
+                  n_steps=cfg.explain_steps, max_steps=cfg.explain_max_steps)
+    bi, reranker = raw["bi_encoder"], raw.get("cross_encoder")
+    data = _compact({**raw, "model": model})
+
+    q_tokens, d_tokens = bi["query_tokens"], bi["document_tokens"]
+    scale = float(np.max(np.abs([*bi["query_contributions"], *bi["document_contributions"]]), initial=0.0))
+    highlights = {"query": highlight(q_tokens, bi["query_contributions"], scale),
+                  "document": highlight(d_tokens, bi["document_contributions"], scale)}
+    plots, pngs = {}, {}
+    lines = []
+    if bi["pair_contributions"] is not None:
+        pairs = np.asarray(bi["pair_contributions"])  # (query tokens, document tokens)
+        title = f"bi-encoder: query × document token terms (they add up to the cosine {bi['cosine']:.3f})"
+        plots["pairs"] = figures.heatmap(pairs, q_tokens, d_tokens, title, value_name="contribution",
+                                         row_name="query token", col_name="document token", diverging=True,
+                                         decimals=4, show_values=False)
+        bound = float(np.max(np.abs(pairs))) or 1.0
+        pngs["pairs"] = heatmap_figure(pairs, q_tokens, d_tokens, title, vmin=-bound, vmax=bound, cmap="coolwarm",
+                                       annotate=False, xlabel="document token", ylabel="query token")
+        lines.append(f"**Bi-encoder cosine {bi['cosine']:.4f}**, split exactly over the {len(q_tokens)} × "
+                     f"{len(d_tokens)} query × document token pairs (mean pooling: the terms add up to the cosine).")
+    else:
+        lines.append(f"**Bi-encoder cosine {bi['cosine']:.4f}**, attributed to tokens by integrated gradients "
+                     f"({md_literal(bi.get('note', ''))}; completeness error {bi['completeness_error'] or 0:.2%}).")
+    if reranker is not None:
+        kind = reranker["model_kind"]
+        tokens, values, split = reranker["tokens"], reranker["attributions"], reranker["sentence_b_start"]
+        highlights["reranker"] = highlight(tokens, values)
+        title = f"{kind}: each token's share of score − baseline ({reranker['score'] - reranker['baseline_score']:+.3f})"
+        plots["reranker"] = figures.token_bars(tokens, values, title, split=split)
+        pngs["reranker"] = figures.token_bars_png(tokens, values, title, split=split)
+        error = reranker["completeness_error"]
+        lines.append(
+            f"**{kind} score {reranker['score']:.4f}** ({md_literal(reranker['score_kind'])}); with every word "
+            f"replaced by [{reranker['baseline'].upper()}] it scores {reranker['baseline_score']:.4f}. Integrated "
+            f"gradients ({reranker['n_steps']} steps) split the difference over the tokens; completeness error "
+            + ("n/a (no difference to split)" if error is None else f"{error:.2%}")
+            + ("" if reranker["converged"] else " — above the 1 % target even at the step cap") + ".")
+    elif model == "auto":
+        lines.append("No re-ranker is loaded, so only the bi-encoder is explained.")
+    lines.append("Red raised the score, blue lowered it; the strongest token of each view is full colour.")
+    return ViewResult(data=data, text="\n\n".join(lines), plots=plots, figures=pngs, highlights=highlights)
+
+
+def explain_result(state: AppState, query: str, corpus: str | None, doc_id: str, model: str = "auto",
+                   owner: Owner = None) -> ViewResult:
+    """``explain_pair`` for a document of a corpus ``owner`` may see, read as the models read it (title + text)."""
+    index = state.index(corpus, owner)
+    doc_id = check_text(doc_id, "document id", 500, hint="pick a search result to explain")
+    if doc_id not in index.corpus:
+        raise CtxirError(f"document {doc_id!r} is not in corpus {index.name!r}: pick one of the search results")
+    result = explain_pair(state, query, doc_text(index.corpus[doc_id]), model)
+    result.data.update(doc_id=doc_id, corpus=index.name)
+    return result
+
+
+def what_moved(state: AppState, query: str, corpus: str | None = None, first_stage: str = "dense",
+               reranker: str = "cross-encoder", k: int = 10, depth: int | None = None, n: int = 3,
+               owner: Owner = None) -> ViewResult:
+    """The re-ranked documents whose rank changed most (among every candidate the re-ranker re-scored: the first
+    stage's top max(k, depth)), each with the document words whose integrated-gradients attribution pushed its
+    re-ranker score up most and pulled it down most."""
+    from ctxir.app.search_tab import search
+    from ctxir.explain import explain_cls_lr, explain_cross_encoder
+
+    cfg = state.config
+    check_choice(reranker, "re-ranker", RERANKERS)
+    if reranker == "none":
+        raise CtxirError("'what moved' compares the first stage's ranking with a re-ranker's: choose re-ranker "
+                         "'cross-encoder' or 'cls-lr'")
+    n = check_int(n, "documents to explain", 1, cfg.max_movers)
+    k = check_int(k, "k", 1, 100)
+    depth = check_int(depth if depth is not None else cfg.rerank_depth, "re-rank depth", 1, 200)
+    candidates = max(k, depth)
+    ranked = search(state, query, corpus, first_stage, reranker, candidates, candidates, owner=owner)
+    query = ranked.data["query"]
+    index = state.index(corpus, owner)
+    ranker = state.models.reranker(reranker)
+    explain_one = explain_cross_encoder if reranker == "cross-encoder" else explain_cls_lr
+    first_rank = f"{first_stage}_rank"
+    movers = sorted((r for r in ranked.rows if r["rank_change"]), key=lambda r: (-abs(r["rank_change"]), r["rank"]))
+    rows, details = [], []
+    for row in movers[:n]:
+        e = explain_one(ranker, query, doc_text(index.corpus[row["doc_id"]]), n_steps=cfg.explain_steps,
+                        max_steps=cfg.explain_max_steps, attention=False)
+        start = e["sentence_b_start"] or 0
+        doc_words = words(e["tokens"], e["attributions"], start)
+        ups = sorted((w for w in doc_words if w[1] > 0), key=lambda w: -w[1])[:5]
+        downs = sorted((w for w in doc_words if w[1] < 0), key=lambda w: w[1])[:5]
+        change = row["rank_change"]
+        rows.append({"move": f"{'↑' if change > 0 else '↓'}{abs(change)}", "doc_id": row["doc_id"],
+                     "title": row["title"], "first_rank": row[first_rank], "rerank_rank": row["rerank_rank"],
+                     "drove_it": _listing(ups if change > 0 else downs),
+                     "against_it": _listing(downs if change > 0 else ups)})
+        details.append({"doc_id": row["doc_id"], "rank_change": change, "first_stage_rank": row[first_rank],
+                        "rerank_rank": row["rerank_rank"], "rerank_score": row["rerank_score"],
+                        "pushed_up_by": [{"word": w, "attribution": round(v, 6)} for w, v in ups],
+                        "pulled_down_by": [{"word": w, "attribution": round(v, 6)} for w, v in downs],
+                        "explanation": _compact(e)})
+    moved = len(movers)
+    text = (f"The {reranker} re-scored the {first_stage} top {candidates} for {md_code(query)}: {moved} of them "
+            f"changed rank. ")
+    if rows:
+        text += (f"The {len(rows)} that moved most, with the document words whose attribution raised (↑) or "
+                 "lowered (↓) their re-ranker score most: **drove it** is the direction they moved.")
+    else:
+        text += "Nothing moved: the re-ranker kept the first stage's order."
+    slope = figures.rank_moves([{"title": r["title"] or r["doc_id"], "doc_id": r["doc_id"], "first": r[first_rank],
+                                 "rerank": r["rerank_rank"]} for r in ranked.rows],
+                               highlight={r["doc_id"] for r in rows}, first_stage=first_stage, reranker=reranker)
+    data = {"query": query, "corpus": index.name, "first_stage": first_stage, "reranker": reranker,
+            "candidates": candidates, "moved": moved, "movers": details}
+    return ViewResult(rows=rows, data=data, text=text, plots={"moves": slope})
+
+
+# ---------------------------------------------------------------- UI
+
+
+@dataclass
+class Panel:
+    """The components that show one explanation; ``outputs`` in the order ``panel_values`` fills them."""
+
+    summary: Any
+    query: Any
+    document: Any
+    reranker: Any
+    pairs: Any
+    bars: Any
+    files: Any
+    json: Any
+
+    @property
+    def outputs(self) -> list:
+        return [self.summary, self.query, self.document, self.reranker, self.pairs, self.bars, self.files,
+                self.json]
+
+    def shows(self, event) -> None:
+        """After ``event`` (which filled the panel) succeeds, show the parts this explanation has. A separate,
+        private step: API clients get plain values from the event itself, not visibility updates."""
+
+        def visible(data):
+            bi = (data or {}).get("bi_encoder") or {}
+            has_pairs, has_reranker = bi.get("pair_contributions") is not None, "cross_encoder" in (data or {})
+            return [gr.update(visible=shown) for shown in (bool(bi), bool(bi), has_reranker, has_pairs,
+                                                            has_reranker, True)]
+
+        event.success(visible, [self.json], [self.query, self.document, self.reranker, self.pairs, self.bars,
+                                             self.files], api_visibility="private")
+
+
+def panel(prefix: str) -> Panel:
+    """An explanation display (inside an open Blocks context); its parts are hidden until an explanation arrives."""
+    summary = gr.Markdown(elem_id=f"{prefix}-summary")
+    shown = {"show_legend": True, "show_inline_category": False, "combine_adjacent": False, "visible": False}
+    query = gr.HighlightedText(label="Query, bi-encoder view (colour = contribution to the cosine)", **shown)
+    document = gr.HighlightedText(label="Document, bi-encoder view", elem_id=f"{prefix}-document", **shown)
+    reranker = gr.HighlightedText(label="Query and document, re-ranker view (colour = attribution)", **shown)
+    pairs = gr.Plot(label="Contribution heatmap", show_label=False, visible=False)
+    bars = gr.Plot(label="Re-ranker attributions", show_label=False, visible=False)
+    files = gr.File(label="Download: PNG, interactive HTML, JSON", file_count="multiple", visible=False)
+    with gr.Accordion("Numbers (JSON)", open=False):
+        data = gr.JSON()
+    return Panel(summary, query, document, reranker, pairs, bars, files, data)
+
+
+def panel_values(ui: Ui, r: ViewResult, stem: str = "explanation") -> tuple:
+    """``r`` as the values of a ``Panel``'s outputs; its exports written to the bounded output folder."""
+    files = [ui.out.png(fig, f"{stem}-{name}") for name, fig in r.figures.items()]
+    files.append(ui.out.html(figures.html_document(list(r.plots.values()), f"ctxir {stem}"), stem))
+    files.append(ui.out.json(r.data, stem))
+    return (r.text, r.highlights.get("query"), r.highlights.get("document"), r.highlights.get("reranker"),
+            r.plots.get("pairs"), r.plots.get("reranker"), files, r.data)
+
+
+def model_choices(models: AppModels) -> list[str]:
+    return [m for m in EXPLAIN_MODELS if m in ("auto", "bi-encoder")
+            or (m == "cross-encoder" and models.cross_encoder is not None)
+            or (m == "cls-lr" and models.cls_lr is not None)]
+
+
+def build(ui: Ui) -> None:
+    """The Explain tab (inside an open gr.Tab): any query and document; event /explain."""
+    state = ui.state
+    presets = demo_presets()
+
+    @guard
+    @gpu
+    def do_explain(query, document, model, request: gr.Request):
+        ui.visitor(request)
+        return panel_values(ui, explain_pair(state, query, document, model))
+
+    query = gr.Textbox(label="Query", value=presets["pair_query"])
+    document = gr.Textbox(label="Document", lines=3, value=presets["pair_documents"][0])
+    model = gr.Radio(model_choices(ui.models), value="auto", label="Explain with",
+                     info="auto = the bi-encoder and the cross-encoder (else the CLS-LR ranker)")
+    button = gr.Button("Explain", variant="primary", elem_id="explain-button")
+    shown = panel("explain")
+    shown.shows(button.click(do_explain, [query, document, model], shown.outputs, api_name="explain"))
