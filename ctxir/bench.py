@@ -14,17 +14,19 @@ and the process RSS delta while building) and build time. Index types:
 
 * ``exact``: sentence-transformers ``semantic_search`` over the float32 matrix, as ``DenseRetriever`` does today.
 * ``faiss-hnsw``: faiss ``IndexHNSWFlat`` (M=32, efSearch=128: ``DenseRetriever(index="hnsw")`` today).
-* ``ctxir-ann``: ``ctxir.ann.AnnIndex`` (usearch HNSW, int8 scalars, re-scored with float dots), built, saved,
-  and reopened memory-mapped before timing; ``ctxir-ann-norescore`` is the same file searched without re-scoring;
-  ``ctxir-ann-f16`` stores half-precision scalars and is searched without re-scoring (needs no float32 copy).
+* ``faiss-hnsw-sq8``: faiss ``HNSW32,SQ8`` (graph over 8-bit codes) + float re-scoring of ``--rescore × k``.
+* ``ctxir-ann``: ``ctxir.ann.AnnIndex`` (faiss IVF + 8-bit codes, re-scored with float dots), built, saved and
+  reopened memory-mapped before timing; ``ctxir-ann-norescore`` is the same file searched without re-scoring
+  (the file alone, no float32 copy needed).
 * ``int8-flat``: faiss ``IndexScalarQuantizer`` (8-bit, exhaustive scan) + float re-scoring.
 * ``binary``: sentence-transformers ``quantize_embeddings(..., "ubinary")`` in a faiss ``IndexBinaryFlat``
   (Hamming, exhaustive) + float re-scoring of the top ``--rescore × k``.
 
 Data: real all-MiniLM-L6-v2 embeddings of SciFact + the MS MARCO sample (10,183 texts, read through ctxir's
 embedding cache, so only the first run encodes) up to ``--real-docs``; beyond that, synthetic documents: a real
-embedding chosen at random (the centre) plus Gaussian noise with the real embeddings' covariance, scaled to norm
-``--noise`` on average, re-normalised. Queries: SciFact + MS MARCO query embeddings (never in the corpus); with
+embedding chosen at random (the centre) plus Gaussian noise with the real embeddings' covariance, scaled to a
+root-mean-square norm of ``--noise`` (1.0: a synthetic document is as far from its centre, median cosine 0.71, as
+a real document is from its nearest real neighbour, 0.72), re-normalised. Queries: SciFact + MS MARCO query embeddings (never in the corpus); with
 ``--real-docs 0`` everything is synthetic (random centres, queries = perturbed centres) and no model is loaded.
 """
 
@@ -46,7 +48,7 @@ import numpy as np
 
 from ctxir.types import CtxirError
 
-INDEX_TYPES = ("exact", "faiss-hnsw", "ctxir-ann", "ctxir-ann-norescore", "ctxir-ann-f16", "int8-flat", "binary")
+INDEX_TYPES = ("exact", "faiss-hnsw", "faiss-hnsw-sq8", "ctxir-ann", "ctxir-ann-norescore", "int8-flat", "binary")
 DEFAULT_INDEXES = ",".join(INDEX_TYPES)
 REAL_SETS = ("scifact", "msmarco_sample")
 # The flags that decide these kernels' speed, reported with every run (all flags are in /proc/cpuinfo).
@@ -62,20 +64,24 @@ class SearchArgs:
     num_queries: int = field(default=300, metadata={"help": "timed single queries per pass (≥ 200 for p95)"})
     warmup: int = field(default=20, metadata={"help": "untimed queries first"})
     repeats: int = field(default=3, metadata={"help": "timed passes; the reported p50/p95 are their medians"})
+    scan_queries: int = field(default=0, metadata={
+        "help": "exact and int8-flat (full scans, ~0.1-1 s a query at 1M): time only the first N queries per pass "
+                "(0 = --num-queries); their recall is then over those N"})
     k: int = field(default=10, metadata={"help": "hits per query (recall@k against exact)"})
     real_docs: int = field(default=-1, metadata={
         "help": "at most this many real embedded documents (-1 = all 10,183; 0 = synthetic only, no model)"})
     data_root: str = field(default="../shared/data", metadata={
         "help": "folder holding scifact/ and msmarco_sample/ (BEIR layout)"})
-    noise: float = field(default=0.7, metadata={"help": "synthetic documents: mean norm of the noise added to a "
-                                                         "unit-length real embedding before re-normalising"})
+    noise: float = field(default=1.0, metadata={
+        "help": "synthetic documents: root-mean-square norm of the noise added to a unit-length real embedding before "
+                "re-normalising; 1.0 puts a synthetic document as far from its centre (median cosine 0.71) as a real "
+                "one is from its nearest real neighbour (0.72)"})
     seed: int = 0
     threads: int = field(default=0, metadata={"help": "build threads (0 = all cores)"})
-    connectivity: int = field(default=16, metadata={"help": "ctxir-ann: HNSW M"})
-    expansion_add: int = field(default=128, metadata={"help": "ctxir-ann: efConstruction"})
-    expansion_search: int = field(default=128, metadata={"help": "ctxir-ann: ef at query time"})
+    nlist: int = field(default=0, metadata={"help": "ctxir-ann: k-means cells (0 = ctxir.ann's choice: 4096 at 1M)"})
+    nprobe: int = field(default=0, metadata={"help": "ctxir-ann: cells scanned per query (0 = ctxir.ann's choice)"})
     rescore: int = field(default=4, metadata={"help": "ctxir-ann/int8-flat/binary: re-score rescore × k candidates"})
-    scalar: str = field(default="i8", metadata={"help": "ctxir-ann(-norescore): stored scalars (i8, f16, f32)"})
+    codes: str = field(default="sq8", metadata={"help": "ctxir-ann: stored codes (sq8, fp16, flat)"})
     faiss_m: int = 32
     faiss_ef_search: int = 128
     faiss_ef_construction: int = 40
@@ -115,7 +121,7 @@ def machine() -> dict:
     from importlib.metadata import PackageNotFoundError, version
 
     versions = {}
-    for package in ("numpy", "torch", "faiss-cpu", "usearch", "sentence-transformers"):
+    for package in ("numpy", "torch", "faiss-cpu", "sentence-transformers"):
         try:
             versions[package] = version(package)
         except PackageNotFoundError:
@@ -173,7 +179,7 @@ def real_embeddings(args: SearchArgs) -> tuple[np.ndarray, np.ndarray, str]:
 
 def synthetic(centres: np.ndarray, count: int, noise: float, rng: np.random.Generator,
               chunk: int = 100_000) -> np.ndarray:
-    """``count`` unit vectors: a random centre + noise with the centres' covariance (mean norm ``noise``)."""
+    """``count`` unit vectors: a random centre + noise with the centres' covariance (rms norm ``noise``)."""
     mean = centres.mean(0)
     _, singular, vt = np.linalg.svd(centres - mean, full_matrices=False)
     scale = singular / np.sqrt(len(centres))  # per-direction standard deviation
@@ -300,19 +306,40 @@ def build_faiss_hnsw(docs: np.ndarray, args: SearchArgs) -> Built:
                  f"efSearch={args.faiss_ef_search}, float32 vectors + graph in memory")
 
 
+def build_faiss_hnsw_sq8(docs: np.ndarray, args: SearchArgs) -> Built:
+    import faiss
+
+    start = time.perf_counter()
+    index = faiss.index_factory(docs.shape[1], f"HNSW{args.faiss_m},SQ8", faiss.METRIC_INNER_PRODUCT)
+    index.hnsw.efConstruction = args.faiss_ef_construction
+    index.hnsw.efSearch = args.faiss_ef_search
+    index.train(docs[np.sort(np.random.default_rng(args.seed).choice(len(docs), min(len(docs), 100_000),
+                                                                      replace=False))])
+    chunk = max(10_000, len(docs) // 100)
+    for begin in _progress(range(0, len(docs), chunk), len(docs), chunk, "faiss HNSW SQ8", args.progress):
+        index.add(docs[begin:begin + chunk])
+    seconds = time.perf_counter() - start
+    hnsw = index.hnsw
+    graph = hnsw.neighbors.size() * 4 + hnsw.levels.size() * 4 + hnsw.offsets.size() * 8
+    search = _rescorer(docs, lambda q, k: index.search(q, k * max(1, args.rescore))[1][0])
+    codes = faiss.downcast_index(index.storage).code_size
+    return Built(search, index.ntotal * codes + graph, seconds,
+                 f"faiss HNSW{args.faiss_m},SQ8 efConstruction={args.faiss_ef_construction} "
+                 f"efSearch={args.faiss_ef_search} + float re-scoring of {args.rescore}×k")
+
+
 def build_ctxir_ann(docs: np.ndarray, args: SearchArgs, folder: Path, rescore: bool = True,
-                    previous: dict | None = None, scalar: str = "") -> Built:
+                    previous: dict | None = None) -> Built:
     """Build + save + reopen memory-mapped; the second ctxir-ann row reopens the first one's file."""
     from ctxir.ann import AnnIndex, AnnParams, meta_path
 
     previous = previous or {}
-    scalar = scalar or args.scalar
-    params = AnnParams(connectivity=args.connectivity, expansion_add=args.expansion_add,
-                       expansion_search=args.expansion_search, scalar=scalar, rescore=args.rescore if rescore else 0)
-    path = folder / f"ann-{len(docs)}-{scalar}.usearch"
+    params = AnnParams(nlist=args.nlist, nprobe=args.nprobe, codes=args.codes,
+                       rescore=args.rescore if rescore else 0).resolved(len(docs))
+    path = folder / f"ann-{len(docs)}-{args.codes}.faiss"
     meta = meta_path(path)
     if meta.is_file() and AnnIndex.open(path, docs, params)[0] is not None:  # the other ctxir-ann row's file
-        add_s, save_s = previous.get("add_s", 0.0), previous.get("save_s", 0.0)
+        add_s, save_s = previous.get("train_add_s", 0.0), previous.get("save_s", 0.0)
     else:
         start = time.perf_counter()
         built = AnnIndex.build(docs, params, threads=args.threads, show_progress=args.progress)
@@ -328,11 +355,11 @@ def build_ctxir_ann(docs: np.ndarray, args: SearchArgs, folder: Path, rescore: b
         raise CtxirError(f"the ctxir-ann index just saved could not be reopened: {why}")
 
     def search(query: np.ndarray, k: int) -> np.ndarray:
-        return index.search(query, k, threads=1)[0][0]
-    extra = {"add_s": round(add_s, 2), "save_s": round(save_s, 2), "reopen_s": round(reopen_s, 3),
+        return index.search(query, k)[0][0]
+    extra = {"train_add_s": round(add_s, 2), "save_s": round(save_s, 2), "reopen_s": round(reopen_s, 3),
              "file_bytes": path.stat().st_size, "params": dataclasses.asdict(params)}
-    notes = (f"usearch HNSW {scalar} M={args.connectivity} ef_add={args.expansion_add} "
-             f"ef={args.expansion_search}, saved and reopened memory-mapped (sha256-verified); " +
+    notes = (f"faiss IVF{params.nlist},{args.codes} nprobe={params.nprobe} (k-means on {params.train_size:,}), "
+             "saved and reopened memory-mapped (sha256-verified); " +
              (f"top {args.rescore}×k re-scored with float dots (needs the float32 embeddings)" if rescore
               else "no re-scoring: the file alone"))
     return Built(search, path.stat().st_size, add_s + save_s, notes, extra)
@@ -380,12 +407,13 @@ def _progress(steps, total: int, chunk: int, what: str, show: bool):
 # ---------------------------------------------------------------- timing
 
 
-def time_queries(search: Callable[[np.ndarray, int], np.ndarray], queries: np.ndarray, args: SearchArgs
-                 ) -> tuple[list[dict], list[np.ndarray]]:
-    """Per pass: p50/p95 of single-query wall time (ms); the rows found in the first pass."""
+def time_queries(search: Callable[[np.ndarray, int], np.ndarray], queries: np.ndarray, args: SearchArgs,
+                 limit: int = 0) -> tuple[list[dict], list[np.ndarray]]:
+    """Per pass: p50/p95 of single-query wall time (ms); the rows found in the first pass (first ``limit``)."""
     for q in queries[: args.warmup]:
         search(q[None], args.k)
     timed, passes, found = queries[args.warmup:], [], []
+    timed = timed[:limit] if limit else timed
     for repeat in range(args.repeats):
         times = np.empty(len(timed))
         for i, q in enumerate(timed):
@@ -440,8 +468,8 @@ def run_search(args: SearchArgs, argv: list[str] | None = None) -> dict:
                 built = build_exact(docs, args)
             elif name == "faiss-hnsw":
                 built = build_faiss_hnsw(docs, args)
-            elif name == "ctxir-ann-f16":
-                built = build_ctxir_ann(docs, args, folder, rescore=False, scalar="f16")
+            elif name == "faiss-hnsw-sq8":
+                built = build_faiss_hnsw_sq8(docs, args)
             elif name.startswith("ctxir-ann"):
                 other = results.get("ctxir-ann-norescore" if name == "ctxir-ann" else "ctxir-ann", {})
                 built = build_ctxir_ann(docs, args, folder, rescore=name == "ctxir-ann", previous=other)
@@ -450,11 +478,13 @@ def run_search(args: SearchArgs, argv: list[str] | None = None) -> dict:
             else:
                 built = build_binary(docs, args)
             rss_delta = rss_mb() - rss_before
-            passes, found = time_queries(built.search, queries, args)
+            limit = args.scan_queries if name in ("exact", "int8-flat") else 0
+            passes, found = time_queries(built.search, queries, args, limit)
             results[name] = {
                 "p50_ms": round(float(np.median([p["p50_ms"] for p in passes])), 4),
                 "p95_ms": round(float(np.median([p["p95_ms"] for p in passes])), 4),
-                "recall_at_10": round(recall_at_k(found, truth, min(10, args.k)), 4),
+                "recall_at_10": round(recall_at_k(found, truth[:len(found)], min(10, args.k)), 4),
+                "timed_queries": len(found),
                 "memory_mb": round(built.memory_bytes / 2**20, 1),
                 "rss_delta_mb": round(rss_delta, 1),
                 "build_s": round(built.build_s, 2),
@@ -472,7 +502,8 @@ def run_search(args: SearchArgs, argv: list[str] | None = None) -> dict:
               "machine": machine(), "load_average_before": load_before, "load_average_after": load_average(),
               "wall_s": round(time.perf_counter() - start_all, 1), "data": about,
               "timing": f"single queries, one at a time, after {args.warmup} warm-up queries; p50/p95 over "
-                        f"{args.num_queries} queries per pass, median of {args.repeats} passes",
+                        f"{args.num_queries} queries per pass (exact, int8-flat: {args.scan_queries or args.num_queries})"
+                        f", median of {args.repeats} passes",
               "settings": dataclasses.asdict(args), "index_types": names, "results": results}
     print(format_table(record))
     out = Path(args.output or f"results/bench/search-{args.num_docs}.json")
