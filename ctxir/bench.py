@@ -16,8 +16,9 @@ and the process RSS delta while building) and build time. Index types:
 * ``faiss-hnsw``: faiss ``IndexHNSWFlat`` (M=32, efSearch=128: ``DenseRetriever(index="hnsw")`` today).
 * ``faiss-hnsw-sq8``: faiss ``HNSW32,SQ8`` (graph over 8-bit codes) + float re-scoring of ``--rescore × k``.
 * ``ctxir-ann``: ``ctxir.ann.AnnIndex`` (faiss IVF + 8-bit codes, re-scored with float dots), built, saved and
-  reopened memory-mapped before timing; ``ctxir-ann-norescore`` is the same file searched without re-scoring
-  (the file alone, no float32 copy needed).
+  reopened (read back into memory, sha256-verified) before timing; ``ctxir-ann-norescore`` is the same file searched
+  without re-scoring (the file alone, no float32 copy needed); ``ctxir-ann-mmap`` the same file memory-mapped
+  (faiss OnDiskInvertedLists) with re-scoring.
 * ``int8-flat``: faiss ``IndexScalarQuantizer`` (8-bit, exhaustive scan) + float re-scoring.
 * ``binary``: sentence-transformers ``quantize_embeddings(..., "ubinary")`` in a faiss ``IndexBinaryFlat``
   (Hamming, exhaustive) + float re-scoring of the top ``--rescore × k``.
@@ -48,7 +49,8 @@ import numpy as np
 
 from ctxir.types import CtxirError
 
-INDEX_TYPES = ("exact", "faiss-hnsw", "faiss-hnsw-sq8", "ctxir-ann", "ctxir-ann-norescore", "int8-flat", "binary")
+INDEX_TYPES = ("exact", "faiss-hnsw", "faiss-hnsw-sq8", "ctxir-ann", "ctxir-ann-norescore", "ctxir-ann-mmap",
+               "int8-flat", "binary")
 DEFAULT_INDEXES = ",".join(INDEX_TYPES)
 REAL_SETS = ("scifact", "msmarco_sample")
 # The flags that decide these kernels' speed, reported with every run (all flags are in /proc/cpuinfo).
@@ -329,8 +331,8 @@ def build_faiss_hnsw_sq8(docs: np.ndarray, args: SearchArgs) -> Built:
 
 
 def build_ctxir_ann(docs: np.ndarray, args: SearchArgs, folder: Path, rescore: bool = True,
-                    previous: dict | None = None) -> Built:
-    """Build + save + reopen memory-mapped; the second ctxir-ann row reopens the first one's file."""
+                    previous: dict | None = None, mmap: bool = False) -> Built:
+    """Build + save + reopen; the other ctxir-ann rows reopen the first one's file."""
     from ctxir.ann import AnnIndex, AnnParams, meta_path
 
     previous = previous or {}
@@ -349,7 +351,7 @@ def build_ctxir_ann(docs: np.ndarray, args: SearchArgs, folder: Path, rescore: b
         del built
     gc.collect()
     start = time.perf_counter()
-    index, why = AnnIndex.open(path, docs, params)
+    index, why = AnnIndex.open(path, docs, params, mmap=mmap)
     reopen_s = time.perf_counter() - start
     if index is None:
         raise CtxirError(f"the ctxir-ann index just saved could not be reopened: {why}")
@@ -359,7 +361,7 @@ def build_ctxir_ann(docs: np.ndarray, args: SearchArgs, folder: Path, rescore: b
     extra = {"train_add_s": round(add_s, 2), "save_s": round(save_s, 2), "reopen_s": round(reopen_s, 3),
              "file_bytes": path.stat().st_size, "params": dataclasses.asdict(params)}
     notes = (f"faiss IVF{params.nlist},{args.codes} nprobe={params.nprobe} (k-means on {params.train_size:,}), "
-             "saved and reopened memory-mapped (sha256-verified); " +
+             f"saved and reopened {'memory-mapped' if mmap else 'into memory'} (sha256-verified); " +
              (f"top {args.rescore}×k re-scored with float dots (needs the float32 embeddings)" if rescore
               else "no re-scoring: the file alone"))
     return Built(search, path.stat().st_size, add_s + save_s, notes, extra)
@@ -471,8 +473,9 @@ def run_search(args: SearchArgs, argv: list[str] | None = None) -> dict:
             elif name == "faiss-hnsw-sq8":
                 built = build_faiss_hnsw_sq8(docs, args)
             elif name.startswith("ctxir-ann"):
-                other = results.get("ctxir-ann-norescore" if name == "ctxir-ann" else "ctxir-ann", {})
-                built = build_ctxir_ann(docs, args, folder, rescore=name == "ctxir-ann", previous=other)
+                other = next((results[n] for n in results if n.startswith("ctxir-ann")), {})
+                built = build_ctxir_ann(docs, args, folder, rescore=name != "ctxir-ann-norescore", previous=other,
+                                        mmap=name == "ctxir-ann-mmap")
             elif name == "int8-flat":
                 built = build_int8_flat(docs, args)
             else:

@@ -92,6 +92,14 @@ def test_save_then_reopen_without_rebuilding(built, docs, queries, tmp_path, mon
     np.testing.assert_array_equal(scores, want_scores)
 
 
+def test_memory_mapped_reopening_gives_the_same_results(built, docs, queries, tmp_path):
+    path = tmp_path / "index.ann"
+    built.save(path)
+    mapped, why = AnnIndex.open(path, docs, mmap=True)
+    assert why == "opened"
+    np.testing.assert_array_equal(mapped.search(queries, K)[0], built.search(queries, K)[0])
+
+
 def test_first_use_builds_saves_and_reopens(docs, tmp_path):
     path = tmp_path / "sub" / "index.ann"
     first = AnnIndex.open_or_build(path, docs[:500], show_progress=False)
