@@ -80,6 +80,9 @@ class SearchArgs:
                 "one is from its nearest real neighbour (0.72)"})
     seed: int = 0
     threads: int = field(default=0, metadata={"help": "build threads (0 = all cores)"})
+    search_threads: int = field(default=1, metadata={
+        "help": "torch and faiss threads while single queries are timed; on a shared 2-core machine a second "
+                "OpenMP thread waits on a busy core (measured: faiss binary search at 10k flipping 0.04 ↔ 24 ms)"})
     nlist: int = field(default=0, metadata={"help": "ctxir-ann: k-means cells (0 = ctxir.ann's choice: 4096 at 1M)"})
     nprobe: int = field(default=0, metadata={"help": "ctxir-ann: cells scanned per query (0 = ctxir.ann's choice)"})
     rescore: int = field(default=4, metadata={"help": "ctxir-ann/int8-flat/binary: re-score rescore × k candidates"})
@@ -129,12 +132,6 @@ def machine() -> dict:
         except PackageNotFoundError:
             versions[package] = None
     info["versions"] = versions
-    try:
-        import torch
-
-        info["torch_threads"] = torch.get_num_threads()  # the exact baseline's matmul threads
-    except ImportError:  # pragma: no cover - torch is a requirement
-        pass
     return info
 
 
@@ -429,6 +426,15 @@ def time_queries(search: Callable[[np.ndarray, int], np.ndarray], queries: np.nd
     return passes, found
 
 
+def set_threads(n: int) -> None:
+    """torch's and faiss's thread counts (n ≥ 1)."""
+    import faiss
+    import torch
+
+    torch.set_num_threads(n)
+    faiss.omp_set_num_threads(n)
+
+
 def _check(args: SearchArgs) -> list[str]:
     names = [n.strip() for n in args.indexes.split(",") if n.strip()]
     unknown = [n for n in names if n not in INDEX_TYPES]
@@ -436,8 +442,8 @@ def _check(args: SearchArgs) -> list[str]:
         raise CtxirError(f"--indexes {args.indexes!r}: use some of {', '.join(INDEX_TYPES)}")
     if args.num_docs < args.k or args.num_docs < 1:
         raise CtxirError(f"--num-docs must be ≥ --k ({args.k}), got {args.num_docs}")
-    if args.num_queries < 1 or args.repeats < 1 or args.warmup < 0:
-        raise CtxirError("--num-queries and --repeats must be ≥ 1, --warmup ≥ 0")
+    if args.num_queries < 1 or args.repeats < 1 or args.warmup < 0 or args.search_threads < 1:
+        raise CtxirError("--num-queries, --repeats and --search-threads must be ≥ 1, --warmup ≥ 0")
     if "exact" not in names:
         names.insert(0, "exact")  # the baseline every ratio and recall is measured against
     return names
@@ -457,12 +463,13 @@ def run_search(args: SearchArgs, argv: list[str] | None = None) -> dict:
     truth = exact_top_k(docs, queries[args.warmup:], args.k)
     about["stats"] = neighbourhood(docs, queries[args.warmup:], np.random.default_rng(args.seed)) \
         if len(docs) > 11 else {}
-    results, start_all = {}, time.perf_counter()
+    results, start_all, cores = {}, time.perf_counter(), machine()["cores"]
     with tempfile.TemporaryDirectory(prefix="ctxir-bench-") as tmp:
         folder = Path(args.index_dir or tmp)
         folder.mkdir(parents=True, exist_ok=True)
         for name in names:
             gc.collect()
+            set_threads(args.threads or cores)
             rss_before = rss_mb()
             if args.progress:
                 print(f"[{name}] building over {len(docs):,} × {docs.shape[1]} …", flush=True)
@@ -481,6 +488,7 @@ def run_search(args: SearchArgs, argv: list[str] | None = None) -> dict:
             else:
                 built = build_binary(docs, args)
             rss_delta = rss_mb() - rss_before
+            set_threads(args.search_threads)
             limit = args.scan_queries if name in ("exact", "int8-flat") else 0
             passes, found = time_queries(built.search, queries, args, limit)
             results[name] = {
@@ -504,7 +512,8 @@ def run_search(args: SearchArgs, argv: list[str] | None = None) -> dict:
     record = {"command": command_line(argv), "date": datetime.now(UTC).isoformat(timespec="seconds"),
               "machine": machine(), "load_average_before": load_before, "load_average_after": load_average(),
               "wall_s": round(time.perf_counter() - start_all, 1), "data": about,
-              "timing": f"single queries, one at a time, after {args.warmup} warm-up queries; p50/p95 over "
+              "timing": f"single queries, one at a time ({args.search_threads} torch/faiss thread(s)), after "
+                        f"{args.warmup} warm-up queries; p50/p95 over "
                         f"{args.num_queries} queries per pass (exact, int8-flat: {args.scan_queries or args.num_queries})"
                         f", median of {args.repeats} passes",
               "settings": dataclasses.asdict(args), "index_types": names, "results": results}
