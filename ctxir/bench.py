@@ -12,7 +12,9 @@ Examples:
 ``--warmup`` queries, the median of ``--repeats`` passes), recall@10 against exact search, memory (index bytes,
 and the process RSS delta while building) and build time. Index types:
 
-* ``exact``: sentence-transformers ``semantic_search`` over the float32 matrix, as ``DenseRetriever`` does today.
+* ``exact``: torch matmul + top-k over the float32 matrix (already normalised): the baseline of the ratios.
+* ``exact-st``: sentence-transformers ``semantic_search``, as ``DenseRetriever(index="exact")`` calls it today (its
+  ``cos_sim`` re-normalises every corpus chunk on every call, so it is slower than ``exact`` at scale).
 * ``faiss-hnsw``: faiss ``IndexHNSWFlat`` (M=32, efSearch=128: ``DenseRetriever(index="hnsw")`` today).
 * ``faiss-hnsw-sq8``: faiss ``HNSW32,SQ8`` (graph over 8-bit codes) + float re-scoring of ``--rescore × k``.
 * ``ctxir-ann``: ``ctxir.ann.AnnIndex`` (faiss IVF + 8-bit codes, re-scored with float dots), built, saved and
@@ -49,7 +51,7 @@ import numpy as np
 
 from ctxir.types import CtxirError
 
-INDEX_TYPES = ("exact", "faiss-hnsw", "faiss-hnsw-sq8", "ctxir-ann", "ctxir-ann-norescore", "ctxir-ann-mmap",
+INDEX_TYPES = ("exact", "exact-st", "faiss-hnsw", "faiss-hnsw-sq8", "ctxir-ann", "ctxir-ann-norescore", "ctxir-ann-mmap",
                "int8-flat", "binary")
 DEFAULT_INDEXES = ",".join(INDEX_TYPES)
 REAL_SETS = ("scifact", "msmarco_sample")
@@ -67,8 +69,8 @@ class SearchArgs:
     warmup: int = field(default=20, metadata={"help": "untimed queries first"})
     repeats: int = field(default=3, metadata={"help": "timed passes; the reported p50/p95 are their medians"})
     scan_queries: int = field(default=0, metadata={
-        "help": "exact and int8-flat (full scans, ~0.1-1 s a query at 1M): time only the first N queries per pass "
-                "(0 = --num-queries); their recall is then over those N"})
+        "help": "exact, exact-st and int8-flat (full scans, up to ~1 s a query at 1M): time only the first N queries "
+                "per pass (0 = --num-queries); their recall is then over those N"})
     k: int = field(default=10, metadata={"help": "hits per query (recall@k against exact)"})
     real_docs: int = field(default=-1, metadata={
         "help": "at most this many real embedded documents (-1 = all 10,183; 0 = synthetic only, no model)"})
@@ -277,6 +279,16 @@ def _rescorer(docs: np.ndarray, candidates: Callable[[np.ndarray, int], np.ndarr
 
 def build_exact(docs: np.ndarray, args: SearchArgs) -> Built:
     import torch
+
+    corpus = torch.from_numpy(docs)
+
+    def search(query: np.ndarray, k: int) -> np.ndarray:
+        return torch.topk(corpus @ torch.from_numpy(query[0]), k).indices.numpy()
+    return Built(search, docs.nbytes, 0.0, "float32 matrix in memory, torch matmul + topk")
+
+
+def build_exact_st(docs: np.ndarray, args: SearchArgs) -> Built:
+    import torch
     from sentence_transformers.util import semantic_search
 
     corpus = torch.from_numpy(docs)
@@ -284,7 +296,8 @@ def build_exact(docs: np.ndarray, args: SearchArgs) -> Built:
     def search(query: np.ndarray, k: int) -> np.ndarray:
         row = semantic_search(torch.from_numpy(query), corpus, top_k=k, corpus_chunk_size=50_000)[0]
         return np.array([r["corpus_id"] for r in row])
-    return Built(search, docs.nbytes, 0.0, "float32 matrix in memory, torch matmul + top-k (DenseRetriever exact)")
+    return Built(search, docs.nbytes, 0.0, "sentence-transformers semantic_search, corpus_chunk_size=50,000 "
+                                           "(DenseRetriever exact today)")
 
 
 def build_faiss_hnsw(docs: np.ndarray, args: SearchArgs) -> Built:
@@ -475,6 +488,8 @@ def run_search(args: SearchArgs, argv: list[str] | None = None) -> dict:
                 print(f"[{name}] building over {len(docs):,} × {docs.shape[1]} …", flush=True)
             if name == "exact":
                 built = build_exact(docs, args)
+            elif name == "exact-st":
+                built = build_exact_st(docs, args)
             elif name == "faiss-hnsw":
                 built = build_faiss_hnsw(docs, args)
             elif name == "faiss-hnsw-sq8":
@@ -489,7 +504,7 @@ def run_search(args: SearchArgs, argv: list[str] | None = None) -> dict:
                 built = build_binary(docs, args)
             rss_delta = rss_mb() - rss_before
             set_threads(args.search_threads)
-            limit = args.scan_queries if name in ("exact", "int8-flat") else 0
+            limit = args.scan_queries if name in ("exact", "exact-st", "int8-flat") else 0
             passes, found = time_queries(built.search, queries, args, limit)
             results[name] = {
                 "p50_ms": round(float(np.median([p["p50_ms"] for p in passes])), 4),
@@ -514,7 +529,7 @@ def run_search(args: SearchArgs, argv: list[str] | None = None) -> dict:
               "wall_s": round(time.perf_counter() - start_all, 1), "data": about,
               "timing": f"single queries, one at a time ({args.search_threads} torch/faiss thread(s)), after "
                         f"{args.warmup} warm-up queries; p50/p95 over "
-                        f"{args.num_queries} queries per pass (exact, int8-flat: {args.scan_queries or args.num_queries})"
+                        f"{args.num_queries} queries per pass (full scans: {args.scan_queries or args.num_queries})"
                         f", median of {args.repeats} passes",
               "settings": dataclasses.asdict(args), "index_types": names, "results": results}
     print(format_table(record))
