@@ -60,6 +60,12 @@ def mean_pooling_contributions(query_tokens: torch.Tensor | np.ndarray,
     Entry (i, j) = qᵢ·dⱼ / (n·m·‖q̄‖·‖d̄‖), where q̄, d̄ are the means of the rows; the entries sum to
     cos(q̄, d̄), the cosine of the mean-pooled (and then normalised, which changes no cosine) embeddings.
     Pass every token the pooling averages (specials included, padding excluded). Computed in float64.
+
+    >>> q = torch.tensor([[1.0, 0.0], [0.0, 1.0]])  # 2 query tokens; mean (0.5, 0.5)
+    >>> d = torch.tensor([[1.0, 0.0]])  # 1 document token
+    >>> contributions = mean_pooling_contributions(q, d)  # (2, 1): query token × document token
+    >>> contributions.squeeze(1).tolist(), round(float(contributions.sum()), 4)  # sums to cos(q̄, d̄) = 1/√2
+    ([0.7071067811865475, 0.0], 0.7071)
     """
     q = _as_tokens(query_tokens, "query_tokens")  # (n, hidden)
     d = _as_tokens(document_tokens, "document_tokens")  # (m, hidden)
@@ -97,6 +103,13 @@ def explain_bi_encoder(model, query: str, document: str, method: str = "auto",
     Returns a JSON-able dict: ``cosine``, ``query_tokens``, ``document_tokens``, ``pair_contributions``
     (rows = query tokens; None for IG), ``query_contributions`` / ``document_contributions`` (per token:
     the row / column sums, or the IG attributions), ``method``, ``pooling`` and, for IG, the completeness report.
+
+    >>> out = explain_bi_encoder("sentence-transformers/all-MiniLM-L6-v2", "river otters",
+    ...                          "Otters dig dens in the river bank.")  # doctest: +SKIP
+    >>> out["method"], out["query_tokens"]  # doctest: +SKIP
+    ('exact', ['[CLS]', 'river', 'otter', '##s', '[SEP]'])
+    >>> abs(sum(map(sum, out["pair_contributions"])) - out["cosine"]) < 1e-5  # doctest: +SKIP
+    True
     """
     query, document = _check_text(query, "query"), _check_text(document, "document")
     if method not in BI_ENCODER_METHODS:
@@ -274,6 +287,18 @@ def explain_cross_encoder(model, query: str, document: str, n_steps: int = DEFAU
     model: a sentence-transformers ``CrossEncoder``, a ``ctxir.CrossEncoderReranker`` or a model name.
     The score is the one ``CrossEncoderReranker.score_pairs`` reports (the model's activation applied);
     logit=True explains the raw logit instead. attention=True adds ``cls_attention`` (layers × tokens).
+    Usually ``model`` is a trained re-ranker (``"cross-encoder/ms-marco-MiniLM-L6-v2"``, a training output
+    folder); below, MiniLM with a fresh one-logit head, which shows the contract (not a meaningful score):
+
+    >>> from sentence_transformers import CrossEncoder
+    >>> from ctxir.models import resolve_model  # a Hub id → the packaged copy, offline
+    >>> _ = torch.manual_seed(0)  # the fresh head's weights
+    >>> ce = CrossEncoder(resolve_model(DEFAULT_BI_ENCODER), num_labels=1, device="cpu")  # doctest: +SKIP
+    >>> out = explain_cross_encoder(ce, "river otters", "Otters dig dens in the river bank.")  # doctest: +SKIP
+    >>> out["tokens"][:4], len(out["attributions"]) == len(out["tokens"])  # doctest: +SKIP
+    (['[CLS]', 'river', 'otter', '##s'], True)
+    >>> out["completeness_error"] <= 0.01  # Σ attributions = score − baseline score within 1 %  # doctest: +SKIP
+    True
     """
     query, document = _check_text(query, "query"), _check_text(document, "document")
     _check_steps(n_steps, max_steps)
@@ -310,6 +335,17 @@ def explain_cls_lr(ranker, query: str, document: str, n_steps: int = DEFAULT_IG_
 
     That logit is what ``ClsLrRanker.score_pairs`` reports (``predict_proba`` is its sigmoid).
     ranker: a ``ctxir.ClsLrRanker`` or a folder / shipped name ``ClsLrRanker.load`` accepts.
+
+    >>> from ctxir.rerank import ClsLrRanker, cls_features, load_transformer
+    >>> name = "sentence-transformers/all-MiniLM-L6-v2"
+    >>> tokenizer, body = load_transformer(name, "cpu", attentions=False)  # doctest: +SKIP
+    >>> pairs = [("river otters", "Otters dig dens in the river bank."), ("river otters", "Banks approve loans.")]
+    >>> ranker = ClsLrRanker.fit(name, cls_features(body, tokenizer, pairs), [1, 0], device="cpu")  # doctest: +SKIP
+    >>> out = explain_cls_lr(ranker, *pairs[0])  # doctest: +SKIP
+    >>> round(out["score"], 4) == round(float(ranker.score_pairs(pairs[0][0], [pairs[0][1]])[0]), 4)  # doctest: +SKIP
+    True
+    >>> out["completeness_error"] <= 0.01  # doctest: +SKIP
+    True
     """
     from ctxir.rerank import ClsLrRanker
 
@@ -438,6 +474,11 @@ def cls_attention(query: str, document: str, model, tokenizer=None) -> dict:
     model: a name (loaded with eager attention by ``ctxir.internals``) or a loaded transformers model with its
     ``tokenizer``; a model loaded with sdpa attention is switched to eager for this one pass.
     Returns ``tokens`` and ``attention``: (layers, tokens), averaged over heads; each row sums to 1.
+
+    >>> name = "sentence-transformers/all-MiniLM-L6-v2"
+    >>> out = cls_attention("river otters", "Otters dig dens.", name)  # doctest: +SKIP
+    >>> len(out["attention"]), [round(sum(row), 4) for row in out["attention"]][:2]  # doctest: +SKIP
+    (6, [1.0, 1.0])
     """
     from ctxir.internals import inspect_text
 
