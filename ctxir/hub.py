@@ -260,6 +260,45 @@ def stage(model_dir: str | Path, repo_id: str, staging_dir: str | Path | None = 
     training_license(metrics, base_license)  # refuse early: unknown training-data license
 
     # 2. refuse pickles before anything is copied
+    skipped = _publishable_files(src)
+
+    for fig in figures:
+        if not Path(fig).expanduser().is_file() or Path(fig).suffix.lower() not in FIGURE_SUFFIXES:
+            raise CtxirError(f"--figures {fig!r} is not a {'/'.join(FIGURE_SUFFIXES)} file")
+
+    # 3. a fresh staging folder
+    dest = _fresh_staging_dir(src, repo_id, staging_dir)
+
+    # 4. copy the model
+    if model_type == "cls-lr":
+        _stage_cls_lr(src, dest, base_dir, base_license)
+    else:
+        _copy_matching(src, dest, MODEL_FILE_PATTERNS, exclude=(METRICS_FILE, "trainer_state.json"))
+        for module in read_json(src / "modules.json") or []:
+            if module.get("path") and (src / module["path"]).is_dir():  # Normalize & co. may save no folder
+                _copy_matching(src / module["path"], dest / module["path"], MODEL_FILE_PATTERNS, recursive=True)
+    shutil.copy2(src / METRICS_FILE, dest / METRICS_FILE)  # verbatim: the card's numbers are checked against it
+
+    # 5. figures: <model-dir>/figures/*, figures beside the model, and any passed explicitly
+    staged_figures = _stage_figures(src, dest, figures)
+
+    # 6. the card
+    if base_model_id:
+        check_repo_id(base_model_id)
+    elif _looks_like_hub_id(metrics["base_model"]):
+        base_model_id = metrics["base_model"]
+    inputs = CardInputs(repo_id=repo_id, base_model_id=base_model_id or None, base_license=base_license,
+                        facts=model_facts(dest, model_type), figures=staged_figures)
+    write_atomic(dest / README, render_card(metrics, inputs).content)
+
+    # 7. validate what will be uploaded
+    report = validate(dest, base_license=base_license)
+    report.repo_id, report.skipped = repo_id, skipped
+    return report
+
+
+def _publishable_files(src: Path) -> list[str]:
+    """Refuse a folder holding pickle files (before anything is copied); → the files left out of the upload."""
     skipped, pickles = [], []
     for path in sorted(src.rglob("*")):
         rel = path.relative_to(src)
@@ -275,12 +314,11 @@ def stage(model_dir: str | Path, repo_id: str, staging_dir: str | Path | None = 
         raise CtxirError(f"{str(src)!r} contains pickle files ({', '.join(pickles)}): pickle runs code when loaded, "
                          "so it is never published. Re-save the model with safetensors (save_pretrained does by "
                          "default) and delete the pickle files, then stage again")
+    return skipped
 
-    for fig in figures:
-        if not Path(fig).expanduser().is_file() or Path(fig).suffix.lower() not in FIGURE_SUFFIXES:
-            raise CtxirError(f"--figures {fig!r} is not a {'/'.join(FIGURE_SUFFIXES)} file")
 
-    # 3. a fresh staging folder
+def _fresh_staging_dir(src: Path, repo_id: str, staging_dir: str | Path | None) -> Path:
+    """An empty staging folder, marked as ctxir's; a previous staging there is replaced, anything else refused."""
     dest = Path(staging_dir).expanduser().resolve() if staging_dir else default_staging_dir(src, repo_id)
     if dest == src or src in dest.parents or dest in src.parents:
         raise CtxirError(f"--staging-dir {str(dest)!r} overlaps the model folder {str(src)!r}: choose a separate "
@@ -292,18 +330,11 @@ def stage(model_dir: str | Path, repo_id: str, staging_dir: str | Path | None = 
         shutil.rmtree(dest)
     (dest / STAGING_MARKER).parent.mkdir(parents=True, exist_ok=True)
     write_json(dest / STAGING_MARKER, {"source": str(src), "repo_id": repo_id}, indent=None)
+    return dest
 
-    # 4. copy the model
-    if model_type == "cls-lr":
-        _stage_cls_lr(src, dest, base_dir, base_license)
-    else:
-        _copy_matching(src, dest, MODEL_FILE_PATTERNS, exclude=(METRICS_FILE, "trainer_state.json"))
-        for module in read_json(src / "modules.json") or []:
-            if module.get("path") and (src / module["path"]).is_dir():  # Normalize & co. may save no folder
-                _copy_matching(src / module["path"], dest / module["path"], MODEL_FILE_PATTERNS, recursive=True)
-    shutil.copy2(src / METRICS_FILE, dest / METRICS_FILE)  # verbatim: the card's numbers are checked against it
 
-    # 5. figures: <model-dir>/figures/*, figures beside the model, and any passed explicitly
+def _stage_figures(src: Path, dest: Path, figures) -> list[str]:
+    """Copy <model-dir>/figures/*, figures beside the model and ``figures`` → the image paths the card shows."""
     figure_paths = sorted({*(p for p in src.iterdir() if p.suffix.lower() in FIGURE_SUFFIXES),
                            *((src / FIGURES_DIR).glob("*") if (src / FIGURES_DIR).is_dir() else ()),
                            *(Path(f).expanduser().resolve() for f in figures)})
@@ -315,20 +346,7 @@ def stage(model_dir: str | Path, repo_id: str, staging_dir: str | Path | None = 
         shutil.copy2(fig, dest / FIGURES_DIR / fig.name)
         if fig.suffix.lower() != ".html":
             staged_figures.append(f"{FIGURES_DIR}/{fig.name}")
-
-    # 6. the card
-    if base_model_id:
-        check_repo_id(base_model_id)
-    elif _looks_like_hub_id(metrics["base_model"]):
-        base_model_id = metrics["base_model"]
-    inputs = CardInputs(repo_id=repo_id, base_model_id=base_model_id or None, base_license=base_license,
-                        facts=model_facts(dest, model_type), figures=staged_figures)
-    write_atomic(dest / README, render_card(metrics, inputs).content)
-
-    # 7. validate what will be uploaded
-    report = validate(dest, base_license=base_license)
-    report.repo_id, report.skipped = repo_id, skipped
-    return report
+    return staged_figures
 
 
 def _copy_matching(src: Path, dest: Path, patterns, exclude=(), recursive: bool = False) -> None:

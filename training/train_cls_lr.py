@@ -469,6 +469,42 @@ def run(args: ClsLrArgs) -> dict:
     return result
 
 
+def choose_c(x_fit: np.ndarray, y_fit: np.ndarray, g_fit: np.ndarray, c_grid: Sequence[float],
+             args: ClsLrArgs) -> tuple[float, dict]:
+    """The C with the best out-of-fold average precision, folds grouped by query (a query's pairs never straddle
+    folds) → (C, {C: {"average_precision", "oof" scores}})."""
+    from sklearn.metrics import average_precision_score
+
+    class_weight = None if args.class_weight == "none" else args.class_weight
+    folds = min(args.cv_folds, len(set(g_fit)))
+    if folds < 2:
+        raise CtxirError(f"need at least 2 fit queries for cross-validation, got {len(set(g_fit))}: raise "
+                         "--max-samples")
+    cv = {}
+    for c in c_grid:
+        oof = out_of_fold_scores(x_fit, y_fit, g_fit, c, class_weight, folds, args.seed)
+        cv[c] = {"average_precision": float(average_precision_score(y_fit, oof)), "oof": oof}
+        print(f"C={c:g}: out-of-fold average precision {cv[c]['average_precision']:.4f} ({folds} folds by query)")
+    return max(c_grid, key=lambda c: cv[c]["average_precision"]), cv
+
+
+def rerank_test(bm25, scores: dict[str, np.ndarray], pairs: Sequence[Pair], queries: dict, qrels: dict,
+                depth: int) -> dict[str, dict]:
+    """BM25's top-``depth`` re-ranked by each ranker's precomputed ``scores`` (aligned with ``pairs``) through the
+    library's Pipeline and metrics → {"bm25" | ranker name: aggregate metrics}."""
+    runs = {}
+    for name, values in scores.items():
+        stage_runs = Pipeline(bm25, PrecomputedReranker(name, pairs, values), depth=depth).run(
+            queries, show_progress=False)
+        runs["bm25"], runs[name] = stage_runs["first_stage"], stage_runs["rerank"]
+    k_values = sorted({1, 3, 5, 10, depth, 100})
+    retrieval = {name: evaluate_run(qrels, r, k_values).aggregate for name, r in runs.items()}
+    for name, agg in retrieval.items():
+        print(f"{name:>14}: nDCG@10 {agg['nDCG@10']:.4f}  MRR@10 {agg['MRR@10']:.4f}  "
+              f"Recall@{depth} {agg[f'Recall@{depth}']:.4f}")
+    return retrieval
+
+
 def _run(args, c_grid, scifact, corpus, train_queries, train_qrels, test_queries, test_qrels, fit_qids,
          heldout_qids, test_qids, base_path, output, total_start) -> dict:
     timings: dict = {}
@@ -506,25 +542,14 @@ def _run(args, c_grid, scifact, corpus, train_queries, train_qrels, test_queries
     x_fit = x_all[fit_rows]  # (fit pairs, hidden)
 
     # 4. choose C and the decision threshold on the fit queries only (query-grouped cross-validation)
-    from sklearn.metrics import average_precision_score
-
-    class_weight = None if args.class_weight == "none" else args.class_weight
-    folds = min(args.cv_folds, len(set(g_fit)))
-    if folds < 2:
-        raise CtxirError(f"need at least 2 fit queries for cross-validation, got {len(set(g_fit))}: raise "
-                         "--max-samples")
-    cv = {}
-    for c in c_grid:
-        oof = out_of_fold_scores(x_fit, y_fit, g_fit, c, class_weight, folds, args.seed)
-        cv[c] = {"average_precision": float(average_precision_score(y_fit, oof)), "oof": oof}
-        print(f"C={c:g}: out-of-fold average precision {cv[c]['average_precision']:.4f} ({folds} folds by query)")
-    best_c = max(c_grid, key=lambda c: cv[c]["average_precision"])
+    best_c, cv = choose_c(x_fit, y_fit, g_fit, c_grid, args)
     threshold, oof_f1 = best_f1_threshold(y_fit, cv[best_c]["oof"])
     ce_threshold, ce_fit_f1 = best_f1_threshold(y_fit, ce_all[fit_rows])
     print(f"chosen C={best_c:g}; F1-maximising threshold on fit queries (out-of-fold): score {threshold:.4f} "
           f"(probability {sigmoid(threshold):.4f}, F1 {oof_f1:.4f})")
 
     # 5. fit on all fit queries; save coef/intercept (safetensors + JSON) through ClsLrRanker
+    class_weight = None if args.class_weight == "none" else args.class_weight
     coef, intercept, sk_model = fit_logistic(x_fit, y_fit, best_c, class_weight, args.seed)
     train_seconds = time.perf_counter() - train_start
     base_ref = _base_reference(args.base_model, base_path, output, args.bundle_base)
@@ -559,19 +584,9 @@ def _run(args, c_grid, scifact, corpus, train_queries, train_qrels, test_queries
     candidates = bm25.search(queries, args.rerank_depth)
     test_pairs = [(queries[q], doc_text(corpus[h.doc_id])) for q in test_qids for h in candidates[q]]
     x_test, ce_test = features(cross_encoder, cache, test_pairs, args, max_length, "test candidates", timings)
-    rankers = {"cross-encoder": PrecomputedReranker("cross-encoder", test_pairs, ce_test),
-               "cls-lr": PrecomputedReranker("cls-lr", test_pairs, ranker.score_features(x_test))}
-    qrels = {q: test_qrels[q] for q in test_qids}
-    ndcg, runs = {}, {}
-    for name, reranker in rankers.items():
-        stage_runs = Pipeline(bm25, reranker, depth=args.rerank_depth).run(queries, show_progress=False)
-        runs["bm25"], runs[name] = stage_runs["first_stage"], stage_runs["rerank"]
-    k_values = sorted({1, 3, 5, 10, args.rerank_depth, 100})
-    retrieval = {name: evaluate_run(qrels, r, k_values).aggregate for name, r in runs.items()}
-    for name, agg in retrieval.items():
-        ndcg[name] = agg["nDCG@10"]
-        print(f"{name:>14}: nDCG@10 {agg['nDCG@10']:.4f}  MRR@10 {agg['MRR@10']:.4f}  "
-              f"Recall@{args.rerank_depth} {agg[f'Recall@{args.rerank_depth}']:.4f}")
+    retrieval = rerank_test(bm25, {"cross-encoder": ce_test, "cls-lr": ranker.score_features(x_test)}, test_pairs,
+                            queries, {q: test_qrels[q] for q in test_qids}, args.rerank_depth)
+    ndcg = {name: agg["nDCG@10"] for name, agg in retrieval.items()}
 
     # 8. the saved ranker, loaded back, and a CrossEncoderReranker score like the one-pass scores
     verification = _verify(output, args, cross_encoder, test_qids, queries, candidates, corpus, test_pairs,
