@@ -3,8 +3,14 @@ and the shared benchmark data when it sits beside the checkout."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import json
 import os
+import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -12,7 +18,8 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never reach for the network
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"
 
 # A word-piece vocabulary big enough for the test sentences; unknown words become [UNK].
 TINY_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *"abcdefghijklmnopqrstuvwxyz0123456789.,!?'",
@@ -141,3 +148,83 @@ def metrics_record():
     """A factory of metrics.json records following the contract, as the training scripts write them:
     ``metrics_record(model_type, base=..., train=((name, license), ...), name=...)`` (test_cards, test_hub)."""
     return _metrics_record
+
+
+# ---------------------------------------------------------------- a BEIR folder written by the test
+
+# Two senses of "bank" and two of "python": lexical matching alone cannot tell them apart.
+TOY_DOCS = {"d1": "otters play on the river bank", "d2": "savings account at the bank",
+            "d3": "python snake constricts prey", "d4": "python code list comprehension"}
+
+
+@pytest.fixture(scope="session")
+def write_beir():
+    """A factory: ``write_beir(folder, queries, qrels, docs=TOY_DOCS)`` writes a BEIR folder (corpus.jsonl,
+    queries.jsonl, qrels/<split>.tsv) from ``{query_id: text}``, ``{split: {query_id: {doc_id: grade}}}`` and
+    ``{doc_id: text}`` and returns the folder."""
+
+    def write(folder: Path, queries: dict[str, str], qrels: dict[str, dict], docs: dict[str, str] = TOY_DOCS) -> Path:
+        (folder / "qrels").mkdir(parents=True)
+        (folder / "corpus.jsonl").write_text("".join(
+            json.dumps({"_id": k, "title": "", "text": v}) + "\n" for k, v in docs.items()))
+        (folder / "queries.jsonl").write_text("".join(
+            json.dumps({"_id": k, "text": v}) + "\n" for k, v in queries.items()))
+        for split, by_query in qrels.items():
+            (folder / "qrels" / f"{split}.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
+                f"{q}\t{d}\t{g}\n" for q, docs_ in by_query.items() for d, g in docs_.items()))
+        return folder
+
+    return write
+
+
+# ---------------------------------------------------------------- the app, served
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def serve():
+    """A context manager: ``with serve(demo) as url`` launches ``demo`` on 127.0.0.1 (a free port) with the app's
+    output folder as its allowed path, as app.py does, and closes it afterwards."""
+
+    @contextlib.contextmanager
+    def serving(demo):
+        port = free_port()
+        demo.queue().launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
+                            allowed_paths=[str(demo.ctxir_outputs.root)])
+        try:
+            yield f"http://127.0.0.1:{port}/"
+        finally:
+            demo.close()
+
+    return serving
+
+
+@pytest.fixture
+def app_process():
+    """A factory: ``app_process(env)`` starts ``python app.py`` on a free loopback port with ``env`` and waits until
+    it accepts connections (→ the process); every process started is killed at the end of the test."""
+    started = []
+
+    def start(env: dict, timeout: float = 120.0) -> subprocess.Popen:
+        port = free_port()
+        proc = subprocess.Popen([sys.executable, "app.py", "--host", "127.0.0.1", "--port", str(port)], cwd=ROOT,
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        started.append(proc)
+        deadline = time.time() + timeout
+        while time.time() < deadline and proc.poll() is None:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    return proc
+            time.sleep(0.5)
+        pytest.fail(f"the app did not start: {proc.stdout.read() if proc.poll() is not None else 'timeout'}")
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -7,7 +7,6 @@ the app keeps serving.
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 
 import numpy as np
@@ -18,28 +17,16 @@ from ctxir import app_logic as logic
 pytestmark = pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
-def served(app_state):
+def served(app_state, serve):
     """(client, url) for the app launched in this process; closed after the module."""
     from gradio_client import Client
 
     import app
 
     demo = app.build_demo(app_state)
-    port = free_port()
-    demo.queue().launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
-                        allowed_paths=[str(demo.ctxir_outputs.root)])
-    url = f"http://127.0.0.1:{port}/"
-    try:
+    with serve(demo) as url:
         yield Client(url, verbose=False), url
-    finally:
-        demo.close()
 
 
 def test_api_lists_every_endpoint(served):

@@ -9,19 +9,10 @@ from ctxir.types import Hit
 
 
 @pytest.fixture
-def beir_dir(tmp_path):
-    folder = tmp_path / "toy"
-    (folder / "qrels").mkdir(parents=True)
-    docs = {"d1": "otters play on the river bank", "d2": "savings account at the bank",
-            "d3": "python snake constricts prey", "d4": "python code list comprehension"}
-    (folder / "corpus.jsonl").write_text("".join(
-        json.dumps({"_id": k, "title": "", "text": v}) + "\n" for k, v in docs.items()))
-    (folder / "queries.jsonl").write_text('{"_id": "q1", "text": "river otters"}\n'
-                                         '{"_id": "q2", "text": "snake prey"}\n'
-                                         '{"_id": "q3", "text": "bank account"}\n')
-    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td3\t1\nq3\td2\t1\n")
-    (folder / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td3\t1\n")
-    return folder
+def beir_dir(tmp_path, write_beir):
+    return write_beir(tmp_path / "toy", {"q1": "river otters", "q2": "snake prey", "q3": "bank account"},
+                      {"test": {"q1": {"d1": 1}, "q2": {"d3": 1}, "q3": {"d2": 1}},
+                       "train": {"q1": {"d1": 1}, "q2": {"d3": 1}}})
 
 
 def test_bm25_cli_writes_metrics_and_config(beir_dir, tmp_path, capsys):

@@ -211,19 +211,10 @@ def test_report_json_round_trips_through_load_report(tmp_path):
 
 
 @pytest.fixture
-def beir_dir(tmp_path):
-    folder = tmp_path / "toy"
-    (folder / "qrels").mkdir(parents=True)
-    docs = {"d1": "otters play on the river bank", "d2": "savings account at the bank",
-            "d3": "python snake constricts prey", "d4": "python code list comprehension"}
-    (folder / "corpus.jsonl").write_text("".join(
-        json.dumps({"_id": k, "title": "", "text": v}) + "\n" for k, v in docs.items()))
-    (folder / "queries.jsonl").write_text('{"_id": "q1", "text": "river otters"}\n'
-                                         '{"_id": "q2", "text": "snake prey"}\n'
-                                         '{"_id": "q3", "text": "river money"}\n')
+def beir_dir(tmp_path, write_beir):
     # q3 shares no word with its relevant d2, so BM25 returns only d1
-    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td3\t1\nq3\td2\t1\n")
-    return folder
+    return write_beir(tmp_path / "toy", {"q1": "river otters", "q2": "snake prey", "q3": "river money"},
+                      {"test": {"q1": {"d1": 1}, "q2": {"d3": 1}, "q3": {"d2": 1}}})
 
 
 def test_evaluate_report_flag_writes_html_and_json_and_saves_runs(beir_dir, tmp_path, capsys):

@@ -13,9 +13,6 @@ import json
 import os
 import re
 import signal
-import socket
-import subprocess
-import sys
 import tempfile
 import time
 from html.parser import HTMLParser
@@ -28,7 +25,6 @@ from ctxir.types import CtxirError
 
 pytestmark = pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning")
 
-ROOT = Path(__file__).resolve().parents[1]
 LINK = '<a href="https://evil.example/login">Log in again</a>'
 IMAGE = '<img src="https://evil.example/pixel.png">'
 SECRET = "the vault code is 4471 and the river key is under the otters stone"
@@ -342,14 +338,8 @@ def test_old_output_files_are_removed_after_max_age(outputs):
 # ---------------------------------------------------------------- the same, through the running app
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
-def served(tiny_models, tmp_path_factory):
+def served(tiny_models, tmp_path_factory, serve):
     """(url, state, demo) of the small app on 127.0.0.1 with its own gradio cache folder."""
     import app
 
@@ -364,12 +354,8 @@ def served(tiny_models, tmp_path_factory):
             os.environ.pop("GRADIO_TEMP_DIR")
         else:
             os.environ["GRADIO_TEMP_DIR"] = previous
-    port = free_port()
-    demo.queue().launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
-    try:
-        yield f"http://127.0.0.1:{port}/", state, demo, gradio_cache
-    finally:
-        demo.close()
+    with serve(demo) as url:
+        yield url, state, demo, gradio_cache
 
 
 def client_for(url: str):
@@ -474,7 +460,7 @@ def test_returned_files_are_served_from_the_output_folder_without_a_copy(served)
 
 
 @pytest.mark.slow
-def test_200_real_attention_requests_over_http_stay_under_the_cap(tiny_models, tmp_path, monkeypatch):
+def test_200_real_attention_requests_over_http_stay_under_the_cap(tiny_models, tmp_path, monkeypatch, serve):
     """The full path, nothing stubbed: 200 /attention calls over HTTP (tiny BERT: minutes on a shared CPU). The
     output folder stays under its 3 MiB cap and gradio's own cache gets no copy of any returned file."""
     import app
@@ -483,20 +469,18 @@ def test_200_real_attention_requests_over_http_stay_under_the_cap(tiny_models, t
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     outputs = app.Outputs(max_age_s=600, max_bytes=3 * 2**20)
     demo = app.build_demo(make_state(tiny_models), outputs=outputs)
-    port = free_port()
-    demo.queue().launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
-    client = client_for(f"http://127.0.0.1:{port}/")
     peak, written = 0, 0
-    try:
-        for i in range(200):
-            result = client.predict("bi-encoder", f"the river bank {i}", "money at the bank",
-                                    ["head", "model"][i % 2], [], [], 0, 0, api_name="/attention")
-            assert all(Path(f["path"]).parent == outputs.root for f in result[2:5])  # served in place
-            written += result[-1]["html_bytes"]
-            peak = max(peak, outputs.bytes_used())
-    finally:
-        client.close()
-        demo.close()
+    with serve(demo) as url:
+        client = client_for(url)
+        try:
+            for i in range(200):
+                result = client.predict("bi-encoder", f"the river bank {i}", "money at the bank",
+                                        ["head", "model"][i % 2], [], [], 0, 0, api_name="/attention")
+                assert all(Path(f["path"]).parent == outputs.root for f in result[2:5])  # served in place
+                written += result[-1]["html_bytes"]
+                peak = max(peak, outputs.bytes_used())
+        finally:
+            client.close()
     gradio_files = [p for p in (tmp_path / "gradio-cache").rglob("*") if p.is_file()]
     assert written > 50 * 2**20 and peak <= 3 * 2**20
     assert not [p for p in gradio_files if p.suffix in (".html", ".png")]
@@ -506,28 +490,13 @@ def test_200_real_attention_requests_over_http_stay_under_the_cap(tiny_models, t
 
 
 @pytest.mark.parametrize("signum", [signal.SIGHUP, pytest.param(signal.SIGINT, marks=pytest.mark.slow)])
-def test_a_signal_removes_the_output_folder(tmp_path, tiny_bert_dir, signum):
+def test_a_signal_removes_the_output_folder(tmp_path, tiny_bert_dir, signum, app_process):
     env = {**os.environ, "TMPDIR": str(tmp_path), "HF_HUB_OFFLINE": "1", "CTXIR_CROSS_ENCODER": "none",
            "CTXIR_CLS_LR": "none", "CTXIR_TORCH_THREADS": "1", "GRADIO_ANALYTICS_ENABLED": "False",
            "CTXIR_CACHE": str(tmp_path / "cache"), "CTXIR_BI_ENCODER": str(tiny_bert_dir)}
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "app.py", "--host", "127.0.0.1", "--port", str(port)], cwd=ROOT,
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        deadline = time.time() + 120
-        while time.time() < deadline and proc.poll() is None:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.5)
-        else:
-            pytest.fail(f"the app did not start: {proc.stdout.read() if proc.poll() is not None else 'timeout'}")
-        folders = list(tmp_path.glob("ctxir-app-*"))
-        assert len(folders) == 1 and folders[0].is_dir()
-        proc.send_signal(signum)
-        proc.wait(timeout=30)
-        assert not folders[0].exists()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    proc = app_process(env)
+    folders = list(tmp_path.glob("ctxir-app-*"))
+    assert len(folders) == 1 and folders[0].is_dir()
+    proc.send_signal(signum)
+    proc.wait(timeout=30)
+    assert not folders[0].exists()

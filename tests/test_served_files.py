@@ -4,7 +4,6 @@ names an uploaded file by its own name in errors, never by the temporary path gr
 from __future__ import annotations
 
 import dataclasses
-import socket
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -16,25 +15,14 @@ pytestmark = pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning")
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
-def served(app_state):
+def served(app_state, serve):
     """(url, demo) of the app on loopback, launched as app.py does (its output folder is the one allowed path)."""
     import app
 
     demo = app.build_demo(app_state)
-    port = _free_port()
-    demo.queue().launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
-                        allowed_paths=[str(demo.ctxir_outputs.root)])
-    try:
-        yield f"http://127.0.0.1:{port}", demo
-    finally:
-        demo.close()
+    with serve(demo) as url:
+        yield url.rstrip("/"), demo
 
 
 def status(url: str) -> int:
