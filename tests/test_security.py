@@ -358,6 +358,19 @@ def served(tiny_models, tmp_path_factory, serve):
         yield url, state, demo, gradio_cache
 
 
+def refusal(url: str, endpoint: str, args: tuple) -> str:
+    """The error message a gradio_client caller gets for ``args`` (the call must fail)."""
+    from gradio_client.exceptions import AppError
+
+    client = client_for(url)
+    try:
+        with pytest.raises(AppError) as err:
+            client.predict(*args, api_name=endpoint)
+    finally:
+        client.close()
+    return str(err.value)
+
+
 def client_for(url: str):
     from gradio_client import Client
 
@@ -404,15 +417,7 @@ def test_two_visitors_over_http_see_only_their_own_uploads(served, tmp_path, mon
     ("/search", ("river", "public", "bm25", "cross-encoder", 3, 20), "`--cross-encoder <its output folder>`"),
 ])
 def test_error_messages_over_http_are_text(served, endpoint, args, typed):
-    from gradio_client.exceptions import AppError
-
-    client = client_for(served[0])
-    try:
-        with pytest.raises(AppError) as err:
-            client.predict(*args, api_name=endpoint)
-    finally:
-        client.close()
-    message = str(err.value)
+    message = refusal(served[0], endpoint, args)
     assert shows_literally(message, typed), message
 
 
@@ -428,17 +433,10 @@ def test_error_messages_over_http_are_text(served, endpoint, args, typed):
     ("/sentence_similarity", ("a\nb", 9, "mean"), r"layer must be a number from 0 to 2, got 9"),
 ])
 def test_numbers_and_choices_over_http_name_the_parameter(served, endpoint, args, message):
-    from gradio_client.exceptions import AppError
-
-    client = client_for(served[0])
-    try:
-        with pytest.raises(AppError) as err:
-            client.predict(*args, api_name=endpoint)
-    finally:
-        client.close()
-    text = html.unescape(str(err.value))
+    raw = refusal(served[0], endpoint, args)
+    text = html.unescape(raw)
     assert message in text or re.search(message, text), text
-    assert not Tags(str(err.value)).tags
+    assert not Tags(raw).tags
 
 
 def test_returned_files_are_served_from_the_output_folder_without_a_copy(served):
