@@ -12,6 +12,7 @@ from ctxir.app.attention_tab import attention, parse_indices
 from ctxir.app.embeddings_tab import layer_similarity, model_info, sentence_similarity, token_embeddings
 from ctxir.app.explain_tab import EXPLAIN_MODELS, explain_pair, explain_result, highlight, what_moved, words
 from ctxir.app.pairs_tab import input_formation, score_pairs
+from ctxir.app.report_tab import failure_report
 from ctxir.app.search_tab import compare_pooling, search, upload_corpus
 from ctxir.app.state import (
     ASSETS,
@@ -24,6 +25,7 @@ from ctxir.app.state import (
     AppModels,
     AppState,
     CorpusIndex,
+    Indexing,
     Inspectable,
     Owner,
     Progress,
@@ -39,9 +41,10 @@ from ctxir.checks import check_choice, check_int, check_text
 
 __all__ = [
     "ASSETS", "DEMO_CORPUS_NAME", "EXPLAIN_MODELS", "FIRST_STAGES", "INSPECT_MODELS", "POOLINGS", "RERANKERS",
-    "AppConfig", "AppModels", "AppState", "CorpusIndex", "Inspectable", "Owner", "Progress", "ViewResult",
+    "AppConfig", "AppModels", "AppState", "CorpusIndex", "Indexing", "Inspectable", "Owner", "Progress", "ViewResult",
     "attention", "check_choice", "check_int", "check_layer", "check_text", "cls_warnings", "compare_pooling",
-    "demo_corpus", "demo_presets", "demo_queries", "display_text", "explain_pair", "explain_result", "highlight",
+    "demo_corpus", "demo_presets", "demo_queries", "display_text", "explain_pair", "explain_result",
+    "failure_report", "highlight",
     "input_formation", "inspect_input", "layer_similarity", "md_code", "md_literal", "model_info", "parse_indices",
     "rounded", "score_pairs", "search", "sentence_similarity", "snippet", "split_lines", "token_embeddings",
     "upload_corpus", "what_moved", "words",

@@ -642,7 +642,7 @@ def _explanation_html(ex: Mapping, winner: Mapping, relevant: Mapping) -> str:
                 default=0.0)
     out.append('<div class="docs">')
     for side, doc, name in ((w, winner, "winner"), (r, relevant, "relevant")):
-        where = "not retrieved" if doc["rank"] is None else f"rank {doc['rank']}"
+        where = "not retrieved" if doc["rank"] is None else f"rank {_e(doc['rank'])}"
         out.append(f'<div><h5>{name}: {_e(doc["doc_id"])} ({where}), {_e(ex.get("score_name"))} '
                    f'{_num(side["score"])}</h5>')
         if side.get("top_pairs"):
@@ -691,7 +691,8 @@ def _title(doc: Mapping) -> str:
 def _case_html(i: int, case: Mapping) -> str:
     out = [f'<h2 id="case-{i}">{i}. Query {_e(case["qid"])} · {_e(case["metric"])} {_num(case["value"])}</h2>',
            f'<div class="query">{_e(case["query"])}</div>',
-           f'<div class="meta">{case["num_relevant"]} relevant document(s); {case["num_retrieved"]} retrieved; '
+           f'<div class="meta">{_e(case["num_relevant"])} relevant document(s); '
+           f'{_e(case["num_retrieved"])} retrieved; '
            f'{_e(_what_happened(case))}</div>']
     out.append(f'<h3>Top {len(case["results"])} results</h3>')
     if case["results"]:
@@ -699,7 +700,7 @@ def _case_html(i: int, case: Mapping) -> str:
                    '<th>judgement</th></tr>')
         for hit in case["results"]:
             rel = ' class="rel"' if (hit["grade"] or 0) > 0 else ""
-            out.append(f'<tr{rel}><td class="num">{hit["rank"]}</td><td><details><summary><b>{_e(hit["doc_id"])}'
+            out.append(f'<tr{rel}><td class="num">{_e(hit["rank"])}</td><td><details><summary><b>{_e(hit["doc_id"])}'
                        f'</b> {_title(hit)}</summary><div class="snippet">{_e(hit.get("snippet"))}</div>'
                        f'</details></td><td class="num">{_num(hit["score"])}</td>'
                        f'<td>{_judgement(hit["grade"])}</td></tr>')
@@ -715,14 +716,14 @@ def _case_html(i: int, case: Mapping) -> str:
             rank = row["rank"] if row["rank"] is not None else "not retrieved"
             out.append(f'<tr><td><details><summary><b>{_e(row["doc_id"])}</b> {_title(row)}</summary>'
                        f'<div class="snippet">{_e(row.get("snippet"))}</div></details></td>'
-                       f'<td class="num">{row["grade"]}</td><td class="num">{_e(rank)}</td>'
+                       f'<td class="num">{_e(row["grade"])}</td><td class="num">{_e(rank)}</td>'
                        f'<td class="num">{_num(row["score"])}</td></tr>')
         out.append("</table>")
     explained = [p for p in case["pairs"] if "explanations" in p]
     for pair in explained:
         w, r = pair["winner"], pair["relevant"]
         where = f"rank {r['rank']}" if r["rank"] is not None else "not retrieved"
-        out.append(f'<div class="pair"><h3>Why {_e(w["doc_id"])} (rank {w["rank"]}, '
+        out.append(f'<div class="pair"><h3>Why {_e(w["doc_id"])} (rank {_e(w["rank"])}, '
                    f'{"unjudged" if w["grade"] is None else "judged non-relevant"}) is above relevant '
                    f'{_e(r["doc_id"])} ({_e(where)})</h3>')
         if pair.get("note"):
@@ -762,7 +763,7 @@ def render_report(cases: Sequence[Mapping], meta: Mapping, standalone: bool = Tr
     for i, case in enumerate(cases, 1):
         summary.append(f'<tr><td class="num"><a href="#case-{i}">{i}</a></td><td>{_e(case["qid"])}</td>'
                        f'<td>{_e(case["query"])}</td><td class="num">{_num(case["value"])}</td>'
-                       f'<td class="num">{case["num_relevant"]}</td><td>{_e(_what_happened(case))}</td>'
+                       f'<td class="num">{_e(case["num_relevant"])}</td><td>{_e(_what_happened(case))}</td>'
                        f'<td>{_e(_main_reason(case))}</td></tr>')
     summary.append("</table>")
     if not cases:

@@ -344,7 +344,8 @@ def test_build_demo_exposes_every_endpoint_and_turns_errors_into_gr_error(state)
     demo = app.build_demo(state)
     names = {fn.api_name for fn in demo.fns.values() if fn.api_name and fn.api_visibility == "public"}
     assert names == {"search", "compare_pooling", "upload_corpus", "score_pairs", "model_info", "token_embeddings",
-                     "layer_similarity", "sentence_similarity", "attention", "explain", "explain_result", "what_moved"}
+                     "layer_similarity", "sentence_similarity", "attention", "explain", "explain_result", "what_moved",
+                     "failure_report"}
 
     @app._guard
     def failing():
@@ -359,3 +360,195 @@ def test_build_demo_exposes_every_endpoint_and_turns_errors_into_gr_error(state)
 
     with pytest.raises(gr.Error, match=r"unexpected RuntimeError in crashing: boom\. The app is still running"):
         crashing()
+
+
+# ---------------------------------------------------------------- start-up in the background (page served first)
+
+
+def test_startup_corpus_indexed_in_the_background_refuses_searches_until_ready(state, monkeypatch):
+    """app.py serves the page while the startup corpus is indexed: a search meanwhile is told how far it is, the
+    page line says the same, and once ready the same search works and the line is gone."""
+    from ctxir.app import state as state_module
+
+    gate, entered = __import__("threading").Event(), __import__("threading").Event()
+
+    def slow_encoding(self, encoder, step, chunk=None):
+        step(0.4, "encoding documents: 100 of 250 done")
+        entered.set()
+        gate.wait(30)
+
+    monkeypatch.setattr(state_module.CorpusIndex, "_encode_in_steps", slow_encoding)
+    corpus = {"d1": {"title": "Otters", "text": "Otters dig dens in the river bank."},
+              "d2": {"title": "Loans", "text": "The bank approved the loan."}}
+    background = logic.AppState(state.models, logic.AppConfig(device="cpu"), corpus, "big", cache=None,
+                                background=True)
+    assert entered.wait(30)
+    assert not background.ready and background.corpus_names == ["big"]  # listed while indexing
+    line = background.indexing.text()
+    assert "'big'" in line and "2 documents" in line and "100 of 250" in line and "40%" in line
+    with pytest.raises(CtxirError, match=r"corpus 'big' is still being indexed \(encoding documents: 100 of 250"):
+        logic.search(background, "otters", "big")
+    gate.set()
+    assert background.wait_ready(60)
+    assert background.indexing.text() == ""
+    assert logic.search(background, "otters", "big", k=1).rows[0]["doc_id"] == "d1"
+
+
+def test_a_failed_background_index_is_reported_not_raised(state, monkeypatch):
+    from ctxir.app import state as state_module
+
+    def broken(self, encoder, step, chunk=None):
+        raise CtxirError("disk full while writing the embedding cache")
+
+    monkeypatch.setattr(state_module.CorpusIndex, "_encode_in_steps", broken)
+    failed = logic.AppState(state.models, logic.AppConfig(device="cpu"), {"d1": {"title": "", "text": "x"}}, "big",
+                            cache=None, background=True)
+    assert not failed.wait_ready(30)
+    assert "Indexing corpus 'big' failed: disk full" in failed.indexing.text()
+    with pytest.raises(CtxirError, match=r"corpus 'big' could not be indexed \(disk full"):
+        logic.search(failed, "x")
+
+
+def test_first_start_encodes_in_reported_steps_into_the_cache(state, tmp_path, monkeypatch):
+    from ctxir.app import state as state_module
+    from ctxir.encoders import BiEncoder, EmbeddingCache
+    from ctxir.types import doc_text
+
+    monkeypatch.setattr(state_module, "ENCODE_CHUNK", 10)
+    corpus = dict(list(logic.demo_corpus().items())[:25])
+    cache = EmbeddingCache(tmp_path)
+    steps = []
+    index = logic.CorpusIndex("c", corpus, state.models.bi_encoder, "", lambda f, m: steps.append((f, m)), cache)
+    encoding = [(f, m) for f, m in steps if m.startswith("encoding documents")]
+    assert [m.split(":")[1].split(" done")[0].strip() for _, m in encoding] == ["0 of 25", "10 of 25", "20 of 25"]
+    assert [f for f, _ in encoding] == sorted(f for f, _ in encoding) and steps[-1] == (1.0, "ready")
+    # the cache holds what one pass would encode, so the retriever read it instead of encoding again
+    encoder = BiEncoder(state.models.bi_encoder, cache=cache)
+    texts = [doc_text(d) for d in corpus.values()]
+    np.testing.assert_allclose(cache.get(encoder.cache_key(texts)), encoder.encode(texts), atol=1e-5)
+    np.testing.assert_allclose(index.dense.embeddings, cache.get(encoder.cache_key(texts)))
+    steps.clear()
+    logic.CorpusIndex("c", corpus, state.models.bi_encoder, "", lambda f, m: steps.append((f, m)), cache)
+    assert any("read from the cache" in m for _, m in steps) and not any("encoding documents" in m for _, m in steps)
+
+
+# ---------------------------------------------------------------- what the page shows (the API keeps every column)
+
+
+def test_results_table_shows_no_empty_or_repeated_columns(state):
+    from ctxir.app.search_tab import column_widths, pooling_table, results_table
+
+    plain = logic.search(state, "otters playing on the river bank", first_stage="bm25", k=3)
+    assert list(results_table(plain.rows, "bm25")[0]) == ["rank", "doc_id", "bm25_score", "title", "text"]
+    reranked = logic.search(state, "otters playing on the river bank", first_stage="dense", reranker="cls-lr", k=3)
+    shown = results_table(reranked.rows, "dense")
+    assert list(shown[0]) == ["rank", "doc_id", "rerank_score", "rank_change", "dense_score", "dense_rank", "title",
+                              "text"]
+    assert [r["doc_id"] for r in shown] == [r["doc_id"] for r in reranked.rows]
+    assert {"rerank_rank", "rerank_score"} <= set(plain.rows[0])  # the API's rows keep them
+    widths = column_widths(list(shown[0]))
+    assert widths[:3] == ["60px", "120px", "132px"]  # rerank_score: 12 characters of bold monospace
+    rest = 1180 - sum(int(w[:-2]) for w in widths[:-1])
+    assert widths[-1] == f"{max(340, rest)}px"  # the text column takes the rest, never under 340 px
+    pooled = logic.compare_pooling(state, "bats hunting insects at night", layer=-1, k=2)
+    cells = pooling_table(pooled.rows)
+    assert list(cells[0]) == ["rank", "mean pooling", "CLS pooling"]
+    first = pooled.rows[0]
+    assert cells[0]["mean pooling"] == f"{first['mean_title'] or first['mean_doc_id']} · {first['mean_score']:.3f}"
+
+
+# ---------------------------------------------------------------- failure report view
+
+
+@pytest.fixture
+def report_files(state, tmp_path):
+    """A saved failure report (FILE.json) and a results JSON over a three-document BEIR folder."""
+    from ctxir.report import failure_cases, report_meta, write_report
+
+    folder = tmp_path / "tinybeir"
+    (folder / "qrels").mkdir(parents=True)
+    corpus = {"d1": {"title": "Otters", "text": "Otters dig dens in the river bank."},
+              "d2": {"title": "Loans", "text": "The bank approved the loan."},
+              "d3": {"title": "Bats", "text": "Bats hunt moths at night."}}
+    queries = {"q1": "where do <b>otters</b> live", "q2": "bats at night"}
+    qrels = {"q1": {"d1": 1}, "q2": {"d3": 1}}
+    run = {"q1": {"d2": 2.0, "d1": 1.0}, "q2": {"d3": 3.0, "d1": 0.5}}
+    (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": i, **d}) + "\n" for i, d in corpus.items()))
+    (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": i, "text": t}) + "\n"
+                                                  for i, t in queries.items()))
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td3\t1\n")
+    cases = failure_cases(qrels, run, corpus, queries)
+    _, report_json = write_report(tmp_path / "report.html", cases, report_meta(qrels, run, "nDCG@10", "bm25"))
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps({"config": {"data": str(folder), "split": "test"}, "runs": {"bm25": run}}))
+    return folder, report_json, results
+
+
+def test_failure_report_shows_a_saved_report_sandboxed(state, report_files):
+    from ctxir.app.report_tab import sandboxed
+
+    _, report_json, _ = report_files
+    r = logic.failure_report(state, report_json)
+    assert r.data["kind"] == "report" and [c["qid"] for c in r.data["cases"]] == ["q1", "q2"]
+    assert "**2 worst queries**" in r.text and "bm25" in r.text
+    assert "where do &lt;b&gt;otters&lt;/b&gt; live" in r.html and "<b>otters</b>" not in r.html  # escaped
+    frame = sandboxed(r.html)
+    assert frame.startswith('<iframe title="failure report" sandbox="" srcdoc="') and "<b>" not in frame
+
+
+def test_a_hand_edited_report_builds_no_element_of_its_own(state, report_files, tmp_path):
+    """An uploaded report is the visitor's file: markup put into any field (even a number's) stays text, and the
+    page is framed with every sandbox restriction, so it could run no script either way."""
+    from ctxir.app.report_tab import sandboxed
+
+    _, report_json, _ = report_files
+    raw = json.loads(report_json.read_text())
+    hostile = '<img src=x onerror="alert(1)">'
+    raw["cases"][0].update(num_relevant=hostile, num_retrieved=hostile)
+    raw["cases"][0]["results"][0]["rank"] = hostile
+    raw["meta"]["system"] = hostile
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(raw))
+    r = logic.failure_report(state, edited)
+    assert "<img" not in r.html and r.html.count("&lt;img src=x onerror=&quot;alert(1)&quot;&gt;") >= 3
+    assert logic.md_code(hostile) in r.text  # the summary shows the system's name as code: text, not markup
+    frame = sandboxed(r.html)
+    assert frame.count("<") == 2 and 'sandbox=""' in frame  # <iframe …></iframe>: nothing else is an element
+
+
+def test_failure_report_from_a_results_json_needs_the_apps_own_beir_corpus(state, report_files):
+    import types
+
+    folder, _, results = report_files
+    served = types.SimpleNamespace(config=logic.AppConfig(corpus=str(folder)), default_corpus="tinybeir")
+    r = logic.failure_report(served, results, worst=1)
+    assert r.data["kind"] == "results" and [c["qid"] for c in r.data["cases"]] == ["q1"]  # nDCG 0.63 < 1.0
+    assert "without model explanations" in r.text and "python -m ctxir.report results.json" in r.text
+    with pytest.raises(CtxirError, match=r"results.json is a results JSON: .* started on 'demo-subset', which has "
+                                         r"no qrels\. Start the app with `--corpus .*tinybeir`"):
+        logic.failure_report(state, results)
+    other = types.SimpleNamespace(config=logic.AppConfig(corpus=str(folder.parent / "scifact")),
+                                  default_corpus="scifact")
+    (folder.parent / "scifact" / "qrels").mkdir(parents=True)
+    with pytest.raises(CtxirError, match=r"was made on '.*tinybeir' but this app serves '.*scifact'"):
+        logic.failure_report(other, results)
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (None, r"no file was uploaded: choose a failure report's \.json"),
+    ("not json", r"bad.json is not a JSON file \(Expecting value"),
+    ("[1, 2]", r"bad.json holds a JSON list, not an object"),
+    ('{"hello": 1}', r"bad.json is neither a ctxir failure report \(no \"format\": 'ctxir-failure-report'\) nor a "
+                     r"results JSON"),
+    ('{"format": "ctxir-failure-report", "version": 9, "cases": [], "meta": {}}', r"report version 9; this ctxir "
+                                                                                 r"reads versions up to 1"),
+    ('{"format": "ctxir-failure-report", "version": 1, "cases": [{"qid": "q"}], "meta": {}}',
+     r"bad.json is not a report this app can draw \(KeyError"),
+])
+def test_failure_report_bad_files(state, tmp_path, content, message):
+    path = None
+    if content is not None:
+        path = tmp_path / "bad.json"
+        path.write_text(content)
+    with pytest.raises(CtxirError, match=message):
+        logic.failure_report(state, path)

@@ -34,7 +34,7 @@ def test_api_lists_every_endpoint(served):
     endpoints = set(client.view_api(print_info=False, return_format="dict")["named_endpoints"])
     assert endpoints == {"/search", "/compare_pooling", "/upload_corpus", "/score_pairs", "/model_info",
                          "/token_embeddings", "/layer_similarity", "/sentence_similarity", "/attention", "/explain",
-                         "/explain_result", "/what_moved"}
+                         "/explain_result", "/what_moved", "/failure_report"}
 
 
 def test_search_endpoint(served):
@@ -175,3 +175,24 @@ def test_json_outputs_are_plain_json(served):
     client, _ = served
     *_, data = client.predict("bats", "demo-subset", "dense", "none", 3, 20, api_name="/search")
     assert json.loads(json.dumps(data)) == data
+
+
+def test_failure_report_endpoint(served, tmp_path):
+    """A saved report uploaded → its summary, the page in a sandboxed frame, the standalone HTML file, the JSON."""
+    from gradio_client import handle_file
+
+    from ctxir.report import failure_cases, report_meta, write_report
+
+    client, _ = served
+    corpus = {"d1": {"title": "Otters", "text": "Otters dig dens in the river bank."},
+              "d2": {"title": "Loans", "text": "The bank approved the loan."}}
+    qrels, run = {"q1": {"d1": 1}}, {"q1": {"d2": 2.0, "d1": 1.0}}
+    cases = failure_cases(qrels, run, corpus, {"q1": "where do otters live"})
+    _, report_json = write_report(tmp_path / "r.html", cases, report_meta(qrels, run, "nDCG@10", "dense"))
+    summary, frame, page, data = client.predict(handle_file(str(report_json)), 10, api_name="/failure_report")
+    assert "**1 worst queries**" in summary and data["cases"][0]["qid"] == "q1"
+    assert 'sandbox=""' in frame and "where do otters live" in Path(page).read_text(encoding="utf-8")
+    bad = tmp_path / "notes.json"
+    bad.write_text('{"hello": 1}')
+    with pytest.raises(Exception, match=r"notes\.json is neither a ctxir failure report"):
+        client.predict(handle_file(str(bad)), 10, api_name="/failure_report")

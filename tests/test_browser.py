@@ -28,8 +28,13 @@ pytestmark = [
 @pytest.fixture(scope="module")
 def app_url(app_state):
     import app
+    from ctxir import app_logic as logic
 
-    demo = app.build_demo(app_state)
+    examples, app_state.examples = app_state.examples, logic.demo_queries()[:8]  # as on the demo corpus
+    try:
+        demo = app.build_demo(app_state)
+    finally:
+        app_state.examples = examples
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -42,28 +47,34 @@ def app_url(app_state):
 
 
 @pytest.fixture(scope="module")
-def browser_context():
+def playwright():
+    """One Playwright per module: a second sync_playwright() while one runs refuses to start."""
     playwright_api = pytest.importorskip("playwright.sync_api")
-    profile = tempfile.mkdtemp(prefix="ctxir-chromium-")
     with playwright_api.sync_playwright() as p:
-        context = p.chromium.launch_persistent_context(profile, executable_path=str(CHROMIUM), headless=True,
-                                                       args=CHROMIUM_ARGS)
-        blocked: list[str] = []
+        yield p
 
-        def offline(route):
-            url = route.request.url
-            if url.startswith(("http://127.0.0.1", "data:", "blob:", "about:")):
-                return route.continue_()
-            blocked.append(url)
-            return route.abort()
 
-        context.route("**/*", offline)
-        context.blocked = blocked
-        try:
-            yield context
-        finally:
-            context.close()
-            shutil.rmtree(profile, ignore_errors=True)
+@pytest.fixture(scope="module")
+def browser_context(playwright):
+    profile = tempfile.mkdtemp(prefix="ctxir-chromium-")
+    context = playwright.chromium.launch_persistent_context(profile, executable_path=str(CHROMIUM),
+                                                            headless=True, args=CHROMIUM_ARGS)
+    blocked: list[str] = []
+
+    def offline(route):
+        url = route.request.url
+        if url.startswith(("http://127.0.0.1", "data:", "blob:", "about:")):
+            return route.continue_()
+        blocked.append(url)
+        return route.abort()
+
+    context.route("**/*", offline)
+    context.blocked = blocked
+    try:
+        yield context
+    finally:
+        context.close()
+        shutil.rmtree(profile, ignore_errors=True)
 
 
 def test_search_and_offline_attention_view_draw_in_a_browser(app_url, browser_context):
@@ -97,3 +108,208 @@ def test_search_and_offline_attention_view_draw_in_a_browser(app_url, browser_co
     # nothing the view needs came from outside 127.0.0.1 (blocked requests would have broken the drawing)
     assert not [u for u in browser_context.blocked if "cdnjs" in u or "d3" in u or "jquery" in u]
     page.close()
+
+
+# ---------------------------------------------------------------- every tab, looked at on a laptop and a phone
+
+VIEWPORTS = {"laptop": {"width": 1366, "height": 900}, "phone": {"width": 390, "height": 844}}
+
+
+def _done(page, selector: str, contains: str, timeout: int = 120_000) -> None:
+    """Wait until ``selector``'s text contains ``contains``, then for its pending plots to be drawn."""
+    page.wait_for_function("([s, c]) => (document.querySelector(s)?.innerText || '').includes(c)",
+                           arg=[selector, contains], timeout=timeout)
+    page.wait_for_function("() => !document.querySelector('.eta-bar, .progress-text')", timeout=timeout)
+
+
+def _shoot(page, folder: Path, name: str) -> Path:
+    page.wait_for_timeout(800)  # plots finish their transition
+    path = folder / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
+
+
+def _tab(page, name: str) -> None:
+    page.get_by_role("tab", name=name, exact=True).click()
+    page.wait_for_timeout(400)
+
+
+@pytest.fixture(scope="module")
+def screenshot_dir(tmp_path_factory) -> Path:
+    """$CTXIR_SCREENSHOTS if set (to look at them afterwards), else a temporary folder."""
+    import os
+
+    folder = os.environ.get("CTXIR_SCREENSHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        return Path(folder)
+    return tmp_path_factory.mktemp("screenshots")
+
+
+@pytest.fixture(scope="module")
+def chromium(playwright):
+    browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+    try:
+        yield browser
+    finally:
+        browser.close()
+
+
+def _offline_page(browser, viewport: str):
+    """A page of a fresh context with ``viewport``'s size where every non-local request is refused."""
+    phone = viewport == "phone"
+    context = browser.new_context(viewport=VIEWPORTS[viewport], is_mobile=phone, has_touch=phone,
+                                  device_scale_factor=1)
+    context.route("**/*", lambda route: route.continue_() if route.request.url.startswith(
+        ("http://127.0.0.1", "data:", "blob:", "about:")) else route.abort())
+    return context.new_page()
+
+
+@pytest.mark.parametrize("viewport", list(VIEWPORTS))
+def test_screenshot_of_every_tab(app_url, chromium, screenshot_dir, viewport, report_json):
+    """Each tab after its main action, full page, into ``screenshot_dir`` ({viewport}-{tab}.png): for a person to
+    look at. Checks what can be measured: no page wider than the screen."""
+    page = _offline_page(chromium, viewport)
+    shots, widths = [], {}
+    page.goto(app_url)
+    page.wait_for_selector("#search-button", timeout=60_000)
+    shots.append(_shoot(page, screenshot_dir, f"{viewport}-0-start"))
+
+    def overflow(name):
+        widths[name] = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
+
+    page.click("#search-button")
+    _done(page, "#search-summary", "results")
+    shots.append(_shoot(page, screenshot_dir, f"{viewport}-1-search-results"))
+    overflow("search")
+    # without a re-ranker the table has no re-ranker columns, and no header wraps (one line each)
+    headers = page.locator("#search-results thead th").all_inner_texts()
+    assert [h.strip() for h in headers if h.strip()][:3] == ["rank", "doc_id", "dense_score"], headers
+    assert not [h for h in headers if "rerank" in h]
+    heights = page.eval_on_selector_all("#search-results thead th", "ths => ths.map(t => t.offsetHeight)")
+    assert max(heights) < 60, heights
+    assert page.locator("#search-csv").is_visible()  # the results as CSV
+    page.locator("#search-reranker").get_by_text("cross-encoder").click()
+    page.click("#search-button")
+    _done(page, "#search-summary", "re-scored")
+    page.wait_for_function("() => (document.querySelector('#search-results thead')?.innerText || '')"
+                           ".includes('rerank_score')", timeout=30_000)
+    page.click('#search-results [data-testid="cell-1-2"]')  # clicking a row explains it
+    _done(page, "#search-explain-summary", "cosine")
+    page.get_by_text("What moved:").click()
+    page.click("#what-moved-button")
+    _done(page, "#what-moved-summary", "changed rank")
+    shots.append(_shoot(page, screenshot_dir, f"{viewport}-1-search-explained"))
+    overflow("search explained")
+
+    _tab(page, "Pair scoring")
+    page.click("#score-pairs-button")
+    _done(page, "#pair-summary", "Input formation")
+    page.click("#explain-pair-button")
+    _done(page, "#pair-explain-summary", "cosine")
+    shots.append(_shoot(page, screenshot_dir, f"{viewport}-2-pairs"))
+    overflow("pairs")
+
+    _tab(page, "Explain")
+    page.click("#explain-button")
+    _done(page, "#explain-summary", "cosine")
+    shots.append(_shoot(page, screenshot_dir, f"{viewport}-3-explain"))
+    overflow("explain")
+
+    _tab(page, "Token embeddings")
+    for sub, button, summary, done in (("Tokens", "#info-button", "#info-summary", "parameters"),
+                                       ("Projection", "#project-button", "#project-summary", "tokens from"),
+                                       ("Across layers", "#layer-sim-button", "#layer-sim-summary", "Sentences:"),
+                                       ("Sentence similarity", "#sentence-sim-button", "#sentence-sim-summary",
+                                        "pooling")):
+        _tab(page, sub)
+        page.click(button)
+        _done(page, summary, done)  # (a bare non-empty check would see the progress timer's text)
+        if sub == "Projection":  # the projection is interactive: hovering a point names its token and sentence
+            page.locator("#projection-plot .scatterlayer .point").first.wait_for(timeout=30_000)
+            page.locator("#projection-plot .scatterlayer .point").nth(3).hover(force=True)
+            page.wait_for_selector("#projection-plot .hoverlayer .hovertext", timeout=10_000)
+            hover = page.inner_text("#projection-plot .hoverlayer .hovertext")
+            assert any(f"{i}: " in hover for i in range(1, 5)), hover  # '…token…\n1: I sat on the bank…'
+        shots.append(_shoot(page, screenshot_dir, f"{viewport}-4-embeddings-{sub.lower().replace(' ', '-')}"))
+    overflow("embeddings")
+
+    _tab(page, "Attention")
+    page.click("#attention-button")
+    page.wait_for_selector("#attention-view iframe", timeout=60_000)
+    _done(page, "#attention-summary", "tokens")
+    shots.append(_shoot(page, screenshot_dir, f"{viewport}-5-attention"))
+    overflow("attention")
+
+    _tab(page, "Failure report")
+    page.set_input_files("#report-file input[type=file]", str(report_json))
+    page.wait_for_timeout(1500)  # the upload lands before the click
+    page.click("#report-button")
+    _done(page, "#report-summary", "worst queries")
+    page.frame_locator("#report-view iframe").locator("h1").wait_for(timeout=30_000)
+    shots.append(_shoot(page, screenshot_dir, f"{viewport}-6-failure-report"))
+    overflow("report")
+    page.context.close()
+    assert all(p.stat().st_size > 10_000 for p in shots)
+    # a wide table or plot scrolls inside its own box; the page itself never runs off the screen
+    assert max(widths.values()) <= 2, widths
+
+
+@pytest.fixture(scope="module")
+def report_json(tmp_path_factory) -> Path:
+    from ctxir.report import failure_cases, report_meta, write_report
+
+    corpus = {"d1": {"title": "Otter dens", "text": "River otters dig their dens into the soft bank of a stream."},
+              "d2": {"title": "Loans", "text": "The bank approved the loan after checking the savings account."},
+              "d3": {"title": "Bats", "text": "Bats hunt moths at night by echolocation."}}
+    queries = {"q1": "where do otters live", "q2": "how do bats find insects at night"}
+    qrels, run = {"q1": {"d1": 1}, "q2": {"d3": 1}}, {"q1": {"d2": 2.0, "d1": 1.0}, "q2": {"d3": 3.0, "d1": 0.5}}
+    folder = tmp_path_factory.mktemp("report")
+    cases = failure_cases(qrels, run, corpus, queries)
+    return write_report(folder / "report.html", cases, report_meta(qrels, run, "nDCG@10", "bm25"))[1]
+
+
+def test_the_page_is_served_while_the_startup_corpus_is_indexed(app_state, chromium, screenshot_dir, monkeypatch):
+    """app.py indexes the startup corpus in the background: the page shows how far it has got, a search meanwhile
+    gets a message (not a hang), and when indexing ends the line goes and the same search works."""
+    import threading
+
+    import app
+    from ctxir import app_logic as logic
+    from ctxir.app import state as state_module
+
+    gate = threading.Event()
+
+    def slow(self, encoder, step, chunk=None):
+        step(0.3, "encoding documents: 768 of 2,560 done")
+        gate.wait(120)
+
+    monkeypatch.setattr(state_module.CorpusIndex, "_encode_in_steps", slow)
+    corpus = {i: d for i, d in logic.demo_corpus().items() if i.startswith("animals-")}
+    state = logic.AppState(app_state.models, logic.AppConfig(device="cpu"), corpus, "big", cache=None,
+                           background=True)
+    demo = app.build_demo(state)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    demo.queue().launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
+                        allowed_paths=[str(demo.ctxir_outputs.root)])
+    page = _offline_page(chromium, "laptop")
+    try:
+        page.goto(f"http://127.0.0.1:{port}/")
+        page.wait_for_selector("#search-button", timeout=60_000)
+        _done(page, "#indexing-status", "768 of 2,560")
+        assert "Indexing corpus 'big'" in page.inner_text("#indexing-status")
+        page.fill("#search-query textarea", "how do bats find insects at night")
+        page.click("#search-button")
+        page.get_by_text("is still being indexed").first.wait_for(timeout=30_000)
+        _shoot(page, screenshot_dir, "laptop-7-indexing")
+        gate.set()
+        page.wait_for_selector("#indexing-status", state="hidden", timeout=60_000)  # the timer saw it finish
+        page.click("#search-button")
+        _done(page, "#search-summary", "results")
+        assert "animals-0" in page.inner_text("#search-results")
+    finally:
+        gate.set()
+        page.context.close()
+        demo.close()

@@ -10,8 +10,9 @@ from typing import Any
 import gradio as gr
 import numpy as np
 
+from ctxir.app import figures
 from ctxir.app.state import AppState, ViewResult, demo_presets, inspect_input
-from ctxir.app.ui import Ui, frame, gpu, guard
+from ctxir.app.ui import Ui, exports, frame, gpu, guard, show, tab_intro
 from ctxir.checks import check_choice, check_int, check_text
 from ctxir.types import CtxirError
 
@@ -90,6 +91,17 @@ def attention(state: AppState, text: str, text_pair: str = "", view: str = "head
 # ---------------------------------------------------------------- UI
 
 
+def attention_plots(data: dict) -> tuple:
+    """The attention answer drawn: one head's weights (rows attend to columns) and the per-head summary grids."""
+    heat, tokens = data["heatmap"], data["tokens"]
+    n = len(tokens)
+    weights = figures.heatmap(heat["weights"], tokens, tokens,
+                              f"attention of layer {heat['layer']}, head {heat['head']}: each row (a token) spreads "
+                              "1.0 over the columns it looks at", value_name="weight", row_name="token",
+                              col_name="looks at", zmin=0.0, decimals=2, height=int(min(900, max(420, 200 + 16 * n))))
+    return weights, figures.head_grids(data["head_summary"])
+
+
 def build(ui: Ui) -> None:
     """The Attention tab (inside an open gr.Tab); event /attention."""
     state, cfg, out = ui.state, ui.config, ui.out
@@ -109,32 +121,41 @@ def build(ui: Ui) -> None:
                 out.png(r.figures["heatmap"], "attention-heatmap"),
                 out.png(r.figures["head_summary"], "head-summary"), frame(r.rows), r.data)
 
-    gr.Markdown("bertviz head view / model view, drawn with d3 and jQuery from installed Python packages "
-                f"— no internet needed. Inputs up to {cfg.max_attention_tokens} tokens; weights rounded "
-                f"to {cfg.decimals} decimals. Choose fewer layers/heads for long inputs.")
+    def after_attention(data, *files):
+        weights, heads = attention_plots(data)
+        paths = exports(out, "attention", data=data, rows=data["head_summary"], plots=[weights, heads], files=files)
+        return show(weights), show(heads), show(paths)
+
+    tab_intro("Where each token looks. bertviz draws every head's attention (hover a token to follow its lines); "
+              "below, one head's weights as a heatmap and a summary of what each head attends to. Drawn offline, "
+              f"inputs up to {cfg.max_attention_tokens} tokens: choose fewer layers or heads for long inputs.")
     att_model = gr.Dropdown(list(ui.models.inspect), value="bi-encoder", label="Model", allow_custom_value=True)
     att_text = gr.Textbox(label="Text (sentence A)", value=presets["bank_contexts"][0], elem_id="attention-text")
-    att_pair = gr.Textbox(label="Second text (sentence B, optional: query–document pair)",
+    att_pair = gr.Textbox(label="Second text (sentence B, optional: a query–document pair)",
                           value=presets["bank_contexts"][1])
     with gr.Row():
-        att_view = gr.Radio(["head", "model"], value="head", label="bertviz view")
-        att_layers = gr.CheckboxGroup(list(range(n_layers)), value=[], label="Layers (none = all)")
-        att_heads = gr.CheckboxGroup(list(range(n_heads)), value=[], label="Heads (none = all)")
+        att_view = gr.Radio(["head", "model"], value="head", label="bertviz view", min_width=160)
+        att_layers = gr.CheckboxGroup(list(range(n_layers)), value=[], label="Layers (none = all)", min_width=200)
+        att_heads = gr.CheckboxGroup(list(range(n_heads)), value=[], label="Heads (none = all)", min_width=260)
     with gr.Row():
-        heat_layer = gr.Slider(0, n_layers - 1, value=0, step=1, label="heatmap layer")
-        heat_head = gr.Slider(0, n_heads - 1, value=0, step=1, label="heatmap head")
+        heat_layer = gr.Slider(0, n_layers - 1, value=0, step=1, label="heatmap layer", min_width=160)
+        heat_head = gr.Slider(0, n_heads - 1, value=0, step=1, label="heatmap head", min_width=160)
     att_button = gr.Button("Show attention", variant="primary", elem_id="attention-button")
     att_summary = gr.Markdown(elem_id="attention-summary")
     att_html = gr.HTML(elem_id="attention-view")
-    att_file = gr.File(label="Standalone HTML of this view (works offline)")
-    with gr.Row():
-        att_heat = gr.Image(label="Attention heatmap (PNG)", type="filepath", format="png")
-        att_sum_plot = gr.Image(label="Per-head summary (PNG)", type="filepath", format="png")
-    att_table = gr.Dataframe(label="Per-head summary", wrap=True)
+    att_heat = gr.Plot(label="One head's attention weights (hover a cell: which token looks at which)",
+                       visible=False, elem_id="attention-heatmap")
+    att_heads_plot = gr.Plot(label="Per-head summary: layers × heads (hover a cell)", visible=False,
+                             elem_id="head-summary")
+    att_returned = [gr.File(visible=False) for _ in range(3)]  # bertviz HTML and two PNGs, as the API returns them
+    att_files = gr.File(label="Download: bertviz HTML (offline), PNG, interactive HTML, CSV, JSON",
+                        file_count="multiple", visible=False)
+    with gr.Accordion("Per-head summary as a table", open=False):
+        att_table = gr.Dataframe(wrap=True, elem_classes=["ctxir-table"])
     with gr.Accordion("Numbers (JSON)", open=False):
         att_json = gr.JSON()
 
-    att_button.click(do_attention, [att_model, att_text, att_pair, att_view, att_layers, att_heads, heat_layer,
-                                    heat_head],
-                     [att_summary, att_html, att_file, att_heat, att_sum_plot, att_table, att_json],
-                     api_name="attention")
+    att_button.click(lambda: "", None, [att_summary], queue=False, api_visibility="private").then(
+        do_attention, [att_model, att_text, att_pair, att_view, att_layers, att_heads, heat_layer, heat_head],
+        [att_summary, att_html, *att_returned, att_table, att_json], api_name="attention").success(
+        after_attention, [att_json, *att_returned], [att_heat, att_heads_plot, att_files], api_visibility="private")

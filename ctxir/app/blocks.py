@@ -1,25 +1,40 @@
-"""``build_demo``: the app's tabs composed into one ``gr.Blocks``."""
+"""``build_demo``: the app's tabs composed into one ``gr.Blocks``, under a header that says what the app is for."""
 
 from __future__ import annotations
 
+import warnings
+
 import gradio as gr
 
-from ctxir.app import attention_tab, embeddings_tab, explain_tab, pairs_tab, search_tab
+from ctxir.app import attention_tab, embeddings_tab, explain_tab, pairs_tab, report_tab, search_tab
 from ctxir.app.state import AppConfig, AppState
-from ctxir.app.ui import Outputs, Ui, named
+from ctxir.app.text import md_literal
+from ctxir.app.ui import CSS, Outputs, Ui, named
 
 TITLE = "ctxir — contextual embeddings for search"
+TABS = (("Search", search_tab), ("Pair scoring", pairs_tab), ("Explain", explain_tab),
+        ("Token embeddings", embeddings_tab), ("Attention", attention_tab), ("Failure report", report_tab))
+INTRO = ("Search a corpus, re-rank the results and see **why** each document scored as it did, word by word; "
+         "look inside the encoder (tokens, embeddings, attention). Everything runs on this machine, offline.")
 
 
-def status_lines(state: AppState) -> list[str]:
-    models, cfg = state.models, state.config
-    status = [f"Bi-encoder **{models.bi_encoder_name}** · corpus **{state.default_corpus}** "
-              f"({len(state.index(None).corpus):,} documents)"]
-    status.append(f"Cross-encoder: **{cfg.cross_encoder}**" if models.cross_encoder is not None
-                  else f"⚠️ Cross-encoder re-ranker not loaded — {models.cross_encoder_error}")
-    status.append(f"CLS-LR ranker: **{cfg.cls_lr or 'in-memory'}**" if models.cls_lr is not None
-                  else f"CLS-LR re-ranker not loaded — {models.cls_lr_error} (start with `--cls-lr FOLDER`)")
-    return status
+def status_line(state: AppState) -> str:
+    """One line: the corpus and which models are loaded (why one is missing is in ``missing_models``)."""
+    models = state.models
+    loaded = {"cross-encoder": models.cross_encoder is not None, "CLS-LR": models.cls_lr is not None}
+    return (f"Corpus **{md_literal(state.default_corpus)}** ({state.default_size:,} documents) · "
+            f"bi-encoder **{md_literal(models.bi_encoder_name)}** · "
+            + " · ".join(f"{name} {'✓' if ok else '✗ not loaded'}" for name, ok in loaded.items()))
+
+
+def missing_models(state: AppState) -> str:
+    models, lines = state.models, []
+    if models.cross_encoder is None:
+        lines.append(f"- **cross-encoder**: {md_literal(models.cross_encoder_error)} (start with "
+                     "`--cross-encoder FOLDER`)")
+    if models.cls_lr is None:
+        lines.append(f"- **CLS-LR**: {md_literal(models.cls_lr_error)} (start with `--cls-lr FOLDER`)")
+    return "\n".join(lines)
 
 
 def build_demo(state: AppState | None = None, config: AppConfig | None = None,
@@ -34,17 +49,42 @@ def build_demo(state: AppState | None = None, config: AppConfig | None = None,
         # The page was closed or reloaded (a reload is a new session): its uploads are released.
         state.release(getattr(request, "session_hash", None) or "")
 
-    # Gradio's cache now holds only uploaded files (returned files are served from `out`): kept 10 minutes.
-    with gr.Blocks(title=TITLE, delete_cache=(300, 600)) as demo:
-        gr.Markdown(f"# {TITLE}\n" + "  \n".join(status_lines(state)))
-        for name, tab in (("Search", search_tab), ("Pair scoring", pairs_tab), ("Explain", explain_tab),
-                          ("Token embeddings", embeddings_tab), ("Attention", attention_tab)):
-            with gr.Tab(name):
-                tab.build(ui)
+    # Gradio 6 reads css from launch(); given here too (its documented, warned-about fallback), so every launch of
+    # this demo — app.py, tests, scripts — looks the same. Gradio's cache holds only uploaded files (returned files
+    # are served from the output folder): kept 10 minutes.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The parameters have been moved", category=UserWarning)
+        blocks = gr.Blocks(title=TITLE, delete_cache=(300, 600), css=CSS)
+    with blocks as demo:
+        gr.Markdown(f"## {TITLE}\n{INTRO}", elem_classes=["ctxir-intro"])
+        gr.Markdown(status_line(state), elem_classes=["ctxir-status"], elem_id="model-status")
+        # While the startup corpus is indexed in the background (app.py serves the page first), one line says how
+        # far it has got, refreshed every second; it disappears, and the timer stops, once the corpus is ready.
+        indexing = gr.Markdown(md_literal(state.indexing.text()), visible=bool(state.indexing.text()),
+                               elem_id="indexing-status", elem_classes=["ctxir-indexing"])
+        timer = gr.Timer(1.0, active=not state.indexing.done.is_set())
+        missing = missing_models(state)
+        if missing:
+            with gr.Accordion("Why a model is not loaded, and how to load it", open=False):
+                gr.Markdown(missing)
+        # on a phone every tab name stays in sight (wrapped onto a second row), not hidden in a "⋯" menu
+        with gr.Tabs(overflow_behavior="wrap"):
+            for name, tab in TABS:
+                with gr.Tab(name):
+                    tab.build(ui)
         for component in demo.blocks.values():
             if isinstance(component, gr.Slider | gr.Radio | gr.CheckboxGroup):
                 named(component)  # range / choice errors name the input
         demo.unload(end_session)
+
+        def indexing_status():
+            text = state.indexing.text()
+            return gr.update(value=md_literal(text), visible=bool(text)), gr.Timer(active=not state.indexing.done.is_set())
+
+        # on page load too: a page opened after indexing ended must not show the line it was built with
+        for event in (timer.tick, demo.load):
+            event(indexing_status, None, [indexing, timer], queue=False, show_progress="hidden",
+                  api_visibility="private")
     demo.ctxir_state = state  # tests and scripts reach the loaded models through the demo
     demo.ctxir_outputs = ui.out
     return demo

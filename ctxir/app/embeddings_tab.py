@@ -9,9 +9,10 @@ from collections.abc import Sequence
 import gradio as gr
 import numpy as np
 
+from ctxir.app import figures
 from ctxir.app.state import POOLINGS, AppState, Progress, ViewResult, check_layer, demo_presets, inspect_input
-from ctxir.app.text import cls_warnings, md_code, md_literal, split_lines
-from ctxir.app.ui import Ui, frame, gpu, guard, lines, warn
+from ctxir.app.text import cls_warnings, display_text, md_code, md_literal, split_lines
+from ctxir.app.ui import Ui, exports, frame, gpu, guard, lines, show, tab_intro, warn
 from ctxir.checks import check_choice, check_text
 from ctxir.types import CtxirError
 
@@ -83,7 +84,8 @@ def token_embeddings(state: AppState, sentences: str | Sequence[str], layer_a: i
             highlight.append(pos in marked)
             for layer in layers:
                 vectors[layer].append(item.hidden_states[layer, pos])
-            token_rows.append({"sentence": g + 1, "position": pos, "token": token, "token_id": item.token_ids[pos]})
+            token_rows.append({"sentence": g + 1, "position": pos, "token": token, "token_id": item.token_ids[pos],
+                               "highlight": pos in marked})
     if word.strip() and not any(highlight):
         raise CtxirError(f"word {word.strip()!r} is in none of the sentences: pick a word that appears, or leave it "
                          "empty")
@@ -102,7 +104,7 @@ def token_embeddings(state: AppState, sentences: str | Sequence[str], layer_a: i
     step(1.0, "done")
     d = cfg.decimals
     data = {
-        "layers": layers, "methods": methods, "tokens": token_rows,
+        "sentences": items, "word": word.strip(), "layers": layers, "methods": methods, "tokens": token_rows,
         "points": {m: {str(layer): np.round(points[(m, layer)], d).tolist() for layer in layers} for m in methods},
         "consecutive_layer_cosine": [{"sentence": i + 1, "tokens": item.tokens, "cosine": np.round(x, d).tolist()}
                                      for i, (item, x) in enumerate(zip(internals, drift, strict=True))],
@@ -176,8 +178,23 @@ def sentence_similarity(state: AppState, sentences: str | Sequence[str], layer: 
 # ---------------------------------------------------------------- UI
 
 
+def projection_plots(data: dict) -> tuple:
+    """The token-embeddings answer drawn: the projections and sentence 1's consecutive-layer heatmap."""
+    tokens = data["tokens"]
+    points = {(m, int(layer)): np.asarray(xy) for m, by_layer in data["points"].items() for layer, xy in by_layer.items()}
+    names = [f"{i + 1}: {s}" for i, s in enumerate(data["sentences"])]
+    projection = figures.projection(points, [t["token"] for t in tokens], [t["sentence"] - 1 for t in tokens], names,
+                                    [t["highlight"] for t in tokens])
+    first = data["consecutive_layer_cosine"][0]
+    cosine = np.asarray(first["cosine"])  # (layer transitions, tokens)
+    drift = figures.heatmap(cosine.T, first["tokens"], [f"{i}→{i + 1}" for i in range(cosine.shape[0])],
+                            "how much each token of sentence 1 changes from one layer to the next (cosine; low = "
+                            "changed)", value_name="cosine", row_name="token", col_name="layers", zmax=1.0)
+    return projection, drift
+
+
 def build(ui: Ui) -> None:
-    """The Token embeddings tab (inside an open gr.Tab); events /model_info, /token_embeddings,
+    """The Token embeddings tab (inside an open gr.Tab): four sub-tabs; events /model_info, /token_embeddings,
     /layer_similarity, /sentence_similarity."""
     state, out = ui.state, ui.out
     presets = demo_presets()
@@ -200,6 +217,11 @@ def build(ui: Ui) -> None:
         return (out.png(r.figures["projection"], "token-projection"),
                 out.png(r.figures["consecutive_layers"], "consecutive-layers"), r.text, r.data)
 
+    def after_projection(data, *pngs):
+        projection, drift = projection_plots(data)
+        files = exports(out, "token-embeddings", data=data, rows=data["tokens"], plots=[projection, drift], files=pngs)
+        return show(projection), show(drift), show(files)
+
     @guard
     @gpu
     def do_layer_similarity(model, sentences, word, request: gr.Request):
@@ -207,6 +229,16 @@ def build(ui: Ui) -> None:
         r = layer_similarity(state, sentences, word, model)
         return out.png(r.figures["word"], "word-by-layer"), out.png(r.figures["sentence"], "sentence-by-layer"), \
             r.text, r.data
+
+    def after_layers(data, *pngs):
+        word = figures.curves(data["word_cosine"], f"cosine of '{data['word']}' between sentences, per layer")
+        sentence = figures.curves(data["sentence_cosine"], "cosine of whole sentences (mean of tokens), per layer")
+        rows = [{"pair": pair, "layer": layer, "word_cosine": w, "sentence_cosine": s}
+                for pair in data["word_cosine"]
+                for layer, (w, s) in enumerate(zip(data["word_cosine"][pair], data["sentence_cosine"][pair],
+                                                   strict=True))]
+        files = exports(out, "layer-similarity", data=data, rows=rows, plots=[word, sentence], files=pngs)
+        return show(word), show(sentence), show(files)
 
     @guard
     @gpu
@@ -216,50 +248,104 @@ def build(ui: Ui) -> None:
         warn(r)
         return out.png(r.figures["similarity"], "sentence-similarity"), r.data
 
-    emb_model = gr.Dropdown(list(ui.models.inspect), value="bi-encoder", label="Model", allow_custom_value=True)
-    with gr.Accordion("Model and tokenizer", open=True):
-        info_text = gr.Textbox(label="Text to tokenize", value=presets["bank_contexts"][1])
-        info_button = gr.Button("Inspect")
-        info_md = gr.Markdown()
-        info_table = gr.Dataframe(label="Tokens")
-        info_json = gr.JSON(label="Numbers (JSON)")
-    with gr.Accordion("2-D projection of token embeddings (PCA, t-SNE) at two layers", open=True):
-        emb_sentences = gr.Textbox(label="Sentences (one per line)", lines=4, value=lines(presets["bank_contexts"]))
-        with gr.Row():
-            emb_word = gr.Textbox(label="Highlight word", value=presets["word"])
-            layer_a = gr.Slider(0, n_layers, value=0, step=1, label="layer A")
-            layer_b = gr.Slider(0, n_layers, value=n_layers, step=1, label="layer B")
-            methods = gr.CheckboxGroup(["pca", "tsne"], value=["pca", "tsne"], label="Projections")
-        emb_button = gr.Button("Project tokens", variant="primary")
-        emb_summary = gr.Markdown()
-        with gr.Row():
-            emb_plot = gr.Image(label="Projection (PNG)", type="filepath", format="png")
-            drift_plot = gr.Image(label="Consecutive-layer cosine (PNG)", type="filepath", format="png")
-        emb_json = gr.JSON(label="Numbers (JSON)")
-    with gr.Accordion("One word across layers and contexts", open=True):
-        sim_sentences = gr.Textbox(label="Sentences containing the word (one per line)", lines=4,
-                                   value=lines(presets["bank_contexts"]))
-        sim_word = gr.Textbox(label="Word", value=presets["word"])
-        sim_button = gr.Button("Compare layer by layer", variant="primary")
-        sim_summary = gr.Markdown()
-        with gr.Row():
-            word_plot = gr.Image(label="Word cosine per layer (PNG)", type="filepath", format="png")
-            sent_plot = gr.Image(label="Sentence cosine per layer (PNG)", type="filepath", format="png")
-        sim_json = gr.JSON(label="Numbers (JSON)")
-    with gr.Accordion("Sentence similarity heatmap", open=True):
-        ss_sentences = gr.Textbox(label="Sentences (one per line)", lines=6,
-                                  value=lines(presets["similarity_sentences"]))
-        with gr.Row():
-            ss_layer = gr.Slider(0, n_layers, value=n_layers, step=1, label="layer")
-            ss_pooling = gr.Radio(list(POOLINGS), value="mean", label="pooling")
-        ss_button = gr.Button("Sentence similarity", variant="primary")
-        ss_plot = gr.Image(label="Cosine similarity (PNG)", type="filepath", format="png")
-        ss_json = gr.JSON(label="Numbers (JSON)")
+    def after_similarity(data, png):
+        labels = [f"{i + 1}. {s[:40]}{'…' if len(s) > 40 else ''}" for i, s in enumerate(data["sentences"])]
+        heat = figures.heatmap(data["similarity"], labels, [str(i + 1) for i in range(len(labels))],
+                               f"cosine similarity of sentence embeddings ({data['pooling']} pooling, layer "
+                               f"{data['layer']})", value_name="cosine", row_name="sentence", col_name="with sentence",
+                               zmin=-0.2, zmax=1.0, decimals=2)
+        rows = [{"sentence": s, **{str(j + 1): v for j, v in enumerate(row)}}
+                for s, row in zip(data["sentences"], data["similarity"], strict=True)]
+        summary = "\n\n".join(f"⚠️ {display_text(w)}" for w in data.get("warnings") or []) or (
+            f"{len(labels)} sentences · {data['pooling']} pooling · layer {data['layer']}: darker = more alike. "
+            "Hover a cell for the pair.")
+        return summary, show(heat), show(exports(out, "sentence-similarity", data=data, rows=rows, plots=[heat],
+                                                 files=[png]))
 
-    info_button.click(do_model_info, [emb_model, info_text], [info_md, info_table, info_json], api_name="model_info")
-    emb_button.click(do_token_embeddings, [emb_model, emb_sentences, emb_word, layer_a, layer_b, methods],
-                     [emb_plot, drift_plot, emb_summary, emb_json], api_name="token_embeddings")
-    sim_button.click(do_layer_similarity, [emb_model, sim_sentences, sim_word],
-                     [word_plot, sent_plot, sim_summary, sim_json], api_name="layer_similarity")
-    ss_button.click(do_sentence_similarity, [ss_sentences, ss_layer, ss_pooling], [ss_plot, ss_json],
-                    api_name="sentence_similarity")
+    tab_intro("Look inside the bi-encoder (or the cross-encoder): how it splits text into tokens, where each "
+              "token's vector sits at any layer, how one word's meaning shifts with its context, and how alike "
+              "whole sentences are.")
+    emb_model = gr.Dropdown(list(ui.models.inspect), value="bi-encoder", label="Model", allow_custom_value=True)
+    with gr.Tabs(overflow_behavior="wrap"):
+        with gr.Tab("Tokens"):
+            info_text = gr.Textbox(label="Text to tokenize", value=presets["bank_contexts"][1])
+            info_button = gr.Button("Inspect", variant="primary", elem_id="info-button")
+            info_md = gr.Markdown(elem_id="info-summary")
+            info_table = gr.Dataframe(label="Tokens", elem_classes=["ctxir-table"], visible=False)
+            with gr.Accordion("Numbers (JSON)", open=False):
+                info_json = gr.JSON()
+        with gr.Tab("Projection"):
+            gr.Markdown("Every token of the sentences as a point: tokens whose vectors are alike land close. Compare "
+                        "two layers: at layer 0 'bank' is one point per spelling, deeper it splits by meaning.",
+                        elem_classes=["ctxir-intro"])
+            emb_sentences = gr.Textbox(label="Sentences (one per line)", lines=4,
+                                       value=lines(presets["bank_contexts"]))
+            with gr.Row():
+                emb_word = gr.Textbox(label="Highlight word", value=presets["word"], min_width=140)
+                layer_a = gr.Slider(0, n_layers, value=0, step=1, label="layer A", min_width=140)
+                layer_b = gr.Slider(0, n_layers, value=n_layers, step=1, label="layer B", min_width=140)
+                methods = gr.CheckboxGroup(["pca", "tsne"], value=["pca", "tsne"], label="Projections",
+                                           min_width=140)
+            emb_button = gr.Button("Project tokens", variant="primary", elem_id="project-button")
+            emb_summary = gr.Markdown(elem_id="project-summary")
+            emb_plot = gr.Plot(label="Token vectors in 2-D (hover a point for its token)", visible=False,
+                               elem_id="projection-plot")
+            drift_plot = gr.Plot(label="Consecutive-layer cosine, sentence 1 (hover a cell)", visible=False)
+            emb_pngs = [gr.File(visible=False), gr.File(visible=False)]  # the PNGs the API returns
+            emb_files = gr.File(label="Download: PNG, interactive HTML, CSV, JSON", file_count="multiple",
+                                visible=False)
+            with gr.Accordion("Numbers (JSON)", open=False):
+                emb_json = gr.JSON()
+        with gr.Tab("Across layers"):
+            gr.Markdown("One word in several sentences, compared layer by layer: the same spelling starts alike and "
+                        "drifts apart where the contexts differ.", elem_classes=["ctxir-intro"])
+            sim_sentences = gr.Textbox(label="Sentences containing the word (one per line)", lines=4,
+                                       value=lines(presets["bank_contexts"]))
+            sim_word = gr.Textbox(label="Word", value=presets["word"])
+            sim_button = gr.Button("Compare layer by layer", variant="primary", elem_id="layer-sim-button")
+            sim_summary = gr.Markdown(elem_id="layer-sim-summary")
+            with gr.Row():
+                word_plot = gr.Plot(label="The word's cosine between sentences, per layer", visible=False,
+                                    min_width=300)
+                sent_plot = gr.Plot(label="Whole sentences' cosine, per layer", visible=False, min_width=300)
+            sim_pngs = [gr.File(visible=False), gr.File(visible=False)]
+            sim_files = gr.File(label="Download: PNG, interactive HTML, CSV, JSON", file_count="multiple",
+                                visible=False)
+            with gr.Accordion("Numbers (JSON)", open=False):
+                sim_json = gr.JSON()
+        with gr.Tab("Sentence similarity"):
+            gr.Markdown("How alike whole sentences are, as the chosen layer and pooling embed them.",
+                        elem_classes=["ctxir-intro"])
+            ss_sentences = gr.Textbox(label="Sentences (one per line)", lines=6,
+                                      value=lines(presets["similarity_sentences"]))
+            with gr.Row():
+                ss_layer = gr.Slider(0, n_layers, value=n_layers, step=1, label="layer")
+                ss_pooling = gr.Radio(list(POOLINGS), value="mean", label="pooling")
+            ss_button = gr.Button("Sentence similarity", variant="primary", elem_id="sentence-sim-button")
+            ss_summary = gr.Markdown(elem_id="sentence-sim-summary")
+            ss_plot = gr.Plot(label="Cosine similarity of sentence embeddings (hover a cell)", visible=False)
+            ss_png = gr.File(visible=False)
+            ss_files = gr.File(label="Download: PNG, interactive HTML, CSV, JSON", file_count="multiple",
+                               visible=False)
+            with gr.Accordion("Numbers (JSON)", open=False):
+                ss_json = gr.JSON()
+
+    def cleared(*components):
+        return {"fn": lambda: "", "inputs": None, "outputs": list(components), "queue": False,
+                "api_visibility": "private"}
+
+    info_button.click(**cleared(info_md)).then(
+        do_model_info, [emb_model, info_text], [info_md, info_table, info_json], api_name="model_info").success(
+        show, None, [info_table], queue=False, api_visibility="private")
+    emb_button.click(**cleared(emb_summary)).then(
+        do_token_embeddings, [emb_model, emb_sentences, emb_word, layer_a, layer_b, methods],
+        [*emb_pngs, emb_summary, emb_json], api_name="token_embeddings").success(
+        after_projection, [emb_json, *emb_pngs], [emb_plot, drift_plot, emb_files], api_visibility="private")
+    sim_button.click(**cleared(sim_summary)).then(
+        do_layer_similarity, [emb_model, sim_sentences, sim_word], [*sim_pngs, sim_summary, sim_json],
+        api_name="layer_similarity").success(after_layers, [sim_json, *sim_pngs], [word_plot, sent_plot, sim_files],
+                                             api_visibility="private")
+    ss_button.click(**cleared(ss_summary)).then(
+        do_sentence_similarity, [ss_sentences, ss_layer, ss_pooling], [ss_png, ss_json],
+        api_name="sentence_similarity").success(after_similarity, [ss_json, ss_png], [ss_summary, ss_plot, ss_files],
+                                                api_visibility="private")

@@ -20,7 +20,7 @@ import numpy as np
 from ctxir.app import figures
 from ctxir.app.state import RERANKERS, AppModels, AppState, Owner, ViewResult, demo_presets
 from ctxir.app.text import md_code, md_literal
-from ctxir.app.ui import Ui, gpu, guard
+from ctxir.app.ui import Ui, exports, gpu, guard, tab_intro
 from ctxir.checks import check_choice, check_int, check_text
 from ctxir.types import CtxirError, doc_text
 
@@ -44,28 +44,30 @@ def _compact(value: Any, digits: int = 6) -> Any:
 
 
 def highlight(tokens: list[str], scores: list[float], scale: float | None = None) -> list[tuple[str, float | None]]:
-    """Word-pieces as readable text for ``gr.HighlightedText``: one span per token with its score divided by
-    ``scale`` (default: the largest magnitude), so the strongest token is ±1; a plain space between words."""
-    values = np.asarray(scores, dtype=np.float64)
-    scale = scale or float(np.max(np.abs(values), initial=0.0)) or 1.0
-    spans: list[tuple[str, float | None]] = []
-    for i, (token, value) in enumerate(zip(tokens, values, strict=True)):
-        if token.startswith("##"):
-            token = token[2:]
-        elif i:
-            spans.append((" ", None))
-        spans.append((token, round(float(np.clip(value / scale, -1, 1)), 3)))
-    return spans
+    """Tokens as readable words for ``gr.HighlightedText``: word-pieces joined (``otter`` + ``##s`` = ``otters``,
+    their scores summed), special tokens kept (a mean-pooled [CLS] and [SEP] take part in the cosine), each score
+    divided by ``scale`` (default: the largest magnitude, so the strongest word is ±1), and an uncoloured space
+    between words, so the spans read as the text (and copy as it)."""
+    spans = words(tokens, scores, keep_special=True)
+    scale = scale or max((abs(v) for _, v in spans), default=0.0) or 1.0
+    out: list[tuple[str, float | None]] = []
+    for i, (word, value) in enumerate(spans):
+        out.extend([(" ", None)] if i else [])
+        out.append((word, round(float(np.clip(value / scale, -1, 1)), 3)))
+    return out
 
 
-def words(tokens: list[str], scores: list[float], start: int = 0, end: int | None = None) -> list[tuple[str, float]]:
+def words(tokens: list[str], scores: list[float], start: int = 0, end: int | None = None,
+          keep_special: bool = False) -> list[tuple[str, float]]:
     """Word-pieces ``tokens[start:end]`` joined into words (``otter`` + ``##s`` = ``otters``, attributions summed),
-    special tokens left out."""
+    special tokens left out unless ``keep_special``."""
     out: list[tuple[str, float]] = []
     for token, value in zip(tokens[start:end], scores[start:end], strict=True):
         if _SPECIAL.match(token):
+            if keep_special:
+                out.append((token, float(value)))
             continue
-        if token.startswith("##") and out:
+        if token.startswith("##") and out and not _SPECIAL.match(out[-1][0]):
             out[-1] = (out[-1][0] + token[2:], out[-1][1] + float(value))
         else:
             out.append((token, float(value)))
@@ -107,7 +109,9 @@ def explain_pair(state: AppState, query: str, document: str, model: str = "auto"
     data = _compact({**raw, "model": model})
 
     q_tokens, d_tokens = bi["query_tokens"], bi["document_tokens"]
-    scale = float(np.max(np.abs([*bi["query_contributions"], *bi["document_contributions"]]), initial=0.0))
+    q_words = words(q_tokens, bi["query_contributions"], keep_special=True)
+    d_words = words(d_tokens, bi["document_contributions"], keep_special=True)
+    scale = max((abs(v) for _, v in [*q_words, *d_words]), default=0.0)  # one scale: both sum to the cosine
     highlights = {"query": highlight(q_tokens, bi["query_contributions"], scale),
                   "document": highlight(d_tokens, bi["document_contributions"], scale)}
     plots, pngs = {}, {}
@@ -142,7 +146,7 @@ def explain_pair(state: AppState, query: str, document: str, model: str = "auto"
             + ("" if reranker["converged"] else " — above the 1 % target even at the step cap") + ".")
     elif model == "auto":
         lines.append("No re-ranker is loaded, so only the bi-encoder is explained.")
-    lines.append("Red raised the score, blue lowered it; the strongest token of each view is full colour.")
+    lines.append("Red raised the score, blue lowered it; the strongest word of each view is full colour.")
     return ViewResult(data=data, text="\n\n".join(lines), plots=plots, figures=pngs, highlights=highlights)
 
 
@@ -232,6 +236,7 @@ class Panel:
     bars: Any
     files: Any
     json: Any
+    numbers: Any  # the accordion around json
 
     @property
     def outputs(self) -> list:
@@ -246,32 +251,34 @@ class Panel:
             bi = (data or {}).get("bi_encoder") or {}
             has_pairs, has_reranker = bi.get("pair_contributions") is not None, "cross_encoder" in (data or {})
             return [gr.update(visible=shown) for shown in (bool(bi), bool(bi), has_reranker, has_pairs,
-                                                            has_reranker, True)]
+                                                            has_reranker, True, True)]
 
         event.success(visible, [self.json], [self.query, self.document, self.reranker, self.pairs, self.bars,
-                                             self.files], api_visibility="private")
+                                             self.files, self.numbers], queue=False, api_visibility="private")
 
 
 def panel(prefix: str) -> Panel:
     """An explanation display (inside an open Blocks context); its parts are hidden until an explanation arrives."""
     summary = gr.Markdown(elem_id=f"{prefix}-summary")
-    shown = {"show_legend": True, "show_inline_category": False, "combine_adjacent": False, "visible": False}
-    query = gr.HighlightedText(label="Query, bi-encoder view (colour = contribution to the cosine)", **shown)
-    document = gr.HighlightedText(label="Document, bi-encoder view", elem_id=f"{prefix}-document", **shown)
-    reranker = gr.HighlightedText(label="Query and document, re-ranker view (colour = attribution)", **shown)
-    pairs = gr.Plot(label="Contribution heatmap", show_label=False, visible=False)
-    bars = gr.Plot(label="Re-ranker attributions", show_label=False, visible=False)
+    shown = {"show_legend": False, "show_inline_category": False, "combine_adjacent": False, "visible": False}
+    query = gr.HighlightedText(label="Query · bi-encoder (red raised the cosine, blue lowered it)", **shown)
+    document = gr.HighlightedText(label="Document · bi-encoder (same colour scale as the query)",
+                                  elem_id=f"{prefix}-document", **shown)
+    reranker = gr.HighlightedText(label="Query and document · re-ranker (red raised its score, blue lowered it)",
+                                  **shown)
+    pairs = gr.Plot(label="Contribution heatmap: each query token × document token term of the cosine (hover a "
+                          "cell)", visible=False, elem_id=f"{prefix}-heatmap")
+    bars = gr.Plot(label="Re-ranker attribution per token (hover a bar)", visible=False)
     files = gr.File(label="Download: PNG, interactive HTML, JSON", file_count="multiple", visible=False)
-    with gr.Accordion("Numbers (JSON)", open=False):
+    with gr.Accordion("Numbers of the explanation (JSON)", open=False, visible=False) as numbers:
         data = gr.JSON()
-    return Panel(summary, query, document, reranker, pairs, bars, files, data)
+    return Panel(summary, query, document, reranker, pairs, bars, files, data, numbers)
 
 
 def panel_values(ui: Ui, r: ViewResult, stem: str = "explanation") -> tuple:
     """``r`` as the values of a ``Panel``'s outputs; its exports written to the bounded output folder."""
-    files = [ui.out.png(fig, f"{stem}-{name}") for name, fig in r.figures.items()]
-    files.append(ui.out.html(figures.html_document(list(r.plots.values()), f"ctxir {stem}"), stem))
-    files.append(ui.out.json(r.data, stem))
+    pngs = [ui.out.png(fig, f"{stem}-{name}") for name, fig in r.figures.items()]
+    files = exports(ui.out, stem, data=r.data, plots=list(r.plots.values()), files=pngs)
     return (r.text, r.highlights.get("query"), r.highlights.get("document"), r.highlights.get("reranker"),
             r.plots.get("pairs"), r.plots.get("reranker"), files, r.data)
 
@@ -293,6 +300,9 @@ def build(ui: Ui) -> None:
         ui.visitor(request)
         return panel_values(ui, explain_pair(state, query, document, model))
 
+    tab_intro("Why did a model give this document this score for this query? Each word is coloured by how much it "
+              "raised or lowered the score: the bi-encoder's cosine split exactly over query × document tokens, and "
+              "the re-ranker's score split by integrated gradients.")
     query = gr.Textbox(label="Query", value=presets["pair_query"])
     document = gr.Textbox(label="Document", lines=3, value=presets["pair_documents"][0])
     model = gr.Radio(model_choices(ui.models), value="auto", label="Explain with",

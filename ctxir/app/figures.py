@@ -2,8 +2,7 @@
 and their standalone HTML export.
 
 Only presentation lives here: each builder takes numbers a view already computed (in the library or the tab's
-logic) and draws them, with every point and cell naming its token on hover. Token axes are positions with the
-tokens as tick labels, because a categorical axis would merge repeated tokens ("the" twice becomes one column).
+logic, usually straight from the view's JSON answer) and draws them, every point and cell naming its token on hover.
 The PNG exports stay matplotlib (``ctxir.viz``), rendered on the server, so API clients get files too.
 """
 
@@ -24,18 +23,28 @@ DIVERGING = [[0.0, "#3b4cc0"], [0.5, "#f7f7f7"], [1.0, "#d62728"]]
 
 
 def _layout(fig: go.Figure, title: str, height: int, **extra) -> go.Figure:
-    fig.update_layout(title={"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 15}}, height=height,
-                      margin={"l": 10, "r": 10, "t": 48, "b": 10}, font=FONT, template="plotly_white",
-                      hoverlabel={"font_size": 13}, **extra)
+    """Common look. The title is kept in ``layout.meta`` (the HTML export prints it above the figure; the app shows
+    it as the plot's label) rather than inside the plot, where the modebar covered it and a phone cut it short."""
+    # t=48: the app's plot label sits over the figure's top-left corner; subplot titles start below it
+    fig.update_layout(meta={"title": title}, height=height, margin={"l": 10, "r": 10, "t": 48, "b": 10}, font=FONT,
+                      template="plotly_white", hoverlabel={"font_size": 13}, **extra)
     return fig
 
 
-def _ticks(labels: Sequence[str], limit: int = 60) -> dict:
-    """Tick positions/labels for a token axis: every token up to ``limit``, else every k-th (hover names all)."""
-    step = max(1, -(-len(labels) // limit))
-    positions = list(range(0, len(labels), step))
-    return {"tickmode": "array", "tickvals": positions, "ticktext": [str(labels[i])[:24] for i in positions],
-            "automargin": True}
+def title_of(fig: go.Figure) -> str:
+    return (fig.layout.meta or {}).get("title", "")
+
+
+def unique(labels: Sequence[str]) -> list[str]:
+    """Axis categories for tokens: a repeated token gets zero-width spaces appended, so "the" twice stays two
+    columns (a categorical axis merges equal labels) and Plotly still thins crowded labels by itself."""
+    seen: dict[str, int] = {}
+    out = []
+    for label in labels:
+        label = str(label)[:24]
+        out.append(label + "\u200b" * seen.get(label, 0))
+        seen[label] = seen.get(label, 0) + 1
+    return out
 
 
 def heatmap(matrix, row_labels: Sequence[str], col_labels: Sequence[str], title: str, *, value_name: str = "value",
@@ -45,57 +54,59 @@ def heatmap(matrix, row_labels: Sequence[str], col_labels: Sequence[str], title:
     """A heatmap whose hover names the row and column labels (tokens, sentences) and the value."""
     z = np.asarray(matrix, dtype=np.float64)
     rows, cols = z.shape
-    hover_rows = np.array([[str(r)] * cols for r in row_labels])
-    hover_cols = np.array([[str(c) for c in col_labels]] * rows)
-    custom = np.dstack([hover_rows, hover_cols])
+    custom = np.dstack([np.array([[str(r)] * cols for r in row_labels]),
+                        np.array([[str(c) for c in col_labels]] * rows)])
     if diverging:
         bound = float(np.nanmax(np.abs(z))) if z.size else 1.0
-        zmin, zmax, scale = -bound or -1.0, bound or 1.0, DIVERGING
+        zmin, zmax, scale = -(bound or 1.0), bound or 1.0, DIVERGING
     else:
         scale = colorscale
-    trace = go.Heatmap(z=z, x=list(range(cols)), y=list(range(rows)), customdata=custom, zmin=zmin, zmax=zmax,
-                       colorscale=scale, colorbar={"title": {"text": value_name, "side": "right"}, "thickness": 14},
-                       hovertemplate=f"{row_name} %{{customdata[0]}}<br>{col_name} %{{customdata[1]}}"
+    trace = go.Heatmap(z=z, x=unique(col_labels), y=unique(row_labels), customdata=custom, zmin=zmin, zmax=zmax,
+                       colorscale=scale, colorbar={"title": {"text": value_name, "side": "right"}, "thickness": 12},
+                       hovertemplate=f"{row_name} <b>%{{customdata[0]}}</b><br>{col_name} <b>%{{customdata[1]}}</b>"
                                      f"<br>{value_name} %{{z:.{decimals + 1}f}}<extra></extra>")
     if show_values if show_values is not None else rows * cols <= 150:
-        trace.update(text=np.round(z, decimals), texttemplate=f"%{{z:.{decimals - 1}f}}", textfont={"size": 11})
+        trace.update(texttemplate=f"%{{z:.{max(decimals - 1, 1)}f}}", textfont={"size": 11})
     fig = go.Figure(trace)
-    fig.update_xaxes(**_ticks(col_labels), tickangle=-60, showgrid=False)
-    fig.update_yaxes(**_ticks(row_labels), autorange="reversed", showgrid=False)
-    return _layout(fig, title, height or int(min(900, max(320, 140 + 22 * rows))))
+    fig.update_xaxes(type="category", tickangle=-60, showgrid=False, automargin=True)
+    fig.update_yaxes(type="category", autorange="reversed", showgrid=False, automargin=True)
+    return _layout(fig, title, height or int(min(900, max(340, 160 + 22 * rows))))
 
 
 def token_bars(tokens: Sequence[str], values: Sequence[float], title: str, value_name: str = "attribution",
                split: int | None = None) -> go.Figure:
     """One bar per token (red raised the score, blue lowered it); ``split`` marks where the document starts."""
     values = np.asarray(values, dtype=np.float64)
-    colors = ["#d62728" if v > 0 else "#3b4cc0" for v in values]
-    fig = go.Figure(go.Bar(x=list(range(len(tokens))), y=values, marker_color=colors, customdata=list(tokens),
-                           hovertemplate=f"%{{customdata}}<br>{value_name} %{{y:.4f}}<extra></extra>"))
-    fig.update_xaxes(**_ticks(tokens, 80), tickangle=-60)
+    fig = go.Figure(go.Bar(x=unique(tokens), y=values, marker_color=["#d62728" if v > 0 else "#3b4cc0" for v in values],
+                           customdata=list(tokens),
+                           hovertemplate=f"<b>%{{customdata}}</b><br>{value_name} %{{y:.4f}}<extra></extra>"))
+    fig.update_xaxes(type="category", tickangle=-60, automargin=True)
     fig.update_yaxes(title_text=value_name, zeroline=True, zerolinecolor="#888")
     if split is not None:
         fig.add_vline(x=split - 0.5, line_dash="dot", line_color="#888")
-        fig.add_annotation(x=split - 0.5, y=1, yref="paper", text="document →", showarrow=False, xanchor="left",
-                           font={"size": 11, "color": "#555"})
     return _layout(fig, title, 340)
 
 
-def scores_bars(documents: Sequence[str], columns: dict[str, Sequence[float | None]]) -> go.Figure:
-    """One horizontal bar chart per score (each on its own scale), documents on the y axis."""
+def score_bars(documents: Sequence[str], columns: dict[str, Sequence[float | None]]) -> go.Figure:
+    """One horizontal bar chart per score, stacked (each on its own scale, readable at a phone's width too); the
+    documents are "doc 1", "doc 2"... as in the table beside it, and hovering a bar shows the document's text."""
     shown = {name: values for name, values in columns.items() if any(v is not None for v in values)}
-    labels = [f"{i + 1}. {d[:34]}{'…' if len(d) > 34 else ''}" for i, d in enumerate(documents)]
-    fig = make_subplots(rows=1, cols=max(1, len(shown)), shared_yaxes=True, subplot_titles=list(shown),
-                        horizontal_spacing=0.04)
-    for c, (name, values) in enumerate(shown.items(), 1):
+    labels = [f"doc {i + 1}" for i in range(len(documents))]
+    texts = [f"{i + 1}. {d[:90]}{'…' if len(d) > 90 else ''}" for i, d in enumerate(documents)]
+    fig = make_subplots(rows=max(1, len(shown)), cols=1, subplot_titles=list(shown), vertical_spacing=0.5 / max(
+        1, len(documents)) / max(1, len(shown)) + 0.06)
+    for r, (name, values) in enumerate(shown.items(), 1):
         vals = [np.nan if v is None else float(v) for v in values]
         best = np.nanmax(vals)
         fig.add_trace(go.Bar(y=labels, x=vals, orientation="h", name=name, showlegend=False,
                              marker_color=["#2ca02c" if v == best else "#1f77b4" for v in vals],
-                             customdata=list(documents), text=[f"{v:.3f}" for v in vals], textposition="auto",
-                             hovertemplate=f"%{{customdata}}<br>{name} %{{x:.4f}}<extra></extra>"), 1, c)
-    fig.update_yaxes(autorange="reversed", automargin=True)
-    return _layout(fig, "scores per document (green = highest)", int(120 + 40 * len(documents)))
+                             customdata=texts, text=[f"{v:.3f}" for v in vals], textposition="auto",
+                             textangle=0, constraintext="none",  # a short bar's value beside it, never sideways
+                             hovertemplate=f"%{{customdata}}<br>{name} <b>%{{x:.4f}}</b><extra></extra>"), r, 1)
+    fig.update_yaxes(autorange="reversed", automargin=True, type="category")
+    fig.update_annotations(font_size=13)
+    return _layout(fig, "scores per document, each model on its own scale (green = its highest)",
+                   int(70 + len(shown) * (50 + 26 * len(documents))))
 
 
 def projection(points: dict[tuple[str, int], np.ndarray], labels: Sequence[str], groups: Sequence[int],
@@ -105,63 +116,69 @@ def projection(points: dict[tuple[str, int], np.ndarray], labels: Sequence[str],
     layers = sorted({layer for _, layer in points})
     titles = [f"{'PCA' if m == 'pca' else 't-SNE'} · layer {layer}{' (embeddings)' if layer == 0 else ''}"
               for m in methods for layer in layers]
-    fig = make_subplots(rows=len(methods), cols=len(layers), subplot_titles=titles, horizontal_spacing=0.05,
-                        vertical_spacing=0.08)
+    fig = make_subplots(rows=len(methods), cols=len(layers), subplot_titles=titles, horizontal_spacing=0.04,
+                        vertical_spacing=0.1)
     labels = list(labels)
     for r, method in enumerate(methods, 1):
         for c, layer in enumerate(layers, 1):
-            xy = points[(method, layer)]
+            xy = np.asarray(points[(method, layer)])
             for g, name in enumerate(group_names):
                 idx = [i for i, gi in enumerate(groups) if gi == g]
                 fig.add_trace(go.Scatter(
                     x=xy[idx, 0], y=xy[idx, 1], mode="markers+text", text=[labels[i] for i in idx],
                     textposition="top center", textfont={"size": 10, "color": "#555"},
-                    marker={"size": [14 if highlight[i] else 8 for i in idx], "color": COLORS[g % len(COLORS)],
-                            "line": {"width": [2.5 if highlight[i] else 0 for i in idx], "color": "#d62728"}},
-                    name=name[:50], legendgroup=str(g), showlegend=r == 1 and c == 1,
-                    customdata=[name[:60]] * len(idx),
-                    hovertemplate="<b>%{text}</b><br>sentence %{customdata}<extra></extra>"), r, c)
-    fig.update_xaxes(showticklabels=False)
-    fig.update_yaxes(showticklabels=False)
-    return _layout(fig, "token vectors in 2-D (red ring = the highlighted word; hover a point for its token)",
-                   430 * len(methods) + 60, legend={"orientation": "h", "y": -0.04, "x": 0, "yanchor": "top"})
+                    marker={"size": [15 if highlight[i] else 9 for i in idx], "color": COLORS[g % len(COLORS)],
+                            "line": {"width": [3 if highlight[i] else 0 for i in idx], "color": "#d62728"}},
+                    # a legend line that fits a phone's width; hover gives the longer text
+                    name=name if len(name) <= 44 else name[:43] + "…", legendgroup=str(g),
+                    showlegend=r == 1 and c == 1,
+                    customdata=[name[:70]] * len(idx),
+                    hovertemplate="<b>%{text}</b><br>%{customdata}<extra></extra>"), r, c)
+    fig.update_xaxes(showticklabels=False, zeroline=False)
+    fig.update_yaxes(showticklabels=False, zeroline=False)
+    fig.update_annotations(font_size=13)
+    return _layout(fig, "token vectors in 2-D: colour = sentence, red ring = the highlighted word (hover a point)",
+                   440 * len(methods) + 90, legend={"orientation": "h", "y": -0.02, "x": 0, "yanchor": "top"})
 
 
 def curves(curves_: dict[str, Sequence[float]], title: str, ylabel: str = "cosine similarity") -> go.Figure:
     fig = go.Figure()
     for name, values in curves_.items():
         fig.add_trace(go.Scatter(x=list(range(len(values))), y=list(values), mode="lines+markers", name=name,
-                                 hovertemplate=f"{name}<br>layer %{{x}}<br>cosine %{{y:.3f}}<extra></extra>"))
+                                 hovertemplate=f"sentences {name}<br>layer %{{x}}<br>cosine %{{y:.3f}}<extra></extra>"))
     fig.update_xaxes(title_text="layer (0 = embeddings)", dtick=1)
     fig.update_yaxes(title_text=ylabel)
-    return _layout(fig, title, 380, legend={"orientation": "h", "y": -0.25, "x": 0})
+    return _layout(fig, title, 380, legend={"orientation": "h", "y": -0.22, "x": 0, "yanchor": "top"})
 
 
 def head_grids(rows: list[dict]) -> go.Figure:
     """Layers × heads grids of the per-head summary; hover gives layer, head, value and the strongest link."""
     n_layers = max(r["layer"] for r in rows) + 1
     n_heads = max(r["head"] for r in rows) + 1
-    stats = [("entropy", "entropy (nats)"), ("to_cls", "share → [CLS]"), ("to_sep", "share → [SEP]"),
-             ("to_self", "share → itself"), ("to_previous", "share → previous token"),
+    stats = [("entropy", "entropy (nats; low = focused)"), ("to_cls", "share → [CLS]"),
+             ("to_sep", "share → [SEP]"), ("to_self", "share → itself"), ("to_previous", "share → previous token"),
              ("to_next", "share → next token")]
     cols = 2
-    fig = make_subplots(rows=-(-len(stats) // cols), cols=cols, subplot_titles=[t for _, t in stats],
-                        horizontal_spacing=0.12, vertical_spacing=0.12)
-    by_cell = {(r["layer"], r["head"]): r for r in rows}
-    link = np.array([[f"{by_cell[(layer, h)]['max_from']} → {by_cell[(layer, h)]['max_to']} "
-                      f"({by_cell[(layer, h)]['max_weight']:.2f})" for h in range(n_heads)] for layer in range(n_layers)])
+    n_rows = -(-len(stats) // cols)
+    fig = make_subplots(rows=n_rows, cols=cols, subplot_titles=[t for _, t in stats], horizontal_spacing=0.08,
+                        vertical_spacing=0.16 / n_rows * 3)
+    cell = {(r["layer"], r["head"]): r for r in rows}
+    link = np.array([[f"{cell[(layer, h)]['max_from']} → {cell[(layer, h)]['max_to']} "
+                      f"({cell[(layer, h)]['max_weight']:.2f})" for h in range(n_heads)] for layer in range(n_layers)])
     for i, (key, title) in enumerate(stats):
-        grid = np.array([[by_cell[(layer, h)][key] for h in range(n_heads)] for layer in range(n_layers)])
+        grid = np.array([[cell[(layer, h)][key] for h in range(n_heads)] for layer in range(n_layers)])
         r, c = divmod(i, cols)
         fig.add_trace(go.Heatmap(
             z=grid, x=list(range(n_heads)), y=list(range(n_layers)), customdata=link,
             colorscale="Magma" if key == "entropy" else "Blues", zmin=0, zmax=None if key == "entropy" else 1,
-            showscale=False, hovertemplate=f"layer %{{y}} · head %{{x}}<br>{title} %{{z:.3f}}"
-                                           "<br>strongest: %{customdata}<extra></extra>"), r + 1, c + 1)
-    fig.update_xaxes(title_text="head", dtick=1, title_standoff=4)
-    fig.update_yaxes(title_text="layer", dtick=1, autorange="reversed", title_standoff=4)
-    return _layout(fig, "where each head looks (mean over tokens; hover a cell)",
-                   int(-(-len(stats) // cols) * (60 + 34 * n_layers) + 80))
+            showscale=False, texttemplate="%{z:.2f}" if n_layers * n_heads <= 100 else None,
+            hovertemplate=f"layer %{{y}} · head %{{x}}<br>{title}: <b>%{{z:.3f}}</b>"
+                          "<br>strongest link %{customdata}<extra></extra>"), r + 1, c + 1)
+    fig.update_xaxes(title_text="head", dtick=1, title_standoff=2)
+    fig.update_yaxes(title_text="layer", dtick=1, autorange="reversed", title_standoff=2)
+    fig.update_annotations(font_size=13)
+    return _layout(fig, "where each head looks, mean over tokens (darker = more; hover a cell)",
+                   int(n_rows * (90 + 30 * n_layers) + 60))
 
 
 def rank_moves(rows: list[dict], highlight: set[str], first_stage: str, reranker: str) -> go.Figure:
@@ -179,13 +196,15 @@ def rank_moves(rows: list[dict], highlight: set[str], first_stage: str, reranker
             customdata=[label, label], opacity=1.0 if bold or change == 0 else 0.75,
             hovertemplate=f"%{{customdata}}<br>rank %{{y}} · moved {change:+d}<extra></extra>"))
     fig.update_yaxes(autorange="reversed", title_text="rank", dtick=max(1, len(rows) // 10))
-    return _layout(fig, "rank before and after re-ranking (bold = explained below; hover a line)",
+    return _layout(fig, "rank before and after re-ranking: green moved up, red down, bold = explained (hover a line)",
                    int(min(620, 200 + 14 * len(rows))))
 
 
 def html_document(figures: Sequence[go.Figure], title: str) -> str:
-    """One standalone page holding ``figures``, plotly.js inlined once: it draws offline, interactive."""
-    parts = [fig.to_html(include_plotlyjs=i == 0, full_html=False, config={"responsive": True})
+    """One standalone page holding ``figures`` (each under its title), plotly.js inlined once: it draws offline,
+    interactive."""
+    parts = [f"<h4>{html.escape(title_of(fig))}</h4>"
+             + fig.to_html(include_plotlyjs=i == 0, full_html=False, config={"responsive": True})
              for i, fig in enumerate(figures)]
     return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title></head>"
             f"<body style=\"font-family:sans-serif\"><h3>{html.escape(title)}</h3>{''.join(parts)}</body></html>")

@@ -9,10 +9,10 @@ from collections.abc import Sequence
 import gradio as gr
 import numpy as np
 
-from ctxir.app import explain_tab
+from ctxir.app import explain_tab, figures
 from ctxir.app.state import AppState, ViewResult, demo_presets
 from ctxir.app.text import md_code, rounded, snippet, split_lines
-from ctxir.app.ui import Ui, frame, gpu, guard, lines
+from ctxir.app.ui import Ui, exports, frame, gpu, guard, lines, show, tab_intro
 from ctxir.checks import check_int, check_text
 
 
@@ -79,8 +79,16 @@ def score_pairs(state: AppState, query: str, documents: str | Sequence[str]) -> 
 # ---------------------------------------------------------------- UI
 
 
+# The page's table names the columns short, so every score fits beside the document on a laptop (the API's table,
+# the CSV and the JSON keep the field names); the document column wraps in what is left.
+SHOWN = {"cross_encoder_score": "cross-encoder", "cls_lr_probability": "CLS-LR", "bi_encoder_cosine": "cosine",
+         "cross_encoder_rank": "CE rank", "cls_lr_rank": "LR rank", "cosine_rank": "cos rank"}
+WIDTHS = {"doc": 56, "document": 520, "cross-encoder": 142, "CLS-LR": 90, "cosine": 90, "CE rank": 96,
+          "LR rank": 96, "cos rank": 100}
+
+
 def build(ui: Ui) -> None:
-    """The Pair scoring tab (inside an open gr.Tab); event /score_pairs."""
+    """The Pair scoring tab (inside an open gr.Tab); event /score_pairs (and an Explain action per document)."""
     state, out = ui.state, ui.out
     presets = demo_presets()
 
@@ -89,7 +97,23 @@ def build(ui: Ui) -> None:
     def do_score_pairs(query, documents, request: gr.Request):
         ui.visitor(request)
         r = score_pairs(state, query, documents)
-        return (frame(r.rows), out.png(r.figures["scores"], "pair-scores"), r.text, frame(r.extra_rows), r.data)
+        # the API's table keeps a column per model whether or not it is loaded (a stable contract); the page's
+        # table, redrawn by after_scoring, leaves the empty ones out
+        return frame(r.rows), out.png(r.figures["scores"], "pair-scores"), r.text, frame(r.extra_rows), r.data
+
+    def after_scoring(data, png):
+        """Drawn from the answer: the interactive chart, the downloads, the Explain choices (a private step)."""
+        docs = data["documents"]
+        columns = {"cross-encoder score": "cross_encoder_score", "CLS-LR probability": "cls_lr_probability",
+                   "bi-encoder cosine": "bi_encoder_cosine"}
+        chart = figures.score_bars(docs, {name: [row[key] for row in data["scores"]] for name, key in columns.items()})
+        files = exports(out, "pair-scores", data=data, rows=data["scores"], plots=[chart], files=[png])
+        choices = [(f"{i}. {d[:60]}", i) for i, d in enumerate(docs, 1)]
+        table = frame([{SHOWN.get(key, key): value for key, value in row.items()} for row in data["scores"]],
+                      drop_empty=True)
+        widths = [f"{WIDTHS.get(c, 80)}px" for c in table.columns]
+        return (show(table, column_widths=widths), show(chart), show(files), show(),
+                gr.update(choices=choices, value=1))
 
     @guard
     @gpu
@@ -100,32 +124,41 @@ def build(ui: Ui) -> None:
         return explain_tab.panel_values(ui, explain_tab.explain_pair(state, query, docs[number - 1], model),
                                         "pair-explanation")
 
-    def pair_choices(data):
-        docs = (data or {}).get("documents") or []
-        choices = [(f"{i}. {d[:60]}", i) for i, d in enumerate(docs, 1)]
-        return gr.update(choices=choices, value=1 if choices else None)
-
     def pick_row(evt: gr.SelectData):
         return (evt.row_value or [None])[0]  # the table's first column is the document number
 
+    tab_intro("Score one query against a few documents with every loaded model side by side: the cross-encoder "
+              "and CLS-LR re-rankers read query and document together, the bi-encoder compares their separate "
+              "embeddings. Click a row to see which words drove its scores.")
     pair_query = gr.Textbox(label="Query", value=presets["pair_query"])
-    pair_docs = gr.Textbox(label="Documents (one per line)", lines=6, value=lines(presets["pair_documents"]))
-    pair_button = gr.Button("Score pairs", variant="primary")
-    pair_table = gr.Dataframe(label="Scores", wrap=True)
-    pair_plot = gr.Image(label="Scores (PNG)", type="filepath", format="png")
-    pair_formation = gr.Markdown()
-    pair_tokens = gr.Dataframe(label="Input formation of document 1: tokens, ids, token types")
+    pair_docs = gr.Textbox(label="Documents (one per line)", lines=5, value=lines(presets["pair_documents"]))
+    pair_button = gr.Button("Score pairs", variant="primary", elem_id="score-pairs-button")
+    pair_table = gr.Dataframe(label="Scores and ranks per model (click a row to explain it)", wrap=True,
+                              elem_classes=["ctxir-table"], visible=False)
+    pair_plot = gr.Plot(label="Scores per document, each model on its own scale (hover a bar)", visible=False)
+    pair_png = gr.File(visible=False)  # the PNG the API returns; offered among the downloads
+    with gr.Row(visible=False) as explain_row:
+        pair_choice = gr.Dropdown([], label="Explain a document's scores", scale=3, min_width=220)
+        explain_model = gr.Radio(explain_tab.model_choices(ui.models), value="auto", label="Explain with", scale=2,
+                                 min_width=220)
+        explain_button = gr.Button("Explain", scale=1, min_width=120, variant="primary", elem_id="explain-pair-button")
+    pair_files = gr.File(label="Download: PNG, interactive HTML, CSV, JSON", file_count="multiple", visible=False)
+    pair_formation = gr.Markdown(elem_id="pair-summary")
+    with gr.Accordion("Tokens of document 1 as the cross-encoder reads them (ids, token types)", open=False):
+        pair_tokens = gr.Dataframe(elem_classes=["ctxir-table"])
     with gr.Accordion("Numbers (JSON)", open=False):
         pair_json = gr.JSON()
-    with gr.Row():
-        pair_choice = gr.Dropdown([], label="Explain a document's scores (or click its row)", scale=3)
-        explain_model = gr.Radio(explain_tab.model_choices(ui.models), value="auto", label="Explain with", scale=2)
-        explain_button = gr.Button("Explain", scale=1, elem_id="explain-pair-button")
     explained = explain_tab.panel("pair-explain")
 
-    pair_button.click(do_score_pairs, [pair_query, pair_docs],
-                      [pair_table, pair_plot, pair_formation, pair_tokens, pair_json], api_name="score_pairs"
-                      ).success(pair_choices, [pair_json], [pair_choice], api_visibility="private")
+    # a new request first clears the last answer: no stale scores above an error
+    hidden = gr.update(visible=False)
+    pair_button.click(lambda: ("", hidden, hidden, hidden, hidden), None,
+                      [pair_formation, pair_table, pair_plot, pair_files, explain_row], queue=False,
+                      api_visibility="private").then(
+        do_score_pairs, [pair_query, pair_docs], [pair_table, pair_png, pair_formation, pair_tokens, pair_json],
+        api_name="score_pairs").success(after_scoring, [pair_json, pair_png],
+                                        [pair_table, pair_plot, pair_files, explain_row, pair_choice],
+                                        api_visibility="private")
     explain_inputs = [pair_query, pair_docs, pair_choice, explain_model]
     explained.shows(explain_button.click(do_explain_pair, explain_inputs, explained.outputs,
                                          api_visibility="private"))

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import gradio as gr
+import pandas as pd
 
-from ctxir.app import explain_tab, figures
+from ctxir.app import explain_tab
 from ctxir.app.state import (
     FIRST_STAGES,
     RERANKERS,
@@ -21,10 +22,9 @@ from ctxir.app.state import (
     Owner,
     Progress,
     ViewResult,
-    demo_queries,
 )
 from ctxir.app.text import cls_warnings, md_code, rounded, snippet
-from ctxir.app.ui import Ui, frame, gpu, guard, warn
+from ctxir.app.ui import Ui, exports, frame, gpu, guard, show, tab_intro, warn
 from ctxir.checks import check_int, check_text
 from ctxir.types import CtxirError
 
@@ -160,13 +160,55 @@ def upload_corpus(state: AppState, path: str | Path | None, progress: Progress |
 
 
 
+# ---------------------------------------------------------------- shown in the page
+
+
+def results_table(rows: list[dict], first_stage: str) -> list[dict]:
+    """The results as shown: no column that is empty (re-ranker columns without a re-ranker) or repeats ``rank``
+    (the first stage's rank without a re-ranker, the re-ranker's rank with one)."""
+    reranked = any(r["rerank_rank"] is not None for r in rows)
+    drop = {"rerank_rank"} | ({"rerank_score", "rank_change", f"{first_stage}_rank"} if not reranked else set())
+    order = ["rank", "doc_id", *(["rerank_score", "rank_change"] if reranked else []), f"{first_stage}_score",
+             f"{first_stage}_rank", "title", "text"]
+    return [{key: row[key] for key in order if key in row and key not in drop} for row in rows]
+
+
+WIDTHS = {"rank": 60, "move": 70, "doc_id": 120, "title": 170}
+# the what-moved table (explain_tab.what_moved's rows) before its two word columns, drove_it and against_it
+MOVED_COLUMNS = ["move", "doc_id", "title", "first_rank", "rerank_rank", "words"]  # px; a score or rank column fits its header, the text the rest
+
+
+def header_width(name: str) -> int:
+    return max(80, round(8.5 * len(name)) + 30)
+
+
+def column_widths(columns: list[str], total: int = 1180, wide: str = "text") -> list[str]:
+    """Pixel widths that fit a laptop's page (about 1,200 px) with the ``wide`` column wrapping in what is left; a
+    phone scrolls the table sideways inside its box, the page itself stays on screen. A score or rank column is as
+    wide as its header in the table's bold monospace font (about 8.5 px a character, plus padding and sort icon)."""
+    fixed = {c: WIDTHS.get(c, header_width(c)) for c in columns if c != wide}
+    text = max(340, total - sum(fixed.values()))
+    return [f"{fixed.get(c, text)}px" for c in columns]
+
+
+def pooling_table(rows: list[dict]) -> list[dict]:
+    """Compare pooling as three narrow columns: rank, the mean-pooled hit, the CLS-pooled hit (title · score)."""
+
+    def cell(row, pooling):
+        if row[f"{pooling}_doc_id"] is None:
+            return ""
+        return f"{row[f'{pooling}_title'] or row[f'{pooling}_doc_id']} · {row[f'{pooling}_score']:.3f}"
+
+    return [{"rank": r["rank"], "mean pooling": cell(r, "mean"), "CLS pooling": cell(r, "cls")} for r in rows]
+
+
 # ---------------------------------------------------------------- UI
 
 
 def build(ui: Ui) -> None:
-    """The Search tab (inside an open gr.Tab): search, compare pooling, upload; events /search,
-    /compare_pooling, /upload_corpus."""
-    state, cfg = ui.state, ui.config
+    """The Search tab (inside an open gr.Tab): search, explain a result, what moved, compare pooling, upload;
+    events /search, /explain_result, /what_moved, /compare_pooling, /upload_corpus."""
+    state, cfg, out = ui.state, ui.config, ui.out
     n_layers = ui.models.num_layers
 
     # Numbers go to the logic as sent (no int()): it refuses 2.5 for k with a message instead of using 2.
@@ -175,7 +217,45 @@ def build(ui: Ui) -> None:
     @gpu
     def do_search(query, corpus, first_stage, reranker, k, depth, request: gr.Request):
         r = search(state, query, corpus, first_stage, reranker, k, depth, owner=ui.visitor(request))
+        # API clients get every column, always the same ones (their data contract); the page's table is redrawn
+        # by after_search without the empty and repeated ones
         return frame(r.rows), r.text, r.data
+
+    def after_search(data):
+        hits = (data or {}).get("hits") or []
+        choices = [(f"{h['rank']}. {h['title'] or h['text'][:50]} ({h['doc_id']})", h["doc_id"]) for h in hits]
+        shown = results_table(hits, data["first_stage"]) if hits else []
+        csv = out.csv(hits, "search-results") if hits else None  # the CSV keeps every column, like the JSON
+        return (show(frame(shown, ["(no results)"]), column_widths=column_widths(list(shown[0]) if shown else [])),
+                show(csv), show(), gr.update(choices=choices, value=choices[0][1] if choices else None))
+
+    def after_moved():
+        # the two word columns share the room the others leave and wrap there, instead of running off the edge
+        widths = column_widths(MOVED_COLUMNS, wide="words")
+        words = f"{max(260, int(widths[-1][:-2]) // 2)}px"
+        return show(), show(column_widths=[*widths[:-1], words, words]), show()
+
+    def before():
+        # a new request clears the last answer first: no stale "10 results" above an error
+        return "", gr.update(visible=False), gr.update(visible=False)
+
+    @guard
+    @gpu
+    def do_explain_result(query, corpus, doc_id, model, request: gr.Request):
+        r = explain_tab.explain_result(state, query, corpus, doc_id, model, owner=ui.visitor(request))
+        return explain_tab.panel_values(ui, r, "search-explanation")
+
+    def pick_row(evt: gr.SelectData):
+        # the table's second column is doc_id (row_value: the row as shown, whatever order the table is sorted in)
+        return (evt.row_value or [None, None])[1]
+
+    @guard
+    @gpu
+    def do_what_moved(query, corpus, first_stage, reranker, k, depth, n, request: gr.Request):
+        r = explain_tab.what_moved(state, query, corpus, first_stage, reranker, k, depth, n,
+                                   owner=ui.visitor(request))
+        files = exports(out, "what-moved", data=r.data, rows=r.rows, plots=[r.plots["moves"]])
+        return r.text, r.plots["moves"], frame(r.rows), files, r.data
 
     @guard
     @gpu
@@ -184,7 +264,13 @@ def build(ui: Ui) -> None:
         r = compare_pooling(state, query, corpus, layer, k, progress=lambda f, d: progress(f, desc=d),
                             owner=ui.visitor(request))
         warn(r)
-        return frame(r.rows), r.text, r.data
+        return frame(r.rows), r.text, r.data  # the API's table: one column per field (see after_pooling)
+
+    def after_pooling(table):
+        # the page shows the two rankings as three narrow columns, so the CLS side fits beside the mean side
+        rows = [{key: (None if pd.isna(value) else value) for key, value in row.items()}
+                for row in table.to_dict("records")]
+        return show(frame(pooling_table(rows)))
 
     @guard
     @gpu
@@ -196,99 +282,103 @@ def build(ui: Ui) -> None:
         r = upload_corpus(state, file, progress=lambda f, d: progress(f, desc=d), owner=owner)
         return r.text, frame(r.rows), r.data
 
-    @guard
-    @gpu
-    def do_explain_result(query, corpus, doc_id, model, request: gr.Request):
-        r = explain_tab.explain_result(state, query, corpus, doc_id, model, owner=ui.visitor(request))
-        return explain_tab.panel_values(ui, r, "search-explanation")
-
-    @guard
-    @gpu
-    def do_what_moved(query, corpus, first_stage, reranker, k, depth, n, request: gr.Request):
-        r = explain_tab.what_moved(state, query, corpus, first_stage, reranker, k, depth, n,
-                                   owner=ui.visitor(request))
-        files = [ui.out.csv(r.rows, "what-moved"), ui.out.json(r.data, "what-moved"),
-                 ui.out.html(figures.html_document([r.plots["moves"]], "ctxir: what moved"), "what-moved")]
-        return r.text, r.plots["moves"], frame(r.rows), files, r.data
-
-    def result_choices(data):
-        hits = (data or {}).get("hits") or []
-        choices = [(f"{h['rank']}. {h['title'] or h['text'][:50]} ({h['doc_id']})", h["doc_id"]) for h in hits]
-        return gr.update(choices=choices, value=choices[0][1] if choices else None)
-
-    def pick_row(evt: gr.SelectData):
-        # the table's second column is doc_id (row_value: the row as shown, whatever order the table is sorted in)
-        return (evt.row_value or [None, None])[1]
-
     def refresh_corpora(data, request: gr.Request):
         # A separate, private step: API users of /upload_corpus get the corpus name in the JSON, not a UI update.
         return gr.update(choices=state.corpus_names_for(ui.visitor(request)),
-                         value=(data or {}).get("corpus", state.default_corpus))
+                         value=(data or {}).get("corpus", state.default_corpus)), show()
 
+    tab_intro("Search a corpus with a question. The **first stage** finds candidates (BM25 matches words, dense "
+              "matches meaning, hybrid fuses both); a **re-ranker** re-scores the best of them. Click a result to "
+              "see which words made it match.")
+    with gr.Row(equal_height=True):
+        query = gr.Textbox(label="Query", value=state.examples[0] if state.examples else "", scale=4, min_width=240,
+                           placeholder="type a question, e.g. how do bats find insects at night",
+                           elem_id="search-query")
+        corpus = gr.Dropdown(state.public_names, value=state.default_corpus, label="Corpus", allow_custom_value=True,
+                             scale=1, min_width=160)
     with gr.Row():
-        query = gr.Textbox(label="Query", value="otters playing on the river bank", scale=4)
-        corpus = gr.Dropdown(state.public_names, value=state.default_corpus, label="Corpus",
-                             allow_custom_value=True, scale=1)
-    with gr.Row():
-        first_stage = gr.Radio(list(FIRST_STAGES), value="dense", label="First stage")
-        reranker = gr.Radio(list(RERANKERS), value="none", label="Re-ranker")
-        k = gr.Slider(1, 50, value=10, step=1, label="k (results)")
-        depth = gr.Slider(5, 100, value=cfg.rerank_depth, step=1, label="re-rank depth (candidates)")
+        first_stage = gr.Radio(list(FIRST_STAGES), value="dense", label="First stage", min_width=200)
+        reranker = gr.Radio(list(RERANKERS), value="none", label="Re-ranker", min_width=200,
+                            elem_id="search-reranker")
+        k = gr.Slider(1, 50, value=10, step=1, label="k (results)", min_width=160)
+        depth = gr.Slider(5, 100, value=cfg.rerank_depth, step=1, label="re-rank depth (candidates)", min_width=160)
     search_button = gr.Button("Search", variant="primary", elem_id="search-button")
-    gr.Examples([[q] for q in demo_queries()[:8]], inputs=[query], label="Demo queries")
+    with gr.Column(visible=bool(state.examples)) as examples:
+        if state.examples:
+            gr.Examples([[q] for q in state.examples], inputs=[query],
+                        label=f"Example queries for {state.default_corpus}")
     search_summary = gr.Markdown(elem_id="search-summary")
-    search_table = gr.Dataframe(label="Results", wrap=True, elem_id="search-results")
+    search_table = gr.Dataframe(label="Results (click a row to explain it)", wrap=True, elem_id="search-results",
+                                elem_classes=["ctxir-table"], visible=False, max_height=560)
+    with gr.Row(visible=False) as explain_row:
+        result_choice = gr.Dropdown([], label="Explain a result", scale=3, min_width=220, allow_custom_value=True,
+                                    elem_id="explain-result-choice")  # API: any doc id
+        explain_model = gr.Radio(explain_tab.model_choices(ui.models), value="auto", label="Explain with", scale=2,
+                                 min_width=220)
+        with gr.Column(scale=1, min_width=140):
+            explain_button = gr.Button("Explain", variant="primary", elem_id="explain-result-button")
+            csv_button = gr.DownloadButton("Download results (CSV)", visible=False, size="sm", elem_id="search-csv")
     with gr.Accordion("Numbers (JSON)", open=False):
         search_json = gr.JSON()
-    with gr.Row():
-        result_choice = gr.Dropdown([], label="Explain a result (or click its row)", scale=3,
-                                    allow_custom_value=True, elem_id="explain-result-choice")  # API: any doc id
-        explain_model = gr.Radio(explain_tab.model_choices(ui.models), value="auto", label="Explain with", scale=2)
-        explain_button = gr.Button("Explain", scale=1, elem_id="explain-result-button")
     explained = explain_tab.panel("search-explain")
-    with gr.Accordion("What moved: the documents the re-ranker moved most, and the words that drove it",
+    with gr.Accordion("What moved: the documents a re-ranker moved most, and the words that drove it",
                       open=False):
-        moved_n = gr.Slider(1, cfg.max_movers, value=min(3, cfg.max_movers), step=1, label="documents to explain")
-        moved_button = gr.Button("What moved?", elem_id="what-moved-button")
+        with gr.Row():
+            moved_n = gr.Slider(1, cfg.max_movers, value=min(3, cfg.max_movers), step=1,
+                                label="documents to explain (one integrated-gradients run each)", scale=3)
+            moved_button = gr.Button("What moved?", elem_id="what-moved-button", scale=1)
         moved_summary = gr.Markdown(elem_id="what-moved-summary")
-        moved_plot = gr.Plot(show_label=False)
-        moved_table = gr.Dataframe(wrap=True)
-        moved_files = gr.File(label="Download: CSV, JSON, interactive HTML", file_count="multiple")
+        moved_plot = gr.Plot(label="Rank before and after re-ranking (hover a line)", visible=False)
+        moved_table = gr.Dataframe(wrap=True, elem_classes=["ctxir-table"], visible=False)
+        moved_files = gr.File(label="Download: CSV, JSON, interactive HTML", file_count="multiple", visible=False)
         with gr.Accordion("Numbers (JSON)", open=False):
             moved_json = gr.JSON()
-    with gr.Accordion("Compare pooling: mean vs CLS at any layer, same query", open=False):
+    with gr.Accordion("Compare pooling: the same query through mean- and CLS-pooled embeddings of any layer",
+                      open=False):
         with gr.Row():
             pool_layer = gr.Slider(0, n_layers, value=n_layers, step=1,
                                    label="layer (0 = embeddings, last = model output)")
             pool_k = gr.Slider(1, 20, value=10, step=1, label="k")
-        pool_button = gr.Button("Compare pooling")
-        pool_summary = gr.Markdown()
-        pool_table = gr.Dataframe(wrap=True)
-        pool_json = gr.JSON(label="Numbers (JSON)")
-    with gr.Accordion("Upload a corpus (.txt, .jsonl, .csv, .tsv)", open=False):
+        pool_button = gr.Button("Compare pooling", elem_id="pool-button")
+        pool_summary = gr.Markdown(elem_id="pool-summary")
+        pool_table = gr.Dataframe(wrap=True, elem_classes=["ctxir-table"], visible=False)
+        with gr.Accordion("Numbers (JSON)", open=False):
+            pool_json = gr.JSON()
+    with gr.Accordion("Upload your own corpus (.txt, .jsonl, .csv, .tsv)", open=False):
         gr.Markdown(".txt = one document per line · .jsonl = `{\"id\", \"title\", \"text\"}` per line · "
                     ".csv/.tsv = a header row with a `text` column (optional `id`, `title`). "
-                    f"At most {cfg.max_upload_docs:,} documents and {cfg.max_upload_mb:g} MB.")
+                    f"At most {cfg.max_upload_docs:,} documents and {cfg.max_upload_mb:g} MB; only you see it, "
+                    "for this session.")
         upload_file = gr.File(label="Corpus file", file_types=[".txt", ".jsonl", ".csv", ".tsv"])
         upload_button = gr.Button("Index this corpus")
         upload_summary = gr.Markdown()
-        upload_table = gr.Dataframe(label="First documents", wrap=True)
-        upload_json = gr.JSON(label="Numbers (JSON)")
+        upload_table = gr.Dataframe(label="First documents", wrap=True, elem_classes=["ctxir-table"], visible=False)
+        with gr.Accordion("Numbers (JSON)", open=False):
+            upload_json = gr.JSON()
 
     search_inputs = [query, corpus, first_stage, reranker, k, depth]
     search_outputs = [search_table, search_summary, search_json]
-    for event in (search_button.click(do_search, search_inputs, search_outputs, api_name="search"),
-                  query.submit(do_search, search_inputs, search_outputs, api_visibility="private")):
-        event.success(result_choices, [search_json], [result_choice], api_visibility="private")
+    for trigger, api in ((search_button.click, {"api_name": "search"}), (query.submit, {"api_visibility": "private"})):
+        trigger(before, None, [search_summary, search_table, explain_row], queue=False, api_visibility="private"
+                ).then(do_search, search_inputs, search_outputs, **api
+                       ).success(after_search, [search_json], [search_table, csv_button, explain_row, result_choice],
+                                 queue=False, api_visibility="private")
     explain_inputs = [query, corpus, result_choice, explain_model]
     explained.shows(explain_button.click(do_explain_result, explain_inputs, explained.outputs,
                                          api_name="explain_result"))
     explained.shows(search_table.select(pick_row, None, [result_choice], api_visibility="private").success(
         do_explain_result, explain_inputs, explained.outputs, api_visibility="private"))
-    moved_button.click(do_what_moved, [*search_inputs, moved_n],
-                       [moved_summary, moved_plot, moved_table, moved_files, moved_json], api_name="what_moved")
-    pool_button.click(do_compare_pooling, [query, corpus, pool_layer, pool_k],
-                      [pool_table, pool_summary, pool_json], api_name="compare_pooling")
+    moved_button.click(lambda: "", None, [moved_summary], queue=False, api_visibility="private").then(
+        do_what_moved, [*search_inputs, moved_n], [moved_summary, moved_plot, moved_table, moved_files, moved_json],
+        api_name="what_moved").success(after_moved, None, [moved_plot, moved_table, moved_files],
+                                       queue=False, api_visibility="private")
+    pool_button.click(lambda: "", None, [pool_summary], queue=False, api_visibility="private").then(
+        do_compare_pooling, [query, corpus, pool_layer, pool_k], [pool_table, pool_summary, pool_json],
+        api_name="compare_pooling").success(after_pooling, [pool_table], [pool_table], queue=False,
+                                            api_visibility="private")
     upload_button.click(do_upload, [upload_file], [upload_summary, upload_table, upload_json],
-                        api_name="upload_corpus").success(refresh_corpora, [upload_json], [corpus],
+                        api_name="upload_corpus").success(refresh_corpora, [upload_json], [corpus, upload_table],
                                                           api_visibility="private")
+    # the example queries belong to the startup corpus: hidden while another corpus is chosen
+    corpus.change(lambda name: gr.update(visible=bool(state.examples) and name == state.default_corpus), [corpus],
+                  [examples], queue=False, api_visibility="private")

@@ -28,6 +28,7 @@ DEMO_CORPUS_NAME = "demo"
 POOLINGS = ("mean", "cls", "max")
 INSPECT_MODELS = ("bi-encoder", "cross-encoder")
 Progress = Callable[[float, str], None]
+ENCODE_CHUNK = 256  # documents per progress step of a first start's encoding
 
 
 @dataclass
@@ -86,6 +87,20 @@ def demo_queries() -> list[str]:
     from ctxir.data import load_queries
 
     return list(load_queries(ASSETS / "demo_queries.jsonl").values())
+
+
+def corpus_queries(path: Path, limit: int = 8) -> list[str]:
+    """Up to ``limit`` example queries for a BEIR folder (its queries.jsonl); none for a single corpus file."""
+    from ctxir.data import load_queries
+
+    file = Path(path) / "queries.jsonl"
+    if not file.is_file():
+        return []
+    try:
+        return list(load_queries(file).values())[:limit]
+    except CtxirError as err:
+        logger.warning("no example queries: %s", err)
+        return []
 
 
 @dataclass
@@ -213,13 +228,39 @@ class CorpusIndex:
         step = progress or (lambda *_: None)
         self.name, self.corpus, self.source, self.cache = name, corpus, source, cache
         self._bi_encoder, self._model_name = bi_encoder, model_name
-        step(0.05, f"BM25 index and embeddings of {len(corpus):,} documents (embeddings cached after the first time)")
+        encoder = self._encoder()
+        if progress is not None:
+            self._encode_in_steps(encoder, step)
+        step(0.95, f"BM25 index and dense index of {len(corpus):,} documents")
         # the same builder as `python -m ctxir.evaluate`: hybrid fuses these very BM25 and dense retrievers
-        self.stages = build_first_stages(corpus, FIRST_STAGES, [self._encoder()], fusion="rrf", depth=100)
+        self.stages = build_first_stages(corpus, FIRST_STAGES, [encoder], fusion="rrf", depth=100)
         self.bm25, self.dense, self.hybrid = (self.stages[kind] for kind in FIRST_STAGES)
         self._pooled: dict[tuple[str, int], Any] = {}
         self._lock = threading.Lock()
         step(1.0, "ready")
+
+    def _encode_in_steps(self, encoder, step: Progress, chunk: int | None = None) -> None:
+        """Encode the corpus into the embedding cache ``chunk`` documents at a time, reporting each, so a first
+        start on a large corpus shows how far it has got (minutes on a CPU); the retrievers then read the cache.
+        Nothing to do when the vectors are cached; without a cache (uploads) the retriever encodes in one pass."""
+        import numpy as np
+
+        from ctxir.types import doc_text
+
+        if encoder.cache is None:
+            step(0.1, f"encoding {len(self.corpus):,} documents")
+            return
+        texts = [doc_text(self.corpus[doc_id]) for doc_id in self.corpus]  # the order encode_corpus uses
+        key = encoder.cache_key(texts)
+        if encoder.cache.get(key) is not None:
+            step(0.9, f"embeddings of {len(texts):,} documents read from the cache")
+            return
+        parts, chunk = [], chunk or ENCODE_CHUNK
+        for start in range(0, len(texts), chunk):
+            step(0.9 * start / len(texts), f"encoding documents: {start:,} of {len(texts):,} done (first start "
+                 "only: the vectors are cached)")
+            parts.append(encoder.encode(texts[start:start + chunk]))
+        encoder.cache.put(key, np.concatenate(parts) if parts else encoder.encode([]))
 
     def _encoder(self, pooling: str | None = None, layer: int | None = None):
         from ctxir.encoders import BiEncoder
@@ -248,6 +289,51 @@ class CorpusIndex:
         return {"name": self.name, "documents": len(self.corpus), "source": self.source}
 
 
+class Indexing:
+    """How far the startup corpus's index has got: what the page shows while it is built in the background, and
+    what a search of that corpus is told before it is ready. Also forwards each step to ``progress``."""
+
+    def __init__(self, name: str, documents: int, progress: Progress | None = None,
+                 clock: Callable[[], float] = time.monotonic):
+        self.name, self.documents, self.clock = name, documents, clock
+        self.started = clock()
+        self.fraction, self.message = 0.0, "starting"
+        self.error: str | None = None
+        self.done = threading.Event()
+        self._progress = progress
+
+    def step(self, fraction: float, message: str) -> None:
+        self.fraction, self.message = float(fraction), message
+        if self._progress is not None:
+            self._progress(fraction, message)
+
+    def finish(self, error: BaseException | None = None) -> None:
+        if error is not None:
+            self.error = str(error) if isinstance(error, CtxirError) else f"{type(error).__name__}: {error}"
+        self.done.set()
+
+    def text(self) -> str:
+        """One line for the page: '' once ready."""
+        if self.error is not None:
+            return (f"⚠️ Indexing corpus {self.name!r} failed: {self.error}. The other tabs work; restart the app "
+                    "to try again (the log has the details).")
+        if self.done.is_set():
+            return ""
+        elapsed = self.clock() - self.started
+        return (f"Indexing corpus {self.name!r} ({self.documents:,} documents): {self.message} · "
+                f"{self.fraction:.0%} · {elapsed:.0f} s so far. Searching it works when this is done; the other "
+                "tabs work now.")
+
+    def refusal(self) -> str:
+        """A search of the startup corpus before it is ready (or after its indexing failed)."""
+        if self.error is not None:
+            return (f"corpus {self.name!r} could not be indexed ({self.error}): restart the app, or upload a corpus "
+                    "file and search that")
+        return (f"corpus {self.name!r} is still being indexed ({self.message}; {self.fraction:.0%} after "
+                f"{self.clock() - self.started:.0f} s): try again when the line at the top of the page is gone. "
+                "Pair scoring, Explain, Token embeddings and Attention work meanwhile")
+
+
 Owner = str | None  # whose uploads: a Gradio session hash; None = the local Python caller (tests, notebooks)
 
 
@@ -266,8 +352,14 @@ class AppState:
 
     def __init__(self, models: AppModels, config: AppConfig | None = None, corpus: Corpus | None = None,
                  corpus_name: str = DEMO_CORPUS_NAME, corpus_source: str = "built-in demo corpus",
-                 progress: Progress | None = None, cache=True):
+                 progress: Progress | None = None, cache=True, examples: list[str] | None = None,
+                 background: bool = False):
+        """background=True indexes the startup corpus in a thread and returns at once: the app serves its page
+        meanwhile (``indexing.text()`` says how far it has got) and a search of that corpus before it is ready is
+        refused with that progress; ``wait_ready()`` blocks until it is."""
         self.models, self.config = models, config or AppConfig()
+        # example queries offered for the startup corpus (the demo corpus's own when none are given)
+        self.examples = list(examples) if examples is not None else demo_queries()[:8] if corpus is None else []
         self.cache = cache
         self.default_corpus = corpus_name
         self.clock: Callable[[], float] = time.monotonic  # tests replace it to age owners
@@ -275,33 +367,75 @@ class AppState:
         self._uploads: dict[Owner, OrderedDict[str, CorpusIndex]] = {}
         self._last_seen: dict[Owner, float] = {}  # only owners that hold uploads
         corpus = corpus if corpus is not None else demo_corpus()
-        self._public: dict[str, CorpusIndex] = {
-            corpus_name: CorpusIndex(corpus_name, corpus, models.bi_encoder, corpus_source, progress, cache,
-                                     models.bi_encoder_name)}
+        self.default_size = len(corpus)
+        self._public: dict[str, CorpusIndex] = {}
+        self.indexing = Indexing(corpus_name, len(corpus), progress)
+
+        def build() -> None:
+            try:
+                index = CorpusIndex(corpus_name, corpus, models.bi_encoder, corpus_source, self.indexing.step, cache,
+                                    models.bi_encoder_name)
+                if background:
+                    self._warm_index(index)  # in this thread, so the first search after "ready" pays nothing
+                with self._lock:
+                    self._public[corpus_name] = index
+                self.indexing.finish()
+            except Exception as err:  # reported on the page and by every search of this corpus, never raised
+                if not background:
+                    raise
+                logger.exception("indexing the startup corpus %r failed", corpus_name)
+                self.indexing.finish(err)
+
+        if background:
+            threading.Thread(target=build, name=f"ctxir-index-{corpus_name}", daemon=True).start()
+        else:
+            build()
 
     @classmethod
-    def load(cls, config: AppConfig, progress: Progress | None = None) -> AppState:
-        """Everything the app needs before its first request: models, the startup corpus and its index."""
+    def load(cls, config: AppConfig, progress: Progress | None = None, background: bool = False) -> AppState:
+        """Everything the app needs before its first request: models, the startup corpus and its index
+        (background=True: the index is built in a thread, see ``__init__``; the models are loaded here)."""
         from ctxir.data import load_corpus_any
 
         started = time.perf_counter()
         models = AppModels.load(config, progress)
         if config.corpus:
+            step = progress or (lambda *_: None)
+            step(0.8, f"reading corpus {config.corpus}")
             corpus = load_corpus_any(config.corpus)
             path = Path(config.corpus)
             name, source = (path.name if path.is_dir() else path.stem) or "corpus", str(config.corpus)
+            examples = corpus_queries(path)
         else:
             corpus, name, source = demo_corpus(), DEMO_CORPUS_NAME, "built-in demo corpus"
-        state = cls(models, config, corpus, name, source, progress)
-        state.warm_up()
-        logger.info("app ready in %.1f s: %d documents in %r", time.perf_counter() - started, len(corpus), name)
+            examples = demo_queries()[:8]
+        state = cls(models, config, corpus, name, source, progress, examples=examples, background=background)
+        state.warm_up(index=not background)
+        if background:
+            logger.info("models ready in %.1f s; indexing %d documents of %r in the background",
+                        time.perf_counter() - started, len(corpus), name)
+        else:
+            logger.info("app ready in %.1f s: %d documents in %r", time.perf_counter() - started, len(corpus), name)
         return state
 
-    def warm_up(self) -> None:
-        """One tiny pass through every model so the first user request pays no lazy initialisation."""
-        index = self.index(self.default_corpus)
+    @property
+    def ready(self) -> bool:
+        """The startup corpus is indexed (always, unless it is being indexed in the background)."""
+        return self.indexing.done.is_set() and self.indexing.error is None
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        self.indexing.done.wait(timeout)
+        return self.ready
+
+    @staticmethod
+    def _warm_index(index: CorpusIndex) -> None:
         index.dense.query("warm up", 1)
         index.bm25._search(["warm up"], 1)
+
+    def warm_up(self, index: bool = True) -> None:
+        """One tiny pass through every model so the first user request pays no lazy initialisation."""
+        if index:
+            self._warm_index(self.index(self.default_corpus))
         for reranker in (self.models.cross_encoder, self.models.cls_lr):
             if reranker is not None:
                 reranker.score_pairs("warm up", ["warm up"])
@@ -314,13 +448,14 @@ class AppState:
 
     @property
     def public_names(self) -> list[str]:
-        return list(self._public)
+        """The startup corpus (listed while it is still being indexed: choosing it then says how far it is)."""
+        return [self.default_corpus]
 
     def corpus_names_for(self, owner: Owner = None) -> list[str]:
         """The corpora ``owner`` may choose: the public one(s), then their own uploads (most recent last)."""
         with self._lock:
-            own = [n for n in self._uploads.get(owner, {}) if n not in self._public]
-            return [*self._public, *own]
+            own = [n for n in self._uploads.get(owner, {}) if n not in self.public_names]
+            return [*self.public_names, *own]
 
     @property
     def corpus_names(self) -> list[str]:
@@ -344,7 +479,9 @@ class AppState:
                     return own[name]
             if name in self._public:
                 return self._public[name]
-            visible = [*self._public, *(own or {})]
+            visible = [*self.public_names, *(own or {})]
+        if name == self.default_corpus:
+            raise CtxirError(self.indexing.refusal())
         idle_min = self.config.upload_idle_s / 60
         raise CtxirError(f"corpus {name!r} is not loaded: choose one of {', '.join(map(repr, visible))} or upload a "
                          f"corpus file first (an upload is visible only to the session that uploaded it; it is "

@@ -161,8 +161,57 @@ class Outputs:
         return str(path)
 
 
-def frame(rows: list[dict], columns: list[str] | None = None) -> pd.DataFrame:
-    return pd.DataFrame(rows) if rows else pd.DataFrame(columns=columns or ["(no rows)"])
+def frame(rows: list[dict], columns: list[str] | None = None, drop_empty: bool = False) -> pd.DataFrame:
+    """A table of ``rows``; with ``drop_empty`` the columns no row has a value in are left out (the re-ranker's
+    columns when no re-ranker ran)."""
+    table = pd.DataFrame(rows) if rows else pd.DataFrame(columns=columns or ["(no rows)"])
+    if drop_empty and rows:
+        table = table.dropna(axis="columns", how="all")
+    return table
+
+
+def show(value: Any = None, **changes) -> dict:
+    """An update that shows a component (hidden until its view first ran), with ``value`` when given."""
+    return gr.update(visible=True, **({} if value is None else {"value": value}), **changes)
+
+
+def exports(out: Outputs, stem: str, *, data: Any = None, rows: list[dict] | None = None, plots=(),
+            files=()) -> list[str]:
+    """A view's downloads in ``out``: ``files`` already written (PNG, bertviz HTML), the interactive figures as
+    one standalone HTML page, the table as CSV and the numbers as JSON."""
+    from ctxir.app.figures import html_document
+
+    paths = [str(f) for f in files if f]
+    if plots:
+        paths.append(out.html(html_document(list(plots), f"ctxir {stem}"), stem))
+    if rows:
+        paths.append(out.csv(rows, stem))
+    if data is not None:
+        paths.append(out.json(data, stem))
+    return paths
+
+
+def tab_intro(text: str) -> None:
+    """The one or two lines at the top of a tab that say what it is for."""
+    gr.Markdown(text, elem_classes=["ctxir-intro"])
+
+
+# Gradio 6 takes css in launch(); build_demo also hands it to gr.Blocks so every launch of the demo (tests, scripts)
+# gets it. Selectors use the app's own elem_ids/classes only.
+CSS = """
+.ctxir-intro p { margin: 0 0 .3em 0; }
+.ctxir-status p { margin: 0; font-size: var(--text-sm); }
+.ctxir-indexing { background: #fff4d6; border-radius: 6px; padding: 4px 10px; }
+.ctxir-indexing p { margin: 0; font-size: var(--text-sm); }
+.ctxir-table th, .ctxir-table th * { white-space: nowrap !important; overflow-wrap: normal !important;
+  word-break: keep-all !important; }
+.ctxir-table td { vertical-align: top; }
+.ctxir-table td, .ctxir-table td * { overflow-wrap: anywhere; }
+@media (max-width: 640px) {
+  h1 { font-size: 1.35rem !important; }
+  .ctxir-status p { font-size: 12px; }
+}
+"""
 
 
 def lines(items) -> str:

@@ -1,0 +1,152 @@
+"""Failure report tab: a saved failure report (``python -m ctxir.evaluate --report FILE.html`` writes FILE.json), or
+a results JSON of ``python -m ctxir.evaluate`` over the app's own BEIR corpus, shown as ``ctxir.report`` draws it.
+
+The report's HTML comes from ``ctxir.report.render_report`` (every text escaped). It is shown in an ``<iframe
+srcdoc>`` with an empty ``sandbox``: the file is the visitor's upload, so even a hand-edited one cannot run a script
+or reach the app's page. A results JSON is drilled into without model explanations (those take minutes per query on
+a CPU; ``python -m ctxir.report`` makes them), and only over the corpus this app was started on: the app reads no
+other folder a file names.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+import gradio as gr
+
+from ctxir.app.state import AppState, ViewResult
+from ctxir.app.text import md_code, md_literal
+from ctxir.app.ui import Ui, exports, gpu, guard, show, tab_intro
+from ctxir.checks import check_int
+from ctxir.types import CtxirError
+
+HOW = ("a failure report's .json (`python -m ctxir.evaluate … --report FILE.html` or `python -m ctxir.report "
+       "RESULTS.json` write it beside the .html) or a results JSON of `python -m ctxir.evaluate`")
+
+
+def _read(path: Path, limit_mb: float) -> dict:
+    size_mb = path.stat().st_size / 2**20
+    if size_mb > limit_mb:
+        raise CtxirError(f"{path.name} is {size_mb:.1f} MB; this app reads report files up to {limit_mb:g} MB: use "
+                         "fewer --report-queries, or open the .html the command wrote")
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise CtxirError(f"{path.name} is not a JSON file ({err}): upload {HOW}") from None
+    if not isinstance(value, dict):
+        raise CtxirError(f"{path.name} holds a JSON {type(value).__name__}, not an object: upload {HOW}")
+    return value
+
+
+def _from_results(state: AppState, name: str, results: dict, metric: str, worst: int) -> tuple[list, dict]:
+    """(cases, meta) of a results JSON, judged by the qrels of the BEIR folder the app was started on."""
+    from ctxir.data import load_beir
+    from ctxir.report import report_from_results
+
+    config = results.get("config") if isinstance(results.get("config"), dict) else {}
+    folder = Path(state.config.corpus) if state.config.corpus else None
+    made_on = str(config.get("data") or "")
+    if folder is None or not (folder / "qrels").is_dir():
+        raise CtxirError(f"{name} is a results JSON: drilling into it needs the corpus, queries and qrels it was "
+                         f"made on ({made_on or 'not named in the file'!r}), and this app was started on "
+                         f"{state.default_corpus!r}, which has no qrels. Start the app with `--corpus "
+                         f"{made_on or 'BEIR_FOLDER'}`, or run `python -m ctxir.report {name}` and upload the .json "
+                         "it writes")
+    if made_on and Path(made_on).name != folder.name:
+        raise CtxirError(f"{name} was made on {made_on!r} but this app serves {str(folder)!r}: start the app with "
+                         f"`--corpus {made_on}`, or run `python -m ctxir.report {name}` and upload its .json")
+    split = str(config.get("split") or "test")
+    corpus, queries, qrels = load_beir(folder, split)
+    cases, meta = report_from_results(results, corpus, queries, qrels, metric=metric, worst=worst)
+    return cases, {**meta, "data": str(folder), "split": split}
+
+
+def failure_report(state: AppState, path: str | Path | None, worst: int = 10, metric: str = "nDCG@10") -> ViewResult:
+    """A failure report from an uploaded file: a saved report's JSON (shown as written, explanations included), or
+    an evaluate results JSON over this app's BEIR corpus (its ``worst`` queries by ``metric``, no explanations)."""
+    from ctxir.report import REPORT_FORMAT, REPORT_VERSION, render_report
+
+    if not path:
+        raise CtxirError(f"no file was uploaded: choose {HOW}")
+    path = Path(path)
+    if not path.is_file():
+        raise CtxirError(f"uploaded file {str(path)!r} was not found on the server: upload it again")
+    worst = check_int(worst, "worst queries", 1, 50)
+    raw = _read(path, state.config.max_upload_mb)
+    if raw.get("format") == REPORT_FORMAT:
+        if not isinstance(raw.get("version"), int) or raw["version"] > REPORT_VERSION:
+            raise CtxirError(f"{path.name} is report version {raw.get('version')!r}; this ctxir reads versions up to "
+                             f"{REPORT_VERSION}: upgrade ctxir, or make the report again with this one")
+        cases, meta, kind = raw.get("cases"), raw.get("meta"), "report"
+        if not isinstance(cases, list) or not isinstance(meta, dict):
+            raise CtxirError(f"{path.name} has no list of \"cases\" and object \"meta\": upload the .json "
+                             "ctxir wrote, unchanged")
+    elif "runs" in raw or "per_query" in raw:
+        cases, meta = _from_results(state, path.name, raw, metric, worst)
+        kind = "results"
+    else:
+        raise CtxirError(f"{path.name} is neither a ctxir failure report (no \"format\": {REPORT_FORMAT!r}) nor a "
+                         f"results JSON (no \"runs\"): upload {HOW}")
+    try:
+        page = render_report(cases, meta)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as err:
+        raise CtxirError(f"{path.name} is not a report this app can draw ({type(err).__name__}: {err}): upload the "
+                         ".json ctxir wrote, unchanged") from None
+    metric = meta.get("metric") or metric
+    lines = [f"**{len(cases)} worst queries** of {md_code(meta.get('system') or 'the run')} by {md_literal(metric)}"
+             + (f" · mean {meta['mean']:.4f} over {meta.get('num_queries', '?')} queries"
+                if isinstance(meta.get("mean"), int | float) else "")
+             + f" · from {md_code(path.name)}"]
+    if kind == "results":
+        lines.append("Drawn from the results JSON without model explanations (each takes minutes on a CPU): "
+                     f"`python -m ctxir.report {md_literal(path.name)}` adds them. Click a query for its results.")
+    data = {"kind": kind, "file": path.name, "meta": meta, "cases": cases}
+    return ViewResult(data=data, html=page, text="\n\n".join(lines))
+
+
+def sandboxed(document: str) -> str:
+    """``document`` in an ``<iframe srcdoc>`` with every sandbox restriction: no script, no form, no same origin."""
+    return (f'<iframe title="failure report" sandbox="" srcdoc="{html.escape(document, quote=True)}" '
+            'style="width:100%;height:78vh;min-height:420px;border:1px solid #ddd;border-radius:6px;'
+            'background:white"></iframe>')
+
+
+def build(ui: Ui) -> None:
+    """The Failure report tab (inside an open gr.Tab); event /failure_report."""
+    state, out = ui.state, ui.out
+
+    @guard
+    @gpu
+    def do_report(file, worst, request: gr.Request):
+        ui.visitor(request)
+        r = failure_report(state, file, worst)
+        page = out.html(r.html, "failure-report")
+        return r.text, sandboxed(r.html), page, r.data
+
+    def after_report(data, page):
+        return show(), show(exports(out, "failure-report", data=data, files=[page]))
+
+    tab_intro("Which queries a system failed on, and why: the worst queries by nDCG@10, their top results (relevant "
+              "ones marked), the relevant documents it missed, and what made the wrong document win. Upload a "
+              "report's .json or a results JSON of `python -m ctxir.evaluate`.")
+    with gr.Row(equal_height=True):
+        report_file = gr.File(label="Report or results JSON", file_types=[".json"], scale=3, min_width=240,
+                              elem_id="report-file")
+        with gr.Column(scale=1, min_width=180):
+            worst = gr.Slider(1, 50, value=10, step=1, label="worst queries (results JSON)")
+            report_button = gr.Button("Show report", variant="primary", elem_id="report-button")
+    report_summary = gr.Markdown(elem_id="report-summary")
+    report_view = gr.HTML(visible=False, elem_id="report-view")
+    report_page = gr.File(visible=False)  # the standalone page, as the API returns it
+    report_files = gr.File(label="Download: standalone HTML, JSON", file_count="multiple", visible=False)
+    with gr.Accordion("Numbers (JSON)", open=False):
+        report_json = gr.JSON()
+
+    # a new request first clears the last report: no stale report under a new error
+    report_button.click(lambda: ("", gr.update(visible=False)), None, [report_summary, report_view], queue=False,
+                        api_visibility="private").then(
+        do_report, [report_file, worst], [report_summary, report_view, report_page, report_json],
+        api_name="failure_report").success(after_report, [report_json, report_page], [report_view, report_files],
+                                           queue=False, api_visibility="private")
