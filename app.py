@@ -27,16 +27,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ctxir.app.blocks import build_demo
-from ctxir.app.limits import QueueLimits, apply_limits
 from ctxir.app.state import AppConfig, AppState
 from ctxir.app.ui import Outputs, user_error
 from ctxir.app.ui import guard as _guard
 
 __all__ = ["AppArgs", "Outputs", "_guard", "build_demo", "config_from_args", "main", "serve", "user_error"]
-from ctxir.checks import check_choice
 from ctxir.cli import cli_main
 from ctxir.models import DEFAULT_BI_ENCODER, DEFAULT_CLS_LR, DEFAULT_CROSS_ENCODER, set_threads
-from ctxir.retrieval import DENSE_INDEXES
 
 logger = logging.getLogger("ctxir.app")
 
@@ -64,9 +61,6 @@ class AppArgs:
     cls_lr: str = _env("CTXIR_CLS_LR", DEFAULT_CLS_LR, "CLS-LR ranker id or folder (default: the one shipped inside "
                        "ctxir; or a training/train_cls_lr.py output); 'none' to skip")
     device: str = _env("CTXIR_DEVICE", "auto", "auto, cpu, cuda, mps")
-    index: str = _env("CTXIR_INDEX", "auto", "dense index: auto (the ANN index from ctxir.retrieval.AUTO_ANN_THRESHOLD "
-                      "documents up, exact search below), exact, or ann; the ANN index is kept beside the cached "
-                      "embeddings and reopened on the next start")
     torch_threads: int = _env_int("CTXIR_TORCH_THREADS", 0, "torch intra-op threads; 0 = torch's default (all cores, "
                                   "fastest on a machine of its own); 1 is steadier on a CPU shared with other jobs")
     max_attention_tokens: int = _env_int("CTXIR_MAX_ATTENTION_TOKENS", 256,
@@ -76,14 +70,6 @@ class AppArgs:
     max_output_mb: int = _env_int("CTXIR_MAX_OUTPUT_MB", 200, "most MB of returned files (figures, attention HTML) "
                                   "kept on disk; the oldest are removed first")
     output_max_age_s: int = _env_int("CTXIR_OUTPUT_MAX_AGE_S", 600, "seconds a returned file is kept on disk")
-    concurrency: int = _env_int("CTXIR_CONCURRENCY", 2, "model views (search, pair scoring, ...) run at once; "
-                                "see ctxir/app/limits.py")
-    slow_concurrency: int = _env_int("CTXIR_SLOW_CONCURRENCY", 1, "slow views (attention, explain, upload, t-SNE, "
-                                     "...) run at once, beside the model views")
-    max_queue: int = _env_int("CTXIR_MAX_QUEUE", 32, "requests that may wait; one more is refused at once with "
-                              "'busy, try again' (docs/reliability.md)")
-    max_sessions: int = _env_int("CTXIR_MAX_SESSIONS", 128, "visitors' sessions whose last outputs Gradio keeps in "
-                                 "memory (about 1.6 MB each); the least recently active are dropped first")
 
 
 def config_from_args(args: AppArgs) -> AppConfig:
@@ -97,9 +83,6 @@ def serve(args: AppArgs) -> int:
     # 1. threads, and signals: SIGTERM (a container or process manager stopping the app) and SIGHUP (its terminal
     # closed) exit like Ctrl-C, so the atexit clean-up of the output folder runs instead of leaving it behind
     set_threads(args.torch_threads)
-    # every DenseRetriever the app builds (startup corpus, uploads, other poolings) reads its index choice from here
-    os.environ["CTXIR_INDEX"] = check_choice(args.index, "--index", DENSE_INDEXES)
-    limits = QueueLimits(args.concurrency, args.slow_concurrency, args.max_queue, args.max_sessions)  # checked now
     for signum in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
         if signum is not None:
             signal.signal(signum, lambda *_: sys.exit(0))
@@ -110,9 +93,9 @@ def serve(args: AppArgs) -> int:
     logger.info("models loaded in %.1f s; serving while the corpus is indexed", time.perf_counter() - started)
     # 3. build and serve
     demo = build_demo(state, outputs=Outputs(max_age_s=args.output_max_age_s, max_bytes=args.max_output_mb * 2**20))
-    apply_limits(demo, limits).launch(server_name=args.host or None, server_port=args.port or None, show_error=True,
-                                      allowed_paths=[str(demo.ctxir_outputs.root)],
-                                      max_file_size=int(state.config.max_upload_mb * 2**20), **limits.launch_kwargs())
+    demo.queue(default_concurrency_limit=2).launch(server_name=args.host or None, server_port=args.port or None,
+                                                   show_error=True, allowed_paths=[str(demo.ctxir_outputs.root)],
+                                                   max_file_size=int(state.config.max_upload_mb * 2**20))
     return 0
 
 
