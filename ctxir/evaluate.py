@@ -43,7 +43,9 @@ class EvaluateArgs:
     pooling: Literal["model", "mean", "cls", "max"] = field(
         default="model", metadata={"help": "'model' keeps the bi-encoder's own pooling"})
     layer: int = field(default=-1, metadata={"help": "hidden layer to pool (0 = embeddings, -1 = last)"})
-    index: Literal["auto", "exact", "hnsw"] = field(default="auto", metadata={"help": "dense index"})
+    index: Literal["auto", "exact", "ann"] = field(default="auto", metadata={
+        "help": "dense index: exact, ann (ctxir.ann IVF index, kept beside the cached embeddings and reopened), or "
+                "auto = ann from ctxir.retrieval.AUTO_ANN_THRESHOLD (5,000) documents up"})
     fusion: Literal["rrf", "weighted"] = field(default="rrf", metadata={"help": "hybrid fusion"})
     rrf_k: float = field(default=60.0, metadata={"help": "k in 1/(k + rank) for reciprocal-rank fusion"})
     weights: str = field(default="", metadata={"help": "hybrid weights 'bm25,dense[,extra…]' (default all 1)"})
@@ -137,6 +139,7 @@ def run_paired(args: EvaluateArgs) -> dict:
 
 
 def build_pipeline(args: EvaluateArgs, corpus):
+    from ctxir.encoders import cache_root
     from ctxir.pipeline import Pipeline, build_first_stages, load_reranker
 
     encoders = []
@@ -151,8 +154,11 @@ def build_pipeline(args: EvaluateArgs, corpus):
             n = 1 + len(encoders)
             raise CtxirError(f"--weights {args.weights!r} must be {n} numbers like {','.join(['1'] * n)!r}") from err
     stemmer = None if args.bm25_stemmer.lower() == "none" else args.bm25_stemmer
+    # BM25's index is kept beside the embeddings (large corpora only, see ctxir.retrieval.BM25_CACHE_MIN_DOCS)
+    bm25_cache = cache_root(args.cache_dir) / "bm25" if args.cache_dir else None
     first = build_first_stages(corpus, [args.retriever], encoders,
-                               bm25_options={"k1": args.bm25_k1, "b": args.bm25_b, "stemmer": stemmer},
+                               bm25_options={"k1": args.bm25_k1, "b": args.bm25_b, "stemmer": stemmer,
+                                             "cache": bm25_cache},
                                fusion=args.fusion, k=args.rrf_k, weights=weights, depth=args.top_k, index=args.index,
                                show_progress=True)[args.retriever]
     return Pipeline(first, load_reranker(args.rerank, args.reranker_model, args.device, args.batch_size),

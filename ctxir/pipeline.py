@@ -171,11 +171,13 @@ RERANKERS = ("none", "cross-encoder", "cls-lr")
 
 def build_first_stages(corpus, kinds: Sequence[str] = FIRST_STAGES, encoders: Sequence = (), *,
                        bm25_options: dict | None = None, fusion: str = "rrf", k: float = DEFAULT_RRF_K,
-                       weights: Sequence[float] | None = None, depth: int = 100, index: str = "auto",
+                       weights: Sequence[float] | None = None, depth: int = 100, index: str | None = None,
                        show_progress: bool = False) -> dict[str, Retriever]:
     """``{kind: retriever}`` for each of ``kinds`` over ``corpus``; parts are built once and shared, so "hybrid"
     fuses the very BM25 and dense retrievers returned beside it (one dense retriever per bi-encoder in
-    ``encoders``: ``BiEncoder`` objects; the first is "dense").
+    ``encoders``: ``BiEncoder`` objects; the first is "dense"). ``index``: the dense index ("auto", "exact",
+    "ann"; None = ``$CTXIR_INDEX``, else "auto"); BM25 and the ANN index are reloaded from the cache when a previous
+    run left them there (``bm25_options={"cache": ...}`` names BM25's folder).
 
     >>> corpus = {"a": {"title": "", "text": "otters in the river"}, "b": {"title": "", "text": "bank loans"}}
     >>> stages = build_first_stages(corpus, ["bm25"])

@@ -1,25 +1,50 @@
-"""First-stage retrieval: BM25 (bm25s), dense (exact or HNSW via faiss) and hybrid fusion.
+"""First-stage retrieval: BM25 (bm25s), dense (exact, or ctxir.ann's persistent IVF index) and hybrid fusion.
 
 Every retriever answers ``search(queries, top_k) -> {qid: [Hit, ...]}`` and ``query(text, top_k)``.
 The fusion functions are pure over ranked lists so tests and the app call them without models.
+
+Large corpora start from disk: the dense retriever memory-maps its cached embeddings and reopens its ANN index
+from beside them (``<cache>/embeddings/<key>.ann.faiss``), and BM25 reloads its index from
+``<cache>/bm25/<key>/`` (key = every document id and text + the BM25 settings). Each is rebuilt, with a progress
+bar, when absent, stale or damaged, and written atomically (docs/performance.md has the 1M-document numbers).
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from ctxir.checks import check_corpus, check_queries, check_query, check_top_k
+from ctxir.checks import check_choice, check_corpus, check_queries, check_query, check_top_k
 from ctxir.encoders import BiEncoder
 from ctxir.fusion import FUSIONS, check_weights, fuse
 from ctxir.types import Corpus, CtxirError, Hit, Queries, doc_text
 
-DENSE_INDEXES = ("exact", "hnsw", "auto")
-# Above this many documents "auto" switches from exact search to an HNSW graph.
-AUTO_ANN_THRESHOLD = 200_000
+DENSE_INDEXES = ("auto", "exact", "ann")
+# "auto" searches ctxir.ann's index from this many documents up, exact search below: where the two cross in latency,
+# one query at a time on 1 thread (python -m ctxir.bench search --num-docs N --indexes exact,ctxir-ann; 2-core VM,
+# docs/performance.md "Dense index choice"), p50 exact / ANN: 0.07 / 0.08 ms at 2k, 0.10 / 0.11 and 0.10 / 0.09 at
+# 3k, 0.16 / 0.10 and 0.16 / 0.11 at 5k, 0.43 / 0.12 at 10k, 3.5 / 0.20 at 30k. Even at 3k, ANN first from 5k in every
+# run. Chosen from latency only, never from a test set's ranking quality.
+AUTO_ANN_THRESHOLD = 5_000
+# BM25Retriever(cache=None) persists its index from this many documents up; below it bm25s indexes a corpus in about
+# a second, less than hashing, writing and reading it back is worth.
+BM25_CACHE_MIN_DOCS = 20_000
+BM25_FORMAT = "ctxir-bm25/1"
+
+
+def dense_index_default() -> str:
+    """The dense index used when none is named: ``$CTXIR_INDEX`` (app.py's ``--index`` sets it), else "auto"."""
+    return check_choice(os.environ.get("CTXIR_INDEX") or "auto", "dense index (CTXIR_INDEX)", DENSE_INDEXES)
 
 
 class Retriever(ABC):
@@ -85,7 +110,11 @@ class BM25Retriever(Retriever):
     config_fields = ("k1", "b", "method", "stemmer", "stopwords")
 
     def __init__(self, corpus: Corpus, k1: float = 1.5, b: float = 0.75, method: str = "lucene",
-                 stemmer: str | None = "english", stopwords: str | None = "en", show_progress: bool = False):
+                 stemmer: str | None = "english", stopwords: str | None = "en", show_progress: bool = False,
+                 cache: str | Path | bool | None = None):
+        """``cache``: a folder to keep the index in (reloaded when the corpus and settings are the same), True =
+        ``cache_root()/bm25``, False = never, None = ``cache_root()/bm25`` from ``BM25_CACHE_MIN_DOCS`` documents
+        up. ``cache_status`` then says "loaded", "built", or "built: <why the cached one was not used>"."""
         import bm25s
         from bm25s.tokenization import Tokenizer
 
@@ -100,10 +129,87 @@ class BM25Retriever(Retriever):
             stem = Stemmer.Stemmer(stemmer)
         self.k1, self.b, self.method, self.stemmer, self.stopwords = k1, b, method, stemmer, stopwords
         self.tokenizer = Tokenizer(stemmer=stem, stopwords=stopwords or [])
-        tokens = self.tokenizer.tokenize([doc_text(corpus[i]) for i in self.doc_ids], return_as="ids",
-                                         show_progress=show_progress)
+        texts = [doc_text(corpus[i]) for i in self.doc_ids]
+        folder = self._cache_folder(cache, texts)
+        why = self._load(folder) if folder is not None else ""
+        if why == "loaded":
+            self.cache_status = "loaded"
+            return
+        tokens = self.tokenizer.tokenize(texts, return_as="ids", show_progress=show_progress)
         self.index = bm25s.BM25(k1=k1, b=b, method=method)
         self.index.index(tokens, show_progress=show_progress)
+        self.cache_status = f"built: {why}" if why else "built"
+        if folder is not None:
+            self._save(folder)
+
+    def _cache_folder(self, cache: str | Path | bool | None, texts: list[str]) -> Path | None:
+        """``<root>/<key>``: key = sha256 of the format, bm25s version, settings, and every (id, text)."""
+        import bm25s
+
+        from ctxir.encoders import cache_root, hash_texts
+
+        if cache is False or (cache is None and len(texts) < BM25_CACHE_MIN_DOCS):
+            return None
+        root = cache_root() / "bm25" if cache is None or cache is True else Path(cache)
+        digest = hashlib.sha256(json.dumps({"format": BM25_FORMAT, "bm25s": bm25s.__version__, "k1": self.k1,
+                                            "b": self.b, "method": self.method, "stemmer": self.stemmer,
+                                            "stopwords": self.stopwords}, sort_keys=True).encode())
+        hash_texts(digest, [part for pair in zip(self.doc_ids, texts, strict=True) for part in pair])  # id, text, ...
+        return root / digest.hexdigest()[:32]
+
+    def _load(self, folder: Path) -> str:
+        """"loaded" when ``folder`` holds an intact index of this corpus and these settings, else why not."""
+        import bm25s
+
+        from ctxir.ann import file_sha256
+
+        try:
+            manifest = json.loads((folder / "manifest.json").read_text())
+        except FileNotFoundError:
+            return "no cached index yet"
+        except (OSError, ValueError):
+            return "unreadable manifest.json"
+        if not isinstance(manifest, dict) or manifest.get("format") != BM25_FORMAT or \
+                manifest.get("documents") != len(self.doc_ids) or not isinstance(manifest.get("files"), dict):
+            return f"manifest.json is not a {BM25_FORMAT} record of {len(self.doc_ids):,} documents"
+        for name, (size, sha) in manifest["files"].items():
+            path = folder / name
+            if not path.is_file() or path.stat().st_size != size or file_sha256(path) != sha:
+                return f"{name} is missing, truncated or corrupt"
+        try:
+            index = bm25s.BM25.load(folder, mmap=False, load_vocab=True, show_progress=False)
+            self.tokenizer.load_vocab(folder)
+        except (OSError, ValueError, KeyError) as err:
+            return f"bm25s could not read it ({str(err).splitlines()[0][:120] if str(err) else type(err).__name__})"
+        self.index = index
+        return "loaded"
+
+    def _save(self, folder: Path) -> None:
+        """Write into a temporary folder beside ``folder``, the manifest (sizes, sha256) last, then rename it into
+        place in one step: a reader finds the whole index or none. A damaged ``folder`` is replaced."""
+        from ctxir.ann import file_sha256
+        from ctxir.files import write_json
+
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".tmp", dir=folder.parent))
+        vocab = self.index.vocab_dict
+        try:
+            # indexed from token ids, bm25s's vocabulary maps id → id, which its JSON writer refuses (int keys); as
+            # text keys it reads back the same for retrieval, which uses only the values and the "" key
+            self.index.vocab_dict = {str(k): v for k, v in vocab.items()}
+            self.index.save(tmp, show_progress=False)
+            self.index.vocab_dict = vocab
+            self.tokenizer.save_vocab(tmp)
+            files = {p.name: [p.stat().st_size, file_sha256(p)] for p in sorted(tmp.iterdir()) if p.is_file()}
+            write_json(tmp / "manifest.json", {"format": BM25_FORMAT, "documents": len(self.doc_ids),
+                                               "files": files}, indent=1)
+            if folder.exists():  # only ever a damaged copy: an intact one was loaded instead of building
+                shutil.rmtree(folder)
+            with contextlib.suppress(OSError):  # fails only when another process put the same index there first
+                os.rename(tmp, folder)
+        finally:
+            self.index.vocab_dict = vocab
+            shutil.rmtree(tmp, ignore_errors=True)
 
     def _search(self, texts: list[str], top_k: int) -> list[list[Hit]]:
         k = min(top_k, len(self.doc_ids))
@@ -117,8 +223,11 @@ class BM25Retriever(Retriever):
 class DenseRetriever(Retriever):
     """Cosine search over a bi-encoder's corpus embeddings (cached on disk by ``BiEncoder``).
 
-    index="exact" scores every document (sentence-transformers' ``semantic_search``);
-    "hnsw" builds a faiss HNSW graph for corpora too large for that; "auto" picks by size.
+    index="exact" scores every document (one matrix product + top-k); "ann" searches ``ctxir.ann.AnnIndex`` (faiss
+    IVF + 8-bit codes, the candidates re-scored with the float vectors, so scores are exact cosines), saved beside
+    the embedding cache under the same key and reopened, not rebuilt, on the next start; "auto" (the default, or
+    ``$CTXIR_INDEX``) is "ann" from ``AUTO_ANN_THRESHOLD`` documents up (``auto_threshold`` overrides it).
+    Cached embeddings are memory-mapped, not read: the ANN index reads only the rows it re-scores.
 
     >>> from ctxir import BiEncoder
     >>> corpus = {"d1": {"title": "Otters", "text": "Otters dig dens in the river bank."},
@@ -130,44 +239,73 @@ class DenseRetriever(Retriever):
     """
 
     name = "dense"
-    config_fields = ("index_kind",)
+    config_fields = ("index_choice", "index_kind", "ann_settings")
 
-    def __init__(self, corpus: Corpus, encoder: BiEncoder | None = None, index: str = "auto",
-                 show_progress: bool | None = None, hnsw_m: int = 32, ef_search: int = 128):
+    def __init__(self, corpus: Corpus, encoder: BiEncoder | None = None, index: str | None = None,
+                 show_progress: bool | None = None, ann_params=None, auto_threshold: int | None = None):
         super().__init__(corpus)
-        if index not in DENSE_INDEXES:
-            raise CtxirError(f"index {index!r} is not known: use one of {', '.join(DENSE_INDEXES)}")
+        self.index_choice = dense_index_default() if index is None else check_choice(index, "index", DENSE_INDEXES)
+        self.auto_threshold = AUTO_ANN_THRESHOLD if auto_threshold is None else auto_threshold
+        if isinstance(self.auto_threshold, bool) or not isinstance(self.auto_threshold, int) or self.auto_threshold < 0:
+            raise CtxirError(f"auto_threshold must be a whole number of documents ≥ 0, got {auto_threshold!r}")
         self.encoder = encoder or BiEncoder()
-        _, self.embeddings = self.encoder.encode_corpus(corpus, show_progress_bar=show_progress)  # (docs, dim)
-        if index == "auto":
-            index = "hnsw" if len(self.doc_ids) > AUTO_ANN_THRESHOLD else "exact"
-        self.index_kind = index
-        self.ann = self._build_hnsw(hnsw_m, ef_search) if index == "hnsw" else None
+        texts = [doc_text(corpus[i]) for i in self.doc_ids]
+        # the embedding cache key (hashes every text): also the ANN index's file name and part of its fingerprint
+        self.cache_key = self.encoder.cache_key(texts) if self.encoder.cache is not None else ""
+        # (docs, dim) float32 unit rows; read-only memory-mapped when they came from the cache
+        self.embeddings = self.encoder.encode_cached(texts, show_progress, mmap=True, key=self.cache_key)
+        if self.index_choice == "auto":
+            self.index_kind = "ann" if len(self.doc_ids) >= self.auto_threshold else "exact"
+        else:
+            self.index_kind = self.index_choice
+        self.ann = self._open_ann(ann_params, show_progress) if self.index_kind == "ann" else None
+        # exact search reads every row per query: hold the matrix in memory (a copy when it is memory-mapped)
+        self._matrix = None if self.ann is not None else torch.from_numpy(
+            self.embeddings if self.embeddings.flags.writeable else np.array(self.embeddings))  # (docs, dim)
 
     @property
     def config(self) -> dict:
         return {**super().config, **self.encoder.config}
 
-    def _build_hnsw(self, m: int, ef_search: int):
-        import faiss
+    @property
+    def ann_settings(self) -> dict | None:
+        """The ANN settings that decide the rankings (None for exact search)."""
+        if self.ann is None:
+            return None
+        p = self.ann.params
+        return {"type": f"IVF{p.nlist},{p.codes}", "nlist": p.nlist, "nprobe": p.nprobe, "rescore": p.rescore,
+                "train_size": p.train_size, "seed": p.seed}
 
-        ann = faiss.IndexHNSWFlat(self.embeddings.shape[1], m, faiss.METRIC_INNER_PRODUCT)
-        ann.hnsw.efSearch = ef_search
-        ann.add(np.ascontiguousarray(self.embeddings, dtype=np.float32))
-        return ann
+    @property
+    def ann_path(self) -> Path | None:
+        """Where the ANN index is kept: beside the embedding cache, under its key (None without a cache)."""
+        if self.encoder.cache is None or not self.cache_key:
+            return None
+        return Path(self.encoder.cache.root) / f"{self.cache_key}.ann.faiss"
+
+    def _open_ann(self, params, show_progress: bool | None):
+        from ctxir.ann import AnnIndex
+
+        # a bar when asked, or unasked from 100k documents up (a build there takes tens of seconds to minutes)
+        show = bool(show_progress) if show_progress is not None else len(self.doc_ids) >= 100_000
+        if self.ann_path is None:  # no cache (e.g. an upload): built in memory for this corpus only
+            index = AnnIndex.build(self.embeddings, params, key=self.cache_key, show_progress=show)
+            return index
+        return AnnIndex.open_or_build(self.ann_path, self.embeddings, params, key=self.cache_key, show_progress=show)
 
     def search_embeddings(self, query_embeddings: np.ndarray, top_k: int) -> list[list[Hit]]:
         """The model-free core: (queries, dim) normalised vectors → ranked hits."""
         k = min(top_k, len(self.doc_ids))
         if self.ann is not None:
-            scores, indices = self.ann.search(np.ascontiguousarray(query_embeddings, dtype=np.float32), k)
-            return [[Hit(self.doc_ids[int(i)], float(s)) for i, s in zip(ri, rs, strict=True) if i >= 0]
-                    for ri, rs in zip(indices, scores, strict=True)]
-        from sentence_transformers.util import semantic_search
-
-        results = semantic_search(torch.from_numpy(query_embeddings), torch.from_numpy(self.embeddings),
-                                  top_k=k, corpus_chunk_size=50_000)
-        return [[Hit(self.doc_ids[r["corpus_id"]], float(r["score"])) for r in row] for row in results]
+            return self.ann.search_hits(query_embeddings, k, self.doc_ids)
+        queries = torch.from_numpy(np.ascontiguousarray(np.atleast_2d(query_embeddings), dtype=np.float32))
+        block = max(1, 2**25 // len(self.doc_ids))  # queries per block: bounds the (block, docs) scores to 128 MB
+        hits = []
+        for begin in range(0, len(queries), block):
+            scores, rows = torch.topk(queries[begin:begin + block] @ self._matrix.T, k, dim=1)  # (block, k) each
+            hits += [[Hit(self.doc_ids[int(i)], float(v)) for i, v in zip(ri, rv, strict=True)]
+                     for ri, rv in zip(rows.tolist(), scores.tolist(), strict=True)]
+        return hits
 
     def _search(self, texts: list[str], top_k: int) -> list[list[Hit]]:
         return self.search_embeddings(self.encoder.encode(texts, show_progress_bar=len(texts) > 256), top_k)

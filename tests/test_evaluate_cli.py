@@ -212,3 +212,20 @@ def test_paired_task_on_a_pairs_file(tmp_path, tiny_bert_dir, capsys):
     assert "bad.tsv line 1: expected 2 tab-separated columns: query, target" in capsys.readouterr().err
     assert main(["--data", str(pairs), "--task", "paired", "--model", str(tiny_bert_dir), "--k-values", "1,x"]) == 2
     assert "--k-values '1,x' must be whole numbers" in capsys.readouterr().err
+
+
+def test_index_flag_ann_is_recorded_and_kept_beside_the_embeddings(beir_dir, tmp_path, tiny_bert_dir, capsys):
+    out = tmp_path / "ann.json"
+    args = ["--data", str(beir_dir), "--retriever", "dense", "--model", str(tiny_bert_dir), "--index", "ann",
+            "--cache-dir", str(tmp_path / "cache"), "--output", str(out)]
+    assert main(args) == 0
+    config = json.loads(out.read_text())["first_stage_config"]
+    assert (config["index_choice"], config["index_kind"]) == ("ann", "ann") and config["ann_settings"]["nlist"] >= 1
+    (index_file,) = (tmp_path / "cache" / "embeddings").glob("*.ann.faiss")
+    stamp = index_file.stat().st_mtime_ns
+    assert main(args) == 0 and index_file.stat().st_mtime_ns == stamp  # reopened, not rebuilt
+    assert main([*args[:-2], "--index", "exact", "--output", str(tmp_path / "exact.json")]) == 0
+    assert json.loads((tmp_path / "exact.json").read_text())["first_stage_config"]["ann_settings"] is None
+    with pytest.raises(SystemExit):  # argparse's choices: the message lists auto, exact, ann
+        main([*args[:-4], "--index", "hnsw"])
+    assert "invalid choice: 'hnsw' (choose from" in capsys.readouterr().err

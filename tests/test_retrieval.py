@@ -65,18 +65,18 @@ def test_weighted_fusion_by_hand():
         weighted_score_fusion([a, b], weights=[1])
 
 
-def test_dense_exact_and_hnsw_agree(tiny_st, tmp_path):
+def test_dense_exact_and_ann_agree(tiny_st, tmp_path):
     from ctxir.encoders import EmbeddingCache
 
     enc = BiEncoder(tiny_st, cache=EmbeddingCache(tmp_path))
     exact = DenseRetriever(CORPUS, enc, index="exact")
-    hnsw = DenseRetriever(CORPUS, enc, index="hnsw")
+    ann = DenseRetriever(CORPUS, enc, index="ann")
     q = enc.encode(["otters on the river bank", "python code"])
-    for e_hits, h_hits in zip(exact.search_embeddings(q, 4), hnsw.search_embeddings(q, 4), strict=True):
+    for e_hits, a_hits in zip(exact.search_embeddings(q, 4), ann.search_embeddings(q, 4), strict=True):
         # A random tiny model gives near-tied scores, so compare doc → score rather than order.
         exact_scores = {h.doc_id: h.score for h in e_hits}
-        assert exact_scores.keys() == {h.doc_id for h in h_hits} == CORPUS.keys()
-        assert all(abs(exact_scores[h.doc_id] - h.score) < 1e-5 for h in h_hits)
+        assert exact_scores.keys() == {h.doc_id for h in a_hits} == CORPUS.keys()
+        assert all(abs(exact_scores[h.doc_id] - h.score) < 1e-5 for h in a_hits)
     with pytest.raises(CtxirError, match="index 'ivf' is not known"):
         DenseRetriever(CORPUS, enc, index="ivf")
 

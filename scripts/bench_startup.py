@@ -1,0 +1,209 @@
+"""Start-up time on a large corpus whose embeddings (and, after the first run, indexes) exist; ANN index numbers.
+
+    HF_HUB_OFFLINE=1 python scripts/make_synthetic_corpus.py --num-docs 1000000       # once: outputs/synthetic-1m/
+    HF_HUB_OFFLINE=1 python scripts/bench_startup.py --data outputs/synthetic-1m        # → results/startup.json
+
+Each run is a fresh Python process (``--runs`` of them, one after another), so nothing is shared between runs but
+the files on disk; the first run on a new cache builds BM25's and the ANN index (progress bars), the next ones load
+them. Modes (``--modes``, comma-separated):
+
+* ``library``: what ``python -m ctxir.evaluate --retriever hybrid`` builds before its first query, phase by phase
+  (read corpus.jsonl → load the bi-encoder → BM25 → dense: memory-map the embeddings, open or build the ANN
+  index → one hybrid query), with each phase's seconds and whether BM25 and the ANN index were loaded or built.
+  With ``--search-queries N`` it then times N single dense queries (p50/p95; pre-encoded, 1 torch/faiss thread)
+  and their recall@10 against exact search over the same embeddings.
+* ``evaluate``: the command itself, ``python -m ctxir.evaluate --data D --retriever hybrid --cache-dir C
+  --max-queries 10``, wall-clock from process start to exit.
+* ``app``: ``AppState.load`` as ``python app.py --corpus D`` runs it (bi-encoder, shipped re-rankers, the corpus
+  read, indexed and warmed up), wall-clock from process start; ``CTXIR_CACHE`` points at the same cache.
+
+Every record carries the load average before and after (a 2-core machine shared with other jobs: the wall clock
+measures the sharing too) and the command line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+STARTED = time.perf_counter()
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+MODES = ("library", "evaluate", "app")
+
+
+@dataclass
+class StartupArgs:
+    data: str = field(default="outputs/synthetic-1m", metadata={"help": "BEIR folder (scripts/make_synthetic_corpus.py)"})
+    cache_dir: str = field(default="", metadata={"help": "ctxir cache root (default: DATA/cache)"})
+    modes: str = field(default="library,evaluate,app", metadata={"help": f"comma-separated, of {', '.join(MODES)}"})
+    runs: int = field(default=2, metadata={"help": "fresh processes per mode, one after another"})
+    search_queries: int = field(default=300, metadata={"help": "library mode: timed dense queries (0 = none)"})
+    index: str = field(default="auto", metadata={"help": "dense index: auto, exact, ann"})
+    output: str = field(default="results/startup.json", metadata={"help": "JSON written here"})
+    child: str = field(default="", metadata={"help": "internal: run one mode in this process and print its JSON"})
+
+
+def load_average() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def library_run(args: StartupArgs, cache: Path) -> dict:
+    """Phase by phase, what evaluate builds; then dense search latency and recall against exact."""
+    import numpy as np
+
+    from ctxir.data import load_beir
+    from ctxir.encoders import BiEncoder, EmbeddingCache
+    from ctxir.retrieval import BM25Retriever, DenseRetriever, HybridRetriever
+
+    phases, clock = {}, STARTED  # the first phase: the interpreter's imports of this script (numpy, ctxir)
+
+    def phase(name: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        phases[name] = round(now - clock, 2)
+        clock = now
+
+    phase("python_imports")
+    corpus, queries, _ = load_beir(args.data, "test")
+    phase("read_corpus")
+    encoder = BiEncoder(device="cpu", cache=EmbeddingCache(cache / "embeddings"))
+    phase("load_bi_encoder")
+    bm25 = BM25Retriever(corpus, cache=cache / "bm25", show_progress=True)
+    phase("bm25")
+    dense = DenseRetriever(corpus, encoder, index=args.index, show_progress=True)
+    phase("dense")
+    hybrid = HybridRetriever([bm25, dense])
+    hybrid.query("what is the boiling point of water", 10)
+    phase("first_hybrid_query")
+    record = {"phases_s": phases, "ready_s": round(time.perf_counter() - STARTED, 2), "documents": len(corpus),
+              "bm25": bm25.cache_status, "dense_index": dense.index_kind,
+              "ann": None if dense.ann is None else {
+                  "status": dense.ann.status, "settings": dense.ann_settings, "build_s": round(dense.ann.build_s, 1),
+                  "file_mb": round(dense.ann_path.stat().st_size / 2**20, 1), "memory_mb":
+                      round(dense.ann.memory_bytes / 2**20, 1)}}
+    if args.search_queries and dense.ann is not None:
+        record["search"] = search_numbers(dense, encoder, list(queries.values()), args.search_queries, np)
+    return record
+
+
+def search_numbers(dense, encoder, texts: list[str], count: int, np) -> dict:
+    """p50/p95 of single dense queries (1 thread) and recall@10 against exact search over the same vectors."""
+    import faiss
+    import torch
+
+    texts = (texts * (count // len(texts) + 1))[:count]
+    vectors = encoder.encode(texts)  # (count, dim); repeated texts are timed again, not cached
+    torch.set_num_threads(1)
+    faiss.omp_set_num_threads(1)
+    for v in vectors[:20]:  # warm-up
+        dense.search_embeddings(v[None], 10)
+    times = []
+    for v in vectors:
+        start = time.perf_counter()
+        dense.search_embeddings(v[None], 10)
+        times.append((time.perf_counter() - start) * 1000)
+    # exact top-10 of each distinct query: one pass over the (memory-mapped) matrix in 100k-row blocks
+    unique = np.unique(vectors, axis=0)
+    best = np.full((len(unique), 0), -np.inf, dtype=np.float32)
+    rows = np.zeros((len(unique), 0), dtype=np.int64)
+    for begin in range(0, len(dense.embeddings), 100_000):
+        scores = unique @ np.asarray(dense.embeddings[begin:begin + 100_000]).T  # (queries, ≤ 100k)
+        top = np.argpartition(-scores, 10, axis=1)[:, :10]
+        best = np.concatenate([best, np.take_along_axis(scores, top, 1)], 1)
+        rows = np.concatenate([rows, top + begin], 1)
+        keep = np.argsort(-best, axis=1)[:, :10]
+        best, rows = np.take_along_axis(best, keep, 1), np.take_along_axis(rows, keep, 1)
+    found = dense.ann.search(unique, 10)[0]
+    recall = float(np.mean([len(set(f) & set(t)) / 10 for f, t in zip(found.tolist(), rows.tolist(), strict=True)]))
+    return {"queries": len(vectors), "distinct": len(unique), "p50_ms": round(float(np.percentile(times, 50)), 3),
+            "p95_ms": round(float(np.percentile(times, 95)), 3), "recall_at_10_vs_exact": round(recall, 4),
+            "threads": 1}
+
+
+def app_run(args: StartupArgs) -> dict:
+    from app import AppArgs, config_from_args
+    from ctxir.app.state import AppState
+
+    imported = time.perf_counter() - STARTED
+    state = AppState.load(config_from_args(AppArgs(corpus=args.data)), background=False)
+    index = state.index(state.default_corpus)
+    return {"python_imports_s": round(imported, 2), "ready_s": round(time.perf_counter() - STARTED, 2),
+            "documents": state.default_size, "bm25": getattr(index.bm25, "cache_status", None),
+            "dense_index": index.dense.index_kind, "ann": getattr(index.dense.ann, "status", None)}
+
+
+def child(args: StartupArgs) -> dict:
+    cache = Path(args.cache_dir or Path(args.data) / "cache")
+    before = load_average()
+    if args.child == "library":
+        record = library_run(args, cache)
+    elif args.child == "app":
+        record = app_run(args)
+    else:
+        raise SystemExit(f"--child {args.child!r} is not a mode run in-process: use library or app")
+    return {**record, "load_average_before": before, "load_average_after": load_average()}
+
+
+def spawn(mode: str, args: StartupArgs, cache: Path) -> dict:
+    env = {**os.environ, "CTXIR_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
+    if mode == "evaluate":
+        command = [sys.executable, "-m", "ctxir.evaluate", "--data", args.data, "--retriever", "hybrid",
+                   "--cache-dir", str(cache), "--max-queries", "10", "--index", args.index,
+                   "--output", str(Path(args.output).with_suffix(".evaluate.json"))]
+    else:
+        command = [sys.executable, str(Path(__file__).relative_to(ROOT) if Path(__file__).is_relative_to(ROOT)
+                                       else __file__), "--child", mode, "--data", args.data, "--cache-dir", str(cache),
+                   "--search-queries", str(args.search_queries), "--index", args.index]
+    before, start = load_average(), time.perf_counter()
+    done = subprocess.run(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
+    wall = round(time.perf_counter() - start, 2)
+    if done.returncode != 0:
+        raise SystemExit(f"{shlex.join(command)} exited {done.returncode}")
+    record = json.loads(done.stdout.strip().splitlines()[-1]) if mode != "evaluate" else {
+        "load_average_before": before, "load_average_after": load_average()}
+    return {"mode": mode, "command": shlex.join(command), "process_wall_s": wall, **record}
+
+
+def run(args: StartupArgs) -> int:
+    from ctxir.checks import check_choice
+    from ctxir.files import write_json
+
+    if args.child:
+        print(json.dumps(child(args)), flush=True)
+        return 0
+    modes = [check_choice(m.strip(), "mode", MODES) for m in args.modes.split(",") if m.strip()]
+    cache = Path(args.cache_dir or Path(args.data) / "cache")
+    runs = []
+    for mode in modes:
+        for number in range(1, args.runs + 1):
+            print(f"== {mode}, run {number} of {args.runs}", flush=True)
+            runs.append({"run": number, **spawn(mode, args, cache)})
+            print(json.dumps(runs[-1], indent=1), flush=True)
+    record = {"command": shlex.join(["python", "scripts/bench_startup.py", *sys.argv[1:]]),
+              "date": datetime.now(UTC).isoformat(timespec="seconds"), "cores": os.cpu_count(),
+              "settings": asdict(args), "runs": runs}
+    with contextlib.suppress(OSError, ValueError):
+        record["synthetic"] = json.loads((Path(args.data) / "synthetic.json").read_text())
+    write_json(args.output, record)
+    print(f"wrote {args.output}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ctxir.cli import cli_main
+
+    return cli_main(StartupArgs, run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
