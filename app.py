@@ -32,8 +32,10 @@ from ctxir.app.ui import Outputs, user_error
 from ctxir.app.ui import guard as _guard
 
 __all__ = ["AppArgs", "Outputs", "_guard", "build_demo", "config_from_args", "main", "serve", "user_error"]
+from ctxir.checks import check_choice
 from ctxir.cli import cli_main
 from ctxir.models import DEFAULT_BI_ENCODER, DEFAULT_CLS_LR, DEFAULT_CROSS_ENCODER, set_threads
+from ctxir.retrieval import DENSE_INDEXES
 
 logger = logging.getLogger("ctxir.app")
 
@@ -61,6 +63,9 @@ class AppArgs:
     cls_lr: str = _env("CTXIR_CLS_LR", DEFAULT_CLS_LR, "CLS-LR ranker id or folder (default: the one shipped inside "
                        "ctxir; or a training/train_cls_lr.py output); 'none' to skip")
     device: str = _env("CTXIR_DEVICE", "auto", "auto, cpu, cuda, mps")
+    index: str = _env("CTXIR_INDEX", "auto", "dense index: auto (the ANN index from ctxir.retrieval.AUTO_ANN_THRESHOLD "
+                      "documents up, exact search below), exact, or ann; the ANN index is kept beside the cached "
+                      "embeddings and reopened on the next start")
     torch_threads: int = _env_int("CTXIR_TORCH_THREADS", 0, "torch intra-op threads; 0 = torch's default (all cores, "
                                   "fastest on a machine of its own); 1 is steadier on a CPU shared with other jobs")
     max_attention_tokens: int = _env_int("CTXIR_MAX_ATTENTION_TOKENS", 256,
@@ -83,6 +88,8 @@ def serve(args: AppArgs) -> int:
     # 1. threads, and signals: SIGTERM (a container or process manager stopping the app) and SIGHUP (its terminal
     # closed) exit like Ctrl-C, so the atexit clean-up of the output folder runs instead of leaving it behind
     set_threads(args.torch_threads)
+    # every DenseRetriever the app builds (startup corpus, uploads, other poolings) reads its index choice from here
+    os.environ["CTXIR_INDEX"] = check_choice(args.index, "--index", DENSE_INDEXES)
     for signum in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
         if signum is not None:
             signal.signal(signum, lambda *_: sys.exit(0))
