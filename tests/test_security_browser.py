@@ -59,6 +59,7 @@ def test_the_error_pop_up_shows_a_hostile_word_as_text(app_url, typed):
             page = context.new_page()
             page.goto(app_url)
             page.get_by_role("tab", name="Token embeddings").click()
+            page.get_by_role("tab", name="Across layers").click()  # the word view is a sub-tab
             page.get_by_label("Word", exact=True).fill(typed)
             page.get_by_role("button", name="Compare layer by layer").click()
             toast = page.locator('[data-testid="toast-body"]').first
