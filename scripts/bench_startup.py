@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import resource
 import shlex
 import subprocess
 import sys
@@ -57,6 +58,12 @@ def load_average() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
+def cpu_seconds() -> float:
+    """User + system CPU seconds of this process so far (all threads)."""
+    t = os.times()
+    return round(t.user + t.system, 2)
+
+
 def library_run(args: StartupArgs, cache: Path) -> dict:
     """Phase by phase, what evaluate builds; then dense search latency and recall against exact."""
     import numpy as np
@@ -85,7 +92,8 @@ def library_run(args: StartupArgs, cache: Path) -> dict:
     hybrid = HybridRetriever([bm25, dense])
     hybrid.query("what is the boiling point of water", 10)
     phase("first_hybrid_query")
-    record = {"phases_s": phases, "ready_s": round(time.perf_counter() - STARTED, 2), "documents": len(corpus),
+    record = {"phases_s": phases, "ready_s": round(time.perf_counter() - STARTED, 2), "ready_cpu_s": cpu_seconds(),
+              "documents": len(corpus),
               "bm25": bm25.cache_status, "dense_index": dense.index_kind,
               "ann": None if dense.ann is None else {
                   "status": dense.ann.status, "settings": dense.ann_settings, "build_s": round(dense.ann.build_s, 1),
@@ -138,6 +146,7 @@ def app_run(args: StartupArgs) -> dict:
     state = AppState.load(config_from_args(AppArgs(corpus=args.data)), background=False)
     index = state.index(state.default_corpus)
     return {"python_imports_s": round(imported, 2), "ready_s": round(time.perf_counter() - STARTED, 2),
+            "ready_cpu_s": cpu_seconds(),
             "documents": state.default_size, "bm25": getattr(index.bm25, "cache_status", None),
             "dense_index": index.dense.index_kind, "ann": getattr(index.dense.ann, "status", None)}
 
@@ -165,13 +174,17 @@ def spawn(mode: str, args: StartupArgs, cache: Path) -> dict:
                                        else __file__), "--child", mode, "--data", args.data, "--cache-dir", str(cache),
                    "--search-queries", str(args.search_queries), "--index", args.index]
     before, start = load_average(), time.perf_counter()
+    cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
     wall = round(time.perf_counter() - start, 2)
+    cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # CPU seconds the process used (all its threads): unlike the wall clock, barely moved by other jobs' load
+    cpu = round(cpu_after.ru_utime - cpu_before.ru_utime + cpu_after.ru_stime - cpu_before.ru_stime, 2)
     if done.returncode != 0:
         raise SystemExit(f"{shlex.join(command)} exited {done.returncode}")
     record = json.loads(done.stdout.strip().splitlines()[-1]) if mode != "evaluate" else {
         "load_average_before": before, "load_average_after": load_average()}
-    return {"mode": mode, "command": shlex.join(command), "process_wall_s": wall, **record}
+    return {"mode": mode, "command": shlex.join(command), "process_wall_s": wall, "process_cpu_s": cpu, **record}
 
 
 def run(args: StartupArgs) -> int:

@@ -175,3 +175,17 @@ def test_embedding_cache_key_is_unchanged_by_block_hashing():
         digest.update(b"\x00")
     assert EmbeddingCache.key(config, texts) == digest.hexdigest()[:32]
     assert EmbeddingCache.key(config, []) == hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def test_a_large_mapped_cache_is_checked_on_a_sample_and_a_bad_sampled_row_is_caught(tmp_path, monkeypatch):
+    from ctxir.encoders import _looks_encoded
+
+    monkeypatch.setattr("ctxir.encoders.FULL_CHECK_ROWS", 1000)
+    vectors = clustered(5000, 16)
+    cache = EmbeddingCache(tmp_path)
+    cache.put("k", vectors)
+    assert _looks_encoded(cache.get("k", mmap=True), 5000, 16)
+    vectors[0] = np.nan  # row 0 is in the first sampled run
+    cache.put("k", vectors)
+    assert not _looks_encoded(cache.get("k", mmap=True), 5000, 16)
+    assert not _looks_encoded(cache.get("k"), 5000, 16)  # in memory: every row is checked
