@@ -5,8 +5,27 @@ Examples:
     python -m ctxir.bench search --num-docs 1000000 --indexes exact,ctxir-ann,binary \\
         --output results/bench/search-1000000.json
     python -m ctxir.bench search --num-docs 2000 --real-docs 0 --output /tmp/search.json   # no model, seconds
-    python -m ctxir.bench report --inputs results/bench/search-10000.json results/bench/search-100000.json \\
-        --plot docs/performance-search.png
+    python -m ctxir.bench encode --output results/bench/encode.json      # ~1 h on 2 busy cores (nDCG: cached after)
+    python -m ctxir.bench rerank --output results/bench/rerank.json
+    python -m ctxir.bench train --output results/bench/train.json
+    python -m ctxir.bench app --output results/bench/app.json            # starts python app.py, then stops it
+    python -m ctxir.bench report --inputs results/bench/*.json --markdown docs/performance.md   # tables + PNGs
+
+Every sub-command prints a Markdown table and writes one JSON record: the command as typed, the machine (cores, CPU,
+SIMD flags, library versions), the load average before and after, the settings and the results (medians of repeated
+passes). ``report`` renders records into docs/performance.md between its markers, with a PNG per kind in docs/ and
+a copy of each JSON in docs/bench/.
+
+``encode``: plain sentence-transformers (the 1.0 baseline) against ctxir's ``BiEncoder`` and the fast paths (the
+transformer exported to ONNX and run by ONNX Runtime in float32, int8 with dynamic quantisation, int8 with static
+quantisation calibrated on MS MARCO passages, a shorter max length): texts/s, tokens/s, speed-up by wall clock and
+by CPU time, GFLOP/s as a share of the sgemm peak measured in the same run, and the SciFact test nDCG@10 of each;
+``ship_decision`` applies the issue's rule (≥ 1.5× and ≤ 0.005 loss). sentence-transformers' own ``backend="onnx"``
+needs optimum-onnx, whose only release (0.1.0) requires transformers < 4.58 (we pin 5.23), so the export here is
+``torch.onnx.export`` + onnxruntime's quantisers, and pooling stays ``ctxir.encoders.pool``.
+``rerank``: ``CrossEncoderReranker.score_pairs`` latency for 10/20/50/100 BM25 candidates. ``app``: every endpoint
+through ``gradio_client`` against ``python app.py`` in its own process. ``train``: cross-encoder optimiser steps
+per second against batch size and max length.
 
 ``search`` measures, per index type: single-query latency (p50/p95 over ``--num-queries`` queries after
 ``--warmup`` queries, the median of ``--repeats`` passes), recall@10 against exact search, memory (index bytes,
@@ -100,8 +119,13 @@ class SearchArgs:
 
 @dataclass
 class ReportArgs:
-    inputs: list[str] = field(metadata={"help": "JSON files written by `search`"})
-    plot: str = field(default="", metadata={"help": "PNG: p50 latency and recall@10 against corpus size"})
+    inputs: list[str] = field(metadata={"help": "JSON files written by search, encode, rerank, app and train"})
+    plot: str = field(default="", metadata={"help": "PNG: search p50 latency and recall@10 against corpus size"})
+    markdown: str = field(default="", metadata={
+        "help": "write the tables into this page (e.g. docs/performance.md) between its report markers, leaving the "
+                "rest of the page alone"})
+    figures: str = field(default="docs", metadata={
+        "help": "with --markdown: folder for performance-<kind>.png and bench/<input>.json copies"})
 
 
 # ---------------------------------------------------------------- machine and data
@@ -541,6 +565,788 @@ def run_search(args: SearchArgs, argv: list[str] | None = None) -> dict:
     return record
 
 
+# ---------------------------------------------------------------- shared by encode, rerank, app and train
+
+
+def finish(kind: str, args, argv: list[str] | None, load_before: list[float], started: float, results: dict,
+           **extra) -> dict:
+    """The record every sub-command writes: what ran, where, under what load, with which settings."""
+    from ctxir.files import write_json
+
+    record = {"kind": kind, "command": command_line(argv), "date": datetime.now(UTC).isoformat(timespec="seconds"),
+              "machine": machine(), "load_average_before": load_before, "load_average_after": load_average(),
+              "wall_s": round(time.perf_counter() - started, 1), **extra, "settings": dataclasses.asdict(args),
+              "results": results}
+    print(FORMATTERS[kind](record))
+    out = Path(args.output or f"results/bench/{kind}.json")
+    write_json(out, record, indent=1)
+    print(f"wrote {out}")
+    return record
+
+
+def summary_ms(values: list[float]) -> dict:
+    return {"p50_ms": round(float(np.percentile(values, 50)) * 1000, 2),
+            "p95_ms": round(float(np.percentile(values, 95)) * 1000, 2), "n": len(values)}
+
+
+def median_of(passes: list[dict], key: str) -> float:
+    return round(float(np.median([p[key] for p in passes])), 2)
+
+
+def numbers(text: str, what: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError as err:
+        raise CtxirError(f"{what} {text!r}: give whole numbers separated by commas") from err
+    if not values or min(values) < 1:
+        raise CtxirError(f"{what} {text!r}: give whole numbers ≥ 1 separated by commas")
+    return values
+
+
+def resolve_model_path(name: str) -> str:
+    """A folder for ``name`` ('' = the packaged all-MiniLM-L6-v2, offline)."""
+    from ctxir.models import DEFAULT_BI_ENCODER, resolve_model
+
+    return resolve_model(name or DEFAULT_BI_ENCODER)
+
+
+def beir_texts(root: Path, name: str) -> Path:
+    folder = root / name
+    if not (folder / "corpus.jsonl").is_file():
+        raise CtxirError(f"--data-root {str(root)!r} has no {name}/corpus.jsonl: point it at the shared data folder")
+    return folder
+
+
+def set_torch_threads(n: int) -> int:
+    import torch
+
+    n = n or machine()["cores"]
+    torch.set_num_threads(n)
+    return n
+
+
+# ---------------------------------------------------------------- encode: throughput, fast paths, their nDCG cost
+
+ENCODE_VARIANTS = ("st", "ctxir", "onnx", "onnx-int8-dynamic", "onnx-int8-static", "max-length-short")
+SHIP_SPEEDUP, SHIP_LOSS = 1.5, 0.005
+
+
+@dataclass
+class EncodeArgs:
+    output: str = field(default="", metadata={"help": "JSON path (default: results/bench/encode.json)"})
+    variants: str = field(default=",".join(ENCODE_VARIANTS), metadata={
+        "help": f"comma-separated, of {', '.join(ENCODE_VARIANTS)} (st, the baseline, is always measured)"})
+    model: str = field(default="", metadata={"help": "bi-encoder folder or id ('' = packaged all-MiniLM-L6-v2)"})
+    data_root: str = field(default="../shared/data", metadata={
+        "help": "holds scifact/ (timed texts, nDCG@10) and the calibration set (BEIR layout)"})
+    num_texts: int = field(default=256, metadata={"help": "timed texts: the first N SciFact abstracts"})
+    batch_size: int = 32
+    repeats: int = field(default=5, metadata={
+        "help": "timed passes per variant, interleaved (pass 1 of every variant, then pass 2, …): medians reported"})
+    threads: int = field(default=0, metadata={"help": "torch and ONNX Runtime intra-op threads (0 = all cores)"})
+    short_length: int = field(default=128, metadata={"help": "max-length-short: the shorter max_seq_length"})
+    ndcg: bool = field(default=True, metadata={"help": "SciFact test nDCG@10 of every variant (encodes the corpus)"})
+    ndcg_docs: int = field(default=0, metadata={
+        "help": "0 = all SciFact documents; N = the judged test documents + random others up to N (stated)"})
+    calibration_set: str = field(default="msmarco_sample", metadata={
+        "help": "onnx-int8-static: folder under --data-root whose passages calibrate activations (never SciFact)"})
+    calibration_texts: int = field(default=256, metadata={"help": "passages fed to the static calibration"})
+    onnx_dir: str = field(default="", metadata={
+        "help": "where exported/quantised ONNX files go and are reused (default: results/bench/onnx)"})
+    cache_dir: str = field(default="", metadata={"help": "ctxir cache root for corpus embeddings ($CTXIR_CACHE)"})
+    seed: int = 0
+    progress: bool = True
+
+
+def sgemm_gflops(threads: int, size: int = 1024, repeats: int = 7) -> dict:
+    """float32 matmul peak as torch reaches it on this machine with ``threads`` threads (median of ``repeats``)."""
+    import torch
+
+    torch.set_num_threads(threads)
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    torch.mm(a, b)
+    rates = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(4):
+            torch.mm(a, b)
+        rates.append(4 * 2 * size**3 / (time.perf_counter() - start) / 1e9)
+    return {"gflops": round(float(np.median(rates)), 1), "best_gflops": round(max(rates), 1), "size": size,
+            "threads": threads}
+
+
+def encoder_flops(config, lengths: list[int]) -> float:
+    """Multiply-adds × 2 of a BERT encoder over texts of these token lengths (no padding counted).
+
+    Per layer and text of L tokens: Q, K, V, output projections 4·2·L·h², feed-forward 2·2·L·h·i, attention scores
+    and context 2·2·L²·h; embeddings and layer norms are left out (< 1 %).
+    """
+    h, i, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers
+    return float(sum(layers * (8 * n * h * h + 4 * n * h * i + 4 * n * n * h) for n in lengths))
+
+
+class OnnxEncoder:
+    """A SentenceTransformer's transformer exported to ONNX and run by ONNX Runtime; pooling and normalisation in
+    torch, exactly as the model's own modules do (``ctxir.encoders.pool``). Texts are sorted by length and batched
+    as ``SentenceTransformer.encode`` does."""
+
+    def __init__(self, path: Path, tokenizer, max_length: int, pooling: str, threads: int, batch_size: int):
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        self.inputs = {i.name for i in self.session.get_inputs()}
+        self.tokenizer, self.max_length, self.pooling, self.batch_size = tokenizer, max_length, pooling, batch_size
+
+    def features(self, texts: list[str]) -> dict:
+        batch = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="np")
+        return {k: v.astype(np.int64) for k, v in batch.items() if k in self.inputs}
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        import torch
+
+        from ctxir.encoders import pool
+
+        order = np.argsort([-len(t) for t in texts], kind="stable")
+        out = np.empty((len(texts), 0), dtype=np.float32)
+        parts = []
+        for begin in range(0, len(texts), self.batch_size):
+            feats = self.features([texts[i] for i in order[begin:begin + self.batch_size]])
+            hidden = self.session.run(None, feats)[0]
+            pooled = pool(torch.from_numpy(hidden), torch.from_numpy(feats["attention_mask"]), self.pooling)
+            parts.append(torch.nn.functional.normalize(pooled, dim=1).numpy())
+        if parts:
+            out = np.concatenate(parts)
+        result = np.empty_like(out)
+        result[order] = out
+        return result
+
+
+def export_onnx(model, folder: Path, progress: bool) -> Path:
+    """The transformer of a SentenceTransformer → ``model.onnx`` (torch.onnx.export, dynamo; dynamic batch and
+    length), reused when already there for these weights."""
+    import torch
+
+    path = folder / "model.onnx"
+    if path.is_file():
+        return path
+    folder.mkdir(parents=True, exist_ok=True)
+    body = model[0].auto_model.eval()
+
+    class Body(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            return self.inner(input_ids=input_ids, attention_mask=attention_mask,
+                              token_type_ids=token_type_ids).last_hidden_state
+
+    sample = model.tokenizer(["a short text", "a somewhat longer text to export with"], padding=True,
+                             return_tensors="pt")
+    names = ["input_ids", "attention_mask", "token_type_ids"]
+    if progress:
+        print(f"exporting {model[0].auto_model.config.model_type} to {path} …", flush=True)
+    tmp = folder / "model.tmp.onnx"
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(Body(body), tuple(sample[n] for n in names), str(tmp), input_names=names,
+                          output_names=["last_hidden_state"], dynamo=True, external_data=False,
+                          dynamic_axes={n: {0: "batch", 1: "sequence"} for n in [*names, "last_hidden_state"]})
+    tmp.replace(path)
+    return path
+
+
+class CalibrationReader:
+    """ONNX Runtime's CalibrationDataReader over tokenised batches of calibration passages."""
+
+    def __init__(self, batches: list[dict]):
+        self.batches = iter(batches)
+
+    def get_next(self):
+        return next(self.batches, None)
+
+    def rewind(self):  # not needed by MinMax calibration; present for the interface
+        pass
+
+
+def quantise(fp32: Path, kind: str, calibration: list[dict] | None = None) -> Path:
+    """int8 copies of the exported model (MatMul weights; reused when present).
+
+    dynamic: weights int8 per channel, activations quantised on the fly per batch (``quantize_dynamic``).
+    static: QDQ, weights int8 per channel, activations uint8 with ranges from MinMax calibration on ``calibration``.
+    Both use ``reduce_range`` (7-bit weights), which ONNX Runtime advises on AVX2/AVX-512 without VNNI, where u8×s8
+    products can saturate.
+    """
+    from onnxruntime.quantization import (
+        CalibrationMethod,
+        QuantFormat,
+        QuantType,
+        quantize_dynamic,
+        quantize_static,
+    )
+
+    out = fp32.with_name(f"model-int8-{kind}.onnx")
+    if out.is_file():
+        return out
+    tmp = out.with_name(out.stem + ".tmp.onnx")
+    if kind == "dynamic":
+        quantize_dynamic(str(fp32), str(tmp), weight_type=QuantType.QInt8, per_channel=True, reduce_range=True,
+                         op_types_to_quantize=["MatMul"])
+    else:
+        quantize_static(str(fp32), str(tmp), CalibrationReader(calibration or []), quant_format=QuantFormat.QDQ,
+                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, per_channel=True,
+                        reduce_range=True, op_types_to_quantize=["MatMul"], calibrate_method=CalibrationMethod.MinMax)
+    tmp.replace(out)
+    return out
+
+
+def _encode_variants(args: EncodeArgs, names: list[str], path: str, threads: int, calibration: list[str]) -> dict:
+    """name → (encode(texts) → unit vectors, max_length, what it is, the BiEncoder behind it or None)."""
+    from sentence_transformers import SentenceTransformer
+
+    from ctxir.encoders import BiEncoder, weights_fingerprint
+
+    base = SentenceTransformer(path, device="cpu")
+    max_length = int(base.max_seq_length)
+    pooling = BiEncoder(base, cache=None).pooling
+    variants: dict = {"st": (lambda t: base.encode(t, batch_size=args.batch_size, convert_to_numpy=True,
+                                                    normalize_embeddings=True, show_progress_bar=False),
+                             max_length, "SentenceTransformer(model).encode(texts, batch_size, "
+                                         "normalize_embeddings=True): plain sentence-transformers, PyTorch", None)}
+    if "ctxir" in names:
+        ctxir = BiEncoder(SentenceTransformer(path, device="cpu"), cache=None, batch_size=args.batch_size)
+        variants["ctxir"] = (ctxir.encode, max_length, "ctxir BiEncoder(model).encode: the path DenseRetriever and "
+                                                       "the app use (cache off)", ctxir)
+    if "max-length-short" in names:
+        short = SentenceTransformer(path, device="cpu")
+        short.max_seq_length = min(args.short_length, max_length)
+        encoder = BiEncoder(short, cache=None, batch_size=args.batch_size)
+        variants["max-length-short"] = (encoder.encode, short.max_seq_length,
+                                        f"ctxir BiEncoder with max_seq_length {short.max_seq_length} "
+                                        f"(model default {max_length}): longer texts are cut", encoder)
+    onnx_names = [n for n in names if n.startswith("onnx")]
+    if onnx_names:
+        folder = Path(args.onnx_dir or "results/bench/onnx") / weights_fingerprint(base)
+        fp32 = export_onnx(base, folder, args.progress)
+        tokenizer = base.tokenizer
+
+        def make(file: Path) -> Callable[[list[str]], np.ndarray]:
+            return OnnxEncoder(file, tokenizer, max_length, pooling, threads, args.batch_size).encode
+        if "onnx" in names:
+            variants["onnx"] = (make(fp32), max_length, "the same transformer exported with torch.onnx.export "
+                                "(dynamo), float32, ONNX Runtime CPU (all graph optimisations)", None)
+        if "onnx-int8-dynamic" in names:
+            variants["onnx-int8-dynamic"] = (make(quantise(fp32, "dynamic")), max_length, "onnxruntime "
+                                             "quantize_dynamic: MatMul weights int8 per channel (reduce_range), "
+                                             "activations quantised per batch at run time", None)
+        if "onnx-int8-static" in names:
+            reader = OnnxEncoder(fp32, tokenizer, max_length, pooling, threads, args.batch_size)
+            batches = [reader.features(calibration[i:i + args.batch_size])
+                       for i in range(0, len(calibration), args.batch_size)]
+            variants["onnx-int8-static"] = (make(quantise(fp32, "static", batches)), max_length,
+                                            f"onnxruntime quantize_static (QDQ): MatMul weights int8 per channel "
+                                            f"(reduce_range), activations uint8 with MinMax ranges calibrated on "
+                                            f"{len(calibration)} {args.calibration_set} passages (not SciFact)", None)
+    return {n: variants[n] for n in names}
+
+
+def cached(encode: Callable[[list[str]], np.ndarray], cache, key: dict) -> Callable[[list[str]], np.ndarray]:
+    """``encode`` through an EmbeddingCache keyed by ``key`` + the texts (a variant's corpus is encoded once)."""
+    from ctxir.encoders import EmbeddingCache
+
+    def encode_cached(texts: list[str]) -> np.ndarray:
+        cache_key = EmbeddingCache.key(key, texts)
+        hit = cache.get(cache_key)
+        if hit is not None and hit.shape[0] == len(texts):
+            return hit
+        vectors = np.asarray(encode(texts), dtype=np.float32)
+        cache.put(cache_key, vectors)
+        return vectors
+    return encode_cached
+
+
+def scifact_ndcg(encode: Callable[[list[str]], np.ndarray], encode_corpus: Callable[[list[str]], np.ndarray],
+                 corpus: dict, queries: dict, qrels: dict, progress: bool) -> dict:
+    """nDCG@10 and Recall@100 of exact dense search with these vectors (the corpus through a cache)."""
+    from ctxir.evaluation import evaluate_run
+    from ctxir.types import doc_text
+
+    ids = list(corpus)
+    if progress:
+        print(f"  {len(ids):,} SciFact documents (from the cache, or encoded now) …", flush=True)
+    start = time.perf_counter()
+    docs = np.asarray(encode_corpus([doc_text(corpus[i]) for i in ids]), dtype=np.float32)
+    corpus_s = time.perf_counter() - start
+    qids = list(queries)
+    scores = np.asarray(encode([queries[q] for q in qids]), dtype=np.float32) @ docs.T
+    top = np.argsort(-scores, axis=1)[:, :100]
+    run = {q: {ids[j]: float(scores[r, j]) for j in top[r]} for r, q in enumerate(qids)}
+    metrics = evaluate_run(qrels, run).aggregate
+    return {"ndcg_at_10": round(float(metrics["nDCG@10"]), 4),
+            "recall_at_100": round(float(metrics.get("Recall@100", metrics.get("R@100", float("nan")))), 4),
+            "corpus_s": round(corpus_s, 1)}
+
+
+def add_speedups(row: dict, st: dict) -> dict:
+    """texts/s ÷ st's (wall clock), and st's CPU seconds ÷ the row's (all threads of this process): on a shared CPU
+    the wall clock also measures the waiting, the CPU time does not."""
+    row["speedup_vs_st"] = round(row["texts_per_s"] / st["texts_per_s"], 2)
+    row["cpu_speedup_vs_st"] = round(st["cpu_s"] / row["cpu_s"], 2) if row.get("cpu_s") else None
+    return row
+
+
+def ship_decision(row: dict) -> tuple[bool, str]:
+    """The issue's rule: a fast path ships as a flag only if ≥ 1.5× plain sentence-transformers with ≤ 0.005 nDCG@10
+    loss on SciFact; otherwise the reasons. The speed-up is the smaller of the wall-clock and the CPU-time ratios.
+
+    >>> ship_decision({"speedup_vs_st": 1.8, "ndcg_loss_vs_st": 0.001})
+    (True, 'ships as a flag: 1.8× ≥ 1.5× and nDCG@10 loss 0.0010 ≤ 0.005')
+    """
+    speedup = min(x for x in (row["speedup_vs_st"], row.get("cpu_speedup_vs_st")) if x is not None)
+    loss = row.get("ndcg_loss_vs_st")
+    reasons = [] if speedup >= SHIP_SPEEDUP else [f"{speedup}× < {SHIP_SPEEDUP}×"]
+    if loss is None:
+        reasons.append("nDCG@10 cost not measured")
+    elif loss > SHIP_LOSS:
+        reasons.append(f"nDCG@10 loss {loss:.4f} > {SHIP_LOSS}")
+    if reasons:
+        return False, "does not ship: " + "; ".join(reasons)
+    return True, f"ships as a flag: {speedup}× ≥ {SHIP_SPEEDUP}× and nDCG@10 loss {loss:.4f} ≤ {SHIP_LOSS}"
+
+
+def run_encode(args: EncodeArgs, argv: list[str] | None = None) -> dict:
+    import torch
+
+    from ctxir.data import load_beir, load_corpus
+    from ctxir.encoders import EmbeddingCache, cache_root, weights_fingerprint
+    from ctxir.types import doc_text
+
+    # 1. check the arguments, read the texts
+    names = [n.strip() for n in args.variants.split(",") if n.strip()]
+    unknown = [n for n in names if n not in ENCODE_VARIANTS]
+    if unknown or args.num_texts < 1 or args.repeats < 1 or args.batch_size < 1:
+        raise CtxirError(f"--variants {args.variants!r} (use {', '.join(ENCODE_VARIANTS)}), --num-texts, --repeats and "
+                         "--batch-size ≥ 1")
+    names = ["st", *[n for n in names if n != "st"]]
+    load_before, started = load_average(), time.perf_counter()
+    threads = set_torch_threads(args.threads)
+    root = Path(args.data_root)
+    corpus, queries, qrels = load_beir(beir_texts(root, "scifact"), "test")
+    texts = [doc_text(d) for d in list(corpus.values())[: args.num_texts]]
+    calibration = []
+    if "onnx-int8-static" in names:
+        passages = load_corpus(beir_texts(root, args.calibration_set) / "corpus.jsonl")
+        calibration = [doc_text(d) for d in list(passages.values())[: args.calibration_texts]]
+    path = resolve_model_path(args.model)
+
+    # 2. build every variant (export and quantise the ONNX ones, reused from --onnx-dir)
+    variants = _encode_variants(args, names, path, threads, calibration)
+    from sentence_transformers import SentenceTransformer
+
+    reference = SentenceTransformer(path, device="cpu")
+    tokenizer, config = reference.tokenizer, reference[0].auto_model.config
+    raw_lengths = [len(ids) for ids in tokenizer(texts, truncation=False)["input_ids"]]
+
+    # 3. sgemm peak, then the timed passes, interleaved so that load changes hit every variant alike
+    peak_before = sgemm_gflops(threads)
+    vectors = {}
+    for encode, *_ in variants.values():
+        encode(texts)  # warm-up: one untimed pass (first calls allocate, and ONNX Runtime plans per shape)
+    passes: dict[str, list[dict]] = {n: [] for n in variants}
+    for repeat in range(args.repeats):
+        for name, (encode, *_) in variants.items():
+            torch.set_num_threads(threads)
+            wall, cpu = time.perf_counter(), time.process_time()
+            out = encode(texts)
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            if repeat == 0:
+                vectors[name] = np.asarray(out, dtype=np.float32)
+            passes[name].append({"wall_s": wall, "cpu_s": cpu})
+        if args.progress:
+            print(f"pass {repeat + 1}/{args.repeats}: " + ", ".join(
+                f"{n} {p[-1]['wall_s']:.2f} s" for n, p in passes.items()), flush=True)
+    peak_after = sgemm_gflops(threads)
+    peak = round((peak_before["gflops"] + peak_after["gflops"]) / 2, 1)
+
+    # 4. throughput, share of the sgemm peak, agreement with the baseline's vectors
+    results: dict = {}
+    for name, (_, max_length, about, _) in variants.items():
+        lengths = [min(n, max_length) for n in raw_lengths]
+        wall = float(np.median([p["wall_s"] for p in passes[name]]))
+        flops = encoder_flops(config, lengths)
+        cosine = (vectors[name] * vectors["st"]).sum(1)
+        results[name] = {"texts_per_s": round(len(texts) / wall, 1), "tokens_per_s": round(sum(lengths) / wall),
+                         "wall_s": round(wall, 3), "cpu_s": round(float(np.median([p["cpu_s"] for p in passes[name]])),
+                                                                  3),
+                         "gflops": round(flops / wall / 1e9, 1), "share_of_sgemm_peak": round(flops / wall / 1e9 /
+                                                                                               peak, 3),
+                         "max_length": max_length, "mean_tokens": round(float(np.mean(lengths)), 1),
+                         "min_cosine_vs_st": round(float(cosine.min()), 5),
+                         "mean_cosine_vs_st": round(float(cosine.mean()), 6),
+                         "passes_s": [round(p["wall_s"], 3) for p in passes[name]], "about": about}
+    for row in results.values():
+        add_speedups(row, results["st"])
+
+    # 5. the nDCG@10 cost on SciFact test, corpus embeddings through the cache; st = ctxir when their vectors agree
+    about_ndcg = "not measured (--ndcg false)"
+    if args.ndcg:
+        rng = np.random.default_rng(args.seed)
+        ids = list(corpus)
+        if args.ndcg_docs and args.ndcg_docs < len(ids):
+            judged = sorted({d for q in qrels.values() for d in q if d in corpus})
+            others = [i for i in ids if i not in set(judged)]
+            keep = set(judged) | set(rng.choice(others, max(0, args.ndcg_docs - len(judged)), replace=False))
+            corpus = {i: corpus[i] for i in ids if i in keep}
+            about_ndcg = (f"SciFact test ({len(queries)} queries) over a {len(corpus):,}-document subset: the "
+                          f"{len(judged)} judged documents + random others (seed {args.seed})")
+        else:
+            about_ndcg = f"SciFact test: {len(queries)} queries over all {len(corpus):,} documents, exact search"
+        cache = EmbeddingCache(cache_root(args.cache_dir) / "bench-encode")
+        fingerprint = weights_fingerprint(reference)
+        for name, (encode, max_length, _, bi_encoder) in variants.items():
+            if name == "st" and "ctxir" in variants and results["ctxir"]["min_cosine_vs_st"] > 0.99999:
+                continue  # identical vectors: filled from ctxir's below
+            if args.progress:
+                print(f"[{name}] nDCG@10 …", flush=True)
+            if bi_encoder is not None:  # ctxir's own cache, shared with DenseRetriever, the app and `search`
+                bi_encoder.cache = EmbeddingCache(cache_root(args.cache_dir) / "embeddings")
+                encode_corpus = bi_encoder.encode_cached
+            else:
+                key = {"variant": name, "weights": fingerprint, "max_length": max_length, "format": 1}
+                encode_corpus = cached(encode, cache, key)
+            results[name] |= scifact_ndcg(encode, encode_corpus, corpus, queries, qrels, args.progress)
+        if "ndcg_at_10" not in results["st"]:
+            results["st"] |= {k: v for k, v in results["ctxir"].items() if k in ("ndcg_at_10", "recall_at_100")}
+            results["st"]["ndcg_note"] = "same vectors as ctxir (min cosine > 0.99999 on the timed texts)"
+        for row in results.values():
+            row["ndcg_loss_vs_st"] = round(results["st"]["ndcg_at_10"] - row["ndcg_at_10"], 4)
+
+    # 6. the ship rule, applied to every fast path
+    for name, row in results.items():
+        if name not in ("st", "ctxir"):
+            row["ships"], row["decision"] = ship_decision(row)
+    return finish("encode", args, argv, load_before, started, results, sgemm={
+        "before": peak_before, "after": peak_after, "gflops": peak}, data={
+        "timed_texts": f"the first {len(texts)} SciFact abstracts (title + text), batch size {args.batch_size}, "
+                       f"{threads} threads",
+        "ndcg": about_ndcg, "model": path,
+        "flops": "2 × multiply-adds of the encoder layers over the real (unpadded, truncated) tokens"},
+        timing=f"wall time of encode(all timed texts) per pass, {args.repeats} passes interleaved across variants "
+               f"after one untimed pass each; medians reported; speedup = texts/s ÷ st's")
+
+
+# ---------------------------------------------------------------- rerank: cross-encoder latency vs candidates
+
+
+@dataclass
+class RerankArgs:
+    output: str = field(default="", metadata={"help": "JSON path (default: results/bench/rerank.json)"})
+    model: str = field(default="", metadata={
+        "help": "cross-encoder folder or id; '' = the packaged all-MiniLM-L6-v2 body with a fresh 1-label head "
+                "(the size and cost of cross-encoder/ms-marco-MiniLM-L6-v2; its scores are meaningless)"})
+    candidates: str = field(default="10,20,50,100", metadata={"help": "re-ranked candidates per query"})
+    num_queries: int = field(default=20, metadata={"help": "SciFact train queries timed (latency only)"})
+    warmup: int = 2
+    repeats: int = field(default=3, metadata={"help": "passes over the queries; p50/p95 are their medians"})
+    batch_size: int = field(default=32, metadata={"help": "pairs per forward pass (CrossEncoderReranker's default)"})
+    threads: int = field(default=0, metadata={"help": "torch threads (0 = all cores)"})
+    data_root: str = "../shared/data"
+    seed: int = 0
+    progress: bool = True
+
+
+def run_rerank(args: RerankArgs, argv: list[str] | None = None) -> dict:
+    from ctxir.data import load_beir
+    from ctxir.models import load_cross_encoder
+    from ctxir.rerank import CrossEncoderReranker
+    from ctxir.retrieval import BM25Retriever
+    from ctxir.types import doc_text
+
+    # 1. arguments, model, candidates (BM25's top documents for each query: real texts of real lengths)
+    sizes = numbers(args.candidates, "--candidates")
+    if args.num_queries < 1 or args.repeats < 1 or args.warmup < 0:
+        raise CtxirError("--num-queries and --repeats must be ≥ 1, --warmup ≥ 0")
+    load_before, started = load_average(), time.perf_counter()
+    threads = set_torch_threads(args.threads)
+    path = resolve_model_path(args.model)
+    reranker = CrossEncoderReranker(load_cross_encoder(path, "cpu", num_labels=1), batch_size=args.batch_size)
+    corpus, queries, _ = load_beir(beir_texts(Path(args.data_root), "scifact"), "train")
+    rng = np.random.default_rng(args.seed)
+    qids = [list(queries)[i] for i in rng.permutation(len(queries))[: args.num_queries + args.warmup]]
+    hits = BM25Retriever(corpus).search({q: queries[q] for q in qids}, max(sizes))
+    tokenizer = reranker.model.tokenizer
+    # 2. time score_pairs(query, n candidates) for every n, the sizes interleaved per query
+    results: dict = {}
+    for n in sizes:
+        results[str(n)] = {"passes": [], "tokens": []}
+    for repeat in range(args.repeats):
+        times: dict[int, list[float]] = {n: [] for n in sizes}
+        for position, q in enumerate(qids):
+            for n in sizes:
+                texts = [doc_text(corpus[h.doc_id]) for h in hits[q][:n]]
+                start = time.perf_counter()
+                reranker.score_pairs(queries[q], texts)
+                if position >= args.warmup:
+                    times[n].append(time.perf_counter() - start)
+                    if repeat == 0:
+                        results[str(n)]["tokens"].append(float(np.mean([len(ids) for ids in tokenizer(
+                            [queries[q]] * len(texts), texts, truncation=True,
+                            max_length=reranker.model.max_seq_length)["input_ids"]])))
+        for n in sizes:
+            results[str(n)]["passes"].append(summary_ms(times[n]))
+        if args.progress:
+            print(f"pass {repeat + 1}/{args.repeats}: " + ", ".join(
+                f"{n}: {results[str(n)]['passes'][-1]['p50_ms']:.0f} ms" for n in sizes), flush=True)
+    for n in sizes:
+        row = results[str(n)]
+        row |= {"candidates": n, "p50_ms": median_of(row["passes"], "p50_ms"),
+                "p95_ms": median_of(row["passes"], "p95_ms"),
+                "mean_pair_tokens": round(float(np.mean(row.pop("tokens"))), 1)}
+        row["ms_per_pair"] = round(row["p50_ms"] / n, 2)
+    return finish("rerank", args, argv, load_before, started, results, data={
+        "model": path if args.model else f"{path} (all-MiniLM-L6-v2 body, fresh 1-label head: the architecture and "
+                                         "cost of cross-encoder/ms-marco-MiniLM-L6-v2, meaningless scores)",
+        "max_length": reranker.model.max_seq_length,
+        "candidates": f"BM25 top-n SciFact abstracts for {args.num_queries} random SciFact train queries "
+                      f"(seed {args.seed}), after {args.warmup} warm-up queries"},
+        timing=f"CrossEncoderReranker.score_pairs(query, n texts), batch size {args.batch_size}, {threads} threads; "
+               f"p50/p95 over the queries per pass, median of {args.repeats} passes")
+
+
+# ---------------------------------------------------------------- app: end-to-end latency through gradio_client
+
+APP_QUERIES = ("otters playing on the river bank", "bats hunting insects at night", "opening a savings account",
+               "where do otters live", "interest rates at the central bank")
+
+
+@dataclass
+class AppBenchArgs:
+    output: str = field(default="", metadata={"help": "JSON path (default: results/bench/app.json)"})
+    url: str = field(default="", metadata={
+        "help": "an app already running; '' = start `python app.py` in its own process (loopback, free port) and "
+                "stop it afterwards"})
+    corpus: str = field(default="demo", metadata={"help": "corpus name the search endpoints use"})
+    cross_encoder: str = field(default="", metadata={
+        "help": "started app: CTXIR_CROSS_ENCODER ('' = the packaged MiniLM body with a fresh head, as rerank)"})
+    repeats: int = field(default=10, metadata={"help": "timed calls per endpoint"})
+    warmup: int = field(default=1, metadata={"help": "untimed calls per endpoint first"})
+    endpoints: str = field(default="", metadata={"help": "comma-separated labels to run ('' = all)"})
+    torch_threads: int = field(default=0, metadata={"help": "started app: CTXIR_TORCH_THREADS"})
+    start_timeout_s: float = 600.0
+
+
+def app_calls(corpus: str) -> dict[str, tuple[str, Callable[[int], tuple]]]:
+    """label → (api_name, call number → arguments): the app's endpoints with a typical input each."""
+    pair_docs = "Otters dig dens in the river bank.\nThe bank raised its savings rate.\nBats hunt moths at night."
+    sentences = "The otter swam to the river bank.\nShe paid the money into the bank.\nBats sleep in caves by day."
+
+    def search(first: str, rerank: str) -> Callable[[int], tuple]:
+        return lambda i: (APP_QUERIES[i % len(APP_QUERIES)], corpus, first, rerank, 10, 20)
+    return {
+        "search bm25": ("/search", search("bm25", "none")),
+        "search dense": ("/search", search("dense", "none")),
+        "search hybrid": ("/search", search("hybrid", "none")),
+        "search hybrid + cross-encoder top 20": ("/search", search("hybrid", "cross-encoder")),
+        "score_pairs (3 documents)": ("/score_pairs", lambda i: (APP_QUERIES[i % len(APP_QUERIES)], pair_docs)),
+        "sentence_similarity (3 sentences)": ("/sentence_similarity", lambda i: (sentences, 6, "mean")),
+        "model_info": ("/model_info", lambda i: ("bi-encoder", APP_QUERIES[i % len(APP_QUERIES)])),
+        "attention (2 layers, 2 heads)": ("/attention", lambda i: (
+            "bi-encoder", APP_QUERIES[i % len(APP_QUERIES)], "Bats use echoes to find moths.", "model", [0, 5], [],
+            1, 2)),
+        "explain (bi-encoder + cross-encoder)": ("/explain", lambda i: (
+            APP_QUERIES[i % len(APP_QUERIES)], "Otters dig dens in the river bank.", "auto")),
+    }
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_app(env: dict, timeout_s: float = 600.0) -> tuple:
+    """(process, url, seconds until the page answered HTTP 200) for ``python app.py`` on a free loopback port."""
+    import subprocess
+    import urllib.request
+
+    port = free_port()
+    root = Path(__file__).resolve().parents[1]
+    started = time.perf_counter()
+    process = subprocess.Popen([sys.executable, str(root / "app.py"), "--host", "127.0.0.1", "--port", str(port)],
+                               cwd=root, env={**os.environ, "HF_HUB_OFFLINE": "1", **env},
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        while time.perf_counter() - started < timeout_s:
+            if process.poll() is not None:
+                raise CtxirError(f"app.py exited with code {process.returncode} while starting")
+            try:
+                with urllib.request.urlopen(url, timeout=2) as response:
+                    if response.status == 200:
+                        return process, url, time.perf_counter() - started
+            except OSError:
+                time.sleep(0.2)
+        raise CtxirError(f"app.py did not answer within {timeout_s} s")
+    except BaseException:
+        stop_app(process)
+        raise
+
+
+def stop_app(process) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=30)
+    except Exception:
+        process.kill()
+        process.wait()
+
+
+def run_app(args: AppBenchArgs, argv: list[str] | None = None) -> dict:
+    from gradio_client import Client
+
+    # 1. arguments; start the app in its own process unless --url names one
+    calls = app_calls(args.corpus)
+    chosen = [c.strip() for c in args.endpoints.split(",") if c.strip()] or list(calls)
+    unknown = [c for c in chosen if c not in calls]
+    if unknown or args.repeats < 1 or args.warmup < 0:
+        raise CtxirError(f"--endpoints {unknown}: use labels of {list(calls)}; --repeats ≥ 1, --warmup ≥ 0")
+    load_before, started = load_average(), time.perf_counter()
+    process, start_s, url = None, None, args.url
+    if not url:
+        env = {"CTXIR_CROSS_ENCODER": args.cross_encoder or resolve_model_path(""), "CTXIR_CLS_LR": "none",
+               "CTXIR_TORCH_THREADS": str(args.torch_threads)}
+        print("starting python app.py …", flush=True)
+        process, url, start_s = start_app(env, args.start_timeout_s)
+    results: dict = {}
+    try:
+        client = Client(url, verbose=False)
+        # 2. every endpoint: warm-up, then timed calls one at a time (a failure is recorded, not fatal)
+        for label in chosen:
+            api_name, make = calls[label]
+            times, error = [], None
+            try:
+                for i in range(args.warmup + args.repeats):
+                    start = time.perf_counter()
+                    client.predict(*make(i), api_name=api_name)
+                    if i >= args.warmup:
+                        times.append(time.perf_counter() - start)
+            except Exception as err:
+                error = f"{type(err).__name__}: {str(err)[:200]}"
+            results[label] = {"api_name": api_name, **(summary_ms(times) if times else {"n": 0})}
+            if error:
+                results[label]["error"] = error
+            print(f"{label}: {results[label]}", flush=True)
+    finally:
+        if process is not None:
+            stop_app(process)
+    return finish("app", args, argv, load_before, started, results, data={
+        "app": f"python app.py started by this command (cold start to first page: {start_s:.1f} s), cross-encoder: "
+               f"{'the packaged MiniLM body with a fresh head' if not args.cross_encoder else args.cross_encoder}"
+        if start_s is not None else f"an app already running at {url}",
+        "corpus": args.corpus, "cold_start_s": round(start_s, 1) if start_s is not None else None},
+        timing=f"wall time of gradio_client.Client.predict per call (HTTP + queue + the callback), one call at a "
+               f"time, {args.warmup} warm-up call(s) then {args.repeats} timed, queries rotating")
+
+
+# ---------------------------------------------------------------- train: cross-encoder training throughput
+
+
+@dataclass
+class TrainArgs:
+    output: str = field(default="", metadata={"help": "JSON path (default: results/bench/train.json)"})
+    model: str = field(default="", metadata={"help": "body to train ('' = the packaged all-MiniLM-L6-v2 + a fresh "
+                                                     "1-label head, as training/train_cross_encoder.py starts)"})
+    batch_sizes: str = "8,16,32"
+    max_lengths: str = "128,256"
+    steps: int = field(default=4, metadata={"help": "timed optimiser steps per setting"})
+    warmup_steps: int = field(default=1, metadata={"help": "untimed steps first"})
+    learning_rate: float = 2e-5
+    threads: int = field(default=0, metadata={"help": "torch threads (0 = all cores)"})
+    data_root: str = "../shared/data"
+    seed: int = 0
+    progress: bool = True
+
+
+def train_pairs(root: Path, count: int, seed: int) -> list[tuple[str, str, float]]:
+    """(query, document, label): SciFact train queries with a judged document (1) or a random one (0)."""
+    from ctxir.data import load_beir
+    from ctxir.types import doc_text
+
+    corpus, queries, qrels = load_beir(beir_texts(root, "scifact"), "train")
+    rng = np.random.default_rng(seed)
+    ids, qids, pairs = list(corpus), list(qrels), []
+    while len(pairs) < count:
+        q = qids[rng.integers(len(qids))]
+        positive = [d for d, grade in qrels[q].items() if grade > 0 and d in corpus]
+        if positive and len(pairs) % 2 == 0:
+            pairs.append((queries[q], doc_text(corpus[positive[0]]), 1.0))
+        else:
+            pairs.append((queries[q], doc_text(corpus[ids[rng.integers(len(ids))]]), 0.0))
+    return pairs
+
+
+def run_train(args: TrainArgs, argv: list[str] | None = None) -> dict:
+    import torch
+
+    from ctxir.models import load_cross_encoder
+
+    # 1. arguments, model, pairs
+    batch_sizes, lengths = numbers(args.batch_sizes, "--batch-sizes"), numbers(args.max_lengths, "--max-lengths")
+    if args.steps < 1 or args.warmup_steps < 0:
+        raise CtxirError("--steps must be ≥ 1, --warmup-steps ≥ 0")
+    load_before, started = load_average(), time.perf_counter()
+    threads = set_torch_threads(args.threads)
+    torch.manual_seed(args.seed)
+    path = resolve_model_path(args.model)
+    cross = load_cross_encoder(path, "cpu", num_labels=1)
+    model, tokenizer = cross.model, cross.tokenizer
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate)
+    loss_fn = torch.nn.BCEWithLogitsLoss()
+    pairs = train_pairs(Path(args.data_root), max(batch_sizes) * (args.steps + args.warmup_steps), args.seed)
+    # 2. per (max length, batch size): tokenise, forward, loss, backward, AdamW step; steps timed one by one
+    results: dict = {}
+    for max_length in lengths:
+        for batch_size in batch_sizes:
+            times, tokens, cursor = [], [], 0
+            for step in range(args.warmup_steps + args.steps):
+                batch = pairs[cursor:cursor + batch_size]
+                cursor += batch_size
+                start = time.perf_counter()
+                features = tokenizer([p[0] for p in batch], [p[1] for p in batch], padding=True, truncation=True,
+                                     max_length=max_length, return_tensors="pt")
+                logits = model(**features).logits.view(-1)
+                loss = loss_fn(logits, torch.tensor([p[2] for p in batch]))
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+                if step >= args.warmup_steps:
+                    times.append(time.perf_counter() - start)
+                    tokens.append(int(features["attention_mask"].sum()))
+            step_s = float(np.median(times))
+            label = f"max_length {max_length}, batch {batch_size}"
+            results[label] = {"max_length": max_length, "batch_size": batch_size, "step_s": round(step_s, 4),
+                              "pairs_per_s": round(batch_size / step_s, 1),
+                              "tokens_per_s": round(float(np.median(tokens)) / step_s),
+                              "steps_s": [round(t, 4) for t in times]}
+            if args.progress:
+                print(f"{label}: {results[label]['pairs_per_s']} pairs/s", flush=True)
+    return finish("train", args, argv, load_before, started, results, data={
+        "model": path if args.model else f"{path} + a fresh 1-label head", "pairs": "SciFact train queries with a "
+        f"judged abstract (label 1) or a random one (label 0), alternating (seed {args.seed})"},
+        timing=f"one optimiser step = tokenise + forward + BCE-with-logits loss + backward + AdamW (lr "
+               f"{args.learning_rate}), what CrossEncoderTrainer runs per step without its data loader and logging; "
+               f"{args.warmup_steps} warm-up step(s), median of {args.steps} timed steps; {threads} threads")
+
+
 # ---------------------------------------------------------------- tables and plots
 
 
@@ -549,43 +1355,198 @@ COLUMNS = (("p50_ms", "p50 ms", "{:.3f}"), ("p95_ms", "p95 ms", "{:.3f}"), ("rec
            ("build_s", "build s", "{:.1f}"), ("speedup_vs_exact", "× exact", "{}"))
 
 
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
+    return "\n".join([*lines, *("| " + " | ".join(row) + " |" for row in rows)])
+
+
+def cell(value, fmt: str) -> str:
+    return "–" if value is None else fmt.format(value)
+
+
 def format_table(record: dict) -> str:
     """A Markdown table of one `search` record (the rows docs/performance.md shows)."""
-    lines = ["| index | " + " | ".join(title for _, title, _ in COLUMNS) + " |",
-             "|---|" + "---:|" * len(COLUMNS)]
-    for name, row in record["results"].items():
-        cells = [fmt.format(row[key]) if row.get(key) is not None else "–" for key, _, fmt in COLUMNS]
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return markdown_table(["index", *(title for _, title, _ in COLUMNS)],
+                          [[name, *(cell(row.get(key), fmt) for key, _, fmt in COLUMNS)]
+                           for name, row in record["results"].items()])
+
+
+def format_encode(record: dict) -> str:
+    results = record["results"]
+    for name, row in results.items():  # records written before the CPU-time ratio existed get it from cpu_s
+        add_speedups(row, results["st"])
+        if name not in ("st", "ctxir"):
+            row["ships"], row["decision"] = ship_decision(row)
+    return markdown_table(
+        ["variant", "texts/s", "tokens/s", "× st (wall)", "× st (CPU s)", "GFLOP/s", "of sgemm peak", "max len",
+         "nDCG@10", "loss vs st", "decision"],
+        [[name, cell(r["texts_per_s"], "{:.1f}"), cell(r["tokens_per_s"], "{:,}"), cell(r["speedup_vs_st"], "{:.2f}"),
+          cell(r.get("cpu_speedup_vs_st"), "{:.2f}"),
+          cell(r["gflops"], "{:.1f}"), cell(r["share_of_sgemm_peak"], "{:.0%}"), str(r["max_length"]),
+          cell(r.get("ndcg_at_10"), "{:.4f}"), cell(r.get("ndcg_loss_vs_st"), "{:+.4f}"),
+          r.get("decision", "baseline" if name == "st" else "ctxir's default path")]
+         for name, r in results.items()])
+
+
+def format_rerank(record: dict) -> str:
+    return markdown_table(["candidates", "p50 ms", "p95 ms", "ms / pair", "tokens / pair"],
+                          [[str(r["candidates"]), cell(r["p50_ms"], "{:.1f}"), cell(r["p95_ms"], "{:.1f}"),
+                            cell(r["ms_per_pair"], "{:.2f}"), cell(r["mean_pair_tokens"], "{:.0f}")]
+                           for r in record["results"].values()])
+
+
+def format_app(record: dict) -> str:
+    return markdown_table(["endpoint", "api", "p50 ms", "p95 ms", "calls", "error"],
+                          [[label, f"`{r['api_name']}`", cell(r.get("p50_ms"), "{:.0f}"),
+                            cell(r.get("p95_ms"), "{:.0f}"), str(r["n"]), r.get("error", "")]
+                           for label, r in record["results"].items()])
+
+
+def format_train(record: dict) -> str:
+    return markdown_table(["max length", "batch", "pairs/s", "tokens/s", "step s"],
+                          [[str(r["max_length"]), str(r["batch_size"]), cell(r["pairs_per_s"], "{:.1f}"),
+                            cell(r["tokens_per_s"], "{:,}"), cell(r["step_s"], "{:.2f}")]
+                           for r in record["results"].values()])
+
+
+FORMATTERS = {"search": format_table, "encode": format_encode, "rerank": format_rerank, "app": format_app,
+              "train": format_train}
+TITLES = {"encode": "Encoding throughput and fast paths", "search": "Search latency and memory vs corpus size",
+          "rerank": "Re-ranking latency vs candidates", "app": "End-to-end app latency (gradio_client)",
+          "train": "Cross-encoder training throughput"}
+REPORT_BEGIN, REPORT_END = "<!-- ctxir.bench report: begin -->", "<!-- ctxir.bench report: end -->"
+
+
+def kind_of(record: dict) -> str:
+    return record.get("kind", "search")
+
+
+def describe(record: dict, json_link: str = "") -> str:
+    """The command, the machine and the load of one record, as the lines above its table."""
+    m = record["machine"]
+    flags = ", ".join(m.get("simd_flags", [])) or "unknown"
+    link = f" ([JSON]({json_link}))" if json_link else ""
+    lines = [f"`{record['command']}`{link}  ",
+             f"{record['date']}: {m['cores']} cores ({m.get('cpu')}; {flags}), {m.get('ram_gb', '?')} GB; load "
+             f"average {record['load_average_before']} → {record['load_average_after']}; {record['wall_s']} s.  "]
+    if record.get("timing"):
+        lines.append(f"Timing: {record['timing']}.  ")
+    data = record.get("data", {})
+    for key, value in data.items():
+        if isinstance(value, str) and key not in ("construction", "source", "queries"):
+            lines.append(f"{key.replace('_', ' ').capitalize()}: {value}.  ")
+    if kind_of(record) == "search":
+        lines.append(f"Data: {data['source']}; {data['synthetic_docs']:,} synthetic ({data['construction']}); "
+                     f"queries: {data['queries']}.  ")
+    if kind_of(record) == "encode":
+        s = record["sgemm"]
+        lines.append(f"sgemm peak (torch.mm {s['before']['size']}², {s['before']['threads']} threads, median of 7): "
+                     f"{s['before']['gflops']} GFLOP/s before, {s['after']['gflops']} after; shares use "
+                     f"{s['gflops']}.  ")
     return "\n".join(lines)
 
 
-def run_report(args: ReportArgs) -> None:
+def read_records(paths: list[str]) -> list[dict]:
     records = []
-    for path in args.inputs:
+    for path in paths:
         try:
-            records.append(json.loads(Path(path).read_text()))
+            record = json.loads(Path(path).read_text())
         except (OSError, ValueError) as err:
             raise CtxirError(f"{path!r} is not a readable bench JSON file ({err})") from err
-    for record in sorted(records, key=lambda r: r["data"]["num_docs"]):
-        m = record["machine"]
-        print(f"\n### {record['data']['num_docs']:,} documents ({record['data']['real_docs']:,} real)\n")
-        print(f"`{record['command']}`  \n{record['date']}, {m['cores']} cores, {m.get('cpu')}, "
-              f"load average {record['load_average_before']} → {record['load_average_after']}\n")
-        print(format_table(record))
+        if not isinstance(record, dict) or "results" not in record or kind_of(record) not in FORMATTERS:
+            raise CtxirError(f"{path!r} was not written by `python -m ctxir.bench`")
+        record["_path"] = path
+        records.append(record)
+    return records
+
+
+def render(records: list[dict], figures: Path | None, docs: Path | None) -> str:
+    """The Markdown of every record, grouped by kind; PNGs (and JSON copies) written under ``figures``."""
+    import shutil
+
+    parts = []
+    for kind in ("encode", "search", "rerank", "app", "train"):
+        group = [r for r in records if kind_of(r) == kind]
+        if kind == "search":
+            group.sort(key=lambda r: r["data"]["num_docs"])
+        if not group:
+            continue
+        parts.append(f"## {TITLES[kind]}\n")
+        if figures is not None:
+            png = figures / f"performance-{kind}.png"
+            PLOTS[kind](group, str(png))
+            parts.append(f"![{TITLES[kind]}]({os.path.relpath(png, docs) if docs else png})\n")
+        for record in group:
+            link = ""
+            if figures is not None:
+                copy = figures / "bench" / Path(record["_path"]).name
+                copy.parent.mkdir(parents=True, exist_ok=True)
+                if Path(record["_path"]).resolve() != copy.resolve():
+                    shutil.copyfile(record["_path"], copy)
+                link = os.path.relpath(copy, docs) if docs else str(copy)
+            if kind == "search":
+                d = record["data"]
+                parts.append(f"### {d['num_docs']:,} documents ({d['real_docs']:,} real)\n")
+            parts.append(describe(record, link) + "\n")
+            parts.append(FORMATTERS[kind](record) + "\n")
+            if kind == "encode":
+                decisions = [f"- **{n}**: {r['decision']} ({r['about']})" for n, r in record["results"].items()
+                             if "decision" in r]
+                parts.append("\n".join(decisions) + "\n")
+    return "\n".join(parts)
+
+
+def write_section(markdown: Path, body: str) -> None:
+    """Put ``body`` between the report markers of ``markdown``, leaving the rest of the page as it is."""
+    section = f"{REPORT_BEGIN}\n<!-- written by `python -m ctxir.bench report`; edit the commands, not the numbers -->" \
+              f"\n\n{body}\n{REPORT_END}"
+    text = markdown.read_text(encoding="utf-8") if markdown.is_file() else "# Performance\n\n"
+    if REPORT_BEGIN in text and REPORT_END in text:
+        head, rest = text.split(REPORT_BEGIN, 1)
+        text = head + section + rest.split(REPORT_END, 1)[1]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    from ctxir.files import write_atomic
+
+    write_atomic(markdown, text)
+
+
+def run_report(args: ReportArgs) -> None:
+    records = read_records(args.inputs)
+    docs = Path(args.markdown).parent if args.markdown else None
+    figures = Path(args.figures) if args.markdown else None
+    body = render(records, figures, docs)
+    print(body)
     if args.plot:
-        plot(records, args.plot)
+        plot([r for r in records if kind_of(r) == "search"], args.plot)
         print(f"\nwrote {args.plot}")
+    if args.markdown:
+        write_section(Path(args.markdown), body)
+        print(f"\nwrote {args.markdown} and its figures in {figures}")
 
 
-def plot(records: list[dict], path: str) -> None:
+def _figure(width: float = 9, height: float = 3.4, columns: int = 2):
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    fig, axes = plt.subplots(1, columns, figsize=(width, height))
+    return plt, fig, axes
+
+
+def _save(plt, fig, path: str) -> None:
+    fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def plot(records: list[dict], path: str) -> None:
+    """search: p50 latency and recall@10 against corpus size, one line per index type."""
+    plt, fig, (left, right) = _figure()
     records = sorted(records, key=lambda r: r["data"]["num_docs"])
     names = [n for n in INDEX_TYPES if any(n in r["results"] for r in records)]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.4))
     for name in names:
         sizes = [r["data"]["num_docs"] for r in records if name in r["results"]]
         left.plot(sizes, [r["results"][name]["p50_ms"] for r in records if name in r["results"]], "o-", label=name)
@@ -596,17 +1557,69 @@ def plot(records: list[dict], path: str) -> None:
     right.axhline(0.95, color="grey", lw=0.8, ls="--")
     left.axhline(5, color="grey", lw=0.8, ls="--")
     left.legend(fontsize=7)
-    fig.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(plt, fig, path)
+
+
+def plot_encode(records: list[dict], path: str) -> None:
+    """encode: speed-up over sentence-transformers and nDCG@10 loss per variant (the last record)."""
+    plt, fig, (left, right) = _figure()
+    results = records[-1]["results"]
+    names = list(results)
+    left.barh(names, [results[n]["speedup_vs_st"] for n in names], color="tab:blue")
+    left.axvline(SHIP_SPEEDUP, color="grey", lw=0.8, ls="--")
+    left.set(xlabel="texts/s ÷ plain sentence-transformers")
+    left.invert_yaxis()
+    right.barh(names, [results[n].get("ndcg_loss_vs_st") or 0 for n in names], color="tab:orange")
+    right.axvline(SHIP_LOSS, color="grey", lw=0.8, ls="--")
+    right.set(xlabel="SciFact nDCG@10 loss vs st")
+    right.invert_yaxis()
+    _save(plt, fig, path)
+
+
+def plot_rerank(records: list[dict], path: str) -> None:
+    plt, fig, ax = _figure(4.8, 3.2, 1)
+    rows = list(records[-1]["results"].values())
+    ax.plot([r["candidates"] for r in rows], [r["p50_ms"] for r in rows], "o-", label="p50")
+    ax.plot([r["candidates"] for r in rows], [r["p95_ms"] for r in rows], "s--", label="p95")
+    ax.set(xlabel="candidates re-ranked", ylabel="ms per query")
+    ax.legend(fontsize=8)
+    _save(plt, fig, path)
+
+
+def plot_app(records: list[dict], path: str) -> None:
+    plt, fig, ax = _figure(7, 3.4, 1)
+    rows = {k: v for k, v in records[-1]["results"].items() if v.get("p50_ms") is not None}
+    ax.barh(list(rows), [r["p50_ms"] for r in rows.values()], color="tab:green")
+    ax.set(xlabel="p50 ms per call (gradio_client)", xscale="log")
+    ax.invert_yaxis()
+    ax.tick_params(axis="y", labelsize=7)
+    _save(plt, fig, path)
+
+
+def plot_train(records: list[dict], path: str) -> None:
+    plt, fig, ax = _figure(4.8, 3.2, 1)
+    rows = list(records[-1]["results"].values())
+    for length in sorted({r["max_length"] for r in rows}):
+        sub = [r for r in rows if r["max_length"] == length]
+        ax.plot([r["batch_size"] for r in sub], [r["pairs_per_s"] for r in sub], "o-", label=f"max length {length}")
+    ax.set(xlabel="batch size", ylabel="training pairs/s", xscale="log", xticks=sorted({r["batch_size"] for r in rows}))
+    ax.get_xaxis().set_major_formatter(__import__("matplotlib").ticker.ScalarFormatter())
+    ax.legend(fontsize=8)
+    _save(plt, fig, path)
+
+
+PLOTS = {"search": plot, "encode": plot_encode, "rerank": plot_rerank, "app": plot_app, "train": plot_train}
 
 
 def main(argv: list[str] | None = None) -> int:
     from ctxir.cli import subcommand_main
 
-    return subcommand_main({"search": (SearchArgs, lambda a: run_search(a, argv)),
-                            "report": (ReportArgs, run_report)}, "python -m ctxir.bench", argv)
+    def bind(run):
+        return lambda a: run(a, argv)
+    return subcommand_main({"search": (SearchArgs, bind(run_search)), "encode": (EncodeArgs, bind(run_encode)),
+                            "rerank": (RerankArgs, bind(run_rerank)), "app": (AppBenchArgs, bind(run_app)),
+                            "train": (TrainArgs, bind(run_train)), "report": (ReportArgs, run_report)},
+                           "python -m ctxir.bench", argv)
 
 
 if __name__ == "__main__":

@@ -17,12 +17,9 @@ from __future__ import annotations
 import json
 import os
 import platform
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -50,33 +47,13 @@ def machine() -> dict:
             "torch_threads": torch.get_num_threads(), "load_average": os.getloadavg()}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def time_app_start(cache_dir: str, timeout_s: float = 600.0) -> float:
-    """Seconds from `python app.py` to the first HTTP 200 of its page; the process is stopped afterwards."""
-    port = free_port()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "CTXIR_CACHE": cache_dir}
-    started = time.perf_counter()
-    process = subprocess.Popen([sys.executable, str(ROOT / "app.py"), "--host", "127.0.0.1", "--port", str(port)],
-                               cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        while time.perf_counter() - started < timeout_s:
-            if process.poll() is not None:
-                raise RuntimeError(f"app.py exited with code {process.returncode} during start")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2) as response:
-                    if response.status == 200:
-                        return time.perf_counter() - started
-            except OSError:
-                time.sleep(0.2)
-        raise TimeoutError(f"app.py did not answer within {timeout_s} s")
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+    """Seconds from `python app.py` to the first HTTP 200 of its page (ctxir.bench.start_app); stopped afterwards."""
+    from ctxir.bench import start_app, stop_app
+
+    process, _url, seconds = start_app({"CTXIR_CACHE": cache_dir}, timeout_s)
+    stop_app(process)
+    return seconds
 
 
 def percentiles(ms: list[float]) -> dict:

@@ -84,3 +84,182 @@ def test_exact_top_k_matches_a_full_sort():
     docs, queries = rng.standard_normal((1000, 8)).astype(np.float32), rng.standard_normal((7, 8)).astype(np.float32)
     want = np.argsort(-(queries @ docs.T), axis=1)[:, :10]
     np.testing.assert_array_equal(bench.exact_top_k(docs, queries, 10, chunk=300), want)
+
+
+# ---------------------------------------------------------------- encode, rerank, train, app and the report
+
+WORDS = ["the", "river", "bank", "otters", "play", "on", "money", "deposit", "python", "snake", "code", "cat", "dog",
+         "sun", "moon", "tea", "coffee", "music", "song", "water", "account", "salary", "is", "in", "at", "and", "to"]
+
+
+@pytest.fixture(scope="module")
+def data_root(tmp_path_factory, write_beir) -> str:
+    """A tiny scifact/ (train + test qrels) and msmarco_sample/ (calibration passages) in the BEIR layout."""
+    rng = np.random.default_rng(0)
+    root = tmp_path_factory.mktemp("bench-data")
+
+    def text(n: int) -> str:
+        return " ".join(rng.choice(WORDS, n))
+    for name, n_docs, n_queries in (("scifact", 60, 12), ("msmarco_sample", 20, 2)):
+        docs = {f"d{i}": text(int(rng.integers(4, 40))) for i in range(n_docs)}
+        queries = {f"q{i}": text(4) for i in range(n_queries)}
+        qrels = {"train": {q: {f"d{rng.integers(n_docs)}": 1} for q in list(queries)[: n_queries // 2]},
+                 "test": {q: {f"d{rng.integers(n_docs)}": 1} for q in list(queries)[n_queries // 2:]}}
+        write_beir(root / name, queries, qrels, docs)
+    return str(root)
+
+
+@pytest.fixture(scope="module")
+def encode_record(tmp_path_factory, tiny_bert_dir, data_root) -> tuple[dict, str]:
+    pytest.importorskip("onnxruntime")
+    folder = tmp_path_factory.mktemp("encode")
+    out = folder / "encode.json"
+    assert bench.main(["encode", "--model", str(tiny_bert_dir), "--data-root", data_root, "--num-texts", "24",
+                       "--batch-size", "8", "--repeats", "2", "--short-length", "16", "--calibration-texts", "16",
+                       "--onnx-dir", str(folder / "onnx"), "--cache-dir", str(folder / "cache"), "--output", str(out),
+                       "--progress", "false"]) == 0
+    return json.loads(out.read_text()), str(out)
+
+
+def test_encode_measures_every_variant_against_plain_sentence_transformers(encode_record):
+    data, _ = encode_record
+    assert list(data["results"]) == list(bench.ENCODE_VARIANTS)
+    assert data["command"].startswith("python -m ctxir.bench encode --model")
+    assert data["sgemm"]["gflops"] > 0 and data["machine"]["cores"] >= 1 and len(data["load_average_before"]) == 3
+    for name, row in data["results"].items():
+        assert row["texts_per_s"] > 0 and row["tokens_per_s"] > 0 and len(row["passes_s"]) == 2, name
+        assert row["share_of_sgemm_peak"] >= 0 and row["cpu_speedup_vs_st"] > 0 and 0 <= row["ndcg_at_10"] <= 1, name
+        assert row["ndcg_loss_vs_st"] == pytest.approx(data["results"]["st"]["ndcg_at_10"] - row["ndcg_at_10"],
+                                                       abs=1e-4)
+    assert data["results"]["st"]["speedup_vs_st"] == 1.0
+    # the same weights give the same vectors: float32 ONNX Runtime matches PyTorch, int8 stays close
+    assert data["results"]["ctxir"]["min_cosine_vs_st"] > 0.99999
+    assert data["results"]["onnx"]["min_cosine_vs_st"] > 0.9999
+    assert data["results"]["onnx-int8-dynamic"]["min_cosine_vs_st"] > 0.95
+    assert data["results"]["max-length-short"]["max_length"] == 16
+    for name in ("onnx", "onnx-int8-dynamic", "onnx-int8-static", "max-length-short"):
+        row = data["results"][name]
+        assert isinstance(row["ships"], bool) and row["decision"].startswith("ships" if row["ships"] else "does not")
+        speedup = min(row["speedup_vs_st"], row["cpu_speedup_vs_st"])
+        assert row["ships"] == (speedup >= 1.5 and row["ndcg_loss_vs_st"] <= 0.005)
+
+
+def test_encode_ship_rule_needs_both_speed_and_quality():
+    fast_but_lossy = {"speedup_vs_st": 2.0, "ndcg_loss_vs_st": 0.02}
+    assert bench.ship_decision(fast_but_lossy) == (False, "does not ship: nDCG@10 loss 0.0200 > 0.005")
+    assert bench.ship_decision({"speedup_vs_st": 1.2, "ndcg_loss_vs_st": 0.0})[0] is False
+    assert bench.ship_decision({"speedup_vs_st": 1.6, "ndcg_loss_vs_st": 0.004})[0] is True
+    # the smaller of the wall-clock and CPU-time ratios decides
+    assert bench.ship_decision({"speedup_vs_st": 1.6, "cpu_speedup_vs_st": 1.3, "ndcg_loss_vs_st": 0.0})[0] is False
+    assert "not measured" in bench.ship_decision({"speedup_vs_st": 3.0})[1]
+
+
+def test_encoder_flops_counts_projections_feed_forward_and_attention():
+    from transformers import BertConfig
+
+    config = BertConfig(hidden_size=4, intermediate_size=8, num_hidden_layers=2)
+    # per layer and text of 3 tokens: 8·3·16 + 4·3·4·8 + 4·9·4 = 384 + 384 + 144
+    assert bench.encoder_flops(config, [3]) == 2 * 912
+
+
+@pytest.fixture(scope="module")
+def rerank_record(tmp_path_factory, tiny_bert_dir, data_root) -> tuple[dict, str]:
+    out = tmp_path_factory.mktemp("rerank") / "rerank.json"
+    assert bench.main(["rerank", "--model", str(tiny_bert_dir), "--data-root", data_root, "--candidates", "2,5",
+                       "--num-queries", "3", "--warmup", "1", "--repeats", "2", "--output", str(out),
+                       "--progress", "false"]) == 0
+    return json.loads(out.read_text()), str(out)
+
+
+def test_rerank_latency_per_candidate_count(rerank_record):
+    data, _ = rerank_record
+    assert list(data["results"]) == ["2", "5"]
+    for n, row in data["results"].items():
+        assert row["candidates"] == int(n) and row["p95_ms"] >= row["p50_ms"] > 0
+        assert row["ms_per_pair"] == pytest.approx(row["p50_ms"] / int(n), abs=0.01)
+        assert row["mean_pair_tokens"] > 2 and len(row["passes"]) == 2 and row["passes"][0]["n"] == 3
+
+
+@pytest.fixture(scope="module")
+def train_record(tmp_path_factory, tiny_bert_dir, data_root) -> tuple[dict, str]:
+    out = tmp_path_factory.mktemp("train") / "train.json"
+    assert bench.main(["train", "--model", str(tiny_bert_dir), "--data-root", data_root, "--batch-sizes", "2,4",
+                       "--max-lengths", "16,32", "--steps", "2", "--output", str(out), "--progress", "false"]) == 0
+    return json.loads(out.read_text()), str(out)
+
+
+def test_train_throughput_per_batch_size_and_length(train_record):
+    data, _ = train_record
+    rows = list(data["results"].values())
+    assert [(r["max_length"], r["batch_size"]) for r in rows] == [(16, 2), (16, 4), (32, 2), (32, 4)]
+    for row in rows:
+        assert row["pairs_per_s"] == pytest.approx(row["batch_size"] / row["step_s"], rel=0.1)
+        assert row["tokens_per_s"] > 0 and len(row["steps_s"]) == 2
+
+
+def test_train_pairs_alternate_judged_and_random_documents(data_root):
+    pairs = bench.train_pairs(bench.Path(data_root), 6, seed=0)
+    assert [label for *_, label in pairs] == [1.0, 0.0] * 3 and all(q and d for q, d, _ in pairs)
+
+
+@pytest.fixture(scope="module")
+def app_record(app_state, serve, tmp_path_factory) -> tuple[dict, str]:
+    import app
+
+    out = tmp_path_factory.mktemp("app") / "app.json"
+    with serve(app.build_demo(app_state)) as url:
+        assert bench.main(["app", "--url", url, "--corpus", "demo-subset", "--endpoints",
+                           "search bm25,search hybrid + cross-encoder top 20,model_info", "--repeats", "2",
+                           "--output", str(out)]) == 0
+    return json.loads(out.read_text()), str(out)
+
+
+def test_app_latency_through_gradio_client(app_record):
+    data, _ = app_record
+    assert list(data["results"]) == ["search bm25", "search hybrid + cross-encoder top 20", "model_info"]
+    for row in data["results"].values():
+        assert "error" not in row and row["n"] == 2 and row["p95_ms"] >= row["p50_ms"] > 0
+    assert data["data"]["cold_start_s"] is None and "already running" in data["data"]["app"]
+
+
+def test_app_calls_name_endpoints_the_app_serves(app_state):
+    import app
+
+    demo = app.build_demo(app_state)
+    names = {f"/{fn.api_name}" for fn in demo.fns.values() if fn.api_name}
+    assert {api for api, _ in bench.app_calls("demo").values()} <= names
+
+
+def test_report_writes_its_section_into_the_page_and_keeps_the_rest(record, encode_record, rerank_record,
+                                                                   train_record, tmp_path):
+    page = tmp_path / "docs" / "performance.md"
+    page.parent.mkdir()
+    page.write_text("# Performance\n\n## Start-up\n\nwritten by hand\n")
+    inputs = [record[1], encode_record[1], rerank_record[1], train_record[1]]
+    argv = ["report", "--inputs", *inputs, "--markdown", str(page), "--figures", str(page.parent)]
+    assert bench.main(argv) == 0
+    assert bench.main(argv) == 0  # a second run replaces its section instead of adding another
+    text = page.read_text()
+    assert text.startswith("# Performance\n\n## Start-up\n\nwritten by hand\n")
+    assert text.count(bench.REPORT_BEGIN) == 1 and text.count(bench.REPORT_END) == 1
+    for title in ("Encoding throughput", "Search latency", "Re-ranking latency", "training throughput"):
+        assert title in text
+    assert "python -m ctxir.bench encode --model" in text and "| onnx-int8-static |" in text
+    assert "load average" in text and " cores (" in text
+    for kind in ("search", "encode", "rerank", "train"):
+        assert (page.parent / f"performance-{kind}.png").stat().st_size > 1000
+        assert f"(performance-{kind}.png)" in text
+    assert (page.parent / "bench" / "encode.json").is_file() and "(bench/encode.json)" in text
+
+
+def test_report_refuses_a_file_it_did_not_write(tmp_path):
+    other = tmp_path / "x.json"
+    other.write_text('{"a": 1}')
+    assert bench.main(["report", "--inputs", str(other)]) == 2
+
+
+@pytest.mark.parametrize("argv", [["encode", "--variants", "tensorrt"], ["rerank", "--candidates", "0,10"],
+                                  ["train", "--batch-sizes", "a"], ["app", "--endpoints", "nope"]])
+def test_new_commands_refuse_bad_arguments_with_one_line(argv, capsys):
+    assert bench.main(argv) == 2
+    assert capsys.readouterr().err.startswith("error: ")
