@@ -189,3 +189,15 @@ def test_a_large_mapped_cache_is_checked_on_a_sample_and_a_bad_sampled_row_is_ca
     cache.put("k", vectors)
     assert not _looks_encoded(cache.get("k", mmap=True), 5000, 16)
     assert not _looks_encoded(cache.get("k"), 5000, 16)  # in memory: every row is checked
+
+
+def test_app_index_flag_refuses_an_unknown_index_before_loading_anything():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "app.py", "--index", "hnsw"], cwd=root, capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert done.returncode == 2
+    assert "--index 'hnsw' is not known: use one of 'auto', 'exact', 'ann'" in done.stderr
