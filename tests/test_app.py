@@ -552,3 +552,18 @@ def test_failure_report_bad_files(state, tmp_path, content, message):
         path.write_text(content)
     with pytest.raises(CtxirError, match=message):
         logic.failure_report(state, path)
+
+
+def test_no_table_shows_placeholder_headers_before_its_first_answer(state):
+    """An empty gr.Dataframe draws "1 2 3" as headers: every table is hidden until its view answers, or starts
+    with its real column names."""
+    import gradio as gr
+
+    import app
+
+    demo = app.build_demo(state)
+    tables = [c for c in demo.blocks.values() if isinstance(c, gr.Dataframe)]
+    assert len(tables) >= 8
+    for table in tables:
+        headers = (table.value or {}).get("headers") or []
+        assert table.visible is False or (headers and headers != ["1", "2", "3"]), (table.label, headers)

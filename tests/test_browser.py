@@ -201,6 +201,22 @@ def test_screenshot_of_every_tab(app_url, chromium, screenshot_dir, viewport, re
     _done(page, "#what-moved-summary", "changed rank")
     shots.append(_shoot(page, screenshot_dir, f"{viewport}-1-search-explained"))
     overflow("search explained")
+    # compare pooling: both rankings side by side in three columns, the CLS side on screen
+    page.get_by_text("Compare pooling:").click()
+    page.click("#pool-button")
+    _done(page, "#pool-summary", "share")
+    page.wait_for_function("() => (document.querySelector('#pool-table thead')?.innerText || '')"
+                           ".includes('CLS pooling')", timeout=30_000)
+    right = page.eval_on_selector("#pool-table", "e => e.getBoundingClientRect().right")
+    assert right <= page.viewport_size["width"], right
+    shots.append(_shoot(page, screenshot_dir, f"{viewport}-1-search-pooling"))
+    # a failing search clears the last answer: no stale "10 results" above the error
+    page.fill("#search-query textarea", "")
+    page.click("#search-button")
+    page.locator('[data-testid="toast-body"]').first.wait_for(timeout=30_000)
+    assert "results" not in page.inner_text("#search-summary")  # (Gradio marks it "Error")
+    assert not page.locator("#search-results").is_visible()
+    page.locator('[data-testid="toast-close"]').first.click()  # out of the next screenshots
 
     _tab(page, "Pair scoring")
     page.click("#score-pairs-button")
@@ -229,7 +245,7 @@ def test_screenshot_of_every_tab(app_url, chromium, screenshot_dir, viewport, re
             page.locator("#projection-plot .scatterlayer .point").first.wait_for(timeout=30_000)
             page.locator("#projection-plot .scatterlayer .point").nth(3).hover(force=True)
             page.wait_for_selector("#projection-plot .hoverlayer .hovertext", timeout=10_000)
-            hover = page.inner_text("#projection-plot .hoverlayer .hovertext")
+            hover = page.locator("#projection-plot .hoverlayer .hovertext").first.text_content()  # SVG: no innerText
             assert any(f"{i}: " in hover for i in range(1, 5)), hover  # '…token…\n1: I sat on the bank…'
         shots.append(_shoot(page, screenshot_dir, f"{viewport}-4-embeddings-{sub.lower().replace(' ', '-')}"))
     overflow("embeddings")
@@ -248,6 +264,10 @@ def test_screenshot_of_every_tab(app_url, chromium, screenshot_dir, viewport, re
     _done(page, "#report-summary", "worst queries")
     page.frame_locator("#report-view iframe").locator("h1").wait_for(timeout=30_000)
     shots.append(_shoot(page, screenshot_dir, f"{viewport}-6-failure-report"))
+    # the framed report itself, scrolled into view (a full-page capture may leave a frame below the fold blank)
+    page.locator("#report-view iframe").scroll_into_view_if_needed()
+    page.wait_for_timeout(500)
+    page.locator("#report-view iframe").screenshot(path=str(screenshot_dir / f"{viewport}-6-failure-report-frame.png"))
     overflow("report")
     page.context.close()
     assert all(p.stat().st_size > 10_000 for p in shots)

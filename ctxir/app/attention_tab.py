@@ -91,6 +91,10 @@ def attention(state: AppState, text: str, text_pair: str = "", view: str = "head
 # ---------------------------------------------------------------- UI
 
 
+HEAD_SUMMARY_COLUMNS = ["layer", "head", "entropy", "to_cls", "to_sep", "to_self", "to_previous", "to_next",
+                        "max_weight", "max_from", "max_to"]  # ctxir.viz.head_summary's rows
+
+
 def attention_plots(data: dict) -> tuple:
     """The attention answer drawn: one head's weights (rows attend to columns) and the per-head summary grids."""
     heat, tokens = data["heatmap"], data["tokens"]
@@ -143,7 +147,7 @@ def build(ui: Ui) -> None:
     att_button = gr.Button("Show attention", variant="primary", elem_id="attention-button")
     att_summary = gr.Markdown(elem_id="attention-summary")
     att_html = gr.HTML(elem_id="attention-view")
-    att_heat = gr.Plot(label="One head's attention weights (hover a cell: which token looks at which)",
+    att_heat = gr.Plot(label="One head's attention (hover a cell)",
                        visible=False, elem_id="attention-heatmap")
     att_heads_plot = gr.Plot(label="Per-head summary: layers × heads (hover a cell)", visible=False,
                              elem_id="head-summary")
@@ -151,7 +155,8 @@ def build(ui: Ui) -> None:
     att_files = gr.File(label="Download: bertviz HTML (offline), PNG, interactive HTML, CSV, JSON",
                         file_count="multiple", visible=False)
     with gr.Accordion("Per-head summary as a table", open=False):
-        att_table = gr.Dataframe(wrap=True, elem_classes=["ctxir-table"])
+        # headers before the first answer, not Gradio's "1 2 3" placeholder
+        att_table = gr.Dataframe(frame([], HEAD_SUMMARY_COLUMNS), wrap=True, elem_classes=["ctxir-table"])
     with gr.Accordion("Numbers (JSON)", open=False):
         att_json = gr.JSON()
 

@@ -288,9 +288,9 @@ def build(ui: Ui) -> None:
                                            min_width=140)
             emb_button = gr.Button("Project tokens", variant="primary", elem_id="project-button")
             emb_summary = gr.Markdown(elem_id="project-summary")
-            emb_plot = gr.Plot(label="Token vectors in 2-D (hover a point for its token)", visible=False,
+            emb_plot = gr.Plot(label="Token vectors in 2-D (hover a point)", visible=False,
                                elem_id="projection-plot")
-            drift_plot = gr.Plot(label="Consecutive-layer cosine, sentence 1 (hover a cell)", visible=False)
+            drift_plot = gr.Plot(label="Consecutive-layer cosine of sentence 1", visible=False)
             emb_pngs = [gr.File(visible=False), gr.File(visible=False)]  # the PNGs the API returns
             emb_files = gr.File(label="Download: PNG, interactive HTML, CSV, JSON", file_count="multiple",
                                 visible=False)
@@ -323,7 +323,7 @@ def build(ui: Ui) -> None:
                 ss_pooling = gr.Radio(list(POOLINGS), value="mean", label="pooling")
             ss_button = gr.Button("Sentence similarity", variant="primary", elem_id="sentence-sim-button")
             ss_summary = gr.Markdown(elem_id="sentence-sim-summary")
-            ss_plot = gr.Plot(label="Cosine similarity of sentence embeddings (hover a cell)", visible=False)
+            ss_plot = gr.Plot(label="Sentence cosine similarity (hover a cell)", visible=False)
             ss_png = gr.File(visible=False)
             ss_files = gr.File(label="Download: PNG, interactive HTML, CSV, JSON", file_count="multiple",
                                visible=False)

@@ -266,8 +266,7 @@ def panel(prefix: str) -> Panel:
                                   elem_id=f"{prefix}-document", **shown)
     reranker = gr.HighlightedText(label="Query and document · re-ranker (red raised its score, blue lowered it)",
                                   **shown)
-    pairs = gr.Plot(label="Contribution heatmap: each query token × document token term of the cosine (hover a "
-                          "cell)", visible=False, elem_id=f"{prefix}-heatmap")
+    pairs = gr.Plot(label="Cosine split over token pairs (hover a cell)", visible=False, elem_id=f"{prefix}-heatmap")
     bars = gr.Plot(label="Re-ranker attribution per token (hover a bar)", visible=False)
     files = gr.File(label="Download: PNG, interactive HTML, JSON", file_count="multiple", visible=False)
     with gr.Accordion("Numbers of the explanation (JSON)", open=False, visible=False) as numbers:

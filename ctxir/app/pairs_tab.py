@@ -135,7 +135,7 @@ def build(ui: Ui) -> None:
     pair_button = gr.Button("Score pairs", variant="primary", elem_id="score-pairs-button")
     pair_table = gr.Dataframe(label="Scores and ranks per model (click a row to explain it)", wrap=True,
                               elem_classes=["ctxir-table"], visible=False)
-    pair_plot = gr.Plot(label="Scores per document, each model on its own scale (hover a bar)", visible=False)
+    pair_plot = gr.Plot(label="Scores per document (hover a bar)", visible=False)
     pair_png = gr.File(visible=False)  # the PNG the API returns; offered among the downloads
     with gr.Row(visible=False) as explain_row:
         pair_choice = gr.Dropdown([], label="Explain a document's scores", scale=3, min_width=220)
@@ -145,7 +145,9 @@ def build(ui: Ui) -> None:
     pair_files = gr.File(label="Download: PNG, interactive HTML, CSV, JSON", file_count="multiple", visible=False)
     pair_formation = gr.Markdown(elem_id="pair-summary")
     with gr.Accordion("Tokens of document 1 as the cross-encoder reads them (ids, token types)", open=False):
-        pair_tokens = gr.Dataframe(elem_classes=["ctxir-table"])
+        # headers before the first answer, not Gradio's "1 2 3" placeholder
+        pair_tokens = gr.Dataframe(frame([], ["position", "token", "token_id", "token_type"]),
+                                   elem_classes=["ctxir-table"])
     with gr.Accordion("Numbers (JSON)", open=False):
         pair_json = gr.JSON()
     explained = explain_tab.panel("pair-explain")

@@ -341,7 +341,7 @@ def build(ui: Ui) -> None:
             pool_k = gr.Slider(1, 20, value=10, step=1, label="k")
         pool_button = gr.Button("Compare pooling", elem_id="pool-button")
         pool_summary = gr.Markdown(elem_id="pool-summary")
-        pool_table = gr.Dataframe(wrap=True, elem_classes=["ctxir-table"], visible=False)
+        pool_table = gr.Dataframe(wrap=True, elem_classes=["ctxir-table"], visible=False, elem_id="pool-table")
         with gr.Accordion("Numbers (JSON)", open=False):
             pool_json = gr.JSON()
     with gr.Accordion("Upload your own corpus (.txt, .jsonl, .csv, .tsv)", open=False):
