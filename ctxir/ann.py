@@ -128,6 +128,26 @@ def _faiss_threads(threads: int):
         faiss.omp_set_num_threads(before)
 
 
+def _train_cells(faiss, index, sample: np.ndarray, bar) -> None:
+    """k-means for the cells as ``index.train`` runs it (faiss Clustering with the index's own parameters: spherical
+    for inner product, its seed and iteration count), one iteration per call so the progress bar moves: in one call
+    it runs silently for minutes at 1M (about half of the build). Each call starts from the previous centroids."""
+    cp, nlist, dim = index.cp, index.nlist, sample.shape[1]
+    centroids = None  # (nlist, dim) after the first iteration
+    step = len(sample) // cp.niter
+    for iteration in range(cp.niter):
+        clustering = faiss.Clustering(dim, nlist, cp)
+        clustering.niter, clustering.seed = 1, cp.seed + iteration
+        if centroids is not None:
+            faiss.copy_array_to_vector(centroids.ravel(), clustering.centroids)
+        clustering.train(sample, faiss.IndexFlatIP(dim) if cp.spherical else faiss.IndexFlatL2(dim))
+        centroids = faiss.vector_to_array(clustering.centroids).reshape(nlist, dim)
+        bar.update(step if iteration < cp.niter - 1 else len(sample) - step * (cp.niter - 1))
+    index.quantizer.reset()
+    index.quantizer.add(centroids)
+    index.quantizer.is_trained = True
+
+
 class AnnIndex:
     """IVF + 8-bit codes (faiss) over the rows of ``embeddings``; search returns row numbers.
 
@@ -169,8 +189,9 @@ class AnnIndex:
                           f"{params.train_size:,}, then add") as bar:
             index = faiss.index_factory(dim, f"IVF{params.nlist},{CODES[params.codes]}", faiss.METRIC_INNER_PRODUCT)
             rows = np.random.default_rng(params.seed).choice(n, params.train_size, replace=False)
-            index.train(np.ascontiguousarray(embeddings[np.sort(rows)], dtype=np.float32))
-            bar.update(params.train_size)
+            sample = np.ascontiguousarray(embeddings[np.sort(rows)], dtype=np.float32)  # (train_size, dim)
+            _train_cells(faiss, index, sample, bar)
+            index.train(sample)  # the cells are trained, so this fits only the 8-bit codes' ranges
             for begin in range(0, n, chunk):
                 block = np.ascontiguousarray(embeddings[begin:begin + chunk], dtype=np.float32)
                 index.add(block)
