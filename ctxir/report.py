@@ -556,6 +556,8 @@ _CSS = """
 .ctxir-report .note{color:#8a5300;font-size:.9em}
 .ctxir-report .legend span{padding:0 .4em;margin-right:.4em}
 .ctxir-report table.terms{width:auto}
+@media (max-width:640px){.ctxir-report{padding:.5em .6em}.ctxir-report .docs{grid-template-columns:1fr}
+  .ctxir-report table{display:block;overflow-x:auto}.ctxir-report td:not(.num){min-width:9em}}
 """
 
 _RELEVANT = "relevant"
