@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ctxir.app.blocks import build_demo
+from ctxir.app.limits import QueueLimits, apply_limits, limit_malloc_arenas
 from ctxir.app.state import AppConfig, AppState
 from ctxir.app.ui import Outputs, user_error
 from ctxir.app.ui import guard as _guard
@@ -75,6 +76,16 @@ class AppArgs:
     max_output_mb: int = _env_int("CTXIR_MAX_OUTPUT_MB", 200, "most MB of returned files (figures, attention HTML) "
                                   "kept on disk; the oldest are removed first")
     output_max_age_s: int = _env_int("CTXIR_OUTPUT_MAX_AGE_S", 600, "seconds a returned file is kept on disk")
+    concurrency: int = _env_int("CTXIR_CONCURRENCY", 2, "model views (search, pair scoring, ...) run at once; "
+                                "see ctxir/app/limits.py")
+    slow_concurrency: int = _env_int("CTXIR_SLOW_CONCURRENCY", 1, "slow views (attention, explain, upload, t-SNE, "
+                                     "...) run at once, beside the model views")
+    max_queue: int = _env_int("CTXIR_MAX_QUEUE", 32, "requests that may wait; one more is refused at once with "
+                              "'busy, try again' (docs/reliability.md)")
+    max_sessions: int = _env_int("CTXIR_MAX_SESSIONS", 128, "visitors' sessions whose last outputs Gradio keeps in "
+                                 "memory (about 1.6 MB each); the least recently active are dropped first")
+    malloc_arenas: int = _env_int("CTXIR_MALLOC_ARENAS", 2, "glibc malloc arenas (0 = glibc's default, 8 per core); "
+                                  "2 keeps RSS from growing burst after burst (docs/reliability.md)")
 
 
 def config_from_args(args: AppArgs) -> AppConfig:
@@ -87,6 +98,9 @@ def serve(args: AppArgs) -> int:
     """Load once, then serve until stopped; a CtxirError (bad flag, missing model) ends it with one line, exit 2."""
     # 1. threads, and signals: SIGTERM (a container or process manager stopping the app) and SIGHUP (its terminal
     # closed) exit like Ctrl-C, so the atexit clean-up of the output folder runs instead of leaving it behind
+    limits = QueueLimits(args.concurrency, args.slow_concurrency, args.max_queue, args.max_sessions,
+                         args.malloc_arenas)  # a bad value fails before loading
+    limit_malloc_arenas(limits.malloc_arenas)  # before any thread allocates
     set_threads(args.torch_threads)
     # every DenseRetriever the app builds (startup corpus, uploads, other poolings) reads its index choice from here
     os.environ["CTXIR_INDEX"] = check_choice(args.index, "--index", DENSE_INDEXES)
@@ -100,9 +114,9 @@ def serve(args: AppArgs) -> int:
     logger.info("models loaded in %.1f s; serving while the corpus is indexed", time.perf_counter() - started)
     # 3. build and serve
     demo = build_demo(state, outputs=Outputs(max_age_s=args.output_max_age_s, max_bytes=args.max_output_mb * 2**20))
-    demo.queue(default_concurrency_limit=2).launch(server_name=args.host or None, server_port=args.port or None,
-                                                   show_error=True, allowed_paths=[str(demo.ctxir_outputs.root)],
-                                                   max_file_size=int(state.config.max_upload_mb * 2**20))
+    apply_limits(demo, limits).launch(server_name=args.host or None, server_port=args.port or None, show_error=True,
+                                      allowed_paths=[str(demo.ctxir_outputs.root)],
+                                      max_file_size=int(state.config.max_upload_mb * 2**20), **limits.launch_kwargs())
     return 0
 
 

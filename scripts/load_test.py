@@ -44,6 +44,9 @@ MIX = [
     ("/score_pairs", ("river bank", "Otters dig dens in the river bank.\nThe bank raised its rates."), 2),
     ("/sentence_similarity", ("I sat on the river bank.\nShe deposited money at the bank.", 6, "mean"), 1),
     ("/attention", ("bi-encoder", "The otters played on the river bank.", "", "head", [], [], 5, 1), 1),
+    ("/explain", ("river bank", "Otters dig dens in the river bank.", "bi-encoder"), 1),
+    ("/token_embeddings", ("bi-encoder", "I sat on the river bank.\nShe deposited money at the bank.", "bank", 0, 6,
+                           ["pca"]), 1),
 ]
 BUSY_WORDS = ("queue is full", "too many", "busy", "try again")
 
@@ -56,6 +59,8 @@ class LoadArgs:
     pause_s: float = field(default=5.0, metadata={"help": "quiet seconds between bursts"})
     request_timeout_s: float = field(default=120.0, metadata={"help": "a request taking longer counts as hung"})
     app_args: str = field(default="", metadata={"help": "extra flags for python app.py (quoted)"})
+    warm_cache: bool = field(default=True, metadata={"help": "encode the startup corpus into the app's fresh "
+                                                      "embedding cache before starting it"})
     startup_timeout_s: float = 600.0
     seed: int = 0
     output: str = field(default="results/load_test.json", metadata={"help": "JSON written here"})
@@ -96,6 +101,28 @@ def answers(url: str) -> bool:
         return False
 
 
+def searches(url: str) -> bool:
+    """The app answers a search (its startup corpus is indexed)."""
+    from gradio_client import Client
+
+    try:
+        client = Client(url, verbose=False)
+        try:
+            client.predict(*MIX[0][1], api_name=MIX[0][0])
+        finally:
+            client.close()
+        return True
+    except Exception as err:
+        print(f"waiting for a first search: {str(err)[:200]}", flush=True)
+        return False
+
+
+def _flag(command_line: str, name: str) -> str:
+    """The value of ``name`` in a command line ("" when absent)."""
+    words = shlex.split(command_line)
+    return words[words.index(name) + 1] if name in words[:-1] else ""
+
+
 def classify(err: BaseException) -> str:
     text = str(err).lower()
     return "refused" if any(word in text for word in BUSY_WORDS) else "error"
@@ -111,6 +138,13 @@ def visitor(url: str, stop_at: float, timeout_s: float, rng: random.Random, reco
             records.append({"api": "connect", "outcome": classify(err), "seconds": 0.0, "message": str(err)[:200]})
         return
     calls = [(api, args) for api, args, weight in MIX for _ in range(weight)]
+    try:
+        _visit(client, calls, stop_at, timeout_s, rng, records, lock)
+    finally:
+        client.close()  # the visitor leaves: its heartbeat stops, as when a browser tab is closed
+
+
+def _visit(client, calls, stop_at, timeout_s, rng, records, lock):
     while time.time() < stop_at:
         api, args = rng.choice(calls)
         started = time.perf_counter()
@@ -126,6 +160,8 @@ def visitor(url: str, stop_at: float, timeout_s: float, rng: random.Random, reco
         with lock:
             records.append({"api": api, "outcome": outcome, "seconds": time.perf_counter() - started,
                             "message": message})
+        if outcome == "refused":
+            time.sleep(1.0)  # a person told "busy, try again" clicks again a moment later, not in a tight loop
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -141,6 +177,8 @@ def summarise(records: list[dict], rss: list[float]) -> dict:
     for api in sorted({r["api"] for r in records}):
         ok = [r["seconds"] for r in records if r["api"] == api and r["outcome"] == "ok"]
         per_api[api] = {"requests": sum(r["api"] == api for r in records), "ok": len(ok),
+                        **{o: sum(r["api"] == api and r["outcome"] == o for r in records)
+                           for o in ("refused", "error", "hung")},
                         "p50_s": percentile(ok, 0.5), "p95_s": percentile(ok, 0.95)}
     messages = sorted({r["message"] for r in records if r["outcome"] in ("refused", "error") and r["message"]})
     return {"requests": len(records), **outcomes, "per_api": per_api, "messages": messages[:10],
@@ -152,14 +190,20 @@ def run(args: LoadArgs) -> dict:
     port = free_port()
     url = f"http://127.0.0.1:{port}/"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "CTXIR_CACHE": tempfile.mkdtemp(prefix="ctxir-load-cache-")}
+    if args.warm_cache:
+        # the startup corpus's embeddings are written to the fresh cache first, in a process of their own: the
+        # bursts measure serving, not the first start's indexing (which app.py runs beside the first requests)
+        subprocess.run([sys.executable, "-c", "from ctxir.app.state import AppConfig, AppState; "
+                        "AppState.load(AppConfig(corpus=__import__('sys').argv[1]))", _flag(args.app_args, "--corpus")],
+                       cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     command = [sys.executable, "app.py", "--port", str(port), "--host", "127.0.0.1", *shlex.split(args.app_args)]
     log = open(tempfile.mktemp(prefix="ctxir-load-app-", suffix=".log"), "w")  # noqa: SIM115
     server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.time() + args.startup_timeout_s
-        while not answers(url):
+        while not answers(url) or not searches(url):
             if server.poll() is not None or time.time() > deadline:
-                raise SystemExit(f"the app did not start (see {log.name})")
+                raise SystemExit(f"the app did not start, or its searches fail (see {log.name})")
             time.sleep(1)
         # 2. identical bursts, RSS sampled throughout
         bursts = []
