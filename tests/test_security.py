@@ -498,3 +498,20 @@ def test_a_signal_removes_the_output_folder(tmp_path, tiny_bert_dir, signum, app
     proc.send_signal(signum)
     proc.wait(timeout=30)
     assert not folders[0].exists()
+
+
+def test_every_table_of_the_page_shows_its_cells_as_text(tiny_models):
+    """Gradio draws a Dataframe cell as text only with datatype "str" (or "number"); "markdown" or "html" would turn
+    a document's ``<img onerror=…>`` into a running script and ``**bold**`` into markup (the Chromium test
+    tests/test_security_browser.py::test_hostile_documents_and_queries_show_as_text_in_search_explain_and_pairs
+    fails both ways). Every table the app builds keeps a text datatype."""
+    import gradio as gr
+
+    import app
+
+    demo = app.build_demo(make_state(tiny_models))
+    tables = [b for b in demo.blocks.values() if isinstance(b, gr.Dataframe)]
+    assert len(tables) >= 5  # search results, upload sample, pair scores, tokens, attention summary, ...
+    for table in tables:
+        kinds = table.datatype if isinstance(table.datatype, list) else [table.datatype]
+        assert set(kinds) <= {"str", "number"}, (table.elem_id, table.label, table.datatype)

@@ -1,4 +1,7 @@
-"""In a real browser (Debian's chromium), an error pop-up shows a hostile word as typed: no link, no image.
+"""In a real browser (Debian's chromium): an error pop-up shows a hostile word as typed (no link, no image); an
+uploaded corpus whose titles and texts hold HTML and Markdown, searched with a hostile query, explained and scored
+as pairs, shows as text (nothing runs, no element is injected, the tables keep their rows and cells); a request
+past a full queue is told the app is busy. The new tests block every request to a host other than the app.
 
 Needs /usr/bin/chromium (`apt-get install -y chromium`); never `playwright install`. Skips without it.
 """
@@ -8,6 +11,7 @@ from __future__ import annotations
 import shutil
 import socket
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -72,3 +76,159 @@ def test_the_error_pop_up_shows_a_hostile_word_as_text(app_url, typed):
     assert f"word {typed!r} is not in sentence 1" in text  # shown as typed, quotes and brackets included
     assert links == 0 and images == 0
     assert not [url for url in requested if "evil.example" in url]  # the image was never fetched
+
+
+# ---------------------------------------------------------------- hostile documents, titles and queries
+
+PWN_IMG = "<img src=x onerror=window.__pwned=1>"
+PWN_SCRIPT = "<script>window.__pwned=2</script>"
+HOSTILE_DOCS = [  # (id, title, text): HTML that would run, and Markdown that would restyle or break a table
+    ("h1", PWN_IMG, f"otters on the river bank {PWN_SCRIPT} play"),
+    ("h2", "| a | b |", "**bold** river [link](http://x) `code` bank | c |"),
+    ("h3", "**loud** title", '<b>not bold</b> the bank <a href="http://x">click</a> money'),
+]
+PAIR_TABLE = ".ctxir-table:has(th[title='document'])"  # the Pair scoring tab's scores
+HOSTILE_QUERY = "<img src=x onerror=window.__pwned=3> river bank <script>window.__pwned=4</script>"
+INJECTED = ("img[src='x'], a[href='http://x'], a[href='http://x/'], b, #search-results strong, "
+            "#search-results script, #search-results em, #search-results code")
+
+
+def _browser_page(p, profile):
+    context = p.chromium.launch_persistent_context(profile, executable_path=str(CHROMIUM), headless=True,
+                                                   args=CHROMIUM_ARGS)
+    context.route("**/*", lambda route: route.continue_() if route.request.url.startswith("http://127.0.0.1")
+                  else route.abort())  # nothing leaves the machine, "x" included
+    return context, context.new_page()
+
+
+def _assert_nothing_ran(page, where: str) -> None:
+    pwned = page.evaluate("() => window.__pwned")
+    assert pwned is None, f"{where}: injected script ran (window.__pwned = {pwned!r})"
+    injected = page.eval_on_selector_all(INJECTED, "els => els.map(e => e.outerHTML.slice(0, 120))")
+    assert not injected, f"{where}: user text became elements: {injected}"
+
+
+def _table(page, selector: str) -> tuple[list[str], list[list[str]]]:
+    """(header texts, rows of cell texts) of a Gradio 6 Dataframe as drawn (its rows are ``role=row`` elements of a
+    virtual list, each cell a ``role=gridcell``)."""
+    headers = [h.strip() for h in page.locator(f"{selector} thead th").all_inner_texts()]
+    rows = page.eval_on_selector_all(
+        f"{selector} [role=row].virtual-row",
+        "rows => rows.map(r => [...r.querySelectorAll('[role=gridcell]')].map(c => c.innerText.trim()))")
+    return headers, rows
+
+
+def test_hostile_documents_and_queries_show_as_text_in_search_explain_and_pairs(app_url, tmp_path):
+    """Upload a corpus whose titles and texts hold HTML and Markdown, search it with a hostile query, explain a
+    result, score the same texts as pairs: nothing runs, no element is injected, the literal text is in the tables
+    and each table keeps one row per document and one cell per column."""
+    import json
+
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    corpus = tmp_path / "hostile.jsonl"
+    corpus.write_text("".join(json.dumps({"_id": i, "title": t, "text": x}) + "\n" for i, t, x in HOSTILE_DOCS))
+    profile = tempfile.mkdtemp(prefix="ctxir-chromium-")
+    try:
+        with playwright_api.sync_playwright() as p:
+            context, page = _browser_page(p, profile)
+            page.goto(app_url)
+            page.wait_for_selector("#search-button", timeout=60_000)
+            # 1. upload through the page: the corpus becomes the chosen one
+            page.get_by_text("Upload your own corpus").click()
+            page.get_by_role("tabpanel").locator("input[type=file]").first.set_input_files(str(corpus))
+            page.wait_for_timeout(1500)  # the file lands before the click
+            page.get_by_role("button", name="Index this corpus").click()
+            page.wait_for_function("() => document.body.innerText.includes('Indexed 3 documents')", timeout=60_000)
+            _assert_nothing_ran(page, "after the upload")
+            # 2. a hostile query over it
+            page.fill("#search-query textarea, #search-query input", HOSTILE_QUERY)
+            page.click("#search-button")
+            page.wait_for_function("() => (document.querySelector('#search-summary')?.innerText || '')"
+                                   ".includes('3 results')", timeout=60_000)
+            page.wait_for_timeout(1500)  # the page's table is redrawn by the private step after the answer
+            _assert_nothing_ran(page, "after the search")
+            page.wait_for_selector("#search-results [role=row].virtual-row", timeout=30_000)
+            headers, rows = _table(page, "#search-results")
+            title_col, text_col = headers.index("title"), headers.index("text")
+            assert len(rows) == 3 and all(len(row) == len(headers) for row in rows), (headers, rows)
+            shown = {row[headers.index("doc_id")]: (row[title_col], row[text_col]) for row in rows}
+            assert shown == {i: (t, x) for i, t, x in HOSTILE_DOCS}, shown  # every character as typed
+            # 3. explain a result (its title is in the choice list, its tokens in the panel)
+            page.click('#search-results [data-testid="cell-0-2"]')
+            page.wait_for_function("() => (document.querySelector('#search-explain-summary')?.innerText || '')"
+                                   ".includes('cosine')", timeout=90_000)
+            _assert_nothing_ran(page, "after explaining a result")
+            # 4. the same texts as pair scoring documents
+            page.get_by_role("tab", name="Pair scoring").click()
+            page.get_by_label("Query", exact=True).last.fill(HOSTILE_QUERY)
+            page.get_by_label("Documents (one per line)").fill("\n".join(f"{t} {x}" for _, t, x in HOSTILE_DOCS))
+            page.click("#score-pairs-button")
+            page.wait_for_function("() => (document.querySelector('#pair-summary')?.innerText || '')"
+                                   ".includes('Input formation')", timeout=60_000)
+            page.wait_for_timeout(1500)  # the page's table is redrawn by the private step after the answer
+            page.wait_for_selector(f"{PAIR_TABLE} [role=row].virtual-row", timeout=30_000)
+            pair_headers, pair_rows = _table(page, PAIR_TABLE)
+            _assert_nothing_ran(page, "after pair scoring")
+            page.click("#explain-pair-button")
+            page.wait_for_function("() => (document.querySelector('#pair-explain-summary')?.innerText || '')"
+                                   ".includes('cosine')", timeout=90_000)
+            _assert_nothing_ran(page, "after explaining a pair")
+            context.close()
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+    assert len(pair_rows) == 3 and all(len(row) == len(pair_headers) for row in pair_rows), (pair_headers, pair_rows)
+    documents = [row[pair_headers.index("document")] for row in pair_rows]
+    assert documents == [f"{t} {x}"[:120] for _, t, x in HOSTILE_DOCS], documents  # as typed (≤ 120 characters)
+
+
+def test_a_full_queue_tells_the_visitor_the_app_is_busy(tmp_path):
+    """With the slow view held and the queue full (ctxir/app/limits.py), a click in the page is refused at once
+    with Gradio's message, as a pop-up, instead of a spinner that never ends."""
+    import threading
+
+    import gradio as gr
+    from gradio_client import Client
+
+    from ctxir.app.limits import BUSY_PAGE, QueueLimits, apply_limits
+
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    hold = threading.Event()
+
+    def do_attention(text):
+        hold.wait(60)
+        return text
+
+    with gr.Blocks() as demo:
+        box = gr.Textbox(label="Text")
+        gr.Button("Show attention").click(do_attention, box, box, api_name="attention")
+    limits = QueueLimits(max_queue=1)
+    apply_limits(demo, limits)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
+                **limits.launch_kwargs())
+    client = Client(f"http://127.0.0.1:{port}/", verbose=False)
+    profile = tempfile.mkdtemp(prefix="ctxir-chromium-")
+    try:
+        jobs = [client.submit("held", api_name="/attention") for _ in range(2)]  # one runs, one waits: full
+        deadline = time.time() + 60
+        while len(demo._queue) < 1:  # the second one waits: the queue is full
+            assert time.time() < deadline, "the queue did not fill"
+            time.sleep(0.05)
+        with playwright_api.sync_playwright() as p:
+            context, page = _browser_page(p, profile)
+            page.goto(f"http://127.0.0.1:{port}/")
+            page.get_by_role("button", name="Show attention").click(timeout=60_000)
+            toast = page.locator('[data-testid="toast-body"]').first
+            toast.wait_for(timeout=60_000)
+            text = toast.inner_text()
+            context.close()
+        hold.set()
+        assert [job.result(timeout=30) for job in jobs] == ["held", "held"]  # the queued ones still complete
+    finally:
+        hold.set()
+        client.close()
+        demo.close()
+        shutil.rmtree(profile, ignore_errors=True)
+    assert BUSY_PAGE in text
