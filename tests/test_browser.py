@@ -209,6 +209,9 @@ def test_screenshot_of_every_tab(app_url, chromium, screenshot_dir, viewport, re
                            ".includes('CLS pooling')", timeout=30_000)
     right = page.eval_on_selector("#pool-table", "e => e.getBoundingClientRect().right")
     assert right <= page.viewport_size["width"], right
+    cls_right = page.eval_on_selector_all("#pool-table thead th", "ths => Math.max(...ths.map("
+                                          "t => t.getBoundingClientRect().right))")
+    assert cls_right <= right + 1, (cls_right, right)  # the CLS column is in the box, not scrolled away
     shots.append(_shoot(page, screenshot_dir, f"{viewport}-1-search-pooling"))
     # a failing search clears the last answer: no stale "10 results" above the error
     page.fill("#search-query textarea", "")

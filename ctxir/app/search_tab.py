@@ -270,7 +270,8 @@ def build(ui: Ui) -> None:
         # the page shows the two rankings as three narrow columns, so the CLS side fits beside the mean side
         rows = [{key: (None if pd.isna(value) else value) for key, value in row.items()}
                 for row in table.to_dict("records")]
-        return show(frame(pooling_table(rows)))
+        # shares of the box, not pixels: both sides fit a phone's width too, each wrapping its titles
+        return show(frame(pooling_table(rows)), column_widths=["18%", "41%", "41%"])
 
     @guard
     @gpu
