@@ -2,12 +2,13 @@
 
     python scripts/load_test.py                                   # 64 clients, 3 bursts of 40 s, mixed endpoints
     python scripts/load_test.py --clients 16 --bursts 1 --burst-s 20 --output /tmp/load.json
-    python scripts/load_test.py --app-args "--max-queue 32 --default-concurrency 2"
+    python scripts/load_test.py --app-args "--max-queue 64 --max-sessions 10000 --malloc-arenas 0"
 
-Starts ``python app.py`` as a separate process (so the clients do not share its interpreter), waits for it to
-answer, then runs ``--bursts`` identical bursts: ``--clients`` threads, each with its own gradio_client session,
-calling a mix of endpoints (searches, pair scoring, token views and the slow attention view) for ``--burst-s``
-seconds. Each request ends as "ok", "refused" (the app said it is busy: the queue is full) or "error" (anything
+Starts ``python app.py`` as a separate process (so the clients do not share its interpreter; its embedding cache
+fresh and warmed first, see ``--warm-cache``), waits until it answers a search, then runs ``--bursts`` identical
+bursts: ``--clients`` threads, each with its own gradio_client session, calling a mix of endpoints (searches, pair
+scoring, sentence similarity, and the slow attention, explain and token-embedding views) for ``--burst-s`` seconds,
+then leaving (``Client.close``). A refused visitor tries again after 1 s. Each request ends as "ok", "refused" (the app said it is busy: the queue is full) or "error" (anything
 else, with the message), or "hung" if it takes longer than ``--request-timeout-s``. The server's RSS is sampled
 from /proc every 0.5 s; after the last burst the page must still answer.
 
