@@ -94,6 +94,15 @@ def config_from_args(args: AppArgs) -> AppConfig:
                      max_upload_docs=args.max_upload_docs, rerank_depth=args.rerank_depth)
 
 
+def track_tqdm_first() -> None:
+    """Gradio patches tqdm's methods when the first ``gr.Progress(track_tqdm=True)`` is made (in ``build_demo``);
+    a bar started before that — the background indexing's — then fails at its next step (``'tqdm' object has no
+    attribute '_progress'``) and the startup corpus is never indexed. Patch before any bar starts."""
+    import gradio as gr
+
+    gr.Progress(track_tqdm=True)
+
+
 def serve(args: AppArgs) -> int:
     """Load once, then serve until stopped; a CtxirError (bad flag, missing model) ends it with one line, exit 2."""
     # 1. threads, and signals: SIGTERM (a container or process manager stopping the app) and SIGHUP (its terminal
@@ -110,6 +119,7 @@ def serve(args: AppArgs) -> int:
     # 2. load the models once, before serving; the startup corpus is indexed in a background thread, so the page is
     # served at once (a first start on thousands of documents encodes for minutes) and shows how far it has got
     started = time.perf_counter()
+    track_tqdm_first()
     state = AppState.load(config_from_args(args), background=True)
     logger.info("models loaded in %.1f s; serving while the corpus is indexed", time.perf_counter() - started)
     # 3. build and serve
