@@ -118,9 +118,9 @@ def _tsv_rows(text: str) -> Iterator[tuple[int, list[str]]]:
 
 
 def _loads(line: str):
-    """One JSON value: orjson (about 3× faster than json on a 1M-line corpus.jsonl: 7 of a 30 s start-up,
-    docs/performance.md), falling back to json for what only json reads (NaN, integers past 64 bits, lone surrogates),
-    so every file reads as before."""
+    """One JSON value: orjson (a 1M-line corpus.jsonl is a fifth of a warm start-up, docs/performance.md), falling
+    back to json for what only json reads (NaN, integers past 64 bits, lone surrogates), so every file reads as
+    before."""
     try:
         return orjson.loads(line)
     except ValueError:  # orjson.JSONDecodeError is a ValueError
