@@ -1434,7 +1434,8 @@ def describe(record: dict, json_link: str = "") -> str:
     data = record.get("data", {})
     for key, value in data.items():
         if isinstance(value, str) and key not in ("construction", "source", "queries"):
-            lines.append(f"{key.replace('_', ' ').capitalize()}: {value}.  ")
+            label = {"ndcg": "nDCG@10", "flops": "FLOPs", "app": "App"}.get(key, key.replace("_", " ").capitalize())
+            lines.append(f"{label}: {value}.  ")
     if kind_of(record) == "search":
         lines.append(f"Data: {data['source']}; {data['synthetic_docs']:,} synthetic ({data['construction']}); "
                      f"queries: {data['queries']}.  ")
@@ -1490,6 +1491,9 @@ def render(records: list[dict], figures: Path | None, docs: Path | None) -> str:
             parts.append(describe(record, link) + "\n")
             parts.append(FORMATTERS[kind](record) + "\n")
             if kind == "encode":
+                parts.append(f"The rule: a fast path ships as a flag only if it is ≥ {SHIP_SPEEDUP}× plain "
+                             f"sentence-transformers (the smaller of the wall-clock and CPU-time ratios) with ≤ "
+                             f"{SHIP_LOSS} SciFact nDCG@10 loss.\n")
                 decisions = [f"- **{n}**: {r['decision']} ({r['about']})" for n, r in record["results"].items()
                              if "decision" in r]
                 parts.append("\n".join(decisions) + "\n")
