@@ -906,7 +906,7 @@ def ship_decision(row: dict) -> tuple[bool, str]:
     loss on SciFact; otherwise the reasons. The speed-up is the smaller of the wall-clock and the CPU-time ratios.
 
     >>> ship_decision({"speedup_vs_st": 1.8, "ndcg_loss_vs_st": 0.001})
-    (True, 'ships as a flag: 1.8× ≥ 1.5× and nDCG@10 loss 0.0010 ≤ 0.005')
+    (True, 'meets the ship rule: 1.8× ≥ 1.5× and nDCG@10 loss 0.0010 ≤ 0.005')
     """
     speedup = min(x for x in (row["speedup_vs_st"], row.get("cpu_speedup_vs_st")) if x is not None)
     loss = row.get("ndcg_loss_vs_st")
@@ -917,7 +917,7 @@ def ship_decision(row: dict) -> tuple[bool, str]:
         reasons.append(f"nDCG@10 loss {loss:.4f} > {SHIP_LOSS}")
     if reasons:
         return False, "does not ship: " + "; ".join(reasons)
-    return True, f"ships as a flag: {speedup}× ≥ {SHIP_SPEEDUP}× and nDCG@10 loss {loss:.4f} ≤ {SHIP_LOSS}"
+    return True, f"meets the ship rule: {speedup}× ≥ {SHIP_SPEEDUP}× and nDCG@10 loss {loss:.4f} ≤ {SHIP_LOSS}"
 
 
 def run_encode(args: EncodeArgs, argv: list[str] | None = None) -> dict:
