@@ -114,6 +114,10 @@ class SearchArgs:
     index_dir: str = field(default="", metadata={
         "help": "where ctxir-ann's file is written (default: a temporary folder, removed afterwards)"})
     cache_dir: str = field(default="", metadata={"help": "ctxir cache root for the real embeddings ($CTXIR_CACHE)"})
+    query_encode: int = field(default=100, metadata={
+        "help": "also time encoding this many real query texts one at a time on --search-threads threads (the "
+                "other half of a query's cost, which ctxir.retrieval.AUTO_ANN_THRESHOLD weighs the scan against; "
+                "0 = skip; needs --real-docs ≠ 0)"})
     progress: bool = field(default=True, metadata={"help": "progress bars for long steps"})
 
 
@@ -463,6 +467,26 @@ def time_queries(search: Callable[[np.ndarray, int], np.ndarray], queries: np.nd
     return passes, found
 
 
+def time_query_encoding(args: SearchArgs) -> dict:
+    """p50/p95 of encoding one real query text at a time with the packaged MiniLM (no cache), on the search threads:
+    the part of every query's time that no index saves."""
+    from ctxir.data import load_queries
+    from ctxir.encoders import BiEncoder
+
+    texts = [t for name in REAL_SETS for t in load_queries(Path(args.data_root) / name / "queries.jsonl").values()]
+    texts = [texts[i] for i in np.random.default_rng(args.seed).permutation(len(texts))[:args.query_encode + 10]]
+    encoder = BiEncoder(cache=None, device="cpu")
+    set_threads(args.search_threads)
+    times = []
+    for i, text in enumerate(texts):
+        start = time.perf_counter()
+        encoder.encode([text], show_progress_bar=False)
+        if i >= 10:  # the first calls allocate
+            times.append((time.perf_counter() - start) * 1000)
+    return {"p50_ms": round(float(np.median(times)), 3), "p95_ms": round(float(np.percentile(times, 95)), 3),
+            "n": len(times), "threads": args.search_threads}
+
+
 def set_threads(n: int) -> None:
     """torch's and faiss's thread counts (n ≥ 1)."""
     import faiss
@@ -548,6 +572,8 @@ def run_search(args: SearchArgs, argv: list[str] | None = None) -> dict:
     base = results["exact"]["p50_ms"]
     for row in results.values():
         row["speedup_vs_exact"] = round(base / row["p50_ms"], 1) if row["p50_ms"] else None
+    if args.query_encode and args.real_docs != 0:
+        about["query_encode"] = time_query_encoding(args)
     record = {"command": command_line(argv), "date": datetime.now(UTC).isoformat(timespec="seconds"),
               "machine": machine(), "load_average_before": load_before, "load_average_after": load_average(),
               "wall_s": round(time.perf_counter() - start_all, 1), "data": about,
@@ -557,6 +583,10 @@ def run_search(args: SearchArgs, argv: list[str] | None = None) -> dict:
                         f", median of {args.repeats} passes",
               "settings": dataclasses.asdict(args), "index_types": names, "results": results}
     print(format_table(record))
+    if "query_encode" in about:
+        q = about["query_encode"]
+        print(f"encoding one query: p50 {q['p50_ms']:.2f} ms, p95 {q['p95_ms']:.2f} ms ({q['n']} queries, "
+              f"{q['threads']} thread(s))")
     out = Path(args.output or f"results/bench/search-{args.num_docs}.json")
     from ctxir.files import write_json
 

@@ -45,7 +45,7 @@ class EvaluateArgs:
     layer: int = field(default=-1, metadata={"help": "hidden layer to pool (0 = embeddings, -1 = last)"})
     index: Literal["auto", "exact", "ann"] = field(default="auto", metadata={
         "help": "dense index: exact, ann (ctxir.ann IVF index, kept beside the cached embeddings and reopened), or "
-                "auto = ann from ctxir.retrieval.AUTO_ANN_THRESHOLD (5,000) documents up"})
+                "auto = ann from ctxir.retrieval.AUTO_ANN_THRESHOLD (100,000) documents up, exact below"})
     fusion: Literal["rrf", "weighted"] = field(default="rrf", metadata={"help": "hybrid fusion"})
     rrf_k: float = field(default=60.0, metadata={"help": "k in 1/(k + rank) for reciprocal-rank fusion"})
     weights: str = field(default="", metadata={"help": "hybrid weights 'bm25,dense[,extra…]' (default all 1)"})

@@ -30,12 +30,13 @@ from ctxir.fusion import FUSIONS, check_weights, fuse
 from ctxir.types import Corpus, CtxirError, Hit, Queries, doc_text
 
 DENSE_INDEXES = ("auto", "exact", "ann")
-# "auto" searches ctxir.ann's index from this many documents up, exact search below: where the two cross in latency,
-# one query at a time on 1 thread (python -m ctxir.bench search --num-docs N --indexes exact,ctxir-ann; 2-core VM,
-# docs/performance.md "Dense index choice"), p50 exact / ANN: 0.07 / 0.08 ms at 2k, 0.10 / 0.11 and 0.10 / 0.09 at
-# 3k, 0.16 / 0.10 and 0.16 / 0.11 at 5k, 0.43 / 0.12 at 10k, 3.5 / 0.20 at 30k. Even at 3k, ANN first from 5k in every
-# run. Chosen from latency only, never from a test set's ranking quality.
-AUTO_ANN_THRESHOLD = 5_000
+# "auto" searches ctxir.ann's index from this many documents up, exact search below: where scanning every document
+# costs as much as encoding the query, the part of a query no index saves (python -m ctxir.bench search --num-docs N
+# --indexes exact,ctxir-ann; 1 thread; docs/performance.md "Dense index choice"): exact p50 3.5 ms at 30k, 8.2 at
+# 70k, 11.8 at 100k against 11.3-12.4 ms to encode one query. Below it the index saves under a query's encoding time
+# and loses 1-3.5% of recall@10 against exact (0.987 at 10k, 0.966 at 100k). Chosen from latency and recall against
+# exact search only, never from a test set's ranking quality.
+AUTO_ANN_THRESHOLD = 100_000
 # BM25Retriever(cache=None) persists its index from this many documents up; below it bm25s indexes a corpus in about
 # a second, less than hashing, writing and reading it back is worth.
 BM25_CACHE_MIN_DOCS = 20_000

@@ -264,3 +264,20 @@ def test_report_refuses_a_file_it_did_not_write(tmp_path):
 def test_new_commands_refuse_bad_arguments_with_one_line(argv, capsys):
     assert bench.main(argv) == 2
     assert capsys.readouterr().err.startswith("error: ")
+
+
+def test_query_encoding_is_timed_one_real_query_at_a_time(tmp_path):
+    for name in bench.REAL_SETS:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "queries.jsonl").write_text("".join(
+            json.dumps({"_id": f"{name}{i}", "text": f"does protein {i} bind receptor {i % 3}?"}) + "\n"
+            for i in range(10)))
+    args = bench.SearchArgs(data_root=str(tmp_path), query_encode=5)
+    timing = bench.time_query_encoding(args)
+    assert timing["n"] == 5 and timing["threads"] == 1  # 10 of the 20 texts are untimed warm-up
+    assert 0 < timing["p50_ms"] <= timing["p95_ms"]
+
+
+def test_a_synthetic_only_run_times_no_query_encoding(record):
+    data, _ = record
+    assert "query_encode" not in data["data"]
