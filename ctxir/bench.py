@@ -21,8 +21,9 @@ transformer exported to ONNX and run by ONNX Runtime in float32, int8 with dynam
 quantisation calibrated on MS MARCO passages, a shorter max length): texts/s, tokens/s, speed-up by wall clock and
 by CPU time, GFLOP/s as a share of the sgemm peak measured in the same run, and the SciFact test nDCG@10 of each;
 ``ship_decision`` applies the issue's rule (≥ 1.5× and ≤ 0.005 loss). sentence-transformers' own ``backend="onnx"``
-needs optimum-onnx, whose only release (0.1.0) requires transformers < 4.58 (we pin 5.23), so the export here is
-``torch.onnx.export`` + onnxruntime's quantisers, and pooling stays ``ctxir.encoders.pool``.
+needs optimum-onnx, whose only release (0.1.0) requires transformers < 4.58 (we pin 5.23), so the export is
+``torch.onnx.export`` + onnxruntime's quantisers, and pooling stays ``ctxir.encoders.pool``; the ONNX variants run
+``ctxir.onnx_backend``, the same code as ``BiEncoder(backend="onnx-int8")``.
 ``rerank``: ``CrossEncoderReranker.score_pairs`` latency for 10/20/50/100 BM25 candidates. ``app``: every endpoint
 through ``gradio_client`` against ``python app.py`` in its own process. ``train``: cross-encoder optimiser steps
 per second against batch size and max length.
@@ -715,132 +716,12 @@ def encoder_flops(config, lengths: list[int]) -> float:
     return float(sum(layers * (8 * n * h * h + 4 * n * h * i + 4 * n * n * h) for n in lengths))
 
 
-class OnnxEncoder:
-    """A SentenceTransformer's transformer exported to ONNX and run by ONNX Runtime; pooling and normalisation in
-    torch, exactly as the model's own modules do (``ctxir.encoders.pool``). Texts are sorted by length and batched
-    as ``SentenceTransformer.encode`` does."""
-
-    def __init__(self, path: Path, tokenizer, max_length: int, pooling: str, threads: int, batch_size: int):
-        import onnxruntime as ort
-
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-        self.inputs = {i.name for i in self.session.get_inputs()}
-        self.tokenizer, self.max_length, self.pooling, self.batch_size = tokenizer, max_length, pooling, batch_size
-
-    def features(self, texts: list[str]) -> dict:
-        batch = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="np")
-        return {k: v.astype(np.int64) for k, v in batch.items() if k in self.inputs}
-
-    def encode(self, texts: list[str]) -> np.ndarray:
-        import torch
-
-        from ctxir.encoders import pool
-
-        order = np.argsort([-len(t) for t in texts], kind="stable")
-        out = np.empty((len(texts), 0), dtype=np.float32)
-        parts = []
-        for begin in range(0, len(texts), self.batch_size):
-            feats = self.features([texts[i] for i in order[begin:begin + self.batch_size]])
-            hidden = self.session.run(None, feats)[0]
-            pooled = pool(torch.from_numpy(hidden), torch.from_numpy(feats["attention_mask"]), self.pooling)
-            parts.append(torch.nn.functional.normalize(pooled, dim=1).numpy())
-        if parts:
-            out = np.concatenate(parts)
-        result = np.empty_like(out)
-        result[order] = out
-        return result
-
-
-def export_onnx(model, folder: Path, progress: bool) -> Path:
-    """The transformer of a SentenceTransformer → ``model.onnx`` (torch.onnx.export, dynamo; dynamic batch and
-    length), reused when already there for these weights."""
-    import torch
-
-    path = folder / "model.onnx"
-    if path.is_file():
-        return path
-    folder.mkdir(parents=True, exist_ok=True)
-    body = model[0].auto_model.eval()
-
-    class Body(torch.nn.Module):
-        def __init__(self, inner):
-            super().__init__()
-            self.inner = inner
-
-        def forward(self, input_ids, attention_mask, token_type_ids):
-            return self.inner(input_ids=input_ids, attention_mask=attention_mask,
-                              token_type_ids=token_type_ids).last_hidden_state
-
-    sample = model.tokenizer(["a short text", "a somewhat longer text to export with"], padding=True,
-                             return_tensors="pt")
-    names = ["input_ids", "attention_mask", "token_type_ids"]
-    if progress:
-        print(f"exporting {model[0].auto_model.config.model_type} to {path} …", flush=True)
-    tmp = folder / "model.tmp.onnx"
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(Body(body), tuple(sample[n] for n in names), str(tmp), input_names=names,
-                          output_names=["last_hidden_state"], dynamo=True, external_data=False,
-                          dynamic_axes={n: {0: "batch", 1: "sequence"} for n in [*names, "last_hidden_state"]})
-    tmp.replace(path)
-    return path
-
-
-class CalibrationReader:
-    """ONNX Runtime's CalibrationDataReader over tokenised batches of calibration passages."""
-
-    def __init__(self, batches: list[dict]):
-        self.batches = iter(batches)
-
-    def get_next(self):
-        return next(self.batches, None)
-
-    def rewind(self):  # not needed by MinMax calibration; present for the interface
-        pass
-
-
-def quantise(fp32: Path, kind: str, calibration: list[dict] | None = None) -> Path:
-    """int8 copies of the exported model (MatMul weights; reused when present).
-
-    dynamic: weights int8 per channel, activations quantised on the fly per batch (``quantize_dynamic``).
-    static: QDQ, weights int8 per channel, activations uint8 with ranges from MinMax calibration on ``calibration``.
-    Both use ``reduce_range`` (7-bit weights), which ONNX Runtime advises on AVX2/AVX-512 without VNNI, where u8×s8
-    products can saturate.
-    """
-    from onnxruntime.quantization import (
-        CalibrationMethod,
-        QuantFormat,
-        QuantType,
-        quantize_dynamic,
-        quantize_static,
-    )
-
-    out = fp32.with_name(f"model-int8-{kind}.onnx")
-    if out.is_file():
-        return out
-    tmp = out.with_name(out.stem + ".tmp.onnx")
-    if kind == "dynamic":
-        quantize_dynamic(str(fp32), str(tmp), weight_type=QuantType.QInt8, per_channel=True, reduce_range=True,
-                         op_types_to_quantize=["MatMul"])
-    else:
-        quantize_static(str(fp32), str(tmp), CalibrationReader(calibration or []), quant_format=QuantFormat.QDQ,
-                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, per_channel=True,
-                        reduce_range=True, op_types_to_quantize=["MatMul"], calibrate_method=CalibrationMethod.MinMax)
-    tmp.replace(out)
-    return out
-
-
 def _encode_variants(args: EncodeArgs, names: list[str], path: str, threads: int, calibration: list[str]) -> dict:
     """name → (encode(texts) → unit vectors, max_length, what it is, the BiEncoder behind it or None)."""
     from sentence_transformers import SentenceTransformer
 
     from ctxir.encoders import BiEncoder, weights_fingerprint
+    from ctxir.onnx_backend import OnnxEncoder, export_onnx, quantise
 
     base = SentenceTransformer(path, device="cpu")
     max_length = int(base.max_seq_length)
@@ -864,10 +745,9 @@ def _encode_variants(args: EncodeArgs, names: list[str], path: str, threads: int
     if onnx_names:
         folder = Path(args.onnx_dir or "results/bench/onnx") / weights_fingerprint(base)
         fp32 = export_onnx(base, folder, args.progress)
-        tokenizer = base.tokenizer
 
         def make(file: Path) -> Callable[[list[str]], np.ndarray]:
-            return OnnxEncoder(file, tokenizer, max_length, pooling, threads, args.batch_size).encode
+            return OnnxEncoder(file, base, pooling, threads, args.batch_size).encode
         if "onnx" in names:
             variants["onnx"] = (make(fp32), max_length, "the same transformer exported with torch.onnx.export "
                                 "(dynamo), float32, ONNX Runtime CPU (all graph optimisations)", None)
@@ -876,7 +756,7 @@ def _encode_variants(args: EncodeArgs, names: list[str], path: str, threads: int
                                              "quantize_dynamic: MatMul weights int8 per channel (reduce_range), "
                                              "activations quantised per batch at run time", None)
         if "onnx-int8-static" in names:
-            reader = OnnxEncoder(fp32, tokenizer, max_length, pooling, threads, args.batch_size)
+            reader = OnnxEncoder(fp32, base, pooling, threads, args.batch_size)
             batches = [reader.features(calibration[i:i + args.batch_size])
                        for i in range(0, len(calibration), args.batch_size)]
             variants["onnx-int8-static"] = (make(quantise(fp32, "static", batches)), max_length,

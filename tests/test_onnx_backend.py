@@ -1,0 +1,176 @@
+"""BiEncoder(backend="onnx-int8"): ONNX Runtime int8 vectors against torch's, the exported file's life (made once,
+atomically, reused, remade when damaged), the cache key, the refusals.
+
+One export of a tiny BERT (~4 s) serves the default run; the packaged MiniLM's export is a slow test."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ctxir import onnx_backend
+from ctxir.encoders import BiEncoder, weights_fingerprint
+from ctxir.types import CtxirError
+
+pytest.importorskip("onnxruntime")
+
+# different lengths (1 to ~40 word-pieces), so length-sorted batches of 2 reorder them
+TEXTS = ["the river bank", "otters play on the river bank and the cat sat in the sun", "a",
+         "money deposit at the bank", "python is a snake", "she sat at the account and her salary is in the bank",
+         "tea and coffee and music and a song of the moon and the sun at the river", "cat"]
+
+
+@pytest.fixture(scope="module")
+def spread_bert_dir(tiny_bert_dir, tmp_path_factory) -> Path:
+    """The tiny BERT's tokenizer with weights drawn 10× wider (initializer_range 0.2): its vectors differ from text to
+    text (cosine ≤ 0.91 between these texts) and int8 rounding visibly moves them, so the checks below can fail."""
+    import torch
+    from transformers import BertConfig, BertModel
+
+    folder = tmp_path_factory.mktemp("spread-bert")
+    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        if (tiny_bert_dir / name).is_file():
+            shutil.copy(tiny_bert_dir / name, folder / name)
+    config = BertConfig.from_pretrained(tiny_bert_dir)
+    config.initializer_range = 0.2
+    torch.manual_seed(0)
+    BertModel(config).save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def spread_st(spread_bert_dir):
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(spread_bert_dir), device="cpu")
+
+
+@pytest.fixture(scope="module")
+def exported(spread_st, tmp_path_factory) -> tuple[BiEncoder, Path, Path]:
+    """(the int8 encoder after its first encode, the cache root whose onnx/ holds the export, the int8 file)."""
+    root = tmp_path_factory.mktemp("ctxir-cache")
+    encoder = BiEncoder(spread_st, cache=None, backend="onnx-int8", onnx_dir=root / "onnx", batch_size=2)
+    encoder.encode(["warm up"])
+    return encoder, root, root / "onnx" / weights_fingerprint(spread_st) / onnx_backend.INT8_FILE
+
+
+def test_int8_vectors_are_unit_rows_close_to_torch_in_the_texts_order(exported, spread_st):
+    encoder, _, _ = exported
+    vectors = encoder.encode(TEXTS)
+    reference = BiEncoder(spread_st, cache=None, batch_size=2).encode(TEXTS)
+    assert vectors.shape == reference.shape == (len(TEXTS), 32) and vectors.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    cosine = vectors @ reference.T  # (texts, texts)
+    assert cosine.diagonal().min() >= 0.99
+    # each row is its own text's: closer to it than to any other text's torch vector (≤ 0.91 apart)
+    off = np.where(np.eye(len(TEXTS), dtype=bool), -np.inf, cosine)
+    assert (cosine.diagonal() > off.max(1)).all()
+    assert np.abs(vectors - reference).max() > 1e-4  # int8 really ran: not torch's float vectors
+    # order: reversed input (the same length-sorted batches), reversed rows
+    np.testing.assert_allclose(encoder.encode(TEXTS[::-1]), vectors[::-1], atol=1e-6)
+    # one text alone: its row, up to the activations' int8 range, which is set per batch (dynamic quantisation)
+    alone = encoder.encode([TEXTS[1]])[0]
+    assert alone @ vectors[1] > 0.999 and alone @ vectors[1] > max(alone @ v for v in np.delete(vectors, 1, 0))
+    assert encoder.encode([]).shape == (0, 32)
+
+
+def test_the_export_lands_in_the_cache_root_once_and_is_reused(exported, spread_st, monkeypatch, capsys):
+    encoder, root, path = exported
+    assert path.is_file() and not (path.parent / onnx_backend.FP32_FILE).exists()  # the float32 step is removed
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left behind
+    stamp = path.stat().st_mtime_ns
+
+    def no_export(*args, **kwargs):
+        raise AssertionError("exported again")
+    monkeypatch.setattr(onnx_backend, "export_onnx", no_export)
+    monkeypatch.setattr(onnx_backend, "quantise", no_export)
+    again = BiEncoder(spread_st, cache=None, backend="onnx-int8", onnx_dir=root / "onnx", batch_size=2)
+    np.testing.assert_allclose(again.encode(TEXTS[:3]), encoder.encode(TEXTS[:3]), atol=1e-6)
+    assert path.stat().st_mtime_ns == stamp
+    assert "exporting" not in capsys.readouterr().err
+
+
+def test_the_default_onnx_folder_is_under_the_ctxir_cache_root(spread_st, tmp_path, monkeypatch):
+    monkeypatch.setenv("CTXIR_CACHE", str(tmp_path))
+    assert BiEncoder(spread_st, cache=None, backend="onnx-int8").onnx_dir == tmp_path / "onnx"
+
+
+def test_an_interrupted_export_leaves_no_file_that_a_later_run_would_load(spread_st, tmp_path, monkeypatch):
+    import torch
+
+    def torn(model, args, path, **kwargs):
+        Path(path).write_bytes(b"\x08\x07half a model")
+        raise KeyboardInterrupt  # Ctrl-C half-way
+    monkeypatch.setattr(torch.onnx, "export", torn)
+    encoder = BiEncoder(spread_st, cache=None, backend="onnx-int8", onnx_dir=tmp_path)
+    with pytest.raises(KeyboardInterrupt):
+        encoder.encode(["a"])
+    assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
+
+
+def test_a_damaged_int8_file_is_made_again(exported, spread_st, tmp_path, monkeypatch, capsys):
+    _, _, good = exported
+    folder = tmp_path / weights_fingerprint(spread_st)
+    folder.mkdir()
+    (folder / onnx_backend.INT8_FILE).write_bytes(b"not an onnx model")  # e.g. a disk error after the rename
+    (folder / onnx_backend.FP32_FILE).write_bytes(b"")  # present: only the quantisation is redone
+    remade = []
+
+    def requantise(fp32, kind, calibration=None):
+        remade.append(kind)
+        return Path(shutil.copy(good, Path(fp32).with_name(onnx_backend.INT8_FILE)))
+    monkeypatch.setattr(onnx_backend, "quantise", requantise)
+    encoder = BiEncoder(spread_st, cache=None, backend="onnx-int8", onnx_dir=tmp_path)
+    assert encoder.encode(TEXTS).shape == (len(TEXTS), 32) and remade == ["dynamic"]
+    assert "could not be loaded" in capsys.readouterr().err
+
+
+def test_the_cache_key_tells_int8_from_float_vectors(spread_st, tmp_path):
+    torch_encoder = BiEncoder(spread_st, cache=None)
+    int8 = BiEncoder(spread_st, cache=None, backend="onnx-int8", onnx_dir=tmp_path)
+    assert int8.config == {**torch_encoder.config, "backend": "onnx-int8"}
+    assert "backend" not in torch_encoder.config  # torch's key is unchanged: caches written before stay valid
+    assert int8.cache_key(TEXTS) != torch_encoder.cache_key(TEXTS)
+    assert BiEncoder(spread_st, cache=None, backend="torch").cache_key(TEXTS) == torch_encoder.cache_key(TEXTS)
+
+
+def test_other_poolings_layers_and_backends_are_refused_with_what_to_do(spread_st):
+    with pytest.raises(CtxirError, match=r"^pooling 'cls' cannot be used with backend 'onnx-int8': it runs the "
+                                         r"model's own pooling \('mean'\) at the last layer only; leave pooling "
+                                         r"unset .* or use backend 'torch'$"):
+        BiEncoder(spread_st, cache=None, pooling="cls", backend="onnx-int8")
+    with pytest.raises(CtxirError, match=r"^layer 1 cannot be used with backend 'onnx-int8': .*leave layer unset"):
+        BiEncoder(spread_st, cache=None, layer=1, backend="onnx-int8")
+    with pytest.raises(CtxirError, match=r"^backend 'tensorrt' is not known: use one of 'torch', 'onnx-int8'$"):
+        BiEncoder(spread_st, cache=None, backend="tensorrt")
+    # the model's own pooling named, and the last layer named by number, are the default path: accepted
+    BiEncoder(spread_st, cache=None, pooling="mean", layer=2, backend="onnx-int8")
+
+
+def test_a_missing_onnxruntime_says_which_package_to_install(spread_st, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "onnxruntime" else real(name, *a))
+    with pytest.raises(CtxirError, match=r"needs onnxruntime, which is not installed: `python -m pip install "
+                                         r"onnxruntime` \(pinned in requirements.txt\)"):
+        BiEncoder(spread_st, cache=None, backend="onnx-int8")
+
+
+@pytest.mark.slow
+def test_minilm_int8_vectors_agree_with_torch_on_real_passages(minilm, tmp_path, capsys):
+    """The packaged all-MiniLM-L6-v2 exported for real (~1 min): every int8 vector of 24 demo passages within
+    cosine 0.98 of torch's (measured: min 0.990, mean 0.993), and each passage's nearest torch vector is its own."""
+    from ctxir.app.state import demo_corpus
+    from ctxir.types import doc_text
+
+    texts = [doc_text(d) for d in list(demo_corpus().values())[:24]]
+    int8 = BiEncoder(minilm, cache=None, backend="onnx-int8", onnx_dir=tmp_path).encode(texts)
+    reference = BiEncoder(minilm, cache=None).encode(texts)
+    cosine = int8 @ reference.T
+    assert cosine.diagonal().min() >= 0.98
+    assert (cosine.argmax(1) == np.arange(len(texts))).all()
+    assert "exporting it to ONNX and quantising to int8" in capsys.readouterr().err
