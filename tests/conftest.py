@@ -228,3 +228,64 @@ def app_process():
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+# ---------------------------------------------------------------- a real browser (tests marked `browser`)
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+VIEWPORTS = {"laptop": {"width": 1366, "height": 900}, "phone": {"width": 390, "height": 844}}
+LOCAL_URLS = ("http://127.0.0.1", "data:", "blob:", "about:")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``browser`` skip, before any of their fixtures is built, without Debian's chromium (never
+    ``playwright install``: its download needs the internet)."""
+    if CHROMIUM.exists():
+        return
+    skip = pytest.mark.skip(reason=f"needs Debian's chromium at {CHROMIUM} (apt-get install -y chromium)")
+    for item in items:
+        if "browser" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    """Headless Debian chromium under Playwright, one per module (a second ``sync_playwright()`` while one runs
+    refuses to start, so a module's tests share it)."""
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    with playwright_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@pytest.fixture
+def offline_page(chromium):
+    """A factory: ``offline_page(viewport="laptop")`` → a page of a fresh browser context (no cookies or storage
+    from another test) sized as ``VIEWPORTS[viewport]``, where every request that is not to 127.0.0.1 is refused
+    and listed in ``page.context.blocked``. Its contexts close at the end of the test."""
+    contexts = []
+
+    def open_page(viewport: str = "laptop"):
+        phone = viewport == "phone"
+        context = chromium.new_context(viewport=VIEWPORTS[viewport], is_mobile=phone, has_touch=phone,
+                                       device_scale_factor=1)
+        context.blocked = []
+
+        def offline(route):
+            if route.request.url.startswith(LOCAL_URLS):
+                return route.continue_()
+            context.blocked.append(route.request.url)
+            return route.abort()
+
+        context.route("**/*", offline)
+        contexts.append(context)
+        return context.new_page()
+
+    yield open_page
+    for context in contexts:
+        context.close()

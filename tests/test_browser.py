@@ -6,27 +6,15 @@ Needs /usr/bin/chromium (`apt-get install -y chromium`); never `playwright insta
 
 from __future__ import annotations
 
-import shutil
-import socket
-import tempfile
 from pathlib import Path
 
 import pytest
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium "
-                       "(apt-get install -y chromium)"),
-    pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning"),
-]
+pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning")]
 
 
 @pytest.fixture(scope="module")
-def app_url(app_state):
+def app_url(app_state, serve):
     import app
     from ctxir import app_logic as logic
 
@@ -35,50 +23,12 @@ def app_url(app_state):
         demo = app.build_demo(app_state)
     finally:
         app_state.examples = examples
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    demo.queue().launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
-                        allowed_paths=[str(demo.ctxir_outputs.root)])
-    try:
-        yield f"http://127.0.0.1:{port}/"
-    finally:
-        demo.close()
+    with serve(demo) as url:
+        yield url
 
 
-@pytest.fixture(scope="module")
-def playwright():
-    """One Playwright per module: a second sync_playwright() while one runs refuses to start."""
-    playwright_api = pytest.importorskip("playwright.sync_api")
-    with playwright_api.sync_playwright() as p:
-        yield p
-
-
-@pytest.fixture(scope="module")
-def browser_context(playwright):
-    profile = tempfile.mkdtemp(prefix="ctxir-chromium-")
-    context = playwright.chromium.launch_persistent_context(profile, executable_path=str(CHROMIUM),
-                                                            headless=True, args=CHROMIUM_ARGS)
-    blocked: list[str] = []
-
-    def offline(route):
-        url = route.request.url
-        if url.startswith(("http://127.0.0.1", "data:", "blob:", "about:")):
-            return route.continue_()
-        blocked.append(url)
-        return route.abort()
-
-    context.route("**/*", offline)
-    context.blocked = blocked
-    try:
-        yield context
-    finally:
-        context.close()
-        shutil.rmtree(profile, ignore_errors=True)
-
-
-def test_search_and_offline_attention_view_draw_in_a_browser(app_url, browser_context):
-    page = browser_context.new_page()
+def test_search_and_offline_attention_view_draw_in_a_browser(offline_page, app_url):
+    page = offline_page()
     errors: list[str] = []
     page.on("pageerror", lambda err: errors.append(str(err)))
     page.goto(app_url)
@@ -106,13 +56,13 @@ def test_search_and_offline_attention_view_draw_in_a_browser(app_url, browser_co
     assert height > 300  # the frame grew to its drawing
     assert not [e for e in errors if "bertviz" in e or "d3" in e or "jQuery" in e]
     # nothing the view needs came from outside 127.0.0.1 (blocked requests would have broken the drawing)
-    assert not [u for u in browser_context.blocked if "cdnjs" in u or "d3" in u or "jquery" in u]
+    assert not [u for u in page.context.blocked if "cdnjs" in u or "d3" in u or "jquery" in u]
     page.close()
 
 
 # ---------------------------------------------------------------- every tab, looked at on a laptop and a phone
 
-VIEWPORTS = {"laptop": {"width": 1366, "height": 900}, "phone": {"width": 390, "height": 844}}
+VIEWPORTS = ("laptop", "phone")  # conftest's sizes: 1366 × 900 and 390 × 844
 
 
 def _done(page, selector: str, contains: str, timeout: int = 120_000) -> None:
@@ -146,30 +96,11 @@ def screenshot_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("screenshots")
 
 
-@pytest.fixture(scope="module")
-def chromium(playwright):
-    browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
-    try:
-        yield browser
-    finally:
-        browser.close()
-
-
-def _offline_page(browser, viewport: str):
-    """A page of a fresh context with ``viewport``'s size where every non-local request is refused."""
-    phone = viewport == "phone"
-    context = browser.new_context(viewport=VIEWPORTS[viewport], is_mobile=phone, has_touch=phone,
-                                  device_scale_factor=1)
-    context.route("**/*", lambda route: route.continue_() if route.request.url.startswith(
-        ("http://127.0.0.1", "data:", "blob:", "about:")) else route.abort())
-    return context.new_page()
-
-
-@pytest.mark.parametrize("viewport", list(VIEWPORTS))
-def test_screenshot_of_every_tab(app_url, chromium, screenshot_dir, viewport, report_json):
+@pytest.mark.parametrize("viewport", VIEWPORTS)
+def test_screenshot_of_every_tab(offline_page, app_url, screenshot_dir, viewport, report_json):
     """Each tab after its main action, full page, into ``screenshot_dir`` ({viewport}-{tab}.png): for a person to
     look at. Checks what can be measured: no page wider than the screen."""
-    page = _offline_page(chromium, viewport)
+    page = offline_page(viewport)
     shots, widths = [], {}
     page.goto(app_url)
     page.wait_for_selector("#search-button", timeout=60_000)
@@ -292,7 +223,8 @@ def report_json(tmp_path_factory) -> Path:
     return write_report(folder / "report.html", cases, report_meta(qrels, run, "nDCG@10", "bm25"))[1]
 
 
-def test_the_page_is_served_while_the_startup_corpus_is_indexed(app_state, chromium, screenshot_dir, monkeypatch):
+def test_the_page_is_served_while_the_startup_corpus_is_indexed(offline_page, app_state, serve, screenshot_dir,
+                                                                monkeypatch):
     """app.py indexes the startup corpus in the background: the page shows how far it has got, a search meanwhile
     gets a message (not a hang), and when indexing ends the line goes and the same search works."""
     import threading
@@ -312,27 +244,21 @@ def test_the_page_is_served_while_the_startup_corpus_is_indexed(app_state, chrom
     state = logic.AppState(app_state.models, logic.AppConfig(device="cpu"), corpus, "big", cache=None,
                            background=True)
     demo = app.build_demo(state)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    demo.queue().launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
-                        allowed_paths=[str(demo.ctxir_outputs.root)])
-    page = _offline_page(chromium, "laptop")
+    page = offline_page("laptop")
     try:
-        page.goto(f"http://127.0.0.1:{port}/")
-        page.wait_for_selector("#search-button", timeout=60_000)
-        _done(page, "#indexing-status", "768 of 2,560")
-        assert "Indexing corpus 'big'" in page.inner_text("#indexing-status")
-        page.fill("#search-query textarea", "how do bats find insects at night")
-        page.click("#search-button")
-        page.get_by_text("is still being indexed").first.wait_for(timeout=30_000)
-        _shoot(page, screenshot_dir, "laptop-7-indexing")
-        gate.set()
-        page.wait_for_selector("#indexing-status", state="hidden", timeout=60_000)  # the timer saw it finish
-        page.click("#search-button")
-        _done(page, "#search-summary", "results")
-        assert "animals-0" in page.inner_text("#search-results")
+        with serve(demo) as url:
+            page.goto(url)
+            page.wait_for_selector("#search-button", timeout=60_000)
+            _done(page, "#indexing-status", "768 of 2,560")
+            assert "Indexing corpus 'big'" in page.inner_text("#indexing-status")
+            page.fill("#search-query textarea", "how do bats find insects at night")
+            page.click("#search-button")
+            page.get_by_text("is still being indexed").first.wait_for(timeout=30_000)
+            _shoot(page, screenshot_dir, "laptop-7-indexing")
+            gate.set()
+            page.wait_for_selector("#indexing-status", state="hidden", timeout=60_000)  # the timer saw it finish
+            page.click("#search-button")
+            _done(page, "#search-summary", "results")
+            assert "animals-0" in page.inner_text("#search-results")
     finally:
         gate.set()
-        page.context.close()
-        demo.close()

@@ -8,71 +8,44 @@ Needs /usr/bin/chromium (`apt-get install -y chromium`); never `playwright insta
 
 from __future__ import annotations
 
-import shutil
 import socket
-import tempfile
 import time
-from pathlib import Path
 
 import pytest
 
 from ctxir import app_logic as logic
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 IMAGE = '<img src="https://evil.example/pixel.png">'
 LINK = '<a href="https://evil.example/x">Log in</a>'
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium "
-                       "(apt-get install -y chromium)"),
-    pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning"),
-]
+pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning")]
 
 
 @pytest.fixture(scope="module")
-def app_url(_tiny_st):
+def app_url(_tiny_st, serve):
     import app
 
     models = logic.AppModels.from_objects(_tiny_st, "tiny-bert")
     state = logic.AppState(models, logic.AppConfig(device="cpu"), {"p1": {"title": "", "text": "the river bank"}},
                            "public", cache=None)
-    demo = app.build_demo(state)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    demo.queue().launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
-    try:
-        yield f"http://127.0.0.1:{port}/"
-    finally:
-        demo.close()
+    with serve(app.build_demo(state)) as url:
+        yield url
 
 
 @pytest.mark.parametrize("typed", [IMAGE, LINK])
-def test_the_error_pop_up_shows_a_hostile_word_as_text(app_url, typed):
-    playwright_api = pytest.importorskip("playwright.sync_api")
-    profile = tempfile.mkdtemp(prefix="ctxir-chromium-")
+def test_the_error_pop_up_shows_a_hostile_word_as_text(offline_page, app_url, typed):
+    page = offline_page()
     requested: list[str] = []
-    try:
-        with playwright_api.sync_playwright() as p:
-            context = p.chromium.launch_persistent_context(profile, executable_path=str(CHROMIUM), headless=True,
-                                                           args=CHROMIUM_ARGS)
-            context.on("request", lambda request: requested.append(request.url))
-            page = context.new_page()
-            page.goto(app_url)
-            page.get_by_role("tab", name="Token embeddings").click()
-            page.get_by_role("tab", name="Across layers").click()  # the word view is a sub-tab
-            page.get_by_label("Word", exact=True).fill(typed)
-            page.get_by_role("button", name="Compare layer by layer").click()
-            toast = page.locator('[data-testid="toast-body"]').first
-            toast.wait_for(timeout=60_000)
-            text = toast.inner_text()
-            links, images = toast.locator("a").count(), toast.locator("img").count()
-            context.close()
-    finally:
-        shutil.rmtree(profile, ignore_errors=True)
+    page.context.on("request", lambda request: requested.append(request.url))
+    page.goto(app_url)
+    page.get_by_role("tab", name="Token embeddings").click()
+    page.get_by_role("tab", name="Across layers").click()  # the word view is a sub-tab
+    page.get_by_label("Word", exact=True).fill(typed)
+    page.get_by_role("button", name="Compare layer by layer").click()
+    toast = page.locator('[data-testid="toast-body"]').first
+    toast.wait_for(timeout=60_000)
+    text = toast.inner_text()
+    links, images = toast.locator("a").count(), toast.locator("img").count()
     assert f"word {typed!r} is not in sentence 1" in text  # shown as typed, quotes and brackets included
     assert links == 0 and images == 0
     assert not [url for url in requested if "evil.example" in url]  # the image was never fetched
@@ -93,14 +66,6 @@ INJECTED = ("img[src='x'], a[href='http://x'], a[href='http://x/'], b, #search-r
             "#search-results script, #search-results em, #search-results code")
 
 
-def _browser_page(p, profile):
-    context = p.chromium.launch_persistent_context(profile, executable_path=str(CHROMIUM), headless=True,
-                                                   args=CHROMIUM_ARGS)
-    context.route("**/*", lambda route: route.continue_() if route.request.url.startswith("http://127.0.0.1")
-                  else route.abort())  # nothing leaves the machine, "x" included
-    return context, context.new_page()
-
-
 def _assert_nothing_ran(page, where: str) -> None:
     pwned = page.evaluate("() => window.__pwned")
     assert pwned is None, f"{where}: injected script ran (window.__pwned = {pwned!r})"
@@ -118,70 +83,63 @@ def _table(page, selector: str) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
-def test_hostile_documents_and_queries_show_as_text_in_search_explain_and_pairs(app_url, tmp_path):
+def test_hostile_documents_and_queries_show_as_text_in_search_explain_and_pairs(offline_page, app_url, tmp_path):
     """Upload a corpus whose titles and texts hold HTML and Markdown, search it with a hostile query, explain a
     result, score the same texts as pairs: nothing runs, no element is injected, the literal text is in the tables
     and each table keeps one row per document and one cell per column."""
     import json
 
-    playwright_api = pytest.importorskip("playwright.sync_api")
     corpus = tmp_path / "hostile.jsonl"
     corpus.write_text("".join(json.dumps({"_id": i, "title": t, "text": x}) + "\n" for i, t, x in HOSTILE_DOCS))
-    profile = tempfile.mkdtemp(prefix="ctxir-chromium-")
-    try:
-        with playwright_api.sync_playwright() as p:
-            context, page = _browser_page(p, profile)
-            page.goto(app_url)
-            page.wait_for_selector("#search-button", timeout=60_000)
-            # 1. upload through the page: the corpus becomes the chosen one
-            page.get_by_text("Upload your own corpus").click()
-            page.get_by_role("tabpanel").locator("input[type=file]").first.set_input_files(str(corpus))
-            page.wait_for_timeout(1500)  # the file lands before the click
-            page.get_by_role("button", name="Index this corpus").click()
-            page.wait_for_function("() => document.body.innerText.includes('Indexed 3 documents')", timeout=60_000)
-            _assert_nothing_ran(page, "after the upload")
-            # 2. a hostile query over it
-            page.fill("#search-query textarea, #search-query input", HOSTILE_QUERY)
-            page.click("#search-button")
-            page.wait_for_function("() => (document.querySelector('#search-summary')?.innerText || '')"
-                                   ".includes('3 results')", timeout=60_000)
-            page.wait_for_timeout(1500)  # the page's table is redrawn by the private step after the answer
-            _assert_nothing_ran(page, "after the search")
-            page.wait_for_selector("#search-results [role=row].virtual-row", timeout=30_000)
-            headers, rows = _table(page, "#search-results")
-            title_col, text_col = headers.index("title"), headers.index("text")
-            assert len(rows) == 3 and all(len(row) == len(headers) for row in rows), (headers, rows)
-            shown = {row[headers.index("doc_id")]: (row[title_col], row[text_col]) for row in rows}
-            assert shown == {i: (t, x) for i, t, x in HOSTILE_DOCS}, shown  # every character as typed
-            # 3. explain a result (its title is in the choice list, its tokens in the panel)
-            page.click('#search-results [data-testid="cell-0-2"]')
-            page.wait_for_function("() => (document.querySelector('#search-explain-summary')?.innerText || '')"
-                                   ".includes('cosine')", timeout=90_000)
-            _assert_nothing_ran(page, "after explaining a result")
-            # 4. the same texts as pair scoring documents
-            page.get_by_role("tab", name="Pair scoring").click()
-            page.get_by_label("Query", exact=True).last.fill(HOSTILE_QUERY)
-            page.get_by_label("Documents (one per line)").fill("\n".join(f"{t} {x}" for _, t, x in HOSTILE_DOCS))
-            page.click("#score-pairs-button")
-            page.wait_for_function("() => (document.querySelector('#pair-summary')?.innerText || '')"
-                                   ".includes('Input formation')", timeout=60_000)
-            page.wait_for_timeout(1500)  # the page's table is redrawn by the private step after the answer
-            page.wait_for_selector(f"{PAIR_TABLE} [role=row].virtual-row", timeout=30_000)
-            pair_headers, pair_rows = _table(page, PAIR_TABLE)
-            _assert_nothing_ran(page, "after pair scoring")
-            page.click("#explain-pair-button")
-            page.wait_for_function("() => (document.querySelector('#pair-explain-summary')?.innerText || '')"
-                                   ".includes('cosine')", timeout=90_000)
-            _assert_nothing_ran(page, "after explaining a pair")
-            context.close()
-    finally:
-        shutil.rmtree(profile, ignore_errors=True)
+    page = offline_page()
+    page.goto(app_url)
+    page.wait_for_selector("#search-button", timeout=60_000)
+    # 1. upload through the page: the corpus becomes the chosen one
+    page.get_by_text("Upload your own corpus").click()
+    page.get_by_role("tabpanel").locator("input[type=file]").first.set_input_files(str(corpus))
+    page.wait_for_timeout(1500)  # the file lands before the click
+    page.get_by_role("button", name="Index this corpus").click()
+    page.wait_for_function("() => document.body.innerText.includes('Indexed 3 documents')", timeout=60_000)
+    _assert_nothing_ran(page, "after the upload")
+    # 2. a hostile query over it
+    page.fill("#search-query textarea, #search-query input", HOSTILE_QUERY)
+    page.click("#search-button")
+    page.wait_for_function("() => (document.querySelector('#search-summary')?.innerText || '')"
+                           ".includes('3 results')", timeout=60_000)
+    page.wait_for_timeout(1500)  # the page's table is redrawn by the private step after the answer
+    _assert_nothing_ran(page, "after the search")
+    page.wait_for_selector("#search-results [role=row].virtual-row", timeout=30_000)
+    headers, rows = _table(page, "#search-results")
+    title_col, text_col = headers.index("title"), headers.index("text")
+    assert len(rows) == 3 and all(len(row) == len(headers) for row in rows), (headers, rows)
+    shown = {row[headers.index("doc_id")]: (row[title_col], row[text_col]) for row in rows}
+    assert shown == {i: (t, x) for i, t, x in HOSTILE_DOCS}, shown  # every character as typed
+    # 3. explain a result (its title is in the choice list, its tokens in the panel)
+    page.click('#search-results [data-testid="cell-0-2"]')
+    page.wait_for_function("() => (document.querySelector('#search-explain-summary')?.innerText || '')"
+                           ".includes('cosine')", timeout=90_000)
+    _assert_nothing_ran(page, "after explaining a result")
+    # 4. the same texts as pair scoring documents
+    page.get_by_role("tab", name="Pair scoring").click()
+    page.get_by_label("Query", exact=True).last.fill(HOSTILE_QUERY)
+    page.get_by_label("Documents (one per line)").fill("\n".join(f"{t} {x}" for _, t, x in HOSTILE_DOCS))
+    page.click("#score-pairs-button")
+    page.wait_for_function("() => (document.querySelector('#pair-summary')?.innerText || '')"
+                           ".includes('Input formation')", timeout=60_000)
+    page.wait_for_timeout(1500)  # the page's table is redrawn by the private step after the answer
+    page.wait_for_selector(f"{PAIR_TABLE} [role=row].virtual-row", timeout=30_000)
+    pair_headers, pair_rows = _table(page, PAIR_TABLE)
+    _assert_nothing_ran(page, "after pair scoring")
+    page.click("#explain-pair-button")
+    page.wait_for_function("() => (document.querySelector('#pair-explain-summary')?.innerText || '')"
+                           ".includes('cosine')", timeout=90_000)
+    _assert_nothing_ran(page, "after explaining a pair")
     assert len(pair_rows) == 3 and all(len(row) == len(pair_headers) for row in pair_rows), (pair_headers, pair_rows)
     documents = [row[pair_headers.index("document")] for row in pair_rows]
     assert documents == [f"{t} {x}"[:120] for _, t, x in HOSTILE_DOCS], documents  # as typed (≤ 120 characters)
 
 
-def test_a_full_queue_tells_the_visitor_the_app_is_busy(tmp_path):
+def test_a_full_queue_tells_the_visitor_the_app_is_busy(offline_page, tmp_path):
     """With the slow view held and the queue full (ctxir/app/limits.py), a click in the page is refused at once
     with Gradio's message, as a pop-up, instead of a spinner that never ends."""
     import threading
@@ -191,7 +149,6 @@ def test_a_full_queue_tells_the_visitor_the_app_is_busy(tmp_path):
 
     from ctxir.app.limits import BUSY_PAGE, QueueLimits, apply_limits
 
-    playwright_api = pytest.importorskip("playwright.sync_api")
     hold = threading.Event()
 
     def do_attention(text):
@@ -209,26 +166,22 @@ def test_a_full_queue_tells_the_visitor_the_app_is_busy(tmp_path):
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
                 **limits.launch_kwargs())
     client = Client(f"http://127.0.0.1:{port}/", verbose=False)
-    profile = tempfile.mkdtemp(prefix="ctxir-chromium-")
     try:
         jobs = [client.submit("held", api_name="/attention") for _ in range(2)]  # one runs, one waits: full
         deadline = time.time() + 60
         while len(demo._queue) < 1:  # the second one waits: the queue is full
             assert time.time() < deadline, "the queue did not fill"
             time.sleep(0.05)
-        with playwright_api.sync_playwright() as p:
-            context, page = _browser_page(p, profile)
-            page.goto(f"http://127.0.0.1:{port}/")
-            page.get_by_role("button", name="Show attention").click(timeout=60_000)
-            toast = page.locator('[data-testid="toast-body"]').first
-            toast.wait_for(timeout=60_000)
-            text = toast.inner_text()
-            context.close()
+        page = offline_page()
+        page.goto(f"http://127.0.0.1:{port}/")
+        page.get_by_role("button", name="Show attention").click(timeout=60_000)
+        toast = page.locator('[data-testid="toast-body"]').first
+        toast.wait_for(timeout=60_000)
+        text = toast.inner_text()
         hold.set()
         assert [job.result(timeout=30) for job in jobs] == ["held", "held"]  # the queued ones still complete
     finally:
         hold.set()
         client.close()
         demo.close()
-        shutil.rmtree(profile, ignore_errors=True)
     assert BUSY_PAGE in text
