@@ -100,6 +100,14 @@ def default_cache_dir() -> Path:
     return cache_root() / "embeddings"
 
 
+def default_backend() -> str:
+    """The encoding backend used when none is named: ``$CTXIR_BACKEND`` (app.py's ``--backend`` sets it), else
+    "torch"."""
+    from ctxir.checks import check_choice
+
+    return check_choice(os.environ.get("CTXIR_BACKEND") or "torch", "encoding backend (CTXIR_BACKEND)", BACKENDS)
+
+
 class EmbeddingCache:
     """.npy files keyed by model weights + pooling + layer + the exact texts; loaded without pickle.
 

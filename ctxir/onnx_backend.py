@@ -1,6 +1,7 @@
 """ONNX Runtime encoding: a SentenceTransformer's transformer exported to ONNX, quantised to int8, run on the CPU.
 
-``BiEncoder(backend="onnx-int8")`` and ``python -m ctxir.bench encode`` share this one implementation:
+``BiEncoder(backend="onnx-int8")`` (``python -m ctxir.evaluate --backend onnx-int8``, ``python app.py --backend
+onnx-int8``) and ``python -m ctxir.bench encode`` share this one implementation:
 
 * ``export_onnx``: the transformer body → ``model.onnx`` (``torch.onnx.export``, dynamo; dynamic batch and length).
 * ``quantise``: int8 copies (``dynamic``: what the flag runs; ``static``: calibrated, benchmark only).

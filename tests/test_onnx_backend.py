@@ -1,10 +1,11 @@
 """BiEncoder(backend="onnx-int8"): ONNX Runtime int8 vectors against torch's, the exported file's life (made once,
-atomically, reused, remade when damaged), the cache key, the refusals.
+atomically, reused, remade when damaged), the cache key, the refusals, and the evaluate/app flags.
 
 One export of a tiny BERT (~4 s) serves the default run; the packaged MiniLM's export is a slow test."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 
 from ctxir import onnx_backend
-from ctxir.encoders import BiEncoder, weights_fingerprint
+from ctxir.encoders import BiEncoder, default_backend, weights_fingerprint
 from ctxir.types import CtxirError
 
 pytest.importorskip("onnxruntime")
@@ -158,6 +159,57 @@ def test_a_missing_onnxruntime_says_which_package_to_install(spread_st, monkeypa
     with pytest.raises(CtxirError, match=r"needs onnxruntime, which is not installed: `python -m pip install "
                                          r"onnxruntime` \(pinned in requirements.txt\)"):
         BiEncoder(spread_st, cache=None, backend="onnx-int8")
+
+
+def test_evaluate_backend_flag_reaches_the_encoder_and_its_cache(exported, spread_bert_dir, write_beir, tmp_path,
+                                                                 capsys):
+    from ctxir.evaluate import main
+
+    _, root, path = exported
+    data = write_beir(tmp_path / "toy", {"q1": "river otters", "q2": "snake"},
+                      {"test": {"q1": {"d1": 1}, "q2": {"d2": 1}}},
+                      {"d1": "otters play on the river bank", "d2": "python is a snake", "d3": "tea and coffee"})
+    out = tmp_path / "r.json"
+    stamp = path.stat().st_mtime_ns
+    args = ["--data", str(data), "--retriever", "dense", "--model", str(spread_bert_dir), "--backend", "onnx-int8",
+            "--cache-dir", str(root)]
+    assert main([*args, "--output", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["config"]["backend"] == "onnx-int8" and result["first_stage_config"]["backend"] == "onnx-int8"
+    assert path.stat().st_mtime_ns == stamp  # --cache-dir's onnx/ holds the export made above: reused
+    assert main([*args, "--pooling", "cls"]) == 2
+    assert "error: pooling 'cls' cannot be used with backend 'onnx-int8'" in capsys.readouterr().err
+
+
+def test_the_app_reads_its_backend_from_ctxir_backend_for_search_only(exported, spread_st, monkeypatch):
+    from ctxir.app.state import CorpusIndex
+
+    _, root, _ = exported
+    monkeypatch.setenv("CTXIR_CACHE", str(root))
+    monkeypatch.delenv("CTXIR_BACKEND", raising=False)
+    assert default_backend() == "torch"
+    monkeypatch.setenv("CTXIR_BACKEND", "onnx-int8")
+    corpus = {f"d{i}": {"title": "", "text": t} for i, t in enumerate(TEXTS)}
+    index = CorpusIndex("toy", corpus, spread_st, cache=None)
+    assert index.dense.encoder.backend == "onnx-int8" and index.dense.config["backend"] == "onnx-int8"
+    assert index.pooled("cls", 1).encoder.backend == "torch"  # compare pooling: torch, which alone supports it
+    monkeypatch.setenv("CTXIR_BACKEND", "tensorrt")
+    with pytest.raises(CtxirError, match=r"encoding backend \(CTXIR_BACKEND\) 'tensorrt' is not known: use one of "
+                                         r"'torch', 'onnx-int8'"):
+        default_backend()
+
+
+def test_app_backend_flag_defaults_to_ctxir_backend_and_refuses_an_unknown_one(monkeypatch, capsys):
+    import app
+
+    monkeypatch.setenv("CTXIR_INDEX", "auto")  # serve() sets both variables: restored after the test
+    monkeypatch.delenv("CTXIR_BACKEND", raising=False)
+    assert app.AppArgs().backend == "torch"
+    monkeypatch.setenv("CTXIR_BACKEND", "onnx-int8")
+    assert app.AppArgs().backend == "onnx-int8"
+    # refused before any model is loaded, as --index is
+    assert app.main(["--backend", "tensorrt", "--malloc-arenas", "0"]) == 2
+    assert "error: --backend 'tensorrt' is not known: use one of 'torch', 'onnx-int8'" in capsys.readouterr().err
 
 
 @pytest.mark.slow

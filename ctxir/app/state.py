@@ -263,9 +263,12 @@ class CorpusIndex:
         encoder.cache.put(key, np.concatenate(parts) if parts else encoder.encode([]))
 
     def _encoder(self, pooling: str | None = None, layer: int | None = None):
-        from ctxir.encoders import BiEncoder
+        from ctxir.encoders import BiEncoder, default_backend
 
-        encoder = BiEncoder(self._bi_encoder, pooling=pooling, layer=layer, cache=self.cache)
+        # the search encoder (the model's own pooling) runs on $CTXIR_BACKEND (app.py --backend); another pooling or
+        # layer (compare pooling) on torch, which alone supports them
+        backend = default_backend() if pooling is None and layer is None else "torch"
+        encoder = BiEncoder(self._bi_encoder, pooling=pooling, layer=layer, cache=self.cache, backend=backend)
         if self._model_name:
             # the name shown in results; the cache key is the weights fingerprint, so the app and
             # `python -m ctxir.evaluate` share corpus embeddings whatever name each gave the model
