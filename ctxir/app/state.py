@@ -252,7 +252,7 @@ class CorpusIndex:
             return
         texts = [doc_text(self.corpus[doc_id]) for doc_id in self.corpus]  # the order encode_corpus uses
         key = encoder.cache_key(texts)
-        if encoder.cache.get(key) is not None:
+        if encoder.cache.get(key, mmap=True) is not None:  # mapped, not read: a 1M matrix is 1.5 GB
             step(0.9, f"embeddings of {len(texts):,} documents read from the cache")
             return
         parts, chunk = [], chunk or ENCODE_CHUNK
