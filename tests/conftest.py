@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import json
 import os
 import socket
@@ -175,6 +176,22 @@ def write_beir():
         return folder
 
     return write
+
+
+@pytest.fixture(scope="session")
+def state_with():
+    """A factory: ``state_with(state, models={...}, config={...})`` → a shallow copy of an app state whose models
+    and config have those fields replaced (``dataclasses.replace``); the shared state is left as it was."""
+
+    def replaced(state, models: dict | None = None, config: dict | None = None):
+        new = copy.copy(state)
+        if models:
+            new.models = dataclasses.replace(state.models, **models)
+        if config:
+            new.config = dataclasses.replace(state.config, **config)
+        return new
+
+    return replaced
 
 
 # ---------------------------------------------------------------- the app, served

@@ -7,7 +7,6 @@ cross-encoder are not meaningful; tests check what the app does with them (order
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import numpy as np
@@ -64,12 +63,10 @@ def test_reranking_keeps_both_stages_scores_and_ranks(state, reranker):
     assert reranker in result.data["timings_ms"]
 
 
-def test_missing_reranker_explains_how_to_provide_one(state):
-    without = logic.AppState.__new__(logic.AppState)
-    without.__dict__.update(state.__dict__)
-    without.models = dataclasses.replace(state.models, cross_encoder=None, cls_lr=None,
-                                         cross_encoder_error="model 'x' is not in the local cache",
-                                         cls_lr_error="no CLS-LR ranker was given")
+def test_missing_reranker_explains_how_to_provide_one(state, state_with):
+    without = state_with(state, models={"cross_encoder": None, "cls_lr": None,
+                                        "cross_encoder_error": "model 'x' is not in the local cache",
+                                        "cls_lr_error": "no CLS-LR ranker was given"})
     with pytest.raises(CtxirError, match=r"train_cross_encoder\.py.*--cross-encoder") as err:
         logic.search(without, "river otters", reranker="cross-encoder")
     assert "'x' is not in the local cache" in str(err.value)
@@ -138,12 +135,10 @@ def test_upload_bad_files(state, tmp_path, name, content, message):
     assert state.corpus_names == before
 
 
-def test_upload_limits(state, tmp_path):
+def test_upload_limits(state, state_with, tmp_path):
     path = tmp_path / "big.txt"
     path.write_text("\n".join(f"document number {i}" for i in range(6)), encoding="utf-8")
-    small = logic.AppState.__new__(logic.AppState)
-    small.__dict__.update(state.__dict__)
-    small.config = dataclasses.replace(state.config, max_upload_docs=5)
+    small = state_with(state, config={"max_upload_docs": 5})
     with pytest.raises(CtxirError, match=r"big\.txt has 6 documents; this app indexes at most 5"):
         logic.upload_corpus(small, str(path))
     with pytest.raises(CtxirError, match="no file was uploaded"):

@@ -8,7 +8,6 @@ up to the score the app shows for the same pair, and what the app does with it.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import socket
 from pathlib import Path
@@ -28,15 +27,6 @@ DOCUMENT = "River otters dig their dens into the soft bank of a stream."
 @pytest.fixture(scope="module")
 def explained(app_state):
     return logic.explain_pair(app_state, QUERY, DOCUMENT)
-
-
-def without_rerankers(state):
-    bare = logic.AppState.__new__(logic.AppState)
-    bare.__dict__.update(state.__dict__)
-    bare.models = dataclasses.replace(state.models, cross_encoder=None, cls_lr=None,
-                                      cross_encoder_error="no cross-encoder was given",
-                                      cls_lr_error="no CLS-LR ranker was given")
-    return bare
 
 
 # ---------------------------------------------------------------- /explain's answer
@@ -88,8 +78,10 @@ def test_explain_with_a_chosen_model(app_state, model, kind, keys):
         assert data["cross_encoder"]["score"] == pytest.approx(logit, abs=1e-4)
 
 
-def test_explain_without_rerankers(app_state):
-    bare = without_rerankers(app_state)
+def test_explain_without_rerankers(app_state, state_with):
+    bare = state_with(app_state, models={"cross_encoder": None, "cls_lr": None,
+                                         "cross_encoder_error": "no cross-encoder was given",
+                                         "cls_lr_error": "no CLS-LR ranker was given"})
     result = logic.explain_pair(bare, QUERY, DOCUMENT, "auto")
     assert "cross_encoder" not in result.data and "No re-ranker is loaded" in result.text
     assert "reranker" not in result.highlights and "reranker" not in result.plots
