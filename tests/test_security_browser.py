@@ -149,9 +149,10 @@ def test_a_full_queue_tells_the_visitor_the_app_is_busy(offline_page, tmp_path):
 
     from ctxir.app.limits import BUSY_PAGE, QueueLimits, apply_limits
 
-    hold = threading.Event()
+    hold, running = threading.Event(), threading.Event()
 
     def do_attention(text):
+        running.set()
         hold.wait(60)
         return text
 
@@ -167,7 +168,11 @@ def test_a_full_queue_tells_the_visitor_the_app_is_busy(offline_page, tmp_path):
                 **limits.launch_kwargs())
     client = Client(f"http://127.0.0.1:{port}/", verbose=False)
     try:
-        jobs = [client.submit("held", api_name="/attention") for _ in range(2)]  # one runs, one waits: full
+        # one runs, then one waits: full. The second is sent only once the first runs: sent together, the second
+        # can find the first still queued and be refused, leaving the queue empty.
+        jobs = [client.submit("held", api_name="/attention")]
+        assert running.wait(60), "the first request never started"
+        jobs.append(client.submit("held", api_name="/attention"))
         deadline = time.time() + 60
         while len(demo._queue) < 1:  # the second one waits: the queue is full
             assert time.time() < deadline, "the queue did not fill"
