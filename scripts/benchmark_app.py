@@ -75,9 +75,9 @@ def unrounded_head_view_bytes(state, text: str, layers: int) -> int:
     import torch
     from bertviz import head_view
 
-    from ctxir import app_logic as logic
+    from ctxir.app.state import inspect_input
 
-    internals = logic._inspect(state, "bi-encoder", text, max_tokens=state.config.max_attention_tokens)
+    internals = inspect_input(state, "bi-encoder", text, max_tokens=state.config.max_attention_tokens)
     attention = [torch.from_numpy(a).unsqueeze(0) for a in internals.attentions]
     return len(head_view(attention, internals.tokens, include_layers=list(range(layers)),
                          html_action="return").data.encode())
