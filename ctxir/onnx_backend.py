@@ -27,6 +27,7 @@ import logging
 import sys
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -36,17 +37,20 @@ from ctxir.types import CtxirError
 
 FP32_FILE = "model.onnx"
 INT8_FILE = "model-int8-dynamic.onnx"
-# what the export needs: the ONNX protobufs, the dynamo exporter's ONNX builder, the runtime and its quantisers
-PACKAGES = {"onnxruntime": "onnxruntime", "onnx": "onnx", "onnxscript": "onnxscript"}
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 _EXPORT_LOCK = threading.Lock()  # one export at a time in a process (the app's threads may ask together)
+# open sessions kept for reuse, least recently used dropped first: (folder, model, pooling, threads, batch size) →
+# (model, OnnxEncoder)
+OPEN_SESSIONS = 4
+_OPEN: OrderedDict = OrderedDict()
+_OPEN_LOCK = threading.Lock()
 
 
 def require(*modules: str, what: str = "backend 'onnx-int8'") -> None:
     """Raise ``CtxirError`` naming the packages to install when any of ``modules`` cannot be imported."""
     missing = [m for m in modules if importlib.util.find_spec(m) is None]
     if missing:
-        pins = " ".join(PACKAGES.get(m, m) for m in missing)
+        pins = " ".join(missing)  # each module's PyPI name is its own
         raise CtxirError(f"{what} needs {', '.join(missing)}, which is not installed: "
                          f"`python -m pip install {pins}` (pinned in requirements.txt), or use backend 'torch'")
 
@@ -232,10 +236,16 @@ def int8_model(model, folder: str | Path, progress: bool = True) -> Path:
 def open_int8(model, folder: str | Path, pooling: str, threads: int = 0, batch_size: int = 32,
               progress: bool = True) -> OnnxEncoder:
     """An ``OnnxEncoder`` over ``int8_model(model, folder)``; a file ONNX Runtime cannot read (damaged after it was
-    written) is removed and made again once."""
+    written) is removed and made again once. Encoders of the same model and settings share one ONNX Runtime session
+    (the app makes a ``BiEncoder`` per corpus and upload; a session holds the whole int8 model)."""
+    key = (str(Path(folder).resolve()), id(model), pooling, threads, batch_size)
+    with _OPEN_LOCK:
+        if key in _OPEN:
+            _OPEN.move_to_end(key)
+            return _OPEN[key][1]
     path = int8_model(model, folder, progress)
     try:
-        return OnnxEncoder(path, model, pooling, threads, batch_size)
+        encoder = OnnxEncoder(path, model, pooling, threads, batch_size)
     except CtxirError:
         raise
     except Exception as err:  # onnxruntime raises its own exception types for an unreadable model
@@ -243,7 +253,12 @@ def open_int8(model, folder: str | Path, pooling: str, threads: int = 0, batch_s
             print(f"ctxir: {path} could not be loaded ({type(err).__name__}); exporting again",
                   file=sys.stderr, flush=True)
         path.unlink(missing_ok=True)
-        return OnnxEncoder(int8_model(model, folder, progress), model, pooling, threads, batch_size)
+        encoder = OnnxEncoder(int8_model(model, folder, progress), model, pooling, threads, batch_size)
+    with _OPEN_LOCK:
+        _OPEN[key] = (model, encoder)  # the model is held so that its id is not reused while the key exists
+        while len(_OPEN) > OPEN_SESSIONS:
+            _OPEN.popitem(last=False)
+    return encoder
 
 
 class _QuantiserAdvice(logging.Filter):

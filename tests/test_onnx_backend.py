@@ -91,6 +91,7 @@ def test_the_export_lands_in_the_cache_root_once_and_is_reused(exported, spread_
     again = BiEncoder(spread_st, cache=None, backend="onnx-int8", onnx_dir=root / "onnx", batch_size=2)
     np.testing.assert_allclose(again.encode(TEXTS[:3]), encoder.encode(TEXTS[:3]), atol=1e-6)
     assert path.stat().st_mtime_ns == stamp
+    assert again._onnx_encoder() is encoder._onnx_encoder()  # one ONNX Runtime session for both (one per upload)
     assert "exporting" not in capsys.readouterr().err
 
 
