@@ -163,6 +163,8 @@ def load_cross_encoder(name: str = DEFAULT_CROSS_ENCODER, device: str = "auto", 
     try:
         if is_adapter(path):
             return _adapter_cross_encoder(path, pick_device(device))
+        if is_ctxir_modular(path):
+            return _modular_cross_encoder(path, pick_device(device))
         return CrossEncoder(path, device=pick_device(device), trust_remote_code=False, **kwargs)
     except (OSError, ValueError) as err:
         raise CtxirError(f"could not load cross-encoder {name!r} from {path}: {err}") from err
@@ -194,6 +196,45 @@ def merge_adapter(model, path: str | Path):
     return PeftModel.from_pretrained(model, str(path)).merge_and_unload()
 
 
+def is_ctxir_modular(path: str | Path) -> bool:
+    """A cross-encoder whose modules.json chains ctxir modules (``ctxir.rerank_heads``), e.g. the shipped one."""
+    modules = read_json(Path(path) / "modules.json") or []
+    return any(str(entry.get("type", "")).startswith("ctxir.") for entry in modules)
+
+
+def _load_modules(folder: Path, entries: list[dict]) -> list:
+    """The modules.json entries as modules: only sentence-transformers' and ctxir's own classes are imported.
+
+    This is why ctxir loads its shipped cross-encoders with no ``trust_remote_code``: the classes are named
+    here, never taken from the folder.
+    """
+    from sentence_transformers.util import import_from_string
+
+    from ctxir.rerank_heads import TRUSTED_MODULE_PREFIXES
+
+    modules = []
+    for entry in entries:
+        if not entry["type"].startswith(TRUSTED_MODULE_PREFIXES):
+            raise CtxirError(f"{str(folder / 'modules.json')!r} names module {entry['type']!r}, which is neither "
+                             "sentence-transformers' nor ctxir's: ctxir loads no custom code")
+        modules.append(import_from_string(entry["type"]).load(str(folder), subfolder=entry["path"]))
+    return modules
+
+
+def _modular_cross_encoder(path: str, device: str):
+    """A ``CrossEncoder`` built from its modules.json by ctxir (see ``_load_modules``), raw scores kept."""
+    import torch
+    from sentence_transformers import CrossEncoder
+
+    folder = Path(path)
+    modules = _load_modules(folder, read_json(folder / "modules.json"))
+    settings = read_json(folder / "config_sentence_transformers.json")
+    # ranking scores stay raw logits: a sigmoid saturates at 1.0 for the segment-cosine head's large scores
+    identity = settings.get("activation_fn", "").endswith("Identity")
+    return CrossEncoder(modules=modules, device=device,
+                        activation_fn=torch.nn.Identity() if identity else None).eval()
+
+
 def _adapter_cross_encoder(path: str, device: str):
     """A sentence-transformers cross-encoder saved with an adapter: its base resolved by ctxir, the adapter merged.
 
@@ -213,17 +254,10 @@ def _adapter_cross_encoder(path: str, device: str):
         model[0].model = merge_adapter(model.model, path)
         return model.to(device).eval()
     from sentence_transformers.base.modules import Transformer
-    from sentence_transformers.util import import_from_string
 
     body = Transformer(base, transformer_task=settings["transformer_task"], max_seq_length=max_length)
     body.model = merge_adapter(body.model, path)
-    rest = []
-    for entry in modules[1:]:
-        if not entry["type"].startswith("sentence_transformers."):
-            raise CtxirError(f"{str(folder / 'modules.json')!r} names module {entry['type']!r}, which is not part of "
-                             "sentence-transformers: ctxir loads no custom code")
-        rest.append(import_from_string(entry["type"]).load(str(folder), subfolder=entry["path"]))
-    return CrossEncoder(modules=[body, *rest], device=device).eval()
+    return CrossEncoder(modules=[body, *_load_modules(folder, modules[1:])], device=device).eval()
 
 
 @functools.cache
@@ -249,11 +283,27 @@ def load_transformer(name: str = DEFAULT_BI_ENCODER, device: str = "auto", atten
                                                                                 trust_remote_code=False, **kwargs)
                 model = merge_adapter(classifier, path).base_model
             return tokenizer, model.to(pick_device(device)).eval()
+        top_layers = top_layers_config(path)
+        if top_layers:  # a ctxir cross-encoder body: its base with the trained top layers loaded in
+            from ctxir.rerank_heads import apply_top_layers
+
+            base = resolve_model(top_layers["base_model"])
+            tokenizer = AutoTokenizer.from_pretrained(base)
+            model = apply_top_layers(AutoModel.from_pretrained(base, trust_remote_code=False, **kwargs), path)
+            tokenizer.model_max_length = top_layers.get("max_seq_length") or tokenizer.model_max_length
+            return tokenizer, model.to(pick_device(device)).eval()
         tokenizer = AutoTokenizer.from_pretrained(path)
         model = AutoModel.from_pretrained(path, trust_remote_code=False, **kwargs)
     except (OSError, ValueError) as err:
         raise CtxirError(f"could not load transformer {name!r} from {path}: {err}") from err
     return tokenizer, model.to(pick_device(device)).eval()
+
+
+def top_layers_config(path: str | Path) -> dict:
+    """The ``ctxir_top_layers.json`` of a cross-encoder folder saved as trained top layers ({} if none)."""
+    from ctxir.names import TOP_LAYERS_CONFIG
+
+    return read_json(Path(path) / TOP_LAYERS_CONFIG) if (Path(path) / TOP_LAYERS_CONFIG).is_file() else {}
 
 
 def set_threads(n: int) -> None:

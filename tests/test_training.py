@@ -446,3 +446,44 @@ def test_cross_encoder_lora_adapter_with_pseudo_queries(tiny_bert_dir, toy_root,
     np.testing.assert_allclose(CrossEncoder(str(out), device="cpu").predict(pairs), model.predict(pairs), atol=1e-5)
     if head == "mean":
         assert (out / "1_Pooling").is_dir() and (out / "2_Dense").is_dir()
+
+
+def test_cross_encoder_segment_cosine_top_layers_resample_and_continue(tiny_bert_dir, toy_root, tmp_path):
+    """The CPU recipe's levers end to end: a segment-cosine head over the top layer only, negatives re-drawn per
+    round, dev claims whose abstracts no training claim cites; the saved top layers continue training."""
+    from ctxir.data import load_beir
+    from ctxir.names import TOP_LAYERS_CONFIG
+    from ctxir.rerank_heads import layer_of
+
+    out = tmp_path / "out"
+    args = ["--task", "scifact", "--model", str(tiny_bert_dir), "--data-dir", str(toy_root), "--output-dir", str(out),
+            "--device", "cpu", "--max-steps", "2", "--batch-size", "2", "--num-negatives", "2", "--negative-pool",
+            "4", "--negative-rounds", "2", "--head", "segment-cosine", "--train-layers", "1", "--loss", "listnet",
+            "--dev-split", "unseen", "--dev-queries", "2", "--dev-depth", "5", "--rerank-depth", "6",
+            "--head-learning-rate", "1e-2", "--torch-threads", "1"]
+    assert train_cross_encoder.main(args) == 0
+    metrics = _check_metrics(out, "cross-encoder", {"scifact"})
+    extra = metrics["extra"]
+    assert metrics["training"]["train_examples"] == 2 * extra["train_queries"]  # one group per claim per round
+    _, _, qrels = load_beir(toy_root / "scifact", "train")
+    for qid in extra["heldout_query_ids"]:  # no other claim cites a held-out claim's abstracts
+        assert all(d not in qrels[other] for d in qrels[qid] for other in qrels if other != qid)
+    assert not (out / "model.safetensors").exists() and (out / TOP_LAYERS_CONFIG).is_file()
+    from transformers import BertModel
+
+    layer1 = sum(p.numel() for n, p in BertModel.from_pretrained(tiny_bert_dir).named_parameters() if layer_of(n) == 1)
+    assert extra["trained_parameters"] == layer1 + 2 + 3 * 32 + 1  # the layer, scale and bias, the linear term
+    # a later stage starts from the saved model (as from the shipped one) and keeps the same base
+    again = tmp_path / "again"
+    args[args.index("--model") + 1], args[args.index("--output-dir") + 1] = str(out), str(again)
+    assert train_cross_encoder.main(args) == 0
+    config = json.loads((again / TOP_LAYERS_CONFIG).read_text())
+    assert config["base_model"] == str(tiny_bert_dir)
+
+
+def test_unseen_heldout_queries_never_share_an_abstract():
+    positives = {"a": {"d1"}, "b": {"d1", "d2"}, "c": {"d3"}, "d": {"d4"}, "e": {"d5", "d6"}, "f": {"d6"}}
+    held = common.unseen_heldout_queries(positives, 10, seed=0)
+    assert held == ["c", "d"]
+    assert common.unseen_heldout_queries(positives, 1, seed=0) in (["c"], ["d"])
+    assert common.unseen_heldout_queries(positives, 0, seed=0) == []

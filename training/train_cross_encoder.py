@@ -44,6 +44,7 @@ from training.common import (
     dataset_entry,
     heldout_queries,
     take,
+    unseen_heldout_queries,
 )
 from training.runner import ModelSpec, Scores, TaskData, train
 
@@ -53,6 +54,8 @@ LISTWISE = ("lambda", "listnet")  # one row = (query, [positive, negatives…], 
 # LoRA on every linear layer of each BERT block; the pooler and the fresh classifier are trained in full (tiny).
 LORA_TARGETS = ["query", "key", "value", "dense"]
 LORA_FULL_MODULES = ["classifier", "pooler"]
+# the segment-cosine head's weights (module 1 of the chain) in the loss model's parameter names
+HEAD_PARAMETERS = r"(^|\.)1\.(scale|bias|linear\.)"
 ANCHORS = {("scifact", "nDCG@10"): (0.688, "BEIR BM25 + cross-encoder (ms-marco-MiniLM-L6)"),
            ("stsb", "spearman"): (0.8833, "BERT-NLI-STSb-base cross-encoder")}
 
@@ -64,10 +67,30 @@ class CrossEncoderArgs(TrainerRunArgs):
         "help": "starting model: Hub id or folder; a bi-encoder/plain BERT gets a fresh one-logit head"})
     loss: Literal["auto", "bce", "mse", "lambda", "listnet"] = field(default="auto", metadata={
         "help": "auto = bce; scifact also lambda / listnet (listwise over the positive and its negatives)"})
-    head: Literal["cls", "mean"] = field(default="cls", metadata={
+    head: Literal["cls", "mean", "segment-cosine"] = field(default="cls", metadata={
         "help": "cls = the usual classifier on [CLS] (through BERT's pooler); mean = a linear score on the mean of "
                 "all token vectors, which a mean-pooling bi-encoder body such as all-MiniLM-L6-v2 already makes "
-                "meaningful (its [CLS] was never trained)"})
+                "meaningful (its [CLS] was never trained); segment-cosine = scale · cos(mean query tokens, mean "
+                "document tokens) of one joint pass + a zero-initialised linear term (ctxir.rerank_heads): starts "
+                "near the bi-encoder instead of at random"})
+    train_layers: int = field(default=0, metadata={
+        "help": "segment-cosine: train only the top N transformer layers (+ head), the embeddings and lower layers "
+                "frozen; the output then holds only those layers (float16) over --model's base: 2 of MiniLM's 6 "
+                "= 7 MB (0 = train and save every layer)"})
+    head_learning_rate: float = field(default=0.0, metadata={
+        "help": "learning rate of the segment-cosine head's few weights (0 = --learning-rate)"})
+    negative_rounds: int = field(default=1, metadata={
+        "help": "scifact listwise: N groups per training query, each with its BM25 negatives drawn afresh from "
+                "the top --negative-pool non-relevant hits; one epoch then = N epochs with re-sampled negatives"})
+    negative_pool: int = field(default=0, metadata={
+        "help": "scifact: draw the --num-negatives BM25 negatives of each group from this many top non-relevant "
+                "hits (0 = always the top --num-negatives)"})
+    num_dense_negatives: int = field(default=-1, metadata={
+        "help": "scifact --negatives both|dense: bi-encoder negatives per group (-1 = --num-negatives)"})
+    dev_split: Literal["random", "unseen"] = field(default="random", metadata={
+        "help": "scifact dev claims: random = any training claims (the bi-encoder's rule: a pipeline of both is tuned "
+                "on claims neither saw); unseen = claims whose cited abstracts no other training claim cites (what a "
+                "new corpus looks like; the re-ranker recipe chooses its settings there)"})
     lora_r: int = field(default=0, metadata={
         "help": "0 = full fine-tuning; r > 0 = a LoRA adapter of rank r (PEFT) over the starting model, with the "
                 "pooler and classifier trained in full: the output folder holds only the adapter (a few MB)"})
@@ -151,7 +174,9 @@ def dense_negatives(args: CrossEncoderArgs, corpus: dict, queries: dict[str, str
                               "positive": [doc_text(corpus[d]) for _, d in pairs]})
     model = SentenceTransformer(resolve_model(args.dense_model), device=device)
     mined = mine_hard_negatives(data, model, corpus=list(text_to_id), range_min=args.negatives_range_min,
-                                num_negatives=args.num_negatives, sampling_strategy="top", output_format="n-tuple",
+                                num_negatives=args.num_negatives if args.num_dense_negatives < 0
+                                else args.num_dense_negatives,
+                                sampling_strategy="top", output_format="n-tuple",
                                 batch_size=32, cache_folder=str(Path.home() / ".cache" / "ctxir" / "mining"))
     by_text = {text: q for q, text in queries.items()}
     out: dict[str, list[str]] = {q: [] for q in queries}
@@ -161,6 +186,26 @@ def dense_negatives(args: CrossEncoderArgs, corpus: dict, queries: dict[str, str
         for text in values[2:]:
             if text_to_id[text] not in out[qid]:
                 out[qid].append(text_to_id[text])
+    return out
+
+
+def resampled_groups(groups: list[tuple[str, list[str], list[str]]], bm25_pool: dict[str, list[str]],
+                     args: CrossEncoderArgs) -> list[tuple[str, list[str], list[str]]]:
+    """--negative-rounds groups per claim, each with --num-negatives BM25 negatives drawn from its pool (seeded).
+
+    Title pseudo-queries are spread over the rounds (each title in one round only), so they add abstracts the
+    claims never cite without outnumbering the claims.
+    """
+    rng = random.Random(args.seed)
+    claims = [g for g in groups if not g[0].startswith("title:")]
+    titles = [g for g in groups if g[0].startswith("title:")]
+    out = []
+    for round_ in range(max(args.negative_rounds, 1)):
+        chosen = claims + titles[round_::max(args.negative_rounds, 1)]
+        for q, pos, neg in chosen:
+            pool = bm25_pool.get(q, [])[: max(args.negative_pool, args.num_negatives)]
+            sampled = rng.sample(pool, min(args.num_negatives, len(pool)))
+            out.append((q, pos, sampled + [d for d in neg if d not in pool and d not in sampled]))
     return out
 
 
@@ -176,7 +221,8 @@ def build_scifact(args: CrossEncoderArgs, device: str) -> TaskData:
     positives = {q: {d for d, s in rel.items() if s > 0 and d in corpus} for q, rel in qrels.items()}
     qids = sorted(q for q in queries if positives.get(q))
     # SciFact has no dev split: hold out some training queries for the in-training evaluator.
-    dev_ids = heldout_queries(qids, args.dev_queries, args.seed)
+    dev_ids = (unseen_heldout_queries({q: positives[q] for q in qids}, args.dev_queries, args.seed)
+               if args.dev_split == "unseen" else heldout_queries(qids, args.dev_queries, args.seed))
     pairs = take([(q, d) for q in qids if q not in set(dev_ids) for d in sorted(positives[q])],
                  args.max_samples, args.seed)
     check_not_empty(len(pairs), f"--max-samples {args.max_samples} leaves no (claim, abstract) pairs",
@@ -193,10 +239,12 @@ def build_scifact(args: CrossEncoderArgs, device: str) -> TaskData:
     # 2b. hard negatives: BM25's best wrong answers are exactly what the re-ranker must push down
     bm25 = BM25Retriever(corpus)
     negatives: dict[str, list[str]] = {q: [] for q in train_queries}
+    bm25_pool: dict[str, list[str]] = {}
     if args.negatives in ("bm25", "both"):
-        for q, docs in bm25_negatives(bm25, train_queries, positives, args.num_negatives,
-                                      args.negatives_range_min).items():
-            negatives[q] += docs
+        bm25_pool = bm25_negatives(bm25, train_queries, positives, max(args.num_negatives, args.negative_pool),
+                                   args.negatives_range_min)
+        for q, docs in bm25_pool.items():
+            negatives[q] += docs[: args.num_negatives]
     if args.negatives in ("dense", "both"):
         for q, docs in dense_negatives(args, corpus, train_queries, positives, device).items():
             negatives[q] += [d for d in docs if d not in negatives[q]]
@@ -215,6 +263,8 @@ def build_scifact(args: CrossEncoderArgs, device: str) -> TaskData:
     check_not_empty(n_neg, "no hard negatives were found", "check --negatives and --num-negatives")
     if args.loss in LISTWISE:
         groups = [(q, [d for q2, d in pairs if q2 == q], negatives[q]) for q in train_queries]
+        if args.negative_rounds > 1 or args.negative_pool > args.num_negatives:
+            groups = resampled_groups(groups, bm25_pool, args)
         dataset = Dataset.from_dict({
             "query": [train_queries[q] for q, _, _ in groups],
             "docs": [[text(q, d) for d in pos + neg] for q, pos, neg in groups],
@@ -315,13 +365,26 @@ def check(args: CrossEncoderArgs) -> None:
                          f"{args.rerank_depth!r}")
     if args.lora_r < 0:
         raise CtxirError(f"--lora-r must be 0 (full fine-tuning) or a rank ≥ 1, got {args.lora_r!r}")
+    if args.train_layers < 0 or (args.train_layers and args.head != "segment-cosine"):
+        raise CtxirError(f"--train-layers {args.train_layers!r}: use 0 (every layer), or N ≥ 1 with --head "
+                         "segment-cosine (only its body saves just the trained layers)")
+    if args.train_layers and args.lora_r:
+        raise CtxirError("--train-layers and --lora-r are two ways to ship a small model: pick one")
+    if args.negative_rounds < 1 or args.negative_pool < 0:
+        raise CtxirError(f"--negative-rounds must be ≥ 1 and --negative-pool ≥ 0, got {args.negative_rounds!r} and "
+                         f"{args.negative_pool!r}")
+    if (args.negative_rounds > 1 or args.negative_pool) and args.loss not in LISTWISE:
+        raise CtxirError(f"--negative-rounds/--negative-pool re-sample negatives per group: use a listwise --loss "
+                         f"({', '.join(LISTWISE)}), not {args.loss!r}")
 
 
 def load(args: CrossEncoderArgs, device: str):
     from sentence_transformers import CrossEncoder
 
     path = resolve_model(args.model)
-    if args.head == "mean":
+    if args.head == "segment-cosine":
+        model = load_segment_cosine(args, path, device)
+    elif args.head == "mean":
         from sentence_transformers.base.modules import Dense, Transformer
         from sentence_transformers.sentence_transformer.modules import Pooling
 
@@ -341,6 +404,32 @@ def load(args: CrossEncoderArgs, device: str):
         model.add_adapter(LoraConfig(r=args.lora_r, lora_alpha=args.lora_alpha or 2 * args.lora_r,
                                      lora_dropout=0.1, target_modules=LORA_TARGETS,
                                      modules_to_save=LORA_FULL_MODULES if args.head == "cls" else None))
+    return model
+
+
+def load_segment_cosine(args: CrossEncoderArgs, path: str, device: str):
+    """A fresh segment-cosine cross-encoder over --model's body, or (from a ctxir cross-encoder folder, e.g. the
+    shipped one) that model itself, to continue training it: each stage resumes from the last shipped weights."""
+    import torch
+    from sentence_transformers import CrossEncoder
+
+    from ctxir.rerank_heads import TOP_LAYERS_CONFIG, SegmentCosineHead, TopLayersTransformer
+
+    if (Path(path) / TOP_LAYERS_CONFIG).is_file():
+        model = load_cross_encoder.__wrapped__(path, device)
+        body, base = model[0], model[0].base_model
+    else:
+        body, base = TopLayersTransformer(path, transformer_task="feature-extraction"), args.model
+        body.model.config.num_labels = 1  # CrossEncoder.num_labels reads the body's config: one score per pair
+        model = CrossEncoder(modules=[body, SegmentCosineHead(body.model.config.hidden_size)], device=device,
+                             activation_fn=torch.nn.Identity())
+    layers = body.model.config.num_hidden_layers
+    if args.train_layers > layers:
+        raise CtxirError(f"--train-layers {args.train_layers!r} exceeds the body's {layers} layers")
+    body.freeze_below(layers - args.train_layers if args.train_layers else 0, base)
+    if not args.train_layers:  # every layer trains: the embeddings too
+        for parameter in body.model.parameters():
+            parameter.requires_grad = True
     return model
 
 
@@ -366,8 +455,22 @@ SPEC = ModelSpec(
     # uncached: a folder trained again in the same process must not come back as the earlier model
     reload=lambda out, device: load_cross_encoder.__wrapped__(str(out), device),
     objective_name=lambda args: LOSS_NAMES[args.loss], trainer_classes=_trainer_classes, anchors=ANCHORS,
-    extra=lambda args, model, data: {"pos_weight": data.loss_options.get("pos_weight"), "lora_r": args.lora_r},
+    extra=lambda args, model, data: {"pos_weight": data.loss_options.get("pos_weight"), "lora_r": args.lora_r,
+                                     "trained_parameters": trained_parameters(model)},
+    training_options=lambda args: ({"learning_rate_mapping": {HEAD_PARAMETERS: args.head_learning_rate}}
+                                   if args.head == "segment-cosine" and args.head_learning_rate else {}),
 )
+
+
+def trained_parameters(model) -> int:
+    """Parameters the run trained: a top-layers body's trained layers + its head, else every parameter."""
+    from ctxir.rerank_heads import TopLayersTransformer, layer_of
+
+    body = model[0] if hasattr(model, "__getitem__") else None
+    if not isinstance(body, TopLayersTransformer):
+        return sum(p.numel() for p in model.parameters())
+    top = sum(p.numel() for n, p in body.model.named_parameters() if layer_of(n) is not None and layer_of(n) >= body.trained_from)
+    return top + sum(p.numel() for m in list(model)[1:] for p in m.parameters())
 
 
 def run(args: CrossEncoderArgs) -> dict:

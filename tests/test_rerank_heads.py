@@ -1,0 +1,162 @@
+"""ctxir's cross-encoder modules (ctxir.rerank_heads): the segment-cosine score, and a body saved as its trained top
+layers over a base named by Hub id — loaded by ctxir with no trust_remote_code, and by sentence-transformers alone."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from ctxir import models
+from ctxir.names import TOP_LAYERS_CONFIG, TOP_LAYERS_WEIGHTS
+from ctxir.rerank_heads import (
+    SegmentCosineHead,
+    TopLayersTransformer,
+    layer_of,
+    segment_cosine_scores,
+    segment_means,
+)
+from ctxir.types import CtxirError
+
+PAIRS = [("the cat sat", "the cat sat on the dog"), ("the cat sat", "tea and coffee"),
+         ("river water", "otters play in the river water")]
+
+
+def test_segment_means_leave_out_padding_and_split_on_token_types():
+    tokens = torch.arange(2 * 5 * 3, dtype=torch.float32).reshape(2, 5, 3)  # (batch, tokens, hidden)
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
+    types = torch.tensor([[0, 0, 1, 1, 1], [0, 1, 1, 0, 0]])
+    a, b = segment_means(tokens, mask, types)
+    assert torch.allclose(a[0], tokens[0, :2].mean(0)) and torch.allclose(b[0], tokens[0, 2:].mean(0))
+    assert torch.allclose(a[1], tokens[1, :1].mean(0)) and torch.allclose(b[1], tokens[1, 1:3].mean(0))
+
+
+def test_segment_cosine_scores_are_scaled_cosines_plus_the_linear_term():
+    q, d = torch.tensor([[3.0, 4.0]]), torch.tensor([[4.0, 3.0]])
+    assert segment_cosine_scores(q, d, torch.tensor(10.0), torch.tensor(-1.0)).item() == pytest.approx(10 * 0.96 - 1)
+    linear = torch.nn.Linear(6, 1)
+    torch.nn.init.constant_(linear.weight, 0.5)
+    torch.nn.init.zeros_(linear.bias)
+    # [q; d; |q − d|] = [3, 4, 4, 3, 1, 1] → 0.5 · 16 = 8
+    assert segment_cosine_scores(q, d, torch.tensor(10.0), torch.tensor(-1.0), linear).item() == \
+        pytest.approx(10 * 0.96 - 1 + 8)
+
+
+def test_layer_of_names_encoder_layers_only():
+    assert layer_of("encoder.layer.11.output.dense.weight") == 11
+    assert layer_of("0.model.encoder.layer.0.attention.self.key.bias") == 0
+    assert layer_of("embeddings.LayerNorm.weight") is None and layer_of("pooler.dense.weight") is None
+
+
+def _fresh(tiny_bert_dir: Path, base: str, train_from: int = 1):
+    from sentence_transformers import CrossEncoder
+
+    body = TopLayersTransformer(str(tiny_bert_dir), transformer_task="feature-extraction")
+    body.model.config.num_labels = 1
+    body.max_seq_length = 32
+    body.freeze_below(train_from, base)
+    return CrossEncoder(modules=[body, SegmentCosineHead(32)], device="cpu", activation_fn=torch.nn.Identity())
+
+
+def test_untrained_head_scores_the_scaled_cosine_of_one_joint_pass(tiny_bert_dir):
+    from transformers import AutoModel, AutoTokenizer
+
+    ce = _fresh(tiny_bert_dir, str(tiny_bert_dir))
+    scores = np.ravel(ce.predict(PAIRS))
+    tokenizer, bert = AutoTokenizer.from_pretrained(tiny_bert_dir), AutoModel.from_pretrained(tiny_bert_dir).eval()
+    for (query, document), score in zip(PAIRS, scores, strict=True):
+        enc = tokenizer(query, document, return_tensors="pt")
+        with torch.no_grad():
+            hidden = bert(**enc).last_hidden_state[0]  # (tokens, hidden)
+        types = enc["token_type_ids"][0].bool()
+        cos = torch.nn.functional.cosine_similarity(hidden[~types].mean(0), hidden[types].mean(0), dim=0)
+        assert score == pytest.approx(20.0 * cos.item(), abs=1e-4)
+
+
+def test_freeze_below_trains_only_the_top_layers(tiny_bert_dir):
+    ce = _fresh(tiny_bert_dir, str(tiny_bert_dir), train_from=1)
+    trainable = {n for n, p in ce[0].model.named_parameters() if p.requires_grad}
+    assert trainable and all(layer_of(n) == 1 for n in trainable)
+    with pytest.raises(ValueError, match="out of range"):
+        ce[0].freeze_below(2, "x")
+
+
+@pytest.fixture
+def saved(tiny_bert_dir, tmp_path) -> tuple[Path, object]:
+    """A segment-cosine cross-encoder whose top layer and head were changed, saved as top layers."""
+    ce = _fresh(tiny_bert_dir, str(tiny_bert_dir))
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for name, parameter in ce.named_parameters():
+            if parameter.requires_grad:
+                parameter.add_(0.05 * torch.randn_like(parameter))
+    folder = tmp_path / "ce"
+    ce.save_pretrained(str(folder))
+    return folder, ce
+
+
+def test_only_the_trained_layers_are_saved_in_float16(saved, tiny_bert_dir):
+    from safetensors.torch import load_file
+
+    folder, ce = saved
+    patch = load_file(str(folder / TOP_LAYERS_WEIGHTS))
+    assert patch and all(layer_of(k) == 1 and v.dtype == torch.float16 for k, v in patch.items())
+    config = json.loads((folder / TOP_LAYERS_CONFIG).read_text())
+    assert config["base_model"] == str(tiny_bert_dir) and config["trained_from_layer"] == 1
+    assert not (folder / "model.safetensors").exists()
+
+
+def test_ctxir_and_sentence_transformers_load_the_same_model(saved):
+    from sentence_transformers import CrossEncoder
+
+    folder, ce = saved
+    models.load_cross_encoder.cache_clear()
+    loaded = models.load_cross_encoder(str(folder), "cpu")  # no trust_remote_code: ctxir names the classes
+    ours = np.ravel(loaded.predict(PAIRS))
+    # the saved layers are float16: the reload differs from the in-memory model by that rounding only
+    assert np.allclose(ours, np.ravel(ce.predict(PAIRS)), atol=0.05)
+    assert not np.allclose(ours, np.ravel(_fresh(Path(json.loads((folder / TOP_LAYERS_CONFIG).read_text())
+                                                      ["base_model"]), "x").predict(PAIRS)), atol=1e-3)
+    plain = CrossEncoder(str(folder), device="cpu", trust_remote_code=True)
+    assert np.array_equal(np.ravel(plain.predict(PAIRS)), ours)
+    assert type(loaded.activation_fn).__name__ == "Identity"  # raw scores: a sigmoid would saturate at 1.0
+    with pytest.raises(ValueError, match="trust_remote_code"):
+        CrossEncoder(str(folder), device="cpu")
+
+
+def test_the_body_view_is_the_cross_encoders_body(saved):
+    folder, _ = saved
+    models.load_cross_encoder.cache_clear()
+    models.load_transformer.cache_clear()
+    ce = models.load_cross_encoder(str(folder), "cpu")
+    tokenizer, body = models.load_transformer(str(folder), "cpu", attentions=False)
+    enc = tokenizer(*PAIRS[0], return_tensors="pt")
+    with torch.no_grad():
+        ours = body(**enc).last_hidden_state
+        theirs = ce[0].auto_model(**enc).last_hidden_state
+    assert torch.allclose(ours, theirs, atol=1e-6)
+
+
+def test_a_folder_naming_foreign_modules_is_refused(saved):
+    folder, _ = saved
+    entries = json.loads((folder / "modules.json").read_text())
+    entries[1]["type"] = "evil_package.RunsCode"
+    (folder / "modules.json").write_text(json.dumps(entries))
+    models.load_cross_encoder.cache_clear()
+    with pytest.raises(CtxirError, match="evil_package.RunsCode"):
+        models.load_cross_encoder(str(folder), "cpu")
+
+
+def test_layers_trained_over_another_base_are_refused(saved, tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    folder, _ = saved
+    patch = load_file(str(folder / TOP_LAYERS_WEIGHTS))
+    patch["encoder.layer.7.output.dense.weight"] = next(iter(patch.values())).clone()
+    save_file(patch, str(folder / TOP_LAYERS_WEIGHTS))
+    models.load_cross_encoder.cache_clear()
+    with pytest.raises((CtxirError, ValueError), match="another base"):
+        models.load_cross_encoder(str(folder), "cpu")
