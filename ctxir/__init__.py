@@ -3,6 +3,15 @@
 Data flows one way: data → models → encoders → retrieval → rerank → pipeline → evaluation.
 """
 
+from ctxir.classify import (
+    CentroidClassifier,
+    KnnClassifier,
+    Label,
+    LogRegClassifier,
+    Prediction,
+    ZeroShotClassifier,
+    load_labelled,
+)
 from ctxir.data import load_beir, load_corpus_any, load_sick, load_snli, load_sts
 from ctxir.encoders import BiEncoder, EmbeddingCache, pool
 from ctxir.evaluation import (
@@ -35,6 +44,7 @@ __all__ = [
     "DEFAULT_CROSS_ENCODER",
     "BM25Retriever",
     "BiEncoder",
+    "CentroidClassifier",
     "ClsLrRanker",
     "Corpus",
     "CrossEncoderReranker",
@@ -45,7 +55,11 @@ __all__ = [
     "Hit",
     "HybridRetriever",
     "Internals",
+    "KnnClassifier",
+    "Label",
+    "LogRegClassifier",
     "Pipeline",
+    "Prediction",
     "Qrels",
     "Queries",
     "RankedHit",
@@ -54,6 +68,7 @@ __all__ = [
     "Run",
     "SearchResult",
     "StageFusion",
+    "ZeroShotClassifier",
     "cls_attention",
     "evaluate_run",
     "explain_bi_encoder",
@@ -63,6 +78,7 @@ __all__ = [
     "inspect_text",
     "load_beir",
     "load_corpus_any",
+    "load_labelled",
     "load_sick",
     "load_snli",
     "load_sts",

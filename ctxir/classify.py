@@ -1,0 +1,876 @@
+"""Classify texts with a bi-encoder's embeddings, without training a classifier head on the encoder.
+
+Four classifiers over any ``BiEncoder``, each a pure function over (N, D) unit vectors that tests call without a
+model, wrapped by a class that encodes (through ``EmbeddingCache`` for large sets, as retrieval does):
+
+* ``ZeroShotClassifier``: the cosine between a text and each label's embedding, the label written into a prompt
+  template (``"This text is about {label}."``) or its description; optionally through Davison's (2020) label
+  projection: a ridge map from sentence-embedding space to the encoder's static word-embedding space, fitted on
+  the embeddings of frequent vocabulary words alone (no labelled example), both sides compared after the map.
+* ``KnnClassifier``: k nearest labelled examples by cosine, uniform or distance-weighted vote.
+* ``CentroidClassifier``: cosine to each class's mean embedding.
+* ``LogRegClassifier``: scikit-learn logistic regression on the frozen embeddings (the usual baseline, MTEB's).
+
+``predict`` returns typed ``Prediction`` objects with a score per class; ``evaluate_predictions`` gives accuracy,
+macro-F1, the per-class report and the confusion matrix (scikit-learn); ``mcnemar`` compares two classifiers on
+the same texts. ``python -m ctxir.classify`` is the command line (see ``ClassifyArgs``).
+
+>>> X = np.array([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0], [-0.6, 0.8]], dtype=np.float32)  # 4 unit vectors
+>>> y = ["sports", "sports", "world", "world"]
+>>> KnnClassifier(k=1).fit_embeddings(X, y).predict_labels(np.array([[0.6, 0.8]], dtype=np.float32))
+['sports']
+>>> CentroidClassifier().fit_embeddings(X, y).predict_labels(np.array([[0.0, 1.0]], dtype=np.float32))
+['world']
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ctxir.types import CtxirError
+
+METHODS = ("zero-shot", "knn", "centroid", "logreg")
+WEIGHTS = ("uniform", "distance")
+# Prompt templates tried for zero-shot; the one used is chosen on training data (``select_zero_shot``), never on
+# test: on AG News "This text is about {label}." gains 4 points over the bare name, on another set it loses 14.
+TEMPLATES = ("{label}", "This text is about {label}.", "Topic: {label}.", "{label}: {description}",
+             "This text is about {description}.")
+# texts per encode below which the cache is skipped (hashing and a file per call cost more than encoding a few)
+CACHE_FROM = 64
+
+
+# ---------------------------------------------------------------- types
+
+
+@dataclass(frozen=True)
+class Label:
+    """A class: its name (what predictions return) and an optional description for zero-shot prompts.
+
+    >>> Label("Sports", "games, teams and players").prompt("This text is about {label}.")
+    'This text is about Sports.'
+    """
+
+    name: str
+    description: str = ""
+
+    def prompt(self, template: str) -> str:
+        """The label written into ``template`` ({label}, {description}; no description → the name).
+
+        >>> Label("Sci/Tech", "science and technology").prompt("This text is about {description}.")
+        'This text is about science and technology.'
+        >>> Label("Sports").prompt("{label}: {description}")
+        'Sports: Sports'
+        """
+        return template.replace("{label}", self.name).replace("{description}", self.description or self.name)
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    """One labelled example near a text: its row in the training data, text, label and cosine similarity."""
+
+    index: int
+    text: str
+    label: str
+    similarity: float
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """The predicted label, a score per class (higher = closer; cosine, vote share or probability by method), and
+    the nearest labelled examples when the classifier has them.
+
+    >>> X = np.array([[1.0, 0.0], [0.0, 1.0]], dtype=np.float32)
+    >>> [p] = CentroidClassifier().fit_embeddings(X, ["a", "b"]).predict_embeddings(X[:1], neighbours=1)
+    >>> p.label, p.scores, p.neighbours[0].label
+    ('a', {'a': 1.0, 'b': 0.0}, 'a')
+    """
+
+    label: str
+    scores: dict[str, float]
+    neighbours: tuple[Neighbour, ...] = ()
+
+
+# ---------------------------------------------------------------- reading files
+
+
+def _name(path: Path) -> str:
+    return f"{path.parent.name}/{path.name}" if path.parent.name else path.name
+
+
+def _read(path, what: str) -> tuple[Path, str]:
+    from ctxir.data import _file, _read_text
+
+    p = _file(path, what)
+    return p, _read_text(p)
+
+
+def _rows(path: Path, text: str, columns: Sequence[str], optional: Sequence[str] = ()) -> list[tuple[int, dict]]:
+    """(line number, {column: value}) of a CSV/TSV (header row naming the columns) or JSONL file."""
+    from ctxir.data import _bad_line, _json_object, _lines
+
+    suffix = path.suffix.lower()
+    rows = []
+    if suffix == ".jsonl" or suffix == ".json":
+        expected = "a JSON object with " + ", ".join(f'"{c}"' for c in columns)
+        for line_no, line in _lines(text):
+            obj = _json_object(path, line_no, line, expected)
+            for column in columns:
+                if column not in obj:
+                    raise _bad_line(path, line_no, expected, line, f'add the "{column}" field')
+            rows.append((line_no, {c: obj.get(c) for c in (*columns, *optional) if c in obj}))
+        return rows
+    if suffix not in (".csv", ".tsv"):
+        raise CtxirError(f"{_name(path)}: unsupported file type {path.suffix!r}; use .csv or .tsv (header row "
+                         f"{','.join(columns)}) or .jsonl (one JSON object per line)")
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t" if suffix == ".tsv" else ",")
+    header = None
+    for record in reader:
+        if not any(f.strip() for f in record):
+            continue
+        if header is None:
+            header = [h.strip().lower() for h in record]
+            missing = [c for c in columns if c not in header]
+            if missing:
+                raise CtxirError(f"{_name(path)} line {reader.line_num}: the header row must name the columns "
+                                 f"{', '.join(map(repr, columns))}, got {record!r} — add a first line such as "
+                                 f"{','.join(columns)!r}.")
+            continue
+        if len(record) != len(header):
+            raise _bad_line(path, reader.line_num, f"{len(header)} fields ({','.join(header)})", record,
+                            "quote fields that contain the separator with double quotes")
+        row = dict(zip(header, record, strict=True))
+        rows.append((reader.line_num, {c: row[c] for c in (*columns, *optional) if c in row}))
+    return rows
+
+
+def _field(path: Path, line_no: int, value, column: str) -> str:
+    from ctxir.data import _bad_line
+
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise _bad_line(path, line_no, f"{column!r} as text", value)
+    value = str(value).strip()
+    if not value:
+        raise _bad_line(path, line_no, f"a non-empty {column!r}", value, f"give the row a {column} or remove it")
+    return value
+
+
+def load_labelled(path) -> list[tuple[str, str]]:
+    """(text, label) rows of a CSV/TSV with a ``text,label`` header, or a JSONL file of {"text", "label"} objects;
+    a bad row raises CtxirError naming the file and line.
+
+    >>> import tempfile, os
+    >>> folder = tempfile.mkdtemp()
+    >>> _ = open(os.path.join(folder, "train.csv"), "w").write('text,label\\n"Otters, rivers",nature\\n,world\\n')
+    >>> load_labelled(os.path.join(folder, "train.csv"))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    ctxir.types.CtxirError: ... line 3: expected a non-empty 'text', got '' — give the row a text or remove it.
+    """
+    p, text = _read(path, "a labelled file (.csv/.tsv with a text,label header, or .jsonl)")
+    rows = [(_field(p, n, row["text"], "text"), _field(p, n, row["label"], "label"))
+            for n, row in _rows(p, text, ("text", "label"))]
+    if not rows:
+        raise CtxirError(f"{_name(p)} holds no labelled rows — add lines of text,label after the header.")
+    return rows
+
+
+def load_labels(path) -> list[Label]:
+    """Labels for zero-shot: a .txt file (one name per line), a CSV/TSV with a ``label`` column (and an optional
+    ``description``), or JSONL of {"label", "description"} objects."""
+    p, text = _read(path, "a labels file (.txt one per line, .csv/.tsv with label[,description], or .jsonl)")
+    if p.suffix.lower() == ".txt":
+        labels = [Label(line.strip()) for line in text.splitlines() if line.strip()]
+    else:
+        labels = [Label(_field(p, n, row["label"], "label"), str(row.get("description") or "").strip())
+                  for n, row in _rows(p, text, ("label",), ("description",))]
+    names = [label.name for label in labels]
+    repeated = sorted(n for n, c in Counter(names).items() if c > 1)
+    if repeated:
+        raise CtxirError(f"{_name(p)} names label {repeated[0]!r} more than once — keep one line per label.")
+    if len(labels) < 2:
+        raise CtxirError(f"{_name(p)} names {len(labels)} label(s); classification needs at least 2.")
+    return labels
+
+
+def load_folder(folder) -> tuple[Path, Path]:
+    """(train file, test file) of a folder holding ``train*.csv``/``.jsonl`` and ``test.csv``/``.jsonl``."""
+    root = Path(folder)
+    if not root.is_dir():
+        raise CtxirError(f"--data {str(folder)!r} is not a folder: pass a folder holding train*.csv and test.csv "
+                         "(e.g. ../shared/data/agnews)")
+    tests = [root / f"test{s}" for s in (".csv", ".jsonl", ".tsv") if (root / f"test{s}").is_file()]
+    trains = sorted(p for s in ("csv", "jsonl", "tsv") for p in root.glob(f"train*.{s}"))
+    if not tests or not trains:
+        have = ", ".join(sorted(p.name for p in root.iterdir())) or "nothing"
+        raise CtxirError(f"--data {str(folder)!r} needs train*.csv and test.csv (or .jsonl); it has {have}")
+    if len(trains) > 1:
+        raise CtxirError(f"--data {str(folder)!r} has several train files ({', '.join(p.name for p in trains)}): "
+                         "pass one with --train")
+    return trains[0], tests[0]
+
+
+# ---------------------------------------------------------------- pure scoring over unit vectors
+
+
+def _as_matrix(x, what: str) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float32)
+    if x.ndim != 2:
+        raise CtxirError(f"{what} must be a 2-D array (texts, dimensions), got shape {x.shape}")
+    return x
+
+
+def _normalise(x: np.ndarray) -> np.ndarray:
+    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+
+
+def top_neighbours(queries: np.ndarray, reference: np.ndarray, k: int, block: int = 1024) -> tuple[np.ndarray,
+                                                                                                    np.ndarray]:
+    """(indices, similarities), each (n, k), of each query's k most similar reference rows by dot product (cosine
+    for unit vectors), most similar first; computed ``block`` queries at a time (7,600 × 8,000 at once is 240 MB)."""
+    k = min(k, reference.shape[0])
+    indices = np.empty((queries.shape[0], k), dtype=np.int64)
+    sims = np.empty((queries.shape[0], k), dtype=np.float32)
+    for begin in range(0, queries.shape[0], block):
+        s = queries[begin:begin + block] @ reference.T  # (block, m)
+        part = np.argpartition(-s, k - 1, axis=1)[:, :k] if k < s.shape[1] else np.tile(np.arange(k), (len(s), 1))
+        part_s = np.take_along_axis(s, part, axis=1)
+        # most similar first; equal similarities in row order, so results do not depend on argpartition's order
+        order = np.lexsort((part, -part_s), axis=1)
+        indices[begin:begin + block] = np.take_along_axis(part, order, axis=1)
+        sims[begin:begin + block] = np.take_along_axis(part_s, order, axis=1)
+    return indices, sims
+
+
+def knn_scores(queries: np.ndarray, reference: np.ndarray, reference_labels: np.ndarray, n_classes: int, k: int,
+               weights: str = "uniform") -> tuple[np.ndarray, np.ndarray]:
+    """(votes, similarity sums), each (n, n_classes): the share of the k nearest examples in each class (uniform),
+    or of their weights 1 / cosine distance (distance, as scikit-learn's ``weights="distance"``); and the summed
+    cosine of each class's neighbours among the k, which breaks ties of votes (``argmax_ties``).
+
+    >>> ref = np.eye(3, dtype=np.float32)
+    >>> votes, _ = knn_scores(np.array([[0.9, 0.3, 0.3]], dtype=np.float32), ref, np.array([0, 1, 1]), 2, k=3)
+    >>> votes.round(3).tolist()
+    [[0.333, 0.667]]
+    """
+    if weights not in WEIGHTS:
+        raise CtxirError(f"weights {weights!r} is not known: use one of {', '.join(map(repr, WEIGHTS))}")
+    indices, sims = top_neighbours(queries, reference, k)  # (n, k)
+    labels = reference_labels[indices]  # (n, k)
+    w = np.ones_like(sims) if weights == "uniform" else 1.0 / np.maximum(1.0 - sims, 1e-6)
+    votes = np.zeros((queries.shape[0], n_classes), dtype=np.float64)
+    sim_sums = np.zeros_like(votes)
+    rows = np.repeat(np.arange(queries.shape[0]), indices.shape[1])
+    np.add.at(votes, (rows, labels.ravel()), w.ravel())
+    np.add.at(sim_sums, (rows, labels.ravel()), sims.ravel())
+    return votes / votes.sum(axis=1, keepdims=True), sim_sums
+
+
+def argmax_ties(primary: np.ndarray, secondary: np.ndarray | None = None) -> np.ndarray:
+    """Row-wise argmax of ``primary``; among columns equal to the maximum (within 1e-9), the largest ``secondary``
+    wins, then the first column."""
+    if secondary is None:
+        return primary.argmax(axis=1)
+    top = primary >= primary.max(axis=1, keepdims=True) - 1e-9
+    return np.where(top, secondary, -np.inf).argmax(axis=1)
+
+
+def centroids(embeddings: np.ndarray, label_ids: np.ndarray, n_classes: int) -> np.ndarray:
+    """(n_classes, D) unit-length class means of unit vectors."""
+    sums = np.zeros((n_classes, embeddings.shape[1]), dtype=np.float64)
+    np.add.at(sums, label_ids, embeddings)
+    return _normalise(sums).astype(np.float32)
+
+
+def fit_projection(sentence_vectors: np.ndarray, word_vectors: np.ndarray, ridge: float = 1.0) -> np.ndarray:
+    """Davison's label projection Z, (D, d): argmin ‖S Z − W‖² + ridge ‖Z‖² over V words, S (V, D) their sentence
+    embeddings, W (V, d) their word vectors; closed form (SᵀS + ridge·I)⁻¹ SᵀW.
+
+    >>> S = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]); W = S @ np.array([[2.0, 0.0], [0.0, 3.0]])
+    >>> fit_projection(S, W, ridge=0.0).round(6).tolist()
+    [[2.0, 0.0], [0.0, 3.0]]
+    """
+    s = np.asarray(sentence_vectors, dtype=np.float64)
+    w = np.asarray(word_vectors, dtype=np.float64)
+    return np.linalg.solve(s.T @ s + ridge * np.eye(s.shape[1]), s.T @ w).astype(np.float32)
+
+
+def zero_shot_scores(texts: np.ndarray, label_vectors: np.ndarray, projection: np.ndarray | None = None
+                     ) -> np.ndarray:
+    """(n, C) cosine between each text and each label embedding, both first mapped through ``projection`` (D, d)
+    when given (Davison's label projection)."""
+    if projection is not None:
+        texts, label_vectors = texts @ projection, label_vectors @ projection
+    return _normalise(texts) @ _normalise(label_vectors).T
+
+
+# ---------------------------------------------------------------- classifiers over a BiEncoder
+
+
+def encode(encoder, texts: Sequence[str]) -> np.ndarray:
+    """(N, D) unit vectors; large sets go through the encoder's persistent cache (keyed by weights and texts)."""
+    if encoder is None:
+        raise CtxirError("this classifier was built without an encoder: pass embeddings (…_embeddings methods) or "
+                         "build it with encoder=BiEncoder(...)")
+    texts = list(texts)
+    if len(texts) >= CACHE_FROM and getattr(encoder, "cache", None) is not None:
+        return encoder.encode_cached(texts)
+    return encoder.encode(texts)
+
+
+class EmbeddingClassifier:
+    """Shared by every method: ``fit(texts, labels)`` / ``predict(texts)`` encode and call the ``*_embeddings``
+    versions, which work on (N, D) unit vectors alone."""
+
+    method = ""
+
+    def __init__(self, encoder=None):
+        self.encoder = encoder
+        self.classes: list[str] = []
+        self.texts: list[str] = []  # the labelled texts, for neighbours shown beside a prediction
+
+    def fit(self, texts: Sequence[str], labels: Sequence[str]) -> EmbeddingClassifier:
+        texts = list(texts)
+        if len(texts) != len(labels):
+            raise CtxirError(f"texts and labels differ in length: {len(texts)} texts, {len(labels)} labels")
+        self.fit_embeddings(encode(self.encoder, texts), labels)
+        self.texts = texts
+        return self
+
+    def _label_ids(self, labels: Sequence[str], min_classes: int = 2) -> np.ndarray:
+        labels = [str(label) for label in labels]
+        if not labels:
+            raise CtxirError(f"{self.method} needs labelled examples: got none")
+        self.classes = sorted(set(labels))
+        if len(self.classes) < min_classes:
+            raise CtxirError(f"{self.method} needs examples of at least {min_classes} classes, got only "
+                             f"{self.classes!r}")
+        index = {c: i for i, c in enumerate(self.classes)}
+        return np.array([index[label] for label in labels], dtype=np.int64)
+
+    def fit_embeddings(self, embeddings, labels: Sequence[str]) -> EmbeddingClassifier:
+        raise NotImplementedError
+
+    def scores_embeddings(self, embeddings) -> np.ndarray:
+        """(n, classes) scores, higher = more likely; columns follow ``self.classes``."""
+        raise NotImplementedError
+
+    def _check_fitted(self) -> None:
+        if not self.classes:
+            raise CtxirError(f"{self.method} classifier is not fitted: call fit(texts, labels) first")
+
+    def predict_ids(self, embeddings) -> np.ndarray:
+        return self.scores_embeddings(embeddings).argmax(axis=1)
+
+    def predict_labels(self, embeddings) -> list[str]:
+        return [self.classes[i] for i in self.predict_ids(embeddings)]
+
+    def predict_embeddings(self, embeddings, neighbours: int = 0) -> list[Prediction]:
+        embeddings = _as_matrix(embeddings, "embeddings")
+        scores = self.scores_embeddings(embeddings)
+        ids = self.predict_ids(embeddings)
+        near = self.neighbours(embeddings, neighbours) if neighbours else [()] * len(ids)
+        return [Prediction(self.classes[i], {c: float(s) for c, s in zip(self.classes, row, strict=True)}, n)
+                for i, row, n in zip(ids, scores, near, strict=True)]
+
+    def predict(self, texts: Sequence[str], neighbours: int = 0) -> list[Prediction]:
+        """One ``Prediction`` per text, with its ``neighbours`` nearest labelled examples (0 = none)."""
+        self._check_fitted()
+        return self.predict_embeddings(encode(self.encoder, list(texts)), neighbours)
+
+    def neighbours(self, embeddings: np.ndarray, k: int) -> list[tuple[Neighbour, ...]]:
+        reference = getattr(self, "reference", None)
+        if reference is None or not len(reference):
+            return [()] * len(embeddings)
+        indices, sims = top_neighbours(embeddings, reference, k)
+        labels = self.reference_labels
+        return [tuple(Neighbour(int(i), self.texts[i] if i < len(self.texts) else "", self.classes[labels[i]],
+                                float(s)) for i, s in zip(row_i, row_s, strict=True))
+                for row_i, row_s in zip(indices, sims, strict=True)]
+
+    def _keep_reference(self, embeddings: np.ndarray, label_ids: np.ndarray) -> None:
+        self.reference, self.reference_labels = embeddings, label_ids
+
+
+class KnnClassifier(EmbeddingClassifier):
+    """k nearest labelled examples by cosine; scores are vote shares; ties go to the class whose neighbours are more
+    similar in sum. ``fit``/``predict`` take texts (with ``encoder``), the ``*_embeddings`` methods unit vectors.
+
+    >>> X = np.array([[1.0, 0.0], [0.9, 0.436], [0.0, 1.0]], dtype=np.float32)
+    >>> knn = KnnClassifier(k=3).fit_embeddings(X, ["a", "a", "b"])
+    >>> knn.predict_embeddings(np.array([[0.0, 1.0]], dtype=np.float32))[0].scores  # 2 of 3 neighbours are "a"
+    {'a': 0.6666666666666666, 'b': 0.3333333333333333}
+    """
+
+    method = "knn"
+
+    def __init__(self, encoder=None, k: int = 5, weights: str = "uniform"):
+        from ctxir.checks import check_choice, check_int
+
+        super().__init__(encoder)
+        self.k = check_int(k, "k", 1, 10_000)
+        self.weights = check_choice(weights, "weights", WEIGHTS)
+
+    def fit_embeddings(self, embeddings, labels):
+        embeddings = _as_matrix(embeddings, "embeddings")
+        self._keep_reference(embeddings, self._label_ids(labels, min_classes=1))
+        return self
+
+    def _votes(self, embeddings):
+        self._check_fitted()
+        return knn_scores(_as_matrix(embeddings, "embeddings"), self.reference, self.reference_labels,
+                          len(self.classes), self.k, self.weights)
+
+    def scores_embeddings(self, embeddings):
+        return self._votes(embeddings)[0]
+
+    def predict_ids(self, embeddings):
+        votes, sims = self._votes(embeddings)
+        return argmax_ties(votes, sims)
+
+
+class CentroidClassifier(EmbeddingClassifier):
+    """Cosine to each class's mean embedding.
+
+    >>> X = np.array([[1.0, 0.0], [0.6, 0.8], [0.0, 1.0]], dtype=np.float32)
+    >>> CentroidClassifier().fit_embeddings(X, ["a", "a", "b"]).predict_labels(np.array([[0.8, 0.6]], np.float32))
+    ['a']
+    """
+
+    method = "centroid"
+
+    def fit_embeddings(self, embeddings, labels):
+        embeddings = _as_matrix(embeddings, "embeddings")
+        ids = self._label_ids(labels, min_classes=1)
+        self.centroids = centroids(embeddings, ids, len(self.classes))
+        self._keep_reference(embeddings, ids)
+        return self
+
+    def scores_embeddings(self, embeddings):
+        self._check_fitted()
+        return _as_matrix(embeddings, "embeddings") @ self.centroids.T
+
+
+class LogRegClassifier(EmbeddingClassifier):
+    """scikit-learn ``LogisticRegression`` on the frozen embeddings; scores are class probabilities.
+
+    >>> X = np.array([[1.0, 0.0], [0.9, 0.436], [0.0, 1.0], [0.436, 0.9]], dtype=np.float32)
+    >>> LogRegClassifier().fit_embeddings(X, ["a", "a", "b", "b"]).predict_labels(X)
+    ['a', 'a', 'b', 'b']
+    """
+
+    method = "logreg"
+
+    def __init__(self, encoder=None, C: float = 1.0, max_iter: int = 1000, seed: int = 0):
+        super().__init__(encoder)
+        self.C, self.max_iter, self.seed = C, max_iter, seed
+
+    def fit_embeddings(self, embeddings, labels):
+        from sklearn.linear_model import LogisticRegression
+
+        embeddings = _as_matrix(embeddings, "embeddings")
+        ids = self._label_ids(labels)
+        self.model = LogisticRegression(C=self.C, max_iter=self.max_iter, random_state=self.seed)
+        self.model.fit(embeddings, ids)
+        self._keep_reference(embeddings, ids)
+        return self
+
+    def scores_embeddings(self, embeddings):
+        self._check_fitted()
+        proba = self.model.predict_proba(_as_matrix(embeddings, "embeddings"))  # columns = model.classes_ ids
+        full = np.zeros((proba.shape[0], len(self.classes)))
+        full[:, self.model.classes_] = proba
+        return full
+
+
+class ZeroShotClassifier(EmbeddingClassifier):
+    """Cosine between a text and each label written into ``template``; no labelled example needed.
+
+    ``projection`` (D, d), from ``word_projection``, compares both sides after Davison's label projection.
+    ``fit`` is not needed; ``fit(texts, labels)`` only keeps labelled examples to show as neighbours.
+
+    >>> labels = np.array([[1.0, 0.0], [0.0, 1.0]], dtype=np.float32)  # label embeddings given, no encoder needed
+    >>> zs = ZeroShotClassifier(None, ["Sports", "World"], label_vectors=labels)
+    >>> zs.predict_labels(np.array([[0.8, 0.6]], dtype=np.float32))
+    ['Sports']
+    >>> from ctxir.encoders import BiEncoder
+    >>> zs = ZeroShotClassifier(BiEncoder(device="cpu"), [Label("Sports"), Label("World")])  # doctest: +SKIP
+    >>> zs.predict(["The striker scored twice."])[0].label  # doctest: +SKIP
+    'Sports'
+    """
+
+    method = "zero-shot"
+
+    def __init__(self, encoder=None, labels: Sequence[Label | str] = (), template: str = TEMPLATES[1],
+                 projection: np.ndarray | None = None, label_vectors: np.ndarray | None = None):
+        super().__init__(encoder)
+        self.labels = [label if isinstance(label, Label) else Label(str(label)) for label in labels]
+        names = [label.name for label in self.labels]
+        if len(set(names)) != len(names) or len(names) < 2:
+            raise CtxirError(f"zero-shot needs at least 2 distinct label names, got {names!r}")
+        if "{label}" not in template and "{description}" not in template:
+            raise CtxirError(f"template {template!r} names no label: put {{label}} or {{description}} in it, e.g. "
+                             "'This text is about {label}.'")
+        self.template, self.projection = template, projection
+        self.classes = names
+        self.prompts = [label.prompt(template) for label in self.labels]
+        self.label_vectors = (_as_matrix(label_vectors, "label_vectors") if label_vectors is not None
+                              else encode(encoder, self.prompts))
+
+    def fit_embeddings(self, embeddings, labels):
+        embeddings = _as_matrix(embeddings, "embeddings")
+        index = {c: i for i, c in enumerate(self.classes)}
+        unknown = sorted({str(x) for x in labels} - set(index))
+        if unknown:
+            raise CtxirError(f"label {unknown[0]!r} of the examples is not one of the zero-shot labels {self.classes!r}")
+        self._keep_reference(embeddings, np.array([index[str(x)] for x in labels], dtype=np.int64))
+        return self
+
+    def scores_embeddings(self, embeddings):
+        return zero_shot_scores(_as_matrix(embeddings, "embeddings"), self.label_vectors, self.projection)
+
+
+def vocabulary_words(tokenizer, n: int) -> list[tuple[str, int]]:
+    """The first ``n`` whole-word, alphabetic vocabulary entries of at least 2 letters, with their token ids, in id
+    order: WordPiece vocabularies (BERT, MiniLM) are built most frequent first, so these are frequent words, as
+    Davison's top-k word2vec words are."""
+    special = set(tokenizer.all_special_ids)
+    words = []
+    for token, token_id in sorted(tokenizer.get_vocab().items(), key=lambda item: item[1]):
+        word = token.lstrip("▁Ġ")
+        if token_id in special or token.startswith("##") or len(word) < 2 or not word.isalpha():
+            continue
+        words.append((word, token_id))
+        if len(words) == n:
+            break
+    return words
+
+
+def word_projection(encoder, n_words: int = 5000, ridge: float = 1.0) -> np.ndarray:
+    """Davison's label projection for ``encoder``: (D, d) ridge map from each frequent word's sentence embedding to
+    the encoder's own static (input) embedding of that word; the word vectors stand in for his word2vec."""
+    model = encoder.model
+    words = vocabulary_words(model.tokenizer, n_words)
+    if not words:
+        raise CtxirError("label projection found no whole-word vocabulary entries in this model's tokenizer")
+    table = model[0].auto_model.get_input_embeddings().weight.detach().cpu().numpy()  # (vocab, d)
+    sentence_vectors = encode(encoder, [w for w, _ in words])  # (V, D)
+    return fit_projection(sentence_vectors, table[[i for _, i in words]], ridge)
+
+
+# ---------------------------------------------------------------- evaluation
+
+
+def evaluate_predictions(y_true: Sequence[str], y_pred: Sequence[str], classes: Sequence[str]) -> dict:
+    """accuracy, macro_f1, scikit-learn's per-class report and confusion matrix (rows = true, columns = predicted).
+
+    >>> m = evaluate_predictions(["a", "a", "b", "b"], ["a", "b", "b", "b"], ["a", "b"])
+    >>> m["accuracy"], round(m["macro_f1"], 4), m["confusion_matrix"]["matrix"]
+    (0.75, 0.7333, [[1, 1], [0, 2]])
+    """
+    from sklearn.metrics import accuracy_score, classification_report, confusion_matrix, f1_score
+
+    classes = list(classes)
+    return {"accuracy": float(accuracy_score(y_true, y_pred)),
+            "macro_f1": float(f1_score(y_true, y_pred, labels=classes, average="macro", zero_division=0)),
+            "n": len(y_true),
+            "report": classification_report(y_true, y_pred, labels=classes, output_dict=True, zero_division=0),
+            "confusion_matrix": {"labels": classes,
+                                 "matrix": confusion_matrix(y_true, y_pred, labels=classes).tolist()}}
+
+
+def mcnemar(y_true: Sequence[str], pred_a: Sequence[str], pred_b: Sequence[str]) -> dict:
+    """Exact McNemar test: of the texts exactly one classifier gets right, is the split 50/50? (two-sided binomial
+    test on the discordant pairs).
+
+    >>> r = mcnemar(list("aaaaaaaaaa"), list("aaaaaaaaaa"), list("abbbbbbbba"))
+    >>> r["a_only"], r["b_only"], round(r["pvalue"], 4)
+    (8, 0, 0.0078)
+    """
+    from scipy.stats import binomtest
+
+    right_a = np.asarray(pred_a) == np.asarray(y_true)
+    right_b = np.asarray(pred_b) == np.asarray(y_true)
+    a_only, b_only = int((right_a & ~right_b).sum()), int((right_b & ~right_a).sum())
+    pvalue = float(binomtest(a_only, a_only + b_only, 0.5).pvalue) if a_only + b_only else 1.0
+    return {"test": "McNemar exact (binomial)", "n": len(right_a), "accuracy_a": float(right_a.mean()),
+            "accuracy_b": float(right_b.mean()), "a_only": a_only, "b_only": b_only, "pvalue": pvalue}
+
+
+def sample_per_class(labels: Sequence[str], n: int, seed: int) -> list[int]:
+    """Indices of ``n`` seeded random examples of each class (all of a class with fewer), in row order.
+
+    >>> sample_per_class(["a", "b", "a", "b", "a"], 2, seed=0) == sample_per_class(["a", "b", "a", "b", "a"], 2, 0)
+    True
+    >>> sorted(Counter(["a", "b", "a", "b", "a"][i] for i in sample_per_class(["a", "b", "a", "b", "a"], 2, 1)).values())
+    [2, 2]
+    """
+    rng = np.random.default_rng(seed)
+    keep: list[int] = []
+    for label in sorted(set(labels)):
+        rows = [i for i, x in enumerate(labels) if x == label]
+        keep += rows if len(rows) <= n else [rows[i] for i in rng.choice(len(rows), n, replace=False)]
+    return sorted(keep)
+
+
+def label_vectors_for(encoder, labels: Sequence[Label], templates: Sequence[str]) -> dict[str, np.ndarray]:
+    """{template: (C, D) label embeddings}; templates using {description} only when some label has one."""
+    described = any(label.description for label in labels)
+    return {t: encode(encoder, [label.prompt(t) for label in labels]) for t in templates
+            if described or "{description}" not in t}
+
+
+def select_zero_shot(encoder, labels: Sequence[Label], texts_embeddings: np.ndarray, text_labels: Sequence[str],
+                     templates: Sequence[str] = TEMPLATES, projection: np.ndarray | None = None,
+                     label_vectors: dict | None = None) -> tuple[dict, list[dict]]:
+    """The (template, projection on/off) with the best accuracy on the given labelled texts — training data, never
+    test — and every candidate's accuracy. Ties keep the first candidate (templates in order, projection off
+    first)."""
+    vectors = label_vectors or label_vectors_for(encoder, labels, templates)
+    names = [label.name for label in labels]
+    table = []
+    for template, use_projection in itertools.product(vectors, (False, True) if projection is not None else (False,)):
+        scores = zero_shot_scores(texts_embeddings, vectors[template], projection if use_projection else None)
+        predicted = [names[i] for i in scores.argmax(axis=1)]
+        accuracy = float(np.mean([p == t for p, t in zip(predicted, text_labels, strict=True)]))
+        table.append({"template": template, "projection": use_projection, "train_accuracy": round(accuracy, 4)})
+    best = max(table, key=lambda row: row["train_accuracy"])  # max keeps the first of equals
+    return best, table
+
+
+# ---------------------------------------------------------------- command line
+
+
+@dataclass
+class ClassifyArgs:
+    """python -m ctxir.classify: evaluate embedding classifiers on a labelled test file."""
+
+    train: str = field(default="", metadata={"help": "labelled training file (.csv/.tsv text,label or .jsonl)"})
+    test: str = field(default="", metadata={"help": "labelled test file"})
+    data: str = field(default="", metadata={"help": "a folder holding train*.csv and test.csv (instead of "
+                                                    "--train/--test), e.g. ../shared/data/agnews"})
+    method: str = field(default="all", metadata={"help": "comma list of zero-shot, knn, centroid, logreg; or all"})
+    labels: str = field(default="", metadata={"help": "zero-shot labels file (.txt, or .csv/.jsonl with label and "
+                                                      "optional description); default: the train file's labels"})
+    templates: str = field(default="", metadata={"help": "zero-shot templates separated by '||' (default: "
+                                                         "ctxir.classify.TEMPLATES); the best on --train is used"})
+    projection: str = field(default="auto", metadata={"help": "zero-shot label projection: auto (chosen on "
+                                                              "--train), on, off"})
+    projection_words: int = field(default=5000, metadata={"help": "vocabulary words the projection is fitted on"})
+    k: str = field(default="1,5,15", metadata={"help": "kNN neighbour counts, comma separated"})
+    weights: str = field(default="uniform", metadata={"help": "kNN vote: uniform or distance"})
+    shots: int = field(default=0, metadata={"help": "also run few-shot: N training examples per class"})
+    seeds: int = field(default=5, metadata={"help": "few-shot: seeds (samples of N per class)"})
+    few_shot_methods: str = field(default="knn-5,logreg", metadata={"help": "methods run few-shot"})
+    max_test: int = field(default=0, metadata={"help": "first N test rows only (0 = all; for quick checks)"})
+    model: str = field(default="sentence-transformers/all-MiniLM-L6-v2", metadata={"help": "bi-encoder id/folder"})
+    device: str = "auto"
+    batch_size: int = 32
+    torch_threads: int = field(default=0, metadata={"help": "CPU threads for torch (0 = default)"})
+    cache_dir: str = field(default="", metadata={"help": "cache root (default $CTXIR_CACHE or ~/.cache/ctxir)"})
+    output: str = field(default="metrics.json", metadata={"help": "where the metrics JSON is written"})
+
+
+def _methods(value: str) -> list[str]:
+    names = [m.strip() for m in value.split(",") if m.strip()]
+    if names == ["all"]:
+        return list(METHODS)
+    for name in names:
+        if name not in METHODS:
+            raise CtxirError(f"--method {name!r} is not known: use a comma list of {', '.join(METHODS)}, or all")
+    if not names:
+        raise CtxirError("--method is empty: use a comma list of zero-shot, knn, centroid, logreg, or all")
+    return names
+
+
+def _ks(value: str) -> list[int]:
+    from ctxir.checks import check_int
+
+    return [check_int(k.strip(), "--k", 1, 10_000) for k in value.split(",") if k.strip()] or [5]
+
+
+def _build(method: str, encoder, weights: str, seed: int = 0) -> EmbeddingClassifier:
+    """'knn-5', 'centroid', 'logreg' → an unfitted classifier."""
+    if method.startswith("knn-"):
+        return KnnClassifier(encoder, k=int(method.split("-")[1]), weights=weights)
+    if method == "centroid":
+        return CentroidClassifier(encoder)
+    if method == "logreg":
+        return LogRegClassifier(encoder, seed=seed)
+    raise CtxirError(f"few-shot method {method!r} is not known: use knn-N, centroid or logreg")
+
+
+def _mean_std(values: Sequence[float]) -> dict:
+    values = [float(v) for v in values]
+    return {"mean": round(float(np.mean(values)), 4),
+            "std": round(float(np.std(values, ddof=1)), 4) if len(values) > 1 else 0.0}
+
+
+def few_shot(train_x: np.ndarray, train_y: Sequence[str], test_x: np.ndarray, test_y: Sequence[str],
+             methods: Sequence[str], shots: int, seeds: int, weights: str = "uniform") -> dict:
+    """Each method fitted on ``shots`` examples per class drawn with seeds 0..seeds-1; accuracy and macro-F1 per
+    seed and as mean ± sample std."""
+    from sklearn.metrics import f1_score
+
+    results = {}
+    for method in methods:
+        per_seed = []
+        for seed in range(seeds):
+            rows = sample_per_class(train_y, shots, seed)
+            classifier = _build(method, None, weights, seed).fit_embeddings(train_x[rows], [train_y[i] for i in rows])
+            predicted = classifier.predict_labels(test_x)
+            per_seed.append({"seed": seed, "accuracy": float(np.mean(np.asarray(predicted) == np.asarray(test_y))),
+                             "macro_f1": float(f1_score(test_y, predicted, average="macro", zero_division=0))})
+        results[method] = {"accuracy": _mean_std([r["accuracy"] for r in per_seed]),
+                           "macro_f1": _mean_std([r["macro_f1"] for r in per_seed]), "per_seed": per_seed}
+    return {"shots": shots, "seeds": seeds, "methods": results}
+
+
+def run(args: ClassifyArgs) -> dict:
+    """Evaluate the chosen methods on --test; returns and writes the metrics record."""
+    import torch
+
+    from ctxir.checks import check_choice
+    from ctxir.encoders import BiEncoder, EmbeddingCache, cache_root
+    from ctxir.files import write_json
+    from ctxir.models import set_threads
+
+    # 0. check the arguments before anything heavy is loaded
+    methods = _methods(args.method)
+    ks = _ks(args.k)
+    check_choice(args.weights, "--weights", WEIGHTS)
+    check_choice(args.projection, "--projection", ("auto", "on", "off"))
+    templates = [t.strip() for t in args.templates.split("||") if t.strip()] if args.templates else list(TEMPLATES)
+    if args.data:
+        if args.train or args.test:
+            raise CtxirError("give either --data FOLDER or --train/--test files, not both")
+        train_path, test_path = load_folder(args.data)
+    else:
+        train_path, test_path = args.train, args.test
+    if not test_path:
+        raise CtxirError("--test is missing: pass a labelled test file (text,label) or --data FOLDER")
+    needs_train = [m for m in methods if m != "zero-shot"] or ([] if args.labels else ["zero-shot"])
+    if not train_path and (needs_train or args.shots):
+        raise CtxirError(f"--train is missing: {', '.join(needs_train) or 'few-shot'} needs labelled examples "
+                         "(zero-shot alone runs with --labels and no --train)")
+    if args.shots < 0 or args.seeds < 1:
+        raise CtxirError(f"--shots must be ≥ 0 and --seeds ≥ 1, got {args.shots!r} and {args.seeds!r}")
+    set_threads(args.torch_threads)
+
+    # 1. load the data
+    train = load_labelled(train_path) if train_path else []
+    test = load_labelled(test_path)
+    if args.max_test > 0:
+        test = test[: args.max_test]
+    labels = load_labels(args.labels) if args.labels else [Label(c) for c in sorted({y for _, y in train})]
+    classes = sorted({y for _, y in train}) if train else [label.name for label in labels]
+    known = set(classes) | {label.name for label in labels}
+    for row, (_, y) in enumerate(test, 2):
+        if y not in known:
+            raise CtxirError(f"{test_path}: test label {y!r} (row {row - 1}) is not among the training/labels-file "
+                             f"classes {sorted(known)!r}")
+    if "zero-shot" in methods and train and set(classes) - {label.name for label in labels}:
+        raise CtxirError(f"--labels names {[label.name for label in labels]!r} but the training data has classes "
+                         f"{classes!r}: name every class in the labels file")
+
+    # 2. load the encoder and embed (cached: a second run reads the vectors from disk)
+    cache = EmbeddingCache(cache_root(args.cache_dir or None) / "embeddings")
+    encoder = BiEncoder(args.model, device=args.device, cache=cache, batch_size=args.batch_size)
+    sample = [t for t, _ in test[:256]]
+    started = time.perf_counter()
+    encoder.encode(sample)  # uncached: the encoding speed on this machine
+    encode_seconds = time.perf_counter() - started
+    train_x = encode(encoder, [t for t, _ in train]) if train else np.zeros((0, encoder.dimension), np.float32)
+    test_x = encode(encoder, [t for t, _ in test])
+    train_y, test_y = [y for _, y in train], [y for _, y in test]
+
+    # 3. classify the test set with every method
+    record: dict = {"model": args.model, "weights": encoder.config["weights"], "config": asdict(args),
+                    "data": {"train": str(train_path), "test": str(test_path), "train_rows": len(train),
+                             "test_rows": len(test), "classes": classes},
+                    "methods": {}, "throughput": {}}
+    predictions: dict[str, list[str]] = {}
+    classify_seconds: dict[str, float] = {}
+    for method in methods:
+        if method == "zero-shot":
+            projection = word_projection(encoder, args.projection_words) if args.projection != "off" else None
+            vectors = label_vectors_for(encoder, labels, templates)
+            if train and (len(vectors) > 1 or args.projection == "auto"):
+                best, table = select_zero_shot(encoder, labels, train_x, train_y, templates,
+                                               projection if args.projection != "off" else None, vectors)
+                if args.projection == "on":
+                    best = max((r for r in table if r["projection"]), key=lambda r: r["train_accuracy"])
+            else:
+                best, table = {"template": next(iter(vectors)), "projection": args.projection == "on"}, []
+            started = time.perf_counter()
+            classifier = ZeroShotClassifier(encoder, labels, best["template"],
+                                            projection if best["projection"] else None, vectors[best["template"]])
+            named = {"zero-shot": classifier}
+            chosen = {"zero-shot": {"template": best["template"], "projection": best["projection"],
+                                    "chosen_on": "train accuracy" if table else "first template (no --train)",
+                                    "candidates": table}}
+        else:
+            variants = [f"knn-{k}" for k in ks] if method == "knn" else [method]
+            started = time.perf_counter()
+            named = {v: _build(v, encoder, args.weights).fit_embeddings(train_x, train_y) for v in variants}
+            chosen = {v: {"weights": args.weights} if v.startswith("knn") else {} for v in variants}
+        for name, classifier in named.items():
+            predicted = classifier.predict_labels(test_x)
+            classify_seconds[name] = time.perf_counter() - started
+            started = time.perf_counter()
+            predictions[name] = predicted
+            record["methods"][name] = {**evaluate_predictions(test_y, predicted, classes), "config": chosen[name]}
+            print(f"{name}: accuracy {record['methods'][name]['accuracy']:.4f}, macro-F1 "
+                  f"{record['methods'][name]['macro_f1']:.4f}", flush=True)
+
+    # 4. paired comparisons (exact McNemar) between every two methods
+    record["paired"] = [{"a": a, "b": b, **mcnemar(test_y, predictions[a], predictions[b])}
+                        for a, b in itertools.combinations(predictions, 2)]
+
+    # 5. few-shot: N per class, mean ± std over seeds
+    if args.shots:
+        record["few_shot"] = few_shot(train_x, train_y, test_x, test_y,
+                                      [m.strip() for m in args.few_shot_methods.split(",") if m.strip()],
+                                      args.shots, args.seeds, args.weights)
+        for name, result in record["few_shot"]["methods"].items():
+            print(f"{args.shots}-shot {name}: accuracy {result['accuracy']['mean']:.4f} ± "
+                  f"{result['accuracy']['std']:.4f}", flush=True)
+
+    # 6. throughput and the machine, then write
+    record["throughput"] = {
+        "encode_texts": len(sample), "encode_seconds": round(encode_seconds, 2),
+        "encode_texts_per_second": round(len(sample) / max(encode_seconds, 1e-9), 1),
+        "torch_threads": torch.get_num_threads(),
+        "classify_texts_per_second": {m: round(len(test) / max(s, 1e-9), 1) for m, s in classify_seconds.items()}}
+    record["machine"] = machine()
+    write_json(Path(args.output), record)
+    print(f"wrote {args.output}")
+    return record
+
+
+def machine() -> str:
+    """The one-line machine summary written beside timings (training/common.py's ``hardware`` has the same form)."""
+    import os
+    import platform
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return f"{platform.system()} {platform.machine()}, {cores} CPU core{'s' if cores != 1 else ''}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ctxir.cli import cli_main
+
+    return cli_main(ClassifyArgs, run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,290 @@
+"""ctxir.classify: the classifiers on hand-built clusters, kNN against a brute-force count, zero-shot on separable
+labels, the metrics against hand-computed values, the file readers' messages, and the command line end to end."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from ctxir.classify import (
+    CentroidClassifier,
+    KnnClassifier,
+    Label,
+    LogRegClassifier,
+    ZeroShotClassifier,
+    evaluate_predictions,
+    few_shot,
+    fit_projection,
+    knn_scores,
+    load_folder,
+    load_labelled,
+    load_labels,
+    main,
+    mcnemar,
+    sample_per_class,
+    select_zero_shot,
+    vocabulary_words,
+)
+from ctxir.types import CtxirError
+
+
+def clusters(n_per_class: int = 30, spread: float = 0.15, seed: int = 0, dim: int = 16):
+    """Three well-separated Gaussian clusters around orthogonal centres, as unit vectors, with their labels."""
+    rng = np.random.default_rng(seed)
+    centres = np.eye(dim)[:3]
+    x, y = [], []
+    for name, centre in zip(("sports", "world", "tech"), centres, strict=True):
+        points = centre + spread * rng.standard_normal((n_per_class, dim))
+        x.append(points)
+        y += [name] * n_per_class
+    x = np.concatenate(x).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True), y
+
+
+class KeywordEncoder:
+    """A stand-in bi-encoder: one dimension per keyword, so a text's vector points at the keywords it contains."""
+
+    cache = None
+    KEYWORDS = ("football", "goal", "match", "election", "minister", "war", "software", "chip", "internet")
+
+    def encode(self, texts):
+        rows = []
+        for text in texts:
+            words = text.lower().replace(".", " ").split()
+            v = np.array([words.count(k) for k in self.KEYWORDS], dtype=np.float32) + 0.01
+            rows.append(v / np.linalg.norm(v))
+        return np.array(rows, dtype=np.float32).reshape(len(rows), len(self.KEYWORDS))
+
+
+# ---------------------------------------------------------------- classifiers on embeddings
+
+
+@pytest.mark.parametrize("make", [lambda: KnnClassifier(k=5), lambda: KnnClassifier(k=3, weights="distance"),
+                                  CentroidClassifier, LogRegClassifier])
+def test_hand_built_clusters_are_classified_right(make):
+    train_x, train_y = clusters(seed=0)
+    test_x, test_y = clusters(n_per_class=20, seed=1)
+    classifier = make().fit_embeddings(train_x, train_y)
+    assert classifier.classes == ["sports", "tech", "world"]
+    assert classifier.predict_labels(test_x) == test_y
+    predictions = classifier.predict_embeddings(test_x[:3], neighbours=2)
+    assert [p.label for p in predictions] == test_y[:3]
+    assert set(predictions[0].scores) == {"sports", "tech", "world"}
+    assert max(predictions[0].scores, key=predictions[0].scores.get) == "sports"
+    assert all(n.label == "sports" for n in predictions[0].neighbours) and len(predictions[0].neighbours) == 2
+
+
+def test_knn_equals_a_brute_force_count():
+    rng = np.random.default_rng(3)
+    ref = rng.standard_normal((60, 8)).astype(np.float32)
+    ref /= np.linalg.norm(ref, axis=1, keepdims=True)
+    labels = rng.integers(0, 4, 60)
+    queries = rng.standard_normal((25, 8)).astype(np.float32)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    for k in (1, 5, 15):
+        votes, _ = knn_scores(queries, ref, labels, 4, k)
+        for q in range(25):
+            sims = [float(queries[q] @ ref[i]) for i in range(60)]
+            nearest = sorted(range(60), key=lambda i: -sims[i])[:k]
+            count = Counter(int(labels[i]) for i in nearest)
+            assert votes[q].tolist() == pytest.approx([count[c] / k for c in range(4)])
+            classifier = KnnClassifier(k=k).fit_embeddings(ref, [str(x) for x in labels])
+            predicted = classifier.predict_labels(queries[q:q + 1])[0]
+            best = max(count.values())
+            tied = [c for c in count if count[c] == best]
+            # ties go to the class whose neighbours are more similar in sum
+            expected = max(tied, key=lambda c: sum(sims[i] for i in nearest if labels[i] == c))
+            assert predicted == str(expected)
+
+
+def test_distance_weighted_vote_follows_the_closer_neighbour():
+    ref = np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 1.0]], dtype=np.float32)  # one "a" near, two "b" far
+    query = np.array([[0.99, 0.141]], dtype=np.float32)
+    query /= np.linalg.norm(query)
+    assert KnnClassifier(k=3).fit_embeddings(ref, ["a", "b", "b"]).predict_labels(query) == ["b"]
+    assert KnnClassifier(k=3, weights="distance").fit_embeddings(ref, ["a", "b", "b"]).predict_labels(query) == ["a"]
+
+
+def test_logreg_probabilities_sum_to_one():
+    x, y = clusters()
+    scores = LogRegClassifier().fit_embeddings(x, y).scores_embeddings(x[:5])
+    assert scores.shape == (5, 3) and np.allclose(scores.sum(axis=1), 1.0)
+
+
+def test_zero_shot_on_separable_toy_labels():
+    encoder = KeywordEncoder()
+    labels = [Label("sports", "football goal match"), Label("politics", "election minister war"),
+              Label("technology", "software chip internet")]
+    texts = ["The football match ended with a late goal.", "The minister called an election.",
+             "A new chip makes the internet faster.", "Software for the football match."]
+    expected = ["sports", "politics", "technology", "sports"]
+    classifier = ZeroShotClassifier(encoder, labels, template="{description}")
+    assert [p.label for p in classifier.predict(texts)] == expected
+    # the bare names share no keyword with the texts: every label scores the same, so the template matters
+    bare = ZeroShotClassifier(encoder, labels, template="{label}").scores_embeddings(encoder.encode(texts))
+    assert np.allclose(bare, bare[:, :1])
+    best, table = select_zero_shot(encoder, labels, encoder.encode(texts), expected,
+                                   templates=("{label}", "{description}"))
+    assert best["template"] == "{description}" and best["train_accuracy"] == 1.0
+    assert [row["template"] for row in table] == ["{label}", "{description}"]
+
+
+def test_zero_shot_refuses_a_template_without_a_label():
+    with pytest.raises(CtxirError, match="names no label"):
+        ZeroShotClassifier(KeywordEncoder(), ["a", "b"], template="This text is about it.")
+
+
+def test_label_projection_recovers_a_linear_map_and_keeps_separable_labels():
+    rng = np.random.default_rng(0)
+    s = rng.standard_normal((200, 6))
+    true = rng.standard_normal((6, 4))
+    assert np.allclose(fit_projection(s, s @ true, ridge=1e-6), true, atol=1e-4)
+    # through an invertible map, cosine order is not kept in general, but clusters at the labels' own vectors are
+    x, y = clusters(dim=6)
+    labels = np.eye(6, dtype=np.float32)[[0, 2, 1]]  # sports, tech, world centres
+    projection = np.linalg.qr(rng.standard_normal((6, 6)))[0].astype(np.float32)  # a rotation
+    zs = ZeroShotClassifier(None, ["sports", "tech", "world"], "{label}", projection, labels)
+    assert zs.predict_labels(x) == y
+
+
+def test_vocabulary_words_are_frequent_whole_words(minilm):
+    words = vocabulary_words(minilm.tokenizer, 8)
+    assert [w for w, _ in words][:4] == ["the", "of", "and", "in"]
+    assert all(w.isalpha() and len(w) > 1 for w, _ in words)
+
+
+# ---------------------------------------------------------------- metrics
+
+
+def test_metrics_by_hand():
+    y_true = ["a", "a", "a", "b", "b", "c"]
+    y_pred = ["a", "a", "b", "b", "c", "c"]
+    m = evaluate_predictions(y_true, y_pred, ["a", "b", "c"])
+    assert m["accuracy"] == pytest.approx(4 / 6)
+    # F1: a = 2·1·(2/3)/(1+2/3) = 0.8, b = 0.5, c = 2·0.5·1/1.5 = 2/3
+    assert m["macro_f1"] == pytest.approx((0.8 + 0.5 + 2 / 3) / 3)
+    assert m["confusion_matrix"]["matrix"] == [[2, 1, 0], [0, 1, 1], [0, 0, 1]]
+    assert m["report"]["a"]["recall"] == pytest.approx(2 / 3)
+
+
+def test_mcnemar_counts_discordant_pairs():
+    y = ["a"] * 20
+    a = ["a"] * 15 + ["b"] * 5
+    b = ["a"] * 10 + ["b"] * 9 + ["a"]
+    r = mcnemar(y, a, b)
+    assert (r["a_only"], r["b_only"]) == (5, 1)
+    assert r["pvalue"] == pytest.approx(14 / 64)  # two-sided binomial, 6 trials, 1 success: 2·(1+6)/2^6
+    assert mcnemar(y, a, a)["pvalue"] == 1.0
+
+
+def test_sample_per_class_and_few_shot():
+    x, y = clusters(n_per_class=40)
+    rows = sample_per_class(y, 8, seed=4)
+    assert Counter(y[i] for i in rows) == {"sports": 8, "world": 8, "tech": 8}
+    assert rows != sample_per_class(y, 8, seed=5)
+    test_x, test_y = clusters(n_per_class=10, seed=9)
+    result = few_shot(x, y, test_x, test_y, ["knn-3", "logreg"], shots=4, seeds=3)
+    assert result["methods"]["knn-3"]["accuracy"] == {"mean": 1.0, "std": 0.0}
+    assert len(result["methods"]["logreg"]["per_seed"]) == 3
+
+
+# ---------------------------------------------------------------- files
+
+
+def test_load_labelled_csv_and_jsonl(tmp_path):
+    (tmp_path / "a.csv").write_text('label,text,source\nsports,"Goal, late",x\nworld,Election day,y\n')
+    assert load_labelled(tmp_path / "a.csv") == [("Goal, late", "sports"), ("Election day", "world")]
+    (tmp_path / "a.jsonl").write_text('{"text": "Goal", "label": 2}\n\n{"text": "Vote", "label": "w"}\n')
+    assert load_labelled(tmp_path / "a.jsonl") == [("Goal", "2"), ("Vote", "w")]
+
+
+@pytest.mark.parametrize("name, content, message", [
+    ("b.csv", "text,category\nGoal,sports\n", "line 1: the header row must name the columns 'text', 'label'"),
+    ("b.csv", "text,label\nGoal,sports\nVote\n", "line 3: expected 2 fields"),
+    ("b.csv", "text,label\nGoal,sports\nVote,\n", "line 3: expected a non-empty 'label'"),
+    ("b.jsonl", '{"text": "Goal", "label": "s"}\n{"text": "Vote"}\n', 'line 2: .*add the "label" field'),
+    ("b.jsonl", '{"text": "Goal", "label": "s"}\nnot json\n', "line 2: expected a JSON object"),
+    ("b.jsonl", '{"text": ["Goal"], "label": "s"}\n', "line 1: expected 'text' as text"),
+    ("b.txt", "Goal\n", "unsupported file type '.txt'"),
+    ("b.csv", "text,label\n", "holds no labelled rows"),
+])
+def test_bad_labelled_files_name_the_line(tmp_path, name, content, message):
+    (tmp_path / name).write_text(content)
+    with pytest.raises(CtxirError, match=message):
+        load_labelled(tmp_path / name)
+
+
+def test_load_labels(tmp_path):
+    (tmp_path / "l.csv").write_text("label,description\nWorld,world news\nSports,\n")
+    assert load_labels(tmp_path / "l.csv") == [Label("World", "world news"), Label("Sports", "")]
+    (tmp_path / "l.txt").write_text("World\nSports\n\n")
+    assert [label.name for label in load_labels(tmp_path / "l.txt")] == ["World", "Sports"]
+    (tmp_path / "d.txt").write_text("World\nWorld\n")
+    with pytest.raises(CtxirError, match="more than once"):
+        load_labels(tmp_path / "d.txt")
+    with pytest.raises(CtxirError, match="File not found"):
+        load_labels(tmp_path / "missing.csv")
+
+
+def test_load_folder(tmp_path):
+    with pytest.raises(CtxirError, match=r"needs train\*.csv and test.csv"):
+        load_folder(tmp_path)
+    (tmp_path / "train_subset.csv").write_text("text,label\n")
+    (tmp_path / "test.csv").write_text("text,label\n")
+    assert load_folder(tmp_path) == (tmp_path / "train_subset.csv", tmp_path / "test.csv")
+
+
+# ---------------------------------------------------------------- command line
+
+
+SPORTS = ["The team won the football match.", "A late goal decided the cup final.", "The striker scored twice.",
+          "Tennis star wins the open title.", "The coach praised his players after the game.",
+          "Olympic sprinter breaks the world record."]
+MONEY = ["Shares fell as the bank cut its profit forecast.", "The company reported higher quarterly earnings.",
+         "Oil prices rose on the stock market.", "The central bank raised interest rates.",
+         "Investors sold technology stocks.", "The retailer's sales grew by five percent."]
+
+
+def _write(path, rows):
+    import csv
+
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["text", "label"])
+        writer.writerows(rows)
+
+
+def test_cli_end_to_end(tmp_path, minilm_path, capsys):
+    _write(tmp_path / "train.csv", [(t, "Sports") for t in SPORTS[:4]] + [(t, "Business") for t in MONEY[:4]])
+    _write(tmp_path / "test.csv", [(t, "Sports") for t in SPORTS[4:]] + [(t, "Business") for t in MONEY[4:]])
+    out = tmp_path / "metrics.json"
+    code = main(["--data", str(tmp_path), "--model", str(minilm_path), "--k", "1,3", "--shots", "2", "--seeds",
+                 "2", "--few-shot-methods", "knn-1,logreg", "--projection-words", "300", "--device", "cpu",
+                 "--cache-dir", str(tmp_path / "cache"), "--output", str(out)])
+    assert code == 0
+    record = json.loads(out.read_text())
+    assert set(record["methods"]) == {"zero-shot", "knn-1", "knn-3", "centroid", "logreg"}
+    for name, result in record["methods"].items():
+        assert result["accuracy"] == 1.0, name  # 4 obvious test texts
+        assert result["confusion_matrix"]["labels"] == ["Business", "Sports"]
+    zero = record["methods"]["zero-shot"]["config"]
+    assert zero["chosen_on"] == "train accuracy" and len(zero["candidates"]) == 3 * 2  # 3 templates × projection
+    assert len(record["paired"]) == 10 and record["paired"][0]["test"].startswith("McNemar")
+    assert set(record["few_shot"]["methods"]) == {"knn-1", "logreg"}
+    assert record["throughput"]["encode_texts_per_second"] > 0
+
+
+def test_cli_errors_are_one_line(tmp_path, capsys):
+    (tmp_path / "test.csv").write_text("text,label\nGoal\n")
+    assert main(["--test", str(tmp_path / "test.csv"), "--method", "knn"]) == 2
+    assert "--train is missing" in capsys.readouterr().err
+    assert main(["--test", str(tmp_path / "test.csv"), "--method", "svm"]) == 2
+    assert "--method 'svm' is not known" in capsys.readouterr().err
+    _write(tmp_path / "train.csv", [("Goal", "s"), ("Vote", "w")])
+    assert main(["--train", str(tmp_path / "train.csv"), "--test", str(tmp_path / "test.csv"), "--method",
+                 "knn", "--model", "missing-model-xyz"]) == 2
+    err = capsys.readouterr().err
+    assert "test.csv line 2: expected 2 fields" in err and "Traceback" not in err
