@@ -487,3 +487,46 @@ def test_unseen_heldout_queries_never_share_an_abstract():
     assert held == ["c", "d"]
     assert common.unseen_heldout_queries(positives, 1, seed=0) in (["c"], ["d"])
     assert common.unseen_heldout_queries(positives, 0, seed=0) == []
+
+
+def test_evaluate_reranker_chooses_rrf_on_heldout_claims_and_splits_test_by_seen_abstracts(tiny_bert_dir, toy_root,
+                                                                                          tmp_path):
+    """training/evaluate_reranker.py: fusion chosen on the model's held-out training claims (fusion.json), test
+    figures split into claims citing an abstract a training claim cites and the rest, rows added to metrics.json."""
+    from ctxir.data import load_beir
+    from ctxir.evaluation import evaluate_run
+    from ctxir.retrieval import BM25Retriever
+    from ctxir.types import run_from_hits
+    from training import evaluate_reranker
+
+    out = tmp_path / "ce"
+    assert train_cross_encoder.main([
+        "--task", "scifact", "--model", str(tiny_bert_dir), "--data-dir", str(toy_root), "--output-dir", str(out),
+        "--device", "cpu", "--max-steps", "1", "--batch-size", "2", "--num-negatives", "2", "--head",
+        "segment-cosine", "--train-layers", "1", "--loss", "listnet", "--dev-queries", "2", "--dev-depth", "5",
+        "--rerank-depth", "10", "--eval-before", "false", "--torch-threads", "1"]) == 0
+    rows_before = len(json.loads((out / "metrics.json").read_text())["evaluations"])
+    result = evaluate_reranker.run(evaluate_reranker.EvaluateRerankerArgs(
+        model=str(out), data_dir=str(toy_root), choose_fusion=True, fusion_depth=10, depths="10",
+        collections="scifact", device="cpu"))
+    fusion = json.loads((out / "fusion.json").read_text())
+    assert fusion["method"] == "rrf" and fusion["k"] == 60 and fusion["weights"][1] == 1.0
+    assert fusion["weights"][0] in evaluate_reranker.FIRST_STAGE_WEIGHTS
+    assert fusion["dev"]["fused"] == max(row["fused"] for row in fusion["grid"])
+    assert result["fusion"]["weights"] == fusion["weights"]
+
+    corpus, queries, qrels = load_beir(toy_root / "scifact", "test")
+    _, _, train_qrels = load_beir(toy_root / "scifact", "train")
+    sci = result["scifact_test"]
+    seen = {q for q, rel in qrels.items() if set(rel) & {d for r in train_qrels.values() for d in r}}
+    assert (sci["seen_queries"], sci["unseen_queries"]) == (len(seen), len(qrels) - len(seen)) and seen
+    bm25 = evaluate_run(qrels, run_from_hits(BM25Retriever(corpus).search(queries, 10))).aggregate["nDCG@10"]
+    assert sci["bm25@10"]["all"]["first_stage"]["nDCG@10"] == pytest.approx(bm25, abs=1e-4)
+    assert sci["bm25@10"]["seen"]["queries"] + sci["bm25@10"]["unseen"]["queries"] == len(qrels)
+    assert json.loads((out / "evaluation.json").read_text())["scifact_test"] == json.loads(json.dumps(sci))
+    rows = json.loads((out / "metrics.json").read_text())["evaluations"]
+    assert len(rows) == rows_before + 6  # (all, seen, unseen) × (alone, fused)
+    # run again: the same rows are replaced, not repeated
+    evaluate_reranker.run(evaluate_reranker.EvaluateRerankerArgs(model=str(out), data_dir=str(toy_root),
+                                                                 depths="10", collections="scifact", device="cpu"))
+    assert len(json.loads((out / "metrics.json").read_text())["evaluations"]) == rows_before + 6

@@ -1,0 +1,318 @@
+"""Evaluate a trained re-ranker the way a user's corpus will meet it, and choose its fused mode on training claims.
+
+    python -m training.evaluate_reranker --model outputs/ce --choose-fusion true        # writes fusion.json
+    python -m training.evaluate_reranker --model outputs/ce --depths 20,100              # writes evaluation.json
+
+Two jobs, one script, so that the numbers a card shows and the fusion the app uses come from the same scores:
+
+1. **Fusion on training claims** (``--choose-fusion``): the model's held-out training claims (``metrics.json``'s
+   ``heldout_query_ids``, e.g. ``--dev-split unseen``: claims whose abstracts no training claim cites) re-ranked over
+   BM25's top ``--fusion-depth``; rank fusion (RRF, k = 60) with the first stage's weight chosen from a small grid.
+   Rank fusion because a *score* weight chosen on SciFact did not hold on other collections, while RRF did.
+2. **Test figures** (never used to choose anything): SciFact test over BM25 top ``--depths``, the re-ranker alone and
+   fused, each against BM25 with a paired test, and split into claims that cite an abstract some training claim
+   also cites ("seen": a model can win there by memorising) and claims that do not ("unseen": what a new corpus
+   looks like); the MS MARCO sample and the demo corpus (no harm elsewhere) over BM25 and the hybrid first stage.
+
+Every candidate is scored once at the deepest depth; shallower depths reuse those scores.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+if __package__ in (None, ""):  # `python training/evaluate_reranker.py` from the repo root
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from ctxir.files import read_json, write_json
+from ctxir.types import CtxirError, Hit
+from training.common import (
+    DEFAULT_DATA_DIR,
+    cli_main,
+    data_folder,
+    evaluation_row,
+    machine_info,
+    write_metrics,
+)
+
+EVALUATION_FILE = "evaluation.json"
+FUSION_FILE = "fusion.json"
+FUSION_K = 60
+# the first stage's weight against the re-ranker's 1; 0 would be the re-ranker alone
+FIRST_STAGE_WEIGHTS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
+METRICS = ("nDCG@10", "MRR@10")
+
+
+@dataclass
+class EvaluateRerankerArgs:
+    model: str = field(metadata={"help": "cross-encoder folder (train_cross_encoder.py output or a shipped one)"})
+    data_dir: str = field(default=DEFAULT_DATA_DIR, metadata={"help": "benchmark data root (../shared/data)"})
+    choose_fusion: bool = field(default=False, metadata={
+        "help": "choose the fused mode on the model's held-out training claims and write <model>/fusion.json"})
+    fusion_depth: int = field(default=20, metadata={"help": "BM25 candidates per claim when choosing the fusion"})
+    depths: str = field(default="20", metadata={"help": "BM25 depths re-ranked on SciFact test, e.g. 20,100 ('' = "
+                                                      "skip the test figures)"})
+    collections: str = field(default="scifact,msmarco,demo", metadata={
+        "help": "what to evaluate: scifact (test, seen/unseen split), msmarco (sample), demo (the app's corpus)"})
+    other_first_stages: str = field(default="bm25,hybrid", metadata={
+        "help": "first stages for msmarco and demo (hybrid encodes the corpus with all-MiniLM-L6-v2 once, cached)"})
+    other_depth: int = field(default=20, metadata={"help": "candidates re-ranked on msmarco and demo"})
+    max_queries: int = field(default=0, metadata={"help": "first N test queries per collection (0 = all)"})
+    batch_size: int = 32
+    device: str = "auto"
+    torch_threads: int = field(default=1, metadata={"help": "CPU threads for torch (0 = torch's default)"})
+    output: str = field(default="", metadata={"help": f"default <model>/{EVALUATION_FILE}"})
+    update_metrics: bool = field(default=True, metadata={
+        "help": "also add the nDCG@10 rows to <model>/metrics.json's evaluations (what the model card shows)"})
+
+
+# ---------------------------------------------------------------- pure parts (tests call these without a model)
+
+
+def seen_split(test_qrels: dict, train_qrels: dict) -> tuple[set[str], set[str]]:
+    """(seen, unseen) test query ids: seen = cites ≥ 1 document that some training query also cites.
+
+    >>> seen, unseen = seen_split({"t1": {"d1": 1}, "t2": {"d9": 1}, "t3": {"d2": 1, "d8": 1}},
+    ...                           {"a": {"d1": 1}, "b": {"d2": 1}})
+    >>> sorted(seen), sorted(unseen)
+    (['t1', 't3'], ['t2'])
+    """
+    cited = {d for rel in train_qrels.values() for d, s in rel.items() if s > 0}
+    seen = {q for q, rel in test_qrels.items() if any(s > 0 and d in cited for d, s in rel.items())}
+    return seen, set(test_qrels) - seen
+
+
+def cut(first: list[Hit], scored: dict[str, float], depth: int) -> tuple[list[Hit], list[Hit]]:
+    """BM25's top ``depth`` and the re-ranker's order of exactly those (scores computed once at a larger depth).
+
+    >>> first = [Hit("a", 9.0), Hit("b", 8.0), Hit("c", 7.0)]
+    >>> cut(first, {"a": 0.1, "b": 0.9, "c": 5.0}, 2)
+    ([Hit(doc_id='a', score=9.0), Hit(doc_id='b', score=8.0)], [Hit(doc_id='b', score=0.9), Hit(doc_id='a', score=0.1)])
+    """
+    top = first[:depth]
+    return top, sorted((Hit(h.doc_id, scored[h.doc_id]) for h in top), key=lambda h: (-h.score, h.doc_id))
+
+
+def _summary(qrels: dict, runs: dict[str, dict], queries: set[str] | None = None) -> dict:
+    from ctxir.evaluation import evaluate_run, paired_test
+
+    keep = (lambda run: {q: r for q, r in run.items() if q in queries}) if queries is not None else (lambda r: r)
+    qrels = {q: r for q, r in qrels.items() if queries is None or q in queries}
+    results = {name: evaluate_run(qrels, keep(run)) for name, run in runs.items()}
+    out = {"queries": len(qrels)}
+    for name, result in results.items():
+        out[name] = {m: round(float(result.aggregate[m]), 4) for m in METRICS}
+    for name in results:
+        if name != "first_stage" and len(qrels) >= 2:
+            test = paired_test(results["first_stage"].per_query, results[name].per_query)
+            out[f"{name}_vs_first_stage"] = {k: (round(v, 4) if isinstance(v, float) else v)
+                                             for k, v in test.items()}
+    return out
+
+
+# ---------------------------------------------------------------- the steps
+
+
+def _score(reranker, queries: dict[str, str], first: dict[str, list[Hit]], corpus: dict, label: str
+           ) -> dict[str, dict[str, float]]:
+    from tqdm.auto import tqdm
+
+    start, pairs = time.perf_counter(), sum(len(v) for v in first.values())
+    scored = {}
+    for q in tqdm(queries, desc=f"re-ranking {label} ({pairs} pairs)", mininterval=10):
+        scored[q] = {h.doc_id: h.score for h in reranker._rerank(queries[q], first[q], corpus)}
+    seconds = time.perf_counter() - start
+    print(f"{label}: {pairs} pairs in {seconds:.0f} s ({pairs / max(seconds, 1e-9):.1f} pairs/s)", flush=True)
+    return scored
+
+
+def _runs(first: dict[str, list[Hit]], scored: dict, depth: int, fusion) -> dict[str, dict]:
+    from ctxir.types import run_from_hits
+
+    firsts, alone, fused = {}, {}, {}
+    for q in first:
+        firsts[q], alone[q] = cut(first[q], scored[q], depth)
+        fused[q] = fusion.fuse(firsts[q], alone[q])
+    return {"first_stage": run_from_hits(firsts), "alone": run_from_hits(alone), "fused": run_from_hits(fused)}
+
+
+def choose_fusion(reranker, folder: Path, args: EvaluateRerankerArgs) -> dict:
+    """The first stage's RRF weight that does best on the model's held-out training claims (nDCG@10)."""
+    from ctxir.data import load_beir
+    from ctxir.evaluation import evaluate_run
+    from ctxir.pipeline import StageFusion
+    from ctxir.retrieval import BM25Retriever
+
+    metrics = read_json(folder / "metrics.json") or {}
+    dev = list((metrics.get("extra") or {}).get("heldout_query_ids") or [])
+    if not dev:
+        raise CtxirError(f"{str(folder / 'metrics.json')!r} names no held-out training claims (extra."
+                         "heldout_query_ids): train with --dev-queries N so the fusion can be chosen on claims the "
+                         "model did not train on")
+    corpus, queries, qrels = load_beir(data_folder(args.data_dir, "scifact"), "train")
+    queries, qrels = {q: queries[q] for q in dev}, {q: qrels[q] for q in dev}
+    first = BM25Retriever(corpus).search(queries, args.fusion_depth)
+    scored = _score(reranker, queries, first, corpus, f"{len(dev)} held-out training claims")
+    grid = []
+    for weight in FIRST_STAGE_WEIGHTS:
+        fusion = StageFusion("rrf", (weight, 1.0), FUSION_K)
+        runs = _runs(first, scored, args.fusion_depth, fusion)
+        grid.append({"weights": [weight, 1.0],
+                     **{name: round(float(evaluate_run(qrels, run).aggregate["nDCG@10"]), 4)
+                        for name, run in runs.items()}})
+    # ties go to the smaller first-stage weight: the re-ranker's say, when it costs nothing on the dev claims
+    best = max(grid, key=lambda row: row["fused"])
+    dev_split = (metrics.get("args") or {}).get("dev_split", "random")
+    return {"method": "rrf", "k": FUSION_K, "weights": best["weights"], "metric": "nDCG@10",
+            "chosen_on": f"{len(dev)} held-out SciFact training claims (dev split {dev_split!r}), BM25 top "
+                         f"{args.fusion_depth}", "dev": best, "grid": grid}
+
+
+def evaluate_scifact(reranker, fusion, depths: list[int], args: EvaluateRerankerArgs) -> dict:
+    from ctxir.data import load_beir
+    from ctxir.retrieval import BM25Retriever
+
+    folder = data_folder(args.data_dir, "scifact")
+    corpus, queries, qrels = load_beir(folder, "test")
+    _, _, train_qrels = load_beir(folder, "train")
+    if args.max_queries:
+        queries = dict(list(queries.items())[: args.max_queries])
+        qrels = {q: qrels[q] for q in queries if q in qrels}
+    first = BM25Retriever(corpus).search(queries, max(depths))
+    scored = _score(reranker, queries, first, corpus, f"SciFact test, BM25 top {max(depths)}")
+    seen, unseen = seen_split(qrels, train_qrels)
+    out = {"seen_queries": len(seen), "unseen_queries": len(unseen)}
+    for depth in depths:
+        runs = _runs(first, scored, depth, fusion)
+        out[f"bm25@{depth}"] = {"all": _summary(qrels, runs), "seen": _summary(qrels, runs, seen),
+                                "unseen": _summary(qrels, runs, unseen)}
+    return out
+
+
+def evaluate_other(reranker, fusion, name: str, args: EvaluateRerankerArgs) -> dict:
+    from ctxir.data import load_beir, load_qrels, load_queries
+    from ctxir.encoders import BiEncoder
+    from ctxir.pipeline import build_first_stages
+
+    if name == "msmarco":
+        corpus, queries, qrels = load_beir(data_folder(args.data_dir, "msmarco_sample"), "test")
+    else:
+        from ctxir.app.state import ASSETS, demo_corpus
+
+        corpus, queries, qrels = demo_corpus(), load_queries(ASSETS / "demo_queries.jsonl"), \
+            load_qrels(ASSETS / "demo_qrels.tsv")
+    queries = {q: t for q, t in queries.items() if q in qrels}
+    if args.max_queries:
+        queries = dict(list(queries.items())[: args.max_queries])
+    kinds = [k.strip() for k in args.other_first_stages.split(",") if k.strip()]
+    encoders = [BiEncoder()] if {"dense", "hybrid"} & set(kinds) else []
+    stages = build_first_stages(corpus, kinds, encoders, depth=args.other_depth, show_progress=True)
+    out = {}
+    for kind, stage in stages.items():
+        first = stage.search(queries, args.other_depth)
+        scored = _score(reranker, queries, first, corpus, f"{name} {kind} top {args.other_depth}")
+        out[f"{kind}@{args.other_depth}"] = _summary(qrels, _runs(first, scored, args.other_depth, fusion))
+    return out
+
+
+def run(args: EvaluateRerankerArgs) -> dict:
+    from ctxir.models import load_cross_encoder, set_threads
+    from ctxir.pipeline import StageFusion
+    from ctxir.rerank import CrossEncoderReranker
+
+    if args.torch_threads:
+        set_threads(args.torch_threads)
+    folder = Path(args.model)
+    depths = sorted({int(d) for d in args.depths.split(",") if d.strip()})
+    if any(d < 10 for d in depths):
+        raise CtxirError(f"--depths {args.depths!r}: every depth must be ≥ 10 (nDCG@10 needs ten candidates)")
+    collections = [c.strip() for c in args.collections.split(",") if c.strip()]
+    for c in collections:
+        if c not in ("scifact", "msmarco", "demo"):
+            raise CtxirError(f"--collections names {c!r}: use scifact, msmarco and/or demo")
+    # 1. load the model
+    reranker = CrossEncoderReranker(load_cross_encoder.__wrapped__(str(folder), args.device),
+                                    batch_size=args.batch_size)
+    # 2. the fused mode: chosen on held-out training claims, or read from the folder
+    if args.choose_fusion:
+        fusion_record = choose_fusion(reranker, folder, args)
+        write_json(folder / FUSION_FILE, fusion_record)
+        print(f"fusion: rrf k={FUSION_K}, weights {fusion_record['weights']} (dev nDCG@10: BM25 "
+              f"{fusion_record['dev']['first_stage']}, alone {fusion_record['dev']['alone']}, fused "
+              f"{fusion_record['dev']['fused']}) -> {folder / FUSION_FILE}", flush=True)
+    fusion_record = read_json(folder / FUSION_FILE) or {"method": "rrf", "k": FUSION_K, "weights": [1.0, 1.0]}
+    fusion = StageFusion(fusion_record["method"], tuple(fusion_record["weights"]), fusion_record.get("k", FUSION_K))
+    if not depths:
+        return {"fusion": fusion_record}
+    # 3. test figures, chosen from nothing
+    start = time.perf_counter()
+    result = {"model": str(folder), "fusion": {k: fusion_record.get(k) for k in ("method", "k", "weights",
+                                                                                "chosen_on")},
+              "machine": machine_info(), "command": "python -m training.evaluate_reranker " + " ".join(sys.argv[1:])}
+    if "scifact" in collections:
+        result["scifact_test"] = evaluate_scifact(reranker, fusion, depths, args)
+    for name in ("msmarco", "demo"):
+        if name in collections:
+            result[name] = evaluate_other(reranker, fusion, name, args)
+    result["seconds"] = round(time.perf_counter() - start, 1)
+    output = Path(args.output or folder / EVALUATION_FILE)
+    write_json(output, result)
+    if args.update_metrics and (folder / "metrics.json").is_file():
+        metrics = read_json(folder / "metrics.json")
+        rows = evaluation_rows(result)
+        configs = {r["config"] for r in rows}
+        metrics["evaluations"] = [r for r in metrics["evaluations"] if r.get("config") not in configs] + rows
+        write_metrics(folder, metrics)
+    print(report(result))
+    print(f"-> {output}")
+    return result
+
+
+def evaluation_rows(result: dict) -> list[dict]:
+    """metrics.json evaluation rows (before = the first stage alone) for every figure of an evaluation.json."""
+    rows = []
+    names = {"scifact_test": ("scifact", "test"), "msmarco": ("msmarco", "sample"), "demo": ("ctxir-demo", "demo")}
+    for key, (dataset, split) in names.items():
+        for first_stage, value in (result.get(key) or {}).items():
+            if not isinstance(value, dict):
+                continue
+            for part, s in (value.items() if key == "scifact_test" else [("all", value)]):
+                for mode in ("alone", "fused"):
+                    label = {"alone": "re-ranker alone", "fused": "fused with the first stage (RRF)"}[mode]
+                    where = "" if part == "all" else f", {part}-abstract claims ({s['queries']})"
+                    rows.append(evaluation_row(dataset, split, "reranking", "nDCG@10", s["first_stage"]["nDCG@10"],
+                                               s[mode]["nDCG@10"], config=f"{first_stage.replace('@', ' top ')}"
+                                               f"{where}, {label}"))
+    return rows
+
+
+def report(result: dict) -> str:
+    """A plain-text table of every nDCG@10 in an evaluation.json."""
+    lines = [f"{'collection / first stage / split':46} {'first':>7} {'alone':>7} {'fused':>7}  wins/losses alone, fused"]
+
+    def row(label: str, s: dict) -> None:
+        a, f = s.get("alone_vs_first_stage", {}), s.get("fused_vs_first_stage", {})
+        lines.append(f"{label:46} {s['first_stage']['nDCG@10']:7.4f} {s['alone']['nDCG@10']:7.4f} "
+                     f"{s['fused']['nDCG@10']:7.4f}  {a.get('wins')}/{a.get('losses')} "
+                     f"(p {a.get('t_pvalue', float('nan')):.3g}), {f.get('wins')}/{f.get('losses')} "
+                     f"(p {f.get('t_pvalue', float('nan')):.3g})")
+
+    for key, value in (result.get("scifact_test") or {}).items():
+        if isinstance(value, dict):
+            for split, s in value.items():
+                row(f"scifact test {key} {split} ({s['queries']} q)", s)
+    for name in ("msmarco", "demo"):
+        for key, s in (result.get(name) or {}).items():
+            row(f"{name} {key} ({s['queries']} q)", s)
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return cli_main(EvaluateRerankerArgs, run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
