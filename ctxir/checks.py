@@ -6,6 +6,10 @@ any model loads.
 
 >>> check_query("  otters  ")
 'otters'
+>>> check_query("\\x00\\x00\\x1b")
+Traceback (most recent call last):
+    ...
+ctxir.types.CtxirError: query is empty: type a few words to search for
 >>> check_top_k(10)
 10
 >>> check_choice("rrf", "fusion", ("rrf", "weighted"))
@@ -21,20 +25,36 @@ ctxir.types.CtxirError: k must be a whole number from 1 to 100, got 2.5
 from __future__ import annotations
 
 import numbers
+import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ctxir.types import CtxirError
 
+# Unicode categories that show nothing: controls (NUL, ESC, ...), format characters (zero-width space, BOM, ...),
+# separators (spaces, line and paragraph separators), surrogates, unassigned.
+_INVISIBLE = frozenset({"Cc", "Cf", "Cs", "Cn", "Zs", "Zl", "Zp"})
+
+
+def is_blank(text: str) -> bool:
+    """True when ``text`` has no character a person can see: only whitespace, NUL and other control or format
+    characters. A tokenizer drops all of them, so such a query would search for nothing and find "0 results".
+
+    >>> is_blank(" \\x00\\t\\u200b"), is_blank("\\x00a")
+    (True, False)
+    """
+    return all(unicodedata.category(char) in _INVISIBLE for char in text)
+
 
 def check_text(text: Any, what: str, max_chars: int | None = None, required: bool = True,
                hint: str = "type some text") -> str:
-    """``text`` stripped; refuses non-text, empty (when ``required``) and more than ``max_chars`` characters."""
+    """``text`` stripped; refuses non-text, empty or blank (only control characters, see ``is_blank``; when
+    ``required``) and more than ``max_chars`` characters."""
     if text is None:
         text = ""
     if not isinstance(text, str):
         raise CtxirError(f"{what} must be text, got {type(text).__name__}")
-    if required and not text.strip():
+    if required and is_blank(text):
         raise CtxirError(f"{what} is empty: {hint}")
     if max_chars is not None and len(text) > max_chars:
         raise CtxirError(f"{what} has {len(text):,} characters but at most {max_chars:,} are accepted: "
@@ -49,7 +69,7 @@ def check_query(text: Any, max_chars: int | None = None) -> str:
 def check_queries(queries: Mapping[str, Any]) -> dict[str, str]:
     """Every query of a batch ``{qid: text}`` is text; the first empty one is named."""
     for qid, text in queries.items():
-        if not isinstance(text, str) or not text.strip():
+        if not isinstance(text, str) or is_blank(text):
             raise CtxirError(f"query {qid!r} is empty: remove it or give it text")
     return dict(queries)
 

@@ -80,6 +80,7 @@ def test_missing_reranker_explains_how_to_provide_one(state, state_with):
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"query": ""}, "query is empty"),
     ({"query": "   "}, "query is empty"),
+    ({"query": "\x00\x00\x1b\u200b"}, "query is empty"),  # nothing visible: not a search that finds 0 results
     ({"query": "x" * 100_000}, r"query has 100,000 characters but at most 2,000"),
     ({"first_stage": "splade"}, r"first stage 'splade' is not known: use one of 'bm25', 'dense', 'hybrid'"),
     ({"reranker": "colbert"}, r"re-ranker 'colbert' is not known"),

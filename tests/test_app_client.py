@@ -138,6 +138,7 @@ def test_attention_endpoint(served):
 
 @pytest.mark.parametrize(("endpoint", "args", "message"), [
     ("/search", ("", "demo-subset", "dense", "none", 5, 20), "query is empty"),
+    ("/search", ("\x00\x00\x00", "demo-subset", "dense", "none", 5, 20), "query is empty"),
     ("/search", ("x" * 100_000, "demo-subset", "dense", "none", 5, 20), "query has 100,000 characters"),
     ("/search", ("otters", "nope", "dense", "none", 5, 20), "corpus 'nope' is not loaded"),
     ("/attention", ("bi-encoder", " ".join(["bank"] * 300), "", "head", [], [], 0, 0), "at most 256"),
@@ -153,6 +154,40 @@ def test_bad_input_is_an_error_message_and_the_app_keeps_serving(served, endpoin
         client.predict(*args, api_name=endpoint)
     _, _, data = client.predict("river otters", "demo-subset", "bm25", "none", 1, 20, api_name="/search")
     assert len(data["hits"]) == 1
+
+
+HOSTILE = "<img src=x onerror=alert(1)> & co"
+
+
+def test_error_messages_reach_api_clients_as_plain_text(served):
+    # the page escapes them (its pop-up renders HTML: test_security_browser); a client renders nothing, so it reads
+    # the message as written, not '&lt;img'
+    from gradio_client.exceptions import AppError
+
+    client, _ = served
+    with pytest.raises(AppError) as err:
+        client.predict("otters", HOSTILE, "dense", "none", 5, 20, api_name="/search")  # raised by the callback
+    assert f"corpus {HOSTILE!r} is not loaded" in str(err.value) and "&lt;" not in str(err.value)
+    with pytest.raises(AppError) as err:
+        client.predict("otters", "demo-subset", HOSTILE, "none", 5, 20, api_name="/search")  # by Gradio's check
+    assert f"First stage must be one of ['bm25', 'dense', 'hybrid'], got {HOSTILE!r}" in str(err.value)
+
+
+def test_error_messages_over_plain_http_are_plain_text(served):
+    # curl's view: POST /gradio_api/call/search, then read the event stream
+    import httpx
+
+    url = served[1].rstrip("/")
+    event = httpx.post(f"{url}/gradio_api/call/search", json={"data": ["otters", HOSTILE, "dense", "none", 5, 20]},
+                       timeout=60).json()["event_id"]
+    stream = httpx.get(f"{url}/gradio_api/call/search/{event}", timeout=60).text
+    assert "event: error" in stream and f"corpus {HOSTILE!r} is not loaded" in json.loads(
+        stream.split("event: error\ndata:", 1)[1].splitlines()[0])["error"]
+    # the same request from a web page (Fetch Metadata headers) is escaped for its HTML pop-up
+    event = httpx.post(f"{url}/gradio_api/call/search", json={"data": ["otters", HOSTILE, "dense", "none", 5, 20]},
+                       headers={"Sec-Fetch-Mode": "cors"}, timeout=60).json()["event_id"]
+    stream = httpx.get(f"{url}/gradio_api/call/search/{event}", timeout=60).text
+    assert "corpus '&lt;img src=x onerror=alert(1)&gt; &amp; co' is not loaded" in stream
 
 
 @pytest.mark.parametrize(("name", "content", "message"), [

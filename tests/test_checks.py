@@ -37,6 +37,23 @@ def test_text_checks_name_what_is_wrong():
         check_choice("mean", "fusion", ("rrf", "weighted"))
 
 
+@pytest.mark.parametrize("text", ["\x00", "\x00\x00\x00", " \x00\x01\x1b\x7f ", "\u200b\ufeff", "\t\x0b\x0c\r\n",
+                                  "\u2028\u00a0", "\x85\x9f"])
+def test_a_query_of_only_control_characters_is_empty(text):
+    # the same message as an empty query, not a search for nothing that finds "0 results"
+    with pytest.raises(CtxirError, match=r"^query is empty: type a few words to search for$"):
+        check_query(text)
+    with pytest.raises(CtxirError, match=r"^query 'q1' is empty"):
+        check_queries({"q1": text})
+    with pytest.raises(CtxirError, match=r"^query is empty"):
+        BM25Retriever({"a": {"title": "", "text": "river bank"}}).query(text)
+
+
+@pytest.mark.parametrize("text", ["\x00otters", "é", "\u4e2d", "\U0001f9a6", "\x00 a \x00", "-"])
+def test_one_visible_character_makes_a_query(text):
+    assert check_query(text) == text.strip()
+
+
 class CountingReranker(Reranker):
     name = "length"
 

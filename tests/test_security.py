@@ -371,6 +371,19 @@ def refusal(url: str, endpoint: str, args: tuple) -> str:
     return str(err.value)
 
 
+def page_refusal(url: str, endpoint: str, args: tuple) -> str:
+    """The error message a web page gets for ``args``: the same call with a browser's Fetch Metadata header."""
+    import httpx
+
+    url = url.rstrip("/")
+    headers = {"Sec-Fetch-Mode": "cors", "Sec-Fetch-Site": "same-origin"}
+    event = httpx.post(f"{url}/gradio_api/call{endpoint}", json={"data": list(args)}, headers=headers,
+                       timeout=60).json()["event_id"]
+    stream = httpx.get(f"{url}/gradio_api/call{endpoint}/{event}", headers=headers, timeout=120).text
+    assert "event: error\ndata:" in stream, stream
+    return json.loads(stream.split("event: error\ndata:", 1)[1].splitlines()[0])["error"]
+
+
 def client_for(url: str):
     from gradio_client import Client
 
@@ -417,8 +430,12 @@ def test_two_visitors_over_http_see_only_their_own_uploads(served, tmp_path, mon
     ("/search", ("river", "public", "bm25", "cross-encoder", 3, 20), "`--cross-encoder <its output folder>`"),
 ])
 def test_error_messages_over_http_are_text(served, endpoint, args, typed):
+    # an API client renders nothing: it reads the message as written (issue #21), not '&lt;a href=…'
     message = refusal(served[0], endpoint, args)
-    assert shows_literally(message, typed), message
+    assert typed in message and "&lt;" not in message and "&amp;" not in message, message
+    # a web page renders its pop-up as HTML: the same refusal reaches it escaped, shown as typed
+    shown = page_refusal(served[0], endpoint, args)
+    assert shows_literally(shown, typed) and shown != message, shown
 
 
 @pytest.mark.parametrize(("endpoint", "args", "message"), [
@@ -434,9 +451,9 @@ def test_error_messages_over_http_are_text(served, endpoint, args, typed):
 ])
 def test_numbers_and_choices_over_http_name_the_parameter(served, endpoint, args, message):
     raw = refusal(served[0], endpoint, args)
-    text = html.unescape(raw)
-    assert message in text or re.search(message, text), text
-    assert not Tags(raw).tags
+    assert message in raw or re.search(message, raw), raw  # plain text for an API client (issue #21)
+    shown = page_refusal(served[0], endpoint, args)  # escaped for a web page
+    assert not Tags(shown).tags and html.unescape(shown) == raw
 
 
 def test_returned_files_are_served_from_the_output_folder_without_a_copy(served):

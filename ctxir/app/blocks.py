@@ -9,7 +9,7 @@ import gradio as gr
 from ctxir.app import attention_tab, embeddings_tab, explain_tab, pairs_tab, report_tab, search_tab
 from ctxir.app.state import AppConfig, AppState
 from ctxir.app.text import md_literal
-from ctxir.app.ui import CSS, Outputs, Ui, named
+from ctxir.app.ui import CSS, Outputs, Ui, named, plain_errors_for_api
 
 TITLE = "ctxir — contextual embeddings for search"
 TABS = (("Search", search_tab), ("Pair scoring", pairs_tab), ("Explain", explain_tab),
@@ -87,4 +87,4 @@ def build_demo(state: AppState | None = None, config: AppConfig | None = None,
                   api_visibility="private")
     demo.ctxir_state = state  # tests and scripts reach the loaded models through the demo
     demo.ctxir_outputs = ui.out
-    return demo
+    return plain_errors_for_api(demo)  # escaped for the page, plain text for API clients

@@ -46,8 +46,45 @@ def gpu(fn):
 def user_error(message: Any) -> gr.Error:
     """The one way a message reaches a person's error pop-up. Gradio renders gr.Error's message as HTML, so it is
     escaped here: a corpus name like ``<a href=…>`` shows as typed (no link, no image) and the app's own
-    ``<its output folder>`` placeholders stay readable. API clients get the same escaped text."""
-    return gr.Error(display_text(message), print_exception=False)
+    ``<its output folder>`` placeholders stay readable. The plain text rides along as ``plain_message``: API
+    clients, which render nothing, get that instead (``plain_errors_for_api``)."""
+    error = gr.Error(display_text(message), print_exception=False)
+    error.plain_message = str(message)
+    return error
+
+
+def from_browser(request: Any) -> bool:
+    """Whether a request came from a web page, which renders an error's message as HTML. Browsers send Fetch
+    Metadata headers (``Sec-Fetch-Mode``) with every request a page makes; gradio_client marks its requests
+    ``x-gradio-user: api`` (``mcp`` for the MCP server's calls) and HTTP libraries (curl, requests, httpx) send
+    neither. No request at all (a direct call) counts as a browser: escaped is the safe default."""
+    if request is None:
+        return True
+    headers = {str(key).lower() for key in (getattr(request, "headers", None) or {})}
+    return "x-gradio-user" not in headers and "sec-fetch-mode" in headers
+
+
+def plain_errors_for_api(demo: gr.Blocks) -> gr.Blocks:
+    """Errors reach API clients as plain text (``'<a>'``, not ``'&lt;a&gt;'``) and web pages escaped.
+
+    Gradio sends one message per error to whoever made the request, so the choice is made per request, in the one
+    call every event goes through (``Blocks.process_api``: the queue, ``/gradio_api/call``, the MCP server). It
+    covers both the callbacks' errors (``guard``) and the input checks Gradio runs before a callback (``named``)."""
+    process_api = demo.process_api
+
+    @functools.wraps(process_api)
+    async def process_api_with_plain_errors(*args, **kwargs):
+        try:
+            return await process_api(*args, **kwargs)
+        except gr.Error as error:
+            plain = getattr(error, "plain_message", None)
+            request = kwargs.get("request")
+            if plain is not None and not from_browser(request[0] if isinstance(request, list) else request):
+                error.message = plain
+            raise
+
+    demo.process_api = process_api_with_plain_errors
+    return demo
 
 
 def guard(fn):
