@@ -15,6 +15,9 @@ another split's queries; --tune-queries narrows those to ids a fine-tuned model 
 
 Prints a metrics table and writes a JSON file with the metrics, per-query values, the top-k runs and the run
 config; --report FILE.html also writes a drill-down of the worst queries (ctxir.report, docs/report.md).
+
+--compare A.json B.json [...] compares finished runs on the same queries instead: a metrics table with paired
+significance tests against the first (--test randomization|t-test, --correction holm|bonferroni|none; ctxir.compare).
 """
 
 from __future__ import annotations
@@ -350,6 +353,11 @@ def default_output(args: EvaluateArgs) -> str:
 def main(argv: list[str] | None = None) -> int:
     from ctxir.cli import cli_main
 
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--compare" in argv:  # several finished runs compared on their per-query values: ctxir.compare
+        from ctxir import compare
+
+        return cli_main(compare.CompareArgs, compare.run, argv)
     return cli_main(EvaluateArgs, run, argv)
 
 
