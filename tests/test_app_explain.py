@@ -164,7 +164,9 @@ def client(app_state):
         port = s.getsockname()[1]
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
     try:
-        yield Client(f"http://127.0.0.1:{port}/", verbose=False)
+        client = Client(f"http://127.0.0.1:{port}/", verbose=False)
+        client.ctxir_outputs = demo.ctxir_outputs  # the server's output folder, to look at what it wrote
+        yield client
     finally:
         demo.close()
 
@@ -177,9 +179,17 @@ def test_explain_endpoint(client):
     for key in ("score", "tokens", "attributions", "completeness_error"):
         assert key in data["cross_encoder"]
     suffixes = sorted(Path(f).suffix for f in files)
-    assert suffixes == [".html", ".json", ".png", ".png"]
-    html = next(Path(f) for f in files if f.endswith(".html")).read_text(encoding="utf-8")
-    assert "<script src=" not in html and "Plotly.newPlot" in html  # plotly.js inlined: draws offline
+    assert suffixes == [".html", ".js", ".json", ".png", ".png"]
+    page = next(Path(f) for f in files if f.endswith(".html"))
+    plotly_js = next(Path(f) for f in files if f.endswith(".js"))
+    html = page.read_text(encoding="utf-8")
+    # the page loads the one shared plotly.js from beside it (listed with it): kilobytes, not 4.6 MB, and offline
+    assert f'<script charset="utf-8" src="{plotly_js.name}"></script>' in html and "Plotly.newPlot" in html
+    assert page.stat().st_size < 200_000 and plotly_js.stat().st_size > 3_000_000 and "cdn" not in html
+    client.predict(QUERY, DOCUMENT, "auto", api_name="/explain")
+    # on the server: one plotly.js for every page, next to them (the client downloaded each file into its own folder)
+    root = client.ctxir_outputs.root
+    assert [p.name for p in root.glob("*.js")] == [plotly_js.name] and len(list(root.glob("explanation-*.html"))) >= 2
 
 
 def test_explain_result_and_what_moved_endpoints(client):
@@ -188,5 +198,5 @@ def test_explain_result_and_what_moved_endpoints(client):
     summary, _plot, table, files, moved = client.predict(QUERY, "demo-subset", "dense", "cls-lr", 5, 10, 1,
                                                         api_name="/what_moved")
     assert moved["reranker"] == "cls-lr" and len(table["data"]) == len(moved["movers"]) <= 1
-    assert sorted(Path(f).suffix for f in files) == [".csv", ".html", ".json"]
+    assert sorted(Path(f).suffix for f in files) == [".csv", ".html", ".js", ".json"]
     assert "re-scored the dense top 10" in summary

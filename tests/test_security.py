@@ -335,6 +335,24 @@ def test_old_output_files_are_removed_after_max_age(outputs):
     assert not old.exists() and len(list(outputs.root.iterdir())) == 1
 
 
+def test_interactive_pages_share_one_plotly_js_that_pruning_keeps(outputs):
+    # issue #21: each view's HTML used to inline plotly.js (4.6 MB a page); now one copy serves every page
+    import plotly.graph_objects as go
+
+    from ctxir.app.ui import exports
+
+    first = exports(outputs, "explanation", plots=[go.Figure(go.Bar(y=[1, 2]))])
+    shared = Path(first[1])
+    assert shared.suffix == ".js" and shared.stat().st_size > 3_000_000
+    os.utime(shared, (time.time() - 3600, time.time() - 3600))  # older than max_age_s ...
+    for _ in range(30):
+        files = exports(outputs, "explanation", data={"x": 1}, plots=[go.Figure(go.Bar(y=[3]))])
+        assert files[1] == str(shared) and Path(files[0]).stat().st_size < 100_000
+        assert f'src="{shared.name}"' in Path(files[0]).read_text()
+    assert shared.is_file() and list(outputs.root.glob("*.js")) == [shared]  # ... and it stays, the only copy
+    assert outputs.bytes_used() <= 3 * 2**20  # the cap bounds the pages; the shared file is on top of it
+
+
 # ---------------------------------------------------------------- the same, through the running app
 
 

@@ -200,12 +200,22 @@ def rank_moves(rows: list[dict], highlight: set[str], first_stage: str, reranker
                    int(min(620, 200 + 14 * len(rows))))
 
 
-def html_document(figures: Sequence[go.Figure], title: str) -> str:
-    """One standalone page holding ``figures`` (each under its title), plotly.js inlined once: it draws offline,
-    interactive."""
+def html_document(figures: Sequence[go.Figure], title: str, plotly_js: str | None = None) -> str:
+    """One page holding ``figures`` (each under its title), interactive and offline. plotly.js (4.6 MB) is inlined
+    once, or, with ``plotly_js`` (a file name), loaded from that file beside the page: pages that share one copy
+    weigh kilobytes. Opened without the file, the page says which file to put beside it."""
+    include: bool | str = plotly_js or True
+    missing = "" if not plotly_js else (
+        f"<p id=\"ctxir-plotly-missing\" hidden style=\"color:#a00\">The charts need {html.escape(plotly_js)} in "
+        "the same folder as this page (it is in the same download list): save it there and reload.</p>"
+        "<script>if (!window.Plotly) document.getElementById('ctxir-plotly-missing').hidden = false;</script>")
     parts = [f"<h4>{html.escape(title_of(fig))}</h4>"
-             + fig.to_html(include_plotlyjs=i == 0, full_html=False, config={"responsive": True})
+             + fig.to_html(include_plotlyjs=include if i == 0 else False, full_html=False,
+                           config={"responsive": True})
              for i, fig in enumerate(figures)]
+    if missing:  # after plotly.js's <script src> (loaded synchronously), before the first chart
+        head, sep, rest = parts[0].partition(f'src="{plotly_js}"></script>')
+        parts[0] = head + sep + missing + rest
     return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title></head>"
             f"<body style=\"font-family:sans-serif\"><h3>{html.escape(title)}</h3>{''.join(parts)}</body></html>")
 

@@ -136,7 +136,8 @@ class Outputs:
     """The one folder for the files requests return (PNG figures, attention HTML), bounded on disk.
 
     After each write, files older than ``max_age_s`` are removed, then the oldest ones until the folder holds at
-    most ``max_bytes`` (the file just written is always kept). The folder is a Gradio static path: Gradio serves the
+    most ``max_bytes`` (the file just written is always kept), besides the one plotly.js (4.6 MB) that every
+    interactive page shares. The folder is a Gradio static path: Gradio serves the
     files from here and keeps no second copy in its cache. Removed at exit (atexit; ``main`` turns SIGTERM and
     SIGHUP into a normal exit, Ctrl-C is one already).
     """
@@ -152,9 +153,13 @@ class Outputs:
         return self.root / f"{stem}-{uuid.uuid4().hex[:10]}{suffix}"
 
     def _files(self) -> list[tuple[float, int, Path]]:
-        """(mtime, bytes, path), newest first; files removed meanwhile by another request are skipped."""
+        """(mtime, bytes, path), newest first; files removed meanwhile by another request are skipped. The shared
+        plotly.js (``plotly_js``) is not among them: it stays, whatever its age, on top of ``max_bytes``."""
         files = []
+        shared = self._shared_plotly()
         for path in self.root.iterdir():
+            if path == shared or path.suffix == ".part":
+                continue
             try:
                 stat = path.stat()
             except FileNotFoundError:
@@ -171,6 +176,24 @@ class Outputs:
                     path.unlink(missing_ok=True)
                 else:
                     total += size
+
+    def _shared_plotly(self) -> Path:
+        from plotly.offline import get_plotlyjs_version
+
+        return self.root / f"plotly-{get_plotlyjs_version()}.min.js"
+
+    def plotly_js(self) -> Path:
+        """The one copy of plotly.js (4.6 MB) that every interactive HTML page returned by this app loads from
+        beside it, written on first use: a page weighs kilobytes instead of 4.6 MB each (issue #21)."""
+        path = self._shared_plotly()
+        with self._lock:
+            if not path.is_file():
+                from plotly.offline import get_plotlyjs
+
+                partial = path.with_suffix(".part")
+                partial.write_text(get_plotlyjs(), encoding="utf-8")
+                partial.replace(path)  # never half a file to a concurrent download
+        return path
 
     def bytes_used(self) -> int:
         return sum(size for _, size, _ in self._files())
@@ -215,12 +238,15 @@ def show(value: Any = None, **changes) -> dict:
 def exports(out: Outputs, stem: str, *, data: Any = None, rows: list[dict] | None = None, plots=(),
             files=()) -> list[str]:
     """A view's downloads in ``out``: ``files`` already written (PNG, bertviz HTML), the interactive figures as
-    one standalone HTML page, the table as CSV and the numbers as JSON."""
+    one HTML page with the plotly.js it loads (one shared copy, listed beside it, so the page also draws offline
+    once downloaded next to it), the table as CSV and the numbers as JSON."""
     from ctxir.app.figures import html_document
 
     paths = [str(f) for f in files if f]
     if plots:
-        paths.append(out.html(html_document(list(plots), f"ctxir {stem}"), stem))
+        plotly_js = out.plotly_js()
+        paths += [out.html(html_document(list(plots), f"ctxir {stem}", plotly_js=plotly_js.name), stem),
+                  str(plotly_js)]
     if rows:
         paths.append(out.csv(rows, stem))
     if data is not None:
