@@ -34,6 +34,7 @@ from ctxir.internals import inspect_text
 from ctxir.models import DEFAULT_BI_ENCODER, DEFAULT_CROSS_ENCODER, pick_device, resolve_model
 from ctxir.pipeline import Pipeline, RankedHit, SearchResult, StageFusion
 from ctxir.rerank import ClsLrRanker, CrossEncoderReranker, Reranker
+from ctxir.rerankers import RERANKERS, RerankerKind, available_rerankers, load_reranker, register_reranker
 from ctxir.retrieval import BM25Retriever, DenseRetriever, HybridRetriever, Retriever
 from ctxir.types import Corpus, CtxirError, Hit, Internals, Qrels, Queries, Run
 
@@ -42,6 +43,7 @@ __version__ = "0.1.0"
 __all__ = [
     "DEFAULT_BI_ENCODER",
     "DEFAULT_CROSS_ENCODER",
+    "RERANKERS",
     "BM25Retriever",
     "BiEncoder",
     "CentroidClassifier",
@@ -64,11 +66,13 @@ __all__ = [
     "Queries",
     "RankedHit",
     "Reranker",
+    "RerankerKind",
     "Retriever",
     "Run",
     "SearchResult",
     "StageFusion",
     "ZeroShotClassifier",
+    "available_rerankers",
     "cls_attention",
     "evaluate_run",
     "explain_bi_encoder",
@@ -79,6 +83,7 @@ __all__ = [
     "load_beir",
     "load_corpus_any",
     "load_labelled",
+    "load_reranker",
     "load_sick",
     "load_snli",
     "load_sts",
@@ -89,6 +94,7 @@ __all__ = [
     "pick_device",
     "pool",
     "reciprocal_rank_fusion",
+    "register_reranker",
     "resolve_model",
     "sts_correlation",
     "weighted_score_fusion",

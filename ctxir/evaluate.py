@@ -4,7 +4,8 @@ Examples:
     python -m ctxir.evaluate --data ../shared/data/scifact --retriever bm25
     python -m ctxir.evaluate --data ../shared/data/scifact --retriever dense --pooling cls
     python -m ctxir.evaluate --data ../shared/data/scifact --retriever hybrid --rerank cross-encoder \
-        --reranker-model outputs/cross-encoder
+        --reranker-model outputs/cross-encoder                 # fused with the first stage, and alone
+    python -m ctxir.evaluate --data ../shared/data/scifact --retriever bm25 --rerank cls-lr --rerank-mode alone
     python -m ctxir.evaluate --data ../shared/data/stsbenchmark/sts-test.csv
     python -m ctxir.evaluate --data ../shared/data/scifact --retriever hybrid --model outputs/bi-encoder \
         --rerank cross-encoder --reranker-model outputs/cross-encoder --top-k 20 \
@@ -12,6 +13,10 @@ Examples:
 
 --tune-on chooses the hybrid's fusion and (with a re-ranker) how to fuse the re-ranker with the first stage on
 another split's queries; --tune-queries narrows those to ids a fine-tuned model never trained on.
+
+--rerank-mode fused (the default) combines the re-ranker with the first stage (the settings in the model folder's
+fusion.json, else RRF k=60 with equal weights; --tune-on chooses them instead) and prints both the fused and the
+re-ranker-alone metrics; --rerank-mode alone ranks by the re-ranker only.
 
 Prints a metrics table and writes a JSON file with the metrics, per-query values, the top-k runs and the run
 config; --report FILE.html also writes a drill-down of the worst queries (ctxir.report, docs/report.md).
@@ -30,6 +35,7 @@ from pathlib import Path
 from typing import Literal
 
 from ctxir.files import read_json, write_json
+from ctxir.rerankers import RERANK_MODES, RERANKER_CHOICES, RERANKERS, reranker_choices
 from ctxir.types import CtxirError
 
 # Printed; the JSON file keeps every metric and per-query value.
@@ -63,10 +69,14 @@ class EvaluateArgs:
     bm25_b: float = 0.75
     bm25_stemmer: str = field(default="english", metadata={
         "help": "Snowball stemmer for BM25 (PyStemmer's language names); 'none' reproduces plain bm25s"})
-    rerank: Literal["none", "cross-encoder", "cls-lr"] = field(default="none", metadata={"help": "second stage"})
+    rerank: str = field(default="none", metadata={
+        "help": "second stage: none, or a re-ranker kind of ctxir.rerankers", "choices": RERANKER_CHOICES})
     reranker_model: str = field(default="", metadata={
-        "help": "cross-encoder id/folder, or a CLS-LR id/folder for --rerank cls-lr (default: the one shipped "
-                "inside ctxir for the chosen --rerank)"})
+        "help": "the --rerank model: an id or folder (default: the one shipped inside ctxir for the chosen --rerank)"})
+    rerank_mode: Literal["fused", "alone"] = field(default="fused", metadata={
+        "help": "fused = the re-ranker combined with the first stage (the model folder's fusion.json, else RRF k=60, "
+                "equal weights; --tune-on chooses it on training queries), printed beside the re-ranker alone; "
+                "alone = the re-ranker's order only"})
     tune_on: str = field(default="", metadata={
         "help": "choose the hybrid's fusion/k/weights and the re-ranker/first-stage fusion on this qrels split "
                 "(e.g. train), never the test split"})
@@ -124,6 +134,12 @@ def run_sts(args: EvaluateArgs) -> dict:
         scorer = load_cross_encoder(args.reranker_model, args.device)
         predicted = scorer.predict([(a, b) for a, b, _ in pairs], batch_size=args.batch_size, show_progress_bar=True)
         system = f"cross-encoder {args.reranker_model}"
+    elif args.rerank != "none":  # any other kind: its pair score, one pair at a time
+        from ctxir.rerankers import load_reranker
+
+        reranker = load_reranker(args.rerank, args.reranker_model, args.device, args.batch_size)
+        predicted = [float(RERANKERS[args.rerank].pair_scores(reranker, a, [b])[0]) for a, b, _ in pairs]
+        system = f"{args.rerank} {args.reranker_model}"
     else:
         encoder = _encoder(args)
         left = encoder.encode([a for a, _, _ in pairs], show_progress_bar=True)
@@ -152,7 +168,8 @@ def run_paired(args: EvaluateArgs) -> dict:
 
 def build_pipeline(args: EvaluateArgs, corpus):
     from ctxir.encoders import cache_root
-    from ctxir.pipeline import Pipeline, build_first_stages, load_reranker
+    from ctxir.pipeline import Pipeline, build_first_stages, mode_fusion
+    from ctxir.rerankers import load_reranker
 
     encoders = []
     if args.retriever in ("dense", "hybrid"):
@@ -173,8 +190,8 @@ def build_pipeline(args: EvaluateArgs, corpus):
                                              "cache": bm25_cache},
                                fusion=args.fusion, k=args.rrf_k, weights=weights, depth=args.top_k, index=args.index,
                                show_progress=True)[args.retriever]
-    return Pipeline(first, load_reranker(args.rerank, args.reranker_model, args.device, args.batch_size),
-                    depth=args.top_k)
+    reranker = load_reranker(args.rerank, args.reranker_model, args.device, args.batch_size)
+    return Pipeline(first, reranker, depth=args.top_k, fusion=mode_fusion(reranker, args.rerank_mode))
 
 
 def run_retrieval(args: EvaluateArgs) -> dict:
@@ -197,10 +214,14 @@ def run_retrieval(args: EvaluateArgs) -> dict:
     names = {"first_stage": args.retriever, "rerank": f"{args.retriever} + {args.rerank}",
              "fused": f"{args.retriever} + {args.rerank} (fused)"}
     results = {names[stage]: evaluate_run(qrels, run) for stage, run in runs.items()}
+    # the run this command stands for: the --rerank-mode's (fused, else the re-ranker alone), else the first stage
+    stage = "fused" if args.rerank_mode == "fused" and "fused" in runs else "rerank" if "rerank" in runs \
+        else "first_stage"
+    if pipeline.fusion is not None:
+        print(f"fused mode: {pipeline.fusion.describe()}; {pipeline.fusion.chosen_on or 'settings given'}")
     if args.report:
         from ctxir.report import report_for_pipeline
 
-        stage = list(runs)[-1]  # evaluated last: fused, else rerank, else the first stage
         report_for_pipeline(args.report, pipeline, runs[stage], names[stage], corpus, queries, qrels,
                             config=asdict(args), worst=args.report_queries)
     return {"task": "retrieval", "metrics": {k: v.aggregate for k, v in results.items()},
@@ -209,6 +230,8 @@ def run_retrieval(args: EvaluateArgs) -> dict:
             "tuned_fusion": _without_grid(tuned.get("hybrid")),
             "tuned_stage_fusion": _without_grid(tuned.get("stages")), "tuning_queries": tuned.get("queries"),
             "first_stage_config": pipeline.first_stage.config,
+            "rerank_mode": args.rerank_mode if pipeline.reranker is not None else None, "system": names[stage],
+            "stage_fusion": pipeline.fusion.record() if pipeline.fusion is not None else None,
             # the top-k runs, so `python -m ctxir.report` can drill into them later without re-running
             "runs": {names[stage]: run for stage, run in runs.items()}}
 
@@ -249,7 +272,7 @@ def _tune(args: EvaluateArgs, pipeline) -> dict:
         runs_first = pipeline.first_stage.search(queries, pipeline.depth)
         reranked = {q: pipeline.reranker.rerank(queries[q], runs_first[q], pipeline.corpus) for q in queries}
         best = tuned["stages"] = tune_stage_fusion(runs_first, reranked, qrels)
-        pipeline.fusion = StageFusion.from_tuning(best)
+        pipeline.fusion = StageFusion.from_tuning({**best, "chosen_on": f"tuned on {where} (--tune-on)"})
         plain = max(row[best["metric"]] for row in best["grid"] if row["weights"][0] == 0)
         print(f"re-ranker/first-stage fusion tuned on {where}: {best['fusion']} weights={best['weights']} "
               f"({best['metric']} {best[best['metric']]:.4f}; re-ranker alone {plain:.4f})")
@@ -288,14 +311,18 @@ def run(args: EvaluateArgs) -> dict:
         raise CtxirError(f"--top-k must be ≥ 1, got {args.top_k!r}")
     if args.extra_models and args.retriever != "hybrid":
         raise CtxirError(f"--extra-models {args.extra_models!r} needs --retriever hybrid")
-    from ctxir.models import DEFAULT_CLS_LR, DEFAULT_CROSS_ENCODER, set_threads
+    from ctxir.checks import check_choice
+    from ctxir.models import set_threads
 
-    if args.rerank != "none" and not args.reranker_model:
+    check_choice(args.rerank, "--rerank", reranker_choices())
+    check_choice(args.rerank_mode, "--rerank-mode", RERANK_MODES)
+    if args.rerank != "none":
+        kind = RERANKERS[args.rerank]
         # recorded in the results: which model "the shipped default" was
-        args.reranker_model = DEFAULT_CLS_LR if args.rerank == "cls-lr" else DEFAULT_CROSS_ENCODER
-        if not args.reranker_model:
-            raise CtxirError("--rerank cls-lr needs --reranker-model: this installation ships no CLS-LR ranker; "
-                             "train one with `python training/train_cls_lr.py` and pass its folder")
+        args.reranker_model = args.reranker_model or kind.default_model()
+        ok, why = kind.available(args.reranker_model)
+        if not ok:  # before any data or model is loaded, and with no network
+            raise CtxirError(f"--rerank {args.rerank}: {why}. {kind.unavailable_hint('cli')}")
     set_threads(args.torch_threads)
     # 2. run and score it
     task = args.task if args.task != "auto" else ("sts" if _is_sts(path) else "retrieval")
@@ -345,7 +372,7 @@ def default_output(args: EvaluateArgs) -> str:
         parts += [f"tuned-{args.tune_on}"] if args.tune_on else [args.fusion, f"k{args.rrf_k:g}",
                                                                    f"w{args.weights or 'equal'}"]
     if args.rerank != "none":
-        parts += [args.rerank, Path(args.reranker_model).name, f"top{args.top_k}"]
+        parts += [args.rerank, Path(args.reranker_model).name, f"top{args.top_k}", args.rerank_mode]
         parts += [f"tuned-{args.tune_on}"] if args.tune_on and args.retriever != "hybrid" else []
     return str(Path("results") / ("-".join(parts) + ".json"))
 

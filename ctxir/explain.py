@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import torch
@@ -522,30 +522,34 @@ def _attention_report(query: str, document: str, model, tokenizer, tokens: list[
 
 def explain(query: str, document: str, bi_encoder=DEFAULT_BI_ENCODER, cross_encoder=None, cls_lr=None,
             n_steps: int = DEFAULT_IG_STEPS, max_steps: int = MAX_IG_STEPS, baseline: str = "pad",
-            attention: bool = True) -> dict:
+            attention: bool = True, rerankers: Mapping[str, object] | None = None) -> dict:
     """Explain one (query, document) pair with every model given; a JSON-able dict.
 
     ``bi_encoder`` (always): ``cosine``, ``query_tokens``, ``document_tokens``, ``pair_contributions`` (rows =
-    query tokens) and per-token sums — see ``explain_bi_encoder``. ``cross_encoder`` (when a cross-encoder or a
-    CLS-LR ranker is given): ``score``, ``tokens``, ``attributions``, ``completeness_error`` and more — see
-    ``explain_cross_encoder``; it holds the cross-encoder's explanation, or the CLS-LR one when only a CLS-LR
-    ranker is given. ``cls_lr`` (when a CLS-LR ranker is given): the same keys for it.
+    query tokens) and per-token sums — see ``explain_bi_encoder``. Re-rankers: ``rerankers`` maps a kind of
+    ``ctxir.rerankers.RERANKERS`` to its model (``cross_encoder=`` and ``cls_lr=`` are the same for those two
+    kinds); each is explained by its kind's explainer under the kind's key ("cross_encoder", "cls_lr", ...):
+    ``score``, ``tokens``, ``attributions``, ``completeness_error`` and more — see ``explain_cross_encoder``.
+    ``cross_encoder`` always holds the first re-ranker's explanation (the cross-encoder's, or the CLS-LR one when
+    only a CLS-LR ranker is given): the key readers of one re-ranker's explanation read.
     """
+    from ctxir.rerankers import get_reranker
+
     query, document = _check_text(query, "query"), _check_text(document, "document")
     if bi_encoder is None:
         raise CtxirError("bi_encoder is None: pass a SentenceTransformer, a ctxir.BiEncoder or a model name "
                          f"such as {DEFAULT_BI_ENCODER!r}")
     _check_steps(n_steps, max_steps)
     _check_baseline(baseline)
+    given = {kind: model for kind, model in (("cross-encoder", cross_encoder), ("cls-lr", cls_lr)) if model is not None}
+    given.update({kind: model for kind, model in (rerankers or {}).items() if model is not None})
+    kinds = [get_reranker(kind) for kind in given]  # an unknown kind fails before any model runs
     options = {"n_steps": n_steps, "max_steps": max_steps, "baseline": baseline}
     result = {"query": query, "document": document,
               "bi_encoder": explain_bi_encoder(bi_encoder, query, document, **options)}
-    if cross_encoder is not None:
-        result["cross_encoder"] = explain_cross_encoder(cross_encoder, query, document, attention=attention,
-                                                        **options)
-    if cls_lr is not None:
-        result["cls_lr"] = explain_cls_lr(cls_lr, query, document, attention=attention, **options)
-        result.setdefault("cross_encoder", result["cls_lr"])
+    for kind in kinds:
+        result[kind.key] = kind.explain(given[kind.name], query, document, attention=attention, **options)
+        result.setdefault("cross_encoder", result[kind.key])
     return result
 
 

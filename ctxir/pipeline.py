@@ -43,8 +43,9 @@ class RankedHit:
 
     @property
     def rank_change(self) -> int:
-        """Positive = the re-ranker moved this document up."""
-        return 0 if self.rerank_rank is None else self.first_stage_rank - self.rerank_rank
+        """Positive = re-ranking moved this document up: first-stage rank − final rank (the re-ranker's own rank
+        when it ranks alone, the fused rank in the fused mode); 0 without a re-ranker."""
+        return 0 if self.rerank_rank is None else self.first_stage_rank - self.rank
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,7 @@ class StageFusion:
     method: str = "weighted"
     weights: tuple[float, float] = (1.0, 1.0)  # (first stage, re-ranker)
     k: float = DEFAULT_RRF_K
+    chosen_on: str = field(default="", compare=False)  # where the settings come from, for the record
 
     def __post_init__(self):
         if self.method not in FUSIONS:
@@ -77,7 +79,42 @@ class StageFusion:
     @classmethod
     def from_tuning(cls, best: dict) -> StageFusion:
         """From ``ctxir.tuning.tune_stage_fusion``'s result (or its JSON record)."""
-        return cls(best["fusion"], tuple(best["weights"]), best["k"] if best.get("k") is not None else DEFAULT_RRF_K)
+        return cls(best["fusion"], tuple(best["weights"]), best["k"] if best.get("k") is not None else DEFAULT_RRF_K,
+                   chosen_on=str(best.get("chosen_on", "")))
+
+    @classmethod
+    def default(cls) -> StageFusion:
+        """The fused mode's settings when a re-ranker's folder has no fusion.json: RRF, k=60, equal weights.
+
+        Untuned on purpose: on three other-domain collections a weight chosen on SciFact did not hold, while RRF
+        k=60 with equal weights beat BM25 on all three."""
+        return cls("rrf", (1.0, 1.0), DEFAULT_RRF_K, chosen_on="default (RRF k=60, equal weights; not tuned)")
+
+    @classmethod
+    def from_file(cls, path) -> StageFusion:
+        """A fusion.json (training/ship.py puts it in the cross-encoder's folder): method "rrf"|"weighted",
+        weights [first stage, re-ranker], k, chosen_on."""
+        from ctxir.files import read_json
+
+        try:
+            data = read_json(path)
+            return cls(data["method"], tuple(float(w) for w in data["weights"]),
+                       float(data.get("k") or DEFAULT_RRF_K), chosen_on=str(data.get("chosen_on", "")))
+        except (KeyError, TypeError, ValueError) as err:
+            raise CtxirError(f"{str(path)!r} is not a fusion.json ({type(err).__name__}: {err}): expected "
+                             '{"method": "rrf"|"weighted", "weights": [first stage, re-ranker], "k": 60, '
+                             '"chosen_on": "..."}') from err
+
+    def record(self) -> dict:
+        """JSON-able: what a results file or the app's answer says about the fused mode."""
+        return {"method": self.method, "weights": list(self.weights), "k": self.k if self.method == "rrf" else None,
+                "chosen_on": self.chosen_on}
+
+    def describe(self) -> str:
+        """One phrase for people: 'RRF k=60, weights 1:1'."""
+        weights = ":".join(f"{w:g}" for w in self.weights)
+        return (f"RRF k={self.k:g}" if self.method == "rrf" else "weighted scores") + f", weights {weights} " \
+            "(first stage : re-ranker)"
 
     def fuse(self, first: list[Hit], reranked: list[Hit]) -> list[Hit]:
         return fuse([scored_only(first, reranked), reranked], self.method, self.k, self.weights)
@@ -154,6 +191,28 @@ class Pipeline:
         return runs
 
 
+def mode_fusion(reranker: Reranker | None, mode: str = "fused") -> StageFusion | None:
+    """The ``fusion`` a Pipeline gets in re-rank ``mode``: "fused" (the default of the app and the CLI) combines the
+    re-ranker with the first stage by the re-ranker's ``stage_fusion`` (its folder's fusion.json, else RRF k=60 with
+    equal weights), so a weak re-ranker cannot push results far below the first stage; "alone" ranks by the re-ranker
+    only. None without a re-ranker.
+
+    >>> class Constant(Reranker):
+    ...     def score_pairs(self, query, texts):
+    ...         return [0.0] * len(texts)
+    >>> mode_fusion(None), mode_fusion(Constant(), "alone")
+    (None, None)
+    >>> mode_fusion(Constant()).describe()
+    'RRF k=60, weights 1:1 (first stage : re-ranker)'
+    """
+    from ctxir.rerankers import RERANK_MODES
+
+    check_choice(mode, "re-rank mode", RERANK_MODES)
+    if reranker is None or mode == "alone":
+        return None
+    return getattr(reranker, "stage_fusion", None) or StageFusion.default()
+
+
 def merge_stages(first: list[Hit], reranked: list[Hit], final: list[Hit] | None = None) -> list[RankedHit]:
     """Join the rankings by document: final order is ``final`` (a fusion of both) or else the re-ranker's."""
     first_rank = {h.doc_id: (r, h.score) for r, h in enumerate(first, 1)}
@@ -166,7 +225,15 @@ def merge_stages(first: list[Hit], reranked: list[Hit], final: list[Hit] | None 
 # ---------------------------------------------------------------- building stages by name (CLI and app)
 
 FIRST_STAGES = ("bm25", "dense", "hybrid")
-RERANKERS = ("none", "cross-encoder", "cls-lr")
+
+
+def __getattr__(name: str):
+    # RERANKERS: ("none", every kind of the registry, ctxir.rerankers), read when asked so a registered kind shows
+    if name == "RERANKERS":
+        from ctxir.rerankers import reranker_choices
+
+        return reranker_choices()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def build_first_stages(corpus, kinds: Sequence[str] = FIRST_STAGES, encoders: Sequence = (), *,
@@ -203,16 +270,8 @@ def build_first_stages(corpus, kinds: Sequence[str] = FIRST_STAGES, encoders: Se
 
 
 def load_reranker(kind: str, model: str = "", device: str = "auto", batch_size: int = 32) -> Reranker | None:
-    """The re-ranker named ``kind`` ("none", "cross-encoder", "cls-lr"); ``model`` "" = the one shipped in ctxir."""
-    from ctxir.models import DEFAULT_CLS_LR, DEFAULT_CROSS_ENCODER
-    from ctxir.rerank import ClsLrRanker, CrossEncoderReranker
+    """The re-ranker named ``kind`` ("none" → None; the kinds: ``ctxir.rerankers.RERANKERS``); ``model`` "" = the
+    one shipped in ctxir. Kept here for callers of its old place: ``ctxir.rerankers.load_reranker``."""
+    from ctxir.rerankers import load_reranker as load
 
-    check_choice(kind, "re-ranker", RERANKERS)
-    if kind == "none":
-        return None
-    if kind == "cross-encoder":
-        return CrossEncoderReranker(model or DEFAULT_CROSS_ENCODER, device, batch_size)
-    if not (model or DEFAULT_CLS_LR):
-        raise CtxirError("the cls-lr re-ranker needs a model: this installation ships no CLS-LR ranker; train one "
-                         "with `python training/train_cls_lr.py` and pass its folder")
-    return ClsLrRanker.load(model or DEFAULT_CLS_LR, device)
+    return load(kind, model, device, batch_size)

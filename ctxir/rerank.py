@@ -34,6 +34,9 @@ class Reranker(ABC):
     """
 
     name = "reranker"
+    # how the fused re-rank mode combines it with a first stage (a ctxir.pipeline.StageFusion); None = the default
+    # (RRF k=60, equal weights). ctxir.rerankers.load_reranker sets it from the model folder's fusion.json.
+    stage_fusion = None
 
     @abstractmethod
     def score_pairs(self, query: str, texts: Sequence[str]) -> np.ndarray:

@@ -229,3 +229,41 @@ def test_index_flag_ann_is_recorded_and_kept_beside_the_embeddings(beir_dir, tmp
     with pytest.raises(SystemExit):  # argparse's choices: the message lists auto, exact, ann
         main([*args[:-4], "--index", "hnsw"])
     assert "invalid choice: 'hnsw' (choose from" in capsys.readouterr().err
+
+
+def test_rerank_modes_fused_by_default_with_the_folders_fusion_json(beir_dir, tmp_path, tiny_cross_encoder, capsys):
+    (tiny_cross_encoder / "fusion.json").write_text(json.dumps(
+        {"method": "rrf", "weights": [2.0, 1.0], "k": 10, "chosen_on": "train claims 1-2"}))
+    base = ["--data", str(beir_dir), "--retriever", "bm25", "--rerank", "cross-encoder", "--reranker-model",
+            str(tiny_cross_encoder), "--top-k", "4", "--torch-threads", "1"]
+    fused_out, alone_out = tmp_path / "fused.json", tmp_path / "alone.json"
+    assert main([*base, "--output", str(fused_out)]) == 0
+    printed = capsys.readouterr().out
+    fused = json.loads(fused_out.read_text())
+    # both are computed and printed: the re-ranker alone and fused with BM25 by the folder's settings
+    assert "| bm25 + cross-encoder |" in printed and "| bm25 + cross-encoder (fused) |" in printed
+    assert "fused mode: RRF k=10, weights 2:1 (first stage : re-ranker); train claims 1-2" in printed
+    assert (fused["rerank_mode"], fused["system"]) == ("fused", "bm25 + cross-encoder (fused)")
+    assert fused["stage_fusion"] == {"method": "rrf", "weights": [2.0, 1.0], "k": 10.0, "chosen_on": "train claims 1-2"}
+    assert fused["config"]["rerank_mode"] == "fused"
+    # BM25 puts each relevant document first; 2/(10+1) beats any 1/(10+r) + 2/(10+r'), so fusing keeps it there
+    assert fused["metrics"]["bm25 + cross-encoder (fused)"]["nDCG@10"] == 1.0
+    assert main([*base, "--rerank-mode", "alone", "--output", str(alone_out)]) == 0
+    alone = json.loads(alone_out.read_text())
+    assert set(alone["metrics"]) == {"bm25", "bm25 + cross-encoder"} and alone["stage_fusion"] is None
+    assert alone["metrics"]["bm25 + cross-encoder"] == fused["metrics"]["bm25 + cross-encoder"]
+    from ctxir.evaluate import EvaluateArgs, default_output
+
+    assert default_output(EvaluateArgs(data=str(beir_dir), retriever="bm25", rerank="cross-encoder",
+                                       reranker_model="x/ce", top_k=4)).endswith("-cross-encoder-ce-top4-fused.json")
+
+
+def test_a_reranker_that_is_not_here_fails_before_anything_loads(beir_dir, tmp_path, capsys):
+    assert main(["--data", str(beir_dir), "--retriever", "bm25", "--rerank", "cls-lr"]) == 2
+    err = capsys.readouterr().err
+    assert "--rerank cls-lr: this installation ships no CLS-LR re-ranker" in err and "train_cls_lr.py" in err
+    assert main(["--data", str(beir_dir), "--rerank", "cross-encoder", "--reranker-model", "someone/no-ce"]) == 2
+    assert "neither a local folder nor in the local Hugging Face cache" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--data", str(beir_dir), "--rerank", "colbert"])
+    assert "invalid choice: 'colbert' (choose from 'none', 'cross-encoder', 'cls-lr')" in capsys.readouterr().err

@@ -78,6 +78,47 @@ def test_pipeline_with_fusion_keeps_the_rerankers_own_scores():
     assert set(pipeline.run({"q": "bank"}, show_progress=False)) == {"first_stage", "rerank", "fused"}
 
 
+class Fixed(Reranker):
+    """Scores each document by a fixed table: a re-ranker whose order the test writes down."""
+
+    name = "fixed"
+
+    def __init__(self, scores: dict[str, float]):
+        self.scores = scores
+
+    def score_pairs(self, query, texts):
+        return np.array([self.scores[t] for t in texts], dtype=float)
+
+
+def test_fused_and_alone_modes_give_the_hand_checked_orders():
+    from ctxir.pipeline import mode_fusion
+    from ctxir.retrieval import Retriever
+
+    class InOrder(Retriever):  # the first stage ranks a, b, c, d
+        def _search(self, texts, top_k):
+            return [[Hit(d, 4.0 - i) for i, d in enumerate("abcd")][:top_k] for _ in texts]
+
+    corpus = {d: {"title": "", "text": d} for d in "abcd"}
+    reverse = Fixed({"a": 1.0, "b": 2.0, "c": 3.0, "d": 4.0})  # the re-ranker ranks d, c, b, a
+    first = InOrder(corpus)
+    alone = Pipeline(first, reverse, depth=4, fusion=mode_fusion(reverse, "alone")).search("q", top_k=4).hits
+    assert [h.doc_id for h in alone] == ["d", "c", "b", "a"]
+    # fused, RRF k=60, 1:1: a and d get 1/61 + 1/64 = 0.032018, b and c 1/62 + 1/63 = 0.032002; ties by doc id
+    fused = Pipeline(first, reverse, depth=4, fusion=mode_fusion(reverse)).search("q", top_k=4).hits
+    assert [h.doc_id for h in fused] == ["a", "d", "b", "c"]
+    assert fused[0].score == pytest.approx(1 / 61 + 1 / 64) and fused[2].score == pytest.approx(1 / 62 + 1 / 63)
+    assert [(h.first_stage_rank, h.rerank_rank, h.rank_change) for h in fused] == \
+        [(1, 4, 0), (4, 1, 2), (2, 3, -1), (3, 2, -1)]
+    # a model folder's fusion.json (here weights 0 : 1) replaces the default: the re-ranker's order again
+    reverse.stage_fusion = StageFusion("weighted", (0.0, 1.0))
+    assert [h.doc_id for h in Pipeline(first, reverse, depth=4, fusion=mode_fusion(reverse)).search(
+        "q", top_k=4).hits] == ["d", "c", "b", "a"]
+    runs = Pipeline(first, reverse, depth=4, fusion=mode_fusion(Fixed({}))).run({"q": "q"}, show_progress=False)
+    assert set(runs) == {"first_stage", "rerank", "fused"}
+    with pytest.raises(CtxirError, match="re-rank mode 'mixed' is not known: use one of 'fused', 'alone'"):
+        mode_fusion(reverse, "mixed")
+
+
 def test_stage_fusion_rejects_bad_settings():
     with pytest.raises(CtxirError, match="'mean'"):
         StageFusion("mean")
