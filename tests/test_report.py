@@ -285,9 +285,11 @@ def test_reranked_report_explains_the_reranker_then_the_first_stage(beir_dir, tm
     from ctxir.evaluate import main as evaluate
 
     report = tmp_path / "rerank.html"
+    # --rerank-mode alone: the run reported is the re-ranker's own, so its scores are the ones explained
     assert evaluate(["--data", str(beir_dir), "--retriever", "bm25", "--rerank", "cross-encoder",
                      "--reranker-model", str(tiny_bert_dir), "--device", "cpu", "--output",
-                     str(tmp_path / "r.json"), "--report", str(report), "--report-queries", "1"]) == 0
+                     str(tmp_path / "r.json"), "--report", str(report), "--report-queries", "1",
+                     "--rerank-mode", "alone"]) == 0
     loaded = load_report(report)
     assert loaded["meta"]["system"] == "bm25 + cross-encoder"
     [case] = loaded["cases"]
