@@ -46,6 +46,7 @@ LICENSES = {
     "sick": "CC BY-NC-SA 3.0",
     "snli": "CC BY-SA 4.0",
     "msmarco": "MS MARCO terms (non-commercial research only)",
+    "agnews": "AG's corpus terms (non-commercial research only)",
 }
 # Folder of each dataset under --data-dir, and what it must contain (for the error message).
 DATA_FOLDERS = {
@@ -53,6 +54,7 @@ DATA_FOLDERS = {
     "stsb": ("stsbenchmark", "sts-train.csv, sts-dev.csv and sts-test.csv"),
     "sick": ("sick", "SICK.txt"),
     "snli": ("snli", "s1.dev, s2.dev, labels.dev (SentEval layout)"),
+    "agnews": ("agnews", "train_subset.csv and test.csv (text,label)"),
 }
 
 METRICS_KEYS = ("model_type", "model_name", "base_model", "objective", "datasets", "config", "training",

@@ -28,7 +28,6 @@ from __future__ import annotations
 import csv
 import io
 import itertools
-import sys
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -531,7 +530,8 @@ class ZeroShotClassifier(EmbeddingClassifier):
         index = {c: i for i, c in enumerate(self.classes)}
         unknown = sorted({str(x) for x in labels} - set(index))
         if unknown:
-            raise CtxirError(f"label {unknown[0]!r} of the examples is not one of the zero-shot labels {self.classes!r}")
+            raise CtxirError(f"label {unknown[0]!r} of the examples is not one of the zero-shot labels "
+                             f"{self.classes!r}")
         self._keep_reference(embeddings, np.array([index[str(x)] for x in labels], dtype=np.int64))
         return self
 
@@ -611,7 +611,8 @@ def sample_per_class(labels: Sequence[str], n: int, seed: int) -> list[int]:
 
     >>> sample_per_class(["a", "b", "a", "b", "a"], 2, seed=0) == sample_per_class(["a", "b", "a", "b", "a"], 2, 0)
     True
-    >>> sorted(Counter(["a", "b", "a", "b", "a"][i] for i in sample_per_class(["a", "b", "a", "b", "a"], 2, 1)).values())
+    >>> labels = ["a", "b", "a", "b", "a"]
+    >>> sorted(Counter(labels[i] for i in sample_per_class(labels, 2, 1)).values())
     [2, 2]
     """
     rng = np.random.default_rng(seed)
@@ -698,7 +699,7 @@ def _ks(value: str) -> list[int]:
     return [check_int(k.strip(), "--k", 1, 10_000) for k in value.split(",") if k.strip()] or [5]
 
 
-def _build(method: str, encoder, weights: str, seed: int = 0) -> EmbeddingClassifier:
+def make_classifier(method: str, encoder, weights: str, seed: int = 0) -> EmbeddingClassifier:
     """'knn-5', 'centroid', 'logreg' → an unfitted classifier."""
     if method.startswith("knn-"):
         return KnnClassifier(encoder, k=int(method.split("-")[1]), weights=weights)
@@ -726,7 +727,8 @@ def few_shot(train_x: np.ndarray, train_y: Sequence[str], test_x: np.ndarray, te
         per_seed = []
         for seed in range(seeds):
             rows = sample_per_class(train_y, shots, seed)
-            classifier = _build(method, None, weights, seed).fit_embeddings(train_x[rows], [train_y[i] for i in rows])
+            classifier = make_classifier(method, None, weights, seed)
+            classifier.fit_embeddings(train_x[rows], [train_y[i] for i in rows])
             predicted = classifier.predict_labels(test_x)
             per_seed.append({"seed": seed, "accuracy": float(np.mean(np.asarray(predicted) == np.asarray(test_y))),
                              "macro_f1": float(f1_score(test_y, predicted, average="macro", zero_division=0))})
@@ -821,7 +823,8 @@ def run(args: ClassifyArgs) -> dict:
         else:
             variants = [f"knn-{k}" for k in ks] if method == "knn" else [method]
             started = time.perf_counter()
-            named = {v: _build(v, encoder, args.weights).fit_embeddings(train_x, train_y) for v in variants}
+            named = {v: make_classifier(v, encoder, args.weights).fit_embeddings(train_x, train_y)
+                     for v in variants}
             chosen = {v: {"weights": args.weights} if v.startswith("knn") else {} for v in variants}
         for name, classifier in named.items():
             predicted = classifier.predict_labels(test_x)
@@ -870,7 +873,3 @@ def main(argv: list[str] | None = None) -> int:
     from ctxir.cli import cli_main
 
     return cli_main(ClassifyArgs, run, argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
