@@ -341,7 +341,7 @@ def test_build_demo_exposes_every_endpoint_and_turns_errors_into_gr_error(state)
     names = {fn.api_name for fn in demo.fns.values() if fn.api_name and fn.api_visibility == "public"}
     assert names == {"search", "compare_pooling", "upload_corpus", "score_pairs", "model_info", "token_embeddings",
                      "layer_similarity", "sentence_similarity", "attention", "explain", "explain_result", "what_moved",
-                     "failure_report"}
+                     "failure_report", "classify"}
 
     @app._guard
     def failing():

@@ -6,14 +6,23 @@ import warnings
 
 import gradio as gr
 
-from ctxir.app import attention_tab, embeddings_tab, explain_tab, pairs_tab, report_tab, search_tab
+from ctxir.app import (
+    attention_tab,
+    classify_tab,
+    embeddings_tab,
+    explain_tab,
+    pairs_tab,
+    report_tab,
+    search_tab,
+)
 from ctxir.app.state import AppConfig, AppState
 from ctxir.app.text import md_literal
 from ctxir.app.ui import CSS, Outputs, Ui, named, plain_errors_for_api
 
 TITLE = "ctxir — contextual embeddings for search"
 TABS = (("Search", search_tab), ("Pair scoring", pairs_tab), ("Explain", explain_tab),
-        ("Token embeddings", embeddings_tab), ("Attention", attention_tab), ("Failure report", report_tab))
+        ("Token embeddings", embeddings_tab), ("Attention", attention_tab), ("Failure report", report_tab),
+        ("Classify", classify_tab))
 INTRO = ("Search a corpus, re-rank the results and see **why** each document scored as it did, word by word; "
          "look inside the encoder (tokens, embeddings, attention). Everything runs on this machine, offline.")
 

@@ -1,0 +1,329 @@
+"""Classify tab: label texts with the bi-encoder's embeddings alone — zero-shot from label names (or descriptions),
+or few-shot from uploaded labelled examples (kNN, nearest centroid, logistic regression; ``ctxir.classify``).
+
+Each prediction shows a bar per label (the method's score: cosine, vote share or probability) and its nearest
+labelled examples; one plot places texts, examples and label embeddings in 2-D (PCA or t-SNE) coloured by class.
+Nothing is kept between requests: a visitor's examples are read, encoded in memory (never into the persistent
+cache) and dropped with the answer, so visitors never see each other's data.
+"""
+
+from __future__ import annotations
+
+import csv
+import random
+from pathlib import Path
+
+import gradio as gr
+import numpy as np
+import plotly.graph_objects as go
+
+from ctxir.app import figures
+from ctxir.app.state import AppState, ViewResult
+from ctxir.app.text import md_literal, snippet, split_lines
+from ctxir.app.ui import Ui, exports, frame, gpu, guard, lines, show, tab_intro
+from ctxir.checks import check_choice, check_int, check_text
+from ctxir.classify import TEMPLATES, Label, ZeroShotClassifier, load_labelled, make_classifier
+from ctxir.types import CtxirError
+
+METHODS = ("zero-shot", "knn", "centroid", "logreg")
+PROJECTIONS = ("pca", "tsne")
+MAX_TEXTS = 50  # texts classified per request
+MAX_EXAMPLES = 1_000  # labelled rows per upload: ~40 s of encoding on a 2-core CPU
+MAX_LABELS = 20
+NEIGHBOURS = 3
+AGNEWS = Path(__file__).resolve().parents[3] / "shared" / "data" / "agnews"  # ../shared/data beside the checkout
+AGNEWS_LABELS = Path(__file__).resolve().parents[1] / "assets" / "agnews_labels.csv"
+# Written for this app (not from any data set), used as the sample when the AG News folder is not beside the checkout.
+BUILT_IN_TEXTS = [
+    "The striker scored twice as the home side won the cup final.",
+    "Parliament voted to approve the new trade agreement with its neighbours.",
+    "Shares of the carmaker fell after it cut its profit forecast.",
+    "Engineers released a faster browser engine and a new phone chip.",
+]
+BUILT_IN_EXAMPLES = [
+    ("The goalkeeper saved a penalty in the last minute of the match.", "Sports"),
+    ("The tennis champion won her third title of the season.", "Sports"),
+    ("Rebels and the government agreed to a ceasefire after talks.", "World"),
+    ("The prime minister met foreign leaders at the summit.", "World"),
+    ("The bank reported higher quarterly earnings and raised its dividend.", "Business"),
+    ("Oil prices rose as markets worried about supply.", "Business"),
+    ("Researchers launched a satellite to study the climate.", "Sci/Tech"),
+    ("The software company fixed a security flaw in its operating system.", "Sci/Tech"),
+]
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def parse_labels(text) -> list[Label]:
+    """One label per line, ``name`` or ``name: description``; a list of names is accepted too (API users)."""
+    items = split_lines(text, "labels", MAX_LABELS, 300, min_items=2)
+    labels = []
+    for item in items:
+        name, _, description = item.partition(": ")
+        labels.append(Label(name.strip(), description.strip()))
+    names = [label.name for label in labels]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise CtxirError(f"labels name {repeated[0]!r} more than once: keep one line per label")
+    return labels
+
+
+def read_examples(state: AppState, path) -> list[tuple[str, str]]:
+    """A visitor's labelled examples (.csv/.tsv text,label or .jsonl), within the app's size and row limits."""
+    path = Path(path)
+    if not path.is_file():
+        raise CtxirError(f"uploaded file {str(path.name)!r} was not found on the server: upload it again")
+    size_mb = path.stat().st_size / 2**20
+    if size_mb > state.config.max_upload_mb:
+        raise CtxirError(f"{path.name} is {size_mb:.1f} MB; this app accepts files up to "
+                         f"{state.config.max_upload_mb:g} MB: upload a smaller sample")
+    rows = load_labelled(path)
+    if len(rows) > MAX_EXAMPLES:
+        raise CtxirError(f"{path.name} has {len(rows):,} labelled rows; this app encodes at most {MAX_EXAMPLES:,} on "
+                         "its CPU: upload a sample (python -m ctxir.classify takes any size)")
+    for i, (text, _) in enumerate(rows, 1):
+        check_text(text, f"{path.name} row {i}", state.config.max_text_chars)
+    return rows
+
+
+def project_2d(vectors: np.ndarray, method: str, seed: int = 0) -> np.ndarray:
+    """(n, D) → (n, 2) by PCA or t-SNE (perplexity below the point count, as t-SNE requires)."""
+    if len(vectors) < 3:
+        return np.pad(vectors[:, :2], ((0, 0), (0, max(0, 2 - vectors.shape[1]))))
+    if method == "pca":
+        from sklearn.decomposition import PCA
+
+        return PCA(n_components=2, random_state=seed).fit_transform(vectors)
+    from sklearn.manifold import TSNE
+
+    return TSNE(n_components=2, perplexity=min(30.0, (len(vectors) - 1) / 3), init="pca",
+                random_state=seed).fit_transform(vectors)
+
+
+def classify_view(state: AppState, texts, labels="", examples=None, method: str = "zero-shot", k: int = 5,
+                  template: str = TEMPLATES[1], projection: str = "pca") -> ViewResult:
+    """Classify ``texts`` (one per line) zero-shot from ``labels`` or few-shot from the ``examples`` file."""
+    from ctxir.encoders import BiEncoder
+
+    cfg = state.config
+    # 1. check the input
+    items = split_lines(texts, "texts", MAX_TEXTS, cfg.max_text_chars)
+    method = check_choice(method, "method", METHODS)
+    k = check_int(k, "k", 1, 50)
+    projection = check_choice(projection, "projection", PROJECTIONS)
+    rows = read_examples(state, examples) if examples else []
+    named = parse_labels(labels) if str(labels or "").strip() else []
+    if method == "zero-shot" and not named:
+        raise CtxirError("zero-shot needs label names: type at least 2 in Labels (one per line)")
+    if method != "zero-shot" and not rows:
+        raise CtxirError(f"{method} needs labelled examples: upload a .csv (text,label) or .jsonl file, load the "
+                         "sample, or choose zero-shot")
+    if rows and len({y for _, y in rows}) < 2:
+        raise CtxirError("the labelled examples hold only one label: give examples of at least 2")
+    template = check_text(template, "template", 200)
+    # 2. encode (in memory only: a visitor's texts never reach the persistent cache)
+    encoder = BiEncoder(state.models.bi_encoder, cache=None)
+    text_x = encoder.encode(items)  # (texts, D)
+    example_x = encoder.encode([t for t, _ in rows]) if rows else np.zeros((0, text_x.shape[1]), np.float32)
+    # 3. classify
+    if method == "zero-shot":
+        classifier = ZeroShotClassifier(encoder, named, template)
+        known = set(classifier.classes)
+        if rows:
+            unknown = sorted({y for _, y in rows} - known)
+            if unknown:
+                raise CtxirError(f"example label {unknown[0]!r} is not among the labels {sorted(known)!r}: add it "
+                                 "to Labels or fix the file")
+            classifier.fit_embeddings(example_x, [y for _, y in rows])
+    else:
+        classifier = make_classifier(f"knn-{k}" if method == "knn" else method, encoder, "uniform")
+        classifier.fit_embeddings(example_x, [y for _, y in rows])
+    classifier.texts = [t for t, _ in rows]
+    predictions = classifier.predict_embeddings(text_x, NEIGHBOURS if rows else 0)
+    # 4. the 2-D map: examples, texts and (zero-shot) label embeddings together
+    label_x = classifier.label_vectors if method == "zero-shot" else np.zeros((0, text_x.shape[1]), np.float32)
+    xy = project_2d(np.concatenate([example_x, text_x, label_x]), projection)
+    kinds = ["example"] * len(rows) + ["text"] * len(items) + ["label"] * len(label_x)
+    classes_of = [y for _, y in rows] + [p.label for p in predictions] + list(classifier.classes[:len(label_x)])
+    shown = [t for t, _ in rows] + items + (classifier.prompts if method == "zero-shot" else [])
+    points = [{"x": round(float(x), 4), "y": round(float(y), 4), "kind": kind, "label": label, "text": text}
+              for (x, y), kind, label, text in zip(xy, kinds, classes_of, shown, strict=True)]
+    d = cfg.decimals
+    result_rows = [{"#": i, "text": snippet(text, 100), "prediction": p.label,
+                    "score": round(p.scores[p.label], d), **{c: round(s, d) for c, s in p.scores.items()}}
+                   for i, (text, p) in enumerate(zip(items, predictions, strict=True), 1)]
+    neighbour_rows = [{"#": i, "rank": r, "neighbour": snippet(n.text, 100), "label": n.label,
+                       "cosine": round(n.similarity, d)}
+                      for i, p in enumerate(predictions, 1) for r, n in enumerate(p.neighbours, 1)]
+    score_name = {"zero-shot": "cosine", "knn": "vote share", "centroid": "cosine", "logreg": "probability"}[method]
+    data = {"method": method, "k": k if method == "knn" else None, "score": score_name,
+            "template": template if method == "zero-shot" else None, "projection": projection,
+            "classes": list(classifier.classes), "examples": len(rows),
+            "predictions": [{"text": t, "label": p.label, "scores": {c: round(s, d) for c, s in p.scores.items()},
+                             "neighbours": [{"text": n.text, "label": n.label, "cosine": round(n.similarity, d)}
+                                            for n in p.neighbours]} for t, p in zip(items, predictions, strict=True)],
+            "points": points}
+    how = (f"zero-shot, template {md_literal(template)}" if method == "zero-shot"
+           else f"{method}{f' (k={k})' if method == 'knn' else ''} on {_count(len(rows), 'labelled example')}")
+    text = (f"{_count(len(items), 'text')} classified by {how}; scores are {score_name}s. "
+            + ", ".join(f"{md_literal(c)} {n}" for c, n in sorted(
+                {c: sum(p.label == c for p in predictions) for c in classifier.classes}.items()) if n))
+    return ViewResult(rows=result_rows, extra_rows=neighbour_rows, data=data, text=text)
+
+
+def sample_inputs(out_root: Path, per_class: int = 8, texts_per_class: int = 3, seed: int = 0) -> tuple[str, str, str]:
+    """(texts, labels, examples file) for the sample: AG News test texts and train-subset examples when the data
+    folder sits beside the checkout, else the built-in examples; the file is written under ``out_root``."""
+    from ctxir.classify import load_labels, sample_per_class
+
+    if (AGNEWS / "test.csv").is_file() and (AGNEWS / "train_subset.csv").is_file():
+        test, train = load_labelled(AGNEWS / "test.csv"), load_labelled(AGNEWS / "train_subset.csv")
+        picked = sample_per_class([y for _, y in test], texts_per_class, seed)
+        random.Random(seed).shuffle(picked)
+        texts = [test[i][0] for i in picked]
+        examples = [train[i] for i in sample_per_class([y for _, y in train], per_class, seed)]
+    else:
+        texts, examples = BUILT_IN_TEXTS, BUILT_IN_EXAMPLES
+    path = out_root / f"classify-sample-{'agnews' if texts is not BUILT_IN_TEXTS else 'built-in'}.csv"
+    with path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["text", "label"])
+        writer.writerows(examples)
+    labels = [f"{label.name}: {label.description}" if label.description else label.name
+              for label in load_labels(AGNEWS_LABELS)]
+    return lines(texts), lines(labels), str(path)
+
+
+# ---------------------------------------------------------------- figures (Plotly, drawn from the JSON answer)
+
+
+def class_scores(texts: list[str], classes: list[str], scores: list[list[float]], score_name: str) -> go.Figure:
+    """Grouped horizontal bars: one group per text ("text 1"...), one bar per label, the predicted one outlined;
+    hovering a bar shows the text, the label and the score."""
+    fig = go.Figure()
+    names = [f"text {i + 1}" for i in range(len(texts))]
+    hover = [snippet(t, 90) for t in texts]
+    best = [int(np.argmax(row)) for row in scores]
+    for c, label in enumerate(classes):
+        fig.add_trace(go.Bar(
+            y=names, x=[row[c] for row in scores], orientation="h", name=label[:40],
+            marker={"color": figures.COLORS[c % len(figures.COLORS)],
+                    "line": {"width": [2.5 if b == c else 0 for b in best], "color": "#111111"}},
+            customdata=hover, hovertemplate=f"%{{customdata}}<br>{label[:40]}: <b>%{{x:.3f}}</b><extra></extra>"))
+    fig.update_yaxes(autorange="reversed", type="category", automargin=True)
+    fig.update_xaxes(title_text=score_name)
+    return figures._layout(fig, f"{score_name} of every label, per text (outlined = predicted)",
+                           int(120 + len(texts) * (14 * len(classes) + 18)), barmode="group",
+                           legend={"orientation": "h", "y": -0.12, "x": 0, "yanchor": "top"})
+
+
+def class_map(points: list[dict], title: str) -> go.Figure:
+    """Texts (◆, by predicted class), labelled examples (●) and label embeddings (★) in 2-D, one colour per class;
+    hover shows the text."""
+    fig = go.Figure()
+    classes = sorted({p["label"] for p in points})
+    style = {"example": ("circle", 8, "examples"), "text": ("diamond", 13, "texts"), "label": ("star", 20, "label")}
+    for c, label in enumerate(classes):
+        for kind, (symbol, size, word) in style.items():
+            chosen = [p for p in points if p["label"] == label and p["kind"] == kind]
+            if not chosen:
+                continue
+            fig.add_trace(go.Scatter(
+                x=[p["x"] for p in chosen], y=[p["y"] for p in chosen], mode="markers",
+                name=f"{label[:30]} · {word}", legendgroup=label,
+                marker={"symbol": symbol, "size": size, "color": figures.COLORS[c % len(figures.COLORS)],
+                        "line": {"width": 1.5 if kind != "example" else 0, "color": "#111111"}},
+                customdata=[snippet(p["text"], 120) for p in chosen],
+                hovertemplate=f"<b>{label[:30]}</b> ({word})<br>%{{customdata}}<extra></extra>"))
+    fig.update_xaxes(showticklabels=False, zeroline=False)
+    fig.update_yaxes(showticklabels=False, zeroline=False)
+    return figures._layout(fig, title, 520, legend={"orientation": "h", "y": -0.02, "x": 0, "yanchor": "top"})
+
+
+# ---------------------------------------------------------------- UI
+
+
+def build(ui: Ui) -> None:
+    """The Classify tab (inside an open gr.Tab); event /classify."""
+    state, out = ui.state, ui.out
+
+    @guard
+    @gpu
+    def do_classify(texts, labels, examples, method, k, template, projection, request: gr.Request):
+        """Classify texts with the bi-encoder's embeddings: zero-shot from label names, or few-shot from examples.
+
+        Args:
+            texts: the texts to classify, one per line (at most 50).
+            labels: label names, one per line, optionally "name: description" (needed for zero-shot).
+            examples: a labelled file (.csv with a text,label header, or .jsonl) for few-shot methods, or None.
+            method: "zero-shot", "knn", "centroid" or "logreg".
+            k: neighbours voting in kNN (1 to 50).
+            template: the zero-shot prompt, with {label} or {description} in it.
+            projection: the embedding map's 2-D projection, "pca" or "tsne".
+        Returns:
+            a summary, the predictions with a score per label, each text's nearest labelled examples, and every
+            number as JSON (predictions, scores, neighbours, 2-D points).
+        """
+        ui.visitor(request)
+        r = classify_view(state, texts, labels, examples, method, k, template, projection)
+        return r.text, frame(r.rows), frame(r.extra_rows, ["#", "rank", "neighbour", "label", "cosine"]), r.data
+
+    def after_classify(data):
+        bars = class_scores([p["text"] for p in data["predictions"]], data["classes"],
+                                    [[p["scores"][c] for c in data["classes"]] for p in data["predictions"]],
+                                    data["score"])
+        plot = class_map(data["points"], f"texts, examples and labels in 2-D ({data['projection'].upper()})")
+        files = exports(out, "classify", data=data, rows=[{"text": p["text"], "prediction": p["label"], **p["scores"]}
+                                                           for p in data["predictions"]], plots=[bars, plot])
+        return show(bars), show(plot), show(files)
+
+    def load_sample():
+        return sample_inputs(out.root)
+
+    tab_intro("Label texts with the bi-encoder's embeddings, no classifier training: **zero-shot** compares each "
+              "text with the label names (written into a prompt template), **few-shot** with labelled examples you "
+              "upload (k nearest neighbours, class centroids, logistic regression).")
+    with gr.Row():
+        cls_texts = gr.Textbox(label=f"Texts to classify (one per line, at most {MAX_TEXTS})", lines=6, scale=3,
+                               value=lines(BUILT_IN_TEXTS), min_width=260, elem_id="classify-texts")
+        cls_labels = gr.Textbox(label="Labels (one per line; optionally  name: description)", lines=6, scale=2,
+                                value="World\nSports\nBusiness\nSci/Tech", min_width=200, elem_id="classify-labels")
+    with gr.Row(equal_height=True):
+        cls_examples = gr.File(label=f"Labelled examples for few-shot (.csv text,label or .jsonl; at most "
+                                     f"{MAX_EXAMPLES:,} rows)", file_types=[".csv", ".tsv", ".jsonl"], scale=3,
+                               min_width=240, elem_id="classify-examples")
+        with gr.Column(scale=2, min_width=220):
+            cls_method = gr.Radio(list(METHODS), value="zero-shot", label="method")
+            cls_k = gr.Slider(1, 50, value=5, step=1, label="k (kNN)")
+    with gr.Row():
+        cls_template = gr.Dropdown(list(TEMPLATES), value=TEMPLATES[1], allow_custom_value=True, scale=3,
+                                   label="zero-shot template ({label}, {description})", min_width=240)
+        cls_projection = gr.Radio(list(PROJECTIONS), value="pca", label="2-D map", scale=1, min_width=140)
+    with gr.Row():
+        cls_button = gr.Button("Classify", variant="primary", elem_id="classify-button")
+        sample_button = gr.Button("Load the AG News sample", elem_id="classify-sample-button")
+    cls_summary = gr.Markdown(elem_id="classify-summary")
+    cls_table = gr.Dataframe(label="Predictions: the score of every label", wrap=True, elem_classes=["ctxir-table"],
+                             visible=False, elem_id="classify-table")
+    cls_bars = gr.Plot(label="Score per label, per text (hover a bar)", visible=False, elem_id="classify-bars")
+    cls_map = gr.Plot(label="Embedding map: colour = class; ◆ texts, ● examples, ★ labels (hover a point)",
+                      visible=False, elem_id="classify-map")
+    with gr.Accordion("Nearest labelled examples of each text", open=False):
+        cls_neighbours = gr.Dataframe(frame([], ["#", "rank", "neighbour", "label", "cosine"]), wrap=True,
+                                      elem_classes=["ctxir-table"], elem_id="classify-neighbours")
+    cls_files = gr.File(label="Download: interactive HTML, CSV, JSON", file_count="multiple", visible=False)
+    with gr.Accordion("Numbers (JSON)", open=False):
+        cls_json = gr.JSON()
+
+    hidden = gr.update(visible=False)
+    cls_button.click(lambda: ("", hidden, hidden, hidden, hidden), None,
+                     [cls_summary, cls_table, cls_bars, cls_map, cls_files], queue=False,
+                     api_visibility="private").then(
+        do_classify, [cls_texts, cls_labels, cls_examples, cls_method, cls_k, cls_template, cls_projection],
+        [cls_summary, cls_table, cls_neighbours, cls_json], api_name="classify").success(
+        lambda table: show(table), [cls_table], [cls_table], queue=False, api_visibility="private").success(
+        after_classify, [cls_json], [cls_bars, cls_map, cls_files], api_visibility="private")
+    sample_button.click(load_sample, None, [cls_texts, cls_labels, cls_examples], api_visibility="private").success(
+        lambda: "knn", None, [cls_method], queue=False, api_visibility="private")
