@@ -65,6 +65,8 @@ class License:
         return sum(weights[c] for c in self.conditions)
 
 
+AG_CORPUS_TERMS = License("other", "AG's corpus terms (non-commercial research only)", frozenset({"NC", "RESEARCH"}),
+                          "http://groups.di.unipi.it/~gulli/AG_corpus_of_news_articles.html", "ag-corpus-terms")
 MSMARCO_TERMS = License("other", "MS MARCO terms (non-commercial research only)", frozenset({"NC", "RESEARCH"}),
                         "https://microsoft.github.io/msmarco/", "ms-marco-terms")
 # Hub license ids for common permissive licenses (no NC/SA/ND conditions).
@@ -82,6 +84,8 @@ def parse_license(text: str | None) -> License | None:
     if not text or not str(text).strip():
         return None
     low = str(text).strip().lower()
+    if "ag's corpus" in low or "ag news" in low:
+        return AG_CORPUS_TERMS
     if "ms marco" in low or "msmarco" in low or "research only" in low or "non-commercial research" in low:
         return MSMARCO_TERMS
     match = re.fullmatch(r"cc[\s_-]*by((?:[\s_-]*(?:nc|sa|nd))*)[\s_-]*v?(\d\.\d)(?:\s+international)?", low)
@@ -142,6 +146,11 @@ class DatasetInfo:
 
 
 KNOWN_DATASETS = {
+    "agnews": DatasetInfo("agnews", "AG News", "fancyzhx/ag_news",
+                          "http://groups.di.unipi.it/~gulli/AG_corpus_of_news_articles.html",
+                          "@inproceedings{zhang-2015-character,\n  title = {Character-level Convolutional Networks for Text "
+                          "Classification},\n  author = {Zhang, Xiang and Zhao, Junbo and LeCun, Yann},\n  booktitle = "
+                          "{NeurIPS},\n  year = {2015}\n}"),
     "scifact": DatasetInfo("scifact", "SciFact (BEIR)", "BeIR/scifact", "https://github.com/allenai/scifact",
                            "@inproceedings{wadden-etal-2020-fact,\n  title = {Fact or Fiction: Verifying Scientific "
                            "Claims},\n  author = {Wadden, David and Lin, Shanchuan and Lo, Kyle and Wang, Lucy Lu and "
@@ -168,7 +177,7 @@ KNOWN_DATASETS = {
                            "COmprehension Dataset},\n  author = {Bajaj, Payal and others},\n  journal = "
                            "{arXiv:1611.09268},\n  year = {2016}\n}"),
 }
-_DATASET_ALIASES = {"scifact": "scifact", "beirscifact": "scifact", "stsb": "stsb", "stsbenchmark": "stsb",
+_DATASET_ALIASES = {"agnews": "agnews", "agnewstopicclassification": "agnews", "scifact": "scifact", "beirscifact": "scifact", "stsb": "stsb", "stsbenchmark": "stsb",
                     "stsbenchmarksts": "stsb", "sick": "sick", "sickr": "sick", "sicke": "sick", "snli": "snli",
                     "msmarco": "msmarco", "msmarcosample": "msmarco", "msmarcopassage": "msmarco"}
 BEIR_CITATION = ("@inproceedings{thakur2021beir,\n  title = {BEIR: A Heterogeneous Benchmark for Zero-shot Evaluation "

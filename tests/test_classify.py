@@ -261,7 +261,7 @@ def test_cli_end_to_end(tmp_path, minilm_path, capsys):
     _write(tmp_path / "train.csv", [(t, "Sports") for t in SPORTS[:4]] + [(t, "Business") for t in MONEY[:4]])
     _write(tmp_path / "test.csv", [(t, "Sports") for t in SPORTS[4:]] + [(t, "Business") for t in MONEY[4:]])
     out = tmp_path / "metrics.json"
-    code = main(["--data", str(tmp_path), "--model", str(minilm_path), "--k", "1,3", "--shots", "2", "--seeds",
+    code = main(["--data", str(tmp_path), "--model", str(minilm_path), "--k", "1,3", "--shots", "1,2", "--seeds",
                  "2", "--few-shot-methods", "knn-1,logreg", "--projection-words", "300", "--device", "cpu",
                  "--cache-dir", str(tmp_path / "cache"), "--output", str(out)])
     assert code == 0
@@ -273,7 +273,8 @@ def test_cli_end_to_end(tmp_path, minilm_path, capsys):
     zero = record["methods"]["zero-shot"]["config"]
     assert zero["chosen_on"] == "train accuracy" and len(zero["candidates"]) == 3 * 2  # 3 templates × projection
     assert len(record["paired"]) == 10 and record["paired"][0]["test"].startswith("McNemar")
-    assert set(record["few_shot"]["methods"]) == {"knn-1", "logreg"}
+    assert [r["shots"] for r in record["few_shot"]] == [1, 2]
+    assert set(record["few_shot"][1]["methods"]) == {"knn-1", "logreg"}
     assert record["throughput"]["encode_texts_per_second"] > 0
 
 

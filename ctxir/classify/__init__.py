@@ -669,7 +669,8 @@ class ClassifyArgs:
     projection_words: int = field(default=5000, metadata={"help": "vocabulary words the projection is fitted on"})
     k: str = field(default="1,5,15", metadata={"help": "kNN neighbour counts, comma separated"})
     weights: str = field(default="uniform", metadata={"help": "kNN vote: uniform or distance"})
-    shots: int = field(default=0, metadata={"help": "also run few-shot: N training examples per class"})
+    shots: str = field(default="", metadata={"help": "also run few-shot with N training examples per class; a comma "
+                                                    "list (8,16,32,64) gives the curve"})
     seeds: int = field(default=5, metadata={"help": "few-shot: seeds (samples of N per class)"})
     few_shot_methods: str = field(default="knn-5,logreg", metadata={"help": "methods run few-shot"})
     max_test: int = field(default=0, metadata={"help": "first N test rows only (0 = all; for quick checks)"})
@@ -697,6 +698,14 @@ def _ks(value: str) -> list[int]:
     from ctxir.checks import check_int
 
     return [check_int(k.strip(), "--k", 1, 10_000) for k in value.split(",") if k.strip()] or [5]
+
+
+def _shots(value: str) -> list[int]:
+    """'8,16,32' → [8, 16, 32]; '' or '0' → []."""
+    from ctxir.checks import check_int
+
+    shots = [check_int(n.strip(), "--shots", 0, 1_000_000) for n in str(value).split(",") if n.strip()]
+    return [n for n in shots if n > 0]
 
 
 def make_classifier(method: str, encoder, weights: str, seed: int = 0) -> EmbeddingClassifier:
@@ -760,12 +769,13 @@ def run(args: ClassifyArgs) -> dict:
         train_path, test_path = args.train, args.test
     if not test_path:
         raise CtxirError("--test is missing: pass a labelled test file (text,label) or --data FOLDER")
+    shots = _shots(args.shots)
     needs_train = [m for m in methods if m != "zero-shot"] or ([] if args.labels else ["zero-shot"])
-    if not train_path and (needs_train or args.shots):
+    if not train_path and (needs_train or shots):
         raise CtxirError(f"--train is missing: {', '.join(needs_train) or 'few-shot'} needs labelled examples "
                          "(zero-shot alone runs with --labels and no --train)")
-    if args.shots < 0 or args.seeds < 1:
-        raise CtxirError(f"--shots must be ≥ 0 and --seeds ≥ 1, got {args.shots!r} and {args.seeds!r}")
+    if args.seeds < 1:
+        raise CtxirError(f"--seeds must be ≥ 1, got {args.seeds!r}")
     set_threads(args.torch_threads)
 
     # 1. load the data
@@ -840,12 +850,13 @@ def run(args: ClassifyArgs) -> dict:
                         for a, b in itertools.combinations(predictions, 2)]
 
     # 5. few-shot: N per class, mean ± std over seeds
-    if args.shots:
-        record["few_shot"] = few_shot(train_x, train_y, test_x, test_y,
-                                      [m.strip() for m in args.few_shot_methods.split(",") if m.strip()],
-                                      args.shots, args.seeds, args.weights)
-        for name, result in record["few_shot"]["methods"].items():
-            print(f"{args.shots}-shot {name}: accuracy {result['accuracy']['mean']:.4f} ± "
+    record["few_shot"] = []
+    for n in shots:
+        record["few_shot"].append(few_shot(train_x, train_y, test_x, test_y,
+                                           [m.strip() for m in args.few_shot_methods.split(",") if m.strip()],
+                                           n, args.seeds, args.weights))
+        for name, result in record["few_shot"][-1]["methods"].items():
+            print(f"{n}-shot {name}: accuracy {result['accuracy']['mean']:.4f} ± "
                   f"{result['accuracy']['std']:.4f}", flush=True)
 
     # 6. throughput and the machine, then write
