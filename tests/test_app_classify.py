@@ -122,6 +122,22 @@ def test_the_event_has_an_api_name_and_documented_arguments(app_state):
     assert classify_tab.MAX_TEXTS == 50
 
 
+def test_the_api_gives_the_library_answer(app_state, serve, tmp_path):
+    from gradio_client import Client, handle_file
+
+    import app
+
+    path = write_examples(tmp_path / "ex.csv", EXAMPLES)
+    with serve(app.build_demo(app_state)) as url:
+        client = Client(url, verbose=False, download_files=False)
+        summary, _table, _neighbours, data = client.predict("\n".join(TEXTS), "", handle_file(path), "knn", 3,
+                                                             "{label}", "pca", api_name="/classify")
+        with pytest.raises(Exception, match="zero-shot needs label names"):
+            client.predict("\n".join(TEXTS), "", None, "zero-shot", 3, "{label}", "pca", api_name="/classify")
+    direct = classify_view(app_state, TEXTS, "", path, "knn", 3)
+    assert data["predictions"] == direct.data["predictions"] and "classified by knn" in summary
+
+
 @pytest.mark.browser
 def test_the_sample_is_classified_in_a_browser(offline_page, app_state, serve):
     import app

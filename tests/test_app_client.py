@@ -34,7 +34,7 @@ def test_api_lists_every_endpoint(served):
     endpoints = set(client.view_api(print_info=False, return_format="dict")["named_endpoints"])
     assert endpoints == {"/search", "/compare_pooling", "/upload_corpus", "/score_pairs", "/model_info",
                          "/token_embeddings", "/layer_similarity", "/sentence_similarity", "/attention", "/explain",
-                         "/explain_result", "/what_moved", "/failure_report"}
+                         "/explain_result", "/what_moved", "/failure_report", "/classify"}
 
 
 def test_search_endpoint(served):
