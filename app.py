@@ -18,6 +18,7 @@ load, one per ``gradio_client.Client``): uploads are kept per session and releas
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import signal
@@ -32,11 +33,13 @@ from ctxir.app.state import AppConfig, AppState
 from ctxir.app.ui import Outputs, user_error
 from ctxir.app.ui import guard as _guard
 
-__all__ = ["AppArgs", "Outputs", "_guard", "build_demo", "config_from_args", "main", "serve", "user_error"]
+__all__ = ["AppArgs", "Outputs", "_guard", "app_args_class", "build_demo", "config_from_args", "main", "serve",
+           "user_error"]
 from ctxir.checks import check_choice
 from ctxir.cli import cli_main
 from ctxir.encoders import BACKENDS
-from ctxir.models import DEFAULT_BI_ENCODER, DEFAULT_CLS_LR, DEFAULT_CROSS_ENCODER, set_threads
+from ctxir.models import DEFAULT_BI_ENCODER, set_threads
+from ctxir.rerankers import RERANKERS
 from ctxir.retrieval import DENSE_INDEXES
 
 logger = logging.getLogger("ctxir.app")
@@ -52,18 +55,13 @@ def _env_int(name: str, default: int, help: str) -> Any:
 
 
 @dataclass
-class AppArgs:
+class _AppArgs:
     host: str = _env("CTXIR_HOST", "", "interface to listen on; empty = gradio's (GRADIO_SERVER_NAME or 127.0.0.1)")
     port: int = _env_int("CTXIR_PORT", 0, "port; 0 = gradio's default (GRADIO_SERVER_PORT or 7860)")
     corpus: str = _env("CTXIR_CORPUS", "", "BEIR folder or corpus file (.txt/.jsonl/.csv/.tsv); empty = built-in "
                        "demo corpus")
     bi_encoder: str = _env("CTXIR_BI_ENCODER", DEFAULT_BI_ENCODER, "bi-encoder Hub id or folder")
-    cross_encoder: str = _env("CTXIR_CROSS_ENCODER", DEFAULT_CROSS_ENCODER,
-                              "cross-encoder id or folder (default: the one shipped inside ctxir; or a "
-                              "training/train_cross_encoder.py output); 'none' to skip; if it cannot be loaded the "
-                              "app starts without it")
-    cls_lr: str = _env("CTXIR_CLS_LR", DEFAULT_CLS_LR, "CLS-LR ranker id or folder (default: the one shipped inside "
-                       "ctxir; or a training/train_cls_lr.py output); 'none' to skip")
+    # one flag per re-ranker kind (--cross-encoder, --cls-lr, ...) is added from ctxir.rerankers by app_args_class
     device: str = _env("CTXIR_DEVICE", "auto", "auto, cpu, cuda, mps")
     index: str = _env("CTXIR_INDEX", "auto", "dense index: auto (the ANN index from ctxir.retrieval.AUTO_ANN_THRESHOLD "
                       "documents up, exact search below), exact, or ann; the ANN index is kept beside the cached "
@@ -93,10 +91,30 @@ class AppArgs:
                                   "2 keeps RSS from growing burst after burst (docs/reliability.md)")
 
 
-def config_from_args(args: AppArgs) -> AppConfig:
-    return AppConfig(corpus=args.corpus, bi_encoder=args.bi_encoder, cross_encoder=args.cross_encoder,
-                     cls_lr=args.cls_lr, device=args.device, max_attention_tokens=args.max_attention_tokens,
-                     max_upload_docs=args.max_upload_docs, rerank_depth=args.rerank_depth)
+def _reranker_flag(kind) -> tuple[str, type, Any]:
+    default = kind.default_model()
+    return (kind.setting, str, _env(kind.env, default, (
+        f"{kind.label} re-ranker: an id or folder (default: {default or 'none: this installation ships none'}; "
+        f"{kind.how_to_get.replace('train one with', 'a model from')}); 'none' to skip; if it cannot be loaded the "
+        "app starts without it")))
+
+
+def app_args_class() -> type:
+    """The app's flags: ``_AppArgs`` plus one per re-ranker kind of ``ctxir.rerankers`` (as registered now)."""
+    args = dataclasses.make_dataclass("AppArgs", [_reranker_flag(kind) for kind in RERANKERS.values()],
+                                      bases=(_AppArgs,))
+    args.__module__ = __name__
+    return args
+
+
+AppArgs = app_args_class()
+
+
+def config_from_args(args) -> AppConfig:
+    models = {name: getattr(args, kind.setting) for name, kind in RERANKERS.items() if hasattr(args, kind.setting)}
+    return AppConfig(corpus=args.corpus, bi_encoder=args.bi_encoder, device=args.device,
+                     max_attention_tokens=args.max_attention_tokens, max_upload_docs=args.max_upload_docs,
+                     rerank_depth=args.rerank_depth, **AppConfig.reranker_settings(models))
 
 
 def track_tqdm_first() -> None:
@@ -139,7 +157,7 @@ def serve(args: AppArgs) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return cli_main(AppArgs, serve, argv)
+    return cli_main(app_args_class(), serve, argv)
 
 
 if __name__ == "__main__":

@@ -381,18 +381,10 @@ class _BiEncoderExplainer:
 
 
 def _reranker_explainer(reranker, n_steps: int):
-    from sentence_transformers import CrossEncoder
+    from ctxir.rerankers import kind_of
 
-    from ctxir.explain import explain_cls_lr, explain_cross_encoder
-    from ctxir.rerank import ClsLrRanker, CrossEncoderReranker
-
-    if isinstance(reranker, ClsLrRanker):
-        explain, name = explain_cls_lr, "cls-lr"
-    elif isinstance(reranker, CrossEncoderReranker | CrossEncoder):
-        explain, name = explain_cross_encoder, "cross-encoder"
-    else:
-        raise CtxirError(f"reranker must be a CrossEncoderReranker, CrossEncoder or ClsLrRanker, "
-                         f"got {type(reranker).__name__!r}")
+    kind = kind_of(reranker)  # its entry in ctxir.rerankers: how it is explained, what it is called
+    explain, name = kind.explain, kind.name
 
     def split(run: dict) -> tuple[list[str], list[float], list[list]]:
         start = run.get("sentence_b_start") or len(run["tokens"])  # no segment ids: all shown as the document

@@ -47,7 +47,14 @@ DEFAULT_RERANK_MODE = "fused"
 class RerankerKind:
     """One re-ranker kind. ``name`` is its key everywhere (``--rerank NAME``, the app's radio value, the explain
     model); ``setting`` names its model setting: app flag ``--cross-encoder``, environment ``CTXIR_CROSS_ENCODER``,
-    ``AppConfig.cross_encoder`` (or ``AppConfig.rerankers[name]``)."""
+    ``AppConfig.cross_encoder`` (or ``AppConfig.rerankers[name]``).
+
+    >>> kind = RERANKERS["cross-encoder"]
+    >>> kind.flag, kind.env, kind.pair_column, kind.rank_column
+    ('--cross-encoder', 'CTXIR_CROSS_ENCODER', 'cross_encoder_score', 'cross_encoder_rank')
+    >>> kind.default_model() in (kind.shipped, kind.fallback)  # the shipped model once it is in the package
+    True
+    """
 
     name: str  # "cross-encoder"
     label: str  # how the page names it: "cross-encoder", "CLS-LR"
@@ -121,7 +128,7 @@ class RerankerKind:
 
     def unavailable_hint(self, where: str = "both") -> str:
         """How to provide one (said after why it is not available); ``where``: "app", "cli" or "both"."""
-        ways = {"app": f"restart the app with `{self.flag} FOLDER` (or set {self.env})",
+        ways = {"app": f"restart the app with `{self.flag} <its output folder>` (or set {self.env})",
                 "cli": f"pass `--rerank {self.name} --reranker-model FOLDER` to python -m ctxir.evaluate"}
         said = " or ".join(ways.values()) if where == "both" else ways[where]
         return f"To provide one, {self.how_to_get} and {said}, or pass a Hub id that is in the local cache"
@@ -236,7 +243,17 @@ RERANKERS: dict[str, RerankerKind] = {kind.name: kind for kind in (CROSS_ENCODER
 
 
 def register_reranker(kind: RerankerKind) -> RerankerKind:
-    """Add (or replace) a kind; everything that reads the registry offers it from then on."""
+    """Add (or replace) a kind; everything that reads the registry offers it from then on.
+
+    >>> from dataclasses import replace
+    >>> register_reranker(replace(RERANKERS["cls-lr"], name="none"))
+    Traceback (most recent call last):
+        ...
+    ctxir.types.CtxirError: re-ranker kind name 'none' must be letters, digits and '-', and not 'none'
+
+    tests/test_rerankers.py registers a word-overlap kind and finds it in the CLI, the app's choices, pair scoring
+    and explanations.
+    """
     if not kind.name or kind.name == "none" or not kind.name.replace("-", "").isalnum():
         raise CtxirError(f"re-ranker kind name {kind.name!r} must be letters, digits and '-', and not 'none'")
     RERANKERS[kind.name] = kind
@@ -266,7 +283,11 @@ def kind_of(obj: Any) -> RerankerKind:
 
 
 def available_rerankers() -> dict[str, tuple[bool, str]]:
-    """{kind: (available, why not)} for each kind's default model on this install (no model loaded)."""
+    """{kind: (available, why not)} for each kind's default model on this install (no model loaded).
+
+    >>> {kind: (type(ok).__name__, type(why).__name__) for kind, (ok, why) in available_rerankers().items()}
+    {'cross-encoder': ('bool', 'str'), 'cls-lr': ('bool', 'str')}
+    """
     return {name: kind.available() for name, kind in RERANKERS.items()}
 
 
@@ -274,7 +295,15 @@ def load_reranker(kind: str, model: str = "", device: str = "auto", batch_size: 
     """The re-ranker of ``kind`` ("none" → None) with ``model`` ("" = the kind's default: the one shipped in ctxir);
     its ``stage_fusion`` is read from the model folder's fusion.json (else RRF k=60, equal weights).
 
-    Checked before loading: a model that is not on this machine fails at once with how to provide one."""
+    Checked before loading: a model that is not on this machine fails at once with how to provide one.
+
+    >>> load_reranker("none") is None
+    True
+    >>> load_reranker("cross-encoder", "./no-such-folder")
+    Traceback (most recent call last):
+        ...
+    ctxir.types.CtxirError: the cross-encoder re-ranker is not available: model folder './no-such-folder' does not exist. To provide one, train one with `python training/train_cross_encoder.py` and restart the app with `--cross-encoder <its output folder>` (or set CTXIR_CROSS_ENCODER) or pass `--rerank cross-encoder --reranker-model FOLDER` to python -m ctxir.evaluate, or pass a Hub id that is in the local cache
+    """
     check_choice(kind, "re-ranker", reranker_choices())
     if kind == "none":
         return None

@@ -51,22 +51,38 @@ def test_other_first_stages(state, first_stage):
 @pytest.mark.parametrize("reranker", ["cross-encoder", "cls-lr"])
 def test_reranking_keeps_both_stages_scores_and_ranks(state, reranker):
     first = logic.search(state, "river otters", first_stage="dense", k=8)
-    result = logic.search(state, "river otters", first_stage="dense", reranker=reranker, k=8, depth=8)
+    result = logic.search(state, "river otters", first_stage="dense", reranker=reranker, k=8, depth=8, mode="alone")
     first_rank = {r["doc_id"]: r["rank"] for r in first.rows}
     assert {r["doc_id"] for r in result.rows} == set(first_rank)  # re-ranking 8 of 8 reorders, adds nothing
     for row in result.rows:
         assert row["dense_rank"] == first_rank[row["doc_id"]]
         assert row["rank_change"] == row["dense_rank"] - row["rerank_rank"]
-        assert row["rank"] == row["rerank_rank"]
+        assert row["rank"] == row["rerank_rank"] and row["fused_score"] is None
     scores = [r["rerank_score"] for r in result.rows]
     assert scores == sorted(scores, reverse=True)
     assert reranker in result.data["timings_ms"]
+    assert (result.data["mode"], result.data["fusion"]) == ("alone", None)
+
+
+@pytest.mark.parametrize("reranker", ["cross-encoder", "cls-lr"])
+def test_fused_mode_is_the_default_and_orders_by_rrf_of_both_ranks(state, reranker):
+    result = logic.search(state, "river otters", first_stage="dense", reranker=reranker, k=8, depth=8)
+    assert result.data["mode"] == "fused"
+    assert result.data["fusion"] == {"method": "rrf", "weights": [1.0, 1.0], "k": 60.0,
+                                     "chosen_on": "default (RRF k=60, equal weights; not tuned)"}
+    for row in result.rows:  # RRF by hand: 1/(60 + first-stage rank) + 1/(60 + re-ranker rank)
+        assert row["fused_score"] == pytest.approx(1 / (60 + row["dense_rank"]) + 1 / (60 + row["rerank_rank"]),
+                                                   abs=6e-5)  # shown to 4 decimals
+        assert row["rank_change"] == row["dense_rank"] - row["rank"]
+    expected = sorted(result.rows, key=lambda r: (-(1 / (60 + r["dense_rank"]) + 1 / (60 + r["rerank_rank"])),
+                                                  r["doc_id"]))
+    assert [r["doc_id"] for r in result.rows] == [r["doc_id"] for r in expected]
+    assert "fuses it with the dense ranking (RRF k=60" in result.text
 
 
 def test_missing_reranker_explains_how_to_provide_one(state, state_with):
-    without = state_with(state, models={"cross_encoder": None, "cls_lr": None,
-                                        "cross_encoder_error": "model 'x' is not in the local cache",
-                                        "cls_lr_error": "no CLS-LR ranker was given"})
+    without = state_with(state, models={"rerankers": {}, "unavailable": {
+        "cross-encoder": "model 'x' is not in the local cache", "cls-lr": "no CLS-LR ranker was given"}})
     with pytest.raises(CtxirError, match=r"train_cross_encoder\.py.*--cross-encoder") as err:
         logic.search(without, "river otters", reranker="cross-encoder")
     assert "'x' is not in the local cache" in str(err.value)
@@ -436,7 +452,12 @@ def test_results_table_shows_no_empty_or_repeated_columns(state):
 
     plain = logic.search(state, "otters playing on the river bank", first_stage="bm25", k=3)
     assert list(results_table(plain.rows, "bm25")[0]) == ["rank", "doc_id", "bm25_score", "title", "text"]
-    reranked = logic.search(state, "otters playing on the river bank", first_stage="dense", reranker="cls-lr", k=3)
+    fused = logic.search(state, "otters playing on the river bank", first_stage="dense", reranker="cls-lr", k=3)
+    assert list(results_table(fused.rows, "dense")[0]) == [
+        "rank", "doc_id", "fused_score", "rerank_score", "rerank_rank", "rank_change", "dense_score", "dense_rank",
+        "title", "text"]  # fused: the re-ranker's own rank is not the final one, so it is shown
+    reranked = logic.search(state, "otters playing on the river bank", first_stage="dense", reranker="cls-lr", k=3,
+                            mode="alone")
     shown = results_table(reranked.rows, "dense")
     assert list(shown[0]) == ["rank", "doc_id", "rerank_score", "rank_change", "dense_score", "dense_rank", "title",
                               "text"]

@@ -46,13 +46,20 @@ def test_search_endpoint(served):
     _, _, first = client.predict("otters playing on the river bank", "demo-subset", "hybrid", "none", 10, 10,
                                  api_name="/search")
     assert "animals-01" in [h["doc_id"] for h in first["hits"]]
-    # the (untrained) cross-encoder only reorders the hybrid top 10
+    # the (untrained) cross-encoder only reorders the hybrid top 10; a client that sends no re-rank mode (written
+    # before it existed) gets the default, fused with the first stage
     assert {h["doc_id"] for h in data["hits"]} <= {h["doc_id"] for h in first["hits"]}
-    scores = [h["rerank_score"] for h in data["hits"]]
-    assert scores == sorted(scores, reverse=True)
-    assert all(h["rank_change"] == h["hybrid_rank"] - h["rerank_rank"] for h in data["hits"])
+    assert data["mode"] == "fused" and data["fusion"]["method"] == "rrf"
+    fused = [h["fused_score"] for h in data["hits"]]
+    assert fused == sorted(fused, reverse=True)
+    assert all(h["rank_change"] == h["hybrid_rank"] - h["rank"] for h in data["hits"])
     assert "5 results" in summary
 
+    _, _, alone = client.predict("otters playing on the river bank", "demo-subset", "hybrid", "cross-encoder", 5, 10,
+                                 "alone", api_name="/search")
+    scores = [h["rerank_score"] for h in alone["hits"]]
+    assert alone["mode"] == "alone" and scores == sorted(scores, reverse=True)
+    assert all(h["rank_change"] == h["hybrid_rank"] - h["rerank_rank"] for h in alone["hits"])
 
 def test_compare_pooling_endpoint(served):
     client, _ = served

@@ -79,9 +79,8 @@ def test_explain_with_a_chosen_model(app_state, model, kind, keys):
 
 
 def test_explain_without_rerankers(app_state, state_with):
-    bare = state_with(app_state, models={"cross_encoder": None, "cls_lr": None,
-                                         "cross_encoder_error": "no cross-encoder was given",
-                                         "cls_lr_error": "no CLS-LR ranker was given"})
+    bare = state_with(app_state, models={"rerankers": {}, "unavailable": {
+        "cross-encoder": "no cross-encoder was given", "cls-lr": "no CLS-LR ranker was given"}})
     result = logic.explain_pair(bare, QUERY, DOCUMENT, "auto")
     assert "cross_encoder" not in result.data and "No re-ranker is loaded" in result.text
     assert "reranker" not in result.highlights and "reranker" not in result.plots

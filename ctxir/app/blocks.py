@@ -18,6 +18,7 @@ from ctxir.app import (
 from ctxir.app.state import AppConfig, AppState
 from ctxir.app.text import md_literal
 from ctxir.app.ui import CSS, Outputs, Ui, named, plain_errors_for_api
+from ctxir.rerankers import RERANKERS
 
 TITLE = "ctxir — contextual embeddings for search"
 TABS = (("Search", search_tab), ("Pair scoring", pairs_tab), ("Explain", explain_tab),
@@ -30,20 +31,31 @@ INTRO = ("Search a corpus, re-rank the results and see **why** each document sco
 def status_line(state: AppState) -> str:
     """One line: the corpus and which models are loaded (why one is missing is in ``missing_models``)."""
     models = state.models
-    loaded = {"cross-encoder": models.cross_encoder is not None, "CLS-LR": models.cls_lr is not None}
     return (f"Corpus **{md_literal(state.default_corpus)}** ({state.default_size:,} documents) · "
             f"bi-encoder **{md_literal(models.bi_encoder_name)}** · "
-            + " · ".join(f"{name} {'✓' if ok else '✗ not loaded'}" for name, ok in loaded.items()))
+            + " · ".join(f"{kind.label} {'✓' if name in models.rerankers else '✗ not loaded'}"
+                         for name, kind in RERANKERS.items()))
 
 
 def missing_models(state: AppState) -> str:
-    models, lines = state.models, []
-    if models.cross_encoder is None:
-        lines.append(f"- **cross-encoder**: {md_literal(models.cross_encoder_error)} (start with "
-                     "`--cross-encoder FOLDER`)")
-    if models.cls_lr is None:
-        lines.append(f"- **CLS-LR**: {md_literal(models.cls_lr_error)} (start with `--cls-lr FOLDER`)")
-    return "\n".join(lines)
+    """One line per re-ranker kind that is not loaded: why, and the flag that loads one."""
+    models = state.models
+    return "\n".join(f"- **{kind.label}**: {md_literal(models.why_not(name))} (start with `{kind.flag} FOLDER`)"
+                     for name, kind in RERANKERS.items() if name not in models.rerankers)
+
+
+def accept_old_clients(demo: gr.Blocks) -> gr.Blocks:
+    """An API client written before an event gained an input (the search's re-rank mode is added last) sends fewer
+    values: the missing trailing ones get the inputs' defaults, as gradio_client fills them, instead of Gradio's
+    "didn't receive enough input values". Nothing changes for a request that sends every value."""
+    validate = demo.validate_inputs
+
+    def padded(block_fn, inputs: list) -> None:
+        inputs.extend(getattr(block, "value", None) for block in block_fn.inputs[len(inputs):])
+        validate(block_fn, inputs)
+
+    demo.validate_inputs = padded
+    return demo
 
 
 def build_demo(state: AppState | None = None, config: AppConfig | None = None,
@@ -96,4 +108,4 @@ def build_demo(state: AppState | None = None, config: AppConfig | None = None,
                   api_visibility="private")
     demo.ctxir_state = state  # tests and scripts reach the loaded models through the demo
     demo.ctxir_outputs = ui.out
-    return plain_errors_for_api(demo)  # escaped for the page, plain text for API clients
+    return plain_errors_for_api(accept_old_clients(demo))  # escaped for the page, plain text for API clients

@@ -18,13 +18,20 @@ import gradio as gr
 import numpy as np
 
 from ctxir.app import figures
-from ctxir.app.state import RERANKERS, AppModels, AppState, Owner, ViewResult, demo_presets
+from ctxir.app.state import AppModels, AppState, Owner, ViewResult, demo_presets
 from ctxir.app.text import md_code, md_literal
 from ctxir.app.ui import Ui, exports, gpu, guard, tab_intro
 from ctxir.checks import check_choice, check_int, check_text
+from ctxir.rerankers import DEFAULT_RERANK_MODE, RERANKERS, reranker_choices
 from ctxir.types import CtxirError, doc_text
 
-EXPLAIN_MODELS = ("auto", "bi-encoder", "cross-encoder", "cls-lr")
+
+def explain_models() -> tuple[str, ...]:
+    """What "Explain with" accepts: auto, the bi-encoder, every re-ranker kind of ``ctxir.rerankers``."""
+    return ("auto", "bi-encoder", *RERANKERS)
+
+
+EXPLAIN_MODELS = explain_models()  # as registered at import; explain_models() reads the registry now
 _SPECIAL = re.compile(r"^(\[[A-Z]+\]|<s>|</s>|<pad>|<unk>)$")
 
 
@@ -81,29 +88,29 @@ def _listing(items: list[tuple[str, float]]) -> str:
 # ---------------------------------------------------------------- logic
 
 
-def _rankers(models: AppModels, model: str):
-    """(cross_encoder, cls_lr) to explain for ``model``; a re-ranker asked for by name must be loaded."""
+def _rankers(models: AppModels, model: str) -> dict:
+    """{kind: re-ranker} to explain for ``model``: none for the bi-encoder, the first loaded kind for "auto"; a
+    re-ranker asked for by name must be loaded."""
     if model == "bi-encoder":
-        return None, None
+        return {}
     if model == "auto":
-        return (models.cross_encoder, None) if models.cross_encoder is not None else (None, models.cls_lr)
-    ranker = models.reranker(model)  # raises with how to provide one when it is not loaded
-    return (ranker, None) if model == "cross-encoder" else (None, ranker)
+        return {kind: models.rerankers[kind] for kind in models.loaded[:1]}
+    return {model: models.reranker(model)}  # raises with how to provide one when it is not loaded
 
 
 def explain_pair(state: AppState, query: str, document: str, model: str = "auto") -> ViewResult:
     """Explain one (query, document) pair: the bi-encoder's cosine split over query×document tokens, and (model
-    "auto": the cross-encoder if loaded, else the CLS-LR ranker; or the one named) the re-ranker's score split
-    over the tokens of ``[CLS] query [SEP] document [SEP]``. ``data`` is ``ctxir.explain.explain``'s answer."""
+    "auto": the first loaded re-ranker kind — the cross-encoder, else the CLS-LR ranker, ...; or the one named) the
+    re-ranker's score split over the tokens of ``[CLS] query [SEP] document [SEP]``. ``data`` is
+    ``ctxir.explain.explain``'s answer."""
     from ctxir.explain import explain
     from ctxir.viz import heatmap_figure
 
     cfg = state.config
     query = check_text(query, "query", cfg.max_query_chars)
     document = check_text(document, "document", cfg.max_text_chars)
-    check_choice(model, "model", EXPLAIN_MODELS)
-    cross_encoder, cls_lr = _rankers(state.models, model)
-    raw = explain(query, document, bi_encoder=state.models.bi_encoder, cross_encoder=cross_encoder, cls_lr=cls_lr,
+    check_choice(model, "model", explain_models())
+    raw = explain(query, document, bi_encoder=state.models.bi_encoder, rerankers=_rankers(state.models, model),
                   n_steps=cfg.explain_steps, max_steps=cfg.explain_max_steps)
     bi, reranker = raw["bi_encoder"], raw.get("cross_encoder")
     data = _compact({**raw, "model": model})
@@ -164,27 +171,29 @@ def explain_result(state: AppState, query: str, corpus: str | None, doc_id: str,
 
 def what_moved(state: AppState, query: str, corpus: str | None = None, first_stage: str = "dense",
                reranker: str = "cross-encoder", k: int = 10, depth: int | None = None, n: int = 3,
-               owner: Owner = None) -> ViewResult:
+               owner: Owner = None, mode: str = DEFAULT_RERANK_MODE) -> ViewResult:
     """The re-ranked documents whose rank changed most (among every candidate the re-ranker re-scored: the first
     stage's top max(k, depth)), each with the document words whose integrated-gradients attribution pushed its
-    re-ranker score up most and pulled it down most."""
+    re-ranker score up most and pulled it down most. ``mode`` as in ``search``: a move is from the first stage's
+    rank to the final one (fused with the first stage, or the re-ranker's alone)."""
     from ctxir.app.search_tab import search
-    from ctxir.explain import explain_cls_lr, explain_cross_encoder
 
     cfg = state.config
-    check_choice(reranker, "re-ranker", RERANKERS)
+    check_choice(reranker, "re-ranker", reranker_choices())
     if reranker == "none":
+        offered = state.models.loaded
         raise CtxirError("'what moved' compares the first stage's ranking with a re-ranker's: choose re-ranker "
-                         "'cross-encoder' or 'cls-lr'")
+                         + (" or ".join(map(repr, offered)) if offered else
+                            "... — none is loaded in this app (the line at the top of the page says why)"))
     n = check_int(n, "documents to explain", 1, cfg.max_movers)
     k = check_int(k, "k", 1, 100)
     depth = check_int(depth if depth is not None else cfg.rerank_depth, "re-rank depth", 1, 200)
     candidates = max(k, depth)
-    ranked = search(state, query, corpus, first_stage, reranker, candidates, candidates, owner=owner)
+    ranked = search(state, query, corpus, first_stage, reranker, candidates, candidates, owner=owner, mode=mode)
     query = ranked.data["query"]
     index = state.index(corpus, owner)
     ranker = state.models.reranker(reranker)
-    explain_one = explain_cross_encoder if reranker == "cross-encoder" else explain_cls_lr
+    explain_one = RERANKERS[reranker].explain
     first_rank = f"{first_stage}_rank"
     movers = sorted((r for r in ranked.rows if r["rank_change"]), key=lambda r: (-abs(r["rank_change"]), r["rank"]))
     rows, details = [], []
@@ -197,27 +206,31 @@ def what_moved(state: AppState, query: str, corpus: str | None = None, first_sta
         downs = sorted((w for w in doc_words if w[1] < 0), key=lambda w: w[1])[:5]
         change = row["rank_change"]
         rows.append({"move": f"{'↑' if change > 0 else '↓'}{abs(change)}", "doc_id": row["doc_id"],
-                     "title": row["title"], "first_rank": row[first_rank], "rerank_rank": row["rerank_rank"],
-                     "drove_it": _listing(ups if change > 0 else downs),
+                     "title": row["title"], "first_rank": row[first_rank], "rank": row["rank"],
+                     "rerank_rank": row["rerank_rank"], "drove_it": _listing(ups if change > 0 else downs),
                      "against_it": _listing(downs if change > 0 else ups)})
         details.append({"doc_id": row["doc_id"], "rank_change": change, "first_stage_rank": row[first_rank],
-                        "rerank_rank": row["rerank_rank"], "rerank_score": row["rerank_score"],
+                        "rank": row["rank"], "rerank_rank": row["rerank_rank"], "rerank_score": row["rerank_score"],
                         "pushed_up_by": [{"word": w, "attribution": round(v, 6)} for w, v in ups],
                         "pulled_down_by": [{"word": w, "attribution": round(v, 6)} for w, v in downs],
                         "explanation": _compact(e)})
     moved = len(movers)
-    text = (f"The {reranker} re-scored the {first_stage} top {candidates} for {md_code(query)}: {moved} of them "
-            f"changed rank. ")
+    fused = ranked.data["mode"] == "fused"
+    text = (f"The {reranker} re-scored the {first_stage} top {candidates} for {md_code(query)}"
+            + (f", fused with the {first_stage} ranking" if fused else "") + f": {moved} of them changed rank"
+            + (" (`rank` is the fused rank, `rerank_rank` the re-ranker's own). " if fused else ". "))
     if rows:
         text += (f"The {len(rows)} that moved most, with the document words whose attribution raised (↑) or "
                  "lowered (↓) their re-ranker score most: **drove it** is the direction they moved.")
     else:
         text += "Nothing moved: the re-ranker kept the first stage's order."
     slope = figures.rank_moves([{"title": r["title"] or r["doc_id"], "doc_id": r["doc_id"], "first": r[first_rank],
-                                 "rerank": r["rerank_rank"]} for r in ranked.rows],
-                               highlight={r["doc_id"] for r in rows}, first_stage=first_stage, reranker=reranker)
+                                 "rerank": r["rank"]} for r in ranked.rows],
+                               highlight={r["doc_id"] for r in rows}, first_stage=first_stage,
+                               reranker=f"{reranker} (fused)" if fused else reranker)
     data = {"query": query, "corpus": index.name, "first_stage": first_stage, "reranker": reranker,
-            "candidates": candidates, "moved": moved, "movers": details}
+            "mode": ranked.data["mode"], "fusion": ranked.data["fusion"], "candidates": candidates, "moved": moved,
+            "movers": details}
     return ViewResult(rows=rows, data=data, text=text, plots={"moves": slope})
 
 
@@ -283,9 +296,31 @@ def panel_values(ui: Ui, r: ViewResult, stem: str = "explanation") -> tuple:
 
 
 def model_choices(models: AppModels) -> list[str]:
-    return [m for m in EXPLAIN_MODELS if m in ("auto", "bi-encoder")
-            or (m == "cross-encoder" and models.cross_encoder is not None)
-            or (m == "cls-lr" and models.cls_lr is not None)]
+    """"Explain with" choices: auto, the bi-encoder and each loaded re-ranker (one that is not loaded is not
+    offered; the page's top line says why)."""
+    return ["auto", "bi-encoder", *models.loaded]
+
+
+def refuse_unloaded(radio: gr.Radio, models: AppModels) -> gr.Radio:
+    """A radio offers only the loaded re-rankers; an API client that sends a kind that is not loaded is told why
+    and how to load one (``AppModels.reranker``'s message), not only which values are accepted."""
+    check = radio.preprocess
+
+    def preprocess(payload):
+        if payload in RERANKERS and payload not in models.rerankers:
+            models.reranker(payload)  # raises CtxirError: why it is not loaded, and what to do
+        return check(payload)
+
+    radio.preprocess = preprocess
+    return radio
+
+
+def auto_info(models: AppModels) -> str:
+    """What "auto" explains with these models, and which re-rankers are not offered and why."""
+    labels = [RERANKERS[kind].label for kind in models.loaded]
+    text = "auto = the bi-encoder" + (f" and the {labels[0]}" if labels else " (no re-ranker is loaded)")
+    missing = [RERANKERS[kind].label for kind in RERANKERS if kind not in models.rerankers]
+    return text + (f"; not loaded: {', '.join(missing)} (see the top of the page)" if missing else "")
 
 
 def build(ui: Ui) -> None:
@@ -304,8 +339,8 @@ def build(ui: Ui) -> None:
               "the re-ranker's score split by integrated gradients.")
     query = gr.Textbox(label="Query", value=presets["pair_query"])
     document = gr.Textbox(label="Document", lines=3, value=presets["pair_documents"][0])
-    model = gr.Radio(model_choices(ui.models), value="auto", label="Explain with",
-                     info="auto = the bi-encoder and the cross-encoder (else the CLS-LR ranker)")
+    model = refuse_unloaded(gr.Radio(model_choices(ui.models), value="auto", label="Explain with",
+                                     info=auto_info(ui.models)), ui.models)
     button = gr.Button("Explain", variant="primary", elem_id="explain-button")
     shown = panel("explain")
     shown.shows(button.click(do_explain, [query, document, model], shown.outputs, api_name="explain"))

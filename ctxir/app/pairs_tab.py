@@ -14,6 +14,7 @@ from ctxir.app.state import AppState, ViewResult, demo_presets
 from ctxir.app.text import md_code, rounded, snippet, split_lines
 from ctxir.app.ui import Ui, exports, frame, gpu, guard, lines, show, tab_intro
 from ctxir.checks import check_int, check_text
+from ctxir.rerankers import RERANKERS
 
 
 def input_formation(tokenizer, query: str, document: str, max_length: int = 512) -> dict:
@@ -26,27 +27,32 @@ def input_formation(tokenizer, query: str, document: str, max_length: int = 512)
             "num_tokens": len(ids), "truncated": len(tokenizer(query, document)["input_ids"]) > len(ids)}
 
 
+def score_columns() -> dict[str, tuple[str, str]]:
+    """{value field: (rank field, chart legend)}: one per re-ranker kind of ``ctxir.rerankers`` (its pair score,
+    e.g. the cross-encoder's score or the CLS-LR probability), then the bi-encoder's cosine."""
+    return {**{kind.pair_column: (kind.rank_column, kind.pair_legend) for kind in RERANKERS.values()},
+            "bi_encoder_cosine": ("cosine_rank", "bi-encoder cosine")}
+
+
 def score_pairs(state: AppState, query: str, documents: str | Sequence[str]) -> ViewResult:
-    """Cross-encoder score, CLS-LR probability and bi-encoder cosine for (query, document) pairs."""
+    """Every loaded re-ranker's pair score (cross-encoder score, CLS-LR probability, ...) and the bi-encoder
+    cosine for (query, document) pairs. The rows keep a column per re-ranker kind, None where it is not loaded."""
     cfg = state.config
     query = check_text(query, "query", cfg.max_query_chars)
     docs = split_lines(documents, "documents", cfg.max_documents, cfg.max_text_chars)
     models = state.models
     q = models.bi_encoder.encode([query], normalize_embeddings=True, convert_to_numpy=True)  # (1, dim)
     d = models.bi_encoder.encode(docs, normalize_embeddings=True, convert_to_numpy=True)  # (docs, dim)
-    cosine = (d @ q[0]).tolist()
-    ce = models.cross_encoder.score_pairs(query, docs).tolist() if models.cross_encoder is not None else None
-    proba = models.cls_lr.predict_proba(query, docs).tolist() if models.cls_lr is not None else None
-    columns = {"cross-encoder score": ce or [None] * len(docs), "CLS-LR probability": proba or [None] * len(docs),
-               "bi-encoder cosine": cosine}
+    values = {kind.pair_column: np.asarray(kind.pair_scores(models.rerankers[name], query, docs)).tolist()
+              if name in models.rerankers else None for name, kind in RERANKERS.items()}
+    values["bi_encoder_cosine"] = (d @ q[0]).tolist()
+    legends = score_columns()
+    columns = {legends[key][1]: scores or [None] * len(docs) for key, scores in values.items()}
     rows = []
     for i, doc in enumerate(docs):
         rows.append({"doc": i + 1, "document": snippet(doc, 120),
-                     "cross_encoder_score": rounded(ce[i]) if ce else None,
-                     "cls_lr_probability": rounded(proba[i]) if proba else None,
-                     "bi_encoder_cosine": rounded(cosine[i])})
-    for key, rank_key in (("cross_encoder_score", "cross_encoder_rank"), ("cls_lr_probability", "cls_lr_rank"),
-                          ("bi_encoder_cosine", "cosine_rank")):
+                     **{key: rounded(scores[i]) if scores else None for key, scores in values.items()}})
+    for key, (rank_key, _) in legends.items():
         values = [r[key] for r in rows]
         order = np.argsort(-np.asarray(values, dtype=float), kind="stable") if None not in values else []
         ranks = {int(i): rank for rank, i in enumerate(order, 1)}
@@ -58,11 +64,7 @@ def score_pairs(state: AppState, query: str, documents: str | Sequence[str]) -> 
     token_rows = [{"position": i, "token": t, "token_id": tid, "token_type": tt}
                   for i, (t, tid, tt) in enumerate(zip(first["tokens"], first["token_ids"], first["token_type_ids"],
                                                        strict=True))]
-    unavailable = {}
-    if ce is None:
-        unavailable["cross-encoder"] = models.cross_encoder_error
-    if proba is None:
-        unavailable["cls-lr"] = models.cls_lr_error
+    unavailable = {name: models.why_not(name) for name in RERANKERS if name not in models.rerankers}
     from ctxir.viz import scores_figure
 
     text = (f"Input formation ({reader.name} tokenizer), document 1: {md_code(first['text'])} — {first['num_tokens']} "
@@ -81,10 +83,18 @@ def score_pairs(state: AppState, query: str, documents: str | Sequence[str]) -> 
 
 # The page's table names the columns short, so every score fits beside the document on a laptop (the API's table,
 # the CSV and the JSON keep the field names); the document column wraps in what is left.
-SHOWN = {"cross_encoder_score": "cross-encoder", "cls_lr_probability": "CLS-LR", "bi_encoder_cosine": "cosine",
-         "cross_encoder_rank": "CE rank", "cls_lr_rank": "LR rank", "cosine_rank": "cos rank"}
-WIDTHS = {"doc": 56, "document": 520, "cross-encoder": 142, "CLS-LR": 90, "cosine": 90, "CE rank": 96,
-          "LR rank": 96, "cos rank": 100}
+
+
+def shown_names() -> dict[str, str]:
+    """Field name → the page's short column name: each re-ranker kind's label and "<short> rank", then cosine."""
+    return {**{kind.pair_column: kind.label for kind in RERANKERS.values()},
+            **{kind.rank_column: f"{kind.short} rank" for kind in RERANKERS.values()},
+            "bi_encoder_cosine": "cosine", "cosine_rank": "cos rank"}
+
+
+def shown_width(column: str) -> int:
+    """Pixels: the document wraps in 520, a score or rank column is as wide as its header (bold monospace)."""
+    return {"doc": 56, "document": 520}.get(column, max(90, round(8.5 * len(column)) + 30))
 
 
 def build(ui: Ui) -> None:
@@ -104,14 +114,14 @@ def build(ui: Ui) -> None:
     def after_scoring(data, png):
         """Drawn from the answer: the interactive chart, the downloads, the Explain choices (a private step)."""
         docs = data["documents"]
-        columns = {"cross-encoder score": "cross_encoder_score", "CLS-LR probability": "cls_lr_probability",
-                   "bi-encoder cosine": "bi_encoder_cosine"}
-        chart = figures.score_bars(docs, {name: [row[key] for row in data["scores"]] for name, key in columns.items()})
+        chart = figures.score_bars(docs, {legend: [row.get(key) for row in data["scores"]]
+                                          for key, (_, legend) in score_columns().items()})
         files = exports(out, "pair-scores", data=data, rows=data["scores"], plots=[chart], files=[png])
         choices = [(f"{i}. {d[:60]}", i) for i, d in enumerate(docs, 1)]
-        table = frame([{SHOWN.get(key, key): value for key, value in row.items()} for row in data["scores"]],
+        shown = shown_names()
+        table = frame([{shown.get(key, key): value for key, value in row.items()} for row in data["scores"]],
                       drop_empty=True)
-        widths = [f"{WIDTHS.get(c, 80)}px" for c in table.columns]
+        widths = [f"{shown_width(c)}px" for c in table.columns]
         return (show(table, column_widths=widths), show(chart), show(files), show(),
                 gr.update(choices=choices, value=1))
 
@@ -139,8 +149,9 @@ def build(ui: Ui) -> None:
     pair_png = gr.File(visible=False)  # the PNG the API returns; offered among the downloads
     with gr.Row(visible=False) as explain_row:
         pair_choice = gr.Dropdown([], label="Explain a document's scores", scale=3, min_width=220)
-        explain_model = gr.Radio(explain_tab.model_choices(ui.models), value="auto", label="Explain with", scale=2,
-                                 min_width=220)
+        explain_model = explain_tab.refuse_unloaded(gr.Radio(
+            explain_tab.model_choices(ui.models), value="auto", label="Explain with", scale=2, min_width=220),
+            ui.models)
         explain_button = gr.Button("Explain", scale=1, min_width=120, variant="primary", elem_id="explain-pair-button")
     pair_files = gr.File(label="Download: PNG, interactive HTML, CSV, JSON", file_count="multiple", visible=False)
     pair_formation = gr.Markdown(elem_id="pair-summary")

@@ -16,7 +16,7 @@ import pandas as pd
 from ctxir.app import explain_tab
 from ctxir.app.state import (
     FIRST_STAGES,
-    RERANKERS,
+    AppModels,
     AppState,
     CorpusIndex,
     Owner,
@@ -25,21 +25,28 @@ from ctxir.app.state import (
 )
 from ctxir.app.text import cls_warnings, md_code, rounded, snippet
 from ctxir.app.ui import Ui, exports, frame, gpu, guard, show, tab_intro, warn
-from ctxir.checks import check_int, check_text
+from ctxir.checks import check_choice, check_int, check_text
+from ctxir.rerankers import DEFAULT_RERANK_MODE, RERANK_MODES, RERANKERS
 from ctxir.types import CtxirError
 
 
 def search(state: AppState, query: str, corpus: str | None = None, first_stage: str = "dense",
-           reranker: str = "none", k: int = 10, depth: int | None = None, owner: Owner = None) -> ViewResult:
+           reranker: str = "none", k: int = 10, depth: int | None = None, owner: Owner = None,
+           mode: str = DEFAULT_RERANK_MODE) -> ViewResult:
     """First stage (+ optional re-ranker) over a corpus ``owner`` may see; each stage's score, rank and the rank
-    change."""
-    from ctxir.pipeline import Pipeline
+    change. ``mode`` "fused" (default): the final order fuses the re-ranker with the first stage (the re-ranker's
+    fusion.json, else RRF k=60 with equal weights; ``fused_score``), so a weak re-ranker cannot push results far
+    below the first stage; "alone": the re-ranker's order."""
+    from ctxir.pipeline import Pipeline, mode_fusion
 
     query = check_text(query, "query", state.config.max_query_chars)
     k = check_int(k, "k", 1, 100)
     depth = check_int(depth if depth is not None else state.config.rerank_depth, "re-rank depth", 1, 200)
+    check_choice(mode, "re-rank mode", RERANK_MODES)
     index = state.index(corpus, owner)
-    pipeline = Pipeline(index.retriever(first_stage), state.models.reranker(reranker), depth=max(depth, k))
+    ranker = state.models.reranker(reranker)
+    fusion = mode_fusion(ranker, mode)
+    pipeline = Pipeline(index.retriever(first_stage), ranker, depth=max(depth, k), fusion=fusion)
     started = time.perf_counter()
     result = pipeline.search(query, k)
     total = (time.perf_counter() - started) * 1000
@@ -51,6 +58,7 @@ def search(state: AppState, query: str, corpus: str | None = None, first_stage: 
             "rank": hit.rank, "doc_id": hit.doc_id,
             f"{first_stage}_score": rounded(hit.first_stage_score), f"{first_stage}_rank": hit.first_stage_rank,
             "rerank_score": rounded(hit.rerank_score), "rerank_rank": hit.rerank_rank,
+            "fused_score": rounded(hit.score) if fusion is not None else None,
             "rank_change": hit.rank_change if hit.rerank_rank is not None else None,
             "title": doc.get("title", ""), "text": snippet(doc.get("text", "")),
         })
@@ -60,10 +68,15 @@ def search(state: AppState, query: str, corpus: str | None = None, first_stage: 
              + " · ".join(f"{name}: {ms:.1f} ms" for name, ms in timings.items())]
     if reranker != "none":
         moved = sum(1 for r in rows if r["rank_change"])
-        lines.append(f"The {reranker} re-scored the first stage's top {max(depth, k)}; {moved} of the shown "
+        how = (f"; the order fuses it with the {first_stage} ranking ({fusion.describe()}; "
+               f"{fusion.chosen_on or 'settings given'})" if fusion is not None else
+               "; the order is the re-ranker's alone")
+        lines.append(f"The {reranker} re-scored the first stage's top {max(depth, k)}{how}. {moved} of the shown "
                      "results changed rank (`rank_change` > 0 = moved up).")
     data = {"query": query, "corpus": index.name, "first_stage": first_stage, "reranker": reranker, "k": k,
-            "depth": max(depth, k) if reranker != "none" else None, "timings_ms": timings, "hits": rows}
+            "depth": max(depth, k) if reranker != "none" else None,
+            "mode": mode if reranker != "none" else None, "fusion": fusion.record() if fusion is not None else None,
+            "timings_ms": timings, "hits": rows}
     return ViewResult(rows=rows, data=data, text="\n\n".join(lines))
 
 
@@ -164,18 +177,28 @@ def upload_corpus(state: AppState, path: str | Path | None, progress: Progress |
 
 
 def results_table(rows: list[dict], first_stage: str) -> list[dict]:
-    """The results as shown: no column that is empty (re-ranker columns without a re-ranker) or repeats ``rank``
-    (the first stage's rank without a re-ranker, the re-ranker's rank with one)."""
+    """The results as shown: no column that is empty (re-ranker columns without a re-ranker, the fused score when
+    the re-ranker ranks alone) or repeats ``rank`` (the first stage's rank without a re-ranker, the re-ranker's rank
+    when it ranks alone)."""
     reranked = any(r["rerank_rank"] is not None for r in rows)
-    drop = {"rerank_rank"} | ({"rerank_score", "rank_change", f"{first_stage}_rank"} if not reranked else set())
-    order = ["rank", "doc_id", *(["rerank_score", "rank_change"] if reranked else []), f"{first_stage}_score",
+    fused = any(r.get("fused_score") is not None for r in rows)
+    drop = ({"rerank_rank"} if not fused else set()) | \
+        ({"rerank_score", "rank_change", f"{first_stage}_rank"} if not reranked else set())
+    order = ["rank", "doc_id", *(["fused_score"] if fused else []),
+             *(["rerank_score", "rerank_rank", "rank_change"] if reranked else []), f"{first_stage}_score",
              f"{first_stage}_rank", "title", "text"]
     return [{key: row[key] for key in order if key in row and key not in drop} for row in rows]
 
 
 WIDTHS = {"rank": 60, "move": 70, "doc_id": 120, "title": 170}
 # the what-moved table (explain_tab.what_moved's rows) before its two word columns, drove_it and against_it
-MOVED_COLUMNS = ["move", "doc_id", "title", "first_rank", "rerank_rank", "words"]  # px; a score or rank column fits its header, the text the rest
+MOVED_COLUMNS = ["move", "doc_id", "title", "first_rank", "rank", "rerank_rank", "words"]  # px; a score or rank column fits its header, the text the rest
+
+
+def reranker_info(models: AppModels) -> str:
+    """The re-ranker choice's note: the kinds this app could not load (not offered), or '' when all are."""
+    missing = [kind.label for name, kind in RERANKERS.items() if name not in models.rerankers]
+    return f"not loaded: {', '.join(missing)} (the top of the page says why)" if missing else ""
 
 
 def header_width(name: str) -> int:
@@ -215,8 +238,8 @@ def build(ui: Ui) -> None:
 
     @guard
     @gpu
-    def do_search(query, corpus, first_stage, reranker, k, depth, request: gr.Request):
-        r = search(state, query, corpus, first_stage, reranker, k, depth, owner=ui.visitor(request))
+    def do_search(query, corpus, first_stage, reranker, k, depth, mode, request: gr.Request):
+        r = search(state, query, corpus, first_stage, reranker, k, depth, owner=ui.visitor(request), mode=mode)
         # API clients get every column, always the same ones (their data contract); the page's table is redrawn
         # by after_search without the empty and repeated ones
         return frame(r.rows), r.text, r.data
@@ -251,9 +274,9 @@ def build(ui: Ui) -> None:
 
     @guard
     @gpu
-    def do_what_moved(query, corpus, first_stage, reranker, k, depth, n, request: gr.Request):
+    def do_what_moved(query, corpus, first_stage, reranker, k, depth, n, mode, request: gr.Request):
         r = explain_tab.what_moved(state, query, corpus, first_stage, reranker, k, depth, n,
-                                   owner=ui.visitor(request))
+                                   owner=ui.visitor(request), mode=mode)
         files = exports(out, "what-moved", data=r.data, rows=r.rows, plots=[r.plots["moves"]])
         return r.text, r.plots["moves"], frame(r.rows), files, r.data
 
@@ -299,8 +322,14 @@ def build(ui: Ui) -> None:
                              scale=1, min_width=160)
     with gr.Row():
         first_stage = gr.Radio(list(FIRST_STAGES), value="dense", label="First stage", min_width=200)
-        reranker = gr.Radio(list(RERANKERS), value="none", label="Re-ranker", min_width=200,
-                            elem_id="search-reranker")
+        # only the re-rankers loaded in this app are offered; the info line names the others and the top of the
+        # page says why they are missing
+        reranker = explain_tab.refuse_unloaded(gr.Radio(
+            ["none", *ui.models.loaded], value="none", label="Re-ranker", min_width=200, elem_id="search-reranker",
+            info=reranker_info(ui.models)), ui.models)
+        mode = gr.Radio([("fused with the first stage", "fused"), ("re-ranker only", "alone")],
+                        value=DEFAULT_RERANK_MODE, label="Re-rank mode", min_width=200, elem_id="search-rerank-mode",
+                        info="fused: a weak re-ranker cannot push results far below the first stage")
         k = gr.Slider(1, 50, value=10, step=1, label="k (results)", min_width=160)
         depth = gr.Slider(5, 100, value=cfg.rerank_depth, step=1, label="re-rank depth (candidates)", min_width=160)
     search_button = gr.Button("Search", variant="primary", elem_id="search-button")
@@ -314,8 +343,9 @@ def build(ui: Ui) -> None:
     with gr.Row(visible=False) as explain_row:
         result_choice = gr.Dropdown([], label="Explain a result", scale=3, min_width=220, allow_custom_value=True,
                                     elem_id="explain-result-choice")  # API: any doc id
-        explain_model = gr.Radio(explain_tab.model_choices(ui.models), value="auto", label="Explain with", scale=2,
-                                 min_width=220)
+        explain_model = explain_tab.refuse_unloaded(gr.Radio(
+            explain_tab.model_choices(ui.models), value="auto", label="Explain with", scale=2, min_width=220),
+            ui.models)
         with gr.Column(scale=1, min_width=140):
             explain_button = gr.Button("Explain", variant="primary", elem_id="explain-result-button")
             csv_button = gr.DownloadButton("Download results (CSV)", visible=False, size="sm", elem_id="search-csv")
@@ -357,11 +387,11 @@ def build(ui: Ui) -> None:
         with gr.Accordion("Numbers (JSON)", open=False):
             upload_json = gr.JSON()
 
-    search_inputs = [query, corpus, first_stage, reranker, k, depth]
+    search_inputs = [query, corpus, first_stage, reranker, k, depth]  # + mode, last: old API clients leave it out
     search_outputs = [search_table, search_summary, search_json]
     for trigger, api in ((search_button.click, {"api_name": "search"}), (query.submit, {"api_visibility": "private"})):
         trigger(before, None, [search_summary, search_table, explain_row], queue=False, api_visibility="private"
-                ).then(do_search, search_inputs, search_outputs, **api
+                ).then(do_search, [*search_inputs, mode], search_outputs, **api
                        ).success(after_search, [search_json], [search_table, csv_button, explain_row, result_choice],
                                  queue=False, api_visibility="private")
     explain_inputs = [query, corpus, result_choice, explain_model]
@@ -370,7 +400,7 @@ def build(ui: Ui) -> None:
     explained.shows(search_table.select(pick_row, None, [result_choice], api_visibility="private").success(
         do_explain_result, explain_inputs, explained.outputs, api_visibility="private"))
     moved_button.click(lambda: "", None, [moved_summary], queue=False, api_visibility="private").then(
-        do_what_moved, [*search_inputs, moved_n], [moved_summary, moved_plot, moved_table, moved_files, moved_json],
+        do_what_moved, [*search_inputs, moved_n, mode], [moved_summary, moved_plot, moved_table, moved_files, moved_json],
         api_name="what_moved").success(after_moved, None, [moved_plot, moved_table, moved_files],
                                        queue=False, api_visibility="private")
     pool_button.click(lambda: "", None, [pool_summary], queue=False, api_visibility="private").then(

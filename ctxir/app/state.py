@@ -6,6 +6,7 @@ Models are loaded once, in ``AppState.load`` (or passed in already built), and s
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import threading
@@ -18,7 +19,9 @@ from typing import Any
 
 from ctxir.checks import check_choice, check_int
 from ctxir.models import DEFAULT_BI_ENCODER, DEFAULT_CLS_LR, DEFAULT_CROSS_ENCODER
-from ctxir.pipeline import FIRST_STAGES, RERANKERS
+from ctxir.pipeline import FIRST_STAGES
+from ctxir.rerankers import RERANKERS as KINDS
+from ctxir.rerankers import reranker_choices
 from ctxir.types import Corpus, CtxirError, Internals
 
 logger = logging.getLogger("ctxir.app")
@@ -28,6 +31,13 @@ DEMO_CORPUS_NAME = "demo"
 POOLINGS = ("mean", "cls", "max")
 INSPECT_MODELS = ("bi-encoder", "cross-encoder")
 Progress = Callable[[float, str], None]
+
+
+def __getattr__(name: str):
+    # RERANKERS: ("none", every kind of ctxir.rerankers), read when asked, as ctxir.pipeline.RERANKERS
+    if name == "RERANKERS":
+        return reranker_choices()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 ENCODE_CHUNK = 256  # documents per progress step of a first start's encoding
 
 
@@ -57,6 +67,25 @@ class AppConfig:
     explain_steps: int = 32  # integrated-gradients steps to start with (ctxir.explain doubles them if needed)
     explain_max_steps: int = 128  # ... up to this many
     max_movers: int = 5  # "what moved" explains at most this many re-ranked documents (one IG run each)
+    # any kind of ctxir.rerankers: kind → model id or folder ("none" = not loaded); wins over cross_encoder and cls_lr;
+    # a kind named nowhere loads its default model
+    rerankers: dict[str, str] = field(default_factory=dict)
+
+    def reranker_model(self, kind: str) -> str:
+        """The model the app loads for re-ranker ``kind`` ("" or "none" = none): ``rerankers[kind]``, else the field
+        named by the kind's ``setting`` (``cross_encoder``, ``cls_lr``), else the kind's default."""
+        if kind in self.rerankers:
+            return self.rerankers[kind]
+        own = getattr(self, KINDS[kind].setting, None)
+        return own if isinstance(own, str) else KINDS[kind].default_model()
+
+    @classmethod
+    def reranker_settings(cls, models: dict[str, str]) -> dict:
+        """AppConfig keywords for {kind: model}: a kind's own field where it has one, else ``rerankers``."""
+        own = {f.name for f in dataclasses.fields(cls)}
+        out: dict = {KINDS[k].setting: m for k, m in models.items() if KINDS[k].setting in own}
+        out["rerankers"] = {k: m for k, m in models.items() if KINDS[k].setting not in own}
+        return out
 
 
 @dataclass
@@ -114,19 +143,51 @@ class Inspectable:
 
 @dataclass
 class AppModels:
+    """The loaded models. ``rerankers``: {kind: re-ranker} of ``ctxir.rerankers.RERANKERS`` that loaded;
+    ``unavailable``: {kind: why not} for every other kind (offered nowhere in the app, shown with that reason)."""
+
     bi_encoder: Any  # SentenceTransformer
     bi_encoder_name: str
     inspect: dict[str, Inspectable]  # "bi-encoder" (always), "cross-encoder" (when loaded)
-    cross_encoder: Any = None  # CrossEncoderReranker
-    cross_encoder_error: str = ""
-    cls_lr: Any = None  # ClsLrRanker
-    cls_lr_error: str = ""
+    rerankers: dict[str, Any] = field(default_factory=dict)  # kind → ctxir.Reranker
+    unavailable: dict[str, str] = field(default_factory=dict)  # kind → why it is not loaded
+
+    # ------------------------------------------------------------ the names older callers read
+    @property
+    def cross_encoder(self):
+        return self.rerankers.get("cross-encoder")
+
+    @property
+    def cls_lr(self):
+        return self.rerankers.get("cls-lr")
+
+    @property
+    def cross_encoder_error(self) -> str:
+        return self.why_not("cross-encoder")
+
+    @property
+    def cls_lr_error(self) -> str:
+        return self.why_not("cls-lr")
+
+    # ------------------------------------------------------------
+
+    @property
+    def loaded(self) -> list[str]:
+        """The kinds loaded, in the registry's order: what the app offers."""
+        return [kind for kind in KINDS if kind in self.rerankers]
+
+    def why_not(self, kind: str) -> str:
+        """'' when ``kind`` is loaded, else why it is not."""
+        if kind in self.rerankers:
+            return ""
+        return self.unavailable.get(kind) or f"no {KINDS[kind].label} re-ranker was given"
 
     @classmethod
     def load(cls, config: AppConfig, progress: Progress | None = None) -> AppModels:
-        """Load every model once. A missing bi-encoder is fatal; a missing re-ranker only logs a warning."""
+        """Load every model once. A missing bi-encoder is fatal; a missing re-ranker only logs a warning, and one
+        that is not on this machine is not tried (nothing is downloaded)."""
         from ctxir.models import load_bi_encoder, load_transformer
-        from ctxir.pipeline import load_reranker
+        from ctxir.rerankers import load_reranker
 
         step = progress or (lambda *_: None)
         step(0.0, f"loading bi-encoder {config.bi_encoder}")
@@ -134,71 +195,67 @@ class AppModels:
         tokenizer, body = load_transformer(config.bi_encoder, config.device, attentions=True)
         inspect = {"bi-encoder": Inspectable(config.bi_encoder, tokenizer, body)}
         models = cls(bi, config.bi_encoder, inspect)
-        if config.cross_encoder and config.cross_encoder.lower() != "none":
-            step(0.4, f"loading cross-encoder {config.cross_encoder}")
+        for i, kind in enumerate(KINDS.values()):
+            model = config.reranker_model(kind.name)
+            if not model or model.lower() == "none":
+                models.unavailable[kind.name] = (f"the app was started with {kind.flag} none" if model else
+                                                 f"no {kind.label} re-ranker was given and this installation ships "
+                                                 "none")
+                continue
+            ok, why = kind.available(model)
+            if not ok:  # not on this machine: nothing is downloaded, the kind is not offered
+                models.unavailable[kind.name] = why
+                logger.warning("%s re-ranker unavailable, the app starts without it: %s", kind.label, why)
+                continue
+            step(0.4 + 0.3 * i / len(KINDS), f"loading {kind.label} re-ranker {model}")
             try:
-                models.cross_encoder = load_reranker("cross-encoder", config.cross_encoder, config.device)
-                ce_tok, ce_body = load_transformer(config.cross_encoder, config.device, attentions=True)
-                inspect["cross-encoder"] = Inspectable(config.cross_encoder, ce_tok, ce_body)
+                models.rerankers[kind.name] = load_reranker(kind.name, model, config.device)
+                if kind.inspectable:
+                    inspect[kind.name] = Inspectable(model, *load_transformer(model, config.device, attentions=True))
             except CtxirError as err:
-                models.cross_encoder_error = str(err)
-                logger.warning("cross-encoder re-ranker unavailable, the app starts without it: %s", err)
-        else:
-            models.cross_encoder_error = "the app was started with --cross-encoder none"
-        if config.cls_lr and config.cls_lr.lower() != "none":
-            step(0.7, f"loading CLS-LR ranker {config.cls_lr}")
-            try:
-                models.cls_lr = load_reranker("cls-lr", config.cls_lr, config.device)
-            except CtxirError as err:
-                models.cls_lr_error = str(err)
-                logger.warning("CLS-LR ranker unavailable, the app starts without it: %s", err)
-        else:
-            models.cls_lr_error = ("the app was started with --cls-lr none" if config.cls_lr else
-                                   "no CLS-LR ranker was given and this installation ships none")
+                models.rerankers.pop(kind.name, None)
+                models.unavailable[kind.name] = str(err)
+                logger.warning("%s re-ranker unavailable, the app starts without it: %s", kind.label, err)
         return models
 
     @classmethod
     def from_objects(cls, bi_encoder, bi_encoder_name: str = "bi-encoder", cross_encoder=None, cls_lr=None,
-                     device: str = "cpu") -> AppModels:
-        """Wrap models already in memory (tests, notebooks): a SentenceTransformer, a CrossEncoder, a ClsLrRanker."""
+                     device: str = "cpu", rerankers: dict[str, Any] | None = None) -> AppModels:
+        """Wrap models already in memory (tests, notebooks): a SentenceTransformer, and re-rankers by kind
+        (``rerankers={"cross-encoder": a CrossEncoder, "cls-lr": a ClsLrRanker, ...}``; ``cross_encoder=`` and
+        ``cls_lr=`` are the same for those two)."""
         from ctxir.models import load_transformer
-        from ctxir.rerank import CrossEncoderReranker
 
         path = str(bi_encoder[0].auto_model.config._name_or_path or bi_encoder_name)
         tokenizer, body = load_transformer(path, device, attentions=True)
         inspect = {"bi-encoder": Inspectable(bi_encoder_name, tokenizer, body)}
         models = cls(bi_encoder, bi_encoder_name, inspect)
-        if cross_encoder is not None:
-            models.cross_encoder = (cross_encoder if hasattr(cross_encoder, "score_pairs")
-                                    else CrossEncoderReranker(cross_encoder))
-            ce = models.cross_encoder.model
-            ce_path = str(ce.model.config._name_or_path)
-            ce_tok, ce_body = load_transformer(ce_path, device, attentions=True)
-            inspect["cross-encoder"] = Inspectable(ce_path, ce_tok, ce_body)
-        else:
-            models.cross_encoder_error = "no cross-encoder was given"
-        models.cls_lr = cls_lr
-        models.cls_lr_error = "" if cls_lr is not None else "no CLS-LR ranker was given"
+        given = {"cross-encoder": cross_encoder, "cls-lr": cls_lr, **(rerankers or {})}
+        for kind in KINDS.values():
+            if given.get(kind.name) is None:
+                models.unavailable[kind.name] = f"no {kind.label} re-ranker was given"
+                continue
+            models.rerankers[kind.name] = kind.wrap(given[kind.name])
+            if kind.inspectable:
+                inspect[kind.name] = _inspectable_body(models.rerankers[kind.name], device)
+        unknown = set(given) - set(KINDS)
+        if unknown:
+            raise CtxirError(f"re-ranker kind {sorted(unknown)[0]!r} is not known: use one of "
+                             f"{', '.join(map(repr, KINDS))}")
         return models
 
     def reranker(self, name: str):
-        check_choice(name, "re-ranker", RERANKERS)
+        """The loaded re-ranker ``name`` ("none" → None); one that is not loaded fails with why and what to do."""
+        check_choice(name, "re-ranker", reranker_choices())
         if name == "none":
             return None
-        if name == "cross-encoder":
-            if self.cross_encoder is None:
-                raise CtxirError(
-                    f"the cross-encoder re-ranker is not available ({self.cross_encoder_error.rstrip('.')}). To provide one, "
-                    "train it with `python training/train_cross_encoder.py` and restart the app with "
-                    "`--cross-encoder <its output folder>` (or set CTXIR_CROSS_ENCODER), or pass a Hub id that is "
-                    "in the local cache. Meanwhile choose re-ranker 'none'.")
-            return self.cross_encoder
-        if self.cls_lr is None:
+        if name not in self.rerankers:
+            kind = KINDS[name]
             raise CtxirError(
-                f"the CLS-LR re-ranker is not available ({self.cls_lr_error.rstrip('.')}). To provide one, train it with "
-                "`python training/train_cls_lr.py` (or ClsLrRanker.save) and restart the app with "
-                "`--cls-lr <its output folder>` (or set CTXIR_CLS_LR). Meanwhile choose re-ranker 'none'.")
-        return self.cls_lr
+                f"the {kind.label} re-ranker is not available ({self.why_not(name).rstrip('.')}). "
+                f"{kind.unavailable_hint('app')}. Meanwhile "
+                f"choose re-ranker {' or '.join(map(repr, ['none', *self.loaded]))}.")
+        return self.rerankers[name]
 
     def inspectable(self, name: str) -> Inspectable:
         if name not in self.inspect:
@@ -439,9 +496,8 @@ class AppState:
         """One tiny pass through every model so the first user request pays no lazy initialisation."""
         if index:
             self._warm_index(self.index(self.default_corpus))
-        for reranker in (self.models.cross_encoder, self.models.cls_lr):
-            if reranker is not None:
-                reranker.score_pairs("warm up", ["warm up"])
+        for reranker in self.models.rerankers.values():
+            reranker.score_pairs("warm up", ["warm up"])
         from ctxir.internals import inspect_text
 
         for item in self.models.inspect.values():
@@ -586,3 +642,18 @@ def check_layer(value: Any, n_layers: int, what: str = "layer") -> int:
     """-1 means the last layer; layers count like hidden_states (0 = embeddings)."""
     layer = check_int(value, what, -1, n_layers)
     return n_layers if layer == -1 else layer
+
+
+def _inspectable_body(reranker, device: str) -> Inspectable:
+    """A cross-encoder's transformer body with eager attention, for the attention and embedding views: reloaded by
+    name (a ctxir modular cross-encoder's folder holds its trained top layers, which load_transformer applies)."""
+    from ctxir.models import load_transformer
+
+    body = reranker.model[0].auto_model
+    by_name = isinstance(getattr(reranker, "model_name", None), str) and \
+        reranker.model_name != type(reranker.model).__name__  # CrossEncoderReranker names an object by its class
+    path = reranker.model_name if by_name else str(body.config._name_or_path)
+    try:
+        return Inspectable(path, *load_transformer(path, device, attentions=True))
+    except CtxirError:  # not loadable by name (built in memory): its own body, attention switched when read
+        return Inspectable(path, reranker.model.tokenizer, body)

@@ -121,6 +121,8 @@ def named(component):
     def preprocess(payload):
         try:
             return check(payload)
+        except CtxirError as err:  # the component's own refusal with its reason (a re-ranker that is not loaded)
+            raise user_error(str(err)) from None
         except Exception:
             if isinstance(component, gr.Slider):
                 accepted = f"must be a number from {component.minimum:g} to {component.maximum:g}"
