@@ -289,3 +289,17 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
                  "knn", "--model", "missing-model-xyz"]) == 2
     err = capsys.readouterr().err
     assert "test.csv line 2: expected 2 fields" in err and "Traceback" not in err
+
+
+def test_cli_zero_shot_needs_no_training_file(tmp_path, minilm_path):
+    _write(tmp_path / "test.csv", [(t, "Sports") for t in SPORTS[:3]] + [(t, "Business") for t in MONEY[:3]])
+    (tmp_path / "labels.csv").write_text("label,description\nSports,games and players\nBusiness,companies and "
+                                         "markets\n")
+    out = tmp_path / "zero.json"
+    assert main(["--test", str(tmp_path / "test.csv"), "--labels", str(tmp_path / "labels.csv"), "--method",
+                 "zero-shot", "--templates", "{description}", "--projection", "off", "--model", str(minilm_path),
+                 "--device", "cpu", "--cache-dir", str(tmp_path / "cache"), "--output", str(out)]) == 0
+    record = json.loads(out.read_text())
+    assert record["methods"]["zero-shot"]["accuracy"] == 1.0
+    assert record["methods"]["zero-shot"]["config"]["chosen_on"] == "first template (no --train)"
+    assert record["data"]["classes"] == ["Sports", "Business"] and record["paired"] == []
