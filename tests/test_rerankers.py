@@ -229,6 +229,29 @@ def test_search_modes_and_what_moved_with_a_modular_cross_encoder(modular_state,
         assert mover["rank"] == mover["rerank_rank"]
 
 
+def test_the_app_loads_a_modular_cross_encoder_folder_offline(modular_dir, tiny_bert_dir, caplog):
+    """As the app will load the shipped one: by folder, its body's trained top layers in the attention views, its
+    fusion.json in the fused mode; a kind whose model is not here is reported, not downloaded."""
+    config = logic.AppConfig(bi_encoder=str(tiny_bert_dir), cross_encoder=str(modular_dir),
+                             cls_lr="someone/not-cached-cls-lr", device="cpu")
+    found = logic.AppModels.load(config)
+    assert found.loaded == ["cross-encoder"] and "nor in the local Hugging Face cache" in found.why_not("cls-lr")
+    assert "CLS-LR re-ranker unavailable, the app starts without it" in caplog.text
+    ce = found.rerankers["cross-encoder"]
+    assert ce.stage_fusion.chosen_on == "809 SciFact training claims"
+    # the attention views read the trained body: its top layer is the saved one, not the base's
+    from transformers import AutoModel
+
+    base = AutoModel.from_pretrained(str(tiny_bert_dir))
+    body = found.inspect["cross-encoder"].model
+    top = "encoder.layer.1.attention.self.query.weight"
+    assert not torch.allclose(body.state_dict()[top], base.state_dict()[top])
+    assert torch.allclose(body.state_dict()[top].float(), ce.model[0].auto_model.state_dict()[top].float(), atol=1e-3)
+    state = logic.AppState(found, config, CORPUS, "toy", cache=None)
+    assert logic.search(state, QUERY, None, "bm25", "cross-encoder", k=3, depth=5).data["fusion"]["method"] == \
+        "weighted"
+
+
 # ---------------------------------------------------------------- a new kind is one entry
 
 
