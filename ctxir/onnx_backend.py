@@ -38,6 +38,11 @@ from ctxir.types import CtxirError
 FP32_FILE = "model.onnx"
 INT8_FILE = "model-int8-dynamic.onnx"
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
+# Rows × tokens one ONNX Runtime run may hold (8 texts of 256 tokens). The exported graph materialises every head's
+# (tokens × tokens) attention scores in float32, where torch's fused attention does not: 32 texts of 256 tokens
+# peak at ~1.1 GB above the loaded model, 8 at ~0.35 GB. Short texts (queries) still run batch_size at a time.
+# Measured: scripts/onnx_memory.py, docs/performance.md "Memory of onnx-int8".
+TOKENS_PER_RUN = 2048
 _EXPORT_LOCK = threading.Lock()  # one export at a time in a process (the app's threads may ask together)
 # open sessions kept for reuse, least recently used dropped first: (folder, model, pooling, threads, batch size) →
 # (model, OnnxEncoder)
@@ -65,6 +70,16 @@ def _session(path: Path, threads: int):
     return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
+def _run_options():
+    """Each run gives its activations' memory back when it ends: ONNX Runtime's CPU arena otherwise keeps its
+    largest size for the life of the session (the app keeps sessions open: ~1 GB held after one long corpus)."""
+    import onnxruntime as ort
+
+    options = ort.RunOptions()
+    options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
+    return options
+
+
 class OnnxEncoder:
     """A SentenceTransformer's transformer exported to ONNX and run by ONNX Runtime on the CPU; tokenisation by the
     model's own ``preprocess``, pooling and normalisation in torch (``ctxir.encoders.pool``), exactly as the
@@ -79,6 +94,7 @@ class OnnxEncoder:
         require("onnxruntime")
         self.path = Path(path)
         self.session = _session(self.path, threads)
+        self.run_options = _run_options()
         self.inputs = {i.name for i in self.session.get_inputs()}
         self.model, self.pooling, self.batch_size = model, pooling, batch_size
 
@@ -87,6 +103,25 @@ class OnnxEncoder:
         batch = self.model.preprocess(list(texts))
         return {k: np.asarray(v.cpu().numpy() if hasattr(v, "cpu") else v, dtype=np.int64)
                 for k, v in batch.items() if k in self.inputs}
+
+    @staticmethod
+    def runs(feats: dict[str, np.ndarray], tokens_per_run: int | None = None) -> list[dict[str, np.ndarray]]:
+        """A tokenised batch (each array (rows, tokens)) cut into runs of at most ``tokens_per_run`` rows × tokens
+        (at least one row), each trimmed to its own longest text: peak memory follows the run, not the batch.
+
+        >>> feats = {"input_ids": np.ones((5, 4), np.int64), "attention_mask": np.array([[1, 1, 1, 1]] * 2
+        ...          + [[1, 1, 0, 0]] * 3)}
+        >>> [run["input_ids"].shape for run in OnnxEncoder.runs(feats, tokens_per_run=8)]
+        [(2, 4), (2, 2), (1, 2)]
+        """
+        mask = feats["attention_mask"]
+        rows = max(1, (tokens_per_run or TOKENS_PER_RUN) // max(1, mask.shape[1]))
+        out = []
+        for begin in range(0, len(mask), rows):
+            used = np.flatnonzero(mask[begin:begin + rows].any(0))  # columns any text of the run uses
+            width = int(used[-1]) + 1 if len(used) else 1  # right padding is cut; left padding keeps every column
+            out.append({k: v[begin:begin + rows, :width] for k, v in feats.items()})
+        return out
 
     def encode(self, texts: Sequence[str], show_progress_bar: bool | None = None) -> np.ndarray:
         """(N, D) float32, unit rows, in the order of ``texts``."""
@@ -104,9 +139,10 @@ class OnnxEncoder:
             starts = tqdm(starts, desc="Batches (onnx-int8)")
         for begin in starts:
             feats = self.features([texts[i] for i in order[begin:begin + self.batch_size]])
-            hidden = self.session.run(None, feats)[0]  # (batch, tokens, hidden)
-            pooled = pool(torch.from_numpy(hidden), torch.from_numpy(feats["attention_mask"]), self.pooling)
-            parts.append(torch.nn.functional.normalize(pooled.float(), dim=1).numpy())
+            for run in self.runs(feats):
+                hidden = self.session.run(None, run, self.run_options)[0]  # (rows, tokens, hidden)
+                pooled = pool(torch.from_numpy(hidden), torch.from_numpy(run["attention_mask"]), self.pooling)
+                parts.append(torch.nn.functional.normalize(pooled.float(), dim=1).numpy())
         if not parts:
             return np.zeros((0, 0), dtype=np.float32)
         out = np.concatenate(parts)

@@ -33,6 +33,11 @@ SNIPPET_CHARS = 300
 MAX_TERMS_SHOWN = 12  # rows of a query-term table in the HTML (the JSON keeps all)
 TOP_PAIRS = 8  # query-token × document-token pairs listed per document (bi-encoder, exact split)
 SPECIAL_TOKENS = ("[CLS]", "[SEP]", "<s>", "</s>")
+# One colour convention for attributions everywhere ctxir draws them (this report, the app's highlighted text and
+# figures, their exported pages): Gradio's HighlightedText colours a score > 0 with the first and < 0 with the second
+RAISES_RGB = (239, 68, 60)  # red: the word raised the score
+LOWERS_RGB = (128, 90, 213)  # violet: the word lowered it
+ATTRIBUTION_LEGEND = "red = raised the score, violet = lowered it"
 
 __all__ = ["explain_failures", "failure_cases", "load_report", "make_report", "metric_values", "pipeline_explainers",
            "render_report", "report_for_pipeline", "report_from_results", "report_meta", "write_report"]
@@ -572,11 +577,12 @@ def _judgement(grade) -> str:
 
 
 def _colour(value: float, scale: float) -> str:
-    """Green for a contribution that raises the score, red for one that lowers it; opacity by size."""
+    """Red for a contribution that raises the score, violet for one that lowers it (``ATTRIBUTION_LEGEND``); opacity
+    by size."""
     if not value or not scale:
         return ""
     alpha = min(1.0, abs(value) / scale) ** 2 * 0.8  # squared: the few largest stand out of a long document
-    rgb = "40,167,69" if value > 0 else "220,53,69"
+    rgb = ",".join(map(str, RAISES_RGB if value > 0 else LOWERS_RGB))
     return f"background:rgba({rgb},{alpha:.2f})"
 
 
@@ -748,8 +754,9 @@ def render_report(cases: Sequence[Mapping], meta: Mapping, standalone: bool = Tr
               + f' · the {len(cases)} worst shown · {_e(meta.get("created", ""))}</div>']
     if meta.get("explained_with"):
         header.append(f'<div class="meta">explained with: {_e(", ".join(meta["explained_with"]))}</div>')
-    header.append('<div class="meta legend">Token highlights: <span style="background:rgba(40,167,69,.6)">'
-                  'raises the score</span><span style="background:rgba(220,53,69,.6)">lowers it</span>'
+    raises, lowers = (",".join(map(str, rgb)) for rgb in (RAISES_RGB, LOWERS_RGB))
+    header.append(f'<div class="meta legend">Token highlights: <span style="background:rgba({raises},.6)">red raised '
+                  f'the score</span><span style="background:rgba({lowers},.6)">violet lowered it</span>'
                   "(stronger colour = larger contribution; hover for the value). Winner = the highest-ranked "
                   "non-relevant document above the relevant one.</div>")
     summary = ['<table><tr><th class="num">#</th><th>query id</th><th>query</th><th class="num">' + _e(metric)

@@ -100,7 +100,8 @@ def test_missing_reranker_explains_how_to_provide_one(state, state_with):
     ({"query": "x" * 100_000}, r"query has 100,000 characters but at most 2,000"),
     ({"first_stage": "splade"}, r"first stage 'splade' is not known: use one of 'bm25', 'dense', 'hybrid'"),
     ({"reranker": "colbert"}, r"re-ranker 'colbert' is not known"),
-    ({"k": 0}, r"k must be a whole number from 1 to 100, got 0"),
+    ({"k": 0}, r"k must be a whole number from 1 to 50, got 0"),
+    ({"k": 51}, r"k must be a whole number from 1 to 50, got 51"),  # AppConfig.max_k, the page's limit too
     ({"k": "ten"}, r"got 'ten'"),
     ({"corpus": "nope"}, r"corpus 'nope' is not loaded: choose one of 'demo-subset'"),
 ])
@@ -357,7 +358,7 @@ def test_build_demo_exposes_every_endpoint_and_turns_errors_into_gr_error(state)
     names = {fn.api_name for fn in demo.fns.values() if fn.api_name and fn.api_visibility == "public"}
     assert names == {"search", "compare_pooling", "upload_corpus", "score_pairs", "model_info", "token_embeddings",
                      "layer_similarity", "sentence_similarity", "attention", "explain", "explain_result", "what_moved",
-                     "failure_report", "classify"}
+                     "failure_report", "failure_report_sample", "classify"}
 
     @app._guard
     def failing():

@@ -34,7 +34,8 @@ def test_api_lists_every_endpoint(served):
     endpoints = set(client.view_api(print_info=False, return_format="dict")["named_endpoints"])
     assert endpoints == {"/search", "/compare_pooling", "/upload_corpus", "/score_pairs", "/model_info",
                          "/token_embeddings", "/layer_similarity", "/sentence_similarity", "/attention", "/explain",
-                         "/explain_result", "/what_moved", "/failure_report", "/classify"}
+                         "/explain_result", "/what_moved", "/failure_report",
+                         "/failure_report_sample", "/classify"}
 
 
 def test_search_endpoint(served):
@@ -232,9 +233,13 @@ def test_failure_report_endpoint(served, tmp_path):
     cases = failure_cases(qrels, run, corpus, {"q1": "where do otters live"})
     _, report_json = write_report(tmp_path / "r.html", cases, report_meta(qrels, run, "nDCG@10", "dense"))
     summary, frame, page, data = client.predict(handle_file(str(report_json)), 10, api_name="/failure_report")
-    assert "**1 worst queries**" in summary and data["cases"][0]["qid"] == "q1"
+    assert "**1 worst query**" in summary and data["cases"][0]["qid"] == "q1"
     assert 'sandbox=""' in frame and "where do otters live" in Path(page).read_text(encoding="utf-8")
     bad = tmp_path / "notes.json"
     bad.write_text('{"hello": 1}')
     with pytest.raises(Exception, match=r"notes\.json is neither a ctxir failure report"):
         client.predict(handle_file(str(bad)), 10, api_name="/failure_report")
+    # the sample needs no file: BM25 on the demo corpus, judged by the qrels that ship with ctxir
+    summary, frame, page, data = client.predict(2, api_name="/failure_report_sample")
+    assert summary.startswith("**2 worst queries** of `bm25`") and len(data["cases"]) == 2
+    assert data["kind"] == "sample" and 'sandbox=""' in frame and "Failure report — bm25" in Path(page).read_text()

@@ -109,24 +109,42 @@ def test_screenshot_of_every_tab(offline_page, app_url, screenshot_dir, viewport
     def overflow(name):
         widths[name] = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
 
+    # the example queries are shown whole (gr.Examples cut them at 60 characters), and a click fills the query
+    page.locator("#search-examples").get_by_text("how can I stop the soil on my riverside land from washing away",
+                                                 exact=True).click()
+    page.wait_for_function("() => document.querySelector('#search-query textarea').value.endsWith('washing away')",
+                           timeout=10_000)
+    page.locator("#search-examples").get_by_text("where do otters live along the river bank", exact=True).click()
+    page.wait_for_function("() => document.querySelector('#search-query textarea').value.startsWith('where')",
+                           timeout=10_000)
     page.click("#search-button")
     _done(page, "#search-summary", "results")
     shots.append(_shoot(page, screenshot_dir, f"{viewport}-1-search-results"))
     overflow("search")
-    # without a re-ranker the table has no re-ranker columns, and no header wraps (one line each)
-    headers = page.locator("#search-results thead th").all_inner_texts()
-    assert [h.strip() for h in headers if h.strip()][:3] == ["rank", "doc_id", "dense_score"], headers
-    assert not [h for h in headers if "rerank" in h]
-    heights = page.eval_on_selector_all("#search-results thead th", "ths => ths.map(t => t.offsetHeight)")
-    assert max(heights) < 60, heights
+    if viewport == "phone":
+        _phone_cards_show_titles_and_texts(page)
+    else:
+        assert not page.locator("#search-cards").is_visible()  # the table, not the cards
+        # without a re-ranker the table has no re-ranker columns, and no header wraps (one line each)
+        headers = page.locator("#search-results thead th").all_inner_texts()
+        assert [h.strip() for h in headers if h.strip()][:3] == ["rank", "doc_id", "dense_score"], headers
+        assert not [h for h in headers if "rerank" in h]
+        heights = page.eval_on_selector_all("#search-results thead th", "ths => ths.map(t => t.offsetHeight)")
+        assert max(heights) < 60, heights
+        _table_fills_its_box(page, "#search-results")
     assert page.locator("#search-csv").is_visible()  # the results as CSV
     page.locator("#search-reranker").get_by_text("cross-encoder").click()
     page.click("#search-button")
     _done(page, "#search-summary", "re-scored")
-    page.wait_for_function("() => (document.querySelector('#search-results thead')?.innerText || '')"
-                           ".includes('rerank_score')", timeout=30_000)
-    page.click('#search-results [data-testid="cell-1-2"]')  # clicking a row explains it
+    if viewport == "phone":  # tapping a card explains it
+        page.locator("#search-cards .ctxir-card").nth(1).click()
+    else:
+        page.wait_for_function("() => (document.querySelector('#search-results thead')?.innerText || '')"
+                               ".includes('rerank_score')", timeout=30_000)
+        page.click('#search-results [data-testid="cell-1-2"]')  # clicking a row explains it
     _done(page, "#search-explain-summary", "cosine")
+    chosen = page.locator("#explain-result-choice input").input_value()
+    assert chosen.startswith("2. "), chosen  # the second result, as tapped or clicked
     page.get_by_text("What moved:").click()
     page.click("#what-moved-button")
     _done(page, "#what-moved-summary", "changed rank")
@@ -150,6 +168,7 @@ def test_screenshot_of_every_tab(offline_page, app_url, screenshot_dir, viewport
     page.locator('[data-testid="toast-body"]').first.wait_for(timeout=30_000)
     assert "results" not in page.inner_text("#search-summary")  # (Gradio marks it "Error")
     assert not page.locator("#search-results").is_visible()
+    assert page.locator("#search-cards .ctxir-card").count() == 0
     page.locator('[data-testid="toast-close"]').first.click()  # out of the next screenshots
 
     _tab(page, "Pair scoring")
@@ -159,6 +178,10 @@ def test_screenshot_of_every_tab(offline_page, app_url, screenshot_dir, viewport
     _done(page, "#pair-explain-summary", "cosine")
     shots.append(_shoot(page, screenshot_dir, f"{viewport}-2-pairs"))
     overflow("pairs")
+    if viewport == "laptop":
+        _table_fills_its_box(page, "#pair-table")
+    _labels_clear_of_toolbars(page)
+    _nothing_cut(page)
 
     _tab(page, "Explain")
     page.click("#explain-button")
@@ -188,10 +211,21 @@ def test_screenshot_of_every_tab(offline_page, app_url, screenshot_dir, viewport
     page.click("#attention-button")
     page.wait_for_selector("#attention-view iframe", timeout=60_000)
     _done(page, "#attention-summary", "tokens")
+    frame = page.frame_locator("#attention-view iframe")
+    frame.locator("svg text").first.wait_for(timeout=30_000)
+    page.wait_for_timeout(500)
+    # the frame fits the drawing: no blank band under it (it was 700 px tall around a ~520 px drawing)
+    drawn = frame.locator("body").evaluate("b => b.getBoundingClientRect().height")
+    height = page.eval_on_selector("#attention-view iframe", "e => e.getBoundingClientRect().height")
+    assert drawn > 300 and 0 <= height - drawn <= 40, (height, drawn)
     shots.append(_shoot(page, screenshot_dir, f"{viewport}-5-attention"))
     overflow("attention")
 
     _tab(page, "Failure report")
+    page.click("#report-sample-button")  # the sample: BM25 on the demo corpus, one click
+    _done(page, "#report-summary", "worst queries")
+    page.frame_locator("#report-view iframe").locator("h1").wait_for(timeout=30_000)
+    shots.append(_shoot(page, screenshot_dir, f"{viewport}-6-failure-report-sample"))
     page.set_input_files("#report-file input[type=file]", str(report_json))
     page.wait_for_timeout(1500)  # the upload lands before the click
     page.click("#report-button")
@@ -207,6 +241,134 @@ def test_screenshot_of_every_tab(offline_page, app_url, screenshot_dir, viewport
     assert all(p.stat().st_size > 10_000 for p in shots)
     # a wide table or plot scrolls inside its own box; the page itself never runs off the screen
     assert max(widths.values()) <= 2, widths
+
+
+def _phone_cards_show_titles_and_texts(page) -> None:
+    """At a phone's width the results are cards: each shows its title and text, inside the screen, and nothing
+    scrolls sideways (the table, which hid its title and text columns off to the right, is not shown)."""
+    assert not page.locator("#search-results").is_visible()
+    cards = page.locator("#search-cards .ctxir-card")
+    assert cards.count() == 10
+    first = cards.first
+    assert first.locator(".ctxir-card-text").is_visible() and first.locator(".ctxir-card-title").is_visible()
+    assert "Otter dens" in first.inner_text() and "River otters dig their dens" in first.inner_text()
+    width = page.viewport_size["width"]
+    boxes = page.eval_on_selector_all("#search-cards .ctxir-card", "cs => cs.map(c => [c.getBoundingClientRect()"
+                                      ".right, c.scrollWidth - c.clientWidth])")
+    assert all(right <= width and hidden <= 1 for right, hidden in boxes), boxes
+    assert page.eval_on_selector("#search-cards", "e => e.scrollWidth - e.clientWidth") <= 1
+
+
+def _table_fills_its_box(page, selector: str) -> None:
+    """A table's columns fill its box (they once stopped at a fixed ~1,200 px: 60% of a wide screen)."""
+    widths = page.eval_on_selector(selector, "e => [e.querySelector('.virtual-table-viewport').clientWidth, "
+                                             "Math.max(...[...e.querySelectorAll('thead th')].map(t => "
+                                             "t.getBoundingClientRect().right)) - e.querySelector('thead')"
+                                             ".getBoundingClientRect().left]")
+    box, used = widths
+    assert used >= 0.97 * box, widths
+
+
+def _nothing_cut(page) -> None:
+    """Download names are shown whole (Gradio cut a long stem with "…": "pair-scores….png" on a phone)."""
+    cut = page.eval_on_selector_all(".filename .stem", "ss => ss.filter(s => s.offsetParent && s.scrollWidth > "
+                                                       "s.clientWidth + 1).map(s => s.innerText)")
+    assert not cut, cut
+    assert page.locator(".filename .stem").count() > 0
+
+
+def _labels_clear_of_toolbars(page) -> None:
+    """No plot's toolbar covers its label (on a phone the toolbar sat over the label's end)."""
+    overlaps = page.evaluate("""() => [...document.querySelectorAll('.js-plotly-plot')].flatMap(plot => {
+        const block = plot.closest('.block'), bar = plot.querySelector('.modebar');
+        const label = block && block.querySelector('[data-testid="block-label"]');
+        if (!label || !bar || !plot.offsetParent) return [];
+        const a = label.getBoundingClientRect(), b = bar.getBoundingClientRect();
+        const apart = a.right <= b.left || b.right <= a.left || a.bottom <= b.top || b.bottom <= a.top;
+        return apart ? [] : [label.innerText];
+    })""")
+    assert not overlaps, overlaps
+
+
+def test_the_page_tells_the_truth(offline_page, app_url, screenshot_dir, tmp_path):
+    """Issue #21 §1 as a visitor meets it: k's limit is an error, not a silent clamp; one result is singular; a
+    failed upload shows no old success; the failure report's sample is one click; the Explain view, the report and
+    their legends use one pair of colours; the sentence-similarity caption says what its colour scale shows."""
+    from ctxir.report import LOWERS_RGB, RAISES_RGB
+
+    page = offline_page("laptop")
+    page.goto(app_url)
+    page.wait_for_selector("#search-button", timeout=60_000)
+
+    def toast() -> str:
+        page.locator('[data-testid="toast-body"]').first.wait_for(timeout=30_000)
+        text = page.locator('[data-testid="toast-body"]').first.inner_text()
+        page.locator('[data-testid="toast-close"]').first.click()
+        page.locator('[data-testid="toast-body"]').first.wait_for(state="detached", timeout=10_000)
+        return text
+
+    # 1. k: a typed 80 is refused with the limit the label states (a slider's box quietly made it 50)
+    label = page.locator("#search-k").inner_text()
+    assert "k (1–50)" in label, label
+    page.fill("#search-k input", "80")
+    page.click("#search-button")
+    assert "k must be a whole number from 1 to 50, got 80" in toast()
+    assert "results" not in page.inner_text("#search-summary")
+    page.fill("#search-k input", "1")
+    page.click("#search-button")
+    _done(page, "#search-summary", "from")
+    assert page.inner_text("#search-summary").startswith("1 result from"), page.inner_text("#search-summary")
+
+    # 2. an upload that fails after one that worked: only the failure shows
+    good, bad = tmp_path / "mine.txt", tmp_path / "broken.txt"
+    good.write_text("Otters dig dens in river banks.\nBats hunt moths at night.\n", encoding="utf-8")
+    bad.write_bytes(b"\xff\xfeO\x00t\x00t\x00e\x00r\x00")  # UTF-16: refused
+    page.get_by_text("Upload your own corpus").click()
+    for path in (good, bad):
+        if path is bad:  # the first file is still in the box: clear it, as a visitor would, to choose another
+            page.locator("#upload-file").get_by_role("button", name="Clear").click()
+        page.set_input_files("#upload-file input[type=file]", str(path))
+        page.wait_for_timeout(1500)
+        page.click("#upload-button")
+        if path is good:
+            _done(page, "#upload-summary", "Indexed")
+    assert "NUL byte" in toast()
+    assert "Indexed" not in page.inner_text("#upload-summary")
+
+    # 3. the Explain view's highlights are red (raised) and violet (lowered), as its legend says
+    _tab(page, "Explain")
+    page.click("#explain-button")
+    _done(page, "#explain-summary", "violet lowered it")
+    page.wait_for_selector("#explain-document [style*='background']", timeout=30_000)  # shown after the answer
+    colours = " ".join(page.eval_on_selector_all(
+        "[data-testid='highlighted-text:textfield'] [style*='background']",
+        "spans => spans.map(s => getComputedStyle(s).backgroundColor)"))
+    legend = page.locator("#explain-document [data-testid='highlighted-text:color-legend']")
+    assert legend.is_visible() and legend.inner_text().split() == ["-1", "0", "+1"]
+    assert "rgba({}, {}, {}".format(*RAISES_RGB) in colours and "rgba({}, {}, {}".format(*LOWERS_RGB) in colours
+
+    # 4. the failure report: the sample is one click, and its legend and highlights use the same two colours
+    _tab(page, "Failure report")
+    page.click("#report-sample-button")
+    _done(page, "#report-summary", "worst queries")
+    report = page.frame_locator("#report-view iframe")
+    report.locator("h1").wait_for(timeout=30_000)
+    assert "Failure report — bm25" in report.locator("h1").inner_text()
+    legend = report.locator(".legend span").evaluate_all("spans => spans.map(s => s.style.background)")
+    assert legend == ["rgba({}, {}, {}, 0.6)".format(*RAISES_RGB), "rgba({}, {}, {}, 0.6)".format(*LOWERS_RGB)]
+    marked = set(report.locator(".doc .tok[style]").evaluate_all("ts => ts.map(t => t.style.background"
+                                                                  ".replace(/, [0-9.]+\\)$/, ')'))"))
+    assert marked <= {"rgba({}, {}, {})".format(*RAISES_RGB), "rgba({}, {}, {})".format(*LOWERS_RGB)}, marked
+    assert marked
+    _shoot(page, screenshot_dir, "laptop-8-truth")
+
+    # 5. sentence similarity: the caption names the colour the most alike pairs (the diagonal, cosine 1) get
+    _tab(page, "Token embeddings")
+    _tab(page, "Sentence similarity")
+    page.click("#sentence-sim-button")
+    _done(page, "#sentence-sim-summary", "pooling")
+    assert "brighter (yellow) = more alike" in page.inner_text("#sentence-sim-summary")
+    page.close()
 
 
 @pytest.fixture(scope="module")

@@ -78,6 +78,40 @@ def test_int8_vectors_are_unit_rows_close_to_torch_in_the_texts_order(exported, 
     assert encoder.encode([]).shape == (0, 32)
 
 
+def test_long_batches_run_in_bounded_pieces_that_give_their_memory_back(exported, monkeypatch):
+    # issue #21: one run of 32 texts × 256 tokens held every head's attention scores at once (peak 1.8x torch's
+    # process); a run now holds at most TOKENS_PER_RUN rows × tokens, and the arena shrinks after each run
+    encoder, _, _ = exported
+    onnx = encoder._onnx_encoder()
+    whole = BiEncoder(encoder.model, cache=None, backend="onnx-int8", onnx_dir=onnx.path.parent.parent,
+                      batch_size=8).encode(TEXTS)
+    shapes = []
+    real_run = type(onnx.session).run
+
+    class Recording:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def run(self, names, feeds, options=None):
+            shapes.append(feeds["input_ids"].shape)
+            assert options is not None and options.get_run_config_entry("memory.enable_memory_arena_shrinkage") \
+                == "cpu:0"
+            return real_run(self.inner, names, feeds, options)
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+    monkeypatch.setattr(onnx_backend, "TOKENS_PER_RUN", 24)
+    monkeypatch.setattr(onnx, "session", Recording(onnx.session))
+    monkeypatch.setattr(onnx, "batch_size", 8)
+    pieces = onnx.encode(TEXTS)
+    assert len(shapes) > 1  # one batch of 8 texts, cut into several runs
+    assert all(rows * tokens <= 24 or rows == 1 for rows, tokens in shapes)
+    assert max(tokens for _, tokens in shapes) > min(tokens for _, tokens in shapes)  # each trimmed to its texts
+    # the same vectors, up to the activations' int8 range that dynamic quantisation sets per run
+    assert (np.sum(pieces * whole, axis=1) > 0.99).all()
+
+
 def test_the_export_lands_in_the_cache_root_once_and_is_reused(exported, spread_st, monkeypatch, capsys):
     encoder, root, path = exported
     assert path.is_file() and not (path.parent / onnx_backend.FP32_FILE).exists()  # the float32 step is removed

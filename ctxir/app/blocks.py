@@ -16,7 +16,7 @@ from ctxir.app import (
     search_tab,
 )
 from ctxir.app.state import AppConfig, AppState
-from ctxir.app.text import md_literal
+from ctxir.app.text import md_literal, plural
 from ctxir.app.ui import CSS, Outputs, Ui, named, plain_errors_for_api
 from ctxir.rerankers import RERANKERS
 
@@ -31,7 +31,7 @@ INTRO = ("Search a corpus, re-rank the results and see **why** each document sco
 def status_line(state: AppState) -> str:
     """One line: the corpus and which models are loaded (why one is missing is in ``missing_models``)."""
     models = state.models
-    return (f"Corpus **{md_literal(state.default_corpus)}** ({state.default_size:,} documents) · "
+    return (f"Corpus **{md_literal(state.default_corpus)}** ({plural(state.default_size, 'document')}) · "
             f"bi-encoder **{md_literal(models.bi_encoder_name)}** · "
             + " · ".join(f"{kind.label} {'✓' if name in models.rerankers else '✗ not loaded'}"
                          for name, kind in RERANKERS.items()))

@@ -111,7 +111,7 @@ def token_embeddings(state: AppState, sentences: str | Sequence[str], layer_a: i
     }
     return ViewResult(rows=token_rows, figures={"projection": projection, "consecutive_layers": heat}, data=data,
                       text=f"{len(labels)} tokens from {len(items)} sentence(s); layers {layers[0]} and {layers[-1]}"
-                           + (f"; {md_code(word.strip())} circled in red" if word.strip() else ""))
+                           + (f"; {md_code(word.strip())} circled in black" if word.strip() else ""))
 
 
 def layer_similarity(state: AppState, sentences: str | Sequence[str], word: str = "bank",
@@ -176,6 +176,12 @@ def sentence_similarity(state: AppState, sentences: str | Sequence[str], layer: 
 
 
 # ---------------------------------------------------------------- UI
+
+
+# the sentence-similarity heatmap's colour scale (PNG: matplotlib's viridis, the same) and what its caption says of it:
+# Viridis runs from dark purple (low) to bright yellow (high)
+SIMILARITY_SCALE = "Viridis"
+SIMILARITY_LEGEND = "brighter (yellow) = more alike, darker (purple) = less; the colour bar gives the cosine"
 
 
 def projection_plots(data: dict) -> tuple:
@@ -249,16 +255,19 @@ def build(ui: Ui) -> None:
         return out.png(r.figures["similarity"], "sentence-similarity"), r.data
 
     def after_similarity(data, png):
-        labels = [f"{i + 1}. {s[:40]}{'…' if len(s) > 40 else ''}" for i, s in enumerate(data["sentences"])]
-        heat = figures.heatmap(data["similarity"], labels, [str(i + 1) for i in range(len(labels))],
+        # the axes number the sentences (their lines in the box above), so no sentence is cut and the cells keep
+        # their room on a phone; hover names both sentences in full
+        labels = [f"{i + 1}. {s}" for i, s in enumerate(data["sentences"])]
+        numbers = [str(i + 1) for i in range(len(labels))]
+        heat = figures.heatmap(data["similarity"], numbers, numbers,
                                f"cosine similarity of sentence embeddings ({data['pooling']} pooling, layer "
                                f"{data['layer']})", value_name="cosine", row_name="sentence", col_name="with sentence",
-                               zmin=-0.2, zmax=1.0, decimals=2)
+                               zmin=-0.2, zmax=1.0, decimals=2, colorscale=SIMILARITY_SCALE, hover_labels=labels)
         rows = [{"sentence": s, **{str(j + 1): v for j, v in enumerate(row)}}
                 for s, row in zip(data["sentences"], data["similarity"], strict=True)]
         summary = "\n\n".join(f"⚠️ {display_text(w)}" for w in data.get("warnings") or []) or (
-            f"{len(labels)} sentences · {data['pooling']} pooling · layer {data['layer']}: darker = more alike. "
-            "Hover a cell for the pair.")
+            f"{len(labels)} sentences, numbered by their line above · {data['pooling']} pooling · layer "
+            f"{data['layer']}: {SIMILARITY_LEGEND}. Hover a cell for the pair.")
         return summary, show(heat), show(exports(out, "sentence-similarity", data=data, rows=rows, plots=[heat],
                                                  files=[png]))
 

@@ -22,6 +22,7 @@ from ctxir.app.state import AppModels, AppState, Owner, ViewResult, demo_presets
 from ctxir.app.text import md_code, md_literal
 from ctxir.app.ui import Ui, exports, gpu, guard, tab_intro
 from ctxir.checks import check_choice, check_int, check_text
+from ctxir.report import ATTRIBUTION_LEGEND
 from ctxir.rerankers import DEFAULT_RERANK_MODE, RERANKERS, reranker_choices
 from ctxir.types import CtxirError, doc_text
 
@@ -125,13 +126,15 @@ def explain_pair(state: AppState, query: str, document: str, model: str = "auto"
     lines = []
     if bi["pair_contributions"] is not None:
         pairs = np.asarray(bi["pair_contributions"])  # (query tokens, document tokens)
-        title = f"bi-encoder: query × document token terms (they add up to the cosine {bi['cosine']:.3f})"
+        title = (f"bi-encoder: query × document token terms (they add up to the cosine {bi['cosine']:.3f}; "
+                 f"{ATTRIBUTION_LEGEND})")
         plots["pairs"] = figures.heatmap(pairs, q_tokens, d_tokens, title, value_name="contribution",
                                          row_name="query token", col_name="document token", diverging=True,
                                          decimals=4, show_values=False)
         bound = float(np.max(np.abs(pairs))) or 1.0
-        pngs["pairs"] = heatmap_figure(pairs, q_tokens, d_tokens, title, vmin=-bound, vmax=bound, cmap="coolwarm",
-                                       annotate=False, xlabel="document token", ylabel="query token")
+        pngs["pairs"] = heatmap_figure(pairs, q_tokens, d_tokens, title, vmin=-bound, vmax=bound,
+                                       cmap=figures.attribution_cmap(), annotate=False, xlabel="document token",
+                                       ylabel="query token")
         lines.append(f"**Bi-encoder cosine {bi['cosine']:.4f}**, split exactly over the {len(q_tokens)} × "
                      f"{len(d_tokens)} query × document token pairs (mean pooling: the terms add up to the cosine).")
     else:
@@ -141,7 +144,8 @@ def explain_pair(state: AppState, query: str, document: str, model: str = "auto"
         kind = reranker["model_kind"]
         tokens, values, split = reranker["tokens"], reranker["attributions"], reranker["sentence_b_start"]
         highlights["reranker"] = highlight(tokens, values)
-        title = f"{kind}: each token's share of score − baseline ({reranker['score'] - reranker['baseline_score']:+.3f})"
+        title = (f"{kind}: each token's share of score − baseline ({reranker['score'] - reranker['baseline_score']:+.3f}"
+                 f"; {ATTRIBUTION_LEGEND})")
         plots["reranker"] = figures.token_bars(tokens, values, title, split=split)
         pngs["reranker"] = figures.token_bars_png(tokens, values, title, split=split)
         error = reranker["completeness_error"]
@@ -153,7 +157,7 @@ def explain_pair(state: AppState, query: str, document: str, model: str = "auto"
             + ("" if reranker["converged"] else " — above the 1 % target even at the step cap") + ".")
     elif model == "auto":
         lines.append("No re-ranker is loaded, so only the bi-encoder is explained.")
-    lines.append("Red raised the score, blue lowered it; the strongest word of each view is full colour.")
+    lines.append("Red raised the score, violet lowered it; the strongest word of each view is full colour.")
     return ViewResult(data=data, text="\n\n".join(lines), plots=plots, figures=pngs, highlights=highlights)
 
 
@@ -186,10 +190,11 @@ def what_moved(state: AppState, query: str, corpus: str | None = None, first_sta
                          + (" or ".join(map(repr, offered)) if offered else
                             "... — none is loaded in this app (the line at the top of the page says why)"))
     n = check_int(n, "documents to explain", 1, cfg.max_movers)
-    k = check_int(k, "k", 1, 100)
-    depth = check_int(depth if depth is not None else cfg.rerank_depth, "re-rank depth", 1, 200)
+    k = check_int(k, "k", 1, cfg.max_k)
+    depth = check_int(depth if depth is not None else cfg.rerank_depth, "re-rank depth", 1, cfg.max_rerank_depth)
     candidates = max(k, depth)
-    ranked = search(state, query, corpus, first_stage, reranker, candidates, candidates, owner=owner, mode=mode)
+    ranked = search(state, query, corpus, first_stage, reranker, candidates, candidates, owner=owner, mode=mode,
+                    every_candidate=True)
     query = ranked.data["query"]
     index = state.index(corpus, owner)
     ranker = state.models.reranker(reranker)
@@ -273,11 +278,12 @@ class Panel:
 def panel(prefix: str) -> Panel:
     """An explanation display (inside an open Blocks context); its parts are hidden until an explanation arrives."""
     summary = gr.Markdown(elem_id=f"{prefix}-summary")
-    shown = {"show_legend": False, "show_inline_category": False, "combine_adjacent": False, "visible": False}
-    query = gr.HighlightedText(label="Query · bi-encoder (red raised the cosine, blue lowered it)", **shown)
+    # show_legend: Gradio's colour bar under each text, violet (-1, lowered the score) to red (+1, raised it)
+    shown = {"show_legend": True, "show_inline_category": False, "combine_adjacent": False, "visible": False}
+    query = gr.HighlightedText(label="Query · bi-encoder (red raised the cosine, violet lowered it)", **shown)
     document = gr.HighlightedText(label="Document · bi-encoder (same colour scale as the query)",
                                   elem_id=f"{prefix}-document", **shown)
-    reranker = gr.HighlightedText(label="Query and document · re-ranker (red raised its score, blue lowered it)",
+    reranker = gr.HighlightedText(label="Query and document · re-ranker (red raised its score, violet lowered it)",
                                   **shown)
     pairs = gr.Plot(label="Cosine split over token pairs (hover a cell)", visible=False, elem_id=f"{prefix}-heatmap")
     bars = gr.Plot(label="Re-ranker attribution per token (hover a bar)", visible=False)

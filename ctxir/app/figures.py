@@ -15,11 +15,16 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ctxir.report import LOWERS_RGB, RAISES_RGB
+
 FONT = {"size": 13}
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
           "#17becf")
-# red = raised the score, blue = lowered it (as Gradio's HighlightedText colours a score in [-1, 1])
-DIVERGING = [[0.0, "#3b4cc0"], [0.5, "#f7f7f7"], [1.0, "#d62728"]]
+# attributions: red = raised the score, violet = lowered it, as Gradio's HighlightedText colours a score in [-1, 1]
+# and the failure report (ctxir.report.RAISES_RGB / LOWERS_RGB: one convention across the app and its exports)
+RAISES, LOWERS = (f"#{r:02x}{g:02x}{b:02x}" for r, g, b in (RAISES_RGB, LOWERS_RGB))
+DIVERGING = [[0.0, LOWERS], [0.5, "#f7f7f7"], [1.0, RAISES]]
+HIGHLIGHT_RING = "#111111"  # the highlighted word's ring in the projection: no sentence colour is near black
 
 
 def _layout(fig: go.Figure, title: str, height: int, **extra) -> go.Figure:
@@ -35,13 +40,15 @@ def title_of(fig: go.Figure) -> str:
     return (fig.layout.meta or {}).get("title", "")
 
 
-def unique(labels: Sequence[str]) -> list[str]:
+def unique(labels: Sequence[str], max_chars: int = 24) -> list[str]:
     """Axis categories for tokens: a repeated token gets zero-width spaces appended, so "the" twice stays two
-    columns (a categorical axis merges equal labels) and Plotly still thins crowded labels by itself."""
+    columns (a categorical axis merges equal labels) and Plotly still thins crowded labels by itself. A label
+    longer than ``max_chars`` is cut with an ellipsis (hover shows it whole), never mid-word without one."""
     seen: dict[str, int] = {}
     out = []
     for label in labels:
-        label = str(label)[:24]
+        label = str(label)
+        label = label if len(label) <= max_chars else label[:max_chars - 1].rstrip() + "…"
         out.append(label + "\u200b" * seen.get(label, 0))
         seen[label] = seen.get(label, 0) + 1
     return out
@@ -50,34 +57,42 @@ def unique(labels: Sequence[str]) -> list[str]:
 def heatmap(matrix, row_labels: Sequence[str], col_labels: Sequence[str], title: str, *, value_name: str = "value",
             row_name: str = "row", col_name: str = "column", zmin: float | None = None, zmax: float | None = None,
             diverging: bool = False, colorscale: str = "Viridis", height: int | None = None,
-            decimals: int = 3, show_values: bool | None = None) -> go.Figure:
-    """A heatmap whose hover names the row and column labels (tokens, sentences) and the value."""
+            decimals: int = 3, show_values: bool | None = None, label_chars: int = 24,
+            hover_labels: Sequence[str] | None = None) -> go.Figure:
+    """A heatmap whose hover names the row and column labels (tokens, sentences) and the value; axis labels are
+    cut at ``label_chars`` (with an ellipsis; hover shows them whole). ``hover_labels``: what hover names a row and
+    column by when the axes show short labels (sentence numbers) for long ones (the sentences)."""
     z = np.asarray(matrix, dtype=np.float64)
     rows, cols = z.shape
-    custom = np.dstack([np.array([[str(r)] * cols for r in row_labels]),
-                        np.array([[str(c) for c in col_labels]] * rows)])
+    row_names = list(hover_labels) if hover_labels is not None else list(row_labels)
+    col_names = list(hover_labels) if hover_labels is not None else list(col_labels)
+    custom = np.dstack([np.array([[str(r)] * cols for r in row_names]),
+                        np.array([[str(c) for c in col_names]] * rows)])
     if diverging:
         bound = float(np.nanmax(np.abs(z))) if z.size else 1.0
         zmin, zmax, scale = -(bound or 1.0), bound or 1.0, DIVERGING
     else:
         scale = colorscale
-    trace = go.Heatmap(z=z, x=unique(col_labels), y=unique(row_labels), customdata=custom, zmin=zmin, zmax=zmax,
+    trace = go.Heatmap(z=z, x=unique(col_labels, label_chars), y=unique(row_labels, label_chars), customdata=custom,
+                       zmin=zmin, zmax=zmax,
                        colorscale=scale, colorbar={"title": {"text": value_name, "side": "right"}, "thickness": 12},
                        hovertemplate=f"{row_name} <b>%{{customdata[0]}}</b><br>{col_name} <b>%{{customdata[1]}}</b>"
                                      f"<br>{value_name} %{{z:.{decimals + 1}f}}<extra></extra>")
     if show_values if show_values is not None else rows * cols <= 150:
         trace.update(texttemplate=f"%{{z:.{max(decimals - 1, 1)}f}}", textfont={"size": 11})
     fig = go.Figure(trace)
-    fig.update_xaxes(type="category", tickangle=-60, showgrid=False, automargin=True)
+    # short column labels (sentence numbers) stand upright; tokens are slanted to fit side by side
+    short = all(len(str(c)) <= 3 for c in col_labels)
+    fig.update_xaxes(type="category", tickangle=0 if short else -60, showgrid=False, automargin=True)
     fig.update_yaxes(type="category", autorange="reversed", showgrid=False, automargin=True)
     return _layout(fig, title, height or int(min(900, max(340, 160 + 22 * rows))))
 
 
 def token_bars(tokens: Sequence[str], values: Sequence[float], title: str, value_name: str = "attribution",
                split: int | None = None) -> go.Figure:
-    """One bar per token (red raised the score, blue lowered it); ``split`` marks where the document starts."""
+    """One bar per token (red raised the score, violet lowered it); ``split`` marks where the document starts."""
     values = np.asarray(values, dtype=np.float64)
-    fig = go.Figure(go.Bar(x=unique(tokens), y=values, marker_color=["#d62728" if v > 0 else "#3b4cc0" for v in values],
+    fig = go.Figure(go.Bar(x=unique(tokens), y=values, marker_color=[RAISES if v > 0 else LOWERS for v in values],
                            customdata=list(tokens),
                            hovertemplate=f"<b>%{{customdata}}</b><br>{value_name} %{{y:.4f}}<extra></extra>"))
     fig.update_xaxes(type="category", tickangle=-60, automargin=True)
@@ -128,7 +143,7 @@ def projection(points: dict[tuple[str, int], np.ndarray], labels: Sequence[str],
                     x=xy[idx, 0], y=xy[idx, 1], mode="markers+text", text=[labels[i] for i in idx],
                     textposition="top center", textfont={"size": 10, "color": "#555"},
                     marker={"size": [15 if highlight[i] else 9 for i in idx], "color": COLORS[g % len(COLORS)],
-                            "line": {"width": [3 if highlight[i] else 0 for i in idx], "color": "#d62728"}},
+                            "line": {"width": [3 if highlight[i] else 0 for i in idx], "color": HIGHLIGHT_RING}},
                     # a legend line that fits a phone's width; hover gives the longer text
                     name=name if len(name) <= 44 else name[:43] + "…", legendgroup=str(g),
                     showlegend=r == 1 and c == 1,
@@ -137,7 +152,7 @@ def projection(points: dict[tuple[str, int], np.ndarray], labels: Sequence[str],
     fig.update_xaxes(showticklabels=False, zeroline=False)
     fig.update_yaxes(showticklabels=False, zeroline=False)
     fig.update_annotations(font_size=13)
-    return _layout(fig, "token vectors in 2-D: colour = sentence, red ring = the highlighted word (hover a point)",
+    return _layout(fig, "token vectors in 2-D: colour = sentence, black ring = the highlighted word (hover a point)",
                    440 * len(methods) + 90, legend={"orientation": "h", "y": -0.02, "x": 0, "yanchor": "top"})
 
 
@@ -160,8 +175,10 @@ def head_grids(rows: list[dict]) -> go.Figure:
              ("to_next", "share → next token")]
     cols = 2
     n_rows = -(-len(stats) // cols)
+    height = int(n_rows * (90 + 30 * n_layers) + 60)
+    # 80 px between rows of grids: the axis title under one and the subplot title over the next, no blank band
     fig = make_subplots(rows=n_rows, cols=cols, subplot_titles=[t for _, t in stats], horizontal_spacing=0.08,
-                        vertical_spacing=0.16 / n_rows * 3)
+                        vertical_spacing=min(0.3, 80 / height))
     cell = {(r["layer"], r["head"]): r for r in rows}
     link = np.array([[f"{cell[(layer, h)]['max_from']} → {cell[(layer, h)]['max_to']} "
                       f"({cell[(layer, h)]['max_weight']:.2f})" for h in range(n_heads)] for layer in range(n_layers)])
@@ -177,8 +194,9 @@ def head_grids(rows: list[dict]) -> go.Figure:
     fig.update_xaxes(title_text="head", dtick=1, title_standoff=2)
     fig.update_yaxes(title_text="layer", dtick=1, autorange="reversed", title_standoff=2)
     fig.update_annotations(font_size=13)
-    return _layout(fig, "where each head looks, mean over tokens (darker = more; hover a cell)",
-                   int(n_rows * (90 + 30 * n_layers) + 60))
+    # Blues: dark = a large share; Magma (entropy): dark = low entropy, a head that looks at few tokens
+    return _layout(fig, "where each head looks, mean over tokens (shares: darker = larger; entropy: darker = lower, "
+                   "i.e. more focused; hover a cell)", height)
 
 
 def rank_moves(rows: list[dict], highlight: set[str], first_stage: str, reranker: str) -> go.Figure:
@@ -220,6 +238,13 @@ def html_document(figures: Sequence[go.Figure], title: str, plotly_js: str | Non
             f"<body style=\"font-family:sans-serif\"><h3>{html.escape(title)}</h3>{''.join(parts)}</body></html>")
 
 
+def attribution_cmap():
+    """The matplotlib twin of ``DIVERGING`` (violet → white → red) for the PNG exports."""
+    from matplotlib.colors import LinearSegmentedColormap
+
+    return LinearSegmentedColormap.from_list("ctxir-attribution", [LOWERS, "#f7f7f7", RAISES])
+
+
 def token_bars_png(tokens: Sequence[str], values: Sequence[float], title: str, split: int | None = None):
     """The matplotlib twin of ``token_bars`` for the PNG export."""
     from ctxir.viz.embeddings import new_figure
@@ -227,7 +252,7 @@ def token_bars_png(tokens: Sequence[str], values: Sequence[float], title: str, s
     values = np.asarray(values, dtype=np.float64)
     fig = new_figure((min(4 + 0.28 * len(tokens), 28), 3.8))
     ax = fig.subplots()
-    ax.bar(range(len(values)), values, color=["#d62728" if v > 0 else "#3b4cc0" for v in values])
+    ax.bar(range(len(values)), values, color=[RAISES if v > 0 else LOWERS for v in values])
     step = max(1, -(-len(tokens) // 100))
     ax.set_xticks(range(0, len(tokens), step), [tokens[i] for i in range(0, len(tokens), step)], rotation=90,
                   fontsize=8)

@@ -50,7 +50,7 @@ SLOW_VIEWS = {"do_attention": "/attention", "do_explain": "/explain", "do_explai
               "do_explain_pair": None, "do_what_moved": "/what_moved", "do_compare_pooling": "/compare_pooling",
               "do_upload": "/upload_corpus", "do_token_embeddings": "/token_embeddings",
               "do_layer_similarity": "/layer_similarity", "do_report": "/failure_report",
-              "do_classify": "/classify"}
+              "do_sample_report": "/failure_report_sample", "do_classify": "/classify"}
 MODEL_VIEWS = {"do_search": "/search", "do_score_pairs": "/score_pairs",
                "do_sentence_similarity": "/sentence_similarity", "do_model_info": "/model_info"}
 BUSY_PAGE = "This application is currently busy. Please try again."  # Gradio's page, on HTTP 503 (queue full)

@@ -12,7 +12,7 @@ import numpy as np
 from ctxir.app import explain_tab, figures
 from ctxir.app.state import AppState, ViewResult, demo_presets
 from ctxir.app.text import md_code, rounded, snippet, split_lines
-from ctxir.app.ui import Ui, exports, frame, gpu, guard, lines, show, tab_intro
+from ctxir.app.ui import Ui, exports, frame, gpu, guard, lines, shares, show, tab_intro
 from ctxir.checks import check_int, check_text
 from ctxir.rerankers import RERANKERS
 
@@ -121,7 +121,9 @@ def build(ui: Ui) -> None:
         shown = shown_names()
         table = frame([{shown.get(key, key): value for key, value in row.items()} for row in data["scores"]],
                       drop_empty=True)
-        widths = [f"{shown_width(c)}px" for c in table.columns]
+        # shares of the box: the table fills a desktop's width (in pixels it stopped at ~1,200 px); a phone keeps
+        # it readable and scrolls it inside its box (ui.CSS, .ctxir-wide-table)
+        widths = shares([shown_width(c) for c in table.columns])
         return (show(table, column_widths=widths), show(chart), show(files), show(),
                 gr.update(choices=choices, value=1))
 
@@ -144,7 +146,7 @@ def build(ui: Ui) -> None:
     pair_docs = gr.Textbox(label="Documents (one per line)", lines=5, value=lines(presets["pair_documents"]))
     pair_button = gr.Button("Score pairs", variant="primary", elem_id="score-pairs-button")
     pair_table = gr.Dataframe(label="Scores and ranks per model (click a row to explain it)", wrap=True,
-                              elem_classes=["ctxir-table"], visible=False)
+                              elem_classes=["ctxir-table", "ctxir-wide-table"], visible=False, elem_id="pair-table")
     pair_plot = gr.Plot(label="Scores per document (hover a bar)", visible=False)
     pair_png = gr.File(visible=False)  # the PNG the API returns; offered among the downloads
     with gr.Row(visible=False) as explain_row:

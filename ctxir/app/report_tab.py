@@ -16,12 +16,13 @@ from pathlib import Path
 
 import gradio as gr
 
-from ctxir.app.state import AppState, ViewResult
-from ctxir.app.text import md_code, md_literal
+from ctxir.app.state import ASSETS, AppState, ViewResult, demo_corpus
+from ctxir.app.text import md_code, md_literal, plural
 from ctxir.app.ui import Ui, exports, gpu, guard, show, tab_intro
 from ctxir.checks import check_int
 from ctxir.types import CtxirError
 
+MAX_WORST = 50  # worst queries a report drawn here shows: the input's maximum and the views' check
 HOW = ("a failure report's .json (`python -m ctxir.evaluate … --report FILE.html` or `python -m ctxir.report "
        "RESULTS.json` write it beside the .html) or a results JSON of `python -m ctxir.evaluate`")
 
@@ -73,7 +74,7 @@ def failure_report(state: AppState, path: str | Path | None, worst: int = 10, me
     path = Path(path)
     if not path.is_file():
         raise CtxirError(f"uploaded file {str(path)!r} was not found on the server: upload it again")
-    worst = check_int(worst, "worst queries", 1, 50)
+    worst = check_int(worst, "worst queries", 1, MAX_WORST)
     raw = _read(path, state.config.max_upload_mb)
     if raw.get("format") == REPORT_FORMAT:
         if not isinstance(raw.get("version"), int) or raw["version"] > REPORT_VERSION:
@@ -94,16 +95,53 @@ def failure_report(state: AppState, path: str | Path | None, worst: int = 10, me
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as err:
         raise CtxirError(f"{path.name} is not a report this app can draw ({type(err).__name__}: {err}): upload the "
                          ".json ctxir wrote, unchanged") from None
+    note = ("Drawn from the results JSON without model explanations (each takes minutes on a CPU): "
+            f"`python -m ctxir.report {md_literal(path.name)}` adds them. Click a query for its results."
+            if kind == "results" else "")
+    return _shown(cases, meta, page, kind, path.name, f"from {md_code(path.name)}", metric, note)
+
+
+def _shown(cases: list, meta: dict, page: str, kind: str, source: str, where: str, metric: str,
+           note: str = "") -> ViewResult:
+    """A drawn report as the tab's answer: a summary line (and ``note``), the page, and the numbers."""
     metric = meta.get("metric") or metric
-    lines = [f"**{len(cases)} worst queries** of {md_code(meta.get('system') or 'the run')} by {md_literal(metric)}"
-             + (f" · mean {meta['mean']:.4f} over {meta.get('num_queries', '?')} queries"
+    queries = meta.get("num_queries")
+    queries = plural(queries, "query", "queries") if isinstance(queries, int) else "? queries"
+    lines = [f"**{plural(len(cases), 'worst query', 'worst queries')}** of {md_code(meta.get('system') or 'the run')} "
+             f"by {md_literal(metric)}"
+             + (f" · mean {meta['mean']:.4f} over {queries}"
                 if isinstance(meta.get("mean"), int | float) else "")
-             + f" · from {md_code(path.name)}"]
-    if kind == "results":
-        lines.append("Drawn from the results JSON without model explanations (each takes minutes on a CPU): "
-                     f"`python -m ctxir.report {md_literal(path.name)}` adds them. Click a query for its results.")
-    data = {"kind": kind, "file": path.name, "meta": meta, "cases": cases}
+             + f" · {where}", *([note] if note else [])]
+    data = {"kind": kind, "file": source, "meta": meta, "cases": cases}
     return ViewResult(data=data, html=page, text="\n\n".join(lines))
+
+
+SAMPLE_SYSTEM = "bm25"
+
+
+def sample_report(state: AppState, worst: int = 10, metric: str = "nDCG@10") -> ViewResult:
+    """The tab tried out of the box: BM25 over the demo corpus that ships with ctxir, its demo queries judged by
+    the shipped ``demo_qrels.tsv``, the ``worst`` queries by ``metric``, each explained by BM25's own term weights
+    (exact, and cheap: no model runs). The same report ``python -m ctxir.report`` writes for a run."""
+    from ctxir.data import load_qrels, load_queries
+    from ctxir.report import explain_failures, failure_cases, render_report, report_meta
+    from ctxir.retrieval import BM25Retriever
+    from ctxir.types import run_from_hits
+
+    worst = check_int(worst, "worst queries", 1, MAX_WORST)
+    corpus = demo_corpus()
+    queries = load_queries(ASSETS / "demo_queries.jsonl")
+    qrels = load_qrels(ASSETS / "demo_qrels.tsv")
+    bm25 = BM25Retriever(corpus, cache=False)
+    run = run_from_hits(bm25.search(queries, top_k=100))
+    cases = explain_failures(failure_cases(qrels, run, corpus, queries, metric, worst), corpus, bm25=bm25)
+    meta = report_meta(qrels, run, metric, SAMPLE_SYSTEM, {"data": "ctxir demo corpus", "split": "demo_qrels.tsv"},
+                       explained_with=[SAMPLE_SYSTEM])
+    note = (f"The sample: BM25 over the demo corpus ({plural(len(corpus), 'document')}), judged by the "
+            f"{plural(len(qrels), 'query', 'queries')} of `demo_qrels.tsv` that ship with ctxir; upload your own "
+            "report or results JSON to see yours.")
+    return _shown(cases, meta, render_report(cases, meta), "sample", "demo_qrels.tsv",
+                  "BM25 on the demo corpus", metric, note)
 
 
 def sandboxed(document: str) -> str:
@@ -125,18 +163,28 @@ def build(ui: Ui) -> None:
         page = out.html(r.html, "failure-report")
         return r.text, sandboxed(r.html), page, r.data
 
+    @guard
+    @gpu
+    def do_sample_report(worst, request: gr.Request):
+        ui.visitor(request)
+        r = sample_report(state, worst)
+        page = out.html(r.html, "failure-report-sample")
+        return r.text, sandboxed(r.html), page, r.data
+
     def after_report(data, page):
         return show(), show(exports(out, "failure-report", data=data, files=[page]))
 
     tab_intro("Which queries a system failed on, and why: the worst queries by nDCG@10, their top results (relevant "
-              "ones marked), the relevant documents it missed, and what made the wrong document win. Upload a "
-              "report's .json or a results JSON of `python -m ctxir.evaluate`.")
+              "ones marked), the relevant documents it missed, and what made the wrong document win. Try the sample "
+              "(BM25 on the demo corpus, judged by its shipped qrels), or upload a report's .json or a results JSON "
+              "of `python -m ctxir.evaluate`.")
     with gr.Row(equal_height=True):
         report_file = gr.File(label="Report or results JSON", file_types=[".json"], scale=3, min_width=240,
                               elem_id="report-file")
         with gr.Column(scale=1, min_width=180):
-            worst = gr.Slider(1, 50, value=10, step=1, label="worst queries (results JSON)")
-            report_button = gr.Button("Show report", variant="primary", elem_id="report-button")
+            worst = gr.Number(10, step=1, label=f"worst queries (1–{MAX_WORST}; sample, results JSON)")
+            sample_button = gr.Button("Try the sample", variant="primary", elem_id="report-sample-button")
+            report_button = gr.Button("Show my report", variant="secondary", elem_id="report-button")
     report_summary = gr.Markdown(elem_id="report-summary")
     report_view = gr.HTML(visible=False, elem_id="report-view")
     report_page = gr.File(visible=False)  # the standalone page, as the API returns it
@@ -145,8 +193,10 @@ def build(ui: Ui) -> None:
         report_json = gr.JSON()
 
     # a new request first clears the last report: no stale report under a new error
-    report_button.click(lambda: ("", gr.update(visible=False)), None, [report_summary, report_view], queue=False,
-                        api_visibility="private").then(
-        do_report, [report_file, worst], [report_summary, report_view, report_page, report_json],
-        api_name="failure_report").success(after_report, [report_json, report_page], [report_view, report_files],
-                                           queue=False, api_visibility="private")
+    for button, view, inputs, api in ((report_button, do_report, [report_file, worst], "failure_report"),
+                                      (sample_button, do_sample_report, [worst], "failure_report_sample")):
+        button.click(lambda: ("", gr.update(visible=False)), None, [report_summary, report_view], queue=False,
+                     api_visibility="private").then(
+            view, inputs, [report_summary, report_view, report_page, report_json], api_name=api).success(
+            after_report, [report_json, report_page], [report_view, report_files], queue=False,
+            api_visibility="private")

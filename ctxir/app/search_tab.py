@@ -5,6 +5,7 @@ or the visitor's own upload; mean vs CLS pooling on the same query; uploading a 
 from __future__ import annotations
 
 import hashlib
+import html
 import re
 import time
 from pathlib import Path
@@ -23,8 +24,8 @@ from ctxir.app.state import (
     Progress,
     ViewResult,
 )
-from ctxir.app.text import cls_warnings, md_code, rounded, snippet
-from ctxir.app.ui import Ui, exports, frame, gpu, guard, show, tab_intro, warn
+from ctxir.app.text import cls_warnings, md_code, plural, rounded, snippet
+from ctxir.app.ui import Ui, exports, frame, gpu, guard, shares, show, tab_intro, warn
 from ctxir.checks import check_choice, check_int, check_text
 from ctxir.rerankers import DEFAULT_RERANK_MODE, RERANK_MODES, RERANKERS
 from ctxir.types import CtxirError
@@ -32,16 +33,18 @@ from ctxir.types import CtxirError
 
 def search(state: AppState, query: str, corpus: str | None = None, first_stage: str = "dense",
            reranker: str = "none", k: int = 10, depth: int | None = None, owner: Owner = None,
-           mode: str = DEFAULT_RERANK_MODE) -> ViewResult:
+           mode: str = DEFAULT_RERANK_MODE, *, every_candidate: bool = False) -> ViewResult:
     """First stage (+ optional re-ranker) over a corpus ``owner`` may see; each stage's score, rank and the rank
-    change. ``mode`` "fused" (default): the final order fuses the re-ranker with the first stage (the re-ranker's
+    change. ``k`` is at most ``max_k`` (``every_candidate``: up to ``max_rerank_depth``, for "what moved", which
+    ranks every candidate the re-ranker re-scored). ``mode`` "fused" (default): the final order fuses the re-ranker with the first stage (the re-ranker's
     fusion.json, else RRF k=60 with equal weights; ``fused_score``), so a weak re-ranker cannot push results far
     below the first stage; "alone": the re-ranker's order."""
     from ctxir.pipeline import Pipeline, mode_fusion
 
     query = check_text(query, "query", state.config.max_query_chars)
-    k = check_int(k, "k", 1, 100)
-    depth = check_int(depth if depth is not None else state.config.rerank_depth, "re-rank depth", 1, 200)
+    cfg = state.config
+    k = check_int(k, "k", 1, cfg.max_rerank_depth if every_candidate else cfg.max_k)
+    depth = check_int(depth if depth is not None else cfg.rerank_depth, "re-rank depth", 1, cfg.max_rerank_depth)
     check_choice(mode, "re-rank mode", RERANK_MODES)
     index = state.index(corpus, owner)
     ranker = state.models.reranker(reranker)
@@ -64,7 +67,7 @@ def search(state: AppState, query: str, corpus: str | None = None, first_stage: 
         })
     timings = {name: round(ms, 2) for name, ms in result.timings_ms.items()}
     timings["total"] = round(total, 2)
-    lines = [f"**{len(rows)} results** from {md_code(index.name)} ({len(index.corpus):,} documents) · "
+    lines = [f"**{plural(len(rows), 'result')}** from {md_code(index.name)} ({plural(len(index.corpus), 'document')}) · "
              + " · ".join(f"{name}: {ms:.1f} ms" for name, ms in timings.items())]
     if reranker != "none":
         moved = sum(1 for r in rows if r["rank_change"])
@@ -87,7 +90,7 @@ def compare_pooling(state: AppState, query: str, corpus: str | None = None, laye
     n_layers = state.models.num_layers
     layer = check_int(layer, "layer", -1, n_layers)
     layer = n_layers if layer == -1 else layer
-    k = check_int(k, "k", 1, 50)
+    k = check_int(k, "k", 1, state.config.max_k)
     index = state.index(corpus, owner)
     if len(index.corpus) > state.config.max_compare_docs:
         raise CtxirError(f"compare pooling re-encodes the whole corpus per pooling and layer; {index.name!r} has "
@@ -164,7 +167,7 @@ def upload_corpus(state: AppState, path: str | Path | None, progress: Progress |
     rows = [{"doc_id": doc_id, "title": doc.get("title", ""), "text": snippet(doc.get("text", ""))}
             for doc_id, doc in list(corpus.items())[:10]]
     data = {"corpus": name, "documents": len(corpus), "file": path.name, "sample": rows, "dropped": dropped}
-    text = (f"Indexed **{len(corpus):,} documents** from {md_code(path.name)} as corpus {md_code(name)} "
+    text = (f"Indexed **{plural(len(corpus), 'document')}** from {md_code(path.name)} as corpus {md_code(name)} "
             "(visible only to you, for this session).")
     if dropped:
         text += (f" Your older upload(s) {', '.join(md_code(n) for n in dropped)} were removed: each visitor keeps "
@@ -205,13 +208,37 @@ def header_width(name: str) -> int:
     return max(80, round(8.5 * len(name)) + 30)
 
 
-def column_widths(columns: list[str], total: int = 1180, wide: str = "text") -> list[str]:
+def column_widths(columns: list[str], total: int = 1180, wide: str = "text", share: bool = False) -> list[str]:
     """Pixel widths that fit a laptop's page (about 1,200 px) with the ``wide`` column wrapping in what is left; a
     phone scrolls the table sideways inside its box, the page itself stays on screen. A score or rank column is as
-    wide as its header in the table's bold monospace font (about 8.5 px a character, plus padding and sort icon)."""
+    wide as its header in the table's bold monospace font (about 8.5 px a character, plus padding and sort icon).
+    ``share``: the same proportions as percentages of the box, so the table fills a wider screen too."""
     fixed = {c: WIDTHS.get(c, header_width(c)) for c in columns if c != wide}
     text = max(340, total - sum(fixed.values()))
-    return [f"{fixed.get(c, text)}px" for c in columns]
+    pixels = [fixed.get(c, text) for c in columns]
+    return shares(pixels) if share else [f"{w}px" for w in pixels]
+
+
+def result_cards(hits: list[dict], first_stage: str) -> str:
+    """The results as cards, the phone's view of the table (``ui.CSS`` shows one or the other by screen width):
+    rank, title and id, the scores on one line, the text wrapped below. Every text from the corpus is escaped (an
+    upload's titles and text are a visitor's); tapping a card explains it, like clicking a table row."""
+    cards = []
+    for row in results_table(hits, first_stage):
+        scores = " · ".join(f"{html.escape(name)} {value}" for name, value in row.items()
+                            if name not in ("rank", "doc_id", "title", "text") and value is not None)
+        cards.append(f'<button type="button" class="ctxir-card" data-doc="{html.escape(str(row["doc_id"]))}">'
+                     f'<span class="ctxir-card-head"><span class="ctxir-card-title">{row["rank"]}. '
+                     f'{html.escape(row.get("title") or "")}</span> '
+                     f'<span class="ctxir-card-id">{html.escape(str(row["doc_id"]))}</span></span>'
+                     f'<span class="ctxir-card-scores">{scores}</span>'
+                     f'<span class="ctxir-card-text">{html.escape(row.get("text") or "")}</span></button>')
+    return '<div class="ctxir-cards">' + "".join(cards) + "</div>" if cards else ""
+
+
+# tapping a card sends its document id to Python as the click event's data (see cards.click)
+CARD_CLICK = ("element.addEventListener('click', (event) => { const card = event.target.closest('[data-doc]'); "
+              "if (card) { trigger('click', {doc_id: card.dataset.doc}); } });")
 
 
 def pooling_table(rows: list[dict]) -> list[dict]:
@@ -249,8 +276,10 @@ def build(ui: Ui) -> None:
         choices = [(f"{h['rank']}. {h['title'] or h['text'][:50]} ({h['doc_id']})", h["doc_id"]) for h in hits]
         shown = results_table(hits, data["first_stage"]) if hits else []
         csv = out.csv(hits, "search-results") if hits else None  # the CSV keeps every column, like the JSON
-        return (show(frame(shown, ["(no results)"]), column_widths=column_widths(list(shown[0]) if shown else [])),
-                show(csv), show(), gr.update(choices=choices, value=choices[0][1] if choices else None))
+        return (show(frame(shown, ["(no results)"]),
+                     column_widths=column_widths(list(shown[0]) if shown else [], share=True)),
+                show(csv), show(), gr.update(choices=choices, value=choices[0][1] if choices else None),
+                result_cards(hits, data["first_stage"]))
 
     def after_moved():
         # the two word columns share the room the others leave and wrap there, instead of running off the edge
@@ -260,13 +289,23 @@ def build(ui: Ui) -> None:
 
     def before():
         # a new request clears the last answer first: no stale "10 results" above an error
-        return "", gr.update(visible=False), gr.update(visible=False)
+        return "", gr.update(visible=False), gr.update(visible=False), ""
 
     @guard
     @gpu
     def do_explain_result(query, corpus, doc_id, model, request: gr.Request):
         r = explain_tab.explain_result(state, query, corpus, doc_id, model, owner=ui.visitor(request))
         return explain_tab.panel_values(ui, r, "search-explanation")
+
+    def pick_example(evt: gr.SelectData):
+        return evt.value
+
+    def pick_card(evt: gr.EventData):
+        # CARD_CLICK's data: the tapped card's document id (a tap between cards sends none: nothing to explain)
+        doc_id = getattr(evt, "doc_id", None)
+        if not doc_id:
+            raise gr.Error("tap a result's card to explain it", print_exception=False)
+        return doc_id
 
     def pick_row(evt: gr.SelectData):
         # the table's second column is doc_id (row_value: the row as shown, whatever order the table is sorted in)
@@ -330,16 +369,26 @@ def build(ui: Ui) -> None:
         mode = gr.Radio([("fused with the first stage", "fused"), ("re-ranker only", "alone")],
                         value=DEFAULT_RERANK_MODE, label="Re-rank mode", min_width=200, elem_id="search-rerank-mode",
                         info="fused: a weak re-ranker cannot push results far below the first stage")
-        k = gr.Slider(1, 50, value=10, step=1, label="k (results)", min_width=160)
-        depth = gr.Slider(5, 100, value=cfg.rerank_depth, step=1, label="re-rank depth (candidates)", min_width=160)
+        # numbers, not sliders (a slider's box quietly clamps a typed 80 to its maximum), and unbounded here: the
+        # view checks the range with the limit in the label and says what is wrong, to the page and API alike
+        k = gr.Number(10, step=1, label=f"k (1–{cfg.max_k})", info="results shown", min_width=140,
+                      elem_id="search-k")
+        depth = gr.Number(cfg.rerank_depth, step=1, label=f"depth (1–{cfg.max_rerank_depth})",
+                          info="candidates re-ranked", min_width=140, elem_id="search-depth")
     search_button = gr.Button("Search", variant="primary", elem_id="search-button")
     with gr.Column(visible=bool(state.examples)) as examples:
         if state.examples:
-            gr.Examples([[q] for q in state.examples], inputs=[query],
-                        label=f"Example queries for {state.default_corpus}")
+            # a choice that fills the query box, not gr.Examples, which cuts each query at 60 characters
+            # ("… from washing aw...") however wide the page is
+            example_pick = gr.Radio(list(state.examples), value=None, elem_id="search-examples",
+                                    label=f"Example queries for {state.default_corpus} (click one to use it)")
+            example_pick.select(pick_example, None, [query], queue=False, api_visibility="private")
     search_summary = gr.Markdown(elem_id="search-summary")
     search_table = gr.Dataframe(label="Results (click a row to explain it)", wrap=True, elem_id="search-results",
                                 elem_classes=["ctxir-table"], visible=False, max_height=560)
+    # a phone shows the results as cards instead of the table (ui.CSS): every title and text in view, no sideways
+    # scrolling; a desktop shows the table
+    cards = gr.HTML("", elem_id="search-cards", js_on_load=CARD_CLICK)
     with gr.Row(visible=False) as explain_row:
         result_choice = gr.Dropdown([], label="Explain a result", scale=3, min_width=220, allow_custom_value=True,
                                     elem_id="explain-result-choice")  # API: any doc id
@@ -369,7 +418,7 @@ def build(ui: Ui) -> None:
         with gr.Row():
             pool_layer = gr.Slider(0, n_layers, value=n_layers, step=1,
                                    label="layer (0 = embeddings, last = model output)")
-            pool_k = gr.Slider(1, 20, value=10, step=1, label="k")
+            pool_k = gr.Number(10, step=1, label=f"k (1–{cfg.max_k})")
         pool_button = gr.Button("Compare pooling", elem_id="pool-button")
         pool_summary = gr.Markdown(elem_id="pool-summary")
         pool_table = gr.Dataframe(wrap=True, elem_classes=["ctxir-table"], visible=False, elem_id="pool-table")
@@ -380,9 +429,9 @@ def build(ui: Ui) -> None:
                     ".csv/.tsv = a header row with a `text` column (optional `id`, `title`). "
                     f"At most {cfg.max_upload_docs:,} documents and {cfg.max_upload_mb:g} MB; only you see it, "
                     "for this session.")
-        upload_file = gr.File(label="Corpus file", file_types=[".txt", ".jsonl", ".csv", ".tsv"])
-        upload_button = gr.Button("Index this corpus")
-        upload_summary = gr.Markdown()
+        upload_file = gr.File(label="Corpus file", file_types=[".txt", ".jsonl", ".csv", ".tsv"], elem_id="upload-file")
+        upload_button = gr.Button("Index this corpus", elem_id="upload-button")
+        upload_summary = gr.Markdown(elem_id="upload-summary")
         upload_table = gr.Dataframe(label="First documents", wrap=True, elem_classes=["ctxir-table"], visible=False)
         with gr.Accordion("Numbers (JSON)", open=False):
             upload_json = gr.JSON()
@@ -390,14 +439,18 @@ def build(ui: Ui) -> None:
     search_inputs = [query, corpus, first_stage, reranker, k, depth]  # + mode, last: old API clients leave it out
     search_outputs = [search_table, search_summary, search_json]
     for trigger, api in ((search_button.click, {"api_name": "search"}), (query.submit, {"api_visibility": "private"})):
-        trigger(before, None, [search_summary, search_table, explain_row], queue=False, api_visibility="private"
+        trigger(before, None, [search_summary, search_table, explain_row, cards], queue=False,
+                api_visibility="private"
                 ).then(do_search, [*search_inputs, mode], search_outputs, **api
-                       ).success(after_search, [search_json], [search_table, csv_button, explain_row, result_choice],
-                                 queue=False, api_visibility="private")
+                       ).success(after_search, [search_json],
+                                 [search_table, csv_button, explain_row, result_choice, cards], queue=False,
+                                 api_visibility="private")
     explain_inputs = [query, corpus, result_choice, explain_model]
     explained.shows(explain_button.click(do_explain_result, explain_inputs, explained.outputs,
                                          api_name="explain_result"))
     explained.shows(search_table.select(pick_row, None, [result_choice], api_visibility="private").success(
+        do_explain_result, explain_inputs, explained.outputs, api_visibility="private"))
+    explained.shows(cards.click(pick_card, None, [result_choice], api_visibility="private").success(
         do_explain_result, explain_inputs, explained.outputs, api_visibility="private"))
     moved_button.click(lambda: "", None, [moved_summary], queue=False, api_visibility="private").then(
         do_what_moved, [*search_inputs, moved_n, mode], [moved_summary, moved_plot, moved_table, moved_files, moved_json],
@@ -407,9 +460,11 @@ def build(ui: Ui) -> None:
         do_compare_pooling, [query, corpus, pool_layer, pool_k], [pool_table, pool_summary, pool_json],
         api_name="compare_pooling").success(after_pooling, [pool_table], [pool_table], queue=False,
                                             api_visibility="private")
-    upload_button.click(do_upload, [upload_file], [upload_summary, upload_table, upload_json],
-                        api_name="upload_corpus").success(refresh_corpora, [upload_json], [corpus, upload_table],
-                                                          api_visibility="private")
+    # a new upload first clears the last one's message: a failure never sits beside an old "Indexed …"
+    upload_button.click(lambda: ("", gr.update(visible=False)), None, [upload_summary, upload_table], queue=False,
+                        api_visibility="private").then(
+        do_upload, [upload_file], [upload_summary, upload_table, upload_json], api_name="upload_corpus").success(
+        refresh_corpora, [upload_json], [corpus, upload_table], api_visibility="private")
     # the example queries belong to the startup corpus: hidden while another corpus is chosen
     corpus.change(lambda name: gr.update(visible=bool(state.examples) and name == state.default_corpus), [corpus],
                   [examples], queue=False, api_visibility="private")

@@ -70,6 +70,10 @@ class AppConfig:
     # any kind of ctxir.rerankers: kind → model id or folder ("none" = not loaded); wins over cross_encoder and cls_lr;
     # a kind named nowhere loads its default model
     rerankers: dict[str, str] = field(default_factory=dict)
+    # the most results a search, compare pooling or "what moved" shows, and the deepest re-ranking: each is the
+    # maximum of its input on the page and the limit its view checks (one number, one message)
+    max_k: int = 50
+    max_rerank_depth: int = 100
 
     def reranker_model(self, kind: str) -> str:
         """The model the app loads for re-ranker ``kind`` ("" or "none" = none): ``rerankers[kind]``, else the field

@@ -59,6 +59,11 @@ def split_lines(text: Any, what: str, max_items: int, max_chars: int, min_items:
     return items
 
 
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """``count`` and ``word``, in the plural unless the count is one: "1 result", "10 results", "2 queries"."""
+    return f"{count:,} {word if count == 1 else many or word + 's'}"
+
+
 def rounded(x: float | None, decimals: int = 4) -> float | None:
     return None if x is None else round(float(x), decimals)
 

@@ -232,6 +232,13 @@ def frame(rows: list[dict], columns: list[str] | None = None, drop_empty: bool =
     return table
 
 
+def shares(pixels: list[int]) -> list[str]:
+    """Column widths as percentages of their sum (Gradio resolves a percentage against the table's box): the table
+    fills its box at any screen width, each column keeping its share of the pixel widths given."""
+    total = sum(pixels) or 1
+    return [f"{100 * w / total:.2f}%" for w in pixels]
+
+
 def show(value: Any = None, **changes) -> dict:
     """An update that shows a component (hidden until its view first ran), with ``value`` when given."""
     return gr.update(visible=True, **({} if value is None else {"value": value}), **changes)
@@ -272,9 +279,27 @@ CSS = """
   word-break: keep-all !important; }
 .ctxir-table td { vertical-align: top; }
 .ctxir-table td, .ctxir-table td * { overflow-wrap: anywhere; }
+/* downloads show each file's whole name, wrapped where the screen is narrow (Gradio cut the stem with "…") */
+.filename .stem { white-space: normal !important; overflow-wrap: anywhere; text-overflow: clip !important; }
+/* search results: the table on a wide screen, cards on a phone (search_tab.result_cards) */
+#search-cards { display: none; }
+.ctxir-cards { display: flex; flex-direction: column; gap: 8px; }
+.ctxir-card { display: block; width: 100%; text-align: left; padding: 10px 12px; font: inherit; color: inherit;
+  border: 1px solid var(--border-color-primary); border-radius: 8px; background: var(--block-background-fill);
+  cursor: pointer; }
+.ctxir-card > span { display: block; overflow-wrap: anywhere; }
+.ctxir-card-title { font-weight: 700; }  /* no <b>: the security tests treat every <b> as injected markup */
+.ctxir-card-id, .ctxir-card-scores { color: var(--body-text-color-subdued); font-size: var(--text-sm); }
+.ctxir-card-scores { margin: 2px 0 4px; font-family: var(--font-mono); }
 @media (max-width: 640px) {
   h1 { font-size: 1.35rem !important; }
   .ctxir-status p { font-size: 12px; }
+  #search-results { display: none !important; }
+  #search-cards { display: block; }
+  /* a table sized in shares of its box keeps a readable width and scrolls inside it */
+  .ctxir-wide-table .virtual-table-viewport { min-width: 960px; }
+  /* no plot toolbar on a phone: it covered the plot's label and titles, and a tap shows the values anyway */
+  .js-plotly-plot .modebar-container { display: none !important; }
 }
 """
 

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 import matplotlib
 import numpy as np
+from matplotlib.colors import Colormap
 from matplotlib.figure import Figure
 
 from ctxir.types import CtxirError
@@ -73,7 +74,7 @@ def projection_figure(points: dict[tuple[str, int], np.ndarray], labels: Sequenc
                             color="black" if highlight[i] else "dimgray", xytext=(2, 2), textcoords="offset points")
             marked = [i for i, h in enumerate(highlight) if h]
             if marked:
-                ax.scatter(xy[marked, 0], xy[marked, 1], s=140, facecolors="none", edgecolors="red", linewidths=1.5)
+                ax.scatter(xy[marked, 0], xy[marked, 1], s=140, facecolors="none", edgecolors="black", linewidths=1.5)
             ax.set_title(f"{'PCA' if method == 'pca' else 't-SNE'} · layer {layer}"
                          + (" (embeddings)" if layer == 0 else ""))
             ax.set_xticks([])
@@ -112,7 +113,7 @@ def curves_figure(curves: dict[str, Sequence[float]], title: str, ylabel: str = 
 
 
 def heatmap_figure(matrix: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str], title: str,
-                   vmin: float | None = None, vmax: float | None = None, cmap: str = "viridis",
+                   vmin: float | None = None, vmax: float | None = None, cmap: str | Colormap = "viridis",
                    annotate: bool | None = None, xlabel: str = "", ylabel: str = ""):
     """A labelled heatmap; values printed in the cells when the grid is small enough to read."""
     matrix = np.asarray(matrix, dtype=np.float64)

@@ -39,12 +39,15 @@ _REQUIRE_SHIM = """
 })();
 """
 
-# Grow the iframe to the drawing so the attention view never needs an inner scrollbar.
+# Fit the iframe to the drawing: no inner scrollbar, and no blank space under it. The body's own height, not the
+# document's scrollHeight, which is never less than the frame's height and so could only grow it.
 _AUTO_HEIGHT = """
 (function () {
   function fit() {
-    var frame = window.frameElement;
-    if (frame) { frame.style.height = (document.documentElement.scrollHeight + 20) + "px"; }
+    var frame = window.frameElement, body = document.body;
+    if (frame && body) {
+      frame.style.height = (Math.ceil(Math.max(body.scrollHeight, body.getBoundingClientRect().height)) + 20) + "px";
+    }
   }
   window.addEventListener("load", function () {
     fit();
