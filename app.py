@@ -19,6 +19,7 @@ load, one per ``gradio_client.Client``): uploads are kept per session and releas
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import logging
 import os
 import signal
@@ -149,8 +150,12 @@ def serve(args: AppArgs) -> int:
     logger.info("models loaded in %.1f s; serving while the corpus is indexed", time.perf_counter() - started)
     # 3. build and serve
     demo = build_demo(state, outputs=Outputs(max_age_s=args.output_max_age_s, max_bytes=args.max_output_mb * 2**20))
+    # every public endpoint is also an MCP tool (gradio's MCP server at /gradio_api/mcp/; needs the mcp package)
+    mcp = importlib.util.find_spec("mcp") is not None
+    if not mcp:
+        logger.warning("MCP server off: the mcp package is not installed (pip install -r requirements.txt)")
     apply_limits(demo, limits).launch(server_name=args.host or None, server_port=args.port or None, show_error=True,
-                                      allowed_paths=[str(demo.ctxir_outputs.root)],
+                                      allowed_paths=[str(demo.ctxir_outputs.root)], mcp_server=mcp,
                                       max_file_size=int(state.config.max_upload_mb * 2**20), **limits.launch_kwargs())
     return 0
 

@@ -15,6 +15,7 @@ from ctxir.app import (
     report_tab,
     search_tab,
 )
+from ctxir.app.api import document_api
 from ctxir.app.state import AppConfig, AppState
 from ctxir.app.text import md_literal, plural
 from ctxir.app.ui import CSS, Outputs, Ui, named, plain_errors_for_api
@@ -108,4 +109,5 @@ def build_demo(state: AppState | None = None, config: AppConfig | None = None,
                   api_visibility="private")
     demo.ctxir_state = state  # tests and scripts reach the loaded models through the demo
     demo.ctxir_outputs = ui.out
+    document_api(demo)  # docstrings (MCP tools) and output names (view_api) of every public endpoint
     return plain_errors_for_api(accept_old_clients(demo))  # escaped for the page, plain text for API clients

@@ -1,0 +1,157 @@
+"""The app's public API as a developer meets it (issue #21 §3): one place that says what each endpoint does, what
+each argument means and what each output is called.
+
+``gradio_client``'s ``view_api()`` names an output after its component's label, and ``value_23`` when it has
+none; the MCP server (``launch(mcp_server=True)``) describes each tool by its function's docstring ("Args:"). The
+tabs build their components for the page; ``document_api`` then gives every public endpoint's callback a
+docstring and name (the MCP tool's) from ``ENDPOINTS`` and every unlabelled output its name here (as a label the page does not show). A
+labelled output keeps its label, which the page shows and the API uses. ``tests/test_app_api.py`` checks that
+every endpoint is covered, that no output is left as ``value_N``, and that the README's API table matches.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import gradio as gr
+
+logger = logging.getLogger("ctxir.app")
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    description: str
+    args: dict[str, str]
+    # names of the outputs that have no label, in order: (component class name, name)
+    unlabelled: tuple[tuple[str, str], ...] = field(default=())
+
+
+_SEARCH_ARGS = {
+    "query": "the question to search for (free text)",
+    "corpus": "the corpus to search: the startup corpus's name, or one this session uploaded (/upload_corpus)",
+    "first_stage": "bm25 (word matches), dense (the bi-encoder's cosine) or hybrid (both, fused)",
+    "reranker": "'none', or a loaded re-ranker that re-scores the first stage's candidates",
+    "k": "how many results to return",
+    "depth": "how many first-stage candidates the re-ranker re-scores",
+    "mode": "how the re-ranker's score is used: fused with the first stage's, or alone",
+}
+_EXPLANATION = (("Markdown", "summary"), ("JSON", "numbers"))
+
+ENDPOINTS: dict[str, Endpoint] = {
+    "search": Endpoint(
+        "Search a corpus: a first stage finds candidates and an optional re-ranker re-scores them; returns the "
+        "results table, a one-line summary with timings, and every number as JSON.",
+        _SEARCH_ARGS, (("Markdown", "summary"), ("JSON", "numbers"))),
+    "explain_result": Endpoint(
+        "Explain why one search result scored as it did: each word's share of the bi-encoder's cosine and of the "
+        "re-ranker's score.",
+        {"query": _SEARCH_ARGS["query"], "corpus": _SEARCH_ARGS["corpus"],
+         "doc_id": "the id of the document to explain (a search result's doc_id)",
+         "model": "auto, bi-encoder, or a loaded re-ranker"}, _EXPLANATION),
+    "what_moved": Endpoint(
+        "The documents a re-ranker moved most in a search, and the words that drove each move.",
+        {**{k: v for k, v in _SEARCH_ARGS.items() if k != "mode"}, "n": "how many of the most-moved documents to "
+         "explain", "mode": _SEARCH_ARGS["mode"]},
+        (("Markdown", "summary"), ("Dataframe", "movers"), ("JSON", "numbers"))),
+    "compare_pooling": Endpoint(
+        "The same query through mean- and CLS-pooled embeddings of one layer: two rankings side by side.",
+        {"query": _SEARCH_ARGS["query"], "corpus": _SEARCH_ARGS["corpus"],
+         "layer": "the layer to pool (0 = embeddings, the last = the model's output)",
+         "k": "how many results per pooling"},
+        (("Dataframe", "rankings"), ("Markdown", "summary"), ("JSON", "numbers"))),
+    "upload_corpus": Endpoint(
+        "Index a corpus file (.txt, .jsonl, .csv, .tsv) for this session only; its name (in the JSON) can then be "
+        "searched.",
+        {"file": "the corpus file"}, (("Markdown", "summary"), ("JSON", "numbers"))),
+    "score_pairs": Endpoint(
+        "Score one query against several documents with every loaded model: scores and ranks side by side.",
+        {"query": "the query", "documents": "the documents, one per line"},
+        (("File", "chart_png"), ("Markdown", "pair_formation"), ("Dataframe", "pair_tokens"), ("JSON", "numbers"))),
+    "explain": Endpoint(
+        "Explain any query-document score: each word's share of the bi-encoder's cosine and of the re-ranker's "
+        "score.",
+        {"query": "the query", "document": "the document", "model": "auto, bi-encoder, or a loaded re-ranker"},
+        _EXPLANATION),
+    "model_info": Endpoint(
+        "A loaded model's facts (layers, heads, vocabulary) and how it tokenises a text.",
+        {"model": "which model: bi-encoder, or a loaded re-ranker", "text": "a text to tokenise"},
+        (("Markdown", "summary"), ("JSON", "numbers"))),
+    "token_embeddings": Endpoint(
+        "Every token of the sentences as a point in 2-D (PCA, t-SNE, UMAP) at two layers, and how far each token "
+        "moves from layer to layer.",
+        {"model": "which model", "sentences": "sentences, one per line", "word": "a word to highlight",
+         "layer_a": "the first layer to project", "layer_b": "the second layer to project",
+         "methods": "projections: pca, tsne, umap"},
+        (("File", "projection_png"), ("File", "drift_png"), ("Markdown", "summary"), ("JSON", "numbers"))),
+    "layer_similarity": Endpoint(
+        "One word in several sentences compared layer by layer, with the whole sentences' cosine beside it.",
+        {"model": "which model", "sentences": "sentences containing the word, one per line",
+         "word": "the word to follow"},
+        (("File", "word_png"), ("File", "sentence_png"), ("Markdown", "summary"), ("JSON", "numbers"))),
+    "sentence_similarity": Endpoint(
+        "How alike whole sentences are at a chosen layer and pooling: a cosine matrix.",
+        {"sentences": "sentences, one per line", "layer": "the layer to pool", "pooling": "mean or cls"},
+        (("File", "heatmap_png"), ("JSON", "numbers"))),
+    "attention": Endpoint(
+        "Where each attention head looks for a text (or a text pair): bertviz's view, one head's heatmap and a "
+        "per-head summary.",
+        {"model": "which model", "text": "the text (sentence A)", "text_pair": "an optional second text (B)",
+         "view": "bertviz view: head or model", "layers": "layers to show (empty = all)",
+         "heads": "heads to show (empty = all)", "heatmap_layer": "the heatmap's layer",
+         "heatmap_head": "the heatmap's head"},
+        (("Markdown", "summary"), ("HTML", "bertviz_view"), ("File", "bertviz_html"), ("File", "heatmap_png"),
+         ("File", "head_summary_png"), ("Dataframe", "head_summary"), ("JSON", "numbers"))),
+    "failure_report": Endpoint(
+        "A drill-down of the worst queries of an evaluation results JSON (python -m ctxir.evaluate) or report "
+        "JSON.",
+        {"file": "a results or report JSON", "worst": "how many of the worst queries to show"},
+        (("Markdown", "summary"), ("HTML", "report_view"), ("File", "report_html"), ("JSON", "numbers"))),
+    "failure_report_sample": Endpoint(
+        "The failure report of the bundled sample run.",
+        {"worst": "how many of the worst queries to show"},
+        (("Markdown", "summary"), ("HTML", "report_view"), ("File", "report_html"), ("JSON", "numbers"))),
+    "classify": Endpoint(
+        "Classify texts by the encoder's embeddings: zero-shot against label descriptions, or few-shot from "
+        "labelled examples.",
+        {"texts": "texts to classify, one per line", "labels": "labels, one per line (optionally name: description)",
+         "examples": "labelled examples for few-shot (.csv text,label or .jsonl)",
+         "method": "zero-shot, knn, centroid or logistic", "k": "neighbours for knn",
+         "template": "zero-shot prompt template", "projection": "zero-shot label projection"},
+        (("Markdown", "summary"), ("Dataframe", "neighbours"), ("JSON", "numbers"))),
+}
+
+
+def docstring(endpoint: Endpoint) -> str:
+    """The callback's docstring in the form Gradio's MCP server reads (a description, then ``Args:``)."""
+    args = "\n".join(f"    {name}: {text}" for name, text in endpoint.args.items())
+    return f"{endpoint.description}\n\nArgs:\n{args}\n"
+
+
+def public_events(demo: gr.Blocks) -> list:
+    """The Blocks' functions with an API name that clients see."""
+    return [fn for fn in demo.fns.values() if fn.api_name and fn.api_visibility == "public"]
+
+
+def document_api(demo: gr.Blocks) -> gr.Blocks:
+    """Docstrings and output names from ``ENDPOINTS`` onto the demo's public endpoints (in place). An endpoint or
+    output this table does not know is left as Gradio names it, and logged: the API test then fails."""
+    for fn in public_events(demo):
+        endpoint = ENDPOINTS.get(fn.api_name)
+        if endpoint is None:
+            logger.warning("API endpoint /%s is not documented in ctxir/app/api.py", fn.api_name)
+            continue
+        if fn.fn is not None:
+            fn.fn.__doc__ = docstring(endpoint)
+            fn.fn.__name__ = fn.api_name  # the MCP tool's name (Gradio names a tool after its function)
+        unlabelled = [c for c in fn.outputs if not getattr(c, "label", None)]
+        names = list(endpoint.unlabelled)
+        if len(unlabelled) != len(names) or any(type(c).__name__ != kind for c, (kind, _) in zip(unlabelled, names,
+                                                                                                  strict=False)):
+            logger.warning("API endpoint /%s: unlabelled outputs %s do not match ctxir/app/api.py's %s", fn.api_name,
+                           [type(c).__name__ for c in unlabelled], [kind for kind, _ in names])
+            continue
+        for component, (_, name) in zip(unlabelled, names, strict=True):
+            component.label = name
+            component.show_label = False  # a name for the API; the page looks as before
+    return demo
