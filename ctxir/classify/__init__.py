@@ -814,7 +814,9 @@ def run(args: ClassifyArgs) -> dict:
     classify_seconds: dict[str, float] = {}
     for method in methods:
         if method == "zero-shot":
-            projection = word_projection(encoder, args.projection_words) if args.projection != "off" else None
+            # auto with no training data to choose on keeps the projection off: nothing to fit it for
+            wanted = args.projection == "on" or (args.projection == "auto" and bool(train))
+            projection = word_projection(encoder, args.projection_words) if wanted else None
             vectors = label_vectors_for(encoder, labels, templates)
             if train and (len(vectors) > 1 or args.projection == "auto"):
                 best, table = select_zero_shot(encoder, labels, train_x, train_y, templates,
