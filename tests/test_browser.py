@@ -237,6 +237,14 @@ def test_screenshot_of_every_tab(offline_page, app_url, screenshot_dir, viewport
     page.wait_for_timeout(500)
     page.locator("#report-view iframe").screenshot(path=str(screenshot_dir / f"{viewport}-6-failure-report-frame.png"))
     overflow("report")
+
+    _tab(page, "Classify")  # zero-shot over the built-in texts and label names
+    page.click("#classify-button")
+    _done(page, "#classify-summary", "classified by")
+    page.wait_for_selector("#classify-map .js-plotly-plot", timeout=60_000)
+    shots.append(_shoot(page, screenshot_dir, f"{viewport}-7-classify"))
+    overflow("classify")
+    _labels_clear_of_toolbars(page)
     page.context.close()
     assert all(p.stat().st_size > 10_000 for p in shots)
     # a wide table or plot scrolls inside its own box; the page itself never runs off the screen

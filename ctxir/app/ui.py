@@ -280,7 +280,8 @@ CSS = """
 .ctxir-table td { vertical-align: top; }
 .ctxir-table td, .ctxir-table td * { overflow-wrap: anywhere; }
 /* downloads show each file's whole name, wrapped where the screen is narrow (Gradio cut the stem with "…") */
-.filename .stem { white-space: normal !important; overflow-wrap: anywhere; text-overflow: clip !important; }
+.filename { display: block !important; overflow-wrap: anywhere; }
+.filename .stem { display: inline; white-space: normal !important; text-overflow: clip !important; }
 /* search results: the table on a wide screen, cards on a phone (search_tab.result_cards) */
 #search-cards { display: none; }
 .ctxir-cards { display: flex; flex-direction: column; gap: 8px; }
