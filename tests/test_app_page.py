@@ -109,6 +109,20 @@ def test_the_head_summary_title_matches_its_two_colour_scales():
     assert "shares: darker = larger" in title and "entropy: darker = lower" in title
 
 
+def test_compare_poolings_caption_names_the_loaded_models_own_pooling(app_state):
+    """The caption said "all-MiniLM-L6-v2 was trained with mean pooling" whatever bi-encoder was loaded; it now
+    reads the loaded model's Pooling module."""
+    from types import SimpleNamespace
+
+    from ctxir.app.search_tab import pooling_note
+
+    text = compare_pooling(app_state, "river otters", k=3).text
+    assert text.endswith("all-MiniLM-L6-v2 pools with mean pooling, so its CLS vector was never tuned for search.")
+    cls_model = [SimpleNamespace(), SimpleNamespace(pooling_mode="cls")]
+    assert pooling_note(cls_model, "my-model") == " my-model pools with cls pooling: CLS is its own pooling."
+    assert pooling_note([SimpleNamespace()], "bare") == ""
+
+
 def test_the_highlighted_words_ring_is_no_sentence_colour():
     points = {("pca", 0): np.array([[0.0, 0.0], [1.0, 1.0], [2.0, 0.0], [3.0, 1.0]])}
     fig = figures.projection(points, ["bank", "a", "bank", "b"], [0, 1, 2, 3], ["s1", "s2", "s3", "s4"],

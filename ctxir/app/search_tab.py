@@ -118,11 +118,21 @@ def compare_pooling(state: AppState, query: str, corpus: str | None = None, laye
             "rankings": {p: [{"doc_id": h.doc_id, "score": rounded(h.score)} for h in hits]
                          for p, hits in rankings.items()}}
     text = (f"Layer {layer}{' (embeddings)' if layer == 0 else ''}: mean and CLS pooling share {overlap} of their "
-            f"top {k}. all-MiniLM-L6-v2 was trained with mean pooling, so its CLS vector is not tuned for search.")
+            f"top {k}.{pooling_note(state.models.bi_encoder, state.models.bi_encoder_name)}")
     warnings = cls_warnings("cls", layer, "the CLS ranking is in no particular order (every document ties)")
     data["warnings"] = warnings
     text = "\n\n".join([*(f"⚠️ {w}" for w in warnings), text])
     return ViewResult(rows=rows, data=data, text=text)
+
+
+def pooling_note(model, name: str) -> str:
+    """What the loaded bi-encoder itself pools with (its Pooling module's mode), for compare pooling's caption: a
+    fact about this model, not a claim about one particular model; "" when the model names no pooling."""
+    native = next((m.pooling_mode for m in model if isinstance(getattr(m, "pooling_mode", None), str)), None)
+    if native is None:
+        return ""
+    return f" {name} pools with {native} pooling" + (": CLS is its own pooling." if native == "cls" else
+                                                      ", so its CLS vector was never tuned for search.")
 
 
 def upload_corpus(state: AppState, path: str | Path | None, progress: Progress | None = None,
