@@ -88,7 +88,7 @@ class StageFusion:
 
         Untuned on purpose: on three other-domain collections a weight chosen on SciFact did not hold, while RRF
         k=60 with equal weights beat BM25 on all three."""
-        return cls("rrf", (1.0, 1.0), DEFAULT_RRF_K, chosen_on="default (RRF k=60, equal weights; not tuned)")
+        return cls("rrf", (1.0, 1.0), DEFAULT_RRF_K, chosen_on="ctxir's default, not tuned")
 
     @classmethod
     def from_file(cls, path) -> StageFusion:

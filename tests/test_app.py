@@ -69,7 +69,7 @@ def test_fused_mode_is_the_default_and_orders_by_rrf_of_both_ranks(state, rerank
     result = logic.search(state, "river otters", first_stage="dense", reranker=reranker, k=8, depth=8)
     assert result.data["mode"] == "fused"
     assert result.data["fusion"] == {"method": "rrf", "weights": [1.0, 1.0], "k": 60.0,
-                                     "chosen_on": "default (RRF k=60, equal weights; not tuned)"}
+                                     "chosen_on": "ctxir's default, not tuned"}
     for row in result.rows:  # RRF by hand: 1/(60 + first-stage rank) + 1/(60 + re-ranker rank)
         assert row["fused_score"] == pytest.approx(1 / (60 + row["dense_rank"]) + 1 / (60 + row["rerank_rank"]),
                                                    abs=6e-5)  # shown to 4 decimals
