@@ -55,12 +55,12 @@ def test_search_endpoint(served):
     assert fused == sorted(fused, reverse=True)
     assert all(h["rank_change"] == h["hybrid_rank"] - h["rank"] for h in data["hits"])
     assert "5 results" in summary
-
     _, _, alone = client.predict("otters playing on the river bank", "demo-subset", "hybrid", "cross-encoder", 5, 10,
                                  "alone", api_name="/search")
     scores = [h["rerank_score"] for h in alone["hits"]]
     assert alone["mode"] == "alone" and scores == sorted(scores, reverse=True)
     assert all(h["rank_change"] == h["hybrid_rank"] - h["rerank_rank"] for h in alone["hits"])
+
 
 def test_compare_pooling_endpoint(served):
     client, _ = served
