@@ -12,6 +12,7 @@ from ctxir.classify import (
     ZeroShotClassifier,
     load_labelled,
 )
+from ctxir.compare import compare_systems
 from ctxir.data import load_beir, load_corpus_any, load_sick, load_snli, load_sts
 from ctxir.encoders import BiEncoder, EmbeddingCache, pool
 from ctxir.evaluation import (
@@ -74,6 +75,7 @@ __all__ = [
     "ZeroShotClassifier",
     "available_rerankers",
     "cls_attention",
+    "compare_systems",
     "evaluate_run",
     "explain_bi_encoder",
     "explain_cls_lr",

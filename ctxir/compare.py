@@ -123,6 +123,13 @@ def compare_systems(per_query: Mapping[str, PerQuery], metrics: Sequence[str] = 
 
     Returns ``{"systems": {system: {metric: mean}}, "comparisons": [{system, baseline, metric, delta, wins,
     losses, ties, p, p_adjusted, significant}], "n_queries", "test", "correction", "alpha", ...}``.
+
+    >>> bm25 = {"q1": {"MRR@10": 0.5}, "q2": {"MRR@10": 1.0}, "q3": {"MRR@10": 0.25}}
+    >>> dense = {"q1": {"MRR@10": 1.0}, "q2": {"MRR@10": 1.0}, "q3": {"MRR@10": 1.0}}
+    >>> result = compare_systems({"bm25": bm25, "dense": dense}, ["MRR@10"], test="t-test")
+    >>> row = result["comparisons"][0]
+    >>> row["system"], round(row["delta"], 4), row["wins"], row["ties"], round(row["p"], 3)  # t = 1.89, 2 df
+    ('dense', 0.4167, 2, 1, 0.199)
     """
     from ctxir.checks import check_choice
 
