@@ -135,10 +135,16 @@ def test_the_highlighted_words_ring_is_no_sentence_colour():
     assert "black ring" in figures.title_of(fig)
 
 
-def test_axis_labels_are_cut_with_an_ellipsis_not_mid_word():
+def test_axis_labels_are_cut_with_an_ellipsis_not_mid_word(app_state):
+    from ctxir.app.embeddings_tab import sentence_similarity
+
     labels = figures.unique(["1. The central bank raised interest rates to slow inflation.", "short"], 30)
     assert labels[0] == "1. The central bank raised in…" and len(labels[0]) == 30
     assert labels[1] == "short"
+    # the PNG's and the API table's sentence labels too (they were cut at 45 characters with no mark)
+    rows = sentence_similarity(app_state, ["The central bank raised interest rates to slow inflation.",
+                                           "Rates went up."]).rows
+    assert [r["sentence"] for r in rows] == ["1. The central bank raised interest rates to sl…", "2. Rates went up."]
 
 
 # ---------------------------------------------------------------- k: one limit from one constant

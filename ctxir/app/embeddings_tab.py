@@ -163,7 +163,7 @@ def sentence_similarity(state: AppState, sentences: str | Sequence[str], layer: 
     layer = check_layer(layer, state.models.num_layers)
     encoder = BiEncoder(state.models.bi_encoder, pooling=pooling, layer=layer, cache=None)
     sim = cosine_matrix(encoder.encode(items))  # (sentences, sentences)
-    labels = [f"{i + 1}. {s[:45]}" for i, s in enumerate(items)]
+    labels = [f"{i + 1}. {s if len(s) <= 45 else s[:44].rstrip() + '…'}" for i, s in enumerate(items)]  # cut visibly
     fig = heatmap_figure(sim, labels, [str(i + 1) for i in range(len(items))],
                          f"sentence cosine similarity ({pooling} pooling, layer {layer})", vmin=-0.2, vmax=1.0)
     d = cfg.decimals
