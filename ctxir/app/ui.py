@@ -54,14 +54,25 @@ def user_error(message: Any) -> gr.Error:
 
 
 def from_browser(request: Any) -> bool:
-    """Whether a request came from a web page, which renders an error's message as HTML. Browsers send Fetch
-    Metadata headers (``Sec-Fetch-Mode``) with every request a page makes; gradio_client marks its requests
+    """Whether a request came from a web page, which renders an error's message as HTML: this app's own page (its
+    Gradio frontend marks every request ``x-gradio-user: app``), or a page calling the HTTP API itself (browsers
+    send Fetch Metadata headers, ``Sec-Fetch-Mode``, with every request a page makes). gradio_client sends
     ``x-gradio-user: api`` (``mcp`` for the MCP server's calls) and HTTP libraries (curl, requests, httpx) send
-    neither. No request at all (a direct call) counts as a browser: escaped is the safe default."""
+    neither. No request at all (a direct call) counts as a browser: escaped is the safe default.
+
+    >>> class Request:
+    ...     def __init__(self, **headers):
+    ...         self.headers = headers
+    >>> [from_browser(r) for r in (Request(**{"x-gradio-user": "app"}), Request(**{"Sec-Fetch-Mode": "cors"}), None)]
+    [True, True, True]
+    >>> [from_browser(r) for r in (Request(**{"x-gradio-user": "api", "sec-fetch-mode": "cors"}), Request())]
+    [False, False]
+    """
     if request is None:
         return True
-    headers = {str(key).lower() for key in (getattr(request, "headers", None) or {})}
-    return "x-gradio-user" not in headers and "sec-fetch-mode" in headers
+    headers = {str(key).lower(): str(value).lower() for key, value in (getattr(request, "headers", None) or {}).items()}
+    user = headers.get("x-gradio-user")
+    return user == "app" if user else "sec-fetch-mode" in headers
 
 
 def plain_errors_for_api(demo: gr.Blocks) -> gr.Blocks:
