@@ -456,11 +456,16 @@ def test_error_messages_over_http_are_text(served, endpoint, args, typed):
     assert shows_literally(shown, typed) and shown != message, shown
 
 
+# the app's one limit for each (served's AppConfig keeps the defaults): the page's number boxes and the view's check
+MAX_K, MAX_DEPTH = logic.AppConfig.max_k, logic.AppConfig.max_rerank_depth
+
+
 @pytest.mark.parametrize(("endpoint", "args", "message"), [
-    # k and depth are number boxes now (the page's k 1–50, depth 1–100): the view's own check names them
-    ("/search", ("river", "public", "bm25", "none", 2.5, 20), "k must be a whole number from 1 to 50, got 2.5"),
-    ("/search", ("river", "public", "bm25", "none", 60, 20), "k must be a whole number from 1 to 50, got 60"),
-    ("/search", ("river", "public", "bm25", "none", 5, 500), "re-rank depth must be a whole number from 1 to 100, got 500"),
+    ("/search", ("river", "public", "bm25", "none", 2.5, 20), f"k must be a whole number from 1 to {MAX_K}, got 2.5"),
+    ("/search", ("river", "public", "bm25", "none", MAX_K + 1, 20),
+     f"k must be a whole number from 1 to {MAX_K}, got {MAX_K + 1}"),
+    ("/search", ("river", "public", "bm25", "none", 5, MAX_DEPTH + 1),
+     f"re-rank depth must be a whole number from 1 to {MAX_DEPTH}, got {MAX_DEPTH + 1}"),
     ("/search", ("river", "public", IMAGE, "none", 5, 20), "First stage must be one of ['bm25', 'dense', 'hybrid']"),
     ("/attention", ("bi-encoder", "the river bank", "", "head", [], [], 0, 1.5),
      "heatmap head must be a whole number from 0 to 3, got 1.5"),
