@@ -78,7 +78,8 @@ class _AppArgs:
     max_upload_docs: int = _env_int("CTXIR_MAX_UPLOAD_DOCS", 5_000, "most documents an uploaded corpus may have")
     rerank_depth: int = _env_int("CTXIR_RERANK_DEPTH", 20, "default number of first-stage candidates re-scored")
     max_output_mb: int = _env_int("CTXIR_MAX_OUTPUT_MB", 200, "most MB of returned files (figures, attention HTML) "
-                                  "kept on disk; the oldest are removed first")
+                                  "kept on disk; the oldest are removed first (the one 4.6 MB plotly.js that every "
+                                  "interactive page loads is kept besides)")
     output_max_age_s: int = _env_int("CTXIR_OUTPUT_MAX_AGE_S", 600, "seconds a returned file is kept on disk")
     concurrency: int = _env_int("CTXIR_CONCURRENCY", 2, "model views (search, pair scoring, ...) run at once; "
                                 "see ctxir/app/limits.py")
