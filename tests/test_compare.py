@@ -149,3 +149,12 @@ def test_evaluate_compare_errors_are_messages(results, capsys):
     assert "holds the systems 'bm25', 'bm25 + reranker': pick one as" in capsys.readouterr().err
     assert main(["--compare", str(results / "bm25.json"), str(results / "worse.json"), "--metrics", "nDCG@7"]) == 2
     assert "metric 'nDCG@7' is not in 'bm25'" in capsys.readouterr().err
+
+
+def test_python_m_ctxir_compare_takes_the_files_first(results, capsys):
+    from ctxir.compare import main as compare_main
+
+    assert compare_main([str(results / "bm25.json"), str(results / "worse.json"), "--metrics", "MRR@10",
+                         "--correction", "bonferroni"]) == 0
+    printed = capsys.readouterr().out
+    assert "| worse | 0.5000 |" in printed and "bonferroni-corrected over 1 comparisons" in printed
