@@ -217,13 +217,18 @@ def _model_facts(folder: Path, model_type: str) -> dict:
         return {"dimension": dim, "pooling": pooling or "custom", "normalize": "Normalize" in modules,
                 "max_seq_length": model.max_seq_length, "modules": " → ".join(modules), "plain_transformers": plain}
     if model_type == "cross-encoder":
-        from ctxir.models import is_adapter, load_cross_encoder
+        from ctxir.models import is_adapter, is_ctxir_modular, load_cross_encoder, top_layers_config
 
         load_cross_encoder.cache_clear()
         # ctxir's loader: an adapter folder merges into its base, resolved offline too (packaged MiniLM)
         model = load_cross_encoder(str(folder), "cpu")
-        return {"adapter": is_adapter(folder),"num_labels": model.num_labels, "max_length": getattr(model, "max_seq_length", None) or model.max_length,
-                "activation": type(model.activation_fn).__name__}
+        top = top_layers_config(folder)
+        return {"adapter": is_adapter(folder), "num_labels": model.num_labels,
+                "max_length": getattr(model, "max_seq_length", None) or model.max_length,
+                "activation": type(model.activation_fn).__name__, "ctxir_modules": is_ctxir_modular(folder),
+                "modules": " → ".join(type(m).__name__ for m in model),
+                "trained_layers": (f"{top['trained_from_layer']}–{top['num_hidden_layers'] - 1}" if top else None),
+                "fusion": read_json(folder / "fusion.json") or None}
     config = read_json(folder / CLS_LR_CONFIG)
     meta = config.get("metadata") or {}
     return {"hidden_size": config.get("hidden_size"), "layer": config.get("layer", -1),

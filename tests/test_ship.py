@@ -23,7 +23,9 @@ PAIR = ("Do statins lower the risk of heart attack?",
 
 
 def _metrics(model_type: str, base: str) -> dict:
-    return {"model_type": model_type, "base_model": base}
+    from conftest import _metrics_record
+
+    return _metrics_record(model_type, base=base)
 
 
 @pytest.fixture(scope="module")
@@ -136,6 +138,66 @@ def test_shipped_models_load_by_name_offline_and_cls_lr_is_sigmoid_of_coef_dot_c
         base_cls = base_body(**base_tok([PAIR[0]], [PAIR[1]], truncation=True, max_length=64,
                                         return_tensors="pt")).last_hidden_state[:, 0].numpy()[0]
     assert np.abs(base_cls - cls).max() > 1e-3
+    # each shipped model carries its card, rendered from its own metrics.json
+    card = (shipped_into / "cross-encoder" / "README.md").read_text()
+    assert SHIPPED_CROSS_ENCODER in card and "0.6837" in card
+    assert SHIPPED_CLS_LR in (shipped_into / "cls-lr" / "README.md").read_text()
+
+
+@pytest.fixture(scope="module")
+def trained_top_layers(minilm_path, tmp_path_factory) -> dict[str, Path]:
+    """A segment-cosine cross-encoder whose top 2 MiniLM layers were changed (saved as those layers only), its
+    fusion.json, and a CLS-LR ranker fitted on it."""
+    import torch
+    from sentence_transformers import CrossEncoder
+
+    from ctxir.rerank import ClsLrRanker
+    from ctxir.rerank_heads import SegmentCosineHead, TopLayersTransformer
+
+    root = tmp_path_factory.mktemp("trained-top")
+    body = TopLayersTransformer(str(minilm_path), transformer_task="feature-extraction")
+    body.model.config.num_labels = 1
+    body.max_seq_length = 64
+    body.freeze_below(4, DEFAULT_BI_ENCODER)
+    model = CrossEncoder(modules=[body, SegmentCosineHead(384)], device="cpu", activation_fn=torch.nn.Identity())
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            if parameter.requires_grad:
+                parameter.add_(0.01 * torch.randn_like(parameter))
+    ce = root / "ce-top"
+    model.save_pretrained(str(ce))
+    (ce / "metrics.json").write_text(json.dumps(_metrics("cross-encoder", DEFAULT_BI_ENCODER)))
+    (ce / "fusion.json").write_text(json.dumps({"method": "rrf", "k": 60, "weights": [0.5, 1.0],
+                                                "chosen_on": "50 held-out training claims"}))
+    cls = root / "cls-lr"
+    rng = np.random.default_rng(0)
+    ClsLrRanker.fit(str(ce), rng.normal(size=(40, 384)).astype(np.float32), [0, 1] * 20, device="cpu",
+                    max_length=64).save(cls)
+    (cls / "metrics.json").write_text(json.dumps(_metrics("cls-lr", str(ce))))
+    return {"ce": ce, "cls": cls, "model": model}
+
+
+def test_a_segment_cosine_top_layers_model_ships_small_with_its_fusion_and_card(trained_top_layers, shipped_into,
+                                                                               monkeypatch):
+    from ctxir.rerank import CrossEncoderReranker
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    report = ship.run(ship.ShipArgs(cross_encoder=str(trained_top_layers["ce"]),
+                                    cls_lr=str(trained_top_layers["cls"]), dest=str(shipped_into)))
+    files = {p.relative_to(shipped_into).as_posix(): p.stat().st_size for p in shipped_into.rglob("*") if p.is_file()}
+    # two of six MiniLM layers in float16 (≈ 7.1 MB), not the 90 MB model
+    assert 6.5e6 < files["cross-encoder/top_layers.safetensors"] < 7.5e6
+    assert "cross-encoder/model.safetensors" not in files and report["size_mb"] <= 10
+    assert json.loads((shipped_into / "cross-encoder" / "fusion.json").read_text())["weights"] == [0.5, 1.0]
+    scores = CrossEncoderReranker(SHIPPED_CROSS_ENCODER, "cpu").score_pairs(
+        PAIR[0], [PAIR[1], "The river bank was flooded after the storm."])
+    # the shipped float16 layers score as the trained float32 model did, within that rounding
+    np.testing.assert_allclose(scores, np.ravel(trained_top_layers["model"].predict(
+        [PAIR, (PAIR[0], "The river bank was flooded after the storm.")])), atol=0.02)
+    card = (shipped_into / "cross-encoder" / "README.md").read_text()
+    assert "SegmentCosineHead" in card and "trust_remote_code=True" in card and "weights first stage 0.5" in card
+    assert "AutoModelForSequenceClassification" not in card  # no transformers-only snippet that cannot work
 
 
 def test_a_mean_pooling_head_ships_with_its_modules(trained_mean_head, shipped_into, monkeypatch):
@@ -151,7 +213,7 @@ def test_a_mean_pooling_head_ships_with_its_modules(trained_mean_head, shipped_i
 
 def test_ship_refuses_what_cannot_ship(trained, shipped_into, tmp_path):
     # a full model: too large to ship, goes to the Hub
-    with pytest.raises(CtxirError, match="not an adapter folder"):
+    with pytest.raises(CtxirError, match="neither trained top layers .* nor an adapter"):
         ship.run(ship.ShipArgs(cross_encoder=str(trained["cls"]), cls_lr=str(trained["cls"]), dest=str(shipped_into)))
     # a CLS-LR ranker fitted on another cross-encoder
     other = tmp_path / "other-cls"

@@ -106,6 +106,20 @@ def test_one_pass_runs_a_mean_pooling_head_too(tiny_bert_dir):
     np.testing.assert_allclose(tcl.sigmoid(logits), ce.predict(PAIRS, show_progress_bar=False), atol=1e-5)
 
 
+def test_one_pass_runs_the_segment_cosine_head_with_its_token_types(tiny_bert_dir):
+    """The segment-cosine head needs token_type_ids to split query from document: the one pass passes them, so its
+    logits are the cross-encoder's own scores."""
+    from sentence_transformers import CrossEncoder
+
+    from ctxir.rerank_heads import SegmentCosineHead, TopLayersTransformer
+
+    body = TopLayersTransformer(str(tiny_bert_dir), transformer_task="feature-extraction")
+    body.model.config.num_labels = 1
+    ce = CrossEncoder(modules=[body, SegmentCosineHead(32)], device="cpu", activation_fn=torch.nn.Identity())
+    _, logits = tcl.cross_encoder_pass(ce, PAIRS, layer=-1, max_length=64, batch_size=2)
+    np.testing.assert_allclose(logits, np.ravel(ce.predict(PAIRS, show_progress_bar=False)), atol=1e-4)
+
+
 def test_fit_logistic_folds_scaling_into_coef():
     rng = np.random.default_rng(0)
     x = rng.normal(size=(200, 16)) * rng.uniform(0.1, 50, size=16) + rng.normal(size=16) * 10  # uneven scales

@@ -259,6 +259,8 @@ def run(args: EvaluateRerankerArgs) -> dict:
             result[name] = evaluate_other(reranker, fusion, name, args)
     result["seconds"] = round(time.perf_counter() - start, 1)
     output = Path(args.output or folder / EVALUATION_FILE)
+    # a later run of other collections or depths adds to the record instead of dropping what it did not redo
+    result = {**(read_json(output) or {}), **result} if output.is_file() else result
     write_json(output, result)
     if args.update_metrics and (folder / "metrics.json").is_file():
         metrics = read_json(folder / "metrics.json")

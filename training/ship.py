@@ -31,6 +31,7 @@ from ctxir.files import read_json, write_json
 from ctxir.models import (
     ADAPTER_CONFIG,
     ASSETS_MODELS,
+    DEFAULT_BI_ENCODER,
     SHIPPED_CLS_LR,
     SHIPPED_CROSS_ENCODER,
     SHIPPED_MODELS,
@@ -46,9 +47,10 @@ from training.common import cli_main
 CROSS_ENCODER_FILES = (ADAPTER_CONFIG, "adapter_model.safetensors", TOP_LAYERS_CONFIG, TOP_LAYERS_WEIGHTS,
                        "modules.json", "sentence_bert_config.json", "config_sentence_transformers.json",
                        "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
-                       "metrics.json", "fusion.json")
+                       "metrics.json", "fusion.json", "evaluation.json")
 CLS_LR_FILES = (CLS_LR_CONFIG, CLS_LR_WEIGHTS, "metrics.json")
 ALLOWED_SUFFIXES = (".json", ".safetensors", ".txt")
+CARD = "README.md"  # the model card, rendered from metrics.json (ctxir.cards)
 
 
 @dataclass
@@ -60,7 +62,8 @@ class ShipArgs:
     max_mb: float = field(default=10.0, metadata={"help": "refuse if the shipped files exceed this size in all"})
     fusion: str = field(default="", metadata={
         "help": "fusion.json for the fused re-rank mode (method, weights, k, chosen_on), written by "
-                "training/choose_fusion.py on training claims; copied into the cross-encoder's folder"})
+                "`python -m training.evaluate_reranker --choose-fusion true` on held-out training claims (default: the "
+                "cross-encoder folder's own fusion.json)"})
 
 
 def _copy(src: Path, dest: Path, names: tuple[str, ...], required: tuple[str, ...]) -> None:
@@ -76,7 +79,7 @@ def _copy(src: Path, dest: Path, names: tuple[str, ...], required: tuple[str, ..
 def check_shippable(folder: Path, max_mb: float) -> float:
     """Size of ``folder`` in MB; refuses anything but JSON/safetensors/vocab text, and more than ``max_mb``."""
     files = [p for p in folder.rglob("*") if p.is_file()]
-    odd = [p.name for p in files if p.suffix not in ALLOWED_SUFFIXES]
+    odd = [p.name for p in files if p.suffix not in ALLOWED_SUFFIXES and p.name != CARD]
     if odd:
         raise CtxirError(f"refusing to ship {odd}: only JSON, safetensors and vocab.txt go into the package")
     size = sum(p.stat().st_size for p in files) / 1e6
@@ -84,6 +87,19 @@ def check_shippable(folder: Path, max_mb: float) -> float:
         raise CtxirError(f"the shipped models take {size:.1f} MB, over --max-mb {max_mb:g}: train a smaller adapter "
                          "(--lora-r) and publish larger models to the Hub with `python -m ctxir.hub push` instead")
     return size
+
+
+def write_card(folder: Path, name: str, model_type: str, base: str) -> None:
+    """``folder/README.md``: the card ``ctxir.hub`` would publish, rendered from ``folder/metrics.json``."""
+    from ctxir.cards import CardInputs, render_card
+    from ctxir.files import write_atomic
+    from ctxir.hub import base_model_license, model_facts
+
+    metrics = read_json(folder / "metrics.json")
+    license_of_base = base_model_license(DEFAULT_BI_ENCODER if model_type == "cls-lr" else base)
+    inputs = CardInputs(repo_id=name, base_model_id=base if "/" in base and not Path(base).exists() else None,
+                        base_license=license_of_base, facts=model_facts(folder, model_type))
+    write_atomic(folder / CARD, render_card(metrics, inputs).content)
 
 
 def run(args: ShipArgs) -> dict:
@@ -143,6 +159,10 @@ def run(args: ShipArgs) -> dict:
             raise CtxirError(f"the shipped cross-encoder scores {shipped:.6f} where the trained one scores "
                              f"{trained:.6f}: a file is missing from CROSS_ENCODER_FILES")
         cls_trained = float(ClsLrRanker.load(cls_src, device="cpu").score_pairs(pair[0], [pair[1]])[0])
+        # 4. model cards, from each model's metrics.json: what it scores and how it was measured
+        write_card(ce_dest, SHIPPED_CROSS_ENCODER, "cross-encoder", base)
+        write_card(work / SHIPPED_MODELS[SHIPPED_CLS_LR].name, SHIPPED_CLS_LR, "cls-lr", SHIPPED_CROSS_ENCODER)
+        size = check_shippable(work, args.max_mb)
         if os.path.exists(dest):
             shutil.rmtree(dest)
         work.rename(dest)
