@@ -114,10 +114,12 @@ ENDPOINTS: dict[str, Endpoint] = {
     "classify": Endpoint(
         "Classify texts by the encoder's embeddings: zero-shot against label descriptions, or few-shot from "
         "labelled examples.",
-        {"texts": "texts to classify, one per line", "labels": "labels, one per line (optionally name: description)",
-         "examples": "labelled examples for few-shot (.csv text,label or .jsonl)",
-         "method": "zero-shot, knn, centroid or logistic", "k": "neighbours for knn",
-         "template": "zero-shot prompt template", "projection": "zero-shot label projection"},
+        {"texts": "texts to classify, one per line (at most 50)",
+         "labels": "label names, one per line, optionally 'name: description' (needed for zero-shot)",
+         "examples": "labelled examples for few-shot (.csv with a text,label header, or .jsonl), or None",
+         "method": "zero-shot, knn, centroid or logreg", "k": "neighbours voting in knn (1 to 50)",
+         "template": "the zero-shot prompt, with {label} or {description} in it",
+         "projection": "the embedding map's 2-D projection: pca or tsne"},
         (("Markdown", "summary"), ("Dataframe", "neighbours"), ("JSON", "numbers"))),
 }
 
