@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from ctxir.app.attention_tab import attention, parse_indices
 from ctxir.app.embeddings_tab import layer_similarity, model_info, sentence_similarity, token_embeddings
-from ctxir.app.explain_tab import EXPLAIN_MODELS, explain_pair, explain_result, highlight, what_moved, words
+from ctxir.app.explain_tab import EXPLAIN_MODELS, explain_pair, explain_result, highlight, words
 from ctxir.app.pairs_tab import input_formation, score_pairs
 from ctxir.app.report_tab import failure_report
-from ctxir.app.search_tab import compare_pooling, search, upload_corpus
+from ctxir.app.search_tab import compare_pooling, search, upload_corpus, what_moved
 from ctxir.app.state import (
     ASSETS,
     DEMO_CORPUS_NAME,

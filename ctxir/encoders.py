@@ -1,6 +1,6 @@
 """Bi-encoder encoding with a choice of pooling and layer, and a persistent embedding cache.
 
-``pool`` is the pure tensor core (tests call it without a model); ``BiEncoder`` wraps a
+``pool`` (``ctxir.pooling``, re-exported here) is the pure tensor core; ``BiEncoder`` wraps a
 SentenceTransformer and swaps its pooling for ``LayerPooling`` only when a non-default pooling or
 layer is asked for, so the default path is exactly the model's own ``encode``. ``backend="onnx-int8"``
 runs the same model through ONNX Runtime with int8 weights instead (``ctxir.onnx_backend``).
@@ -20,50 +20,14 @@ import numpy as np
 import torch
 
 from ctxir.models import DEFAULT_BI_ENCODER, load_bi_encoder
+from ctxir.pooling import POOLINGS, LayerPooling, pool  # noqa: F401 (re-exported: from ctxir.encoders import pool)
 from ctxir.types import Corpus, CtxirError, doc_text
 
-POOLINGS = ("mean", "cls", "max")
 # torch: the model's own encode. onnx-int8: ONNX Runtime, int8 MatMul weights (dynamic quantisation), CPU; 2.24× the
 # texts/s of torch at SciFact nDCG@10 0.6452 vs 0.6451 (docs/performance.md); the model's own pooling, last layer.
 BACKENDS = ("torch", "onnx-int8")
 # A memory-mapped cache of more rows than this is checked on a sample of rows, not read whole (see _looks_encoded).
 FULL_CHECK_ROWS = 200_000
-
-
-def pool(token_embeddings: torch.Tensor, attention_mask: torch.Tensor, mode: str) -> torch.Tensor:
-    """(batch, tokens, hidden) + (batch, tokens) → (batch, hidden); padding never contributes.
-
-    >>> tokens = torch.tensor([[[1.0, 2.0], [3.0, 4.0], [9.0, 9.0]]])  # 1 text, 3 tokens, hidden size 2
-    >>> mask = torch.tensor([[1, 1, 0]])  # the third token is padding
-    >>> pool(tokens, mask, "mean"), pool(tokens, mask, "max"), pool(tokens, mask, "cls")
-    (tensor([[2., 3.]]), tensor([[3., 4.]]), tensor([[1., 2.]]))
-    """
-    if mode not in POOLINGS:
-        raise CtxirError(f"pooling {mode!r} is not known: use one of {', '.join(POOLINGS)}")
-    if mode == "cls":
-        return token_embeddings[:, 0]
-    mask = attention_mask.unsqueeze(-1).to(token_embeddings.dtype)  # (batch, tokens, 1)
-    if mode == "mean":
-        return (token_embeddings * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-    # max: padded positions must never win, so push them to the dtype's minimum.
-    filled = token_embeddings.masked_fill(mask == 0, torch.finfo(token_embeddings.dtype).min)
-    return filled.max(1).values
-
-
-class LayerPooling(torch.nn.Module):
-    """SentenceTransformer module: pool the hidden states of one layer (0 = embeddings, -1 = last)."""
-
-    def __init__(self, layer: int, mode: str):
-        super().__init__()
-        self.layer, self.mode = layer, mode
-
-    def forward(self, features: dict, **kwargs) -> dict:
-        if self.layer == -1:
-            tokens = features["token_embeddings"]
-        else:
-            tokens = features["all_layer_embeddings"][self.layer]  # tuple of (layers+1) × (batch, tokens, hidden)
-        features["sentence_embedding"] = pool(tokens, features["attention_mask"], self.mode)
-        return features
 
 
 def weights_fingerprint(model: torch.nn.Module) -> str:

@@ -127,7 +127,7 @@ class OnnxEncoder:
         """(N, D) float32, unit rows, in the order of ``texts``."""
         import torch
 
-        from ctxir.encoders import pool
+        from ctxir.pooling import pool
 
         texts = list(texts)
         order = np.argsort([-len(t) for t in texts], kind="stable")

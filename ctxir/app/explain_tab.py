@@ -19,11 +19,11 @@ import numpy as np
 
 from ctxir.app import figures
 from ctxir.app.state import AppModels, AppState, Owner, ViewResult, demo_presets
-from ctxir.app.text import md_code, md_literal
+from ctxir.app.text import md_literal
 from ctxir.app.ui import Ui, exports, gpu, guard, tab_intro
-from ctxir.checks import check_choice, check_int, check_text
+from ctxir.checks import check_choice, check_text
 from ctxir.report import ATTRIBUTION_LEGEND
-from ctxir.rerankers import DEFAULT_RERANK_MODE, RERANKERS, reranker_choices
+from ctxir.rerankers import RERANKERS
 from ctxir.types import CtxirError, doc_text
 
 
@@ -39,15 +39,15 @@ _SPECIAL = re.compile(r"^(\[[A-Z]+\]|<s>|</s>|<pad>|<unk>)$")
 # ---------------------------------------------------------------- tokens as text
 
 
-def _compact(value: Any, digits: int = 6) -> Any:
+def compact(value: Any, digits: int = 6) -> Any:
     """Floats to ``digits`` significant digits, recursively: the JSON stays exact enough (sums agree to ~1e-6)
     and about half as long."""
     if isinstance(value, float):
         return float(f"{value:.{digits}g}")
     if isinstance(value, list):
-        return [_compact(v, digits) for v in value]
+        return [compact(v, digits) for v in value]
     if isinstance(value, dict):
-        return {k: _compact(v, digits) for k, v in value.items()}
+        return {k: compact(v, digits) for k, v in value.items()}
     return value
 
 
@@ -82,7 +82,7 @@ def words(tokens: list[str], scores: list[float], start: int = 0, end: int | Non
     return out
 
 
-def _listing(items: list[tuple[str, float]]) -> str:
+def listing(items: list[tuple[str, float]]) -> str:
     return ", ".join(f"{w} ({v:+.3f})" for w, v in items) or "—"
 
 
@@ -114,7 +114,7 @@ def explain_pair(state: AppState, query: str, document: str, model: str = "auto"
     raw = explain(query, document, bi_encoder=state.models.bi_encoder, rerankers=_rankers(state.models, model),
                   n_steps=cfg.explain_steps, max_steps=cfg.explain_max_steps)
     bi, reranker = raw["bi_encoder"], raw.get("cross_encoder")
-    data = _compact({**raw, "model": model})
+    data = compact({**raw, "model": model})
 
     q_tokens, d_tokens = bi["query_tokens"], bi["document_tokens"]
     q_words = words(q_tokens, bi["query_contributions"], keep_special=True)
@@ -171,72 +171,6 @@ def explain_result(state: AppState, query: str, corpus: str | None, doc_id: str,
     result = explain_pair(state, query, doc_text(index.corpus[doc_id]), model)
     result.data.update(doc_id=doc_id, corpus=index.name)
     return result
-
-
-def what_moved(state: AppState, query: str, corpus: str | None = None, first_stage: str = "dense",
-               reranker: str = "cross-encoder", k: int = 10, depth: int | None = None, n: int = 3,
-               owner: Owner = None, mode: str = DEFAULT_RERANK_MODE) -> ViewResult:
-    """The re-ranked documents whose rank changed most (among every candidate the re-ranker re-scored: the first
-    stage's top max(k, depth)), each with the document words whose integrated-gradients attribution pushed its
-    re-ranker score up most and pulled it down most. ``mode`` as in ``search``: a move is from the first stage's
-    rank to the final one (fused with the first stage, or the re-ranker's alone)."""
-    from ctxir.app.search_tab import search
-
-    cfg = state.config
-    check_choice(reranker, "re-ranker", reranker_choices())
-    if reranker == "none":
-        offered = state.models.loaded
-        raise CtxirError("'what moved' compares the first stage's ranking with a re-ranker's: choose re-ranker "
-                         + (" or ".join(map(repr, offered)) if offered else
-                            "... — none is loaded in this app (the line at the top of the page says why)"))
-    n = check_int(n, "documents to explain", 1, cfg.max_movers)
-    k = check_int(k, "k", 1, cfg.max_k)
-    depth = check_int(depth if depth is not None else cfg.rerank_depth, "re-rank depth", 1, cfg.max_rerank_depth)
-    candidates = max(k, depth)
-    ranked = search(state, query, corpus, first_stage, reranker, candidates, candidates, owner=owner, mode=mode,
-                    every_candidate=True)
-    query = ranked.data["query"]
-    index = state.index(corpus, owner)
-    ranker = state.models.reranker(reranker)
-    explain_one = RERANKERS[reranker].explain
-    first_rank = f"{first_stage}_rank"
-    movers = sorted((r for r in ranked.rows if r["rank_change"]), key=lambda r: (-abs(r["rank_change"]), r["rank"]))
-    rows, details = [], []
-    for row in movers[:n]:
-        e = explain_one(ranker, query, doc_text(index.corpus[row["doc_id"]]), n_steps=cfg.explain_steps,
-                        max_steps=cfg.explain_max_steps, attention=False)
-        start = e["sentence_b_start"] or 0
-        doc_words = words(e["tokens"], e["attributions"], start)
-        ups = sorted((w for w in doc_words if w[1] > 0), key=lambda w: -w[1])[:5]
-        downs = sorted((w for w in doc_words if w[1] < 0), key=lambda w: w[1])[:5]
-        change = row["rank_change"]
-        rows.append({"move": f"{'↑' if change > 0 else '↓'}{abs(change)}", "doc_id": row["doc_id"],
-                     "title": row["title"], "first_rank": row[first_rank], "rank": row["rank"],
-                     "rerank_rank": row["rerank_rank"], "drove_it": _listing(ups if change > 0 else downs),
-                     "against_it": _listing(downs if change > 0 else ups)})
-        details.append({"doc_id": row["doc_id"], "rank_change": change, "first_stage_rank": row[first_rank],
-                        "rank": row["rank"], "rerank_rank": row["rerank_rank"], "rerank_score": row["rerank_score"],
-                        "pushed_up_by": [{"word": w, "attribution": round(v, 6)} for w, v in ups],
-                        "pulled_down_by": [{"word": w, "attribution": round(v, 6)} for w, v in downs],
-                        "explanation": _compact(e)})
-    moved = len(movers)
-    fused = ranked.data["mode"] == "fused"
-    text = (f"The {reranker} re-scored the {first_stage} top {candidates} for {md_code(query)}"
-            + (f", fused with the {first_stage} ranking" if fused else "") + f": {moved} of them changed rank"
-            + (" (`rank` is the fused rank, `rerank_rank` the re-ranker's own). " if fused else ". "))
-    if rows:
-        text += (f"The {len(rows)} that moved most, with the document words whose attribution raised (↑) or "
-                 "lowered (↓) their re-ranker score most: **drove it** is the direction they moved.")
-    else:
-        text += "Nothing moved: the re-ranker kept the first stage's order."
-    slope = figures.rank_moves([{"title": r["title"] or r["doc_id"], "doc_id": r["doc_id"], "first": r[first_rank],
-                                 "rerank": r["rank"]} for r in ranked.rows],
-                               highlight={r["doc_id"] for r in rows}, first_stage=first_stage,
-                               reranker=f"{reranker} (fused)" if fused else reranker)
-    data = {"query": query, "corpus": index.name, "first_stage": first_stage, "reranker": reranker,
-            "mode": ranked.data["mode"], "fusion": ranked.data["fusion"], "candidates": candidates, "moved": moved,
-            "movers": details}
-    return ViewResult(rows=rows, data=data, text=text, plots={"moves": slope})
 
 
 # ---------------------------------------------------------------- UI

@@ -14,7 +14,7 @@ from typing import Any
 import gradio as gr
 import pandas as pd
 
-from ctxir.app import explain_tab
+from ctxir.app import explain_tab, figures
 from ctxir.app.state import (
     FIRST_STAGES,
     AppModels,
@@ -27,8 +27,8 @@ from ctxir.app.state import (
 from ctxir.app.text import cls_warnings, md_code, plural, rounded, snippet
 from ctxir.app.ui import Ui, exports, frame, gpu, guard, shares, show, tab_intro, warn
 from ctxir.checks import check_choice, check_int, check_text
-from ctxir.rerankers import DEFAULT_RERANK_MODE, RERANK_MODES, RERANKERS
-from ctxir.types import CtxirError
+from ctxir.rerankers import DEFAULT_RERANK_MODE, RERANK_MODES, RERANKERS, reranker_choices
+from ctxir.types import CtxirError, doc_text
 
 
 def search(state: AppState, query: str, corpus: str | None = None, first_stage: str = "dense",
@@ -203,8 +203,72 @@ def results_table(rows: list[dict], first_stage: str) -> list[dict]:
     return [{key: row[key] for key in order if key in row and key not in drop} for row in rows]
 
 
+def what_moved(state: AppState, query: str, corpus: str | None = None, first_stage: str = "dense",
+               reranker: str = "cross-encoder", k: int = 10, depth: int | None = None, n: int = 3,
+               owner: Owner = None, mode: str = DEFAULT_RERANK_MODE) -> ViewResult:
+    """The re-ranked documents whose rank changed most (among every candidate the re-ranker re-scored: the first
+    stage's top max(k, depth)), each with the document words whose integrated-gradients attribution pushed its
+    re-ranker score up most and pulled it down most. ``mode`` as in ``search``: a move is from the first stage's
+    rank to the final one (fused with the first stage, or the re-ranker's alone)."""
+    cfg = state.config
+    check_choice(reranker, "re-ranker", reranker_choices())
+    if reranker == "none":
+        offered = state.models.loaded
+        raise CtxirError("'what moved' compares the first stage's ranking with a re-ranker's: choose re-ranker "
+                         + (" or ".join(map(repr, offered)) if offered else
+                            "... — none is loaded in this app (the line at the top of the page says why)"))
+    n = check_int(n, "documents to explain", 1, cfg.max_movers)
+    k = check_int(k, "k", 1, cfg.max_k)
+    depth = check_int(depth if depth is not None else cfg.rerank_depth, "re-rank depth", 1, cfg.max_rerank_depth)
+    candidates = max(k, depth)
+    ranked = search(state, query, corpus, first_stage, reranker, candidates, candidates, owner=owner, mode=mode,
+                    every_candidate=True)
+    query = ranked.data["query"]
+    index = state.index(corpus, owner)
+    ranker = state.models.reranker(reranker)
+    explain_one = RERANKERS[reranker].explain
+    first_rank = f"{first_stage}_rank"
+    movers = sorted((r for r in ranked.rows if r["rank_change"]), key=lambda r: (-abs(r["rank_change"]), r["rank"]))
+    rows, details = [], []
+    for row in movers[:n]:
+        e = explain_one(ranker, query, doc_text(index.corpus[row["doc_id"]]), n_steps=cfg.explain_steps,
+                        max_steps=cfg.explain_max_steps, attention=False)
+        start = e["sentence_b_start"] or 0
+        doc_words = explain_tab.words(e["tokens"], e["attributions"], start)
+        ups = sorted((w for w in doc_words if w[1] > 0), key=lambda w: -w[1])[:5]
+        downs = sorted((w for w in doc_words if w[1] < 0), key=lambda w: w[1])[:5]
+        change = row["rank_change"]
+        rows.append({"move": f"{'↑' if change > 0 else '↓'}{abs(change)}", "doc_id": row["doc_id"],
+                     "title": row["title"], "first_rank": row[first_rank], "rank": row["rank"],
+                     "rerank_rank": row["rerank_rank"], "drove_it": explain_tab.listing(ups if change > 0 else downs),
+                     "against_it": explain_tab.listing(downs if change > 0 else ups)})
+        details.append({"doc_id": row["doc_id"], "rank_change": change, "first_stage_rank": row[first_rank],
+                        "rank": row["rank"], "rerank_rank": row["rerank_rank"], "rerank_score": row["rerank_score"],
+                        "pushed_up_by": [{"word": w, "attribution": round(v, 6)} for w, v in ups],
+                        "pulled_down_by": [{"word": w, "attribution": round(v, 6)} for w, v in downs],
+                        "explanation": explain_tab.compact(e)})
+    moved = len(movers)
+    fused = ranked.data["mode"] == "fused"
+    text = (f"The {reranker} re-scored the {first_stage} top {candidates} for {md_code(query)}"
+            + (f", fused with the {first_stage} ranking" if fused else "") + f": {moved} of them changed rank"
+            + (" (`rank` is the fused rank, `rerank_rank` the re-ranker's own). " if fused else ". "))
+    if rows:
+        text += (f"The {len(rows)} that moved most, with the document words whose attribution raised (↑) or "
+                 "lowered (↓) their re-ranker score most: **drove it** is the direction they moved.")
+    else:
+        text += "Nothing moved: the re-ranker kept the first stage's order."
+    slope = figures.rank_moves([{"title": r["title"] or r["doc_id"], "doc_id": r["doc_id"], "first": r[first_rank],
+                                 "rerank": r["rank"]} for r in ranked.rows],
+                               highlight={r["doc_id"] for r in rows}, first_stage=first_stage,
+                               reranker=f"{reranker} (fused)" if fused else reranker)
+    data = {"query": query, "corpus": index.name, "first_stage": first_stage, "reranker": reranker,
+            "mode": ranked.data["mode"], "fusion": ranked.data["fusion"], "candidates": candidates, "moved": moved,
+            "movers": details}
+    return ViewResult(rows=rows, data=data, text=text, plots={"moves": slope})
+
+
 WIDTHS = {"rank": 60, "move": 70, "doc_id": 120, "title": 170}
-# the what-moved table (explain_tab.what_moved's rows) before its two word columns, drove_it and against_it
+# the what-moved table (what_moved's rows) before its two word columns, drove_it and against_it
 MOVED_COLUMNS = ["move", "doc_id", "title", "first_rank", "rank", "rerank_rank", "words"]  # px; a score or rank column fits its header, the text the rest
 
 
@@ -324,7 +388,7 @@ def build(ui: Ui) -> None:
     @guard
     @gpu
     def do_what_moved(query, corpus, first_stage, reranker, k, depth, n, mode, request: gr.Request):
-        r = explain_tab.what_moved(state, query, corpus, first_stage, reranker, k, depth, n,
+        r = what_moved(state, query, corpus, first_stage, reranker, k, depth, n,
                                    owner=ui.visitor(request), mode=mode)
         files = exports(out, "what-moved", data=r.data, rows=r.rows, plots=[r.plots["moves"]])
         return r.text, r.plots["moves"], frame(r.rows), files, r.data
