@@ -36,7 +36,8 @@ and the process RSS delta while building) and build time. Index types:
 * ``exact``: torch matmul + top-k over the float32 matrix (already normalised): the baseline of the ratios.
 * ``exact-st``: sentence-transformers ``semantic_search``, as ``DenseRetriever(index="exact")`` calls it today (its
   ``cos_sim`` re-normalises every corpus chunk on every call, so it is slower than ``exact`` at scale).
-* ``faiss-hnsw``: faiss ``IndexHNSWFlat`` (M=32, efSearch=128: ``DenseRetriever(index="hnsw")`` today).
+* ``faiss-hnsw``: faiss ``IndexHNSWFlat`` (M=32, efSearch=128), for comparison: no ctxir retriever uses HNSW
+  (``DenseRetriever(index="ann")`` is ``ctxir.ann.AnnIndex``, the faiss IVF index of ``ctxir-ann`` below).
 * ``faiss-hnsw-sq8``: faiss ``HNSW32,SQ8`` (graph over 8-bit codes) + float re-scoring of ``--rescore × k``.
 * ``ctxir-ann``: ``ctxir.ann.AnnIndex`` (faiss IVF + 8-bit codes, re-scored with float dots), built, saved and
   reopened (read back into memory, sha256-verified) before timing; ``ctxir-ann-norescore`` is the same file searched

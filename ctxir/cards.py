@@ -497,36 +497,3 @@ def check_card(card_path: str | Path, metrics: dict, base_license: tuple[str, Li
         raise CtxirError(f"model card {str(card_path)!r} disagrees with {METRICS_FILE}: " + "; ".join(problems)
                          + ". Re-render it (stage again) instead of editing numbers by hand")
     return meta
-
-
-def code_blocks(card_text: str, language: str = "python") -> list[str]:
-    """The fenced ``language`` code blocks of a card, in order (the usage snippets)."""
-    return re.findall(rf"```{language}\n(.*?)```", card_text, flags=re.S)
-
-
-# ---------------------------------------------------------------------------------------------- the Space
-
-SPACE_MODEL_ENV = {"CTXIR_BI_ENCODER": "ctxir/minilm-scifact-bi-encoder",
-                   "CTXIR_CROSS_ENCODER": "ctxir/minilm-scifact-cross-encoder",
-                   "CTXIR_CLS_LR": "ctxir/minilm-scifact-cls-lr"}
-SPACE_SHORT_DESCRIPTION = "Search, re-rank and look inside transformer encoders"
-
-
-def space_front_matter(models: Sequence[str] | None = None, license: str = "apache-2.0") -> str:
-    """The README.md front matter that makes this repository a Gradio Space (``---`` lines included).
-
-    sdk_version is the installed gradio's version (requirements.txt pins the same one).
-    """
-    import gradio
-    from huggingface_hub import SpaceCardData
-
-    if len(SPACE_SHORT_DESCRIPTION) > 60:  # the Hub rejects a longer short_description
-        raise CtxirError("short_description must be at most 60 characters")
-    data = SpaceCardData(
-        title="ctxir: contextual embeddings for search", emoji="🔎", colorFrom="indigo", colorTo="green",
-        sdk="gradio", sdk_version=gradio.__version__, python_version="3.11", app_file="app.py", pinned=False,
-        license=license, short_description=SPACE_SHORT_DESCRIPTION,
-        models=[*(models if models is not None else SPACE_MODEL_ENV.values()), "sentence-transformers/all-MiniLM-L6-v2"],
-        tags=["information-retrieval", "sentence-transformers", "reranking", "bertviz", "explainability"],
-    )
-    return f"---\n{data.to_yaml()}\n---\n"

@@ -344,16 +344,6 @@ def iter_shards(manifest: dict | str | Path, verify: bool = True) -> Iterator[tu
         yield [str(i) for i in meta["ids"]], vectors
 
 
-def load_sharded(manifest: dict | str | Path, verify: bool = True) -> tuple[list[str], np.ndarray]:
-    """All ids and vectors of a manifest, concatenated in corpus order (for corpora that fit in memory)."""
-    ids: list[str] = []
-    parts = []
-    for shard_ids, vectors in iter_shards(manifest, verify):
-        ids.extend(shard_ids)
-        parts.append(vectors)
-    return ids, np.concatenate(parts) if parts else np.zeros((0, 0), dtype=np.float32)
-
-
 # ------------------------------------------------------------------------------------------------ Milvus retrieval
 
 ENGINE_MODES = ("dense", "bm25", "hybrid")

@@ -60,7 +60,7 @@ def _cpu_name() -> str:
 
 def make_pair(tokenizer, tokens: int) -> tuple[str, str]:
     """A demo query and demo passages cut so that [CLS] q [SEP] d [SEP] has exactly ``tokens`` word-pieces."""
-    from ctxir.app_logic import demo_corpus
+    from ctxir.app.state import demo_corpus
     from ctxir.types import doc_text
 
     query = "where do otters live along the river bank"
@@ -149,7 +149,7 @@ def survey(pairs: int, cross, cls_lr, steps: tuple[int, ...] = (16, 32, 64)) -> 
     """Completeness error of each re-ranker at fixed step counts (no adaptation) on random demo pairs."""
     import numpy as np
 
-    from ctxir.app_logic import demo_corpus
+    from ctxir.app.state import demo_corpus
     from ctxir.data import load_queries
     from ctxir.explain import BASELINES, explain_cls_lr, explain_cross_encoder
     from ctxir.types import doc_text

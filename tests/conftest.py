@@ -8,6 +8,7 @@ import copy
 import dataclasses
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -95,7 +96,7 @@ def app_state(minilm_path):
     on the same body (untrained head) and a CLS-LR ranker fitted on a few pairs, so every re-ranker path runs."""
     import tempfile
 
-    from ctxir import app_logic as logic
+    from ctxir.app.state import AppConfig, AppModels, AppState, demo_corpus
     from ctxir.encoders import EmbeddingCache
     from ctxir.models import load_bi_encoder, load_cross_encoder, load_transformer
     from ctxir.rerank import ClsLrRanker, cls_features
@@ -107,10 +108,15 @@ def app_state(minilm_path):
     pairs = [("river otters", "Otters dig dens in the river bank."), ("savings account", "Open a savings account."),
              ("river otters", "Banks approve loans."), ("savings account", "Bats hunt moths at night.")]
     ranker = ClsLrRanker.fit(path, cls_features(body, tokenizer, pairs), [1, 1, 0, 0], device="cpu")
-    models = logic.AppModels.from_objects(bi, "all-MiniLM-L6-v2", cross_encoder=cross, cls_lr=ranker)
-    corpus = {i: d for i, d in logic.demo_corpus().items() if i.startswith(APP_TOPICS)}
+    models = AppModels.from_objects(bi, "all-MiniLM-L6-v2", cross_encoder=cross, cls_lr=ranker)
+    corpus = {i: d for i, d in demo_corpus().items() if i.startswith(APP_TOPICS)}
     cache = EmbeddingCache(tempfile.mkdtemp(prefix="ctxir-test-cache-"))
-    return logic.AppState(models, logic.AppConfig(device="cpu"), corpus, "demo-subset", cache=cache)
+    return AppState(models, AppConfig(device="cpu"), corpus, "demo-subset", cache=cache)
+
+
+def code_blocks(card_text: str, language: str = "python") -> list[str]:
+    """The fenced ``language`` code blocks of a model card, in order (its usage snippets, which the tests run)."""
+    return re.findall(rf"```{language}\n(.*?)```", card_text, flags=re.S)
 
 
 def _metrics_record(model_type: str, base: str = "sentence-transformers/all-MiniLM-L6-v2",

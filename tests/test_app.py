@@ -1,4 +1,5 @@
-"""ctxir.app_logic (what every app callback does), tested directly, plus app.py's wiring without a server.
+"""The app's views (the ctxir.app tab modules: what every app callback does), tested directly, plus app.py's
+wiring without a server.
 
 The models are the packaged all-MiniLM-L6-v2, a CrossEncoder built on the same body (untrained head) and
 a CLS-LR ranker fitted on a few pairs, so every re-ranker path runs offline. Scores of the untrained
@@ -12,7 +13,14 @@ import json
 import numpy as np
 import pytest
 
-from ctxir import app_logic as logic
+from ctxir.app.attention_tab import attention, parse_indices
+from ctxir.app.embeddings_tab import layer_similarity, model_info, sentence_similarity, token_embeddings
+from ctxir.app.pairs_tab import score_pairs
+from ctxir.app.report_tab import failure_report
+from ctxir.app.search_tab import compare_pooling, search, upload_corpus
+from ctxir.app.state import AppConfig, AppModels, AppState, CorpusIndex, demo_corpus, demo_presets
+from ctxir.app.text import md_code
+from ctxir.checks import check_int
 from ctxir.types import CtxirError
 
 
@@ -23,14 +31,14 @@ def state(app_state):
 
 @pytest.fixture(scope="module")
 def presets():
-    return logic.demo_presets()
+    return demo_presets()
 
 
 # ---------------------------------------------------------------- search
 
 
 def test_dense_search_finds_the_river_bank_passages(state):
-    result = logic.search(state, "otters playing on the river bank", first_stage="dense", k=5)
+    result = search(state, "otters playing on the river bank", first_stage="dense", k=5)
     ids = [r["doc_id"] for r in result.rows]
     assert ids[0] == "animals-01"  # "River otters dig their dens into the soft bank of a stream"
     assert [r["rank"] for r in result.rows] == [1, 2, 3, 4, 5]
@@ -43,15 +51,15 @@ def test_dense_search_finds_the_river_bank_passages(state):
 
 @pytest.mark.parametrize("first_stage", ["bm25", "hybrid"])
 def test_other_first_stages(state, first_stage):
-    result = logic.search(state, "how do banks approve a personal loan", first_stage=first_stage, k=3)
+    result = search(state, "how do banks approve a personal loan", first_stage=first_stage, k=3)
     assert result.rows and "finance-02" in [r["doc_id"] for r in result.rows]
     assert f"{first_stage}_score" in result.rows[0]
 
 
 @pytest.mark.parametrize("reranker", ["cross-encoder", "cls-lr"])
 def test_reranking_keeps_both_stages_scores_and_ranks(state, reranker):
-    first = logic.search(state, "river otters", first_stage="dense", k=8)
-    result = logic.search(state, "river otters", first_stage="dense", reranker=reranker, k=8, depth=8, mode="alone")
+    first = search(state, "river otters", first_stage="dense", k=8)
+    result = search(state, "river otters", first_stage="dense", reranker=reranker, k=8, depth=8, mode="alone")
     first_rank = {r["doc_id"]: r["rank"] for r in first.rows}
     assert {r["doc_id"] for r in result.rows} == set(first_rank)  # re-ranking 8 of 8 reorders, adds nothing
     for row in result.rows:
@@ -66,7 +74,7 @@ def test_reranking_keeps_both_stages_scores_and_ranks(state, reranker):
 
 @pytest.mark.parametrize("reranker", ["cross-encoder", "cls-lr"])
 def test_fused_mode_is_the_default_and_orders_by_rrf_of_both_ranks(state, reranker):
-    result = logic.search(state, "river otters", first_stage="dense", reranker=reranker, k=8, depth=8)
+    result = search(state, "river otters", first_stage="dense", reranker=reranker, k=8, depth=8)
     assert result.data["mode"] == "fused"
     assert result.data["fusion"] == {"method": "rrf", "weights": [1.0, 1.0], "k": 60.0,
                                      "chosen_on": "ctxir's default, not tuned"}
@@ -84,12 +92,12 @@ def test_missing_reranker_explains_how_to_provide_one(state, state_with):
     without = state_with(state, models={"rerankers": {}, "unavailable": {
         "cross-encoder": "model 'x' is not in the local cache", "cls-lr": "no CLS-LR ranker was given"}})
     with pytest.raises(CtxirError, match=r"train_cross_encoder\.py.*--cross-encoder") as err:
-        logic.search(without, "river otters", reranker="cross-encoder")
+        search(without, "river otters", reranker="cross-encoder")
     assert "'x' is not in the local cache" in str(err.value)
     with pytest.raises(CtxirError, match=r"--cls-lr"):
-        logic.search(without, "river otters", reranker="cls-lr")
-    assert logic.search(without, "river otters", reranker="none").rows  # the rest of the app still works
-    scores = logic.score_pairs(without, "river otters", ["Otters live by rivers.", "Bank loans."])
+        search(without, "river otters", reranker="cls-lr")
+    assert search(without, "river otters", reranker="none").rows  # the rest of the app still works
+    scores = score_pairs(without, "river otters", ["Otters live by rivers.", "Bank loans."])
     assert scores.rows[0]["cross_encoder_score"] is None and "cross-encoder" in scores.data["unavailable"]
 
 
@@ -108,17 +116,17 @@ def test_missing_reranker_explains_how_to_provide_one(state, state_with):
 def test_search_bad_input(state, kwargs, message):
     args = {"query": "river otters", **kwargs}
     with pytest.raises(CtxirError, match=message):
-        logic.search(state, **args)
+        search(state, **args)
 
 
 def test_compare_pooling_mean_at_last_layer_is_the_models_own_ranking(state):
-    dense = logic.search(state, "bats hunting insects at night", first_stage="dense", k=5)
-    result = logic.compare_pooling(state, "bats hunting insects at night", layer=-1, k=5)
+    dense = search(state, "bats hunting insects at night", first_stage="dense", k=5)
+    result = compare_pooling(state, "bats hunting insects at night", layer=-1, k=5)
     assert [r["mean_doc_id"] for r in result.rows] == [r["doc_id"] for r in dense.rows]
     assert result.data["layer"] == 6 and 0 <= result.data["overlap"] <= 5
     assert all(r["cls_doc_id"] for r in result.rows)
     with pytest.raises(CtxirError, match="layer must be a whole number from -1 to 6, got 9"):
-        logic.compare_pooling(state, "bats", layer=9)
+        compare_pooling(state, "bats", layer=9)
 
 
 # ---------------------------------------------------------------- upload
@@ -128,10 +136,10 @@ def test_upload_corpus_then_search_it(state, tmp_path):
     path = tmp_path / "mine.jsonl"
     path.write_text('{"id": "a", "title": "Tea", "text": "Green tea is steeped at 80 degrees."}\n'
                     '{"id": "b", "text": "A python is a large constricting snake."}\n', encoding="utf-8")
-    result = logic.upload_corpus(state, str(path))
+    result = upload_corpus(state, str(path))
     name = result.data["corpus"]
     assert name.startswith("mine-") and result.data["documents"] == 2 and name in state.corpus_names
-    hits = logic.search(state, "snake", corpus=name, first_stage="dense", k=2)
+    hits = search(state, "snake", corpus=name, first_stage="dense", k=2)
     assert hits.rows[0]["doc_id"] == "b"
 
 
@@ -149,7 +157,7 @@ def test_upload_bad_files(state, tmp_path, name, content, message):
     path.write_bytes(content)
     before = state.corpus_names
     with pytest.raises(CtxirError, match=message):
-        logic.upload_corpus(state, str(path))
+        upload_corpus(state, str(path))
     assert state.corpus_names == before
 
 
@@ -158,16 +166,16 @@ def test_upload_limits(state, state_with, tmp_path):
     path.write_text("\n".join(f"document number {i}" for i in range(6)), encoding="utf-8")
     small = state_with(state, config={"max_upload_docs": 5})
     with pytest.raises(CtxirError, match=r"big\.txt has 6 documents; this app indexes at most 5"):
-        logic.upload_corpus(small, str(path))
+        upload_corpus(small, str(path))
     with pytest.raises(CtxirError, match="no file was uploaded"):
-        logic.upload_corpus(state, None)
+        upload_corpus(state, None)
 
 
 # ---------------------------------------------------------------- pair scoring
 
 
 def test_score_pairs_three_scores_and_input_formation(state, presets):
-    result = logic.score_pairs(state, presets["pair_query"], "\n".join(presets["pair_documents"]))
+    result = score_pairs(state, presets["pair_query"], "\n".join(presets["pair_documents"]))
     rows = result.rows
     assert len(rows) == 5
     cosine_rank = {r["doc"]: r["cosine_rank"] for r in rows}
@@ -186,36 +194,36 @@ def test_score_pairs_three_scores_and_input_formation(state, presets):
 
 def test_score_pairs_bad_input(state):
     with pytest.raises(CtxirError, match="documents is empty"):
-        logic.score_pairs(state, "query", "")
+        score_pairs(state, "query", "")
     with pytest.raises(CtxirError, match="documents has 40 lines but at most 32"):
-        logic.score_pairs(state, "query", "\n".join(f"doc {i}" for i in range(40)))
+        score_pairs(state, "query", "\n".join(f"doc {i}" for i in range(40)))
     with pytest.raises(CtxirError, match="documents line 2 has 100,000 characters"):
-        logic.score_pairs(state, "query", ["fine", "y" * 100_000])
+        score_pairs(state, "query", ["fine", "y" * 100_000])
 
 
 # ---------------------------------------------------------------- token embeddings
 
 
 def test_model_info_reports_the_architecture(state):
-    result = logic.model_info(state, "bi-encoder", "The bank approved the loan.")
+    result = model_info(state, "bi-encoder", "The bank approved the loan.")
     info = result.data
     assert (info["layers"], info["hidden_size"], info["ffn_size"], info["attention_heads"]) == (6, 384, 1536, 12)
     assert info["vocab_size"] == 30522 and 22_000_000 < info["parameters"] < 23_000_000
     assert info["special_tokens"]["cls_token"] == {"token": "[CLS]", "id": 101}
     assert [r["token"] for r in result.rows] == ["[CLS]", "the", "bank", "approved", "the", "loan", ".", "[SEP]"]
     assert result.rows[0]["special"] and not result.rows[2]["special"]
-    assert logic.model_info(state, "cross-encoder").data["layers"] == 6
+    assert model_info(state, "cross-encoder").data["layers"] == 6
 
 
 def test_unknown_model_is_refused_with_the_loaded_choices(state):
     with pytest.raises(CtxirError, match=r"model 'gpt-99' is not loaded in this app: choose one of 'bi-encoder'"):
-        logic.model_info(state, "gpt-99")
+        model_info(state, "gpt-99")
     with pytest.raises(CtxirError, match="--bi-encoder"):
-        logic.attention(state, "text", model="gpt-99")
+        attention(state, "text", model="gpt-99")
 
 
 def test_token_embeddings_projects_two_layers(state, presets):
-    result = logic.token_embeddings(state, presets["bank_contexts"][:2], 0, -1, ["pca", "tsne"], "bank")
+    result = token_embeddings(state, presets["bank_contexts"][:2], 0, -1, ["pca", "tsne"], "bank")
     data = result.data
     n_tokens = len(data["tokens"])
     assert data["layers"] == [0, 6]
@@ -229,14 +237,14 @@ def test_token_embeddings_projects_two_layers(state, presets):
     assert np.all(drift <= 1.0) and np.all(drift > -1.0)
     assert set(result.figures) == {"projection", "consecutive_layers"}
     with pytest.raises(CtxirError, match="word 'zebra' is in none of the sentences"):
-        logic.token_embeddings(state, presets["bank_contexts"][:2], 0, 6, ["pca"], "zebra")
+        token_embeddings(state, presets["bank_contexts"][:2], 0, 6, ["pca"], "zebra")
     with pytest.raises(CtxirError, match="layer B must be a whole number from -1 to 6, got 7"):
-        logic.token_embeddings(state, presets["bank_contexts"][:2], 0, 7, ["pca"])
+        token_embeddings(state, presets["bank_contexts"][:2], 0, 7, ["pca"])
 
 
 def test_bank_senses_drift_apart_in_the_middle_layers(state, presets):
     river, money = presets["bank_contexts"][0], presets["bank_contexts"][1]  # river bank vs salary at the bank
-    result = logic.layer_similarity(state, [river, money], "bank")
+    result = layer_similarity(state, [river, money], "bank")
     curve = result.data["word_cosine"]["1 vs 2"]
     assert len(curve) == 7
     # Layer 0 holds the same token embedding (+ position): near-identical. Context pulls the senses apart.
@@ -244,29 +252,29 @@ def test_bank_senses_drift_apart_in_the_middle_layers(state, presets):
     assert min(curve[2:5]) < curve[0] - 0.05
     assert set(result.data["sentence_cosine"]) == {"1 vs 2"}
     with pytest.raises(CtxirError, match=r"word 'bank' is not in sentence 2 \('The cat slept.'\)"):
-        logic.layer_similarity(state, [river, "The cat slept."], "bank")
+        layer_similarity(state, [river, "The cat slept."], "bank")
     with pytest.raises(CtxirError, match="at least 2 non-empty line"):
-        logic.layer_similarity(state, river, "bank")
+        layer_similarity(state, river, "bank")
 
 
 def test_sentence_similarity_prefers_paraphrases(state, presets):
     sentences = presets["similarity_sentences"]
-    result = logic.sentence_similarity(state, sentences, layer=-1, pooling="mean")
+    result = sentence_similarity(state, sentences, layer=-1, pooling="mean")
     sim = np.asarray(result.data["similarity"])
     np.testing.assert_allclose(np.diag(sim), 1.0, atol=1e-3)
     np.testing.assert_allclose(sim, sim.T, atol=1e-3)
     cat, kitten, central_bank = 5, 6, 0
     assert sim[cat, kitten] > sim[cat, central_bank] + 0.2
     with pytest.raises(CtxirError, match="pooling 'sum' is not known"):
-        logic.sentence_similarity(state, sentences, pooling="sum")
+        sentence_similarity(state, sentences, pooling="sum")
 
 
 # ---------------------------------------------------------------- attention
 
 
 def test_attention_view_pair_heatmap_and_summary(state):
-    result = logic.attention(state, "I sat on the bank of the river.", "She deposited money at the bank.",
-                             view="head", layers="0-1", heads=[0, 3], heatmap_layer=2, heatmap_head=5)
+    result = attention(state, "I sat on the bank of the river.", "She deposited money at the bank.",
+                       view="head", layers="0-1", heads=[0, 3], heatmap_layer=2, heatmap_head=5)
     data = result.data
     assert data["tokens"][0] == "[CLS]" and data["sentence_b_start"] == data["tokens"].index("[SEP]") + 1
     assert data["layers"] == [0, 1] and data["heads"] == [0, 3]
@@ -276,45 +284,45 @@ def test_attention_view_pair_heatmap_and_summary(state):
     assert len(data["head_summary"]) == 6 * 12
     assert "cdnjs" not in result.html and "window.requirejs" in result.html
     assert data["html_bytes"] == len(result.html.encode())
-    model = logic.attention(state, "The bank approved the loan.", view="model")
+    model = attention(state, "The bank approved the loan.", view="model")
     assert model.data["sentence_b_start"] is None and "include_heads" in model.html
 
 
 def test_attention_limits(state):
     long_text = " ".join(["bank"] * 300)
     with pytest.raises(CtxirError, match=r"302 tokens but this view accepts at most 256"):
-        logic.attention(state, long_text)
+        attention(state, long_text)
     medium = " ".join(["bank"] * 150)  # 152 tokens: all 6 layers × 12 heads is too much to send
     with pytest.raises(CtxirError, match=r"choose at most 4 layer\(s\)"):
-        logic.attention(state, medium)
-    assert logic.attention(state, medium, layers=[5], heads=[0, 1]).data["layers"] == [5]
+        attention(state, medium)
+    assert attention(state, medium, layers=[5], heads=[0, 1]).data["layers"] == [5]
     with pytest.raises(CtxirError, match=r"text has 100,000 characters but at most 5,000"):
-        logic.attention(state, "z" * 100_000)
+        attention(state, "z" * 100_000)
     with pytest.raises(CtxirError, match="layer 9 does not exist"):
-        logic.attention(state, "short text", layers="9")
+        attention(state, "short text", layers="9")
     with pytest.raises(CtxirError, match=r"layers 'a,b' is not a list of numbers"):
-        logic.attention(state, "short text", layers="a,b")
+        attention(state, "short text", layers="a,b")
     with pytest.raises(CtxirError, match="heatmap head must be a whole number from 0 to 11, got 12"):
-        logic.attention(state, "short text", heatmap_head=12)
+        attention(state, "short text", heatmap_head=12)
 
 
 def test_parse_indices_and_check_int():
-    assert logic.parse_indices("0-2, 5", "layers") == [0, 1, 2, 5]
-    assert logic.parse_indices([3, 1, 3], "heads") == [1, 3]
-    assert logic.parse_indices("", "heads") == [] and logic.parse_indices(None, "heads") == []
-    assert logic.check_int(3.0, "k", 1, 5) == 3 and logic.check_int("4", "k", 1, 5) == 4
+    assert parse_indices("0-2, 5", "layers") == [0, 1, 2, 5]
+    assert parse_indices([3, 1, 3], "heads") == [1, 3]
+    assert parse_indices("", "heads") == [] and parse_indices(None, "heads") == []
+    assert check_int(3.0, "k", 1, 5) == 3 and check_int("4", "k", 1, 5) == 4
     for bad in (True, 2.5, "x", None):
         with pytest.raises(CtxirError, match="k must be a whole number"):
-            logic.check_int(bad, "k", 1, 5)
+            check_int(bad, "k", 1, 5)
 
 
 # ---------------------------------------------------------------- startup and app wiring
 
 
 def test_app_starts_without_rerankers_that_cannot_be_loaded(minilm_path, tmp_path, caplog):
-    config = logic.AppConfig(bi_encoder=str(minilm_path), cross_encoder=str(tmp_path / "no-such-ce"),
-                             cls_lr=str(tmp_path), device="cpu")
-    models = logic.AppModels.load(config)
+    config = AppConfig(bi_encoder=str(minilm_path), cross_encoder=str(tmp_path / "no-such-ce"),
+                       cls_lr=str(tmp_path), device="cpu")
+    models = AppModels.load(config)
     assert models.cross_encoder is None and "does not exist" in models.cross_encoder_error
     assert models.cls_lr is None and "is not a CLS-LR ranker folder" in models.cls_lr_error
     assert "cross-encoder re-ranker unavailable, the app starts without it" in caplog.text
@@ -393,18 +401,18 @@ def test_startup_corpus_indexed_in_the_background_refuses_searches_until_ready(s
     monkeypatch.setattr(state_module.CorpusIndex, "_encode_in_steps", slow_encoding)
     corpus = {"d1": {"title": "Otters", "text": "Otters dig dens in the river bank."},
               "d2": {"title": "Loans", "text": "The bank approved the loan."}}
-    background = logic.AppState(state.models, logic.AppConfig(device="cpu"), corpus, "big", cache=None,
-                                background=True)
+    background = AppState(state.models, AppConfig(device="cpu"), corpus, "big", cache=None,
+                          background=True)
     assert entered.wait(30)
     assert not background.ready and background.corpus_names == ["big"]  # listed while indexing
     line = background.indexing.text()
     assert "'big'" in line and "2 documents" in line and "100 of 250" in line and "40%" in line
     with pytest.raises(CtxirError, match=r"corpus 'big' is still being indexed \(encoding documents: 100 of 250"):
-        logic.search(background, "otters", "big")
+        search(background, "otters", "big")
     gate.set()
     assert background.wait_ready(60)
     assert background.indexing.text() == ""
-    assert logic.search(background, "otters", "big", k=1).rows[0]["doc_id"] == "d1"
+    assert search(background, "otters", "big", k=1).rows[0]["doc_id"] == "d1"
 
 
 def test_a_failed_background_index_is_reported_not_raised(state, monkeypatch):
@@ -414,12 +422,12 @@ def test_a_failed_background_index_is_reported_not_raised(state, monkeypatch):
         raise CtxirError("disk full while writing the embedding cache")
 
     monkeypatch.setattr(state_module.CorpusIndex, "_encode_in_steps", broken)
-    failed = logic.AppState(state.models, logic.AppConfig(device="cpu"), {"d1": {"title": "", "text": "x"}}, "big",
-                            cache=None, background=True)
+    failed = AppState(state.models, AppConfig(device="cpu"), {"d1": {"title": "", "text": "x"}}, "big",
+                      cache=None, background=True)
     assert not failed.wait_ready(30)
     assert "Indexing corpus 'big' failed: disk full" in failed.indexing.text()
     with pytest.raises(CtxirError, match=r"corpus 'big' could not be indexed \(disk full"):
-        logic.search(failed, "x")
+        search(failed, "x")
 
 
 def test_first_start_encodes_in_reported_steps_into_the_cache(state, tmp_path, monkeypatch):
@@ -428,10 +436,10 @@ def test_first_start_encodes_in_reported_steps_into_the_cache(state, tmp_path, m
     from ctxir.types import doc_text
 
     monkeypatch.setattr(state_module, "ENCODE_CHUNK", 10)
-    corpus = dict(list(logic.demo_corpus().items())[:25])
+    corpus = dict(list(demo_corpus().items())[:25])
     cache = EmbeddingCache(tmp_path)
     steps = []
-    index = logic.CorpusIndex("c", corpus, state.models.bi_encoder, "", lambda f, m: steps.append((f, m)), cache)
+    index = CorpusIndex("c", corpus, state.models.bi_encoder, "", lambda f, m: steps.append((f, m)), cache)
     encoding = [(f, m) for f, m in steps if m.startswith("encoding documents")]
     assert [m.split(":")[1].split(" done")[0].strip() for _, m in encoding] == ["0 of 25", "10 of 25", "20 of 25"]
     assert [f for f, _ in encoding] == sorted(f for f, _ in encoding) and steps[-1] == (1.0, "ready")
@@ -441,7 +449,7 @@ def test_first_start_encodes_in_reported_steps_into_the_cache(state, tmp_path, m
     np.testing.assert_allclose(cache.get(encoder.cache_key(texts)), encoder.encode(texts), atol=1e-5)
     np.testing.assert_allclose(index.dense.embeddings, cache.get(encoder.cache_key(texts)))
     steps.clear()
-    logic.CorpusIndex("c", corpus, state.models.bi_encoder, "", lambda f, m: steps.append((f, m)), cache)
+    CorpusIndex("c", corpus, state.models.bi_encoder, "", lambda f, m: steps.append((f, m)), cache)
     assert any("read from the cache" in m for _, m in steps) and not any("encoding documents" in m for _, m in steps)
 
 
@@ -451,14 +459,14 @@ def test_first_start_encodes_in_reported_steps_into_the_cache(state, tmp_path, m
 def test_results_table_shows_no_empty_or_repeated_columns(state):
     from ctxir.app.search_tab import column_widths, pooling_table, results_table
 
-    plain = logic.search(state, "otters playing on the river bank", first_stage="bm25", k=3)
+    plain = search(state, "otters playing on the river bank", first_stage="bm25", k=3)
     assert list(results_table(plain.rows, "bm25")[0]) == ["rank", "doc_id", "bm25_score", "title", "text"]
-    fused = logic.search(state, "otters playing on the river bank", first_stage="dense", reranker="cls-lr", k=3)
+    fused = search(state, "otters playing on the river bank", first_stage="dense", reranker="cls-lr", k=3)
     assert list(results_table(fused.rows, "dense")[0]) == [
         "rank", "doc_id", "fused_score", "rerank_score", "rerank_rank", "rank_change", "dense_score", "dense_rank",
         "title", "text"]  # fused: the re-ranker's own rank is not the final one, so it is shown
-    reranked = logic.search(state, "otters playing on the river bank", first_stage="dense", reranker="cls-lr", k=3,
-                            mode="alone")
+    reranked = search(state, "otters playing on the river bank", first_stage="dense", reranker="cls-lr", k=3,
+                      mode="alone")
     shown = results_table(reranked.rows, "dense")
     assert list(shown[0]) == ["rank", "doc_id", "rerank_score", "rank_change", "dense_score", "dense_rank", "title",
                               "text"]
@@ -468,7 +476,7 @@ def test_results_table_shows_no_empty_or_repeated_columns(state):
     assert widths[:3] == ["60px", "120px", "132px"]  # rerank_score: 12 characters of bold monospace
     rest = 1180 - sum(int(w[:-2]) for w in widths[:-1])
     assert widths[-1] == f"{max(340, rest)}px"  # the text column takes the rest, never under 340 px
-    pooled = logic.compare_pooling(state, "bats hunting insects at night", layer=-1, k=2)
+    pooled = compare_pooling(state, "bats hunting insects at night", layer=-1, k=2)
     cells = pooling_table(pooled.rows)
     assert list(cells[0]) == ["rank", "mean pooling", "CLS pooling"]
     first = pooled.rows[0]
@@ -506,7 +514,7 @@ def test_failure_report_shows_a_saved_report_sandboxed(state, report_files):
     from ctxir.app.report_tab import sandboxed
 
     _, report_json, _ = report_files
-    r = logic.failure_report(state, report_json)
+    r = failure_report(state, report_json)
     assert r.data["kind"] == "report" and [c["qid"] for c in r.data["cases"]] == ["q1", "q2"]
     assert "**2 worst queries**" in r.text and "bm25" in r.text
     assert "where do &lt;b&gt;otters&lt;/b&gt; live" in r.html and "<b>otters</b>" not in r.html  # escaped
@@ -527,9 +535,9 @@ def test_a_hand_edited_report_builds_no_element_of_its_own(state, report_files, 
     raw["meta"]["system"] = hostile
     edited = tmp_path / "edited.json"
     edited.write_text(json.dumps(raw))
-    r = logic.failure_report(state, edited)
+    r = failure_report(state, edited)
     assert "<img" not in r.html and r.html.count("&lt;img src=x onerror=&quot;alert(1)&quot;&gt;") >= 3
-    assert logic.md_code(hostile) in r.text  # the summary shows the system's name as code: text, not markup
+    assert md_code(hostile) in r.text  # the summary shows the system's name as code: text, not markup
     frame = sandboxed(r.html)
     assert frame.count("<") == 2 and 'sandbox=""' in frame  # <iframe …></iframe>: nothing else is an element
 
@@ -538,18 +546,18 @@ def test_failure_report_from_a_results_json_needs_the_apps_own_beir_corpus(state
     import types
 
     folder, _, results = report_files
-    served = types.SimpleNamespace(config=logic.AppConfig(corpus=str(folder)), default_corpus="tinybeir")
-    r = logic.failure_report(served, results, worst=1)
+    served = types.SimpleNamespace(config=AppConfig(corpus=str(folder)), default_corpus="tinybeir")
+    r = failure_report(served, results, worst=1)
     assert r.data["kind"] == "results" and [c["qid"] for c in r.data["cases"]] == ["q1"]  # nDCG 0.63 < 1.0
     assert "without model explanations" in r.text and "python -m ctxir.report results.json" in r.text
     with pytest.raises(CtxirError, match=r"results.json is a results JSON: .* started on 'demo-subset', which has "
                                          r"no qrels\. Start the app with `--corpus .*tinybeir`"):
-        logic.failure_report(state, results)
-    other = types.SimpleNamespace(config=logic.AppConfig(corpus=str(folder.parent / "scifact")),
+        failure_report(state, results)
+    other = types.SimpleNamespace(config=AppConfig(corpus=str(folder.parent / "scifact")),
                                   default_corpus="scifact")
     (folder.parent / "scifact" / "qrels").mkdir(parents=True)
     with pytest.raises(CtxirError, match=r"was made on '.*tinybeir' but this app serves '.*scifact'"):
-        logic.failure_report(other, results)
+        failure_report(other, results)
 
 
 @pytest.mark.parametrize(("content", "message"), [
@@ -569,7 +577,7 @@ def test_failure_report_bad_files(state, tmp_path, content, message):
         path = tmp_path / "bad.json"
         path.write_text(content)
     with pytest.raises(CtxirError, match=message):
-        logic.failure_report(state, path)
+        failure_report(state, path)
 
 
 def test_no_table_shows_placeholder_headers_before_its_first_answer(state):

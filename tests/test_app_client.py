@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ctxir import app_logic as logic
+from ctxir.app.state import demo_presets
 
 pytestmark = pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning")
 
@@ -86,7 +86,7 @@ def test_upload_corpus_endpoint_then_search_it(served, tmp_path):
 
 def test_score_pairs_endpoint(served):
     client, _ = served
-    presets = logic.demo_presets()
+    presets = demo_presets()
     _table, png, formation, tokens, data = client.predict(presets["pair_query"],
                                                           "\n".join(presets["pair_documents"]), api_name="/score_pairs")
     assert Path(png).read_bytes()[:4] == b"\x89PNG"

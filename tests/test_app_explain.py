@@ -15,7 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ctxir import app_logic as logic
+from ctxir.app.explain_tab import explain_pair, explain_result, words
+from ctxir.app.pairs_tab import score_pairs
+from ctxir.app.search_tab import search, what_moved
 from ctxir.types import CtxirError, doc_text
 
 pytestmark = pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning")
@@ -26,7 +28,7 @@ DOCUMENT = "River otters dig their dens into the soft bank of a stream."
 
 @pytest.fixture(scope="module")
 def explained(app_state):
-    return logic.explain_pair(app_state, QUERY, DOCUMENT)
+    return explain_pair(app_state, QUERY, DOCUMENT)
 
 
 # ---------------------------------------------------------------- /explain's answer
@@ -41,7 +43,7 @@ def test_explain_json_holds_the_issue_keys_and_adds_up(app_state, explained):
     assert bi["query_tokens"][0] == "[CLS]" and "otter" in bi["query_tokens"]
     assert pairs.sum() == pytest.approx(bi["cosine"], abs=1e-4)
     # the cosine is the one the pair-scoring view shows for the same pair
-    scored = logic.score_pairs(app_state, QUERY, [DOCUMENT]).rows[0]
+    scored = score_pairs(app_state, QUERY, [DOCUMENT]).rows[0]
     assert bi["cosine"] == pytest.approx(scored["bi_encoder_cosine"], abs=1e-4)
     ce = data["cross_encoder"]
     assert ce["model_kind"] == "cross-encoder"
@@ -70,7 +72,7 @@ def test_explanation_display_text_colours_and_figures(explained):
     ("bi-encoder", None, {"bi_encoder"}),
 ])
 def test_explain_with_a_chosen_model(app_state, model, kind, keys):
-    data = logic.explain_pair(app_state, QUERY, DOCUMENT, model).data
+    data = explain_pair(app_state, QUERY, DOCUMENT, model).data
     assert keys <= set(data) and ("cross_encoder" in data) == (kind is not None)
     if kind == "cls-lr":
         logit = float(app_state.models.cls_lr.score_pairs(QUERY, [DOCUMENT])[0])
@@ -81,11 +83,11 @@ def test_explain_with_a_chosen_model(app_state, model, kind, keys):
 def test_explain_without_rerankers(app_state, state_with):
     bare = state_with(app_state, models={"rerankers": {}, "unavailable": {
         "cross-encoder": "no cross-encoder was given", "cls-lr": "no CLS-LR ranker was given"}})
-    result = logic.explain_pair(bare, QUERY, DOCUMENT, "auto")
+    result = explain_pair(bare, QUERY, DOCUMENT, "auto")
     assert "cross_encoder" not in result.data and "No re-ranker is loaded" in result.text
     assert "reranker" not in result.highlights and "reranker" not in result.plots
     with pytest.raises(CtxirError, match=r"cross-encoder re-ranker is not available.*--cross-encoder"):
-        logic.explain_pair(bare, QUERY, DOCUMENT, "cross-encoder")
+        explain_pair(bare, QUERY, DOCUMENT, "cross-encoder")
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
@@ -97,35 +99,35 @@ def test_explain_without_rerankers(app_state, state_with):
 def test_explain_bad_input(app_state, kwargs, message):
     args = {"query": QUERY, "document": DOCUMENT, **kwargs}
     with pytest.raises(CtxirError, match=message):
-        logic.explain_pair(app_state, **args)
+        explain_pair(app_state, **args)
 
 
 def test_words_join_pieces_and_drop_specials():
     tokens = ["[CLS]", "river", "otter", "##s", "[SEP]", "den", "##s", "[SEP]"]
-    assert logic.words(tokens, [0, 0.1, 0.2, 0.05, 0, 0.3, -0.1, 0], start=5) == [("dens", pytest.approx(0.2))]
-    assert [w for w, _ in logic.words(tokens, [0.0] * 8)] == ["river", "otters", "dens"]
+    assert words(tokens, [0, 0.1, 0.2, 0.05, 0, 0.3, -0.1, 0], start=5) == [("dens", pytest.approx(0.2))]
+    assert [w for w, _ in words(tokens, [0.0] * 8)] == ["river", "otters", "dens"]
 
 
 # ---------------------------------------------------------------- Explain on a search result, what moved
 
 
 def test_explain_a_search_result_matches_its_dense_score(app_state):
-    hit = logic.search(app_state, QUERY, first_stage="dense", k=3).rows[1]
-    result = logic.explain_result(app_state, QUERY, None, hit["doc_id"], "bi-encoder")
+    hit = search(app_state, QUERY, first_stage="dense", k=3).rows[1]
+    result = explain_result(app_state, QUERY, None, hit["doc_id"], "bi-encoder")
     assert result.data["doc_id"] == hit["doc_id"] and result.data["corpus"] == "demo-subset"
     assert result.data["document"] == doc_text(app_state.index(None).corpus[hit["doc_id"]])  # title + text
     assert result.data["bi_encoder"]["cosine"] == pytest.approx(hit["dense_score"], abs=1e-3)
     with pytest.raises(CtxirError, match="document 'nope' is not in corpus 'demo-subset'"):
-        logic.explain_result(app_state, QUERY, None, "nope")
+        explain_result(app_state, QUERY, None, "nope")
     with pytest.raises(CtxirError, match="document id is empty: pick a search result"):
-        logic.explain_result(app_state, QUERY, None, "")
+        explain_result(app_state, QUERY, None, "")
 
 
 def test_what_moved_lists_the_biggest_moves_with_their_words(app_state):
-    result = logic.what_moved(app_state, QUERY, None, "dense", "cross-encoder", k=5, depth=10, n=2)
+    result = what_moved(app_state, QUERY, None, "dense", "cross-encoder", k=5, depth=10, n=2)
     data = result.data
     assert data["candidates"] == 10 and 1 <= len(result.rows) <= 2
-    full = logic.search(app_state, QUERY, None, "dense", "cross-encoder", k=10, depth=10).rows
+    full = search(app_state, QUERY, None, "dense", "cross-encoder", k=10, depth=10).rows
     biggest = max(abs(r["rank_change"]) for r in full)
     assert abs(data["movers"][0]["rank_change"]) == biggest  # the largest move comes first
     assert data["moved"] == sum(1 for r in full if r["rank_change"])
@@ -143,9 +145,9 @@ def test_what_moved_lists_the_biggest_moves_with_their_words(app_state):
 
 def test_what_moved_needs_a_reranker(app_state):
     with pytest.raises(CtxirError, match="choose re-ranker 'cross-encoder' or 'cls-lr'"):
-        logic.what_moved(app_state, QUERY, reranker="none")
+        what_moved(app_state, QUERY, reranker="none")
     with pytest.raises(CtxirError, match="documents to explain must be a whole number from 1 to 5, got 9"):
-        logic.what_moved(app_state, QUERY, reranker="cls-lr", n=9)
+        what_moved(app_state, QUERY, reranker="cls-lr", n=9)
 
 
 # ---------------------------------------------------------------- over HTTP

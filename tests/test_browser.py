@@ -16,9 +16,9 @@ pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore::pandas.er
 @pytest.fixture(scope="module")
 def app_url(app_state, serve):
     import app
-    from ctxir import app_logic as logic
+    from ctxir.app.state import demo_queries
 
-    examples, app_state.examples = app_state.examples, logic.demo_queries()[:8]  # as on the demo corpus
+    examples, app_state.examples = app_state.examples, demo_queries()[:8]  # as on the demo corpus
     try:
         demo = app.build_demo(app_state)
     finally:
@@ -400,8 +400,8 @@ def test_the_page_is_served_while_the_startup_corpus_is_indexed(offline_page, ap
     import threading
 
     import app
-    from ctxir import app_logic as logic
     from ctxir.app import state as state_module
+    from ctxir.app.state import AppConfig, AppState, demo_corpus
 
     gate = threading.Event()
 
@@ -410,9 +410,9 @@ def test_the_page_is_served_while_the_startup_corpus_is_indexed(offline_page, ap
         gate.wait(120)
 
     monkeypatch.setattr(state_module.CorpusIndex, "_encode_in_steps", slow)
-    corpus = {i: d for i, d in logic.demo_corpus().items() if i.startswith("animals-")}
-    state = logic.AppState(app_state.models, logic.AppConfig(device="cpu"), corpus, "big", cache=None,
-                           background=True)
+    corpus = {i: d for i, d in demo_corpus().items() if i.startswith("animals-")}
+    state = AppState(app_state.models, AppConfig(device="cpu"), corpus, "big", cache=None,
+                     background=True)
     demo = app.build_demo(state)
     page = offline_page("laptop")
     try:

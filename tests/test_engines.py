@@ -21,7 +21,7 @@ from ctxir.engines import (
     encode_sharded,
     encoder_fingerprint,
     engine_of,
-    load_sharded,
+    iter_shards,
     read_manifest,
     shard_plan,
 )
@@ -40,6 +40,12 @@ needs_ray = pytest.mark.skipif(not HAS_RAY, reason="ray not installed (pip insta
 
 WORDS = ["river", "bank", "money", "deposit", "otters", "play", "python", "snake", "code", "water", "account",
          "salary", "cat", "dog", "sun", "moon", "tea", "coffee", "music", "song", "sat", "the", "of", "and"]
+
+
+def _load_sharded(folder) -> tuple[list[str], np.ndarray]:
+    """Every id and vector of a sharded encoding, in corpus order."""
+    shards = list(iter_shards(folder))
+    return [i for ids, _ in shards for i in ids], np.concatenate([vectors for _, vectors in shards])
 
 
 def synthetic_corpus(n: int, seed: int = 0) -> dict:
@@ -204,8 +210,8 @@ def test_encode_sharded_1_vs_2_workers_identical_and_resumable(ray_session, tmp_
     two = encode_sharded(corpus, str(tiny_bert_dir), tmp_path / "w2", num_workers=2, batch_size=16, shard_size=30,
                          show_progress=False)
     assert one.encoded == two.encoded == [0, 1, 2, 3, 4] and one.skipped == [] and len(two.workers) <= 2
-    ids1, vectors1 = load_sharded(tmp_path / "w1")
-    ids2, vectors2 = load_sharded(tmp_path / "w2")
+    ids1, vectors1 = _load_sharded(tmp_path / "w1")
+    ids2, vectors2 = _load_sharded(tmp_path / "w2")
     assert ids1 == ids2 == list(corpus) and vectors1.shape == (130, 32) and vectors1.dtype == np.float32
     np.testing.assert_allclose(vectors1, vectors2, atol=1e-5)
     local = BiEncoder(tiny_st, device="cpu", cache=None)
@@ -228,7 +234,7 @@ def test_encode_sharded_1_vs_2_workers_identical_and_resumable(ray_session, tmp_
     fixed = encode_sharded(changed, str(tiny_bert_dir), tmp_path / "w1", num_workers=1, batch_size=16,
                            shard_size=30, show_progress=False)
     assert fixed.encoded == [1, 4] and fixed.skipped == [0, 2, 3]
-    ids3, vectors3 = load_sharded(tmp_path / "w1")
+    ids3, vectors3 = _load_sharded(tmp_path / "w1")
     assert ids3 == list(changed)
     np.testing.assert_allclose(vectors3[:120], vectors1[:120], atol=1e-5)
     np.testing.assert_allclose(vectors3, local.encode_corpus(changed)[1], atol=1e-5)

@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ctxir.cards import code_blocks
 from ctxir.files import is_pickle_file
 from ctxir.hub import (
     PublishError,
@@ -23,6 +22,7 @@ from ctxir.hub import (
     validate,
 )
 from ctxir.types import CtxirError
+from tests.conftest import code_blocks
 
 TEXTS = ["the river bank", "money in the bank account", "otters play on the river"]
 

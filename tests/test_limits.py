@@ -13,8 +13,8 @@ import time
 import httpx
 import pytest
 
-from ctxir import app_logic as logic
 from ctxir.app.limits import BUSY_CLIENT, MODEL_VIEWS, SLOW_VIEWS, QueueLimits, apply_limits, group_of
+from ctxir.app.state import AppConfig, AppModels, AppState
 from ctxir.types import CtxirError
 
 pytestmark = pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning")
@@ -24,9 +24,9 @@ pytestmark = pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning")
 def demo(_tiny_st):
     import app
 
-    models = logic.AppModels.from_objects(_tiny_st, "tiny-bert")
-    state = logic.AppState(models, logic.AppConfig(device="cpu"), {"p1": {"title": "", "text": "the river bank"}},
-                           "public", cache=None)
+    models = AppModels.from_objects(_tiny_st, "tiny-bert")
+    state = AppState(models, AppConfig(device="cpu"), {"p1": {"title": "", "text": "the river bank"}},
+                     "public", cache=None)
     return app.build_demo(state)
 
 

@@ -104,3 +104,10 @@ def test_no_import_cycles_between_ctxir_modules(tmp_path):
     (pkg / "c.py").write_text("import pkg.a\n\ndef late():\n    from pkg import d\n")
     (pkg / "d.py").write_text("from pkg import c\n")
     assert import_cycles(pkg) == [["pkg.a", "pkg.sub.b", "pkg.c"]]
+
+
+def test_the_app_package_docstring_lists_every_module():
+    import ctxir.app
+
+    listed = set(re.findall(r"^    (\w+)\.py ", ctxir.app.__doc__, flags=re.M))
+    assert listed == {p.stem for p in (ROOT / "ctxir/app").glob("*.py")} - {"__init__"}

@@ -15,8 +15,11 @@ import numpy as np
 import pytest
 import torch
 
-from ctxir import app_logic as logic
 from ctxir import models
+from ctxir.app.explain_tab import explain_pair
+from ctxir.app.pairs_tab import score_pairs
+from ctxir.app.search_tab import search, what_moved
+from ctxir.app.state import AppConfig, AppModels, AppState
 from ctxir.pipeline import StageFusion
 from ctxir.rerank import Reranker
 from ctxir.rerankers import (
@@ -168,8 +171,8 @@ def _radios(demo, label: str) -> list:
 @pytest.fixture(scope="module")
 def modular_state(_tiny_st, modular):
     """An app with the modular cross-encoder and no CLS-LR ranker."""
-    found = logic.AppModels.from_objects(_tiny_st, "tiny-bert", cross_encoder=modular)
-    return logic.AppState(found, logic.AppConfig(device="cpu"), CORPUS, "toy", cache=None)
+    found = AppModels.from_objects(_tiny_st, "tiny-bert", cross_encoder=modular)
+    return AppState(found, AppConfig(device="cpu"), CORPUS, "toy", cache=None)
 
 
 def test_a_kind_that_is_not_loaded_is_offered_nowhere_and_says_why(modular_state):
@@ -196,15 +199,15 @@ def test_a_kind_that_is_not_loaded_is_offered_nowhere_and_says_why(modular_state
         reranker.preprocess("colbert")
     [mode] = _radios(demo, "Re-rank mode")
     assert mode.value == "fused" and [value for _, value in mode.choices] == ["fused", "alone"]
-    scored = logic.score_pairs(modular_state, QUERY, [CORPUS["d1"]["text"], CORPUS["d2"]["text"]])
+    scored = score_pairs(modular_state, QUERY, [CORPUS["d1"]["text"], CORPUS["d2"]["text"]])
     assert scored.data["unavailable"] == {"cls-lr": "no CLS-LR re-ranker was given"}
     assert [r["cls_lr_probability"] for r in scored.rows] == [None, None]  # the API keeps the column, empty
     assert all(isinstance(r["cross_encoder_score"], float) for r in scored.rows)
 
 
 def test_search_modes_and_what_moved_with_a_modular_cross_encoder(modular_state, modular):
-    alone = logic.search(modular_state, QUERY, None, "bm25", "cross-encoder", k=5, depth=5, mode="alone")
-    fused = logic.search(modular_state, QUERY, None, "bm25", "cross-encoder", k=5, depth=5)
+    alone = search(modular_state, QUERY, None, "bm25", "cross-encoder", k=5, depth=5, mode="alone")
+    fused = search(modular_state, QUERY, None, "bm25", "cross-encoder", k=5, depth=5)
     own = {r["doc_id"]: r["rerank_score"] for r in alone.rows}
     assert [r["doc_id"] for r in alone.rows] == sorted(own, key=lambda d: -own[d])
     # the folder's fusion.json: 0.5 · min–max(BM25) + 1.0 · min–max(re-ranker), by hand from the rows
@@ -220,7 +223,7 @@ def test_search_modes_and_what_moved_with_a_modular_cross_encoder(modular_state,
     for row in fused.rows:
         assert row["fused_score"] == pytest.approx(expected[row["doc_id"]], abs=1e-3)
     assert [r["doc_id"] for r in fused.rows] == sorted(expected, key=lambda d: (-expected[d], d))
-    moved = logic.what_moved(modular_state, QUERY, None, "bm25", "cross-encoder", k=5, depth=5, n=2, mode="alone")
+    moved = what_moved(modular_state, QUERY, None, "bm25", "cross-encoder", k=5, depth=5, n=2, mode="alone")
     assert moved.data["mode"] == "alone" and 1 <= len(moved.rows) <= 2
     for mover in moved.data["movers"]:
         explained = mover["explanation"]
@@ -232,9 +235,9 @@ def test_search_modes_and_what_moved_with_a_modular_cross_encoder(modular_state,
 def test_the_app_loads_a_modular_cross_encoder_folder_offline(modular_dir, tiny_bert_dir, caplog):
     """As the app will load the shipped one: by folder, its body's trained top layers in the attention views, its
     fusion.json in the fused mode; a kind whose model is not here is reported, not downloaded."""
-    config = logic.AppConfig(bi_encoder=str(tiny_bert_dir), cross_encoder=str(modular_dir),
-                             cls_lr="someone/not-cached-cls-lr", device="cpu")
-    found = logic.AppModels.load(config)
+    config = AppConfig(bi_encoder=str(tiny_bert_dir), cross_encoder=str(modular_dir),
+                       cls_lr="someone/not-cached-cls-lr", device="cpu")
+    found = AppModels.load(config)
     assert found.loaded == ["cross-encoder"] and "nor in the local Hugging Face cache" in found.why_not("cls-lr")
     assert "CLS-LR re-ranker unavailable, the app starts without it" in caplog.text
     ce = found.rerankers["cross-encoder"]
@@ -247,8 +250,8 @@ def test_the_app_loads_a_modular_cross_encoder_folder_offline(modular_dir, tiny_
     top = "encoder.layer.1.attention.self.query.weight"
     assert not torch.allclose(body.state_dict()[top], base.state_dict()[top])
     assert torch.allclose(body.state_dict()[top].float(), ce.model[0].auto_model.state_dict()[top].float(), atol=1e-3)
-    state = logic.AppState(found, config, CORPUS, "toy", cache=None)
-    assert logic.search(state, QUERY, None, "bm25", "cross-encoder", k=3, depth=5).data["fusion"]["method"] == \
+    state = AppState(found, config, CORPUS, "toy", cache=None)
+    assert search(state, QUERY, None, "bm25", "cross-encoder", k=3, depth=5).data["fusion"]["method"] == \
         "weighted"
 
 
@@ -335,20 +338,20 @@ def test_one_entry_adds_a_kind_to_the_app(overlap_kind, _tiny_st, monkeypatch):
     (args,) = HfArgumentParser(app.app_args_class()).parse_args_into_dataclasses(args=[])
     assert args.overlap == "words-folder" and app.config_from_args(args).reranker_model("overlap") == "words-folder"
     # offered in the app once loaded: search, explanations, pair scoring, status line
-    found = logic.AppModels.from_objects(_tiny_st, "tiny-bert", rerankers={"overlap": WordOverlap()})
-    state = logic.AppState(found, logic.AppConfig(device="cpu"), CORPUS, "toy", cache=None)
+    found = AppModels.from_objects(_tiny_st, "tiny-bert", rerankers={"overlap": WordOverlap()})
+    state = AppState(found, AppConfig(device="cpu"), CORPUS, "toy", cache=None)
     assert "word overlap ✓" in status_line(state) and "overlap" in explain_models()
     demo = build_demo(state)
     [reranker] = _radios(demo, "Re-ranker")
     assert [value for _, value in reranker.choices] == ["none", "overlap"]
     assert all([v for _, v in r.choices] == ["auto", "bi-encoder", "overlap"] for r in _radios(demo, "Explain with"))
-    scored = logic.score_pairs(state, QUERY, [CORPUS["d1"]["text"], CORPUS["d2"]["text"]])
+    scored = score_pairs(state, QUERY, [CORPUS["d1"]["text"], CORPUS["d2"]["text"]])
     assert [r["overlap_score"] for r in scored.rows] == [4.0, 2.0]  # otters play the river / the bank
     assert [r["overlap_rank"] for r in scored.rows] == [1, 2] and shown_names()["overlap_score"] == "word overlap"
-    explained = logic.explain_pair(state, QUERY, CORPUS["d3"]["text"], "auto")
+    explained = explain_pair(state, QUERY, CORPUS["d3"]["text"], "auto")
     assert explained.data["overlap"]["score"] == 4.0 and explained.data["cross_encoder"]["model_kind"] == "overlap"
     # searched in both modes: alone is the overlap order, fused the RRF of both ranks
-    alone = logic.search(state, QUERY, None, "bm25", "overlap", k=5, depth=5, mode="alone")
+    alone = search(state, QUERY, None, "bm25", "overlap", k=5, depth=5, mode="alone")
     assert [r["rerank_score"] for r in alone.rows] == sorted((r["rerank_score"] for r in alone.rows), reverse=True)
-    moved = logic.what_moved(state, QUERY, None, "bm25", "overlap", k=5, depth=5, n=1)
+    moved = what_moved(state, QUERY, None, "bm25", "overlap", k=5, depth=5, n=1)
     assert moved.data["reranker"] == "overlap" and moved.data["mode"] == "fused"

@@ -20,7 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from ctxir import app_logic as logic
+from ctxir.app.attention_tab import attention
+from ctxir.app.embeddings_tab import layer_similarity, model_info, sentence_similarity, token_embeddings
+from ctxir.app.search_tab import compare_pooling, search, upload_corpus
+from ctxir.app.state import AppConfig, AppModels, AppState
+from ctxir.app.text import md_code
 from ctxir.types import CtxirError
 
 pytestmark = pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning")
@@ -35,13 +39,13 @@ SECRET = "the vault code is 4471 and the river key is under the otters stone"
 
 @pytest.fixture(scope="module")
 def tiny_models(_tiny_st):
-    return logic.AppModels.from_objects(_tiny_st, "tiny-bert")
+    return AppModels.from_objects(_tiny_st, "tiny-bert")
 
 
-def make_state(models, **config) -> logic.AppState:
+def make_state(models, **config) -> AppState:
     """A fresh state: public corpus 'public' (two documents), no embedding cache, limits from ``config``."""
     corpus = {"p1": {"title": "", "text": "the river bank"}, "p2": {"title": "", "text": "money at the bank"}}
-    return logic.AppState(models, logic.AppConfig(device="cpu", **config), corpus, "public", cache=None)
+    return AppState(models, AppConfig(device="cpu", **config), corpus, "public", cache=None)
 
 
 @pytest.fixture
@@ -83,38 +87,38 @@ def shows_literally(message: str, typed: str) -> bool:
 
 
 def test_an_upload_is_visible_and_searchable_only_by_its_owner(state, tmp_path):
-    result = logic.upload_corpus(state, corpus_file(tmp_path, "secret_notes.txt"), owner="alice")
+    result = upload_corpus(state, corpus_file(tmp_path, "secret_notes.txt"), owner="alice")
     name = result.data["corpus"]
     assert name.startswith("secret_notes-")
     assert state.corpus_names_for("alice") == ["public", name]
     assert state.corpus_names_for("bob") == ["public"]  # bob's dropdown
     assert state.corpus_names == ["public"]  # the local caller (owner None) is another owner too
-    hits = logic.search(state, "vault code", name, "bm25", k=1, owner="alice")
+    hits = search(state, "vault code", name, "bm25", k=1, owner="alice")
     assert hits.rows[0]["text"].startswith("the vault code")
     # bob asks for alice's corpus by its exact name: refused, and the message lists only what bob may use
     with pytest.raises(CtxirError, match=r"corpus 'secret_notes-\w+' is not loaded: choose one of 'public' or") as err:
-        logic.search(state, "vault code", name, "bm25", k=1, owner="bob")
+        search(state, "vault code", name, "bm25", k=1, owner="bob")
     assert "vault" not in str(err.value)
     with pytest.raises(CtxirError) as err:
-        logic.search(state, "vault code", "nope", "bm25", owner="bob")
+        search(state, "vault code", "nope", "bm25", owner="bob")
     assert "secret_notes" not in str(err.value)  # an unknown-corpus error never names another visitor's corpus
     with pytest.raises(CtxirError, match="is not loaded"):
-        logic.compare_pooling(state, "vault code", name, layer=1, k=1, owner="bob")
+        compare_pooling(state, "vault code", name, layer=1, k=1, owner="bob")
 
 
 def test_each_visitor_keeps_their_own_copy_of_the_same_file(state, tmp_path):
     path = corpus_file(tmp_path, "shared.txt")
-    a = logic.upload_corpus(state, path, owner="alice").data["corpus"]
-    b = logic.upload_corpus(state, path, owner="bob").data["corpus"]
+    a = upload_corpus(state, path, owner="alice").data["corpus"]
+    b = upload_corpus(state, path, owner="bob").data["corpus"]
     assert a == b and state.upload_count == 2
     assert state.release("alice") == [a]
-    assert logic.search(state, "vault", b, "bm25", k=1, owner="bob").rows  # bob's copy is still there
+    assert search(state, "vault", b, "bm25", k=1, owner="bob").rows  # bob's copy is still there
 
 
 def test_a_visitor_over_their_own_limit_loses_only_their_oldest_and_is_told(tiny_models, tmp_path):
     state = make_state(tiny_models, max_corpora=2)
-    bob = logic.upload_corpus(state, corpus_file(tmp_path, "bob.txt"), owner="bob").data["corpus"]
-    names = [logic.upload_corpus(state, corpus_file(tmp_path, f"a{i}.txt", f"text {i}"), owner="alice")
+    bob = upload_corpus(state, corpus_file(tmp_path, "bob.txt"), owner="bob").data["corpus"]
+    names = [upload_corpus(state, corpus_file(tmp_path, f"a{i}.txt", f"text {i}"), owner="alice")
              for i in range(3)]
     assert names[2].data["dropped"] == [names[0].data["corpus"]]
     assert "Your older upload(s)" in names[2].text and "at most 2" in names[2].text
@@ -165,13 +169,13 @@ def test_uploaded_embeddings_are_not_written_to_the_embedding_cache(tiny_models,
 
     cache_dir = tmp_path / "cache"
     corpus = {"p1": {"title": "", "text": "the river bank"}}
-    state = logic.AppState(tiny_models, logic.AppConfig(device="cpu"), corpus, "public",
-                           cache=EmbeddingCache(cache_dir))
+    state = AppState(tiny_models, AppConfig(device="cpu"), corpus, "public",
+                     cache=EmbeddingCache(cache_dir))
     public_files = sorted(p.name for p in cache_dir.rglob("*") if p.is_file())
     assert public_files  # the startup corpus is cached (so this check can see a write)
-    name = logic.upload_corpus(state, corpus_file(tmp_path, "notes.txt"), owner="alice").data["corpus"]
-    logic.search(state, "vault", name, "dense", k=1, owner="alice")
-    logic.compare_pooling(state, "vault", name, layer=1, k=1, owner="alice")  # pooled re-encodings too
+    name = upload_corpus(state, corpus_file(tmp_path, "notes.txt"), owner="alice").data["corpus"]
+    search(state, "vault", name, "dense", k=1, owner="alice")
+    compare_pooling(state, "vault", name, layer=1, k=1, owner="alice")  # pooled re-encodings too
     assert sorted(p.name for p in cache_dir.rglob("*") if p.is_file()) == public_files
 
 
@@ -184,7 +188,7 @@ def test_nul_bytes_in_an_upload_are_refused(state, tmp_path, content, message):
     path = tmp_path / "notes.txt"
     path.write_bytes(content)
     with pytest.raises(CtxirError, match=message):
-        logic.upload_corpus(state, str(path), owner="alice")
+        upload_corpus(state, str(path), owner="alice")
     assert state.upload_count == 0
 
 
@@ -192,13 +196,13 @@ def test_a_nul_written_as_a_json_escape_is_refused(state, tmp_path):
     path = tmp_path / "escaped.jsonl"
     path.write_text('{"id": "d1", "text": "fine"}\n{"id": "d2", "text": "bad \\u0000 here"}\n', encoding="utf-8")
     with pytest.raises(CtxirError, match=r"escaped\.jsonl: document 'd2' contains a NUL character"):
-        logic.upload_corpus(state, str(path), owner="alice")
+        upload_corpus(state, str(path), owner="alice")
 
 
 def test_a_hostile_file_name_becomes_a_plain_corpus_name(state, tmp_path):
     path = tmp_path / "<img src=x onerror=alert(1)>.txt"
     path.write_text("some text\n", encoding="utf-8")
-    result = logic.upload_corpus(state, str(path), owner="alice")
+    result = upload_corpus(state, str(path), owner="alice")
     assert result.data["corpus"].startswith("img_src_x_onerror_alert_1-")
     assert "from `<img src=x onerror=alert(1)>.txt` as corpus" in result.text  # a code span shows it as typed
 
@@ -213,10 +217,10 @@ def test_hostile_text_in_error_messages_shows_as_typed(state, typed):
     import app
 
     cases = [
-        (lambda: logic.search(state, "river", typed, owner="bob"), "corpus"),
-        (lambda: logic.model_info(state, typed), "model"),
-        (lambda: logic.layer_similarity(state, ["the river bank", "the money bank"], typed), "word"),
-        (lambda: logic.token_embeddings(state, ["the river bank"], 0, 1, ["pca"], typed), "word"),
+        (lambda: search(state, "river", typed, owner="bob"), "corpus"),
+        (lambda: model_info(state, typed), "model"),
+        (lambda: layer_similarity(state, ["the river bank", "the money bank"], typed), "word"),
+        (lambda: token_embeddings(state, ["the river bank"], 0, 1, ["pca"], typed), "word"),
     ]
     for call, what in cases:
         with pytest.raises(CtxirError) as err:
@@ -233,7 +237,7 @@ def test_the_apps_own_placeholders_stay_readable(state):
     import app
 
     with pytest.raises(CtxirError) as err:
-        logic.search(state, "river", reranker="cross-encoder")  # the tiny app has no cross-encoder
+        search(state, "river", reranker="cross-encoder")  # the tiny app has no cross-encoder
     raw = str(err.value)
     assert "`--cross-encoder <its output folder>`" in raw
     assert Tags(raw).tags == ["its"]  # rendered as HTML, the placeholder would vanish as an unknown tag
@@ -257,23 +261,23 @@ def test_guarded_callbacks_escape_unexpected_errors_too():
 
 
 def test_cls_pooling_at_layer_0_warns_that_every_pair_scores_1(state):
-    result = logic.sentence_similarity(state, ["the river bank", "money and coffee"], layer=0, pooling="cls")
+    result = sentence_similarity(state, ["the river bank", "money and coffee"], layer=0, pooling="cls")
     assert result.data["similarity"] == [[1.0, 1.0], [1.0, 1.0]]  # what the warning is about
     assert len(result.data["warnings"]) == 1
     assert "CLS pooling at layer 0" in result.text and "choose layer 1 or higher" in result.text
     for layer, pooling in ((1, "cls"), (0, "mean")):
-        assert logic.sentence_similarity(state, ["the river bank", "money"], layer=layer,
-                                         pooling=pooling).data["warnings"] == []
-    compared = logic.compare_pooling(state, "river", layer=0, k=2)
+        assert sentence_similarity(state, ["the river bank", "money"], layer=layer,
+                                   pooling=pooling).data["warnings"] == []
+    compared = compare_pooling(state, "river", layer=0, k=2)
     assert compared.data["warnings"] and compared.text.startswith("⚠️ CLS pooling at layer 0")
-    assert logic.compare_pooling(state, "river", layer=1, k=2).data["warnings"] == []
+    assert compare_pooling(state, "river", layer=1, k=2).data["warnings"] == []
 
 
 def test_markdown_summaries_show_user_text_as_typed(state):
-    result = logic.token_embeddings(state, ["the bank", "a bank"], 0, 1, ["pca"], "bank")
+    result = token_embeddings(state, ["the bank", "a bank"], 0, 1, ["pca"], "bank")
     assert "`bank` circled" in result.text
-    assert logic.md_code("a`b <img>") == "``a`b <img>``"  # a backtick inside cannot end the code span
-    legend = logic.layer_similarity(state, [f"the bank {IMAGE}", "the bank"], "bank").text
+    assert md_code("a`b <img>") == "``a`b <img>``"  # a backtick inside cannot end the code span
+    legend = layer_similarity(state, [f"the bank {IMAGE}", "the bank"], "bank").text
     assert "<img" not in legend and "&lt;img" in legend
 
 
@@ -303,7 +307,7 @@ def test_200_attention_requests_keep_the_output_folder_under_its_cap(state, outp
     import app
     from ctxir.app import attention_tab
 
-    real = logic.attention(state, "the river bank and the otters play", "money at the bank", "model")
+    real = attention(state, "the river bank and the otters play", "money at the bank", "model")
     assert real.data["html_bytes"] > 300_000
 
     def small_figure():
@@ -314,10 +318,10 @@ def test_200_attention_requests_keep_the_output_folder_under_its_cap(state, outp
     monkeypatch.setattr(attention_tab, "attention", lambda *a, **k: dataclasses.replace(
         real, figures={"heatmap": small_figure(), "head_summary": small_figure()}))
     demo = app.build_demo(state, outputs=outputs)
-    attention = next(fn.fn for fn in demo.fns.values() if fn.api_name == "attention")
+    callback = next(fn.fn for fn in demo.fns.values() if fn.api_name == "attention")
     peak, written = 0, 0
     for _ in range(200):
-        _summary, _frame_html, html_file, heat, head_png, *_ = attention(
+        _summary, _frame_html, html_file, heat, head_png, *_ = callback(
             "bi-encoder", "the river bank", "", "model", [], [], 0, 0, None)
         written += sum(Path(p).stat().st_size for p in (html_file, heat, head_png))
         assert Path(html_file).parent == outputs.root and Path(html_file).read_text().startswith("<!DOCTYPE html>")
@@ -457,7 +461,7 @@ def test_error_messages_over_http_are_text(served, endpoint, args, typed):
 
 
 # the app's one limit for each (served's AppConfig keeps the defaults): the page's number boxes and the view's check
-MAX_K, MAX_DEPTH = logic.AppConfig.max_k, logic.AppConfig.max_rerank_depth
+MAX_K, MAX_DEPTH = AppConfig.max_k, AppConfig.max_rerank_depth
 
 
 @pytest.mark.parametrize(("endpoint", "args", "message"), [

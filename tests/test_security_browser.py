@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from ctxir import app_logic as logic
+from ctxir.app.state import AppConfig, AppModels, AppState
 
 IMAGE = '<img src="https://evil.example/pixel.png">'
 LINK = '<a href="https://evil.example/x">Log in</a>'
@@ -25,9 +25,9 @@ pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore::pandas.er
 def app_url(_tiny_st, serve):
     import app
 
-    models = logic.AppModels.from_objects(_tiny_st, "tiny-bert")
-    state = logic.AppState(models, logic.AppConfig(device="cpu"), {"p1": {"title": "", "text": "the river bank"}},
-                           "public", cache=None)
+    models = AppModels.from_objects(_tiny_st, "tiny-bert")
+    state = AppState(models, AppConfig(device="cpu"), {"p1": {"title": "", "text": "the river bank"}},
+                     "public", cache=None)
     with serve(app.build_demo(state)) as url:
         yield url
 

@@ -50,7 +50,7 @@ def test_no_file_outside_the_apps_folders_is_served(served, minilm_path, tmp_pat
 
 
 def test_an_upload_over_the_cap_is_refused_by_its_own_name(app_state, tmp_path):
-    from ctxir import app_logic as logic
+    from ctxir.app.search_tab import upload_corpus
     from ctxir.types import CtxirError
 
     big = tmp_path / "my big notes.txt"
@@ -60,7 +60,7 @@ def test_an_upload_over_the_cap_is_refused_by_its_own_name(app_state, tmp_path):
     try:
         with pytest.raises(CtxirError, match=r"^my big notes\.txt is 0\.1 MB; this app accepts corpus files up to "
                                              r"0\.01 MB: upload a smaller sample"):
-            logic.upload_corpus(app_state, big, owner="size-test")
+            upload_corpus(app_state, big, owner="size-test")
     finally:
         app_state.config = original
 

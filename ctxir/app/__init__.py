@@ -3,10 +3,16 @@
     state.py            AppConfig, AppModels, AppState (models + public and per-visitor corpora), ViewResult
     text.py             messages and user text shown as typed (escaping), line splitting
     ui.py               what every tab shares: Ui context, callback guard, the bounded output folder
-    search_tab.py       /search, /compare_pooling, /upload_corpus
-    pairs_tab.py        /score_pairs
+    figures.py          interactive Plotly figures and their standalone HTML export (presentation only)
+    search_tab.py       /search, /explain_result, /what_moved, /compare_pooling, /upload_corpus
+    pairs_tab.py        /score_pairs (and the pair's Explain action)
+    explain_tab.py      /explain; the explanation panel the Search and Pair scoring tabs show in place
     embeddings_tab.py   /model_info, /token_embeddings, /layer_similarity, /sentence_similarity
     attention_tab.py    /attention
+    report_tab.py       /failure_report, /failure_report_sample
+    classify_tab.py     /classify
+    api.py              what each public endpoint does, its arguments and outputs (docstrings, MCP tool names)
+    limits.py           Gradio's queue: the concurrency groups model views share
     blocks.py           build_demo: the tabs composed into one gr.Blocks
 
 Each tab module owns its views' logic (plain functions over an ``AppState`` returning a ``ViewResult``, tested
