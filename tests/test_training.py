@@ -530,3 +530,17 @@ def test_evaluate_reranker_chooses_rrf_on_heldout_claims_and_splits_test_by_seen
     evaluate_reranker.run(evaluate_reranker.EvaluateRerankerArgs(model=str(out), data_dir=str(toy_root),
                                                                  depths="10", collections="scifact", device="cpu"))
     assert len(json.loads((out / "metrics.json").read_text())["evaluations"]) == rows_before + 6
+    # the demo corpus (no harm elsewhere) is added to the same record; the SciFact figures stay
+    from ctxir.app.state import ASSETS, demo_corpus
+    from ctxir.data import load_qrels, load_queries
+
+    evaluate_reranker.run(evaluate_reranker.EvaluateRerankerArgs(
+        model=str(out), data_dir=str(toy_root), depths="10", collections="demo", other_first_stages="bm25",
+        device="cpu"))
+    record = json.loads((out / "evaluation.json").read_text())
+    assert record["scifact_test"] == json.loads(json.dumps(sci))
+    demo_qrels = load_qrels(ASSETS / "demo_qrels.tsv")
+    demo_queries = {q: t for q, t in load_queries(ASSETS / "demo_queries.jsonl").items() if q in demo_qrels}
+    bm25 = evaluate_run(demo_qrels, run_from_hits(BM25Retriever(demo_corpus()).search(demo_queries, 20)))
+    assert record["demo"]["bm25@20"]["first_stage"]["nDCG@10"] == pytest.approx(bm25.aggregate["nDCG@10"], abs=1e-4)
+    assert record["demo"]["bm25@20"]["queries"] == len(demo_queries)

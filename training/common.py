@@ -55,6 +55,7 @@ DATA_FOLDERS = {
     "sick": ("sick", "SICK.txt"),
     "snli": ("snli", "s1.dev, s2.dev, labels.dev (SentEval layout)"),
     "agnews": ("agnews", "train_subset.csv and test.csv (text,label)"),
+    "msmarco": ("msmarco_sample", "corpus.jsonl, queries.jsonl and qrels/test.tsv"),
 }
 
 METRICS_KEYS = ("model_type", "model_name", "base_model", "objective", "datasets", "config", "training",

@@ -165,7 +165,7 @@ def choose_fusion(reranker, folder: Path, args: EvaluateRerankerArgs) -> dict:
                         for name, run in runs.items()}})
     # ties go to the smaller first-stage weight: the re-ranker's say, when it costs nothing on the dev claims
     best = max(grid, key=lambda row: row["fused"])
-    dev_split = (metrics.get("args") or {}).get("dev_split", "random")
+    dev_split = (metrics.get("config") or {}).get("dev_split", "random")
     return {"method": "rrf", "k": FUSION_K, "weights": best["weights"], "metric": "nDCG@10",
             "chosen_on": f"{len(dev)} held-out SciFact training claims (dev split {dev_split!r}), BM25 top "
                          f"{args.fusion_depth}", "dev": best, "grid": grid}
@@ -198,7 +198,7 @@ def evaluate_other(reranker, fusion, name: str, args: EvaluateRerankerArgs) -> d
     from ctxir.pipeline import build_first_stages
 
     if name == "msmarco":
-        corpus, queries, qrels = load_beir(data_folder(args.data_dir, "msmarco_sample"), "test")
+        corpus, queries, qrels = load_beir(data_folder(args.data_dir, "msmarco"), "test")
     else:
         from ctxir.app.state import ASSETS, demo_corpus
 
@@ -252,15 +252,16 @@ def run(args: EvaluateRerankerArgs) -> dict:
     result = {"model": str(folder), "fusion": {k: fusion_record.get(k) for k in ("method", "k", "weights",
                                                                                 "chosen_on")},
               "machine": machine_info(), "command": "python -m training.evaluate_reranker " + " ".join(sys.argv[1:])}
-    if "scifact" in collections:
-        result["scifact_test"] = evaluate_scifact(reranker, fusion, depths, args)
-    for name in ("msmarco", "demo"):
-        if name in collections:
-            result[name] = evaluate_other(reranker, fusion, name, args)
-    result["seconds"] = round(time.perf_counter() - start, 1)
     output = Path(args.output or folder / EVALUATION_FILE)
     # a later run of other collections or depths adds to the record instead of dropping what it did not redo
     result = {**(read_json(output) or {}), **result} if output.is_file() else result
+    for name in ("scifact", "msmarco", "demo"):
+        if name in collections:
+            result["scifact_test" if name == "scifact" else name] = (
+                evaluate_scifact(reranker, fusion, depths, args) if name == "scifact"
+                else evaluate_other(reranker, fusion, name, args))
+            write_json(output, result)  # each collection kept as it finishes: a later failure loses no scores
+    result["seconds"] = round(time.perf_counter() - start, 1)
     write_json(output, result)
     if args.update_metrics and (folder / "metrics.json").is_file():
         metrics = read_json(folder / "metrics.json")

@@ -96,6 +96,7 @@ def write_card(folder: Path, name: str, model_type: str, base: str) -> None:
     from ctxir.hub import base_model_license, model_facts
 
     metrics = read_json(folder / "metrics.json")
+    metrics["model_name"] = name.split("/")[-1]  # the card names the shipped model, not the training output folder
     license_of_base = base_model_license(DEFAULT_BI_ENCODER if model_type == "cls-lr" else base)
     inputs = CardInputs(repo_id=name, base_model_id=base if "/" in base and not Path(base).exists() else None,
                         base_license=license_of_base, facts=model_facts(folder, model_type))
@@ -103,7 +104,7 @@ def write_card(folder: Path, name: str, model_type: str, base: str) -> None:
 
 
 def run(args: ShipArgs) -> dict:
-    from ctxir.models import load_cross_encoder, resolve_model
+    from ctxir.models import load_cross_encoder
     from ctxir.rerank import ClsLrRanker
 
     # 1. check what was trained
@@ -118,9 +119,12 @@ def run(args: ShipArgs) -> dict:
     if Path(base).exists():
         raise CtxirError(f"the adapter's base is the local folder {base!r}: ship adapters over a Hub id (such as "
                          "'sentence-transformers/all-MiniLM-L6-v2', packaged offline) so they load anywhere")
+    from ctxir.hub import _cls_lr_base_dir
+
     cls_config = read_json(cls_src / CLS_LR_CONFIG)
     cls_base = cls_config.get("base_model", "")
-    if not cls_base or Path(resolve_model(cls_base)).resolve() != ce_src.resolve():
+    # the ranker names its cross-encoder as a folder relative to itself (train_cls_lr.py), a path or a Hub id
+    if not cls_base or _cls_lr_base_dir(cls_src)[0].resolve() != ce_src.resolve():
         raise CtxirError(f"--cls-lr {args.cls_lr!r} reads {cls_base!r}, not --cross-encoder {args.cross_encoder!r}: "
                          "fit the CLS-LR ranker on the cross-encoder you ship (train_cls_lr.py --base-model)")
     # 2. assemble both in a fresh folder beside the destination, then swap it in whole
