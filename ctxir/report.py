@@ -517,63 +517,22 @@ def load_report(path: str | Path) -> dict:
 # ---------------------------------------------------------------------------------------------------------------
 # HTML
 
-_CSS = """
-.ctxir-report{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1d1d1f;max-width:1200px;
-  margin:0 auto;padding:1em 1.5em}
-.ctxir-report h1{font-size:1.5em;margin:.2em 0 .4em}
-.ctxir-report h2{font-size:1.2em;margin:1.8em 0 .3em;padding-top:.6em;border-top:2px solid #ddd}
-.ctxir-report h3{font-size:1em;margin:1.2em 0 .3em}
-.ctxir-report h4{font-size:.95em;margin:1em 0 .2em}
-.ctxir-report table{border-collapse:collapse;margin:.3em 0 .8em;width:100%}
-.ctxir-report th,.ctxir-report td{border-bottom:1px solid #e4e4e4;padding:.25em .5em;text-align:left;
-  vertical-align:top}
-.ctxir-report th{background:#f4f4f6;font-weight:600}
-.ctxir-report td.num,.ctxir-report th.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
-.ctxir-report tr.rel td{background:#e8f6e8}
-.ctxir-report .meta{color:#555;margin:.2em 0}
-.ctxir-report .query{font-size:1.1em;background:#f4f4f6;padding:.4em .7em;border-radius:4px;margin:.3em 0}
-.ctxir-report .mark-rel{color:#137333;font-weight:600}
-.ctxir-report .mark-non{color:#b3261e}
-.ctxir-report .mark-unj{color:#777}
-.ctxir-report details summary{cursor:pointer}
-.ctxir-report .snippet{color:#444;font-size:.92em;margin:.2em 0 .2em 1em}
-.ctxir-report .pair{border-left:4px solid #c9c9d1;padding:.1em 0 .1em 1em;margin:.8em 0}
-.ctxir-report .explanation{margin:.6em 0 1em}
-.ctxir-report .badge{display:inline-block;font-size:.8em;padding:0 .45em;border-radius:3px;margin-left:.4em;
-  vertical-align:1px}
-.ctxir-report .exact{background:#e3f1e3;color:#137333}
-.ctxir-report .approx{background:#fdf0d5;color:#8a5300}
-.ctxir-report .about{color:#555;font-size:.9em;margin:.1em 0 .4em}
-.ctxir-report .docs{display:grid;grid-template-columns:1fr 1fr;gap:1em}
-.ctxir-report .doc{border:1px solid #e0e0e6;border-radius:4px;padding:.5em .7em;font-size:.9em;
-  max-height:22em;overflow:auto}
-.ctxir-report .docs h5{margin:.2em 0;font-size:.95em}
-.ctxir-report .tok{border-radius:2px}
-.ctxir-report .sp{color:#999;font-size:.8em}
-.ctxir-report .note{color:#8a5300;font-size:.9em}
-.ctxir-report .legend span{padding:0 .4em;margin-right:.4em}
-.ctxir-report table.terms{width:auto}
-@media (max-width:640px){.ctxir-report{padding:.5em .6em}.ctxir-report .docs{grid-template-columns:1fr}
-  .ctxir-report table{display:block;overflow-x:auto}.ctxir-report td:not(.num){min-width:9em}}
-"""
-
-_RELEVANT = "relevant"
+TEMPLATES = Path(__file__).resolve().parent / "templates"  # shipped as package data (pyproject.toml)
 
 
 def _e(value) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
 
+def _finalize(value):
+    """Every ``{{ expression }}`` of the template is HTML-escaped; only the template's own macros (``|safe``) are not."""
+    from markupsafe import Markup
+
+    return value if isinstance(value, Markup) else _e(value)
+
+
 def _num(value, digits: int = 4) -> str:
     return "–" if value is None else f"{value:.{digits}f}"
-
-
-def _judgement(grade) -> str:
-    if grade is None:
-        return '<span class="mark-unj">unjudged</span>'
-    if grade > 0:
-        return f'<span class="mark-rel">✓ relevant ({grade})</span>'
-    return '<span class="mark-non">✗ judged non-relevant</span>'
 
 
 def _colour(value: float, scale: float) -> str:
@@ -586,74 +545,14 @@ def _colour(value: float, scale: float) -> str:
     return f"background:rgba({rgb},{alpha:.2f})"
 
 
-def _tokens_html(tokens: list, scale: float, words: bool) -> str:
-    """BM25: segments of the document's own text; models: its words (word-pieces joined), spaced."""
-    parts = []
-    for i, (token, value) in enumerate(tokens):
-        text = str(token)
-        special = words and text in SPECIAL_TOKENS
-        if words and i:
-            parts.append(" ")
-        cls = "tok sp" if special else "tok"
-        style = _colour(value, scale)
-        parts.append(f'<span class="{cls}" style="{style}" title="{value:+.4g}">{_e(text)}</span>' if style
-                     else f'<span class="{cls}">{_e(text)}</span>' if special else _e(text))
-    return "".join(parts)
+def _terms_scale(terms: Sequence[Mapping]) -> float:
+    return max(abs(t["difference"]) for t in terms) or 1.0
 
 
-def _explanation_html(ex: Mapping, winner: Mapping, relevant: Mapping) -> str:
-    badge = ('<span class="badge exact">exact</span>' if ex.get("exact")
-             else '<span class="badge approx">approximate</span>')
-    label = {"bm25": "BM25", "bi-encoder": "Bi-encoder", "cross-encoder": "Cross-encoder",
-             "cls-lr": "CLS-LR re-ranker"}.get(ex.get("model"), ex.get("model"))
-    out = [f'<div class="explanation"><h4>{_e(label)} — {_e(ex.get("method"))}{badge}</h4>',
-           f'<div class="about">{_e(ex.get("about"))}</div>']
-    w, r = ex["winner"], ex["relevant"]
-    out.append(f'<div>{_e(ex.get("score_name"))}: winner <b>{_num(w["score"])}</b>, relevant '
-               f'<b>{_num(r["score"])}</b>, difference <b>{ex["difference"]:+.4f}</b></div>')
-    for key, text in (("note", ex.get("note")),):
-        if text:
-            out.append(f'<div class="note">{_e(key)}: {_e(text)}</div>')
-    for side, name in ((w, "winner"), (r, "relevant")):
-        if side.get("completeness_error") is not None:
-            out.append(f'<div class="about">{name}: completeness error {side["completeness_error"]:.2%} '
-                       f'({_e(side.get("n_steps"))} steps)</div>')
-    terms = ex.get("terms", [])
-    if ex.get("model") == "bm25" and not any(t["winner"] or t["relevant"] for t in terms):
-        out.append('<div class="note">no query term occurs in either document</div>')
-    elif terms:
-        out.append('<table class="terms"><tr><th>query term</th><th class="num">to winner</th>'
-                   '<th class="num">to relevant</th><th class="num">difference</th></tr>')
-        scale = max(abs(t["difference"]) for t in terms) or 1.0
-        # the largest differences either way; the JSON keeps every term
-        shown = terms if len(terms) <= MAX_TERMS_SHOWN else \
-            terms[:MAX_TERMS_SHOWN // 2 + MAX_TERMS_SHOWN % 2] + terms[-(MAX_TERMS_SHOWN // 2):]
-        for t in shown:
-            out.append(f'<tr><td>{_e(t["term"])}</td><td class="num">{t["winner"]:.4f}</td>'
-                       f'<td class="num">{t["relevant"]:.4f}</td><td class="num" '
-                       f'style="{_colour(t["difference"], scale)}">{t["difference"]:+.4f}</td></tr>')
-            if len(shown) < len(terms) and t is shown[MAX_TERMS_SHOWN // 2 + MAX_TERMS_SHOWN % 2 - 1]:
-                out.append(f'<tr><td colspan="4" class="about">… {len(terms) - len(shown)} terms with smaller '
-                           "differences (in the JSON)</td></tr>")
-        out.append("</table>")
-    words = ex.get("model") != "bm25"
-    # one colour scale for both documents, so their highlights compare; specials carry no meaning of their own
-    scale = max((abs(v) for side in (w, r) for t, v in side["tokens"] if not (words and t in SPECIAL_TOKENS)),
-                default=0.0)
-    out.append('<div class="docs">')
-    for side, doc, name in ((w, winner, "winner"), (r, relevant, "relevant")):
-        where = "not retrieved" if doc["rank"] is None else f"rank {_e(doc['rank'])}"
-        out.append(f'<div><h5>{name}: {_e(doc["doc_id"])} ({where}), {_e(ex.get("score_name"))} '
-                   f'{_num(side["score"])}</h5>')
-        if side.get("top_pairs"):
-            pairs = ", ".join(f"{_e(q)} × {_e(d)} {v:+.4f}" for q, d, v in side["top_pairs"])
-            out.append(f'<div class="about">largest query-word × document-word terms (summed over '
-                       f"occurrences): {pairs}</div>")
-        if side.get("truncated"):
-            out.append(f'<div class="note">{_e(side["truncated"])}</div>')
-        out.append(f'<div class="doc">{_tokens_html(side["tokens"], scale, words)}</div></div>')
-    out.append("</div></div>")
-    return "".join(out)
+def _tokens_scale(sides: Sequence[Mapping], words: bool) -> float:
+    """One colour scale for both documents, so their highlights compare; specials carry no meaning of their own."""
+    return max((abs(v) for side in sides for t, v in side["tokens"] if not (words and t in SPECIAL_TOKENS)),
+               default=0.0)
 
 
 def _what_happened(case: Mapping) -> str:
@@ -682,59 +581,17 @@ def _main_reason(case: Mapping) -> str:
     return ""
 
 
-def _title(doc: Mapping) -> str:
-    if not doc.get("in_corpus", True):
-        return '<span class="note">(not in the corpus)</span>'
-    return _e(doc.get("title") or "(no title)")
+def _template():
+    import jinja2
 
-
-def _case_html(i: int, case: Mapping) -> str:
-    out = [f'<h2 id="case-{i}">{i}. Query {_e(case["qid"])} · {_e(case["metric"])} {_num(case["value"])}</h2>',
-           f'<div class="query">{_e(case["query"])}</div>',
-           f'<div class="meta">{_e(case["num_relevant"])} relevant document(s); '
-           f'{_e(case["num_retrieved"])} retrieved; '
-           f'{_e(_what_happened(case))}</div>']
-    out.append(f'<h3>Top {len(case["results"])} results</h3>')
-    if case["results"]:
-        out.append('<table><tr><th class="num">rank</th><th>document</th><th class="num">score</th>'
-                   '<th>judgement</th></tr>')
-        for hit in case["results"]:
-            rel = ' class="rel"' if (hit["grade"] or 0) > 0 else ""
-            out.append(f'<tr{rel}><td class="num">{_e(hit["rank"])}</td><td><details><summary><b>{_e(hit["doc_id"])}'
-                       f'</b> {_title(hit)}</summary><div class="snippet">{_e(hit.get("snippet"))}</div>'
-                       f'</details></td><td class="num">{_num(hit["score"])}</td>'
-                       f'<td>{_judgement(hit["grade"])}</td></tr>')
-        out.append("</table>")
-    else:
-        out.append('<div class="note">the run has no results for this query</div>')
-    below = [r for r in case["relevant"] if r["status"] != "top"]
-    if below:
-        out.append(f'<h3>Relevant documents not in the top {len(case["results"]) or ""}</h3>')
-        out.append('<table><tr><th>document</th><th class="num">grade</th><th class="num">rank</th>'
-                   '<th class="num">score</th></tr>')
-        for row in below:
-            rank = row["rank"] if row["rank"] is not None else "not retrieved"
-            out.append(f'<tr><td><details><summary><b>{_e(row["doc_id"])}</b> {_title(row)}</summary>'
-                       f'<div class="snippet">{_e(row.get("snippet"))}</div></details></td>'
-                       f'<td class="num">{_e(row["grade"])}</td><td class="num">{_e(rank)}</td>'
-                       f'<td class="num">{_num(row["score"])}</td></tr>')
-        out.append("</table>")
-    explained = [p for p in case["pairs"] if "explanations" in p]
-    for pair in explained:
-        w, r = pair["winner"], pair["relevant"]
-        where = f"rank {r['rank']}" if r["rank"] is not None else "not retrieved"
-        out.append(f'<div class="pair"><h3>Why {_e(w["doc_id"])} (rank {_e(w["rank"])}, '
-                   f'{"unjudged" if w["grade"] is None else "judged non-relevant"}) is above relevant '
-                   f'{_e(r["doc_id"])} ({_e(where)})</h3>')
-        if pair.get("note"):
-            out.append(f'<div class="note">{_e(pair["note"])}</div>')
-        out.extend(_explanation_html(ex, w, r) for ex in pair["explanations"])
-        out.append("</div>")
-    unexplained = len(case["pairs"]) - len(explained)
-    if unexplained:
-        out.append(f'<div class="meta">{unexplained} more relevant document(s) ranked below a non-relevant one '
-                   "(not explained, to bound the cost).</div>")
-    return "".join(out)
+    # autoescape stays off because _finalize escapes every expression with html.escape, as this module always has.
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), trim_blocks=True, lstrip_blocks=True,
+                             finalize=_finalize, undefined=jinja2.StrictUndefined)
+    env.globals.update(num=_num, colour=_colour, percent=lambda v: f"{v:.2%}", what_happened=_what_happened,
+                       main_reason=_main_reason, terms_scale=_terms_scale, tokens_scale=_tokens_scale,
+                       terms_matched=lambda terms: any(t["winner"] or t["relevant"] for t in terms),
+                       special_tokens=SPECIAL_TOKENS, max_terms=MAX_TERMS_SHOWN)
+    return env.get_template("report.html.j2")
 
 
 def render_report(cases: Sequence[Mapping], meta: Mapping, standalone: bool = True) -> str:
@@ -743,39 +600,12 @@ def render_report(cases: Sequence[Mapping], meta: Mapping, standalone: bool = Tr
 
     Self-contained: inline CSS, no script, no external resource; every text from the data is HTML-escaped.
     standalone=False gives a ``<div>`` (with its scoped style) to embed in a page, e.g. the app's.
+    The page is ``ctxir/templates/report.html.j2``; this function only gathers what it shows.
     """
     metric = meta.get("metric", cases[0]["metric"] if cases else "nDCG@10")
-    title = f"Failure report — {meta.get('system', 'run')}"
-    where = " · ".join(_e(v) for v in (meta.get("data"), meta.get("split")) if v)
-    header = [f"<h1>{_e(title)}</h1>",
-              f'<div class="meta">{where}{" · " if where else ""}{_e(metric)} mean '
-              f'<b>{_num(meta.get("mean"))}</b> over {_e(meta.get("num_queries", "?"))} queries'
-              + (f' ({_e(meta["zero"])} score 0)' if meta.get("zero") else "")
-              + f' · the {len(cases)} worst shown · {_e(meta.get("created", ""))}</div>']
-    if meta.get("explained_with"):
-        header.append(f'<div class="meta">explained with: {_e(", ".join(meta["explained_with"]))}</div>')
     raises, lowers = (",".join(map(str, rgb)) for rgb in (RAISES_RGB, LOWERS_RGB))
-    header.append(f'<div class="meta legend">Token highlights: <span style="background:rgba({raises},.6)">red raised '
-                  f'the score</span><span style="background:rgba({lowers},.6)">violet lowered it</span>'
-                  "(stronger colour = larger contribution; hover for the value). Winner = the highest-ranked "
-                  "non-relevant document above the relevant one.</div>")
-    summary = ['<table><tr><th class="num">#</th><th>query id</th><th>query</th><th class="num">' + _e(metric)
-               + '</th><th class="num">relevant</th><th>what happened</th><th>largest difference</th></tr>']
-    for i, case in enumerate(cases, 1):
-        summary.append(f'<tr><td class="num"><a href="#case-{i}">{i}</a></td><td>{_e(case["qid"])}</td>'
-                       f'<td>{_e(case["query"])}</td><td class="num">{_num(case["value"])}</td>'
-                       f'<td class="num">{_e(case["num_relevant"])}</td><td>{_e(_what_happened(case))}</td>'
-                       f'<td>{_e(_main_reason(case))}</td></tr>')
-    summary.append("</table>")
-    if not cases:
-        summary = ['<div class="note">no judged query with a relevant document: nothing to drill into</div>']
-    body = "".join([*header, *summary, *(_case_html(i, c) for i, c in enumerate(cases, 1))])
-    div = f'<div class="ctxir-report"><style>{_CSS}</style>{body}</div>'
-    if not standalone:
-        return div
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><meta name="viewport" '
-            f'content="width=device-width, initial-scale=1"><title>{_e(title)}</title></head>'
-            f"<body>{div}</body></html>\n")
+    return _template().render(cases=cases, meta=meta, metric=metric, standalone=standalone, raises=raises,
+                              lowers=lowers, title_text=f"Failure report — {meta.get('system', 'run')}")
 
 
 # ---------------------------------------------------------------------------------------------------------------
