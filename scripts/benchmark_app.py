@@ -4,7 +4,7 @@
     HF_HUB_OFFLINE=1 python scripts/benchmark_app.py --torch-threads 1 --cold_start False \
         --output results/app_benchmark_1thread.json                      # one intra-op thread
 
-Search latency is the time of ``ctxir.app_logic.search`` (what the /search callback runs: first stage,
+Search latency is the time of ``ctxir.app.search_tab.search`` (what the /search callback runs: first stage,
 re-ranking, result table) for every demo query (83), k=10, with the re-ranker fused with the first stage (the
 app's default mode). The re-ranking rows use the cross-encoder ctxir ships (``--cross-encoder`` names another);
 in a checkout that ships none, a cross-encoder built on the packaged all-MiniLM-L6-v2 body with a fresh 1-label
@@ -89,7 +89,8 @@ def unrounded_head_view_bytes(state, text: str, layers: int) -> int:
 def run(args: BenchmarkArgs) -> dict:
     import torch
 
-    from ctxir import app_logic as logic
+    from ctxir.app import attention_tab, search_tab
+    from ctxir.app import state as app_state
     from ctxir.models import SHIPPED_CROSS_ENCODER, SHIPPED_MODELS, packaged_minilm_path
     from ctxir.viz import MAX_ATTENTION_CELLS
 
@@ -109,11 +110,11 @@ def run(args: BenchmarkArgs) -> dict:
     started = time.perf_counter()
     shipped = SHIPPED_MODELS[SHIPPED_CROSS_ENCODER]
     cross_encoder = args.cross_encoder or (SHIPPED_CROSS_ENCODER if shipped.is_dir() else str(packaged_minilm_path()))
-    config = logic.AppConfig(cross_encoder=cross_encoder, device="cpu", rerank_depth=args.depth)
-    state = logic.AppState.load(config)
+    config = app_state.AppConfig(cross_encoder=cross_encoder, device="cpu", rerank_depth=args.depth)
+    state = app_state.AppState.load(config)
     report["in_process_load_s"] = round(time.perf_counter() - started, 1)
     report["cross_encoder"] = cross_encoder
-    queries = logic.demo_queries()
+    queries = app_state.demo_queries()
 
     # 3. search latency per configuration over every demo query
     configs = [("bm25", "none"), ("dense", "none"), ("hybrid", "none"), ("dense", "cross-encoder"),
@@ -124,7 +125,7 @@ def run(args: BenchmarkArgs) -> dict:
         for _ in range(args.repeats):
             for query in queries:
                 t0, c0 = time.perf_counter(), time.process_time()
-                result = logic.search(state, query, first_stage=first_stage, reranker=reranker, k=10,
+                result = search_tab.search(state, query, first_stage=first_stage, reranker=reranker, k=10,
                                       depth=args.depth)
                 wall.append((time.perf_counter() - t0) * 1000)
                 # CPU time of this process (all its threads): what the query costs when the CPU is shared
@@ -151,7 +152,7 @@ def run(args: BenchmarkArgs) -> dict:
             times, size = [], 0
             for _ in range(3):
                 t0 = time.perf_counter()
-                result = logic.attention(state, text, view=view, layers=list(range(layers)))
+                result = attention_tab.attention(state, text, view=view, layers=list(range(layers)))
                 times.append((time.perf_counter() - t0) * 1000)
                 size = result.data["html_bytes"]
             row = {"tokens": n_tokens, "view": view, "layers": layers, "heads": state.models.num_heads,

@@ -258,7 +258,11 @@ def test_rerank_modes_fused_by_default_with_the_folders_fusion_json(beir_dir, tm
                                        reranker_model="x/ce", top_k=4)).endswith("-cross-encoder-ce-top4-fused.json")
 
 
-def test_a_reranker_that_is_not_here_fails_before_anything_loads(beir_dir, tmp_path, capsys):
+def test_a_reranker_that_is_not_here_fails_before_anything_loads(beir_dir, tmp_path, capsys, monkeypatch):
+    from ctxir import models
+
+    # an installation whose package lacks the shipped CLS-LR ranker (e.g. a trimmed install)
+    monkeypatch.setitem(models.SHIPPED_MODELS, models.SHIPPED_CLS_LR, tmp_path / "not-shipped")
     assert main(["--data", str(beir_dir), "--retriever", "bm25", "--rerank", "cls-lr"]) == 2
     err = capsys.readouterr().err
     assert "--rerank cls-lr: this installation ships no CLS-LR re-ranker" in err and "train_cls_lr.py" in err
