@@ -103,7 +103,9 @@ def test_availability_is_read_from_the_files_here_never_the_network(tmp_path, mo
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hf-cache"))  # a Hub id is in no cache
     ce, lr = RERANKERS["cross-encoder"], RERANKERS["cls-lr"]
     assert ce.available("none") == (False, "turned off with 'none'")
-    ok, why = lr.available("")  # this checkout ships no CLS-LR ranker
+    # an installation whose package lacks the shipped CLS-LR ranker
+    monkeypatch.setitem(models.SHIPPED_MODELS, models.SHIPPED_CLS_LR, tmp_path / "not-shipped")
+    ok, why = lr.available("")
     assert not ok and "ships no CLS-LR re-ranker" in why and "train_cls_lr.py" in why
     assert ce.available(str(tmp_path / "nope")) == (False, f"model folder {str(tmp_path / 'nope')!r} does not exist")
     ok, why = ce.available("someone/unknown-reranker")
@@ -119,8 +121,9 @@ def test_availability_is_read_from_the_files_here_never_the_network(tmp_path, mo
     assert lr.available(models.SHIPPED_CLS_LR)[1].startswith("the shipped model")
 
 
-def test_load_reranker_refuses_what_is_not_here_before_loading(tmp_path):
+def test_load_reranker_refuses_what_is_not_here_before_loading(tmp_path, monkeypatch):
     assert load_reranker("none") is None
+    monkeypatch.setitem(models.SHIPPED_MODELS, models.SHIPPED_CLS_LR, tmp_path / "not-shipped")
     with pytest.raises(CtxirError, match=r"the CLS-LR re-ranker is not available: this installation ships no .*"
                                          r"--rerank cls-lr --reranker-model FOLDER"):
         load_reranker("cls-lr")

@@ -248,3 +248,12 @@ def test_the_shipped_rerankers_rank_a_relevant_document_above_an_irrelevant_one(
     assert scores[0] > scores[1]
     proba = ClsLrRanker.load(SHIPPED_CLS_LR, device="cpu").predict_proba(PAIR[0], texts)
     assert proba[0] > proba[1]
+    # a fresh install offers both by default, the cross-encoder fused as its fusion.json says
+    from ctxir.pipeline import StageFusion
+    from ctxir.rerankers import available_rerankers, load_reranker
+
+    assert available_rerankers()["cross-encoder"] == (True, "") and available_rerankers()["cls-lr"] == (True, "")
+    fusion = json.loads((SHIPPED_MODELS[SHIPPED_CROSS_ENCODER] / "fusion.json").read_text())
+    assert load_reranker("cross-encoder", device="cpu").stage_fusion == \
+        StageFusion("rrf", tuple(fusion["weights"]), fusion["k"])
+    assert sum(p.stat().st_size for p in SHIPPED_MODELS[SHIPPED_CROSS_ENCODER].parent.rglob("*")) <= 10e6
