@@ -213,7 +213,7 @@ def test_a_mean_pooling_head_ships_with_its_modules(trained_mean_head, shipped_i
 
 def test_ship_refuses_what_cannot_ship(trained, shipped_into, tmp_path):
     # a full model: too large to ship, goes to the Hub
-    with pytest.raises(CtxirError, match="neither trained top layers .* nor an adapter"):
+    with pytest.raises(CtxirError, match=r"neither trained top layers .* nor an adapter"):
         ship.run(ship.ShipArgs(cross_encoder=str(trained["cls"]), cls_lr=str(trained["cls"]), dest=str(shipped_into)))
     # a CLS-LR ranker fitted on another cross-encoder
     other = tmp_path / "other-cls"
