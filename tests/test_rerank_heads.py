@@ -90,7 +90,7 @@ def saved(tiny_bert_dir, tmp_path) -> tuple[Path, object]:
     ce = _fresh(tiny_bert_dir, str(tiny_bert_dir))
     torch.manual_seed(1)
     with torch.no_grad():
-        for name, parameter in ce.named_parameters():
+        for parameter in ce.parameters():
             if parameter.requires_grad:
                 parameter.add_(0.05 * torch.randn_like(parameter))
     folder = tmp_path / "ce"
@@ -101,7 +101,7 @@ def saved(tiny_bert_dir, tmp_path) -> tuple[Path, object]:
 def test_only_the_trained_layers_are_saved_in_float16(saved, tiny_bert_dir):
     from safetensors.torch import load_file
 
-    folder, ce = saved
+    folder, _ = saved
     patch = load_file(str(folder / TOP_LAYERS_WEIGHTS))
     assert patch and all(layer_of(k) == 1 and v.dtype == torch.float16 for k, v in patch.items())
     config = json.loads((folder / TOP_LAYERS_CONFIG).read_text())
@@ -146,7 +146,7 @@ def test_a_folder_naming_foreign_modules_is_refused(saved):
     entries[1]["type"] = "evil_package.RunsCode"
     (folder / "modules.json").write_text(json.dumps(entries))
     models.load_cross_encoder.cache_clear()
-    with pytest.raises(CtxirError, match="evil_package.RunsCode"):
+    with pytest.raises(CtxirError, match=r"evil_package\.RunsCode"):
         models.load_cross_encoder(str(folder), "cpu")
 
 
