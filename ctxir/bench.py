@@ -1032,13 +1032,26 @@ def run_rerank(args: RerankArgs, argv: list[str] | None = None) -> dict:
         if args.progress:
             print(f"pass {repeat + 1}/{args.repeats}: " + ", ".join(
                 f"{n}: {results[str(n)]['passes'][-1]['p50_ms']:.0f} ms" for n in sizes), flush=True)
+    # 3. the compute bound: ≈ 2 · (non-embedding parameters) · tokens + the attention products per pair, at the
+    # sgemm rate torch reaches here with the same threads
+    peak = sgemm_gflops(threads)
+    body = reranker.model[0].auto_model
+    config = body.config
+    weights = sum(p.numel() for name, p in body.named_parameters()
+                  if not name.startswith(("embeddings.", "pooler.")))
     for n in sizes:
         row = results[str(n)]
         row |= {"candidates": n, "p50_ms": median_of(row["passes"], "p50_ms"),
                 "p95_ms": median_of(row["passes"], "p95_ms"),
                 "mean_pair_tokens": round(float(np.mean(row.pop("tokens"))), 1)}
         row["ms_per_pair"] = round(row["p50_ms"] / n, 2)
+        tokens = row["mean_pair_tokens"]
+        flops = 2 * weights * tokens + 4 * config.num_hidden_layers * tokens**2 * config.hidden_size  # per pair
+        row["gflop_per_pair"] = round(flops / 1e9, 3)
+        row["bound_ms_per_pair"] = round(flops / (peak["gflops"] * 1e9) * 1000, 2)
+        row["share_of_sgemm_peak"] = round(row["bound_ms_per_pair"] / row["ms_per_pair"], 3)
     return finish("rerank", args, argv, load_before, started, results, data={
+        "sgemm": peak, "non_embedding_parameters": weights,
         "model": path if args.model else f"{path} (all-MiniLM-L6-v2 body, fresh 1-label head: the architecture and "
                                          "cost of cross-encoder/ms-marco-MiniLM-L6-v2, meaningless scores)",
         "max_length": reranker.model.max_seq_length,
@@ -1317,9 +1330,11 @@ def format_encode(record: dict) -> str:
 
 
 def format_rerank(record: dict) -> str:
-    return markdown_table(["candidates", "p50 ms", "p95 ms", "ms / pair", "tokens / pair"],
+    return markdown_table(["candidates", "p50 ms", "p95 ms", "ms / pair", "tokens / pair", "compute bound ms / pair",
+                           "share of sgemm peak"],
                           [[str(r["candidates"]), cell(r["p50_ms"], "{:.1f}"), cell(r["p95_ms"], "{:.1f}"),
-                            cell(r["ms_per_pair"], "{:.2f}"), cell(r["mean_pair_tokens"], "{:.0f}")]
+                            cell(r["ms_per_pair"], "{:.2f}"), cell(r["mean_pair_tokens"], "{:.0f}"),
+                            cell(r.get("bound_ms_per_pair"), "{:.2f}"), cell(r.get("share_of_sgemm_peak"), "{:.0%}")]
                            for r in record["results"].values()])
 
 
