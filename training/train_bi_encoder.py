@@ -339,7 +339,8 @@ def load(args: BiEncoderArgs, device: str):
     return model
 
 
-def _trainer_classes():
+def trainer_classes():
+    """sentence-transformers' bi-encoder trainer and its arguments (train_classifier.py trains the same kind)."""
     from sentence_transformers.sentence_transformer.trainer import SentenceTransformerTrainer
     from sentence_transformers.sentence_transformer.training_args import SentenceTransformerTrainingArguments
 
@@ -354,7 +355,7 @@ def _training_options(args: BiEncoderArgs) -> dict:
             "dataloader_drop_last": False}
 
 
-def _reload(out: Path, device: str):
+def reload(out: Path, device: str):
     from sentence_transformers import SentenceTransformer
 
     return SentenceTransformer(str(out), device=device)
@@ -367,8 +368,8 @@ SPEC = ModelSpec(
                              "nli": ["snli", "sick", "stsb"]}[args.task],
     check=check, load=load, build_data=lambda args, model, device: BUILDERS[args.task](args, model),
     build_loss=lambda args, model, data: build_loss(args.objective, model), evaluate=evaluate, describe=describe,
-    save=lambda model, out, args: model.save_pretrained(str(out)), reload=_reload,
-    objective_name=lambda args: LOSS_NAMES[args.objective], trainer_classes=_trainer_classes, anchors=ANCHORS,
+    save=lambda model, out, args: model.save_pretrained(str(out)), reload=reload,
+    objective_name=lambda args: LOSS_NAMES[args.objective], trainer_classes=trainer_classes, anchors=ANCHORS,
     training_options=_training_options, extra=lambda args, model, data: {"max_seq_length": model.max_seq_length},
 )
 

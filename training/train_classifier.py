@@ -35,7 +35,7 @@ from typing import Literal
 if __package__ in (None, ""):  # `python training/train_classifier.py` from the repo root
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ctxir.models import DEFAULT_BI_ENCODER, resolve_model
+from ctxir.models import DEFAULT_BI_ENCODER
 from ctxir.types import CtxirError
 from training.common import (
     DEFAULT_DATA_DIR,
@@ -46,6 +46,11 @@ from training.common import (
     dataset_entry,
 )
 from training.runner import ModelSpec, TaskData, train
+from training.train_bi_encoder import (  # the same model kind: one loader, one trainer
+    load,
+    reload,
+    trainer_classes,
+)
 
 LOSS_NAMES = {"triplet": "TripletLoss", "batch-hard": "BatchHardTripletLoss", "setfit": "CosineSimilarityLoss"}
 DEFAULT_LABELS = str(Path(__file__).resolve().parents[1] / "ctxir" / "assets" / "agnews_labels.csv")
@@ -227,22 +232,6 @@ def check(args: ClassifierArgs) -> None:
         raise CtxirError(f"--margin must be > 0, got {args.margin!r}")
 
 
-def load(args: ClassifierArgs, device: str):
-    from sentence_transformers import SentenceTransformer
-
-    model = SentenceTransformer(resolve_model(args.model), device=device)
-    if args.max_length > 0:
-        model.max_seq_length = args.max_length
-    return model
-
-
-def _trainer_classes():
-    from sentence_transformers.sentence_transformer.trainer import SentenceTransformerTrainer
-    from sentence_transformers.sentence_transformer.training_args import SentenceTransformerTrainingArguments
-
-    return SentenceTransformerTrainingArguments, SentenceTransformerTrainer
-
-
 def _training_options(args: ClassifierArgs) -> dict:
     from sentence_transformers.base.sampler import BatchSamplers
 
@@ -250,18 +239,12 @@ def _training_options(args: ClassifierArgs) -> dict:
     return {"batch_sampler": sampler, "dataloader_drop_last": False}
 
 
-def _reload(out: Path, device: str):
-    from sentence_transformers import SentenceTransformer
-
-    return SentenceTransformer(str(out), device=device)
-
-
 SPEC = ModelSpec(
     model_type="bi-encoder", script="train_classifier",
     default_output=lambda args: f"outputs/classifier-agnews-{args.objective}-{args.per_class}",
     data_names=lambda args: ["agnews"], check=check, load=load, build_data=build_data, build_loss=build_loss,
     evaluate=evaluate, describe=describe, save=lambda model, out, args: model.save_pretrained(str(out)),
-    reload=_reload, objective_name=lambda args: LOSS_NAMES[args.objective], trainer_classes=_trainer_classes,
+    reload=reload, objective_name=lambda args: LOSS_NAMES[args.objective], trainer_classes=trainer_classes,
     anchors=ANCHORS, training_options=_training_options,
     extra=lambda args, model, data: {"max_seq_length": model.max_seq_length},
 )
