@@ -47,15 +47,18 @@ def test_the_error_pop_up_shows_a_hostile_word_as_text(offline_page, app_url, ty
     page.get_by_role("tab", name="Across layers").click()  # the word view is a sub-tab
     page.get_by_label("Word", exact=True).fill(typed)
     button = page.get_by_role("button", name="Compare layer by layer")
-    button.click()
     toast = page.locator('[data-testid="toast-body"]').first
-    try:
-        toast.wait_for(timeout=30_000)
-    except PlaywrightTimeout:
-        # on a loaded CI machine a click that lands while the page is still wiring its events can be lost
-        # (seen in 2 of 3 full-suite runs on 2026-11-25, never when run alone); the same click again must bring the same pop-up
+    # on a loaded machine a click that lands while the page is still wiring its events can be lost (seen in 2 of 3
+    # full-suite runs on 2026-11-25, and once in 3 runs of this test alone under load); the same click again must
+    # bring the same pop-up, so up to three clicks, then the pop-up's content is asserted as always
+    for attempt in range(3):
         button.click()
-        toast.wait_for(timeout=60_000)
+        try:
+            toast.wait_for(timeout=30_000)
+            break
+        except PlaywrightTimeout:
+            if attempt == 2:
+                raise
     text = toast.inner_text()
     links, images = toast.locator("a").count(), toast.locator("img").count()
     assert f"word {typed!r} is not in sentence 1" in text  # shown as typed, quotes and brackets included
