@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ctxir.models import DEFAULT_BI_ENCODER, load_bi_encoder
-from ctxir.pooling import POOLINGS, LayerPooling, pool  # noqa: F401 (re-exported: from ctxir.encoders import pool)
+from ctxir.encoders.models import DEFAULT_BI_ENCODER, load_bi_encoder
+from ctxir.encoders.pooling import POOLINGS, LayerPooling, pool  # noqa: F401 (re-exported: from ctxir.encoders.bi_encoder import pool)
 from ctxir.types import Corpus, CtxirError, doc_text
 
 # torch: the model's own encode. onnx-int8: ONNX Runtime, int8 MatMul weights (dynamic quantisation), CPU; 2.24× the
@@ -192,7 +192,7 @@ class BiEncoder:
 
     def _check_onnx(self, pooling: str | None, layer: int | None) -> None:
         """onnx-int8 runs the exported transformer and then the model's own pooling: anything else is refused."""
-        from ctxir.onnx_backend import require
+        from ctxir.encoders.onnx_backend import require
 
         kinds = [type(m).__name__ for m in self.model]
         if kinds[:2] != ["Transformer", "Pooling"] or any(k != "Normalize" for k in kinds[2:]):
@@ -250,7 +250,7 @@ class BiEncoder:
         progress lines on stderr), then reused; threads follow torch's (``--torch-threads``)."""
         with self._onnx_lock:
             if self._onnx is None:
-                from ctxir.onnx_backend import open_int8
+                from ctxir.encoders.onnx_backend import open_int8
 
                 self._onnx = open_int8(self.model, self.onnx_dir / weights_fingerprint(self.model), self.pooling,
                                        threads=torch.get_num_threads(), batch_size=self.batch_size)
