@@ -25,8 +25,8 @@ import numpy as np
 import torch
 
 from ctxir.checks import check_choice, check_corpus, check_queries, check_query, check_top_k
-from ctxir.encoders import BiEncoder
-from ctxir.fusion import FUSIONS, check_weights, fuse
+from ctxir.encoders.bi_encoder import BiEncoder
+from ctxir.retrieval.fusion import FUSIONS, check_weights, fuse
 from ctxir.types import Corpus, CtxirError, Hit, Queries, doc_text
 
 DENSE_INDEXES = ("auto", "exact", "ann")
@@ -147,7 +147,7 @@ class BM25Retriever(Retriever):
         """``<root>/<key>``: key = sha256 of the format, bm25s version, settings, and every (id, text)."""
         import bm25s
 
-        from ctxir.encoders import cache_root, hash_texts
+        from ctxir.encoders.bi_encoder import cache_root, hash_texts
 
         if cache is False or (cache is None and len(texts) < BM25_CACHE_MIN_DOCS):
             return None
@@ -162,7 +162,7 @@ class BM25Retriever(Retriever):
         """"loaded" when ``folder`` holds an intact index of this corpus and these settings, else why not."""
         import bm25s
 
-        from ctxir.ann import file_sha256
+        from ctxir.retrieval.ann import file_sha256
 
         try:
             manifest = json.loads((folder / "manifest.json").read_text())
@@ -188,8 +188,8 @@ class BM25Retriever(Retriever):
     def _save(self, folder: Path) -> None:
         """Write into a temporary folder beside ``folder``, the manifest (sizes, sha256) last, then rename it into
         place in one step: a reader finds the whole index or none. A damaged ``folder`` is replaced."""
-        from ctxir.ann import file_sha256
         from ctxir.files import write_json
+        from ctxir.retrieval.ann import file_sha256
 
         folder.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".tmp", dir=folder.parent))
@@ -285,7 +285,7 @@ class DenseRetriever(Retriever):
         return Path(self.encoder.cache.root) / f"{self.cache_key}.ann.faiss"
 
     def _open_ann(self, params, show_progress: bool | None):
-        from ctxir.ann import AnnIndex
+        from ctxir.retrieval.ann import AnnIndex
 
         # a bar when asked, or unasked from 100k documents up (a build there takes tens of seconds to minutes)
         show = bool(show_progress) if show_progress is not None else len(self.doc_ids) >= 100_000

@@ -1,0 +1,107 @@
+"""Rank fusion over ranked lists of ``Hit``: the one implementation used by hybrid retrieval, the re-ranker/first-stage
+fusion of ``Pipeline`` and the fusion tuning of ``ctxir.tuning``.
+
+Pure functions over lists (no models, no torch); ``tests/test_fusion.py`` checks them against ``ranx.fuse``.
+
+>>> from ctxir.types import Hit
+>>> bm25 = [Hit("a", 12.0), Hit("b", 9.0)]
+>>> dense = [Hit("b", 0.8), Hit("c", 0.7)]
+>>> [h.doc_id for h in fuse([bm25, dense], "rrf", k=60)]
+['b', 'a', 'c']
+>>> [(h.doc_id, h.score) for h in fuse([bm25, dense], "weighted", weights=[1.0, 0.5])]
+[('a', 1.0), ('b', 0.5), ('c', 0.0)]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ctxir.types import CtxirError, Hit
+
+FUSIONS = ("rrf", "weighted")
+DEFAULT_RRF_K = 60.0
+
+
+def fuse(rankings: Sequence[Sequence[Hit]], method: str = "rrf", k: float | None = DEFAULT_RRF_K,
+         weights: Sequence[float] | None = None) -> list[Hit]:
+    """Fuse ranked lists into one ranking, best first (ties broken by doc id, so runs are deterministic).
+
+    method "rrf": Σ_i w_i / (k + rank_i(d)) (Cormack et al. 2009, ranks from 1; ``k`` None = 60);
+    "weighted": Σ_i w_i · min–max-normalised score_i(d), 0 where d is missing from list i. ``weights`` default all 1.
+
+    >>> bm25 = [Hit("a", 12.0), Hit("b", 9.0)]
+    >>> dense = [Hit("b", 0.8), Hit("c", 0.7)]
+    >>> [h.doc_id for h in fuse([bm25, dense])]  # rrf, k=60: b is in both lists
+    ['b', 'a', 'c']
+    >>> fuse([bm25, dense], "max")
+    Traceback (most recent call last):
+        ...
+    ctxir.types.CtxirError: fusion 'max' is not known: use one of rrf, weighted
+    """
+    if method == "rrf":
+        return reciprocal_rank_fusion(rankings, DEFAULT_RRF_K if k is None else k, weights)
+    if method == "weighted":
+        return weighted_score_fusion(rankings, weights)
+    raise CtxirError(f"fusion {method!r} is not known: use one of {', '.join(FUSIONS)}")
+
+
+def reciprocal_rank_fusion(rankings: Sequence[Sequence[Hit]], k: float = DEFAULT_RRF_K,
+                           weights: Sequence[float] | None = None) -> list[Hit]:
+    """Cormack et al. (2009): score(d) = Σ_i w_i / (k + rank_i(d)), ranks from 1.
+
+    Only ranks count, so lists on different score scales (BM25, cosine) fuse without normalising:
+
+    >>> bm25 = [Hit("a", 12.0), Hit("b", 9.0)]
+    >>> dense = [Hit("b", 0.8), Hit("c", 0.7)]
+    >>> [(h.doc_id, round(h.score, 4)) for h in reciprocal_rank_fusion([bm25, dense], k=60)]  # b: 1/62 + 1/61
+    [('b', 0.0325), ('a', 0.0164), ('c', 0.0161)]
+    """
+    weights = check_weights(weights, len(rankings))
+    if k < 0:
+        raise CtxirError(f"rrf k must be ≥ 0, got {k!r}")
+    fused: dict[str, float] = {}
+    for ranking, weight in zip(rankings, weights, strict=True):
+        for rank, hit in enumerate(ranking, start=1):
+            fused[hit.doc_id] = fused.get(hit.doc_id, 0.0) + weight / (k + rank)
+    return _sorted_hits(fused)
+
+
+def weighted_score_fusion(rankings: Sequence[Sequence[Hit]], weights: Sequence[float] | None = None) -> list[Hit]:
+    """Convex combination of min–max normalised scores; a document missing from a list scores 0 there.
+
+    >>> bm25 = [Hit("a", 12.0), Hit("b", 9.0)]  # normalised: a 1, b 0
+    >>> dense = [Hit("b", 0.8), Hit("c", 0.7)]  # normalised: b 1, c 0
+    >>> [(h.doc_id, round(h.score, 4)) for h in weighted_score_fusion([bm25, dense], weights=[0.3, 0.7])]
+    [('b', 0.7), ('a', 0.3), ('c', 0.0)]
+    """
+    weights = check_weights(weights, len(rankings))
+    fused: dict[str, float] = {}
+    for ranking, weight in zip(rankings, weights, strict=True):
+        if not ranking:
+            continue
+        low = min(h.score for h in ranking)
+        span = max(h.score for h in ranking) - low
+        for hit in ranking:
+            # a list whose scores are all equal carries no order: every document in it gets the full weight
+            normalised = (hit.score - low) / span if span > 0 else 1.0
+            fused[hit.doc_id] = fused.get(hit.doc_id, 0.0) + weight * normalised
+    return _sorted_hits(fused)
+
+
+def check_weights(weights: Sequence[float] | None, n: int) -> list[float]:
+    if weights is None:
+        return [1.0] * n
+    weights = [float(w) for w in weights]
+    if len(weights) != n or any(w < 0 for w in weights) or not any(weights):
+        raise CtxirError(f"weights {weights!r} must be {n} non-negative numbers, not all zero (one per ranking)")
+    return weights
+
+
+def scored_only(first: Sequence[Hit], reranked: Sequence[Hit]) -> list[Hit]:
+    """The first-stage hits a re-ranker scored: re-ranker/first-stage fusion is over those candidates only."""
+    candidates = {h.doc_id for h in reranked}
+    return [h for h in first if h.doc_id in candidates]
+
+
+def _sorted_hits(scores: dict[str, float]) -> list[Hit]:
+    return [Hit(d, s) for d, s in sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))]
