@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from ctxir.checks import check_query
-from ctxir.models import DEFAULT_CROSS_ENCODER, load_cross_encoder, load_transformer, pick_device
+from ctxir.encoders.models import DEFAULT_CROSS_ENCODER, load_cross_encoder, load_transformer, pick_device
 from ctxir.names import CLS_LR_CONFIG, CLS_LR_FORMAT, CLS_LR_WEIGHTS
 from ctxir.types import Corpus, CtxirError, Hit, doc_text
 
@@ -180,7 +180,7 @@ class ClsLrRanker(Reranker):
     def load(cls, folder: str | Path, device: str = "auto", **kwargs) -> ClsLrRanker:
         from safetensors.numpy import load_file
 
-        from ctxir.models import resolve_model
+        from ctxir.encoders.models import resolve_model
 
         folder = Path(folder).expanduser()
         if not folder.exists():  # a Hub id: fetches cls_lr_config.json, cls_lr.safetensors and a bundled encoder

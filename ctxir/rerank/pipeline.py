@@ -1,0 +1,277 @@
+"""Retrieve → re-rank, keeping each stage's score and rank so a user sees what the re-ranker changed.
+
+A re-ranker's scores can also be fused with the first stage's (``StageFusion``; choose it on training queries with
+``ctxir.tuning.tune_stage_fusion``): a re-ranker trained on little data often orders candidates well only together
+with the lexical/dense signal it re-ranks.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from tqdm.auto import tqdm
+
+from ctxir.checks import check_choice, check_query, check_top_k
+from ctxir.rerank.rankers import Reranker
+from ctxir.retrieval.fusion import DEFAULT_RRF_K, FUSIONS, fuse, scored_only
+from ctxir.retrieval.retrievers import Retriever
+from ctxir.types import CtxirError, Hit, Queries, Run, run_from_hits
+
+
+@dataclass(frozen=True, slots=True)
+class RankedHit:
+    """One document of a ``SearchResult``: its final score and rank, and each stage's own (ranks from 1).
+
+    >>> first = [Hit("a", 12.0), Hit("b", 9.0), Hit("c", 4.0)]  # BM25, best first
+    >>> reranked = [Hit("c", 0.9), Hit("a", 0.2), Hit("b", 0.1)]  # the re-ranker's order
+    >>> hits = merge_stages(first, reranked)
+    >>> [(h.doc_id, h.first_stage_rank, h.rank, h.rank_change) for h in hits]
+    [('c', 3, 1, 2), ('a', 1, 2, -1), ('b', 2, 3, -1)]
+    >>> hits[0]
+    RankedHit(doc_id='c', score=0.9, rank=1, first_stage_score=4.0, first_stage_rank=3, rerank_score=0.9, rerank_rank=1)
+    """
+
+    doc_id: str
+    score: float  # the final stage's score
+    rank: int  # final rank, from 1
+    first_stage_score: float
+    first_stage_rank: int
+    rerank_score: float | None = None
+    rerank_rank: int | None = None
+
+    @property
+    def rank_change(self) -> int:
+        """Positive = re-ranking moved this document up: first-stage rank − final rank (the re-ranker's own rank
+        when it ranks alone, the fused rank in the fused mode); 0 without a re-ranker."""
+        return 0 if self.rerank_rank is None else self.first_stage_rank - self.rank
+
+
+@dataclass(frozen=True)
+class StageFusion:
+    """Final score = fusion of (first-stage, re-ranker) over the re-ranked candidates.
+
+    method "weighted": weights · min–max-normalised scores; "rrf": Σ weight / (k + rank). A first-stage weight of 0
+    is plain re-ranking.
+
+    >>> first = [Hit("a", 12.0), Hit("b", 9.0), Hit("c", 4.0)]  # BM25's top 3
+    >>> reranked = [Hit("b", 0.9), Hit("a", 0.2)]  # the re-ranker scored the top 2: c is out
+    >>> [(h.doc_id, h.score) for h in StageFusion("weighted", (0.5, 1.0)).fuse(first, reranked)]
+    [('b', 1.0), ('a', 0.5)]
+    >>> StageFusion("weighted", (1.0, 0.0))
+    Traceback (most recent call last):
+        ...
+    ctxir.types.CtxirError: stage fusion weights (1.0, 0.0) must be (first stage ≥ 0, re-ranker > 0)
+    """
+
+    method: str = "weighted"
+    weights: tuple[float, float] = (1.0, 1.0)  # (first stage, re-ranker)
+    k: float = DEFAULT_RRF_K
+    chosen_on: str = field(default="", compare=False)  # where the settings come from, for the record
+
+    def __post_init__(self):
+        if self.method not in FUSIONS:
+            raise CtxirError(f"stage fusion method {self.method!r} is not known: use one of {', '.join(FUSIONS)}")
+        if len(self.weights) != 2 or min(self.weights) < 0 or self.weights[1] <= 0:
+            raise CtxirError(f"stage fusion weights {self.weights!r} must be (first stage ≥ 0, re-ranker > 0)")
+
+    @classmethod
+    def from_tuning(cls, best: dict) -> StageFusion:
+        """From ``ctxir.tuning.tune_stage_fusion``'s result (or its JSON record)."""
+        return cls(best["fusion"], tuple(best["weights"]), best["k"] if best.get("k") is not None else DEFAULT_RRF_K,
+                   chosen_on=str(best.get("chosen_on", "")))
+
+    @classmethod
+    def default(cls) -> StageFusion:
+        """The fused mode's settings when a re-ranker's folder has no fusion.json: RRF, k=60, equal weights.
+
+        Untuned on purpose: on three other-domain collections a weight chosen on SciFact did not hold, while RRF
+        k=60 with equal weights beat BM25 on all three."""
+        return cls("rrf", (1.0, 1.0), DEFAULT_RRF_K, chosen_on="ctxir's default, not tuned")
+
+    @classmethod
+    def from_file(cls, path) -> StageFusion:
+        """A fusion.json (training/ship.py puts it in the cross-encoder's folder): method "rrf"|"weighted",
+        weights [first stage, re-ranker], k, chosen_on."""
+        from ctxir.files import read_json
+
+        try:
+            data = read_json(path)
+            return cls(data["method"], tuple(float(w) for w in data["weights"]),
+                       float(data.get("k") or DEFAULT_RRF_K), chosen_on=str(data.get("chosen_on", "")))
+        except (KeyError, TypeError, ValueError) as err:
+            raise CtxirError(f"{str(path)!r} is not a fusion.json ({type(err).__name__}: {err}): expected "
+                             '{"method": "rrf"|"weighted", "weights": [first stage, re-ranker], "k": 60, '
+                             '"chosen_on": "..."}') from err
+
+    def record(self) -> dict:
+        """JSON-able: what a results file or the app's answer says about the fused mode."""
+        return {"method": self.method, "weights": list(self.weights), "k": self.k if self.method == "rrf" else None,
+                "chosen_on": self.chosen_on}
+
+    def describe(self) -> str:
+        """One phrase for people: 'RRF k=60, weights 1:1'."""
+        weights = ":".join(f"{w:g}" for w in self.weights)
+        return (f"RRF k={self.k:g}" if self.method == "rrf" else "weighted scores") + f", weights {weights} " \
+            "(first stage : re-ranker)"
+
+    def fuse(self, first: list[Hit], reranked: list[Hit]) -> list[Hit]:
+        return fuse([scored_only(first, reranked), reranked], self.method, self.k, self.weights)
+
+
+@dataclass
+class SearchResult:
+    """What ``Pipeline.search`` returns: the ranked hits and each stage's time in milliseconds.
+
+    >>> from ctxir.retrieval import BM25Retriever
+    >>> result = Pipeline(BM25Retriever({"d1": {"title": "", "text": "Otters swim in rivers."}})).search("otters")
+    >>> [(h.rank, h.doc_id, round(h.score, 3)) for h in result.hits], list(result.timings_ms)
+    ([(1, 'd1', 0.115)], ['bm25'])
+    """
+
+    hits: list[RankedHit]
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+
+class Pipeline:
+    """``first_stage`` retrieves ``depth`` candidates; ``reranker`` (optional) re-scores them.
+
+    With ``fusion`` the final order fuses both stages' scores; ``RankedHit.score`` is then the fused score and
+    ``rerank_score``/``rerank_rank`` stay the re-ranker's own.
+
+    >>> from ctxir.retrieval import BM25Retriever
+    >>> corpus = {"d1": {"title": "Otters", "text": "Otters dig dens in the river bank."},
+    ...           "d2": {"title": "Banks", "text": "Banks lend money to savers."},
+    ...           "d3": {"title": "", "text": "Bats hunt moths over the river at night."}}
+    >>> pipeline = Pipeline(BM25Retriever(corpus))  # no re-ranker: the first stage's ranking
+    >>> [(h.rank, h.doc_id, h.rerank_rank) for h in pipeline.search("river otters", top_k=10).hits]
+    [(1, 'd1', None), (2, 'd3', None)]
+    >>> runs = pipeline.run({"q1": "river otters", "q2": "lending"}, show_progress=False)
+    >>> list(runs), {qid: list(scores) for qid, scores in runs["first_stage"].items()}
+    (['first_stage'], {'q1': ['d1', 'd3'], 'q2': ['d2']})
+    """
+
+    def __init__(self, first_stage: Retriever, reranker: Reranker | None = None, depth: int = 100,
+                 fusion: StageFusion | None = None):
+        if fusion is not None and reranker is None:
+            raise CtxirError("fusion needs a reranker: pass one, or drop fusion")
+        self.first_stage, self.reranker, self.depth = first_stage, reranker, check_top_k(depth)
+        self.fusion = fusion
+
+    @property
+    def corpus(self):
+        return self.first_stage.corpus
+
+    def search(self, query: str, top_k: int = 10) -> SearchResult:
+        query, top_k = check_query(query), check_top_k(top_k)
+        start = time.perf_counter()
+        # checked once above; the stages' unchecked cores run from here
+        first = self.first_stage._search([query], max(top_k, self.depth) if self.reranker else top_k)[0]
+        timings = {self.first_stage.name: (time.perf_counter() - start) * 1000}
+        if self.reranker is None:
+            hits = [RankedHit(h.doc_id, h.score, r, h.score, r) for r, h in enumerate(first[:top_k], 1)]
+            return SearchResult(hits, timings)
+        start = time.perf_counter()
+        reranked = self.reranker._rerank(query, first[:self.depth], self.corpus)
+        timings[self.reranker.name] = (time.perf_counter() - start) * 1000
+        final = self.fusion.fuse(first, reranked) if self.fusion else None
+        return SearchResult(merge_stages(first, reranked, final)[:top_k], timings)
+
+    def run(self, queries: Queries, show_progress: bool = True) -> dict[str, Run]:
+        """Batch evaluation: {"first_stage": run, "rerank": run[, "fused": run]} (the re-ranker's runs only with one)."""
+        first = self.first_stage.search(queries, self.depth)
+        runs = {"first_stage": run_from_hits(first)}
+        if self.reranker is not None:
+            reranked = {qid: self.reranker._rerank(queries[qid], first[qid][:self.depth], self.corpus)
+                        for qid in tqdm(queries, desc=f"re-ranking ({self.reranker.name})", disable=not show_progress)}
+            runs["rerank"] = run_from_hits(reranked)
+            if self.fusion is not None:
+                runs["fused"] = run_from_hits({q: self.fusion.fuse(first[q], reranked[q]) for q in queries})
+        return runs
+
+
+def mode_fusion(reranker: Reranker | None, mode: str = "fused") -> StageFusion | None:
+    """The ``fusion`` a Pipeline gets in re-rank ``mode``: "fused" (the default of the app and the CLI) combines the
+    re-ranker with the first stage by the re-ranker's ``stage_fusion`` (its folder's fusion.json, else RRF k=60 with
+    equal weights), so a weak re-ranker cannot push results far below the first stage; "alone" ranks by the re-ranker
+    only. None without a re-ranker.
+
+    >>> class Constant(Reranker):
+    ...     def score_pairs(self, query, texts):
+    ...         return [0.0] * len(texts)
+    >>> mode_fusion(None), mode_fusion(Constant(), "alone")
+    (None, None)
+    >>> mode_fusion(Constant()).describe()
+    'RRF k=60, weights 1:1 (first stage : re-ranker)'
+    """
+    from ctxir.rerank.registry import RERANK_MODES
+
+    check_choice(mode, "re-rank mode", RERANK_MODES)
+    if reranker is None or mode == "alone":
+        return None
+    return getattr(reranker, "stage_fusion", None) or StageFusion.default()
+
+
+def merge_stages(first: list[Hit], reranked: list[Hit], final: list[Hit] | None = None) -> list[RankedHit]:
+    """Join the rankings by document: final order is ``final`` (a fusion of both) or else the re-ranker's."""
+    first_rank = {h.doc_id: (r, h.score) for r, h in enumerate(first, 1)}
+    rerank_rank = {h.doc_id: (r, h.score) for r, h in enumerate(reranked, 1)}
+    return [RankedHit(h.doc_id, h.score, r, first_rank[h.doc_id][1], first_rank[h.doc_id][0],
+                      rerank_rank[h.doc_id][1], rerank_rank[h.doc_id][0])
+            for r, h in enumerate(reranked if final is None else final, 1)]
+
+
+# ---------------------------------------------------------------- building stages by name (CLI and app)
+
+FIRST_STAGES = ("bm25", "dense", "hybrid")
+
+
+def __getattr__(name: str):
+    # RERANKERS: ("none", every kind of the registry, ctxir.rerankers), read when asked so a registered kind shows
+    if name == "RERANKERS":
+        from ctxir.rerank.registry import reranker_choices
+
+        return reranker_choices()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def build_first_stages(corpus, kinds: Sequence[str] = FIRST_STAGES, encoders: Sequence = (), *,
+                       bm25_options: dict | None = None, fusion: str = "rrf", k: float = DEFAULT_RRF_K,
+                       weights: Sequence[float] | None = None, depth: int = 100, index: str | None = None,
+                       show_progress: bool = False) -> dict[str, Retriever]:
+    """``{kind: retriever}`` for each of ``kinds`` over ``corpus``; parts are built once and shared, so "hybrid"
+    fuses the very BM25 and dense retrievers returned beside it (one dense retriever per bi-encoder in
+    ``encoders``: ``BiEncoder`` objects; the first is "dense"). ``index``: the dense index ("auto", "exact",
+    "ann"; None = ``$CTXIR_INDEX``, else "auto"); BM25 and the ANN index are reloaded from the cache when a previous
+    run left them there (``bm25_options={"cache": ...}`` names BM25's folder).
+
+    >>> corpus = {"a": {"title": "", "text": "otters in the river"}, "b": {"title": "", "text": "bank loans"}}
+    >>> stages = build_first_stages(corpus, ["bm25"])
+    >>> [h.doc_id for h in stages["bm25"].query("river otters")]
+    ['a']
+    """
+    from ctxir.retrieval.retrievers import BM25Retriever, DenseRetriever, HybridRetriever
+
+    for kind in kinds:
+        check_choice(kind, "first stage", FIRST_STAGES)
+    if {"dense", "hybrid"} & set(kinds) and not encoders:
+        raise CtxirError("dense and hybrid retrieval need a bi-encoder: pass encoders=[BiEncoder(...)]")
+    out: dict[str, Retriever] = {}
+    if {"bm25", "hybrid"} & set(kinds):
+        out["bm25"] = BM25Retriever(corpus, show_progress=show_progress, **(bm25_options or {}))
+    if {"dense", "hybrid"} & set(kinds):
+        dense = [DenseRetriever(corpus, encoder, index=index, show_progress=show_progress)
+                 for encoder in (encoders if "hybrid" in kinds else encoders[:1])]
+        out["dense"] = dense[0]
+    if "hybrid" in kinds:
+        out["hybrid"] = HybridRetriever([out["bm25"], *dense], fusion=fusion, k=k, weights=weights, depth=depth)
+    return {kind: out[kind] for kind in kinds}
+
+
+def load_reranker(kind: str, model: str = "", device: str = "auto", batch_size: int = 32) -> Reranker | None:
+    """The re-ranker named ``kind`` ("none" → None; the kinds: ``ctxir.rerankers.RERANKERS``); ``model`` "" = the
+    one shipped in ctxir. Kept here for callers of its old place: ``ctxir.rerankers.load_reranker``."""
+    from ctxir.rerank.registry import load_reranker as load
+
+    return load(kind, model, device, batch_size)
