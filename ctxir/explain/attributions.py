@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import torch
 
-from ctxir.models import DEFAULT_BI_ENCODER
+from ctxir.encoders.models import DEFAULT_BI_ENCODER
 from ctxir.types import CtxirError
 
 BASELINES = ("pad", "mask")
@@ -155,8 +155,8 @@ def explain_bi_encoder(model, query: str, document: str, method: str = "auto",
 def _sentence_transformer(model):
     from sentence_transformers import SentenceTransformer
 
-    from ctxir.encoders import BiEncoder
-    from ctxir.models import load_bi_encoder
+    from ctxir.encoders.bi_encoder import BiEncoder
+    from ctxir.encoders.models import load_bi_encoder
 
     if isinstance(model, str):
         return load_bi_encoder(model, "auto")
@@ -172,7 +172,7 @@ def _exact_split_support(st) -> tuple[str, str]:
     """(pooling name, reason no exact split exists or "")."""
     from sentence_transformers.base.modules import Normalize
 
-    from ctxir.encoders import LayerPooling
+    from ctxir.encoders.bi_encoder import LayerPooling
 
     modules = list(st)
     if len(modules) < 2 or not hasattr(modules[0], "auto_model"):
@@ -196,7 +196,7 @@ def _exact_split_support(st) -> tuple[str, str]:
 
 def _pooled_tokens(st, out: dict) -> torch.Tensor:
     """The token vectors the pooling averages: the last layer's, or the layer a LayerPooling reads."""
-    from ctxir.encoders import LayerPooling
+    from ctxir.encoders.bi_encoder import LayerPooling
 
     pooler = st[1]
     if isinstance(pooler, LayerPooling) and pooler.layer != -1:
@@ -291,7 +291,7 @@ def explain_cross_encoder(model, query: str, document: str, n_steps: int = DEFAU
     folder); below, MiniLM with a fresh one-logit head, which shows the contract (not a meaningful score):
 
     >>> from sentence_transformers import CrossEncoder
-    >>> from ctxir.models import resolve_model  # a Hub id → the packaged copy, offline
+    >>> from ctxir.encoders.models import resolve_model  # a Hub id → the packaged copy, offline
     >>> _ = torch.manual_seed(0)  # the fresh head's weights
     >>> ce = CrossEncoder(resolve_model(DEFAULT_BI_ENCODER), num_labels=1, device="cpu")  # doctest: +SKIP
     >>> out = explain_cross_encoder(ce, "river otters", "Otters dig dens in the river bank.")  # doctest: +SKIP
@@ -347,7 +347,7 @@ def explain_cls_lr(ranker, query: str, document: str, n_steps: int = DEFAULT_IG_
     >>> out["completeness_error"] <= 0.01  # doctest: +SKIP
     True
     """
-    from ctxir.rerank import ClsLrRanker
+    from ctxir.rerank.rankers import ClsLrRanker
 
     query, document = _check_text(query, "query"), _check_text(document, "document")
     _check_steps(n_steps, max_steps)
@@ -378,8 +378,8 @@ def explain_cls_lr(ranker, query: str, document: str, n_steps: int = DEFAULT_IG_
 def _cross_encoder(model):
     from sentence_transformers import CrossEncoder
 
-    from ctxir.models import load_cross_encoder
-    from ctxir.rerank import CrossEncoderReranker
+    from ctxir.encoders.models import load_cross_encoder
+    from ctxir.rerank.rankers import CrossEncoderReranker
 
     if isinstance(model, str):
         return load_cross_encoder(model, "auto")
@@ -480,7 +480,7 @@ def cls_attention(query: str, document: str, model, tokenizer=None) -> dict:
     >>> len(out["attention"]), [round(sum(row), 4) for row in out["attention"]][:2]  # doctest: +SKIP
     (6, [1.0, 1.0])
     """
-    from ctxir.internals import inspect_text
+    from ctxir.encoders.internals import inspect_text
 
     query, document = _check_text(query, "query"), _check_text(document, "document")
     with _eager_attention(model):
@@ -533,7 +533,7 @@ def explain(query: str, document: str, bi_encoder=DEFAULT_BI_ENCODER, cross_enco
     ``cross_encoder`` always holds the first re-ranker's explanation (the cross-encoder's, or the CLS-LR one when
     only a CLS-LR ranker is given): the key readers of one re-ranker's explanation read.
     """
-    from ctxir.rerankers import get_reranker
+    from ctxir.rerank.registry import get_reranker
 
     query, document = _check_text(query, "query"), _check_text(document, "document")
     if bi_encoder is None:
