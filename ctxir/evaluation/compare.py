@@ -1,0 +1,306 @@
+"""Several systems on the same queries, compared the way IR papers do: one table of metrics, and for each system
+against the baseline a paired significance test, corrected for making many comparisons.
+
+    python -m ctxir.evaluate --compare results/bm25.json results/dense.json results/hybrid.json
+    python -m ctxir.evaluate --compare A.json B.json C.json --test t-test --correction bonferroni \
+        --metrics nDCG@10,MRR@10,Recall@100 --output results/compare.json
+    python -m ctxir.evaluate --compare "A.json::hybrid + cross-encoder" "A.json::hybrid" B.json --pairs all
+
+Each argument is a results JSON of ``python -m ctxir.evaluate`` (its per-query values are what is tested); it
+stands for the run the command evaluated (the JSON's ``system``), and ``FILE::SYSTEM`` picks another of its
+systems (e.g. the first stage of a re-ranked run). The first argument is the baseline.
+
+Tests (two-sided, on the per-query differences; every system must have been evaluated on the same queries):
+
+- ``randomization``: Fisher's paired randomization test (Smucker et al., CIKM 2007), via
+  ``scipy.stats.permutation_test``: each query's two values are swapped at random, and p is the share of the
+  swaps whose mean difference is at least as far from 0 as the one observed. Exact (all 2^n swaps) when
+  2^n ≤ ``--permutations``, else that many random ones (seeded).
+- ``t-test``: the paired Student t-test (``scipy.stats.ttest_rel``).
+
+Corrections, over the comparisons of one metric: ``holm`` (step-down; never less powerful than Bonferroni and
+controls the same family-wise error rate), ``bonferroni`` (p × number of comparisons), ``none``.
+
+>>> per_query = {"A": {"q1": {"nDCG@10": 0.5}, "q2": {"nDCG@10": 0.25}, "q3": {"nDCG@10": 1.0},
+...                    "q4": {"nDCG@10": 0.0}},
+...              "B": {"q1": {"nDCG@10": 0.75}, "q2": {"nDCG@10": 0.5}, "q3": {"nDCG@10": 1.0},
+...                    "q4": {"nDCG@10": 0.5}}}
+>>> result = compare_systems(per_query, ["nDCG@10"])
+>>> row = result["comparisons"][0]
+>>> row["system"], row["baseline"], row["delta"], row["p"]  # 2 of the 8 distinct swaps reach |0.25|: p = 0.25
+('B', 'A', 0.25, 0.25)
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ctxir.types import CtxirError
+
+TESTS = ("randomization", "t-test")
+CORRECTIONS = ("holm", "bonferroni", "none")
+PAIRS = ("baseline", "all")
+DEFAULT_METRICS = ("nDCG@10", "MRR@10", "Recall@100")
+
+PerQuery = Mapping[str, Mapping[str, float]]  # {qid: {metric: value}}
+
+
+# ---------------------------------------------------------------- the pure functions: arrays in, p-values out
+
+
+def paired_pvalue(x: Any, y: Any, test: str = "randomization", n_permutations: int = 10_000, seed: int = 0) -> float:
+    """Two-sided p-value that paired per-query values ``x`` and ``y`` (shape (n,), the same queries in the same
+    order) have the same mean. Identical systems (every difference 0) have p = 1.
+
+    >>> paired_pvalue([0.5, 0.25, 1.0, 0.0], [0.75, 0.5, 1.0, 0.5])  # exact: 4 of the 16 swaps reach |0.25|
+    0.25
+    >>> round(paired_pvalue([0.5, 0.25, 1.0, 0.0], [0.75, 0.5, 1.0, 0.5], "t-test"), 4)
+    0.0917
+    """
+    from scipy import stats
+
+    if test not in TESTS:
+        raise CtxirError(f"test {test!r} is not known: use one of {', '.join(map(repr, TESTS))}")
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    if x.shape != y.shape or x.ndim != 1:
+        raise CtxirError(f"paired values must be two lists of the same length, got shapes {x.shape} and {y.shape}")
+    if len(x) < 2:
+        raise CtxirError(f"a paired test needs ≥ 2 queries, got {len(x)}")
+    if not np.any(x != y):
+        return 1.0
+    if test == "t-test":
+        return float(stats.ttest_rel(y, x).pvalue)
+
+    def mean_difference(a, b, axis):  # (..., n) → (...)
+        return np.mean(b - a, axis=axis)
+
+    result = stats.permutation_test((x, y), mean_difference, permutation_type="samples", vectorized=True,
+                                    n_resamples=n_permutations, alternative="two-sided",
+                                    rng=np.random.default_rng(seed))
+    return float(min(1.0, result.pvalue))
+
+
+def adjust_pvalues(pvalues: Sequence[float], correction: str = "holm") -> list[float]:
+    """p-values adjusted for making ``len(pvalues)`` comparisons at once: an adjusted p ≤ α keeps the chance of
+    any false "significant" among them ≤ α.
+
+    bonferroni: min(1, m·p). holm: sort ascending, p_(i) × (m − i + 1) for i = 1..m, then each at least the one
+    before it (monotone), capped at 1 (Holm 1979).
+
+    >>> adjust_pvalues([0.01, 0.04, 0.03], "bonferroni")
+    [0.03, 0.12, 0.09]
+    >>> [round(p, 4) for p in adjust_pvalues([0.01, 0.04, 0.03], "holm")]  # 0.01×3, max(0.03×2, 0.03), 0.04×1→0.06
+    [0.03, 0.06, 0.06]
+    """
+    if correction not in CORRECTIONS:
+        raise CtxirError(f"correction {correction!r} is not known: use one of {', '.join(map(repr, CORRECTIONS))}")
+    p = np.asarray(pvalues, dtype=np.float64)
+    m = len(p)
+    if correction == "none" or m == 0:
+        return [float(v) for v in p]
+    if correction == "bonferroni":
+        return [float(v) for v in np.minimum(1.0, p * m)]
+    order = np.argsort(p, kind="stable")
+    stepped = np.maximum.accumulate(p[order] * (m - np.arange(m)))  # (m,) in ascending-p order
+    adjusted = np.empty(m)
+    adjusted[order] = np.minimum(1.0, stepped)
+    return [float(v) for v in adjusted]
+
+
+def compare_systems(per_query: Mapping[str, PerQuery], metrics: Sequence[str] = DEFAULT_METRICS,
+                    baseline: str | None = None, pairs: str = "baseline", test: str = "randomization",
+                    correction: str = "holm", alpha: float = 0.05, n_permutations: int = 10_000,
+                    seed: int = 0) -> dict:
+    """Each system's mean of every metric, and paired tests: every system against ``baseline`` (default: the first)
+    or, with ``pairs="all"``, every pair. ``per_query``: ``{system: {qid: {metric: value}}}`` (a results JSON's
+    ``per_query``), every system over the same queries. The correction runs over the comparisons of each metric.
+
+    Returns ``{"systems": {system: {metric: mean}}, "comparisons": [{system, baseline, metric, delta, wins,
+    losses, ties, p, p_adjusted, significant}], "n_queries", "test", "correction", "alpha", ...}``.
+
+    >>> bm25 = {"q1": {"MRR@10": 0.5}, "q2": {"MRR@10": 1.0}, "q3": {"MRR@10": 0.25}}
+    >>> dense = {"q1": {"MRR@10": 1.0}, "q2": {"MRR@10": 1.0}, "q3": {"MRR@10": 1.0}}
+    >>> result = compare_systems({"bm25": bm25, "dense": dense}, ["MRR@10"], test="t-test")
+    >>> row = result["comparisons"][0]
+    >>> row["system"], round(row["delta"], 4), row["wins"], row["ties"], round(row["p"], 3)  # t = 1.89, 2 df
+    ('dense', 0.4167, 2, 1, 0.199)
+    """
+    from ctxir.checks import check_choice
+
+    check_choice(test, "test", TESTS)
+    check_choice(correction, "correction", CORRECTIONS)
+    check_choice(pairs, "pairs", PAIRS)
+    if not 0 < alpha < 1:
+        raise CtxirError(f"alpha must be between 0 and 1, got {alpha!r}")
+    names = list(per_query)
+    if len(names) < 2:
+        raise CtxirError(f"comparing needs at least 2 systems, got {len(names)}: {names!r}")
+    baseline = names[0] if baseline is None else check_choice(baseline, "baseline", names)
+    queries = sorted(per_query[baseline])
+    for name in names:
+        if set(per_query[name]) != set(queries):
+            only = sorted(set(per_query[name]) ^ set(queries))
+            raise CtxirError(f"{name!r} was evaluated on {len(per_query[name])} queries and {baseline!r} on "
+                             f"{len(queries)}; they differ in {len(only)} (e.g. {only[0]!r}): evaluate every system "
+                             "on the same --data, --split and --max-queries")
+        have = next(iter(per_query[name].values()), {})
+        missing = [m for m in metrics if m not in have]
+        if missing:
+            raise CtxirError(f"metric {missing[0]!r} is not in {name!r}'s per-query values: use some of "
+                             f"{', '.join(map(repr, have))}")
+    values = {name: {m: np.array([per_query[name][q][m] for q in queries], dtype=np.float64) for m in metrics}
+              for name in names}  # system → metric → (n_queries,)
+    if pairs == "baseline":
+        compared = [(baseline, name) for name in names if name != baseline]
+    else:
+        compared = [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
+    rows = []
+    for metric in metrics:
+        found = []
+        for a, b in compared:
+            x, y = values[a][metric], values[b][metric]
+            diff = y - x
+            found.append({"system": b, "baseline": a, "metric": metric, "delta": float(diff.mean()),
+                          "wins": int((diff > 0).sum()), "losses": int((diff < 0).sum()),
+                          "ties": int((diff == 0).sum()), "p": paired_pvalue(x, y, test, n_permutations, seed)})
+        for row, adjusted in zip(found, adjust_pvalues([r["p"] for r in found], correction), strict=True):
+            row["p_adjusted"] = adjusted
+            row["significant"] = adjusted <= alpha
+        rows.extend(found)
+    return {"systems": {name: {m: float(values[name][m].mean()) for m in metrics} for name in names},
+            "baseline": baseline if pairs == "baseline" else None, "pairs": pairs, "metrics": list(metrics),
+            "n_queries": len(queries), "test": test, "correction": correction, "alpha": alpha,
+            "permutations": n_permutations if test == "randomization" else None, "seed": seed, "comparisons": rows}
+
+
+def format_comparison(result: Mapping) -> str:
+    """Two markdown tables: each system's metrics (``†`` = significantly different from the baseline after the
+    correction), then every comparison's delta, wins/losses/ties and p-values."""
+    metrics, alpha = result["metrics"], result["alpha"]
+    marked = {(r["system"], r["metric"]) for r in result["comparisons"]
+              if r["significant"] and r["baseline"] == result["baseline"]}
+
+    def esc(text: str) -> str:
+        return str(text).replace("|", "\\|")
+
+    lines = ["| System | " + " | ".join(map(esc, metrics)) + " |", "|---|" + "---:|" * len(metrics)]
+    for name, means in result["systems"].items():
+        cells = [f"{means[m]:.4f}{'†' if (name, m) in marked else ''}" for m in metrics]
+        lines.append(f"| {esc(name)}{' (baseline)' if name == result['baseline'] else ''} | " + " | ".join(cells)
+                     + " |")
+    correction = "no correction" if result["correction"] == "none" else f"{result['correction']}-corrected"
+    test = ("paired randomization test" + (f", {result['permutations']:,} permutations" if result["permutations"]
+                                           else "") if result["test"] == "randomization" else "paired t-test")
+    if result["baseline"] is not None:
+        lines.append(f"\n† p ≤ {alpha:g} against the baseline ({test}, two-sided, {correction} over "
+                     f"{len(result['systems']) - 1} comparisons per metric; {result['n_queries']} queries)")
+    else:
+        lines.append(f"\nAll pairs ({test}, two-sided, {correction} over the comparisons of each metric; "
+                     f"{result['n_queries']} queries)")
+    lines += ["", "| Comparison | Metric | Δ | wins/losses/ties | p | p adjusted |", "|---|---|---:|---:|---:|---:|"]
+    for r in result["comparisons"]:
+        star = " *" if r["significant"] else ""
+        lines.append(f"| {esc(r['system'])} vs {esc(r['baseline'])} | {esc(r['metric'])} | {r['delta']:+.4f} | "
+                     f"{r['wins']}/{r['losses']}/{r['ties']} | {r['p']:.4f} | {r['p_adjusted']:.4f}{star} |")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- results files
+
+
+def load_systems(specs: Sequence[str]) -> dict[str, PerQuery]:
+    """``{label: per-query values}`` from results JSONs: ``FILE`` (its ``system``) or ``FILE::SYSTEM``. Labels are
+    the system names, prefixed with the file's name where two files hold systems of the same name."""
+    from ctxir.files import read_json
+
+    picked = []
+    for spec in specs:
+        path, _, system = spec.partition("::")
+        file = Path(path)
+        if not file.is_file():
+            raise CtxirError(f"--compare {spec!r}: {path!r} is not a file: pass results JSONs written by "
+                             "python -m ctxir.evaluate")
+        data = read_json(file)
+        per_query = data.get("per_query") if isinstance(data, dict) else None
+        if not per_query:
+            raise CtxirError(f"--compare {spec!r}: {path!r} has no per-query values (\"per_query\"): pass a retrieval "
+                             "results JSON of python -m ctxir.evaluate")
+        system = system or data.get("system") or (next(iter(per_query)) if len(per_query) == 1 else "")
+        if system not in per_query:
+            raise CtxirError(f"--compare {spec!r}: {path!r} holds the systems {', '.join(map(repr, per_query))}: "
+                             f"pick one as {path}::SYSTEM")
+        picked.append((file, system, per_query[system]))
+    counts: dict[str, int] = {}
+    for _, system, _ in picked:
+        counts[system] = counts.get(system, 0) + 1
+    systems: dict[str, PerQuery] = {}
+    for file, system, values in picked:
+        label = system if counts[system] == 1 else f"{file.stem}: {system}"
+        if label in systems:
+            raise CtxirError(f"--compare names {label!r} twice: compare each system once")
+        systems[label] = values
+    return systems
+
+
+@dataclass
+class CompareArgs:
+    compare: list[str] = field(default_factory=list, metadata={
+        "help": "results JSONs of python -m ctxir.evaluate (FILE, or FILE::SYSTEM for another of its systems); the "
+                "first is the baseline"})
+    metrics: str = field(default=",".join(DEFAULT_METRICS), metadata={"help": "comma-separated metric names"})
+    test: str = field(default="randomization", metadata={"help": "randomization (Fisher's, paired) or t-test",
+                                                          "choices": TESTS})
+    correction: str = field(default="holm", metadata={"help": "multiple comparisons: holm, bonferroni or none",
+                                                      "choices": CORRECTIONS})
+    pairs: str = field(default="baseline", metadata={"help": "baseline = each system against the first; all = "
+                                                             "every pair", "choices": PAIRS})
+    alpha: float = field(default=0.05, metadata={"help": "significance level of the adjusted p-values"})
+    permutations: int = field(default=10_000, metadata={"help": "randomization test: random swaps (exact when "
+                                                                "2^queries is fewer)"})
+    seed: int = 0
+    output: str = field(default="", metadata={"help": "also write the comparison as JSON here"})
+
+
+def run(args: CompareArgs) -> dict:
+    # 1. read each system's per-query values
+    if len(args.compare) < 2:
+        raise CtxirError(f"--compare needs at least 2 results JSONs, got {len(args.compare)}: "
+                         "pass --compare BASELINE.json OTHER.json [...]")
+    if args.permutations < 1:
+        raise CtxirError(f"--permutations must be ≥ 1, got {args.permutations!r}")
+    systems = load_systems(args.compare)
+    metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
+    if not metrics:
+        raise CtxirError(f"--metrics {args.metrics!r} names no metric: e.g. 'nDCG@10,MRR@10'")
+    # 2. test and correct
+    result = compare_systems(systems, metrics, pairs=args.pairs, test=args.test, correction=args.correction,
+                             alpha=args.alpha, n_permutations=args.permutations, seed=args.seed)
+    result["files"] = list(args.compare)
+    # 3. print and save
+    print(format_comparison(result))
+    if args.output:
+        from ctxir.files import write_json
+
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        write_json(Path(args.output), result, indent=1)
+        print(f"wrote {args.output}")
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ctxir.cli import cli_main
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and "--compare" not in argv and not argv[0].startswith("-"):  # python -m ctxir.compare A.json B.json
+        argv = ["--compare", *argv]
+    return cli_main(CompareArgs, run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
