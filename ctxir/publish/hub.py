@@ -1,0 +1,583 @@
+"""Publishing a training output to the Hugging Face Hub: stage → validate → upload.
+
+    python -m ctxir.hub push --model-dir outputs/bi-encoder --repo-id you/minilm-scifact-bi-encoder --dry-run
+    python -m ctxir.hub push --model-dir outputs/bi-encoder --repo-id you/minilm-scifact-bi-encoder [--private]
+    python -m ctxir.hub validate --folder outputs/hub/you--minilm-scifact-bi-encoder
+
+1. stage: copy what the standard loaders read (safetensors weights, configs, tokenizer), metrics.json and figures
+   into a fresh folder, and render README.md (the model card) from metrics.json. Training artifacts
+   (checkpoints, optimizer state, training_args.bin) stay behind; any other pickle file refuses staging.
+2. validate: no pickle anywhere, nothing `upload_folder` would skip, the card's YAML parses and agrees with
+   metrics.json, and the folder loads back with SentenceTransformer / CrossEncoder / ctxir.ClsLrRanker.
+3. upload: ``create_repo(exist_ok=True)`` + ``upload_folder`` with the token from ``HF_TOKEN`` or ``hf auth login``
+   (never printed). The staged folder is uploaded as is, so ``hf download <repo> --local-dir DIR`` returns exactly
+   it, and ctxir loads the Hub id or that folder alike.
+
+This is the only module that talks to the Hub for writing. ``--dry-run`` (and any upload that cannot happen:
+offline, no token, network error) leaves the validated folder in place and prints the ``hf upload`` command
+that would publish it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import shlex
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ctxir.files import is_pickle_file, read_json, write_atomic, write_json
+from ctxir.names import CLS_LR_CONFIG, CLS_LR_WEIGHTS
+from ctxir.names import looks_like_hub_id as _looks_like_hub_id
+from ctxir.publish.cards import (
+    METRICS_FILE,
+    CardInputs,
+    License,
+    check_card,
+    load_metrics,
+    parse_license,
+    render_card,
+    training_license,
+)
+from ctxir.types import CtxirError
+
+README = "README.md"
+FIGURES_DIR = "figures"
+# What SentenceTransformer / CrossEncoder / AutoModel / AutoTokenizer read from a model folder.
+MODEL_FILE_PATTERNS = ("*.json", "*.safetensors", "vocab.txt", "merges.txt", "*.model", "tokenizer*")
+# The transformer body of the CLS-LR ranker: AutoModel + AutoTokenizer only (not the sentence-transformers
+# configs, so the repo does not also pose as a CrossEncoder).
+ENCODER_FILE_PATTERNS = ("config.json", "*.safetensors", "model.safetensors.index.json", "tokenizer*",
+                         "special_tokens_map.json", "added_tokens.json", "vocab.txt", "vocab.json", "merges.txt",
+                         "*.model")
+FIGURE_SUFFIXES = (".png", ".svg", ".jpg", ".jpeg", ".html")
+# Files a trainer leaves beside the model: never part of the published model, skipped without complaint.
+# README.md is sentence-transformers' generated card, replaced by ours (why: ctxir/cards.py docstring).
+TRAINING_ARTIFACTS = ("training_args.bin", "optimizer.pt", "scheduler.pt", "scaler.pt", "rng_state*.pth",
+                      "trainer_state.json", "README.md")
+SKIPPED_DIRS = ("checkpoint-*", "checkpoints", "runs", "logs", "eval", "wandb", "hub", ".*", "__pycache__")
+# Marks a folder as ctxir's staging (so re-staging may replace it). It sits under .cache/huggingface/, which
+# upload_folder never sends, as `hf download --local-dir` keeps its own bookkeeping there.
+STAGING_MARKER = ".cache/huggingface/ctxir-staging.json"
+LOAD_CHECK_TEXTS = ("the river bank", "money in the bank account")
+
+
+class PublishError(CtxirError):
+    """The folder is staged and valid, but the upload did not happen; the message says how to finish it."""
+
+
+@dataclass
+class StagedRepo:
+    folder: Path
+    repo_id: str
+    model_type: str
+    license: str
+    files: list[str] = field(default_factory=list)  # relative paths, sorted
+    skipped: list[str] = field(default_factory=list)  # source files deliberately left out
+    eval_count: int = 0
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+
+def detect_model_type(folder: str | Path) -> str | None:
+    """'cls-lr' | 'cross-encoder' | 'bi-encoder' from the files a saved model leaves, or None."""
+    folder = Path(folder)
+    if (folder / CLS_LR_CONFIG).is_file():
+        return "cls-lr"
+    st_config = folder / "config_sentence_transformers.json"
+    if st_config.is_file():
+        kind = read_json(st_config, strict=False).get("model_type")
+        if kind == "CrossEncoder":
+            return "cross-encoder"
+        if kind in ("SentenceTransformer", None) and (folder / "modules.json").is_file():
+            return "bi-encoder"
+    if (folder / "modules.json").is_file():
+        return "bi-encoder"
+    config = folder / "config.json"
+    if config.is_file():
+        archs = read_json(config, strict=False).get("architectures") or []
+        if any(a.endswith("ForSequenceClassification") for a in archs):
+            return "cross-encoder"  # a pre-v4 sentence-transformers CrossEncoder: a plain transformers folder
+    return None
+
+
+def _matches(name: str, patterns) -> bool:
+    return any(fnmatch.fnmatch(name, p) for p in patterns)
+
+
+def _files(folder: Path) -> list[str]:
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+
+
+def check_repo_id(repo_id: str) -> str:
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    repo_id = (repo_id or "").strip()
+    if repo_id.count("/") != 1:
+        raise CtxirError(f"--repo-id {repo_id!r} must be 'owner/name' (your user or organisation, then the model "
+                         "name), e.g. 'ctxir/minilm-scifact-bi-encoder'")
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError as err:
+        raise CtxirError(f"--repo-id {repo_id!r} is not a valid Hub id: {err}") from err
+    return repo_id
+
+
+def default_staging_dir(model_dir: str | Path, repo_id: str) -> Path:
+    """``<model_dir's parent>/hub/<owner>--<name>``: beside the training outputs (outputs/ is git-ignored)."""
+    return Path(model_dir).resolve().parent / "hub" / repo_id.replace("/", "--")
+
+
+def _transformer_dir(folder: Path) -> Path:
+    """Where the transformer's config.json sits: the root (sentence-transformers ≥ 3) or the first module."""
+    if (folder / "config.json").is_file():
+        return folder
+    for module in read_json(folder / "modules.json") or []:
+        if (folder / module.get("path", "") / "config.json").is_file():
+            return folder / module["path"]
+    raise CtxirError(f"{str(folder)!r} holds no transformer (no config.json at its root or in a module folder)")
+
+
+def folder_license(folder: Path, what: str) -> tuple[str, License] | None:
+    """A model folder's license as it states it: its metrics.json training data, else its card's metadata."""
+    from huggingface_hub import metadata_load
+
+    if (folder / METRICS_FILE).is_file():
+        try:
+            return (what, training_license(load_metrics(folder))[0])
+        except CtxirError:
+            return None
+    if (folder / README).is_file():
+        try:
+            lic = parse_license((metadata_load(folder / README) or {}).get("license"))
+        except Exception:  # an unparsable upstream card: treat as not stated
+            lic = None
+        return (what, lic) if lic is not None else None
+    return None
+
+
+def base_model_license(base: str) -> tuple[str, License] | None:
+    """The base model's license (Hub id or folder), or None when it cannot be looked at here."""
+    from ctxir.encoders.models import resolve_model
+
+    try:
+        folder = Path(resolve_model(base))
+    except CtxirError:
+        return None  # not reachable here: the card lists only the data licenses
+    return folder_license(folder, f"base model {base if _looks_like_hub_id(base) else Path(base).name}")
+
+
+def _cls_lr_base_dir(src: Path) -> tuple[Path, str]:
+    """The encoder a CLS-LR ranker reads (bundled ".", a folder relative to the ranker, a Hub id or a path),
+    and how to name it."""
+    from ctxir.encoders.models import resolve_model
+
+    base = read_json(src / CLS_LR_CONFIG).get("base_model", "")
+    if base == "." or (src / base).is_dir():
+        folder = (src / base).resolve()
+        return folder, folder.name
+    return Path(resolve_model(base)), base if _looks_like_hub_id(base) else Path(base).name
+
+
+def _stored_base_license(folder: Path, model_type: str, metrics: dict) -> tuple[str, License] | None:
+    """For validation: the base license recorded at staging (CLS-LR) or re-derived from the base model."""
+    if model_type == "cls-lr":
+        stored = read_json(folder / CLS_LR_CONFIG).get("base_model_license")
+        lic = parse_license(stored.get("license")) if stored else None
+        return (stored["what"], lic) if lic else None
+    return base_model_license(metrics["base_model"])
+
+
+# ---------------------------------------------------------------------------------------------- model facts
+
+def model_facts(folder: str | Path, model_type: str) -> dict:
+    """What the card's prose and usage snippets need to know about the model, read by loading it."""
+    folder = Path(folder)
+    try:
+        return _model_facts(folder, model_type)
+    except CtxirError:
+        raise
+    except Exception as err:  # a broken config or weights: the repo would be broken for its users too
+        raise CtxirError(f"the {model_type} in {str(folder)!r} does not load ({type(err).__name__}: {err}): fix "
+                         "the training output (re-save it with save_pretrained) and stage again") from err
+
+
+def _model_facts(folder: Path, model_type: str) -> dict:
+    if model_type == "bi-encoder":
+        from sentence_transformers import SentenceTransformer
+
+        model = SentenceTransformer(str(folder), device="cpu", trust_remote_code=False)
+        modules = [type(m).__name__ for m in model]
+        pooling = next((getattr(m, "pooling_mode", None) for m in model if type(m).__name__ == "Pooling"), None)
+        dim = (model.get_embedding_dimension() if hasattr(model, "get_embedding_dimension")
+               else model.get_sentence_embedding_dimension())
+        plain = (modules[:2] == ["Transformer", "Pooling"] and set(modules[2:]) <= {"Normalize"}
+                 and pooling in ("mean", "cls", "max"))
+        return {"dimension": dim, "pooling": pooling or "custom", "normalize": "Normalize" in modules,
+                "max_seq_length": model.max_seq_length, "modules": " → ".join(modules), "plain_transformers": plain}
+    if model_type == "cross-encoder":
+        from ctxir.encoders.models import is_adapter, is_ctxir_modular, load_cross_encoder, top_layers_config
+
+        load_cross_encoder.cache_clear()
+        # ctxir's loader: an adapter folder merges into its base, resolved offline too (packaged MiniLM)
+        model = load_cross_encoder(str(folder), "cpu")
+        top = top_layers_config(folder)
+        return {"adapter": is_adapter(folder), "num_labels": model.num_labels,
+                "max_length": getattr(model, "max_seq_length", None) or model.max_length,
+                "activation": type(model.activation_fn).__name__, "ctxir_modules": is_ctxir_modular(folder),
+                "modules": " → ".join(type(m).__name__ for m in model),
+                "trained_layers": (f"{top['trained_from_layer']}–{top['num_hidden_layers'] - 1}" if top else None),
+                "fusion": read_json(folder / "fusion.json") or None}
+    config = read_json(folder / CLS_LR_CONFIG)
+    meta = config.get("metadata") or {}
+    return {"hidden_size": config.get("hidden_size"), "layer": config.get("layer", -1),
+            "max_length": config.get("max_length", 512), "C": meta.get("C", "–"),
+            "class_weight": meta.get("class_weight"), "train_positives": meta.get("train_positives"),
+            "base_source": config.get("base_model_source")}
+
+
+# ---------------------------------------------------------------------------------------------- stage
+
+def stage(model_dir: str | Path, repo_id: str, staging_dir: str | Path | None = None, base_model_id: str | None = None,
+          figures: list[str] | tuple[str, ...] = ()) -> StagedRepo:
+    """Build the folder that will become the Hub repo, render its card, and validate it."""
+    # 1. read the run
+    src = Path(model_dir).expanduser().resolve()
+    if not src.is_dir():
+        raise CtxirError(f"--model-dir {str(model_dir)!r} is not a folder: pass the output folder of a training "
+                         "script (it holds the model files and metrics.json)")
+    repo_id = check_repo_id(repo_id)
+    metrics = load_metrics(src)
+    model_type = metrics["model_type"]
+    found = detect_model_type(src)
+    if found != model_type:
+        raise CtxirError(f"{METRICS_FILE} says model_type {model_type!r} but {str(src)!r} holds "
+                         f"{'a ' + found if found else 'no model sentence-transformers or ctxir can load'}: "
+                         "point --model-dir at the folder the training script saved")
+    if model_type == "cls-lr":
+        base_dir, base_name = _cls_lr_base_dir(src)
+        # A bundled encoder (".") left its own metrics.json behind: ask the base the run names instead.
+        base_license = (base_model_license(metrics["base_model"]) if base_dir == src
+                        else folder_license(base_dir, f"base model {base_name}"))
+    else:
+        base_license = base_model_license(metrics["base_model"])
+    training_license(metrics, base_license)  # refuse early: unknown training-data license
+
+    # 2. refuse pickles before anything is copied
+    skipped = _publishable_files(src)
+
+    for fig in figures:
+        if not Path(fig).expanduser().is_file() or Path(fig).suffix.lower() not in FIGURE_SUFFIXES:
+            raise CtxirError(f"--figures {fig!r} is not a {'/'.join(FIGURE_SUFFIXES)} file")
+
+    # 3. a fresh staging folder
+    dest = _fresh_staging_dir(src, repo_id, staging_dir)
+
+    # 4. copy the model
+    if model_type == "cls-lr":
+        _stage_cls_lr(src, dest, base_dir, base_license)
+    else:
+        _copy_matching(src, dest, MODEL_FILE_PATTERNS, exclude=(METRICS_FILE, "trainer_state.json"))
+        for module in read_json(src / "modules.json") or []:
+            if module.get("path") and (src / module["path"]).is_dir():  # Normalize & co. may save no folder
+                _copy_matching(src / module["path"], dest / module["path"], MODEL_FILE_PATTERNS, recursive=True)
+    shutil.copy2(src / METRICS_FILE, dest / METRICS_FILE)  # verbatim: the card's numbers are checked against it
+
+    # 5. figures: <model-dir>/figures/*, figures beside the model, and any passed explicitly
+    staged_figures = _stage_figures(src, dest, figures)
+
+    # 6. the card
+    if base_model_id:
+        check_repo_id(base_model_id)
+    elif _looks_like_hub_id(metrics["base_model"]):
+        base_model_id = metrics["base_model"]
+    inputs = CardInputs(repo_id=repo_id, base_model_id=base_model_id or None, base_license=base_license,
+                        facts=model_facts(dest, model_type), figures=staged_figures)
+    write_atomic(dest / README, render_card(metrics, inputs).content)
+
+    # 7. validate what will be uploaded
+    report = validate(dest, base_license=base_license)
+    report.repo_id, report.skipped = repo_id, skipped
+    return report
+
+
+def _publishable_files(src: Path) -> list[str]:
+    """Refuse a folder holding pickle files (before anything is copied); → the files left out of the upload."""
+    skipped, pickles = [], []
+    for path in sorted(src.rglob("*")):
+        rel = path.relative_to(src)
+        if any(_matches(part, SKIPPED_DIRS) for part in rel.parts[:-1]) or not path.is_file():
+            if path.is_file():
+                skipped.append(rel.as_posix())
+            continue
+        if len(rel.parts) == 1 and _matches(rel.name, TRAINING_ARTIFACTS):
+            skipped.append(rel.as_posix())
+        elif is_pickle_file(path):
+            pickles.append(rel.as_posix())
+    if pickles:
+        raise CtxirError(f"{str(src)!r} contains pickle files ({', '.join(pickles)}): pickle runs code when loaded, "
+                         "so it is never published. Re-save the model with safetensors (save_pretrained does by "
+                         "default) and delete the pickle files, then stage again")
+    return skipped
+
+
+def _fresh_staging_dir(src: Path, repo_id: str, staging_dir: str | Path | None) -> Path:
+    """An empty staging folder, marked as ctxir's; a previous staging there is replaced, anything else refused."""
+    dest = Path(staging_dir).expanduser().resolve() if staging_dir else default_staging_dir(src, repo_id)
+    if dest == src or src in dest.parents or dest in src.parents:
+        raise CtxirError(f"--staging-dir {str(dest)!r} overlaps the model folder {str(src)!r}: choose a separate "
+                         "folder (the default is <model-dir>/../hub/<owner>--<name>)")
+    if dest.exists() and any(dest.iterdir()):
+        if not (dest / STAGING_MARKER).is_file():  # never delete a folder ctxir did not stage
+            raise CtxirError(f"--staging-dir {str(dest)!r} exists and is not a previous staging: empty it or "
+                             "choose another folder")
+        shutil.rmtree(dest)
+    (dest / STAGING_MARKER).parent.mkdir(parents=True, exist_ok=True)
+    write_json(dest / STAGING_MARKER, {"source": str(src), "repo_id": repo_id}, indent=None)
+    return dest
+
+
+def _stage_figures(src: Path, dest: Path, figures) -> list[str]:
+    """Copy <model-dir>/figures/*, figures beside the model and ``figures`` → the image paths the card shows."""
+    figure_paths = sorted({*(p for p in src.iterdir() if p.suffix.lower() in FIGURE_SUFFIXES),
+                           *((src / FIGURES_DIR).glob("*") if (src / FIGURES_DIR).is_dir() else ()),
+                           *(Path(f).expanduser().resolve() for f in figures)})
+    staged_figures = []
+    for fig in figure_paths:
+        if not fig.is_file() or fig.suffix.lower() not in FIGURE_SUFFIXES:
+            raise CtxirError(f"figure {str(fig)!r} is not a {'/'.join(FIGURE_SUFFIXES)} file")
+        (dest / FIGURES_DIR).mkdir(exist_ok=True)
+        shutil.copy2(fig, dest / FIGURES_DIR / fig.name)
+        if fig.suffix.lower() != ".html":
+            staged_figures.append(f"{FIGURES_DIR}/{fig.name}")
+    return staged_figures
+
+
+def _copy_matching(src: Path, dest: Path, patterns, exclude=(), recursive: bool = False) -> None:
+    dest.mkdir(parents=True, exist_ok=True)
+    for path in sorted(src.iterdir()):
+        if path.is_file() and _matches(path.name, patterns) and path.name not in exclude:
+            shutil.copy2(path, dest / path.name)
+        elif path.is_dir() and recursive and not _matches(path.name, SKIPPED_DIRS):
+            _copy_matching(path, dest / path.name, patterns, exclude, recursive)
+
+
+def _stage_cls_lr(src: Path, dest: Path, base_dir: Path, base_license: tuple[str, License] | None) -> None:
+    """Ranker weights + config, and the encoder it reads copied beside them (config base_model = ".")."""
+    config = read_json(src / CLS_LR_CONFIG)
+    base = config.get("base_model", "")
+    body = _transformer_dir(base_dir)
+    if not any(p.suffix == ".safetensors" and p.name != CLS_LR_WEIGHTS for p in body.iterdir()):
+        raise CtxirError(f"the CLS-LR base model {base!r} ({str(body)!r}) has no .safetensors weights: re-save it "
+                         "with save_pretrained (safetensors is the default) before publishing")
+    _copy_matching(body, dest, ENCODER_FILE_PATTERNS, exclude=(CLS_LR_WEIGHTS,))
+    shutil.copy2(src / CLS_LR_WEIGHTS, dest / CLS_LR_WEIGHTS)
+    if "base_model_source" not in config:
+        # A local path would publish the trainer's directory layout: keep the folder name (or the Hub id).
+        local = base == "." or (src / base).is_dir() or Path(base).expanduser().exists()
+        config["base_model_source"] = base_dir.name if local else base
+    config["base_model"] = "."  # ClsLrRanker.load: "." = the encoder lives in this folder
+    if base_license is not None:
+        config["base_model_license"] = {"what": base_license[0], "license": base_license[1].name}
+    write_json(dest / CLS_LR_CONFIG, config)
+
+
+# ---------------------------------------------------------------------------------------------- validate
+
+def validate(folder: str | Path, base_license: tuple[str, License] | bool | None = False) -> StagedRepo:
+    """Refuse a staged folder that is not safe and complete to publish; return what it holds.
+
+    base_license: as used at staging; False (default) re-derives it from the folder.
+    """
+    from huggingface_hub.utils import DEFAULT_IGNORE_PATTERNS, filter_repo_objects
+
+    folder = Path(folder).expanduser().resolve()
+    if not folder.is_dir():
+        raise CtxirError(f"{str(folder)!r} is not a folder: pass the staged folder `push --dry-run` printed")
+    # `hf download --local-dir` keeps its bookkeeping in .cache/huggingface/, which upload_folder never sends.
+    files = list(filter_repo_objects(_files(folder), ignore_patterns=DEFAULT_IGNORE_PATTERNS))
+    # 1. nothing a loader would unpickle
+    pickles = [f for f in files if is_pickle_file(folder / f)]
+    if pickles:
+        raise CtxirError(f"{str(folder)!r} contains pickle files ({', '.join(pickles)}): they are never published "
+                         "(loading a pickle can run code). Delete them; weights must be .safetensors")
+    # 2. exactly what upload_folder sends and `hf download` returns
+    hidden = [f for f in files if any(part.startswith(".") for part in f.split("/"))]
+    if hidden:
+        raise CtxirError(f"{str(folder)!r} contains hidden files ({', '.join(hidden)}), which a model repo does not "
+                         "need: stage into a fresh folder")
+    if not any(f.endswith(".safetensors") for f in files):
+        raise CtxirError(f"{str(folder)!r} has no .safetensors weights")
+    # 3. the card agrees with metrics.json
+    metrics = load_metrics(folder)
+    model_type = metrics["model_type"]
+    found = detect_model_type(folder)
+    if found != model_type:
+        raise CtxirError(f"{METRICS_FILE} says {model_type!r} but {str(folder)!r} holds {found or 'no known model'}")
+    if base_license is False:
+        base_license = _stored_base_license(folder, model_type, metrics)
+    meta = check_card(folder / README, metrics, base_license)
+    # 4. it loads back and produces finite scores, the way users and ctxir will load it
+    _load_check(folder, model_type)
+    return StagedRepo(folder=folder, repo_id="", model_type=model_type, license=meta["license"], files=files,
+                      eval_count=len(metrics["evaluations"]))
+
+
+def _load_check(folder: Path, model_type: str) -> None:
+    import numpy as np
+
+    from ctxir.encoders.models import load_transformer, resolve_model
+
+    # A re-staged folder at the same path must be loaded afresh, not from ctxir's per-process caches.
+    resolve_model.cache_clear()
+    load_transformer.cache_clear()
+    path = resolve_model(str(folder))
+    try:
+        if model_type == "bi-encoder":
+            from sentence_transformers import SentenceTransformer
+
+            scores = SentenceTransformer(path, device="cpu", trust_remote_code=False).encode(list(LOAD_CHECK_TEXTS))
+        elif model_type == "cross-encoder":
+            from ctxir.encoders.models import load_cross_encoder
+
+            load_cross_encoder.cache_clear()
+            scores = load_cross_encoder(path, "cpu").predict([LOAD_CHECK_TEXTS])
+        else:
+            from ctxir.rerank.rankers import ClsLrRanker
+
+            scores = ClsLrRanker.load(path, device="cpu").score_pairs(*LOAD_CHECK_TEXTS[:1], LOAD_CHECK_TEXTS[1:])
+    except CtxirError:
+        raise
+    except Exception as err:  # any loader failure means the repo would be broken for its users
+        raise CtxirError(f"the staged {model_type} in {str(folder)!r} does not load back: {err}") from err
+    scores = np.asarray(scores, dtype=np.float64)
+    if scores.size == 0 or not np.isfinite(scores).all():
+        raise CtxirError(f"the staged {model_type} in {str(folder)!r} loads but gives non-finite scores")
+
+
+# ---------------------------------------------------------------------------------------------- upload
+
+def hf_upload_command(folder: str | Path, repo_id: str, private: bool = False, revision: str | None = None,
+                      create_pr: bool = False, commit_message: str | None = None) -> str:
+    """The `hf upload` command that publishes ``folder`` the same way ``push`` does."""
+    parts = ["hf", "upload", repo_id, str(folder), ".", "--repo-type", "model"]
+    if private:
+        parts.append("--private")
+    if revision:
+        parts += ["--revision", revision]
+    if create_pr:
+        parts.append("--create-pr")
+    if commit_message:
+        parts += ["--commit-message", commit_message]
+    return shlex.join(parts)
+
+
+def _redact(text: str, token: str | None) -> str:
+    return text.replace(token, "hf_***") if token else text
+
+
+def push(folder: str | Path, repo_id: str, private: bool = False, revision: str | None = None, create_pr: bool = False,
+         commit_message: str | None = None, token: str | None = None, endpoint: str | None = None, api=None) -> str:
+    """Upload a staged, validated folder; return the commit (or pull request) URL.
+
+    Token: ``token``, else ``HF_TOKEN`` / the ``hf auth login`` file (``huggingface_hub.get_token``). It is passed to
+    the client and never printed or put in a message. ``api`` lets tests inject a stand-in for ``HfApi``.
+    """
+    from huggingface_hub import HfApi, constants, get_token
+    from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
+
+    folder = Path(folder).resolve()
+    repo_id = check_repo_id(repo_id)
+    command = hf_upload_command(folder, repo_id, private, revision, create_pr, commit_message)
+    later = f"The staged repo is complete in {str(folder)!r}; publish it later with:\n  {command}"
+    if constants.is_offline_mode():
+        raise PublishError(f"HF_HUB_OFFLINE is set, so nothing was uploaded. {later}")
+    token = token or get_token()
+    if not token:
+        raise PublishError(f"no Hugging Face token: set HF_TOKEN or run `hf auth login`, then push again. {later}")
+    api = api or HfApi(endpoint=endpoint, token=token)
+    message = commit_message or f"Upload {repo_id} with ctxir"
+    try:
+        api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
+        if revision and not create_pr:
+            api.create_branch(repo_id, branch=revision, exist_ok=True, repo_type="model")
+        info = api.upload_folder(repo_id=repo_id, folder_path=str(folder), repo_type="model", revision=revision,
+                                 create_pr=create_pr, commit_message=message)
+    except (HfHubHTTPError, OfflineModeIsEnabled, OSError) as err:
+        raise PublishError(f"uploading to {repo_id!r} failed: {_redact(str(err), token)}. {later}") from None
+    except Exception as err:  # httpx transport errors and the like: same outcome for the user
+        if not type(err).__module__.startswith(("httpx", "httpcore", "requests", "urllib3")):  # httpx2 too
+            raise
+        raise PublishError(f"the Hub could not be reached ({type(err).__name__}: {_redact(str(err), token)}). "
+                           f"{later}") from None
+    return getattr(info, "pr_url", None) or getattr(info, "commit_url", None) or str(info)
+
+
+# ---------------------------------------------------------------------------------------------- CLI
+
+@dataclass
+class PushArgs:
+    model_dir: str = field(metadata={"help": "training output folder (model files + metrics.json)"})
+    repo_id: str = field(metadata={"help": "Hub id 'owner/name', e.g. ctxir/minilm-scifact-bi-encoder"})
+    staging_dir: str = field(default="", metadata={"help": "where to stage (default <model-dir>/../hub/<owner>--<name>)"})
+    base_model_id: str = field(default="", metadata={
+        "help": "Hub id for the card's base_model when metrics.json names a local folder (e.g. a pushed cross-encoder)"})
+    figures: list[str] = field(default_factory=list, metadata={"help": "extra figure files (.png/.svg/.html)"})
+    private: bool = field(default=False, metadata={"help": "create the repo private (ignored if it exists)"})
+    revision: str = field(default="", metadata={"help": "branch to push to (created if missing)"})
+    create_pr: bool = field(default=False, metadata={"help": "open a pull request instead of committing"})
+    commit_message: str = ""
+    dry_run: bool = field(default=False, metadata={"help": "stage and validate only; print the hf upload command"})
+
+
+@dataclass
+class ValidateArgs:
+    folder: str = field(metadata={"help": "a staged folder (or an `hf download --local-dir` folder)"})
+
+
+def _summary(report: StagedRepo) -> str:
+    sizes = sum((report.folder / f).stat().st_size for f in report.files)
+    lines = [f"staged {report.model_type} for {report.repo_id or '(validated folder)'} in {report.folder}",
+             f"  {len(report.files)} files, {sizes / 1e6:.1f} MB: {', '.join(report.files)}",
+             f"  card: license {report.license}, {report.eval_count} evaluation(s) from {METRICS_FILE}"]
+    if report.skipped:
+        shown = report.skipped[:8] + ([f"... {len(report.skipped) - 8} more"] if len(report.skipped) > 8 else [])
+        lines.append(f"  left out (not part of the published model): {', '.join(shown)}")
+    lines.append("  validated: no pickle, card matches metrics.json, loads back")
+    return "\n".join(lines)
+
+
+def run_push(args: PushArgs) -> int:
+    """Stage, validate and (unless --dry-run) upload; 0 = done, 2 = refused (CtxirError), 3 = staged, not uploaded."""
+    report = stage(args.model_dir, args.repo_id, args.staging_dir or None, args.base_model_id or None, args.figures)
+    print(_summary(report))
+    command = hf_upload_command(report.folder, report.repo_id, args.private, args.revision or None, args.create_pr,
+                                args.commit_message or None)
+    if args.dry_run:
+        print(f"dry run: nothing uploaded. To publish:\n  {command}")
+        return 0
+    try:
+        url = push(report.folder, report.repo_id, args.private, args.revision or None, args.create_pr,
+                   args.commit_message or None)
+    except PublishError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 3
+    print(f"pushed: {url}\n  download: hf download {report.repo_id} --local-dir DIR")
+    return 0
+
+
+def run_validate(args: ValidateArgs) -> int:
+    print(_summary(validate(args.folder)))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ctxir.cli import subcommand_main
+
+    return subcommand_main({"push": (PushArgs, run_push), "validate": (ValidateArgs, run_validate)},
+                           "python -m ctxir.hub", argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
