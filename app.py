@@ -39,8 +39,8 @@ __all__ = ["AppArgs", "Outputs", "_guard", "app_args_class", "build_demo", "conf
 from ctxir.checks import check_choice
 from ctxir.cli import cli_main
 from ctxir.encoders import BACKENDS
-from ctxir.models import DEFAULT_BI_ENCODER, set_threads
-from ctxir.rerankers import RERANKERS
+from ctxir.encoders.models import DEFAULT_BI_ENCODER, set_threads
+from ctxir.rerank.registry import RERANKERS
 from ctxir.retrieval import DENSE_INDEXES
 
 logger = logging.getLogger("ctxir.app")

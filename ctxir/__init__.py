@@ -12,10 +12,12 @@ from ctxir.classify import (
     ZeroShotClassifier,
     load_labelled,
 )
-from ctxir.compare import compare_systems
-from ctxir.data import load_beir, load_corpus_any, load_sick, load_snli, load_sts
-from ctxir.encoders import BiEncoder, EmbeddingCache, pool
-from ctxir.evaluation import (
+from ctxir.data.loaders import load_beir, load_corpus_any, load_sick, load_snli, load_sts
+from ctxir.encoders.bi_encoder import BiEncoder, EmbeddingCache, pool
+from ctxir.encoders.internals import inspect_text
+from ctxir.encoders.models import DEFAULT_BI_ENCODER, DEFAULT_CROSS_ENCODER, pick_device, resolve_model
+from ctxir.evaluation.compare import compare_systems
+from ctxir.evaluation.metrics import (
     EvalResult,
     evaluate_run,
     paired_recall_at_k,
@@ -23,20 +25,24 @@ from ctxir.evaluation import (
     paired_test,
     sts_correlation,
 )
-from ctxir.explain import (
+from ctxir.explain.attributions import (
     cls_attention,
     explain_bi_encoder,
     explain_cls_lr,
     explain_cross_encoder,
     mean_pooling_contributions,
 )
-from ctxir.fusion import fuse, reciprocal_rank_fusion, weighted_score_fusion
-from ctxir.internals import inspect_text
-from ctxir.models import DEFAULT_BI_ENCODER, DEFAULT_CROSS_ENCODER, pick_device, resolve_model
-from ctxir.pipeline import Pipeline, RankedHit, SearchResult, StageFusion
-from ctxir.rerank import ClsLrRanker, CrossEncoderReranker, Reranker
-from ctxir.rerankers import RERANKERS, RerankerKind, available_rerankers, load_reranker, register_reranker
-from ctxir.retrieval import BM25Retriever, DenseRetriever, HybridRetriever, Retriever
+from ctxir.rerank.pipeline import Pipeline, RankedHit, SearchResult, StageFusion
+from ctxir.rerank.rankers import ClsLrRanker, CrossEncoderReranker, Reranker
+from ctxir.rerank.registry import (
+    RERANKERS,
+    RerankerKind,
+    available_rerankers,
+    load_reranker,
+    register_reranker,
+)
+from ctxir.retrieval.fusion import fuse, reciprocal_rank_fusion, weighted_score_fusion
+from ctxir.retrieval.retrievers import BM25Retriever, DenseRetriever, HybridRetriever, Retriever
 from ctxir.types import Corpus, CtxirError, Hit, Internals, Qrels, Queries, Run
 
 __version__ = "0.1.0"

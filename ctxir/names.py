@@ -10,7 +10,7 @@ CLS_LR_WEIGHTS = "cls_lr.safetensors"
 CLS_LR_CONFIG = "cls_lr_config.json"
 CLS_LR_FORMAT = "ctxir-cls-lr/1"
 ADAPTER_CONFIG = "adapter_config.json"  # a PEFT adapter folder
-# a cross-encoder body saved as its trained top layers over a named base (ctxir.rerank_heads.TopLayersTransformer)
+# a cross-encoder body saved as its trained top layers over a named base (ctxir.encoders.heads.TopLayersTransformer)
 TOP_LAYERS_CONFIG = "ctxir_top_layers.json"
 TOP_LAYERS_WEIGHTS = "top_layers.safetensors"
 TOP_LAYERS_FORMAT = "ctxir-top-layers/1"

@@ -19,7 +19,7 @@ from ctxir.app.api import document_api
 from ctxir.app.state import AppConfig, AppState
 from ctxir.app.text import md_literal, plural
 from ctxir.app.ui import CSS, Outputs, Ui, named, plain_errors_for_api
-from ctxir.rerankers import RERANKERS
+from ctxir.rerank.registry import RERANKERS
 
 TITLE = "ctxir — contextual embeddings for search"
 TABS = (("Search", search_tab), ("Pair scoring", pairs_tab), ("Explain", explain_tab),

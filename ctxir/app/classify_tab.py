@@ -105,7 +105,7 @@ def project_2d(vectors: np.ndarray, method: str, seed: int = 0) -> np.ndarray:
 def classify_view(state: AppState, texts, labels="", examples=None, method: str = "zero-shot", k: int = 5,
                   template: str = TEMPLATES[1], projection: str = "pca") -> ViewResult:
     """Classify ``texts`` (one per line) zero-shot from ``labels`` or few-shot from the ``examples`` file."""
-    from ctxir.encoders import BiEncoder
+    from ctxir.encoders.bi_encoder import BiEncoder
 
     cfg = state.config
     # 1. check the input

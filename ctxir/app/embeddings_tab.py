@@ -56,7 +56,7 @@ def token_embeddings(state: AppState, sentences: str | Sequence[str], layer_a: i
                      methods: Sequence[str] = ("pca", "tsne"), word: str = "", model: str = "bi-encoder",
                      progress: Progress | None = None) -> ViewResult:
     """2-D projections of every (non-special) token's vector at two layers, and consecutive-layer cosines."""
-    from ctxir.internals import word_positions
+    from ctxir.encoders.internals import word_positions
     from ctxir.viz import consecutive_layer_similarity, heatmap_figure, project, projection_figure
 
     cfg = state.config
@@ -117,7 +117,7 @@ def token_embeddings(state: AppState, sentences: str | Sequence[str], layer_a: i
 def layer_similarity(state: AppState, sentences: str | Sequence[str], word: str = "bank",
                      model: str = "bi-encoder") -> ViewResult:
     """Per-layer cosine of one word across sentences, and of the whole sentences (mean of their tokens)."""
-    from ctxir.internals import word_vectors
+    from ctxir.encoders.internals import word_vectors
     from ctxir.viz import curves_figure, layer_cosines
 
     cfg = state.config
@@ -154,7 +154,7 @@ def layer_similarity(state: AppState, sentences: str | Sequence[str], word: str 
 def sentence_similarity(state: AppState, sentences: str | Sequence[str], layer: int = -1,
                         pooling: str = "mean") -> ViewResult:
     """Cosine similarity heatmap of sentence embeddings (bi-encoder, chosen pooling and layer)."""
-    from ctxir.encoders import BiEncoder
+    from ctxir.encoders.bi_encoder import BiEncoder
     from ctxir.viz import cosine_matrix, heatmap_figure
 
     cfg = state.config

@@ -15,7 +15,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ctxir.report import LOWERS_RGB, RAISES_RGB
+from ctxir.evaluation.report import LOWERS_RGB, RAISES_RGB
 
 FONT = {"size": 13}
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",

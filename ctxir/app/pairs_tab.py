@@ -14,7 +14,7 @@ from ctxir.app.state import AppState, ViewResult, demo_presets
 from ctxir.app.text import md_code, rounded, snippet, split_lines
 from ctxir.app.ui import Ui, exports, frame, gpu, guard, lines, shares, show, tab_intro
 from ctxir.checks import check_int, check_text
-from ctxir.rerankers import RERANKERS
+from ctxir.rerank.registry import RERANKERS
 
 
 def input_formation(tokenizer, query: str, document: str, max_length: int = 512) -> dict:

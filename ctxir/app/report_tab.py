@@ -43,8 +43,8 @@ def _read(path: Path, limit_mb: float) -> dict:
 
 def _from_results(state: AppState, name: str, results: dict, metric: str, worst: int) -> tuple[list, dict]:
     """(cases, meta) of a results JSON, judged by the qrels of the BEIR folder the app was started on."""
-    from ctxir.data import load_beir
-    from ctxir.report import report_from_results
+    from ctxir.data.loaders import load_beir
+    from ctxir.evaluation.report import report_from_results
 
     config = results.get("config") if isinstance(results.get("config"), dict) else {}
     folder = Path(state.config.corpus) if state.config.corpus else None
@@ -67,7 +67,7 @@ def _from_results(state: AppState, name: str, results: dict, metric: str, worst:
 def failure_report(state: AppState, path: str | Path | None, worst: int = 10, metric: str = "nDCG@10") -> ViewResult:
     """A failure report from an uploaded file: a saved report's JSON (shown as written, explanations included), or
     an evaluate results JSON over this app's BEIR corpus (its ``worst`` queries by ``metric``, no explanations)."""
-    from ctxir.report import REPORT_FORMAT, REPORT_VERSION, render_report
+    from ctxir.evaluation.report import REPORT_FORMAT, REPORT_VERSION, render_report
 
     if not path:
         raise CtxirError(f"no file was uploaded: choose {HOW}")
@@ -123,9 +123,9 @@ def sample_report(state: AppState, worst: int = 10, metric: str = "nDCG@10") -> 
     """The tab tried out of the box: BM25 over the demo corpus that ships with ctxir, its demo queries judged by
     the shipped ``demo_qrels.tsv``, the ``worst`` queries by ``metric``, each explained by BM25's own term weights
     (exact, and cheap: no model runs). The same report ``python -m ctxir.report`` writes for a run."""
-    from ctxir.data import load_qrels, load_queries
-    from ctxir.report import explain_failures, failure_cases, render_report, report_meta
-    from ctxir.retrieval import BM25Retriever
+    from ctxir.data.loaders import load_qrels, load_queries
+    from ctxir.evaluation.report import explain_failures, failure_cases, render_report, report_meta
+    from ctxir.retrieval.retrievers import BM25Retriever
     from ctxir.types import run_from_hits
 
     worst = check_int(worst, "worst queries", 1, MAX_WORST)

@@ -27,7 +27,7 @@ from ctxir.app.state import (
 from ctxir.app.text import cls_warnings, md_code, plural, rounded, snippet
 from ctxir.app.ui import Ui, exports, frame, gpu, guard, shares, show, tab_intro, warn
 from ctxir.checks import check_choice, check_int, check_text
-from ctxir.rerankers import DEFAULT_RERANK_MODE, RERANK_MODES, RERANKERS, reranker_choices
+from ctxir.rerank.registry import DEFAULT_RERANK_MODE, RERANK_MODES, RERANKERS, reranker_choices
 from ctxir.types import CtxirError, doc_text
 
 
@@ -39,7 +39,7 @@ def search(state: AppState, query: str, corpus: str | None = None, first_stage: 
     ranks every candidate the re-ranker re-scored). ``mode`` "fused" (default): the final order fuses the re-ranker with the first stage (the re-ranker's
     fusion.json, else RRF k=60 with equal weights; ``fused_score``), so a weak re-ranker cannot push results far
     below the first stage; "alone": the re-ranker's order."""
-    from ctxir.pipeline import Pipeline, mode_fusion
+    from ctxir.rerank.pipeline import Pipeline, mode_fusion
 
     query = check_text(query, "query", state.config.max_query_chars)
     cfg = state.config
@@ -139,7 +139,7 @@ def upload_corpus(state: AppState, path: str | Path | None, progress: Progress |
                   owner: Owner = None) -> ViewResult:
     """Index a user's corpus file (.txt/.jsonl/.csv/.tsv) for ``owner`` (only they can choose it, by the returned
     name). Its embeddings stay in memory, never in the persistent cache."""
-    from ctxir.data import USER_CORPUS_SUFFIXES, load_user_corpus
+    from ctxir.data.loaders import USER_CORPUS_SUFFIXES, load_user_corpus
 
     if not path:
         raise CtxirError(f"no file was uploaded: choose a corpus file ({', '.join(USER_CORPUS_SUFFIXES)})")

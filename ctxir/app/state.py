@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from ctxir.checks import check_choice, check_int
-from ctxir.models import DEFAULT_BI_ENCODER, DEFAULT_CLS_LR, DEFAULT_CROSS_ENCODER
-from ctxir.pipeline import FIRST_STAGES
-from ctxir.rerankers import RERANKERS as KINDS
-from ctxir.rerankers import reranker_choices
+from ctxir.encoders.models import DEFAULT_BI_ENCODER, DEFAULT_CLS_LR, DEFAULT_CROSS_ENCODER
+from ctxir.rerank.pipeline import FIRST_STAGES
+from ctxir.rerank.registry import RERANKERS as KINDS
+from ctxir.rerank.registry import reranker_choices
 from ctxir.types import Corpus, CtxirError, Internals
 
 logger = logging.getLogger("ctxir.app")
@@ -107,7 +107,7 @@ class ViewResult:
 
 
 def demo_corpus() -> Corpus:
-    from ctxir.data import load_corpus
+    from ctxir.data.loaders import load_corpus
 
     return load_corpus(ASSETS / "demo_corpus.jsonl")
 
@@ -117,14 +117,14 @@ def demo_presets() -> dict:
 
 
 def demo_queries() -> list[str]:
-    from ctxir.data import load_queries
+    from ctxir.data.loaders import load_queries
 
     return list(load_queries(ASSETS / "demo_queries.jsonl").values())
 
 
 def corpus_queries(path: Path, limit: int = 8) -> list[str]:
     """Up to ``limit`` example queries for a BEIR folder (its queries.jsonl); none for a single corpus file."""
-    from ctxir.data import load_queries
+    from ctxir.data.loaders import load_queries
 
     file = Path(path) / "queries.jsonl"
     if not file.is_file():
@@ -190,8 +190,8 @@ class AppModels:
     def load(cls, config: AppConfig, progress: Progress | None = None) -> AppModels:
         """Load every model once. A missing bi-encoder is fatal; a missing re-ranker only logs a warning, and one
         that is not on this machine is not tried (nothing is downloaded)."""
-        from ctxir.models import load_bi_encoder, load_transformer
-        from ctxir.rerankers import load_reranker
+        from ctxir.encoders.models import load_bi_encoder, load_transformer
+        from ctxir.rerank.registry import load_reranker
 
         step = progress or (lambda *_: None)
         step(0.0, f"loading bi-encoder {config.bi_encoder}")
@@ -228,7 +228,7 @@ class AppModels:
         """Wrap models already in memory (tests, notebooks): a SentenceTransformer, and re-rankers by kind
         (``rerankers={"cross-encoder": a CrossEncoder, "cls-lr": a ClsLrRanker, ...}``; ``cross_encoder=`` and
         ``cls_lr=`` are the same for those two)."""
-        from ctxir.models import load_transformer
+        from ctxir.encoders.models import load_transformer
 
         path = str(bi_encoder[0].auto_model.config._name_or_path or bi_encoder_name)
         tokenizer, body = load_transformer(path, device, attentions=True)
@@ -284,7 +284,7 @@ class CorpusIndex:
 
     def __init__(self, name: str, corpus: Corpus, bi_encoder, source: str = "", progress: Progress | None = None,
                  cache=True, model_name: str | None = None):
-        from ctxir.pipeline import build_first_stages
+        from ctxir.rerank.pipeline import build_first_stages
 
         step = progress or (lambda *_: None)
         self.name, self.corpus, self.source, self.cache = name, corpus, source, cache
@@ -324,7 +324,7 @@ class CorpusIndex:
         encoder.cache.put(key, np.concatenate(parts) if parts else encoder.encode([]))
 
     def _encoder(self, pooling: str | None = None, layer: int | None = None):
-        from ctxir.encoders import BiEncoder, default_backend
+        from ctxir.encoders.bi_encoder import BiEncoder, default_backend
 
         # the search encoder (the model's own pooling) runs on $CTXIR_BACKEND (app.py --backend); another pooling or
         # layer (compare pooling) on torch, which alone supports them
@@ -341,7 +341,7 @@ class CorpusIndex:
 
     def pooled(self, pooling: str, layer: int):
         """A dense retriever over this corpus with another pooling/layer (encoded once, then cached)."""
-        from ctxir.retrieval import DenseRetriever
+        from ctxir.retrieval.retrievers import DenseRetriever
 
         with self._lock:
             key = (pooling, layer)
@@ -459,7 +459,7 @@ class AppState:
     def load(cls, config: AppConfig, progress: Progress | None = None, background: bool = False) -> AppState:
         """Everything the app needs before its first request: models, the startup corpus and its index
         (background=True: the index is built in a thread, see ``__init__``; the models are loaded here)."""
-        from ctxir.data import load_corpus_any
+        from ctxir.data.loaders import load_corpus_any
 
         started = time.perf_counter()
         models = AppModels.load(config, progress)
@@ -502,7 +502,7 @@ class AppState:
             self._warm_index(self.index(self.default_corpus))
         for reranker in self.models.rerankers.values():
             reranker.score_pairs("warm up", ["warm up"])
-        from ctxir.internals import inspect_text
+        from ctxir.encoders.internals import inspect_text
 
         for item in self.models.inspect.values():
             inspect_text("warm up", model=item.model, tokenizer=item.tokenizer)
@@ -631,7 +631,7 @@ class AppState:
 def inspect_input(state: AppState, model: str, text: str, text_pair: str | None = None,
                   max_tokens: int | None = None) -> Internals:
     """One forward pass of a loaded model over ``text`` (and ``text_pair``), refused above the token limit."""
-    from ctxir.internals import inspect_text
+    from ctxir.encoders.internals import inspect_text
 
     item = state.models.inspectable(model)
     limit = max_tokens or state.config.max_inspect_tokens
@@ -651,7 +651,7 @@ def check_layer(value: Any, n_layers: int, what: str = "layer") -> int:
 def _inspectable_body(reranker, device: str) -> Inspectable:
     """A cross-encoder's transformer body with eager attention, for the attention and embedding views: reloaded by
     name (a ctxir modular cross-encoder's folder holds its trained top layers, which load_transformer applies)."""
-    from ctxir.models import load_transformer
+    from ctxir.encoders.models import load_transformer
 
     body = reranker.model[0].auto_model
     by_name = isinstance(getattr(reranker, "model_name", None), str) and \

@@ -107,7 +107,7 @@ def _name(path: Path) -> str:
 
 
 def _read(path, what: str) -> tuple[Path, str]:
-    from ctxir.data import _file, _read_text
+    from ctxir.data.loaders import _file, _read_text
 
     p = _file(path, what)
     return p, _read_text(p)
@@ -115,7 +115,7 @@ def _read(path, what: str) -> tuple[Path, str]:
 
 def _rows(path: Path, text: str, columns: Sequence[str], optional: Sequence[str] = ()) -> list[tuple[int, dict]]:
     """(line number, {column: value}) of a CSV/TSV (header row naming the columns) or JSONL file."""
-    from ctxir.data import _bad_line, _json_object, _lines
+    from ctxir.data.loaders import _bad_line, _json_object, _lines
 
     suffix = path.suffix.lower()
     rows = []
@@ -153,7 +153,7 @@ def _rows(path: Path, text: str, columns: Sequence[str], optional: Sequence[str]
 
 
 def _field(path: Path, line_no: int, value, column: str) -> str:
-    from ctxir.data import _bad_line
+    from ctxir.data.loaders import _bad_line
 
     if isinstance(value, bool) or not isinstance(value, str | int):
         raise _bad_line(path, line_no, f"{column!r} as text", value)
@@ -751,9 +751,9 @@ def run(args: ClassifyArgs) -> dict:
     import torch
 
     from ctxir.checks import check_choice
-    from ctxir.encoders import BiEncoder, EmbeddingCache, cache_root
+    from ctxir.encoders.bi_encoder import BiEncoder, EmbeddingCache, cache_root
+    from ctxir.encoders.models import set_threads
     from ctxir.files import write_json
-    from ctxir.models import set_threads
 
     # 0. check the arguments before anything heavy is loaded
     methods = _methods(args.method)
