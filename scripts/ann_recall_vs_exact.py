@@ -31,9 +31,9 @@ class RecallArgs:
 
 
 def run(args: RecallArgs) -> int:
-    from ctxir.ann import AnnIndex, AnnParams
     from ctxir.data import load_beir
     from ctxir.encoders import BiEncoder
+    from ctxir.retrieval.ann import AnnIndex, AnnParams
 
     corpus, queries, _ = load_beir(args.data, args.split)
     encoder = BiEncoder(device="cpu")

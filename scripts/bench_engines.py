@@ -28,10 +28,10 @@ import numpy as np
 
 from ctxir.data import load_beir
 from ctxir.encoders import BiEncoder
-from ctxir.engines import VectorDBRetriever, encode_sharded
+from ctxir.encoders.models import resolve_model
 from ctxir.evaluation import evaluate_run
-from ctxir.models import resolve_model
 from ctxir.retrieval import BM25Retriever, DenseRetriever
+from ctxir.retrieval.engines import VectorDBRetriever, encode_sharded
 from ctxir.types import run_from_hits
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"

@@ -78,14 +78,14 @@ def run(args: BenchmarkArgs) -> dict:
     import numpy as np
     import torch
 
-    from ctxir.explain import DEFAULT_IG_STEPS, explain
-    from ctxir.models import (
+    from ctxir.encoders.models import (
         load_bi_encoder,
         load_cross_encoder,
         load_transformer,
         packaged_minilm_path,
         set_threads,
     )
+    from ctxir.explain import DEFAULT_IG_STEPS, explain
     from ctxir.rerank import ClsLrRanker, CrossEncoderReranker, cls_features
 
     set_threads(args.torch_threads)

@@ -47,9 +47,8 @@ def child(args: argparse.Namespace) -> dict:
     import torch
 
     torch.set_num_threads(args.threads)
-    from ctxir import onnx_backend
     from ctxir.data import load_beir
-    from ctxir.encoders import BiEncoder
+    from ctxir.encoders import BiEncoder, onnx_backend
 
     corpus, _, _ = load_beir(args.data, "test")
     texts = [f"{d.get('title', '')} {d.get('text', '')}".strip() for d in list(corpus.values())[: args.docs]]

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ctxir.cli import command_line  # noqa: E402
-from ctxir.evaluate import EvaluateArgs, run  # noqa: E402
+from ctxir.evaluation.evaluate import EvaluateArgs, run  # noqa: E402
 
 START, END = "<!-- foundation:start -->", "<!-- foundation:end -->"
 

@@ -128,8 +128,8 @@ def training_table(title: str, found: list[Found]) -> list[str]:
 
 
 def pipeline_table(results: Path) -> list[str]:
-    from ctxir.evaluate import EvaluateArgs
     from ctxir.evaluation import paired_test
+    from ctxir.evaluation.evaluate import EvaluateArgs
 
     lines = ["**SciFact test, best pipelines** (settings chosen on training claims only)", "",
              "| Pipeline | Stage | nDCG@10 | Δ vs first stage (wins/losses, paired t p) | MRR@10 | Recall of all candidates (≤ 100) | Tuned on "

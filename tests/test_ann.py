@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from ctxir.ann import AnnIndex, AnnParams, meta_path
+from ctxir.retrieval.ann import AnnIndex, AnnParams, meta_path
 from ctxir.types import CtxirError, Hit
 
 N, DIM, K = 3000, 64, 10

@@ -489,7 +489,7 @@ def test_results_table_shows_no_empty_or_repeated_columns(state):
 @pytest.fixture
 def report_files(state, tmp_path):
     """A saved failure report (FILE.json) and a results JSON over a three-document BEIR folder."""
-    from ctxir.report import failure_cases, report_meta, write_report
+    from ctxir.evaluation.report import failure_cases, report_meta, write_report
 
     folder = tmp_path / "tinybeir"
     (folder / "qrels").mkdir(parents=True)

@@ -224,7 +224,7 @@ def test_failure_report_endpoint(served, tmp_path):
     """A saved report uploaded → its summary, the page in a sandboxed frame, the standalone HTML file, the JSON."""
     from gradio_client import handle_file
 
-    from ctxir.report import failure_cases, report_meta, write_report
+    from ctxir.evaluation.report import failure_cases, report_meta, write_report
 
     client, _ = served
     corpus = {"d1": {"title": "Otters", "text": "Otters dig dens in the river bank."},

@@ -17,7 +17,7 @@ from plotly.colors import get_colorscale, hex_to_rgb, unlabel_rgb
 from ctxir.app import figures
 from ctxir.app.search_tab import compare_pooling, result_cards, search
 from ctxir.app.text import plural
-from ctxir.report import ATTRIBUTION_LEGEND, LOWERS_RGB, RAISES_RGB, render_report
+from ctxir.evaluation.report import ATTRIBUTION_LEGEND, LOWERS_RGB, RAISES_RGB, render_report
 from ctxir.types import CtxirError
 
 
@@ -192,7 +192,7 @@ def test_one_result_is_singular(app_state):
 def test_the_failure_report_sample_needs_no_upload(app_state):
     from ctxir.app.report_tab import sample_report
     from ctxir.data import load_qrels
-    from ctxir.report import metric_values
+    from ctxir.evaluation.report import metric_values
     from ctxir.retrieval import BM25Retriever
     from ctxir.types import run_from_hits
 

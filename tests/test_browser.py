@@ -302,7 +302,7 @@ def test_the_page_tells_the_truth(offline_page, app_url, screenshot_dir, tmp_pat
     """Issue #21 §1 as a visitor meets it: k's limit is an error, not a silent clamp; one result is singular; a
     failed upload shows no old success; the failure report's sample is one click; the Explain view, the report and
     their legends use one pair of colours; the sentence-similarity caption says what its colour scale shows."""
-    from ctxir.report import LOWERS_RGB, RAISES_RGB
+    from ctxir.evaluation.report import LOWERS_RGB, RAISES_RGB
 
     page = offline_page("laptop")
     page.goto(app_url)
@@ -381,7 +381,7 @@ def test_the_page_tells_the_truth(offline_page, app_url, screenshot_dir, tmp_pat
 
 @pytest.fixture(scope="module")
 def report_json(tmp_path_factory) -> Path:
-    from ctxir.report import failure_cases, report_meta, write_report
+    from ctxir.evaluation.report import failure_cases, report_meta, write_report
 
     corpus = {"d1": {"title": "Otter dens", "text": "River otters dig their dens into the soft bank of a stream."},
               "d2": {"title": "Loans", "text": "The bank approved the loan after checking the savings account."},

@@ -11,7 +11,7 @@ import yaml
 from huggingface_hub import metadata_load
 from huggingface_hub.repocard_data import model_index_to_eval_results
 
-from ctxir.cards import (
+from ctxir.publish.cards import (
     CardInputs,
     check_card,
     combine_licenses,

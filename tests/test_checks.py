@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from ctxir.checks import check_choice, check_int, check_queries, check_query, check_text, check_top_k
-from ctxir.pipeline import Pipeline
 from ctxir.rerank import Reranker
+from ctxir.rerank.pipeline import Pipeline
 from ctxir.retrieval import BM25Retriever
 from ctxir.types import CtxirError
 
@@ -71,7 +71,7 @@ class CountingReranker(Reranker):
 def test_pipeline_checks_its_input_once_then_runs_the_unchecked_stages(monkeypatch):
     corpus = {"a": {"title": "", "text": "river bank otters"}, "b": {"title": "", "text": "bank account money"}}
     calls = []
-    import ctxir.pipeline as pipeline_module
+    import ctxir.rerank.pipeline as pipeline_module
 
     monkeypatch.setattr(pipeline_module, "check_query", lambda q: calls.append(q) or q.strip())
     reranker = CountingReranker()

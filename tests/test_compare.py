@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from ctxir.compare import adjust_pvalues, compare_systems, format_comparison, paired_pvalue
-from ctxir.evaluate import main
+from ctxir.evaluation.compare import adjust_pvalues, compare_systems, format_comparison, paired_pvalue
+from ctxir.evaluation.evaluate import main
 from ctxir.types import CtxirError
 
 
@@ -152,7 +152,7 @@ def test_evaluate_compare_errors_are_messages(results, capsys):
 
 
 def test_python_m_ctxir_compare_takes_the_files_first(results, capsys):
-    from ctxir.compare import main as compare_main
+    from ctxir.evaluation.compare import main as compare_main
 
     assert compare_main([str(results / "bm25.json"), str(results / "worse.json"), "--metrics", "MRR@10",
                          "--correction", "bonferroni"]) == 0

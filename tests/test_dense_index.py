@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from ctxir.encoders import BiEncoder, EmbeddingCache
-from ctxir.pipeline import build_first_stages
+from ctxir.rerank.pipeline import build_first_stages
 from ctxir.retrieval import AUTO_ANN_THRESHOLD, BM25Retriever, DenseRetriever
 from ctxir.types import CtxirError, doc_text
 
@@ -94,7 +94,7 @@ def test_ann_index_is_reopened_not_rebuilt_and_embeddings_are_memory_mapped(cach
 
 
 def test_a_stale_or_damaged_ann_index_is_rebuilt(cached):
-    from ctxir.ann import AnnParams
+    from ctxir.retrieval.ann import AnnParams
 
     corpus, encoder, _ = cached
     path = DenseRetriever(corpus, encoder, index="ann").ann_path
@@ -146,7 +146,7 @@ def test_bm25_cache_by_default_only_for_large_corpora(tmp_path, monkeypatch):
     monkeypatch.setenv("CTXIR_CACHE", str(tmp_path))
     assert BM25Retriever(make_corpus(50)).cache_status == "built"  # under BM25_CACHE_MIN_DOCS: nothing written
     assert not (tmp_path / "bm25").exists()
-    monkeypatch.setattr("ctxir.retrieval.BM25_CACHE_MIN_DOCS", 10)
+    monkeypatch.setattr("ctxir.retrieval.retrievers.BM25_CACHE_MIN_DOCS", 10)
     assert BM25Retriever(make_corpus(50)).cache_status == "built: no cached index yet"
     assert BM25Retriever(make_corpus(50)).cache_status == "loaded"
     assert len(list((tmp_path / "bm25").iterdir())) == 1
@@ -180,7 +180,7 @@ def test_embedding_cache_key_is_unchanged_by_block_hashing():
 def test_a_large_mapped_cache_is_checked_on_a_sample_and_a_bad_sampled_row_is_caught(tmp_path, monkeypatch):
     from ctxir.encoders import _looks_encoded
 
-    monkeypatch.setattr("ctxir.encoders.FULL_CHECK_ROWS", 1000)
+    monkeypatch.setattr("ctxir.encoders.bi_encoder.FULL_CHECK_ROWS", 1000)
     vectors = clustered(5000, 16)
     cache = EmbeddingCache(tmp_path)
     cache.put("k", vectors)

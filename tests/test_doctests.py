@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import ctxir
-from ctxir.models import DEFAULT_BI_ENCODER, DEFAULT_CROSS_ENCODER, resolve_model
+from ctxir.encoders.models import DEFAULT_BI_ENCODER, DEFAULT_CROSS_ENCODER, resolve_model
 from ctxir.types import CtxirError
 
 PACKAGE = Path(ctxir.__file__).resolve().parent
@@ -32,22 +32,22 @@ PENDING: set[str] = set()
 # unskipped (``-m slow``) where that model can be had offline.
 MODEL_EXAMPLES = {
     "ctxir.classify.ZeroShotClassifier": DEFAULT_BI_ENCODER,
-    "ctxir.encoders.BiEncoder": DEFAULT_BI_ENCODER,
-    "ctxir.evaluation.paired_retrieval": DEFAULT_BI_ENCODER,
-    "ctxir.explain.cls_attention": DEFAULT_BI_ENCODER,
-    "ctxir.explain.explain_bi_encoder": DEFAULT_BI_ENCODER,
-    "ctxir.explain.explain_cls_lr": DEFAULT_BI_ENCODER,
-    "ctxir.explain.explain_cross_encoder": DEFAULT_BI_ENCODER,  # the packaged MiniLM body with a fresh head
-    "ctxir.internals.inspect_text": DEFAULT_BI_ENCODER,
-    "ctxir.models": DEFAULT_CROSS_ENCODER,  # loads both defaults
-    "ctxir.models.resolve_model": DEFAULT_BI_ENCODER,
-    "ctxir.rerank.ClsLrRanker": DEFAULT_BI_ENCODER,
-    "ctxir.rerank.CrossEncoderReranker": DEFAULT_CROSS_ENCODER,
-    "ctxir.retrieval.DenseRetriever": DEFAULT_BI_ENCODER,
-    "ctxir.retrieval.HybridRetriever": DEFAULT_BI_ENCODER,
+    "ctxir.encoders.bi_encoder.BiEncoder": DEFAULT_BI_ENCODER,
+    "ctxir.evaluation.metrics.paired_retrieval": DEFAULT_BI_ENCODER,
+    "ctxir.explain.attributions.cls_attention": DEFAULT_BI_ENCODER,
+    "ctxir.explain.attributions.explain_bi_encoder": DEFAULT_BI_ENCODER,
+    "ctxir.explain.attributions.explain_cls_lr": DEFAULT_BI_ENCODER,
+    "ctxir.explain.attributions.explain_cross_encoder": DEFAULT_BI_ENCODER,  # the packaged MiniLM body with a fresh head
+    "ctxir.encoders.internals.inspect_text": DEFAULT_BI_ENCODER,
+    "ctxir.encoders.models": DEFAULT_CROSS_ENCODER,  # loads both defaults
+    "ctxir.encoders.models.resolve_model": DEFAULT_BI_ENCODER,
+    "ctxir.rerank.rankers.ClsLrRanker": DEFAULT_BI_ENCODER,
+    "ctxir.rerank.rankers.CrossEncoderReranker": DEFAULT_CROSS_ENCODER,
+    "ctxir.retrieval.retrievers.DenseRetriever": DEFAULT_BI_ENCODER,
+    "ctxir.retrieval.retrievers.HybridRetriever": DEFAULT_BI_ENCODER,
 }
 # Skipped because what they print depends on the machine (a GPU or not), not because they load a model.
-MACHINE_DEPENDENT = {"ctxir.models.pick_device"}
+MACHINE_DEPENDENT = {"ctxir.encoders.models.pick_device"}
 
 
 def modules_with_examples() -> list[str]:

@@ -14,7 +14,11 @@ import numpy as np
 import pytest
 
 from ctxir.encoders import BiEncoder
-from ctxir.engines import (
+from ctxir.evaluation import evaluate_run
+from ctxir.rerank import Reranker
+from ctxir.rerank.pipeline import Pipeline
+from ctxir.retrieval import DenseRetriever
+from ctxir.retrieval.engines import (
     EngineCorpus,
     VectorDBRetriever,
     build_collection,
@@ -25,11 +29,7 @@ from ctxir.engines import (
     read_manifest,
     shard_plan,
 )
-from ctxir.evaluation import evaluate_run
-from ctxir.fusion import fuse
-from ctxir.pipeline import Pipeline
-from ctxir.rerank import Reranker
-from ctxir.retrieval import DenseRetriever
+from ctxir.retrieval.fusion import fuse
 from ctxir.types import CtxirError, Hit, run_from_hits
 
 HAS_MILVUS = all(importlib.util.find_spec(m) is not None for m in ("pymilvus", "milvus_lite"))

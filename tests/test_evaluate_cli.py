@@ -2,9 +2,9 @@ import json
 
 import pytest
 
-from ctxir.evaluate import main
+from ctxir.evaluation.evaluate import main
+from ctxir.evaluation.tuning import tune_fusion_rankings
 from ctxir.retrieval import BM25Retriever
-from ctxir.tuning import tune_fusion_rankings
 from ctxir.types import Hit
 
 
@@ -184,7 +184,7 @@ def test_command_line_round_trips_through_the_parser():
     from transformers import HfArgumentParser
 
     from ctxir.cli import command_line
-    from ctxir.evaluate import EvaluateArgs
+    from ctxir.evaluation.evaluate import EvaluateArgs
 
     config = {"data": "/abs/repo/data/x", "retriever": "hybrid", "tune_on": "train", "top_k": 20, "split": "test"}
     line = command_line("python -m ctxir.evaluate", EvaluateArgs, config, always=("data",),
@@ -252,14 +252,14 @@ def test_rerank_modes_fused_by_default_with_the_folders_fusion_json(beir_dir, tm
     alone = json.loads(alone_out.read_text())
     assert set(alone["metrics"]) == {"bm25", "bm25 + cross-encoder"} and alone["stage_fusion"] is None
     assert alone["metrics"]["bm25 + cross-encoder"] == fused["metrics"]["bm25 + cross-encoder"]
-    from ctxir.evaluate import EvaluateArgs, default_output
+    from ctxir.evaluation.evaluate import EvaluateArgs, default_output
 
     assert default_output(EvaluateArgs(data=str(beir_dir), retriever="bm25", rerank="cross-encoder",
                                        reranker_model="x/ce", top_k=4)).endswith("-cross-encoder-ce-top4-fused.json")
 
 
 def test_a_reranker_that_is_not_here_fails_before_anything_loads(beir_dir, tmp_path, capsys, monkeypatch):
-    from ctxir import models
+    from ctxir.encoders import models
 
     # an installation whose package lacks the shipped CLS-LR ranker (e.g. a trimmed install)
     monkeypatch.setitem(models.SHIPPED_MODELS, models.SHIPPED_CLS_LR, tmp_path / "not-shipped")

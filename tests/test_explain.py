@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from ctxir.encoders import BiEncoder
+from ctxir.encoders.models import load_transformer
 from ctxir.explain import (
     COMPLETENESS_TOLERANCE,
     DEFAULT_IG_STEPS,
@@ -16,7 +17,6 @@ from ctxir.explain import (
     explain_cross_encoder,
     mean_pooling_contributions,
 )
-from ctxir.models import load_transformer
 from ctxir.rerank import ClsLrRanker, CrossEncoderReranker, cls_features
 from ctxir.types import CtxirError
 
@@ -148,7 +148,7 @@ def test_cross_encoder_ig_is_complete_at_default_steps(tiny_cross_encoder, logit
 
 
 def test_minilm_cross_encoder_ig_is_complete_at_default_steps(minilm_path):
-    from ctxir.models import load_cross_encoder
+    from ctxir.encoders.models import load_cross_encoder
 
     torch.manual_seed(0)
     model = load_cross_encoder(str(minilm_path), "cpu", num_labels=1)  # the MiniLM body, an untrained head

@@ -5,10 +5,10 @@ import random
 
 import pytest
 
-from ctxir.fusion import fuse, reciprocal_rank_fusion, scored_only, weighted_score_fusion
-from ctxir.pipeline import StageFusion
+from ctxir.evaluation.tuning import tune_fusion_rankings, tune_hybrid
+from ctxir.rerank.pipeline import StageFusion
 from ctxir.retrieval import BM25Retriever, HybridRetriever
-from ctxir.tuning import tune_fusion_rankings, tune_hybrid
+from ctxir.retrieval.fusion import fuse, reciprocal_rank_fusion, scored_only, weighted_score_fusion
 from ctxir.types import CtxirError, Hit
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from ctxir.files import is_pickle_file
-from ctxir.hub import (
+from ctxir.publish.hub import (
     PublishError,
     PushArgs,
     hf_upload_command,
@@ -101,7 +101,7 @@ def test_staged_models_load_back_with_the_standard_libraries(staged, runs):
     from sentence_transformers import CrossEncoder, SentenceTransformer
 
     from ctxir import BiEncoder, ClsLrRanker, CrossEncoderReranker
-    from ctxir.models import resolve_model
+    from ctxir.encoders.models import resolve_model
 
     bi_src = SentenceTransformer(str(runs["bi-encoder"]), device="cpu").encode(TEXTS)
     bi_out = SentenceTransformer(str(staged["bi-encoder"].folder), device="cpu").encode(TEXTS)
@@ -145,7 +145,7 @@ def test_hub_id_resolves_through_the_hf_cache_like_hf_download(staged, tmp_path,
     """A repo in the local HF cache (what `hf download` leaves) loads by its Hub id through ctxir."""
     from huggingface_hub import constants
 
-    from ctxir.models import load_bi_encoder, resolve_model
+    from ctxir.encoders.models import load_bi_encoder, resolve_model
 
     cache = tmp_path / "hub"
     repo = cache / "models--ctxir--tiny-bi-encoder"
@@ -408,7 +408,7 @@ def test_hf_upload_command_quotes_paths():
 
 
 def test_metrics_fixture_follows_the_contract(metrics_record):
-    from ctxir.cards import validate_metrics
+    from ctxir.publish.cards import validate_metrics
 
     for kind in ("bi-encoder", "cross-encoder", "cls-lr"):
         validate_metrics(copy.deepcopy(metrics_record(kind, "x")))
@@ -488,7 +488,7 @@ def test_lora_cross_encoder_stages_as_an_adapter_and_every_snippet_agrees(tiny_b
     from peft import LoraConfig
     from sentence_transformers import CrossEncoder
 
-    from ctxir.models import load_cross_encoder
+    from ctxir.encoders.models import load_cross_encoder
 
     run = tmp_path / "ce-lora"
     model = CrossEncoder(str(tiny_bert_dir), num_labels=1, device="cpu")
@@ -531,7 +531,7 @@ def test_hub_command_line_names_a_missing_or_unknown_command(capsys):
 
 def test_model_folder_json_is_read_one_way(tmp_path):
     from ctxir.files import read_json
-    from ctxir.hub import detect_model_type
+    from ctxir.publish.hub import detect_model_type
 
     (tmp_path / "config.json").write_text("{not json")
     assert detect_model_type(tmp_path) is None  # sniffing a folder: a broken file is no evidence

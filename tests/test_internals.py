@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 import torch
 
-from ctxir.internals import inspect_text, word_positions, word_vectors
-from ctxir.models import load_transformer
+from ctxir.encoders.internals import inspect_text, word_positions, word_vectors
+from ctxir.encoders.models import load_transformer
 from ctxir.types import CtxirError
 
 

@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from ctxir.models import (
+from ctxir.encoders.models import (
     DEFAULT_BI_ENCODER,
     load_bi_encoder,
     packaged_minilm_path,

@@ -1,10 +1,10 @@
 import numpy as np
 import pytest
 
-from ctxir.pipeline import Pipeline, StageFusion, merge_stages
+from ctxir.evaluation.tuning import tune_stage_fusion
 from ctxir.rerank import Reranker
+from ctxir.rerank.pipeline import Pipeline, StageFusion, merge_stages
 from ctxir.retrieval import BM25Retriever
-from ctxir.tuning import tune_stage_fusion
 from ctxir.types import CtxirError, Hit
 
 CORPUS = {"short": {"title": "", "text": "bank"},
@@ -91,7 +91,7 @@ class Fixed(Reranker):
 
 
 def test_fused_and_alone_modes_give_the_hand_checked_orders():
-    from ctxir.pipeline import mode_fusion
+    from ctxir.rerank.pipeline import mode_fusion
     from ctxir.retrieval import Retriever
 
     class InOrder(Retriever):  # the first stage ranks a, b, c, d
@@ -144,7 +144,7 @@ def test_tune_stage_fusion_picks_the_fusion_that_fixes_each_stages_mistake():
 
 def test_first_stages_are_built_once_and_shared(tiny_st):
     from ctxir.encoders import BiEncoder
-    from ctxir.pipeline import build_first_stages, load_reranker
+    from ctxir.rerank.pipeline import build_first_stages, load_reranker
 
     stages = build_first_stages(CORPUS, ["bm25", "dense", "hybrid"], [BiEncoder(tiny_st, cache=None)],
                                 bm25_options={"k1": 0.9}, fusion="weighted", weights=[2, 1], depth=7)

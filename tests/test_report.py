@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from ctxir.report import (
+from ctxir.evaluation.report import (
     explain_failures,
     failure_cases,
     load_report,
@@ -218,7 +218,7 @@ def beir_dir(tmp_path, write_beir):
 
 
 def test_evaluate_report_flag_writes_html_and_json_and_saves_runs(beir_dir, tmp_path, capsys):
-    from ctxir.evaluate import main as evaluate
+    from ctxir.evaluation.evaluate import main as evaluate
 
     results, report = tmp_path / "results.json", tmp_path / "report.html"
     assert evaluate(["--data", str(beir_dir), "--retriever", "bm25", "--output", str(results),
@@ -246,7 +246,7 @@ def test_evaluate_report_flag_writes_html_and_json_and_saves_runs(beir_dir, tmp_
 
 
 def test_report_errors_are_messages(beir_dir, tmp_path, capsys):
-    from ctxir.evaluate import main as evaluate
+    from ctxir.evaluation.evaluate import main as evaluate
 
     out = tmp_path / "r.json"
     assert evaluate(["--data", str(beir_dir), "--retriever", "bm25", "--output", str(out),
@@ -265,7 +265,7 @@ def test_report_errors_are_messages(beir_dir, tmp_path, capsys):
 
 
 def test_dense_report_explains_with_the_pipelines_minilm(beir_dir, tmp_path, minilm_path):
-    from ctxir.evaluate import main as evaluate
+    from ctxir.evaluation.evaluate import main as evaluate
 
     # judged so that any reasonable model fails: the snake document must outrank the relevant code one
     (beir_dir / "qrels" / "hard.tsv").write_text("query-id\tcorpus-id\tscore\nq2\td4\t1\n")
@@ -282,7 +282,7 @@ def test_dense_report_explains_with_the_pipelines_minilm(beir_dir, tmp_path, min
 
 
 def test_reranked_report_explains_the_reranker_then_the_first_stage(beir_dir, tmp_path, tiny_bert_dir):
-    from ctxir.evaluate import main as evaluate
+    from ctxir.evaluation.evaluate import main as evaluate
 
     report = tmp_path / "rerank.html"
     # --rerank-mode alone: the run reported is the re-ranker's own, so its scores are the ones explained

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from ctxir.models import load_transformer
+from ctxir.encoders.models import load_transformer
 from ctxir.rerank import ClsLrRanker, CrossEncoderReranker, Reranker, cls_features
 from ctxir.types import CtxirError, Hit
 

@@ -1,5 +1,6 @@
-"""ctxir's cross-encoder modules (ctxir.rerank_heads): the segment-cosine score, and a body saved as its trained top
-layers over a base named by Hub id — loaded by ctxir with no trust_remote_code, and by sentence-transformers alone."""
+"""ctxir's cross-encoder modules (ctxir.encoders.heads, once ctxir.rerank_heads): the segment-cosine score, and a
+body saved as its trained top layers over a base named by Hub id — loaded by ctxir with no trust_remote_code, and
+by sentence-transformers alone."""
 
 from __future__ import annotations
 
@@ -10,15 +11,15 @@ import numpy as np
 import pytest
 import torch
 
-from ctxir import models
-from ctxir.names import TOP_LAYERS_CONFIG, TOP_LAYERS_WEIGHTS
-from ctxir.rerank_heads import (
+from ctxir.encoders import models
+from ctxir.encoders.heads import (
     SegmentCosineHead,
     TopLayersTransformer,
     layer_of,
     segment_cosine_scores,
     segment_means,
 )
+from ctxir.names import TOP_LAYERS_CONFIG, TOP_LAYERS_WEIGHTS
 from ctxir.types import CtxirError
 
 PAIRS = [("the cat sat", "the cat sat on the dog"), ("the cat sat", "tea and coffee"),

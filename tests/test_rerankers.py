@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 import torch
 
-from ctxir import models
 from ctxir.app.explain_tab import explain_pair
 from ctxir.app.pairs_tab import score_pairs
 from ctxir.app.search_tab import search, what_moved
 from ctxir.app.state import AppConfig, AppModels, AppState
-from ctxir.pipeline import StageFusion
+from ctxir.encoders import models
 from ctxir.rerank import Reranker
-from ctxir.rerankers import (
+from ctxir.rerank.pipeline import StageFusion
+from ctxir.rerank.registry import (
     RERANKERS,
     RerankerKind,
     available_rerankers,
@@ -51,7 +51,7 @@ CORPUS = {"d1": {"title": "", "text": "otters play in the river water"},
 def _modular_cross_encoder(tiny_bert_dir: Path):
     from sentence_transformers import CrossEncoder
 
-    from ctxir.rerank_heads import SegmentCosineHead, TopLayersTransformer
+    from ctxir.encoders.heads import SegmentCosineHead, TopLayersTransformer
 
     body = TopLayersTransformer(str(tiny_bert_dir), transformer_task="feature-extraction")
     body.model.config.num_labels = 1
@@ -307,7 +307,7 @@ def test_registering_a_kind_needs_a_usable_name():
 def test_one_entry_adds_a_kind_to_the_cli(overlap_kind, write_beir, tmp_path, capsys):
     from transformers import HfArgumentParser
 
-    from ctxir.evaluate import EvaluateArgs, main
+    from ctxir.evaluation.evaluate import EvaluateArgs, main
 
     (args,) = HfArgumentParser(EvaluateArgs).parse_args_into_dataclasses(args=["--data", "x", "--rerank", "overlap"])
     assert args.rerank == "overlap" and args.rerank_mode == "fused"

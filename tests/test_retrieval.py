@@ -1,8 +1,8 @@
 import pytest
 
 from ctxir.encoders import BiEncoder
-from ctxir.fusion import reciprocal_rank_fusion, weighted_score_fusion
 from ctxir.retrieval import BM25Retriever, DenseRetriever, HybridRetriever
+from ctxir.retrieval.fusion import reciprocal_rank_fusion, weighted_score_fusion
 from ctxir.types import CtxirError, Hit
 
 CORPUS = {

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ctxir import models
-from ctxir.models import DEFAULT_BI_ENCODER, SHIPPED_CLS_LR, SHIPPED_CROSS_ENCODER, SHIPPED_MODELS
+from ctxir.encoders import models
+from ctxir.encoders.models import DEFAULT_BI_ENCODER, SHIPPED_CLS_LR, SHIPPED_CROSS_ENCODER, SHIPPED_MODELS
 from ctxir.types import CtxirError
 from training import ship
 from training.train_cross_encoder import LORA_FULL_MODULES, name_adapter_base
@@ -151,8 +151,8 @@ def trained_top_layers(minilm_path, tmp_path_factory) -> dict[str, Path]:
     import torch
     from sentence_transformers import CrossEncoder
 
+    from ctxir.encoders.heads import SegmentCosineHead, TopLayersTransformer
     from ctxir.rerank import ClsLrRanker
-    from ctxir.rerank_heads import SegmentCosineHead, TopLayersTransformer
 
     root = tmp_path_factory.mktemp("trained-top")
     body = TopLayersTransformer(str(minilm_path), transformer_task="feature-extraction")
@@ -249,8 +249,8 @@ def test_the_shipped_rerankers_rank_a_relevant_document_above_an_irrelevant_one(
     proba = ClsLrRanker.load(SHIPPED_CLS_LR, device="cpu").predict_proba(PAIR[0], texts)
     assert proba[0] > proba[1]
     # a fresh install offers both by default, the cross-encoder fused as its fusion.json says
-    from ctxir.pipeline import StageFusion
-    from ctxir.rerankers import available_rerankers, load_reranker
+    from ctxir.rerank.pipeline import StageFusion
+    from ctxir.rerank.registry import available_rerankers, load_reranker
 
     assert available_rerankers()["cross-encoder"] == (True, "") and available_rerankers()["cls-lr"] == (True, "")
     fusion = json.loads((SHIPPED_MODELS[SHIPPED_CROSS_ENCODER] / "fusion.json").read_text())

@@ -111,7 +111,7 @@ def test_one_pass_runs_the_segment_cosine_head_with_its_token_types(tiny_bert_di
     logits are the cross-encoder's own scores."""
     from sentence_transformers import CrossEncoder
 
-    from ctxir.rerank_heads import SegmentCosineHead, TopLayersTransformer
+    from ctxir.encoders.heads import SegmentCosineHead, TopLayersTransformer
 
     body = TopLayersTransformer(str(tiny_bert_dir), transformer_task="feature-extraction")
     body.model.config.num_labels = 1
@@ -192,7 +192,7 @@ def test_smoke_run_writes_a_ranker_ctxir_loads(tiny_bert_dir, tiny_data, tmp_pat
 
     # 1. the ranker loads with ctxir and re-ranks through the same interface as the cross-encoder
     from ctxir.data import load_beir
-    from ctxir.pipeline import Pipeline
+    from ctxir.rerank.pipeline import Pipeline
     from ctxir.retrieval import BM25Retriever
 
     ranker = ClsLrRanker.load(out, device="cpu")

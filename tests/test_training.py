@@ -127,7 +127,7 @@ def _check_metrics(out: Path, model_type: str, datasets: set[str]) -> dict:
 def test_bi_encoder_smoke(tiny_bert_dir, toy_root, tmp_path, task, objective, datasets, metric):
     from sentence_transformers import SentenceTransformer
 
-    from ctxir.models import load_bi_encoder
+    from ctxir.encoders.models import load_bi_encoder
 
     out = tmp_path / "out"
     assert train_bi_encoder.main(_bi_args(tiny_bert_dir, toy_root, out, "--task", task, "--objective",
@@ -157,7 +157,7 @@ def test_bi_encoder_scifact_mines_hard_negatives(tiny_bert_dir, toy_root, tmp_pa
 def test_cross_encoder_smoke(tiny_bert_dir, toy_root, tmp_path, task):
     from sentence_transformers import CrossEncoder
 
-    from ctxir.models import load_cross_encoder
+    from ctxir.encoders.models import load_cross_encoder
     from ctxir.rerank import CrossEncoderReranker
 
     out = tmp_path / "out"
@@ -421,7 +421,7 @@ def test_scripts_on_shared_data(script, argv, tiny_bert_dir, shared_data, tmp_pa
 def test_cross_encoder_lora_adapter_with_pseudo_queries(tiny_bert_dir, toy_root, tmp_path, loss, head):
     # --lora-r writes only the adapter (LoRA + pooler + classifier) and names its base as given; ctxir loads it
     # merged into the base and scores exactly as the trained model did.
-    from ctxir.models import is_adapter, load_cross_encoder
+    from ctxir.encoders.models import is_adapter, load_cross_encoder
 
     out = tmp_path / "out"
     args = ["--task", "scifact", "--model", str(tiny_bert_dir), "--data-dir", str(toy_root), "--output-dir", str(out),
@@ -452,8 +452,8 @@ def test_cross_encoder_segment_cosine_top_layers_resample_and_continue(tiny_bert
     """The CPU recipe's levers end to end: a segment-cosine head over the top layer only, negatives re-drawn per
     round, dev claims whose abstracts no training claim cites; the saved top layers continue training."""
     from ctxir.data import load_beir
+    from ctxir.encoders.heads import layer_of
     from ctxir.names import TOP_LAYERS_CONFIG
-    from ctxir.rerank_heads import layer_of
 
     out = tmp_path / "out"
     args = ["--task", "scifact", "--model", str(tiny_bert_dir), "--data-dir", str(toy_root), "--output-dir", str(out),

@@ -61,7 +61,7 @@ def test_smoke_run_writes_metrics(objective, tiny_bert_dir, shared_data, tmp_pat
                          for k in ("zero-shot", "knn-5", "centroid", "logreg")}
     assert all(0 <= row["after"] <= 1 and row["before"] is not None for row in rows.values())
     assert (out / "config.json").is_file()  # the model, loadable by SentenceTransformer(out)
-    from ctxir.cards import CardInputs, render_card
+    from ctxir.publish.cards import CardInputs, render_card
 
     card = render_card(metrics, CardInputs(repo_id="ctxir/minilm-agnews")).content  # the card, as for other models
     assert "license_name: ag-corpus-terms" in card and "type: text-classification" in card

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ctxir.cli import cli_main  # noqa: F401  (re-exported for the scripts)
+from ctxir.encoders.models import set_threads  # noqa: F401  (re-exported for the scripts)
 from ctxir.files import write_json
-from ctxir.models import set_threads  # noqa: F401  (re-exported for the scripts)
 from ctxir.types import CtxirError
 
 T = TypeVar("T")

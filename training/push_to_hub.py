@@ -19,7 +19,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # `python training/push_to_hub.py` from the repo root
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ctxir.hub import PushArgs, run_push
+from ctxir.publish.hub import PushArgs, run_push
 
 
 def main(argv: list[str] | None = None) -> int:

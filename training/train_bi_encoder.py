@@ -34,7 +34,7 @@ from typing import Literal
 if __package__ in (None, ""):  # `python training/train_bi_encoder.py` from the repo root
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ctxir.models import DEFAULT_BI_ENCODER, resolve_model
+from ctxir.encoders.models import DEFAULT_BI_ENCODER, resolve_model
 from ctxir.types import CtxirError, doc_text
 from training.common import (
     DEFAULT_DATA_DIR,

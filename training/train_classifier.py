@@ -35,7 +35,7 @@ from typing import Literal
 if __package__ in (None, ""):  # `python training/train_classifier.py` from the repo root
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ctxir.models import DEFAULT_BI_ENCODER
+from ctxir.encoders.models import DEFAULT_BI_ENCODER
 from ctxir.types import CtxirError
 from training.common import (
     DEFAULT_DATA_DIR,

@@ -37,10 +37,10 @@ import torch
 from tqdm.auto import tqdm
 
 from ctxir.data import load_beir
+from ctxir.encoders.models import DEFAULT_BI_ENCODER, load_cross_encoder, pick_device, resolve_model
 from ctxir.evaluation import evaluate_run
-from ctxir.models import DEFAULT_BI_ENCODER, load_cross_encoder, pick_device, resolve_model
-from ctxir.pipeline import Pipeline
 from ctxir.rerank import ClsLrRanker, CrossEncoderReranker, Reranker
+from ctxir.rerank.pipeline import Pipeline
 from ctxir.retrieval import BM25Retriever
 from ctxir.types import Corpus, CtxirError, Qrels, Queries, doc_text
 from training.common import (
