@@ -51,8 +51,8 @@ def machine() -> dict:
 
 
 def time_app_start(cache_dir: str, timeout_s: float = 600.0) -> float:
-    """Seconds from `python app.py` to the first HTTP 200 of its page (ctxir.bench.start_app); stopped afterwards."""
-    from ctxir.bench import start_app, stop_app
+    """Seconds from `python app.py` to the first HTTP 200 of its page (benchmarks.app.start_app); stopped afterwards."""
+    from benchmarks.app import start_app, stop_app
 
     process, _url, seconds = start_app({"CTXIR_CACHE": cache_dir}, timeout_s)
     stop_app(process)

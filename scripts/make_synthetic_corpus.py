@@ -16,7 +16,7 @@ about 12 hours here). What is written:
   ``CTXIR_CACHE``) read it as if they had encoded the corpus. Real passages get their real all-MiniLM-L6-v2
   embedding (encoded once through the normal cache); a synthetic passage gets the real embedding of the passage
   its first sentence came from plus Gaussian noise with the real embeddings' covariance (root-mean-square norm
-  ``--noise``), re-normalised: the construction ``python -m ctxir.bench search`` uses (noise 1.0 puts a synthetic
+  ``--noise``), re-normalised: the construction ``python -m benchmarks.search`` uses (noise 1.0 puts a synthetic
   vector as far from its centre as a real passage is from its nearest real neighbour). These vectors are NOT
   the model's encodings of the synthetic texts: dense results on them measure speed and recall against exact
   search, not quality.
@@ -136,7 +136,7 @@ def run(args: SyntheticArgs) -> dict:
         raise CtxirError(f"--num-docs {args.num_docs!r} is below the {len(corpus):,} real passages: ask for at least "
                          "that many")
     # 1. real embeddings (the model, through the normal ~/.cache/ctxir cache: encoded once, then read)
-    # per set, as `python -m ctxir.bench search` encodes them, so both share the cached vectors
+    # per set, as `python -m benchmarks.search` encodes them, so both share the cached vectors
     encoder = BiEncoder(device="cpu")
     real_vectors = np.concatenate([encoder.encode_corpus(load_corpus(Path(args.data_root) / name / "corpus.jsonl"),
                                                          args.progress)[1] for _, name in SOURCES])  # (10,183, 384)

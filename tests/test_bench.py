@@ -1,13 +1,17 @@
-"""ctxir.bench: the search benchmark's command line on a tiny synthetic corpus (no model), and its report."""
+"""benchmarks/: every benchmark's command line on tiny data (the search one on a synthetic corpus, no model), the
+report, and the deprecated ``python -m ctxir.bench`` that forwards to them."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from ctxir import bench
+import benchmarks
+from benchmarks import app as app_bench
+from benchmarks import encode, report, rerank, search, train
 
 KEYS = ("p50_ms", "p95_ms", "recall_at_10", "memory_mb", "build_s")
 
@@ -15,16 +19,16 @@ KEYS = ("p50_ms", "p95_ms", "recall_at_10", "memory_mb", "build_s")
 @pytest.fixture(scope="module")
 def record(tmp_path_factory) -> tuple[dict, str]:
     out = tmp_path_factory.mktemp("bench") / "search.json"
-    argv = ["search", "--num-docs", "2000", "--real-docs", "0", "--num-queries", "20", "--warmup", "2",
+    argv = ["--num-docs", "2000", "--real-docs", "0", "--num-queries", "20", "--warmup", "2",
             "--repeats", "2", "--output", str(out), "--progress", "false"]
-    assert bench.main(argv) == 0
+    assert search.main(argv) == 0
     return json.loads(out.read_text()), str(out)
 
 
 def test_search_writes_the_keys_the_issue_names_for_every_index_type(record):
     data, _ = record
-    assert data["index_types"] == list(bench.INDEX_TYPES)
-    for name in bench.INDEX_TYPES:
+    assert data["index_types"] == list(search.INDEX_TYPES)
+    for name in search.INDEX_TYPES:
         row = data["results"][name]
         for key in KEYS:
             assert isinstance(row[key], float | int) and row[key] >= 0, (name, key)
@@ -35,7 +39,7 @@ def test_search_writes_the_keys_the_issue_names_for_every_index_type(record):
 
 def test_the_record_says_how_it_was_measured(record):
     data, _ = record
-    assert data["command"].startswith("python -m ctxir.bench search --num-docs 2000")
+    assert data["command"].startswith("python -m benchmarks.search --num-docs 2000")
     machine = data["machine"]
     assert machine["cores"] >= 1 and isinstance(machine["simd_flags"], list) and machine["versions"]["faiss-cpu"]
     assert data["data"]["num_docs"] == 2000 and data["data"]["synthetic_docs"] == 2000
@@ -46,7 +50,7 @@ def test_the_record_says_how_it_was_measured(record):
 def test_report_prints_tables_and_a_plot(record, tmp_path, capsys):
     _, out = record
     png = tmp_path / "search.png"
-    assert bench.main(["report", "--inputs", out, "--plot", str(png)]) == 0
+    assert report.main(["--inputs", out, "--plot", str(png)]) == 0
     printed = capsys.readouterr().out
     assert "| ctxir-ann |" in printed and "2,000 documents" in printed
     assert png.stat().st_size > 1000
@@ -54,10 +58,12 @@ def test_report_prints_tables_and_a_plot(record, tmp_path, capsys):
 
 def test_a_subset_of_indexes_still_measures_exact_first(tmp_path):
     out = tmp_path / "s.json"
-    assert bench.main(["search", "--num-docs", "300", "--real-docs", "0", "--indexes", "binary", "--num-queries", "5",
+    assert benchmarks.main(["search", "--num-docs", "300", "--real-docs", "0", "--indexes", "binary", "--num-queries", "5",
                        "--warmup", "0", "--repeats", "1", "--scan-queries", "3", "--output", str(out),
                        "--progress", "false"]) == 0
-    results = json.loads(out.read_text())["results"]
+    data = json.loads(out.read_text())
+    results = data["results"]
+    assert data["command"].startswith("python -m benchmarks.search --num-docs 300 ")  # `benchmarks search` is the same
     assert list(results) == ["exact", "binary"]
     assert results["exact"]["timed_queries"] == 3 and results["binary"]["timed_queries"] == 5
 
@@ -65,14 +71,14 @@ def test_a_subset_of_indexes_still_measures_exact_first(tmp_path):
 @pytest.mark.parametrize("argv", [["search", "--indexes", "annoy"], ["search", "--num-docs", "5"],
                                   ["search", "--num-queries", "0"]])
 def test_bad_arguments_exit_2_with_one_line(argv, capsys):
-    assert bench.main([*argv, "--real-docs", "0"]) == 2
+    assert benchmarks.main([*argv, "--real-docs", "0"]) == 2
     assert capsys.readouterr().err.startswith("error: ")
 
 
 def test_synthetic_vectors_are_unit_length_at_the_stated_noise():
     rng = np.random.default_rng(0)
-    centres = bench.normalise(rng.standard_normal((50, 32)).astype(np.float32))
-    x = bench.synthetic(centres, 4000, 0.5, rng)
+    centres = search.normalise(rng.standard_normal((50, 32)).astype(np.float32))
+    x = search.synthetic(centres, 4000, 0.5, rng)
     assert x.dtype == np.float32 and np.allclose(np.linalg.norm(x, axis=1), 1, atol=1e-5)
     # Each vector is closest to its own centre, at cosine ≈ 1/sqrt(1 + 0.5²) on average.
     nearest = (x @ centres.T).max(1)
@@ -83,7 +89,7 @@ def test_exact_top_k_matches_a_full_sort():
     rng = np.random.default_rng(1)
     docs, queries = rng.standard_normal((1000, 8)).astype(np.float32), rng.standard_normal((7, 8)).astype(np.float32)
     want = np.argsort(-(queries @ docs.T), axis=1)[:, :10]
-    np.testing.assert_array_equal(bench.exact_top_k(docs, queries, 10, chunk=300), want)
+    np.testing.assert_array_equal(search.exact_top_k(docs, queries, 10, chunk=300), want)
 
 
 # ---------------------------------------------------------------- encode, rerank, train, app and the report
@@ -114,7 +120,7 @@ def encode_record(tmp_path_factory, tiny_bert_dir, data_root) -> tuple[dict, str
     pytest.importorskip("onnxruntime")
     folder = tmp_path_factory.mktemp("encode")
     out = folder / "encode.json"
-    assert bench.main(["encode", "--model", str(tiny_bert_dir), "--data-root", data_root, "--num-texts", "24",
+    assert encode.main(["--model", str(tiny_bert_dir), "--data-root", data_root, "--num-texts", "24",
                        "--batch-size", "8", "--repeats", "2", "--short-length", "16", "--calibration-texts", "16",
                        "--onnx-dir", str(folder / "onnx"), "--cache-dir", str(folder / "cache"), "--output", str(out),
                        "--progress", "false"]) == 0
@@ -123,8 +129,8 @@ def encode_record(tmp_path_factory, tiny_bert_dir, data_root) -> tuple[dict, str
 
 def test_encode_measures_every_variant_against_plain_sentence_transformers(encode_record):
     data, _ = encode_record
-    assert list(data["results"]) == list(bench.ENCODE_VARIANTS)
-    assert data["command"].startswith("python -m ctxir.bench encode --model")
+    assert list(data["results"]) == list(encode.ENCODE_VARIANTS)
+    assert data["command"].startswith("python -m benchmarks.encode --model")
     assert data["sgemm"]["gflops"] > 0 and data["machine"]["cores"] >= 1 and len(data["load_average_before"]) == 3
     for name, row in data["results"].items():
         assert row["texts_per_s"] > 0 and row["tokens_per_s"] > 0 and len(row["passes_s"]) == 2, name
@@ -147,12 +153,12 @@ def test_encode_measures_every_variant_against_plain_sentence_transformers(encod
 
 def test_encode_ship_rule_needs_both_speed_and_quality():
     fast_but_lossy = {"speedup_vs_st": 2.0, "ndcg_loss_vs_st": 0.02}
-    assert bench.ship_decision(fast_but_lossy) == (False, "does not ship: nDCG@10 loss 0.0200 > 0.005")
-    assert bench.ship_decision({"speedup_vs_st": 1.2, "ndcg_loss_vs_st": 0.0})[0] is False
-    assert bench.ship_decision({"speedup_vs_st": 1.6, "ndcg_loss_vs_st": 0.004})[0] is True
+    assert encode.ship_decision(fast_but_lossy) == (False, "does not ship: nDCG@10 loss 0.0200 > 0.005")
+    assert encode.ship_decision({"speedup_vs_st": 1.2, "ndcg_loss_vs_st": 0.0})[0] is False
+    assert encode.ship_decision({"speedup_vs_st": 1.6, "ndcg_loss_vs_st": 0.004})[0] is True
     # the smaller of the wall-clock and CPU-time ratios decides
-    assert bench.ship_decision({"speedup_vs_st": 1.6, "cpu_speedup_vs_st": 1.3, "ndcg_loss_vs_st": 0.0})[0] is False
-    assert "not measured" in bench.ship_decision({"speedup_vs_st": 3.0})[1]
+    assert encode.ship_decision({"speedup_vs_st": 1.6, "cpu_speedup_vs_st": 1.3, "ndcg_loss_vs_st": 0.0})[0] is False
+    assert "not measured" in encode.ship_decision({"speedup_vs_st": 3.0})[1]
 
 
 def test_encoder_flops_counts_projections_feed_forward_and_attention():
@@ -160,13 +166,13 @@ def test_encoder_flops_counts_projections_feed_forward_and_attention():
 
     config = BertConfig(hidden_size=4, intermediate_size=8, num_hidden_layers=2)
     # per layer and text of 3 tokens: 8·3·16 + 4·3·4·8 + 4·9·4 = 384 + 384 + 144
-    assert bench.encoder_flops(config, [3]) == 2 * 912
+    assert encode.encoder_flops(config, [3]) == 2 * 912
 
 
 @pytest.fixture(scope="module")
 def rerank_record(tmp_path_factory, tiny_bert_dir, data_root) -> tuple[dict, str]:
     out = tmp_path_factory.mktemp("rerank") / "rerank.json"
-    assert bench.main(["rerank", "--model", str(tiny_bert_dir), "--data-root", data_root, "--candidates", "2,5",
+    assert rerank.main(["--model", str(tiny_bert_dir), "--data-root", data_root, "--candidates", "2,5",
                        "--num-queries", "3", "--warmup", "1", "--repeats", "2", "--output", str(out),
                        "--progress", "false"]) == 0
     return json.loads(out.read_text()), str(out)
@@ -184,7 +190,7 @@ def test_rerank_latency_per_candidate_count(rerank_record):
 @pytest.fixture(scope="module")
 def train_record(tmp_path_factory, tiny_bert_dir, data_root) -> tuple[dict, str]:
     out = tmp_path_factory.mktemp("train") / "train.json"
-    assert bench.main(["train", "--model", str(tiny_bert_dir), "--data-root", data_root, "--batch-sizes", "2,4",
+    assert train.main(["--model", str(tiny_bert_dir), "--data-root", data_root, "--batch-sizes", "2,4",
                        "--max-lengths", "16,32", "--steps", "2", "--output", str(out), "--progress", "false"]) == 0
     return json.loads(out.read_text()), str(out)
 
@@ -199,7 +205,7 @@ def test_train_throughput_per_batch_size_and_length(train_record):
 
 
 def test_train_pairs_alternate_judged_and_random_documents(data_root):
-    pairs = bench.train_pairs(bench.Path(data_root), 6, seed=0)
+    pairs = train.train_pairs(Path(data_root), 6, seed=0)
     assert [label for *_, label in pairs] == [1.0, 0.0] * 3 and all(q and d for q, d, _ in pairs)
 
 
@@ -209,7 +215,7 @@ def app_record(app_state, serve, tmp_path_factory) -> tuple[dict, str]:
 
     out = tmp_path_factory.mktemp("app") / "app.json"
     with serve(app.build_demo(app_state)) as url:
-        assert bench.main(["app", "--url", url, "--corpus", "demo-subset", "--endpoints",
+        assert app_bench.main(["--url", url, "--corpus", "demo-subset", "--endpoints",
                            "search bm25,search hybrid + cross-encoder top 20,model_info", "--repeats", "2",
                            "--output", str(out)]) == 0
     return json.loads(out.read_text()), str(out)
@@ -228,7 +234,7 @@ def test_app_calls_name_endpoints_the_app_serves(app_state):
 
     demo = app.build_demo(app_state)
     names = {f"/{fn.api_name}" for fn in demo.fns.values() if fn.api_name}
-    assert {api for api, _ in bench.app_calls("demo").values()} <= names
+    assert {api for api, _ in app_bench.app_calls("demo").values()} <= names
 
 
 def test_report_writes_its_section_into_the_page_and_keeps_the_rest(record, encode_record, rerank_record,
@@ -237,15 +243,15 @@ def test_report_writes_its_section_into_the_page_and_keeps_the_rest(record, enco
     page.parent.mkdir()
     page.write_text("# Performance\n\n## Start-up\n\nwritten by hand\n")
     inputs = [record[1], encode_record[1], rerank_record[1], train_record[1]]
-    argv = ["report", "--inputs", *inputs, "--markdown", str(page), "--figures", str(page.parent)]
-    assert bench.main(argv) == 0
-    assert bench.main(argv) == 0  # a second run replaces its section instead of adding another
+    argv = ["--inputs", *inputs, "--markdown", str(page), "--figures", str(page.parent)]
+    assert report.main(argv) == 0
+    assert report.main(argv) == 0  # a second run replaces its section instead of adding another
     text = page.read_text()
     assert text.startswith("# Performance\n\n## Start-up\n\nwritten by hand\n")
-    assert text.count(bench.REPORT_BEGIN) == 1 and text.count(bench.REPORT_END) == 1
+    assert text.count(report.REPORT_BEGIN) == 1 and text.count(report.REPORT_END) == 1
     for title in ("Encoding throughput", "Search latency", "Re-ranking latency", "training throughput"):
         assert title in text
-    assert "python -m ctxir.bench encode --model" in text and "| onnx-int8-static |" in text
+    assert "python -m benchmarks.encode --model" in text and "| onnx-int8-static |" in text
     assert "load average" in text and " cores (" in text
     for kind in ("search", "encode", "rerank", "train"):
         assert (page.parent / f"performance-{kind}.png").stat().st_size > 1000
@@ -256,24 +262,24 @@ def test_report_writes_its_section_into_the_page_and_keeps_the_rest(record, enco
 def test_report_refuses_a_file_it_did_not_write(tmp_path):
     other = tmp_path / "x.json"
     other.write_text('{"a": 1}')
-    assert bench.main(["report", "--inputs", str(other)]) == 2
+    assert report.main(["--inputs", str(other)]) == 2
 
 
 @pytest.mark.parametrize("argv", [["encode", "--variants", "tensorrt"], ["rerank", "--candidates", "0,10"],
                                   ["train", "--batch-sizes", "a"], ["app", "--endpoints", "nope"]])
 def test_new_commands_refuse_bad_arguments_with_one_line(argv, capsys):
-    assert bench.main(argv) == 2
+    assert benchmarks.main(argv) == 2
     assert capsys.readouterr().err.startswith("error: ")
 
 
 def test_query_encoding_is_timed_one_real_query_at_a_time(tmp_path):
-    for name in bench.REAL_SETS:
+    for name in search.REAL_SETS:
         (tmp_path / name).mkdir()
         (tmp_path / name / "queries.jsonl").write_text("".join(
             json.dumps({"_id": f"{name}{i}", "text": f"does protein {i} bind receptor {i % 3}?"}) + "\n"
             for i in range(10)))
-    args = bench.SearchArgs(data_root=str(tmp_path), query_encode=5)
-    timing = bench.time_query_encoding(args)
+    args = search.SearchArgs(data_root=str(tmp_path), query_encode=5)
+    timing = search.time_query_encoding(args)
     assert timing["n"] == 5 and timing["threads"] == 1  # 10 of the 20 texts are untimed warm-up
     assert 0 < timing["p50_ms"] <= timing["p95_ms"]
 
@@ -281,3 +287,80 @@ def test_query_encoding_is_timed_one_real_query_at_a_time(tmp_path):
 def test_a_synthetic_only_run_times_no_query_encoding(record):
     data, _ = record
     assert "query_encode" not in data["data"]
+
+
+def test_old_records_are_reported_with_the_command_typed_today(record, tmp_path):
+    """Records in docs/bench/ were written as `python -m ctxir.bench KIND`: the page shows `python -m benchmarks.KIND`."""
+    data, _ = record
+    old = tmp_path / "search-old.json"
+    old.write_text(json.dumps({**data, "command": data["command"].replace("python -m benchmarks.search",
+                                                                          "python -m ctxir.bench search")}))
+    text = report.render(report.read_records([str(old)]), None, None)
+    assert "`python -m benchmarks.search --num-docs 2000 " in text and "ctxir.bench" not in text
+
+
+def test_the_benchmark_modules_examples_run():
+    """ctxir's doctests (test_doctests.py) scan the installed package only; benchmarks/ is beside it."""
+    import doctest
+    import importlib
+
+    attempted = 0
+    for name in ("common", "encode"):
+        result = doctest.testmod(importlib.import_module(f"benchmarks.{name}"))
+        assert result.failed == 0, name
+        attempted += result.attempted
+    assert attempted >= 4
+
+
+def test_an_unknown_kind_exits_2_naming_the_kinds(capsys):
+    assert benchmarks.main(["serach"]) == 2
+    err = capsys.readouterr().err
+    assert "got 'serach'" in err and "{search,encode,rerank,train,app,report}" in err
+
+
+# ---------------------------------------------------------------- the deprecated ctxir.bench
+
+
+def test_ctxir_bench_forwards_with_a_deprecation_warning_naming_the_new_command(tmp_path):
+    from ctxir import bench
+
+    out = tmp_path / "s.json"
+    with pytest.warns(DeprecationWarning, match=r"`python -m benchmarks\.search`"):
+        assert bench.main(["search", "--num-docs", "50", "--real-docs", "0", "--indexes", "exact", "--num-queries",
+                           "2", "--warmup", "0", "--repeats", "1", "--output", str(out), "--progress", "false"]) == 0
+    assert json.loads(out.read_text())["command"].startswith("python -m benchmarks.search --num-docs 50 ")
+    with pytest.warns(DeprecationWarning, match=r"benchmarks\.encode\.SHIPPED_AS"):
+        assert bench.SHIPPED_AS is encode.SHIPPED_AS
+    with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
+        bench.nothing_here  # noqa: B018
+
+
+def test_ctxir_bench_imports_nothing_heavy():
+    """The shim's own imports are the standard library's; benchmarks/ (numpy, torch, faiss) loads only on use."""
+    import ast
+
+    from ctxir import bench
+
+    tree = ast.parse(Path(bench.__file__).read_text(encoding="utf-8"))
+    imported = {alias.name.split(".")[0] for node in tree.body if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module.split(".")[0] for node in tree.body if isinstance(node, ast.ImportFrom)}
+    assert imported <= {"__future__", "importlib", "sys", "warnings"}
+
+
+def test_both_commands_run_from_the_repository_root(tmp_path):
+    """`python -m benchmarks.search` and the old `python -m ctxir.bench search`, as typed in a shell at the root
+    (no installed package: the root is on sys.path because -m runs from there)."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    flags = ["--num-docs", "50", "--real-docs", "0", "--indexes", "exact", "--num-queries", "2", "--warmup", "0",
+             "--repeats", "1", "--progress", "false"]
+    for module, out in (("benchmarks.search", tmp_path / "new.json"), ("ctxir.bench", tmp_path / "old.json")):
+        kind = ["search"] if module == "ctxir.bench" else []
+        done = subprocess.run([sys.executable, "-m", module, *kind, *flags, "--output", str(out)], cwd=root,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert json.loads(out.read_text())["command"].startswith("python -m benchmarks.search --num-docs 50 ")
+        assert ("DeprecationWarning: `python -m ctxir.bench search` is deprecated" in done.stderr) == \
+            (module == "ctxir.bench")

@@ -266,12 +266,12 @@ def test_minilm_int8_vectors_agree_with_torch_on_real_passages(minilm, tmp_path,
 def test_the_bench_report_names_the_flag_that_exists():
     from typing import get_args, get_type_hints
 
-    from ctxir import bench
+    from benchmarks import encode
     from ctxir.encoders import BACKENDS
     from ctxir.evaluate import EvaluateArgs
 
-    flag, where = bench.SHIPPED_AS["onnx-int8-dynamic"]
+    flag, where = encode.SHIPPED_AS["onnx-int8-dynamic"]
     assert flag == "--backend onnx-int8" and "onnx-int8" in BACKENDS and "CTXIR_BACKEND" in where
     assert set(get_args(get_type_hints(EvaluateArgs)["backend"])) == set(BACKENDS)
-    assert bench.shown_decision("onnx-int8-dynamic", {"ships": False, "decision": "does not ship: x"}) == \
+    assert encode.shown_decision("onnx-int8-dynamic", {"ships": False, "decision": "does not ship: x"}) == \
         "does not ship: x"  # a measurement that misses the rule still says so

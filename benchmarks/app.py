@@ -1,0 +1,190 @@
+"""``python -m benchmarks.app``: every endpoint of the app through ``gradio_client``, against ``python app.py``
+started in its own process (or an app already running, ``--url``).
+
+    python -m benchmarks.app --output results/bench/app.json            # starts python app.py, then stops it
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from benchmarks.common import (
+    cell,
+    figure,
+    finish,
+    load_average,
+    main_for,
+    markdown_table,
+    resolve_model_path,
+    save_figure,
+    summary_ms,
+)
+from ctxir import CtxirError
+
+APP_QUERIES = ("otters playing on the river bank", "bats hunting insects at night", "opening a savings account",
+               "where do otters live", "interest rates at the central bank")
+
+
+@dataclass
+class AppBenchArgs:
+    output: str = field(default="", metadata={"help": "JSON path (default: results/bench/app.json)"})
+    url: str = field(default="", metadata={
+        "help": "an app already running; '' = start `python app.py` in its own process (loopback, free port) and "
+                "stop it afterwards"})
+    corpus: str = field(default="demo", metadata={"help": "corpus name the search endpoints use"})
+    cross_encoder: str = field(default="", metadata={
+        "help": "started app: CTXIR_CROSS_ENCODER ('' = the packaged MiniLM body with a fresh head, as rerank)"})
+    repeats: int = field(default=10, metadata={"help": "timed calls per endpoint"})
+    warmup: int = field(default=1, metadata={"help": "untimed calls per endpoint first"})
+    endpoints: str = field(default="", metadata={"help": "comma-separated labels to run ('' = all)"})
+    torch_threads: int = field(default=0, metadata={"help": "started app: CTXIR_TORCH_THREADS"})
+    start_timeout_s: float = 600.0
+
+
+def app_calls(corpus: str) -> dict[str, tuple[str, Callable[[int], tuple]]]:
+    """label → (api_name, call number → arguments): the app's endpoints with a typical input each."""
+    pair_docs = "Otters dig dens in the river bank.\nThe bank raised its savings rate.\nBats hunt moths at night."
+    sentences = "The otter swam to the river bank.\nShe paid the money into the bank.\nBats sleep in caves by day."
+
+    def search(first: str, rerank: str) -> Callable[[int], tuple]:
+        return lambda i: (APP_QUERIES[i % len(APP_QUERIES)], corpus, first, rerank, 10, 20)
+    return {
+        "search bm25": ("/search", search("bm25", "none")),
+        "search dense": ("/search", search("dense", "none")),
+        "search hybrid": ("/search", search("hybrid", "none")),
+        "search hybrid + cross-encoder top 20": ("/search", search("hybrid", "cross-encoder")),
+        "score_pairs (3 documents)": ("/score_pairs", lambda i: (APP_QUERIES[i % len(APP_QUERIES)], pair_docs)),
+        "sentence_similarity (3 sentences)": ("/sentence_similarity", lambda i: (sentences, 6, "mean")),
+        "model_info": ("/model_info", lambda i: ("bi-encoder", APP_QUERIES[i % len(APP_QUERIES)])),
+        "attention (2 layers, 2 heads)": ("/attention", lambda i: (
+            "bi-encoder", APP_QUERIES[i % len(APP_QUERIES)], "Bats use echoes to find moths.", "model", [0, 5], [],
+            1, 2)),
+        "explain (bi-encoder + cross-encoder)": ("/explain", lambda i: (
+            APP_QUERIES[i % len(APP_QUERIES)], "Otters dig dens in the river bank.", "auto")),
+    }
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_app(env: dict, timeout_s: float = 600.0) -> tuple:
+    """(process, url, seconds until the page answered HTTP 200) for ``python app.py`` on a free loopback port."""
+    import subprocess
+    import urllib.request
+
+    port = free_port()
+    root = Path(__file__).resolve().parents[1]
+    started = time.perf_counter()
+    process = subprocess.Popen([sys.executable, str(root / "app.py"), "--host", "127.0.0.1", "--port", str(port)],
+                               cwd=root, env={**os.environ, "HF_HUB_OFFLINE": "1", **env},
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        while time.perf_counter() - started < timeout_s:
+            if process.poll() is not None:
+                raise CtxirError(f"app.py exited with code {process.returncode} while starting")
+            try:
+                with urllib.request.urlopen(url, timeout=2) as response:
+                    if response.status == 200:
+                        return process, url, time.perf_counter() - started
+            except OSError:
+                time.sleep(0.2)
+        raise CtxirError(f"app.py did not answer within {timeout_s} s")
+    except BaseException:
+        stop_app(process)
+        raise
+
+
+def stop_app(process) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=30)
+    except Exception:
+        process.kill()
+        process.wait()
+
+
+def time_endpoints(client, calls: dict, chosen: list[str], args: AppBenchArgs) -> dict:
+    """Every chosen endpoint: warm-up, then timed calls one at a time (a failure is recorded, not fatal)."""
+    results: dict = {}
+    for label in chosen:
+        api_name, make = calls[label]
+        times, error = [], None
+        try:
+            for i in range(args.warmup + args.repeats):
+                start = time.perf_counter()
+                client.predict(*make(i), api_name=api_name)
+                if i >= args.warmup:
+                    times.append(time.perf_counter() - start)
+        except Exception as err:
+            error = f"{type(err).__name__}: {str(err)[:200]}"
+        results[label] = {"api_name": api_name, **(summary_ms(times) if times else {"n": 0})}
+        if error:
+            results[label]["error"] = error
+        print(f"{label}: {results[label]}", flush=True)
+    return results
+
+
+def run_app(args: AppBenchArgs, argv: list[str] | None = None) -> dict:
+    from gradio_client import Client
+
+    # start the app in its own process unless --url names one
+    calls = app_calls(args.corpus)
+    chosen = [c.strip() for c in args.endpoints.split(",") if c.strip()] or list(calls)
+    unknown = [c for c in chosen if c not in calls]
+    if unknown or args.repeats < 1 or args.warmup < 0:
+        raise CtxirError(f"--endpoints {unknown}: use labels of {list(calls)}; --repeats ≥ 1, --warmup ≥ 0")
+    load_before, started = load_average(), time.perf_counter()
+    process, start_s, url = None, None, args.url
+    if not url:
+        env = {"CTXIR_CROSS_ENCODER": args.cross_encoder or resolve_model_path(""), "CTXIR_CLS_LR": "none",
+               "CTXIR_TORCH_THREADS": str(args.torch_threads)}
+        print("starting python app.py …", flush=True)
+        process, url, start_s = start_app(env, args.start_timeout_s)
+    try:
+        results = time_endpoints(Client(url, verbose=False), calls, chosen, args)
+    finally:
+        if process is not None:
+            stop_app(process)
+    return finish("app", format_app, args, argv, load_before, started, results, data={
+        "app": f"python app.py started by this command (cold start to first page: {start_s:.1f} s), cross-encoder: "
+               f"{'the packaged MiniLM body with a fresh head' if not args.cross_encoder else args.cross_encoder}"
+        if start_s is not None else f"an app already running at {url}",
+        "corpus": args.corpus, "cold_start_s": round(start_s, 1) if start_s is not None else None},
+        timing=f"wall time of gradio_client.Client.predict per call (HTTP + queue + the callback), one call at a "
+               f"time, {args.warmup} warm-up call(s) then {args.repeats} timed, queries rotating")
+
+
+def format_app(record: dict) -> str:
+    return markdown_table(["endpoint", "api", "p50 ms", "p95 ms", "calls", "error"],
+                          [[label, f"`{r['api_name']}`", cell(r.get("p50_ms"), "{:.0f}"),
+                            cell(r.get("p95_ms"), "{:.0f}"), str(r["n"]), r.get("error", "")]
+                           for label, r in record["results"].items()])
+
+
+def plot_app(records: list[dict], path: str) -> None:
+    plt, fig, ax = figure(7, 3.4, 1)
+    rows = {k: v for k, v in records[-1]["results"].items() if v.get("p50_ms") is not None}
+    ax.barh(list(rows), [r["p50_ms"] for r in rows.values()], color="tab:green")
+    ax.set(xlabel="p50 ms per call (gradio_client)", xscale="log")
+    ax.invert_yaxis()
+    ax.tick_params(axis="y", labelsize=7)
+    save_figure(plt, fig, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return main_for("app", AppBenchArgs, run_app, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,208 @@
+"""What every benchmark shares: the machine and its load, the JSON record, argument helpers, tables and figures."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+from ctxir import CtxirError
+
+# The flags that decide these kernels' speed, reported with every run (all flags are in /proc/cpuinfo).
+SIMD_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx_vnni",
+              "avx512_bf16", "avx512_fp16", "avx512_vpopcntdq", "amx_tile")
+OLD_PREFIX = "python -m ctxir.bench "  # records written before the benchmarks left the library
+
+
+# ---------------------------------------------------------------- machine and load
+
+
+def machine() -> dict:
+    """Cores, CPU model and SIMD flags, memory, load and library versions: printed beside every number."""
+    info: dict = {"cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+                  "platform": platform.platform(), "python": platform.python_version()}
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+        fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+        fields = {k.strip(): v.strip() for k, v in fields.items()}
+        flags = set(fields.get("flags", "").split())
+        info["cpu"] = fields.get("model name", platform.processor())
+        info["simd_flags"] = [f for f in SIMD_FLAGS if f in flags]
+    except OSError:
+        info["cpu"] = platform.processor()
+    try:
+        pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        info["ram_gb"] = round(pages / 2**30, 1)
+    except (ValueError, OSError, AttributeError):
+        pass
+    from importlib.metadata import PackageNotFoundError, version
+
+    versions = {}
+    for package in ("numpy", "torch", "faiss-cpu", "sentence-transformers"):
+        try:
+            versions[package] = version(package)
+        except PackageNotFoundError:
+            versions[package] = None
+    info["versions"] = versions
+    return info
+
+
+def load_average() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else []
+
+
+def rss_mb() -> float:
+    """Resident set size of this process (Linux /proc; 0 elsewhere)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def set_torch_threads(n: int) -> int:
+    import torch
+
+    n = n or machine()["cores"]
+    torch.set_num_threads(n)
+    return n
+
+
+def sgemm_gflops(threads: int, size: int = 1024, repeats: int = 7) -> dict:
+    """float32 matmul peak as torch reaches it on this machine with ``threads`` threads (median of ``repeats``)."""
+    import torch
+
+    torch.set_num_threads(threads)
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    torch.mm(a, b)
+    rates = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(4):
+            torch.mm(a, b)
+        rates.append(4 * 2 * size**3 / (time.perf_counter() - start) / 1e9)
+    return {"gflops": round(float(np.median(rates)), 1), "best_gflops": round(max(rates), 1), "size": size,
+            "threads": threads}
+
+
+# ---------------------------------------------------------------- the command line and the record
+
+
+def command_line(kind: str, argv: list[str] | None) -> str:
+    """The command as typed, in its canonical form (``argv``: the flags, without the kind).
+
+    >>> command_line("search", ["--num-docs", "10"])
+    'python -m benchmarks.search --num-docs 10'
+    """
+    return " ".join([f"python -m benchmarks.{kind}", *(sys.argv[1:] if argv is None else argv)])
+
+
+def current_command(command: str) -> str:
+    """A recorded command as it is typed today: records written before the move say ``python -m ctxir.bench KIND``.
+
+    >>> current_command("python -m ctxir.bench rerank --num-queries 6")
+    'python -m benchmarks.rerank --num-queries 6'
+    """
+    if command.startswith(OLD_PREFIX):
+        kind, _, rest = command[len(OLD_PREFIX):].partition(" ")
+        return " ".join(filter(None, [f"python -m benchmarks.{kind}", rest]))
+    return command
+
+
+def main_for(kind: str, args_class: type, run: Callable, argv: list[str] | None) -> int:
+    """``python -m benchmarks.KIND --flags``: parse ``args_class``, call ``run(args, flags)`` (exit 2 on bad input)."""
+    from ctxir.cli import cli_main
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    return cli_main(args_class, lambda args: run(args, argv), argv)
+
+
+def finish(kind: str, table: Callable[[dict], str], args, argv: list[str] | None, load_before: list[float],
+           started: float, results: dict, **extra) -> dict:
+    """The record every benchmark writes: what ran, where, under what load, with which settings; ``table`` prints it."""
+    from ctxir.files import write_json
+
+    record = {"kind": kind, "command": command_line(kind, argv),
+              "date": datetime.now(UTC).isoformat(timespec="seconds"), "machine": machine(),
+              "load_average_before": load_before, "load_average_after": load_average(),
+              "wall_s": round(time.perf_counter() - started, 1), **extra, "settings": dataclasses.asdict(args),
+              "results": results}
+    print(table(record))
+    out = Path(args.output or f"results/bench/{kind}.json")
+    write_json(out, record, indent=1)
+    print(f"wrote {out}")
+    return record
+
+
+# ---------------------------------------------------------------- argument and data helpers
+
+
+def summary_ms(values: list[float]) -> dict:
+    return {"p50_ms": round(float(np.percentile(values, 50)) * 1000, 2),
+            "p95_ms": round(float(np.percentile(values, 95)) * 1000, 2), "n": len(values)}
+
+
+def median_of(passes: list[dict], key: str) -> float:
+    return round(float(np.median([p[key] for p in passes])), 2)
+
+
+def numbers(text: str, what: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError as err:
+        raise CtxirError(f"{what} {text!r}: give whole numbers separated by commas") from err
+    if not values or min(values) < 1:
+        raise CtxirError(f"{what} {text!r}: give whole numbers ≥ 1 separated by commas")
+    return values
+
+
+def resolve_model_path(name: str) -> str:
+    """A folder for ``name`` ('' = the packaged all-MiniLM-L6-v2, offline)."""
+    from ctxir import DEFAULT_BI_ENCODER, resolve_model
+
+    return resolve_model(name or DEFAULT_BI_ENCODER)
+
+
+def beir_texts(root: Path, name: str) -> Path:
+    folder = root / name
+    if not (folder / "corpus.jsonl").is_file():
+        raise CtxirError(f"--data-root {str(root)!r} has no {name}/corpus.jsonl: point it at the shared data folder")
+    return folder
+
+
+# ---------------------------------------------------------------- tables and figures
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
+    return "\n".join([*lines, *("| " + " | ".join(row) + " |" for row in rows)])
+
+
+def cell(value, fmt: str) -> str:
+    return "–" if value is None else fmt.format(value)
+
+
+def figure(width: float = 9, height: float = 3.4, columns: int = 2):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, columns, figsize=(width, height))
+    return plt, fig, axes
+
+
+def save_figure(plt, fig, path: str) -> None:
+    fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

@@ -1,0 +1,154 @@
+"""``python -m benchmarks.report``: the JSON records of the other benchmarks rendered into docs/performance.md
+between its report markers, with a PNG per kind in docs/ and a copy of each JSON in docs/bench/.
+
+    python -m benchmarks.report --inputs results/bench/*.json --markdown docs/performance.md   # tables + PNGs
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from benchmarks import app, encode, rerank, search, train
+from benchmarks.common import current_command, main_for
+from ctxir import CtxirError
+
+FORMATTERS = {"search": search.format_table, "encode": encode.format_encode, "rerank": rerank.format_rerank,
+              "app": app.format_app, "train": train.format_train}
+PLOTS = {"search": search.plot, "encode": encode.plot_encode, "rerank": rerank.plot_rerank, "app": app.plot_app,
+         "train": train.plot_train}
+TITLES = {"encode": "Encoding throughput and fast paths", "search": "Search latency and memory vs corpus size",
+          "rerank": "Re-ranking latency vs candidates", "app": "End-to-end app latency (gradio_client)",
+          "train": "Cross-encoder training throughput"}
+# The markers keep their old name: pages written before the benchmarks left the library are found and replaced.
+REPORT_BEGIN, REPORT_END = "<!-- ctxir.bench report: begin -->", "<!-- ctxir.bench report: end -->"
+
+
+@dataclass
+class ReportArgs:
+    inputs: list[str] = field(metadata={"help": "JSON files written by search, encode, rerank, app and train"})
+    plot: str = field(default="", metadata={"help": "PNG: search p50 latency and recall@10 against corpus size"})
+    markdown: str = field(default="", metadata={
+        "help": "write the tables into this page (e.g. docs/performance.md) between its report markers, leaving the "
+                "rest of the page alone"})
+    figures: str = field(default="docs", metadata={
+        "help": "with --markdown: folder for performance-<kind>.png and bench/<input>.json copies"})
+
+
+def kind_of(record: dict) -> str:
+    return record.get("kind", "search")
+
+
+def describe(record: dict, json_link: str = "") -> str:
+    """The command, the machine and the load of one record, as the lines above its table."""
+    m = record["machine"]
+    flags = ", ".join(m.get("simd_flags", [])) or "unknown"
+    link = f" ([JSON]({json_link}))" if json_link else ""
+    lines = [f"`{current_command(record['command'])}`{link}  ",
+             f"{record['date']}: {m['cores']} cores ({m.get('cpu')}; {flags}), {m.get('ram_gb', '?')} GB; load "
+             f"average {record['load_average_before']} → {record['load_average_after']}; {record['wall_s']} s.  "]
+    if record.get("timing"):
+        lines.append(f"Timing: {record['timing']}.  ")
+    data = record.get("data", {})
+    for key, value in data.items():
+        if isinstance(value, str) and key not in ("construction", "source", "queries"):
+            label = {"ndcg": "nDCG@10", "flops": "FLOPs", "app": "App"}.get(key, key.replace("_", " ").capitalize())
+            lines.append(f"{label}: {value}.  ")
+    if kind_of(record) == "search":
+        lines.append(f"Data: {data['source']}; {data['synthetic_docs']:,} synthetic ({data['construction']}); "
+                     f"queries: {data['queries']}.  ")
+    if kind_of(record) == "encode":
+        lines.append(encode.describe_sgemm(record))
+    return "\n".join(lines)
+
+
+def read_records(paths: list[str]) -> list[dict]:
+    records = []
+    for path in paths:
+        try:
+            record = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as err:
+            raise CtxirError(f"{path!r} is not a readable bench JSON file ({err})") from err
+        if not isinstance(record, dict) or "results" not in record or kind_of(record) not in FORMATTERS:
+            raise CtxirError(f"{path!r} was not written by a benchmark (python -m benchmarks.{{{','.join(FORMATTERS)}}})"
+                             ": pass the JSON files those commands wrote")
+        record["_path"] = path
+        records.append(record)
+    return records
+
+
+def copy_record(record: dict, figures: Path, docs: Path | None) -> str:
+    """Copy the record's JSON into ``figures``/bench/ (unless it is there already); the link to it from ``docs``."""
+    import shutil
+
+    copy = figures / "bench" / Path(record["_path"]).name
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    if Path(record["_path"]).resolve() != copy.resolve():
+        shutil.copyfile(record["_path"], copy)
+    return os.path.relpath(copy, docs) if docs else str(copy)
+
+
+def render(records: list[dict], figures: Path | None, docs: Path | None) -> str:
+    """The Markdown of every record, grouped by kind; PNGs (and JSON copies) written under ``figures``."""
+    parts = []
+    for kind in ("encode", "search", "rerank", "app", "train"):
+        group = [r for r in records if kind_of(r) == kind]
+        if kind == "search":
+            group.sort(key=lambda r: r["data"]["num_docs"])
+        if not group:
+            continue
+        parts.append(f"## {TITLES[kind]}\n")
+        if figures is not None:
+            png = figures / f"performance-{kind}.png"
+            PLOTS[kind](group, str(png))
+            parts.append(f"![{TITLES[kind]}]({os.path.relpath(png, docs) if docs else png})\n")
+        for record in group:
+            link = copy_record(record, figures, docs) if figures is not None else ""
+            if kind == "search":
+                d = record["data"]
+                parts.append(f"### {d['num_docs']:,} documents ({d['real_docs']:,} real)\n")
+            parts.append(describe(record, link) + "\n")
+            parts.append(FORMATTERS[kind](record) + "\n")
+            if kind == "encode":
+                parts.append(encode.decisions(record))
+    return "\n".join(parts)
+
+
+def write_section(markdown: Path, body: str) -> None:
+    """Put ``body`` between the report markers of ``markdown``, leaving the rest of the page as it is."""
+    section = f"{REPORT_BEGIN}\n<!-- written by `python -m benchmarks.report`; edit the commands, not the numbers " \
+              f"-->\n\n{body}\n{REPORT_END}"
+    text = markdown.read_text(encoding="utf-8") if markdown.is_file() else "# Performance\n\n"
+    if REPORT_BEGIN in text and REPORT_END in text:
+        head, rest = text.split(REPORT_BEGIN, 1)
+        text = head + section + rest.split(REPORT_END, 1)[1]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    from ctxir.files import write_atomic
+
+    write_atomic(markdown, text)
+
+
+def run_report(args: ReportArgs, argv: list[str] | None = None) -> None:
+    records = read_records(args.inputs)
+    docs = Path(args.markdown).parent if args.markdown else None
+    figures = Path(args.figures) if args.markdown else None
+    body = render(records, figures, docs)
+    print(body)
+    if args.plot:
+        search.plot([r for r in records if kind_of(r) == "search"], args.plot)
+        print(f"\nwrote {args.plot}")
+    if args.markdown:
+        write_section(Path(args.markdown), body)
+        print(f"\nwrote {args.markdown} and its figures in {figures}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    return main_for("report", ReportArgs, run_report, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,158 @@
+"""``python -m benchmarks.rerank``: ``CrossEncoderReranker.score_pairs`` latency for 10/20/50/100 BM25 candidates,
+beside the compute bound at the sgemm rate measured in the same run.
+
+    python -m benchmarks.rerank --output results/bench/rerank.json
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.common import (
+    beir_texts,
+    cell,
+    figure,
+    finish,
+    load_average,
+    main_for,
+    markdown_table,
+    median_of,
+    numbers,
+    resolve_model_path,
+    save_figure,
+    set_torch_threads,
+    sgemm_gflops,
+    summary_ms,
+)
+from ctxir import CtxirError
+
+
+@dataclass
+class RerankArgs:
+    output: str = field(default="", metadata={"help": "JSON path (default: results/bench/rerank.json)"})
+    model: str = field(default="", metadata={
+        "help": "cross-encoder folder or id; '' = the packaged all-MiniLM-L6-v2 body with a fresh 1-label head "
+                "(the size and cost of cross-encoder/ms-marco-MiniLM-L6-v2; its scores are meaningless)"})
+    candidates: str = field(default="10,20,50,100", metadata={"help": "re-ranked candidates per query"})
+    num_queries: int = field(default=20, metadata={"help": "SciFact train queries timed (latency only)"})
+    warmup: int = 2
+    repeats: int = field(default=3, metadata={"help": "passes over the queries; p50/p95 are their medians"})
+    batch_size: int = field(default=32, metadata={"help": "pairs per forward pass (CrossEncoderReranker's default)"})
+    threads: int = field(default=0, metadata={"help": "torch threads (0 = all cores)"})
+    data_root: str = "../shared/data"
+    seed: int = 0
+    progress: bool = True
+
+
+
+def time_candidates(reranker, corpus: dict, queries: dict, qids: list[str], hits: dict, sizes: list[int],
+                    args: RerankArgs) -> dict:
+    """score_pairs(query, n candidates) timed for every n, the sizes interleaved per query; per n: the passes'
+    p50/p95 and the mean tokens of a pair (first pass)."""
+    from ctxir.types import doc_text
+
+    tokenizer = reranker.model.tokenizer
+    results: dict = {str(n): {"passes": [], "tokens": []} for n in sizes}
+    for repeat in range(args.repeats):
+        times: dict[int, list[float]] = {n: [] for n in sizes}
+        for position, q in enumerate(qids):
+            for n in sizes:
+                texts = [doc_text(corpus[h.doc_id]) for h in hits[q][:n]]
+                start = time.perf_counter()
+                reranker.score_pairs(queries[q], texts)
+                if position >= args.warmup:
+                    times[n].append(time.perf_counter() - start)
+                    if repeat == 0:
+                        results[str(n)]["tokens"].append(float(np.mean([len(ids) for ids in tokenizer(
+                            [queries[q]] * len(texts), texts, truncation=True,
+                            max_length=reranker.model.max_seq_length)["input_ids"]])))
+        for n in sizes:
+            results[str(n)]["passes"].append(summary_ms(times[n]))
+        if args.progress:
+            print(f"pass {repeat + 1}/{args.repeats}: " + ", ".join(
+                f"{n}: {results[str(n)]['passes'][-1]['p50_ms']:.0f} ms" for n in sizes), flush=True)
+    return results
+
+
+def add_compute_bound(results: dict, reranker, threads: int) -> tuple[dict, int]:
+    """(sgemm peak, non-embedding parameters): the compute bound of a pair is ≈ 2 · (non-embedding parameters) ·
+    tokens + the attention products, at the sgemm rate torch reaches here with the same threads."""
+    peak = sgemm_gflops(threads)
+    body = reranker.model[0].auto_model
+    config = body.config
+    weights = sum(p.numel() for name, p in body.named_parameters()
+                  if not name.startswith(("embeddings.", "pooler.")))
+    for n, row in results.items():
+        row |= {"candidates": int(n), "p50_ms": median_of(row["passes"], "p50_ms"),
+                "p95_ms": median_of(row["passes"], "p95_ms"),
+                "mean_pair_tokens": round(float(np.mean(row.pop("tokens"))), 1)}
+        row["ms_per_pair"] = round(row["p50_ms"] / int(n), 2)
+        tokens = row["mean_pair_tokens"]
+        flops = 2 * weights * tokens + 4 * config.num_hidden_layers * tokens**2 * config.hidden_size  # per pair
+        row["gflop_per_pair"] = round(flops / 1e9, 3)
+        row["bound_ms_per_pair"] = round(flops / (peak["gflops"] * 1e9) * 1000, 2)
+        row["share_of_sgemm_peak"] = round(row["bound_ms_per_pair"] / row["ms_per_pair"], 3)
+    return peak, weights
+
+
+def run_rerank(args: RerankArgs, argv: list[str] | None = None) -> dict:
+    from ctxir import BM25Retriever, CrossEncoderReranker, load_beir
+    from ctxir.models import load_cross_encoder
+
+    # the candidates: BM25's top documents for each query, real texts of real lengths
+    sizes = numbers(args.candidates, "--candidates")
+    if args.num_queries < 1 or args.repeats < 1 or args.warmup < 0:
+        raise CtxirError("--num-queries and --repeats must be ≥ 1, --warmup ≥ 0")
+    load_before, started = load_average(), time.perf_counter()
+    threads = set_torch_threads(args.threads)
+    path = resolve_model_path(args.model)
+    reranker = CrossEncoderReranker(load_cross_encoder(path, "cpu", num_labels=1), batch_size=args.batch_size)
+    corpus, queries, _ = load_beir(beir_texts(Path(args.data_root), "scifact"), "train")
+    rng = np.random.default_rng(args.seed)
+    qids = [list(queries)[i] for i in rng.permutation(len(queries))[: args.num_queries + args.warmup]]
+    hits = BM25Retriever(corpus).search({q: queries[q] for q in qids}, max(sizes))
+    results = time_candidates(reranker, corpus, queries, qids, hits, sizes, args)
+    peak, weights = add_compute_bound(results, reranker, threads)
+    return finish("rerank", format_rerank, args, argv, load_before, started, results, data={
+        "sgemm": peak, "non_embedding_parameters": weights,
+        "model": path if args.model else f"{path} (all-MiniLM-L6-v2 body, fresh 1-label head: the architecture and "
+                                         "cost of cross-encoder/ms-marco-MiniLM-L6-v2, meaningless scores)",
+        "max_length": reranker.model.max_seq_length,
+        "candidates": f"BM25 top-n SciFact abstracts for {args.num_queries} random SciFact train queries "
+                      f"(seed {args.seed}), after {args.warmup} warm-up queries"},
+        timing=f"CrossEncoderReranker.score_pairs(query, n texts), batch size {args.batch_size}, {threads} threads; "
+               f"p50/p95 over the queries per pass, median of {args.repeats} passes")
+
+
+def format_rerank(record: dict) -> str:
+    return markdown_table(["candidates", "p50 ms", "p95 ms", "ms / pair", "tokens / pair", "compute bound ms / pair",
+                           "share of sgemm peak"],
+                          [[str(r["candidates"]), cell(r["p50_ms"], "{:.1f}"), cell(r["p95_ms"], "{:.1f}"),
+                            cell(r["ms_per_pair"], "{:.2f}"), cell(r["mean_pair_tokens"], "{:.0f}"),
+                            cell(r.get("bound_ms_per_pair"), "{:.2f}"), cell(r.get("share_of_sgemm_peak"), "{:.0%}")]
+                           for r in record["results"].values()])
+
+
+
+def plot_rerank(records: list[dict], path: str) -> None:
+    plt, fig, ax = figure(4.8, 3.2, 1)
+    rows = list(records[-1]["results"].values())
+    ax.plot([r["candidates"] for r in rows], [r["p50_ms"] for r in rows], "o-", label="p50")
+    ax.plot([r["candidates"] for r in rows], [r["p95_ms"] for r in rows], "s--", label="p95")
+    ax.set(xlabel="candidates re-ranked", ylabel="ms per query")
+    ax.legend(fontsize=8)
+    save_figure(plt, fig, path)
+
+
+
+def main(argv: list[str] | None = None) -> int:
+    return main_for("rerank", RerankArgs, run_rerank, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
