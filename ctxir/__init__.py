@@ -1,6 +1,10 @@
 """ctxir — contextual-embedding information retrieval.
 
-Data flows one way: data → models → encoders → retrieval → rerank → pipeline → evaluation.
+Data flows one way, one subpackage per step, each importing only from those before it (``tests/test_layout.py``):
+data → encoders (models, heads, pooling, backends) → retrieval (+ fusion, ANN, engines) → rerank (+ registry,
+pipeline) → explain → evaluation (+ CLI, tuning, comparison, failure report) → publish (cards, Hub) → app. Shared
+by all: ``types``, ``names``, ``checks``, ``files``, ``cli``. The old module paths (``ctxir.models``, ...) still
+import the same modules (``ctxir._moved``), with a DeprecationWarning for one release.
 """
 
 from ctxir.classify import (
