@@ -91,7 +91,7 @@ def run(args: BenchmarkArgs) -> dict:
 
     from ctxir.app import attention_tab, search_tab
     from ctxir.app import state as app_state
-    from ctxir.models import SHIPPED_CROSS_ENCODER, SHIPPED_MODELS, packaged_minilm_path
+    from ctxir.encoders.models import SHIPPED_CROSS_ENCODER, SHIPPED_MODELS, packaged_minilm_path
     from ctxir.viz import MAX_ATTENTION_CELLS
 
     if args.torch_threads > 0:  # the same rule as app.py

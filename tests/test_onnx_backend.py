@@ -12,8 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ctxir import onnx_backend
-from ctxir.encoders import BiEncoder, default_backend, weights_fingerprint
+from ctxir.encoders import BiEncoder, default_backend, onnx_backend, weights_fingerprint
 from ctxir.types import CtxirError
 
 pytest.importorskip("onnxruntime")
@@ -198,7 +197,7 @@ def test_a_missing_onnxruntime_says_which_package_to_install(spread_st, monkeypa
 
 def test_evaluate_backend_flag_reaches_the_encoder_and_its_cache(exported, spread_bert_dir, write_beir, tmp_path,
                                                                  capsys):
-    from ctxir.evaluate import main
+    from ctxir.evaluation.evaluate import main
 
     _, root, path = exported
     data = write_beir(tmp_path / "toy", {"q1": "river otters", "q2": "snake"},
@@ -268,7 +267,7 @@ def test_the_bench_report_names_the_flag_that_exists():
 
     from benchmarks import encode
     from ctxir.encoders import BACKENDS
-    from ctxir.evaluate import EvaluateArgs
+    from ctxir.evaluation.evaluate import EvaluateArgs
 
     flag, where = encode.SHIPPED_AS["onnx-int8-dynamic"]
     assert flag == "--backend onnx-int8" and "onnx-int8" in BACKENDS and "CTXIR_BACKEND" in where
