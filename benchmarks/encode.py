@@ -10,7 +10,7 @@ by CPU time, GFLOP/s as a share of the sgemm peak measured in the same run, and 
 is listed in ``SHIPPED_AS`` (int8 dynamic: ``--backend onnx-int8``). sentence-transformers' own ``backend="onnx"``
 needs optimum-onnx, whose only release (0.1.0) requires transformers < 4.58 (we pin 5.23), so the export is
 ``torch.onnx.export`` + onnxruntime's quantisers, and pooling stays ``ctxir.encoders.pool``; the ONNX variants run
-``ctxir.onnx_backend``, the same code as ``BiEncoder(backend="onnx-int8")``.
+``ctxir.encoders.onnx_backend``, the same code as ``BiEncoder(backend="onnx-int8")``.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def _encode_variants(args: EncodeArgs, names: list[str], path: str, threads: int
     from sentence_transformers import SentenceTransformer
 
     from ctxir.encoders import BiEncoder, weights_fingerprint
-    from ctxir.onnx_backend import OnnxEncoder, export_onnx, quantise
+    from ctxir.encoders.onnx_backend import OnnxEncoder, export_onnx, quantise
 
     base = SentenceTransformer(path, device="cpu")
     max_length = int(base.max_seq_length)

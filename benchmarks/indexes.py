@@ -106,7 +106,7 @@ def build_faiss_hnsw_sq8(docs: np.ndarray, args: SearchArgs) -> Built:
 def build_ctxir_ann(docs: np.ndarray, args: SearchArgs, folder: Path, rescore: bool = True,
                     previous: dict | None = None, mmap: bool = False) -> Built:
     """Build + save + reopen; the other ctxir-ann rows reopen the first one's file."""
-    from ctxir.ann import AnnIndex, AnnParams, meta_path
+    from ctxir.retrieval.ann import AnnIndex, AnnParams, meta_path
 
     previous = previous or {}
     params = AnnParams(nlist=args.nlist, nprobe=args.nprobe, codes=args.codes,

@@ -73,8 +73,8 @@ def read_records(paths: list[str]) -> list[dict]:
         except (OSError, ValueError) as err:
             raise CtxirError(f"{path!r} is not a readable bench JSON file ({err})") from err
         if not isinstance(record, dict) or "results" not in record or kind_of(record) not in FORMATTERS:
-            raise CtxirError(f"{path!r} was not written by a benchmark (python -m benchmarks.{{{','.join(FORMATTERS)}}})"
-                             ": pass the JSON files those commands wrote")
+            raise CtxirError(f"{path!r} was not written by a benchmark (python -m benchmarks."
+                             f"{{{','.join(FORMATTERS)}}}): pass the JSON files those commands wrote")
         record["_path"] = path
         records.append(record)
     return records

@@ -102,7 +102,7 @@ def add_compute_bound(results: dict, reranker, threads: int) -> tuple[dict, int]
 
 def run_rerank(args: RerankArgs, argv: list[str] | None = None) -> dict:
     from ctxir import BM25Retriever, CrossEncoderReranker, load_beir
-    from ctxir.models import load_cross_encoder
+    from ctxir.encoders.models import load_cross_encoder
 
     # the candidates: BM25's top documents for each query, real texts of real lengths
     sizes = numbers(args.candidates, "--candidates")

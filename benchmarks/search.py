@@ -14,12 +14,13 @@ building) and build time. Index types (``benchmarks.indexes``):
 * ``exact-st``: sentence-transformers ``semantic_search``, as ``DenseRetriever(index="exact")`` calls it today (its
   ``cos_sim`` re-normalises every corpus chunk on every call, so it is slower than ``exact`` at scale).
 * ``faiss-hnsw``: faiss ``IndexHNSWFlat`` (M=32, efSearch=128), for comparison: no ctxir retriever uses HNSW
-  (``DenseRetriever(index="ann")`` is ``ctxir.ann.AnnIndex``, the faiss IVF index of ``ctxir-ann`` below).
+  (``DenseRetriever(index="ann")`` is ``ctxir.retrieval.ann.AnnIndex``, the faiss IVF index of ``ctxir-ann``
+  below).
 * ``faiss-hnsw-sq8``: faiss ``HNSW32,SQ8`` (graph over 8-bit codes) + float re-scoring of ``--rescore × k``.
-* ``ctxir-ann``: ``ctxir.ann.AnnIndex`` (faiss IVF + 8-bit codes, re-scored with float dots), built, saved and
-  reopened (read back into memory, sha256-verified) before timing; ``ctxir-ann-norescore`` is the same file searched
-  without re-scoring (the file alone, no float32 copy needed); ``ctxir-ann-mmap`` the same file memory-mapped
-  (faiss OnDiskInvertedLists) with re-scoring.
+* ``ctxir-ann``: ``ctxir.retrieval.ann.AnnIndex`` (faiss IVF + 8-bit codes, re-scored with float dots), built,
+  saved and reopened (read back into memory, sha256-verified) before timing; ``ctxir-ann-norescore`` is the same
+  file searched without re-scoring (the file alone, no float32 copy needed); ``ctxir-ann-mmap`` the same file
+  memory-mapped (faiss OnDiskInvertedLists) with re-scoring.
 * ``int8-flat``: faiss ``IndexScalarQuantizer`` (8-bit, exhaustive scan) + float re-scoring.
 * ``binary``: sentence-transformers ``quantize_embeddings(..., "ubinary")`` in a faiss ``IndexBinaryFlat``
   (Hamming, exhaustive) + float re-scoring of the top ``--rescore × k``.
@@ -90,8 +91,10 @@ class SearchArgs:
     search_threads: int = field(default=1, metadata={
         "help": "torch and faiss threads while single queries are timed; on a shared 2-core machine a second "
                 "OpenMP thread waits on a busy core (measured: faiss binary search at 10k flipping 0.04 ↔ 24 ms)"})
-    nlist: int = field(default=0, metadata={"help": "ctxir-ann: k-means cells (0 = ctxir.ann's choice: 4096 at 1M)"})
-    nprobe: int = field(default=0, metadata={"help": "ctxir-ann: cells scanned per query (0 = ctxir.ann's choice)"})
+    nlist: int = field(default=0, metadata={
+        "help": "ctxir-ann: k-means cells (0 = ctxir.retrieval.ann's choice: 4096 at 1M)"})
+    nprobe: int = field(default=0, metadata={
+        "help": "ctxir-ann: cells scanned per query (0 = ctxir.retrieval.ann's choice)"})
     rescore: int = field(default=4, metadata={"help": "ctxir-ann/int8-flat/binary: re-score rescore × k candidates"})
     codes: str = field(default="sq8", metadata={"help": "ctxir-ann: stored codes (sq8, fp16, flat)"})
     faiss_m: int = 32

@@ -65,7 +65,7 @@ def train_pairs(root: Path, count: int, seed: int) -> list[tuple[str, str, float
 def run_train(args: TrainArgs, argv: list[str] | None = None) -> dict:
     import torch
 
-    from ctxir.models import load_cross_encoder
+    from ctxir.encoders.models import load_cross_encoder
 
     # 1. arguments, model, pairs
     batch_sizes, lengths = numbers(args.batch_sizes, "--batch-sizes"), numbers(args.max_lengths, "--max-lengths")

@@ -23,8 +23,8 @@ def _benchmarks(name: str):
     except ModuleNotFoundError as err:
         if err.name != "benchmarks":
             raise
-        raise ModuleNotFoundError(f"ctxir.bench moved to the repository's benchmarks/ folder: run the benchmarks {WHERE}",
-                                  name="benchmarks") from err
+        raise ModuleNotFoundError(f"ctxir.bench moved to the repository's benchmarks/ folder: run the benchmarks "
+                                  f"{WHERE}", name="benchmarks") from err
 
 
 def main(argv: list[str] | None = None) -> int:

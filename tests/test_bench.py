@@ -58,9 +58,9 @@ def test_report_prints_tables_and_a_plot(record, tmp_path, capsys):
 
 def test_a_subset_of_indexes_still_measures_exact_first(tmp_path):
     out = tmp_path / "s.json"
-    assert benchmarks.main(["search", "--num-docs", "300", "--real-docs", "0", "--indexes", "binary", "--num-queries", "5",
-                       "--warmup", "0", "--repeats", "1", "--scan-queries", "3", "--output", str(out),
-                       "--progress", "false"]) == 0
+    assert benchmarks.main(["search", "--num-docs", "300", "--real-docs", "0", "--indexes", "binary",
+                            "--num-queries", "5", "--warmup", "0", "--repeats", "1", "--scan-queries", "3",
+                            "--output", str(out), "--progress", "false"]) == 0
     data = json.loads(out.read_text())
     results = data["results"]
     assert data["command"].startswith("python -m benchmarks.search --num-docs 300 ")  # `benchmarks search` is the same
@@ -290,7 +290,8 @@ def test_a_synthetic_only_run_times_no_query_encoding(record):
 
 
 def test_old_records_are_reported_with_the_command_typed_today(record, tmp_path):
-    """Records in docs/bench/ were written as `python -m ctxir.bench KIND`: the page shows `python -m benchmarks.KIND`."""
+    """Records in docs/bench/ were written as `python -m ctxir.bench KIND`: the page shows them as
+    `python -m benchmarks.KIND`."""
     data, _ = record
     old = tmp_path / "search-old.json"
     old.write_text(json.dumps({**data, "command": data["command"].replace("python -m benchmarks.search",
