@@ -7,6 +7,7 @@ by all: ``types``, ``names``, ``checks``, ``files``, ``cli``. The old module pat
 import the same modules (``ctxir._moved``), with a DeprecationWarning for one release.
 """
 
+from ctxir import _moved  # noqa: F401 -- first: from here on the old module paths (ctxir.models, ...) import
 from ctxir.classify import (
     CentroidClassifier,
     KnnClassifier,

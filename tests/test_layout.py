@@ -18,7 +18,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "ctxir"
 
-# Old module path → the module that holds its code now. Imported by the old path, these give that same module.
+# Old module path → the module that holds its code now (ctxir._moved.MOVED). Imported by the old path, these give
+# that same module.
 MOVED = {
     "ctxir.rerank_heads": "ctxir.encoders.heads", "ctxir.models": "ctxir.encoders.models",
     "ctxir.pooling": "ctxir.encoders.pooling", "ctxir.onnx_backend": "ctxir.encoders.onnx_backend",
@@ -123,14 +124,24 @@ def test_an_old_module_path_gives_the_moved_module_and_warns(old):
     sys.modules.pop(old, None)  # imported before (by another test or ctxir itself): import it afresh
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        module = importlib.import_module(old)
-    assert module is new and sys.modules[old] is new
+        exec(compile(f"import {old}", __file__, "exec"), {})  # an import statement, as in a user's file
+    assert sys.modules[old] is new and importlib.import_module(old) is new
     assert getattr(importlib.import_module("ctxir"), old.rpartition(".")[2]) is new  # `ctxir.models` too
-    messages = [str(w.message) for w in caught if w.category is DeprecationWarning]
+    ours = [w for w in caught if w.category is DeprecationWarning and str(w.message).startswith(f"{old} moved")]
     if old == "ctxir.rerank_heads":  # named by saved model folders' modules.json: kept without a warning
-        assert not any(old in m for m in messages)
+        assert ours == []
     else:
-        assert any(m.startswith(f"{old} moved to {MOVED[old]}") for m in messages), messages
+        assert [str(w.message).split(";")[0] for w in ours] == [f"{old} moved to {MOVED[old]}"]
+        assert ours[0].filename == __file__  # it points at the line that imported the old path
+
+
+def test_moved_lists_every_old_path_and_only_the_commands_stay_files():
+    from ctxir import _moved
+
+    assert _moved.MOVED == MOVED
+    kept = {f"ctxir.{p.stem}" for p in PACKAGE.glob("*.py") if "alias(__name__" in p.read_text()}
+    assert kept == {"ctxir.evaluate", "ctxir.report", "ctxir.hub"}  # what `python -m` runs must be a file
+    assert not any((PACKAGE / f"{old.split('.')[1]}.py").exists() for old in set(MOVED) - kept)
 
 
 @pytest.mark.parametrize("old", sorted(BECAME_PACKAGES))
@@ -146,10 +157,11 @@ def test_a_module_that_became_a_package_still_gives_all_its_names(old):
 
 
 def test_every_name_ctxir_exports_is_where_the_old_modules_had_it():
+    from ctxir.rerank_heads import SegmentCosineHead as old_head
+
     import ctxir
     from ctxir.encoders.heads import SegmentCosineHead
     from ctxir.rerank.rankers import CrossEncoderReranker
-    from ctxir.rerank_heads import SegmentCosineHead as old_head
 
     for name in ctxir.__all__:
         assert getattr(ctxir, name) is not None, name

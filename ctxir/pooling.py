@@ -1,8 +1,0 @@
-"""Old path of :mod:`ctxir.encoders.pooling`, kept for one release.
-
-Imported, it gives that same module, with a DeprecationWarning.
-"""
-
-from ctxir._moved import alias
-
-alias(__name__, "ctxir.encoders.pooling")
