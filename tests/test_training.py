@@ -544,3 +544,78 @@ def test_evaluate_reranker_chooses_rrf_on_heldout_claims_and_splits_test_by_seen
     bm25 = evaluate_run(demo_qrels, run_from_hits(BM25Retriever(demo_corpus()).search(demo_queries, 20)))
     assert record["demo"]["bm25@20"]["first_stage"]["nDCG@10"] == pytest.approx(bm25.aggregate["nDCG@10"], abs=1e-4)
     assert record["demo"]["bm25@20"]["queries"] == len(demo_queries)
+
+
+def test_evaluate_reranker_chooses_a_cls_lr_rankers_own_fusion_on_its_cross_encoders_heldout_claims(
+        tiny_bert_dir, toy_root, tmp_path):
+    """A CLS-LR folder is recognised (--kind auto), scored through the registry, and gets its own fusion.json chosen
+    on the held-out claims its cross-encoder names (--dev-from); a folder naming none is refused with the fix."""
+    from ctxir.rerank import ClsLrRanker
+    from training import evaluate_reranker
+
+    ce = tmp_path / "ce"
+    assert train_cross_encoder.main([
+        "--task", "scifact", "--model", str(tiny_bert_dir), "--data-dir", str(toy_root), "--output-dir", str(ce),
+        "--device", "cpu", "--max-steps", "1", "--batch-size", "2", "--num-negatives", "2", "--loss", "listnet",
+        "--dev-queries", "2", "--dev-depth", "5", "--rerank-depth", "10", "--eval-before", "false",
+        "--torch-threads", "1"]) == 0
+    hidden = json.loads((ce / "config.json").read_text())["hidden_size"]
+    rng = np.random.default_rng(0)
+    lr = ClsLrRanker(str(ce), rng.normal(size=hidden).astype(np.float32), 0.1, max_length=64, device="cpu")
+    folder = lr.save(tmp_path / "lr")
+    reranker = evaluate_reranker.load_kind(evaluate_reranker.EvaluateRerankerArgs(model=str(folder), device="cpu"))
+    assert isinstance(reranker, ClsLrRanker)
+    with pytest.raises(CtxirError, match="--dev-from"):
+        evaluate_reranker.run(evaluate_reranker.EvaluateRerankerArgs(
+            model=str(folder), data_dir=str(toy_root), choose_fusion=True, fusion_depth=10, depths="",
+            device="cpu"))
+    result = evaluate_reranker.run(evaluate_reranker.EvaluateRerankerArgs(
+        model=str(folder), dev_from=str(ce), data_dir=str(toy_root), choose_fusion=True, fusion_depth=10,
+        depths="", device="cpu"))
+    fusion = json.loads((folder / "fusion.json").read_text())
+    assert result["fusion"] == fusion and fusion["weights"][0] in evaluate_reranker.FIRST_STAGE_WEIGHTS
+    assert fusion["dev"]["fused"] == max(row["fused"] for row in fusion["grid"])
+    dev = json.loads((ce / "metrics.json").read_text())["extra"]["heldout_query_ids"]
+    assert fusion["chosen_on"].startswith(f"{len(dev)} held-out SciFact training claims")
+    with pytest.raises(CtxirError, match="--kind 'nope'"):
+        evaluate_reranker.load_kind(evaluate_reranker.EvaluateRerankerArgs(model=str(folder), kind="nope"))
+
+
+def test_hybrid_teacher_grades_are_summed_z_scores_of_bm25_and_cosine_and_label_the_groups(tiny_bert_dir, toy_root):
+    """--teacher hybrid: grade = scale · (z(BM25) + z(cos)) over the query's BM25 pool, computed here by hand; the
+    listwise rows carry those grades (+ --gold-weight on the judged positive), and a pointwise loss is refused."""
+    from ctxir.data import load_beir
+    from ctxir.encoders import BiEncoder
+    from ctxir.retrieval import BM25Retriever
+    from ctxir.types import doc_text
+
+    corpus, queries, _ = load_beir(toy_root / "scifact", "train")
+    queries = dict(list(queries.items())[:2])
+    args = train_cross_encoder.CrossEncoderArgs(dense_model=str(tiny_bert_dir), negative_pool=3, teacher="hybrid",
+                                                teacher_scale=0.5, loss="listnet")
+    bm25 = BM25Retriever(corpus)
+    grade = train_cross_encoder.hybrid_teacher(args, corpus, queries, bm25, "cpu")
+    q = next(iter(queries))
+    hits = bm25.search({q: queries[q]}, 200)[q]
+    pool = hits[:20]
+    encoder = BiEncoder(str(tiny_bert_dir), device="cpu")
+    vectors = {h.doc_id: v / np.linalg.norm(v) for h, v in
+               zip(pool, encoder.encode([doc_text(corpus[h.doc_id]) for h in pool]))}
+    query = encoder.encode([queries[q]])[0]
+    query = query / np.linalg.norm(query)
+    b = np.array([h.score for h in pool])
+    c = np.array([vectors[h.doc_id] @ query for h in pool])
+    d = pool[0].doc_id
+    # the teacher z-scores over the top max(--negative-pool, 20) hits
+    expected = 0.5 * ((pool[0].score - b.mean()) / (b.std() + 1e-6) + (c[0] - c.mean()) / (c.std() + 1e-6))
+    assert grade(q, d) == pytest.approx(expected, abs=1e-4)
+    assert grade(q, pool[0].doc_id) != grade(q, pool[-1].doc_id)
+
+    data = train_cross_encoder.build_scifact(train_cross_encoder.CrossEncoderArgs(
+        data_dir=str(toy_root), dense_model=str(tiny_bert_dir), loss="listnet", teacher="hybrid", gold_weight=3.0,
+        num_negatives=2, dev_queries=0, rerank_depth=10), "cpu")
+    labels = data.train["labels"]
+    assert any(x not in (0.0, 1.0) for row in labels for x in row)
+    with pytest.raises(CtxirError, match="--teacher 'hybrid'"):
+        train_cross_encoder.check(train_cross_encoder.CrossEncoderArgs(loss="bce", teacher="hybrid"))
+

@@ -48,7 +48,14 @@ METRICS = ("nDCG@10", "MRR@10")
 
 @dataclass
 class EvaluateRerankerArgs:
-    model: str = field(metadata={"help": "cross-encoder folder (train_cross_encoder.py output or a shipped one)"})
+    model: str = field(metadata={"help": "re-ranker folder: a cross-encoder (train_cross_encoder.py output or a "
+                                         "shipped one) or a CLS-LR ranker (train_cls_lr.py output)"})
+    kind: str = field(default="auto", metadata={
+        "help": "the re-ranker kind (ctxir.rerank.registry: cross-encoder, cls-lr, ...); auto = cls-lr for a folder "
+                "with cls_lr_config.json, else cross-encoder"})
+    dev_from: str = field(default="", metadata={
+        "help": "folder whose metrics.json names the held-out training claims (extra.heldout_query_ids) the fusion "
+                "is chosen on (default --model; a CLS-LR ranker: the cross-encoder it was trained on)"})
     data_dir: str = field(default=DEFAULT_DATA_DIR, metadata={"help": "benchmark data root (../shared/data)"})
     choose_fusion: bool = field(default=False, metadata={
         "help": "choose the fused mode on the model's held-out training claims and write <model>/fusion.json"})
@@ -146,12 +153,14 @@ def choose_fusion(reranker, folder: Path, args: EvaluateRerankerArgs) -> dict:
     from ctxir.pipeline import StageFusion
     from ctxir.retrieval import BM25Retriever
 
-    metrics = read_json(folder / "metrics.json") or {}
+    source = Path(args.dev_from) if args.dev_from else folder
+    metrics = read_json(source / "metrics.json") or {}
     dev = list((metrics.get("extra") or {}).get("heldout_query_ids") or [])
     if not dev:
-        raise CtxirError(f"{str(folder / 'metrics.json')!r} names no held-out training claims (extra."
+        raise CtxirError(f"{str(source / 'metrics.json')!r} names no held-out training claims (extra."
                          "heldout_query_ids): train with --dev-queries N so the fusion can be chosen on claims the "
-                         "model did not train on")
+                         "model did not train on, or pass --dev-from the folder of the model whose held-out claims "
+                         "this one also never trained on (a CLS-LR ranker: its cross-encoder's)")
     corpus, queries, qrels = load_beir(data_folder(args.data_dir, "scifact"), "train")
     queries, qrels = {q: queries[q] for q in dev}, {q: qrels[q] for q in dev}
     first = BM25Retriever(corpus).search(queries, args.fusion_depth)
@@ -218,10 +227,28 @@ def evaluate_other(reranker, fusion, name: str, args: EvaluateRerankerArgs) -> d
     return out
 
 
+def load_kind(args: EvaluateRerankerArgs):
+    """The re-ranker in --model, loaded by its registry kind (--kind, or guessed from the folder's files)."""
+    from ctxir.names import CLS_LR_CONFIG
+    from ctxir.rerank.registry import RERANKERS
+
+    kind = args.kind
+    if kind == "auto":
+        kind = "cls-lr" if (Path(args.model) / CLS_LR_CONFIG).is_file() else "cross-encoder"
+    if kind not in RERANKERS:
+        raise CtxirError(f"--kind {args.kind!r} is not a re-ranker kind: use auto or one of {', '.join(RERANKERS)}")
+    if kind == "cross-encoder":  # uncached: a folder trained again in this process must not come back stale
+        from ctxir.models import load_cross_encoder
+        from ctxir.rerank import CrossEncoderReranker
+
+        return CrossEncoderReranker(load_cross_encoder.__wrapped__(args.model, args.device),
+                                    batch_size=args.batch_size)
+    return RERANKERS[kind].load(args.model, args.device, args.batch_size)
+
+
 def run(args: EvaluateRerankerArgs) -> dict:
-    from ctxir.models import load_cross_encoder, set_threads
+    from ctxir.models import set_threads
     from ctxir.pipeline import StageFusion
-    from ctxir.rerank import CrossEncoderReranker
 
     if args.torch_threads:
         set_threads(args.torch_threads)
@@ -234,8 +261,7 @@ def run(args: EvaluateRerankerArgs) -> dict:
         if c not in ("scifact", "msmarco", "demo"):
             raise CtxirError(f"--collections names {c!r}: use scifact, msmarco and/or demo")
     # 1. load the model
-    reranker = CrossEncoderReranker(load_cross_encoder.__wrapped__(str(folder), args.device),
-                                    batch_size=args.batch_size)
+    reranker = load_kind(args)
     # 2. the fused mode: chosen on held-out training claims, or read from the folder
     if args.choose_fusion:
         fusion_record = choose_fusion(reranker, folder, args)

@@ -113,7 +113,8 @@ def train(args, spec: ModelSpec) -> dict:
             per_device_train_batch_size=args.batch_size, per_device_eval_batch_size=args.batch_size,
             learning_rate=args.learning_rate, warmup_steps=args.warmup, seed=args.seed, data_seed=args.seed,
             eval_strategy="steps" if evaluate_during else "no", eval_steps=args.eval_steps or None,
-            save_strategy="steps", save_steps=args.save_steps, save_total_limit=2, logging_steps=args.logging_steps,
+            save_strategy="steps", save_steps=args.save_steps, logging_steps=args.logging_steps,
+            save_total_limit=None if args.keep_checkpoints else 2,  # kept: the dev-best step can be chosen after
             logging_first_step=True, report_to="none", fp16=args.fp16, **trainer_device_kwargs(device),
             **spec.training_options(args))
         trainer = trainer_class(model=model, args=training_args, train_dataset=data.train,

@@ -98,6 +98,16 @@ class CrossEncoderArgs(TrainerRunArgs):
     pseudo_queries: int = field(default=0, metadata={
         "help": "scifact: also train on N corpus titles as queries for their own abstract (-1 = every document; "
                 "in-domain pairs from the corpus alone, no qrels), with the same kind of negatives"})
+    teacher: Literal["none", "hybrid"] = field(default="none", metadata={
+        "help": "scifact listwise: the groups' labels. none = 1 for a judged positive, 0 for a negative; hybrid = "
+                "distil from BM25 + the bi-encoder --dense-model: each document's BM25 score and cosine, z-scored over "
+                "its query's BM25 top --negative-pool, summed, times --teacher-scale, plus --gold-weight for a judged "
+                "positive. The hybrid grades every candidate on any abstract, so the model learns relevance beyond "
+                "the few abstracts that training claims cite (MarginMSE-style distillation, listwise)"})
+    teacher_scale: float = field(default=1.0, metadata={
+        "help": "--teacher hybrid: multiplies the summed z-scores (ListNet softmaxes the labels: larger = sharper)"})
+    gold_weight: float = field(default=2.0, metadata={
+        "help": "--teacher hybrid: added to a judged positive's label (a claim's cited abstract, a title's own)"})
     data_dir: str = field(default=DEFAULT_DATA_DIR, metadata={"help": "benchmark data root (../shared/data)"})
     output_dir: str = field(default="", metadata={"help": "default outputs/cross-encoder-<task>"})
     device: str = field(default="auto", metadata={"help": "auto, cpu, cuda (the Trainer spreads over GPUs)"})
@@ -209,6 +219,42 @@ def resampled_groups(groups: list[tuple[str, list[str], list[str]]], bm25_pool: 
     return out
 
 
+def hybrid_teacher(args: CrossEncoderArgs, corpus: dict, queries: dict[str, str], bm25, device: str):
+    """grade(qid, doc_id) = --teacher-scale · (z(BM25) + z(cosine)), each z-scored over the query's BM25 top
+    --negative-pool (at least 20): a lexical + semantic judge of any (query, abstract) pair, with no judgments."""
+    import numpy as np
+
+    from ctxir.encoders import BiEncoder
+
+    depth = max(args.negative_pool, 20)
+    hits = bm25.search(queries, max(depth, 200))
+    bm25_scores = {q: {h.doc_id: h.score for h in hs} for q, hs in hits.items()}
+    encoder = BiEncoder(args.dense_model, device=device)
+    doc_ids, doc_vectors = encoder.encode_corpus(corpus)
+    row = {d: i for i, d in enumerate(doc_ids)}
+    qids = sorted(queries)
+    query_vectors = encoder.encode([queries[q] for q in qids])
+    doc_vectors = doc_vectors / np.linalg.norm(doc_vectors, axis=1, keepdims=True)
+    query_vectors = query_vectors / np.linalg.norm(query_vectors, axis=1, keepdims=True)
+    qrow = {q: i for i, q in enumerate(qids)}
+    stats: dict[str, tuple[float, float, float, float, float]] = {}
+    for q in qids:
+        pool = [h.doc_id for h in hits[q][:depth]]
+        b = np.array([bm25_scores[q][d] for d in pool])
+        c = doc_vectors[[row[d] for d in pool]] @ query_vectors[qrow[q]]
+        floor = min(bm25_scores[q].values()) if bm25_scores[q] else 0.0  # below its top 200: no better than that
+        stats[q] = (b.mean(), b.std() + 1e-6, c.mean(), c.std() + 1e-6, floor)
+    print(f"hybrid teacher: BM25 + {args.dense_model} over {len(qids)} queries, z-scored over BM25 top {depth}")
+
+    def grade(q: str, d: str) -> float:
+        b_mean, b_std, c_mean, c_std, floor = stats[q]
+        cosine = float(doc_vectors[row[d]] @ query_vectors[qrow[q]])
+        z = (bm25_scores[q].get(d, floor) - b_mean) / b_std + (cosine - c_mean) / c_std
+        return float(args.teacher_scale * z)
+
+    return grade
+
+
 def build_scifact(args: CrossEncoderArgs, device: str) -> TaskData:
     from datasets import Dataset
     from sentence_transformers.cross_encoder.evaluation import CrossEncoderRerankingEvaluator
@@ -265,10 +311,16 @@ def build_scifact(args: CrossEncoderArgs, device: str) -> TaskData:
         groups = [(q, [d for q2, d in pairs if q2 == q], negatives[q]) for q in train_queries]
         if args.negative_rounds > 1 or args.negative_pool > args.num_negatives:
             groups = resampled_groups(groups, bm25_pool, args)
+        if args.teacher == "hybrid":
+            grade = hybrid_teacher(args, corpus, train_queries, bm25, device)
+            labels = [[grade(q, d) + args.gold_weight for d in pos] + [grade(q, d) for d in neg]
+                      for q, pos, neg in groups]
+        else:
+            labels = [[1.0] * len(pos) + [0.0] * len(neg) for _, pos, neg in groups]
         dataset = Dataset.from_dict({
             "query": [train_queries[q] for q, _, _ in groups],
             "docs": [[text(q, d) for d in pos + neg] for q, pos, neg in groups],
-            "labels": [[1.0] * len(pos) + [0.0] * len(neg) for _, pos, neg in groups]})
+            "labels": labels})
     else:
         rows = [(train_queries[q], text(q, d), 1.0) for q, d in pairs]
         rows += [(train_queries[q], text(q, d), 0.0) for q in sorted(negatives) for d in negatives[q]]
@@ -373,6 +425,9 @@ def check(args: CrossEncoderArgs) -> None:
     if args.negative_rounds < 1 or args.negative_pool < 0:
         raise CtxirError(f"--negative-rounds must be ≥ 1 and --negative-pool ≥ 0, got {args.negative_rounds!r} and "
                          f"{args.negative_pool!r}")
+    if args.teacher != "none" and (args.task != "scifact" or args.loss not in LISTWISE):
+        raise CtxirError(f"--teacher {args.teacher!r} grades the documents of listwise groups: use it with --task "
+                         f"scifact and --loss {' or '.join(LISTWISE)}, or --teacher none")
     if (args.negative_rounds > 1 or args.negative_pool) and args.loss not in LISTWISE:
         raise CtxirError(f"--negative-rounds/--negative-pool re-sample negatives per group: use a listwise --loss "
                          f"({', '.join(LISTWISE)}), not {args.loss!r}")
