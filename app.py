@@ -62,7 +62,7 @@ class _AppArgs:
     corpus: str = _env("CTXIR_CORPUS", "", "BEIR folder or corpus file (.txt/.jsonl/.csv/.tsv); empty = built-in "
                        "demo corpus")
     bi_encoder: str = _env("CTXIR_BI_ENCODER", DEFAULT_BI_ENCODER, "bi-encoder Hub id or folder")
-    # one flag per re-ranker kind (--cross-encoder, --cls-lr, ...) is added from ctxir.rerankers by app_args_class
+    # one flag per re-ranker kind (--cross-encoder, --cls-lr, ...) is added from ctxir.rerank.registry by app_args_class
     device: str = _env("CTXIR_DEVICE", "auto", "auto, cpu, cuda, mps")
     index: str = _env("CTXIR_INDEX", "auto", "dense index: auto (the ANN index from ctxir.retrieval.AUTO_ANN_THRESHOLD "
                       "documents up, exact search below), exact, or ann; the ANN index is kept beside the cached "
@@ -102,7 +102,7 @@ def _reranker_flag(kind) -> tuple[str, type, Any]:
 
 
 def app_args_class() -> type:
-    """The app's flags: ``_AppArgs`` plus one per re-ranker kind of ``ctxir.rerankers`` (as registered now)."""
+    """The app's flags: ``_AppArgs`` plus one per re-ranker kind of ``ctxir.rerank.registry`` (as registered now)."""
     args = dataclasses.make_dataclass("AppArgs", [_reranker_flag(kind) for kind in RERANKERS.values()],
                                       bases=(_AppArgs,))
     args.__module__ = __name__

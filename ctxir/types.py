@@ -66,7 +66,7 @@ class Hit:
 
 @dataclass(frozen=True)
 class Internals:
-    """What one forward pass shows; produced by ``ctxir.internals.inspect_text``, read by every figure.
+    """What one forward pass shows; produced by ``ctxir.encoders.internals.inspect_text``, read by every figure.
 
     Built by hand here (zeros, uniform attention) with all-MiniLM-L6-v2's shapes: 6 layers, 12 heads, 384 dims.
 

@@ -1,11 +1,11 @@
-"""Recall of ctxir.ann's index against exact search on a real BEIR set's own embeddings, by cells scanned.
+"""Recall of ctxir.retrieval.ann's index against exact search on a real BEIR set's own embeddings, by cells scanned.
 
     HF_HUB_OFFLINE=1 python scripts/ann_recall_vs_exact.py --data ../shared/data/scifact --nprobe 0,96,132
 
-For each ``--nprobe`` (0 = ``ctxir.ann``'s default) and depth k in ``--depths``: the mean share of the exact top-k
-(a full dot-product scan of the same cached, normalised corpus embeddings) that the index returns, over the split's
-queries. No relevance judgments are used: this measures the index against exact search, not retrieval quality.
-Corpus embeddings come from ctxir's cache (encoded once by the packaged all-MiniLM-L6-v2 if absent).
+For each ``--nprobe`` (0 = ``ctxir.retrieval.ann``'s default) and depth k in ``--depths``: the mean share of the
+exact top-k (a full dot-product scan of the same cached, normalised corpus embeddings) that the index returns,
+over the split's queries. No relevance judgments are used: this measures the index against exact search, not
+retrieval quality. Corpus embeddings come from ctxir's cache (encoded once by the packaged all-MiniLM-L6-v2 if absent).
 """
 
 from __future__ import annotations

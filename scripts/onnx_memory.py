@@ -9,7 +9,7 @@ the way ``python -m ctxir.evaluate`` encodes a corpus, after the int8 model was 
 peak's growth over the loaded state, and texts/s. Variants:
 
 - ``torch``: the model's own encode.
-- ``onnx-int8``: as shipped: runs of at most ``ctxir.onnx_backend.TOKENS_PER_RUN`` rows × tokens, the CPU arena
+- ``onnx-int8``: as shipped: runs of at most ``ctxir.encoders.onnx_backend.TOKENS_PER_RUN`` rows × tokens, the CPU arena
   shrunk after each run.
 - ``onnx-int8-before``: as first released, for comparison: one run per batch of ``--batch-size`` texts, the
   arena kept at its peak.

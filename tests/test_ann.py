@@ -1,4 +1,4 @@
-"""ctxir.ann: recall against exact search, persistence, and rebuilding stale, truncated or corrupt files."""
+"""ctxir.retrieval.ann: recall against exact search, persistence, and rebuilding stale, truncated or corrupt files."""
 
 from __future__ import annotations
 

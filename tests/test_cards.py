@@ -1,4 +1,5 @@
-"""Model cards rendered from metrics.json (ctxir.cards): front matter, model-index, licenses, sections; the Space YAML."""
+"""Model cards rendered from metrics.json (ctxir.publish.cards): front matter, model-index, licenses, sections; the
+Space YAML."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""ctxir.compare: paired significance tests between systems, hand-checked on tiny cases, and the --compare CLI."""
+"""ctxir.evaluation.compare: paired significance tests between systems, hand-checked on tiny cases, and the --compare
+CLI."""
 
 import json
 

@@ -1,4 +1,4 @@
-"""ctxir.engines: Milvus (Lite, embedded here) behind the Retriever contract, and Ray Data sharded encoding.
+"""ctxir.retrieval.engines: Milvus (Lite, embedded here) behind the Retriever contract, and Ray Data sharded encoding.
 
 Milvus tests run Milvus Lite in this process on a temporary file; the Ray tests start one local Ray for the module
 (about half a minute on a busy 2-core machine) and shut it down after. Both skip when their package is missing.

@@ -1,4 +1,4 @@
-"""ctxir.fusion: the one fusion used by hybrid retrieval, stage fusion and tuning, checked against ranx."""
+"""ctxir.retrieval.fusion: the one fusion used by hybrid retrieval, stage fusion and tuning, checked against ranx."""
 
 import math
 import random

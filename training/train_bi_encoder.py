@@ -18,7 +18,7 @@ Examples:
     python training/train_bi_encoder.py --task scifact --objective mnrl --num-negatives 3 --epochs 2
     python training/train_bi_encoder.py --task stsb --max-steps 2 --max-samples 16   # smoke run
     accelerate launch training/train_bi_encoder.py --task stsb --device cuda --batch-size 128   # several GPUs
-Outputs in --output-dir: the model (loads with SentenceTransformer(path) and ctxir.models.load_bi_encoder),
+Outputs in --output-dir: the model (loads with SentenceTransformer(path) and ctxir.encoders.models.load_bi_encoder),
 metrics.json, training_log.jsonl (Trainer log history), train.log (everything printed), checkpoints/ while
 training (kept with --keep-checkpoints, needed by --resume last).
 """

@@ -28,7 +28,7 @@ from ctxir.types import CtxirError, doc_text
 
 
 def explain_models() -> tuple[str, ...]:
-    """What "Explain with" accepts: auto, the bi-encoder, every re-ranker kind of ``ctxir.rerankers``."""
+    """What "Explain with" accepts: auto, the bi-encoder, every re-ranker kind of ``ctxir.rerank.registry``."""
     return ("auto", "bi-encoder", *RERANKERS)
 
 

@@ -28,7 +28,7 @@ def input_formation(tokenizer, query: str, document: str, max_length: int = 512)
 
 
 def score_columns() -> dict[str, tuple[str, str]]:
-    """{value field: (rank field, chart legend)}: one per re-ranker kind of ``ctxir.rerankers`` (its pair score,
+    """{value field: (rank field, chart legend)}: one per re-ranker kind of ``ctxir.rerank.registry`` (its pair score,
     e.g. the cross-encoder's score or the CLS-LR probability), then the bi-encoder's cosine."""
     return {**{kind.pair_column: (kind.rank_column, kind.pair_legend) for kind in RERANKERS.values()},
             "bi_encoder_cosine": ("cosine_rank", "bi-encoder cosine")}

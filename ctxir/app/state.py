@@ -34,7 +34,7 @@ Progress = Callable[[float, str], None]
 
 
 def __getattr__(name: str):
-    # RERANKERS: ("none", every kind of ctxir.rerankers), read when asked, as ctxir.pipeline.RERANKERS
+    # RERANKERS: ("none", every kind of ctxir.rerank.registry), read when asked, as ctxir.rerank.pipeline.RERANKERS
     if name == "RERANKERS":
         return reranker_choices()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -67,8 +67,8 @@ class AppConfig:
     explain_steps: int = 32  # integrated-gradients steps to start with (ctxir.explain doubles them if needed)
     explain_max_steps: int = 128  # ... up to this many
     max_movers: int = 5  # "what moved" explains at most this many re-ranked documents (one IG run each)
-    # any kind of ctxir.rerankers: kind → model id or folder ("none" = not loaded); wins over cross_encoder and cls_lr;
-    # a kind named nowhere loads its default model
+    # any kind of ctxir.rerank.registry: kind → model id or folder ("none" = not loaded); wins over cross_encoder
+    # and cls_lr; a kind named nowhere loads its default model
     rerankers: dict[str, str] = field(default_factory=dict)
     # the most results a search, compare pooling or "what moved" shows, and the deepest re-ranking: each is the
     # maximum of its input on the page and the limit its view checks (one number, one message)
@@ -147,7 +147,7 @@ class Inspectable:
 
 @dataclass
 class AppModels:
-    """The loaded models. ``rerankers``: {kind: re-ranker} of ``ctxir.rerankers.RERANKERS`` that loaded;
+    """The loaded models. ``rerankers``: {kind: re-ranker} of ``ctxir.rerank.registry.RERANKERS`` that loaded;
     ``unavailable``: {kind: why not} for every other kind (offered nowhere in the app, shown with that reason)."""
 
     bi_encoder: Any  # SentenceTransformer

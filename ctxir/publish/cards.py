@@ -459,7 +459,8 @@ def check_card(card_path: str | Path, metrics: dict, base_license: tuple[str, Li
     except Exception as err:  # yaml.YAMLError, ValueError: the Hub would reject the card the same way
         raise CtxirError(f"the YAML front matter of {str(card_path)!r} does not parse: {err}") from err
     if not meta:
-        raise CtxirError(f"{str(card_path)!r} has no YAML front matter (--- ... ---): re-render it with ctxir.cards")
+        raise CtxirError(f"{str(card_path)!r} has no YAML front matter (--- ... ---): re-render it with "
+                         "ctxir.publish.cards")
     problems = []
     expected_license, _ = training_license(metrics, base_license)
     if not meta.get("license"):

@@ -1,8 +1,8 @@
 """Retrieve → re-rank, keeping each stage's score and rank so a user sees what the re-ranker changed.
 
 A re-ranker's scores can also be fused with the first stage's (``StageFusion``; choose it on training queries with
-``ctxir.tuning.tune_stage_fusion``): a re-ranker trained on little data often orders candidates well only together
-with the lexical/dense signal it re-ranks.
+``ctxir.evaluation.tuning.tune_stage_fusion``): a re-ranker trained on little data often orders candidates well
+only together with the lexical/dense signal it re-ranks.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ class StageFusion:
 
     @classmethod
     def from_tuning(cls, best: dict) -> StageFusion:
-        """From ``ctxir.tuning.tune_stage_fusion``'s result (or its JSON record)."""
+        """From ``ctxir.evaluation.tuning.tune_stage_fusion``'s result (or its JSON record)."""
         return cls(best["fusion"], tuple(best["weights"]), best["k"] if best.get("k") is not None else DEFAULT_RRF_K,
                    chosen_on=str(best.get("chosen_on", "")))
 
@@ -228,7 +228,7 @@ FIRST_STAGES = ("bm25", "dense", "hybrid")
 
 
 def __getattr__(name: str):
-    # RERANKERS: ("none", every kind of the registry, ctxir.rerankers), read when asked so a registered kind shows
+    # RERANKERS: ("none", every kind of the registry, ctxir.rerank.registry), read when asked so a registered kind shows
     if name == "RERANKERS":
         from ctxir.rerank.registry import reranker_choices
 
@@ -270,8 +270,8 @@ def build_first_stages(corpus, kinds: Sequence[str] = FIRST_STAGES, encoders: Se
 
 
 def load_reranker(kind: str, model: str = "", device: str = "auto", batch_size: int = 32) -> Reranker | None:
-    """The re-ranker named ``kind`` ("none" → None; the kinds: ``ctxir.rerankers.RERANKERS``); ``model`` "" = the
-    one shipped in ctxir. Kept here for callers of its old place: ``ctxir.rerankers.load_reranker``."""
+    """The re-ranker named ``kind`` ("none" → None; the kinds: ``ctxir.rerank.registry.RERANKERS``); ``model`` "" = the
+    one shipped in ctxir. Kept here for callers of its old place: ``ctxir.rerank.registry.load_reranker``."""
     from ctxir.rerank.registry import load_reranker as load
 
     return load(kind, model, device, batch_size)

@@ -34,8 +34,9 @@ class Reranker(ABC):
     """
 
     name = "reranker"
-    # how the fused re-rank mode combines it with a first stage (a ctxir.pipeline.StageFusion); None = the default
-    # (RRF k=60, equal weights). ctxir.rerankers.load_reranker sets it from the model folder's fusion.json.
+    # how the fused re-rank mode combines it with a first stage (a ctxir.rerank.pipeline.StageFusion); None = the
+    # default (RRF k=60, equal weights). ctxir.rerank.registry.load_reranker sets it from the model folder's
+    # fusion.json.
     stage_fusion = None
 
     @abstractmethod

@@ -666,7 +666,8 @@ class VectorDBRetriever(Retriever):
         return [self._hits(r) for r in rows]
 
     def search_parts(self, texts: list[str], top_k: int) -> dict[str, list[list[Hit]]]:
-        """The engine's dense and BM25 rankings separately (what "hybrid" fuses), e.g. to fuse with ctxir.fusion."""
+        """The engine's dense and BM25 rankings separately (what "hybrid" fuses), e.g. to fuse with
+        ctxir.retrieval.fusion."""
         out = {}
         for mode in ("dense", "bm25"):
             saved, self.mode = self.mode, mode

@@ -1,5 +1,5 @@
 """Rank fusion over ranked lists of ``Hit``: the one implementation used by hybrid retrieval, the re-ranker/first-stage
-fusion of ``Pipeline`` and the fusion tuning of ``ctxir.tuning``.
+fusion of ``Pipeline`` and the fusion tuning of ``ctxir.evaluation.tuning``.
 
 Pure functions over lists (no models, no torch); ``tests/test_fusion.py`` checks them against ``ranx.fuse``.
 

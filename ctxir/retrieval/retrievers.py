@@ -1,4 +1,4 @@
-"""First-stage retrieval: BM25 (bm25s), dense (exact, or ctxir.ann's persistent IVF index) and hybrid fusion.
+"""First-stage retrieval: BM25 (bm25s), dense (exact, or ctxir.retrieval.ann's persistent IVF index) and hybrid fusion.
 
 Every retriever answers ``search(queries, top_k) -> {qid: [Hit, ...]}`` and ``query(text, top_k)``.
 The fusion functions are pure over ranked lists so tests and the app call them without models.
@@ -30,12 +30,12 @@ from ctxir.retrieval.fusion import FUSIONS, check_weights, fuse
 from ctxir.types import Corpus, CtxirError, Hit, Queries, doc_text
 
 DENSE_INDEXES = ("auto", "exact", "ann")
-# "auto" searches ctxir.ann's index from this many documents up, exact search below: where scanning every document
-# costs as much as encoding the query, the part of a query no index saves (python -m ctxir.bench search --num-docs N
-# --indexes exact,ctxir-ann; 1 thread; docs/performance.md "Dense index choice"): exact p50 3.5 ms at 30k, 8.2 at
-# 70k, 11.8 at 100k against 11.3-12.4 ms to encode one query. Below it the index saves under a query's encoding time
-# and loses 1-3.5% of recall@10 against exact (0.987 at 10k, 0.966 at 100k). Chosen from latency and recall against
-# exact search only, never from a test set's ranking quality.
+# "auto" searches ctxir.retrieval.ann's index from this many documents up, exact search below: where scanning every
+# document costs as much as encoding the query, the part of a query no index saves (python -m ctxir.bench search
+# --num-docs N --indexes exact,ctxir-ann; 1 thread; docs/performance.md "Dense index choice"): exact p50 3.5 ms at
+# 30k, 8.2 at 70k, 11.8 at 100k against 11.3-12.4 ms to encode one query. Below it the index saves under a query's
+# encoding time and loses 1-3.5% of recall@10 against exact (0.987 at 10k, 0.966 at 100k). Chosen from latency and
+# recall against exact search only, never from a test set's ranking quality.
 AUTO_ANN_THRESHOLD = 100_000
 # BM25Retriever(cache=None) persists its index from this many documents up; below it bm25s indexes a corpus in about
 # a second, less than hashing, writing and reading it back is worth.
@@ -224,11 +224,12 @@ class BM25Retriever(Retriever):
 class DenseRetriever(Retriever):
     """Cosine search over a bi-encoder's corpus embeddings (cached on disk by ``BiEncoder``).
 
-    index="exact" scores every document (one matrix product + top-k); "ann" searches ``ctxir.ann.AnnIndex`` (faiss
-    IVF + 8-bit codes, the candidates re-scored with the float vectors, so scores are exact cosines), saved beside
-    the embedding cache under the same key and reopened, not rebuilt, on the next start; "auto" (the default, or
-    ``$CTXIR_INDEX``) is "ann" from ``AUTO_ANN_THRESHOLD`` documents up (``auto_threshold`` overrides it).
-    Cached embeddings are memory-mapped, not read: the ANN index reads only the rows it re-scores.
+    index="exact" scores every document (one matrix product + top-k); "ann" searches
+    ``ctxir.retrieval.ann.AnnIndex`` (faiss IVF + 8-bit codes, the candidates re-scored with the float vectors, so
+    scores are exact cosines), saved beside the embedding cache under the same key and reopened, not rebuilt, on the
+    next start; "auto" (the default, or ``$CTXIR_INDEX``) is "ann" from ``AUTO_ANN_THRESHOLD`` documents up
+    (``auto_threshold`` overrides it). Cached embeddings are memory-mapped, not read: the ANN index reads only the
+    rows it re-scores.
 
     >>> from ctxir import BiEncoder
     >>> corpus = {"d1": {"title": "Otters", "text": "Otters dig dens in the river bank."},
