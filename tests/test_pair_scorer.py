@@ -1,0 +1,224 @@
+"""The sentence-pair (STS) cross-encoder: training/train_pair_scorer.py, shipping it (training/ship.py
+--pair-scorer), and the shipped one — loaded offline by name, ranking paraphrases above unrelated pairs, offered in
+the app's pair-scoring tab, with everything shipped within 10 MB.
+
+The training smoke run uses a tiny random BERT on toy data; the shipping tests a LoRA adapter with random (non-zero)
+weights over the real packaged all-MiniLM-L6-v2: packaging and loading do not depend on how well it scores.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.stats import spearmanr
+
+from ctxir.encoders import models
+from ctxir.encoders.models import ASSETS_MODELS, DEFAULT_BI_ENCODER, SHIPPED_MODELS, SHIPPED_STS_CROSS_ENCODER
+from ctxir.types import CtxirError
+from training import ship, train_pair_scorer
+
+SHIPPED = SHIPPED_MODELS[SHIPPED_STS_CROSS_ENCODER]
+# (a, b, how similar by hand, 0–5): paraphrases high, same topic in between, unrelated low
+HAND_PAIRS = [("A man is playing a guitar.", "Someone plays the guitar.", 4.8),
+              ("A woman is slicing an onion.", "A woman cuts an onion into pieces.", 4.6),
+              ("A dog runs across the grass.", "A dog is running on a lawn.", 4.4),
+              ("A man is playing a guitar.", "A man is playing a piano.", 2.6),
+              ("A woman is slicing an onion.", "A woman is peeling a potato.", 2.0),
+              ("A dog runs across the grass.", "The stock market fell sharply on Monday.", 0.0),
+              ("A man is playing a guitar.", "Heavy rain flooded the city's streets.", 0.0)]
+
+
+def _clear_caches() -> None:
+    for fn in (models.resolve_model, models.load_cross_encoder, models.load_transformer):
+        fn.cache_clear()
+
+
+# ---------------------------------------------------------------- training
+
+
+def test_training_saves_a_float16_adapter_and_the_segment_cosine_head(tiny_bert_dir, tmp_path):
+    import torch
+    from safetensors import safe_open
+    from test_training import _write_toy_root
+
+    root = _write_toy_root(tmp_path / "data")
+    out = tmp_path / "out"
+    assert train_pair_scorer.main(["--model", str(tiny_bert_dir), "--data-dir", str(root), "--output-dir", str(out),
+                                   "--device", "cpu", "--max-steps", "2", "--batch-size", "4", "--lora-r", "2",
+                                   "--logging-steps", "1", "--torch-threads", "1"]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["model_type"] == "cross-encoder" and metrics["objective"] == "MSELoss"
+    assert ("stsb", "test", "spearman") in {(r["dataset"], r["split"], r["metric"]) for r in metrics["evaluations"]}
+    assert "stsb-dev_spearman" in metrics["extra"]["dev_after"]  # settings are chosen on dev
+    # what ships: the adapter (float16) and the head's few weights, never the whole model
+    assert not (out / "model.safetensors").exists()
+    assert json.loads((out / "modules.json").read_text())[1]["type"].endswith("SegmentCosineHead")
+    with safe_open(str(out / "adapter_model.safetensors"), "pt") as adapter:
+        names = list(adapter.keys())
+        assert names and {adapter.get_tensor(n).dtype for n in names} == {torch.float16}
+        assert all("lora_" in n for n in names)
+    # ctxir's loader: the adapter merged into its base, one raw score per pair (no sigmoid)
+    model = models.load_cross_encoder.__wrapped__(str(out), "cpu")
+    assert 0 < metrics["extra"]["trained_parameters"] < sum(p.numel() for p in model[0].parameters())
+    assert type(model.activation_fn).__name__ == "Identity"
+    assert model.predict([("the cat sat", "the dog sat"), ("tea", "the moon")]).shape == (2,)
+
+
+def test_training_refuses_what_would_not_ship(tmp_path):
+    with pytest.raises(CtxirError, match=r"--lora-r must be a rank ≥ 1, got 0: the pair scorer ships as an adapter"):
+        train_pair_scorer.run(train_pair_scorer.PairScorerArgs(lora_r=0, output_dir=str(tmp_path / "o")))
+    with pytest.raises(CtxirError, match=r"--task 'scifact' is not known here: use 'stsb'"):
+        train_pair_scorer.run(train_pair_scorer.PairScorerArgs(task="scifact", output_dir=str(tmp_path / "o")))
+
+
+# ---------------------------------------------------------------- shipping
+
+
+@pytest.fixture(scope="module")
+def sts_adapter(minilm_path, tmp_path_factory) -> Path:
+    """A LoRA adapter + segment-cosine head over the packaged MiniLM (base named by Hub id), with a metrics.json."""
+    import torch
+    from peft import LoraConfig
+    from sentence_transformers import CrossEncoder
+    from sentence_transformers.base.modules import Transformer
+
+    from ctxir.encoders.heads import SegmentCosineHead
+    from training.train_cross_encoder import name_adapter_base
+
+    body = Transformer(str(minilm_path), transformer_task="feature-extraction", max_seq_length=64)
+    body.model.config.num_labels = 1
+    model = CrossEncoder(modules=[body, SegmentCosineHead(384, init_scale=1.0)], device="cpu",
+                         activation_fn=torch.nn.Identity())
+    model.add_adapter(LoraConfig(r=2, lora_alpha=4, target_modules=["query", "value"]))
+    torch.manual_seed(0)
+    for name, param in model.named_parameters():
+        if "lora_B" in name:
+            torch.nn.init.normal_(param, std=0.05)
+    out = tmp_path_factory.mktemp("sts") / "sts-lora"
+    model.save_pretrained(str(out))
+    name_adapter_base(out, DEFAULT_BI_ENCODER)
+    from conftest import _metrics_record
+
+    metrics = _metrics_record("cross-encoder", train=(("stsb", "CC BY-SA 4.0"),), name="sts-lora")
+    metrics["evaluations"] = [{"dataset": "stsb", "split": "test", "task": "sts", "metric": "spearman",
+                               "before": 0.5864, "after": 0.8612345, "anchor": 0.8833,
+                               "anchor_name": "BERT-NLI-STSb-base cross-encoder", "config": "1379 pairs"}]
+    (out / "metrics.json").write_text(json.dumps(metrics))
+    (out / "train.log").write_text("left behind\n")
+    return out
+
+
+@pytest.fixture
+def package(tmp_path, monkeypatch):
+    """A package folder that already ships a (stand-in) relevance cross-encoder; the STS name points into it."""
+    dest = tmp_path / "assets" / "models"
+    (dest / "cross-encoder").mkdir(parents=True)
+    (dest / "cross-encoder" / "top_layers.safetensors").write_bytes(b"\0" * 200_000)
+    monkeypatch.setitem(SHIPPED_MODELS, SHIPPED_STS_CROSS_ENCODER, dest / "sts-cross-encoder")
+    _clear_caches()
+    yield dest
+    _clear_caches()
+
+
+def test_the_pair_scorer_ships_alone_beside_the_rerankers_and_loads_by_name_offline(sts_adapter, package,
+                                                                                   monkeypatch):
+    from ctxir.rerank import CrossEncoderReranker
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    report = ship.run(ship.ShipArgs(pair_scorer=str(sts_adapter), dest=str(package)))
+    files = {p.relative_to(package).as_posix(): p.stat().st_size for p in package.rglob("*") if p.is_file()}
+    # the re-rankers already there stay; the size counts them too
+    assert files["cross-encoder/top_layers.safetensors"] == 200_000
+    assert report["size_mb"] == pytest.approx(sum(files.values()) / 1e6, abs=1e-3)
+    assert {"sts-cross-encoder/adapter_model.safetensors", "sts-cross-encoder/1_SegmentCosineHead/model.safetensors",
+            "sts-cross-encoder/README.md", "sts-cross-encoder/metrics.json"} <= set(files)
+    assert not any(f.endswith((".bin", ".pt", ".pkl", ".log")) for f in files)
+    # by name, with the Hub unreachable, as the app loads it
+    score = CrossEncoderReranker(SHIPPED_STS_CROSS_ENCODER, "cpu").score_pairs(*ship.SIMILARITY_PAIR[:1],
+                                                                               [ship.SIMILARITY_PAIR[1]])
+    assert score[0] == pytest.approx(report["pair_scorer_score"], abs=1e-6)
+    card = (package / "sts-cross-encoder" / "README.md").read_text()
+    assert SHIPPED_STS_CROSS_ENCODER in card and "0.8612" in card and "semantic textual similarity" in card
+    # a cap counts what stays: refused, and what was shipped before is left whole
+    with pytest.raises(CtxirError, match=r"over --max-mb 0\.2"):
+        ship.run(ship.ShipArgs(pair_scorer=str(sts_adapter), dest=str(package), max_mb=0.2))
+    assert {p.relative_to(package).as_posix(): p.stat().st_size for p in package.rglob("*") if p.is_file()} == files
+    assert not list(package.parent.glob(".ship-*"))
+
+
+def test_ship_says_what_is_missing(sts_adapter, package, tmp_path):
+    with pytest.raises(CtxirError, match="nothing to ship: pass --cross-encoder DIR --cls-lr DIR"):
+        ship.run(ship.ShipArgs(dest=str(package)))
+    with pytest.raises(CtxirError, match=r"--cross-encoder 'x' and --cls-lr '' ship together"):
+        ship.run(ship.ShipArgs(cross_encoder="x", pair_scorer=str(sts_adapter), dest=str(package)))
+    with pytest.raises(CtxirError, match=r"is not a LoRA adapter .* with ctxir's segment-cosine head"):
+        ship.run(ship.ShipArgs(pair_scorer=str(tmp_path), dest=str(package)))
+    unmeasured = tmp_path / "unmeasured"
+    ship._copy(sts_adapter, unmeasured, ship.PAIR_SCORER_FILES, ())
+    ship._copy_modules(sts_adapter, unmeasured)
+    (unmeasured / "metrics.json").write_text(json.dumps({"evaluations": []}))
+    with pytest.raises(CtxirError, match=r"has no STS-B test Spearman in its metrics\.json"):
+        ship.run(ship.ShipArgs(pair_scorer=str(unmeasured), dest=str(package)))
+
+
+# ---------------------------------------------------------------- the shipped model
+
+
+needs_shipped = pytest.mark.skipif(not SHIPPED.is_dir(), reason="this checkout ships no STS cross-encoder")
+
+
+@needs_shipped
+def test_the_shipped_pair_scorer_ranks_paraphrases_first_offline(monkeypatch):
+    from ctxir.rerank import CrossEncoderReranker
+    from ctxir.rerank.registry import available_rerankers, load_reranker
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    _clear_caches()
+    reranker = CrossEncoderReranker(SHIPPED_STS_CROSS_ENCODER, "cpu")
+    scores = [float(reranker.score_pairs(a, [b])[0]) for a, b, _ in HAND_PAIRS]
+    assert scores[0] > scores[3] > scores[6]  # paraphrase > same topic > unrelated
+    assert min(scores[:3]) > max(scores[5:])
+    assert spearmanr(scores, [gold for _, _, gold in HAND_PAIRS]).statistic > 0.8
+    # the registry offers it by default, loaded by its kind's name
+    assert available_rerankers()["sts-cross-encoder"] == (True, "")
+    loaded = load_reranker("sts-cross-encoder", device="cpu")
+    assert loaded.score_pairs(*HAND_PAIRS[0][:1], [HAND_PAIRS[0][1]])[0] == pytest.approx(scores[0], abs=1e-5)
+
+
+@needs_shipped
+def test_the_shipped_pair_scorer_card_reports_what_was_measured_and_all_models_fit_10_mb():
+    from training.ship import ALLOWED_SUFFIXES, CARD
+
+    metrics = json.loads((SHIPPED / "metrics.json").read_text())
+    [row] = [e for e in metrics["evaluations"] if (e["dataset"], e["split"], e["metric"]) == ("stsb", "test",
+                                                                                                "spearman")]
+    card = (SHIPPED / CARD).read_text()
+    assert f"{row['after']:.4f}" in card and SHIPPED_STS_CROSS_ENCODER in card
+    assert metrics["config"]["lora_r"] >= 1 and metrics["training"]["steps"] > 0
+    files = [p for p in ASSETS_MODELS.rglob("*") if p.is_file()]
+    assert all(p.suffix in ALLOWED_SUFFIXES or p.name == CARD for p in files)  # no pickles, no code
+    assert sum(p.stat().st_size for p in files) <= 10e6
+
+
+@needs_shipped
+def test_the_pair_scoring_tab_shows_the_sts_column(minilm_path, monkeypatch):
+    from ctxir.app.pairs_tab import score_pairs, shown_names
+    from ctxir.app.state import AppConfig, AppModels, AppState
+    from ctxir.encoders.models import load_bi_encoder
+    from ctxir.rerank import CrossEncoderReranker
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    sts = CrossEncoderReranker(SHIPPED_STS_CROSS_ENCODER, "cpu")
+    found = AppModels.from_objects(load_bi_encoder(str(minilm_path), "cpu"), "all-MiniLM-L6-v2",
+                                   rerankers={"sts-cross-encoder": sts})
+    state = AppState(found, AppConfig(device="cpu"), {"d": {"title": "", "text": "x"}}, "toy", cache=None)
+    docs = [b for a, b, _ in HAND_PAIRS if a == HAND_PAIRS[0][0]]  # paraphrase, same topic, unrelated
+    result = score_pairs(state, HAND_PAIRS[0][0], "\n".join(docs))
+    assert [r["sts_cross_encoder_rank"] for r in result.rows] == [1, 2, 3]
+    assert all(isinstance(r["sts_cross_encoder_score"], float) for r in result.rows)
+    assert result.rows[0]["cross_encoder_score"] is None and "cross-encoder" in result.data["unavailable"]
+    assert shown_names()["sts_cross_encoder_score"] == "STS cross-encoder"
+    assert np.all(np.diff([r["sts_cross_encoder_score"] for r in result.rows]) < 0)

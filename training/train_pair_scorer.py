@@ -1,0 +1,176 @@
+"""Train the sentence-pair (STS) cross-encoder: a LoRA adapter + ctxir's segment-cosine head over all-MiniLM-L6-v2.
+
+One joint pass reads ``[CLS] a [SEP] b [SEP]``; the head scores scale · cos(mean tokens of a, mean tokens of b) +
+bias + a zero-initialised linear term (``ctxir.encoders.heads.SegmentCosineHead``). A mean-pooling bi-encoder body
+already makes that cosine a similarity, so training starts near the bi-encoder, and a LoRA adapter (PEFT) keeps
+what is saved small enough to ship inside ctxir (``training/ship.py --pair-scorer``): the adapter, the head's
+1,155 weights and the tokenizer, a few MB, over the packaged all-MiniLM-L6-v2 (resolved offline by ctxir.encoders.models).
+
+Why its own script: ``train_cross_encoder.py --head segment-cosine`` builds a ``TopLayersTransformer`` body, whose
+saved form is the trained layers themselves, not an adapter; here the body is a plain ``Transformer`` so PEFT's
+``add_adapter`` and ``save_pretrained`` write an adapter that ``ctxir.encoders.models.load_cross_encoder`` merges back in.
+Data, evaluators, test evaluation and metrics.json are train_cross_encoder.py's (task stsb) and the shared runner's.
+
+Settings are chosen on STS-B dev (the in-training evaluator and ``dev_after`` in metrics.json); test is only reported.
+
+    python training/train_pair_scorer.py --output-dir outputs/sts-lora --torch-threads 1
+    python training/train_pair_scorer.py --max-steps 2 --max-samples 16 --output-dir outputs/sts-smoke  # smoke run
+Outputs in --output-dir: the adapter folder (loads with ``ctxir.encoders.models.load_cross_encoder(DIR)``), metrics.json,
+training_log.jsonl, train.log.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Literal
+
+if __package__ in (None, ""):  # `python training/train_pair_scorer.py` from the repo root
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from ctxir.encoders.models import DEFAULT_BI_ENCODER, load_cross_encoder, resolve_model
+from ctxir.types import CtxirError
+from training.common import DEFAULT_DATA_DIR, TrainerRunArgs, cli_main
+from training.runner import train
+from training.train_cross_encoder import LORA_TARGETS, SPEC, name_adapter_base
+
+# the head's three kinds of weights in the (PEFT-wrapped) model's parameter names: module 1 of the chain
+HEAD_PARAMETERS = r"(^|\.)1\.(scale|bias|linear\.)"
+ADAPTER_WEIGHTS = "adapter_model.safetensors"
+
+
+@dataclass
+class PairScorerArgs(TrainerRunArgs):
+    model: str = field(default=DEFAULT_BI_ENCODER, metadata={
+        "help": "body: a mean-pooling bi-encoder (Hub id, resolved offline for all-MiniLM-L6-v2); the adapter "
+                "names it as its base"})
+    lora_r: int = field(default=8, metadata={"help": "LoRA rank (≥ 1) on every linear layer of each BERT block"})
+    lora_alpha: float = field(default=0.0, metadata={"help": "LoRA scaling alpha (0 = 2 × --lora-r)"})
+    lora_dropout: float = 0.1
+    adapter_dtype: Literal["float32", "float16"] = field(default="float16", metadata={
+        "help": "dtype the adapter weights are saved in; float16 halves the shipped size (the reloaded model, in "
+                "float16-rounded weights, is the one evaluated)"})
+    loss: Literal["mse", "bce"] = field(default="mse", metadata={
+        "help": "mse: the raw score regresses gold / 5 (the head starts at score = cosine); bce: soft-label "
+                "BinaryCrossEntropyLoss on the logit (SBERT's cross-encoder recipe)"})
+    init_scale: float = field(default=1.0, metadata={
+        "help": "the head's starting scale on the cosine (1 fits --loss mse: score = cosine ≈ gold / 5)"})
+    init_bias: float = field(default=0.0, metadata={"help": "the head's starting bias"})
+    head_learning_rate: float = field(default=1e-3, metadata={
+        "help": "learning rate of the head's weights (scale, bias, linear term); 0 = --learning-rate"})
+    data_dir: str = field(default=DEFAULT_DATA_DIR, metadata={"help": "benchmark data root (../shared/data)"})
+    output_dir: str = field(default="", metadata={"help": "default outputs/pair-scorer-stsb"})
+    device: str = field(default="auto", metadata={"help": "auto, cpu, cuda"})
+    epochs: float = 2.0
+    max_steps: int = field(default=-1, metadata={"help": "stop after N optimizer steps (-1 = use --epochs)"})
+    max_samples: int = field(default=-1, metadata={"help": "use N STS-B train pairs, seeded (-1 = all 5,749)"})
+    batch_size: int = 16
+    learning_rate: float = field(default=2e-4, metadata={"help": "LoRA weights' learning rate"})
+    warmup: float = field(default=0.1, metadata={"help": "linear warm-up, fraction of the steps"})
+    seed: int = 42
+    max_length: int = field(default=128, metadata={"help": "tokens per (a, b) input; STS-B pairs are short"})
+    eval_before: bool = field(default=True, metadata={"help": "also evaluate the untrained start (the cosine)"})
+    eval_steps: int = field(default=0, metadata={"help": "run the STS-B dev evaluator every N steps (0 = never)"})
+    task: str = field(default="stsb", metadata={"help": "stsb (the only task: STS-B train, dev, test)"})
+
+
+# ---------------------------------------------------------------- the model kind
+
+
+def check(args: PairScorerArgs) -> None:
+    if args.task != "stsb":
+        raise CtxirError(f"--task {args.task!r} is not known here: use 'stsb' (re-rankers train with "
+                         "train_cross_encoder.py)")
+    if args.lora_r < 1:
+        raise CtxirError(f"--lora-r must be a rank ≥ 1, got {args.lora_r!r}: the pair scorer ships as an adapter "
+                         "(full fine-tuning is train_cross_encoder.py --task stsb)")
+    if args.init_scale == 0:
+        raise CtxirError("--init-scale 0 would start the head at a constant score with no gradient to the "
+                         "cosine: use e.g. 1 (--loss mse) or 8 (--loss bce)")
+
+
+def load(args: PairScorerArgs, device: str):
+    """Plain Transformer body (so PEFT saves an adapter) → SegmentCosineHead, raw scores; LoRA added."""
+    import torch
+    from peft import LoraConfig
+    from sentence_transformers import CrossEncoder
+    from sentence_transformers.base.modules import Transformer
+
+    from ctxir.encoders.heads import SegmentCosineHead
+
+    body = Transformer(resolve_model(args.model), transformer_task="feature-extraction")
+    body.model.config.num_labels = 1  # CrossEncoder.num_labels reads the body's config: one score per pair
+    head = SegmentCosineHead(body.model.config.hidden_size, init_scale=args.init_scale)
+    with torch.no_grad():
+        head.bias.fill_(args.init_bias)
+    model = CrossEncoder(modules=[body, head], device=device, activation_fn=torch.nn.Identity())
+    # Never beyond the position embeddings the body was trained with.
+    model.max_seq_length = min(args.max_length, model.model.config.max_position_embeddings)
+    model.add_adapter(LoraConfig(r=args.lora_r, lora_alpha=args.lora_alpha or 2 * args.lora_r,
+                                 lora_dropout=args.lora_dropout, target_modules=LORA_TARGETS))
+    # PEFT freezes everything but the adapter; the head lies outside the transformer and trains in full
+    for parameter in head.parameters():
+        parameter.requires_grad = True
+    return model
+
+
+def save(model, out: Path, args: PairScorerArgs) -> None:
+    """The adapter (in --adapter-dtype), the head, tokenizer and configs; the base named by its Hub id."""
+    model.save_pretrained(str(out))
+    name_adapter_base(out, args.model)
+    if args.adapter_dtype == "float16":
+        from safetensors.torch import load_file, save_file
+
+        path = out / ADAPTER_WEIGHTS
+        # PEFT copies saved weights into the model's own dtype when it loads them, so float16 costs no code
+        save_file({k: v.half().contiguous() for k, v in load_file(str(path)).items()}, str(path),
+                  metadata={"format": "pt"})
+
+
+def build_loss(args: PairScorerArgs, model, data):
+    from sentence_transformers.cross_encoder import losses
+
+    # MSE on the raw score (activation Identity); BCE's logits are the raw score too
+    return losses.MSELoss(model) if args.loss == "mse" else losses.BinaryCrossEntropyLoss(model)
+
+
+def trained_parameters(args: PairScorerArgs, model) -> int:
+    """Weights the run trained: the saved adapter's + the head's (the reloaded model has the adapter merged)."""
+    import math
+
+    from safetensors import safe_open
+
+    out = Path(args.output_dir or SPEC_PAIR.default_output(args))
+    with safe_open(str(out / ADAPTER_WEIGHTS), "pt") as adapter:
+        lora = sum(math.prod(adapter.get_slice(name).get_shape()) for name in adapter.keys())  # noqa: SIM118 (safe_open is not iterable)
+    return lora + sum(p.numel() for p in model[1].parameters())
+
+
+SPEC_PAIR = replace(
+    SPEC, script="train_pair_scorer", default_output=lambda args: "outputs/pair-scorer-stsb",
+    data_names=lambda args: ["stsb"], check=check, load=load, save=save, build_loss=build_loss,
+    # uncached: a folder trained again in the same process must not come back as the earlier model
+    reload=lambda out, device: load_cross_encoder.__wrapped__(str(out), device),
+    objective_name=lambda args: "MSELoss" if args.loss == "mse" else "BinaryCrossEntropyLoss",
+    training_options=lambda args: ({"learning_rate_mapping": {HEAD_PARAMETERS: args.head_learning_rate}}
+                                   if args.head_learning_rate else {}),
+    extra=lambda args, model, data: {"lora_r": args.lora_r, "head": "segment-cosine",
+                                     "adapter_dtype": args.adapter_dtype,
+                                     "trained_parameters": trained_parameters(args, model)},
+)
+
+
+def run(args: PairScorerArgs) -> dict:
+    """0. check args · 1. load body + head + LoRA · 2. STS-B data + dev evaluator · 3. evaluate the start ·
+    4. train · 5. save the adapter, reload it as users do · 6. evaluate on STS-B test · 7. metrics.json
+    (the shared runner's steps, training/runner.py)."""
+    return train(args, SPEC_PAIR)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return cli_main(PairScorerArgs, run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
