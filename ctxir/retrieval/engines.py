@@ -31,7 +31,7 @@ import sys
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -202,115 +202,198 @@ def _ensure_ray(address: str | None, num_cpus: int, runtime_env: dict | None):
     return ray
 
 
-def encode_sharded(source, model, output_dir: str | Path, num_workers: int = 1, batch_size: int = 32,
-                   shard_size: int = 10_000, *, use_gpu: bool = False, threads_per_worker: int = 1,
-                   pooling: str | None = None, layer: int | None = None, ray_address: str | None = None,
-                   runtime_env: dict | None = None, show_progress: bool = True) -> ShardedEncoding:
+@dataclass(frozen=True)
+class ShardingSettings:
+    """How ``encode_sharded`` runs: the work's cut (``shard_size`` rows a file), each worker's resources, and Ray.
+
+    ``batch_size`` is texts per forward pass. ``use_gpu=True`` gives each worker one GPU; otherwise
+    ``threads_per_worker`` torch threads (1 suits a small shared CPU). ``pooling``/``layer`` apply when the model is
+    a name or a ``SentenceTransformer`` (a ``BiEncoder`` brings its own). ``ray_address`` joins a running cluster
+    ("auto" on a node); ``runtime_env`` is merged into the one that ships ctxir to the workers.
+    """
+
+    num_workers: int = 1
+    batch_size: int = 32
+    shard_size: int = 10_000
+    use_gpu: bool = False
+    threads_per_worker: int = 1
+    pooling: str | None = None
+    layer: int | None = None
+    ray_address: str | None = None
+    runtime_env: dict | None = None
+    show_progress: bool = True
+
+    def __post_init__(self):
+        for name in ("num_workers", "batch_size", "shard_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise CtxirError(f"{name} must be a whole number ≥ 1, got {value!r}")
+
+    @property
+    def resources(self) -> str:
+        return "1 GPU" if self.use_gpu else f"{self.threads_per_worker} thread(s)"
+
+
+def _settings(kind: type, settings, options: dict, argument: str):
+    """``settings`` (an instance of ``kind``, or None for the defaults) with ``options`` (its field names) applied:
+    the keyword form of the old signatures keeps working beside the dataclass."""
+    if settings is not None and not isinstance(settings, kind):
+        raise CtxirError(f"{argument} must be a {kind.__name__} or None, got {settings!r}: pass the other options "
+                         f"by keyword (e.g. num_workers=2), or as {kind.__name__}(...)")
+    valid = [f.name for f in fields(kind)]
+    unknown = sorted(set(options) - set(valid))
+    if unknown:
+        raise CtxirError(f"unknown option(s) {', '.join(map(repr, unknown))}: valid are {', '.join(valid)}")
+    return replace(settings, **options) if settings is not None else kind(**options)
+
+
+@dataclass
+class _ShardJob:
+    """One ``encode_sharded`` call's fixed facts: the rows, their cut into shards, and the model's identity."""
+
+    folder: Path
+    ids: list[str]
+    texts: list[str]
+    settings: ShardingSettings
+    worker_model: Any  # what each worker loads: a name/folder, or the model object Ray ships to it
+    model_name: str
+    reference: Any  # a BiEncoder in this process: its fingerprint and dimension are the job's
+    plan: list[tuple[int, int, int]] = field(default_factory=list)
+    digests: list[str] = field(default_factory=list)
+
+    @property
+    def fingerprint(self) -> str:
+        return encoder_fingerprint(self.reference)
+
+    def say(self, message: str) -> None:
+        if self.settings.show_progress:
+            print(f"[encode_sharded] {message}", file=sys.stderr, flush=True)
+
+
+def encode_sharded(source, model, output_dir: str | Path, settings: ShardingSettings | None = None,
+                   **options) -> ShardedEncoding:
     """Encode ``source`` with ``num_workers`` Ray actors into ``output_dir``; return what was done.
 
     ``source``: a corpus ``{doc_id: {title, text}}`` (title + text are encoded, as ``BiEncoder.encode_corpus``
     does), a BEIR corpus file or folder, a list of texts (ids "0", "1", ...) or (doc_id, text) pairs. ``model``: a
     name or folder every worker can resolve, or a ``BiEncoder``/``SentenceTransformer`` (shipped to the workers by
-    Ray). ``batch_size`` is texts per forward pass; ``shard_size`` rows per file and per unit of work. The files and
-    their values do not depend on ``num_workers``: shards are cut by row, and each is encoded whole by one worker.
+    Ray). ``settings`` (``ShardingSettings``), or its fields by keyword (``num_workers=2, shard_size=30``), say how
+    it runs. The files and their values do not depend on ``num_workers``: shards are cut by row, and each is
+    encoded whole by one worker.
 
-    ``use_gpu=True`` gives each worker one GPU; otherwise ``threads_per_worker`` torch threads (1 suits a small
-    shared CPU). Ray is started here if it is not running (locally, or joining ``ray_address``, e.g. "auto" on a
-    cluster node), with ctxir shipped to the workers through ``runtime_env``; a Ray the caller started is used as is.
+    Ray is started here if it is not running (locally, or joining ``ray_address``, e.g. "auto" on a cluster node),
+    with ctxir shipped to the workers through ``runtime_env``; a Ray the caller started is used as is.
     """
+    job = _shard_job(source, model, Path(output_dir), _settings(ShardingSettings, settings, options, "settings"))
+    fingerprint = job.fingerprint
+    todo = [(i, a, b) for i, a, b in job.plan
+            if not _shard_complete(job.folder, i, job.digests[i], fingerprint, b - a)]
+    result = ShardedEncoding(job.folder / MANIFEST_NAME, {},
+                             skipped=sorted(set(range(len(job.plan))) - {i for i, _, _ in todo}))
+    job.say(f"{len(job.ids):,} docs in {len(job.plan)} shards of ≤{job.settings.shard_size:,}; "
+            f"{len(result.skipped)} already written, {len(todo)} to encode with {job.settings.num_workers} "
+            f"worker(s) ({job.settings.resources} each)")
+    if todo:
+        _encode_shards(job, todo, result)
+    result.encoded.sort()
+    result.manifest = _write_manifest(job, result.manifest_path)
+    job.say(f"manifest {result.manifest_path}: {len(job.ids):,} docs, {len(result.encoded)} shard(s) encoded, "
+            f"{len(result.skipped)} skipped" + (f", {result.docs_per_second:,.0f} docs/s" if result.seconds else ""))
+    return result
+
+
+def _shard_job(source, model, folder: Path, settings: ShardingSettings) -> _ShardJob:
+    """Read and check the rows, resolve the model here once (its fingerprint and dimension), cut the shards."""
     from ctxir.encoders.bi_encoder import BiEncoder
 
-    for name, value in (("num_workers", num_workers), ("batch_size", batch_size), ("shard_size", shard_size)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise CtxirError(f"{name} must be a whole number ≥ 1, got {value!r}")
     ids, texts = _source_rows(source)
     if not ids:
         raise CtxirError("source is empty: nothing to encode")
     if len(set(ids)) != len(ids):
         raise CtxirError("source has repeated document ids: each id must be unique")
-    folder = Path(output_dir)
     folder.mkdir(parents=True, exist_ok=True)
-
     if isinstance(model, BiEncoder):
-        pooling, layer = model.pooling, model.layer
-        worker_model, reference, model_name = model.model, model, model.name
+        # The BiEncoder's own pooling and layer are the ones the workers must use.
+        settings = replace(settings, pooling=model.pooling, layer=model.layer)
+        job = _ShardJob(folder, ids, texts, settings, model.model, model.name, model)
     else:
-        worker_model, model_name = model, model if isinstance(model, str) else type(model).__name__
-        reference = BiEncoder(model, pooling=pooling, layer=layer, device="cpu", cache=False)
-    fingerprint = encoder_fingerprint(reference)
-    dim = reference.dimension
+        name = model if isinstance(model, str) else type(model).__name__
+        reference = BiEncoder(model, pooling=settings.pooling, layer=settings.layer, device="cpu", cache=False)
+        job = _ShardJob(folder, ids, texts, settings, model, name, reference)
+    job.plan = shard_plan(len(ids), settings.shard_size)
+    job.digests = [texts_digest(ids[a:b], texts[a:b]) for _, a, b in job.plan]
+    return job
 
-    plan = shard_plan(len(ids), shard_size)
-    digests = [texts_digest(ids[a:b], texts[a:b]) for _, a, b in plan]
-    todo = [(i, a, b) for i, a, b in plan if not _shard_complete(folder, i, digests[i], fingerprint, b - a)]
-    result = ShardedEncoding(folder / MANIFEST_NAME, {}, skipped=sorted(set(range(len(plan))) - {i for i, _, _ in todo}))
 
-    def say(message: str) -> None:
-        if show_progress:
-            print(f"[encode_sharded] {message}", file=sys.stderr, flush=True)
+def _encode_shards(job: _ShardJob, todo: list[tuple[int, int, int]], result: ShardedEncoding) -> None:
+    """The Ray Data job: one item a shard, a pool of ``_ShardEncoder`` actors; fills ``result`` as shards come back."""
+    settings, fingerprint = job.settings, job.fingerprint
+    began = time.perf_counter()
+    _ensure_ray(settings.ray_address,
+                max(os.cpu_count() or 1, settings.num_workers * max(settings.threads_per_worker, 1)),
+                settings.runtime_env)
+    import ray.data
 
-    say(f"{len(ids):,} docs in {len(plan)} shards of ≤{shard_size:,}; {len(result.skipped)} already written, "
-        f"{len(todo)} to encode with {num_workers} worker(s) ({'1 GPU' if use_gpu else f'{threads_per_worker} thread(s)'} each)")
-    if todo:
-        began = time.perf_counter()
-        _ensure_ray(ray_address, max(os.cpu_count() or 1, num_workers * max(threads_per_worker, 1)), runtime_env)
-        import ray.data
+    result.ray_start_seconds = time.perf_counter() - began
+    began = time.perf_counter()
+    context = ray.data.DataContext.get_current()
+    progress_bars, context.enable_progress_bars = context.enable_progress_bars, False
+    items = [{"shard": i, "start": a, "ids": job.ids[a:b], "texts": job.texts[a:b], "digest": job.digests[i]}
+             for i, a, b in todo]
+    resources = {"num_gpus": 1} if settings.use_gpu else {"num_cpus": max(settings.threads_per_worker, 1)}
+    dataset = ray.data.from_items(items, override_num_blocks=len(items)).map_batches(
+        _ShardEncoder, batch_size=1, batch_format="numpy",
+        compute=ray.data.ActorPoolStrategy(size=min(settings.num_workers, len(items))),
+        fn_constructor_kwargs={"model": job.worker_model, "pooling": settings.pooling, "layer": settings.layer,
+                               "device": "cuda" if settings.use_gpu else "cpu",
+                               "threads": settings.threads_per_worker, "batch_size": settings.batch_size,
+                               "output_dir": str(job.folder.resolve())},
+        **resources)
+    try:
+        for row in dataset.iter_rows():
+            if row["fingerprint"] != fingerprint:
+                raise CtxirError(f"worker {row['worker']} encoded with different weights (fingerprint "
+                                 f"{row['fingerprint']}, expected {fingerprint}): every node must resolve "
+                                 f"{job.model_name!r} to the same model")
+            _record_shard(result, row, time.perf_counter() - began)
+            job.say(f"shard {row['shard']} ({row['rows']:,} docs, {row['seconds']:.1f} s on {row['worker']}) · "
+                    f"{len(result.encoded)}/{len(todo)} done · "
+                    f"{result.docs_encoded / (time.perf_counter() - began):,.0f} docs/s")
+    except Exception as err:
+        if isinstance(err, CtxirError):
+            raise
+        raise CtxirError(f"the Ray encoding job failed ({type(err).__name__}): {str(err)[-2000:]}; "
+                         f"the shards written so far are kept and a rerun resumes from them") from err
+    finally:
+        context.enable_progress_bars = progress_bars
+    result.seconds = time.perf_counter() - began
 
-        result.ray_start_seconds = time.perf_counter() - began
-        began = time.perf_counter()
 
-        context = ray.data.DataContext.get_current()
-        progress_bars, context.enable_progress_bars = context.enable_progress_bars, False
-        items = [{"shard": i, "start": a, "ids": ids[a:b], "texts": texts[a:b], "digest": digests[i]}
-                 for i, a, b in todo]
-        resources = {"num_gpus": 1} if use_gpu else {"num_cpus": max(threads_per_worker, 1)}
-        dataset = ray.data.from_items(items, override_num_blocks=len(items)).map_batches(
-            _ShardEncoder, batch_size=1, batch_format="numpy",
-            compute=ray.data.ActorPoolStrategy(size=min(num_workers, len(items))),
-            fn_constructor_kwargs={"model": worker_model, "pooling": pooling, "layer": layer,
-                                   "device": "cuda" if use_gpu else "cpu", "threads": threads_per_worker,
-                                   "batch_size": batch_size, "output_dir": str(folder.resolve())},
-            **resources)
-        try:
-            for row in dataset.iter_rows():
-                if row["fingerprint"] != fingerprint:
-                    raise CtxirError(f"worker {row['worker']} encoded with different weights (fingerprint "
-                                     f"{row['fingerprint']}, expected {fingerprint}): every node must resolve "
-                                     f"{model_name!r} to the same model")
-                result.encoded.append(int(row["shard"]))
-                result.docs_encoded += int(row["rows"])
-                result.workers[row["worker"]] = result.workers.get(row["worker"], 0) + 1
-                result.shard_seconds[int(row["shard"])] = float(row["seconds"])
-                elapsed = time.perf_counter() - began
-                result.first_shard_seconds = result.first_shard_seconds or elapsed
-                say(f"shard {row['shard']} ({row['rows']:,} docs, {row['seconds']:.1f} s on {row['worker']}) · "
-                    f"{len(result.encoded)}/{len(todo)} done · {result.docs_encoded / elapsed:,.0f} docs/s")
-        except Exception as err:
-            if isinstance(err, CtxirError):
-                raise
-            raise CtxirError(f"the Ray encoding job failed ({type(err).__name__}): {str(err)[-2000:]}; "
-                             f"the shards written so far are kept and a rerun resumes from them") from err
-        finally:
-            context.enable_progress_bars = progress_bars
-        result.seconds = time.perf_counter() - began
-    result.encoded.sort()
+def _record_shard(result: ShardedEncoding, row: dict, elapsed: float) -> None:
+    result.encoded.append(int(row["shard"]))
+    result.docs_encoded += int(row["rows"])
+    result.workers[row["worker"]] = result.workers.get(row["worker"], 0) + 1
+    result.shard_seconds[int(row["shard"])] = float(row["seconds"])
+    result.first_shard_seconds = result.first_shard_seconds or elapsed
 
+
+def _write_manifest(job: _ShardJob, path: Path) -> dict:
+    """manifest.json over every shard of the plan (encoded now or before), from the shards' own meta files."""
     shards = []
-    for i, a, b in plan:
+    for i, a, b in job.plan:
         npy, meta_name = _shard_names(i)
-        meta = read_json(folder / meta_name)
+        meta = read_json(job.folder / meta_name)
         shards.append({"shard": i, "file": npy, "meta": meta_name, "start": a, "rows": b - a,
-                       "sha256": meta["sha256"], "texts_sha256": digests[i]})
-    result.manifest = {
-        "format": MANIFEST_FORMAT, "model": str(model_name), "fingerprint": fingerprint,
-        "encoder": {k: v for k, v in reference.config.items() if k != "model"}, "dim": dim, "dtype": "float32",
-        "normalized": True, "rows": len(ids), "shard_size": shard_size, "ids_sha256": hashlib.sha256("\x00".join(ids).encode("utf-8", "surrogatepass")).hexdigest(),
-        "shards": shards,
+                       "sha256": meta["sha256"], "texts_sha256": job.digests[i]})
+    ids_sha256 = hashlib.sha256("\x00".join(job.ids).encode("utf-8", "surrogatepass")).hexdigest()
+    manifest = {
+        "format": MANIFEST_FORMAT, "model": str(job.model_name), "fingerprint": job.fingerprint,
+        "encoder": {k: v for k, v in job.reference.config.items() if k != "model"}, "dim": job.reference.dimension,
+        "dtype": "float32", "normalized": True, "rows": len(job.ids), "shard_size": job.settings.shard_size,
+        "ids_sha256": ids_sha256, "shards": shards,
     }
-    write_json(result.manifest_path, result.manifest)
-    say(f"manifest {result.manifest_path}: {len(ids):,} docs, {len(result.encoded)} shard(s) encoded, "
-        f"{len(result.skipped)} skipped" + (f", {result.docs_per_second:,.0f} docs/s" if result.seconds else ""))
-    return result
+    write_json(path, manifest)
+    return manifest
 
 
 def read_manifest(path: str | Path) -> dict:
@@ -566,7 +649,7 @@ class VectorDBRetriever(Retriever):
             yield ids, vectors
 
         build_collection(client, collection, batches(), corpus, encoder_fingerprint(encoder), encoder.dimension,
-                         digest, **build)
+                         digest, build)
         return cls(corpus, encoder, uri, collection, mode, client=client, **open_kwargs)
 
     @classmethod
@@ -605,7 +688,7 @@ class VectorDBRetriever(Retriever):
                 yield shard_ids, vectors
 
         build_collection(client, collection, batches(), corpus, manifest["fingerprint"], manifest["dim"], digest,
-                         **build)
+                         build)
         return cls(corpus if keep_corpus else None, encoder, uri, collection, mode, client=client, **open_kwargs)
 
     # ---------------------------------------------------------------- search
@@ -678,83 +761,129 @@ class VectorDBRetriever(Retriever):
         return out
 
 
-_BUILD_KEYS = ("bm25", "index_type", "overwrite", "analyzer_params", "bm25_k1", "bm25_b", "insert_batch", "hnsw_m",
-               "ef_construction", "show_progress")
+@dataclass(frozen=True)
+class CollectionSettings:
+    """How ``build_collection`` lays out a collection: the BM25 field and its analyzer, the dense index, the insert.
+
+    ``index_type``: one of ``INDEX_TYPES`` (FLAT is exact; HNSW takes ``hnsw_m`` and ``ef_construction``).
+    ``overwrite=True`` replaces a collection built from another corpus, model or settings.
+    """
+
+    bm25: bool = True
+    index_type: str = "FLAT"
+    overwrite: bool = False
+    analyzer_params: dict | None = None
+    bm25_k1: float = 1.5
+    bm25_b: float = 0.75
+    insert_batch: int = 1000
+    hnsw_m: int = 32
+    ef_construction: int = 200
+    show_progress: bool = False
+
+    def __post_init__(self):
+        check_choice(self.index_type, "index_type", INDEX_TYPES)
+
+    def meta(self, fingerprint: str, dim: int, corpus_digest: str, rows: int) -> dict:
+        """What the collection records of itself: a collection with the same meta is kept as it is."""
+        analyzer = self.analyzer_params or default_analyzer()
+        return {"fingerprint": fingerprint, "dim": int(dim), "corpus_sha256": corpus_digest, "rows": rows,
+                "bm25": bool(self.bm25), "index_type": self.index_type, "metric": "COSINE",
+                "bm25_k1": self.bm25_k1 if self.bm25 else None, "bm25_b": self.bm25_b if self.bm25 else None,
+                "analyzer": json.dumps(analyzer, sort_keys=True) if self.bm25 else None}
 
 
-def _split_build_kwargs(kwargs: dict) -> tuple[dict, dict]:
+_BUILD_KEYS = tuple(f.name for f in fields(CollectionSettings))
+_OPEN_KEYS = ("token", "rrf_k", "depth", "ef_search")
+
+
+def _split_build_kwargs(kwargs: dict) -> tuple[CollectionSettings, dict]:
+    """``from_corpus``/``from_shards`` options → (the build's settings, the constructor's options)."""
     build = {k: kwargs.pop(k) for k in list(kwargs) if k in _BUILD_KEYS}
-    unknown = set(kwargs) - {"token", "rrf_k", "depth", "ef_search"}
+    unknown = set(kwargs) - set(_OPEN_KEYS)
     if unknown:
-        raise CtxirError(f"unknown option(s) {', '.join(sorted(unknown))}: use {', '.join(_BUILD_KEYS)}, token, "
-                         "rrf_k, depth or ef_search")
-    return build, kwargs
+        raise CtxirError(f"unknown option(s) {', '.join(sorted(unknown))}: use {', '.join(_BUILD_KEYS)}, "
+                         f"{', '.join(_OPEN_KEYS)}")
+    return CollectionSettings(**build), kwargs
 
 
 def build_collection(client, collection: str, batches: Iterable[tuple[list[str], np.ndarray]], corpus: Mapping,
-                     fingerprint: str, dim: int, corpus_digest: str, *, bm25: bool = True, index_type: str = "FLAT",
-                     overwrite: bool = False, analyzer_params: dict | None = None, bm25_k1: float = 1.5,
-                     bm25_b: float = 0.75, insert_batch: int = 1000, hnsw_m: int = 32, ef_construction: int = 200,
-                     show_progress: bool = False) -> bool:
+                     fingerprint: str, dim: int, corpus_digest: str, settings: CollectionSettings | None = None,
+                     **options) -> bool:
     """Create ``collection`` (pk, title, content [+ BM25 sparse], dense) and insert ``batches`` of (ids, vectors).
 
+    ``settings`` (``CollectionSettings``), or its fields by keyword (``bm25=False, index_type="HNSW"``), lay it out.
     An existing collection built from the same corpus, model and settings is kept as it is (returns False: nothing
     inserted); one built otherwise is replaced only with ``overwrite=True``.
     """
-    pymilvus = _pymilvus()
-    check_choice(index_type, "index_type", INDEX_TYPES)
-    analyzer = analyzer_params or default_analyzer()
-    meta = {"fingerprint": fingerprint, "dim": int(dim), "corpus_sha256": corpus_digest, "rows": len(corpus),
-            "bm25": bool(bm25), "index_type": index_type, "metric": "COSINE",
-            "bm25_k1": bm25_k1 if bm25 else None, "bm25_b": bm25_b if bm25 else None,
-            "analyzer": json.dumps(analyzer, sort_keys=True) if bm25 else None}
+    settings = _settings(CollectionSettings, settings, options, "settings")
+    meta = settings.meta(fingerprint, dim, corpus_digest, len(corpus))
     if client.has_collection(collection):
-        properties = client.describe_collection(collection).get("properties") or {}
-        old = json.loads(properties[META_PROPERTY]) if META_PROPERTY in properties else None
-        rows = int(client.get_collection_stats(collection)["row_count"])
-        if old == meta and rows == len(corpus):
+        if _is_built(client, collection, meta, len(corpus), settings.overwrite):
             return False
-        interrupted = isinstance(old, dict) and old.get("complete") is False  # ctxir's own build, killed half-way
-        if not (overwrite or interrupted):
-            raise CtxirError(f"collection {collection!r} already exists and was built from another corpus, model or "
-                             "settings: pass overwrite=True to replace it, or choose another collection name")
         client.drop_collection(collection)
-
-    DataType = pymilvus.DataType
-    schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
-    schema.add_field("pk", DataType.VARCHAR, is_primary=True, max_length=ID_MAX_LENGTH)
-    schema.add_field("title", DataType.VARCHAR, max_length=MAX_VARCHAR)
-    schema.add_field("content", DataType.VARCHAR, max_length=MAX_VARCHAR,
-                     **({"enable_analyzer": True, "analyzer_params": analyzer} if bm25 else {}))
-    schema.add_field("dense", DataType.FLOAT_VECTOR, dim=int(dim))
-    index = client.prepare_index_params()
-    params = {"M": hnsw_m, "efConstruction": ef_construction} if index_type == "HNSW" else {}
-    if index_type == "IVF_FLAT":
-        params = {"nlist": max(1, min(4096, int(np.sqrt(max(len(corpus), 1)))))}
-    index.add_index("dense", index_type=index_type, metric_type="COSINE", params=params)
-    if bm25:
-        schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
-        schema.add_function(pymilvus.Function(name="content_bm25", function_type=pymilvus.FunctionType.BM25,
-                                              input_field_names=["content"], output_field_names=["sparse"]))
-        index.add_index("sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25",
-                        params={"bm25_k1": bm25_k1, "bm25_b": bm25_b})
-    client.create_collection(collection, schema=schema, index_params=index, consistency_level="Strong",
-                             properties={META_PROPERTY: json.dumps({**meta, "complete": False})})
-    inserted, began = 0, time.perf_counter()
-    for ids, vectors in batches:
-        if vectors.shape != (len(ids), dim):
-            raise CtxirError(f"got {vectors.shape} vectors for {len(ids)} ids of dimension {dim}")
-        for start in range(0, len(ids), insert_batch):
-            chunk = [_row(i, corpus[i], v) for i, v in zip(ids[start:start + insert_batch],
-                                                            vectors[start:start + insert_batch], strict=True)]
-            client.insert(collection, chunk)
-            inserted += len(chunk)
-        if show_progress:
-            print(f"[milvus] {inserted:,}/{len(corpus):,} inserted ({inserted / (time.perf_counter() - began):,.0f}/s)",
-                  file=sys.stderr, flush=True)
+    _create_collection(client, collection, meta, settings)
+    inserted = _insert(client, collection, batches, corpus, int(dim), settings)
     if inserted != len(corpus):
         raise CtxirError(f"inserted {inserted:,} documents, the corpus holds {len(corpus):,}")
     client.flush(collection)
     # Marked complete only now: a build killed half-way is never taken for a finished one.
     client.alter_collection_properties(collection, properties={META_PROPERTY: json.dumps(meta)})
     return True
+
+
+def _is_built(client, collection: str, meta: dict, rows: int, overwrite: bool = False) -> bool:
+    """True when the existing collection is this build; False when it may be replaced; otherwise an error."""
+    properties = client.describe_collection(collection).get("properties") or {}
+    old = json.loads(properties[META_PROPERTY]) if META_PROPERTY in properties else None
+    if old == meta and int(client.get_collection_stats(collection)["row_count"]) == rows:
+        return True
+    interrupted = isinstance(old, dict) and old.get("complete") is False  # ctxir's own build, killed half-way
+    if not (overwrite or interrupted):
+        raise CtxirError(f"collection {collection!r} already exists and was built from another corpus, model or "
+                         "settings: pass overwrite=True to replace it, or choose another collection name")
+    return False
+
+
+def _create_collection(client, collection: str, meta: dict, settings: CollectionSettings) -> None:
+    """The schema and its indexes; the meta is stored marked incomplete until every row is in."""
+    pymilvus = _pymilvus()
+    DataType = pymilvus.DataType
+    analyzer = settings.analyzer_params or default_analyzer()
+    schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
+    schema.add_field("pk", DataType.VARCHAR, is_primary=True, max_length=ID_MAX_LENGTH)
+    schema.add_field("title", DataType.VARCHAR, max_length=MAX_VARCHAR)
+    schema.add_field("content", DataType.VARCHAR, max_length=MAX_VARCHAR,
+                     **({"enable_analyzer": True, "analyzer_params": analyzer} if settings.bm25 else {}))
+    schema.add_field("dense", DataType.FLOAT_VECTOR, dim=meta["dim"])
+    index = client.prepare_index_params()
+    params = {"M": settings.hnsw_m, "efConstruction": settings.ef_construction} \
+        if settings.index_type == "HNSW" else {}
+    if settings.index_type == "IVF_FLAT":
+        params = {"nlist": max(1, min(4096, int(np.sqrt(max(meta["rows"], 1)))))}
+    index.add_index("dense", index_type=settings.index_type, metric_type="COSINE", params=params)
+    if settings.bm25:
+        schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
+        schema.add_function(pymilvus.Function(name="content_bm25", function_type=pymilvus.FunctionType.BM25,
+                                              input_field_names=["content"], output_field_names=["sparse"]))
+        index.add_index("sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25",
+                        params={"bm25_k1": settings.bm25_k1, "bm25_b": settings.bm25_b})
+    client.create_collection(collection, schema=schema, index_params=index, consistency_level="Strong",
+                             properties={META_PROPERTY: json.dumps({**meta, "complete": False})})
+
+
+def _insert(client, collection: str, batches: Iterable[tuple[list[str], np.ndarray]], corpus: Mapping, dim: int,
+            settings: CollectionSettings) -> int:
+    """Insert (ids, vectors) batches in chunks of ``insert_batch`` rows; the number of rows inserted."""
+    inserted, began, step = 0, time.perf_counter(), settings.insert_batch
+    for ids, vectors in batches:
+        if vectors.shape != (len(ids), dim):
+            raise CtxirError(f"got {vectors.shape} vectors for {len(ids)} ids of dimension {dim}")
+        for start in range(0, len(ids), step):
+            chunk = [_row(i, corpus[i], v) for i, v in zip(ids[start:start + step], vectors[start:start + step],
+                                                            strict=True)]
+            client.insert(collection, chunk)
+            inserted += len(chunk)
+        if settings.show_progress:
+            print(f"[milvus] {inserted:,}/{len(corpus):,} inserted ({inserted / (time.perf_counter() - began):,.0f}/s)",
+                  file=sys.stderr, flush=True)
+    return inserted
