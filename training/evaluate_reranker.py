@@ -150,7 +150,7 @@ def choose_fusion(reranker, folder: Path, args: EvaluateRerankerArgs) -> dict:
     """The first stage's RRF weight that does best on the model's held-out training claims (nDCG@10)."""
     from ctxir.data import load_beir
     from ctxir.evaluation import evaluate_run
-    from ctxir.pipeline import StageFusion
+    from ctxir.rerank.pipeline import StageFusion
     from ctxir.retrieval import BM25Retriever
 
     source = Path(args.dev_from) if args.dev_from else folder
@@ -204,7 +204,7 @@ def evaluate_scifact(reranker, fusion, depths: list[int], args: EvaluateReranker
 def evaluate_other(reranker, fusion, name: str, args: EvaluateRerankerArgs) -> dict:
     from ctxir.data import load_beir, load_qrels, load_queries
     from ctxir.encoders import BiEncoder
-    from ctxir.pipeline import build_first_stages
+    from ctxir.rerank.pipeline import build_first_stages
 
     if name == "msmarco":
         corpus, queries, qrels = load_beir(data_folder(args.data_dir, "msmarco"), "test")
@@ -238,7 +238,7 @@ def load_kind(args: EvaluateRerankerArgs):
     if kind not in RERANKERS:
         raise CtxirError(f"--kind {args.kind!r} is not a re-ranker kind: use auto or one of {', '.join(RERANKERS)}")
     if kind == "cross-encoder":  # uncached: a folder trained again in this process must not come back stale
-        from ctxir.models import load_cross_encoder
+        from ctxir.encoders.models import load_cross_encoder
         from ctxir.rerank import CrossEncoderReranker
 
         return CrossEncoderReranker(load_cross_encoder.__wrapped__(args.model, args.device),
@@ -247,8 +247,8 @@ def load_kind(args: EvaluateRerankerArgs):
 
 
 def run(args: EvaluateRerankerArgs) -> dict:
-    from ctxir.models import set_threads
-    from ctxir.pipeline import StageFusion
+    from ctxir.encoders.models import set_threads
+    from ctxir.rerank.pipeline import StageFusion
 
     if args.torch_threads:
         set_threads(args.torch_threads)

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ctxir.models import pick_device
+from ctxir.encoders.models import pick_device
 from training.common import (
     check_common_args,
     data_folder,

@@ -16,7 +16,7 @@ Examples:
     python training/train_cross_encoder.py --task stsb --epochs 2 --output-dir outputs/ce-stsb
     python training/train_cross_encoder.py --task stsb --max-steps 2 --max-samples 16   # smoke run
     torchrun --nproc_per_node 4 training/train_cross_encoder.py --task scifact --device cuda --batch-size 64
-Outputs in --output-dir: the model (loads with CrossEncoder(path), ctxir.models.load_cross_encoder and
+Outputs in --output-dir: the model (loads with CrossEncoder(path), ctxir.encoders.models.load_cross_encoder and
 ``python -m ctxir.evaluate --rerank cross-encoder --reranker-model DIR``), metrics.json, training_log.jsonl,
 train.log, checkpoints/ while training (kept with --keep-checkpoints; --resume last continues from them).
 """
@@ -33,7 +33,7 @@ if __package__ in (None, ""):  # `python training/train_cross_encoder.py` from t
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ctxir.files import read_json, write_json
-from ctxir.models import ADAPTER_CONFIG, DEFAULT_BI_ENCODER, load_cross_encoder, resolve_model
+from ctxir.encoders.models import ADAPTER_CONFIG, DEFAULT_BI_ENCODER, load_cross_encoder, resolve_model
 from ctxir.types import CtxirError, doc_text
 from training.common import (
     DEFAULT_DATA_DIR,
@@ -71,7 +71,7 @@ class CrossEncoderArgs(TrainerRunArgs):
         "help": "cls = the usual classifier on [CLS] (through BERT's pooler); mean = a linear score on the mean of "
                 "all token vectors, which a mean-pooling bi-encoder body such as all-MiniLM-L6-v2 already makes "
                 "meaningful (its [CLS] was never trained); segment-cosine = scale · cos(mean query tokens, mean "
-                "document tokens) of one joint pass + a zero-initialised linear term (ctxir.rerank_heads): starts "
+                "document tokens) of one joint pass + a zero-initialised linear term (ctxir.encoders.heads): starts "
                 "near the bi-encoder instead of at random"})
     train_layers: int = field(default=0, metadata={
         "help": "segment-cosine: train only the top N transformer layers (+ head), the embeddings and lower layers "
@@ -366,7 +366,7 @@ def evaluate(model, data: TaskData, args: CrossEncoderArgs, model_id: str = "") 
         scores[("stsb", "test", "pearson")] = float(result["stsb-test_pearson"])
     if "rerank" in data.test:
         from ctxir.evaluation import evaluate_run
-        from ctxir.pipeline import Pipeline
+        from ctxir.rerank.pipeline import Pipeline
         from ctxir.rerank import CrossEncoderReranker
 
         _, queries, qrels, bm25 = data.test["rerank"]
@@ -468,7 +468,7 @@ def load_segment_cosine(args: CrossEncoderArgs, path: str, device: str):
     import torch
     from sentence_transformers import CrossEncoder
 
-    from ctxir.rerank_heads import TOP_LAYERS_CONFIG, SegmentCosineHead, TopLayersTransformer
+    from ctxir.encoders.heads import TOP_LAYERS_CONFIG, SegmentCosineHead, TopLayersTransformer
 
     if (Path(path) / TOP_LAYERS_CONFIG).is_file():
         model = load_cross_encoder.__wrapped__(path, device)
@@ -519,7 +519,7 @@ SPEC = ModelSpec(
 
 def trained_parameters(model) -> int:
     """Parameters the run trained: a top-layers body's trained layers + its head, else every parameter."""
-    from ctxir.rerank_heads import TopLayersTransformer, layer_of
+    from ctxir.encoders.heads import TopLayersTransformer, layer_of
 
     body = model[0] if hasattr(model, "__getitem__") else None
     if not isinstance(body, TopLayersTransformer):
@@ -535,7 +535,7 @@ def run(args: CrossEncoderArgs) -> dict:
 def name_adapter_base(folder: Path, base: str) -> None:
     """Record the base by the name it was given (a Hub id), not the local folder it resolved to here.
 
-    The adapter then loads on any machine: from the Hub, or offline from the packaged MiniLM (ctxir.models).
+    The adapter then loads on any machine: from the Hub, or offline from the packaged MiniLM (ctxir.encoders.models).
     """
     path = folder / ADAPTER_CONFIG
     config = read_json(path)
