@@ -14,11 +14,8 @@ import json
 import os
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 @dataclass

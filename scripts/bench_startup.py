@@ -35,9 +35,9 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-STARTED = time.perf_counter()
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+
+STARTED = time.perf_counter()
 
 MODES = ("library", "evaluate", "app")
 

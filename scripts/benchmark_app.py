@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+# ctxir is installed (requirements-dev.txt); benchmarks/ is not: a file run as `python scripts/x.py` finds it here
 sys.path.insert(0, str(ROOT))
 
 

@@ -36,10 +36,9 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from ctxir.types import CtxirError
 
-from ctxir.types import CtxirError  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 SOURCES = (("m-", "msmarco_sample"), ("s-", "scifact"))
 # A sentence: text up to . ! or ? followed by a space (or the end); short fragments are dropped below.

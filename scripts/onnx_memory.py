@@ -28,8 +28,6 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout: ctxir without installing
-
 VARIANTS = ("torch", "onnx-int8", "onnx-int8-before", "export")
 
 

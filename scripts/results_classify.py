@@ -19,10 +19,11 @@ import shlex
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from ctxir.classify import ClassifyArgs
 
-from ctxir.classify import ClassifyArgs  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
+# ctxir is installed (requirements-dev.txt); training/ is not: a file run as `python scripts/x.py` finds it here
+sys.path.insert(0, str(ROOT))
 
 START, END = "<!-- classify:start -->", "<!-- classify:end -->"
 LABELS = "ctxir/assets/agnews_labels.csv"

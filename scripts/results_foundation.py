@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import platform
 import re
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from ctxir.cli import command_line
+from ctxir.evaluation.evaluate import EvaluateArgs, run
 
-from ctxir.cli import command_line  # noqa: E402
-from ctxir.evaluation.evaluate import EvaluateArgs, run  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 START, END = "<!-- foundation:start -->", "<!-- foundation:end -->"
 

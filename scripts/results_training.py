@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from ctxir.cli import command_line
 
-from ctxir.cli import command_line  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 START, END = "<!-- training:start -->", "<!-- training:end -->"
 # (label, run folder under --outputs, the script that wrote it)

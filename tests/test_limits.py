@@ -248,11 +248,7 @@ def test_the_app_under_bursts_refuses_clearly_never_hangs_and_stops_growing(tmp_
     a queue of 8. Requests past the queue are refused with Gradio's message, none hangs or fails otherwise, the app
     still answers afterwards, and the third burst grows RSS by at most 10% over the second (the issue's rule; the
     full-scale run is in docs/reliability.md). About 2 minutes on 2 shared cores."""
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-    import load_test
+    from scripts import load_test  # scripts/ is a folder of files, importable from the checkout's root
 
     result = load_test.run(load_test.LoadArgs(clients=16, bursts=3, burst_s=15.0, pause_s=3.0,
                                               request_timeout_s=90.0, app_args="--max-queue 8",

@@ -37,8 +37,7 @@ def test_writes_only_its_section(tmp_path, monkeypatch):
         (results / name).write_text(json.dumps(rec))
     doc = tmp_path / "results.md"
     doc.write_text("# Results\n\n<!-- training:start -->\nkept\n<!-- training:end -->\n")
-    sys.path.insert(0, str(ROOT / "scripts"))
-    import results_classify
+    from scripts import results_classify  # scripts/ is a folder of files, importable from the checkout's root
 
     monkeypatch.setattr(sys, "argv", ["results_classify.py", "--results", str(results), "--doc", str(doc),
                                       "--outputs", str(tmp_path / "none")])
