@@ -8,6 +8,7 @@ import hashlib
 import html
 import re
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -329,104 +330,99 @@ def pooling_table(rows: list[dict]) -> list[dict]:
 # ---------------------------------------------------------------- UI
 
 
+# The tab is built in named steps: each ``*_panel`` lays out one part of the page (inside the open gr.Tab) and
+# returns its components; each ``wire_*`` binds one feature's events. build() calls them in page order, so the
+# components and the events keep the order they always had (the API's endpoints and Gradio's ids follow it).
+
+
+@dataclass
+class SearchForm:
+    """The query and the choices every search feature reads."""
+
+    query: Any
+    corpus: Any
+    first_stage: Any
+    reranker: Any
+    mode: Any
+    k: Any
+    depth: Any
+    button: Any
+    examples: Any  # the column of example queries, shown for the startup corpus only
+
+    @property
+    def inputs(self) -> list:
+        # /search's inputs: mode goes last, after these, so that old API clients may leave it out
+        return [self.query, self.corpus, self.first_stage, self.reranker, self.k, self.depth]
+
+
+@dataclass
+class ResultsPanel:
+    summary: Any
+    table: Any
+    cards: Any  # a phone's view of the table
+    explain_row: Any
+    choice: Any  # the result to explain
+    explain_model: Any
+    explain_button: Any
+    csv_button: Any
+    json: Any
+    explained: explain_tab.Panel
+
+
+@dataclass
+class MovedPanel:
+    n: Any
+    button: Any
+    summary: Any
+    plot: Any
+    table: Any
+    files: Any
+    json: Any
+
+
+@dataclass
+class PoolingPanel:
+    layer: Any
+    k: Any
+    button: Any
+    summary: Any
+    table: Any
+    json: Any
+
+
+@dataclass
+class UploadPanel:
+    file: Any
+    button: Any
+    summary: Any
+    table: Any
+    json: Any
+
+
 def build(ui: Ui) -> None:
     """The Search tab (inside an open gr.Tab): search, explain a result, what moved, compare pooling, upload;
     events /search, /explain_result, /what_moved, /compare_pooling, /upload_corpus."""
-    state, cfg, out = ui.state, ui.config, ui.out
-    n_layers = ui.models.num_layers
-
-    # Numbers go to the logic as sent (no int()): it refuses 2.5 for k with a message instead of using 2.
-
-    @guard
-    @gpu
-    def do_search(query, corpus, first_stage, reranker, k, depth, mode, request: gr.Request):
-        r = search(state, query, corpus, first_stage, reranker, k, depth, owner=ui.visitor(request), mode=mode)
-        # API clients get every column, always the same ones (their data contract); the page's table is redrawn
-        # by after_search without the empty and repeated ones
-        return frame(r.rows), r.text, r.data
-
-    def after_search(data):
-        hits = (data or {}).get("hits") or []
-        choices = [(f"{h['rank']}. {h['title'] or h['text'][:50]} ({h['doc_id']})", h["doc_id"]) for h in hits]
-        shown = results_table(hits, data["first_stage"]) if hits else []
-        csv = out.csv(hits, "search-results") if hits else None  # the CSV keeps every column, like the JSON
-        return (show(frame(shown, ["(no results)"]),
-                     column_widths=column_widths(list(shown[0]) if shown else [], share=True)),
-                show(csv), show(), gr.update(choices=choices, value=choices[0][1] if choices else None),
-                result_cards(hits, data["first_stage"]))
-
-    def after_moved():
-        # the two word columns share the room the others leave and wrap there, instead of running off the edge
-        widths = column_widths(MOVED_COLUMNS, wide="words")
-        words = f"{max(260, int(widths[-1][:-2]) // 2)}px"
-        return show(), show(column_widths=[*widths[:-1], words, words]), show()
-
-    def before():
-        # a new request clears the last answer first: no stale "10 results" above an error
-        return "", gr.update(visible=False), gr.update(visible=False), ""
-
-    @guard
-    @gpu
-    def do_explain_result(query, corpus, doc_id, model, request: gr.Request):
-        r = explain_tab.explain_result(state, query, corpus, doc_id, model, owner=ui.visitor(request))
-        return explain_tab.panel_values(ui, r, "search-explanation")
-
-    def pick_example(evt: gr.SelectData):
-        return evt.value
-
-    def pick_card(evt: gr.EventData):
-        # CARD_CLICK's data: the tapped card's document id (a tap between cards sends none: nothing to explain)
-        doc_id = getattr(evt, "doc_id", None)
-        if not doc_id:
-            raise gr.Error("tap a result's card to explain it", print_exception=False)
-        return doc_id
-
-    def pick_row(evt: gr.SelectData):
-        # the table's second column is doc_id (row_value: the row as shown, whatever order the table is sorted in)
-        return (evt.row_value or [None, None])[1]
-
-    @guard
-    @gpu
-    def do_what_moved(query, corpus, first_stage, reranker, k, depth, n, mode, request: gr.Request):
-        r = what_moved(state, query, corpus, first_stage, reranker, k, depth, n,
-                                   owner=ui.visitor(request), mode=mode)
-        files = exports(out, "what-moved", data=r.data, rows=r.rows, plots=[r.plots["moves"]])
-        return r.text, r.plots["moves"], frame(r.rows), files, r.data
-
-    @guard
-    @gpu
-    def do_compare_pooling(query, corpus, layer, k, request: gr.Request,
-                           progress=gr.Progress(track_tqdm=True)):  # noqa: B008 (gradio's pattern)
-        r = compare_pooling(state, query, corpus, layer, k, progress=lambda f, d: progress(f, desc=d),
-                            owner=ui.visitor(request))
-        warn(r)
-        return frame(r.rows), r.text, r.data  # the API's table: one column per field (see after_pooling)
-
-    def after_pooling(table):
-        # the page shows the two rankings as three narrow columns, so the CLS side fits beside the mean side
-        rows = [{key: (None if pd.isna(value) else value) for key, value in row.items()}
-                for row in table.to_dict("records")]
-        # shares of the box, not pixels: both sides fit a phone's width too, each wrapping its titles
-        return show(frame(pooling_table(rows)), column_widths=["18%", "41%", "41%"])
-
-    @guard
-    @gpu
-    def do_upload(file, request: gr.Request, progress=gr.Progress(track_tqdm=True)):  # noqa: B008 (gradio's pattern)
-        owner = ui.visitor(request)
-        if not owner:
-            raise CtxirError("this request has no Gradio session, and an upload is kept per session: upload from "
-                             "the web page or with gradio_client (each Client is one session)")
-        r = upload_corpus(state, file, progress=lambda f, d: progress(f, desc=d), owner=owner)
-        return r.text, frame(r.rows), r.data
-
-    def refresh_corpora(data, request: gr.Request):
-        # A separate, private step: API users of /upload_corpus get the corpus name in the JSON, not a UI update.
-        return gr.update(choices=state.corpus_names_for(ui.visitor(request)),
-                         value=(data or {}).get("corpus", state.default_corpus)), show()
-
     tab_intro("Search a corpus with a question. The **first stage** finds candidates (BM25 matches words, dense "
               "matches meaning, hybrid fuses both); a **re-ranker** re-scores the best of them. Click a result to "
               "see which words made it match.")
+    form = search_form(ui)
+    results = results_panel(ui)
+    moved = moved_panel(ui)
+    pooling = pooling_panel(ui)
+    upload = upload_panel(ui)
+    wire_search(ui, form, results)
+    wire_explain(ui, form, results)
+    wire_what_moved(ui, form, moved)
+    wire_pooling(ui, form, pooling)
+    wire_upload(ui, form, upload)
+    # the example queries belong to the startup corpus: hidden while another corpus is chosen
+    state = ui.state
+    form.corpus.change(lambda name: gr.update(visible=bool(state.examples) and name == state.default_corpus),
+                       [form.corpus], [form.examples], queue=False, api_visibility="private")
+
+
+def search_form(ui: Ui) -> SearchForm:
+    state, cfg = ui.state, ui.config
     with gr.Row(equal_height=True):
         query = gr.Textbox(label="Query", value=state.examples[0] if state.examples else "", scale=4, min_width=240,
                            placeholder="type a question, e.g. how do bats find insects at night",
@@ -449,23 +445,31 @@ def build(ui: Ui) -> None:
                       elem_id="search-k")
         depth = gr.Number(cfg.rerank_depth, step=1, label=f"depth (1–{cfg.max_rerank_depth})",
                           info="candidates re-ranked", min_width=140, elem_id="search-depth")
-    search_button = gr.Button("Search", variant="primary", elem_id="search-button")
+    button = gr.Button("Search", variant="primary", elem_id="search-button")
     with gr.Column(visible=bool(state.examples)) as examples:
         if state.examples:
             # a choice that fills the query box, not gr.Examples, which cuts each query at 60 characters
             # ("… from washing aw...") however wide the page is
             example_pick = gr.Radio(list(state.examples), value=None, elem_id="search-examples",
                                     label=f"Example queries for {state.default_corpus} (click one to use it)")
+
+            def pick_example(evt: gr.SelectData):
+                return evt.value
+
             example_pick.select(pick_example, None, [query], queue=False, api_visibility="private")
-    search_summary = gr.Markdown(elem_id="search-summary")
-    search_table = gr.Dataframe(label="Results (click a row to explain it)", wrap=True, elem_id="search-results",
-                                elem_classes=["ctxir-table"], visible=False, max_height=560)
+    return SearchForm(query, corpus, first_stage, reranker, mode, k, depth, button, examples)
+
+
+def results_panel(ui: Ui) -> ResultsPanel:
+    summary = gr.Markdown(elem_id="search-summary")
+    table = gr.Dataframe(label="Results (click a row to explain it)", wrap=True, elem_id="search-results",
+                         elem_classes=["ctxir-table"], visible=False, max_height=560)
     # a phone shows the results as cards instead of the table (ui.CSS): every title and text in view, no sideways
     # scrolling; a desktop shows the table
     cards = gr.HTML("", elem_id="search-cards", js_on_load=CARD_CLICK)
     with gr.Row(visible=False) as explain_row:
-        result_choice = gr.Dropdown([], label="Explain a result", scale=3, min_width=220, allow_custom_value=True,
-                                    elem_id="explain-result-choice")  # API: any doc id
+        choice = gr.Dropdown([], label="Explain a result", scale=3, min_width=220, allow_custom_value=True,
+                             elem_id="explain-result-choice")  # API: any doc id
         explain_model = explain_tab.refuse_unloaded(gr.Radio(
             explain_tab.model_choices(ui.models), value="auto", label="Explain with", scale=2, min_width=220),
             ui.models)
@@ -473,72 +477,200 @@ def build(ui: Ui) -> None:
             explain_button = gr.Button("Explain", variant="primary", elem_id="explain-result-button")
             csv_button = gr.DownloadButton("Download results (CSV)", visible=False, size="sm", elem_id="search-csv")
     with gr.Accordion("Numbers (JSON)", open=False):
-        search_json = gr.JSON()
+        json = gr.JSON()
     explained = explain_tab.panel("search-explain")
+    return ResultsPanel(summary, table, cards, explain_row, choice, explain_model, explain_button, csv_button, json,
+                        explained)
+
+
+def moved_panel(ui: Ui) -> MovedPanel:
+    cfg = ui.config
     with gr.Accordion("What moved: the documents a re-ranker moved most, and the words that drove it",
                       open=False):
         with gr.Row():
-            moved_n = gr.Slider(1, cfg.max_movers, value=min(3, cfg.max_movers), step=1,
-                                label="documents to explain (one integrated-gradients run each)", scale=3)
-            moved_button = gr.Button("What moved?", elem_id="what-moved-button", scale=1)
-        moved_summary = gr.Markdown(elem_id="what-moved-summary")
-        moved_plot = gr.Plot(label="Rank before and after re-ranking (hover a line)", visible=False)
-        moved_table = gr.Dataframe(wrap=True, elem_classes=["ctxir-table"], visible=False)
-        moved_files = gr.File(label="Download: CSV, JSON, interactive HTML", file_count="multiple", visible=False)
+            n = gr.Slider(1, cfg.max_movers, value=min(3, cfg.max_movers), step=1,
+                          label="documents to explain (one integrated-gradients run each)", scale=3)
+            button = gr.Button("What moved?", elem_id="what-moved-button", scale=1)
+        summary = gr.Markdown(elem_id="what-moved-summary")
+        plot = gr.Plot(label="Rank before and after re-ranking (hover a line)", visible=False)
+        table = gr.Dataframe(wrap=True, elem_classes=["ctxir-table"], visible=False)
+        files = gr.File(label="Download: CSV, JSON, interactive HTML", file_count="multiple", visible=False)
         with gr.Accordion("Numbers (JSON)", open=False):
-            moved_json = gr.JSON()
+            json = gr.JSON()
+    return MovedPanel(n, button, summary, plot, table, files, json)
+
+
+def pooling_panel(ui: Ui) -> PoolingPanel:
+    n_layers = ui.models.num_layers
     with gr.Accordion("Compare pooling: the same query through mean- and CLS-pooled embeddings of any layer",
                       open=False):
         with gr.Row():
-            pool_layer = gr.Slider(0, n_layers, value=n_layers, step=1,
-                                   label="layer (0 = embeddings, last = model output)")
-            pool_k = gr.Number(10, step=1, label=f"k (1–{cfg.max_k})")
-        pool_button = gr.Button("Compare pooling", elem_id="pool-button")
-        pool_summary = gr.Markdown(elem_id="pool-summary")
-        pool_table = gr.Dataframe(wrap=True, elem_classes=["ctxir-table"], visible=False, elem_id="pool-table")
+            layer = gr.Slider(0, n_layers, value=n_layers, step=1, label="layer (0 = embeddings, last = model output)")
+            k = gr.Number(10, step=1, label=f"k (1–{ui.config.max_k})")
+        button = gr.Button("Compare pooling", elem_id="pool-button")
+        summary = gr.Markdown(elem_id="pool-summary")
+        table = gr.Dataframe(wrap=True, elem_classes=["ctxir-table"], visible=False, elem_id="pool-table")
         with gr.Accordion("Numbers (JSON)", open=False):
-            pool_json = gr.JSON()
+            json = gr.JSON()
+    return PoolingPanel(layer, k, button, summary, table, json)
+
+
+def upload_panel(ui: Ui) -> UploadPanel:
+    cfg = ui.config
     with gr.Accordion("Upload your own corpus (.txt, .jsonl, .csv, .tsv)", open=False):
         gr.Markdown(".txt = one document per line · .jsonl = `{\"id\", \"title\", \"text\"}` per line · "
                     ".csv/.tsv = a header row with a `text` column (optional `id`, `title`). "
                     f"At most {cfg.max_upload_docs:,} documents and {cfg.max_upload_mb:g} MB; only you see it, "
                     "for this session.")
-        upload_file = gr.File(label="Corpus file", file_types=[".txt", ".jsonl", ".csv", ".tsv"], elem_id="upload-file")
-        upload_button = gr.Button("Index this corpus", elem_id="upload-button")
-        upload_summary = gr.Markdown(elem_id="upload-summary")
-        upload_table = gr.Dataframe(label="First documents", wrap=True, elem_classes=["ctxir-table"], visible=False)
+        file = gr.File(label="Corpus file", file_types=[".txt", ".jsonl", ".csv", ".tsv"], elem_id="upload-file")
+        button = gr.Button("Index this corpus", elem_id="upload-button")
+        summary = gr.Markdown(elem_id="upload-summary")
+        table = gr.Dataframe(label="First documents", wrap=True, elem_classes=["ctxir-table"], visible=False)
         with gr.Accordion("Numbers (JSON)", open=False):
-            upload_json = gr.JSON()
+            json = gr.JSON()
+    return UploadPanel(file, button, summary, table, json)
 
-    search_inputs = [query, corpus, first_stage, reranker, k, depth]  # + mode, last: old API clients leave it out
-    search_outputs = [search_table, search_summary, search_json]
-    for trigger, api in ((search_button.click, {"api_name": "search"}), (query.submit, {"api_visibility": "private"})):
-        trigger(before, None, [search_summary, search_table, explain_row, cards], queue=False,
+
+# Numbers go to the logic as sent (no int()): it refuses 2.5 for k with a message instead of using 2.
+
+
+def wire_search(ui: Ui, form: SearchForm, results: ResultsPanel) -> None:
+    """/search from the button (and, privately, from Enter in the query box), the page redrawn after it."""
+    state, out = ui.state, ui.out
+
+    @guard
+    @gpu
+    def do_search(query, corpus, first_stage, reranker, k, depth, mode, request: gr.Request):
+        r = search(state, query, corpus, first_stage, reranker, k, depth, owner=ui.visitor(request), mode=mode)
+        # API clients get every column, always the same ones (their data contract); the page's table is redrawn
+        # by after_search without the empty and repeated ones
+        return frame(r.rows), r.text, r.data
+
+    def after_search(data):
+        hits = (data or {}).get("hits") or []
+        choices = [(f"{h['rank']}. {h['title'] or h['text'][:50]} ({h['doc_id']})", h["doc_id"]) for h in hits]
+        shown = results_table(hits, data["first_stage"]) if hits else []
+        csv = out.csv(hits, "search-results") if hits else None  # the CSV keeps every column, like the JSON
+        return (show(frame(shown, ["(no results)"]),
+                     column_widths=column_widths(list(shown[0]) if shown else [], share=True)),
+                show(csv), show(), gr.update(choices=choices, value=choices[0][1] if choices else None),
+                result_cards(hits, data["first_stage"]))
+
+    def before():
+        # a new request clears the last answer first: no stale "10 results" above an error
+        return "", gr.update(visible=False), gr.update(visible=False), ""
+
+    outputs = [results.table, results.summary, results.json]
+    for trigger, api in ((form.button.click, {"api_name": "search"}),
+                         (form.query.submit, {"api_visibility": "private"})):
+        trigger(before, None, [results.summary, results.table, results.explain_row, results.cards], queue=False,
                 api_visibility="private"
-                ).then(do_search, [*search_inputs, mode], search_outputs, **api
-                       ).success(after_search, [search_json],
-                                 [search_table, csv_button, explain_row, result_choice, cards], queue=False,
-                                 api_visibility="private")
-    explain_inputs = [query, corpus, result_choice, explain_model]
-    explained.shows(explain_button.click(do_explain_result, explain_inputs, explained.outputs,
-                                         api_name="explain_result"))
-    explained.shows(search_table.select(pick_row, None, [result_choice], api_visibility="private").success(
-        do_explain_result, explain_inputs, explained.outputs, api_visibility="private"))
-    explained.shows(cards.click(pick_card, None, [result_choice], api_visibility="private").success(
-        do_explain_result, explain_inputs, explained.outputs, api_visibility="private"))
-    moved_button.click(lambda: "", None, [moved_summary], queue=False, api_visibility="private").then(
-        do_what_moved, [*search_inputs, moved_n, mode], [moved_summary, moved_plot, moved_table, moved_files, moved_json],
-        api_name="what_moved").success(after_moved, None, [moved_plot, moved_table, moved_files],
-                                       queue=False, api_visibility="private")
-    pool_button.click(lambda: "", None, [pool_summary], queue=False, api_visibility="private").then(
-        do_compare_pooling, [query, corpus, pool_layer, pool_k], [pool_table, pool_summary, pool_json],
-        api_name="compare_pooling").success(after_pooling, [pool_table], [pool_table], queue=False,
-                                            api_visibility="private")
+                ).then(do_search, [*form.inputs, form.mode], outputs, **api
+                       ).success(after_search, [results.json],
+                                 [results.table, results.csv_button, results.explain_row, results.choice,
+                                  results.cards], queue=False, api_visibility="private")
+
+
+def wire_explain(ui: Ui, form: SearchForm, results: ResultsPanel) -> None:
+    """/explain_result from the button; privately, from a click on a table row or a tap on a card."""
+    state = ui.state
+
+    @guard
+    @gpu
+    def do_explain_result(query, corpus, doc_id, model, request: gr.Request):
+        r = explain_tab.explain_result(state, query, corpus, doc_id, model, owner=ui.visitor(request))
+        return explain_tab.panel_values(ui, r, "search-explanation")
+
+    def pick_card(evt: gr.EventData):
+        # CARD_CLICK's data: the tapped card's document id (a tap between cards sends none: nothing to explain)
+        doc_id = getattr(evt, "doc_id", None)
+        if not doc_id:
+            raise gr.Error("tap a result's card to explain it", print_exception=False)
+        return doc_id
+
+    def pick_row(evt: gr.SelectData):
+        # the table's second column is doc_id (row_value: the row as shown, whatever order the table is sorted in)
+        return (evt.row_value or [None, None])[1]
+
+    explained = results.explained
+    inputs = [form.query, form.corpus, results.choice, results.explain_model]
+    explained.shows(results.explain_button.click(do_explain_result, inputs, explained.outputs,
+                                                 api_name="explain_result"))
+    explained.shows(results.table.select(pick_row, None, [results.choice], api_visibility="private").success(
+        do_explain_result, inputs, explained.outputs, api_visibility="private"))
+    explained.shows(results.cards.click(pick_card, None, [results.choice], api_visibility="private").success(
+        do_explain_result, inputs, explained.outputs, api_visibility="private"))
+
+
+def wire_what_moved(ui: Ui, form: SearchForm, moved: MovedPanel) -> None:
+    state, out = ui.state, ui.out
+
+    # Gradio passes each input as its own argument: the parameters are the event's inputs, in their order.
+    @guard
+    @gpu
+    def do_what_moved(query, corpus, first_stage, reranker, k, depth, n, mode, request: gr.Request):
+        r = what_moved(state, query, corpus, first_stage, reranker, k, depth, n, owner=ui.visitor(request),
+                       mode=mode)
+        files = exports(out, "what-moved", data=r.data, rows=r.rows, plots=[r.plots["moves"]])
+        return r.text, r.plots["moves"], frame(r.rows), files, r.data
+
+    def after_moved():
+        # the two word columns share the room the others leave and wrap there, instead of running off the edge
+        widths = column_widths(MOVED_COLUMNS, wide="words")
+        words = f"{max(260, int(widths[-1][:-2]) // 2)}px"
+        return show(), show(column_widths=[*widths[:-1], words, words]), show()
+
+    moved.button.click(lambda: "", None, [moved.summary], queue=False, api_visibility="private").then(
+        do_what_moved, [*form.inputs, moved.n, form.mode],
+        [moved.summary, moved.plot, moved.table, moved.files, moved.json], api_name="what_moved"
+    ).success(after_moved, None, [moved.plot, moved.table, moved.files], queue=False, api_visibility="private")
+
+
+def wire_pooling(ui: Ui, form: SearchForm, pooling: PoolingPanel) -> None:
+    state = ui.state
+
+    @guard
+    @gpu
+    def do_compare_pooling(query, corpus, layer, k, request: gr.Request,
+                           progress=gr.Progress(track_tqdm=True)):  # noqa: B008 (gradio's pattern)
+        r = compare_pooling(state, query, corpus, layer, k, progress=lambda f, d: progress(f, desc=d),
+                            owner=ui.visitor(request))
+        warn(r)
+        return frame(r.rows), r.text, r.data  # the API's table: one column per field (see after_pooling)
+
+    def after_pooling(table):
+        # the page shows the two rankings as three narrow columns, so the CLS side fits beside the mean side
+        rows = [{key: (None if pd.isna(value) else value) for key, value in row.items()}
+                for row in table.to_dict("records")]
+        # shares of the box, not pixels: both sides fit a phone's width too, each wrapping its titles
+        return show(frame(pooling_table(rows)), column_widths=["18%", "41%", "41%"])
+
+    pooling.button.click(lambda: "", None, [pooling.summary], queue=False, api_visibility="private").then(
+        do_compare_pooling, [form.query, form.corpus, pooling.layer, pooling.k],
+        [pooling.table, pooling.summary, pooling.json], api_name="compare_pooling"
+    ).success(after_pooling, [pooling.table], [pooling.table], queue=False, api_visibility="private")
+
+
+def wire_upload(ui: Ui, form: SearchForm, upload: UploadPanel) -> None:
+    state = ui.state
+
+    @guard
+    @gpu
+    def do_upload(file, request: gr.Request, progress=gr.Progress(track_tqdm=True)):  # noqa: B008 (gradio's pattern)
+        owner = ui.visitor(request)
+        if not owner:
+            raise CtxirError("this request has no Gradio session, and an upload is kept per session: upload from "
+                             "the web page or with gradio_client (each Client is one session)")
+        r = upload_corpus(state, file, progress=lambda f, d: progress(f, desc=d), owner=owner)
+        return r.text, frame(r.rows), r.data
+
+    def refresh_corpora(data, request: gr.Request):
+        # A separate, private step: API users of /upload_corpus get the corpus name in the JSON, not a UI update.
+        return gr.update(choices=state.corpus_names_for(ui.visitor(request)),
+                         value=(data or {}).get("corpus", state.default_corpus)), show()
+
     # a new upload first clears the last one's message: a failure never sits beside an old "Indexed …"
-    upload_button.click(lambda: ("", gr.update(visible=False)), None, [upload_summary, upload_table], queue=False,
+    upload.button.click(lambda: ("", gr.update(visible=False)), None, [upload.summary, upload.table], queue=False,
                         api_visibility="private").then(
-        do_upload, [upload_file], [upload_summary, upload_table, upload_json], api_name="upload_corpus").success(
-        refresh_corpora, [upload_json], [corpus, upload_table], api_visibility="private")
-    # the example queries belong to the startup corpus: hidden while another corpus is chosen
-    corpus.change(lambda name: gr.update(visible=bool(state.examples) and name == state.default_corpus), [corpus],
-                  [examples], queue=False, api_visibility="private")
+        do_upload, [upload.file], [upload.summary, upload.table, upload.json], api_name="upload_corpus").success(
+        refresh_corpora, [upload.json], [form.corpus, upload.table], api_visibility="private")
