@@ -202,9 +202,32 @@ def projection_plots(data: dict) -> tuple:
 def build(ui: Ui) -> None:
     """The Token embeddings tab (inside an open gr.Tab): four sub-tabs; events /model_info, /token_embeddings,
     /layer_similarity, /sentence_similarity."""
-    state, out = ui.state, ui.out
     presets = demo_presets()
-    n_layers = ui.models.num_layers
+    tab_intro("Look inside the bi-encoder (or the cross-encoder): how it splits text into tokens, where each "
+              "token's vector sits at any layer, how one word's meaning shifts with its context, and how alike "
+              "whole sentences are.")
+    model = gr.Dropdown(list(ui.models.inspect), value="bi-encoder", label="Model", allow_custom_value=True)
+    # One step a sub-tab, each laying out its part and binding its one public event, in page order.
+    with gr.Tabs(overflow_behavior="wrap"):
+        with gr.Tab("Tokens"):
+            tokens_tab(ui, model, presets)
+        with gr.Tab("Projection"):
+            projection_tab(ui, model, presets)
+        with gr.Tab("Across layers"):
+            layers_tab(ui, model, presets)
+        with gr.Tab("Sentence similarity"):
+            similarity_tab(ui, presets)
+
+
+def cleared(*components) -> dict:
+    """An event's keywords that empty ``components`` first (privately, unqueued): no old answer beside a new error."""
+    return {"fn": lambda: "", "inputs": None, "outputs": list(components), "queue": False,
+            "api_visibility": "private"}
+
+
+def tokens_tab(ui: Ui, model, presets: dict) -> None:
+    """/model_info: the tokenizer and architecture, and the tokens of one text."""
+    state = ui.state
 
     @guard
     @gpu
@@ -212,6 +235,21 @@ def build(ui: Ui) -> None:
         ui.visitor(request)
         r = model_info(state, model, text)
         return r.text, frame(r.rows), r.data
+
+    text = gr.Textbox(label="Text to tokenize", value=presets["bank_contexts"][1])
+    button = gr.Button("Inspect", variant="primary", elem_id="info-button")
+    summary = gr.Markdown(elem_id="info-summary")
+    table = gr.Dataframe(label="Tokens", elem_classes=["ctxir-table"], visible=False)
+    with gr.Accordion("Numbers (JSON)", open=False):
+        json = gr.JSON()
+    button.click(**cleared(summary)).then(
+        do_model_info, [model, text], [summary, table, json], api_name="model_info").success(
+        show, None, [table], queue=False, api_visibility="private")
+
+
+def projection_tab(ui: Ui, model, presets: dict) -> None:
+    """/token_embeddings: every token of the sentences as a point, at two layers."""
+    state, out, n_layers = ui.state, ui.out, ui.models.num_layers
 
     @guard
     @gpu
@@ -227,6 +265,33 @@ def build(ui: Ui) -> None:
         projection, drift = projection_plots(data)
         files = exports(out, "token-embeddings", data=data, rows=data["tokens"], plots=[projection, drift], files=pngs)
         return show(projection), show(drift), show(files)
+
+    gr.Markdown("Every token of the sentences as a point: tokens whose vectors are alike land close. Compare "
+                "two layers: at layer 0 'bank' is one point per spelling, deeper it splits by meaning.",
+                elem_classes=["ctxir-intro"])
+    sentences = gr.Textbox(label="Sentences (one per line)", lines=4, value=lines(presets["bank_contexts"]))
+    with gr.Row():
+        word = gr.Textbox(label="Highlight word", value=presets["word"], min_width=140)
+        layer_a = gr.Slider(0, n_layers, value=0, step=1, label="layer A", min_width=140)
+        layer_b = gr.Slider(0, n_layers, value=n_layers, step=1, label="layer B", min_width=140)
+        methods = gr.CheckboxGroup(["pca", "tsne"], value=["pca", "tsne"], label="Projections", min_width=140)
+    button = gr.Button("Project tokens", variant="primary", elem_id="project-button")
+    summary = gr.Markdown(elem_id="project-summary")
+    plot = gr.Plot(label="Token vectors in 2-D (hover a point)", visible=False, elem_id="projection-plot")
+    drift_plot = gr.Plot(label="Consecutive-layer cosine of sentence 1", visible=False)
+    pngs = [gr.File(visible=False), gr.File(visible=False)]  # the PNGs the API returns
+    files = gr.File(label="Download: PNG, interactive HTML, CSV, JSON", file_count="multiple", visible=False)
+    with gr.Accordion("Numbers (JSON)", open=False):
+        json = gr.JSON()
+    button.click(**cleared(summary)).then(
+        do_token_embeddings, [model, sentences, word, layer_a, layer_b, methods], [*pngs, summary, json],
+        api_name="token_embeddings").success(
+        after_projection, [json, *pngs], [plot, drift_plot, files], api_visibility="private")
+
+
+def layers_tab(ui: Ui, model, presets: dict) -> None:
+    """/layer_similarity: one word in several sentences, compared layer by layer."""
+    state, out = ui.state, ui.out
 
     @guard
     @gpu
@@ -246,6 +311,29 @@ def build(ui: Ui) -> None:
         files = exports(out, "layer-similarity", data=data, rows=rows, plots=[word, sentence], files=pngs)
         return show(word), show(sentence), show(files)
 
+    gr.Markdown("One word in several sentences, compared layer by layer: the same spelling starts alike and "
+                "drifts apart where the contexts differ.", elem_classes=["ctxir-intro"])
+    sentences = gr.Textbox(label="Sentences containing the word (one per line)", lines=4,
+                           value=lines(presets["bank_contexts"]))
+    word = gr.Textbox(label="Word", value=presets["word"])
+    button = gr.Button("Compare layer by layer", variant="primary", elem_id="layer-sim-button")
+    summary = gr.Markdown(elem_id="layer-sim-summary")
+    with gr.Row():
+        word_plot = gr.Plot(label="The word's cosine between sentences, per layer", visible=False, min_width=300)
+        sentence_plot = gr.Plot(label="Whole sentences' cosine, per layer", visible=False, min_width=300)
+    pngs = [gr.File(visible=False), gr.File(visible=False)]
+    files = gr.File(label="Download: PNG, interactive HTML, CSV, JSON", file_count="multiple", visible=False)
+    with gr.Accordion("Numbers (JSON)", open=False):
+        json = gr.JSON()
+    button.click(**cleared(summary)).then(
+        do_layer_similarity, [model, sentences, word], [*pngs, summary, json], api_name="layer_similarity").success(
+        after_layers, [json, *pngs], [word_plot, sentence_plot, files], api_visibility="private")
+
+
+def similarity_tab(ui: Ui, presets: dict) -> None:
+    """/sentence_similarity: how alike whole sentences are at one layer and pooling, as a heatmap."""
+    state, out, n_layers = ui.state, ui.out, ui.models.num_layers
+
     @guard
     @gpu
     def do_sentence_similarity(sentences, layer, pooling, request: gr.Request):
@@ -255,106 +343,41 @@ def build(ui: Ui) -> None:
         return out.png(r.figures["similarity"], "sentence-similarity"), r.data
 
     def after_similarity(data, png):
-        # the axes number the sentences (their lines in the box above), so no sentence is cut and the cells keep
-        # their room on a phone; hover names both sentences in full
-        labels = [f"{i + 1}. {s}" for i, s in enumerate(data["sentences"])]
-        numbers = [str(i + 1) for i in range(len(labels))]
-        heat = figures.heatmap(data["similarity"], numbers, numbers,
-                               f"cosine similarity of sentence embeddings ({data['pooling']} pooling, layer "
-                               f"{data['layer']})", value_name="cosine", row_name="sentence", col_name="with sentence",
-                               zmin=-0.2, zmax=1.0, decimals=2, colorscale=SIMILARITY_SCALE, hover_labels=labels)
-        rows = [{"sentence": s, **{str(j + 1): v for j, v in enumerate(row)}}
-                for s, row in zip(data["sentences"], data["similarity"], strict=True)]
+        heat, rows = similarity_heatmap(data)
         summary = "\n\n".join(f"⚠️ {display_text(w)}" for w in data.get("warnings") or []) or (
-            f"{len(labels)} sentences, numbered by their line above · {data['pooling']} pooling · layer "
+            f"{len(data['sentences'])} sentences, numbered by their line above · {data['pooling']} pooling · layer "
             f"{data['layer']}: {SIMILARITY_LEGEND}. Hover a cell for the pair.")
         return summary, show(heat), show(exports(out, "sentence-similarity", data=data, rows=rows, plots=[heat],
                                                  files=[png]))
 
-    tab_intro("Look inside the bi-encoder (or the cross-encoder): how it splits text into tokens, where each "
-              "token's vector sits at any layer, how one word's meaning shifts with its context, and how alike "
-              "whole sentences are.")
-    emb_model = gr.Dropdown(list(ui.models.inspect), value="bi-encoder", label="Model", allow_custom_value=True)
-    with gr.Tabs(overflow_behavior="wrap"):
-        with gr.Tab("Tokens"):
-            info_text = gr.Textbox(label="Text to tokenize", value=presets["bank_contexts"][1])
-            info_button = gr.Button("Inspect", variant="primary", elem_id="info-button")
-            info_md = gr.Markdown(elem_id="info-summary")
-            info_table = gr.Dataframe(label="Tokens", elem_classes=["ctxir-table"], visible=False)
-            with gr.Accordion("Numbers (JSON)", open=False):
-                info_json = gr.JSON()
-        with gr.Tab("Projection"):
-            gr.Markdown("Every token of the sentences as a point: tokens whose vectors are alike land close. Compare "
-                        "two layers: at layer 0 'bank' is one point per spelling, deeper it splits by meaning.",
-                        elem_classes=["ctxir-intro"])
-            emb_sentences = gr.Textbox(label="Sentences (one per line)", lines=4,
-                                       value=lines(presets["bank_contexts"]))
-            with gr.Row():
-                emb_word = gr.Textbox(label="Highlight word", value=presets["word"], min_width=140)
-                layer_a = gr.Slider(0, n_layers, value=0, step=1, label="layer A", min_width=140)
-                layer_b = gr.Slider(0, n_layers, value=n_layers, step=1, label="layer B", min_width=140)
-                methods = gr.CheckboxGroup(["pca", "tsne"], value=["pca", "tsne"], label="Projections",
-                                           min_width=140)
-            emb_button = gr.Button("Project tokens", variant="primary", elem_id="project-button")
-            emb_summary = gr.Markdown(elem_id="project-summary")
-            emb_plot = gr.Plot(label="Token vectors in 2-D (hover a point)", visible=False,
-                               elem_id="projection-plot")
-            drift_plot = gr.Plot(label="Consecutive-layer cosine of sentence 1", visible=False)
-            emb_pngs = [gr.File(visible=False), gr.File(visible=False)]  # the PNGs the API returns
-            emb_files = gr.File(label="Download: PNG, interactive HTML, CSV, JSON", file_count="multiple",
-                                visible=False)
-            with gr.Accordion("Numbers (JSON)", open=False):
-                emb_json = gr.JSON()
-        with gr.Tab("Across layers"):
-            gr.Markdown("One word in several sentences, compared layer by layer: the same spelling starts alike and "
-                        "drifts apart where the contexts differ.", elem_classes=["ctxir-intro"])
-            sim_sentences = gr.Textbox(label="Sentences containing the word (one per line)", lines=4,
-                                       value=lines(presets["bank_contexts"]))
-            sim_word = gr.Textbox(label="Word", value=presets["word"])
-            sim_button = gr.Button("Compare layer by layer", variant="primary", elem_id="layer-sim-button")
-            sim_summary = gr.Markdown(elem_id="layer-sim-summary")
-            with gr.Row():
-                word_plot = gr.Plot(label="The word's cosine between sentences, per layer", visible=False,
-                                    min_width=300)
-                sent_plot = gr.Plot(label="Whole sentences' cosine, per layer", visible=False, min_width=300)
-            sim_pngs = [gr.File(visible=False), gr.File(visible=False)]
-            sim_files = gr.File(label="Download: PNG, interactive HTML, CSV, JSON", file_count="multiple",
-                                visible=False)
-            with gr.Accordion("Numbers (JSON)", open=False):
-                sim_json = gr.JSON()
-        with gr.Tab("Sentence similarity"):
-            gr.Markdown("How alike whole sentences are, as the chosen layer and pooling embed them.",
-                        elem_classes=["ctxir-intro"])
-            ss_sentences = gr.Textbox(label="Sentences (one per line)", lines=6,
-                                      value=lines(presets["similarity_sentences"]))
-            with gr.Row():
-                ss_layer = gr.Slider(0, n_layers, value=n_layers, step=1, label="layer")
-                ss_pooling = gr.Radio(list(POOLINGS), value="mean", label="pooling")
-            ss_button = gr.Button("Sentence similarity", variant="primary", elem_id="sentence-sim-button")
-            ss_summary = gr.Markdown(elem_id="sentence-sim-summary")
-            ss_plot = gr.Plot(label="Sentence cosine similarity (hover a cell)", visible=False)
-            ss_png = gr.File(visible=False)
-            ss_files = gr.File(label="Download: PNG, interactive HTML, CSV, JSON", file_count="multiple",
-                               visible=False)
-            with gr.Accordion("Numbers (JSON)", open=False):
-                ss_json = gr.JSON()
+    gr.Markdown("How alike whole sentences are, as the chosen layer and pooling embed them.",
+                elem_classes=["ctxir-intro"])
+    sentences = gr.Textbox(label="Sentences (one per line)", lines=6, value=lines(presets["similarity_sentences"]))
+    with gr.Row():
+        layer = gr.Slider(0, n_layers, value=n_layers, step=1, label="layer")
+        pooling = gr.Radio(list(POOLINGS), value="mean", label="pooling")
+    button = gr.Button("Sentence similarity", variant="primary", elem_id="sentence-sim-button")
+    summary = gr.Markdown(elem_id="sentence-sim-summary")
+    plot = gr.Plot(label="Sentence cosine similarity (hover a cell)", visible=False)
+    png = gr.File(visible=False)
+    files = gr.File(label="Download: PNG, interactive HTML, CSV, JSON", file_count="multiple", visible=False)
+    with gr.Accordion("Numbers (JSON)", open=False):
+        json = gr.JSON()
+    button.click(**cleared(summary)).then(
+        do_sentence_similarity, [sentences, layer, pooling], [png, json], api_name="sentence_similarity").success(
+        after_similarity, [json, png], [summary, plot, files], api_visibility="private")
 
-    def cleared(*components):
-        return {"fn": lambda: "", "inputs": None, "outputs": list(components), "queue": False,
-                "api_visibility": "private"}
 
-    info_button.click(**cleared(info_md)).then(
-        do_model_info, [emb_model, info_text], [info_md, info_table, info_json], api_name="model_info").success(
-        show, None, [info_table], queue=False, api_visibility="private")
-    emb_button.click(**cleared(emb_summary)).then(
-        do_token_embeddings, [emb_model, emb_sentences, emb_word, layer_a, layer_b, methods],
-        [*emb_pngs, emb_summary, emb_json], api_name="token_embeddings").success(
-        after_projection, [emb_json, *emb_pngs], [emb_plot, drift_plot, emb_files], api_visibility="private")
-    sim_button.click(**cleared(sim_summary)).then(
-        do_layer_similarity, [emb_model, sim_sentences, sim_word], [*sim_pngs, sim_summary, sim_json],
-        api_name="layer_similarity").success(after_layers, [sim_json, *sim_pngs], [word_plot, sent_plot, sim_files],
-                                             api_visibility="private")
-    ss_button.click(**cleared(ss_summary)).then(
-        do_sentence_similarity, [ss_sentences, ss_layer, ss_pooling], [ss_png, ss_json],
-        api_name="sentence_similarity").success(after_similarity, [ss_json, ss_png], [ss_summary, ss_plot, ss_files],
-                                                api_visibility="private")
+def similarity_heatmap(data: dict):
+    """(the heatmap, its rows for the CSV) of /sentence_similarity's data. The axes number the sentences (their
+    lines in the box above), so no sentence is cut and the cells keep their room on a phone; hover names both
+    sentences in full."""
+    labels = [f"{i + 1}. {s}" for i, s in enumerate(data["sentences"])]
+    numbers = [str(i + 1) for i in range(len(labels))]
+    heat = figures.heatmap(data["similarity"], numbers, numbers,
+                           f"cosine similarity of sentence embeddings ({data['pooling']} pooling, layer "
+                           f"{data['layer']})", value_name="cosine", row_name="sentence", col_name="with sentence",
+                           zmin=-0.2, zmax=1.0, decimals=2, colorscale=SIMILARITY_SCALE, hover_labels=labels)
+    rows = [{"sentence": s, **{str(j + 1): v for j, v in enumerate(row)}}
+            for s, row in zip(data["sentences"], data["similarity"], strict=True)]
+    return heat, rows
