@@ -746,16 +746,74 @@ def few_shot(train_x: np.ndarray, train_y: Sequence[str], test_x: np.ndarray, te
     return {"shots": shots, "seeds": seeds, "methods": results}
 
 
+@dataclass
+class _Task:
+    """What ``run`` works on, filled step by step: the checked choices, then the data, then its embeddings."""
+
+    methods: list[str]
+    ks: list[int]
+    shots: list[int]
+    templates: list[str]
+    train_path: str | Path
+    test_path: str | Path
+    train: list[tuple[str, str]] = field(default_factory=list)
+    test: list[tuple[str, str]] = field(default_factory=list)
+    labels: list[Label] = field(default_factory=list)
+    classes: list[str] = field(default_factory=list)
+    train_x: np.ndarray | None = None
+    test_x: np.ndarray | None = None
+
+    @property
+    def train_y(self) -> list[str]:
+        return [y for _, y in self.train]
+
+    @property
+    def test_y(self) -> list[str]:
+        return [y for _, y in self.test]
+
+
 def run(args: ClassifyArgs) -> dict:
     """Evaluate the chosen methods on --test; returns and writes the metrics record."""
     import torch
 
-    from ctxir.checks import check_choice
-    from ctxir.encoders.bi_encoder import BiEncoder, EmbeddingCache, cache_root
     from ctxir.encoders.models import set_threads
     from ctxir.files import write_json
 
     # 0. check the arguments before anything heavy is loaded
+    task = _check_args(args)
+    set_threads(args.torch_threads)
+    # 1. load the data
+    _load_data(args, task)
+    # 2. load the encoder and embed (cached: a second run reads the vectors from disk)
+    encoder, sample, encode_seconds = _embed(args, task)
+    # 3. classify the test set with every method
+    record: dict = {"model": args.model, "weights": encoder.config["weights"], "config": asdict(args),
+                    "data": {"train": str(task.train_path), "test": str(task.test_path), "train_rows": len(task.train),
+                             "test_rows": len(task.test), "classes": task.classes},
+                    "methods": {}, "throughput": {}}
+    predictions, classify_seconds = _classify_all(args, task, encoder, record["methods"])
+    # 4. paired comparisons (exact McNemar) between every two methods
+    record["paired"] = [{"a": a, "b": b, **mcnemar(task.test_y, predictions[a], predictions[b])}
+                        for a, b in itertools.combinations(predictions, 2)]
+    # 5. few-shot: N per class, mean ± std over seeds
+    record["few_shot"] = _few_shot_curve(args, task)
+    # 6. throughput and the machine, then write
+    record["throughput"] = {
+        "encode_texts": sample, "encode_seconds": round(encode_seconds, 2),
+        "encode_texts_per_second": round(sample / max(encode_seconds, 1e-9), 1),
+        "torch_threads": torch.get_num_threads(),
+        "classify_texts_per_second": {m: round(len(task.test) / max(s, 1e-9), 1)
+                                      for m, s in classify_seconds.items()}}
+    record["machine"] = machine()
+    write_json(Path(args.output), record)
+    print(f"wrote {args.output}")
+    return record
+
+
+def _check_args(args: ClassifyArgs) -> _Task:
+    """Every argument that can be checked without data or a model, checked."""
+    from ctxir.checks import check_choice
+
     methods = _methods(args.method)
     ks = _ks(args.k)
     check_choice(args.weights, "--weights", WEIGHTS)
@@ -776,101 +834,105 @@ def run(args: ClassifyArgs) -> dict:
                          "(zero-shot alone runs with --labels and no --train)")
     if args.seeds < 1:
         raise CtxirError(f"--seeds must be ≥ 1, got {args.seeds!r}")
-    set_threads(args.torch_threads)
+    return _Task(methods, ks, shots, templates, train_path, test_path)
 
-    # 1. load the data
-    train = load_labelled(train_path) if train_path else []
-    test = load_labelled(test_path)
+
+def _load_data(args: ClassifyArgs, task: _Task) -> None:
+    """The labelled rows and the classes; every test label must be a known class."""
+    task.train = load_labelled(task.train_path) if task.train_path else []
+    task.test = load_labelled(task.test_path)
     if args.max_test > 0:
-        test = test[: args.max_test]
-    labels = load_labels(args.labels) if args.labels else [Label(c) for c in sorted({y for _, y in train})]
-    classes = sorted({y for _, y in train}) if train else [label.name for label in labels]
-    known = set(classes) | {label.name for label in labels}
-    for row, (_, y) in enumerate(test, 2):
+        task.test = task.test[: args.max_test]
+    train_classes = sorted({y for _, y in task.train})
+    task.labels = load_labels(args.labels) if args.labels else [Label(c) for c in train_classes]
+    label_names = {label.name for label in task.labels}
+    task.classes = train_classes if task.train else [label.name for label in task.labels]
+    known = set(task.classes) | label_names
+    for row, (_, y) in enumerate(task.test, 2):
         if y not in known:
-            raise CtxirError(f"{test_path}: test label {y!r} (row {row - 1}) is not among the training/labels-file "
-                             f"classes {sorted(known)!r}")
-    if "zero-shot" in methods and train and set(classes) - {label.name for label in labels}:
-        raise CtxirError(f"--labels names {[label.name for label in labels]!r} but the training data has classes "
-                         f"{classes!r}: name every class in the labels file")
+            raise CtxirError(f"{task.test_path}: test label {y!r} (row {row - 1}) is not among the training/labels-"
+                             f"file classes {sorted(known)!r}")
+    if "zero-shot" in task.methods and task.train and set(task.classes) - label_names:
+        raise CtxirError(f"--labels names {[label.name for label in task.labels]!r} but the training data has "
+                         f"classes {task.classes!r}: name every class in the labels file")
 
-    # 2. load the encoder and embed (cached: a second run reads the vectors from disk)
+
+def _embed(args: ClassifyArgs, task: _Task):
+    """(the encoder, texts timed, their seconds): times the encoder on up to 256 test texts uncached, then embeds
+    both sets through the cache."""
+    from ctxir.encoders.bi_encoder import BiEncoder, EmbeddingCache, cache_root
+
     cache = EmbeddingCache(cache_root(args.cache_dir or None) / "embeddings")
     encoder = BiEncoder(args.model, device=args.device, cache=cache, batch_size=args.batch_size)
-    sample = [t for t, _ in test[:256]]
+    sample = [t for t, _ in task.test[:256]]
     started = time.perf_counter()
     encoder.encode(sample)  # uncached: the encoding speed on this machine
     encode_seconds = time.perf_counter() - started
-    train_x = encode(encoder, [t for t, _ in train]) if train else np.zeros((0, encoder.dimension), np.float32)
-    test_x = encode(encoder, [t for t, _ in test])
-    train_y, test_y = [y for _, y in train], [y for _, y in test]
+    task.train_x = encode(encoder, [t for t, _ in task.train]) if task.train else \
+        np.zeros((0, encoder.dimension), np.float32)
+    task.test_x = encode(encoder, [t for t, _ in task.test])
+    return encoder, len(sample), encode_seconds
 
-    # 3. classify the test set with every method
-    record: dict = {"model": args.model, "weights": encoder.config["weights"], "config": asdict(args),
-                    "data": {"train": str(train_path), "test": str(test_path), "train_rows": len(train),
-                             "test_rows": len(test), "classes": classes},
-                    "methods": {}, "throughput": {}}
+
+def _classify_all(args: ClassifyArgs, task: _Task, encoder, results: dict) -> tuple[dict, dict]:
+    """Each method's classifiers (kNN: one per k) fitted and run on the test set; their metrics go into
+    ``results``. Returns (predictions, seconds) by classifier name; the seconds include fitting."""
     predictions: dict[str, list[str]] = {}
     classify_seconds: dict[str, float] = {}
-    for method in methods:
+    for method in task.methods:
         if method == "zero-shot":
-            # auto with no training data to choose on keeps the projection off: nothing to fit it for
-            wanted = args.projection == "on" or (args.projection == "auto" and bool(train))
-            projection = word_projection(encoder, args.projection_words) if wanted else None
-            vectors = label_vectors_for(encoder, labels, templates)
-            if train and (len(vectors) > 1 or args.projection == "auto"):
-                best, table = select_zero_shot(encoder, labels, train_x, train_y, templates,
-                                               projection if args.projection != "off" else None, vectors)
-                if args.projection == "on":
-                    best = max((r for r in table if r["projection"]), key=lambda r: r["train_accuracy"])
-            else:
-                best, table = {"template": next(iter(vectors)), "projection": args.projection == "on"}, []
-            started = time.perf_counter()
-            classifier = ZeroShotClassifier(encoder, labels, best["template"],
-                                            projection if best["projection"] else None, vectors[best["template"]])
-            named = {"zero-shot": classifier}
-            chosen = {"zero-shot": {"template": best["template"], "projection": best["projection"],
-                                    "chosen_on": "train accuracy" if table else "first template (no --train)",
-                                    "candidates": table}}
+            named, chosen = _zero_shot(args, task, encoder)
+            started = time.perf_counter()  # choosing the template on --train is not the classifier's speed
         else:
-            variants = [f"knn-{k}" for k in ks] if method == "knn" else [method]
             started = time.perf_counter()
-            named = {v: make_classifier(v, encoder, args.weights).fit_embeddings(train_x, train_y)
+            variants = [f"knn-{k}" for k in task.ks] if method == "knn" else [method]
+            named = {v: make_classifier(v, encoder, args.weights).fit_embeddings(task.train_x, task.train_y)
                      for v in variants}
             chosen = {v: {"weights": args.weights} if v.startswith("knn") else {} for v in variants}
         for name, classifier in named.items():
-            predicted = classifier.predict_labels(test_x)
+            predicted = classifier.predict_labels(task.test_x)
             classify_seconds[name] = time.perf_counter() - started
             started = time.perf_counter()
             predictions[name] = predicted
-            record["methods"][name] = {**evaluate_predictions(test_y, predicted, classes), "config": chosen[name]}
-            print(f"{name}: accuracy {record['methods'][name]['accuracy']:.4f}, macro-F1 "
-                  f"{record['methods'][name]['macro_f1']:.4f}", flush=True)
+            results[name] = {**evaluate_predictions(task.test_y, predicted, task.classes), "config": chosen[name]}
+            print(f"{name}: accuracy {results[name]['accuracy']:.4f}, macro-F1 {results[name]['macro_f1']:.4f}",
+                  flush=True)
+    return predictions, classify_seconds
 
-    # 4. paired comparisons (exact McNemar) between every two methods
-    record["paired"] = [{"a": a, "b": b, **mcnemar(test_y, predictions[a], predictions[b])}
-                        for a, b in itertools.combinations(predictions, 2)]
 
-    # 5. few-shot: N per class, mean ± std over seeds
-    record["few_shot"] = []
-    for n in shots:
-        record["few_shot"].append(few_shot(train_x, train_y, test_x, test_y,
-                                           [m.strip() for m in args.few_shot_methods.split(",") if m.strip()],
-                                           n, args.seeds, args.weights))
-        for name, result in record["few_shot"][-1]["methods"].items():
+def _zero_shot(args: ClassifyArgs, task: _Task, encoder) -> tuple[dict, dict]:
+    """The zero-shot classifier with its template and projection chosen on --train accuracy (never on test); with
+    no --train, the first template."""
+    train = bool(task.train)
+    # auto with no training data to choose on keeps the projection off: nothing to fit it for
+    wanted = args.projection == "on" or (args.projection == "auto" and train)
+    projection = word_projection(encoder, args.projection_words) if wanted else None
+    vectors = label_vectors_for(encoder, task.labels, task.templates)
+    if train and (len(vectors) > 1 or args.projection == "auto"):
+        best, table = select_zero_shot(encoder, task.labels, task.train_x, task.train_y, task.templates,
+                                       projection if args.projection != "off" else None, vectors)
+        if args.projection == "on":
+            best = max((r for r in table if r["projection"]), key=lambda r: r["train_accuracy"])
+    else:
+        best, table = {"template": next(iter(vectors)), "projection": args.projection == "on"}, []
+    classifier = ZeroShotClassifier(encoder, task.labels, best["template"],
+                                    projection if best["projection"] else None, vectors[best["template"]])
+    chosen = {"template": best["template"], "projection": best["projection"],
+              "chosen_on": "train accuracy" if table else "first template (no --train)", "candidates": table}
+    return {"zero-shot": classifier}, {"zero-shot": chosen}
+
+
+def _few_shot_curve(args: ClassifyArgs, task: _Task) -> list[dict]:
+    """``few_shot`` at each --shots N, printed as it goes."""
+    methods = [m.strip() for m in args.few_shot_methods.split(",") if m.strip()]
+    curve = []
+    for n in task.shots:
+        curve.append(few_shot(task.train_x, task.train_y, task.test_x, task.test_y, methods, n, args.seeds,
+                              args.weights))
+        for name, result in curve[-1]["methods"].items():
             print(f"{n}-shot {name}: accuracy {result['accuracy']['mean']:.4f} ± "
                   f"{result['accuracy']['std']:.4f}", flush=True)
-
-    # 6. throughput and the machine, then write
-    record["throughput"] = {
-        "encode_texts": len(sample), "encode_seconds": round(encode_seconds, 2),
-        "encode_texts_per_second": round(len(sample) / max(encode_seconds, 1e-9), 1),
-        "torch_threads": torch.get_num_threads(),
-        "classify_texts_per_second": {m: round(len(test) / max(s, 1e-9), 1) for m, s in classify_seconds.items()}}
-    record["machine"] = machine()
-    write_json(Path(args.output), record)
-    print(f"wrote {args.output}")
-    return record
+    return curve
 
 
 def machine() -> str:
