@@ -28,6 +28,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 if __package__ in (None, ""):  # `python training/train_cls_lr.py` as well as `python -m training.train_cls_lr`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -435,10 +436,37 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------- run
 
 
+@dataclass
+class Inputs:
+    """Step 1's result: SciFact's splits, the train queries split into fit and held-out, the cross-encoder's path."""
+
+    scifact: Path
+    corpus: Corpus
+    train_queries: Queries
+    train_qrels: Qrels
+    test_queries: Queries
+    test_qrels: Qrels
+    fit_qids: list[str]
+    heldout_qids: list[str]
+    test_qids: list[str]
+    base_path: str
+
+
 def run(args: ClsLrArgs) -> dict:
     total_start = time.perf_counter()
     # 1. check arguments and data before anything is loaded or trained
     c_grid = check_args(args)
+    inputs = load_inputs(args)
+    output = Path(args.output_dir)
+    output.mkdir(parents=True, exist_ok=True)
+    with tee_output(output / "train.log"):
+        print(f"=== train_cls_lr {time.strftime('%Y-%m-%d %H:%M:%S %Z')} ===\nconfig: {json.dumps(asdict(args))}")
+        result = _run(_Run(args, c_grid, inputs, output, total_start))
+    return result
+
+
+def load_inputs(args: ClsLrArgs) -> Inputs:
+    """SciFact's train and test splits, and which train queries are fit on and which held out (``--heldout-queries``)."""
     scifact = data_folder(args.data_dir, "scifact")
     corpus, train_queries, train_qrels = load_beir(scifact, "train")
     _, test_queries, test_qrels = load_beir(scifact, "test")
@@ -461,14 +489,8 @@ def run(args: ClsLrArgs) -> dict:
                              "held-out queries: both must be non-empty (raise --max-samples)")
     fit_qids = take(fit_qids, args.max_fit_queries, args.seed)
     test_qids = take(sorted(test_queries), args.max_test_queries, args.seed)
-
-    output = Path(args.output_dir)
-    output.mkdir(parents=True, exist_ok=True)
-    with tee_output(output / "train.log"):
-        print(f"=== train_cls_lr {time.strftime('%Y-%m-%d %H:%M:%S %Z')} ===\nconfig: {json.dumps(asdict(args))}")
-        result = _run(args, c_grid, scifact, corpus, train_queries, train_qrels, test_queries, test_qrels,
-                      fit_qids, heldout_qids, test_qids, base_path, output, total_start)
-    return result
+    return Inputs(scifact, corpus, train_queries, train_qrels, test_queries, test_qrels, fit_qids, heldout_qids,
+                  test_qids, base_path)
 
 
 def choose_c(x_fit: np.ndarray, y_fit: np.ndarray, g_fit: np.ndarray, c_grid: Sequence[float],
@@ -507,118 +529,244 @@ def rerank_test(bm25, scores: dict[str, np.ndarray], pairs: Sequence[Pair], quer
     return retrieval
 
 
-def _run(args, c_grid, scifact, corpus, train_queries, train_qrels, test_queries, test_qrels, fit_qids,
-         heldout_qids, test_qids, base_path, output, total_start) -> dict:
-    timings: dict = {}
+@dataclass
+class Labelled:
+    """Step 2's result: the train pairs, which of them are fit on, and which the held-out report is stated on."""
+
+    pairs: PairSet
+    fit_rows: np.ndarray
+    report_rows: np.ndarray
+    eligible: set[str]  # held-out queries with ≥ 3 hard negatives per positive
+
+    @property
+    def y_fit(self) -> np.ndarray:
+        return self.pairs.labels[self.fit_rows]
+
+    @property
+    def y_report(self) -> np.ndarray:
+        return self.pairs.labels[self.report_rows]
+
+
+@dataclass
+class Fitted:
+    """Steps 4–5: the C and thresholds chosen on the fit queries, and the fitted weights."""
+
+    best_c: float
+    cv: dict
+    threshold: float
+    oof_f1: float
+    ce_threshold: float
+    ce_fit_f1: float
+    class_weight: str | None
+    coef: np.ndarray
+    intercept: float
+    sk_model: Any
+    seconds: float  # feature extraction of all train pairs + C search + fit
+    base_ref: str = ""
+
+
+@dataclass
+class RerankSet:
+    """Step 7: BM25's candidates for the test queries as (query, document) pairs, and both rankers' one-pass
+    scores of them."""
+
+    qids: list[str]
+    queries: Queries
+    candidates: dict
+    pairs: list[Pair]
+    cls_scores: np.ndarray
+    ce_logits: np.ndarray
+
+
+@dataclass
+class _Run:
+    """One run's state, filled step by step (the numbered steps of ``_run``)."""
+
+    args: ClsLrArgs
+    c_grid: list[float]
+    inputs: Inputs
+    output: Path
+    total_start: float
+    timings: dict = field(default_factory=dict)
+    labelled: Labelled | None = None
+    device: str = ""
+    max_length: int = 0
+    cross_encoder: Any = None
+    cache: FeatureCache | None = None
+    x_all: np.ndarray | None = None  # [CLS] of every train pair
+    ce_all: np.ndarray | None = None  # the cross-encoder's own logit of every train pair
+    fitted: Fitted | None = None
+    reports: dict = field(default_factory=dict)
+    test: RerankSet | None = None
+    retrieval: dict = field(default_factory=dict)
+    verification: dict = field(default_factory=dict)
+
+
+def _run(run: _Run) -> dict:
+    args = run.args
     # 2. BM25 over the corpus: hard negatives for train queries, candidates for test queries
-    bm25 = BM25Retriever(corpus)
-    labelled, ratio = build_pairs(corpus, {q: train_queries[q] for q in fit_qids + heldout_qids}, train_qrels,
-                                  bm25, args.negatives_per_positive, args.negative_depth)
-    fit_rows = labelled.rows(set(fit_qids))
-    y_fit, g_fit = labelled.labels[fit_rows], labelled.groups[fit_rows]
+    bm25 = BM25Retriever(run.inputs.corpus)
+    run.labelled = label_pairs(run, bm25)
+    # 3. load the cross-encoder (a plain body gets a fresh head, seeded) and read [CLS] + its own score
+    load_reader(run)
+    train_start = time.perf_counter()
+    run.x_all, run.ce_all = features(run.cross_encoder, run.cache, run.labelled.pairs.pairs, args, run.max_length,
+                                     "train pairs", run.timings)
+    # 4. choose C and the decision threshold on the fit queries only (query-grouped cross-validation)
+    # 5. fit on all fit queries; save coef/intercept (safetensors + JSON) through ClsLrRanker
+    run.fitted = fit(run, train_start)
+    ranker = save_ranker(run)
+    # 6. classification reports: fit queries (in-sample) and held-out queries, at p = 0.5 and the tuned threshold
+    run.reports = classification_reports(run)
+    # 7. re-rank BM25's top candidates on SciFact test queries: BM25, the cross-encoder, CLS-LR (one shared pass)
+    run.test = rerank_candidates(run, bm25, ranker)
+    test = run.test
+    run.retrieval = rerank_test(bm25, {"cross-encoder": test.ce_logits, "cls-lr": test.cls_scores}, test.pairs,
+                                test.queries, {q: run.inputs.test_qrels[q] for q in test.qids}, args.rerank_depth)
+    # 8. the saved ranker, loaded back, and a CrossEncoderReranker score like the one-pass scores
+    run.verification = _verify(run.output, args, run.cross_encoder, run.inputs.corpus, test, run.device)
+    # 9. metrics.json
+    metrics = metrics_record(run)
+    path = write_metrics(run.output, metrics)
+    print(f"wrote {path} (total {metrics['extra']['total_wall_time_seconds']:.1f} s)")
+    return metrics
+
+
+def label_pairs(run: _Run, bm25) -> Labelled:
+    """The fit and held-out queries' pairs (relevant + BM25 hard negatives), checked non-empty."""
+    args, inputs = run.args, run.inputs
+    fit_qids, heldout_qids = inputs.fit_qids, inputs.heldout_qids
+    pairs, ratio = build_pairs(inputs.corpus, {q: inputs.train_queries[q] for q in fit_qids + heldout_qids},
+                               inputs.train_qrels, bm25, args.negatives_per_positive, args.negative_depth)
+    fit_rows = pairs.rows(set(fit_qids))
+    y_fit = pairs.labels[fit_rows]
     check_not_empty(int(y_fit.sum()), "the fit queries have no relevant pairs", "raise --max-samples")
     check_not_empty(int((1 - y_fit).sum()), "BM25 found no non-relevant document for the fit queries",
                     "raise --negative-depth")
     # The target is stated on held-out queries with ≥ 3 hard negatives per positive.
     eligible = {q for q in heldout_qids if ratio.get(q, 0) >= 3}
-    report_rows = labelled.rows(eligible)
-    y_report = labelled.labels[report_rows]
-    check_not_empty(len(report_rows), f"none of the {len(heldout_qids)} held-out queries has ≥ 3 hard negatives per "
-                    "positive", "raise --negatives-per-positive / --negative-depth or --max-samples")
+    labelled = Labelled(pairs, fit_rows, pairs.rows(eligible), eligible)
+    check_not_empty(len(labelled.report_rows), f"none of the {len(heldout_qids)} held-out queries has ≥ 3 hard "
+                    "negatives per positive", "raise --negatives-per-positive / --negative-depth or --max-samples")
     print(f"queries: {len(fit_qids)} fit, {len(heldout_qids)} held-out ({len(eligible)} with ≥ 3 negatives per "
-          f"positive), {len(test_qids)} test; pairs: {len(fit_rows)} fit ({int(y_fit.sum())} relevant), "
-          f"{len(report_rows)} held-out ({int(y_report.sum())} relevant)")
+          f"positive), {len(inputs.test_qids)} test; pairs: {len(fit_rows)} fit ({int(y_fit.sum())} relevant), "
+          f"{len(labelled.report_rows)} held-out ({int(labelled.y_report.sum())} relevant)")
+    return labelled
 
-    # 3. load the cross-encoder (a plain body gets a fresh head, seeded) and read [CLS] + its own score
+
+def load_reader(run: _Run) -> None:
+    """The cross-encoder whose [CLS] is read, its token limit, and the feature cache keyed by its files."""
+    args, base_path = run.args, run.inputs.base_path
     torch.manual_seed(args.seed)
-    device = pick_device(args.device)
-    cross_encoder = load_cross_encoder(base_path, device)
+    run.device = pick_device(args.device)
+    cross_encoder = load_cross_encoder(base_path, run.device)
     positions = getattr(cross_encoder.model.config, "max_position_embeddings", 512)
-    max_length = min(args.max_length or cross_encoder.max_seq_length or positions, positions)
+    run.max_length = min(args.max_length or cross_encoder.max_seq_length or positions, positions)
     # The anchor cross-encoder reads exactly the tokens CLS-LR reads (and CrossEncoderReranker agrees).
-    cross_encoder.max_seq_length = max_length
-    cache = FeatureCache(args.cache_dir, folder_fingerprint(base_path), args.layer, max_length)
-    print(f"cross-encoder {args.base_model!r} ({base_path}) on {device}, max_length {max_length}, layer {args.layer}")
-    train_start = time.perf_counter()
-    x_all, ce_all = features(cross_encoder, cache, labelled.pairs, args, max_length, "train pairs", timings)
-    x_fit = x_all[fit_rows]  # (fit pairs, hidden)
+    cross_encoder.max_seq_length = run.max_length
+    run.cross_encoder = cross_encoder
+    run.cache = FeatureCache(args.cache_dir, folder_fingerprint(base_path), args.layer, run.max_length)
+    print(f"cross-encoder {args.base_model!r} ({base_path}) on {run.device}, max_length {run.max_length}, "
+          f"layer {args.layer}")
 
-    # 4. choose C and the decision threshold on the fit queries only (query-grouped cross-validation)
-    best_c, cv = choose_c(x_fit, y_fit, g_fit, c_grid, args)
+
+def fit(run: _Run, train_start: float) -> Fitted:
+    """C by grouped cross-validation and the F1-maximising thresholds, on the fit queries; then the final fit."""
+    args, labelled = run.args, run.labelled
+    y_fit, g_fit = labelled.y_fit, labelled.pairs.groups[labelled.fit_rows]
+    x_fit = run.x_all[labelled.fit_rows]  # (fit pairs, hidden)
+    best_c, cv = choose_c(x_fit, y_fit, g_fit, run.c_grid, args)
     threshold, oof_f1 = best_f1_threshold(y_fit, cv[best_c]["oof"])
-    ce_threshold, ce_fit_f1 = best_f1_threshold(y_fit, ce_all[fit_rows])
+    ce_threshold, ce_fit_f1 = best_f1_threshold(y_fit, run.ce_all[labelled.fit_rows])
     print(f"chosen C={best_c:g}; F1-maximising threshold on fit queries (out-of-fold): score {threshold:.4f} "
           f"(probability {sigmoid(threshold):.4f}, F1 {oof_f1:.4f})")
-
-    # 5. fit on all fit queries; save coef/intercept (safetensors + JSON) through ClsLrRanker
     class_weight = None if args.class_weight == "none" else args.class_weight
     coef, intercept, sk_model = fit_logistic(x_fit, y_fit, best_c, class_weight, args.seed)
-    train_seconds = time.perf_counter() - train_start
-    base_ref = _base_reference(args.base_model, base_path, output, args.bundle_base)
-    ranker = ClsLrRanker(base_path, coef, intercept, layer=args.layer, max_length=max_length, device=device,
-                         batch_size=args.batch_size, metadata={
-                             "C": best_c, "class_weight": class_weight, "standardised_then_folded": True,
-                             "threshold": threshold, "threshold_probability": float(sigmoid(threshold)),
+    return Fitted(best_c, cv, threshold, oof_f1, ce_threshold, ce_fit_f1, class_weight, coef, intercept, sk_model,
+                  time.perf_counter() - train_start)
+
+
+def save_ranker(run: _Run) -> ClsLrRanker:
+    """The ranker (coef/intercept + what it was chosen on) saved through ClsLrRanker: safetensors + JSON."""
+    args, fitted, y_fit = run.args, run.fitted, run.labelled.y_fit
+    fitted.base_ref = _base_reference(args.base_model, run.inputs.base_path, run.output, args.bundle_base)
+    ranker = ClsLrRanker(run.inputs.base_path, fitted.coef, fitted.intercept, layer=args.layer,
+                         max_length=run.max_length, device=run.device, batch_size=args.batch_size, metadata={
+                             "C": fitted.best_c, "class_weight": fitted.class_weight,
+                             "standardised_then_folded": True, "threshold": fitted.threshold,
+                             "threshold_probability": float(sigmoid(fitted.threshold)),
                              "threshold_chosen_on": "out-of-fold scores of the fit queries (max F1)",
                              "train_pairs": len(y_fit), "train_positives": int(y_fit.sum()),
                              "base_model_given": args.base_model})
-    ranker.base_model = base_ref
-    ranker.save(output)
-    print(f"saved {output / 'cls_lr.safetensors'} and cls_lr_config.json (base_model {base_ref!r})")
+    ranker.base_model = fitted.base_ref
+    ranker.save(run.output)
+    print(f"saved {run.output / 'cls_lr.safetensors'} and cls_lr_config.json (base_model {fitted.base_ref!r})")
+    return ranker
 
-    # 6. classification reports: fit queries (in-sample) and held-out queries, at p = 0.5 and the tuned threshold
-    s_fit, s_report = x_fit @ coef + intercept, x_all[report_rows] @ coef + intercept
+
+def classification_reports(run: _Run) -> dict:
+    """Fit (in-sample) and held-out reports at p = 0.5 and at the tuned threshold, the cross-encoder's beside them;
+    printed, and the held-out precision–recall curves drawn to pr_curve.png."""
+    fitted, labelled = run.fitted, run.labelled
+    y_fit, y_report = labelled.y_fit, labelled.y_report
+    s_fit = run.x_all[labelled.fit_rows] @ fitted.coef + fitted.intercept
+    s_report = run.x_all[labelled.report_rows] @ fitted.coef + fitted.intercept
+    ce_report = run.ce_all[labelled.report_rows]
     reports = {
         "train_queries@0.5": classification(y_fit, s_fit, 0.0),
-        "train_queries@tuned": classification(y_fit, s_fit, threshold),
+        "train_queries@tuned": classification(y_fit, s_fit, fitted.threshold),
         "heldout_queries@0.5": classification(y_report, s_report, 0.0),
-        "heldout_queries@tuned": classification(y_report, s_report, threshold),
-        "cross_encoder_heldout@tuned": classification(y_report, ce_all[report_rows], ce_threshold),
+        "heldout_queries@tuned": classification(y_report, s_report, fitted.threshold),
+        "cross_encoder_heldout@tuned": classification(y_report, ce_report, fitted.ce_threshold),
     }
     for name, rep in reports.items():
         print(f"--- {name} (score ≥ {rep['threshold']:.4f}) ---\n{rep['text']}")
-    pr_curve_png(output / "pr_curve.png", y_report,
-                 {"CLS-LR": (s_report, threshold), "cross-encoder score": (ce_all[report_rows], ce_threshold)},
-                 f"Held-out SciFact train queries ({len(eligible)} queries, {int(y_report.sum())} relevant pairs)")
+    pr_curve_png(run.output / "pr_curve.png", y_report,
+                 {"CLS-LR": (s_report, fitted.threshold), "cross-encoder score": (ce_report, fitted.ce_threshold)},
+                 f"Held-out SciFact train queries ({len(labelled.eligible)} queries, {int(y_report.sum())} relevant "
+                 "pairs)")
+    return reports
 
-    # 7. re-rank BM25's top candidates on SciFact test queries: BM25, the cross-encoder, CLS-LR (one shared pass)
-    queries = {q: test_queries[q] for q in test_qids}
-    candidates = bm25.search(queries, args.rerank_depth)
-    test_pairs = [(queries[q], doc_text(corpus[h.doc_id])) for q in test_qids for h in candidates[q]]
-    x_test, ce_test = features(cross_encoder, cache, test_pairs, args, max_length, "test candidates", timings)
-    retrieval = rerank_test(bm25, {"cross-encoder": ce_test, "cls-lr": ranker.score_features(x_test)}, test_pairs,
-                            queries, {q: test_qrels[q] for q in test_qids}, args.rerank_depth)
-    ndcg = {name: agg["nDCG@10"] for name, agg in retrieval.items()}
 
-    # 8. the saved ranker, loaded back, and a CrossEncoderReranker score like the one-pass scores
-    verification = _verify(output, args, cross_encoder, test_qids, queries, candidates, corpus, test_pairs,
-                           ranker.score_features(x_test), ce_test, device)
+def rerank_candidates(run: _Run, bm25, ranker: ClsLrRanker) -> RerankSet:
+    """BM25's top --rerank-depth for each test query, read once by the cross-encoder: both rankers' scores."""
+    inputs = run.inputs
+    queries = {q: inputs.test_queries[q] for q in inputs.test_qids}
+    candidates = bm25.search(queries, run.args.rerank_depth)
+    pairs = [(queries[q], doc_text(inputs.corpus[h.doc_id])) for q in inputs.test_qids for h in candidates[q]]
+    x_test, ce_test = features(run.cross_encoder, run.cache, pairs, run.args, run.max_length, "test candidates",
+                               run.timings)
+    return RerankSet(inputs.test_qids, queries, candidates, pairs, ranker.score_features(x_test), ce_test)
 
-    # 9. metrics.json
-    wall = time.perf_counter() - total_start
-    extraction_pairs = sum(t["pairs"] for t in timings.values() if not t["cached"])
-    extraction_seconds = sum(t["seconds"] for t in timings.values() if not t["cached"])
-    heldout_tuned, ce_heldout = reports["heldout_queries@tuned"]["report"], reports["cross_encoder_heldout@tuned"]
+
+def metrics_record(run: _Run) -> dict:
+    """metrics.json (docs/training.md's contract); CLS-LR's "training" block in the Trainer scripts' keys."""
+    args, inputs, fitted, labelled = run.args, run.inputs, run.fitted, run.labelled
+    ndcg = {name: agg["nDCG@10"] for name, agg in run.retrieval.items()}
+    y_fit, y_report = labelled.y_fit, labelled.y_report
+    heldout_tuned, ce_heldout = run.reports["heldout_queries@tuned"]["report"], \
+        run.reports["cross_encoder_heldout@tuned"]
     heldout_how = ("train queries the cross-encoder never trained on" if args.heldout_queries == "base-unseen"
                    else f"a seeded {args.heldout_fraction:g} of the train queries")
     f1_config = (f"held-out SciFact train queries ({heldout_how}) with ≥ 3 BM25 hard negatives per positive "
-                 f"({len(eligible)} queries, {len(y_report)} pairs); threshold chosen on fit queries")
-    metrics = {
+                 f"({len(labelled.eligible)} queries, {len(y_report)} pairs); threshold chosen on fit queries")
+    seconds = fitted.seconds
+    return {
         "model_type": "cls-lr", "model_name": args.model_name, "base_model": args.base_model,
         "objective": "LogisticRegression (scikit-learn) on the cross-encoder's [CLS] vector",
         "datasets": [
-            dataset_entry("scifact", "train", "train", scifact, len(y_fit)),
-            dataset_entry("scifact", "train (held-out queries)", "eval", scifact, len(y_report)),
-            dataset_entry("scifact", "test", "eval", scifact, len(test_pairs)),
+            dataset_entry("scifact", "train", "train", inputs.scifact, len(y_fit)),
+            dataset_entry("scifact", "train (held-out queries)", "eval", inputs.scifact, len(y_report)),
+            dataset_entry("scifact", "test", "eval", inputs.scifact, len(run.test.pairs)),
         ],
         "config": asdict(args),
         "training": {
-            "steps": int(sk_model[-1].n_iter_[0]), "epochs": float(sk_model[-1].n_iter_[0]),
+            "steps": int(fitted.sk_model[-1].n_iter_[0]), "epochs": float(fitted.sk_model[-1].n_iter_[0]),
             "train_examples": len(y_fit), "batch_size": args.batch_size, "learning_rate": None,
-            "wall_time_seconds": round(train_seconds, 1),
-            "examples_per_second": round(len(y_fit) / train_seconds, 2) if train_seconds > 0 else None,
-            "device": device, "hardware": machine_info()["hardware"], "final_loss": _log_loss(sk_model, x_fit, y_fit),
-            "seed": args.seed,
+            "wall_time_seconds": round(seconds, 1),
+            "examples_per_second": round(len(y_fit) / seconds, 2) if seconds > 0 else None,
+            "device": run.device, "hardware": machine_info()["hardware"],
+            "final_loss": _log_loss(fitted.sk_model, run.x_all[labelled.fit_rows], y_fit), "seed": args.seed,
         },
         "evaluations": [
             evaluation_row("scifact", "train (held-out queries)", "classification", "F1 (relevant class)",
@@ -629,40 +777,46 @@ def _run(args, c_grid, scifact, corpus, train_queries, train_qrels, test_queries
             evaluation_row("scifact", "test", "reranking", "nDCG@10", ndcg["bm25"], ndcg["cls-lr"],
                            anchor=round(ndcg["cross-encoder"], 4),
                            anchor_name=f"cross-encoder {args.base_model} re-ranking the same candidates",
-                           config=f"re-rank BM25 top-{args.rerank_depth}, {len(test_qids)} test queries; "
+                           config=f"re-rank BM25 top-{args.rerank_depth}, {len(run.test.qids)} test queries; "
                                   "before = BM25 alone"),
         ],
-        "extra": {
-            "classification_reports": {k: {kk: vv for kk, vv in v.items() if kk != "text"} for k, v in reports.items()},
-            "classification_reports_text": {k: v["text"] for k, v in reports.items()},
-            "thresholds": {"cls_lr_score": threshold, "cls_lr_probability": float(sigmoid(threshold)),
-                           "cls_lr_fit_oof_f1": oof_f1, "cross_encoder_logit": ce_threshold,
-                           "cross_encoder_fit_f1": ce_fit_f1,
-                           "note": "'@0.5' = probability 0.5 (score 0); '@tuned' = the F1-maximising threshold "
-                                   "chosen on out-of-fold scores of the fit queries, never on held-out or test"},
-            "c_selection": {str(c): round(v["average_precision"], 4) for c, v in cv.items()},
-            "chosen_C": best_c,
-            "queries": {"fit": len(fit_qids), "heldout": len(heldout_qids), "heldout_reported": len(eligible),
-                        "test": len(test_qids)},
-            "heldout_queries": heldout_how,
-            "reranking": {name: {k: round(v, 4) for k, v in agg.items()} for name, agg in retrieval.items()},
-            "pr_curve": "pr_curve.png",
-            "max_length": max_length, "layer": args.layer, "base_model_path": base_path,
-            "base_model_reference": base_ref,
-            "feature_extraction": timings,
-            "feature_extraction_pairs_per_second": round(extraction_pairs / extraction_seconds, 2)
-            if extraction_seconds > 0 else None,
-            "total_wall_time_seconds": round(wall, 1),
-            "verification": verification,
-            "notes": "CLS-LR has no gradient training: 'steps'/'epochs' are L-BFGS iterations (each one full pass "
-                     "over the fit features), learning_rate is null, batch_size is the feature-extraction batch. "
-                     "wall_time_seconds covers feature extraction of all train pairs + C search + fit; "
-                     "examples_per_second = fit pairs / that time.",
-        },
+        "extra": extra_record(run, heldout_how),
     }
-    path = write_metrics(output, metrics)
-    print(f"wrote {path} (total {wall:.1f} s)")
-    return metrics
+
+
+def extra_record(run: _Run, heldout_how: str) -> dict:
+    """metrics.json "extra": every report and threshold, the C search, timings and the verification."""
+    fitted, inputs, reports, timings = run.fitted, run.inputs, run.reports, run.timings
+    extraction_pairs = sum(t["pairs"] for t in timings.values() if not t["cached"])
+    extraction_seconds = sum(t["seconds"] for t in timings.values() if not t["cached"])
+    return {
+        "classification_reports": {k: {kk: vv for kk, vv in v.items() if kk != "text"} for k, v in reports.items()},
+        "classification_reports_text": {k: v["text"] for k, v in reports.items()},
+        "thresholds": {"cls_lr_score": fitted.threshold, "cls_lr_probability": float(sigmoid(fitted.threshold)),
+                       "cls_lr_fit_oof_f1": fitted.oof_f1, "cross_encoder_logit": fitted.ce_threshold,
+                       "cross_encoder_fit_f1": fitted.ce_fit_f1,
+                       "note": "'@0.5' = probability 0.5 (score 0); '@tuned' = the F1-maximising threshold "
+                               "chosen on out-of-fold scores of the fit queries, never on held-out or test"},
+        "c_selection": {str(c): round(v["average_precision"], 4) for c, v in fitted.cv.items()},
+        "chosen_C": fitted.best_c,
+        "queries": {"fit": len(inputs.fit_qids), "heldout": len(inputs.heldout_qids),
+                    "heldout_reported": len(run.labelled.eligible), "test": len(inputs.test_qids)},
+        "heldout_queries": heldout_how,
+        "reranking": {name: {k: round(v, 4) for k, v in agg.items()} for name, agg in run.retrieval.items()},
+        "pr_curve": "pr_curve.png",
+        "max_length": run.max_length, "layer": run.args.layer, "base_model_path": inputs.base_path,
+        "base_model_reference": fitted.base_ref,
+        "feature_extraction": timings,
+        "feature_extraction_pairs_per_second": round(extraction_pairs / extraction_seconds, 2)
+        if extraction_seconds > 0 else None,
+        # the whole run up to writing metrics.json (data loading, both feature passes, reports, verification)
+        "total_wall_time_seconds": round(time.perf_counter() - run.total_start, 1),
+        "verification": run.verification,
+        "notes": "CLS-LR has no gradient training: 'steps'/'epochs' are L-BFGS iterations (each one full pass "
+                 "over the fit features), learning_rate is null, batch_size is the feature-extraction batch. "
+                 "wall_time_seconds covers feature extraction of all train pairs + C search + fit; "
+                 "examples_per_second = fit pairs / that time.",
+    }
 
 
 def _log_loss(sk_model, x: np.ndarray, y: np.ndarray) -> float:
@@ -690,34 +844,35 @@ def _base_reference(given: str, base_path: str, output: Path, bundle: bool) -> s
     return given
 
 
-def _verify(output: Path, args: ClsLrArgs, cross_encoder, test_qids, queries, candidates, corpus, test_pairs,
-            cls_scores: np.ndarray, ce_logits: np.ndarray, device: str) -> dict:
+def _verify(output: Path, args: ClsLrArgs, cross_encoder, corpus: Corpus, test: RerankSet, device: str) -> dict:
     """Re-rank a few test queries for real (loaded ranker, CrossEncoderReranker) and compare with one-pass scores."""
     if args.verify_queries <= 0:
         return {"queries": 0}
     loaded = ClsLrRanker.load(output, device=device, batch_size=args.batch_size)
     reference = CrossEncoderReranker(cross_encoder, batch_size=args.batch_size)
-    lookup = {pair: i for i, pair in enumerate(test_pairs)}
+    precomputed = PrecomputedReranker("cls-lr", test.pairs, test.cls_scores)
+    lookup = {pair: i for i, pair in enumerate(test.pairs)}
     activation = getattr(cross_encoder, "activation_fn", None) or torch.nn.Sigmoid()
     cls_diff, ce_diff, same_order = 0.0, 0.0, True
-    for qid in test_qids[:args.verify_queries]:
-        texts = [doc_text(corpus[h.doc_id]) for h in candidates[qid]]
-        rows = [lookup[(queries[qid], t)] for t in texts]
-        got = loaded.score_pairs(queries[qid], texts)
-        cls_diff = max(cls_diff, float(np.abs(got - cls_scores[rows]).max()))
+    for qid in test.qids[:args.verify_queries]:
+        query, hits = test.queries[qid], test.candidates[qid]
+        texts = [doc_text(corpus[h.doc_id]) for h in hits]
+        rows = [lookup[(query, t)] for t in texts]
+        got = loaded.score_pairs(query, texts)
+        cls_diff = max(cls_diff, float(np.abs(got - test.cls_scores[rows]).max()))
         # the cross-encoder's own activation: sigmoid for a classifier head, identity for ctxir's segment-cosine head
-        expected = activation(torch.from_numpy(ce_logits[rows])).numpy()
-        ce_diff = max(ce_diff, float(np.abs(reference.score_pairs(queries[qid], texts) - expected).max()))
-        hits = candidates[qid]
-        same_order &= [h.doc_id for h in loaded.rerank(queries[qid], hits, corpus)] == [
-            h.doc_id for h in PrecomputedReranker("cls-lr", test_pairs, cls_scores).rerank(queries[qid], hits, corpus)]
-    print(f"verification on {min(args.verify_queries, len(test_qids))} test queries: loaded ClsLrRanker vs one-pass "
+        expected = activation(torch.from_numpy(test.ce_logits[rows])).numpy()
+        ce_diff = max(ce_diff, float(np.abs(reference.score_pairs(query, texts) - expected).max()))
+        same_order &= [h.doc_id for h in loaded.rerank(query, hits, corpus)] == [
+            h.doc_id for h in precomputed.rerank(query, hits, corpus)]
+    checked = min(args.verify_queries, len(test.qids))
+    print(f"verification on {checked} test queries: loaded ClsLrRanker vs one-pass "
           f"max |Δscore| {cls_diff:.2e}; CrossEncoderReranker vs one-pass max |Δ| {ce_diff:.2e}; "
           f"same CLS-LR order: {same_order}")
     if cls_diff > 1e-3 or ce_diff > 1e-3:
         raise CtxirError(f"the loaded ranker or the cross-encoder disagrees with the one-pass scores (CLS-LR "
                          f"{cls_diff:.2e}, cross-encoder {ce_diff:.2e}): the reported numbers would be wrong")
-    return {"queries": min(args.verify_queries, len(test_qids)), "cls_lr_max_abs_diff": cls_diff,
+    return {"queries": checked, "cls_lr_max_abs_diff": cls_diff,
             "cross_encoder_max_abs_prob_diff": ce_diff, "cls_lr_same_order": bool(same_order)}
 
 
