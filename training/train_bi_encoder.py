@@ -34,7 +34,7 @@ from typing import Literal
 if __package__ in (None, ""):  # `python training/train_bi_encoder.py` from the repo root
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ctxir.encoders.models import DEFAULT_BI_ENCODER, resolve_model
+from ctxir.encoders.models import DEFAULT_BI_ENCODER, resolve_model, set_max_length
 from ctxir.types import CtxirError, doc_text
 from training.common import (
     DEFAULT_DATA_DIR,
@@ -77,7 +77,8 @@ class BiEncoderArgs(TrainerRunArgs):
     learning_rate: float = 2e-5
     warmup: float = field(default=0.1, metadata={"help": "linear warm-up, fraction of the steps"})
     seed: int = 42
-    max_length: int = field(default=0, metadata={"help": "tokens per text (0 = the model's own)"})
+    max_length: int = field(default=0, metadata={
+        "help": "tokens per text (0 = the model's own max_seq_length; never beyond its position embeddings)"})
     num_negatives: int = field(default=1, metadata={"help": "mnrl on scifact: mined hard negatives per pair"})
     mining_range_min: int = field(default=0, metadata={"help": "skip the N nearest non-positive documents"})
     mining_range_max: int = field(default=50, metadata={"help": "sample negatives among the N nearest"})
@@ -334,8 +335,7 @@ def load(args: BiEncoderArgs, device: str):
     from sentence_transformers import SentenceTransformer
 
     model = SentenceTransformer(resolve_model(args.model), device=device)
-    if args.max_length > 0:
-        model.max_seq_length = args.max_length
+    set_max_length(model, args.max_length, name="--max-length")  # 0 = the model's own, capped at its positions
     return model
 
 

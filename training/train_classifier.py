@@ -80,7 +80,8 @@ class ClassifierArgs(TrainerRunArgs):
     learning_rate: float = 2e-5
     warmup: float = field(default=0.1, metadata={"help": "linear warm-up, fraction of the steps"})
     seed: int = 42
-    max_length: int = field(default=0, metadata={"help": "tokens per text (0 = the model's own)"})
+    max_length: int = field(default=0, metadata={
+        "help": "tokens per text (0 = the model's own max_seq_length; never beyond its position embeddings)"})
     eval_max_test: int = field(default=0, metadata={"help": "first N test rows only (0 = all 7,600)"})
     eval_before: bool = field(default=True, metadata={"help": "also evaluate the starting model"})
     eval_steps: int = field(default=0, metadata={"help": "unused: no in-training evaluator (test is never seen)"})

@@ -14,11 +14,15 @@ from ctxir.app.state import AppState, ViewResult, demo_presets
 from ctxir.app.text import md_code, rounded, snippet, split_lines
 from ctxir.app.ui import Ui, exports, frame, gpu, guard, lines, shares, show, tab_intro
 from ctxir.checks import check_int, check_text
+from ctxir.encoders.models import max_length_for, position_limit
 from ctxir.rerank.registry import RERANKERS
 
 
-def input_formation(tokenizer, query: str, document: str, max_length: int = 512) -> dict:
-    """How a cross-encoder reads a pair: ``[CLS] query [SEP] document [SEP]`` with token types 0/1."""
+def input_formation(tokenizer, query: str, document: str, max_length: int | None = None,
+                    positions: int | None = None) -> dict:
+    """How a cross-encoder reads a pair: ``[CLS] query [SEP] document [SEP]`` with token types 0/1, cut where the
+    model cuts it (``max_length_for``: None = the tokenizer's own limit, never beyond ``positions``)."""
+    max_length = max_length_for(max_length, tokenizer.model_max_length, positions)
     enc = tokenizer(query, document, truncation="longest_first", max_length=max_length)
     ids = list(enc["input_ids"])
     tokens = tokenizer.convert_ids_to_tokens(ids)
@@ -59,7 +63,8 @@ def score_pairs(state: AppState, query: str, documents: str | Sequence[str]) -> 
         for i, row in enumerate(rows):
             row[rank_key] = ranks.get(i)
     reader = models.inspect.get("cross-encoder", models.inspect["bi-encoder"])
-    formations = [input_formation(reader.tokenizer, query, doc) for doc in docs]
+    positions = position_limit(reader.model.config)
+    formations = [input_formation(reader.tokenizer, query, doc, positions=positions) for doc in docs]
     first = formations[0]
     token_rows = [{"position": i, "token": t, "token_id": tid, "token_type": tt}
                   for i, (t, tid, tt) in enumerate(zip(first["tokens"], first["token_ids"], first["token_type_ids"],

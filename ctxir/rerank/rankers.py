@@ -15,7 +15,14 @@ import numpy as np
 import torch
 
 from ctxir.checks import check_query
-from ctxir.encoders.models import DEFAULT_CROSS_ENCODER, load_cross_encoder, load_transformer, pick_device
+from ctxir.encoders.models import (
+    DEFAULT_CROSS_ENCODER,
+    load_cross_encoder,
+    load_transformer,
+    max_length_for,
+    pick_device,
+    position_limit,
+)
 from ctxir.names import CLS_LR_CONFIG, CLS_LR_FORMAT, CLS_LR_WEIGHTS
 from ctxir.types import Corpus, CtxirError, Hit, doc_text
 
@@ -92,11 +99,13 @@ class CrossEncoderReranker(Reranker):
 
 @torch.no_grad()
 def cls_features(model, tokenizer, pairs: Sequence[tuple[str, str]], layer: int = -1, batch_size: int = 16,
-                 max_length: int = 512) -> np.ndarray:
+                 max_length: int | None = None) -> np.ndarray:
     """[CLS] vectors of ``[CLS] query [SEP] document [SEP]`` inputs: (pairs, hidden) float32.
 
-    layer indexes ``hidden_states`` (0 = embeddings, -1 = last, equal to ``last_hidden_state[:, 0]``).
+    layer indexes ``hidden_states`` (0 = embeddings, -1 = last, equal to ``last_hidden_state[:, 0]``); max_length
+    follows ``max_length_for`` (None = the tokenizer's own limit, never beyond the position embeddings).
     """
+    max_length = max_length_for(max_length, tokenizer.model_max_length, position_limit(model.config))
     out = []
     device = next(model.parameters()).device
     for start in range(0, len(pairs), batch_size):
@@ -123,12 +132,16 @@ class ClsLrRanker(Reranker):
     name = "cls-lr"
 
     def __init__(self, base_model: str, coef: np.ndarray, intercept: float, layer: int = -1,
-                 max_length: int = 512, device: str = "auto", batch_size: int = 16, metadata: dict | None = None):
-        self.base_model, self.layer, self.max_length, self.batch_size = base_model, layer, max_length, batch_size
+                 max_length: int | None = None, device: str = "auto", batch_size: int = 16,
+                 metadata: dict | None = None):
+        self.base_model, self.layer, self.batch_size = base_model, layer, batch_size
         self.coef = np.asarray(coef, dtype=np.float32).reshape(-1)  # (hidden,)
         self.intercept = float(intercept)
         self.metadata = metadata or {}
         self.tokenizer, self.model = load_transformer(base_model, pick_device(device), attentions=False)
+        # None = the cross-encoder body's own limit; saved as the number it resolves to
+        self.max_length = max_length_for(max_length, self.tokenizer.model_max_length,
+                                         position_limit(self.model.config))
         hidden = self.model.config.hidden_size
         if self.coef.shape[0] != hidden:
             raise CtxirError(f"CLS-LR coef has {self.coef.shape[0]} values but {base_model!r} has hidden size "
@@ -199,4 +212,4 @@ class ClsLrRanker(Reranker):
         if base == "." or (folder / base).is_dir():
             base = str((folder / base).resolve())
         return cls(base, tensors["coef"], float(tensors["intercept"][0]), layer=config.get("layer", -1),
-                   max_length=config.get("max_length", 512), device=device, metadata=config.get("metadata"), **kwargs)
+                   max_length=config.get("max_length"), device=device, metadata=config.get("metadata"), **kwargs)
