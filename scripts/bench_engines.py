@@ -31,7 +31,7 @@ from ctxir.encoders import BiEncoder
 from ctxir.encoders.models import resolve_model
 from ctxir.evaluation import evaluate_run
 from ctxir.retrieval import BM25Retriever, DenseRetriever
-from ctxir.retrieval.engines import VectorDBRetriever, encode_sharded
+from ctxir.retrieval.engines import ShardingSettings, VectorDBRetriever, encode_sharded
 from ctxir.types import run_from_hits
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -60,7 +60,7 @@ def timed(fn, repeats: int = 3) -> float:
     return statistics.median(times)
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact"))
     parser.add_argument("--docs", type=int, default=800)
@@ -69,15 +69,119 @@ def main() -> None:
     parser.add_argument("--shard-size", type=int, default=100)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--out", default=str(Path(tempfile.gettempdir()) / "bench_engines.json"))
-    args = parser.parse_args()
+    return parser.parse_args(argv)
 
-    import ray
 
-    corpus_all, queries, qrels = load_beir(args.data, "test")
-    corpus = subset(corpus_all, qrels, args.docs)
+def load_subset(data: str, docs: int) -> tuple[dict, dict, dict]:
+    """(corpus, queries, qrels) cut to ``docs`` documents, keeping only the queries with a judged one left."""
+    corpus_all, queries, qrels = load_beir(data, "test")
+    corpus = subset(corpus_all, qrels, docs)
     qrels = {q: {d: g for d, g in rel.items() if d in corpus} for q, rel in qrels.items()}
     qrels = {q: rel for q, rel in qrels.items() if rel}
-    queries = {q: queries[q] for q in qrels}
+    return corpus, {q: queries[q] for q in qrels}, qrels
+
+
+def encode_runs(args: argparse.Namespace, corpus: dict, model, work: Path) -> tuple[float, dict, Path]:
+    """Ray Data encoding with each worker count, alternating, ``--repeats`` times: (Ray's start-up seconds, the
+    record's "encode", the last run's folder). Ray is started once, before the clock."""
+    import ray
+
+    began = time.perf_counter()
+    ray.init(num_cpus=max(os.cpu_count() or 1, max(args.workers)), include_dashboard=False, log_to_driver=False,
+             logging_level="warning", runtime_env={"py_modules": [str(Path(__file__).resolve().parents[1] / "ctxir")],
+                                                   "env_vars": {"HF_HUB_OFFLINE": "1"}})
+    ray_start_seconds = round(time.perf_counter() - began, 2)
+    settings = ShardingSettings(batch_size=args.batch_size, shard_size=args.shard_size, threads_per_worker=1,
+                                show_progress=False)
+    runs: dict[int, list[dict]] = {w: [] for w in args.workers}
+    folder = work
+    for repeat in range(args.repeats):
+        for workers in args.workers:
+            folder = work / f"w{workers}-r{repeat}"
+            result = encode_sharded(corpus, model, folder, settings, num_workers=workers)
+            runs[workers].append(encode_figures(result, len(corpus), args.shard_size))
+            print(f"workers={workers} repeat={repeat}: {runs[workers][-1]}", flush=True)
+    ray.shutdown()
+    encode = {str(w): {"runs": r, **{f"median_{k}": statistics.median(x[k] for x in r) for k in
+                                     ("seconds", "docs_per_s", "first_shard_seconds", "after_first_docs_per_s",
+                                      "per_worker_docs_per_s")}}
+              for w, r in runs.items()}
+    if len(args.workers) == 2:
+        a, b = (encode[str(w)]["median_seconds"] for w in args.workers)
+        encode["speedup"] = round(a / b, 2)
+    return ray_start_seconds, encode, folder
+
+
+def encode_figures(result, docs: int, shard_size: int) -> dict:
+    busy = sum(result.shard_seconds.values())
+    return {
+        "seconds": round(result.seconds, 2), "docs_per_s": round(result.docs_per_second, 1),
+        "first_shard_seconds": round(result.first_shard_seconds, 2),
+        # after the first shard is back (actors up, model loaded): the encoding rate itself
+        "after_first_docs_per_s": round((docs - shard_size) / max(result.seconds - result.first_shard_seconds, 1e-9),
+                                        1),
+        "per_worker_docs_per_s": round(docs / busy, 1),  # docs / summed shard seconds
+        "workers_used": len(result.workers), "load_1min": round(os.getloadavg()[0], 2)}
+
+
+def ndcg10(qrels: dict, run: dict) -> float:
+    return round(evaluate_run(qrels, run, k_values=(10,), metrics=("ndcg",)).aggregate["nDCG@10"], 4)
+
+
+def engine_search(engine, queries: dict, qrels: dict, query_vectors: np.ndarray, repeats: int) -> dict:
+    """Each engine mode: batch queries/s, one query's median latency (50 queries), nDCG@10."""
+    texts = list(queries.values())
+    search: dict = {}
+    for mode in ("dense", "bm25", "hybrid"):
+        engine.mode = mode
+        vectors = None if mode == "bm25" else query_vectors
+        batch_s = timed(lambda v=vectors: engine.search_embeddings(v, 10, texts), repeats)
+        single = [timed(lambda i=i, v=vectors: engine.search_embeddings(None if v is None else v[i:i + 1], 10,
+                                                                          texts[i:i + 1]), 1) for i in range(50)]
+        run = run_from_hits(dict(zip(queries, engine.search_embeddings(vectors, 100, texts), strict=True)))
+        search[mode] = {"batch_qps": round(len(texts) / batch_s, 1),
+                        "single_query_p50_ms": round(1000 * statistics.median(single), 2), "nDCG@10": ndcg10(qrels, run)}
+    engine.mode = "dense"
+    return search
+
+
+def ctxir_baselines(corpus: dict, encoder, queries: dict, qrels: dict, query_vectors: np.ndarray,
+                    repeats: int) -> tuple[dict, DenseRetriever]:
+    """ctxir's own exact dense search and stemmed BM25 on the same subset, to set the engine's figures against."""
+    exact = DenseRetriever(corpus, encoder, index="exact")
+    runs = {"dense exact (ctxir)": run_from_hits(dict(zip(queries, exact.search_embeddings(query_vectors, 100),
+                                                          strict=True))),
+            "bm25 stemmed (ctxir)": run_from_hits(BM25Retriever(corpus).search(queries, 100))}
+    figures = {name: {"nDCG@10": ndcg10(qrels, run)} for name, run in runs.items()}
+    figures["dense exact (ctxir)"]["batch_qps"] = round(
+        len(queries) / timed(lambda: exact.search_embeddings(query_vectors, 10), repeats), 1)
+    return figures, exact
+
+
+def milvus_lite(corpus: dict, queries: dict, qrels: dict, model, shards: Path, work: Path, repeats: int) -> dict:
+    """Insert the shards into Milvus Lite (BM25 computed by the engine), then search it and ctxir alike."""
+    encoder = BiEncoder(model, device="cpu", cache=None)
+    began = time.perf_counter()
+    engine = VectorDBRetriever.from_shards(shards, corpus, encoder, uri=str(work / "engine.db"), mode="dense",
+                                           insert_batch=500)
+    insert_s = time.perf_counter() - began
+    query_vectors = encoder.encode(list(queries.values()))
+    search = engine_search(engine, queries, qrels, query_vectors, repeats)
+    search["ctxir"], exact = ctxir_baselines(corpus, encoder, queries, qrels, query_vectors, repeats)
+    overlap = np.mean([len({h.doc_id for h in a} & {h.doc_id for h in b}) / 10
+                       for a, b in zip(engine.search_embeddings(query_vectors, 10),
+                                       exact.search_embeddings(query_vectors, 10), strict=True)])
+    return {"insert_seconds": round(insert_s, 2), "insert_docs_per_s": round(len(corpus) / insert_s, 1),
+            "note": "insert = read shards + verify + insert with the engine's BM25 + flush",
+            "search": search, "dense_top10_overlap_with_exact": round(float(overlap), 4)}
+
+
+def main(argv: list[str] | None = None) -> None:
+    import ray
+
+    # 1. The subset: judged documents first, then corpus order; the queries that keep a judged document.
+    args = parse_args(argv)
+    corpus, queries, qrels = load_subset(args.data, args.docs)
     model = resolve_model(MODEL)
     record: dict = {
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
@@ -89,76 +193,14 @@ def main() -> None:
     }
     print(f"{len(corpus)} docs, {len(queries)} queries; {record['machine']['uptime_before']}", flush=True)
 
-    # ---- Ray Data encoding, 1 vs 2 workers (Ray started once, before the clock)
-    began = time.perf_counter()
-    ray.init(num_cpus=max(os.cpu_count() or 1, max(args.workers)), include_dashboard=False, log_to_driver=False,
-             logging_level="warning", runtime_env={"py_modules": [str(Path(__file__).resolve().parents[1] / "ctxir")],
-                                                   "env_vars": {"HF_HUB_OFFLINE": "1"}})
-    record["ray_start_seconds"] = round(time.perf_counter() - began, 2)
-    runs: dict[int, list[dict]] = {w: [] for w in args.workers}
+    # 2. Ray Data encoding, each worker count in turn (Ray started once, before the clock).
     work = Path(tempfile.mkdtemp(prefix="bench-engines-"))
-    last_folder = None
-    for repeat in range(args.repeats):
-        for workers in args.workers:
-            folder = work / f"w{workers}-r{repeat}"
-            result = encode_sharded(corpus, model, folder, num_workers=workers, batch_size=args.batch_size,
-                                    shard_size=args.shard_size, threads_per_worker=1, show_progress=False)
-            busy = sum(result.shard_seconds.values())
-            runs[workers].append({
-                "seconds": round(result.seconds, 2), "docs_per_s": round(result.docs_per_second, 1),
-                "first_shard_seconds": round(result.first_shard_seconds, 2),
-                # after the first shard is back (actors up, model loaded): the encoding rate itself
-                "after_first_docs_per_s": round((len(corpus) - args.shard_size)
-                                                / max(result.seconds - result.first_shard_seconds, 1e-9), 1),
-                "per_worker_docs_per_s": round(len(corpus) / busy, 1),  # docs / summed shard seconds
-                "workers_used": len(result.workers), "load_1min": round(os.getloadavg()[0], 2)})
-            print(f"workers={workers} repeat={repeat}: {runs[workers][-1]}", flush=True)
-            last_folder = folder
-    ray.shutdown()
-    record["encode"] = {str(w): {"runs": r, **{f"median_{k}": statistics.median(x[k] for x in r) for k in
-                                               ("seconds", "docs_per_s", "first_shard_seconds",
-                                                "after_first_docs_per_s", "per_worker_docs_per_s")}}
-                        for w, r in runs.items()}
-    if len(args.workers) == 2:
-        a, b = (record["encode"][str(w)]["median_seconds"] for w in args.workers)
-        record["encode"]["speedup"] = round(a / b, 2)
+    record["ray_start_seconds"], record["encode"], last_folder = encode_runs(args, corpus, model, work)
 
-    # ---- Milvus Lite: insert the shards (BM25 computed by the engine), then search
-    encoder = BiEncoder(model, device="cpu", cache=None)
-    uri = str(work / "engine.db")
-    began = time.perf_counter()
-    engine = VectorDBRetriever.from_shards(last_folder, corpus, encoder, uri=uri, mode="dense", insert_batch=500)
-    insert_s = time.perf_counter() - began
-    query_vectors = encoder.encode(list(queries.values()))
-    texts = list(queries.values())
-    exact = DenseRetriever(corpus, encoder, index="exact")
-    bm25 = BM25Retriever(corpus)
-    search: dict = {}
-    for mode in ("dense", "bm25", "hybrid"):
-        engine.mode = mode
-        vectors = None if mode == "bm25" else query_vectors
-        batch_s = timed(lambda v=vectors: engine.search_embeddings(v, 10, texts), args.repeats)
-        single = [timed(lambda i=i, v=vectors: engine.search_embeddings(None if v is None else v[i:i + 1], 10,
-                                                                          texts[i:i + 1]), 1) for i in range(50)]
-        hits = engine.search_embeddings(vectors, 100, texts)
-        run = run_from_hits(dict(zip(queries, hits, strict=True)))
-        search[mode] = {"batch_qps": round(len(texts) / batch_s, 1), "single_query_p50_ms":
-                        round(1000 * statistics.median(single), 2),
-                        "nDCG@10": round(evaluate_run(qrels, run, k_values=(10,), metrics=("ndcg",)).aggregate["nDCG@10"], 4)}
-    engine.mode = "dense"
-    exact_hits = exact.search_embeddings(query_vectors, 10)
-    engine_hits = engine.search_embeddings(query_vectors, 10)
-    overlap = np.mean([len({h.doc_id for h in a} & {h.doc_id for h in b}) / 10
-                       for a, b in zip(engine_hits, exact_hits, strict=True)])
-    ctxir_runs = {"dense exact (ctxir)": run_from_hits(dict(zip(queries, exact.search_embeddings(query_vectors, 100), strict=True))),
-                  "bm25 stemmed (ctxir)": run_from_hits(bm25.search(queries, 100))}
-    search["ctxir"] = {name: {"nDCG@10": round(evaluate_run(qrels, run, k_values=(10,), metrics=("ndcg",))
-                                               .aggregate["nDCG@10"], 4)} for name, run in ctxir_runs.items()}
-    search["ctxir"]["dense exact (ctxir)"]["batch_qps"] = round(
-        len(texts) / timed(lambda: exact.search_embeddings(query_vectors, 10), args.repeats), 1)
-    record["milvus_lite"] = {"insert_seconds": round(insert_s, 2), "insert_docs_per_s": round(len(corpus) / insert_s, 1),
-                             "note": "insert = read shards + verify + insert with the engine's BM25 + flush",
-                             "search": search, "dense_top10_overlap_with_exact": round(float(overlap), 4)}
+    # 3. Milvus Lite: insert the last run's shards, then search it in each mode, beside ctxir's own retrievers.
+    record["milvus_lite"] = milvus_lite(corpus, queries, qrels, model, last_folder, work, args.repeats)
+
+    # 4. The record.
     record["machine"]["uptime_after"] = uptime()
     Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
     print(json.dumps(record, indent=2))
