@@ -13,6 +13,7 @@ Stable API (other scripts import it):
     JsonlLogCallback(path)                      Trainer callback: every log line as one JSON object
     training_block(...) -> dict                 the metrics.json "training" block from a TrainOutput
     cli_main(args_class, run, argv)             HfArgumentParser → run(args); CtxirError → message, exit 2
+    RunArgs, TrainerRunArgs                     the argument dataclasses the scripts extend
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ctxir.cli import cli_main  # noqa: F401  (re-exported for the scripts)
-from ctxir.encoders.models import set_threads  # noqa: F401  (re-exported for the scripts)
+from ctxir.encoders.models import DEFAULT_BI_ENCODER, set_threads  # noqa: F401  (set_threads: re-exported)
 from ctxir.files import write_json
 from ctxir.types import CtxirError
 
@@ -340,14 +341,41 @@ def jsonl_log_callback(path: str | os.PathLike):
 
 
 @dataclass
-class TrainerRunArgs:
-    """Arguments every Trainer-based script shares (checkpoints, logging, precision, threads, naming)."""
+class RunArgs:
+    """What every training script takes, with the HF Trainer or without (train_cls_lr.py): the data root, the folder
+    it writes, the device, the seed, torch's CPU threads and the run's short name. A script redeclares a field only
+    to give it a default or help of its own (the field keeps its place, first, in --help and metrics.json "config")."""
 
+    data_dir: str = field(default=DEFAULT_DATA_DIR, metadata={"help": "benchmark data root (../shared/data)"})
+    output_dir: str = field(default="", metadata={"help": "the folder to write (default: one named after the run, "
+                                                          "under outputs/)"})
+    device: str = field(default="auto", metadata={"help": "auto, cpu or cuda (a Trainer script spreads over every "
+                                                        "visible GPU)"})
+    seed: int = 42
+    torch_threads: int = field(default=0, metadata={"help": "CPU threads for torch (0 = torch's default; 1 is "
+                                                            "faster on a CPU shared with other jobs)"})
+    model_name: str = field(default="", metadata={"help": "short name for metrics.json / the model card"})
+
+
+@dataclass
+class TrainerRunArgs(RunArgs):
+    """What every Trainer-based script shares besides: the starting model, the schedule, the evaluation around
+    training, checkpoints, logging and precision (training/runner.py reads them all)."""
+
+    model: str = field(default=DEFAULT_BI_ENCODER, metadata={"help": "starting model: Hub id or local folder"})
+    epochs: float = 1.0
+    max_steps: int = field(default=-1, metadata={"help": "stop after N optimizer steps (-1 = use --epochs)"})
+    max_samples: int = field(default=-1, metadata={"help": "use N training examples, seeded (-1 = all)"})
+    batch_size: int = 32
+    learning_rate: float = 2e-5
+    warmup: float = field(default=0.1, metadata={"help": "linear warm-up, fraction of the steps"})
+    max_length: int = field(default=0, metadata={
+        "help": "tokens per text (0 = the model's own max_seq_length; never beyond its position embeddings)"})
+    eval_before: bool = field(default=True, metadata={"help": "also evaluate the starting model"})
+    eval_steps: int = field(default=0, metadata={"help": "run the dev evaluator every N steps (0 = only before "
+                                                         "and after training)"})
     logging_steps: int = 10
     save_steps: int = field(default=200, metadata={"help": "checkpoint every N steps (for --resume)"})
     resume: str = field(default="", metadata={"help": "'last' = newest checkpoint in --output-dir, or a path"})
     keep_checkpoints: bool = field(default=False, metadata={"help": "keep checkpoints/ after a finished run"})
     fp16: bool = field(default=False, metadata={"help": "mixed precision (GPU only)"})
-    torch_threads: int = field(default=0, metadata={"help": "CPU threads for torch (0 = torch's default; 1 is "
-                                                            "faster on a CPU shared with other jobs)"})
-    model_name: str = field(default="", metadata={"help": "short name for metrics.json / the model card"})

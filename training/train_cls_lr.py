@@ -45,7 +45,7 @@ from ctxir.rerank.pipeline import Pipeline
 from ctxir.retrieval import BM25Retriever
 from ctxir.types import Corpus, CtxirError, Qrels, Queries, doc_text
 from training.common import (
-    DEFAULT_DATA_DIR,
+    RunArgs,
     check_not_empty,
     cli_main,
     data_folder,
@@ -63,12 +63,14 @@ Pair = tuple[str, str]
 
 
 @dataclass
-class ClsLrArgs:
+class ClsLrArgs(RunArgs):
+    """The CLS-LR run's arguments; data_dir, device, seed and torch_threads come from RunArgs (every training
+    script's), output_dir and model_name are redeclared with this script's defaults."""
+
     base_model: str = field(default=DEFAULT_BI_ENCODER, metadata={
         "help": "the cross-encoder whose [CLS] is read (a CrossEncoder folder or Hub id, e.g. "
                 "outputs/cross-encoder-scifact); a plain encoder body gets an untrained head, so its "
                 "cross-encoder anchor score is meaningless"})
-    data_dir: str = field(default=DEFAULT_DATA_DIR, metadata={"help": "benchmark data root holding scifact/"})
     output_dir: str = field(default="outputs/cls-lr", metadata={"help": "ranker folder to write"})
     layer: int = field(default=-1, metadata={"help": "hidden layer of the [CLS] vector (0 = embeddings, -1 = last)"})
     max_length: int = field(default=0, metadata={
@@ -97,9 +99,6 @@ class ClsLrArgs:
         "help": "test queries re-ranked again by the saved-then-loaded ranker and a CrossEncoderReranker "
                 "to check they match the one-pass scores"})
     batch_size: int = field(default=16, metadata={"help": "pairs per forward pass"})
-    device: str = field(default="auto", metadata={"help": "cpu, cuda or auto"})
-    torch_threads: int = field(default=0, metadata={"help": "CPU threads for torch (0 = torch's default)"})
-    seed: int = 42
     cache_dir: str = field(default="~/.cache/ctxir/cls-lr", metadata={
         "help": "where [CLS] features are cached as .npy, keyed by model weights + pairs ('' = no cache)"})
     bundle_base: bool = field(default=False, metadata={
