@@ -55,7 +55,7 @@ CROSS_ENCODER_FILES = (ADAPTER_CONFIG, "adapter_model.safetensors", TOP_LAYERS_C
                        "modules.json", "sentence_bert_config.json", "config_sentence_transformers.json",
                        "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
                        "metrics.json", "fusion.json", "evaluation.json")
-CLS_LR_FILES = (CLS_LR_CONFIG, CLS_LR_WEIGHTS, "metrics.json", "fusion.json", "evaluation.json")
+CLS_LR_FILES = (CLS_LR_CONFIG, CLS_LR_WEIGHTS, "metrics.json", "fusion.json", "evaluation.json")  # the first 3 required
 # the pair scorer: its adapter, configs and tokenizer (its head's folder is copied as modules.json names it)
 PAIR_SCORER_FILES = (ADAPTER_CONFIG, "adapter_model.safetensors", "modules.json", "sentence_bert_config.json",
                      "config_sentence_transformers.json", "tokenizer.json", "tokenizer_config.json",
@@ -173,7 +173,7 @@ def _stage_rerankers(args: ShipArgs, work: Path) -> dict:
                              "two weights (first stage, re-ranker)")
         write_json(ce_dest / "fusion.json", fusion)
     _copy_modules(ce_src, ce_dest)
-    _copy(cls_src, work / SHIPPED_MODELS[SHIPPED_CLS_LR].name, CLS_LR_FILES, CLS_LR_FILES)
+    _copy(cls_src, work / SHIPPED_MODELS[SHIPPED_CLS_LR].name, CLS_LR_FILES, CLS_LR_FILES[:3])
     shipped_cls = work / SHIPPED_MODELS[SHIPPED_CLS_LR].name / CLS_LR_CONFIG
     cls_config["base_model"] = SHIPPED_CROSS_ENCODER  # by name: resolves to the packaged adapter
     write_json(shipped_cls, cls_config)
