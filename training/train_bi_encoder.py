@@ -34,10 +34,9 @@ from typing import Literal
 if __package__ in (None, ""):  # `python training/train_bi_encoder.py` from the repo root
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ctxir.encoders.models import DEFAULT_BI_ENCODER, resolve_model, set_max_length
+from ctxir.encoders.models import resolve_model, set_max_length
 from ctxir.types import CtxirError, doc_text
 from training.common import (
-    DEFAULT_DATA_DIR,
     TrainerRunArgs,
     check_not_empty,
     cli_main,
@@ -62,23 +61,13 @@ ANCHORS = {("scifact", "nDCG@10"): (0.665, "BEIR BM25"), ("stsb", "spearman"): (
 
 @dataclass
 class BiEncoderArgs(TrainerRunArgs):
+    """The shared Trainer arguments (training/common.py) with this script's task, loss, mining and evaluation."""
+
     task: Literal["scifact", "stsb", "sick", "nli"] = field(
         default="stsb", metadata={"help": "training data: scifact (claims → abstracts), stsb, sick, nli"})
     objective: Literal["auto", "mnrl", "contrastive", "cosent", "cosine", "softmax"] = field(
         default="auto", metadata={"help": "loss; auto = the task's default (see the module docstring)"})
-    model: str = field(default=DEFAULT_BI_ENCODER, metadata={"help": "starting model: Hub id or local folder"})
-    data_dir: str = field(default=DEFAULT_DATA_DIR, metadata={"help": "benchmark data root (../shared/data)"})
     output_dir: str = field(default="", metadata={"help": "default outputs/bi-encoder-<task>-<objective>"})
-    device: str = field(default="auto", metadata={"help": "auto, cpu, cuda (the Trainer spreads over GPUs)"})
-    epochs: float = 1.0
-    max_steps: int = field(default=-1, metadata={"help": "stop after N optimizer steps (-1 = use --epochs)"})
-    max_samples: int = field(default=-1, metadata={"help": "use N training examples, seeded (-1 = all)"})
-    batch_size: int = 32
-    learning_rate: float = 2e-5
-    warmup: float = field(default=0.1, metadata={"help": "linear warm-up, fraction of the steps"})
-    seed: int = 42
-    max_length: int = field(default=0, metadata={
-        "help": "tokens per text (0 = the model's own max_seq_length; never beyond its position embeddings)"})
     num_negatives: int = field(default=1, metadata={"help": "mnrl on scifact: mined hard negatives per pair"})
     mining_range_min: int = field(default=0, metadata={"help": "skip the N nearest non-positive documents"})
     mining_range_max: int = field(default=50, metadata={"help": "sample negatives among the N nearest"})
@@ -93,9 +82,6 @@ class BiEncoderArgs(TrainerRunArgs):
     eval_corpus_size: int = field(default=0, metadata={"help": "scifact test: 0 = full corpus (reported "
                                                                 "numbers); N = judged docs + random others"})
     eval_max_queries: int = field(default=0, metadata={"help": "scifact test: first N queries (0 = all)"})
-    eval_before: bool = field(default=True, metadata={"help": "also evaluate the starting model"})
-    eval_steps: int = field(default=0, metadata={"help": "run the dev evaluator every N steps (0 = only "
-                                                         "before/after)"})
 
 
 # ---------------------------------------------------------------- data

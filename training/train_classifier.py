@@ -35,10 +35,8 @@ from typing import Literal
 if __package__ in (None, ""):  # `python training/train_classifier.py` from the repo root
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ctxir.encoders.models import DEFAULT_BI_ENCODER
 from ctxir.types import CtxirError
 from training.common import (
-    DEFAULT_DATA_DIR,
     TrainerRunArgs,
     check_not_empty,
     cli_main,
@@ -63,27 +61,19 @@ EVAL_METHODS = ("zero-shot", "knn-5", "centroid", "logreg")
 
 @dataclass
 class ClassifierArgs(TrainerRunArgs):
+    """The shared Trainer arguments (training/common.py) with this script's objective and sampling; batch_size
+    and the help of the two it does not use are its own."""
+
     objective: Literal["triplet", "batch-hard", "setfit"] = field(
         default="triplet", metadata={"help": "triplet, batch-hard (BatchHardTripletLoss) or setfit (pairs)"})
     per_class: int = field(default=8, metadata={"help": "training examples per class (-1 = the whole subset)"})
     iterations: int = field(default=20, metadata={"help": "triplets (or pairs of each kind) per example"})
     margin: float = field(default=0.5, metadata={"help": "triplet margin ε (Euclidean, unit vectors: 0 to 2)"})
     labels: str = field(default=DEFAULT_LABELS, metadata={"help": "zero-shot labels file (names, descriptions)"})
-    model: str = field(default=DEFAULT_BI_ENCODER, metadata={"help": "starting model: Hub id or local folder"})
-    data_dir: str = field(default=DEFAULT_DATA_DIR, metadata={"help": "benchmark data root (../shared/data)"})
     output_dir: str = field(default="", metadata={"help": "default outputs/classifier-agnews-<objective>-<N>"})
-    device: str = field(default="auto", metadata={"help": "auto, cpu, cuda"})
-    epochs: float = 1.0
-    max_steps: int = field(default=-1, metadata={"help": "stop after N optimizer steps (-1 = use --epochs)"})
     max_samples: int = field(default=-1, metadata={"help": "unused (the runner's shared check); see --per-class"})
     batch_size: int = 16
-    learning_rate: float = 2e-5
-    warmup: float = field(default=0.1, metadata={"help": "linear warm-up, fraction of the steps"})
-    seed: int = 42
-    max_length: int = field(default=0, metadata={
-        "help": "tokens per text (0 = the model's own max_seq_length; never beyond its position embeddings)"})
     eval_max_test: int = field(default=0, metadata={"help": "first N test rows only (0 = all 7,600)"})
-    eval_before: bool = field(default=True, metadata={"help": "also evaluate the starting model"})
     eval_steps: int = field(default=0, metadata={"help": "unused: no in-training evaluator (test is never seen)"})
 
 
