@@ -146,6 +146,9 @@ def _json_default(value: Any):
     return str(value)
 
 
+# evaluation_row and training_block take one keyword a key of the record they build (EVALUATION_KEYS,
+# TRAINING_KEYS: the metrics.json contract), so more than 8 parameters on purpose: every caller names each key, and
+# a dataclass in between would repeat the same names once more.
 def evaluation_row(dataset: str, split: str, task: str, metric: str, before: float | None, after: float,
                    anchor: float | None = None, anchor_name: str | None = None, config: str = "") -> dict:
     return {"dataset": dataset, "split": split, "task": task, "metric": metric,
