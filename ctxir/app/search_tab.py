@@ -32,6 +32,9 @@ from ctxir.rerank.registry import DEFAULT_RERANK_MODE, RERANK_MODES, RERANKERS, 
 from ctxir.types import CtxirError, doc_text
 
 
+# search and what_moved take the /search and /what_moved inputs one to one, in the endpoints' order (the API's
+# contract, which tests and old clients call positionally), plus the state and the owner: more than 8 parameters
+# on purpose; a dataclass would only repackage the same endpoint inputs.
 def search(state: AppState, query: str, corpus: str | None = None, first_stage: str = "dense",
            reranker: str = "none", k: int = 10, depth: int | None = None, owner: Owner = None,
            mode: str = DEFAULT_RERANK_MODE, *, every_candidate: bool = False) -> ViewResult:
@@ -226,28 +229,9 @@ def what_moved(state: AppState, query: str, corpus: str | None = None, first_sta
                     every_candidate=True)
     query = ranked.data["query"]
     index = state.index(corpus, owner)
-    ranker = state.models.reranker(reranker)
-    explain_one = RERANKERS[reranker].explain
     first_rank = f"{first_stage}_rank"
     movers = sorted((r for r in ranked.rows if r["rank_change"]), key=lambda r: (-abs(r["rank_change"]), r["rank"]))
-    rows, details = [], []
-    for row in movers[:n]:
-        e = explain_one(ranker, query, doc_text(index.corpus[row["doc_id"]]), n_steps=cfg.explain_steps,
-                        max_steps=cfg.explain_max_steps, attention=False)
-        start = e["sentence_b_start"] or 0
-        doc_words = explain_tab.words(e["tokens"], e["attributions"], start)
-        ups = sorted((w for w in doc_words if w[1] > 0), key=lambda w: -w[1])[:5]
-        downs = sorted((w for w in doc_words if w[1] < 0), key=lambda w: w[1])[:5]
-        change = row["rank_change"]
-        rows.append({"move": f"{'↑' if change > 0 else '↓'}{abs(change)}", "doc_id": row["doc_id"],
-                     "title": row["title"], "first_rank": row[first_rank], "rank": row["rank"],
-                     "rerank_rank": row["rerank_rank"], "drove_it": explain_tab.listing(ups if change > 0 else downs),
-                     "against_it": explain_tab.listing(downs if change > 0 else ups)})
-        details.append({"doc_id": row["doc_id"], "rank_change": change, "first_stage_rank": row[first_rank],
-                        "rank": row["rank"], "rerank_rank": row["rerank_rank"], "rerank_score": row["rerank_score"],
-                        "pushed_up_by": [{"word": w, "attribution": round(v, 6)} for w, v in ups],
-                        "pulled_down_by": [{"word": w, "attribution": round(v, 6)} for w, v in downs],
-                        "explanation": explain_tab.compact(e)})
+    rows, details = explain_moves(state, reranker, query, index.corpus, movers[:n], first_rank)
     moved = len(movers)
     fused = ranked.data["mode"] == "fused"
     text = (f"The {reranker} re-scored the {first_stage} top {candidates} for {md_code(query)}"
@@ -266,6 +250,32 @@ def what_moved(state: AppState, query: str, corpus: str | None = None, first_sta
             "mode": ranked.data["mode"], "fusion": ranked.data["fusion"], "candidates": candidates, "moved": moved,
             "movers": details}
     return ViewResult(rows=rows, data=data, text=text, plots={"moves": slope})
+
+
+def explain_moves(state: AppState, reranker: str, query: str, corpus, movers: list[dict],
+                  first_rank: str) -> tuple[list[dict], list[dict]]:
+    """Each mover explained by the re-ranker (integrated gradients): (the table's rows, the JSON's details), with
+    the five document words that pushed its score up most and the five that pulled it down most."""
+    cfg = state.config
+    ranker, explain_one = state.models.reranker(reranker), RERANKERS[reranker].explain
+    rows, details = [], []
+    for row in movers:
+        e = explain_one(ranker, query, doc_text(corpus[row["doc_id"]]), n_steps=cfg.explain_steps,
+                        max_steps=cfg.explain_max_steps, attention=False)
+        doc_words = explain_tab.words(e["tokens"], e["attributions"], e["sentence_b_start"] or 0)
+        ups = sorted((w for w in doc_words if w[1] > 0), key=lambda w: -w[1])[:5]
+        downs = sorted((w for w in doc_words if w[1] < 0), key=lambda w: w[1])[:5]
+        change = row["rank_change"]
+        rows.append({"move": f"{'↑' if change > 0 else '↓'}{abs(change)}", "doc_id": row["doc_id"],
+                     "title": row["title"], "first_rank": row[first_rank], "rank": row["rank"],
+                     "rerank_rank": row["rerank_rank"], "drove_it": explain_tab.listing(ups if change > 0 else downs),
+                     "against_it": explain_tab.listing(downs if change > 0 else ups)})
+        details.append({"doc_id": row["doc_id"], "rank_change": change, "first_stage_rank": row[first_rank],
+                        "rank": row["rank"], "rerank_rank": row["rerank_rank"], "rerank_score": row["rerank_score"],
+                        "pushed_up_by": [{"word": w, "attribution": round(v, 6)} for w, v in ups],
+                        "pulled_down_by": [{"word": w, "attribution": round(v, 6)} for w, v in downs],
+                        "explanation": explain_tab.compact(e)})
+    return rows, details
 
 
 WIDTHS = {"rank": 60, "move": 70, "doc_id": 120, "title": 170}
