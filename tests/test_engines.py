@@ -19,7 +19,9 @@ from ctxir.rerank import Reranker
 from ctxir.rerank.pipeline import Pipeline
 from ctxir.retrieval import DenseRetriever
 from ctxir.retrieval.engines import (
+    CollectionSettings,
     EngineCorpus,
+    ShardingSettings,
     VectorDBRetriever,
     build_collection,
     encode_sharded,
@@ -263,3 +265,18 @@ def test_manifest_checks(tmp_path):
     (tmp_path / "manifest.json").write_text(json.dumps({"format": "other"}))
     with pytest.raises(CtxirError, match="not a ctxir shard manifest"):
         read_manifest(tmp_path)
+
+
+def test_settings_and_their_keywords_are_one_thing(tmp_path):
+    # the dataclass, a keyword on top of it, and the keyword alone are checked the same way, before any work
+    with pytest.raises(CtxirError, match="shard_size"):
+        encode_sharded(["a"], "model", tmp_path, ShardingSettings(num_workers=2), shard_size=0)
+    with pytest.raises(CtxirError, match=r"unknown option.*'workers'.*num_workers"):
+        encode_sharded(["a"], "model", tmp_path, workers=2)
+    with pytest.raises(CtxirError, match="settings must be a ShardingSettings"):
+        encode_sharded(["a"], "model", tmp_path, 2)  # the old positional num_workers: told to pass it by name
+    with pytest.raises(CtxirError, match="index_type"):
+        CollectionSettings(index_type="BTREE")
+    meta = CollectionSettings(bm25=False).meta("fp", 4, "digest", 3)
+    assert (meta["bm25"], meta["bm25_k1"], meta["analyzer"], meta["rows"]) == (False, None, None, 3)
+

@@ -549,6 +549,17 @@ class EngineCorpus(Mapping):
         return int(self.client.get_collection_stats(self.collection)["row_count"])
 
 
+@dataclass(frozen=True)
+class EngineSearchSettings:
+    """How ``VectorDBRetriever`` searches: ``rrf_k``, the constant of the engine's RRF in "hybrid"; ``depth``, the
+    candidates each side (dense, BM25) brings to that fusion; ``ef_search``, an HNSW index's search breadth (at
+    least the results asked for)."""
+
+    rrf_k: float = 60.0
+    depth: int = 100
+    ef_search: int = 128
+
+
 class VectorDBRetriever(Retriever):
     """Dense, BM25 or hybrid search in a Milvus collection; ``uri`` picks Milvus Lite (a ``*.db`` file) or a server.
 
@@ -572,8 +583,11 @@ class VectorDBRetriever(Retriever):
                      "analyzer")
 
     def __init__(self, corpus: Corpus | None, encoder=None, uri: str = "ctxir.db", collection: str = "ctxir",
-                 mode: str = "dense", *, token: str | None = None, rrf_k: float = 60.0, depth: int = 100,
-                 ef_search: int = 128, client=None):
+                 mode: str = "dense", *, token: str | None = None, client=None,
+                 settings: EngineSearchSettings | None = None, **options):
+        """``settings`` (``EngineSearchSettings``), or its fields by keyword (``rrf_k=60, depth=100,
+        ef_search=128``), say how the engine searches."""
+        settings = _settings(EngineSearchSettings, settings, options, "settings")
         self.mode = check_choice(mode, "mode", ENGINE_MODES)
         self.uri, self.engine, self.collection = str(uri), engine_of(uri), collection
         self.client = client or connect(uri, token)
@@ -587,7 +601,7 @@ class VectorDBRetriever(Retriever):
         self.index_type, self.metric = self.meta["index_type"], "COSINE"
         self.bm25_k1, self.bm25_b, self.analyzer = self.meta.get("bm25_k1"), self.meta.get("bm25_b"), \
             self.meta.get("analyzer")
-        self.rrf_k, self.depth, self.ef_search = float(rrf_k), int(depth), int(ef_search)
+        self.rrf_k, self.depth, self.ef_search = float(settings.rrf_k), int(settings.depth), int(settings.ef_search)
         if self.mode != "dense" and not self.meta.get("bm25"):
             raise CtxirError(f"collection {collection!r} was built without BM25: rebuild it with bm25=True for "
                              f"mode {self.mode!r}, or use mode 'dense'")
