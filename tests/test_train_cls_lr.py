@@ -331,6 +331,23 @@ def test_bad_arguments_name_the_problem(tiny_bert_dir, tiny_data, tmp_path, no_m
 # ---------------------------------------------------------------- the real data (minutes on 2 cores)
 
 
+def test_the_command_line_is_the_shared_base_plus_its_own_flags():
+    from transformers import HfArgumentParser
+
+    from training.common import RunArgs, TrainerRunArgs
+
+    assert issubclass(tcl.ClsLrArgs, RunArgs) and not issubclass(tcl.ClsLrArgs, TrainerRunArgs)  # no Trainer flags
+    argv = ["--base-model", "ce", "--heldout-queries", "base-unseen", "--rerank-depth", "20", "--torch-threads", "1",
+            "--output-dir", "out"]
+    (args,) = HfArgumentParser(tcl.ClsLrArgs).parse_args_into_dataclasses(args=argv)
+    assert (args.base_model, args.heldout_queries, args.rerank_depth, args.torch_threads, args.output_dir) == \
+        ("ce", "base-unseen", 20, 1, "out")
+    # the script's own defaults where the base has others
+    assert (args.model_name, tcl.ClsLrArgs().output_dir) == ("ctxir-cls-lr-scifact", "outputs/cls-lr")
+    with pytest.raises(ValueError, match="--epochs"):  # a Trainer flag is not this script's
+        HfArgumentParser(tcl.ClsLrArgs).parse_args_into_dataclasses(args=["--epochs", "1"])
+
+
 @pytest.mark.slow
 def test_real_scifact_run_with_minilm(shared_data, minilm_path, tmp_path):
     out = tmp_path / "cls-lr"
