@@ -610,6 +610,10 @@ def test_hybrid_teacher_grades_are_summed_z_scores_of_bm25_and_cosine_and_label_
     expected = 0.5 * ((pool[0].score - b.mean()) / (b.std() + 1e-6) + (c[0] - c.mean()) / (c.std() + 1e-6))
     assert grade(q, d) == pytest.approx(expected, abs=1e-4)
     assert grade(q, pool[0].doc_id) != grade(q, pool[-1].doc_id)
+    # a query with no word in the index (a corpus title such as 'in') has nothing to z-score against: NaN, and
+    # build_scifact drops its group (one NaN label turned every weight NaN in a real run)
+    lost = train_cross_encoder.hybrid_teacher(args, corpus, {"x": "zzzqqq"}, bm25, "cpu")
+    assert np.isnan(lost("x", pool[0].doc_id))
 
     data = train_cross_encoder.build_scifact(train_cross_encoder.CrossEncoderArgs(
         data_dir=str(toy_root), dense_model=str(tiny_bert_dir), loss="listnet", teacher="hybrid", gold_weight=3.0,

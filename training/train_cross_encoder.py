@@ -23,6 +23,7 @@ train.log, checkpoints/ while training (kept with --keep-checkpoints; --resume l
 
 from __future__ import annotations
 
+import math
 import random
 import sys
 from dataclasses import dataclass, field
@@ -221,7 +222,8 @@ def resampled_groups(groups: list[tuple[str, list[str], list[str]]], bm25_pool: 
 
 def hybrid_teacher(args: CrossEncoderArgs, corpus: dict, queries: dict[str, str], bm25, device: str):
     """grade(qid, doc_id) = --teacher-scale · (z(BM25) + z(cosine)), each z-scored over the query's BM25 top
-    --negative-pool (at least 20): a lexical + semantic judge of any (query, abstract) pair, with no judgments."""
+    --negative-pool (at least 20): a lexical + semantic judge of any (query, abstract) pair, with no judgments.
+    NaN for a query with fewer than two BM25 hits (its group is dropped: one NaN label makes every weight NaN)."""
     import numpy as np
 
     from ctxir.encoders import BiEncoder
@@ -240,13 +242,18 @@ def hybrid_teacher(args: CrossEncoderArgs, corpus: dict, queries: dict[str, str]
     stats: dict[str, tuple[float, float, float, float, float]] = {}
     for q in qids:
         pool = [h.doc_id for h in hits[q][:depth]]
+        if len(pool) < 2:  # no word of the query is in the index: nothing to z-score against (NaN labels)
+            continue
         b = np.array([bm25_scores[q][d] for d in pool])
         c = doc_vectors[[row[d] for d in pool]] @ query_vectors[qrow[q]]
         floor = min(bm25_scores[q].values()) if bm25_scores[q] else 0.0  # below its top 200: no better than that
         stats[q] = (b.mean(), b.std() + 1e-6, c.mean(), c.std() + 1e-6, floor)
-    print(f"hybrid teacher: BM25 + {args.dense_model} over {len(qids)} queries, z-scored over BM25 top {depth}")
+    print(f"hybrid teacher: BM25 + {args.dense_model} over {len(stats)} queries, z-scored over BM25 top {depth}; "
+          f"{len(qids) - len(stats)} with fewer than 2 BM25 hits left out")
 
     def grade(q: str, d: str) -> float:
+        if q not in stats:
+            return float("nan")
         b_mean, b_std, c_mean, c_std, floor = stats[q]
         cosine = float(doc_vectors[row[d]] @ query_vectors[qrow[q]])
         z = (bm25_scores[q].get(d, floor) - b_mean) / b_std + (cosine - c_mean) / c_std
@@ -313,6 +320,7 @@ def build_scifact(args: CrossEncoderArgs, device: str) -> TaskData:
             groups = resampled_groups(groups, bm25_pool, args)
         if args.teacher == "hybrid":
             grade = hybrid_teacher(args, corpus, train_queries, bm25, device)
+            groups = [g for g in groups if not math.isnan(grade(g[0], g[1][0]))]
             labels = [[grade(q, d) + args.gold_weight for d in pos] + [grade(q, d) for d in neg]
                       for q, pos, neg in groups]
         else:
