@@ -41,8 +41,9 @@ from training.common import (
 EVALUATION_FILE = "evaluation.json"
 FUSION_FILE = "fusion.json"
 FUSION_K = 60
-# the first stage's weight against the re-ranker's 1; 0 would be the re-ranker alone
-FIRST_STAGE_WEIGHTS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
+# the first stage's weight against the re-ranker's 1 (0 would be the re-ranker alone); up to 8 : 1, where the re-ranker
+# only breaks the first stage's near-ties: what a weak re-ranker (CLS-LR on an untrained [CLS]) should get
+FIRST_STAGE_WEIGHTS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 8.0)
 METRICS = ("nDCG@10", "MRR@10")
 
 
