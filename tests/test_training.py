@@ -506,6 +506,12 @@ def test_evaluate_reranker_chooses_rrf_on_heldout_claims_and_splits_test_by_seen
         "segment-cosine", "--train-layers", "1", "--loss", "listnet", "--dev-queries", "2", "--dev-depth", "5",
         "--rerank-depth", "10", "--eval-before", "false", "--torch-threads", "1"]) == 0
     rows_before = len(json.loads((out / "metrics.json").read_text())["evaluations"])
+    # scripts/cross_encoder_int8.py: float32 vs int8 on the same held-out claims, the 0.005 rule applied
+    from scripts import cross_encoder_int8
+
+    int8 = cross_encoder_int8.run(cross_encoder_int8.Int8Args(model=str(out), data_dir=str(toy_root), depth=5))
+    assert int8["claims"] == 2 and 0.0 <= int8["int8_ndcg@10"] <= 1.0
+    assert int8["keeps_score"] == (abs(int8["int8_ndcg@10"] - int8["fp32_ndcg@10"]) <= 0.005)
     result = evaluate_reranker.run(evaluate_reranker.EvaluateRerankerArgs(
         model=str(out), data_dir=str(toy_root), choose_fusion=True, fusion_depth=10, depths="10",
         collections="scifact", device="cpu"))
