@@ -220,5 +220,5 @@ def test_the_pair_scoring_tab_shows_the_sts_column(minilm_path, monkeypatch):
     assert [r["sts_cross_encoder_rank"] for r in result.rows] == [1, 2, 3]
     assert all(isinstance(r["sts_cross_encoder_score"], float) for r in result.rows)
     assert result.rows[0]["cross_encoder_score"] is None and "cross-encoder" in result.data["unavailable"]
-    assert shown_names()["sts_cross_encoder_score"] == "STS cross-encoder"
+    assert shown_names()["sts_cross_encoder_score"] == "STS similarity"
     assert np.all(np.diff([r["sts_cross_encoder_score"] for r in result.rows]) < 0)

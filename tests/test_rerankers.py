@@ -91,7 +91,7 @@ def test_each_kind_is_described_once_with_every_name_it_goes_by():
     ce, lr, sts = RERANKERS["cross-encoder"], RERANKERS["cls-lr"], RERANKERS["sts-cross-encoder"]
     assert (sts.flag, sts.env, sts.pair_column, sts.rank_column, sts.pair_legend, sts.card) == (
         "--sts-cross-encoder", "CTXIR_STS_CROSS_ENCODER", "sts_cross_encoder_score", "sts_cross_encoder_rank",
-        "STS cross-encoder score", "cross-encoder")
+        "STS similarity score", "cross-encoder")
     assert sts.shipped == models.SHIPPED_STS_CROSS_ENCODER and "train_pair_scorer.py" in sts.how_to_get
     assert (ce.flag, ce.env, ce.key, ce.card) == ("--cross-encoder", "CTXIR_CROSS_ENCODER", "cross_encoder",
                                                   "cross-encoder")
@@ -209,7 +209,7 @@ def test_a_kind_that_is_not_loaded_is_offered_nowhere_and_says_why(modular_state
     assert mode.value == "fused" and [value for _, value in mode.choices] == ["fused", "alone"]
     scored = score_pairs(modular_state, QUERY, [CORPUS["d1"]["text"], CORPUS["d2"]["text"]])
     assert scored.data["unavailable"] == {"cls-lr": "no CLS-LR re-ranker was given",
-                                          "sts-cross-encoder": "no STS cross-encoder re-ranker was given"}
+                                          "sts-cross-encoder": "no STS similarity re-ranker was given"}
     assert [r["cls_lr_probability"] for r in scored.rows] == [None, None]  # the API keeps the column, empty
     assert all(isinstance(r["cross_encoder_score"], float) for r in scored.rows)
 

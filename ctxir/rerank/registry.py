@@ -245,7 +245,7 @@ CLS_LR = RerankerKind(
 # A sentence-pair similarity scorer (STS-B), not a relevance model: offered beside the two for pair scoring; as a
 # re-ranker it scores how alike the query and a document are. Last, so the app's "auto" explanation is unchanged.
 STS_CROSS_ENCODER = RerankerKind(
-    name="sts-cross-encoder", label="STS cross-encoder", short="STS", setting="sts_cross_encoder",
+    name="sts-cross-encoder", label="STS similarity", short="STS", setting="sts_cross_encoder",
     card="cross-encoder", shipped=_shipped("SHIPPED_STS_CROSS_ENCODER"), fallback="",
     how_to_get="train one with `python training/train_pair_scorer.py`",
     load=_load_cross_encoder, accepts=_is_sts_cross_encoder, wrap=_wrap_cross_encoder, pair_scores=_scores,
