@@ -38,7 +38,7 @@ from ctxir.explain.attributions import (
     mean_pooling_contributions,
 )
 from ctxir.rerank.pipeline import Pipeline, RankedHit, SearchResult, StageFusion
-from ctxir.rerank.rankers import ClsLrRanker, CrossEncoderReranker, Reranker
+from ctxir.rerank.rankers import ClsLrRanker, CrossEncoderReranker, Passages, Reranker
 from ctxir.rerank.registry import (
     RERANKERS,
     RerankerKind,
@@ -111,4 +111,5 @@ __all__ = [
     "resolve_model",
     "sts_correlation",
     "weighted_score_fusion",
+    "Passages",
 ]

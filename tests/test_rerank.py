@@ -89,3 +89,48 @@ def test_rerank_errors():
         LengthReranker().rerank(" ", [Hit("a", 1)], CORPUS)
     with pytest.raises(CtxirError, match=r"not in the corpus, e\.g\. 'zzz'"):
         LengthReranker().rerank("q", [Hit("zzz", 1)], CORPUS)
+
+
+class _WordOverlapModel:
+    """A stand-in cross-encoder: a pair scores the number of query words its text holds; records what it read."""
+
+    def __init__(self):
+        self.read: list[str] = []
+
+    def predict(self, pairs, **_):
+        self.read += [text for _, text in pairs]
+        return np.array([len(set(q.split()) & set(t.split())) for q, t in pairs], dtype=np.float32)
+
+
+def test_maxp_scores_a_document_by_its_best_window_each_after_the_title():
+    """passages=Passages(...): a document is cut into windows, each read after its title, and scores as its best
+    window; without it the whole title + text is one input (which the model would truncate to its max length)."""
+    from ctxir.rerank import Passages
+
+    model = _WordOverlapModel()
+    reranker = CrossEncoderReranker(model, passages=Passages(words=3, stride=2))
+    corpus = {"a": {"title": "Rivers", "text": "banks lend money to otters dig dens"},  # windows: 'banks lend money',
+              "b": {"title": "", "text": "otters"}}                                      # 'money to otters', ...
+    hits = reranker.rerank("otters dens", [Hit("a", 1.0), Hit("b", 2.0)], corpus)
+    # a: best window 'Rivers otters dig dens' holds both query words (2); b: 'otters' holds one (1)
+    assert [(h.doc_id, h.score) for h in hits] == [("a", 2.0), ("b", 1.0)]
+    assert "Rivers banks lend money" in model.read and "Rivers otters dig dens" in model.read and "otters" in model.read
+    # plain texts (the pair tab, the API): windows of the text alone, best window's score
+    assert reranker.score_pairs("otters dens", ["x y z otters dens"]).tolist() == [2.0]
+    first = CrossEncoderReranker(_WordOverlapModel())
+    assert first.score_documents("otters dens", [corpus["a"]]).tolist() == [2.0]  # one input: title + whole text
+
+
+def test_a_cross_encoders_folder_says_how_it_reads_long_documents(tmp_path):
+    """registry.passages_for: passages.json → Passages (MaxP) or None ("first"); none → None; a bad one is refused."""
+    from ctxir.rerank import Passages
+    from ctxir.rerank.registry import passages_for
+
+    assert passages_for(str(tmp_path)) is None
+    (tmp_path / "passages.json").write_text('{"method": "max", "words": 60, "stride": 40}')
+    assert passages_for(str(tmp_path)) == Passages(60, 40)
+    (tmp_path / "passages.json").write_text('{"method": "first"}')
+    assert passages_for(str(tmp_path)) is None
+    (tmp_path / "passages.json").write_text('{"method": "best"}')
+    with pytest.raises(CtxirError, match=r"is not a passages\.json"):
+        passages_for(str(tmp_path))

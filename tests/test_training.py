@@ -513,8 +513,11 @@ def test_evaluate_reranker_chooses_rrf_on_heldout_claims_and_splits_test_by_seen
     assert int8["claims"] == 2 and 0.0 <= int8["int8_ndcg@10"] <= 1.0
     assert int8["keeps_score"] == (abs(int8["int8_ndcg@10"] - int8["fp32_ndcg@10"]) <= 0.005)
     result = evaluate_reranker.run(evaluate_reranker.EvaluateRerankerArgs(
-        model=str(out), data_dir=str(toy_root), choose_fusion=True, fusion_depth=10, depths="10",
-        collections="scifact", device="cpu"))
+        model=str(out), data_dir=str(toy_root), choose_passages=True, passage_words=8, passage_stride=4,
+        choose_fusion=True, fusion_depth=10, depths="10", collections="scifact", device="cpu"))
+    passages = json.loads((out / "passages.json").read_text())
+    assert passages["method"] == ("max" if passages["dev"]["max"] > passages["dev"]["first"] else "first")
+    assert result["passages"]["method"] == passages["method"]
     fusion = json.loads((out / "fusion.json").read_text())
     assert fusion["method"] == "rrf" and fusion["k"] == 60 and fusion["weights"][1] == 1.0
     assert fusion["weights"][0] in evaluate_reranker.FIRST_STAGE_WEIGHTS

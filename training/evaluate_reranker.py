@@ -40,6 +40,7 @@ from training.common import (
 
 EVALUATION_FILE = "evaluation.json"
 FUSION_FILE = "fusion.json"
+PASSAGES_FILE = "passages.json"
 FUSION_K = 60
 # the first stage's weight against the re-ranker's 1 (0 would be the re-ranker alone); up to 8 : 1, where the re-ranker
 # only breaks the first stage's near-ties: what a weak re-ranker (CLS-LR on an untrained [CLS]) should get
@@ -61,6 +62,13 @@ class EvaluateRerankerArgs:
     choose_fusion: bool = field(default=False, metadata={
         "help": "choose the fused mode on the model's held-out training claims and write <model>/fusion.json"})
     fusion_depth: int = field(default=20, metadata={"help": "BM25 candidates per claim when choosing the fusion"})
+    choose_passages: bool = field(default=False, metadata={
+        "help": "cross-encoder: choose on the same held-out claims (alone, nDCG@10) between reading each document's "
+                "first max-length tokens and its best window (MaxP, --passage-words/--passage-stride), write "
+                "<model>/passages.json; done before the fusion is chosen, which then uses the choice"})
+    passage_words: int = field(default=70, metadata={"help": "MaxP window, words (70 ≈ 100 tokens: a 128-token "
+                                                               "model's room beside a claim)"})
+    passage_stride: int = field(default=50, metadata={"help": "MaxP: a new window every N words"})
     depths: str = field(default="20", metadata={"help": "BM25 depths re-ranked on SciFact test, e.g. 20,100 ('' = "
                                                       "skip the test figures)"})
     collections: str = field(default="scifact,msmarco,demo", metadata={
@@ -149,9 +157,27 @@ def _runs(first: dict[str, list[Hit]], scored: dict, depth: int, fusion) -> dict
 
 def choose_fusion(reranker, folder: Path, args: EvaluateRerankerArgs) -> dict:
     """The first stage's RRF weight that does best on the model's held-out training claims (nDCG@10)."""
-    from ctxir.data import load_beir
     from ctxir.evaluation import evaluate_run
     from ctxir.rerank.pipeline import StageFusion
+
+    corpus, queries, qrels, first, chosen_on = dev_claims(folder, args)
+    scored = _score(reranker, queries, first, corpus, f"{len(queries)} held-out training claims")
+    grid = []
+    for weight in FIRST_STAGE_WEIGHTS:
+        fusion = StageFusion("rrf", (weight, 1.0), FUSION_K)
+        runs = _runs(first, scored, args.fusion_depth, fusion)
+        grid.append({"weights": [weight, 1.0],
+                     **{name: round(float(evaluate_run(qrels, run).aggregate["nDCG@10"]), 4)
+                        for name, run in runs.items()}})
+    # ties go to the smaller first-stage weight: the re-ranker's say, when it costs nothing on the dev claims
+    best = max(grid, key=lambda row: row["fused"])
+    return {"method": "rrf", "k": FUSION_K, "weights": best["weights"], "metric": "nDCG@10", "chosen_on": chosen_on,
+            "dev": best, "grid": grid}
+
+
+def dev_claims(folder: Path, args: EvaluateRerankerArgs) -> tuple[dict, dict, dict, dict, str]:
+    """(corpus, queries, qrels, BM25 hits at --fusion-depth, description) of the held-out training claims."""
+    from ctxir.data import load_beir
     from ctxir.retrieval import BM25Retriever
 
     source = Path(args.dev_from) if args.dev_from else folder
@@ -164,21 +190,28 @@ def choose_fusion(reranker, folder: Path, args: EvaluateRerankerArgs) -> dict:
                          "this one also never trained on (a CLS-LR ranker: its cross-encoder's)")
     corpus, queries, qrels = load_beir(data_folder(args.data_dir, "scifact"), "train")
     queries, qrels = {q: queries[q] for q in dev}, {q: qrels[q] for q in dev}
-    first = BM25Retriever(corpus).search(queries, args.fusion_depth)
-    scored = _score(reranker, queries, first, corpus, f"{len(dev)} held-out training claims")
-    grid = []
-    for weight in FIRST_STAGE_WEIGHTS:
-        fusion = StageFusion("rrf", (weight, 1.0), FUSION_K)
-        runs = _runs(first, scored, args.fusion_depth, fusion)
-        grid.append({"weights": [weight, 1.0],
-                     **{name: round(float(evaluate_run(qrels, run).aggregate["nDCG@10"]), 4)
-                        for name, run in runs.items()}})
-    # ties go to the smaller first-stage weight: the re-ranker's say, when it costs nothing on the dev claims
-    best = max(grid, key=lambda row: row["fused"])
     dev_split = (metrics.get("config") or {}).get("dev_split", "random")
-    return {"method": "rrf", "k": FUSION_K, "weights": best["weights"], "metric": "nDCG@10",
-            "chosen_on": f"{len(dev)} held-out SciFact training claims (dev split {dev_split!r}), BM25 top "
-                         f"{args.fusion_depth}", "dev": best, "grid": grid}
+    return (corpus, queries, qrels, BM25Retriever(corpus).search(queries, args.fusion_depth),
+            f"{len(dev)} held-out SciFact training claims (dev split {dev_split!r}), BM25 top {args.fusion_depth}")
+
+
+def choose_passages(reranker, folder: Path, args: EvaluateRerankerArgs) -> dict:
+    """First max-length tokens or the best window (MaxP): whichever re-ranks the held-out claims better alone."""
+    from ctxir.evaluation import evaluate_run
+    from ctxir.rerank import Passages
+
+    corpus, queries, qrels, first, chosen_on = dev_claims(folder, args)
+    windows = Passages(args.passage_words, args.passage_stride)
+    scores = {}
+    for name, passages in (("first", None), ("max", windows)):
+        reranker.passages = passages
+        scored = _score(reranker, queries, first, corpus, f"{len(queries)} held-out claims, passages {name}")
+        run = {q: dict(scored[q]) for q in queries}
+        scores[name] = round(float(evaluate_run(qrels, run).aggregate["nDCG@10"]), 4)
+    method = "max" if scores["max"] > scores["first"] else "first"  # a tie keeps the cheaper way
+    reranker.passages = windows if method == "max" else None
+    return {"method": method, "words": args.passage_words, "stride": args.passage_stride, "metric": "nDCG@10 alone",
+            "dev": scores, "chosen_on": chosen_on}
 
 
 def evaluate_scifact(reranker, fusion, depths: list[int], args: EvaluateRerankerArgs) -> dict:
@@ -242,8 +275,10 @@ def load_kind(args: EvaluateRerankerArgs):
         from ctxir.encoders.models import load_cross_encoder
         from ctxir.rerank import CrossEncoderReranker
 
+        from ctxir.rerank.registry import passages_for
+
         return CrossEncoderReranker(load_cross_encoder.__wrapped__(args.model, args.device),
-                                    batch_size=args.batch_size)
+                                    batch_size=args.batch_size, passages=passages_for(args.model))
     return RERANKERS[kind].load(args.model, args.device, args.batch_size)
 
 
@@ -263,7 +298,15 @@ def run(args: EvaluateRerankerArgs) -> dict:
             raise CtxirError(f"--collections names {c!r}: use scifact, msmarco and/or demo")
     # 1. load the model
     reranker = load_kind(args)
-    # 2. the fused mode: chosen on held-out training claims, or read from the folder
+    # 2. how long documents are read, then the fused mode: chosen on held-out training claims, or read from the folder
+    if args.choose_passages:
+        if not hasattr(reranker, "passages"):
+            raise CtxirError(f"--choose-passages applies to cross-encoders; {args.model!r} is a "
+                             f"{type(reranker).__name__}: drop the flag")
+        passages_record = choose_passages(reranker, folder, args)
+        write_json(folder / PASSAGES_FILE, passages_record)
+        print(f"passages: {passages_record['method']} (dev nDCG@10 alone: first {passages_record['dev']['first']}, "
+              f"max {passages_record['dev']['max']}) -> {folder / PASSAGES_FILE}", flush=True)
     if args.choose_fusion:
         fusion_record = choose_fusion(reranker, folder, args)
         write_json(folder / FUSION_FILE, fusion_record)
@@ -279,6 +322,10 @@ def run(args: EvaluateRerankerArgs) -> dict:
     result = {"model": str(folder), "fusion": {k: fusion_record.get(k) for k in ("method", "k", "weights",
                                                                                 "chosen_on")},
               "machine": machine_info(), "command": "python -m training.evaluate_reranker " + " ".join(sys.argv[1:])}
+    passages = getattr(reranker, "passages", None)
+    if hasattr(reranker, "passages"):  # a cross-encoder: how it read documents longer than its max length
+        result["passages"] = ({"method": "max", "words": passages.words, "stride": passages.stride} if passages
+                              else {"method": "first"})
     output = Path(args.output or folder / EVALUATION_FILE)
     # a later run of other collections or depths adds to the record instead of dropping what it did not redo
     result = {**(read_json(output) or {}), **result} if output.is_file() else result

@@ -1,6 +1,7 @@
 """Re-ranking: score the first stage's hits again, and the pipeline that chains both stages.
 
-    rankers.py       ``Reranker``, ``CrossEncoderReranker``, ``ClsLrRanker`` (was ``ctxir.rerank``)
+    rankers.py       ``Reranker``, ``CrossEncoderReranker`` (``Passages``: long documents by their best window),
+                     ``ClsLrRanker`` (was ``ctxir.rerank``)
     registry.py      re-ranker kinds by name: ``load_reranker``, ``register_reranker`` (was ``ctxir.rerankers``)
     pipeline.py      ``Pipeline``: retrievers, fusion, a re-ranker (was ``ctxir.pipeline``)
 
@@ -11,6 +12,7 @@
 from ctxir.rerank.rankers import (  # noqa: F401 -- what the old ``ctxir.rerank`` module held
     ClsLrRanker,
     CrossEncoderReranker,
+    Passages,
     Reranker,
     cls_features,
 )

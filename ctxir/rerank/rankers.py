@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,7 @@ from ctxir.encoders.models import (
     max_length_for,
     pick_device,
     position_limit,
+    resolve_model,
 )
 from ctxir.names import CLS_LR_CONFIG, CLS_LR_FORMAT, CLS_LR_WEIGHTS
 from ctxir.types import Corpus, CtxirError, Hit, doc_text
@@ -50,6 +52,10 @@ class Reranker(ABC):
     def score_pairs(self, query: str, texts: Sequence[str]) -> np.ndarray:
         """(N,) relevance scores, higher is better."""
 
+    def score_documents(self, query: str, docs: Sequence[dict]) -> np.ndarray:
+        """(N,) scores of corpus documents ({title, text}); by default ``score_pairs`` of title + text."""
+        return self.score_pairs(query, [doc_text(doc) for doc in docs])
+
     def rerank(self, query: str, hits: Sequence[Hit], corpus: Corpus, top_k: int | None = None) -> list[Hit]:
         """Re-score ``hits`` (any first stage's output) and sort; keeps only the first ``top_k`` if given."""
         return self._rerank(check_query(query), hits, corpus, top_k)
@@ -62,10 +68,61 @@ class Reranker(ABC):
         if missing:
             raise CtxirError(f"hits name documents that are not in the corpus, e.g. {missing[0]!r}: "
                              "re-rank with the corpus the first stage searched")
-        scores = self.score_pairs(query, [doc_text(corpus[h.doc_id]) for h in hits])
+        scores = self.score_documents(query, [corpus[h.doc_id] for h in hits])
         order = sorted(range(len(hits)), key=lambda i: (-float(scores[i]), hits[i].doc_id))
         reranked = [Hit(hits[i].doc_id, float(scores[i])) for i in order]
         return reranked[:top_k] if top_k else reranked
+
+
+@dataclass(frozen=True)
+class Passages:
+    """MaxP (Dai & Callan, SIGIR 2019): a document longer than the model reads is cut into windows of ``words`` words
+    every ``stride`` words, each window (after the title) is scored, and the document scores as its best window.
+
+    A model that reads 128 tokens sees a third of a 316-token SciFact abstract; BM25 sees all of it. The shipped
+    cross-encoder's folder says whether it scores this way (passages.json, chosen on held-out training claims).
+
+    >>> Passages(words=3, stride=2).split("Otters", "a b c d e f")
+    ['Otters a b c', 'Otters c d e', 'Otters e f']
+    >>> Passages(words=3, stride=2).split("", "a b")
+    ['a b']
+    >>> Passages(words=3, stride=4)
+    Traceback (most recent call last):
+        ...
+    ctxir.types.CtxirError: passages words=3, stride=4: need 1 ≤ stride ≤ words (windows that skip no word), e.g. words=70, stride=50
+    """
+
+    words: int = 70
+    stride: int = 50
+
+    def __post_init__(self):
+        if not 1 <= self.stride <= self.words:
+            raise CtxirError(f"passages words={self.words!r}, stride={self.stride!r}: need 1 ≤ stride ≤ words "
+                             "(windows that skip no word), e.g. words=70, stride=50")
+
+    def split(self, title: str, text: str) -> list[str]:
+        """The windows of ``text``, each after ``title``; a text of ≤ ``words`` words is one window."""
+        words, title = text.split(), title.strip()
+        out = []
+        for start in range(0, max(len(words) - self.words + self.stride, 1), self.stride):
+            out.append(" ".join(([title] if title else []) + words[start:start + self.words]))
+            if start + self.words >= len(words):
+                break
+        return out
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> Passages | None:
+        """passages.json: {"method": "max", "words": W, "stride": S} → Passages; {"method": "first"} → None."""
+        try:
+            record = json.loads(Path(path).read_text())
+            if record["method"] == "first":
+                return None
+            if record["method"] != "max":
+                raise ValueError(f"method {record['method']!r} is neither 'max' nor 'first'")
+            return cls(int(record["words"]), int(record["stride"]))
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise CtxirError(f"{str(path)!r} is not a passages.json ({type(err).__name__}: {err}): expected "
+                             '{"method": "max", "words": 70, "stride": 50} or {"method": "first"}') from err
 
 
 class CrossEncoderReranker(Reranker):
@@ -81,12 +138,30 @@ class CrossEncoderReranker(Reranker):
 
     name = "cross-encoder"
 
-    def __init__(self, model=DEFAULT_CROSS_ENCODER, device: str = "auto", batch_size: int = 32):
+    def __init__(self, model=DEFAULT_CROSS_ENCODER, device: str = "auto", batch_size: int = 32,
+                 passages: Passages | None = None):
         self.model_name = model if isinstance(model, str) else type(model).__name__
         self.model = load_cross_encoder(model, device) if isinstance(model, str) else model
         self.batch_size = batch_size
+        self.passages = passages  # None = the first max-length tokens of each document (FirstP)
+
+    def score_documents(self, query: str, docs: Sequence[dict]) -> np.ndarray:
+        if self.passages is None:
+            return super().score_documents(query, docs)
+        return self._best_window([self.passages.split(doc.get("title") or "", doc.get("text") or "") for doc in docs],
+                                 query)
 
     def score_pairs(self, query: str, texts: Sequence[str]) -> np.ndarray:
+        if self.passages is not None:
+            return self._best_window([self.passages.split("", text) for text in texts], query)
+        return self._score(query, texts)
+
+    def _best_window(self, windows: list[list[str]], query: str) -> np.ndarray:
+        scores = self._score(query, [w for ws in windows for w in ws])  # (all windows,)
+        ends = np.cumsum([len(ws) for ws in windows])
+        return np.array([scores[end - len(ws):end].max() for ws, end in zip(windows, ends)], dtype=np.float32)
+
+    def _score(self, query: str, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros(0, dtype=np.float32)
         scores = self.model.predict([(query, t) for t in texts], batch_size=self.batch_size,
@@ -166,6 +241,7 @@ class ClsLrRanker(Reranker):
     def fit(cls, base_model: str, features: np.ndarray, labels: Sequence[int], C: float = 1.0,
             class_weight: str | None = "balanced", layer: int = -1, max_iter: int = 2000, **kwargs) -> ClsLrRanker:
         """Fit scikit-learn's LogisticRegression on precomputed [CLS] features (see ``cls_features``)."""
+        # lazy: scikit-learn takes ~0.5 s, needed only to fit
         from sklearn.linear_model import LogisticRegression
 
         labels = np.asarray(labels)
@@ -179,6 +255,7 @@ class ClsLrRanker(Reranker):
         return cls(base_model, clf.coef_[0], float(clf.intercept_[0]), layer=layer, metadata=meta, **kwargs)
 
     def save(self, folder: str | Path) -> Path:
+        # lazy: safetensors is needed only to read or write weights
         from safetensors.numpy import save_file
 
         folder = Path(folder)
@@ -192,9 +269,8 @@ class ClsLrRanker(Reranker):
 
     @classmethod
     def load(cls, folder: str | Path, device: str = "auto", **kwargs) -> ClsLrRanker:
+        # lazy: safetensors is needed only to read or write weights
         from safetensors.numpy import load_file
-
-        from ctxir.encoders.models import resolve_model
 
         folder = Path(folder).expanduser()
         if not folder.exists():  # a Hub id: fetches cls_lr_config.json, cls_lr.safetensors and a bundled encoder

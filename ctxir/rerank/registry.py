@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from ctxir.rerank.rankers import Reranker
 
 FUSION_FILE = "fusion.json"  # in a re-ranker's folder: how the fused mode combines it with the first stage
+PASSAGES_FILE = "passages.json"  # in a cross-encoder's folder: score long documents by their best window (MaxP)
 RERANK_MODES = ("fused", "alone")
 DEFAULT_RERANK_MODE = "fused"
 
@@ -166,7 +167,19 @@ def local_model_folder(name: str) -> Path | None:
 def _load_cross_encoder(model: str, device: str, batch_size: int) -> Reranker:
     from ctxir.rerank.rankers import CrossEncoderReranker
 
-    return CrossEncoderReranker(model, device, batch_size)
+    return CrossEncoderReranker(model, device, batch_size, passages=passages_for(model))
+
+
+def passages_for(model: str):
+    """How ``model`` reads a document longer than its max length: its folder's passages.json (chosen on held-out
+    training claims when it shipped: ``ctxir.rerank.Passages``, the best window's score), else None (the first
+    max-length tokens, as any sentence-transformers cross-encoder)."""
+    from ctxir.rerank.rankers import Passages
+
+    folder = local_model_folder(model) if isinstance(model, str) else None
+    if folder is not None and (folder / PASSAGES_FILE).is_file():
+        return Passages.from_file(folder / PASSAGES_FILE)
+    return None
 
 
 def _is_cross_encoder(obj: Any) -> bool:
