@@ -7,8 +7,11 @@ started in its own process (or an app already running, ``--url``).
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,8 +73,6 @@ def app_calls(corpus: str) -> dict[str, tuple[str, Callable[[int], tuple]]]:
 
 
 def free_port() -> int:
-    import socket
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -79,8 +80,6 @@ def free_port() -> int:
 
 def start_app(env: dict, timeout_s: float = 600.0) -> tuple:
     """(process, url, seconds until the page answered HTTP 200) for ``python app.py`` on a free loopback port."""
-    import subprocess
-    import urllib.request
 
     port = free_port()
     root = Path(__file__).resolve().parents[1]

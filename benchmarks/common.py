@@ -9,11 +9,14 @@ import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import numpy as np
 
-from ctxir import CtxirError
+from ctxir import DEFAULT_BI_ENCODER, CtxirError, resolve_model
+from ctxir.cli import cli_main
+from ctxir.files import write_json
 
 # The flags that decide these kernels' speed, reported with every run (all flags are in /proc/cpuinfo).
 SIMD_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx_vnni",
@@ -42,7 +45,6 @@ def machine() -> dict:
         info["ram_gb"] = round(pages / 2**30, 1)
     except (ValueError, OSError, AttributeError):
         pass
-    from importlib.metadata import PackageNotFoundError, version
 
     versions = {}
     for package in ("numpy", "torch", "faiss-cpu", "sentence-transformers"):
@@ -120,7 +122,6 @@ def current_command(command: str) -> str:
 
 def main_for(kind: str, args_class: type, run: Callable, argv: list[str] | None) -> int:
     """``python -m benchmarks.KIND --flags``: parse ``args_class``, call ``run(args, flags)`` (exit 2 on bad input)."""
-    from ctxir.cli import cli_main
 
     argv = list(sys.argv[1:] if argv is None else argv)
     return cli_main(args_class, lambda args: run(args, argv), argv)
@@ -129,7 +130,6 @@ def main_for(kind: str, args_class: type, run: Callable, argv: list[str] | None)
 def finish(kind: str, table: Callable[[dict], str], args, argv: list[str] | None, load_before: list[float],
            started: float, results: dict, **extra) -> dict:
     """The record every benchmark writes: what ran, where, under what load, with which settings; ``table`` prints it."""
-    from ctxir.files import write_json
 
     record = {"kind": kind, "command": command_line(kind, argv),
               "date": datetime.now(UTC).isoformat(timespec="seconds"), "machine": machine(),
@@ -167,7 +167,6 @@ def numbers(text: str, what: str) -> list[int]:
 
 def resolve_model_path(name: str) -> str:
     """A folder for ``name`` ('' = the packaged all-MiniLM-L6-v2, offline)."""
-    from ctxir import DEFAULT_BI_ENCODER, resolve_model
 
     return resolve_model(name or DEFAULT_BI_ENCODER)
 

@@ -37,6 +37,10 @@ from benchmarks.common import (
     sgemm_gflops,
 )
 from ctxir import CtxirError
+from ctxir.data import load_beir, load_corpus
+from ctxir.encoders import BiEncoder, EmbeddingCache, cache_root, weights_fingerprint
+from ctxir.evaluation import evaluate_run
+from ctxir.types import doc_text
 
 ENCODE_VARIANTS = ("st", "ctxir", "onnx", "onnx-int8-dynamic", "onnx-int8-static", "max-length-short")
 SHIP_SPEEDUP, SHIP_LOSS = 1.5, 0.005
@@ -88,7 +92,6 @@ def _encode_variants(args: EncodeArgs, names: list[str], path: str, threads: int
     """name → (encode(texts) → unit vectors, max_length, what it is, the BiEncoder behind it or None)."""
     from sentence_transformers import SentenceTransformer
 
-    from ctxir.encoders import BiEncoder, weights_fingerprint
     from ctxir.encoders.onnx_backend import OnnxEncoder, export_onnx, quantise
 
     base = SentenceTransformer(path, device="cpu")
@@ -136,7 +139,6 @@ def _encode_variants(args: EncodeArgs, names: list[str], path: str, threads: int
 
 def cached(encode: Callable[[list[str]], np.ndarray], cache, key: dict) -> Callable[[list[str]], np.ndarray]:
     """``encode`` through an EmbeddingCache keyed by ``key`` + the texts (a variant's corpus is encoded once)."""
-    from ctxir.encoders import EmbeddingCache
 
     def encode_cached(texts: list[str]) -> np.ndarray:
         cache_key = EmbeddingCache.key(key, texts)
@@ -152,8 +154,6 @@ def cached(encode: Callable[[list[str]], np.ndarray], cache, key: dict) -> Calla
 def scifact_ndcg(encode: Callable[[list[str]], np.ndarray], encode_corpus: Callable[[list[str]], np.ndarray],
                  corpus: dict, queries: dict, qrels: dict, progress: bool) -> dict:
     """nDCG@10 and Recall@100 of exact dense search with these vectors (the corpus through a cache)."""
-    from ctxir.evaluation import evaluate_run
-    from ctxir.types import doc_text
 
     ids = list(corpus)
     if progress:
@@ -228,8 +228,6 @@ class EncodeInputs:
 
 def read_inputs(args: EncodeArgs) -> EncodeInputs:
     """Check the arguments, read SciFact test (and the calibration passages when onnx-int8-static is asked for)."""
-    from ctxir.data import load_beir, load_corpus
-    from ctxir.types import doc_text
 
     names = [n.strip() for n in args.variants.split(",") if n.strip()]
     unknown = [n for n in names if n not in ENCODE_VARIANTS]
@@ -313,7 +311,6 @@ def ndcg_corpus(inputs: EncodeInputs, args: EncodeArgs) -> tuple[dict, str]:
 def add_ndcg(results: dict, variants: dict, inputs: EncodeInputs, reference, args: EncodeArgs) -> str:
     """The nDCG@10 cost on SciFact test, corpus embeddings through the cache (st = ctxir when their vectors agree);
     returns how the documents were chosen."""
-    from ctxir.encoders import EmbeddingCache, cache_root, weights_fingerprint
 
     corpus, about_ndcg = ndcg_corpus(inputs, args)
     cache = EmbeddingCache(cache_root(args.cache_dir) / "bench-encode")

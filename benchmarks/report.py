@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 from benchmarks import app, encode, rerank, search, train
 from benchmarks.common import current_command, main_for
 from ctxir import CtxirError
+from ctxir.files import write_atomic
 
 FORMATTERS = {"search": search.format_table, "encode": encode.format_encode, "rerank": rerank.format_rerank,
               "app": app.format_app, "train": train.format_train}
@@ -82,7 +84,6 @@ def read_records(paths: list[str]) -> list[dict]:
 
 def copy_record(record: dict, figures: Path, docs: Path | None) -> str:
     """Copy the record's JSON into ``figures``/bench/ (unless it is there already); the link to it from ``docs``."""
-    import shutil
 
     copy = figures / "bench" / Path(record["_path"]).name
     copy.parent.mkdir(parents=True, exist_ok=True)
@@ -127,7 +128,6 @@ def write_section(markdown: Path, body: str) -> None:
         text = head + section + rest.split(REPORT_END, 1)[1]
     else:
         text = text.rstrip("\n") + "\n\n" + section + "\n"
-    from ctxir.files import write_atomic
 
     write_atomic(markdown, text)
 

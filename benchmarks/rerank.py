@@ -29,7 +29,9 @@ from benchmarks.common import (
     sgemm_gflops,
     summary_ms,
 )
-from ctxir import CtxirError
+from ctxir import BM25Retriever, CrossEncoderReranker, CtxirError, load_beir
+from ctxir.encoders.models import load_cross_encoder
+from ctxir.types import doc_text
 
 
 @dataclass
@@ -54,7 +56,6 @@ def time_candidates(reranker, corpus: dict, queries: dict, qids: list[str], hits
                     args: RerankArgs) -> dict:
     """score_pairs(query, n candidates) timed for every n, the sizes interleaved per query; per n: the passes'
     p50/p95 and the mean tokens of a pair (first pass)."""
-    from ctxir.types import doc_text
 
     tokenizer = reranker.model.tokenizer
     results: dict = {str(n): {"passes": [], "tokens": []} for n in sizes}
@@ -101,9 +102,6 @@ def add_compute_bound(results: dict, reranker, threads: int) -> tuple[dict, int]
 
 
 def run_rerank(args: RerankArgs, argv: list[str] | None = None) -> dict:
-    from ctxir import BM25Retriever, CrossEncoderReranker, load_beir
-    from ctxir.encoders.models import load_cross_encoder
-
     # the candidates: BM25's top documents for each query, real texts of real lengths
     sizes = numbers(args.candidates, "--candidates")
     if args.num_queries < 1 or args.repeats < 1 or args.warmup < 0:

@@ -61,6 +61,9 @@ from benchmarks.common import (
 )
 from benchmarks.indexes import FULL_SCANS, INDEX_TYPES, Built, build
 from ctxir import CtxirError
+from ctxir.data import load_corpus, load_queries
+from ctxir.encoders import BiEncoder, EmbeddingCache, cache_root
+from ctxir.files import write_json
 
 DEFAULT_INDEXES = ",".join(INDEX_TYPES)
 REAL_SETS = ("scifact", "msmarco_sample")
@@ -121,8 +124,6 @@ def normalise(x: np.ndarray) -> np.ndarray:
 
 def real_embeddings(args: SearchArgs) -> tuple[np.ndarray, np.ndarray, str]:
     """(documents, queries, where from): MiniLM embeddings of the real sets, through ctxir's embedding cache."""
-    from ctxir.data import load_corpus, load_queries
-    from ctxir.encoders import BiEncoder, EmbeddingCache, cache_root
 
     root = Path(args.data_root)
     missing = [name for name in REAL_SETS if not (root / name / "corpus.jsonl").is_file()]
@@ -246,8 +247,6 @@ def time_queries(search: Callable[[np.ndarray, int], np.ndarray], queries: np.nd
 def time_query_encoding(args: SearchArgs) -> dict:
     """p50/p95 of encoding one real query text at a time with the packaged MiniLM (no cache), on the search threads:
     the part of every query's time that no index saves."""
-    from ctxir.data import load_queries
-    from ctxir.encoders import BiEncoder
 
     texts = [t for name in REAL_SETS for t in load_queries(Path(args.data_root) / name / "queries.jsonl").values()]
     texts = [texts[i] for i in np.random.default_rng(args.seed).permutation(len(texts))[:args.query_encode + 10]]
@@ -332,7 +331,6 @@ def measure_all(names: list[str], docs: np.ndarray, queries: np.ndarray, truth: 
 
 def write_record(record: dict, args: SearchArgs) -> None:
     """Print the table (and the query-encoding time), write the JSON."""
-    from ctxir.files import write_json
 
     print(format_table(record))
     if "query_encode" in record["data"]:

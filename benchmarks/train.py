@@ -26,6 +26,9 @@ from benchmarks.common import (
     set_torch_threads,
 )
 from ctxir import CtxirError
+from ctxir.data import load_beir
+from ctxir.encoders.models import load_cross_encoder
+from ctxir.types import doc_text
 
 
 @dataclass
@@ -46,8 +49,6 @@ class TrainArgs:
 
 def train_pairs(root: Path, count: int, seed: int) -> list[tuple[str, str, float]]:
     """(query, document, label): SciFact train queries with a judged document (1) or a random one (0)."""
-    from ctxir.data import load_beir
-    from ctxir.types import doc_text
 
     corpus, queries, qrels = load_beir(beir_texts(root, "scifact"), "train")
     rng = np.random.default_rng(seed)
@@ -64,8 +65,6 @@ def train_pairs(root: Path, count: int, seed: int) -> list[tuple[str, str, float
 
 def run_train(args: TrainArgs, argv: list[str] | None = None) -> dict:
     import torch
-
-    from ctxir.encoders.models import load_cross_encoder
 
     # 1. arguments, model, pairs
     batch_sizes, lengths = numbers(args.batch_sizes, "--batch-sizes"), numbers(args.max_lengths, "--max-lengths")

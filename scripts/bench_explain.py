@@ -25,6 +25,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -74,7 +76,6 @@ def make_pair(tokenizer, tokens: int) -> tuple[str, str]:
 
 
 def run(args: BenchmarkArgs) -> dict:
-    import numpy as np
     import torch
 
     from ctxir.encoders.models import (
@@ -146,7 +147,6 @@ def run(args: BenchmarkArgs) -> dict:
 
 def survey(pairs: int, cross, cls_lr, steps: tuple[int, ...] = (16, 32, 64)) -> dict:
     """Completeness error of each re-ranker at fixed step counts (no adaptation) on random demo pairs."""
-    import numpy as np
 
     from ctxir.app.state import demo_corpus
     from ctxir.data import load_queries

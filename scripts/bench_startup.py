@@ -35,6 +35,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 
 STARTED = time.perf_counter()
@@ -66,7 +68,6 @@ def cpu_seconds() -> float:
 
 def library_run(args: StartupArgs, cache: Path) -> dict:
     """Phase by phase, what evaluate builds; then dense search latency and recall against exact."""
-    import numpy as np
 
     from ctxir.data import load_beir
     from ctxir.encoders import BiEncoder, EmbeddingCache

@@ -36,7 +36,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ctxir.types import CtxirError
+from ctxir.cli import cli_main
+from ctxir.data import load_beir, load_corpus
+from ctxir.encoders import BiEncoder, EmbeddingCache
+from ctxir.files import atomic_path, write_atomic
+from ctxir.types import CtxirError, doc_text
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -62,7 +66,6 @@ def normalise(x: np.ndarray) -> np.ndarray:
 
 def real_sets(root: Path):
     """(prefixed corpus, prefixed queries, prefixed test qrels) of both real sets, in a fixed order."""
-    from ctxir.data import load_beir, load_corpus
 
     corpus, queries, qrels = {}, {}, {}
     for prefix, name in SOURCES:
@@ -122,11 +125,6 @@ def covariance_noise(centres: np.ndarray, noise: float):
 def run(args: SyntheticArgs) -> dict:
     from tqdm.auto import tqdm
 
-    from ctxir.data import load_corpus
-    from ctxir.encoders import BiEncoder, EmbeddingCache
-    from ctxir.files import atomic_path, write_atomic
-    from ctxir.types import doc_text
-
     started = time.perf_counter()
     out = Path(args.output)
     rng = np.random.default_rng(args.seed)
@@ -176,8 +174,6 @@ def run(args: SyntheticArgs) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ctxir.cli import cli_main
-
     return cli_main(SyntheticArgs, run, argv)
 
 

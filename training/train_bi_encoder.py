@@ -34,6 +34,7 @@ from typing import Literal
 if __package__ in (None, ""):  # `python training/train_bi_encoder.py` from the repo root
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from ctxir.data import NLI_LABELS, load_beir, load_sick, load_snli, load_sts
 from ctxir.encoders.models import resolve_model, set_max_length
 from ctxir.types import CtxirError, doc_text
 from training.common import (
@@ -89,7 +90,6 @@ class BiEncoderArgs(TrainerRunArgs):
 
 def _sts_pairs(args: BiEncoderArgs, name: str, split: str) -> list[tuple[str, str, float]]:
     """(s1, s2, score in [0, 1]) for STS-B (0-5) or SICK relatedness (1-5)."""
-    from ctxir.data import load_sick, load_sts
 
     if name == "stsb":
         return [(a, b, s / 5.0) for a, b, s in load_sts(data_folder(args.data_dir, "stsb"), split)]
@@ -128,8 +128,6 @@ def build_sts_task(args: BiEncoderArgs, model) -> TaskData:
 
 def build_nli_task(args: BiEncoderArgs, model) -> TaskData:
     from datasets import Dataset
-
-    from ctxir.data import NLI_LABELS, load_sick, load_snli
 
     snli_dir, sick_dir = data_folder(args.data_dir, "snli"), data_folder(args.data_dir, "sick")
     # The staged SNLI has no train split: its dev set is our training data; test stays untouched.
@@ -187,8 +185,6 @@ def build_scifact_task(args: BiEncoderArgs, model) -> TaskData:
     from datasets import Dataset
     from sentence_transformers.sentence_transformer.evaluation import InformationRetrievalEvaluator
     from sentence_transformers.util import mine_hard_negatives
-
-    from ctxir.data import load_beir
 
     folder = data_folder(args.data_dir, "scifact")
     corpus, queries, qrels = load_beir(folder, "train")

@@ -35,6 +35,20 @@ from typing import Literal
 if __package__ in (None, ""):  # `python training/train_classifier.py` from the repo root
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from ctxir.classify import (
+    TEMPLATES,
+    ZeroShotClassifier,
+    encode,
+    evaluate_predictions,
+    label_vectors_for,
+    load_labelled,
+    load_labels,
+    make_classifier,
+    sample_per_class,
+    select_zero_shot,
+    word_projection,
+)
+from ctxir.encoders import BiEncoder
 from ctxir.types import CtxirError
 from training.common import (
     TrainerRunArgs,
@@ -114,8 +128,6 @@ def setfit_pairs(examples: list[tuple[str, str]], iterations: int, seed: int) ->
 def build_data(args: ClassifierArgs, model, device: str) -> TaskData:
     from datasets import Dataset
 
-    from ctxir.classify import load_labelled, load_labels, sample_per_class
-
     folder = data_folder(args.data_dir, "agnews")
     pool = load_labelled(folder / "train_subset.csv")
     rows = (list(range(len(pool))) if args.per_class < 0
@@ -164,17 +176,6 @@ def build_loss(args: ClassifierArgs, model, data: TaskData):
 def evaluate(model, data: TaskData, args: ClassifierArgs, model_id: str) -> dict[tuple[str, str, str], float]:
     """Test accuracy and macro-F1 of each method, fitted (or, for zero-shot, its template chosen) on the N per class
     training examples only."""
-    from ctxir.classify import (
-        TEMPLATES,
-        ZeroShotClassifier,
-        encode,
-        evaluate_predictions,
-        label_vectors_for,
-        make_classifier,
-        select_zero_shot,
-        word_projection,
-    )
-    from ctxir.encoders import BiEncoder
 
     encoder = BiEncoder(model, batch_size=32)
     encoder.name = model_id

@@ -22,7 +22,16 @@ from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_literal, snippet, split_lines
 from ctxir.app.ui import Ui, exports, frame, gpu, guard, lines, show, tab_intro
 from ctxir.checks import check_choice, check_int, check_text
-from ctxir.classify import TEMPLATES, Label, ZeroShotClassifier, load_labelled, make_classifier
+from ctxir.classify import (
+    TEMPLATES,
+    Label,
+    ZeroShotClassifier,
+    load_labelled,
+    load_labels,
+    make_classifier,
+    sample_per_class,
+)
+from ctxir.encoders.bi_encoder import BiEncoder
 from ctxir.types import CtxirError
 
 METHODS = ("zero-shot", "knn", "centroid", "logreg")
@@ -105,7 +114,6 @@ def project_2d(vectors: np.ndarray, method: str, seed: int = 0) -> np.ndarray:
 def classify_view(state: AppState, texts, labels="", examples=None, method: str = "zero-shot", k: int = 5,
                   template: str = TEMPLATES[1], projection: str = "pca") -> ViewResult:
     """Classify ``texts`` (one per line) zero-shot from ``labels`` or few-shot from the ``examples`` file."""
-    from ctxir.encoders.bi_encoder import BiEncoder
 
     cfg = state.config
     # 1. check the input
@@ -176,7 +184,6 @@ def classify_view(state: AppState, texts, labels="", examples=None, method: str 
 def sample_inputs(out_root: Path, per_class: int = 8, texts_per_class: int = 3, seed: int = 0) -> tuple[str, str, str]:
     """(texts, labels, examples file) for the sample: AG News test texts and train-subset examples when the data
     folder sits beside the checkout, else the built-in examples; the file is written under ``out_root``."""
-    from ctxir.classify import load_labels, sample_per_class
 
     if (AGNEWS / "test.csv").is_file() and (AGNEWS / "train_subset.csv").is_file():
         test, train = load_labelled(AGNEWS / "test.csv"), load_labelled(AGNEWS / "train_subset.csv")

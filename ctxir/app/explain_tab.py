@@ -23,6 +23,7 @@ from ctxir.app.text import md_literal
 from ctxir.app.ui import Ui, exports, gpu, guard, tab_intro
 from ctxir.checks import check_choice, check_text
 from ctxir.evaluation.report import ATTRIBUTION_LEGEND
+from ctxir.explain.attributions import explain
 from ctxir.rerank.registry import RERANKERS
 from ctxir.types import CtxirError, doc_text
 
@@ -104,7 +105,6 @@ def explain_pair(state: AppState, query: str, document: str, model: str = "auto"
     "auto": the first loaded re-ranker kind — the cross-encoder, else the CLS-LR ranker, ...; or the one named) the
     re-ranker's score split over the tokens of ``[CLS] query [SEP] document [SEP]``. ``data`` is
     ``ctxir.explain.explain``'s answer."""
-    from ctxir.explain.attributions import explain
     from ctxir.viz import heatmap_figure
 
     cfg = state.config

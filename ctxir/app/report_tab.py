@@ -20,7 +20,9 @@ from ctxir.app.state import ASSETS, AppState, ViewResult, demo_corpus
 from ctxir.app.text import md_code, md_literal, plural
 from ctxir.app.ui import Ui, exports, gpu, guard, show, tab_intro
 from ctxir.checks import check_int
-from ctxir.types import CtxirError
+from ctxir.data.loaders import load_beir, load_qrels, load_queries
+from ctxir.retrieval.retrievers import BM25Retriever
+from ctxir.types import CtxirError, run_from_hits
 
 MAX_WORST = 50  # worst queries a report drawn here shows: the input's maximum and the views' check
 HOW = ("a failure report's .json (`python -m ctxir.evaluate … --report FILE.html` or `python -m ctxir.report "
@@ -43,7 +45,6 @@ def _read(path: Path, limit_mb: float) -> dict:
 
 def _from_results(state: AppState, name: str, results: dict, metric: str, worst: int) -> tuple[list, dict]:
     """(cases, meta) of a results JSON, judged by the qrels of the BEIR folder the app was started on."""
-    from ctxir.data.loaders import load_beir
     from ctxir.evaluation.report import report_from_results
 
     config = results.get("config") if isinstance(results.get("config"), dict) else {}
@@ -123,10 +124,7 @@ def sample_report(state: AppState, worst: int = 10, metric: str = "nDCG@10") -> 
     """The tab tried out of the box: BM25 over the demo corpus that ships with ctxir, its demo queries judged by
     the shipped ``demo_qrels.tsv``, the ``worst`` queries by ``metric``, each explained by BM25's own term weights
     (exact, and cheap: no model runs). The same report ``python -m ctxir.report`` writes for a run."""
-    from ctxir.data.loaders import load_qrels, load_queries
     from ctxir.evaluation.report import explain_failures, failure_cases, render_report, report_meta
-    from ctxir.retrieval.retrievers import BM25Retriever
-    from ctxir.types import run_from_hits
 
     worst = check_int(worst, "worst queries", 1, MAX_WORST)
     corpus = demo_corpus()

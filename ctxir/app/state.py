@@ -17,12 +17,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ctxir.checks import check_choice, check_int
-from ctxir.encoders.models import DEFAULT_BI_ENCODER, DEFAULT_CLS_LR, DEFAULT_CROSS_ENCODER
-from ctxir.rerank.pipeline import FIRST_STAGES
+from ctxir.data.loaders import load_corpus, load_corpus_any, load_queries
+from ctxir.encoders.bi_encoder import BiEncoder, default_backend
+from ctxir.encoders.internals import inspect_text
+from ctxir.encoders.models import (
+    DEFAULT_BI_ENCODER,
+    DEFAULT_CLS_LR,
+    DEFAULT_CROSS_ENCODER,
+    load_bi_encoder,
+    load_transformer,
+)
+from ctxir.rerank.pipeline import FIRST_STAGES, build_first_stages
 from ctxir.rerank.registry import RERANKERS as KINDS
-from ctxir.rerank.registry import reranker_choices
-from ctxir.types import Corpus, CtxirError, Internals
+from ctxir.rerank.registry import load_reranker, reranker_choices
+from ctxir.retrieval.retrievers import DenseRetriever
+from ctxir.types import Corpus, CtxirError, Internals, doc_text
 
 logger = logging.getLogger("ctxir.app")
 
@@ -107,8 +119,6 @@ class ViewResult:
 
 
 def demo_corpus() -> Corpus:
-    from ctxir.data.loaders import load_corpus
-
     return load_corpus(ASSETS / "demo_corpus.jsonl")
 
 
@@ -117,14 +127,11 @@ def demo_presets() -> dict:
 
 
 def demo_queries() -> list[str]:
-    from ctxir.data.loaders import load_queries
-
     return list(load_queries(ASSETS / "demo_queries.jsonl").values())
 
 
 def corpus_queries(path: Path, limit: int = 8) -> list[str]:
     """Up to ``limit`` example queries for a BEIR folder (its queries.jsonl); none for a single corpus file."""
-    from ctxir.data.loaders import load_queries
 
     file = Path(path) / "queries.jsonl"
     if not file.is_file():
@@ -190,8 +197,6 @@ class AppModels:
     def load(cls, config: AppConfig, progress: Progress | None = None) -> AppModels:
         """Load every model once. A missing bi-encoder is fatal; a missing re-ranker only logs a warning, and one
         that is not on this machine is not tried (nothing is downloaded)."""
-        from ctxir.encoders.models import load_bi_encoder, load_transformer
-        from ctxir.rerank.registry import load_reranker
 
         step = progress or (lambda *_: None)
         step(0.0, f"loading bi-encoder {config.bi_encoder}")
@@ -228,7 +233,6 @@ class AppModels:
         """Wrap models already in memory (tests, notebooks): a SentenceTransformer, and re-rankers by kind
         (``rerankers={"cross-encoder": a CrossEncoder, "cls-lr": a ClsLrRanker, ...}``; ``cross_encoder=`` and
         ``cls_lr=`` are the same for those two)."""
-        from ctxir.encoders.models import load_transformer
 
         path = str(bi_encoder[0].auto_model.config._name_or_path or bi_encoder_name)
         tokenizer, body = load_transformer(path, device, attentions=True)
@@ -284,8 +288,6 @@ class CorpusIndex:
 
     def __init__(self, name: str, corpus: Corpus, bi_encoder, source: str = "", progress: Progress | None = None,
                  cache=True, model_name: str | None = None):
-        from ctxir.rerank.pipeline import build_first_stages
-
         step = progress or (lambda *_: None)
         self.name, self.corpus, self.source, self.cache = name, corpus, source, cache
         self._bi_encoder, self._model_name = bi_encoder, model_name
@@ -304,9 +306,6 @@ class CorpusIndex:
         """Encode the corpus into the embedding cache ``chunk`` documents at a time, reporting each, so a first
         start on a large corpus shows how far it has got (minutes on a CPU); the retrievers then read the cache.
         Nothing to do when the vectors are cached; without a cache (uploads) the retriever encodes in one pass."""
-        import numpy as np
-
-        from ctxir.types import doc_text
 
         if encoder.cache is None:
             step(0.1, f"encoding {len(self.corpus):,} documents")
@@ -324,8 +323,6 @@ class CorpusIndex:
         encoder.cache.put(key, np.concatenate(parts) if parts else encoder.encode([]))
 
     def _encoder(self, pooling: str | None = None, layer: int | None = None):
-        from ctxir.encoders.bi_encoder import BiEncoder, default_backend
-
         # the search encoder (the model's own pooling) runs on $CTXIR_BACKEND (app.py --backend); another pooling or
         # layer (compare pooling) on torch, which alone supports them
         backend = default_backend() if pooling is None and layer is None else "torch"
@@ -341,7 +338,6 @@ class CorpusIndex:
 
     def pooled(self, pooling: str, layer: int):
         """A dense retriever over this corpus with another pooling/layer (encoded once, then cached)."""
-        from ctxir.retrieval.retrievers import DenseRetriever
 
         with self._lock:
             key = (pooling, layer)
@@ -459,7 +455,6 @@ class AppState:
     def load(cls, config: AppConfig, progress: Progress | None = None, background: bool = False) -> AppState:
         """Everything the app needs before its first request: models, the startup corpus and its index
         (background=True: the index is built in a thread, see ``__init__``; the models are loaded here)."""
-        from ctxir.data.loaders import load_corpus_any
 
         started = time.perf_counter()
         models = AppModels.load(config, progress)
@@ -502,7 +497,6 @@ class AppState:
             self._warm_index(self.index(self.default_corpus))
         for reranker in self.models.rerankers.values():
             reranker.score_pairs("warm up", ["warm up"])
-        from ctxir.encoders.internals import inspect_text
 
         for item in self.models.inspect.values():
             inspect_text("warm up", model=item.model, tokenizer=item.tokenizer)
@@ -631,7 +625,6 @@ class AppState:
 def inspect_input(state: AppState, model: str, text: str, text_pair: str | None = None,
                   max_tokens: int | None = None) -> Internals:
     """One forward pass of a loaded model over ``text`` (and ``text_pair``), refused above the token limit."""
-    from ctxir.encoders.internals import inspect_text
 
     item = state.models.inspectable(model)
     limit = max_tokens or state.config.max_inspect_tokens
@@ -651,7 +644,6 @@ def check_layer(value: Any, n_layers: int, what: str = "layer") -> int:
 def _inspectable_body(reranker, device: str) -> Inspectable:
     """A cross-encoder's transformer body with eager attention, for the attention and embedding views: reloaded by
     name (a ctxir modular cross-encoder's folder holds its trained top layers, which load_transformer applies)."""
-    from ctxir.encoders.models import load_transformer
 
     body = reranker.model[0].auto_model
     by_name = isinstance(getattr(reranker, "model_name", None), str) and \

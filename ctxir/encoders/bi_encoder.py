@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ctxir.checks import check_choice
 from ctxir.encoders.models import DEFAULT_BI_ENCODER, load_bi_encoder
 from ctxir.encoders.pooling import POOLINGS, LayerPooling, pool  # noqa: F401 (re-exported: from ctxir.encoders.bi_encoder import pool)
 from ctxir.types import Corpus, CtxirError, doc_text
@@ -67,7 +68,6 @@ def default_cache_dir() -> Path:
 def default_backend() -> str:
     """The encoding backend used when none is named: ``$CTXIR_BACKEND`` (app.py's ``--backend`` sets it), else
     "torch"."""
-    from ctxir.checks import check_choice
 
     return check_choice(os.environ.get("CTXIR_BACKEND") or "torch", "encoding backend (CTXIR_BACKEND)", BACKENDS)
 
@@ -145,6 +145,7 @@ class BiEncoder:
     def __init__(self, model=DEFAULT_BI_ENCODER, pooling: str | None = None, layer: int | None = None,
                  device: str = "auto", cache: EmbeddingCache | bool | None = True, batch_size: int = 32,
                  backend: str = "torch", onnx_dir: str | Path | None = None):
+        # lazy: sentence-transformers pulls in transformers (seconds)
         from sentence_transformers import SentenceTransformer
 
         if backend not in BACKENDS:
@@ -208,6 +209,7 @@ class BiEncoder:
         require("onnxruntime", "onnx", "onnxscript")
 
     def _build_encoder(self):
+        # lazy: sentence-transformers pulls in transformers (seconds)
         from sentence_transformers import SentenceTransformer
         from sentence_transformers.sentence_transformer.modules import Normalize
 

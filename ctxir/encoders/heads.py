@@ -29,6 +29,7 @@ from typing import ClassVar
 import torch
 from sentence_transformers.base.modules import Module, Transformer
 
+from ctxir.encoders.models import resolve_model
 from ctxir.names import TOP_LAYERS_CONFIG, TOP_LAYERS_FORMAT, TOP_LAYERS_WEIGHTS
 
 # modules.json types ctxir's own loader builds (anything else in a model folder is refused, never imported)
@@ -144,6 +145,7 @@ class TopLayersTransformer(Transformer):
         return index is not None and index >= self.trained_from
 
     def save(self, output_path: str, *args, safe_serialization: bool = True, **kwargs) -> None:
+        # lazy: safetensors is needed only to read or write weights
         from safetensors.torch import save_file
 
         if not self.base_model:
@@ -161,9 +163,8 @@ class TopLayersTransformer(Transformer):
     @classmethod
     def load(cls, model_name_or_path: str, subfolder: str = "", token=None, cache_folder=None, revision=None,
              local_files_only: bool = False, **kwargs) -> TopLayersTransformer:
+        # lazy: safetensors is needed only to read or write weights
         from safetensors.torch import load_file
-
-        from ctxir.encoders.models import resolve_model
 
         hub = {"subfolder": subfolder, "token": token, "cache_folder": cache_folder, "revision": revision,
                "local_files_only": local_files_only}
@@ -197,6 +198,7 @@ def apply_top_layers(model: torch.nn.Module, folder: str | Path) -> torch.nn.Mod
     For the views that need a bare ``AutoModel`` (attentions, hidden states, CLS-LR's [CLS]): the same weights as
     the cross-encoder's body.
     """
+    # lazy: safetensors is needed only to read or write weights
     from safetensors.torch import load_file
 
     patch = load_file(str(Path(folder) / TOP_LAYERS_WEIGHTS))

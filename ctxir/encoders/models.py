@@ -30,7 +30,7 @@ from types import SimpleNamespace
 import torch
 
 from ctxir.files import check_model_folder, read_json
-from ctxir.names import ADAPTER_CONFIG, CLS_LR_CONFIG
+from ctxir.names import ADAPTER_CONFIG, CLS_LR_CONFIG, TOP_LAYERS_CONFIG
 from ctxir.types import CtxirError
 
 DEFAULT_BI_ENCODER = "sentence-transformers/all-MiniLM-L6-v2"
@@ -95,6 +95,7 @@ def resolve_model(name: str) -> str:
         raise CtxirError(f"model folder {name!r} does not exist: check the path, or pass a Hub id "
                          f"such as {DEFAULT_BI_ENCODER!r}")
 
+    # lazy: the Hub client is needed only to download or upload
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, RepositoryNotFoundError
 
@@ -148,6 +149,7 @@ def pick_device(device: str | None = "auto") -> str:
 @functools.cache
 def load_bi_encoder(name: str = DEFAULT_BI_ENCODER, device: str = "auto"):
     """A ``SentenceTransformer``; loaded once per (name, device) and shared."""
+    # lazy: sentence-transformers pulls in transformers (seconds)
     from sentence_transformers import SentenceTransformer
 
     path = resolve_model(name)
@@ -160,6 +162,7 @@ def load_bi_encoder(name: str = DEFAULT_BI_ENCODER, device: str = "auto"):
 @functools.cache
 def load_cross_encoder(name: str = DEFAULT_CROSS_ENCODER, device: str = "auto", num_labels: int | None = None):
     """A ``CrossEncoder``; a plain encoder body (e.g. MiniLM) gets a fresh ``num_labels`` head (default 1)."""
+    # lazy: sentence-transformers pulls in transformers (seconds)
     from sentence_transformers import CrossEncoder
 
     path = resolve_model(name)
@@ -195,6 +198,7 @@ def merge_adapter(model, path: str | Path):
     Merged weights run at the plain model's speed and make the adapter invisible downstream: [CLS] features,
     attentions and scores are those of one ordinary BERT.
     """
+    # lazy: peft pulls in transformers (seconds)
     from peft import PeftModel
 
     return PeftModel.from_pretrained(model, str(path)).merge_and_unload()
@@ -213,6 +217,7 @@ def _load_modules(folder: Path, entries: list[dict]) -> list:
     This is why ctxir loads its shipped cross-encoders with no ``trust_remote_code``: the classes are named
     here, never taken from the folder.
     """
+    # lazy: sentence-transformers pulls in transformers (seconds)
     from sentence_transformers.util import import_from_string
 
     from ctxir.encoders.heads import TRUSTED_MODULE_PREFIXES
@@ -228,6 +233,7 @@ def _load_modules(folder: Path, entries: list[dict]) -> list:
 
 def _modular_cross_encoder(path: str, device: str):
     """A ``CrossEncoder`` built from its modules.json by ctxir (see ``_load_modules``), raw scores kept."""
+    # lazy: sentence-transformers pulls in transformers (seconds)
     from sentence_transformers import CrossEncoder
 
     folder = Path(path)
@@ -239,7 +245,6 @@ def _saved_activation(folder: Path):
     """Identity where the folder was saved with raw scores (config_sentence_transformers.json), else None (the
     default): ranking scores stay raw logits, since a sigmoid saturates at 1.0 for the segment-cosine head's large
     scores."""
-    import torch
 
     settings = read_json(folder / "config_sentence_transformers.json")
     return torch.nn.Identity() if settings.get("activation_fn", "").endswith("Identity") else None
@@ -251,6 +256,7 @@ def _adapter_cross_encoder(path: str, device: str):
     Two layouts: a sequence-classification head (LoRA + pooler + classifier in the adapter), or a modular one
     (the adapted body, then the saved Pooling/Dense modules beside it, e.g. a mean-pooling head).
     """
+    # lazy: sentence-transformers pulls in transformers (seconds)
     from sentence_transformers import CrossEncoder
 
     folder = Path(path)
@@ -281,6 +287,7 @@ def load_transformer(name: str = DEFAULT_BI_ENCODER, device: str = "auto", atten
     attentions=True loads eager attention: with the default sdpa kernels transformers returns no
     attention weights at all. Feature extraction keeps the faster default.
     """
+    # lazy: transformers' model classes take seconds to import
     from transformers import AutoModel, AutoModelForSequenceClassification, AutoTokenizer
 
     path = resolve_model(name)
@@ -315,7 +322,6 @@ def load_transformer(name: str = DEFAULT_BI_ENCODER, device: str = "auto", atten
 
 def top_layers_config(path: str | Path) -> dict:
     """The ``ctxir_top_layers.json`` of a cross-encoder folder saved as trained top layers ({} if none)."""
-    from ctxir.names import TOP_LAYERS_CONFIG
 
     return read_json(Path(path) / TOP_LAYERS_CONFIG) if (Path(path) / TOP_LAYERS_CONFIG).is_file() else {}
 

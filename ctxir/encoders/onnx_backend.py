@@ -27,12 +27,15 @@ import logging
 import sys
 import threading
 import time
+import warnings
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 
+from ctxir.encoders.pooling import pool
+from ctxir.files import atomic_path
 from ctxir.types import CtxirError
 
 FP32_FILE = "model.onnx"
@@ -61,6 +64,7 @@ def require(*modules: str, what: str = "backend 'onnx-int8'") -> None:
 
 
 def _session(path: Path, threads: int):
+    # lazy: the ONNX stack is needed only for --backend onnx-int8
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -73,6 +77,7 @@ def _session(path: Path, threads: int):
 def _run_options():
     """Each run gives its activations' memory back when it ends: ONNX Runtime's CPU arena otherwise keeps its
     largest size for the life of the session (the app keeps sessions open: ~1 GB held after one long corpus)."""
+    # lazy: the ONNX stack is needed only for --backend onnx-int8
     import onnxruntime as ort
 
     options = ort.RunOptions()
@@ -125,9 +130,8 @@ class OnnxEncoder:
 
     def encode(self, texts: Sequence[str], show_progress_bar: bool | None = None) -> np.ndarray:
         """(N, D) float32, unit rows, in the order of ``texts``."""
+        # lazy: torch takes about a second to import
         import torch
-
-        from ctxir.encoders.pooling import pool
 
         texts = list(texts)
         order = np.argsort([-len(t) for t in texts], kind="stable")
@@ -154,9 +158,8 @@ class OnnxEncoder:
 def export_onnx(model, folder: str | Path, progress: bool = True) -> Path:
     """The transformer of a SentenceTransformer → ``folder/model.onnx`` (torch.onnx.export, dynamo; dynamic batch
     and length), reused when already there. Written under a temporary name and renamed when complete."""
+    # lazy: torch takes about a second to import
     import torch
-
-    from ctxir.files import atomic_path
 
     path = Path(folder) / FP32_FILE
     if path.is_file():
@@ -181,7 +184,6 @@ def export_onnx(model, folder: str | Path, progress: bool = True) -> Path:
 
     if progress:
         print(f"exporting {body.config.model_type} to {path} …", file=sys.stderr, flush=True)
-    import warnings
 
     with warnings.catch_warnings(), atomic_path(path, suffix=".onnx") as tmp, _quiet():
         warnings.simplefilter("ignore")
@@ -212,7 +214,6 @@ def quantise(fp32: str | Path, kind: str, calibration: list[dict] | None = None)
     Both use ``reduce_range`` (7-bit weights), which ONNX Runtime advises on AVX2/AVX-512 without VNNI, where u8×s8
     products can saturate. These settings were fixed before any benchmark ran and never tuned on test queries.
     """
-    from ctxir.files import atomic_path
 
     if kind not in ("dynamic", "static"):
         raise CtxirError(f"quantisation {kind!r} is not known: use one of 'dynamic', 'static'")
@@ -221,6 +222,7 @@ def quantise(fp32: str | Path, kind: str, calibration: list[dict] | None = None)
     if out.is_file():
         return out
     require("onnxruntime", "onnx", what="int8 quantisation")
+    # lazy: the ONNX stack is needed only for --backend onnx-int8
     from onnxruntime.quantization import (
         CalibrationMethod,
         QuantFormat,

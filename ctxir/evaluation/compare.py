@@ -41,6 +41,9 @@ from typing import Any
 
 import numpy as np
 
+from ctxir.checks import check_choice
+from ctxir.cli import cli_main
+from ctxir.files import read_json
 from ctxir.types import CtxirError
 
 TESTS = ("randomization", "t-test")
@@ -131,7 +134,6 @@ def compare_systems(per_query: Mapping[str, PerQuery], metrics: Sequence[str] = 
     >>> row["system"], round(row["delta"], 4), row["wins"], row["ties"], round(row["p"], 3)  # t = 1.89, 2 df
     ('dense', 0.4167, 2, 1, 0.199)
     """
-    from ctxir.checks import check_choice
 
     check_choice(test, "test", TESTS)
     check_choice(correction, "correction", CORRECTIONS)
@@ -217,7 +219,6 @@ def format_comparison(result: Mapping) -> str:
 def load_systems(specs: Sequence[str]) -> dict[str, PerQuery]:
     """``{label: per-query values}`` from results JSONs: ``FILE`` (its ``system``) or ``FILE::SYSTEM``. Labels are
     the system names, prefixed with the file's name where two files hold systems of the same name."""
-    from ctxir.files import read_json
 
     picked = []
     for spec in specs:
@@ -294,8 +295,6 @@ def run(args: CompareArgs) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ctxir.cli import cli_main
-
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and "--compare" not in argv and not argv[0].startswith("-"):  # python -m ctxir.compare A.json B.json
         argv = ["--compare", *argv]

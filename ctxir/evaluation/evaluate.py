@@ -28,6 +28,7 @@ ctxir.evaluation.compare).
 
 from __future__ import annotations
 
+import os
 import platform
 import sys
 import time
@@ -35,8 +36,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from ctxir.checks import check_choice
+from ctxir.cli import cli_main
+from ctxir.data.loaders import load_beir, load_pairs, load_sts
+from ctxir.encoders.bi_encoder import BiEncoder, EmbeddingCache, cache_root
+from ctxir.encoders.models import set_threads
+from ctxir.evaluation.metrics import evaluate_run, format_table, paired_retrieval, sts_correlation
 from ctxir.files import read_json, write_json
-from ctxir.rerank.registry import RERANK_MODES, RERANKER_CHOICES, RERANKERS, reranker_choices
+from ctxir.rerank.pipeline import Pipeline, StageFusion, build_first_stages, mode_fusion
+from ctxir.rerank.registry import RERANK_MODES, RERANKER_CHOICES, RERANKERS, load_reranker, reranker_choices
+from ctxir.retrieval.retrievers import HybridRetriever
 from ctxir.types import CtxirError
 
 # Printed; the JSON file keeps every metric and per-query value.
@@ -106,8 +115,6 @@ class EvaluateArgs:
 
 
 def _encoder(args: EvaluateArgs, model: str = ""):
-    from ctxir.encoders.bi_encoder import BiEncoder, EmbeddingCache, cache_root
-
     return BiEncoder(model or args.model, pooling=None if args.pooling == "model" else args.pooling, layer=args.layer,
                      device=args.device,
                      cache=EmbeddingCache(cache_root(args.cache_dir) / "embeddings") if args.cache_dir else True,
@@ -123,9 +130,6 @@ def _is_sts(path: Path) -> bool:
 
 
 def run_sts(args: EvaluateArgs) -> dict:
-    from ctxir.data.loaders import load_sts
-    from ctxir.evaluation.metrics import sts_correlation
-
     path = Path(args.data)
     pairs = load_sts(path) if path.is_file() else load_sts(path, args.split)
     gold = [score for _, _, score in pairs]
@@ -152,9 +156,6 @@ def run_sts(args: EvaluateArgs) -> dict:
 
 
 def run_paired(args: EvaluateArgs) -> dict:
-    from ctxir.data.loaders import load_pairs
-    from ctxir.evaluation.metrics import paired_retrieval
-
     try:
         k_values = [int(k) for k in args.k_values.split(",")]
     except ValueError as err:
@@ -168,10 +169,6 @@ def run_paired(args: EvaluateArgs) -> dict:
 
 
 def build_pipeline(args: EvaluateArgs, corpus):
-    from ctxir.encoders.bi_encoder import cache_root
-    from ctxir.rerank.pipeline import Pipeline, build_first_stages, mode_fusion
-    from ctxir.rerank.registry import load_reranker
-
     encoders = []
     if args.retriever in ("dense", "hybrid"):
         extra = [m.strip() for m in args.extra_models.split(",") if m.strip()] if args.retriever == "hybrid" else []
@@ -196,9 +193,6 @@ def build_pipeline(args: EvaluateArgs, corpus):
 
 
 def run_retrieval(args: EvaluateArgs) -> dict:
-    from ctxir.data.loaders import load_beir
-    from ctxir.evaluation.metrics import evaluate_run
-
     if args.tune_queries:  # fail before any model is loaded
         if not args.tune_on:
             raise CtxirError(f"--tune-queries {args.tune_queries!r} needs --tune-on SPLIT (e.g. train)")
@@ -239,10 +233,7 @@ def run_retrieval(args: EvaluateArgs) -> dict:
 
 def _tune(args: EvaluateArgs, pipeline) -> dict:
     """Choose the hybrid's fusion, then the re-ranker/first-stage fusion, on --tune-on queries (in place)."""
-    from ctxir.data.loaders import load_beir
     from ctxir.evaluation.tuning import tune_hybrid, tune_stage_fusion
-    from ctxir.rerank.pipeline import StageFusion
-    from ctxir.retrieval.retrievers import HybridRetriever
 
     hybrid = isinstance(pipeline.first_stage, HybridRetriever)
     if not hybrid and pipeline.reranker is None:
@@ -312,8 +303,6 @@ def run(args: EvaluateArgs) -> dict:
         raise CtxirError(f"--top-k must be ≥ 1, got {args.top_k!r}")
     if args.extra_models and args.retriever != "hybrid":
         raise CtxirError(f"--extra-models {args.extra_models!r} needs --retriever hybrid")
-    from ctxir.checks import check_choice
-    from ctxir.encoders.models import set_threads
 
     check_choice(args.rerank, "--rerank", reranker_choices())
     check_choice(args.rerank_mode, "--rerank-mode", RERANK_MODES)
@@ -344,7 +333,6 @@ def run(args: EvaluateArgs) -> dict:
     result["environment"] = {"python": platform.python_version(), "machine": platform.machine(),
                              "processor": platform.processor(), "cpus": _cpu_count()}
     # 4. print and save
-    from ctxir.evaluation.metrics import format_table
 
     shown = [m for m in SHOWN_METRICS if m in next(iter(result["metrics"].values()))] or \
         list(next(iter(result["metrics"].values())))
@@ -357,8 +345,6 @@ def run(args: EvaluateArgs) -> dict:
 
 
 def _cpu_count() -> int:
-    import os
-
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
@@ -379,8 +365,6 @@ def default_output(args: EvaluateArgs) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ctxir.cli import cli_main
-
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--compare" in argv:  # several finished runs compared on their per-query values: ctxir.evaluation.compare
         from ctxir.evaluation import compare

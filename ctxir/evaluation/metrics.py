@@ -285,6 +285,7 @@ def paired_test(a: Mapping[str, Mapping[str, float]], b: Mapping[str, Mapping[st
     >>> round(test["t_pvalue"], 3), round(test["wilcoxon_pvalue"], 3)  # 4 queries are too few to be sure
     (0.092, 0.25)
     """
+    # lazy: scipy is needed only for the statistics
     from scipy import stats
 
     common = sorted(set(a) & set(b))
@@ -327,6 +328,7 @@ def sts_correlation(predicted: Sequence[float] | Any, gold: Sequence[float] | An
     >>> {name: round(value, 4) for name, value in sts_correlation(predicted, gold).items()}
     {'spearman': 1.0, 'pearson': 0.9971, 'n': 4}
     """
+    # lazy: scipy is needed only for the statistics
     from scipy import stats
 
     p = _as_array(predicted, "predicted").ravel()

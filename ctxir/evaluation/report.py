@@ -25,6 +25,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
+from markupsafe import Markup
+
+from ctxir.cli import cli_main
+from ctxir.data.loaders import load_beir, load_corpus_any, load_qrels, load_queries
+from ctxir.encoders.bi_encoder import BiEncoder
+from ctxir.evaluation.metrics import METRICS, evaluate_run
+from ctxir.explain.attributions import DEFAULT_IG_STEPS, explain_bi_encoder
+from ctxir.files import read_json, write_atomic, write_json
+from ctxir.rerank.pipeline import load_reranker
+from ctxir.rerank.registry import kind_of
+from ctxir.retrieval.retrievers import BM25Retriever, DenseRetriever, HybridRetriever
 from ctxir.types import Corpus, CtxirError, Qrels, Queries, Run, doc_text
 
 REPORT_FORMAT = "ctxir-failure-report"
@@ -54,7 +65,6 @@ def metric_values(qrels: Qrels, run: Run, metric: str = "nDCG@10") -> dict[str, 
     >>> metric_values({"q1": {"d2": 1}}, {"q1": {"d1": 2.0, "d2": 1.0}}, "MRR@10")
     {'q1': 0.5}
     """
-    from ctxir.evaluation.metrics import METRICS, evaluate_run
 
     families = {label: key for key, (label, _) in METRICS.items()}
     name, _, k = str(metric).partition("@")
@@ -170,9 +180,8 @@ def explain_failures(cases: Sequence[dict], corpus: Corpus, *, bm25=None, bi_enc
     (``score`` and ``tokens``: [token, contribution] pairs of the document), ``terms`` (per query term: its
     contribution to each score and the difference, largest difference first) and ``difference`` of the scores.
     """
+    # lazy: the progress bar is needed only here
     from tqdm.auto import tqdm
-
-    from ctxir.explain.attributions import DEFAULT_IG_STEPS
 
     if bm25 is None and bi_encoder is None and reranker is None:
         raise CtxirError("explain_failures needs a model: pass bm25=, bi_encoder= and/or reranker= "
@@ -205,7 +214,6 @@ def explain_failures(cases: Sequence[dict], corpus: Corpus, *, bm25=None, bi_enc
 def pipeline_explainers(pipeline) -> dict:
     """The models a ``Pipeline`` already holds, as ``explain_failures`` keywords: its BM25 index, its (first)
     bi-encoder and its re-ranker."""
-    from ctxir.retrieval.retrievers import BM25Retriever, DenseRetriever, HybridRetriever
 
     first = pipeline.first_stage
     parts = first.retrievers if isinstance(first, HybridRetriever) else [first]
@@ -273,8 +281,6 @@ class _BM25Explainer:
     per (term, document) in its index, so the split is exact."""
 
     def __init__(self, bm25):
-        from ctxir.retrieval.retrievers import BM25Retriever
-
         if not isinstance(bm25, BM25Retriever):
             raise CtxirError(f"bm25 must be a ctxir.BM25Retriever, got {type(bm25).__name__!r}")
         self.bm25, self.tokenizer, self.index = bm25, bm25.tokenizer, bm25.index
@@ -352,8 +358,6 @@ class _BiEncoderExplainer:
         self.max_length = getattr(st, "max_seq_length", None)
 
     def __call__(self, query: str, docs: Mapping[str, tuple[str, str]]) -> dict:
-        from ctxir.explain.attributions import explain_bi_encoder
-
         runs = {side: explain_bi_encoder(self.model, query, text, n_steps=self.n_steps)
                 for side, (_, text) in docs.items()}
         method = runs["winner"]["method"]
@@ -386,8 +390,6 @@ class _BiEncoderExplainer:
 
 
 def _reranker_explainer(reranker, n_steps: int):
-    from ctxir.rerank.registry import kind_of
-
     kind = kind_of(reranker)  # its entry in ctxir.rerank.registry: how it is explained, what it is called
     explain, name = kind.explain, kind.name
 
@@ -450,9 +452,6 @@ def report_meta(qrels: Qrels, run: Run, metric: str, system: str, config: Mappin
 def explainers_from_config(config: Mapping, corpus: Corpus, system: str, device: str = "auto") -> dict:
     """Rebuild the models a results JSON's ``config`` names, for ``explain_failures`` (BM25 is re-indexed, the
     bi-encoder and re-ranker loaded; the corpus is not encoded)."""
-    from ctxir.encoders.bi_encoder import BiEncoder
-    from ctxir.rerank.pipeline import load_reranker
-    from ctxir.retrieval.retrievers import BM25Retriever
 
     retriever = config.get("retriever", "")
     found: dict = {}
@@ -484,7 +483,6 @@ def report_paths(path: str | Path) -> tuple[Path, Path]:
 
 def write_report(path: str | Path, cases: Sequence[dict], meta: Mapping) -> tuple[Path, Path]:
     """Write FILE.html (``render_report``) and FILE.json (what ``load_report`` reads); returns both paths."""
-    from ctxir.files import write_atomic, write_json
 
     html_path, json_path = report_paths(path)
     html_path.parent.mkdir(parents=True, exist_ok=True)
@@ -497,7 +495,6 @@ def write_report(path: str | Path, cases: Sequence[dict], meta: Mapping) -> tupl
 def load_report(path: str | Path) -> dict:
     """``{"meta", "cases"}`` from a report's JSON (FILE.json, or FILE.html: the JSON beside it) — for the app's
     view, which can pass them to ``render_report(cases, meta, standalone=False)``."""
-    from ctxir.files import read_json
 
     path = Path(path)
     json_path = path.with_suffix(".json") if path.suffix.lower() in (".html", ".htm") else path
@@ -526,7 +523,6 @@ def _e(value) -> str:
 
 def _finalize(value):
     """Every ``{{ expression }}`` of the template is HTML-escaped; only the template's own macros (``|safe``) are not."""
-    from markupsafe import Markup
 
     return value if isinstance(value, Markup) else _e(value)
 
@@ -582,6 +578,7 @@ def _main_reason(case: Mapping) -> str:
 
 
 def _template():
+    # lazy: jinja2 is needed only to render
     import jinja2
 
     # autoescape stays off because _finalize escapes every expression with html.escape, as this module always has.
@@ -665,9 +662,6 @@ class ReportArgs:
 
 
 def run(args: ReportArgs) -> dict:
-    from ctxir.data.loaders import load_beir, load_corpus_any, load_qrels, load_queries
-    from ctxir.files import read_json
-
     if not Path(args.results).is_file():
         raise CtxirError(f"--results {args.results!r} is not a file: pass the JSON python -m ctxir.evaluate wrote")
     results = read_json(args.results)
@@ -700,8 +694,6 @@ def run(args: ReportArgs) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ctxir.cli import cli_main
-
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and not argv[0].startswith("-"):  # the results JSON may come first, without --results
         argv = ["--results", *argv]

@@ -32,7 +32,11 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import torch
 
-from ctxir.encoders.models import DEFAULT_BI_ENCODER
+from ctxir.encoders.bi_encoder import BiEncoder, LayerPooling
+from ctxir.encoders.internals import inspect_text
+from ctxir.encoders.models import DEFAULT_BI_ENCODER, load_bi_encoder, load_cross_encoder
+from ctxir.rerank.rankers import ClsLrRanker, CrossEncoderReranker
+from ctxir.rerank.registry import get_reranker
 from ctxir.types import CtxirError
 
 BASELINES = ("pad", "mask")
@@ -153,10 +157,8 @@ def explain_bi_encoder(model, query: str, document: str, method: str = "auto",
 
 
 def _sentence_transformer(model):
+    # lazy: sentence-transformers pulls in transformers (seconds)
     from sentence_transformers import SentenceTransformer
-
-    from ctxir.encoders.bi_encoder import BiEncoder
-    from ctxir.encoders.models import load_bi_encoder
 
     if isinstance(model, str):
         return load_bi_encoder(model, "auto")
@@ -170,9 +172,8 @@ def _sentence_transformer(model):
 
 def _exact_split_support(st) -> tuple[str, str]:
     """(pooling name, reason no exact split exists or "")."""
+    # lazy: sentence-transformers pulls in transformers (seconds)
     from sentence_transformers.base.modules import Normalize
-
-    from ctxir.encoders.bi_encoder import LayerPooling
 
     modules = list(st)
     if len(modules) < 2 or not hasattr(modules[0], "auto_model"):
@@ -196,7 +197,6 @@ def _exact_split_support(st) -> tuple[str, str]:
 
 def _pooled_tokens(st, out: dict) -> torch.Tensor:
     """The token vectors the pooling averages: the last layer's, or the layer a LayerPooling reads."""
-    from ctxir.encoders.bi_encoder import LayerPooling
 
     pooler = st[1]
     if isinstance(pooler, LayerPooling) and pooler.layer != -1:
@@ -208,6 +208,7 @@ def _pooled_tokens(st, out: dict) -> torch.Tensor:
 
 def _bi_encoder_ig(st, query: str, document: str, n_steps: int, max_steps: int, baseline: str) -> dict:
     """Captum IG on the word embeddings of both texts at once; the target is their cosine."""
+    # lazy: captum is needed only for Integrated Gradients
     from captum.attr import IntegratedGradients
 
     _check_steps(n_steps, max_steps)
@@ -347,7 +348,6 @@ def explain_cls_lr(ranker, query: str, document: str, n_steps: int = DEFAULT_IG_
     >>> out["completeness_error"] <= 0.01  # doctest: +SKIP
     True
     """
-    from ctxir.rerank.rankers import ClsLrRanker
 
     query, document = _check_text(query, "query"), _check_text(document, "document")
     _check_steps(n_steps, max_steps)
@@ -376,10 +376,8 @@ def explain_cls_lr(ranker, query: str, document: str, n_steps: int = DEFAULT_IG_
 
 
 def _cross_encoder(model):
+    # lazy: sentence-transformers pulls in transformers (seconds)
     from sentence_transformers import CrossEncoder
-
-    from ctxir.encoders.models import load_cross_encoder
-    from ctxir.rerank.rankers import CrossEncoderReranker
 
     if isinstance(model, str):
         return load_cross_encoder(model, "auto")
@@ -394,6 +392,7 @@ def _cross_encoder(model):
 def _explain_pair(score: Callable, word_embeddings: torch.nn.Module, tokenizer, enc: dict, n_steps: int,
                   max_steps: int, baseline: str) -> dict:
     """Captum LayerIntegratedGradients of ``score(input_ids, attention_mask, token_type_ids) -> (batch,)``."""
+    # lazy: captum is needed only for Integrated Gradients
     from captum.attr import LayerIntegratedGradients
 
     input_ids = enc["input_ids"]  # (1, tokens)
@@ -480,7 +479,6 @@ def cls_attention(query: str, document: str, model, tokenizer=None) -> dict:
     >>> len(out["attention"]), [round(sum(row), 4) for row in out["attention"]][:2]  # doctest: +SKIP
     (6, [1.0, 1.0])
     """
-    from ctxir.encoders.internals import inspect_text
 
     query, document = _check_text(query, "query"), _check_text(document, "document")
     with _eager_attention(model):
@@ -533,7 +531,6 @@ def explain(query: str, document: str, bi_encoder=DEFAULT_BI_ENCODER, cross_enco
     ``cross_encoder`` always holds the first re-ranker's explanation (the cross-encoder's, or the CLS-LR one when
     only a CLS-LR ranker is given): the key readers of one re-ranker's explanation read.
     """
-    from ctxir.rerank.registry import get_reranker
 
     query, document = _check_text(query, "query"), _check_text(document, "document")
     if bi_encoder is None:

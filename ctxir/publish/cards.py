@@ -291,6 +291,7 @@ def slug(text: str) -> str:
 
 def eval_results(metrics: dict) -> list:
     """metrics.json ``evaluations`` → huggingface_hub ``EvalResult``s (the card's ``model-index``)."""
+    # lazy: the Hub client is needed only to download or upload
     from huggingface_hub import EvalResult
 
     out = []
@@ -340,6 +341,7 @@ def pipeline_tag(model_type: str, facts: Mapping) -> str:
 
 def card_data(metrics: dict, inputs: CardInputs):
     """The card's YAML front matter as a ``huggingface_hub.ModelCardData``."""
+    # lazy: the Hub client is needed only to download or upload
     from huggingface_hub import ModelCardData
 
     model_type = metrics["model_type"]
@@ -430,6 +432,7 @@ def _template_context(metrics: dict, inputs: CardInputs) -> dict:
 
 def render_card(metrics: dict, inputs: CardInputs, template_dir: str | Path | None = None):
     """Render the ``huggingface_hub.ModelCard`` for a run (validated metrics, model facts, Hub id)."""
+    # lazy: the Hub client is needed only to download or upload
     from huggingface_hub import ModelCard
 
     validate_metrics(metrics)
@@ -447,6 +450,7 @@ def check_card(card_path: str | Path, metrics: dict, base_license: tuple[str, Li
     pipeline_tag present; every ``model-index`` value equals the ``after`` value in metrics.json (and nothing
     extra); every evaluation's number appears in the body table.
     """
+    # lazy: the Hub client is needed only to download or upload
     from huggingface_hub import ModelCard, metadata_load
     from huggingface_hub.repocard_data import model_index_to_eval_results
 

@@ -27,6 +27,10 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
+from ctxir.cli import subcommand_main
+from ctxir.encoders.models import load_transformer, resolve_model
 from ctxir.files import is_pickle_file, read_json, write_atomic, write_json
 from ctxir.names import CLS_LR_CONFIG, CLS_LR_WEIGHTS
 from ctxir.names import looks_like_hub_id as _looks_like_hub_id
@@ -111,6 +115,7 @@ def _files(folder: Path) -> list[str]:
 
 
 def check_repo_id(repo_id: str) -> str:
+    # lazy: the Hub client is needed only to download or upload
     from huggingface_hub.utils import HFValidationError, validate_repo_id
 
     repo_id = (repo_id or "").strip()
@@ -141,6 +146,7 @@ def _transformer_dir(folder: Path) -> Path:
 
 def folder_license(folder: Path, what: str) -> tuple[str, License] | None:
     """A model folder's license as it states it: its metrics.json training data, else its card's metadata."""
+    # lazy: the Hub client is needed only to download or upload
     from huggingface_hub import metadata_load
 
     if (folder / METRICS_FILE).is_file():
@@ -159,7 +165,6 @@ def folder_license(folder: Path, what: str) -> tuple[str, License] | None:
 
 def base_model_license(base: str) -> tuple[str, License] | None:
     """The base model's license (Hub id or folder), or None when it cannot be looked at here."""
-    from ctxir.encoders.models import resolve_model
 
     try:
         folder = Path(resolve_model(base))
@@ -171,7 +176,6 @@ def base_model_license(base: str) -> tuple[str, License] | None:
 def _cls_lr_base_dir(src: Path) -> tuple[Path, str]:
     """The encoder a CLS-LR ranker reads (bundled ".", a folder relative to the ranker, a Hub id or a path),
     and how to name it."""
-    from ctxir.encoders.models import resolve_model
 
     base = read_json(src / CLS_LR_CONFIG).get("base_model", "")
     if base == "." or (src / base).is_dir():
@@ -228,7 +232,8 @@ def _model_facts(folder: Path, model_type: str) -> dict:
                 "activation": type(model.activation_fn).__name__, "ctxir_modules": is_ctxir_modular(folder),
                 "modules": " → ".join(type(m).__name__ for m in model),
                 "trained_layers": (f"{top['trained_from_layer']}–{top['num_hidden_layers'] - 1}" if top else None),
-                "fusion": read_json(folder / "fusion.json") or None}
+                "fusion": read_json(folder / "fusion.json") or None,
+                "passages": read_json(folder / "passages.json") or None}
     config = read_json(folder / CLS_LR_CONFIG)
     meta = config.get("metadata") or {}
     return {"hidden_size": config.get("hidden_size"), "layer": config.get("layer", -1),
@@ -390,6 +395,7 @@ def validate(folder: str | Path, base_license: tuple[str, License] | bool | None
 
     base_license: as used at staging; False (default) re-derives it from the folder.
     """
+    # lazy: the Hub client is needed only to download or upload
     from huggingface_hub.utils import DEFAULT_IGNORE_PATTERNS, filter_repo_objects
 
     folder = Path(folder).expanduser().resolve()
@@ -425,10 +431,6 @@ def validate(folder: str | Path, base_license: tuple[str, License] | bool | None
 
 
 def _load_check(folder: Path, model_type: str) -> None:
-    import numpy as np
-
-    from ctxir.encoders.models import load_transformer, resolve_model
-
     # A re-staged folder at the same path must be loaded afresh, not from ctxir's per-process caches.
     resolve_model.cache_clear()
     load_transformer.cache_clear()
@@ -484,6 +486,7 @@ def push(folder: str | Path, repo_id: str, private: bool = False, revision: str 
     Token: ``token``, else ``HF_TOKEN`` / the ``hf auth login`` file (``huggingface_hub.get_token``). It is passed to
     the client and never printed or put in a message. ``api`` lets tests inject a stand-in for ``HfApi``.
     """
+    # lazy: the Hub client is needed only to download or upload
     from huggingface_hub import HfApi, constants, get_token
     from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
 
@@ -573,8 +576,6 @@ def run_validate(args: ValidateArgs) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ctxir.cli import subcommand_main
-
     return subcommand_main({"push": (PushArgs, run_push), "validate": (ValidateArgs, run_validate)},
                            "python -m ctxir.hub", argv)
 

@@ -14,9 +14,12 @@ from dataclasses import dataclass, field
 from tqdm.auto import tqdm
 
 from ctxir.checks import check_choice, check_query, check_top_k
+from ctxir.files import read_json
 from ctxir.rerank.rankers import Reranker
+from ctxir.rerank.registry import RERANK_MODES
+from ctxir.rerank.registry import load_reranker as load
 from ctxir.retrieval.fusion import DEFAULT_RRF_K, FUSIONS, fuse, scored_only
-from ctxir.retrieval.retrievers import Retriever
+from ctxir.retrieval.retrievers import BM25Retriever, DenseRetriever, HybridRetriever, Retriever
 from ctxir.types import CtxirError, Hit, Queries, Run, run_from_hits
 
 
@@ -94,7 +97,6 @@ class StageFusion:
     def from_file(cls, path) -> StageFusion:
         """A fusion.json (training/ship.py puts it in the cross-encoder's folder): method "rrf"|"weighted",
         weights [first stage, re-ranker], k, chosen_on."""
-        from ctxir.files import read_json
 
         try:
             data = read_json(path)
@@ -205,7 +207,6 @@ def mode_fusion(reranker: Reranker | None, mode: str = "fused") -> StageFusion |
     >>> mode_fusion(Constant()).describe()
     'RRF k=60, weights 1:1 (first stage : re-ranker)'
     """
-    from ctxir.rerank.registry import RERANK_MODES
 
     check_choice(mode, "re-rank mode", RERANK_MODES)
     if reranker is None or mode == "alone":
@@ -251,7 +252,6 @@ def build_first_stages(corpus, kinds: Sequence[str] = FIRST_STAGES, encoders: Se
     >>> [h.doc_id for h in stages["bm25"].query("river otters")]
     ['a']
     """
-    from ctxir.retrieval.retrievers import BM25Retriever, DenseRetriever, HybridRetriever
 
     for kind in kinds:
         check_choice(kind, "first stage", FIRST_STAGES)
@@ -272,6 +272,5 @@ def build_first_stages(corpus, kinds: Sequence[str] = FIRST_STAGES, encoders: Se
 def load_reranker(kind: str, model: str = "", device: str = "auto", batch_size: int = 32) -> Reranker | None:
     """The re-ranker named ``kind`` ("none" → None; the kinds: ``ctxir.rerank.registry.RERANKERS``); ``model`` "" = the
     one shipped in ctxir. Kept here for callers of its old place: ``ctxir.rerank.registry.load_reranker``."""
-    from ctxir.rerank.registry import load_reranker as load
 
     return load(kind, model, device, batch_size)

@@ -39,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ctxir.files import atomic_path, write_json
 from ctxir.types import CtxirError, Hit
 
 FORMAT = "ctxir-ann/2"
@@ -117,6 +118,7 @@ def meta_path(path: Path) -> Path:
 @contextlib.contextmanager
 def _faiss_threads(threads: int):
     """faiss's OpenMP threads for one block (0 = leave faiss's default: all cores)."""
+    # lazy: faiss is needed only for an ANN index
     import faiss
 
     before = faiss.omp_get_max_threads()
@@ -176,6 +178,7 @@ class AnnIndex:
     def build(cls, embeddings: np.ndarray, params: AnnParams | None = None, key: str = "", threads: int = 0,
               show_progress: bool = True, chunk: int = 0) -> AnnIndex:
         """k-means on a sample, then add every row (id = row number); ``threads`` 0 = all cores."""
+        # lazy: the progress bar is needed only here
         from tqdm.auto import tqdm
 
         embeddings = _check_embeddings(embeddings)
@@ -200,9 +203,8 @@ class AnnIndex:
 
     def save(self, path: str | Path) -> None:
         """Write ``path`` then ``path.json``, each to a temporary file moved into place (``os.replace``)."""
+        # lazy: faiss is needed only for an ANN index
         import faiss
-
-        from ctxir.files import atomic_path, write_json
 
         path = Path(path)
         with atomic_path(path) as tmp:
@@ -222,6 +224,7 @@ class AnnIndex:
         OnDiskInvertedLists: measured ~5× slower per query, for when memory is short); ``verify`` re-hashes the file
         (about 1 s per 400 MB) to catch a corrupt one, besides the size check that always catches a truncated one.
         """
+        # lazy: faiss is needed only for an ANN index
         import faiss
 
         path, embeddings = Path(path), _check_embeddings(embeddings)

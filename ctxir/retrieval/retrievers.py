@@ -25,7 +25,8 @@ import numpy as np
 import torch
 
 from ctxir.checks import check_choice, check_corpus, check_queries, check_query, check_top_k
-from ctxir.encoders.bi_encoder import BiEncoder
+from ctxir.encoders.bi_encoder import BiEncoder, cache_root, hash_texts
+from ctxir.files import write_json
 from ctxir.retrieval.fusion import FUSIONS, check_weights, fuse
 from ctxir.types import Corpus, CtxirError, Hit, Queries, doc_text
 
@@ -116,6 +117,7 @@ class BM25Retriever(Retriever):
         """``cache``: a folder to keep the index in (reloaded when the corpus and settings are the same), True =
         ``cache_root()/bm25``, False = never, None = ``cache_root()/bm25`` from ``BM25_CACHE_MIN_DOCS`` documents
         up. ``cache_status`` then says "loaded", "built", or "built: <why the cached one was not used>"."""
+        # lazy: bm25s is needed only to build BM25
         import bm25s
         from bm25s.tokenization import Tokenizer
 
@@ -145,9 +147,8 @@ class BM25Retriever(Retriever):
 
     def _cache_folder(self, cache: str | Path | bool | None, texts: list[str]) -> Path | None:
         """``<root>/<key>``: key = sha256 of the format, bm25s version, settings, and every (id, text)."""
+        # lazy: bm25s is needed only to build BM25
         import bm25s
-
-        from ctxir.encoders.bi_encoder import cache_root, hash_texts
 
         if cache is False or (cache is None and len(texts) < BM25_CACHE_MIN_DOCS):
             return None
@@ -160,6 +161,7 @@ class BM25Retriever(Retriever):
 
     def _load(self, folder: Path) -> str:
         """"loaded" when ``folder`` holds an intact index of this corpus and these settings, else why not."""
+        # lazy: bm25s is needed only to build BM25
         import bm25s
 
         from ctxir.retrieval.ann import file_sha256
@@ -188,7 +190,6 @@ class BM25Retriever(Retriever):
     def _save(self, folder: Path) -> None:
         """Write into a temporary folder beside ``folder``, the manifest (sizes, sha256) last, then rename it into
         place in one step: a reader finds the whole index or none. A damaged ``folder`` is replaced."""
-        from ctxir.files import write_json
         from ctxir.retrieval.ann import file_sha256
 
         folder.parent.mkdir(parents=True, exist_ok=True)

@@ -54,6 +54,7 @@ def bertviz_document(internals: Internals, view: str = "head", layers: Sequence[
                      heads: Sequence[int] | None = None, decimals: int = 3, max_tokens: int = 256,
                      max_cells: int = MAX_ATTENTION_CELLS) -> str:
     """bertviz's head view or model view as a standalone HTML page that draws offline."""
+    # lazy: torch takes about a second to import; bertviz is needed only for its view
     import torch
     from bertviz import head_view, model_view
 

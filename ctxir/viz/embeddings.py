@@ -35,6 +35,7 @@ def cosine_matrix(vectors: np.ndarray) -> np.ndarray:
 
 def project(vectors: np.ndarray, method: str = "pca", seed: int = 0) -> np.ndarray:
     """(N, D) → (N, 2) with PCA or t-SNE (scikit-learn); t-SNE's perplexity is fitted to small N."""
+    # lazy: scikit-learn takes ~0.5 s, needed only to fit
     from sklearn.decomposition import PCA
     from sklearn.manifold import TSNE
 
