@@ -4,17 +4,26 @@
 
 Each row is read from a training run's ``metrics.json`` (``training/train_*.py --output-dir``) or a pipeline
 evaluation's JSON (``python -m ctxir.evaluate --output``); the command beside it is rebuilt from the config that
-file records, so rerunning it reproduces the row. Runs whose files are missing are listed as not run.
+file records, so rerunning it reproduces the row. outputs/ and results/ are scratch: a run whose files are gone from
+this machine keeps the row the doc already has, verbatim, marked as recorded earlier (its measured numbers must not
+turn into "not run"); a run that never had a row is listed as not run. The shipped re-rankers' rows read the files
+committed beside their weights, so they never go missing.
 """
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import json
 import re
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from ctxir.cli import command_line
+from ctxir.evaluation import paired_test
+from ctxir.evaluation.evaluate import EvaluateArgs
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -59,6 +68,15 @@ PIPELINES = [
     ("the same with cross-encoder run 3 (better on the held-out claims: 0.7979 vs 0.7917)",
      "pipeline-hybrid2-ce-ep3-top20-tuned-heldout.json"),
 ]
+# (label, folder relative to the repo root or to --outputs, the script that trained it): the re-rankers' compact table,
+# read from metrics.json (training command) and evaluation.json (training/evaluate_reranker.py: test figures)
+RERANKERS = [
+    ("shipped cross-encoder (CPU recipe, stage 1)", "ctxir/assets/models/cross-encoder", "train_cross_encoder"),
+    ("shipped CLS-LR (on the stage-1 cross-encoder)", "ctxir/assets/models/cls-lr", "train_cls_lr"),
+    ("stage 2: distilled from the BM25 + MiniLM hybrid (--teacher hybrid), 301 steps from the shipped weights; "
+     "not shipped", "outputs/ce-distil-stage2", "train_cross_encoder"),
+    ("CLS-LR on stage 2; not shipped", "outputs/cls-lr-stage2", "train_cls_lr"),
+]
 SCRIPT_ARGS = {"train_bi_encoder": ("training.train_bi_encoder", "BiEncoderArgs"),
                "train_cross_encoder": ("training.train_cross_encoder", "CrossEncoderArgs"),
                "train_cls_lr": ("training.train_cls_lr", "ClsLrArgs")}
@@ -69,6 +87,53 @@ class Found:
     label: str
     metrics: dict | None
     command: str
+    missing: str = ""  # the run's file (relative), when it is not on this machine
+
+
+# a carried-over row's last cell ends with this; its date is read back on the next run, so git is asked only once
+MARKER = re.compile(r" \(recorded ([^;]*); (\S+) not on this machine\)$")
+
+
+def cells(line: str) -> list[str]:
+    """A Markdown table row's cells (no cell here holds a '|'; commands are quoted in backticks without pipes)."""
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def recorded_rows(text: str) -> dict[str, list[str]]:
+    """The rows the doc's generated block holds now, by their first cell (a run's label), in order.
+
+    Rows listed as not run are left out: there is nothing measured to keep."""
+    match = re.search(re.escape(START) + "(.*?)" + re.escape(END), text, flags=re.S)
+    rows: dict[str, list[str]] = {}
+    for line in (match.group(1).splitlines() if match else []):
+        if not line.startswith("| ") or line.startswith("|---") or "(not run: " in line:
+            continue
+        rows.setdefault(cells(line)[0], []).append(line)
+    return rows
+
+
+def recorded_date(line: str, doc: Path) -> str:
+    """When a row was written: the date in its marker, else the date of the last commit that added it to the doc."""
+    marked = MARKER.search(line.rstrip(" |"))
+    if marked:
+        return marked.group(1)
+    try:
+        out = subprocess.run(["git", "log", "-1", "--format=%ad", "--date=short", "-S", line, "--", doc.name],
+                             cwd=doc.parent, capture_output=True, text=True, timeout=60, check=False).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):  # no git, or not a checkout: the row is still worth keeping
+        out = ""
+    return out or "date unknown"
+
+
+def carried(lines: list[str], missing: str, doc: Path) -> list[str]:
+    """The rows as last generated, each with the marker in its last cell (replacing an older marker)."""
+    out = []
+    for line in lines:
+        parts = line.rstrip().rstrip("|").rstrip().split(" | ")
+        date = recorded_date(line, doc)
+        parts[-1] = MARKER.sub("", parts[-1]) + f" (recorded {date}; {missing} not on this machine)"
+        out.append(" | ".join(parts) + " |")
+    return out
 
 
 def command_from_config(prefix: str, args_class, config: dict, always: tuple[str, ...] = ()) -> str:
@@ -77,13 +142,14 @@ def command_from_config(prefix: str, args_class, config: dict, always: tuple[str
 
 
 def training_row(label: str, folder: Path, script: str) -> Found:
-    import importlib
-
     path = folder / "metrics.json"
     if not path.is_file():
-        return Found(label, None, f"(not run: no {folder.name}/metrics.json)")
+        return Found(label, None, f"(not run: no {folder.name}/metrics.json)", missing=f"outputs/{folder.name}")
     metrics = json.loads(path.read_text())
     module, cls = SCRIPT_ARGS[script]
+    # training/ is a folder of the checkout, not part of the installed package: run from any folder, it is found here
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
     args_class = getattr(importlib.import_module(module), cls)
     always = ("task",) if "task" in metrics["config"] else ()
     return Found(label, metrics, command_from_config(f"python training/{script}.py", args_class, metrics["config"],
@@ -101,12 +167,15 @@ def fmt(value) -> str:
     return "" if value is None else f"{value:.4f}" if isinstance(value, float) else str(value)
 
 
-def training_table(title: str, found: list[Found]) -> list[str]:
+def training_table(title: str, found: list[Found], recorded: dict[str, list[str]] | None = None,
+                   doc: Path = Path("docs/results.md")) -> list[str]:
+    recorded = recorded or {}
     lines = [f"**{title}**", "", "| Run | Metric | Start | After training | Anchor | Wall time | Examples/s | Command |",
              "|---|---|---:|---:|---|---:|---:|---|"]
     for run in found:
         if run.metrics is None:
-            lines.append(f"| {run.label} | | | | | | | {run.command} |")
+            lines += carried(recorded[run.label], run.missing, doc) if run.label in recorded else \
+                [f"| {run.label} | | | | | | | {run.command} |"]
             continue
         training = run.metrics.get("training", {})
         # the whole script (CLS-LR's training block times only the fit)
@@ -125,17 +194,17 @@ def training_table(title: str, found: list[Found]) -> list[str]:
     return [*lines, ""]
 
 
-def pipeline_table(results: Path) -> list[str]:
-    from ctxir.evaluation import paired_test
-    from ctxir.evaluation.evaluate import EvaluateArgs
-
+def pipeline_table(results: Path, recorded: dict[str, list[str]] | None = None,
+                   doc: Path = Path("docs/results.md")) -> list[str]:
+    recorded = recorded or {}
     lines = ["**SciFact test, best pipelines** (settings chosen on training claims only)", "",
              "| Pipeline | Stage | nDCG@10 | Δ vs first stage (wins/losses, paired t p) | MRR@10 | Recall of all candidates (≤ 100) | Tuned on "
              "| Command |", "|---|---|---:|---|---:|---:|---|---|"]
     for label, name in PIPELINES:
         path = results / name
         if not path.is_file():
-            lines.append(f"| {label} | | | | | | | (not run: no results/{name}) |")
+            lines += carried(recorded[label], f"results/{name}", doc) if label in recorded else \
+                [f"| {label} | | | | | | | (not run: no results/{name}) |"]
             continue
         result = json.loads(path.read_text())
         command = command_from_config("python -m ctxir.evaluate", EvaluateArgs, result["config"], always=("data",))
@@ -152,27 +221,106 @@ def pipeline_table(results: Path) -> list[str]:
     return [*lines, ""]
 
 
-def main() -> None:
-    import argparse
+def pvalue(value) -> str:
+    return "" if value is None else f"{value:.2g}"
 
+
+def versus(block: dict) -> str:
+    """'0.6863 → 0.7162 (+0.0299, 67/21, p = 0.0009)': first stage → fused, from evaluation.json."""
+    test = block.get("fused_vs_first_stage", {})
+    return (f"{fmt(block['first_stage'].get('nDCG@10'))} → {fmt(block['fused'].get('nDCG@10'))} "
+            f"({test.get('delta', 0):+.4f}, {test.get('wins')}/{test.get('losses')}, p = {pvalue(test.get('t_pvalue'))})")
+
+
+def reranker_rows(label: str, folder: Path, script: str, recorded: dict[str, list[str]] | None = None,
+                  doc: Path = Path("docs/results.md")) -> tuple[list[str], dict | None]:
+    """One row per SciFact depth in the folder's evaluation.json; without one, the metrics.json test row alone."""
+    metrics_path, evaluation_path = folder / "metrics.json", folder / "evaluation.json"
+    if not metrics_path.is_file():
+        if label in (recorded or {}):
+            return carried(recorded[label], f"outputs/{folder.name}", doc), None
+        return [f"| {label} | | | | | | | | | (not run: no {folder.name}/metrics.json) |"], None
+    found = training_row(label, folder, script)
+    wall = duration(found.metrics.get("extra", {}).get("total_wall_time_seconds")
+                    or found.metrics.get("training", {}).get("wall_time_seconds"))
+    training = f"train: `{found.command}`"
+    if not evaluation_path.is_file():
+        test = next((r for r in found.metrics["evaluations"] if r["metric"] == "nDCG@10" and r["split"] == "test"),
+                    None)
+        alone = fmt(test["after"]) if test else ""
+        return [f"| {label} | BM25 top {found.metrics['config'].get('rerank_depth', '')} | "
+                f"{fmt(test['before']) if test else ''} | {alone} | | | | | {wall} | {training} "
+                f"(no {folder.name}/evaluation.json: fused mode not evaluated) |"], None
+    evaluation = json.loads(evaluation_path.read_text())
+    fusion = evaluation.get("fusion") or {}
+    fused_how = (f"{fusion.get('method', '')} k = {fusion.get('k', '')}, weights {fusion.get('weights')}"
+                 if fusion else "")
+    commands = f"{training}; evaluate: `{evaluation.get('command', '')}`"
+    rows = []
+    for depth, block in ((k, v) for k, v in evaluation.get("scifact_test", {}).items() if k.startswith("bm25@")):
+        all_, unseen = block["all"], block.get("unseen", {})
+        others = []
+        for name, title in (("msmarco", "MS MARCO sample"), ("demo", "demo corpus")):
+            same = {k: v for k, v in evaluation.get(name, {}).items() if k.endswith("@" + depth.split("@")[1])}
+            others += [f"{title} {stage.split('@')[0]}: {versus(v)}" for stage, v in same.items()]
+        rows.append(
+            f"| {label} | BM25 top {depth.split('@')[1]} | {fmt(all_['first_stage'].get('nDCG@10'))} | "
+            f"{fmt(all_['alone'].get('nDCG@10'))} / {fmt(unseen.get('alone', {}).get('nDCG@10'))} | "
+            f"**{fmt(all_['fused'].get('nDCG@10'))}** / {fmt(unseen.get('fused', {}).get('nDCG@10'))} | "
+            f"{pvalue(all_.get('fused_vs_first_stage', {}).get('t_pvalue'))} / "
+            f"{pvalue(unseen.get('fused_vs_first_stage', {}).get('t_pvalue'))} | {fused_how} | "
+            f"{'; '.join(others)} | {wall} | {commands} |")
+    return rows, evaluation
+
+
+def reranker_table(root: Path, outputs: Path, recorded: dict[str, list[str]] | None = None,
+                   doc: Path = Path("docs/results.md")) -> list[str]:
+    """The re-rankers' compact table, and a summary sentence for the shipped cross-encoder (the prose cites it)."""
+    lines = ["**Re-rankers: SciFact test nDCG@10, BM25 → re-ranked** (figures from each folder's `evaluation.json`, "
+             "written by `training/evaluate_reranker.py`; \"unseen\" = the test claims that cite no abstract a "
+             "training claim cites; p = paired t-test of fused vs BM25 over the claims)", "",
+             "| Re-ranker | Candidates | BM25 | Alone (all / unseen) | Fused (all / unseen) | p fused vs BM25 "
+             "(all / unseen) | Fusion (chosen on held-out training claims) | Elsewhere: first stage → fused "
+             "(Δ, wins/losses, p) | Training wall time | Commands |",
+             "|---|---|---:|---|---|---|---|---|---:|---|"]
+    summary = ""
+    for label, folder, script in RERANKERS:
+        where = outputs / folder.removeprefix("outputs/") if folder.startswith("outputs/") else root / folder
+        rows, evaluation = reranker_rows(label, where, script, recorded, doc)
+        lines += rows
+        if folder.startswith("ctxir/assets/") and script == "train_cross_encoder" and evaluation:
+            top = evaluation["scifact_test"].get("bm25@20", {}).get("all")
+            if top:
+                summary = (f"Shipped re-ranker (CPU recipe, stage 1), SciFact test over BM25's top 20: nDCG@10 "
+                           f"{versus(top)} fused with BM25 (its default mode); "
+                           f"{fmt(top['alone'].get('nDCG@10'))} alone.")
+    return [*lines, "", *([summary, ""] if summary else [])]
+
+
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--outputs", default=str(ROOT / "outputs"))
     parser.add_argument("--results", default=str(ROOT / "results"))
     parser.add_argument("--doc", default=str(ROOT / "docs" / "results.md"))
     opts = parser.parse_args()
+    doc = Path(opts.doc)
+    text = doc.read_text()
+    recorded = recorded_rows(text)  # kept for the runs whose files are gone from this machine
     # 1. read every run's own files
     blocks = []
     for title, runs in TRAINING_RUNS.items():
         blocks += training_table(title, [training_row(label, Path(opts.outputs) / folder, script)
-                                         for label, folder, script in runs])
-    # 2. the pipelines
-    blocks += pipeline_table(Path(opts.results))
-    # 3. write them into the doc between the markers
+                                         for label, folder, script in runs], recorded, doc)
+    # 2. the re-rankers: the shipped ones read their committed files; stage 2 reads outputs/
+    blocks += reranker_table(ROOT, Path(opts.outputs), recorded, doc)
+    # 3. the pipelines
+    blocks += pipeline_table(Path(opts.results), recorded, doc)
+    # 4. write them into the doc between the markers
     block = "\n".join([START, "Generated by `python scripts/results_training.py` from the runs' `metrics.json` and "
                        "`results/*.json`; each command rebuilds its row. Hardware and timings are those recorded "
-                       "in each file (`training.hardware`).", "", *blocks, END])
-    doc = Path(opts.doc)
-    text = doc.read_text()
+                       "in each file (`training.hardware`). A row marked \"recorded <date>; <file> not on this "
+                       "machine\" is kept as it was last generated: its run's scratch files are gone from this "
+                       "checkout.", "", *blocks, END])
     if START not in text:
         text += f"\n{START}\n{END}\n"
     doc.write_text(re.sub(re.escape(START) + ".*?" + re.escape(END), lambda _: block, text, flags=re.S))
