@@ -243,6 +243,8 @@ def reranker_rows(label: str, folder: Path, script: str, recorded: dict[str, lis
     found = training_row(label, folder, script)
     wall = duration(found.metrics.get("extra", {}).get("total_wall_time_seconds")
                     or found.metrics.get("training", {}).get("wall_time_seconds"))
+    if found.metrics.get("training", {}).get("resumed_from"):  # the file times only the last, resumed stretch
+        wall += " (after resuming)"
     training = f"train: `{found.command}`"
     if not evaluation_path.is_file():
         test = next((r for r in found.metrics["evaluations"] if r["metric"] == "nDCG@10" and r["split"] == "test"),
@@ -255,6 +257,12 @@ def reranker_rows(label: str, folder: Path, script: str, recorded: dict[str, lis
     fusion = evaluation.get("fusion") or {}
     fused_how = (f"{fusion.get('method', '')} k = {fusion.get('k', '')}, weights {fusion.get('weights')}"
                  if fusion else "")
+    # fusion.json (same script, --choose-fusion) holds what the choice was made on: the held-out training claims
+    dev = (json.loads((folder / "fusion.json").read_text()).get("dev") or {}) if (folder / "fusion.json").is_file() \
+        else {}
+    if dev:
+        fused_how += (f"; dev nDCG@10 fused {fmt(dev.get('fused'))}, BM25 {fmt(dev.get('first_stage'))}, "
+                      f"alone {fmt(dev.get('alone'))}")
     commands = f"{training}; evaluate: `{evaluation.get('command', '')}`"
     rows = []
     for depth, block in ((k, v) for k, v in evaluation.get("scifact_test", {}).items() if k.startswith("bm25@")):
@@ -278,7 +286,9 @@ def reranker_table(root: Path, outputs: Path, recorded: dict[str, list[str]] | N
     """The re-rankers' compact table, and a summary sentence for the shipped cross-encoder (the prose cites it)."""
     lines = ["**Re-rankers: SciFact test nDCG@10, BM25 → re-ranked** (figures from each folder's `evaluation.json`, "
              "written by `training/evaluate_reranker.py`; \"unseen\" = the test claims that cite no abstract a "
-             "training claim cites; p = paired t-test of fused vs BM25 over the claims)", "",
+             "training claim cites; p = paired t-test of fused vs BM25 over the claims; dev = the held-out training claims "
+             "in `fusion.json` the fusion was chosen on; the evaluate command is the last one that wrote "
+             "`evaluation.json`, which keeps what earlier runs of it wrote, e.g. MS MARCO and demo)", "",
              "| Re-ranker | Candidates | BM25 | Alone (all / unseen) | Fused (all / unseen) | p fused vs BM25 "
              "(all / unseen) | Fusion (chosen on held-out training claims) | Elsewhere: first stage → fused "
              "(Δ, wins/losses, p) | Training wall time | Commands |",

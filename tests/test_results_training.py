@@ -62,11 +62,14 @@ def test_reranker_rows_read_evaluation_json(tmp_path):
                          "bm25@20": {"all": stage(0.5, 0.4, 0.61, 0.0123), "unseen": stage(0.3, 0.2, 0.35, 0.5)},
                          "bm25@100": {"all": stage(0.5, 0.3, 0.55, 0.04), "unseen": stage(0.3, 0.1, 0.31, 0.9)}},
         "msmarco": {"bm25@20": stage(0.7, 0.72, 0.75, 0.002)}}))
+    (folder / "fusion.json").write_text(json.dumps({"method": "rrf", "k": 60, "weights": [1.5, 1.0],
+                                                    "dev": {"first_stage": 0.7, "alone": 0.6, "fused": 0.8}}))
     rows, evaluation = results_training.reranker_rows("fake re-ranker", folder, "train_cross_encoder")
     assert evaluation is not None and len(rows) == 2
     top20, top100 = (results_training.cells(row) for row in rows)
     assert top20[:7] == ["fake re-ranker", "BM25 top 20", "0.5000", "0.4000 / 0.2000", "**0.6100** / 0.3500",
-                         "0.012 / 0.5", "rrf k = 60, weights [1.5, 1.0]"]
+                         "0.012 / 0.5",
+                         "rrf k = 60, weights [1.5, 1.0]; dev nDCG@10 fused 0.8000, BM25 0.7000, alone 0.6000"]
     assert top20[7] == "MS MARCO sample bm25: 0.7000 → 0.7500 (+0.0500, 2/1, p = 0.002)"
     assert top100[1:6] == ["BM25 top 100", "0.5000", "0.3000 / 0.1000", "**0.5500** / 0.3100", "0.04 / 0.9"]
     assert top100[7] == ""  # MS MARCO was re-ranked at 20 only
