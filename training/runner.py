@@ -152,7 +152,8 @@ def train(args, spec: ModelSpec) -> dict:
                 "resumed_from": resume_from},
             "evaluations": evaluation_rows(spec, before, after, data, args),
             "extra": {**data.extra, "dev_before": rounded(dev_before), "dev_after": rounded(dev_after),
-                      "max_length": args.max_length, **spec.extra(args, trained, data)},
+                      "max_length": getattr(trained, "max_seq_length", None) or args.max_length,  # as used, after the cap
+                      **spec.extra(args, trained, data)},
         }
         path = write_metrics(out, metrics)
         print(f"wrote {out} (model), {path}")

@@ -34,7 +34,13 @@ if __package__ in (None, ""):  # `python training/train_cross_encoder.py` from t
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ctxir.files import read_json, write_json
-from ctxir.encoders.models import ADAPTER_CONFIG, DEFAULT_BI_ENCODER, load_cross_encoder, resolve_model
+from ctxir.encoders.models import (
+    ADAPTER_CONFIG,
+    DEFAULT_BI_ENCODER,
+    load_cross_encoder,
+    resolve_model,
+    set_max_length,
+)
 from ctxir.types import CtxirError, doc_text
 from training.common import (
     DEFAULT_DATA_DIR,
@@ -120,7 +126,8 @@ class CrossEncoderArgs(TrainerRunArgs):
     learning_rate: float = 2e-5
     warmup: float = field(default=0.1, metadata={"help": "linear warm-up, fraction of the steps"})
     seed: int = 42
-    max_length: int = field(default=256, metadata={"help": "tokens per (query, document) input"})
+    max_length: int = field(default=256, metadata={
+        "help": "tokens per (query, document) input (0 = the model's own; never beyond its position embeddings)"})
     negatives: Literal["bm25", "dense", "both"] = field(default="bm25", metadata={
         "help": "scifact: where hard negatives come from"})
     num_negatives: int = field(default=4, metadata={"help": "scifact: hard negatives per claim (per source)"})
@@ -458,8 +465,8 @@ def load(args: CrossEncoderArgs, device: str):
                              device=device)
     else:  # a body without a classifier (a bi-encoder, plain BERT) gets a fresh one-logit head
         model = CrossEncoder(path, num_labels=1, device=device)
-    # Never beyond the position embeddings the body was trained with (512 for BERT, 128 for toy models).
-    model.max_seq_length = min(args.max_length, model.model.config.max_position_embeddings)
+    # ctxir's one rule: 0 = the model's own limit, else that many tokens, never beyond its position embeddings
+    set_max_length(model, args.max_length, name="--max-length")
     if args.lora_r > 0:
         from peft import LoraConfig
 
