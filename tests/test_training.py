@@ -548,6 +548,7 @@ def test_evaluate_reranker_chooses_rrf_on_heldout_claims_and_splits_test_by_seen
         device="cpu"))
     record = json.loads((out / "evaluation.json").read_text())
     assert record["scifact_test"] == json.loads(json.dumps(sci))
+    assert len(record["commands"]) == 3 and record["commands"][-1] == record["command"]  # the three runs above
     demo_qrels = load_qrels(ASSETS / "demo_qrels.tsv")
     demo_queries = {q: t for q, t in load_queries(ASSETS / "demo_queries.jsonl").items() if q in demo_qrels}
     bm25 = evaluate_run(demo_qrels, run_from_hits(BM25Retriever(demo_corpus()).search(demo_queries, 20)))

@@ -328,7 +328,10 @@ def run(args: EvaluateRerankerArgs) -> dict:
                               else {"method": "first"})
     output = Path(args.output or folder / EVALUATION_FILE)
     # a later run of other collections or depths adds to the record instead of dropping what it did not redo
-    result = {**(read_json(output) or {}), **result} if output.is_file() else result
+    earlier = (read_json(output) or {}) if output.is_file() else {}
+    # every command that wrote part of the record, in order: each figure can be traced to the run that made it
+    commands = earlier.get("commands") or ([earlier["command"]] if earlier.get("command") else [])
+    result = {**earlier, **result, "commands": [*commands, result["command"]]}
     for name in ("scifact", "msmarco", "demo"):
         if name in collections:
             result["scifact_test" if name == "scifact" else name] = (
