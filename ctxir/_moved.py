@@ -77,6 +77,25 @@ class OldPathFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         _adopt(module.__name__, MOVED[module.__name__], stacklevel=2)  # this method, then the importing line
 
 
+def forward_names(package: str, module: str):
+    """A package's ``__getattr__`` for a package that took an old module's name (``ctxir.data`` was data.py): any
+    name the package does not define — the old module's imported helpers, its private functions — is read from
+    ``module``, where that code lives now.
+
+    >>> getattr_ = forward_names("ctxir.data", "ctxir.data.loaders")
+    >>> getattr_("load_beir").__module__
+    'ctxir.data.loaders'
+    """
+
+    def __getattr__(name: str):
+        try:
+            return getattr(importlib.import_module(module), name)
+        except AttributeError:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}") from None
+
+    return __getattr__
+
+
 def install() -> None:
     """Add the finder once, last: a real file at a path (the commands kept as files) always wins."""
     if not any(isinstance(f, OldPathFinder) for f in sys.meta_path):

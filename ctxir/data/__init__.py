@@ -6,6 +6,7 @@
 (the same objects, from :mod:`ctxir.data.loaders`), its private helpers too, so old imports keep working.
 """
 
+from ctxir._moved import forward_names
 from ctxir.data.loaders import (  # noqa: F401 -- what the old ``ctxir.data`` module held
     NLI_LABELS,
     USER_CORPUS_SUFFIXES,
@@ -25,11 +26,5 @@ from ctxir.data.loaders import (  # noqa: F401 -- what the old ``ctxir.data`` mo
 )
 
 
-def __getattr__(name: str):
-    # The old module's other names (imported helpers, private functions), from the module that holds them now.
-    import ctxir.data.loaders as module
-
-    try:
-        return getattr(module, name)
-    except AttributeError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+# the old module's other names (imported helpers, private functions), from where they live now
+__getattr__ = forward_names(__name__, "ctxir.data.loaders")

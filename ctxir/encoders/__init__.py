@@ -12,6 +12,7 @@
 (the same objects, from :mod:`ctxir.encoders.bi_encoder`), its private helpers too, so old imports keep working.
 """
 
+from ctxir._moved import forward_names
 from ctxir.encoders.bi_encoder import (  # noqa: F401 -- what the old ``ctxir.encoders`` module held
     BACKENDS,
     FULL_CHECK_ROWS,
@@ -25,11 +26,5 @@ from ctxir.encoders.bi_encoder import (  # noqa: F401 -- what the old ``ctxir.en
 )
 
 
-def __getattr__(name: str):
-    # The old module's other names (imported helpers, private functions), from the module that holds them now.
-    import ctxir.encoders.bi_encoder as module
-
-    try:
-        return getattr(module, name)
-    except AttributeError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+# the old module's other names (imported helpers, private functions), from where they live now
+__getattr__ = forward_names(__name__, "ctxir.encoders.bi_encoder")

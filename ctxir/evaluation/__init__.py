@@ -10,6 +10,7 @@
 (the same objects, from :mod:`ctxir.evaluation.metrics`), its private helpers too, so old imports keep working.
 """
 
+from ctxir._moved import forward_names
 from ctxir.evaluation.metrics import (  # noqa: F401 -- what the old ``ctxir.evaluation`` module held
     METRICS,
     EvalResult,
@@ -21,11 +22,5 @@ from ctxir.evaluation.metrics import (  # noqa: F401 -- what the old ``ctxir.eva
 )
 
 
-def __getattr__(name: str):
-    # The old module's other names (imported helpers, private functions), from the module that holds them now.
-    import ctxir.evaluation.metrics as module
-
-    try:
-        return getattr(module, name)
-    except AttributeError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+# the old module's other names (imported helpers, private functions), from where they live now
+__getattr__ = forward_names(__name__, "ctxir.evaluation.metrics")

@@ -6,6 +6,7 @@
 (the same objects, from :mod:`ctxir.explain.attributions`), its private helpers too, so old imports keep working.
 """
 
+from ctxir._moved import forward_names
 from ctxir.explain.attributions import (  # noqa: F401 -- what the old ``ctxir.explain`` module held
     BASELINES,
     BI_ENCODER_METHODS,
@@ -23,11 +24,5 @@ from ctxir.explain.attributions import (  # noqa: F401 -- what the old ``ctxir.e
 )
 
 
-def __getattr__(name: str):
-    # The old module's other names (imported helpers, private functions), from the module that holds them now.
-    import ctxir.explain.attributions as module
-
-    try:
-        return getattr(module, name)
-    except AttributeError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+# the old module's other names (imported helpers, private functions), from where they live now
+__getattr__ = forward_names(__name__, "ctxir.explain.attributions")

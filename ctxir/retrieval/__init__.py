@@ -9,6 +9,7 @@
 (the same objects, from :mod:`ctxir.retrieval.retrievers`), its private helpers too, so old imports keep working.
 """
 
+from ctxir._moved import forward_names
 from ctxir.retrieval.retrievers import (  # noqa: F401 -- what the old ``ctxir.retrieval`` module held
     AUTO_ANN_THRESHOLD,
     BM25_CACHE_MIN_DOCS,
@@ -22,11 +23,5 @@ from ctxir.retrieval.retrievers import (  # noqa: F401 -- what the old ``ctxir.r
 )
 
 
-def __getattr__(name: str):
-    # The old module's other names (imported helpers, private functions), from the module that holds them now.
-    import ctxir.retrieval.retrievers as module
-
-    try:
-        return getattr(module, name)
-    except AttributeError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+# the old module's other names (imported helpers, private functions), from where they live now
+__getattr__ = forward_names(__name__, "ctxir.retrieval.retrievers")
