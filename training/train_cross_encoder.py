@@ -269,16 +269,59 @@ def hybrid_teacher(args: CrossEncoderArgs, corpus: dict, queries: dict[str, str]
     return grade
 
 
-def build_scifact(args: CrossEncoderArgs, device: str) -> TaskData:
-    from datasets import Dataset
-    from sentence_transformers.cross_encoder.evaluation import CrossEncoderRerankingEvaluator
+@dataclass
+class ScifactTraining:
+    """What the SciFact training set is built from: the corpus, the training queries (claims and title
+    pseudo-queries) with their positives, and the negatives found for them."""
 
+    corpus: dict
+    queries: dict[str, str]
+    positives: dict[str, set[str]]
+    pairs: list[tuple[str, str]]
+    negatives: dict[str, list[str]] = field(default_factory=dict)
+    bm25_pool: dict[str, list[str]] = field(default_factory=dict)
+
+    def text(self, q: str, d: str) -> str:
+        # a title query sees abstracts alone: doc_text starts with the title, which would be string matching
+        return self.corpus[d]["text"] if q.startswith("title:") else doc_text(self.corpus[d])
+
+
+def build_scifact(args: CrossEncoderArgs, device: str) -> TaskData:
     from ctxir.data import load_beir
     from ctxir.retrieval import BM25Retriever
 
+    # 1. the claims (some held out as the dev set) and the title pseudo-queries
     folder = data_folder(args.data_dir, "scifact")
     corpus, queries, qrels = load_beir(folder, "train")
     positives = {q: {d for d, s in rel.items() if s > 0 and d in corpus} for q, rel in qrels.items()}
+    dev_ids, train = scifact_queries(args, corpus, queries, positives)
+    # 2. hard negatives: BM25's best wrong answers are exactly what the re-ranker must push down
+    bm25 = BM25Retriever(corpus)
+    find_negatives(args, train, bm25, device)
+    n_pos, n_neg = len(train.pairs), sum(len(v) for v in train.negatives.values())
+    check_not_empty(n_neg, "no hard negatives were found", "check --negatives and --num-negatives")
+    # 3. the rows the loss reads, and the dev evaluator
+    dataset = scifact_dataset(args, train, bm25, device)
+    dev_evaluator = scifact_dev_evaluator(args, bm25, corpus, queries, positives, dev_ids) if dev_ids else None
+    # 4. the test claims the trained model re-ranks, and what metrics.json records
+    _, test_queries, test_qrels = load_beir(folder, "test")
+    if args.eval_max_queries > 0:
+        test_queries = dict(list(test_queries.items())[: args.eval_max_queries])
+        test_qrels = {q: test_qrels[q] for q in test_queries}
+    datasets = [dataset_entry("scifact", "train", "train", folder, n_pos + n_neg),
+                dataset_entry("scifact", "test", "eval", folder, len(test_queries))]
+    claim_ids = sorted({q for q, _ in train.pairs if not q.startswith("title:")})
+    extra = {"positives": n_pos, "negatives": n_neg, "negatives_source": args.negatives,
+             "heldout_train_queries": len(dev_ids), "train_queries": len(claim_ids),
+             "pseudo_queries": len(train.queries) - len(claim_ids),
+             "heldout_query_ids": dev_ids, "train_query_ids": claim_ids}
+    return TaskData(dataset, datasets, dev_evaluator, {"rerank": (corpus, test_queries, test_qrels, bm25)}, extra,
+                    loss_options={"pos_weight": args.pos_weight or n_neg / max(n_pos, 1)})
+
+
+def scifact_queries(args: CrossEncoderArgs, corpus: dict, queries: dict[str, str],
+                    positives: dict[str, set[str]]) -> tuple[list[str], ScifactTraining]:
+    """(dev claim ids, the training set's queries and positive pairs); ``positives`` gains the pseudo-queries'."""
     qids = sorted(q for q in queries if positives.get(q))
     # SciFact has no dev split: hold out some training queries for the in-training evaluator.
     dev_ids = (unseen_heldout_queries({q: positives[q] for q in qids}, args.dev_queries, args.seed)
@@ -288,7 +331,7 @@ def build_scifact(args: CrossEncoderArgs, device: str) -> TaskData:
     check_not_empty(len(pairs), f"--max-samples {args.max_samples} leaves no (claim, abstract) pairs",
                     "use --max-samples -1 (all) or a positive number")
     train_queries = {q: queries[q] for q, _ in pairs}
-    # 2a. pseudo-queries: a document's title asks for its own abstract (corpus text only, no judgments)
+    # pseudo-queries: a document's title asks for its own abstract (corpus text only, no judgments)
     if args.pseudo_queries:
         titled = [d for d in sorted(corpus) if corpus[d]["title"].strip() and corpus[d]["text"].strip()]
         for d in take(titled, args.pseudo_queries, args.seed):
@@ -296,72 +339,66 @@ def build_scifact(args: CrossEncoderArgs, device: str) -> TaskData:
             train_queries[qid] = corpus[d]["title"].strip()
             positives[qid] = {d}
             pairs.append((qid, d))
-    # 2b. hard negatives: BM25's best wrong answers are exactly what the re-ranker must push down
-    bm25 = BM25Retriever(corpus)
-    negatives: dict[str, list[str]] = {q: [] for q in train_queries}
-    bm25_pool: dict[str, list[str]] = {}
-    if args.negatives in ("bm25", "both"):
-        bm25_pool = bm25_negatives(bm25, train_queries, positives, max(args.num_negatives, args.negative_pool),
-                                   args.negatives_range_min)
-        for q, docs in bm25_pool.items():
-            negatives[q] += docs[: args.num_negatives]
-    if args.negatives in ("dense", "both"):
-        for q, docs in dense_negatives(args, corpus, train_queries, positives, device).items():
-            negatives[q] += [d for d in docs if d not in negatives[q]]
-    if args.random_negatives > 0:
-        rng, doc_ids = random.Random(args.seed), sorted(corpus)
-        for q in sorted(negatives):
-            pool = [d for d in rng.sample(doc_ids, min(len(doc_ids), args.random_negatives + len(positives[q])
-                                                       + len(negatives[q])))
-                    if d not in positives[q] and d not in negatives[q]]
-            negatives[q] += pool[: args.random_negatives]
-    def text(q: str, d: str) -> str:
-        # a title query sees abstracts alone: doc_text starts with the title, which would be string matching
-        return corpus[d]["text"] if q.startswith("title:") else doc_text(corpus[d])
+    return dev_ids, ScifactTraining(corpus, train_queries, positives, pairs)
 
-    n_pos, n_neg = len(pairs), sum(len(v) for v in negatives.values())
-    check_not_empty(n_neg, "no hard negatives were found", "check --negatives and --num-negatives")
-    if args.loss in LISTWISE:
-        groups = [(q, [d for q2, d in pairs if q2 == q], negatives[q]) for q in train_queries]
-        if args.negative_rounds > 1 or args.negative_pool > args.num_negatives:
-            groups = resampled_groups(groups, bm25_pool, args)
-        if args.teacher == "hybrid":
-            grade = hybrid_teacher(args, corpus, train_queries, bm25, device)
-            groups = [g for g in groups if not math.isnan(grade(g[0], g[1][0]))]
-            labels = [[grade(q, d) + args.gold_weight for d in pos] + [grade(q, d) for d in neg]
-                      for q, pos, neg in groups]
-        else:
-            labels = [[1.0] * len(pos) + [0.0] * len(neg) for _, pos, neg in groups]
-        dataset = Dataset.from_dict({
-            "query": [train_queries[q] for q, _, _ in groups],
-            "docs": [[text(q, d) for d in pos + neg] for q, pos, neg in groups],
-            "labels": labels})
+
+def find_negatives(args: CrossEncoderArgs, train: ScifactTraining, bm25, device: str) -> None:
+    """Fill ``train.negatives`` (and the BM25 pool the rounds re-sample from) from --negatives and
+    --random-negatives."""
+    train.negatives = {q: [] for q in train.queries}
+    if args.negatives in ("bm25", "both"):
+        train.bm25_pool = bm25_negatives(bm25, train.queries, train.positives,
+                                         max(args.num_negatives, args.negative_pool), args.negatives_range_min)
+        for q, docs in train.bm25_pool.items():
+            train.negatives[q] += docs[: args.num_negatives]
+    if args.negatives in ("dense", "both"):
+        for q, docs in dense_negatives(args, train.corpus, train.queries, train.positives, device).items():
+            train.negatives[q] += [d for d in docs if d not in train.negatives[q]]
+    if args.random_negatives > 0:
+        rng, doc_ids = random.Random(args.seed), sorted(train.corpus)
+        for q in sorted(train.negatives):
+            known = train.positives[q] | set(train.negatives[q])
+            size = min(len(doc_ids), args.random_negatives + len(train.positives[q]) + len(train.negatives[q]))
+            pool = [d for d in rng.sample(doc_ids, size) if d not in known]
+            train.negatives[q] += pool[: args.random_negatives]
+
+
+def scifact_dataset(args: CrossEncoderArgs, train: ScifactTraining, bm25, device: str):
+    """Listwise: one row per (query, [positives, negatives], labels) group; else one row per labelled pair."""
+    from datasets import Dataset
+
+    if args.loss not in LISTWISE:
+        rows = [(train.queries[q], train.text(q, d), 1.0) for q, d in train.pairs]
+        rows += [(train.queries[q], train.text(q, d), 0.0) for q in sorted(train.negatives)
+                 for d in train.negatives[q]]
+        return Dataset.from_dict({"query": [r[0] for r in rows], "document": [r[1] for r in rows],
+                                  "label": [r[2] for r in rows]})
+    groups = [(q, [d for q2, d in train.pairs if q2 == q], train.negatives[q]) for q in train.queries]
+    if args.negative_rounds > 1 or args.negative_pool > args.num_negatives:
+        groups = resampled_groups(groups, train.bm25_pool, args)
+    if args.teacher == "hybrid":
+        grade = hybrid_teacher(args, train.corpus, train.queries, bm25, device)
+        groups = [g for g in groups if not math.isnan(grade(g[0], g[1][0]))]
+        labels = [[grade(q, d) + args.gold_weight for d in pos] + [grade(q, d) for d in neg]
+                  for q, pos, neg in groups]
     else:
-        rows = [(train_queries[q], text(q, d), 1.0) for q, d in pairs]
-        rows += [(train_queries[q], text(q, d), 0.0) for q in sorted(negatives) for d in negatives[q]]
-        dataset = Dataset.from_dict({"query": [r[0] for r in rows], "document": [r[1] for r in rows],
-                                     "label": [r[2] for r in rows]})
-    dev_evaluator = None
-    if dev_ids:
-        dev_hits = bm25.search({q: queries[q] for q in dev_ids}, args.dev_depth)
-        samples = [{"query": queries[q], "positive": [doc_text(corpus[d]) for d in sorted(positives[q])],
-                    "documents": [doc_text(corpus[h.doc_id]) for h in dev_hits[q]]} for q in dev_ids]
-        dev_evaluator = CrossEncoderRerankingEvaluator(samples, at_k=10, always_rerank_positives=False,
-                                                       name="scifact-train-heldout", batch_size=args.batch_size,
-                                                       write_csv=False)
-    _, test_queries, test_qrels = load_beir(folder, "test")
-    if args.eval_max_queries > 0:
-        test_queries = dict(list(test_queries.items())[: args.eval_max_queries])
-        test_qrels = {q: test_qrels[q] for q in test_queries}
-    datasets = [dataset_entry("scifact", "train", "train", folder, n_pos + n_neg),
-                dataset_entry("scifact", "test", "eval", folder, len(test_queries))]
-    claim_ids = sorted({q for q, _ in pairs if not q.startswith("title:")})
-    extra = {"positives": n_pos, "negatives": n_neg, "negatives_source": args.negatives,
-             "heldout_train_queries": len(dev_ids), "train_queries": len(claim_ids),
-             "pseudo_queries": len(train_queries) - len(claim_ids),
-             "heldout_query_ids": dev_ids, "train_query_ids": claim_ids}
-    return TaskData(dataset, datasets, dev_evaluator, {"rerank": (corpus, test_queries, test_qrels, bm25)}, extra,
-                    loss_options={"pos_weight": args.pos_weight or n_neg / max(n_pos, 1)})
+        labels = [[1.0] * len(pos) + [0.0] * len(neg) for _, pos, neg in groups]
+    return Dataset.from_dict({"query": [train.queries[q] for q, _, _ in groups],
+                              "docs": [[train.text(q, d) for d in pos + neg] for q, pos, neg in groups],
+                              "labels": labels})
+
+
+def scifact_dev_evaluator(args: CrossEncoderArgs, bm25, corpus: dict, queries: dict[str, str],
+                          positives: dict[str, set[str]], dev_ids: list[str]):
+    """sentence-transformers' re-ranking evaluator over BM25's top --dev-depth of the held-out claims."""
+    from sentence_transformers.cross_encoder.evaluation import CrossEncoderRerankingEvaluator
+
+    dev_hits = bm25.search({q: queries[q] for q in dev_ids}, args.dev_depth)
+    samples = [{"query": queries[q], "positive": [doc_text(corpus[d]) for d in sorted(positives[q])],
+                "documents": [doc_text(corpus[h.doc_id]) for h in dev_hits[q]]} for q in dev_ids]
+    return CrossEncoderRerankingEvaluator(samples, at_k=10, always_rerank_positives=False,
+                                          name="scifact-train-heldout", batch_size=args.batch_size,
+                                          write_csv=False)
 
 
 # ---------------------------------------------------------------- evaluation
