@@ -102,6 +102,41 @@ def shown_width(column: str) -> int:
     return {"doc": 56, "document": 520}.get(column, max(90, round(8.5 * len(column)) + 30))
 
 
+INTRO = ("Score one query against a few documents with every loaded model side by side: the cross-encoder and CLS-LR "
+         "re-rankers read query and document together, the bi-encoder compares their separate embeddings. Click a "
+         "row to see which words drove its scores.")
+
+
+def after_scoring(out, data, png):
+    """Drawn from the answer: the interactive chart, the downloads, the Explain choices (a private step)."""
+    docs = data["documents"]
+    chart = figures.score_bars(docs, {legend: [row.get(key) for row in data["scores"]]
+                                      for key, (_, legend) in score_columns().items()})
+    files = exports(out, "pair-scores", data=data, rows=data["scores"], plots=[chart], files=[png])
+    choices = [(f"{i}. {d[:60]}", i) for i, d in enumerate(docs, 1)]
+    shown = shown_names()
+    table = frame([{shown.get(key, key): value for key, value in row.items()} for row in data["scores"]],
+                  drop_empty=True)
+    # shares of the box: the table fills a desktop's width (in pixels it stopped at ~1,200 px); a phone keeps
+    # it readable and scrolls it inside its box (ui.CSS, .ctxir-wide-table)
+    widths = shares([shown_width(c) for c in table.columns])
+    return (show(table, column_widths=widths), show(chart), show(files), show(),
+            gr.update(choices=choices, value=1))
+
+
+def pick_row(evt: gr.SelectData):
+    """The clicked row's document number, to explain (a private step)."""
+    return (evt.row_value or [None])[0]  # the table's first column is the document number
+
+
+def explain_document(ui: Ui, query, documents, number, model):
+    """The Explain panel's values for document ``number`` (1-based) of the typed ``documents``."""
+    docs = split_lines(documents, "documents", ui.config.max_documents, ui.config.max_text_chars)
+    number = check_int(number, "document number", 1, len(docs))
+    return explain_tab.panel_values(ui, explain_tab.explain_pair(ui.state, query, docs[number - 1], model),
+                                    "pair-explanation")
+
+
 def build(ui: Ui) -> None:
     """The Pair scoring tab (inside an open gr.Tab); event /score_pairs (and an Explain action per document)."""
     state, out = ui.state, ui.out
@@ -116,37 +151,13 @@ def build(ui: Ui) -> None:
         # table, redrawn by after_scoring, leaves the empty ones out
         return frame(r.rows), out.png(r.figures["scores"], "pair-scores"), r.text, frame(r.extra_rows), r.data
 
-    def after_scoring(data, png):
-        """Drawn from the answer: the interactive chart, the downloads, the Explain choices (a private step)."""
-        docs = data["documents"]
-        chart = figures.score_bars(docs, {legend: [row.get(key) for row in data["scores"]]
-                                          for key, (_, legend) in score_columns().items()})
-        files = exports(out, "pair-scores", data=data, rows=data["scores"], plots=[chart], files=[png])
-        choices = [(f"{i}. {d[:60]}", i) for i, d in enumerate(docs, 1)]
-        shown = shown_names()
-        table = frame([{shown.get(key, key): value for key, value in row.items()} for row in data["scores"]],
-                      drop_empty=True)
-        # shares of the box: the table fills a desktop's width (in pixels it stopped at ~1,200 px); a phone keeps
-        # it readable and scrolls it inside its box (ui.CSS, .ctxir-wide-table)
-        widths = shares([shown_width(c) for c in table.columns])
-        return (show(table, column_widths=widths), show(chart), show(files), show(),
-                gr.update(choices=choices, value=1))
-
     @guard
     @gpu
     def do_explain_pair(query, documents, number, model, request: gr.Request):
         ui.visitor(request)
-        docs = split_lines(documents, "documents", ui.config.max_documents, ui.config.max_text_chars)
-        number = check_int(number, "document number", 1, len(docs))
-        return explain_tab.panel_values(ui, explain_tab.explain_pair(state, query, docs[number - 1], model),
-                                        "pair-explanation")
+        return explain_document(ui, query, documents, number, model)
 
-    def pick_row(evt: gr.SelectData):
-        return (evt.row_value or [None])[0]  # the table's first column is the document number
-
-    tab_intro("Score one query against a few documents with every loaded model side by side: the cross-encoder "
-              "and CLS-LR re-rankers read query and document together, the bi-encoder compares their separate "
-              "embeddings. Click a row to see which words drove its scores.")
+    tab_intro(INTRO)
     pair_query = gr.Textbox(label="Query", value=presets["pair_query"])
     pair_docs = gr.Textbox(label="Documents (one per line)", lines=5, value=lines(presets["pair_documents"]))
     pair_button = gr.Button("Score pairs", variant="primary", elem_id="score-pairs-button")
@@ -176,7 +187,7 @@ def build(ui: Ui) -> None:
                       [pair_formation, pair_table, pair_plot, pair_files, explain_row], queue=False,
                       api_visibility="private").then(
         do_score_pairs, [pair_query, pair_docs], [pair_table, pair_png, pair_formation, pair_tokens, pair_json],
-        api_name="score_pairs").success(after_scoring, [pair_json, pair_png],
+        api_name="score_pairs").success(lambda data, png: after_scoring(out, data, png), [pair_json, pair_png],
                                         [pair_table, pair_plot, pair_files, explain_row, pair_choice],
                                         api_visibility="private")
     explain_inputs = [pair_query, pair_docs, pair_choice, explain_model]
