@@ -111,13 +111,9 @@ def project_2d(vectors: np.ndarray, method: str, seed: int = 0) -> np.ndarray:
                 random_state=seed).fit_transform(vectors)
 
 
-def classify_view(state: AppState, texts, labels="", examples=None, method: str = "zero-shot", k: int = 5,
-                  template: str = TEMPLATES[1], projection: str = "pca") -> ViewResult:
-    """Classify ``texts`` (one per line) zero-shot from ``labels`` or few-shot from the ``examples`` file."""
-
-    cfg = state.config
-    # 1. check the input
-    items = split_lines(texts, "texts", MAX_TEXTS, cfg.max_text_chars)
+def _checked_inputs(state: AppState, texts, labels, examples, method, k, template, projection) -> tuple:
+    """(texts, method, k, template, projection, labelled rows, labels) once every input is valid for ``method``."""
+    items = split_lines(texts, "texts", MAX_TEXTS, state.config.max_text_chars)
     method = check_choice(method, "method", METHODS)
     k = check_int(k, "k", 1, 50)
     projection = check_choice(projection, "projection", PROJECTIONS)
@@ -131,11 +127,13 @@ def classify_view(state: AppState, texts, labels="", examples=None, method: str 
     if rows and len({y for _, y in rows}) < 2:
         raise CtxirError("the labelled examples hold only one label: give examples of at least 2")
     template = check_text(template, "template", 200)
-    # 2. encode (in memory only: a visitor's texts never reach the persistent cache)
-    encoder = BiEncoder(state.models.bi_encoder, cache=None)
-    text_x = encoder.encode(items)  # (texts, D)
-    example_x = encoder.encode([t for t, _ in rows]) if rows else np.zeros((0, text_x.shape[1]), np.float32)
-    # 3. classify
+    return items, method, k, template, projection, rows, named
+
+
+def _fitted_classifier(encoder: BiEncoder, method: str, k: int, named: list[Label], template: str,
+                       rows: list[tuple[str, str]], example_x: np.ndarray):
+    """The classifier of ``method``, fitted on the encoded examples (zero-shot: on the labels, and the examples
+    as well when there are any, whose labels must then be among them)."""
     if method == "zero-shot":
         classifier = ZeroShotClassifier(encoder, named, template)
         known = set(classifier.classes)
@@ -149,16 +147,39 @@ def classify_view(state: AppState, texts, labels="", examples=None, method: str 
         classifier = make_classifier(f"knn-{k}" if method == "knn" else method, encoder, "uniform")
         classifier.fit_embeddings(example_x, [y for _, y in rows])
     classifier.texts = [t for t, _ in rows]
-    predictions = classifier.predict_embeddings(text_x, NEIGHBOURS if rows else 0)
-    # 4. the 2-D map: examples, texts and (zero-shot) label embeddings together
+    return classifier
+
+
+def _map_points(classifier, method: str, projection: str, rows: list[tuple[str, str]], items: list[str],
+                predictions, example_x: np.ndarray, text_x: np.ndarray) -> list[dict]:
+    """The 2-D map's points: examples, texts and (zero-shot) label embeddings projected together."""
     label_x = classifier.label_vectors if method == "zero-shot" else np.zeros((0, text_x.shape[1]), np.float32)
     xy = project_2d(np.concatenate([example_x, text_x, label_x]), projection)
     kinds = ["example"] * len(rows) + ["text"] * len(items) + ["label"] * len(label_x)
     classes_of = [y for _, y in rows] + [p.label for p in predictions] + list(classifier.classes[:len(label_x)])
     shown = [t for t, _ in rows] + items + (classifier.prompts if method == "zero-shot" else [])
-    points = [{"x": round(float(x), 4), "y": round(float(y), 4), "kind": kind, "label": label, "text": text}
-              for (x, y), kind, label, text in zip(xy, kinds, classes_of, shown, strict=True)]
-    d = cfg.decimals
+    return [{"x": round(float(x), 4), "y": round(float(y), 4), "kind": kind, "label": label, "text": text}
+            for (x, y), kind, label, text in zip(xy, kinds, classes_of, shown, strict=True)]
+
+
+def classify_view(state: AppState, texts, labels="", examples=None, method: str = "zero-shot", k: int = 5,
+                  template: str = TEMPLATES[1], projection: str = "pca") -> ViewResult:
+    """Classify ``texts`` (one per line) zero-shot from ``labels`` or few-shot from the ``examples`` file."""
+
+    # 1. check the input
+    items, method, k, template, projection, rows, named = _checked_inputs(
+        state, texts, labels, examples, method, k, template, projection)
+    # 2. encode (in memory only: a visitor's texts never reach the persistent cache)
+    encoder = BiEncoder(state.models.bi_encoder, cache=None)
+    text_x = encoder.encode(items)  # (texts, D)
+    example_x = encoder.encode([t for t, _ in rows]) if rows else np.zeros((0, text_x.shape[1]), np.float32)
+    # 3. classify
+    classifier = _fitted_classifier(encoder, method, k, named, template, rows, example_x)
+    predictions = classifier.predict_embeddings(text_x, NEIGHBOURS if rows else 0)
+    # 4. the 2-D map: examples, texts and (zero-shot) label embeddings together
+    points = _map_points(classifier, method, projection, rows, items, predictions, example_x, text_x)
+    # 5. the answer: tables, JSON and summary
+    d = state.config.decimals
     result_rows = [{"#": i, "text": snippet(text, 100), "prediction": p.label,
                     "score": round(p.scores[p.label], d), **{c: round(s, d) for c, s in p.scores.items()}}
                    for i, (text, p) in enumerate(zip(items, predictions, strict=True), 1)]
@@ -252,8 +273,24 @@ def class_map(points: list[dict], title: str) -> go.Figure:
 # ---------------------------------------------------------------- UI
 
 
+INTRO = ("Label texts with the bi-encoder's embeddings, no classifier training: **zero-shot** compares each text "
+         "with the label names (written into a prompt template), **few-shot** with labelled examples you upload "
+         "(k nearest neighbours, class centroids, logistic regression).")
+
+
+def after_classify(out, data):
+    """Drawn from the answer: the score bars, the embedding map and the downloads (a private step)."""
+    bars = class_scores([p["text"] for p in data["predictions"]], data["classes"],
+                        [[p["scores"][c] for c in data["classes"]] for p in data["predictions"]], data["score"])
+    plot = class_map(data["points"], f"texts, examples and labels in 2-D ({data['projection'].upper()})")
+    files = exports(out, "classify", data=data, rows=[{"text": p["text"], "prediction": p["label"], **p["scores"]}
+                                                       for p in data["predictions"]], plots=[bars, plot])
+    return show(bars), show(plot), show(files)
+
+
 def build(ui: Ui) -> None:
     """The Classify tab (inside an open gr.Tab); event /classify."""
+    # Stays over 60 lines: 15 are do_classify's docstring, which Gradio turns into the /classify API's documentation.
     state, out = ui.state, ui.out
 
     @guard
@@ -277,21 +314,7 @@ def build(ui: Ui) -> None:
         r = classify_view(state, texts, labels, examples, method, k, template, projection)
         return r.text, frame(r.rows), frame(r.extra_rows, ["#", "rank", "neighbour", "label", "cosine"]), r.data
 
-    def after_classify(data):
-        bars = class_scores([p["text"] for p in data["predictions"]], data["classes"],
-                                    [[p["scores"][c] for c in data["classes"]] for p in data["predictions"]],
-                                    data["score"])
-        plot = class_map(data["points"], f"texts, examples and labels in 2-D ({data['projection'].upper()})")
-        files = exports(out, "classify", data=data, rows=[{"text": p["text"], "prediction": p["label"], **p["scores"]}
-                                                           for p in data["predictions"]], plots=[bars, plot])
-        return show(bars), show(plot), show(files)
-
-    def load_sample():
-        return sample_inputs(out.root)
-
-    tab_intro("Label texts with the bi-encoder's embeddings, no classifier training: **zero-shot** compares each "
-              "text with the label names (written into a prompt template), **few-shot** with labelled examples you "
-              "upload (k nearest neighbours, class centroids, logistic regression).")
+    tab_intro(INTRO)
     with gr.Row():
         cls_texts = gr.Textbox(label=f"Texts to classify (one per line, at most {MAX_TEXTS})", lines=6, scale=3,
                                value=lines(BUILT_IN_TEXTS), min_width=260, elem_id="classify-texts")
@@ -331,6 +354,6 @@ def build(ui: Ui) -> None:
         do_classify, [cls_texts, cls_labels, cls_examples, cls_method, cls_k, cls_template, cls_projection],
         [cls_summary, cls_table, cls_neighbours, cls_json], api_name="classify").success(
         lambda table: show(table), [cls_table], [cls_table], queue=False, api_visibility="private").success(
-        after_classify, [cls_json], [cls_bars, cls_map, cls_files], api_visibility="private")
-    sample_button.click(load_sample, None, [cls_texts, cls_labels, cls_examples], api_visibility="private").success(
+        lambda data: after_classify(out, data), [cls_json], [cls_bars, cls_map, cls_files], api_visibility="private")
+    sample_button.click(lambda: sample_inputs(out.root), None, [cls_texts, cls_labels, cls_examples], api_visibility="private").success(
         lambda: "knn", None, [cls_method], queue=False, api_visibility="private")
