@@ -165,6 +165,51 @@ def _clean_run(
 # --------------------------------------------------------------------------- ranking metrics
 
 
+def _trec_measures(ms: Sequence[str], ks: Sequence[int]) -> set[str]:
+    """The pytrec_eval measure names that compute metrics ``ms`` at cut-offs ``ks``."""
+    kstr = ",".join(map(str, ks))
+    measures: set[str] = set()
+    for m in ms:
+        family = METRICS[m][1]
+        if family == "recip_rank":
+            measures.add("recip_rank")
+        else:
+            measures.add(f"{family}.{kstr}")
+        if m == "map":
+            measures.add("map")
+    return measures
+
+
+def _metric_labels(ms: Sequence[str], ks: Sequence[int]) -> list[str]:
+    """Output keys in order: ``MAP`` (uncut) before the ``MAP@k``, then ``<name>@k`` per metric and cut-off."""
+    labels: list[str] = []
+    for m in ms:
+        name = METRICS[m][0]
+        if m == "map":
+            labels.append("MAP")
+        labels.extend(f"{name}@{k}" for k in ks)
+    return labels
+
+
+def _query_values(r: dict[str, float], ms: Sequence[str], ks: Sequence[int]) -> dict[str, float]:
+    """One query's pytrec_eval result ``r`` under the output keys. MRR@k comes from the uncut reciprocal rank:
+    the first relevant document's rank is 1/rr, so MRR@k is rr when that rank is within k, else 0."""
+    values: dict[str, float] = {}
+    for m in ms:
+        name, family = METRICS[m]
+        if m == "map":
+            values["MAP"] = float(r["map"])
+        if family == "recip_rank":
+            rr = float(r["recip_rank"])
+            rank = round(1.0 / rr) if rr > 0 else math.inf
+            for k in ks:
+                values[f"{name}@{k}"] = rr if rank <= k else 0.0
+        else:
+            for k in ks:
+                values[f"{name}@{k}"] = float(r[f"{family}_{k}"])
+    return values
+
+
 def evaluate_run(
     qrels: Qrels,
     run: Run,
@@ -200,26 +245,10 @@ def evaluate_run(
             f"qrels ids like {_sample(judged)} — did you load the right split?"
         )
 
-    kstr = ",".join(map(str, ks))
-    measures: set[str] = set()
-    for m in ms:
-        family = METRICS[m][1]
-        if family == "recip_rank":
-            measures.add("recip_rank")
-        else:
-            measures.add(f"{family}.{kstr}")
-        if m == "map":
-            measures.add("map")
-
+    measures = _trec_measures(ms, ks)
     evaluator = pytrec_eval.RelevanceEvaluator(clean_qrels, measures)
     raw = evaluator.evaluate({q: clean_run[q] for q in judged if q in clean_run})
-
-    labels: list[str] = []
-    for m in ms:
-        name = METRICS[m][0]
-        if m == "map":
-            labels.append("MAP")
-        labels.extend(f"{name}@{k}" for k in ks)
+    labels = _metric_labels(ms, ks)
 
     per_query: dict[str, dict[str, float]] = {}
     missing: list[str] = []
@@ -229,21 +258,8 @@ def evaluate_run(
             # pytrec_eval omits judged queries absent from the run; an empty result list is the same failure
             missing.append(qid)
             per_query[qid] = dict.fromkeys(labels, 0.0)
-            continue
-        values: dict[str, float] = {}
-        for m in ms:
-            name, family = METRICS[m]
-            if m == "map":
-                values["MAP"] = float(r["map"])
-            if family == "recip_rank":
-                rr = float(r["recip_rank"])
-                rank = round(1.0 / rr) if rr > 0 else math.inf
-                for k in ks:
-                    values[f"{name}@{k}"] = rr if rank <= k else 0.0
-            else:
-                for k in ks:
-                    values[f"{name}@{k}"] = float(r[f"{family}_{k}"])
-        per_query[qid] = values
+        else:
+            per_query[qid] = _query_values(r, ms, ks)
 
     n = len(per_query)
     aggregate = {label: float(sum(v[label] for v in per_query.values()) / n) for label in labels}
