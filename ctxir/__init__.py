@@ -72,6 +72,7 @@ __all__ = [
     "KnnClassifier",
     "Label",
     "LogRegClassifier",
+    "Passages",
     "Pipeline",
     "Prediction",
     "Qrels",
@@ -111,5 +112,4 @@ __all__ = [
     "resolve_model",
     "sts_correlation",
     "weighted_score_fusion",
-    "Passages",
 ]

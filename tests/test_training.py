@@ -610,7 +610,7 @@ def test_hybrid_teacher_grades_are_summed_z_scores_of_bm25_and_cosine_and_label_
     pool = hits[:20]
     encoder = BiEncoder(str(tiny_bert_dir), device="cpu")
     vectors = {h.doc_id: v / np.linalg.norm(v) for h, v in
-               zip(pool, encoder.encode([doc_text(corpus[h.doc_id]) for h in pool]))}
+               zip(pool, encoder.encode([doc_text(corpus[h.doc_id]) for h in pool]), strict=True)}
     query = encoder.encode([queries[q]])[0]
     query = query / np.linalg.norm(query)
     b = np.array([h.score for h in pool])

@@ -274,7 +274,6 @@ def load_kind(args: EvaluateRerankerArgs):
     if kind == "cross-encoder":  # uncached: a folder trained again in this process must not come back stale
         from ctxir.encoders.models import load_cross_encoder
         from ctxir.rerank import CrossEncoderReranker
-
         from ctxir.rerank.registry import passages_for
 
         return CrossEncoderReranker(load_cross_encoder.__wrapped__(args.model, args.device),

@@ -81,6 +81,48 @@ def rounded(scores: dict) -> dict:
     return {k: round(float(v), 4) for k, v in scores.items()}
 
 
+def make_trainer(args, spec: ModelSpec, model, data: TaskData, out: Path, device: str):
+    """The kind's sentence-transformers Trainer: checkpoints under ``out``/checkpoints, the dev evaluator every
+    --eval-steps, the log history mirrored to ``out``/training_log.jsonl."""
+    training_args_class, trainer_class = spec.trainer_classes()
+    evaluate_during = args.eval_steps > 0 and data.dev_evaluator is not None
+    training_args = training_args_class(
+        output_dir=str(out / "checkpoints"), num_train_epochs=args.epochs, max_steps=args.max_steps,
+        per_device_train_batch_size=args.batch_size, per_device_eval_batch_size=args.batch_size,
+        learning_rate=args.learning_rate, warmup_steps=args.warmup, seed=args.seed, data_seed=args.seed,
+        eval_strategy="steps" if evaluate_during else "no", eval_steps=args.eval_steps or None,
+        save_strategy="steps", save_steps=args.save_steps, logging_steps=args.logging_steps,
+        save_total_limit=None if args.keep_checkpoints else 2,  # kept: the dev-best step can be chosen after
+        logging_first_step=True, report_to="none", fp16=args.fp16, **trainer_device_kwargs(device),
+        **spec.training_options(args))
+    return trainer_class(model=model, args=training_args, train_dataset=data.train,
+                         loss=spec.build_loss(args, model, data),
+                         evaluator=data.dev_evaluator if evaluate_during else None,
+                         callbacks=[jsonl_log_callback(out / "training_log.jsonl")])
+
+
+def metrics_record(args, spec: ModelSpec, data: TaskData, trainer, trained, run: dict, scores: dict) -> dict:
+    """metrics.json: what was trained on what, how (the config), how long, and the scores before and after."""
+    state = trainer.state
+    return {
+        "model_type": spec.model_type,
+        "model_name": args.model_name or run["out"].name,
+        "base_model": args.model,
+        "objective": spec.objective_name(args),
+        "datasets": data.datasets,
+        "config": asdict(args),
+        "training": {**training_block(
+            run["train_output"], steps=state.global_step, epochs=state.epoch or 0.0, train_examples=len(data.train),
+            batch_size=args.batch_size, learning_rate=args.learning_rate, wall_time_seconds=run["wall_time_seconds"],
+            device=run["device"], seed=args.seed, log_history=state.log_history),
+            "train_seconds": round(run["train_seconds"], 1), "resumed_from": run["resumed_from"]},
+        "evaluations": evaluation_rows(spec, scores["before"], scores["after"], data, args),
+        "extra": {**data.extra, "dev_before": rounded(scores["dev_before"]), "dev_after": rounded(scores["dev_after"]),
+                  "max_length": getattr(trained, "max_seq_length", None) or args.max_length,  # as used, after the cap
+                  **spec.extra(args, trained, data)},
+    }
+
+
 def train(args, spec: ModelSpec) -> dict:
     """Train one model as ``spec`` describes; returns the metrics.json record (empty on non-main processes)."""
     # 0. check the arguments and the data before anything heavy is loaded
@@ -106,21 +148,7 @@ def train(args, spec: ModelSpec) -> dict:
         print(f"before training: {before}")
         dev_before = data.dev_evaluator(model) if data.dev_evaluator is not None and args.eval_before else {}
         # 4. train with the kind's Trainer
-        training_args_class, trainer_class = spec.trainer_classes()
-        evaluate_during = args.eval_steps > 0 and data.dev_evaluator is not None
-        training_args = training_args_class(
-            output_dir=str(checkpoint_dir), num_train_epochs=args.epochs, max_steps=args.max_steps,
-            per_device_train_batch_size=args.batch_size, per_device_eval_batch_size=args.batch_size,
-            learning_rate=args.learning_rate, warmup_steps=args.warmup, seed=args.seed, data_seed=args.seed,
-            eval_strategy="steps" if evaluate_during else "no", eval_steps=args.eval_steps or None,
-            save_strategy="steps", save_steps=args.save_steps, logging_steps=args.logging_steps,
-            save_total_limit=None if args.keep_checkpoints else 2,  # kept: the dev-best step can be chosen after
-            logging_first_step=True, report_to="none", fp16=args.fp16, **trainer_device_kwargs(device),
-            **spec.training_options(args))
-        trainer = trainer_class(model=model, args=training_args, train_dataset=data.train,
-                                loss=spec.build_loss(args, model, data),
-                                evaluator=data.dev_evaluator if evaluate_during else None,
-                                callbacks=[jsonl_log_callback(out / "training_log.jsonl")])
+        trainer = make_trainer(args, spec, model, data, out, device)
         train_start = time.perf_counter()
         train_output = trainer.train(resume_from_checkpoint=resume_from)
         train_seconds = time.perf_counter() - train_start
@@ -137,24 +165,10 @@ def train(args, spec: ModelSpec) -> dict:
         dev_after = data.dev_evaluator(trained) if data.dev_evaluator is not None else {}
         print(f"after training: {after}")
         # 7. write metrics.json
-        metrics = {
-            "model_type": spec.model_type,
-            "model_name": args.model_name or out.name,
-            "base_model": args.model,
-            "objective": spec.objective_name(args),
-            "datasets": data.datasets,
-            "config": asdict(args),
-            "training": {**training_block(
-                train_output, steps=trainer.state.global_step, epochs=trainer.state.epoch or 0.0,
-                train_examples=len(data.train), batch_size=args.batch_size, learning_rate=args.learning_rate,
-                wall_time_seconds=time.perf_counter() - started, device=device, seed=args.seed,
-                log_history=trainer.state.log_history), "train_seconds": round(train_seconds, 1),
-                "resumed_from": resume_from},
-            "evaluations": evaluation_rows(spec, before, after, data, args),
-            "extra": {**data.extra, "dev_before": rounded(dev_before), "dev_after": rounded(dev_after),
-                      "max_length": getattr(trained, "max_seq_length", None) or args.max_length,  # as used, after the cap
-                      **spec.extra(args, trained, data)},
-        }
+        run = {"out": out, "device": device, "resumed_from": resume_from, "train_output": train_output,
+               "train_seconds": train_seconds, "wall_time_seconds": time.perf_counter() - started}
+        metrics = metrics_record(args, spec, data, trainer, trained, run,
+                                 {"before": before, "after": after, "dev_before": dev_before, "dev_after": dev_after})
         path = write_metrics(out, metrics)
         print(f"wrote {out} (model), {path}")
     return metrics

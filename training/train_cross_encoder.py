@@ -33,7 +33,6 @@ from typing import Literal
 if __package__ in (None, ""):  # `python training/train_cross_encoder.py` from the repo root
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ctxir.files import read_json, write_json
 from ctxir.encoders.models import (
     ADAPTER_CONFIG,
     DEFAULT_BI_ENCODER,
@@ -41,6 +40,7 @@ from ctxir.encoders.models import (
     resolve_model,
     set_max_length,
 )
+from ctxir.files import read_json, write_json
 from ctxir.types import CtxirError, doc_text
 from training.common import (
     DEFAULT_DATA_DIR,
@@ -418,8 +418,8 @@ def evaluate(model, data: TaskData, args: CrossEncoderArgs, model_id: str = "") 
         scores[("stsb", "test", "pearson")] = float(result["stsb-test_pearson"])
     if "rerank" in data.test:
         from ctxir.evaluation import evaluate_run
-        from ctxir.rerank.pipeline import Pipeline
         from ctxir.rerank import CrossEncoderReranker
+        from ctxir.rerank.pipeline import Pipeline
 
         _, queries, qrels, bm25 = data.test["rerank"]
         runs = Pipeline(bm25, CrossEncoderReranker(model, batch_size=args.batch_size),

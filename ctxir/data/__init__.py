@@ -25,6 +25,5 @@ from ctxir.data.loaders import (  # noqa: F401 -- what the old ``ctxir.data`` mo
     load_user_corpus,
 )
 
-
 # the old module's other names (imported helpers, private functions), from where they live now
 __getattr__ = forward_names(__name__, "ctxir.data.loaders")

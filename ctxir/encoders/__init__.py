@@ -25,6 +25,5 @@ from ctxir.encoders.bi_encoder import (  # noqa: F401 -- what the old ``ctxir.en
     weights_fingerprint,
 )
 
-
 # the old module's other names (imported helpers, private functions), from where they live now
 __getattr__ = forward_names(__name__, "ctxir.encoders.bi_encoder")

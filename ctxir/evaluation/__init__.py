@@ -21,6 +21,5 @@ from ctxir.evaluation.metrics import (  # noqa: F401 -- what the old ``ctxir.eva
     sts_correlation,
 )
 
-
 # the old module's other names (imported helpers, private functions), from where they live now
 __getattr__ = forward_names(__name__, "ctxir.evaluation.metrics")

@@ -23,6 +23,5 @@ from ctxir.explain.attributions import (  # noqa: F401 -- what the old ``ctxir.e
     mean_pooling_contributions,
 )
 
-
 # the old module's other names (imported helpers, private functions), from where they live now
 __getattr__ = forward_names(__name__, "ctxir.explain.attributions")

@@ -159,7 +159,7 @@ class CrossEncoderReranker(Reranker):
     def _best_window(self, windows: list[list[str]], query: str) -> np.ndarray:
         scores = self._score(query, [w for ws in windows for w in ws])  # (all windows,)
         ends = np.cumsum([len(ws) for ws in windows])
-        return np.array([scores[end - len(ws):end].max() for ws, end in zip(windows, ends)], dtype=np.float32)
+        return np.array([scores[end - len(ws):end].max() for ws, end in zip(windows, ends, strict=True)], dtype=np.float32)
 
     def _score(self, query: str, texts: Sequence[str]) -> np.ndarray:
         if not texts:

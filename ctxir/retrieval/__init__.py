@@ -22,6 +22,5 @@ from ctxir.retrieval.retrievers import (  # noqa: F401 -- what the old ``ctxir.r
     dense_index_default,
 )
 
-
 # the old module's other names (imported helpers, private functions), from where they live now
 __getattr__ = forward_names(__name__, "ctxir.retrieval.retrievers")
