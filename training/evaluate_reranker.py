@@ -288,6 +288,41 @@ def run(args: EvaluateRerankerArgs) -> dict:
     if args.torch_threads:
         set_threads(args.torch_threads)
     folder = Path(args.model)
+    depths, collections = check_args(args)
+    # 1. load the model
+    reranker = load_kind(args)
+    # 2. how long documents are read, then the fused mode: chosen on held-out training claims, or read from the folder
+    choose_settings(reranker, folder, args)
+    fusion_record = read_json(folder / FUSION_FILE) or {"method": "rrf", "k": FUSION_K, "weights": [1.0, 1.0]}
+    fusion = StageFusion(fusion_record["method"], tuple(fusion_record["weights"]), fusion_record.get("k", FUSION_K))
+    if not depths:
+        return {"fusion": fusion_record}
+    # 3. test figures, chosen from nothing, added to what earlier runs recorded
+    start = time.perf_counter()
+    output = Path(args.output or folder / EVALUATION_FILE)
+    result = record_head(reranker, folder, fusion_record, output)
+    for name in ("scifact", "msmarco", "demo"):
+        if name in collections:
+            result["scifact_test" if name == "scifact" else name] = (
+                evaluate_scifact(reranker, fusion, depths, args) if name == "scifact"
+                else evaluate_other(reranker, fusion, name, args))
+            write_json(output, result)  # each collection kept as it finishes: a later failure loses no scores
+    result["seconds"] = round(time.perf_counter() - start, 1)
+    write_json(output, result)
+    # 4. the model card's rows
+    if args.update_metrics and (folder / "metrics.json").is_file():
+        metrics = read_json(folder / "metrics.json")
+        rows = evaluation_rows(result)
+        configs = {r["config"] for r in rows}
+        metrics["evaluations"] = [r for r in metrics["evaluations"] if r.get("config") not in configs] + rows
+        write_metrics(folder, metrics)
+    print(report(result))
+    print(f"-> {output}")
+    return result
+
+
+def check_args(args: EvaluateRerankerArgs) -> tuple[list[int], list[str]]:
+    """(--depths, --collections), checked before any model loads."""
     depths = sorted({int(d) for d in args.depths.split(",") if d.strip()})
     if any(d < 10 for d in depths):
         raise CtxirError(f"--depths {args.depths!r}: every depth must be ≥ 10 (nDCG@10 needs ten candidates)")
@@ -295,9 +330,11 @@ def run(args: EvaluateRerankerArgs) -> dict:
     for c in collections:
         if c not in ("scifact", "msmarco", "demo"):
             raise CtxirError(f"--collections names {c!r}: use scifact, msmarco and/or demo")
-    # 1. load the model
-    reranker = load_kind(args)
-    # 2. how long documents are read, then the fused mode: chosen on held-out training claims, or read from the folder
+    return depths, collections
+
+
+def choose_settings(reranker, folder: Path, args: EvaluateRerankerArgs) -> None:
+    """--choose-passages, then --choose-fusion (with the passages chosen): each written into the model folder."""
     if args.choose_passages:
         if not hasattr(reranker, "passages"):
             raise CtxirError(f"--choose-passages applies to cross-encoders; {args.model!r} is a "
@@ -312,42 +349,20 @@ def run(args: EvaluateRerankerArgs) -> dict:
         print(f"fusion: rrf k={FUSION_K}, weights {fusion_record['weights']} (dev nDCG@10: BM25 "
               f"{fusion_record['dev']['first_stage']}, alone {fusion_record['dev']['alone']}, fused "
               f"{fusion_record['dev']['fused']}) -> {folder / FUSION_FILE}", flush=True)
-    fusion_record = read_json(folder / FUSION_FILE) or {"method": "rrf", "k": FUSION_K, "weights": [1.0, 1.0]}
-    fusion = StageFusion(fusion_record["method"], tuple(fusion_record["weights"]), fusion_record.get("k", FUSION_K))
-    if not depths:
-        return {"fusion": fusion_record}
-    # 3. test figures, chosen from nothing
-    start = time.perf_counter()
-    result = {"model": str(folder), "fusion": {k: fusion_record.get(k) for k in ("method", "k", "weights",
-                                                                                "chosen_on")},
-              "machine": machine_info(), "command": "python -m training.evaluate_reranker " + " ".join(sys.argv[1:])}
-    passages = getattr(reranker, "passages", None)
+
+
+def record_head(reranker, folder: Path, fusion_record: dict, output: Path) -> dict:
+    """The evaluation record before its figures: the model, its settings, the machine, and every command that
+    wrote part of the record (a later run of other collections or depths adds to it instead of dropping them)."""
+    head = {"model": str(folder), "fusion": {k: fusion_record.get(k) for k in ("method", "k", "weights", "chosen_on")},
+            "machine": machine_info(), "command": "python -m training.evaluate_reranker " + " ".join(sys.argv[1:])}
     if hasattr(reranker, "passages"):  # a cross-encoder: how it read documents longer than its max length
-        result["passages"] = ({"method": "max", "words": passages.words, "stride": passages.stride} if passages
-                              else {"method": "first"})
-    output = Path(args.output or folder / EVALUATION_FILE)
-    # a later run of other collections or depths adds to the record instead of dropping what it did not redo
+        passages = reranker.passages
+        head["passages"] = ({"method": "max", "words": passages.words, "stride": passages.stride} if passages
+                            else {"method": "first"})
     earlier = (read_json(output) or {}) if output.is_file() else {}
-    # every command that wrote part of the record, in order: each figure can be traced to the run that made it
     commands = earlier.get("commands") or ([earlier["command"]] if earlier.get("command") else [])
-    result = {**earlier, **result, "commands": [*commands, result["command"]]}
-    for name in ("scifact", "msmarco", "demo"):
-        if name in collections:
-            result["scifact_test" if name == "scifact" else name] = (
-                evaluate_scifact(reranker, fusion, depths, args) if name == "scifact"
-                else evaluate_other(reranker, fusion, name, args))
-            write_json(output, result)  # each collection kept as it finishes: a later failure loses no scores
-    result["seconds"] = round(time.perf_counter() - start, 1)
-    write_json(output, result)
-    if args.update_metrics and (folder / "metrics.json").is_file():
-        metrics = read_json(folder / "metrics.json")
-        rows = evaluation_rows(result)
-        configs = {r["config"] for r in rows}
-        metrics["evaluations"] = [r for r in metrics["evaluations"] if r.get("config") not in configs] + rows
-        write_metrics(folder, metrics)
-    print(report(result))
-    print(f"-> {output}")
-    return result
+    return {**earlier, **head, "commands": [*commands, head["command"]]}
 
 
 def evaluation_rows(result: dict) -> list[dict]:
