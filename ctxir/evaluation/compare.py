@@ -116,6 +116,24 @@ def adjust_pvalues(pvalues: Sequence[float], correction: str = "holm") -> list[f
     return [float(v) for v in adjusted]
 
 
+def _shared_queries(per_query: Mapping[str, PerQuery], metrics: Sequence[str], baseline: str) -> list[str]:
+    """The baseline's query ids, sorted, once every system has been evaluated on those same queries and has a
+    per-query value of every metric."""
+    queries = sorted(per_query[baseline])
+    for name in per_query:
+        if set(per_query[name]) != set(queries):
+            only = sorted(set(per_query[name]) ^ set(queries))
+            raise CtxirError(f"{name!r} was evaluated on {len(per_query[name])} queries and {baseline!r} on "
+                             f"{len(queries)}; they differ in {len(only)} (e.g. {only[0]!r}): evaluate every system "
+                             "on the same --data, --split and --max-queries")
+        have = next(iter(per_query[name].values()), {})
+        missing = [m for m in metrics if m not in have]
+        if missing:
+            raise CtxirError(f"metric {missing[0]!r} is not in {name!r}'s per-query values: use some of "
+                             f"{', '.join(map(repr, have))}")
+    return queries
+
+
 def compare_systems(per_query: Mapping[str, PerQuery], metrics: Sequence[str] = DEFAULT_METRICS,
                     baseline: str | None = None, pairs: str = "baseline", test: str = "randomization",
                     correction: str = "holm", alpha: float = 0.05, n_permutations: int = 10_000,
@@ -144,18 +162,7 @@ def compare_systems(per_query: Mapping[str, PerQuery], metrics: Sequence[str] = 
     if len(names) < 2:
         raise CtxirError(f"comparing needs at least 2 systems, got {len(names)}: {names!r}")
     baseline = names[0] if baseline is None else check_choice(baseline, "baseline", names)
-    queries = sorted(per_query[baseline])
-    for name in names:
-        if set(per_query[name]) != set(queries):
-            only = sorted(set(per_query[name]) ^ set(queries))
-            raise CtxirError(f"{name!r} was evaluated on {len(per_query[name])} queries and {baseline!r} on "
-                             f"{len(queries)}; they differ in {len(only)} (e.g. {only[0]!r}): evaluate every system "
-                             "on the same --data, --split and --max-queries")
-        have = next(iter(per_query[name].values()), {})
-        missing = [m for m in metrics if m not in have]
-        if missing:
-            raise CtxirError(f"metric {missing[0]!r} is not in {name!r}'s per-query values: use some of "
-                             f"{', '.join(map(repr, have))}")
+    queries = _shared_queries(per_query, metrics, baseline)
     values = {name: {m: np.array([per_query[name][q][m] for q in queries], dtype=np.float64) for m in metrics}
               for name in names}  # system → metric → (n_queries,)
     if pairs == "baseline":
