@@ -244,6 +244,27 @@ def _model_facts(folder: Path, model_type: str) -> dict:
 
 # ---------------------------------------------------------------------------------------------- stage
 
+def _base_model_license(src: Path, metrics: dict) -> tuple[Path | None, str]:
+    """(the CLS-LR run's base encoder folder or None for other models, the base model's license)."""
+    if metrics["model_type"] != "cls-lr":
+        return None, base_model_license(metrics["base_model"])
+    base_dir, base_name = _cls_lr_base_dir(src)
+    # A bundled encoder (".") left its own metrics.json behind: ask the base the run names instead.
+    return base_dir, (base_model_license(metrics["base_model"]) if base_dir == src
+                      else folder_license(base_dir, f"base model {base_name}"))
+
+
+def _copy_model(src: Path, dest: Path, model_type: str, base_dir: Path | None, base_license: str) -> None:
+    """Copy the model's files (a sentence-transformers model: its files and module folders) into ``dest``."""
+    if model_type == "cls-lr":
+        _stage_cls_lr(src, dest, base_dir, base_license)
+        return
+    _copy_matching(src, dest, MODEL_FILE_PATTERNS, exclude=(METRICS_FILE, "trainer_state.json"))
+    for module in read_json(src / "modules.json") or []:
+        if module.get("path") and (src / module["path"]).is_dir():  # Normalize & co. may save no folder
+            _copy_matching(src / module["path"], dest / module["path"], MODEL_FILE_PATTERNS, recursive=True)
+
+
 def stage(model_dir: str | Path, repo_id: str, staging_dir: str | Path | None = None, base_model_id: str | None = None,
           figures: list[str] | tuple[str, ...] = ()) -> StagedRepo:
     """Build the folder that will become the Hub repo, render its card, and validate it."""
@@ -260,13 +281,7 @@ def stage(model_dir: str | Path, repo_id: str, staging_dir: str | Path | None = 
         raise CtxirError(f"{METRICS_FILE} says model_type {model_type!r} but {str(src)!r} holds "
                          f"{'a ' + found if found else 'no model sentence-transformers or ctxir can load'}: "
                          "point --model-dir at the folder the training script saved")
-    if model_type == "cls-lr":
-        base_dir, base_name = _cls_lr_base_dir(src)
-        # A bundled encoder (".") left its own metrics.json behind: ask the base the run names instead.
-        base_license = (base_model_license(metrics["base_model"]) if base_dir == src
-                        else folder_license(base_dir, f"base model {base_name}"))
-    else:
-        base_license = base_model_license(metrics["base_model"])
+    base_dir, base_license = _base_model_license(src, metrics)
     training_license(metrics, base_license)  # refuse early: unknown training-data license
 
     # 2. refuse pickles before anything is copied
@@ -280,13 +295,7 @@ def stage(model_dir: str | Path, repo_id: str, staging_dir: str | Path | None = 
     dest = _fresh_staging_dir(src, repo_id, staging_dir)
 
     # 4. copy the model
-    if model_type == "cls-lr":
-        _stage_cls_lr(src, dest, base_dir, base_license)
-    else:
-        _copy_matching(src, dest, MODEL_FILE_PATTERNS, exclude=(METRICS_FILE, "trainer_state.json"))
-        for module in read_json(src / "modules.json") or []:
-            if module.get("path") and (src / module["path"]).is_dir():  # Normalize & co. may save no folder
-                _copy_matching(src / module["path"], dest / module["path"], MODEL_FILE_PATTERNS, recursive=True)
+    _copy_model(src, dest, model_type, base_dir, base_license)
     shutil.copy2(src / METRICS_FILE, dest / METRICS_FILE)  # verbatim: the card's numbers are checked against it
 
     # 5. figures: <model-dir>/figures/*, figures beside the model, and any passed explicitly
