@@ -206,22 +206,11 @@ def _pooled_tokens(st, out: dict) -> torch.Tensor:
     return out["token_embeddings"]  # (tokens, hidden), padding already stripped
 
 
-def _bi_encoder_ig(st, query: str, document: str, n_steps: int, max_steps: int, baseline: str) -> dict:
-    """Captum IG on the word embeddings of both texts at once; the target is their cosine."""
-    # lazy: captum is needed only for Integrated Gradients
-    from captum.attr import IntegratedGradients
-
-    _check_steps(n_steps, max_steps)
-    st.eval()
-    transformer = st[0]
-    hf = transformer.auto_model
-    tokenizer = st.tokenizer
-    q_enc = _single_features(st, query)
-    d_enc = _single_features(st, document)
-    words = hf.get_input_embeddings()
-    q_words, d_words = words(q_enc["input_ids"]).detach(), words(d_enc["input_ids"]).detach()  # (1, n|m, hidden)
-    q_base = words(_baseline_ids(tokenizer, q_enc["input_ids"], baseline)).detach()
-    d_base = words(_baseline_ids(tokenizer, d_enc["input_ids"], baseline)).detach()
+def _sentence_embedder(st):
+    """``embed(word_vectors, enc)``: the sentence embeddings (batch, dim) of ``st`` computed from word embeddings
+    (batch, n, hidden) instead of token ids, so Integrated Gradients can interpolate them; ``enc`` gives the
+    attention mask (and token types) of the one tokenised text, repeated over the batch."""
+    hf = st[0].auto_model
     needs_layers = any(getattr(m, "layer", -1) != -1 for m in list(st)[1:])
 
     def embed(word_vectors: torch.Tensor, enc: dict) -> torch.Tensor:
@@ -235,6 +224,25 @@ def _bi_encoder_ig(st, query: str, document: str, n_steps: int, max_steps: int, 
         for module in list(st)[1:]:
             features = module(features)
         return features["sentence_embedding"]  # (batch, dim)
+
+    return embed
+
+
+def _bi_encoder_ig(st, query: str, document: str, n_steps: int, max_steps: int, baseline: str) -> dict:
+    """Captum IG on the word embeddings of both texts at once; the target is their cosine."""
+    # lazy: captum is needed only for Integrated Gradients
+    from captum.attr import IntegratedGradients
+
+    _check_steps(n_steps, max_steps)
+    st.eval()
+    tokenizer = st.tokenizer
+    q_enc = _single_features(st, query)
+    d_enc = _single_features(st, document)
+    words = st[0].auto_model.get_input_embeddings()
+    q_words, d_words = words(q_enc["input_ids"]).detach(), words(d_enc["input_ids"]).detach()  # (1, n|m, hidden)
+    q_base = words(_baseline_ids(tokenizer, q_enc["input_ids"], baseline)).detach()
+    d_base = words(_baseline_ids(tokenizer, d_enc["input_ids"], baseline)).detach()
+    embed = _sentence_embedder(st)
 
     def forward(q: torch.Tensor, d: torch.Tensor) -> torch.Tensor:  # (batch, n, h), (batch, m, h) → (batch,)
         return torch.nn.functional.cosine_similarity(embed(q, q_enc), embed(d, d_enc), dim=-1)
