@@ -29,12 +29,11 @@ from typing import ClassVar
 import torch
 from sentence_transformers.base.modules import Module, Transformer
 
-from ctxir.encoders.models import resolve_model
+# This module depends on the loader, never the reverse: TRUSTED_MODULE_PREFIXES and apply_top_layers live in
+# ctxir.encoders.models (which uses them) and are given here too, where they were first.
+from ctxir.encoders.models import TRUSTED_MODULE_PREFIXES, apply_top_layers, resolve_model  # noqa: F401
 from ctxir.names import TOP_LAYERS_CONFIG, TOP_LAYERS_FORMAT, TOP_LAYERS_WEIGHTS
 
-# modules.json types ctxir's own loader builds (anything else in a model folder is refused, never imported)
-TRUSTED_MODULE_PREFIXES = ("sentence_transformers.", "ctxir.encoders.heads.",
-                           "ctxir.rerank_heads.")  # the old path, which saved folders (the shipped ones) name
 _LAYER = re.compile(r"(?:^|\.)layer\.(\d+)\.")
 
 
@@ -191,20 +190,3 @@ class TopLayersTransformer(Transformer):
         module.model.load_state_dict({k: v.to(dtype) for k, v in patch.items()}, strict=False)
         return module
 
-
-def apply_top_layers(model: torch.nn.Module, folder: str | Path) -> torch.nn.Module:
-    """Load a ``TopLayersTransformer`` folder's trained layers into a plain transformers model of its base.
-
-    For the views that need a bare ``AutoModel`` (attentions, hidden states, CLS-LR's [CLS]): the same weights as
-    the cross-encoder's body.
-    """
-    # lazy: safetensors is needed only to read or write weights
-    from safetensors.torch import load_file
-
-    patch = load_file(str(Path(folder) / TOP_LAYERS_WEIGHTS))
-    dtype = next(model.parameters()).dtype
-    missing = sorted(set(patch) - set(model.state_dict()))
-    if missing:
-        raise ValueError(f"{str(folder)!r}'s layers do not fit this model (e.g. {missing[0]!r})")
-    model.load_state_dict({k: v.to(dtype) for k, v in patch.items()}, strict=False)
-    return model

@@ -30,7 +30,7 @@ from types import SimpleNamespace
 import torch
 
 from ctxir.files import check_model_folder, read_json
-from ctxir.names import ADAPTER_CONFIG, CLS_LR_CONFIG, TOP_LAYERS_CONFIG
+from ctxir.names import ADAPTER_CONFIG, CLS_LR_CONFIG, TOP_LAYERS_CONFIG, TOP_LAYERS_WEIGHTS
 from ctxir.types import CtxirError
 
 DEFAULT_BI_ENCODER = "sentence-transformers/all-MiniLM-L6-v2"
@@ -53,6 +53,11 @@ _PACKAGED_ALIASES = {DEFAULT_BI_ENCODER, "all-MiniLM-L6-v2", "sentence-transform
 # Only what the standard loaders read: skips ONNX/OpenVINO/TF/Flax copies a repo may also hold.
 _ALLOW_PATTERNS = ["*.json", "*.safetensors", "*.txt", "*.model", "*.md", "tokenizer*", "*.npz"]
 DEVICES = ("auto", "cpu", "cuda", "mps")
+# modules.json types ctxir's own loader builds (anything else in a model folder is refused, never imported). Kept
+# here, by the loader that enforces it, so that ctxir.encoders.heads (whose classes it names) depends on this
+# module and not the other way round.
+TRUSTED_MODULE_PREFIXES = ("sentence_transformers.", "ctxir.encoders.heads.",
+                           "ctxir.rerank_heads.")  # the old path, which saved folders (the shipped ones) name
 
 
 def packaged_minilm_path() -> Path | None:
@@ -220,8 +225,6 @@ def _load_modules(folder: Path, entries: list[dict]) -> list:
     # lazy: sentence-transformers pulls in transformers (seconds)
     from sentence_transformers.util import import_from_string
 
-    from ctxir.encoders.heads import TRUSTED_MODULE_PREFIXES
-
     modules = []
     for entry in entries:
         if not entry["type"].startswith(TRUSTED_MODULE_PREFIXES):
@@ -306,8 +309,6 @@ def load_transformer(name: str = DEFAULT_BI_ENCODER, device: str = "auto", atten
             return tokenizer, model.to(pick_device(device)).eval()
         top_layers = top_layers_config(path)
         if top_layers:  # a ctxir cross-encoder body: its base with the trained top layers loaded in
-            from ctxir.encoders.heads import apply_top_layers
-
             base = resolve_model(top_layers["base_model"])
             tokenizer = AutoTokenizer.from_pretrained(base)
             model = apply_top_layers(AutoModel.from_pretrained(base, trust_remote_code=False, **kwargs), path)
@@ -324,6 +325,24 @@ def top_layers_config(path: str | Path) -> dict:
     """The ``ctxir_top_layers.json`` of a cross-encoder folder saved as trained top layers ({} if none)."""
 
     return read_json(Path(path) / TOP_LAYERS_CONFIG) if (Path(path) / TOP_LAYERS_CONFIG).is_file() else {}
+
+
+def apply_top_layers(model: torch.nn.Module, folder: str | Path) -> torch.nn.Module:
+    """Load a ``TopLayersTransformer`` folder's trained layers into a plain transformers model of its base.
+
+    For the views that need a bare ``AutoModel`` (attentions, hidden states, CLS-LR's [CLS]): the same weights as
+    the cross-encoder's body. (``ctxir.encoders.heads`` gives it too, where it was first.)
+    """
+    # lazy: safetensors is needed only to read or write weights
+    from safetensors.torch import load_file
+
+    patch = load_file(str(Path(folder) / TOP_LAYERS_WEIGHTS))
+    dtype = next(model.parameters()).dtype
+    missing = sorted(set(patch) - set(model.state_dict()))
+    if missing:
+        raise ValueError(f"{str(folder)!r}'s layers do not fit this model (e.g. {missing[0]!r})")
+    model.load_state_dict({k: v.to(dtype) for k, v in patch.items()}, strict=False)
+    return model
 
 
 # Position ids of these start after the padding index, so max_position_embeddings (514 for roberta-base) holds

@@ -4,6 +4,7 @@
                      ``ClsLrRanker`` (was ``ctxir.rerank``)
     registry.py      re-ranker kinds by name: ``load_reranker``, ``register_reranker`` (was ``ctxir.rerankers``)
     pipeline.py      ``Pipeline``: retrievers, fusion, a re-ranker (was ``ctxir.pipeline``)
+    stage_fusion.py  ``StageFusion``: a re-ranker's scores fused with the first stage's (also given by pipeline.py)
 
 ``ctxir.rerank`` was one module before it became this package: it still gives every name that module had
 (the same objects, from :mod:`ctxir.rerank.rankers`), its private helpers too, so old imports keep working.

@@ -35,8 +35,8 @@ from ctxir.types import CtxirError
 if TYPE_CHECKING:
     import numpy as np
 
-    from ctxir.rerank.pipeline import StageFusion
     from ctxir.rerank.rankers import Reranker
+    from ctxir.rerank.stage_fusion import StageFusion
 
 FUSION_FILE = "fusion.json"  # in a re-ranker's folder: how the fused mode combines it with the first stage
 PASSAGES_FILE = "passages.json"  # in a cross-encoder's folder: score long documents by their best window (MaxP)
@@ -347,7 +347,7 @@ def stage_fusion_for(model: str) -> StageFusion:
     """How the fused mode combines ``model``'s scores with the first stage: its folder's fusion.json (chosen on
     training queries when it shipped), else reciprocal-rank fusion, k=60, equal weights — measured to beat BM25 on
     three other-domain collections without tuning, where a weight tuned on SciFact did not hold."""
-    from ctxir.rerank.pipeline import StageFusion
+    from ctxir.rerank.stage_fusion import StageFusion
 
     folder = local_model_folder(model) if isinstance(model, str) else None
     if folder is not None and (folder / FUSION_FILE).is_file():

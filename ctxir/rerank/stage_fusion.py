@@ -1,0 +1,85 @@
+"""``StageFusion``: how a re-ranker's scores are fused with the first stage's over the re-ranked candidates.
+
+Its own module so that both the pipeline (which fuses) and the re-ranker registry (which gives each loaded re-ranker
+its ``stage_fusion``, read from the model folder's fusion.json) import it, and neither imports the other back.
+``ctxir.rerank.pipeline.StageFusion`` and ``ctxir.StageFusion`` are this same class.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ctxir.files import read_json
+from ctxir.retrieval.fusion import DEFAULT_RRF_K, FUSIONS, fuse, scored_only
+from ctxir.types import CtxirError, Hit
+
+
+@dataclass(frozen=True)
+class StageFusion:
+    """Final score = fusion of (first-stage, re-ranker) over the re-ranked candidates.
+
+    method "weighted": weights · min–max-normalised scores; "rrf": Σ weight / (k + rank). A first-stage weight of 0
+    is plain re-ranking.
+
+    >>> first = [Hit("a", 12.0), Hit("b", 9.0), Hit("c", 4.0)]  # BM25's top 3
+    >>> reranked = [Hit("b", 0.9), Hit("a", 0.2)]  # the re-ranker scored the top 2: c is out
+    >>> [(h.doc_id, h.score) for h in StageFusion("weighted", (0.5, 1.0)).fuse(first, reranked)]
+    [('b', 1.0), ('a', 0.5)]
+    >>> StageFusion("weighted", (1.0, 0.0))
+    Traceback (most recent call last):
+        ...
+    ctxir.types.CtxirError: stage fusion weights (1.0, 0.0) must be (first stage ≥ 0, re-ranker > 0)
+    """
+
+    method: str = "weighted"
+    weights: tuple[float, float] = (1.0, 1.0)  # (first stage, re-ranker)
+    k: float = DEFAULT_RRF_K
+    chosen_on: str = field(default="", compare=False)  # where the settings come from, for the record
+
+    def __post_init__(self):
+        if self.method not in FUSIONS:
+            raise CtxirError(f"stage fusion method {self.method!r} is not known: use one of {', '.join(FUSIONS)}")
+        if len(self.weights) != 2 or min(self.weights) < 0 or self.weights[1] <= 0:
+            raise CtxirError(f"stage fusion weights {self.weights!r} must be (first stage ≥ 0, re-ranker > 0)")
+
+    @classmethod
+    def from_tuning(cls, best: dict) -> StageFusion:
+        """From ``ctxir.evaluation.tuning.tune_stage_fusion``'s result (or its JSON record)."""
+        return cls(best["fusion"], tuple(best["weights"]), best["k"] if best.get("k") is not None else DEFAULT_RRF_K,
+                   chosen_on=str(best.get("chosen_on", "")))
+
+    @classmethod
+    def default(cls) -> StageFusion:
+        """The fused mode's settings when a re-ranker's folder has no fusion.json: RRF, k=60, equal weights.
+
+        Untuned on purpose: on three other-domain collections a weight chosen on SciFact did not hold, while RRF
+        k=60 with equal weights beat BM25 on all three."""
+        return cls("rrf", (1.0, 1.0), DEFAULT_RRF_K, chosen_on="ctxir's default, not tuned")
+
+    @classmethod
+    def from_file(cls, path) -> StageFusion:
+        """A fusion.json (training/ship.py puts it in the cross-encoder's folder): method "rrf"|"weighted",
+        weights [first stage, re-ranker], k, chosen_on."""
+
+        try:
+            data = read_json(path)
+            return cls(data["method"], tuple(float(w) for w in data["weights"]),
+                       float(data.get("k") or DEFAULT_RRF_K), chosen_on=str(data.get("chosen_on", "")))
+        except (KeyError, TypeError, ValueError) as err:
+            raise CtxirError(f"{str(path)!r} is not a fusion.json ({type(err).__name__}: {err}): expected "
+                             '{"method": "rrf"|"weighted", "weights": [first stage, re-ranker], "k": 60, '
+                             '"chosen_on": "..."}') from err
+
+    def record(self) -> dict:
+        """JSON-able: what a results file or the app's answer says about the fused mode."""
+        return {"method": self.method, "weights": list(self.weights), "k": self.k if self.method == "rrf" else None,
+                "chosen_on": self.chosen_on}
+
+    def describe(self) -> str:
+        """One phrase for people: 'RRF k=60, weights 1:1'."""
+        weights = ":".join(f"{w:g}" for w in self.weights)
+        return (f"RRF k={self.k:g}" if self.method == "rrf" else "weighted scores") + f", weights {weights} " \
+            "(first stage : re-ranker)"
+
+    def fuse(self, first: list[Hit], reranked: list[Hit]) -> list[Hit]:
+        return fuse([scored_only(first, reranked), reranked], self.method, self.k, self.weights)
