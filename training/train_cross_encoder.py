@@ -43,7 +43,6 @@ from ctxir.encoders.models import (
 from ctxir.files import read_json, write_json
 from ctxir.types import CtxirError, doc_text
 from training.common import (
-    DEFAULT_DATA_DIR,
     TrainerRunArgs,
     check_not_empty,
     cli_main,
@@ -115,17 +114,10 @@ class CrossEncoderArgs(TrainerRunArgs):
         "help": "--teacher hybrid: multiplies the summed z-scores (ListNet softmaxes the labels: larger = sharper)"})
     gold_weight: float = field(default=2.0, metadata={
         "help": "--teacher hybrid: added to a judged positive's label (a claim's cited abstract, a title's own)"})
-    data_dir: str = field(default=DEFAULT_DATA_DIR, metadata={"help": "benchmark data root (../shared/data)"})
     output_dir: str = field(default="", metadata={"help": "default outputs/cross-encoder-<task>"})
-    device: str = field(default="auto", metadata={"help": "auto, cpu, cuda (the Trainer spreads over GPUs)"})
-    epochs: float = 1.0
-    max_steps: int = field(default=-1, metadata={"help": "stop after N optimizer steps (-1 = use --epochs)"})
     max_samples: int = field(default=-1, metadata={
         "help": "use N training pairs, seeded (-1 = all); scifact: N (claim, positive) pairs, negatives added"})
     batch_size: int = 16
-    learning_rate: float = 2e-5
-    warmup: float = field(default=0.1, metadata={"help": "linear warm-up, fraction of the steps"})
-    seed: int = 42
     max_length: int = field(default=256, metadata={
         "help": "tokens per (query, document) input (0 = the model's own; never beyond its position embeddings)"})
     negatives: Literal["bm25", "dense", "both"] = field(default="bm25", metadata={
