@@ -10,6 +10,7 @@
 (the same objects, from :mod:`ctxir.rerank.rankers`), its private helpers too, so old imports keep working.
 """
 
+from ctxir._moved import forward_names
 from ctxir.rerank.rankers import (  # noqa: F401 -- what the old ``ctxir.rerank`` module held
     ClsLrRanker,
     CrossEncoderReranker,
@@ -18,12 +19,5 @@ from ctxir.rerank.rankers import (  # noqa: F401 -- what the old ``ctxir.rerank`
     cls_features,
 )
 
-
-def __getattr__(name: str):
-    # The old module's other names (imported helpers, private functions), from the module that holds them now.
-    import ctxir.rerank.rankers as module
-
-    try:
-        return getattr(module, name)
-    except AttributeError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+# the old module's other names (imported helpers, private functions), from where they live now
+__getattr__ = forward_names(__name__, "ctxir.rerank.rankers")
