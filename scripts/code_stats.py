@@ -1,9 +1,11 @@
-"""Code size for the clean-up record: Python lines per area and the longest functions.
+"""Code size for the clean-up record: Python lines per area, the longest functions, and the functions that take
+more than 8 parameters (outside tests).
 
     python scripts/code_stats.py                 # this checkout
     python scripts/code_stats.py --rev 1b78fb8   # a past commit (read through `git show`, nothing checked out)
 
-Counts physical lines of tracked .py files; a function's length is ``end_lineno - lineno + 1`` from ``ast``.
+Counts physical lines of tracked .py files; a function's length is ``end_lineno - lineno + 1`` from ``ast``; its
+parameters are the named ones (positional and keyword-only), not ``self``/``cls``, ``*args`` or ``**kwargs``.
 """
 
 from __future__ import annotations
@@ -39,6 +41,27 @@ def functions(files: dict[str, str]) -> list[tuple[int, str]]:
     return sorted(out, reverse=True)
 
 
+def parameters(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """Named parameters of a function, ``self``/``cls`` left out.
+
+    >>> parameters(ast.parse("def f(self, a, b=1, *rest, c, **more): pass").body[0])
+    3
+    """
+    names = [a.arg for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs]
+    return len([n for n in names if n not in ("self", "cls")])
+
+
+def many_parameters(files: dict[str, str], limit: int = 8) -> list[tuple[int, str]]:
+    out = []
+    for name, source in files.items():
+        if name.startswith("tests/"):
+            continue
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and parameters(node) > limit:
+                out.append((parameters(node), f"{name}:{node.name}"))
+    return sorted(out, reverse=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rev", default="", help="a git revision (default: the working tree)")
@@ -53,6 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     print("longest functions:")
     for length, where in functions(files)[: args.top]:
         print(f"  {length:4d}  {where}")
+    crowded = many_parameters(files)
+    print(f"functions with more than 8 parameters (tests left out): {len(crowded)}")
+    for count, where in crowded[: args.top]:
+        print(f"  {count:4d}  {where}")
     return 0
 
 
