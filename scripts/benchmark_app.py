@@ -87,13 +87,66 @@ def unrounded_head_view_bytes(state, text: str, layers: int) -> int:
                          html_action="return").data.encode())
 
 
+def bench_search(state, queries: list[str], args: BenchmarkArgs, report: dict) -> None:
+    """Search latency (wall and CPU ms, per stage) of each configuration over every query, into
+    ``report["search"]``, saved after each configuration so an interrupted run keeps what it measured."""
+    from ctxir.app import search_tab
+
+    configs = [("bm25", "none"), ("dense", "none"), ("hybrid", "none"), ("dense", "cross-encoder"),
+               ("hybrid", "cross-encoder")]
+    for first_stage, reranker in configs:
+        wall, cpu, stages = [], [], {}
+        for _ in range(args.repeats):
+            for query in queries:
+                t0, c0 = time.perf_counter(), time.process_time()
+                result = search_tab.search(state, query, first_stage=first_stage, reranker=reranker, k=10,
+                                           depth=args.depth)
+                wall.append((time.perf_counter() - t0) * 1000)
+                # CPU time of this process (all its threads): what the query costs when the CPU is shared
+                cpu.append((time.process_time() - c0) * 1000)
+                for name, ms in result.data["timings_ms"].items():
+                    stages.setdefault(name, []).append(ms)
+        name = first_stage + ("" if reranker == "none" else f" + {reranker} top {args.depth}")
+        report["search"][name] = {**percentiles(wall), "cpu_time": percentiles(cpu),
+                                  "stages": {k: percentiles(v) for k, v in stages.items()}}
+        print(f"search {name}: {report['search'][name]['p50_ms']} ms p50, {report['search'][name]['p95_ms']} ms p95",
+              flush=True)
+        save(report, args.output)
+
+
+def bench_attention(state, args: BenchmarkArgs, report: dict) -> None:
+    """The attention view's time and HTML size at each --attention-tokens length, both views, into
+    ``report["attention"]``."""
+    from ctxir.app import attention_tab
+    from ctxir.viz import MAX_ATTENTION_CELLS
+
+    tokenizer = state.models.inspect["bi-encoder"].tokenizer
+    source = " ".join(doc["text"] for doc in state.index(None).corpus.values())
+    n_layers = state.models.num_layers
+    for n_tokens in [int(x) for x in args.attention_tokens.split(",")]:
+        text = text_of_tokens(tokenizer, source, n_tokens)
+        # the most layers the size limit allows at this length, all heads
+        layers = max(1, min(n_layers, MAX_ATTENTION_CELLS // (n_tokens**2 * state.models.num_heads)))
+        for view in ("head", "model"):
+            times, size = [], 0
+            for _ in range(3):
+                t0 = time.perf_counter()
+                result = attention_tab.attention(state, text, view=view, layers=list(range(layers)))
+                times.append((time.perf_counter() - t0) * 1000)
+                size = result.data["html_bytes"]
+            row = {"tokens": n_tokens, "view": view, "layers": layers, "heads": state.models.num_heads,
+                   "median_ms": round(float(np.median(times)), 1), "html_mib": round(size / 2**20, 2)}
+            if view == "head":
+                row["unrounded_html_mib"] = round(unrounded_head_view_bytes(state, text, layers) / 2**20, 2)
+            report["attention"].append(row)
+            print("attention", row, flush=True)
+
+
 def run(args: BenchmarkArgs) -> dict:
     import torch
 
-    from ctxir.app import attention_tab, search_tab
     from ctxir.app import state as app_state
     from ctxir.encoders.models import SHIPPED_CROSS_ENCODER, SHIPPED_MODELS, packaged_minilm_path
-    from ctxir.viz import MAX_ATTENTION_CELLS
 
     if args.torch_threads > 0:  # the same rule as app.py
         torch.set_num_threads(args.torch_threads)
@@ -118,50 +171,12 @@ def run(args: BenchmarkArgs) -> dict:
     queries = app_state.demo_queries()
 
     # 3. search latency per configuration over every demo query
-    configs = [("bm25", "none"), ("dense", "none"), ("hybrid", "none"), ("dense", "cross-encoder"),
-               ("hybrid", "cross-encoder")]
     report["search"] = {}
-    for first_stage, reranker in configs:
-        wall, cpu, stages = [], [], {}
-        for _ in range(args.repeats):
-            for query in queries:
-                t0, c0 = time.perf_counter(), time.process_time()
-                result = search_tab.search(state, query, first_stage=first_stage, reranker=reranker, k=10,
-                                      depth=args.depth)
-                wall.append((time.perf_counter() - t0) * 1000)
-                # CPU time of this process (all its threads): what the query costs when the CPU is shared
-                cpu.append((time.process_time() - c0) * 1000)
-                for name, ms in result.data["timings_ms"].items():
-                    stages.setdefault(name, []).append(ms)
-        name = first_stage + ("" if reranker == "none" else f" + {reranker} top {args.depth}")
-        report["search"][name] = {**percentiles(wall), "cpu_time": percentiles(cpu),
-                                  "stages": {k: percentiles(v) for k, v in stages.items()}}
-        print(f"search {name}: {report['search'][name]['p50_ms']} ms p50, {report['search'][name]['p95_ms']} ms p95",
-              flush=True)
-        save(report, args.output)
+    bench_search(state, queries, args, report)
 
     # 4. attention view (forward pass + offline bertviz HTML + heatmap + per-head summary)
-    tokenizer = state.models.inspect["bi-encoder"].tokenizer
-    source = " ".join(doc["text"] for doc in state.index(None).corpus.values())
     report["attention"] = []
-    n_layers = state.models.num_layers
-    for n_tokens in [int(x) for x in args.attention_tokens.split(",")]:
-        text = text_of_tokens(tokenizer, source, n_tokens)
-        # the most layers the size limit allows at this length, all heads
-        layers = max(1, min(n_layers, MAX_ATTENTION_CELLS // (n_tokens**2 * state.models.num_heads)))
-        for view in ("head", "model"):
-            times, size = [], 0
-            for _ in range(3):
-                t0 = time.perf_counter()
-                result = attention_tab.attention(state, text, view=view, layers=list(range(layers)))
-                times.append((time.perf_counter() - t0) * 1000)
-                size = result.data["html_bytes"]
-            row = {"tokens": n_tokens, "view": view, "layers": layers, "heads": state.models.num_heads,
-                   "median_ms": round(float(np.median(times)), 1), "html_mib": round(size / 2**20, 2)}
-            if view == "head":
-                row["unrounded_html_mib"] = round(unrounded_head_view_bytes(state, text, layers) / 2**20, 2)
-            report["attention"].append(row)
-            print("attention", row, flush=True)
+    bench_attention(state, args, report)
 
     report["load_average_at_end"] = os.getloadavg()
     save(report, args.output)
