@@ -111,3 +111,16 @@ def test_the_app_package_docstring_lists_every_module():
 
     listed = set(re.findall(r"^    (\w+)\.py ", ctxir.app.__doc__, flags=re.M))
     assert listed == {p.stem for p in (ROOT / "ctxir/app").glob("*.py")} - {"__init__"}
+
+
+def test_code_stats_counts_named_parameters_and_long_functions():
+    """scripts/code_stats.py, the clean-up record's numbers: named parameters (not self, *args, **kwargs) and
+    function lengths, counted from the source text."""
+    import ast
+
+    from scripts import code_stats
+
+    source = "def f(self, a, b=1, *rest, c, **more):\n    pass\n\n\ndef g(a, b, c, d, e, f, g, h, i):\n    return 1\n"
+    assert code_stats.parameters(ast.parse(source).body[0]) == 3
+    assert code_stats.many_parameters({"pkg/m.py": source, "tests/t.py": source}) == [(9, "pkg/m.py:g")]
+    assert code_stats.functions({"m.py": source}) == [(2, "m.py:g"), (2, "m.py:f")]
