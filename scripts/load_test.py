@@ -186,6 +186,27 @@ def summarise(records: list[dict], rss: list[float]) -> dict:
             "rss_mb": {"start": round(rss[0], 1), "end": round(rss[-1], 1), "peak": round(max(rss), 1)}}
 
 
+def one_burst(url: str, server: subprocess.Popen, args: LoadArgs, burst: int, log_name: str) -> dict:
+    """Burst number ``burst`` (0-based): ``args.clients`` visitors for ``args.burst_s``, the app's RSS sampled
+    every 0.5 s; → its summary. Stops the run if the app dies meanwhile."""
+    records, lock, rss = [], threading.Lock(), [rss_mb(server.pid)]
+    stop_at = time.time() + args.burst_s
+    threads = [threading.Thread(target=visitor, daemon=True,
+                                args=(url, stop_at, args.request_timeout_s,
+                                      random.Random(args.seed * 1000 + burst * 100 + i), records, lock))
+               for i in range(args.clients)]
+    for t in threads:
+        t.start()
+    while any(t.is_alive() for t in threads):
+        value = rss_mb(server.pid)
+        if value is None:
+            raise SystemExit(f"the app died during burst {burst + 1} (see {log_name})")
+        rss.append(value)
+        time.sleep(0.5)
+    rss.append(rss_mb(server.pid))
+    return summarise(records, rss)
+
+
 def run(args: LoadArgs) -> dict:
     # 1. start the app in its own process, with its own output folder and a fresh embedding cache
     port = free_port()
@@ -209,22 +230,7 @@ def run(args: LoadArgs) -> dict:
         # 2. identical bursts, RSS sampled throughout
         bursts = []
         for burst in range(args.bursts):
-            records, lock, rss = [], threading.Lock(), [rss_mb(server.pid)]
-            stop_at = time.time() + args.burst_s
-            threads = [threading.Thread(target=visitor, daemon=True,
-                                        args=(url, stop_at, args.request_timeout_s,
-                                              random.Random(args.seed * 1000 + burst * 100 + i), records, lock))
-                       for i in range(args.clients)]
-            for t in threads:
-                t.start()
-            while any(t.is_alive() for t in threads):
-                value = rss_mb(server.pid)
-                if value is None:
-                    raise SystemExit(f"the app died during burst {burst + 1} (see {log.name})")
-                rss.append(value)
-                time.sleep(0.5)
-            rss.append(rss_mb(server.pid))
-            summary = summarise(records, rss)
+            summary = one_burst(url, server, args, burst, log.name)
             if bursts:
                 previous = bursts[-1]["rss_mb"]["end"]
                 summary["rss_growth_vs_previous"] = round(summary["rss_mb"]["end"] / previous - 1, 4)
