@@ -62,6 +62,25 @@ def test_figures_and_the_report_colour_attributions_alike():
     assert ATTRIBUTION_LEGEND == "red = raised the score, violet = lowered it"
 
 
+def test_heatmap_style_and_its_keywords_draw_the_same_figure():
+    matrix = np.array([[0.1, 0.9], [0.4, 0.6]])
+    style = figures.HeatmapStyle(value_name="cosine", row_name="token", zmin=0.0, decimals=2, height=500)
+    grouped = figures.heatmap(matrix, ["a", "b"], ["c", "d"], "t", style)
+    keywords = figures.heatmap(matrix, ["a", "b"], ["c", "d"], "t", value_name="cosine", row_name="token",
+                               zmin=0.0, decimals=2, height=500)
+    assert grouped.to_json() == keywords.to_json()
+    trace = grouped.data[0]
+    assert trace.zmin == 0.0 and "cosine %{z:.3f}" in trace.hovertemplate and grouped.layout.height == 500
+    # a keyword overrides the style's field; the style itself is frozen and unchanged
+    assert figures.heatmap(matrix, ["a", "b"], ["c", "d"], "t", style, decimals=4).data[0].hovertemplate.endswith(
+        "cosine %{z:.5f}<extra></extra>")
+    assert style.decimals == 2
+    with pytest.raises(TypeError, match=r"'decimal'.*valid style keywords: .*decimals"):
+        figures.heatmap(matrix, ["a", "b"], ["c", "d"], "t", decimal=2)
+    with pytest.raises(TypeError, match="style must be a HeatmapStyle"):
+        figures.heatmap(matrix, ["a", "b"], ["c", "d"], "t", {"decimals": 2})
+
+
 def test_the_failure_report_highlights_and_its_legend_use_the_same_colours():
     explanation = {"model": "bm25", "method": "term weights", "exact": True, "about": "", "score_name": "BM25",
                    "difference": 0.5, "terms": [],

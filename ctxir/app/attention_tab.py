@@ -101,8 +101,9 @@ def attention_plots(data: dict) -> tuple:
     n = len(tokens)
     weights = figures.heatmap(heat["weights"], tokens, tokens,
                               f"attention of layer {heat['layer']}, head {heat['head']}: each row (a token) spreads "
-                              "1.0 over the columns it looks at", value_name="weight", row_name="token",
-                              col_name="looks at", zmin=0.0, decimals=2, height=int(min(900, max(420, 200 + 16 * n))))
+                              "1.0 over the columns it looks at",
+                              figures.HeatmapStyle(value_name="weight", row_name="token", col_name="looks at",
+                                                   zmin=0.0, decimals=2, height=int(min(900, max(420, 200 + 16 * n)))))
     return weights, figures.head_grids(data["head_summary"])
 
 

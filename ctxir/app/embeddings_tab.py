@@ -195,7 +195,8 @@ def projection_plots(data: dict) -> tuple:
     cosine = np.asarray(first["cosine"])  # (layer transitions, tokens)
     drift = figures.heatmap(cosine.T, first["tokens"], [f"{i}→{i + 1}" for i in range(cosine.shape[0])],
                             "how much each token of sentence 1 changes from one layer to the next (cosine; low = "
-                            "changed)", value_name="cosine", row_name="token", col_name="layers", zmax=1.0)
+                            "changed)", figures.HeatmapStyle(value_name="cosine", row_name="token",
+                                                             col_name="layers", zmax=1.0))
     return projection, drift
 
 
@@ -376,8 +377,10 @@ def similarity_heatmap(data: dict):
     numbers = [str(i + 1) for i in range(len(labels))]
     heat = figures.heatmap(data["similarity"], numbers, numbers,
                            f"cosine similarity of sentence embeddings ({data['pooling']} pooling, layer "
-                           f"{data['layer']})", value_name="cosine", row_name="sentence", col_name="with sentence",
-                           zmin=-0.2, zmax=1.0, decimals=2, colorscale=SIMILARITY_SCALE, hover_labels=labels)
+                           f"{data['layer']})",
+                           figures.HeatmapStyle(value_name="cosine", row_name="sentence", col_name="with sentence",
+                                                zmin=-0.2, zmax=1.0, decimals=2, colorscale=SIMILARITY_SCALE),
+                           hover_labels=labels)
     rows = [{"sentence": s, **{str(j + 1): v for j, v in enumerate(row)}}
             for s, row in zip(data["sentences"], data["similarity"], strict=True)]
     return heat, rows

@@ -128,9 +128,9 @@ def explain_pair(state: AppState, query: str, document: str, model: str = "auto"
         pairs = np.asarray(bi["pair_contributions"])  # (query tokens, document tokens)
         title = (f"bi-encoder: query × document token terms (they add up to the cosine {bi['cosine']:.3f}; "
                  f"{ATTRIBUTION_LEGEND})")
-        plots["pairs"] = figures.heatmap(pairs, q_tokens, d_tokens, title, value_name="contribution",
-                                         row_name="query token", col_name="document token", diverging=True,
-                                         decimals=4, show_values=False)
+        plots["pairs"] = figures.heatmap(pairs, q_tokens, d_tokens, title, figures.HeatmapStyle(
+            value_name="contribution", row_name="query token", col_name="document token", diverging=True,
+            decimals=4, show_values=False))
         bound = float(np.max(np.abs(pairs))) or 1.0
         pngs["pairs"] = heatmap_figure(pairs, q_tokens, d_tokens, title, vmin=-bound, vmax=bound,
                                        cmap=figures.attribution_cmap(), annotate=False, xlabel="document token",

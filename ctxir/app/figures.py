@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 import plotly.graph_objects as go
@@ -54,38 +55,75 @@ def unique(labels: Sequence[str], max_chars: int = 24) -> list[str]:
     return out
 
 
-def heatmap(matrix, row_labels: Sequence[str], col_labels: Sequence[str], title: str, *, value_name: str = "value",
-            row_name: str = "row", col_name: str = "column", zmin: float | None = None, zmax: float | None = None,
-            diverging: bool = False, colorscale: str = "Viridis", height: int | None = None,
-            decimals: int = 3, show_values: bool | None = None, label_chars: int = 24,
-            hover_labels: Sequence[str] | None = None) -> go.Figure:
+@dataclass(frozen=True)
+class HeatmapStyle:
+    """How :func:`heatmap` names and colours its cells. ``value_name``/``row_name``/``col_name``: what hover and the
+    colour bar call a value, a row and a column. ``zmin``/``zmax``: the colour range (None: the data's);
+    ``diverging``: a red/violet scale symmetric around 0 (overrides zmin/zmax and ``colorscale``). ``height``: None
+    grows with the rows. ``decimals``: hover shows one more, cell text one fewer. ``show_values``: None writes
+    values into the cells when there are at most 150. ``label_chars``: axis labels are cut there."""
+
+    value_name: str = "value"
+    row_name: str = "row"
+    col_name: str = "column"
+    zmin: float | None = None
+    zmax: float | None = None
+    diverging: bool = False
+    colorscale: str = "Viridis"
+    height: int | None = None
+    decimals: int = 3
+    show_values: bool | None = None
+    label_chars: int = 24
+
+
+def heatmap(matrix, row_labels: Sequence[str], col_labels: Sequence[str], title: str,
+            style: HeatmapStyle | None = None, *, hover_labels: Sequence[str] | None = None,
+            **style_options) -> go.Figure:
     """A heatmap whose hover names the row and column labels (tokens, sentences) and the value; axis labels are
-    cut at ``label_chars`` (with an ellipsis; hover shows them whole). ``hover_labels``: what hover names a row and
-    column by when the axes show short labels (sentence numbers) for long ones (the sentences)."""
+    cut at ``style.label_chars`` (with an ellipsis; hover shows them whole). ``hover_labels``: what hover names a
+    row and column by when the axes show short labels (sentence numbers) for long ones (the sentences).
+    ``style_options``: the :class:`HeatmapStyle` fields as keywords (``value_name="cosine"``), as before the style
+    was grouped; they override ``style``'s."""
+    style = _heatmap_style(style, style_options)
+    value_name, row_name, col_name = style.value_name, style.row_name, style.col_name
+    zmin, zmax, decimals = style.zmin, style.zmax, style.decimals
     z = np.asarray(matrix, dtype=np.float64)
     rows, cols = z.shape
     row_names = list(hover_labels) if hover_labels is not None else list(row_labels)
     col_names = list(hover_labels) if hover_labels is not None else list(col_labels)
     custom = np.dstack([np.array([[str(r)] * cols for r in row_names]),
                         np.array([[str(c) for c in col_names]] * rows)])
-    if diverging:
+    if style.diverging:
         bound = float(np.nanmax(np.abs(z))) if z.size else 1.0
         zmin, zmax, scale = -(bound or 1.0), bound or 1.0, DIVERGING
     else:
-        scale = colorscale
-    trace = go.Heatmap(z=z, x=unique(col_labels, label_chars), y=unique(row_labels, label_chars), customdata=custom,
-                       zmin=zmin, zmax=zmax,
+        scale = style.colorscale
+    trace = go.Heatmap(z=z, x=unique(col_labels, style.label_chars), y=unique(row_labels, style.label_chars),
+                       customdata=custom, zmin=zmin, zmax=zmax,
                        colorscale=scale, colorbar={"title": {"text": value_name, "side": "right"}, "thickness": 12},
                        hovertemplate=f"{row_name} <b>%{{customdata[0]}}</b><br>{col_name} <b>%{{customdata[1]}}</b>"
                                      f"<br>{value_name} %{{z:.{decimals + 1}f}}<extra></extra>")
-    if show_values if show_values is not None else rows * cols <= 150:
+    if style.show_values if style.show_values is not None else rows * cols <= 150:
         trace.update(texttemplate=f"%{{z:.{max(decimals - 1, 1)}f}}", textfont={"size": 11})
     fig = go.Figure(trace)
     # short column labels (sentence numbers) stand upright; tokens are slanted to fit side by side
     short = all(len(str(c)) <= 3 for c in col_labels)
     fig.update_xaxes(type="category", tickangle=0 if short else -60, showgrid=False, automargin=True)
     fig.update_yaxes(type="category", autorange="reversed", showgrid=False, automargin=True)
-    return _layout(fig, title, height or int(min(900, max(340, 160 + 22 * rows))))
+    return _layout(fig, title, style.height or int(min(900, max(340, 160 + 22 * rows))))
+
+
+def _heatmap_style(style: HeatmapStyle | None, options: dict) -> HeatmapStyle:
+    """``style`` with the keyword ``options`` applied; an unknown keyword is a TypeError naming the valid ones."""
+    if style is not None and not isinstance(style, HeatmapStyle):
+        raise TypeError(f"heatmap: style must be a HeatmapStyle or None, got {style!r}; build one with "
+                        "HeatmapStyle(value_name=..., ...) or pass its fields as keywords")
+    valid = {f.name for f in fields(HeatmapStyle)}
+    unknown = sorted(set(options) - valid)
+    if unknown:
+        raise TypeError(f"heatmap: unknown keyword(s) {', '.join(map(repr, unknown))}; valid style keywords: "
+                        f"{', '.join(sorted(valid))} (or hover_labels)")
+    return replace(style or HeatmapStyle(), **options)
 
 
 def token_bars(tokens: Sequence[str], values: Sequence[float], title: str, value_name: str = "attribution",
