@@ -11,6 +11,7 @@ from matplotlib.figure import Figure
 
 from ctxir.types import CtxirError, Internals
 from ctxir.viz import (
+    MatrixStyle,
     attention_heatmap,
     bertviz_document,
     check_attention_size,
@@ -160,6 +161,15 @@ def test_chart_helpers(tmp_path):
     assert [tuple(line.get_ydata()) for line in fig.axes[0].lines] == [(0.9, 0.5, 0.7)]
     heat = heatmap_figure(np.eye(3), ["a", "b", "c"], ["1", "2", "3"], "sim")
     assert len(heat.axes[0].texts) == 9  # small grids print their values
+    styled = heatmap_figure(np.eye(3), ["a", "b", "c"], ["1", "2", "3"], "sim",
+                            MatrixStyle(vmin=-1.0, vmax=2.0, annotate=False, xlabel="x"), ylabel="y")
+    ax = styled.axes[0]
+    assert ax.images[0].get_clim() == (-1.0, 2.0) and not ax.texts  # the style's range; annotate=False wins
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("x", "y")  # a keyword adds to (or overrides) the style
+    with pytest.raises(TypeError, match=r"'vmn'.*valid style keywords: .*vmin"):
+        heatmap_figure(np.eye(2), ["a", "b"], ["1", "2"], "sim", vmn=0.0)
+    with pytest.raises(TypeError, match="style must be a MatrixStyle"):
+        heatmap_figure(np.eye(2), ["a", "b"], ["1", "2"], "sim", 0.0)  # vmin is a keyword (or MatrixStyle) now
     bars = scores_figure(["doc one", "doc two"], {"ce": [1.5, -2.0], "lr": [None, None], "cos": [0.3, 0.1]})
     assert [ax.get_title() for ax in bars.axes] == ["ce", "cos"]  # a column without scores is left out
     with pytest.raises(CtxirError, match="no scores to plot"):

@@ -57,7 +57,13 @@ def token_embeddings(state: AppState, sentences: str | Sequence[str], layer_a: i
                      progress: Progress | None = None) -> ViewResult:
     """2-D projections of every (non-special) token's vector at two layers, and consecutive-layer cosines."""
     from ctxir.encoders.internals import word_positions
-    from ctxir.viz import consecutive_layer_similarity, heatmap_figure, project, projection_figure
+    from ctxir.viz import (
+        MatrixStyle,
+        consecutive_layer_similarity,
+        heatmap_figure,
+        project,
+        projection_figure,
+    )
 
     cfg = state.config
     items = split_lines(sentences, "sentences", cfg.max_sentences, cfg.max_text_chars)
@@ -99,8 +105,8 @@ def token_embeddings(state: AppState, sentences: str | Sequence[str], layer_a: i
     drift = [consecutive_layer_similarity(item.hidden_states) for item in internals]  # each (layers, tokens)
     first = internals[0]
     heat = heatmap_figure(drift[0].T, first.tokens, [f"{i}→{i + 1}" for i in range(drift[0].shape[0])],
-                          "cosine between consecutive layers, sentence 1", vmin=None, vmax=1.0,
-                          xlabel="layer transition", ylabel="token")
+                          "cosine between consecutive layers, sentence 1",
+                          MatrixStyle(vmax=1.0, xlabel="layer transition", ylabel="token"))
     step(1.0, "done")
     d = cfg.decimals
     data = {
@@ -155,7 +161,7 @@ def sentence_similarity(state: AppState, sentences: str | Sequence[str], layer: 
                         pooling: str = "mean") -> ViewResult:
     """Cosine similarity heatmap of sentence embeddings (bi-encoder, chosen pooling and layer)."""
     from ctxir.encoders.bi_encoder import BiEncoder
-    from ctxir.viz import cosine_matrix, heatmap_figure
+    from ctxir.viz import MatrixStyle, cosine_matrix, heatmap_figure
 
     cfg = state.config
     items = split_lines(sentences, "sentences", cfg.max_sentences, cfg.max_text_chars, min_items=2)
@@ -165,7 +171,8 @@ def sentence_similarity(state: AppState, sentences: str | Sequence[str], layer: 
     sim = cosine_matrix(encoder.encode(items))  # (sentences, sentences)
     labels = [f"{i + 1}. {s if len(s) <= 45 else s[:44].rstrip() + '…'}" for i, s in enumerate(items)]  # cut visibly
     fig = heatmap_figure(sim, labels, [str(i + 1) for i in range(len(items))],
-                         f"sentence cosine similarity ({pooling} pooling, layer {layer})", vmin=-0.2, vmax=1.0)
+                         f"sentence cosine similarity ({pooling} pooling, layer {layer})",
+                         MatrixStyle(vmin=-0.2, vmax=1.0))
     d = cfg.decimals
     warnings = cls_warnings(pooling, layer, "the heatmap shows nothing about the sentences")
     data = {"sentences": items, "layer": layer, "pooling": pooling, "similarity": np.round(sim, d).tolist(),

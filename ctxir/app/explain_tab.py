@@ -105,7 +105,7 @@ def explain_pair(state: AppState, query: str, document: str, model: str = "auto"
     "auto": the first loaded re-ranker kind — the cross-encoder, else the CLS-LR ranker, ...; or the one named) the
     re-ranker's score split over the tokens of ``[CLS] query [SEP] document [SEP]``. ``data`` is
     ``ctxir.explain.explain``'s answer."""
-    from ctxir.viz import heatmap_figure
+    from ctxir.viz import MatrixStyle, heatmap_figure
 
     cfg = state.config
     query = check_text(query, "query", cfg.max_query_chars)
@@ -132,9 +132,9 @@ def explain_pair(state: AppState, query: str, document: str, model: str = "auto"
             value_name="contribution", row_name="query token", col_name="document token", diverging=True,
             decimals=4, show_values=False))
         bound = float(np.max(np.abs(pairs))) or 1.0
-        pngs["pairs"] = heatmap_figure(pairs, q_tokens, d_tokens, title, vmin=-bound, vmax=bound,
-                                       cmap=figures.attribution_cmap(), annotate=False, xlabel="document token",
-                                       ylabel="query token")
+        pngs["pairs"] = heatmap_figure(pairs, q_tokens, d_tokens, title, MatrixStyle(
+            vmin=-bound, vmax=bound, cmap=figures.attribution_cmap(), annotate=False, xlabel="document token",
+            ylabel="query token"))
         lines.append(f"**Bi-encoder cosine {bi['cosine']:.4f}**, split exactly over the {len(q_tokens)} × "
                      f"{len(d_tokens)} query × document token pairs (mean pooling: the terms add up to the cosine).")
     else:

@@ -14,6 +14,7 @@ from ctxir.viz.attention import (
     head_summary_figure,
 )
 from ctxir.viz.embeddings import (
+    MatrixStyle,
     consecutive_layer_similarity,
     cosine_matrix,
     curves_figure,
@@ -28,6 +29,7 @@ from ctxir.viz.offline import iframe, offline_document
 
 __all__ = [
     "MAX_ATTENTION_CELLS",
+    "MatrixStyle",
     "attention_heatmap",
     "bertviz_document",
     "check_attention_size",

@@ -7,6 +7,7 @@ are separate pure functions so the app can return their numbers as JSON and test
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, fields, replace
 
 import matplotlib
 import numpy as np
@@ -113,20 +114,44 @@ def curves_figure(curves: dict[str, Sequence[float]], title: str, ylabel: str = 
     return fig
 
 
+@dataclass(frozen=True)
+class MatrixStyle:
+    """How :func:`heatmap_figure` colours and labels a matrix: ``vmin``/``vmax`` the colour range (None: the
+    data's), ``cmap`` a matplotlib colormap or its name, ``annotate`` whether values are printed in the cells (None:
+    when there are at most 200), ``xlabel``/``ylabel`` the axis titles."""
+
+    vmin: float | None = None
+    vmax: float | None = None
+    cmap: str | Colormap = "viridis"
+    annotate: bool | None = None
+    xlabel: str = ""
+    ylabel: str = ""
+
+
 def heatmap_figure(matrix: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str], title: str,
-                   vmin: float | None = None, vmax: float | None = None, cmap: str | Colormap = "viridis",
-                   annotate: bool | None = None, xlabel: str = "", ylabel: str = ""):
-    """A labelled heatmap; values printed in the cells when the grid is small enough to read."""
+                   style: MatrixStyle | None = None, **style_options):
+    """A labelled heatmap; values printed in the cells when the grid is small enough to read. ``style_options``:
+    the :class:`MatrixStyle` fields as keywords (``vmin=0.0``), as before they were grouped; they override
+    ``style``'s."""
+    if style is not None and not isinstance(style, MatrixStyle):
+        raise TypeError(f"heatmap_figure: style must be a MatrixStyle or None, got {style!r}; pass vmin, vmax, "
+                        "cmap, annotate, xlabel and ylabel as keywords or in a MatrixStyle")
+    valid = {f.name for f in fields(MatrixStyle)}
+    unknown = sorted(set(style_options) - valid)
+    if unknown:
+        raise TypeError(f"heatmap_figure: unknown keyword(s) {', '.join(map(repr, unknown))}; valid style "
+                        f"keywords: {', '.join(sorted(valid))}")
+    style = replace(style or MatrixStyle(), **style_options)
     matrix = np.asarray(matrix, dtype=np.float64)
     rows, cols = matrix.shape
     fig = new_figure((min(3 + 0.45 * cols, 28), min(2 + 0.42 * rows, 20)))
     ax = fig.subplots()
-    image = ax.imshow(matrix, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
+    image = ax.imshow(matrix, cmap=style.cmap, vmin=style.vmin, vmax=style.vmax, aspect="auto")
     ax.set_xticks(range(cols), [str(c)[:30] for c in col_labels], rotation=60, ha="right", fontsize=8)
     ax.set_yticks(range(rows), [str(r)[:50] for r in row_labels], fontsize=8)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    if annotate if annotate is not None else rows * cols <= 200:
+    ax.set_xlabel(style.xlabel)
+    ax.set_ylabel(style.ylabel)
+    if style.annotate if style.annotate is not None else rows * cols <= 200:
         middle = (np.nanmax(matrix) + np.nanmin(matrix)) / 2
         for i in range(rows):
             for j in range(cols):
