@@ -155,6 +155,13 @@ def test_first_stages_are_built_once_and_shared(tiny_st):
         build_first_stages(CORPUS, ["sparse"])
     with pytest.raises(CtxirError, match="need a bi-encoder"):
         build_first_stages(CORPUS, ["dense"])
+    from ctxir.rerank.pipeline import HybridSettings
+    grouped = build_first_stages(CORPUS, ["bm25", "dense", "hybrid"], [BiEncoder(tiny_st, cache=None)],
+                                 hybrid=HybridSettings(fusion="weighted", k=30.0, weights=[2, 1]), depth=7)
+    hybrid = grouped["hybrid"]
+    assert (hybrid.fusion, hybrid.k, hybrid.depth) == ("weighted", 30.0, 7)  # the depth keyword joins the settings
+    with pytest.raises(TypeError, match=r"'fuson'.*hybrid keywords .*fusion"):
+        build_first_stages(CORPUS, ["bm25"], fuson="rrf")
     assert load_reranker("none") is None
     with pytest.raises(CtxirError, match="re-ranker 'bm25' is not known"):
         load_reranker("bm25")

@@ -43,7 +43,7 @@ from ctxir.encoders.bi_encoder import BiEncoder, EmbeddingCache, cache_root
 from ctxir.encoders.models import set_threads
 from ctxir.evaluation.metrics import evaluate_run, format_table, paired_retrieval, sts_correlation
 from ctxir.files import read_json, write_json
-from ctxir.rerank.pipeline import Pipeline, StageFusion, build_first_stages, mode_fusion
+from ctxir.rerank.pipeline import HybridSettings, Pipeline, StageFusion, build_first_stages, mode_fusion
 from ctxir.rerank.registry import RERANK_MODES, RERANKER_CHOICES, RERANKERS, load_reranker, reranker_choices
 from ctxir.retrieval.retrievers import HybridRetriever
 from ctxir.types import CtxirError
@@ -186,8 +186,9 @@ def build_pipeline(args: EvaluateArgs, corpus):
     first = build_first_stages(corpus, [args.retriever], encoders,
                                bm25_options={"k1": args.bm25_k1, "b": args.bm25_b, "stemmer": stemmer,
                                              "cache": bm25_cache},
-                               fusion=args.fusion, k=args.rrf_k, weights=weights, depth=args.top_k, index=args.index,
-                               show_progress=True)[args.retriever]
+                               hybrid=HybridSettings(fusion=args.fusion, k=args.rrf_k, weights=weights,
+                                                     depth=args.top_k),
+                               index=args.index, show_progress=True)[args.retriever]
     reranker = load_reranker(args.rerank, args.reranker_model, args.device, args.batch_size)
     return Pipeline(first, reranker, depth=args.top_k, fusion=mode_fusion(reranker, args.rerank_mode))
 

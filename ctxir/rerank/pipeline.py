@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 
 from tqdm.auto import tqdm
 
@@ -166,15 +166,28 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+@dataclass(frozen=True)
+class HybridSettings:
+    """How "hybrid" fuses its first stages (``HybridRetriever``'s options): ``fusion`` "rrf" or "weighted", ``k`` in
+    1/(k + rank), ``weights`` one per fused retriever (BM25 first; None = all 1), ``depth`` hits taken from each."""
+
+    fusion: str = "rrf"
+    k: float = DEFAULT_RRF_K
+    weights: Sequence[float] | None = None
+    depth: int = 100
+
+
 def build_first_stages(corpus, kinds: Sequence[str] = FIRST_STAGES, encoders: Sequence = (), *,
-                       bm25_options: dict | None = None, fusion: str = "rrf", k: float = DEFAULT_RRF_K,
-                       weights: Sequence[float] | None = None, depth: int = 100, index: str | None = None,
-                       show_progress: bool = False) -> dict[str, Retriever]:
+                       bm25_options: dict | None = None, hybrid: HybridSettings | None = None,
+                       index: str | None = None, show_progress: bool = False,
+                       **hybrid_options) -> dict[str, Retriever]:
     """``{kind: retriever}`` for each of ``kinds`` over ``corpus``; parts are built once and shared, so "hybrid"
     fuses the very BM25 and dense retrievers returned beside it (one dense retriever per bi-encoder in
     ``encoders``: ``BiEncoder`` objects; the first is "dense"). ``index``: the dense index ("auto", "exact",
     "ann"; None = ``$CTXIR_INDEX``, else "auto"); BM25 and the ANN index are reloaded from the cache when a previous
-    run left them there (``bm25_options={"cache": ...}`` names BM25's folder).
+    run left them there (``bm25_options={"cache": ...}`` names BM25's folder). ``hybrid``: how "hybrid" fuses;
+    ``hybrid_options``: its fields as keywords (``fusion="weighted", depth=50``), as before they were grouped,
+    overriding ``hybrid``'s.
 
     >>> corpus = {"a": {"title": "", "text": "otters in the river"}, "b": {"title": "", "text": "bank loans"}}
     >>> stages = build_first_stages(corpus, ["bm25"])
@@ -182,6 +195,7 @@ def build_first_stages(corpus, kinds: Sequence[str] = FIRST_STAGES, encoders: Se
     ['a']
     """
 
+    hybrid = _hybrid_settings(hybrid, hybrid_options)
     for kind in kinds:
         check_choice(kind, "first stage", FIRST_STAGES)
     if {"dense", "hybrid"} & set(kinds) and not encoders:
@@ -194,8 +208,23 @@ def build_first_stages(corpus, kinds: Sequence[str] = FIRST_STAGES, encoders: Se
                  for encoder in (encoders if "hybrid" in kinds else encoders[:1])]
         out["dense"] = dense[0]
     if "hybrid" in kinds:
-        out["hybrid"] = HybridRetriever([out["bm25"], *dense], fusion=fusion, k=k, weights=weights, depth=depth)
+        out["hybrid"] = HybridRetriever([out["bm25"], *dense], fusion=hybrid.fusion, k=hybrid.k,
+                                        weights=hybrid.weights, depth=hybrid.depth)
     return {kind: out[kind] for kind in kinds}
+
+
+def _hybrid_settings(hybrid: HybridSettings | None, options: dict) -> HybridSettings:
+    """``hybrid`` with the keyword ``options`` applied; an unknown keyword is a TypeError naming the valid ones."""
+    if hybrid is not None and not isinstance(hybrid, HybridSettings):
+        raise TypeError(f"build_first_stages: hybrid must be a HybridSettings or None, got {hybrid!r}; build one "
+                        "with HybridSettings(fusion=..., k=..., weights=..., depth=...)")
+    valid = {f.name for f in fields(HybridSettings)}
+    unknown = sorted(set(options) - valid)
+    if unknown:
+        raise TypeError(f"build_first_stages: unknown keyword(s) {', '.join(map(repr, unknown))}; valid: "
+                        "bm25_options, hybrid, index, show_progress, and the hybrid keywords "
+                        f"{', '.join(sorted(valid))}")
+    return replace(hybrid or HybridSettings(), **options)
 
 
 def load_reranker(kind: str, model: str = "", device: str = "auto", batch_size: int = 32) -> Reranker | None:
