@@ -117,8 +117,7 @@ def failure_cases(qrels: Qrels, run: Run, corpus: Corpus, queries: Queries, metr
     for qid in candidates[:worst]:
         if qid not in texts:
             raise CtxirError(f"queries has no text for judged query {qid!r}: pass the queries the qrels belong to")
-        cases.append(_case(qid, texts[qid], values[qid], metric, judged[qid], relevant[qid],
-                           ranked(runs.get(qid, {})), corpus, top))
+        cases.append(_case(qid, texts[qid], values[qid], metric, judged[qid], ranked(runs.get(qid, {})), corpus, top))
     return cases
 
 
@@ -129,9 +128,10 @@ def _grade(value) -> int:
         raise CtxirError(f"qrels grade {value!r} is not a whole number: grades are 0, 1, 2, …") from err
 
 
-def _case(qid: str, query: str, value: float, metric: str, judged: Mapping, relevant: dict[str, int],
-          ranking: list[tuple[str, float]], corpus: Corpus, top: int) -> dict:
+def _case(qid: str, query: str, value: float, metric: str, judged: Mapping, ranking: list[tuple[str, float]],
+          corpus: Corpus, top: int) -> dict:
     grades = {str(d): _grade(g) for d, g in judged.items()}
+    relevant = {doc: grade for doc, grade in grades.items() if grade > 0}
     position = {doc: (rank, score) for rank, (doc, score) in enumerate(ranking, 1)}
     results = [{"rank": rank, "doc_id": doc, **_doc_fields(corpus, doc), "score": score, "grade": grades.get(doc)}
                for rank, (doc, score) in enumerate(ranking[:top], 1)]
