@@ -216,10 +216,10 @@ def run_retrieval(args: EvaluateArgs) -> dict:
     if pipeline.fusion is not None:
         print(f"fused mode: {pipeline.fusion.describe()}; {pipeline.fusion.chosen_on or 'settings given'}")
     if args.report:
-        from ctxir.evaluation.report import report_for_pipeline
+        from ctxir.evaluation.report import ReportOptions, report_for_pipeline
 
         report_for_pipeline(args.report, pipeline, runs[stage], names[stage], corpus, queries, qrels,
-                            config=asdict(args), worst=args.report_queries)
+                            ReportOptions(config=asdict(args), worst=args.report_queries))
     return {"task": "retrieval", "metrics": {k: v.aggregate for k, v in results.items()},
             "per_query": {k: v.per_query for k, v in results.items()}, "num_queries": len(queries),
             "num_docs": len(corpus), "search_seconds": round(seconds, 2),

@@ -19,8 +19,9 @@ from __future__ import annotations
 import html
 import re
 import sys
+import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
@@ -50,8 +51,8 @@ RAISES_RGB = (239, 68, 60)  # red: the word raised the score
 LOWERS_RGB = (128, 90, 213)  # violet: the word lowered it
 ATTRIBUTION_LEGEND = "red = raised the score, violet = lowered it"
 
-__all__ = ["explain_failures", "failure_cases", "load_report", "make_report", "metric_values", "pipeline_explainers",
-           "render_report", "report_for_pipeline", "report_from_results", "report_meta", "write_report"]
+__all__ = ["ReportOptions", "explain_failures", "failure_cases", "load_report", "make_report", "metric_values",
+           "pipeline_explainers", "render_report", "report_for_pipeline", "report_from_results", "report_meta", "write_report"]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -622,16 +623,46 @@ def make_report(path: str | Path, cases: list[dict], meta: dict, corpus: Corpus,
     return write_report(path, cases, meta)
 
 
+@dataclass(frozen=True)
+class ReportOptions:
+    """What a report shows: ``config`` the settings printed in its header (the run's CLI arguments), the ``worst``
+    queries by ``metric``, ``top`` results per query."""
+
+    config: Mapping | None = None
+    worst: int = 10
+    metric: str = "nDCG@10"
+    top: int = 10
+
+
 def report_for_pipeline(path: str | Path, pipeline, run: Run, system: str, corpus: Corpus, queries: Queries,
-                        qrels: Qrels, config: Mapping | None = None, worst: int = 10, metric: str = "nDCG@10",
-                        top: int = 10) -> tuple[Path, Path]:
+                        qrels: Qrels, options: ReportOptions | None = None, **option_keywords) -> tuple[Path, Path]:
     """The report of one of ``pipeline``'s runs, explained with the models the pipeline already holds (what
-    ``python -m ctxir.evaluate --report`` calls)."""
-    cases = failure_cases(qrels, run, corpus, queries, metric, worst, top)
-    meta = report_meta(qrels, run, metric, system, config)
+    ``python -m ctxir.evaluate --report`` calls). ``option_keywords``: the :class:`ReportOptions` fields as
+    keywords (``worst=5``), as before they were grouped; they override ``options``'."""
+    options = _report_options(options, option_keywords)
+    cases = failure_cases(qrels, run, corpus, queries, options.metric, options.worst, options.top)
+    meta = report_meta(qrels, run, options.metric, system, options.config)
     html_path, json_path = make_report(path, cases, meta, corpus, pipeline_explainers(pipeline))
     print(f"wrote {html_path} and {json_path}")
     return html_path, json_path
+
+
+def _report_options(options, keywords: dict) -> ReportOptions:
+    """``options`` with ``keywords`` applied. A mapping in its place is the ``config`` it used to be (the 8th
+    positional argument), with a DeprecationWarning; anything else, or an unknown keyword, is a TypeError."""
+    if isinstance(options, Mapping):
+        warnings.warn("report_for_pipeline: pass the config as config=... or ReportOptions(config=...), not as the "
+                      "8th positional argument", DeprecationWarning, stacklevel=3)
+        options = ReportOptions(config=options)
+    elif options is not None and not isinstance(options, ReportOptions):
+        raise TypeError(f"report_for_pipeline: options must be a ReportOptions or None, got {options!r}; pass "
+                        "ReportOptions(config=..., worst=..., metric=..., top=...) or those as keywords")
+    valid = {f.name for f in fields(ReportOptions)}
+    unknown = sorted(set(keywords) - valid)
+    if unknown:
+        raise TypeError(f"report_for_pipeline: unknown keyword(s) {', '.join(map(repr, unknown))}; valid: "
+                        f"{', '.join(sorted(valid))}")
+    return replace(options or ReportOptions(), **keywords)
 
 
 def _model_name(kind: str, model) -> str:
