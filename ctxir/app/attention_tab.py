@@ -44,6 +44,8 @@ def parse_indices(value: Any, what: str) -> list[int]:
         raise CtxirError(f"{what} {value!r} is not a list of numbers: e.g. [0, 2], or empty for all") from None
 
 
+# attention takes the /attention endpoint's inputs one to one (do_attention passes them through) plus the state:
+# more than 8 parameters on purpose; a dataclass would only repackage the same endpoint inputs.
 def attention(state: AppState, text: str, text_pair: str = "", view: str = "head", layers: Any = None,
               heads: Any = None, heatmap_layer: int = 0, heatmap_head: int = 0,
               model: str = "bi-encoder") -> ViewResult:
@@ -113,6 +115,7 @@ def build(ui: Ui) -> None:
     presets = demo_presets()
     n_layers, n_heads = ui.models.num_layers, ui.models.num_heads
 
+    # Gradio passes each input as its own argument: the parameters are the event's inputs, in their order.
     @guard
     @gpu
     def do_attention(model, text, text_pair, view, layers, heads, heatmap_layer, heatmap_head, request: gr.Request,
