@@ -21,7 +21,7 @@ import numpy as np
 
 from ctxir.checks import check_choice, check_int
 from ctxir.data.loaders import load_corpus, load_corpus_any, load_queries
-from ctxir.encoders.bi_encoder import BiEncoder, default_backend
+from ctxir.encoders.bi_encoder import BiEncoder, EmbeddingCache, default_backend
 from ctxir.encoders.internals import inspect_text
 from ctxir.encoders.models import (
     DEFAULT_BI_ENCODER,
@@ -397,6 +397,28 @@ class Indexing:
 Owner = str | None  # whose uploads: a Gradio session hash; None = the local Python caller (tests, notebooks)
 
 
+@dataclass(frozen=True)
+class IndexBuild:
+    """How ``AppState`` indexes its startup corpus: ``cache`` the embedding cache (True: the default folder, None:
+    none, or an ``EmbeddingCache``), ``background`` whether in a thread (see ``AppState.__init__``)."""
+
+    cache: EmbeddingCache | bool | None = True
+    background: bool = False
+
+
+def _index_build(build: IndexBuild | None, options: dict) -> IndexBuild:
+    """``build`` with the keyword ``options`` applied; anything else, or an unknown keyword, is a TypeError."""
+    if build is not None and not isinstance(build, IndexBuild):
+        raise TypeError(f"AppState: build must be an IndexBuild or None, got {build!r}; pass "
+                        "IndexBuild(cache=..., background=...) or those as keywords")
+    valid = {f.name for f in dataclasses.fields(IndexBuild)}
+    unknown = sorted(set(options) - valid)
+    if unknown:
+        raise TypeError(f"AppState: unknown keyword(s) {', '.join(map(repr, unknown))}; valid: examples, build, "
+                        f"{', '.join(sorted(valid))}")
+    return dataclasses.replace(build or IndexBuild(), **options)
+
+
 class AppState:
     """Models + indexed corpora, shared by every request of one running app.
 
@@ -412,11 +434,15 @@ class AppState:
 
     def __init__(self, models: AppModels, config: AppConfig | None = None, corpus: Corpus | None = None,
                  corpus_name: str = DEMO_CORPUS_NAME, corpus_source: str = "built-in demo corpus",
-                 progress: Progress | None = None, cache=True, examples: list[str] | None = None,
-                 background: bool = False):
-        """background=True indexes the startup corpus in a thread and returns at once: the app serves its page
+                 progress: Progress | None = None, *, examples: list[str] | None = None,
+                 build: IndexBuild | None = None, **build_options):
+        """``build``: how the startup corpus is indexed (:class:`IndexBuild`); ``build_options``: its fields as
+        keywords (``cache=None``, ``background=True``), as before they were grouped, overriding ``build``'s.
+        background=True indexes the startup corpus in a thread and returns at once: the app serves its page
         meanwhile (``indexing.text()`` says how far it has got) and a search of that corpus before it is ready is
         refused with that progress; ``wait_ready()`` blocks until it is."""
+        build = _index_build(build, build_options)
+        cache, background = build.cache, build.background
         self.models, self.config = models, config or AppConfig()
         # example queries offered for the startup corpus (the demo corpus's own when none are given)
         self.examples = list(examples) if examples is not None else demo_queries()[:8] if corpus is None else []
@@ -431,7 +457,7 @@ class AppState:
         self._public: dict[str, CorpusIndex] = {}
         self.indexing = Indexing(corpus_name, len(corpus), progress)
 
-        def build() -> None:
+        def index_startup_corpus() -> None:
             try:
                 index = CorpusIndex(corpus_name, corpus, models.bi_encoder, corpus_source, self.indexing.step, cache,
                                     models.bi_encoder_name)
@@ -447,9 +473,9 @@ class AppState:
                 self.indexing.finish(err)
 
         if background:
-            threading.Thread(target=build, name=f"ctxir-index-{corpus_name}", daemon=True).start()
+            threading.Thread(target=index_startup_corpus, name=f"ctxir-index-{corpus_name}", daemon=True).start()
         else:
-            build()
+            index_startup_corpus()
 
     @classmethod
     def load(cls, config: AppConfig, progress: Progress | None = None, background: bool = False) -> AppState:
@@ -468,7 +494,8 @@ class AppState:
         else:
             corpus, name, source = demo_corpus(), DEMO_CORPUS_NAME, "built-in demo corpus"
             examples = demo_queries()[:8]
-        state = cls(models, config, corpus, name, source, progress, examples=examples, background=background)
+        state = cls(models, config, corpus, name, source, progress, examples=examples,
+                    build=IndexBuild(background=background))
         state.warm_up(index=not background)
         if background:
             logger.info("models ready in %.1f s; indexing %d documents of %r in the background",
