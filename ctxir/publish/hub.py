@@ -488,6 +488,8 @@ def _redact(text: str, token: str | None) -> str:
     return text.replace(token, "hf_***") if token else text
 
 
+# push takes `hf upload`'s arguments one to one (hf_upload_command's, whose printed command must do the same), plus
+# HfApi's token/endpoint and a test stand-in: more than 8 parameters on purpose, each one the client's own option.
 def push(folder: str | Path, repo_id: str, private: bool = False, revision: str | None = None, create_pr: bool = False,
          commit_message: str | None = None, token: str | None = None, endpoint: str | None = None, api=None) -> str:
     """Upload a staged, validated folder; return the commit (or pull request) URL.
