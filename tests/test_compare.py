@@ -94,6 +94,14 @@ def test_bad_comparisons_are_refused_with_a_message():
         compare_systems({"A": per_query([0, 1]), "B": per_query([1, 1])}, ["nDCG@10"], test="wilcox")
     with pytest.raises(CtxirError, match="at least 2 systems"):
         compare_systems({"A": per_query([0, 1])}, ["nDCG@10"])
+    from ctxir.evaluation.compare import SignificanceTest
+
+    systems = {"A": per_query([0, 1, 0, 1]), "B": per_query([1, 1, 1, 1])}
+    grouped = compare_systems(systems, ["nDCG@10"], significance=SignificanceTest(test="t-test", alpha=0.2))
+    assert grouped == compare_systems(systems, ["nDCG@10"], test="t-test", alpha=0.2)
+    assert (grouped["test"], grouped["alpha"], grouped["correction"]) == ("t-test", 0.2, "holm")
+    with pytest.raises(TypeError, match=r"'alhpa'.*valid: significance, alpha, correction"):
+        compare_systems(systems, ["nDCG@10"], alhpa=0.1)
 
 
 # ---------------------------------------------------------------- python -m ctxir.evaluate --compare

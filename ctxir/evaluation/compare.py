@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -134,13 +134,26 @@ def _shared_queries(per_query: Mapping[str, PerQuery], metrics: Sequence[str], b
     return queries
 
 
+@dataclass(frozen=True)
+class SignificanceTest:
+    """How :func:`compare_systems` tests each difference: the paired ``test`` (``TESTS``), the multiple-comparison
+    ``correction`` (``CORRECTIONS``) run over each metric's comparisons, the level ``alpha``, and the randomization
+    test's ``n_permutations`` and ``seed``."""
+
+    test: str = "randomization"
+    correction: str = "holm"
+    alpha: float = 0.05
+    n_permutations: int = 10_000
+    seed: int = 0
+
+
 def compare_systems(per_query: Mapping[str, PerQuery], metrics: Sequence[str] = DEFAULT_METRICS,
-                    baseline: str | None = None, pairs: str = "baseline", test: str = "randomization",
-                    correction: str = "holm", alpha: float = 0.05, n_permutations: int = 10_000,
-                    seed: int = 0) -> dict:
+                    baseline: str | None = None, pairs: str = "baseline", significance: SignificanceTest | None = None,
+                    **test_options) -> dict:
     """Each system's mean of every metric, and paired tests: every system against ``baseline`` (default: the first)
     or, with ``pairs="all"``, every pair. ``per_query``: ``{system: {qid: {metric: value}}}`` (a results JSON's
-    ``per_query``), every system over the same queries. The correction runs over the comparisons of each metric.
+    ``per_query``), every system over the same queries. ``significance``: how each difference is tested;
+    ``test_options``: its fields as keywords (``test="t-test"``), as before they were grouped, overriding its.
 
     Returns ``{"systems": {system: {metric: mean}}, "comparisons": [{system, baseline, metric, delta, wins,
     losses, ties, p, p_adjusted, significant}], "n_queries", "test", "correction", "alpha", ...}``.
@@ -153,6 +166,9 @@ def compare_systems(per_query: Mapping[str, PerQuery], metrics: Sequence[str] = 
     ('dense', 0.4167, 2, 1, 0.199)
     """
 
+    significance = _significance(significance, test_options)
+    test, correction, alpha = significance.test, significance.correction, significance.alpha
+    n_permutations, seed = significance.n_permutations, significance.seed
     check_choice(test, "test", TESTS)
     check_choice(correction, "correction", CORRECTIONS)
     check_choice(pairs, "pairs", PAIRS)
@@ -186,6 +202,19 @@ def compare_systems(per_query: Mapping[str, PerQuery], metrics: Sequence[str] = 
             "baseline": baseline if pairs == "baseline" else None, "pairs": pairs, "metrics": list(metrics),
             "n_queries": len(queries), "test": test, "correction": correction, "alpha": alpha,
             "permutations": n_permutations if test == "randomization" else None, "seed": seed, "comparisons": rows}
+
+
+def _significance(significance: SignificanceTest | None, options: dict) -> SignificanceTest:
+    """``significance`` with the keyword ``options`` applied; anything else, or an unknown keyword, is a TypeError."""
+    if significance is not None and not isinstance(significance, SignificanceTest):
+        raise TypeError(f"compare_systems: significance must be a SignificanceTest or None, got {significance!r}; "
+                        "pass SignificanceTest(test=..., correction=..., alpha=...) or those as keywords")
+    valid = {f.name for f in fields(SignificanceTest)}
+    unknown = sorted(set(options) - valid)
+    if unknown:
+        raise TypeError(f"compare_systems: unknown keyword(s) {', '.join(map(repr, unknown))}; valid: significance, "
+                        f"{', '.join(sorted(valid))}")
+    return replace(significance or SignificanceTest(), **options)
 
 
 def format_comparison(result: Mapping) -> str:
@@ -287,8 +316,8 @@ def run(args: CompareArgs) -> dict:
     if not metrics:
         raise CtxirError(f"--metrics {args.metrics!r} names no metric: e.g. 'nDCG@10,MRR@10'")
     # 2. test and correct
-    result = compare_systems(systems, metrics, pairs=args.pairs, test=args.test, correction=args.correction,
-                             alpha=args.alpha, n_permutations=args.permutations, seed=args.seed)
+    result = compare_systems(systems, metrics, pairs=args.pairs, significance=SignificanceTest(
+        test=args.test, correction=args.correction, alpha=args.alpha, n_permutations=args.permutations, seed=args.seed))
     result["files"] = list(args.compare)
     # 3. print and save
     print(format_comparison(result))
