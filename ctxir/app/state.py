@@ -30,7 +30,7 @@ from ctxir.encoders.models import (
     load_bi_encoder,
     load_transformer,
 )
-from ctxir.rerank.pipeline import FIRST_STAGES, build_first_stages
+from ctxir.rerank.pipeline import FIRST_STAGES, HybridSettings, build_first_stages
 from ctxir.rerank.registry import RERANKERS as KINDS
 from ctxir.rerank.registry import load_reranker, reranker_choices
 from ctxir.retrieval.retrievers import DenseRetriever
@@ -296,7 +296,7 @@ class CorpusIndex:
             self._encode_in_steps(encoder, step)
         step(0.95, f"BM25 index and dense index of {len(corpus):,} documents")
         # the same builder as `python -m ctxir.evaluate`: hybrid fuses these very BM25 and dense retrievers
-        self.stages = build_first_stages(corpus, FIRST_STAGES, [encoder], fusion="rrf", depth=100)
+        self.stages = build_first_stages(corpus, FIRST_STAGES, [encoder], hybrid=HybridSettings(fusion="rrf", depth=100))
         self.bm25, self.dense, self.hybrid = (self.stages[kind] for kind in FIRST_STAGES)
         self._pooled: dict[tuple[str, int], Any] = {}
         self._lock = threading.Lock()
