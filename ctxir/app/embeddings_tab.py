@@ -52,11 +52,36 @@ def model_info(state: AppState, model: str = "bi-encoder", text: str = "") -> Vi
     return ViewResult(rows=rows, data=info, text=md)
 
 
+def collect_tokens(internals: Sequence, layers: Sequence[int], word: str) -> tuple[list, list, list, dict, list]:
+    """(labels, sentence of each, circled or not, {layer: vectors}, table rows) of every non-special token; a token
+    is circled when it is part of ``word``."""
+    from ctxir.encoders.internals import word_positions
+
+    labels, groups, highlight, vectors, token_rows = [], [], [], {layer: [] for layer in layers}, []
+    for g, item in enumerate(internals):
+        marked = set()
+        if word.strip():
+            try:
+                marked = set(word_positions(item.tokens, word))
+            except CtxirError:
+                marked = set()
+        for pos, token in enumerate(item.tokens):
+            if token in ("[CLS]", "[SEP]", "<s>", "</s>", "[PAD]"):
+                continue
+            labels.append(token)
+            groups.append(g)
+            highlight.append(pos in marked)
+            for layer in layers:
+                vectors[layer].append(item.hidden_states[layer, pos])  # (hidden,)
+            token_rows.append({"sentence": g + 1, "position": pos, "token": token, "token_id": item.token_ids[pos],
+                               "highlight": pos in marked})
+    return labels, groups, highlight, vectors, token_rows
+
+
 def token_embeddings(state: AppState, sentences: str | Sequence[str], layer_a: int = 0, layer_b: int = -1,
                      methods: Sequence[str] = ("pca", "tsne"), word: str = "", model: str = "bi-encoder",
                      progress: Progress | None = None) -> ViewResult:
     """2-D projections of every (non-special) token's vector at two layers, and consecutive-layer cosines."""
-    from ctxir.encoders.internals import word_positions
     from ctxir.viz import (
         MatrixStyle,
         consecutive_layer_similarity,
@@ -73,25 +98,7 @@ def token_embeddings(state: AppState, sentences: str | Sequence[str], layer_a: i
     step = progress or (lambda *_: None)
     step(0.1, "forward passes")
     internals = [inspect_input(state, model, s) for s in items]
-    labels, groups, highlight, vectors = [], [], [], {layer: [] for layer in layers}
-    token_rows = []
-    for g, item in enumerate(internals):
-        marked = set()
-        if word.strip():
-            try:
-                marked = set(word_positions(item.tokens, word))
-            except CtxirError:
-                marked = set()
-        for pos, token in enumerate(item.tokens):
-            if token in ("[CLS]", "[SEP]", "<s>", "</s>", "[PAD]"):
-                continue
-            labels.append(token)
-            groups.append(g)
-            highlight.append(pos in marked)
-            for layer in layers:
-                vectors[layer].append(item.hidden_states[layer, pos])
-            token_rows.append({"sentence": g + 1, "position": pos, "token": token, "token_id": item.token_ids[pos],
-                               "highlight": pos in marked})
+    labels, groups, highlight, vectors, token_rows = collect_tokens(internals, layers, word)
     if word.strip() and not any(highlight):
         raise CtxirError(f"word {word.strip()!r} is in none of the sentences: pick a word that appears, or leave it "
                          "empty")
