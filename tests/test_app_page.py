@@ -75,7 +75,7 @@ def test_heatmap_style_and_its_keywords_draw_the_same_figure():
     assert figures.heatmap(matrix, ["a", "b"], ["c", "d"], "t", style, decimals=4).data[0].hovertemplate.endswith(
         "cosine %{z:.5f}<extra></extra>")
     assert style.decimals == 2
-    with pytest.raises(TypeError, match=r"'decimal'.*valid style keywords: .*decimals"):
+    with pytest.raises(TypeError, match=r"'decimal'.*valid: hover_labels, .*decimals"):
         figures.heatmap(matrix, ["a", "b"], ["c", "d"], "t", decimal=2)
     with pytest.raises(TypeError, match="style must be a HeatmapStyle"):
         figures.heatmap(matrix, ["a", "b"], ["c", "d"], "t", {"decimals": 2})

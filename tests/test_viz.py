@@ -166,7 +166,7 @@ def test_chart_helpers(tmp_path):
     ax = styled.axes[0]
     assert ax.images[0].get_clim() == (-1.0, 2.0) and not ax.texts  # the style's range; annotate=False wins
     assert (ax.get_xlabel(), ax.get_ylabel()) == ("x", "y")  # a keyword adds to (or overrides) the style
-    with pytest.raises(TypeError, match=r"'vmn'.*valid style keywords: .*vmin"):
+    with pytest.raises(TypeError, match=r"'vmn'.*valid: .*vmin"):
         heatmap_figure(np.eye(2), ["a", "b"], ["1", "2"], "sim", vmn=0.0)
     with pytest.raises(TypeError, match="style must be a MatrixStyle"):
         heatmap_figure(np.eye(2), ["a", "b"], ["1", "2"], "sim", 0.0)  # vmin is a keyword (or MatrixStyle) now

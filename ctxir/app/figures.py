@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ctxir.checks import grouped_options
 from ctxir.evaluation.report import LOWERS_RGB, RAISES_RGB
 
 FONT = {"size": 13}
@@ -114,16 +115,7 @@ def heatmap(matrix, row_labels: Sequence[str], col_labels: Sequence[str], title:
 
 
 def _heatmap_style(style: HeatmapStyle | None, options: dict) -> HeatmapStyle:
-    """``style`` with the keyword ``options`` applied; an unknown keyword is a TypeError naming the valid ones."""
-    if style is not None and not isinstance(style, HeatmapStyle):
-        raise TypeError(f"heatmap: style must be a HeatmapStyle or None, got {style!r}; build one with "
-                        "HeatmapStyle(value_name=..., ...) or pass its fields as keywords")
-    valid = {f.name for f in fields(HeatmapStyle)}
-    unknown = sorted(set(options) - valid)
-    if unknown:
-        raise TypeError(f"heatmap: unknown keyword(s) {', '.join(map(repr, unknown))}; valid style keywords: "
-                        f"{', '.join(sorted(valid))} (or hover_labels)")
-    return replace(style or HeatmapStyle(), **options)
+    return grouped_options(HeatmapStyle, style, options, "heatmap", "style", ("hover_labels",))
 
 
 def token_bars(tokens: Sequence[str], values: Sequence[float], title: str, value_name: str = "attribution",

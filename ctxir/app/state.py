@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxir.checks import check_choice, check_int
+from ctxir.checks import check_choice, check_int, grouped_options
 from ctxir.data.loaders import load_corpus, load_corpus_any, load_queries
 from ctxir.encoders.bi_encoder import BiEncoder, EmbeddingCache, default_backend
 from ctxir.encoders.internals import inspect_text
@@ -407,16 +407,7 @@ class IndexBuild:
 
 
 def _index_build(build: IndexBuild | None, options: dict) -> IndexBuild:
-    """``build`` with the keyword ``options`` applied; anything else, or an unknown keyword, is a TypeError."""
-    if build is not None and not isinstance(build, IndexBuild):
-        raise TypeError(f"AppState: build must be an IndexBuild or None, got {build!r}; pass "
-                        "IndexBuild(cache=..., background=...) or those as keywords")
-    valid = {f.name for f in dataclasses.fields(IndexBuild)}
-    unknown = sorted(set(options) - valid)
-    if unknown:
-        raise TypeError(f"AppState: unknown keyword(s) {', '.join(map(repr, unknown))}; valid: examples, build, "
-                        f"{', '.join(sorted(valid))}")
-    return dataclasses.replace(build or IndexBuild(), **options)
+    return grouped_options(IndexBuild, build, options, "AppState", "build", ("examples", "build"))
 
 
 class AppState:

@@ -35,13 +35,13 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ctxir.checks import check_choice
+from ctxir.checks import check_choice, grouped_options
 from ctxir.cli import cli_main
 from ctxir.files import read_json
 from ctxir.types import CtxirError
@@ -205,16 +205,8 @@ def compare_systems(per_query: Mapping[str, PerQuery], metrics: Sequence[str] = 
 
 
 def _significance(significance: SignificanceTest | None, options: dict) -> SignificanceTest:
-    """``significance`` with the keyword ``options`` applied; anything else, or an unknown keyword, is a TypeError."""
-    if significance is not None and not isinstance(significance, SignificanceTest):
-        raise TypeError(f"compare_systems: significance must be a SignificanceTest or None, got {significance!r}; "
-                        "pass SignificanceTest(test=..., correction=..., alpha=...) or those as keywords")
-    valid = {f.name for f in fields(SignificanceTest)}
-    unknown = sorted(set(options) - valid)
-    if unknown:
-        raise TypeError(f"compare_systems: unknown keyword(s) {', '.join(map(repr, unknown))}; valid: significance, "
-                        f"{', '.join(sorted(valid))}")
-    return replace(significance or SignificanceTest(), **options)
+    return grouped_options(SignificanceTest, significance, options, "compare_systems", "significance",
+                           ("significance",))
 
 
 def format_comparison(result: Mapping) -> str:

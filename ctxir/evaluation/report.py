@@ -21,13 +21,14 @@ import re
 import sys
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
 from markupsafe import Markup
 
+from ctxir.checks import grouped_options
 from ctxir.cli import cli_main
 from ctxir.data.loaders import load_beir, load_corpus_any, load_qrels, load_queries
 from ctxir.encoders.bi_encoder import BiEncoder
@@ -654,15 +655,7 @@ def _report_options(options, keywords: dict) -> ReportOptions:
         warnings.warn("report_for_pipeline: pass the config as config=... or ReportOptions(config=...), not as the "
                       "8th positional argument", DeprecationWarning, stacklevel=3)
         options = ReportOptions(config=options)
-    elif options is not None and not isinstance(options, ReportOptions):
-        raise TypeError(f"report_for_pipeline: options must be a ReportOptions or None, got {options!r}; pass "
-                        "ReportOptions(config=..., worst=..., metric=..., top=...) or those as keywords")
-    valid = {f.name for f in fields(ReportOptions)}
-    unknown = sorted(set(keywords) - valid)
-    if unknown:
-        raise TypeError(f"report_for_pipeline: unknown keyword(s) {', '.join(map(repr, unknown))}; valid: "
-                        f"{', '.join(sorted(valid))}")
-    return replace(options or ReportOptions(), **keywords)
+    return grouped_options(ReportOptions, options, keywords, "report_for_pipeline", "options")
 
 
 def _model_name(kind: str, model) -> str:

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field
 
 from tqdm.auto import tqdm
 
-from ctxir.checks import check_choice, check_query, check_top_k
+from ctxir.checks import check_choice, check_query, check_top_k, grouped_options
 from ctxir.rerank.rankers import Reranker
 from ctxir.rerank.registry import RERANK_MODES
 from ctxir.rerank.registry import load_reranker as load
@@ -214,17 +214,8 @@ def build_first_stages(corpus, kinds: Sequence[str] = FIRST_STAGES, encoders: Se
 
 
 def _hybrid_settings(hybrid: HybridSettings | None, options: dict) -> HybridSettings:
-    """``hybrid`` with the keyword ``options`` applied; an unknown keyword is a TypeError naming the valid ones."""
-    if hybrid is not None and not isinstance(hybrid, HybridSettings):
-        raise TypeError(f"build_first_stages: hybrid must be a HybridSettings or None, got {hybrid!r}; build one "
-                        "with HybridSettings(fusion=..., k=..., weights=..., depth=...)")
-    valid = {f.name for f in fields(HybridSettings)}
-    unknown = sorted(set(options) - valid)
-    if unknown:
-        raise TypeError(f"build_first_stages: unknown keyword(s) {', '.join(map(repr, unknown))}; valid: "
-                        "bm25_options, hybrid, index, show_progress, and the hybrid keywords "
-                        f"{', '.join(sorted(valid))}")
-    return replace(hybrid or HybridSettings(), **options)
+    return grouped_options(HybridSettings, hybrid, options, "build_first_stages", "hybrid",
+                           ("bm25_options", "hybrid", "index", "show_progress"))
 
 
 def load_reranker(kind: str, model: str = "", device: str = "auto", batch_size: int = 32) -> Reranker | None:

@@ -7,13 +7,14 @@ are separate pure functions so the app can return their numbers as JSON and test
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 
 import matplotlib
 import numpy as np
 from matplotlib.colors import Colormap
 from matplotlib.figure import Figure
 
+from ctxir.checks import grouped_options
 from ctxir.types import CtxirError
 
 PROJECTIONS = ("pca", "tsne")
@@ -133,15 +134,7 @@ def heatmap_figure(matrix: np.ndarray, row_labels: Sequence[str], col_labels: Se
     """A labelled heatmap; values printed in the cells when the grid is small enough to read. ``style_options``:
     the :class:`MatrixStyle` fields as keywords (``vmin=0.0``), as before they were grouped; they override
     ``style``'s."""
-    if style is not None and not isinstance(style, MatrixStyle):
-        raise TypeError(f"heatmap_figure: style must be a MatrixStyle or None, got {style!r}; pass vmin, vmax, "
-                        "cmap, annotate, xlabel and ylabel as keywords or in a MatrixStyle")
-    valid = {f.name for f in fields(MatrixStyle)}
-    unknown = sorted(set(style_options) - valid)
-    if unknown:
-        raise TypeError(f"heatmap_figure: unknown keyword(s) {', '.join(map(repr, unknown))}; valid style "
-                        f"keywords: {', '.join(sorted(valid))}")
-    style = replace(style or MatrixStyle(), **style_options)
+    style = grouped_options(MatrixStyle, style, style_options, "heatmap_figure", "style")
     matrix = np.asarray(matrix, dtype=np.float64)
     rows, cols = matrix.shape
     fig = new_figure((min(3 + 0.45 * cols, 28), min(2 + 0.42 * rows, 20)))
