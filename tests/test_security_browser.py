@@ -17,8 +17,9 @@ from ctxir.app.state import AppConfig, AppModels, AppState
 
 try:
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    from playwright.sync_api import expect
 except ImportError:  # browser tests skip without playwright
-    PlaywrightTimeout = TimeoutError
+    PlaywrightTimeout, expect = TimeoutError, None
 
 IMAGE = '<img src="https://evil.example/pixel.png">'
 LINK = '<a href="https://evil.example/x">Log in</a>'
@@ -38,11 +39,6 @@ def app_url(_tiny_st, serve):
 
 
 @pytest.mark.parametrize("typed", [IMAGE, LINK])
-# Known intermittent fault, cause not found yet: now and then the pop-up never comes, even after three clicks and
-# on an idle machine (4 of 9 full-suite or single-file runs on 2026-11-25). Only that time-out is tolerated: a
-# pop-up that shows the word as HTML, a link, an image or a fetch of evil.example still fails the test.
-@pytest.mark.xfail(raises=PlaywrightTimeout, strict=False,
-                   reason="intermittent: the error pop-up sometimes never appears (under investigation)")
 def test_the_error_pop_up_shows_a_hostile_word_as_text(offline_page, app_url, typed):
     page = offline_page()
     requested: list[str] = []
@@ -50,20 +46,21 @@ def test_the_error_pop_up_shows_a_hostile_word_as_text(offline_page, app_url, ty
     page.goto(app_url)
     page.get_by_role("tab", name="Token embeddings").click()
     page.get_by_role("tab", name="Across layers").click()  # the word view is a sub-tab
-    page.get_by_label("Word", exact=True).fill(typed)
+    word = page.get_by_label("Word", exact=True)
     button = page.get_by_role("button", name="Compare layer by layer")
     toast = page.locator('[data-testid="toast-body"]').first
-    # on a loaded machine a click that lands while the page is still wiring its events can be lost (seen in 2 of 3
-    # full-suite runs on 2026-11-25, and once in 3 runs of this test alone under load); the same click again must
-    # bring the same pop-up, so up to three clicks, then the pop-up's content is asserted as always
-    for attempt in range(3):
-        button.click()
-        try:
-            toast.wait_for(timeout=30_000)
+    # The sub-tab mounts its fields lazily: a word typed while it is still mounting is put back to the default
+    # ("bank", a valid word: no error, no pop-up; the screenshots of the failed runs showed it, and the field read
+    # "bank" right after the typing). So type until the word stays typed, then click once; the pop-up's content is
+    # asserted as always.
+    for _ in range(10):
+        word.fill(typed)
+        page.wait_for_timeout(500)
+        if word.input_value() == typed:
             break
-        except PlaywrightTimeout:
-            if attempt == 2:
-                raise
+    expect(word).to_have_value(typed)
+    button.click()
+    toast.wait_for(timeout=30_000)
     text = toast.inner_text()
     links, images = toast.locator("a").count(), toast.locator("img").count()
     assert f"word {typed!r} is not in sentence 1" in text  # shown as typed, quotes and brackets included
