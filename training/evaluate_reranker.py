@@ -155,13 +155,16 @@ def _runs(first: dict[str, list[Hit]], scored: dict, depth: int, fusion) -> dict
     return {"first_stage": run_from_hits(firsts), "alone": run_from_hits(alone), "fused": run_from_hits(fused)}
 
 
-def choose_fusion(reranker, folder: Path, args: EvaluateRerankerArgs) -> dict:
-    """The first stage's RRF weight that does best on the model's held-out training claims (nDCG@10)."""
+def choose_fusion(reranker, folder: Path, args: EvaluateRerankerArgs, dev: tuple | None = None,
+                  scored: dict | None = None) -> dict:
+    """The first stage's RRF weight that does best on the model's held-out training claims (nDCG@10); ``dev``
+    (``dev_claims``) and ``scored`` (the re-ranker's scores of them) when already at hand."""
     from ctxir.evaluation import evaluate_run
     from ctxir.rerank.pipeline import StageFusion
 
-    corpus, queries, qrels, first, chosen_on = dev_claims(folder, args)
-    scored = _score(reranker, queries, first, corpus, f"{len(queries)} held-out training claims")
+    corpus, queries, qrels, first, chosen_on = dev or dev_claims(folder, args)
+    if scored is None:
+        scored = _score(reranker, queries, first, corpus, f"{len(queries)} held-out training claims")
     grid = []
     for weight in FIRST_STAGE_WEIGHTS:
         fusion = StageFusion("rrf", (weight, 1.0), FUSION_K)
@@ -195,23 +198,24 @@ def dev_claims(folder: Path, args: EvaluateRerankerArgs) -> tuple[dict, dict, di
             f"{len(dev)} held-out SciFact training claims (dev split {dev_split!r}), BM25 top {args.fusion_depth}")
 
 
-def choose_passages(reranker, folder: Path, args: EvaluateRerankerArgs) -> dict:
-    """First max-length tokens or the best window (MaxP): whichever re-ranks the held-out claims better alone."""
+def choose_passages(reranker, args: EvaluateRerankerArgs, dev: tuple) -> tuple[dict, dict]:
+    """First max-length tokens or the best window (MaxP): whichever re-ranks the held-out claims (``dev``) better
+    alone; (the passages.json record, the chosen way's scores of those claims, which the fusion choice reuses)."""
     from ctxir.evaluation import evaluate_run
     from ctxir.rerank import Passages
 
-    corpus, queries, qrels, first, chosen_on = dev_claims(folder, args)
+    corpus, queries, qrels, first, chosen_on = dev
     windows = Passages(args.passage_words, args.passage_stride)
-    scores = {}
+    scores, scored = {}, {}
     for name, passages in (("first", None), ("max", windows)):
         reranker.passages = passages
-        scored = _score(reranker, queries, first, corpus, f"{len(queries)} held-out claims, passages {name}")
-        run = {q: dict(scored[q]) for q in queries}
+        scored[name] = _score(reranker, queries, first, corpus, f"{len(queries)} held-out claims, passages {name}")
+        run = {q: dict(scored[name][q]) for q in queries}
         scores[name] = round(float(evaluate_run(qrels, run).aggregate["nDCG@10"]), 4)
     method = "max" if scores["max"] > scores["first"] else "first"  # a tie keeps the cheaper way
     reranker.passages = windows if method == "max" else None
-    return {"method": method, "words": args.passage_words, "stride": args.passage_stride, "metric": "nDCG@10 alone",
-            "dev": scores, "chosen_on": chosen_on}
+    return ({"method": method, "words": args.passage_words, "stride": args.passage_stride,
+             "metric": "nDCG@10 alone", "dev": scores, "chosen_on": chosen_on}, scored[method])
 
 
 def evaluate_scifact(reranker, fusion, depths: list[int], args: EvaluateRerankerArgs) -> dict:
@@ -334,17 +338,20 @@ def check_args(args: EvaluateRerankerArgs) -> tuple[list[int], list[str]]:
 
 
 def choose_settings(reranker, folder: Path, args: EvaluateRerankerArgs) -> None:
-    """--choose-passages, then --choose-fusion (with the passages chosen): each written into the model folder."""
+    """--choose-passages, then --choose-fusion (with the passages chosen): each written into the model folder; the
+    held-out claims are retrieved, and scored the chosen way, once for both."""
+    dev = dev_claims(folder, args) if args.choose_passages or args.choose_fusion else None
+    scored = None
     if args.choose_passages:
         if not hasattr(reranker, "passages"):
             raise CtxirError(f"--choose-passages applies to cross-encoders; {args.model!r} is a "
                              f"{type(reranker).__name__}: drop the flag")
-        passages_record = choose_passages(reranker, folder, args)
+        passages_record, scored = choose_passages(reranker, args, dev)
         write_json(folder / PASSAGES_FILE, passages_record)
         print(f"passages: {passages_record['method']} (dev nDCG@10 alone: first {passages_record['dev']['first']}, "
               f"max {passages_record['dev']['max']}) -> {folder / PASSAGES_FILE}", flush=True)
     if args.choose_fusion:
-        fusion_record = choose_fusion(reranker, folder, args)
+        fusion_record = choose_fusion(reranker, folder, args, dev, scored)
         write_json(folder / FUSION_FILE, fusion_record)
         print(f"fusion: rrf k={FUSION_K}, weights {fusion_record['weights']} (dev nDCG@10: BM25 "
               f"{fusion_record['dev']['first_stage']}, alone {fusion_record['dev']['alone']}, fused "
