@@ -9,6 +9,7 @@ weights over the real packaged all-MiniLM-L6-v2: packaging and loading do not de
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -65,6 +66,38 @@ def test_training_saves_a_float16_adapter_and_the_segment_cosine_head(tiny_bert_
     assert 0 < metrics["extra"]["trained_parameters"] < sum(p.numel() for p in model[0].parameters())
     assert type(model.activation_fn).__name__ == "Identity"
     assert model.predict([("the cat sat", "the dog sat"), ("tea", "the moon")]).shape == (2,)
+
+
+def test_extra_train_sick_adds_its_train_pairs_on_the_stsb_scale(tiny_bert_dir, tmp_path, capsys):
+    """--extra-train sick: SICK's train split joins STS-B train, relatedness 1–5 read as 0–1 like STS-B's 0–5;
+    dev and test stay STS-B's, and metrics.json names both training sets."""
+    from test_training import _write_toy_root
+
+    from ctxir.data import load_sick
+
+    root = _write_toy_root(tmp_path / "data")
+    args = train_pair_scorer.PairScorerArgs(model=str(tiny_bert_dir), data_dir=str(root), extra_train="sick")
+    data = train_pair_scorer.build_data(args, None, "cpu")
+    sick = load_sick(root / "sick", "train")
+    stsb_rows = len(data.train) - len(sick)
+    assert stsb_rows > 0 and [r["name"] for r in data.datasets if r["role"] == "train"] == ["stsb", "sick"]
+    added = data.train.select(range(stsb_rows, len(data.train)))
+    assert added["sentence1"] == [p.sentence_a for p in sick]
+    assert added["score"] == pytest.approx([(p.relatedness - 1) / 4 for p in sick])
+    assert {r["name"] for r in data.datasets if r["role"] == "eval"} == {"stsb"}
+    out = tmp_path / "out"
+    assert train_pair_scorer.main(["--model", str(tiny_bert_dir), "--data-dir", str(root), "--output-dir", str(out),
+                                   "--device", "cpu", "--max-steps", "1", "--batch-size", "4", "--lora-r", "2",
+                                   "--extra-train", "sick", "--eval-before", "false", "--torch-threads", "1"]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["extra"]["extra_train"] == "sick"
+    assert metrics["training"]["train_examples"] == len(data.train)
+
+    # without SICK's folder the run stops before loading anything, and says which folder is missing
+    shutil.rmtree(root / "sick")
+    code = train_pair_scorer.main(["--model", str(tiny_bert_dir), "--data-dir", str(root), "--output-dir",
+                                   str(tmp_path / "none"), "--extra-train", "sick", "--max-steps", "1"])
+    assert code != 0 and "sick" in capsys.readouterr().err and not (tmp_path / "none").exists()
 
 
 def test_training_refuses_what_would_not_ship(tmp_path):

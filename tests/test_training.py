@@ -474,11 +474,14 @@ def test_cross_encoder_segment_cosine_top_layers_resample_and_continue(tiny_bert
     layer1 = sum(p.numel() for n, p in BertModel.from_pretrained(tiny_bert_dir).named_parameters() if layer_of(n) == 1)
     assert extra["trained_parameters"] == layer1 + 2 + 3 * 32 + 1  # the layer, scale and bias, the linear term
     # a later stage starts from the saved model (as from the shipped one) and keeps the same base
+    # (on windows this time: the dev evaluator then scores each abstract by its best window)
     again = tmp_path / "again"
     args[args.index("--model") + 1], args[args.index("--output-dir") + 1] = str(out), str(again)
-    assert train_cross_encoder.main(args) == 0
+    assert train_cross_encoder.main(args + ["--train-passages", "best", "--eval-steps", "1"]) == 0
     config = json.loads((again / TOP_LAYERS_CONFIG).read_text())
     assert config["base_model"] == str(tiny_bert_dir)
+    log = [json.loads(line) for line in (again / "training_log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log if "eval_scifact-train-heldout_ndcg@10" in r] == [1, 2]
 
 
 def test_unseen_heldout_queries_never_share_an_abstract():
@@ -633,3 +636,48 @@ def test_hybrid_teacher_grades_are_summed_z_scores_of_bm25_and_cosine_and_label_
     with pytest.raises(CtxirError, match="--teacher 'hybrid'"):
         train_cross_encoder.check(train_cross_encoder.CrossEncoderArgs(loss="bce", teacher="hybrid"))
 
+
+
+def test_window_picker_takes_the_window_sharing_the_rarest_query_words():
+    """--train-passages best: each (query, abstract) pair reads the abstract's MaxP window that shares the most
+    query words, IDF-weighted; with nothing shared it keeps the first window (what FirstP reads)."""
+    from ctxir.rerank import Passages
+
+    # 'cells' is in every document (IDF low), 'prion' in one (IDF high)
+    corpus = {f"d{i}": {"title": "", "text": f"cells study {i}"} for i in range(9)}
+    corpus["p"] = {"title": "", "text": "prion"}
+    picker = train_cross_encoder.WindowPicker(corpus, Passages(words=4, stride=4))
+    text = "cells cells cells cells alpha beta gamma prion delta epsilon zeta eta"
+    windows = Passages(words=4, stride=4).split("T", text)
+    assert windows == ["T cells cells cells cells", "T alpha beta gamma prion", "T delta epsilon zeta eta"]
+    assert picker.best("do cells carry prion", "T", text) == windows[1]  # one rare word beats a common one
+    assert picker.best("do cells divide", "T", text) == windows[0]
+    assert picker.best("nothing shared", "T", text) == windows[0]
+    short = "prion cells"  # a text of one window reads exactly as FirstP: the title, then the text
+    assert picker.best("prion", "T", short) == "T prion cells"
+
+
+def test_maxp_dev_evaluator_scores_each_document_by_its_best_window():
+    """The dev evaluator of a window-trained model: a relevant abstract whose match lies past the first window
+    ranks first (nDCG@10 = 1), where reading the first tokens alone would put it second."""
+    from types import SimpleNamespace
+
+    from ctxir.types import Hit
+
+    class Overlap:  # a stand-in cross-encoder: the score is the number of query words in the text
+        model_card_data = SimpleNamespace(set_evaluation_metrics=lambda *a, **k: None)
+
+        def predict(self, pairs, **_):
+            return np.array([len(set(q.split()) & set(t.split())) for q, t in pairs], dtype=np.float32)
+
+    filler = " ".join(f"w{i}" for i in range(80))  # longer than one 70-word window
+    corpus = {"rel": {"title": "", "text": f"{filler} otters sleep in dens"},
+              "other": {"title": "", "text": "otters in zoos"}}
+    hits = {"q": [Hit("other", 2.0), Hit("rel", 1.0)]}
+    evaluator = train_cross_encoder.maxp_evaluator({"q": "where otters sleep in dens"}, hits, corpus,
+                                                   {"q": {"rel": 1}}, batch_size=4)
+    metrics = evaluator(Overlap())
+    assert evaluator.primary_metric == "scifact-train-heldout_ndcg@10"
+    assert metrics["scifact-train-heldout_ndcg@10"] == pytest.approx(1.0)
+    first_tokens = Overlap().predict([("where otters sleep in dens", corpus[d]["text"][:60]) for d in ("rel", "other")])
+    assert first_tokens[0] < first_tokens[1]  # FirstP would rank 'other' first

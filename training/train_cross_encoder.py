@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +42,7 @@ from ctxir.encoders.models import (
     set_max_length,
 )
 from ctxir.files import read_json, write_json
+from ctxir.rerank.rankers import Passages
 from ctxir.types import CtxirError, doc_text
 from training.common import (
     TrainerRunArgs,
@@ -137,6 +139,12 @@ class CrossEncoderArgs(TrainerRunArgs):
     eval_before: bool = field(default=True, metadata={
         "help": "also evaluate the starting model (a fresh head scores at random)"})
     eval_steps: int = field(default=0, metadata={"help": "run the dev evaluator every N steps (0 = never)"})
+    train_passages: Literal["first", "best"] = field(default="first", metadata={
+        "help": "scifact: what the model reads of an abstract longer than --max-length. first = its first tokens "
+                "(FirstP); best = its MaxP window (ctxir.rerank.Passages: 70 words every 50, after the title) that "
+                "shares the most query words, IDF-weighted, for the positive and each negative alike: the windows a "
+                "MaxP re-ranker (a folder's passages.json) scores at inference. The dev evaluator and the test "
+                "re-ranking then score documents by their best window too"})
 
 
 # ---------------------------------------------------------------- data
@@ -272,10 +280,46 @@ class ScifactTraining:
     pairs: list[tuple[str, str]]
     negatives: dict[str, list[str]] = field(default_factory=dict)
     bm25_pool: dict[str, list[str]] = field(default_factory=dict)
+    windows: WindowPicker | None = None  # --train-passages best
 
     def text(self, q: str, d: str) -> str:
         # a title query sees abstracts alone: doc_text starts with the title, which would be string matching
+        title = "" if q.startswith("title:") else self.corpus[d]["title"]
+        if self.windows is not None:
+            return self.windows.best(self.queries[q], title, self.corpus[d]["text"])
         return self.corpus[d]["text"] if q.startswith("title:") else doc_text(self.corpus[d])
+
+
+class WindowPicker:
+    """The MaxP window of a document that shares the most query words, each word weighted by its IDF over the
+    corpus: the passage a claim is most likely about, and, for a negative, the passage that competes hardest.
+
+    >>> picker = WindowPicker({"a": {"title": "", "text": "otters swim"}, "b": {"title": "", "text": "banks lend"}},
+    ...                       Passages(words=2, stride=2))
+    >>> picker.best("where do otters sleep", "T", "banks lend money otters sleep here")
+    'T otters sleep'
+    """
+
+    def __init__(self, corpus: dict, passages: Passages):
+        import numpy as np
+
+        self.passages = passages
+        frequency: dict[str, int] = {}
+        for doc in corpus.values():
+            for word in set(_words(doc_text(doc))):
+                frequency[word] = frequency.get(word, 0) + 1
+        self.idf = {w: float(np.log((len(corpus) + 1) / (n + 0.5))) for w, n in frequency.items()}
+        self.unknown = float(np.log((len(corpus) + 1) / 0.5))
+
+    def best(self, query: str, title: str, text: str) -> str:
+        windows = self.passages.split(title, text)
+        asked = set(_words(query))
+        # ties (e.g. no shared word) keep the earliest window: the first tokens, as FirstP reads
+        return max(windows, key=lambda w: sum(self.idf.get(x, self.unknown) for x in asked & set(_words(w))))
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"\w+", text.lower())
 
 
 def build_scifact(args: CrossEncoderArgs, device: str) -> TaskData:
@@ -287,6 +331,8 @@ def build_scifact(args: CrossEncoderArgs, device: str) -> TaskData:
     corpus, queries, qrels = load_beir(folder, "train")
     positives = {q: {d for d, s in rel.items() if s > 0 and d in corpus} for q, rel in qrels.items()}
     dev_ids, train = scifact_queries(args, corpus, queries, positives)
+    if args.train_passages == "best":
+        train.windows = WindowPicker(corpus, Passages())
     # 2. hard negatives: BM25's best wrong answers are exactly what the re-ranker must push down
     bm25 = BM25Retriever(corpus)
     find_negatives(args, train, bm25, device)
@@ -386,11 +432,45 @@ def scifact_dev_evaluator(args: CrossEncoderArgs, bm25, corpus: dict, queries: d
     from sentence_transformers.cross_encoder.evaluation import CrossEncoderRerankingEvaluator
 
     dev_hits = bm25.search({q: queries[q] for q in dev_ids}, args.dev_depth)
+    if args.train_passages == "best":
+        return maxp_evaluator({q: queries[q] for q in dev_ids}, dev_hits, corpus,
+                                      {q: {d: 1 for d in positives[q]} for q in dev_ids}, args.batch_size)
     samples = [{"query": queries[q], "positive": [doc_text(corpus[d]) for d in sorted(positives[q])],
                 "documents": [doc_text(corpus[h.doc_id]) for h in dev_hits[q]]} for q in dev_ids]
     return CrossEncoderRerankingEvaluator(samples, at_k=10, always_rerank_positives=False,
                                           name="scifact-train-heldout", batch_size=args.batch_size,
                                           write_csv=False)
+
+
+def maxp_evaluator(queries: dict[str, str], hits: dict, corpus: dict, qrels: dict, batch_size: int):
+    """The dev evaluator of a model trained on windows (--train-passages best): nDCG@10 of re-ranking the held-out
+    claims' BM25 candidates, each document scored by its best window, as ctxir re-ranks with a passages.json.
+    Its metric names are CrossEncoderRerankingEvaluator's, so the training logs of both kinds line up."""
+    # the class is made here: sentence-transformers' Trainer needs a BaseEvaluator, and importing it at the top
+    # would load sentence-transformers for every --help
+    from sentence_transformers.base.evaluation.evaluator import BaseEvaluator
+
+    from ctxir.evaluation import evaluate_run
+    from ctxir.rerank import CrossEncoderReranker
+
+    class MaxPRerankingEvaluator(BaseEvaluator):
+        name = "scifact-train-heldout"
+
+        def __init__(self):
+            super().__init__()
+            self.primary_metric = f"{self.name}_ndcg@10"
+
+        def __call__(self, model, output_path: str | None = None, epoch: int = -1, steps: int = -1
+                     ) -> dict[str, float]:
+            reranker = CrossEncoderReranker(model, batch_size=batch_size, passages=Passages())
+            run = {q: {h.doc_id: h.score for h in reranker.rerank(text, hits[q], corpus)} for q, text in queries.items()}
+            aggregate = evaluate_run(qrels, run).aggregate
+            metrics = {f"{self.name}_ndcg@10": float(aggregate["nDCG@10"]),
+                       f"{self.name}_mrr@10": float(aggregate["MRR@10"])}
+            self.store_metrics_in_model_card_data(model, metrics, epoch, steps)
+            return metrics
+
+    return MaxPRerankingEvaluator()
 
 
 # ---------------------------------------------------------------- evaluation
@@ -414,7 +494,8 @@ def evaluate(model, data: TaskData, args: CrossEncoderArgs, model_id: str = "") 
         from ctxir.rerank.pipeline import Pipeline
 
         _, queries, qrels, bm25 = data.test["rerank"]
-        runs = Pipeline(bm25, CrossEncoderReranker(model, batch_size=args.batch_size),
+        passages = Passages() if args.train_passages == "best" else None  # scored as it was trained
+        runs = Pipeline(bm25, CrossEncoderReranker(model, batch_size=args.batch_size, passages=passages),
                         depth=args.rerank_depth).run(queries)
         aggregate = evaluate_run(qrels, runs["rerank"]).aggregate
         for metric in ("nDCG@10", "MRR@10"):

@@ -73,6 +73,10 @@ class PairScorerArgs(TrainerRunArgs):
     eval_before: bool = field(default=True, metadata={"help": "also evaluate the untrained start (the cosine)"})
     eval_steps: int = field(default=0, metadata={"help": "run the STS-B dev evaluator every N steps (0 = never)"})
     task: str = field(default="stsb", metadata={"help": "stsb (the only task: STS-B train, dev, test)"})
+    extra_train: Literal["none", "sick"] = field(default="none", metadata={
+        "help": "more pairs trained on beside STS-B train: sick = SICK's train split (4,439 pairs), relatedness "
+                "1–5 mapped to 0–1 like STS-B's 0–5; dev and test stay STS-B's (5,749 STS-B pairs alone are few "
+                "for learning to compare two sentences in one pass)"})
 
 
 # ---------------------------------------------------------------- the model kind
@@ -128,6 +132,25 @@ def save(model, out: Path, args: PairScorerArgs) -> None:
                   metadata={"format": "pt"})
 
 
+def build_data(args: PairScorerArgs, model, device: str):
+    """STS-B train (+ SICK train with --extra-train sick), STS-B dev evaluator and test: train_cross_encoder's."""
+    from datasets import Dataset, concatenate_datasets
+
+    from ctxir.data import load_sick
+    from training.common import data_folder, dataset_entry
+    from training.train_cross_encoder import build_stsb
+
+    data = build_stsb(args)
+    if args.extra_train == "sick":
+        folder = data_folder(args.data_dir, "sick")
+        pairs = load_sick(folder, "train")
+        sick = Dataset.from_dict({"sentence1": [p.sentence_a for p in pairs], "sentence2": [p.sentence_b for p in pairs],
+                                  "score": [(p.relatedness - 1.0) / 4.0 for p in pairs]})  # 1–5 → 0–1
+        data.train = concatenate_datasets([data.train, sick.cast(data.train.features)])
+        data.datasets.insert(1, dataset_entry("sick", "train", "train", folder, len(pairs)))
+    return data
+
+
 def build_loss(args: PairScorerArgs, model, data):
     from sentence_transformers.cross_encoder import losses
 
@@ -149,13 +172,14 @@ def trained_parameters(args: PairScorerArgs, model) -> int:
 
 SPEC_PAIR = replace(
     SPEC, script="train_pair_scorer", default_output=lambda args: "outputs/pair-scorer-stsb",
-    data_names=lambda args: ["stsb"], check=check, load=load, save=save, build_loss=build_loss,
+    data_names=lambda args: ["stsb"] + (["sick"] if args.extra_train == "sick" else []), check=check, load=load,
+    save=save, build_data=build_data, build_loss=build_loss,
     # uncached: a folder trained again in the same process must not come back as the earlier model
     reload=lambda out, device: load_cross_encoder.__wrapped__(str(out), device),
     objective_name=lambda args: "MSELoss" if args.loss == "mse" else "BinaryCrossEntropyLoss",
     training_options=lambda args: ({"learning_rate_mapping": {HEAD_PARAMETERS: args.head_learning_rate}}
                                    if args.head_learning_rate else {}),
-    extra=lambda args, model, data: {"lora_r": args.lora_r, "head": "segment-cosine",
+    extra=lambda args, model, data: {"lora_r": args.lora_r, "head": "segment-cosine", "extra_train": args.extra_train,
                                      "adapter_dtype": args.adapter_dtype,
                                      "trained_parameters": trained_parameters(args, model)},
 )
