@@ -233,7 +233,8 @@ def test_index_flag_ann_is_recorded_and_kept_beside_the_embeddings(beir_dir, tmp
 
 def test_rerank_modes_fused_by_default_with_the_folders_fusion_json(beir_dir, tmp_path, tiny_cross_encoder, capsys):
     (tiny_cross_encoder / "fusion.json").write_text(json.dumps(
-        {"method": "rrf", "weights": [2.0, 1.0], "k": 10, "chosen_on": "train claims 1-2"}))
+        {"method": "rrf", "weights": [2.0, 1.0], "k": 10, "chosen_on": "train claims 1-2",
+         "first_stages": {"hybrid": {"weights": [5.0, 1.0]}}}))
     base = ["--data", str(beir_dir), "--retriever", "bm25", "--rerank", "cross-encoder", "--reranker-model",
             str(tiny_cross_encoder), "--top-k", "4", "--torch-threads", "1"]
     fused_out, alone_out = tmp_path / "fused.json", tmp_path / "alone.json"
@@ -252,6 +253,11 @@ def test_rerank_modes_fused_by_default_with_the_folders_fusion_json(beir_dir, tm
     alone = json.loads(alone_out.read_text())
     assert set(alone["metrics"]) == {"bm25", "bm25 + cross-encoder"} and alone["stage_fusion"] is None
     assert alone["metrics"]["bm25 + cross-encoder"] == fused["metrics"]["bm25 + cross-encoder"]
+    # over the hybrid first stage the fused mode takes the weights fusion.json chose for it
+    hybrid_out = tmp_path / "hybrid.json"
+    assert main([*base[:3], "hybrid", *base[4:], "--output", str(hybrid_out)]) == 0
+    assert "weights 5:1 (first stage : re-ranker)" in capsys.readouterr().out
+    assert json.loads(hybrid_out.read_text())["stage_fusion"]["weights"] == [5.0, 1.0]
     from ctxir.evaluation.evaluate import EvaluateArgs, default_output
 
     assert default_output(EvaluateArgs(data=str(beir_dir), retriever="bm25", rerank="cross-encoder",

@@ -526,6 +526,28 @@ def test_evaluate_reranker_chooses_rrf_on_heldout_claims_and_splits_test_by_seen
     assert fusion["weights"][0] in evaluate_reranker.FIRST_STAGE_WEIGHTS
     assert fusion["dev"]["fused"] == max(row["fused"] for row in fusion["grid"])
     assert result["fusion"]["weights"] == fusion["weights"]
+    # each other first stage gets its own weight, chosen on its own candidates of the same held-out claims
+    assert set(fusion["first_stages"]) == {"dense", "hybrid"}
+    for name, chosen in fusion["first_stages"].items():
+        assert chosen["dev"]["fused"] == max(row["fused"] for row in chosen["grid"])
+        assert f"{name} top 10" in chosen["chosen_on"]
+        assert result["fusion"]["first_stages"][name]["weights"] == chosen["weights"]
+    from ctxir.encoders import BiEncoder
+    from ctxir.rerank.pipeline import build_first_stages, mode_fusion
+    from ctxir.rerank.stage_fusion import StageFusion
+
+    train_corpus, train_queries, _ = load_beir(toy_root / "scifact", "train")
+    dev_ids = json.loads((out / "metrics.json").read_text())["extra"]["heldout_query_ids"]
+    hybrid = build_first_stages(train_corpus, ["hybrid"], [BiEncoder()], depth=10)["hybrid"]
+    hybrid_run = run_from_hits(hybrid.search({q: train_queries[q] for q in dev_ids}, 10))
+    dev_qrels = {q: r for q, r in load_beir(toy_root / "scifact", "train")[2].items() if q in dev_ids}
+    assert fusion["first_stages"]["hybrid"]["dev"]["first_stage"] == pytest.approx(
+        evaluate_run(dev_qrels, hybrid_run).aggregate["nDCG@10"], abs=1e-4)
+    # the app and the CLI fuse with the weights of the first stage in use, BM25's for any other
+    ranker = type("Ranker", (), {"stage_fusion": StageFusion.from_file(out / "fusion.json")})()
+    assert mode_fusion(ranker, "fused", "hybrid").weights == tuple(fusion["first_stages"]["hybrid"]["weights"])
+    assert mode_fusion(ranker, "fused", "bm25").weights == tuple(fusion["weights"])
+    assert mode_fusion(ranker, "alone", "hybrid") is None
 
     corpus, queries, qrels = load_beir(toy_root / "scifact", "test")
     _, _, train_qrels = load_beir(toy_root / "scifact", "train")

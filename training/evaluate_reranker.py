@@ -62,6 +62,10 @@ class EvaluateRerankerArgs:
     choose_fusion: bool = field(default=False, metadata={
         "help": "choose the fused mode on the model's held-out training claims and write <model>/fusion.json"})
     fusion_depth: int = field(default=20, metadata={"help": "BM25 candidates per claim when choosing the fusion"})
+    fusion_first_stages: str = field(default="bm25,dense,hybrid", metadata={
+        "help": "first stages whose fusion weight is chosen, each on its own candidates of the same claims (BM25's "
+                "is fusion.json's top level, the others go under first_stages; the app and the CLI use the one "
+                "of the first stage in use, else BM25's)"})
     choose_passages: bool = field(default=False, metadata={
         "help": "cross-encoder: choose on the same held-out claims (alone, nDCG@10) between reading each document's "
                 "first max-length tokens and its best window (MaxP, --passage-words/--passage-stride), write "
@@ -157,25 +161,55 @@ def _runs(first: dict[str, list[Hit]], scored: dict, depth: int, fusion) -> dict
 
 def choose_fusion(reranker, folder: Path, args: EvaluateRerankerArgs, dev: tuple | None = None,
                   scored: dict | None = None) -> dict:
-    """The first stage's RRF weight that does best on the model's held-out training claims (nDCG@10); ``dev``
-    (``dev_claims``) and ``scored`` (the re-ranker's scores of them) when already at hand."""
-    from ctxir.evaluation import evaluate_run
-    from ctxir.rerank.pipeline import StageFusion
-
+    """The first stage's RRF weight that does best on the model's held-out training claims (nDCG@10), over BM25's
+    candidates (the record's top level) and, under "first_stages", over each of --fusion-first-stages' others (a
+    hybrid first stage is stronger than BM25 and may earn more say). ``dev`` (``dev_claims``) and ``scored`` (the
+    re-ranker's scores of its BM25 candidates) when already at hand; every other candidate is scored once."""
     corpus, queries, qrels, first, chosen_on = dev or dev_claims(folder, args)
     if scored is None:
         scored = _score(reranker, queries, first, corpus, f"{len(queries)} held-out training claims")
+    record = {"method": "rrf", "k": FUSION_K, **_fusion_grid(qrels, first, scored, args.fusion_depth),
+              "metric": "nDCG@10", "chosen_on": chosen_on}
+    others = [k for k in _names(args.fusion_first_stages) if k != "bm25"]
+    if others:
+        record["first_stages"] = {}
+        for kind, hits in _dev_candidates(corpus, queries, others, args.fusion_depth).items():
+            missing = {q: [h for h in hits[q] if h.doc_id not in scored[q]] for q in queries}
+            more = _score(reranker, queries, missing, corpus, f"{len(queries)} held-out claims, {kind} candidates")
+            scored = {q: {**scored[q], **more[q]} for q in queries}
+            record["first_stages"][kind] = {**_fusion_grid(qrels, hits, scored, args.fusion_depth),
+                                            "chosen_on": chosen_on.replace("BM25 top", f"{kind} top")}
+    return record
+
+
+def _fusion_grid(qrels: dict, first: dict[str, list[Hit]], scored: dict, depth: int) -> dict:
+    """{"weights": the best first-stage weight : 1, "dev": its row, "grid": every row} over FIRST_STAGE_WEIGHTS."""
+    from ctxir.evaluation import evaluate_run
+    from ctxir.rerank.pipeline import StageFusion
+
     grid = []
     for weight in FIRST_STAGE_WEIGHTS:
-        fusion = StageFusion("rrf", (weight, 1.0), FUSION_K)
-        runs = _runs(first, scored, args.fusion_depth, fusion)
+        runs = _runs(first, scored, depth, StageFusion("rrf", (weight, 1.0), FUSION_K))
         grid.append({"weights": [weight, 1.0],
                      **{name: round(float(evaluate_run(qrels, run).aggregate["nDCG@10"]), 4)
                         for name, run in runs.items()}})
     # ties go to the smaller first-stage weight: the re-ranker's say, when it costs nothing on the dev claims
     best = max(grid, key=lambda row: row["fused"])
-    return {"method": "rrf", "k": FUSION_K, "weights": best["weights"], "metric": "nDCG@10", "chosen_on": chosen_on,
-            "dev": best, "grid": grid}
+    return {"weights": best["weights"], "dev": best, "grid": grid}
+
+
+def _dev_candidates(corpus: dict, queries: dict[str, str], kinds: list[str], depth: int) -> dict[str, dict]:
+    """{kind: {qid: top ``depth`` hits}} of the app's first stages (the bi-encoder: the packaged MiniLM)."""
+    from ctxir.encoders import BiEncoder
+    from ctxir.rerank.pipeline import build_first_stages
+
+    encoders = [BiEncoder()] if {"dense", "hybrid"} & set(kinds) else []
+    stages = build_first_stages(corpus, kinds, encoders, depth=depth, show_progress=True)
+    return {kind: stage.search(queries, depth) for kind, stage in stages.items()}
+
+
+def _names(text: str) -> list[str]:
+    return [k.strip() for k in text.split(",") if k.strip()]
 
 
 def dev_claims(folder: Path, args: EvaluateRerankerArgs) -> tuple[dict, dict, dict, dict, str]:
@@ -233,7 +267,7 @@ def evaluate_scifact(reranker, fusion, depths: list[int], args: EvaluateReranker
     seen, unseen = seen_split(qrels, train_qrels)
     out = {"seen_queries": len(seen), "unseen_queries": len(unseen)}
     for depth in depths:
-        runs = _runs(first, scored, depth, fusion)
+        runs = _runs(first, scored, depth, fusion.for_first_stage("bm25"))
         out[f"bm25@{depth}"] = {"all": _summary(qrels, runs), "seen": _summary(qrels, runs, seen),
                                 "unseen": _summary(qrels, runs, unseen)}
     return out
@@ -254,14 +288,15 @@ def evaluate_other(reranker, fusion, name: str, args: EvaluateRerankerArgs) -> d
     queries = {q: t for q, t in queries.items() if q in qrels}
     if args.max_queries:
         queries = dict(list(queries.items())[: args.max_queries])
-    kinds = [k.strip() for k in args.other_first_stages.split(",") if k.strip()]
+    kinds = _names(args.other_first_stages)
     encoders = [BiEncoder()] if {"dense", "hybrid"} & set(kinds) else []
     stages = build_first_stages(corpus, kinds, encoders, depth=args.other_depth, show_progress=True)
     out = {}
     for kind, stage in stages.items():
         first = stage.search(queries, args.other_depth)
         scored = _score(reranker, queries, first, corpus, f"{name} {kind} top {args.other_depth}")
-        out[f"{kind}@{args.other_depth}"] = _summary(qrels, _runs(first, scored, args.other_depth, fusion))
+        out[f"{kind}@{args.other_depth}"] = _summary(qrels, _runs(first, scored, args.other_depth,
+                                                                  fusion.for_first_stage(kind)))
     return out
 
 
@@ -298,7 +333,8 @@ def run(args: EvaluateRerankerArgs) -> dict:
     # 2. how long documents are read, then the fused mode: chosen on held-out training claims, or read from the folder
     choose_settings(reranker, folder, args)
     fusion_record = read_json(folder / FUSION_FILE) or {"method": "rrf", "k": FUSION_K, "weights": [1.0, 1.0]}
-    fusion = StageFusion(fusion_record["method"], tuple(fusion_record["weights"]), fusion_record.get("k", FUSION_K))
+    fusion = StageFusion.from_file(folder / FUSION_FILE) if (folder / FUSION_FILE).is_file() else \
+        StageFusion("rrf", (1.0, 1.0), FUSION_K)
     if not depths:
         return {"fusion": fusion_record}
     # 3. test figures, chosen from nothing, added to what earlier runs recorded
@@ -330,6 +366,12 @@ def check_args(args: EvaluateRerankerArgs) -> tuple[list[int], list[str]]:
     depths = sorted({int(d) for d in args.depths.split(",") if d.strip()})
     if any(d < 10 for d in depths):
         raise CtxirError(f"--depths {args.depths!r}: every depth must be ≥ 10 (nDCG@10 needs ten candidates)")
+    from ctxir.rerank.pipeline import FIRST_STAGES
+
+    for kind in _names(args.fusion_first_stages) + _names(args.other_first_stages):
+        if kind not in FIRST_STAGES:
+            raise CtxirError(f"first stage {kind!r} (--fusion-first-stages / --other-first-stages) is not known: "
+                             f"use {', '.join(FIRST_STAGES)}, comma-separated")
     collections = [c.strip() for c in args.collections.split(",") if c.strip()]
     for c in collections:
         if c not in ("scifact", "msmarco", "demo"):
@@ -353,15 +395,21 @@ def choose_settings(reranker, folder: Path, args: EvaluateRerankerArgs) -> None:
     if args.choose_fusion:
         fusion_record = choose_fusion(reranker, folder, args, dev, scored)
         write_json(folder / FUSION_FILE, fusion_record)
-        print(f"fusion: rrf k={FUSION_K}, weights {fusion_record['weights']} (dev nDCG@10: BM25 "
-              f"{fusion_record['dev']['first_stage']}, alone {fusion_record['dev']['alone']}, fused "
-              f"{fusion_record['dev']['fused']}) -> {folder / FUSION_FILE}", flush=True)
+        for name, chosen in {"bm25": fusion_record, **fusion_record.get("first_stages", {})}.items():
+            print(f"fusion over {name}: rrf k={FUSION_K}, weights {chosen['weights']} (dev nDCG@10: {name} "
+                  f"{chosen['dev']['first_stage']}, alone {chosen['dev']['alone']}, fused {chosen['dev']['fused']})",
+                  flush=True)
+        print(f"-> {folder / FUSION_FILE}", flush=True)
 
 
 def record_head(reranker, folder: Path, fusion_record: dict, output: Path) -> dict:
     """The evaluation record before its figures: the model, its settings, the machine, and every command that
     wrote part of the record (a later run of other collections or depths adds to it instead of dropping them)."""
-    head = {"model": str(folder), "fusion": {k: fusion_record.get(k) for k in ("method", "k", "weights", "chosen_on")},
+    fusion = {k: fusion_record.get(k) for k in ("method", "k", "weights", "chosen_on")}
+    if fusion_record.get("first_stages"):
+        fusion["first_stages"] = {name: {"weights": chosen["weights"]}
+                                  for name, chosen in fusion_record["first_stages"].items()}
+    head = {"model": str(folder), "fusion": fusion,
             "machine": machine_info(), "command": "python -m training.evaluate_reranker " + " ".join(sys.argv[1:])}
     if hasattr(reranker, "passages"):  # a cross-encoder: how it read documents longer than its max length
         passages = reranker.passages

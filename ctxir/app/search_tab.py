@@ -52,7 +52,7 @@ def search(state: AppState, query: str, corpus: str | None = None, first_stage: 
     check_choice(mode, "re-rank mode", RERANK_MODES)
     index = state.index(corpus, owner)
     ranker = state.models.reranker(reranker)
-    fusion = mode_fusion(ranker, mode)
+    fusion = mode_fusion(ranker, mode, first_stage)
     pipeline = Pipeline(index.retriever(first_stage), ranker, depth=max(depth, k), fusion=fusion)
     started = time.perf_counter()
     result = pipeline.search(query, k)

@@ -190,7 +190,7 @@ def build_pipeline(args: EvaluateArgs, corpus):
                                                      depth=args.top_k),
                                index=args.index, show_progress=True)[args.retriever]
     reranker = load_reranker(args.rerank, args.reranker_model, args.device, args.batch_size)
-    return Pipeline(first, reranker, depth=args.top_k, fusion=mode_fusion(reranker, args.rerank_mode))
+    return Pipeline(first, reranker, depth=args.top_k, fusion=mode_fusion(reranker, args.rerank_mode, args.retriever))
 
 
 def run_retrieval(args: EvaluateArgs) -> dict:

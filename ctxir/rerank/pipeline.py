@@ -122,11 +122,13 @@ class Pipeline:
         return runs
 
 
-def mode_fusion(reranker: Reranker | None, mode: str = "fused") -> StageFusion | None:
+def mode_fusion(reranker: Reranker | None, mode: str = "fused", first_stage: str | None = None
+                ) -> StageFusion | None:
     """The ``fusion`` a Pipeline gets in re-rank ``mode``: "fused" (the default of the app and the CLI) combines the
     re-ranker with the first stage by the re-ranker's ``stage_fusion`` (its folder's fusion.json, else RRF k=60 with
     equal weights), so a weak re-ranker cannot push results far below the first stage; "alone" ranks by the re-ranker
-    only. None without a re-ranker.
+    only. None without a re-ranker. ``first_stage`` ("bm25", "dense", "hybrid"): the weights fusion.json chose for
+    that first stage, where it chose some (a strong hybrid earns more say than BM25).
 
     >>> class Constant(Reranker):
     ...     def score_pairs(self, query, texts):
@@ -140,7 +142,7 @@ def mode_fusion(reranker: Reranker | None, mode: str = "fused") -> StageFusion |
     check_choice(mode, "re-rank mode", RERANK_MODES)
     if reranker is None or mode == "alone":
         return None
-    return getattr(reranker, "stage_fusion", None) or StageFusion.default()
+    return (getattr(reranker, "stage_fusion", None) or StageFusion.default()).for_first_stage(first_stage)
 
 
 def merge_stages(first: list[Hit], reranked: list[Hit], final: list[Hit] | None = None) -> list[RankedHit]:

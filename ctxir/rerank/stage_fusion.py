@@ -7,7 +7,7 @@ its ``stage_fusion``, read from the model folder's fusion.json) import it, and n
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ctxir.files import read_json
 from ctxir.retrieval.fusion import DEFAULT_RRF_K, FUSIONS, fuse, scored_only
@@ -29,18 +29,38 @@ class StageFusion:
     Traceback (most recent call last):
         ...
     ctxir.types.CtxirError: stage fusion weights (1.0, 0.0) must be (first stage ≥ 0, re-ranker > 0)
+
+    A stronger first stage earns more say: ``by_first_stage`` holds the weights chosen for each first stage by name
+    (fusion.json's "first_stages"); ``for_first_stage`` picks them, and any other stage keeps ``weights``.
+
+    >>> fusion = StageFusion("rrf", (1.5, 1.0), by_first_stage=(("hybrid", (3.0, 1.0)),))
+    >>> fusion.for_first_stage("hybrid").describe(), fusion.for_first_stage("dense").describe()
+    ('RRF k=60, weights 3:1 (first stage : re-ranker)', 'RRF k=60, weights 1.5:1 (first stage : re-ranker)')
     """
 
     method: str = "weighted"
     weights: tuple[float, float] = (1.0, 1.0)  # (first stage, re-ranker)
     k: float = DEFAULT_RRF_K
     chosen_on: str = field(default="", compare=False)  # where the settings come from, for the record
+    by_first_stage: tuple[tuple[str, tuple[float, float]], ...] = ()  # ((first stage, weights), …)
 
     def __post_init__(self):
         if self.method not in FUSIONS:
             raise CtxirError(f"stage fusion method {self.method!r} is not known: use one of {', '.join(FUSIONS)}")
-        if len(self.weights) != 2 or min(self.weights) < 0 or self.weights[1] <= 0:
-            raise CtxirError(f"stage fusion weights {self.weights!r} must be (first stage ≥ 0, re-ranker > 0)")
+        for weights in (self.weights, *(w for _, w in self.by_first_stage)):
+            if len(weights) != 2 or min(weights) < 0 or weights[1] <= 0:
+                raise CtxirError(f"stage fusion weights {weights!r} must be (first stage ≥ 0, re-ranker > 0)")
+
+    def for_first_stage(self, name: str | None) -> StageFusion:
+        """The settings a fusion over first stage ``name`` uses: the weights chosen for it, else ``weights``
+        (``name`` None: these settings as they are, every stage's weights kept)."""
+        if name is None:
+            return self
+        chosen = dict(self.by_first_stage).get(name)
+        if chosen is None:
+            return replace(self, by_first_stage=())
+        return replace(self, weights=tuple(chosen), by_first_stage=(),
+                       chosen_on=f"{self.chosen_on} (weights chosen for the {name} first stage)".strip())
 
     @classmethod
     def from_tuning(cls, best: dict) -> StageFusion:
@@ -63,17 +83,23 @@ class StageFusion:
 
         try:
             data = read_json(path)
+            by_stage = tuple((str(name), tuple(float(w) for w in chosen["weights"]))
+                             for name, chosen in sorted((data.get("first_stages") or {}).items()))
             return cls(data["method"], tuple(float(w) for w in data["weights"]),
-                       float(data.get("k") or DEFAULT_RRF_K), chosen_on=str(data.get("chosen_on", "")))
-        except (KeyError, TypeError, ValueError) as err:
+                       float(data.get("k") or DEFAULT_RRF_K), chosen_on=str(data.get("chosen_on", "")),
+                       by_first_stage=by_stage)
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
             raise CtxirError(f"{str(path)!r} is not a fusion.json ({type(err).__name__}: {err}): expected "
                              '{"method": "rrf"|"weighted", "weights": [first stage, re-ranker], "k": 60, '
-                             '"chosen_on": "..."}') from err
+                             '"chosen_on": "...", optionally "first_stages": {"hybrid": {"weights": [...]}}}') from err
 
     def record(self) -> dict:
         """JSON-able: what a results file or the app's answer says about the fused mode."""
-        return {"method": self.method, "weights": list(self.weights), "k": self.k if self.method == "rrf" else None,
-                "chosen_on": self.chosen_on}
+        record = {"method": self.method, "weights": list(self.weights), "k": self.k if self.method == "rrf" else None,
+                  "chosen_on": self.chosen_on}
+        if self.by_first_stage:
+            record["first_stages"] = {name: {"weights": list(w)} for name, w in self.by_first_stage}
+        return record
 
     def describe(self) -> str:
         """One phrase for people: 'RRF k=60, weights 1:1'."""
