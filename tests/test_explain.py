@@ -147,6 +147,34 @@ def test_cross_encoder_ig_is_complete_at_default_steps(tiny_cross_encoder, logit
         assert result["completeness_error"] <= COMPLETENESS_TOLERANCE
 
 
+def test_a_window_reading_cross_encoder_is_explained_on_the_window_that_scored(tiny_st, tiny_cross_encoder):
+    """MaxP re-rankers score a long document by its best window: the explanation is that window's, its score the
+    document's score as the re-ranker reports it, cut after the title for a corpus document."""
+    from ctxir.rerank import Passages
+    from ctxir.types import doc_text
+
+    reranker = CrossEncoderReranker(tiny_cross_encoder, passages=Passages(words=4, stride=4))
+    text = "money goes to the bank . otters sleep in river dens . she put her salary"
+    windows = Passages(words=4, stride=4).split("", text)
+    assert len(windows) == 4
+    result = explain_cross_encoder(reranker, QUERY, text, max_steps=DEFAULT_IG_STEPS)
+    scores = reranker._score(QUERY, windows)
+    best = int(np.argmax(scores))
+    assert result["window"] == {"index": best + 1, "of": 4, "words": 4, "stride": 4, "score": pytest.approx(
+        float(scores[best])), "text": windows[best]}
+    _check_ig(result, reranker.score_pairs(QUERY, [text])[0])  # the pair-scoring tab's number
+    assert result["completeness_error"] <= COMPLETENESS_TOLERANCE
+    # a corpus document: every window after its title, as score_documents cut it when it ranked the document
+    doc = {"title": "Otters", "text": text}
+    full = explain(QUERY, doc_text(doc), bi_encoder=tiny_st, cross_encoder=reranker, title="Otters")
+    window = full["cross_encoder"]["window"]
+    assert window["text"].startswith("Otters ") and window["of"] == 4
+    assert full["cross_encoder"]["score"] == pytest.approx(reranker.score_documents(QUERY, [doc])[0], abs=1e-5)
+    assert full["bi_encoder"]["document_tokens"][:2] == ["[CLS]", "otters"]  # the bi-encoder reads it whole
+    # a model that reads the first tokens explains the document as given
+    assert "window" not in explain_cross_encoder(tiny_cross_encoder, QUERY, text)
+
+
 def test_minilm_cross_encoder_ig_is_complete_at_default_steps(minilm_path):
     from ctxir.encoders.models import load_cross_encoder
 

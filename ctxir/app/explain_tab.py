@@ -100,11 +100,12 @@ def _rankers(models: AppModels, model: str) -> dict:
     return {model: models.reranker(model)}  # raises with how to provide one when it is not loaded
 
 
-def explain_pair(state: AppState, query: str, document: str, model: str = "auto") -> ViewResult:
+def explain_pair(state: AppState, query: str, document: str, model: str = "auto", title: str = "") -> ViewResult:
     """Explain one (query, document) pair: the bi-encoder's cosine split over query×document tokens, and (model
     "auto": the first loaded re-ranker kind — the cross-encoder, else the CLS-LR ranker, ...; or the one named) the
-    re-ranker's score split over the tokens of ``[CLS] query [SEP] document [SEP]``. ``data`` is
-    ``ctxir.explain.explain``'s answer."""
+    re-ranker's score split over the tokens of ``[CLS] query [SEP] document [SEP]`` (of the best window, for a
+    re-ranker that reads long documents by windows; ``title``: a corpus document's title, where they are cut).
+    ``data`` is ``ctxir.explain.explain``'s answer."""
     from ctxir.viz import MatrixStyle, heatmap_figure
 
     cfg = state.config
@@ -112,7 +113,7 @@ def explain_pair(state: AppState, query: str, document: str, model: str = "auto"
     document = check_text(document, "document", cfg.max_text_chars)
     check_choice(model, "model", explain_models())
     raw = explain(query, document, bi_encoder=state.models.bi_encoder, rerankers=_rankers(state.models, model),
-                  n_steps=cfg.explain_steps, max_steps=cfg.explain_max_steps)
+                  n_steps=cfg.explain_steps, max_steps=cfg.explain_max_steps, title=title)
     bi, reranker = raw["bi_encoder"], raw.get("cross_encoder")
     data = compact({**raw, "model": model})
 
@@ -155,6 +156,11 @@ def explain_pair(state: AppState, query: str, document: str, model: str = "auto"
             f"gradients ({reranker['n_steps']} steps) split the difference over the tokens; completeness error "
             + ("n/a (no difference to split)" if error is None else f"{error:.2%}")
             + ("" if reranker["converged"] else " — above the 1 % target even at the step cap") + ".")
+        window = reranker.get("window")
+        if window:
+            lines.append(f"The {kind} reads a long document by its best window ({window['words']} words every "
+                         f"{window['stride']}): window {window['index']} of {window['of']} scored highest, so its "
+                         "score is the document's, and the tokens above are that window's.")
     elif model == "auto":
         lines.append("No re-ranker is loaded, so only the bi-encoder is explained.")
     lines.append("Red raised the score, violet lowered it; the strongest word of each view is full colour.")
@@ -168,7 +174,8 @@ def explain_result(state: AppState, query: str, corpus: str | None, doc_id: str,
     doc_id = check_text(doc_id, "document id", 500, hint="pick a search result to explain")
     if doc_id not in index.corpus:
         raise CtxirError(f"document {doc_id!r} is not in corpus {index.name!r}: pick one of the search results")
-    result = explain_pair(state, query, doc_text(index.corpus[doc_id]), model)
+    doc = index.corpus[doc_id]
+    result = explain_pair(state, query, doc_text(doc), model, title=doc.get("title") or "")
     result.data.update(doc_id=doc_id, corpus=index.name)
     return result
 

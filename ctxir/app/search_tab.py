@@ -260,8 +260,9 @@ def explain_moves(state: AppState, reranker: str, query: str, corpus, movers: li
     ranker, explain_one = state.models.reranker(reranker), RERANKERS[reranker].explain
     rows, details = [], []
     for row in movers:
-        e = explain_one(ranker, query, doc_text(corpus[row["doc_id"]]), n_steps=cfg.explain_steps,
-                        max_steps=cfg.explain_max_steps, attention=False)
+        doc = corpus[row["doc_id"]]
+        e = explain_one(ranker, query, doc_text(doc), n_steps=cfg.explain_steps, max_steps=cfg.explain_max_steps,
+                        attention=False, title=doc.get("title") or "")
         doc_words = explain_tab.words(e["tokens"], e["attributions"], e["sentence_b_start"] or 0)
         ups = sorted((w for w in doc_words if w[1] > 0), key=lambda w: -w[1])[:5]
         downs = sorted((w for w in doc_words if w[1] < 0), key=lambda w: w[1])[:5]

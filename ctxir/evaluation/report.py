@@ -192,7 +192,7 @@ def explain_failures(cases: Sequence[dict], corpus: Corpus, *, bm25=None, bi_enc
         raise CtxirError(f"pairs_per_query must be a whole number ≥ 0, got {pairs_per_query!r}")
     explainers = []
     if reranker is not None:
-        explainers.append(_reranker_explainer(reranker, n_steps or DEFAULT_IG_STEPS))
+        explainers.append(_reranker_explainer(reranker, n_steps or DEFAULT_IG_STEPS, corpus))
     if bi_encoder is not None:
         explainers.append(_BiEncoderExplainer(bi_encoder, n_steps or DEFAULT_IG_STEPS))
     if bm25 is not None:
@@ -391,7 +391,7 @@ class _BiEncoderExplainer:
         return side
 
 
-def _reranker_explainer(reranker, n_steps: int):
+def _reranker_explainer(reranker, n_steps: int, corpus: Mapping | None = None):
     kind = kind_of(reranker)  # its entry in ctxir.rerank.registry: how it is explained, what it is called
     explain, name = kind.explain, kind.name
 
@@ -402,8 +402,10 @@ def _reranker_explainer(reranker, n_steps: int):
             [[w, _short(v)] for w, v in zip(words, values, strict=True)]
 
     def explainer(query: str, docs: Mapping[str, tuple[str, str]]) -> dict:
-        runs = {side: explain(reranker, query, text, n_steps=n_steps, attention=False)
-                for side, (_, text) in docs.items()}
+        # the title: where a window-reading re-ranker cuts the document, as it did when it ranked it
+        runs = {side: explain(reranker, query, text, n_steps=n_steps, attention=False,
+                              title=((corpus or {}).get(doc_id) or {}).get("title") or "")
+                for side, (doc_id, text) in docs.items()}
         sides, query_parts = {}, {}
         for side, run in runs.items():
             q_tokens, q_values, doc_tokens = split(run)

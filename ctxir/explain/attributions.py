@@ -290,12 +290,15 @@ def _single_features(st, text: str) -> dict:
 
 def explain_cross_encoder(model, query: str, document: str, n_steps: int = DEFAULT_IG_STEPS,
                           max_steps: int = MAX_IG_STEPS, baseline: str = "pad", logit: bool = False,
-                          attention: bool = True) -> dict:
+                          attention: bool = True, title: str = "") -> dict:
     """Integrated Gradients of a cross-encoder's score over the tokens of ``[CLS] query [SEP] document [SEP]``.
 
     model: a sentence-transformers ``CrossEncoder``, a ``ctxir.CrossEncoderReranker`` or a model name.
     The score is the one ``CrossEncoderReranker.score_pairs`` reports (the model's activation applied);
     logit=True explains the raw logit instead. attention=True adds ``cls_attention`` (layers × tokens).
+    A ``CrossEncoderReranker`` that reads long documents by their best window (``passages``, MaxP) is explained on
+    that window, the one whose score ranked the document; ``window`` says which (``title``: the document's title,
+    when ``document`` starts with it, so the windows are cut as ``score_documents`` cuts a corpus document's).
     Usually ``model`` is a trained re-ranker (``"cross-encoder/ms-marco-MiniLM-L6-v2"``, a training output
     folder); below, MiniLM with a fresh one-logit head, which shows the contract (not a meaningful score):
 
@@ -311,6 +314,7 @@ def explain_cross_encoder(model, query: str, document: str, n_steps: int = DEFAU
     """
     query, document = _check_text(query, "query"), _check_text(document, "document")
     _check_steps(n_steps, max_steps)
+    document, window = best_window(model, query, document, title)
     ce = _cross_encoder(model)
     ce.eval()
     hf = ce[0].auto_model
@@ -333,6 +337,8 @@ def explain_cross_encoder(model, query: str, document: str, n_steps: int = DEFAU
     activation_name = "none (logit)" if activation is None else type(activation).__name__
     result.update(model_kind="cross-encoder", score_kind="logit" if activation is None else
                   f"{activation_name}(logit), as CrossEncoderReranker.score_pairs reports it")
+    if window is not None:
+        result["window"] = window
     if attention:
         result.update(_attention_report(query, document, hf, ce.tokenizer, result["tokens"]))
     return result
@@ -381,6 +387,24 @@ def explain_cls_lr(ranker, query: str, document: str, n_steps: int = DEFAULT_IG_
     if attention:
         result.update(_attention_report(query, document, body, ranker.tokenizer, result["tokens"]))
     return result
+
+
+def best_window(model, query: str, document: str, title: str = "") -> tuple[str, dict | None]:
+    """(the text a window-reading re-ranker scored ``document`` by, which window it is) — ``(document, None)`` for a
+    model that reads the first tokens, or for a document of one window. The windows are cut as the re-ranker cuts
+    them: after ``title`` when ``document`` starts with it (a corpus document), else from the text alone."""
+    passages = getattr(model, "passages", None)
+    if passages is None:
+        return document, None
+    titled = bool(title.strip()) and document.startswith(title.strip())
+    text = document[len(title.strip()):] if titled else document
+    windows = passages.split(title if titled else "", text)
+    if len(windows) < 2:
+        return document, None
+    scores = model._score(query, windows)  # (windows,): each window as it is, not cut again
+    best = int(np.argmax(scores))
+    return windows[best], {"index": best + 1, "of": len(windows), "words": passages.words,
+                           "stride": passages.stride, "score": float(scores[best]), "text": windows[best]}
 
 
 def _cross_encoder(model):
@@ -528,7 +552,7 @@ def _attention_report(query: str, document: str, model, tokenizer, tokens: list[
 
 def explain(query: str, document: str, bi_encoder=DEFAULT_BI_ENCODER, cross_encoder=None, cls_lr=None,
             n_steps: int = DEFAULT_IG_STEPS, max_steps: int = MAX_IG_STEPS, baseline: str = "pad",
-            attention: bool = True, rerankers: Mapping[str, object] | None = None) -> dict:
+            attention: bool = True, rerankers: Mapping[str, object] | None = None, title: str = "") -> dict:
     """Explain one (query, document) pair with every model given; a JSON-able dict.
 
     ``bi_encoder`` (always): ``cosine``, ``query_tokens``, ``document_tokens``, ``pair_contributions`` (rows =
@@ -537,7 +561,9 @@ def explain(query: str, document: str, bi_encoder=DEFAULT_BI_ENCODER, cross_enco
     kinds); each is explained by its kind's explainer under the kind's key ("cross_encoder", "cls_lr", ...):
     ``score``, ``tokens``, ``attributions``, ``completeness_error`` and more — see ``explain_cross_encoder``.
     ``cross_encoder`` always holds the first re-ranker's explanation (the cross-encoder's, or the CLS-LR one when
-    only a CLS-LR ranker is given): the key readers of one re-ranker's explanation read.
+    only a CLS-LR ranker is given): the key readers of one re-ranker's explanation read. ``title``: the
+    document's title when ``document`` is a corpus document's title + text (a re-ranker that reads long documents
+    by their best window cuts the windows after it, as it did when it ranked the document).
     """
 
     query, document = _check_text(query, "query"), _check_text(document, "document")
@@ -553,7 +579,8 @@ def explain(query: str, document: str, bi_encoder=DEFAULT_BI_ENCODER, cross_enco
     result = {"query": query, "document": document,
               "bi_encoder": explain_bi_encoder(bi_encoder, query, document, **options)}
     for kind in kinds:
-        result[kind.key] = kind.explain(given[kind.name], query, document, attention=attention, **options)
+        result[kind.key] = kind.explain(given[kind.name], query, document, attention=attention, title=title,
+                                        **options)
         result.setdefault("cross_encoder", result[kind.key])
     return result
 

@@ -70,7 +70,7 @@ class RerankerKind:
     wrap: Callable[[Any], Reranker]  # such an object → a ctxir re-ranker
     pair_scores: Callable[[Reranker, str, Sequence[str]], np.ndarray]  # (N,) what pair scoring shows
     pair_value: str  # what pair_scores are: "score", "probability"
-    explain: Callable[..., dict]  # (model, query, document, n_steps=, max_steps=, baseline=, attention=) → dict
+    explain: Callable[..., dict]  # (model, query, document, n_steps=, max_steps=, baseline=, attention=, title=) → dict
     inspectable: bool = False  # its transformer body is offered to the attention and embedding views
 
     @property
@@ -214,8 +214,10 @@ def _is_cls_lr(obj: Any) -> bool:
     return isinstance(obj, ClsLrRanker)
 
 
-def _explain_cls_lr(model, query: str, document: str, **options) -> dict:
+def _explain_cls_lr(model, query: str, document: str, title: str = "", **options) -> dict:
     from ctxir.explain.attributions import explain_cls_lr
+
+    # the ranker reads the first tokens of a document, title included: no windows to cut after the title
 
     return explain_cls_lr(model, query, document, **options)
 
