@@ -185,6 +185,26 @@ def test_rerank_latency_per_candidate_count(rerank_record):
         assert row["candidates"] == int(n) and row["p95_ms"] >= row["p50_ms"] > 0
         assert row["ms_per_pair"] == pytest.approx(row["p50_ms"] / int(n), abs=0.01)
         assert row["mean_pair_tokens"] > 2 and len(row["passes"]) == 2 and row["passes"][0]["n"] == 3
+        assert row["windows_per_document"] == 1.0 and data["data"]["passages"] == {"method": "first"}
+
+
+def test_rerank_latency_of_a_window_reading_model_counts_every_window(tmp_path, tiny_bert_dir, data_root):
+    """A model folder with passages.json is timed as the app runs it: every window of a document scored, and the
+    compute bound of a (query, document) pair is its windows' sum."""
+    import shutil
+
+    model = tmp_path / "maxp"
+    shutil.copytree(tiny_bert_dir, model)
+    (model / "passages.json").write_text(json.dumps({"method": "max", "words": 8, "stride": 4}))
+    out = tmp_path / "rerank.json"
+    assert rerank.main(["--model", str(model), "--data-root", data_root, "--candidates", "2", "--num-queries", "2",
+                       "--warmup", "0", "--repeats", "1", "--output", str(out), "--progress", "false"]) == 0
+    data = json.loads(out.read_text())
+    row = data["results"]["2"]
+    assert data["data"]["passages"] == {"method": "max", "words": 8, "stride": 4}
+    assert row["windows_per_document"] > 1 and row["mean_pair_tokens"] < 40  # short windows, many of them
+    one_window = 2 * data["data"]["non_embedding_parameters"] * row["mean_pair_tokens"] / 1e9
+    assert row["gflop_per_pair"] >= round(row["windows_per_document"] * one_window, 3) - 0.001
 
 
 @pytest.fixture(scope="module")
