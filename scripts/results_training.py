@@ -71,8 +71,11 @@ PIPELINES = [
 # (label, folder relative to the repo root or to --outputs, the script that trained it): the re-rankers' compact table,
 # read from metrics.json (training command) and evaluation.json (training/evaluate_reranker.py: test figures)
 RERANKERS = [
-    ("shipped cross-encoder (CPU recipe, stage 1)", "ctxir/assets/models/cross-encoder", "train_cross_encoder"),
-    ("shipped CLS-LR (on the stage-1 cross-encoder)", "ctxir/assets/models/cls-lr", "train_cls_lr"),
+    ("shipped cross-encoder (CPU recipe, stage 3: stage 1 continued on the best windows, dev-best step 220)",
+     "ctxir/assets/models/cross-encoder", "train_cross_encoder"),
+    ("shipped CLS-LR (on the stage-3 cross-encoder)", "ctxir/assets/models/cls-lr", "train_cls_lr"),
+    ("stage 1 (shipped before stage 3): first 128 tokens", "outputs/ce-seg-stage1", "train_cross_encoder"),
+    ("CLS-LR on stage 1 (shipped before stage 3)", "outputs/cls-lr-seg-stage1", "train_cls_lr"),
     ("stage 2: distilled from the BM25 + MiniLM hybrid (--teacher hybrid), 301 steps from the shipped weights; "
      "not shipped", "outputs/ce-distil-stage2", "train_cross_encoder"),
     ("CLS-LR on stage 2; not shipped", "outputs/cls-lr-stage2", "train_cls_lr"),

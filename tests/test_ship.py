@@ -254,6 +254,8 @@ def test_the_shipped_rerankers_rank_a_relevant_document_above_an_irrelevant_one(
 
     assert available_rerankers()["cross-encoder"] == (True, "") and available_rerankers()["cls-lr"] == (True, "")
     fusion = json.loads((SHIPPED_MODELS[SHIPPED_CROSS_ENCODER] / "fusion.json").read_text())
+    by_stage = tuple((name, tuple(chosen["weights"])) for name, chosen in sorted(fusion["first_stages"].items()))
     assert load_reranker("cross-encoder", device="cpu").stage_fusion == \
-        StageFusion("rrf", tuple(fusion["weights"]), fusion["k"])
+        StageFusion("rrf", tuple(fusion["weights"]), fusion["k"], by_first_stage=by_stage)
+    assert {name for name, _ in by_stage} == {"dense", "hybrid"}  # each first stage the app offers has its weight
     assert sum(p.stat().st_size for p in SHIPPED_MODELS[SHIPPED_CROSS_ENCODER].parent.rglob("*")) <= 10e6
