@@ -304,7 +304,7 @@ def reranker_table(root: Path, outputs: Path, recorded: dict[str, list[str]] | N
         if folder.startswith("ctxir/assets/") and script == "train_cross_encoder" and evaluation:
             top = evaluation["scifact_test"].get("bm25@20", {}).get("all")
             if top:
-                summary = (f"Shipped re-ranker (CPU recipe, stage 1), SciFact test over BM25's top 20: nDCG@10 "
+                summary = (f"The {label}, SciFact test over BM25's top 20: nDCG@10 "
                            f"{versus(top)} fused with BM25 (its default mode); "
                            f"{fmt(top['alone'].get('nDCG@10'))} alone.")
     return [*lines, "", *([summary, ""] if summary else [])]
