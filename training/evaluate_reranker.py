@@ -322,7 +322,7 @@ def load_kind(args: EvaluateRerankerArgs):
 
 def run(args: EvaluateRerankerArgs) -> dict:
     from ctxir.encoders.models import set_threads
-    from ctxir.rerank.pipeline import StageFusion
+    from ctxir.rerank.registry import stage_fusion_for
 
     if args.torch_threads:
         set_threads(args.torch_threads)
@@ -333,8 +333,7 @@ def run(args: EvaluateRerankerArgs) -> dict:
     # 2. how long documents are read, then the fused mode: chosen on held-out training claims, or read from the folder
     choose_settings(reranker, folder, args)
     fusion_record = read_json(folder / FUSION_FILE) or {"method": "rrf", "k": FUSION_K, "weights": [1.0, 1.0]}
-    fusion = StageFusion.from_file(folder / FUSION_FILE) if (folder / FUSION_FILE).is_file() else \
-        StageFusion("rrf", (1.0, 1.0), FUSION_K)
+    fusion = stage_fusion_for(str(folder))  # its fusion.json, else RRF k=60 with equal weights, as the app reads it
     if not depths:
         return {"fusion": fusion_record}
     # 3. test figures, chosen from nothing, added to what earlier runs recorded

@@ -398,10 +398,9 @@ def best_window(model, query: str, document: str, title: str = "") -> tuple[str,
         return document, None
     titled = bool(title.strip()) and document.startswith(title.strip())
     text = document[len(title.strip()):] if titled else document
-    windows = passages.split(title if titled else "", text)
+    windows, scores = model.window_scores(query, text, title if titled else "")
     if len(windows) < 2:
         return document, None
-    scores = model._score(query, windows)  # (windows,): each window as it is, not cut again
     best = int(np.argmax(scores))
     return windows[best], {"index": best + 1, "of": len(windows), "words": passages.words,
                            "stride": passages.stride, "score": float(scores[best]), "text": windows[best]}

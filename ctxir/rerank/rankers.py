@@ -156,6 +156,13 @@ class CrossEncoderReranker(Reranker):
             return self._best_window([self.passages.split("", text) for text in texts], query)
         return self._score(query, texts)
 
+    def window_scores(self, query: str, text: str, title: str = "") -> tuple[list[str], np.ndarray]:
+        """(the windows ``text`` is read by, each after ``title``; each one's score): a document scores as their
+        max. A model that reads the first tokens has one window, the text as given (the title before it)."""
+        windows = self.passages.split(title, text) if self.passages is not None else \
+            [f"{title.strip()} {text}".strip() if title.strip() else text]
+        return windows, self._score(query, windows)  # (windows,): each window as it is, not cut again
+
     def _best_window(self, windows: list[list[str]], query: str) -> np.ndarray:
         scores = self._score(query, [w for ws in windows for w in ws])  # (all windows,)
         ends = np.cumsum([len(ws) for ws in windows])
