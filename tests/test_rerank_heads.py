@@ -18,6 +18,7 @@ from ctxir.encoders.heads import (
     layer_of,
     segment_cosine_scores,
     segment_means,
+    term_match_features,
 )
 from ctxir.names import TOP_LAYERS_CONFIG, TOP_LAYERS_WEIGHTS
 from ctxir.types import CtxirError
@@ -44,6 +45,63 @@ def test_segment_cosine_scores_are_scaled_cosines_plus_the_linear_term():
     # [q; d; |q − d|] = [3, 4, 4, 3, 1, 1] → 0.5 · 16 = 8
     assert segment_cosine_scores(q, d, torch.tensor(10.0), torch.tensor(-1.0), linear).item() == \
         pytest.approx(10 * 0.96 - 1 + 8)
+
+
+def test_term_match_features_count_exact_matches_per_query_token_by_hand():
+    # [CLS]=1 a=5 b=6 [SEP]=2 | a a c [SEP] [PAD]; row 2 has the same query and no shared word
+    ids = torch.tensor([[1, 5, 6, 2, 5, 5, 7, 2, 0], [1, 5, 6, 2, 8, 9, 2, 0, 0]])
+    types = torch.tensor([[0, 0, 0, 0, 1, 1, 1, 1, 0], [0, 0, 0, 0, 1, 1, 1, 0, 0]])
+    mask = (ids > 0).long()
+    weights = torch.tensor([[0.0, 2.0, 1.0, 0.0, 9, 9, 9, 9, 9]] * 2)  # [CLS]/[SEP] weigh 0; the document's ignored
+    f = term_match_features(torch.randn(2, 9, 4), ids, mask, types, weights, kernels=())
+    # row 1: "a" occurs twice in the document (weight 2), "b" never: 2·log 3 / 4 query tokens; the [PAD] never counts
+    assert f.shape == (2, 1)
+    assert f[0, 0].item() == pytest.approx(2 * np.log(3) / 4)
+    assert f[1, 0].item() == pytest.approx(0.0)
+
+
+def test_term_match_kernels_are_rbf_counts_of_cosine_bands():
+    # two query tokens along x; the document's two tokens along x (cos 1) and y (cos 0)
+    tokens = torch.tensor([[[0.0, 0, 1], [1.0, 0, 0], [2.0, 0, 0], [1.0, 0, 0], [0.0, 1, 0]]])
+    ids = torch.tensor([[1, 5, 6, 7, 8]])
+    types, mask, weights = torch.tensor([[0, 0, 0, 1, 1]]), torch.ones(1, 5, dtype=torch.long), torch.ones(1, 5)
+    f = term_match_features(tokens, ids, mask, types, weights, kernels=(1.0, 0.0), sigma=0.1)
+    # [CLS] (along z) has cosine 0 with both document tokens; "a" and "b" have cosine 1 with one, 0 with the other
+    band_1 = (0 + np.log1p(1 + np.exp(-50)) * 2) / 3
+    band_0 = (np.log1p(2.0) + np.log1p(np.exp(-50) + 1) * 2) / 3
+    assert f[0].tolist() == pytest.approx([0.0, band_1, band_0], abs=1e-6)
+
+
+def test_the_term_match_term_starts_at_zero_then_trains_and_reloads(tiny_bert_dir, tmp_path):
+    ce = _fresh(tiny_bert_dir, str(tiny_bert_dir))
+    before = np.ravel(ce.predict(PAIRS))
+    ce[1].add_term_match()
+    assert np.allclose(np.ravel(ce.predict(PAIRS)), before)  # zero-initialised: the scores it shipped with
+    # a step on a loss that rewards word overlap moves it: the pair sharing words gains on the pair sharing none
+    optimizer = torch.optim.Adam([*ce[1].term_weight.parameters(), *ce[1].term_linear.parameters()], lr=0.1)
+    features = ce.tokenizer([p[0] for p in PAIRS[:2]], [p[1] for p in PAIRS[:2]], return_tensors="pt", padding=True)
+    for _ in range(5):
+        optimizer.zero_grad()
+        scores = ce(dict(features))["scores"].squeeze(1)  # (2,): the module chain's forward, as in training
+        (-torch.log_softmax(scores, 0)[0]).backward()
+        optimizer.step()
+    after = np.ravel(ce.predict(PAIRS))
+    assert after[0] - after[1] > before[0] - before[1] + 0.1
+    folder = tmp_path / "matched"
+    ce.save_pretrained(str(folder))
+    assert json.loads((folder / "1_SegmentCosineHead" / "config.json").read_text())["term_match"] is True
+    models.load_cross_encoder.cache_clear()
+    assert np.allclose(np.ravel(models.load_cross_encoder(str(folder), "cpu").predict(PAIRS)), after, atol=0.05)
+
+
+def test_a_head_saved_before_term_match_loads_without_it(saved):
+    folder, _ = saved
+    config = folder / "1_SegmentCosineHead" / "config.json"
+    old = {k: v for k, v in json.loads(config.read_text()).items() if k != "term_match"}
+    config.write_text(json.dumps(old))
+    models.load_cross_encoder.cache_clear()
+    head = models.load_cross_encoder(str(folder), "cpu")[1]
+    assert head.term_match is False and not hasattr(head, "term_linear")
 
 
 def test_layer_of_names_encoder_layers_only():

@@ -484,6 +484,36 @@ def test_cross_encoder_segment_cosine_top_layers_resample_and_continue(tiny_bert
     assert [r["step"] for r in log if "eval_scifact-train-heldout_ndcg@10" in r] == [1, 2]
 
 
+def test_term_match_continues_a_saved_head_and_trains_its_own_weights(tiny_bert_dir, toy_root, tmp_path):
+    """--term-match: a saved segment-cosine model gains the zero-initialised term-match term and trains it at its
+    own learning rate; the output reloads with it, and the term is refused on heads it does not belong to."""
+    import torch
+
+    from ctxir.encoders import models
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    args = ["--task", "scifact", "--model", str(tiny_bert_dir), "--data-dir", str(toy_root), "--output-dir",
+            str(first), "--device", "cpu", "--max-steps", "2", "--batch-size", "2", "--num-negatives", "2", "--head",
+            "segment-cosine", "--train-layers", "1", "--loss", "listnet", "--dev-queries", "2", "--dev-depth", "5",
+            "--rerank-depth", "6", "--eval-before", "false", "--torch-threads", "1"]
+    assert train_cross_encoder.main(args) == 0
+    args[args.index("--model") + 1], args[args.index("--output-dir") + 1] = str(first), str(second)
+    assert train_cross_encoder.main(args + ["--term-match", "true", "--head-learning-rate", "1e-3",
+                                            "--match-learning-rate", "5e-2"]) == 0
+    models.load_cross_encoder.cache_clear()
+    head = models.load_cross_encoder(str(second), "cpu")[1]
+    assert head.term_match and torch.count_nonzero(head.term_linear.weight) > 0  # it trained from zero
+    extra = json.loads((second / "metrics.json").read_text())["extra"]
+    before = json.loads((first / "metrics.json").read_text())["extra"]["trained_parameters"]
+    assert extra["trained_parameters"] == before + (32 + 1) + 5  # term importance (v, c) and 1 + 4 kernel weights
+    options = train_cross_encoder.head_learning_rates(train_cross_encoder.CrossEncoderArgs(
+        head="segment-cosine", term_match=True, head_learning_rate=1e-3, match_learning_rate=5e-2))
+    assert options["learning_rate_mapping"] == {train_cross_encoder.HEAD_PARAMETERS: 1e-3,
+                                                train_cross_encoder.MATCH_PARAMETERS: 5e-2}
+    with pytest.raises(CtxirError, match="--term-match.*--head 'cls'"):
+        train_cross_encoder.check(train_cross_encoder.CrossEncoderArgs(head="cls", term_match=True))
+
+
 def test_unseen_heldout_queries_never_share_an_abstract():
     positives = {"a": {"d1"}, "b": {"d1", "d2"}, "c": {"d3"}, "d": {"d4"}, "e": {"d5", "d6"}, "f": {"d6"}}
     held = common.unseen_heldout_queries(positives, 10, seed=0)

@@ -64,6 +64,8 @@ LORA_TARGETS = ["query", "key", "value", "dense"]
 LORA_FULL_MODULES = ["classifier", "pooler"]
 # the segment-cosine head's weights (module 1 of the chain) in the loss model's parameter names
 HEAD_PARAMETERS = r"(^|\.)1\.(scale|bias|linear\.)"
+# its term-match term (--term-match): the term-importance read-out and the kernels' linear read-out
+MATCH_PARAMETERS = r"(^|\.)1\.(term_weight|term_linear)\."
 ANCHORS = {("scifact", "nDCG@10"): (0.688, "BEIR BM25 + cross-encoder (ms-marco-MiniLM-L6)"),
            ("stsb", "spearman"): (0.8833, "BERT-NLI-STSb-base cross-encoder")}
 
@@ -87,6 +89,12 @@ class CrossEncoderArgs(TrainerRunArgs):
                 "= 7 MB (0 = train and save every layer)"})
     head_learning_rate: float = field(default=0.0, metadata={
         "help": "learning rate of the segment-cosine head's few weights (0 = --learning-rate)"})
+    term_match: bool = field(default=False, metadata={
+        "help": "segment-cosine: add the head's learned term-match term (exact token matches and cosine-band "
+                "kernels per query token, weighted by a learned term importance; ctxir.encoders.heads), "
+                "zero-initialised, so a shipped head continues from the scores it had"})
+    match_learning_rate: float = field(default=0.0, metadata={
+        "help": "--term-match: learning rate of the term-match weights (0 = --head-learning-rate)"})
     negative_rounds: int = field(default=1, metadata={
         "help": "scifact listwise: N groups per training query, each with its BM25 negatives drawn afresh from "
                 "the top --negative-pool non-relevant hits; one epoch then = N epochs with re-sampled negatives"})
@@ -545,6 +553,9 @@ def check(args: CrossEncoderArgs) -> None:
     if args.train_layers < 0 or (args.train_layers and args.head != "segment-cosine"):
         raise CtxirError(f"--train-layers {args.train_layers!r}: use 0 (every layer), or N ≥ 1 with --head "
                          "segment-cosine (only its body saves just the trained layers)")
+    if args.term_match and args.head != "segment-cosine":
+        raise CtxirError(f"--term-match adds a term to the segment-cosine head: use it with --head segment-cosine, "
+                         f"not --head {args.head!r}")
     if args.train_layers and args.lora_r:
         raise CtxirError("--train-layers and --lora-r are two ways to ship a small model: pick one")
     if args.negative_rounds < 1 or args.negative_pool < 0:
@@ -603,6 +614,8 @@ def load_segment_cosine(args: CrossEncoderArgs, path: str, device: str):
         body.model.config.num_labels = 1  # CrossEncoder.num_labels reads the body's config: one score per pair
         model = CrossEncoder(modules=[body, SegmentCosineHead(body.model.config.hidden_size)], device=device,
                              activation_fn=torch.nn.Identity())
+    if args.term_match:
+        model[1].add_term_match()
     layers = body.model.config.num_hidden_layers
     if args.train_layers > layers:
         raise CtxirError(f"--train-layers {args.train_layers!r} exceeds the body's {layers} layers")
@@ -637,9 +650,20 @@ SPEC = ModelSpec(
     objective_name=lambda args: LOSS_NAMES[args.loss], trainer_classes=_trainer_classes, anchors=ANCHORS,
     extra=lambda args, model, data: {"pos_weight": data.loss_options.get("pos_weight"), "lora_r": args.lora_r,
                                      "trained_parameters": trained_parameters(model)},
-    training_options=lambda args: ({"learning_rate_mapping": {HEAD_PARAMETERS: args.head_learning_rate}}
-                                   if args.head == "segment-cosine" and args.head_learning_rate else {}),
+    training_options=lambda args: head_learning_rates(args),
 )
+
+
+def head_learning_rates(args: CrossEncoderArgs) -> dict:
+    """The trainer's per-parameter learning rates: the head's (and its term-match term's) own, when given."""
+    if args.head != "segment-cosine":
+        return {}
+    mapping = {}
+    if args.head_learning_rate:
+        mapping[HEAD_PARAMETERS] = args.head_learning_rate
+    if args.term_match and (args.match_learning_rate or args.head_learning_rate):
+        mapping[MATCH_PARAMETERS] = args.match_learning_rate or args.head_learning_rate
+    return {"learning_rate_mapping": mapping} if mapping else {}
 
 
 def trained_parameters(model) -> int:

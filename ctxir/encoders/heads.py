@@ -10,8 +10,15 @@
   makes that cosine meaningful, so training starts near the bi-encoder instead of at random (a fresh classifier on
   its never-trained [CLS] starts at nDCG@10 ≈ 0.20 on SciFact; this head at ≈ 0.67).
 
-``segment_means`` and ``segment_cosine_scores`` are the pure tensor functions behind the head; tests call them
-without a model.
+  With ``term_match`` on, a learned term-match term is added (CEDR-KNRM style, MacAvaney et al., SIGIR 2019):
+  for each query token, how often its exact token id occurs in the document and how many document tokens lie in
+  each cosine band of the top layer's vectors, log-saturated, weighted by a term importance the head reads off
+  the query token's own vector (so "the" can count for nothing and a rare term for much, with no corpus
+  statistics), summed into ``len(MATCH_KERNELS)`` + 1 features and a zero-initialised linear read-out. A window
+  the cosine alone misjudges can still win on the words it shares with the query, as BM25's do.
+
+``segment_means``, ``segment_cosine_scores`` and ``term_match_features`` are the pure tensor functions behind the
+head; tests call them without a model.
 
 Loading: ``ctxir.encoders.models.load_cross_encoder(folder)`` builds these modules itself (it imports only ctxir's and
 sentence-transformers' classes, so no ``trust_remote_code`` is needed). With sentence-transformers alone,
@@ -21,6 +28,7 @@ sentence-transformers' classes, so no ``trust_remote_code`` is needed). With sen
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from pathlib import Path
@@ -70,13 +78,48 @@ def segment_cosine_scores(query: torch.Tensor, document: torch.Tensor, scale: to
     return score
 
 
+# RBF kernels over the cosine of a query token's and a document token's top-layer vectors: centres and width.
+# The exact kernel (token ids equal) is added beside them; soft bands catch inflections and near-synonyms.
+MATCH_KERNELS: tuple[float, ...] = (0.9, 0.7, 0.5, 0.3)
+MATCH_SIGMA = 0.1
+
+
+def term_match_features(tokens: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                        token_type_ids: torch.Tensor, weights: torch.Tensor,
+                        kernels: tuple[float, ...] = MATCH_KERNELS, sigma: float = MATCH_SIGMA) -> torch.Tensor:
+    """(batch, 1 + len(kernels)) term-match features of ``[CLS] a [SEP] b [SEP]`` pairs.
+
+    Feature 0: Σ_i w_i · log(1 + #{j in b: id_j = id_i}) / |a| over the query (segment a) tokens i; feature k:
+    the same with the count replaced by Σ_j exp(−(cos(t_i, t_j) − μ_k)² / 2σ²) over document tokens j. ``weights``
+    (batch, tokens) is each token's importance; padding and the other segment are left out.
+
+    >>> ids = torch.tensor([[101, 7, 8, 102, 7, 7, 9, 102]])  # [CLS] 7 8 [SEP] | 7 7 9 [SEP]
+    >>> types, mask = torch.tensor([[0, 0, 0, 0, 1, 1, 1, 1]]), torch.ones(1, 8, dtype=torch.long)
+    >>> f = term_match_features(torch.eye(8).unsqueeze(0), ids, mask, types, torch.ones(1, 8), kernels=())
+    >>> round(f[0, 0].item() * 4, 4) == round(math.log(3) + math.log(2), 4)  # "7" twice, [SEP] once, of 4 tokens
+    True
+    """
+    mask = attention_mask.to(tokens.dtype)
+    types = token_type_ids.to(tokens.dtype)
+    q_mask, d_mask = mask * (1 - types), mask * types  # (batch, tokens)
+    exact = (input_ids.unsqueeze(2) == input_ids.unsqueeze(1)).to(tokens.dtype)  # (batch, tokens, tokens)
+    counts = [exact]
+    if kernels:
+        unit = torch.nn.functional.normalize(tokens, dim=-1)
+        cosine = unit @ unit.transpose(1, 2)  # (batch, tokens, tokens)
+        counts += [torch.exp(-((cosine - mu) ** 2) / (2 * sigma ** 2)) for mu in kernels]
+    per_token = torch.stack([(c * d_mask.unsqueeze(1)).sum(-1) for c in counts], dim=-1)  # (batch, tokens, K)
+    pooled = (torch.log1p(per_token) * (weights * q_mask).unsqueeze(-1)).sum(1)  # (batch, K)
+    return pooled / q_mask.sum(1, keepdim=True).clamp(min=1)
+
+
 class SegmentCosineHead(Module):
     """Reads ``token_embeddings`` of a pair, writes ``scores`` (batch, 1); see ``segment_cosine_scores``."""
 
-    config_keys: ClassVar[list[str]] = ["hidden_size", "init_scale"]
+    config_keys: ClassVar[list[str]] = ["hidden_size", "init_scale", "term_match"]
     config_file_name = "config.json"
 
-    def __init__(self, hidden_size: int, init_scale: float = 20.0):
+    def __init__(self, hidden_size: int, init_scale: float = 20.0, term_match: bool = False):
         super().__init__()
         self.hidden_size, self.init_scale = int(hidden_size), float(init_scale)
         # scale 20 turns cosines (≈ 0.2–0.8 here) into logits a softmax over candidates can separate
@@ -86,6 +129,27 @@ class SegmentCosineHead(Module):
         self.linear = torch.nn.Linear(3 * self.hidden_size, 1)
         torch.nn.init.zeros_(self.linear.weight)
         torch.nn.init.zeros_(self.linear.bias)
+        self.term_match = False
+        if term_match:
+            self.add_term_match()
+
+    def add_term_match(self) -> None:
+        """Add the term-match term, zero-initialised: the head's scores stay exactly what they were until it trains.
+
+        A trained head (one shipped without it) gains it this way and continues from its own weights.
+        """
+        if self.term_match:
+            return
+        self.term_match = True
+        # term importance w = softplus(v · token + c), starting at 1 for every token (c = log(e − 1))
+        self.term_weight = torch.nn.Linear(self.hidden_size, 1)
+        torch.nn.init.zeros_(self.term_weight.weight)
+        torch.nn.init.constant_(self.term_weight.bias, math.log(math.e - 1))
+        self.term_linear = torch.nn.Linear(1 + len(MATCH_KERNELS), 1, bias=False)
+        torch.nn.init.zeros_(self.term_linear.weight)
+        device = self.scale.device
+        self.term_weight.to(device)
+        self.term_linear.to(device)
 
     def forward(self, features: dict, **kwargs) -> dict:
         if features.get("token_type_ids") is None:
@@ -93,8 +157,17 @@ class SegmentCosineHead(Module):
                              "BERT-style body whose tokenizer marks pair segments (e.g. all-MiniLM-L6-v2)")
         query, document = segment_means(features["token_embeddings"], features["attention_mask"],
                                         features["token_type_ids"])
-        features["scores"] = segment_cosine_scores(query, document, self.scale, self.bias,
-                                                   self.linear).unsqueeze(1)  # (batch, 1)
+        scores = segment_cosine_scores(query, document, self.scale, self.bias, self.linear)  # (batch,)
+        if self.term_match:
+            if features.get("input_ids") is None:
+                raise ValueError("SegmentCosineHead(term_match=True) needs input_ids to match query terms to the "
+                                 "document's: pass the tokenizer's features through the body unchanged")
+            tokens = features["token_embeddings"]
+            weights = torch.nn.functional.softplus(self.term_weight(tokens)).squeeze(-1)  # (batch, tokens)
+            matches = term_match_features(tokens, features["input_ids"], features["attention_mask"],
+                                          features["token_type_ids"], weights)  # (batch, 1 + kernels)
+            scores = scores + self.term_linear(matches).squeeze(-1)
+        features["scores"] = scores.unsqueeze(1)  # (batch, 1)
         return features
 
     def save(self, output_path: str, *args, safe_serialization: bool = True, **kwargs) -> None:
