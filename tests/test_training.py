@@ -477,7 +477,7 @@ def test_cross_encoder_segment_cosine_top_layers_resample_and_continue(tiny_bert
     # (on windows this time: the dev evaluator then scores each abstract by its best window)
     again = tmp_path / "again"
     args[args.index("--model") + 1], args[args.index("--output-dir") + 1] = str(out), str(again)
-    assert train_cross_encoder.main(args + ["--train-passages", "best", "--eval-steps", "1"]) == 0
+    assert train_cross_encoder.main([*args, "--train-passages", "best", "--eval-steps", "1"]) == 0
     config = json.loads((again / TOP_LAYERS_CONFIG).read_text())
     assert config["base_model"] == str(tiny_bert_dir)
     log = [json.loads(line) for line in (again / "training_log.jsonl").read_text().splitlines()]
@@ -498,8 +498,7 @@ def test_term_match_continues_a_saved_head_and_trains_its_own_weights(tiny_bert_
             "--rerank-depth", "6", "--eval-before", "false", "--torch-threads", "1"]
     assert train_cross_encoder.main(args) == 0
     args[args.index("--model") + 1], args[args.index("--output-dir") + 1] = str(first), str(second)
-    assert train_cross_encoder.main(args + ["--term-match", "true", "--head-learning-rate", "1e-3",
-                                            "--match-learning-rate", "5e-2"]) == 0
+    assert train_cross_encoder.main([*args, "--term-match", "true", "--head-learning-rate", "1e-3", "--match-learning-rate", "5e-2"]) == 0
     models.load_cross_encoder.cache_clear()
     head = models.load_cross_encoder(str(second), "cpu")[1]
     assert head.term_match and torch.count_nonzero(head.term_linear.weight) > 0  # it trained from zero
@@ -510,7 +509,7 @@ def test_term_match_continues_a_saved_head_and_trains_its_own_weights(tiny_bert_
         head="segment-cosine", term_match=True, head_learning_rate=1e-3, match_learning_rate=5e-2))
     assert options["learning_rate_mapping"] == {train_cross_encoder.HEAD_PARAMETERS: 1e-3,
                                                 train_cross_encoder.MATCH_PARAMETERS: 5e-2}
-    with pytest.raises(CtxirError, match="--term-match.*--head 'cls'"):
+    with pytest.raises(CtxirError, match=r"--term-match.*--head 'cls'"):
         train_cross_encoder.check(train_cross_encoder.CrossEncoderArgs(head="cls", term_match=True))
 
 
