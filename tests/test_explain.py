@@ -188,6 +188,37 @@ def test_minilm_cross_encoder_ig_is_complete_at_default_steps(minilm_path):
     assert result["completeness_error"] <= COMPLETENESS_TOLERANCE
 
 
+def test_a_term_match_head_is_explained_completely_with_its_matches_per_query_token(tiny_bert_dir):
+    """A head that reads token ids (the term-match term) still gets complete Integrated Gradients: that part stays in
+    the baseline score, and ``term_match`` splits it exactly over the query tokens, the shared word first."""
+    from sentence_transformers import CrossEncoder
+
+    from ctxir.encoders.heads import SegmentCosineHead, TopLayersTransformer
+
+    body = TopLayersTransformer(str(tiny_bert_dir), transformer_task="feature-extraction")
+    body.model.config.num_labels = 1
+    head = SegmentCosineHead(32, term_match=True)
+    with torch.no_grad():
+        head.term_linear.weight.copy_(torch.tensor([[3.0, 0.5, 0.0, 0.0, -0.5]]))
+    model = CrossEncoder(modules=[body, head], device="cpu", activation_fn=torch.nn.Identity())
+    query, document = "otters river", "otters dig dens by the bank"
+    result = explain_cross_encoder(model, query, document, max_steps=DEFAULT_IG_STEPS, attention=False)
+    _check_ig(result, CrossEncoderReranker(model).score_pairs(query, [document])[0])
+    assert result["converged"] and result["completeness_error"] <= COMPLETENESS_TOLERANCE
+    match = result["term_match"]
+    with torch.no_grad():
+        term = float(head.term_match_scores(body(dict(model.tokenizer([query], [document], return_tensors="pt")))).sum())
+    assert match["score"] == pytest.approx(term, abs=1e-5)
+    assert sum(t["contribution"] for t in match["tokens"]) == pytest.approx(match["score"], abs=1e-5)
+    by_token = {t["token"]: t["contribution"] for t in match["tokens"]}
+    assert set(by_token) == {"[CLS]", "otters", "river", "[SEP]"}
+    assert by_token["otters"] > by_token["river"]  # exact-match weight 3: the word the document shares
+    # a plain head has no term to report
+    assert "term_match" not in explain_cross_encoder(
+        CrossEncoder(modules=[body, SegmentCosineHead(32)], device="cpu", activation_fn=torch.nn.Identity()),
+        query, document, attention=False)
+
+
 def test_too_few_steps_are_raised_until_complete(tiny_cross_encoder):
     result = explain_cross_encoder(tiny_cross_encoder, QUERY, DOC, n_steps=1, max_steps=64, logit=True)
     assert result["n_steps"] > 1 and result["converged"]

@@ -84,6 +84,28 @@ MATCH_KERNELS: tuple[float, ...] = (0.9, 0.7, 0.5, 0.3)
 MATCH_SIGMA = 0.1
 
 
+def term_match_per_token(tokens: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                         token_type_ids: torch.Tensor, weights: torch.Tensor,
+                         kernels: tuple[float, ...] = MATCH_KERNELS, sigma: float = MATCH_SIGMA) -> torch.Tensor:
+    """(batch, tokens, 1 + len(kernels)): each query token's share of ``term_match_features`` (0 elsewhere).
+
+    Token i of segment a gets w_i · log(1 + #{j in b: id_j = id_i}) / |a| and, per kernel k,
+    w_i · log(1 + Σ_j exp(−(cos(t_i, t_j) − μ_k)² / 2σ²)) / |a|, j over the document (segment b) tokens.
+    """
+    mask = attention_mask.to(tokens.dtype)
+    types = token_type_ids.to(tokens.dtype)
+    q_mask, d_mask = mask * (1 - types), mask * types  # (batch, tokens)
+    exact = (input_ids.unsqueeze(2) == input_ids.unsqueeze(1)).to(tokens.dtype)  # (batch, tokens, tokens)
+    counts = [exact]
+    if kernels:
+        unit = torch.nn.functional.normalize(tokens, dim=-1)
+        cosine = unit @ unit.transpose(1, 2)  # (batch, tokens, tokens)
+        counts += [torch.exp(-((cosine - mu) ** 2) / (2 * sigma ** 2)) for mu in kernels]
+    per_token = torch.stack([(c * d_mask.unsqueeze(1)).sum(-1) for c in counts], dim=-1)  # (batch, tokens, K)
+    share = (weights * q_mask / q_mask.sum(1, keepdim=True).clamp(min=1)).unsqueeze(-1)  # (batch, tokens, 1)
+    return torch.log1p(per_token) * share
+
+
 def term_match_features(tokens: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                         token_type_ids: torch.Tensor, weights: torch.Tensor,
                         kernels: tuple[float, ...] = MATCH_KERNELS, sigma: float = MATCH_SIGMA) -> torch.Tensor:
@@ -99,18 +121,7 @@ def term_match_features(tokens: torch.Tensor, input_ids: torch.Tensor, attention
     >>> round(f[0, 0].item() * 4, 4) == round(math.log(3) + math.log(2), 4)  # "7" twice, [SEP] once, of 4 tokens
     True
     """
-    mask = attention_mask.to(tokens.dtype)
-    types = token_type_ids.to(tokens.dtype)
-    q_mask, d_mask = mask * (1 - types), mask * types  # (batch, tokens)
-    exact = (input_ids.unsqueeze(2) == input_ids.unsqueeze(1)).to(tokens.dtype)  # (batch, tokens, tokens)
-    counts = [exact]
-    if kernels:
-        unit = torch.nn.functional.normalize(tokens, dim=-1)
-        cosine = unit @ unit.transpose(1, 2)  # (batch, tokens, tokens)
-        counts += [torch.exp(-((cosine - mu) ** 2) / (2 * sigma ** 2)) for mu in kernels]
-    per_token = torch.stack([(c * d_mask.unsqueeze(1)).sum(-1) for c in counts], dim=-1)  # (batch, tokens, K)
-    pooled = (torch.log1p(per_token) * (weights * q_mask).unsqueeze(-1)).sum(1)  # (batch, K)
-    return pooled / q_mask.sum(1, keepdim=True).clamp(min=1)
+    return term_match_per_token(tokens, input_ids, attention_mask, token_type_ids, weights, kernels, sigma).sum(1)
 
 
 class SegmentCosineHead(Module):
@@ -162,13 +173,17 @@ class SegmentCosineHead(Module):
             if features.get("input_ids") is None:
                 raise ValueError("SegmentCosineHead(term_match=True) needs input_ids to match query terms to the "
                                  "document's: pass the tokenizer's features through the body unchanged")
-            tokens = features["token_embeddings"]
-            weights = torch.nn.functional.softplus(self.term_weight(tokens)).squeeze(-1)  # (batch, tokens)
-            matches = term_match_features(tokens, features["input_ids"], features["attention_mask"],
-                                          features["token_type_ids"], weights)  # (batch, 1 + kernels)
-            scores = scores + self.term_linear(matches).squeeze(-1)
+            scores = scores + self.term_match_scores(features).sum(1)
         features["scores"] = scores.unsqueeze(1)  # (batch, 1)
         return features
+
+    def term_match_scores(self, features: dict) -> torch.Tensor:
+        """(batch, tokens): each query token's part of the term-match term (they sum to it; 0 for other tokens)."""
+        tokens = features["token_embeddings"]
+        weights = torch.nn.functional.softplus(self.term_weight(tokens)).squeeze(-1)  # (batch, tokens)
+        shares = term_match_per_token(tokens, features["input_ids"], features["attention_mask"],
+                                      features["token_type_ids"], weights)  # (batch, tokens, 1 + kernels)
+        return self.term_linear(shares).squeeze(-1)
 
     def save(self, output_path: str, *args, safe_serialization: bool = True, **kwargs) -> None:
         self.save_config(output_path)

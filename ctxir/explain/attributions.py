@@ -334,6 +334,8 @@ def explain_cross_encoder(model, query: str, document: str, n_steps: int = DEFAU
         return scores[:, -1]  # (batch,): a multi-label head's last column is "relevant", as in CrossEncoderReranker
 
     result = _explain_pair(score, hf.get_input_embeddings(), ce.tokenizer, enc, n_steps, max_steps, baseline)
+    if getattr(ce[-1], "term_match", False):
+        result["term_match"] = _term_match_report(ce, enc, result["tokens"])
     activation_name = "none (logit)" if activation is None else type(activation).__name__
     result.update(model_kind="cross-encoder", score_kind="logit" if activation is None else
                   f"{activation_name}(logit), as CrossEncoderReranker.score_pairs reports it")
@@ -420,6 +422,21 @@ def _cross_encoder(model):
                      f"got {type(model).__name__!r}")
 
 
+def _term_match_report(ce, enc: dict, tokens: list[str]) -> dict:
+    """A term-match head's exact share per query token (ctxir.encoders.heads): the part of the score that reads
+    token ids, which Integrated Gradients over word vectors cannot attribute (it stays in ``baseline_score``)."""
+    with torch.no_grad():
+        features = ce[0](dict(enc))
+        shares = ce[-1].term_match_scores(features)[0]  # (tokens,): zero outside the query
+    query = [i for i, t in enumerate(enc["token_type_ids"][0].tolist()) if t == 0]
+    return {"score": float(shares.sum()),
+            "tokens": [{"index": i, "token": tokens[i], "contribution": float(shares[i])} for i in query],
+            "note": "each query token's part of the head's term-match term (exact matches and cosine bands in the "
+                    "document, weighted by the token's learned importance); it sums to the term. Integrated "
+                    "Gradients attribute the rest of the score; this part reads the token ids and stays in "
+                    "baseline_score"}
+
+
 def _explain_pair(score: Callable, word_embeddings: torch.nn.Module, tokenizer, enc: dict, n_steps: int,
                   max_steps: int, baseline: str) -> dict:
     """Captum LayerIntegratedGradients of ``score(input_ids, attention_mask, token_type_ids) -> (batch,)``."""
@@ -430,8 +447,16 @@ def _explain_pair(score: Callable, word_embeddings: torch.nn.Module, tokenizer, 
     base_ids = _baseline_ids(tokenizer, input_ids, baseline)  # (1, tokens): [CLS]/[SEP] kept
     extra = (enc["attention_mask"], enc.get("token_type_ids"))
     with torch.no_grad():
-        both = score(torch.cat([input_ids, base_ids]), *(None if t is None else t.expand(2, -1) for t in extra))
-    value, baseline_value = float(both[0]), float(both[1])
+        value = float(score(input_ids, *extra)[0])
+        # the baseline is the start of Captum's path: the baseline's word vectors under the input's ids. A model that
+        # reads ids only through these vectors scores it as the baseline ids; one that also reads the ids themselves
+        # (a term-match head's exact matches) keeps that part in the baseline score, so completeness still holds
+        base_vectors = word_embeddings(base_ids)  # (1, tokens, hidden)
+        handle = word_embeddings.register_forward_hook(lambda module, args, output: base_vectors)
+        try:
+            baseline_value = float(score(input_ids, *extra)[0])
+        finally:
+            handle.remove()
 
     def attribute(steps: int):
         lig = LayerIntegratedGradients(score, word_embeddings)

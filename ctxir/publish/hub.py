@@ -231,6 +231,7 @@ def _model_facts(folder: Path, model_type: str) -> dict:
                 "max_length": getattr(model, "max_seq_length", None) or model.max_length,
                 "activation": type(model.activation_fn).__name__, "ctxir_modules": is_ctxir_modular(folder),
                 "modules": " → ".join(type(m).__name__ for m in model),
+                "term_match": any(getattr(m, "term_match", False) for m in model),
                 "trained_layers": (f"{top['trained_from_layer']}–{top['num_hidden_layers'] - 1}" if top else None),
                 "fusion": read_json(folder / "fusion.json") or None,
                 "passages": read_json(folder / "passages.json") or None}
