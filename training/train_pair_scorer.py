@@ -26,6 +26,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
+import torch
+from sentence_transformers.cross_encoder import losses
+from sentence_transformers.util import batch_to_device
+
 if __package__ in (None, ""):  # `python training/train_pair_scorer.py` from the repo root
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -51,9 +55,13 @@ class PairScorerArgs(TrainerRunArgs):
     adapter_dtype: Literal["float32", "float16"] = field(default="float16", metadata={
         "help": "dtype the adapter weights are saved in; float16 halves the shipped size (the reloaded model, in "
                 "float16-rounded weights, is the one evaluated)"})
-    loss: Literal["mse", "bce"] = field(default="mse", metadata={
+    loss: Literal["mse", "bce", "cosent"] = field(default="mse", metadata={
         "help": "mse: the raw score regresses gold / 5 (the head starts at score = cosine); bce: soft-label "
-                "BinaryCrossEntropyLoss on the logit (SBERT's cross-encoder recipe)"})
+                "BinaryCrossEntropyLoss on the logit (SBERT's cross-encoder recipe); cosent: CoSENT's pairwise "
+                "ranking of the batch's scores (what STS's Spearman rewards; the fine-tuned bi-encoder's loss), "
+                "applied to the pair scores (CoSENTPairLoss)"})
+    cosent_scale: float = field(default=20.0, metadata={
+        "help": "--loss cosent: multiplies score differences (CoSENT's 20 for cosines; the head starts at cosine)"})
     init_scale: float = field(default=1.0, metadata={
         "help": "the head's starting scale on the cosine (1 fits --loss mse: score = cosine ≈ gold / 5)"})
     init_bias: float = field(default=0.0, metadata={"help": "the head's starting bias"})
@@ -151,11 +159,46 @@ def build_data(args: PairScorerArgs, model, device: str):
     return data
 
 
-def build_loss(args: PairScorerArgs, model, data):
-    from sentence_transformers.cross_encoder import losses
+def cosent_loss(scores, labels, scale: float = 20.0):
+    """CoSENT (Su, 2022) over one batch: log(1 + Σ exp(scale · (s_j − s_i))) over the pairs with gold_i > gold_j.
 
+    sentence-transformers' ``CoSENTLoss`` computes it from two embeddings' cosines; a cross-encoder has one score
+    per pair, so this is the same sum over the scores. scores, labels: (batch,).
+
+    >>> ordered = cosent_loss(torch.tensor([0.9, 0.1]), torch.tensor([1.0, 0.0]), 1.0)  # log(1 + e^-0.8)
+    >>> round(float(ordered), 4), round(float(cosent_loss(torch.tensor([0.1, 0.9]), torch.tensor([1.0, 0.0]), 1.0)), 4)
+    (0.3711, 1.1711)
+    """
+    differences = scale * (scores[None, :] - scores[:, None])  # (batch, batch): [i, j] = scale · (s_j − s_i)
+    wrong_way = labels[:, None] > labels[None, :]  # only pairs whose gold says i above j
+    terms = differences[wrong_way]
+    return torch.logsumexp(torch.cat([terms.new_zeros(1), terms]), dim=0)  # log(1 + Σ exp(·)); 0 with no pair
+
+
+def build_loss(args: PairScorerArgs, model, data):
+    if args.loss == "cosent":
+        return CoSENTPairLoss(model, scale=args.cosent_scale)
     # MSE on the raw score (activation Identity); BCE's logits are the raw score too
     return losses.MSELoss(model) if args.loss == "mse" else losses.BinaryCrossEntropyLoss(model)
+
+
+class CoSENTPairLoss(losses.MSELoss):
+    """sentence-transformers' MSELoss (its checks, its pair preprocessing) with ``cosent_loss`` as the objective."""
+
+    def __init__(self, model, scale: float = 20.0):
+        super().__init__(model)
+        self.scale = float(scale)
+
+    def forward(self, inputs, labels, prompt=None, task=None):
+        if len(inputs) != 2:
+            raise ValueError(f"CoSENTPairLoss expects two text columns (a, b), got {len(inputs)}")
+        features = batch_to_device(self.model.preprocess(list(zip(inputs[0], inputs[1], strict=True)),
+                                                         prompt=prompt, task=task), self.model.device)
+        scores = self.model(features)["scores"].view(-1)  # (batch,)
+        return cosent_loss(scores, labels.view(-1).float(), self.scale)
+
+    def get_config_dict(self):
+        return {"scale": self.scale}
 
 
 def trained_parameters(args: PairScorerArgs, model) -> int:
@@ -176,7 +219,7 @@ SPEC_PAIR = replace(
     save=save, build_data=build_data, build_loss=build_loss,
     # uncached: a folder trained again in the same process must not come back as the earlier model
     reload=lambda out, device: load_cross_encoder.__wrapped__(str(out), device),
-    objective_name=lambda args: "MSELoss" if args.loss == "mse" else "BinaryCrossEntropyLoss",
+    objective_name=lambda args: {"mse": "MSELoss", "bce": "BinaryCrossEntropyLoss", "cosent": "CoSENTPairLoss"}[args.loss],
     training_options=lambda args: ({"learning_rate_mapping": {HEAD_PARAMETERS: args.head_learning_rate}}
                                    if args.head_learning_rate else {}),
     extra=lambda args, model, data: {"lora_r": args.lora_r, "head": "segment-cosine", "extra_train": args.extra_train,

@@ -19,7 +19,7 @@ import numpy as np
 
 from ctxir.app import figures
 from ctxir.app.state import AppModels, AppState, Owner, ViewResult, demo_presets
-from ctxir.app.text import md_literal
+from ctxir.app.text import md_code, md_literal
 from ctxir.app.ui import Ui, exports, gpu, guard, tab_intro
 from ctxir.checks import check_choice, check_text
 from ctxir.evaluation.report import ATTRIBUTION_LEGEND
@@ -156,6 +156,14 @@ def explain_pair(state: AppState, query: str, document: str, model: str = "auto"
             f"gradients ({reranker['n_steps']} steps) split the difference over the tokens; completeness error "
             + ("n/a (no difference to split)" if error is None else f"{error:.2%}")
             + ("" if reranker["converged"] else " — above the 1 % target even at the step cap") + ".")
+        match = reranker.get("term_match")
+        if match:
+            top = sorted((t for t in match["tokens"] if t["contribution"]), key=lambda t: -abs(t["contribution"]))[:5]
+            lines.append(
+                f"Of that score, its head's term-match term gives {match['score']:+.4f}: "
+                + (", ".join(f"{md_code(t['token'])} {t['contribution']:+.3f}" for t in top) or "nothing")
+                + " (each query token's matches in the document, weighted by its learned importance). It reads the "
+                "token ids, so it stays in the baseline score and the bars above split the rest.")
         window = reranker.get("window")
         if window:
             lines.append(f"The {kind} reads a long document by its best window ({window['words']} words every "
