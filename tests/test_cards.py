@@ -107,6 +107,15 @@ def test_multi_label_cross_encoder_is_text_classification(tmp_path, metrics_reco
     assert "torch.softmax(logits, dim=-1)" in card.text
 
 
+@pytest.mark.parametrize("term_match", [True, False])
+def test_a_segment_cosine_card_names_the_term_match_term_only_when_the_head_has_it(metrics_record, term_match):
+    facts = {**FACTS["cross-encoder"], "activation": "Identity", "ctxir_modules": True, "trained_layers": "4–5",
+             "modules": "TopLayersTransformer → SegmentCosineHead", "term_match": term_match}
+    card = render_card(metrics_record("cross-encoder"), CardInputs(repo_id="ctxir/x", facts=facts))
+    assert "`SegmentCosineHead`" in card.text
+    assert ("learned term-match term" in card.text) is term_match
+
+
 @pytest.mark.parametrize(("text", "hub_id"), [
     ("CC BY-NC 2.0", "cc-by-nc-2.0"),
     ("CC BY-SA 4.0", "cc-by-sa-4.0"),

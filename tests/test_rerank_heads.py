@@ -92,6 +92,9 @@ def test_the_term_match_term_starts_at_zero_then_trains_and_reloads(tiny_bert_di
     assert json.loads((folder / "1_SegmentCosineHead" / "config.json").read_text())["term_match"] is True
     models.load_cross_encoder.cache_clear()
     assert np.allclose(np.ravel(models.load_cross_encoder(str(folder), "cpu").predict(PAIRS)), after, atol=0.05)
+    from ctxir.publish.hub import model_facts
+
+    assert model_facts(folder, "cross-encoder")["term_match"] is True  # the card describes the term
 
 
 def test_a_head_saved_before_term_match_loads_without_it(saved):
