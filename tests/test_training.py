@@ -513,6 +513,41 @@ def test_term_match_continues_a_saved_head_and_trains_its_own_weights(tiny_bert_
         train_cross_encoder.check(train_cross_encoder.CrossEncoderArgs(head="cls", term_match=True))
 
 
+def test_load_best_ends_the_run_on_the_dev_best_checkpoint(tiny_bert_dir, toy_root, tmp_path):
+    """--load-best: the run's saved, tested model is the checkpoint the dev evaluator scored highest, and
+    metrics.json says which; without an evaluator to choose by, the flag is refused before anything loads."""
+    import torch
+    from safetensors.torch import load_file
+
+    from ctxir.names import TOP_LAYERS_WEIGHTS
+
+    out = tmp_path / "best"
+    args = ["--task", "scifact", "--model", str(tiny_bert_dir), "--data-dir", str(toy_root), "--output-dir", str(out),
+            "--device", "cpu", "--max-steps", "4", "--batch-size", "2", "--num-negatives", "2", "--head",
+            "segment-cosine", "--train-layers", "1", "--loss", "listnet", "--dev-queries", "2", "--dev-depth", "5",
+            "--rerank-depth", "6", "--eval-before", "false", "--torch-threads", "1", "--learning-rate", "5e-3",
+            "--head-learning-rate", "5e-2", "--eval-steps", "1", "--save-steps", "1", "--keep-checkpoints", "true",
+            "--load-best", "true"]
+    assert train_cross_encoder.main(args) == 0
+    key = "eval_scifact-train-heldout_ndcg@10"
+    log = [json.loads(line) for line in (out / "training_log.jsonl").read_text().splitlines()]
+    curve = {r["step"]: r[key] for r in log if key in r}
+    assert sorted(curve) == [1, 2, 3, 4]
+    best = json.loads((out / "metrics.json").read_text())["extra"]["best_checkpoint"]
+    assert best["metric"] == key.removeprefix("eval_") and best["value"] == max(curve.values())
+    assert curve[best["step"]] == max(curve.values())  # the Trainer keeps the first of equal scores
+    saved = load_file(str(out / TOP_LAYERS_WEIGHTS))
+    chosen = load_file(str(out / "checkpoints" / f"checkpoint-{best['step']}" / TOP_LAYERS_WEIGHTS))
+    assert all(torch.equal(saved[k], chosen[k]) for k in saved)
+    if best["step"] != 4:  # the last step's weights are not what was saved
+        last = load_file(str(out / "checkpoints" / "checkpoint-4" / TOP_LAYERS_WEIGHTS))
+        assert not all(torch.equal(saved[k], last[k]) for k in saved)
+    with pytest.raises(CtxirError, match="--save-steps a multiple"):
+        common.check_common_args(train_cross_encoder.CrossEncoderArgs(eval_steps=2, save_steps=3, load_best=True))
+    with pytest.raises(CtxirError, match="--eval-steps ≥ 1"):
+        common.check_common_args(train_cross_encoder.CrossEncoderArgs(eval_steps=0, load_best=True))
+
+
 def test_unseen_heldout_queries_never_share_an_abstract():
     positives = {"a": {"d1"}, "b": {"d1", "d2"}, "c": {"d3"}, "d": {"d4"}, "e": {"d5", "d6"}, "f": {"d6"}}
     held = common.unseen_heldout_queries(positives, 10, seed=0)

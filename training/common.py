@@ -282,6 +282,12 @@ def check_common_args(args) -> None:
         raise CtxirError(f"--learning-rate must be > 0, got {args.learning_rate!r}")
     if args.max_samples < -1:
         raise CtxirError(f"--max-samples must be -1 (all) or ≥ 0, got {args.max_samples!r}")
+    if getattr(args, "load_best", False):
+        eval_steps, save_steps = args.eval_steps, args.save_steps
+        if eval_steps <= 0 or save_steps <= 0 or save_steps % eval_steps:
+            raise CtxirError(f"--load-best picks among the checkpoints the dev evaluator scored: set --eval-steps ≥ 1 "
+                             f"and --save-steps a multiple of it (got --eval-steps {eval_steps!r}, --save-steps "
+                             f"{save_steps!r}), e.g. both 110")
 
 
 def trainer_device_kwargs(device: str) -> dict:
@@ -381,4 +387,7 @@ class TrainerRunArgs(RunArgs):
     save_steps: int = field(default=200, metadata={"help": "checkpoint every N steps (for --resume)"})
     resume: str = field(default="", metadata={"help": "'last' = newest checkpoint in --output-dir, or a path"})
     keep_checkpoints: bool = field(default=False, metadata={"help": "keep checkpoints/ after a finished run"})
+    load_best: bool = field(default=False, metadata={
+        "help": "end the run with the checkpoint the dev evaluator scored best (the Trainer's load_best_model_at_end), "
+                "saved, tested and recorded as the run's model; needs --eval-steps, and --save-steps a multiple of it"})
     fp16: bool = field(default=False, metadata={"help": "mixed precision (GPU only)"})

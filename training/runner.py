@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxir.encoders.models import pick_device
+from ctxir.types import CtxirError
 from training.common import (
     check_common_args,
     data_folder,
@@ -94,11 +95,38 @@ def make_trainer(args, spec: ModelSpec, model, data: TaskData, out: Path, device
         save_strategy="steps", save_steps=args.save_steps, logging_steps=args.logging_steps,
         save_total_limit=None if args.keep_checkpoints else 2,  # kept: the dev-best step can be chosen after
         logging_first_step=True, report_to="none", fp16=args.fp16, **trainer_device_kwargs(device),
-        **spec.training_options(args))
+        **best_model_options(args, data.dev_evaluator if evaluate_during else None), **spec.training_options(args))
     return trainer_class(model=model, args=training_args, train_dataset=data.train,
                          loss=spec.build_loss(args, model, data),
                          evaluator=data.dev_evaluator if evaluate_during else None,
                          callbacks=[jsonl_log_callback(out / "training_log.jsonl")])
+
+
+def dev_metric_key(evaluator) -> str:
+    """The key the Trainer logs the evaluator's primary metric under, less its "eval_" prefix: the evaluator's name
+    then its metric (``scifact-train-heldout_ndcg@10``), as sentence-transformers' evaluators prefix their results."""
+    primary, name = evaluator.primary_metric, getattr(evaluator, "name", "")
+    return f"{name}_{primary}" if name and not primary.startswith(f"{name}_") else primary
+
+
+def best_model_options(args, evaluator) -> dict:
+    """--load-best: the Trainer keeps the dev-best checkpoint and loads it at the end (higher is better)."""
+    if not getattr(args, "load_best", False):
+        return {}
+    if evaluator is None:
+        raise CtxirError("--load-best needs a dev evaluator during training: this run has none (no held-out data, "
+                         "or --eval-steps 0); drop --load-best or hold out dev data")
+    return {"load_best_model_at_end": True, "metric_for_best_model": dev_metric_key(evaluator),
+            "greater_is_better": True}
+
+
+def best_checkpoint(trainer) -> dict | None:
+    """The checkpoint --load-best ended on: its step, the metric and its dev value (None without --load-best)."""
+    state = trainer.state
+    if not trainer.args.load_best_model_at_end or not state.best_model_checkpoint:
+        return None
+    return {"step": int(state.best_model_checkpoint.rsplit("-", 1)[-1]), "metric": trainer.args.metric_for_best_model,
+            "value": state.best_metric}
 
 
 def metrics_record(args, spec: ModelSpec, data: TaskData, trainer, trained, run: dict, scores: dict) -> dict:
@@ -117,7 +145,8 @@ def metrics_record(args, spec: ModelSpec, data: TaskData, trainer, trained, run:
             device=run["device"], seed=args.seed, log_history=state.log_history),
             "train_seconds": round(run["train_seconds"], 1), "resumed_from": run["resumed_from"]},
         "evaluations": evaluation_rows(spec, scores["before"], scores["after"], data, args),
-        "extra": {**data.extra, "dev_before": rounded(scores["dev_before"]), "dev_after": rounded(scores["dev_after"]),
+        "extra": {**data.extra, **({"best_checkpoint": best} if (best := best_checkpoint(trainer)) else {}),
+                  "dev_before": rounded(scores["dev_before"]), "dev_after": rounded(scores["dev_after"]),
                   "max_length": getattr(trained, "max_seq_length", None) or args.max_length,  # as used, after the cap
                   **spec.extra(args, trained, data)},
     }
