@@ -548,6 +548,29 @@ def test_load_best_ends_the_run_on_the_dev_best_checkpoint(tiny_bert_dir, toy_ro
         common.check_common_args(train_cross_encoder.CrossEncoderArgs(eval_steps=0, load_best=True))
 
 
+def test_fusion_min_gain_gives_the_first_stage_the_largest_weight_when_the_dev_gain_is_small():
+    """--fusion-min-gain: a weight is trusted only for a dev gain over the first stage of at least that much; below
+    it the first stage gets the grid's largest say, so the re-ranker only breaks its near-ties."""
+    from ctxir.types import Hit
+    from training import evaluate_reranker as er
+
+    qrels = {"q1": {"d1": 1}, "q2": {"e1": 1}}
+    # the first stage already ranks both relevant documents first; the re-ranker puts them last
+    right = {"q1": [Hit("d1", 3.0), Hit("d2", 2.0), Hit("d3", 1.0)], "q2": [Hit("e1", 3.0), Hit("e2", 2.0)]}
+    wrong = {"q1": {"d1": 0.0, "d2": 1.0, "d3": 2.0}, "q2": {"e1": 0.0, "e2": 1.0}}
+    plain = er._fusion_grid(qrels, right, wrong, 10)
+    assert "min_gain" not in plain and plain["dev"]["fused"] == max(r["fused"] for r in plain["grid"])
+    held = er._fusion_grid(qrels, right, wrong, 10, min_gain=0.03)
+    assert held["weights"] == [er.FIRST_STAGE_WEIGHTS[-1], 1.0] and held["min_gain"] == {"value": 0.03,
+                                                                                          "applied": True}
+    # the other way round the re-ranker earns its weight: a large dev gain keeps the best row
+    swapped = {"q1": [Hit("d3", 3.0), Hit("d2", 2.0), Hit("d1", 1.0)], "q2": [Hit("e2", 3.0), Hit("e1", 2.0)]}
+    earned = er._fusion_grid(qrels, swapped, {"q1": {"d1": 2.0, "d2": 1.0, "d3": 0.0}, "q2": {"e1": 1.0, "e2": 0.0}},
+                             10, min_gain=0.03)
+    assert earned["min_gain"]["applied"] is False
+    assert earned["dev"]["fused"] - earned["dev"]["first_stage"] >= 0.03 and earned["weights"][0] < 8.0
+
+
 def test_unseen_heldout_queries_never_share_an_abstract():
     positives = {"a": {"d1"}, "b": {"d1", "d2"}, "c": {"d3"}, "d": {"d4"}, "e": {"d5", "d6"}, "f": {"d6"}}
     held = common.unseen_heldout_queries(positives, 10, seed=0)

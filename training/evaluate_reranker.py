@@ -66,6 +66,10 @@ class EvaluateRerankerArgs:
         "help": "first stages whose fusion weight is chosen, each on its own candidates of the same claims (BM25's "
                 "is fusion.json's top level, the others go under first_stages; the app and the CLI use the one "
                 "of the first stage in use, else BM25's)"})
+    fusion_min_gain: float = field(default=0.0, metadata={
+        "help": "a first stage whose best fused dev nDCG@10 beats it alone by less than this gets the grid's largest "
+                "first-stage weight instead (the re-ranker then only breaks its near-ties): a weight is trusted only "
+                "for a dev gain larger than checkpoints' spread on the same claims (0 = always the best weight)"})
     choose_passages: bool = field(default=False, metadata={
         "help": "cross-encoder: choose on the same held-out claims (alone, nDCG@10) between reading each document's "
                 "first max-length tokens and its best window (MaxP, --passage-words/--passage-stride), write "
@@ -168,7 +172,8 @@ def choose_fusion(reranker, folder: Path, args: EvaluateRerankerArgs, dev: tuple
     corpus, queries, qrels, first, chosen_on = dev or dev_claims(folder, args)
     if scored is None:
         scored = _score(reranker, queries, first, corpus, f"{len(queries)} held-out training claims")
-    record = {"method": "rrf", "k": FUSION_K, **_fusion_grid(qrels, first, scored, args.fusion_depth),
+    record = {"method": "rrf", "k": FUSION_K,
+              **_fusion_grid(qrels, first, scored, args.fusion_depth, args.fusion_min_gain),
               "metric": "nDCG@10", "chosen_on": chosen_on}
     others = [k for k in _names(args.fusion_first_stages) if k != "bm25"]
     if others:
@@ -177,13 +182,15 @@ def choose_fusion(reranker, folder: Path, args: EvaluateRerankerArgs, dev: tuple
             missing = {q: [h for h in hits[q] if h.doc_id not in scored[q]] for q in queries}
             more = _score(reranker, queries, missing, corpus, f"{len(queries)} held-out claims, {kind} candidates")
             scored = {q: {**scored[q], **more[q]} for q in queries}
-            record["first_stages"][kind] = {**_fusion_grid(qrels, hits, scored, args.fusion_depth),
+            record["first_stages"][kind] = {**_fusion_grid(qrels, hits, scored, args.fusion_depth,
+                                                           args.fusion_min_gain),
                                             "chosen_on": chosen_on.replace("BM25 top", f"{kind} top")}
     return record
 
 
-def _fusion_grid(qrels: dict, first: dict[str, list[Hit]], scored: dict, depth: int) -> dict:
-    """{"weights": the best first-stage weight : 1, "dev": its row, "grid": every row} over FIRST_STAGE_WEIGHTS."""
+def _fusion_grid(qrels: dict, first: dict[str, list[Hit]], scored: dict, depth: int, min_gain: float = 0.0) -> dict:
+    """{"weights": the best first-stage weight : 1, "dev": its row, "grid": every row} over FIRST_STAGE_WEIGHTS; where
+    the best row beats the first stage alone by less than ``min_gain``, the largest weight's row instead."""
     from ctxir.evaluation import evaluate_run
     from ctxir.rerank.pipeline import StageFusion
 
@@ -195,7 +202,12 @@ def _fusion_grid(qrels: dict, first: dict[str, list[Hit]], scored: dict, depth: 
                         for name, run in runs.items()}})
     # ties go to the smaller first-stage weight: the re-ranker's say, when it costs nothing on the dev claims
     best = max(grid, key=lambda row: row["fused"])
-    return {"weights": best["weights"], "dev": best, "grid": grid}
+    if min_gain and best["fused"] - best["first_stage"] < min_gain:
+        best = grid[-1]  # FIRST_STAGE_WEIGHTS ascend: the first stage's largest say
+        return {"weights": best["weights"], "dev": best, "grid": grid,
+                "min_gain": {"value": min_gain, "applied": True}}
+    return {"weights": best["weights"], "dev": best, "grid": grid,
+            **({"min_gain": {"value": min_gain, "applied": False}} if min_gain else {})}
 
 
 def _dev_candidates(corpus: dict, queries: dict[str, str], kinds: list[str], depth: int) -> dict[str, dict]:
