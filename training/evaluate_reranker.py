@@ -202,12 +202,12 @@ def _fusion_grid(qrels: dict, first: dict[str, list[Hit]], scored: dict, depth: 
                         for name, run in runs.items()}})
     # ties go to the smaller first-stage weight: the re-ranker's say, when it costs nothing on the dev claims
     best = max(grid, key=lambda row: row["fused"])
-    if min_gain and best["fused"] - best["first_stage"] < min_gain:
-        best = grid[-1]  # FIRST_STAGE_WEIGHTS ascend: the first stage's largest say
-        return {"weights": best["weights"], "dev": best, "grid": grid,
-                "min_gain": {"value": min_gain, "applied": True}}
-    return {"weights": best["weights"], "dev": best, "grid": grid,
-            **({"min_gain": {"value": min_gain, "applied": False}} if min_gain else {})}
+    held = {}
+    if min_gain:
+        applied = best["fused"] - best["first_stage"] < min_gain
+        best = grid[-1] if applied else best  # FIRST_STAGE_WEIGHTS ascend: the first stage's largest say
+        held = {"min_gain": {"value": min_gain, "applied": applied}}
+    return {"weights": best["weights"], "dev": best, "grid": grid, **held}
 
 
 def _dev_candidates(corpus: dict, queries: dict[str, str], kinds: list[str], depth: int) -> dict[str, dict]:
