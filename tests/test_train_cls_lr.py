@@ -106,16 +106,20 @@ def test_one_pass_runs_a_mean_pooling_head_too(tiny_bert_dir):
     np.testing.assert_allclose(tcl.sigmoid(logits), ce.predict(PAIRS, show_progress_bar=False), atol=1e-5)
 
 
-def test_one_pass_runs_the_segment_cosine_head_with_its_token_types(tiny_bert_dir):
-    """The segment-cosine head needs token_type_ids to split query from document: the one pass passes them, so its
-    logits are the cross-encoder's own scores."""
+@pytest.mark.parametrize("term_match", [False, True])
+def test_one_pass_runs_the_segment_cosine_head_with_its_token_types(tiny_bert_dir, term_match):
+    """The segment-cosine head needs token_type_ids to split query from document, and its term-match term the
+    input_ids: the one pass passes the tokenizer's features, so its logits are the cross-encoder's own scores."""
     from sentence_transformers import CrossEncoder
 
     from ctxir.encoders.heads import SegmentCosineHead, TopLayersTransformer
 
     body = TopLayersTransformer(str(tiny_bert_dir), transformer_task="feature-extraction")
     body.model.config.num_labels = 1
-    ce = CrossEncoder(modules=[body, SegmentCosineHead(32)], device="cpu", activation_fn=torch.nn.Identity())
+    head = SegmentCosineHead(32, term_match=term_match)
+    if term_match:  # a read-out that is not zero, so the term counts in the scores compared
+        torch.nn.init.constant_(head.term_linear.weight, 0.5)
+    ce = CrossEncoder(modules=[body, head], device="cpu", activation_fn=torch.nn.Identity())
     _, logits = tcl.cross_encoder_pass(ce, PAIRS, layer=-1, max_length=64, batch_size=2)
     np.testing.assert_allclose(logits, np.ravel(ce.predict(PAIRS, show_progress_bar=False)), atol=1e-4)
 

@@ -548,6 +548,62 @@ def test_load_best_ends_the_run_on_the_dev_best_checkpoint(tiny_bert_dir, toy_ro
         common.check_common_args(train_cross_encoder.CrossEncoderArgs(eval_steps=0, load_best=True))
 
 
+
+def test_finish_checkpoint_ships_a_kept_step_as_the_run_would_have_with_load_best(tiny_bert_dir, toy_root, tmp_path):
+    """training.finish_checkpoint: a checkpoint chosen after the run becomes a model folder with exactly its weights,
+    no pickles, and a metrics.json that describes that step (its dev score, none of the last step's test rows), the
+    same weights --load-best saved for the dev-best step; evaluation.json rows are read in; bad input is named."""
+    import torch
+    from safetensors.torch import load_file
+
+    from ctxir.encoders.models import load_cross_encoder
+    from ctxir.names import TOP_LAYERS_WEIGHTS
+    from training import finish_checkpoint
+
+    run = tmp_path / "run"
+    args = ["--task", "scifact", "--model", str(tiny_bert_dir), "--data-dir", str(toy_root), "--output-dir", str(run),
+            "--device", "cpu", "--max-steps", "3", "--batch-size", "2", "--num-negatives", "2", "--head",
+            "segment-cosine", "--train-layers", "1", "--loss", "listnet", "--dev-queries", "2", "--dev-depth", "5",
+            "--rerank-depth", "6", "--eval-before", "false", "--torch-threads", "1", "--learning-rate", "5e-3",
+            "--head-learning-rate", "5e-2", "--eval-steps", "1", "--save-steps", "1", "--keep-checkpoints", "true",
+            "--load-best", "true"]
+    assert train_cross_encoder.main(args) == 0
+    run_metrics = json.loads((run / "metrics.json").read_text())
+    best = run_metrics["extra"]["best_checkpoint"]
+    for step in sorted({best["step"], 3}):
+        out = tmp_path / f"finished-{step}"
+        assert finish_checkpoint.main(["--run", str(run), "--step", str(step), "--output-dir", str(out)]) == 0
+        finished = load_file(str(out / TOP_LAYERS_WEIGHTS))
+        kept = load_file(str(run / "checkpoints" / f"checkpoint-{step}" / TOP_LAYERS_WEIGHTS))
+        assert sorted(finished) == sorted(kept) and all(torch.equal(finished[k], kept[k]) for k in kept)
+        assert not [p.name for p in out.rglob("*") if p.suffix in (".pt", ".pth", ".bin")]
+        metrics = json.loads((out / "metrics.json").read_text())
+        assert metrics["training"]["steps"] == step and metrics["training"]["finished_from"]["whole_run"]["steps"] == 3
+        assert metrics["evaluations"] == []  # the run's test rows describe its own last model, not this step
+        chosen = metrics["extra"]["best_checkpoint"]
+        assert chosen["step"] == step and chosen["metric"] == best["metric"]
+        if step == best["step"]:  # the same record and the same weights the Trainer's --load-best saved
+            assert chosen["value"] == pytest.approx(best["value"])
+            saved = load_file(str(run / TOP_LAYERS_WEIGHTS))
+            assert all(torch.equal(saved[k], finished[k]) for k in saved)
+        load_cross_encoder.__wrapped__(str(out), "cpu").predict([("a claim", "an abstract")])  # loads as shipped
+    # an evaluation of the folder becomes its rows; running again refreshes them and keeps the weights
+    evaluation = {"demo": {"bm25@20": {"queries": 2, "first_stage": {"nDCG@10": 0.5}, "alone": {"nDCG@10": 0.6},
+                                       "fused": {"nDCG@10": 0.7}}}}
+    (out / "evaluation.json").write_text(json.dumps(evaluation))
+    assert finish_checkpoint.main(["--run", str(run), "--step", "3", "--output-dir", str(out)]) == 0
+    rows = json.loads((out / "metrics.json").read_text())["evaluations"]
+    assert [(r["config"], r["before"], r["after"]) for r in rows] == [
+        ("bm25 top 20, re-ranker alone", 0.5, 0.6), ("bm25 top 20, fused with the first stage (RRF)", 0.5, 0.7)]
+    with pytest.raises(CtxirError, match=r"--step 5: .*steps \[1, 2, 3\]"):
+        finish_checkpoint.run(finish_checkpoint.FinishCheckpointArgs(run=str(run), step=5))
+    with pytest.raises(CtxirError, match="already holds other files"):  # never overwrites other weights
+        finish_checkpoint.run(finish_checkpoint.FinishCheckpointArgs(run=str(run), step=1, output_dir=str(out)))
+    with pytest.raises(CtxirError, match="--metric 'spearman' matches none"):
+        finish_checkpoint.run(finish_checkpoint.FinishCheckpointArgs(run=str(run), step=1, metric="spearman"))
+    with pytest.raises(CtxirError, match=r"has no metrics\.json"):
+        finish_checkpoint.run(finish_checkpoint.FinishCheckpointArgs(run=str(tmp_path), step=1))
+
 def test_fusion_min_gain_gives_the_first_stage_the_largest_weight_when_the_dev_gain_is_small():
     """--fusion-min-gain: a weight is trusted only for a dev gain over the first stage of at least that much; below
     it the first stage gets the grid's largest say, so the re-ranker only breaks its near-ties."""

@@ -268,9 +268,9 @@ def cross_encoder_pass(cross_encoder, pairs: Sequence[Pair], layer: int, max_len
         if getattr(out, "logits", None) is not None:  # a sequence-classification head
             scores = out.logits  # (batch, labels): last column = "relevant"
         else:  # a modular head (e.g. mean pooling → Dense): run the cross-encoder's own modules on the tokens
-            features = {"token_embeddings": out.last_hidden_state, "attention_mask": enc["attention_mask"]}
-            if "token_type_ids" in enc:  # the segment-cosine head tells query from document by them
-                features["token_type_ids"] = enc["token_type_ids"]
+            # the tokenizer's features as the body passes them on: token_type_ids tell the segment-cosine head the
+            # query from the document, input_ids let its term-match term match query terms
+            features = {**enc, "token_embeddings": out.last_hidden_state}
             for module in list(cross_encoder)[1:]:
                 features = module(features)
             scores = features["scores"].reshape(len(idx), -1)  # (batch, labels)
