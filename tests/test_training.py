@@ -604,6 +604,64 @@ def test_finish_checkpoint_ships_a_kept_step_as_the_run_would_have_with_load_bes
     with pytest.raises(CtxirError, match=r"has no metrics\.json"):
         finish_checkpoint.run(finish_checkpoint.FinishCheckpointArgs(run=str(tmp_path), step=1))
 
+
+def test_scores_dir_resumes_shares_and_refuses_another_models_scores(tmp_path):
+    """evaluate_reranker --scores-dir: kept scores are reused, a query another live process claimed is waited for
+    and never scored twice, a dead process's claim is taken over, and another model's folder is refused."""
+    import subprocess
+    import sys
+    import threading
+
+    from ctxir.types import Hit
+    from training import evaluate_reranker as er
+
+    class Counting:  # a re-ranker that records what it scores
+        def __init__(self):
+            self.calls = []
+
+        def _rerank(self, query, hits, corpus):
+            self.calls.append(query)
+            return [Hit(h.doc_id, float(len(h.doc_id) + len(query))) for h in hits]
+
+    queries = {"q1": "a", "q2": "bb", "q3": "ccc"}
+    first = {q: [Hit("d1", 2.0), Hit("doc2", 1.0)] for q in queries}
+    stamp = {"weights_sha256": "x", "passages": None}
+    reranker = Counting()
+    scored = er._score(reranker, queries, first, {}, "test top 2", str(tmp_path), stamp)
+    assert scored["q2"] == {"d1": 4.0, "doc2": 6.0} and reranker.calls == ["a", "bb", "ccc"]
+    # 1. a second run reuses every kept score
+    again = Counting()
+    assert er._score(again, queries, first, {}, "test top 2", str(tmp_path), stamp) == scored and again.calls == []
+    # 2. other candidates for a query are scored afresh
+    changed = {**first, "q1": [Hit("d9", 1.0)]}
+    assert er._score(again, queries, changed, {}, "test top 2", str(tmp_path), stamp)["q1"] == {"d9": 3.0}
+    assert again.calls == ["a"]
+    # 3. a query claimed by a live process is waited for; one claimed by a dead process is taken over
+    store_dir = tmp_path / "test-top-2"
+    for q in ("q2", "q3"):
+        (store_dir / f"{q}.json").unlink()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (store_dir / "q2.claim").write_text(str(live.pid))
+    (store_dir / "q3.claim").write_text(str(dead.pid))
+    other = er.ScoreStore(tmp_path, stamp, "test top 2")
+    finisher = threading.Timer(0.5, other.put, ("q2", ["d1", "doc2"], {"d1": 40.0, "doc2": 60.0}))
+    finisher.start()
+    try:
+        third = Counting()
+        result = er._score(third, queries, changed, {}, "test top 2", str(tmp_path), stamp)
+    finally:
+        finisher.join()
+        live.kill()
+    assert third.calls == ["ccc"] and result["q2"] == {"d1": 40.0, "doc2": 60.0}
+    assert not list(store_dir.glob("*.claim"))
+    # 4. another model's scores are never mixed in
+    with pytest.raises(CtxirError, match="another model"):
+        er._score(Counting(), queries, first, {}, "test top 2", str(tmp_path), {**stamp, "weights_sha256": "y"})
+    assert er.model_stamp(tmp_path, Counting()) == {"weights_sha256": er.model_stamp(tmp_path / "none", None)[
+        "weights_sha256"], "passages": None}  # a folder without weights: the empty digest
+
 def test_fusion_min_gain_gives_the_first_stage_the_largest_weight_when_the_dev_gain_is_small():
     """--fusion-min-gain: a weight is trusted only for a dev gain over the first stage of at least that much; below
     it the first stage gets the grid's largest say, so the re-ranker only breaks its near-ties."""

@@ -89,6 +89,10 @@ class EvaluateRerankerArgs:
     device: str = "auto"
     torch_threads: int = field(default=1, metadata={"help": "CPU threads for torch (0 = torch's default)"})
     output: str = field(default="", metadata={"help": f"default <model>/{EVALUATION_FILE}"})
+    scores_dir: str = field(default="", metadata={
+        "help": "keep each query's scores in this folder as they are computed: a killed run resumes where it "
+                "stopped, and several runs of the same command on one machine share the work (each claims a query "
+                "before scoring it); one folder per model ('' = keep nothing)"})
     update_metrics: bool = field(default=True, metadata={
         "help": "also add the nDCG@10 rows to <model>/metrics.json's evaluations (what the model card shows)"})
 
@@ -140,14 +144,114 @@ def _summary(qrels: dict, runs: dict[str, dict], queries: set[str] | None = None
 # ---------------------------------------------------------------- the steps
 
 
-def _score(reranker, queries: dict[str, str], first: dict[str, list[Hit]], corpus: dict, label: str
-           ) -> dict[str, dict[str, float]]:
+class ScoreStore:
+    """One model's per-query scores on disk (``--scores-dir``), one JSON file per query under a folder per
+    candidate list (e.g. ``SciFact-test-BM25-top-100``). A query is claimed (``<qid>.claim``, created exclusively,
+    holding the process id) before it is scored, so processes on one machine never score it twice; a claim whose
+    process is gone is taken over. The folder records the model's weights (sha256) and how it reads documents, and
+    refuses another model's scores."""
+
+    def __init__(self, root: str | Path, stamp: dict, label: str):
+        import re
+
+        self.root, self.dir = Path(root), Path(root) / re.sub(r"[^A-Za-z0-9]+", "-", label).strip("-")
+        self.dir.mkdir(parents=True, exist_ok=True)
+        recorded = read_json(self.root / "model.json") if (self.root / "model.json").is_file() else None
+        if recorded is not None and recorded != stamp:
+            raise CtxirError(f"--scores-dir {str(root)!r} holds the scores of another model or setting ({recorded}, "
+                             f"not {stamp}): pass a new folder for this model")
+        if recorded is None:
+            write_json(self.root / "model.json", stamp)
+
+    def _path(self, qid: str, suffix: str) -> Path:
+        return self.dir / f"{qid.replace('/', '_')}{suffix}"
+
+    def get(self, qid: str, docs: list[str]) -> dict[str, float] | None:
+        """The stored scores of exactly these candidates, else None."""
+        path = self._path(qid, ".json")
+        stored = read_json(path) if path.is_file() else None
+        return stored["scores"] if stored and stored.get("docs") == docs else None
+
+    def claim(self, qid: str) -> bool:
+        """True when this process may score ``qid``: no other live process has claimed it."""
+        import os
+
+        path = self._path(qid, ".claim")
+        for _ in range(2):
+            try:
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                if _alive(path.read_text().strip() if path.is_file() else ""):
+                    return False
+                path.unlink(missing_ok=True)  # its process is gone: take the query over
+                continue
+            with os.fdopen(fd, "w") as f:
+                f.write(str(os.getpid()))
+            return True
+        return False
+
+    def put(self, qid: str, docs: list[str], scores: dict[str, float]) -> None:
+        write_json(self._path(qid, ".json"), {"docs": docs, "scores": scores})
+        self._path(qid, ".claim").unlink(missing_ok=True)
+
+
+def _alive(pid: str) -> bool:
+    import os
+
+    if not pid.isdigit():
+        return True  # a claim being written this instant: its process is alive
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def model_stamp(folder: str | Path, reranker) -> dict:
+    """What makes a model's scores its own: its weights' sha256 and how it reads long documents."""
+    import hashlib
+
+    files = sorted(p for p in Path(folder).rglob("*.safetensors") if p.is_file())
+    digest = hashlib.sha256()
+    for p in files:
+        digest.update(p.read_bytes())
+    passages = getattr(reranker, "passages", None)
+    return {"weights_sha256": digest.hexdigest(),
+            "passages": [passages.words, passages.stride] if passages else None}
+
+
+def _score(reranker, queries: dict[str, str], first: dict[str, list[Hit]], corpus: dict, label: str,
+           store_root: str = "", stamp: dict | None = None) -> dict[str, dict[str, float]]:
     from tqdm.auto import tqdm
 
+    store = ScoreStore(store_root, stamp or {}, label) if store_root else None
     start, pairs = time.perf_counter(), sum(len(v) for v in first.values())
-    scored = {}
+    scored, waiting = {}, []
     for q in tqdm(queries, desc=f"re-ranking {label} ({pairs} pairs)", mininterval=10):
-        scored[q] = {h.doc_id: h.score for h in reranker._rerank(queries[q], first[q], corpus)}
+        docs = [h.doc_id for h in first[q]]
+        if store is not None and (kept := store.get(q, docs)) is not None:
+            scored[q] = kept
+        elif store is not None and not store.claim(q):
+            waiting.append(q)  # another process is scoring it
+        else:
+            scored[q] = {h.doc_id: float(h.score) for h in reranker._rerank(queries[q], first[q], corpus)}
+            if store is not None:
+                store.put(q, docs, scored[q])
+    if waiting:
+        print(f"{label}: waiting for {len(waiting)} queries other processes are scoring", flush=True)
+    while waiting:
+        q = waiting.pop(0)
+        docs = [h.doc_id for h in first[q]]
+        if (kept := store.get(q, docs)) is not None:
+            scored[q] = kept
+        elif store.claim(q):  # its process is gone
+            scored[q] = {h.doc_id: float(h.score) for h in reranker._rerank(queries[q], first[q], corpus)}
+            store.put(q, docs, scored[q])
+        else:
+            waiting.append(q)
+            time.sleep(2.0 / len(waiting))
     seconds = time.perf_counter() - start
     print(f"{label}: {pairs} pairs in {seconds:.0f} s ({pairs / max(seconds, 1e-9):.1f} pairs/s)", flush=True)
     return scored
@@ -275,7 +379,8 @@ def evaluate_scifact(reranker, fusion, depths: list[int], args: EvaluateReranker
         queries = dict(list(queries.items())[: args.max_queries])
         qrels = {q: qrels[q] for q in queries if q in qrels}
     first = BM25Retriever(corpus).search(queries, max(depths))
-    scored = _score(reranker, queries, first, corpus, f"SciFact test, BM25 top {max(depths)}")
+    scored = _score(reranker, queries, first, corpus, f"SciFact test, BM25 top {max(depths)}", args.scores_dir,
+                    model_stamp(args.model, reranker))
     seen, unseen = seen_split(qrels, train_qrels)
     out = {"seen_queries": len(seen), "unseen_queries": len(unseen)}
     for depth in depths:
@@ -306,7 +411,8 @@ def evaluate_other(reranker, fusion, name: str, args: EvaluateRerankerArgs) -> d
     out = {}
     for kind, stage in stages.items():
         first = stage.search(queries, args.other_depth)
-        scored = _score(reranker, queries, first, corpus, f"{name} {kind} top {args.other_depth}")
+        scored = _score(reranker, queries, first, corpus, f"{name} {kind} top {args.other_depth}", args.scores_dir,
+                        model_stamp(args.model, reranker))
         out[f"{kind}@{args.other_depth}"] = _summary(qrels, _runs(first, scored, args.other_depth,
                                                                   fusion.for_first_stage(kind)))
     return out
