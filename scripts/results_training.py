@@ -71,9 +71,12 @@ PIPELINES = [
 # (label, folder relative to the repo root or to --outputs, the script that trained it): the re-rankers' compact table,
 # read from metrics.json (training command) and evaluation.json (training/evaluate_reranker.py: test figures)
 RERANKERS = [
-    ("shipped cross-encoder (CPU recipe, stage 3: stage 1 continued on the best windows, dev-best step 220)",
-     "ctxir/assets/models/cross-encoder", "train_cross_encoder"),
-    ("shipped CLS-LR (on the stage-3 cross-encoder)", "ctxir/assets/models/cls-lr", "train_cls_lr"),
+    ("shipped cross-encoder (CPU recipe, stage 4: stage 3 continued with a learned term-match term, dev-best step "
+     "550)", "ctxir/assets/models/cross-encoder", "train_cross_encoder"),
+    ("shipped CLS-LR (on the stage-4 cross-encoder)", "ctxir/assets/models/cls-lr", "train_cls_lr"),
+    ("stage 3 (shipped before stage 4): stage 1 continued on the best windows, dev-best step 220",
+     "outputs/ce-window-stage3-best", "train_cross_encoder"),
+    ("CLS-LR on stage 3 (shipped before stage 4)", "outputs/cls-lr-stage3", "train_cls_lr"),
     ("stage 1 (shipped before stage 3): first 128 tokens", "outputs/ce-seg-stage1", "train_cross_encoder"),
     ("CLS-LR on stage 1 (shipped before stage 3)", "outputs/cls-lr-seg-stage1", "train_cls_lr"),
     ("stage 2: distilled from the BM25 + MiniLM hybrid (--teacher hybrid), 301 steps from the shipped weights; "
@@ -248,6 +251,9 @@ def reranker_rows(label: str, folder: Path, script: str, recorded: dict[str, lis
                     or found.metrics.get("training", {}).get("wall_time_seconds"))
     if found.metrics.get("training", {}).get("resumed_from"):  # the file times only the last, resumed stretch
         wall += " (after resuming)"
+    if finished := found.metrics.get("training", {}).get("finished_from"):  # training.finish_checkpoint
+        wall += (f" (the whole {finished['whole_run']['steps']}-step run; its {finished['checkpoint']} ships, "
+                 "by `python -m training.finish_checkpoint`)")
     training = f"train: `{found.command}`"
     if not evaluation_path.is_file():
         test = next((r for r in found.metrics["evaluations"] if r["metric"] == "nDCG@10" and r["split"] == "test"),

@@ -167,6 +167,21 @@ def test_the_cycle_check_sees_a_cycle_through_a_late_import_inside_one_subpackag
     assert _cycles(_graph(late=False)) == []
     assert _cycles(_graph(late=True)) == [["ctxir.encoders.heads", "ctxir.encoders.models"]]
 
+
+def test_the_cycle_check_follows_relative_imports_and_from_package_import_module(tmp_path, monkeypatch):
+    pkg = tmp_path / "ctxir"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub/__init__.py").write_text("")
+    (pkg / "a.py").write_text("from ctxir.sub import b\n")
+    (pkg / "sub/b.py").write_text("from .. import c\n")
+    (pkg / "c.py").write_text("import ctxir.a\n\ndef late():\n    from ctxir import d\n")
+    (pkg / "d.py").write_text("from ctxir import c\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", pkg)
+    assert _cycles(_graph(late=False)) == [["ctxir.a", "ctxir.c", "ctxir.sub.b"]]
+    assert _cycles(_graph(late=True)) == [["ctxir.a", "ctxir.c", "ctxir.d", "ctxir.sub.b"]]
+
 @pytest.mark.parametrize("old", sorted(MOVED))
 def test_an_old_module_path_gives_the_moved_module_and_warns(old):
     new = importlib.import_module(MOVED[old])
