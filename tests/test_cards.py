@@ -82,6 +82,13 @@ def test_rendered_card_body_has_every_section_and_the_run_facts(model_type, metr
     assert "Commercial use is not allowed" in text and "commercial use (see [License]" in text
     assert "@inproceedings{wadden-etal-2020-fact" in text and "@inproceedings{thakur2021beir" in text
     assert "{{" not in text and "{%" not in text  # every template variable was filled
+    assert "dev-best checkpoint" not in text and "(the whole run)" not in text
+    if model_type != "cls-lr":  # a checkpoint finished after its run (training.finish_checkpoint) says so
+        finished = copy.deepcopy(metrics)
+        finished["training"]["finished_from"] = {"run": "outputs/run", "checkpoint": "checkpoint-20",
+                                                 "whole_run": {"steps": 29}}
+        text = render(model_type, finished).text
+        assert "(1.0 epochs): the dev-best checkpoint of a 29-step run |" in text and "(the whole run) |" in text
 
 
 def test_usage_snippets_name_the_repo_and_are_valid_python(metrics_record):

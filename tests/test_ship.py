@@ -259,3 +259,16 @@ def test_the_shipped_rerankers_rank_a_relevant_document_above_an_irrelevant_one(
         StageFusion("rrf", tuple(fusion["weights"]), fusion["k"], by_first_stage=by_stage)
     assert {name for name, _ in by_stage} == {"dense", "hybrid"}  # each first stage the app offers has its weight
     assert sum(p.stat().st_size for p in SHIPPED_MODELS[SHIPPED_CROSS_ENCODER].parent.rglob("*")) <= 10e6
+    # plain sentence-transformers loads the shipped folder (its classes from the installed ctxir) to the same scores,
+    # the head's learned term-match term included
+    from sentence_transformers import CrossEncoder
+
+    from ctxir.encoders.models import load_cross_encoder
+
+    folder = SHIPPED_MODELS[SHIPPED_CROSS_ENCODER]
+    ours = load_cross_encoder(SHIPPED_CROSS_ENCODER, "cpu")
+    assert getattr(ours[1], "term_match", False) == json.loads((folder / "metrics.json").read_text())["config"].get(
+        "term_match", False)
+    pairs = [(PAIR[0], t) for t in texts]
+    plain = CrossEncoder(str(folder), device="cpu", trust_remote_code=True)
+    assert np.allclose(np.ravel(plain.predict(pairs)), np.ravel(ours.predict(pairs)), atol=1e-5)

@@ -577,6 +577,9 @@ def test_finish_checkpoint_ships_a_kept_step_as_the_run_would_have_with_load_bes
         kept = load_file(str(run / "checkpoints" / f"checkpoint-{step}" / TOP_LAYERS_WEIGHTS))
         assert sorted(finished) == sorted(kept) and all(torch.equal(finished[k], kept[k]) for k in kept)
         assert not [p.name for p in out.rglob("*") if p.suffix in (".pt", ".pth", ".bin")]
+        # the run's own saved layout: nothing the saved model lacks (e.g. the checkpoint's tokenizer copy)
+        assert {p.relative_to(out) for p in out.rglob("*") if p.is_file()} - {Path("metrics.json")} <= {
+            p.relative_to(run) for p in run.rglob("*") if p.is_file()}
         metrics = json.loads((out / "metrics.json").read_text())
         assert metrics["training"]["steps"] == step and metrics["training"]["finished_from"]["whole_run"]["steps"] == 3
         assert metrics["evaluations"] == []  # the run's test rows describe its own last model, not this step

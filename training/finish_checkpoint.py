@@ -55,7 +55,7 @@ def run(args: FinishCheckpointArgs) -> dict:
     key = metric_key(dev, args.metric, run_metrics.get("extra", {}).get("best_checkpoint", {}).get("metric", ""))
     out = Path(args.output_dir or f"{run_dir}-{args.step}")
     # 2. the model files, never the Trainer's pickles
-    copied = copy_model_files(checkpoint, out)
+    copied = copy_model_files(checkpoint, out, run_dir)
     # 3. metrics.json: the run's record at this step, with the test rows of this folder's own evaluation
     metrics = finished_metrics(run_metrics, state, dev, key, args, out)
     path = write_metrics(out, metrics)
@@ -108,11 +108,16 @@ def metric_key(dev: dict[str, float], metric: str, recorded: str = "") -> str:
     return keys[0]
 
 
-def copy_model_files(checkpoint: Path, out: Path) -> list[Path]:
-    """The checkpoint's JSON, safetensors and vocab files under ``out``, subfolders kept. A file already in ``out``
-    must be the same bytes: a folder holding other weights is refused, never overwritten."""
+def copy_model_files(checkpoint: Path, out: Path, run_dir: Path) -> list[Path]:
+    """The checkpoint's JSON, safetensors and vocab files that the run's own saved model has too (the layout its
+    kind saves: a top-layers cross-encoder, say, takes its tokenizer from its base, not from a copy), under ``out``,
+    subfolders kept. A file already in ``out`` must be the same bytes: a folder holding other weights is refused,
+    never overwritten."""
     files = [p for p in sorted(checkpoint.rglob("*")) if p.is_file() and p.suffix in MODEL_SUFFIXES
-             and p.name not in LEFT_BEHIND]
+             and p.name not in LEFT_BEHIND and (run_dir / p.relative_to(checkpoint)).is_file()]
+    if not any(p.suffix == ".safetensors" for p in files):
+        raise CtxirError(f"--run {str(run_dir)!r} holds no saved model beside its metrics.json to take the layout "
+                         "from: pass the folder of a finished run")
     clashes = [str(p.relative_to(checkpoint)) for p in files
                if (out / p.relative_to(checkpoint)).is_file()
                and not filecmp.cmp(p, out / p.relative_to(checkpoint), shallow=False)]
