@@ -228,14 +228,17 @@ def pipeline_table(results: Path, recorded: dict[str, list[str]] | None = None,
 
 
 def pvalue(value) -> str:
-    return "" if value is None else f"{value:.2g}"
+    """A p-value as evaluation.json records it (4 decimals): 0.0 there means below 0.0001."""
+    if value is None:
+        return ""
+    return "< 0.0001" if value < 0.0001 else f"{value:.2g}"
 
 
 def versus(block: dict) -> str:
     """'0.6863 → 0.7162 (+0.0299, 67/21, p = 0.0009)': first stage → fused, from evaluation.json."""
     test = block.get("fused_vs_first_stage", {})
     return (f"{fmt(block['first_stage'].get('nDCG@10'))} → {fmt(block['fused'].get('nDCG@10'))} "
-            f"({test.get('delta', 0):+.4f}, {test.get('wins')}/{test.get('losses')}, p = {pvalue(test.get('t_pvalue'))})")
+            f"({test.get('delta', 0):+.4f}, {test.get('wins')}/{test.get('losses')}, p {'' if pvalue(test.get('t_pvalue')).startswith('<') else '= '}{pvalue(test.get('t_pvalue'))})")
 
 
 def reranker_rows(label: str, folder: Path, script: str, recorded: dict[str, list[str]] | None = None,
