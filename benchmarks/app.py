@@ -23,11 +23,11 @@ from benchmarks.common import (
     load_average,
     main_for,
     markdown_table,
-    resolve_model_path,
     save_figure,
     summary_ms,
 )
 from ctxir import CtxirError
+from ctxir.encoders.models import SHIPPED_CROSS_ENCODER
 
 APP_QUERIES = ("otters playing on the river bank", "bats hunting insects at night", "opening a savings account",
                "where do otters live", "interest rates at the central bank")
@@ -41,7 +41,7 @@ class AppBenchArgs:
                 "stop it afterwards"})
     corpus: str = field(default="demo", metadata={"help": "corpus name the search endpoints use"})
     cross_encoder: str = field(default="", metadata={
-        "help": "started app: CTXIR_CROSS_ENCODER ('' = the packaged MiniLM body with a fresh head, as rerank)"})
+        "help": "started app: CTXIR_CROSS_ENCODER ('' = the shipped cross-encoder, what a fresh install re-ranks with)"})
     repeats: int = field(default=10, metadata={"help": "timed calls per endpoint"})
     warmup: int = field(default=1, metadata={"help": "untimed calls per endpoint first"})
     endpoints: str = field(default="", metadata={"help": "comma-separated labels to run ('' = all)"})
@@ -146,7 +146,7 @@ def run_app(args: AppBenchArgs, argv: list[str] | None = None) -> dict:
     load_before, started = load_average(), time.perf_counter()
     process, start_s, url = None, None, args.url
     if not url:
-        env = {"CTXIR_CROSS_ENCODER": args.cross_encoder or resolve_model_path(""), "CTXIR_CLS_LR": "none",
+        env = {"CTXIR_CROSS_ENCODER": args.cross_encoder or SHIPPED_CROSS_ENCODER, "CTXIR_CLS_LR": "none",
                "CTXIR_TORCH_THREADS": str(args.torch_threads)}
         print("starting python app.py …", flush=True)
         process, url, start_s = start_app(env, args.start_timeout_s)
@@ -157,7 +157,7 @@ def run_app(args: AppBenchArgs, argv: list[str] | None = None) -> dict:
             stop_app(process)
     return finish("app", format_app, args, argv, load_before, started, results, data={
         "app": f"python app.py started by this command (cold start to first page: {start_s:.1f} s), cross-encoder: "
-               f"{'the packaged MiniLM body with a fresh head' if not args.cross_encoder else args.cross_encoder}"
+               f"{args.cross_encoder or SHIPPED_CROSS_ENCODER + ' (shipped)'}"
         if start_s is not None else f"an app already running at {url}",
         "corpus": args.corpus, "cold_start_s": round(start_s, 1) if start_s is not None else None},
         timing=f"wall time of gradio_client.Client.predict per call (HTTP + queue + the callback), one call at a "
