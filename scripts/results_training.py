@@ -237,8 +237,9 @@ def pvalue(value) -> str:
 def versus(block: dict) -> str:
     """'0.6863 → 0.7162 (+0.0299, 67/21, p = 0.0009)': first stage → fused, from evaluation.json."""
     test = block.get("fused_vs_first_stage", {})
+    p = pvalue(test.get("t_pvalue"))
     return (f"{fmt(block['first_stage'].get('nDCG@10'))} → {fmt(block['fused'].get('nDCG@10'))} "
-            f"({test.get('delta', 0):+.4f}, {test.get('wins')}/{test.get('losses')}, p {'' if pvalue(test.get('t_pvalue')).startswith('<') else '= '}{pvalue(test.get('t_pvalue'))})")
+            f"({test.get('delta', 0):+.4f}, {test.get('wins')}/{test.get('losses')}, p {p if p.startswith('<') else '= ' + p})")
 
 
 def reranker_rows(label: str, folder: Path, script: str, recorded: dict[str, list[str]] | None = None,

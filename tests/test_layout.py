@@ -105,16 +105,24 @@ def test_the_subpackages_import_one_way_along_the_flow():
     assert _against_the_flow(_graph(late=True)) == LATE_BACKWARD
 
 
-def test_the_check_sees_an_import_against_the_flow(tmp_path, monkeypatch):
+def _fake_ctxir(tmp_path, monkeypatch, files: dict[str, str]) -> None:
+    """A throw-away ``ctxir`` package of ``files`` ({path: source}; every folder gets an empty ``__init__.py``) that
+    the import checks read instead of the real one."""
     pkg = tmp_path / "ctxir"
-    for sub in ("data", "rerank"):
-        (pkg / sub).mkdir(parents=True)
-        (pkg / sub / "__init__.py").write_text("")
-    (pkg / "__init__.py").write_text("")
-    (pkg / "data/loaders.py").write_text("from ctxir.rerank.rankers import Reranker\n")
-    (pkg / "rerank/rankers.py").write_text("from ctxir.data import loaders\n\ndef late():\n    import ctxir.data\n")
+    for name, source in {"__init__.py": "", **files}.items():
+        path = pkg / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for folder in path.relative_to(tmp_path).parents[:-1]:
+            (tmp_path / folder / "__init__.py").touch()
+        path.write_text(source)
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     monkeypatch.setattr(sys.modules[__name__], "PACKAGE", pkg)
+
+
+def test_the_check_sees_an_import_against_the_flow(tmp_path, monkeypatch):
+    _fake_ctxir(tmp_path, monkeypatch, {
+        "data/loaders.py": "from ctxir.rerank.rankers import Reranker\n",
+        "rerank/rankers.py": "from ctxir.data import loaders\n\ndef late():\n    import ctxir.data\n"})
     assert _against_the_flow(_graph(late=False)) == {("ctxir.data.loaders", "ctxir.rerank.rankers")}
 
 
@@ -156,31 +164,20 @@ def test_no_import_cycle_even_through_imports_inside_functions():
 
 
 def test_the_cycle_check_sees_a_cycle_through_a_late_import_inside_one_subpackage(tmp_path, monkeypatch):
-    pkg = tmp_path / "ctxir"
-    (pkg / "encoders").mkdir(parents=True)
-    (pkg / "__init__.py").write_text("")
-    (pkg / "encoders/__init__.py").write_text("")
-    (pkg / "encoders/heads.py").write_text("from ctxir.encoders.models import resolve_model\n")
-    (pkg / "encoders/models.py").write_text("def load():\n    from ctxir.encoders.heads import apply_top_layers\n")
-    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
-    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", pkg)
+    _fake_ctxir(tmp_path, monkeypatch, {
+        "encoders/heads.py": "from ctxir.encoders.models import resolve_model\n",
+        "encoders/models.py": "def load():\n    from ctxir.encoders.heads import apply_top_layers\n"})
     assert _cycles(_graph(late=False)) == []
     assert _cycles(_graph(late=True)) == [["ctxir.encoders.heads", "ctxir.encoders.models"]]
 
 
 def test_the_cycle_check_follows_relative_imports_and_from_package_import_module(tmp_path, monkeypatch):
-    pkg = tmp_path / "ctxir"
-    (pkg / "sub").mkdir(parents=True)
-    (pkg / "__init__.py").write_text("")
-    (pkg / "sub/__init__.py").write_text("")
-    (pkg / "a.py").write_text("from ctxir.sub import b\n")
-    (pkg / "sub/b.py").write_text("from .. import c\n")
-    (pkg / "c.py").write_text("import ctxir.a\n\ndef late():\n    from ctxir import d\n")
-    (pkg / "d.py").write_text("from ctxir import c\n")
-    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
-    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", pkg)
+    _fake_ctxir(tmp_path, monkeypatch, {
+        "a.py": "from ctxir.sub import b\n", "sub/b.py": "from .. import c\n",
+        "c.py": "import ctxir.a\n\ndef late():\n    from ctxir import d\n", "d.py": "from ctxir import c\n"})
     assert _cycles(_graph(late=False)) == [["ctxir.a", "ctxir.c", "ctxir.sub.b"]]
     assert _cycles(_graph(late=True)) == [["ctxir.a", "ctxir.c", "ctxir.d", "ctxir.sub.b"]]
+
 
 @pytest.mark.parametrize("old", sorted(MOVED))
 def test_an_old_module_path_gives_the_moved_module_and_warns(old):

@@ -513,6 +513,17 @@ def test_term_match_continues_a_saved_head_and_trains_its_own_weights(tiny_bert_
         train_cross_encoder.check(train_cross_encoder.CrossEncoderArgs(head="cls", term_match=True))
 
 
+def _train_load_best(tiny_bert_dir, toy_root, out, steps: int) -> None:
+    """A tiny segment-cosine run with a dev evaluation and a kept checkpoint at every step, ending on its dev-best."""
+    args = ["--task", "scifact", "--model", str(tiny_bert_dir), "--data-dir", str(toy_root), "--output-dir", str(out),
+            "--device", "cpu", "--max-steps", str(steps), "--batch-size", "2", "--num-negatives", "2", "--head",
+            "segment-cosine", "--train-layers", "1", "--loss", "listnet", "--dev-queries", "2", "--dev-depth", "5",
+            "--rerank-depth", "6", "--eval-before", "false", "--torch-threads", "1", "--learning-rate", "5e-3",
+            "--head-learning-rate", "5e-2", "--eval-steps", "1", "--save-steps", "1", "--keep-checkpoints", "true",
+            "--load-best", "true"]
+    assert train_cross_encoder.main(args) == 0
+
+
 def test_load_best_ends_the_run_on_the_dev_best_checkpoint(tiny_bert_dir, toy_root, tmp_path):
     """--load-best: the run's saved, tested model is the checkpoint the dev evaluator scored highest, and
     metrics.json says which; without an evaluator to choose by, the flag is refused before anything loads."""
@@ -522,13 +533,7 @@ def test_load_best_ends_the_run_on_the_dev_best_checkpoint(tiny_bert_dir, toy_ro
     from ctxir.names import TOP_LAYERS_WEIGHTS
 
     out = tmp_path / "best"
-    args = ["--task", "scifact", "--model", str(tiny_bert_dir), "--data-dir", str(toy_root), "--output-dir", str(out),
-            "--device", "cpu", "--max-steps", "4", "--batch-size", "2", "--num-negatives", "2", "--head",
-            "segment-cosine", "--train-layers", "1", "--loss", "listnet", "--dev-queries", "2", "--dev-depth", "5",
-            "--rerank-depth", "6", "--eval-before", "false", "--torch-threads", "1", "--learning-rate", "5e-3",
-            "--head-learning-rate", "5e-2", "--eval-steps", "1", "--save-steps", "1", "--keep-checkpoints", "true",
-            "--load-best", "true"]
-    assert train_cross_encoder.main(args) == 0
+    _train_load_best(tiny_bert_dir, toy_root, out, steps=4)
     key = "eval_scifact-train-heldout_ndcg@10"
     log = [json.loads(line) for line in (out / "training_log.jsonl").read_text().splitlines()]
     curve = {r["step"]: r[key] for r in log if key in r}
@@ -561,13 +566,7 @@ def test_finish_checkpoint_ships_a_kept_step_as_the_run_would_have_with_load_bes
     from training import finish_checkpoint
 
     run = tmp_path / "run"
-    args = ["--task", "scifact", "--model", str(tiny_bert_dir), "--data-dir", str(toy_root), "--output-dir", str(run),
-            "--device", "cpu", "--max-steps", "3", "--batch-size", "2", "--num-negatives", "2", "--head",
-            "segment-cosine", "--train-layers", "1", "--loss", "listnet", "--dev-queries", "2", "--dev-depth", "5",
-            "--rerank-depth", "6", "--eval-before", "false", "--torch-threads", "1", "--learning-rate", "5e-3",
-            "--head-learning-rate", "5e-2", "--eval-steps", "1", "--save-steps", "1", "--keep-checkpoints", "true",
-            "--load-best", "true"]
-    assert train_cross_encoder.main(args) == 0
+    _train_load_best(tiny_bert_dir, toy_root, run, steps=3)
     run_metrics = json.loads((run / "metrics.json").read_text())
     best = run_metrics["extra"]["best_checkpoint"]
     for step in sorted({best["step"], 3}):

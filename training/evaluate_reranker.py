@@ -228,6 +228,10 @@ def _score(reranker, queries: dict[str, str], first: dict[str, list[Hit]], corpu
 
     store = ScoreStore(store_root, stamp or {}, label) if store_root else None
     start, pairs = time.perf_counter(), sum(len(v) for v in first.values())
+
+    def score(q: str) -> dict[str, float]:
+        return {h.doc_id: float(h.score) for h in reranker._rerank(queries[q], first[q], corpus)}
+
     scored, waiting = {}, []
     for q in tqdm(queries, desc=f"re-ranking {label} ({pairs} pairs)", mininterval=10):
         docs = [h.doc_id for h in first[q]]
@@ -236,7 +240,7 @@ def _score(reranker, queries: dict[str, str], first: dict[str, list[Hit]], corpu
         elif store is not None and not store.claim(q):
             waiting.append(q)  # another process is scoring it
         else:
-            scored[q] = {h.doc_id: float(h.score) for h in reranker._rerank(queries[q], first[q], corpus)}
+            scored[q] = score(q)
             if store is not None:
                 store.put(q, docs, scored[q])
     if waiting:
@@ -247,7 +251,7 @@ def _score(reranker, queries: dict[str, str], first: dict[str, list[Hit]], corpu
         if (kept := store.get(q, docs)) is not None:
             scored[q] = kept
         elif store.claim(q):  # its process is gone
-            scored[q] = {h.doc_id: float(h.score) for h in reranker._rerank(queries[q], first[q], corpus)}
+            scored[q] = score(q)
             store.put(q, docs, scored[q])
         else:
             waiting.append(q)
