@@ -121,6 +121,51 @@ def test_extra_train_sick_adds_its_train_pairs_on_the_stsb_scale(tiny_bert_dir, 
     assert code != 0 and "sick" in capsys.readouterr().err and not (tmp_path / "none").exists()
 
 
+def test_silver_pairs_are_new_pairs_of_train_sentences_labelled_in_the_teachers_order(tiny_bert_dir, tmp_path):
+    """training/silver_pairs.py: pairs of STS-B train sentences, never a gold pair, a self pair or a repeat, labelled
+    by the teacher's cosine mapped monotonically onto 0–1; --extra-train silver trains on them beside the gold."""
+    import csv
+
+    from test_training import _write_toy_root
+
+    from ctxir.data import load_sts
+    from ctxir.encoders.models import load_bi_encoder
+    from training import silver_pairs
+
+    root = _write_toy_root(tmp_path / "data")
+    out = tmp_path / "silver.csv"
+    record = silver_pairs.run(silver_pairs.SilverPairsArgs(teacher=str(tiny_bert_dir), output=str(out),
+                                                           data_dir=str(root), device="cpu"))
+    gold = load_sts(root / "stsbenchmark", "train")
+    sentences = {s for a, b, _ in gold for s in (a, b)}
+    with out.open(encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    pairs = [(r["sentence1"], r["sentence2"]) for r in rows]
+    assert len(rows) == record["pairs"] == len({frozenset(p) for p in pairs}) > len(gold)  # no repeats
+    assert all(a != b and a in sentences and b in sentences for a, b in pairs)
+    assert not {frozenset(p) for p in pairs} & {frozenset((a, b)) for a, b, _ in gold}
+    # the labels keep the teacher's order: sorted by cosine, they never go down
+    teacher = load_bi_encoder(str(tiny_bert_dir), "cpu")
+    ea = teacher.encode([a for a, _ in pairs], normalize_embeddings=True)
+    eb = teacher.encode([b for _, b in pairs], normalize_embeddings=True)
+    labels = np.array([float(r["score"]) for r in rows])
+    by_cosine = labels[np.argsort((ea * eb).sum(1), kind="stable")]
+    assert np.all(np.diff(by_cosine) >= -1e-3) and labels.min() >= 0 and labels.max() <= 1
+    assert json.loads(out.with_suffix(".csv.json").read_text())["teacher"] == str(tiny_bert_dir)
+
+    args = train_pair_scorer.PairScorerArgs(model=str(tiny_bert_dir), data_dir=str(root), extra_train="silver",
+                                            silver_pairs=str(out))
+    data = train_pair_scorer.build_data(args, None, "cpu")
+    assert len(data.train) == len(gold) + len(rows)
+    assert data.train.select(range(len(gold), len(data.train)))["sentence1"] == [a for a, _ in pairs]
+    assert [(r["split"], r["license"]) for r in data.datasets if r["role"] == "train"] == [
+        ("train", "CC BY-SA 4.0"), ("train-silver", "CC BY-SA 4.0")]
+    with pytest.raises(CtxirError, match=r"--extra-train 'none' with --silver-pairs .*: the silver pairs are read"):
+        train_pair_scorer.check(train_pair_scorer.PairScorerArgs(silver_pairs=str(out)))
+    with pytest.raises(CtxirError, match=r"--silver-pairs 'nowhere.csv' is not a file: make it with"):
+        train_pair_scorer.check(train_pair_scorer.PairScorerArgs(extra_train="silver", silver_pairs="nowhere.csv"))
+
+
 def test_training_refuses_what_would_not_ship(tmp_path):
     with pytest.raises(CtxirError, match=r"--lora-r must be a rank ≥ 1, got 0: the pair scorer ships as an adapter"):
         train_pair_scorer.run(train_pair_scorer.PairScorerArgs(lora_r=0, output_dir=str(tmp_path / "o")))

@@ -81,10 +81,13 @@ class PairScorerArgs(TrainerRunArgs):
     eval_before: bool = field(default=True, metadata={"help": "also evaluate the untrained start (the cosine)"})
     eval_steps: int = field(default=0, metadata={"help": "run the STS-B dev evaluator every N steps (0 = never)"})
     task: str = field(default="stsb", metadata={"help": "stsb (the only task: STS-B train, dev, test)"})
-    extra_train: Literal["none", "sick"] = field(default="none", metadata={
+    extra_train: Literal["none", "sick", "silver"] = field(default="none", metadata={
         "help": "more pairs trained on beside STS-B train: sick = SICK's train split (4,439 pairs), relatedness "
-                "1–5 mapped to 0–1 like STS-B's 0–5; dev and test stay STS-B's (5,749 STS-B pairs alone are few "
-                "for learning to compare two sentences in one pass)"})
+                "1–5 mapped to 0–1 like STS-B's 0–5; silver = --silver-pairs, STS-B train sentences paired and "
+                "labelled by a teacher bi-encoder (training/silver_pairs.py); dev and test stay STS-B's (5,749 "
+                "STS-B pairs alone are few for learning to compare two sentences in one pass)"})
+    silver_pairs: str = field(default="", metadata={
+        "help": "--extra-train silver: the CSV training/silver_pairs.py wrote (sentence1, sentence2, score 0–1)"})
 
 
 # ---------------------------------------------------------------- the model kind
@@ -97,6 +100,13 @@ def check(args: PairScorerArgs) -> None:
     if args.lora_r < 1:
         raise CtxirError(f"--lora-r must be a rank ≥ 1, got {args.lora_r!r}: the pair scorer ships as an adapter "
                          "(full fine-tuning is train_cross_encoder.py --task stsb)")
+    if (args.extra_train == "silver") != bool(args.silver_pairs):
+        raise CtxirError(f"--extra-train {args.extra_train!r} with --silver-pairs {args.silver_pairs!r}: the silver "
+                         "pairs are read with --extra-train silver and only then; make them with "
+                         "python -m training.silver_pairs --teacher BI_ENCODER --output FILE")
+    if args.silver_pairs and not Path(args.silver_pairs).is_file():
+        raise CtxirError(f"--silver-pairs {args.silver_pairs!r} is not a file: make it with "
+                         "python -m training.silver_pairs --teacher BI_ENCODER --output FILE")
     if args.init_scale == 0:
         raise CtxirError("--init-scale 0 would start the head at a constant score with no gradient to the "
                          "cosine: use e.g. 1 (--loss mse) or 8 (--loss bce)")
@@ -156,6 +166,11 @@ def build_data(args: PairScorerArgs, model, device: str):
                                   "score": [(p.relatedness - 1.0) / 4.0 for p in pairs]})  # 1–5 → 0–1
         data.train = concatenate_datasets([data.train, sick.cast(data.train.features)])
         data.datasets.insert(1, dataset_entry("sick", "train", "train", folder, len(pairs)))
+    elif args.extra_train == "silver":
+        silver = Dataset.from_csv(args.silver_pairs).cast(data.train.features)  # sentence1, sentence2, score 0–1
+        data.train = concatenate_datasets([data.train, silver])
+        # STS-B train's own sentences: STS-B's licence
+        data.datasets.insert(1, dataset_entry("stsb", "train-silver", "train", args.silver_pairs, len(silver)))
     return data
 
 
@@ -223,6 +238,7 @@ SPEC_PAIR = replace(
     training_options=lambda args: ({"learning_rate_mapping": {HEAD_PARAMETERS: args.head_learning_rate}}
                                    if args.head_learning_rate else {}),
     extra=lambda args, model, data: {"lora_r": args.lora_r, "head": "segment-cosine", "extra_train": args.extra_train,
+                                     **({"silver_pairs": args.silver_pairs} if args.silver_pairs else {}),
                                      "adapter_dtype": args.adapter_dtype,
                                      "trained_parameters": trained_parameters(args, model)},
 )
