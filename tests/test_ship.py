@@ -272,3 +272,23 @@ def test_the_shipped_rerankers_rank_a_relevant_document_above_an_irrelevant_one(
     pairs = [(PAIR[0], t) for t in texts]
     plain = CrossEncoder(str(folder), device="cpu", trust_remote_code=True)
     assert np.allclose(np.ravel(plain.predict(pairs)), np.ravel(ours.predict(pairs)), atol=1e-5)
+
+
+def test_the_shipped_cards_are_what_the_templates_render_from_their_metrics(tmp_path):
+    """A card template changed after a model shipped is rendered into the shipped card too (``training/ship.py``'s
+    write_card), so the card a user reads says what today's templates say: here, that a re-ranking row's *before*
+    is the first stage, not the base model."""
+    import shutil
+
+    from ctxir.encoders.models import DEFAULT_BI_ENCODER, SHIPPED_STS_CROSS_ENCODER
+    from training.ship import write_card
+
+    for name, kind, base in ((SHIPPED_CROSS_ENCODER, "cross-encoder", DEFAULT_BI_ENCODER),
+                             (SHIPPED_STS_CROSS_ENCODER, "cross-encoder", DEFAULT_BI_ENCODER),
+                             (SHIPPED_CLS_LR, "cls-lr", SHIPPED_CROSS_ENCODER)):
+        shipped = SHIPPED_MODELS[name]
+        copy = shutil.copytree(shipped, tmp_path / shipped.name)
+        write_card(copy, name, kind, base)
+        assert (copy / "README.md").read_text() == (shipped / "README.md").read_text(), f"re-render {name}'s card"
+    card = (SHIPPED_MODELS[SHIPPED_CROSS_ENCODER] / "README.md").read_text()
+    assert "in re-ranking rows, the first stage alone" in card
