@@ -247,6 +247,12 @@ def test_app_latency_through_gradio_client(app_record):
     for row in data["results"].values():
         assert "error" not in row and row["n"] == 2 and row["p95_ms"] >= row["p50_ms"] > 0
     assert data["data"]["cold_start_s"] is None and "already running" in data["data"]["app"]
+    # /search reports the time inside its callback, a part of the call's wall time; model_info reports none
+    for label in ("search bm25", "search hybrid + cross-encoder top 20"):
+        assert 0 < data["results"][label]["callback_p50_ms"] < data["results"][label]["p95_ms"]
+    assert "callback_p50_ms" not in data["results"]["model_info"]
+    assert app_bench.callback_ms(([], "text", {"timings_ms": {"bm25": 1.5, "total": 2.5}})) == 2.5
+    assert app_bench.callback_ms(({"rows": []}, "text")) is None
 
 
 def test_app_calls_name_endpoints_the_app_serves(app_state):
