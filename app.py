@@ -28,6 +28,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+# Before anything imports torch: its OpenMP runtime (libgomp) reads this once, when torch loads it. Gradio runs each
+# callback on one of its worker threads, and every thread that calls torch gets an OpenMP team of its own, whose
+# threads by default spin for a while after each parallel region. The teams of earlier callbacks then kept both
+# cores of a 2-core CPU busy while the next callback's model ran; passive, they sleep at once (the re-rank latency
+# with and without: docs/performance.md). Set the variable yourself to choose otherwise.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 from ctxir.app.blocks import build_demo
 from ctxir.app.limits import QueueLimits, apply_limits, limit_malloc_arenas
 from ctxir.app.state import AppConfig, AppState

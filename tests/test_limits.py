@@ -263,3 +263,27 @@ def test_the_app_under_bursts_refuses_clearly_never_hangs_and_stops_growing(tmp_
     assert BUSY_CLIENT in {m for b in bursts for m in b["messages"]}
     assert all(b["ok"] > 0 for b in bursts)
     assert bursts[2]["rss_growth_vs_previous"] <= 0.10, [b["rss_mb"] for b in bursts]
+
+
+@pytest.mark.parametrize(("preset", "seen"), [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])
+def test_app_makes_openmp_threads_wait_passively_before_torch_loads(preset, seen):
+    """app.py sets OMP_WAIT_POLICY=PASSIVE (unless set already) before anything imports torch: libgomp reads it once,
+    when torch loads it, so a later setting would do nothing."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    probe = ("import importlib.abc, os, sys\n"
+             "class Watch(importlib.abc.MetaPathFinder):\n"
+             "    def find_spec(self, name, path, target=None):\n"
+             "        if name == 'torch' and 'seen' not in globals():\n"
+             "            globals()['seen'] = os.environ.get('OMP_WAIT_POLICY')\n"
+             "sys.meta_path.insert(0, Watch())\n"
+             "import app\n"
+             "print(seen)\n")
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"} | ({"OMP_WAIT_POLICY": preset} if preset else {})
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", probe], cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == seen  # the value torch's first import saw
