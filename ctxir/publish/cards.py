@@ -136,6 +136,10 @@ def combine_licenses(sources: Sequence[tuple[str, License]]) -> tuple[License, s
 
 # ---------------------------------------------------------------------------------------------- datasets
 
+# a split name a training script writes → what the card's Data table says of it
+SPLIT_NAMES = {"train-silver": "train sentences re-paired, silver labels (a teacher bi-encoder's cosine on the gold "
+                               "scale; training/silver_pairs.py)"}
+
 @dataclass(frozen=True)
 class DatasetInfo:
     key: str
@@ -405,7 +409,8 @@ def _template_context(metrics: dict, inputs: CardInputs) -> dict:
     for d in metrics["datasets"]:
         info = dataset_info(d["name"])
         lic_d = parse_license(d.get("license"))
-        datasets.append({"name": info.pretty if info else d["name"], "split": d["split"], "role": d["role"],
+        datasets.append({"name": info.pretty if info else d["name"], "split": SPLIT_NAMES.get(d["split"], d["split"]),
+                         "role": d["role"],
                          "license": lic_d.name if lic_d else (d.get("license") or "not stated"),
                          "num_examples": d.get("num_examples", "–"), "url": info.url if info else None})
         if info and info.citation not in citations:
@@ -421,7 +426,7 @@ def _template_context(metrics: dict, inputs: CardInputs) -> dict:
         "license": lic, "license_reason": license_reason, "citations": citations,
         "versions": metrics.get("versions", {}), "config_json": json.dumps(metrics.get("config", {}), indent=2),
         "extra": metrics.get("extra") or {}, "created": metrics.get("created"),
-        "train_names": ", ".join(d["name"] for d in datasets if d["role"] == "train"),
+        "train_names": ", ".join(dict.fromkeys(d["name"] for d in datasets if d["role"] == "train")),
         "commercial_ok": not (lic.conditions & {"NC", "RESEARCH"}),
         # Trained only on sentence-pair similarity data (STS-B, SICK, SNLI) → a similarity model, else retrieval.
         "purpose": "similarity" if all((dataset_info(d["name"]) or DatasetInfo("", "", None, "", "")).key in
