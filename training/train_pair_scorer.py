@@ -15,6 +15,9 @@ Settings are chosen on STS-B dev (the in-training evaluator and ``dev_after`` in
 
     python training/train_pair_scorer.py --output-dir outputs/sts-lora --torch-threads 1
     python training/train_pair_scorer.py --max-steps 2 --max-samples 16 --output-dir outputs/sts-smoke  # smoke run
+    python -m training.silver_pairs --teacher outputs/bi-encoder-stsb-cosent --output outputs/silver-stsb.csv
+    python training/train_pair_scorer.py --extra-train silver --silver-pairs outputs/silver-stsb.csv \
+        --learning-rate 5e-4 --epochs 1 --lora-r 16 --output-dir outputs/sts-silver   # gold + silver pairs
 Outputs in --output-dir: the adapter folder (loads with ``ctxir.encoders.models.load_cross_encoder(DIR)``), metrics.json,
 training_log.jsonl, train.log.
 """
