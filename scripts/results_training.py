@@ -300,6 +300,12 @@ def reranker_rows(label: str, folder: Path, script: str, recorded: dict[str, lis
     return rows, evaluation
 
 
+def run_folder(folder: str, root: Path, outputs: Path) -> Path:
+    """Where a run's files are: a shipped model's folder is committed (``ctxir/...``, under ``root``); the other
+    runs' are scratch under ``outputs`` (written ``outputs/NAME`` or just ``NAME``)."""
+    return root / folder if folder.startswith("ctxir/") else outputs / folder.removeprefix("outputs/")
+
+
 def reranker_table(root: Path, outputs: Path, recorded: dict[str, list[str]] | None = None,
                    doc: Path = Path("docs/results.md")) -> list[str]:
     """The re-rankers' compact table, and a summary sentence for the shipped cross-encoder (the prose cites it)."""
@@ -314,8 +320,7 @@ def reranker_table(root: Path, outputs: Path, recorded: dict[str, list[str]] | N
              "|---|---|---:|---|---|---|---|---|---:|---|"]
     summary = ""
     for label, folder, script in RERANKERS:
-        where = outputs / folder.removeprefix("outputs/") if folder.startswith("outputs/") else root / folder
-        rows, evaluation = reranker_rows(label, where, script, recorded, doc)
+        rows, evaluation = reranker_rows(label, run_folder(folder, root, outputs), script, recorded, doc)
         lines += rows
         if folder.startswith("ctxir/assets/") and script == "train_cross_encoder" and evaluation:
             top = evaluation["scifact_test"].get("bm25@20", {}).get("all")
@@ -338,9 +343,7 @@ def main() -> None:
     # 1. read every run's own files
     blocks = []
     for title, runs in TRAINING_RUNS.items():
-        # a shipped model's folder is committed (ctxir/...); the other runs' are scratch under --outputs
-        blocks += training_table(title, [training_row(label, ROOT / folder if folder.startswith("ctxir/") else
-                                                      Path(opts.outputs) / folder, script)
+        blocks += training_table(title, [training_row(label, run_folder(folder, ROOT, Path(opts.outputs)), script)
                                          for label, folder, script in runs], recorded, doc)
     # 2. the re-rankers: the shipped ones read their committed files; stage 2 reads outputs/
     blocks += reranker_table(ROOT, Path(opts.outputs), recorded, doc)
