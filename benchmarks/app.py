@@ -1,11 +1,18 @@
-"""``python -m benchmarks.app``: every endpoint of the app through ``gradio_client``, against ``python app.py``
-started in its own process (or an app already running, ``--url``).
+"""``python -m benchmarks.app``: every endpoint of the app through ``gradio_client`` and through Gradio's HTTP API
+(what a browser or ``curl`` does), against ``python app.py`` started in its own process (or an app already running,
+``--url``).
+
+Why two clients: ``gradio_client`` waits for the server's messages by sleeping 50 ms whenever none is pending
+(``gradio_client.utils.stream_sse_v1plus``), so its wall time rounds the app's up by tens of milliseconds per
+call; the HTTP API (``POST /gradio_api/call/<api>``, then the event's server-sent stream) reads each message as it
+arrives. Both are timed call by call, alternating, so they see the same machine.
 
     python -m benchmarks.app --output results/bench/app.json            # starts python app.py, then stops it
 """
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -122,18 +129,48 @@ def callback_ms(output) -> float | None:
     return None
 
 
-def time_endpoints(client, calls: dict, chosen: list[str], args: AppBenchArgs) -> dict:
-    """Every chosen endpoint: warm-up, then timed calls one at a time (a failure is recorded, not fatal)."""
+def http_predict(url: str, api_name: str, data: tuple | list, timeout: float = 600.0) -> list:
+    """One call through Gradio's HTTP API, as ``curl`` does it (Gradio's docs, "Querying Gradio Apps with Curl"):
+    ``POST {url}gradio_api/call/{api}`` with ``{"data": [...]}`` gives an event id, then ``GET`` of that event
+    streams server-sent events until ``complete`` (the outputs) or ``error``."""
+    endpoint = f"{url.rstrip('/')}/gradio_api/call/{api_name.lstrip('/')}"
+    request = urllib.request.Request(endpoint, data=json.dumps({"data": list(data)}).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        event_id = json.load(response)["event_id"]
+    event = None
+    with urllib.request.urlopen(f"{endpoint}/{event_id}", timeout=timeout) as stream:
+        for raw in stream:
+            line = raw.decode("utf-8").rstrip("\r\n")
+            if line.startswith("event:"):
+                event = line.partition(":")[2].strip()
+            elif line.startswith("data:") and event in ("complete", "error"):
+                payload = line.partition(":")[2].strip()
+                if event == "error":
+                    raise CtxirError(f"{api_name} answered with an error: {payload[:200]}")
+                return json.loads(payload)
+    raise CtxirError(f"{api_name}: the event stream ended without a result")
+
+
+def time_endpoints(client, calls: dict, chosen: list[str], args: AppBenchArgs, url: str = "") -> dict:
+    """Every chosen endpoint: warm-up, then timed calls one at a time (a failure is recorded, not fatal); with
+    ``url``, each call is also made through the HTTP API (``http_predict``) right after it."""
     results: dict = {}
     for label in chosen:
         api_name, make = calls[label]
-        times, inside, error = [], [], None
+        times, inside, http, error = [], [], [], None
         try:
             for i in range(args.warmup + args.repeats):
                 start = time.perf_counter()
                 output = client.predict(*make(i), api_name=api_name)
+                elapsed = time.perf_counter() - start
+                if url:
+                    start = time.perf_counter()
+                    http_predict(url, api_name, make(i))
+                    if i >= args.warmup:
+                        http.append(time.perf_counter() - start)
                 if i >= args.warmup:
-                    times.append(time.perf_counter() - start)
+                    times.append(elapsed)
                     if (ms := callback_ms(output)) is not None:
                         inside.append(ms / 1000)
         except Exception as err:
@@ -141,6 +178,9 @@ def time_endpoints(client, calls: dict, chosen: list[str], args: AppBenchArgs) -
         results[label] = {"api_name": api_name, **(summary_ms(times) if times else {"n": 0})}
         if inside and len(inside) == len(times):
             results[label]["callback_p50_ms"] = summary_ms(inside)["p50_ms"]
+        if http and len(http) == len(times):
+            results[label]["http_p50_ms"], results[label]["http_p95_ms"] = (
+                summary_ms(http)["p50_ms"], summary_ms(http)["p95_ms"])
         if error:
             results[label]["error"] = error
         print(f"{label}: {results[label]}", flush=True)
@@ -164,7 +204,7 @@ def run_app(args: AppBenchArgs, argv: list[str] | None = None) -> dict:
         print("starting python app.py …", flush=True)
         process, url, start_s = start_app(env, args.start_timeout_s)
     try:
-        results = time_endpoints(Client(url, verbose=False), calls, chosen, args)
+        results = time_endpoints(Client(url, verbose=False), calls, chosen, args, url)
     finally:
         if process is not None:
             stop_app(process)
@@ -173,15 +213,20 @@ def run_app(args: AppBenchArgs, argv: list[str] | None = None) -> dict:
                f"{args.cross_encoder or SHIPPED_CROSS_ENCODER + ' (shipped)'}"
         if start_s is not None else f"an app already running at {url}",
         "corpus": args.corpus, "cold_start_s": round(start_s, 1) if start_s is not None else None},
-        timing=f"wall time of gradio_client.Client.predict per call (HTTP + queue + the callback), one call at a "
-               f"time, {args.warmup} warm-up call(s) then {args.repeats} timed, queries rotating; where the "
-               "endpoint reports it (timings_ms.total), also the time inside the app's callback")
+        timing=f"wall time per call (HTTP + queue + the callback) of gradio_client.Client.predict (p50_ms, p95_ms) "
+               f"and of the same call through Gradio's HTTP API as curl makes it (http_p50_ms, http_p95_ms: POST "
+               f"/gradio_api/call/<api>, then its event stream), alternating, one call at a time, {args.warmup} "
+               f"warm-up call(s) then {args.repeats} timed, queries rotating; where the endpoint reports it "
+               "(timings_ms.total), also the time inside the app's callback. gradio_client polls for the server's "
+               "messages every 50 ms, which the HTTP API does not")
 
 
 def format_app(record: dict) -> str:
-    return markdown_table(["endpoint", "api", "p50 ms", "p95 ms", "of which in the callback, p50 ms", "calls", "error"],
+    return markdown_table(["endpoint", "api", "gradio_client p50 ms", "p95 ms", "HTTP API p50 ms", "p95 ms",
+                           "in the callback, p50 ms", "calls", "error"],
                           [[label, f"`{r['api_name']}`", cell(r.get("p50_ms"), "{:.0f}"),
-                            cell(r.get("p95_ms"), "{:.0f}"), cell(r.get("callback_p50_ms"), "{:.0f}"), str(r["n"]),
+                            cell(r.get("p95_ms"), "{:.0f}"), cell(r.get("http_p50_ms"), "{:.0f}"),
+                            cell(r.get("http_p95_ms"), "{:.0f}"), cell(r.get("callback_p50_ms"), "{:.0f}"), str(r["n"]),
                             r.get("error", "")]
                            for label, r in record["results"].items()])
 
@@ -189,8 +234,13 @@ def format_app(record: dict) -> str:
 def plot_app(records: list[dict], path: str) -> None:
     plt, fig, ax = figure(7, 3.4, 1)
     rows = {k: v for k, v in records[-1]["results"].items() if v.get("p50_ms") is not None}
-    ax.barh(list(rows), [r["p50_ms"] for r in rows.values()], color="tab:green")
-    ax.set(xlabel="p50 ms per call (gradio_client)", xscale="log")
+    at = range(len(rows))
+    ax.barh([i - 0.2 for i in at], [r["p50_ms"] for r in rows.values()], height=0.4, color="tab:green",
+            label="gradio_client")
+    ax.barh([i + 0.2 for i in at], [r.get("http_p50_ms") or 0 for r in rows.values()], height=0.4,
+            color="tab:blue", label="HTTP API")
+    ax.set(xlabel="p50 ms per call", xscale="log", yticks=list(at), yticklabels=list(rows))
+    ax.legend(fontsize=7)
     ax.invert_yaxis()
     ax.tick_params(axis="y", labelsize=7)
     save_figure(plt, fig, path)

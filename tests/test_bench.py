@@ -12,6 +12,7 @@ import pytest
 import benchmarks
 from benchmarks import app as app_bench
 from benchmarks import encode, report, rerank, search, train
+from ctxir.types import CtxirError
 
 KEYS = ("p50_ms", "p95_ms", "recall_at_10", "memory_mb", "build_s")
 
@@ -241,11 +242,14 @@ def app_record(app_state, serve, tmp_path_factory) -> tuple[dict, str]:
     return json.loads(out.read_text()), str(out)
 
 
-def test_app_latency_through_gradio_client(app_record):
+def test_app_latency_through_gradio_client_and_the_http_api(app_record):
     data, _ = app_record
     assert list(data["results"]) == ["search bm25", "search hybrid + cross-encoder top 20", "model_info"]
     for row in data["results"].values():
         assert "error" not in row and row["n"] == 2 and row["p95_ms"] >= row["p50_ms"] > 0
+        assert row["http_p95_ms"] >= row["http_p50_ms"] > 0
+    # the callback is part of each HTTP call's wall time
+    assert data["results"]["search bm25"]["callback_p50_ms"] < data["results"]["search bm25"]["http_p95_ms"]
     assert data["data"]["cold_start_s"] is None and "already running" in data["data"]["app"]
     # /search reports the time inside its callback, a part of the call's wall time; model_info reports none
     for label in ("search bm25", "search hybrid + cross-encoder top 20"):
@@ -253,6 +257,22 @@ def test_app_latency_through_gradio_client(app_record):
     assert "callback_p50_ms" not in data["results"]["model_info"]
     assert app_bench.callback_ms(([], "text", {"timings_ms": {"bm25": 1.5, "total": 2.5}})) == 2.5
     assert app_bench.callback_ms(({"rows": []}, "text")) is None
+
+
+def test_http_predict_returns_the_outputs_and_names_an_error(app_state, serve):
+    """The HTTP API path gives the same outputs as the callback (the /search JSON), and an error event (k = 0 is
+    refused by the app) becomes a CtxirError naming the endpoint."""
+    import app
+
+    with serve(app.build_demo(app_state)) as url:
+        outputs = app_bench.http_predict(url, "/search", ("otters", "demo-subset", "bm25", "none", 3, 20))
+        with pytest.raises(CtxirError, match=r"/search answered with an error"):
+            app_bench.http_predict(url, "/search", ("otters", "demo-subset", "bm25", "none", 0, 20))
+    from ctxir.app.search_tab import search
+
+    expected = search(app_state, "otters", "demo-subset", "bm25", "none", 3).data["hits"]
+    assert len(outputs) == 3 and outputs[2]["query"] == "otters"
+    assert [h["doc_id"] for h in outputs[2]["hits"]] == [h["doc_id"] for h in expected] != []
 
 
 def test_app_calls_name_endpoints_the_app_serves(app_state):
