@@ -68,6 +68,36 @@ def test_training_saves_a_float16_adapter_and_the_segment_cosine_head(tiny_bert_
     assert model.predict([("the cat sat", "the dog sat"), ("tea", "the moon")]).shape == (2,)
 
 
+def test_init_from_continues_where_a_saved_pair_scorer_ended(tiny_bert_dir, tmp_path):
+    """--init-from: the next stage starts from a saved adapter and head (what ships survives a move to a new
+    machine; outputs/ does not): its "before" on STS-B test is the first stage's "after", with the first stage's
+    LoRA rank, whatever --lora-r says."""
+    from test_training import _write_toy_root
+
+    root = _write_toy_root(tmp_path / "data")
+    common = ["--model", str(tiny_bert_dir), "--data-dir", str(root), "--device", "cpu", "--batch-size", "4",
+              "--torch-threads", "1", "--learning-rate", "5e-2", "--head-learning-rate", "5e-2"]
+    first, second = tmp_path / "first", tmp_path / "second"
+    assert train_pair_scorer.main([*common, "--output-dir", str(first), "--max-steps", "3", "--lora-r", "2"]) == 0
+    assert train_pair_scorer.main([*common, "--output-dir", str(second), "--max-steps", "1", "--warmup", "0", "--lora-r", "8",
+                                   "--init-from", str(first)]) == 0
+
+    def test_row(folder):
+        metrics = json.loads((folder / "metrics.json").read_text())
+        return metrics, next(r for r in metrics["evaluations"] if r["split"] == "test" and r["metric"] == "spearman")
+
+    (_, row1), (m2, row2) = test_row(first), test_row(second)
+    assert row1["after"] != pytest.approx(row1["before"], abs=1e-4)  # the first stage moved the model
+    assert row2["before"] == pytest.approx(row1["after"], abs=1e-6)
+    assert m2["extra"]["lora_r"] == 2 and m2["extra"]["init_from"] == str(first)
+    from safetensors.torch import load_file
+
+    a1, a2 = (load_file(str(f / "adapter_model.safetensors")) for f in (first, second))
+    assert a1.keys() == a2.keys() and any((a1[k] != a2[k]).any() for k in a1)  # the loaded adapter trained on
+    with pytest.raises(CtxirError, match=r"--init-from .* holds no adapter_model.safetensors"):
+        train_pair_scorer.run(train_pair_scorer.PairScorerArgs(init_from=str(tmp_path), output_dir=str(tmp_path / "o")))
+
+
 def test_cosent_loss_by_hand_and_it_trains_the_pair_scorer(tiny_bert_dir, tmp_path):
     """--loss cosent: CoSENT's pairwise sum over the batch's scores, by hand; a run trains with it and says so."""
     import torch

@@ -91,6 +91,10 @@ class PairScorerArgs(TrainerRunArgs):
                 "STS-B pairs alone are few for learning to compare two sentences in one pass)"})
     silver_pairs: str = field(default="", metadata={
         "help": "--extra-train silver: the CSV training/silver_pairs.py wrote (sentence1, sentence2, score 0–1)"})
+    init_from: str = field(default="", metadata={
+        "help": "a pair scorer to continue from (its adapter and head; e.g. the shipped "
+                "ctxir/assets/models/sts-cross-encoder, so a new stage needs no git-ignored outputs/): its LoRA "
+                "rank replaces --lora-r; '' = a fresh adapter (B = 0) and head"})
 
 
 # ---------------------------------------------------------------- the model kind
@@ -110,6 +114,9 @@ def check(args: PairScorerArgs) -> None:
     if args.silver_pairs and not Path(args.silver_pairs).is_file():
         raise CtxirError(f"--silver-pairs {args.silver_pairs!r} is not a file: make it with "
                          "python -m training.silver_pairs --teacher BI_ENCODER --output FILE")
+    if args.init_from and not (Path(args.init_from) / ADAPTER_WEIGHTS).is_file():
+        raise CtxirError(f"--init-from {args.init_from!r} holds no {ADAPTER_WEIGHTS}: pass a folder this script "
+                         "wrote, or the shipped pair scorer ctxir/assets/models/sts-cross-encoder")
     if args.init_scale == 0:
         raise CtxirError("--init-scale 0 would start the head at a constant score with no gradient to the "
                          "cosine: use e.g. 1 (--loss mse) or 8 (--loss bce)")
@@ -132,12 +139,34 @@ def load(args: PairScorerArgs, device: str):
     model = CrossEncoder(modules=[body, head], device=device, activation_fn=torch.nn.Identity())
     # Never beyond the position embeddings the body was trained with.
     model.max_seq_length = min(args.max_length, model.model.config.max_position_embeddings)
-    model.add_adapter(LoraConfig(r=args.lora_r, lora_alpha=args.lora_alpha or 2 * args.lora_r,
-                                 lora_dropout=args.lora_dropout, target_modules=LORA_TARGETS))
+    if args.init_from:
+        continue_from(model, Path(args.init_from), args)
+    else:
+        model.add_adapter(LoraConfig(r=args.lora_r, lora_alpha=args.lora_alpha or 2 * args.lora_r,
+                                     lora_dropout=args.lora_dropout, target_modules=LORA_TARGETS))
     # PEFT freezes everything but the adapter; the head lies outside the transformer and trains in full
-    for parameter in head.parameters():
+    for parameter in model[1].parameters():
         parameter.requires_grad = True
     return model
+
+
+def continue_from(model, folder: Path, args: PairScorerArgs) -> None:
+    """The adapter of ``folder`` loaded trainable (its own rank, alpha and targets) and its head's weights copied
+    in: training continues from that model rather than from the untrained cosine. ``args.lora_r`` is set to the
+    loaded rank, so metrics.json records what was trained."""
+    from ctxir.encoders.heads import SegmentCosineHead
+    from ctxir.files import read_json
+
+    config = read_json(folder / "adapter_config.json")
+    head_folder = folder / "1_SegmentCosineHead"
+    if not head_folder.is_dir():
+        raise CtxirError(f"--init-from {str(folder)!r} has no 1_SegmentCosineHead folder: it is not a pair scorer "
+                         "written by training/train_pair_scorer.py")
+    # the saved head's config (term_match, hidden size) wins over this run's fresh head
+    model[1] = SegmentCosineHead.load(str(folder), subfolder="1_SegmentCosineHead").to(model.device)
+    model[0].model.load_adapter(str(folder), adapter_name="default", is_trainable=True)
+    args.lora_r = int(config.get("r", args.lora_r))
+    args.lora_alpha = float(config.get("lora_alpha", args.lora_alpha))
 
 
 def save(model, out: Path, args: PairScorerArgs) -> None:
@@ -241,6 +270,7 @@ SPEC_PAIR = replace(
     training_options=lambda args: ({"learning_rate_mapping": {HEAD_PARAMETERS: args.head_learning_rate}}
                                    if args.head_learning_rate else {}),
     extra=lambda args, model, data: {"lora_r": args.lora_r, "head": "segment-cosine", "extra_train": args.extra_train,
+                                     **({"init_from": args.init_from} if args.init_from else {}),
                                      **({"silver_pairs": args.silver_pairs} if args.silver_pairs else {}),
                                      "adapter_dtype": args.adapter_dtype,
                                      "trained_parameters": trained_parameters(args, model)},
