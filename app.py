@@ -47,6 +47,7 @@ from ctxir.checks import check_choice
 from ctxir.cli import cli_main
 from ctxir.encoders import BACKENDS
 from ctxir.encoders.models import DEFAULT_BI_ENCODER, set_threads
+from ctxir.rerank.rankers import RERANK_BACKENDS
 from ctxir.rerank.registry import RERANKERS
 from ctxir.retrieval import DENSE_INDEXES
 
@@ -78,6 +79,10 @@ class _AppArgs:
                         "or onnx-int8 (ONNX Runtime, int8 weights, CPU: 2.24x torch's texts/s at SciFact nDCG@10 "
                         "0.6452 vs 0.6451, docs/performance.md; exported once into the cache folder). Compare "
                         "pooling, pair scoring, explanations and the inspection views stay on torch")
+    rerank_backend: str = _env("CTXIR_RERANK_BACKEND", "onnx", "how the cross-encoders score (re-ranking, pair "
+                               "scoring): onnx (the body exported once into the cache folder, float32, run by ONNX "
+                               "Runtime on the CPU; the same scores as torch, faster: docs/performance.md) or torch; "
+                               "a GPU, the explanations and the inspection views use torch")
     torch_threads: int = _env_int("CTXIR_TORCH_THREADS", 0, "torch intra-op threads; 0 = torch's default (all cores, "
                                   "fastest on a machine of its own); 1 is steadier on a CPU shared with other jobs")
     max_attention_tokens: int = _env_int("CTXIR_MAX_ATTENTION_TOKENS", 256,
@@ -147,6 +152,8 @@ def serve(args: AppArgs) -> int:
     os.environ["CTXIR_INDEX"] = check_choice(args.index, "--index", DENSE_INDEXES)
     # ... and every CorpusIndex its search encoder's backend (the model's own pooling; compare pooling stays torch)
     os.environ["CTXIR_BACKEND"] = check_choice(args.backend, "--backend", BACKENDS)
+    # ... and every cross-encoder re-ranker its scoring backend
+    os.environ["CTXIR_RERANK_BACKEND"] = check_choice(args.rerank_backend, "--rerank-backend", RERANK_BACKENDS)
     for signum in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
         if signum is not None:
             signal.signal(signum, lambda *_: sys.exit(0))

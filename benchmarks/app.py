@@ -49,6 +49,8 @@ class AppBenchArgs:
     corpus: str = field(default="demo", metadata={"help": "corpus name the search endpoints use"})
     cross_encoder: str = field(default="", metadata={
         "help": "started app: CTXIR_CROSS_ENCODER ('' = the shipped cross-encoder, what a fresh install re-ranks with)"})
+    rerank_backend: str = field(default="", metadata={
+        "help": "started app: CTXIR_RERANK_BACKEND, how its cross-encoders score ('' = the app's default, onnx)"})
     repeats: int = field(default=10, metadata={"help": "timed calls per endpoint"})
     warmup: int = field(default=1, metadata={"help": "untimed calls per endpoint first"})
     endpoints: str = field(default="", metadata={"help": "comma-separated labels to run ('' = all)"})
@@ -200,7 +202,8 @@ def run_app(args: AppBenchArgs, argv: list[str] | None = None) -> dict:
     process, start_s, url = None, None, args.url
     if not url:
         env = {"CTXIR_CROSS_ENCODER": args.cross_encoder or SHIPPED_CROSS_ENCODER, "CTXIR_CLS_LR": "none",
-               "CTXIR_TORCH_THREADS": str(args.torch_threads)}
+               "CTXIR_TORCH_THREADS": str(args.torch_threads),
+               **({"CTXIR_RERANK_BACKEND": args.rerank_backend} if args.rerank_backend else {})}
         print("starting python app.py …", flush=True)
         process, url, start_s = start_app(env, args.start_timeout_s)
     try:
@@ -210,7 +213,8 @@ def run_app(args: AppBenchArgs, argv: list[str] | None = None) -> dict:
             stop_app(process)
     return finish("app", format_app, args, argv, load_before, started, results, data={
         "app": f"python app.py started by this command (cold start to first page: {start_s:.1f} s), cross-encoder: "
-               f"{args.cross_encoder or SHIPPED_CROSS_ENCODER + ' (shipped)'}"
+               f"{args.cross_encoder or SHIPPED_CROSS_ENCODER + ' (shipped)'}, scoring backend "
+               f"{args.rerank_backend or 'onnx (the app default)'}"
         if start_s is not None else f"an app already running at {url}",
         "corpus": args.corpus, "cold_start_s": round(start_s, 1) if start_s is not None else None},
         timing=f"wall time per call (HTTP + queue + the callback) of gradio_client.Client.predict (p50_ms, p95_ms) "

@@ -274,3 +274,186 @@ def test_the_bench_report_names_the_flag_that_exists():
     assert set(get_args(get_type_hints(EvaluateArgs)["backend"])) == set(BACKENDS)
     assert encode.shown_decision("onnx-int8-dynamic", {"ships": False, "decision": "does not ship: x"}) == \
         "does not ship: x"  # a measurement that misses the rule still says so
+
+
+# ---------------------------------------------------------------- cross-encoders: backend "onnx" (float32)
+
+PAIRS_QUERY = "otters on the river bank"
+
+
+@pytest.fixture(scope="module")
+def spread_cross_encoder(spread_bert_dir):
+    """The wide tiny BERT as a cross-encoder with ctxir's segment-cosine head, its linear and term-match parts
+    non-zero (so a score depends on the token vectors, the segments and the input ids the head reads)."""
+    import torch
+    from sentence_transformers import CrossEncoder
+    from sentence_transformers.base.modules import Transformer
+
+    from ctxir.encoders.heads import SegmentCosineHead
+
+    body = Transformer(str(spread_bert_dir), transformer_task="feature-extraction")
+    body.model.config.num_labels = 1
+    head = SegmentCosineHead(32, init_scale=5.0, term_match=True)
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for parameter in head.parameters():
+            parameter.add_(0.3 * torch.randn_like(parameter))
+    return CrossEncoder(modules=[body, head], device="cpu", activation_fn=torch.nn.Identity()).eval()
+
+
+@pytest.fixture(scope="module")
+def onnx_reranker(spread_cross_encoder, tmp_path_factory):
+    from ctxir.rerank import CrossEncoderReranker
+
+    root = tmp_path_factory.mktemp("ctxir-ce-cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CTXIR_CACHE", str(root))
+        reranker = CrossEncoderReranker(spread_cross_encoder, batch_size=2, backend="onnx")
+        assert reranker.onnx_scorer(wait=True) is not None  # exported into the cache root, opened
+    return reranker, root
+
+
+def test_onnx_cross_encoder_gives_torchs_scores_in_the_pairs_order(onnx_reranker, spread_cross_encoder):
+    from ctxir.rerank import CrossEncoderReranker
+
+    reranker, root = onnx_reranker
+    path = root / "onnx" / weights_fingerprint(spread_cross_encoder) / onnx_backend.FP32_FILE
+    assert path.is_file() and [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left
+    onnx_scores = reranker.score_pairs(PAIRS_QUERY, TEXTS)
+    torch_scores = CrossEncoderReranker(spread_cross_encoder, batch_size=2, backend="torch").score_pairs(
+        PAIRS_QUERY, TEXTS)
+    assert onnx_scores.shape == (len(TEXTS),) and onnx_scores.dtype == np.float32
+    assert np.ptp(torch_scores) > 0.5  # the scores differ from text to text: a mix-up would show
+    np.testing.assert_allclose(onnx_scores, torch_scores, atol=1e-4)
+    # length-sorted batches of 2, scores back in the input order whatever the order given
+    np.testing.assert_allclose(reranker.score_pairs(PAIRS_QUERY, TEXTS[::-1]), onnx_scores[::-1], atol=1e-5)
+    assert reranker.score_pairs(PAIRS_QUERY, []).shape == (0,)
+
+
+def test_onnx_cross_encoder_is_opened_in_the_background_and_torch_scores_meanwhile(spread_cross_encoder, tmp_path,
+                                                                                  monkeypatch):
+    """wait=False (what scoring and the app's start-up use) never blocks on the export: torch scores until the
+    session is open, then ONNX Runtime does."""
+    import threading
+
+    from ctxir.rerank import CrossEncoderReranker
+
+    monkeypatch.setenv("CTXIR_CACHE", str(tmp_path))
+    release = threading.Event()
+    real_open = onnx_backend.open_cross_encoder
+
+    def slow_open(*args, **kwargs):
+        release.wait(30)
+        return real_open(*args, **kwargs)
+    monkeypatch.setattr(onnx_backend, "open_cross_encoder", slow_open)
+    reranker = CrossEncoderReranker(spread_cross_encoder, batch_size=2, backend="onnx")
+    assert reranker.onnx_scorer(wait=False) is None  # the export has started, not finished
+    torch_scores = reranker.score_pairs(PAIRS_QUERY, TEXTS)  # torch meanwhile
+    release.set()
+    scorer = reranker.onnx_scorer(wait=True)
+    assert scorer is not None and reranker.onnx_scorer(wait=False) is scorer
+    np.testing.assert_allclose(reranker.score_pairs(PAIRS_QUERY, TEXTS), torch_scores, atol=1e-4)
+
+
+def test_a_cross_encoder_that_cannot_be_exported_scores_in_torch_with_a_warning(spread_cross_encoder, tmp_path,
+                                                                              monkeypatch, caplog):
+    from ctxir.rerank import CrossEncoderReranker
+
+    monkeypatch.setenv("CTXIR_CACHE", str(tmp_path))
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("unsupported operator")
+    monkeypatch.setattr(onnx_backend, "open_cross_encoder", broken)
+    reranker = CrossEncoderReranker(spread_cross_encoder, batch_size=2, backend="onnx")
+    with caplog.at_level("WARNING"):
+        assert reranker.onnx_scorer(wait=True) is None
+    assert "backend 'onnx' unavailable, scoring in torch: RuntimeError: unsupported operator" in caplog.text
+    expected = CrossEncoderReranker(spread_cross_encoder, batch_size=2, backend="torch").score_pairs(PAIRS_QUERY, TEXTS)
+    np.testing.assert_allclose(reranker.score_pairs(PAIRS_QUERY, TEXTS), expected, atol=1e-6)
+
+
+def test_the_rerank_backend_comes_from_ctxir_rerank_backend_and_the_flags(spread_cross_encoder, monkeypatch,
+                                                                          capsys):
+    import app
+    from ctxir.evaluation.evaluate import main
+    from ctxir.rerank import CrossEncoderReranker, default_rerank_backend
+
+    monkeypatch.delenv("CTXIR_RERANK_BACKEND", raising=False)
+    assert default_rerank_backend() == "torch" and CrossEncoderReranker(spread_cross_encoder).backend == "torch"
+    monkeypatch.setenv("CTXIR_RERANK_BACKEND", "onnx")
+    assert CrossEncoderReranker(spread_cross_encoder).backend == "onnx"
+    assert CrossEncoderReranker(spread_cross_encoder, backend="torch").backend == "torch"  # named wins
+    monkeypatch.setenv("CTXIR_RERANK_BACKEND", "tensorrt")
+    with pytest.raises(CtxirError, match=r"cross-encoder backend \(CTXIR_RERANK_BACKEND\) 'tensorrt' is not known: "
+                                         r"use one of 'torch', 'onnx', 'onnx-int8'"):
+        default_rerank_backend()
+    monkeypatch.delenv("CTXIR_RERANK_BACKEND")
+    assert app.AppArgs().rerank_backend == "onnx"  # the app's default: the faster path, same scores
+    monkeypatch.setenv("CTXIR_INDEX", "auto")  # serve() sets these: restored after the test
+    monkeypatch.setenv("CTXIR_BACKEND", "torch")
+    assert app.main(["--rerank-backend", "tensorrt", "--malloc-arenas", "0"]) == 2
+    assert "error: --rerank-backend 'tensorrt' is not known: use one of 'torch', 'onnx', 'onnx-int8'" in \
+        capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:  # argparse's own refusal of a choice it does not offer
+        main(["--data", ".", "--rerank-backend", "tensorrt"])
+    assert exited.value.code == 2 and "invalid choice: 'tensorrt' (choose from 'torch', 'onnx', 'onnx-int8')" in \
+        capsys.readouterr().err
+
+
+def test_evaluate_rerank_backend_onnx_gives_torchs_run_and_exports_under_cache_dir(spread_cross_encoder,
+                                                                                     spread_bert_dir, write_beir,
+                                                                                     tmp_path):
+    from ctxir.evaluation.evaluate import main
+
+    folder = tmp_path / "ce"
+    spread_cross_encoder.save_pretrained(str(folder))
+    data = write_beir(tmp_path / "toy", {"q1": "river otters", "q2": "snake", "q3": "money at the bank"},
+                      {"test": {"q1": {"d1": 1}, "q2": {"d2": 1}, "q3": {"d4": 1}}},
+                      {f"d{i}": text for i, text in enumerate(TEXTS)})
+    runs = {}
+    for backend in ("torch", "onnx"):
+        out = tmp_path / f"{backend}.json"
+        assert main(["--data", str(data), "--retriever", "bm25", "--rerank", "cross-encoder", "--reranker-model",
+                     str(folder), "--rerank-mode", "alone", "--rerank-backend", backend, "--top-k", "8",
+                     "--cache-dir", str(tmp_path / "cache"), "--output", str(out)]) == 0
+        runs[backend] = json.loads(out.read_text())
+    assert runs["onnx"]["config"]["rerank_backend"] == "onnx"
+    assert runs["onnx"]["metrics"] == runs["torch"]["metrics"]
+    assert list((tmp_path / "cache" / "onnx").rglob(onnx_backend.FP32_FILE))  # exported under --cache-dir
+
+
+def test_onnx_int8_quantises_only_the_layers_shared_with_the_base(spread_cross_encoder, tmp_path):
+    """backend "onnx-int8": the MatMuls of the layers under the first trained one (found by their weights) become
+    int8; the trained layers stay float32. A body that trained every layer gets a float32 file: nothing of it is
+    the base's."""
+    import copy
+
+    import onnx
+
+    from ctxir.rerank import CrossEncoderReranker
+
+    model = copy.deepcopy(spread_cross_encoder)
+    model[0].trained_from = 1  # as a TopLayersTransformer trained from layer 1 says
+    assert list(onnx_backend.frozen_layers(model)) == [0]
+    reranker = CrossEncoderReranker(model, batch_size=2, backend="onnx-int8")
+    reranker.onnx_dir = tmp_path / "top"
+    scorer = reranker.onnx_scorer(wait=True)
+    assert scorer.path.name == onnx_backend.FROZEN_INT8_FILE
+    fp32 = scorer.path.with_name(onnx_backend.FP32_FILE)
+    frozen = onnx_backend.frozen_matmuls(fp32, model)
+    weighted = [n for n in onnx.load(str(fp32)).graph.node if n.op_type == "MatMul" and
+                any(x in {i.name for i in onnx.load(str(fp32)).graph.initializer} for x in n.input)]
+    assert len(frozen) == 6 and len(weighted) == 12  # layer 0's q, k, v, output, up, down of the 2 layers' 12
+    ops = [n.op_type for n in onnx.load(str(scorer.path)).graph.node]
+    assert ops.count("MatMulInteger") == 6 and ops.count("MatMul") >= 6  # the other layer's stay float
+    torch_scores = CrossEncoderReranker(model, batch_size=2, backend="torch").score_pairs(PAIRS_QUERY, TEXTS)
+    int8_scores = reranker.score_pairs(PAIRS_QUERY, TEXTS)
+    assert 1e-4 < np.abs(int8_scores - torch_scores).max() < 0.1 * np.ptp(torch_scores)  # int8 ran, close by
+    np.testing.assert_allclose(reranker.score_pairs(PAIRS_QUERY, TEXTS[::-1]), int8_scores[::-1], atol=1e-4)
+
+    plain = copy.deepcopy(spread_cross_encoder)  # trained_from unset: every layer is its own
+    whole = CrossEncoderReranker(plain, batch_size=2, backend="onnx-int8")
+    whole.onnx_dir = tmp_path / "whole"
+    assert "MatMulInteger" not in [n.op_type for n in onnx.load(str(whole.onnx_scorer(wait=True).path)).graph.node]
+    np.testing.assert_allclose(whole.score_pairs(PAIRS_QUERY, TEXTS), CrossEncoderReranker(
+        plain, batch_size=2, backend="torch").score_pairs(PAIRS_QUERY, TEXTS), atol=1e-4)

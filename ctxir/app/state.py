@@ -219,6 +219,9 @@ class AppModels:
             step(0.4 + 0.3 * i / len(KINDS), f"loading {kind.label} re-ranker {model}")
             try:
                 models.rerankers[kind.name] = load_reranker(kind.name, model, config.device)
+                # backend "onnx" (app.py --rerank-backend): export/open it now in the background, not on a
+                # visitor's first search; torch scores (the same scores) until it is ready
+                getattr(models.rerankers[kind.name], "onnx_scorer", lambda **_: None)(wait=False)
                 if kind.inspectable:
                     inspect[kind.name] = Inspectable(model, *load_transformer(model, config.device, attentions=True))
             except CtxirError as err:

@@ -44,6 +44,7 @@ from ctxir.encoders.models import set_threads
 from ctxir.evaluation.metrics import evaluate_run, format_table, paired_retrieval, sts_correlation
 from ctxir.files import read_json, write_json
 from ctxir.rerank.pipeline import HybridSettings, Pipeline, StageFusion, build_first_stages, mode_fusion
+from ctxir.rerank.rankers import RERANK_BACKENDS, CrossEncoderReranker
 from ctxir.rerank.registry import RERANK_MODES, RERANKER_CHOICES, RERANKERS, load_reranker, reranker_choices
 from ctxir.retrieval.retrievers import HybridRetriever
 from ctxir.types import CtxirError
@@ -83,6 +84,10 @@ class EvaluateArgs:
         "help": "second stage: none, or a re-ranker kind of ctxir.rerank.registry", "choices": RERANKER_CHOICES})
     reranker_model: str = field(default="", metadata={
         "help": "the --rerank model: an id or folder (default: the one shipped inside ctxir for the chosen --rerank)"})
+    rerank_backend: Literal["torch", "onnx", "onnx-int8"] = field(default="torch", metadata={
+        "help": "how a cross-encoder re-ranker scores: torch, or onnx (its body exported once into the cache "
+                "folder's onnx/, float32, run by ONNX Runtime on the CPU: the same scores, faster; see "
+                "docs/performance.md)"})
     rerank_mode: Literal["fused", "alone"] = field(default="fused", metadata={
         "help": "fused = the re-ranker combined with the first stage (the model folder's fusion.json, else RRF k=60, "
                 "equal weights; --tune-on chooses it on training queries), printed beside the re-ranker alone; "
@@ -142,7 +147,7 @@ def run_sts(args: EvaluateArgs) -> dict:
     elif args.rerank != "none":  # any other kind: its pair score, one pair at a time
         from ctxir.rerank.registry import load_reranker
 
-        reranker = load_reranker(args.rerank, args.reranker_model, args.device, args.batch_size)
+        reranker = with_backend(load_reranker(args.rerank, args.reranker_model, args.device, args.batch_size), args)
         predicted = [float(RERANKERS[args.rerank].pair_scores(reranker, a, [b])[0]) for a, b, _ in pairs]
         system = f"{args.rerank} {args.reranker_model}"
     else:
@@ -189,8 +194,18 @@ def build_pipeline(args: EvaluateArgs, corpus):
                                hybrid=HybridSettings(fusion=args.fusion, k=args.rrf_k, weights=weights,
                                                      depth=args.top_k),
                                index=args.index, show_progress=True)[args.retriever]
-    reranker = load_reranker(args.rerank, args.reranker_model, args.device, args.batch_size)
+    reranker = with_backend(load_reranker(args.rerank, args.reranker_model, args.device, args.batch_size), args)
     return Pipeline(first, reranker, depth=args.top_k, fusion=mode_fusion(reranker, args.rerank_mode, args.retriever))
+
+
+def with_backend(reranker, args: EvaluateArgs):
+    """``reranker`` scoring with --rerank-backend (exporting under --cache-dir's onnx/, as --backend does) where it
+    is a cross-encoder; others as they are."""
+    if isinstance(reranker, CrossEncoderReranker):
+        reranker.backend = args.rerank_backend
+        reranker.onnx_dir = cache_root(args.cache_dir) / "onnx" if args.cache_dir else None
+        reranker.onnx_scorer(wait=True)  # exported (once) before the first query: every query scores the same way
+    return reranker
 
 
 def run_retrieval(args: EvaluateArgs) -> dict:
@@ -315,6 +330,7 @@ def run(args: EvaluateArgs) -> dict:
         if not ok:  # before any data or model is loaded, and with no network
             raise CtxirError(f"--rerank {args.rerank}: {why}. {kind.unavailable_hint('cli')}")
     set_threads(args.torch_threads)
+    check_choice(args.rerank_backend, "--rerank-backend", RERANK_BACKENDS)
     # 2. run and score it
     task = args.task if args.task != "auto" else ("sts" if _is_sts(path) else "retrieval")
     if args.report:  # checked before any model is loaded

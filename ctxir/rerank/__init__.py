@@ -12,11 +12,13 @@
 
 from ctxir._moved import forward_names
 from ctxir.rerank.rankers import (  # noqa: F401 -- what the old ``ctxir.rerank`` module held
+    RERANK_BACKENDS,
     ClsLrRanker,
     CrossEncoderReranker,
     Passages,
     Reranker,
     cls_features,
+    default_rerank_backend,
 )
 
 # the old module's other names (imported helpers, private functions), from where they live now
