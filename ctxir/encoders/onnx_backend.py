@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import logging
-import shutil
 import sys
 import threading
 import time
@@ -400,6 +399,7 @@ def open_cross_encoder(model, folder: str | Path, threads: int = 0, progress: bo
     (``python scripts/cross_encoder_int8.py``): within the 0.005 nDCG@10 rule on its held-out training claims, where
     int8 on every layer is not."""
     folder = Path(folder)
+    int8 = int8 and len(frozen_layers(model)) > 0  # nothing of the base left unchanged: the float32 file itself
     target = folder / (FROZEN_INT8_FILE if int8 else FP32_FILE)
     sample = [("a short query", "a document"), ("a somewhat longer query", "a somewhat longer document to export")]
     for attempt in range(2):
@@ -433,14 +433,14 @@ def open_cross_encoder(model, folder: str | Path, threads: int = 0, progress: bo
 
 
 def _quantise_nodes(fp32: Path, out: Path, nodes: list[str]) -> None:
-    """``quantise``'s dynamic int8 settings on ``nodes`` only (none: a float32 copy), written atomically."""
+    """``quantise``'s dynamic int8 settings on ``nodes`` only, written atomically."""
     # lazy: the ONNX stack is needed only for the onnx backends
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
+    if not nodes:
+        raise CtxirError(f"no MatMul of {fp32} has the weights of a layer the model shares with its base: nothing "
+                         "to quantise (use backend 'onnx')")
     with atomic_path(out, suffix=".onnx") as tmp, _quiet():
-        if not nodes:
-            shutil.copyfile(fp32, tmp)
-            return
         quantize_dynamic(str(fp32), str(tmp), weight_type=QuantType.QInt8, per_channel=True, reduce_range=True,
                          op_types_to_quantize=["MatMul"], nodes_to_quantize=nodes)
 
