@@ -94,6 +94,15 @@ def test_init_from_continues_where_a_saved_pair_scorer_ended(tiny_bert_dir, tmp_
 
     a1, a2 = (load_file(str(f / "adapter_model.safetensors")) for f in (first, second))
     assert a1.keys() == a2.keys() and any((a1[k] != a2[k]).any() for k in a1)  # the loaded adapter trained on
+    # what the earlier stage trained on stays on the record (the card lists it, with its licence), once
+    earlier = {"datasets": [{"name": "stsb", "split": "train", "role": "train"},
+                            {"name": "stsb", "split": "train-silver", "role": "train", "num_examples": 9},
+                            {"name": "stsb", "split": "dev", "role": "eval"}]}
+    (tmp_path / "earlier").mkdir()
+    (tmp_path / "earlier" / "metrics.json").write_text(json.dumps(earlier))
+    assert train_pair_scorer.earlier_training_data(tmp_path / "earlier", [{"name": "stsb", "split": "train",
+                                                                           "role": "train"}]) == [
+        {"name": "stsb", "split": "train-silver", "role": "train", "num_examples": 9, "stage": "earlier"}]
     with pytest.raises(CtxirError, match=r"--init-from .* holds no adapter_model.safetensors"):
         train_pair_scorer.run(train_pair_scorer.PairScorerArgs(init_from=str(tmp_path), output_dir=str(tmp_path / "o")))
 

@@ -203,7 +203,19 @@ def build_data(args: PairScorerArgs, model, device: str):
         data.train = concatenate_datasets([data.train, silver])
         # STS-B train's own sentences: STS-B's licence
         data.datasets.insert(1, dataset_entry("stsb", "train-silver", "train", args.silver_pairs, len(silver)))
+    if args.init_from:
+        data.datasets[1:1] = earlier_training_data(Path(args.init_from), data.datasets)
     return data
+
+
+def earlier_training_data(folder: Path, datasets: list[dict]) -> list[dict]:
+    """The training data of the model ``--init-from`` continues (its metrics.json), not already in ``datasets``, each
+    marked ``"stage": "earlier"``: the model learned from them too, so its card lists them and their licences."""
+    from ctxir.files import read_json
+
+    seen = {(d["name"], d["split"]) for d in datasets if d["role"] == "train"}
+    earlier = [d for d in (read_json(folder / "metrics.json") or {}).get("datasets", []) if d.get("role") == "train"]
+    return [{**d, "stage": "earlier"} for d in earlier if (d["name"], d["split"]) not in seen]
 
 
 def cosent_loss(scores, labels, scale: float = 20.0):

@@ -409,7 +409,10 @@ def _template_context(metrics: dict, inputs: CardInputs) -> dict:
     for d in metrics["datasets"]:
         info = dataset_info(d["name"])
         lic_d = parse_license(d.get("license"))
-        datasets.append({"name": info.pretty if info else d["name"], "split": SPLIT_NAMES.get(d["split"], d["split"]),
+        split = SPLIT_NAMES.get(d["split"], d["split"])
+        if d.get("stage") == "earlier":  # learned in the stage this run continued from (--init-from)
+            split += " — in the earlier stage this model continues"
+        datasets.append({"name": info.pretty if info else d["name"], "split": split,
                          "role": d["role"],
                          "license": lic_d.name if lic_d else (d.get("license") or "not stated"),
                          "num_examples": d.get("num_examples", "–"), "url": info.url if info else None})
