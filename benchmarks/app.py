@@ -50,7 +50,7 @@ class AppBenchArgs:
     cross_encoder: str = field(default="", metadata={
         "help": "started app: CTXIR_CROSS_ENCODER ('' = the shipped cross-encoder, what a fresh install re-ranks with)"})
     rerank_backend: str = field(default="", metadata={
-        "help": "started app: CTXIR_RERANK_BACKEND, how its cross-encoders score ('' = the app's default, onnx)"})
+        "help": "started app: CTXIR_RERANK_BACKEND, how its cross-encoders score ('' = the app's default, onnx-int8)"})
     repeats: int = field(default=10, metadata={"help": "timed calls per endpoint"})
     warmup: int = field(default=1, metadata={"help": "untimed calls per endpoint first"})
     endpoints: str = field(default="", metadata={"help": "comma-separated labels to run ('' = all)"})
@@ -214,7 +214,7 @@ def run_app(args: AppBenchArgs, argv: list[str] | None = None) -> dict:
     return finish("app", format_app, args, argv, load_before, started, results, data={
         "app": f"python app.py started by this command (cold start to first page: {start_s:.1f} s), cross-encoder: "
                f"{args.cross_encoder or SHIPPED_CROSS_ENCODER + ' (shipped)'}, scoring backend "
-               f"{args.rerank_backend or 'onnx (the app default)'}"
+               f"{args.rerank_backend or 'onnx-int8 (the app default)'}"
         if start_s is not None else f"an app already running at {url}",
         "corpus": args.corpus, "cold_start_s": round(start_s, 1) if start_s is not None else None},
         timing=f"wall time per call (HTTP + queue + the callback) of gradio_client.Client.predict (p50_ms, p95_ms) "

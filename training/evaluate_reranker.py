@@ -88,6 +88,9 @@ class EvaluateRerankerArgs:
     batch_size: int = 32
     device: str = "auto"
     torch_threads: int = field(default=1, metadata={"help": "CPU threads for torch (0 = torch's default)"})
+    rerank_backend: str = field(default="torch", metadata={
+        "help": "a cross-encoder's scoring backend: torch, onnx or onnx-int8 (ctxir.rerank.RERANK_BACKENDS; "
+                "onnx-int8 is the app's default)"})
     output: str = field(default="", metadata={"help": f"default <model>/{EVALUATION_FILE}"})
     scores_dir: str = field(default="", metadata={
         "help": "keep each query's scores in this folder as they are computed: a killed run resumes where it "
@@ -437,8 +440,11 @@ def load_kind(args: EvaluateRerankerArgs):
         from ctxir.rerank import CrossEncoderReranker
         from ctxir.rerank.registry import passages_for
 
-        return CrossEncoderReranker(load_cross_encoder.__wrapped__(args.model, args.device),
-                                    batch_size=args.batch_size, passages=passages_for(args.model))
+        reranker = CrossEncoderReranker(load_cross_encoder.__wrapped__(args.model, args.device),
+                                        batch_size=args.batch_size, passages=passages_for(args.model),
+                                        backend=args.rerank_backend)
+        reranker.onnx_scorer(wait=True)  # exported (once) before the first query: every query scores alike
+        return reranker
     return RERANKERS[kind].load(args.model, args.device, args.batch_size)
 
 
