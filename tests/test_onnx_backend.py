@@ -457,3 +457,15 @@ def test_onnx_int8_quantises_only_the_layers_shared_with_the_base(spread_cross_e
     assert whole.onnx_scorer(wait=True).path.name == onnx_backend.FP32_FILE  # no int8 copy made for nothing
     np.testing.assert_allclose(whole.score_pairs(PAIRS_QUERY, TEXTS), CrossEncoderReranker(
         plain, batch_size=2, backend="torch").score_pairs(PAIRS_QUERY, TEXTS), atol=1e-4)
+
+
+def test_an_explanation_says_when_the_ranking_scored_with_int8(spread_cross_encoder):
+    """Explanations need gradients, so they run in torch float32; with backend onnx-int8 the ranking's score of the
+    same pair differs slightly, and the explanation says so."""
+    from ctxir.explain.attributions import explain_cross_encoder
+    from ctxir.rerank import CrossEncoderReranker
+
+    for backend, said in (("torch", False), ("onnx-int8", True)):
+        out = explain_cross_encoder(CrossEncoderReranker(spread_cross_encoder, backend=backend), PAIRS_QUERY,
+                                    TEXTS[1], n_steps=8, attention=False)
+        assert ("ranks with backend onnx-int8" in out["score_kind"]) is said

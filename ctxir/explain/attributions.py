@@ -339,6 +339,9 @@ def explain_cross_encoder(model, query: str, document: str, n_steps: int = DEFAU
     activation_name = "none (logit)" if activation is None else type(activation).__name__
     result.update(model_kind="cross-encoder", score_kind="logit" if activation is None else
                   f"{activation_name}(logit), as CrossEncoderReranker.score_pairs reports it")
+    if getattr(model, "backend", "torch") == "onnx-int8":  # the explanation needs gradients: torch, float32
+        result["score_kind"] += ("; computed in torch float32, while this re-ranker ranks with backend onnx-int8 "
+                                 "(its base layers in int8), whose score for the pair differs slightly")
     if window is not None:
         result["window"] = window
     if attention:
