@@ -79,7 +79,7 @@ def run(args: Int8Args) -> dict:
             fp32 = onnx_backend.export_onnx(model, onnx_dir / "all", progress=False,
                                             sample=[("a query", "a document"), ("a longer query", "a document too")])
             ranker._onnx = onnx_backend.OnnxCrossEncoder(onnx_backend.quantise(fp32, "dynamic"), model, 1)
-        ranker.onnx_scorer(wait=True)
+        ranker.onnx_scorer()
         return ranker
 
     def score(variant: str) -> tuple[dict, float]:

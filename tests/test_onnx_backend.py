@@ -309,7 +309,7 @@ def onnx_reranker(spread_cross_encoder, tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("CTXIR_CACHE", str(root))
         reranker = CrossEncoderReranker(spread_cross_encoder, batch_size=2, backend="onnx")
-        assert reranker.onnx_scorer(wait=True) is not None  # exported into the cache root, opened
+        assert reranker.onnx_scorer() is not None  # exported into the cache root, opened
     return reranker, root
 
 
@@ -330,29 +330,30 @@ def test_onnx_cross_encoder_gives_torchs_scores_in_the_pairs_order(onnx_reranker
     assert reranker.score_pairs(PAIRS_QUERY, []).shape == (0,)
 
 
-def test_onnx_cross_encoder_is_opened_in_the_background_and_torch_scores_meanwhile(spread_cross_encoder, tmp_path,
-                                                                                  monkeypatch):
-    """wait=False (what scoring and the app's start-up use) never blocks on the export: torch scores until the
-    session is open, then ONNX Runtime does."""
+def test_callers_at_once_share_one_export_and_one_session(spread_cross_encoder, tmp_path, monkeypatch):
+    """The first score exports; callers that come meanwhile (the app's worker threads) wait for that export
+    instead of starting their own, and all get the same session."""
     import threading
 
     from ctxir.rerank import CrossEncoderReranker
 
     monkeypatch.setenv("CTXIR_CACHE", str(tmp_path))
-    release = threading.Event()
+    calls = []
     real_open = onnx_backend.open_cross_encoder
 
-    def slow_open(*args, **kwargs):
-        release.wait(30)
+    def counted_open(*args, **kwargs):
+        calls.append(1)
         return real_open(*args, **kwargs)
-    monkeypatch.setattr(onnx_backend, "open_cross_encoder", slow_open)
+    monkeypatch.setattr(onnx_backend, "open_cross_encoder", counted_open)
     reranker = CrossEncoderReranker(spread_cross_encoder, batch_size=2, backend="onnx")
-    assert reranker.onnx_scorer(wait=False) is None  # the export has started, not finished
-    torch_scores = reranker.score_pairs(PAIRS_QUERY, TEXTS)  # torch meanwhile
-    release.set()
-    scorer = reranker.onnx_scorer(wait=True)
-    assert scorer is not None and reranker.onnx_scorer(wait=False) is scorer
-    np.testing.assert_allclose(reranker.score_pairs(PAIRS_QUERY, TEXTS), torch_scores, atol=1e-4)
+    scorers = []
+    threads = [threading.Thread(target=lambda: scorers.append(reranker.onnx_scorer())) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert len(calls) == 1 and len(scorers) == 3 and scorers[0] is not None
+    assert all(scorer is scorers[0] for scorer in scorers)
 
 
 def test_a_cross_encoder_that_cannot_be_exported_scores_in_torch_with_a_warning(spread_cross_encoder, tmp_path,
@@ -366,7 +367,7 @@ def test_a_cross_encoder_that_cannot_be_exported_scores_in_torch_with_a_warning(
     monkeypatch.setattr(onnx_backend, "open_cross_encoder", broken)
     reranker = CrossEncoderReranker(spread_cross_encoder, batch_size=2, backend="onnx")
     with caplog.at_level("WARNING"):
-        assert reranker.onnx_scorer(wait=True) is None
+        assert reranker.onnx_scorer() is None
     assert "backend 'onnx' unavailable, scoring in torch: RuntimeError: unsupported operator" in caplog.text
     expected = CrossEncoderReranker(spread_cross_encoder, batch_size=2, backend="torch").score_pairs(PAIRS_QUERY, TEXTS)
     np.testing.assert_allclose(reranker.score_pairs(PAIRS_QUERY, TEXTS), expected, atol=1e-6)
@@ -437,7 +438,7 @@ def test_onnx_int8_quantises_only_the_layers_shared_with_the_base(spread_cross_e
     assert list(onnx_backend.frozen_layers(model)) == [0]
     reranker = CrossEncoderReranker(model, batch_size=2, backend="onnx-int8")
     reranker.onnx_dir = tmp_path / "top"
-    scorer = reranker.onnx_scorer(wait=True)
+    scorer = reranker.onnx_scorer()
     assert scorer.path.name == onnx_backend.FROZEN_INT8_FILE
     fp32 = scorer.path.with_name(onnx_backend.FP32_FILE)
     frozen = onnx_backend.frozen_matmuls(fp32, model)
@@ -454,7 +455,7 @@ def test_onnx_int8_quantises_only_the_layers_shared_with_the_base(spread_cross_e
     plain = copy.deepcopy(spread_cross_encoder)  # trained_from unset: every layer is its own
     whole = CrossEncoderReranker(plain, batch_size=2, backend="onnx-int8")
     whole.onnx_dir = tmp_path / "whole"
-    assert whole.onnx_scorer(wait=True).path.name == onnx_backend.FP32_FILE  # no int8 copy made for nothing
+    assert whole.onnx_scorer().path.name == onnx_backend.FP32_FILE  # no int8 copy made for nothing
     np.testing.assert_allclose(whole.score_pairs(PAIRS_QUERY, TEXTS), CrossEncoderReranker(
         plain, batch_size=2, backend="torch").score_pairs(PAIRS_QUERY, TEXTS), atol=1e-4)
 

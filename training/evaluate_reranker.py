@@ -443,7 +443,7 @@ def load_kind(args: EvaluateRerankerArgs):
         reranker = CrossEncoderReranker(load_cross_encoder.__wrapped__(args.model, args.device),
                                         batch_size=args.batch_size, passages=passages_for(args.model),
                                         backend=args.rerank_backend)
-        reranker.onnx_scorer(wait=True)  # exported (once) before the first query: every query scores alike
+        reranker.onnx_scorer()  # exported (once) before the first query: every query scores alike
         return reranker
     return RERANKERS[kind].load(args.model, args.device, args.batch_size)
 

@@ -219,9 +219,12 @@ class AppModels:
             step(0.4 + 0.3 * i / len(KINDS), f"loading {kind.label} re-ranker {model}")
             try:
                 models.rerankers[kind.name] = load_reranker(kind.name, model, config.device)
-                # backend "onnx" (app.py --rerank-backend): export/open it now in the background, not on a
-                # visitor's first search; torch scores (the same scores) until it is ready
-                getattr(models.rerankers[kind.name], "onnx_scorer", lambda **_: None)(wait=False)
+                # an onnx backend (app.py --rerank-backend): exported (first start only, ~10 s a model) and opened
+                # now, before serving, not on a visitor's first search; an export in a thread beside the served
+                # requests is what this avoids (torch's exporter is not safe to run beside other threads' work)
+                if getattr(models.rerankers[kind.name], "backend", "torch").startswith("onnx"):
+                    step(0.4 + 0.3 * (i + 0.5) / len(KINDS), f"preparing {kind.label} re-ranker for ONNX Runtime")
+                    models.rerankers[kind.name].onnx_scorer()
                 if kind.inspectable:
                     inspect[kind.name] = Inspectable(model, *load_transformer(model, config.device, attentions=True))
             except CtxirError as err:

@@ -204,7 +204,7 @@ def with_backend(reranker, args: EvaluateArgs):
     if isinstance(reranker, CrossEncoderReranker):
         reranker.backend = args.rerank_backend
         reranker.onnx_dir = cache_root(args.cache_dir) / "onnx" if args.cache_dir else None
-        reranker.onnx_scorer(wait=True)  # exported (once) before the first query: every query scores the same way
+        reranker.onnx_scorer()  # exported (once) before the first query: every query scores the same way
     return reranker
 
 

@@ -193,30 +193,17 @@ class CrossEncoderReranker(Reranker):
             [f"{title.strip()} {text}".strip() if title.strip() else text]
         return windows, self._score(query, windows)  # (windows,): each window as it is, not cut again
 
-    def onnx_scorer(self, wait: bool = True):
-        """The ``OnnxCrossEncoder`` that scores for backend "onnx", or None: backend "torch", a model off the CPU,
+    def onnx_scorer(self):
+        """The ``OnnxCrossEncoder`` that scores for the onnx backends, or None: backend "torch", a model off the CPU,
         or an export that failed (then torch from here on, with a warning). The first call exports the body (about
-        10 s for MiniLM, once per weights: later runs reuse the file). ``wait=False`` never blocks: it starts that
-        in a background thread and gives None (torch scores, the same scores) until it is ready."""
+        10 s for MiniLM, once per weights: later runs reuse the file) while other callers wait for it; the app makes
+        that call while it loads, before it serves."""
         if not self.backend.startswith("onnx"):
             return None
-        if self._onnx is None:
-            if not wait:
-                if self._onnx_lock.acquire(blocking=False):  # nobody is opening it: open it in the background
-                    threading.Thread(target=self._open_then_release, daemon=True,
-                                     name="ctxir-onnx-cross-encoder").start()
-                return None
-            with self._onnx_lock:
-                if self._onnx is None:
-                    self._onnx = self._open_onnx()
-        return self._onnx or None
-
-    def _open_then_release(self) -> None:
-        try:
+        with self._onnx_lock:
             if self._onnx is None:
                 self._onnx = self._open_onnx()
-        finally:
-            self._onnx_lock.release()
+        return self._onnx or None
 
     def _open_onnx(self):
         from ctxir.encoders.bi_encoder import cache_root, weights_fingerprint
@@ -243,7 +230,7 @@ class CrossEncoderReranker(Reranker):
     def _score(self, query: str, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros(0, dtype=np.float32)
-        onnx = self.onnx_scorer(wait=False)
+        onnx = self.onnx_scorer()
         if onnx is not None:
             scores = onnx.predict([(query, t) for t in texts], self.batch_size)
         else:
