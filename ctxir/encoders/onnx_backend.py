@@ -314,8 +314,9 @@ class OnnxCrossEncoder:
     export. ``predict`` batches as ``CrossEncoder.predict`` does (longest pairs first, scores back in the input
     order) and gives its scores within float rounding (the exported graph does the same float32 arithmetic).
 
-    Measured on the 2-core CPU (docs/performance.md): the shipped re-ranker's 20 demo pairs in 210 ms against 238
-    in torch; the time is the body's matrix products either way.
+    ``path`` may also be an int8 file (``open_cross_encoder(int8=True)``). Measured in the app on the 2-core CPU
+    (README, "Search latency"; ``python -m benchmarks.app``): with the shipped re-ranker's base layers in int8, the
+    demo search's callback takes 214 ms p50 against 266–274 ms in torch.
     """
 
     def __init__(self, path: str | Path, model, threads: int = 0):
