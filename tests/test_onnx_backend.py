@@ -236,7 +236,6 @@ def test_the_app_reads_its_backend_from_ctxir_backend_for_search_only(exported, 
 def test_app_backend_flag_defaults_to_ctxir_backend_and_refuses_an_unknown_one(monkeypatch, capsys):
     import app
 
-    monkeypatch.setenv("CTXIR_INDEX", "auto")  # serve() sets both variables: restored after the test
     monkeypatch.delenv("CTXIR_BACKEND", raising=False)
     assert app.AppArgs().backend == "torch"
     monkeypatch.setenv("CTXIR_BACKEND", "onnx-int8")
@@ -390,8 +389,6 @@ def test_the_rerank_backend_comes_from_ctxir_rerank_backend_and_the_flags(spread
         default_rerank_backend()
     monkeypatch.delenv("CTXIR_RERANK_BACKEND")
     assert app.AppArgs().rerank_backend == "onnx-int8"  # the app's default: the fastest path within the 0.005 rule
-    monkeypatch.setenv("CTXIR_INDEX", "auto")  # serve() sets these: restored after the test
-    monkeypatch.setenv("CTXIR_BACKEND", "torch")
     assert app.main(["--rerank-backend", "tensorrt", "--malloc-arenas", "0"]) == 2
     assert "error: --rerank-backend 'tensorrt' is not known: use one of 'torch', 'onnx', 'onnx-int8'" in \
         capsys.readouterr().err

@@ -85,9 +85,10 @@ class EvaluateArgs:
     reranker_model: str = field(default="", metadata={
         "help": "the --rerank model: an id or folder (default: the one shipped inside ctxir for the chosen --rerank)"})
     rerank_backend: Literal["torch", "onnx", "onnx-int8"] = field(default="torch", metadata={
-        "help": "how a cross-encoder re-ranker scores: torch, or onnx (its body exported once into the cache "
-                "folder's onnx/, float32, run by ONNX Runtime on the CPU: the same scores, faster; see "
-                "docs/performance.md)"})
+        "help": "how a cross-encoder re-ranker scores: torch; onnx (its body exported once into the cache "
+                "folder's onnx/, float32, run by ONNX Runtime on the CPU: the same scores); or onnx-int8 (the same "
+                "with the layers it shares unchanged with its base in int8: the app's default; README, "
+                "'Cross-encoder backends')"})
     rerank_mode: Literal["fused", "alone"] = field(default="fused", metadata={
         "help": "fused = the re-ranker combined with the first stage (the model folder's fusion.json, else RRF k=60, "
                 "equal weights; --tune-on chooses it on training queries), printed beside the re-ranker alone; "

@@ -200,9 +200,10 @@ class CrossEncoderReranker(Reranker):
         that call while it loads, before it serves."""
         if not self.backend.startswith("onnx"):
             return None
-        with self._onnx_lock:
-            if self._onnx is None:
-                self._onnx = self._open_onnx()
+        if self._onnx is None:  # only the first calls take the lock: every score of every request comes here
+            with self._onnx_lock:
+                if self._onnx is None:
+                    self._onnx = self._open_onnx()
         return self._onnx or None
 
     def _open_onnx(self):
