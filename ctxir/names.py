@@ -14,6 +14,8 @@ ADAPTER_CONFIG = "adapter_config.json"  # a PEFT adapter folder
 TOP_LAYERS_CONFIG = "ctxir_top_layers.json"
 TOP_LAYERS_WEIGHTS = "top_layers.safetensors"
 TOP_LAYERS_FORMAT = "ctxir-top-layers/1"
+# in a pair scorer's folder: {"orders": "both"} = its score of (a, b) is the mean of its scores of (a, b) and (b, a)
+PAIR_ORDERS_FILE = "pair_orders.json"
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 
 

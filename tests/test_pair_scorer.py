@@ -9,6 +9,7 @@ weights over the real packaged all-MiniLM-L6-v2: packaging and loading do not de
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -105,6 +106,77 @@ def test_init_from_continues_where_a_saved_pair_scorer_ended(tiny_bert_dir, tmp_
         {"name": "stsb", "split": "train-silver", "role": "train", "num_examples": 9, "stage": "earlier"}]
     with pytest.raises(CtxirError, match=r"--init-from .* holds no adapter_model.safetensors"):
         train_pair_scorer.run(train_pair_scorer.PairScorerArgs(init_from=str(tmp_path), output_dir=str(tmp_path / "o")))
+
+
+def test_both_orders_trains_each_pair_twice_and_scores_as_the_saved_folder_says(tiny_bert_dir, tmp_path):
+    """--both-orders: every train pair also as (b, a); --pair-orders both: dev (so --load-best), test and the saved
+    folder (pair_orders.json, read by CrossEncoderReranker) all score a pair as the mean of its two orders, and
+    metrics.json has the dev Spearman both ways to choose on."""
+    from test_training import _write_toy_root
+
+    from ctxir.data import load_sts
+    from ctxir.rerank import CrossEncoderReranker
+
+    root = _write_toy_root(tmp_path / "data")
+    out = tmp_path / "both"
+    assert train_pair_scorer.main(["--model", str(tiny_bert_dir), "--data-dir", str(root), "--output-dir", str(out),
+                                   "--device", "cpu", "--max-steps", "2", "--batch-size", "4", "--lora-r", "2",
+                                   "--torch-threads", "1", "--learning-rate", "5e-2", "--both-orders", "true",
+                                   "--pair-orders", "both"]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["training"]["train_examples"] == 2 * len(load_sts(root / "stsbenchmark", "train"))
+    assert json.loads((out / "pair_orders.json").read_text()) == {"orders": "both"}
+    extra = metrics["extra"]
+    assert extra["both_orders"] is True and extra["pair_orders"] == "both"
+    assert set(extra["dev_orders"]) == {"one", "both"}
+    assert extra["dev_orders"]["both"] == pytest.approx(extra["dev_after"]["stsb-dev_spearman"], abs=1e-4)
+    # the recorded test Spearman is what the saved folder scores, as ctxir loads it
+    test = load_sts(root / "stsbenchmark", "test")
+    _clear_caches()
+    reranker = CrossEncoderReranker(str(out), "cpu")
+    assert reranker.both_orders is True
+    scores = [float(reranker.score_pairs(a, [b])[0]) for a, b, _ in test]
+    row = next(r for r in metrics["evaluations"] if (r["split"], r["metric"]) == ("test", "spearman"))
+    assert row["after"] == pytest.approx(spearmanr(scores, [s for *_, s in test]).statistic, abs=1e-4)
+
+
+def test_a_continued_run_names_the_local_base_so_its_checkpoints_reload_offline(tiny_bert_dir, tmp_path):
+    """A folder names its base by Hub id; --init-from must make this run's checkpoints name the local base, or
+    --load-best reloads them from the Hub (offline: fails)."""
+    from test_training import _write_toy_root
+
+    root = _write_toy_root(tmp_path / "data")
+    first = tmp_path / "first"
+    assert train_pair_scorer.main(["--model", str(tiny_bert_dir), "--data-dir", str(root), "--output-dir", str(first),
+                                   "--device", "cpu", "--max-steps", "1", "--batch-size", "4", "--lora-r", "2",
+                                   "--eval-before", "false", "--torch-threads", "1"]) == 0
+    config = json.loads((first / "adapter_config.json").read_text())
+    (first / "adapter_config.json").write_text(json.dumps({**config, "base_model_name_or_path": "someone/bert"}))
+    args = train_pair_scorer.PairScorerArgs(model=str(tiny_bert_dir), init_from=str(first))
+    model = train_pair_scorer.load(args, "cpu")
+    assert model[0].model.peft_config["default"].base_model_name_or_path == models.resolve_model(str(tiny_bert_dir))
+
+
+def test_a_dev_best_checkpoint_that_cannot_be_loaded_stops_the_run_and_keeps_the_checkpoints(tiny_bert_dir, tmp_path,
+                                                                                             monkeypatch, capsys):
+    """sentence-transformers' Trainer only logs a failed --load-best and goes on with the last step's weights:
+    the runner refuses to save those as the dev-best, and keeps every checkpoint."""
+    from sentence_transformers.base.trainer import BaseTrainer
+    from test_training import _write_toy_root
+
+    def fail(self, checkpoint):
+        raise OSError("We couldn't connect to 'https://huggingface.co'")
+
+    monkeypatch.setattr(BaseTrainer, "_load_from_checkpoint", fail)
+    root = _write_toy_root(tmp_path / "data")
+    out = tmp_path / "out"
+    assert train_pair_scorer.main(["--model", str(tiny_bert_dir), "--data-dir", str(root), "--output-dir", str(out),
+                                   "--device", "cpu", "--max-steps", "2", "--batch-size", "4", "--lora-r", "2",
+                                   "--eval-before", "false", "--eval-steps", "1", "--save-steps", "1",
+                                   "--load-best", "true", "--torch-threads", "1"]) == 2
+    assert re.search(r"error: --load-best: Could not load the best model from .*checkpoint-\d+.*couldn't connect.*"
+                     r"checkpoints are kept in", capsys.readouterr().err)
+    assert list((out / "checkpoints").glob("checkpoint-*")) and not (out / "metrics.json").exists()
 
 
 def test_cosent_loss_by_hand_and_it_trains_the_pair_scorer(tiny_bert_dir, tmp_path):
@@ -280,11 +352,36 @@ def test_the_pair_scorer_ships_alone_beside_the_rerankers_and_loads_by_name_offl
     assert score[0] == pytest.approx(report["pair_scorer_score"], abs=1e-6)
     card = (package / "sts-cross-encoder" / "README.md").read_text()
     assert SHIPPED_STS_CROSS_ENCODER in card and "0.8612" in card and "semantic textual similarity" in card
+    assert "Both orders" not in card  # no pair_orders.json: the order given
     # a cap counts what stays: refused, and what was shipped before is left whole
     with pytest.raises(CtxirError, match=r"over --max-mb 0\.2"):
         ship.run(ship.ShipArgs(pair_scorer=str(sts_adapter), dest=str(package), max_mb=0.2))
     assert {p.relative_to(package).as_posix(): p.stat().st_size for p in package.rglob("*") if p.is_file()} == files
     assert not list(package.parent.glob(".ship-*"))
+
+
+def test_a_pair_scorer_that_scores_both_orders_ships_that_setting_and_its_card_says_so(sts_adapter, package,
+                                                                                          tmp_path, monkeypatch):
+    from ctxir.rerank import CrossEncoderReranker
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    both = tmp_path / "both"
+    shutil.copytree(sts_adapter, both)
+    (both / "pair_orders.json").write_text('{"orders": "both"}')
+    metrics = json.loads((both / "metrics.json").read_text())
+    (both / "metrics.json").write_text(json.dumps({**metrics, "extra": {"dev_orders": {"one": 0.8859, "both": 0.8883}}}))
+    ship.run(ship.ShipArgs(pair_scorer=str(both), dest=str(package)))
+    shipped = package / "sts-cross-encoder"
+    assert json.loads((shipped / "pair_orders.json").read_text()) == {"orders": "both"}
+    card = " ".join((shipped / "README.md").read_text().split())
+    assert ("**Both orders.** In ctxir a pair's score is the mean of this model's scores of (a, b) and of (b, a) "
+            "(`pair_orders.json`), chosen on STS-B dev: Spearman 0.8883 against 0.8859 for the order given.") in card
+    # by name, as the app loads it: the mean of the two orders of the model's own predict
+    reranker = CrossEncoderReranker(SHIPPED_STS_CROSS_ENCODER, "cpu")
+    a, b = ship.SIMILARITY_PAIR
+    ab, ba = reranker.model.predict([(a, b), (b, a)])
+    assert reranker.both_orders and abs(ab - ba) > 1e-4
+    assert reranker.score_pairs(a, [b])[0] == pytest.approx((ab + ba) / 2, abs=1e-6)
 
 
 def test_ship_says_what_is_missing(sts_adapter, package, tmp_path):

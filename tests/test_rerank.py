@@ -121,6 +121,43 @@ def test_maxp_scores_a_document_by_its_best_window_each_after_the_title():
     assert first.score_documents("otters dens", [corpus["a"]]).tolist() == [2.0]  # one input: title + whole text
 
 
+class _OrderedModel:
+    """A stand-in pair scorer that tells the orders apart: (a, b) scores words(a) − words(b) / 2."""
+
+    def __init__(self):
+        self.calls: list[list[tuple[str, str]]] = []
+
+    def predict(self, pairs, **_):
+        self.calls.append(list(pairs))
+        return np.array([len(a.split()) - len(b.split()) / 2 for a, b in pairs], dtype=np.float32)
+
+
+def test_both_orders_scores_each_pair_as_the_mean_of_its_two_readings_in_one_call():
+    one, both = _OrderedModel(), _OrderedModel()
+    # ("a b", "c d e f"): 2 − 4/2 = 0 as given; ("c d e f", "a b"): 4 − 2/2 = 3; the mean 1.5
+    assert CrossEncoderReranker(one).score_pairs("a b", ["c d e f", "c"]).tolist() == [0.0, 1.5]
+    assert CrossEncoderReranker(both, both_orders=True).score_pairs("a b", ["c d e f", "c"]).tolist() == [1.5, 0.75]
+    assert both.calls == [[("a b", "c d e f"), ("a b", "c"), ("c d e f", "a b"), ("c", "a b")]]  # one batch
+    # symmetric: the same score whichever sentence comes first
+    assert CrossEncoderReranker(_OrderedModel(), both_orders=True).score_pairs("c d e f", ["a b"]).tolist() == [1.5]
+
+
+def test_a_pair_scorers_folder_says_whether_it_scores_both_orders(tmp_path):
+    """rankers.both_orders_for: pair_orders.json "both" → True, "one" or no file → False, anything else refused."""
+    from ctxir.rerank.rankers import both_orders_for
+
+    assert both_orders_for(str(tmp_path)) is False
+    (tmp_path / "pair_orders.json").write_text('{"orders": "both"}')
+    assert both_orders_for(str(tmp_path)) is True
+    (tmp_path / "pair_orders.json").write_text('{"orders": "one"}')
+    assert both_orders_for(str(tmp_path)) is False
+    (tmp_path / "pair_orders.json").write_text('{"orders": "reversed"}')
+    with pytest.raises(CtxirError, match=r"'orders' in '.*pair_orders\.json' 'reversed' is not known: use one of "
+                                         r"'one', 'both'"):
+        both_orders_for(str(tmp_path))
+    assert CrossEncoderReranker(_OrderedModel()).both_orders is False  # a model object has no folder to ask
+
+
 def test_a_cross_encoders_folder_says_how_it_reads_long_documents(tmp_path):
     """registry.passages_for: passages.json → Passages (MaxP) or None ("first"); none → None; a bad one is refused."""
     from ctxir.rerank import Passages

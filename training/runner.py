@@ -7,10 +7,12 @@ script. The two specs today live in ``train_bi_encoder.py`` and ``train_cross_en
 
 from __future__ import annotations
 
+import logging
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -129,6 +131,27 @@ def best_checkpoint(trainer) -> dict | None:
             "value": state.best_metric}
 
 
+@contextmanager
+def best_load_failures() -> Iterator[list[str]]:
+    """The messages of sentence-transformers' Trainer when it could not load the --load-best checkpoint.
+
+    The Trainer logs that failure and goes on with the last step's weights, so without this a run would save the
+    last step while metrics.json named the dev-best one as what was kept."""
+    failures: list[str] = []
+
+    class Catch(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.getMessage().startswith("Could not load the best model"):
+                failures.append(record.getMessage())
+
+    handler, trainer_logger = Catch(logging.ERROR), logging.getLogger("sentence_transformers.base.trainer")
+    trainer_logger.addHandler(handler)
+    try:
+        yield failures
+    finally:
+        trainer_logger.removeHandler(handler)
+
+
 def metrics_record(args, spec: ModelSpec, data: TaskData, trainer, trained, run: dict, scores: dict) -> dict:
     """metrics.json: what was trained on what, how (the config), how long, and the scores before and after."""
     state = trainer.state
@@ -179,8 +202,12 @@ def train(args, spec: ModelSpec) -> dict:
         # 4. train with the kind's Trainer
         trainer = make_trainer(args, spec, model, data, out, device)
         train_start = time.perf_counter()
-        train_output = trainer.train(resume_from_checkpoint=resume_from)
+        with best_load_failures() as failures:
+            train_output = trainer.train(resume_from_checkpoint=resume_from)
         train_seconds = time.perf_counter() - train_start
+        if failures:  # the checkpoints stay: nothing trained is lost
+            raise CtxirError(f"--load-best: {failures[0]} The run's checkpoints are kept in {str(checkpoint_dir)!r}; "
+                             "fix the cause and run again, or run without --load-best")
         if not trainer.is_world_process_zero():
             return {}
         # 5. save, then reload from disk as every user will

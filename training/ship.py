@@ -59,7 +59,7 @@ CLS_LR_FILES = (CLS_LR_CONFIG, CLS_LR_WEIGHTS, "metrics.json", "fusion.json", "e
 # the pair scorer: its adapter, configs and tokenizer (its head's folder is copied as modules.json names it)
 PAIR_SCORER_FILES = (ADAPTER_CONFIG, "adapter_model.safetensors", "modules.json", "sentence_bert_config.json",
                      "config_sentence_transformers.json", "tokenizer.json", "tokenizer_config.json",
-                     "special_tokens_map.json", "vocab.txt", "metrics.json")
+                     "special_tokens_map.json", "vocab.txt", "metrics.json", "pair_orders.json")
 ALLOWED_SUFFIXES = (".json", ".safetensors", ".txt")
 # what the shipped copies must score exactly as the trained ones do
 RELEVANCE_PAIR = ("Do statins lower the risk of heart attack?",

@@ -31,12 +31,15 @@ from typing import Literal
 
 import torch
 from sentence_transformers.cross_encoder import losses
+from sentence_transformers.cross_encoder.evaluation import CrossEncoderCorrelationEvaluator
 from sentence_transformers.util import batch_to_device
 
 if __package__ in (None, ""):  # `python training/train_pair_scorer.py` from the repo root
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ctxir.encoders.models import DEFAULT_BI_ENCODER, load_cross_encoder, resolve_model
+from ctxir.names import PAIR_ORDERS_FILE
+from ctxir.rerank.rankers import pair_scores
 from ctxir.types import CtxirError
 from training.common import DEFAULT_DATA_DIR, TrainerRunArgs, cli_main
 from training.runner import train
@@ -91,6 +94,14 @@ class PairScorerArgs(TrainerRunArgs):
                 "STS-B pairs alone are few for learning to compare two sentences in one pass)"})
     silver_pairs: str = field(default="", metadata={
         "help": "--extra-train silver: the CSV training/silver_pairs.py wrote (sentence1, sentence2, score 0–1)"})
+    both_orders: bool = field(default=False, metadata={
+        "help": "train every pair in both orders, (a, b) and (b, a), with the same label, as sentence-transformers' "
+                "STS-B cross-encoder example does: one joint pass reads a and b differently, similarity does not"})
+    pair_orders: Literal["one", "both"] = field(default="one", metadata={
+        "help": "how a pair is scored, in dev evaluation (and so --load-best), test and by ctxir once saved "
+                "(pair_orders.json): one = (a, b) as given; both = the mean of (a, b) and (b, a) "
+                "(ctxir.rerank.rankers.pair_scores); metrics.json's extra.dev_orders has the trained model's dev "
+                "Spearman both ways, to choose on"})
     init_from: str = field(default="", metadata={
         "help": "a pair scorer to continue from (its adapter and head; e.g. the shipped "
                 "ctxir/assets/models/sts-cross-encoder, so a new stage needs no git-ignored outputs/): its LoRA "
@@ -165,14 +176,21 @@ def continue_from(model, folder: Path, args: PairScorerArgs) -> None:
     # the saved head's config (term_match, hidden size) wins over this run's fresh head
     model[1] = SegmentCosineHead.load(str(folder), subfolder="1_SegmentCosineHead").to(model.device)
     model[0].model.load_adapter(str(folder), adapter_name="default", is_trainable=True)
+    # the folder names its base by Hub id (name_adapter_base); checkpoints saved during training copy that name, and
+    # --load-best reloads them through sentence-transformers, which would look for it online: name the local base
+    model[0].model.peft_config["default"].base_model_name_or_path = resolve_model(args.model)
     args.lora_r = int(config.get("r", args.lora_r))
     args.lora_alpha = float(config.get("lora_alpha", args.lora_alpha))
 
 
 def save(model, out: Path, args: PairScorerArgs) -> None:
-    """The adapter (in --adapter-dtype), the head, tokenizer and configs; the base named by its Hub id."""
+    """The adapter (in --adapter-dtype), the head, tokenizer and configs, pair_orders.json; the base named by its
+    Hub id."""
+    from ctxir.files import write_json
+
     model.save_pretrained(str(out))
     name_adapter_base(out, args.model)
+    write_json(out / PAIR_ORDERS_FILE, {"orders": args.pair_orders})
     if args.adapter_dtype == "float16":
         from safetensors.torch import load_file, save_file
 
@@ -203,9 +221,60 @@ def build_data(args: PairScorerArgs, model, device: str):
         data.train = concatenate_datasets([data.train, silver])
         # STS-B train's own sentences: STS-B's licence
         data.datasets.insert(1, dataset_entry("stsb", "train-silver", "train", args.silver_pairs, len(silver)))
+    if args.both_orders:
+        data.train = concatenate_datasets([data.train, swapped(data.train)])
+    dev = data.dev_evaluator
+    data.dev_evaluator = PairCorrelationEvaluator(dev.sentence_pairs, dev.scores, name=dev.name,
+                                                  batch_size=dev.batch_size, write_csv=False,
+                                                  both_orders=args.pair_orders == "both")
     if args.init_from:
         data.datasets[1:1] = earlier_training_data(Path(args.init_from), data.datasets)
     return data
+
+
+class PairCorrelationEvaluator(CrossEncoderCorrelationEvaluator):
+    """sentence-transformers' Pearson/Spearman evaluator, scoring each pair as ctxir will once the model is saved:
+    ``both_orders`` = the mean of (a, b) and (b, a) (``ctxir.rerank.rankers.pair_scores``, pair_orders.json)."""
+
+    def __init__(self, *args, both_orders: bool = False, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.both_orders = both_orders
+
+    def __call__(self, model, output_path: str | None = None, epoch: int = -1, steps: int = -1) -> dict[str, float]:
+        from scipy.stats import pearsonr, spearmanr
+
+        def predict(pairs):
+            return model.predict(pairs, prompt_name=self.prompt_name, batch_size=self.batch_size,
+                                 convert_to_numpy=True, show_progress_bar=self.show_progress_bar)
+
+        predicted = pair_scores(predict, self.sentence_pairs, self.both_orders)  # (pairs,)
+        metrics = self.prefix_name_to_metrics({"pearson": float(pearsonr(self.scores, predicted)[0]),
+                                               "spearman": float(spearmanr(self.scores, predicted)[0])}, self.name)
+        self.store_metrics_in_model_card_data(model, metrics, epoch, steps)
+        return metrics
+
+
+def evaluate(model, data, args: PairScorerArgs, model_id: str = "") -> dict:
+    """STS-B test Spearman and Pearson, each pair scored as --pair-orders says."""
+    test = data.test["sts"]
+    result = PairCorrelationEvaluator([[a, b] for a, b, _ in test], [s for _, _, s in test], name="stsb-test",
+                                      batch_size=args.batch_size, write_csv=False,
+                                      both_orders=args.pair_orders == "both")(model)
+    return {("stsb", "test", metric): result[f"stsb-test_{metric}"] for metric in ("spearman", "pearson")}
+
+
+def dev_orders(model, data) -> dict[str, float]:
+    """{"one": dev Spearman of (a, b) as given, "both": of the mean of both orders}: what --pair-orders is chosen on."""
+    dev = data.dev_evaluator
+    return {orders: round(PairCorrelationEvaluator(dev.sentence_pairs, dev.scores, name=dev.name,
+                                                   batch_size=dev.batch_size, write_csv=False,
+                                                   both_orders=orders == "both")(model)[f"{dev.name}_spearman"], 4)
+            for orders in ("one", "both")}
+
+
+def swapped(pairs):
+    """The same pairs with sentence1 and sentence2 exchanged (labels unchanged)."""
+    return pairs.rename_columns({"sentence1": "sentence2", "sentence2": "sentence1"}).select_columns(pairs.column_names)
 
 
 def earlier_training_data(folder: Path, datasets: list[dict]) -> list[dict]:
@@ -275,13 +344,15 @@ def trained_parameters(args: PairScorerArgs, model) -> int:
 SPEC_PAIR = replace(
     SPEC, script="train_pair_scorer", default_output=lambda args: "outputs/pair-scorer-stsb",
     data_names=lambda args: ["stsb"] + (["sick"] if args.extra_train == "sick" else []), check=check, load=load,
-    save=save, build_data=build_data, build_loss=build_loss,
+    save=save, build_data=build_data, build_loss=build_loss, evaluate=evaluate,
     # uncached: a folder trained again in the same process must not come back as the earlier model
     reload=lambda out, device: load_cross_encoder.__wrapped__(str(out), device),
     objective_name=lambda args: {"mse": "MSELoss", "bce": "BinaryCrossEntropyLoss", "cosent": "CoSENTPairLoss"}[args.loss],
     training_options=lambda args: ({"learning_rate_mapping": {HEAD_PARAMETERS: args.head_learning_rate}}
                                    if args.head_learning_rate else {}),
     extra=lambda args, model, data: {"lora_r": args.lora_r, "head": "segment-cosine", "extra_train": args.extra_train,
+                                     "both_orders": args.both_orders, "pair_orders": args.pair_orders,
+                                     "dev_orders": dev_orders(model, data),
                                      **({"init_from": args.init_from} if args.init_from else {}),
                                      **({"silver_pairs": args.silver_pairs} if args.silver_pairs else {}),
                                      "adapter_dtype": args.adapter_dtype,

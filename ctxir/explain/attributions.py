@@ -342,6 +342,9 @@ def explain_cross_encoder(model, query: str, document: str, n_steps: int = DEFAU
     if getattr(model, "backend", "torch") == "onnx-int8":  # the explanation needs gradients: torch, float32
         result["score_kind"] += ("; computed in torch float32, while this re-ranker ranks with backend onnx-int8 "
                                  "(its base layers in int8), whose score for the pair differs slightly")
+    if getattr(model, "both_orders", False):  # attributions follow one joint pass: the order given
+        result["score_kind"] += ("; of the (query, document) order, while this scorer's pair score is the mean of "
+                                 "both orders (its pair_orders.json), which differs slightly")
     if window is not None:
         result["window"] = window
     if attention:

@@ -32,7 +32,7 @@ import numpy as np
 from ctxir.cli import subcommand_main
 from ctxir.encoders.models import load_transformer, resolve_model
 from ctxir.files import is_pickle_file, read_json, write_atomic, write_json
-from ctxir.names import CLS_LR_CONFIG, CLS_LR_WEIGHTS
+from ctxir.names import CLS_LR_CONFIG, CLS_LR_WEIGHTS, PAIR_ORDERS_FILE
 from ctxir.names import looks_like_hub_id as _looks_like_hub_id
 from ctxir.publish.cards import (
     METRICS_FILE,
@@ -234,7 +234,8 @@ def _model_facts(folder: Path, model_type: str) -> dict:
                 "term_match": any(getattr(m, "term_match", False) for m in model),
                 "trained_layers": (f"{top['trained_from_layer']}–{top['num_hidden_layers'] - 1}" if top else None),
                 "fusion": read_json(folder / "fusion.json") or None,
-                "passages": read_json(folder / "passages.json") or None}
+                "passages": read_json(folder / "passages.json") or None,
+                "pair_orders": read_json(folder / PAIR_ORDERS_FILE) or None}
     config = read_json(folder / CLS_LR_CONFIG)
     meta = config.get("metadata") or {}
     return {"hidden_size": config.get("hidden_size"), "layer": config.get("layer", -1),

@@ -11,7 +11,7 @@ import logging
 import os
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +28,7 @@ from ctxir.encoders.models import (
     position_limit,
     resolve_model,
 )
-from ctxir.names import CLS_LR_CONFIG, CLS_LR_FORMAT, CLS_LR_WEIGHTS
+from ctxir.names import CLS_LR_CONFIG, CLS_LR_FORMAT, CLS_LR_WEIGHTS, PAIR_ORDERS_FILE
 from ctxir.types import Corpus, CtxirError, Hit, doc_text
 
 logger = logging.getLogger(__name__)
@@ -36,6 +36,7 @@ logger = logging.getLogger(__name__)
 # onnx-int8: the same with the layers it shares unchanged with its base in int8 (the shipped re-ranker: 0–3 of 6),
 # the trained layers float32; within the 0.005 nDCG@10 rule on the shipped re-ranker's held-out claims.
 RERANK_BACKENDS = ("torch", "onnx", "onnx-int8")
+PAIR_ORDERS = ("one", "both")  # pair_orders.json's "orders": (a, b) as given, or the mean of (a, b) and (b, a)
 
 
 def default_rerank_backend() -> str:
@@ -45,6 +46,40 @@ def default_rerank_backend() -> str:
 
     return check_choice(os.environ.get("CTXIR_RERANK_BACKEND") or "torch",
                         "cross-encoder backend (CTXIR_RERANK_BACKEND)", RERANK_BACKENDS)
+
+
+def pair_scores(predict: Callable[[list[tuple[str, str]]], np.ndarray], pairs: Sequence[tuple[str, str]],
+                both_orders: bool = False) -> np.ndarray:
+    """``predict(pairs)`` as float32, shape (pairs,); ``both_orders``: each pair's score is the mean of its scores
+    read as (a, b) and as (b, a), from one ``predict`` call over both.
+
+    One joint pass reads its first and second segment differently, so a pair scorer gives (a, b) and (b, a)
+    slightly different scores; similarity has no order, and the mean of the two is steadier than either.
+
+    >>> lengths = lambda pairs: np.array([len(a) - 0.5 * len(b) for a, b in pairs])  # a toy scorer with an order
+    >>> pair_scores(lengths, [("ab", "abcd")]), pair_scores(lengths, [("ab", "abcd")], both_orders=True)
+    (array([0.], dtype=float32), array([1.5], dtype=float32))
+    """
+    pairs = [tuple(pair) for pair in pairs]
+    if not both_orders:
+        return np.asarray(predict(pairs), dtype=np.float32)
+    scores = np.asarray(predict(pairs + [(b, a) for a, b in pairs]), dtype=np.float32)  # (2 · pairs, ...)
+    return (scores[:len(pairs)] + scores[len(pairs):]) / 2
+
+
+def both_orders_for(model: str) -> bool:
+    """Whether ``model`` scores a pair as the mean of both orders: its folder's pair_orders.json (chosen on STS-B dev
+    when the pair scorer was trained: ``train_pair_scorer.py --pair-orders``); False without one."""
+    from ctxir.checks import check_choice
+    from ctxir.files import read_json
+    from ctxir.rerank.registry import local_model_folder
+
+    folder = local_model_folder(model) if isinstance(model, str) else None
+    if folder is None or not (folder / PAIR_ORDERS_FILE).is_file():
+        return False
+    orders = (read_json(folder / PAIR_ORDERS_FILE) or {}).get("orders")
+    check_choice(orders, f"'orders' in {str(folder / PAIR_ORDERS_FILE)!r}", PAIR_ORDERS)
+    return orders == "both"
 
 
 class Reranker(ABC):
@@ -157,19 +192,22 @@ class CrossEncoderReranker(Reranker):
     name = "cross-encoder"
 
     def __init__(self, model=DEFAULT_CROSS_ENCODER, device: str = "auto", batch_size: int = 32,
-                 passages: Passages | None = None, backend: str | None = None):
+                 passages: Passages | None = None, backend: str | None = None, both_orders: bool | None = None):
         """``backend``: "torch" (the model's own ``predict``), "onnx" (its body exported once to float32 ONNX
         under ctxir's cache folder and run by ONNX Runtime on the CPU, the head in torch: the same scores, faster
         on a CPU; ``ctxir.encoders.onnx_backend.OnnxCrossEncoder``) or "onnx-int8" (the same, with the layers
         the model shares unchanged with its base quantised to int8: ``onnx_backend.frozen_layers``; a model that
         trained every layer stays float32); None = ``default_rerank_backend()``. A model on a GPU, or one that
-        cannot be exported, runs in torch (logged)."""
+        cannot be exported, runs in torch (logged). ``both_orders``: a pair's score is the mean of (query, text) and
+        (text, query) (``pair_scores``); None = as the model's folder says (``both_orders_for``: a pair scorer's
+        pair_orders.json), False for a model passed as an object."""
         from ctxir.checks import check_choice
 
         self.model_name = model if isinstance(model, str) else type(model).__name__
         self.model = load_cross_encoder(model, device) if isinstance(model, str) else model
         self.batch_size = batch_size
         self.passages = passages  # None = the first max-length tokens of each document (FirstP)
+        self.both_orders = both_orders_for(model) if both_orders is None else both_orders
         self.backend = check_choice(backend or default_rerank_backend(), "backend", RERANK_BACKENDS)
         self.onnx_dir: Path | None = None  # where backend "onnx" exports to; None = <cache root>/onnx
         self._onnx = None  # the OnnxCrossEncoder, opened on the first score
@@ -232,12 +270,14 @@ class CrossEncoderReranker(Reranker):
         if not texts:
             return np.zeros(0, dtype=np.float32)
         onnx = self.onnx_scorer()
-        if onnx is not None:
-            scores = onnx.predict([(query, t) for t in texts], self.batch_size)
-        else:
-            scores = self.model.predict([(query, t) for t in texts], batch_size=self.batch_size,
-                                        show_progress_bar=False, convert_to_numpy=True)
-        scores = np.asarray(scores, dtype=np.float32)
+
+        def predict(pairs: list[tuple[str, str]]) -> np.ndarray:
+            if onnx is not None:
+                return onnx.predict(pairs, self.batch_size)
+            return self.model.predict(pairs, batch_size=self.batch_size, show_progress_bar=False,
+                                      convert_to_numpy=True)
+
+        scores = pair_scores(predict, [(query, t) for t in texts], self.both_orders)
         if scores.ndim == 2:  # a multi-label head: the last column is "relevant" by convention
             scores = scores[:, -1]
         return scores
