@@ -382,6 +382,14 @@ def test_a_pair_scorer_that_scores_both_orders_ships_that_setting_and_its_card_s
     ab, ba = reranker.model.predict([(a, b), (b, a)])
     assert reranker.both_orders and abs(ab - ba) > 1e-4
     assert reranker.score_pairs(a, [b])[0] == pytest.approx((ab + ba) / 2, abs=1e-6)
+    # an explanation follows one joint pass, the order given, and says that the pair's score averaged both
+    from ctxir.explain.attributions import explain_cross_encoder
+
+    out = explain_cross_encoder(reranker, a, b, n_steps=8, attention=False)
+    assert out["score"] == pytest.approx(float(ab), abs=1e-4)
+    assert "while this scorer's pair score is the mean of both orders" in out["score_kind"]
+    reranker.both_orders = False
+    assert "both orders" not in explain_cross_encoder(reranker, a, b, n_steps=8, attention=False)["score_kind"]
 
 
 def test_ship_says_what_is_missing(sts_adapter, package, tmp_path):

@@ -50,8 +50,8 @@ def default_rerank_backend() -> str:
 
 def pair_scores(predict: Callable[[list[tuple[str, str]]], np.ndarray], pairs: Sequence[tuple[str, str]],
                 both_orders: bool = False) -> np.ndarray:
-    """``predict(pairs)`` as float32, shape (pairs,); ``both_orders``: each pair's score is the mean of its scores
-    read as (a, b) and as (b, a), from one ``predict`` call over both.
+    """``predict(pairs)`` as float32, (pairs,) or (pairs, labels) as ``predict`` gives; ``both_orders``: each pair's
+    score is the mean of its scores read as (a, b) and as (b, a), from one ``predict`` call over both.
 
     One joint pass reads its first and second segment differently, so a pair scorer gives (a, b) and (b, a)
     slightly different scores; similarity has no order, and the mean of the two is steadier than either.
@@ -63,7 +63,7 @@ def pair_scores(predict: Callable[[list[tuple[str, str]]], np.ndarray], pairs: S
     pairs = [tuple(pair) for pair in pairs]
     if not both_orders:
         return np.asarray(predict(pairs), dtype=np.float32)
-    scores = np.asarray(predict(pairs + [(b, a) for a, b in pairs]), dtype=np.float32)  # (2 · pairs, ...)
+    scores = np.asarray(predict(pairs + [(b, a) for a, b in pairs]), dtype=np.float32)  # (2 · pairs[, labels])
     return (scores[:len(pairs)] + scores[len(pairs):]) / 2
 
 
