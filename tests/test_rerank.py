@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -142,19 +144,24 @@ def test_both_orders_scores_each_pair_as_the_mean_of_its_two_readings_in_one_cal
     assert CrossEncoderReranker(_OrderedModel(), both_orders=True).score_pairs("c d e f", ["a b"]).tolist() == [1.5]
 
 
-def test_a_pair_scorers_folder_says_whether_it_scores_both_orders(tmp_path):
-    """rankers.both_orders_for: pair_orders.json "both" → True, "one" or no file → False, anything else refused."""
+def test_a_pair_scorers_folder_says_whether_it_scores_both_orders(tiny_bert_dir, tmp_path):
+    """rankers.both_orders_for: pair_orders.json "both" → True, "one", no file or no folder → False, anything else
+    refused."""
+    import shutil
+
     from ctxir.rerank.rankers import both_orders_for
 
-    assert both_orders_for(str(tmp_path)) is False
-    (tmp_path / "pair_orders.json").write_text('{"orders": "both"}')
-    assert both_orders_for(str(tmp_path)) is True
-    (tmp_path / "pair_orders.json").write_text('{"orders": "one"}')
-    assert both_orders_for(str(tmp_path)) is False
-    (tmp_path / "pair_orders.json").write_text('{"orders": "reversed"}')
+    assert both_orders_for(str(tmp_path / "elsewhere")) is False  # not on this machine: nothing to read
+    folder = Path(shutil.copytree(tiny_bert_dir, tmp_path / "model"))  # a model folder resolve_model accepts
+    assert both_orders_for(str(folder)) is False
+    (folder / "pair_orders.json").write_text('{"orders": "both"}')
+    assert both_orders_for(str(folder)) is True
+    (folder / "pair_orders.json").write_text('{"orders": "one"}')
+    assert both_orders_for(str(folder)) is False
+    (folder / "pair_orders.json").write_text('{"orders": "reversed"}')
     with pytest.raises(CtxirError, match=r"'orders' in '.*pair_orders\.json' 'reversed' is not known: use one of "
                                          r"'one', 'both'"):
-        both_orders_for(str(tmp_path))
+        both_orders_for(str(folder))
     assert CrossEncoderReranker(_OrderedModel()).both_orders is False  # a model object has no folder to ask
 
 

@@ -67,15 +67,18 @@ def pair_scores(predict: Callable[[list[tuple[str, str]]], np.ndarray], pairs: S
     return (scores[:len(pairs)] + scores[len(pairs):]) / 2
 
 
-def both_orders_for(model: str) -> bool:
-    """Whether ``model`` scores a pair as the mean of both orders: its folder's pair_orders.json (chosen on STS-B dev
-    when the pair scorer was trained: ``train_pair_scorer.py --pair-orders``); False without one."""
+def both_orders_for(model: str | Path) -> bool:
+    """Whether ``model`` (a name ``resolve_model`` knows, or a folder) scores a pair as the mean of both orders: its
+    folder's pair_orders.json (chosen on STS-B dev when the pair scorer was trained: ``train_pair_scorer.py
+    --pair-orders``); False without one, or for a model that is not on this machine."""
     from ctxir.checks import check_choice
     from ctxir.files import read_json
-    from ctxir.rerank.registry import local_model_folder
 
-    folder = local_model_folder(model) if isinstance(model, str) else None
-    if folder is None or not (folder / PAIR_ORDERS_FILE).is_file():
+    try:
+        folder = Path(resolve_model(str(model)))
+    except CtxirError:
+        return False
+    if not (folder / PAIR_ORDERS_FILE).is_file():
         return False
     orders = (read_json(folder / PAIR_ORDERS_FILE) or {}).get("orders")
     check_choice(orders, f"'orders' in {str(folder / PAIR_ORDERS_FILE)!r}", PAIR_ORDERS)
@@ -207,7 +210,8 @@ class CrossEncoderReranker(Reranker):
         self.model = load_cross_encoder(model, device) if isinstance(model, str) else model
         self.batch_size = batch_size
         self.passages = passages  # None = the first max-length tokens of each document (FirstP)
-        self.both_orders = both_orders_for(model) if both_orders is None else both_orders
+        self.both_orders = (both_orders_for(model) if isinstance(model, str) else False) if both_orders is None \
+            else both_orders
         self.backend = check_choice(backend or default_rerank_backend(), "backend", RERANK_BACKENDS)
         self.onnx_dir: Path | None = None  # where backend "onnx" exports to; None = <cache root>/onnx
         self._onnx = None  # the OnnxCrossEncoder, opened on the first score
