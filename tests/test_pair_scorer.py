@@ -108,6 +108,13 @@ def test_init_from_continues_where_a_saved_pair_scorer_ended(tiny_bert_dir, tmp_
         train_pair_scorer.run(train_pair_scorer.PairScorerArgs(init_from=str(tmp_path), output_dir=str(tmp_path / "o")))
 
 
+def _toy_run(tiny_bert_dir, root: Path, out: Path, *flags: str) -> int:
+    """train_pair_scorer on the tiny BERT and the toy data root: CPU, one thread, batch 4, LoRA rank 2, ``flags``."""
+    return train_pair_scorer.main(["--model", str(tiny_bert_dir), "--data-dir", str(root), "--output-dir", str(out),
+                                   "--device", "cpu", "--batch-size", "4", "--lora-r", "2", "--torch-threads", "1",
+                                   *flags])
+
+
 def test_both_orders_trains_each_pair_twice_and_scores_as_the_saved_folder_says(tiny_bert_dir, tmp_path):
     """--both-orders: every train pair also as (b, a); --pair-orders both: dev (so --load-best), test and the saved
     folder (pair_orders.json, read by CrossEncoderReranker) all score a pair as the mean of its two orders, and
@@ -119,10 +126,8 @@ def test_both_orders_trains_each_pair_twice_and_scores_as_the_saved_folder_says(
 
     root = _write_toy_root(tmp_path / "data")
     out = tmp_path / "both"
-    assert train_pair_scorer.main(["--model", str(tiny_bert_dir), "--data-dir", str(root), "--output-dir", str(out),
-                                   "--device", "cpu", "--max-steps", "2", "--batch-size", "4", "--lora-r", "2",
-                                   "--torch-threads", "1", "--learning-rate", "5e-2", "--both-orders", "true",
-                                   "--pair-orders", "both"]) == 0
+    assert _toy_run(tiny_bert_dir, root, out, "--max-steps", "2", "--learning-rate", "5e-2", "--both-orders", "true",
+                    "--pair-orders", "both") == 0
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["training"]["train_examples"] == 2 * len(load_sts(root / "stsbenchmark", "train"))
     assert json.loads((out / "pair_orders.json").read_text()) == {"orders": "both"}
@@ -147,9 +152,7 @@ def test_a_continued_run_names_the_local_base_so_its_checkpoints_reload_offline(
 
     root = _write_toy_root(tmp_path / "data")
     first = tmp_path / "first"
-    assert train_pair_scorer.main(["--model", str(tiny_bert_dir), "--data-dir", str(root), "--output-dir", str(first),
-                                   "--device", "cpu", "--max-steps", "1", "--batch-size", "4", "--lora-r", "2",
-                                   "--eval-before", "false", "--torch-threads", "1"]) == 0
+    assert _toy_run(tiny_bert_dir, root, first, "--max-steps", "1", "--eval-before", "false") == 0
     config = json.loads((first / "adapter_config.json").read_text())
     (first / "adapter_config.json").write_text(json.dumps({**config, "base_model_name_or_path": "someone/bert"}))
     args = train_pair_scorer.PairScorerArgs(model=str(tiny_bert_dir), init_from=str(first))
@@ -170,10 +173,8 @@ def test_a_dev_best_checkpoint_that_cannot_be_loaded_stops_the_run_and_keeps_the
     monkeypatch.setattr(BaseTrainer, "_load_from_checkpoint", fail)
     root = _write_toy_root(tmp_path / "data")
     out = tmp_path / "out"
-    assert train_pair_scorer.main(["--model", str(tiny_bert_dir), "--data-dir", str(root), "--output-dir", str(out),
-                                   "--device", "cpu", "--max-steps", "2", "--batch-size", "4", "--lora-r", "2",
-                                   "--eval-before", "false", "--eval-steps", "1", "--save-steps", "1",
-                                   "--load-best", "true", "--torch-threads", "1"]) == 2
+    assert _toy_run(tiny_bert_dir, root, out, "--max-steps", "2", "--eval-before", "false", "--eval-steps", "1",
+                    "--save-steps", "1", "--load-best", "true") == 2
     assert re.search(r"error: --load-best: Could not load the best model from .*checkpoint-\d+.*couldn't connect.*"
                      r"checkpoints are kept in", capsys.readouterr().err)
     assert list((out / "checkpoints").glob("checkpoint-*")) and not (out / "metrics.json").exists()
