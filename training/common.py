@@ -57,6 +57,9 @@ DATA_FOLDERS = {
     "snli": ("snli", "s1.dev, s2.dev, labels.dev (SentEval layout)"),
     "agnews": ("agnews", "train_subset.csv and test.csv (text,label)"),
     "msmarco": ("msmarco_sample", "corpus.jsonl, queries.jsonl and qrels/test.tsv"),
+    "med": ("classic/med_beir", "corpus.jsonl, queries.jsonl and qrels/test.tsv"),
+    "npl": ("classic/npl_beir", "corpus.jsonl, queries.jsonl and qrels/test.tsv"),
+    "lisa": ("classic/lisa_beir", "corpus.jsonl, queries.jsonl and qrels/test.tsv"),
 }
 
 METRICS_KEYS = ("model_type", "model_name", "base_model", "objective", "datasets", "config", "training",

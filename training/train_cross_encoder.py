@@ -58,6 +58,7 @@ from training.runner import ModelSpec, Scores, TaskData, train
 
 LOSSES = {"scifact": ("bce", "lambda", "listnet"), "stsb": ("bce", "mse")}
 LOSS_NAMES = {"bce": "BinaryCrossEntropyLoss", "mse": "MSELoss", "lambda": "LambdaLoss", "listnet": "ListNetLoss"}
+NEGATIVE_STAGES = ("bm25", "hybrid")
 LISTWISE = ("lambda", "listnet")  # one row = (query, [positive, negatives…], [1, 0, …])
 # LoRA on every linear layer of each BERT block; the pooler and the fresh classifier are trained in full (tiny).
 LORA_TARGETS = ["query", "key", "value", "dense"]
@@ -124,6 +125,18 @@ class CrossEncoderArgs(TrainerRunArgs):
         "help": "--teacher hybrid: multiplies the summed z-scores (ListNet softmaxes the labels: larger = sharper)"})
     gold_weight: float = field(default=2.0, metadata={
         "help": "--teacher hybrid: added to a judged positive's label (a claim's cited abstract, a title's own)"})
+    general: str = field(default="", metadata={
+        "help": "scifact: also train on general-domain relevance pairs from <data-dir>/general/, a comma list of "
+                "squad (questions → their Wikipedia paragraph), wikiqa (Bing queries → answer sentences), msmarco "
+                "(the triples sample): each query a group of its positive and negatives drawn like the claims' "
+                "(--negative-stages over its own collection, plus one the source marks non-relevant), so the model "
+                "learns relevance beyond SciFact; their groups are spread over the --negative-rounds like titles"})
+    general_queries: int = field(default=800, metadata={
+        "help": "--general: queries taken per source, seeded (-1 = all)"})
+    negative_stages: str = field(default="bm25", metadata={
+        "help": "scifact and --general: the first stages whose top --negative-pool non-relevant hits make the pool "
+                "each group's --num-negatives are drawn from (bm25, hybrid: the app's; interleaved best first), so "
+                "the model sees the candidates every first stage hands it"})
     output_dir: str = field(default="", metadata={"help": "default outputs/cross-encoder-<task>"})
     max_samples: int = field(default=-1, metadata={
         "help": "use N training pairs, seeded (-1 = all); scifact: N (claim, positive) pairs, negatives added"})
@@ -215,6 +228,72 @@ def dense_negatives(args: CrossEncoderArgs, corpus: dict, queries: dict[str, str
     return out
 
 
+def stage_pools(args: CrossEncoderArgs, corpus: dict, queries: dict[str, str], positives: dict[str, set[str]],
+                bm25, device: str) -> dict[str, list[str]]:
+    """{qid: non-relevant hits of each --negative-stages first stage over ``corpus``, interleaved best first}: the
+    pool a group's negatives are drawn from (``bm25`` is that corpus's BM25Retriever, built once by the caller)."""
+    from ctxir.encoders import BiEncoder
+    from ctxir.rerank.pipeline import build_first_stages
+
+    stages = _names(args.negative_stages)
+    size = max(args.num_negatives, args.negative_pool)
+    pools = {"bm25": bm25_negatives(bm25, queries, positives, size, args.negatives_range_min)}
+    if "hybrid" in stages:  # the app's hybrid (BM25 + the packaged MiniLM, RRF over each one's top 100)
+        hybrid = build_first_stages(corpus, ["hybrid"], [BiEncoder(device=device)], show_progress=True)["hybrid"]
+        pools["hybrid"] = bm25_negatives(hybrid, queries, positives, size, args.negatives_range_min)
+    return {q: interleave([pools[s].get(q, []) for s in stages], size) for q in queries}
+
+
+def interleave(lists: list[list[str]], size: int) -> list[str]:
+    """The lists' first items, then their second items, …, each id once, at most ``size``.
+
+    >>> interleave([["a", "b", "c"], ["b", "d"]], 4)
+    ['a', 'b', 'd', 'c']
+    """
+    out: dict[str, None] = {}
+    for rank in range(max((len(items) for items in lists), default=0)):
+        for items in lists:
+            if rank < len(items):
+                out.setdefault(items[rank])
+    return list(out)[:size]
+
+
+def _names(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    for name in names:
+        if name not in NEGATIVE_STAGES:
+            raise CtxirError(f"--negative-stages names {name!r}: use a comma list of {', '.join(NEGATIVE_STAGES)}")
+    return names or ["bm25"]
+
+
+def add_general(args: CrossEncoderArgs, train: ScifactTraining, device: str) -> dict:
+    """Add --general sources' queries to ``train`` (ids prefixed ``<source>:``), each with its positives, a pool of
+    --negative-stages negatives over the source's own collection, and one negative the source itself marks;
+    returns what metrics.json records of them."""
+    from ctxir.data.general import load_general
+    from ctxir.retrieval import BM25Retriever
+
+    train.corpus = dict(train.corpus)  # the test and dev corpus stays SciFact's
+    rng, record = random.Random(args.seed), {}
+    for source, data in load_general(args.data_dir, [s.strip() for s in args.general.split(",") if s.strip()]).items():
+        data = data.subset(take(sorted(q for q in data.queries if data.qrels[q]), args.general_queries, args.seed))
+        positives = {q: set(rel) for q, rel in data.qrels.items()}
+        print(f"general {source}: {len(data.queries)} queries over {len(data.corpus)} passages; mining negatives "
+              f"({args.negative_stages})")
+        pool = stage_pools(args, data.corpus, data.queries, positives, BM25Retriever(data.corpus), device)
+        prefix = f"{source}:"
+        train.corpus.update({prefix + d: doc for d, doc in data.corpus.items()})
+        for q, text in data.queries.items():
+            qid, marked = prefix + q, [d for d in data.negatives.get(q, []) if d not in pool[q]]
+            train.queries[qid], train.positives[qid] = text, {prefix + d for d in positives[q]}
+            train.pairs += [(qid, prefix + d) for d in sorted(positives[q])]
+            train.bm25_pool[qid] = [prefix + d for d in pool[q]]
+            train.negatives[qid] = train.bm25_pool[qid][: args.num_negatives] + \
+                [prefix + d for d in rng.sample(marked, min(1, len(marked)))]
+        record[source] = {"queries": len(data.queries), "passages": len(data.corpus)}
+    return record
+
+
 def resampled_groups(groups: list[tuple[str, list[str], list[str]]], bm25_pool: dict[str, list[str]],
                      args: CrossEncoderArgs) -> list[tuple[str, list[str], list[str]]]:
     """--negative-rounds groups per claim, each with --num-negatives BM25 negatives drawn from its pool (seeded).
@@ -223,8 +302,9 @@ def resampled_groups(groups: list[tuple[str, list[str], list[str]]], bm25_pool: 
     claims never cite without outnumbering the claims.
     """
     rng = random.Random(args.seed)
-    claims = [g for g in groups if not g[0].startswith("title:")]
-    titles = [g for g in groups if g[0].startswith("title:")]
+    # a prefixed id ("title:…", "squad:…") is not a claim: those are spread over the rounds, claims are in each
+    claims = [g for g in groups if ":" not in g[0]]
+    titles = [g for g in groups if ":" in g[0]]
     out = []
     for round_ in range(max(args.negative_rounds, 1)):
         chosen = claims + titles[round_::max(args.negative_rounds, 1)]
@@ -344,11 +424,14 @@ def build_scifact(args: CrossEncoderArgs, device: str) -> TaskData:
     # 2. hard negatives: BM25's best wrong answers are exactly what the re-ranker must push down
     bm25 = BM25Retriever(corpus)
     find_negatives(args, train, bm25, device)
+    general = add_general(args, train, device) if args.general else {}
     n_pos, n_neg = len(train.pairs), sum(len(v) for v in train.negatives.values())
     check_not_empty(n_neg, "no hard negatives were found", "check --negatives and --num-negatives")
     # 3. the rows the loss reads, and the dev evaluator
     dataset = scifact_dataset(args, train, bm25, device)
     dev_evaluator = scifact_dev_evaluator(args, bm25, corpus, queries, positives, dev_ids) if dev_ids else None
+    if dev_evaluator is not None and args.general:
+        dev_evaluator = mixed_dev_evaluator([dev_evaluator, wikiqa_dev_evaluator(args)])
     # 4. the test claims the trained model re-ranks, and what metrics.json records
     _, test_queries, test_qrels = load_beir(folder, "test")
     if args.eval_max_queries > 0:
@@ -356,10 +439,11 @@ def build_scifact(args: CrossEncoderArgs, device: str) -> TaskData:
         test_qrels = {q: test_qrels[q] for q in test_queries}
     datasets = [dataset_entry("scifact", "train", "train", folder, n_pos + n_neg),
                 dataset_entry("scifact", "test", "eval", folder, len(test_queries))]
-    claim_ids = sorted({q for q, _ in train.pairs if not q.startswith("title:")})
+    claim_ids = sorted({q for q, _ in train.pairs if ":" not in q})
     extra = {"positives": n_pos, "negatives": n_neg, "negatives_source": args.negatives,
              "heldout_train_queries": len(dev_ids), "train_queries": len(claim_ids),
-             "pseudo_queries": len(train.queries) - len(claim_ids),
+             "pseudo_queries": sum(q.startswith("title:") for q in train.queries), "general": general,
+             "negative_stages": _names(args.negative_stages),
              "heldout_query_ids": dev_ids, "train_query_ids": claim_ids}
     return TaskData(dataset, datasets, dev_evaluator, {"rerank": (corpus, test_queries, test_qrels, bm25)}, extra,
                     loss_options={"pos_weight": args.pos_weight or n_neg / max(n_pos, 1)})
@@ -393,8 +477,7 @@ def find_negatives(args: CrossEncoderArgs, train: ScifactTraining, bm25, device:
     --random-negatives."""
     train.negatives = {q: [] for q in train.queries}
     if args.negatives in ("bm25", "both"):
-        train.bm25_pool = bm25_negatives(bm25, train.queries, train.positives,
-                                         max(args.num_negatives, args.negative_pool), args.negatives_range_min)
+        train.bm25_pool = stage_pools(args, train.corpus, train.queries, train.positives, bm25, device)
         for q, docs in train.bm25_pool.items():
             train.negatives[q] += docs[: args.num_negatives]
     if args.negatives in ("dense", "both"):
@@ -481,6 +564,51 @@ def maxp_evaluator(queries: dict[str, str], hits: dict, corpus: dict, qrels: dic
     return MaxPRerankingEvaluator()
 
 
+def wikiqa_dev_evaluator(args: CrossEncoderArgs):
+    """WikiQA's dev split as sentence-transformers' re-ranking evaluator: each answered question's summary
+    sentences re-ranked (nDCG@10): a general-domain dev set beside SciFact's held-out claims."""
+    from sentence_transformers.cross_encoder.evaluation import CrossEncoderRerankingEvaluator
+
+    from ctxir.data.general import load_wikiqa
+
+    dev = load_wikiqa(Path(args.data_dir) / "general" / "wikiqa" / "WikiQA-dev.tsv")
+    # the summary's sentences in their own order ("D1-0", "D1-1", …): the evaluator's base order is no oracle
+    order = {d: i for i, d in enumerate(dev.corpus)}
+    samples = [{"query": dev.queries[q], "positive": [doc_text(dev.corpus[d]) for d in sorted(dev.qrels[q])],
+                "documents": [doc_text(dev.corpus[d]) for d in sorted([*dev.qrels[q], *dev.negatives[q]],
+                                                                      key=order.__getitem__)]}
+               for q in sorted(dev.queries) if dev.negatives[q]]  # nDCG needs two candidates at least
+    return CrossEncoderRerankingEvaluator(samples, at_k=10, always_rerank_positives=False, name="wikiqa-dev",
+                                          batch_size=args.batch_size, write_csv=False)
+
+
+def mixed_dev_evaluator(evaluators: list):
+    """Several dev evaluators as one: every metric of each, and ``dev-mix_ndcg@10``, their mean nDCG@10, as the
+    primary metric (--load-best keeps the step best on SciFact claims and general questions together)."""
+    from sentence_transformers.base.evaluation.evaluator import BaseEvaluator
+
+    from training.runner import dev_metric_key
+
+    class MixedEvaluator(BaseEvaluator):
+        name = "dev-mix"
+
+        def __init__(self):
+            super().__init__()
+            self.primary_metric = f"{self.name}_ndcg@10"
+
+        def __call__(self, model, output_path: str | None = None, epoch: int = -1, steps: int = -1
+                     ) -> dict[str, float]:
+            metrics = {}
+            for evaluator in evaluators:
+                metrics.update(evaluator(model, output_path, epoch, steps))
+            primary = [metrics[dev_metric_key(evaluator)] for evaluator in evaluators]
+            metrics[self.primary_metric] = sum(primary) / len(primary)
+            self.store_metrics_in_model_card_data(model, metrics, epoch, steps)
+            return metrics
+
+    return MixedEvaluator()
+
+
 # ---------------------------------------------------------------- evaluation
 
 
@@ -564,6 +692,10 @@ def check(args: CrossEncoderArgs) -> None:
     if args.teacher != "none" and (args.task != "scifact" or args.loss not in LISTWISE):
         raise CtxirError(f"--teacher {args.teacher!r} grades the documents of listwise groups: use it with --task "
                          f"scifact and --loss {' or '.join(LISTWISE)}, or --teacher none")
+    _names(args.negative_stages)
+    if args.general and (args.task != "scifact" or args.loss not in LISTWISE):
+        raise CtxirError(f"--general {args.general!r} adds listwise groups beside SciFact's claims: use it with --task "
+                         f"scifact and --loss {' or '.join(LISTWISE)}, or drop --general")
     if (args.negative_rounds > 1 or args.negative_pool) and args.loss not in LISTWISE:
         raise CtxirError(f"--negative-rounds/--negative-pool re-sample negatives per group: use a listwise --loss "
                          f"({', '.join(LISTWISE)}), not {args.loss!r}")
