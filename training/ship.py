@@ -54,7 +54,7 @@ from training.common import cli_main
 CROSS_ENCODER_FILES = (ADAPTER_CONFIG, "adapter_model.safetensors", TOP_LAYERS_CONFIG, TOP_LAYERS_WEIGHTS,
                        "modules.json", "sentence_bert_config.json", "config_sentence_transformers.json",
                        "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
-                       "metrics.json", "fusion.json", "evaluation.json", "passages.json")
+                       "metrics.json", "fusion.json", "evaluation.json", "passages.json", "calibration.json")
 CLS_LR_FILES = (CLS_LR_CONFIG, CLS_LR_WEIGHTS, "metrics.json", "fusion.json", "evaluation.json")  # the first 3 required
 # the pair scorer: its adapter, configs and tokenizer (its head's folder is copied as modules.json names it)
 PAIR_SCORER_FILES = (ADAPTER_CONFIG, "adapter_model.safetensors", "modules.json", "sentence_bert_config.json",

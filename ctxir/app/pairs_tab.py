@@ -18,6 +18,11 @@ from ctxir.encoders.models import max_length_for, position_limit
 from ctxir.rerank.registry import RERANKERS
 
 
+def kind_of_column(field: str) -> str:
+    """The registry name of the kind whose pair-score field is ``field`` (read now: kinds can be registered later)."""
+    return next(name for name, kind in RERANKERS.items() if kind.pair_column == field)
+
+
 def input_formation(tokenizer, query: str, document: str, max_length: int | None = None,
                     positions: int | None = None) -> dict:
     """How a cross-encoder reads a pair: ``[CLS] query [SEP] document [SEP]`` with token types 0/1, cut where the
@@ -38,6 +43,25 @@ def score_columns() -> dict[str, tuple[str, str]]:
             "bi_encoder_cosine": ("cosine_rank", "bi-encoder cosine")}
 
 
+def probability_columns() -> dict[str, str]:
+    """{pair-score field: calibrated-probability field} for each kind whose pair value is a raw score (a
+    cross-encoder's logit): the probability is filled where the model ships a calibration (calibration.json)."""
+    return {kind.pair_column: f"{kind.key}_probability" for kind in RERANKERS.values() if kind.pair_value == "score"}
+
+
+def chart_columns(rows: Sequence[dict]) -> dict[str, list]:
+    """{legend: values} the charts draw: a re-ranker's calibrated probability where its model has one (a raw score
+    is on no scale a person can read), else its pair score; then the bi-encoder's cosine."""
+    probabilities, out = probability_columns(), {}
+    for key, (_, legend) in score_columns().items():
+        field = probabilities.get(key)
+        if field and any(row.get(field) is not None for row in rows):
+            out[legend.replace(" score", " probability")] = [row.get(field) for row in rows]
+        else:
+            out[legend] = [row.get(key) for row in rows]
+    return out
+
+
 def score_pairs(state: AppState, query: str, documents: str | Sequence[str]) -> ViewResult:
     """Every loaded re-ranker's pair score (cross-encoder score, CLS-LR probability, ...) and the bi-encoder
     cosine for (query, document) pairs. The rows keep a column per re-ranker kind, None where it is not loaded."""
@@ -51,11 +75,18 @@ def score_pairs(state: AppState, query: str, documents: str | Sequence[str]) -> 
               if name in models.rerankers else None for name, kind in RERANKERS.items()}
     values["bi_encoder_cosine"] = (d @ q[0]).tolist()
     legends = score_columns()
-    columns = {legends[key][1]: scores or [None] * len(docs) for key, scores in values.items()}
+    # each raw cross-encoder score as a calibrated probability too, where its model has a calibration.json
+    calibrated = {field: getattr(models.rerankers.get(kind_of_column(key)), "calibration", None)
+                  for key, field in probability_columns().items()}
+    probabilities = {field: calibration.probabilities(values[key]).tolist() if calibration and values[key] else None
+                     for (key, field), calibration in zip(probability_columns().items(), calibrated.values(),
+                                                          strict=True)}
     rows = []
     for i, doc in enumerate(docs):
         rows.append({"doc": i + 1, "document": snippet(doc, 120),
-                     **{key: rounded(scores[i]) if scores else None for key, scores in values.items()}})
+                     **{key: rounded(scores[i]) if scores else None for key, scores in values.items()},
+                     **{key: rounded(p[i]) if p else None for key, p in probabilities.items()}})
+    columns = chart_columns(rows)
     for key, (rank_key, _) in legends.items():
         values = [r[key] for r in rows]
         order = np.argsort(-np.asarray(values, dtype=float), kind="stable") if None not in values else []
@@ -93,6 +124,8 @@ def score_pairs(state: AppState, query: str, documents: str | Sequence[str]) -> 
 def shown_names() -> dict[str, str]:
     """Field name → the page's short column name: each re-ranker kind's label and "<short> rank", then cosine."""
     return {**{kind.pair_column: kind.label for kind in RERANKERS.values()},
+            **{field: f"{RERANKERS[kind_of_column(key)].short} P(rel)"
+               for key, field in probability_columns().items()},
             **{kind.rank_column: f"{kind.short} rank" for kind in RERANKERS.values()},
             "bi_encoder_cosine": "cosine", "cosine_rank": "cos rank"}
 
@@ -110,8 +143,7 @@ INTRO = ("Score one query against a few documents with every loaded model side b
 def after_scoring(out, data, png):
     """Drawn from the answer: the interactive chart, the downloads, the Explain choices (a private step)."""
     docs = data["documents"]
-    chart = figures.score_bars(docs, {legend: [row.get(key) for row in data["scores"]]
-                                      for key, (_, legend) in score_columns().items()})
+    chart = figures.score_bars(docs, chart_columns(data["scores"]))
     files = exports(out, "pair-scores", data=data, rows=data["scores"], plots=[chart], files=[png])
     choices = [(f"{i}. {d[:60]}", i) for i, d in enumerate(docs, 1)]
     shown = shown_names()

@@ -29,6 +29,7 @@ from ctxir.encoders.models import (
     resolve_model,
 )
 from ctxir.names import CLS_LR_CONFIG, CLS_LR_FORMAT, CLS_LR_WEIGHTS, PAIR_ORDERS_FILE
+from ctxir.rerank.calibration import calibration_for
 from ctxir.types import Corpus, CtxirError, Hit, doc_text
 
 logger = logging.getLogger(__name__)
@@ -213,6 +214,8 @@ class CrossEncoderReranker(Reranker):
         self.both_orders = (both_orders_for(model) if isinstance(model, str) else False) if both_orders is None \
             else both_orders
         self.backend = check_choice(backend or default_rerank_backend(), "backend", RERANK_BACKENDS)
+        # its folder's calibration.json: raw scores → probabilities a person can read (None: raw scores only)
+        self.calibration = calibration_for(model) if isinstance(model, str) else None
         self.onnx_dir: Path | None = None  # where backend "onnx" exports to; None = <cache root>/onnx
         self._onnx = None  # the OnnxCrossEncoder, opened on the first score
         self._onnx_lock = threading.Lock()
@@ -227,6 +230,13 @@ class CrossEncoderReranker(Reranker):
         if self.passages is not None:
             return self._best_window([self.passages.split("", text) for text in texts], query)
         return self._score(query, texts)
+
+    def predict_proba(self, query: str, texts: Sequence[str]) -> np.ndarray:
+        """(N,) calibrated probabilities that each text is relevant (``self.calibration`` over ``score_pairs``)."""
+        if self.calibration is None:
+            raise CtxirError(f"cross-encoder {self.model_name!r} has no calibration.json: fit one with "
+                             "`python -m training.calibrate --model <folder>`, or read its raw scores (score_pairs)")
+        return self.calibration.probabilities(self.score_pairs(query, texts))
 
     def window_scores(self, query: str, text: str, title: str = "") -> tuple[list[str], np.ndarray]:
         """(the windows ``text`` is read by, each after ``title``; each one's score): a document scores as their

@@ -1,0 +1,106 @@
+"""Calibrated probabilities for a cross-encoder's raw pair scores: Platt scaling (a temperature and a bias).
+
+A cross-encoder's score is a logit on no fixed scale (ctxir's segment-cosine head scores pairs around 18–20), so a
+person cannot read it. ``fit_calibration`` fits ``p = sigmoid(scale · score + bias)`` by logistic regression
+(scikit-learn) on labelled dev pairs; a model folder's ``calibration.json`` holds it and ``calibration_for`` reads it.
+Ranking is unchanged: the map is monotonic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ctxir.types import CtxirError
+
+CALIBRATION_FILE = "calibration.json"
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """``probabilities(scores) = sigmoid(scale · score + bias)``; ``scale`` is 1 / temperature.
+
+    >>> Calibration(scale=2.0, bias=-38.0).probabilities([18.0, 19.0, 20.0]).round(3).tolist()
+    [0.119, 0.5, 0.881]
+    """
+
+    scale: float
+    bias: float
+    fitted_on: str = ""
+    report: dict = field(default_factory=dict)
+
+    def probabilities(self, scores: Sequence[float] | np.ndarray) -> np.ndarray:
+        logits = self.scale * np.asarray(scores, dtype=np.float64) + self.bias
+        return 1.0 / (1.0 + np.exp(-np.clip(logits, -500, 500)))
+
+    def save(self, folder: str | Path) -> Path:
+        from ctxir.files import write_json
+
+        path = Path(folder) / CALIBRATION_FILE
+        write_json(path, {"method": "platt", **asdict(self)})
+        return path
+
+
+def fit_calibration(scores: Sequence[float], labels: Sequence[int], fitted_on: str = "") -> Calibration:
+    """Platt scaling on (raw score, 0/1 label) pairs, with the fit's log loss, Brier score and expected calibration
+    error in ``report`` (the raw scores read as logits, and the calibrated probabilities).
+
+    >>> rng = np.random.default_rng(0)
+    >>> labels = rng.integers(0, 2, 400)
+    >>> scores = 18 + labels + rng.normal(0, 0.5, 400)  # relevant pairs score about one point higher
+    >>> calibration = fit_calibration(scores, labels)
+    >>> calibration.report["after"]["log_loss"] < calibration.report["before"]["log_loss"]
+    True
+    >>> fit_calibration([1.0, 2.0], [1, 1])
+    Traceback (most recent call last):
+        ...
+    ctxir.types.CtxirError: calibration needs relevant and non-relevant pairs: got 2 relevant of 2
+    """
+    from sklearn.linear_model import LogisticRegression
+
+    x, y = np.asarray(scores, dtype=np.float64).reshape(-1, 1), np.asarray(labels, dtype=int)
+    if len(x) != len(y) or not 0 < y.sum() < len(y):
+        raise CtxirError(f"calibration needs relevant and non-relevant pairs: got {int(y.sum())} relevant of {len(y)}")
+    # a very weak penalty: two parameters from hundreds of pairs need none, and the bias must not shrink
+    model = LogisticRegression(C=1e6).fit(x, y)
+    calibration = Calibration(float(model.coef_[0, 0]), float(model.intercept_[0]), fitted_on)
+    before = 1.0 / (1.0 + np.exp(-np.clip(x[:, 0], -500, 500)))
+    report = {"pairs": len(y), "relevant": int(y.sum()), "before": calibration_quality(before, y),
+              "after": calibration_quality(calibration.probabilities(x[:, 0]), y)}
+    return Calibration(calibration.scale, calibration.bias, fitted_on, report)
+
+
+def calibration_quality(p: np.ndarray, y: np.ndarray, bins: int = 10) -> dict:
+    """Log loss, Brier score and expected calibration error (equal-width bins) of probabilities ``p``."""
+    from sklearn.metrics import brier_score_loss, log_loss
+
+    edges = np.minimum((p * bins).astype(int), bins - 1)
+    ece = sum(abs(p[edges == b].mean() - y[edges == b].mean()) * (edges == b).mean()
+              for b in range(bins) if (edges == b).any())
+    return {"log_loss": round(float(log_loss(y, np.clip(p, 1e-12, 1 - 1e-12), labels=[0, 1])), 4),
+            "brier": round(float(brier_score_loss(y, p)), 4), "ece": round(float(ece), 4)}
+
+
+def calibration_for(model) -> Calibration | None:
+    """The calibration in ``model``'s folder (``calibration.json``), else None; a damaged file is refused clearly."""
+    from ctxir.encoders.models import resolve_model
+    from ctxir.files import read_json
+
+    folder = Path(str(model)).expanduser()
+    if not folder.is_dir():
+        try:
+            folder = Path(resolve_model(str(model)))  # a shipped name, or a Hub id in the local cache
+        except CtxirError:  # not on this machine: nothing to read
+            return None
+    if not (folder / CALIBRATION_FILE).is_file():
+        return None
+    record = read_json(folder / CALIBRATION_FILE) or {}
+    try:
+        return Calibration(float(record["scale"]), float(record["bias"]), str(record.get("fitted_on", "")),
+                           dict(record.get("report") or {}))
+    except (KeyError, TypeError, ValueError):
+        raise CtxirError(f"{str(folder / CALIBRATION_FILE)!r} is damaged: it needs numbers 'scale' and 'bias'; "
+                         "fit it again with `python -m training.calibrate --model <folder>`") from None
