@@ -745,7 +745,7 @@ def test_evaluate_reranker_chooses_rrf_on_heldout_claims_and_splits_test_by_seen
 
     train_corpus, train_queries, _ = load_beir(toy_root / "scifact", "train")
     dev_ids = json.loads((out / "metrics.json").read_text())["extra"]["heldout_query_ids"]
-    hybrid = build_first_stages(train_corpus, ["hybrid"], [BiEncoder()], depth=10)["hybrid"]
+    hybrid = build_first_stages(train_corpus, ["hybrid"], [BiEncoder()])["hybrid"]  # parts' top 100, as the app
     hybrid_run = run_from_hits(hybrid.search({q: train_queries[q] for q in dev_ids}, 10))
     dev_qrels = {q: r for q, r in load_beir(toy_root / "scifact", "train")[2].items() if q in dev_ids}
     assert fusion["first_stages"]["hybrid"]["dev"]["first_stage"] == pytest.approx(

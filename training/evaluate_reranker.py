@@ -46,6 +46,12 @@ FUSION_K = 60
 # only breaks the first stage's near-ties: what a weak re-ranker (CLS-LR on an untrained [CLS]) should get
 FIRST_STAGE_WEIGHTS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 8.0)
 METRICS = ("nDCG@10", "MRR@10")
+# the out-of-domain suite (--suite): SciFact test, the MS MARCO sample, the app's demo corpus and three classic
+# collections of other domains (../shared/data/classic, evaluation only: nothing is chosen on them)
+COLLECTIONS = ("scifact", "msmarco", "demo", "med", "npl", "lisa")
+COLLECTION_NAMES = {"scifact_test": ("scifact", "test"), "msmarco": ("msmarco", "sample"),
+                    "demo": ("ctxir-demo", "demo"), "med": ("medline", "test"), "npl": ("npl", "test"),
+                    "lisa": ("lisa", "test")}
 
 
 @dataclass
@@ -80,9 +86,15 @@ class EvaluateRerankerArgs:
     depths: str = field(default="20", metadata={"help": "BM25 depths re-ranked on SciFact test, e.g. 20,100 ('' = "
                                                       "skip the test figures)"})
     collections: str = field(default="scifact,msmarco,demo", metadata={
-        "help": "what to evaluate: scifact (test, seen/unseen split), msmarco (sample), demo (the app's corpus)"})
+        "help": "what to evaluate: scifact (test, seen/unseen split), msmarco (sample), demo (the app's corpus), "
+                "med, npl, lisa (classic collections of other domains)"})
     other_first_stages: str = field(default="bm25,hybrid", metadata={
-        "help": "first stages for msmarco and demo (hybrid encodes the corpus with all-MiniLM-L6-v2 once, cached)"})
+        "help": "first stages re-ranked at --other-depth on every collection but SciFact's BM25 (which uses --depths); "
+                "hybrid encodes the corpus with all-MiniLM-L6-v2 once, cached, and fuses each part's top 100 as the "
+                "app does"})
+    suite: bool = field(default=False, metadata={
+        "help": "the out-of-domain suite that decides shipping: every collection, first stages bm25, dense and "
+                "hybrid, top 20 (sets --collections, --other-first-stages and --depths)"})
     other_depth: int = field(default=20, metadata={"help": "candidates re-ranked on msmarco and demo"})
     max_queries: int = field(default=0, metadata={"help": "first N test queries per collection (0 = all)"})
     batch_size: int = 32
@@ -327,7 +339,8 @@ def _dev_candidates(corpus: dict, queries: dict[str, str], kinds: list[str], dep
     from ctxir.rerank.pipeline import build_first_stages
 
     encoders = [BiEncoder()] if {"dense", "hybrid"} & set(kinds) else []
-    stages = build_first_stages(corpus, kinds, encoders, depth=depth, show_progress=True)
+    # the hybrid fuses each part's top 100, as the app's does, whatever the re-ranked depth
+    stages = build_first_stages(corpus, kinds, encoders, show_progress=True)
     return {kind: stage.search(queries, depth) for kind, stage in stages.items()}
 
 
@@ -394,16 +407,43 @@ def evaluate_scifact(reranker, fusion, depths: list[int], args: EvaluateReranker
         runs = _runs(first, scored, depth, fusion.for_first_stage("bm25"))
         out[f"bm25@{depth}"] = {"all": _summary(qrels, runs), "seen": _summary(qrels, runs, seen),
                                 "unseen": _summary(qrels, runs, unseen)}
+    for kind, hits in _stage_hits(corpus, queries, [k for k in _names(args.other_first_stages) if k != "bm25"],
+                                  args.other_depth).items():
+        scored = _score_missing(reranker, queries, hits, corpus, f"SciFact test, {kind} top {args.other_depth}",
+                                args, scored)
+        runs = _runs(hits, scored, args.other_depth, fusion.for_first_stage(kind))
+        out[f"{kind}@{args.other_depth}"] = {"all": _summary(qrels, runs), "seen": _summary(qrels, runs, seen),
+                                             "unseen": _summary(qrels, runs, unseen)}
     return out
+
+
+def _score_missing(reranker, queries: dict[str, str], hits: dict[str, list[Hit]], corpus: dict, label: str,
+                   args: EvaluateRerankerArgs, scored: dict) -> dict:
+    """``scored`` with every candidate of ``hits`` it lacks scored too: a document two first stages both return
+    is scored once."""
+    missing = {q: [h for h in hits[q] if h.doc_id not in scored.get(q, {})] for q in queries}
+    more = _score(reranker, queries, missing, corpus, label, args.scores_dir, model_stamp(args.model, reranker))
+    return {q: {**scored.get(q, {}), **more[q]} for q in queries}
+
+
+def _stage_hits(corpus: dict, queries: dict[str, str], kinds: list[str], depth: int) -> dict[str, dict]:
+    """{kind: {qid: top ``depth`` hits}} of the app's first stages (bi-encoder: the packaged MiniLM; the hybrid
+    fuses each part's top 100, as the app's does)."""
+    from ctxir.encoders import BiEncoder
+    from ctxir.rerank.pipeline import build_first_stages
+
+    if not kinds:
+        return {}
+    encoders = [BiEncoder()] if {"dense", "hybrid"} & set(kinds) else []
+    stages = build_first_stages(corpus, kinds, encoders, show_progress=True)
+    return {kind: stages[kind].search(queries, depth) for kind in kinds}
 
 
 def evaluate_other(reranker, fusion, name: str, args: EvaluateRerankerArgs) -> dict:
     from ctxir.data import load_beir, load_qrels, load_queries
-    from ctxir.encoders import BiEncoder
-    from ctxir.rerank.pipeline import build_first_stages
 
-    if name == "msmarco":
-        corpus, queries, qrels = load_beir(data_folder(args.data_dir, "msmarco"), "test")
+    if name != "demo":
+        corpus, queries, qrels = load_beir(data_folder(args.data_dir, name), "test")
     else:
         from ctxir.app.state import ASSETS, demo_corpus
 
@@ -412,14 +452,10 @@ def evaluate_other(reranker, fusion, name: str, args: EvaluateRerankerArgs) -> d
     queries = {q: t for q, t in queries.items() if q in qrels}
     if args.max_queries:
         queries = dict(list(queries.items())[: args.max_queries])
-    kinds = _names(args.other_first_stages)
-    encoders = [BiEncoder()] if {"dense", "hybrid"} & set(kinds) else []
-    stages = build_first_stages(corpus, kinds, encoders, depth=args.other_depth, show_progress=True)
-    out = {}
-    for kind, stage in stages.items():
-        first = stage.search(queries, args.other_depth)
-        scored = _score(reranker, queries, first, corpus, f"{name} {kind} top {args.other_depth}", args.scores_dir,
-                        model_stamp(args.model, reranker))
+    out, scored = {}, {}
+    for kind, first in _stage_hits(corpus, queries, _names(args.other_first_stages), args.other_depth).items():
+        scored = _score_missing(reranker, queries, first, corpus, f"{name} {kind} top {args.other_depth}", args,
+                                scored)
         out[f"{kind}@{args.other_depth}"] = _summary(qrels, _runs(first, scored, args.other_depth,
                                                                   fusion.for_first_stage(kind)))
     return out
@@ -468,7 +504,7 @@ def run(args: EvaluateRerankerArgs) -> dict:
     start = time.perf_counter()
     output = Path(args.output or folder / EVALUATION_FILE)
     result = record_head(reranker, folder, fusion_record, output)
-    for name in ("scifact", "msmarco", "demo"):
+    for name in COLLECTIONS:
         if name in collections:
             result["scifact_test" if name == "scifact" else name] = (
                 evaluate_scifact(reranker, fusion, depths, args) if name == "scifact"
@@ -490,6 +526,8 @@ def run(args: EvaluateRerankerArgs) -> dict:
 
 def check_args(args: EvaluateRerankerArgs) -> tuple[list[int], list[str]]:
     """(--depths, --collections), checked before any model loads."""
+    if args.suite:
+        args.collections, args.other_first_stages, args.depths = ",".join(COLLECTIONS), "bm25,dense,hybrid", "20"
     depths = sorted({int(d) for d in args.depths.split(",") if d.strip()})
     if any(d < 10 for d in depths):
         raise CtxirError(f"--depths {args.depths!r}: every depth must be ≥ 10 (nDCG@10 needs ten candidates)")
@@ -501,8 +539,8 @@ def check_args(args: EvaluateRerankerArgs) -> tuple[list[int], list[str]]:
                              f"use {', '.join(FIRST_STAGES)}, comma-separated")
     collections = [c.strip() for c in args.collections.split(",") if c.strip()]
     for c in collections:
-        if c not in ("scifact", "msmarco", "demo"):
-            raise CtxirError(f"--collections names {c!r}: use scifact, msmarco and/or demo")
+        if c not in COLLECTIONS:
+            raise CtxirError(f"--collections names {c!r}: use a comma list of {', '.join(COLLECTIONS)}")
     return depths, collections
 
 
@@ -550,8 +588,7 @@ def record_head(reranker, folder: Path, fusion_record: dict, output: Path) -> di
 def evaluation_rows(result: dict) -> list[dict]:
     """metrics.json evaluation rows (before = the first stage alone) for every figure of an evaluation.json."""
     rows = []
-    names = {"scifact_test": ("scifact", "test"), "msmarco": ("msmarco", "sample"), "demo": ("ctxir-demo", "demo")}
-    for key, (dataset, split) in names.items():
+    for key, (dataset, split) in COLLECTION_NAMES.items():
         for first_stage, value in (result.get(key) or {}).items():
             if not isinstance(value, dict):
                 continue
@@ -580,7 +617,7 @@ def report(result: dict) -> str:
         if isinstance(value, dict):
             for split, s in value.items():
                 row(f"scifact test {key} {split} ({s['queries']} q)", s)
-    for name in ("msmarco", "demo"):
+    for name in COLLECTIONS[1:]:
         for key, s in (result.get(name) or {}).items():
             row(f"{name} {key} ({s['queries']} q)", s)
     return "\n".join(lines)
