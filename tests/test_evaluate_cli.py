@@ -278,3 +278,16 @@ def test_a_reranker_that_is_not_here_fails_before_anything_loads(beir_dir, tmp_p
         main(["--data", str(beir_dir), "--rerank", "colbert"])
     assert ("invalid choice: 'colbert' (choose from 'none', 'cross-encoder', 'cls-lr', 'sts-cross-encoder')"
             in capsys.readouterr().err)
+
+
+def test_a_rerank_run_hands_the_reranker_the_hybrid_a_search_shows(beir_dir, tiny_bert_dir):
+    """--top-k 20 with a re-ranker: the hybrid still fuses each part's top 100 (the app's hybrid), so its top 20 is
+    the top 20 of the hybrid run without a re-ranker, not a fusion of two shorter lists."""
+    from ctxir.data import load_beir
+    from ctxir.evaluation.evaluate import EvaluateArgs, build_pipeline
+
+    corpus, _, _ = load_beir(beir_dir, "test")
+    args = EvaluateArgs(data=str(beir_dir), retriever="hybrid", model=str(tiny_bert_dir), top_k=2)
+    assert build_pipeline(args, corpus).first_stage.depth == 100
+    args.top_k = 300
+    assert build_pipeline(args, corpus).first_stage.depth == 300

@@ -192,8 +192,10 @@ def build_pipeline(args: EvaluateArgs, corpus):
     first = build_first_stages(corpus, [args.retriever], encoders,
                                bm25_options={"k1": args.bm25_k1, "b": args.bm25_b, "stemmer": stemmer,
                                              "cache": bm25_cache},
+                               # each part's top 100 at least, as the app's hybrid: a re-rank run of the top 20
+                               # is handed the same hybrid a search without re-ranking shows
                                hybrid=HybridSettings(fusion=args.fusion, k=args.rrf_k, weights=weights,
-                                                     depth=args.top_k),
+                                                     depth=max(args.top_k, HybridSettings.depth)),
                                index=args.index, show_progress=True)[args.retriever]
     reranker = with_backend(load_reranker(args.rerank, args.reranker_model, args.device, args.batch_size), args)
     return Pipeline(first, reranker, depth=args.top_k, fusion=mode_fusion(reranker, args.rerank_mode, args.retriever))
