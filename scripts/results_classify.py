@@ -29,7 +29,7 @@ START, END = "<!-- classify:start -->", "<!-- classify:end -->"
 LABELS = "ctxir/assets/agnews_labels.csv"
 # result file → the ClassifyArgs that make it (besides --data and --output)
 RUNS = {
-    "classify-agnews.json": {"labels": LABELS, "shots": "8,16,32,64", "seeds": 5,
+    "classify-agnews.json": {"labels": LABELS, "k": "1,5,15", "shots": "8,16,32,64", "seeds": 5,
                              "few_shot_methods": "knn-5,centroid,logreg"},
     "classify-agnews-names.json": {"method": "zero-shot"},
     "classify-agnews-bare-name.json": {"method": "zero-shot", "templates": "{label}", "projection": "off"},

@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from ctxir.classify import (
+    K_GRID,
     CentroidClassifier,
     KnnClassifier,
     Label,
     LogRegClassifier,
     ZeroShotClassifier,
+    choose_k,
     evaluate_predictions,
     few_shot,
     fit_projection,
@@ -106,6 +109,48 @@ def test_distance_weighted_vote_follows_the_closer_neighbour():
     query /= np.linalg.norm(query)
     assert KnnClassifier(k=3).fit_embeddings(ref, ["a", "b", "b"]).predict_labels(query) == ["b"]
     assert KnnClassifier(k=3, weights="distance").fit_embeddings(ref, ["a", "b", "b"]).predict_labels(query) == ["a"]
+
+
+def noisy(labels, every: int = 4):
+    """``labels`` with every ``every``-th one moved to the next class: 1 nearest neighbour copies that noise, a vote
+    of many outvotes it."""
+    names = sorted(set(labels))
+    return [names[(names.index(y) + 1) % len(names)] if i % every == 0 else y for i, y in enumerate(labels)]
+
+
+def test_choose_k_prefers_a_vote_when_labels_are_noisy():
+    x, y = clusters(n_per_class=60)
+    k, table = choose_k(x, noisy(y))
+    assert [row["k"] for row in table] == list(K_GRID) and {row["folds"] for row in table} == {5}
+    score = {row["k"]: row["cv_accuracy"] for row in table}
+    assert k >= 10 and score[k] == max(score.values())
+    assert score[1] < score[k] - 0.15  # one neighbour copies a wrong label a quarter of the time
+    assert all(0 < row["cv_macro_f1"] <= 1 for row in table)
+
+
+def test_choose_k_equals_fitting_each_fold_and_keeps_the_smallest_of_equals():
+    from sklearn.model_selection import StratifiedKFold
+
+    x, y = clusters(n_per_class=30, spread=0.6, seed=2)
+    _, table = choose_k(x, y, candidates=(1, 5), folds=3, weights="distance")
+    labels = np.array(y)
+    for row in table:
+        right = 0
+        for fit, held in StratifiedKFold(3, shuffle=True, random_state=0).split(x, labels):
+            knn = KnnClassifier(k=row["k"], weights="distance").fit_embeddings(x[fit], labels[fit])
+            right += int(np.sum(np.array(knn.predict_labels(x[held])) == labels[held]))
+        assert row["cv_accuracy"] == round(right / len(y), 4)
+    assert choose_k(*clusters(), candidates=(5, 1, 3))[0] == 1  # all perfect on clean clusters: the smallest k
+
+
+def test_choose_k_needs_two_examples_of_each_class_and_skips_too_large_k():
+    x, y = clusters(n_per_class=4)
+    _, table = choose_k(x, y, candidates=(1, 3, 25))
+    assert [row["k"] for row in table] == [1, 3] and table[0]["folds"] == 4  # 4 per class: 4 folds of 9 rows
+    with pytest.raises(CtxirError, match=r"class 'tech' has 1: add examples, or give k yourself \(--k 5"):
+        choose_k(x[:9], y[:9])
+    with pytest.raises(CtxirError, match=r"at least 2 classes, got \['sports'\]"):
+        choose_k(x[:4], y[:4])
 
 
 def test_logreg_probabilities_sum_to_one():
@@ -289,6 +334,67 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
                  "knn", "--model", "missing-model-xyz"]) == 2
     err = capsys.readouterr().err
     assert "test.csv line 2: expected 2 fields" in err and "Traceback" not in err
+
+
+@pytest.fixture
+def toy_vectors(tmp_path, monkeypatch):
+    """--data with noisy training labels over hand-made cluster vectors, which the command line then uses in place
+    of an encoder's: the choice of k without a model."""
+    import ctxir.classify
+
+    train_x, train_y = clusters(n_per_class=60)
+    test_x, test_y = clusters(n_per_class=20, seed=1)
+    train = [(f"train {i}", y) for i, y in enumerate(noisy(train_y))]
+    test = [(f"test {i}", y) for i, y in enumerate(test_y)]
+    _write(tmp_path / "train.csv", train)
+    _write(tmp_path / "test.csv", test)
+
+    def embed(args, task):
+        rows = {t: v for (t, _), v in zip(train + test, np.concatenate([train_x, test_x]), strict=True)}
+        task.train_x = np.stack([rows[t] for t, _ in task.train])
+        task.test_x = np.stack([rows[t] for t, _ in task.test])
+        return SimpleNamespace(config={"weights": "hand-made vectors"}), 0, 1.0
+
+    monkeypatch.setattr(ctxir.classify, "_embed", embed)
+    return tmp_path
+
+
+def test_cli_knn_chooses_k_on_the_training_file_by_default(toy_vectors, capsys):
+    out = toy_vectors / "auto.json"
+    assert main(["--data", str(toy_vectors), "--method", "knn", "--output", str(out)]) == 0
+    [name] = json.loads(out.read_text())["methods"]
+    config = json.loads(out.read_text())["methods"][name]["config"]
+    assert name == f"knn-{config['k']}" and config["k"] >= 10
+    assert config["chosen_on"] == "5-fold stratified cross-validation accuracy on --train"
+    assert [row["k"] for row in config["candidates"]] == list(K_GRID)
+    printed = capsys.readouterr().out
+    assert "knn: k chosen by cross-validation on --train (accuracy): k=1 0." in printed
+    assert f"→ k={config['k']}\n{name}: accuracy 1.0000" in printed  # the noise is in training labels only
+
+
+def test_cli_an_explicit_k_is_used_as_given(toy_vectors, capsys):
+    out = toy_vectors / "k1.json"
+    assert main(["--data", str(toy_vectors), "--method", "knn", "--k", "1", "--output", str(out)]) == 0
+    methods = json.loads(out.read_text())["methods"]
+    assert list(methods) == ["knn-1"] and methods["knn-1"]["config"] == {"weights": "uniform"}
+    assert methods["knn-1"]["accuracy"] < 1.0 and "chosen by cross-validation" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("value", ["0", "abc", "", "1,,5", "auto,5", "-3", "2.5", "²", "10001"])
+def test_cli_a_bad_k_names_the_flag_and_what_is_valid(tmp_path, capsys, value):
+    assert main(["--test", str(tmp_path / "test.csv"), "--method", "knn", "--k", value]) == 2
+    err = capsys.readouterr().err
+    assert f"--k {value!r} is not valid: use auto (k chosen by cross-validation on --train) or a comma list of " \
+           "whole numbers from 1 to 10000, e.g. --k 5 or --k 1,5,15" in err and "Traceback" not in err
+
+
+def test_cli_help_says_what_k_and_label_descriptions_do(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "auto chooses one of 1,3,5,10,15,25 by 5-fold stratified cross-validation accuracy on --train" in text
+    assert "names alone gave 0.6796 accuracy, names with short descriptions (ctxir/assets/agnews_labels.csv) " \
+           "0.7714" in text
 
 
 def test_cli_zero_shot_needs_no_training_file(tmp_path, minilm_path):
