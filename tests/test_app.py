@@ -57,7 +57,10 @@ def test_other_first_stages(state, first_stage):
 
 
 @pytest.mark.parametrize("reranker", ["cross-encoder", "cls-lr"])
-def test_reranking_keeps_both_stages_scores_and_ranks(state, reranker):
+def test_reranking_keeps_both_stages_scores_and_ranks(state, reranker, monkeypatch):
+    # a re-ranker that scored below BM25 alone is offered fused only (test_a_reranker_below_bm25_is_offered_fused_only);
+    # the alone mode's mechanics are the same for every kind
+    monkeypatch.setattr(state.models.reranker(reranker), "fused_only", None)
     first = search(state, "river otters", first_stage="dense", k=8)
     result = search(state, "river otters", first_stage="dense", reranker=reranker, k=8, depth=8, mode="alone")
     first_rank = {r["doc_id"]: r["rank"] for r in first.rows}
@@ -460,7 +463,7 @@ def test_first_start_encodes_in_reported_steps_into_the_cache(state, tmp_path, m
 # ---------------------------------------------------------------- what the page shows (the API keeps every column)
 
 
-def test_results_table_shows_no_empty_or_repeated_columns(state):
+def test_results_table_shows_no_empty_or_repeated_columns(state, monkeypatch):
     from ctxir.app.search_tab import column_widths, pooling_table, results_table
 
     plain = search(state, "otters playing on the river bank", first_stage="bm25", k=3)
@@ -469,6 +472,7 @@ def test_results_table_shows_no_empty_or_repeated_columns(state):
     assert list(results_table(fused.rows, "dense")[0]) == [
         "rank", "doc_id", "fused_score", "rerank_score", "rerank_rank", "rank_change", "dense_score", "dense_rank",
         "title", "text"]  # fused: the re-ranker's own rank is not the final one, so it is shown
+    monkeypatch.setattr(state.models.reranker("cls-lr"), "fused_only", None)
     reranked = search(state, "otters playing on the river bank", first_stage="dense", reranker="cls-lr", k=3,
                       mode="alone")
     shown = results_table(reranked.rows, "dense")
@@ -597,3 +601,17 @@ def test_no_table_shows_placeholder_headers_before_its_first_answer(state):
     for table in tables:
         headers = (table.value or {}).get("headers") or []
         assert table.visible is False or (headers and headers != ["1", "2", "3"]), (table.label, headers)
+
+
+def test_a_reranker_below_bm25_is_offered_fused_only(state, monkeypatch):
+    """The shipped CLS-LR ranker scores below BM25 alone on collections of its evaluation.json: loaded, it is marked
+    fused-only; the search then refuses "alone" for it, says why and what to use, and fuses it as usual."""
+    from ctxir.rerank.registry import alone_below_bm25, load_reranker
+
+    why = alone_below_bm25("ctxir/assets/models/cls-lr")
+    assert why and "below BM25 on scifact" in why and load_reranker("cls-lr", device="cpu").fused_only == why
+    monkeypatch.setattr(state.models.reranker("cls-lr"), "fused_only", why)  # the test state's ranker is in memory
+    with pytest.raises(CtxirError, match="the cls-lr re-ranker is offered fused with the first stage only: alone it "
+                                         "scored below BM25 on scifact .* Use re-rank mode 'fused'"):
+        search(state, "river otters", first_stage="bm25", reranker="cls-lr", k=3, mode="alone")
+    assert search(state, "river otters", first_stage="bm25", reranker="cls-lr", k=3).data["mode"] == "fused"

@@ -52,6 +52,9 @@ def search(state: AppState, query: str, corpus: str | None = None, first_stage: 
     check_choice(mode, "re-rank mode", RERANK_MODES)
     index = state.index(corpus, owner)
     ranker = state.models.reranker(reranker)
+    if mode == "alone" and getattr(ranker, "fused_only", None):
+        raise CtxirError(f"the {reranker} re-ranker is offered fused with the first stage only: {ranker.fused_only}. "
+                         "Use re-rank mode 'fused' (the default), or another re-ranker to rank alone")
     fusion = mode_fusion(ranker, mode, first_stage)
     pipeline = Pipeline(index.retriever(first_stage), ranker, depth=max(depth, k), fusion=fusion)
     started = time.perf_counter()

@@ -104,6 +104,9 @@ class Reranker(ABC):
     # default (RRF k=60, equal weights). ctxir.rerank.registry.load_reranker sets it from the model folder's
     # fusion.json.
     stage_fusion = None
+    # why the app offers this re-ranker fused only (alone it scored below BM25 on a collection of its
+    # evaluation.json); None = both modes. Set by ctxir.rerank.registry.load_reranker.
+    fused_only: str | None = None
 
     @abstractmethod
     def score_pairs(self, query: str, texts: Sequence[str]) -> np.ndarray:

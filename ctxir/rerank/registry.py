@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from ctxir.rerank.stage_fusion import StageFusion
 
 FUSION_FILE = "fusion.json"  # in a re-ranker's folder: how the fused mode combines it with the first stage
+EVALUATION_FILE = "evaluation.json"  # in a re-ranker's folder: its test figures (training.evaluate_reranker)
 PASSAGES_FILE = "passages.json"  # in a cross-encoder's folder: score long documents by their best window (MaxP)
 RERANK_MODES = ("fused", "alone")
 DEFAULT_RERANK_MODE = "fused"
@@ -342,7 +343,37 @@ def load_reranker(kind: str, model: str = "", device: str = "auto", batch_size: 
         raise CtxirError(f"the {spec.label} re-ranker is not available: {why}. {spec.unavailable_hint()}")
     reranker = spec.load(model, device, batch_size)
     reranker.stage_fusion = stage_fusion_for(model)
+    reranker.fused_only = alone_below_bm25(model)
     return reranker
+
+
+def alone_below_bm25(model: str) -> str | None:
+    """Why ``model`` should only be used fused with its first stage: the collections of its folder's
+    evaluation.json (``python -m training.evaluate_reranker --suite true``) where the re-ranker alone scored below BM25
+    alone (nDCG@10, same queries); None where it never did, or where the folder records no figures.
+
+    >>> import json, tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> part = lambda first, alone: {"queries": 3, "first_stage": {"nDCG@10": first}, "alone": {"nDCG@10": alone}}
+    >>> _ = (folder / "config.json").write_text("{}")
+    >>> _ = (folder / EVALUATION_FILE).write_text(json.dumps({"med": {"bm25@20": part(0.5, 0.4)},
+    ...     "scifact_test": {"bm25@20": {"all": part(0.68, 0.73)}}, "demo": {"bm25@20": part(0.86, 0.88)}}))
+    >>> alone_below_bm25(str(folder))
+    'alone it scored below BM25 on med (nDCG@10 0.4 vs 0.5); evaluation.json, docs/results.md'
+    """
+    from ctxir.files import read_json
+
+    folder = Path(str(model)).expanduser() if Path(str(model)).expanduser().is_dir() else local_model_folder(model)
+    record = read_json(folder / EVALUATION_FILE) if folder is not None and (folder / EVALUATION_FILE).is_file() \
+        else None
+    below = []
+    for name, figures in (record or {}).items():
+        bm25 = (figures or {}).get("bm25@20") if isinstance(figures, dict) else None
+        bm25 = bm25.get("all") if isinstance(bm25, dict) and "all" in bm25 else bm25
+        if isinstance(bm25, dict) and "alone" in bm25 and bm25["alone"]["nDCG@10"] < bm25["first_stage"]["nDCG@10"]:
+            below.append(f"{name.removesuffix('_test')} (nDCG@10 {bm25['alone']['nDCG@10']} vs "
+                         f"{bm25['first_stage']['nDCG@10']})")
+    return f"alone it scored below BM25 on {', '.join(below)}; evaluation.json, docs/results.md" if below else None
 
 
 def stage_fusion_for(model: str) -> StageFusion:
