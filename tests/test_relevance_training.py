@@ -82,7 +82,7 @@ def test_general_readers_refuse_other_files_clearly(tmp_path):
     with pytest.raises(CtxirError, match="line 2: expected 7 tab-separated fields ending in label 0 or 1"):
         load_wikiqa(bad)
     (tmp_path / "squad.json").write_text("[1, 2]")
-    with pytest.raises(CtxirError, match="is not a SQuAD v1.1 file"):
+    with pytest.raises(CtxirError, match=r"is not a SQuAD v1\.1 file"):
         load_squad(tmp_path / "squad.json")
     (tmp_path / "triples.tsv").write_text("only a query\n")
     with pytest.raises(CtxirError, match="line 1: expected 3 tab-separated fields"):
@@ -174,7 +174,7 @@ def test_cross_encoder_probabilities_need_a_calibration(tiny_bert_dir):
     from ctxir.rerank import CrossEncoderReranker
 
     reranker = CrossEncoderReranker(CrossEncoder(str(tiny_bert_dir), num_labels=1, device="cpu"), backend="torch")
-    with pytest.raises(CtxirError, match="has no calibration.json: fit one with"):
+    with pytest.raises(CtxirError, match=r"has no calibration\.json: fit one with"):
         reranker.predict_proba("bats", ["Bats hunt."])
     reranker.calibration = Calibration(scale=1.0, bias=0.0)
     raw = reranker.score_pairs("bats", ["Bats hunt.", "Banks lend."])
@@ -223,4 +223,4 @@ def test_suite_scores_a_classic_collection_over_every_first_stage(tiny_bert_dir,
     app_hybrid = build_first_stages(corpus, ["hybrid"], [BiEncoder()])["hybrid"]  # the app's: parts' top 100
     expected = evaluate_run(qrels, run_from_hits(app_hybrid.search(queries, 10))).aggregate["nDCG@10"]
     assert result["med"]["hybrid@10"]["first_stage"]["nDCG@10"] == pytest.approx(expected, abs=1e-4)
-    assert any("medline" == row["dataset"] for row in json.loads((out / "metrics.json").read_text())["evaluations"])
+    assert any(row["dataset"] == "medline" for row in json.loads((out / "metrics.json").read_text())["evaluations"])
