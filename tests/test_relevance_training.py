@@ -14,7 +14,7 @@ from ctxir.data.general import fix_mojibake, load_msmarco_triples, load_squad, l
 from ctxir.rerank.calibration import CALIBRATION_FILE, Calibration, calibration_for, fit_calibration
 from ctxir.types import CtxirError, Hit
 from tests.test_training import _write_toy_root
-from training import evaluate_reranker, train_cross_encoder
+from training import common, evaluate_reranker, train_cross_encoder
 
 WIKIQA_HEADER = "QuestionID\tQuestion\tDocumentID\tDocumentTitle\tSentenceID\tSentence\tLabel"
 
@@ -131,6 +131,18 @@ def test_cross_encoder_trains_on_general_groups_with_a_mixed_dev_set(tiny_bert_d
     dev = next(r for r in log if "eval_dev-mix_ndcg@10" in r)
     assert dev["eval_dev-mix_ndcg@10"] == pytest.approx(
         (dev["eval_scifact-train-heldout_ndcg@10"] + dev["eval_wikiqa-dev_ndcg@10"]) / 2)
+    # the fused mode chosen on the held-out claims and on SQuAD questions the run did not train on, equally weighted
+    args = evaluate_reranker.EvaluateRerankerArgs(model=str(out), data_dir=str(general_root), choose_fusion=True,
+                                                  fusion_dev="scifact,squad", fusion_dev_queries=2, fusion_depth=5,
+                                                  depths="", device="cpu", rerank_backend="torch")
+    *_, parts = evaluate_reranker.dev_claims(out, args)
+    squad = load_squad(general_root / "general" / "squad-v1.1" / "dev-v1.1.json")
+    trained = set(common.take(sorted(squad.queries), 2, 42))
+    assert len(parts["squad"][1]) == 2 and not {q.removeprefix("squad:") for q in parts["squad"][1]} & trained
+    evaluate_reranker.run(args)
+    fusion = json.loads((out / "fusion.json").read_text())
+    assert fusion["metric"] == "nDCG@10, mean of scifact, squad" and "2 SQuAD questions" in fusion["chosen_on"]
+    assert set(fusion["first_stages"]) == {"dense", "hybrid"}
 
 
 def test_general_needs_a_listwise_scifact_run(tiny_bert_dir, general_root, tmp_path, capsys):

@@ -766,11 +766,12 @@ def test_evaluate_reranker_chooses_rrf_on_heldout_claims_and_splits_test_by_seen
     assert sci["bm25@10"]["seen"]["queries"] + sci["bm25@10"]["unseen"]["queries"] == len(qrels)
     assert json.loads((out / "evaluation.json").read_text())["scifact_test"] == json.loads(json.dumps(sci))
     rows = json.loads((out / "metrics.json").read_text())["evaluations"]
-    assert len(rows) == rows_before + 6  # (all, seen, unseen) × (alone, fused)
+    # (all, seen, unseen) × (alone, fused) × (BM25 top 10, the other first stage: hybrid top 20)
+    assert len(rows) == rows_before + 12 and set(sci) >= {"bm25@10", "hybrid@20"}
     # run again: the same rows are replaced, not repeated
     evaluate_reranker.run(evaluate_reranker.EvaluateRerankerArgs(model=str(out), data_dir=str(toy_root),
                                                                  depths="10", collections="scifact", device="cpu"))
-    assert len(json.loads((out / "metrics.json").read_text())["evaluations"]) == rows_before + 6
+    assert len(json.loads((out / "metrics.json").read_text())["evaluations"]) == rows_before + 12
     # the demo corpus (no harm elsewhere) is added to the same record; the SciFact figures stay
     from ctxir.app.state import ASSETS, demo_corpus
     from ctxir.data import load_qrels, load_queries

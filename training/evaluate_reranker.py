@@ -72,6 +72,12 @@ class EvaluateRerankerArgs:
         "help": "first stages whose fusion weight is chosen, each on its own candidates of the same claims (BM25's "
                 "is fusion.json's top level, the others go under first_stages; the app and the CLI use the one "
                 "of the first stage in use, else BM25's)"})
+    fusion_dev: str = field(default="scifact", metadata={
+        "help": "dev queries the passages and the fused mode are chosen on, a comma list: scifact (the model's "
+                "held-out training claims, metrics.json's heldout_query_ids), squad (--fusion-dev-queries SQuAD "
+                "questions of ../shared/data/general that the model did not train on, over SQuAD's paragraphs); each "
+                "part counts equally (the mean of their nDCG@10), so no one collection decides"})
+    fusion_dev_queries: int = field(default=100, metadata={"help": "--fusion-dev squad: questions drawn (seeded)"})
     fusion_min_gain: float = field(default=0.0, metadata={
         "help": "a first stage whose best fused dev nDCG@10 beats it alone by less than this gets the grid's largest "
                 "first-stage weight instead (the re-ranker then only breaks its near-ties): a weight is trusted only "
@@ -292,37 +298,55 @@ def choose_fusion(reranker, folder: Path, args: EvaluateRerankerArgs, dev: tuple
     candidates (the record's top level) and, under "first_stages", over each of --fusion-first-stages' others (a
     hybrid first stage is stronger than BM25 and may earn more say). ``dev`` (``dev_claims``) and ``scored`` (the
     re-ranker's scores of its BM25 candidates) when already at hand; every other candidate is scored once."""
-    corpus, queries, qrels, first, chosen_on = dev or dev_claims(folder, args)
+    corpus, queries, qrels, first, chosen_on, parts = dev or dev_claims(folder, args)
     if scored is None:
-        scored = _score(reranker, queries, first, corpus, f"{len(queries)} held-out training claims")
+        scored = _score(reranker, queries, first, corpus, f"{len(queries)} dev queries")
     record = {"method": "rrf", "k": FUSION_K,
-              **_fusion_grid(qrels, first, scored, args.fusion_depth, args.fusion_min_gain),
-              "metric": "nDCG@10", "chosen_on": chosen_on}
+              **_fusion_grid(qrels, first, scored, args.fusion_depth, args.fusion_min_gain, parts),
+              "metric": "nDCG@10" + (f", mean of {', '.join(parts)}" if len(parts) > 1 else ""),
+              "chosen_on": chosen_on}
     others = [k for k in _names(args.fusion_first_stages) if k != "bm25"]
     if others:
         record["first_stages"] = {}
-        for kind, hits in _dev_candidates(corpus, queries, others, args.fusion_depth).items():
+        for kind, hits in _dev_candidates(parts, others, args.fusion_depth).items():
             missing = {q: [h for h in hits[q] if h.doc_id not in scored[q]] for q in queries}
-            more = _score(reranker, queries, missing, corpus, f"{len(queries)} held-out claims, {kind} candidates")
+            more = _score(reranker, queries, missing, corpus, f"{len(queries)} dev queries, {kind} candidates")
             scored = {q: {**scored[q], **more[q]} for q in queries}
             record["first_stages"][kind] = {**_fusion_grid(qrels, hits, scored, args.fusion_depth,
-                                                           args.fusion_min_gain),
+                                                           args.fusion_min_gain, parts),
                                             "chosen_on": chosen_on.replace("BM25 top", f"{kind} top")}
     return record
 
 
-def _fusion_grid(qrels: dict, first: dict[str, list[Hit]], scored: dict, depth: int, min_gain: float = 0.0) -> dict:
-    """{"weights": the best first-stage weight : 1, "dev": its row, "grid": every row} over FIRST_STAGE_WEIGHTS; where
-    the best row beats the first stage alone by less than ``min_gain``, the largest weight's row instead."""
+def dev_ndcg(qrels: dict, run: dict, parts: dict | None = None) -> float:
+    """nDCG@10 of ``run``: the mean over the dev ``parts`` ({name: (corpus, queries, qrels)}) of each part's own
+    mean, so a part with more queries does not outvote the others; all queries pooled without parts.
+
+    >>> qrels = {"a1": {"d": 1}, "a2": {"d": 1}, "b1": {"e": 1}}
+    >>> run = {"a1": {"d": 1.0}, "a2": {"d": 1.0}, "b1": {"x": 1.0}}
+    >>> round(dev_ndcg(qrels, run), 4), dev_ndcg(qrels, run, {"a": (None, {"a1": "", "a2": ""}, None),
+    ...                                                      "b": (None, {"b1": ""}, None)})
+    (0.6667, 0.5)
+    """
     from ctxir.evaluation import evaluate_run
+
+    groups = [list(part[1]) for part in parts.values()] if parts else [list(qrels)]
+    return sum(float(evaluate_run({q: qrels[q] for q in ids}, {q: run.get(q, {}) for q in ids}).aggregate["nDCG@10"])
+               for ids in groups) / len(groups)
+
+
+def _fusion_grid(qrels: dict, first: dict[str, list[Hit]], scored: dict, depth: int, min_gain: float = 0.0,
+                 parts: dict | None = None) -> dict:
+    """{"weights": the best first-stage weight : 1, "dev": its row, "grid": every row} over FIRST_STAGE_WEIGHTS (each
+    row's nDCG@10: ``dev_ndcg`` over the dev ``parts``); where the best row beats the first stage alone by less than
+    ``min_gain``, the largest weight's row instead."""
     from ctxir.rerank.pipeline import StageFusion
 
     grid = []
     for weight in FIRST_STAGE_WEIGHTS:
         runs = _runs(first, scored, depth, StageFusion("rrf", (weight, 1.0), FUSION_K))
         grid.append({"weights": [weight, 1.0],
-                     **{name: round(float(evaluate_run(qrels, run).aggregate["nDCG@10"]), 4)
-                        for name, run in runs.items()}})
+                     **{name: round(dev_ndcg(qrels, run, parts), 4) for name, run in runs.items()}})
     # ties go to the smaller first-stage weight: the re-ranker's say, when it costs nothing on the dev claims
     best = max(grid, key=lambda row: row["fused"])
     held = {}
@@ -333,23 +357,23 @@ def _fusion_grid(qrels: dict, first: dict[str, list[Hit]], scored: dict, depth: 
     return {"weights": best["weights"], "dev": best, "grid": grid, **held}
 
 
-def _dev_candidates(corpus: dict, queries: dict[str, str], kinds: list[str], depth: int) -> dict[str, dict]:
-    """{kind: {qid: top ``depth`` hits}} of the app's first stages (the bi-encoder: the packaged MiniLM)."""
-    from ctxir.encoders import BiEncoder
-    from ctxir.rerank.pipeline import build_first_stages
-
-    encoders = [BiEncoder()] if {"dense", "hybrid"} & set(kinds) else []
-    # the hybrid fuses each part's top 100, as the app's does, whatever the re-ranked depth
-    stages = build_first_stages(corpus, kinds, encoders, show_progress=True)
-    return {kind: stage.search(queries, depth) for kind, stage in stages.items()}
+def _dev_candidates(parts: dict, kinds: list[str], depth: int) -> dict[str, dict]:
+    """{kind: {qid: top ``depth`` hits}} of the app's first stages, each dev part over its own corpus."""
+    out: dict[str, dict] = {kind: {} for kind in kinds}
+    for corpus, queries, _ in parts.values():
+        for kind, hits in _stage_hits(corpus, queries, kinds, depth).items():
+            out[kind].update(hits)
+    return out
 
 
 def _names(text: str) -> list[str]:
     return [k.strip() for k in text.split(",") if k.strip()]
 
 
-def dev_claims(folder: Path, args: EvaluateRerankerArgs) -> tuple[dict, dict, dict, dict, str]:
-    """(corpus, queries, qrels, BM25 hits at --fusion-depth, description) of the held-out training claims."""
+def dev_claims(folder: Path, args: EvaluateRerankerArgs) -> tuple[dict, dict, dict, dict, str, dict]:
+    """(corpus, queries, qrels, BM25 hits at --fusion-depth, description, parts) of the dev queries (--fusion-dev):
+    the held-out training claims, and SQuAD questions the model did not train on; ``parts`` {name: (corpus, queries,
+    qrels)} keeps each apart (their ids do not collide: SQuAD's are prefixed)."""
     from ctxir.data import load_beir
     from ctxir.retrieval import BM25Retriever
 
@@ -364,24 +388,46 @@ def dev_claims(folder: Path, args: EvaluateRerankerArgs) -> tuple[dict, dict, di
     corpus, queries, qrels = load_beir(data_folder(args.data_dir, "scifact"), "train")
     queries, qrels = {q: queries[q] for q in dev}, {q: qrels[q] for q in dev}
     dev_split = (metrics.get("config") or {}).get("dev_split", "random")
-    return (corpus, queries, qrels, BM25Retriever(corpus).search(queries, args.fusion_depth),
-            f"{len(dev)} held-out SciFact training claims (dev split {dev_split!r}), BM25 top {args.fusion_depth}")
+    parts = {"scifact": (corpus, queries, qrels)}
+    described = [f"{len(dev)} held-out SciFact training claims (dev split {dev_split!r})"]
+    if "squad" in [p.strip() for p in args.fusion_dev.split(",")]:
+        parts["squad"] = squad_dev(metrics.get("config") or {}, args)
+        described.append(f"{len(parts['squad'][1])} SQuAD questions the model did not train on")
+    merged = [{k: v for part in parts.values() for k, v in part[i].items()} for i in range(3)]
+    first = {q: h for part in parts.values() for q, h in BM25Retriever(part[0]).search(part[1], args.fusion_depth).items()}
+    return (*merged, first, f"{' + '.join(described)}, BM25 top {args.fusion_depth}", parts)
+
+
+def squad_dev(config: dict, args: EvaluateRerankerArgs) -> tuple[dict, dict, dict]:
+    """(corpus, queries, qrels), ids prefixed ``squad:``: --fusion-dev-queries SQuAD questions drawn (seeded) from
+    those the run did not train on (its --general-queries draw is made again from its config), over every
+    paragraph."""
+    from ctxir.data.general import load_squad
+    from training.common import take
+
+    squad = load_squad(Path(args.data_dir) / "general" / "squad-v1.1" / "dev-v1.1.json")
+    answered = sorted(q for q in squad.queries if squad.qrels[q])
+    seed = int(config.get("seed", 42))
+    trained = set(take(answered, int(config.get("general_queries", -1)), seed)) \
+        if "squad" in str(config.get("general", "")) else set()
+    dev = take([q for q in answered if q not in trained], args.fusion_dev_queries, seed)
+    return ({f"squad:{d}": doc for d, doc in squad.corpus.items()}, {f"squad:{q}": squad.queries[q] for q in dev},
+            {f"squad:{q}": {f"squad:{d}": s for d, s in squad.qrels[q].items()} for q in dev})
 
 
 def choose_passages(reranker, args: EvaluateRerankerArgs, dev: tuple) -> tuple[dict, dict]:
     """First max-length tokens or the best window (MaxP): whichever re-ranks the held-out claims (``dev``) better
     alone; (the passages.json record, the chosen way's scores of those claims, which the fusion choice reuses)."""
-    from ctxir.evaluation import evaluate_run
     from ctxir.rerank import Passages
 
-    corpus, queries, qrels, first, chosen_on = dev
+    corpus, queries, qrels, first, chosen_on, parts = dev
     windows = Passages(args.passage_words, args.passage_stride)
     scores, scored = {}, {}
     for name, passages in (("first", None), ("max", windows)):
         reranker.passages = passages
-        scored[name] = _score(reranker, queries, first, corpus, f"{len(queries)} held-out claims, passages {name}")
+        scored[name] = _score(reranker, queries, first, corpus, f"{len(queries)} dev queries, passages {name}")
         run = {q: dict(scored[name][q]) for q in queries}
-        scores[name] = round(float(evaluate_run(qrels, run).aggregate["nDCG@10"]), 4)
+        scores[name] = round(dev_ndcg(qrels, run, parts), 4)
     method = "max" if scores["max"] > scores["first"] else "first"  # a tie keeps the cheaper way
     reranker.passages = windows if method == "max" else None
     return ({"method": method, "words": args.passage_words, "stride": args.passage_stride,
