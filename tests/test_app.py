@@ -615,3 +615,27 @@ def test_a_reranker_below_bm25_is_offered_fused_only(state, monkeypatch):
                                          r"scored below BM25 on scifact .* Use re-rank mode 'fused'"):
         search(state, "river otters", first_stage="bm25", reranker="cls-lr", k=3, mode="alone")
     assert search(state, "river otters", first_stage="bm25", reranker="cls-lr", k=3).data["mode"] == "fused"
+
+
+def test_score_pairs_shows_a_calibrated_probability_beside_the_raw_score(state, presets, monkeypatch):
+    """A cross-encoder with a calibration (its folder's calibration.json) gets a probability column; the raw score
+    stays beside it in the JSON, the ranks are the raw score's, and the chart draws the probability."""
+    from ctxir.app.pairs_tab import chart_columns
+    from ctxir.rerank.calibration import Calibration
+
+    docs = "\n".join(presets["pair_documents"])
+    plain = score_pairs(state, presets["pair_query"], docs)
+    assert all(r["cross_encoder_probability"] is None for r in plain.rows)
+    assert "cross-encoder score" in chart_columns(plain.rows)
+    ranker = state.models.reranker("cross-encoder")
+    monkeypatch.setattr(ranker, "calibration", Calibration(scale=2.0, bias=-1.0), raising=False)
+    result = score_pairs(state, presets["pair_query"], docs)
+    for row in result.rows:
+        expected = 1 / (1 + np.exp(-(2.0 * row["cross_encoder_score"] - 1.0)))
+        assert row["cross_encoder_probability"] == pytest.approx(expected, abs=1e-3)
+        assert 0.0 <= row["cross_encoder_probability"] <= 1.0
+    by_probability = sorted(result.rows, key=lambda r: -r["cross_encoder_probability"])
+    assert [r["cross_encoder_rank"] for r in by_probability] == [1, 2, 3, 4, 5]
+    columns = chart_columns(result.rows)
+    assert "cross-encoder probability" in columns and "cross-encoder score" not in columns
+    assert result.data["scores"][0]["cross_encoder_score"] == result.rows[0]["cross_encoder_score"]
