@@ -22,7 +22,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-KINDS = ("search", "encode", "rerank", "train", "app", "report")
+KINDS = ("search", "encode", "rerank", "train", "app", "views", "report")
 
 
 def main(argv: list[str] | None = None) -> int:

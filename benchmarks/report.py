@@ -13,18 +13,18 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchmarks import app, encode, rerank, search, train
+from benchmarks import app, encode, rerank, search, train, views
 from benchmarks.common import current_command, main_for
 from ctxir import CtxirError
 from ctxir.files import write_atomic
 
 FORMATTERS = {"search": search.format_table, "encode": encode.format_encode, "rerank": rerank.format_rerank,
-              "app": app.format_app, "train": train.format_train}
+              "app": app.format_app, "train": train.format_train, "views": views.format_views}
 PLOTS = {"search": search.plot, "encode": encode.plot_encode, "rerank": rerank.plot_rerank, "app": app.plot_app,
          "train": train.plot_train}
 TITLES = {"encode": "Encoding throughput and fast paths", "search": "Search latency and memory vs corpus size",
           "rerank": "Re-ranking latency vs candidates", "app": "End-to-end app latency (gradio_client)",
-          "train": "Cross-encoder training throughput"}
+          "train": "Cross-encoder training throughput", "views": "The app's views in process, per device"}
 # The markers keep their old name: pages written before the benchmarks left the library are found and replaced.
 REPORT_BEGIN, REPORT_END = "<!-- ctxir.bench report: begin -->", "<!-- ctxir.bench report: end -->"
 
@@ -95,14 +95,14 @@ def copy_record(record: dict, figures: Path, docs: Path | None) -> str:
 def render(records: list[dict], figures: Path | None, docs: Path | None) -> str:
     """The Markdown of every record, grouped by kind; PNGs (and JSON copies) written under ``figures``."""
     parts = []
-    for kind in ("encode", "search", "rerank", "app", "train"):
+    for kind in ("encode", "search", "rerank", "app", "train", "views"):
         group = [r for r in records if kind_of(r) == kind]
         if kind == "search":
             group.sort(key=lambda r: r["data"]["num_docs"])
         if not group:
             continue
         parts.append(f"## {TITLES[kind]}\n")
-        if figures is not None:
+        if figures is not None and kind in PLOTS:  # views: tables only
             png = figures / f"performance-{kind}.png"
             PLOTS[kind](group, str(png))
             parts.append(f"![{TITLES[kind]}]({os.path.relpath(png, docs) if docs else png})\n")

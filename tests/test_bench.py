@@ -411,3 +411,42 @@ def test_both_commands_run_from_the_repository_root(tmp_path):
         assert json.loads(out.read_text())["command"].startswith("python -m benchmarks.search --num-docs 50 ")
         assert ("DeprecationWarning: `python -m ctxir.bench search` is deprecated" in done.stderr) == \
             (module == "ctxir.bench")
+
+
+def test_views_times_every_view_with_what_it_returned(app_state):
+    from benchmarks import views
+
+    args = views.ViewsArgs(repeats=2, warmup=0, explain_repeats=1)
+    run = views.time_views(app_state, "cpu", args)["views"]
+    assert {"search hybrid + cross-encoder top 20", "score_pairs (5 documents)", "attention (cross-encoder pair)",
+            "explain_pair (cross-encoder)"} <= set(run)
+    for row in run.values():
+        assert row["p95_ms"] >= row["p50_ms"] > 0 and row["n"] in (1, 2)
+    search = run["search hybrid + cross-encoder top 20"]["result"]
+    assert len(search["ids"]) == 10 and len(set(search["ids"])) == 10 and search["scores"]
+    # the same state twice agrees with itself; a swapped order or a moved score does not
+    again = {"device": "cpu", "views": {k: dict(v) for k, v in run.items()}}
+    assert all(a["same_order"] and a["max_score_difference"] == 0
+               for a in views.agreement([{"device": "cpu", "views": run}, again], 0.02).values())
+    moved = json.loads(json.dumps(again))
+    moved["views"]["search bm25"]["result"]["ids"].reverse()
+    moved["views"]["score_pairs (5 documents)"]["result"]["scores"][0] += 0.5
+    agree = views.agreement([{"device": "cpu", "views": run}, moved], 0.02)
+    assert not agree["search bm25"]["same_order"]
+    assert agree["score_pairs (5 documents)"]["max_score_difference"] == pytest.approx(0.5, abs=1e-4)
+    assert not agree["score_pairs (5 documents)"]["within_tolerance"]
+    table = views.format_views({"results": {"runs": [{"device": "cpu", "views": run, "load_s": 1.0},
+                                                     moved | {"load_s": 2.0}], "agreement": agree}})
+    assert "| search bm25 |" in table and "no (order False" in table
+
+
+def test_rerank_times_a_sentence_transformers_cross_encoder_beside_it(tmp_path, tiny_bert_dir, data_root):
+    out = tmp_path / "rerank.json"
+    assert rerank.main(["--model", str(tiny_bert_dir), "--data-root", data_root, "--candidates", "2", "--num-queries",
+                        "2", "--warmup", "0", "--repeats", "1", "--compare-st", "true", "--output", str(out),
+                        "--progress", "false"]) == 0
+    data = json.loads(out.read_text())
+    row = data["results"]["2"]
+    assert row["st_p95_ms"] >= row["st_p50_ms"] > 0 and len(row["st_passes"]) == 1
+    assert "max_length=512" in data["data"]["compared"] and data["data"]["backend"] == "torch"
+    assert "ST CrossEncoder p50 ms" in rerank.format_rerank(data)
