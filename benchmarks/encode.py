@@ -47,7 +47,7 @@ SHIP_SPEEDUP, SHIP_LOSS = 1.5, 0.005
 # The fast paths that met the rule and were then wired as a flag: variant → (the flag, where it is). The report
 # shows the flag beside a decision that meets the rule; a measurement that does not meet it still says so.
 SHIPPED_AS = {"onnx-int8-dynamic": ("--backend onnx-int8", '`BiEncoder(backend="onnx-int8")` in the library, '
-                                    "`python -m ctxir.evaluate --backend onnx-int8`, `python app.py --backend "
+                                    "`ctxir evaluate --backend onnx-int8`, `python app.py --backend "
                                     "onnx-int8` (or `CTXIR_BACKEND=onnx-int8`); default `torch`")}
 
 

@@ -42,7 +42,10 @@ class RerankArgs:
         "help": "cross-encoder folder or id; '' = the packaged all-MiniLM-L6-v2 body with a fresh 1-label head "
                 "(the size and cost of cross-encoder/ms-marco-MiniLM-L6-v2; its scores are meaningless)"})
     candidates: str = field(default="10,20,50,100", metadata={"help": "re-ranked candidates per query"})
-    num_queries: int = field(default=20, metadata={"help": "SciFact train queries timed (latency only)"})
+    collection: str = field(default="scifact", metadata={
+        "help": "scifact (its train queries over its abstracts, from --data-root) or demo (the app's built-in demo "
+                "corpus and its example queries: what the app re-ranks on a fresh install)"})
+    num_queries: int = field(default=20, metadata={"help": "queries timed (latency only)"})
     warmup: int = 2
     repeats: int = field(default=3, metadata={"help": "passes over the queries; p50/p95 are their medians"})
     batch_size: int = field(default=32, metadata={"help": "pairs per forward pass (CrossEncoderReranker's default)"})
@@ -128,6 +131,19 @@ def add_compute_bound(results: dict, reranker, threads: int) -> tuple[dict, int]
     return peak, weights
 
 
+def collection_texts(args: RerankArgs) -> tuple[dict, dict]:
+    """(corpus, queries) the candidates come from: SciFact's train split, or the app's demo corpus."""
+    if args.collection == "demo":
+        from ctxir.app.state import ASSETS
+        from ctxir.data.loaders import load_corpus, load_queries
+
+        return load_corpus(ASSETS / "demo_corpus.jsonl"), load_queries(ASSETS / "demo_queries.jsonl")
+    if args.collection != "scifact":
+        raise CtxirError(f"--collection {args.collection!r} is not known: use scifact or demo")
+    corpus, queries, _ = load_beir(beir_texts(Path(args.data_root), "scifact"), "train")
+    return corpus, queries
+
+
 def run_rerank(args: RerankArgs, argv: list[str] | None = None) -> dict:
     # the candidates: BM25's top documents for each query, real texts of real lengths
     sizes = numbers(args.candidates, "--candidates")
@@ -144,7 +160,7 @@ def run_rerank(args: RerankArgs, argv: list[str] | None = None) -> dict:
         from sentence_transformers import CrossEncoder
 
         plain = CrossEncoder(resolve_model_path(""), num_labels=1, max_length=512, device="cpu")
-    corpus, queries, _ = load_beir(beir_texts(Path(args.data_root), "scifact"), "train")
+    corpus, queries = collection_texts(args)
     rng = np.random.default_rng(args.seed)
     qids = [list(queries)[i] for i in rng.permutation(len(queries))[: args.num_queries + args.warmup]]
     hits = BM25Retriever(corpus).search({q: queries[q] for q in qids}, max(sizes))
@@ -160,7 +176,7 @@ def run_rerank(args: RerankArgs, argv: list[str] | None = None) -> dict:
                      ".predict(pairs), torch, the same pairs" if plain is not None else None),
         "passages": ({"method": "max", "words": reranker.passages.words, "stride": reranker.passages.stride}
                      if reranker.passages else {"method": "first"}),
-        "candidates": f"BM25 top-n SciFact abstracts for {args.num_queries} random SciFact train queries "
+        "candidates": f"BM25 top-n {args.collection} documents for {args.num_queries} random {args.collection} queries "
                       f"(seed {args.seed}), after {args.warmup} warm-up queries"},
         timing=f"CrossEncoderReranker.score_pairs(query, n texts), batch size {args.batch_size}, {threads} threads; "
                f"p50/p95 over the queries per pass, median of {args.repeats} passes")

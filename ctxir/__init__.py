@@ -3,11 +3,9 @@
 Data flows one way, one subpackage per step, each importing only from those before it (``tests/test_layout.py``):
 data → encoders (models, heads, pooling, backends) → retrieval (+ fusion, ANN, engines) → rerank (+ registry,
 pipeline) → explain → evaluation (+ CLI, tuning, comparison, failure report) → publish (cards, Hub) → app. Shared
-by all: ``types``, ``names``, ``checks``, ``files``, ``cli``. The old module paths (``ctxir.models``, ...) still
-import the same modules (``ctxir._moved``), with a DeprecationWarning for one release.
+by all: ``types``, ``names``, ``checks``, ``files``, ``cli`` (also the ``ctxir`` console script).
 """
 
-from ctxir import _moved  # noqa: F401 -- first: from here on the old module paths (ctxir.models, ...) import
 from ctxir.classify import (
     CentroidClassifier,
     KnnClassifier,

@@ -1,8 +1,13 @@
-"""The shared entry point of ctxir's commands: typed dataclass arguments → ``run(args)``."""
+"""ctxir's commands: the ``ctxir`` console script (``python -m ctxir``) and the typed-arguments runner they share.
+
+    ctxir evaluate --help       ctxir compare A.json B.json     ctxir report results.json
+    ctxir classify --help       ctxir hub push|validate --help
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -57,3 +62,35 @@ def command_line(prefix: str, args_class: type, config: Mapping[str, Any], alway
                 value = value.replace(old, new)
         parts.append(f"--{key.replace('_', '-')} {str(value).lower() if isinstance(value, bool) else value}")
     return " ".join(parts)
+
+
+# subcommand → (the module whose ``main(argv)`` runs it, what it does); imported only when chosen
+COMMANDS = {
+    "evaluate": ("ctxir.evaluation.evaluate", "retrieve (and re-rank) a BEIR collection; metrics, runs, paired tests"),
+    "compare": ("ctxir.evaluation.compare", "compare saved runs or results JSONs query by query, with paired tests"),
+    "report": ("ctxir.evaluation.report", "the failure report (HTML) of an evaluation's results JSON"),
+    "classify": ("ctxir.classify", "classify texts with the encoders: zero-shot, kNN, logistic regression"),
+    "hub": ("ctxir.publish.hub", "stage, validate and push a trained model with its card to the Hugging Face Hub"),
+}
+
+
+def usage() -> str:
+    width = max(map(len, COMMANDS))
+    lines = [f"  {name:<{width}}  {what}" for name, (_, what) in COMMANDS.items()]
+    return "\n".join(["usage: ctxir COMMAND [--flags]   (or python -m ctxir COMMAND)", "", "commands:", *lines, "",
+                      "ctxir COMMAND --help lists a command's flags."])
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``ctxir COMMAND --flags``: the first word picks the command (its module is imported only then)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in ("-h", "--help"):
+        print(usage())
+        return 0
+    if not argv or argv[0] not in COMMANDS:
+        got = f"unknown command {argv[0]!r}: " if argv else "no command given: "
+        print(f"{usage()}\n\nerror: {got}give one of {', '.join(COMMANDS)} first", file=sys.stderr)
+        return 2
+    module, _ = COMMANDS[argv[0]]
+    sys.argv[0] = f"ctxir {argv[0]}"  # argparse's usage line names the command as typed
+    return importlib.import_module(module).main(argv[1:])

@@ -7,12 +7,12 @@ Each run is a fresh Python process (``--runs`` of them, one after another), so n
 the files on disk; the first run on a new cache builds BM25's and the ANN index (progress bars), the next ones load
 them. Modes (``--modes``, comma-separated):
 
-* ``library``: what ``python -m ctxir.evaluate --retriever hybrid`` builds before its first query, phase by phase
+* ``library``: what ``ctxir evaluate --retriever hybrid`` builds before its first query, phase by phase
   (read corpus.jsonl → load the bi-encoder → BM25 → dense: memory-map the embeddings, open or build the ANN
   index → one hybrid query), with each phase's seconds and whether BM25 and the ANN index were loaded or built.
   With ``--search-queries N`` it then times N single dense queries (p50/p95; pre-encoded, 1 torch/faiss thread)
   and their recall@10 against exact search over the same embeddings.
-* ``evaluate``: the command itself, ``python -m ctxir.evaluate --data D --retriever hybrid --cache-dir C
+* ``evaluate``: the command itself, ``ctxir evaluate --data D --retriever hybrid --cache-dir C
   --max-queries 10``, wall-clock from process start to exit.
 * ``app``: ``AppState.load`` as ``python app.py --corpus D`` runs it (bi-encoder, shipped re-rankers, the corpus
   read, indexed and warmed up), wall-clock from process start; ``CTXIR_CACHE`` points at the same cache.
@@ -167,7 +167,7 @@ def child(args: StartupArgs) -> dict:
 def spawn(mode: str, args: StartupArgs, cache: Path) -> dict:
     env = {**os.environ, "CTXIR_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
     if mode == "evaluate":
-        command = [sys.executable, "-m", "ctxir.evaluate", "--data", args.data, "--retriever", "hybrid",
+        command = [sys.executable, "-m", "ctxir", "evaluate", "--data", args.data, "--retriever", "hybrid",
                    "--cache-dir", str(cache), "--max-queries", "10", "--index", args.index,
                    "--output", str(Path(args.output).with_suffix(".evaluate.json"))]
     else:

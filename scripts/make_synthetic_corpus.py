@@ -9,10 +9,10 @@ about 12 hours here). What is written:
   then synthetic passages up to ``--num-docs``: each 2–5 real sentences drawn at random from those passages until
   it has 40–90 words (MS MARCO passages average ~56 words), so BM25 sees real vocabulary and real term statistics.
 * ``queries.jsonl`` + ``qrels/test.tsv``: the real queries of both sets with their real judgments (prefixed ids),
-  so ``python -m ctxir.evaluate`` runs on the folder; with ~99% synthetic distractors its metrics are not those of
+  so ``ctxir evaluate`` runs on the folder; with ~99% synthetic distractors its metrics are not those of
   any published benchmark.
 * ``cache/embeddings/<key>.npy``: one unit vector per passage under the key ``BiEncoder().cache_key(texts)`` gives
-  for exactly these texts, so ``DenseRetriever``, ``python -m ctxir.evaluate --cache-dir`` and the app (with
+  for exactly these texts, so ``DenseRetriever``, ``ctxir evaluate --cache-dir`` and the app (with
   ``CTXIR_CACHE``) read it as if they had encoded the corpus. Real passages get their real all-MiniLM-L6-v2
   embedding (encoded once through the normal cache); a synthetic passage gets the real embedding of the passage
   its first sentence came from plus Gaussian noise with the real embeddings' covariance (root-mean-square norm

@@ -4,7 +4,7 @@ fresh process so its peak RSS (``ru_maxrss``) is its own.
     nice -n 19 python scripts/onnx_memory.py --data ../shared/data/scifact --docs 1400 --threads 1
 
 Each variant runs ``BiEncoder(...).encode`` over the first ``--docs`` documents (title + text) of a BEIR corpus,
-the way ``python -m ctxir.evaluate`` encodes a corpus, after the int8 model was exported once into ``--onnx-dir``
+the way ``ctxir evaluate`` encodes a corpus, after the int8 model was exported once into ``--onnx-dir``
 (the export itself, a one-off, is measured separately as ``export``). Printed: RSS after loading, peak RSS, the
 peak's growth over the loaded state, and texts/s. Variants:
 

@@ -3,7 +3,7 @@ fine-tuned encoders and throughput — run here (embeddings cached) or read from
 
     python scripts/results_classify.py [--data ../shared/data/agnews] [--outputs outputs] [--results results]
 
-1. runs ``python -m ctxir.classify`` for each row group below (in-process; the first run encodes the 15,600 texts,
+1. runs ``ctxir classify`` for each row group below (in-process; the first run encodes the 15,600 texts,
    ~10 minutes on a 2-core CPU, later runs read ctxir's embedding cache), writing ``results/classify-*.json``;
 2. reads the fine-tuning runs' ``metrics.json`` (``training/train_classifier.py``; missing runs are listed as not
    run);
@@ -89,7 +89,7 @@ def shell_command(prefix: str, args_class, config: dict, always: tuple = ()) -> 
 
 
 def command(record: dict) -> str:
-    return shell_command("python -m ctxir.classify", ClassifyArgs, record["config"], always=("data",))
+    return shell_command("ctxir classify", ClassifyArgs, record["config"], always=("data",))
 
 
 def methods_table(runs: dict[str, dict]) -> list[str]:

@@ -55,7 +55,7 @@ def rows(data: Path) -> list[Row]:
 
 
 def command(flags: dict) -> str:
-    return command_line("python -m ctxir.evaluate", EvaluateArgs, flags, always=("data", "retriever"),
+    return command_line("ctxir evaluate", EvaluateArgs, flags, always=("data", "retriever"),
                         replace={str(Path.cwd()) + "/": ""})
 
 

@@ -3,7 +3,7 @@
     python scripts/results_training.py [--outputs outputs] [--results results] [--doc docs/results.md]
 
 Each row is read from a training run's ``metrics.json`` (``training/train_*.py --output-dir``) or a pipeline
-evaluation's JSON (``python -m ctxir.evaluate --output``); the command beside it is rebuilt from the config that
+evaluation's JSON (``ctxir evaluate --output``); the command beside it is rebuilt from the config that
 file records, so rerunning it reproduces the row. outputs/ and results/ are scratch: a run whose files are gone from
 this machine keeps the row the doc already has, verbatim, marked as recorded earlier (its measured numbers must not
 turn into "not run"); a run that never had a row is listed as not run. The shipped re-rankers' rows read the files
@@ -226,7 +226,7 @@ def pipeline_table(results: Path, recorded: dict[str, list[str]] | None = None,
                 [f"| {label} | | | | | | | (not run: no results/{name}) |"]
             continue
         result = json.loads(path.read_text())
-        command = command_from_config("python -m ctxir.evaluate", EvaluateArgs, result["config"], always=("data",))
+        command = command_from_config("ctxir evaluate", EvaluateArgs, result["config"], always=("data",))
         tuned = result.get("tuning_queries") or ({"split": result["config"]["tune_on"], "count": "all"}
                                                  if result["config"].get("tune_on") else None)
         where = f"{tuned['count']} {tuned['split']} queries" if tuned else ""

@@ -326,8 +326,8 @@ def test_app_starts_without_rerankers_that_cannot_be_loaded(minilm_path, tmp_pat
     config = AppConfig(bi_encoder=str(minilm_path), cross_encoder=str(tmp_path / "no-such-ce"),
                        cls_lr=str(tmp_path), device="cpu")
     models = AppModels.load(config)
-    assert models.cross_encoder is None and "does not exist" in models.cross_encoder_error
-    assert models.cls_lr is None and "is not a CLS-LR ranker folder" in models.cls_lr_error
+    assert "cross-encoder" not in models.rerankers and "does not exist" in models.why_not("cross-encoder")
+    assert "cls-lr" not in models.rerankers and "is not a CLS-LR ranker folder" in models.why_not("cls-lr")
     assert "cross-encoder re-ranker unavailable, the app starts without it" in caplog.text
     with pytest.raises(CtxirError, match="restart the app with `--cross-encoder"):
         models.reranker("cross-encoder")
@@ -557,7 +557,7 @@ def test_failure_report_from_a_results_json_needs_the_apps_own_beir_corpus(state
     served = types.SimpleNamespace(config=AppConfig(corpus=str(folder)), default_corpus="tinybeir")
     r = failure_report(served, results, worst=1)
     assert r.data["kind"] == "results" and [c["qid"] for c in r.data["cases"]] == ["q1"]  # nDCG 0.63 < 1.0
-    assert "without model explanations" in r.text and "python -m ctxir.report results.json" in r.text
+    assert "without model explanations" in r.text and "ctxir report results.json" in r.text
     with pytest.raises(CtxirError, match=r"results.json is a results JSON: .* started on 'demo-subset', which has "
                                          r"no qrels\. Start the app with `--corpus .*tinybeir`"):
         failure_report(state, results)

@@ -80,7 +80,7 @@ def test_explain_with_a_chosen_model(app_state, model, kind, keys):
     data = explain_pair(app_state, QUERY, DOCUMENT, model).data
     assert keys <= set(data) and ("cross_encoder" in data) == (kind is not None)
     if kind == "cls-lr":
-        logit = float(app_state.models.cls_lr.score_pairs(QUERY, [DOCUMENT])[0])
+        logit = float(app_state.models.rerankers["cls-lr"].score_pairs(QUERY, [DOCUMENT])[0])
         assert data["cross_encoder"]["model_kind"] == "cls-lr"
         assert data["cross_encoder"]["score"] == pytest.approx(logit, abs=1e-4)
 

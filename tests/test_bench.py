@@ -1,5 +1,5 @@
 """benchmarks/: every benchmark's command line on tiny data (the search one on a synthetic corpus, no model), the
-report, and the deprecated ``python -m ctxir.bench`` that forwards to them."""
+and the report."""
 
 from __future__ import annotations
 
@@ -362,55 +362,23 @@ def test_the_benchmark_modules_examples_run():
 def test_an_unknown_kind_exits_2_naming_the_kinds(capsys):
     assert benchmarks.main(["serach"]) == 2
     err = capsys.readouterr().err
-    assert "got 'serach'" in err and "{search,encode,rerank,train,app,report}" in err
+    assert "got 'serach'" in err and "{search,encode,rerank,train,app,views,report}" in err
 
 
-# ---------------------------------------------------------------- the deprecated ctxir.bench
-
-
-def test_ctxir_bench_forwards_with_a_deprecation_warning_naming_the_new_command(tmp_path):
-    from ctxir import bench
-
-    out = tmp_path / "s.json"
-    with pytest.warns(DeprecationWarning, match=r"`python -m benchmarks\.search`"):
-        assert bench.main(["search", "--num-docs", "50", "--real-docs", "0", "--indexes", "exact", "--num-queries",
-                           "2", "--warmup", "0", "--repeats", "1", "--output", str(out), "--progress", "false"]) == 0
-    assert json.loads(out.read_text())["command"].startswith("python -m benchmarks.search --num-docs 50 ")
-    with pytest.warns(DeprecationWarning, match=r"benchmarks\.encode\.SHIPPED_AS"):
-        assert bench.SHIPPED_AS is encode.SHIPPED_AS
-    with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
-        bench.nothing_here  # noqa: B018
-
-
-def test_ctxir_bench_imports_nothing_heavy():
-    """The shim's own imports are the standard library's; benchmarks/ (numpy, torch, faiss) loads only on use."""
-    import ast
-
-    from ctxir import bench
-
-    tree = ast.parse(Path(bench.__file__).read_text(encoding="utf-8"))
-    imported = {alias.name.split(".")[0] for node in tree.body if isinstance(node, ast.Import) for alias in node.names}
-    imported |= {node.module.split(".")[0] for node in tree.body if isinstance(node, ast.ImportFrom)}
-    assert imported <= {"__future__", "importlib", "sys", "warnings"}
-
-
-def test_both_commands_run_from_the_repository_root(tmp_path):
-    """`python -m benchmarks.search` and the old `python -m ctxir.bench search`, as typed in a shell at the root
-    (no installed package: the root is on sys.path because -m runs from there)."""
+def test_the_command_runs_from_the_repository_root(tmp_path):
+    """`python -m benchmarks.search` as typed in a shell at the root (no installed package: the root is on sys.path
+    because -m runs from there)."""
     import subprocess
     import sys
 
     root = Path(__file__).resolve().parents[1]
     flags = ["--num-docs", "50", "--real-docs", "0", "--indexes", "exact", "--num-queries", "2", "--warmup", "0",
              "--repeats", "1", "--progress", "false"]
-    for module, out in (("benchmarks.search", tmp_path / "new.json"), ("ctxir.bench", tmp_path / "old.json")):
-        kind = ["search"] if module == "ctxir.bench" else []
-        done = subprocess.run([sys.executable, "-m", module, *kind, *flags, "--output", str(out)], cwd=root,
-                              capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stderr[-2000:]
-        assert json.loads(out.read_text())["command"].startswith("python -m benchmarks.search --num-docs 50 ")
-        assert ("DeprecationWarning: `python -m ctxir.bench search` is deprecated" in done.stderr) == \
-            (module == "ctxir.bench")
+    out = tmp_path / "new.json"
+    done = subprocess.run([sys.executable, "-m", "benchmarks.search", *flags, "--output", str(out)], cwd=root,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(out.read_text())["command"].startswith("python -m benchmarks.search --num-docs 50 ")
 
 
 def test_views_times_every_view_with_what_it_returned(app_state):
@@ -450,3 +418,12 @@ def test_rerank_times_a_sentence_transformers_cross_encoder_beside_it(tmp_path, 
     assert row["st_p95_ms"] >= row["st_p50_ms"] > 0 and len(row["st_passes"]) == 1
     assert "max_length=512" in data["data"]["compared"] and data["data"]["backend"] == "torch"
     assert "ST CrossEncoder p50 ms" in rerank.format_rerank(data)
+
+
+def test_rerank_times_the_apps_demo_corpus(tmp_path, tiny_bert_dir):
+    out = tmp_path / "rerank.json"
+    assert rerank.main(["--model", str(tiny_bert_dir), "--collection", "demo", "--candidates", "3", "--num-queries",
+                        "2", "--warmup", "0", "--repeats", "1", "--output", str(out), "--progress", "false"]) == 0
+    data = json.loads(out.read_text())
+    assert data["results"]["3"]["p50_ms"] > 0 and "demo documents for 2 random demo queries" in data["data"]["candidates"]
+    assert rerank.main(["--model", str(tiny_bert_dir), "--collection", "trec", "--output", str(out)]) == 2

@@ -104,7 +104,7 @@ def test_bad_comparisons_are_refused_with_a_message():
         compare_systems(systems, ["nDCG@10"], alhpa=0.1)
 
 
-# ---------------------------------------------------------------- python -m ctxir.evaluate --compare
+# ---------------------------------------------------------------- ctxir evaluate --compare
 
 
 @pytest.fixture

@@ -178,7 +178,7 @@ def test_embedding_cache_key_is_unchanged_by_block_hashing():
 
 
 def test_a_large_mapped_cache_is_checked_on_a_sample_and_a_bad_sampled_row_is_caught(tmp_path, monkeypatch):
-    from ctxir.encoders import _looks_encoded
+    from ctxir.encoders.bi_encoder import _looks_encoded
 
     monkeypatch.setattr("ctxir.encoders.bi_encoder.FULL_CHECK_ROWS", 1000)
     vectors = clustered(5000, 16)

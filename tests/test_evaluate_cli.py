@@ -187,9 +187,9 @@ def test_command_line_round_trips_through_the_parser():
     from ctxir.evaluation.evaluate import EvaluateArgs
 
     config = {"data": "/abs/repo/data/x", "retriever": "hybrid", "tune_on": "train", "top_k": 20, "split": "test"}
-    line = command_line("python -m ctxir.evaluate", EvaluateArgs, config, always=("data",),
+    line = command_line("ctxir evaluate", EvaluateArgs, config, always=("data",),
                         replace={"/abs/repo/": ""})
-    assert line == "python -m ctxir.evaluate --data data/x --retriever hybrid --tune-on train --top-k 20"
+    assert line == "ctxir evaluate --data data/x --retriever hybrid --tune-on train --top-k 20"
     (parsed,) = HfArgumentParser(EvaluateArgs).parse_args_into_dataclasses(args=line.split()[3:])
     assert (parsed.data, parsed.retriever, parsed.tune_on, parsed.top_k) == ("data/x", "hybrid", "train", 20)
 

@@ -526,7 +526,7 @@ def test_hub_command_line_names_a_missing_or_unknown_command(capsys):
     assert main([]) == 2
     assert main(["upload"]) == 2
     err = capsys.readouterr().err
-    assert "usage: python -m ctxir.hub {push,validate}" in err and "got 'upload'" in err
+    assert "usage: ctxir hub {push,validate}" in err and "got 'upload'" in err
 
 
 def test_model_folder_json_is_read_one_way(tmp_path):

@@ -1,4 +1,4 @@
-"""The package layout (issue #20 §2): modules grouped by the data flow, one way, and every old module path kept.
+"""The package layout: modules grouped by the data flow, one way; one command, ``ctxir``; no old module path.
 
 data → encoders → retrieval → rerank → explain → evaluation → publish → app; ``types``, ``names``, ``checks``,
 ``files`` and ``cli`` are the shared core every layer uses.
@@ -10,7 +10,6 @@ import ast
 import importlib
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 import pytest
@@ -18,24 +17,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "ctxir"
 
-# Old module path → the module that holds its code now (ctxir._moved.MOVED). Imported by the old path, these give
-# that same module.
-MOVED = {
-    "ctxir.rerank_heads": "ctxir.encoders.heads", "ctxir.models": "ctxir.encoders.models",
-    "ctxir.pooling": "ctxir.encoders.pooling", "ctxir.onnx_backend": "ctxir.encoders.onnx_backend",
-    "ctxir.internals": "ctxir.encoders.internals", "ctxir.fusion": "ctxir.retrieval.fusion",
-    "ctxir.ann": "ctxir.retrieval.ann", "ctxir.engines": "ctxir.retrieval.engines",
-    "ctxir.rerankers": "ctxir.rerank.registry", "ctxir.pipeline": "ctxir.rerank.pipeline",
-    "ctxir.evaluate": "ctxir.evaluation.evaluate", "ctxir.tuning": "ctxir.evaluation.tuning",
-    "ctxir.compare": "ctxir.evaluation.compare", "ctxir.report": "ctxir.evaluation.report",
-    "ctxir.cards": "ctxir.publish.cards", "ctxir.hub": "ctxir.publish.hub",
-}
-# Old modules whose name a subpackage took: the package gives every name the old module had.
-BECAME_PACKAGES = {
-    "ctxir.data": "ctxir.data.loaders", "ctxir.encoders": "ctxir.encoders.bi_encoder",
-    "ctxir.retrieval": "ctxir.retrieval.retrievers", "ctxir.rerank": "ctxir.rerank.rankers",
-    "ctxir.evaluation": "ctxir.evaluation.metrics", "ctxir.explain": "ctxir.explain.attributions",
-}
+# Paths modules had before the subpackages (removed with their compatibility layer: nothing may answer for them).
+OLD_PATHS = ("ctxir.rerank_heads", "ctxir.models", "ctxir.pooling", "ctxir.onnx_backend", "ctxir.internals",
+             "ctxir.fusion", "ctxir.ann", "ctxir.engines", "ctxir.rerankers", "ctxir.pipeline", "ctxir.evaluate",
+             "ctxir.tuning", "ctxir.compare", "ctxir.report", "ctxir.cards", "ctxir.hub", "ctxir.bench",
+             "ctxir._moved")
 # The layers in flow order: a module imports (at module level) only from its own layer or an earlier one.
 LAYERS = ["core", "data", "encoders", "retrieval", "rerank", "explain", "evaluation", "publish", "viz", "classify",
           "app"]
@@ -46,7 +32,7 @@ LATE_BACKWARD = {("ctxir.rerank.registry", "ctxir.explain.attributions")}
 
 def _layer(module: str) -> str:
     part = module.split(".")[1] if module.count(".") else "core"
-    return part if part in LAYERS else "core"  # top-level modules: the shared core, bench and the old-path files
+    return part if part in LAYERS else "core"  # top-level modules: the shared core
 
 
 def _imports(path: Path, module: str, modules: set[str], late: bool) -> set[str]:
@@ -97,9 +83,9 @@ def _against_the_flow(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
 def test_the_subpackages_import_one_way_along_the_flow():
     graph = _graph(late=False)
     assert _against_the_flow(graph) == set()
-    # Hence no cycle between subpackages; the core imports no subpackage at module level either (its old-path
-    # files reach theirs on import, through importlib, not an import statement).
-    core = {m: t for m, t in graph.items() if _layer(m) == "core" and m not in ("ctxir", "ctxir.bench")}
+    # Hence no cycle between subpackages; the core imports no subpackage at module level either (the ``ctxir``
+    # command imports the one it runs through importlib, on use).
+    core = {m: t for m, t in graph.items() if _layer(m) == "core" and m not in ("ctxir", "ctxir.__main__")}
     assert {(m, x) for m, t in core.items() for x in t if _layer(x) != "core"} == set()
     # Late imports (inside functions) follow the flow too, but for the one listed.
     assert _against_the_flow(_graph(late=True)) == LATE_BACKWARD
@@ -179,68 +165,48 @@ def test_the_cycle_check_follows_relative_imports_and_from_package_import_module
     assert _cycles(_graph(late=True)) == [["ctxir.a", "ctxir.c", "ctxir.d", "ctxir.sub.b"]]
 
 
-@pytest.mark.parametrize("old", sorted(MOVED))
-def test_an_old_module_path_gives_the_moved_module_and_warns(old):
-    new = importlib.import_module(MOVED[old])
-    sys.modules.pop(old, None)  # imported before (by another test or ctxir itself): import it afresh
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        exec(compile(f"import {old}", __file__, "exec"), {})  # an import statement, as in a user's file
-    assert sys.modules[old] is new and importlib.import_module(old) is new
-    assert getattr(importlib.import_module("ctxir"), old.rpartition(".")[2]) is new  # `ctxir.models` too
-    ours = [w for w in caught if w.category is DeprecationWarning and str(w.message).startswith(f"{old} moved")]
-    if old == "ctxir.rerank_heads":  # named by saved model folders' modules.json: kept without a warning
-        assert ours == []
-    else:
-        assert [str(w.message).split(";")[0] for w in ours] == [f"{old} moved to {MOVED[old]}"]
-        assert ours[0].filename == __file__  # it points at the line that imported the old path
+@pytest.mark.parametrize("old", OLD_PATHS)
+def test_no_old_module_path_imports(old):
+    sys.modules.pop(old, None)
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(old)
+    assert not any(type(f).__module__.startswith("ctxir") for f in sys.meta_path)  # no finder answers for old paths
 
 
-def test_moved_lists_every_old_path_and_only_the_commands_stay_files():
-    from ctxir import _moved
-
-    assert _moved.MOVED == MOVED
-    kept = {f"ctxir.{p.stem}" for p in PACKAGE.glob("*.py") if "alias(__name__" in p.read_text()}
-    assert kept == {"ctxir.evaluate", "ctxir.report", "ctxir.hub"}  # what `python -m` runs must be a file
-    assert not any((PACKAGE / f"{old.split('.')[1]}.py").exists() for old in set(MOVED) - kept)
-
-
-@pytest.mark.parametrize("old", sorted(BECAME_PACKAGES))
-def test_a_module_that_became_a_package_still_gives_all_its_names(old):
-    package = importlib.import_module(old)
-    module = importlib.import_module(BECAME_PACKAGES[old])
-    names = [n for n in vars(module) if not n.startswith("__")]
-    assert names
-    for name in names:  # public and private, the module's own and what it imported: the same objects
-        assert getattr(package, name) is getattr(module, name), name
-    with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
-        package.no_such_name  # noqa: B018
-
-
-def test_every_name_ctxir_exports_is_where_the_old_modules_had_it():
-    from ctxir.rerank_heads import SegmentCosineHead as old_head
-
+def test_every_name_ctxir_exports_is_importable_from_ctxir():
     import ctxir
-    from ctxir.encoders.heads import SegmentCosineHead
+    from ctxir.rerank.pipeline import Pipeline
     from ctxir.rerank.rankers import CrossEncoderReranker
+    from ctxir.rerank.registry import load_reranker
 
     for name in ctxir.__all__:
         assert getattr(ctxir, name) is not None, name
-    assert ctxir.CrossEncoderReranker is CrossEncoderReranker and old_head is SegmentCosineHead
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        from ctxir.pipeline import Pipeline
-        from ctxir.rerankers import load_reranker
-    assert Pipeline is ctxir.Pipeline and load_reranker is ctxir.load_reranker
+    assert ctxir.CrossEncoderReranker is CrossEncoderReranker and ctxir.Pipeline is Pipeline
+    assert ctxir.load_reranker is load_reranker
 
 
-@pytest.mark.parametrize("command", ["ctxir.evaluate", "ctxir.report", "ctxir.hub push", "ctxir.classify"])
-def test_the_documented_python_m_commands_still_run(command):
-    done = subprocess.run([sys.executable, "-W", "always::DeprecationWarning", "-m", *command.split(),
-                           "--help"],
+def test_ctxir_help_lists_every_subcommand_from_any_folder(tmp_path):
+    """The console script (installed by the README's set-up) and ``python -m ctxir``, run outside the checkout."""
+    import shutil
+
+    from ctxir.cli import COMMANDS
+
+    script = shutil.which("ctxir")
+    assert script, "no `ctxir` on PATH: install the checkout (pip install -r requirements-dev.txt installs it, -e .)"
+    for command in ([script, "--help"], [sys.executable, "-m", "ctxir", "--help"]):
+        done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert all(f"  {name} " in done.stdout for name in COMMANDS), done.stdout
+    done = subprocess.run([script, "evaluat"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "unknown command 'evaluat'" in done.stderr
+
+
+@pytest.mark.parametrize("command", ["evaluate", "report", "hub push", "classify", "compare"])
+def test_every_subcommand_shows_its_flags(command):
+    done = subprocess.run([sys.executable, "-m", "ctxir", *command.split(), "--help"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "usage:" in done.stdout and " moved to ctxir." not in done.stderr  # the documented path: no warning
+    assert f"usage: ctxir {command.split()[0]}" in done.stdout
 
 
 def test_the_readme_module_table_names_every_module_where_it_is():
@@ -252,10 +218,9 @@ def test_the_readme_module_table_names_every_module_where_it_is():
     named = {p for cell in re.findall(r"^\| ([^|]+) \|", table, flags=re.M) for p in re.findall(r"`(ctxir/[\w/.]+)`", cell)}
     assert named and all((ROOT / p).exists() for p in named), sorted(p for p in named if not (ROOT / p).exists())
     # Every module with code of its own, outside the packages listed whole (app/, classify/, viz/): not the
-    # packages' __init__ files nor the old-path files that only alias a moved module.
-    # ctxir/bench.py is left out: the benchmarks are moving out of the library to benchmarks/, which the table names.
+    # packages' __init__ files, nor ``python -m ctxir``'s two lines.
     whole = {p for p in named if p.endswith("/")}
     modules = {str(p.relative_to(ROOT)) for p in PACKAGE.rglob("*.py")
-               if p.name not in ("__init__.py", "_moved.py", "bench.py") and "alias(__name__" not in p.read_text()
+               if p.name not in ("__init__.py", "__main__.py")
                and not any(str(p.relative_to(ROOT)).startswith(w) for w in whole)}
     assert modules - named == set()

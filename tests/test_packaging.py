@@ -20,7 +20,7 @@ def _clean_env() -> dict[str, str]:
 
 
 def test_evaluate_cli_runs_from_outside_the_checkout(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "ctxir.evaluate", "--help"], cwd=tmp_path, env=_clean_env(),
+    done = subprocess.run([sys.executable, "-m", "ctxir", "evaluate", "--help"], cwd=tmp_path, env=_clean_env(),
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, f"ctxir is not installed: {REINSTALL}\n{done.stderr[-2000:]}"
     assert "--data" in done.stdout and "--retriever" in done.stdout

@@ -144,7 +144,8 @@ def test_tune_stage_fusion_picks_the_fusion_that_fixes_each_stages_mistake():
 
 def test_first_stages_are_built_once_and_shared(tiny_st):
     from ctxir.encoders import BiEncoder
-    from ctxir.rerank.pipeline import build_first_stages, load_reranker
+    from ctxir.rerank.pipeline import build_first_stages
+    from ctxir.rerank.registry import load_reranker
 
     stages = build_first_stages(CORPUS, ["bm25", "dense", "hybrid"], [BiEncoder(tiny_st, cache=None)],
                                 bm25_options={"k1": 0.9}, fusion="weighted", weights=[2, 1], depth=7)

@@ -17,6 +17,7 @@ def test_readme_opens_with_the_two_commands_and_ci_runs_the_test_one_verbatim():
     app, tests = _readme_commands()[:2]
     assert app.endswith("python app.py") and "requirements.txt" in app
     assert "requirements-dev.txt" in tests and "pytest" in tests
+    assert tests.index("ruff check .") < tests.index("ruff format --check .") < tests.index("pytest")
     ci = [line for line in (ROOT / ".ci/run").read_text().splitlines() if line and not line.startswith("#")]
     assert ci[-1] == tests
 

@@ -47,7 +47,7 @@ def test_writes_only_its_section(tmp_path, monkeypatch):
     section = text.split("<!-- classify:start -->")[1].split("<!-- classify:end -->")[0]
     assert "| zero-shot (no labelled example) | 0.65 | 0.75 | **0.7700** |" in section
     assert "| 8 (5 seeds) | 0.7300 ± 0.0100 | 0.7700 ± 0.0200 |" in section
-    assert "`python -m ctxir.classify --data ../shared/data/agnews --method zero-shot --output results/x.json`" in section
+    assert "`ctxir classify --data ../shared/data/agnews --method zero-shot --output results/x.json`" in section
     assert "| TripletLoss, 8 per class, 20 triplets per example | not run |" in section
     results_classify.main()  # a second run replaces the section, never appends another
     assert doc.read_text().count("<!-- classify:start -->") == 1

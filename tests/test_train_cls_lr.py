@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from ctxir.rerank import CLS_LR_CONFIG, CLS_LR_WEIGHTS, ClsLrRanker, cls_features
+from ctxir.names import CLS_LR_CONFIG, CLS_LR_WEIGHTS
+from ctxir.rerank import ClsLrRanker, cls_features
 from ctxir.types import CtxirError
 from training import train_cls_lr as tcl
 from training.common import EVALUATION_KEYS, METRICS_KEYS, TRAINING_KEYS

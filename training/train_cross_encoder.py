@@ -17,7 +17,7 @@ Examples:
     python training/train_cross_encoder.py --task stsb --max-steps 2 --max-samples 16   # smoke run
     torchrun --nproc_per_node 4 training/train_cross_encoder.py --task scifact --device cuda --batch-size 64
 Outputs in --output-dir: the model (loads with CrossEncoder(path), ctxir.encoders.models.load_cross_encoder and
-``python -m ctxir.evaluate --rerank cross-encoder --reranker-model DIR``), metrics.json, training_log.jsonl,
+``ctxir evaluate --rerank cross-encoder --reranker-model DIR``), metrics.json, training_log.jsonl,
 train.log, checkpoints/ while training (kept with --keep-checkpoints; --resume last continues from them).
 """
 

@@ -1,4 +1,4 @@
-"""The app's public API as a developer meets it (issue #21 §3): one place that says what each endpoint does, what
+"""The app's public API as a developer meets it: one place that says what each endpoint does, what
 each argument means and what each output is called.
 
 ``gradio_client``'s ``view_api()`` names an output after its component's label, and ``value_23`` when it has
@@ -103,7 +103,7 @@ ENDPOINTS: dict[str, Endpoint] = {
         (("Markdown", "summary"), ("HTML", "bertviz_view"), ("File", "bertviz_html"), ("File", "heatmap_png"),
          ("File", "head_summary_png"), ("Dataframe", "head_summary"), ("JSON", "numbers"))),
     "failure_report": Endpoint(
-        "A drill-down of the worst queries of an evaluation results JSON (python -m ctxir.evaluate) or report "
+        "A drill-down of the worst queries of an evaluation results JSON (ctxir evaluate) or report "
         "JSON.",
         {"file": "a results or report JSON", "worst": "how many of the worst queries to show"},
         (("Markdown", "summary"), ("HTML", "report_view"), ("File", "report_html"), ("JSON", "numbers"))),

@@ -91,7 +91,7 @@ def read_examples(state: AppState, path) -> list[tuple[str, str]]:
     rows = load_labelled(path)
     if len(rows) > MAX_EXAMPLES:
         raise CtxirError(f"{path.name} has {len(rows):,} labelled rows; this app encodes at most {MAX_EXAMPLES:,} on "
-                         "its CPU: upload a sample (python -m ctxir.classify takes any size)")
+                         "its CPU: upload a sample (ctxir classify takes any size)")
     for i, (text, _) in enumerate(rows, 1):
         check_text(text, f"{path.name} row {i}", state.config.max_text_chars)
     return rows
@@ -279,7 +279,7 @@ INTRO = ("Label texts with the bi-encoder's embeddings, no classifier training: 
          "AG News test accuracy 0.6796 from the names alone, 0.7714 with descriptions (docs/results.md, "
          "Classification with embeddings).")
 # the sample's 8 examples per class are too few for a large k; the CLI, with a whole training file, chooses k itself
-K_INFO = ("neighbours that vote; python -m ctxir.classify chooses k by cross-validation on a training file "
+K_INFO = ("neighbours that vote; ctxir classify chooses k by cross-validation on a training file "
           "(k=15 on AG News's 8,000 rows)")
 LABELS_INFO = "a short description after the name helps zero-shot (see above); the AG News sample has them"
 

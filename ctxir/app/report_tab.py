@@ -1,10 +1,10 @@
-"""Failure report tab: a saved failure report (``python -m ctxir.evaluate --report FILE.html`` writes FILE.json), or
-a results JSON of ``python -m ctxir.evaluate`` over the app's own BEIR corpus, shown as ``ctxir.report`` draws it.
+"""Failure report tab: a saved failure report (``ctxir evaluate --report FILE.html`` writes FILE.json), or
+a results JSON of ``ctxir evaluate`` over the app's own BEIR corpus, shown as ``ctxir.report`` draws it.
 
 The report's HTML comes from ``ctxir.report.render_report`` (every text escaped). It is shown in an ``<iframe
 srcdoc>`` with an empty ``sandbox``: the file is the visitor's upload, so even a hand-edited one cannot run a script
 or reach the app's page. A results JSON is drilled into without model explanations (those take minutes per query on
-a CPU; ``python -m ctxir.report`` makes them), and only over the corpus this app was started on: the app reads no
+a CPU; ``ctxir report`` makes them), and only over the corpus this app was started on: the app reads no
 other folder a file names.
 """
 
@@ -25,8 +25,8 @@ from ctxir.retrieval.retrievers import BM25Retriever
 from ctxir.types import CtxirError, run_from_hits
 
 MAX_WORST = 50  # worst queries a report drawn here shows: the input's maximum and the views' check
-HOW = ("a failure report's .json (`python -m ctxir.evaluate … --report FILE.html` or `python -m ctxir.report "
-       "RESULTS.json` write it beside the .html) or a results JSON of `python -m ctxir.evaluate`")
+HOW = ("a failure report's .json (`ctxir evaluate … --report FILE.html` or `ctxir report "
+       "RESULTS.json` write it beside the .html) or a results JSON of `ctxir evaluate`")
 
 
 def _read(path: Path, limit_mb: float) -> dict:
@@ -54,11 +54,11 @@ def _from_results(state: AppState, name: str, results: dict, metric: str, worst:
         raise CtxirError(f"{name} is a results JSON: drilling into it needs the corpus, queries and qrels it was "
                          f"made on ({made_on or 'not named in the file'!r}), and this app was started on "
                          f"{state.default_corpus!r}, which has no qrels. Start the app with `--corpus "
-                         f"{made_on or 'BEIR_FOLDER'}`, or run `python -m ctxir.report {name}` and upload the .json "
+                         f"{made_on or 'BEIR_FOLDER'}`, or run `ctxir report {name}` and upload the .json "
                          "it writes")
     if made_on and Path(made_on).name != folder.name:
         raise CtxirError(f"{name} was made on {made_on!r} but this app serves {str(folder)!r}: start the app with "
-                         f"`--corpus {made_on}`, or run `python -m ctxir.report {name}` and upload its .json")
+                         f"`--corpus {made_on}`, or run `ctxir report {name}` and upload its .json")
     split = str(config.get("split") or "test")
     corpus, queries, qrels = load_beir(folder, split)
     cases, meta = report_from_results(results, corpus, queries, qrels, metric=metric, worst=worst)
@@ -97,7 +97,7 @@ def failure_report(state: AppState, path: str | Path | None, worst: int = 10, me
         raise CtxirError(f"{path.name} is not a report this app can draw ({type(err).__name__}: {err}): upload the "
                          ".json ctxir wrote, unchanged") from None
     note = ("Drawn from the results JSON without model explanations (each takes minutes on a CPU): "
-            f"`python -m ctxir.report {md_literal(path.name)}` adds them. Click a query for its results."
+            f"`ctxir report {md_literal(path.name)}` adds them. Click a query for its results."
             if kind == "results" else "")
     return _shown(cases, meta, page, kind, path.name, f"from {md_code(path.name)}", metric, note)
 
@@ -123,7 +123,7 @@ SAMPLE_SYSTEM = "bm25"
 def sample_report(state: AppState, worst: int = 10, metric: str = "nDCG@10") -> ViewResult:
     """The tab tried out of the box: BM25 over the demo corpus that ships with ctxir, its demo queries judged by
     the shipped ``demo_qrels.tsv``, the ``worst`` queries by ``metric``, each explained by BM25's own term weights
-    (exact, and cheap: no model runs). The same report ``python -m ctxir.report`` writes for a run."""
+    (exact, and cheap: no model runs). The same report ``ctxir report`` writes for a run."""
     from ctxir.evaluation.report import explain_failures, failure_cases, render_report, report_meta
 
     worst = check_int(worst, "worst queries", 1, MAX_WORST)
@@ -175,7 +175,7 @@ def build(ui: Ui) -> None:
     tab_intro("Which queries a system failed on, and why: the worst queries by nDCG@10, their top results (relevant "
               "ones marked), the relevant documents it missed, and what made the wrong document win. Try the sample "
               "(BM25 on the demo corpus, judged by its shipped qrels), or upload a report's .json or a results JSON "
-              "of `python -m ctxir.evaluate`.")
+              "of `ctxir evaluate`.")
     with gr.Row(equal_height=True):
         report_file = gr.File(label="Report or results JSON", file_types=[".json"], scale=3, min_width=240,
                               elem_id="report-file")

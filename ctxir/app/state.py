@@ -44,12 +44,6 @@ POOLINGS = ("mean", "cls", "max")
 INSPECT_MODELS = ("bi-encoder", "cross-encoder")
 Progress = Callable[[float, str], None]
 
-
-def __getattr__(name: str):
-    # RERANKERS: ("none", every kind of ctxir.rerank.registry), read when asked, as ctxir.rerank.pipeline.RERANKERS
-    if name == "RERANKERS":
-        return reranker_choices()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 ENCODE_CHUNK = 256  # documents per progress step of a first start's encoding
 
 
@@ -162,25 +156,6 @@ class AppModels:
     inspect: dict[str, Inspectable]  # "bi-encoder" (always), "cross-encoder" (when loaded)
     rerankers: dict[str, Any] = field(default_factory=dict)  # kind → ctxir.Reranker
     unavailable: dict[str, str] = field(default_factory=dict)  # kind → why it is not loaded
-
-    # ------------------------------------------------------------ the names older callers read
-    @property
-    def cross_encoder(self):
-        return self.rerankers.get("cross-encoder")
-
-    @property
-    def cls_lr(self):
-        return self.rerankers.get("cls-lr")
-
-    @property
-    def cross_encoder_error(self) -> str:
-        return self.why_not("cross-encoder")
-
-    @property
-    def cls_lr_error(self) -> str:
-        return self.why_not("cls-lr")
-
-    # ------------------------------------------------------------
 
     @property
     def loaded(self) -> list[str]:
@@ -301,7 +276,7 @@ class CorpusIndex:
         if progress is not None:
             self._encode_in_steps(encoder, step)
         step(0.95, f"BM25 index and dense index of {len(corpus):,} documents")
-        # the same builder as `python -m ctxir.evaluate`: hybrid fuses these very BM25 and dense retrievers
+        # the same builder as `ctxir evaluate`: hybrid fuses these very BM25 and dense retrievers
         self.stages = build_first_stages(corpus, FIRST_STAGES, [encoder], hybrid=HybridSettings(fusion="rrf", depth=100))
         self.bm25, self.dense, self.hybrid = (self.stages[kind] for kind in FIRST_STAGES)
         self._pooled: dict[tuple[str, int], Any] = {}
@@ -335,7 +310,7 @@ class CorpusIndex:
         encoder = BiEncoder(self._bi_encoder, pooling=pooling, layer=layer, cache=self.cache, backend=backend)
         if self._model_name:
             # the name shown in results; the cache key is the weights fingerprint, so the app and
-            # `python -m ctxir.evaluate` share corpus embeddings whatever name each gave the model
+            # `ctxir evaluate` share corpus embeddings whatever name each gave the model
             encoder.name = self._model_name
         return encoder
 

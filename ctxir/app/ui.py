@@ -197,7 +197,7 @@ class Outputs:
 
     def plotly_js(self) -> Path:
         """The one copy of plotly.js (4.6 MB) that every interactive HTML page returned by this app loads from
-        beside it, written on first use: a page weighs kilobytes instead of 4.6 MB each (issue #21)."""
+        beside it, written on first use: a page weighs kilobytes instead of 4.6 MB each."""
         path = self._shared_plotly()
         with self._lock:
             if not path.is_file():

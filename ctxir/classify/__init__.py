@@ -14,7 +14,7 @@ model, wrapped by a class that encodes (through ``EmbeddingCache`` for large set
 
 ``predict`` returns typed ``Prediction`` objects with a score per class; ``evaluate_predictions`` gives accuracy,
 macro-F1, the per-class report and the confusion matrix (scikit-learn); ``mcnemar`` compares two classifiers on
-the same texts. ``python -m ctxir.classify`` is the command line (see ``ClassifyArgs``).
+the same texts. ``ctxir classify`` is the command line (see ``ClassifyArgs``).
 
 >>> X = np.array([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0], [-0.6, 0.8]], dtype=np.float32)  # 4 unit vectors
 >>> y = ["sports", "sports", "world", "world"]
@@ -712,7 +712,7 @@ def select_zero_shot(encoder, labels: Sequence[Label], texts_embeddings: np.ndar
 
 @dataclass
 class ClassifyArgs:
-    """python -m ctxir.classify: evaluate embedding classifiers on a labelled test file."""
+    """ctxir classify: evaluate embedding classifiers on a labelled test file."""
 
     train: str = field(default="", metadata={"help": "labelled training file (.csv/.tsv text,label or .jsonl)"})
     test: str = field(default="", metadata={"help": "labelled test file"})

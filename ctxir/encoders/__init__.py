@@ -1,19 +1,14 @@
 """Encoders: load models and turn text into vectors (first step after the data).
 
-    models.py        load bi-/cross-encoders and transformers, pick a device (was ``ctxir.models``)
+    models.py        load bi-/cross-encoders and transformers, pick a device
     heads.py         the scoring heads and top layers shipped cross-encoders are built from
-                     (was ``ctxir.rerank_heads``)
-    pooling.py       token vectors to one vector (was ``ctxir.pooling``)
-    onnx_backend.py  the ONNX / int8 encoder backend (was ``ctxir.onnx_backend``)
-    bi_encoder.py    ``BiEncoder`` and the embedding cache (was ``ctxir.encoders``)
-    internals.py     hidden states and attention of one text (was ``ctxir.internals``)
-
-``ctxir.encoders`` was one module before it became this package: it still gives every name that module had
-(the same objects, from :mod:`ctxir.encoders.bi_encoder`), its private helpers too, so old imports keep working.
+    pooling.py       token vectors to one vector
+    onnx_backend.py  the ONNX / int8 encoder backend
+    bi_encoder.py    ``BiEncoder`` and the embedding cache
+    internals.py     hidden states and attention of one text
 """
 
-from ctxir._moved import forward_names
-from ctxir.encoders.bi_encoder import (  # noqa: F401 -- what the old ``ctxir.encoders`` module held
+from ctxir.encoders.bi_encoder import (  # noqa: F401 -- public API
     BACKENDS,
     FULL_CHECK_ROWS,
     BiEncoder,
@@ -24,6 +19,4 @@ from ctxir.encoders.bi_encoder import (  # noqa: F401 -- what the old ``ctxir.en
     hash_texts,
     weights_fingerprint,
 )
-
-# the old module's other names (imported helpers, private functions), from where they live now
-__getattr__ = forward_names(__name__, "ctxir.encoders.bi_encoder")
+from ctxir.encoders.pooling import pool  # noqa: F401 -- public API

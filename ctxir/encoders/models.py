@@ -56,8 +56,7 @@ DEVICES = ("auto", "cpu", "cuda", "mps")
 # modules.json types ctxir's own loader builds (anything else in a model folder is refused, never imported). Kept
 # here, by the loader that enforces it, so that ctxir.encoders.heads (whose classes it names) depends on this
 # module and not the other way round.
-TRUSTED_MODULE_PREFIXES = ("sentence_transformers.", "ctxir.encoders.heads.",
-                           "ctxir.rerank_heads.")  # the old path, which saved folders (the shipped ones) name
+TRUSTED_MODULE_PREFIXES = ("sentence_transformers.", "ctxir.encoders.heads.")
 
 
 def packaged_minilm_path() -> Path | None:
@@ -210,8 +209,7 @@ def merge_adapter(model, path: str | Path):
 
 
 def is_ctxir_modular(path: str | Path) -> bool:
-    """A cross-encoder whose modules.json chains ctxir modules (``ctxir.encoders.heads``, or its old path
-    ``ctxir.rerank_heads`` that the shipped ones name)."""
+    """A cross-encoder whose modules.json chains ctxir modules (``ctxir.encoders.heads``)."""
     modules = read_json(Path(path) / "modules.json") or []
     return any(str(entry.get("type", "")).startswith("ctxir.") for entry in modules)
 

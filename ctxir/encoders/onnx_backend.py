@@ -1,7 +1,7 @@
 """ONNX Runtime encoding: a SentenceTransformer's transformer exported to ONNX, quantised to int8, run on the CPU.
 
-``BiEncoder(backend="onnx-int8")`` (``python -m ctxir.evaluate --backend onnx-int8``, ``python app.py --backend
-onnx-int8``) and ``python -m ctxir.bench encode`` share this one implementation:
+``BiEncoder(backend="onnx-int8")`` (``ctxir evaluate --backend onnx-int8``, ``python app.py --backend
+onnx-int8``) and ``python -m benchmarks.encode`` share this one implementation:
 
 * ``export_onnx``: the transformer body → ``model.onnx`` (``torch.onnx.export``, dynamo; dynamic batch and length).
 * ``quantise``: int8 copies (``dynamic``: what the flag runs; ``static``: calibrated, benchmark only).
@@ -12,7 +12,7 @@ onnx-int8``) and ``python -m ctxir.bench encode`` share this one implementation:
   float rounding), its scoring modules (e.g. ctxir's segment-cosine head) and activation in torch, batched as
   ``CrossEncoder.predict`` does: ``CrossEncoderReranker(backend="onnx")``, the app's ``--rerank-backend onnx``.
 
-Measured (docs/performance.md, ``python -m ctxir.bench encode`` on the whole SciFact corpus, 2 cores): int8 dynamic
+Measured (docs/performance.md, ``python -m benchmarks.encode`` on the whole SciFact corpus, 2 cores): int8 dynamic
 encodes 2.24× as many texts per second as plain sentence-transformers at nDCG@10 0.6452 against 0.6451.
 
 sentence-transformers' own ``backend="onnx"`` is not used: it needs optimum-onnx, whose only release (0.1.0)
@@ -256,7 +256,7 @@ def int8_model(model, folder: str | Path, progress: bool = True) -> Path:
     """``folder/model-int8-dynamic.onnx`` for this model: exported and quantised the first time (seconds to a
     minute; says so when ``progress``), reused afterwards. ``folder`` should be keyed by the weights (``BiEncoder``
     uses ``<cache root>/onnx/<weights fingerprint>``). The float32 export made on the way is removed; one that was
-    already there (``python -m ctxir.bench encode --onnx-dir``) is kept."""
+    already there (``python -m benchmarks.encode --onnx-dir``) is kept."""
     folder = Path(folder)
     out = folder / INT8_FILE
     if out.is_file():
@@ -315,7 +315,7 @@ class OnnxCrossEncoder:
     order) and gives its scores within float rounding (the exported graph does the same float32 arithmetic).
 
     ``path`` may also be an int8 file (``open_cross_encoder(int8=True)``). Measured in the app on the 2-core CPU
-    (README, "Search latency"; ``python -m benchmarks.app``): with the shipped re-ranker's base layers in int8, the
+    (docs/app.md, "Measured"; ``python -m benchmarks.app``): with the shipped re-ranker's base layers in int8, the
     demo search's callback takes 214 ms p50 against 266–274 ms in torch.
     """
 

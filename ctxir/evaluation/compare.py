@@ -1,12 +1,12 @@
 """Several systems on the same queries, compared the way IR papers do: one table of metrics, and for each system
 against the baseline a paired significance test, corrected for making many comparisons.
 
-    python -m ctxir.evaluate --compare results/bm25.json results/dense.json results/hybrid.json
-    python -m ctxir.evaluate --compare A.json B.json C.json --test t-test --correction bonferroni \
+    ctxir evaluate --compare results/bm25.json results/dense.json results/hybrid.json
+    ctxir evaluate --compare A.json B.json C.json --test t-test --correction bonferroni \
         --metrics nDCG@10,MRR@10,Recall@100 --output results/compare.json
-    python -m ctxir.evaluate --compare "A.json::hybrid + cross-encoder" "A.json::hybrid" B.json --pairs all
+    ctxir evaluate --compare "A.json::hybrid + cross-encoder" "A.json::hybrid" B.json --pairs all
 
-Each argument is a results JSON of ``python -m ctxir.evaluate`` (its per-query values are what is tested); it
+Each argument is a results JSON of ``ctxir evaluate`` (its per-query values are what is tested); it
 stands for the run the command evaluated (the JSON's ``system``), and ``FILE::SYSTEM`` picks another of its
 systems (e.g. the first stage of a re-ranked run). The first argument is the baseline.
 
@@ -254,12 +254,12 @@ def load_systems(specs: Sequence[str]) -> dict[str, PerQuery]:
         file = Path(path)
         if not file.is_file():
             raise CtxirError(f"--compare {spec!r}: {path!r} is not a file: pass results JSONs written by "
-                             "python -m ctxir.evaluate")
+                             "ctxir evaluate")
         data = read_json(file)
         per_query = data.get("per_query") if isinstance(data, dict) else None
         if not per_query:
             raise CtxirError(f"--compare {spec!r}: {path!r} has no per-query values (\"per_query\"): pass a retrieval "
-                             "results JSON of python -m ctxir.evaluate")
+                             "results JSON of ctxir evaluate")
         system = system or data.get("system") or (next(iter(per_query)) if len(per_query) == 1 else "")
         if system not in per_query:
             raise CtxirError(f"--compare {spec!r}: {path!r} holds the systems {', '.join(map(repr, per_query))}: "
@@ -280,7 +280,7 @@ def load_systems(specs: Sequence[str]) -> dict[str, PerQuery]:
 @dataclass
 class CompareArgs:
     compare: list[str] = field(default_factory=list, metadata={
-        "help": "results JSONs of python -m ctxir.evaluate (FILE, or FILE::SYSTEM for another of its systems); the "
+        "help": "results JSONs of ctxir evaluate (FILE, or FILE::SYSTEM for another of its systems); the "
                 "first is the baseline"})
     metrics: str = field(default=",".join(DEFAULT_METRICS), metadata={"help": "comma-separated metric names"})
     test: str = field(default="randomization", metadata={"help": "randomization (Fisher's, paired) or t-test",
@@ -324,7 +324,7 @@ def run(args: CompareArgs) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and "--compare" not in argv and not argv[0].startswith("-"):  # python -m ctxir.compare A.json B.json
+    if argv and "--compare" not in argv and not argv[0].startswith("-"):  # ctxir compare A.json B.json
         argv = ["--compare", *argv]
     return cli_main(CompareArgs, run, argv)
 

@@ -1,13 +1,13 @@
-"""``python -m ctxir.evaluate``: run a retrieval pipeline (or an STS scorer) on a benchmark.
+"""``ctxir evaluate``: run a retrieval pipeline (or an STS scorer) on a benchmark.
 
 Examples:
-    python -m ctxir.evaluate --data ../shared/data/scifact --retriever bm25
-    python -m ctxir.evaluate --data ../shared/data/scifact --retriever dense --pooling cls
-    python -m ctxir.evaluate --data ../shared/data/scifact --retriever hybrid --rerank cross-encoder \
+    ctxir evaluate --data ../shared/data/scifact --retriever bm25
+    ctxir evaluate --data ../shared/data/scifact --retriever dense --pooling cls
+    ctxir evaluate --data ../shared/data/scifact --retriever hybrid --rerank cross-encoder \
         --reranker-model outputs/cross-encoder                 # fused with the first stage, and alone
-    python -m ctxir.evaluate --data ../shared/data/scifact --retriever bm25 --rerank cls-lr --rerank-mode alone
-    python -m ctxir.evaluate --data ../shared/data/stsbenchmark/sts-test.csv
-    python -m ctxir.evaluate --data ../shared/data/scifact --retriever hybrid --model outputs/bi-encoder \
+    ctxir evaluate --data ../shared/data/scifact --retriever bm25 --rerank cls-lr --rerank-mode alone
+    ctxir evaluate --data ../shared/data/stsbenchmark/sts-test.csv
+    ctxir evaluate --data ../shared/data/scifact --retriever hybrid --model outputs/bi-encoder \
         --rerank cross-encoder --reranker-model outputs/cross-encoder --top-k 20 \
         --tune-on train --tune-queries outputs/bi-encoder/metrics.json
 
@@ -87,8 +87,8 @@ class EvaluateArgs:
     rerank_backend: Literal["torch", "onnx", "onnx-int8"] = field(default="torch", metadata={
         "help": "how a cross-encoder re-ranker scores: torch; onnx (its body exported once into the cache "
                 "folder's onnx/, float32, run by ONNX Runtime on the CPU: the same scores); or onnx-int8 (the same "
-                "with the layers it shares unchanged with its base in int8: the app's default; README, "
-                "'Cross-encoder backends')"})
+                "with the layers it shares unchanged with its base in int8: the app's default; docs/app.md, "
+                "'Measured')"})
     rerank_mode: Literal["fused", "alone"] = field(default="fused", metadata={
         "help": "fused = the re-ranker combined with the first stage (the model folder's fusion.json, else RRF k=60, "
                 "equal weights; --tune-on chooses it on training queries), printed beside the re-ranker alone; "
@@ -246,7 +246,7 @@ def run_retrieval(args: EvaluateArgs) -> dict:
             "first_stage_config": pipeline.first_stage.config,
             "rerank_mode": args.rerank_mode if pipeline.reranker is not None else None, "system": names[stage],
             "stage_fusion": pipeline.fusion.record() if pipeline.fusion is not None else None,
-            # the top-k runs, so `python -m ctxir.report` can drill into them later without re-running
+            # the top-k runs, so `ctxir report` can drill into them later without re-running
             "runs": {names[stage]: run for stage, run in runs.items()}}
 
 

@@ -1,4 +1,4 @@
-"""Per-query failure drill-down (issue #12 §2): the worst queries of a run, what they retrieved, the relevant
+"""Per-query failure drill-down: the worst queries of a run, what they retrieved, the relevant
 documents that were missed or ranked low, and why the document above each of them won.
 
 * ``failure_cases`` — pure (qrels, run and texts, no model): the worst queries by a metric, each with its top
@@ -10,7 +10,7 @@ documents that were missed or ranked low, and why the document above each of the
   ``write_report`` writes it and the same data as JSON beside it; ``load_report`` reads the JSON back (the app's
   view); ``report_from_results`` builds the cases from a saved results JSON (its "runs").
 
-``python -m ctxir.evaluate … --report FILE.html`` writes a report after evaluating; ``python -m ctxir.report
+``ctxir evaluate … --report FILE.html`` writes a report after evaluating; ``ctxir report
 RESULTS.json --output FILE.html`` makes one later from the results JSON, without re-running the retrieval.
 """
 
@@ -35,8 +35,7 @@ from ctxir.encoders.bi_encoder import BiEncoder
 from ctxir.evaluation.metrics import METRICS, evaluate_run
 from ctxir.explain.attributions import DEFAULT_IG_STEPS, explain_bi_encoder
 from ctxir.files import read_json, write_atomic, write_json
-from ctxir.rerank.pipeline import load_reranker
-from ctxir.rerank.registry import kind_of
+from ctxir.rerank.registry import kind_of, load_reranker
 from ctxir.retrieval.retrievers import BM25Retriever, DenseRetriever, HybridRetriever
 from ctxir.types import Corpus, CtxirError, Qrels, Queries, Run, doc_text
 
@@ -425,17 +424,17 @@ def _reranker_explainer(reranker, n_steps: int, corpus: Mapping | None = None):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# From a results JSON (python -m ctxir.evaluate writes "runs")
+# From a results JSON (ctxir evaluate writes "runs")
 
 
 def report_from_results(results: Mapping, corpus: Corpus, queries: Queries, qrels: Qrels, system: str = "",
                         metric: str = "nDCG@10", worst: int = 10, top: int = 10) -> tuple[list[dict], dict]:
-    """(cases, meta) from a results JSON written by ``python -m ctxir.evaluate`` (its "runs"); ``system`` picks
+    """(cases, meta) from a results JSON written by ``ctxir evaluate`` (its "runs"); ``system`` picks
     the run (default: the stage evaluated last). Models are not loaded: pass the cases to ``explain_failures``."""
     runs = results.get("runs")
     if not runs:
         raise CtxirError("this results JSON holds no runs (only per-query values): evaluate again with a current "
-                         "`python -m ctxir.evaluate` (it saves the top-k runs), or add --report to that command")
+                         "`ctxir evaluate` (it saves the top-k runs), or add --report to that command")
     system = system or list(runs)[-1]
     if system not in runs:
         raise CtxirError(f"system {system!r} is not in this results JSON: use one of {', '.join(map(repr, runs))}")
@@ -503,8 +502,8 @@ def load_report(path: str | Path) -> dict:
     path = Path(path)
     json_path = path.with_suffix(".json") if path.suffix.lower() in (".html", ".htm") else path
     if not json_path.is_file():
-        raise CtxirError(f"report {str(json_path)!r} does not exist: write one with `python -m ctxir.evaluate … "
-                         "--report FILE.html` or `python -m ctxir.report RESULTS.json --output FILE.html`")
+        raise CtxirError(f"report {str(json_path)!r} does not exist: write one with `ctxir evaluate … "
+                         "--report FILE.html` or `ctxir report RESULTS.json --output FILE.html`")
     data = read_json(json_path)
     if not isinstance(data, dict) or data.get("format") != REPORT_FORMAT:
         raise CtxirError(f"{str(json_path)!r} is not a ctxir failure report (no \"format\": {REPORT_FORMAT!r}): "
@@ -610,7 +609,7 @@ def render_report(cases: Sequence[Mapping], meta: Mapping, standalone: bool = Tr
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Glue used by python -m ctxir.evaluate and python -m ctxir.report
+# Glue used by ctxir evaluate and ctxir report
 
 
 def make_report(path: str | Path, cases: list[dict], meta: dict, corpus: Corpus, explainers: Mapping | None = None,
@@ -640,7 +639,7 @@ class ReportOptions:
 def report_for_pipeline(path: str | Path, pipeline, run: Run, system: str, corpus: Corpus, queries: Queries,
                         qrels: Qrels, options: ReportOptions | None = None, **option_keywords) -> tuple[Path, Path]:
     """The report of one of ``pipeline``'s runs, explained with the models the pipeline already holds (what
-    ``python -m ctxir.evaluate --report`` calls). ``option_keywords``: the :class:`ReportOptions` fields as
+    ``ctxir evaluate --report`` calls). ``option_keywords``: the :class:`ReportOptions` fields as
     keywords (``worst=5``), as before they were grouped; they override ``options``'."""
     options = _report_options(options, option_keywords)
     cases = failure_cases(qrels, run, corpus, queries, options.metric, options.worst, options.top)
@@ -667,7 +666,7 @@ def _model_name(kind: str, model) -> str:
 
 @dataclass
 class ReportArgs:
-    results: str = field(metadata={"help": "results JSON written by python -m ctxir.evaluate (it holds the runs)"})
+    results: str = field(metadata={"help": "results JSON written by ctxir evaluate (it holds the runs)"})
     output: str = field(default="", metadata={"help": "report .html (the JSON is written beside it; default: the "
                                                       "results path with -report.html)"})
     data: str = field(default="", metadata={"help": "BEIR folder (default: the one the results were made on)"})
@@ -689,7 +688,7 @@ class ReportArgs:
 
 def run(args: ReportArgs) -> dict:
     if not Path(args.results).is_file():
-        raise CtxirError(f"--results {args.results!r} is not a file: pass the JSON python -m ctxir.evaluate wrote")
+        raise CtxirError(f"--results {args.results!r} is not a file: pass the JSON ctxir evaluate wrote")
     results = read_json(args.results)
     config = results.get("config", {})
     output = args.output or str(Path(args.results).with_suffix("")) + "-report.html"

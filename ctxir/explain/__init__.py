@@ -1,13 +1,9 @@
 """Explanations: why a model scored a query-document pair as it did (attributions, attention).
 
-    attributions.py  integrated gradients, pooling contributions, CLS attention (was ``ctxir.explain``)
-
-``ctxir.explain`` was one module before it became this package: it still gives every name that module had
-(the same objects, from :mod:`ctxir.explain.attributions`), its private helpers too, so old imports keep working.
+    attributions.py  integrated gradients, pooling contributions, CLS attention
 """
 
-from ctxir._moved import forward_names
-from ctxir.explain.attributions import (  # noqa: F401 -- what the old ``ctxir.explain`` module held
+from ctxir.explain.attributions import (  # noqa: F401 -- public API
     BASELINES,
     BI_ENCODER_METHODS,
     COMPLETENESS_ATOL,
@@ -22,6 +18,3 @@ from ctxir.explain.attributions import (  # noqa: F401 -- what the old ``ctxir.e
     explain_cross_encoder,
     mean_pooling_contributions,
 )
-
-# the old module's other names (imported helpers, private functions), from where they live now
-__getattr__ = forward_names(__name__, "ctxir.explain.attributions")

@@ -359,7 +359,8 @@ def explain_cls_lr(ranker, query: str, document: str, n_steps: int = DEFAULT_IG_
     That logit is what ``ClsLrRanker.score_pairs`` reports (``predict_proba`` is its sigmoid).
     ranker: a ``ctxir.ClsLrRanker`` or a folder / shipped name ``ClsLrRanker.load`` accepts.
 
-    >>> from ctxir.rerank import ClsLrRanker, cls_features, load_transformer
+    >>> from ctxir.encoders.models import load_transformer
+    >>> from ctxir.rerank import ClsLrRanker, cls_features
     >>> name = "sentence-transformers/all-MiniLM-L6-v2"
     >>> tokenizer, body = load_transformer(name, "cpu", attentions=False)  # doctest: +SKIP
     >>> pairs = [("river otters", "Otters dig dens in the river bank."), ("river otters", "Banks approve loans.")]

@@ -1,8 +1,8 @@
 """Publishing a training output to the Hugging Face Hub: stage → validate → upload.
 
-    python -m ctxir.hub push --model-dir outputs/bi-encoder --repo-id you/minilm-scifact-bi-encoder --dry-run
-    python -m ctxir.hub push --model-dir outputs/bi-encoder --repo-id you/minilm-scifact-bi-encoder [--private]
-    python -m ctxir.hub validate --folder outputs/hub/you--minilm-scifact-bi-encoder
+    ctxir hub push --model-dir outputs/bi-encoder --repo-id you/minilm-scifact-bi-encoder --dry-run
+    ctxir hub push --model-dir outputs/bi-encoder --repo-id you/minilm-scifact-bi-encoder [--private]
+    ctxir hub validate --folder outputs/hub/you--minilm-scifact-bi-encoder
 
 1. stage: copy what the standard loaders read (safetensors weights, configs, tokenizer), metrics.json and figures
    into a fresh folder, and render README.md (the model card) from metrics.json. Training artifacts
@@ -590,7 +590,7 @@ def run_validate(args: ValidateArgs) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     return subcommand_main({"push": (PushArgs, run_push), "validate": (ValidateArgs, run_validate)},
-                           "python -m ctxir.hub", argv)
+                           "ctxir hub", argv)
 
 
 if __name__ == "__main__":

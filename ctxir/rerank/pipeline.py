@@ -16,7 +16,6 @@ from tqdm.auto import tqdm
 from ctxir.checks import check_choice, check_query, check_top_k, grouped_options
 from ctxir.rerank.rankers import Reranker
 from ctxir.rerank.registry import RERANK_MODES
-from ctxir.rerank.registry import load_reranker as load
 from ctxir.rerank.stage_fusion import StageFusion  # its own module: the registry imports it, never this one
 from ctxir.retrieval.fusion import DEFAULT_RRF_K
 from ctxir.retrieval.retrievers import BM25Retriever, DenseRetriever, HybridRetriever, Retriever
@@ -159,14 +158,6 @@ def merge_stages(first: list[Hit], reranked: list[Hit], final: list[Hit] | None 
 FIRST_STAGES = ("bm25", "dense", "hybrid")
 
 
-def __getattr__(name: str):
-    # RERANKERS: ("none", every kind of the registry, ctxir.rerank.registry), read when asked so a registered kind shows
-    if name == "RERANKERS":
-        from ctxir.rerank.registry import reranker_choices
-
-        return reranker_choices()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
 
 @dataclass(frozen=True)
 class HybridSettings:
@@ -218,10 +209,3 @@ def build_first_stages(corpus, kinds: Sequence[str] = FIRST_STAGES, encoders: Se
 def _hybrid_settings(hybrid: HybridSettings | None, options: dict) -> HybridSettings:
     return grouped_options(HybridSettings, hybrid, options, "build_first_stages", "hybrid",
                            ("bm25_options", "hybrid", "index", "show_progress"))
-
-
-def load_reranker(kind: str, model: str = "", device: str = "auto", batch_size: int = 32) -> Reranker | None:
-    """The re-ranker named ``kind`` ("none" → None; the kinds: ``ctxir.rerank.registry.RERANKERS``); ``model`` "" = the
-    one shipped in ctxir. Kept here for callers of its old place: ``ctxir.rerank.registry.load_reranker``."""
-
-    return load(kind, model, device, batch_size)

@@ -63,7 +63,7 @@ class RerankerKind:
     short: str  # a table's rank header: "CE" → "CE rank"
     setting: str  # "cross_encoder"
     card: str  # its model card's model_type (ctxir.cards)
-    shipped: str  # the name it ships under inside ctxir (ctxir.models.SHIPPED_MODELS)
+    shipped: str  # the name it ships under inside ctxir (ctxir.encoders.models.SHIPPED_MODELS)
     fallback: str  # the default model while none is shipped ("" = none)
     how_to_get: str  # what to run to have one, e.g. "train it with `python training/train_cls_lr.py`"
     load: Callable[[str, str, int], Reranker]  # (model, device, batch size) → a loaded re-ranker
@@ -131,7 +131,7 @@ class RerankerKind:
     def unavailable_hint(self, where: str = "both") -> str:
         """How to provide one (said after why it is not available); ``where``: "app", "cli" or "both"."""
         ways = {"app": f"restart the app with `{self.flag} <its output folder>` (or set {self.env})",
-                "cli": f"pass `--rerank {self.name} --reranker-model FOLDER` to python -m ctxir.evaluate"}
+                "cli": f"pass `--rerank {self.name} --reranker-model FOLDER` to ctxir evaluate"}
         said = " or ".join(ways.values()) if where == "both" else ways[where]
         return f"To provide one, {self.how_to_get} and {said}, or pass a Hub id that is in the local cache"
 
@@ -331,7 +331,7 @@ def load_reranker(kind: str, model: str = "", device: str = "auto", batch_size: 
     >>> load_reranker("cross-encoder", "./no-such-folder")
     Traceback (most recent call last):
         ...
-    ctxir.types.CtxirError: the cross-encoder re-ranker is not available: model folder './no-such-folder' does not exist. To provide one, train one with `python training/train_cross_encoder.py` and restart the app with `--cross-encoder <its output folder>` (or set CTXIR_CROSS_ENCODER) or pass `--rerank cross-encoder --reranker-model FOLDER` to python -m ctxir.evaluate, or pass a Hub id that is in the local cache
+    ctxir.types.CtxirError: the cross-encoder re-ranker is not available: model folder './no-such-folder' does not exist. To provide one, train one with `python training/train_cross_encoder.py` and restart the app with `--cross-encoder <its output folder>` (or set CTXIR_CROSS_ENCODER) or pass `--rerank cross-encoder --reranker-model FOLDER` to ctxir evaluate, or pass a Hub id that is in the local cache
     """
     check_choice(kind, "re-ranker", reranker_choices())
     if kind == "none":
