@@ -41,8 +41,17 @@ from ctxir.app.state import AppConfig, AppState
 from ctxir.app.ui import Outputs, user_error
 from ctxir.app.ui import guard as _guard
 
-__all__ = ["AppArgs", "Outputs", "_guard", "app_args_class", "build_demo", "config_from_args", "main", "serve",
-           "user_error"]
+__all__ = [
+    "AppArgs",
+    "Outputs",
+    "_guard",
+    "app_args_class",
+    "build_demo",
+    "config_from_args",
+    "main",
+    "serve",
+    "user_error",
+]
 from ctxir.checks import check_choice
 from ctxir.cli import cli_main
 from ctxir.encoders import BACKENDS
@@ -60,65 +69,120 @@ def _env(name: str, default: str, help: str) -> Any:
 
 
 def _env_int(name: str, default: int, help: str) -> Any:
-    return field(default_factory=lambda: int(os.environ.get(name, default)), metadata={"help": f"{help} [{name}]"})
+    return field(
+        default_factory=lambda: int(os.environ.get(name, default)), metadata={"help": f"{help} [{name}]"}
+    )
 
 
 @dataclass
 class _AppArgs:
-    host: str = _env("CTXIR_HOST", "", "interface to listen on; empty = gradio's (GRADIO_SERVER_NAME or 127.0.0.1)")
+    host: str = _env(
+        "CTXIR_HOST", "", "interface to listen on; empty = gradio's (GRADIO_SERVER_NAME or 127.0.0.1)"
+    )
     port: int = _env_int("CTXIR_PORT", 0, "port; 0 = gradio's default (GRADIO_SERVER_PORT or 7860)")
-    corpus: str = _env("CTXIR_CORPUS", "", "BEIR folder or corpus file (.txt/.jsonl/.csv/.tsv); empty = built-in "
-                       "demo corpus")
+    corpus: str = _env(
+        "CTXIR_CORPUS", "", "BEIR folder or corpus file (.txt/.jsonl/.csv/.tsv); empty = built-in demo corpus"
+    )
     bi_encoder: str = _env("CTXIR_BI_ENCODER", DEFAULT_BI_ENCODER, "bi-encoder Hub id or folder")
     # one flag per re-ranker kind (--cross-encoder, --cls-lr, ...) is added from ctxir.rerank.registry by app_args_class
     device: str = _env("CTXIR_DEVICE", "auto", "auto, cpu, cuda, mps")
-    index: str = _env("CTXIR_INDEX", "auto", "dense index: auto (the ANN index from ctxir.retrieval.AUTO_ANN_THRESHOLD "
-                      "documents up, exact search below), exact, or ann; the ANN index is kept beside the cached "
-                      "embeddings and reopened on the next start")
-    backend: str = _env("CTXIR_BACKEND", "torch", "how the bi-encoder encodes the searched corpora and queries: torch, "
-                        "or onnx-int8 (ONNX Runtime, int8 weights, CPU: 2.24x torch's texts/s at SciFact nDCG@10 "
-                        "0.6452 vs 0.6451, docs/performance.md; exported once into the cache folder). Compare "
-                        "pooling, pair scoring, explanations and the inspection views stay on torch")
-    rerank_backend: str = _env("CTXIR_RERANK_BACKEND", "onnx-int8", "how the cross-encoders score (re-ranking, pair "
-                               "scoring), on the CPU: onnx-int8 (the body exported once into the cache folder and run "
-                               "by ONNX Runtime, the layers a model shares unchanged with its base in int8, its "
-                               "trained layers float32: the shipped re-ranker's held-out nDCG@10 0.7518 vs 0.7560, "
-                               "within the 0.005 rule, scripts/cross_encoder_int8.py), onnx (all float32: torch's "
-                               "scores) or torch. A GPU, the explanations and the inspection views use torch")
-    torch_threads: int = _env_int("CTXIR_TORCH_THREADS", 0, "torch intra-op threads; 0 = torch's default (all cores, "
-                                  "fastest on a machine of its own); 1 is steadier on a CPU shared with other jobs")
-    max_attention_tokens: int = _env_int("CTXIR_MAX_ATTENTION_TOKENS", 256,
-                                         "longest input (tokens) the attention view accepts")
-    max_upload_docs: int = _env_int("CTXIR_MAX_UPLOAD_DOCS", 5_000, "most documents an uploaded corpus may have")
-    rerank_depth: int = _env_int("CTXIR_RERANK_DEPTH", 20, "default number of first-stage candidates re-scored")
-    max_output_mb: int = _env_int("CTXIR_MAX_OUTPUT_MB", 200, "most MB of returned files (figures, attention HTML) "
-                                  "kept on disk; the oldest are removed first (the one 4.6 MB plotly.js that every "
-                                  "interactive page loads is kept besides)")
+    index: str = _env(
+        "CTXIR_INDEX",
+        "auto",
+        "dense index: auto (the ANN index from ctxir.retrieval.AUTO_ANN_THRESHOLD "
+        "documents up, exact search below), exact, or ann; the ANN index is kept beside the cached "
+        "embeddings and reopened on the next start",
+    )
+    backend: str = _env(
+        "CTXIR_BACKEND",
+        "torch",
+        "how the bi-encoder encodes the searched corpora and queries: torch, "
+        "or onnx-int8 (ONNX Runtime, int8 weights, CPU: 2.24x torch's texts/s at SciFact nDCG@10 "
+        "0.6452 vs 0.6451, docs/performance.md; exported once into the cache folder). Compare "
+        "pooling, pair scoring, explanations and the inspection views stay on torch",
+    )
+    rerank_backend: str = _env(
+        "CTXIR_RERANK_BACKEND",
+        "onnx-int8",
+        "how the cross-encoders score (re-ranking, pair "
+        "scoring), on the CPU: onnx-int8 (the body exported once into the cache folder and run "
+        "by ONNX Runtime, the layers a model shares unchanged with its base in int8, its "
+        "trained layers float32: the shipped re-ranker's held-out nDCG@10 0.7518 vs 0.7560, "
+        "within the 0.005 rule, scripts/cross_encoder_int8.py), onnx (all float32: torch's "
+        "scores) or torch. A GPU, the explanations and the inspection views use torch",
+    )
+    torch_threads: int = _env_int(
+        "CTXIR_TORCH_THREADS",
+        0,
+        "torch intra-op threads; 0 = torch's default (all cores, "
+        "fastest on a machine of its own); 1 is steadier on a CPU shared with other jobs",
+    )
+    max_attention_tokens: int = _env_int(
+        "CTXIR_MAX_ATTENTION_TOKENS", 256, "longest input (tokens) the attention view accepts"
+    )
+    max_upload_docs: int = _env_int(
+        "CTXIR_MAX_UPLOAD_DOCS", 5_000, "most documents an uploaded corpus may have"
+    )
+    rerank_depth: int = _env_int(
+        "CTXIR_RERANK_DEPTH", 20, "default number of first-stage candidates re-scored"
+    )
+    max_output_mb: int = _env_int(
+        "CTXIR_MAX_OUTPUT_MB",
+        200,
+        "most MB of returned files (figures, attention HTML) "
+        "kept on disk; the oldest are removed first (the one 4.6 MB plotly.js that every "
+        "interactive page loads is kept besides)",
+    )
     output_max_age_s: int = _env_int("CTXIR_OUTPUT_MAX_AGE_S", 600, "seconds a returned file is kept on disk")
-    concurrency: int = _env_int("CTXIR_CONCURRENCY", 2, "model views (search, pair scoring, ...) run at once; "
-                                "see ctxir/app/limits.py")
-    slow_concurrency: int = _env_int("CTXIR_SLOW_CONCURRENCY", 1, "slow views (attention, explain, upload, t-SNE, "
-                                     "...) run at once, beside the model views")
-    max_queue: int = _env_int("CTXIR_MAX_QUEUE", 32, "requests that may wait; one more is refused at once with "
-                              "'busy, try again' (docs/reliability.md)")
-    max_sessions: int = _env_int("CTXIR_MAX_SESSIONS", 128, "visitors' sessions whose last outputs Gradio keeps in "
-                                 "memory (about 1.6 MB each); the least recently active are dropped first")
-    malloc_arenas: int = _env_int("CTXIR_MALLOC_ARENAS", 2, "glibc malloc arenas (0 = glibc's default, 8 per core); "
-                                  "2 keeps RSS from growing burst after burst (docs/reliability.md)")
+    concurrency: int = _env_int(
+        "CTXIR_CONCURRENCY", 2, "model views (search, pair scoring, ...) run at once; see ctxir/app/limits.py"
+    )
+    slow_concurrency: int = _env_int(
+        "CTXIR_SLOW_CONCURRENCY",
+        1,
+        "slow views (attention, explain, upload, t-SNE, ...) run at once, beside the model views",
+    )
+    max_queue: int = _env_int(
+        "CTXIR_MAX_QUEUE",
+        32,
+        "requests that may wait; one more is refused at once with 'busy, try again' (docs/reliability.md)",
+    )
+    max_sessions: int = _env_int(
+        "CTXIR_MAX_SESSIONS",
+        128,
+        "visitors' sessions whose last outputs Gradio keeps in "
+        "memory (about 1.6 MB each); the least recently active are dropped first",
+    )
+    malloc_arenas: int = _env_int(
+        "CTXIR_MALLOC_ARENAS",
+        2,
+        "glibc malloc arenas (0 = glibc's default, 8 per core); "
+        "2 keeps RSS from growing burst after burst (docs/reliability.md)",
+    )
 
 
 def _reranker_flag(kind) -> tuple[str, type, Any]:
     default = kind.default_model()
-    return (kind.setting, str, _env(kind.env, default, (
-        f"{kind.label} re-ranker: an id or folder (default: {default or 'none: this installation ships none'}; "
-        f"{kind.how_to_get.replace('train one with', 'a model from')}); 'none' to skip; if it cannot be loaded the "
-        "app starts without it")))
+    return (
+        kind.setting,
+        str,
+        _env(
+            kind.env,
+            default,
+            (
+                f"{kind.label} re-ranker: an id or folder (default: {default or 'none: this installation ships none'}; "
+                f"{kind.how_to_get.replace('train one with', 'a model from')}); 'none' to skip; if it cannot be loaded the "
+                "app starts without it"
+            ),
+        ),
+    )
 
 
 def app_args_class() -> type:
     """The app's flags: ``_AppArgs`` plus one per re-ranker kind of ``ctxir.rerank.registry`` (as registered now)."""
-    args = dataclasses.make_dataclass("AppArgs", [_reranker_flag(kind) for kind in RERANKERS.values()],
-                                      bases=(_AppArgs,))
+    args = dataclasses.make_dataclass(
+        "AppArgs", [_reranker_flag(kind) for kind in RERANKERS.values()], bases=(_AppArgs,)
+    )
     args.__module__ = __name__
     return args
 
@@ -127,10 +191,18 @@ AppArgs = app_args_class()
 
 
 def config_from_args(args) -> AppConfig:
-    models = {name: getattr(args, kind.setting) for name, kind in RERANKERS.items() if hasattr(args, kind.setting)}
-    return AppConfig(corpus=args.corpus, bi_encoder=args.bi_encoder, device=args.device,
-                     max_attention_tokens=args.max_attention_tokens, max_upload_docs=args.max_upload_docs,
-                     rerank_depth=args.rerank_depth, **AppConfig.reranker_settings(models))
+    models = {
+        name: getattr(args, kind.setting) for name, kind in RERANKERS.items() if hasattr(args, kind.setting)
+    }
+    return AppConfig(
+        corpus=args.corpus,
+        bi_encoder=args.bi_encoder,
+        device=args.device,
+        max_attention_tokens=args.max_attention_tokens,
+        max_upload_docs=args.max_upload_docs,
+        rerank_depth=args.rerank_depth,
+        **AppConfig.reranker_settings(models),
+    )
 
 
 def track_tqdm_first() -> None:
@@ -146,8 +218,9 @@ def serve(args: AppArgs) -> int:
     """Load once, then serve until stopped; a CtxirError (bad flag, missing model) ends it with one line, exit 2."""
     # 1. threads, and signals: SIGTERM (a container or process manager stopping the app) and SIGHUP (its terminal
     # closed) exit like Ctrl-C, so the atexit clean-up of the output folder runs instead of leaving it behind
-    limits = QueueLimits(args.concurrency, args.slow_concurrency, args.max_queue, args.max_sessions,
-                         args.malloc_arenas)  # a bad value fails before loading
+    limits = QueueLimits(
+        args.concurrency, args.slow_concurrency, args.max_queue, args.max_sessions, args.malloc_arenas
+    )  # a bad value fails before loading
     limit_malloc_arenas(limits.malloc_arenas)  # before any thread allocates
     set_threads(args.torch_threads)
     # every DenseRetriever the app builds (startup corpus, uploads, other poolings) reads its index choice from here
@@ -155,7 +228,9 @@ def serve(args: AppArgs) -> int:
     # ... and every CorpusIndex its search encoder's backend (the model's own pooling; compare pooling stays torch)
     os.environ["CTXIR_BACKEND"] = check_choice(args.backend, "--backend", BACKENDS)
     # ... and every cross-encoder re-ranker its scoring backend
-    os.environ["CTXIR_RERANK_BACKEND"] = check_choice(args.rerank_backend, "--rerank-backend", RERANK_BACKENDS)
+    os.environ["CTXIR_RERANK_BACKEND"] = check_choice(
+        args.rerank_backend, "--rerank-backend", RERANK_BACKENDS
+    )
     for signum in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
         if signum is not None:
             signal.signal(signum, lambda *_: sys.exit(0))
@@ -166,14 +241,22 @@ def serve(args: AppArgs) -> int:
     state = AppState.load(config_from_args(args), background=True)
     logger.info("models loaded in %.1f s; serving while the corpus is indexed", time.perf_counter() - started)
     # 3. build and serve
-    demo = build_demo(state, outputs=Outputs(max_age_s=args.output_max_age_s, max_bytes=args.max_output_mb * 2**20))
+    demo = build_demo(
+        state, outputs=Outputs(max_age_s=args.output_max_age_s, max_bytes=args.max_output_mb * 2**20)
+    )
     # every public endpoint is also an MCP tool (gradio's MCP server at /gradio_api/mcp/; needs the mcp package)
     mcp = importlib.util.find_spec("mcp") is not None
     if not mcp:
         logger.warning("MCP server off: the mcp package is not installed (pip install -r requirements.txt)")
-    apply_limits(demo, limits).launch(server_name=args.host or None, server_port=args.port or None, show_error=True,
-                                      allowed_paths=[str(demo.ctxir_outputs.root)], mcp_server=mcp,
-                                      max_file_size=int(state.config.max_upload_mb * 2**20), **limits.launch_kwargs())
+    apply_limits(demo, limits).launch(
+        server_name=args.host or None,
+        server_port=args.port or None,
+        show_error=True,
+        allowed_paths=[str(demo.ctxir_outputs.root)],
+        mcp_server=mcp,
+        max_file_size=int(state.config.max_upload_mb * 2**20),
+        **limits.launch_kwargs(),
+    )
     return 0
 
 

@@ -30,7 +30,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in KINDS:
         got = f"got {argv[0]!r}: " if argv else ""
-        print(f"usage: python -m benchmarks {{{','.join(KINDS)}}} --help ({got}give one of {', '.join(KINDS)} first, "
-              "or run python -m benchmarks.KIND)", file=sys.stderr)
+        print(
+            f"usage: python -m benchmarks {{{','.join(KINDS)}}} --help ({got}give one of {', '.join(KINDS)} first, "
+            "or run python -m benchmarks.KIND)",
+            file=sys.stderr,
+        )
         return 2
     return importlib.import_module(f"benchmarks.{argv[0]}").main(argv[1:])

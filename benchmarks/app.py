@@ -36,21 +36,38 @@ from benchmarks.common import (
 from ctxir import CtxirError
 from ctxir.encoders.models import SHIPPED_CROSS_ENCODER
 
-APP_QUERIES = ("otters playing on the river bank", "bats hunting insects at night", "opening a savings account",
-               "where do otters live", "interest rates at the central bank")
+APP_QUERIES = (
+    "otters playing on the river bank",
+    "bats hunting insects at night",
+    "opening a savings account",
+    "where do otters live",
+    "interest rates at the central bank",
+)
 
 
 @dataclass
 class AppBenchArgs:
     output: str = field(default="", metadata={"help": "JSON path (default: results/bench/app.json)"})
-    url: str = field(default="", metadata={
-        "help": "an app already running; '' = start `python app.py` in its own process (loopback, free port) and "
-                "stop it afterwards"})
+    url: str = field(
+        default="",
+        metadata={
+            "help": "an app already running; '' = start `python app.py` in its own process (loopback, free port) and "
+            "stop it afterwards"
+        },
+    )
     corpus: str = field(default="demo", metadata={"help": "corpus name the search endpoints use"})
-    cross_encoder: str = field(default="", metadata={
-        "help": "started app: CTXIR_CROSS_ENCODER ('' = the shipped cross-encoder, what a fresh install re-ranks with)"})
-    rerank_backend: str = field(default="", metadata={
-        "help": "started app: CTXIR_RERANK_BACKEND, how its cross-encoders score ('' = the app's default, onnx-int8)"})
+    cross_encoder: str = field(
+        default="",
+        metadata={
+            "help": "started app: CTXIR_CROSS_ENCODER ('' = the shipped cross-encoder, what a fresh install re-ranks with)"
+        },
+    )
+    rerank_backend: str = field(
+        default="",
+        metadata={
+            "help": "started app: CTXIR_RERANK_BACKEND, how its cross-encoders score ('' = the app's default, onnx-int8)"
+        },
+    )
     repeats: int = field(default=10, metadata={"help": "timed calls per endpoint"})
     warmup: int = field(default=1, metadata={"help": "untimed calls per endpoint first"})
     endpoints: str = field(default="", metadata={"help": "comma-separated labels to run ('' = all)"})
@@ -60,24 +77,44 @@ class AppBenchArgs:
 
 def app_calls(corpus: str) -> dict[str, tuple[str, Callable[[int], tuple]]]:
     """label → (api_name, call number → arguments): the app's endpoints with a typical input each."""
-    pair_docs = "Otters dig dens in the river bank.\nThe bank raised its savings rate.\nBats hunt moths at night."
-    sentences = "The otter swam to the river bank.\nShe paid the money into the bank.\nBats sleep in caves by day."
+    pair_docs = (
+        "Otters dig dens in the river bank.\nThe bank raised its savings rate.\nBats hunt moths at night."
+    )
+    sentences = (
+        "The otter swam to the river bank.\nShe paid the money into the bank.\nBats sleep in caves by day."
+    )
 
     def search(first: str, rerank: str) -> Callable[[int], tuple]:
         return lambda i: (APP_QUERIES[i % len(APP_QUERIES)], corpus, first, rerank, 10, 20)
+
     return {
         "search bm25": ("/search", search("bm25", "none")),
         "search dense": ("/search", search("dense", "none")),
         "search hybrid": ("/search", search("hybrid", "none")),
         "search hybrid + cross-encoder top 20": ("/search", search("hybrid", "cross-encoder")),
-        "score_pairs (3 documents)": ("/score_pairs", lambda i: (APP_QUERIES[i % len(APP_QUERIES)], pair_docs)),
+        "score_pairs (3 documents)": (
+            "/score_pairs",
+            lambda i: (APP_QUERIES[i % len(APP_QUERIES)], pair_docs),
+        ),
         "sentence_similarity (3 sentences)": ("/sentence_similarity", lambda i: (sentences, 6, "mean")),
         "model_info": ("/model_info", lambda i: ("bi-encoder", APP_QUERIES[i % len(APP_QUERIES)])),
-        "attention (2 layers, 2 heads)": ("/attention", lambda i: (
-            "bi-encoder", APP_QUERIES[i % len(APP_QUERIES)], "Bats use echoes to find moths.", "model", [0, 5], [],
-            1, 2)),
-        "explain (bi-encoder + cross-encoder)": ("/explain", lambda i: (
-            APP_QUERIES[i % len(APP_QUERIES)], "Otters dig dens in the river bank.", "auto")),
+        "attention (2 layers, 2 heads)": (
+            "/attention",
+            lambda i: (
+                "bi-encoder",
+                APP_QUERIES[i % len(APP_QUERIES)],
+                "Bats use echoes to find moths.",
+                "model",
+                [0, 5],
+                [],
+                1,
+                2,
+            ),
+        ),
+        "explain (bi-encoder + cross-encoder)": (
+            "/explain",
+            lambda i: (APP_QUERIES[i % len(APP_QUERIES)], "Otters dig dens in the river bank.", "auto"),
+        ),
     }
 
 
@@ -93,9 +130,13 @@ def start_app(env: dict, timeout_s: float = 600.0) -> tuple:
     port = free_port()
     root = Path(__file__).resolve().parents[1]
     started = time.perf_counter()
-    process = subprocess.Popen([sys.executable, str(root / "app.py"), "--host", "127.0.0.1", "--port", str(port)],
-                               cwd=root, env={**os.environ, "HF_HUB_OFFLINE": "1", **env},
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [sys.executable, str(root / "app.py"), "--host", "127.0.0.1", "--port", str(port)],
+        cwd=root,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}/"
     try:
         while time.perf_counter() - started < timeout_s:
@@ -126,7 +167,11 @@ def callback_ms(output) -> float | None:
     """The time the app says its callback took (``timings_ms.total`` in an endpoint's JSON output, e.g. /search's),
     else None: the rest of a call's wall time is HTTP, Gradio's queue and gradio_client's polling."""
     for part in output if isinstance(output, tuple | list) else (output,):
-        if isinstance(part, dict) and isinstance(part.get("timings_ms"), dict) and "total" in part["timings_ms"]:
+        if (
+            isinstance(part, dict)
+            and isinstance(part.get("timings_ms"), dict)
+            and "total" in part["timings_ms"]
+        ):
             return float(part["timings_ms"]["total"])
     return None
 
@@ -136,8 +181,9 @@ def http_predict(url: str, api_name: str, data: tuple | list, timeout: float = 6
     ``POST {url}gradio_api/call/{api}`` with ``{"data": [...]}`` gives an event id, then ``GET`` of that event
     streams server-sent events until ``complete`` (the outputs) or ``error``."""
     endpoint = f"{url.rstrip('/')}/gradio_api/call/{api_name.lstrip('/')}"
-    request = urllib.request.Request(endpoint, data=json.dumps({"data": list(data)}).encode(),
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        endpoint, data=json.dumps({"data": list(data)}).encode(), headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(request, timeout=timeout) as response:
         event_id = json.load(response)["event_id"]
     event = None
@@ -182,7 +228,9 @@ def time_endpoints(client, calls: dict, chosen: list[str], args: AppBenchArgs, u
             results[label]["callback_p50_ms"] = summary_ms(inside)["p50_ms"]
         if http and len(http) == len(times):
             results[label]["http_p50_ms"], results[label]["http_p95_ms"] = (
-                summary_ms(http)["p50_ms"], summary_ms(http)["p95_ms"])
+                summary_ms(http)["p50_ms"],
+                summary_ms(http)["p95_ms"],
+            )
         if error:
             results[label]["error"] = error
         print(f"{label}: {results[label]}", flush=True)
@@ -201,9 +249,12 @@ def run_app(args: AppBenchArgs, argv: list[str] | None = None) -> dict:
     load_before, started = load_average(), time.perf_counter()
     process, start_s, url = None, None, args.url
     if not url:
-        env = {"CTXIR_CROSS_ENCODER": args.cross_encoder or SHIPPED_CROSS_ENCODER, "CTXIR_CLS_LR": "none",
-               "CTXIR_TORCH_THREADS": str(args.torch_threads),
-               **({"CTXIR_RERANK_BACKEND": args.rerank_backend} if args.rerank_backend else {})}
+        env = {
+            "CTXIR_CROSS_ENCODER": args.cross_encoder or SHIPPED_CROSS_ENCODER,
+            "CTXIR_CLS_LR": "none",
+            "CTXIR_TORCH_THREADS": str(args.torch_threads),
+            **({"CTXIR_RERANK_BACKEND": args.rerank_backend} if args.rerank_backend else {}),
+        }
         print("starting python app.py …", flush=True)
         process, url, start_s = start_app(env, args.start_timeout_s)
     try:
@@ -211,38 +262,80 @@ def run_app(args: AppBenchArgs, argv: list[str] | None = None) -> dict:
     finally:
         if process is not None:
             stop_app(process)
-    return finish("app", format_app, args, argv, load_before, started, results, data={
-        "app": f"python app.py started by this command (cold start to first page: {start_s:.1f} s), cross-encoder: "
-               f"{args.cross_encoder or SHIPPED_CROSS_ENCODER + ' (shipped)'}, scoring backend "
-               f"{args.rerank_backend or 'onnx-int8 (the app default)'}"
-        if start_s is not None else f"an app already running at {url}",
-        "corpus": args.corpus, "cold_start_s": round(start_s, 1) if start_s is not None else None},
+    return finish(
+        "app",
+        format_app,
+        args,
+        argv,
+        load_before,
+        started,
+        results,
+        data={
+            "app": f"python app.py started by this command (cold start to first page: {start_s:.1f} s), cross-encoder: "
+            f"{args.cross_encoder or SHIPPED_CROSS_ENCODER + ' (shipped)'}, scoring backend "
+            f"{args.rerank_backend or 'onnx-int8 (the app default)'}"
+            if start_s is not None
+            else f"an app already running at {url}",
+            "corpus": args.corpus,
+            "cold_start_s": round(start_s, 1) if start_s is not None else None,
+        },
         timing=f"wall time per call (HTTP + queue + the callback) of gradio_client.Client.predict (p50_ms, p95_ms) "
-               f"and of the same call through Gradio's HTTP API as curl makes it (http_p50_ms, http_p95_ms: POST "
-               f"/gradio_api/call/<api>, then its event stream), alternating, one call at a time, {args.warmup} "
-               f"warm-up call(s) then {args.repeats} timed, queries rotating; where the endpoint reports it "
-               "(timings_ms.total), also the time inside the app's callback. gradio_client polls for the server's "
-               "messages every 50 ms, which the HTTP API does not")
+        f"and of the same call through Gradio's HTTP API as curl makes it (http_p50_ms, http_p95_ms: POST "
+        f"/gradio_api/call/<api>, then its event stream), alternating, one call at a time, {args.warmup} "
+        f"warm-up call(s) then {args.repeats} timed, queries rotating; where the endpoint reports it "
+        "(timings_ms.total), also the time inside the app's callback. gradio_client polls for the server's "
+        "messages every 50 ms, which the HTTP API does not",
+    )
 
 
 def format_app(record: dict) -> str:
-    return markdown_table(["endpoint", "api", "gradio_client p50 ms", "p95 ms", "HTTP API p50 ms", "p95 ms",
-                           "in the callback, p50 ms", "calls", "error"],
-                          [[label, f"`{r['api_name']}`", cell(r.get("p50_ms"), "{:.0f}"),
-                            cell(r.get("p95_ms"), "{:.0f}"), cell(r.get("http_p50_ms"), "{:.0f}"),
-                            cell(r.get("http_p95_ms"), "{:.0f}"), cell(r.get("callback_p50_ms"), "{:.0f}"), str(r["n"]),
-                            r.get("error", "")]
-                           for label, r in record["results"].items()])
+    return markdown_table(
+        [
+            "endpoint",
+            "api",
+            "gradio_client p50 ms",
+            "p95 ms",
+            "HTTP API p50 ms",
+            "p95 ms",
+            "in the callback, p50 ms",
+            "calls",
+            "error",
+        ],
+        [
+            [
+                label,
+                f"`{r['api_name']}`",
+                cell(r.get("p50_ms"), "{:.0f}"),
+                cell(r.get("p95_ms"), "{:.0f}"),
+                cell(r.get("http_p50_ms"), "{:.0f}"),
+                cell(r.get("http_p95_ms"), "{:.0f}"),
+                cell(r.get("callback_p50_ms"), "{:.0f}"),
+                str(r["n"]),
+                r.get("error", ""),
+            ]
+            for label, r in record["results"].items()
+        ],
+    )
 
 
 def plot_app(records: list[dict], path: str) -> None:
     plt, fig, ax = figure(7, 3.4, 1)
     rows = {k: v for k, v in records[-1]["results"].items() if v.get("p50_ms") is not None}
     at = range(len(rows))
-    ax.barh([i - 0.2 for i in at], [r["p50_ms"] for r in rows.values()], height=0.4, color="tab:green",
-            label="gradio_client")
-    ax.barh([i + 0.2 for i in at], [r.get("http_p50_ms") or 0 for r in rows.values()], height=0.4,
-            color="tab:blue", label="HTTP API")
+    ax.barh(
+        [i - 0.2 for i in at],
+        [r["p50_ms"] for r in rows.values()],
+        height=0.4,
+        color="tab:green",
+        label="gradio_client",
+    )
+    ax.barh(
+        [i + 0.2 for i in at],
+        [r.get("http_p50_ms") or 0 for r in rows.values()],
+        height=0.4,
+        color="tab:blue",
+        label="HTTP API",
+    )
     ax.set(xlabel="p50 ms per call", xscale="log", yticks=list(at), yticklabels=list(rows))
     ax.legend(fontsize=7)
     ax.invert_yaxis()

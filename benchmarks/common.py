@@ -19,8 +19,22 @@ from ctxir.cli import cli_main
 from ctxir.files import write_json
 
 # The flags that decide these kernels' speed, reported with every run (all flags are in /proc/cpuinfo).
-SIMD_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx_vnni",
-              "avx512_bf16", "avx512_fp16", "avx512_vpopcntdq", "amx_tile")
+SIMD_FLAGS = (
+    "sse4_2",
+    "avx",
+    "avx2",
+    "fma",
+    "f16c",
+    "avx512f",
+    "avx512bw",
+    "avx512vl",
+    "avx512_vnni",
+    "avx_vnni",
+    "avx512_bf16",
+    "avx512_fp16",
+    "avx512_vpopcntdq",
+    "amx_tile",
+)
 OLD_PREFIX = "python -m ctxir.bench "  # records written before the benchmarks left the library
 
 
@@ -29,8 +43,11 @@ OLD_PREFIX = "python -m ctxir.bench "  # records written before the benchmarks l
 
 def machine() -> dict:
     """Cores, CPU model and SIMD flags, memory, load and library versions: printed beside every number."""
-    info: dict = {"cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-                  "platform": platform.platform(), "python": platform.python_version()}
+    info: dict = {
+        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+    }
     try:
         text = Path("/proc/cpuinfo").read_text()
         fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
@@ -92,8 +109,12 @@ def sgemm_gflops(threads: int, size: int = 1024, repeats: int = 7) -> dict:
         for _ in range(4):
             torch.mm(a, b)
         rates.append(4 * 2 * size**3 / (time.perf_counter() - start) / 1e9)
-    return {"gflops": round(float(np.median(rates)), 1), "best_gflops": round(max(rates), 1), "size": size,
-            "threads": threads}
+    return {
+        "gflops": round(float(np.median(rates)), 1),
+        "best_gflops": round(max(rates), 1),
+        "size": size,
+        "threads": threads,
+    }
 
 
 # ---------------------------------------------------------------- the command line and the record
@@ -115,7 +136,7 @@ def current_command(command: str) -> str:
     'python -m benchmarks.rerank --num-queries 6'
     """
     if command.startswith(OLD_PREFIX):
-        kind, _, rest = command[len(OLD_PREFIX):].partition(" ")
+        kind, _, rest = command[len(OLD_PREFIX) :].partition(" ")
         return " ".join(filter(None, [f"python -m benchmarks.{kind}", rest]))
     return command
 
@@ -127,15 +148,30 @@ def main_for(kind: str, args_class: type, run: Callable, argv: list[str] | None)
     return cli_main(args_class, lambda args: run(args, argv), argv)
 
 
-def finish(kind: str, table: Callable[[dict], str], args, argv: list[str] | None, load_before: list[float],
-           started: float, results: dict, **extra) -> dict:
+def finish(
+    kind: str,
+    table: Callable[[dict], str],
+    args,
+    argv: list[str] | None,
+    load_before: list[float],
+    started: float,
+    results: dict,
+    **extra,
+) -> dict:
     """The record every benchmark writes: what ran, where, under what load, with which settings; ``table`` prints it."""
 
-    record = {"kind": kind, "command": command_line(kind, argv),
-              "date": datetime.now(UTC).isoformat(timespec="seconds"), "machine": machine(),
-              "load_average_before": load_before, "load_average_after": load_average(),
-              "wall_s": round(time.perf_counter() - started, 1), **extra, "settings": dataclasses.asdict(args),
-              "results": results}
+    record = {
+        "kind": kind,
+        "command": command_line(kind, argv),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": machine(),
+        "load_average_before": load_before,
+        "load_average_after": load_average(),
+        "wall_s": round(time.perf_counter() - started, 1),
+        **extra,
+        "settings": dataclasses.asdict(args),
+        "results": results,
+    }
     print(table(record))
     out = Path(args.output or f"results/bench/{kind}.json")
     write_json(out, record, indent=1)
@@ -147,8 +183,11 @@ def finish(kind: str, table: Callable[[dict], str], args, argv: list[str] | None
 
 
 def summary_ms(values: list[float]) -> dict:
-    return {"p50_ms": round(float(np.percentile(values, 50)) * 1000, 2),
-            "p95_ms": round(float(np.percentile(values, 95)) * 1000, 2), "n": len(values)}
+    return {
+        "p50_ms": round(float(np.percentile(values, 50)) * 1000, 2),
+        "p95_ms": round(float(np.percentile(values, 95)) * 1000, 2),
+        "n": len(values),
+    }
 
 
 def median_of(passes: list[dict], key: str) -> float:
@@ -174,7 +213,9 @@ def resolve_model_path(name: str) -> str:
 def beir_texts(root: Path, name: str) -> Path:
     folder = root / name
     if not (folder / "corpus.jsonl").is_file():
-        raise CtxirError(f"--data-root {str(root)!r} has no {name}/corpus.jsonl: point it at the shared data folder")
+        raise CtxirError(
+            f"--data-root {str(root)!r} has no {name}/corpus.jsonl: point it at the shared data folder"
+        )
     return folder
 
 

@@ -46,34 +46,69 @@ ENCODE_VARIANTS = ("st", "ctxir", "onnx", "onnx-int8-dynamic", "onnx-int8-static
 SHIP_SPEEDUP, SHIP_LOSS = 1.5, 0.005
 # The fast paths that met the rule and were then wired as a flag: variant → (the flag, where it is). The report
 # shows the flag beside a decision that meets the rule; a measurement that does not meet it still says so.
-SHIPPED_AS = {"onnx-int8-dynamic": ("--backend onnx-int8", '`BiEncoder(backend="onnx-int8")` in the library, '
-                                    "`ctxir evaluate --backend onnx-int8`, `python app.py --backend "
-                                    "onnx-int8` (or `CTXIR_BACKEND=onnx-int8`); default `torch`")}
+SHIPPED_AS = {
+    "onnx-int8-dynamic": (
+        "--backend onnx-int8",
+        '`BiEncoder(backend="onnx-int8")` in the library, '
+        "`ctxir evaluate --backend onnx-int8`, `python app.py --backend "
+        "onnx-int8` (or `CTXIR_BACKEND=onnx-int8`); default `torch`",
+    )
+}
 
 
 @dataclass
 class EncodeArgs:
     output: str = field(default="", metadata={"help": "JSON path (default: results/bench/encode.json)"})
-    variants: str = field(default=",".join(ENCODE_VARIANTS), metadata={
-        "help": f"comma-separated, of {', '.join(ENCODE_VARIANTS)} (st, the baseline, is always measured)"})
-    model: str = field(default="", metadata={"help": "bi-encoder folder or id ('' = packaged all-MiniLM-L6-v2)"})
-    data_root: str = field(default="../shared/data", metadata={
-        "help": "holds scifact/ (timed texts, nDCG@10) and the calibration set (BEIR layout)"})
+    variants: str = field(
+        default=",".join(ENCODE_VARIANTS),
+        metadata={
+            "help": f"comma-separated, of {', '.join(ENCODE_VARIANTS)} (st, the baseline, is always measured)"
+        },
+    )
+    model: str = field(
+        default="", metadata={"help": "bi-encoder folder or id ('' = packaged all-MiniLM-L6-v2)"}
+    )
+    data_root: str = field(
+        default="../shared/data",
+        metadata={"help": "holds scifact/ (timed texts, nDCG@10) and the calibration set (BEIR layout)"},
+    )
     num_texts: int = field(default=256, metadata={"help": "timed texts: the first N SciFact abstracts"})
     batch_size: int = 32
-    repeats: int = field(default=5, metadata={
-        "help": "timed passes per variant, interleaved (pass 1 of every variant, then pass 2, …): medians reported"})
-    threads: int = field(default=0, metadata={"help": "torch and ONNX Runtime intra-op threads (0 = all cores)"})
+    repeats: int = field(
+        default=5,
+        metadata={
+            "help": "timed passes per variant, interleaved (pass 1 of every variant, then pass 2, …): medians reported"
+        },
+    )
+    threads: int = field(
+        default=0, metadata={"help": "torch and ONNX Runtime intra-op threads (0 = all cores)"}
+    )
     short_length: int = field(default=128, metadata={"help": "max-length-short: the shorter max_seq_length"})
-    ndcg: bool = field(default=True, metadata={"help": "SciFact test nDCG@10 of every variant (encodes the corpus)"})
-    ndcg_docs: int = field(default=0, metadata={
-        "help": "0 = all SciFact documents; N = the judged test documents + random others up to N (stated)"})
-    calibration_set: str = field(default="msmarco_sample", metadata={
-        "help": "onnx-int8-static: folder under --data-root whose passages calibrate activations (never SciFact)"})
+    ndcg: bool = field(
+        default=True, metadata={"help": "SciFact test nDCG@10 of every variant (encodes the corpus)"}
+    )
+    ndcg_docs: int = field(
+        default=0,
+        metadata={
+            "help": "0 = all SciFact documents; N = the judged test documents + random others up to N (stated)"
+        },
+    )
+    calibration_set: str = field(
+        default="msmarco_sample",
+        metadata={
+            "help": "onnx-int8-static: folder under --data-root whose passages calibrate activations (never SciFact)"
+        },
+    )
     calibration_texts: int = field(default=256, metadata={"help": "passages fed to the static calibration"})
-    onnx_dir: str = field(default="", metadata={
-        "help": "where exported/quantised ONNX files go and are reused (default: results/bench/onnx)"})
-    cache_dir: str = field(default="", metadata={"help": "ctxir cache root for corpus embeddings ($CTXIR_CACHE)"})
+    onnx_dir: str = field(
+        default="",
+        metadata={
+            "help": "where exported/quantised ONNX files go and are reused (default: results/bench/onnx)"
+        },
+    )
+    cache_dir: str = field(
+        default="", metadata={"help": "ctxir cache root for corpus embeddings ($CTXIR_CACHE)"}
+    )
     seed: int = 0
     progress: bool = True
 
@@ -88,7 +123,9 @@ def encoder_flops(config, lengths: list[int]) -> float:
     return float(sum(layers * (8 * n * h * h + 4 * n * h * i + 4 * n * n * h) for n in lengths))
 
 
-def _encode_variants(args: EncodeArgs, names: list[str], path: str, threads: int, calibration: list[str]) -> dict:
+def _encode_variants(
+    args: EncodeArgs, names: list[str], path: str, threads: int, calibration: list[str]
+) -> dict:
     """name → (encode(texts) → unit vectors, max_length, what it is, the BiEncoder behind it or None)."""
     from sentence_transformers import SentenceTransformer
 
@@ -97,21 +134,40 @@ def _encode_variants(args: EncodeArgs, names: list[str], path: str, threads: int
     base = SentenceTransformer(path, device="cpu")
     max_length = int(base.max_seq_length)
     pooling = BiEncoder(base, cache=None).pooling
-    variants: dict = {"st": (lambda t: base.encode(t, batch_size=args.batch_size, convert_to_numpy=True,
-                                                    normalize_embeddings=True, show_progress_bar=False),
-                             max_length, "SentenceTransformer(model).encode(texts, batch_size, "
-                                         "normalize_embeddings=True): plain sentence-transformers, PyTorch", None)}
+    variants: dict = {
+        "st": (
+            lambda t: base.encode(
+                t,
+                batch_size=args.batch_size,
+                convert_to_numpy=True,
+                normalize_embeddings=True,
+                show_progress_bar=False,
+            ),
+            max_length,
+            "SentenceTransformer(model).encode(texts, batch_size, "
+            "normalize_embeddings=True): plain sentence-transformers, PyTorch",
+            None,
+        )
+    }
     if "ctxir" in names:
         ctxir = BiEncoder(SentenceTransformer(path, device="cpu"), cache=None, batch_size=args.batch_size)
-        variants["ctxir"] = (ctxir.encode, max_length, "ctxir BiEncoder(model).encode: the path DenseRetriever and "
-                                                       "the app use (cache off)", ctxir)
+        variants["ctxir"] = (
+            ctxir.encode,
+            max_length,
+            "ctxir BiEncoder(model).encode: the path DenseRetriever and the app use (cache off)",
+            ctxir,
+        )
     if "max-length-short" in names:
         short = SentenceTransformer(path, device="cpu")
         short.max_seq_length = min(args.short_length, max_length)
         encoder = BiEncoder(short, cache=None, batch_size=args.batch_size)
-        variants["max-length-short"] = (encoder.encode, short.max_seq_length,
-                                        f"ctxir BiEncoder with max_seq_length {short.max_seq_length} "
-                                        f"(model default {max_length}): longer texts are cut", encoder)
+        variants["max-length-short"] = (
+            encoder.encode,
+            short.max_seq_length,
+            f"ctxir BiEncoder with max_seq_length {short.max_seq_length} "
+            f"(model default {max_length}): longer texts are cut",
+            encoder,
+        )
     onnx_names = [n for n in names if n.startswith("onnx")]
     if onnx_names:
         folder = Path(args.onnx_dir or "results/bench/onnx") / weights_fingerprint(base)
@@ -119,21 +175,38 @@ def _encode_variants(args: EncodeArgs, names: list[str], path: str, threads: int
 
         def make(file: Path) -> Callable[[list[str]], np.ndarray]:
             return OnnxEncoder(file, base, pooling, threads, args.batch_size).encode
+
         if "onnx" in names:
-            variants["onnx"] = (make(fp32), max_length, "the same transformer exported with torch.onnx.export "
-                                "(dynamo), float32, ONNX Runtime CPU (all graph optimisations)", None)
+            variants["onnx"] = (
+                make(fp32),
+                max_length,
+                "the same transformer exported with torch.onnx.export "
+                "(dynamo), float32, ONNX Runtime CPU (all graph optimisations)",
+                None,
+            )
         if "onnx-int8-dynamic" in names:
-            variants["onnx-int8-dynamic"] = (make(quantise(fp32, "dynamic")), max_length, "onnxruntime "
-                                             "quantize_dynamic: MatMul weights int8 per channel (reduce_range), "
-                                             "activations quantised per batch at run time", None)
+            variants["onnx-int8-dynamic"] = (
+                make(quantise(fp32, "dynamic")),
+                max_length,
+                "onnxruntime "
+                "quantize_dynamic: MatMul weights int8 per channel (reduce_range), "
+                "activations quantised per batch at run time",
+                None,
+            )
         if "onnx-int8-static" in names:
             reader = OnnxEncoder(fp32, base, pooling, threads, args.batch_size)
-            batches = [reader.features(calibration[i:i + args.batch_size])
-                       for i in range(0, len(calibration), args.batch_size)]
-            variants["onnx-int8-static"] = (make(quantise(fp32, "static", batches)), max_length,
-                                            f"onnxruntime quantize_static (QDQ): MatMul weights int8 per channel "
-                                            f"(reduce_range), activations uint8 with MinMax ranges calibrated on "
-                                            f"{len(calibration)} {args.calibration_set} passages (not SciFact)", None)
+            batches = [
+                reader.features(calibration[i : i + args.batch_size])
+                for i in range(0, len(calibration), args.batch_size)
+            ]
+            variants["onnx-int8-static"] = (
+                make(quantise(fp32, "static", batches)),
+                max_length,
+                f"onnxruntime quantize_static (QDQ): MatMul weights int8 per channel "
+                f"(reduce_range), activations uint8 with MinMax ranges calibrated on "
+                f"{len(calibration)} {args.calibration_set} passages (not SciFact)",
+                None,
+            )
     return {n: variants[n] for n in names}
 
 
@@ -148,11 +221,18 @@ def cached(encode: Callable[[list[str]], np.ndarray], cache, key: dict) -> Calla
         vectors = np.asarray(encode(texts), dtype=np.float32)
         cache.put(cache_key, vectors)
         return vectors
+
     return encode_cached
 
 
-def scifact_ndcg(encode: Callable[[list[str]], np.ndarray], encode_corpus: Callable[[list[str]], np.ndarray],
-                 corpus: dict, queries: dict, qrels: dict, progress: bool) -> dict:
+def scifact_ndcg(
+    encode: Callable[[list[str]], np.ndarray],
+    encode_corpus: Callable[[list[str]], np.ndarray],
+    corpus: dict,
+    queries: dict,
+    qrels: dict,
+    progress: bool,
+) -> dict:
     """nDCG@10 and Recall@100 of exact dense search with these vectors (the corpus through a cache)."""
 
     ids = list(corpus)
@@ -166,9 +246,11 @@ def scifact_ndcg(encode: Callable[[list[str]], np.ndarray], encode_corpus: Calla
     top = np.argsort(-scores, axis=1)[:, :100]
     run = {q: {ids[j]: float(scores[r, j]) for j in top[r]} for r, q in enumerate(qids)}
     metrics = evaluate_run(qrels, run).aggregate
-    return {"ndcg_at_10": round(float(metrics["nDCG@10"]), 4),
-            "recall_at_100": round(float(metrics.get("Recall@100", metrics.get("R@100", float("nan")))), 4),
-            "corpus_s": round(corpus_s, 1)}
+    return {
+        "ndcg_at_10": round(float(metrics["nDCG@10"]), 4),
+        "recall_at_100": round(float(metrics.get("Recall@100", metrics.get("R@100", float("nan")))), 4),
+        "corpus_s": round(corpus_s, 1),
+    }
 
 
 def add_speedups(row: dict, st: dict) -> dict:
@@ -195,7 +277,10 @@ def ship_decision(row: dict) -> tuple[bool, str]:
         reasons.append(f"nDCG@10 loss {loss:.4f} > {SHIP_LOSS}")
     if reasons:
         return False, "does not ship: " + "; ".join(reasons)
-    return True, f"meets the ship rule: {speedup}× ≥ {SHIP_SPEEDUP}× and nDCG@10 loss {loss:.4f} ≤ {SHIP_LOSS}"
+    return (
+        True,
+        f"meets the ship rule: {speedup}× ≥ {SHIP_SPEEDUP}× and nDCG@10 loss {loss:.4f} ≤ {SHIP_LOSS}",
+    )
 
 
 def shown_decision(name: str, row: dict) -> str:
@@ -210,13 +295,13 @@ def shown_decision(name: str, row: dict) -> str:
     return decision
 
 
-
 # ---------------------------------------------------------------- the run, step by step
 
 
 @dataclass
 class EncodeInputs:
     """What ``run_encode`` reads before it builds anything: the variants asked for and the texts."""
+
     names: list[str]
     texts: list[str]  # the timed texts
     corpus: dict
@@ -232,8 +317,10 @@ def read_inputs(args: EncodeArgs) -> EncodeInputs:
     names = [n.strip() for n in args.variants.split(",") if n.strip()]
     unknown = [n for n in names if n not in ENCODE_VARIANTS]
     if unknown or args.num_texts < 1 or args.repeats < 1 or args.batch_size < 1:
-        raise CtxirError(f"--variants {args.variants!r} (use {', '.join(ENCODE_VARIANTS)}), --num-texts, --repeats and "
-                         "--batch-size ≥ 1")
+        raise CtxirError(
+            f"--variants {args.variants!r} (use {', '.join(ENCODE_VARIANTS)}), --num-texts, --repeats and "
+            "--batch-size ≥ 1"
+        )
     names = ["st", *[n for n in names if n != "st"]]
     root = Path(args.data_root)
     corpus, queries, qrels = load_beir(beir_texts(root, "scifact"), "test")
@@ -245,7 +332,9 @@ def read_inputs(args: EncodeArgs) -> EncodeInputs:
     return EncodeInputs(names, texts, corpus, queries, qrels, calibration, resolve_model_path(args.model))
 
 
-def time_variants(variants: dict, texts: list[str], threads: int, args: EncodeArgs) -> tuple[dict, dict, dict]:
+def time_variants(
+    variants: dict, texts: list[str], threads: int, args: EncodeArgs
+) -> tuple[dict, dict, dict]:
     """(sgemm peak before and after, passes per variant, first-pass vectors per variant): one untimed pass each,
     then ``--repeats`` timed passes interleaved so that load changes hit every variant alike."""
     import torch
@@ -265,14 +354,19 @@ def time_variants(variants: dict, texts: list[str], threads: int, args: EncodeAr
                 vectors[name] = np.asarray(out, dtype=np.float32)
             passes[name].append({"wall_s": wall, "cpu_s": cpu})
         if args.progress:
-            print(f"pass {repeat + 1}/{args.repeats}: " + ", ".join(
-                f"{n} {p[-1]['wall_s']:.2f} s" for n, p in passes.items()), flush=True)
+            print(
+                f"pass {repeat + 1}/{args.repeats}: "
+                + ", ".join(f"{n} {p[-1]['wall_s']:.2f} s" for n, p in passes.items()),
+                flush=True,
+            )
     peaks["after"] = sgemm_gflops(threads)
     peaks["gflops"] = round((peaks["before"]["gflops"] + peaks["after"]["gflops"]) / 2, 1)
     return peaks, passes, vectors
 
 
-def throughput(variants: dict, passes: dict, vectors: dict, raw_lengths: list[int], config, peak: float) -> dict:
+def throughput(
+    variants: dict, passes: dict, vectors: dict, raw_lengths: list[int], config, peak: float
+) -> dict:
     """Per variant: texts/s, tokens/s, GFLOP/s and its share of the sgemm peak, agreement with st's vectors."""
     results: dict = {}
     for name, (_, max_length, about, _) in variants.items():
@@ -280,15 +374,20 @@ def throughput(variants: dict, passes: dict, vectors: dict, raw_lengths: list[in
         wall = float(np.median([p["wall_s"] for p in passes[name]]))
         flops = encoder_flops(config, lengths)
         cosine = (vectors[name] * vectors["st"]).sum(1)
-        results[name] = {"texts_per_s": round(len(raw_lengths) / wall, 1), "tokens_per_s": round(sum(lengths) / wall),
-                         "wall_s": round(wall, 3),
-                         "cpu_s": round(float(np.median([p["cpu_s"] for p in passes[name]])), 3),
-                         "gflops": round(flops / wall / 1e9, 1),
-                         "share_of_sgemm_peak": round(flops / wall / 1e9 / peak, 3),
-                         "max_length": max_length, "mean_tokens": round(float(np.mean(lengths)), 1),
-                         "min_cosine_vs_st": round(float(cosine.min()), 5),
-                         "mean_cosine_vs_st": round(float(cosine.mean()), 6),
-                         "passes_s": [round(p["wall_s"], 3) for p in passes[name]], "about": about}
+        results[name] = {
+            "texts_per_s": round(len(raw_lengths) / wall, 1),
+            "tokens_per_s": round(sum(lengths) / wall),
+            "wall_s": round(wall, 3),
+            "cpu_s": round(float(np.median([p["cpu_s"] for p in passes[name]])), 3),
+            "gflops": round(flops / wall / 1e9, 1),
+            "share_of_sgemm_peak": round(flops / wall / 1e9 / peak, 3),
+            "max_length": max_length,
+            "mean_tokens": round(float(np.mean(lengths)), 1),
+            "min_cosine_vs_st": round(float(cosine.min()), 5),
+            "mean_cosine_vs_st": round(float(cosine.mean()), 6),
+            "passes_s": [round(p["wall_s"], 3) for p in passes[name]],
+            "about": about,
+        }
     for row in results.values():
         add_speedups(row, results["st"])
     return results
@@ -298,14 +397,19 @@ def ndcg_corpus(inputs: EncodeInputs, args: EncodeArgs) -> tuple[dict, str]:
     """(the SciFact documents searched, how they were chosen): all of them, or ``--ndcg-docs`` with every judged one."""
     corpus, ids = inputs.corpus, list(inputs.corpus)
     if not args.ndcg_docs or args.ndcg_docs >= len(ids):
-        return corpus, f"SciFact test: {len(inputs.queries)} queries over all {len(corpus):,} documents, exact search"
+        return (
+            corpus,
+            f"SciFact test: {len(inputs.queries)} queries over all {len(corpus):,} documents, exact search",
+        )
     rng = np.random.default_rng(args.seed)
     judged = sorted({d for q in inputs.qrels.values() for d in q if d in corpus})
     others = [i for i in ids if i not in set(judged)]
     keep = set(judged) | set(rng.choice(others, max(0, args.ndcg_docs - len(judged)), replace=False))
     corpus = {i: corpus[i] for i in ids if i in keep}
-    return corpus, (f"SciFact test ({len(inputs.queries)} queries) over a {len(corpus):,}-document subset: the "
-                    f"{len(judged)} judged documents + random others (seed {args.seed})")
+    return corpus, (
+        f"SciFact test ({len(inputs.queries)} queries) over a {len(corpus):,}-document subset: the "
+        f"{len(judged)} judged documents + random others (seed {args.seed})"
+    )
 
 
 def add_ndcg(results: dict, variants: dict, inputs: EncodeInputs, reference, args: EncodeArgs) -> str:
@@ -326,7 +430,9 @@ def add_ndcg(results: dict, variants: dict, inputs: EncodeInputs, reference, arg
         else:
             key = {"variant": name, "weights": fingerprint, "max_length": max_length, "format": 1}
             encode_corpus = cached(encode, cache, key)
-        results[name] |= scifact_ndcg(encode, encode_corpus, corpus, inputs.queries, inputs.qrels, args.progress)
+        results[name] |= scifact_ndcg(
+            encode, encode_corpus, corpus, inputs.queries, inputs.qrels, args.progress
+        )
     if "ndcg_at_10" not in results["st"]:
         results["st"] |= {k: v for k, v in results["ctxir"].items() if k in ("ndcg_at_10", "recall_at_100")}
         results["st"]["ndcg_note"] = "same vectors as ctxir (min cosine > 0.99999 on the timed texts)"
@@ -347,18 +453,31 @@ def run_encode(args: EncodeArgs, argv: list[str] | None = None) -> dict:
     raw_lengths = [len(ids) for ids in tokenizer(inputs.texts, truncation=False)["input_ids"]]
     peaks, passes, vectors = time_variants(variants, inputs.texts, threads, args)
     results = throughput(variants, passes, vectors, raw_lengths, config, peaks["gflops"])
-    about_ndcg = add_ndcg(results, variants, inputs, reference, args) if args.ndcg else \
-        "not measured (--ndcg false)"
+    about_ndcg = (
+        add_ndcg(results, variants, inputs, reference, args) if args.ndcg else "not measured (--ndcg false)"
+    )
     for name, row in results.items():  # the ship rule, applied to every fast path
         if name not in ("st", "ctxir"):
             row["ships"], row["decision"] = ship_decision(row)
-    return finish("encode", format_encode, args, argv, load_before, started, results, sgemm=peaks, data={
-        "timed_texts": f"the first {len(inputs.texts)} SciFact abstracts (title + text), batch size "
-                       f"{args.batch_size}, {threads} threads",
-        "ndcg": about_ndcg, "model": inputs.path,
-        "flops": "2 × multiply-adds of the encoder layers over the real (unpadded, truncated) tokens"},
+    return finish(
+        "encode",
+        format_encode,
+        args,
+        argv,
+        load_before,
+        started,
+        results,
+        sgemm=peaks,
+        data={
+            "timed_texts": f"the first {len(inputs.texts)} SciFact abstracts (title + text), batch size "
+            f"{args.batch_size}, {threads} threads",
+            "ndcg": about_ndcg,
+            "model": inputs.path,
+            "flops": "2 × multiply-adds of the encoder layers over the real (unpadded, truncated) tokens",
+        },
         timing=f"wall time of encode(all timed texts) per pass, {args.repeats} passes interleaved across variants "
-               f"after one untimed pass each; medians reported; speedup = texts/s ÷ st's")
+        f"after one untimed pass each; medians reported; speedup = texts/s ÷ st's",
+    )
 
 
 # ---------------------------------------------------------------- table, figure and the report's paragraph
@@ -371,31 +490,65 @@ def format_encode(record: dict) -> str:
         if name not in ("st", "ctxir"):
             row["ships"], row["decision"] = ship_decision(row)
     return markdown_table(
-        ["variant", "texts/s", "tokens/s", "× st (wall)", "× st (CPU s)", "GFLOP/s", "of sgemm peak", "max len",
-         "nDCG@10", "loss vs st", "decision"],
-        [[name, cell(r["texts_per_s"], "{:.1f}"), cell(r["tokens_per_s"], "{:,}"), cell(r["speedup_vs_st"], "{:.2f}"),
-          cell(r.get("cpu_speedup_vs_st"), "{:.2f}"),
-          cell(r["gflops"], "{:.1f}"), cell(r["share_of_sgemm_peak"], "{:.0%}"), str(r["max_length"]),
-          cell(r.get("ndcg_at_10"), "{:.4f}"), cell(r.get("ndcg_loss_vs_st"), "{:+.4f}"), shown_decision(name, r)]
-         for name, r in results.items()])
+        [
+            "variant",
+            "texts/s",
+            "tokens/s",
+            "× st (wall)",
+            "× st (CPU s)",
+            "GFLOP/s",
+            "of sgemm peak",
+            "max len",
+            "nDCG@10",
+            "loss vs st",
+            "decision",
+        ],
+        [
+            [
+                name,
+                cell(r["texts_per_s"], "{:.1f}"),
+                cell(r["tokens_per_s"], "{:,}"),
+                cell(r["speedup_vs_st"], "{:.2f}"),
+                cell(r.get("cpu_speedup_vs_st"), "{:.2f}"),
+                cell(r["gflops"], "{:.1f}"),
+                cell(r["share_of_sgemm_peak"], "{:.0%}"),
+                str(r["max_length"]),
+                cell(r.get("ndcg_at_10"), "{:.4f}"),
+                cell(r.get("ndcg_loss_vs_st"), "{:+.4f}"),
+                shown_decision(name, r),
+            ]
+            for name, r in results.items()
+        ],
+    )
 
 
 def describe_sgemm(record: dict) -> str:
     """The line under an encode record's header: the sgemm peak its shares are of."""
     s = record["sgemm"]
-    return (f"sgemm peak (torch.mm {s['before']['size']}², {s['before']['threads']} threads, median of 7): "
-            f"{s['before']['gflops']} GFLOP/s before, {s['after']['gflops']} after; shares use {s['gflops']}.  ")
+    return (
+        f"sgemm peak (torch.mm {s['before']['size']}², {s['before']['threads']} threads, median of 7): "
+        f"{s['before']['gflops']} GFLOP/s before, {s['after']['gflops']} after; shares use {s['gflops']}.  "
+    )
 
 
 def decisions(record: dict) -> str:
     """The report's paragraph under an encode table: the rule, each fast path's decision, the flags shipped."""
-    lines = [f"- **{n}**: {shown_decision(n, r)} ({r['about']})" for n, r in record["results"].items()
-             if "decision" in r]
-    lines += [f"- `{SHIPPED_AS[n][0]}` is {SHIPPED_AS[n][1]}." for n, r in record["results"].items()
-              if r.get("ships") and n in SHIPPED_AS]
-    return (f"The rule: a fast path ships as a flag only if it is ≥ {SHIP_SPEEDUP}× plain sentence-transformers (the "
-            f"smaller of the wall-clock and CPU-time ratios) with ≤ {SHIP_LOSS} SciFact nDCG@10 loss.\n\n"
-            + "\n".join(lines) + "\n")
+    lines = [
+        f"- **{n}**: {shown_decision(n, r)} ({r['about']})"
+        for n, r in record["results"].items()
+        if "decision" in r
+    ]
+    lines += [
+        f"- `{SHIPPED_AS[n][0]}` is {SHIPPED_AS[n][1]}."
+        for n, r in record["results"].items()
+        if r.get("ships") and n in SHIPPED_AS
+    ]
+    return (
+        f"The rule: a fast path ships as a flag only if it is ≥ {SHIP_SPEEDUP}× plain sentence-transformers (the "
+        f"smaller of the wall-clock and CPU-time ratios) with ≤ {SHIP_LOSS} SciFact nDCG@10 loss.\n\n"
+        + "\n".join(lines)
+        + "\n"
+    )
 
 
 def plot_encode(records: list[dict], path: str) -> None:

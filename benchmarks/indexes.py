@@ -18,8 +18,17 @@ from ctxir import CtxirError
 if TYPE_CHECKING:
     from benchmarks.search import SearchArgs
 
-INDEX_TYPES = ("exact", "exact-st", "faiss-hnsw", "faiss-hnsw-sq8", "ctxir-ann", "ctxir-ann-norescore", "ctxir-ann-mmap",
-               "int8-flat", "binary")
+INDEX_TYPES = (
+    "exact",
+    "exact-st",
+    "faiss-hnsw",
+    "faiss-hnsw-sq8",
+    "ctxir-ann",
+    "ctxir-ann-norescore",
+    "ctxir-ann-mmap",
+    "int8-flat",
+    "binary",
+)
 FULL_SCANS = ("exact", "exact-st", "int8-flat")  # up to ~1 s a query at 1M: --scan-queries limits them
 
 
@@ -37,6 +46,7 @@ def _rescorer(docs: np.ndarray, candidates: Callable[[np.ndarray, int], np.ndarr
         rows = candidates(query, k)
         rows = rows[rows >= 0]
         return rows[np.argsort(-(docs[rows] @ query[0]), kind="stable")[:k]]
+
     return search
 
 
@@ -47,6 +57,7 @@ def build_exact(docs: np.ndarray, args: SearchArgs) -> Built:
 
     def search(query: np.ndarray, k: int) -> np.ndarray:
         return torch.topk(corpus @ torch.from_numpy(query[0]), k).indices.numpy()
+
     return Built(search, docs.nbytes, 0.0, "float32 matrix in memory, torch matmul + topk")
 
 
@@ -59,8 +70,13 @@ def build_exact_st(docs: np.ndarray, args: SearchArgs) -> Built:
     def search(query: np.ndarray, k: int) -> np.ndarray:
         row = semantic_search(torch.from_numpy(query), corpus, top_k=k, corpus_chunk_size=50_000)[0]
         return np.array([r["corpus_id"] for r in row])
-    return Built(search, docs.nbytes, 0.0, "sentence-transformers semantic_search, corpus_chunk_size=50,000 "
-                                           "(DenseRetriever exact today)")
+
+    return Built(
+        search,
+        docs.nbytes,
+        0.0,
+        "sentence-transformers semantic_search, corpus_chunk_size=50,000 (DenseRetriever exact today)",
+    )
 
 
 def build_faiss_hnsw(docs: np.ndarray, args: SearchArgs) -> Built:
@@ -72,13 +88,17 @@ def build_faiss_hnsw(docs: np.ndarray, args: SearchArgs) -> Built:
     index.hnsw.efSearch = args.faiss_ef_search
     chunk = max(10_000, len(docs) // 100)
     for begin in _progress(range(0, len(docs), chunk), len(docs), chunk, "faiss HNSW", args.progress):
-        index.add(docs[begin:begin + chunk])
+        index.add(docs[begin : begin + chunk])
     seconds = time.perf_counter() - start
     hnsw = index.hnsw
     graph = hnsw.neighbors.size() * 4 + hnsw.levels.size() * 4 + hnsw.offsets.size() * 8
-    return Built(lambda q, k: index.search(q, k)[1][0], docs.nbytes + graph, seconds,
-                 f"faiss IndexHNSWFlat M={args.faiss_m} efConstruction={args.faiss_ef_construction} "
-                 f"efSearch={args.faiss_ef_search}, float32 vectors + graph in memory")
+    return Built(
+        lambda q, k: index.search(q, k)[1][0],
+        docs.nbytes + graph,
+        seconds,
+        f"faiss IndexHNSWFlat M={args.faiss_m} efConstruction={args.faiss_ef_construction} "
+        f"efSearch={args.faiss_ef_search}, float32 vectors + graph in memory",
+    )
 
 
 def build_faiss_hnsw_sq8(docs: np.ndarray, args: SearchArgs) -> Built:
@@ -88,29 +108,45 @@ def build_faiss_hnsw_sq8(docs: np.ndarray, args: SearchArgs) -> Built:
     index = faiss.index_factory(docs.shape[1], f"HNSW{args.faiss_m},SQ8", faiss.METRIC_INNER_PRODUCT)
     index.hnsw.efConstruction = args.faiss_ef_construction
     index.hnsw.efSearch = args.faiss_ef_search
-    index.train(docs[np.sort(np.random.default_rng(args.seed).choice(len(docs), min(len(docs), 100_000),
-                                                                      replace=False))])
+    index.train(
+        docs[
+            np.sort(
+                np.random.default_rng(args.seed).choice(len(docs), min(len(docs), 100_000), replace=False)
+            )
+        ]
+    )
     chunk = max(10_000, len(docs) // 100)
     for begin in _progress(range(0, len(docs), chunk), len(docs), chunk, "faiss HNSW SQ8", args.progress):
-        index.add(docs[begin:begin + chunk])
+        index.add(docs[begin : begin + chunk])
     seconds = time.perf_counter() - start
     hnsw = index.hnsw
     graph = hnsw.neighbors.size() * 4 + hnsw.levels.size() * 4 + hnsw.offsets.size() * 8
     search = _rescorer(docs, lambda q, k: index.search(q, k * max(1, args.rescore))[1][0])
     codes = faiss.downcast_index(index.storage).code_size
-    return Built(search, index.ntotal * codes + graph, seconds,
-                 f"faiss HNSW{args.faiss_m},SQ8 efConstruction={args.faiss_ef_construction} "
-                 f"efSearch={args.faiss_ef_search} + float re-scoring of {args.rescore}×k")
+    return Built(
+        search,
+        index.ntotal * codes + graph,
+        seconds,
+        f"faiss HNSW{args.faiss_m},SQ8 efConstruction={args.faiss_ef_construction} "
+        f"efSearch={args.faiss_ef_search} + float re-scoring of {args.rescore}×k",
+    )
 
 
-def build_ctxir_ann(docs: np.ndarray, args: SearchArgs, folder: Path, rescore: bool = True,
-                    previous: dict | None = None, mmap: bool = False) -> Built:
+def build_ctxir_ann(
+    docs: np.ndarray,
+    args: SearchArgs,
+    folder: Path,
+    rescore: bool = True,
+    previous: dict | None = None,
+    mmap: bool = False,
+) -> Built:
     """Build + save + reopen; the other ctxir-ann rows reopen the first one's file."""
     from ctxir.retrieval.ann import AnnIndex, AnnParams, meta_path
 
     previous = previous or {}
-    params = AnnParams(nlist=args.nlist, nprobe=args.nprobe, codes=args.codes,
-                       rescore=args.rescore if rescore else 0).resolved(len(docs))
+    params = AnnParams(
+        nlist=args.nlist, nprobe=args.nprobe, codes=args.codes, rescore=args.rescore if rescore else 0
+    ).resolved(len(docs))
     path = folder / f"ann-{len(docs)}-{args.codes}.faiss"
     meta = meta_path(path)
     if meta.is_file() and AnnIndex.open(path, docs, params)[0] is not None:  # the other ctxir-ann row's file
@@ -131,12 +167,23 @@ def build_ctxir_ann(docs: np.ndarray, args: SearchArgs, folder: Path, rescore: b
 
     def search(query: np.ndarray, k: int) -> np.ndarray:
         return index.search(query, k)[0][0]
-    extra = {"train_add_s": round(add_s, 2), "save_s": round(save_s, 2), "reopen_s": round(reopen_s, 3),
-             "file_bytes": path.stat().st_size, "params": dataclasses.asdict(params)}
-    notes = (f"faiss IVF{params.nlist},{args.codes} nprobe={params.nprobe} (k-means on {params.train_size:,}), "
-             f"saved and reopened {'memory-mapped' if mmap else 'into memory'} (sha256-verified); " +
-             (f"top {args.rescore}×k re-scored with float dots (needs the float32 embeddings)" if rescore
-              else "no re-scoring: the file alone"))
+
+    extra = {
+        "train_add_s": round(add_s, 2),
+        "save_s": round(save_s, 2),
+        "reopen_s": round(reopen_s, 3),
+        "file_bytes": path.stat().st_size,
+        "params": dataclasses.asdict(params),
+    }
+    notes = (
+        f"faiss IVF{params.nlist},{args.codes} nprobe={params.nprobe} (k-means on {params.train_size:,}), "
+        f"saved and reopened {'memory-mapped' if mmap else 'into memory'} (sha256-verified); "
+        + (
+            f"top {args.rescore}×k re-scored with float dots (needs the float32 embeddings)"
+            if rescore
+            else "no re-scoring: the file alone"
+        )
+    )
     return Built(search, path.stat().st_size, add_s + save_s, notes, extra)
 
 
@@ -144,13 +191,19 @@ def build_int8_flat(docs: np.ndarray, args: SearchArgs) -> Built:
     import faiss
 
     start = time.perf_counter()
-    index = faiss.IndexScalarQuantizer(docs.shape[1], faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT)
+    index = faiss.IndexScalarQuantizer(
+        docs.shape[1], faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT
+    )
     index.train(docs[:: max(1, len(docs) // 100_000)])
     index.add(docs)
     seconds = time.perf_counter() - start
     search = _rescorer(docs, lambda q, k: index.search(q, k * max(1, args.rescore))[1][0])
-    return Built(search, index.ntotal * index.code_size, seconds,
-                 f"faiss IndexScalarQuantizer QT_8bit (exhaustive int8 scan) + float re-scoring of {args.rescore}×k")
+    return Built(
+        search,
+        index.ntotal * index.code_size,
+        seconds,
+        f"faiss IndexScalarQuantizer QT_8bit (exhaustive int8 scan) + float re-scoring of {args.rescore}×k",
+    )
 
 
 def build_binary(docs: np.ndarray, args: SearchArgs) -> Built:
@@ -165,9 +218,14 @@ def build_binary(docs: np.ndarray, args: SearchArgs) -> Built:
 
     def candidates(query: np.ndarray, k: int) -> np.ndarray:
         return index.search(quantize_embeddings(query, precision="ubinary"), k * max(1, args.rescore))[1][0]
-    return Built(_rescorer(docs, candidates), codes.nbytes, seconds,
-                 f"quantize_embeddings ubinary + faiss IndexBinaryFlat (Hamming, exhaustive) + float re-scoring of "
-                 f"{args.rescore}×k")
+
+    return Built(
+        _rescorer(docs, candidates),
+        codes.nbytes,
+        seconds,
+        f"quantize_embeddings ubinary + faiss IndexBinaryFlat (Hamming, exhaustive) + float re-scoring of "
+        f"{args.rescore}×k",
+    )
 
 
 def _progress(steps, total: int, chunk: int, what: str, show: bool):
@@ -179,16 +237,26 @@ def _progress(steps, total: int, chunk: int, what: str, show: bool):
             bar.update(min(chunk, total - step))
 
 
-
 def build(name: str, docs: np.ndarray, args: SearchArgs, folder: Path, results: dict) -> Built:
     """The index ``name`` over ``docs``; the ctxir-ann rows after the first reopen its file (``results`` so far)."""
     if name.startswith("ctxir-ann"):
         other = next((results[n] for n in results if n.startswith("ctxir-ann")), {})
-        return build_ctxir_ann(docs, args, folder, rescore=name != "ctxir-ann-norescore", previous=other,
-                               mmap=name == "ctxir-ann-mmap")
+        return build_ctxir_ann(
+            docs,
+            args,
+            folder,
+            rescore=name != "ctxir-ann-norescore",
+            previous=other,
+            mmap=name == "ctxir-ann-mmap",
+        )
     return BUILDERS[name](docs, args)
 
 
 BUILDERS: dict[str, Callable[[np.ndarray, SearchArgs], Built]] = {
-    "exact": build_exact, "exact-st": build_exact_st, "faiss-hnsw": build_faiss_hnsw,
-    "faiss-hnsw-sq8": build_faiss_hnsw_sq8, "int8-flat": build_int8_flat, "binary": build_binary}
+    "exact": build_exact,
+    "exact-st": build_exact_st,
+    "faiss-hnsw": build_faiss_hnsw,
+    "faiss-hnsw-sq8": build_faiss_hnsw_sq8,
+    "int8-flat": build_int8_flat,
+    "binary": build_binary,
+}

@@ -18,26 +18,52 @@ from benchmarks.common import current_command, main_for
 from ctxir import CtxirError
 from ctxir.files import write_atomic
 
-FORMATTERS = {"search": search.format_table, "encode": encode.format_encode, "rerank": rerank.format_rerank,
-              "app": app.format_app, "train": train.format_train, "views": views.format_views}
-PLOTS = {"search": search.plot, "encode": encode.plot_encode, "rerank": rerank.plot_rerank, "app": app.plot_app,
-         "train": train.plot_train}
-TITLES = {"encode": "Encoding throughput and fast paths", "search": "Search latency and memory vs corpus size",
-          "rerank": "Re-ranking latency vs candidates", "app": "End-to-end app latency (gradio_client)",
-          "train": "Cross-encoder training throughput", "views": "The app's views in process, per device"}
+FORMATTERS = {
+    "search": search.format_table,
+    "encode": encode.format_encode,
+    "rerank": rerank.format_rerank,
+    "app": app.format_app,
+    "train": train.format_train,
+    "views": views.format_views,
+}
+PLOTS = {
+    "search": search.plot,
+    "encode": encode.plot_encode,
+    "rerank": rerank.plot_rerank,
+    "app": app.plot_app,
+    "train": train.plot_train,
+}
+TITLES = {
+    "encode": "Encoding throughput and fast paths",
+    "search": "Search latency and memory vs corpus size",
+    "rerank": "Re-ranking latency vs candidates",
+    "app": "End-to-end app latency (gradio_client)",
+    "train": "Cross-encoder training throughput",
+    "views": "The app's views in process, per device",
+}
 # The markers keep their old name: pages written before the benchmarks left the library are found and replaced.
 REPORT_BEGIN, REPORT_END = "<!-- ctxir.bench report: begin -->", "<!-- ctxir.bench report: end -->"
 
 
 @dataclass
 class ReportArgs:
-    inputs: list[str] = field(metadata={"help": "JSON files written by search, encode, rerank, app and train"})
-    plot: str = field(default="", metadata={"help": "PNG: search p50 latency and recall@10 against corpus size"})
-    markdown: str = field(default="", metadata={
-        "help": "write the tables into this page (e.g. docs/performance.md) between its report markers, leaving the "
-                "rest of the page alone"})
-    figures: str = field(default="docs", metadata={
-        "help": "with --markdown: folder for performance-<kind>.png and bench/<input>.json copies"})
+    inputs: list[str] = field(
+        metadata={"help": "JSON files written by search, encode, rerank, app and train"}
+    )
+    plot: str = field(
+        default="", metadata={"help": "PNG: search p50 latency and recall@10 against corpus size"}
+    )
+    markdown: str = field(
+        default="",
+        metadata={
+            "help": "write the tables into this page (e.g. docs/performance.md) between its report markers, leaving the "
+            "rest of the page alone"
+        },
+    )
+    figures: str = field(
+        default="docs",
+        metadata={"help": "with --markdown: folder for performance-<kind>.png and bench/<input>.json copies"},
+    )
 
 
 def kind_of(record: dict) -> str:
@@ -49,19 +75,25 @@ def describe(record: dict, json_link: str = "") -> str:
     m = record["machine"]
     flags = ", ".join(m.get("simd_flags", [])) or "unknown"
     link = f" ([JSON]({json_link}))" if json_link else ""
-    lines = [f"`{current_command(record['command'])}`{link}  ",
-             f"{record['date']}: {m['cores']} cores ({m.get('cpu')}; {flags}), {m.get('ram_gb', '?')} GB; load "
-             f"average {record['load_average_before']} → {record['load_average_after']}; {record['wall_s']} s.  "]
+    lines = [
+        f"`{current_command(record['command'])}`{link}  ",
+        f"{record['date']}: {m['cores']} cores ({m.get('cpu')}; {flags}), {m.get('ram_gb', '?')} GB; load "
+        f"average {record['load_average_before']} → {record['load_average_after']}; {record['wall_s']} s.  ",
+    ]
     if record.get("timing"):
         lines.append(f"Timing: {record['timing']}.  ")
     data = record.get("data", {})
     for key, value in data.items():
         if isinstance(value, str) and key not in ("construction", "source", "queries"):
-            label = {"ndcg": "nDCG@10", "flops": "FLOPs", "app": "App"}.get(key, key.replace("_", " ").capitalize())
+            label = {"ndcg": "nDCG@10", "flops": "FLOPs", "app": "App"}.get(
+                key, key.replace("_", " ").capitalize()
+            )
             lines.append(f"{label}: {value}.  ")
     if kind_of(record) == "search":
-        lines.append(f"Data: {data['source']}; {data['synthetic_docs']:,} synthetic ({data['construction']}); "
-                     f"queries: {data['queries']}.  ")
+        lines.append(
+            f"Data: {data['source']}; {data['synthetic_docs']:,} synthetic ({data['construction']}); "
+            f"queries: {data['queries']}.  "
+        )
     if kind_of(record) == "encode":
         lines.append(encode.describe_sgemm(record))
     return "\n".join(lines)
@@ -75,8 +107,10 @@ def read_records(paths: list[str]) -> list[dict]:
         except (OSError, ValueError) as err:
             raise CtxirError(f"{path!r} is not a readable bench JSON file ({err})") from err
         if not isinstance(record, dict) or "results" not in record or kind_of(record) not in FORMATTERS:
-            raise CtxirError(f"{path!r} was not written by a benchmark (python -m benchmarks."
-                             f"{{{','.join(FORMATTERS)}}}): pass the JSON files those commands wrote")
+            raise CtxirError(
+                f"{path!r} was not written by a benchmark (python -m benchmarks."
+                f"{{{','.join(FORMATTERS)}}}): pass the JSON files those commands wrote"
+            )
         record["_path"] = path
         records.append(record)
     return records
@@ -120,8 +154,10 @@ def render(records: list[dict], figures: Path | None, docs: Path | None) -> str:
 
 def write_section(markdown: Path, body: str) -> None:
     """Put ``body`` between the report markers of ``markdown``, leaving the rest of the page as it is."""
-    section = f"{REPORT_BEGIN}\n<!-- written by `python -m benchmarks.report`; edit the commands, not the numbers " \
-              f"-->\n\n{body}\n{REPORT_END}"
+    section = (
+        f"{REPORT_BEGIN}\n<!-- written by `python -m benchmarks.report`; edit the commands, not the numbers "
+        f"-->\n\n{body}\n{REPORT_END}"
+    )
     text = markdown.read_text(encoding="utf-8") if markdown.is_file() else "# Performance\n\n"
     if REPORT_BEGIN in text and REPORT_END in text:
         head, rest = text.split(REPORT_BEGIN, 1)

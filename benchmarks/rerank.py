@@ -38,39 +38,66 @@ from ctxir.types import doc_text
 @dataclass
 class RerankArgs:
     output: str = field(default="", metadata={"help": "JSON path (default: results/bench/rerank.json)"})
-    model: str = field(default="", metadata={
-        "help": "cross-encoder folder or id; '' = the packaged all-MiniLM-L6-v2 body with a fresh 1-label head "
-                "(the size and cost of cross-encoder/ms-marco-MiniLM-L6-v2; its scores are meaningless)"})
+    model: str = field(
+        default="",
+        metadata={
+            "help": "cross-encoder folder or id; '' = the packaged all-MiniLM-L6-v2 body with a fresh 1-label head "
+            "(the size and cost of cross-encoder/ms-marco-MiniLM-L6-v2; its scores are meaningless)"
+        },
+    )
     candidates: str = field(default="10,20,50,100", metadata={"help": "re-ranked candidates per query"})
-    collection: str = field(default="scifact", metadata={
-        "help": "scifact (its train queries over its abstracts, from --data-root) or demo (the app's built-in demo "
-                "corpus and its example queries: what the app re-ranks on a fresh install)"})
+    collection: str = field(
+        default="scifact",
+        metadata={
+            "help": "scifact (its train queries over its abstracts, from --data-root) or demo (the app's built-in demo "
+            "corpus and its example queries: what the app re-ranks on a fresh install)"
+        },
+    )
     num_queries: int = field(default=20, metadata={"help": "queries timed (latency only)"})
     warmup: int = 2
     repeats: int = field(default=3, metadata={"help": "passes over the queries; p50/p95 are their medians"})
-    batch_size: int = field(default=32, metadata={"help": "pairs per forward pass (CrossEncoderReranker's default)"})
-    backend: str = field(default="torch", metadata={
-        "help": "how the re-ranker scores: torch, onnx or onnx-int8 (the app's default, app.py --rerank-backend)"})
+    batch_size: int = field(
+        default=32, metadata={"help": "pairs per forward pass (CrossEncoderReranker's default)"}
+    )
+    backend: str = field(
+        default="torch",
+        metadata={
+            "help": "how the re-ranker scores: torch, onnx or onnx-int8 (the app's default, app.py --rerank-backend)"
+        },
+    )
     threads: int = field(default=0, metadata={"help": "torch threads (0 = all cores)"})
-    compare_st: bool = field(default=False, metadata={
-        "help": "also time a plain sentence-transformers CrossEncoder of the same shape (the packaged all-MiniLM-L6-v2 "
-                "body, a fresh 1-label head, max_length 512 as cross-encoder/ms-marco-MiniLM-L6-v2) on the same "
-                "candidates, interleaved query by query (its scores are meaningless; its cost is what a user "
-                "would otherwise run)"})
+    compare_st: bool = field(
+        default=False,
+        metadata={
+            "help": "also time a plain sentence-transformers CrossEncoder of the same shape (the packaged all-MiniLM-L6-v2 "
+            "body, a fresh 1-label head, max_length 512 as cross-encoder/ms-marco-MiniLM-L6-v2) on the same "
+            "candidates, interleaved query by query (its scores are meaningless; its cost is what a user "
+            "would otherwise run)"
+        },
+    )
     data_root: str = "../shared/data"
     seed: int = 0
     progress: bool = True
 
 
-
-def time_candidates(reranker, corpus: dict, queries: dict, qids: list[str], hits: dict, sizes: list[int],
-                    args: RerankArgs, plain=None) -> dict:
+def time_candidates(
+    reranker,
+    corpus: dict,
+    queries: dict,
+    qids: list[str],
+    hits: dict,
+    sizes: list[int],
+    args: RerankArgs,
+    plain=None,
+) -> dict:
     """score_pairs(query, n candidates) timed for every n, the sizes interleaved per query; per n: the passes'
     p50/p95 and the mean tokens of a pair (first pass). ``plain``: a sentence-transformers CrossEncoder whose
     ``predict`` on the same pairs is timed right after each call (``st_passes``)."""
 
     tokenizer = reranker.model.tokenizer
-    passages = getattr(reranker, "passages", None)  # a window-reading (MaxP) model scores every window of a text
+    passages = getattr(
+        reranker, "passages", None
+    )  # a window-reading (MaxP) model scores every window of a text
     results: dict = {str(n): {"passes": [], "tokens": [], "windows": [], "st_passes": []} for n in sizes}
     for repeat in range(args.repeats):
         times: dict[int, list[float]] = {n: [] for n in sizes}
@@ -83,8 +110,9 @@ def time_candidates(reranker, corpus: dict, queries: dict, qids: list[str], hits
                 took = time.perf_counter() - start
                 if plain is not None:
                     start = time.perf_counter()
-                    plain.predict([(queries[q], t) for t in texts], batch_size=args.batch_size,
-                                  show_progress_bar=False)
+                    plain.predict(
+                        [(queries[q], t) for t in texts], batch_size=args.batch_size, show_progress_bar=False
+                    )
                     if position >= args.warmup:
                         st_times[n].append(time.perf_counter() - start)
                 if position >= args.warmup:
@@ -92,16 +120,31 @@ def time_candidates(reranker, corpus: dict, queries: dict, qids: list[str], hits
                     if repeat == 0:
                         read = [w for t in texts for w in passages.split("", t)] if passages else texts
                         results[str(n)]["windows"].append(len(read) / len(texts))
-                        results[str(n)]["tokens"].append(float(np.mean([len(ids) for ids in tokenizer(
-                            [queries[q]] * len(read), read, truncation=True,
-                            max_length=reranker.model.max_seq_length)["input_ids"]])))
+                        results[str(n)]["tokens"].append(
+                            float(
+                                np.mean(
+                                    [
+                                        len(ids)
+                                        for ids in tokenizer(
+                                            [queries[q]] * len(read),
+                                            read,
+                                            truncation=True,
+                                            max_length=reranker.model.max_seq_length,
+                                        )["input_ids"]
+                                    ]
+                                )
+                            )
+                        )
         for n in sizes:
             results[str(n)]["passes"].append(summary_ms(times[n]))
             if plain is not None:
                 results[str(n)]["st_passes"].append(summary_ms(st_times[n]))
         if args.progress:
-            print(f"pass {repeat + 1}/{args.repeats}: " + ", ".join(
-                f"{n}: {results[str(n)]['passes'][-1]['p50_ms']:.0f} ms" for n in sizes), flush=True)
+            print(
+                f"pass {repeat + 1}/{args.repeats}: "
+                + ", ".join(f"{n}: {results[str(n)]['passes'][-1]['p50_ms']:.0f} ms" for n in sizes),
+                flush=True,
+            )
     return results
 
 
@@ -111,20 +154,25 @@ def add_compute_bound(results: dict, reranker, threads: int) -> tuple[dict, int]
     peak = sgemm_gflops(threads)
     body = reranker.model[0].auto_model
     config = body.config
-    weights = sum(p.numel() for name, p in body.named_parameters()
-                  if not name.startswith(("embeddings.", "pooler.")))
+    weights = sum(
+        p.numel() for name, p in body.named_parameters() if not name.startswith(("embeddings.", "pooler."))
+    )
     for n, row in results.items():
-        row |= {"candidates": int(n), "p50_ms": median_of(row["passes"], "p50_ms"),
-                "p95_ms": median_of(row["passes"], "p95_ms"),
-                "mean_pair_tokens": round(float(np.mean(row.pop("tokens"))), 1),
-                "windows_per_document": round(float(np.mean(row.pop("windows"))), 2)}
+        row |= {
+            "candidates": int(n),
+            "p50_ms": median_of(row["passes"], "p50_ms"),
+            "p95_ms": median_of(row["passes"], "p95_ms"),
+            "mean_pair_tokens": round(float(np.mean(row.pop("tokens"))), 1),
+            "windows_per_document": round(float(np.mean(row.pop("windows"))), 2),
+        }
         row["ms_per_pair"] = round(row["p50_ms"] / int(n), 2)
         if row["st_passes"]:
             row["st_p50_ms"] = median_of(row["st_passes"], "p50_ms")
             row["st_p95_ms"] = median_of(row["st_passes"], "p95_ms")
         tokens = row["mean_pair_tokens"]  # per model input: a window's, for a window-reading model
         flops = row["windows_per_document"] * (  # per (query, document) pair
-            2 * weights * tokens + 4 * config.num_hidden_layers * tokens**2 * config.hidden_size)
+            2 * weights * tokens + 4 * config.num_hidden_layers * tokens**2 * config.hidden_size
+        )
         row["gflop_per_pair"] = round(flops / 1e9, 3)
         row["bound_ms_per_pair"] = round(flops / (peak["gflops"] * 1e9) * 1000, 2)
         row["share_of_sgemm_peak"] = round(row["bound_ms_per_pair"] / row["ms_per_pair"], 3)
@@ -153,8 +201,12 @@ def run_rerank(args: RerankArgs, argv: list[str] | None = None) -> dict:
     threads = set_torch_threads(args.threads)
     path = resolve_model_path(args.model)
     # the model's own passages.json: a window-reading model is timed as the app runs it
-    reranker = CrossEncoderReranker(load_cross_encoder(path, "cpu", num_labels=1), batch_size=args.batch_size,
-                                    passages=passages_for(path), backend=args.backend)
+    reranker = CrossEncoderReranker(
+        load_cross_encoder(path, "cpu", num_labels=1),
+        batch_size=args.batch_size,
+        passages=passages_for(path),
+        backend=args.backend,
+    )
     plain = None
     if args.compare_st:
         from sentence_transformers import CrossEncoder
@@ -166,35 +218,72 @@ def run_rerank(args: RerankArgs, argv: list[str] | None = None) -> dict:
     hits = BM25Retriever(corpus).search({q: queries[q] for q in qids}, max(sizes))
     results = time_candidates(reranker, corpus, queries, qids, hits, sizes, args, plain)
     peak, weights = add_compute_bound(results, reranker, threads)
-    return finish("rerank", format_rerank, args, argv, load_before, started, results, data={
-        "sgemm": peak, "non_embedding_parameters": weights,
-        "model": path if args.model else f"{path} (all-MiniLM-L6-v2 body, fresh 1-label head: the architecture and "
-                                         "cost of cross-encoder/ms-marco-MiniLM-L6-v2, meaningless scores)",
-        "max_length": reranker.model.max_seq_length,
-        "backend": reranker.backend,
-        "compared": ("sentence_transformers.CrossEncoder(all-MiniLM-L6-v2 body, num_labels=1, max_length=512)"
-                     ".predict(pairs), torch, the same pairs" if plain is not None else None),
-        "passages": ({"method": "max", "words": reranker.passages.words, "stride": reranker.passages.stride}
-                     if reranker.passages else {"method": "first"}),
-        "candidates": f"BM25 top-n {args.collection} documents for {args.num_queries} random {args.collection} queries "
-                      f"(seed {args.seed}), after {args.warmup} warm-up queries"},
+    return finish(
+        "rerank",
+        format_rerank,
+        args,
+        argv,
+        load_before,
+        started,
+        results,
+        data={
+            "sgemm": peak,
+            "non_embedding_parameters": weights,
+            "model": path
+            if args.model
+            else f"{path} (all-MiniLM-L6-v2 body, fresh 1-label head: the architecture and "
+            "cost of cross-encoder/ms-marco-MiniLM-L6-v2, meaningless scores)",
+            "max_length": reranker.model.max_seq_length,
+            "backend": reranker.backend,
+            "compared": (
+                "sentence_transformers.CrossEncoder(all-MiniLM-L6-v2 body, num_labels=1, max_length=512)"
+                ".predict(pairs), torch, the same pairs"
+                if plain is not None
+                else None
+            ),
+            "passages": (
+                {"method": "max", "words": reranker.passages.words, "stride": reranker.passages.stride}
+                if reranker.passages
+                else {"method": "first"}
+            ),
+            "candidates": f"BM25 top-n {args.collection} documents for {args.num_queries} random {args.collection} queries "
+            f"(seed {args.seed}), after {args.warmup} warm-up queries",
+        },
         timing=f"CrossEncoderReranker.score_pairs(query, n texts), batch size {args.batch_size}, {threads} threads; "
-               f"p50/p95 over the queries per pass, median of {args.repeats} passes")
+        f"p50/p95 over the queries per pass, median of {args.repeats} passes",
+    )
 
 
 def format_rerank(record: dict) -> str:
     rows = list(record["results"].values())
     st = any("st_p50_ms" in r for r in rows)
-    return markdown_table(["candidates", "p50 ms", "p95 ms", *(["ST CrossEncoder p50 ms", "p95 ms"] if st else []),
-                           "ms / pair", "windows / document", "tokens / input",
-                           "compute bound ms / pair", "share of sgemm peak"],
-                          [[str(r["candidates"]), cell(r["p50_ms"], "{:.1f}"), cell(r["p95_ms"], "{:.1f}"),
-                            *([cell(r.get("st_p50_ms"), "{:.1f}"), cell(r.get("st_p95_ms"), "{:.1f}")] if st else []),
-                            cell(r["ms_per_pair"], "{:.2f}"), cell(r.get("windows_per_document", 1.0), "{:.2f}"),
-                            cell(r["mean_pair_tokens"], "{:.0f}"),
-                            cell(r.get("bound_ms_per_pair"), "{:.2f}"), cell(r.get("share_of_sgemm_peak"), "{:.0%}")]
-                           for r in rows])
-
+    return markdown_table(
+        [
+            "candidates",
+            "p50 ms",
+            "p95 ms",
+            *(["ST CrossEncoder p50 ms", "p95 ms"] if st else []),
+            "ms / pair",
+            "windows / document",
+            "tokens / input",
+            "compute bound ms / pair",
+            "share of sgemm peak",
+        ],
+        [
+            [
+                str(r["candidates"]),
+                cell(r["p50_ms"], "{:.1f}"),
+                cell(r["p95_ms"], "{:.1f}"),
+                *([cell(r.get("st_p50_ms"), "{:.1f}"), cell(r.get("st_p95_ms"), "{:.1f}")] if st else []),
+                cell(r["ms_per_pair"], "{:.2f}"),
+                cell(r.get("windows_per_document", 1.0), "{:.2f}"),
+                cell(r["mean_pair_tokens"], "{:.0f}"),
+                cell(r.get("bound_ms_per_pair"), "{:.2f}"),
+                cell(r.get("share_of_sgemm_peak"), "{:.0%}"),
+            ]
+            for r in rows
+        ],
+    )
 
 
 def plot_rerank(records: list[dict], path: str) -> None:
@@ -205,7 +294,6 @@ def plot_rerank(records: list[dict], path: str) -> None:
     ax.set(xlabel="candidates re-ranked", ylabel="ms per query")
     ax.legend(fontsize=8)
     save_figure(plt, fig, path)
-
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -71,47 +71,83 @@ REAL_SETS = ("scifact", "msmarco_sample")
 
 @dataclass
 class SearchArgs:
-    num_docs: int = field(default=10_000, metadata={"help": "corpus size (real documents first, then synthetic)"})
+    num_docs: int = field(
+        default=10_000, metadata={"help": "corpus size (real documents first, then synthetic)"}
+    )
     output: str = field(default="", metadata={"help": "JSON path (default: results/bench/search-<N>.json)"})
-    indexes: str = field(default=DEFAULT_INDEXES, metadata={"help": f"comma-separated, of {', '.join(INDEX_TYPES)}"})
+    indexes: str = field(
+        default=DEFAULT_INDEXES, metadata={"help": f"comma-separated, of {', '.join(INDEX_TYPES)}"}
+    )
     num_queries: int = field(default=300, metadata={"help": "timed single queries per pass (≥ 200 for p95)"})
     warmup: int = field(default=20, metadata={"help": "untimed queries first"})
     repeats: int = field(default=3, metadata={"help": "timed passes; the reported p50/p95 are their medians"})
-    scan_queries: int = field(default=0, metadata={
-        "help": "exact, exact-st and int8-flat (full scans, up to ~1 s a query at 1M): time only the first N queries "
-                "per pass (0 = --num-queries); their recall is then over those N"})
+    scan_queries: int = field(
+        default=0,
+        metadata={
+            "help": "exact, exact-st and int8-flat (full scans, up to ~1 s a query at 1M): time only the first N queries "
+            "per pass (0 = --num-queries); their recall is then over those N"
+        },
+    )
     k: int = field(default=10, metadata={"help": "hits per query (recall@k against exact)"})
-    real_docs: int = field(default=-1, metadata={
-        "help": "at most this many real embedded documents (-1 = all 10,183; 0 = synthetic only, no model)"})
-    data_root: str = field(default="../shared/data", metadata={
-        "help": "folder holding scifact/ and msmarco_sample/ (BEIR layout)"})
-    noise: float = field(default=1.0, metadata={
-        "help": "synthetic documents: root-mean-square norm of the noise added to a unit-length real embedding before "
-                "re-normalising; 1.0 puts a synthetic document as far from its centre (median cosine 0.71) as a real "
-                "one is from its nearest real neighbour (0.72)"})
+    real_docs: int = field(
+        default=-1,
+        metadata={
+            "help": "at most this many real embedded documents (-1 = all 10,183; 0 = synthetic only, no model)"
+        },
+    )
+    data_root: str = field(
+        default="../shared/data",
+        metadata={"help": "folder holding scifact/ and msmarco_sample/ (BEIR layout)"},
+    )
+    noise: float = field(
+        default=1.0,
+        metadata={
+            "help": "synthetic documents: root-mean-square norm of the noise added to a unit-length real embedding before "
+            "re-normalising; 1.0 puts a synthetic document as far from its centre (median cosine 0.71) as a real "
+            "one is from its nearest real neighbour (0.72)"
+        },
+    )
     seed: int = 0
     threads: int = field(default=0, metadata={"help": "build threads (0 = all cores)"})
-    search_threads: int = field(default=1, metadata={
-        "help": "torch and faiss threads while single queries are timed; on a shared 2-core machine a second "
-                "OpenMP thread waits on a busy core (measured: faiss binary search at 10k flipping 0.04 ↔ 24 ms)"})
-    nlist: int = field(default=0, metadata={
-        "help": "ctxir-ann: k-means cells (0 = ctxir.retrieval.ann's choice: 4096 at 1M)"})
-    nprobe: int = field(default=0, metadata={
-        "help": "ctxir-ann: cells scanned per query (0 = ctxir.retrieval.ann's choice)"})
-    rescore: int = field(default=4, metadata={"help": "ctxir-ann/int8-flat/binary: re-score rescore × k candidates"})
+    search_threads: int = field(
+        default=1,
+        metadata={
+            "help": "torch and faiss threads while single queries are timed; on a shared 2-core machine a second "
+            "OpenMP thread waits on a busy core (measured: faiss binary search at 10k flipping 0.04 ↔ 24 ms)"
+        },
+    )
+    nlist: int = field(
+        default=0,
+        metadata={"help": "ctxir-ann: k-means cells (0 = ctxir.retrieval.ann's choice: 4096 at 1M)"},
+    )
+    nprobe: int = field(
+        default=0, metadata={"help": "ctxir-ann: cells scanned per query (0 = ctxir.retrieval.ann's choice)"}
+    )
+    rescore: int = field(
+        default=4, metadata={"help": "ctxir-ann/int8-flat/binary: re-score rescore × k candidates"}
+    )
     codes: str = field(default="sq8", metadata={"help": "ctxir-ann: stored codes (sq8, fp16, flat)"})
     faiss_m: int = 32
     faiss_ef_search: int = 128
     faiss_ef_construction: int = 40
-    index_dir: str = field(default="", metadata={
-        "help": "where ctxir-ann's file is written (default: a temporary folder, removed afterwards)"})
-    cache_dir: str = field(default="", metadata={"help": "ctxir cache root for the real embeddings ($CTXIR_CACHE)"})
-    query_encode: int = field(default=100, metadata={
-        "help": "also time encoding this many real query texts one at a time on --search-threads threads (the "
-                "other half of a query's cost, which ctxir.retrieval.AUTO_ANN_THRESHOLD weighs the scan against; "
-                "0 = skip; needs --real-docs ≠ 0)"})
+    index_dir: str = field(
+        default="",
+        metadata={
+            "help": "where ctxir-ann's file is written (default: a temporary folder, removed afterwards)"
+        },
+    )
+    cache_dir: str = field(
+        default="", metadata={"help": "ctxir cache root for the real embeddings ($CTXIR_CACHE)"}
+    )
+    query_encode: int = field(
+        default=100,
+        metadata={
+            "help": "also time encoding this many real query texts one at a time on --search-threads threads (the "
+            "other half of a query's cost, which ctxir.retrieval.AUTO_ANN_THRESHOLD weighs the scan against; "
+            "0 = skip; needs --real-docs ≠ 0)"
+        },
+    )
     progress: bool = field(default=True, metadata={"help": "progress bars for long steps"})
-
 
 
 # ---------------------------------------------------------------- data
@@ -128,21 +164,27 @@ def real_embeddings(args: SearchArgs) -> tuple[np.ndarray, np.ndarray, str]:
     root = Path(args.data_root)
     missing = [name for name in REAL_SETS if not (root / name / "corpus.jsonl").is_file()]
     if missing:
-        raise CtxirError(f"--data-root {args.data_root!r} has no {', '.join(missing)} (corpus.jsonl): point it at "
-                         "the shared data folder, or pass --real-docs 0 for synthetic data only")
-    encoder = BiEncoder(cache=EmbeddingCache(cache_root(args.cache_dir) / "embeddings") if args.cache_dir else True)
+        raise CtxirError(
+            f"--data-root {args.data_root!r} has no {', '.join(missing)} (corpus.jsonl): point it at "
+            "the shared data folder, or pass --real-docs 0 for synthetic data only"
+        )
+    encoder = BiEncoder(
+        cache=EmbeddingCache(cache_root(args.cache_dir) / "embeddings") if args.cache_dir else True
+    )
     docs, queries = [], []
     for name in REAL_SETS:
         if args.real_docs < 0 or sum(len(d) for d in docs) < args.real_docs:
             docs.append(encoder.encode_corpus(load_corpus(root / name / "corpus.jsonl"), args.progress)[1])
-        queries.append(encoder.encode_cached(list(load_queries(root / name / "queries.jsonl").values()),
-                                             args.progress))
+        queries.append(
+            encoder.encode_cached(list(load_queries(root / name / "queries.jsonl").values()), args.progress)
+        )
     where = f"all-MiniLM-L6-v2 (packaged) embeddings of {' + '.join(REAL_SETS)} from {root}"
     return np.concatenate(docs), np.concatenate(queries), where
 
 
-def synthetic(centres: np.ndarray, count: int, noise: float, rng: np.random.Generator,
-              chunk: int = 100_000) -> np.ndarray:
+def synthetic(
+    centres: np.ndarray, count: int, noise: float, rng: np.random.Generator, chunk: int = 100_000
+) -> np.ndarray:
     """``count`` unit vectors: a random centre + noise with the centres' covariance (rms norm ``noise``)."""
     mean = centres.mean(0)
     _, singular, vt = np.linalg.svd(centres - mean, full_matrices=False)
@@ -151,9 +193,10 @@ def synthetic(centres: np.ndarray, count: int, noise: float, rng: np.random.Gene
     out = np.empty((count, centres.shape[1]), dtype=np.float32)
     for begin in range(0, count, chunk):
         n = min(chunk, count - begin)
-        noise_block = (rng.standard_normal((n, len(scale)), dtype=np.float32) * scale.astype(np.float32)) @ \
-            vt.astype(np.float32)
-        out[begin:begin + n] = normalise(centres[rng.integers(0, len(centres), n)] + noise_block)
+        noise_block = (
+            rng.standard_normal((n, len(scale)), dtype=np.float32) * scale.astype(np.float32)
+        ) @ vt.astype(np.float32)
+        out[begin : begin + n] = normalise(centres[rng.integers(0, len(centres), n)] + noise_block)
     return out
 
 
@@ -166,8 +209,11 @@ def dataset(args: SearchArgs) -> tuple[np.ndarray, np.ndarray, dict]:
         centres = normalise(rng.standard_normal((max(10, args.num_docs // 100), 384), dtype=np.float32))
         docs = synthetic(centres, args.num_docs, args.noise, rng)
         queries = synthetic(centres, wanted, args.noise, rng)
-        about = {"real_docs": 0, "source": f"synthetic only: {len(centres):,} random unit centres", "queries":
-                 f"{wanted} synthetic (a random centre + the same noise), not in the corpus"}
+        about = {
+            "real_docs": 0,
+            "source": f"synthetic only: {len(centres):,} random unit centres",
+            "queries": f"{wanted} synthetic (a random centre + the same noise), not in the corpus",
+        }
     else:
         real, real_queries, where = real_embeddings(args)
         limit = len(real) if args.real_docs < 0 else min(args.real_docs, len(real))
@@ -177,14 +223,24 @@ def dataset(args: SearchArgs) -> tuple[np.ndarray, np.ndarray, dict]:
         if args.num_docs > n_real:
             docs[n_real:] = synthetic(real[:limit], args.num_docs - n_real, args.noise, rng)
         if len(real_queries) < wanted:
-            raise CtxirError(f"--num-queries + --warmup = {wanted} but only {len(real_queries)} real queries exist")
+            raise CtxirError(
+                f"--num-queries + --warmup = {wanted} but only {len(real_queries)} real queries exist"
+            )
         queries = real_queries[rng.permutation(len(real_queries))[:wanted]]
-        about = {"real_docs": n_real, "source": where, "queries":
-                 f"{wanted} real SciFact/MS MARCO query embeddings, drawn at random (seed {args.seed}); "
-                 "no query is in the corpus"}
-    about |= {"num_docs": args.num_docs, "synthetic_docs": args.num_docs - about["real_docs"], "dim": docs.shape[1],
-              "noise": args.noise, "construction": "synthetic = normalise(c + u): c a real (or random) unit "
-              "embedding chosen uniformly, u ~ N(0, Σ) with Σ the centres' covariance scaled so E|u|² = noise²"}
+        about = {
+            "real_docs": n_real,
+            "source": where,
+            "queries": f"{wanted} real SciFact/MS MARCO query embeddings, drawn at random (seed {args.seed}); "
+            "no query is in the corpus",
+        }
+    about |= {
+        "num_docs": args.num_docs,
+        "synthetic_docs": args.num_docs - about["real_docs"],
+        "dim": docs.shape[1],
+        "noise": args.noise,
+        "construction": "synthetic = normalise(c + u): c a real (or random) unit "
+        "embedding chosen uniformly, u ~ N(0, Σ) with Σ the centres' covariance scaled so E|u|² = noise²",
+    }
     return docs, queries, about
 
 
@@ -195,10 +251,12 @@ def neighbourhood(docs: np.ndarray, queries: np.ndarray, rng: np.random.Generato
     rows = rng.choice(len(docs), min(sample, len(docs)), replace=False)
     near = docs[rows] @ docs.T
     near[np.arange(len(rows)), rows] = -np.inf
-    return {"query_top1_cos": round(float(np.median(top[:, 0])), 4),
-            "query_top10_cos": round(float(np.median(top[:, 9])), 4),
-            "query_gap_10_11": round(float(np.median(top[:, 9] - top[:, 10])), 5),
-            "doc_nearest_cos": round(float(np.median(near.max(1))), 4)}
+    return {
+        "query_top1_cos": round(float(np.median(top[:, 0])), 4),
+        "query_top10_cos": round(float(np.median(top[:, 9])), 4),
+        "query_gap_10_11": round(float(np.median(top[:, 9] - top[:, 10])), 5),
+        "doc_nearest_cos": round(float(np.median(near.max(1))), 4),
+    }
 
 
 def exact_top_k(docs: np.ndarray, queries: np.ndarray, k: int, chunk: int = 200_000) -> np.ndarray:
@@ -206,7 +264,7 @@ def exact_top_k(docs: np.ndarray, queries: np.ndarray, k: int, chunk: int = 200_
     best_s = np.full((len(queries), 0), -np.inf, dtype=np.float32)
     best_i = np.zeros((len(queries), 0), dtype=np.int64)
     for begin in range(0, len(docs), chunk):
-        scores = queries @ docs[begin:begin + chunk].T
+        scores = queries @ docs[begin : begin + chunk].T
         top = np.argpartition(-scores, min(k, scores.shape[1] - 1), axis=1)[:, :k]
         best_s = np.concatenate([best_s, np.take_along_axis(scores, top, 1)], 1)
         best_i = np.concatenate([best_i, top + begin], 1)
@@ -216,20 +274,23 @@ def exact_top_k(docs: np.ndarray, queries: np.ndarray, k: int, chunk: int = 200_
 
 
 def recall_at_k(found: list[np.ndarray], truth: np.ndarray, k: int) -> float:
-    return float(np.mean([len(set(f[:k].tolist()) & set(t[:k].tolist())) / k
-                          for f, t in zip(found, truth, strict=True)]))
-
+    return float(
+        np.mean(
+            [len(set(f[:k].tolist()) & set(t[:k].tolist())) / k for f, t in zip(found, truth, strict=True)]
+        )
+    )
 
 
 # ---------------------------------------------------------------- timing
 
 
-def time_queries(search: Callable[[np.ndarray, int], np.ndarray], queries: np.ndarray, args: SearchArgs,
-                 limit: int = 0) -> tuple[list[dict], list[np.ndarray]]:
+def time_queries(
+    search: Callable[[np.ndarray, int], np.ndarray], queries: np.ndarray, args: SearchArgs, limit: int = 0
+) -> tuple[list[dict], list[np.ndarray]]:
     """Per pass: p50/p95 of single-query wall time (ms); the rows found in the first pass (first ``limit``)."""
     for q in queries[: args.warmup]:
         search(q[None], args.k)
-    timed, passes, found = queries[args.warmup:], [], []
+    timed, passes, found = queries[args.warmup :], [], []
     timed = timed[:limit] if limit else timed
     for repeat in range(args.repeats):
         times = np.empty(len(timed))
@@ -239,8 +300,12 @@ def time_queries(search: Callable[[np.ndarray, int], np.ndarray], queries: np.nd
             times[i] = time.perf_counter() - start
             if repeat == 0:
                 found.append(np.asarray(rows))
-        passes.append({"p50_ms": float(np.percentile(times, 50) * 1000),
-                       "p95_ms": float(np.percentile(times, 95) * 1000)})
+        passes.append(
+            {
+                "p50_ms": float(np.percentile(times, 50) * 1000),
+                "p95_ms": float(np.percentile(times, 95) * 1000),
+            }
+        )
     return passes, found
 
 
@@ -248,8 +313,12 @@ def time_query_encoding(args: SearchArgs) -> dict:
     """p50/p95 of encoding one real query text at a time with the packaged MiniLM (no cache), on the search threads:
     the part of every query's time that no index saves."""
 
-    texts = [t for name in REAL_SETS for t in load_queries(Path(args.data_root) / name / "queries.jsonl").values()]
-    texts = [texts[i] for i in np.random.default_rng(args.seed).permutation(len(texts))[:args.query_encode + 10]]
+    texts = [
+        t for name in REAL_SETS for t in load_queries(Path(args.data_root) / name / "queries.jsonl").values()
+    ]
+    texts = [
+        texts[i] for i in np.random.default_rng(args.seed).permutation(len(texts))[: args.query_encode + 10]
+    ]
     encoder = BiEncoder(cache=None, device="cpu")
     set_threads(args.search_threads)
     times = []
@@ -258,8 +327,12 @@ def time_query_encoding(args: SearchArgs) -> dict:
         encoder.encode([text], show_progress_bar=False)
         if i >= 10:  # the first calls allocate
             times.append((time.perf_counter() - start) * 1000)
-    return {"p50_ms": round(float(np.median(times)), 3), "p95_ms": round(float(np.percentile(times, 95)), 3),
-            "n": len(times), "threads": args.search_threads}
+    return {
+        "p50_ms": round(float(np.median(times)), 3),
+        "p95_ms": round(float(np.percentile(times, 95)), 3),
+        "n": len(times),
+        "threads": args.search_threads,
+    }
 
 
 def set_threads(n: int) -> None:
@@ -269,6 +342,7 @@ def set_threads(n: int) -> None:
 
     torch.set_num_threads(n)
     faiss.omp_set_num_threads(n)
+
 
 def _check(args: SearchArgs) -> list[str]:
     names = [n.strip() for n in args.indexes.split(",") if n.strip()]
@@ -284,31 +358,39 @@ def _check(args: SearchArgs) -> list[str]:
     return names
 
 
-
 # ---------------------------------------------------------------- the run
 
 
-def measure(built: Built, name: str, queries: np.ndarray, truth: np.ndarray, args: SearchArgs,
-            rss_delta: float) -> dict:
+def measure(
+    built: Built, name: str, queries: np.ndarray, truth: np.ndarray, args: SearchArgs, rss_delta: float
+) -> dict:
     """One index's row: latency over single queries on ``--search-threads``, recall against ``truth``, memory."""
     set_threads(args.search_threads)
     passes, found = time_queries(built.search, queries, args, args.scan_queries if name in FULL_SCANS else 0)
-    row = {"p50_ms": round(float(np.median([p["p50_ms"] for p in passes])), 4),
-           "p95_ms": round(float(np.median([p["p95_ms"] for p in passes])), 4),
-           "recall_at_10": round(recall_at_k(found, truth[:len(found)], min(10, args.k)), 4),
-           "timed_queries": len(found),
-           "memory_mb": round(built.memory_bytes / 2**20, 1),
-           "rss_delta_mb": round(rss_delta, 1),
-           "build_s": round(built.build_s, 2),
-           "passes": passes, "notes": built.notes, **built.extra}
+    row = {
+        "p50_ms": round(float(np.median([p["p50_ms"] for p in passes])), 4),
+        "p95_ms": round(float(np.median([p["p95_ms"] for p in passes])), 4),
+        "recall_at_10": round(recall_at_k(found, truth[: len(found)], min(10, args.k)), 4),
+        "timed_queries": len(found),
+        "memory_mb": round(built.memory_bytes / 2**20, 1),
+        "rss_delta_mb": round(rss_delta, 1),
+        "build_s": round(built.build_s, 2),
+        "passes": passes,
+        "notes": built.notes,
+        **built.extra,
+    }
     if args.progress:
-        print(f"[{name}] p50 {row['p50_ms']:.3f} ms, p95 {row['p95_ms']:.3f} ms, recall@10 "
-              f"{row['recall_at_10']:.4f}, {row['memory_mb']:,.1f} MB, build {row['build_s']:.1f} s", flush=True)
+        print(
+            f"[{name}] p50 {row['p50_ms']:.3f} ms, p95 {row['p95_ms']:.3f} ms, recall@10 "
+            f"{row['recall_at_10']:.4f}, {row['memory_mb']:,.1f} MB, build {row['build_s']:.1f} s",
+            flush=True,
+        )
     return row
 
 
-def measure_all(names: list[str], docs: np.ndarray, queries: np.ndarray, truth: np.ndarray,
-                args: SearchArgs) -> dict:
+def measure_all(
+    names: list[str], docs: np.ndarray, queries: np.ndarray, truth: np.ndarray, args: SearchArgs
+) -> dict:
     """Every index in turn: built on all cores (``--threads``), then timed; ctxir-ann's file in ``--index-dir``."""
     results, cores = {}, machine()["cores"]
     with tempfile.TemporaryDirectory(prefix="ctxir-bench-") as tmp:
@@ -335,8 +417,10 @@ def write_record(record: dict, args: SearchArgs) -> None:
     print(format_table(record))
     if "query_encode" in record["data"]:
         q = record["data"]["query_encode"]
-        print(f"encoding one query: p50 {q['p50_ms']:.2f} ms, p95 {q['p95_ms']:.2f} ms ({q['n']} queries, "
-              f"{q['threads']} thread(s))")
+        print(
+            f"encoding one query: p50 {q['p50_ms']:.2f} ms, p95 {q['p95_ms']:.2f} ms ({q['n']} queries, "
+            f"{q['threads']} thread(s))"
+        )
     out = Path(args.output or f"results/bench/search-{args.num_docs}.json")
     write_json(out, record, indent=1)
     print(f"wrote {out}")
@@ -346,20 +430,31 @@ def run_search(args: SearchArgs, argv: list[str] | None = None) -> dict:
     names = _check(args)
     load_before, start_all = load_average(), time.perf_counter()
     docs, queries, about = dataset(args)
-    truth = exact_top_k(docs, queries[args.warmup:], args.k)
-    about["stats"] = neighbourhood(docs, queries[args.warmup:], np.random.default_rng(args.seed)) \
-        if len(docs) > 11 else {}
+    truth = exact_top_k(docs, queries[args.warmup :], args.k)
+    about["stats"] = (
+        neighbourhood(docs, queries[args.warmup :], np.random.default_rng(args.seed))
+        if len(docs) > 11
+        else {}
+    )
     results = measure_all(names, docs, queries, truth, args)
     if args.query_encode and args.real_docs != 0:
         about["query_encode"] = time_query_encoding(args)
-    record = {"command": command_line("search", argv), "date": datetime.now(UTC).isoformat(timespec="seconds"),
-              "machine": machine(), "load_average_before": load_before, "load_average_after": load_average(),
-              "wall_s": round(time.perf_counter() - start_all, 1), "data": about,
-              "timing": f"single queries, one at a time ({args.search_threads} torch/faiss thread(s)), after "
-                        f"{args.warmup} warm-up queries; p50/p95 over "
-                        f"{args.num_queries} queries per pass (full scans: {args.scan_queries or args.num_queries})"
-                        f", median of {args.repeats} passes",
-              "settings": dataclasses.asdict(args), "index_types": names, "results": results}
+    record = {
+        "command": command_line("search", argv),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": machine(),
+        "load_average_before": load_before,
+        "load_average_after": load_average(),
+        "wall_s": round(time.perf_counter() - start_all, 1),
+        "data": about,
+        "timing": f"single queries, one at a time ({args.search_threads} torch/faiss thread(s)), after "
+        f"{args.warmup} warm-up queries; p50/p95 over "
+        f"{args.num_queries} queries per pass (full scans: {args.scan_queries or args.num_queries})"
+        f", median of {args.repeats} passes",
+        "settings": dataclasses.asdict(args),
+        "index_types": names,
+        "results": results,
+    }
     write_record(record, args)
     return record
 
@@ -367,16 +462,26 @@ def run_search(args: SearchArgs, argv: list[str] | None = None) -> dict:
 # ---------------------------------------------------------------- table and figure
 
 
-COLUMNS = (("p50_ms", "p50 ms", "{:.3f}"), ("p95_ms", "p95 ms", "{:.3f}"), ("recall_at_10", "recall@10", "{:.4f}"),
-           ("memory_mb", "index MB", "{:,.1f}"), ("rss_delta_mb", "RSS Δ MB", "{:,.0f}"),
-           ("build_s", "build s", "{:.1f}"), ("speedup_vs_exact", "× exact", "{}"))
+COLUMNS = (
+    ("p50_ms", "p50 ms", "{:.3f}"),
+    ("p95_ms", "p95 ms", "{:.3f}"),
+    ("recall_at_10", "recall@10", "{:.4f}"),
+    ("memory_mb", "index MB", "{:,.1f}"),
+    ("rss_delta_mb", "RSS Δ MB", "{:,.0f}"),
+    ("build_s", "build s", "{:.1f}"),
+    ("speedup_vs_exact", "× exact", "{}"),
+)
 
 
 def format_table(record: dict) -> str:
     """A Markdown table of one `search` record (the rows docs/performance.md shows)."""
-    return markdown_table(["index", *(title for _, title, _ in COLUMNS)],
-                          [[name, *(cell(row.get(key), fmt) for key, _, fmt in COLUMNS)]
-                           for name, row in record["results"].items()])
+    return markdown_table(
+        ["index", *(title for _, title, _ in COLUMNS)],
+        [
+            [name, *(cell(row.get(key), fmt) for key, _, fmt in COLUMNS)]
+            for name, row in record["results"].items()
+        ],
+    )
 
 
 def plot(records: list[dict], path: str) -> None:
@@ -386,9 +491,15 @@ def plot(records: list[dict], path: str) -> None:
     names = [n for n in INDEX_TYPES if any(n in r["results"] for r in records)]
     for name in names:
         sizes = [r["data"]["num_docs"] for r in records if name in r["results"]]
-        left.plot(sizes, [r["results"][name]["p50_ms"] for r in records if name in r["results"]], "o-", label=name)
-        right.plot(sizes, [r["results"][name]["recall_at_10"] for r in records if name in r["results"]], "o-",
-                   label=name)
+        left.plot(
+            sizes, [r["results"][name]["p50_ms"] for r in records if name in r["results"]], "o-", label=name
+        )
+        right.plot(
+            sizes,
+            [r["results"][name]["recall_at_10"] for r in records if name in r["results"]],
+            "o-",
+            label=name,
+        )
     left.set(xscale="log", yscale="log", xlabel="documents", ylabel="p50 ms (one query)")
     right.set(xscale="log", xlabel="documents", ylabel="recall@10 vs exact")
     right.axhline(0.95, color="grey", lw=0.8, ls="--")

@@ -1,6 +1,6 @@
 """``python -m benchmarks.train``: cross-encoder optimiser steps per second against batch size and max length.
 
-    python -m benchmarks.train --output results/bench/train.json
+python -m benchmarks.train --output results/bench/train.json
 """
 
 from __future__ import annotations
@@ -34,8 +34,13 @@ from ctxir.types import doc_text
 @dataclass
 class TrainArgs:
     output: str = field(default="", metadata={"help": "JSON path (default: results/bench/train.json)"})
-    model: str = field(default="", metadata={"help": "body to train ('' = the packaged all-MiniLM-L6-v2 + a fresh "
-                                                     "1-label head, as training/train_cross_encoder.py starts)"})
+    model: str = field(
+        default="",
+        metadata={
+            "help": "body to train ('' = the packaged all-MiniLM-L6-v2 + a fresh "
+            "1-label head, as training/train_cross_encoder.py starts)"
+        },
+    )
     batch_sizes: str = "8,16,32"
     max_lengths: str = "128,256"
     steps: int = field(default=4, metadata={"help": "timed optimiser steps per setting"})
@@ -67,7 +72,10 @@ def run_train(args: TrainArgs, argv: list[str] | None = None) -> dict:
     import torch
 
     # 1. arguments, model, pairs
-    batch_sizes, lengths = numbers(args.batch_sizes, "--batch-sizes"), numbers(args.max_lengths, "--max-lengths")
+    batch_sizes, lengths = (
+        numbers(args.batch_sizes, "--batch-sizes"),
+        numbers(args.max_lengths, "--max-lengths"),
+    )
     if args.steps < 1 or args.warmup_steps < 0:
         raise CtxirError("--steps must be ≥ 1, --warmup-steps ≥ 0")
     load_before, started = load_average(), time.perf_counter()
@@ -86,11 +94,17 @@ def run_train(args: TrainArgs, argv: list[str] | None = None) -> dict:
         for batch_size in batch_sizes:
             times, tokens, cursor = [], [], 0
             for step in range(args.warmup_steps + args.steps):
-                batch = pairs[cursor:cursor + batch_size]
+                batch = pairs[cursor : cursor + batch_size]
                 cursor += batch_size
                 start = time.perf_counter()
-                features = tokenizer([p[0] for p in batch], [p[1] for p in batch], padding=True, truncation=True,
-                                     max_length=max_length, return_tensors="pt")
+                features = tokenizer(
+                    [p[0] for p in batch],
+                    [p[1] for p in batch],
+                    padding=True,
+                    truncation=True,
+                    max_length=max_length,
+                    return_tensors="pt",
+                )
                 logits = model(**features).logits.view(-1)
                 loss = loss_fn(logits, torch.tensor([p[2] for p in batch]))
                 loss.backward()
@@ -101,26 +115,49 @@ def run_train(args: TrainArgs, argv: list[str] | None = None) -> dict:
                     tokens.append(int(features["attention_mask"].sum()))
             step_s = float(np.median(times))
             label = f"max_length {max_length}, batch {batch_size}"
-            results[label] = {"max_length": max_length, "batch_size": batch_size, "step_s": round(step_s, 4),
-                              "pairs_per_s": round(batch_size / step_s, 1),
-                              "tokens_per_s": round(float(np.median(tokens)) / step_s),
-                              "steps_s": [round(t, 4) for t in times]}
+            results[label] = {
+                "max_length": max_length,
+                "batch_size": batch_size,
+                "step_s": round(step_s, 4),
+                "pairs_per_s": round(batch_size / step_s, 1),
+                "tokens_per_s": round(float(np.median(tokens)) / step_s),
+                "steps_s": [round(t, 4) for t in times],
+            }
             if args.progress:
                 print(f"{label}: {results[label]['pairs_per_s']} pairs/s", flush=True)
-    return finish("train", format_train, args, argv, load_before, started, results, data={
-        "model": path if args.model else f"{path} + a fresh 1-label head", "pairs": "SciFact train queries with a "
-        f"judged abstract (label 1) or a random one (label 0), alternating (seed {args.seed})"},
+    return finish(
+        "train",
+        format_train,
+        args,
+        argv,
+        load_before,
+        started,
+        results,
+        data={
+            "model": path if args.model else f"{path} + a fresh 1-label head",
+            "pairs": "SciFact train queries with a "
+            f"judged abstract (label 1) or a random one (label 0), alternating (seed {args.seed})",
+        },
         timing=f"one optimiser step = tokenise + forward + BCE-with-logits loss + backward + AdamW (lr "
-               f"{args.learning_rate}), what CrossEncoderTrainer runs per step without its data loader and logging; "
-               f"{args.warmup_steps} warm-up step(s), median of {args.steps} timed steps; {threads} threads")
+        f"{args.learning_rate}), what CrossEncoderTrainer runs per step without its data loader and logging; "
+        f"{args.warmup_steps} warm-up step(s), median of {args.steps} timed steps; {threads} threads",
+    )
 
 
 def format_train(record: dict) -> str:
-    return markdown_table(["max length", "batch", "pairs/s", "tokens/s", "step s"],
-                          [[str(r["max_length"]), str(r["batch_size"]), cell(r["pairs_per_s"], "{:.1f}"),
-                            cell(r["tokens_per_s"], "{:,}"), cell(r["step_s"], "{:.2f}")]
-                           for r in record["results"].values()])
-
+    return markdown_table(
+        ["max length", "batch", "pairs/s", "tokens/s", "step s"],
+        [
+            [
+                str(r["max_length"]),
+                str(r["batch_size"]),
+                cell(r["pairs_per_s"], "{:.1f}"),
+                cell(r["tokens_per_s"], "{:,}"),
+                cell(r["step_s"], "{:.2f}"),
+            ]
+            for r in record["results"].values()
+        ],
+    )
 
 
 def plot_train(records: list[dict], path: str) -> None:
@@ -128,12 +165,21 @@ def plot_train(records: list[dict], path: str) -> None:
     rows = list(records[-1]["results"].values())
     for length in sorted({r["max_length"] for r in rows}):
         sub = [r for r in rows if r["max_length"] == length]
-        ax.plot([r["batch_size"] for r in sub], [r["pairs_per_s"] for r in sub], "o-", label=f"max length {length}")
-    ax.set(xlabel="batch size", ylabel="training pairs/s", xscale="log", xticks=sorted({r["batch_size"] for r in rows}))
+        ax.plot(
+            [r["batch_size"] for r in sub],
+            [r["pairs_per_s"] for r in sub],
+            "o-",
+            label=f"max length {length}",
+        )
+    ax.set(
+        xlabel="batch size",
+        ylabel="training pairs/s",
+        xscale="log",
+        xticks=sorted({r["batch_size"] for r in rows}),
+    )
     ax.get_xaxis().set_major_formatter(__import__("matplotlib").ticker.ScalarFormatter())
     ax.legend(fontsize=8)
     save_figure(plt, fig, path)
-
 
 
 def main(argv: list[str] | None = None) -> int:

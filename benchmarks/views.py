@@ -39,14 +39,24 @@ class ViewsArgs:
     devices: str = field(default="cpu", metadata={"help": "comma-separated: cpu, cuda, cuda:N, mps"})
     repeats: int = field(default=10, metadata={"help": "timed calls per view"})
     warmup: int = field(default=2, metadata={"help": "untimed calls per view first"})
-    explain_repeats: int = field(default=3, metadata={"help": "timed calls of the explanation (integrated gradients)"})
+    explain_repeats: int = field(
+        default=3, metadata={"help": "timed calls of the explanation (integrated gradients)"}
+    )
     threads: int = field(default=0, metadata={"help": "torch threads (0 = all cores)"})
-    rerank_backend: str = field(default="onnx-int8", metadata={
-        "help": "how the cross-encoders score on the CPU, as app.py's --rerank-backend (its default: onnx-int8); "
-                "a GPU runs torch"})
-    score_tolerance: float = field(default=0.02, metadata={
-        "help": "largest difference between two devices' scores still counted as the same result (onnx-int8 on "
-                "the CPU beside float32 on a GPU differ by up to ~0.01)"})
+    rerank_backend: str = field(
+        default="onnx-int8",
+        metadata={
+            "help": "how the cross-encoders score on the CPU, as app.py's --rerank-backend (its default: onnx-int8); "
+            "a GPU runs torch"
+        },
+    )
+    score_tolerance: float = field(
+        default=0.02,
+        metadata={
+            "help": "largest difference between two devices' scores still counted as the same result (onnx-int8 on "
+            "the CPU beside float32 on a GPU differ by up to ~0.01)"
+        },
+    )
 
 
 def view_calls(state) -> dict[str, Callable]:
@@ -62,19 +72,27 @@ def view_calls(state) -> dict[str, Callable]:
     pair_query, documents = presets["pair_query"], presets["pair_documents"]
     calls: dict[str, Callable] = {}
     for first_stage in ("bm25", "dense", "hybrid"):
-        calls[f"search {first_stage}"] = lambda s=first_stage: search(state, SEARCH_QUERY, first_stage=s, k=10)
+        calls[f"search {first_stage}"] = lambda s=first_stage: search(
+            state, SEARCH_QUERY, first_stage=s, k=10
+        )
         if "cross-encoder" in state.models.rerankers:
             calls[f"search {first_stage} + cross-encoder top 20"] = lambda s=first_stage: search(
-                state, SEARCH_QUERY, first_stage=s, reranker="cross-encoder", k=10, depth=20)
+                state, SEARCH_QUERY, first_stage=s, reranker="cross-encoder", k=10, depth=20
+            )
     calls |= {
         "score_pairs (5 documents)": lambda: score_pairs(state, pair_query, documents),
         "model_info": lambda: model_info(state, "bi-encoder", presets["bank_contexts"][0]),
-        "token_embeddings (pca)": lambda: token_embeddings(state, presets["bank_contexts"], 0, -1, ["pca"], "bank"),
+        "token_embeddings (pca)": lambda: token_embeddings(
+            state, presets["bank_contexts"], 0, -1, ["pca"], "bank"
+        ),
         "layer_similarity": lambda: layer_similarity(state, presets["bank_contexts"], "bank"),
         "sentence_similarity": lambda: sentence_similarity(state, presets["similarity_sentences"]),
-        "attention (cross-encoder pair)": lambda: attention(state, pair_query, documents[0],
-                                                            model="cross-encoder"),
-        "explain_pair (cross-encoder)": lambda: explain_pair(state, pair_query, documents[0], "cross-encoder"),
+        "attention (cross-encoder pair)": lambda: attention(
+            state, pair_query, documents[0], model="cross-encoder"
+        ),
+        "explain_pair (cross-encoder)": lambda: explain_pair(
+            state, pair_query, documents[0], "cross-encoder"
+        ),
     }
     return calls
 
@@ -84,12 +102,18 @@ def fingerprint(label: str, result) -> dict:
     score the view shows (compared within a tolerance)."""
     if not (label.startswith("search") or label.startswith("score_pairs")):
         return {}
-    scores = [float(v) for row in result.rows for k, v in row.items()
-              if k.endswith(("_score", "_probability", "_cosine")) and isinstance(v, (int, float))]
+    scores = [
+        float(v)
+        for row in result.rows
+        for k, v in row.items()
+        if k.endswith(("_score", "_probability", "_cosine")) and isinstance(v, (int, float))
+    ]
     if label.startswith("search"):
         return {"ids": [str(r["doc_id"]) for r in result.rows], "scores": scores}
-    return {"ids": [f"{k}={v}" for row in result.rows for k, v in row.items() if k.endswith("_rank")],
-            "scores": scores}
+    return {
+        "ids": [f"{k}={v}" for row in result.rows for k, v in row.items() if k.endswith("_rank")],
+        "scores": scores,
+    }
 
 
 def time_device(device: str, args: ViewsArgs) -> dict:
@@ -141,10 +165,20 @@ def agreement(runs: list[dict], tolerance: float) -> dict:
         if any(o is None for o in others):
             continue
         base = np.asarray(row["result"]["scores"], dtype=float)
-        gap = max((float(np.max(np.abs(base - np.asarray(o["scores"], dtype=float)))) if len(base) else 0.0)
-                  for o in others) if others else 0.0
+        gap = (
+            max(
+                (float(np.max(np.abs(base - np.asarray(o["scores"], dtype=float)))) if len(base) else 0.0)
+                for o in others
+            )
+            if others
+            else 0.0
+        )
         same = all(o["ids"] == row["result"]["ids"] for o in others)
-        out[label] = {"same_order": same, "max_score_difference": round(gap, 5), "within_tolerance": gap <= tolerance}
+        out[label] = {
+            "same_order": same,
+            "max_score_difference": round(gap, 5),
+            "within_tolerance": gap <= tolerance,
+        }
     return out
 
 
@@ -163,7 +197,9 @@ def run_views(args: ViewsArgs, argv: list[str] | None = None) -> dict:
     from ctxir.rerank.rankers import RERANK_BACKENDS
 
     # what app.py does with its --rerank-backend: every cross-encoder loaded after this reads it
-    os.environ["CTXIR_RERANK_BACKEND"] = check_choice(args.rerank_backend, "--rerank-backend", RERANK_BACKENDS)
+    os.environ["CTXIR_RERANK_BACKEND"] = check_choice(
+        args.rerank_backend, "--rerank-backend", RERANK_BACKENDS
+    )
     load_before, started = load_average(), time.perf_counter()
     threads = set_torch_threads(args.threads)
 
@@ -172,10 +208,23 @@ def run_views(args: ViewsArgs, argv: list[str] | None = None) -> dict:
 
     # 3. the same results on every device?
     results = {"runs": runs, "agreement": agreement(runs, args.score_tolerance) if len(runs) > 1 else {}}
-    return finish("views", format_views, args, argv, load_before, started, results, data={
-        "search_query": SEARCH_QUERY, "threads": threads, "gpu": _gpu_name(), "rerank_backend": args.rerank_backend},
+    return finish(
+        "views",
+        format_views,
+        args,
+        argv,
+        load_before,
+        started,
+        results,
+        data={
+            "search_query": SEARCH_QUERY,
+            "threads": threads,
+            "gpu": _gpu_name(),
+            "rerank_backend": args.rerank_backend,
+        },
         timing="each view function called in process as the app's callbacks call it, after warm-up calls; "
-               "p50/p95 over the repeats; a GPU's work is synchronized before the clock stops")
+        "p50/p95 over the repeats; a GPU's work is synchronized before the clock stops",
+    )
 
 
 def _gpu_name() -> str | None:
@@ -194,8 +243,15 @@ def format_views(record: dict) -> str:
         row = [label, *(cell(r["views"].get(label, {}).get("p50_ms"), "{:.1f}") for r in runs)]
         if agree:
             a = agree.get(label)
-            row.append("–" if a is None else ("yes" if a["same_order"] and a["within_tolerance"] else
-                                              f"no (order {a['same_order']}, Δ {a['max_score_difference']})"))
+            row.append(
+                "–"
+                if a is None
+                else (
+                    "yes"
+                    if a["same_order"] and a["within_tolerance"]
+                    else f"no (order {a['same_order']}, Δ {a['max_score_difference']})"
+                )
+            )
         rows.append(row)
     rows.append(["(models loaded, s)", *(f"{r['load_s']:.1f}" for r in runs)] + ([""] if agree else []))
     return markdown_table(header, rows)

@@ -47,8 +47,9 @@ def is_blank(text: str) -> bool:
     return all(unicodedata.category(char) in _INVISIBLE for char in text)
 
 
-def check_text(text: Any, what: str, max_chars: int | None = None, required: bool = True,
-               hint: str = "type some text") -> str:
+def check_text(
+    text: Any, what: str, max_chars: int | None = None, required: bool = True, hint: str = "type some text"
+) -> str:
     """``text`` stripped; refuses non-text, empty or blank (only control characters, see ``is_blank``; when
     ``required``) and more than ``max_chars`` characters."""
     if text is None:
@@ -58,8 +59,10 @@ def check_text(text: Any, what: str, max_chars: int | None = None, required: boo
     if required and is_blank(text):
         raise CtxirError(f"{what} is empty: {hint}")
     if max_chars is not None and len(text) > max_chars:
-        raise CtxirError(f"{what} has {len(text):,} characters but at most {max_chars:,} are accepted: "
-                         f"shorten it (it begins {text[:40]!r})")
+        raise CtxirError(
+            f"{what} has {len(text):,} characters but at most {max_chars:,} are accepted: "
+            f"shorten it (it begins {text[:40]!r})"
+        )
     return text.strip()
 
 
@@ -106,8 +109,14 @@ def check_int(value: Any, what: str, low: int, high: int) -> int:
     return number
 
 
-def grouped_options(kind: type, value: Any, options: Mapping[str, Any], where: str, argument: str,
-                    other_keywords: Sequence[str] = ()):
+def grouped_options(
+    kind: type,
+    value: Any,
+    options: Mapping[str, Any],
+    where: str,
+    argument: str,
+    other_keywords: Sequence[str] = (),
+):
     """``value`` (an instance of the dataclass ``kind``, or None for its defaults) with the keyword ``options`` (its
     field names) applied: how a function that groups its settings in ``kind`` keeps its old keyword form.
 
@@ -127,11 +136,15 @@ def grouped_options(kind: type, value: Any, options: Mapping[str, Any], where: s
     TypeError: draw: unknown keyword(s) 'colour'; valid: title, color, width
     """
     if value is not None and not isinstance(value, kind):
-        raise TypeError(f"{where}: {argument} must be a {kind.__name__} or None, got {value!r}; pass "
-                        f"{kind.__name__}(...) or its fields as keywords")
+        raise TypeError(
+            f"{where}: {argument} must be a {kind.__name__} or None, got {value!r}; pass "
+            f"{kind.__name__}(...) or its fields as keywords"
+        )
     valid = sorted(f.name for f in fields(kind))
     unknown = sorted(set(options) - set(valid))
     if unknown:
-        raise TypeError(f"{where}: unknown keyword(s) {', '.join(map(repr, unknown))}; valid: "
-                        f"{', '.join([*other_keywords, *valid])}")
+        raise TypeError(
+            f"{where}: unknown keyword(s) {', '.join(map(repr, unknown))}; valid: "
+            f"{', '.join([*other_keywords, *valid])}"
+        )
     return replace(value, **options) if value is not None else kind(**options)

@@ -1,7 +1,7 @@
 """ctxir's commands: the ``ctxir`` console script (``python -m ctxir``) and the typed-arguments runner they share.
 
-    ctxir evaluate --help       ctxir compare A.json B.json     ctxir report results.json
-    ctxir classify --help       ctxir hub push|validate --help
+ctxir evaluate --help       ctxir compare A.json B.json     ctxir report results.json
+ctxir classify --help       ctxir hub push|validate --help
 """
 
 from __future__ import annotations
@@ -31,21 +31,29 @@ def cli_main(args_class: type, run: Callable[[Any], Any], argv: list[str] | None
     return result if isinstance(result, int) and not isinstance(result, bool) else 0
 
 
-def subcommand_main(commands: Mapping[str, tuple[type, Callable[[Any], Any]]], prog: str,
-                    argv: list[str] | None = None) -> int:
+def subcommand_main(
+    commands: Mapping[str, tuple[type, Callable[[Any], Any]]], prog: str, argv: list[str] | None = None
+) -> int:
     """``prog COMMAND --flags``: the first word picks (args class, run) from ``commands``; the rest is ``cli_main``."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in commands:
         got = f"got {argv[0]!r}: " if argv else ""
-        print(f"usage: {prog} {{{','.join(commands)}}} --help ({got}give one of {', '.join(commands)} first)",
-              file=sys.stderr)
+        print(
+            f"usage: {prog} {{{','.join(commands)}}} --help ({got}give one of {', '.join(commands)} first)",
+            file=sys.stderr,
+        )
         return 2
     args_class, run = commands[argv[0]]
     return cli_main(args_class, run, argv[1:])
 
 
-def command_line(prefix: str, args_class: type, config: Mapping[str, Any], always: Sequence[str] = (),
-                 replace: Mapping[str, str] | None = None) -> str:
+def command_line(
+    prefix: str,
+    args_class: type,
+    config: Mapping[str, Any],
+    always: Sequence[str] = (),
+    replace: Mapping[str, str] | None = None,
+) -> str:
     """The inverse of ``cli_main``: the command that reproduces ``config`` (the values differing from the defaults).
 
     ``always`` flags are shown first even at their default; ``replace`` rewrites path prefixes (e.g. an absolute
@@ -66,19 +74,36 @@ def command_line(prefix: str, args_class: type, config: Mapping[str, Any], alway
 
 # subcommand → (the module whose ``main(argv)`` runs it, what it does); imported only when chosen
 COMMANDS = {
-    "evaluate": ("ctxir.evaluation.evaluate", "retrieve (and re-rank) a BEIR collection; metrics, runs, paired tests"),
-    "compare": ("ctxir.evaluation.compare", "compare saved runs or results JSONs query by query, with paired tests"),
+    "evaluate": (
+        "ctxir.evaluation.evaluate",
+        "retrieve (and re-rank) a BEIR collection; metrics, runs, paired tests",
+    ),
+    "compare": (
+        "ctxir.evaluation.compare",
+        "compare saved runs or results JSONs query by query, with paired tests",
+    ),
     "report": ("ctxir.evaluation.report", "the failure report (HTML) of an evaluation's results JSON"),
     "classify": ("ctxir.classify", "classify texts with the encoders: zero-shot, kNN, logistic regression"),
-    "hub": ("ctxir.publish.hub", "stage, validate and push a trained model with its card to the Hugging Face Hub"),
+    "hub": (
+        "ctxir.publish.hub",
+        "stage, validate and push a trained model with its card to the Hugging Face Hub",
+    ),
 }
 
 
 def usage() -> str:
     width = max(map(len, COMMANDS))
     lines = [f"  {name:<{width}}  {what}" for name, (_, what) in COMMANDS.items()]
-    return "\n".join(["usage: ctxir COMMAND [--flags]   (or python -m ctxir COMMAND)", "", "commands:", *lines, "",
-                      "ctxir COMMAND --help lists a command's flags."])
+    return "\n".join(
+        [
+            "usage: ctxir COMMAND [--flags]   (or python -m ctxir COMMAND)",
+            "",
+            "commands:",
+            *lines,
+            "",
+            "ctxir COMMAND --help lists a command's flags.",
+        ]
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -60,19 +60,28 @@ def check_model_folder(folder: str | Path, name: str = "") -> Path:
     """
     folder = Path(folder)
     shown = name or str(folder)
-    places = [folder] + [folder / m["path"] for m in (read_json(folder / "modules.json", strict=False) or [])
-                         if isinstance(m, dict) and m.get("path") and (folder / m["path"]).is_dir()]
+    places = [folder] + [
+        folder / m["path"]
+        for m in (read_json(folder / "modules.json", strict=False) or [])
+        if isinstance(m, dict) and m.get("path") and (folder / m["path"]).is_dir()
+    ]
     files = [p for place in places for p in place.iterdir() if p.is_file()]
-    pickles = [str(p.relative_to(folder)) for p in files if p.name not in TRAINER_LEFTOVERS and is_pickle_file(p)]
+    pickles = [
+        str(p.relative_to(folder)) for p in files if p.name not in TRAINER_LEFTOVERS and is_pickle_file(p)
+    ]
     if pickles:
-        raise CtxirError(f"model folder {shown!r} holds pickle file(s) {', '.join(map(repr, sorted(pickles)))}, which "
-                         "can run code when loaded; ctxir loads safetensors only: delete them (re-save the model with "
-                         "save_pretrained, which writes model.safetensors) and load again")
+        raise CtxirError(
+            f"model folder {shown!r} holds pickle file(s) {', '.join(map(repr, sorted(pickles)))}, which "
+            "can run code when loaded; ctxir loads safetensors only: delete them (re-save the model with "
+            "save_pretrained, which writes model.safetensors) and load again"
+        )
     has_config = any((folder / f).is_file() for f in ("config.json", "modules.json"))
     if has_config and not any(p.suffix == ".safetensors" for p in files):
-        raise CtxirError(f"model folder {shown!r} has a config but no weights (no model.safetensors or "
-                         "adapter_model.safetensors): the download or copy is incomplete; fetch the model again "
-                         "(`hf download ID --local-dir DIR`) or re-save it with save_pretrained")
+        raise CtxirError(
+            f"model folder {shown!r} has a config but no weights (no model.safetensors or "
+            "adapter_model.safetensors): the download or copy is incomplete; fetch the model again "
+            "(`hf download ID --local-dir DIR`) or re-save it with save_pretrained"
+        )
     return folder
 
 
@@ -94,8 +103,9 @@ def read_json(path: str | Path, strict: bool = True) -> dict | list:
     if not isinstance(value, dict | list):
         if not strict:
             return {}
-        raise CtxirError(f"{str(path)!r} holds {type(value).__name__}, not a JSON object or list: re-save the model "
-                         "folder")
+        raise CtxirError(
+            f"{str(path)!r} holds {type(value).__name__}, not a JSON object or list: re-save the model folder"
+        )
     return value
 
 

@@ -22,4 +22,3 @@ HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 def looks_like_hub_id(name: str) -> bool:
     """'owner/name' that is not also an existing local path (a folder wins, as in ``resolve_model``)."""
     return bool(HUB_ID.fullmatch(name or "")) and not Path(name).expanduser().exists()
-

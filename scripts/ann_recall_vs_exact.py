@@ -22,8 +22,12 @@ import numpy as np
 class RecallArgs:
     data: str = field(default="../shared/data/scifact", metadata={"help": "BEIR folder"})
     split: str = "test"
-    nprobe: str = field(default="0", metadata={"help": "comma-separated cells scanned per query (0 = the default)"})
-    rescore: int = field(default=4, metadata={"help": "re-score rescore × k candidates with the float vectors"})
+    nprobe: str = field(
+        default="0", metadata={"help": "comma-separated cells scanned per query (0 = the default)"}
+    )
+    rescore: int = field(
+        default=4, metadata={"help": "re-score rescore × k candidates with the float vectors"}
+    )
     depths: str = field(default="10,100", metadata={"help": "comma-separated k"})
 
 
@@ -43,13 +47,31 @@ def run(args: RecallArgs) -> int:
         for k in (int(d) for d in args.depths.split(",")):
             truth = np.argsort(-scores, axis=1)[:, :k]
             found = index.search(vectors, k)[0]
-            recall = float(np.mean([len(set(f) & set(t)) / k for f, t in zip(found.tolist(), truth.tolist(),
-                                                                              strict=True)]))
-            rows.append({"documents": len(docs), "nlist": index.params.nlist, "nprobe": index.params.nprobe,
-                         "rescore": args.rescore, "k": k, "recall_vs_exact": round(recall, 4)})
+            recall = float(
+                np.mean(
+                    [len(set(f) & set(t)) / k for f, t in zip(found.tolist(), truth.tolist(), strict=True)]
+                )
+            )
+            rows.append(
+                {
+                    "documents": len(docs),
+                    "nlist": index.params.nlist,
+                    "nprobe": index.params.nprobe,
+                    "rescore": args.rescore,
+                    "k": k,
+                    "recall_vs_exact": round(recall, 4),
+                }
+            )
             print(json.dumps(rows[-1]), flush=True)
-    print(json.dumps({"command": " ".join(["python", *sys.argv]), "queries": len(queries),
-                      "load_average": [round(x, 2) for x in os.getloadavg()]}))
+    print(
+        json.dumps(
+            {
+                "command": " ".join(["python", *sys.argv]),
+                "queries": len(queries),
+                "load_average": [round(x, 2) for x in os.getloadavg()],
+            }
+        )
+    )
     return 0
 
 

@@ -60,8 +60,12 @@ def timed(fn, repeats: int = 3) -> float:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact"))
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--data", default=str(Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact")
+    )
     parser.add_argument("--docs", type=int, default=800)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--repeats", type=int, default=3)
@@ -86,12 +90,20 @@ def encode_runs(args: argparse.Namespace, corpus: dict, model, work: Path) -> tu
     import ray
 
     began = time.perf_counter()
-    ray.init(num_cpus=max(os.cpu_count() or 1, max(args.workers)), include_dashboard=False, log_to_driver=False,
-             logging_level="warning", runtime_env={"py_modules": [str(Path(__file__).resolve().parents[1] / "ctxir")],
-                                                   "env_vars": {"HF_HUB_OFFLINE": "1"}})
+    ray.init(
+        num_cpus=max(os.cpu_count() or 1, max(args.workers)),
+        include_dashboard=False,
+        log_to_driver=False,
+        logging_level="warning",
+        runtime_env={
+            "py_modules": [str(Path(__file__).resolve().parents[1] / "ctxir")],
+            "env_vars": {"HF_HUB_OFFLINE": "1"},
+        },
+    )
     ray_start_seconds = round(time.perf_counter() - began, 2)
-    settings = ShardingSettings(batch_size=args.batch_size, shard_size=args.shard_size, threads_per_worker=1,
-                                show_progress=False)
+    settings = ShardingSettings(
+        batch_size=args.batch_size, shard_size=args.shard_size, threads_per_worker=1, show_progress=False
+    )
     runs: dict[int, list[dict]] = {w: [] for w in args.workers}
     folder = work
     for repeat in range(args.repeats):
@@ -101,10 +113,22 @@ def encode_runs(args: argparse.Namespace, corpus: dict, model, work: Path) -> tu
             runs[workers].append(encode_figures(result, len(corpus), args.shard_size))
             print(f"workers={workers} repeat={repeat}: {runs[workers][-1]}", flush=True)
     ray.shutdown()
-    encode = {str(w): {"runs": r, **{f"median_{k}": statistics.median(x[k] for x in r) for k in
-                                     ("seconds", "docs_per_s", "first_shard_seconds", "after_first_docs_per_s",
-                                      "per_worker_docs_per_s")}}
-              for w, r in runs.items()}
+    encode = {
+        str(w): {
+            "runs": r,
+            **{
+                f"median_{k}": statistics.median(x[k] for x in r)
+                for k in (
+                    "seconds",
+                    "docs_per_s",
+                    "first_shard_seconds",
+                    "after_first_docs_per_s",
+                    "per_worker_docs_per_s",
+                )
+            },
+        }
+        for w, r in runs.items()
+    }
     if len(args.workers) == 2:
         a, b = (encode[str(w)]["median_seconds"] for w in args.workers)
         encode["speedup"] = round(a / b, 2)
@@ -114,13 +138,17 @@ def encode_runs(args: argparse.Namespace, corpus: dict, model, work: Path) -> tu
 def encode_figures(result, docs: int, shard_size: int) -> dict:
     busy = sum(result.shard_seconds.values())
     return {
-        "seconds": round(result.seconds, 2), "docs_per_s": round(result.docs_per_second, 1),
+        "seconds": round(result.seconds, 2),
+        "docs_per_s": round(result.docs_per_second, 1),
         "first_shard_seconds": round(result.first_shard_seconds, 2),
         # after the first shard is back (actors up, model loaded): the encoding rate itself
-        "after_first_docs_per_s": round((docs - shard_size) / max(result.seconds - result.first_shard_seconds, 1e-9),
-                                        1),
+        "after_first_docs_per_s": round(
+            (docs - shard_size) / max(result.seconds - result.first_shard_seconds, 1e-9), 1
+        ),
         "per_worker_docs_per_s": round(docs / busy, 1),  # docs / summed shard seconds
-        "workers_used": len(result.workers), "load_1min": round(os.getloadavg()[0], 2)}
+        "workers_used": len(result.workers),
+        "load_1min": round(os.getloadavg()[0], 2),
+    }
 
 
 def ndcg10(qrels: dict, run: dict) -> float:
@@ -135,44 +163,73 @@ def engine_search(engine, queries: dict, qrels: dict, query_vectors: np.ndarray,
         engine.mode = mode
         vectors = None if mode == "bm25" else query_vectors
         batch_s = timed(lambda v=vectors: engine.search_embeddings(v, 10, texts), repeats)
-        single = [timed(lambda i=i, v=vectors: engine.search_embeddings(None if v is None else v[i:i + 1], 10,
-                                                                          texts[i:i + 1]), 1) for i in range(50)]
+        single = [
+            timed(
+                lambda i=i, v=vectors: engine.search_embeddings(
+                    None if v is None else v[i : i + 1], 10, texts[i : i + 1]
+                ),
+                1,
+            )
+            for i in range(50)
+        ]
         run = run_from_hits(dict(zip(queries, engine.search_embeddings(vectors, 100, texts), strict=True)))
-        search[mode] = {"batch_qps": round(len(texts) / batch_s, 1),
-                        "single_query_p50_ms": round(1000 * statistics.median(single), 2), "nDCG@10": ndcg10(qrels, run)}
+        search[mode] = {
+            "batch_qps": round(len(texts) / batch_s, 1),
+            "single_query_p50_ms": round(1000 * statistics.median(single), 2),
+            "nDCG@10": ndcg10(qrels, run),
+        }
     engine.mode = "dense"
     return search
 
 
-def ctxir_baselines(corpus: dict, encoder, queries: dict, qrels: dict, query_vectors: np.ndarray,
-                    repeats: int) -> tuple[dict, DenseRetriever]:
+def ctxir_baselines(
+    corpus: dict, encoder, queries: dict, qrels: dict, query_vectors: np.ndarray, repeats: int
+) -> tuple[dict, DenseRetriever]:
     """ctxir's own exact dense search and stemmed BM25 on the same subset, to set the engine's figures against."""
     exact = DenseRetriever(corpus, encoder, index="exact")
-    runs = {"dense exact (ctxir)": run_from_hits(dict(zip(queries, exact.search_embeddings(query_vectors, 100),
-                                                          strict=True))),
-            "bm25 stemmed (ctxir)": run_from_hits(BM25Retriever(corpus).search(queries, 100))}
+    runs = {
+        "dense exact (ctxir)": run_from_hits(
+            dict(zip(queries, exact.search_embeddings(query_vectors, 100), strict=True))
+        ),
+        "bm25 stemmed (ctxir)": run_from_hits(BM25Retriever(corpus).search(queries, 100)),
+    }
     figures = {name: {"nDCG@10": ndcg10(qrels, run)} for name, run in runs.items()}
     figures["dense exact (ctxir)"]["batch_qps"] = round(
-        len(queries) / timed(lambda: exact.search_embeddings(query_vectors, 10), repeats), 1)
+        len(queries) / timed(lambda: exact.search_embeddings(query_vectors, 10), repeats), 1
+    )
     return figures, exact
 
 
-def milvus_lite(corpus: dict, queries: dict, qrels: dict, model, shards: Path, work: Path, repeats: int) -> dict:
+def milvus_lite(
+    corpus: dict, queries: dict, qrels: dict, model, shards: Path, work: Path, repeats: int
+) -> dict:
     """Insert the shards into Milvus Lite (BM25 computed by the engine), then search it and ctxir alike."""
     encoder = BiEncoder(model, device="cpu", cache=None)
     began = time.perf_counter()
-    engine = VectorDBRetriever.from_shards(shards, corpus, encoder, uri=str(work / "engine.db"), mode="dense",
-                                           insert_batch=500)
+    engine = VectorDBRetriever.from_shards(
+        shards, corpus, encoder, uri=str(work / "engine.db"), mode="dense", insert_batch=500
+    )
     insert_s = time.perf_counter() - began
     query_vectors = encoder.encode(list(queries.values()))
     search = engine_search(engine, queries, qrels, query_vectors, repeats)
     search["ctxir"], exact = ctxir_baselines(corpus, encoder, queries, qrels, query_vectors, repeats)
-    overlap = np.mean([len({h.doc_id for h in a} & {h.doc_id for h in b}) / 10
-                       for a, b in zip(engine.search_embeddings(query_vectors, 10),
-                                       exact.search_embeddings(query_vectors, 10), strict=True)])
-    return {"insert_seconds": round(insert_s, 2), "insert_docs_per_s": round(len(corpus) / insert_s, 1),
-            "note": "insert = read shards + verify + insert with the engine's BM25 + flush",
-            "search": search, "dense_top10_overlap_with_exact": round(float(overlap), 4)}
+    overlap = np.mean(
+        [
+            len({h.doc_id for h in a} & {h.doc_id for h in b}) / 10
+            for a, b in zip(
+                engine.search_embeddings(query_vectors, 10),
+                exact.search_embeddings(query_vectors, 10),
+                strict=True,
+            )
+        ]
+    )
+    return {
+        "insert_seconds": round(insert_s, 2),
+        "insert_docs_per_s": round(len(corpus) / insert_s, 1),
+        "note": "insert = read shards + verify + insert with the engine's BM25 + flush",
+        "search": search,
+        "dense_top10_overlap_with_exact": round(float(overlap), 4),
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -184,10 +241,18 @@ def main(argv: list[str] | None = None) -> None:
     model = resolve_model(MODEL)
     record: dict = {
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
-        "machine": {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
-                    "uptime_before": uptime(), "note": "shared machine: other jobs and a niced training run"},
+        "machine": {
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "uptime_before": uptime(),
+            "note": "shared machine: other jobs and a niced training run",
+        },
         "versions": {"ray": ray.__version__, **_versions()},
-        "docs": len(corpus), "queries": len(queries), "shard_size": args.shard_size, "batch_size": args.batch_size,
+        "docs": len(corpus),
+        "queries": len(queries),
+        "shard_size": args.shard_size,
+        "batch_size": args.batch_size,
         "threads_per_worker": 1,
     }
     print(f"{len(corpus)} docs, {len(queries)} queries; {record['machine']['uptime_before']}", flush=True)

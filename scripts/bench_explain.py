@@ -36,17 +36,28 @@ class BenchmarkArgs:
     tokens: int = field(default=128, metadata={"help": "length of [CLS] q [SEP] d [SEP] in word-pieces"})
     n_steps: int = field(default=0, metadata={"help": "IG steps; 0 = ctxir.explain.DEFAULT_IG_STEPS"})
     torch_threads: int = field(default=0, metadata={"help": "torch intra-op threads; 0 = torch's default"})
-    survey_pairs: int = field(default=0, metadata={"help": "also measure the completeness error at 16/32/64 steps "
-                                                           "on this many random demo (query, passage) pairs"})
+    survey_pairs: int = field(
+        default=0,
+        metadata={
+            "help": "also measure the completeness error at 16/32/64 steps "
+            "on this many random demo (query, passage) pairs"
+        },
+    )
     output: str = field(default="results/explain_benchmark.json", metadata={"help": "JSON written here"})
 
 
 def machine() -> dict:
     import torch
 
-    return {"platform": platform.platform(), "python": platform.python_version(), "cpu_count": os.cpu_count(),
-            "processor": _cpu_name(), "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
-            "load_average": os.getloadavg()}
+    return {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpu_count": os.cpu_count(),
+        "processor": _cpu_name(),
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "load_average": os.getloadavg(),
+    }
 
 
 def _cpu_name() -> str:
@@ -87,8 +98,12 @@ def load_models(path: str) -> tuple:
     bi = load_bi_encoder(path, "cpu")
     cross = CrossEncoderReranker(load_cross_encoder(path, "cpu", num_labels=1))
     tokenizer, body = load_transformer(path, "cpu", attentions=False)
-    fit_pairs = [("river otters", "Otters dig dens in the river bank."), ("savings account", "Open a savings account."),
-                 ("river otters", "Banks approve loans."), ("savings account", "Bats hunt moths at night.")]
+    fit_pairs = [
+        ("river otters", "Otters dig dens in the river bank."),
+        ("savings account", "Open a savings account."),
+        ("river otters", "Banks approve loans."),
+        ("savings account", "Bats hunt moths at night."),
+    ]
     cls_lr = ClsLrRanker.fit(path, cls_features(body, tokenizer, fit_pairs), [1, 1, 0, 0], device="cpu")
     return bi, cross, tokenizer, cls_lr
 
@@ -101,18 +116,27 @@ def time_config(query: str, document: str, bi, n_steps: int, repeats: int, kwarg
     times, cpu_times, errors, steps = [], [], [], []
     for _ in range(repeats):
         started, cpu_started = time.perf_counter(), time.process_time()
-        result = explain(query, document, bi_encoder=bi, n_steps=n_steps, max_steps=max(n_steps, 128), **kwargs)
+        result = explain(
+            query, document, bi_encoder=bi, n_steps=n_steps, max_steps=max(n_steps, 128), **kwargs
+        )
         times.append(time.perf_counter() - started)
         cpu_times.append(time.process_time() - cpu_started)  # all threads: what the call costs, load aside
         for key in ("cross_encoder", "cls_lr"):
             if key in result:
                 errors.append(result[key]["completeness_error"])
                 steps.append(result[key]["n_steps"])
-    return {"p50_s": round(statistics.median(times), 3), "p95_s": round(float(np.percentile(times, 95)), 3),
-            "min_s": round(min(times), 3), "calls": len(times),
-            "cpu_p50_s": round(statistics.median(cpu_times), 3), "load_average": os.getloadavg(),
-            "max_completeness_error": max(errors) if errors else None, "n_steps_used": sorted(set(steps)),
-            "bi_encoder_sum_minus_cosine": result["bi_encoder"]["contributions_sum"] - result["bi_encoder"]["cosine"]}
+    return {
+        "p50_s": round(statistics.median(times), 3),
+        "p95_s": round(float(np.percentile(times, 95)), 3),
+        "min_s": round(min(times), 3),
+        "calls": len(times),
+        "cpu_p50_s": round(statistics.median(cpu_times), 3),
+        "load_average": os.getloadavg(),
+        "max_completeness_error": max(errors) if errors else None,
+        "n_steps_used": sorted(set(steps)),
+        "bi_encoder_sum_minus_cosine": result["bi_encoder"]["contributions_sum"]
+        - result["bi_encoder"]["cosine"],
+    }
 
 
 def run(args: BenchmarkArgs) -> dict:
@@ -131,20 +155,33 @@ def run(args: BenchmarkArgs) -> dict:
         "bi-encoder": {},
         "bi-encoder + cross-encoder": {"cross_encoder": cross, "attention": False},
         "bi-encoder + cross-encoder + attention": {"cross_encoder": cross, "attention": True},
-        "bi-encoder + cross-encoder + CLS-LR + attention": {"cross_encoder": cross, "cls_lr": cls_lr,
-                                                             "attention": True},
+        "bi-encoder + cross-encoder + CLS-LR + attention": {
+            "cross_encoder": cross,
+            "cls_lr": cls_lr,
+            "attention": True,
+        },
     }
-    report = {"command": "python " + " ".join(shlex.quote(a) for a in sys.argv), "machine": machine(),
-              "args": asdict(args), "n_steps": n_steps, "pair_tokens": args.tokens, "query": query,
-              "document": document, "results": {}}
+    report = {
+        "command": "python " + " ".join(shlex.quote(a) for a in sys.argv),
+        "machine": machine(),
+        "args": asdict(args),
+        "n_steps": n_steps,
+        "pair_tokens": args.tokens,
+        "query": query,
+        "document": document,
+        "results": {},
+    }
     print("command:", report["command"], flush=True)
     print("machine:", json.dumps(report["machine"]), flush=True)
     # 2. time each configuration
     for name, kwargs in configs.items():
         row = report["results"][name] = time_config(query, document, bi, n_steps, args.repeats, kwargs)
-        print(f"{name}: p50 {row['p50_s']} s, p95 {row['p95_s']} s, min {row['min_s']} s, CPU time p50 "
-              f"{row['cpu_p50_s']} s, load {row['load_average'][0]:.1f}; completeness error "
-              f"max {row['max_completeness_error']}, steps {row['n_steps_used']}", flush=True)
+        print(
+            f"{name}: p50 {row['p50_s']} s, p95 {row['p95_s']} s, min {row['min_s']} s, CPU time p50 "
+            f"{row['cpu_p50_s']} s, load {row['load_average'][0]:.1f}; completeness error "
+            f"max {row['max_completeness_error']}, steps {row['n_steps_used']}",
+            flush=True,
+        )
     # 3. optionally, completeness at fixed step counts over random pairs
     if args.survey_pairs:
         report["completeness_survey"] = survey(args.survey_pairs, cross, cls_lr)
@@ -171,10 +208,17 @@ def survey(pairs: int, cross, cls_lr, steps: tuple[int, ...] = (16, 32, 64)) -> 
     rows = []
     for _ in range(pairs):
         query, document = queries[rng.integers(len(queries))], doc_text(corpus[rng.integers(len(corpus))])
-        for kind, model, fn in (("cross-encoder", cross, explain_cross_encoder), ("cls-lr", cls_lr, explain_cls_lr)):
+        for kind, model, fn in (
+            ("cross-encoder", cross, explain_cross_encoder),
+            ("cls-lr", cls_lr, explain_cls_lr),
+        ):
             for baseline in BASELINES:
-                errors = {s: fn(model, query, document, n_steps=s, max_steps=s, baseline=baseline,
-                                attention=False)["completeness_error"] for s in steps}
+                errors = {
+                    s: fn(model, query, document, n_steps=s, max_steps=s, baseline=baseline, attention=False)[
+                        "completeness_error"
+                    ]
+                    for s in steps
+                }
                 rows.append({"model": kind, "baseline": baseline, "errors": errors})
     summary = {}
     for kind in ("cross-encoder", "cls-lr"):
@@ -182,10 +226,16 @@ def survey(pairs: int, cross, cls_lr, steps: tuple[int, ...] = (16, 32, 64)) -> 
             for s in steps:
                 errors = [r["errors"][s] for r in rows if r["model"] == kind and r["baseline"] == baseline]
                 summary[f"{kind} / {baseline} / {s} steps"] = {
-                    "max": max(errors), "median": float(np.median(errors)),
-                    "over_1_percent": sum(e > 0.01 for e in errors), "pairs": len(errors)}
-                print(f"completeness {kind} / {baseline} / {s} steps: max {max(errors):.4f}, median "
-                      f"{np.median(errors):.5f}, over 1 %: {sum(e > 0.01 for e in errors)}/{len(errors)}", flush=True)
+                    "max": max(errors),
+                    "median": float(np.median(errors)),
+                    "over_1_percent": sum(e > 0.01 for e in errors),
+                    "pairs": len(errors),
+                }
+                print(
+                    f"completeness {kind} / {baseline} / {s} steps: max {max(errors):.4f}, median "
+                    f"{np.median(errors):.5f}, over 1 %: {sum(e > 0.01 for e in errors)}/{len(errors)}",
+                    flush=True,
+                )
     return {"pairs": pairs, "rows": rows, "summary": summary}
 
 

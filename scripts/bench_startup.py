@@ -46,14 +46,22 @@ MODES = ("library", "evaluate", "app")
 
 @dataclass
 class StartupArgs:
-    data: str = field(default="outputs/synthetic-1m", metadata={"help": "BEIR folder (scripts/make_synthetic_corpus.py)"})
+    data: str = field(
+        default="outputs/synthetic-1m", metadata={"help": "BEIR folder (scripts/make_synthetic_corpus.py)"}
+    )
     cache_dir: str = field(default="", metadata={"help": "ctxir cache root (default: DATA/cache)"})
-    modes: str = field(default="library,evaluate,app", metadata={"help": f"comma-separated, of {', '.join(MODES)}"})
+    modes: str = field(
+        default="library,evaluate,app", metadata={"help": f"comma-separated, of {', '.join(MODES)}"}
+    )
     runs: int = field(default=2, metadata={"help": "fresh processes per mode, one after another"})
-    search_queries: int = field(default=300, metadata={"help": "library mode: timed dense queries (0 = none)"})
+    search_queries: int = field(
+        default=300, metadata={"help": "library mode: timed dense queries (0 = none)"}
+    )
     index: str = field(default="auto", metadata={"help": "dense index: auto, exact, ann"})
     output: str = field(default="results/startup.json", metadata={"help": "JSON written here"})
-    child: str = field(default="", metadata={"help": "internal: run one mode in this process and print its JSON"})
+    child: str = field(
+        default="", metadata={"help": "internal: run one mode in this process and print its JSON"}
+    )
 
 
 def load_average() -> list[float]:
@@ -93,13 +101,23 @@ def library_run(args: StartupArgs, cache: Path) -> dict:
     hybrid = HybridRetriever([bm25, dense])
     hybrid.query("what is the boiling point of water", 10)
     phase("first_hybrid_query")
-    record = {"phases_s": phases, "ready_s": round(time.perf_counter() - STARTED, 2), "ready_cpu_s": cpu_seconds(),
-              "documents": len(corpus),
-              "bm25": bm25.cache_status, "dense_index": dense.index_kind,
-              "ann": None if dense.ann is None else {
-                  "status": dense.ann.status, "settings": dense.ann_settings, "build_s": round(dense.ann.build_s, 1),
-                  "file_mb": round(dense.ann_path.stat().st_size / 2**20, 1), "memory_mb":
-                      round(dense.ann.memory_bytes / 2**20, 1)}}
+    record = {
+        "phases_s": phases,
+        "ready_s": round(time.perf_counter() - STARTED, 2),
+        "ready_cpu_s": cpu_seconds(),
+        "documents": len(corpus),
+        "bm25": bm25.cache_status,
+        "dense_index": dense.index_kind,
+        "ann": None
+        if dense.ann is None
+        else {
+            "status": dense.ann.status,
+            "settings": dense.ann_settings,
+            "build_s": round(dense.ann.build_s, 1),
+            "file_mb": round(dense.ann_path.stat().st_size / 2**20, 1),
+            "memory_mb": round(dense.ann.memory_bytes / 2**20, 1),
+        },
+    }
     if args.search_queries and dense.ann is not None:
         record["search"] = search_numbers(dense, encoder, list(queries.values()), args.search_queries, np)
     return record
@@ -126,17 +144,24 @@ def search_numbers(dense, encoder, texts: list[str], count: int, np) -> dict:
     best = np.full((len(unique), 0), -np.inf, dtype=np.float32)
     rows = np.zeros((len(unique), 0), dtype=np.int64)
     for begin in range(0, len(dense.embeddings), 100_000):
-        scores = unique @ np.asarray(dense.embeddings[begin:begin + 100_000]).T  # (queries, ≤ 100k)
+        scores = unique @ np.asarray(dense.embeddings[begin : begin + 100_000]).T  # (queries, ≤ 100k)
         top = np.argpartition(-scores, 10, axis=1)[:, :10]
         best = np.concatenate([best, np.take_along_axis(scores, top, 1)], 1)
         rows = np.concatenate([rows, top + begin], 1)
         keep = np.argsort(-best, axis=1)[:, :10]
         best, rows = np.take_along_axis(best, keep, 1), np.take_along_axis(rows, keep, 1)
     found = dense.ann.search(unique, 10)[0]
-    recall = float(np.mean([len(set(f) & set(t)) / 10 for f, t in zip(found.tolist(), rows.tolist(), strict=True)]))
-    return {"queries": len(vectors), "distinct": len(unique), "p50_ms": round(float(np.percentile(times, 50)), 3),
-            "p95_ms": round(float(np.percentile(times, 95)), 3), "recall_at_10_vs_exact": round(recall, 4),
-            "threads": 1}
+    recall = float(
+        np.mean([len(set(f) & set(t)) / 10 for f, t in zip(found.tolist(), rows.tolist(), strict=True)])
+    )
+    return {
+        "queries": len(vectors),
+        "distinct": len(unique),
+        "p50_ms": round(float(np.percentile(times, 50)), 3),
+        "p95_ms": round(float(np.percentile(times, 95)), 3),
+        "recall_at_10_vs_exact": round(recall, 4),
+        "threads": 1,
+    }
 
 
 def app_run(args: StartupArgs) -> dict:
@@ -146,10 +171,15 @@ def app_run(args: StartupArgs) -> dict:
     imported = time.perf_counter() - STARTED
     state = AppState.load(config_from_args(AppArgs(corpus=args.data)), background=False)
     index = state.index(state.default_corpus)
-    return {"python_imports_s": round(imported, 2), "ready_s": round(time.perf_counter() - STARTED, 2),
-            "ready_cpu_s": cpu_seconds(),
-            "documents": state.default_size, "bm25": getattr(index.bm25, "cache_status", None),
-            "dense_index": index.dense.index_kind, "ann": getattr(index.dense.ann, "status", None)}
+    return {
+        "python_imports_s": round(imported, 2),
+        "ready_s": round(time.perf_counter() - STARTED, 2),
+        "ready_cpu_s": cpu_seconds(),
+        "documents": state.default_size,
+        "bm25": getattr(index.bm25, "cache_status", None),
+        "dense_index": index.dense.index_kind,
+        "ann": getattr(index.dense.ann, "status", None),
+    }
 
 
 def child(args: StartupArgs) -> dict:
@@ -167,13 +197,39 @@ def child(args: StartupArgs) -> dict:
 def spawn(mode: str, args: StartupArgs, cache: Path) -> dict:
     env = {**os.environ, "CTXIR_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
     if mode == "evaluate":
-        command = [sys.executable, "-m", "ctxir", "evaluate", "--data", args.data, "--retriever", "hybrid",
-                   "--cache-dir", str(cache), "--max-queries", "10", "--index", args.index,
-                   "--output", str(Path(args.output).with_suffix(".evaluate.json"))]
+        command = [
+            sys.executable,
+            "-m",
+            "ctxir",
+            "evaluate",
+            "--data",
+            args.data,
+            "--retriever",
+            "hybrid",
+            "--cache-dir",
+            str(cache),
+            "--max-queries",
+            "10",
+            "--index",
+            args.index,
+            "--output",
+            str(Path(args.output).with_suffix(".evaluate.json")),
+        ]
     else:
-        command = [sys.executable, str(Path(__file__).relative_to(ROOT) if Path(__file__).is_relative_to(ROOT)
-                                       else __file__), "--child", mode, "--data", args.data, "--cache-dir", str(cache),
-                   "--search-queries", str(args.search_queries), "--index", args.index]
+        command = [
+            sys.executable,
+            str(Path(__file__).relative_to(ROOT) if Path(__file__).is_relative_to(ROOT) else __file__),
+            "--child",
+            mode,
+            "--data",
+            args.data,
+            "--cache-dir",
+            str(cache),
+            "--search-queries",
+            str(args.search_queries),
+            "--index",
+            args.index,
+        ]
     before, start = load_average(), time.perf_counter()
     cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
@@ -183,9 +239,18 @@ def spawn(mode: str, args: StartupArgs, cache: Path) -> dict:
     cpu = round(cpu_after.ru_utime - cpu_before.ru_utime + cpu_after.ru_stime - cpu_before.ru_stime, 2)
     if done.returncode != 0:
         raise SystemExit(f"{shlex.join(command)} exited {done.returncode}")
-    record = json.loads(done.stdout.strip().splitlines()[-1]) if mode != "evaluate" else {
-        "load_average_before": before, "load_average_after": load_average()}
-    return {"mode": mode, "command": shlex.join(command), "process_wall_s": wall, "process_cpu_s": cpu, **record}
+    record = (
+        json.loads(done.stdout.strip().splitlines()[-1])
+        if mode != "evaluate"
+        else {"load_average_before": before, "load_average_after": load_average()}
+    )
+    return {
+        "mode": mode,
+        "command": shlex.join(command),
+        "process_wall_s": wall,
+        "process_cpu_s": cpu,
+        **record,
+    }
 
 
 def run(args: StartupArgs) -> int:
@@ -203,9 +268,13 @@ def run(args: StartupArgs) -> int:
             print(f"== {mode}, run {number} of {args.runs}", flush=True)
             runs.append({"run": number, **spawn(mode, args, cache)})
             print(json.dumps(runs[-1], indent=1), flush=True)
-    record = {"command": shlex.join(["python", "scripts/bench_startup.py", *sys.argv[1:]]),
-              "date": datetime.now(UTC).isoformat(timespec="seconds"), "cores": os.cpu_count(),
-              "settings": asdict(args), "runs": runs}
+    record = {
+        "command": shlex.join(["python", "scripts/bench_startup.py", *sys.argv[1:]]),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "cores": os.cpu_count(),
+        "settings": asdict(args),
+        "runs": runs,
+    }
     with contextlib.suppress(OSError, ValueError):
         record["synthetic"] = json.loads((Path(args.data) / "synthetic.json").read_text())
     write_json(args.output, record)

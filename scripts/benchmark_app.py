@@ -34,21 +34,35 @@ sys.path.insert(0, str(ROOT))
 class BenchmarkArgs:
     repeats: int = field(default=1, metadata={"help": "passes over the demo queries per configuration"})
     depth: int = field(default=20, metadata={"help": "candidates the cross-encoder re-ranks"})
-    torch_threads: int = field(default=0, metadata={"help": "torch intra-op threads; 0 = torch's default, as app.py"})
+    torch_threads: int = field(
+        default=0, metadata={"help": "torch intra-op threads; 0 = torch's default, as app.py"}
+    )
     cold_start: bool = field(default=True, metadata={"help": "also time `python app.py` starting twice"})
-    attention_tokens: str = field(default="64,128,256", metadata={"help": "input lengths for the attention view"})
+    attention_tokens: str = field(
+        default="64,128,256", metadata={"help": "input lengths for the attention view"}
+    )
     output: str = field(default="results/app_benchmark.json", metadata={"help": "JSON written here"})
-    cross_encoder: str = field(default="", metadata={
-        "help": "cross-encoder id or folder; '' = the one ctxir ships (ctxir/assets/models), else the packaged "
-                "all-MiniLM-L6-v2 body with a fresh 1-label head (the size of cross-encoder/ms-marco-MiniLM-L6-v2)"})
+    cross_encoder: str = field(
+        default="",
+        metadata={
+            "help": "cross-encoder id or folder; '' = the one ctxir ships (ctxir/assets/models), else the packaged "
+            "all-MiniLM-L6-v2 body with a fresh 1-label head (the size of cross-encoder/ms-marco-MiniLM-L6-v2)"
+        },
+    )
 
 
 def machine() -> dict:
     import torch
 
-    return {"platform": platform.platform(), "python": platform.python_version(), "cpu_count": os.cpu_count(),
-            "processor": platform.processor() or platform.machine(), "torch": torch.__version__,
-            "torch_threads": torch.get_num_threads(), "load_average": os.getloadavg()}
+    return {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpu_count": os.cpu_count(),
+        "processor": platform.processor() or platform.machine(),
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "load_average": os.getloadavg(),
+    }
 
 
 def time_app_start(cache_dir: str, timeout_s: float = 600.0) -> float:
@@ -61,8 +75,12 @@ def time_app_start(cache_dir: str, timeout_s: float = 600.0) -> float:
 
 
 def percentiles(ms: list[float]) -> dict:
-    return {"p50_ms": round(float(np.percentile(ms, 50)), 1), "p95_ms": round(float(np.percentile(ms, 95)), 1),
-            "mean_ms": round(float(np.mean(ms)), 1), "n": len(ms)}
+    return {
+        "p50_ms": round(float(np.percentile(ms, 50)), 1),
+        "p95_ms": round(float(np.percentile(ms, 95)), 1),
+        "mean_ms": round(float(np.mean(ms)), 1),
+        "n": len(ms),
+    }
 
 
 def text_of_tokens(tokenizer, source: str, n_tokens: int) -> str:
@@ -83,8 +101,11 @@ def unrounded_head_view_bytes(state, text: str, layers: int) -> int:
 
     internals = inspect_input(state, "bi-encoder", text, max_tokens=state.config.max_attention_tokens)
     attention = [torch.from_numpy(a).unsqueeze(0) for a in internals.attentions]
-    return len(head_view(attention, internals.tokens, include_layers=list(range(layers)),
-                         html_action="return").data.encode())
+    return len(
+        head_view(
+            attention, internals.tokens, include_layers=list(range(layers)), html_action="return"
+        ).data.encode()
+    )
 
 
 def bench_search(state, queries: list[str], args: BenchmarkArgs, report: dict) -> None:
@@ -92,25 +113,36 @@ def bench_search(state, queries: list[str], args: BenchmarkArgs, report: dict) -
     ``report["search"]``, saved after each configuration so an interrupted run keeps what it measured."""
     from ctxir.app import search_tab
 
-    configs = [("bm25", "none"), ("dense", "none"), ("hybrid", "none"), ("dense", "cross-encoder"),
-               ("hybrid", "cross-encoder")]
+    configs = [
+        ("bm25", "none"),
+        ("dense", "none"),
+        ("hybrid", "none"),
+        ("dense", "cross-encoder"),
+        ("hybrid", "cross-encoder"),
+    ]
     for first_stage, reranker in configs:
         wall, cpu, stages = [], [], {}
         for _ in range(args.repeats):
             for query in queries:
                 t0, c0 = time.perf_counter(), time.process_time()
-                result = search_tab.search(state, query, first_stage=first_stage, reranker=reranker, k=10,
-                                           depth=args.depth)
+                result = search_tab.search(
+                    state, query, first_stage=first_stage, reranker=reranker, k=10, depth=args.depth
+                )
                 wall.append((time.perf_counter() - t0) * 1000)
                 # CPU time of this process (all its threads): what the query costs when the CPU is shared
                 cpu.append((time.process_time() - c0) * 1000)
                 for name, ms in result.data["timings_ms"].items():
                     stages.setdefault(name, []).append(ms)
         name = first_stage + ("" if reranker == "none" else f" + {reranker} top {args.depth}")
-        report["search"][name] = {**percentiles(wall), "cpu_time": percentiles(cpu),
-                                  "stages": {k: percentiles(v) for k, v in stages.items()}}
-        print(f"search {name}: {report['search'][name]['p50_ms']} ms p50, {report['search'][name]['p95_ms']} ms p95",
-              flush=True)
+        report["search"][name] = {
+            **percentiles(wall),
+            "cpu_time": percentiles(cpu),
+            "stages": {k: percentiles(v) for k, v in stages.items()},
+        }
+        print(
+            f"search {name}: {report['search'][name]['p50_ms']} ms p50, {report['search'][name]['p95_ms']} ms p95",
+            flush=True,
+        )
         save(report, args.output)
 
 
@@ -134,8 +166,14 @@ def bench_attention(state, args: BenchmarkArgs, report: dict) -> None:
                 result = attention_tab.attention(state, text, view=view, layers=list(range(layers)))
                 times.append((time.perf_counter() - t0) * 1000)
                 size = result.data["html_bytes"]
-            row = {"tokens": n_tokens, "view": view, "layers": layers, "heads": state.models.num_heads,
-                   "median_ms": round(float(np.median(times)), 1), "html_mib": round(size / 2**20, 2)}
+            row = {
+                "tokens": n_tokens,
+                "view": view,
+                "layers": layers,
+                "heads": state.models.num_heads,
+                "median_ms": round(float(np.median(times)), 1),
+                "html_mib": round(size / 2**20, 2),
+            }
             if view == "head":
                 row["unrounded_html_mib"] = round(unrounded_head_view_bytes(state, text, layers) / 2**20, 2)
             report["attention"].append(row)
@@ -155,15 +193,19 @@ def run(args: BenchmarkArgs) -> dict:
     # 1. cold start of `python app.py`, offline: first with an empty embedding cache, then with it filled
     if args.cold_start:
         cache = tempfile.mkdtemp(prefix="ctxir-bench-cache-")
-        report["cold_start_s"] = {"empty_embedding_cache": round(time_app_start(cache), 1),
-                                  "embedding_cache_filled": round(time_app_start(cache), 1)}
+        report["cold_start_s"] = {
+            "empty_embedding_cache": round(time_app_start(cache), 1),
+            "embedding_cache_filled": round(time_app_start(cache), 1),
+        }
         print("cold start (s):", report["cold_start_s"], flush=True)
         save(report, args.output)
 
     # 2. load the app state in-process, with a MiniLM-sized cross-encoder (see the module docstring)
     started = time.perf_counter()
     shipped = SHIPPED_MODELS[SHIPPED_CROSS_ENCODER]
-    cross_encoder = args.cross_encoder or (SHIPPED_CROSS_ENCODER if shipped.is_dir() else str(packaged_minilm_path()))
+    cross_encoder = args.cross_encoder or (
+        SHIPPED_CROSS_ENCODER if shipped.is_dir() else str(packaged_minilm_path())
+    )
     config = app_state.AppConfig(cross_encoder=cross_encoder, device="cpu", rerank_depth=args.depth)
     state = app_state.AppState.load(config)
     report["in_process_load_s"] = round(time.perf_counter() - started, 1)

@@ -22,10 +22,17 @@ WATCHED = ("build_demo", "_run", "stage")
 
 def tracked_python(rev: str) -> dict[str, str]:
     if rev:
-        names = subprocess.run(["git", "ls-tree", "-r", "--name-only", rev], capture_output=True, text=True,
-                               check=True).stdout.split()
-        read = lambda name: subprocess.run(["git", "show", f"{rev}:{name}"], capture_output=True, text=True,  # noqa: E731
-                                           check=True).stdout
+        names = subprocess.run(
+            ["git", "ls-tree", "-r", "--name-only", rev], capture_output=True, text=True, check=True
+        ).stdout.split()
+        read = lambda name: (  # noqa: E731
+            subprocess.run(
+                ["git", "show", f"{rev}:{name}"],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+        )
     else:
         names = subprocess.run(["git", "ls-files"], capture_output=True, text=True, check=True).stdout.split()
         read = lambda name: Path(name).read_text(encoding="utf-8")  # noqa: E731
@@ -71,8 +78,10 @@ def main(argv: list[str] | None = None) -> int:
     areas = Counter()
     for name, source in files.items():
         areas[name.split("/")[0] if "/" in name else "(root)"] += source.count("\n")
-    print(f"python lines: {sum(areas.values()):,} in {len(files)} files "
-          f"({', '.join(f'{a} {n:,}' for a, n in sorted(areas.items()))})")
+    print(
+        f"python lines: {sum(areas.values()):,} in {len(files)} files "
+        f"({', '.join(f'{a} {n:,}' for a, n in sorted(areas.items()))})"
+    )
     print("longest functions:")
     for length, where in functions(files)[: args.top]:
         print(f"  {length:4d}  {where}")

@@ -33,13 +33,21 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @dataclass
 class Int8Args:
-    model: str = field(default=str(ROOT / "ctxir" / "assets" / "models" / "cross-encoder"), metadata={
-        "help": "cross-encoder folder whose metrics.json names its held-out training claims"})
-    data_dir: str = field(default=str(ROOT.parent / "shared" / "data"), metadata={"help": "benchmark data root"})
+    model: str = field(
+        default=str(ROOT / "ctxir" / "assets" / "models" / "cross-encoder"),
+        metadata={"help": "cross-encoder folder whose metrics.json names its held-out training claims"},
+    )
+    data_dir: str = field(
+        default=str(ROOT.parent / "shared" / "data"), metadata={"help": "benchmark data root"}
+    )
     depth: int = field(default=20, metadata={"help": "BM25 candidates per claim"})
     tolerance: float = field(default=0.005, metadata={"help": "largest nDCG@10 change that keeps int8"})
-    variants: str = field(default="torch,onnx,onnx-int8,onnx-int8-all", metadata={
-        "help": "comma-separated: torch (always run: the reference), torch-int8, onnx, onnx-int8, onnx-int8-all"})
+    variants: str = field(
+        default="torch,onnx,onnx-int8,onnx-int8-all",
+        metadata={
+            "help": "comma-separated: torch (always run: the reference), torch-int8, onnx, onnx-int8, onnx-int8-all"
+        },
+    )
 
 
 def run(args: Int8Args) -> dict:
@@ -57,8 +65,10 @@ def run(args: Int8Args) -> dict:
     # 1. the held-out training claims the model names
     dev = ((read_json(Path(args.model) / "metrics.json") or {}).get("extra") or {}).get("heldout_query_ids")
     if not dev:
-        raise CtxirError(f"--model {args.model!r} has no metrics.json naming held-out claims "
-                         "(extra.heldout_query_ids): pass a folder written by training/train_cross_encoder.py")
+        raise CtxirError(
+            f"--model {args.model!r} has no metrics.json naming held-out claims "
+            "(extra.heldout_query_ids): pass a folder written by training/train_cross_encoder.py"
+        )
     corpus, queries, qrels = load_beir(Path(args.data_dir) / "scifact", "train")
     queries, qrels = {q: queries[q] for q in dev}, {q: qrels[q] for q in dev}
     first = BM25Retriever(corpus).search(queries, args.depth)
@@ -72,12 +82,17 @@ def run(args: Int8Args) -> dict:
         if variant == "torch-int8":
             quantised = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
             return CrossEncoderReranker(quantised, batch_size=32, passages=passages, backend="torch")
-        ranker = CrossEncoderReranker(model, batch_size=32, passages=passages,
-                                      backend="onnx" if variant == "onnx-int8-all" else variant)
+        ranker = CrossEncoderReranker(
+            model, batch_size=32, passages=passages, backend="onnx" if variant == "onnx-int8-all" else variant
+        )
         ranker.onnx_dir = onnx_dir
         if variant == "onnx-int8-all":  # every MatMul: the bi-encoder's int8 settings on the whole body
-            fp32 = onnx_backend.export_onnx(model, onnx_dir / "all", progress=False,
-                                            sample=[("a query", "a document"), ("a longer query", "a document too")])
+            fp32 = onnx_backend.export_onnx(
+                model,
+                onnx_dir / "all",
+                progress=False,
+                sample=[("a query", "a document"), ("a longer query", "a document too")],
+            )
             ranker._onnx = onnx_backend.OnnxCrossEncoder(onnx_backend.quantise(fp32, "dynamic"), model, 1)
         ranker.onnx_scorer()
         return ranker
@@ -88,17 +103,30 @@ def run(args: Int8Args) -> dict:
         run = {q: {h.doc_id: h.score for h in ranker._rerank(queries[q], first[q], corpus)} for q in dev}
         return run, time.perf_counter() - start
 
-    runs = {v: score(v) for v in ["torch", *[v.strip() for v in args.variants.split(",") if v.strip() != "torch"]]}
+    runs = {
+        v: score(v) for v in ["torch", *[v.strip() for v in args.variants.split(",") if v.strip() != "torch"]]
+    }
     # 3. the comparison
     reference = runs["torch"][0]
     ndcg = {v: round(float(evaluate_run(qrels, run).aggregate["nDCG@10"]), 4) for v, (run, _) in runs.items()}
-    result = {"claims": len(dev), "depth": args.depth, "passages": str(passages), "tolerance": args.tolerance,
-              "variants": {v: {"ndcg@10": ndcg[v], "change": round(ndcg[v] - ndcg["torch"], 4),
-                               "max_abs_score_difference": round(max(abs(run[q][d] - reference[q][d])
-                                                                     for q in dev for d in reference[q]), 4),
-                               "seconds": round(seconds, 1),
-                               "keeps_score": abs(ndcg[v] - ndcg["torch"]) <= args.tolerance}
-                           for v, (run, seconds) in runs.items()}}
+    result = {
+        "claims": len(dev),
+        "depth": args.depth,
+        "passages": str(passages),
+        "tolerance": args.tolerance,
+        "variants": {
+            v: {
+                "ndcg@10": ndcg[v],
+                "change": round(ndcg[v] - ndcg["torch"], 4),
+                "max_abs_score_difference": round(
+                    max(abs(run[q][d] - reference[q][d]) for q in dev for d in reference[q]), 4
+                ),
+                "seconds": round(seconds, 1),
+                "keeps_score": abs(ndcg[v] - ndcg["torch"]) <= args.tolerance,
+            }
+            for v, (run, seconds) in runs.items()
+        },
+    }
     print(json.dumps(result, indent=2))
     return result
 

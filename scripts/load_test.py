@@ -46,8 +46,11 @@ MIX = [
     ("/sentence_similarity", ("I sat on the river bank.\nShe deposited money at the bank.", 6, "mean"), 1),
     ("/attention", ("bi-encoder", "The otters played on the river bank.", "", "head", [], [], 5, 1), 1),
     ("/explain", ("river bank", "Otters dig dens in the river bank.", "bi-encoder"), 1),
-    ("/token_embeddings", ("bi-encoder", "I sat on the river bank.\nShe deposited money at the bank.", "bank", 0, 6,
-                           ["pca"]), 1),
+    (
+        "/token_embeddings",
+        ("bi-encoder", "I sat on the river bank.\nShe deposited money at the bank.", "bank", 0, 6, ["pca"]),
+        1,
+    ),
 ]
 BUSY_WORDS = ("queue is full", "too many", "busy", "try again")
 
@@ -58,10 +61,16 @@ class LoadArgs:
     bursts: int = field(default=3, metadata={"help": "identical bursts; RSS growth is compared between them"})
     burst_s: float = field(default=40.0, metadata={"help": "seconds each burst lasts"})
     pause_s: float = field(default=5.0, metadata={"help": "quiet seconds between bursts"})
-    request_timeout_s: float = field(default=120.0, metadata={"help": "a request taking longer counts as hung"})
+    request_timeout_s: float = field(
+        default=120.0, metadata={"help": "a request taking longer counts as hung"}
+    )
     app_args: str = field(default="", metadata={"help": "extra flags for python app.py (quoted)"})
-    warm_cache: bool = field(default=True, metadata={"help": "encode the startup corpus into the app's fresh "
-                                                      "embedding cache before starting it"})
+    warm_cache: bool = field(
+        default=True,
+        metadata={
+            "help": "encode the startup corpus into the app's fresh embedding cache before starting it"
+        },
+    )
     startup_timeout_s: float = 600.0
     seed: int = 0
     output: str = field(default="results/load_test.json", metadata={"help": "JSON written here"})
@@ -129,14 +138,18 @@ def classify(err: BaseException) -> str:
     return "refused" if any(word in text for word in BUSY_WORDS) else "error"
 
 
-def visitor(url: str, stop_at: float, timeout_s: float, rng: random.Random, records: list, lock: threading.Lock):
+def visitor(
+    url: str, stop_at: float, timeout_s: float, rng: random.Random, records: list, lock: threading.Lock
+):
     from gradio_client import Client
 
     try:
         client = Client(url, verbose=False)
     except Exception as err:  # the app refused even the page: that is a result too
         with lock:
-            records.append({"api": "connect", "outcome": classify(err), "seconds": 0.0, "message": str(err)[:200]})
+            records.append(
+                {"api": "connect", "outcome": classify(err), "seconds": 0.0, "message": str(err)[:200]}
+            )
         return
     calls = [(api, args) for api, args, weight in MIX for _ in range(weight)]
     try:
@@ -159,10 +172,13 @@ def _visit(client, calls, stop_at, timeout_s, rng, records, lock):
         except Exception as err:
             outcome, message = classify(err), str(err)[:200]
         with lock:
-            records.append({"api": api, "outcome": outcome, "seconds": time.perf_counter() - started,
-                            "message": message})
+            records.append(
+                {"api": api, "outcome": outcome, "seconds": time.perf_counter() - started, "message": message}
+            )
         if outcome == "refused":
-            time.sleep(1.0)  # a person told "busy, try again" clicks again a moment later, not in a tight loop
+            time.sleep(
+                1.0
+            )  # a person told "busy, try again" clicks again a moment later, not in a tight loop
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -177,13 +193,26 @@ def summarise(records: list[dict], rss: list[float]) -> dict:
     per_api = {}
     for api in sorted({r["api"] for r in records}):
         ok = [r["seconds"] for r in records if r["api"] == api and r["outcome"] == "ok"]
-        per_api[api] = {"requests": sum(r["api"] == api for r in records), "ok": len(ok),
-                        **{o: sum(r["api"] == api and r["outcome"] == o for r in records)
-                           for o in ("refused", "error", "hung")},
-                        "p50_s": percentile(ok, 0.5), "p95_s": percentile(ok, 0.95)}
-    messages = sorted({r["message"] for r in records if r["outcome"] in ("refused", "error") and r["message"]})
-    return {"requests": len(records), **outcomes, "per_api": per_api, "messages": messages[:10],
-            "rss_mb": {"start": round(rss[0], 1), "end": round(rss[-1], 1), "peak": round(max(rss), 1)}}
+        per_api[api] = {
+            "requests": sum(r["api"] == api for r in records),
+            "ok": len(ok),
+            **{
+                o: sum(r["api"] == api and r["outcome"] == o for r in records)
+                for o in ("refused", "error", "hung")
+            },
+            "p50_s": percentile(ok, 0.5),
+            "p95_s": percentile(ok, 0.95),
+        }
+    messages = sorted(
+        {r["message"] for r in records if r["outcome"] in ("refused", "error") and r["message"]}
+    )
+    return {
+        "requests": len(records),
+        **outcomes,
+        "per_api": per_api,
+        "messages": messages[:10],
+        "rss_mb": {"start": round(rss[0], 1), "end": round(rss[-1], 1), "peak": round(max(rss), 1)},
+    }
 
 
 def one_burst(url: str, server: subprocess.Popen, args: LoadArgs, burst: int, log_name: str) -> dict:
@@ -191,10 +220,21 @@ def one_burst(url: str, server: subprocess.Popen, args: LoadArgs, burst: int, lo
     every 0.5 s; → its summary. Stops the run if the app dies meanwhile."""
     records, lock, rss = [], threading.Lock(), [rss_mb(server.pid)]
     stop_at = time.time() + args.burst_s
-    threads = [threading.Thread(target=visitor, daemon=True,
-                                args=(url, stop_at, args.request_timeout_s,
-                                      random.Random(args.seed * 1000 + burst * 100 + i), records, lock))
-               for i in range(args.clients)]
+    threads = [
+        threading.Thread(
+            target=visitor,
+            daemon=True,
+            args=(
+                url,
+                stop_at,
+                args.request_timeout_s,
+                random.Random(args.seed * 1000 + burst * 100 + i),
+                records,
+                lock,
+            ),
+        )
+        for i in range(args.clients)
+    ]
     for t in threads:
         t.start()
     while any(t.is_alive() for t in threads):
@@ -215,10 +255,29 @@ def run(args: LoadArgs) -> dict:
     if args.warm_cache:
         # the startup corpus's embeddings are written to the fresh cache first, in a process of their own: the
         # bursts measure serving, not the first start's indexing (which app.py runs beside the first requests)
-        subprocess.run([sys.executable, "-c", "from ctxir.app.state import AppConfig, AppState; "
-                        "AppState.load(AppConfig(corpus=__import__('sys').argv[1]))", _flag(args.app_args, "--corpus")],
-                       cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    command = [sys.executable, "app.py", "--port", str(port), "--host", "127.0.0.1", *shlex.split(args.app_args)]
+        subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "from ctxir.app.state import AppConfig, AppState; "
+                "AppState.load(AppConfig(corpus=__import__('sys').argv[1]))",
+                _flag(args.app_args, "--corpus"),
+            ],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    command = [
+        sys.executable,
+        "app.py",
+        "--port",
+        str(port),
+        "--host",
+        "127.0.0.1",
+        *shlex.split(args.app_args),
+    ]
     log = open(tempfile.mktemp(prefix="ctxir-load-app-", suffix=".log"), "w")  # noqa: SIM115
     server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
@@ -235,10 +294,13 @@ def run(args: LoadArgs) -> dict:
                 previous = bursts[-1]["rss_mb"]["end"]
                 summary["rss_growth_vs_previous"] = round(summary["rss_mb"]["end"] / previous - 1, 4)
             bursts.append(summary)
-            print(f"burst {burst + 1}: {summary['requests']} requests, ok {summary['ok']}, refused "
-                  f"{summary['refused']}, error {summary['error']}, hung {summary['hung']}; RSS "
-                  f"{summary['rss_mb']['start']:.0f} → {summary['rss_mb']['end']:.0f} MB "
-                  f"(peak {summary['rss_mb']['peak']:.0f})", flush=True)
+            print(
+                f"burst {burst + 1}: {summary['requests']} requests, ok {summary['ok']}, refused "
+                f"{summary['refused']}, error {summary['error']}, hung {summary['hung']}; RSS "
+                f"{summary['rss_mb']['start']:.0f} → {summary['rss_mb']['end']:.0f} MB "
+                f"(peak {summary['rss_mb']['peak']:.0f})",
+                flush=True,
+            )
             time.sleep(args.pause_s)
         # 3. still serving?
         alive = answers(url)
@@ -249,12 +311,17 @@ def run(args: LoadArgs) -> dict:
         except subprocess.TimeoutExpired:
             server.kill()
         log.close()
-    result = {"command": "python scripts/load_test.py " + " ".join(
-                  f"--{k.replace('_', '-')} {shlex.quote(str(v))}" for k, v in asdict(args).items()),
-              "app_command": " ".join(command[1:]), "args": asdict(args), "bursts": bursts,
-              "still_serving": alive, "app_exit_code": server.returncode,
-              "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "load_average": os.getloadavg()},
-              "date": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+    result = {
+        "command": "python scripts/load_test.py "
+        + " ".join(f"--{k.replace('_', '-')} {shlex.quote(str(v))}" for k, v in asdict(args).items()),
+        "app_command": " ".join(command[1:]),
+        "args": asdict(args),
+        "bursts": bursts,
+        "still_serving": alive,
+        "app_exit_code": server.returncode,
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "load_average": os.getloadavg()},
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+    }
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")

@@ -52,8 +52,12 @@ SENTENCE = re.compile(r"[^.!?]+[.!?]+(?=\s|$)")
 @dataclass
 class SyntheticArgs:
     num_docs: int = field(default=1_000_000, metadata={"help": "passages in all (the real ones first)"})
-    output: str = field(default="outputs/synthetic-1m", metadata={"help": "folder written (BEIR layout + cache/)"})
-    data_root: str = field(default="../shared/data", metadata={"help": "folder holding msmarco_sample/ and scifact/"})
+    output: str = field(
+        default="outputs/synthetic-1m", metadata={"help": "folder written (BEIR layout + cache/)"}
+    )
+    data_root: str = field(
+        default="../shared/data", metadata={"help": "folder holding msmarco_sample/ and scifact/"}
+    )
     noise: float = field(default=1.0, metadata={"help": "rms norm of the noise added to a real embedding"})
     seed: int = 0
     progress: bool = field(default=True, metadata={"help": "progress bars"})
@@ -71,8 +75,10 @@ def real_sets(root: Path):
     for prefix, name in SOURCES:
         folder = root / name
         if not (folder / "corpus.jsonl").is_file():
-            raise CtxirError(f"--data-root {str(root)!r} has no {name}/corpus.jsonl: point it at the shared data "
-                             "folder (the one holding msmarco_sample/ and scifact/)")
+            raise CtxirError(
+                f"--data-root {str(root)!r} has no {name}/corpus.jsonl: point it at the shared data "
+                "folder (the one holding msmarco_sample/ and scifact/)"
+            )
         part = load_corpus(folder / "corpus.jsonl")
         corpus |= {prefix + doc_id: doc for doc_id, doc in part.items()}
         _, part_queries, part_qrels = load_beir(folder, "test")
@@ -119,6 +125,7 @@ def covariance_noise(centres: np.ndarray, noise: float):
 
     def sample(n: int, rng: np.random.Generator) -> np.ndarray:
         return (rng.standard_normal((n, len(scale)), dtype=np.float32) * scale) @ vt  # (n, dim)
+
     return sample
 
 
@@ -130,25 +137,38 @@ def run(args: SyntheticArgs) -> dict:
     rng = np.random.default_rng(args.seed)
     corpus, queries, qrels = real_sets(Path(args.data_root))
     if args.num_docs < len(corpus):
-        raise CtxirError(f"--num-docs {args.num_docs!r} is below the {len(corpus):,} real passages: ask for at least "
-                         "that many")
+        raise CtxirError(
+            f"--num-docs {args.num_docs!r} is below the {len(corpus):,} real passages: ask for at least "
+            "that many"
+        )
     # 1. real embeddings (the model, through the normal ~/.cache/ctxir cache: encoded once, then read)
     # per set, as `python -m benchmarks.search` encodes them, so both share the cached vectors
     encoder = BiEncoder(device="cpu")
-    real_vectors = np.concatenate([encoder.encode_corpus(load_corpus(Path(args.data_root) / name / "corpus.jsonl"),
-                                                         args.progress)[1] for _, name in SOURCES])  # (10,183, 384)
+    real_vectors = np.concatenate(
+        [
+            encoder.encode_corpus(load_corpus(Path(args.data_root) / name / "corpus.jsonl"), args.progress)[1]
+            for _, name in SOURCES
+        ]
+    )  # (10,183, 384)
     # 2. the corpus file: real passages, then synthetic ones
     sentences, sentence_rows = sentence_pool(corpus)
-    centre_of = np.empty(args.num_docs - len(corpus), dtype=np.int64)  # synthetic passage → real row of its centre
+    centre_of = np.empty(
+        args.num_docs - len(corpus), dtype=np.int64
+    )  # synthetic passage → real row of its centre
     with atomic_path(out / "corpus.jsonl") as tmp, open(tmp, "w", encoding="utf-8") as handle:
         for doc_id, doc in corpus.items():
             handle.write(json.dumps({"_id": doc_id, "title": doc["title"], "text": doc["text"]}) + "\n")
         for i, (text, first) in enumerate(synthetic_passages(sentences, len(centre_of), rng, args.progress)):
             handle.write(json.dumps({"_id": f"syn-{i:07d}", "title": "", "text": text}) + "\n")
             centre_of[i] = sentence_rows[first]
-    write_atomic(out / "queries.jsonl", "".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in queries.items()))
-    write_atomic(out / "qrels" / "test.tsv", "query-id\tcorpus-id\tscore\n" + "".join(
-        f"{q}\t{d}\t{s}\n" for q, judged in qrels.items() for d, s in judged.items()))
+    write_atomic(
+        out / "queries.jsonl", "".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in queries.items())
+    )
+    write_atomic(
+        out / "qrels" / "test.tsv",
+        "query-id\tcorpus-id\tscore\n"
+        + "".join(f"{q}\t{d}\t{s}\n" for q, judged in qrels.items() for d, s in judged.items()),
+    )
     # 3. the embeddings, under the key the encoder computes for the texts as ctxir reads them back
     texts = [doc_text(d) for d in load_corpus(out / "corpus.jsonl").values()]
     cache = EmbeddingCache(out / "cache" / "embeddings")
@@ -156,18 +176,32 @@ def run(args: SyntheticArgs) -> dict:
     sample = covariance_noise(real_vectors, args.noise)
     chunk = 100_000
     with atomic_path(cache.root / f"{key}.npy", suffix=".npy") as tmp:
-        matrix = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(len(texts), real_vectors.shape[1]))
-        matrix[:len(corpus)] = real_vectors
-        for begin in tqdm(range(0, len(centre_of), chunk), desc="synthetic embeddings", unit="chunk",
-                          disable=not args.progress):
-            centres = centre_of[begin:begin + chunk]
+        matrix = np.lib.format.open_memmap(
+            tmp, mode="w+", dtype=np.float32, shape=(len(texts), real_vectors.shape[1])
+        )
+        matrix[: len(corpus)] = real_vectors
+        for begin in tqdm(
+            range(0, len(centre_of), chunk),
+            desc="synthetic embeddings",
+            unit="chunk",
+            disable=not args.progress,
+        ):
+            centres = centre_of[begin : begin + chunk]
             block = normalise(real_vectors[centres] + sample(len(centres), rng))
-            matrix[len(corpus) + begin:len(corpus) + begin + len(centres)] = block
+            matrix[len(corpus) + begin : len(corpus) + begin + len(centres)] = block
         matrix.flush()
         del matrix
-    record = {"command": " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]), "num_docs": len(texts),
-              "real_docs": len(corpus), "queries": len(queries), "embedding_key": key, "noise": args.noise,
-              "seed": args.seed, "seconds": round(time.perf_counter() - started, 1), "load_average": os.getloadavg()}
+    record = {
+        "command": " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
+        "num_docs": len(texts),
+        "real_docs": len(corpus),
+        "queries": len(queries),
+        "embedding_key": key,
+        "noise": args.noise,
+        "seed": args.seed,
+        "seconds": round(time.perf_counter() - started, 1),
+        "load_average": os.getloadavg(),
+    }
     write_atomic(out / "synthetic.json", json.dumps(record, indent=1) + "\n")
     print(json.dumps(record, indent=1))
     return record

@@ -55,8 +55,14 @@ def child(args: argparse.Namespace) -> dict:
         onnx_backend.OnnxEncoder.runs = staticmethod(lambda feats: [feats])
         onnx_backend._run_options = lambda: None
     backend = "torch" if args.variant == "torch" else "onnx-int8"
-    encoder = BiEncoder(args.model, device="cpu", cache=False, backend=backend, onnx_dir=args.onnx_dir,
-                        batch_size=args.batch_size)
+    encoder = BiEncoder(
+        args.model,
+        device="cpu",
+        cache=False,
+        backend=backend,
+        onnx_dir=args.onnx_dir,
+        batch_size=args.batch_size,
+    )
     row = {"variant": args.variant, "docs": len(texts), "loaded_mb": rss_mb()}
     if args.variant == "export":
         started = time.perf_counter()
@@ -80,8 +86,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="sentence-transformers/all-MiniLM-L6-v2")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--threads", type=int, default=1, help="torch and ONNX Runtime threads")
-    parser.add_argument("--onnx-dir", default="", help="where the int8 model is exported (default: a temporary "
-                                                        "folder, exported first)")
+    parser.add_argument(
+        "--onnx-dir",
+        default="",
+        help="where the int8 model is exported (default: a temporary folder, exported first)",
+    )
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--variant", default="", help=argparse.SUPPRESS)  # the child process's one variant
     parser.add_argument("--output", default="")
@@ -97,9 +106,24 @@ def main(argv: list[str] | None = None) -> int:
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
 
     def measure(variant: str, folder: str) -> dict | None:
-        command = [sys.executable, __file__, "--variant", variant, "--data", args.data, "--docs", str(args.docs),
-                   "--model", args.model, "--batch-size", str(args.batch_size), "--threads", str(args.threads),
-                   "--onnx-dir", folder]
+        command = [
+            sys.executable,
+            __file__,
+            "--variant",
+            variant,
+            "--data",
+            args.data,
+            "--docs",
+            str(args.docs),
+            "--model",
+            args.model,
+            "--batch-size",
+            str(args.batch_size),
+            "--threads",
+            str(args.threads),
+            "--onnx-dir",
+            folder,
+        ]
         out = subprocess.run(command, capture_output=True, text=True, env=env)
         if out.returncode != 0:
             print(out.stderr[-3000:], file=sys.stderr)
@@ -110,18 +134,27 @@ def main(argv: list[str] | None = None) -> int:
 
     # the encode variants need the int8 file: exported into --onnx-dir first when it is not there (not reported)
     needs_file = any(v.startswith("onnx") for v in variants)
-    if needs_file and not any(Path(onnx_dir).rglob("model-int8-dynamic.onnx")) and measure("export", onnx_dir) is None:
+    if (
+        needs_file
+        and not any(Path(onnx_dir).rglob("model-int8-dynamic.onnx"))
+        and measure("export", onnx_dir) is None
+    ):
         return 1
     rows = []
     for variant in variants:
         # the export is measured into a fresh folder, so it really exports
-        row = measure(variant, tempfile.mkdtemp(prefix="ctxir-onnx-export-") if variant == "export" else onnx_dir)
+        row = measure(
+            variant, tempfile.mkdtemp(prefix="ctxir-onnx-export-") if variant == "export" else onnx_dir
+        )
         if row is None:
             return 1
         rows.append(row)
         speed = f"{row['texts_per_s']:.1f} texts/s" if "texts_per_s" in row else f"{row['seconds']:.1f} s"
-        print(f"{variant:16s} loaded {row['loaded_mb']:7.0f} MB  peak {row['peak_mb']:7.0f} MB  "
-              f"(+{row['growth_mb']:.0f})  end {row['end_mb']:7.0f} MB  {speed}", flush=True)
+        print(
+            f"{variant:16s} loaded {row['loaded_mb']:7.0f} MB  peak {row['peak_mb']:7.0f} MB  "
+            f"(+{row['growth_mb']:.0f})  end {row['end_mb']:7.0f} MB  {speed}",
+            flush=True,
+        )
     if args.output:
         Path(args.output).write_text(json.dumps({"args": vars(args), "rows": rows}, indent=1))
     return 0

@@ -29,22 +29,35 @@ START, END = "<!-- classify:start -->", "<!-- classify:end -->"
 LABELS = "ctxir/assets/agnews_labels.csv"
 # result file → the ClassifyArgs that make it (besides --data and --output)
 RUNS = {
-    "classify-agnews.json": {"labels": LABELS, "k": "1,5,15", "shots": "8,16,32,64", "seeds": 5,
-                             "few_shot_methods": "knn-5,centroid,logreg"},
+    "classify-agnews.json": {
+        "labels": LABELS,
+        "k": "1,5,15",
+        "shots": "8,16,32,64",
+        "seeds": 5,
+        "few_shot_methods": "knn-5,centroid,logreg",
+    },
     "classify-agnews-names.json": {"method": "zero-shot"},
     "classify-agnews-bare-name.json": {"method": "zero-shot", "templates": "{label}", "projection": "off"},
-    "classify-agnews-about-label.json": {"method": "zero-shot", "templates": "This text is about {label}.",
-                                         "projection": "off"},
+    "classify-agnews-about-label.json": {
+        "method": "zero-shot",
+        "templates": "This text is about {label}.",
+        "projection": "off",
+    },
 }
 # (label, run folder under --outputs) for training/train_classifier.py runs
 FINE_TUNED = [
     ("TripletLoss, 8 per class, 20 triplets per example", "classifier-agnews-triplet-8"),
-    ("SetFit-style pairs (CosineSimilarityLoss), 8 per class, 20 pairs of each kind per example",
-     "classifier-agnews-setfit-8"),
+    (
+        "SetFit-style pairs (CosineSimilarityLoss), 8 per class, 20 pairs of each kind per example",
+        "classifier-agnews-setfit-8",
+    ),
     ("TripletLoss, 64 per class, 5 triplets per example", "classifier-agnews-triplet-64"),
     ("BatchHardTripletLoss, 64 per class", "classifier-agnews-batch-hard-64"),
-    ("TripletLoss, the whole 8,000-row subset, one triplet per example (stopped at --max-steps when the command "
-     "says so)", "classifier-agnews-triplet--1"),
+    (
+        "TripletLoss, the whole 8,000-row subset, one triplet per example (stopped at --max-steps when the command "
+        "says so)",
+        "classifier-agnews-triplet--1",
+    ),
 ]
 # Published numbers on AG News test, as quoted in issue #22 (all-MiniLM-L6-v2 unless said).
 ANCHORS = [
@@ -101,8 +114,15 @@ def methods_table(runs: dict[str, dict]) -> list[str]:
         m = record["methods"]["zero-shot"]
         c = m["config"]
         how = f"template `{c['template']}`, projection {'on' if c['projection'] else 'off'}"
-        rows.append((label, m["accuracy"], m["macro_f1"], how + (" (chosen on train)" if c["candidates"] else
-                                                                  " (fixed)"), command(record)))
+        rows.append(
+            (
+                label,
+                m["accuracy"],
+                m["macro_f1"],
+                how + (" (chosen on train)" if c["candidates"] else " (fixed)"),
+                command(record),
+            )
+        )
 
     zero("zero-shot, bare label names, fixed template", bare)
     zero("zero-shot, label names, fixed prompt", about)
@@ -111,13 +131,24 @@ def methods_table(runs: dict[str, dict]) -> list[str]:
     n_train = main["data"]["train_rows"]
     for name in ("knn-1", "knn-5", "knn-15", "centroid", "logreg"):
         m = main["methods"][name]
-        rows.append((f"{name}, all {n_train:,} train-subset rows", m["accuracy"], m["macro_f1"],
-                     "cosine, uniform vote" if name.startswith("knn") else "", command(main)))
-    lines = ["| method (frozen all-MiniLM-L6-v2) | accuracy | macro-F1 | setting | command |",
-             "|---|---|---|---|---|"]
+        rows.append(
+            (
+                f"{name}, all {n_train:,} train-subset rows",
+                m["accuracy"],
+                m["macro_f1"],
+                "cosine, uniform vote" if name.startswith("knn") else "",
+                command(main),
+            )
+        )
+    lines = [
+        "| method (frozen all-MiniLM-L6-v2) | accuracy | macro-F1 | setting | command |",
+        "|---|---|---|---|---|",
+    ]
     previous = None
     for label, acc, f1, how, cmd in rows:
-        lines.append(f"| {label} | **{fmt(acc)}** | {fmt(f1)} | {how} | {'same run' if cmd == previous else f'`{cmd}`'} |")
+        lines.append(
+            f"| {label} | **{fmt(acc)}** | {fmt(f1)} | {how} | {'same run' if cmd == previous else f'`{cmd}`'} |"
+        )
         previous = cmd
     return lines
 
@@ -126,7 +157,9 @@ def curve_table(main: dict) -> list[str]:
     methods = list(main["few_shot"][0]["methods"]) if main.get("few_shot") else []
     lines = ["| examples per class | " + " | ".join(methods) + " |", "|---|" + "---|" * len(methods)]
     for point in main.get("few_shot", []):
-        cells = [f"{r['accuracy']['mean']:.4f} ± {r['accuracy']['std']:.4f}" for r in point["methods"].values()]
+        cells = [
+            f"{r['accuracy']['mean']:.4f} ± {r['accuracy']['std']:.4f}" for r in point["methods"].values()
+        ]
         lines.append(f"| {point['shots']} ({point['seeds']} seeds) | " + " | ".join(cells) + " |")
     full = {"knn-5": "knn-5", "centroid": "centroid", "logreg": "logreg"}
     cells = [fmt(main["methods"].get(full.get(m, m), {}).get("accuracy")) for m in methods]
@@ -144,19 +177,27 @@ def fine_tuned_table(outputs: Path) -> list[str]:
             lines.append(f"| {label} | not run | | | | | |")
             continue
         metrics = json.loads(path.read_text())
-        config = {k: v for k, v in metrics["config"].items() if k in {f.name for f in dataclasses.fields(
-            ClassifierArgs)}}
-        cmd = shell_command("python training/train_classifier.py", ClassifierArgs, config,
-                            always=("objective", "per_class"))
+        config = {
+            k: v
+            for k, v in metrics["config"].items()
+            if k in {f.name for f in dataclasses.fields(ClassifierArgs)}
+        }
+        cmd = shell_command(
+            "python training/train_classifier.py", ClassifierArgs, config, always=("objective", "per_class")
+        )
         t = metrics["training"]
-        time = (f"{t['wall_time_seconds'] / 60:.1f} min total, {t.get('train_seconds', 0) / 60:.1f} min training "
-                f"({t['steps']} steps; {t['hardware']}, {t.get('torch_threads', '?')} thread)")
+        time = (
+            f"{t['wall_time_seconds'] / 60:.1f} min total, {t.get('train_seconds', 0) / 60:.1f} min training "
+            f"({t['steps']} steps; {t['hardware']}, {t.get('torch_threads', '?')} thread)"
+        )
         for i, row in enumerate(r for r in metrics["evaluations"] if r["metric"].startswith("accuracy")):
             delta = row["after"] - row["before"] if row["before"] is not None else None
-            method = row["metric"][len("accuracy ("):-1]
-            lines.append(f"| {label if i == 0 else ''} | {method} | {fmt(row['before'])} | **{fmt(row['after'])}** | "
-                         f"{'' if delta is None else f'{delta:+.4f}'} | {time if i == 0 else ''} | "
-                         f"{f'`{cmd}`' if i == 0 else ''} |")
+            method = row["metric"][len("accuracy (") : -1]
+            lines.append(
+                f"| {label if i == 0 else ''} | {method} | {fmt(row['before'])} | **{fmt(row['after'])}** | "
+                f"{'' if delta is None else f'{delta:+.4f}'} | {time if i == 0 else ''} | "
+                f"{f'`{cmd}`' if i == 0 else ''} |"
+            )
     return lines
 
 
@@ -169,7 +210,7 @@ def best_after(outputs: Path, folders: list[str]) -> tuple[float | None, str]:
             continue
         for row in json.loads(path.read_text())["evaluations"]:
             if row["metric"].startswith("accuracy") and (best is None or row["after"] > best):
-                best, where = row["after"], f"{folder}, {row['metric'][len('accuracy ('):-1]}"
+                best, where = row["after"], f"{folder}, {row['metric'][len('accuracy (') : -1]}"
     return best, where
 
 
@@ -186,34 +227,49 @@ def targets_table(runs: dict[str, dict], outputs: Path) -> list[str]:
         return "goal met" if value >= goal else "must met" if value >= must else "below must"
 
     # "ours" is the best row of its group on test (several methods, and runs): an optimistic pick, said so below
-    return ["| setting (issue #22 targets) | must | goal | ours | where | |", "|---|---|---|---|---|---|",
-            f"| zero-shot (no labelled example) | 0.65 | 0.75 | **{fmt(zero[0])}** | {zero[1]} | "
-            f"{verdict(zero[0], 0.65, 0.75)} |",
-            f"| 8 per class, fine-tuned on CPU | 0.774 | 0.831 | **{fmt(eight)}** | {eight_where} | "
-            f"{verdict(eight, 0.774, 0.831)} |",
-            f"| the whole train subset, best method (frozen) | 0.897 | 0.91 | **{fmt(full[0])}** | {full[1]} | "
-            f"{verdict(full[0], 0.897, 0.91)} |",
-            f"| the whole train subset, after triplet fine-tuning | 0.897 | 0.91 | **{fmt(tuned_all)}** | "
-            f"{tuned_where} | {verdict(tuned_all, 0.897, 0.91)} |"]
+    return [
+        "| setting (issue #22 targets) | must | goal | ours | where | |",
+        "|---|---|---|---|---|---|",
+        f"| zero-shot (no labelled example) | 0.65 | 0.75 | **{fmt(zero[0])}** | {zero[1]} | "
+        f"{verdict(zero[0], 0.65, 0.75)} |",
+        f"| 8 per class, fine-tuned on CPU | 0.774 | 0.831 | **{fmt(eight)}** | {eight_where} | "
+        f"{verdict(eight, 0.774, 0.831)} |",
+        f"| the whole train subset, best method (frozen) | 0.897 | 0.91 | **{fmt(full[0])}** | {full[1]} | "
+        f"{verdict(full[0], 0.897, 0.91)} |",
+        f"| the whole train subset, after triplet fine-tuning | 0.897 | 0.91 | **{fmt(tuned_all)}** | "
+        f"{tuned_where} | {verdict(tuned_all, 0.897, 0.91)} |",
+    ]
 
 
 def paired_table(main: dict) -> list[str]:
-    wanted = [("zero-shot", "logreg"), ("knn-5", "logreg"), ("knn-5", "knn-15"), ("knn-1", "knn-5"),
-              ("centroid", "logreg")]
-    lines = ["| A | B | accuracy A | accuracy B | only A right | only B right | McNemar p |", "|---|---|---|---|---|---|---|"]
+    wanted = [
+        ("zero-shot", "logreg"),
+        ("knn-5", "logreg"),
+        ("knn-5", "knn-15"),
+        ("knn-1", "knn-5"),
+        ("centroid", "logreg"),
+    ]
+    lines = [
+        "| A | B | accuracy A | accuracy B | only A right | only B right | McNemar p |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for row in main["paired"]:
         if (row["a"], row["b"]) in wanted:
-            lines.append(f"| {row['a']} | {row['b']} | {fmt(row['accuracy_a'])} | {fmt(row['accuracy_b'])} | "
-                         f"{row['a_only']} | {row['b_only']} | {row['pvalue']:.2g} |")
+            lines.append(
+                f"| {row['a']} | {row['b']} | {fmt(row['accuracy_a'])} | {fmt(row['accuracy_b'])} | "
+                f"{row['a_only']} | {row['b_only']} | {row['pvalue']:.2g} |"
+            )
     return lines
 
 
 def throughput(main: dict) -> list[str]:
     t = main["throughput"]
     per = ", ".join(f"{m} {v:,.0f}" for m, v in t["classify_texts_per_second"].items())
-    return [f"- Encoding: **{t['encode_texts_per_second']} texts/s** ({t['encode_texts']} AG News test texts, "
-            f"uncached, {t['torch_threads']} torch thread, {main['machine']}, shared with a training job).",
-            f"- Classifying {main['data']['test_rows']:,} texts given their embeddings (texts/s): {per}."]
+    return [
+        f"- Encoding: **{t['encode_texts_per_second']} texts/s** ({t['encode_texts']} AG News test texts, "
+        f"uncached, {t['torch_threads']} torch thread, {main['machine']}, shared with a training job).",
+        f"- Classifying {main['data']['test_rows']:,} texts given their embeddings (texts/s): {per}.",
+    ]
 
 
 def main() -> None:
@@ -231,33 +287,62 @@ def main() -> None:
     runs = run_all(opts.data, Path(opts.results), opts.rerun)
     main_run = runs["classify-agnews.json"]
     # 2. the tables
-    block = [START, "Generated by `python scripts/results_classify.py` from `results/classify-*.json` (each written "
-             "by the command in its row) and the fine-tuning runs' `metrics.json`. AG News test: all 7,600 texts; "
-             "labelled examples come from the 8,000-row train subset only; zero-shot templates are chosen on the "
-             "train subset, never on test.", "",
-             "**Against the targets**", "", *targets_table(runs, Path(opts.outputs)), "",
-             "“ours” is the best row of its group on the test set (methods × runs), so it is an optimistic pick; "
-             "every row is listed below. Fine-tuned runs use one draw of N per class (seed 42), where SetFit reports "
-             "a mean over draws.", "",
-             "**Every method, frozen encoder**", "", *methods_table(runs), "",
-             "**Published anchors** (as quoted in issue #22; not re-run here)", "",
-             "| setting | source | accuracy |", "|---|---|---|",
-             *[f"| {s} | {src} | {v} |" for s, src, v in ANCHORS], "",
-             "**Few-shot curve** (N examples per class drawn with seeds 0–4; test accuracy mean ± sample std)", "",
-             *curve_table(main_run), "",
-             "**Paired comparisons** on the same 7,600 texts (exact McNemar test)", "", *paired_table(main_run), "",
-             "**Fine-tuned encoders** (`training/train_classifier.py`; N per class drawn with seed 42; kNN-5 uses "
-             "k = min(5, N); zero-shot's template is re-chosen on the N per class; test = all 7,600 texts)", "",
-             *fine_tuned_table(Path(opts.outputs)), "",
-             "**Throughput**", "", *throughput(main_run), "", END]
+    block = [
+        START,
+        "Generated by `python scripts/results_classify.py` from `results/classify-*.json` (each written "
+        "by the command in its row) and the fine-tuning runs' `metrics.json`. AG News test: all 7,600 texts; "
+        "labelled examples come from the 8,000-row train subset only; zero-shot templates are chosen on the "
+        "train subset, never on test.",
+        "",
+        "**Against the targets**",
+        "",
+        *targets_table(runs, Path(opts.outputs)),
+        "",
+        "“ours” is the best row of its group on the test set (methods × runs), so it is an optimistic pick; "
+        "every row is listed below. Fine-tuned runs use one draw of N per class (seed 42), where SetFit reports "
+        "a mean over draws.",
+        "",
+        "**Every method, frozen encoder**",
+        "",
+        *methods_table(runs),
+        "",
+        "**Published anchors** (as quoted in issue #22; not re-run here)",
+        "",
+        "| setting | source | accuracy |",
+        "|---|---|---|",
+        *[f"| {s} | {src} | {v} |" for s, src, v in ANCHORS],
+        "",
+        "**Few-shot curve** (N examples per class drawn with seeds 0–4; test accuracy mean ± sample std)",
+        "",
+        *curve_table(main_run),
+        "",
+        "**Paired comparisons** on the same 7,600 texts (exact McNemar test)",
+        "",
+        *paired_table(main_run),
+        "",
+        "**Fine-tuned encoders** (`training/train_classifier.py`; N per class drawn with seed 42; kNN-5 uses "
+        "k = min(5, N); zero-shot's template is re-chosen on the N per class; test = all 7,600 texts)",
+        "",
+        *fine_tuned_table(Path(opts.outputs)),
+        "",
+        "**Throughput**",
+        "",
+        *throughput(main_run),
+        "",
+        END,
+    ]
     # 3. write them between the markers, leaving the rest of the doc as it is
     doc = Path(opts.doc)
     text = doc.read_text()
     if START not in text:
-        text += ("\n## Classification with embeddings (AG News)\n\nZero-shot, nearest-neighbour, centroid and "
-                 "logistic-regression classifiers over the bi-encoder (`ctxir.classify`), and the encoder "
-                 f"fine-tuned for them (`training/train_classifier.py`).\n\n{START}\n{END}\n")
-    doc.write_text(re.sub(re.escape(START) + ".*?" + re.escape(END), lambda _: "\n".join(block), text, flags=re.S))
+        text += (
+            "\n## Classification with embeddings (AG News)\n\nZero-shot, nearest-neighbour, centroid and "
+            "logistic-regression classifiers over the bi-encoder (`ctxir.classify`), and the encoder "
+            f"fine-tuned for them (`training/train_classifier.py`).\n\n{START}\n{END}\n"
+        )
+    doc.write_text(
+        re.sub(re.escape(START) + ".*?" + re.escape(END), lambda _: "\n".join(block), text, flags=re.S)
+    )
     print(f"wrote {doc}")
 
 

@@ -33,30 +33,65 @@ class Row:
 
 
 def rows(data: Path) -> list[Row]:
-    scifact, marco, sts = str(data / "scifact"), str(data / "msmarco_sample"), str(data / "stsbenchmark/sts-test.csv")
+    scifact, marco, sts = (
+        str(data / "scifact"),
+        str(data / "msmarco_sample"),
+        str(data / "stsbenchmark/sts-test.csv"),
+    )
     return [
-        Row("SciFact test", "BM25 (bm25s, k1=1.5, b=0.75, stemmed)", {"data": scifact, "retriever": "bm25"},
-            "BEIR BM25 0.665; Pyserini flat 0.679"),
-        Row("SciFact test", "all-MiniLM-L6-v2, mean pooling (its own)", {"data": scifact, "retriever": "dense"},
-            "all-MiniLM-L6-v2 0.645"),
-        Row("SciFact test", "all-MiniLM-L6-v2, CLS pooling", {"data": scifact, "retriever": "dense", "pooling": "cls"}),
-        Row("SciFact test", "hybrid BM25 + MiniLM, RRF k=60 (untuned)", {"data": scifact, "retriever": "hybrid"},
-            "RRF k=60 0.687 (issue)"),
-        Row("SciFact test", "hybrid BM25 + MiniLM, fusion tuned on SciFact **train**",
-            {"data": scifact, "retriever": "hybrid", "tune_on": "train"}),
+        Row(
+            "SciFact test",
+            "BM25 (bm25s, k1=1.5, b=0.75, stemmed)",
+            {"data": scifact, "retriever": "bm25"},
+            "BEIR BM25 0.665; Pyserini flat 0.679",
+        ),
+        Row(
+            "SciFact test",
+            "all-MiniLM-L6-v2, mean pooling (its own)",
+            {"data": scifact, "retriever": "dense"},
+            "all-MiniLM-L6-v2 0.645",
+        ),
+        Row(
+            "SciFact test",
+            "all-MiniLM-L6-v2, CLS pooling",
+            {"data": scifact, "retriever": "dense", "pooling": "cls"},
+        ),
+        Row(
+            "SciFact test",
+            "hybrid BM25 + MiniLM, RRF k=60 (untuned)",
+            {"data": scifact, "retriever": "hybrid"},
+            "RRF k=60 0.687 (issue)",
+        ),
+        Row(
+            "SciFact test",
+            "hybrid BM25 + MiniLM, fusion tuned on SciFact **train**",
+            {"data": scifact, "retriever": "hybrid", "tune_on": "train"},
+        ),
         Row("MS MARCO sample", "BM25", {"data": marco, "retriever": "bm25"}),
         Row("MS MARCO sample", "all-MiniLM-L6-v2, mean pooling", {"data": marco, "retriever": "dense"}),
-        Row("MS MARCO sample", "all-MiniLM-L6-v2, CLS pooling", {"data": marco, "retriever": "dense", "pooling": "cls"}),
-        Row("MS MARCO sample", "hybrid BM25 + MiniLM, RRF k=60 (untuned: no train split)",
-            {"data": marco, "retriever": "hybrid"}),
+        Row(
+            "MS MARCO sample",
+            "all-MiniLM-L6-v2, CLS pooling",
+            {"data": marco, "retriever": "dense", "pooling": "cls"},
+        ),
+        Row(
+            "MS MARCO sample",
+            "hybrid BM25 + MiniLM, RRF k=60 (untuned: no train split)",
+            {"data": marco, "retriever": "hybrid"},
+        ),
         Row("STS-B test", "all-MiniLM-L6-v2, mean pooling (cosine)", {"data": sts}, "0.8203"),
         Row("STS-B test", "all-MiniLM-L6-v2, CLS pooling (cosine)", {"data": sts, "pooling": "cls"}),
     ]
 
 
 def command(flags: dict) -> str:
-    return command_line("ctxir evaluate", EvaluateArgs, flags, always=("data", "retriever"),
-                        replace={str(Path.cwd()) + "/": ""})
+    return command_line(
+        "ctxir evaluate",
+        EvaluateArgs,
+        flags,
+        always=("data", "retriever"),
+        replace={str(Path.cwd()) + "/": ""},
+    )
 
 
 def main() -> None:
@@ -70,8 +105,10 @@ def main() -> None:
     opts = parser.parse_args()
     data = Path(opts.data)
     # 1. run every configuration
-    lines = ["| Dataset | System | nDCG@10 | Recall@100 | Spearman | Published anchor | Command | s |",
-             "|---|---|---:|---:|---:|---|---|---:|"]
+    lines = [
+        "| Dataset | System | nDCG@10 | Recall@100 | Spearman | Published anchor | Command | s |",
+        "|---|---|---:|---:|---:|---|---|---:|",
+    ]
     for row in rows(data):
         start = time.perf_counter()
         result = run(EvaluateArgs(**row.flags))
@@ -79,18 +116,37 @@ def main() -> None:
         metrics = next(iter(result["metrics"].values()))
         cells = [f"{metrics[m]:.4f}" if m in metrics else "" for m in ("nDCG@10", "Recall@100", "spearman")]
         tuned = result.get("tuned_fusion")
-        system = row.system + (f" → {tuned['fusion']}, weights {tuned['weights']}" +
-                               (f", k={tuned['k']:g}" if tuned["fusion"] == "rrf" else "") if tuned else "")
-        flags = {k: (v.replace(str(data), "../shared/data") if isinstance(v, str) else v) for k, v in row.flags.items()}
-        lines.append(f"| {row.dataset} | {system} | {' | '.join(cells)} | {row.anchor} | `{command(flags)}` | "
-                     f"{seconds:.0f} |")
+        system = row.system + (
+            f" → {tuned['fusion']}, weights {tuned['weights']}"
+            + (f", k={tuned['k']:g}" if tuned["fusion"] == "rrf" else "")
+            if tuned
+            else ""
+        )
+        flags = {
+            k: (v.replace(str(data), "../shared/data") if isinstance(v, str) else v)
+            for k, v in row.flags.items()
+        }
+        lines.append(
+            f"| {row.dataset} | {system} | {' | '.join(cells)} | {row.anchor} | `{command(flags)}` | "
+            f"{seconds:.0f} |"
+        )
     # 2. say where and how it ran
-    machine = (f"{platform.system()} {platform.machine()}, {torch.get_num_threads()} torch threads, "
-               f"{'CUDA' if torch.cuda.is_available() else 'no GPU'}, Python {platform.python_version()}, "
-               f"torch {torch.__version__}")
-    block = "\n".join([START, f"Generated by `python scripts/results_foundation.py` on {machine}, "
-                       f"{time.strftime('%Y-%m-%d')}. The last column is wall time in seconds (with warm "
-                       "embedding caches it is mostly model loading).", "", *lines, END])
+    machine = (
+        f"{platform.system()} {platform.machine()}, {torch.get_num_threads()} torch threads, "
+        f"{'CUDA' if torch.cuda.is_available() else 'no GPU'}, Python {platform.python_version()}, "
+        f"torch {torch.__version__}"
+    )
+    block = "\n".join(
+        [
+            START,
+            f"Generated by `python scripts/results_foundation.py` on {machine}, "
+            f"{time.strftime('%Y-%m-%d')}. The last column is wall time in seconds (with warm "
+            "embedding caches it is mostly model loading).",
+            "",
+            *lines,
+            END,
+        ]
+    )
     # 3. write it into the doc between the markers
     doc = Path(opts.doc)
     text = doc.read_text() if doc.is_file() else f"# Results\n\n{START}\n{END}\n"

@@ -21,13 +21,56 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never reach for the networ
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = ROOT.parent / "shared" / "data"
+SHARED_DATA = Path(os.environ.get("CTXIR_TEST_DATA") or ROOT.parent / "shared" / "data")
+# CTXIR_REQUIRE=data,browser (.ci/run sets what its machine has): the tests that need ../shared/data or Debian's
+# chromium must run; the session stops at once, naming what is missing, instead of skipping them.
+REQUIRE = {part.strip() for part in os.environ.get("CTXIR_REQUIRE", "").split(",") if part.strip()}
 
 # A word-piece vocabulary big enough for the test sentences; unknown words become [UNK].
-TINY_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *"abcdefghijklmnopqrstuvwxyz0123456789.,!?'",
-              "the", "a", "of", "river", "bank", "money", "deposit", "otters", "play", "on", "python", "snake",
-              "code", "is", "in", "at", "and", "to", "i", "sat", "she", "her", "salary", "water", "account",
-              "##s", "##ing", "##ed", "cat", "dog", "sun", "moon", "tea", "coffee", "music", "song"]
+TINY_VOCAB = [
+    "[PAD]",
+    "[UNK]",
+    "[CLS]",
+    "[SEP]",
+    "[MASK]",
+    *"abcdefghijklmnopqrstuvwxyz0123456789.,!?'",
+    "the",
+    "a",
+    "of",
+    "river",
+    "bank",
+    "money",
+    "deposit",
+    "otters",
+    "play",
+    "on",
+    "python",
+    "snake",
+    "code",
+    "is",
+    "in",
+    "at",
+    "and",
+    "to",
+    "i",
+    "sat",
+    "she",
+    "her",
+    "salary",
+    "water",
+    "account",
+    "##s",
+    "##ing",
+    "##ed",
+    "cat",
+    "dog",
+    "sun",
+    "moon",
+    "tea",
+    "coffee",
+    "music",
+    "song",
+]
 
 
 # app.py's serve() publishes its flags to the process environment for the code it calls (a test that runs main()
@@ -64,8 +107,14 @@ def tiny_bert_dir(tmp_path_factory) -> Path:
     (folder / "vocab.txt").write_text("\n".join(TINY_VOCAB) + "\n")
     BertTokenizerFast(vocab=str(folder / "vocab.txt"), do_lower_case=True).save_pretrained(folder)
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(TINY_VOCAB), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                        intermediate_size=64, max_position_embeddings=128)
+    config = BertConfig(
+        vocab_size=len(TINY_VOCAB),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=128,
+    )
     BertModel(config).save_pretrained(folder)
     return folder
 
@@ -122,8 +171,12 @@ def app_state(minilm_path):
     bi = load_bi_encoder(path, "cpu")
     cross = load_cross_encoder(path, "cpu", num_labels=1)
     tokenizer, body = load_transformer(path, "cpu", attentions=False)
-    pairs = [("river otters", "Otters dig dens in the river bank."), ("savings account", "Open a savings account."),
-             ("river otters", "Banks approve loans."), ("savings account", "Bats hunt moths at night.")]
+    pairs = [
+        ("river otters", "Otters dig dens in the river bank."),
+        ("savings account", "Open a savings account."),
+        ("river otters", "Banks approve loans."),
+        ("savings account", "Bats hunt moths at night."),
+    ]
     ranker = ClsLrRanker.fit(path, cls_features(body, tokenizer, pairs), [1, 1, 0, 0], device="cpu")
     models = AppModels.from_objects(bi, "all-MiniLM-L6-v2", cross_encoder=cross, cls_lr=ranker)
     corpus = {i: d for i, d in demo_corpus().items() if i.startswith(APP_TOPICS)}
@@ -136,33 +189,99 @@ def code_blocks(card_text: str, language: str = "python") -> list[str]:
     return re.findall(rf"```{language}\n(.*?)```", card_text, flags=re.S)
 
 
-def _metrics_record(model_type: str, base: str = "sentence-transformers/all-MiniLM-L6-v2",
-                    train=(("scifact", "CC BY-NC 2.0"),), name: str = "") -> dict:
+def _metrics_record(
+    model_type: str,
+    base: str = "sentence-transformers/all-MiniLM-L6-v2",
+    train=(("scifact", "CC BY-NC 2.0"),),
+    name: str = "",
+) -> dict:
     task = {"bi-encoder": "retrieval", "cross-encoder": "reranking", "cls-lr": "reranking"}[model_type]
     return {
         "model_type": model_type,
         "model_name": name or f"ctxir-minilm-scifact-{model_type}",
         "base_model": base,
-        "objective": {"bi-encoder": "MultipleNegativesRankingLoss", "cross-encoder": "BinaryCrossEntropyLoss",
-                      "cls-lr": "LogisticRegression"}[model_type],
-        "datasets": [*({"name": n, "split": "train", "role": "train", "path": f"../shared/data/{n}", "license": lic,
-                        "num_examples": 919} for n, lic in train),
-                     {"name": "scifact", "split": "test", "role": "eval", "path": "../shared/data/scifact",
-                      "license": "CC BY-NC 2.0", "num_examples": 339}],
+        "objective": {
+            "bi-encoder": "MultipleNegativesRankingLoss",
+            "cross-encoder": "BinaryCrossEntropyLoss",
+            "cls-lr": "LogisticRegression",
+        }[model_type],
+        "datasets": [
+            *(
+                {
+                    "name": n,
+                    "split": "train",
+                    "role": "train",
+                    "path": f"../shared/data/{n}",
+                    "license": lic,
+                    "num_examples": 919,
+                }
+                for n, lic in train
+            ),
+            {
+                "name": "scifact",
+                "split": "test",
+                "role": "eval",
+                "path": "../shared/data/scifact",
+                "license": "CC BY-NC 2.0",
+                "num_examples": 339,
+            },
+        ],
         "config": {"model": base, "epochs": 1, "batch_size": 32, "learning_rate": 2e-05, "seed": 42},
-        "training": {"steps": 29, "epochs": 1.0, "train_examples": 919, "batch_size": 32, "learning_rate": 2e-05,
-                     "wall_time_seconds": 412.7, "examples_per_second": 2.23, "device": "cpu",
-                     "hardware": "Linux-6.1-x86_64, 2 CPUs", "final_loss": 0.2817, "seed": 42},
+        "training": {
+            "steps": 29,
+            "epochs": 1.0,
+            "train_examples": 919,
+            "batch_size": 32,
+            "learning_rate": 2e-05,
+            "wall_time_seconds": 412.7,
+            "examples_per_second": 2.23,
+            "device": "cpu",
+            "hardware": "Linux-6.1-x86_64, 2 CPUs",
+            "final_loss": 0.2817,
+            "seed": 42,
+        },
         "evaluations": [
-            {"dataset": "scifact", "split": "test", "task": task, "metric": "nDCG@10", "before": 0.6451,
-             "after": 0.6837159, "anchor": 0.665, "anchor_name": "BEIR BM25", "config": "dense exact"},
-            {"dataset": "scifact", "split": "test", "task": task, "metric": "nDCG@10", "before": None,
-             "after": 0.6912, "anchor": 0.688, "anchor_name": "BEIR BM25+CE", "config": "rerank BM25 top-100"},
-            {"dataset": "stsbenchmark", "split": "test", "task": "sts", "metric": "spearman", "before": 0.8203,
-             "after": 0.8101, "anchor": None, "anchor_name": None, "config": "cosine"},
+            {
+                "dataset": "scifact",
+                "split": "test",
+                "task": task,
+                "metric": "nDCG@10",
+                "before": 0.6451,
+                "after": 0.6837159,
+                "anchor": 0.665,
+                "anchor_name": "BEIR BM25",
+                "config": "dense exact",
+            },
+            {
+                "dataset": "scifact",
+                "split": "test",
+                "task": task,
+                "metric": "nDCG@10",
+                "before": None,
+                "after": 0.6912,
+                "anchor": 0.688,
+                "anchor_name": "BEIR BM25+CE",
+                "config": "rerank BM25 top-100",
+            },
+            {
+                "dataset": "stsbenchmark",
+                "split": "test",
+                "task": "sts",
+                "metric": "spearman",
+                "before": 0.8203,
+                "after": 0.8101,
+                "anchor": None,
+                "anchor_name": None,
+                "config": "cosine",
+            },
         ],
         "extra": {},
-        "versions": {"ctxir": "0.1.0", "sentence_transformers": "6.2.0", "transformers": "5.23.0", "torch": "2.13.0"},
+        "versions": {
+            "ctxir": "0.1.0",
+            "sentence_transformers": "6.2.0",
+            "transformers": "5.23.0",
+            "torch": "2.13.0",
+        },
         "created": "2026-11-22T12:00:00+00:00",
     }
 
@@ -177,8 +296,12 @@ def metrics_record():
 # ---------------------------------------------------------------- a BEIR folder written by the test
 
 # Two senses of "bank" and two of "python": lexical matching alone cannot tell them apart.
-TOY_DOCS = {"d1": "otters play on the river bank", "d2": "savings account at the bank",
-            "d3": "python snake constricts prey", "d4": "python code list comprehension"}
+TOY_DOCS = {
+    "d1": "otters play on the river bank",
+    "d2": "savings account at the bank",
+    "d3": "python snake constricts prey",
+    "d4": "python code list comprehension",
+}
 
 
 @pytest.fixture(scope="session")
@@ -187,15 +310,21 @@ def write_beir():
     queries.jsonl, qrels/<split>.tsv) from ``{query_id: text}``, ``{split: {query_id: {doc_id: grade}}}`` and
     ``{doc_id: text}`` and returns the folder."""
 
-    def write(folder: Path, queries: dict[str, str], qrels: dict[str, dict], docs: dict[str, str] = TOY_DOCS) -> Path:
+    def write(
+        folder: Path, queries: dict[str, str], qrels: dict[str, dict], docs: dict[str, str] = TOY_DOCS
+    ) -> Path:
         (folder / "qrels").mkdir(parents=True)
-        (folder / "corpus.jsonl").write_text("".join(
-            json.dumps({"_id": k, "title": "", "text": v}) + "\n" for k, v in docs.items()))
-        (folder / "queries.jsonl").write_text("".join(
-            json.dumps({"_id": k, "text": v}) + "\n" for k, v in queries.items()))
+        (folder / "corpus.jsonl").write_text(
+            "".join(json.dumps({"_id": k, "title": "", "text": v}) + "\n" for k, v in docs.items())
+        )
+        (folder / "queries.jsonl").write_text(
+            "".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in queries.items())
+        )
         for split, by_query in qrels.items():
-            (folder / "qrels" / f"{split}.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
-                f"{q}\t{d}\t{g}\n" for q, docs_ in by_query.items() for d, g in docs_.items()))
+            (folder / "qrels" / f"{split}.tsv").write_text(
+                "query-id\tcorpus-id\tscore\n"
+                + "".join(f"{q}\t{d}\t{g}\n" for q, docs_ in by_query.items() for d, g in docs_.items())
+            )
         return folder
 
     return write
@@ -234,8 +363,13 @@ def serve():
     @contextlib.contextmanager
     def serving(demo):
         port = free_port()
-        demo.queue().launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
-                            allowed_paths=[str(demo.ctxir_outputs.root)])
+        demo.queue().launch(
+            server_name="127.0.0.1",
+            server_port=port,
+            prevent_thread_lock=True,
+            quiet=True,
+            allowed_paths=[str(demo.ctxir_outputs.root)],
+        )
         try:
             yield f"http://127.0.0.1:{port}/"
         finally:
@@ -252,8 +386,14 @@ def app_process():
 
     def start(env: dict, timeout: float = 120.0) -> subprocess.Popen:
         port = free_port()
-        proc = subprocess.Popen([sys.executable, "app.py", "--host", "127.0.0.1", "--port", str(port)], cwd=ROOT,
-                                env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "app.py", "--host", "127.0.0.1", "--port", str(port)],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         started.append(proc)
         deadline = time.time() + timeout
         while time.time() < deadline and proc.poll() is None:
@@ -273,10 +413,36 @@ def app_process():
 # ---------------------------------------------------------------- a real browser (tests marked `browser`)
 
 CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 VIEWPORTS = {"laptop": {"width": 1366, "height": 900}, "phone": {"width": 390, "height": 844}}
 LOCAL_URLS = ("http://127.0.0.1", "data:", "blob:", "about:")
+
+
+def pytest_configure(config):
+    unknown = REQUIRE - {"data", "browser"}
+    if unknown:
+        raise pytest.UsageError(
+            f"CTXIR_REQUIRE names {', '.join(map(repr, sorted(unknown)))}: use data, browser"
+        )
+    if "data" in REQUIRE and not (SHARED_DATA / "scifact" / "corpus.jsonl").is_file():
+        raise pytest.UsageError(
+            f"CTXIR_REQUIRE=data but the benchmark data is not at {SHARED_DATA}: put it there "
+            "(or set CTXIR_TEST_DATA), or unset CTXIR_REQUIRE to let its tests skip"
+        )
+    if "browser" in REQUIRE and not CHROMIUM.exists():
+        raise pytest.UsageError(
+            f"CTXIR_REQUIRE=browser but there is no chromium at {CHROMIUM}: apt-get install -y "
+            "chromium, or unset CTXIR_REQUIRE to let the browser tests skip"
+        )
 
 
 def pytest_collection_modifyitems(config, items):
@@ -312,8 +478,9 @@ def offline_page(chromium):
 
     def open_page(viewport: str = "laptop"):
         phone = viewport == "phone"
-        context = chromium.new_context(viewport=VIEWPORTS[viewport], is_mobile=phone, has_touch=phone,
-                                       device_scale_factor=1)
+        context = chromium.new_context(
+            viewport=VIEWPORTS[viewport], is_mobile=phone, has_touch=phone, device_scale_factor=1
+        )
         context.blocked = []
 
         def offline(route):

@@ -18,8 +18,9 @@ def clustered(n: int, seed: int, centres: int = 30) -> np.ndarray:
     rng = np.random.default_rng(seed)
     base = rng.standard_normal((centres, DIM)).astype(np.float32)
     base /= np.linalg.norm(base, axis=1, keepdims=True)
-    x = base[rng.integers(0, centres, n)] + np.float32(0.5 / np.sqrt(DIM)) * rng.standard_normal((n, DIM),
-                                                                                                 dtype=np.float32)
+    x = base[rng.integers(0, centres, n)] + np.float32(0.5 / np.sqrt(DIM)) * rng.standard_normal(
+        (n, DIM), dtype=np.float32
+    )
     return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
 
 
@@ -128,8 +129,10 @@ def test_stale_fingerprint_is_rebuilt(docs, tmp_path, change):
 def test_search_settings_do_not_invalidate_the_file(docs, tmp_path):
     path = tmp_path / "index.ann"
     AnnIndex.open_or_build(path, docs[:500], show_progress=False)
-    assert AnnIndex.open_or_build(path, docs[:500], AnnParams(nprobe=3, rescore=8),
-                                  show_progress=False).status == "opened"
+    assert (
+        AnnIndex.open_or_build(path, docs[:500], AnnParams(nprobe=3, rescore=8), show_progress=False).status
+        == "opened"
+    )
 
 
 def test_truncated_file_is_detected_and_rebuilt(built, docs, queries, tmp_path):
@@ -145,7 +148,9 @@ def test_truncated_file_is_detected_and_rebuilt(built, docs, queries, tmp_path):
     assert recall(rebuilt.search(queries, K)[0], exact(docs, queries)) >= 0.95
 
 
-@pytest.mark.parametrize("damage", ["flipped bytes", "garbage meta", "meta of another format", "missing index"])
+@pytest.mark.parametrize(
+    "damage", ["flipped bytes", "garbage meta", "meta of another format", "missing index"]
+)
 def test_corrupt_files_are_rebuilt_not_a_crash(docs, tmp_path, damage):
     path = tmp_path / "index.ann"
     AnnIndex.open_or_build(path, docs[:500], show_progress=False)
@@ -176,7 +181,9 @@ def test_header_damage_that_keeps_size_and_skips_verify_is_refused_by_faiss(docs
     assert index is None and "faiss" in why
 
 
-@pytest.mark.parametrize("bad", [np.zeros((0, 4), np.float32), np.zeros((3, 4), np.int8), np.zeros(4, np.float32)])
+@pytest.mark.parametrize(
+    "bad", [np.zeros((0, 4), np.float32), np.zeros((3, 4), np.int8), np.zeros(4, np.float32)]
+)
 def test_bad_embeddings_are_refused_with_a_message(bad):
     with pytest.raises(CtxirError, match="embeddings must be"):
         AnnIndex.build(bad, show_progress=False)

@@ -79,21 +79,35 @@ def test_reranking_keeps_both_stages_scores_and_ranks(state, reranker, monkeypat
 def test_fused_mode_is_the_default_and_orders_by_rrf_of_both_ranks(state, reranker):
     result = search(state, "river otters", first_stage="dense", reranker=reranker, k=8, depth=8)
     assert result.data["mode"] == "fused"
-    assert result.data["fusion"] == {"method": "rrf", "weights": [1.0, 1.0], "k": 60.0,
-                                     "chosen_on": "ctxir's default, not tuned"}
+    assert result.data["fusion"] == {
+        "method": "rrf",
+        "weights": [1.0, 1.0],
+        "k": 60.0,
+        "chosen_on": "ctxir's default, not tuned",
+    }
     for row in result.rows:  # RRF by hand: 1/(60 + first-stage rank) + 1/(60 + re-ranker rank)
-        assert row["fused_score"] == pytest.approx(1 / (60 + row["dense_rank"]) + 1 / (60 + row["rerank_rank"]),
-                                                   abs=6e-5)  # shown to 4 decimals
+        assert row["fused_score"] == pytest.approx(
+            1 / (60 + row["dense_rank"]) + 1 / (60 + row["rerank_rank"]), abs=6e-5
+        )  # shown to 4 decimals
         assert row["rank_change"] == row["dense_rank"] - row["rank"]
-    expected = sorted(result.rows, key=lambda r: (-(1 / (60 + r["dense_rank"]) + 1 / (60 + r["rerank_rank"])),
-                                                  r["doc_id"]))
+    expected = sorted(
+        result.rows, key=lambda r: (-(1 / (60 + r["dense_rank"]) + 1 / (60 + r["rerank_rank"])), r["doc_id"])
+    )
     assert [r["doc_id"] for r in result.rows] == [r["doc_id"] for r in expected]
     assert "fuses it with the dense ranking (RRF k=60" in result.text
 
 
 def test_missing_reranker_explains_how_to_provide_one(state, state_with):
-    without = state_with(state, models={"rerankers": {}, "unavailable": {
-        "cross-encoder": "model 'x' is not in the local cache", "cls-lr": "no CLS-LR ranker was given"}})
+    without = state_with(
+        state,
+        models={
+            "rerankers": {},
+            "unavailable": {
+                "cross-encoder": "model 'x' is not in the local cache",
+                "cls-lr": "no CLS-LR ranker was given",
+            },
+        },
+    )
     with pytest.raises(CtxirError, match=r"train_cross_encoder\.py.*--cross-encoder") as err:
         search(without, "river otters", reranker="cross-encoder")
     assert "'x' is not in the local cache" in str(err.value)
@@ -104,18 +118,30 @@ def test_missing_reranker_explains_how_to_provide_one(state, state_with):
     assert scores.rows[0]["cross_encoder_score"] is None and "cross-encoder" in scores.data["unavailable"]
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"query": ""}, "query is empty"),
-    ({"query": "   "}, "query is empty"),
-    ({"query": "\x00\x00\x1b\u200b"}, "query is empty"),  # nothing visible: not a search that finds 0 results
-    ({"query": "x" * 100_000}, r"query has 100,000 characters but at most 2,000"),
-    ({"first_stage": "splade"}, r"first stage 'splade' is not known: use one of 'bm25', 'dense', 'hybrid'"),
-    ({"reranker": "colbert"}, r"re-ranker 'colbert' is not known"),
-    ({"k": 0}, r"k must be a whole number from 1 to 50, got 0"),
-    ({"k": 51}, r"k must be a whole number from 1 to 50, got 51"),  # AppConfig.max_k, the page's limit too
-    ({"k": "ten"}, r"got 'ten'"),
-    ({"corpus": "nope"}, r"corpus 'nope' is not loaded: choose one of 'demo-subset'"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"query": ""}, "query is empty"),
+        ({"query": "   "}, "query is empty"),
+        (
+            {"query": "\x00\x00\x1b\u200b"},
+            "query is empty",
+        ),  # nothing visible: not a search that finds 0 results
+        ({"query": "x" * 100_000}, r"query has 100,000 characters but at most 2,000"),
+        (
+            {"first_stage": "splade"},
+            r"first stage 'splade' is not known: use one of 'bm25', 'dense', 'hybrid'",
+        ),
+        ({"reranker": "colbert"}, r"re-ranker 'colbert' is not known"),
+        ({"k": 0}, r"k must be a whole number from 1 to 50, got 0"),
+        (
+            {"k": 51},
+            r"k must be a whole number from 1 to 50, got 51",
+        ),  # AppConfig.max_k, the page's limit too
+        ({"k": "ten"}, r"got 'ten'"),
+        ({"corpus": "nope"}, r"corpus 'nope' is not loaded: choose one of 'demo-subset'"),
+    ],
+)
 def test_search_bad_input(state, kwargs, message):
     args = {"query": "river otters", **kwargs}
     with pytest.raises(CtxirError, match=message):
@@ -137,8 +163,11 @@ def test_compare_pooling_mean_at_last_layer_is_the_models_own_ranking(state):
 
 def test_upload_corpus_then_search_it(state, tmp_path):
     path = tmp_path / "mine.jsonl"
-    path.write_text('{"id": "a", "title": "Tea", "text": "Green tea is steeped at 80 degrees."}\n'
-                    '{"id": "b", "text": "A python is a large constricting snake."}\n', encoding="utf-8")
+    path.write_text(
+        '{"id": "a", "title": "Tea", "text": "Green tea is steeped at 80 degrees."}\n'
+        '{"id": "b", "text": "A python is a large constricting snake."}\n',
+        encoding="utf-8",
+    )
     result = upload_corpus(state, str(path))
     name = result.data["corpus"]
     assert name.startswith("mine-") and result.data["documents"] == 2 and name in state.corpus_names
@@ -146,15 +175,29 @@ def test_upload_corpus_then_search_it(state, tmp_path):
     assert hits.rows[0]["doc_id"] == "b"
 
 
-@pytest.mark.parametrize(("name", "content", "message"), [
-    ("latin1.txt", "caf\xe9 au lait\n".encode("latin-1"), r"latin1\.txt is not UTF-8: byte\(s\) e9 at line 1"),
-    ("bad.jsonl", b'{"id": "1", "text": "ok"}\n{"id": 2, "text": \n', r"bad\.jsonl line 2: expected a JSON object"),
-    ("dupes.jsonl", b'{"id": "1", "text": "a"}\n{"id": "1", "text": "b"}\n',
-     r"document id '1' appears twice, on line 1 and line 2"),
-    ("notext.csv", b"id,body\n1,hello\n", r"expected a header row with a 'text' column"),
-    ("corpus.pdf", b"%PDF-1.4", r"unsupported file type '\.pdf'"),
-    ("empty.txt", b"\n\n", r"contains no documents"),
-])
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        (
+            "latin1.txt",
+            "caf\xe9 au lait\n".encode("latin-1"),
+            r"latin1\.txt is not UTF-8: byte\(s\) e9 at line 1",
+        ),
+        (
+            "bad.jsonl",
+            b'{"id": "1", "text": "ok"}\n{"id": 2, "text": \n',
+            r"bad\.jsonl line 2: expected a JSON object",
+        ),
+        (
+            "dupes.jsonl",
+            b'{"id": "1", "text": "a"}\n{"id": "1", "text": "b"}\n',
+            r"document id '1' appears twice, on line 1 and line 2",
+        ),
+        ("notext.csv", b"id,body\n1,hello\n", r"expected a header row with a 'text' column"),
+        ("corpus.pdf", b"%PDF-1.4", r"unsupported file type '\.pdf'"),
+        ("empty.txt", b"\n\n", r"contains no documents"),
+    ],
+)
 def test_upload_bad_files(state, tmp_path, name, content, message):
     path = tmp_path / name
     path.write_bytes(content)
@@ -182,7 +225,9 @@ def test_score_pairs_three_scores_and_input_formation(state, presets):
     rows = result.rows
     assert len(rows) == 5
     cosine_rank = {r["doc"]: r["cosine_rank"] for r in rows}
-    assert max(cosine_rank[1], cosine_rank[2]) < min(cosine_rank[4], cosine_rank[5])  # relevant above unrelated
+    assert max(cosine_rank[1], cosine_rank[2]) < min(
+        cosine_rank[4], cosine_rank[5]
+    )  # relevant above unrelated
     assert all(0.0 <= r["cls_lr_probability"] <= 1.0 for r in rows)
     assert all(isinstance(r["cross_encoder_score"], float) for r in rows)
     assert sorted(r["cross_encoder_rank"] for r in rows) == [1, 2, 3, 4, 5]
@@ -210,16 +255,32 @@ def test_score_pairs_bad_input(state):
 def test_model_info_reports_the_architecture(state):
     result = model_info(state, "bi-encoder", "The bank approved the loan.")
     info = result.data
-    assert (info["layers"], info["hidden_size"], info["ffn_size"], info["attention_heads"]) == (6, 384, 1536, 12)
+    assert (info["layers"], info["hidden_size"], info["ffn_size"], info["attention_heads"]) == (
+        6,
+        384,
+        1536,
+        12,
+    )
     assert info["vocab_size"] == 30522 and 22_000_000 < info["parameters"] < 23_000_000
     assert info["special_tokens"]["cls_token"] == {"token": "[CLS]", "id": 101}
-    assert [r["token"] for r in result.rows] == ["[CLS]", "the", "bank", "approved", "the", "loan", ".", "[SEP]"]
+    assert [r["token"] for r in result.rows] == [
+        "[CLS]",
+        "the",
+        "bank",
+        "approved",
+        "the",
+        "loan",
+        ".",
+        "[SEP]",
+    ]
     assert result.rows[0]["special"] and not result.rows[2]["special"]
     assert model_info(state, "cross-encoder").data["layers"] == 6
 
 
 def test_unknown_model_is_refused_with_the_loaded_choices(state):
-    with pytest.raises(CtxirError, match=r"model 'gpt-99' is not loaded in this app: choose one of 'bi-encoder'"):
+    with pytest.raises(
+        CtxirError, match=r"model 'gpt-99' is not loaded in this app: choose one of 'bi-encoder'"
+    ):
         model_info(state, "gpt-99")
     with pytest.raises(CtxirError, match="--bi-encoder"):
         attention(state, "text", model="gpt-99")
@@ -246,7 +307,10 @@ def test_token_embeddings_projects_two_layers(state, presets):
 
 
 def test_bank_senses_drift_apart_in_the_middle_layers(state, presets):
-    river, money = presets["bank_contexts"][0], presets["bank_contexts"][1]  # river bank vs salary at the bank
+    river, money = (
+        presets["bank_contexts"][0],
+        presets["bank_contexts"][1],
+    )  # river bank vs salary at the bank
     result = layer_similarity(state, [river, money], "bank")
     curve = result.data["word_cosine"]["1 vs 2"]
     assert len(curve) == 7
@@ -276,14 +340,24 @@ def test_sentence_similarity_prefers_paraphrases(state, presets):
 
 
 def test_attention_view_pair_heatmap_and_summary(state):
-    result = attention(state, "I sat on the bank of the river.", "She deposited money at the bank.",
-                       view="head", layers="0-1", heads=[0, 3], heatmap_layer=2, heatmap_head=5)
+    result = attention(
+        state,
+        "I sat on the bank of the river.",
+        "She deposited money at the bank.",
+        view="head",
+        layers="0-1",
+        heads=[0, 3],
+        heatmap_layer=2,
+        heatmap_head=5,
+    )
     data = result.data
     assert data["tokens"][0] == "[CLS]" and data["sentence_b_start"] == data["tokens"].index("[SEP]") + 1
     assert data["layers"] == [0, 1] and data["heads"] == [0, 3]
     weights = np.asarray(data["heatmap"]["weights"])
     np.testing.assert_allclose(weights.sum(1), 1.0, atol=0.01)  # rows of rounded softmax weights
-    assert all(len(repr(x).split(".")[-1]) <= 3 for row in data["heatmap"]["weights"] for x in row)  # short JSON
+    assert all(
+        len(repr(x).split(".")[-1]) <= 3 for row in data["heatmap"]["weights"] for x in row
+    )  # short JSON
     assert len(data["head_summary"]) == 6 * 12
     assert "cdnjs" not in result.html and "window.requirejs" in result.html
     assert data["html_bytes"] == len(result.html.encode())
@@ -323,8 +397,12 @@ def test_parse_indices_and_check_int():
 
 
 def test_app_starts_without_rerankers_that_cannot_be_loaded(minilm_path, tmp_path, caplog):
-    config = AppConfig(bi_encoder=str(minilm_path), cross_encoder=str(tmp_path / "no-such-ce"),
-                       cls_lr=str(tmp_path), device="cpu")
+    config = AppConfig(
+        bi_encoder=str(minilm_path),
+        cross_encoder=str(tmp_path / "no-such-ce"),
+        cls_lr=str(tmp_path),
+        device="cpu",
+    )
     models = AppModels.load(config)
     assert "cross-encoder" not in models.rerankers and "does not exist" in models.why_not("cross-encoder")
     assert "cls-lr" not in models.rerankers and "is not a CLS-LR ranker folder" in models.why_not("cls-lr")
@@ -367,9 +445,23 @@ def test_build_demo_exposes_every_endpoint_and_turns_errors_into_gr_error(state)
 
     demo = app.build_demo(state)
     names = {fn.api_name for fn in demo.fns.values() if fn.api_name and fn.api_visibility == "public"}
-    assert names == {"search", "compare_pooling", "upload_corpus", "score_pairs", "model_info", "token_embeddings",
-                     "layer_similarity", "sentence_similarity", "attention", "explain", "explain_result", "what_moved",
-                     "failure_report", "failure_report_sample", "classify"}
+    assert names == {
+        "search",
+        "compare_pooling",
+        "upload_corpus",
+        "score_pairs",
+        "model_info",
+        "token_embeddings",
+        "layer_similarity",
+        "sentence_similarity",
+        "attention",
+        "explain",
+        "explain_result",
+        "what_moved",
+        "failure_report",
+        "failure_report_sample",
+        "classify",
+    }
 
     @app._guard
     def failing():
@@ -382,7 +474,9 @@ def test_build_demo_exposes_every_endpoint_and_turns_errors_into_gr_error(state)
     def crashing():
         raise RuntimeError("boom")
 
-    with pytest.raises(gr.Error, match=r"unexpected RuntimeError in crashing: boom\. The app is still running"):
+    with pytest.raises(
+        gr.Error, match=r"unexpected RuntimeError in crashing: boom\. The app is still running"
+    ):
         crashing()
 
 
@@ -402,15 +496,18 @@ def test_startup_corpus_indexed_in_the_background_refuses_searches_until_ready(s
         gate.wait(30)
 
     monkeypatch.setattr(state_module.CorpusIndex, "_encode_in_steps", slow_encoding)
-    corpus = {"d1": {"title": "Otters", "text": "Otters dig dens in the river bank."},
-              "d2": {"title": "Loans", "text": "The bank approved the loan."}}
-    background = AppState(state.models, AppConfig(device="cpu"), corpus, "big", cache=None,
-                          background=True)
+    corpus = {
+        "d1": {"title": "Otters", "text": "Otters dig dens in the river bank."},
+        "d2": {"title": "Loans", "text": "The bank approved the loan."},
+    }
+    background = AppState(state.models, AppConfig(device="cpu"), corpus, "big", cache=None, background=True)
     assert entered.wait(30)
     assert not background.ready and background.corpus_names == ["big"]  # listed while indexing
     line = background.indexing.text()
     assert "'big'" in line and "2 documents" in line and "100 of 250" in line and "40%" in line
-    with pytest.raises(CtxirError, match=r"corpus 'big' is still being indexed \(encoding documents: 100 of 250"):
+    with pytest.raises(
+        CtxirError, match=r"corpus 'big' is still being indexed \(encoding documents: 100 of 250"
+    ):
         search(background, "otters", "big")
     gate.set()
     assert background.wait_ready(60)
@@ -427,8 +524,13 @@ def test_a_failed_background_index_is_reported_not_raised(state, monkeypatch):
     monkeypatch.setattr(state_module.CorpusIndex, "_encode_in_steps", broken)
     from ctxir.app.state import IndexBuild
 
-    failed = AppState(state.models, AppConfig(device="cpu"), {"d1": {"title": "", "text": "x"}}, "big",
-                      build=IndexBuild(cache=None, background=True))  # the grouped form of cache=, background=
+    failed = AppState(
+        state.models,
+        AppConfig(device="cpu"),
+        {"d1": {"title": "", "text": "x"}},
+        "big",
+        build=IndexBuild(cache=None, background=True),
+    )  # the grouped form of cache=, background=
     assert not failed.wait_ready(30)
     assert "Indexing corpus 'big' failed: disk full" in failed.indexing.text()
     with pytest.raises(CtxirError, match=r"corpus 'big' could not be indexed \(disk full"):
@@ -448,7 +550,11 @@ def test_first_start_encodes_in_reported_steps_into_the_cache(state, tmp_path, m
     steps = []
     index = CorpusIndex("c", corpus, state.models.bi_encoder, "", lambda f, m: steps.append((f, m)), cache)
     encoding = [(f, m) for f, m in steps if m.startswith("encoding documents")]
-    assert [m.split(":")[1].split(" done")[0].strip() for _, m in encoding] == ["0 of 25", "10 of 25", "20 of 25"]
+    assert [m.split(":")[1].split(" done")[0].strip() for _, m in encoding] == [
+        "0 of 25",
+        "10 of 25",
+        "20 of 25",
+    ]
     assert [f for f, _ in encoding] == sorted(f for f, _ in encoding) and steps[-1] == (1.0, "ready")
     # the cache holds what one pass would encode, so the retriever read it instead of encoding again
     encoder = BiEncoder(state.models.bi_encoder, cache=cache)
@@ -457,7 +563,9 @@ def test_first_start_encodes_in_reported_steps_into_the_cache(state, tmp_path, m
     np.testing.assert_allclose(index.dense.embeddings, cache.get(encoder.cache_key(texts)))
     steps.clear()
     CorpusIndex("c", corpus, state.models.bi_encoder, "", lambda f, m: steps.append((f, m)), cache)
-    assert any("read from the cache" in m for _, m in steps) and not any("encoding documents" in m for _, m in steps)
+    assert any("read from the cache" in m for _, m in steps) and not any(
+        "encoding documents" in m for _, m in steps
+    )
 
 
 # ---------------------------------------------------------------- what the page shows (the API keeps every column)
@@ -470,14 +578,32 @@ def test_results_table_shows_no_empty_or_repeated_columns(state, monkeypatch):
     assert list(results_table(plain.rows, "bm25")[0]) == ["rank", "doc_id", "bm25_score", "title", "text"]
     fused = search(state, "otters playing on the river bank", first_stage="dense", reranker="cls-lr", k=3)
     assert list(results_table(fused.rows, "dense")[0]) == [
-        "rank", "doc_id", "fused_score", "rerank_score", "rerank_rank", "rank_change", "dense_score", "dense_rank",
-        "title", "text"]  # fused: the re-ranker's own rank is not the final one, so it is shown
+        "rank",
+        "doc_id",
+        "fused_score",
+        "rerank_score",
+        "rerank_rank",
+        "rank_change",
+        "dense_score",
+        "dense_rank",
+        "title",
+        "text",
+    ]  # fused: the re-ranker's own rank is not the final one, so it is shown
     monkeypatch.setattr(state.models.reranker("cls-lr"), "fused_only", None)
-    reranked = search(state, "otters playing on the river bank", first_stage="dense", reranker="cls-lr", k=3,
-                      mode="alone")
+    reranked = search(
+        state, "otters playing on the river bank", first_stage="dense", reranker="cls-lr", k=3, mode="alone"
+    )
     shown = results_table(reranked.rows, "dense")
-    assert list(shown[0]) == ["rank", "doc_id", "rerank_score", "rank_change", "dense_score", "dense_rank", "title",
-                              "text"]
+    assert list(shown[0]) == [
+        "rank",
+        "doc_id",
+        "rerank_score",
+        "rank_change",
+        "dense_score",
+        "dense_rank",
+        "title",
+        "text",
+    ]
     assert [r["doc_id"] for r in shown] == [r["doc_id"] for r in reranked.rows]
     assert {"rerank_rank", "rerank_score"} <= set(plain.rows[0])  # the API's rows keep them
     widths = column_widths(list(shown[0]))
@@ -488,7 +614,10 @@ def test_results_table_shows_no_empty_or_repeated_columns(state, monkeypatch):
     cells = pooling_table(pooled.rows)
     assert list(cells[0]) == ["rank", "mean pooling", "CLS pooling"]
     first = pooled.rows[0]
-    assert cells[0]["mean pooling"] == f"{first['mean_title'] or first['mean_doc_id']} · {first['mean_score']:.3f}"
+    assert (
+        cells[0]["mean pooling"]
+        == f"{first['mean_title'] or first['mean_doc_id']} · {first['mean_score']:.3f}"
+    )
 
 
 # ---------------------------------------------------------------- failure report view
@@ -501,15 +630,20 @@ def report_files(state, tmp_path):
 
     folder = tmp_path / "tinybeir"
     (folder / "qrels").mkdir(parents=True)
-    corpus = {"d1": {"title": "Otters", "text": "Otters dig dens in the river bank."},
-              "d2": {"title": "Loans", "text": "The bank approved the loan."},
-              "d3": {"title": "Bats", "text": "Bats hunt moths at night."}}
+    corpus = {
+        "d1": {"title": "Otters", "text": "Otters dig dens in the river bank."},
+        "d2": {"title": "Loans", "text": "The bank approved the loan."},
+        "d3": {"title": "Bats", "text": "Bats hunt moths at night."},
+    }
     queries = {"q1": "where do <b>otters</b> live", "q2": "bats at night"}
     qrels = {"q1": {"d1": 1}, "q2": {"d3": 1}}
     run = {"q1": {"d2": 2.0, "d1": 1.0}, "q2": {"d3": 3.0, "d1": 0.5}}
-    (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": i, **d}) + "\n" for i, d in corpus.items()))
-    (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": i, "text": t}) + "\n"
-                                                  for i, t in queries.items()))
+    (folder / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": i, **d}) + "\n" for i, d in corpus.items())
+    )
+    (folder / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": i, "text": t}) + "\n" for i, t in queries.items())
+    )
     (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td3\t1\n")
     cases = failure_cases(qrels, run, corpus, queries)
     _, report_json = write_report(tmp_path / "report.html", cases, report_meta(qrels, run, "nDCG@10", "bm25"))
@@ -558,27 +692,42 @@ def test_failure_report_from_a_results_json_needs_the_apps_own_beir_corpus(state
     r = failure_report(served, results, worst=1)
     assert r.data["kind"] == "results" and [c["qid"] for c in r.data["cases"]] == ["q1"]  # nDCG 0.63 < 1.0
     assert "without model explanations" in r.text and "ctxir report results.json" in r.text
-    with pytest.raises(CtxirError, match=r"results.json is a results JSON: .* started on 'demo-subset', which has "
-                                         r"no qrels\. Start the app with `--corpus .*tinybeir`"):
+    with pytest.raises(
+        CtxirError,
+        match=r"results.json is a results JSON: .* started on 'demo-subset', which has "
+        r"no qrels\. Start the app with `--corpus .*tinybeir`",
+    ):
         failure_report(state, results)
-    other = types.SimpleNamespace(config=AppConfig(corpus=str(folder.parent / "scifact")),
-                                  default_corpus="scifact")
+    other = types.SimpleNamespace(
+        config=AppConfig(corpus=str(folder.parent / "scifact")), default_corpus="scifact"
+    )
     (folder.parent / "scifact" / "qrels").mkdir(parents=True)
     with pytest.raises(CtxirError, match=r"was made on '.*tinybeir' but this app serves '.*scifact'"):
         failure_report(other, results)
 
 
-@pytest.mark.parametrize(("content", "message"), [
-    (None, r"no file was uploaded: choose a failure report's \.json"),
-    ("not json", r"bad.json is not a JSON file \(Expecting value"),
-    ("[1, 2]", r"bad.json holds a JSON list, not an object"),
-    ('{"hello": 1}', r"bad.json is neither a ctxir failure report \(no \"format\": 'ctxir-failure-report'\) nor a "
-                     r"results JSON"),
-    ('{"format": "ctxir-failure-report", "version": 9, "cases": [], "meta": {}}', r"report version 9; this ctxir "
-                                                                                 r"reads versions up to 1"),
-    ('{"format": "ctxir-failure-report", "version": 1, "cases": [{"qid": "q"}], "meta": {}}',
-     r"bad.json is not a report this app can draw \(KeyError"),
-])
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, r"no file was uploaded: choose a failure report's \.json"),
+        ("not json", r"bad.json is not a JSON file \(Expecting value"),
+        ("[1, 2]", r"bad.json holds a JSON list, not an object"),
+        (
+            '{"hello": 1}',
+            r"bad.json is neither a ctxir failure report \(no \"format\": 'ctxir-failure-report'\) nor a "
+            r"results JSON",
+        ),
+        (
+            '{"format": "ctxir-failure-report", "version": 9, "cases": [], "meta": {}}',
+            r"report version 9; this ctxir "
+            r"reads versions up to 1",
+        ),
+        (
+            '{"format": "ctxir-failure-report", "version": 1, "cases": [{"qid": "q"}], "meta": {}}',
+            r"bad.json is not a report this app can draw \(KeyError",
+        ),
+    ],
+)
 def test_failure_report_bad_files(state, tmp_path, content, message):
     path = None
     if content is not None:
@@ -609,10 +758,19 @@ def test_a_reranker_below_bm25_is_offered_fused_only(state, monkeypatch):
     from ctxir.rerank.registry import alone_below_bm25, load_reranker
 
     why = alone_below_bm25("ctxir/assets/models/cls-lr")
-    assert why and "alone it scored below BM25 on " in why and load_reranker("cls-lr", device="cpu").fused_only == why
-    monkeypatch.setattr(state.models.reranker("cls-lr"), "fused_only", why)  # the test state's ranker is in memory
-    with pytest.raises(CtxirError, match=r"the cls-lr re-ranker is offered fused with the first stage only: alone it "
-                                         r"scored below BM25 on .* Use re-rank mode 'fused'"):
+    assert (
+        why
+        and "alone it scored below BM25 on " in why
+        and load_reranker("cls-lr", device="cpu").fused_only == why
+    )
+    monkeypatch.setattr(
+        state.models.reranker("cls-lr"), "fused_only", why
+    )  # the test state's ranker is in memory
+    with pytest.raises(
+        CtxirError,
+        match=r"the cls-lr re-ranker is offered fused with the first stage only: alone it "
+        r"scored below BM25 on .* Use re-rank mode 'fused'",
+    ):
         search(state, "river otters", first_stage="bm25", reranker="cls-lr", k=3, mode="alone")
     assert search(state, "river otters", first_stage="bm25", reranker="cls-lr", k=3).data["mode"] == "fused"
 

@@ -29,8 +29,14 @@ def served(app_state):
     pytest.importorskip("mcp")
     demo = app.build_demo(app_state)
     port = free_port()
-    demo.queue().launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
-                        allowed_paths=[str(demo.ctxir_outputs.root)], mcp_server=True)
+    demo.queue().launch(
+        server_name="127.0.0.1",
+        server_port=port,
+        prevent_thread_lock=True,
+        quiet=True,
+        allowed_paths=[str(demo.ctxir_outputs.root)],
+        mcp_server=True,
+    )
     url = f"http://127.0.0.1:{port}/"
     try:
         client = Client(url, verbose=False, download_files=False)
@@ -53,7 +59,9 @@ def api_table(info: dict) -> str:
 def test_every_input_and_output_has_a_meaningful_name(served):
     _, info = served
     endpoints = info["named_endpoints"]
-    assert set(endpoints) == {f"/{name}" for name in ENDPOINTS}  # each public endpoint is documented, no other
+    assert set(endpoints) == {
+        f"/{name}" for name in ENDPOINTS
+    }  # each public endpoint is documented, no other
     for name, endpoint in endpoints.items():
         params = [p["parameter_name"] for p in endpoint["parameters"]]
         outputs = [r["label"] for r in endpoint["returns"]]
@@ -68,7 +76,10 @@ def test_every_input_and_output_has_a_meaningful_name(served):
 def test_readme_api_table_matches_view_api(served):
     _, info = served
     text = README.read_text(encoding="utf-8")
-    begin, end = "<!-- api-table: tests/test_app_api.py checks it against view_api() -->", "<!-- /api-table -->"
+    begin, end = (
+        "<!-- api-table: tests/test_app_api.py checks it against view_api() -->",
+        "<!-- /api-table -->",
+    )
     assert begin in text and end in text, "README.md lost its API table markers"
     table = text.split(begin, 1)[1].split(end, 1)[0].strip()
     expected = api_table(info)
@@ -81,8 +92,10 @@ def mcp_session(url: str, work):
     from mcp.client.streamable_http import streamablehttp_client
 
     async def main():
-        async with streamablehttp_client(f"{url}gradio_api/mcp/") as (read, write, _), \
-                ClientSession(read, write) as session:
+        async with (
+            streamablehttp_client(f"{url}gradio_api/mcp/") as (read, write, _),
+            ClientSession(read, write) as session,
+        ):
             await session.initialize()
             return await work(session)
 
@@ -108,14 +121,24 @@ def test_an_mcp_client_calls_search(served):
     url, _ = served
 
     async def call(session):
-        return await session.call_tool("search", {"query": "otters playing on the river bank",
-                                                  "corpus": "demo-subset", "first_stage": "bm25",
-                                                  "reranker": "none", "k": 3, "depth": 20})
+        return await session.call_tool(
+            "search",
+            {
+                "query": "otters playing on the river bank",
+                "corpus": "demo-subset",
+                "first_stage": "bm25",
+                "reranker": "none",
+                "k": 3,
+                "depth": 20,
+            },
+        )
 
     result = mcp_session(url, call)
     assert not result.isError, result
     (text,) = [item.text for item in result.content if getattr(item, "type", "") == "text"]
-    table, summary, numbers = ast.literal_eval(text)  # Gradio's MCP server returns the outputs as one Python list
+    table, summary, numbers = ast.literal_eval(
+        text
+    )  # Gradio's MCP server returns the outputs as one Python list
     assert numbers["first_stage"] == "bm25" and len(numbers["hits"]) == 3 and len(table["data"]) == 3
     assert numbers["hits"][0]["doc_id"] == "animals-01" and "3 results" in summary
 
@@ -124,9 +147,20 @@ def test_an_mcp_client_gets_errors_as_plain_text(served):
     url, _ = served
 
     async def call(session):
-        return [await session.call_tool("search", {"query": query, "corpus": "demo-subset", "first_stage": "bm25",
-                                                   "reranker": "none", "k": k, "depth": 20})
-                for query, k in (("\x00\x00", 3), ("<b>otters</b> & co " + "x" * 5000, 3))]
+        return [
+            await session.call_tool(
+                "search",
+                {
+                    "query": query,
+                    "corpus": "demo-subset",
+                    "first_stage": "bm25",
+                    "reranker": "none",
+                    "k": k,
+                    "depth": 20,
+                },
+            )
+            for query, k in (("\x00\x00", 3), ("<b>otters</b> & co " + "x" * 5000, 3))
+        ]
 
     empty, long = mcp_session(url, call)
     texts = [" ".join(getattr(item, "text", "") for item in r.content) for r in (empty, long)]

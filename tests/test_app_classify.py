@@ -25,8 +25,12 @@ def write_examples(path, rows):
     return str(path)
 
 
-EXAMPLES = [("The goalkeeper saved a penalty.", "Sports"), ("The tennis champion won the title.", "Sports"),
-            ("The company reported higher earnings.", "Business"), ("Oil prices rose on the markets.", "Business")]
+EXAMPLES = [
+    ("The goalkeeper saved a penalty.", "Sports"),
+    ("The tennis champion won the title.", "Sports"),
+    ("The company reported higher earnings.", "Business"),
+    ("Oil prices rose on the markets.", "Business"),
+]
 
 
 def test_zero_shot_from_label_names(app_state):
@@ -52,23 +56,31 @@ def test_few_shot_from_an_uploaded_file(app_state, tmp_path, method):
 
 def test_zero_shot_with_examples_shows_their_neighbours(app_state, tmp_path):
     path = write_examples(tmp_path / "ex.csv", EXAMPLES)
-    r = classify_view(app_state, TEXTS, "Sports: games and players\nBusiness: companies and markets", path,
-                      template="{description}")
+    r = classify_view(
+        app_state,
+        TEXTS,
+        "Sports: games and players\nBusiness: companies and markets",
+        path,
+        template="{description}",
+    )
     assert [p["label"] for p in r.data["predictions"]] == ["Sports", "Business"]
     assert r.data["predictions"][1]["neighbours"][0]["label"] == "Business"
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"texts": ""}, "texts is empty"),
-    ({"texts": "\n".join(["a text"] * (MAX_TEXTS + 1))}, f"at most {MAX_TEXTS} are accepted"),
-    ({"labels": ""}, "zero-shot needs label names"),
-    ({"labels": "Sports"}, "labels needs at least 2"),
-    ({"labels": "Sports\nSports"}, "more than once"),
-    ({"method": "svm"}, "method 'svm' is not known"),
-    ({"method": "knn"}, "knn needs labelled examples"),
-    ({"template": "no placeholder here"}, "names no label"),
-    ({"k": 0, "method": "zero-shot"}, "k must be a whole number from 1 to 50"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"texts": ""}, "texts is empty"),
+        ({"texts": "\n".join(["a text"] * (MAX_TEXTS + 1))}, f"at most {MAX_TEXTS} are accepted"),
+        ({"labels": ""}, "zero-shot needs label names"),
+        ({"labels": "Sports"}, "labels needs at least 2"),
+        ({"labels": "Sports\nSports"}, "more than once"),
+        ({"method": "svm"}, "method 'svm' is not known"),
+        ({"method": "knn"}, "knn needs labelled examples"),
+        ({"template": "no placeholder here"}, "names no label"),
+        ({"k": 0, "method": "zero-shot"}, "k must be a whole number from 1 to 50"),
+    ],
+)
 def test_bad_input_gets_a_clear_message(app_state, kwargs, message):
     args = {"texts": "\n".join(TEXTS), "labels": "Sports\nBusiness", **kwargs}
     with pytest.raises(CtxirError, match=message):
@@ -79,7 +91,9 @@ def test_bad_and_oversized_example_files(app_state, tmp_path):
     (tmp_path / "bad.csv").write_text("text,label\nGoal,Sports\nno label here\n")
     with pytest.raises(CtxirError, match=r"bad\.csv line 3: expected 2 fields"):
         classify_view(app_state, TEXTS, "", str(tmp_path / "bad.csv"), "knn")
-    big = write_examples(tmp_path / "big.csv", [(f"text {i}", "A" if i % 2 else "B") for i in range(MAX_EXAMPLES + 1)])
+    big = write_examples(
+        tmp_path / "big.csv", [(f"text {i}", "A" if i % 2 else "B") for i in range(MAX_EXAMPLES + 1)]
+    )
     with pytest.raises(CtxirError, match=f"encodes at most {MAX_EXAMPLES:,}"):
         classify_view(app_state, TEXTS, "", big, "knn")
     one = write_examples(tmp_path / "one.csv", [("Goal", "Sports"), ("Match", "Sports")])
@@ -98,8 +112,10 @@ def test_nothing_is_written_to_the_persistent_cache(app_state, tmp_path):
 
 def test_parse_labels_with_descriptions():
     labels = parse_labels("Sci/Tech: science and technology\nWorld")
-    assert [(label.name, label.description) for label in labels] == [("Sci/Tech", "science and technology"),
-                                                                     ("World", "")]
+    assert [(label.name, label.description) for label in labels] == [
+        ("Sci/Tech", "science and technology"),
+        ("World", ""),
+    ]
 
 
 def test_sample_inputs(tmp_path):
@@ -130,8 +146,9 @@ def test_the_api_gives_the_library_answer(app_state, serve, tmp_path):
     path = write_examples(tmp_path / "ex.csv", EXAMPLES)
     with serve(app.build_demo(app_state)) as url:
         client = Client(url, verbose=False, download_files=False)
-        summary, _table, _neighbours, data = client.predict("\n".join(TEXTS), "", handle_file(path), "knn", 3,
-                                                             "{label}", "pca", api_name="/classify")
+        summary, _table, _neighbours, data = client.predict(
+            "\n".join(TEXTS), "", handle_file(path), "knn", 3, "{label}", "pca", api_name="/classify"
+        )
         with pytest.raises(Exception, match="zero-shot needs label names"):
             client.predict("\n".join(TEXTS), "", None, "zero-shot", 3, "{label}", "pca", api_name="/classify")
     direct = classify_view(app_state, TEXTS, "", path, "knn", 3)
@@ -147,12 +164,16 @@ def test_the_sample_is_classified_in_a_browser(offline_page, app_state, serve):
         page.goto(url)
         page.get_by_role("tab", name="Classify").click()
         page.click("#classify-sample-button")
-        page.wait_for_function("() => document.querySelector('#classify-examples')?.innerText.includes('.csv')",
-                               timeout=60_000)
+        page.wait_for_function(
+            "() => document.querySelector('#classify-examples')?.innerText.includes('.csv')", timeout=60_000
+        )
         page.wait_for_selector("input[value='knn']:checked", timeout=30_000)  # the sample switches to kNN
         page.click("#classify-button")
-        page.wait_for_function("() => (document.querySelector('#classify-summary')?.innerText || '')"
-                               ".includes('classified by knn')", timeout=180_000)
+        page.wait_for_function(
+            "() => (document.querySelector('#classify-summary')?.innerText || '')"
+            ".includes('classified by knn')",
+            timeout=180_000,
+        )
         page.wait_for_selector("#classify-map .js-plotly-plot", timeout=60_000)
         page.wait_for_selector("#classify-bars .js-plotly-plot", timeout=60_000)
         assert page.locator("#classify-map .scatterlayer .point").count() >= 16

@@ -32,20 +32,41 @@ def served(app_state, serve):
 def test_api_lists_every_endpoint(served):
     client, _ = served
     endpoints = set(client.view_api(print_info=False, return_format="dict")["named_endpoints"])
-    assert endpoints == {"/search", "/compare_pooling", "/upload_corpus", "/score_pairs", "/model_info",
-                         "/token_embeddings", "/layer_similarity", "/sentence_similarity", "/attention", "/explain",
-                         "/explain_result", "/what_moved", "/failure_report",
-                         "/failure_report_sample", "/classify"}
+    assert endpoints == {
+        "/search",
+        "/compare_pooling",
+        "/upload_corpus",
+        "/score_pairs",
+        "/model_info",
+        "/token_embeddings",
+        "/layer_similarity",
+        "/sentence_similarity",
+        "/attention",
+        "/explain",
+        "/explain_result",
+        "/what_moved",
+        "/failure_report",
+        "/failure_report_sample",
+        "/classify",
+    }
 
 
 def test_search_endpoint(served):
     client, _ = served
-    table, summary, data = client.predict("otters playing on the river bank", "demo-subset", "hybrid",
-                                          "cross-encoder", 5, 10, api_name="/search")
+    table, summary, data = client.predict(
+        "otters playing on the river bank",
+        "demo-subset",
+        "hybrid",
+        "cross-encoder",
+        5,
+        10,
+        api_name="/search",
+    )
     assert table["headers"][:2] == ["rank", "doc_id"] and len(table["data"]) == 5
     assert {"hybrid", "cross-encoder", "total"} <= set(data["timings_ms"])
-    _, _, first = client.predict("otters playing on the river bank", "demo-subset", "hybrid", "none", 10, 10,
-                                 api_name="/search")
+    _, _, first = client.predict(
+        "otters playing on the river bank", "demo-subset", "hybrid", "none", 10, 10, api_name="/search"
+    )
     assert "animals-01" in [h["doc_id"] for h in first["hits"]]
     # the (untrained) cross-encoder only reorders the hybrid top 10; a client that sends no re-rank mode (written
     # before it existed) gets the default, fused with the first stage
@@ -55,8 +76,16 @@ def test_search_endpoint(served):
     assert fused == sorted(fused, reverse=True)
     assert all(h["rank_change"] == h["hybrid_rank"] - h["rank"] for h in data["hits"])
     assert "5 results" in summary
-    _, _, alone = client.predict("otters playing on the river bank", "demo-subset", "hybrid", "cross-encoder", 5, 10,
-                                 "alone", api_name="/search")
+    _, _, alone = client.predict(
+        "otters playing on the river bank",
+        "demo-subset",
+        "hybrid",
+        "cross-encoder",
+        5,
+        10,
+        "alone",
+        api_name="/search",
+    )
     scores = [h["rerank_score"] for h in alone["hits"]]
     assert alone["mode"] == "alone" and scores == sorted(scores, reverse=True)
     assert all(h["rank_change"] == h["hybrid_rank"] - h["rerank_rank"] for h in alone["hits"])
@@ -64,8 +93,9 @@ def test_search_endpoint(served):
 
 def test_compare_pooling_endpoint(served):
     client, _ = served
-    table, _text, data = client.predict("bats hunting insects at night", "demo-subset", 6, 5,
-                                       api_name="/compare_pooling")
+    table, _text, data = client.predict(
+        "bats hunting insects at night", "demo-subset", 6, 5, api_name="/compare_pooling"
+    )
     assert data["layer"] == 6 and len(data["rankings"]["mean"]) == 5 and len(data["rankings"]["cls"]) == 5
     assert table["headers"][:2] == ["rank", "mean_doc_id"]
 
@@ -75,8 +105,11 @@ def test_upload_corpus_endpoint_then_search_it(served, tmp_path):
 
     client, _ = served
     path = tmp_path / "notes.csv"
-    path.write_text('id,title,text\nn1,Kettles,"An electric kettle boils water in about two minutes."\n'
-                    'n2,Comets,"A comet grows a tail of gas and dust as it nears the Sun."\n', encoding="utf-8")
+    path.write_text(
+        'id,title,text\nn1,Kettles,"An electric kettle boils water in about two minutes."\n'
+        'n2,Comets,"A comet grows a tail of gas and dust as it nears the Sun."\n',
+        encoding="utf-8",
+    )
     _summary, _table, data = client.predict(handle_file(str(path)), api_name="/upload_corpus")
     corpus = data["corpus"]
     assert data["documents"] == 2 and corpus.startswith("notes-")
@@ -87,8 +120,9 @@ def test_upload_corpus_endpoint_then_search_it(served, tmp_path):
 def test_score_pairs_endpoint(served):
     client, _ = served
     presets = demo_presets()
-    _table, png, formation, tokens, data = client.predict(presets["pair_query"],
-                                                          "\n".join(presets["pair_documents"]), api_name="/score_pairs")
+    _table, png, formation, tokens, data = client.predict(
+        presets["pair_query"], "\n".join(presets["pair_documents"]), api_name="/score_pairs"
+    )
     assert Path(png).read_bytes()[:4] == b"\x89PNG"
     cos = [r["bi_encoder_cosine"] for r in data["scores"]]
     assert min(cos[:2]) > max(cos[3:])  # the two relevant documents beat the two unrelated ones
@@ -106,8 +140,9 @@ def test_model_info_endpoint(served):
 def test_token_embeddings_endpoint(served):
     client, _ = served
     sentences = "I sat on the bank of the river.\nShe deposited her salary at the bank."
-    proj, drift, _text, data = client.predict("bi-encoder", sentences, "bank", 0, 6, ["pca"],
-                                             api_name="/token_embeddings")
+    proj, drift, _text, data = client.predict(
+        "bi-encoder", sentences, "bank", 0, 6, ["pca"], api_name="/token_embeddings"
+    )
     assert Path(proj).read_bytes()[:4] == b"\x89PNG" and Path(drift).read_bytes()[:4] == b"\x89PNG"
     assert set(data["points"]["pca"]) == {"0", "6"}
     assert len(data["points"]["pca"]["6"]) == len(data["tokens"])
@@ -116,7 +151,9 @@ def test_token_embeddings_endpoint(served):
 def test_layer_similarity_endpoint_bank_senses(served):
     client, _ = served
     sentences = "I sat on the bank of the river and watched the water.\nShe deposited her salary at the bank."
-    word_png, sent_png, _text, data = client.predict("bi-encoder", sentences, "bank", api_name="/layer_similarity")
+    word_png, sent_png, _text, data = client.predict(
+        "bi-encoder", sentences, "bank", api_name="/layer_similarity"
+    )
     curve = data["word_cosine"]["1 vs 2"]
     # the river bank and the money bank are less alike in the middle layers than at the embedding layer
     assert np.mean(curve[2:5]) < curve[0] - 0.05
@@ -125,8 +162,13 @@ def test_layer_similarity_endpoint_bank_senses(served):
 
 def test_sentence_similarity_endpoint(served):
     client, _ = served
-    _png, data = client.predict("A cat is sleeping on the windowsill.\nThe kitten dozed in the sunny window.\n"
-                               "The central bank raised interest rates.", 6, "mean", api_name="/sentence_similarity")
+    _png, data = client.predict(
+        "A cat is sleeping on the windowsill.\nThe kitten dozed in the sunny window.\n"
+        "The central bank raised interest rates.",
+        6,
+        "mean",
+        api_name="/sentence_similarity",
+    )
     sim = np.asarray(data["similarity"])
     assert sim[0, 1] > sim[0, 2] + 0.2
 
@@ -134,8 +176,16 @@ def test_sentence_similarity_endpoint(served):
 def test_attention_endpoint(served):
     client, _ = served
     _summary, html, html_file, heat, _head_png, table, data = client.predict(
-        "bi-encoder", "how do bats find insects", "Bats use echoes to find moths.", "model", [0, 5], [], 1, 2,
-        api_name="/attention")
+        "bi-encoder",
+        "how do bats find insects",
+        "Bats use echoes to find moths.",
+        "model",
+        [0, 5],
+        [],
+        1,
+        2,
+        api_name="/attention",
+    )
     assert html.startswith("<iframe") and "srcdoc=" in html and "cdnjs" not in html
     document = Path(html_file).read_text(encoding="utf-8")
     assert document.startswith("<!DOCTYPE html>") and "window.requirejs" in document
@@ -144,16 +194,23 @@ def test_attention_endpoint(served):
     assert len(table["data"]) == 72 and Path(heat).read_bytes()[:4] == b"\x89PNG"
 
 
-@pytest.mark.parametrize(("endpoint", "args", "message"), [
-    ("/search", ("", "demo-subset", "dense", "none", 5, 20), "query is empty"),
-    ("/search", ("\x00\x00\x00", "demo-subset", "dense", "none", 5, 20), "query is empty"),
-    ("/search", ("x" * 100_000, "demo-subset", "dense", "none", 5, 20), "query has 100,000 characters"),
-    ("/search", ("otters", "nope", "dense", "none", 5, 20), "corpus 'nope' is not loaded"),
-    ("/attention", ("bi-encoder", " ".join(["bank"] * 300), "", "head", [], [], 0, 0), "at most 256"),
-    ("/attention", ("gpt-99", "hello", "", "head", [], [], 0, 0), "model 'gpt-99' is not loaded"),
-    ("/model_info", ("gpt-99", ""), "model 'gpt-99' is not loaded"),
-    ("/layer_similarity", ("bi-encoder", "a river\nthe bank", "bank"), "word 'bank' is not in sentence 1"),
-])
+@pytest.mark.parametrize(
+    ("endpoint", "args", "message"),
+    [
+        ("/search", ("", "demo-subset", "dense", "none", 5, 20), "query is empty"),
+        ("/search", ("\x00\x00\x00", "demo-subset", "dense", "none", 5, 20), "query is empty"),
+        ("/search", ("x" * 100_000, "demo-subset", "dense", "none", 5, 20), "query has 100,000 characters"),
+        ("/search", ("otters", "nope", "dense", "none", 5, 20), "corpus 'nope' is not loaded"),
+        ("/attention", ("bi-encoder", " ".join(["bank"] * 300), "", "head", [], [], 0, 0), "at most 256"),
+        ("/attention", ("gpt-99", "hello", "", "head", [], [], 0, 0), "model 'gpt-99' is not loaded"),
+        ("/model_info", ("gpt-99", ""), "model 'gpt-99' is not loaded"),
+        (
+            "/layer_similarity",
+            ("bi-encoder", "a river\nthe bank", "bank"),
+            "word 'bank' is not in sentence 1",
+        ),
+    ],
+)
 def test_bad_input_is_an_error_message_and_the_app_keeps_serving(served, endpoint, args, message):
     from gradio_client.exceptions import AppError
 
@@ -174,10 +231,14 @@ def test_error_messages_reach_api_clients_as_plain_text(served):
 
     client, _ = served
     with pytest.raises(AppError) as err:
-        client.predict("otters", HOSTILE, "dense", "none", 5, 20, api_name="/search")  # raised by the callback
+        client.predict(
+            "otters", HOSTILE, "dense", "none", 5, 20, api_name="/search"
+        )  # raised by the callback
     assert f"corpus {HOSTILE!r} is not loaded" in str(err.value) and "&lt;" not in str(err.value)
     with pytest.raises(AppError) as err:
-        client.predict("otters", "demo-subset", HOSTILE, "none", 5, 20, api_name="/search")  # by Gradio's check
+        client.predict(
+            "otters", "demo-subset", HOSTILE, "none", 5, 20, api_name="/search"
+        )  # by Gradio's check
     assert f"First stage must be one of ['bm25', 'dense', 'hybrid'], got {HOSTILE!r}" in str(err.value)
 
 
@@ -186,23 +247,36 @@ def test_error_messages_over_plain_http_are_plain_text(served):
     import httpx
 
     url = served[1].rstrip("/")
-    event = httpx.post(f"{url}/gradio_api/call/search", json={"data": ["otters", HOSTILE, "dense", "none", 5, 20]},
-                       timeout=60).json()["event_id"]
+    event = httpx.post(
+        f"{url}/gradio_api/call/search",
+        json={"data": ["otters", HOSTILE, "dense", "none", 5, 20]},
+        timeout=60,
+    ).json()["event_id"]
     stream = httpx.get(f"{url}/gradio_api/call/search/{event}", timeout=60).text
-    assert "event: error" in stream and f"corpus {HOSTILE!r} is not loaded" in json.loads(
-        stream.split("event: error\ndata:", 1)[1].splitlines()[0])["error"]
+    assert (
+        "event: error" in stream
+        and f"corpus {HOSTILE!r} is not loaded"
+        in json.loads(stream.split("event: error\ndata:", 1)[1].splitlines()[0])["error"]
+    )
     # the same request from a web page (Fetch Metadata headers) is escaped for its HTML pop-up
-    event = httpx.post(f"{url}/gradio_api/call/search", json={"data": ["otters", HOSTILE, "dense", "none", 5, 20]},
-                       headers={"Sec-Fetch-Mode": "cors"}, timeout=60).json()["event_id"]
+    event = httpx.post(
+        f"{url}/gradio_api/call/search",
+        json={"data": ["otters", HOSTILE, "dense", "none", 5, 20]},
+        headers={"Sec-Fetch-Mode": "cors"},
+        timeout=60,
+    ).json()["event_id"]
     stream = httpx.get(f"{url}/gradio_api/call/search/{event}", timeout=60).text
     assert "corpus '&lt;img src=x onerror=alert(1)&gt; &amp; co' is not loaded" in stream
 
 
-@pytest.mark.parametrize(("name", "content", "message"), [
-    ("latin1.txt", "caf\xe9\n".encode("latin-1"), "is not UTF-8"),
-    ("dupes.jsonl", b'{"id": "1", "text": "a"}\n{"id": "1", "text": "b"}\n', "appears twice"),
-    ("broken.jsonl", b'{"id": "1", "text": "a"\n', "line 1: expected a JSON object"),
-])
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("latin1.txt", "caf\xe9\n".encode("latin-1"), "is not UTF-8"),
+        ("dupes.jsonl", b'{"id": "1", "text": "a"}\n{"id": "1", "text": "b"}\n', "appears twice"),
+        ("broken.jsonl", b'{"id": "1", "text": "a"\n', "line 1: expected a JSON object"),
+    ],
+)
 def test_bad_uploads_are_error_messages(served, tmp_path, name, content, message):
     from gradio_client import handle_file
     from gradio_client.exceptions import AppError
@@ -227,8 +301,10 @@ def test_failure_report_endpoint(served, tmp_path):
     from ctxir.evaluation.report import failure_cases, report_meta, write_report
 
     client, _ = served
-    corpus = {"d1": {"title": "Otters", "text": "Otters dig dens in the river bank."},
-              "d2": {"title": "Loans", "text": "The bank approved the loan."}}
+    corpus = {
+        "d1": {"title": "Otters", "text": "Otters dig dens in the river bank."},
+        "d2": {"title": "Loans", "text": "The bank approved the loan."},
+    }
     qrels, run = {"q1": {"d1": 1}}, {"q1": {"d2": 2.0, "d1": 1.0}}
     cases = failure_cases(qrels, run, corpus, {"q1": "where do otters live"})
     _, report_json = write_report(tmp_path / "r.html", cases, report_meta(qrels, run, "nDCG@10", "dense"))
@@ -242,4 +318,8 @@ def test_failure_report_endpoint(served, tmp_path):
     # the sample needs no file: BM25 on the demo corpus, judged by the qrels that ship with ctxir
     summary, frame, page, data = client.predict(2, api_name="/failure_report_sample")
     assert summary.startswith("**2 worst queries** of `bm25`") and len(data["cases"]) == 2
-    assert data["kind"] == "sample" and 'sandbox=""' in frame and "Failure report — bm25" in Path(page).read_text()
+    assert (
+        data["kind"] == "sample"
+        and 'sandbox=""' in frame
+        and "Failure report — bm25" in Path(page).read_text()
+    )

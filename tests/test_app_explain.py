@@ -53,7 +53,8 @@ def test_explain_json_holds_the_issue_keys_and_adds_up(app_state, explained):
     # converged means within 1 % of the gap, or within an absolute 1e-5 when the gap itself is tiny (an untrained
     # head can score the pair and its baseline almost alike, and then 1 % of the gap is below float noise)
     within = ce["completeness_error_abs"] <= COMPLETENESS_ATOL or (
-        ce["completeness_error"] is not None and ce["completeness_error"] <= COMPLETENESS_TOLERANCE)
+        ce["completeness_error"] is not None and ce["completeness_error"] <= COMPLETENESS_TOLERANCE
+    )
     assert ce["converged"] == within
     assert sum(ce["attributions"]) == pytest.approx(ce["score"] - ce["baseline_score"], abs=1e-3)
     assert data["query"] == QUERY and data["document"] == DOCUMENT and data["model"] == "auto"
@@ -61,10 +62,14 @@ def test_explain_json_holds_the_issue_keys_and_adds_up(app_state, explained):
 
 def test_explanation_display_text_colours_and_figures(explained):
     query = explained.highlights["query"]
-    assert "".join(text for text, _ in query) == "[CLS] otters playing on the river bank [SEP]"  # pieces joined
+    assert (
+        "".join(text for text, _ in query) == "[CLS] otters playing on the river bank [SEP]"
+    )  # pieces joined
     scores = [s for _, s in [*query, *explained.highlights["document"]] if s is not None]
     assert max(abs(s) for s in scores) == pytest.approx(1.0) and all(-1 <= s <= 1 for s in scores)
-    assert [s for text, s in query if text == " "] == [None] * query.count((" ", None))  # spaces are not coloured
+    assert [s for text, s in query if text == " "] == [None] * query.count(
+        (" ", None)
+    )  # spaces are not coloured
     assert set(explained.plots) == {"pairs", "reranker"} and set(explained.figures) == {"pairs", "reranker"}
     heat = explained.plots["pairs"].data[0]
     assert heat.customdata[0][0][0] == "[CLS]"  # hover names the query token ...
@@ -72,10 +77,13 @@ def test_explanation_display_text_colours_and_figures(explained):
     assert "Bi-encoder cosine" in explained.text and "completeness error" in explained.text
 
 
-@pytest.mark.parametrize(("model", "kind", "keys"), [
-    ("cls-lr", "cls-lr", {"bi_encoder", "cross_encoder", "cls_lr"}),
-    ("bi-encoder", None, {"bi_encoder"}),
-])
+@pytest.mark.parametrize(
+    ("model", "kind", "keys"),
+    [
+        ("cls-lr", "cls-lr", {"bi_encoder", "cross_encoder", "cls_lr"}),
+        ("bi-encoder", None, {"bi_encoder"}),
+    ],
+)
 def test_explain_with_a_chosen_model(app_state, model, kind, keys):
     data = explain_pair(app_state, QUERY, DOCUMENT, model).data
     assert keys <= set(data) and ("cross_encoder" in data) == (kind is not None)
@@ -86,8 +94,16 @@ def test_explain_with_a_chosen_model(app_state, model, kind, keys):
 
 
 def test_explain_without_rerankers(app_state, state_with):
-    bare = state_with(app_state, models={"rerankers": {}, "unavailable": {
-        "cross-encoder": "no cross-encoder was given", "cls-lr": "no CLS-LR ranker was given"}})
+    bare = state_with(
+        app_state,
+        models={
+            "rerankers": {},
+            "unavailable": {
+                "cross-encoder": "no cross-encoder was given",
+                "cls-lr": "no CLS-LR ranker was given",
+            },
+        },
+    )
     result = explain_pair(bare, QUERY, DOCUMENT, "auto")
     assert "cross_encoder" not in result.data and "No re-ranker is loaded" in result.text
     assert "reranker" not in result.highlights and "reranker" not in result.plots
@@ -95,12 +111,15 @@ def test_explain_without_rerankers(app_state, state_with):
         explain_pair(bare, QUERY, DOCUMENT, "cross-encoder")
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"query": ""}, "query is empty"),
-    ({"document": "   "}, "document is empty"),
-    ({"document": "x" * 6000}, "document has 6,000 characters but at most 5,000"),
-    ({"model": "gpt-99"}, "model 'gpt-99' is not known: use one of 'auto', 'bi-encoder'"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"query": ""}, "query is empty"),
+        ({"document": "   "}, "document is empty"),
+        ({"document": "x" * 6000}, "document has 6,000 characters but at most 5,000"),
+        ({"model": "gpt-99"}, "model 'gpt-99' is not known: use one of 'auto', 'bi-encoder'"),
+    ],
+)
 def test_explain_bad_input(app_state, kwargs, message):
     args = {"query": QUERY, "document": DOCUMENT, **kwargs}
     with pytest.raises(CtxirError, match=message):
@@ -195,14 +214,17 @@ def test_explain_endpoint(client):
     client.predict(QUERY, DOCUMENT, "auto", api_name="/explain")
     # on the server: one plotly.js for every page, next to them (the client downloaded each file into its own folder)
     root = client.ctxir_outputs.root
-    assert [p.name for p in root.glob("*.js")] == [plotly_js.name] and len(list(root.glob("explanation-*.html"))) >= 2
+    assert [p.name for p in root.glob("*.js")] == [plotly_js.name] and len(
+        list(root.glob("explanation-*.html"))
+    ) >= 2
 
 
 def test_explain_result_and_what_moved_endpoints(client):
     *_, data = client.predict(QUERY, "demo-subset", "animals-01", "bi-encoder", api_name="/explain_result")
     assert data["doc_id"] == "animals-01" and "cross_encoder" not in data
-    summary, _plot, table, files, moved = client.predict(QUERY, "demo-subset", "dense", "cls-lr", 5, 10, 1,
-                                                        api_name="/what_moved")
+    summary, _plot, table, files, moved = client.predict(
+        QUERY, "demo-subset", "dense", "cls-lr", 5, 10, 1, api_name="/what_moved"
+    )
     assert moved["reranker"] == "cls-lr" and len(table["data"]) == len(moved["movers"]) <= 1
     assert sorted(Path(f).suffix for f in files) == [".csv", ".html", ".js", ".json"]
     assert "re-scored the dense top 10" in summary

@@ -14,19 +14,29 @@ import pytest
 def test_a_first_start_indexes_the_startup_corpus_while_serving(tmp_path, app_process):
     from gradio_client import Client
 
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "CTXIR_CACHE": str(tmp_path / "cold-cache"),
-           "CTXIR_CROSS_ENCODER": "none", "CTXIR_CLS_LR": "none", "TMPDIR": str(tmp_path),
-           "PYTHONUNBUFFERED": "1"}
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "CTXIR_CACHE": str(tmp_path / "cold-cache"),
+        "CTXIR_CROSS_ENCODER": "none",
+        "CTXIR_CLS_LR": "none",
+        "TMPDIR": str(tmp_path),
+        "PYTHONUNBUFFERED": "1",
+    }
     proc = app_process(env)
-    url = next(line.split("Running on local URL:")[1].strip() for line in proc.stdout
-               if "Running on local URL:" in line)
+    url = next(
+        line.split("Running on local URL:")[1].strip()
+        for line in proc.stdout
+        if "Running on local URL:" in line
+    )
     client = Client(url, verbose=False, download_files=False)
     try:
         deadline, summary = time.time() + 300, ""
         while time.time() < deadline:
             try:
-                summary = client.predict("otters on the river bank", None, "dense", "none", 3, 5,
-                                         api_name="/search")[1]
+                summary = client.predict(
+                    "otters on the river bank", None, "dense", "none", 3, 5, api_name="/search"
+                )[1]
                 break
             except Exception as err:  # still indexing: the error says so; anything else ends the wait
                 summary = str(err)

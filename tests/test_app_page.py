@@ -56,8 +56,10 @@ def test_figures_and_the_report_colour_attributions_alike():
     cmap = figures.attribution_cmap()  # the PNG exports
     assert tuple(round(255 * c) for c in cmap(0.0)[:3]) == LOWERS_RGB
     assert tuple(round(255 * c) for c in cmap(1.0)[:3]) == RAISES_RGB
-    bar_colours = [tuple(round(255 * c) for c in patch.get_facecolor()[:3])
-                   for patch in figures.token_bars_png(["good", "bad"], [0.5, -0.5], "t").axes[0].patches]
+    bar_colours = [
+        tuple(round(255 * c) for c in patch.get_facecolor()[:3])
+        for patch in figures.token_bars_png(["good", "bad"], [0.5, -0.5], "t").axes[0].patches
+    ]
     assert bar_colours == [RAISES_RGB, LOWERS_RGB]
     assert ATTRIBUTION_LEGEND == "red = raised the score, violet = lowered it"
 
@@ -66,14 +68,26 @@ def test_heatmap_style_and_its_keywords_draw_the_same_figure():
     matrix = np.array([[0.1, 0.9], [0.4, 0.6]])
     style = figures.HeatmapStyle(value_name="cosine", row_name="token", zmin=0.0, decimals=2, height=500)
     grouped = figures.heatmap(matrix, ["a", "b"], ["c", "d"], "t", style)
-    keywords = figures.heatmap(matrix, ["a", "b"], ["c", "d"], "t", value_name="cosine", row_name="token",
-                               zmin=0.0, decimals=2, height=500)
+    keywords = figures.heatmap(
+        matrix,
+        ["a", "b"],
+        ["c", "d"],
+        "t",
+        value_name="cosine",
+        row_name="token",
+        zmin=0.0,
+        decimals=2,
+        height=500,
+    )
     assert grouped.to_json() == keywords.to_json()
     trace = grouped.data[0]
     assert trace.zmin == 0.0 and "cosine %{z:.3f}" in trace.hovertemplate and grouped.layout.height == 500
     # a keyword overrides the style's field; the style itself is frozen and unchanged
-    assert figures.heatmap(matrix, ["a", "b"], ["c", "d"], "t", style, decimals=4).data[0].hovertemplate.endswith(
-        "cosine %{z:.5f}<extra></extra>")
+    assert (
+        figures.heatmap(matrix, ["a", "b"], ["c", "d"], "t", style, decimals=4)
+        .data[0]
+        .hovertemplate.endswith("cosine %{z:.5f}<extra></extra>")
+    )
     assert style.decimals == 2
     with pytest.raises(TypeError, match=r"'decimal'.*valid: hover_labels, .*decimals"):
         figures.heatmap(matrix, ["a", "b"], ["c", "d"], "t", decimal=2)
@@ -82,21 +96,42 @@ def test_heatmap_style_and_its_keywords_draw_the_same_figure():
 
 
 def test_the_failure_report_highlights_and_its_legend_use_the_same_colours():
-    explanation = {"model": "bm25", "method": "term weights", "exact": True, "about": "", "score_name": "BM25",
-                   "difference": 0.5, "terms": [],
-                   "winner": {"score": 1.0, "tokens": [["loans", 0.8], ["otters", -0.4]]},
-                   "relevant": {"score": 0.5, "tokens": [["otters", 0.5]]}}
-    case = {"qid": "q1", "query": "otters", "metric": "nDCG@10", "value": 0.5, "num_relevant": 1, "num_retrieved": 2,
-            "results": [], "relevant": [],
-            "pairs": [{"winner": {"doc_id": "d2", "rank": 1, "score": 1.0, "grade": None},
-                       "relevant": {"doc_id": "d1", "rank": 2, "score": 0.5, "grade": 1},
-                       "explanations": [explanation]}]}
+    explanation = {
+        "model": "bm25",
+        "method": "term weights",
+        "exact": True,
+        "about": "",
+        "score_name": "BM25",
+        "difference": 0.5,
+        "terms": [],
+        "winner": {"score": 1.0, "tokens": [["loans", 0.8], ["otters", -0.4]]},
+        "relevant": {"score": 0.5, "tokens": [["otters", 0.5]]},
+    }
+    case = {
+        "qid": "q1",
+        "query": "otters",
+        "metric": "nDCG@10",
+        "value": 0.5,
+        "num_relevant": 1,
+        "num_retrieved": 2,
+        "results": [],
+        "relevant": [],
+        "pairs": [
+            {
+                "winner": {"doc_id": "d2", "rank": 1, "score": 1.0, "grade": None},
+                "relevant": {"doc_id": "d1", "rank": 2, "score": 0.5, "grade": 1},
+                "explanations": [explanation],
+            }
+        ],
+    }
     page = render_report([case], {"system": "bm25", "metric": "nDCG@10", "mean": 0.5, "num_queries": 1})
     raises, lowers = (",".join(map(str, rgb)) for rgb in (RAISES_RGB, LOWERS_RGB))
     legend = re.search(r'<div class="meta legend">(.*?)</div>', page).group(1)
     assert f"rgba({raises}," in legend and "red raised the score" in legend
     assert f"rgba({lowers}," in legend and "violet lowered it" in legend
-    highlighted = dict(re.findall(r'style="background:rgba\(([\d,]+),[\d.]+\)" title="[^"]*">(\w+)<', page)[:2])
+    highlighted = dict(
+        re.findall(r'style="background:rgba\(([\d,]+),[\d.]+\)" title="[^"]*">(\w+)<', page)[:2]
+    )
     assert highlighted == {raises: "loans", lowers: "otters"}
     assert "40,167,69" not in page  # the old green
 
@@ -115,9 +150,23 @@ def test_the_sentence_similarity_caption_matches_its_colour_scale():
 
 
 def test_the_head_summary_title_matches_its_two_colour_scales():
-    rows = [{"layer": layer, "head": head, "entropy": 1.0, "to_cls": 0.5, "to_sep": 0.1, "to_self": 0.1,
-             "to_previous": 0.1, "to_next": 0.1, "max_weight": 0.5, "max_from": "a", "max_to": "b"}
-            for layer in range(2) for head in range(2)]
+    rows = [
+        {
+            "layer": layer,
+            "head": head,
+            "entropy": 1.0,
+            "to_cls": 0.5,
+            "to_sep": 0.1,
+            "to_self": 0.1,
+            "to_previous": 0.1,
+            "to_next": 0.1,
+            "max_weight": 0.5,
+            "max_from": "a",
+            "max_to": "b",
+        }
+        for layer in range(2)
+        for head in range(2)
+    ]
     fig = figures.head_grids(rows)
     title = figures.title_of(fig)
     entropy = fig.data[0].colorscale
@@ -136,7 +185,9 @@ def test_compare_poolings_caption_names_the_loaded_models_own_pooling(app_state)
     from ctxir.app.search_tab import pooling_note
 
     text = compare_pooling(app_state, "river otters", k=3).text
-    assert text.endswith("all-MiniLM-L6-v2 pools with mean pooling, so its CLS vector was never tuned for search.")
+    assert text.endswith(
+        "all-MiniLM-L6-v2 pools with mean pooling, so its CLS vector was never tuned for search."
+    )
     cls_model = [SimpleNamespace(), SimpleNamespace(pooling_mode="cls")]
     assert pooling_note(cls_model, "my-model") == " my-model pools with cls pooling: CLS is its own pooling."
     assert pooling_note([SimpleNamespace()], "bare") == ""
@@ -144,8 +195,9 @@ def test_compare_poolings_caption_names_the_loaded_models_own_pooling(app_state)
 
 def test_the_highlighted_words_ring_is_no_sentence_colour():
     points = {("pca", 0): np.array([[0.0, 0.0], [1.0, 1.0], [2.0, 0.0], [3.0, 1.0]])}
-    fig = figures.projection(points, ["bank", "a", "bank", "b"], [0, 1, 2, 3], ["s1", "s2", "s3", "s4"],
-                             [True, False, True, False])
+    fig = figures.projection(
+        points, ["bank", "a", "bank", "b"], [0, 1, 2, 3], ["s1", "s2", "s3", "s4"], [True, False, True, False]
+    )
     ring = {trace.marker.line.color for trace in fig.data}
     assert ring == {figures.HIGHLIGHT_RING}
     assert figures.HIGHLIGHT_RING not in {trace.marker.color for trace in fig.data}
@@ -161,9 +213,13 @@ def test_axis_labels_are_cut_with_an_ellipsis_not_mid_word(app_state):
     assert labels[0] == "1. The central bank raised in…" and len(labels[0]) == 30
     assert labels[1] == "short"
     # the PNG's and the API table's sentence labels too (they were cut at 45 characters with no mark)
-    rows = sentence_similarity(app_state, ["The central bank raised interest rates to slow inflation.",
-                                           "Rates went up."]).rows
-    assert [r["sentence"] for r in rows] == ["1. The central bank raised interest rates to sl…", "2. Rates went up."]
+    rows = sentence_similarity(
+        app_state, ["The central bank raised interest rates to slow inflation.", "Rates went up."]
+    ).rows
+    assert [r["sentence"] for r in rows] == [
+        "1. The central bank raised interest rates to sl…",
+        "2. Rates went up.",
+    ]
 
 
 # ---------------------------------------------------------------- k: one limit from one constant
@@ -172,7 +228,9 @@ def test_axis_labels_are_cut_with_an_ellipsis_not_mid_word(app_state):
 def test_k_has_one_limit_and_out_of_range_is_an_error(app_state):
     limit = app_state.config.max_k
     assert limit == 50
-    assert len(search(app_state, "river otters", first_stage="dense", k=limit).rows) == limit  # of 51 documents
+    assert (
+        len(search(app_state, "river otters", first_stage="dense", k=limit).rows) == limit
+    )  # of 51 documents
     for bad in (0, limit + 1, 80, 2.5):
         with pytest.raises(CtxirError, match=rf"k must be a whole number from 1 to {limit}, got {bad!r}"):
             search(app_state, "river otters", first_stage="bm25", k=bad)
@@ -241,9 +299,20 @@ def test_the_failure_report_sample_needs_no_upload(app_state):
 
 
 def test_result_cards_show_title_text_and_scores_escaped():
-    hits = [{"rank": 1, "doc_id": 'd<1>"', "dense_score": 0.7, "dense_rank": 1, "rerank_score": None,
-             "rerank_rank": None, "fused_score": None, "rank_change": None, "title": "<b>Otters</b>",
-             "text": "River otters <img src=x onerror=alert(1)> dig dens."}]
+    hits = [
+        {
+            "rank": 1,
+            "doc_id": 'd<1>"',
+            "dense_score": 0.7,
+            "dense_rank": 1,
+            "rerank_score": None,
+            "rerank_rank": None,
+            "fused_score": None,
+            "rank_change": None,
+            "title": "<b>Otters</b>",
+            "text": "River otters <img src=x onerror=alert(1)> dig dens.",
+        }
+    ]
     cards = result_cards(hits, "dense")
     assert cards.count('class="ctxir-card"') == 1
     assert 'data-doc="d&lt;1&gt;&quot;"' in cards

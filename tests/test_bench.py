@@ -20,8 +20,22 @@ KEYS = ("p50_ms", "p95_ms", "recall_at_10", "memory_mb", "build_s")
 @pytest.fixture(scope="module")
 def record(tmp_path_factory) -> tuple[dict, str]:
     out = tmp_path_factory.mktemp("bench") / "search.json"
-    argv = ["--num-docs", "2000", "--real-docs", "0", "--num-queries", "20", "--warmup", "2",
-            "--repeats", "2", "--output", str(out), "--progress", "false"]
+    argv = [
+        "--num-docs",
+        "2000",
+        "--real-docs",
+        "0",
+        "--num-queries",
+        "20",
+        "--warmup",
+        "2",
+        "--repeats",
+        "2",
+        "--output",
+        str(out),
+        "--progress",
+        "false",
+    ]
     assert search.main(argv) == 0
     return json.loads(out.read_text()), str(out)
 
@@ -42,7 +56,9 @@ def test_the_record_says_how_it_was_measured(record):
     data, _ = record
     assert data["command"].startswith("python -m benchmarks.search --num-docs 2000")
     machine = data["machine"]
-    assert machine["cores"] >= 1 and isinstance(machine["simd_flags"], list) and machine["versions"]["faiss-cpu"]
+    assert (
+        machine["cores"] >= 1 and isinstance(machine["simd_flags"], list) and machine["versions"]["faiss-cpu"]
+    )
     assert data["data"]["num_docs"] == 2000 and data["data"]["synthetic_docs"] == 2000
     assert len(data["load_average_before"]) == 3 and data["date"]
     assert len(data["results"]["exact"]["passes"]) == 2
@@ -59,18 +75,45 @@ def test_report_prints_tables_and_a_plot(record, tmp_path, capsys):
 
 def test_a_subset_of_indexes_still_measures_exact_first(tmp_path):
     out = tmp_path / "s.json"
-    assert benchmarks.main(["search", "--num-docs", "300", "--real-docs", "0", "--indexes", "binary",
-                            "--num-queries", "5", "--warmup", "0", "--repeats", "1", "--scan-queries", "3",
-                            "--output", str(out), "--progress", "false"]) == 0
+    assert (
+        benchmarks.main(
+            [
+                "search",
+                "--num-docs",
+                "300",
+                "--real-docs",
+                "0",
+                "--indexes",
+                "binary",
+                "--num-queries",
+                "5",
+                "--warmup",
+                "0",
+                "--repeats",
+                "1",
+                "--scan-queries",
+                "3",
+                "--output",
+                str(out),
+                "--progress",
+                "false",
+            ]
+        )
+        == 0
+    )
     data = json.loads(out.read_text())
     results = data["results"]
-    assert data["command"].startswith("python -m benchmarks.search --num-docs 300 ")  # `benchmarks search` is the same
+    assert data["command"].startswith(
+        "python -m benchmarks.search --num-docs 300 "
+    )  # `benchmarks search` is the same
     assert list(results) == ["exact", "binary"]
     assert results["exact"]["timed_queries"] == 3 and results["binary"]["timed_queries"] == 5
 
 
-@pytest.mark.parametrize("argv", [["search", "--indexes", "annoy"], ["search", "--num-docs", "5"],
-                                  ["search", "--num-queries", "0"]])
+@pytest.mark.parametrize(
+    "argv",
+    [["search", "--indexes", "annoy"], ["search", "--num-docs", "5"], ["search", "--num-queries", "0"]],
+)
 def test_bad_arguments_exit_2_with_one_line(argv, capsys):
     assert benchmarks.main([*argv, "--real-docs", "0"]) == 2
     assert capsys.readouterr().err.startswith("error: ")
@@ -88,15 +131,45 @@ def test_synthetic_vectors_are_unit_length_at_the_stated_noise():
 
 def test_exact_top_k_matches_a_full_sort():
     rng = np.random.default_rng(1)
-    docs, queries = rng.standard_normal((1000, 8)).astype(np.float32), rng.standard_normal((7, 8)).astype(np.float32)
+    docs, queries = (
+        rng.standard_normal((1000, 8)).astype(np.float32),
+        rng.standard_normal((7, 8)).astype(np.float32),
+    )
     want = np.argsort(-(queries @ docs.T), axis=1)[:, :10]
     np.testing.assert_array_equal(search.exact_top_k(docs, queries, 10, chunk=300), want)
 
 
 # ---------------------------------------------------------------- encode, rerank, train, app and the report
 
-WORDS = ["the", "river", "bank", "otters", "play", "on", "money", "deposit", "python", "snake", "code", "cat", "dog",
-         "sun", "moon", "tea", "coffee", "music", "song", "water", "account", "salary", "is", "in", "at", "and", "to"]
+WORDS = [
+    "the",
+    "river",
+    "bank",
+    "otters",
+    "play",
+    "on",
+    "money",
+    "deposit",
+    "python",
+    "snake",
+    "code",
+    "cat",
+    "dog",
+    "sun",
+    "moon",
+    "tea",
+    "coffee",
+    "music",
+    "song",
+    "water",
+    "account",
+    "salary",
+    "is",
+    "in",
+    "at",
+    "and",
+    "to",
+]
 
 
 @pytest.fixture(scope="module")
@@ -107,11 +180,14 @@ def data_root(tmp_path_factory, write_beir) -> str:
 
     def text(n: int) -> str:
         return " ".join(rng.choice(WORDS, n))
+
     for name, n_docs, n_queries in (("scifact", 60, 12), ("msmarco_sample", 20, 2)):
         docs = {f"d{i}": text(int(rng.integers(4, 40))) for i in range(n_docs)}
         queries = {f"q{i}": text(4) for i in range(n_queries)}
-        qrels = {"train": {q: {f"d{rng.integers(n_docs)}": 1} for q in list(queries)[: n_queries // 2]},
-                 "test": {q: {f"d{rng.integers(n_docs)}": 1} for q in list(queries)[n_queries // 2:]}}
+        qrels = {
+            "train": {q: {f"d{rng.integers(n_docs)}": 1} for q in list(queries)[: n_queries // 2]},
+            "test": {q: {f"d{rng.integers(n_docs)}": 1} for q in list(queries)[n_queries // 2 :]},
+        }
         write_beir(root / name, queries, qrels, docs)
     return str(root)
 
@@ -121,10 +197,35 @@ def encode_record(tmp_path_factory, tiny_bert_dir, data_root) -> tuple[dict, str
     pytest.importorskip("onnxruntime")
     folder = tmp_path_factory.mktemp("encode")
     out = folder / "encode.json"
-    assert encode.main(["--model", str(tiny_bert_dir), "--data-root", data_root, "--num-texts", "24",
-                       "--batch-size", "8", "--repeats", "2", "--short-length", "16", "--calibration-texts", "16",
-                       "--onnx-dir", str(folder / "onnx"), "--cache-dir", str(folder / "cache"), "--output", str(out),
-                       "--progress", "false"]) == 0
+    assert (
+        encode.main(
+            [
+                "--model",
+                str(tiny_bert_dir),
+                "--data-root",
+                data_root,
+                "--num-texts",
+                "24",
+                "--batch-size",
+                "8",
+                "--repeats",
+                "2",
+                "--short-length",
+                "16",
+                "--calibration-texts",
+                "16",
+                "--onnx-dir",
+                str(folder / "onnx"),
+                "--cache-dir",
+                str(folder / "cache"),
+                "--output",
+                str(out),
+                "--progress",
+                "false",
+            ]
+        )
+        == 0
+    )
     return json.loads(out.read_text()), str(out)
 
 
@@ -132,12 +233,19 @@ def test_encode_measures_every_variant_against_plain_sentence_transformers(encod
     data, _ = encode_record
     assert list(data["results"]) == list(encode.ENCODE_VARIANTS)
     assert data["command"].startswith("python -m benchmarks.encode --model")
-    assert data["sgemm"]["gflops"] > 0 and data["machine"]["cores"] >= 1 and len(data["load_average_before"]) == 3
+    assert (
+        data["sgemm"]["gflops"] > 0
+        and data["machine"]["cores"] >= 1
+        and len(data["load_average_before"]) == 3
+    )
     for name, row in data["results"].items():
         assert row["texts_per_s"] > 0 and row["tokens_per_s"] > 0 and len(row["passes_s"]) == 2, name
-        assert row["share_of_sgemm_peak"] >= 0 and row["cpu_speedup_vs_st"] > 0 and 0 <= row["ndcg_at_10"] <= 1, name
-        assert row["ndcg_loss_vs_st"] == pytest.approx(data["results"]["st"]["ndcg_at_10"] - row["ndcg_at_10"],
-                                                       abs=1e-4)
+        assert (
+            row["share_of_sgemm_peak"] >= 0 and row["cpu_speedup_vs_st"] > 0 and 0 <= row["ndcg_at_10"] <= 1
+        ), name
+        assert row["ndcg_loss_vs_st"] == pytest.approx(
+            data["results"]["st"]["ndcg_at_10"] - row["ndcg_at_10"], abs=1e-4
+        )
     assert data["results"]["st"]["speedup_vs_st"] == 1.0
     # the same weights give the same vectors: float32 ONNX Runtime matches PyTorch, int8 stays close
     assert data["results"]["ctxir"]["min_cosine_vs_st"] > 0.99999
@@ -158,7 +266,10 @@ def test_encode_ship_rule_needs_both_speed_and_quality():
     assert encode.ship_decision({"speedup_vs_st": 1.2, "ndcg_loss_vs_st": 0.0})[0] is False
     assert encode.ship_decision({"speedup_vs_st": 1.6, "ndcg_loss_vs_st": 0.004})[0] is True
     # the smaller of the wall-clock and CPU-time ratios decides
-    assert encode.ship_decision({"speedup_vs_st": 1.6, "cpu_speedup_vs_st": 1.3, "ndcg_loss_vs_st": 0.0})[0] is False
+    assert (
+        encode.ship_decision({"speedup_vs_st": 1.6, "cpu_speedup_vs_st": 1.3, "ndcg_loss_vs_st": 0.0})[0]
+        is False
+    )
     assert "not measured" in encode.ship_decision({"speedup_vs_st": 3.0})[1]
 
 
@@ -173,9 +284,29 @@ def test_encoder_flops_counts_projections_feed_forward_and_attention():
 @pytest.fixture(scope="module")
 def rerank_record(tmp_path_factory, tiny_bert_dir, data_root) -> tuple[dict, str]:
     out = tmp_path_factory.mktemp("rerank") / "rerank.json"
-    assert rerank.main(["--model", str(tiny_bert_dir), "--data-root", data_root, "--candidates", "2,5",
-                       "--num-queries", "3", "--warmup", "1", "--repeats", "2", "--output", str(out),
-                       "--progress", "false"]) == 0
+    assert (
+        rerank.main(
+            [
+                "--model",
+                str(tiny_bert_dir),
+                "--data-root",
+                data_root,
+                "--candidates",
+                "2,5",
+                "--num-queries",
+                "3",
+                "--warmup",
+                "1",
+                "--repeats",
+                "2",
+                "--output",
+                str(out),
+                "--progress",
+                "false",
+            ]
+        )
+        == 0
+    )
     return json.loads(out.read_text()), str(out)
 
 
@@ -198,8 +329,29 @@ def test_rerank_latency_of_a_window_reading_model_counts_every_window(tmp_path, 
     shutil.copytree(tiny_bert_dir, model)
     (model / "passages.json").write_text(json.dumps({"method": "max", "words": 8, "stride": 4}))
     out = tmp_path / "rerank.json"
-    assert rerank.main(["--model", str(model), "--data-root", data_root, "--candidates", "2", "--num-queries", "2",
-                       "--warmup", "0", "--repeats", "1", "--output", str(out), "--progress", "false"]) == 0
+    assert (
+        rerank.main(
+            [
+                "--model",
+                str(model),
+                "--data-root",
+                data_root,
+                "--candidates",
+                "2",
+                "--num-queries",
+                "2",
+                "--warmup",
+                "0",
+                "--repeats",
+                "1",
+                "--output",
+                str(out),
+                "--progress",
+                "false",
+            ]
+        )
+        == 0
+    )
     data = json.loads(out.read_text())
     row = data["results"]["2"]
     assert data["data"]["passages"] == {"method": "max", "words": 8, "stride": 4}
@@ -211,8 +363,27 @@ def test_rerank_latency_of_a_window_reading_model_counts_every_window(tmp_path, 
 @pytest.fixture(scope="module")
 def train_record(tmp_path_factory, tiny_bert_dir, data_root) -> tuple[dict, str]:
     out = tmp_path_factory.mktemp("train") / "train.json"
-    assert train.main(["--model", str(tiny_bert_dir), "--data-root", data_root, "--batch-sizes", "2,4",
-                       "--max-lengths", "16,32", "--steps", "2", "--output", str(out), "--progress", "false"]) == 0
+    assert (
+        train.main(
+            [
+                "--model",
+                str(tiny_bert_dir),
+                "--data-root",
+                data_root,
+                "--batch-sizes",
+                "2,4",
+                "--max-lengths",
+                "16,32",
+                "--steps",
+                "2",
+                "--output",
+                str(out),
+                "--progress",
+                "false",
+            ]
+        )
+        == 0
+    )
     return json.loads(out.read_text()), str(out)
 
 
@@ -236,9 +407,23 @@ def app_record(app_state, serve, tmp_path_factory) -> tuple[dict, str]:
 
     out = tmp_path_factory.mktemp("app") / "app.json"
     with serve(app.build_demo(app_state)) as url:
-        assert app_bench.main(["--url", url, "--corpus", "demo-subset", "--endpoints",
-                           "search bm25,search hybrid + cross-encoder top 20,model_info", "--repeats", "2",
-                           "--output", str(out)]) == 0
+        assert (
+            app_bench.main(
+                [
+                    "--url",
+                    url,
+                    "--corpus",
+                    "demo-subset",
+                    "--endpoints",
+                    "search bm25,search hybrid + cross-encoder top 20,model_info",
+                    "--repeats",
+                    "2",
+                    "--output",
+                    str(out),
+                ]
+            )
+            == 0
+        )
     return json.loads(out.read_text()), str(out)
 
 
@@ -283,8 +468,9 @@ def test_app_calls_name_endpoints_the_app_serves(app_state):
     assert {api for api, _ in app_bench.app_calls("demo").values()} <= names
 
 
-def test_report_writes_its_section_into_the_page_and_keeps_the_rest(record, encode_record, rerank_record,
-                                                                   train_record, tmp_path):
+def test_report_writes_its_section_into_the_page_and_keeps_the_rest(
+    record, encode_record, rerank_record, train_record, tmp_path
+):
     page = tmp_path / "docs" / "performance.md"
     page.parent.mkdir()
     page.write_text("# Performance\n\n## Start-up\n\nwritten by hand\n")
@@ -311,8 +497,15 @@ def test_report_refuses_a_file_it_did_not_write(tmp_path):
     assert report.main(["--inputs", str(other)]) == 2
 
 
-@pytest.mark.parametrize("argv", [["encode", "--variants", "tensorrt"], ["rerank", "--candidates", "0,10"],
-                                  ["train", "--batch-sizes", "a"], ["app", "--endpoints", "nope"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["encode", "--variants", "tensorrt"],
+        ["rerank", "--candidates", "0,10"],
+        ["train", "--batch-sizes", "a"],
+        ["app", "--endpoints", "nope"],
+    ],
+)
 def test_new_commands_refuse_bad_arguments_with_one_line(argv, capsys):
     assert benchmarks.main(argv) == 2
     assert capsys.readouterr().err.startswith("error: ")
@@ -321,9 +514,12 @@ def test_new_commands_refuse_bad_arguments_with_one_line(argv, capsys):
 def test_query_encoding_is_timed_one_real_query_at_a_time(tmp_path):
     for name in search.REAL_SETS:
         (tmp_path / name).mkdir()
-        (tmp_path / name / "queries.jsonl").write_text("".join(
-            json.dumps({"_id": f"{name}{i}", "text": f"does protein {i} bind receptor {i % 3}?"}) + "\n"
-            for i in range(10)))
+        (tmp_path / name / "queries.jsonl").write_text(
+            "".join(
+                json.dumps({"_id": f"{name}{i}", "text": f"does protein {i} bind receptor {i % 3}?"}) + "\n"
+                for i in range(10)
+            )
+        )
     args = search.SearchArgs(data_root=str(tmp_path), query_encode=5)
     timing = search.time_query_encoding(args)
     assert timing["n"] == 5 and timing["threads"] == 1  # 10 of the 20 texts are untimed warm-up
@@ -340,8 +536,16 @@ def test_old_records_are_reported_with_the_command_typed_today(record, tmp_path)
     `python -m benchmarks.KIND`."""
     data, _ = record
     old = tmp_path / "search-old.json"
-    old.write_text(json.dumps({**data, "command": data["command"].replace("python -m benchmarks.search",
-                                                                          "python -m ctxir.bench search")}))
+    old.write_text(
+        json.dumps(
+            {
+                **data,
+                "command": data["command"].replace(
+                    "python -m benchmarks.search", "python -m ctxir.bench search"
+                ),
+            }
+        )
+    )
     text = report.render(report.read_records([str(old)]), None, None)
     assert "`python -m benchmarks.search --num-docs 2000 " in text and "ctxir.bench" not in text
 
@@ -372,11 +576,30 @@ def test_the_command_runs_from_the_repository_root(tmp_path):
     import sys
 
     root = Path(__file__).resolve().parents[1]
-    flags = ["--num-docs", "50", "--real-docs", "0", "--indexes", "exact", "--num-queries", "2", "--warmup", "0",
-             "--repeats", "1", "--progress", "false"]
+    flags = [
+        "--num-docs",
+        "50",
+        "--real-docs",
+        "0",
+        "--indexes",
+        "exact",
+        "--num-queries",
+        "2",
+        "--warmup",
+        "0",
+        "--repeats",
+        "1",
+        "--progress",
+        "false",
+    ]
     out = tmp_path / "new.json"
-    done = subprocess.run([sys.executable, "-m", "benchmarks.search", *flags, "--output", str(out)], cwd=root,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.search", *flags, "--output", str(out)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(out.read_text())["command"].startswith("python -m benchmarks.search --num-docs 50 ")
 
@@ -386,16 +609,22 @@ def test_views_times_every_view_with_what_it_returned(app_state):
 
     args = views.ViewsArgs(repeats=2, warmup=0, explain_repeats=1)
     run = views.time_views(app_state, "cpu", args)["views"]
-    assert {"search hybrid + cross-encoder top 20", "score_pairs (5 documents)", "attention (cross-encoder pair)",
-            "explain_pair (cross-encoder)"} <= set(run)
+    assert {
+        "search hybrid + cross-encoder top 20",
+        "score_pairs (5 documents)",
+        "attention (cross-encoder pair)",
+        "explain_pair (cross-encoder)",
+    } <= set(run)
     for row in run.values():
         assert row["p95_ms"] >= row["p50_ms"] > 0 and row["n"] in (1, 2)
     search = run["search hybrid + cross-encoder top 20"]["result"]
     assert len(search["ids"]) == 10 and len(set(search["ids"])) == 10 and search["scores"]
     # the same state twice agrees with itself; a swapped order or a moved score does not
     again = {"device": "cpu", "views": {k: dict(v) for k, v in run.items()}}
-    assert all(a["same_order"] and a["max_score_difference"] == 0
-               for a in views.agreement([{"device": "cpu", "views": run}, again], 0.02).values())
+    assert all(
+        a["same_order"] and a["max_score_difference"] == 0
+        for a in views.agreement([{"device": "cpu", "views": run}, again], 0.02).values()
+    )
     moved = json.loads(json.dumps(again))
     moved["views"]["search bm25"]["result"]["ids"].reverse()
     moved["views"]["score_pairs (5 documents)"]["result"]["scores"][0] += 0.5
@@ -403,16 +632,44 @@ def test_views_times_every_view_with_what_it_returned(app_state):
     assert not agree["search bm25"]["same_order"]
     assert agree["score_pairs (5 documents)"]["max_score_difference"] == pytest.approx(0.5, abs=1e-4)
     assert not agree["score_pairs (5 documents)"]["within_tolerance"]
-    table = views.format_views({"results": {"runs": [{"device": "cpu", "views": run, "load_s": 1.0},
-                                                     moved | {"load_s": 2.0}], "agreement": agree}})
+    table = views.format_views(
+        {
+            "results": {
+                "runs": [{"device": "cpu", "views": run, "load_s": 1.0}, moved | {"load_s": 2.0}],
+                "agreement": agree,
+            }
+        }
+    )
     assert "| search bm25 |" in table and "no (order False" in table
 
 
 def test_rerank_times_a_sentence_transformers_cross_encoder_beside_it(tmp_path, tiny_bert_dir, data_root):
     out = tmp_path / "rerank.json"
-    assert rerank.main(["--model", str(tiny_bert_dir), "--data-root", data_root, "--candidates", "2", "--num-queries",
-                        "2", "--warmup", "0", "--repeats", "1", "--compare-st", "true", "--output", str(out),
-                        "--progress", "false"]) == 0
+    assert (
+        rerank.main(
+            [
+                "--model",
+                str(tiny_bert_dir),
+                "--data-root",
+                data_root,
+                "--candidates",
+                "2",
+                "--num-queries",
+                "2",
+                "--warmup",
+                "0",
+                "--repeats",
+                "1",
+                "--compare-st",
+                "true",
+                "--output",
+                str(out),
+                "--progress",
+                "false",
+            ]
+        )
+        == 0
+    )
     data = json.loads(out.read_text())
     row = data["results"]["2"]
     assert row["st_p95_ms"] >= row["st_p50_ms"] > 0 and len(row["st_passes"]) == 1
@@ -422,8 +679,32 @@ def test_rerank_times_a_sentence_transformers_cross_encoder_beside_it(tmp_path, 
 
 def test_rerank_times_the_apps_demo_corpus(tmp_path, tiny_bert_dir):
     out = tmp_path / "rerank.json"
-    assert rerank.main(["--model", str(tiny_bert_dir), "--collection", "demo", "--candidates", "3", "--num-queries",
-                        "2", "--warmup", "0", "--repeats", "1", "--output", str(out), "--progress", "false"]) == 0
+    assert (
+        rerank.main(
+            [
+                "--model",
+                str(tiny_bert_dir),
+                "--collection",
+                "demo",
+                "--candidates",
+                "3",
+                "--num-queries",
+                "2",
+                "--warmup",
+                "0",
+                "--repeats",
+                "1",
+                "--output",
+                str(out),
+                "--progress",
+                "false",
+            ]
+        )
+        == 0
+    )
     data = json.loads(out.read_text())
-    assert data["results"]["3"]["p50_ms"] > 0 and "demo documents for 2 random demo queries" in data["data"]["candidates"]
+    assert (
+        data["results"]["3"]["p50_ms"] > 0
+        and "demo documents for 2 random demo queries" in data["data"]["candidates"]
+    )
     assert rerank.main(["--model", str(tiny_bert_dir), "--collection", "trec", "--output", str(out)]) == 2

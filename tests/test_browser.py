@@ -37,8 +37,10 @@ def test_search_and_offline_attention_view_draw_in_a_browser(offline_page, app_u
     # 1. a search shows a results table
     page.get_by_label("Query").first.fill("how do bats find insects at night")
     page.click("#search-button")
-    page.wait_for_function("() => (document.querySelector('#search-summary')?.innerText || '').includes('results')",
-                           timeout=60_000)
+    page.wait_for_function(
+        "() => (document.querySelector('#search-summary')?.innerText || '').includes('results')",
+        timeout=60_000,
+    )
     assert "animals-0" in page.inner_text("#search-results")
 
     # 2. the attention tab's iframe draws bertviz's SVG with d3/jQuery served from Python packages
@@ -67,8 +69,11 @@ VIEWPORTS = ("laptop", "phone")  # conftest's sizes: 1366 × 900 and 390 × 844
 
 def _done(page, selector: str, contains: str, timeout: int = 120_000) -> None:
     """Wait until ``selector``'s text contains ``contains``, then for its pending plots to be drawn."""
-    page.wait_for_function("([s, c]) => (document.querySelector(s)?.innerText || '').includes(c)",
-                           arg=[selector, contains], timeout=timeout)
+    page.wait_for_function(
+        "([s, c]) => (document.querySelector(s)?.innerText || '').includes(c)",
+        arg=[selector, contains],
+        timeout=timeout,
+    )
     page.wait_for_function("() => !document.querySelector('.eta-bar, .progress-text')", timeout=timeout)
 
 
@@ -110,13 +115,19 @@ def test_screenshot_of_every_tab(offline_page, app_url, screenshot_dir, viewport
         widths[name] = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
 
     # the example queries are shown whole (gr.Examples cut them at 60 characters), and a click fills the query
-    page.locator("#search-examples").get_by_text("how can I stop the soil on my riverside land from washing away",
-                                                 exact=True).click()
-    page.wait_for_function("() => document.querySelector('#search-query textarea').value.endsWith('washing away')",
-                           timeout=10_000)
-    page.locator("#search-examples").get_by_text("where do otters live along the river bank", exact=True).click()
-    page.wait_for_function("() => document.querySelector('#search-query textarea').value.startsWith('where')",
-                           timeout=10_000)
+    page.locator("#search-examples").get_by_text(
+        "how can I stop the soil on my riverside land from washing away", exact=True
+    ).click()
+    page.wait_for_function(
+        "() => document.querySelector('#search-query textarea').value.endsWith('washing away')",
+        timeout=10_000,
+    )
+    page.locator("#search-examples").get_by_text(
+        "where do otters live along the river bank", exact=True
+    ).click()
+    page.wait_for_function(
+        "() => document.querySelector('#search-query textarea').value.startsWith('where')", timeout=10_000
+    )
     page.click("#search-button")
     _done(page, "#search-summary", "results")
     shots.append(_shoot(page, screenshot_dir, f"{viewport}-1-search-results"))
@@ -139,8 +150,11 @@ def test_screenshot_of_every_tab(offline_page, app_url, screenshot_dir, viewport
     if viewport == "phone":  # tapping a card explains it
         page.locator("#search-cards .ctxir-card").nth(1).click()
     else:
-        page.wait_for_function("() => (document.querySelector('#search-results thead')?.innerText || '')"
-                               ".includes('rerank_score')", timeout=30_000)
+        page.wait_for_function(
+            "() => (document.querySelector('#search-results thead')?.innerText || '')"
+            ".includes('rerank_score')",
+            timeout=30_000,
+        )
         page.click('#search-results [data-testid="cell-1-2"]')  # clicking a row explains it
     _done(page, "#search-explain-summary", "cosine")
     chosen = page.locator("#explain-result-choice input").input_value()
@@ -154,12 +168,15 @@ def test_screenshot_of_every_tab(offline_page, app_url, screenshot_dir, viewport
     page.get_by_text("Compare pooling:").click()
     page.click("#pool-button")
     _done(page, "#pool-summary", "share")
-    page.wait_for_function("() => (document.querySelector('#pool-table thead')?.innerText || '')"
-                           ".includes('CLS pooling')", timeout=30_000)
+    page.wait_for_function(
+        "() => (document.querySelector('#pool-table thead')?.innerText || '').includes('CLS pooling')",
+        timeout=30_000,
+    )
     right = page.eval_on_selector("#pool-table", "e => e.getBoundingClientRect().right")
     assert right <= page.viewport_size["width"], right
-    cls_right = page.eval_on_selector_all("#pool-table thead th", "ths => Math.max(...ths.map("
-                                          "t => t.getBoundingClientRect().right))")
+    cls_right = page.eval_on_selector_all(
+        "#pool-table thead th", "ths => Math.max(...ths.map(t => t.getBoundingClientRect().right))"
+    )
     assert cls_right <= right + 1, (cls_right, right)  # the CLS column is in the box, not scrolled away
     shots.append(_shoot(page, screenshot_dir, f"{viewport}-1-search-pooling"))
     # a failing search clears the last answer: no stale "10 results" above the error
@@ -190,19 +207,24 @@ def test_screenshot_of_every_tab(offline_page, app_url, screenshot_dir, viewport
     overflow("explain")
 
     _tab(page, "Token embeddings")
-    for sub, button, summary, done in (("Tokens", "#info-button", "#info-summary", "parameters"),
-                                       ("Projection", "#project-button", "#project-summary", "tokens from"),
-                                       ("Across layers", "#layer-sim-button", "#layer-sim-summary", "Sentences:"),
-                                       ("Sentence similarity", "#sentence-sim-button", "#sentence-sim-summary",
-                                        "pooling")):
+    for sub, button, summary, done in (
+        ("Tokens", "#info-button", "#info-summary", "parameters"),
+        ("Projection", "#project-button", "#project-summary", "tokens from"),
+        ("Across layers", "#layer-sim-button", "#layer-sim-summary", "Sentences:"),
+        ("Sentence similarity", "#sentence-sim-button", "#sentence-sim-summary", "pooling"),
+    ):
         _tab(page, sub)
         page.click(button)
         _done(page, summary, done)  # (a bare non-empty check would see the progress timer's text)
-        if sub == "Projection":  # the projection is interactive: hovering a point names its token and sentence
+        if (
+            sub == "Projection"
+        ):  # the projection is interactive: hovering a point names its token and sentence
             page.locator("#projection-plot .scatterlayer .point").first.wait_for(timeout=30_000)
             page.locator("#projection-plot .scatterlayer .point").nth(3).hover(force=True)
             page.wait_for_selector("#projection-plot .hoverlayer .hovertext", timeout=10_000)
-            hover = page.locator("#projection-plot .hoverlayer .hovertext").first.text_content()  # SVG: no innerText
+            hover = page.locator(
+                "#projection-plot .hoverlayer .hovertext"
+            ).first.text_content()  # SVG: no innerText
             assert any(f"{i}: " in hover for i in range(1, 5)), hover  # '…token…\n1: I sat on the bank…'
         shots.append(_shoot(page, screenshot_dir, f"{viewport}-4-embeddings-{sub.lower().replace(' ', '-')}"))
     overflow("embeddings")
@@ -235,7 +257,9 @@ def test_screenshot_of_every_tab(offline_page, app_url, screenshot_dir, viewport
     # the framed report itself, scrolled into view (a full-page capture may leave a frame below the fold blank)
     page.locator("#report-view iframe").scroll_into_view_if_needed()
     page.wait_for_timeout(500)
-    page.locator("#report-view iframe").screenshot(path=str(screenshot_dir / f"{viewport}-6-failure-report-frame.png"))
+    page.locator("#report-view iframe").screenshot(
+        path=str(screenshot_dir / f"{viewport}-6-failure-report-frame.png")
+    )
     overflow("report")
 
     _tab(page, "Classify")  # zero-shot over the built-in texts and label names
@@ -261,26 +285,33 @@ def _phone_cards_show_titles_and_texts(page) -> None:
     assert first.locator(".ctxir-card-text").is_visible() and first.locator(".ctxir-card-title").is_visible()
     assert "Otter dens" in first.inner_text() and "River otters dig their dens" in first.inner_text()
     width = page.viewport_size["width"]
-    boxes = page.eval_on_selector_all("#search-cards .ctxir-card", "cs => cs.map(c => [c.getBoundingClientRect()"
-                                      ".right, c.scrollWidth - c.clientWidth])")
+    boxes = page.eval_on_selector_all(
+        "#search-cards .ctxir-card",
+        "cs => cs.map(c => [c.getBoundingClientRect().right, c.scrollWidth - c.clientWidth])",
+    )
     assert all(right <= width and hidden <= 1 for right, hidden in boxes), boxes
     assert page.eval_on_selector("#search-cards", "e => e.scrollWidth - e.clientWidth") <= 1
 
 
 def _table_fills_its_box(page, selector: str) -> None:
     """A table's columns fill its box (they once stopped at a fixed ~1,200 px: 60% of a wide screen)."""
-    widths = page.eval_on_selector(selector, "e => [e.querySelector('.virtual-table-viewport').clientWidth, "
-                                             "Math.max(...[...e.querySelectorAll('thead th')].map(t => "
-                                             "t.getBoundingClientRect().right)) - e.querySelector('thead')"
-                                             ".getBoundingClientRect().left]")
+    widths = page.eval_on_selector(
+        selector,
+        "e => [e.querySelector('.virtual-table-viewport').clientWidth, "
+        "Math.max(...[...e.querySelectorAll('thead th')].map(t => "
+        "t.getBoundingClientRect().right)) - e.querySelector('thead')"
+        ".getBoundingClientRect().left]",
+    )
     box, used = widths
     assert used >= 0.97 * box, widths
 
 
 def _nothing_cut(page) -> None:
     """Download names are shown whole (Gradio cut a long stem with "…": "pair-scores….png" on a phone)."""
-    cut = page.eval_on_selector_all(".filename .stem", "ss => ss.filter(s => s.offsetParent && s.scrollWidth > "
-                                                       "s.clientWidth + 1).map(s => s.innerText)")
+    cut = page.eval_on_selector_all(
+        ".filename .stem",
+        "ss => ss.filter(s => s.offsetParent && s.scrollWidth > s.clientWidth + 1).map(s => s.innerText)",
+    )
     assert not cut, cut
     assert page.locator(".filename .stem").count() > 0
 
@@ -347,13 +378,20 @@ def test_the_page_tells_the_truth(offline_page, app_url, screenshot_dir, tmp_pat
     _tab(page, "Explain")
     page.click("#explain-button")
     _done(page, "#explain-summary", "violet lowered it")
-    page.wait_for_selector("#explain-document [style*='background']", timeout=30_000)  # shown after the answer
-    colours = " ".join(page.eval_on_selector_all(
-        "[data-testid='highlighted-text:textfield'] [style*='background']",
-        "spans => spans.map(s => getComputedStyle(s).backgroundColor)"))
+    page.wait_for_selector(
+        "#explain-document [style*='background']", timeout=30_000
+    )  # shown after the answer
+    colours = " ".join(
+        page.eval_on_selector_all(
+            "[data-testid='highlighted-text:textfield'] [style*='background']",
+            "spans => spans.map(s => getComputedStyle(s).backgroundColor)",
+        )
+    )
     legend = page.locator("#explain-document [data-testid='highlighted-text:color-legend']")
     assert legend.is_visible() and legend.inner_text().split() == ["-1", "0", "+1"]
-    assert "rgba({}, {}, {}".format(*RAISES_RGB) in colours and "rgba({}, {}, {}".format(*LOWERS_RGB) in colours
+    assert (
+        "rgba({}, {}, {}".format(*RAISES_RGB) in colours and "rgba({}, {}, {}".format(*LOWERS_RGB) in colours
+    )
 
     # 4. the failure report: the sample is one click, and its legend and highlights use the same two colours
     _tab(page, "Failure report")
@@ -363,9 +401,15 @@ def test_the_page_tells_the_truth(offline_page, app_url, screenshot_dir, tmp_pat
     report.locator("h1").wait_for(timeout=30_000)
     assert "Failure report — bm25" in report.locator("h1").inner_text()
     legend = report.locator(".legend span").evaluate_all("spans => spans.map(s => s.style.background)")
-    assert legend == ["rgba({}, {}, {}, 0.6)".format(*RAISES_RGB), "rgba({}, {}, {}, 0.6)".format(*LOWERS_RGB)]
-    marked = set(report.locator(".doc .tok[style]").evaluate_all("ts => ts.map(t => t.style.background"
-                                                                  ".replace(/, [0-9.]+\\)$/, ')'))"))
+    assert legend == [
+        "rgba({}, {}, {}, 0.6)".format(*RAISES_RGB),
+        "rgba({}, {}, {}, 0.6)".format(*LOWERS_RGB),
+    ]
+    marked = set(
+        report.locator(".doc .tok[style]").evaluate_all(
+            "ts => ts.map(t => t.style.background.replace(/, [0-9.]+\\)$/, ')'))"
+        )
+    )
     assert marked <= {"rgba({}, {}, {})".format(*RAISES_RGB), "rgba({}, {}, {})".format(*LOWERS_RGB)}, marked
     assert marked
     _shoot(page, screenshot_dir, "laptop-8-truth")
@@ -383,18 +427,24 @@ def test_the_page_tells_the_truth(offline_page, app_url, screenshot_dir, tmp_pat
 def report_json(tmp_path_factory) -> Path:
     from ctxir.evaluation.report import failure_cases, report_meta, write_report
 
-    corpus = {"d1": {"title": "Otter dens", "text": "River otters dig their dens into the soft bank of a stream."},
-              "d2": {"title": "Loans", "text": "The bank approved the loan after checking the savings account."},
-              "d3": {"title": "Bats", "text": "Bats hunt moths at night by echolocation."}}
+    corpus = {
+        "d1": {"title": "Otter dens", "text": "River otters dig their dens into the soft bank of a stream."},
+        "d2": {"title": "Loans", "text": "The bank approved the loan after checking the savings account."},
+        "d3": {"title": "Bats", "text": "Bats hunt moths at night by echolocation."},
+    }
     queries = {"q1": "where do otters live", "q2": "how do bats find insects at night"}
-    qrels, run = {"q1": {"d1": 1}, "q2": {"d3": 1}}, {"q1": {"d2": 2.0, "d1": 1.0}, "q2": {"d3": 3.0, "d1": 0.5}}
+    qrels, run = (
+        {"q1": {"d1": 1}, "q2": {"d3": 1}},
+        {"q1": {"d2": 2.0, "d1": 1.0}, "q2": {"d3": 3.0, "d1": 0.5}},
+    )
     folder = tmp_path_factory.mktemp("report")
     cases = failure_cases(qrels, run, corpus, queries)
     return write_report(folder / "report.html", cases, report_meta(qrels, run, "nDCG@10", "bm25"))[1]
 
 
-def test_the_page_is_served_while_the_startup_corpus_is_indexed(offline_page, app_state, serve, screenshot_dir,
-                                                                monkeypatch):
+def test_the_page_is_served_while_the_startup_corpus_is_indexed(
+    offline_page, app_state, serve, screenshot_dir, monkeypatch
+):
     """app.py indexes the startup corpus in the background: the page shows how far it has got, a search meanwhile
     gets a message (not a hang), and when indexing ends the line goes and the same search works."""
     import threading
@@ -411,8 +461,7 @@ def test_the_page_is_served_while_the_startup_corpus_is_indexed(offline_page, ap
 
     monkeypatch.setattr(state_module.CorpusIndex, "_encode_in_steps", slow)
     corpus = {i: d for i, d in demo_corpus().items() if i.startswith("animals-")}
-    state = AppState(app_state.models, AppConfig(device="cpu"), corpus, "big", cache=None,
-                     background=True)
+    state = AppState(app_state.models, AppConfig(device="cpu"), corpus, "big", cache=None, background=True)
     demo = app.build_demo(state)
     page = offline_page("laptop")
     try:
@@ -426,7 +475,9 @@ def test_the_page_is_served_while_the_startup_corpus_is_indexed(offline_page, ap
             page.get_by_text("is still being indexed").first.wait_for(timeout=30_000)
             _shoot(page, screenshot_dir, "laptop-7-indexing")
             gate.set()
-            page.wait_for_selector("#indexing-status", state="hidden", timeout=60_000)  # the timer saw it finish
+            page.wait_for_selector(
+                "#indexing-status", state="hidden", timeout=60_000
+            )  # the timer saw it finish
             page.click("#search-button")
             _done(page, "#search-summary", "results")
             assert "animals-0" in page.inner_text("#search-results")

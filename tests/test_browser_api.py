@@ -46,8 +46,12 @@ def test_an_explanation_page_draws_offline_from_the_shared_plotly_js(offline_pag
     assert js.split("/")[-1].startswith("plotly-")  # listed beside the page, to download with it
     exported = offline_page()
     response = exported.goto(html if html.startswith("http") else app_url.rstrip("/") + html)
-    assert response.ok and int(response.headers.get("content-length", "0") or 0) < 200_000  # kilobytes, not 4.6 MB
-    exported.locator(".js-plotly-plot .main-svg").first.wait_for(timeout=60_000)  # drawn by the shared plotly.js
+    assert (
+        response.ok and int(response.headers.get("content-length", "0") or 0) < 200_000
+    )  # kilobytes, not 4.6 MB
+    exported.locator(".js-plotly-plot .main-svg").first.wait_for(
+        timeout=60_000
+    )  # drawn by the shared plotly.js
     assert exported.evaluate("() => typeof window.Plotly") == "object"
     assert exported.locator("#ctxir-plotly-missing").is_hidden()
     assert not exported.context.blocked and not page.context.blocked  # nothing fetched from elsewhere

@@ -25,14 +25,34 @@ from ctxir.types import CtxirError
 from tests.conftest import code_blocks
 
 ROOT = Path(__file__).resolve().parents[1]
-SECTIONS = ("## Intended use", "## Training", "## Evaluation", "## Usage", "## Limitations and biases",
-            "## License", "## Citation")
+SECTIONS = (
+    "## Intended use",
+    "## Training",
+    "## Evaluation",
+    "## Usage",
+    "## Limitations and biases",
+    "## License",
+    "## Citation",
+)
 FACTS = {
-    "bi-encoder": {"dimension": 384, "pooling": "mean", "normalize": True, "max_seq_length": 256,
-                   "modules": "Transformer → Pooling → Normalize", "plain_transformers": True},
+    "bi-encoder": {
+        "dimension": 384,
+        "pooling": "mean",
+        "normalize": True,
+        "max_seq_length": 256,
+        "modules": "Transformer → Pooling → Normalize",
+        "plain_transformers": True,
+    },
     "cross-encoder": {"num_labels": 1, "max_length": 512, "activation": "Sigmoid"},
-    "cls-lr": {"hidden_size": 384, "layer": -1, "max_length": 512, "C": 1.0, "class_weight": "balanced",
-               "train_positives": 919, "base_source": "cross-encoder"},
+    "cls-lr": {
+        "hidden_size": 384,
+        "layer": -1,
+        "max_length": 512,
+        "C": 1.0,
+        "class_weight": "balanced",
+        "train_positives": 919,
+        "base_source": "cross-encoder",
+    },
 }
 
 
@@ -77,7 +97,10 @@ def test_rendered_card_body_has_every_section_and_the_run_facts(model_type, metr
     for fact in ("Linux-6.1-x86_64, 2 CPUs", "413 s (6.9 min)", steps, "0.2817", metrics["objective"]):
         assert fact in text, fact
     # evaluation table: each row next to its anchor
-    assert re.search(r"\| nDCG@10 \| dense exact \| 0\.6451 \| \*\*0\.6837\*\* \| \+0\.0386 \| 0\.6650 \| BEIR BM25 \|", text)
+    assert re.search(
+        r"\| nDCG@10 \| dense exact \| 0\.6451 \| \*\*0\.6837\*\* \| \+0\.0386 \| 0\.6650 \| BEIR BM25 \|",
+        text,
+    )
     assert re.search(r"\| spearman \| cosine \| 0\.8203 \| \*\*0\.8101\*\* \| -0\.0102 \| – \| – \|", text)
     assert "Commercial use is not allowed" in text and "commercial use (see [License]" in text
     assert "@inproceedings{wadden-etal-2020-fact" in text and "@inproceedings{thakur2021beir" in text
@@ -85,10 +108,15 @@ def test_rendered_card_body_has_every_section_and_the_run_facts(model_type, metr
     assert "dev-best checkpoint" not in text and "(the whole run)" not in text
     if model_type != "cls-lr":  # a checkpoint finished after its run (training.finish_checkpoint) says so
         finished = copy.deepcopy(metrics)
-        finished["training"]["finished_from"] = {"run": "outputs/run", "checkpoint": "checkpoint-20",
-                                                 "whole_run": {"steps": 29}}
+        finished["training"]["finished_from"] = {
+            "run": "outputs/run",
+            "checkpoint": "checkpoint-20",
+            "whole_run": {"steps": 29},
+        }
         text = render(model_type, finished).text
-        assert "(1.0 epochs): the dev-best checkpoint of a 29-step run |" in text and "(the whole run) |" in text
+        assert (
+            "(1.0 epochs): the dev-best checkpoint of a 29-step run |" in text and "(the whole run) |" in text
+        )
 
 
 def test_usage_snippets_name_the_repo_and_are_valid_python(metrics_record):
@@ -108,32 +136,47 @@ def test_bi_encoder_without_plain_pooling_says_to_use_sentence_transformers(metr
 
 
 def test_multi_label_cross_encoder_is_text_classification(tmp_path, metrics_record):
-    card = render_card(metrics_record("cross-encoder"), CardInputs(
-        repo_id="ctxir/x", facts={**FACTS["cross-encoder"], "num_labels": 3, "activation": "Identity"}))
+    card = render_card(
+        metrics_record("cross-encoder"),
+        CardInputs(
+            repo_id="ctxir/x", facts={**FACTS["cross-encoder"], "num_labels": 3, "activation": "Identity"}
+        ),
+    )
     assert card.data.pipeline_tag == "text-classification"
     assert "torch.softmax(logits, dim=-1)" in card.text
 
 
 @pytest.mark.parametrize("term_match", [True, False])
-def test_a_segment_cosine_card_names_the_term_match_term_only_when_the_head_has_it(metrics_record, term_match):
-    facts = {**FACTS["cross-encoder"], "activation": "Identity", "ctxir_modules": True, "trained_layers": "4–5",
-             "modules": "TopLayersTransformer → SegmentCosineHead", "term_match": term_match}
+def test_a_segment_cosine_card_names_the_term_match_term_only_when_the_head_has_it(
+    metrics_record, term_match
+):
+    facts = {
+        **FACTS["cross-encoder"],
+        "activation": "Identity",
+        "ctxir_modules": True,
+        "trained_layers": "4–5",
+        "modules": "TopLayersTransformer → SegmentCosineHead",
+        "term_match": term_match,
+    }
     card = render_card(metrics_record("cross-encoder"), CardInputs(repo_id="ctxir/x", facts=facts))
     assert "`SegmentCosineHead`" in card.text
     assert ("learned term-match term" in card.text) is term_match
 
 
-@pytest.mark.parametrize(("text", "hub_id"), [
-    ("CC BY-NC 2.0", "cc-by-nc-2.0"),
-    ("CC BY-SA 4.0", "cc-by-sa-4.0"),
-    ("CC BY-NC-SA 3.0", "cc-by-nc-sa-3.0"),
-    ("cc-by-nc-sa-3.0", "cc-by-nc-sa-3.0"),
-    ("CC BY-SA-NC 4.0", "cc-by-nc-sa-4.0"),
-    ("MS MARCO terms (non-commercial research)", "other"),
-    ("non-commercial research only", "other"),
-    ("Apache 2.0", "apache-2.0"),
-    ("mit", "mit"),
-])
+@pytest.mark.parametrize(
+    ("text", "hub_id"),
+    [
+        ("CC BY-NC 2.0", "cc-by-nc-2.0"),
+        ("CC BY-SA 4.0", "cc-by-sa-4.0"),
+        ("CC BY-NC-SA 3.0", "cc-by-nc-sa-3.0"),
+        ("cc-by-nc-sa-3.0", "cc-by-nc-sa-3.0"),
+        ("CC BY-SA-NC 4.0", "cc-by-nc-sa-4.0"),
+        ("MS MARCO terms (non-commercial research)", "other"),
+        ("non-commercial research only", "other"),
+        ("Apache 2.0", "apache-2.0"),
+        ("mit", "mit"),
+    ],
+)
 def test_parse_license(text, hub_id):
     assert parse_license(text).hub_id == hub_id
 
@@ -143,26 +186,36 @@ def test_parse_license_rejects_unknown(text):
     assert parse_license(text) is None
 
 
-@pytest.mark.parametrize(("train", "expected"), [
-    ([("scifact", "CC BY-NC 2.0")], "cc-by-nc-2.0"),
-    ([("sick", "CC BY-NC-SA 3.0")], "cc-by-nc-sa-3.0"),
-    ([("stsb", "CC BY-SA 4.0"), ("snli", "CC BY-SA 4.0")], "cc-by-sa-4.0"),
-    # NonCommercial (SciFact) + ShareAlike (STS-B): no source license carries both → the one that does
-    ([("scifact", "CC BY-NC 2.0"), ("stsb", "CC BY-SA 4.0")], "cc-by-nc-sa-4.0"),
-    ([("sick", "CC BY-NC-SA 3.0"), ("scifact", "CC BY-NC 2.0")], "cc-by-nc-sa-3.0"),
-    ([("scifact", "CC BY-NC 2.0"), ("msmarco", "MS MARCO non-commercial research only")], "other"),
-])
+@pytest.mark.parametrize(
+    ("train", "expected"),
+    [
+        ([("scifact", "CC BY-NC 2.0")], "cc-by-nc-2.0"),
+        ([("sick", "CC BY-NC-SA 3.0")], "cc-by-nc-sa-3.0"),
+        ([("stsb", "CC BY-SA 4.0"), ("snli", "CC BY-SA 4.0")], "cc-by-sa-4.0"),
+        # NonCommercial (SciFact) + ShareAlike (STS-B): no source license carries both → the one that does
+        ([("scifact", "CC BY-NC 2.0"), ("stsb", "CC BY-SA 4.0")], "cc-by-nc-sa-4.0"),
+        ([("sick", "CC BY-NC-SA 3.0"), ("scifact", "CC BY-NC 2.0")], "cc-by-nc-sa-3.0"),
+        ([("scifact", "CC BY-NC 2.0"), ("msmarco", "MS MARCO non-commercial research only")], "other"),
+    ],
+)
 def test_model_license_is_the_most_restrictive_training_license(train, expected, metrics_record):
     lic, why = training_license(metrics_record("bi-encoder", train=train))
     assert lic.hub_id == expected
     for name, _ in train:
-        assert {"scifact": "SciFact", "sick": "SICK", "stsb": "STS Benchmark", "snli": "SNLI",
-                "msmarco": "MS MARCO"}[name] in why
+        assert {
+            "scifact": "SciFact",
+            "sick": "SICK",
+            "stsb": "STS Benchmark",
+            "snli": "SNLI",
+            "msmarco": "MS MARCO",
+        }[name] in why
 
 
 def test_eval_only_data_does_not_change_the_license(metrics_record):
     metrics = metrics_record("bi-encoder", train=[("stsb", "CC BY-SA 4.0")])
-    metrics["datasets"].append({"name": "sick", "split": "test", "role": "eval", "license": "CC BY-NC-SA 3.0"})
+    metrics["datasets"].append(
+        {"name": "sick", "split": "test", "role": "eval", "license": "CC BY-NC-SA 3.0"}
+    )
     assert training_license(metrics)[0].hub_id == "cc-by-sa-4.0"
 
 
@@ -186,7 +239,9 @@ def test_msmarco_card_names_license_and_link(tmp_path, metrics_record):
 def test_missing_license_is_refused_with_the_fix(metrics_record):
     metrics = metrics_record("bi-encoder")
     del metrics["datasets"][0]["license"]
-    with pytest.raises(CtxirError, match=r"training dataset 'scifact' .*has no license.*datasets\[\]\.license"):
+    with pytest.raises(
+        CtxirError, match=r"training dataset 'scifact' .*has no license.*datasets\[\]\.license"
+    ):
         render("bi-encoder", metrics)
     with pytest.raises(CtxirError, match="no training data license"):
         combine_licenses([])
@@ -203,7 +258,9 @@ def test_check_card_refuses_hand_edits(tmp_path, metrics_record):
         check_card(readme, metrics)
 
     readme.write_text(original.replace("license: cc-by-nc-2.0", "license: apache-2.0"))
-    with pytest.raises(CtxirError, match=r"license is 'apache-2\.0' but the training data requires 'cc-by-nc-2\.0'"):
+    with pytest.raises(
+        CtxirError, match=r"license is 'apache-2\.0' but the training data requires 'cc-by-nc-2\.0'"
+    ):
         check_card(readme, metrics)
 
     readme.write_text(original.replace("license: cc-by-nc-2.0\n", ""))
@@ -229,15 +286,18 @@ def test_check_card_refuses_hand_edits(tmp_path, metrics_record):
         check_card(readme, fewer)
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    (lambda m: m.pop("training"), "missing key 'training'"),
-    (lambda m: m.update(model_type="bm25"), "model_type 'bm25' is not one of"),
-    (lambda m: m["evaluations"][0].update(task="ranking"), "task 'ranking' is not one of"),
-    (lambda m: m["evaluations"][0].update(after=float("nan")), "after is nan"),
-    (lambda m: m["evaluations"].append(dict(m["evaluations"][0])), "repeats"),
-    (lambda m: m["datasets"].pop(0), "no dataset with role 'train'"),
-    (lambda m: m["training"].pop("hardware"), "missing training.hardware"),
-])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda m: m.pop("training"), "missing key 'training'"),
+        (lambda m: m.update(model_type="bm25"), "model_type 'bm25' is not one of"),
+        (lambda m: m["evaluations"][0].update(task="ranking"), "task 'ranking' is not one of"),
+        (lambda m: m["evaluations"][0].update(after=float("nan")), "after is nan"),
+        (lambda m: m["evaluations"].append(dict(m["evaluations"][0])), "repeats"),
+        (lambda m: m["datasets"].pop(0), "no dataset with role 'train'"),
+        (lambda m: m["training"].pop("hardware"), "missing training.hardware"),
+    ],
+)
 def test_metrics_contract_violations_are_named(change, message, metrics_record):
     metrics = metrics_record("bi-encoder")
     change(metrics)
@@ -256,16 +316,31 @@ def test_space_front_matter_file_matches_the_pins_and_the_hub_rules():
     assert pin and pin.group(1) == meta["sdk_version"]
     assert meta["python_version"] == "3.11"  # a string: YAML would read 3.11 as a float
     assert len(meta["short_description"]) <= 60
-    assert {"ctxir/minilm-scifact-bi-encoder", "ctxir/minilm-scifact-cross-encoder",
-            "ctxir/minilm-scifact-cls-lr"} <= set(meta["models"])
+    assert {
+        "ctxir/minilm-scifact-bi-encoder",
+        "ctxir/minilm-scifact-cross-encoder",
+        "ctxir/minilm-scifact-cls-lr",
+    } <= set(meta["models"])
     assert meta["license"]
 
 
-def test_similarity_trained_models_are_not_sold_as_retrievers_and_integer_metrics_render(tmp_path, metrics_record):
+def test_similarity_trained_models_are_not_sold_as_retrievers_and_integer_metrics_render(
+    tmp_path, metrics_record
+):
     metrics = metrics_record("cross-encoder", train=[("stsb", "CC BY-SA 4.0")])
-    metrics["evaluations"].append({"dataset": "stsbenchmark", "split": "test", "task": "sts", "metric": "pairs",
-                                   "before": None, "after": 1379, "anchor": None, "anchor_name": None,
-                                   "config": "count"})
+    metrics["evaluations"].append(
+        {
+            "dataset": "stsbenchmark",
+            "split": "test",
+            "task": "sts",
+            "metric": "pairs",
+            "before": None,
+            "after": 1379,
+            "anchor": None,
+            "anchor_name": None,
+            "config": "count",
+        }
+    )
     metrics["training"]["learning_rate"] = None
     card = render("cross-encoder", metrics, tmp_path)
     assert "semantic textual similarity" in card.text and "re-ranking the top 10–100" not in card.text

@@ -37,8 +37,18 @@ def test_text_checks_name_what_is_wrong():
         check_choice("mean", "fusion", ("rrf", "weighted"))
 
 
-@pytest.mark.parametrize("text", ["\x00", "\x00\x00\x00", " \x00\x01\x1b\x7f ", "\u200b\ufeff", "\t\x0b\x0c\r\n",
-                                  "\u2028\u00a0", "\x85\x9f"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "\x00",
+        "\x00\x00\x00",
+        " \x00\x01\x1b\x7f ",
+        "\u200b\ufeff",
+        "\t\x0b\x0c\r\n",
+        "\u2028\u00a0",
+        "\x85\x9f",
+    ],
+)
 def test_a_query_of_only_control_characters_is_empty(text):
     # the same message as an empty query, not a search for nothing that finds "0 results"
     with pytest.raises(CtxirError, match=r"^query is empty: type a few words to search for$"):
@@ -69,12 +79,17 @@ class CountingReranker(Reranker):
 
 
 def test_pipeline_checks_its_input_once_then_runs_the_unchecked_stages(monkeypatch):
-    corpus = {"a": {"title": "", "text": "river bank otters"}, "b": {"title": "", "text": "bank account money"}}
+    corpus = {
+        "a": {"title": "", "text": "river bank otters"},
+        "b": {"title": "", "text": "bank account money"},
+    }
     calls = []
     import ctxir.rerank.pipeline as pipeline_module
 
     monkeypatch.setattr(pipeline_module, "check_query", lambda q: calls.append(q) or q.strip())
     reranker = CountingReranker()
     hits = Pipeline(BM25Retriever(corpus), reranker, depth=5).search(" bank ", 2).hits
-    assert calls == [" bank "] and reranker.checked == 0  # neither the retriever nor the re-ranker checked again
+    assert (
+        calls == [" bank "] and reranker.checked == 0
+    )  # neither the retriever nor the re-ranker checked again
     assert [h.doc_id for h in hits] == ["b", "a"]  # the longer text first: the re-ranker did run

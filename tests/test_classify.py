@@ -65,8 +65,15 @@ class KeywordEncoder:
 # ---------------------------------------------------------------- classifiers on embeddings
 
 
-@pytest.mark.parametrize("make", [lambda: KnnClassifier(k=5), lambda: KnnClassifier(k=3, weights="distance"),
-                                  CentroidClassifier, LogRegClassifier])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: KnnClassifier(k=5),
+        lambda: KnnClassifier(k=3, weights="distance"),
+        CentroidClassifier,
+        LogRegClassifier,
+    ],
+)
 def test_hand_built_clusters_are_classified_right(make):
     train_x, train_y = clusters(seed=0)
     test_x, test_y = clusters(n_per_class=20, seed=1)
@@ -95,7 +102,7 @@ def test_knn_equals_a_brute_force_count():
             count = Counter(int(labels[i]) for i in nearest)
             assert votes[q].tolist() == pytest.approx([count[c] / k for c in range(4)])
             classifier = KnnClassifier(k=k).fit_embeddings(ref, [str(x) for x in labels])
-            predicted = classifier.predict_labels(queries[q:q + 1])[0]
+            predicted = classifier.predict_labels(queries[q : q + 1])[0]
             best = max(count.values())
             tied = [c for c in count if count[c] == best]
             # ties go to the class whose neighbours are more similar in sum
@@ -108,7 +115,9 @@ def test_distance_weighted_vote_follows_the_closer_neighbour():
     query = np.array([[0.99, 0.141]], dtype=np.float32)
     query /= np.linalg.norm(query)
     assert KnnClassifier(k=3).fit_embeddings(ref, ["a", "b", "b"]).predict_labels(query) == ["b"]
-    assert KnnClassifier(k=3, weights="distance").fit_embeddings(ref, ["a", "b", "b"]).predict_labels(query) == ["a"]
+    assert KnnClassifier(k=3, weights="distance").fit_embeddings(ref, ["a", "b", "b"]).predict_labels(
+        query
+    ) == ["a"]
 
 
 def noisy(labels, every: int = 4):
@@ -140,7 +149,9 @@ def test_choose_k_equals_fitting_each_fold_and_keeps_the_smallest_of_equals():
             knn = KnnClassifier(k=row["k"], weights="distance").fit_embeddings(x[fit], labels[fit])
             right += int(np.sum(np.array(knn.predict_labels(x[held])) == labels[held]))
         assert row["cv_accuracy"] == round(right / len(y), 4)
-    assert choose_k(*clusters(), candidates=(5, 1, 3))[0] == 1  # all perfect on clean clusters: the smallest k
+    assert (
+        choose_k(*clusters(), candidates=(5, 1, 3))[0] == 1
+    )  # all perfect on clean clusters: the smallest k
 
 
 def test_choose_k_needs_two_examples_of_each_class_and_skips_too_large_k():
@@ -161,18 +172,26 @@ def test_logreg_probabilities_sum_to_one():
 
 def test_zero_shot_on_separable_toy_labels():
     encoder = KeywordEncoder()
-    labels = [Label("sports", "football goal match"), Label("politics", "election minister war"),
-              Label("technology", "software chip internet")]
-    texts = ["The football match ended with a late goal.", "The minister called an election.",
-             "A new chip makes the internet faster.", "Software for the football match."]
+    labels = [
+        Label("sports", "football goal match"),
+        Label("politics", "election minister war"),
+        Label("technology", "software chip internet"),
+    ]
+    texts = [
+        "The football match ended with a late goal.",
+        "The minister called an election.",
+        "A new chip makes the internet faster.",
+        "Software for the football match.",
+    ]
     expected = ["sports", "politics", "technology", "sports"]
     classifier = ZeroShotClassifier(encoder, labels, template="{description}")
     assert [p.label for p in classifier.predict(texts)] == expected
     # the bare names share no keyword with the texts: every label scores the same, so the template matters
     bare = ZeroShotClassifier(encoder, labels, template="{label}").scores_embeddings(encoder.encode(texts))
     assert np.allclose(bare, bare[:, :1])
-    best, table = select_zero_shot(encoder, labels, encoder.encode(texts), expected,
-                                   templates=("{label}", "{description}"))
+    best, table = select_zero_shot(
+        encoder, labels, encoder.encode(texts), expected, templates=("{label}", "{description}")
+    )
     assert best["template"] == "{description}" and best["train_accuracy"] == 1.0
     assert [row["template"] for row in table] == ["{label}", "{description}"]
 
@@ -246,16 +265,23 @@ def test_load_labelled_csv_and_jsonl(tmp_path):
     assert load_labelled(tmp_path / "a.jsonl") == [("Goal", "2"), ("Vote", "w")]
 
 
-@pytest.mark.parametrize("name, content, message", [
-    ("b.csv", "text,category\nGoal,sports\n", "line 1: the header row must name the columns 'text', 'label'"),
-    ("b.csv", "text,label\nGoal,sports\nVote\n", "line 3: expected 2 fields"),
-    ("b.csv", "text,label\nGoal,sports\nVote,\n", "line 3: expected a non-empty 'label'"),
-    ("b.jsonl", '{"text": "Goal", "label": "s"}\n{"text": "Vote"}\n', 'line 2: .*add the "label" field'),
-    ("b.jsonl", '{"text": "Goal", "label": "s"}\nnot json\n', "line 2: expected a JSON object"),
-    ("b.jsonl", '{"text": ["Goal"], "label": "s"}\n', "line 1: expected 'text' as text"),
-    ("b.txt", "Goal\n", "unsupported file type '.txt'"),
-    ("b.csv", "text,label\n", "holds no labelled rows"),
-])
+@pytest.mark.parametrize(
+    "name, content, message",
+    [
+        (
+            "b.csv",
+            "text,category\nGoal,sports\n",
+            "line 1: the header row must name the columns 'text', 'label'",
+        ),
+        ("b.csv", "text,label\nGoal,sports\nVote\n", "line 3: expected 2 fields"),
+        ("b.csv", "text,label\nGoal,sports\nVote,\n", "line 3: expected a non-empty 'label'"),
+        ("b.jsonl", '{"text": "Goal", "label": "s"}\n{"text": "Vote"}\n', 'line 2: .*add the "label" field'),
+        ("b.jsonl", '{"text": "Goal", "label": "s"}\nnot json\n', "line 2: expected a JSON object"),
+        ("b.jsonl", '{"text": ["Goal"], "label": "s"}\n', "line 1: expected 'text' as text"),
+        ("b.txt", "Goal\n", "unsupported file type '.txt'"),
+        ("b.csv", "text,label\n", "holds no labelled rows"),
+    ],
+)
 def test_bad_labelled_files_name_the_line(tmp_path, name, content, message):
     (tmp_path / name).write_text(content)
     with pytest.raises(CtxirError, match=message):
@@ -285,12 +311,22 @@ def test_load_folder(tmp_path):
 # ---------------------------------------------------------------- command line
 
 
-SPORTS = ["The team won the football match.", "A late goal decided the cup final.", "The striker scored twice.",
-          "Tennis star wins the open title.", "The coach praised his players after the game.",
-          "Olympic sprinter breaks the world record."]
-MONEY = ["Shares fell as the bank cut its profit forecast.", "The company reported higher quarterly earnings.",
-         "Oil prices rose on the stock market.", "The central bank raised interest rates.",
-         "Investors sold technology stocks.", "The retailer's sales grew by five percent."]
+SPORTS = [
+    "The team won the football match.",
+    "A late goal decided the cup final.",
+    "The striker scored twice.",
+    "Tennis star wins the open title.",
+    "The coach praised his players after the game.",
+    "Olympic sprinter breaks the world record.",
+]
+MONEY = [
+    "Shares fell as the bank cut its profit forecast.",
+    "The company reported higher quarterly earnings.",
+    "Oil prices rose on the stock market.",
+    "The central bank raised interest rates.",
+    "Investors sold technology stocks.",
+    "The retailer's sales grew by five percent.",
+]
 
 
 def _write(path, rows):
@@ -306,9 +342,30 @@ def test_cli_end_to_end(tmp_path, minilm_path, capsys):
     _write(tmp_path / "train.csv", [(t, "Sports") for t in SPORTS[:4]] + [(t, "Business") for t in MONEY[:4]])
     _write(tmp_path / "test.csv", [(t, "Sports") for t in SPORTS[4:]] + [(t, "Business") for t in MONEY[4:]])
     out = tmp_path / "metrics.json"
-    code = main(["--data", str(tmp_path), "--model", str(minilm_path), "--k", "1,3", "--shots", "1,2", "--seeds",
-                 "2", "--few-shot-methods", "knn-1,logreg", "--projection-words", "300", "--device", "cpu",
-                 "--cache-dir", str(tmp_path / "cache"), "--output", str(out)])
+    code = main(
+        [
+            "--data",
+            str(tmp_path),
+            "--model",
+            str(minilm_path),
+            "--k",
+            "1,3",
+            "--shots",
+            "1,2",
+            "--seeds",
+            "2",
+            "--few-shot-methods",
+            "knn-1,logreg",
+            "--projection-words",
+            "300",
+            "--device",
+            "cpu",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--output",
+            str(out),
+        ]
+    )
     assert code == 0
     record = json.loads(out.read_text())
     assert set(record["methods"]) == {"zero-shot", "knn-1", "knn-3", "centroid", "logreg"}
@@ -316,7 +373,9 @@ def test_cli_end_to_end(tmp_path, minilm_path, capsys):
         assert result["accuracy"] == 1.0, name  # 4 obvious test texts
         assert result["confusion_matrix"]["labels"] == ["Business", "Sports"]
     zero = record["methods"]["zero-shot"]["config"]
-    assert zero["chosen_on"] == "train accuracy" and len(zero["candidates"]) == 3 * 2  # 3 templates × projection
+    assert (
+        zero["chosen_on"] == "train accuracy" and len(zero["candidates"]) == 3 * 2
+    )  # 3 templates × projection
     assert len(record["paired"]) == 10 and record["paired"][0]["test"].startswith("McNemar")
     assert [r["shots"] for r in record["few_shot"]] == [1, 2]
     assert set(record["few_shot"][1]["methods"]) == {"knn-1", "logreg"}
@@ -330,8 +389,21 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
     assert main(["--test", str(tmp_path / "test.csv"), "--method", "svm"]) == 2
     assert "--method 'svm' is not known" in capsys.readouterr().err
     _write(tmp_path / "train.csv", [("Goal", "s"), ("Vote", "w")])
-    assert main(["--train", str(tmp_path / "train.csv"), "--test", str(tmp_path / "test.csv"), "--method",
-                 "knn", "--model", "missing-model-xyz"]) == 2
+    assert (
+        main(
+            [
+                "--train",
+                str(tmp_path / "train.csv"),
+                "--test",
+                str(tmp_path / "test.csv"),
+                "--method",
+                "knn",
+                "--model",
+                "missing-model-xyz",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "test.csv line 2: expected 2 fields" in err and "Traceback" not in err
 
@@ -384,27 +456,58 @@ def test_cli_an_explicit_k_is_used_as_given(toy_vectors, capsys):
 def test_cli_a_bad_k_names_the_flag_and_what_is_valid(tmp_path, capsys, value):
     assert main(["--test", str(tmp_path / "test.csv"), "--method", "knn", "--k", value]) == 2
     err = capsys.readouterr().err
-    assert f"--k {value!r} is not valid: use auto (k chosen by cross-validation on --train) or a comma list of " \
-           "whole numbers from 1 to 10000, e.g. --k 5 or --k 1,5,15" in err and "Traceback" not in err
+    assert (
+        f"--k {value!r} is not valid: use auto (k chosen by cross-validation on --train) or a comma list of "
+        "whole numbers from 1 to 10000, e.g. --k 5 or --k 1,5,15"
+        in err
+        and "Traceback" not in err
+    )
 
 
 def test_cli_help_says_what_k_and_label_descriptions_do(capsys):
     with pytest.raises(SystemExit):
         main(["--help"])
     text = " ".join(capsys.readouterr().out.split())
-    assert "auto chooses one of 1,3,5,10,15,25 by 5-fold stratified cross-validation accuracy on --train" in text
-    assert "names alone gave 0.6796 accuracy, names with short descriptions (ctxir/assets/agnews_labels.csv) " \
-           "0.7714" in text
+    assert (
+        "auto chooses one of 1,3,5,10,15,25 by 5-fold stratified cross-validation accuracy on --train" in text
+    )
+    assert (
+        "names alone gave 0.6796 accuracy, names with short descriptions (ctxir/assets/agnews_labels.csv) "
+        "0.7714" in text
+    )
 
 
 def test_cli_zero_shot_needs_no_training_file(tmp_path, minilm_path):
     _write(tmp_path / "test.csv", [(t, "Sports") for t in SPORTS[:3]] + [(t, "Business") for t in MONEY[:3]])
-    (tmp_path / "labels.csv").write_text("label,description\nSports,games and players\nBusiness,companies and "
-                                         "markets\n")
+    (tmp_path / "labels.csv").write_text(
+        "label,description\nSports,games and players\nBusiness,companies and markets\n"
+    )
     out = tmp_path / "zero.json"
-    assert main(["--test", str(tmp_path / "test.csv"), "--labels", str(tmp_path / "labels.csv"), "--method",
-                 "zero-shot", "--templates", "{description}", "--projection", "off", "--model", str(minilm_path),
-                 "--device", "cpu", "--cache-dir", str(tmp_path / "cache"), "--output", str(out)]) == 0
+    assert (
+        main(
+            [
+                "--test",
+                str(tmp_path / "test.csv"),
+                "--labels",
+                str(tmp_path / "labels.csv"),
+                "--method",
+                "zero-shot",
+                "--templates",
+                "{description}",
+                "--projection",
+                "off",
+                "--model",
+                str(minilm_path),
+                "--device",
+                "cpu",
+                "--cache-dir",
+                str(tmp_path / "cache"),
+                "--output",
+                str(out),
+            ]
+        )
+        == 0
+    )
     record = json.loads(out.read_text())
     assert record["methods"]["zero-shot"]["accuracy"] == 1.0
     assert record["methods"]["zero-shot"]["config"]["chosen_on"] == "first template (no --train)"

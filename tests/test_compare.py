@@ -32,7 +32,9 @@ def test_randomization_test_is_exact_on_few_queries():
 def test_t_test_p_value_by_hand():
     # differences (0.25, 0.25, 0, 0.5): mean 0.25, sd = sqrt(0.125/3) = 0.2041, t = 0.25 / (0.2041/2) = 2.449,
     # 3 degrees of freedom: two-sided p = 0.0917 (a t table gives 0.05 < p < 0.10)
-    assert paired_pvalue([0.5, 0.25, 1.0, 0.0], [0.75, 0.5, 1.0, 0.5], "t-test") == pytest.approx(0.0917, abs=1e-4)
+    assert paired_pvalue([0.5, 0.25, 1.0, 0.0], [0.75, 0.5, 1.0, 0.5], "t-test") == pytest.approx(
+        0.0917, abs=1e-4
+    )
 
 
 def test_sampled_randomization_agrees_with_the_exact_test_and_with_ranx():
@@ -48,14 +50,17 @@ def test_sampled_randomization_agrees_with_the_exact_test_and_with_ranx():
     assert abs(theirs - exact) < 0.03
 
 
-@pytest.mark.parametrize(("pvalues", "correction", "expected"), [
-    ([0.01, 0.04, 0.03], "bonferroni", [0.03, 0.12, 0.09]),
-    ([0.01, 0.04, 0.03], "holm", [0.03, 0.06, 0.06]),  # 0.01·3; 0.03·2 = 0.06; max(0.04·1, 0.06)
-    ([0.01, 0.02, 0.03, 0.04, 0.05], "holm", [0.05, 0.08, 0.09, 0.09, 0.09]),  # ·5 ·4 ·3, then monotone
-    ([0.4, 0.5], "bonferroni", [0.8, 1.0]),  # capped at 1
-    ([0.4, 0.5], "holm", [0.8, 0.8]),
-    ([0.2, 0.01], "none", [0.2, 0.01]),
-])
+@pytest.mark.parametrize(
+    ("pvalues", "correction", "expected"),
+    [
+        ([0.01, 0.04, 0.03], "bonferroni", [0.03, 0.12, 0.09]),
+        ([0.01, 0.04, 0.03], "holm", [0.03, 0.06, 0.06]),  # 0.01·3; 0.03·2 = 0.06; max(0.04·1, 0.06)
+        ([0.01, 0.02, 0.03, 0.04, 0.05], "holm", [0.05, 0.08, 0.09, 0.09, 0.09]),  # ·5 ·4 ·3, then monotone
+        ([0.4, 0.5], "bonferroni", [0.8, 1.0]),  # capped at 1
+        ([0.4, 0.5], "holm", [0.8, 0.8]),
+        ([0.2, 0.01], "none", [0.2, 0.01]),
+    ],
+)
 def test_corrections_by_hand(pvalues, correction, expected):
     assert adjust_pvalues(pvalues, correction) == pytest.approx(expected)
 
@@ -67,7 +72,9 @@ def test_holm_finds_what_bonferroni_misses():
     holm = compare_systems(systems, ["nDCG@10"], alpha=0.1)
     bonferroni = compare_systems(systems, ["nDCG@10"], alpha=0.1, correction="bonferroni")
     assert [(r["system"], r["p"], r["significant"]) for r in holm["comparisons"]] == [
-        ("B", pytest.approx(2 / 64), True), ("C", pytest.approx(4 / 64), True)]
+        ("B", pytest.approx(2 / 64), True),
+        ("C", pytest.approx(4 / 64), True),
+    ]
     assert [r["p_adjusted"] for r in bonferroni["comparisons"]] == pytest.approx([0.0625, 0.125])
     assert [r["significant"] for r in bonferroni["comparisons"]] == [True, False]
     assert holm["systems"]["C"]["nDCG@10"] == pytest.approx(5 / 6)
@@ -79,7 +86,11 @@ def test_holm_finds_what_bonferroni_misses():
 def test_all_pairs_are_corrected_together_per_metric():
     systems = {"A": per_query([0, 0, 0, 0]), "B": per_query([1, 1, 1, 0]), "C": per_query([1, 1, 1, 1])}
     result = compare_systems(systems, ["nDCG@10"], pairs="all", correction="bonferroni")
-    assert [(r["baseline"], r["system"]) for r in result["comparisons"]] == [("A", "B"), ("A", "C"), ("B", "C")]
+    assert [(r["baseline"], r["system"]) for r in result["comparisons"]] == [
+        ("A", "B"),
+        ("A", "C"),
+        ("B", "C"),
+    ]
     # A vs C: 2/16; A vs B: three gains and a tie, 4/16; B vs C: one gain, 16/16. Bonferroni ×3
     assert [r["p"] for r in result["comparisons"]] == pytest.approx([0.25, 0.125, 1.0])
     assert [r["p_adjusted"] for r in result["comparisons"]] == pytest.approx([0.75, 0.375, 1.0])
@@ -111,17 +122,39 @@ def test_bad_comparisons_are_refused_with_a_message():
 def results(tmp_path, write_beir):
     """Three results JSONs on the same six queries: a real BM25 run (every query's document first) and two
     systems written from it: one that lost q0..q2 entirely, one holding both a first stage and a re-ranked run."""
-    queries = {f"q{i}": text for i, text in enumerate(["river otters", "snake prey", "bank account", "python code",
-                                                       "otters on the bank", "constricts prey"])}
-    qrels = {"q0": {"d1": 1}, "q1": {"d3": 1}, "q2": {"d2": 1}, "q3": {"d4": 1}, "q4": {"d1": 1}, "q5": {"d3": 1}}
+    queries = {
+        f"q{i}": text
+        for i, text in enumerate(
+            [
+                "river otters",
+                "snake prey",
+                "bank account",
+                "python code",
+                "otters on the bank",
+                "constricts prey",
+            ]
+        )
+    }
+    qrels = {
+        "q0": {"d1": 1},
+        "q1": {"d3": 1},
+        "q2": {"d2": 1},
+        "q3": {"d4": 1},
+        "q4": {"d1": 1},
+        "q5": {"d3": 1},
+    }
     folder = write_beir(tmp_path / "toy", queries, {"test": qrels})
     bm25 = tmp_path / "bm25.json"
     assert main(["--data", str(folder), "--retriever", "bm25", "--output", str(bm25)]) == 0
     result = json.loads(bm25.read_text())
     assert result["metrics"]["bm25"]["nDCG@10"] == 1.0
-    worse = {q: ({m: 0.0 for m in values} if q in ("q0", "q1", "q2") else values)
-             for q, values in result["per_query"]["bm25"].items()}
-    (tmp_path / "worse.json").write_text(json.dumps({**result, "system": "worse", "per_query": {"worse": worse}}))
+    worse = {
+        q: ({m: 0.0 for m in values} if q in ("q0", "q1", "q2") else values)
+        for q, values in result["per_query"]["bm25"].items()
+    }
+    (tmp_path / "worse.json").write_text(
+        json.dumps({**result, "system": "worse", "per_query": {"worse": worse}})
+    )
     two = {**result, "system": "bm25 + reranker", "per_query": {"bm25": worse, "bm25 + reranker": worse}}
     (tmp_path / "two.json").write_text(json.dumps(two))
     return tmp_path
@@ -129,20 +162,50 @@ def results(tmp_path, write_beir):
 
 def test_evaluate_compare_prints_the_table_and_writes_json(results, capsys):
     out = results / "compare.json"
-    assert main(["--compare", str(results / "bm25.json"), str(results / "worse.json"), "--metrics",
-                 "nDCG@10,MRR@10", "--test", "randomization", "--correction", "holm", "--output", str(out)]) == 0
+    assert (
+        main(
+            [
+                "--compare",
+                str(results / "bm25.json"),
+                str(results / "worse.json"),
+                "--metrics",
+                "nDCG@10,MRR@10",
+                "--test",
+                "randomization",
+                "--correction",
+                "holm",
+                "--output",
+                str(out),
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "| bm25 (baseline) | 1.0000 | 1.0000 |" in printed and "| worse | 0.5000 | 0.5000 |" in printed
     saved = json.loads(out.read_text())
     # three losses of 1.0 and three ties: the two all-plus/all-minus patterns of the three, times 2^3 for the ties
     assert [(r["metric"], r["delta"], r["p"]) for r in saved["comparisons"]] == [
-        ("nDCG@10", -0.5, pytest.approx(16 / 64)), ("MRR@10", -0.5, pytest.approx(16 / 64))]
+        ("nDCG@10", -0.5, pytest.approx(16 / 64)),
+        ("MRR@10", -0.5, pytest.approx(16 / 64)),
+    ]
     assert saved["n_queries"] == 6 and saved["test"] == "randomization"
 
 
 def test_evaluate_compare_picks_a_system_of_a_file(results, capsys):
-    assert main(["--compare", str(results / "bm25.json"), f"{results / 'two.json'}::bm25", "--test", "t-test",
-                 "--metrics", "nDCG@10"]) == 0
+    assert (
+        main(
+            [
+                "--compare",
+                str(results / "bm25.json"),
+                f"{results / 'two.json'}::bm25",
+                "--test",
+                "t-test",
+                "--metrics",
+                "nDCG@10",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     # both are named bm25: the file names tell them apart
     assert "| bm25: bm25 (baseline) | 1.0000 |" in printed and "| two: bm25 | 0.5000 |" in printed
@@ -156,14 +219,28 @@ def test_evaluate_compare_errors_are_messages(results, capsys):
     assert "'" + str(results / "nope.json") + "' is not a file" in capsys.readouterr().err
     assert main(["--compare", str(results / "bm25.json"), str(results / "two.json") + "::fused"]) == 2
     assert "holds the systems 'bm25', 'bm25 + reranker': pick one as" in capsys.readouterr().err
-    assert main(["--compare", str(results / "bm25.json"), str(results / "worse.json"), "--metrics", "nDCG@7"]) == 2
+    assert (
+        main(["--compare", str(results / "bm25.json"), str(results / "worse.json"), "--metrics", "nDCG@7"])
+        == 2
+    )
     assert "metric 'nDCG@7' is not in 'bm25'" in capsys.readouterr().err
 
 
 def test_python_m_ctxir_compare_takes_the_files_first(results, capsys):
     from ctxir.evaluation.compare import main as compare_main
 
-    assert compare_main([str(results / "bm25.json"), str(results / "worse.json"), "--metrics", "MRR@10",
-                         "--correction", "bonferroni"]) == 0
+    assert (
+        compare_main(
+            [
+                str(results / "bm25.json"),
+                str(results / "worse.json"),
+                "--metrics",
+                "MRR@10",
+                "--correction",
+                "bonferroni",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "| worse | 0.5000 |" in printed and "bonferroni-corrected over 1 comparisons" in printed

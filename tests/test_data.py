@@ -23,8 +23,7 @@ from ctxir.data import (
     load_user_corpus,
 )
 from ctxir.types import CtxirError
-
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+from tests.conftest import SHARED_DATA as DATA
 
 
 def write(path: Path, content: str | bytes) -> Path:
@@ -444,14 +443,20 @@ def test_real_jsonl_roundtrip_sample(data: Path) -> None:
 def test_load_pairs_tsv_and_jsonl(tmp_path):
     from ctxir.data import load_pairs
 
-    (tmp_path / "p.jsonl").write_text('{"query": "a short one", "target": "a much longer original sentence"}\n\n'
-                                      '{"query": "two", "target": "second target"}\n')
-    assert load_pairs(tmp_path / "p.jsonl") == [("a short one", "a much longer original sentence"),
-                                                ("two", "second target")]
+    (tmp_path / "p.jsonl").write_text(
+        '{"query": "a short one", "target": "a much longer original sentence"}\n\n'
+        '{"query": "two", "target": "second target"}\n'
+    )
+    assert load_pairs(tmp_path / "p.jsonl") == [
+        ("a short one", "a much longer original sentence"),
+        ("two", "second target"),
+    ]
     (tmp_path / "p.tsv").write_text("x\ty\n")
     assert load_pairs(tmp_path / "p.tsv") == [("x", "y")]
     (tmp_path / "bad.jsonl").write_text('{"query": "q"}\n')
-    with pytest.raises(CtxirError, match=r'bad.jsonl line 1: expected a JSON object with non-empty string "query"'):
+    with pytest.raises(
+        CtxirError, match=r'bad.jsonl line 1: expected a JSON object with non-empty string "query"'
+    ):
         load_pairs(tmp_path / "bad.jsonl")
     (tmp_path / "empty.tsv").write_text("query\ttarget\n")
     with pytest.raises(CtxirError, match="contains no"):

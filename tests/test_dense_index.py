@@ -14,7 +14,28 @@ from ctxir.rerank.pipeline import build_first_stages
 from ctxir.retrieval import AUTO_ANN_THRESHOLD, BM25Retriever, DenseRetriever
 from ctxir.types import CtxirError, doc_text
 
-WORDS = ["otter", "river", "bank", "money", "loan", "python", "snake", "moth", "bat", "night", "savings", "code", "list", "interest", "prey", "dawn", "mud", "lend", "hunt", "den"]
+WORDS = [
+    "otter",
+    "river",
+    "bank",
+    "money",
+    "loan",
+    "python",
+    "snake",
+    "moth",
+    "bat",
+    "night",
+    "savings",
+    "code",
+    "list",
+    "interest",
+    "prey",
+    "dawn",
+    "mud",
+    "lend",
+    "hunt",
+    "den",
+]
 
 
 def make_corpus(n: int, seed: int = 0) -> dict:
@@ -49,7 +70,9 @@ def test_auto_picks_ann_from_the_threshold_and_config_says_so(cached):
     assert at.config["index_choice"] == "auto" and at.config["index_kind"] == "ann"
     assert at.config["ann_settings"]["type"] == f"IVF{at.ann.params.nlist},sq8"
     assert at.ann_path.parent == encoder.cache.root and at.ann_path.name == f"{at.cache_key}.ann.faiss"
-    assert DenseRetriever(corpus, encoder).index_kind == ("ann" if len(corpus) >= AUTO_ANN_THRESHOLD else "exact")
+    assert DenseRetriever(corpus, encoder).index_kind == (
+        "ann" if len(corpus) >= AUTO_ANN_THRESHOLD else "exact"
+    )
 
 
 def test_index_default_comes_from_the_environment_and_bad_names_are_refused(cached, monkeypatch):
@@ -58,8 +81,11 @@ def test_index_default_comes_from_the_environment_and_bad_names_are_refused(cach
     assert DenseRetriever(corpus, encoder).index_kind == "ann"
     assert DenseRetriever(corpus, encoder, index="exact").index_kind == "exact"  # a named index wins
     monkeypatch.setenv("CTXIR_INDEX", "hnsw")
-    with pytest.raises(CtxirError, match=r"dense index \(CTXIR_INDEX\) 'hnsw' is not known: use one of 'auto', "
-                                         r"'exact', 'ann'"):
+    with pytest.raises(
+        CtxirError,
+        match=r"dense index \(CTXIR_INDEX\) 'hnsw' is not known: use one of 'auto', "
+        r"'exact', 'ann'",
+    ):
         DenseRetriever(corpus, encoder)
     with pytest.raises(CtxirError, match=r"index 'ivf' is not known: use one of 'auto', 'exact', 'ann'"):
         DenseRetriever(corpus, encoder, index="ivf")
@@ -73,9 +99,12 @@ def test_ann_top_k_equals_exact_on_an_easy_set(cached):
     ann = DenseRetriever(corpus, encoder, index="ann")
     rng = np.random.default_rng(1)
     queries = vectors[rng.choice(len(vectors), 50, replace=False)] + 0.05 * rng.standard_normal(
-        (50, vectors.shape[1])).astype(np.float32)
+        (50, vectors.shape[1])
+    ).astype(np.float32)
     queries /= np.linalg.norm(queries, axis=1, keepdims=True)
-    for e_hits, a_hits in zip(exact.search_embeddings(queries, 10), ann.search_embeddings(queries, 10), strict=True):
+    for e_hits, a_hits in zip(
+        exact.search_embeddings(queries, 10), ann.search_embeddings(queries, 10), strict=True
+    ):
         assert [h.doc_id for h in a_hits] == [h.doc_id for h in e_hits]
         # re-scored with the float vectors: the ANN's scores are the exact cosines
         assert [h.score for h in a_hits] == pytest.approx([h.score for h in e_hits], abs=1e-5)
@@ -98,7 +127,9 @@ def test_a_stale_or_damaged_ann_index_is_rebuilt(cached):
 
     corpus, encoder, _ = cached
     path = DenseRetriever(corpus, encoder, index="ann").ann_path
-    other = DenseRetriever(corpus, encoder, index="ann", ann_params=AnnParams(nlist=8))  # other build settings
+    other = DenseRetriever(
+        corpus, encoder, index="ann", ann_params=AnnParams(nlist=8)
+    )  # other build settings
     assert other.ann.status.startswith("built: stale") and other.config["ann_settings"]["nlist"] == 8
     with open(path, "r+b") as f:  # flip bytes in the middle of the index file: same size, different content
         f.seek(path.stat().st_size // 2)
@@ -123,7 +154,9 @@ def test_bm25_index_reloaded_from_the_cache_scores_identically(tmp_path):
     loaded = BM25Retriever(corpus, cache=tmp_path)
     assert loaded.cache_status == "loaded"
     assert loaded.search(queries, 20) == built.search(queries, 20)
-    assert BM25Retriever(corpus, k1=1.2, cache=tmp_path).cache_status == "built: no cached index yet"  # other key
+    assert (
+        BM25Retriever(corpus, k1=1.2, cache=tmp_path).cache_status == "built: no cached index yet"
+    )  # other key
     changed = dict(corpus, d0={"title": "", "text": "moths at night"})
     assert BM25Retriever(changed, cache=tmp_path).cache_status == "built: no cached index yet"
     assert len([p for p in tmp_path.iterdir() if not p.name.startswith(".")]) == 3
@@ -144,7 +177,9 @@ def test_a_damaged_bm25_cache_is_rebuilt(tmp_path):
 
 def test_bm25_cache_by_default_only_for_large_corpora(tmp_path, monkeypatch):
     monkeypatch.setenv("CTXIR_CACHE", str(tmp_path))
-    assert BM25Retriever(make_corpus(50)).cache_status == "built"  # under BM25_CACHE_MIN_DOCS: nothing written
+    assert (
+        BM25Retriever(make_corpus(50)).cache_status == "built"
+    )  # under BM25_CACHE_MIN_DOCS: nothing written
     assert not (tmp_path / "bm25").exists()
     monkeypatch.setattr("ctxir.retrieval.retrievers.BM25_CACHE_MIN_DOCS", 10)
     assert BM25Retriever(make_corpus(50)).cache_status == "built: no cached index yet"
@@ -154,8 +189,9 @@ def test_bm25_cache_by_default_only_for_large_corpora(tmp_path, monkeypatch):
 
 def test_hybrid_fuses_the_same_ann_dense_retriever(cached, tmp_path):
     corpus, encoder, _ = cached
-    stages = build_first_stages(corpus, ["dense", "hybrid"], [encoder], index="ann",
-                                bm25_options={"cache": tmp_path / "bm25"})
+    stages = build_first_stages(
+        corpus, ["dense", "hybrid"], [encoder], index="ann", bm25_options={"cache": tmp_path / "bm25"}
+    )
     assert stages["hybrid"].retrievers[1] is stages["dense"] and stages["dense"].index_kind == "ann"
     assert stages["hybrid"].retrievers[0].cache_status == "built: no cached index yet"
     hits = stages["hybrid"].query("otter river", 10)
@@ -167,14 +203,23 @@ def test_embedding_cache_key_is_unchanged_by_block_hashing():
     import hashlib
     import json
 
-    texts = ["otters", "", "bank\u2028loans", "caf\u00e9 \ud800 lone surrogate", *[f"doc {i}" for i in range(20_000)]]
+    texts = [
+        "otters",
+        "",
+        "bank\u2028loans",
+        "caf\u00e9 \ud800 lone surrogate",
+        *[f"doc {i}" for i in range(20_000)],
+    ]
     config = {"weights": "3f2a", "pooling": "mean", "layer": -1}
     digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode())
     for text in texts:
         digest.update(text.encode("utf-8", "surrogatepass"))
         digest.update(b"\x00")
     assert EmbeddingCache.key(config, texts) == digest.hexdigest()[:32]
-    assert EmbeddingCache.key(config, []) == hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:32]
+    assert (
+        EmbeddingCache.key(config, [])
+        == hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:32]
+    )
 
 
 def test_a_large_mapped_cache_is_checked_on_a_sample_and_a_bad_sampled_row_is_caught(tmp_path, monkeypatch):
@@ -197,7 +242,13 @@ def test_app_index_flag_refuses_an_unknown_index_before_loading_anything():
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
-    done = subprocess.run([sys.executable, "app.py", "--index", "hnsw"], cwd=root, capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    done = subprocess.run(
+        [sys.executable, "app.py", "--index", "hnsw"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
     assert done.returncode == 2
     assert "--index 'hnsw' is not known: use one of 'auto', 'exact', 'ann'" in done.stderr

@@ -89,8 +89,12 @@ def test_examples_run(module_name):
 def public_names() -> tuple[dict[str, object], dict[str, str]]:
     """({class or function name: object}, {constant or type alias name: defining module})."""
     init = ast.parse((PACKAGE / "__init__.py").read_text(encoding="utf-8"))
-    imported_from = {alias.asname or alias.name: node.module for node in init.body
-                     if isinstance(node, ast.ImportFrom) and node.module for alias in node.names}
+    imported_from = {
+        alias.asname or alias.name: node.module
+        for node in init.body
+        if isinstance(node, ast.ImportFrom) and node.module
+        for alias in node.names
+    }
     documented, values = {}, {}
     for name in ctxir.__all__:
         obj = getattr(ctxir, name)
@@ -122,25 +126,35 @@ def test_every_public_name_has_an_example():
     for name, module_name in values.items():
         module = importlib.import_module(module_name)
         source = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
-        assigned = {target.id for node in source.body if isinstance(node, ast.Assign | ast.AnnAssign)
-                    for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
-                    if isinstance(target, ast.Name)}
+        assigned = {
+            target.id
+            for node in source.body
+            if isinstance(node, ast.Assign | ast.AnnAssign)
+            for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+            if isinstance(target, ast.Name)
+        }
         assert name in assigned, f"{name} is not defined in {module_name}, where ctxir imports it from"
         examples = parser.get_examples(module.__doc__ or "")
         if not any(re.search(rf"\b{name}\b", example.source) for example in examples):
             missing.add(name)
     assert missing == PENDING, (
         f"public names without an example: {sorted(missing - PENDING)}; in PENDING but not missing one (they have an "
-        f"example now, or are not in ctxir.__all__): remove {sorted(PENDING - missing)} from PENDING")
+        f"example now, or are not in ctxir.__all__): remove {sorted(PENDING - missing)} from PENDING"
+    )
 
 
 def test_every_skipped_example_is_checked_elsewhere():
     """A +SKIP example is either run under -m slow with a model, or declared machine-dependent."""
-    skipping = {t.name for m in modules_with_examples() for t in find_examples(m)
-                if any(e.options.get(doctest.SKIP) for e in t.examples)}
+    skipping = {
+        t.name
+        for m in modules_with_examples()
+        for t in find_examples(m)
+        if any(e.options.get(doctest.SKIP) for e in t.examples)
+    }
     assert skipping == set(MODEL_EXAMPLES) | MACHINE_DEPENDENT, (
         f"+SKIP examples not listed in MODEL_EXAMPLES or MACHINE_DEPENDENT: {sorted(skipping - set(MODEL_EXAMPLES))}"
-        f"; listed but with no +SKIP example: {sorted(set(MODEL_EXAMPLES) | MACHINE_DEPENDENT - skipping)}")
+        f"; listed but with no +SKIP example: {sorted(set(MODEL_EXAMPLES) | MACHINE_DEPENDENT - skipping)}"
+    )
 
 
 @pytest.mark.slow
@@ -152,7 +166,9 @@ def test_model_examples(test_name, tmp_path, monkeypatch):
     except CtxirError as err:
         pytest.skip(f"{MODEL_EXAMPLES[test_name]} cannot be had here: {err}")
     monkeypatch.setenv("CTXIR_CACHE", str(tmp_path))  # BiEncoder's embedding cache stays out of ~/.cache
-    module_name = max((m for m in modules_with_examples() if test_name == m or test_name.startswith(m + ".")), key=len)
+    module_name = max(
+        (m for m in modules_with_examples() if test_name == m or test_name.startswith(m + ".")), key=len
+    )
     tests = [t for t in find_examples(module_name) if t.name == test_name]
     results, report = run_examples(tests, unskip=True)
     assert results.failed == 0, f"{results.failed} of {results.attempted} examples failed:\n{report}"

@@ -6,8 +6,7 @@ from ctxir.encoders import BiEncoder, EmbeddingCache, pool
 from ctxir.types import CtxirError
 
 # Two sequences, the second padded after 2 tokens; hidden size 2.
-TOKENS = torch.tensor([[[1.0, 2.0], [3.0, 4.0], [5.0, 9.0]],
-                       [[2.0, 0.0], [4.0, -2.0], [100.0, 100.0]]])
+TOKENS = torch.tensor([[[1.0, 2.0], [3.0, 4.0], [5.0, 9.0]], [[2.0, 0.0], [4.0, -2.0], [100.0, 100.0]]])
 MASK = torch.tensor([[1, 1, 1], [1, 1, 0]])
 
 
@@ -70,8 +69,9 @@ def test_cache_hits_and_keys(tiny_st, tmp_path, monkeypatch):
     renamed.name = "some/other-name"
     assert renamed.cache_key(["T river bank", "money"]) == enc.cache_key(["T river bank", "money"])
     # Another pooling or other texts must not reuse the entry.
-    assert EmbeddingCache.key({**enc.config, "pooling": "cls"}, ["T river bank", "money"]) != \
-        EmbeddingCache.key(enc.config, ["T river bank", "money"])
+    assert EmbeddingCache.key(
+        {**enc.config, "pooling": "cls"}, ["T river bank", "money"]
+    ) != EmbeddingCache.key(enc.config, ["T river bank", "money"])
     assert EmbeddingCache.key(enc.config, ["a", "b"]) != EmbeddingCache.key(enc.config, ["ab"])
 
 
@@ -90,8 +90,13 @@ def test_a_damaged_cache_file_that_still_loads_is_detected_and_rebuilt(tiny_st, 
     texts = ["hello", "river bank"]
     good = enc.encode_cached(texts)
     path = tmp_path / f"{enc.cache_key(texts)}.npy"
-    bad = {"nan": np.where(np.arange(32) == 3, np.nan, good).astype(np.float32), "wrong_dim": good[:, :16],
-           "not_unit": good * 2, "float64": good.astype(np.float64), "fewer_rows": good[:1]}[damage]
+    bad = {
+        "nan": np.where(np.arange(32) == 3, np.nan, good).astype(np.float32),
+        "wrong_dim": good[:, :16],
+        "not_unit": good * 2,
+        "float64": good.astype(np.float64),
+        "fewer_rows": good[:1],
+    }[damage]
     np.save(path, bad)
     assert np.allclose(enc.encode_cached(texts), good, atol=1e-6)
     assert np.allclose(np.load(path), good, atol=1e-6)  # and the file was rewritten
@@ -118,6 +123,7 @@ def test_empty_input_gives_empty_matrix(tiny_st):
 
 def test_minilm_paraphrase_beats_unrelated(minilm):
     enc = BiEncoder(minilm, cache=None)
-    a, para, other = enc.encode(["A man is playing a guitar.", "Someone plays the guitar.",
-                                 "The stock market fell sharply today."])
+    a, para, other = enc.encode(
+        ["A man is playing a guitar.", "Someone plays the guitar.", "The stock market fell sharply today."]
+    )
     assert a @ para > 0.6 > a @ other

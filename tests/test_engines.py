@@ -36,12 +36,38 @@ from ctxir.types import CtxirError, Hit, run_from_hits
 
 HAS_MILVUS = all(importlib.util.find_spec(m) is not None for m in ("pymilvus", "milvus_lite"))
 HAS_RAY = importlib.util.find_spec("ray") is not None
-needs_milvus = pytest.mark.skipif(not HAS_MILVUS, reason="pymilvus / milvus-lite not installed "
-                                                         "(pip install pymilvus==3.0.2 milvus-lite==3.2.2)")
+needs_milvus = pytest.mark.skipif(
+    not HAS_MILVUS,
+    reason="pymilvus / milvus-lite not installed (pip install pymilvus==3.0.2 milvus-lite==3.2.2)",
+)
 needs_ray = pytest.mark.skipif(not HAS_RAY, reason="ray not installed (pip install 'ray[data]==2.60.0')")
 
-WORDS = ["river", "bank", "money", "deposit", "otters", "play", "python", "snake", "code", "water", "account",
-         "salary", "cat", "dog", "sun", "moon", "tea", "coffee", "music", "song", "sat", "the", "of", "and"]
+WORDS = [
+    "river",
+    "bank",
+    "money",
+    "deposit",
+    "otters",
+    "play",
+    "python",
+    "snake",
+    "code",
+    "water",
+    "account",
+    "salary",
+    "cat",
+    "dog",
+    "sun",
+    "moon",
+    "tea",
+    "coffee",
+    "music",
+    "song",
+    "sat",
+    "the",
+    "of",
+    "and",
+]
 
 
 def _load_sharded(folder) -> tuple[list[str], np.ndarray]:
@@ -52,8 +78,13 @@ def _load_sharded(folder) -> tuple[list[str], np.ndarray]:
 
 def synthetic_corpus(n: int, seed: int = 0) -> dict:
     rng = random.Random(seed)
-    return {f"d{i:03d}": {"title": rng.choice(["", rng.choice(WORDS)]),
-                          "text": " ".join(rng.choices(WORDS, k=rng.randint(4, 14)))} for i in range(n)}
+    return {
+        f"d{i:03d}": {
+            "title": rng.choice(["", rng.choice(WORDS)]),
+            "text": " ".join(rng.choices(WORDS, k=rng.randint(4, 14))),
+        }
+        for i in range(n)
+    }
 
 
 CORPUS = synthetic_corpus(300)
@@ -107,7 +138,9 @@ def test_engine_dense_returns_the_exact_top_10(tmp_path, encoder):
 
 @needs_milvus
 def test_engine_hnsw_index(tmp_path, encoder):
-    engine = VectorDBRetriever.from_corpus(CORPUS, encoder, uri=str(tmp_path / "h.db"), index_type="HNSW", bm25=False)
+    engine = VectorDBRetriever.from_corpus(
+        CORPUS, encoder, uri=str(tmp_path / "h.db"), index_type="HNSW", bm25=False
+    )
     exact = DenseRetriever(CORPUS, encoder, index="exact")
     got, want = engine.search(QUERIES, top_k=10), exact.search(QUERIES, top_k=10)
     found = sum(len({h.doc_id for h in got[q]} & {h.doc_id for h in want[q]}) for q in QUERIES)
@@ -121,10 +154,14 @@ def test_pipeline_reranker_and_evaluation_take_the_engine_unchanged(engine, enco
     assert len(result.hits) == 5 and set(result.timings_ms) == {"milvus", "overlap"}
     runs = Pipeline(engine, reranker, depth=20).run(QUERIES, show_progress=False)
     # judged relevant: the first stage's best-scored documents (all of them when RRF ties)
-    qrels = {q: {d: 1 for d, s in run.items() if s == max(run.values())} for q, run in runs["first_stage"].items()}
+    qrels = {
+        q: {d: 1 for d, s in run.items() if s == max(run.values())} for q, run in runs["first_stage"].items()
+    }
     scores = evaluate_run(qrels, runs["first_stage"], k_values=(1, 20)).aggregate
     assert scores["nDCG@1"] == 1.0 and scores["Recall@20"] == 1.0
-    assert evaluate_run(qrels, runs["rerank"], k_values=(20,)).aggregate["Recall@20"] == 1.0  # same 20 candidates
+    assert (
+        evaluate_run(qrels, runs["rerank"], k_values=(20,)).aggregate["Recall@20"] == 1.0
+    )  # same 20 candidates
 
     # corpus=None: documents come back from the engine; the re-ranker sees the same texts, so the same run
     lazy = VectorDBRetriever(None, encoder, uri=engine.uri, collection=engine.collection, mode="hybrid")
@@ -144,16 +181,18 @@ def test_hybrid_is_rrf_of_the_engines_own_dense_and_bm25(engine):
         want = fuse([parts["dense"][i], parts["bm25"][i]], "rrf", k=60)[:10]
         assert [round(h.score, 6) for h in hybrid[i]] == [round(h.score, 6) for h in want]
         # the same documents at each score level (the engine may order exact ties differently)
-        assert {(h.doc_id, round(h.score, 6)) for h in hybrid[i]} <= {(h.doc_id, round(h.score, 6)) for h in
-                                                                      fuse([parts["dense"][i], parts["bm25"][i]],
-                                                                           "rrf", k=60)}
+        assert {(h.doc_id, round(h.score, 6)) for h in hybrid[i]} <= {
+            (h.doc_id, round(h.score, 6)) for h in fuse([parts["dense"][i], parts["bm25"][i]], "rrf", k=60)
+        }
 
 
 @needs_milvus
 def test_bm25_in_the_engine(tmp_path, encoder):
-    corpus = {"a": {"title": "Otters", "text": "Otters dig dens in the river bank."},
-              "b": {"title": "Banks", "text": "Banks lend money to savers."},
-              "c": {"title": "", "text": "Bats hunt moths over the river at night."}}
+    corpus = {
+        "a": {"title": "Otters", "text": "Otters dig dens in the river bank."},
+        "b": {"title": "Banks", "text": "Banks lend money to savers."},
+        "c": {"title": "", "text": "Bats hunt moths over the river at night."},
+    }
     bm25 = VectorDBRetriever.from_corpus(corpus, encoder, uri=str(tmp_path / "b.db"), mode="bm25")
     hits = bm25.query("river otters", top_k=10)
     assert [h.doc_id for h in hits] == ["a", "c"] and hits[0].score > hits[1].score > 0  # b shares no word
@@ -168,8 +207,9 @@ def test_reopening_checks_model_corpus_and_settings(tmp_path, encoder, tiny_st):
     again = VectorDBRetriever(CORPUS, encoder, uri=uri)  # opened as built
     assert again.rows == len(CORPUS)
     # an identical build is a no-op (nothing inserted); a build killed half-way is never served
-    assert not build_collection(again.client, "ctxir", iter([]), CORPUS, again.meta["fingerprint"], 32,
-                                again.meta["corpus_sha256"])
+    assert not build_collection(
+        again.client, "ctxir", iter([]), CORPUS, again.meta["fingerprint"], 32, again.meta["corpus_sha256"]
+    )
     with pytest.raises(CtxirError, match="inserted 0 documents"):
         build_collection(again.client, "half", iter([]), CORPUS, again.meta["fingerprint"], 32, "digest")
     with pytest.raises(CtxirError, match="interrupted"):
@@ -207,10 +247,24 @@ def ray_session():
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")  # Ray Data's own DataContext deprecations
 def test_encode_sharded_1_vs_2_workers_identical_and_resumable(ray_session, tmp_path, tiny_bert_dir, tiny_st):
     corpus = synthetic_corpus(130, seed=1)
-    one = encode_sharded(corpus, str(tiny_bert_dir), tmp_path / "w1", num_workers=1, batch_size=16, shard_size=30,
-                         show_progress=False)
-    two = encode_sharded(corpus, str(tiny_bert_dir), tmp_path / "w2", num_workers=2, batch_size=16, shard_size=30,
-                         show_progress=False)
+    one = encode_sharded(
+        corpus,
+        str(tiny_bert_dir),
+        tmp_path / "w1",
+        num_workers=1,
+        batch_size=16,
+        shard_size=30,
+        show_progress=False,
+    )
+    two = encode_sharded(
+        corpus,
+        str(tiny_bert_dir),
+        tmp_path / "w2",
+        num_workers=2,
+        batch_size=16,
+        shard_size=30,
+        show_progress=False,
+    )
     assert one.encoded == two.encoded == [0, 1, 2, 3, 4] and one.skipped == [] and len(two.workers) <= 2
     ids1, vectors1 = _load_sharded(tmp_path / "w1")
     ids2, vectors2 = _load_sharded(tmp_path / "w2")
@@ -222,19 +276,34 @@ def test_encode_sharded_1_vs_2_workers_identical_and_resumable(ray_session, tmp_
     manifest = read_manifest(tmp_path / "w1")
     assert manifest["fingerprint"] == encoder_fingerprint(local) and manifest["rows"] == 130
     assert [s["rows"] for s in manifest["shards"]] == [30, 30, 30, 30, 10]
-    assert {k: v for k, v in manifest.items() if k != "folder"} == \
-        {k: v for k, v in read_manifest(tmp_path / "w2").items() if k != "folder"}  # the worker count leaves no trace
+    assert {k: v for k, v in manifest.items() if k != "folder"} == {
+        k: v for k, v in read_manifest(tmp_path / "w2").items() if k != "folder"
+    }  # the worker count leaves no trace
     assert not any(p.suffix == ".pkl" for p in (tmp_path / "w1").iterdir())
 
     # resume: nothing to do; a damaged shard and a shard whose text changed are encoded again, the rest skipped
-    again = encode_sharded(corpus, str(tiny_bert_dir), tmp_path / "w1", num_workers=2, batch_size=16,
-                           shard_size=30, show_progress=False)
+    again = encode_sharded(
+        corpus,
+        str(tiny_bert_dir),
+        tmp_path / "w1",
+        num_workers=2,
+        batch_size=16,
+        shard_size=30,
+        show_progress=False,
+    )
     assert again.encoded == [] and again.skipped == [0, 1, 2, 3, 4] and again.seconds == 0
     shard = tmp_path / "w1" / "shard-00001.npy"
     shard.write_bytes(shard.read_bytes()[:100])
     changed = dict(corpus, d125={"title": "", "text": "otters play by the river"})
-    fixed = encode_sharded(changed, str(tiny_bert_dir), tmp_path / "w1", num_workers=1, batch_size=16,
-                           shard_size=30, show_progress=False)
+    fixed = encode_sharded(
+        changed,
+        str(tiny_bert_dir),
+        tmp_path / "w1",
+        num_workers=1,
+        batch_size=16,
+        shard_size=30,
+        show_progress=False,
+    )
     assert fixed.encoded == [1, 4] and fixed.skipped == [0, 2, 3]
     ids3, vectors3 = _load_sharded(tmp_path / "w1")
     assert ids3 == list(changed)
@@ -242,7 +311,9 @@ def test_encode_sharded_1_vs_2_workers_identical_and_resumable(ray_session, tmp_
     np.testing.assert_allclose(vectors3, local.encode_corpus(changed)[1], atol=1e-5)
 
     if HAS_MILVUS:  # the shards load into the engine and search like a collection built in-process
-        from_shards = VectorDBRetriever.from_shards(tmp_path / "w2", corpus, local, uri=str(tmp_path / "s.db"))
+        from_shards = VectorDBRetriever.from_shards(
+            tmp_path / "w2", corpus, local, uri=str(tmp_path / "s.db")
+        )
         built = VectorDBRetriever.from_corpus(corpus, local, uri=str(tmp_path / "c.db"))
         queries = dict(list(QUERIES.items())[:10])
         assert run_from_hits(from_shards.search(queries, 10)).keys() == queries.keys()
@@ -279,4 +350,3 @@ def test_settings_and_their_keywords_are_one_thing(tmp_path):
         CollectionSettings(index_type="BTREE")
     meta = CollectionSettings(bm25=False).meta("fp", 4, "digest", 3)
     assert (meta["bm25"], meta["bm25_k1"], meta["analyzer"], meta["rows"]) == (False, None, None, 3)
-

@@ -10,9 +10,14 @@ from ctxir.types import Hit
 
 @pytest.fixture
 def beir_dir(tmp_path, write_beir):
-    return write_beir(tmp_path / "toy", {"q1": "river otters", "q2": "snake prey", "q3": "bank account"},
-                      {"test": {"q1": {"d1": 1}, "q2": {"d3": 1}, "q3": {"d2": 1}},
-                       "train": {"q1": {"d1": 1}, "q2": {"d3": 1}}})
+    return write_beir(
+        tmp_path / "toy",
+        {"q1": "river otters", "q2": "snake prey", "q3": "bank account"},
+        {
+            "test": {"q1": {"d1": 1}, "q2": {"d3": 1}, "q3": {"d2": 1}},
+            "train": {"q1": {"d1": 1}, "q2": {"d3": 1}},
+        },
+    )
 
 
 def test_bm25_cli_writes_metrics_and_config(beir_dir, tmp_path, capsys):
@@ -28,8 +33,22 @@ def test_bm25_cli_writes_metrics_and_config(beir_dir, tmp_path, capsys):
 
 def test_dense_cli_with_model_folder_and_pooling(beir_dir, tmp_path, tiny_bert_dir):
     out = tmp_path / "d.json"
-    args = ["--data", str(beir_dir), "--retriever", "hybrid", "--model", str(tiny_bert_dir), "--pooling", "cls",
-            "--cache-dir", str(tmp_path / "cache"), "--tune-on", "train", "--output", str(out)]
+    args = [
+        "--data",
+        str(beir_dir),
+        "--retriever",
+        "hybrid",
+        "--model",
+        str(tiny_bert_dir),
+        "--pooling",
+        "cls",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--tune-on",
+        "train",
+        "--output",
+        str(out),
+    ]
     assert main(args) == 0
     result = json.loads(out.read_text())
     assert result["tuned_fusion"]["metric"] == "nDCG@10" and result["config"]["pooling"] == "cls"
@@ -41,10 +60,12 @@ def test_dense_cli_with_model_folder_and_pooling(beir_dir, tmp_path, tiny_bert_d
 
 def test_sts_cli(tmp_path, minilm_path):
     sts = tmp_path / "sts-test.csv"
-    rows = [("A man is playing a guitar.", "A man plays the guitar.", 5.0),
-            ("A man is playing a guitar.", "A woman is slicing an onion.", 0.0),
-            ("A cat sleeps on the sofa.", "A cat is sleeping on a couch.", 4.6),
-            ("A dog runs in the park.", "The stock market fell today.", 0.2)]
+    rows = [
+        ("A man is playing a guitar.", "A man plays the guitar.", 5.0),
+        ("A man is playing a guitar.", "A woman is slicing an onion.", 0.0),
+        ("A cat sleeps on the sofa.", "A cat is sleeping on a couch.", 4.6),
+        ("A dog runs in the park.", "The stock market fell today.", 0.2),
+    ]
     sts.write_text("".join(f"main\tsrc\t2012\t{i:04d}\t{s}\t{a}\t{b}\n" for i, (a, b, s) in enumerate(rows)))
     out = tmp_path / "s.json"
     assert main(["--data", str(sts), "--model", str(minilm_path), "--output", str(out)]) == 0
@@ -56,8 +77,21 @@ def test_sts_cli(tmp_path, minilm_path):
 def test_cli_errors_are_messages_not_tracebacks(beir_dir, tmp_path, capsys):
     assert main(["--data", str(tmp_path / "nope")]) == 2
     assert "does not exist" in capsys.readouterr().err
-    assert main(["--data", str(beir_dir), "--retriever", "hybrid", "--tune-on", "test",
-                 "--output", str(tmp_path / "x.json")]) == 2
+    assert (
+        main(
+            [
+                "--data",
+                str(beir_dir),
+                "--retriever",
+                "hybrid",
+                "--tune-on",
+                "test",
+                "--output",
+                str(tmp_path / "x.json"),
+            ]
+        )
+        == 2
+    )
     assert "is the split being evaluated" in capsys.readouterr().err
     assert main(["--data", str(beir_dir), "--model", "someone/not-cached-xyz"]) == 2
     assert "not in the local Hugging Face cache" in capsys.readouterr().err
@@ -67,7 +101,10 @@ def test_cli_errors_are_messages_not_tracebacks(beir_dir, tmp_path, capsys):
 
 def test_bm25_stemmer_none_is_recorded_and_used(beir_dir, tmp_path):
     out = tmp_path / "plain.json"
-    assert main(["--data", str(beir_dir), "--retriever", "bm25", "--bm25-stemmer", "none", "--output", str(out)]) == 0
+    assert (
+        main(["--data", str(beir_dir), "--retriever", "bm25", "--bm25-stemmer", "none", "--output", str(out)])
+        == 0
+    )
     result = json.loads(out.read_text())
     assert result["config"]["bm25_stemmer"] == "none"
     assert result["first_stage_config"]["stemmer"] is None
@@ -105,13 +142,32 @@ def tiny_cross_encoder(tiny_bert_dir, tmp_path):
     return folder
 
 
-def test_tune_on_with_a_reranker_tunes_stage_fusion_on_the_listed_queries(beir_dir, tmp_path, tiny_cross_encoder):
+def test_tune_on_with_a_reranker_tunes_stage_fusion_on_the_listed_queries(
+    beir_dir, tmp_path, tiny_cross_encoder
+):
     ids = tmp_path / "heldout.txt"
     ids.write_text("q1\n")
     out = tmp_path / "r.json"
-    args = ["--data", str(beir_dir), "--retriever", "bm25", "--rerank", "cross-encoder",
-            "--reranker-model", str(tiny_cross_encoder), "--top-k", "4", "--tune-on", "train",
-            "--tune-queries", str(ids), "--torch-threads", "1", "--output", str(out)]
+    args = [
+        "--data",
+        str(beir_dir),
+        "--retriever",
+        "bm25",
+        "--rerank",
+        "cross-encoder",
+        "--reranker-model",
+        str(tiny_cross_encoder),
+        "--top-k",
+        "4",
+        "--tune-on",
+        "train",
+        "--tune-queries",
+        str(ids),
+        "--torch-threads",
+        "1",
+        "--output",
+        str(out),
+    ]
     assert main(args) == 0
     result = json.loads(out.read_text())
     assert result["tuning_queries"] == {"split": "train", "count": 1, "from": str(ids)}
@@ -119,22 +175,48 @@ def test_tune_on_with_a_reranker_tunes_stage_fusion_on_the_listed_queries(beir_d
     # BM25 ranks every relevant doc first, so on the tuning query fusion can do no better: its nDCG@10 is 1.0,
     # and a first-stage weight > 0 keeps BM25's (perfect) order on the test queries too.
     stage = result["tuned_stage_fusion"]
-    assert stage["nDCG@10"] == 1.0 and result["metrics"]["bm25 + cross-encoder (fused)"]["nDCG@10"] >= \
-        result["metrics"]["bm25 + cross-encoder"]["nDCG@10"]
+    assert (
+        stage["nDCG@10"] == 1.0
+        and result["metrics"]["bm25 + cross-encoder (fused)"]["nDCG@10"]
+        >= result["metrics"]["bm25 + cross-encoder"]["nDCG@10"]
+    )
 
 
 def test_tune_queries_read_heldout_ids_from_a_training_metrics_file(beir_dir, tmp_path, tiny_bert_dir):
     metrics = tmp_path / "metrics.json"
     metrics.write_text(json.dumps({"extra": {"heldout_query_ids": ["q2"]}}))
     out = tmp_path / "h.json"
-    args = ["--data", str(beir_dir), "--retriever", "hybrid", "--model", str(tiny_bert_dir), "--cache-dir",
-            str(tmp_path / "cache"), "--tune-on", "train", "--tune-queries", str(metrics), "--output", str(out)]
+    args = [
+        "--data",
+        str(beir_dir),
+        "--retriever",
+        "hybrid",
+        "--model",
+        str(tiny_bert_dir),
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--tune-on",
+        "train",
+        "--tune-queries",
+        str(metrics),
+        "--output",
+        str(out),
+    ]
     assert main(args) == 0
     assert json.loads(out.read_text())["tuning_queries"]["count"] == 1
 
 
 def test_tune_queries_errors(beir_dir, tmp_path, capsys):
-    base = ["--data", str(beir_dir), "--retriever", "hybrid", "--tune-on", "train", "--output", str(tmp_path / "x")]
+    base = [
+        "--data",
+        str(beir_dir),
+        "--retriever",
+        "hybrid",
+        "--tune-on",
+        "train",
+        "--output",
+        str(tmp_path / "x"),
+    ]
     bad_ids = tmp_path / "ids.txt"
     bad_ids.write_text("q1\nq9\n")
     assert main([*base, "--tune-queries", str(bad_ids)]) == 2
@@ -166,17 +248,49 @@ def test_tuning_three_retrievers_tunes_every_weight_but_the_last():
 
 def test_extra_models_make_a_three_way_hybrid(beir_dir, tmp_path, tiny_bert_dir, capsys):
     out = tmp_path / "h3.json"
-    args = ["--data", str(beir_dir), "--retriever", "hybrid", "--model", str(tiny_bert_dir), "--extra-models",
-            str(tiny_bert_dir), "--pooling", "cls", "--cache-dir", str(tmp_path / "cache"), "--tune-on", "train",
-            "--output", str(out)]
+    args = [
+        "--data",
+        str(beir_dir),
+        "--retriever",
+        "hybrid",
+        "--model",
+        str(tiny_bert_dir),
+        "--extra-models",
+        str(tiny_bert_dir),
+        "--pooling",
+        "cls",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--tune-on",
+        "train",
+        "--output",
+        str(out),
+    ]
     assert main(args) == 0
     result = json.loads(out.read_text())
     assert len(result["tuned_fusion"]["weights"]) == 3
     assert result["first_stage_config"]["parts"] == ["bm25", "dense", "dense"]
     assert main(["--data", str(beir_dir), "--retriever", "dense", "--extra-models", "x"]) == 2
     assert "needs --retriever hybrid" in capsys.readouterr().err
-    assert main(["--data", str(beir_dir), "--retriever", "hybrid", "--model", str(tiny_bert_dir), "--weights",
-                 "1,x", "--cache-dir", str(tmp_path / "cache"), "--output", str(tmp_path / "y.json")]) == 2
+    assert (
+        main(
+            [
+                "--data",
+                str(beir_dir),
+                "--retriever",
+                "hybrid",
+                "--model",
+                str(tiny_bert_dir),
+                "--weights",
+                "1,x",
+                "--cache-dir",
+                str(tmp_path / "cache"),
+                "--output",
+                str(tmp_path / "y.json"),
+            ]
+        )
+        == 2
+    )
     assert "'1,1'" in capsys.readouterr().err
 
 
@@ -186,9 +300,14 @@ def test_command_line_round_trips_through_the_parser():
     from ctxir.cli import command_line
     from ctxir.evaluation.evaluate import EvaluateArgs
 
-    config = {"data": "/abs/repo/data/x", "retriever": "hybrid", "tune_on": "train", "top_k": 20, "split": "test"}
-    line = command_line("ctxir evaluate", EvaluateArgs, config, always=("data",),
-                        replace={"/abs/repo/": ""})
+    config = {
+        "data": "/abs/repo/data/x",
+        "retriever": "hybrid",
+        "tune_on": "train",
+        "top_k": 20,
+        "split": "test",
+    }
+    line = command_line("ctxir evaluate", EvaluateArgs, config, always=("data",), replace={"/abs/repo/": ""})
     assert line == "ctxir evaluate --data data/x --retriever hybrid --tune-on train --top-k 20"
     (parsed,) = HfArgumentParser(EvaluateArgs).parse_args_into_dataclasses(args=line.split()[3:])
     assert (parsed.data, parsed.retriever, parsed.tune_on, parsed.top_k) == ("data/x", "hybrid", "train", 20)
@@ -197,11 +316,28 @@ def test_command_line_round_trips_through_the_parser():
 def test_paired_task_on_a_pairs_file(tmp_path, tiny_bert_dir, capsys):
     """--task paired: each query's one target among all targets, Recall@k for the chosen k and MRR."""
     pairs = tmp_path / "pairs.tsv"
-    pairs.write_text("query\ttarget\nthe cat sat\tthe cat sat on the dog\nriver water\tthe river bank is on the water\n"
-                     "tea coffee\tshe sat at the coffee and tea\n")
+    pairs.write_text(
+        "query\ttarget\nthe cat sat\tthe cat sat on the dog\nriver water\tthe river bank is on the water\n"
+        "tea coffee\tshe sat at the coffee and tea\n"
+    )
     out = tmp_path / "p.json"
-    assert main(["--data", str(pairs), "--task", "paired", "--model", str(tiny_bert_dir), "--k-values", "1,2",
-                 "--output", str(out)]) == 0
+    assert (
+        main(
+            [
+                "--data",
+                str(pairs),
+                "--task",
+                "paired",
+                "--model",
+                str(tiny_bert_dir),
+                "--k-values",
+                "1,2",
+                "--output",
+                str(out),
+            ]
+        )
+        == 0
+    )
     result = json.loads(out.read_text())
     metrics = next(iter(result["metrics"].values()))
     assert result["task"] == "paired" and result["num_pairs"] == 3
@@ -210,17 +346,34 @@ def test_paired_task_on_a_pairs_file(tmp_path, tiny_bert_dir, capsys):
     (tmp_path / "bad.tsv").write_text("only one column\n")
     assert main(["--data", str(tmp_path / "bad.tsv"), "--task", "paired", "--model", str(tiny_bert_dir)]) == 2
     assert "bad.tsv line 1: expected 2 tab-separated columns: query, target" in capsys.readouterr().err
-    assert main(["--data", str(pairs), "--task", "paired", "--model", str(tiny_bert_dir), "--k-values", "1,x"]) == 2
+    assert (
+        main(["--data", str(pairs), "--task", "paired", "--model", str(tiny_bert_dir), "--k-values", "1,x"])
+        == 2
+    )
     assert "--k-values '1,x' must be whole numbers" in capsys.readouterr().err
 
 
 def test_index_flag_ann_is_recorded_and_kept_beside_the_embeddings(beir_dir, tmp_path, tiny_bert_dir, capsys):
     out = tmp_path / "ann.json"
-    args = ["--data", str(beir_dir), "--retriever", "dense", "--model", str(tiny_bert_dir), "--index", "ann",
-            "--cache-dir", str(tmp_path / "cache"), "--output", str(out)]
+    args = [
+        "--data",
+        str(beir_dir),
+        "--retriever",
+        "dense",
+        "--model",
+        str(tiny_bert_dir),
+        "--index",
+        "ann",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--output",
+        str(out),
+    ]
     assert main(args) == 0
     config = json.loads(out.read_text())["first_stage_config"]
-    assert (config["index_choice"], config["index_kind"]) == ("ann", "ann") and config["ann_settings"]["nlist"] >= 1
+    assert (config["index_choice"], config["index_kind"]) == ("ann", "ann") and config["ann_settings"][
+        "nlist"
+    ] >= 1
     (index_file,) = (tmp_path / "cache" / "embeddings").glob("*.ann.faiss")
     stamp = index_file.stat().st_mtime_ns
     assert main(args) == 0 and index_file.stat().st_mtime_ns == stamp  # reopened, not rebuilt
@@ -231,12 +384,34 @@ def test_index_flag_ann_is_recorded_and_kept_beside_the_embeddings(beir_dir, tmp
     assert "invalid choice: 'hnsw' (choose from" in capsys.readouterr().err
 
 
-def test_rerank_modes_fused_by_default_with_the_folders_fusion_json(beir_dir, tmp_path, tiny_cross_encoder, capsys):
-    (tiny_cross_encoder / "fusion.json").write_text(json.dumps(
-        {"method": "rrf", "weights": [2.0, 1.0], "k": 10, "chosen_on": "train claims 1-2",
-         "first_stages": {"hybrid": {"weights": [5.0, 1.0]}}}))
-    base = ["--data", str(beir_dir), "--retriever", "bm25", "--rerank", "cross-encoder", "--reranker-model",
-            str(tiny_cross_encoder), "--top-k", "4", "--torch-threads", "1"]
+def test_rerank_modes_fused_by_default_with_the_folders_fusion_json(
+    beir_dir, tmp_path, tiny_cross_encoder, capsys
+):
+    (tiny_cross_encoder / "fusion.json").write_text(
+        json.dumps(
+            {
+                "method": "rrf",
+                "weights": [2.0, 1.0],
+                "k": 10,
+                "chosen_on": "train claims 1-2",
+                "first_stages": {"hybrid": {"weights": [5.0, 1.0]}},
+            }
+        )
+    )
+    base = [
+        "--data",
+        str(beir_dir),
+        "--retriever",
+        "bm25",
+        "--rerank",
+        "cross-encoder",
+        "--reranker-model",
+        str(tiny_cross_encoder),
+        "--top-k",
+        "4",
+        "--torch-threads",
+        "1",
+    ]
     fused_out, alone_out = tmp_path / "fused.json", tmp_path / "alone.json"
     assert main([*base, "--output", str(fused_out)]) == 0
     printed = capsys.readouterr().out
@@ -245,7 +420,12 @@ def test_rerank_modes_fused_by_default_with_the_folders_fusion_json(beir_dir, tm
     assert "| bm25 + cross-encoder |" in printed and "| bm25 + cross-encoder (fused) |" in printed
     assert "fused mode: RRF k=10, weights 2:1 (first stage : re-ranker); train claims 1-2" in printed
     assert (fused["rerank_mode"], fused["system"]) == ("fused", "bm25 + cross-encoder (fused)")
-    assert fused["stage_fusion"] == {"method": "rrf", "weights": [2.0, 1.0], "k": 10.0, "chosen_on": "train claims 1-2"}
+    assert fused["stage_fusion"] == {
+        "method": "rrf",
+        "weights": [2.0, 1.0],
+        "k": 10.0,
+        "chosen_on": "train claims 1-2",
+    }
     assert fused["config"]["rerank_mode"] == "fused"
     # BM25 puts each relevant document first; 2/(10+1) beats any 1/(10+r) + 2/(10+r'), so fusing keeps it there
     assert fused["metrics"]["bm25 + cross-encoder (fused)"]["nDCG@10"] == 1.0
@@ -260,8 +440,11 @@ def test_rerank_modes_fused_by_default_with_the_folders_fusion_json(beir_dir, tm
     assert json.loads(hybrid_out.read_text())["stage_fusion"]["weights"] == [5.0, 1.0]
     from ctxir.evaluation.evaluate import EvaluateArgs, default_output
 
-    assert default_output(EvaluateArgs(data=str(beir_dir), retriever="bm25", rerank="cross-encoder",
-                                       reranker_model="x/ce", top_k=4)).endswith("-cross-encoder-ce-top4-fused.json")
+    assert default_output(
+        EvaluateArgs(
+            data=str(beir_dir), retriever="bm25", rerank="cross-encoder", reranker_model="x/ce", top_k=4
+        )
+    ).endswith("-cross-encoder-ce-top4-fused.json")
 
 
 def test_a_reranker_that_is_not_here_fails_before_anything_loads(beir_dir, tmp_path, capsys, monkeypatch):
@@ -272,12 +455,16 @@ def test_a_reranker_that_is_not_here_fails_before_anything_loads(beir_dir, tmp_p
     assert main(["--data", str(beir_dir), "--retriever", "bm25", "--rerank", "cls-lr"]) == 2
     err = capsys.readouterr().err
     assert "--rerank cls-lr: this installation ships no CLS-LR re-ranker" in err and "train_cls_lr.py" in err
-    assert main(["--data", str(beir_dir), "--rerank", "cross-encoder", "--reranker-model", "someone/no-ce"]) == 2
+    assert (
+        main(["--data", str(beir_dir), "--rerank", "cross-encoder", "--reranker-model", "someone/no-ce"]) == 2
+    )
     assert "neither a local folder nor in the local Hugging Face cache" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["--data", str(beir_dir), "--rerank", "colbert"])
-    assert ("invalid choice: 'colbert' (choose from 'none', 'cross-encoder', 'cls-lr', 'sts-cross-encoder')"
-            in capsys.readouterr().err)
+    assert (
+        "invalid choice: 'colbert' (choose from 'none', 'cross-encoder', 'cls-lr', 'sts-cross-encoder')"
+        in capsys.readouterr().err
+    )
 
 
 def test_a_rerank_run_hands_the_reranker_the_hybrid_a_search_shows(beir_dir, tiny_bert_dir):

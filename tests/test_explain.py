@@ -49,12 +49,15 @@ def test_mean_pooling_contributions_sum_to_cosine_of_means():
     assert torch.allclose(mean_pooling_contributions(3 * q, d), contributions)
 
 
-@pytest.mark.parametrize(("q", "d", "match"), [
-    (np.zeros((0, 4)), np.ones((2, 4)), "query_tokens must be a"),
-    (np.ones((2, 4)), np.ones(4), "document_tokens must be a"),
-    (np.ones((2, 4)), np.ones((2, 3)), "hidden size 4 but document_tokens 3"),
-    (np.zeros((2, 4)), np.ones((2, 4)), "zero vector"),
-])
+@pytest.mark.parametrize(
+    ("q", "d", "match"),
+    [
+        (np.zeros((0, 4)), np.ones((2, 4)), "query_tokens must be a"),
+        (np.ones((2, 4)), np.ones(4), "document_tokens must be a"),
+        (np.ones((2, 4)), np.ones((2, 3)), "hidden size 4 but document_tokens 3"),
+        (np.zeros((2, 4)), np.ones((2, 4)), "zero vector"),
+    ],
+)
 def test_mean_pooling_contributions_rejects_bad_input(q, d, match):
     with pytest.raises(CtxirError, match=match):
         mean_pooling_contributions(q, d)
@@ -106,8 +109,10 @@ def test_non_mean_pooling_has_no_exact_split(minilm, pooling):
     assert abs(result["cosine"] - float(vectors[0] @ vectors[1])) < 1e-5
     assert result["converged"] and result["completeness_error"] <= COMPLETENESS_TOLERANCE
     total = sum(result["query_contributions"]) + sum(result["document_contributions"])
-    assert abs(total - (result["cosine"] - result["baseline_cosine"])) <= 0.011 * abs(
-        result["cosine"] - result["baseline_cosine"]) + 1e-5
+    assert (
+        abs(total - (result["cosine"] - result["baseline_cosine"]))
+        <= 0.011 * abs(result["cosine"] - result["baseline_cosine"]) + 1e-5
+    )
 
 
 # --- cross-encoder and CLS-LR: Integrated Gradients -----------------------------------------------------------
@@ -139,7 +144,9 @@ def _check_ig(result, score):
 @pytest.mark.parametrize("logit", [False, True])
 def test_cross_encoder_ig_is_complete_at_default_steps(tiny_cross_encoder, logit):
     for query, document in [(QUERY, DOC), ("money", "she put her salary in the bank account")]:
-        result = explain_cross_encoder(tiny_cross_encoder, query, document, logit=logit, max_steps=DEFAULT_IG_STEPS)
+        result = explain_cross_encoder(
+            tiny_cross_encoder, query, document, logit=logit, max_steps=DEFAULT_IG_STEPS
+        )
         reported = CrossEncoderReranker(tiny_cross_encoder).score_pairs(query, [document])[0]
         score = math.log(reported / (1 - reported)) if logit else reported  # reported = sigmoid(logit)
         _check_ig(result, score)
@@ -160,8 +167,14 @@ def test_a_window_reading_cross_encoder_is_explained_on_the_window_that_scored(t
     result = explain_cross_encoder(reranker, QUERY, text, max_steps=DEFAULT_IG_STEPS)
     scores = reranker._score(QUERY, windows)
     best = int(np.argmax(scores))
-    assert result["window"] == {"index": best + 1, "of": 4, "words": 4, "stride": 4, "score": pytest.approx(
-        float(scores[best])), "text": windows[best]}
+    assert result["window"] == {
+        "index": best + 1,
+        "of": 4,
+        "words": 4,
+        "stride": 4,
+        "score": pytest.approx(float(scores[best])),
+        "text": windows[best],
+    }
     _check_ig(result, reranker.score_pairs(QUERY, [text])[0])  # the pair-scoring tab's number
     assert result["completeness_error"] <= COMPLETENESS_TOLERANCE
     # a corpus document: every window after its title, as score_documents cut it when it ranked the document
@@ -169,7 +182,9 @@ def test_a_window_reading_cross_encoder_is_explained_on_the_window_that_scored(t
     full = explain(QUERY, doc_text(doc), bi_encoder=tiny_st, cross_encoder=reranker, title="Otters")
     window = full["cross_encoder"]["window"]
     assert window["text"].startswith("Otters ") and window["of"] == 4
-    assert full["cross_encoder"]["score"] == pytest.approx(reranker.score_documents(QUERY, [doc])[0], abs=1e-5)
+    assert full["cross_encoder"]["score"] == pytest.approx(
+        reranker.score_documents(QUERY, [doc])[0], abs=1e-5
+    )
     assert full["bi_encoder"]["document_tokens"][:2] == ["[CLS]", "otters"]  # the bi-encoder reads it whole
     # a model that reads the first tokens explains the document as given
     assert "window" not in explain_cross_encoder(tiny_cross_encoder, QUERY, text)
@@ -181,8 +196,10 @@ def test_minilm_cross_encoder_ig_is_complete_at_default_steps(minilm_path):
     torch.manual_seed(0)
     model = load_cross_encoder(str(minilm_path), "cpu", num_labels=1)  # the MiniLM body, an untrained head
     query = "where do otters live along the river bank"  # a demo query and passage (ctxir/assets)
-    document = ("Otter dens. River otters dig their dens into the soft bank of a stream, often with an entrance "
-                "below the waterline so they can come and go without being seen.")
+    document = (
+        "Otter dens. River otters dig their dens into the soft bank of a stream, often with an entrance "
+        "below the waterline so they can come and go without being seen."
+    )
     result = explain_cross_encoder(model, query, document, max_steps=DEFAULT_IG_STEPS, attention=False)
     _check_ig(result, CrossEncoderReranker(model).score_pairs(query, [document])[0])
     assert result["completeness_error"] <= COMPLETENESS_TOLERANCE
@@ -207,7 +224,11 @@ def test_a_term_match_head_is_explained_completely_with_its_matches_per_query_to
     assert result["converged"] and result["completeness_error"] <= COMPLETENESS_TOLERANCE
     match = result["term_match"]
     with torch.no_grad():
-        term = float(head.term_match_scores(body(dict(model.tokenizer([query], [document], return_tensors="pt")))).sum())
+        term = float(
+            head.term_match_scores(
+                body(dict(model.tokenizer([query], [document], return_tensors="pt")))
+            ).sum()
+        )
     assert match["score"] == pytest.approx(term, abs=1e-5)
     assert sum(t["contribution"] for t in match["tokens"]) == pytest.approx(match["score"], abs=1e-5)
     by_token = {t["token"]: t["contribution"] for t in match["tokens"]}
@@ -216,7 +237,10 @@ def test_a_term_match_head_is_explained_completely_with_its_matches_per_query_to
     # a plain head has no term to report
     assert "term_match" not in explain_cross_encoder(
         CrossEncoder(modules=[body, SegmentCosineHead(32)], device="cpu", activation_fn=torch.nn.Identity()),
-        query, document, attention=False)
+        query,
+        document,
+        attention=False,
+    )
 
 
 def test_too_few_steps_are_raised_until_complete(tiny_cross_encoder):
@@ -286,8 +310,13 @@ def test_cross_encoder_report_carries_cls_attention(tiny_cross_encoder):
 
 
 def test_explain_json_has_the_issue_keys(tiny_st, tiny_cross_encoder, tiny_cls_lr):
-    result = explain(QUERY, DOC, bi_encoder=tiny_st, cross_encoder=CrossEncoderReranker(tiny_cross_encoder),
-                     cls_lr=tiny_cls_lr)
+    result = explain(
+        QUERY,
+        DOC,
+        bi_encoder=tiny_st,
+        cross_encoder=CrossEncoderReranker(tiny_cross_encoder),
+        cls_lr=tiny_cls_lr,
+    )
     json.dumps(result, allow_nan=False)  # JSON-able: lists of floats, token strings
     bi = result["bi_encoder"]
     assert {"cosine", "query_tokens", "document_tokens", "pair_contributions"} <= set(bi)
@@ -295,7 +324,10 @@ def test_explain_json_has_the_issue_keys(tiny_st, tiny_cross_encoder, tiny_cls_l
     assert all(len(row) == len(bi["document_tokens"]) for row in bi["pair_contributions"])
     for key in ("cross_encoder", "cls_lr"):
         assert {"score", "tokens", "attributions", "completeness_error"} <= set(result[key])
-    assert result["cross_encoder"]["model_kind"] == "cross-encoder" and result["cls_lr"]["model_kind"] == "cls-lr"
+    assert (
+        result["cross_encoder"]["model_kind"] == "cross-encoder"
+        and result["cls_lr"]["model_kind"] == "cls-lr"
+    )
 
 
 def test_explain_without_a_cross_encoder_uses_the_cls_lr(tiny_st, tiny_cls_lr):
@@ -305,16 +337,25 @@ def test_explain_without_a_cross_encoder_uses_the_cls_lr(tiny_st, tiny_cls_lr):
     assert "cross_encoder" not in only_bi and "cls_lr" not in only_bi
 
 
-@pytest.mark.parametrize(("kwargs", "match"), [
-    ({"query": "  "}, "query is empty"),
-    ({"document": ""}, "document is empty"),
-    ({"query": None}, "query must be a string"),
-    ({"baseline": "zeros"}, "baseline 'zeros' is not known: use one of pad, mask"),
-    ({"n_steps": 0}, "n_steps must be a positive integer, got 0"),
-    ({"n_steps": 64, "max_steps": 8}, r"max_steps must be an integer ≥ n_steps \(64\), got 8"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"query": "  "}, "query is empty"),
+        ({"document": ""}, "document is empty"),
+        ({"query": None}, "query must be a string"),
+        ({"baseline": "zeros"}, "baseline 'zeros' is not known: use one of pad, mask"),
+        ({"n_steps": 0}, "n_steps must be a positive integer, got 0"),
+        ({"n_steps": 64, "max_steps": 8}, r"max_steps must be an integer ≥ n_steps \(64\), got 8"),
+    ],
+)
 def test_explain_refuses_bad_input(tiny_st, tiny_cross_encoder, kwargs, match):
-    args = {"query": QUERY, "document": DOC, "bi_encoder": tiny_st, "cross_encoder": tiny_cross_encoder, **kwargs}
+    args = {
+        "query": QUERY,
+        "document": DOC,
+        "bi_encoder": tiny_st,
+        "cross_encoder": tiny_cross_encoder,
+        **kwargs,
+    }
     with pytest.raises(CtxirError, match=match):
         explain(**args)
 

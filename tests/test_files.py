@@ -37,7 +37,9 @@ def test_a_writer_killed_mid_write_leaves_a_whole_file(tmp_path):
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         ready.unlink(missing_ok=True)
-        assert hashlib.sha256(target.read_bytes()).hexdigest() in whole, f"torn file after a kill at +{delay} s"
+        assert hashlib.sha256(target.read_bytes()).hexdigest() in whole, (
+            f"torn file after a kill at +{delay} s"
+        )
     # the killed writer's temporary files are the only leftovers, and never under the target's name
     assert all(p.name.startswith(".metrics.json.") for p in tmp_path.iterdir() if p != target)
 

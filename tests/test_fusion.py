@@ -61,23 +61,45 @@ def test_stage_fusion_and_hybrid_use_the_same_fuse():
     first = [Hit("a", 3.0), Hit("b", 2.0), Hit("c", 1.0), Hit("d", 0.5)]
     reranked = [Hit("c", 0.9), Hit("a", 0.2), Hit("b", 0.1)]
     for method, weights, k in (("weighted", (0.5, 1.0), 60), ("rrf", (1.0, 2.0), 5)):
-        assert StageFusion(method, weights, k).fuse(first, reranked) == \
-            fuse([scored_only(first, reranked), reranked], method, k, weights)
-    corpus = {str(i): {"title": "", "text": text} for i, text in enumerate(
-        ["otters by the river", "river banks flood", "a savings bank account", "bank interest rates"])}
-    hybrid = HybridRetriever([BM25Retriever(corpus), BM25Retriever(corpus, k1=0.5)], fusion="weighted",
-                             weights=[1.0, 2.0])
+        assert StageFusion(method, weights, k).fuse(first, reranked) == fuse(
+            [scored_only(first, reranked), reranked], method, k, weights
+        )
+    corpus = {
+        str(i): {"title": "", "text": text}
+        for i, text in enumerate(
+            ["otters by the river", "river banks flood", "a savings bank account", "bank interest rates"]
+        )
+    }
+    hybrid = HybridRetriever(
+        [BM25Retriever(corpus), BM25Retriever(corpus, k1=0.5)], fusion="weighted", weights=[1.0, 2.0]
+    )
     parts = [r.query("river bank", 100) for r in hybrid.retrievers]
     assert hybrid.query("river bank", 10) == fuse(parts, "weighted", weights=[1.0, 2.0])
 
 
 def test_retriever_config_follows_in_place_tuning():
-    corpus = {str(i): {"title": "", "text": text} for i, text in enumerate(
-        ["otters by the river", "river banks flood", "a savings bank account", "bank interest rates",
-         "python snakes", "python code"])}
+    corpus = {
+        str(i): {"title": "", "text": text}
+        for i, text in enumerate(
+            [
+                "otters by the river",
+                "river banks flood",
+                "a savings bank account",
+                "bank interest rates",
+                "python snakes",
+                "python code",
+            ]
+        )
+    }
     hybrid = HybridRetriever([BM25Retriever(corpus), BM25Retriever(corpus, k1=0.2, b=0.1)], depth=10)
-    assert hybrid.config == {"retriever": "hybrid", "fusion": "rrf", "k": 60.0, "weights": [1.0, 1.0],
-                             "depth": 10, "parts": ["bm25", "bm25"]}
+    assert hybrid.config == {
+        "retriever": "hybrid",
+        "fusion": "rrf",
+        "k": 60.0,
+        "weights": [1.0, 1.0],
+        "depth": 10,
+        "parts": ["bm25", "bm25"],
+    }
     best = tune_hybrid(hybrid, {"q1": "river", "q2": "bank account"}, {"q1": {"0": 1}, "q2": {"2": 1}})
     # the record is read from the attributes tuning set: they cannot disagree
     assert (hybrid.config["fusion"], hybrid.config["weights"]) == (best["fusion"], best["weights"])

@@ -54,8 +54,12 @@ def runs(tmp_path_factory, tiny_bert_dir, metrics_record) -> dict[str, Path]:
 
     cls = root / "cls-lr"
     rng = np.random.default_rng(0)
-    ranker = ClsLrRanker.fit(base_model=str(ce), features=rng.normal(size=(40, 32)).astype(np.float32),
-                             labels=[0, 1] * 20, device="cpu")
+    ranker = ClsLrRanker.fit(
+        base_model=str(ce),
+        features=rng.normal(size=(40, 32)).astype(np.float32),
+        labels=[0, 1] * 20,
+        device="cpu",
+    )
     ranker.save(cls)
     write_metrics(cls, metrics_record("cls-lr", str(ce)))
     (cls / "figures").mkdir()
@@ -81,12 +85,22 @@ def exec_block(code: str, replacements: dict[str, str]) -> dict:
 
 # ---------------------------------------------------------------------------------------------- staging
 
+
 def test_staged_bi_encoder_is_exactly_the_model_and_card(staged, runs):
     report = staged["bi-encoder"]
     assert report.model_type == "bi-encoder" and report.license == "cc-by-nc-2.0"
-    assert set(report.files) == {"README.md", "metrics.json", "modules.json", "config.json", "model.safetensors",
-                                 "config_sentence_transformers.json", "sentence_bert_config.json", "tokenizer.json",
-                                 "tokenizer_config.json", "1_Pooling/config.json"}
+    assert set(report.files) == {
+        "README.md",
+        "metrics.json",
+        "modules.json",
+        "config.json",
+        "model.safetensors",
+        "config_sentence_transformers.json",
+        "sentence_bert_config.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "1_Pooling/config.json",
+    }
     # training artifacts were left out, not refused, and nothing else was dropped silently
     assert {"training_args.bin", "checkpoint-3/optimizer.pt"} <= set(report.skipped)
     assert (report.folder / "metrics.json").read_bytes() == (runs["bi-encoder"] / "metrics.json").read_bytes()
@@ -116,7 +130,8 @@ def test_staged_models_load_back_with_the_standard_libraries(staged, runs):
     ce_out = CrossEncoder(str(staged["cross-encoder"].folder), device="cpu").predict(pairs)
     np.testing.assert_allclose(ce_out, ce_src, atol=1e-6)
     ctxir_scores = CrossEncoderReranker(str(staged["cross-encoder"].folder), device="cpu").score_pairs(
-        "the river bank", TEXTS)
+        "the river bank", TEXTS
+    )
     np.testing.assert_allclose(ctxir_scores, ce_src, atol=1e-6)
 
     # the CLS-LR repo carries its encoder: same scores as the ranker reading the original cross-encoder
@@ -126,7 +141,8 @@ def test_staged_models_load_back_with_the_standard_libraries(staged, runs):
     config = json.loads((staged["cls-lr"].folder / "cls_lr_config.json").read_text())
     assert config["base_model"] == "." and config["base_model_source"] == "cross-encoder"
     assert {"config.json", "model.safetensors", "cls_lr.safetensors", "figures/pr_curve.png"} <= set(
-        staged["cls-lr"].files)
+        staged["cls-lr"].files
+    )
     assert "modules.json" not in staged["cls-lr"].files  # the ranker repo does not pose as a CrossEncoder
 
 
@@ -134,7 +150,9 @@ def test_staged_folder_is_what_upload_folder_sends(staged):
     from huggingface_hub.utils import DEFAULT_IGNORE_PATTERNS, filter_repo_objects
 
     for report in staged.values():
-        on_disk = sorted(p.relative_to(report.folder).as_posix() for p in report.folder.rglob("*") if p.is_file())
+        on_disk = sorted(
+            p.relative_to(report.folder).as_posix() for p in report.folder.rglob("*") if p.is_file()
+        )
         sent = list(filter_repo_objects(on_disk, ignore_patterns=DEFAULT_IGNORE_PATTERNS))
         assert sent == report.files
         # only the staging marker stays behind, where `hf download --local-dir` keeps its own bookkeeping
@@ -166,6 +184,7 @@ def test_hub_id_resolves_through_the_hf_cache_like_hf_download(staged, tmp_path,
 
 
 # ---------------------------------------------------------------------------------------------- card snippets run
+
 
 def test_bi_encoder_card_snippets_run_and_agree(staged):
     folder = str(staged["bi-encoder"].folder)
@@ -207,6 +226,7 @@ def test_cls_lr_card_snippets_run_and_agree(staged):
 
 
 # ---------------------------------------------------------------------------------------------- refusals
+
 
 def copy_run(runs, kind: str, tmp_path: Path) -> Path:
     return Path(shutil.copytree(runs[kind], tmp_path / kind))
@@ -282,7 +302,9 @@ def test_refuses_wrong_model_type_bad_repo_id_and_foreign_staging_dir(runs, tmp_
     with pytest.raises(CtxirError, match=r"--repo-id 'just-a-name' must be 'owner/name'"):
         stage(src, "just-a-name", tmp_path / "out")
     foreign = tmp_path / "foreign"
-    shutil.copytree(runs["cross-encoder"], foreign)  # another training output: README.md, metrics.json, weights
+    shutil.copytree(
+        runs["cross-encoder"], foreign
+    )  # another training output: README.md, metrics.json, weights
     with pytest.raises(CtxirError, match=r"exists and is not a previous staging"):
         stage(src, "ctxir/x", foreign)
     assert (foreign / "model.safetensors").is_file() and (foreign / "metrics.json").is_file()
@@ -300,7 +322,9 @@ def test_restaging_replaces_a_previous_staging_even_a_failed_one(runs, tmp_path)
     second = stage(src, "ctxir/x", tmp_path / "out")
     assert "stale.json" not in second.files and (second.folder / "README.md").is_file()
     # a staging that failed half-way (the model does not load) can be redone once the source is fixed
-    (src / "1_Pooling" / "config.json").write_text('{"embedding_dimension": 32, "pooling_mode": "no-such-mode"}')
+    (src / "1_Pooling" / "config.json").write_text(
+        '{"embedding_dimension": 32, "pooling_mode": "no-such-mode"}'
+    )
     with pytest.raises(CtxirError, match=r"does not load \(ValueError: Invalid pooling mode: 'no-such-mode'"):
         stage(src, "ctxir/x", tmp_path / "out")
     assert not (tmp_path / "out" / "README.md").exists()  # no card for a model that does not load
@@ -310,9 +334,23 @@ def test_restaging_replaces_a_previous_staging_even_a_failed_one(runs, tmp_path)
 
 # ---------------------------------------------------------------------------------------------- CLI and upload
 
+
 def test_dry_run_cli_stages_validates_and_prints_the_upload_command(runs, tmp_path, capsys):
-    code = main(["push", "--model-dir", str(runs["cross-encoder"]), "--repo-id", "ctxir/tiny-ce",
-                 "--staging-dir", str(tmp_path / "out"), "--private", "--revision", "v1", "--dry-run"])
+    code = main(
+        [
+            "push",
+            "--model-dir",
+            str(runs["cross-encoder"]),
+            "--repo-id",
+            "ctxir/tiny-ce",
+            "--staging-dir",
+            str(tmp_path / "out"),
+            "--private",
+            "--revision",
+            "v1",
+            "--dry-run",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
     assert "dry run: nothing uploaded" in out
@@ -330,7 +368,9 @@ def test_offline_push_keeps_the_staged_folder_and_names_the_command(runs, tmp_pa
     from huggingface_hub import constants
 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
-    args = PushArgs(model_dir=str(runs["bi-encoder"]), repo_id="ctxir/tiny-bi", staging_dir=str(tmp_path / "out"))
+    args = PushArgs(
+        model_dir=str(runs["bi-encoder"]), repo_id="ctxir/tiny-bi", staging_dir=str(tmp_path / "out")
+    )
     assert run_push(args) == 3
     err = capsys.readouterr().err
     assert "HF_HUB_OFFLINE is set, so nothing was uploaded" in err
@@ -343,7 +383,9 @@ def test_push_without_a_token_says_how_to_log_in(staged, monkeypatch):
 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr("huggingface_hub.get_token", lambda: None)
-    with pytest.raises(PublishError, match=r"(?s)no Hugging Face token: set HF_TOKEN or run `hf auth login`.*hf upload"):
+    with pytest.raises(
+        PublishError, match=r"(?s)no Hugging Face token: set HF_TOKEN or run `hf auth login`.*hf upload"
+    ):
         push(staged["bi-encoder"].folder, "ctxir/tiny-bi")
 
 
@@ -403,8 +445,10 @@ def test_network_failure_never_shows_the_token(staged, monkeypatch, capsys):
 
 def test_hf_upload_command_quotes_paths():
     command = hf_upload_command("/tmp/my models/x", "ctxir/x", create_pr=True, commit_message="first version")
-    assert command == ("hf upload ctxir/x '/tmp/my models/x' . --repo-type model --create-pr "
-                       "--commit-message 'first version'")
+    assert command == (
+        "hf upload ctxir/x '/tmp/my models/x' . --repo-type model --create-pr "
+        "--commit-message 'first version'"
+    )
 
 
 def test_metrics_fixture_follows_the_contract(metrics_record):
@@ -425,7 +469,9 @@ def test_cls_lr_with_a_relative_or_bundled_base_stages_self_contained(runs, tmp_
     report = stage(cls, "ctxir/rel", tmp_path / "out-rel")
     staged_config = json.loads((report.folder / "cls_lr_config.json").read_text())
     assert staged_config["base_model"] == "." and staged_config["base_model_source"] == "cross-encoder"
-    assert staged_config["base_model_license"]["license"] == "CC BY-NC 2.0"  # read from the base's metrics.json
+    assert (
+        staged_config["base_model_license"]["license"] == "CC BY-NC 2.0"
+    )  # read from the base's metrics.json
 
     # --bundle-base: the encoder already sits in the ranker folder
     for f in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"):
@@ -441,8 +487,18 @@ def test_training_wrapper_runs_the_same_push(runs, tmp_path, capsys):
     import importlib
 
     wrapper = importlib.import_module("training.push_to_hub")
-    code = wrapper.main(["--model-dir", str(runs["bi-encoder"]), "--repo-id", "ctxir/tiny-bi",
-                         "--staging-dir", str(tmp_path / "out"), "--create-pr", "--dry-run"])
+    code = wrapper.main(
+        [
+            "--model-dir",
+            str(runs["bi-encoder"]),
+            "--repo-id",
+            "ctxir/tiny-bi",
+            "--staging-dir",
+            str(tmp_path / "out"),
+            "--create-pr",
+            "--dry-run",
+        ]
+    )
     assert code == 0
     assert "--create-pr" in capsys.readouterr().out
     assert validate(tmp_path / "out").model_type == "bi-encoder"
@@ -459,7 +515,9 @@ def test_a_downloaded_folder_validates_but_other_hidden_files_do_not(staged, tmp
         validate(folder)
 
 
-def test_real_minilm_bi_encoder_stages_and_its_transformers_snippet_matches(minilm_path, tmp_path, metrics_record):
+def test_real_minilm_bi_encoder_stages_and_its_transformers_snippet_matches(
+    minilm_path, tmp_path, metrics_record
+):
     """The packaged all-MiniLM-L6-v2 as a 'trained' bi-encoder: real pooling config, real tokenizer, real card."""
     from huggingface_hub import metadata_load
 
@@ -472,7 +530,9 @@ def test_real_minilm_bi_encoder_stages_and_its_transformers_snippet_matches(mini
     card = (report.folder / "README.md").read_text()
     assert "base model sentence-transformers/all-MiniLM-L6-v2: Apache 2.0" in card
     st_code, hf_code, _ = code_blocks(card)
-    assert "max_length=256" in hf_code and "(tokens * mask).sum(1)" in hf_code  # MiniLM: mean pooling, 256 tokens
+    assert (
+        "max_length=256" in hf_code and "(tokens * mask).sum(1)" in hf_code
+    )  # MiniLM: mean pooling, 256 tokens
     st = exec_block(st_code, {'"ctxir/minilm-test"': repr(str(report.folder))})
     hf = exec_block(hf_code, {'"ctxir/minilm-test"': repr(str(report.folder))})
     expected = st["model"].similarity(st["model"].encode(hf["texts"]), st["model"].encode(hf["texts"]))
@@ -481,7 +541,9 @@ def test_real_minilm_bi_encoder_stages_and_its_transformers_snippet_matches(mini
     assert float(st["scores"][0, 0]) > float(st["scores"][0, 1])
 
 
-def test_lora_cross_encoder_stages_as_an_adapter_and_every_snippet_agrees(tiny_bert_dir, tmp_path, metrics_record):
+def test_lora_cross_encoder_stages_as_an_adapter_and_every_snippet_agrees(
+    tiny_bert_dir, tmp_path, metrics_record
+):
     """The shipped form (a PEFT adapter + head over a base named by id) publishes as the Hub expects: adapter files
     only, ``base_model`` in the card, and the card's three snippets give the scores ctxir's loader gives."""
     import torch
@@ -492,8 +554,11 @@ def test_lora_cross_encoder_stages_as_an_adapter_and_every_snippet_agrees(tiny_b
 
     run = tmp_path / "ce-lora"
     model = CrossEncoder(str(tiny_bert_dir), num_labels=1, device="cpu")
-    model.add_adapter(LoraConfig(r=2, lora_alpha=4, target_modules=["query", "value"],
-                                 modules_to_save=["classifier", "pooler"]))
+    model.add_adapter(
+        LoraConfig(
+            r=2, lora_alpha=4, target_modules=["query", "value"], modules_to_save=["classifier", "pooler"]
+        )
+    )
     torch.manual_seed(0)
     for name, param in model.named_parameters():
         # a non-zero adapter and a changed pooler/classifier (as training leaves them), so loading each matters
@@ -508,8 +573,13 @@ def test_lora_cross_encoder_stages_as_an_adapter_and_every_snippet_agrees(tiny_b
     assert f"base_model: {tiny_bert_dir}" in card or str(tiny_bert_dir) in card
     folder = repr(str(report.folder))
     expected = load_cross_encoder(str(report.folder), "cpu").predict(
-        [("Do statins lower the risk of heart attack?",
-          "Statin therapy reduced myocardial infarction in patients with high cholesterol.")])
+        [
+            (
+                "Do statins lower the risk of heart attack?",
+                "Statin therapy reduced myocardial infarction in patients with high cholesterol.",
+            )
+        ]
+    )
     st_code, hf_code, ctxir_code = code_blocks(card)
     st = exec_block(st_code, {'"ctxir/tiny-ce-lora"': folder})
     np.testing.assert_allclose(st["scores"][0], expected[0], atol=1e-5)

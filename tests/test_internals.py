@@ -53,9 +53,15 @@ def _cos(a, b):
 
 
 def test_minilm_bank_senses_diverge_in_context(minilm_path):
-    sentences = ["I sat on the bank of the river and watched the water.", "Ducks nested on the grassy river bank.",
-                 "She deposited her salary at the bank.", "The bank approved the loan."]
-    river, river2, money, money2 = (word_vectors(inspect_text(s, model=str(minilm_path)), "bank") for s in sentences)
+    sentences = [
+        "I sat on the bank of the river and watched the water.",
+        "Ducks nested on the grassy river bank.",
+        "She deposited her salary at the bank.",
+        "The bank approved the loan.",
+    ]
+    river, river2, money, money2 = (
+        word_vectors(inspect_text(s, model=str(minilm_path)), "bank") for s in sentences
+    )
     cross = _cos(river, money)  # (layers+1,)
     # Layer 0 is the same word-piece embedding plus position: nearly identical whatever the sense.
     assert cross[0] > 0.95

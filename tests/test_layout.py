@@ -18,13 +18,40 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "ctxir"
 
 # Paths modules had before the subpackages (removed with their compatibility layer: nothing may answer for them).
-OLD_PATHS = ("ctxir.rerank_heads", "ctxir.models", "ctxir.pooling", "ctxir.onnx_backend", "ctxir.internals",
-             "ctxir.fusion", "ctxir.ann", "ctxir.engines", "ctxir.rerankers", "ctxir.pipeline", "ctxir.evaluate",
-             "ctxir.tuning", "ctxir.compare", "ctxir.report", "ctxir.cards", "ctxir.hub", "ctxir.bench",
-             "ctxir._moved")
+OLD_PATHS = (
+    "ctxir.rerank_heads",
+    "ctxir.models",
+    "ctxir.pooling",
+    "ctxir.onnx_backend",
+    "ctxir.internals",
+    "ctxir.fusion",
+    "ctxir.ann",
+    "ctxir.engines",
+    "ctxir.rerankers",
+    "ctxir.pipeline",
+    "ctxir.evaluate",
+    "ctxir.tuning",
+    "ctxir.compare",
+    "ctxir.report",
+    "ctxir.cards",
+    "ctxir.hub",
+    "ctxir.bench",
+    "ctxir._moved",
+)
 # The layers in flow order: a module imports (at module level) only from its own layer or an earlier one.
-LAYERS = ["core", "data", "encoders", "retrieval", "rerank", "explain", "evaluation", "publish", "viz", "classify",
-          "app"]
+LAYERS = [
+    "core",
+    "data",
+    "encoders",
+    "retrieval",
+    "rerank",
+    "explain",
+    "evaluation",
+    "publish",
+    "viz",
+    "classify",
+    "app",
+]
 # Imports inside functions that point against the flow, each run only on call (checked to be exactly these):
 # the re-ranker registry names each kind's explanation function.
 LATE_BACKWARD = {("ctxir.rerank.registry", "ctxir.explain.attributions")}
@@ -70,14 +97,20 @@ def _imports(path: Path, module: str, modules: set[str], late: bool) -> set[str]
 
 
 def _graph(late: bool) -> dict[str, set[str]]:
-    paths = {".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p
-             for p in PACKAGE.rglob("*.py")}
+    paths = {
+        ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p
+        for p in PACKAGE.rglob("*.py")
+    }
     return {m: _imports(p, m, set(paths), late) for m, p in paths.items()}
 
 
 def _against_the_flow(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
-    return {(m, t) for m, targets in graph.items() for t in targets
-            if _layer(m) != "core" and LAYERS.index(_layer(t)) > LAYERS.index(_layer(m))}
+    return {
+        (m, t)
+        for m, targets in graph.items()
+        for t in targets
+        if _layer(m) != "core" and LAYERS.index(_layer(t)) > LAYERS.index(_layer(m))
+    }
 
 
 def test_the_subpackages_import_one_way_along_the_flow():
@@ -106,9 +139,14 @@ def _fake_ctxir(tmp_path, monkeypatch, files: dict[str, str]) -> None:
 
 
 def test_the_check_sees_an_import_against_the_flow(tmp_path, monkeypatch):
-    _fake_ctxir(tmp_path, monkeypatch, {
-        "data/loaders.py": "from ctxir.rerank.rankers import Reranker\n",
-        "rerank/rankers.py": "from ctxir.data import loaders\n\ndef late():\n    import ctxir.data\n"})
+    _fake_ctxir(
+        tmp_path,
+        monkeypatch,
+        {
+            "data/loaders.py": "from ctxir.rerank.rankers import Reranker\n",
+            "rerank/rankers.py": "from ctxir.data import loaders\n\ndef late():\n    import ctxir.data\n",
+        },
+    )
     assert _against_the_flow(_graph(late=False)) == {("ctxir.data.loaders", "ctxir.rerank.rankers")}
 
 
@@ -126,8 +164,8 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
             elif target in stack:
                 low[module] = min(low[module], order[target])
         if low[module] == order[module]:
-            part = stack[stack.index(module):]
-            del stack[stack.index(module):]
+            part = stack[stack.index(module) :]
+            del stack[stack.index(module) :]
             if len(part) > 1:
                 found.append(sorted(part))
 
@@ -150,17 +188,29 @@ def test_no_import_cycle_even_through_imports_inside_functions():
 
 
 def test_the_cycle_check_sees_a_cycle_through_a_late_import_inside_one_subpackage(tmp_path, monkeypatch):
-    _fake_ctxir(tmp_path, monkeypatch, {
-        "encoders/heads.py": "from ctxir.encoders.models import resolve_model\n",
-        "encoders/models.py": "def load():\n    from ctxir.encoders.heads import apply_top_layers\n"})
+    _fake_ctxir(
+        tmp_path,
+        monkeypatch,
+        {
+            "encoders/heads.py": "from ctxir.encoders.models import resolve_model\n",
+            "encoders/models.py": "def load():\n    from ctxir.encoders.heads import apply_top_layers\n",
+        },
+    )
     assert _cycles(_graph(late=False)) == []
     assert _cycles(_graph(late=True)) == [["ctxir.encoders.heads", "ctxir.encoders.models"]]
 
 
 def test_the_cycle_check_follows_relative_imports_and_from_package_import_module(tmp_path, monkeypatch):
-    _fake_ctxir(tmp_path, monkeypatch, {
-        "a.py": "from ctxir.sub import b\n", "sub/b.py": "from .. import c\n",
-        "c.py": "import ctxir.a\n\ndef late():\n    from ctxir import d\n", "d.py": "from ctxir import c\n"})
+    _fake_ctxir(
+        tmp_path,
+        monkeypatch,
+        {
+            "a.py": "from ctxir.sub import b\n",
+            "sub/b.py": "from .. import c\n",
+            "c.py": "import ctxir.a\n\ndef late():\n    from ctxir import d\n",
+            "d.py": "from ctxir import c\n",
+        },
+    )
     assert _cycles(_graph(late=False)) == [["ctxir.a", "ctxir.c", "ctxir.sub.b"]]
     assert _cycles(_graph(late=True)) == [["ctxir.a", "ctxir.c", "ctxir.d", "ctxir.sub.b"]]
 
@@ -170,7 +220,9 @@ def test_no_old_module_path_imports(old):
     sys.modules.pop(old, None)
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module(old)
-    assert not any(type(f).__module__.startswith("ctxir") for f in sys.meta_path)  # no finder answers for old paths
+    assert not any(
+        type(f).__module__.startswith("ctxir") for f in sys.meta_path
+    )  # no finder answers for old paths
 
 
 def test_every_name_ctxir_exports_is_importable_from_ctxir():
@@ -192,7 +244,9 @@ def test_ctxir_help_lists_every_subcommand_from_any_folder(tmp_path):
     from ctxir.cli import COMMANDS
 
     script = shutil.which("ctxir")
-    assert script, "no `ctxir` on PATH: install the checkout (pip install -r requirements-dev.txt installs it, -e .)"
+    assert script, (
+        "no `ctxir` on PATH: install the checkout (pip install -r requirements-dev.txt installs it, -e .)"
+    )
     for command in ([script, "--help"], [sys.executable, "-m", "ctxir", "--help"]):
         done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr[-2000:]
@@ -203,8 +257,13 @@ def test_ctxir_help_lists_every_subcommand_from_any_folder(tmp_path):
 
 @pytest.mark.parametrize("command", ["evaluate", "report", "hub push", "classify", "compare"])
 def test_every_subcommand_shows_its_flags(command):
-    done = subprocess.run([sys.executable, "-m", "ctxir", *command.split(), "--help"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "ctxir", *command.split(), "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert f"usage: ctxir {command.split()[0]}" in done.stdout
 
@@ -213,14 +272,23 @@ def test_the_readme_module_table_names_every_module_where_it_is():
     import re
 
     readme = (ROOT / "README.md").read_text()
-    table = readme[readme.index("| module | owns |"):]
-    table = table[:table.index("\n\n")]
-    named = {p for cell in re.findall(r"^\| ([^|]+) \|", table, flags=re.M) for p in re.findall(r"`(ctxir/[\w/.]+)`", cell)}
-    assert named and all((ROOT / p).exists() for p in named), sorted(p for p in named if not (ROOT / p).exists())
+    table = readme[readme.index("| module | owns |") :]
+    table = table[: table.index("\n\n")]
+    named = {
+        p
+        for cell in re.findall(r"^\| ([^|]+) \|", table, flags=re.M)
+        for p in re.findall(r"`(ctxir/[\w/.]+)`", cell)
+    }
+    assert named and all((ROOT / p).exists() for p in named), sorted(
+        p for p in named if not (ROOT / p).exists()
+    )
     # Every module with code of its own, outside the packages listed whole (app/, classify/, viz/): not the
     # packages' __init__ files, nor ``python -m ctxir``'s two lines.
     whole = {p for p in named if p.endswith("/")}
-    modules = {str(p.relative_to(ROOT)) for p in PACKAGE.rglob("*.py")
-               if p.name not in ("__init__.py", "__main__.py")
-               and not any(str(p.relative_to(ROOT)).startswith(w) for w in whole)}
+    modules = {
+        str(p.relative_to(ROOT))
+        for p in PACKAGE.rglob("*.py")
+        if p.name not in ("__init__.py", "__main__.py")
+        and not any(str(p.relative_to(ROOT)).startswith(w) for w in whole)
+    }
     assert modules - named == set()

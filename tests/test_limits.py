@@ -25,8 +25,9 @@ def demo(_tiny_st):
     import app
 
     models = AppModels.from_objects(_tiny_st, "tiny-bert")
-    state = AppState(models, AppConfig(device="cpu"), {"p1": {"title": "", "text": "the river bank"}},
-                     "public", cache=None)
+    state = AppState(
+        models, AppConfig(device="cpu"), {"p1": {"title": "", "text": "the river bank"}}, "public", cache=None
+    )
     return app.build_demo(state)
 
 
@@ -34,7 +35,12 @@ def test_the_defaults_are_the_documented_ones_and_app_flags_match():
     import app
 
     limits = QueueLimits()
-    assert (limits.concurrency, limits.slow_concurrency, limits.max_queue, limits.max_sessions) == (2, 1, 32, 128)
+    assert (limits.concurrency, limits.slow_concurrency, limits.max_queue, limits.max_sessions) == (
+        2,
+        1,
+        32,
+        128,
+    )
     flags = app.AppArgs()
     assert (flags.concurrency, flags.slow_concurrency, flags.max_queue, flags.max_sessions) == (2, 1, 32, 128)
     assert limits.launch_kwargs() == {"state_session_capacity": 128}
@@ -60,7 +66,9 @@ def test_every_model_event_of_the_app_is_in_its_group(demo, caplog):
         else:
             assert fn.concurrency_id not in ("slow", "model"), fn.name  # light steps keep their own queue
     for api in ("attention", "explain", "upload_corpus", "token_embeddings", "search", "score_pairs"):
-        assert any(fn.api_name == api and fn.concurrency_id in ("slow", "model") for fn in demo.fns.values()), api
+        assert any(
+            fn.api_name == api and fn.concurrency_id in ("slow", "model") for fn in demo.fns.values()
+        ), api
 
 
 # ---------------------------------------------------------------- Gradio honours them (a small app of its own)
@@ -116,8 +124,13 @@ def serve_limits():
 
     def start(demo, limits: QueueLimits) -> str:
         port = free_port()
-        demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
-                    **limits.launch_kwargs())
+        demo.launch(
+            server_name="127.0.0.1",
+            server_port=port,
+            prevent_thread_lock=True,
+            quiet=True,
+            **limits.launch_kwargs(),
+        )
         started.append(demo)
         return f"http://127.0.0.1:{port}/"
 
@@ -180,8 +193,10 @@ def test_a_request_past_the_queue_is_refused_at_once_with_a_clear_message(serve_
         assert time.perf_counter() - started < 10  # refused at once, not after waiting
         assert str(err.value) == BUSY_CLIENT  # "Queue is full! Please try again."
         # raw HTTP: 503 and Gradio's detail, which says how full
-        response = httpx.post(f"{url}gradio_api/queue/join", json={"data": ["5"], "fn_index": 0,
-                                                                    "session_hash": "raw-http-caller"})
+        response = httpx.post(
+            f"{url}gradio_api/queue/join",
+            json={"data": ["5"], "fn_index": 0, "session_hash": "raw-http-caller"},
+        )
         assert response.status_code == 503
         assert json.loads(response.text)["detail"] == "Queue is full. Max size is 2 and size is 2."
         # nothing hangs: once the held view ends, everything queued completes
@@ -250,15 +265,27 @@ def test_the_app_under_bursts_refuses_clearly_never_hangs_and_stops_growing(tmp_
     full-scale run is in docs/reliability.md). About 2 minutes on 2 shared cores."""
     from scripts import load_test  # scripts/ is a folder of files, importable from the checkout's root
 
-    result = load_test.run(load_test.LoadArgs(clients=16, bursts=3, burst_s=15.0, pause_s=3.0,
-                                              request_timeout_s=90.0, app_args="--max-queue 8",
-                                              output=str(tmp_path / "load.json")))
+    result = load_test.run(
+        load_test.LoadArgs(
+            clients=16,
+            bursts=3,
+            burst_s=15.0,
+            pause_s=3.0,
+            request_timeout_s=90.0,
+            app_args="--max-queue 8",
+            output=str(tmp_path / "load.json"),
+        )
+    )
     bursts = result["bursts"]
     assert result["still_serving"]
     # no request hangs or fails other than by a refusal (a visitor whose page itself did not load in time on the
     # busy machine is counted under "connect")
-    assert all(calls["hung"] == 0 and calls["error"] == 0 for b in bursts for api, calls in b["per_api"].items()
-               if api != "connect"), [b["messages"] for b in bursts]
+    assert all(
+        calls["hung"] == 0 and calls["error"] == 0
+        for b in bursts
+        for api, calls in b["per_api"].items()
+        if api != "connect"
+    ), [b["messages"] for b in bursts]
     assert sum(b["refused"] for b in bursts) > 0  # 16 visitors overfill a queue of 8
     assert BUSY_CLIENT in {m for b in bursts for m in b["messages"]}
     assert all(b["ok"] > 0 for b in bursts)
@@ -274,16 +301,22 @@ def test_app_makes_openmp_threads_wait_passively_before_torch_loads(preset, seen
     import sys
     from pathlib import Path
 
-    probe = ("import importlib.abc, os, sys\n"
-             "class Watch(importlib.abc.MetaPathFinder):\n"
-             "    def find_spec(self, name, path, target=None):\n"
-             "        if name == 'torch' and 'seen' not in globals():\n"
-             "            globals()['seen'] = os.environ.get('OMP_WAIT_POLICY')\n"
-             "sys.meta_path.insert(0, Watch())\n"
-             "import app\n"
-             "print(seen)\n")
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"} | ({"OMP_WAIT_POLICY": preset} if preset else {})
+    probe = (
+        "import importlib.abc, os, sys\n"
+        "class Watch(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path, target=None):\n"
+        "        if name == 'torch' and 'seen' not in globals():\n"
+        "            globals()['seen'] = os.environ.get('OMP_WAIT_POLICY')\n"
+        "sys.meta_path.insert(0, Watch())\n"
+        "import app\n"
+        "print(seen)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"} | (
+        {"OMP_WAIT_POLICY": preset} if preset else {}
+    )
     root = Path(__file__).resolve().parents[1]
-    out = subprocess.run([sys.executable, "-c", probe], cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=root, env=env, capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == seen  # the value torch's first import saw

@@ -14,13 +14,21 @@ from ctxir.types import CtxirError
 LONG = " ".join(["river bank otters"] * 100)  # ~300 word pieces: past the tiny BERT's 128 positions
 
 
-@pytest.mark.parametrize(("requested", "own", "positions", "expected"), [
-    (None, 256, 512, 256), (0, 256, 512, 256),  # the model's own
-    (128, 256, 512, 128), (384, 256, 512, 384),  # a number, shorter or longer than the model's own
-    (1024, 256, 512, 512), (None, 1024, 512, 512),  # never past the position embeddings
-    (None, 10**30, 512, 512), (None, 10**30, None, None),  # a tokenizer with no limit of its own
-    (None, None, None, None), (64, None, None, 64),
-])
+@pytest.mark.parametrize(
+    ("requested", "own", "positions", "expected"),
+    [
+        (None, 256, 512, 256),
+        (0, 256, 512, 256),  # the model's own
+        (128, 256, 512, 128),
+        (384, 256, 512, 384),  # a number, shorter or longer than the model's own
+        (1024, 256, 512, 512),
+        (None, 1024, 512, 512),  # never past the position embeddings
+        (None, 10**30, 512, 512),
+        (None, 10**30, None, None),  # a tokenizer with no limit of its own
+        (None, None, None, None),
+        (64, None, None, 64),
+    ],
+)
 def test_the_rule(requested, own, positions, expected):
     assert max_length_for(requested, own, positions) == expected
 
@@ -33,7 +41,10 @@ def test_a_bad_length_names_the_argument_and_the_value(bad):
 
 def test_position_limit_leaves_out_the_padding_offset_of_roberta_like_models():
     assert position_limit(SimpleNamespace(model_type="bert", max_position_embeddings=512)) == 512
-    assert position_limit(SimpleNamespace(model_type="mpnet", max_position_embeddings=514, pad_token_id=1)) == 512
+    assert (
+        position_limit(SimpleNamespace(model_type="mpnet", max_position_embeddings=514, pad_token_id=1))
+        == 512
+    )
     assert position_limit(SimpleNamespace(model_type="t5")) is None
 
 
@@ -62,13 +73,16 @@ def test_cls_features_and_cls_lr_never_read_past_the_position_embeddings(tiny_be
     pairs = [("otters", LONG), ("tea", "coffee")]
     # before the rule the default was 512 tokens: ~300 of them past 128 positions, a RuntimeError
     assert cls_features(body, tokenizer, pairs).shape == (2, 32)
-    np.testing.assert_allclose(cls_features(body, tokenizer, pairs),
-                               cls_features(body, tokenizer, pairs, max_length=128), atol=1e-5)
+    np.testing.assert_allclose(
+        cls_features(body, tokenizer, pairs), cls_features(body, tokenizer, pairs, max_length=128), atol=1e-5
+    )
     coef = np.ones(32, dtype=np.float32)
     assert ClsLrRanker(str(tiny_bert_dir), coef, 0.0, device="cpu").max_length == 128
     assert ClsLrRanker(str(tiny_bert_dir), coef, 0.0, max_length=64, device="cpu").max_length == 64
     assert ClsLrRanker(str(tiny_bert_dir), coef, 0.0, max_length=4096, device="cpu").max_length == 128
-    assert ClsLrRanker(str(tiny_bert_dir), coef, 0.0, device="cpu").score_pairs("otters", [LONG]).shape == (1,)
+    assert ClsLrRanker(str(tiny_bert_dir), coef, 0.0, device="cpu").score_pairs("otters", [LONG]).shape == (
+        1,
+    )
 
 
 def test_the_apps_input_formation_cuts_where_the_model_does(tiny_bert_dir):

@@ -23,8 +23,9 @@ def test_folder_without_config_is_refused(tmp_path):
         resolve_model(str(tmp_path))
 
 
-@pytest.mark.parametrize(("planted", "where"), [("pytorch_model.bin", ""), ("weights.dat", ""),
-                                                ("optimizer.pt", "1_Pooling/")])
+@pytest.mark.parametrize(
+    ("planted", "where"), [("pytorch_model.bin", ""), ("weights.dat", ""), ("optimizer.pt", "1_Pooling/")]
+)
 def test_a_folder_with_a_planted_pickle_is_refused_naming_it(tiny_bert_dir, tmp_path, planted, where):
     import json
     import pickle
@@ -33,10 +34,19 @@ def test_a_folder_with_a_planted_pickle_is_refused_naming_it(tiny_bert_dir, tmp_
     folder = Path(shutil.copytree(tiny_bert_dir, tmp_path / "model"))
     if where:
         (folder / where).mkdir()
-        (folder / "modules.json").write_text(json.dumps([{"idx": 0, "name": "0", "path": "",
-                                                          "type": "sentence_transformers.models.Transformer"},
-                                                         {"idx": 1, "name": "1", "path": where.rstrip("/"),
-                                                          "type": "sentence_transformers.models.Pooling"}]))
+        (folder / "modules.json").write_text(
+            json.dumps(
+                [
+                    {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+                    {
+                        "idx": 1,
+                        "name": "1",
+                        "path": where.rstrip("/"),
+                        "type": "sentence_transformers.models.Pooling",
+                    },
+                ]
+            )
+        )
     (folder / where / planted).write_bytes(pickle.dumps({"not": "weights"}))  # a pickle by content too
     with pytest.raises(CtxirError, match=rf"holds pickle file\(s\) '{where}{planted}'.*delete them"):
         resolve_model(str(folder))
@@ -53,7 +63,9 @@ def test_a_folder_missing_its_weights_is_refused(tiny_bert_dir, tmp_path):
 
     folder = Path(shutil.copytree(tiny_bert_dir, tmp_path / "model"))
     (folder / "model.safetensors").unlink()
-    with pytest.raises(CtxirError, match=r"has a config but no weights \(no model\.safetensors.*fetch the model again"):
+    with pytest.raises(
+        CtxirError, match=r"has a config but no weights \(no model\.safetensors.*fetch the model again"
+    ):
         resolve_model(str(folder))
 
 

@@ -18,9 +18,16 @@ from ctxir.types import CtxirError
 pytest.importorskip("onnxruntime")
 
 # different lengths (1 to ~40 word-pieces), so length-sorted batches of 2 reorder them
-TEXTS = ["the river bank", "otters play on the river bank and the cat sat in the sun", "a",
-         "money deposit at the bank", "python is a snake", "she sat at the account and her salary is in the bank",
-         "tea and coffee and music and a song of the moon and the sun at the river", "cat"]
+TEXTS = [
+    "the river bank",
+    "otters play on the river bank and the cat sat in the sun",
+    "a",
+    "money deposit at the bank",
+    "python is a snake",
+    "she sat at the account and her salary is in the bank",
+    "tea and coffee and music and a song of the moon and the sun at the river",
+    "cat",
+]
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +80,9 @@ def test_int8_vectors_are_unit_rows_close_to_torch_in_the_texts_order(exported, 
     np.testing.assert_allclose(encoder.encode(TEXTS[::-1]), vectors[::-1], atol=1e-6)
     # one text alone: its row, up to the activations' int8 range, which is set per batch (dynamic quantisation)
     alone = encoder.encode([TEXTS[1]])[0]
-    assert alone @ vectors[1] > 0.999 and alone @ vectors[1] > max(alone @ v for v in np.delete(vectors, 1, 0))
+    assert alone @ vectors[1] > 0.999 and alone @ vectors[1] > max(
+        alone @ v for v in np.delete(vectors, 1, 0)
+    )
     assert encoder.encode([]).shape == (0, 32)
 
 
@@ -82,8 +91,9 @@ def test_long_batches_run_in_bounded_pieces_that_give_their_memory_back(exported
     # process); a run now holds at most TOKENS_PER_RUN rows × tokens, and the arena shrinks after each run
     encoder, _, _ = exported
     onnx = encoder._onnx_encoder()
-    whole = BiEncoder(encoder.model, cache=None, backend="onnx-int8", onnx_dir=onnx.path.parent.parent,
-                      batch_size=8).encode(TEXTS)
+    whole = BiEncoder(
+        encoder.model, cache=None, backend="onnx-int8", onnx_dir=onnx.path.parent.parent, batch_size=8
+    ).encode(TEXTS)
     shapes = []
     real_run = type(onnx.session).run
 
@@ -93,8 +103,10 @@ def test_long_batches_run_in_bounded_pieces_that_give_their_memory_back(exported
 
         def run(self, names, feeds, options=None):
             shapes.append(feeds["input_ids"].shape)
-            assert options is not None and options.get_run_config_entry("memory.enable_memory_arena_shrinkage") \
-                == "cpu:0"
+            assert (
+                options is not None
+                and options.get_run_config_entry("memory.enable_memory_arena_shrinkage") == "cpu:0"
+            )
             return real_run(self.inner, names, feeds, options)
 
         def __getattr__(self, name):
@@ -106,25 +118,32 @@ def test_long_batches_run_in_bounded_pieces_that_give_their_memory_back(exported
     pieces = onnx.encode(TEXTS)
     assert len(shapes) > 1  # one batch of 8 texts, cut into several runs
     assert all(rows * tokens <= 24 or rows == 1 for rows, tokens in shapes)
-    assert max(tokens for _, tokens in shapes) > min(tokens for _, tokens in shapes)  # each trimmed to its texts
+    assert max(tokens for _, tokens in shapes) > min(
+        tokens for _, tokens in shapes
+    )  # each trimmed to its texts
     # the same vectors, up to the activations' int8 range that dynamic quantisation sets per run
     assert (np.sum(pieces * whole, axis=1) > 0.99).all()
 
 
 def test_the_export_lands_in_the_cache_root_once_and_is_reused(exported, spread_st, monkeypatch, capsys):
     encoder, root, path = exported
-    assert path.is_file() and not (path.parent / onnx_backend.FP32_FILE).exists()  # the float32 step is removed
+    assert (
+        path.is_file() and not (path.parent / onnx_backend.FP32_FILE).exists()
+    )  # the float32 step is removed
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left behind
     stamp = path.stat().st_mtime_ns
 
     def no_export(*args, **kwargs):
         raise AssertionError("exported again")
+
     monkeypatch.setattr(onnx_backend, "export_onnx", no_export)
     monkeypatch.setattr(onnx_backend, "quantise", no_export)
     again = BiEncoder(spread_st, cache=None, backend="onnx-int8", onnx_dir=root / "onnx", batch_size=2)
     np.testing.assert_allclose(again.encode(TEXTS[:3]), encoder.encode(TEXTS[:3]), atol=1e-6)
     assert path.stat().st_mtime_ns == stamp
-    assert again._onnx_encoder() is encoder._onnx_encoder()  # one ONNX Runtime session for both (one per upload)
+    assert (
+        again._onnx_encoder() is encoder._onnx_encoder()
+    )  # one ONNX Runtime session for both (one per upload)
     assert "exporting" not in capsys.readouterr().err
 
 
@@ -139,6 +158,7 @@ def test_an_interrupted_export_leaves_no_file_that_a_later_run_would_load(spread
     def torn(model, args, path, **kwargs):
         Path(path).write_bytes(b"\x08\x07half a model")
         raise KeyboardInterrupt  # Ctrl-C half-way
+
     monkeypatch.setattr(torch.onnx, "export", torn)
     encoder = BiEncoder(spread_st, cache=None, backend="onnx-int8", onnx_dir=tmp_path)
     with pytest.raises(KeyboardInterrupt):
@@ -157,6 +177,7 @@ def test_a_damaged_int8_file_is_made_again(exported, spread_st, tmp_path, monkey
     def requantise(fp32, kind, calibration=None):
         remade.append(kind)
         return Path(shutil.copy(good, Path(fp32).with_name(onnx_backend.INT8_FILE)))
+
     monkeypatch.setattr(onnx_backend, "quantise", requantise)
     encoder = BiEncoder(spread_st, cache=None, backend="onnx-int8", onnx_dir=tmp_path)
     assert encoder.encode(TEXTS).shape == (len(TEXTS), 32) and remade == ["dynamic"]
@@ -169,17 +190,26 @@ def test_the_cache_key_tells_int8_from_float_vectors(spread_st, tmp_path):
     assert int8.config == {**torch_encoder.config, "backend": "onnx-int8"}
     assert "backend" not in torch_encoder.config  # torch's key is unchanged: caches written before stay valid
     assert int8.cache_key(TEXTS) != torch_encoder.cache_key(TEXTS)
-    assert BiEncoder(spread_st, cache=None, backend="torch").cache_key(TEXTS) == torch_encoder.cache_key(TEXTS)
+    assert BiEncoder(spread_st, cache=None, backend="torch").cache_key(TEXTS) == torch_encoder.cache_key(
+        TEXTS
+    )
 
 
 def test_other_poolings_layers_and_backends_are_refused_with_what_to_do(spread_st):
-    with pytest.raises(CtxirError, match=r"^pooling 'cls' cannot be used with backend 'onnx-int8': it runs the "
-                                         r"model's own pooling \('mean'\) at the last layer only; leave pooling "
-                                         r"unset .* or use backend 'torch'$"):
+    with pytest.raises(
+        CtxirError,
+        match=r"^pooling 'cls' cannot be used with backend 'onnx-int8': it runs the "
+        r"model's own pooling \('mean'\) at the last layer only; leave pooling "
+        r"unset .* or use backend 'torch'$",
+    ):
         BiEncoder(spread_st, cache=None, pooling="cls", backend="onnx-int8")
-    with pytest.raises(CtxirError, match=r"^layer 1 cannot be used with backend 'onnx-int8': .*leave layer unset"):
+    with pytest.raises(
+        CtxirError, match=r"^layer 1 cannot be used with backend 'onnx-int8': .*leave layer unset"
+    ):
         BiEncoder(spread_st, cache=None, layer=1, backend="onnx-int8")
-    with pytest.raises(CtxirError, match=r"^backend 'tensorrt' is not known: use one of 'torch', 'onnx-int8'$"):
+    with pytest.raises(
+        CtxirError, match=r"^backend 'tensorrt' is not known: use one of 'torch', 'onnx-int8'$"
+    ):
         BiEncoder(spread_st, cache=None, backend="tensorrt")
     # the model's own pooling named, and the last layer named by number, are the default path: accepted
     BiEncoder(spread_st, cache=None, pooling="mean", layer=2, backend="onnx-int8")
@@ -189,27 +219,48 @@ def test_a_missing_onnxruntime_says_which_package_to_install(spread_st, monkeypa
     import importlib.util
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "onnxruntime" else real(name, *a))
-    with pytest.raises(CtxirError, match=r"needs onnxruntime, which is not installed: `python -m pip install "
-                                         r"onnxruntime` \(pinned in requirements.txt\)"):
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "onnxruntime" else real(name, *a)
+    )
+    with pytest.raises(
+        CtxirError,
+        match=r"needs onnxruntime, which is not installed: `python -m pip install "
+        r"onnxruntime` \(pinned in requirements.txt\)",
+    ):
         BiEncoder(spread_st, cache=None, backend="onnx-int8")
 
 
-def test_evaluate_backend_flag_reaches_the_encoder_and_its_cache(exported, spread_bert_dir, write_beir, tmp_path,
-                                                                 capsys):
+def test_evaluate_backend_flag_reaches_the_encoder_and_its_cache(
+    exported, spread_bert_dir, write_beir, tmp_path, capsys
+):
     from ctxir.evaluation.evaluate import main
 
     _, root, path = exported
-    data = write_beir(tmp_path / "toy", {"q1": "river otters", "q2": "snake"},
-                      {"test": {"q1": {"d1": 1}, "q2": {"d2": 1}}},
-                      {"d1": "otters play on the river bank", "d2": "python is a snake", "d3": "tea and coffee"})
+    data = write_beir(
+        tmp_path / "toy",
+        {"q1": "river otters", "q2": "snake"},
+        {"test": {"q1": {"d1": 1}, "q2": {"d2": 1}}},
+        {"d1": "otters play on the river bank", "d2": "python is a snake", "d3": "tea and coffee"},
+    )
     out = tmp_path / "r.json"
     stamp = path.stat().st_mtime_ns
-    args = ["--data", str(data), "--retriever", "dense", "--model", str(spread_bert_dir), "--backend", "onnx-int8",
-            "--cache-dir", str(root)]
+    args = [
+        "--data",
+        str(data),
+        "--retriever",
+        "dense",
+        "--model",
+        str(spread_bert_dir),
+        "--backend",
+        "onnx-int8",
+        "--cache-dir",
+        str(root),
+    ]
     assert main([*args, "--output", str(out)]) == 0
     result = json.loads(out.read_text())
-    assert result["config"]["backend"] == "onnx-int8" and result["first_stage_config"]["backend"] == "onnx-int8"
+    assert (
+        result["config"]["backend"] == "onnx-int8" and result["first_stage_config"]["backend"] == "onnx-int8"
+    )
     assert path.stat().st_mtime_ns == stamp  # --cache-dir's onnx/ holds the export made above: reused
     assert main([*args, "--pooling", "cls"]) == 2
     assert "error: pooling 'cls' cannot be used with backend 'onnx-int8'" in capsys.readouterr().err
@@ -226,10 +277,15 @@ def test_the_app_reads_its_backend_from_ctxir_backend_for_search_only(exported, 
     corpus = {f"d{i}": {"title": "", "text": t} for i, t in enumerate(TEXTS)}
     index = CorpusIndex("toy", corpus, spread_st, cache=None)
     assert index.dense.encoder.backend == "onnx-int8" and index.dense.config["backend"] == "onnx-int8"
-    assert index.pooled("cls", 1).encoder.backend == "torch"  # compare pooling: torch, which alone supports it
+    assert (
+        index.pooled("cls", 1).encoder.backend == "torch"
+    )  # compare pooling: torch, which alone supports it
     monkeypatch.setenv("CTXIR_BACKEND", "tensorrt")
-    with pytest.raises(CtxirError, match=r"encoding backend \(CTXIR_BACKEND\) 'tensorrt' is not known: use one of "
-                                         r"'torch', 'onnx-int8'"):
+    with pytest.raises(
+        CtxirError,
+        match=r"encoding backend \(CTXIR_BACKEND\) 'tensorrt' is not known: use one of "
+        r"'torch', 'onnx-int8'",
+    ):
         default_backend()
 
 
@@ -242,7 +298,9 @@ def test_app_backend_flag_defaults_to_ctxir_backend_and_refuses_an_unknown_one(m
     assert app.AppArgs().backend == "onnx-int8"
     # refused before any model is loaded, as --index is
     assert app.main(["--backend", "tensorrt", "--malloc-arenas", "0"]) == 2
-    assert "error: --backend 'tensorrt' is not known: use one of 'torch', 'onnx-int8'" in capsys.readouterr().err
+    assert (
+        "error: --backend 'tensorrt' is not known: use one of 'torch', 'onnx-int8'" in capsys.readouterr().err
+    )
 
 
 @pytest.mark.slow
@@ -271,8 +329,10 @@ def test_the_bench_report_names_the_flag_that_exists():
     flag, where = encode.SHIPPED_AS["onnx-int8-dynamic"]
     assert flag == "--backend onnx-int8" and "onnx-int8" in BACKENDS and "CTXIR_BACKEND" in where
     assert set(get_args(get_type_hints(EvaluateArgs)["backend"])) == set(BACKENDS)
-    assert encode.shown_decision("onnx-int8-dynamic", {"ships": False, "decision": "does not ship: x"}) == \
-        "does not ship: x"  # a measurement that misses the rule still says so
+    assert (
+        encode.shown_decision("onnx-int8-dynamic", {"ships": False, "decision": "does not ship: x"})
+        == "does not ship: x"
+    )  # a measurement that misses the rule still says so
 
 
 # ---------------------------------------------------------------- cross-encoders: backend "onnx" (float32)
@@ -320,7 +380,8 @@ def test_onnx_cross_encoder_gives_torchs_scores_in_the_pairs_order(onnx_reranker
     assert path.is_file() and [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left
     onnx_scores = reranker.score_pairs(PAIRS_QUERY, TEXTS)
     torch_scores = CrossEncoderReranker(spread_cross_encoder, batch_size=2, backend="torch").score_pairs(
-        PAIRS_QUERY, TEXTS)
+        PAIRS_QUERY, TEXTS
+    )
     assert onnx_scores.shape == (len(TEXTS),) and onnx_scores.dtype == np.float32
     assert np.ptp(torch_scores) > 0.5  # the scores differ from text to text: a mix-up would show
     np.testing.assert_allclose(onnx_scores, torch_scores, atol=1e-4)
@@ -343,6 +404,7 @@ def test_callers_at_once_share_one_export_and_one_session(spread_cross_encoder, 
     def counted_open(*args, **kwargs):
         calls.append(1)
         return real_open(*args, **kwargs)
+
     monkeypatch.setattr(onnx_backend, "open_cross_encoder", counted_open)
     reranker = CrossEncoderReranker(spread_cross_encoder, batch_size=2, backend="onnx")
     scorers = []
@@ -355,65 +417,106 @@ def test_callers_at_once_share_one_export_and_one_session(spread_cross_encoder, 
     assert all(scorer is scorers[0] for scorer in scorers)
 
 
-def test_a_cross_encoder_that_cannot_be_exported_scores_in_torch_with_a_warning(spread_cross_encoder, tmp_path,
-                                                                              monkeypatch, caplog):
+def test_a_cross_encoder_that_cannot_be_exported_scores_in_torch_with_a_warning(
+    spread_cross_encoder, tmp_path, monkeypatch, caplog
+):
     from ctxir.rerank import CrossEncoderReranker
 
     monkeypatch.setenv("CTXIR_CACHE", str(tmp_path))
 
     def broken(*args, **kwargs):
         raise RuntimeError("unsupported operator")
+
     monkeypatch.setattr(onnx_backend, "open_cross_encoder", broken)
     reranker = CrossEncoderReranker(spread_cross_encoder, batch_size=2, backend="onnx")
     with caplog.at_level("WARNING"):
         assert reranker.onnx_scorer() is None
     assert "backend 'onnx' unavailable, scoring in torch: RuntimeError: unsupported operator" in caplog.text
-    expected = CrossEncoderReranker(spread_cross_encoder, batch_size=2, backend="torch").score_pairs(PAIRS_QUERY, TEXTS)
+    expected = CrossEncoderReranker(spread_cross_encoder, batch_size=2, backend="torch").score_pairs(
+        PAIRS_QUERY, TEXTS
+    )
     np.testing.assert_allclose(reranker.score_pairs(PAIRS_QUERY, TEXTS), expected, atol=1e-6)
 
 
-def test_the_rerank_backend_comes_from_ctxir_rerank_backend_and_the_flags(spread_cross_encoder, monkeypatch,
-                                                                          capsys):
+def test_the_rerank_backend_comes_from_ctxir_rerank_backend_and_the_flags(
+    spread_cross_encoder, monkeypatch, capsys
+):
     import app
     from ctxir.evaluation.evaluate import main
     from ctxir.rerank import CrossEncoderReranker, default_rerank_backend
 
     monkeypatch.delenv("CTXIR_RERANK_BACKEND", raising=False)
-    assert default_rerank_backend() == "torch" and CrossEncoderReranker(spread_cross_encoder).backend == "torch"
+    assert (
+        default_rerank_backend() == "torch" and CrossEncoderReranker(spread_cross_encoder).backend == "torch"
+    )
     monkeypatch.setenv("CTXIR_RERANK_BACKEND", "onnx")
     assert CrossEncoderReranker(spread_cross_encoder).backend == "onnx"
     assert CrossEncoderReranker(spread_cross_encoder, backend="torch").backend == "torch"  # named wins
     monkeypatch.setenv("CTXIR_RERANK_BACKEND", "tensorrt")
-    with pytest.raises(CtxirError, match=r"cross-encoder backend \(CTXIR_RERANK_BACKEND\) 'tensorrt' is not known: "
-                                         r"use one of 'torch', 'onnx', 'onnx-int8'"):
+    with pytest.raises(
+        CtxirError,
+        match=r"cross-encoder backend \(CTXIR_RERANK_BACKEND\) 'tensorrt' is not known: "
+        r"use one of 'torch', 'onnx', 'onnx-int8'",
+    ):
         default_rerank_backend()
     monkeypatch.delenv("CTXIR_RERANK_BACKEND")
-    assert app.AppArgs().rerank_backend == "onnx-int8"  # the app's default: the fastest path within the 0.005 rule
+    assert (
+        app.AppArgs().rerank_backend == "onnx-int8"
+    )  # the app's default: the fastest path within the 0.005 rule
     assert app.main(["--rerank-backend", "tensorrt", "--malloc-arenas", "0"]) == 2
-    assert "error: --rerank-backend 'tensorrt' is not known: use one of 'torch', 'onnx', 'onnx-int8'" in \
-        capsys.readouterr().err
+    assert (
+        "error: --rerank-backend 'tensorrt' is not known: use one of 'torch', 'onnx', 'onnx-int8'"
+        in capsys.readouterr().err
+    )
     with pytest.raises(SystemExit) as exited:  # argparse's own refusal of a choice it does not offer
         main(["--data", ".", "--rerank-backend", "tensorrt"])
-    assert exited.value.code == 2 and "invalid choice: 'tensorrt' (choose from 'torch', 'onnx', 'onnx-int8')" in \
-        capsys.readouterr().err
+    assert (
+        exited.value.code == 2
+        and "invalid choice: 'tensorrt' (choose from 'torch', 'onnx', 'onnx-int8')" in capsys.readouterr().err
+    )
 
 
-def test_evaluate_rerank_backend_onnx_gives_torchs_run_and_exports_under_cache_dir(spread_cross_encoder,
-                                                                                     spread_bert_dir, write_beir,
-                                                                                     tmp_path):
+def test_evaluate_rerank_backend_onnx_gives_torchs_run_and_exports_under_cache_dir(
+    spread_cross_encoder, spread_bert_dir, write_beir, tmp_path
+):
     from ctxir.evaluation.evaluate import main
 
     folder = tmp_path / "ce"
     spread_cross_encoder.save_pretrained(str(folder))
-    data = write_beir(tmp_path / "toy", {"q1": "river otters", "q2": "snake", "q3": "money at the bank"},
-                      {"test": {"q1": {"d1": 1}, "q2": {"d2": 1}, "q3": {"d4": 1}}},
-                      {f"d{i}": text for i, text in enumerate(TEXTS)})
+    data = write_beir(
+        tmp_path / "toy",
+        {"q1": "river otters", "q2": "snake", "q3": "money at the bank"},
+        {"test": {"q1": {"d1": 1}, "q2": {"d2": 1}, "q3": {"d4": 1}}},
+        {f"d{i}": text for i, text in enumerate(TEXTS)},
+    )
     runs = {}
     for backend in ("torch", "onnx"):
         out = tmp_path / f"{backend}.json"
-        assert main(["--data", str(data), "--retriever", "bm25", "--rerank", "cross-encoder", "--reranker-model",
-                     str(folder), "--rerank-mode", "alone", "--rerank-backend", backend, "--top-k", "8",
-                     "--cache-dir", str(tmp_path / "cache"), "--output", str(out)]) == 0
+        assert (
+            main(
+                [
+                    "--data",
+                    str(data),
+                    "--retriever",
+                    "bm25",
+                    "--rerank",
+                    "cross-encoder",
+                    "--reranker-model",
+                    str(folder),
+                    "--rerank-mode",
+                    "alone",
+                    "--rerank-backend",
+                    backend,
+                    "--top-k",
+                    "8",
+                    "--cache-dir",
+                    str(tmp_path / "cache"),
+                    "--output",
+                    str(out),
+                ]
+            )
+            == 0
+        )
         runs[backend] = json.loads(out.read_text())
     assert runs["onnx"]["config"]["rerank_backend"] == "onnx"
     assert runs["onnx"]["metrics"] == runs["torch"]["metrics"]
@@ -439,8 +542,12 @@ def test_onnx_int8_quantises_only_the_layers_shared_with_the_base(spread_cross_e
     assert scorer.path.name == onnx_backend.FROZEN_INT8_FILE
     fp32 = scorer.path.with_name(onnx_backend.FP32_FILE)
     frozen = onnx_backend.frozen_matmuls(fp32, model)
-    weighted = [n for n in onnx.load(str(fp32)).graph.node if n.op_type == "MatMul" and
-                any(x in {i.name for i in onnx.load(str(fp32)).graph.initializer} for x in n.input)]
+    weighted = [
+        n
+        for n in onnx.load(str(fp32)).graph.node
+        if n.op_type == "MatMul"
+        and any(x in {i.name for i in onnx.load(str(fp32)).graph.initializer} for x in n.input)
+    ]
     assert len(frozen) == 6 and len(weighted) == 12  # layer 0's q, k, v, output, up, down of the 2 layers' 12
     ops = [n.op_type for n in onnx.load(str(scorer.path)).graph.node]
     assert ops.count("MatMulInteger") == 6 and ops.count("MatMul") >= 6  # the other layer's stay float
@@ -453,8 +560,11 @@ def test_onnx_int8_quantises_only_the_layers_shared_with_the_base(spread_cross_e
     whole = CrossEncoderReranker(plain, batch_size=2, backend="onnx-int8")
     whole.onnx_dir = tmp_path / "whole"
     assert whole.onnx_scorer().path.name == onnx_backend.FP32_FILE  # no int8 copy made for nothing
-    np.testing.assert_allclose(whole.score_pairs(PAIRS_QUERY, TEXTS), CrossEncoderReranker(
-        plain, batch_size=2, backend="torch").score_pairs(PAIRS_QUERY, TEXTS), atol=1e-4)
+    np.testing.assert_allclose(
+        whole.score_pairs(PAIRS_QUERY, TEXTS),
+        CrossEncoderReranker(plain, batch_size=2, backend="torch").score_pairs(PAIRS_QUERY, TEXTS),
+        atol=1e-4,
+    )
 
 
 def test_an_explanation_says_when_the_ranking_scored_with_int8(spread_cross_encoder):
@@ -464,6 +574,11 @@ def test_an_explanation_says_when_the_ranking_scored_with_int8(spread_cross_enco
     from ctxir.rerank import CrossEncoderReranker
 
     for backend, said in (("torch", False), ("onnx-int8", True)):
-        out = explain_cross_encoder(CrossEncoderReranker(spread_cross_encoder, backend=backend), PAIRS_QUERY,
-                                    TEXTS[1], n_steps=8, attention=False)
+        out = explain_cross_encoder(
+            CrossEncoderReranker(spread_cross_encoder, backend=backend),
+            PAIRS_QUERY,
+            TEXTS[1],
+            n_steps=8,
+            attention=False,
+        )
         assert ("ranks with backend onnx-int8" in out["score_kind"]) is said

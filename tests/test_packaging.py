@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-REINSTALL = "run `python -m pip install -r requirements-dev.txt` from the checkout (it installs ctxir with `-e .`)"
+REINSTALL = (
+    "run `python -m pip install -r requirements-dev.txt` from the checkout (it installs ctxir with `-e .`)"
+)
 
 
 def _clean_env() -> dict[str, str]:
@@ -20,20 +22,36 @@ def _clean_env() -> dict[str, str]:
 
 
 def test_evaluate_cli_runs_from_outside_the_checkout(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "ctxir", "evaluate", "--help"], cwd=tmp_path, env=_clean_env(),
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "ctxir", "evaluate", "--help"],
+        cwd=tmp_path,
+        env=_clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, f"ctxir is not installed: {REINSTALL}\n{done.stderr[-2000:]}"
     assert "--data" in done.stdout and "--retriever" in done.stdout
-    where = subprocess.run([sys.executable, "-c", "import ctxir; print(ctxir.__file__)"], cwd=tmp_path,
-                           env=_clean_env(), capture_output=True, text=True, timeout=300)
+    where = subprocess.run(
+        [sys.executable, "-c", "import ctxir; print(ctxir.__file__)"],
+        cwd=tmp_path,
+        env=_clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     # an editable install left pointing at another checkout would test that one's code
     assert Path(where.stdout.strip()).resolve() == ROOT / "ctxir" / "__init__.py", (
-        f"the installed ctxir is {where.stdout.strip()!r}, not this checkout's: {REINSTALL}")
+        f"the installed ctxir is {where.stdout.strip()!r}, not this checkout's: {REINSTALL}"
+    )
 
 
 def _package_files(folder: str) -> set[str]:
-    return {p.relative_to(ROOT).as_posix() for p in (ROOT / "ctxir" / folder).rglob("*")
-            if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}
+    return {
+        p.relative_to(ROOT).as_posix()
+        for p in (ROOT / "ctxir" / folder).rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+    }
 
 
 @pytest.fixture(scope="module")
@@ -44,9 +62,25 @@ def wheel(tmp_path_factory) -> Path:
         shutil.copy(ROOT / name, source / name)
     shutil.copytree(ROOT / "ctxir", source / "ctxir", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     # --no-build-isolation: the installed setuptools, no index needed
-    done = subprocess.run([sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation",
-                           "-w", str(out), "-q"], capture_output=True, text=True, timeout=600,
-                          cwd=out, env={**_clean_env(), "PIP_NO_INPUT": "1"})
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            str(source),
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(out),
+            "-q",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=out,
+        env={**_clean_env(), "PIP_NO_INPUT": "1"},
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     (found,) = out.glob("ctxir-*.whl")
     return found
@@ -64,12 +98,35 @@ def test_the_wheel_carries_the_shipped_models_templates_and_demo_data(wheel):
 
 def test_a_non_editable_install_finds_its_shipped_models(wheel, tmp_path):
     target = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-compile", "-q", "--target",
-                    str(target), str(wheel)], check=True, capture_output=True, timeout=300)
-    code = ("import json, ctxir.encoders.models as m; print(m.__file__); "
-            "print(json.dumps(sorted(str(p) for p in m.SHIPPED_MODELS.values() if p.is_dir())))")
-    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                          env={**_clean_env(), "PYTHONPATH": str(target)})
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--no-compile",
+            "-q",
+            "--target",
+            str(target),
+            str(wheel),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    code = (
+        "import json, ctxir.encoders.models as m; print(m.__file__); "
+        "print(json.dumps(sorted(str(p) for p in m.SHIPPED_MODELS.values() if p.is_dir())))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**_clean_env(), "PYTHONPATH": str(target)},
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     module, listed = done.stdout.splitlines()
     shipped = [Path(p) for p in json.loads(listed)]

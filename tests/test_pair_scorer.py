@@ -24,13 +24,15 @@ from training import ship, train_pair_scorer
 
 SHIPPED = SHIPPED_MODELS[SHIPPED_STS_CROSS_ENCODER]
 # (a, b, how similar by hand, 0–5): paraphrases high, same topic in between, unrelated low
-HAND_PAIRS = [("A man is playing a guitar.", "Someone plays the guitar.", 4.8),
-              ("A woman is slicing an onion.", "A woman cuts an onion into pieces.", 4.6),
-              ("A dog runs across the grass.", "A dog is running on a lawn.", 4.4),
-              ("A man is playing a guitar.", "A man is playing a piano.", 2.6),
-              ("A woman is slicing an onion.", "A woman is peeling a potato.", 2.0),
-              ("A dog runs across the grass.", "The stock market fell sharply on Monday.", 0.0),
-              ("A man is playing a guitar.", "Heavy rain flooded the city's streets.", 0.0)]
+HAND_PAIRS = [
+    ("A man is playing a guitar.", "Someone plays the guitar.", 4.8),
+    ("A woman is slicing an onion.", "A woman cuts an onion into pieces.", 4.6),
+    ("A dog runs across the grass.", "A dog is running on a lawn.", 4.4),
+    ("A man is playing a guitar.", "A man is playing a piano.", 2.6),
+    ("A woman is slicing an onion.", "A woman is peeling a potato.", 2.0),
+    ("A dog runs across the grass.", "The stock market fell sharply on Monday.", 0.0),
+    ("A man is playing a guitar.", "Heavy rain flooded the city's streets.", 0.0),
+]
 
 
 def _clear_caches() -> None:
@@ -48,12 +50,36 @@ def test_training_saves_a_float16_adapter_and_the_segment_cosine_head(tiny_bert_
 
     root = _write_toy_root(tmp_path / "data")
     out = tmp_path / "out"
-    assert train_pair_scorer.main(["--model", str(tiny_bert_dir), "--data-dir", str(root), "--output-dir", str(out),
-                                   "--device", "cpu", "--max-steps", "2", "--batch-size", "4", "--lora-r", "2",
-                                   "--logging-steps", "1", "--torch-threads", "1"]) == 0
+    assert (
+        train_pair_scorer.main(
+            [
+                "--model",
+                str(tiny_bert_dir),
+                "--data-dir",
+                str(root),
+                "--output-dir",
+                str(out),
+                "--device",
+                "cpu",
+                "--max-steps",
+                "2",
+                "--batch-size",
+                "4",
+                "--lora-r",
+                "2",
+                "--logging-steps",
+                "1",
+                "--torch-threads",
+                "1",
+            ]
+        )
+        == 0
+    )
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["model_type"] == "cross-encoder" and metrics["objective"] == "MSELoss"
-    assert ("stsb", "test", "spearman") in {(r["dataset"], r["split"], r["metric"]) for r in metrics["evaluations"]}
+    assert ("stsb", "test", "spearman") in {
+        (r["dataset"], r["split"], r["metric"]) for r in metrics["evaluations"]
+    }
     assert "stsb-dev_spearman" in metrics["extra"]["dev_after"]  # settings are chosen on dev
     # what ships: the adapter (float16) and the head's few weights, never the whole model
     assert not (out / "model.safetensors").exists()
@@ -76,16 +102,51 @@ def test_init_from_continues_where_a_saved_pair_scorer_ended(tiny_bert_dir, tmp_
     from test_training import _write_toy_root
 
     root = _write_toy_root(tmp_path / "data")
-    common = ["--model", str(tiny_bert_dir), "--data-dir", str(root), "--device", "cpu", "--batch-size", "4",
-              "--torch-threads", "1", "--learning-rate", "5e-2", "--head-learning-rate", "5e-2"]
+    common = [
+        "--model",
+        str(tiny_bert_dir),
+        "--data-dir",
+        str(root),
+        "--device",
+        "cpu",
+        "--batch-size",
+        "4",
+        "--torch-threads",
+        "1",
+        "--learning-rate",
+        "5e-2",
+        "--head-learning-rate",
+        "5e-2",
+    ]
     first, second = tmp_path / "first", tmp_path / "second"
-    assert train_pair_scorer.main([*common, "--output-dir", str(first), "--max-steps", "3", "--lora-r", "2"]) == 0
-    assert train_pair_scorer.main([*common, "--output-dir", str(second), "--max-steps", "1", "--warmup", "0", "--lora-r", "8",
-                                   "--init-from", str(first)]) == 0
+    assert (
+        train_pair_scorer.main([*common, "--output-dir", str(first), "--max-steps", "3", "--lora-r", "2"])
+        == 0
+    )
+    assert (
+        train_pair_scorer.main(
+            [
+                *common,
+                "--output-dir",
+                str(second),
+                "--max-steps",
+                "1",
+                "--warmup",
+                "0",
+                "--lora-r",
+                "8",
+                "--init-from",
+                str(first),
+            ]
+        )
+        == 0
+    )
 
     def test_row(folder):
         metrics = json.loads((folder / "metrics.json").read_text())
-        return metrics, next(r for r in metrics["evaluations"] if r["split"] == "test" and r["metric"] == "spearman")
+        return metrics, next(
+            r for r in metrics["evaluations"] if r["split"] == "test" and r["metric"] == "spearman"
+        )
 
     (_, row1), (m2, row2) = test_row(first), test_row(second)
     assert row1["after"] != pytest.approx(row1["before"], abs=1e-4)  # the first stage moved the model
@@ -96,23 +157,45 @@ def test_init_from_continues_where_a_saved_pair_scorer_ended(tiny_bert_dir, tmp_
     a1, a2 = (load_file(str(f / "adapter_model.safetensors")) for f in (first, second))
     assert a1.keys() == a2.keys() and any((a1[k] != a2[k]).any() for k in a1)  # the loaded adapter trained on
     # what the earlier stage trained on stays on the record (the card lists it, with its licence), once
-    earlier = {"datasets": [{"name": "stsb", "split": "train", "role": "train"},
-                            {"name": "stsb", "split": "train-silver", "role": "train", "num_examples": 9},
-                            {"name": "stsb", "split": "dev", "role": "eval"}]}
+    earlier = {
+        "datasets": [
+            {"name": "stsb", "split": "train", "role": "train"},
+            {"name": "stsb", "split": "train-silver", "role": "train", "num_examples": 9},
+            {"name": "stsb", "split": "dev", "role": "eval"},
+        ]
+    }
     (tmp_path / "earlier").mkdir()
     (tmp_path / "earlier" / "metrics.json").write_text(json.dumps(earlier))
-    assert train_pair_scorer.earlier_training_data(tmp_path / "earlier", [{"name": "stsb", "split": "train",
-                                                                           "role": "train"}]) == [
-        {"name": "stsb", "split": "train-silver", "role": "train", "num_examples": 9, "stage": "earlier"}]
+    assert train_pair_scorer.earlier_training_data(
+        tmp_path / "earlier", [{"name": "stsb", "split": "train", "role": "train"}]
+    ) == [{"name": "stsb", "split": "train-silver", "role": "train", "num_examples": 9, "stage": "earlier"}]
     with pytest.raises(CtxirError, match=r"--init-from .* holds no adapter_model.safetensors"):
-        train_pair_scorer.run(train_pair_scorer.PairScorerArgs(init_from=str(tmp_path), output_dir=str(tmp_path / "o")))
+        train_pair_scorer.run(
+            train_pair_scorer.PairScorerArgs(init_from=str(tmp_path), output_dir=str(tmp_path / "o"))
+        )
 
 
 def _toy_run(tiny_bert_dir, root: Path, out: Path, *flags: str) -> int:
     """train_pair_scorer on the tiny BERT and the toy data root: CPU, one thread, batch 4, LoRA rank 2, ``flags``."""
-    return train_pair_scorer.main(["--model", str(tiny_bert_dir), "--data-dir", str(root), "--output-dir", str(out),
-                                   "--device", "cpu", "--batch-size", "4", "--lora-r", "2", "--torch-threads", "1",
-                                   *flags])
+    return train_pair_scorer.main(
+        [
+            "--model",
+            str(tiny_bert_dir),
+            "--data-dir",
+            str(root),
+            "--output-dir",
+            str(out),
+            "--device",
+            "cpu",
+            "--batch-size",
+            "4",
+            "--lora-r",
+            "2",
+            "--torch-threads",
+            "1",
+            *flags,
+        ]
+    )
 
 
 def test_both_orders_trains_each_pair_twice_and_scores_as_the_saved_folder_says(tiny_bert_dir, tmp_path):
@@ -126,8 +209,22 @@ def test_both_orders_trains_each_pair_twice_and_scores_as_the_saved_folder_says(
 
     root = _write_toy_root(tmp_path / "data")
     out = tmp_path / "both"
-    assert _toy_run(tiny_bert_dir, root, out, "--max-steps", "2", "--learning-rate", "5e-2", "--both-orders", "true",
-                    "--pair-orders", "both") == 0
+    assert (
+        _toy_run(
+            tiny_bert_dir,
+            root,
+            out,
+            "--max-steps",
+            "2",
+            "--learning-rate",
+            "5e-2",
+            "--both-orders",
+            "true",
+            "--pair-orders",
+            "both",
+        )
+        == 0
+    )
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["training"]["train_examples"] == 2 * len(load_sts(root / "stsbenchmark", "train"))
     assert json.loads((out / "pair_orders.json").read_text()) == {"orders": "both"}
@@ -154,14 +251,19 @@ def test_a_continued_run_names_the_local_base_so_its_checkpoints_reload_offline(
     first = tmp_path / "first"
     assert _toy_run(tiny_bert_dir, root, first, "--max-steps", "1", "--eval-before", "false") == 0
     config = json.loads((first / "adapter_config.json").read_text())
-    (first / "adapter_config.json").write_text(json.dumps({**config, "base_model_name_or_path": "someone/bert"}))
+    (first / "adapter_config.json").write_text(
+        json.dumps({**config, "base_model_name_or_path": "someone/bert"})
+    )
     args = train_pair_scorer.PairScorerArgs(model=str(tiny_bert_dir), init_from=str(first))
     model = train_pair_scorer.load(args, "cpu")
-    assert model[0].model.peft_config["default"].base_model_name_or_path == models.resolve_model(str(tiny_bert_dir))
+    assert model[0].model.peft_config["default"].base_model_name_or_path == models.resolve_model(
+        str(tiny_bert_dir)
+    )
 
 
-def test_a_dev_best_checkpoint_that_cannot_be_loaded_stops_the_run_and_keeps_the_checkpoints(tiny_bert_dir, tmp_path,
-                                                                                             monkeypatch, capsys):
+def test_a_dev_best_checkpoint_that_cannot_be_loaded_stops_the_run_and_keeps_the_checkpoints(
+    tiny_bert_dir, tmp_path, monkeypatch, capsys
+):
     """sentence-transformers' Trainer only logs a failed --load-best and goes on with the last step's weights:
     the runner refuses to save those as the dev-best, and keeps every checkpoint."""
     from sentence_transformers.base.trainer import BaseTrainer
@@ -173,10 +275,29 @@ def test_a_dev_best_checkpoint_that_cannot_be_loaded_stops_the_run_and_keeps_the
     monkeypatch.setattr(BaseTrainer, "_load_from_checkpoint", fail)
     root = _write_toy_root(tmp_path / "data")
     out = tmp_path / "out"
-    assert _toy_run(tiny_bert_dir, root, out, "--max-steps", "2", "--eval-before", "false", "--eval-steps", "1",
-                    "--save-steps", "1", "--load-best", "true") == 2
-    assert re.search(r"error: --load-best: Could not load the best model from .*checkpoint-\d+.*couldn't connect.*"
-                     r"checkpoints are kept in", capsys.readouterr().err)
+    assert (
+        _toy_run(
+            tiny_bert_dir,
+            root,
+            out,
+            "--max-steps",
+            "2",
+            "--eval-before",
+            "false",
+            "--eval-steps",
+            "1",
+            "--save-steps",
+            "1",
+            "--load-best",
+            "true",
+        )
+        == 2
+    )
+    assert re.search(
+        r"error: --load-best: Could not load the best model from .*checkpoint-\d+.*couldn't connect.*"
+        r"checkpoints are kept in",
+        capsys.readouterr().err,
+    )
     assert list((out / "checkpoints").glob("checkpoint-*")) and not (out / "metrics.json").exists()
 
 
@@ -195,9 +316,31 @@ def test_cosent_loss_by_hand_and_it_trains_the_pair_scorer(tiny_bert_dir, tmp_pa
     assert scores.grad[0] < 0 < scores.grad[2]  # descent raises the best pair's score, lowers the worst's
 
     out = tmp_path / "cosent"
-    assert train_pair_scorer.main(["--model", str(tiny_bert_dir), "--data-dir", str(_write_toy_root(tmp_path / "d")),
-                                   "--output-dir", str(out), "--device", "cpu", "--max-steps", "2", "--batch-size",
-                                   "4", "--lora-r", "2", "--loss", "cosent", "--torch-threads", "1"]) == 0
+    assert (
+        train_pair_scorer.main(
+            [
+                "--model",
+                str(tiny_bert_dir),
+                "--data-dir",
+                str(_write_toy_root(tmp_path / "d")),
+                "--output-dir",
+                str(out),
+                "--device",
+                "cpu",
+                "--max-steps",
+                "2",
+                "--batch-size",
+                "4",
+                "--lora-r",
+                "2",
+                "--loss",
+                "cosent",
+                "--torch-threads",
+                "1",
+            ]
+        )
+        == 0
+    )
     assert json.loads((out / "metrics.json").read_text())["objective"] == "CoSENTPairLoss"
 
 
@@ -219,21 +362,59 @@ def test_extra_train_sick_adds_its_train_pairs_on_the_stsb_scale(tiny_bert_dir, 
     assert added["score"] == pytest.approx([(p.relatedness - 1) / 4 for p in sick])
     assert {r["name"] for r in data.datasets if r["role"] == "eval"} == {"stsb"}
     out = tmp_path / "out"
-    assert train_pair_scorer.main(["--model", str(tiny_bert_dir), "--data-dir", str(root), "--output-dir", str(out),
-                                   "--device", "cpu", "--max-steps", "1", "--batch-size", "4", "--lora-r", "2",
-                                   "--extra-train", "sick", "--eval-before", "false", "--torch-threads", "1"]) == 0
+    assert (
+        train_pair_scorer.main(
+            [
+                "--model",
+                str(tiny_bert_dir),
+                "--data-dir",
+                str(root),
+                "--output-dir",
+                str(out),
+                "--device",
+                "cpu",
+                "--max-steps",
+                "1",
+                "--batch-size",
+                "4",
+                "--lora-r",
+                "2",
+                "--extra-train",
+                "sick",
+                "--eval-before",
+                "false",
+                "--torch-threads",
+                "1",
+            ]
+        )
+        == 0
+    )
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["extra"]["extra_train"] == "sick"
     assert metrics["training"]["train_examples"] == len(data.train)
 
     # without SICK's folder the run stops before loading anything, and says which folder is missing
     shutil.rmtree(root / "sick")
-    code = train_pair_scorer.main(["--model", str(tiny_bert_dir), "--data-dir", str(root), "--output-dir",
-                                   str(tmp_path / "none"), "--extra-train", "sick", "--max-steps", "1"])
+    code = train_pair_scorer.main(
+        [
+            "--model",
+            str(tiny_bert_dir),
+            "--data-dir",
+            str(root),
+            "--output-dir",
+            str(tmp_path / "none"),
+            "--extra-train",
+            "sick",
+            "--max-steps",
+            "1",
+        ]
+    )
     assert code != 0 and "sick" in capsys.readouterr().err and not (tmp_path / "none").exists()
 
 
-def test_silver_pairs_are_new_pairs_of_train_sentences_labelled_in_the_teachers_order(tiny_bert_dir, tmp_path):
+def test_silver_pairs_are_new_pairs_of_train_sentences_labelled_in_the_teachers_order(
+    tiny_bert_dir, tmp_path
+):
     """training/silver_pairs.py: pairs of STS-B train sentences, never a gold pair, a self pair or a repeat, labelled
     by the teacher's cosine mapped monotonically onto 0–1; --extra-train silver trains on them beside the gold."""
     import csv
@@ -246,8 +427,11 @@ def test_silver_pairs_are_new_pairs_of_train_sentences_labelled_in_the_teachers_
 
     root = _write_toy_root(tmp_path / "data")
     out = tmp_path / "silver.csv"
-    record = silver_pairs.run(silver_pairs.SilverPairsArgs(teacher=str(tiny_bert_dir), output=str(out),
-                                                           data_dir=str(root), device="cpu"))
+    record = silver_pairs.run(
+        silver_pairs.SilverPairsArgs(
+            teacher=str(tiny_bert_dir), output=str(out), data_dir=str(root), device="cpu"
+        )
+    )
     gold = load_sts(root / "stsbenchmark", "train")
     sentences = {s for a, b, _ in gold for s in (a, b)}
     with out.open(encoding="utf-8") as f:
@@ -265,24 +449,35 @@ def test_silver_pairs_are_new_pairs_of_train_sentences_labelled_in_the_teachers_
     assert np.all(np.diff(by_cosine) >= -1e-3) and labels.min() >= 0 and labels.max() <= 1
     assert json.loads(out.with_suffix(".csv.json").read_text())["teacher"] == str(tiny_bert_dir)
 
-    args = train_pair_scorer.PairScorerArgs(model=str(tiny_bert_dir), data_dir=str(root), extra_train="silver",
-                                            silver_pairs=str(out))
+    args = train_pair_scorer.PairScorerArgs(
+        model=str(tiny_bert_dir), data_dir=str(root), extra_train="silver", silver_pairs=str(out)
+    )
     data = train_pair_scorer.build_data(args, None, "cpu")
     assert len(data.train) == len(gold) + len(rows)
     assert data.train.select(range(len(gold), len(data.train)))["sentence1"] == [a for a, _ in pairs]
     assert [(r["split"], r["license"]) for r in data.datasets if r["role"] == "train"] == [
-        ("train", "CC BY-SA 4.0"), ("train-silver", "CC BY-SA 4.0")]
-    with pytest.raises(CtxirError, match=r"--extra-train 'none' with --silver-pairs .*: the silver pairs are read"):
+        ("train", "CC BY-SA 4.0"),
+        ("train-silver", "CC BY-SA 4.0"),
+    ]
+    with pytest.raises(
+        CtxirError, match=r"--extra-train 'none' with --silver-pairs .*: the silver pairs are read"
+    ):
         train_pair_scorer.check(train_pair_scorer.PairScorerArgs(silver_pairs=str(out)))
     with pytest.raises(CtxirError, match=r"--silver-pairs 'nowhere.csv' is not a file: make it with"):
-        train_pair_scorer.check(train_pair_scorer.PairScorerArgs(extra_train="silver", silver_pairs="nowhere.csv"))
+        train_pair_scorer.check(
+            train_pair_scorer.PairScorerArgs(extra_train="silver", silver_pairs="nowhere.csv")
+        )
 
 
 def test_training_refuses_what_would_not_ship(tmp_path):
-    with pytest.raises(CtxirError, match=r"--lora-r must be a rank ≥ 1, got 0: the pair scorer ships as an adapter"):
+    with pytest.raises(
+        CtxirError, match=r"--lora-r must be a rank ≥ 1, got 0: the pair scorer ships as an adapter"
+    ):
         train_pair_scorer.run(train_pair_scorer.PairScorerArgs(lora_r=0, output_dir=str(tmp_path / "o")))
     with pytest.raises(CtxirError, match=r"--task 'scifact' is not known here: use 'stsb'"):
-        train_pair_scorer.run(train_pair_scorer.PairScorerArgs(task="scifact", output_dir=str(tmp_path / "o")))
+        train_pair_scorer.run(
+            train_pair_scorer.PairScorerArgs(task="scifact", output_dir=str(tmp_path / "o"))
+        )
 
 
 # ---------------------------------------------------------------- shipping
@@ -301,8 +496,11 @@ def sts_adapter(minilm_path, tmp_path_factory) -> Path:
 
     body = Transformer(str(minilm_path), transformer_task="feature-extraction", max_seq_length=64)
     body.model.config.num_labels = 1
-    model = CrossEncoder(modules=[body, SegmentCosineHead(384, init_scale=1.0)], device="cpu",
-                         activation_fn=torch.nn.Identity())
+    model = CrossEncoder(
+        modules=[body, SegmentCosineHead(384, init_scale=1.0)],
+        device="cpu",
+        activation_fn=torch.nn.Identity(),
+    )
     model.add_adapter(LoraConfig(r=2, lora_alpha=4, target_modules=["query", "value"]))
     torch.manual_seed(0)
     for name, param in model.named_parameters():
@@ -314,9 +512,19 @@ def sts_adapter(minilm_path, tmp_path_factory) -> Path:
     from conftest import _metrics_record
 
     metrics = _metrics_record("cross-encoder", train=(("stsb", "CC BY-SA 4.0"),), name="sts-lora")
-    metrics["evaluations"] = [{"dataset": "stsb", "split": "test", "task": "sts", "metric": "spearman",
-                               "before": 0.5864, "after": 0.8612345, "anchor": 0.8833,
-                               "anchor_name": "BERT-NLI-STSb-base cross-encoder", "config": "1379 pairs"}]
+    metrics["evaluations"] = [
+        {
+            "dataset": "stsb",
+            "split": "test",
+            "task": "sts",
+            "metric": "spearman",
+            "before": 0.5864,
+            "after": 0.8612345,
+            "anchor": 0.8833,
+            "anchor_name": "BERT-NLI-STSb-base cross-encoder",
+            "config": "1379 pairs",
+        }
+    ]
     (out / "metrics.json").write_text(json.dumps(metrics))
     (out / "train.log").write_text("left behind\n")
     return out
@@ -334,8 +542,9 @@ def package(tmp_path, monkeypatch):
     _clear_caches()
 
 
-def test_the_pair_scorer_ships_alone_beside_the_rerankers_and_loads_by_name_offline(sts_adapter, package,
-                                                                                   monkeypatch):
+def test_the_pair_scorer_ships_alone_beside_the_rerankers_and_loads_by_name_offline(
+    sts_adapter, package, monkeypatch
+):
     from ctxir.rerank import CrossEncoderReranker
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -344,12 +553,17 @@ def test_the_pair_scorer_ships_alone_beside_the_rerankers_and_loads_by_name_offl
     # the re-rankers already there stay; the size counts them too
     assert files["cross-encoder/top_layers.safetensors"] == 200_000
     assert report["size_mb"] == pytest.approx(sum(files.values()) / 1e6, abs=1e-3)
-    assert {"sts-cross-encoder/adapter_model.safetensors", "sts-cross-encoder/1_SegmentCosineHead/model.safetensors",
-            "sts-cross-encoder/README.md", "sts-cross-encoder/metrics.json"} <= set(files)
+    assert {
+        "sts-cross-encoder/adapter_model.safetensors",
+        "sts-cross-encoder/1_SegmentCosineHead/model.safetensors",
+        "sts-cross-encoder/README.md",
+        "sts-cross-encoder/metrics.json",
+    } <= set(files)
     assert not any(f.endswith((".bin", ".pt", ".pkl", ".log")) for f in files)
     # by name, with the Hub unreachable, as the app loads it
-    score = CrossEncoderReranker(SHIPPED_STS_CROSS_ENCODER, "cpu").score_pairs(*ship.SIMILARITY_PAIR[:1],
-                                                                               [ship.SIMILARITY_PAIR[1]])
+    score = CrossEncoderReranker(SHIPPED_STS_CROSS_ENCODER, "cpu").score_pairs(
+        *ship.SIMILARITY_PAIR[:1], [ship.SIMILARITY_PAIR[1]]
+    )
     assert score[0] == pytest.approx(report["pair_scorer_score"], abs=1e-6)
     card = (package / "sts-cross-encoder" / "README.md").read_text()
     assert SHIPPED_STS_CROSS_ENCODER in card and "0.8612" in card and "semantic textual similarity" in card
@@ -357,12 +571,15 @@ def test_the_pair_scorer_ships_alone_beside_the_rerankers_and_loads_by_name_offl
     # a cap counts what stays: refused, and what was shipped before is left whole
     with pytest.raises(CtxirError, match=r"over --max-mb 0\.2"):
         ship.run(ship.ShipArgs(pair_scorer=str(sts_adapter), dest=str(package), max_mb=0.2))
-    assert {p.relative_to(package).as_posix(): p.stat().st_size for p in package.rglob("*") if p.is_file()} == files
+    assert {
+        p.relative_to(package).as_posix(): p.stat().st_size for p in package.rglob("*") if p.is_file()
+    } == files
     assert not list(package.parent.glob(".ship-*"))
 
 
-def test_a_pair_scorer_that_scores_both_orders_ships_that_setting_and_its_card_says_so(sts_adapter, package,
-                                                                                          tmp_path, monkeypatch):
+def test_a_pair_scorer_that_scores_both_orders_ships_that_setting_and_its_card_says_so(
+    sts_adapter, package, tmp_path, monkeypatch
+):
     from ctxir.rerank import CrossEncoderReranker
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -370,13 +587,17 @@ def test_a_pair_scorer_that_scores_both_orders_ships_that_setting_and_its_card_s
     shutil.copytree(sts_adapter, both)
     (both / "pair_orders.json").write_text('{"orders": "both"}')
     metrics = json.loads((both / "metrics.json").read_text())
-    (both / "metrics.json").write_text(json.dumps({**metrics, "extra": {"dev_orders": {"one": 0.8859, "both": 0.8883}}}))
+    (both / "metrics.json").write_text(
+        json.dumps({**metrics, "extra": {"dev_orders": {"one": 0.8859, "both": 0.8883}}})
+    )
     ship.run(ship.ShipArgs(pair_scorer=str(both), dest=str(package)))
     shipped = package / "sts-cross-encoder"
     assert json.loads((shipped / "pair_orders.json").read_text()) == {"orders": "both"}
     card = " ".join((shipped / "README.md").read_text().split())
-    assert ("**Both orders.** In ctxir a pair's score is the mean of this model's scores of (a, b) and of (b, a) "
-            "(`pair_orders.json`), chosen on STS-B dev: Spearman 0.8883 against 0.8859 for the order given.") in card
+    assert (
+        "**Both orders.** In ctxir a pair's score is the mean of this model's scores of (a, b) and of (b, a) "
+        "(`pair_orders.json`), chosen on STS-B dev: Spearman 0.8883 against 0.8859 for the order given."
+    ) in card
     # by name, as the app loads it: the mean of the two orders of the model's own predict
     reranker = CrossEncoderReranker(SHIPPED_STS_CROSS_ENCODER, "cpu")
     a, b = ship.SIMILARITY_PAIR
@@ -390,7 +611,9 @@ def test_a_pair_scorer_that_scores_both_orders_ships_that_setting_and_its_card_s
     assert out["score"] == pytest.approx(float(ab), abs=1e-4)
     assert "while this scorer's pair score is the mean of both orders" in out["score_kind"]
     reranker.both_orders = False
-    assert "both orders" not in explain_cross_encoder(reranker, a, b, n_steps=8, attention=False)["score_kind"]
+    assert (
+        "both orders" not in explain_cross_encoder(reranker, a, b, n_steps=8, attention=False)["score_kind"]
+    )
 
 
 def test_ship_says_what_is_missing(sts_adapter, package, tmp_path):
@@ -437,8 +660,11 @@ def test_the_shipped_pair_scorer_card_reports_what_was_measured_and_all_models_f
     from training.ship import ALLOWED_SUFFIXES, CARD
 
     metrics = json.loads((SHIPPED / "metrics.json").read_text())
-    [row] = [e for e in metrics["evaluations"] if (e["dataset"], e["split"], e["metric"]) == ("stsb", "test",
-                                                                                                "spearman")]
+    [row] = [
+        e
+        for e in metrics["evaluations"]
+        if (e["dataset"], e["split"], e["metric"]) == ("stsb", "test", "spearman")
+    ]
     card = (SHIPPED / CARD).read_text()
     assert f"{row['after']:.4f}" in card and SHIPPED_STS_CROSS_ENCODER in card
     assert metrics["config"]["lora_r"] >= 1 and metrics["training"]["steps"] > 0
@@ -456,8 +682,9 @@ def test_the_pair_scoring_tab_shows_the_sts_column(minilm_path, monkeypatch):
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     sts = CrossEncoderReranker(SHIPPED_STS_CROSS_ENCODER, "cpu")
-    found = AppModels.from_objects(load_bi_encoder(str(minilm_path), "cpu"), "all-MiniLM-L6-v2",
-                                   rerankers={"sts-cross-encoder": sts})
+    found = AppModels.from_objects(
+        load_bi_encoder(str(minilm_path), "cpu"), "all-MiniLM-L6-v2", rerankers={"sts-cross-encoder": sts}
+    )
     state = AppState(found, AppConfig(device="cpu"), {"d": {"title": "", "text": "x"}}, "toy", cache=None)
     docs = [b for a, b, _ in HAND_PAIRS if a == HAND_PAIRS[0][0]]  # paraphrase, same topic, unrelated
     result = score_pairs(state, HAND_PAIRS[0][0], "\n".join(docs))

@@ -7,10 +7,12 @@ from ctxir.rerank.pipeline import Pipeline, StageFusion, merge_stages
 from ctxir.retrieval import BM25Retriever
 from ctxir.types import CtxirError, Hit
 
-CORPUS = {"short": {"title": "", "text": "bank"},
-          "long": {"title": "", "text": "the bank of the river where otters play all day"},
-          "mid": {"title": "", "text": "bank account money"},
-          "none": {"title": "", "text": "unrelated words"}}
+CORPUS = {
+    "short": {"title": "", "text": "bank"},
+    "long": {"title": "", "text": "the bank of the river where otters play all day"},
+    "mid": {"title": "", "text": "bank account money"},
+    "none": {"title": "", "text": "unrelated words"},
+}
 
 
 class LengthReranker(Reranker):
@@ -24,8 +26,11 @@ def test_merge_stages_keeps_both_ranks():
     first = [Hit("a", 3.0), Hit("b", 2.0), Hit("c", 1.0)]
     reranked = [Hit("c", 0.9), Hit("a", 0.5), Hit("b", 0.1)]
     merged = merge_stages(first, reranked)
-    assert [(h.doc_id, h.first_stage_rank, h.rerank_rank, h.rank_change) for h in merged] == \
-        [("c", 3, 1, 2), ("a", 1, 2, -1), ("b", 2, 3, -1)]
+    assert [(h.doc_id, h.first_stage_rank, h.rerank_rank, h.rank_change) for h in merged] == [
+        ("c", 3, 1, 2),
+        ("a", 1, 2, -1),
+        ("b", 2, 3, -1),
+    ]
     assert merged[0].first_stage_score == 1.0 and merged[0].score == 0.9
 
 
@@ -72,7 +77,10 @@ def test_pipeline_with_fusion_keeps_the_rerankers_own_scores():
     reranked = Pipeline(bm25, LengthReranker(), depth=10).search("bank", top_k=3).hits
     by_id = {h.doc_id: h for h in reranked}
     for hit in hits:
-        assert (hit.rerank_score, hit.rerank_rank) == (by_id[hit.doc_id].rerank_score, by_id[hit.doc_id].rerank_rank)
+        assert (hit.rerank_score, hit.rerank_rank) == (
+            by_id[hit.doc_id].rerank_score,
+            by_id[hit.doc_id].rerank_rank,
+        )
     # "short" is BM25's best and the re-ranker's worst: fused it sits between
     assert [h.doc_id for h in reranked] == ["long", "mid", "short"] and hits[0].doc_id != "short"
     assert set(pipeline.run({"q": "bank"}, show_progress=False)) == {"first_stage", "rerank", "fused"}
@@ -106,14 +114,24 @@ def test_fused_and_alone_modes_give_the_hand_checked_orders():
     # fused, RRF k=60, 1:1: a and d get 1/61 + 1/64 = 0.032018, b and c 1/62 + 1/63 = 0.032002; ties by doc id
     fused = Pipeline(first, reverse, depth=4, fusion=mode_fusion(reverse)).search("q", top_k=4).hits
     assert [h.doc_id for h in fused] == ["a", "d", "b", "c"]
-    assert fused[0].score == pytest.approx(1 / 61 + 1 / 64) and fused[2].score == pytest.approx(1 / 62 + 1 / 63)
-    assert [(h.first_stage_rank, h.rerank_rank, h.rank_change) for h in fused] == \
-        [(1, 4, 0), (4, 1, 2), (2, 3, -1), (3, 2, -1)]
+    assert fused[0].score == pytest.approx(1 / 61 + 1 / 64) and fused[2].score == pytest.approx(
+        1 / 62 + 1 / 63
+    )
+    assert [(h.first_stage_rank, h.rerank_rank, h.rank_change) for h in fused] == [
+        (1, 4, 0),
+        (4, 1, 2),
+        (2, 3, -1),
+        (3, 2, -1),
+    ]
     # a model folder's fusion.json (here weights 0 : 1) replaces the default: the re-ranker's order again
     reverse.stage_fusion = StageFusion("weighted", (0.0, 1.0))
-    assert [h.doc_id for h in Pipeline(first, reverse, depth=4, fusion=mode_fusion(reverse)).search(
-        "q", top_k=4).hits] == ["d", "c", "b", "a"]
-    runs = Pipeline(first, reverse, depth=4, fusion=mode_fusion(Fixed({}))).run({"q": "q"}, show_progress=False)
+    assert [
+        h.doc_id
+        for h in Pipeline(first, reverse, depth=4, fusion=mode_fusion(reverse)).search("q", top_k=4).hits
+    ] == ["d", "c", "b", "a"]
+    runs = Pipeline(first, reverse, depth=4, fusion=mode_fusion(Fixed({}))).run(
+        {"q": "q"}, show_progress=False
+    )
     assert set(runs) == {"first_stage", "rerank", "fused"}
     with pytest.raises(CtxirError, match="re-rank mode 'mixed' is not known: use one of 'fused', 'alone'"):
         mode_fusion(reverse, "mixed")
@@ -130,9 +148,14 @@ def test_stage_fusion_rejects_bad_settings():
 
 def test_tune_stage_fusion_picks_the_fusion_that_fixes_each_stages_mistake():
     # q1: the re-ranker is right, q2: only the first stage is; fusing both gets both right.
-    first = {"q1": [Hit("x", 2.0), Hit("r1", 1.9), Hit("y", 0.0)], "q2": [Hit("r2", 2.0), Hit("x", 1.0), Hit("y", 0.0)]}
-    reranked = {"q1": [Hit("r1", 1.0), Hit("x", 0.9), Hit("y", 0.0)],
-                "q2": [Hit("x", 1.0), Hit("r2", 0.95), Hit("y", 0.0)]}
+    first = {
+        "q1": [Hit("x", 2.0), Hit("r1", 1.9), Hit("y", 0.0)],
+        "q2": [Hit("r2", 2.0), Hit("x", 1.0), Hit("y", 0.0)],
+    }
+    reranked = {
+        "q1": [Hit("r1", 1.0), Hit("x", 0.9), Hit("y", 0.0)],
+        "q2": [Hit("x", 1.0), Hit("r2", 0.95), Hit("y", 0.0)],
+    }
     qrels = {"q1": {"r1": 1}, "q2": {"r2": 1}}
     best = tune_stage_fusion(first, reranked, qrels)
     assert best["nDCG@10"] == 1.0 and best["weights"][0] > 0
@@ -147,8 +170,15 @@ def test_first_stages_are_built_once_and_shared(tiny_st):
     from ctxir.rerank.pipeline import build_first_stages
     from ctxir.rerank.registry import load_reranker
 
-    stages = build_first_stages(CORPUS, ["bm25", "dense", "hybrid"], [BiEncoder(tiny_st, cache=None)],
-                                bm25_options={"k1": 0.9}, fusion="weighted", weights=[2, 1], depth=7)
+    stages = build_first_stages(
+        CORPUS,
+        ["bm25", "dense", "hybrid"],
+        [BiEncoder(tiny_st, cache=None)],
+        bm25_options={"k1": 0.9},
+        fusion="weighted",
+        weights=[2, 1],
+        depth=7,
+    )
     assert stages["hybrid"].retrievers == [stages["bm25"], stages["dense"]]  # the same objects, not copies
     assert stages["bm25"].config["k1"] == 0.9 and stages["hybrid"].config["weights"] == [2.0, 1.0]
     assert list(build_first_stages(CORPUS, ["bm25"])) == ["bm25"]
@@ -157,11 +187,23 @@ def test_first_stages_are_built_once_and_shared(tiny_st):
     with pytest.raises(CtxirError, match="need a bi-encoder"):
         build_first_stages(CORPUS, ["dense"])
     from ctxir.rerank.pipeline import HybridSettings
-    grouped = build_first_stages(CORPUS, ["bm25", "dense", "hybrid"], [BiEncoder(tiny_st, cache=None)],
-                                 hybrid=HybridSettings(fusion="weighted", k=30.0, weights=[2, 1]), depth=7)
+
+    grouped = build_first_stages(
+        CORPUS,
+        ["bm25", "dense", "hybrid"],
+        [BiEncoder(tiny_st, cache=None)],
+        hybrid=HybridSettings(fusion="weighted", k=30.0, weights=[2, 1]),
+        depth=7,
+    )
     hybrid = grouped["hybrid"]
-    assert (hybrid.fusion, hybrid.k, hybrid.depth) == ("weighted", 30.0, 7)  # the depth keyword joins the settings
-    with pytest.raises(TypeError, match=r"'fuson'.*valid: bm25_options, hybrid, index, show_progress, .*fusion"):
+    assert (hybrid.fusion, hybrid.k, hybrid.depth) == (
+        "weighted",
+        30.0,
+        7,
+    )  # the depth keyword joins the settings
+    with pytest.raises(
+        TypeError, match=r"'fuson'.*valid: bm25_options, hybrid, index, show_progress, .*fusion"
+    ):
         build_first_stages(CORPUS, ["bm25"], fuson="rrf")
     assert load_reranker("none") is None
     with pytest.raises(CtxirError, match="re-ranker 'bm25' is not known"):

@@ -13,7 +13,9 @@ from hypothesis import strategies as st
 from ctxir.data import load_corpus, load_qrels, load_queries
 from ctxir.evaluation import evaluate_run
 
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+SETTINGS = settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 # ids as people write them: no surrounding blanks, no tab/newline (the separators of the TSV files)
 IDS = st.text(st.characters(blacklist_categories=("Cs", "Cc", "Zs", "Zl", "Zp")), min_size=1, max_size=12)
 # any text, including JSON-hostile characters: quotes, backslashes, U+2028, emoji, control characters
@@ -29,7 +31,9 @@ def qrels_and_run(draw, max_queries: int = 5, max_docs: int = 30):
         judged = draw(st.lists(st.sampled_from(docs), min_size=1, max_size=6, unique=True))
         qrels[f"q{q}"] = {d: draw(st.integers(0, 3)) for d in judged}
         retrieved = draw(st.lists(st.sampled_from(docs), min_size=1, max_size=len(docs), unique=True))
-        scores = draw(st.lists(st.integers(0, 10**6), min_size=len(retrieved), max_size=len(retrieved), unique=True))
+        scores = draw(
+            st.lists(st.integers(0, 10**6), min_size=len(retrieved), max_size=len(retrieved), unique=True)
+        )
         run[f"q{q}"] = {d: s / 1000 for d, s in zip(retrieved, scores, strict=True)}
     return qrels, run
 
@@ -73,11 +77,18 @@ def test_metrics_agree_with_ranx(data):
     # ranx drops judgments of grade 0 and queries without a relevant document; trec_eval counts such a query as 0
     judged = {q: j for q, j in qrels.items() if any(g > 0 for g in j.values())}
     ours = evaluate_run(judged, {q: run[q] for q in judged}, k_values=(10, 100)).aggregate
-    theirs = ranx.evaluate(ranx.Qrels({q: {d: g for d, g in j.items() if g > 0} for q, j in judged.items()}),
-                           ranx.Run({q: run[q] for q in judged}),
-                           ["ndcg@10", "mrr@10", "recall@100", "precision@10", "map@100"])
-    for mine, other in (("nDCG@10", "ndcg@10"), ("MRR@10", "mrr@10"), ("Recall@100", "recall@100"),
-                        ("P@10", "precision@10"), ("MAP@100", "map@100")):
+    theirs = ranx.evaluate(
+        ranx.Qrels({q: {d: g for d, g in j.items() if g > 0} for q, j in judged.items()}),
+        ranx.Run({q: run[q] for q in judged}),
+        ["ndcg@10", "mrr@10", "recall@100", "precision@10", "map@100"],
+    )
+    for mine, other in (
+        ("nDCG@10", "ndcg@10"),
+        ("MRR@10", "mrr@10"),
+        ("Recall@100", "recall@100"),
+        ("P@10", "precision@10"),
+        ("MAP@100", "map@100"),
+    ):
         assert ours[mine] == pytest.approx(theirs[other], abs=1e-6), mine
 
 
@@ -85,8 +96,10 @@ def test_metrics_agree_with_ranx(data):
 @given(st.dictionaries(IDS, st.tuples(TEXT, TEXT.filter(str.strip)), min_size=1, max_size=8))
 def test_corpus_jsonl_round_trips_any_text(tmp_path_factory, docs):
     path = tmp_path_factory.mktemp("corpus") / "corpus.jsonl"
-    lines = [json.dumps({"_id": i, "title": title, "text": text}, ensure_ascii=bool(len(i) % 2))
-             for i, (title, text) in docs.items()]
+    lines = [
+        json.dumps({"_id": i, "title": title, "text": text}, ensure_ascii=bool(len(i) % 2))
+        for i, (title, text) in docs.items()
+    ]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     assert load_corpus(path) == {i: {"title": title, "text": text} for i, (title, text) in docs.items()}
 
@@ -95,18 +108,26 @@ def test_corpus_jsonl_round_trips_any_text(tmp_path_factory, docs):
 @given(st.dictionaries(IDS, TEXT.filter(str.strip), min_size=1, max_size=8))
 def test_queries_jsonl_round_trips_any_text(tmp_path_factory, queries):
     path = tmp_path_factory.mktemp("queries") / "queries.jsonl"
-    path.write_text("".join(json.dumps({"_id": q, "text": t}) + "\r\n" for q, t in queries.items()), encoding="utf-8")
+    path.write_text(
+        "".join(json.dumps({"_id": q, "text": t}) + "\r\n" for q, t in queries.items()), encoding="utf-8"
+    )
     assert load_queries(path) == queries
 
 
 @SETTINGS
-@given(st.dictionaries(IDS, st.dictionaries(IDS, st.integers(-1, 3), min_size=1, max_size=5), min_size=1,
-                       max_size=5), st.booleans())
+@given(
+    st.dictionaries(
+        IDS, st.dictionaries(IDS, st.integers(-1, 3), min_size=1, max_size=5), min_size=1, max_size=5
+    ),
+    st.booleans(),
+)
 def test_qrels_tsv_round_trips(tmp_path_factory, qrels, header):
     assume(all(not _is_number(q) for q in qrels))  # a numeric first row could read as data, not a header
     path = tmp_path_factory.mktemp("qrels") / "test.tsv"
     rows = [f"{q}\t{d}\t{g}" for q, judged in qrels.items() for d, g in judged.items()]
-    path.write_text(("query-id\tcorpus-id\tscore\n" if header else "") + "\n".join(rows) + "\n", encoding="utf-8")
+    path.write_text(
+        ("query-id\tcorpus-id\tscore\n" if header else "") + "\n".join(rows) + "\n", encoding="utf-8"
+    )
     assert load_qrels(path) == qrels
 
 

@@ -21,33 +21,62 @@ WIKIQA_HEADER = "QuestionID\tQuestion\tDocumentID\tDocumentTitle\tSentenceID\tSe
 
 def _write_general(root: Path) -> None:
     """general/ shaped like ../shared/data/general: SQuAD (two articles), WikiQA train/dev, MS MARCO triples."""
-    squad = {"data": [{"title": title, "paragraphs": [
-        {"context": text, "qas": [{"id": f"{title}-{i}", "question": question}]}
-        for i, (text, question) in enumerate(paragraphs)]}
-        for title, paragraphs in {
-            "River_otter": [("Otters dig dens in the river bank.", "where do otters dig dens"),
-                            ("Otters eat fish and crabs.", "what do otters eat"),
-                            ("Otters have thick fur.", "what keeps otters warm")],
-            "Bat": [("Bats find insects by echolocation at night.", "how do bats find insects"),
+    squad = {
+        "data": [
+            {
+                "title": title,
+                "paragraphs": [
+                    {"context": text, "qas": [{"id": f"{title}-{i}", "question": question}]}
+                    for i, (text, question) in enumerate(paragraphs)
+                ],
+            }
+            for title, paragraphs in {
+                "River_otter": [
+                    ("Otters dig dens in the river bank.", "where do otters dig dens"),
+                    ("Otters eat fish and crabs.", "what do otters eat"),
+                    ("Otters have thick fur.", "what keeps otters warm"),
+                ],
+                "Bat": [
+                    ("Bats find insects by echolocation at night.", "how do bats find insects"),
                     ("Bats roost in caves by day.", "where do bats sleep"),
-                    ("Fruit bats eat figs.", "what do fruit bats eat")]}.items()]}
+                    ("Fruit bats eat figs.", "what do fruit bats eat"),
+                ],
+            }.items()
+        ]
+    }
     (root / "general" / "squad-v1.1").mkdir(parents=True)
     (root / "general" / "squad-v1.1" / "dev-v1.1.json").write_text(json.dumps(squad))
     wikiqa = root / "general" / "wikiqa"
     wikiqa.mkdir()
     rows = []
-    for q, (question, sentences, answer) in enumerate([
-            ("how do bats hunt", ["Bats are mammals .", "Bats hunt insects by echolocation .", "Bats fly ."], 1),
-            ("what do otters eat", ["Otters are mustelids .", "Otters live in rivers .", "Otters eat fish ."], 2),
-            ("who has no answer", ["Nothing here .", "Nor here ."], -1)]):
-        rows += [f"Q{q}\t{question}\tD{q}\tTitle {q}\tD{q}-{i}\t{s}\t{int(i == answer)}" for i, s in enumerate(sentences)]
+    for q, (question, sentences, answer) in enumerate(
+        [
+            (
+                "how do bats hunt",
+                ["Bats are mammals .", "Bats hunt insects by echolocation .", "Bats fly ."],
+                1,
+            ),
+            (
+                "what do otters eat",
+                ["Otters are mustelids .", "Otters live in rivers .", "Otters eat fish ."],
+                2,
+            ),
+            ("who has no answer", ["Nothing here .", "Nor here ."], -1),
+        ]
+    ):
+        rows += [
+            f"Q{q}\t{question}\tD{q}\tTitle {q}\tD{q}-{i}\t{s}\t{int(i == answer)}"
+            for i, s in enumerate(sentences)
+        ]
     for split in ("train", "dev"):
         (wikiqa / f"WikiQA-{split}.tsv").write_text(WIKIQA_HEADER + "\r\n" + "\r\n".join(rows) + "\r\n")
     triples = root / "general" / "msmarco-triples"
     triples.mkdir()
     (triples / "toy_triples.train.small.tsv").write_text(
         "what do otters eat\tOtters eat fish.\tBanks lend money.\n"
-        "how do bats see\tBats see with sound.\tThe bat hit the ball.\n", encoding="utf-8")
+        "how do bats see\tBats see with sound.\tThe bat hit the ball.\n",
+        encoding="utf-8",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +97,9 @@ def test_general_readers_give_the_beir_contract(general_root):
     wikiqa = load_wikiqa(general_root / "general" / "wikiqa" / "WikiQA-dev.tsv")
     assert sorted(wikiqa.queries) == ["Q0", "Q1"]  # Q2 has no correct sentence: nothing to rank first
     assert wikiqa.qrels["Q1"] == {"D1-2": 1} and wikiqa.negatives["Q1"] == ["D1-0", "D1-1"]
-    triples = load_msmarco_triples(general_root / "general" / "msmarco-triples" / "toy_triples.train.small.tsv")
+    triples = load_msmarco_triples(
+        general_root / "general" / "msmarco-triples" / "toy_triples.train.small.tsv"
+    )
     assert len(triples.queries) == 2 and len(triples.corpus) == 4
     assert fix_mojibake("donÃ¢Â\x80Â\x99t") == "don’t" and fix_mojibake("naïve") == "naïve"
 
@@ -113,41 +144,111 @@ def test_cross_encoder_trains_on_general_groups_with_a_mixed_dev_set(tiny_bert_d
     """--general adds each source's queries as listwise groups (negatives from BM25 and the hybrid over the source's
     own passages, plus one the source marks), spread over the rounds; the dev score is SciFact's and WikiQA's mean."""
     out = tmp_path / "ce"
-    assert train_cross_encoder.main([
-        "--task", "scifact", "--model", str(tiny_bert_dir), "--data-dir", str(general_root), "--output-dir", str(out),
-        "--device", "cpu", "--max-steps", "2", "--batch-size", "2", "--num-negatives", "2", "--negative-pool", "4",
-        "--negative-rounds", "2", "--head", "segment-cosine", "--train-layers", "1", "--loss", "listnet",
-        "--general", "squad,wikiqa,msmarco", "--general-queries", "2", "--negative-stages", "bm25,hybrid",
-        "--dev-queries", "2", "--dev-depth", "5", "--rerank-depth", "6", "--eval-steps", "2", "--eval-before",
-        "false", "--torch-threads", "1"]) == 0
+    assert (
+        train_cross_encoder.main(
+            [
+                "--task",
+                "scifact",
+                "--model",
+                str(tiny_bert_dir),
+                "--data-dir",
+                str(general_root),
+                "--output-dir",
+                str(out),
+                "--device",
+                "cpu",
+                "--max-steps",
+                "2",
+                "--batch-size",
+                "2",
+                "--num-negatives",
+                "2",
+                "--negative-pool",
+                "4",
+                "--negative-rounds",
+                "2",
+                "--head",
+                "segment-cosine",
+                "--train-layers",
+                "1",
+                "--loss",
+                "listnet",
+                "--general",
+                "squad,wikiqa,msmarco",
+                "--general-queries",
+                "2",
+                "--negative-stages",
+                "bm25,hybrid",
+                "--dev-queries",
+                "2",
+                "--dev-depth",
+                "5",
+                "--rerank-depth",
+                "6",
+                "--eval-steps",
+                "2",
+                "--eval-before",
+                "false",
+                "--torch-threads",
+                "1",
+            ]
+        )
+        == 0
+    )
     metrics = json.loads((out / "metrics.json").read_text())
     extra = metrics["extra"]
-    assert extra["general"] == {"squad": {"queries": 2, "passages": 6}, "wikiqa": {"queries": 2, "passages": 8},
-                                "msmarco": {"queries": 2, "passages": 4}}
+    assert extra["general"] == {
+        "squad": {"queries": 2, "passages": 6},
+        "wikiqa": {"queries": 2, "passages": 8},
+        "msmarco": {"queries": 2, "passages": 4},
+    }
     assert extra["negative_stages"] == ["bm25", "hybrid"]
     # claims in every round, each general query in one
     assert metrics["training"]["train_examples"] == 2 * extra["train_queries"] + 6
     log = [json.loads(line) for line in (out / "training_log.jsonl").read_text().splitlines()]
     dev = next(r for r in log if "eval_dev-mix_ndcg@10" in r)
     assert dev["eval_dev-mix_ndcg@10"] == pytest.approx(
-        (dev["eval_scifact-train-heldout_ndcg@10"] + dev["eval_wikiqa-dev_ndcg@10"]) / 2)
+        (dev["eval_scifact-train-heldout_ndcg@10"] + dev["eval_wikiqa-dev_ndcg@10"]) / 2
+    )
     # the fused mode chosen on the held-out claims and on SQuAD questions the run did not train on, equally weighted
-    args = evaluate_reranker.EvaluateRerankerArgs(model=str(out), data_dir=str(general_root), choose_fusion=True,
-                                                  fusion_dev="scifact,squad", fusion_dev_queries=2, fusion_depth=5,
-                                                  depths="", device="cpu", rerank_backend="torch")
+    args = evaluate_reranker.EvaluateRerankerArgs(
+        model=str(out),
+        data_dir=str(general_root),
+        choose_fusion=True,
+        fusion_dev="scifact,squad",
+        fusion_dev_queries=2,
+        fusion_depth=5,
+        depths="",
+        device="cpu",
+        rerank_backend="torch",
+    )
     *_, parts = evaluate_reranker.dev_claims(out, args)
     squad = load_squad(general_root / "general" / "squad-v1.1" / "dev-v1.1.json")
     trained = set(common.take(sorted(squad.queries), 2, 42))
     assert len(parts["squad"][1]) == 2 and not {q.removeprefix("squad:") for q in parts["squad"][1]} & trained
     evaluate_reranker.run(args)
     fusion = json.loads((out / "fusion.json").read_text())
-    assert fusion["metric"] == "nDCG@10, mean of scifact, squad" and "2 SQuAD questions" in fusion["chosen_on"]
+    assert (
+        fusion["metric"] == "nDCG@10, mean of scifact, squad" and "2 SQuAD questions" in fusion["chosen_on"]
+    )
     assert set(fusion["first_stages"]) == {"dense", "hybrid"}
 
 
 def test_general_needs_a_listwise_scifact_run(tiny_bert_dir, general_root, tmp_path, capsys):
-    code = train_cross_encoder.main(["--task", "stsb", "--model", str(tiny_bert_dir), "--data-dir", str(general_root),
-                                     "--output-dir", str(tmp_path / "x"), "--general", "squad"])
+    code = train_cross_encoder.main(
+        [
+            "--task",
+            "stsb",
+            "--model",
+            str(tiny_bert_dir),
+            "--data-dir",
+            str(general_root),
+            "--output-dir",
+            str(tmp_path / "x"),
+            "--general",
+            "squad",
+        ]
+    )
     assert code == 2
     assert "--general 'squad' adds listwise groups" in capsys.readouterr().err
 
@@ -185,12 +286,16 @@ def test_cross_encoder_probabilities_need_a_calibration(tiny_bert_dir):
 
     from ctxir.rerank import CrossEncoderReranker
 
-    reranker = CrossEncoderReranker(CrossEncoder(str(tiny_bert_dir), num_labels=1, device="cpu"), backend="torch")
+    reranker = CrossEncoderReranker(
+        CrossEncoder(str(tiny_bert_dir), num_labels=1, device="cpu"), backend="torch"
+    )
     with pytest.raises(CtxirError, match=r"has no calibration\.json: fit one with"):
         reranker.predict_proba("bats", ["Bats hunt."])
     reranker.calibration = Calibration(scale=1.0, bias=0.0)
     raw = reranker.score_pairs("bats", ["Bats hunt.", "Banks lend."])
-    assert reranker.predict_proba("bats", ["Bats hunt.", "Banks lend."]) == pytest.approx(1 / (1 + np.exp(-raw)))
+    assert reranker.predict_proba("bats", ["Bats hunt.", "Banks lend."]) == pytest.approx(
+        1 / (1 + np.exp(-raw))
+    )
 
 
 # ---------------------------------------------------------------- the out-of-domain suite
@@ -201,7 +306,9 @@ def test_suite_sets_every_collection_and_first_stage():
     depths, collections = evaluate_reranker.check_args(args)
     assert depths == [20] and collections == list(evaluate_reranker.COLLECTIONS)
     assert args.other_first_stages == "bm25,dense,hybrid"
-    with pytest.raises(CtxirError, match="--collections names 'cran': use a comma list of scifact, msmarco, demo"):
+    with pytest.raises(
+        CtxirError, match="--collections names 'cran': use a comma list of scifact, msmarco, demo"
+    ):
         evaluate_reranker.check_args(evaluate_reranker.EvaluateRerankerArgs(model="m", collections="cran"))
 
 
@@ -214,14 +321,55 @@ def test_suite_scores_a_classic_collection_over_every_first_stage(tiny_bert_dir,
     if not classic.exists():
         shutil.copytree(general_root / "scifact", classic)
     out = tmp_path / "ce"
-    assert train_cross_encoder.main([
-        "--task", "scifact", "--model", str(tiny_bert_dir), "--data-dir", str(general_root), "--output-dir", str(out),
-        "--device", "cpu", "--max-steps", "1", "--batch-size", "2", "--num-negatives", "2", "--head",
-        "segment-cosine", "--train-layers", "1", "--loss", "listnet", "--dev-queries", "2", "--rerank-depth", "10",
-        "--eval-before", "false", "--torch-threads", "1"]) == 0
-    result = evaluate_reranker.run(evaluate_reranker.EvaluateRerankerArgs(
-        model=str(out), data_dir=str(general_root), collections="med", other_first_stages="bm25,dense,hybrid",
-        other_depth=10, depths="10", device="cpu", rerank_backend="torch"))
+    assert (
+        train_cross_encoder.main(
+            [
+                "--task",
+                "scifact",
+                "--model",
+                str(tiny_bert_dir),
+                "--data-dir",
+                str(general_root),
+                "--output-dir",
+                str(out),
+                "--device",
+                "cpu",
+                "--max-steps",
+                "1",
+                "--batch-size",
+                "2",
+                "--num-negatives",
+                "2",
+                "--head",
+                "segment-cosine",
+                "--train-layers",
+                "1",
+                "--loss",
+                "listnet",
+                "--dev-queries",
+                "2",
+                "--rerank-depth",
+                "10",
+                "--eval-before",
+                "false",
+                "--torch-threads",
+                "1",
+            ]
+        )
+        == 0
+    )
+    result = evaluate_reranker.run(
+        evaluate_reranker.EvaluateRerankerArgs(
+            model=str(out),
+            data_dir=str(general_root),
+            collections="med",
+            other_first_stages="bm25,dense,hybrid",
+            other_depth=10,
+            depths="10",
+            device="cpu",
+            rerank_backend="torch",
+        )
+    )
     assert set(result["med"]) == {"bm25@10", "dense@10", "hybrid@10"}
     for row in result["med"].values():
         assert row["queries"] == 8 and {"first_stage", "alone", "fused"} <= set(row)
@@ -235,4 +383,6 @@ def test_suite_scores_a_classic_collection_over_every_first_stage(tiny_bert_dir,
     app_hybrid = build_first_stages(corpus, ["hybrid"], [BiEncoder()])["hybrid"]  # the app's: parts' top 100
     expected = evaluate_run(qrels, run_from_hits(app_hybrid.search(queries, 10))).aggregate["nDCG@10"]
     assert result["med"]["hybrid@10"]["first_stage"]["nDCG@10"] == pytest.approx(expected, abs=1e-4)
-    assert any(row["dataset"] == "medline" for row in json.loads((out / "metrics.json").read_text())["evaluations"])
+    assert any(
+        row["dataset"] == "medline" for row in json.loads((out / "metrics.json").read_text())["evaluations"]
+    )

@@ -27,8 +27,11 @@ def test_space_front_matter_matches_the_pinned_gradio():
     assert text.startswith("---\n")
     front = yaml.safe_load(text.split("---\n")[1])
     assert front == yaml.safe_load((ROOT / "docs/space_front_matter.yaml").read_text().split("---\n")[1])
-    pins = dict(line.split("==") for line in (ROOT / "requirements.txt").read_text().splitlines()
-                if "==" in line and not line.startswith("#"))
+    pins = dict(
+        line.split("==")
+        for line in (ROOT / "requirements.txt").read_text().splitlines()
+        if "==" in line and not line.startswith("#")
+    )
     assert front["sdk"] == "gradio" and front["sdk_version"] == pins["gradio"]
     assert front["app_file"] == "app.py" and (ROOT / front["app_file"]).is_file()
     assert pins["torch"] == "2.13.0"  # an unpinned torch pulls the CUDA build (GBs)
@@ -51,3 +54,20 @@ def test_code_stats_counts_named_parameters_and_long_functions():
     assert code_stats.parameters(ast.parse(source).body[0]) == 3
     assert code_stats.many_parameters({"pkg/m.py": source, "tests/t.py": source}) == [(9, "pkg/m.py:g")]
     assert code_stats.functions({"m.py": source}) == [(2, "m.py:g"), (2, "m.py:f")]
+
+
+def test_ci_turns_missing_data_or_browser_into_a_failure_not_a_skip(tmp_path):
+    """.ci/run sets CTXIR_REQUIRE to what its machine has; with it, a missing data folder stops the run, named."""
+    import os
+    import subprocess
+    import sys
+
+    assert 'export CTXIR_REQUIRE="$require"' in (ROOT / ".ci/run").read_text()
+    env = {**os.environ, "CTXIR_REQUIRE": "data", "CTXIR_TEST_DATA": str(tmp_path / "absent")}
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_checks.py"]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 4 and "CTXIR_REQUIRE=data but the benchmark data is not at" in done.stderr
+    done = subprocess.run(
+        command, cwd=ROOT, env={**env, "CTXIR_REQUIRE": "gpu"}, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 4 and "CTXIR_REQUIRE names 'gpu': use data, browser" in done.stderr

@@ -25,8 +25,14 @@ CORPUS = {
     "d5": {"title": "Missed", "text": "Deposit money in an account."},
     "d6": {"title": "Low", "text": "Bank accounts pay interest."},
 }
-QUERIES = {"qa": "money at the bank", "qb": "river otters", "qc": "python snake", "qz": "nothing relevant",
-           "q0": "deposit", "q00": "account"}
+QUERIES = {
+    "qa": "money at the bank",
+    "qb": "river otters",
+    "qc": "python snake",
+    "qz": "nothing relevant",
+    "q0": "deposit",
+    "q00": "account",
+}
 QRELS = {
     "qa": {"d5": 2, "d6": 1, "d3": 0},  # d5 not retrieved, d6 at rank 3, d3 judged non-relevant
     "qb": {"d1": 1},  # found first: perfect
@@ -61,18 +67,24 @@ def test_worst_queries_lowest_first_ties_by_qid_without_unanswerable_ones():
 def test_a_case_lists_top_results_missed_and_low_ranked_relevant_documents():
     case = next(c for c in cases(top=2) if c["qid"] == "qa")
     assert case["query"] == "money at the bank" and case["num_relevant"] == 2 and case["num_retrieved"] == 4
-    assert [(r["rank"], r["doc_id"], r["score"], r["grade"]) for r in case["results"]] == \
-        [(1, "d2", 5.0, None), (2, "d3", 4.0, 0)]  # unjudged, judged non-relevant
+    assert [(r["rank"], r["doc_id"], r["score"], r["grade"]) for r in case["results"]] == [
+        (1, "d2", 5.0, None),
+        (2, "d3", 4.0, 0),
+    ]  # unjudged, judged non-relevant
     assert case["results"][0]["title"] == CORPUS["d2"]["title"]
-    assert [(r["doc_id"], r["grade"], r["rank"], r["score"], r["status"]) for r in case["relevant"]] == \
-        [("d5", 2, None, None, "missed"), ("d6", 1, 3, 3.0, "low")]
+    assert [(r["doc_id"], r["grade"], r["rank"], r["score"], r["status"]) for r in case["relevant"]] == [
+        ("d5", 2, None, None, "missed"),
+        ("d6", 1, 3, 3.0, "low"),
+    ]
 
 
 def test_the_pair_to_explain_is_the_highest_ranked_non_relevant_document_above_it():
     by_qid = {c["qid"]: c for c in cases()}
     # the grade-2 document first; the winner is the top non-relevant document, unjudged or judged 0
-    assert [(p["winner"]["doc_id"], p["relevant"]["doc_id"]) for p in by_qid["qa"]["pairs"]] == \
-        [("d2", "d5"), ("d2", "d6")]
+    assert [(p["winner"]["doc_id"], p["relevant"]["doc_id"]) for p in by_qid["qa"]["pairs"]] == [
+        ("d2", "d5"),
+        ("d2", "d6"),
+    ]
     assert by_qid["qa"]["pairs"][0]["winner"] == {"doc_id": "d2", "rank": 1, "score": 5.0, "grade": None}
     assert [(p["winner"]["doc_id"], p["relevant"]["rank"]) for p in by_qid["qc"]["pairs"]] == [("d3", 2)]
     assert by_qid["q00"]["pairs"][0]["winner"]["doc_id"] == "x0"
@@ -86,12 +98,15 @@ def test_ranks_follow_trec_eval_ties_so_they_agree_with_the_metric():
     assert case["value"] == 1.0 and case["relevant"][0]["rank"] == 1 and case["pairs"] == []
 
 
-@pytest.mark.parametrize(("kwargs", "match"), [
-    ({"metric": "nDCG"}, "metric 'nDCG' is not known"),
-    ({"metric": "F1@10"}, "metric 'F1@10' is not known"),
-    ({"worst": 0}, "worst must be a whole number"),
-    ({"top": "10"}, "top must be a whole number"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"metric": "nDCG"}, "metric 'nDCG' is not known"),
+        ({"metric": "F1@10"}, "metric 'F1@10' is not known"),
+        ({"worst": 0}, "worst must be a whole number"),
+        ({"top": "10"}, "top must be a whole number"),
+    ],
+)
 def test_bad_arguments_are_named(kwargs, match):
     with pytest.raises(CtxirError, match=match):
         cases(**kwargs)
@@ -132,8 +147,9 @@ def test_bi_encoder_explanation_splits_each_cosine_exactly(tiny_st):
     [explained] = explain_failures([case], CORPUS, bi_encoder=tiny_st)
     ex = explained["pairs"][0]["explanations"][0]
     assert (ex["model"], ex["method"], ex["exact"]) == ("bi-encoder", "exact", True)
-    vectors = tiny_st.encode(["river otters", doc_text(CORPUS["d4"]), doc_text(CORPUS["d1"])],
-                             normalize_embeddings=True)
+    vectors = tiny_st.encode(
+        ["river otters", doc_text(CORPUS["d4"]), doc_text(CORPUS["d1"])], normalize_embeddings=True
+    )
     assert ex["winner"]["score"] == pytest.approx(float(vectors[0] @ vectors[1]), abs=1e-5)
     assert ex["relevant"]["score"] == pytest.approx(float(vectors[0] @ vectors[2]), abs=1e-5)
     # every query token's contribution is there (word-pieces joined), adding up to each cosine
@@ -174,11 +190,15 @@ def test_html_escapes_every_text_and_loads_nothing_from_outside():
     from ctxir.retrieval import BM25Retriever
 
     hostile = dict(QUERIES, qa="money <img src=x onerror=alert(1)> at the bank")
-    explained = explain_failures(failure_cases(QRELS, RUN, CORPUS, hostile), CORPUS, bm25=BM25Retriever(CORPUS))
+    explained = explain_failures(
+        failure_cases(QRELS, RUN, CORPUS, hostile), CORPUS, bm25=BM25Retriever(CORPUS)
+    )
     meta = report_meta(QRELS, RUN, "nDCG@10", system="bm25 <b>", config={"data": "<data>", "split": "test"})
     page = render_report(explained, meta)
     assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in page  # d2's title, shown as text
-    assert "&lt;img src=x onerror=alert(1)&gt;" in page and "&lt;data&gt;" in page and "bm25 &lt;b&gt;" in page
+    assert (
+        "&lt;img src=x onerror=alert(1)&gt;" in page and "&lt;data&gt;" in page and "bm25 &lt;b&gt;" in page
+    )
     assert "<script" not in page.lower() and "<img" not in page.lower() and "<link" not in page.lower()
     assert "@import" not in page and "url(" not in page
     # the only links are to the page's own sections
@@ -195,7 +215,9 @@ def test_report_json_round_trips_through_load_report(tmp_path):
     explained = explain_failures(cases(), CORPUS, bm25=BM25Retriever(CORPUS))
     meta = report_meta(QRELS, RUN, "nDCG@10", system="bm25", config={"data": "toy"})
     html_path, json_path = write_report(tmp_path / "out" / "report.html", explained, meta)
-    assert html_path.read_text().startswith("<!DOCTYPE html>") and json_path == tmp_path / "out" / "report.json"
+    assert (
+        html_path.read_text().startswith("<!DOCTYPE html>") and json_path == tmp_path / "out" / "report.json"
+    )
     expected = json.loads(json.dumps({"meta": meta, "cases": explained}))
     assert load_report(html_path) == expected and load_report(json_path) == expected
     with pytest.raises(CtxirError, match=r"must end in \.html"):
@@ -213,22 +235,50 @@ def test_report_json_round_trips_through_load_report(tmp_path):
 @pytest.fixture
 def beir_dir(tmp_path, write_beir):
     # q3 shares no word with its relevant d2, so BM25 returns only d1
-    return write_beir(tmp_path / "toy", {"q1": "river otters", "q2": "snake prey", "q3": "river money"},
-                      {"test": {"q1": {"d1": 1}, "q2": {"d3": 1}, "q3": {"d2": 1}}})
+    return write_beir(
+        tmp_path / "toy",
+        {"q1": "river otters", "q2": "snake prey", "q3": "river money"},
+        {"test": {"q1": {"d1": 1}, "q2": {"d3": 1}, "q3": {"d2": 1}}},
+    )
 
 
 def test_evaluate_report_flag_writes_html_and_json_and_saves_runs(beir_dir, tmp_path, capsys):
     from ctxir.evaluation.evaluate import main as evaluate
 
     results, report = tmp_path / "results.json", tmp_path / "report.html"
-    assert evaluate(["--data", str(beir_dir), "--retriever", "bm25", "--output", str(results),
-                     "--report", str(report), "--report-queries", "2"]) == 0
+    assert (
+        evaluate(
+            [
+                "--data",
+                str(beir_dir),
+                "--retriever",
+                "bm25",
+                "--output",
+                str(results),
+                "--report",
+                str(report),
+                "--report-queries",
+                "2",
+            ]
+        )
+        == 0
+    )
     assert f"wrote {report} and {tmp_path / 'report.json'}" in capsys.readouterr().out
     loaded = load_report(report)
     assert [c["qid"] for c in loaded["cases"]] == ["q3", "q1"]  # q3 missed, then ties at 1.0 by qid
     q3 = loaded["cases"][0]
-    assert q3["relevant"] == [{"doc_id": "d2", "title": "", "snippet": "savings account at the bank",
-                               "in_corpus": True, "grade": 1, "rank": None, "score": None, "status": "missed"}]
+    assert q3["relevant"] == [
+        {
+            "doc_id": "d2",
+            "title": "",
+            "snippet": "savings account at the bank",
+            "in_corpus": True,
+            "grade": 1,
+            "rank": None,
+            "score": None,
+            "status": "missed",
+        }
+    ]
     ex = q3["pairs"][0]["explanations"][0]
     assert (q3["pairs"][0]["winner"]["doc_id"], ex["model"]) == ("d1", "bm25")
     assert {t["term"]: t["relevant"] for t in ex["terms"]} == {"river": 0.0, "money (in no document)": 0.0}
@@ -249,10 +299,25 @@ def test_report_errors_are_messages(beir_dir, tmp_path, capsys):
     from ctxir.evaluation.evaluate import main as evaluate
 
     out = tmp_path / "r.json"
-    assert evaluate(["--data", str(beir_dir), "--retriever", "bm25", "--output", str(out),
-                     "--report", str(tmp_path / "r.html")]) == 2
+    assert (
+        evaluate(
+            [
+                "--data",
+                str(beir_dir),
+                "--retriever",
+                "bm25",
+                "--output",
+                str(out),
+                "--report",
+                str(tmp_path / "r.html"),
+            ]
+        )
+        == 2
+    )
     assert "writes its data to" in capsys.readouterr().err and not out.exists()
-    assert evaluate(["--data", str(beir_dir), "--retriever", "bm25", "--report", str(tmp_path / "r.txt")]) == 2
+    assert (
+        evaluate(["--data", str(beir_dir), "--retriever", "bm25", "--report", str(tmp_path / "r.txt")]) == 2
+    )
     assert "must end in .html" in capsys.readouterr().err
     old = tmp_path / "old.json"
     old.write_text(json.dumps({"per_query": {"bm25": {}}, "config": {"data": str(beir_dir)}}))
@@ -270,9 +335,27 @@ def test_dense_report_explains_with_the_pipelines_minilm(beir_dir, tmp_path, min
     # judged so that any reasonable model fails: the snake document must outrank the relevant code one
     (beir_dir / "qrels" / "hard.tsv").write_text("query-id\tcorpus-id\tscore\nq2\td4\t1\n")
     report = tmp_path / "dense.html"
-    assert evaluate(["--data", str(beir_dir), "--split", "hard", "--retriever", "dense", "--model",
-                     str(minilm_path), "--cache-dir", str(tmp_path / "cache"), "--output", str(tmp_path / "d.json"),
-                     "--report", str(report)]) == 0
+    assert (
+        evaluate(
+            [
+                "--data",
+                str(beir_dir),
+                "--split",
+                "hard",
+                "--retriever",
+                "dense",
+                "--model",
+                str(minilm_path),
+                "--cache-dir",
+                str(tmp_path / "cache"),
+                "--output",
+                str(tmp_path / "d.json"),
+                "--report",
+                str(report),
+            ]
+        )
+        == 0
+    )
     [worst] = load_report(report)["cases"]
     assert worst["value"] < 1 and worst["pairs"][0]["winner"]["doc_id"] == "d3"
     ex = worst["pairs"][0]["explanations"][0]
@@ -286,10 +369,31 @@ def test_reranked_report_explains_the_reranker_then_the_first_stage(beir_dir, tm
 
     report = tmp_path / "rerank.html"
     # --rerank-mode alone: the run reported is the re-ranker's own, so its scores are the ones explained
-    assert evaluate(["--data", str(beir_dir), "--retriever", "bm25", "--rerank", "cross-encoder",
-                     "--reranker-model", str(tiny_bert_dir), "--device", "cpu", "--output",
-                     str(tmp_path / "r.json"), "--report", str(report), "--report-queries", "1",
-                     "--rerank-mode", "alone"]) == 0
+    assert (
+        evaluate(
+            [
+                "--data",
+                str(beir_dir),
+                "--retriever",
+                "bm25",
+                "--rerank",
+                "cross-encoder",
+                "--reranker-model",
+                str(tiny_bert_dir),
+                "--device",
+                "cpu",
+                "--output",
+                str(tmp_path / "r.json"),
+                "--report",
+                str(report),
+                "--report-queries",
+                "1",
+                "--rerank-mode",
+                "alone",
+            ]
+        )
+        == 0
+    )
     loaded = load_report(report)
     assert loaded["meta"]["system"] == "bm25 + cross-encoder"
     [case] = loaded["cases"]
@@ -305,16 +409,44 @@ def test_report_for_pipeline_takes_its_options_grouped_or_as_keywords(tmp_path):
     from ctxir.retrieval.retrievers import BM25Retriever
 
     pipeline = Pipeline(BM25Retriever(CORPUS))
-    grouped = report_for_pipeline(tmp_path / "a.html", pipeline, RUN, "bm25", CORPUS, QUERIES, QRELS,
-                                  ReportOptions(config={"retriever": "bm25"}, worst=1, top=2))
-    keywords = report_for_pipeline(tmp_path / "b.html", pipeline, RUN, "bm25", CORPUS, QUERIES, QRELS,
-                                   config={"retriever": "bm25"}, worst=1, top=2)
+    grouped = report_for_pipeline(
+        tmp_path / "a.html",
+        pipeline,
+        RUN,
+        "bm25",
+        CORPUS,
+        QUERIES,
+        QRELS,
+        ReportOptions(config={"retriever": "bm25"}, worst=1, top=2),
+    )
+    keywords = report_for_pipeline(
+        tmp_path / "b.html",
+        pipeline,
+        RUN,
+        "bm25",
+        CORPUS,
+        QUERIES,
+        QRELS,
+        config={"retriever": "bm25"},
+        worst=1,
+        top=2,
+    )
     reports = [json.loads(json_path.read_text()) for _, json_path in (grouped, keywords)]
     assert len(reports[0]["cases"]) == 1 and len(reports[0]["cases"][0]["results"]) <= 2
     assert reports[0]["cases"] == reports[1]["cases"]
     with pytest.warns(DeprecationWarning, match="config=..."):
-        old = report_for_pipeline(tmp_path / "c.html", pipeline, RUN, "bm25", CORPUS, QUERIES, QRELS,
-                                  {"retriever": "bm25"}, worst=1, top=2)
+        old = report_for_pipeline(
+            tmp_path / "c.html",
+            pipeline,
+            RUN,
+            "bm25",
+            CORPUS,
+            QUERIES,
+            QRELS,
+            {"retriever": "bm25"},
+            worst=1,
+            top=2,
+        )
     assert json.loads(old[1].read_text())["cases"] == reports[0]["cases"]
     with pytest.raises(TypeError, match=r"'wrost'.*valid: config, metric, top, worst"):
         report_for_pipeline(tmp_path / "d.html", pipeline, RUN, "bm25", CORPUS, QUERIES, QRELS, wrost=1)

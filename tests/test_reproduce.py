@@ -11,12 +11,18 @@ from ctxir.types import run_from_hits
 
 def test_paired_retrieval_finds_compressions(minilm):
     # The seed task: find the original sentence from its compression among the other originals.
-    originals = ["The committee approved the new budget after a long debate on Tuesday.",
-                 "Heavy rain flooded several streets in the old town overnight.",
-                 "The striker scored twice in the second half to win the match.",
-                 "Researchers found that the drug lowered blood pressure in older adults."]
-    compressions = ["committee approved budget", "rain flooded streets", "striker scored twice",
-                    "drug lowered blood pressure"]
+    originals = [
+        "The committee approved the new budget after a long debate on Tuesday.",
+        "Heavy rain flooded several streets in the old town overnight.",
+        "The striker scored twice in the second half to win the match.",
+        "Researchers found that the drug lowered blood pressure in older adults.",
+    ]
+    compressions = [
+        "committee approved budget",
+        "rain flooded streets",
+        "striker scored twice",
+        "drug lowered blood pressure",
+    ]
     result = paired_retrieval(BiEncoder(minilm, cache=None), compressions, originals)
     assert result["Recall@1"] == 1.0 and result["MRR"] == 1.0
 

@@ -8,11 +8,17 @@ from ctxir.encoders.models import load_transformer
 from ctxir.rerank import ClsLrRanker, CrossEncoderReranker, Reranker, cls_features
 from ctxir.types import CtxirError, Hit
 
-CORPUS = {"a": {"title": "", "text": "otters play on the river bank"},
-          "b": {"title": "", "text": "she put her salary in the bank"},
-          "c": {"title": "", "text": "python snake"}}
-PAIRS = [("river bank", "otters play on the river bank"), ("money", "she put her salary in the bank"),
-         ("snake", "python snake"), ("tea", "coffee and music")]
+CORPUS = {
+    "a": {"title": "", "text": "otters play on the river bank"},
+    "b": {"title": "", "text": "she put her salary in the bank"},
+    "c": {"title": "", "text": "python snake"},
+}
+PAIRS = [
+    ("river bank", "otters play on the river bank"),
+    ("money", "she put her salary in the bank"),
+    ("snake", "python snake"),
+    ("tea", "coffee and music"),
+]
 
 
 def test_cls_features_equal_last_hidden_state_cls(tiny_bert_dir):
@@ -38,7 +44,9 @@ def _fitted(tiny_bert_dir) -> ClsLrRanker:
 def test_cls_lr_score_is_linear_in_cls(tiny_bert_dir):
     ranker = _fitted(tiny_bert_dir)
     feats = ranker.features("query", ["river bank", "tea"])
-    assert np.allclose(ranker.score_pairs("query", ["river bank", "tea"]), feats @ ranker.coef + ranker.intercept)
+    assert np.allclose(
+        ranker.score_pairs("query", ["river bank", "tea"]), feats @ ranker.coef + ranker.intercept
+    )
     proba = ranker.predict_proba("query", ["river bank", "tea"])
     assert ((proba > 0) & (proba < 1)).all() and proba[0] > proba[1]  # learnt river bank = relevant
 
@@ -111,16 +119,27 @@ def test_maxp_scores_a_document_by_its_best_window_each_after_the_title():
 
     model = _WordOverlapModel()
     reranker = CrossEncoderReranker(model, passages=Passages(words=3, stride=2))
-    corpus = {"a": {"title": "Rivers", "text": "banks lend money to otters dig dens"},  # windows: 'banks lend money',
-              "b": {"title": "", "text": "otters"}}                                      # 'money to otters', ...
+    corpus = {
+        "a": {
+            "title": "Rivers",
+            "text": "banks lend money to otters dig dens",
+        },  # windows: 'banks lend money',
+        "b": {"title": "", "text": "otters"},
+    }  # 'money to otters', ...
     hits = reranker.rerank("otters dens", [Hit("a", 1.0), Hit("b", 2.0)], corpus)
     # a: best window 'Rivers otters dig dens' holds both query words (2); b: 'otters' holds one (1)
     assert [(h.doc_id, h.score) for h in hits] == [("a", 2.0), ("b", 1.0)]
-    assert "Rivers banks lend money" in model.read and "Rivers otters dig dens" in model.read and "otters" in model.read
+    assert (
+        "Rivers banks lend money" in model.read
+        and "Rivers otters dig dens" in model.read
+        and "otters" in model.read
+    )
     # plain texts (the pair tab, the API): windows of the text alone, best window's score
     assert reranker.score_pairs("otters dens", ["x y z otters dens"]).tolist() == [2.0]
     first = CrossEncoderReranker(_WordOverlapModel())
-    assert first.score_documents("otters dens", [corpus["a"]]).tolist() == [2.0]  # one input: title + whole text
+    assert first.score_documents("otters dens", [corpus["a"]]).tolist() == [
+        2.0
+    ]  # one input: title + whole text
 
 
 class _OrderedModel:
@@ -138,10 +157,15 @@ def test_both_orders_scores_each_pair_as_the_mean_of_its_two_readings_in_one_cal
     one, both = _OrderedModel(), _OrderedModel()
     # ("a b", "c d e f"): 2 − 4/2 = 0 as given; ("c d e f", "a b"): 4 − 2/2 = 3; the mean 1.5
     assert CrossEncoderReranker(one).score_pairs("a b", ["c d e f", "c"]).tolist() == [0.0, 1.5]
-    assert CrossEncoderReranker(both, both_orders=True).score_pairs("a b", ["c d e f", "c"]).tolist() == [1.5, 0.75]
+    assert CrossEncoderReranker(both, both_orders=True).score_pairs("a b", ["c d e f", "c"]).tolist() == [
+        1.5,
+        0.75,
+    ]
     assert both.calls == [[("a b", "c d e f"), ("a b", "c"), ("c d e f", "a b"), ("c", "a b")]]  # one batch
     # symmetric: the same score whichever sentence comes first
-    assert CrossEncoderReranker(_OrderedModel(), both_orders=True).score_pairs("c d e f", ["a b"]).tolist() == [1.5]
+    assert CrossEncoderReranker(_OrderedModel(), both_orders=True).score_pairs(
+        "c d e f", ["a b"]
+    ).tolist() == [1.5]
 
 
 def test_a_pair_scorers_folder_says_whether_it_scores_both_orders(tiny_bert_dir, tmp_path):
@@ -159,8 +183,11 @@ def test_a_pair_scorers_folder_says_whether_it_scores_both_orders(tiny_bert_dir,
     (folder / "pair_orders.json").write_text('{"orders": "one"}')
     assert both_orders_for(str(folder)) is False
     (folder / "pair_orders.json").write_text('{"orders": "reversed"}')
-    with pytest.raises(CtxirError, match=r"'orders' in '.*pair_orders\.json' 'reversed' is not known: use one of "
-                                         r"'one', 'both'"):
+    with pytest.raises(
+        CtxirError,
+        match=r"'orders' in '.*pair_orders\.json' 'reversed' is not known: use one of "
+        r"'one', 'both'",
+    ):
         both_orders_for(str(folder))
     assert CrossEncoderReranker(_OrderedModel()).both_orders is False  # a model object has no folder to ask
 

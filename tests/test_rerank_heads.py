@@ -23,8 +23,11 @@ from ctxir.encoders.heads import (
 from ctxir.names import TOP_LAYERS_CONFIG, TOP_LAYERS_WEIGHTS
 from ctxir.types import CtxirError
 
-PAIRS = [("the cat sat", "the cat sat on the dog"), ("the cat sat", "tea and coffee"),
-         ("river water", "otters play in the river water")]
+PAIRS = [
+    ("the cat sat", "the cat sat on the dog"),
+    ("the cat sat", "tea and coffee"),
+    ("river water", "otters play in the river water"),
+]
 
 
 def test_segment_means_leave_out_padding_and_split_on_token_types():
@@ -38,13 +41,16 @@ def test_segment_means_leave_out_padding_and_split_on_token_types():
 
 def test_segment_cosine_scores_are_scaled_cosines_plus_the_linear_term():
     q, d = torch.tensor([[3.0, 4.0]]), torch.tensor([[4.0, 3.0]])
-    assert segment_cosine_scores(q, d, torch.tensor(10.0), torch.tensor(-1.0)).item() == pytest.approx(10 * 0.96 - 1)
+    assert segment_cosine_scores(q, d, torch.tensor(10.0), torch.tensor(-1.0)).item() == pytest.approx(
+        10 * 0.96 - 1
+    )
     linear = torch.nn.Linear(6, 1)
     torch.nn.init.constant_(linear.weight, 0.5)
     torch.nn.init.zeros_(linear.bias)
     # [q; d; |q − d|] = [3, 4, 4, 3, 1, 1] → 0.5 · 16 = 8
-    assert segment_cosine_scores(q, d, torch.tensor(10.0), torch.tensor(-1.0), linear).item() == \
-        pytest.approx(10 * 0.96 - 1 + 8)
+    assert segment_cosine_scores(
+        q, d, torch.tensor(10.0), torch.tensor(-1.0), linear
+    ).item() == pytest.approx(10 * 0.96 - 1 + 8)
 
 
 def test_term_match_features_count_exact_matches_per_query_token_by_hand():
@@ -52,7 +58,9 @@ def test_term_match_features_count_exact_matches_per_query_token_by_hand():
     ids = torch.tensor([[1, 5, 6, 2, 5, 5, 7, 2, 0], [1, 5, 6, 2, 8, 9, 2, 0, 0]])
     types = torch.tensor([[0, 0, 0, 0, 1, 1, 1, 1, 0], [0, 0, 0, 0, 1, 1, 1, 0, 0]])
     mask = (ids > 0).long()
-    weights = torch.tensor([[0.0, 2.0, 1.0, 0.0, 9, 9, 9, 9, 9]] * 2)  # [CLS]/[SEP] weigh 0; the document's ignored
+    weights = torch.tensor(
+        [[0.0, 2.0, 1.0, 0.0, 9, 9, 9, 9, 9]] * 2
+    )  # [CLS]/[SEP] weigh 0; the document's ignored
     f = term_match_features(torch.randn(2, 9, 4), ids, mask, types, weights, kernels=())
     # row 1: "a" occurs twice in the document (weight 2), "b" never: 2·log 3 / 4 query tokens; the [PAD] never counts
     assert f.shape == (2, 1)
@@ -64,7 +72,11 @@ def test_term_match_kernels_are_rbf_counts_of_cosine_bands():
     # two query tokens along x; the document's two tokens along x (cos 1) and y (cos 0)
     tokens = torch.tensor([[[0.0, 0, 1], [1.0, 0, 0], [2.0, 0, 0], [1.0, 0, 0], [0.0, 1, 0]]])
     ids = torch.tensor([[1, 5, 6, 7, 8]])
-    types, mask, weights = torch.tensor([[0, 0, 0, 1, 1]]), torch.ones(1, 5, dtype=torch.long), torch.ones(1, 5)
+    types, mask, weights = (
+        torch.tensor([[0, 0, 0, 1, 1]]),
+        torch.ones(1, 5, dtype=torch.long),
+        torch.ones(1, 5),
+    )
     f = term_match_features(tokens, ids, mask, types, weights, kernels=(1.0, 0.0), sigma=0.1)
     # [CLS] (along z) has cosine 0 with both document tokens; "a" and "b" have cosine 1 with one, 0 with the other
     band_1 = (0 + np.log1p(1 + np.exp(-50)) * 2) / 3
@@ -79,7 +91,9 @@ def test_the_term_match_term_starts_at_zero_then_trains_and_reloads(tiny_bert_di
     assert np.allclose(np.ravel(ce.predict(PAIRS)), before)  # zero-initialised: the scores it shipped with
     # a step on a loss that rewards word overlap moves it: the pair sharing words gains on the pair sharing none
     optimizer = torch.optim.Adam([*ce[1].term_weight.parameters(), *ce[1].term_linear.parameters()], lr=0.1)
-    features = ce.tokenizer([p[0] for p in PAIRS[:2]], [p[1] for p in PAIRS[:2]], return_tensors="pt", padding=True)
+    features = ce.tokenizer(
+        [p[0] for p in PAIRS[:2]], [p[1] for p in PAIRS[:2]], return_tensors="pt", padding=True
+    )
     for _ in range(5):
         optimizer.zero_grad()
         scores = ce(dict(features))["scores"].squeeze(1)  # (2,): the module chain's forward, as in training
@@ -91,7 +105,9 @@ def test_the_term_match_term_starts_at_zero_then_trains_and_reloads(tiny_bert_di
     ce.save_pretrained(str(folder))
     assert json.loads((folder / "1_SegmentCosineHead" / "config.json").read_text())["term_match"] is True
     models.load_cross_encoder.cache_clear()
-    assert np.allclose(np.ravel(models.load_cross_encoder(str(folder), "cpu").predict(PAIRS)), after, atol=0.05)
+    assert np.allclose(
+        np.ravel(models.load_cross_encoder(str(folder), "cpu").predict(PAIRS)), after, atol=0.05
+    )
     from ctxir.publish.hub import model_facts
 
     assert model_facts(folder, "cross-encoder")["term_match"] is True  # the card describes the term
@@ -120,7 +136,9 @@ def _fresh(tiny_bert_dir: Path, base: str, train_from: int = 1):
     body.model.config.num_labels = 1
     body.max_seq_length = 32
     body.freeze_below(train_from, base)
-    return CrossEncoder(modules=[body, SegmentCosineHead(32)], device="cpu", activation_fn=torch.nn.Identity())
+    return CrossEncoder(
+        modules=[body, SegmentCosineHead(32)], device="cpu", activation_fn=torch.nn.Identity()
+    )
 
 
 def test_untrained_head_scores_the_scaled_cosine_of_one_joint_pass(tiny_bert_dir):
@@ -128,7 +146,10 @@ def test_untrained_head_scores_the_scaled_cosine_of_one_joint_pass(tiny_bert_dir
 
     ce = _fresh(tiny_bert_dir, str(tiny_bert_dir))
     scores = np.ravel(ce.predict(PAIRS))
-    tokenizer, bert = AutoTokenizer.from_pretrained(tiny_bert_dir), AutoModel.from_pretrained(tiny_bert_dir).eval()
+    tokenizer, bert = (
+        AutoTokenizer.from_pretrained(tiny_bert_dir),
+        AutoModel.from_pretrained(tiny_bert_dir).eval(),
+    )
     for (query, document), score in zip(PAIRS, scores, strict=True):
         enc = tokenizer(query, document, return_tensors="pt")
         with torch.no_grad():
@@ -180,8 +201,15 @@ def test_ctxir_and_sentence_transformers_load_the_same_model(saved):
     ours = np.ravel(loaded.predict(PAIRS))
     # the saved layers are float16: the reload differs from the in-memory model by that rounding only
     assert np.allclose(ours, np.ravel(ce.predict(PAIRS)), atol=0.05)
-    assert not np.allclose(ours, np.ravel(_fresh(Path(json.loads((folder / TOP_LAYERS_CONFIG).read_text())
-                                                      ["base_model"]), "x").predict(PAIRS)), atol=1e-3)
+    assert not np.allclose(
+        ours,
+        np.ravel(
+            _fresh(Path(json.loads((folder / TOP_LAYERS_CONFIG).read_text())["base_model"]), "x").predict(
+                PAIRS
+            )
+        ),
+        atol=1e-3,
+    )
     plain = CrossEncoder(str(folder), device="cpu", trust_remote_code=True)
     assert np.array_equal(np.ravel(plain.predict(PAIRS)), ours)
     assert type(loaded.activation_fn).__name__ == "Identity"  # raw scores: a sigmoid would saturate at 1.0

@@ -38,11 +38,13 @@ from ctxir.types import CtxirError
 pytestmark = pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning")
 
 QUERY = "otters play on the river bank"
-CORPUS = {"d1": {"title": "", "text": "otters play in the river water"},
-          "d2": {"title": "", "text": "money deposit at the bank account"},
-          "d3": {"title": "", "text": "the river bank and the otters"},
-          "d4": {"title": "", "text": "python code is a snake"},
-          "d5": {"title": "", "text": "the cat sat on the dog at the bank"}}
+CORPUS = {
+    "d1": {"title": "", "text": "otters play in the river water"},
+    "d2": {"title": "", "text": "money deposit at the bank account"},
+    "d3": {"title": "", "text": "the river bank and the otters"},
+    "d4": {"title": "", "text": "python code is a snake"},
+    "d5": {"title": "", "text": "the cat sat on the dog at the bank"},
+}
 
 
 # ---------------------------------------------------------------- a modular cross-encoder, as ctxir will ship one
@@ -71,8 +73,16 @@ def modular_dir(tiny_bert_dir, tmp_path_factory) -> Path:
     """A modular cross-encoder saved as its trained top layers, with the fusion.json ship.py would copy in."""
     folder = tmp_path_factory.mktemp("modular") / "ce"
     _modular_cross_encoder(tiny_bert_dir).save_pretrained(str(folder))
-    (folder / "fusion.json").write_text(json.dumps({"method": "weighted", "weights": [0.5, 1.0], "k": None,
-                                                    "chosen_on": "809 SciFact training claims"}))
+    (folder / "fusion.json").write_text(
+        json.dumps(
+            {
+                "method": "weighted",
+                "weights": [0.5, 1.0],
+                "k": None,
+                "chosen_on": "809 SciFact training claims",
+            }
+        )
+    )
     return folder
 
 
@@ -90,15 +100,29 @@ def test_each_kind_is_described_once_with_every_name_it_goes_by():
     assert reranker_choices() == ("none", *RERANKERS)
     ce, lr, sts = RERANKERS["cross-encoder"], RERANKERS["cls-lr"], RERANKERS["sts-cross-encoder"]
     assert (sts.flag, sts.env, sts.pair_column, sts.rank_column, sts.pair_legend, sts.card) == (
-        "--sts-cross-encoder", "CTXIR_STS_CROSS_ENCODER", "sts_cross_encoder_score", "sts_cross_encoder_rank",
-        "STS similarity score", "cross-encoder")
+        "--sts-cross-encoder",
+        "CTXIR_STS_CROSS_ENCODER",
+        "sts_cross_encoder_score",
+        "sts_cross_encoder_rank",
+        "STS similarity score",
+        "cross-encoder",
+    )
     assert sts.shipped == models.SHIPPED_STS_CROSS_ENCODER and "train_pair_scorer.py" in sts.how_to_get
-    assert (ce.flag, ce.env, ce.key, ce.card) == ("--cross-encoder", "CTXIR_CROSS_ENCODER", "cross_encoder",
-                                                  "cross-encoder")
-    assert (lr.pair_column, lr.rank_column, lr.pair_legend) == ("cls_lr_probability", "cls_lr_rank",
-                                                                "CLS-LR probability")
+    assert (ce.flag, ce.env, ce.key, ce.card) == (
+        "--cross-encoder",
+        "CTXIR_CROSS_ENCODER",
+        "cross_encoder",
+        "cross-encoder",
+    )
+    assert (lr.pair_column, lr.rank_column, lr.pair_legend) == (
+        "cls_lr_probability",
+        "cls_lr_rank",
+        "CLS-LR probability",
+    )
     assert (ce.shipped, lr.shipped) == (models.SHIPPED_CROSS_ENCODER, models.SHIPPED_CLS_LR)
-    with pytest.raises(CtxirError, match=r"re-ranker 'colbert' is not known: use one of 'none', 'cross-encoder'"):
+    with pytest.raises(
+        CtxirError, match=r"re-ranker 'colbert' is not known: use one of 'none', 'cross-encoder'"
+    ):
         get_reranker("colbert")
     with pytest.raises(CtxirError, match="is no re-ranker ctxir knows"):
         kind_of(object())
@@ -112,10 +136,15 @@ def test_availability_is_read_from_the_files_here_never_the_network(tmp_path, mo
     monkeypatch.setitem(models.SHIPPED_MODELS, models.SHIPPED_CLS_LR, tmp_path / "not-shipped")
     ok, why = lr.available("")
     assert not ok and "ships no CLS-LR re-ranker" in why and "train_cls_lr.py" in why
-    assert ce.available(str(tmp_path / "nope")) == (False, f"model folder {str(tmp_path / 'nope')!r} does not exist")
+    assert ce.available(str(tmp_path / "nope")) == (
+        False,
+        f"model folder {str(tmp_path / 'nope')!r} does not exist",
+    )
     ok, why = ce.available("someone/unknown-reranker")
     assert not ok and "nor in the local Hugging Face cache" in why
-    assert ce.available(str(tmp_path)) == (True, "") and local_model_folder(str(tmp_path)) == tmp_path.resolve()
+    assert (
+        ce.available(str(tmp_path)) == (True, "") and local_model_folder(str(tmp_path)) == tmp_path.resolve()
+    )
     # once the shipped folder exists, the kind switches on by itself, with the shipped model as its default
     shipped = tmp_path / "cls-lr"
     shipped.mkdir()
@@ -129,8 +158,11 @@ def test_availability_is_read_from_the_files_here_never_the_network(tmp_path, mo
 def test_load_reranker_refuses_what_is_not_here_before_loading(tmp_path, monkeypatch):
     assert load_reranker("none") is None
     monkeypatch.setitem(models.SHIPPED_MODELS, models.SHIPPED_CLS_LR, tmp_path / "not-shipped")
-    with pytest.raises(CtxirError, match=r"the CLS-LR re-ranker is not available: this installation ships no .*"
-                                         r"--rerank cls-lr --reranker-model FOLDER"):
+    with pytest.raises(
+        CtxirError,
+        match=r"the CLS-LR re-ranker is not available: this installation ships no .*"
+        r"--rerank cls-lr --reranker-model FOLDER",
+    ):
         load_reranker("cls-lr")
     with pytest.raises(CtxirError, match="does not exist"):
         load_reranker("cross-encoder", str(tmp_path / "missing"))
@@ -138,8 +170,12 @@ def test_load_reranker_refuses_what_is_not_here_before_loading(tmp_path, monkeyp
 
 def test_the_fused_mode_reads_the_model_folders_fusion_json(modular, modular_dir, tiny_bert_dir):
     assert modular.stage_fusion == StageFusion("weighted", (0.5, 1.0))
-    assert modular.stage_fusion.record() == {"method": "weighted", "weights": [0.5, 1.0], "k": None,
-                                             "chosen_on": "809 SciFact training claims"}
+    assert modular.stage_fusion.record() == {
+        "method": "weighted",
+        "weights": [0.5, 1.0],
+        "k": None,
+        "chosen_on": "809 SciFact training claims",
+    }
     plain = load_reranker("cross-encoder", str(tiny_bert_dir), "cpu")  # no fusion.json: RRF k=60, 1:1
     assert plain.stage_fusion == StageFusion("rrf", (1.0, 1.0), 60) == StageFusion.default()
     bad = modular_dir.parent / "bad"
@@ -155,7 +191,9 @@ def test_a_modular_cross_encoder_is_explained_by_integrated_gradients(modular, t
     document = CORPUS["d3"]["text"]
     out = explain(QUERY, document, bi_encoder=tiny_st, rerankers={"cross-encoder": modular}, attention=False)
     ce = out["cross_encoder"]
-    assert ce["model_kind"] == "cross-encoder" and ce["score_kind"].startswith("Identity(logit)")  # raw scores
+    assert ce["model_kind"] == "cross-encoder" and ce["score_kind"].startswith(
+        "Identity(logit)"
+    )  # raw scores
     assert ce["score"] == pytest.approx(float(modular.score_pairs(QUERY, [document])[0]), abs=1e-4)
     gap = ce["score"] - ce["baseline_score"]
     assert sum(ce["attributions"]) == pytest.approx(gap, abs=max(0.01 * abs(gap), 1e-4))
@@ -187,8 +225,12 @@ def test_a_kind_that_is_not_loaded_is_offered_nowhere_and_says_why(modular_state
     from ctxir.app.blocks import build_demo, missing_models, status_line
 
     assert modular_state.models.loaded == ["cross-encoder"]
-    assert "CLS-LR ✗ not loaded" in status_line(modular_state) and "cross-encoder ✓" in status_line(modular_state)
-    assert "**CLS-LR**: no CLS-LR re-ranker was given (start with `--cls-lr FOLDER`)" in missing_models(modular_state)
+    assert "CLS-LR ✗ not loaded" in status_line(modular_state) and "cross-encoder ✓" in status_line(
+        modular_state
+    )
+    assert "**CLS-LR**: no CLS-LR re-ranker was given (start with `--cls-lr FOLDER`)" in missing_models(
+        modular_state
+    )
     demo = build_demo(modular_state)
     [reranker] = _radios(demo, "Re-ranker")
     assert [value for _, value in reranker.choices] == ["none", "cross-encoder"]
@@ -203,13 +245,17 @@ def test_a_kind_that_is_not_loaded_is_offered_nowhere_and_says_why(modular_state
     assert "CLS-LR re-ranker is not available (no CLS-LR re-ranker was given)" in err.value.plain_message
     assert "restart the app with `--cls-lr <its output folder>`" in err.value.plain_message
     assert reranker.preprocess("cross-encoder") == "cross-encoder"
-    with pytest.raises(gr.Error, match=r"Re-ranker must be one of \['none', 'cross-encoder'\], got 'colbert'"):
+    with pytest.raises(
+        gr.Error, match=r"Re-ranker must be one of \['none', 'cross-encoder'\], got 'colbert'"
+    ):
         reranker.preprocess("colbert")
     [mode] = _radios(demo, "Re-rank mode")
     assert mode.value == "fused" and [value for _, value in mode.choices] == ["fused", "alone"]
     scored = score_pairs(modular_state, QUERY, [CORPUS["d1"]["text"], CORPUS["d2"]["text"]])
-    assert scored.data["unavailable"] == {"cls-lr": "no CLS-LR re-ranker was given",
-                                          "sts-cross-encoder": "no STS similarity re-ranker was given"}
+    assert scored.data["unavailable"] == {
+        "cls-lr": "no CLS-LR re-ranker was given",
+        "sts-cross-encoder": "no STS similarity re-ranker was given",
+    }
     assert [r["cls_lr_probability"] for r in scored.rows] == [None, None]  # the API keeps the column, empty
     assert all(isinstance(r["cross_encoder_score"], float) for r in scored.rows)
 
@@ -244,10 +290,17 @@ def test_search_modes_and_what_moved_with_a_modular_cross_encoder(modular_state,
 def test_the_app_loads_a_modular_cross_encoder_folder_offline(modular_dir, tiny_bert_dir, caplog):
     """As the app will load the shipped one: by folder, its body's trained top layers in the attention views, its
     fusion.json in the fused mode; a kind whose model is not here is reported, not downloaded."""
-    config = AppConfig(bi_encoder=str(tiny_bert_dir), cross_encoder=str(modular_dir),
-                       cls_lr="someone/not-cached-cls-lr", rerankers={"sts-cross-encoder": "none"}, device="cpu")
+    config = AppConfig(
+        bi_encoder=str(tiny_bert_dir),
+        cross_encoder=str(modular_dir),
+        cls_lr="someone/not-cached-cls-lr",
+        rerankers={"sts-cross-encoder": "none"},
+        device="cpu",
+    )
     found = AppModels.load(config)
-    assert found.loaded == ["cross-encoder"] and "nor in the local Hugging Face cache" in found.why_not("cls-lr")
+    assert found.loaded == ["cross-encoder"] and "nor in the local Hugging Face cache" in found.why_not(
+        "cls-lr"
+    )
     assert "CLS-LR re-ranker unavailable, the app starts without it" in caplog.text
     ce = found.rerankers["cross-encoder"]
     assert ce.stage_fusion.chosen_on == "809 SciFact training claims"
@@ -258,10 +311,14 @@ def test_the_app_loads_a_modular_cross_encoder_folder_offline(modular_dir, tiny_
     body = found.inspect["cross-encoder"].model
     top = "encoder.layer.1.attention.self.query.weight"
     assert not torch.allclose(body.state_dict()[top], base.state_dict()[top])
-    assert torch.allclose(body.state_dict()[top].float(), ce.model[0].auto_model.state_dict()[top].float(), atol=1e-3)
+    assert torch.allclose(
+        body.state_dict()[top].float(), ce.model[0].auto_model.state_dict()[top].float(), atol=1e-3
+    )
     state = AppState(found, config, CORPUS, "toy", cache=None)
-    assert search(state, QUERY, None, "bm25", "cross-encoder", k=3, depth=5).data["fusion"]["method"] == \
-        "weighted"
+    assert (
+        search(state, QUERY, None, "bm25", "cross-encoder", k=3, depth=5).data["fusion"]["method"]
+        == "weighted"
+    )
 
 
 # ---------------------------------------------------------------- a new kind is one entry
@@ -285,17 +342,37 @@ def _explain_overlap(model, query: str, document: str, **options) -> dict:
         seen.add(word)
     tokens = ["[CLS]", *query.lower().split(), "[SEP]", *document.lower().split(), "[SEP]"]
     attributions = [0.0] * (len(query.split()) + 2) + shares + [0.0]
-    return {"model_kind": "overlap", "score_kind": "shared words", "score": float(sum(shares)),
-            "baseline_score": 0.0, "baseline": "pad", "tokens": tokens, "attributions": attributions,
-            "sentence_b_start": len(query.split()) + 2, "n_steps": 0, "completeness_error": 0.0, "converged": True}
+    return {
+        "model_kind": "overlap",
+        "score_kind": "shared words",
+        "score": float(sum(shares)),
+        "baseline_score": 0.0,
+        "baseline": "pad",
+        "tokens": tokens,
+        "attributions": attributions,
+        "sentence_b_start": len(query.split()) + 2,
+        "n_steps": 0,
+        "completeness_error": 0.0,
+        "converged": True,
+    }
 
 
 OVERLAP = RerankerKind(
-    name="overlap", label="word overlap", short="WO", setting="overlap", card="overlap", shipped="",
-    fallback="", how_to_get="write the shared-word list into a folder", load=lambda model, device, batch: WordOverlap(),
-    accepts=lambda obj: isinstance(obj, WordOverlap), wrap=lambda obj: obj,
-    pair_scores=lambda reranker, query, texts: reranker.score_pairs(query, texts), pair_value="score",
-    explain=_explain_overlap)
+    name="overlap",
+    label="word overlap",
+    short="WO",
+    setting="overlap",
+    card="overlap",
+    shipped="",
+    fallback="",
+    how_to_get="write the shared-word list into a folder",
+    load=lambda model, device, batch: WordOverlap(),
+    accepts=lambda obj: isinstance(obj, WordOverlap),
+    wrap=lambda obj: obj,
+    pair_scores=lambda reranker, query, texts: reranker.score_pairs(query, texts),
+    pair_value="score",
+    explain=_explain_overlap,
+)
 
 
 @pytest.fixture
@@ -315,20 +392,46 @@ def test_one_entry_adds_a_kind_to_the_cli(overlap_kind, write_beir, tmp_path, ca
 
     from ctxir.evaluation.evaluate import EvaluateArgs, main
 
-    (args,) = HfArgumentParser(EvaluateArgs).parse_args_into_dataclasses(args=["--data", "x", "--rerank", "overlap"])
+    (args,) = HfArgumentParser(EvaluateArgs).parse_args_into_dataclasses(
+        args=["--data", "x", "--rerank", "overlap"]
+    )
     assert args.rerank == "overlap" and args.rerank_mode == "fused"
     with pytest.raises(SystemExit):
-        HfArgumentParser(EvaluateArgs).parse_args_into_dataclasses(args=["--data", "x", "--rerank", "colbert"])
+        HfArgumentParser(EvaluateArgs).parse_args_into_dataclasses(
+            args=["--data", "x", "--rerank", "colbert"]
+        )
     assert "overlap" in capsys.readouterr().err  # argparse lists the choices, the new kind among them
     folder = tmp_path / "overlap-model"
     folder.mkdir()
-    data = write_beir(tmp_path / "beir", {"q1": "river otters", "q2": "python snake"},
-                      {"test": {"q1": {"d1": 1}, "q2": {"d3": 1}}})
+    data = write_beir(
+        tmp_path / "beir",
+        {"q1": "river otters", "q2": "python snake"},
+        {"test": {"q1": {"d1": 1}, "q2": {"d3": 1}}},
+    )
     out = tmp_path / "r.json"
-    assert main(["--data", str(data), "--retriever", "bm25", "--rerank", "overlap", "--reranker-model", str(folder),
-                 "--output", str(out)]) == 0
+    assert (
+        main(
+            [
+                "--data",
+                str(data),
+                "--retriever",
+                "bm25",
+                "--rerank",
+                "overlap",
+                "--reranker-model",
+                str(folder),
+                "--output",
+                str(out),
+            ]
+        )
+        == 0
+    )
     result = json.loads(out.read_text())
-    assert set(result["metrics"]) == {"bm25", "bm25 + overlap", "bm25 + overlap (fused)"}  # both printed and kept
+    assert set(result["metrics"]) == {
+        "bm25",
+        "bm25 + overlap",
+        "bm25 + overlap (fused)",
+    }  # both printed and kept
     assert result["rerank_mode"] == "fused" and result["system"] == "bm25 + overlap (fused)"
     assert result["stage_fusion"]["method"] == "rrf" and "not tuned" in result["stage_fusion"]["chosen_on"]
     assert "| bm25 + overlap (fused) |" in capsys.readouterr().out
@@ -345,7 +448,10 @@ def test_one_entry_adds_a_kind_to_the_app(overlap_kind, _tiny_st, monkeypatch):
     # its flag and environment variable
     monkeypatch.setenv("CTXIR_OVERLAP", "words-folder")
     (args,) = HfArgumentParser(app.app_args_class()).parse_args_into_dataclasses(args=[])
-    assert args.overlap == "words-folder" and app.config_from_args(args).reranker_model("overlap") == "words-folder"
+    assert (
+        args.overlap == "words-folder"
+        and app.config_from_args(args).reranker_model("overlap") == "words-folder"
+    )
     # offered in the app once loaded: search, explanations, pair scoring, status line
     found = AppModels.from_objects(_tiny_st, "tiny-bert", rerankers={"overlap": WordOverlap()})
     state = AppState(found, AppConfig(device="cpu"), CORPUS, "toy", cache=None)
@@ -353,14 +459,23 @@ def test_one_entry_adds_a_kind_to_the_app(overlap_kind, _tiny_st, monkeypatch):
     demo = build_demo(state)
     [reranker] = _radios(demo, "Re-ranker")
     assert [value for _, value in reranker.choices] == ["none", "overlap"]
-    assert all([v for _, v in r.choices] == ["auto", "bi-encoder", "overlap"] for r in _radios(demo, "Explain with"))
+    assert all(
+        [v for _, v in r.choices] == ["auto", "bi-encoder", "overlap"] for r in _radios(demo, "Explain with")
+    )
     scored = score_pairs(state, QUERY, [CORPUS["d1"]["text"], CORPUS["d2"]["text"]])
     assert [r["overlap_score"] for r in scored.rows] == [4.0, 2.0]  # otters play the river / the bank
-    assert [r["overlap_rank"] for r in scored.rows] == [1, 2] and shown_names()["overlap_score"] == "word overlap"
+    assert [r["overlap_rank"] for r in scored.rows] == [1, 2] and shown_names()[
+        "overlap_score"
+    ] == "word overlap"
     explained = explain_pair(state, QUERY, CORPUS["d3"]["text"], "auto")
-    assert explained.data["overlap"]["score"] == 4.0 and explained.data["cross_encoder"]["model_kind"] == "overlap"
+    assert (
+        explained.data["overlap"]["score"] == 4.0
+        and explained.data["cross_encoder"]["model_kind"] == "overlap"
+    )
     # searched in both modes: alone is the overlap order, fused the RRF of both ranks
     alone = search(state, QUERY, None, "bm25", "overlap", k=5, depth=5, mode="alone")
-    assert [r["rerank_score"] for r in alone.rows] == sorted((r["rerank_score"] for r in alone.rows), reverse=True)
+    assert [r["rerank_score"] for r in alone.rows] == sorted(
+        (r["rerank_score"] for r in alone.rows), reverse=True
+    )
     moved = what_moved(state, QUERY, None, "bm25", "overlap", k=5, depth=5, n=1)
     assert moved.data["reranker"] == "overlap" and moved.data["mode"] == "fused"

@@ -107,8 +107,11 @@ def test_bm25_stemming_is_a_choice_and_none_is_plain_bm25s():
 
     from ctxir.retrieval import BM25Retriever
 
-    corpus = {"a": {"title": "", "text": "running shoes for runners"}, "b": {"title": "", "text": "the run was long"},
-              "c": {"title": "", "text": "a quiet evening"}}
+    corpus = {
+        "a": {"title": "", "text": "running shoes for runners"},
+        "b": {"title": "", "text": "the run was long"},
+        "c": {"title": "", "text": "a quiet evening"},
+    }
     stemmed = BM25Retriever(corpus).query("run", 3)
     plain = BM25Retriever(corpus, stemmer=None).query("run", 3)
     assert {h.doc_id for h in stemmed if h.score > 0} == {"a", "b"}  # run ~ running/runners once stemmed
@@ -117,10 +120,13 @@ def test_bm25_stemming_is_a_choice_and_none_is_plain_bm25s():
     retriever = bm25s.BM25(k1=1.5, b=0.75, method="lucene")
     texts = [" ".join(filter(None, (corpus[d]["title"], corpus[d]["text"]))) for d in corpus]
     retriever.index(bm25s.tokenize(texts, stopwords="en", show_progress=False), show_progress=False)
-    docs, scores = retriever.retrieve(bm25s.tokenize(["run"], stopwords="en", show_progress=False), k=3,
-                                      show_progress=False)
+    docs, scores = retriever.retrieve(
+        bm25s.tokenize(["run"], stopwords="en", show_progress=False), k=3, show_progress=False
+    )
     ours = {h.doc_id: h.score for h in plain}
-    theirs = {list(corpus)[int(i)]: float(score) for i, score in zip(docs[0], scores[0], strict=True) if score > 0}
+    theirs = {
+        list(corpus)[int(i)]: float(score) for i, score in zip(docs[0], scores[0], strict=True) if score > 0
+    }
     assert theirs and {d: s for d, s in ours.items() if s > 0} == pytest.approx(theirs, abs=1e-6)
     with pytest.raises(CtxirError, match=r"stemmer 'klingon' is not known"):
         BM25Retriever(corpus, stemmer="klingon")

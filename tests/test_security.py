@@ -96,12 +96,16 @@ def test_an_upload_is_visible_and_searchable_only_by_its_owner(state, tmp_path):
     hits = search(state, "vault code", name, "bm25", k=1, owner="alice")
     assert hits.rows[0]["text"].startswith("the vault code")
     # bob asks for alice's corpus by its exact name: refused, and the message lists only what bob may use
-    with pytest.raises(CtxirError, match=r"corpus 'secret_notes-\w+' is not loaded: choose one of 'public' or") as err:
+    with pytest.raises(
+        CtxirError, match=r"corpus 'secret_notes-\w+' is not loaded: choose one of 'public' or"
+    ) as err:
         search(state, "vault code", name, "bm25", k=1, owner="bob")
     assert "vault" not in str(err.value)
     with pytest.raises(CtxirError) as err:
         search(state, "vault code", "nope", "bm25", owner="bob")
-    assert "secret_notes" not in str(err.value)  # an unknown-corpus error never names another visitor's corpus
+    assert "secret_notes" not in str(
+        err.value
+    )  # an unknown-corpus error never names another visitor's corpus
     with pytest.raises(CtxirError, match="is not loaded"):
         compare_pooling(state, "vault code", name, layer=1, k=1, owner="bob")
 
@@ -118,8 +122,9 @@ def test_each_visitor_keeps_their_own_copy_of_the_same_file(state, tmp_path):
 def test_a_visitor_over_their_own_limit_loses_only_their_oldest_and_is_told(tiny_models, tmp_path):
     state = make_state(tiny_models, max_corpora=2)
     bob = upload_corpus(state, corpus_file(tmp_path, "bob.txt"), owner="bob").data["corpus"]
-    names = [upload_corpus(state, corpus_file(tmp_path, f"a{i}.txt", f"text {i}"), owner="alice")
-             for i in range(3)]
+    names = [
+        upload_corpus(state, corpus_file(tmp_path, f"a{i}.txt", f"text {i}"), owner="alice") for i in range(3)
+    ]
     assert names[2].data["dropped"] == [names[0].data["corpus"]]
     assert "Your older upload(s)" in names[2].text and "at most 2" in names[2].text
     assert state.corpus_names_for("alice") == ["public", names[1].data["corpus"], names[2].data["corpus"]]
@@ -134,8 +139,11 @@ def test_when_the_app_is_full_only_idle_visitors_lose_uploads_else_a_clear_refus
     state.add(Index("b2"), "bob")
     state.add(Index("c1"), "carol")
     # everyone is active: alice is refused, and nobody loses anything
-    with pytest.raises(CtxirError, match=r"already holds 3 uploaded corpora of visitors who are using them.*"
-                                         r"nothing of theirs is removed while they are active.*Try again") as err:
+    with pytest.raises(
+        CtxirError,
+        match=r"already holds 3 uploaded corpora of visitors who are using them.*"
+        r"nothing of theirs is removed while they are active.*Try again",
+    ) as err:
         state.add(Index("a1"), "alice")
     assert "b1" not in str(err.value) and "c1" not in str(err.value)
     with pytest.raises(CtxirError, match="already holds 3"):
@@ -169,8 +177,7 @@ def test_uploaded_embeddings_are_not_written_to_the_embedding_cache(tiny_models,
 
     cache_dir = tmp_path / "cache"
     corpus = {"p1": {"title": "", "text": "the river bank"}}
-    state = AppState(tiny_models, AppConfig(device="cpu"), corpus, "public",
-                     cache=EmbeddingCache(cache_dir))
+    state = AppState(tiny_models, AppConfig(device="cpu"), corpus, "public", cache=EmbeddingCache(cache_dir))
     public_files = sorted(p.name for p in cache_dir.rglob("*") if p.is_file())
     assert public_files  # the startup corpus is cached (so this check can see a write)
     name = upload_corpus(state, corpus_file(tmp_path, "notes.txt"), owner="alice").data["corpus"]
@@ -179,11 +186,17 @@ def test_uploaded_embeddings_are_not_written_to_the_embedding_cache(tiny_models,
     assert sorted(p.name for p in cache_dir.rglob("*") if p.is_file()) == public_files
 
 
-@pytest.mark.parametrize(("content", "message"), [
-    (b"first line\nsecond \x00 line\n", r"notes\.txt contains a NUL byte \(line 2, byte offset 18\): it is a binary "
-                                        r"file or UTF-16 text.*Save it as UTF-8 text"),
-    ("a UTF-16 file\n".encode("utf-16"), r"contains a NUL byte \(line 1"),
-])
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (
+            b"first line\nsecond \x00 line\n",
+            r"notes\.txt contains a NUL byte \(line 2, byte offset 18\): it is a binary "
+            r"file or UTF-16 text.*Save it as UTF-8 text",
+        ),
+        ("a UTF-16 file\n".encode("utf-16"), r"contains a NUL byte \(line 1"),
+    ],
+)
 def test_nul_bytes_in_an_upload_are_refused(state, tmp_path, content, message):
     path = tmp_path / "notes.txt"
     path.write_bytes(content)
@@ -194,7 +207,9 @@ def test_nul_bytes_in_an_upload_are_refused(state, tmp_path, content, message):
 
 def test_a_nul_written_as_a_json_escape_is_refused(state, tmp_path):
     path = tmp_path / "escaped.jsonl"
-    path.write_text('{"id": "d1", "text": "fine"}\n{"id": "d2", "text": "bad \\u0000 here"}\n', encoding="utf-8")
+    path.write_text(
+        '{"id": "d1", "text": "fine"}\n{"id": "d2", "text": "bad \\u0000 here"}\n', encoding="utf-8"
+    )
     with pytest.raises(CtxirError, match=r"escaped\.jsonl: document 'd2' contains a NUL character"):
         upload_corpus(state, str(path), owner="alice")
 
@@ -227,7 +242,9 @@ def test_hostile_text_in_error_messages_shows_as_typed(state, typed):
             call()
         raw = str(err.value)
         shown_part = typed if typed in raw else typed[:40]  # a long word is quoted by its first 40 characters
-        assert shown_part in raw and Tags(raw).tags  # the library message holds the raw text, which HTML renders
+        assert (
+            shown_part in raw and Tags(raw).tags
+        )  # the library message holds the raw text, which HTML renders
         shown = app.user_error(err.value)
         assert isinstance(shown, gr.Error)
         assert shows_literally(shown.message, shown_part), (what, shown.message)
@@ -266,8 +283,12 @@ def test_cls_pooling_at_layer_0_warns_that_every_pair_scores_1(state):
     assert len(result.data["warnings"]) == 1
     assert "CLS pooling at layer 0" in result.text and "choose layer 1 or higher" in result.text
     for layer, pooling in ((1, "cls"), (0, "mean")):
-        assert sentence_similarity(state, ["the river bank", "money"], layer=layer,
-                                   pooling=pooling).data["warnings"] == []
+        assert (
+            sentence_similarity(state, ["the river bank", "money"], layer=layer, pooling=pooling).data[
+                "warnings"
+            ]
+            == []
+        )
     compared = compare_pooling(state, "river", layer=0, k=2)
     assert compared.data["warnings"] and compared.text.startswith("⚠️ CLS pooling at layer 0")
     assert compare_pooling(state, "river", layer=1, k=2).data["warnings"] == []
@@ -315,16 +336,24 @@ def test_200_attention_requests_keep_the_output_folder_under_its_cap(state, outp
         fig.add_subplot().plot([0, 1])
         return fig
 
-    monkeypatch.setattr(attention_tab, "attention", lambda *a, **k: dataclasses.replace(
-        real, figures={"heatmap": small_figure(), "head_summary": small_figure()}))
+    monkeypatch.setattr(
+        attention_tab,
+        "attention",
+        lambda *a, **k: dataclasses.replace(
+            real, figures={"heatmap": small_figure(), "head_summary": small_figure()}
+        ),
+    )
     demo = app.build_demo(state, outputs=outputs)
     callback = next(fn.fn for fn in demo.fns.values() if fn.api_name == "attention")
     peak, written = 0, 0
     for _ in range(200):
         _summary, _frame_html, html_file, heat, head_png, *_ = callback(
-            "bi-encoder", "the river bank", "", "model", [], [], 0, 0, None)
+            "bi-encoder", "the river bank", "", "model", [], [], 0, 0, None
+        )
         written += sum(Path(p).stat().st_size for p in (html_file, heat, head_png))
-        assert Path(html_file).parent == outputs.root and Path(html_file).read_text().startswith("<!DOCTYPE html>")
+        assert Path(html_file).parent == outputs.root and Path(html_file).read_text().startswith(
+            "<!DOCTYPE html>"
+        )
         peak = max(peak, outputs.bytes_used())
     assert written > 60 * 2**20  # 200 views wrote ~80 MiB in all ...
     assert peak <= 3 * 2**20  # ... and the folder never held more than its cap
@@ -399,8 +428,9 @@ def page_refusal(url: str, endpoint: str, args: tuple) -> str:
 
     url = url.rstrip("/")
     headers = {"Sec-Fetch-Mode": "cors", "Sec-Fetch-Site": "same-origin"}
-    event = httpx.post(f"{url}/gradio_api/call{endpoint}", json={"data": list(args)}, headers=headers,
-                       timeout=60).json()["event_id"]
+    event = httpx.post(
+        f"{url}/gradio_api/call{endpoint}", json={"data": list(args)}, headers=headers, timeout=60
+    ).json()["event_id"]
     stream = httpx.get(f"{url}/gradio_api/call{endpoint}/{event}", headers=headers, timeout=120).text
     assert "event: error\ndata:" in stream, stream
     return json.loads(stream.split("event: error\ndata:", 1)[1].splitlines()[0])["error"]
@@ -416,12 +446,15 @@ def test_two_visitors_over_http_see_only_their_own_uploads(served, tmp_path, mon
     from gradio_client import handle_file
     from gradio_client.exceptions import AppError
 
-    monkeypatch.setenv("GRADIO_HEARTBEAT_INTERVAL", "1")  # the server notices a closed session within a second
+    monkeypatch.setenv(
+        "GRADIO_HEARTBEAT_INTERVAL", "1"
+    )  # the server notices a closed session within a second
     url, state, _demo, _cache = served
     alice, bob = client_for(url), client_for(url)
     try:
-        _text, _table, data = alice.predict(handle_file(corpus_file(tmp_path, "secret_notes.txt")),
-                                            api_name="/upload_corpus")
+        _text, _table, data = alice.predict(
+            handle_file(corpus_file(tmp_path, "secret_notes.txt")), api_name="/upload_corpus"
+        )
         name = data["corpus"]
         _, _, hits = alice.predict("vault code", name, "bm25", "none", 1, 20, api_name="/search")
         assert hits["hits"][0]["text"].startswith("the vault code")
@@ -443,14 +476,21 @@ def test_two_visitors_over_http_see_only_their_own_uploads(served, tmp_path, mon
     assert state.corpus_names_for(alice.session_hash) == ["public"]
 
 
-@pytest.mark.parametrize(("endpoint", "args", "typed"), [
-    ("/search", ("river", LINK, "bm25", "none", 3, 20), LINK),
-    ("/search", ("river", IMAGE, "bm25", "none", 3, 20), IMAGE),
-    ("/model_info", (LINK, ""), LINK),
-    ("/attention", (IMAGE, "the river bank", "", "head", [], [], 0, 0), IMAGE),
-    ("/layer_similarity", ("bi-encoder", "the river bank\nthe money bank", IMAGE), IMAGE),
-    ("/search", ("river", "public", "bm25", "cross-encoder", 3, 20), "`--cross-encoder <its output folder>`"),
-])
+@pytest.mark.parametrize(
+    ("endpoint", "args", "typed"),
+    [
+        ("/search", ("river", LINK, "bm25", "none", 3, 20), LINK),
+        ("/search", ("river", IMAGE, "bm25", "none", 3, 20), IMAGE),
+        ("/model_info", (LINK, ""), LINK),
+        ("/attention", (IMAGE, "the river bank", "", "head", [], [], 0, 0), IMAGE),
+        ("/layer_similarity", ("bi-encoder", "the river bank\nthe money bank", IMAGE), IMAGE),
+        (
+            "/search",
+            ("river", "public", "bm25", "cross-encoder", 3, 20),
+            "`--cross-encoder <its output folder>`",
+        ),
+    ],
+)
 def test_error_messages_over_http_are_text(served, endpoint, args, typed):
     # an API client renders nothing: it reads the message as written (issue #21), not '&lt;a href=…'
     message = refusal(served[0], endpoint, args)
@@ -464,18 +504,42 @@ def test_error_messages_over_http_are_text(served, endpoint, args, typed):
 MAX_K, MAX_DEPTH = AppConfig.max_k, AppConfig.max_rerank_depth
 
 
-@pytest.mark.parametrize(("endpoint", "args", "message"), [
-    ("/search", ("river", "public", "bm25", "none", 2.5, 20), f"k must be a whole number from 1 to {MAX_K}, got 2.5"),
-    ("/search", ("river", "public", "bm25", "none", MAX_K + 1, 20),
-     f"k must be a whole number from 1 to {MAX_K}, got {MAX_K + 1}"),
-    ("/search", ("river", "public", "bm25", "none", 5, MAX_DEPTH + 1),
-     f"re-rank depth must be a whole number from 1 to {MAX_DEPTH}, got {MAX_DEPTH + 1}"),
-    ("/search", ("river", "public", IMAGE, "none", 5, 20), "First stage must be one of ['bm25', 'dense', 'hybrid']"),
-    ("/attention", ("bi-encoder", "the river bank", "", "head", [], [], 0, 1.5),
-     "heatmap head must be a whole number from 0 to 3, got 1.5"),
-    ("/attention", ("bi-encoder", "the river bank", "", "head", [7], [], 0, 0), "Layers (none = all) must be one of"),
-    ("/sentence_similarity", ("a\nb", 9, "mean"), r"layer must be a number from 0 to 2, got 9"),
-])
+@pytest.mark.parametrize(
+    ("endpoint", "args", "message"),
+    [
+        (
+            "/search",
+            ("river", "public", "bm25", "none", 2.5, 20),
+            f"k must be a whole number from 1 to {MAX_K}, got 2.5",
+        ),
+        (
+            "/search",
+            ("river", "public", "bm25", "none", MAX_K + 1, 20),
+            f"k must be a whole number from 1 to {MAX_K}, got {MAX_K + 1}",
+        ),
+        (
+            "/search",
+            ("river", "public", "bm25", "none", 5, MAX_DEPTH + 1),
+            f"re-rank depth must be a whole number from 1 to {MAX_DEPTH}, got {MAX_DEPTH + 1}",
+        ),
+        (
+            "/search",
+            ("river", "public", IMAGE, "none", 5, 20),
+            "First stage must be one of ['bm25', 'dense', 'hybrid']",
+        ),
+        (
+            "/attention",
+            ("bi-encoder", "the river bank", "", "head", [], [], 0, 1.5),
+            "heatmap head must be a whole number from 0 to 3, got 1.5",
+        ),
+        (
+            "/attention",
+            ("bi-encoder", "the river bank", "", "head", [7], [], 0, 0),
+            "Layers (none = all) must be one of",
+        ),
+        ("/sentence_similarity", ("a\nb", 9, "mean"), r"layer must be a number from 0 to 2, got 9"),
+    ],
+)
 def test_numbers_and_choices_over_http_name_the_parameter(served, endpoint, args, message):
     raw = refusal(served[0], endpoint, args)
     assert message in raw or re.search(message, raw), raw  # plain text for an API client (issue #21)
@@ -489,7 +553,16 @@ def test_returned_files_are_served_from_the_output_folder_without_a_copy(served)
     try:
         for _ in range(3):
             _summary, _frame_html, html_file, heat, head_png, *_ = client.predict(
-                "bi-encoder", "the river bank", "money at the bank", "model", [], [], 0, 0, api_name="/attention")
+                "bi-encoder",
+                "the river bank",
+                "money at the bank",
+                "model",
+                [],
+                [],
+                0,
+                0,
+                api_name="/attention",
+            )
             for returned in (html_file, heat, head_png):
                 assert Path(returned["path"]).parent == demo.ctxir_outputs.root
         _, data = client.predict("a\nb", 0, "cls", api_name="/sentence_similarity")
@@ -516,8 +589,17 @@ def test_200_real_attention_requests_over_http_stay_under_the_cap(tiny_models, t
         client = client_for(url)
         try:
             for i in range(200):
-                result = client.predict("bi-encoder", f"the river bank {i}", "money at the bank",
-                                        ["head", "model"][i % 2], [], [], 0, 0, api_name="/attention")
+                result = client.predict(
+                    "bi-encoder",
+                    f"the river bank {i}",
+                    "money at the bank",
+                    ["head", "model"][i % 2],
+                    [],
+                    [],
+                    0,
+                    0,
+                    api_name="/attention",
+                )
                 assert all(Path(f["path"]).parent == outputs.root for f in result[2:5])  # served in place
                 written += result[-1]["html_bytes"]
                 peak = max(peak, outputs.bytes_used())
@@ -533,9 +615,17 @@ def test_200_real_attention_requests_over_http_stay_under_the_cap(tiny_models, t
 
 @pytest.mark.parametrize("signum", [signal.SIGHUP, pytest.param(signal.SIGINT, marks=pytest.mark.slow)])
 def test_a_signal_removes_the_output_folder(tmp_path, tiny_bert_dir, signum, app_process):
-    env = {**os.environ, "TMPDIR": str(tmp_path), "HF_HUB_OFFLINE": "1", "CTXIR_CROSS_ENCODER": "none",
-           "CTXIR_CLS_LR": "none", "CTXIR_TORCH_THREADS": "1", "GRADIO_ANALYTICS_ENABLED": "False",
-           "CTXIR_CACHE": str(tmp_path / "cache"), "CTXIR_BI_ENCODER": str(tiny_bert_dir)}
+    env = {
+        **os.environ,
+        "TMPDIR": str(tmp_path),
+        "HF_HUB_OFFLINE": "1",
+        "CTXIR_CROSS_ENCODER": "none",
+        "CTXIR_CLS_LR": "none",
+        "CTXIR_TORCH_THREADS": "1",
+        "GRADIO_ANALYTICS_ENABLED": "False",
+        "CTXIR_CACHE": str(tmp_path / "cache"),
+        "CTXIR_BI_ENCODER": str(tiny_bert_dir),
+    }
     proc = app_process(env)
     folders = list(tmp_path.glob("ctxir-app-*"))
     assert len(folders) == 1 and folders[0].is_dir()

@@ -32,8 +32,9 @@ def app_url(_tiny_st, serve):
     import app
 
     models = AppModels.from_objects(_tiny_st, "tiny-bert")
-    state = AppState(models, AppConfig(device="cpu"), {"p1": {"title": "", "text": "the river bank"}},
-                     "public", cache=None)
+    state = AppState(
+        models, AppConfig(device="cpu"), {"p1": {"title": "", "text": "the river bank"}}, "public", cache=None
+    )
     with serve(app.build_demo(state)) as url:
         yield url
 
@@ -79,8 +80,10 @@ HOSTILE_DOCS = [  # (id, title, text): HTML that would run, and Markdown that wo
 ]
 PAIR_TABLE = ".ctxir-table:has(th[title='document'])"  # the Pair scoring tab's scores
 HOSTILE_QUERY = "<img src=x onerror=window.__pwned=3> river bank <script>window.__pwned=4</script>"
-INJECTED = ("img[src='x'], a[href='http://x'], a[href='http://x/'], b, #search-results strong, "
-            "#search-results script, #search-results em, #search-results code")
+INJECTED = (
+    "img[src='x'], a[href='http://x'], a[href='http://x/'], b, #search-results strong, "
+    "#search-results script, #search-results em, #search-results code"
+)
 
 
 def _assert_nothing_ran(page, where: str) -> None:
@@ -96,18 +99,23 @@ def _table(page, selector: str) -> tuple[list[str], list[list[str]]]:
     headers = [h.strip() for h in page.locator(f"{selector} thead th").all_inner_texts()]
     rows = page.eval_on_selector_all(
         f"{selector} [role=row].virtual-row",
-        "rows => rows.map(r => [...r.querySelectorAll('[role=gridcell]')].map(c => c.innerText.trim()))")
+        "rows => rows.map(r => [...r.querySelectorAll('[role=gridcell]')].map(c => c.innerText.trim()))",
+    )
     return headers, rows
 
 
-def test_hostile_documents_and_queries_show_as_text_in_search_explain_and_pairs(offline_page, app_url, tmp_path):
+def test_hostile_documents_and_queries_show_as_text_in_search_explain_and_pairs(
+    offline_page, app_url, tmp_path
+):
     """Upload a corpus whose titles and texts hold HTML and Markdown, search it with a hostile query, explain a
     result, score the same texts as pairs: nothing runs, no element is injected, the literal text is in the tables
     and each table keeps one row per document and one cell per column."""
     import json
 
     corpus = tmp_path / "hostile.jsonl"
-    corpus.write_text("".join(json.dumps({"_id": i, "title": t, "text": x}) + "\n" for i, t, x in HOSTILE_DOCS))
+    corpus.write_text(
+        "".join(json.dumps({"_id": i, "title": t, "text": x}) + "\n" for i, t, x in HOSTILE_DOCS)
+    )
     page = offline_page()
     page.goto(app_url)
     page.wait_for_selector("#search-button", timeout=60_000)
@@ -121,8 +129,10 @@ def test_hostile_documents_and_queries_show_as_text_in_search_explain_and_pairs(
     # 2. a hostile query over it
     page.fill("#search-query textarea, #search-query input", HOSTILE_QUERY)
     page.click("#search-button")
-    page.wait_for_function("() => (document.querySelector('#search-summary')?.innerText || '')"
-                           ".includes('3 results')", timeout=60_000)
+    page.wait_for_function(
+        "() => (document.querySelector('#search-summary')?.innerText || '').includes('3 results')",
+        timeout=60_000,
+    )
     page.wait_for_timeout(1500)  # the page's table is redrawn by the private step after the answer
     _assert_nothing_ran(page, "after the search")
     page.wait_for_selector("#search-results [role=row].virtual-row", timeout=30_000)
@@ -133,27 +143,38 @@ def test_hostile_documents_and_queries_show_as_text_in_search_explain_and_pairs(
     assert shown == {i: (t, x) for i, t, x in HOSTILE_DOCS}, shown  # every character as typed
     # 3. explain a result (its title is in the choice list, its tokens in the panel)
     page.click('#search-results [data-testid="cell-0-2"]')
-    page.wait_for_function("() => (document.querySelector('#search-explain-summary')?.innerText || '')"
-                           ".includes('cosine')", timeout=90_000)
+    page.wait_for_function(
+        "() => (document.querySelector('#search-explain-summary')?.innerText || '').includes('cosine')",
+        timeout=90_000,
+    )
     _assert_nothing_ran(page, "after explaining a result")
     # 4. the same texts as pair scoring documents
     page.get_by_role("tab", name="Pair scoring").click()
     page.get_by_label("Query", exact=True).last.fill(HOSTILE_QUERY)
     page.get_by_label("Documents (one per line)").fill("\n".join(f"{t} {x}" for _, t, x in HOSTILE_DOCS))
     page.click("#score-pairs-button")
-    page.wait_for_function("() => (document.querySelector('#pair-summary')?.innerText || '')"
-                           ".includes('Input formation')", timeout=60_000)
+    page.wait_for_function(
+        "() => (document.querySelector('#pair-summary')?.innerText || '').includes('Input formation')",
+        timeout=60_000,
+    )
     page.wait_for_timeout(1500)  # the page's table is redrawn by the private step after the answer
     page.wait_for_selector(f"{PAIR_TABLE} [role=row].virtual-row", timeout=30_000)
     pair_headers, pair_rows = _table(page, PAIR_TABLE)
     _assert_nothing_ran(page, "after pair scoring")
     page.click("#explain-pair-button")
-    page.wait_for_function("() => (document.querySelector('#pair-explain-summary')?.innerText || '')"
-                           ".includes('cosine')", timeout=90_000)
+    page.wait_for_function(
+        "() => (document.querySelector('#pair-explain-summary')?.innerText || '').includes('cosine')",
+        timeout=90_000,
+    )
     _assert_nothing_ran(page, "after explaining a pair")
-    assert len(pair_rows) == 3 and all(len(row) == len(pair_headers) for row in pair_rows), (pair_headers, pair_rows)
+    assert len(pair_rows) == 3 and all(len(row) == len(pair_headers) for row in pair_rows), (
+        pair_headers,
+        pair_rows,
+    )
     documents = [row[pair_headers.index("document")] for row in pair_rows]
-    assert documents == [f"{t} {x}"[:120] for _, t, x in HOSTILE_DOCS], documents  # as typed (≤ 120 characters)
+    assert documents == [f"{t} {x}"[:120] for _, t, x in HOSTILE_DOCS], (
+        documents
+    )  # as typed (≤ 120 characters)
 
 
 def test_a_full_queue_tells_the_visitor_the_app_is_busy(offline_page, tmp_path):
@@ -181,8 +202,13 @@ def test_a_full_queue_tells_the_visitor_the_app_is_busy(offline_page, tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
-                **limits.launch_kwargs())
+    demo.launch(
+        server_name="127.0.0.1",
+        server_port=port,
+        prevent_thread_lock=True,
+        quiet=True,
+        **limits.launch_kwargs(),
+    )
     client = Client(f"http://127.0.0.1:{port}/", verbose=False)
     try:
         # one runs, then one waits: full. The second is sent only once the first runs: sent together, the second

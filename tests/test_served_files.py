@@ -37,15 +37,25 @@ def test_no_file_outside_the_apps_folders_is_served(served, minilm_path, tmp_pat
     url, demo = served
     inside = Path(demo.ctxir_outputs.root) / "probe.txt"
     inside.write_text("served")
-    assert status(f"{url}/gradio_api/file={inside}") == 200  # the control: the route works for the app's own files
+    assert (
+        status(f"{url}/gradio_api/file={inside}") == 200
+    )  # the control: the route works for the app's own files
     secret = tmp_path / "secret.txt"
     secret.write_text("not for visitors")
-    outside = [Path("/etc/passwd"), ROOT / "app.py", Path(minilm_path) / "model.safetensors", secret,
-               Path(demo.ctxir_outputs.root) / ".." / secret.name,  # climbing out of the allowed folder
-               Path.home() / ".cache" / "ctxir"]
+    outside = [
+        Path("/etc/passwd"),
+        ROOT / "app.py",
+        Path(minilm_path) / "model.safetensors",
+        secret,
+        Path(demo.ctxir_outputs.root) / ".." / secret.name,  # climbing out of the allowed folder
+        Path.home() / ".cache" / "ctxir",
+    ]
     for path in outside:
-        for route in (f"/gradio_api/file={path}", f"/gradio_api/file={urllib.parse.quote(str(path), safe='')}",
-                      f"/file={path}"):
+        for route in (
+            f"/gradio_api/file={path}",
+            f"/gradio_api/file={urllib.parse.quote(str(path), safe='')}",
+            f"/file={path}",
+        ):
             assert status(url + route) in (403, 404), route
 
 
@@ -58,8 +68,11 @@ def test_an_upload_over_the_cap_is_refused_by_its_own_name(app_state, tmp_path):
     small = dataclasses.replace(app_state.config, max_upload_mb=0.01)
     original, app_state.config = app_state.config, small
     try:
-        with pytest.raises(CtxirError, match=r"^my big notes\.txt is 0\.1 MB; this app accepts corpus files up to "
-                                             r"0\.01 MB: upload a smaller sample"):
+        with pytest.raises(
+            CtxirError,
+            match=r"^my big notes\.txt is 0\.1 MB; this app accepts corpus files up to "
+            r"0\.01 MB: upload a smaller sample",
+        ):
             upload_corpus(app_state, big, owner="size-test")
     finally:
         app_state.config = original

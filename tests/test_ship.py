@@ -18,8 +18,10 @@ from ctxir.types import CtxirError
 from training import ship
 from training.train_cross_encoder import LORA_FULL_MODULES, name_adapter_base
 
-PAIR = ("Do statins lower the risk of heart attack?",
-        "Statin therapy reduced myocardial infarction in patients with high cholesterol.")
+PAIR = (
+    "Do statins lower the risk of heart attack?",
+    "Statin therapy reduced myocardial infarction in patients with high cholesterol.",
+)
 
 
 def _metrics(model_type: str, base: str) -> dict:
@@ -40,8 +42,9 @@ def trained(minilm_path, tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("trained")
     ce = root / "ce-lora"
     model = CrossEncoder(str(minilm_path), num_labels=1, device="cpu", max_length=64)
-    model.add_adapter(LoraConfig(r=2, lora_alpha=4, target_modules=["query", "value"],
-                                 modules_to_save=LORA_FULL_MODULES))
+    model.add_adapter(
+        LoraConfig(r=2, lora_alpha=4, target_modules=["query", "value"], modules_to_save=LORA_FULL_MODULES)
+    )
     torch.manual_seed(0)
     for name, param in model.named_parameters():
         if "lora_B" in name or "modules_to_save" in name:
@@ -52,8 +55,9 @@ def trained(minilm_path, tmp_path_factory) -> dict[str, Path]:
     (ce / "train.log").write_text("left behind\n")
     cls = root / "cls-lr"
     rng = np.random.default_rng(0)
-    ClsLrRanker.fit(str(ce), rng.normal(size=(40, 384)).astype(np.float32), [0, 1] * 20, device="cpu",
-                    max_length=64).save(cls)
+    ClsLrRanker.fit(
+        str(ce), rng.normal(size=(40, 384)).astype(np.float32), [0, 1] * 20, device="cpu", max_length=64
+    ).save(cls)
     (cls / "metrics.json").write_text(json.dumps(_metrics("cls-lr", str(ce))))
     return {"ce": ce, "cls": cls, "root": root}
 
@@ -71,9 +75,14 @@ def trained_mean_head(minilm_path, tmp_path_factory) -> dict[str, Path]:
 
     root = tmp_path_factory.mktemp("trained-mean")
     ce = root / "ce-mean-lora"
-    model = CrossEncoder(modules=[Transformer(str(minilm_path), transformer_task="feature-extraction", max_seq_length=64),
-                                  Pooling(384, "mean"), Dense(384, 1, activation_function=None,
-                                                              module_output_name="scores")], device="cpu")
+    model = CrossEncoder(
+        modules=[
+            Transformer(str(minilm_path), transformer_task="feature-extraction", max_seq_length=64),
+            Pooling(384, "mean"),
+            Dense(384, 1, activation_function=None, module_output_name="scores"),
+        ],
+        device="cpu",
+    )
     model.add_adapter(LoraConfig(r=2, lora_alpha=4, target_modules=["query", "value"]))
     torch.manual_seed(0)
     for name, param in model.named_parameters():
@@ -84,8 +93,9 @@ def trained_mean_head(minilm_path, tmp_path_factory) -> dict[str, Path]:
     (ce / "metrics.json").write_text(json.dumps(_metrics("cross-encoder", DEFAULT_BI_ENCODER)))
     cls = root / "cls-lr"
     rng = np.random.default_rng(0)
-    ClsLrRanker.fit(str(ce), rng.normal(size=(40, 384)).astype(np.float32), [0, 1] * 20, device="cpu",
-                    max_length=64).save(cls)
+    ClsLrRanker.fit(
+        str(ce), rng.normal(size=(40, 384)).astype(np.float32), [0, 1] * 20, device="cpu", max_length=64
+    ).save(cls)
     (cls / "metrics.json").write_text(json.dumps(_metrics("cls-lr", str(ce))))
     return {"ce": ce, "cls": cls}
 
@@ -103,27 +113,33 @@ def shipped_into(tmp_path, monkeypatch):
         fn.cache_clear()
 
 
-def test_shipped_models_load_by_name_offline_and_cls_lr_is_sigmoid_of_coef_dot_cls(trained, shipped_into,
-                                                                                  monkeypatch):
+def test_shipped_models_load_by_name_offline_and_cls_lr_is_sigmoid_of_coef_dot_cls(
+    trained, shipped_into, monkeypatch
+):
     import torch
     from safetensors.numpy import load_file
 
     from ctxir.rerank import ClsLrRanker, CrossEncoderReranker
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    report = ship.run(ship.ShipArgs(cross_encoder=str(trained["ce"]), cls_lr=str(trained["cls"]),
-                                    dest=str(shipped_into)))
+    report = ship.run(
+        ship.ShipArgs(cross_encoder=str(trained["ce"]), cls_lr=str(trained["cls"]), dest=str(shipped_into))
+    )
     files = sorted(p.relative_to(shipped_into).as_posix() for p in shipped_into.rglob("*") if p.is_file())
     assert "cross-encoder/adapter_model.safetensors" in files and "cls-lr/cls_lr.safetensors" in files
-    assert not any(f.endswith((".bin", ".pt", ".pkl", ".log")) or Path(f).name == "model.safetensors" for f in files)
+    assert not any(
+        f.endswith((".bin", ".pt", ".pkl", ".log")) or Path(f).name == "model.safetensors" for f in files
+    )
     assert 0 < report["size_mb"] <= 10
     # by name, as the app and `ctxir.evaluate` load them, with the Hub unreachable
     assert models.resolve_model(SHIPPED_CROSS_ENCODER) == str(shipped_into / "cross-encoder")
     score = CrossEncoderReranker(SHIPPED_CROSS_ENCODER, "cpu").score_pairs(*PAIR[:1], [PAIR[1]])
     assert score[0] == pytest.approx(report["cross_encoder_score"], abs=1e-6)
     ranker = ClsLrRanker.load(SHIPPED_CLS_LR, device="cpu")
-    assert json.loads((shipped_into / "cls-lr" / "cls_lr_config.json").read_text())["base_model"] == \
-        SHIPPED_CROSS_ENCODER
+    assert (
+        json.loads((shipped_into / "cls-lr" / "cls_lr_config.json").read_text())["base_model"]
+        == SHIPPED_CROSS_ENCODER
+    )
     # sigmoid(coef · CLS + b) by hand from the shipped weights; CLS = last_hidden_state[:, 0] of the adapted body
     weights = load_file(str(shipped_into / "cls-lr" / "cls_lr.safetensors"))
     tokenizer, body = models.load_transformer(SHIPPED_CROSS_ENCODER, "cpu", attentions=False)
@@ -135,8 +151,11 @@ def test_shipped_models_load_by_name_offline_and_cls_lr_is_sigmoid_of_coef_dot_c
     # the adapted body is not the base MiniLM: its [CLS] differs, so the adapter really is merged in
     base_tok, base_body = models.load_transformer(DEFAULT_BI_ENCODER, "cpu", attentions=False)
     with torch.no_grad():
-        base_cls = base_body(**base_tok([PAIR[0]], [PAIR[1]], truncation=True, max_length=64,
-                                        return_tensors="pt")).last_hidden_state[:, 0].numpy()[0]
+        base_cls = (
+            base_body(**base_tok([PAIR[0]], [PAIR[1]], truncation=True, max_length=64, return_tensors="pt"))
+            .last_hidden_state[:, 0]
+            .numpy()[0]
+        )
     assert np.abs(base_cls - cls).max() > 1e-3
     # each shipped model carries its card, rendered from its own metrics.json
     card = (shipped_into / "cross-encoder" / "README.md").read_text()
@@ -159,7 +178,9 @@ def trained_top_layers(minilm_path, tmp_path_factory) -> dict[str, Path]:
     body.model.config.num_labels = 1
     body.max_seq_length = 64
     body.freeze_below(4, DEFAULT_BI_ENCODER)
-    model = CrossEncoder(modules=[body, SegmentCosineHead(384)], device="cpu", activation_fn=torch.nn.Identity())
+    model = CrossEncoder(
+        modules=[body, SegmentCosineHead(384)], device="cpu", activation_fn=torch.nn.Identity()
+    )
     torch.manual_seed(0)
     with torch.no_grad():
         for parameter in model.parameters():
@@ -168,35 +189,59 @@ def trained_top_layers(minilm_path, tmp_path_factory) -> dict[str, Path]:
     ce = root / "ce-top"
     model.save_pretrained(str(ce))
     (ce / "metrics.json").write_text(json.dumps(_metrics("cross-encoder", DEFAULT_BI_ENCODER)))
-    (ce / "fusion.json").write_text(json.dumps({"method": "rrf", "k": 60, "weights": [0.5, 1.0],
-                                                "chosen_on": "50 held-out training claims"}))
+    (ce / "fusion.json").write_text(
+        json.dumps(
+            {"method": "rrf", "k": 60, "weights": [0.5, 1.0], "chosen_on": "50 held-out training claims"}
+        )
+    )
     cls = root / "cls-lr"
     rng = np.random.default_rng(0)
-    ClsLrRanker.fit(str(ce), rng.normal(size=(40, 384)).astype(np.float32), [0, 1] * 20, device="cpu",
-                    max_length=64).save(cls)
+    ClsLrRanker.fit(
+        str(ce), rng.normal(size=(40, 384)).astype(np.float32), [0, 1] * 20, device="cpu", max_length=64
+    ).save(cls)
     (cls / "metrics.json").write_text(json.dumps(_metrics("cls-lr", str(ce))))
     return {"ce": ce, "cls": cls, "model": model}
 
 
-def test_a_segment_cosine_top_layers_model_ships_small_with_its_fusion_and_card(trained_top_layers, shipped_into,
-                                                                               monkeypatch):
+def test_a_segment_cosine_top_layers_model_ships_small_with_its_fusion_and_card(
+    trained_top_layers, shipped_into, monkeypatch
+):
     from ctxir.rerank import CrossEncoderReranker
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    report = ship.run(ship.ShipArgs(cross_encoder=str(trained_top_layers["ce"]),
-                                    cls_lr=str(trained_top_layers["cls"]), dest=str(shipped_into)))
-    files = {p.relative_to(shipped_into).as_posix(): p.stat().st_size for p in shipped_into.rglob("*") if p.is_file()}
+    report = ship.run(
+        ship.ShipArgs(
+            cross_encoder=str(trained_top_layers["ce"]),
+            cls_lr=str(trained_top_layers["cls"]),
+            dest=str(shipped_into),
+        )
+    )
+    files = {
+        p.relative_to(shipped_into).as_posix(): p.stat().st_size
+        for p in shipped_into.rglob("*")
+        if p.is_file()
+    }
     # two of six MiniLM layers in float16 (≈ 7.1 MB), not the 90 MB model
     assert 6.5e6 < files["cross-encoder/top_layers.safetensors"] < 7.5e6
     assert "cross-encoder/model.safetensors" not in files and report["size_mb"] <= 10
     assert json.loads((shipped_into / "cross-encoder" / "fusion.json").read_text())["weights"] == [0.5, 1.0]
     scores = CrossEncoderReranker(SHIPPED_CROSS_ENCODER, "cpu").score_pairs(
-        PAIR[0], [PAIR[1], "The river bank was flooded after the storm."])
+        PAIR[0], [PAIR[1], "The river bank was flooded after the storm."]
+    )
     # the shipped float16 layers score as the trained float32 model did, within that rounding
-    np.testing.assert_allclose(scores, np.ravel(trained_top_layers["model"].predict(
-        [PAIR, (PAIR[0], "The river bank was flooded after the storm.")])), atol=0.02)
+    np.testing.assert_allclose(
+        scores,
+        np.ravel(
+            trained_top_layers["model"].predict(
+                [PAIR, (PAIR[0], "The river bank was flooded after the storm.")]
+            )
+        ),
+        atol=0.02,
+    )
     card = (shipped_into / "cross-encoder" / "README.md").read_text()
-    assert "SegmentCosineHead" in card and "trust_remote_code=True" in card and "weights first stage 0.5" in card
+    assert (
+        "SegmentCosineHead" in card and "trust_remote_code=True" in card and "weights first stage 0.5" in card
+    )
     assert "AutoModelForSequenceClassification" not in card  # no transformers-only snippet that cannot work
 
 
@@ -204,8 +249,13 @@ def test_a_mean_pooling_head_ships_with_its_modules(trained_mean_head, shipped_i
     from ctxir.rerank import CrossEncoderReranker
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    report = ship.run(ship.ShipArgs(cross_encoder=str(trained_mean_head["ce"]), cls_lr=str(trained_mean_head["cls"]),
-                                    dest=str(shipped_into)))
+    report = ship.run(
+        ship.ShipArgs(
+            cross_encoder=str(trained_mean_head["ce"]),
+            cls_lr=str(trained_mean_head["cls"]),
+            dest=str(shipped_into),
+        )
+    )
     assert (shipped_into / "cross-encoder" / "2_Dense" / "model.safetensors").is_file()
     score = CrossEncoderReranker(SHIPPED_CROSS_ENCODER, "cpu").score_pairs(*PAIR[:1], [PAIR[1]])[0]
     assert score == pytest.approx(report["cross_encoder_score"], abs=1e-6)
@@ -214,7 +264,11 @@ def test_a_mean_pooling_head_ships_with_its_modules(trained_mean_head, shipped_i
 def test_ship_refuses_what_cannot_ship(trained, shipped_into, tmp_path):
     # a full model: too large to ship, goes to the Hub
     with pytest.raises(CtxirError, match=r"neither trained top layers .* nor an adapter"):
-        ship.run(ship.ShipArgs(cross_encoder=str(trained["cls"]), cls_lr=str(trained["cls"]), dest=str(shipped_into)))
+        ship.run(
+            ship.ShipArgs(
+                cross_encoder=str(trained["cls"]), cls_lr=str(trained["cls"]), dest=str(shipped_into)
+            )
+        )
     # a CLS-LR ranker fitted on another cross-encoder
     other = tmp_path / "other-cls"
     other.mkdir()
@@ -225,8 +279,14 @@ def test_ship_refuses_what_cannot_ship(trained, shipped_into, tmp_path):
         ship.run(ship.ShipArgs(cross_encoder=str(trained["ce"]), cls_lr=str(other), dest=str(shipped_into)))
     # a size cap, with nothing half-written left in the package folder
     with pytest.raises(CtxirError, match=r"over --max-mb 0\.01"):
-        ship.run(ship.ShipArgs(cross_encoder=str(trained["ce"]), cls_lr=str(trained["cls"]), dest=str(shipped_into),
-                               max_mb=0.01))
+        ship.run(
+            ship.ShipArgs(
+                cross_encoder=str(trained["ce"]),
+                cls_lr=str(trained["cls"]),
+                dest=str(shipped_into),
+                max_mb=0.01,
+            )
+        )
     assert not shipped_into.exists()
     assert not [p for p in shipped_into.parent.glob(".ship-*")]
 
@@ -238,7 +298,9 @@ def test_check_shippable_refuses_a_pickle(tmp_path):
         ship.check_shippable(tmp_path / "m", 10)
 
 
-@pytest.mark.skipif(not SHIPPED_MODELS[SHIPPED_CROSS_ENCODER].is_dir(), reason="this checkout ships no re-rankers")
+@pytest.mark.skipif(
+    not SHIPPED_MODELS[SHIPPED_CROSS_ENCODER].is_dir(), reason="this checkout ships no re-rankers"
+)
 def test_the_shipped_rerankers_rank_a_relevant_document_above_an_irrelevant_one(monkeypatch):
     from ctxir.rerank import ClsLrRanker, CrossEncoderReranker
 
@@ -252,12 +314,21 @@ def test_the_shipped_rerankers_rank_a_relevant_document_above_an_irrelevant_one(
     from ctxir.rerank.pipeline import StageFusion
     from ctxir.rerank.registry import available_rerankers, load_reranker
 
-    assert available_rerankers()["cross-encoder"] == (True, "") and available_rerankers()["cls-lr"] == (True, "")
+    assert available_rerankers()["cross-encoder"] == (True, "") and available_rerankers()["cls-lr"] == (
+        True,
+        "",
+    )
     fusion = json.loads((SHIPPED_MODELS[SHIPPED_CROSS_ENCODER] / "fusion.json").read_text())
-    by_stage = tuple((name, tuple(chosen["weights"])) for name, chosen in sorted(fusion["first_stages"].items()))
-    assert load_reranker("cross-encoder", device="cpu").stage_fusion == \
-        StageFusion("rrf", tuple(fusion["weights"]), fusion["k"], by_first_stage=by_stage)
-    assert {name for name, _ in by_stage} == {"dense", "hybrid"}  # each first stage the app offers has its weight
+    by_stage = tuple(
+        (name, tuple(chosen["weights"])) for name, chosen in sorted(fusion["first_stages"].items())
+    )
+    assert load_reranker("cross-encoder", device="cpu").stage_fusion == StageFusion(
+        "rrf", tuple(fusion["weights"]), fusion["k"], by_first_stage=by_stage
+    )
+    assert {name for name, _ in by_stage} == {
+        "dense",
+        "hybrid",
+    }  # each first stage the app offers has its weight
     assert sum(p.stat().st_size for p in SHIPPED_MODELS[SHIPPED_CROSS_ENCODER].parent.rglob("*")) <= 10e6
     # plain sentence-transformers loads the shipped folder (its classes from the installed ctxir) to the same scores,
     # the head's learned term-match term included
@@ -267,8 +338,9 @@ def test_the_shipped_rerankers_rank_a_relevant_document_above_an_irrelevant_one(
 
     folder = SHIPPED_MODELS[SHIPPED_CROSS_ENCODER]
     ours = load_cross_encoder(SHIPPED_CROSS_ENCODER, "cpu")
-    assert getattr(ours[1], "term_match", False) == json.loads((folder / "metrics.json").read_text())["config"].get(
-        "term_match", False)
+    assert getattr(ours[1], "term_match", False) == json.loads((folder / "metrics.json").read_text())[
+        "config"
+    ].get("term_match", False)
     pairs = [(PAIR[0], t) for t in texts]
     plain = CrossEncoder(str(folder), device="cpu", trust_remote_code=True)
     assert np.allclose(np.ravel(plain.predict(pairs)), np.ravel(ours.predict(pairs)), atol=1e-5)
@@ -283,12 +355,16 @@ def test_the_shipped_cards_are_what_the_templates_render_from_their_metrics(tmp_
     from ctxir.encoders.models import DEFAULT_BI_ENCODER, SHIPPED_STS_CROSS_ENCODER
     from training.ship import write_card
 
-    for name, kind, base in ((SHIPPED_CROSS_ENCODER, "cross-encoder", DEFAULT_BI_ENCODER),
-                             (SHIPPED_STS_CROSS_ENCODER, "cross-encoder", DEFAULT_BI_ENCODER),
-                             (SHIPPED_CLS_LR, "cls-lr", SHIPPED_CROSS_ENCODER)):
+    for name, kind, base in (
+        (SHIPPED_CROSS_ENCODER, "cross-encoder", DEFAULT_BI_ENCODER),
+        (SHIPPED_STS_CROSS_ENCODER, "cross-encoder", DEFAULT_BI_ENCODER),
+        (SHIPPED_CLS_LR, "cls-lr", SHIPPED_CROSS_ENCODER),
+    ):
         shipped = SHIPPED_MODELS[name]
         copy = shutil.copytree(shipped, tmp_path / shipped.name)
         write_card(copy, name, kind, base)
-        assert (copy / "README.md").read_text() == (shipped / "README.md").read_text(), f"re-render {name}'s card"
+        assert (copy / "README.md").read_text() == (shipped / "README.md").read_text(), (
+            f"re-render {name}'s card"
+        )
     card = (SHIPPED_MODELS[SHIPPED_CROSS_ENCODER] / "README.md").read_text()
     assert "in re-ranking rows, the first stage alone" in card

@@ -25,19 +25,26 @@ def _figures(corpus: dict, queries: dict, qrels: dict, backend: str, onnx_dir: P
     from ctxir.rerank.registry import passages_for, stage_fusion_for
     from ctxir.retrieval import BM25Retriever
 
-    reranker = CrossEncoderReranker(str(FOLDER), device="cpu", passages=passages_for(str(FOLDER)), backend=backend)
+    reranker = CrossEncoderReranker(
+        str(FOLDER), device="cpu", passages=passages_for(str(FOLDER)), backend=backend
+    )
     reranker.onnx_dir = onnx_dir
     reranker.stage_fusion = stage_fusion_for(str(FOLDER))
-    pipeline = Pipeline(BM25Retriever(corpus), reranker, depth=20, fusion=mode_fusion(reranker, "fused", "bm25"))
+    pipeline = Pipeline(
+        BM25Retriever(corpus), reranker, depth=20, fusion=mode_fusion(reranker, "fused", "bm25")
+    )
     runs = pipeline.run(queries, show_progress=False)
-    return {name: float(evaluate_run(qrels, runs[key]).aggregate["nDCG@10"])
-            for name, key in (("first_stage", "first_stage"), ("alone", "rerank"), ("fused", "fused"))}
+    return {
+        name: float(evaluate_run(qrels, runs[key]).aggregate["nDCG@10"])
+        for name, key in (("first_stage", "first_stage"), ("alone", "rerank"), ("fused", "fused"))
+    }
 
 
 def _check(recorded: dict, measured: dict[str, float], backend: str) -> None:
     for name, value in measured.items():
-        assert value == pytest.approx(recorded[name]["nDCG@10"], abs=0.0 if name == "first_stage" else
-                                      TOLERANCE[backend]), (name, backend, value, recorded[name])
+        assert value == pytest.approx(
+            recorded[name]["nDCG@10"], abs=0.0 if name == "first_stage" else TOLERANCE[backend]
+        ), (name, backend, value, recorded[name])
 
 
 @pytest.mark.parametrize("backend", ["torch", "onnx-int8"])
@@ -59,8 +66,10 @@ def test_the_shipped_cross_encoder_scores_medline_as_recorded(shared_data, tmp_p
 
     recorded = (read_json(FOLDER / "evaluation.json").get("med") or {}).get("bm25@20")
     if recorded is None:
-        pytest.fail("evaluation.json has no Medline figures: run `python -m training.evaluate_reranker --model "
-                    f"{FOLDER} --suite true`")
+        pytest.fail(
+            "evaluation.json has no Medline figures: run `python -m training.evaluate_reranker --model "
+            f"{FOLDER} --suite true`"
+        )
     corpus, queries, qrels = load_beir(shared_data / "classic" / "med_beir", "test")
     measured = _figures(corpus, queries, qrels, "torch", tmp_path / "onnx")
     _check(recorded, {k: round(v, 4) for k, v in measured.items()}, "torch")

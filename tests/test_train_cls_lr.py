@@ -17,12 +17,34 @@ from ctxir.types import CtxirError
 from training import train_cls_lr as tcl
 from training.common import EVALUATION_KEYS, METRICS_KEYS, TRAINING_KEYS
 
-PAIRS = [("river bank", "otters play on the river bank in the water"),
-         ("money deposit", "she paid her salary into the bank account"),
-         ("python code", "the python snake sat in the sun"),
-         ("tea", "coffee and tea and music and a song at the moon")]
-WORDS = ["river", "bank", "money", "deposit", "otters", "play", "python", "snake", "code", "water", "account",
-         "salary", "cat", "dog", "sun", "moon", "tea", "coffee", "music", "song"]
+PAIRS = [
+    ("river bank", "otters play on the river bank in the water"),
+    ("money deposit", "she paid her salary into the bank account"),
+    ("python code", "the python snake sat in the sun"),
+    ("tea", "coffee and tea and music and a song at the moon"),
+]
+WORDS = [
+    "river",
+    "bank",
+    "money",
+    "deposit",
+    "otters",
+    "play",
+    "python",
+    "snake",
+    "code",
+    "water",
+    "account",
+    "salary",
+    "cat",
+    "dog",
+    "sun",
+    "moon",
+    "tea",
+    "coffee",
+    "music",
+    "song",
+]
 
 
 def write_beir(root: Path, n_docs: int = 30, n_train: int = 12, n_test: int = 4, grade: int = 1) -> Path:
@@ -50,9 +72,21 @@ def tiny_data(tmp_path) -> Path:
 
 
 def smoke_args(tiny_bert_dir: Path, data: Path, out: Path, **kw) -> tcl.ClsLrArgs:
-    args = tcl.ClsLrArgs(base_model=str(tiny_bert_dir), data_dir=str(data), output_dir=str(out),
-                         negatives_per_positive=3, negative_depth=20, max_samples=10, cv_folds=3, rerank_depth=5,
-                         verify_queries=2, device="cpu", cache_dir="", batch_size=4, c_grid="0.1,1")
+    args = tcl.ClsLrArgs(
+        base_model=str(tiny_bert_dir),
+        data_dir=str(data),
+        output_dir=str(out),
+        negatives_per_positive=3,
+        negative_depth=20,
+        max_samples=10,
+        cv_folds=3,
+        rerank_depth=5,
+        verify_queries=2,
+        device="cpu",
+        cache_dir="",
+        batch_size=4,
+        c_grid="0.1,1",
+    )
     return replace(args, **kw)
 
 
@@ -70,8 +104,9 @@ def test_cls_features_equal_last_hidden_state(tiny_bert_dir):
     expected = out.last_hidden_state[:, 0].numpy()  # (pairs, hidden)
     assert expected.shape == (len(PAIRS), 32)
     np.testing.assert_allclose(cls_features(model, tokenizer, PAIRS, batch_size=3), expected, atol=1e-5)
-    np.testing.assert_allclose(cls_features(model, tokenizer, PAIRS, layer=0), out.hidden_states[0][:, 0].numpy(),
-                               atol=1e-5)
+    np.testing.assert_allclose(
+        cls_features(model, tokenizer, PAIRS, layer=0), out.hidden_states[0][:, 0].numpy(), atol=1e-5
+    )
     # the [CLS] of the sentence pair differs from the [CLS] of the query alone: the document is read
     alone = cls_features(model, tokenizer, [(q, "") for q, _ in PAIRS])
     assert np.abs(alone - expected).max() > 1e-3
@@ -85,7 +120,10 @@ def test_one_pass_matches_ranker_features_and_cross_encoder(tiny_bert_dir):
     torch.manual_seed(0)
     ce = CrossEncoder(str(tiny_bert_dir), device="cpu", num_labels=1)
     cls, logits = tcl.cross_encoder_pass(ce, PAIRS, layer=-1, max_length=64, batch_size=3)
-    tokenizer, body = AutoTokenizer.from_pretrained(tiny_bert_dir), AutoModel.from_pretrained(tiny_bert_dir).eval()
+    tokenizer, body = (
+        AutoTokenizer.from_pretrained(tiny_bert_dir),
+        AutoModel.from_pretrained(tiny_bert_dir).eval(),
+    )
     np.testing.assert_allclose(cls, cls_features(body, tokenizer, PAIRS, max_length=64), atol=1e-5)
     np.testing.assert_allclose(tcl.sigmoid(logits), ce.predict(PAIRS, show_progress_bar=False), atol=1e-5)
 
@@ -98,11 +136,19 @@ def test_one_pass_runs_a_mean_pooling_head_too(tiny_bert_dir):
     from transformers import AutoModel, AutoTokenizer
 
     torch.manual_seed(0)
-    ce = CrossEncoder(modules=[Transformer(str(tiny_bert_dir), transformer_task="feature-extraction"),
-                               Pooling(32, "mean"), Dense(32, 1, activation_function=None, module_output_name="scores")],
-                      device="cpu")
+    ce = CrossEncoder(
+        modules=[
+            Transformer(str(tiny_bert_dir), transformer_task="feature-extraction"),
+            Pooling(32, "mean"),
+            Dense(32, 1, activation_function=None, module_output_name="scores"),
+        ],
+        device="cpu",
+    )
     cls, logits = tcl.cross_encoder_pass(ce, PAIRS, layer=-1, max_length=64, batch_size=3)
-    tokenizer, body = AutoTokenizer.from_pretrained(tiny_bert_dir), AutoModel.from_pretrained(tiny_bert_dir).eval()
+    tokenizer, body = (
+        AutoTokenizer.from_pretrained(tiny_bert_dir),
+        AutoModel.from_pretrained(tiny_bert_dir).eval(),
+    )
     np.testing.assert_allclose(cls, cls_features(body, tokenizer, PAIRS, max_length=64), atol=1e-5)
     np.testing.assert_allclose(tcl.sigmoid(logits), ce.predict(PAIRS, show_progress_bar=False), atol=1e-5)
 
@@ -139,8 +185,9 @@ def test_fit_logistic_folds_scaling_into_coef():
 
 def test_saved_then_loaded_ranker_scores_identically(tiny_bert_dir, tmp_path):
     rng = np.random.default_rng(1)
-    ranker = ClsLrRanker(str(tiny_bert_dir), rng.normal(size=32), 0.25, max_length=64, device="cpu",
-                         metadata={"C": 0.1})
+    ranker = ClsLrRanker(
+        str(tiny_bert_dir), rng.normal(size=32), 0.25, max_length=64, device="cpu", metadata={"C": 0.1}
+    )
     before = ranker.score_pairs("river bank", [d for _, d in PAIRS])
     ranker.save(tmp_path / "ranker")
     assert sorted(p.name for p in (tmp_path / "ranker").iterdir()) == [CLS_LR_WEIGHTS, CLS_LR_CONFIG]
@@ -148,7 +195,9 @@ def test_saved_then_loaded_ranker_scores_identically(tiny_bert_dir, tmp_path):
     after = loaded.score_pairs("river bank", [d for _, d in PAIRS])
     np.testing.assert_array_equal(after, before)
     assert loaded.max_length == 64 and loaded.metadata == {"C": 0.1}
-    np.testing.assert_allclose(loaded.predict_proba("river bank", [PAIRS[0][1]]), tcl.sigmoid(before[:1]), rtol=1e-6)
+    np.testing.assert_allclose(
+        loaded.predict_proba("river bank", [PAIRS[0][1]]), tcl.sigmoid(before[:1]), rtol=1e-6
+    )
 
 
 def test_build_pairs_takes_hard_negatives_per_positive(tiny_data):
@@ -180,15 +229,27 @@ def test_smoke_run_writes_a_ranker_ctxir_loads(tiny_bert_dir, tiny_data, tmp_pat
     on_disk = json.loads((out / "metrics.json").read_text())
     assert set(METRICS_KEYS) <= set(on_disk) and on_disk["model_type"] == "cls-lr"
     assert set(TRAINING_KEYS) <= set(on_disk["training"])
-    assert on_disk["config"]["negatives_per_positive"] == 3 and on_disk["config"]["base_model"] == str(tiny_bert_dir)
+    assert on_disk["config"]["negatives_per_positive"] == 3 and on_disk["config"]["base_model"] == str(
+        tiny_bert_dir
+    )
     assert [(e["task"], e["metric"]) for e in on_disk["evaluations"]] == [
-        ("classification", "F1 (relevant class)"), ("classification", "accuracy"), ("reranking", "nDCG@10")]
+        ("classification", "F1 (relevant class)"),
+        ("classification", "accuracy"),
+        ("reranking", "nDCG@10"),
+    ]
     for row in on_disk["evaluations"]:
         assert set(EVALUATION_KEYS) <= set(row) and 0 <= row["after"] <= 1
     assert on_disk["evaluations"][2]["anchor"] is not None
     reports = on_disk["extra"]["classification_reports"]
-    assert {"train_queries@0.5", "train_queries@tuned", "heldout_queries@0.5", "heldout_queries@tuned"} <= set(reports)
-    assert reports["heldout_queries@tuned"]["report"]["relevant"]["support"] == 2  # 2 held-out queries × 1 positive
+    assert {
+        "train_queries@0.5",
+        "train_queries@tuned",
+        "heldout_queries@0.5",
+        "heldout_queries@tuned",
+    } <= set(reports)
+    assert (
+        reports["heldout_queries@tuned"]["report"]["relevant"]["support"] == 2
+    )  # 2 held-out queries × 1 positive
     assert on_disk["training"]["train_examples"] == 8 * 4  # 8 fit queries × (1 positive + 3 negatives)
     assert on_disk["extra"]["verification"]["cls_lr_max_abs_diff"] < 1e-4
     assert (out / "pr_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -215,30 +276,59 @@ def test_smoke_run_writes_a_ranker_ctxir_loads(tiny_bert_dir, tiny_data, tmp_pat
 
 def test_cli_bundle_base_makes_a_self_contained_folder(tiny_bert_dir, tiny_data, tmp_path):
     out = tmp_path / "bundled"
-    code = tcl.main(["--base-model", str(tiny_bert_dir), "--data-dir", str(tiny_data), "--output-dir", str(out),
-                     "--negatives-per-positive", "3", "--negative-depth", "20", "--max-samples", "10",
-                     "--cv-folds", "3", "--rerank-depth", "5", "--verify-queries", "1", "--device", "cpu",
-                     "--cache-dir", "", "--batch-size", "4", "--bundle-base"])
+    code = tcl.main(
+        [
+            "--base-model",
+            str(tiny_bert_dir),
+            "--data-dir",
+            str(tiny_data),
+            "--output-dir",
+            str(out),
+            "--negatives-per-positive",
+            "3",
+            "--negative-depth",
+            "20",
+            "--max-samples",
+            "10",
+            "--cv-folds",
+            "3",
+            "--rerank-depth",
+            "5",
+            "--verify-queries",
+            "1",
+            "--device",
+            "cpu",
+            "--cache-dir",
+            "",
+            "--batch-size",
+            "4",
+            "--bundle-base",
+        ]
+    )
     assert code == 0
     assert json.loads((out / "metrics.json").read_text())["config"]["bundle_base"] is True
     assert json.loads((out / CLS_LR_CONFIG).read_text())["base_model"] == "."
     assert (out / "config.json").is_file() and (out / "vocab.txt").is_file()
     ranker = ClsLrRanker.load(out, device="cpu")
     assert Path(ranker.base_model) == out.resolve()
-    expected = ClsLrRanker(str(tiny_bert_dir), ranker.coef, ranker.intercept, max_length=ranker.max_length,
-                           device="cpu").score_pairs("river bank", [d for _, d in PAIRS])
+    expected = ClsLrRanker(
+        str(tiny_bert_dir), ranker.coef, ranker.intercept, max_length=ranker.max_length, device="cpu"
+    ).score_pairs("river bank", [d for _, d in PAIRS])
     np.testing.assert_allclose(ranker.score_pairs("river bank", [d for _, d in PAIRS]), expected, atol=1e-5)
 
 
-def fake_scifact_cross_encoder(tiny_bert_dir: Path, folder: Path, dev_queries: int, max_samples: int,
-                               counts: tuple[int, int]) -> Path:
+def fake_scifact_cross_encoder(
+    tiny_bert_dir: Path, folder: Path, dev_queries: int, max_samples: int, counts: tuple[int, int]
+) -> Path:
     """The tiny BERT folder with the metrics.json train_cross_encoder.py would write next to it."""
     import shutil
 
     shutil.copytree(tiny_bert_dir, folder)
-    metrics = {"model_type": "cross-encoder", "config": {"task": "scifact", "seed": 42, "dev_queries": dev_queries,
-                                                        "max_samples": max_samples},
-               "extra": {"heldout_train_queries": counts[0], "train_queries": counts[1]}}
+    metrics = {
+        "model_type": "cross-encoder",
+        "config": {"task": "scifact", "seed": 42, "dev_queries": dev_queries, "max_samples": max_samples},
+        "extra": {"heldout_train_queries": counts[0], "train_queries": counts[1]},
+    }
     (folder / "metrics.json").write_text(json.dumps(metrics))
     return folder
 
@@ -250,16 +340,26 @@ def test_base_unseen_holds_out_what_the_cross_encoder_never_trained_on(tiny_bert
 
     _, queries, qrels = load_beir(tiny_data / "scifact", "train")
     positives = {q: {d for d, g in r.items() if g > 0} for q, r in qrels.items()}
-    ce_args = tce.CrossEncoderArgs(task="scifact", data_dir=str(tiny_data), dev_queries=3, max_samples=6,
-                                   num_negatives=2, rerank_depth=5)
+    ce_args = tce.CrossEncoderArgs(
+        task="scifact", data_dir=str(tiny_data), dev_queries=3, max_samples=6, num_negatives=2, rerank_depth=5
+    )
     trained_texts = set(tce.build_scifact(ce_args, "cpu").train["query"])
     assert len(trained_texts) == 6
     base = fake_scifact_cross_encoder(tiny_bert_dir, tmp_path / "ce", 3, 6, (3, 6))
     unseen = tcl.base_unseen_queries(str(base), list(queries), positives)
     assert {queries[q] for q in unseen} == {queries[q] for q in queries} - trained_texts
 
-    metrics = tcl.run(smoke_args(base, tiny_data, tmp_path / "out", heldout_queries="base-unseen", max_samples=-1,
-                                 max_fit_queries=5, verify_queries=0))
+    metrics = tcl.run(
+        smoke_args(
+            base,
+            tiny_data,
+            tmp_path / "out",
+            heldout_queries="base-unseen",
+            max_samples=-1,
+            max_fit_queries=5,
+            verify_queries=0,
+        )
+    )
     assert metrics["extra"]["queries"]["fit"] == 5 and metrics["extra"]["queries"]["heldout"] == 6
     assert metrics["training"]["train_examples"] == 5 * 4
     assert "never trained on" in metrics["evaluations"][0]["config"]
@@ -272,10 +372,13 @@ def test_base_unseen_reads_the_recorded_training_ids(tiny_bert_dir, tiny_data, t
 
     _, queries, qrels = load_beir(tiny_data / "scifact", "train")
     positives = {q: {d for d, g in r.items() if g > 0} for q, r in qrels.items()}
-    ce_args = tce.CrossEncoderArgs(task="scifact", data_dir=str(tiny_data), dev_queries=3, max_samples=6,
-                                   num_negatives=2, rerank_depth=5)
+    ce_args = tce.CrossEncoderArgs(
+        task="scifact", data_dir=str(tiny_data), dev_queries=3, max_samples=6, num_negatives=2, rerank_depth=5
+    )
     recorded = tce.build_scifact(ce_args, "cpu").extra["train_query_ids"]
-    base = fake_scifact_cross_encoder(tiny_bert_dir, tmp_path / "ce", 3, 6, (0, 0))  # counts deliberately wrong
+    base = fake_scifact_cross_encoder(
+        tiny_bert_dir, tmp_path / "ce", 3, 6, (0, 0)
+    )  # counts deliberately wrong
     metrics = json.loads((base / "metrics.json").read_text())
     metrics["extra"]["train_query_ids"] = recorded
     (base / "metrics.json").write_text(json.dumps(metrics))
@@ -283,7 +386,9 @@ def test_base_unseen_reads_the_recorded_training_ids(tiny_bert_dir, tiny_data, t
 
 
 def test_base_unseen_refuses_what_it_cannot_rebuild(tiny_bert_dir, tiny_data, tmp_path, no_model):
-    base = fake_scifact_cross_encoder(tiny_bert_dir, tmp_path / "ce", 3, -1, (3, 5))  # 9 were trained on, not 5
+    base = fake_scifact_cross_encoder(
+        tiny_bert_dir, tmp_path / "ce", 3, -1, (3, 5)
+    )  # 9 were trained on, not 5
     with pytest.raises(CtxirError, match=r"could not rebuild .* got 3 held-out / 9 trained"):
         tcl.run(smoke_args(base, tiny_data, tmp_path / "out", heldout_queries="base-unseen", max_samples=-1))
     with pytest.raises(CtxirError, match=r"base-unseen needs .*metrics\.json"):
@@ -296,6 +401,7 @@ def test_base_unseen_refuses_what_it_cannot_rebuild(tiny_bert_dir, tiny_data, tm
 @pytest.fixture
 def no_model(monkeypatch):
     """Fails the test if the script gets as far as loading the cross-encoder."""
+
     def refuse(*a, **kw):
         raise AssertionError("the cross-encoder was loaded before the input was checked")
 
@@ -307,26 +413,39 @@ def test_missing_data_folder_is_a_clear_error(tiny_bert_dir, tmp_path, no_model,
     with pytest.raises(CtxirError, match=r"--data-dir .*nowhere.* does not exist"):
         tcl.run(smoke_args(tiny_bert_dir, missing, tmp_path / "out"))
     assert not (tmp_path / "out").exists()
-    code = tcl.main(["--data-dir", str(missing), "--output-dir", str(tmp_path / "out"), "--base-model",
-                     str(tiny_bert_dir)])
+    code = tcl.main(
+        [
+            "--data-dir",
+            str(missing),
+            "--output-dir",
+            str(tmp_path / "out"),
+            "--base-model",
+            str(tiny_bert_dir),
+        ]
+    )
     assert code == 2 and "does not exist" in capsys.readouterr().err
 
 
 def test_empty_training_set_is_a_clear_error(tiny_bert_dir, tmp_path, no_model):
     data = write_beir(tmp_path / "data", grade=0)  # every judgment non-relevant: nothing to learn from
-    with pytest.raises(CtxirError, match=r"training set is empty: no query in .*train\.tsv has a relevant document"):
+    with pytest.raises(
+        CtxirError, match=r"training set is empty: no query in .*train\.tsv has a relevant document"
+    ):
         tcl.run(smoke_args(tiny_bert_dir, data, tmp_path / "out"))
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    ({"negatives_per_positive": 0}, "--negatives-per-positive must be ≥ 1, got 0"),
-    ({"c_grid": "a,b"}, "--c-grid 'a,b' must be comma-separated numbers"),
-    ({"heldout_fraction": 1.0}, "--heldout-fraction must be between 0 and 1"),
-    ({"max_samples": 1}, "need at least 2 train queries"),
-    ({"device": "tpu"}, "device 'tpu' is not known"),
-    ({"base_model": "/no/such/model"}, "model folder '/no/such/model' does not exist"),
-])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"negatives_per_positive": 0}, "--negatives-per-positive must be ≥ 1, got 0"),
+        ({"c_grid": "a,b"}, "--c-grid 'a,b' must be comma-separated numbers"),
+        ({"heldout_fraction": 1.0}, "--heldout-fraction must be between 0 and 1"),
+        ({"max_samples": 1}, "need at least 2 train queries"),
+        ({"device": "tpu"}, "device 'tpu' is not known"),
+        ({"base_model": "/no/such/model"}, "model folder '/no/such/model' does not exist"),
+    ],
+)
 def test_bad_arguments_name_the_problem(tiny_bert_dir, tiny_data, tmp_path, no_model, change, message):
     with pytest.raises(CtxirError, match=message):
         tcl.run(smoke_args(tiny_bert_dir, tiny_data, tmp_path / "out", **change))
@@ -341,12 +460,29 @@ def test_the_command_line_is_the_shared_base_plus_its_own_flags():
 
     from training.common import RunArgs, TrainerRunArgs
 
-    assert issubclass(tcl.ClsLrArgs, RunArgs) and not issubclass(tcl.ClsLrArgs, TrainerRunArgs)  # no Trainer flags
-    argv = ["--base-model", "ce", "--heldout-queries", "base-unseen", "--rerank-depth", "20", "--torch-threads", "1",
-            "--output-dir", "out"]
+    assert issubclass(tcl.ClsLrArgs, RunArgs) and not issubclass(
+        tcl.ClsLrArgs, TrainerRunArgs
+    )  # no Trainer flags
+    argv = [
+        "--base-model",
+        "ce",
+        "--heldout-queries",
+        "base-unseen",
+        "--rerank-depth",
+        "20",
+        "--torch-threads",
+        "1",
+        "--output-dir",
+        "out",
+    ]
     (args,) = HfArgumentParser(tcl.ClsLrArgs).parse_args_into_dataclasses(args=argv)
-    assert (args.base_model, args.heldout_queries, args.rerank_depth, args.torch_threads, args.output_dir) == \
-        ("ce", "base-unseen", 20, 1, "out")
+    assert (
+        args.base_model,
+        args.heldout_queries,
+        args.rerank_depth,
+        args.torch_threads,
+        args.output_dir,
+    ) == ("ce", "base-unseen", 20, 1, "out")
     # the script's own defaults where the base has others
     assert (args.model_name, tcl.ClsLrArgs().output_dir) == ("ctxir-cls-lr-scifact", "outputs/cls-lr")
     with pytest.raises(ValueError, match="--epochs"):  # a Trainer flag is not this script's
@@ -356,9 +492,19 @@ def test_the_command_line_is_the_shared_base_plus_its_own_flags():
 @pytest.mark.slow
 def test_real_scifact_run_with_minilm(shared_data, minilm_path, tmp_path):
     out = tmp_path / "cls-lr"
-    metrics = tcl.run(tcl.ClsLrArgs(base_model=str(minilm_path), data_dir=str(shared_data), output_dir=str(out),
-                                    max_samples=40, max_test_queries=5, rerank_depth=10, max_length=128,
-                                    cache_dir="", device="cpu"))
+    metrics = tcl.run(
+        tcl.ClsLrArgs(
+            base_model=str(minilm_path),
+            data_dir=str(shared_data),
+            output_dir=str(out),
+            max_samples=40,
+            max_test_queries=5,
+            rerank_depth=10,
+            max_length=128,
+            cache_dir="",
+            device="cpu",
+        )
+    )
     assert metrics["extra"]["queries"] == {"fit": 32, "heldout": 8, "heldout_reported": 8, "test": 5}
     ranker = ClsLrRanker.load(out, device="cpu")
     assert ranker.coef.shape == (384,) and ranker.max_length == 128
@@ -377,4 +523,6 @@ def test_feature_cache_round_trips_and_treats_a_torn_file_as_a_miss(tmp_path):
     key = cache.key(pairs)
     (tmp_path / f"{key}-logit.npy").write_bytes(b"\x93NUMPY half a fi")  # a write cut short
     assert cache.get(pairs) is None
-    assert tcl.FeatureCache(str(tmp_path), "model", -1, 128).get(pairs) is None  # another max_length: another key
+    assert (
+        tcl.FeatureCache(str(tmp_path), "model", -1, 128).get(pairs) is None
+    )  # another max_length: another key

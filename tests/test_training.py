@@ -18,7 +18,11 @@ from training import common, train_bi_encoder, train_cross_encoder
 
 TOPICS = {
     "river": ["the river bank is on the water", "otters play in the river water", "i sat on the river bank"],
-    "money": ["she put money in her bank account", "a salary deposit in the account", "the bank and the money"],
+    "money": [
+        "she put money in her bank account",
+        "a salary deposit in the account",
+        "the bank and the money",
+    ],
     "python": ["the python is a snake", "python code is in the code", "a snake and a python"],
     "pets": ["the cat and the dog", "a dog is at the cat", "the cat sat on the dog"],
     "sky": ["the sun and the moon", "the moon is at the sun", "sun and moon"],
@@ -26,21 +30,40 @@ TOPICS = {
     "music": ["the music and the song", "a song is music", "she is in the music of the song"],
     "otters": ["otters play in the water", "the otters sat on the bank", "otters and the river"],
 }
-QUERIES = {"river": "river water", "money": "money in the bank", "python": "python snake", "pets": "cat dog",
-           "sky": "sun moon", "drinks": "tea coffee", "music": "song music", "otters": "otters play"}
-STS_PAIRS = [("the cat sat", "the cat sat", 5.0), ("the dog and the cat", "the cat and the dog", 4.6),
-             ("tea and coffee", "coffee and tea", 4.8), ("the sun", "the moon", 1.2),
-             ("python code", "a python snake", 1.0), ("music and song", "the song and music", 4.4),
-             ("the river bank", "money in the bank", 0.8), ("otters play", "the otters play", 4.2),
-             ("she sat", "i sat", 3.0), ("the salary", "the water", 0.2), ("a dog", "a cat", 1.6),
-             ("the account", "the bank account", 3.6)]
-NLI = [("the cat sat on the dog", "the cat sat", "entailment"), ("the cat sat on the dog", "the dog sat", "neutral"),
-       ("the cat sat on the dog", "no cat sat", "contradiction"),
-       ("otters play in the water", "otters play", "entailment"),
-       ("otters play in the water", "the otters sat", "contradiction"),
-       ("otters play in the water", "otters play music", "neutral"),
-       ("she put money in the bank", "she has money", "entailment"),
-       ("she put money in the bank", "she has no money", "contradiction")]
+QUERIES = {
+    "river": "river water",
+    "money": "money in the bank",
+    "python": "python snake",
+    "pets": "cat dog",
+    "sky": "sun moon",
+    "drinks": "tea coffee",
+    "music": "song music",
+    "otters": "otters play",
+}
+STS_PAIRS = [
+    ("the cat sat", "the cat sat", 5.0),
+    ("the dog and the cat", "the cat and the dog", 4.6),
+    ("tea and coffee", "coffee and tea", 4.8),
+    ("the sun", "the moon", 1.2),
+    ("python code", "a python snake", 1.0),
+    ("music and song", "the song and music", 4.4),
+    ("the river bank", "money in the bank", 0.8),
+    ("otters play", "the otters play", 4.2),
+    ("she sat", "i sat", 3.0),
+    ("the salary", "the water", 0.2),
+    ("a dog", "a cat", 1.6),
+    ("the account", "the bank account", 3.6),
+]
+NLI = [
+    ("the cat sat on the dog", "the cat sat", "entailment"),
+    ("the cat sat on the dog", "the dog sat", "neutral"),
+    ("the cat sat on the dog", "no cat sat", "contradiction"),
+    ("otters play in the water", "otters play", "entailment"),
+    ("otters play in the water", "the otters sat", "contradiction"),
+    ("otters play in the water", "otters play music", "neutral"),
+    ("she put money in the bank", "she has money", "entailment"),
+    ("she put money in the bank", "she has no money", "contradiction"),
+]
 
 
 def _write_toy_root(root: Path, snli_label: str = "entailment") -> Path:
@@ -51,7 +74,10 @@ def _write_toy_root(root: Path, snli_label: str = "entailment") -> Path:
     for t, (topic, texts) in enumerate(TOPICS.items()):
         for i, text in enumerate(texts):
             docs.append({"_id": f"{topic}{i}", "title": topic, "text": text})
-        queries += [{"_id": f"tr-{topic}", "text": QUERIES[topic]}, {"_id": f"te-{topic}", "text": f"the {topic}"}]
+        queries += [
+            {"_id": f"tr-{topic}", "text": QUERIES[topic]},
+            {"_id": f"te-{topic}", "text": f"the {topic}"},
+        ]
         train_qrels += [f"tr-{topic}\t{topic}0\t1", f"tr-{topic}\t{topic}1\t1"]
         test_qrels.append(f"te-{topic}\t{topic}{2 if t % 2 else 0}\t1")
     (sci / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
@@ -61,16 +87,23 @@ def _write_toy_root(root: Path, snli_label: str = "entailment") -> Path:
     sts = root / "stsbenchmark"
     sts.mkdir()
     for split in ("train", "dev", "test"):
-        lines = [f"main-captions\tMSRvid\t2012\t{i:04d}\t{s:.3f}\t{a}\t{b}" for i, (a, b, s) in enumerate(STS_PAIRS)]
+        lines = [
+            f"main-captions\tMSRvid\t2012\t{i:04d}\t{s:.3f}\t{a}\t{b}"
+            for i, (a, b, s) in enumerate(STS_PAIRS)
+        ]
         (sts / f"sts-{split}.csv").write_text("\n".join(lines) + "\n")
     sick = root / "sick"
     sick.mkdir()
-    header = ("pair_ID\tsentence_A\tsentence_B\tentailment_label\trelatedness_score\tentailment_AB\tentailment_BA\t"
-              "sentence_A_original\tsentence_B_original\tsentence_A_dataset\tsentence_B_dataset\tSemEval_set")
+    header = (
+        "pair_ID\tsentence_A\tsentence_B\tentailment_label\trelatedness_score\tentailment_AB\tentailment_BA\t"
+        "sentence_A_original\tsentence_B_original\tsentence_A_dataset\tsentence_B_dataset\tSemEval_set"
+    )
     rows = []
     for i, (a, b, label) in enumerate(NLI * 2):
         split = ("TRAIN", "TRIAL", "TEST")[i % 3]
-        rows.append(f"{i}\t{a}\t{b}\t{label.upper()}\t{1 + (i % 5) * 0.9:.1f}\tx\tx\t{a}\t{b}\tFLICKR\tFLICKR\t{split}")
+        rows.append(
+            f"{i}\t{a}\t{b}\t{label.upper()}\t{1 + (i % 5) * 0.9:.1f}\tx\tx\t{a}\t{b}\tFLICKR\tFLICKR\t{split}"
+        )
     (sick / "SICK.txt").write_text(header + "\r\n" + "\r\n".join(rows))
     snli = root / "snli"
     snli.mkdir()
@@ -89,9 +122,29 @@ def toy_root(tmp_path_factory) -> Path:
 
 
 def _bi_args(model: Path, data: Path, out: Path, *extra: str) -> list[str]:
-    return ["--model", str(model), "--data-dir", str(data), "--output-dir", str(out), "--device", "cpu",
-            "--max-steps", "2", "--batch-size", "4", "--mining-cache", "none", "--dev-queries", "2",
-            "--logging-steps", "1", "--torch-threads", "1", *extra]
+    return [
+        "--model",
+        str(model),
+        "--data-dir",
+        str(data),
+        "--output-dir",
+        str(out),
+        "--device",
+        "cpu",
+        "--max-steps",
+        "2",
+        "--batch-size",
+        "4",
+        "--mining-cache",
+        "none",
+        "--dev-queries",
+        "2",
+        "--logging-steps",
+        "1",
+        "--torch-threads",
+        "1",
+        *extra,
+    ]
 
 
 def _check_metrics(out: Path, model_type: str, datasets: set[str]) -> dict:
@@ -116,22 +169,31 @@ def _check_metrics(out: Path, model_type: str, datasets: set[str]) -> dict:
     return metrics
 
 
-@pytest.mark.parametrize(("task", "objective", "datasets", "metric"), [
-    ("stsb", "cosent", {"stsb"}, "spearman"),
-    ("sick", "cosine", {"sick", "stsb"}, "spearman"),
-    ("nli", "softmax", {"snli", "sick", "stsb"}, "spearman"),
-    ("nli", "mnrl", {"snli", "sick", "stsb"}, "spearman"),
-    ("scifact", "mnrl", {"scifact"}, "nDCG@10"),
-    ("scifact", "contrastive", {"scifact"}, "nDCG@10"),
-])
+@pytest.mark.parametrize(
+    ("task", "objective", "datasets", "metric"),
+    [
+        ("stsb", "cosent", {"stsb"}, "spearman"),
+        ("sick", "cosine", {"sick", "stsb"}, "spearman"),
+        ("nli", "softmax", {"snli", "sick", "stsb"}, "spearman"),
+        ("nli", "mnrl", {"snli", "sick", "stsb"}, "spearman"),
+        ("scifact", "mnrl", {"scifact"}, "nDCG@10"),
+        ("scifact", "contrastive", {"scifact"}, "nDCG@10"),
+    ],
+)
 def test_bi_encoder_smoke(tiny_bert_dir, toy_root, tmp_path, task, objective, datasets, metric):
     from sentence_transformers import SentenceTransformer
 
     from ctxir.encoders.models import load_bi_encoder
 
     out = tmp_path / "out"
-    assert train_bi_encoder.main(_bi_args(tiny_bert_dir, toy_root, out, "--task", task, "--objective",
-                                          objective, "--max-samples", "8")) == 0
+    assert (
+        train_bi_encoder.main(
+            _bi_args(
+                tiny_bert_dir, toy_root, out, "--task", task, "--objective", objective, "--max-samples", "8"
+            )
+        )
+        == 0
+    )
     metrics = _check_metrics(out, "bi-encoder", datasets)
     assert metrics["objective"] == train_bi_encoder.LOSS_NAMES[objective]
     assert metric in {row["metric"] for row in metrics["evaluations"]}
@@ -142,8 +204,22 @@ def test_bi_encoder_smoke(tiny_bert_dir, toy_root, tmp_path, task, objective, da
 
 def test_bi_encoder_scifact_mines_hard_negatives(tiny_bert_dir, toy_root, tmp_path):
     out = tmp_path / "out"
-    assert train_bi_encoder.main(_bi_args(tiny_bert_dir, toy_root, out, "--task", "scifact", "--num-negatives",
-                                          "2", "--mining-relative-margin", "0")) == 0
+    assert (
+        train_bi_encoder.main(
+            _bi_args(
+                tiny_bert_dir,
+                toy_root,
+                out,
+                "--task",
+                "scifact",
+                "--num-negatives",
+                "2",
+                "--mining-relative-margin",
+                "0",
+            )
+        )
+        == 0
+    )
     metrics = json.loads((out / "metrics.json").read_text())
     # 14 (claim, abstract) pairs of the 7 training claims left after holding out 2 → one row per pair
     # with 2 mined negatives each (n-tuple), none of them the pair's own positives.
@@ -161,9 +237,36 @@ def test_cross_encoder_smoke(tiny_bert_dir, toy_root, tmp_path, task):
     from ctxir.rerank import CrossEncoderReranker
 
     out = tmp_path / "out"
-    args = ["--task", task, "--model", str(tiny_bert_dir), "--data-dir", str(toy_root), "--output-dir", str(out),
-            "--device", "cpu", "--max-steps", "2", "--batch-size", "4", "--max-samples", "8", "--num-negatives",
-            "2", "--rerank-depth", "6", "--dev-queries", "2", "--dev-depth", "5", "--logging-steps", "1", "--torch-threads", "1"]
+    args = [
+        "--task",
+        task,
+        "--model",
+        str(tiny_bert_dir),
+        "--data-dir",
+        str(toy_root),
+        "--output-dir",
+        str(out),
+        "--device",
+        "cpu",
+        "--max-steps",
+        "2",
+        "--batch-size",
+        "4",
+        "--max-samples",
+        "8",
+        "--num-negatives",
+        "2",
+        "--rerank-depth",
+        "6",
+        "--dev-queries",
+        "2",
+        "--dev-depth",
+        "5",
+        "--logging-steps",
+        "1",
+        "--torch-threads",
+        "1",
+    ]
     assert train_cross_encoder.main(args) == 0
     metrics = _check_metrics(out, "cross-encoder", {task})
     assert metrics["objective"] == "BinaryCrossEntropyLoss"
@@ -185,12 +288,41 @@ def test_bi_and_cross_encoder_hold_out_the_same_claims(tiny_bert_dir, toy_root, 
     from ctxir.data import load_beir
 
     bi, ce = tmp_path / "bi", tmp_path / "ce"
-    assert train_bi_encoder.main(_bi_args(tiny_bert_dir, toy_root, bi, "--task", "scifact", "--eval-before",
-                                          "false")) == 0
-    assert train_cross_encoder.main(["--task", "scifact", "--model", str(tiny_bert_dir), "--data-dir",
-                                     str(toy_root), "--output-dir", str(ce), "--device", "cpu", "--max-steps", "2",
-                                     "--batch-size", "4", "--rerank-depth", "3", "--dev-queries", "2",
-                                     "--eval-before", "false", "--torch-threads", "1"]) == 0
+    assert (
+        train_bi_encoder.main(
+            _bi_args(tiny_bert_dir, toy_root, bi, "--task", "scifact", "--eval-before", "false")
+        )
+        == 0
+    )
+    assert (
+        train_cross_encoder.main(
+            [
+                "--task",
+                "scifact",
+                "--model",
+                str(tiny_bert_dir),
+                "--data-dir",
+                str(toy_root),
+                "--output-dir",
+                str(ce),
+                "--device",
+                "cpu",
+                "--max-steps",
+                "2",
+                "--batch-size",
+                "4",
+                "--rerank-depth",
+                "3",
+                "--dev-queries",
+                "2",
+                "--eval-before",
+                "false",
+                "--torch-threads",
+                "1",
+            ]
+        )
+        == 0
+    )
     held = [json.loads((out / "metrics.json").read_text())["extra"]["heldout_query_ids"] for out in (bi, ce)]
     assert held[0] == held[1] and len(held[0]) == 2
     _, queries, _ = load_beir(toy_root / "scifact", "train")
@@ -207,8 +339,21 @@ def _losses(out: Path) -> list[float]:
 def test_bi_encoder_loss_goes_down(tiny_bert_dir, toy_root, tmp_path):
     out = tmp_path / "out"
     # The whole toy set in every batch, so the only noise between steps is dropout.
-    args = _bi_args(tiny_bert_dir, toy_root, out, "--task", "stsb", "--objective", "cosine", "--learning-rate",
-                    "2e-3", "--eval-before", "false", "--seed", "0")
+    args = _bi_args(
+        tiny_bert_dir,
+        toy_root,
+        out,
+        "--task",
+        "stsb",
+        "--objective",
+        "cosine",
+        "--learning-rate",
+        "2e-3",
+        "--eval-before",
+        "false",
+        "--seed",
+        "0",
+    )
     args[args.index("--max-steps") + 1] = "40"
     args[args.index("--batch-size") + 1] = "12"
     assert train_bi_encoder.main(args) == 0
@@ -219,9 +364,34 @@ def test_bi_encoder_loss_goes_down(tiny_bert_dir, toy_root, tmp_path):
 
 def test_cross_encoder_loss_goes_down(tiny_bert_dir, toy_root, tmp_path):
     out = tmp_path / "out"
-    args = ["--task", "stsb", "--model", str(tiny_bert_dir), "--data-dir", str(toy_root), "--output-dir", str(out),
-            "--device", "cpu", "--max-steps", "40", "--batch-size", "12", "--learning-rate", "5e-4",
-            "--logging-steps", "1", "--eval-before", "false", "--loss", "mse", "--seed", "0", "--torch-threads", "1"]
+    args = [
+        "--task",
+        "stsb",
+        "--model",
+        str(tiny_bert_dir),
+        "--data-dir",
+        str(toy_root),
+        "--output-dir",
+        str(out),
+        "--device",
+        "cpu",
+        "--max-steps",
+        "40",
+        "--batch-size",
+        "12",
+        "--learning-rate",
+        "5e-4",
+        "--logging-steps",
+        "1",
+        "--eval-before",
+        "false",
+        "--loss",
+        "mse",
+        "--seed",
+        "0",
+        "--torch-threads",
+        "1",
+    ]
     assert train_cross_encoder.main(args) == 0
     losses = _losses(out)
     assert len(losses) == 40
@@ -241,8 +411,18 @@ def _no_training_happened(out: Path) -> None:
 def test_missing_data_folder(script, tiny_bert_dir, tmp_path, capsys):
     out = tmp_path / "out"
     missing = tmp_path / "no-such-data"
-    code = script.main(["--model", str(tiny_bert_dir), "--data-dir", str(missing), "--output-dir", str(out),
-                        "--device", "cpu"])
+    code = script.main(
+        [
+            "--model",
+            str(tiny_bert_dir),
+            "--data-dir",
+            str(missing),
+            "--output-dir",
+            str(out),
+            "--device",
+            "cpu",
+        ]
+    )
     assert code == 2
     err = capsys.readouterr().err
     assert "--data-dir" in err and repr(str(missing)) in err and "Traceback" not in err
@@ -254,17 +434,41 @@ def test_missing_dataset_inside_data_root(tiny_bert_dir, toy_root, tmp_path):
     shutil.copytree(toy_root, root)
     shutil.rmtree(root / "stsbenchmark")
     with pytest.raises(CtxirError, match=r"has no stsbenchmark/ folder"):
-        train_bi_encoder.run(train_bi_encoder.BiEncoderArgs(task="stsb", model=str(tiny_bert_dir),
-                                                            data_dir=str(root), output_dir=str(tmp_path / "o")))
+        train_bi_encoder.run(
+            train_bi_encoder.BiEncoderArgs(
+                task="stsb", model=str(tiny_bert_dir), data_dir=str(root), output_dir=str(tmp_path / "o")
+            )
+        )
 
 
-@pytest.mark.parametrize(("script", "task"), [(train_bi_encoder, "stsb"), (train_bi_encoder, "scifact"),
-                                              (train_bi_encoder, "nli"), (train_cross_encoder, "scifact"),
-                                              (train_cross_encoder, "stsb")])
+@pytest.mark.parametrize(
+    ("script", "task"),
+    [
+        (train_bi_encoder, "stsb"),
+        (train_bi_encoder, "scifact"),
+        (train_bi_encoder, "nli"),
+        (train_cross_encoder, "scifact"),
+        (train_cross_encoder, "stsb"),
+    ],
+)
 def test_empty_training_set(script, task, tiny_bert_dir, toy_root, tmp_path, capsys):
     out = tmp_path / "out"
-    code = script.main(["--task", task, "--model", str(tiny_bert_dir), "--data-dir", str(toy_root),
-                        "--output-dir", str(out), "--device", "cpu", "--max-samples", "0"])
+    code = script.main(
+        [
+            "--task",
+            task,
+            "--model",
+            str(tiny_bert_dir),
+            "--data-dir",
+            str(toy_root),
+            "--output-dir",
+            str(out),
+            "--device",
+            "cpu",
+            "--max-samples",
+            "0",
+        ]
+    )
     assert code == 2
     err = capsys.readouterr().err
     assert "training set is empty" in err and "--max-samples 0" in err
@@ -274,25 +478,53 @@ def test_empty_training_set(script, task, tiny_bert_dir, toy_root, tmp_path, cap
 def test_unknown_nli_label(tiny_bert_dir, tmp_path, capsys):
     root = _write_toy_root(tmp_path / "bad", snli_label="maybe")
     out = tmp_path / "out"
-    code = train_bi_encoder.main(["--task", "nli", "--model", str(tiny_bert_dir), "--data-dir", str(root),
-                                  "--output-dir", str(out), "--device", "cpu", "--max-steps", "2"])
+    code = train_bi_encoder.main(
+        [
+            "--task",
+            "nli",
+            "--model",
+            str(tiny_bert_dir),
+            "--data-dir",
+            str(root),
+            "--output-dir",
+            str(out),
+            "--device",
+            "cpu",
+            "--max-steps",
+            "2",
+        ]
+    )
     assert code == 2
     err = capsys.readouterr().err
     assert "labels.dev line 2" in err and "'maybe'" in err and "entailment, neutral, contradiction" in err
     _no_training_happened(out)
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["--batch-size", "0"], "--batch-size must be ≥ 1"),
-    (["--learning-rate", "0"], "--learning-rate must be > 0"),
-    (["--max-samples", "-5"], "--max-samples must be -1"),
-    (["--task", "stsb", "--objective", "mnrl"], "--objective 'mnrl' does not fit --task 'stsb'"),
-    (["--resume", "last"], "no complete checkpoint-N folder"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--batch-size", "0"], "--batch-size must be ≥ 1"),
+        (["--learning-rate", "0"], "--learning-rate must be > 0"),
+        (["--max-samples", "-5"], "--max-samples must be -1"),
+        (["--task", "stsb", "--objective", "mnrl"], "--objective 'mnrl' does not fit --task 'stsb'"),
+        (["--resume", "last"], "no complete checkpoint-N folder"),
+    ],
+)
 def test_bad_arguments(argv, message, tiny_bert_dir, toy_root, tmp_path, capsys):
     out = tmp_path / "out"
-    code = train_bi_encoder.main(["--model", str(tiny_bert_dir), "--data-dir", str(toy_root), "--output-dir",
-                                  str(out), "--device", "cpu", *argv])
+    code = train_bi_encoder.main(
+        [
+            "--model",
+            str(tiny_bert_dir),
+            "--data-dir",
+            str(toy_root),
+            "--output-dir",
+            str(out),
+            "--device",
+            "cpu",
+            *argv,
+        ]
+    )
     assert code == 2
     assert message in capsys.readouterr().err
     _no_training_happened(out)
@@ -303,8 +535,19 @@ def test_bad_arguments(argv, message, tiny_bert_dir, toy_root, tmp_path, capsys)
 
 def test_interrupted_run_resumes_from_last_checkpoint(tiny_bert_dir, toy_root, tmp_path):
     out = tmp_path / "out"
-    args = _bi_args(tiny_bert_dir, toy_root, out, "--task", "stsb", "--save-steps", "2", "--keep-checkpoints",
-                    "true", "--eval-before", "false")
+    args = _bi_args(
+        tiny_bert_dir,
+        toy_root,
+        out,
+        "--task",
+        "stsb",
+        "--save-steps",
+        "2",
+        "--keep-checkpoints",
+        "true",
+        "--eval-before",
+        "false",
+    )
     args[args.index("--max-steps") + 1] = "4"
     assert train_bi_encoder.main(args) == 0
     checkpoints = out / "checkpoints"
@@ -317,7 +560,9 @@ def test_interrupted_run_resumes_from_last_checkpoint(tiny_bert_dir, toy_root, t
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["training"]["resumed_from"] == str(checkpoints / "checkpoint-2")
     assert metrics["training"]["steps"] == 4
-    resumed = [json.loads(line) for line in (out / "training_log.jsonl").read_text().splitlines()[len(log_before):]]
+    resumed = [
+        json.loads(line) for line in (out / "training_log.jsonl").read_text().splitlines()[len(log_before) :]
+    ]
     # The resumed run trains steps 3 and 4 only.
     assert [row["step"] for row in resumed if "loss" in row] == [3, 4]
 
@@ -342,22 +587,42 @@ def test_a_killed_run_resumes_and_matches_an_uninterrupted_one(tiny_bert_dir, to
     import time
 
     def args(out: Path) -> list[str]:
-        argv = _bi_args(tiny_bert_dir, toy_root, out, "--task", "stsb", "--save-steps", "10", "--eval-before",
-                        "false", "--learning-rate", "1e-3")
+        argv = _bi_args(
+            tiny_bert_dir,
+            toy_root,
+            out,
+            "--task",
+            "stsb",
+            "--save-steps",
+            "10",
+            "--eval-before",
+            "false",
+            "--learning-rate",
+            "1e-3",
+        )
         argv[argv.index("--max-steps") + 1] = "60"
         return argv
 
     whole = tmp_path / "whole"
     assert train_bi_encoder.main(args(whole)) == 0
     killed = tmp_path / "killed"
-    proc = subprocess.Popen([sys.executable, "training/train_bi_encoder.py", *args(killed)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "training/train_bi_encoder.py", *args(killed)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.time() + 300
-    while not (killed / "checkpoints" / "checkpoint-20").is_dir() and proc.poll() is None and time.time() < deadline:
+    while (
+        not (killed / "checkpoints" / "checkpoint-20").is_dir()
+        and proc.poll() is None
+        and time.time() < deadline
+    ):
         time.sleep(0.005)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    assert not (killed / "metrics.json").exists(), "the run finished before it could be killed: raise --max-steps"
+    assert not (killed / "metrics.json").exists(), (
+        "the run finished before it could be killed: raise --max-steps"
+    )
     assert train_bi_encoder.main([*args(killed), "--resume", "last"]) == 0
     a, b = (json.loads((out / "metrics.json").read_text()) for out in (whole, killed))
     assert b["training"]["resumed_from"].startswith(str(killed / "checkpoints" / "checkpoint-"))
@@ -372,10 +637,16 @@ def test_a_killed_run_resumes_and_matches_an_uninterrupted_one(tiny_bert_dir, to
 
 
 def test_write_metrics_checks_the_contract(tmp_path):
-    good = {"model_type": "bi-encoder", "model_name": "m", "base_model": "b", "objective": "CoSENTLoss",
-            "datasets": [common.dataset_entry("stsb", "train", "train", "x", 3)], "config": {},
-            "training": dict.fromkeys(common.TRAINING_KEYS, 0),
-            "evaluations": [common.evaluation_row("stsb", "test", "sts", "spearman", 0.5, 0.6)]}
+    good = {
+        "model_type": "bi-encoder",
+        "model_name": "m",
+        "base_model": "b",
+        "objective": "CoSENTLoss",
+        "datasets": [common.dataset_entry("stsb", "train", "train", "x", 3)],
+        "config": {},
+        "training": dict.fromkeys(common.TRAINING_KEYS, 0),
+        "evaluations": [common.evaluation_row("stsb", "test", "sts", "spearman", 0.5, 0.6)],
+    }
     path = common.write_metrics(tmp_path, good)
     written = json.loads(path.read_text())
     assert written["datasets"][0]["license"] == "CC BY-SA 4.0"
@@ -400,18 +671,57 @@ def test_machine_info_and_take():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("script", "argv"), [
-    (train_bi_encoder, ["--task", "scifact", "--eval-max-queries", "20", "--eval-corpus-size", "500",
-                        "--dev-corpus-size", "200", "--mining-cache", "none", "--mining-relative-margin", "0"]),
-    (train_bi_encoder, ["--task", "nli"]),
-    (train_cross_encoder, ["--task", "scifact", "--eval-max-queries", "10", "--rerank-depth", "10"]),
-    (train_cross_encoder, ["--task", "stsb"]),
-])
+@pytest.mark.parametrize(
+    ("script", "argv"),
+    [
+        (
+            train_bi_encoder,
+            [
+                "--task",
+                "scifact",
+                "--eval-max-queries",
+                "20",
+                "--eval-corpus-size",
+                "500",
+                "--dev-corpus-size",
+                "200",
+                "--mining-cache",
+                "none",
+                "--mining-relative-margin",
+                "0",
+            ],
+        ),
+        (train_bi_encoder, ["--task", "nli"]),
+        (train_cross_encoder, ["--task", "scifact", "--eval-max-queries", "10", "--rerank-depth", "10"]),
+        (train_cross_encoder, ["--task", "stsb"]),
+    ],
+)
 def test_scripts_on_shared_data(script, argv, tiny_bert_dir, shared_data, tmp_path):
     out = tmp_path / "out"
-    assert script.main([*argv, "--model", str(tiny_bert_dir), "--data-dir", str(shared_data), "--output-dir",
-                        str(out), "--device", "cpu", "--max-steps", "2", "--max-samples", "32", "--batch-size", "8",
-                        "--torch-threads", "1"]) == 0
+    assert (
+        script.main(
+            [
+                *argv,
+                "--model",
+                str(tiny_bert_dir),
+                "--data-dir",
+                str(shared_data),
+                "--output-dir",
+                str(out),
+                "--device",
+                "cpu",
+                "--max-steps",
+                "2",
+                "--max-samples",
+                "32",
+                "--batch-size",
+                "8",
+                "--torch-threads",
+                "1",
+            ]
+        )
+        == 0
+    )
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["training"]["steps"] == 2
     assert all(d["path"].startswith(str(shared_data)) for d in metrics["datasets"])
@@ -424,13 +734,45 @@ def test_cross_encoder_lora_adapter_with_pseudo_queries(tiny_bert_dir, toy_root,
     from ctxir.encoders.models import is_adapter, load_cross_encoder
 
     out = tmp_path / "out"
-    args = ["--task", "scifact", "--model", str(tiny_bert_dir), "--data-dir", str(toy_root), "--output-dir", str(out),
-            "--device", "cpu", "--max-steps", "2", "--batch-size", "4", "--num-negatives", "2", "--rerank-depth", "4",
-            "--dev-queries", "2", "--lora-r", "2", "--pseudo-queries", "5", "--loss", loss, "--head", head,
-            "--learning-rate", "1e-2", "--torch-threads", "1"]
+    args = [
+        "--task",
+        "scifact",
+        "--model",
+        str(tiny_bert_dir),
+        "--data-dir",
+        str(toy_root),
+        "--output-dir",
+        str(out),
+        "--device",
+        "cpu",
+        "--max-steps",
+        "2",
+        "--batch-size",
+        "4",
+        "--num-negatives",
+        "2",
+        "--rerank-depth",
+        "4",
+        "--dev-queries",
+        "2",
+        "--lora-r",
+        "2",
+        "--pseudo-queries",
+        "5",
+        "--loss",
+        loss,
+        "--head",
+        head,
+        "--learning-rate",
+        "1e-2",
+        "--torch-threads",
+        "1",
+    ]
     assert train_cross_encoder.main(args) == 0
     assert is_adapter(out) and not (out / "model.safetensors").exists()
-    assert json.loads((out / "adapter_config.json").read_text())["base_model_name_or_path"] == str(tiny_bert_dir)
+    assert json.loads((out / "adapter_config.json").read_text())["base_model_name_or_path"] == str(
+        tiny_bert_dir
+    )
     metrics = _check_metrics(out, "cross-encoder", {"scifact"})
     assert metrics["extra"]["pseudo_queries"] == 5
     assert metrics["extra"]["train_queries"] == len(metrics["extra"]["train_query_ids"]) == 6
@@ -443,7 +785,9 @@ def test_cross_encoder_lora_adapter_with_pseudo_queries(tiny_bert_dir, toy_root,
     # sentence-transformers' own loader (adapter kept unmerged) scores as ctxir's merged one does
     from sentence_transformers import CrossEncoder
 
-    np.testing.assert_allclose(CrossEncoder(str(out), device="cpu").predict(pairs), model.predict(pairs), atol=1e-5)
+    np.testing.assert_allclose(
+        CrossEncoder(str(out), device="cpu").predict(pairs), model.predict(pairs), atol=1e-5
+    )
     if head == "mean":
         assert (out / "1_Pooling").is_dir() and (out / "2_Dense").is_dir()
 
@@ -456,23 +800,64 @@ def test_cross_encoder_segment_cosine_top_layers_resample_and_continue(tiny_bert
     from ctxir.names import TOP_LAYERS_CONFIG
 
     out = tmp_path / "out"
-    args = ["--task", "scifact", "--model", str(tiny_bert_dir), "--data-dir", str(toy_root), "--output-dir", str(out),
-            "--device", "cpu", "--max-steps", "2", "--batch-size", "2", "--num-negatives", "2", "--negative-pool",
-            "4", "--negative-rounds", "2", "--head", "segment-cosine", "--train-layers", "1", "--loss", "listnet",
-            "--dev-split", "unseen", "--dev-queries", "2", "--dev-depth", "5", "--rerank-depth", "6",
-            "--head-learning-rate", "1e-2", "--torch-threads", "1"]
+    args = [
+        "--task",
+        "scifact",
+        "--model",
+        str(tiny_bert_dir),
+        "--data-dir",
+        str(toy_root),
+        "--output-dir",
+        str(out),
+        "--device",
+        "cpu",
+        "--max-steps",
+        "2",
+        "--batch-size",
+        "2",
+        "--num-negatives",
+        "2",
+        "--negative-pool",
+        "4",
+        "--negative-rounds",
+        "2",
+        "--head",
+        "segment-cosine",
+        "--train-layers",
+        "1",
+        "--loss",
+        "listnet",
+        "--dev-split",
+        "unseen",
+        "--dev-queries",
+        "2",
+        "--dev-depth",
+        "5",
+        "--rerank-depth",
+        "6",
+        "--head-learning-rate",
+        "1e-2",
+        "--torch-threads",
+        "1",
+    ]
     assert train_cross_encoder.main(args) == 0
     metrics = _check_metrics(out, "cross-encoder", {"scifact"})
     extra = metrics["extra"]
-    assert metrics["training"]["train_examples"] == 2 * extra["train_queries"]  # one group per claim per round
+    assert (
+        metrics["training"]["train_examples"] == 2 * extra["train_queries"]
+    )  # one group per claim per round
     _, _, qrels = load_beir(toy_root / "scifact", "train")
     for qid in extra["heldout_query_ids"]:  # no other claim cites a held-out claim's abstracts
         assert all(d not in qrels[other] for d in qrels[qid] for other in qrels if other != qid)
     assert not (out / "model.safetensors").exists() and (out / TOP_LAYERS_CONFIG).is_file()
     from transformers import BertModel
 
-    layer1 = sum(p.numel() for n, p in BertModel.from_pretrained(tiny_bert_dir).named_parameters() if layer_of(n) == 1)
-    assert extra["trained_parameters"] == layer1 + 2 + 3 * 32 + 1  # the layer, scale and bias, the linear term
+    layer1 = sum(
+        p.numel() for n, p in BertModel.from_pretrained(tiny_bert_dir).named_parameters() if layer_of(n) == 1
+    )
+    assert (
+        extra["trained_parameters"] == layer1 + 2 + 3 * 32 + 1
+    )  # the layer, scale and bias, the linear term
     # a later stage starts from the saved model (as from the shipped one) and keeps the same base
     # (on windows this time: the dev evaluator then scores each abstract by its best window)
     again = tmp_path / "again"
@@ -492,35 +877,117 @@ def test_term_match_continues_a_saved_head_and_trains_its_own_weights(tiny_bert_
     from ctxir.encoders import models
 
     first, second = tmp_path / "first", tmp_path / "second"
-    args = ["--task", "scifact", "--model", str(tiny_bert_dir), "--data-dir", str(toy_root), "--output-dir",
-            str(first), "--device", "cpu", "--max-steps", "2", "--batch-size", "2", "--num-negatives", "2", "--head",
-            "segment-cosine", "--train-layers", "1", "--loss", "listnet", "--dev-queries", "2", "--dev-depth", "5",
-            "--rerank-depth", "6", "--eval-before", "false", "--torch-threads", "1"]
+    args = [
+        "--task",
+        "scifact",
+        "--model",
+        str(tiny_bert_dir),
+        "--data-dir",
+        str(toy_root),
+        "--output-dir",
+        str(first),
+        "--device",
+        "cpu",
+        "--max-steps",
+        "2",
+        "--batch-size",
+        "2",
+        "--num-negatives",
+        "2",
+        "--head",
+        "segment-cosine",
+        "--train-layers",
+        "1",
+        "--loss",
+        "listnet",
+        "--dev-queries",
+        "2",
+        "--dev-depth",
+        "5",
+        "--rerank-depth",
+        "6",
+        "--eval-before",
+        "false",
+        "--torch-threads",
+        "1",
+    ]
     assert train_cross_encoder.main(args) == 0
     args[args.index("--model") + 1], args[args.index("--output-dir") + 1] = str(first), str(second)
-    assert train_cross_encoder.main([*args, "--term-match", "true", "--head-learning-rate", "1e-3", "--match-learning-rate", "5e-2"]) == 0
+    assert (
+        train_cross_encoder.main(
+            [*args, "--term-match", "true", "--head-learning-rate", "1e-3", "--match-learning-rate", "5e-2"]
+        )
+        == 0
+    )
     models.load_cross_encoder.cache_clear()
     head = models.load_cross_encoder(str(second), "cpu")[1]
     assert head.term_match and torch.count_nonzero(head.term_linear.weight) > 0  # it trained from zero
     extra = json.loads((second / "metrics.json").read_text())["extra"]
     before = json.loads((first / "metrics.json").read_text())["extra"]["trained_parameters"]
-    assert extra["trained_parameters"] == before + (32 + 1) + 5  # term importance (v, c) and 1 + 4 kernel weights
-    options = train_cross_encoder.head_learning_rates(train_cross_encoder.CrossEncoderArgs(
-        head="segment-cosine", term_match=True, head_learning_rate=1e-3, match_learning_rate=5e-2))
-    assert options["learning_rate_mapping"] == {train_cross_encoder.HEAD_PARAMETERS: 1e-3,
-                                                train_cross_encoder.MATCH_PARAMETERS: 5e-2}
+    assert (
+        extra["trained_parameters"] == before + (32 + 1) + 5
+    )  # term importance (v, c) and 1 + 4 kernel weights
+    options = train_cross_encoder.head_learning_rates(
+        train_cross_encoder.CrossEncoderArgs(
+            head="segment-cosine", term_match=True, head_learning_rate=1e-3, match_learning_rate=5e-2
+        )
+    )
+    assert options["learning_rate_mapping"] == {
+        train_cross_encoder.HEAD_PARAMETERS: 1e-3,
+        train_cross_encoder.MATCH_PARAMETERS: 5e-2,
+    }
     with pytest.raises(CtxirError, match=r"--term-match.*--head 'cls'"):
         train_cross_encoder.check(train_cross_encoder.CrossEncoderArgs(head="cls", term_match=True))
 
 
 def _train_load_best(tiny_bert_dir, toy_root, out, steps: int) -> None:
     """A tiny segment-cosine run with a dev evaluation and a kept checkpoint at every step, ending on its dev-best."""
-    args = ["--task", "scifact", "--model", str(tiny_bert_dir), "--data-dir", str(toy_root), "--output-dir", str(out),
-            "--device", "cpu", "--max-steps", str(steps), "--batch-size", "2", "--num-negatives", "2", "--head",
-            "segment-cosine", "--train-layers", "1", "--loss", "listnet", "--dev-queries", "2", "--dev-depth", "5",
-            "--rerank-depth", "6", "--eval-before", "false", "--torch-threads", "1", "--learning-rate", "5e-3",
-            "--head-learning-rate", "5e-2", "--eval-steps", "1", "--save-steps", "1", "--keep-checkpoints", "true",
-            "--load-best", "true"]
+    args = [
+        "--task",
+        "scifact",
+        "--model",
+        str(tiny_bert_dir),
+        "--data-dir",
+        str(toy_root),
+        "--output-dir",
+        str(out),
+        "--device",
+        "cpu",
+        "--max-steps",
+        str(steps),
+        "--batch-size",
+        "2",
+        "--num-negatives",
+        "2",
+        "--head",
+        "segment-cosine",
+        "--train-layers",
+        "1",
+        "--loss",
+        "listnet",
+        "--dev-queries",
+        "2",
+        "--dev-depth",
+        "5",
+        "--rerank-depth",
+        "6",
+        "--eval-before",
+        "false",
+        "--torch-threads",
+        "1",
+        "--learning-rate",
+        "5e-3",
+        "--head-learning-rate",
+        "5e-2",
+        "--eval-steps",
+        "1",
+        "--save-steps",
+        "1",
+        "--keep-checkpoints",
+        "true",
+        "--load-best",
+        "true",
+    ]
     assert train_cross_encoder.main(args) == 0
 
 
@@ -548,13 +1015,16 @@ def test_load_best_ends_the_run_on_the_dev_best_checkpoint(tiny_bert_dir, toy_ro
         last = load_file(str(out / "checkpoints" / "checkpoint-4" / TOP_LAYERS_WEIGHTS))
         assert not all(torch.equal(saved[k], last[k]) for k in saved)
     with pytest.raises(CtxirError, match="--save-steps a multiple"):
-        common.check_common_args(train_cross_encoder.CrossEncoderArgs(eval_steps=2, save_steps=3, load_best=True))
+        common.check_common_args(
+            train_cross_encoder.CrossEncoderArgs(eval_steps=2, save_steps=3, load_best=True)
+        )
     with pytest.raises(CtxirError, match="--eval-steps ≥ 1"):
         common.check_common_args(train_cross_encoder.CrossEncoderArgs(eval_steps=0, load_best=True))
 
 
-
-def test_finish_checkpoint_ships_a_kept_step_as_the_run_would_have_with_load_best(tiny_bert_dir, toy_root, tmp_path):
+def test_finish_checkpoint_ships_a_kept_step_as_the_run_would_have_with_load_best(
+    tiny_bert_dir, toy_root, tmp_path
+):
     """training.finish_checkpoint: a checkpoint chosen after the run becomes a model folder with exactly its weights,
     no pickles, and a metrics.json that describes that step (its dev score, none of the last step's test rows), the
     same weights --load-best saved for the dev-best step; evaluation.json rows are read in; bad input is named."""
@@ -578,9 +1048,13 @@ def test_finish_checkpoint_ships_a_kept_step_as_the_run_would_have_with_load_bes
         assert not [p.name for p in out.rglob("*") if p.suffix in (".pt", ".pth", ".bin")]
         # the run's own saved layout: nothing the saved model lacks (e.g. the checkpoint's tokenizer copy)
         assert {p.relative_to(out) for p in out.rglob("*") if p.is_file()} - {Path("metrics.json")} <= {
-            p.relative_to(run) for p in run.rglob("*") if p.is_file()}
+            p.relative_to(run) for p in run.rglob("*") if p.is_file()
+        }
         metrics = json.loads((out / "metrics.json").read_text())
-        assert metrics["training"]["steps"] == step and metrics["training"]["finished_from"]["whole_run"]["steps"] == 3
+        assert (
+            metrics["training"]["steps"] == step
+            and metrics["training"]["finished_from"]["whole_run"]["steps"] == 3
+        )
         assert metrics["evaluations"] == []  # the run's test rows describe its own last model, not this step
         chosen = metrics["extra"]["best_checkpoint"]
         assert chosen["step"] == step and chosen["metric"] == best["metric"]
@@ -588,19 +1062,33 @@ def test_finish_checkpoint_ships_a_kept_step_as_the_run_would_have_with_load_bes
             assert chosen["value"] == pytest.approx(best["value"])
             saved = load_file(str(run / TOP_LAYERS_WEIGHTS))
             assert all(torch.equal(saved[k], finished[k]) for k in saved)
-        load_cross_encoder.__wrapped__(str(out), "cpu").predict([("a claim", "an abstract")])  # loads as shipped
+        load_cross_encoder.__wrapped__(str(out), "cpu").predict(
+            [("a claim", "an abstract")]
+        )  # loads as shipped
     # an evaluation of the folder becomes its rows; running again refreshes them and keeps the weights
-    evaluation = {"demo": {"bm25@20": {"queries": 2, "first_stage": {"nDCG@10": 0.5}, "alone": {"nDCG@10": 0.6},
-                                       "fused": {"nDCG@10": 0.7}}}}
+    evaluation = {
+        "demo": {
+            "bm25@20": {
+                "queries": 2,
+                "first_stage": {"nDCG@10": 0.5},
+                "alone": {"nDCG@10": 0.6},
+                "fused": {"nDCG@10": 0.7},
+            }
+        }
+    }
     (out / "evaluation.json").write_text(json.dumps(evaluation))
     assert finish_checkpoint.main(["--run", str(run), "--step", "3", "--output-dir", str(out)]) == 0
     rows = json.loads((out / "metrics.json").read_text())["evaluations"]
     assert [(r["config"], r["before"], r["after"]) for r in rows] == [
-        ("bm25 top 20, re-ranker alone", 0.5, 0.6), ("bm25 top 20, fused with the first stage (RRF)", 0.5, 0.7)]
+        ("bm25 top 20, re-ranker alone", 0.5, 0.6),
+        ("bm25 top 20, fused with the first stage (RRF)", 0.5, 0.7),
+    ]
     with pytest.raises(CtxirError, match=r"--step 5: .*steps \[1, 2, 3\]"):
         finish_checkpoint.run(finish_checkpoint.FinishCheckpointArgs(run=str(run), step=5))
     with pytest.raises(CtxirError, match="already holds other files"):  # never overwrites other weights
-        finish_checkpoint.run(finish_checkpoint.FinishCheckpointArgs(run=str(run), step=1, output_dir=str(out)))
+        finish_checkpoint.run(
+            finish_checkpoint.FinishCheckpointArgs(run=str(run), step=1, output_dir=str(out))
+        )
     with pytest.raises(CtxirError, match="--metric 'spearman' matches none"):
         finish_checkpoint.run(finish_checkpoint.FinishCheckpointArgs(run=str(run), step=1, metric="spearman"))
     with pytest.raises(CtxirError, match=r"has no metrics\.json"):
@@ -633,7 +1121,10 @@ def test_scores_dir_resumes_shares_and_refuses_another_models_scores(tmp_path):
     assert scored["q2"] == {"d1": 4.0, "doc2": 6.0} and reranker.calls == ["a", "bb", "ccc"]
     # 1. a second run reuses every kept score
     again = Counting()
-    assert er._score(again, queries, first, {}, "test top 2", str(tmp_path), stamp) == scored and again.calls == []
+    assert (
+        er._score(again, queries, first, {}, "test top 2", str(tmp_path), stamp) == scored
+        and again.calls == []
+    )
     # 2. other candidates for a query are scored afresh
     changed = {**first, "q1": [Hit("d9", 1.0)]}
     assert er._score(again, queries, changed, {}, "test top 2", str(tmp_path), stamp)["q1"] == {"d9": 3.0}
@@ -660,9 +1151,14 @@ def test_scores_dir_resumes_shares_and_refuses_another_models_scores(tmp_path):
     assert not list(store_dir.glob("*.claim"))
     # 4. another model's scores are never mixed in
     with pytest.raises(CtxirError, match="another model"):
-        er._score(Counting(), queries, first, {}, "test top 2", str(tmp_path), {**stamp, "weights_sha256": "y"})
-    assert er.model_stamp(tmp_path, Counting()) == {"weights_sha256": er.model_stamp(tmp_path / "none", None)[
-        "weights_sha256"], "passages": None}  # a folder without weights: the empty digest
+        er._score(
+            Counting(), queries, first, {}, "test top 2", str(tmp_path), {**stamp, "weights_sha256": "y"}
+        )
+    assert er.model_stamp(tmp_path, Counting()) == {
+        "weights_sha256": er.model_stamp(tmp_path / "none", None)["weights_sha256"],
+        "passages": None,
+    }  # a folder without weights: the empty digest
+
 
 def test_fusion_min_gain_gives_the_first_stage_the_largest_weight_when_the_dev_gain_is_small():
     """--fusion-min-gain: a weight is trusted only for a dev gain over the first stage of at least that much; below
@@ -677,12 +1173,19 @@ def test_fusion_min_gain_gives_the_first_stage_the_largest_weight_when_the_dev_g
     plain = er._fusion_grid(qrels, right, wrong, 10)
     assert "min_gain" not in plain and plain["dev"]["fused"] == max(r["fused"] for r in plain["grid"])
     held = er._fusion_grid(qrels, right, wrong, 10, min_gain=0.03)
-    assert held["weights"] == [er.FIRST_STAGE_WEIGHTS[-1], 1.0] and held["min_gain"] == {"value": 0.03,
-                                                                                          "applied": True}
+    assert held["weights"] == [er.FIRST_STAGE_WEIGHTS[-1], 1.0] and held["min_gain"] == {
+        "value": 0.03,
+        "applied": True,
+    }
     # the other way round the re-ranker earns its weight: a large dev gain keeps the best row
     swapped = {"q1": [Hit("d3", 3.0), Hit("d2", 2.0), Hit("d1", 1.0)], "q2": [Hit("e2", 3.0), Hit("e1", 2.0)]}
-    earned = er._fusion_grid(qrels, swapped, {"q1": {"d1": 2.0, "d2": 1.0, "d3": 0.0}, "q2": {"e1": 1.0, "e2": 0.0}},
-                             10, min_gain=0.03)
+    earned = er._fusion_grid(
+        qrels,
+        swapped,
+        {"q1": {"d1": 2.0, "d2": 1.0, "d3": 0.0}, "q2": {"e1": 1.0, "e2": 0.0}},
+        10,
+        min_gain=0.03,
+    )
     assert earned["min_gain"]["applied"] is False
     assert earned["dev"]["fused"] - earned["dev"]["first_stage"] >= 0.03 and earned["weights"][0] < 8.0
 
@@ -695,8 +1198,9 @@ def test_unseen_heldout_queries_never_share_an_abstract():
     assert common.unseen_heldout_queries(positives, 0, seed=0) == []
 
 
-def test_evaluate_reranker_chooses_rrf_on_heldout_claims_and_splits_test_by_seen_abstracts(tiny_bert_dir, toy_root,
-                                                                                          tmp_path):
+def test_evaluate_reranker_chooses_rrf_on_heldout_claims_and_splits_test_by_seen_abstracts(
+    tiny_bert_dir, toy_root, tmp_path
+):
     """training/evaluate_reranker.py: fusion chosen on the model's held-out training claims (fusion.json), test
     figures split into claims citing an abstract a training claim cites and the rest, rows added to metrics.json."""
     from ctxir.data import load_beir
@@ -706,25 +1210,77 @@ def test_evaluate_reranker_chooses_rrf_on_heldout_claims_and_splits_test_by_seen
     from training import evaluate_reranker
 
     out = tmp_path / "ce"
-    assert train_cross_encoder.main([
-        "--task", "scifact", "--model", str(tiny_bert_dir), "--data-dir", str(toy_root), "--output-dir", str(out),
-        "--device", "cpu", "--max-steps", "1", "--batch-size", "2", "--num-negatives", "2", "--head",
-        "segment-cosine", "--train-layers", "1", "--loss", "listnet", "--dev-queries", "2", "--dev-depth", "5",
-        "--rerank-depth", "10", "--eval-before", "false", "--torch-threads", "1"]) == 0
+    assert (
+        train_cross_encoder.main(
+            [
+                "--task",
+                "scifact",
+                "--model",
+                str(tiny_bert_dir),
+                "--data-dir",
+                str(toy_root),
+                "--output-dir",
+                str(out),
+                "--device",
+                "cpu",
+                "--max-steps",
+                "1",
+                "--batch-size",
+                "2",
+                "--num-negatives",
+                "2",
+                "--head",
+                "segment-cosine",
+                "--train-layers",
+                "1",
+                "--loss",
+                "listnet",
+                "--dev-queries",
+                "2",
+                "--dev-depth",
+                "5",
+                "--rerank-depth",
+                "10",
+                "--eval-before",
+                "false",
+                "--torch-threads",
+                "1",
+            ]
+        )
+        == 0
+    )
     rows_before = len(json.loads((out / "metrics.json").read_text())["evaluations"])
     # scripts/cross_encoder_int8.py: float32 vs int8 on the same held-out claims, the 0.005 rule applied
     from scripts import cross_encoder_int8
 
-    int8 = cross_encoder_int8.run(cross_encoder_int8.Int8Args(model=str(out), data_dir=str(toy_root), depth=5,
-                                                              variants="onnx-int8"))
+    int8 = cross_encoder_int8.run(
+        cross_encoder_int8.Int8Args(model=str(out), data_dir=str(toy_root), depth=5, variants="onnx-int8")
+    )
     variants = int8["variants"]
-    assert int8["claims"] == 2 and list(variants) == ["torch", "onnx-int8"] and variants["torch"]["change"] == 0.0
+    assert (
+        int8["claims"] == 2
+        and list(variants) == ["torch", "onnx-int8"]
+        and variants["torch"]["change"] == 0.0
+    )
     assert 0.0 <= variants["onnx-int8"]["ndcg@10"] <= 1.0
-    assert variants["onnx-int8"]["change"] == round(variants["onnx-int8"]["ndcg@10"] - variants["torch"]["ndcg@10"], 4)
+    assert variants["onnx-int8"]["change"] == round(
+        variants["onnx-int8"]["ndcg@10"] - variants["torch"]["ndcg@10"], 4
+    )
     assert variants["onnx-int8"]["keeps_score"] == (abs(variants["onnx-int8"]["change"]) <= 0.005)
-    result = evaluate_reranker.run(evaluate_reranker.EvaluateRerankerArgs(
-        model=str(out), data_dir=str(toy_root), choose_passages=True, passage_words=8, passage_stride=4,
-        choose_fusion=True, fusion_depth=10, depths="10", collections="scifact", device="cpu"))
+    result = evaluate_reranker.run(
+        evaluate_reranker.EvaluateRerankerArgs(
+            model=str(out),
+            data_dir=str(toy_root),
+            choose_passages=True,
+            passage_words=8,
+            passage_stride=4,
+            choose_fusion=True,
+            fusion_depth=10,
+            depths="10",
+            collections="scifact",
+            device="cpu",
+        )
+    )
     passages = json.loads((out / "passages.json").read_text())
     assert passages["method"] == ("max" if passages["dev"]["max"] > passages["dev"]["first"] else "first")
     assert result["passages"]["method"] == passages["method"]
@@ -745,14 +1301,19 @@ def test_evaluate_reranker_chooses_rrf_on_heldout_claims_and_splits_test_by_seen
 
     train_corpus, train_queries, _ = load_beir(toy_root / "scifact", "train")
     dev_ids = json.loads((out / "metrics.json").read_text())["extra"]["heldout_query_ids"]
-    hybrid = build_first_stages(train_corpus, ["hybrid"], [BiEncoder()])["hybrid"]  # parts' top 100, as the app
+    hybrid = build_first_stages(train_corpus, ["hybrid"], [BiEncoder()])[
+        "hybrid"
+    ]  # parts' top 100, as the app
     hybrid_run = run_from_hits(hybrid.search({q: train_queries[q] for q in dev_ids}, 10))
     dev_qrels = {q: r for q, r in load_beir(toy_root / "scifact", "train")[2].items() if q in dev_ids}
     assert fusion["first_stages"]["hybrid"]["dev"]["first_stage"] == pytest.approx(
-        evaluate_run(dev_qrels, hybrid_run).aggregate["nDCG@10"], abs=1e-4)
+        evaluate_run(dev_qrels, hybrid_run).aggregate["nDCG@10"], abs=1e-4
+    )
     # the app and the CLI fuse with the weights of the first stage in use, BM25's for any other
     ranker = type("Ranker", (), {"stage_fusion": StageFusion.from_file(out / "fusion.json")})()
-    assert mode_fusion(ranker, "fused", "hybrid").weights == tuple(fusion["first_stages"]["hybrid"]["weights"])
+    assert mode_fusion(ranker, "fused", "hybrid").weights == tuple(
+        fusion["first_stages"]["hybrid"]["weights"]
+    )
     assert mode_fusion(ranker, "fused", "bm25").weights == tuple(fusion["weights"])
     assert mode_fusion(ranker, "alone", "hybrid") is None
 
@@ -769,52 +1330,114 @@ def test_evaluate_reranker_chooses_rrf_on_heldout_claims_and_splits_test_by_seen
     # (all, seen, unseen) × (alone, fused) × (BM25 top 10, the other first stage: hybrid top 20)
     assert len(rows) == rows_before + 12 and set(sci) >= {"bm25@10", "hybrid@20"}
     # run again: the same rows are replaced, not repeated
-    evaluate_reranker.run(evaluate_reranker.EvaluateRerankerArgs(model=str(out), data_dir=str(toy_root),
-                                                                 depths="10", collections="scifact", device="cpu"))
+    evaluate_reranker.run(
+        evaluate_reranker.EvaluateRerankerArgs(
+            model=str(out), data_dir=str(toy_root), depths="10", collections="scifact", device="cpu"
+        )
+    )
     assert len(json.loads((out / "metrics.json").read_text())["evaluations"]) == rows_before + 12
     # the demo corpus (no harm elsewhere) is added to the same record; the SciFact figures stay
     from ctxir.app.state import ASSETS, demo_corpus
     from ctxir.data import load_qrels, load_queries
 
-    evaluate_reranker.run(evaluate_reranker.EvaluateRerankerArgs(
-        model=str(out), data_dir=str(toy_root), depths="10", collections="demo", other_first_stages="bm25",
-        device="cpu"))
+    evaluate_reranker.run(
+        evaluate_reranker.EvaluateRerankerArgs(
+            model=str(out),
+            data_dir=str(toy_root),
+            depths="10",
+            collections="demo",
+            other_first_stages="bm25",
+            device="cpu",
+        )
+    )
     record = json.loads((out / "evaluation.json").read_text())
     assert record["scifact_test"] == json.loads(json.dumps(sci))
-    assert len(record["commands"]) == 3 and record["commands"][-1] == record["command"]  # the three runs above
+    assert (
+        len(record["commands"]) == 3 and record["commands"][-1] == record["command"]
+    )  # the three runs above
     demo_qrels = load_qrels(ASSETS / "demo_qrels.tsv")
     demo_queries = {q: t for q, t in load_queries(ASSETS / "demo_queries.jsonl").items() if q in demo_qrels}
     bm25 = evaluate_run(demo_qrels, run_from_hits(BM25Retriever(demo_corpus()).search(demo_queries, 20)))
-    assert record["demo"]["bm25@20"]["first_stage"]["nDCG@10"] == pytest.approx(bm25.aggregate["nDCG@10"], abs=1e-4)
+    assert record["demo"]["bm25@20"]["first_stage"]["nDCG@10"] == pytest.approx(
+        bm25.aggregate["nDCG@10"], abs=1e-4
+    )
     assert record["demo"]["bm25@20"]["queries"] == len(demo_queries)
 
 
 def test_evaluate_reranker_chooses_a_cls_lr_rankers_own_fusion_on_its_cross_encoders_heldout_claims(
-        tiny_bert_dir, toy_root, tmp_path):
+    tiny_bert_dir, toy_root, tmp_path
+):
     """A CLS-LR folder is recognised (--kind auto), scored through the registry, and gets its own fusion.json chosen
     on the held-out claims its cross-encoder names (--dev-from); a folder naming none is refused with the fix."""
     from ctxir.rerank import ClsLrRanker
     from training import evaluate_reranker
 
     ce = tmp_path / "ce"
-    assert train_cross_encoder.main([
-        "--task", "scifact", "--model", str(tiny_bert_dir), "--data-dir", str(toy_root), "--output-dir", str(ce),
-        "--device", "cpu", "--max-steps", "1", "--batch-size", "2", "--num-negatives", "2", "--loss", "listnet",
-        "--dev-queries", "2", "--dev-depth", "5", "--rerank-depth", "10", "--eval-before", "false",
-        "--torch-threads", "1"]) == 0
+    assert (
+        train_cross_encoder.main(
+            [
+                "--task",
+                "scifact",
+                "--model",
+                str(tiny_bert_dir),
+                "--data-dir",
+                str(toy_root),
+                "--output-dir",
+                str(ce),
+                "--device",
+                "cpu",
+                "--max-steps",
+                "1",
+                "--batch-size",
+                "2",
+                "--num-negatives",
+                "2",
+                "--loss",
+                "listnet",
+                "--dev-queries",
+                "2",
+                "--dev-depth",
+                "5",
+                "--rerank-depth",
+                "10",
+                "--eval-before",
+                "false",
+                "--torch-threads",
+                "1",
+            ]
+        )
+        == 0
+    )
     hidden = json.loads((ce / "config.json").read_text())["hidden_size"]
     rng = np.random.default_rng(0)
     lr = ClsLrRanker(str(ce), rng.normal(size=hidden).astype(np.float32), 0.1, max_length=64, device="cpu")
     folder = lr.save(tmp_path / "lr")
-    reranker = evaluate_reranker.load_kind(evaluate_reranker.EvaluateRerankerArgs(model=str(folder), device="cpu"))
+    reranker = evaluate_reranker.load_kind(
+        evaluate_reranker.EvaluateRerankerArgs(model=str(folder), device="cpu")
+    )
     assert isinstance(reranker, ClsLrRanker)
     with pytest.raises(CtxirError, match="--dev-from"):
-        evaluate_reranker.run(evaluate_reranker.EvaluateRerankerArgs(
-            model=str(folder), data_dir=str(toy_root), choose_fusion=True, fusion_depth=10, depths="",
-            device="cpu"))
-    result = evaluate_reranker.run(evaluate_reranker.EvaluateRerankerArgs(
-        model=str(folder), dev_from=str(ce), data_dir=str(toy_root), choose_fusion=True, fusion_depth=10,
-        depths="", device="cpu"))
+        evaluate_reranker.run(
+            evaluate_reranker.EvaluateRerankerArgs(
+                model=str(folder),
+                data_dir=str(toy_root),
+                choose_fusion=True,
+                fusion_depth=10,
+                depths="",
+                device="cpu",
+            )
+        )
+    result = evaluate_reranker.run(
+        evaluate_reranker.EvaluateRerankerArgs(
+            model=str(folder),
+            dev_from=str(ce),
+            data_dir=str(toy_root),
+            choose_fusion=True,
+            fusion_depth=10,
+            depths="",
+            device="cpu",
+        )
+    )
     fusion = json.loads((folder / "fusion.json").read_text())
     assert result["fusion"] == fusion and fusion["weights"][0] in evaluate_reranker.FIRST_STAGE_WEIGHTS
     assert fusion["dev"]["fused"] == max(row["fused"] for row in fusion["grid"])
@@ -824,7 +1447,9 @@ def test_evaluate_reranker_chooses_a_cls_lr_rankers_own_fusion_on_its_cross_enco
         evaluate_reranker.load_kind(evaluate_reranker.EvaluateRerankerArgs(model=str(folder), kind="nope"))
 
 
-def test_hybrid_teacher_grades_are_summed_z_scores_of_bm25_and_cosine_and_label_the_groups(tiny_bert_dir, toy_root):
+def test_hybrid_teacher_grades_are_summed_z_scores_of_bm25_and_cosine_and_label_the_groups(
+    tiny_bert_dir, toy_root
+):
     """--teacher hybrid: grade = scale · (z(BM25) + z(cos)) over the query's BM25 pool, computed here by hand; the
     listwise rows carry those grades (+ --gold-weight on the judged positive), and a pointwise loss is refused."""
     from ctxir.data import load_beir
@@ -834,16 +1459,19 @@ def test_hybrid_teacher_grades_are_summed_z_scores_of_bm25_and_cosine_and_label_
 
     corpus, queries, _ = load_beir(toy_root / "scifact", "train")
     queries = dict(list(queries.items())[:2])
-    args = train_cross_encoder.CrossEncoderArgs(dense_model=str(tiny_bert_dir), negative_pool=3, teacher="hybrid",
-                                                teacher_scale=0.5, loss="listnet")
+    args = train_cross_encoder.CrossEncoderArgs(
+        dense_model=str(tiny_bert_dir), negative_pool=3, teacher="hybrid", teacher_scale=0.5, loss="listnet"
+    )
     bm25 = BM25Retriever(corpus)
     grade = train_cross_encoder.hybrid_teacher(args, corpus, queries, bm25, "cpu")
     q = next(iter(queries))
     hits = bm25.search({q: queries[q]}, 200)[q]
     pool = hits[:20]
     encoder = BiEncoder(str(tiny_bert_dir), device="cpu")
-    vectors = {h.doc_id: v / np.linalg.norm(v) for h, v in
-               zip(pool, encoder.encode([doc_text(corpus[h.doc_id]) for h in pool]), strict=True)}
+    vectors = {
+        h.doc_id: v / np.linalg.norm(v)
+        for h, v in zip(pool, encoder.encode([doc_text(corpus[h.doc_id]) for h in pool]), strict=True)
+    }
     query = encoder.encode([queries[q]])[0]
     query = query / np.linalg.norm(query)
     b = np.array([h.score for h in pool])
@@ -858,14 +1486,23 @@ def test_hybrid_teacher_grades_are_summed_z_scores_of_bm25_and_cosine_and_label_
     lost = train_cross_encoder.hybrid_teacher(args, corpus, {"x": "zzzqqq"}, bm25, "cpu")
     assert np.isnan(lost("x", pool[0].doc_id))
 
-    data = train_cross_encoder.build_scifact(train_cross_encoder.CrossEncoderArgs(
-        data_dir=str(toy_root), dense_model=str(tiny_bert_dir), loss="listnet", teacher="hybrid", gold_weight=3.0,
-        num_negatives=2, dev_queries=0, rerank_depth=10), "cpu")
+    data = train_cross_encoder.build_scifact(
+        train_cross_encoder.CrossEncoderArgs(
+            data_dir=str(toy_root),
+            dense_model=str(tiny_bert_dir),
+            loss="listnet",
+            teacher="hybrid",
+            gold_weight=3.0,
+            num_negatives=2,
+            dev_queries=0,
+            rerank_depth=10,
+        ),
+        "cpu",
+    )
     labels = data.train["labels"]
     assert any(x not in (0.0, 1.0) for row in labels for x in row)
     with pytest.raises(CtxirError, match="--teacher 'hybrid'"):
         train_cross_encoder.check(train_cross_encoder.CrossEncoderArgs(loss="bce", teacher="hybrid"))
-
 
 
 def test_window_picker_takes_the_window_sharing_the_rarest_query_words():
@@ -901,13 +1538,18 @@ def test_maxp_dev_evaluator_scores_each_document_by_its_best_window():
             return np.array([len(set(q.split()) & set(t.split())) for q, t in pairs], dtype=np.float32)
 
     filler = " ".join(f"w{i}" for i in range(80))  # longer than one 70-word window
-    corpus = {"rel": {"title": "", "text": f"{filler} otters sleep in dens"},
-              "other": {"title": "", "text": "otters in zoos"}}
+    corpus = {
+        "rel": {"title": "", "text": f"{filler} otters sleep in dens"},
+        "other": {"title": "", "text": "otters in zoos"},
+    }
     hits = {"q": [Hit("other", 2.0), Hit("rel", 1.0)]}
-    evaluator = train_cross_encoder.maxp_evaluator({"q": "where otters sleep in dens"}, hits, corpus,
-                                                   {"q": {"rel": 1}}, batch_size=4)
+    evaluator = train_cross_encoder.maxp_evaluator(
+        {"q": "where otters sleep in dens"}, hits, corpus, {"q": {"rel": 1}}, batch_size=4
+    )
     metrics = evaluator(Overlap())
     assert evaluator.primary_metric == "scifact-train-heldout_ndcg@10"
     assert metrics["scifact-train-heldout_ndcg@10"] == pytest.approx(1.0)
-    first_tokens = Overlap().predict([("where otters sleep in dens", corpus[d]["text"][:60]) for d in ("rel", "other")])
+    first_tokens = Overlap().predict(
+        [("where otters sleep in dens", corpus[d]["text"][:60]) for d in ("rel", "other")]
+    )
     assert first_tokens[0] < first_tokens[1]  # FirstP would rank 'other' first

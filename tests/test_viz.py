@@ -39,9 +39,14 @@ def make_internals(tokens=TOKENS, layers=2, heads=3, hidden=8, seed=0, b_start=5
     n = len(tokens)
     logits = rng.normal(size=(layers, heads, n, n))
     attn = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)  # each row sums to 1
-    return Internals(tokens=list(tokens), token_ids=list(range(n)), token_type_ids=[0] * n,
-                     hidden_states=rng.normal(size=(layers + 1, n, hidden)).astype(np.float32),
-                     attentions=attn.astype(np.float32), sentence_b_start=b_start)
+    return Internals(
+        tokens=list(tokens),
+        token_ids=list(range(n)),
+        token_type_ids=[0] * n,
+        hidden_states=rng.normal(size=(layers + 1, n, hidden)).astype(np.float32),
+        attentions=attn.astype(np.float32),
+        sentence_b_start=b_start,
+    )
 
 
 def test_offline_document_drops_cdn_loads_and_inlines_d3_and_jquery():
@@ -49,8 +54,11 @@ def test_offline_document_drops_cdn_loads_and_inlines_d3_and_jquery():
     from bertviz import head_view
 
     internals = make_internals()
-    raw = head_view([torch.from_numpy(a).unsqueeze(0) for a in internals.attentions], internals.tokens,
-                    html_action="return").data
+    raw = head_view(
+        [torch.from_numpy(a).unsqueeze(0) for a in internals.attentions],
+        internals.tokens,
+        html_action="return",
+    ).data
     assert "cdnjs.cloudflare.com" in raw  # what bertviz 1.4.1 does: the reason this module exists
     doc = offline_document(raw)
     assert "cdnjs" not in doc
@@ -63,7 +71,7 @@ def test_offline_document_drops_cdn_loads_and_inlines_d3_and_jquery():
 
 def test_offline_document_keeps_user_tokens_from_closing_the_script():
     doc = bertviz_document(make_internals(tokens=["[CLS]", "</script><b>x", "[SEP]"], b_start=None))
-    body = doc[doc.index("requirejs(['jquery'"):]
+    body = doc[doc.index("requirejs(['jquery'") :]
     assert "</script><b>" not in body
     assert "<\\/script><b>x" in body
 
@@ -71,8 +79,8 @@ def test_offline_document_keeps_user_tokens_from_closing_the_script():
 def test_bertviz_document_rounds_weights_and_limits_layers():
     internals = make_internals()
     doc = bertviz_document(internals, "model", layers=[1], heads=[0, 2], decimals=3)
-    params = doc[doc.index("const params = "):]
-    numbers = re.findall(r"\d+\.\d+", params[:params.index("const config")])
+    params = doc[doc.index("const params = ") :]
+    numbers = re.findall(r"\d+\.\d+", params[: params.index("const config")])
     assert numbers and all(len(x.split(".")[1]) <= 3 for x in numbers)
     assert '"include_layers": [1]' in doc and '"include_heads": [0, 2]' in doc
     full = bertviz_document(internals, "head", decimals=6)
@@ -100,8 +108,13 @@ def test_head_summary_recognises_cls_self_and_previous_token_heads():
     attn[0, 1] = np.eye(n)  # head 1: each token looks at itself
     attn[0, 2, 0, 0] = 1.0
     attn[0, 2, np.arange(1, n), np.arange(n - 1)] = 1.0  # head 2: the previous token
-    internals = Internals(["[CLS]", "a", "b", "c", "[SEP]"], list(range(n)), [0] * n,
-                          np.zeros((2, n, 4)), attn.astype(np.float32))
+    internals = Internals(
+        ["[CLS]", "a", "b", "c", "[SEP]"],
+        list(range(n)),
+        [0] * n,
+        np.zeros((2, n, 4)),
+        attn.astype(np.float32),
+    )
     rows = {r["head"]: r for r in head_summary(internals)}
     assert rows[0]["to_cls"] == 1.0 and rows[0]["entropy"] == 0.0
     assert rows[1]["to_self"] == 1.0 and rows[1]["to_cls"] == 0.2
@@ -137,8 +150,13 @@ def test_projections_and_their_limits():
     with pytest.raises(CtxirError, match="projection 'umap' is not known"):
         project(x, "umap")
     points = {("pca", 0): project(x, "pca"), ("pca", 6): project(x, "pca")}
-    fig = projection_figure(points, [f"t{i}" for i in range(20)], [0] * 10 + [1] * 10, ["a", "b"],
-                            highlight=[i == 3 for i in range(20)])
+    fig = projection_figure(
+        points,
+        [f"t{i}" for i in range(20)],
+        [0] * 10 + [1] * 10,
+        ["a", "b"],
+        highlight=[i == 3 for i in range(20)],
+    )
     assert len(fig.axes) == 2 and fig.axes[1].get_title() == "PCA · layer 6"
 
 
@@ -153,7 +171,7 @@ def test_layer_cosines_and_consecutive_layers():
     np.testing.assert_allclose(sim[1], [1.0, 0.0, 1.0])
     m = cosine_matrix(np.array([[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]]))
     np.testing.assert_allclose(np.diag(m), 1.0)
-    assert m[0, 1] == pytest.approx(0.0) and m[0, 2] == pytest.approx(2 ** -0.5)
+    assert m[0, 1] == pytest.approx(0.0) and m[0, 2] == pytest.approx(2**-0.5)
 
 
 def test_chart_helpers(tmp_path):
@@ -161,15 +179,23 @@ def test_chart_helpers(tmp_path):
     assert [tuple(line.get_ydata()) for line in fig.axes[0].lines] == [(0.9, 0.5, 0.7)]
     heat = heatmap_figure(np.eye(3), ["a", "b", "c"], ["1", "2", "3"], "sim")
     assert len(heat.axes[0].texts) == 9  # small grids print their values
-    styled = heatmap_figure(np.eye(3), ["a", "b", "c"], ["1", "2", "3"], "sim",
-                            MatrixStyle(vmin=-1.0, vmax=2.0, annotate=False, xlabel="x"), ylabel="y")
+    styled = heatmap_figure(
+        np.eye(3),
+        ["a", "b", "c"],
+        ["1", "2", "3"],
+        "sim",
+        MatrixStyle(vmin=-1.0, vmax=2.0, annotate=False, xlabel="x"),
+        ylabel="y",
+    )
     ax = styled.axes[0]
     assert ax.images[0].get_clim() == (-1.0, 2.0) and not ax.texts  # the style's range; annotate=False wins
     assert (ax.get_xlabel(), ax.get_ylabel()) == ("x", "y")  # a keyword adds to (or overrides) the style
     with pytest.raises(TypeError, match=r"'vmn'.*valid: .*vmin"):
         heatmap_figure(np.eye(2), ["a", "b"], ["1", "2"], "sim", vmn=0.0)
     with pytest.raises(TypeError, match="style must be a MatrixStyle"):
-        heatmap_figure(np.eye(2), ["a", "b"], ["1", "2"], "sim", 0.0)  # vmin is a keyword (or MatrixStyle) now
+        heatmap_figure(
+            np.eye(2), ["a", "b"], ["1", "2"], "sim", 0.0
+        )  # vmin is a keyword (or MatrixStyle) now
     bars = scores_figure(["doc one", "doc two"], {"ce": [1.5, -2.0], "lr": [None, None], "cos": [0.3, 0.1]})
     assert [ax.get_title() for ax in bars.axes] == ["ce", "cos"]  # a column without scores is left out
     with pytest.raises(CtxirError, match="no scores to plot"):

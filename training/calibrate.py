@@ -25,11 +25,19 @@ from training.common import DEFAULT_DATA_DIR, cli_main, data_folder
 
 @dataclass
 class CalibrateArgs:
-    model: str = field(metadata={"help": "cross-encoder folder (a train_cross_encoder.py output or a shipped one)"})
-    dev_from: str = field(default="", metadata={
-        "help": "folder whose metrics.json names the held-out SciFact training claims (default --model)"})
+    model: str = field(
+        metadata={"help": "cross-encoder folder (a train_cross_encoder.py output or a shipped one)"}
+    )
+    dev_from: str = field(
+        default="",
+        metadata={
+            "help": "folder whose metrics.json names the held-out SciFact training claims (default --model)"
+        },
+    )
     data_dir: str = field(default=DEFAULT_DATA_DIR, metadata={"help": "benchmark data root (../shared/data)"})
-    depth: int = field(default=20, metadata={"help": "BM25 candidates per held-out claim (the app re-ranks 20)"})
+    depth: int = field(
+        default=20, metadata={"help": "BM25 candidates per held-out claim (the app re-ranks 20)"}
+    )
     batch_size: int = 32
     device: str = "auto"
     torch_threads: int = field(default=1, metadata={"help": "CPU threads for torch (0 = torch's default)"})
@@ -43,8 +51,10 @@ def scifact_pairs(reranker, args: CalibrateArgs) -> tuple[list[float], list[int]
     source = Path(args.dev_from or args.model)
     dev = list(((read_json(source / "metrics.json") or {}).get("extra") or {}).get("heldout_query_ids") or [])
     if not dev:
-        raise CtxirError(f"{str(source / 'metrics.json')!r} names no held-out training claims: pass --dev-from the "
-                         "folder of a model trained with --dev-queries N")
+        raise CtxirError(
+            f"{str(source / 'metrics.json')!r} names no held-out training claims: pass --dev-from the "
+            "folder of a model trained with --dev-queries N"
+        )
     corpus, queries, qrels = load_beir(data_folder(args.data_dir, "scifact"), "train")
     queries = {q: queries[q] for q in dev}
     hits = BM25Retriever(corpus).search(queries, args.depth)
@@ -81,20 +91,30 @@ def run(args: CalibrateArgs) -> dict:
     if args.torch_threads:
         set_threads(args.torch_threads)
     # 1. load the model, reading long documents as its folder says (passages.json)
-    reranker = CrossEncoderReranker(load_cross_encoder.__wrapped__(args.model, args.device),
-                                    batch_size=args.batch_size, passages=passages_for(args.model), backend="torch")
+    reranker = CrossEncoderReranker(
+        load_cross_encoder.__wrapped__(args.model, args.device),
+        batch_size=args.batch_size,
+        passages=passages_for(args.model),
+        backend="torch",
+    )
     # 2. score the dev pairs
     parts = {"scifact-heldout": scifact_pairs(reranker, args), "wikiqa-dev": wikiqa_pairs(reranker, args)}
     scores = [s for part, _ in parts.values() for s in part]
     labels = [y for _, part in parts.values() for y in part]
     # 3. fit, and report each source's quality under the one fit
-    described = ", ".join(f"{name} ({len(part[0])} pairs, {sum(part[1])} relevant)" for name, part in parts.items())
+    described = ", ".join(
+        f"{name} ({len(part[0])} pairs, {sum(part[1])} relevant)" for name, part in parts.items()
+    )
     calibration = fit_calibration(scores, labels, fitted_on=f"dev pairs: {described}")
     calibration.report["sources"] = {
-        name: calibration_quality(calibration.probabilities(s), np.asarray(y)) for name, (s, y) in parts.items()}
+        name: calibration_quality(calibration.probabilities(s), np.asarray(y))
+        for name, (s, y) in parts.items()
+    }
     path = calibration.save(args.model)
-    print(f"calibration: p = sigmoid({calibration.scale:.4f} · score + {calibration.bias:.4f}); "
-          f"{calibration.report} -> {path}")
+    print(
+        f"calibration: p = sigmoid({calibration.scale:.4f} · score + {calibration.bias:.4f}); "
+        f"{calibration.report} -> {path}"
+    )
     return {"scale": calibration.scale, "bias": calibration.bias, "report": calibration.report}
 
 

@@ -62,10 +62,32 @@ DATA_FOLDERS = {
     "lisa": ("classic/lisa_beir", "corpus.jsonl, queries.jsonl and qrels/test.tsv"),
 }
 
-METRICS_KEYS = ("model_type", "model_name", "base_model", "objective", "datasets", "config", "training",
-                "evaluations", "extra", "versions", "created")
-TRAINING_KEYS = ("steps", "epochs", "train_examples", "batch_size", "learning_rate", "wall_time_seconds",
-                 "examples_per_second", "device", "hardware", "final_loss", "seed")
+METRICS_KEYS = (
+    "model_type",
+    "model_name",
+    "base_model",
+    "objective",
+    "datasets",
+    "config",
+    "training",
+    "evaluations",
+    "extra",
+    "versions",
+    "created",
+)
+TRAINING_KEYS = (
+    "steps",
+    "epochs",
+    "train_examples",
+    "batch_size",
+    "learning_rate",
+    "wall_time_seconds",
+    "examples_per_second",
+    "device",
+    "hardware",
+    "final_loss",
+    "seed",
+)
 EVALUATION_KEYS = ("dataset", "split", "task", "metric", "before", "after", "anchor", "anchor_name", "config")
 MODEL_TYPES = ("bi-encoder", "cross-encoder", "cls-lr")
 
@@ -81,15 +103,24 @@ def machine_info() -> dict:
     """Where the numbers were measured; ``hardware`` is the one-line summary used in metrics.json."""
     import torch
 
-    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() \
+    gpus = (
+        [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        if torch.cuda.is_available()
         else []
+    )
     cores = cpu_count()
     hardware = f"{platform.system()} {platform.machine()}, {cores} CPU core{'s' if cores != 1 else ''}"
     if gpus:
         hardware += f", {len(gpus)}× {gpus[0]}"
-    return {"hardware": hardware, "platform": platform.platform(), "processor": platform.processor(),
-            "cpu_count": cores, "torch_threads": torch.get_num_threads(), "gpus": gpus,
-            "python": platform.python_version()}
+    return {
+        "hardware": hardware,
+        "platform": platform.platform(),
+        "processor": platform.processor(),
+        "cpu_count": cores,
+        "torch_threads": torch.get_num_threads(),
+        "gpus": gpus,
+        "python": platform.python_version(),
+    }
 
 
 def versions() -> dict:
@@ -101,8 +132,13 @@ def versions() -> dict:
 
     import ctxir
 
-    return {"ctxir": ctxir.__version__, "sentence_transformers": sentence_transformers.__version__,
-            "transformers": transformers.__version__, "torch": torch.__version__, "datasets": datasets.__version__}
+    return {
+        "ctxir": ctxir.__version__,
+        "sentence_transformers": sentence_transformers.__version__,
+        "transformers": transformers.__version__,
+        "torch": torch.__version__,
+        "datasets": datasets.__version__,
+    }
 
 
 # ---------------------------------------------------------------- metrics.json
@@ -112,8 +148,14 @@ def dataset_entry(name: str, split: str, role: str, path: str | os.PathLike, num
     """One row of metrics.json "datasets"; ``name`` is a key of LICENSES (scifact, stsb, sick, snli)."""
     if role not in ("train", "eval"):
         raise ValueError(f"role must be 'train' or 'eval', got {role!r}")
-    return {"name": name, "split": split, "role": role, "path": str(path), "license": LICENSES.get(name),
-            "num_examples": int(num_examples)}
+    return {
+        "name": name,
+        "split": split,
+        "role": role,
+        "path": str(path),
+        "license": LICENSES.get(name),
+        "num_examples": int(num_examples),
+    }
 
 
 def write_metrics(folder: str | os.PathLike, metrics: dict) -> Path:
@@ -152,26 +194,61 @@ def _json_default(value: Any):
 # evaluation_row and training_block take one keyword a key of the record they build (EVALUATION_KEYS,
 # TRAINING_KEYS: the metrics.json contract), so more than 8 parameters on purpose: every caller names each key, and
 # a dataclass in between would repeat the same names once more.
-def evaluation_row(dataset: str, split: str, task: str, metric: str, before: float | None, after: float,
-                   anchor: float | None = None, anchor_name: str | None = None, config: str = "") -> dict:
-    return {"dataset": dataset, "split": split, "task": task, "metric": metric,
-            "before": None if before is None else round(float(before), 4), "after": round(float(after), 4),
-            "anchor": anchor, "anchor_name": anchor_name, "config": config}
+def evaluation_row(
+    dataset: str,
+    split: str,
+    task: str,
+    metric: str,
+    before: float | None,
+    after: float,
+    anchor: float | None = None,
+    anchor_name: str | None = None,
+    config: str = "",
+) -> dict:
+    return {
+        "dataset": dataset,
+        "split": split,
+        "task": task,
+        "metric": metric,
+        "before": None if before is None else round(float(before), 4),
+        "after": round(float(after), 4),
+        "anchor": anchor,
+        "anchor_name": anchor_name,
+        "config": config,
+    }
 
 
-def training_block(train_output, *, steps: int, epochs: float, train_examples: int, batch_size: int,
-                   learning_rate: float, wall_time_seconds: float, device: str, seed: int,
-                   log_history: Sequence[dict]) -> dict:
+def training_block(
+    train_output,
+    *,
+    steps: int,
+    epochs: float,
+    train_examples: int,
+    batch_size: int,
+    learning_rate: float,
+    wall_time_seconds: float,
+    device: str,
+    seed: int,
+    log_history: Sequence[dict],
+) -> dict:
     """The metrics.json "training" block; examples/s is the Trainer's own measure over the training loop."""
     losses = [row["loss"] for row in log_history if "loss" in row]
     metrics = getattr(train_output, "metrics", {}) or {}
-    return {"steps": int(steps), "epochs": round(float(epochs), 4), "train_examples": int(train_examples),
-            "batch_size": int(batch_size), "learning_rate": float(learning_rate),
-            "wall_time_seconds": round(float(wall_time_seconds), 1),
-            "train_loop_seconds": round(float(metrics.get("train_runtime", 0.0)), 1),
-            "examples_per_second": round(float(metrics.get("train_samples_per_second", 0.0)), 2),
-            "device": device, "hardware": machine_info()["hardware"], "torch_threads": machine_info()["torch_threads"],
-            "final_loss": round(float(losses[-1]), 6) if losses else None, "seed": int(seed)}
+    return {
+        "steps": int(steps),
+        "epochs": round(float(epochs), 4),
+        "train_examples": int(train_examples),
+        "batch_size": int(batch_size),
+        "learning_rate": float(learning_rate),
+        "wall_time_seconds": round(float(wall_time_seconds), 1),
+        "train_loop_seconds": round(float(metrics.get("train_runtime", 0.0)), 1),
+        "examples_per_second": round(float(metrics.get("train_samples_per_second", 0.0)), 2),
+        "device": device,
+        "hardware": machine_info()["hardware"],
+        "torch_threads": machine_info()["torch_threads"],
+        "final_loss": round(float(losses[-1]), 6) if losses else None,
+        "seed": int(seed),
+    }
 
 
 # ---------------------------------------------------------------- inputs
@@ -182,8 +259,10 @@ def data_folder(root: str | os.PathLike, name: str, arg: str = "--data-dir") -> 
     folder, contents = DATA_FOLDERS[name]
     base = Path(root)
     if not base.is_dir():
-        raise CtxirError(f"{arg} {str(root)!r} does not exist: pass the benchmark data folder "
-                         f"(default {DEFAULT_DATA_DIR!r}) holding {', '.join(f for f, _ in DATA_FOLDERS.values())}/")
+        raise CtxirError(
+            f"{arg} {str(root)!r} does not exist: pass the benchmark data folder "
+            f"(default {DEFAULT_DATA_DIR!r}) holding {', '.join(f for f, _ in DATA_FOLDERS.values())}/"
+        )
     path = base / folder
     if not path.is_dir():
         raise CtxirError(f"{arg} {str(root)!r} has no {folder}/ folder: {name} needs {path} with {contents}")
@@ -247,23 +326,38 @@ def resolve_resume(resume: str, checkpoint_dir: Path) -> str | None:
     if value.lower() in ("", "false", "no", "none"):
         return None
     if value.lower() in ("last", "true", "yes"):
-        found = sorted((p for p in checkpoint_dir.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()),
-                       key=lambda p: int(p.name.split("-")[-1]), reverse=True) if checkpoint_dir.is_dir() else []
+        found = (
+            sorted(
+                (p for p in checkpoint_dir.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()),
+                key=lambda p: int(p.name.split("-")[-1]),
+                reverse=True,
+            )
+            if checkpoint_dir.is_dir()
+            else []
+        )
         complete = [p for p in found if _complete_checkpoint(p)]
         if not complete:
             torn = f" ({len(found)} torn: {', '.join(p.name for p in found)})" if found else ""
-            raise CtxirError(f"--resume {resume!r}: no complete checkpoint-N folder in {str(checkpoint_dir)!r}{torn}; "
-                             "run without --resume, or point --output-dir at the interrupted run's folder")
+            raise CtxirError(
+                f"--resume {resume!r}: no complete checkpoint-N folder in {str(checkpoint_dir)!r}{torn}; "
+                "run without --resume, or point --output-dir at the interrupted run's folder"
+            )
         torn = [p.name for p in found[: found.index(complete[0])]]  # newer than the one resumed from
         if torn:
-            print(f"resume: skipping {', '.join(torn)} (saved only in part: the run was stopped while writing it)")
+            print(
+                f"resume: skipping {', '.join(torn)} (saved only in part: the run was stopped while writing it)"
+            )
         return str(complete[0])
     if not Path(value).is_dir():
-        raise CtxirError(f"--resume {resume!r} is not a checkpoint folder: pass 'last' or a path such as "
-                         f"{str(checkpoint_dir / 'checkpoint-500')!r}")
+        raise CtxirError(
+            f"--resume {resume!r} is not a checkpoint folder: pass 'last' or a path such as "
+            f"{str(checkpoint_dir / 'checkpoint-500')!r}"
+        )
     if not _complete_checkpoint(Path(value)):
-        raise CtxirError(f"--resume {resume!r} was saved only in part (no readable trainer_state.json): pass 'last' "
-                         "to take the newest complete checkpoint, or an earlier checkpoint-N")
+        raise CtxirError(
+            f"--resume {resume!r} was saved only in part (no readable trainer_state.json): pass 'last' "
+            "to take the newest complete checkpoint, or an earlier checkpoint-N"
+        )
     return value
 
 
@@ -288,9 +382,11 @@ def check_common_args(args) -> None:
     if getattr(args, "load_best", False):
         eval_steps, save_steps = args.eval_steps, args.save_steps
         if eval_steps <= 0 or save_steps <= 0 or save_steps % eval_steps:
-            raise CtxirError(f"--load-best picks among the checkpoints the dev evaluator scored: set --eval-steps ≥ 1 "
-                             f"and --save-steps a multiple of it (got --eval-steps {eval_steps!r}, --save-steps "
-                             f"{save_steps!r}), e.g. both 110")
+            raise CtxirError(
+                f"--load-best picks among the checkpoints the dev evaluator scored: set --eval-steps ≥ 1 "
+                f"and --save-steps a multiple of it (got --eval-steps {eval_steps!r}, --save-steps "
+                f"{save_steps!r}), e.g. both 110"
+            )
 
 
 def trainer_device_kwargs(device: str) -> dict:
@@ -359,13 +455,21 @@ class RunArgs:
     to give it a default or help of its own (the field keeps its place, first, in --help and metrics.json "config")."""
 
     data_dir: str = field(default=DEFAULT_DATA_DIR, metadata={"help": "benchmark data root (../shared/data)"})
-    output_dir: str = field(default="", metadata={"help": "the folder to write (default: one named after the run, "
-                                                          "under outputs/)"})
-    device: str = field(default="auto", metadata={"help": "auto, cpu or cuda (a Trainer script spreads over every "
-                                                        "visible GPU)"})
+    output_dir: str = field(
+        default="",
+        metadata={"help": "the folder to write (default: one named after the run, under outputs/)"},
+    )
+    device: str = field(
+        default="auto",
+        metadata={"help": "auto, cpu or cuda (a Trainer script spreads over every visible GPU)"},
+    )
     seed: int = 42
-    torch_threads: int = field(default=0, metadata={"help": "CPU threads for torch (0 = torch's default; 1 is "
-                                                            "faster on a CPU shared with other jobs)"})
+    torch_threads: int = field(
+        default=0,
+        metadata={
+            "help": "CPU threads for torch (0 = torch's default; 1 is faster on a CPU shared with other jobs)"
+        },
+    )
     model_name: str = field(default="", metadata={"help": "short name for metrics.json / the model card"})
 
 
@@ -374,23 +478,37 @@ class TrainerRunArgs(RunArgs):
     """What every Trainer-based script shares besides: the starting model, the schedule, the evaluation around
     training, checkpoints, logging and precision (training/runner.py reads them all)."""
 
-    model: str = field(default=DEFAULT_BI_ENCODER, metadata={"help": "starting model: Hub id or local folder"})
+    model: str = field(
+        default=DEFAULT_BI_ENCODER, metadata={"help": "starting model: Hub id or local folder"}
+    )
     epochs: float = 1.0
     max_steps: int = field(default=-1, metadata={"help": "stop after N optimizer steps (-1 = use --epochs)"})
     max_samples: int = field(default=-1, metadata={"help": "use N training examples, seeded (-1 = all)"})
     batch_size: int = 32
     learning_rate: float = 2e-5
     warmup: float = field(default=0.1, metadata={"help": "linear warm-up, fraction of the steps"})
-    max_length: int = field(default=0, metadata={
-        "help": "tokens per text (0 = the model's own max_seq_length; never beyond its position embeddings)"})
+    max_length: int = field(
+        default=0,
+        metadata={
+            "help": "tokens per text (0 = the model's own max_seq_length; never beyond its position embeddings)"
+        },
+    )
     eval_before: bool = field(default=True, metadata={"help": "also evaluate the starting model"})
-    eval_steps: int = field(default=0, metadata={"help": "run the dev evaluator every N steps (0 = only before "
-                                                         "and after training)"})
+    eval_steps: int = field(
+        default=0,
+        metadata={"help": "run the dev evaluator every N steps (0 = only before and after training)"},
+    )
     logging_steps: int = 10
     save_steps: int = field(default=200, metadata={"help": "checkpoint every N steps (for --resume)"})
-    resume: str = field(default="", metadata={"help": "'last' = newest checkpoint in --output-dir, or a path"})
+    resume: str = field(
+        default="", metadata={"help": "'last' = newest checkpoint in --output-dir, or a path"}
+    )
     keep_checkpoints: bool = field(default=False, metadata={"help": "keep checkpoints/ after a finished run"})
-    load_best: bool = field(default=False, metadata={
-        "help": "end the run with the checkpoint the dev evaluator scored best (the Trainer's load_best_model_at_end), "
-                "saved, tested and recorded as the run's model; needs --eval-steps, and --save-steps a multiple of it"})
+    load_best: bool = field(
+        default=False,
+        metadata={
+            "help": "end the run with the checkpoint the dev evaluator scored best (the Trainer's load_best_model_at_end), "
+            "saved, tested and recorded as the run's model; needs --eval-steps, and --save-steps a multiple of it"
+        },
+    )
     fp16: bool = field(default=False, metadata={"help": "mixed precision (GPU only)"})

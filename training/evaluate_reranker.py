@@ -49,73 +49,142 @@ METRICS = ("nDCG@10", "MRR@10")
 # the out-of-domain suite (--suite): SciFact test, the MS MARCO sample, the app's demo corpus and three classic
 # collections of other domains (../shared/data/classic, evaluation only: nothing is chosen on them)
 COLLECTIONS = ("scifact", "msmarco", "demo", "med", "npl", "lisa")
-COLLECTION_NAMES = {"scifact_test": ("scifact", "test"), "msmarco": ("msmarco", "sample"),
-                    "demo": ("ctxir-demo", "demo"), "med": ("medline", "test"), "npl": ("npl", "test"),
-                    "lisa": ("lisa", "test")}
+COLLECTION_NAMES = {
+    "scifact_test": ("scifact", "test"),
+    "msmarco": ("msmarco", "sample"),
+    "demo": ("ctxir-demo", "demo"),
+    "med": ("medline", "test"),
+    "npl": ("npl", "test"),
+    "lisa": ("lisa", "test"),
+}
 
 
 @dataclass
 class EvaluateRerankerArgs:
-    model: str = field(metadata={"help": "re-ranker folder: a cross-encoder (train_cross_encoder.py output or a "
-                                         "shipped one) or a CLS-LR ranker (train_cls_lr.py output)"})
-    kind: str = field(default="auto", metadata={
-        "help": "the re-ranker kind (ctxir.rerank.registry: cross-encoder, cls-lr, ...); auto = cls-lr for a folder "
-                "with cls_lr_config.json, else cross-encoder"})
-    dev_from: str = field(default="", metadata={
-        "help": "folder whose metrics.json names the held-out training claims (extra.heldout_query_ids) the fusion "
-                "is chosen on (default --model; a CLS-LR ranker: the cross-encoder it was trained on)"})
+    model: str = field(
+        metadata={
+            "help": "re-ranker folder: a cross-encoder (train_cross_encoder.py output or a "
+            "shipped one) or a CLS-LR ranker (train_cls_lr.py output)"
+        }
+    )
+    kind: str = field(
+        default="auto",
+        metadata={
+            "help": "the re-ranker kind (ctxir.rerank.registry: cross-encoder, cls-lr, ...); auto = cls-lr for a folder "
+            "with cls_lr_config.json, else cross-encoder"
+        },
+    )
+    dev_from: str = field(
+        default="",
+        metadata={
+            "help": "folder whose metrics.json names the held-out training claims (extra.heldout_query_ids) the fusion "
+            "is chosen on (default --model; a CLS-LR ranker: the cross-encoder it was trained on)"
+        },
+    )
     data_dir: str = field(default=DEFAULT_DATA_DIR, metadata={"help": "benchmark data root (../shared/data)"})
-    choose_fusion: bool = field(default=False, metadata={
-        "help": "choose the fused mode on the model's held-out training claims and write <model>/fusion.json"})
-    fusion_depth: int = field(default=20, metadata={"help": "BM25 candidates per claim when choosing the fusion"})
-    fusion_first_stages: str = field(default="bm25,dense,hybrid", metadata={
-        "help": "first stages whose fusion weight is chosen, each on its own candidates of the same claims (BM25's "
-                "is fusion.json's top level, the others go under first_stages; the app and the CLI use the one "
-                "of the first stage in use, else BM25's)"})
-    fusion_dev: str = field(default="scifact", metadata={
-        "help": "dev queries the passages and the fused mode are chosen on, a comma list: scifact (the model's "
-                "held-out training claims, metrics.json's heldout_query_ids), squad (--fusion-dev-queries SQuAD "
-                "questions of ../shared/data/general that the model did not train on, over SQuAD's paragraphs); each "
-                "part counts equally (the mean of their nDCG@10), so no one collection decides"})
-    fusion_dev_queries: int = field(default=100, metadata={"help": "--fusion-dev squad: questions drawn (seeded)"})
-    fusion_min_gain: float = field(default=0.0, metadata={
-        "help": "a first stage whose best fused dev nDCG@10 beats it alone by less than this gets the grid's largest "
-                "first-stage weight instead (the re-ranker then only breaks its near-ties): a weight is trusted only "
-                "for a dev gain larger than checkpoints' spread on the same claims (0 = always the best weight)"})
-    choose_passages: bool = field(default=False, metadata={
-        "help": "cross-encoder: choose on the same held-out claims (alone, nDCG@10) between reading each document's "
-                "first max-length tokens and its best window (MaxP, --passage-words/--passage-stride), write "
-                "<model>/passages.json; done before the fusion is chosen, which then uses the choice"})
-    passage_words: int = field(default=70, metadata={"help": "MaxP window, words (70 ≈ 100 tokens: a 128-token "
-                                                               "model's room beside a claim)"})
+    choose_fusion: bool = field(
+        default=False,
+        metadata={
+            "help": "choose the fused mode on the model's held-out training claims and write <model>/fusion.json"
+        },
+    )
+    fusion_depth: int = field(
+        default=20, metadata={"help": "BM25 candidates per claim when choosing the fusion"}
+    )
+    fusion_first_stages: str = field(
+        default="bm25,dense,hybrid",
+        metadata={
+            "help": "first stages whose fusion weight is chosen, each on its own candidates of the same claims (BM25's "
+            "is fusion.json's top level, the others go under first_stages; the app and the CLI use the one "
+            "of the first stage in use, else BM25's)"
+        },
+    )
+    fusion_dev: str = field(
+        default="scifact",
+        metadata={
+            "help": "dev queries the passages and the fused mode are chosen on, a comma list: scifact (the model's "
+            "held-out training claims, metrics.json's heldout_query_ids), squad (--fusion-dev-queries SQuAD "
+            "questions of ../shared/data/general that the model did not train on, over SQuAD's paragraphs); each "
+            "part counts equally (the mean of their nDCG@10), so no one collection decides"
+        },
+    )
+    fusion_dev_queries: int = field(
+        default=100, metadata={"help": "--fusion-dev squad: questions drawn (seeded)"}
+    )
+    fusion_min_gain: float = field(
+        default=0.0,
+        metadata={
+            "help": "a first stage whose best fused dev nDCG@10 beats it alone by less than this gets the grid's largest "
+            "first-stage weight instead (the re-ranker then only breaks its near-ties): a weight is trusted only "
+            "for a dev gain larger than checkpoints' spread on the same claims (0 = always the best weight)"
+        },
+    )
+    choose_passages: bool = field(
+        default=False,
+        metadata={
+            "help": "cross-encoder: choose on the same held-out claims (alone, nDCG@10) between reading each document's "
+            "first max-length tokens and its best window (MaxP, --passage-words/--passage-stride), write "
+            "<model>/passages.json; done before the fusion is chosen, which then uses the choice"
+        },
+    )
+    passage_words: int = field(
+        default=70,
+        metadata={"help": "MaxP window, words (70 ≈ 100 tokens: a 128-token model's room beside a claim)"},
+    )
     passage_stride: int = field(default=50, metadata={"help": "MaxP: a new window every N words"})
-    depths: str = field(default="20", metadata={"help": "BM25 depths re-ranked on SciFact test, e.g. 20,100 ('' = "
-                                                      "skip the test figures)"})
-    collections: str = field(default="scifact,msmarco,demo", metadata={
-        "help": "what to evaluate: scifact (test, seen/unseen split), msmarco (sample), demo (the app's corpus), "
-                "med, npl, lisa (classic collections of other domains)"})
-    other_first_stages: str = field(default="bm25,hybrid", metadata={
-        "help": "first stages re-ranked at --other-depth on every collection but SciFact's BM25 (which uses --depths); "
-                "hybrid encodes the corpus with all-MiniLM-L6-v2 once, cached, and fuses each part's top 100 as the "
-                "app does"})
-    suite: bool = field(default=False, metadata={
-        "help": "the out-of-domain suite that decides shipping: every collection, first stages bm25, dense and "
-                "hybrid, top 20 (sets --collections, --other-first-stages and --depths)"})
+    depths: str = field(
+        default="20",
+        metadata={"help": "BM25 depths re-ranked on SciFact test, e.g. 20,100 ('' = skip the test figures)"},
+    )
+    collections: str = field(
+        default="scifact,msmarco,demo",
+        metadata={
+            "help": "what to evaluate: scifact (test, seen/unseen split), msmarco (sample), demo (the app's corpus), "
+            "med, npl, lisa (classic collections of other domains)"
+        },
+    )
+    other_first_stages: str = field(
+        default="bm25,hybrid",
+        metadata={
+            "help": "first stages re-ranked at --other-depth on every collection but SciFact's BM25 (which uses --depths); "
+            "hybrid encodes the corpus with all-MiniLM-L6-v2 once, cached, and fuses each part's top 100 as the "
+            "app does"
+        },
+    )
+    suite: bool = field(
+        default=False,
+        metadata={
+            "help": "the out-of-domain suite that decides shipping: every collection, first stages bm25, dense and "
+            "hybrid, top 20 (sets --collections, --other-first-stages and --depths)"
+        },
+    )
     other_depth: int = field(default=20, metadata={"help": "candidates re-ranked on msmarco and demo"})
     max_queries: int = field(default=0, metadata={"help": "first N test queries per collection (0 = all)"})
     batch_size: int = 32
     device: str = "auto"
     torch_threads: int = field(default=1, metadata={"help": "CPU threads for torch (0 = torch's default)"})
-    rerank_backend: str = field(default="torch", metadata={
-        "help": "a cross-encoder's scoring backend: torch, onnx or onnx-int8 (ctxir.rerank.RERANK_BACKENDS; "
-                "onnx-int8 is the app's default)"})
+    rerank_backend: str = field(
+        default="torch",
+        metadata={
+            "help": "a cross-encoder's scoring backend: torch, onnx or onnx-int8 (ctxir.rerank.RERANK_BACKENDS; "
+            "onnx-int8 is the app's default)"
+        },
+    )
     output: str = field(default="", metadata={"help": f"default <model>/{EVALUATION_FILE}"})
-    scores_dir: str = field(default="", metadata={
-        "help": "keep each query's scores in this folder as they are computed: a killed run resumes where it "
-                "stopped, and several runs of the same command on one machine share the work (each claims a query "
-                "before scoring it); one folder per model ('' = keep nothing)"})
-    update_metrics: bool = field(default=True, metadata={
-        "help": "also add the nDCG@10 rows to <model>/metrics.json's evaluations (what the model card shows)"})
+    scores_dir: str = field(
+        default="",
+        metadata={
+            "help": "keep each query's scores in this folder as they are computed: a killed run resumes where it "
+            "stopped, and several runs of the same command on one machine share the work (each claims a query "
+            "before scoring it); one folder per model ('' = keep nothing)"
+        },
+    )
+    update_metrics: bool = field(
+        default=True,
+        metadata={
+            "help": "also add the nDCG@10 rows to <model>/metrics.json's evaluations (what the model card shows)"
+        },
+    )
 
 
 # ---------------------------------------------------------------- pure parts (tests call these without a model)
@@ -148,7 +217,9 @@ def cut(first: list[Hit], scored: dict[str, float], depth: int) -> tuple[list[Hi
 def _summary(qrels: dict, runs: dict[str, dict], queries: set[str] | None = None) -> dict:
     from ctxir.evaluation import evaluate_run, paired_test
 
-    keep = (lambda run: {q: r for q, r in run.items() if q in queries}) if queries is not None else (lambda r: r)
+    keep = (
+        (lambda run: {q: r for q, r in run.items() if q in queries}) if queries is not None else (lambda r: r)
+    )
     qrels = {q: r for q, r in qrels.items() if queries is None or q in queries}
     results = {name: evaluate_run(qrels, keep(run)) for name, run in runs.items()}
     out = {"queries": len(qrels)}
@@ -157,8 +228,9 @@ def _summary(qrels: dict, runs: dict[str, dict], queries: set[str] | None = None
     for name in results:
         if name != "first_stage" and len(qrels) >= 2:
             test = paired_test(results["first_stage"].per_query, results[name].per_query)
-            out[f"{name}_vs_first_stage"] = {k: (round(v, 4) if isinstance(v, float) else v)
-                                             for k, v in test.items()}
+            out[f"{name}_vs_first_stage"] = {
+                k: (round(v, 4) if isinstance(v, float) else v) for k, v in test.items()
+            }
     return out
 
 
@@ -179,8 +251,10 @@ class ScoreStore:
         self.dir.mkdir(parents=True, exist_ok=True)
         recorded = read_json(self.root / "model.json") if (self.root / "model.json").is_file() else None
         if recorded is not None and recorded != stamp:
-            raise CtxirError(f"--scores-dir {str(root)!r} holds the scores of another model or setting ({recorded}, "
-                             f"not {stamp}): pass a new folder for this model")
+            raise CtxirError(
+                f"--scores-dir {str(root)!r} holds the scores of another model or setting ({recorded}, "
+                f"not {stamp}): pass a new folder for this model"
+            )
         if recorded is None:
             write_json(self.root / "model.json", stamp)
 
@@ -239,12 +313,21 @@ def model_stamp(folder: str | Path, reranker) -> dict:
     for p in files:
         digest.update(p.read_bytes())
     passages = getattr(reranker, "passages", None)
-    return {"weights_sha256": digest.hexdigest(),
-            "passages": [passages.words, passages.stride] if passages else None}
+    return {
+        "weights_sha256": digest.hexdigest(),
+        "passages": [passages.words, passages.stride] if passages else None,
+    }
 
 
-def _score(reranker, queries: dict[str, str], first: dict[str, list[Hit]], corpus: dict, label: str,
-           store_root: str = "", stamp: dict | None = None) -> dict[str, dict[str, float]]:
+def _score(
+    reranker,
+    queries: dict[str, str],
+    first: dict[str, list[Hit]],
+    corpus: dict,
+    label: str,
+    store_root: str = "",
+    stamp: dict | None = None,
+) -> dict[str, dict[str, float]]:
     from tqdm.auto import tqdm
 
     store = ScoreStore(store_root, stamp or {}, label) if store_root else None
@@ -289,11 +372,16 @@ def _runs(first: dict[str, list[Hit]], scored: dict, depth: int, fusion) -> dict
     for q in first:
         firsts[q], alone[q] = cut(first[q], scored[q], depth)
         fused[q] = fusion.fuse(firsts[q], alone[q])
-    return {"first_stage": run_from_hits(firsts), "alone": run_from_hits(alone), "fused": run_from_hits(fused)}
+    return {
+        "first_stage": run_from_hits(firsts),
+        "alone": run_from_hits(alone),
+        "fused": run_from_hits(fused),
+    }
 
 
-def choose_fusion(reranker, folder: Path, args: EvaluateRerankerArgs, dev: tuple | None = None,
-                  scored: dict | None = None) -> dict:
+def choose_fusion(
+    reranker, folder: Path, args: EvaluateRerankerArgs, dev: tuple | None = None, scored: dict | None = None
+) -> dict:
     """The first stage's RRF weight that does best on the model's held-out training claims (nDCG@10), over BM25's
     candidates (the record's top level) and, under "first_stages", over each of --fusion-first-stages' others (a
     hybrid first stage is stronger than BM25 and may earn more say). ``dev`` (``dev_claims``) and ``scored`` (the
@@ -301,20 +389,26 @@ def choose_fusion(reranker, folder: Path, args: EvaluateRerankerArgs, dev: tuple
     corpus, queries, qrels, first, chosen_on, parts = dev or dev_claims(folder, args)
     if scored is None:
         scored = _score(reranker, queries, first, corpus, f"{len(queries)} dev queries")
-    record = {"method": "rrf", "k": FUSION_K,
-              **_fusion_grid(qrels, first, scored, args.fusion_depth, args.fusion_min_gain, parts),
-              "metric": "nDCG@10" + (f", mean of {', '.join(parts)}" if len(parts) > 1 else ""),
-              "chosen_on": chosen_on}
+    record = {
+        "method": "rrf",
+        "k": FUSION_K,
+        **_fusion_grid(qrels, first, scored, args.fusion_depth, args.fusion_min_gain, parts),
+        "metric": "nDCG@10" + (f", mean of {', '.join(parts)}" if len(parts) > 1 else ""),
+        "chosen_on": chosen_on,
+    }
     others = [k for k in _names(args.fusion_first_stages) if k != "bm25"]
     if others:
         record["first_stages"] = {}
         for kind, hits in _dev_candidates(parts, others, args.fusion_depth).items():
             missing = {q: [h for h in hits[q] if h.doc_id not in scored[q]] for q in queries}
-            more = _score(reranker, queries, missing, corpus, f"{len(queries)} dev queries, {kind} candidates")
+            more = _score(
+                reranker, queries, missing, corpus, f"{len(queries)} dev queries, {kind} candidates"
+            )
             scored = {q: {**scored[q], **more[q]} for q in queries}
-            record["first_stages"][kind] = {**_fusion_grid(qrels, hits, scored, args.fusion_depth,
-                                                           args.fusion_min_gain, parts),
-                                            "chosen_on": chosen_on.replace("BM25 top", f"{kind} top")}
+            record["first_stages"][kind] = {
+                **_fusion_grid(qrels, hits, scored, args.fusion_depth, args.fusion_min_gain, parts),
+                "chosen_on": chosen_on.replace("BM25 top", f"{kind} top"),
+            }
     return record
 
 
@@ -331,12 +425,20 @@ def dev_ndcg(qrels: dict, run: dict, parts: dict | None = None) -> float:
     from ctxir.evaluation import evaluate_run
 
     groups = [list(part[1]) for part in parts.values()] if parts else [list(qrels)]
-    return sum(float(evaluate_run({q: qrels[q] for q in ids}, {q: run.get(q, {}) for q in ids}).aggregate["nDCG@10"])
-               for ids in groups) / len(groups)
+    return sum(
+        float(evaluate_run({q: qrels[q] for q in ids}, {q: run.get(q, {}) for q in ids}).aggregate["nDCG@10"])
+        for ids in groups
+    ) / len(groups)
 
 
-def _fusion_grid(qrels: dict, first: dict[str, list[Hit]], scored: dict, depth: int, min_gain: float = 0.0,
-                 parts: dict | None = None) -> dict:
+def _fusion_grid(
+    qrels: dict,
+    first: dict[str, list[Hit]],
+    scored: dict,
+    depth: int,
+    min_gain: float = 0.0,
+    parts: dict | None = None,
+) -> dict:
     """{"weights": the best first-stage weight : 1, "dev": its row, "grid": every row} over FIRST_STAGE_WEIGHTS (each
     row's nDCG@10: ``dev_ndcg`` over the dev ``parts``); where the best row beats the first stage alone by less than
     ``min_gain``, the largest weight's row instead."""
@@ -345,8 +447,12 @@ def _fusion_grid(qrels: dict, first: dict[str, list[Hit]], scored: dict, depth: 
     grid = []
     for weight in FIRST_STAGE_WEIGHTS:
         runs = _runs(first, scored, depth, StageFusion("rrf", (weight, 1.0), FUSION_K))
-        grid.append({"weights": [weight, 1.0],
-                     **{name: round(dev_ndcg(qrels, run, parts), 4) for name, run in runs.items()}})
+        grid.append(
+            {
+                "weights": [weight, 1.0],
+                **{name: round(dev_ndcg(qrels, run, parts), 4) for name, run in runs.items()},
+            }
+        )
     # ties go to the smaller first-stage weight: the re-ranker's say, when it costs nothing on the dev claims
     best = max(grid, key=lambda row: row["fused"])
     held = {}
@@ -381,10 +487,12 @@ def dev_claims(folder: Path, args: EvaluateRerankerArgs) -> tuple[dict, dict, di
     metrics = read_json(source / "metrics.json") or {}
     dev = list((metrics.get("extra") or {}).get("heldout_query_ids") or [])
     if not dev:
-        raise CtxirError(f"{str(source / 'metrics.json')!r} names no held-out training claims (extra."
-                         "heldout_query_ids): train with --dev-queries N so the fusion can be chosen on claims the "
-                         "model did not train on, or pass --dev-from the folder of the model whose held-out claims "
-                         "this one also never trained on (a CLS-LR ranker: its cross-encoder's)")
+        raise CtxirError(
+            f"{str(source / 'metrics.json')!r} names no held-out training claims (extra."
+            "heldout_query_ids): train with --dev-queries N so the fusion can be chosen on claims the "
+            "model did not train on, or pass --dev-from the folder of the model whose held-out claims "
+            "this one also never trained on (a CLS-LR ranker: its cross-encoder's)"
+        )
     corpus, queries, qrels = load_beir(data_folder(args.data_dir, "scifact"), "train")
     queries, qrels = {q: queries[q] for q in dev}, {q: qrels[q] for q in dev}
     dev_split = (metrics.get("config") or {}).get("dev_split", "random")
@@ -394,7 +502,11 @@ def dev_claims(folder: Path, args: EvaluateRerankerArgs) -> tuple[dict, dict, di
         parts["squad"] = squad_dev(metrics.get("config") or {}, args)
         described.append(f"{len(parts['squad'][1])} SQuAD questions the model did not train on")
     merged = [{k: v for part in parts.values() for k, v in part[i].items()} for i in range(3)]
-    first = {q: h for part in parts.values() for q, h in BM25Retriever(part[0]).search(part[1], args.fusion_depth).items()}
+    first = {
+        q: h
+        for part in parts.values()
+        for q, h in BM25Retriever(part[0]).search(part[1], args.fusion_depth).items()
+    }
     return (*merged, first, f"{' + '.join(described)}, BM25 top {args.fusion_depth}", parts)
 
 
@@ -408,11 +520,17 @@ def squad_dev(config: dict, args: EvaluateRerankerArgs) -> tuple[dict, dict, dic
     squad = load_squad(Path(args.data_dir) / "general" / "squad-v1.1" / "dev-v1.1.json")
     answered = sorted(q for q in squad.queries if squad.qrels[q])
     seed = int(config.get("seed", 42))
-    trained = set(take(answered, int(config.get("general_queries", -1)), seed)) \
-        if "squad" in str(config.get("general", "")) else set()
+    trained = (
+        set(take(answered, int(config.get("general_queries", -1)), seed))
+        if "squad" in str(config.get("general", ""))
+        else set()
+    )
     dev = take([q for q in answered if q not in trained], args.fusion_dev_queries, seed)
-    return ({f"squad:{d}": doc for d, doc in squad.corpus.items()}, {f"squad:{q}": squad.queries[q] for q in dev},
-            {f"squad:{q}": {f"squad:{d}": s for d, s in squad.qrels[q].items()} for q in dev})
+    return (
+        {f"squad:{d}": doc for d, doc in squad.corpus.items()},
+        {f"squad:{q}": squad.queries[q] for q in dev},
+        {f"squad:{q}": {f"squad:{d}": s for d, s in squad.qrels[q].items()} for q in dev},
+    )
 
 
 def choose_passages(reranker, args: EvaluateRerankerArgs, dev: tuple) -> tuple[dict, dict]:
@@ -425,13 +543,24 @@ def choose_passages(reranker, args: EvaluateRerankerArgs, dev: tuple) -> tuple[d
     scores, scored = {}, {}
     for name, passages in (("first", None), ("max", windows)):
         reranker.passages = passages
-        scored[name] = _score(reranker, queries, first, corpus, f"{len(queries)} dev queries, passages {name}")
+        scored[name] = _score(
+            reranker, queries, first, corpus, f"{len(queries)} dev queries, passages {name}"
+        )
         run = {q: dict(scored[name][q]) for q in queries}
         scores[name] = round(dev_ndcg(qrels, run, parts), 4)
     method = "max" if scores["max"] > scores["first"] else "first"  # a tie keeps the cheaper way
     reranker.passages = windows if method == "max" else None
-    return ({"method": method, "words": args.passage_words, "stride": args.passage_stride,
-             "metric": "nDCG@10 alone", "dev": scores, "chosen_on": chosen_on}, scored[method])
+    return (
+        {
+            "method": method,
+            "words": args.passage_words,
+            "stride": args.passage_stride,
+            "metric": "nDCG@10 alone",
+            "dev": scores,
+            "chosen_on": chosen_on,
+        },
+        scored[method],
+    )
 
 
 def evaluate_scifact(reranker, fusion, depths: list[int], args: EvaluateRerankerArgs) -> dict:
@@ -445,30 +574,54 @@ def evaluate_scifact(reranker, fusion, depths: list[int], args: EvaluateReranker
         queries = dict(list(queries.items())[: args.max_queries])
         qrels = {q: qrels[q] for q in queries if q in qrels}
     first = BM25Retriever(corpus).search(queries, max(depths))
-    scored = _score(reranker, queries, first, corpus, f"SciFact test, BM25 top {max(depths)}", args.scores_dir,
-                    model_stamp(args.model, reranker))
+    scored = _score(
+        reranker,
+        queries,
+        first,
+        corpus,
+        f"SciFact test, BM25 top {max(depths)}",
+        args.scores_dir,
+        model_stamp(args.model, reranker),
+    )
     seen, unseen = seen_split(qrels, train_qrels)
     out = {"seen_queries": len(seen), "unseen_queries": len(unseen)}
     for depth in depths:
         runs = _runs(first, scored, depth, fusion.for_first_stage("bm25"))
-        out[f"bm25@{depth}"] = {"all": _summary(qrels, runs), "seen": _summary(qrels, runs, seen),
-                                "unseen": _summary(qrels, runs, unseen)}
-    for kind, hits in _stage_hits(corpus, queries, [k for k in _names(args.other_first_stages) if k != "bm25"],
-                                  args.other_depth).items():
-        scored = _score_missing(reranker, queries, hits, corpus, f"SciFact test, {kind} top {args.other_depth}",
-                                args, scored)
+        out[f"bm25@{depth}"] = {
+            "all": _summary(qrels, runs),
+            "seen": _summary(qrels, runs, seen),
+            "unseen": _summary(qrels, runs, unseen),
+        }
+    for kind, hits in _stage_hits(
+        corpus, queries, [k for k in _names(args.other_first_stages) if k != "bm25"], args.other_depth
+    ).items():
+        scored = _score_missing(
+            reranker, queries, hits, corpus, f"SciFact test, {kind} top {args.other_depth}", args, scored
+        )
         runs = _runs(hits, scored, args.other_depth, fusion.for_first_stage(kind))
-        out[f"{kind}@{args.other_depth}"] = {"all": _summary(qrels, runs), "seen": _summary(qrels, runs, seen),
-                                             "unseen": _summary(qrels, runs, unseen)}
+        out[f"{kind}@{args.other_depth}"] = {
+            "all": _summary(qrels, runs),
+            "seen": _summary(qrels, runs, seen),
+            "unseen": _summary(qrels, runs, unseen),
+        }
     return out
 
 
-def _score_missing(reranker, queries: dict[str, str], hits: dict[str, list[Hit]], corpus: dict, label: str,
-                   args: EvaluateRerankerArgs, scored: dict) -> dict:
+def _score_missing(
+    reranker,
+    queries: dict[str, str],
+    hits: dict[str, list[Hit]],
+    corpus: dict,
+    label: str,
+    args: EvaluateRerankerArgs,
+    scored: dict,
+) -> dict:
     """``scored`` with every candidate of ``hits`` it lacks scored too: a document two first stages both return
     is scored once."""
     missing = {q: [h for h in hits[q] if h.doc_id not in scored.get(q, {})] for q in queries}
-    more = _score(reranker, queries, missing, corpus, label, args.scores_dir, model_stamp(args.model, reranker))
+    more = _score(
+        reranker, queries, missing, corpus, label, args.scores_dir, model_stamp(args.model, reranker)
+    )
     return {q: {**scored.get(q, {}), **more[q]} for q in queries}
 
 
@@ -493,17 +646,24 @@ def evaluate_other(reranker, fusion, name: str, args: EvaluateRerankerArgs) -> d
     else:
         from ctxir.app.state import ASSETS, demo_corpus
 
-        corpus, queries, qrels = demo_corpus(), load_queries(ASSETS / "demo_queries.jsonl"), \
-            load_qrels(ASSETS / "demo_qrels.tsv")
+        corpus, queries, qrels = (
+            demo_corpus(),
+            load_queries(ASSETS / "demo_queries.jsonl"),
+            load_qrels(ASSETS / "demo_qrels.tsv"),
+        )
     queries = {q: t for q, t in queries.items() if q in qrels}
     if args.max_queries:
         queries = dict(list(queries.items())[: args.max_queries])
     out, scored = {}, {}
-    for kind, first in _stage_hits(corpus, queries, _names(args.other_first_stages), args.other_depth).items():
-        scored = _score_missing(reranker, queries, first, corpus, f"{name} {kind} top {args.other_depth}", args,
-                                scored)
-        out[f"{kind}@{args.other_depth}"] = _summary(qrels, _runs(first, scored, args.other_depth,
-                                                                  fusion.for_first_stage(kind)))
+    for kind, first in _stage_hits(
+        corpus, queries, _names(args.other_first_stages), args.other_depth
+    ).items():
+        scored = _score_missing(
+            reranker, queries, first, corpus, f"{name} {kind} top {args.other_depth}", args, scored
+        )
+        out[f"{kind}@{args.other_depth}"] = _summary(
+            qrels, _runs(first, scored, args.other_depth, fusion.for_first_stage(kind))
+        )
     return out
 
 
@@ -516,15 +676,20 @@ def load_kind(args: EvaluateRerankerArgs):
     if kind == "auto":
         kind = "cls-lr" if (Path(args.model) / CLS_LR_CONFIG).is_file() else "cross-encoder"
     if kind not in RERANKERS:
-        raise CtxirError(f"--kind {args.kind!r} is not a re-ranker kind: use auto or one of {', '.join(RERANKERS)}")
+        raise CtxirError(
+            f"--kind {args.kind!r} is not a re-ranker kind: use auto or one of {', '.join(RERANKERS)}"
+        )
     if kind == "cross-encoder":  # uncached: a folder trained again in this process must not come back stale
         from ctxir.encoders.models import load_cross_encoder
         from ctxir.rerank import CrossEncoderReranker
         from ctxir.rerank.registry import passages_for
 
-        reranker = CrossEncoderReranker(load_cross_encoder.__wrapped__(args.model, args.device),
-                                        batch_size=args.batch_size, passages=passages_for(args.model),
-                                        backend=args.rerank_backend)
+        reranker = CrossEncoderReranker(
+            load_cross_encoder.__wrapped__(args.model, args.device),
+            batch_size=args.batch_size,
+            passages=passages_for(args.model),
+            backend=args.rerank_backend,
+        )
         reranker.onnx_scorer()  # exported (once) before the first query: every query scores alike
         return reranker
     return RERANKERS[kind].load(args.model, args.device, args.batch_size)
@@ -543,7 +708,9 @@ def run(args: EvaluateRerankerArgs) -> dict:
     # 2. how long documents are read, then the fused mode: chosen on held-out training claims, or read from the folder
     choose_settings(reranker, folder, args)
     fusion_record = read_json(folder / FUSION_FILE) or {"method": "rrf", "k": FUSION_K, "weights": [1.0, 1.0]}
-    fusion = stage_fusion_for(str(folder))  # its fusion.json, else RRF k=60 with equal weights, as the app reads it
+    fusion = stage_fusion_for(
+        str(folder)
+    )  # its fusion.json, else RRF k=60 with equal weights, as the app reads it
     if not depths:
         return {"fusion": fusion_record}
     # 3. test figures, chosen from nothing, added to what earlier runs recorded
@@ -553,8 +720,10 @@ def run(args: EvaluateRerankerArgs) -> dict:
     for name in COLLECTIONS:
         if name in collections:
             result["scifact_test" if name == "scifact" else name] = (
-                evaluate_scifact(reranker, fusion, depths, args) if name == "scifact"
-                else evaluate_other(reranker, fusion, name, args))
+                evaluate_scifact(reranker, fusion, depths, args)
+                if name == "scifact"
+                else evaluate_other(reranker, fusion, name, args)
+            )
             write_json(output, result)  # each collection kept as it finishes: a later failure loses no scores
     result["seconds"] = round(time.perf_counter() - start, 1)
     write_json(output, result)
@@ -573,7 +742,11 @@ def run(args: EvaluateRerankerArgs) -> dict:
 def check_args(args: EvaluateRerankerArgs) -> tuple[list[int], list[str]]:
     """(--depths, --collections), checked before any model loads."""
     if args.suite:
-        args.collections, args.other_first_stages, args.depths = ",".join(COLLECTIONS), "bm25,dense,hybrid", "20"
+        args.collections, args.other_first_stages, args.depths = (
+            ",".join(COLLECTIONS),
+            "bm25,dense,hybrid",
+            "20",
+        )
     depths = sorted({int(d) for d in args.depths.split(",") if d.strip()})
     if any(d < 10 for d in depths):
         raise CtxirError(f"--depths {args.depths!r}: every depth must be ≥ 10 (nDCG@10 needs ten candidates)")
@@ -581,8 +754,10 @@ def check_args(args: EvaluateRerankerArgs) -> tuple[list[int], list[str]]:
 
     for kind in _names(args.fusion_first_stages) + _names(args.other_first_stages):
         if kind not in FIRST_STAGES:
-            raise CtxirError(f"first stage {kind!r} (--fusion-first-stages / --other-first-stages) is not known: "
-                             f"use {', '.join(FIRST_STAGES)}, comma-separated")
+            raise CtxirError(
+                f"first stage {kind!r} (--fusion-first-stages / --other-first-stages) is not known: "
+                f"use {', '.join(FIRST_STAGES)}, comma-separated"
+            )
     collections = [c.strip() for c in args.collections.split(",") if c.strip()]
     for c in collections:
         if c not in COLLECTIONS:
@@ -597,19 +772,26 @@ def choose_settings(reranker, folder: Path, args: EvaluateRerankerArgs) -> None:
     scored = None
     if args.choose_passages:
         if not hasattr(reranker, "passages"):
-            raise CtxirError(f"--choose-passages applies to cross-encoders; {args.model!r} is a "
-                             f"{type(reranker).__name__}: drop the flag")
+            raise CtxirError(
+                f"--choose-passages applies to cross-encoders; {args.model!r} is a "
+                f"{type(reranker).__name__}: drop the flag"
+            )
         passages_record, scored = choose_passages(reranker, args, dev)
         write_json(folder / PASSAGES_FILE, passages_record)
-        print(f"passages: {passages_record['method']} (dev nDCG@10 alone: first {passages_record['dev']['first']}, "
-              f"max {passages_record['dev']['max']}) -> {folder / PASSAGES_FILE}", flush=True)
+        print(
+            f"passages: {passages_record['method']} (dev nDCG@10 alone: first {passages_record['dev']['first']}, "
+            f"max {passages_record['dev']['max']}) -> {folder / PASSAGES_FILE}",
+            flush=True,
+        )
     if args.choose_fusion:
         fusion_record = choose_fusion(reranker, folder, args, dev, scored)
         write_json(folder / FUSION_FILE, fusion_record)
         for name, chosen in {"bm25": fusion_record, **fusion_record.get("first_stages", {})}.items():
-            print(f"fusion over {name}: rrf k={FUSION_K}, weights {chosen['weights']} (dev nDCG@10: {name} "
-                  f"{chosen['dev']['first_stage']}, alone {chosen['dev']['alone']}, fused {chosen['dev']['fused']})",
-                  flush=True)
+            print(
+                f"fusion over {name}: rrf k={FUSION_K}, weights {chosen['weights']} (dev nDCG@10: {name} "
+                f"{chosen['dev']['first_stage']}, alone {chosen['dev']['alone']}, fused {chosen['dev']['fused']})",
+                flush=True,
+            )
         print(f"-> {folder / FUSION_FILE}", flush=True)
 
 
@@ -618,14 +800,22 @@ def record_head(reranker, folder: Path, fusion_record: dict, output: Path) -> di
     wrote part of the record (a later run of other collections or depths adds to it instead of dropping them)."""
     fusion = {k: fusion_record.get(k) for k in ("method", "k", "weights", "chosen_on")}
     if fusion_record.get("first_stages"):
-        fusion["first_stages"] = {name: {"weights": chosen["weights"]}
-                                  for name, chosen in fusion_record["first_stages"].items()}
-    head = {"model": str(folder), "fusion": fusion,
-            "machine": machine_info(), "command": "python -m training.evaluate_reranker " + " ".join(sys.argv[1:])}
+        fusion["first_stages"] = {
+            name: {"weights": chosen["weights"]} for name, chosen in fusion_record["first_stages"].items()
+        }
+    head = {
+        "model": str(folder),
+        "fusion": fusion,
+        "machine": machine_info(),
+        "command": "python -m training.evaluate_reranker " + " ".join(sys.argv[1:]),
+    }
     if hasattr(reranker, "passages"):  # a cross-encoder: how it read documents longer than its max length
         passages = reranker.passages
-        head["passages"] = ({"method": "max", "words": passages.words, "stride": passages.stride} if passages
-                            else {"method": "first"})
+        head["passages"] = (
+            {"method": "max", "words": passages.words, "stride": passages.stride}
+            if passages
+            else {"method": "first"}
+        )
     earlier = (read_json(output) or {}) if output.is_file() else {}
     commands = earlier.get("commands") or ([earlier["command"]] if earlier.get("command") else [])
     return {**earlier, **head, "commands": [*commands, head["command"]]}
@@ -638,26 +828,38 @@ def evaluation_rows(result: dict) -> list[dict]:
         for first_stage, value in (result.get(key) or {}).items():
             if not isinstance(value, dict):
                 continue
-            for part, s in (value.items() if key == "scifact_test" else [("all", value)]):
+            for part, s in value.items() if key == "scifact_test" else [("all", value)]:
                 for mode in ("alone", "fused"):
                     label = {"alone": "re-ranker alone", "fused": "fused with the first stage (RRF)"}[mode]
                     where = "" if part == "all" else f", {part}-abstract claims ({s['queries']})"
-                    rows.append(evaluation_row(dataset, split, "reranking", "nDCG@10", s["first_stage"]["nDCG@10"],
-                                               s[mode]["nDCG@10"], config=f"{first_stage.replace('@', ' top ')}"
-                                               f"{where}, {label}"))
+                    rows.append(
+                        evaluation_row(
+                            dataset,
+                            split,
+                            "reranking",
+                            "nDCG@10",
+                            s["first_stage"]["nDCG@10"],
+                            s[mode]["nDCG@10"],
+                            config=f"{first_stage.replace('@', ' top ')}{where}, {label}",
+                        )
+                    )
     return rows
 
 
 def report(result: dict) -> str:
     """A plain-text table of every nDCG@10 in an evaluation.json."""
-    lines = [f"{'collection / first stage / split':46} {'first':>7} {'alone':>7} {'fused':>7}  wins/losses alone, fused"]
+    lines = [
+        f"{'collection / first stage / split':46} {'first':>7} {'alone':>7} {'fused':>7}  wins/losses alone, fused"
+    ]
 
     def row(label: str, s: dict) -> None:
         a, f = s.get("alone_vs_first_stage", {}), s.get("fused_vs_first_stage", {})
-        lines.append(f"{label:46} {s['first_stage']['nDCG@10']:7.4f} {s['alone']['nDCG@10']:7.4f} "
-                     f"{s['fused']['nDCG@10']:7.4f}  {a.get('wins')}/{a.get('losses')} "
-                     f"(p {a.get('t_pvalue', float('nan')):.3g}), {f.get('wins')}/{f.get('losses')} "
-                     f"(p {f.get('t_pvalue', float('nan')):.3g})")
+        lines.append(
+            f"{label:46} {s['first_stage']['nDCG@10']:7.4f} {s['alone']['nDCG@10']:7.4f} "
+            f"{s['fused']['nDCG@10']:7.4f}  {a.get('wins')}/{a.get('losses')} "
+            f"(p {a.get('t_pvalue', float('nan')):.3g}), {f.get('wins')}/{f.get('losses')} "
+            f"(p {f.get('t_pvalue', float('nan')):.3g})"
+        )
 
     for key, value in (result.get("scifact_test") or {}).items():
         if isinstance(value, dict):

@@ -28,19 +28,36 @@ from ctxir.files import read_json
 from ctxir.types import CtxirError
 from training.common import cli_main, write_metrics
 
-MODEL_SUFFIXES = (".json", ".safetensors", ".txt")  # what ctxir's loaders read; a checkpoint's pickles never travel
+MODEL_SUFFIXES = (
+    ".json",
+    ".safetensors",
+    ".txt",
+)  # what ctxir's loaders read; a checkpoint's pickles never travel
 LEFT_BEHIND = ("README.md",)  # sentence-transformers' draft card: training/ship.py renders ctxir's own
-DEV_NOISE = ("runtime", "samples_per_second", "steps_per_second", "epoch")  # logged beside every dev evaluation
+DEV_NOISE = (
+    "runtime",
+    "samples_per_second",
+    "steps_per_second",
+    "epoch",
+)  # logged beside every dev evaluation
 
 
 @dataclass
 class FinishCheckpointArgs:
-    run: str = field(default="", metadata={"help": "the training run's folder: metrics.json and checkpoints/"})
-    step: int = field(default=0, metadata={"help": "the checkpoint to finish on (checkpoints/checkpoint-<step>)"})
+    run: str = field(
+        default="", metadata={"help": "the training run's folder: metrics.json and checkpoints/"}
+    )
+    step: int = field(
+        default=0, metadata={"help": "the checkpoint to finish on (checkpoints/checkpoint-<step>)"}
+    )
     output_dir: str = field(default="", metadata={"help": "the folder to write (default: <run>-<step>)"})
-    metric: str = field(default="ndcg@10", metadata={
-        "help": "the dev metric recorded as extra.best_checkpoint, when the run recorded none (the shortest logged "
-                "eval key ending in it)"})
+    metric: str = field(
+        default="ndcg@10",
+        metadata={
+            "help": "the dev metric recorded as extra.best_checkpoint, when the run recorded none (the shortest logged "
+            "eval key ending in it)"
+        },
+    )
 
 
 def run(args: FinishCheckpointArgs) -> dict:
@@ -49,31 +66,44 @@ def run(args: FinishCheckpointArgs) -> dict:
     state = read_json(checkpoint / "trainer_state.json")
     dev = dev_scores(state.get("log_history", []), args.step)
     if not dev:
-        raise CtxirError(f"--step {args.step}: the run logged no dev evaluation at that step (trainer_state.json); "
-                         "finish on a step the dev evaluator scored (a multiple of the run's --eval-steps)")
+        raise CtxirError(
+            f"--step {args.step}: the run logged no dev evaluation at that step (trainer_state.json); "
+            "finish on a step the dev evaluator scored (a multiple of the run's --eval-steps)"
+        )
     run_metrics = read_json(run_dir / "metrics.json")
-    key = metric_key(dev, args.metric, run_metrics.get("extra", {}).get("best_checkpoint", {}).get("metric", ""))
+    key = metric_key(
+        dev, args.metric, run_metrics.get("extra", {}).get("best_checkpoint", {}).get("metric", "")
+    )
     out = Path(args.output_dir or f"{run_dir}-{args.step}")
     # 2. the model files, never the Trainer's pickles
     copied = copy_model_files(checkpoint, out, run_dir)
     # 3. metrics.json: the run's record at this step, with the test rows of this folder's own evaluation
     metrics = finished_metrics(run_metrics, state, dev, key, args, out)
     path = write_metrics(out, metrics)
-    print(f"finished {run_dir} at step {args.step} ({key} {dev[key]:.4f}): {len(copied)} files -> {out}, {path}")
+    print(
+        f"finished {run_dir} at step {args.step} ({key} {dev[key]:.4f}): {len(copied)} files -> {out}, {path}"
+    )
     return metrics
 
 
 def check_args(args: FinishCheckpointArgs) -> tuple[Path, Path]:
     run_dir = Path(args.run)
     if not (run_dir / "metrics.json").is_file():
-        raise CtxirError(f"--run {args.run!r} has no metrics.json: pass the folder a finished training run wrote "
-                         "(train_cross_encoder.py / train_bi_encoder.py --output-dir)")
-    steps = sorted(int(p.name.rsplit("-", 1)[-1]) for p in (run_dir / "checkpoints").glob("checkpoint-*")
-                   if p.name.rsplit("-", 1)[-1].isdigit())
+        raise CtxirError(
+            f"--run {args.run!r} has no metrics.json: pass the folder a finished training run wrote "
+            "(train_cross_encoder.py / train_bi_encoder.py --output-dir)"
+        )
+    steps = sorted(
+        int(p.name.rsplit("-", 1)[-1])
+        for p in (run_dir / "checkpoints").glob("checkpoint-*")
+        if p.name.rsplit("-", 1)[-1].isdigit()
+    )
     checkpoint = run_dir / "checkpoints" / f"checkpoint-{args.step}"
     if args.step not in steps or not (checkpoint / "trainer_state.json").is_file():
-        raise CtxirError(f"--step {args.step!r}: {run_dir / 'checkpoints'} holds checkpoints at steps "
-                         f"{steps or 'none'}; pass one of them (the run must be trained with --keep-checkpoints true)")
+        raise CtxirError(
+            f"--step {args.step!r}: {run_dir / 'checkpoints'} holds checkpoints at steps "
+            f"{steps or 'none'}; pass one of them (the run must be trained with --keep-checkpoints true)"
+        )
     return run_dir, checkpoint
 
 
@@ -86,8 +116,13 @@ def dev_scores(log_history: list[dict], step: int) -> dict[str, float]:
     scores = {}
     for row in log_history:
         if row.get("step") == step:
-            scores.update({k[len("eval_"):]: float(v) for k, v in row.items()
-                           if k.startswith("eval_") and not k.endswith(DEV_NOISE)})
+            scores.update(
+                {
+                    k[len("eval_") :]: float(v)
+                    for k, v in row.items()
+                    if k.startswith("eval_") and not k.endswith(DEV_NOISE)
+                }
+            )
     return scores
 
 
@@ -103,8 +138,10 @@ def metric_key(dev: dict[str, float], metric: str, recorded: str = "") -> str:
     if recorded in keys:
         return recorded
     if not keys or (len(keys) > 1 and len(keys[0]) == len(keys[1])):
-        raise CtxirError(f"--metric {metric!r} matches {keys or 'none'} of the dev scores logged at that step "
-                         f"({', '.join(sorted(dev))}): name one of them")
+        raise CtxirError(
+            f"--metric {metric!r} matches {keys or 'none'} of the dev scores logged at that step "
+            f"({', '.join(sorted(dev))}): name one of them"
+        )
     return keys[0]
 
 
@@ -113,17 +150,30 @@ def copy_model_files(checkpoint: Path, out: Path, run_dir: Path) -> list[Path]:
     kind saves: a top-layers cross-encoder, say, takes its tokenizer from its base, not from a copy), under ``out``,
     subfolders kept. A file already in ``out`` must be the same bytes: a folder holding other weights is refused,
     never overwritten."""
-    files = [p for p in sorted(checkpoint.rglob("*")) if p.is_file() and p.suffix in MODEL_SUFFIXES
-             and p.name not in LEFT_BEHIND and (run_dir / p.relative_to(checkpoint)).is_file()]
+    files = [
+        p
+        for p in sorted(checkpoint.rglob("*"))
+        if p.is_file()
+        and p.suffix in MODEL_SUFFIXES
+        and p.name not in LEFT_BEHIND
+        and (run_dir / p.relative_to(checkpoint)).is_file()
+    ]
     if not any(p.suffix == ".safetensors" for p in files):
-        raise CtxirError(f"--run {str(run_dir)!r} holds no saved model beside its metrics.json to take the layout "
-                         "from: pass the folder of a finished run")
-    clashes = [str(p.relative_to(checkpoint)) for p in files
-               if (out / p.relative_to(checkpoint)).is_file()
-               and not filecmp.cmp(p, out / p.relative_to(checkpoint), shallow=False)]
+        raise CtxirError(
+            f"--run {str(run_dir)!r} holds no saved model beside its metrics.json to take the layout "
+            "from: pass the folder of a finished run"
+        )
+    clashes = [
+        str(p.relative_to(checkpoint))
+        for p in files
+        if (out / p.relative_to(checkpoint)).is_file()
+        and not filecmp.cmp(p, out / p.relative_to(checkpoint), shallow=False)
+    ]
     if clashes:
-        raise CtxirError(f"--output-dir {str(out)!r} already holds other files named {clashes}: pass a new folder, "
-                         "or the copy of this very checkpoint")
+        raise CtxirError(
+            f"--output-dir {str(out)!r} already holds other files named {clashes}: pass a new folder, "
+            "or the copy of this very checkpoint"
+        )
     for p in files:
         dest = out / p.relative_to(checkpoint)
         dest.parent.mkdir(parents=True, exist_ok=True)
@@ -131,21 +181,42 @@ def copy_model_files(checkpoint: Path, out: Path, run_dir: Path) -> list[Path]:
     return files
 
 
-def finished_metrics(metrics: dict, state: dict, dev: dict[str, float], key: str, args: FinishCheckpointArgs,
-                     out: Path) -> dict:
+def finished_metrics(
+    metrics: dict, state: dict, dev: dict[str, float], key: str, args: FinishCheckpointArgs, out: Path
+) -> dict:
     """The run's metrics.json as it describes the checkpoint at ``args.step``."""
-    losses = [row["loss"] for row in state.get("log_history", []) if "loss" in row and row.get("step", 0) <= args.step]
+    losses = [
+        row["loss"]
+        for row in state.get("log_history", [])
+        if "loss" in row and row.get("step", 0) <= args.step
+    ]
     training = dict(metrics["training"])
-    run_length = {k: training.get(k) for k in ("steps", "epochs", "final_loss", "wall_time_seconds",
-                                               "train_loop_seconds")}
-    training.update(steps=args.step, epochs=round(float(state.get("epoch") or 0.0), 4),
-                    final_loss=round(float(losses[-1]), 6) if losses else None,
-                    finished_from={"run": str(Path(args.run)), "checkpoint": f"checkpoint-{args.step}",
-                                   "whole_run": run_length})
-    extra = {**metrics.get("extra", {}),
-             "best_checkpoint": {"step": args.step, "metric": key, "value": dev[key], "chosen": "after the run"},
-             "dev_after": {k: round(v, 4) for k, v in dev.items()}}
-    return {**metrics, "model_name": out.name, "training": training, "evaluations": test_rows(out), "extra": extra}
+    run_length = {
+        k: training.get(k)
+        for k in ("steps", "epochs", "final_loss", "wall_time_seconds", "train_loop_seconds")
+    }
+    training.update(
+        steps=args.step,
+        epochs=round(float(state.get("epoch") or 0.0), 4),
+        final_loss=round(float(losses[-1]), 6) if losses else None,
+        finished_from={
+            "run": str(Path(args.run)),
+            "checkpoint": f"checkpoint-{args.step}",
+            "whole_run": run_length,
+        },
+    )
+    extra = {
+        **metrics.get("extra", {}),
+        "best_checkpoint": {"step": args.step, "metric": key, "value": dev[key], "chosen": "after the run"},
+        "dev_after": {k: round(v, 4) for k, v in dev.items()},
+    }
+    return {
+        **metrics,
+        "model_name": out.name,
+        "training": training,
+        "evaluations": test_rows(out),
+        "extra": extra,
+    }
 
 
 def test_rows(folder: Path) -> list[dict]:

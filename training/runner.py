@@ -64,9 +64,13 @@ class ModelSpec:
     save: Callable[[Any, Path, Any], None]  # (model, folder, args)
     reload: Callable[[Path, str], Any]  # (folder, device) → the model as a user loads it
     objective_name: Callable[[Any], str]  # metrics.json objective (the loss class)
-    trainer_classes: Callable[[], tuple[type, type]]  # (TrainingArguments class, Trainer class), imported lazily
+    trainer_classes: Callable[
+        [], tuple[type, type]
+    ]  # (TrainingArguments class, Trainer class), imported lazily
     anchors: dict = field(default_factory=dict)  # (dataset, metric) → (published value, its name)
-    training_options: Callable[[Any], dict] = lambda args: {}  # extra TrainingArguments (e.g. a batch sampler)
+    training_options: Callable[[Any], dict] = (
+        lambda args: {}
+    )  # extra TrainingArguments (e.g. a batch sampler)
     extra: Callable[[Any, Any, TaskData], dict] = lambda args, model, data: {}  # (args, trained model, data)
 
 
@@ -75,8 +79,19 @@ def evaluation_rows(spec: ModelSpec, before: Scores, after: Scores, data: TaskDa
     for (name, split, metric), value in after.items():
         anchor, anchor_name = spec.anchors.get((name, metric), (None, None))
         task, config = spec.describe(name, data, args)
-        rows.append(evaluation_row(name, split, task, metric, before.get((name, split, metric)), value,
-                                   anchor, anchor_name, config))
+        rows.append(
+            evaluation_row(
+                name,
+                split,
+                task,
+                metric,
+                before.get((name, split, metric)),
+                value,
+                anchor,
+                anchor_name,
+                config,
+            )
+        )
     return rows
 
 
@@ -90,18 +105,36 @@ def make_trainer(args, spec: ModelSpec, model, data: TaskData, out: Path, device
     training_args_class, trainer_class = spec.trainer_classes()
     evaluate_during = args.eval_steps > 0 and data.dev_evaluator is not None
     training_args = training_args_class(
-        output_dir=str(out / "checkpoints"), num_train_epochs=args.epochs, max_steps=args.max_steps,
-        per_device_train_batch_size=args.batch_size, per_device_eval_batch_size=args.batch_size,
-        learning_rate=args.learning_rate, warmup_steps=args.warmup, seed=args.seed, data_seed=args.seed,
-        eval_strategy="steps" if evaluate_during else "no", eval_steps=args.eval_steps or None,
-        save_strategy="steps", save_steps=args.save_steps, logging_steps=args.logging_steps,
+        output_dir=str(out / "checkpoints"),
+        num_train_epochs=args.epochs,
+        max_steps=args.max_steps,
+        per_device_train_batch_size=args.batch_size,
+        per_device_eval_batch_size=args.batch_size,
+        learning_rate=args.learning_rate,
+        warmup_steps=args.warmup,
+        seed=args.seed,
+        data_seed=args.seed,
+        eval_strategy="steps" if evaluate_during else "no",
+        eval_steps=args.eval_steps or None,
+        save_strategy="steps",
+        save_steps=args.save_steps,
+        logging_steps=args.logging_steps,
         save_total_limit=None if args.keep_checkpoints else 2,  # kept: the dev-best step can be chosen after
-        logging_first_step=True, report_to="none", fp16=args.fp16, **trainer_device_kwargs(device),
-        **best_model_options(args, data.dev_evaluator if evaluate_during else None), **spec.training_options(args))
-    return trainer_class(model=model, args=training_args, train_dataset=data.train,
-                         loss=spec.build_loss(args, model, data),
-                         evaluator=data.dev_evaluator if evaluate_during else None,
-                         callbacks=[jsonl_log_callback(out / "training_log.jsonl")])
+        logging_first_step=True,
+        report_to="none",
+        fp16=args.fp16,
+        **trainer_device_kwargs(device),
+        **best_model_options(args, data.dev_evaluator if evaluate_during else None),
+        **spec.training_options(args),
+    )
+    return trainer_class(
+        model=model,
+        args=training_args,
+        train_dataset=data.train,
+        loss=spec.build_loss(args, model, data),
+        evaluator=data.dev_evaluator if evaluate_during else None,
+        callbacks=[jsonl_log_callback(out / "training_log.jsonl")],
+    )
 
 
 def dev_metric_key(evaluator) -> str:
@@ -116,10 +149,15 @@ def best_model_options(args, evaluator) -> dict:
     if not getattr(args, "load_best", False):
         return {}
     if evaluator is None:
-        raise CtxirError("--load-best needs a dev evaluator during training: this run has none (no held-out data, "
-                         "or --eval-steps 0); drop --load-best or hold out dev data")
-    return {"load_best_model_at_end": True, "metric_for_best_model": dev_metric_key(evaluator),
-            "greater_is_better": True}
+        raise CtxirError(
+            "--load-best needs a dev evaluator during training: this run has none (no held-out data, "
+            "or --eval-steps 0); drop --load-best or hold out dev data"
+        )
+    return {
+        "load_best_model_at_end": True,
+        "metric_for_best_model": dev_metric_key(evaluator),
+        "greater_is_better": True,
+    }
 
 
 def best_checkpoint(trainer) -> dict | None:
@@ -127,8 +165,11 @@ def best_checkpoint(trainer) -> dict | None:
     state = trainer.state
     if not trainer.args.load_best_model_at_end or not state.best_model_checkpoint:
         return None
-    return {"step": int(state.best_model_checkpoint.rsplit("-", 1)[-1]), "metric": trainer.args.metric_for_best_model,
-            "value": state.best_metric}
+    return {
+        "step": int(state.best_model_checkpoint.rsplit("-", 1)[-1]),
+        "metric": trainer.args.metric_for_best_model,
+        "value": state.best_metric,
+    }
 
 
 @contextmanager
@@ -162,16 +203,32 @@ def metrics_record(args, spec: ModelSpec, data: TaskData, trainer, trained, run:
         "objective": spec.objective_name(args),
         "datasets": data.datasets,
         "config": asdict(args),
-        "training": {**training_block(
-            run["train_output"], steps=state.global_step, epochs=state.epoch or 0.0, train_examples=len(data.train),
-            batch_size=args.batch_size, learning_rate=args.learning_rate, wall_time_seconds=run["wall_time_seconds"],
-            device=run["device"], seed=args.seed, log_history=state.log_history),
-            "train_seconds": round(run["train_seconds"], 1), "resumed_from": run["resumed_from"]},
+        "training": {
+            **training_block(
+                run["train_output"],
+                steps=state.global_step,
+                epochs=state.epoch or 0.0,
+                train_examples=len(data.train),
+                batch_size=args.batch_size,
+                learning_rate=args.learning_rate,
+                wall_time_seconds=run["wall_time_seconds"],
+                device=run["device"],
+                seed=args.seed,
+                log_history=state.log_history,
+            ),
+            "train_seconds": round(run["train_seconds"], 1),
+            "resumed_from": run["resumed_from"],
+        },
         "evaluations": evaluation_rows(spec, scores["before"], scores["after"], data, args),
-        "extra": {**data.extra, **({"best_checkpoint": best} if (best := best_checkpoint(trainer)) else {}),
-                  "dev_before": rounded(scores["dev_before"]), "dev_after": rounded(scores["dev_after"]),
-                  "max_length": getattr(trained, "max_seq_length", None) or args.max_length,  # as used, after the cap
-                  **spec.extra(args, trained, data)},
+        "extra": {
+            **data.extra,
+            **({"best_checkpoint": best} if (best := best_checkpoint(trainer)) else {}),
+            "dev_before": rounded(scores["dev_before"]),
+            "dev_after": rounded(scores["dev_after"]),
+            "max_length": getattr(trained, "max_seq_length", None)
+            or args.max_length,  # as used, after the cap
+            **spec.extra(args, trained, data),
+        },
     }
 
 
@@ -206,8 +263,10 @@ def train(args, spec: ModelSpec) -> dict:
             train_output = trainer.train(resume_from_checkpoint=resume_from)
         train_seconds = time.perf_counter() - train_start
         if failures:  # the checkpoints stay: nothing trained is lost
-            raise CtxirError(f"--load-best: {failures[0]} The run's checkpoints are kept in {str(checkpoint_dir)!r}; "
-                             "fix the cause and run again, or run without --load-best")
+            raise CtxirError(
+                f"--load-best: {failures[0]} The run's checkpoints are kept in {str(checkpoint_dir)!r}; "
+                "fix the cause and run again, or run without --load-best"
+            )
         if not trainer.is_world_process_zero():
             return {}
         # 5. save, then reload from disk as every user will
@@ -221,10 +280,23 @@ def train(args, spec: ModelSpec) -> dict:
         dev_after = data.dev_evaluator(trained) if data.dev_evaluator is not None else {}
         print(f"after training: {after}")
         # 7. write metrics.json
-        run = {"out": out, "device": device, "resumed_from": resume_from, "train_output": train_output,
-               "train_seconds": train_seconds, "wall_time_seconds": time.perf_counter() - started}
-        metrics = metrics_record(args, spec, data, trainer, trained, run,
-                                 {"before": before, "after": after, "dev_before": dev_before, "dev_after": dev_after})
+        run = {
+            "out": out,
+            "device": device,
+            "resumed_from": resume_from,
+            "train_output": train_output,
+            "train_seconds": train_seconds,
+            "wall_time_seconds": time.perf_counter() - started,
+        }
+        metrics = metrics_record(
+            args,
+            spec,
+            data,
+            trainer,
+            trained,
+            run,
+            {"before": before, "after": after, "dev_before": dev_before, "dev_after": dev_after},
+        )
         path = write_metrics(out, metrics)
         print(f"wrote {out} (model), {path}")
     return metrics

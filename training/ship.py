@@ -51,46 +51,98 @@ from ctxir.types import CtxirError
 from training.common import cli_main
 
 # What the loaders read; anything else in a training output (logs, checkpoints, card drafts) stays behind.
-CROSS_ENCODER_FILES = (ADAPTER_CONFIG, "adapter_model.safetensors", TOP_LAYERS_CONFIG, TOP_LAYERS_WEIGHTS,
-                       "modules.json", "sentence_bert_config.json", "config_sentence_transformers.json",
-                       "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
-                       "metrics.json", "fusion.json", "evaluation.json", "passages.json", "calibration.json")
-CLS_LR_FILES = (CLS_LR_CONFIG, CLS_LR_WEIGHTS, "metrics.json", "fusion.json", "evaluation.json")  # the first 3 required
+CROSS_ENCODER_FILES = (
+    ADAPTER_CONFIG,
+    "adapter_model.safetensors",
+    TOP_LAYERS_CONFIG,
+    TOP_LAYERS_WEIGHTS,
+    "modules.json",
+    "sentence_bert_config.json",
+    "config_sentence_transformers.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.txt",
+    "metrics.json",
+    "fusion.json",
+    "evaluation.json",
+    "passages.json",
+    "calibration.json",
+)
+CLS_LR_FILES = (
+    CLS_LR_CONFIG,
+    CLS_LR_WEIGHTS,
+    "metrics.json",
+    "fusion.json",
+    "evaluation.json",
+)  # the first 3 required
 # the pair scorer: its adapter, configs and tokenizer (its head's folder is copied as modules.json names it)
-PAIR_SCORER_FILES = (ADAPTER_CONFIG, "adapter_model.safetensors", "modules.json", "sentence_bert_config.json",
-                     "config_sentence_transformers.json", "tokenizer.json", "tokenizer_config.json",
-                     "special_tokens_map.json", "vocab.txt", "metrics.json", "pair_orders.json")
+PAIR_SCORER_FILES = (
+    ADAPTER_CONFIG,
+    "adapter_model.safetensors",
+    "modules.json",
+    "sentence_bert_config.json",
+    "config_sentence_transformers.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.txt",
+    "metrics.json",
+    "pair_orders.json",
+)
 ALLOWED_SUFFIXES = (".json", ".safetensors", ".txt")
 # what the shipped copies must score exactly as the trained ones do
-RELEVANCE_PAIR = ("Do statins lower the risk of heart attack?",
-                  "Statin therapy reduced myocardial infarction in patients with high cholesterol.")
+RELEVANCE_PAIR = (
+    "Do statins lower the risk of heart attack?",
+    "Statin therapy reduced myocardial infarction in patients with high cholesterol.",
+)
 SIMILARITY_PAIR = ("A man is playing a guitar.", "Someone plays the guitar.")
 CARD = "README.md"  # the model card, rendered from metrics.json (ctxir.publish.cards)
 
 
 @dataclass
 class ShipArgs:
-    cross_encoder: str = field(default="", metadata={
-        "help": "train_cross_encoder.py output trained with --train-layers (top layers) or --lora-r (an adapter); "
-                "shipped with --cls-lr"})
-    cls_lr: str = field(default="", metadata={"help": "train_cls_lr.py output whose --base-model is that "
-                                                      "cross-encoder"})
-    pair_scorer: str = field(default="", metadata={
-        "help": "train_pair_scorer.py output (LoRA adapter + segment-cosine head, STS-B): ships as "
-                f"{SHIPPED_STS_CROSS_ENCODER}, alone or with --cross-encoder/--cls-lr"})
+    cross_encoder: str = field(
+        default="",
+        metadata={
+            "help": "train_cross_encoder.py output trained with --train-layers (top layers) or --lora-r (an adapter); "
+            "shipped with --cls-lr"
+        },
+    )
+    cls_lr: str = field(
+        default="", metadata={"help": "train_cls_lr.py output whose --base-model is that cross-encoder"}
+    )
+    pair_scorer: str = field(
+        default="",
+        metadata={
+            "help": "train_pair_scorer.py output (LoRA adapter + segment-cosine head, STS-B): ships as "
+            f"{SHIPPED_STS_CROSS_ENCODER}, alone or with --cross-encoder/--cls-lr"
+        },
+    )
     dest: str = field(default=str(ASSETS_MODELS), metadata={"help": "package folder (ctxir/assets/models)"})
-    max_mb: float = field(default=10.0, metadata={"help": "refuse if the package folder's models would exceed "
-                                                          "this size in all (what is shipped + what stays)"})
-    fusion: str = field(default="", metadata={
-        "help": "fusion.json for the fused re-rank mode (method, weights, k, chosen_on), written by "
-                "`python -m training.evaluate_reranker --choose-fusion true` on held-out training claims (default: the "
-                "cross-encoder folder's own fusion.json)"})
+    max_mb: float = field(
+        default=10.0,
+        metadata={
+            "help": "refuse if the package folder's models would exceed "
+            "this size in all (what is shipped + what stays)"
+        },
+    )
+    fusion: str = field(
+        default="",
+        metadata={
+            "help": "fusion.json for the fused re-rank mode (method, weights, k, chosen_on), written by "
+            "`python -m training.evaluate_reranker --choose-fusion true` on held-out training claims (default: the "
+            "cross-encoder folder's own fusion.json)"
+        },
+    )
 
 
 def _copy(src: Path, dest: Path, names: tuple[str, ...], required: tuple[str, ...]) -> None:
     missing = [n for n in required if not (src / n).is_file()]
     if missing:
-        raise CtxirError(f"{str(src)!r} has no {', '.join(missing)}: pass the folder the training script wrote")
+        raise CtxirError(
+            f"{str(src)!r} has no {', '.join(missing)}: pass the folder the training script wrote"
+        )
     dest.mkdir(parents=True)
     for name in names:
         if (src / name).is_file():
@@ -106,8 +158,10 @@ def check_shippable(folder: Path, max_mb: float, kept: tuple[Path, ...] = ()) ->
         raise CtxirError(f"refusing to ship {odd}: only JSON, safetensors and vocab.txt go into the package")
     size = sum(p.stat().st_size for p in files) / 1e6
     if size > max_mb:
-        raise CtxirError(f"the shipped models take {size:.1f} MB, over --max-mb {max_mb:g}: train a smaller adapter "
-                         "(--lora-r) and publish larger models to the Hub with `ctxir hub push` instead")
+        raise CtxirError(
+            f"the shipped models take {size:.1f} MB, over --max-mb {max_mb:g}: train a smaller adapter "
+            "(--lora-r) and publish larger models to the Hub with `ctxir hub push` instead"
+        )
     return size
 
 
@@ -126,10 +180,16 @@ def write_card(folder: Path, name: str, model_type: str, base: str) -> None:
     from ctxir.publish.hub import base_model_license, model_facts
 
     metrics = read_json(folder / "metrics.json")
-    metrics["model_name"] = name.split("/")[-1]  # the card names the shipped model, not the training output folder
+    metrics["model_name"] = name.split("/")[
+        -1
+    ]  # the card names the shipped model, not the training output folder
     license_of_base = base_model_license(DEFAULT_BI_ENCODER if model_type == "cls-lr" else base)
-    inputs = CardInputs(repo_id=name, base_model_id=base if "/" in base and not Path(base).exists() else None,
-                        base_license=license_of_base, facts=model_facts(folder, model_type))
+    inputs = CardInputs(
+        repo_id=name,
+        base_model_id=base if "/" in base and not Path(base).exists() else None,
+        base_license=license_of_base,
+        facts=model_facts(folder, model_type),
+    )
     write_atomic(folder / CARD, render_card(metrics, inputs).content)
 
 
@@ -150,27 +210,37 @@ def _stage_rerankers(args: ShipArgs, work: Path) -> dict:
     ce_src, cls_src = Path(args.cross_encoder), Path(args.cls_lr)
     top_layers = top_layers_config(ce_src)
     if not is_adapter(ce_src) and not top_layers:
-        raise CtxirError(f"--cross-encoder {args.cross_encoder!r} is neither trained top layers ({TOP_LAYERS_CONFIG}) "
-                         f"nor an adapter ({ADAPTER_CONFIG} without model.safetensors): train it with "
-                         "`train_cross_encoder.py --head segment-cosine --train-layers 2` (or --lora-r 16); full "
-                         "models are too large to ship and go to the Hub")
+        raise CtxirError(
+            f"--cross-encoder {args.cross_encoder!r} is neither trained top layers ({TOP_LAYERS_CONFIG}) "
+            f"nor an adapter ({ADAPTER_CONFIG} without model.safetensors): train it with "
+            "`train_cross_encoder.py --head segment-cosine --train-layers 2` (or --lora-r 16); full "
+            "models are too large to ship and go to the Hub"
+        )
     base = top_layers["base_model"] if top_layers else adapter_base(ce_src)
     _check_base(base)
     cls_config = read_json(cls_src / CLS_LR_CONFIG)
     cls_base = cls_config.get("base_model", "")
     # the ranker names its cross-encoder as a folder relative to itself (train_cls_lr.py), a path or a Hub id
     if not cls_base or _cls_lr_base_dir(cls_src)[0].resolve() != ce_src.resolve():
-        raise CtxirError(f"--cls-lr {args.cls_lr!r} reads {cls_base!r}, not --cross-encoder {args.cross_encoder!r}: "
-                         "fit the CLS-LR ranker on the cross-encoder you ship (train_cls_lr.py --base-model)")
+        raise CtxirError(
+            f"--cls-lr {args.cls_lr!r} reads {cls_base!r}, not --cross-encoder {args.cross_encoder!r}: "
+            "fit the CLS-LR ranker on the cross-encoder you ship (train_cls_lr.py --base-model)"
+        )
     # 2. assemble both
     ce_dest = work / SHIPPED_MODELS[SHIPPED_CROSS_ENCODER].name
-    weights = (TOP_LAYERS_CONFIG, TOP_LAYERS_WEIGHTS) if top_layers else (ADAPTER_CONFIG, "adapter_model.safetensors")
+    weights = (
+        (TOP_LAYERS_CONFIG, TOP_LAYERS_WEIGHTS)
+        if top_layers
+        else (ADAPTER_CONFIG, "adapter_model.safetensors")
+    )
     _copy(ce_src, ce_dest, CROSS_ENCODER_FILES, (*weights, "metrics.json"))
     if args.fusion:
         fusion = read_json(args.fusion)
         if fusion.get("method") not in ("rrf", "weighted") or len(fusion.get("weights", ())) != 2:
-            raise CtxirError(f"--fusion {args.fusion!r} is not a fusion.json: expected method rrf|weighted and "
-                             "two weights (first stage, re-ranker)")
+            raise CtxirError(
+                f"--fusion {args.fusion!r} is not a fusion.json: expected method rrf|weighted and "
+                "two weights (first stage, re-ranker)"
+            )
         write_json(ce_dest / "fusion.json", fusion)
     _copy_modules(ce_src, ce_dest)
     _copy(cls_src, work / SHIPPED_MODELS[SHIPPED_CLS_LR].name, CLS_LR_FILES, CLS_LR_FILES[:3])
@@ -181,10 +251,13 @@ def _stage_rerankers(args: ShipArgs, work: Path) -> dict:
     # 3. the shipped copies must score exactly as the trained ones do
     trained, shipped = _score(ce_src, RELEVANCE_PAIR), _score(ce_dest, RELEVANCE_PAIR)
     if abs(trained - shipped) > 1e-5:
-        raise CtxirError(f"the shipped cross-encoder scores {shipped:.6f} where the trained one scores "
-                         f"{trained:.6f}: a file is missing from CROSS_ENCODER_FILES")
-    cls_trained = float(ClsLrRanker.load(cls_src, device="cpu").score_pairs(RELEVANCE_PAIR[0],
-                                                                            [RELEVANCE_PAIR[1]])[0])
+        raise CtxirError(
+            f"the shipped cross-encoder scores {shipped:.6f} where the trained one scores "
+            f"{trained:.6f}: a file is missing from CROSS_ENCODER_FILES"
+        )
+    cls_trained = float(
+        ClsLrRanker.load(cls_src, device="cpu").score_pairs(RELEVANCE_PAIR[0], [RELEVANCE_PAIR[1]])[0]
+    )
     # 4. model cards, from each model's metrics.json: what it scores and how it was measured
     write_card(ce_dest, SHIPPED_CROSS_ENCODER, "cross-encoder", base)
     write_card(work / SHIPPED_MODELS[SHIPPED_CLS_LR].name, SHIPPED_CLS_LR, "cls-lr", SHIPPED_CROSS_ENCODER)
@@ -196,25 +269,38 @@ def _stage_pair_scorer(args: ShipArgs, work: Path) -> dict:
     src = Path(args.pair_scorer)
     # 1. check what was trained: an adapter with ctxir's head and a measured STS-B test Spearman
     if not is_adapter(src) or not is_ctxir_modular(src):
-        raise CtxirError(f"--pair-scorer {args.pair_scorer!r} is not a LoRA adapter ({ADAPTER_CONFIG}) with ctxir's "
-                         "segment-cosine head (named in modules.json): pass the folder `python "
-                         "training/train_pair_scorer.py` wrote")
+        raise CtxirError(
+            f"--pair-scorer {args.pair_scorer!r} is not a LoRA adapter ({ADAPTER_CONFIG}) with ctxir's "
+            "segment-cosine head (named in modules.json): pass the folder `python "
+            "training/train_pair_scorer.py` wrote"
+        )
     base = adapter_base(src)
     _check_base(base)
     metrics = read_json(src / "metrics.json") or {}
-    if not any((e.get("dataset"), e.get("split"), e.get("metric")) == ("stsb", "test", "spearman")
-               for e in metrics.get("evaluations", [])):
-        raise CtxirError(f"--pair-scorer {args.pair_scorer!r} has no STS-B test Spearman in its metrics.json: pass "
-                         "the folder of a finished train_pair_scorer.py run (it measures it; the card reports it)")
+    if not any(
+        (e.get("dataset"), e.get("split"), e.get("metric")) == ("stsb", "test", "spearman")
+        for e in metrics.get("evaluations", [])
+    ):
+        raise CtxirError(
+            f"--pair-scorer {args.pair_scorer!r} has no STS-B test Spearman in its metrics.json: pass "
+            "the folder of a finished train_pair_scorer.py run (it measures it; the card reports it)"
+        )
     # 2. assemble it
     out = work / SHIPPED_MODELS[SHIPPED_STS_CROSS_ENCODER].name
-    _copy(src, out, PAIR_SCORER_FILES, (ADAPTER_CONFIG, "adapter_model.safetensors", "modules.json", "metrics.json"))
+    _copy(
+        src,
+        out,
+        PAIR_SCORER_FILES,
+        (ADAPTER_CONFIG, "adapter_model.safetensors", "modules.json", "metrics.json"),
+    )
     _copy_modules(src, out)
     # 3. the shipped copy must score exactly as the trained one does
     trained, shipped = _score(src, SIMILARITY_PAIR), _score(out, SIMILARITY_PAIR)
     if abs(trained - shipped) > 1e-5:
-        raise CtxirError(f"the shipped pair scorer scores {shipped:.6f} where the trained one scores {trained:.6f}: "
-                         "a file is missing from PAIR_SCORER_FILES")
+        raise CtxirError(
+            f"the shipped pair scorer scores {shipped:.6f} where the trained one scores {trained:.6f}: "
+            "a file is missing from PAIR_SCORER_FILES"
+        )
     # 4. its model card, from its metrics.json
     write_card(out, SHIPPED_STS_CROSS_ENCODER, "cross-encoder", base)
     return {"pair_scorer_score": shipped}
@@ -222,8 +308,10 @@ def _stage_pair_scorer(args: ShipArgs, work: Path) -> dict:
 
 def _check_base(base: str) -> None:
     if Path(base).exists():
-        raise CtxirError(f"the adapter's base is the local folder {base!r}: ship adapters over a Hub id (such as "
-                         "'sentence-transformers/all-MiniLM-L6-v2', packaged offline) so they load anywhere")
+        raise CtxirError(
+            f"the adapter's base is the local folder {base!r}: ship adapters over a Hub id (such as "
+            "'sentence-transformers/all-MiniLM-L6-v2', packaged offline) so they load anywhere"
+        )
 
 
 def _copy_modules(src: Path, dest: Path) -> None:
@@ -238,11 +326,15 @@ def run(args: ShipArgs) -> dict:
 
     # 0. what to ship: the re-rankers (a cross-encoder + the CLS-LR ranker read from it), the pair scorer, or all
     if not (args.cross_encoder or args.cls_lr or args.pair_scorer):
-        raise CtxirError("nothing to ship: pass --cross-encoder DIR --cls-lr DIR (the re-rankers), --pair-scorer DIR "
-                         "(the sentence-pair scorer), or all three")
+        raise CtxirError(
+            "nothing to ship: pass --cross-encoder DIR --cls-lr DIR (the re-rankers), --pair-scorer DIR "
+            "(the sentence-pair scorer), or all three"
+        )
     if bool(args.cross_encoder) != bool(args.cls_lr):
-        raise CtxirError(f"--cross-encoder {args.cross_encoder!r} and --cls-lr {args.cls_lr!r} ship together (the "
-                         "CLS-LR ranker reads that cross-encoder): pass both, or neither (with --pair-scorer)")
+        raise CtxirError(
+            f"--cross-encoder {args.cross_encoder!r} and --cls-lr {args.cls_lr!r} ship together (the "
+            "CLS-LR ranker reads that cross-encoder): pass both, or neither (with --pair-scorer)"
+        )
     # 1–4. check and assemble each model in a fresh folder beside the destination
     dest = Path(args.dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -267,10 +359,15 @@ def run(args: ShipArgs) -> dict:
     names = []
     if args.cross_encoder:
         cls_trained = report.pop("cls_lr_trained_score")
-        cls_shipped = float(ClsLrRanker.load(dest / SHIPPED_MODELS[SHIPPED_CLS_LR].name, device="cpu")
-                            .score_pairs(RELEVANCE_PAIR[0], [RELEVANCE_PAIR[1]])[0])
+        cls_shipped = float(
+            ClsLrRanker.load(dest / SHIPPED_MODELS[SHIPPED_CLS_LR].name, device="cpu").score_pairs(
+                RELEVANCE_PAIR[0], [RELEVANCE_PAIR[1]]
+            )[0]
+        )
         if abs(cls_trained - cls_shipped) > 1e-4:
-            raise CtxirError(f"the shipped CLS-LR ranker scores {cls_shipped:.6f}, the trained one {cls_trained:.6f}")
+            raise CtxirError(
+                f"the shipped CLS-LR ranker scores {cls_shipped:.6f}, the trained one {cls_trained:.6f}"
+            )
         report["cls_lr_score"] = cls_shipped
         names += [SHIPPED_CROSS_ENCODER, SHIPPED_CLS_LR]
     if args.pair_scorer:

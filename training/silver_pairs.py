@@ -37,9 +37,13 @@ COLUMNS = ("sentence1", "sentence2", "score")
 
 @dataclass
 class SilverPairsArgs:
-    teacher: str = field(default="", metadata={
-        "help": "the bi-encoder that labels the pairs (a folder or Hub id), e.g. the STS-B bi-encoder of "
-                "docs/training.md: outputs/bi-encoder-stsb-cosent"})
+    teacher: str = field(
+        default="",
+        metadata={
+            "help": "the bi-encoder that labels the pairs (a folder or Hub id), e.g. the STS-B bi-encoder of "
+            "docs/training.md: outputs/bi-encoder-stsb-cosent"
+        },
+    )
     output: str = field(default="outputs/silver-stsb.csv", metadata={"help": "the CSV to write"})
     data_dir: str = field(default=DEFAULT_DATA_DIR, metadata={"help": "benchmark data root (../shared/data)"})
     neighbours: int = field(default=2, metadata={"help": "nearest other sentences paired with each sentence"})
@@ -50,8 +54,13 @@ class SilverPairsArgs:
     seed: int = 42
 
 
-def sample_pairs(embeddings: np.ndarray, neighbours: int, random: int, seed: int,
-                 exclude: set[frozenset[int]] = frozenset()) -> list[tuple[int, int]]:
+def sample_pairs(
+    embeddings: np.ndarray,
+    neighbours: int,
+    random: int,
+    seed: int,
+    exclude: set[frozenset[int]] = frozenset(),
+) -> list[tuple[int, int]]:
     """Index pairs (i, j), i ≠ j, each unordered pair once: every row with its ``neighbours`` most similar other rows
     of ``embeddings`` (normalised, (n, dim)) and ``random`` others drawn with ``seed``; pairs in ``exclude`` (the gold
     pairs) are left out. A row whose nearest pair is already taken (by the other row, or as gold) takes the next one,
@@ -78,7 +87,7 @@ def sample_pairs(embeddings: np.ndarray, neighbours: int, random: int, seed: int
         return True
 
     for start in range(0, n, 1024):
-        sims = embeddings[start:start + 1024] @ embeddings.T  # (block, n)
+        sims = embeddings[start : start + 1024] @ embeddings.T  # (block, n)
         order = np.argsort(-sims, axis=1, kind="stable")
         for row, i in enumerate(range(start, min(start + 1024, n))):
             taken = 0
@@ -104,27 +113,46 @@ def run(args: SilverPairsArgs) -> dict:
     from training.common import take
 
     if not args.teacher:
-        raise CtxirError("--teacher is required: the bi-encoder that labels the pairs, e.g. "
-                         "outputs/bi-encoder-stsb-cosent (python training/train_bi_encoder.py --task stsb)")
+        raise CtxirError(
+            "--teacher is required: the bi-encoder that labels the pairs, e.g. "
+            "outputs/bi-encoder-stsb-cosent (python training/train_bi_encoder.py --task stsb)"
+        )
     if args.neighbours < 0 or args.random < 0 or args.neighbours + args.random == 0:
-        raise CtxirError(f"--neighbours {args.neighbours!r} --random {args.random!r}: need both ≥ 0 and at least one "
-                         "positive, e.g. --neighbours 2 --random 1")
+        raise CtxirError(
+            f"--neighbours {args.neighbours!r} --random {args.random!r}: need both ≥ 0 and at least one "
+            "positive, e.g. --neighbours 2 --random 1"
+        )
     # 1. gold train pairs: their sentences are the pool, their labels fit the calibration
     folder = data_folder(args.data_dir, "stsb")
     gold = load_sts(folder, "train")
     distinct = list(dict.fromkeys(s for a, b, _ in gold for s in (a, b)))
     row = {s: i for i, s in enumerate(distinct)}
-    pool = np.array(sorted(row[s] for s in take(distinct, args.max_sentences, args.seed)))  # rows of `distinct`
-    print(f"{len(gold):,} gold train pairs, {len(distinct):,} distinct sentences, {len(pool):,} paired", flush=True)
+    pool = np.array(
+        sorted(row[s] for s in take(distinct, args.max_sentences, args.seed))
+    )  # rows of `distinct`
+    print(
+        f"{len(gold):,} gold train pairs, {len(distinct):,} distinct sentences, {len(pool):,} paired",
+        flush=True,
+    )
     # 2. teacher embeddings of every distinct sentence, (n, dim), normalised
     teacher = load_bi_encoder(args.teacher, args.device)
-    embeddings = np.asarray(teacher.encode(distinct, batch_size=args.batch_size, normalize_embeddings=True,
-                                           show_progress_bar=True, convert_to_numpy=True), dtype=np.float32)
+    embeddings = np.asarray(
+        teacher.encode(
+            distinct,
+            batch_size=args.batch_size,
+            normalize_embeddings=True,
+            show_progress_bar=True,
+            convert_to_numpy=True,
+        ),
+        dtype=np.float32,
+    )
     # 3. sample pairs in the pool (indices into it), gold pairs left out
     at = {int(r): k for k, r in enumerate(pool)}
     gold_pairs = {frozenset((at[row[a]], at[row[b]])) for a, b, _ in gold if row[a] in at and row[b] in at}
-    pairs = [(int(pool[i]), int(pool[j]))
-             for i, j in sample_pairs(embeddings[pool], args.neighbours, args.random, args.seed, gold_pairs)]
+    pairs = [
+        (int(pool[i]), int(pool[j]))
+        for i, j in sample_pairs(embeddings[pool], args.neighbours, args.random, args.seed, gold_pairs)
+    ]
     # 4. calibrate on the gold pairs: teacher cosine → gold / 5, monotone, so the teacher's order is kept
     gold_cos = np.array([float(embeddings[row[a]] @ embeddings[row[b]]) for a, b, _ in gold])
     gold_y = np.array([s / 5.0 for _, _, s in gold])
@@ -136,18 +164,29 @@ def run(args: SilverPairsArgs) -> dict:
     with out.open("w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
         writer.writerow(COLUMNS)
-        writer.writerows((distinct[i], distinct[j], f"{y:.4f}") for (i, j), y in zip(pairs, labels, strict=True))
+        writer.writerows(
+            (distinct[i], distinct[j], f"{y:.4f}") for (i, j), y in zip(pairs, labels, strict=True)
+        )
     record = {
         "command": "python -m training.silver_pairs " + " ".join(sys.argv[1:]),
-        "teacher": args.teacher, "source": {"dataset": "stsb", "split": "train", "path": str(folder)},
-        "sentences": len(pool), "pairs": len(pairs), "neighbours": args.neighbours, "random": args.random,
+        "teacher": args.teacher,
+        "source": {"dataset": "stsb", "split": "train", "path": str(folder)},
+        "sentences": len(pool),
+        "pairs": len(pairs),
+        "neighbours": args.neighbours,
+        "random": args.random,
         "seed": args.seed,
-        "teacher_on_gold_train": {"spearman": round(float(spearmanr(gold_cos, gold_y)[0]), 4),
-                                  "calibrated_mse": round(float(np.mean((calibration.predict(gold_cos) - gold_y) ** 2)), 4)},
-        "label_mean": round(float(labels.mean()), 4), "label_std": round(float(labels.std()), 4),
+        "teacher_on_gold_train": {
+            "spearman": round(float(spearmanr(gold_cos, gold_y)[0]), 4),
+            "calibrated_mse": round(float(np.mean((calibration.predict(gold_cos) - gold_y) ** 2)), 4),
+        },
+        "label_mean": round(float(labels.mean()), 4),
+        "label_std": round(float(labels.std()), 4),
     }
     write_json(out.with_suffix(out.suffix + ".json"), record)
-    print(f"{len(pairs):,} silver pairs → {out} (label mean {record['label_mean']}, std {record['label_std']})")
+    print(
+        f"{len(pairs):,} silver pairs → {out} (label mean {record['label_mean']}, std {record['label_std']})"
+    )
     return record
 
 

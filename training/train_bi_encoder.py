@@ -54,10 +54,18 @@ OBJECTIVES = {
     "sick": ("cosent", "cosine"),
     "nli": ("softmax", "mnrl"),
 }
-LOSS_NAMES = {"mnrl": "MultipleNegativesRankingLoss", "contrastive": "OnlineContrastiveLoss",
-              "cosent": "CoSENTLoss", "cosine": "CosineSimilarityLoss", "softmax": "SoftmaxLoss"}
+LOSS_NAMES = {
+    "mnrl": "MultipleNegativesRankingLoss",
+    "contrastive": "OnlineContrastiveLoss",
+    "cosent": "CoSENTLoss",
+    "cosine": "CosineSimilarityLoss",
+    "softmax": "SoftmaxLoss",
+}
 # Published reference numbers shown next to ours (docs/training.md cites their sources).
-ANCHORS = {("scifact", "nDCG@10"): (0.665, "BEIR BM25"), ("stsb", "spearman"): (0.8535, "SBERT-NLI-STSb-base")}
+ANCHORS = {
+    ("scifact", "nDCG@10"): (0.665, "BEIR BM25"),
+    ("stsb", "spearman"): (0.8535, "SBERT-NLI-STSb-base"),
+}
 
 
 @dataclass
@@ -65,23 +73,40 @@ class BiEncoderArgs(TrainerRunArgs):
     """The shared Trainer arguments (training/common.py) with this script's task, loss, mining and evaluation."""
 
     task: Literal["scifact", "stsb", "sick", "nli"] = field(
-        default="stsb", metadata={"help": "training data: scifact (claims → abstracts), stsb, sick, nli"})
+        default="stsb", metadata={"help": "training data: scifact (claims → abstracts), stsb, sick, nli"}
+    )
     objective: Literal["auto", "mnrl", "contrastive", "cosent", "cosine", "softmax"] = field(
-        default="auto", metadata={"help": "loss; auto = the task's default (see the module docstring)"})
+        default="auto", metadata={"help": "loss; auto = the task's default (see the module docstring)"}
+    )
     output_dir: str = field(default="", metadata={"help": "default outputs/bi-encoder-<task>-<objective>"})
     num_negatives: int = field(default=1, metadata={"help": "mnrl on scifact: mined hard negatives per pair"})
     mining_range_min: int = field(default=0, metadata={"help": "skip the N nearest non-positive documents"})
     mining_range_max: int = field(default=50, metadata={"help": "sample negatives among the N nearest"})
     mining_relative_margin: float = field(
-        default=0.05, metadata={"help": "drop candidates scoring within this fraction of the positive"})
-    mining_cache: str = field(default="", metadata={"help": "folder caching mining embeddings (default "
-                                                            "~/.cache/ctxir/mining; 'none' disables)"})
-    dev_queries: int = field(default=50, metadata={"help": "scifact: training queries held out for the "
-                                                           "InformationRetrievalEvaluator (0 = none)"})
-    dev_corpus_size: int = field(default=1000, metadata={"help": "scifact dev evaluator: judged docs + random "
-                                                                 "others up to N (0 = full corpus)"})
-    eval_corpus_size: int = field(default=0, metadata={"help": "scifact test: 0 = full corpus (reported "
-                                                                "numbers); N = judged docs + random others"})
+        default=0.05, metadata={"help": "drop candidates scoring within this fraction of the positive"}
+    )
+    mining_cache: str = field(
+        default="",
+        metadata={
+            "help": "folder caching mining embeddings (default ~/.cache/ctxir/mining; 'none' disables)"
+        },
+    )
+    dev_queries: int = field(
+        default=50,
+        metadata={
+            "help": "scifact: training queries held out for the InformationRetrievalEvaluator (0 = none)"
+        },
+    )
+    dev_corpus_size: int = field(
+        default=1000,
+        metadata={"help": "scifact dev evaluator: judged docs + random others up to N (0 = full corpus)"},
+    )
+    eval_corpus_size: int = field(
+        default=0,
+        metadata={
+            "help": "scifact test: 0 = full corpus (reported numbers); N = judged docs + random others"
+        },
+    )
     eval_max_queries: int = field(default=0, metadata={"help": "scifact test: first N queries (0 = all)"})
 
 
@@ -93,16 +118,24 @@ def _sts_pairs(args: BiEncoderArgs, name: str, split: str) -> list[tuple[str, st
 
     if name == "stsb":
         return [(a, b, s / 5.0) for a, b, s in load_sts(data_folder(args.data_dir, "stsb"), split)]
-    return [(p.sentence_a, p.sentence_b, (p.relatedness - 1.0) / 4.0)
-            for p in load_sick(data_folder(args.data_dir, "sick"), split)]
+    return [
+        (p.sentence_a, p.sentence_b, (p.relatedness - 1.0) / 4.0)
+        for p in load_sick(data_folder(args.data_dir, "sick"), split)
+    ]
 
 
 def _similarity_evaluator(pairs, name: str, batch_size: int):
     from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator
 
-    return EmbeddingSimilarityEvaluator([a for a, _, _ in pairs], [b for _, b, _ in pairs],
-                                        [s for _, _, s in pairs], batch_size=batch_size, name=name,
-                                        main_similarity="cosine", write_csv=False)
+    return EmbeddingSimilarityEvaluator(
+        [a for a, _, _ in pairs],
+        [b for _, b, _ in pairs],
+        [s for _, _, s in pairs],
+        batch_size=batch_size,
+        name=name,
+        main_similarity="cosine",
+        write_csv=False,
+    )
 
 
 def build_sts_task(args: BiEncoderArgs, model) -> TaskData:
@@ -112,17 +145,29 @@ def build_sts_task(args: BiEncoderArgs, model) -> TaskData:
     folder = data_folder(args.data_dir, name)
     dev_split = "dev"
     pairs = take(_sts_pairs(args, name, "train"), args.max_samples, args.seed)
-    check_not_empty(len(pairs), f"--max-samples {args.max_samples} leaves no {name} train pairs",
-                    "use --max-samples -1 (all) or a positive number")
-    train = Dataset.from_dict({"sentence1": [a for a, _, _ in pairs], "sentence2": [b for _, b, _ in pairs],
-                               "score": [s for _, _, s in pairs]})
+    check_not_empty(
+        len(pairs),
+        f"--max-samples {args.max_samples} leaves no {name} train pairs",
+        "use --max-samples -1 (all) or a positive number",
+    )
+    train = Dataset.from_dict(
+        {
+            "sentence1": [a for a, _, _ in pairs],
+            "sentence2": [b for _, b, _ in pairs],
+            "score": [s for _, _, s in pairs],
+        }
+    )
     dev = _sts_pairs(args, name, dev_split)
-    rows = [dataset_entry(name, "train", "train", folder, len(pairs)),
-            dataset_entry(name, dev_split, "eval", folder, len(dev))]
+    rows = [
+        dataset_entry(name, "train", "train", folder, len(pairs)),
+        dataset_entry(name, dev_split, "eval", folder, len(dev)),
+    ]
     tests = {name: _sts_pairs(args, name, "test")}
     if name == "sick":  # SICK-trained models are also read on STS-B, the usual STS yardstick
         tests["stsb"] = _sts_pairs(args, "stsb", "test")
-    rows += [dataset_entry(n, "test", "eval", data_folder(args.data_dir, n), len(p)) for n, p in tests.items()]
+    rows += [
+        dataset_entry(n, "test", "eval", data_folder(args.data_dir, n), len(p)) for n, p in tests.items()
+    ]
     return TaskData(train, rows, _similarity_evaluator(dev, f"{name}-dev", args.batch_size), {"sts": tests})
 
 
@@ -133,36 +178,66 @@ def build_nli_task(args: BiEncoderArgs, model) -> TaskData:
     # The staged SNLI has no train split: its dev set is our training data; test stays untouched.
     snli = load_snli(snli_dir, "dev")
     sick = load_sick(sick_dir, "train")
-    examples = [(p.premise, p.hypothesis, p.label) for p in snli] + \
-        [(p.sentence_a, p.sentence_b, p.label) for p in sick]
+    examples = [(p.premise, p.hypothesis, p.label) for p in snli] + [
+        (p.sentence_a, p.sentence_b, p.label) for p in sick
+    ]
     if args.objective == "mnrl":
         # (premise, entailed hypothesis, contradicted hypothesis): SBERT's NLI recipe for MNRL.
         by_premise: dict[str, dict[str, str]] = {}
         for premise, hypothesis, label in examples:
             by_premise.setdefault(premise, {}).setdefault(label, hypothesis)
-        triplets = [(p, h["entailment"], h["contradiction"]) for p, h in by_premise.items()
-                    if "entailment" in h and "contradiction" in h]
+        triplets = [
+            (p, h["entailment"], h["contradiction"])
+            for p, h in by_premise.items()
+            if "entailment" in h and "contradiction" in h
+        ]
         triplets = take(triplets, args.max_samples, args.seed)
-        check_not_empty(len(triplets), f"{len(triplets)} (premise, entailed, contradicted) triplets after "
-                        f"--max-samples {args.max_samples}", "use more samples (-1 = all)")
-        train = Dataset.from_dict({"anchor": [t[0] for t in triplets], "positive": [t[1] for t in triplets],
-                                   "negative": [t[2] for t in triplets]})
+        check_not_empty(
+            len(triplets),
+            f"{len(triplets)} (premise, entailed, contradicted) triplets after "
+            f"--max-samples {args.max_samples}",
+            "use more samples (-1 = all)",
+        )
+        train = Dataset.from_dict(
+            {
+                "anchor": [t[0] for t in triplets],
+                "positive": [t[1] for t in triplets],
+                "negative": [t[2] for t in triplets],
+            }
+        )
         n_train = len(triplets)
     else:
         examples = take(examples, args.max_samples, args.seed)
-        check_not_empty(len(examples), f"--max-samples {args.max_samples} leaves no NLI pairs",
-                        "use --max-samples -1 (all) or a positive number")
-        train = Dataset.from_dict({"premise": [e[0] for e in examples], "hypothesis": [e[1] for e in examples],
-                                   "label": [NLI_LABELS.index(e[2]) for e in examples]})
+        check_not_empty(
+            len(examples),
+            f"--max-samples {args.max_samples} leaves no NLI pairs",
+            "use --max-samples -1 (all) or a positive number",
+        )
+        train = Dataset.from_dict(
+            {
+                "premise": [e[0] for e in examples],
+                "hypothesis": [e[1] for e in examples],
+                "label": [NLI_LABELS.index(e[2]) for e in examples],
+            }
+        )
         n_train = len(examples)
     dev = _sts_pairs(args, "stsb", "dev")
     tests = {"stsb": _sts_pairs(args, "stsb", "test"), "sick": _sts_pairs(args, "sick", "test")}
-    rows = [dataset_entry("snli", "dev", "train", snli_dir, len(snli)),
-            dataset_entry("sick", "train", "train", sick_dir, len(sick)),
-            dataset_entry("stsb", "dev", "eval", data_folder(args.data_dir, "stsb"), len(dev))]
-    rows += [dataset_entry(n, "test", "eval", data_folder(args.data_dir, n), len(p)) for n, p in tests.items()]
-    return TaskData(train, rows, _similarity_evaluator(dev, "stsb-dev", args.batch_size), {"sts": tests},
-                    {"train_examples_after_filtering": n_train, "labels": list(NLI_LABELS)})
+    rows = [
+        dataset_entry("snli", "dev", "train", snli_dir, len(snli)),
+        dataset_entry("sick", "train", "train", sick_dir, len(sick)),
+        dataset_entry("stsb", "dev", "eval", data_folder(args.data_dir, "stsb"), len(dev)),
+    ]
+    rows += [
+        dataset_entry(n, "test", "eval", data_folder(args.data_dir, n), len(p)) for n, p in tests.items()
+    ]
+    return TaskData(
+        train,
+        rows,
+        _similarity_evaluator(dev, "stsb-dev", args.batch_size),
+        {"sts": tests},
+        {"train_examples_after_filtering": n_train, "labels": list(NLI_LABELS)},
+    )
 
 
 def _subsample_corpus(corpus: dict, qrels: dict, size: int, seed: int) -> dict:
@@ -191,56 +266,111 @@ def build_scifact_task(args: BiEncoderArgs, model) -> TaskData:
     # SciFact has no dev split: hold out some training queries for the in-training evaluator.
     qids = sorted(queries)
     dev_ids = set(heldout_queries(qids, args.dev_queries, args.seed))
-    id_pairs = take([(q, d) for q in qids if q not in dev_ids for d, score in sorted(qrels[q].items())
-                     if score > 0 and d in corpus], args.max_samples, args.seed)
+    id_pairs = take(
+        [
+            (q, d)
+            for q in qids
+            if q not in dev_ids
+            for d, score in sorted(qrels[q].items())
+            if score > 0 and d in corpus
+        ],
+        args.max_samples,
+        args.seed,
+    )
     pairs = [(queries[q], doc_text(corpus[d])) for q, d in id_pairs]
-    check_not_empty(len(pairs), f"--max-samples {args.max_samples} leaves no (claim, abstract) pairs",
-                    "use --max-samples -1 (all) or a positive number")
+    check_not_empty(
+        len(pairs),
+        f"--max-samples {args.max_samples} leaves no (claim, abstract) pairs",
+        "use --max-samples -1 (all) or a positive number",
+    )
     # 2b. mine hard negatives with the starting model over the whole corpus (its positives are excluded)
-    fmt = "labeled-pair" if args.objective == "contrastive" else ("triplet" if args.num_negatives == 1
-                                                                    else "n-tuple")
+    fmt = (
+        "labeled-pair"
+        if args.objective == "contrastive"
+        else ("triplet" if args.num_negatives == 1 else "n-tuple")
+    )
     num_negatives = 1 if args.objective == "contrastive" else args.num_negatives
     if args.mining_range_max - args.mining_range_min < num_negatives:
-        raise CtxirError(f"--mining-range-max {args.mining_range_max} − --mining-range-min {args.mining_range_min}"
-                         f" leaves fewer candidates than --num-negatives {num_negatives}: widen the range")
+        raise CtxirError(
+            f"--mining-range-max {args.mining_range_max} − --mining-range-min {args.mining_range_min}"
+            f" leaves fewer candidates than --num-negatives {num_negatives}: widen the range"
+        )
     pair_data = Dataset.from_dict({"anchor": [q for q, _ in pairs], "positive": [d for _, d in pairs]})
     mined = mine_hard_negatives(
-        pair_data, model, corpus=[doc_text(corpus[d]) for d in corpus],
-        range_min=args.mining_range_min, range_max=min(args.mining_range_max, len(corpus) - 1),
-        relative_margin=args.mining_relative_margin or None, num_negatives=num_negatives,
-        sampling_strategy="top", output_format=fmt, batch_size=args.batch_size, cache_folder=_mining_cache(args),
-        verbose=True)
-    check_not_empty(len(mined), "mine_hard_negatives found no negative for any pair",
-                    "lower --mining-relative-margin or raise --mining-range-max")
+        pair_data,
+        model,
+        corpus=[doc_text(corpus[d]) for d in corpus],
+        range_min=args.mining_range_min,
+        range_max=min(args.mining_range_max, len(corpus) - 1),
+        relative_margin=args.mining_relative_margin or None,
+        num_negatives=num_negatives,
+        sampling_strategy="top",
+        output_format=fmt,
+        batch_size=args.batch_size,
+        cache_folder=_mining_cache(args),
+        verbose=True,
+    )
+    check_not_empty(
+        len(mined),
+        "mine_hard_negatives found no negative for any pair",
+        "lower --mining-relative-margin or raise --mining-range-max",
+    )
     if args.objective == "contrastive":
         first, second, label = mined.column_names[:3]
         mined = mined.rename_columns({first: "sentence1", second: "sentence2", label: "label"})
     dev_evaluator = None
     if dev_ids:
         dev_qrels = {q: {d for d, s in qrels[q].items() if s > 0} for q in dev_ids}
-        dev_corpus = _subsample_corpus(corpus, {q: dict.fromkeys(v, 1) for q, v in dev_qrels.items()},
-                                       args.dev_corpus_size, args.seed)
+        dev_corpus = _subsample_corpus(
+            corpus, {q: dict.fromkeys(v, 1) for q, v in dev_qrels.items()}, args.dev_corpus_size, args.seed
+        )
         dev_evaluator = InformationRetrievalEvaluator(
-            {q: queries[q] for q in sorted(dev_ids)}, {d: doc_text(doc) for d, doc in dev_corpus.items()},
-            dev_qrels, name="scifact-train-heldout", batch_size=args.batch_size, mrr_at_k=[10], ndcg_at_k=[10],
-            accuracy_at_k=[1, 10], precision_recall_at_k=[10, 100], map_at_k=[100], write_csv=False)
+            {q: queries[q] for q in sorted(dev_ids)},
+            {d: doc_text(doc) for d, doc in dev_corpus.items()},
+            dev_qrels,
+            name="scifact-train-heldout",
+            batch_size=args.batch_size,
+            mrr_at_k=[10],
+            ndcg_at_k=[10],
+            accuracy_at_k=[1, 10],
+            precision_recall_at_k=[10, 100],
+            map_at_k=[100],
+            write_csv=False,
+        )
     _, test_queries, test_qrels = load_beir(folder, "test")
     if args.eval_max_queries > 0:
         test_queries = dict(list(test_queries.items())[: args.eval_max_queries])
         test_qrels = {q: test_qrels[q] for q in test_queries}
     test_corpus = _subsample_corpus(corpus, test_qrels, args.eval_corpus_size, args.seed)
-    rows = [dataset_entry("scifact", "train", "train", folder, len(pairs)),
-            dataset_entry("scifact", "test", "eval", folder, len(test_queries))]
-    extra = {"pairs": len(pairs), "train_rows_after_mining": len(mined), "heldout_train_queries": len(dev_ids),
-             "heldout_query_ids": sorted(dev_ids),
-             "train_query_ids": sorted({q for q, _ in id_pairs}), "mining": {"model": args.model, "format": fmt, "num_negatives": num_negatives,
-                        "range_min": args.mining_range_min, "range_max": args.mining_range_max,
-                        "relative_margin": args.mining_relative_margin, "corpus_size": len(corpus)}}
-    return TaskData(mined, rows, dev_evaluator,
-                    {"retrieval": (test_corpus, test_queries, test_qrels)}, extra)
+    rows = [
+        dataset_entry("scifact", "train", "train", folder, len(pairs)),
+        dataset_entry("scifact", "test", "eval", folder, len(test_queries)),
+    ]
+    extra = {
+        "pairs": len(pairs),
+        "train_rows_after_mining": len(mined),
+        "heldout_train_queries": len(dev_ids),
+        "heldout_query_ids": sorted(dev_ids),
+        "train_query_ids": sorted({q for q, _ in id_pairs}),
+        "mining": {
+            "model": args.model,
+            "format": fmt,
+            "num_negatives": num_negatives,
+            "range_min": args.mining_range_min,
+            "range_max": args.mining_range_max,
+            "relative_margin": args.mining_relative_margin,
+            "corpus_size": len(corpus),
+        },
+    }
+    return TaskData(mined, rows, dev_evaluator, {"retrieval": (test_corpus, test_queries, test_qrels)}, extra)
 
 
-BUILDERS = {"scifact": build_scifact_task, "stsb": build_sts_task, "sick": build_sts_task, "nli": build_nli_task}
+BUILDERS = {
+    "scifact": build_scifact_task,
+    "stsb": build_sts_task,
+    "sick": build_sts_task,
+    "nli": build_nli_task,
+}
 
 
 # ---------------------------------------------------------------- loss & evaluation
@@ -258,8 +388,9 @@ def build_loss(objective: str, model, num_labels: int = 3):
     if objective == "cosine":
         return losses.CosineSimilarityLoss(model)
     # SBERT's classification objective: softmax over (u, v, |u−v|).
-    return losses.SoftmaxLoss(model, embedding_dimension=model.get_embedding_dimension(),
-                              num_labels=num_labels)
+    return losses.SoftmaxLoss(
+        model, embedding_dimension=model.get_embedding_dimension(), num_labels=num_labels
+    )
 
 
 def evaluate(model, data: TaskData, args: BiEncoderArgs, model_id: str) -> dict[tuple[str, str, str], float]:
@@ -291,8 +422,10 @@ def evaluate(model, data: TaskData, args: BiEncoderArgs, model_id: str) -> dict[
 def describe(name: str, data: TaskData, args: BiEncoderArgs) -> tuple[str, str]:
     if name == "scifact":
         corpus, queries, _ = data.test["retrieval"]
-        return "retrieval", (f"dense exact search, {len(corpus)} documents"
-                             f"{'' if args.eval_corpus_size <= 0 else ' (SUBSAMPLED corpus)'}, {len(queries)} queries")
+        return "retrieval", (
+            f"dense exact search, {len(corpus)} documents"
+            f"{'' if args.eval_corpus_size <= 0 else ' (SUBSAMPLED corpus)'}, {len(queries)} queries"
+        )
     return "sts", f"cosine similarity, {len(data.test['sts'][name])} pairs"
 
 
@@ -304,8 +437,10 @@ def resolve_objective(args: BiEncoderArgs) -> str:
     if args.objective == "auto":
         return allowed[0]
     if args.objective not in allowed:
-        raise CtxirError(f"--objective {args.objective!r} does not fit --task {args.task!r}: use one of "
-                         f"{', '.join(allowed)} (or auto)")
+        raise CtxirError(
+            f"--objective {args.objective!r} does not fit --task {args.task!r}: use one of "
+            f"{', '.join(allowed)} (or auto)"
+        )
     return args.objective
 
 
@@ -317,7 +452,9 @@ def load(args: BiEncoderArgs, device: str):
     from sentence_transformers import SentenceTransformer
 
     model = SentenceTransformer(resolve_model(args.model), device=device)
-    set_max_length(model, args.max_length, name="--max-length")  # 0 = the model's own, capped at its positions
+    set_max_length(
+        model, args.max_length, name="--max-length"
+    )  # 0 = the model's own, capped at its positions
     return model
 
 
@@ -333,8 +470,12 @@ def _training_options(args: BiEncoderArgs) -> dict:
     from sentence_transformers.base.sampler import BatchSamplers
 
     # In-batch negatives must not include a copy of the positive.
-    return {"batch_sampler": BatchSamplers.NO_DUPLICATES if args.objective == "mnrl" else BatchSamplers.BATCH_SAMPLER,
-            "dataloader_drop_last": False}
+    return {
+        "batch_sampler": BatchSamplers.NO_DUPLICATES
+        if args.objective == "mnrl"
+        else BatchSamplers.BATCH_SAMPLER,
+        "dataloader_drop_last": False,
+    }
 
 
 def reload(out: Path, device: str):
@@ -344,15 +485,28 @@ def reload(out: Path, device: str):
 
 
 SPEC = ModelSpec(
-    model_type="bi-encoder", script="train_bi_encoder",
+    model_type="bi-encoder",
+    script="train_bi_encoder",
     default_output=lambda args: f"outputs/bi-encoder-{args.task}-{args.objective}",
-    data_names=lambda args: {"scifact": ["scifact"], "stsb": ["stsb"], "sick": ["sick", "stsb"],
-                             "nli": ["snli", "sick", "stsb"]}[args.task],
-    check=check, load=load, build_data=lambda args, model, device: BUILDERS[args.task](args, model),
-    build_loss=lambda args, model, data: build_loss(args.objective, model), evaluate=evaluate, describe=describe,
-    save=lambda model, out, args: model.save_pretrained(str(out)), reload=reload,
-    objective_name=lambda args: LOSS_NAMES[args.objective], trainer_classes=trainer_classes, anchors=ANCHORS,
-    training_options=_training_options, extra=lambda args, model, data: {"max_seq_length": model.max_seq_length},
+    data_names=lambda args: {
+        "scifact": ["scifact"],
+        "stsb": ["stsb"],
+        "sick": ["sick", "stsb"],
+        "nli": ["snli", "sick", "stsb"],
+    }[args.task],
+    check=check,
+    load=load,
+    build_data=lambda args, model, device: BUILDERS[args.task](args, model),
+    build_loss=lambda args, model, data: build_loss(args.objective, model),
+    evaluate=evaluate,
+    describe=describe,
+    save=lambda model, out, args: model.save_pretrained(str(out)),
+    reload=reload,
+    objective_name=lambda args: LOSS_NAMES[args.objective],
+    trainer_classes=trainer_classes,
+    anchors=ANCHORS,
+    training_options=_training_options,
+    extra=lambda args, model, data: {"max_seq_length": model.max_seq_length},
 )
 
 

@@ -64,12 +64,18 @@ from training.train_bi_encoder import (  # the same model kind: one loader, one 
     trainer_classes,
 )
 
-LOSS_NAMES = {"triplet": "TripletLoss", "batch-hard": "BatchHardTripletLoss", "setfit": "CosineSimilarityLoss"}
+LOSS_NAMES = {
+    "triplet": "TripletLoss",
+    "batch-hard": "BatchHardTripletLoss",
+    "setfit": "CosineSimilarityLoss",
+}
 DEFAULT_LABELS = str(Path(__file__).resolve().parents[1] / "ctxir" / "assets" / "agnews_labels.csv")
 # Published numbers shown next to ours on AG News test (docs/results.md names the sources).
-ANCHORS = {("agnews", "accuracy (knn-5)"): (0.831, "SetFit all-MiniLM-L6-v2, 8 per class"),
-           ("agnews", "accuracy (zero-shot)"): (0.500, "BTZSC zero-shot, all-MiniLM-L6-v2"),
-           ("agnews", "accuracy (logreg)"): (0.756, "MTEB NewsClassification, 8-shot LR")}
+ANCHORS = {
+    ("agnews", "accuracy (knn-5)"): (0.831, "SetFit all-MiniLM-L6-v2, 8 per class"),
+    ("agnews", "accuracy (zero-shot)"): (0.500, "BTZSC zero-shot, all-MiniLM-L6-v2"),
+    ("agnews", "accuracy (logreg)"): (0.756, "MTEB NewsClassification, 8-shot LR"),
+}
 EVAL_METHODS = ("zero-shot", "knn-5", "centroid", "logreg")
 
 
@@ -79,16 +85,29 @@ class ClassifierArgs(TrainerRunArgs):
     and the help of the two it does not use are its own."""
 
     objective: Literal["triplet", "batch-hard", "setfit"] = field(
-        default="triplet", metadata={"help": "triplet, batch-hard (BatchHardTripletLoss) or setfit (pairs)"})
-    per_class: int = field(default=8, metadata={"help": "training examples per class (-1 = the whole subset)"})
+        default="triplet", metadata={"help": "triplet, batch-hard (BatchHardTripletLoss) or setfit (pairs)"}
+    )
+    per_class: int = field(
+        default=8, metadata={"help": "training examples per class (-1 = the whole subset)"}
+    )
     iterations: int = field(default=20, metadata={"help": "triplets (or pairs of each kind) per example"})
-    margin: float = field(default=0.5, metadata={"help": "triplet margin ε (Euclidean, unit vectors: 0 to 2)"})
-    labels: str = field(default=DEFAULT_LABELS, metadata={"help": "zero-shot labels file (names, descriptions)"})
-    output_dir: str = field(default="", metadata={"help": "default outputs/classifier-agnews-<objective>-<N>"})
-    max_samples: int = field(default=-1, metadata={"help": "unused (the runner's shared check); see --per-class"})
+    margin: float = field(
+        default=0.5, metadata={"help": "triplet margin ε (Euclidean, unit vectors: 0 to 2)"}
+    )
+    labels: str = field(
+        default=DEFAULT_LABELS, metadata={"help": "zero-shot labels file (names, descriptions)"}
+    )
+    output_dir: str = field(
+        default="", metadata={"help": "default outputs/classifier-agnews-<objective>-<N>"}
+    )
+    max_samples: int = field(
+        default=-1, metadata={"help": "unused (the runner's shared check); see --per-class"}
+    )
     batch_size: int = 16
     eval_max_test: int = field(default=0, metadata={"help": "first N test rows only (0 = all 7,600)"})
-    eval_steps: int = field(default=0, metadata={"help": "unused: no in-training evaluator (test is never seen)"})
+    eval_steps: int = field(
+        default=0, metadata={"help": "unused: no in-training evaluator (test is never seen)"}
+    )
 
 
 # ---------------------------------------------------------------- data
@@ -130,33 +149,60 @@ def build_data(args: ClassifierArgs, model, device: str) -> TaskData:
 
     folder = data_folder(args.data_dir, "agnews")
     pool = load_labelled(folder / "train_subset.csv")
-    rows = (list(range(len(pool))) if args.per_class < 0
-            else sample_per_class([y for _, y in pool], args.per_class, args.seed))
+    rows = (
+        list(range(len(pool)))
+        if args.per_class < 0
+        else sample_per_class([y for _, y in pool], args.per_class, args.seed)
+    )
     examples = [pool[i] for i in rows]
-    check_not_empty(len(examples), f"--per-class {args.per_class} leaves no training example",
-                    "use a positive number (or -1 for all)")
+    check_not_empty(
+        len(examples),
+        f"--per-class {args.per_class} leaves no training example",
+        "use a positive number (or -1 for all)",
+    )
     test = load_labelled(folder / "test.csv")
     if args.eval_max_test > 0:
         test = test[: args.eval_max_test]
     classes = sorted({y for _, y in examples})
     if args.objective == "triplet":
         data = triplets(examples, args.iterations, args.seed)
-        train = Dataset.from_dict({"anchor": [a for a, _, _ in data], "positive": [p for _, p, _ in data],
-                                   "negative": [n for _, _, n in data]})
+        train = Dataset.from_dict(
+            {
+                "anchor": [a for a, _, _ in data],
+                "positive": [p for _, p, _ in data],
+                "negative": [n for _, _, n in data],
+            }
+        )
     elif args.objective == "setfit":
         data = setfit_pairs(examples, args.iterations, args.seed)
-        train = Dataset.from_dict({"sentence1": [a for a, _, _ in data], "sentence2": [b for _, b, _ in data],
-                                   "score": [s for _, _, s in data]})
+        train = Dataset.from_dict(
+            {
+                "sentence1": [a for a, _, _ in data],
+                "sentence2": [b for _, b, _ in data],
+                "score": [s for _, _, s in data],
+            }
+        )
     else:
-        repeated = examples * args.iterations  # batch-hard mines inside each batch; repeats give it more batches
-        train = Dataset.from_dict({"sentence": [t for t, _ in repeated],
-                                   "label": [classes.index(y) for _, y in repeated]})
-    datasets = [dataset_entry("agnews", "train_subset", "train", folder, len(examples)),
-                dataset_entry("agnews", "test", "eval", folder, len(test))]
-    extra = {"per_class": args.per_class, "train_examples": len(examples), "classes": classes,
-             "training_rows": len(train), "train_rows_of_subset": rows if len(rows) <= 512 else f"{len(rows)} rows"}
-    return TaskData(train, datasets, None, {"examples": examples, "test": test,
-                                            "labels": load_labels(args.labels)}, extra)
+        repeated = (
+            examples * args.iterations
+        )  # batch-hard mines inside each batch; repeats give it more batches
+        train = Dataset.from_dict(
+            {"sentence": [t for t, _ in repeated], "label": [classes.index(y) for _, y in repeated]}
+        )
+    datasets = [
+        dataset_entry("agnews", "train_subset", "train", folder, len(examples)),
+        dataset_entry("agnews", "test", "eval", folder, len(test)),
+    ]
+    extra = {
+        "per_class": args.per_class,
+        "train_examples": len(examples),
+        "classes": classes,
+        "training_rows": len(train),
+        "train_rows_of_subset": rows if len(rows) <= 512 else f"{len(rows)} rows",
+    }
+    return TaskData(
+        train, datasets, None, {"examples": examples, "test": test, "labels": load_labels(args.labels)}, extra
+    )
 
 
 # ---------------------------------------------------------------- loss & evaluation
@@ -166,8 +212,9 @@ def build_loss(args: ClassifierArgs, model, data: TaskData):
     from sentence_transformers.sentence_transformer import losses
 
     if args.objective == "triplet":
-        return losses.TripletLoss(model, distance_metric=losses.TripletDistanceMetric.EUCLIDEAN,
-                                  triplet_margin=args.margin)
+        return losses.TripletLoss(
+            model, distance_metric=losses.TripletDistanceMetric.EUCLIDEAN, triplet_margin=args.margin
+        )
     if args.objective == "batch-hard":
         return losses.BatchHardTripletLoss(model, margin=args.margin)
     return losses.CosineSimilarityLoss(model)
@@ -186,16 +233,26 @@ def evaluate(model, data: TaskData, args: ClassifierArgs, model_id: str) -> dict
     vectors = label_vectors_for(encoder, labels, TEMPLATES)
     projection = word_projection(encoder)
     best, _ = select_zero_shot(encoder, labels, train_x, train_y, TEMPLATES, projection, vectors)
-    classifiers = {"zero-shot": ZeroShotClassifier(encoder, labels, best["template"],
-                                                   projection if best["projection"] else None,
-                                                   vectors[best["template"]])}
+    classifiers = {
+        "zero-shot": ZeroShotClassifier(
+            encoder,
+            labels,
+            best["template"],
+            projection if best["projection"] else None,
+            vectors[best["template"]],
+        )
+    }
     k = min(5, max(1, len(examples) // len(classes)))
     for name in (f"knn-{k}", "centroid", "logreg"):
-        classifiers[name] = make_classifier(name, encoder, "uniform", args.seed).fit_embeddings(train_x, train_y)
+        classifiers[name] = make_classifier(name, encoder, "uniform", args.seed).fit_embeddings(
+            train_x, train_y
+        )
     scores = {}
     for name, classifier in classifiers.items():
         result = evaluate_predictions(test_y, classifier.predict_labels(test_x), classes)
-        key = "knn-5" if name.startswith("knn") else name  # one metric name across runs, k ≤ N noted in config
+        key = (
+            "knn-5" if name.startswith("knn") else name
+        )  # one metric name across runs, k ≤ N noted in config
         scores[("agnews", "test", f"accuracy ({key})")] = result["accuracy"]
         scores[("agnews", "test", f"macro-F1 ({key})")] = result["macro_f1"]
     print(f"zero-shot chose {best}")
@@ -204,8 +261,10 @@ def evaluate(model, data: TaskData, args: ClassifierArgs, model_id: str) -> dict
 
 def describe(name: str, data: TaskData, args: ClassifierArgs) -> tuple[str, str]:
     n = len(data.test["examples"])
-    return "classification", (f"{n} labelled examples ({args.per_class} per class) as kNN references / LR training "
-                              f"data / zero-shot template choice; {len(data.test['test'])} test texts")
+    return "classification", (
+        f"{n} labelled examples ({args.per_class} per class) as kNN references / LR training "
+        f"data / zero-shot template choice; {len(data.test['test'])} test texts"
+    )
 
 
 # ---------------------------------------------------------------- run
@@ -232,12 +291,22 @@ def _training_options(args: ClassifierArgs) -> dict:
 
 
 SPEC = ModelSpec(
-    model_type="bi-encoder", script="train_classifier",
+    model_type="bi-encoder",
+    script="train_classifier",
     default_output=lambda args: f"outputs/classifier-agnews-{args.objective}-{args.per_class}",
-    data_names=lambda args: ["agnews"], check=check, load=load, build_data=build_data, build_loss=build_loss,
-    evaluate=evaluate, describe=describe, save=lambda model, out, args: model.save_pretrained(str(out)),
-    reload=reload, objective_name=lambda args: LOSS_NAMES[args.objective], trainer_classes=trainer_classes,
-    anchors=ANCHORS, training_options=_training_options,
+    data_names=lambda args: ["agnews"],
+    check=check,
+    load=load,
+    build_data=build_data,
+    build_loss=build_loss,
+    evaluate=evaluate,
+    describe=describe,
+    save=lambda model, out, args: model.save_pretrained(str(out)),
+    reload=reload,
+    objective_name=lambda args: LOSS_NAMES[args.objective],
+    trainer_classes=trainer_classes,
+    anchors=ANCHORS,
+    training_options=_training_options,
     extra=lambda args, model, data: {"max_seq_length": model.max_seq_length},
 )
 

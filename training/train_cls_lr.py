@@ -30,7 +30,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):  # `python training/train_cls_lr.py` as well as `python -m training.train_cls_lr`
+if __package__ in (
+    None,
+    "",
+):  # `python training/train_cls_lr.py` as well as `python -m training.train_cls_lr`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
@@ -67,42 +70,92 @@ class ClsLrArgs(RunArgs):
     """The CLS-LR run's arguments; data_dir, device, seed and torch_threads come from RunArgs (every training
     script's), output_dir and model_name are redeclared with this script's defaults."""
 
-    base_model: str = field(default=DEFAULT_BI_ENCODER, metadata={
-        "help": "the cross-encoder whose [CLS] is read (a CrossEncoder folder or Hub id, e.g. "
-                "outputs/cross-encoder-scifact); a plain encoder body gets an untrained head, so its "
-                "cross-encoder anchor score is meaningless"})
+    base_model: str = field(
+        default=DEFAULT_BI_ENCODER,
+        metadata={
+            "help": "the cross-encoder whose [CLS] is read (a CrossEncoder folder or Hub id, e.g. "
+            "outputs/cross-encoder-scifact); a plain encoder body gets an untrained head, so its "
+            "cross-encoder anchor score is meaningless"
+        },
+    )
     output_dir: str = field(default="outputs/cls-lr", metadata={"help": "ranker folder to write"})
-    layer: int = field(default=-1, metadata={"help": "hidden layer of the [CLS] vector (0 = embeddings, -1 = last)"})
-    max_length: int = field(default=0, metadata={
-        "help": "tokens per pair (0 = the cross-encoder's own max_seq_length, capped at its position limit)"})
-    negatives_per_positive: int = field(default=4, metadata={
-        "help": "hard negatives (BM25's best non-relevant documents) per relevant document"})
-    negative_depth: int = field(default=100, metadata={"help": "BM25 depth the hard negatives are drawn from"})
-    heldout_queries: str = field(default="random", metadata={
-        "help": "which train queries are held out for the classification report: 'random' (a seeded "
-                "--heldout-fraction of them) or 'base-unseen' (those the cross-encoder never trained on, "
-                "rebuilt from its metrics.json as written by training/train_cross_encoder.py)"})
-    heldout_fraction: float = field(default=0.2, metadata={
-        "help": "share of the train queries held out for the classification report (split by query)"})
-    max_samples: int = field(default=-1, metadata={
-        "help": "use a seeded subset of this many train queries (each brings its positives and negatives); -1 = all"})
-    max_fit_queries: int = field(default=-1, metadata={
-        "help": "fit on a seeded subset of this many of the non-held-out train queries (-1 = all); saves feature "
-                "extraction time without shrinking the held-out report"})
-    c_grid: str = field(default="0.0001,0.0003,0.001,0.003,0.01,0.1,1,10", metadata={
-        "help": "LogisticRegression C values tried by grouped cross-validation on the fit queries"})
+    layer: int = field(
+        default=-1, metadata={"help": "hidden layer of the [CLS] vector (0 = embeddings, -1 = last)"}
+    )
+    max_length: int = field(
+        default=0,
+        metadata={
+            "help": "tokens per pair (0 = the cross-encoder's own max_seq_length, capped at its position limit)"
+        },
+    )
+    negatives_per_positive: int = field(
+        default=4,
+        metadata={"help": "hard negatives (BM25's best non-relevant documents) per relevant document"},
+    )
+    negative_depth: int = field(
+        default=100, metadata={"help": "BM25 depth the hard negatives are drawn from"}
+    )
+    heldout_queries: str = field(
+        default="random",
+        metadata={
+            "help": "which train queries are held out for the classification report: 'random' (a seeded "
+            "--heldout-fraction of them) or 'base-unseen' (those the cross-encoder never trained on, "
+            "rebuilt from its metrics.json as written by training/train_cross_encoder.py)"
+        },
+    )
+    heldout_fraction: float = field(
+        default=0.2,
+        metadata={
+            "help": "share of the train queries held out for the classification report (split by query)"
+        },
+    )
+    max_samples: int = field(
+        default=-1,
+        metadata={
+            "help": "use a seeded subset of this many train queries (each brings its positives and negatives); -1 = all"
+        },
+    )
+    max_fit_queries: int = field(
+        default=-1,
+        metadata={
+            "help": "fit on a seeded subset of this many of the non-held-out train queries (-1 = all); saves feature "
+            "extraction time without shrinking the held-out report"
+        },
+    )
+    c_grid: str = field(
+        default="0.0001,0.0003,0.001,0.003,0.01,0.1,1,10",
+        metadata={"help": "LogisticRegression C values tried by grouped cross-validation on the fit queries"},
+    )
     class_weight: str = field(default="balanced", metadata={"help": "'balanced' or 'none'"})
-    cv_folds: int = field(default=5, metadata={"help": "query-grouped folds on the fit queries for C and threshold"})
-    rerank_depth: int = field(default=100, metadata={"help": "BM25 candidates re-ranked per SciFact test query"})
-    max_test_queries: int = field(default=-1, metadata={"help": "re-rank a seeded subset of test queries; -1 = all"})
-    verify_queries: int = field(default=2, metadata={
-        "help": "test queries re-ranked again by the saved-then-loaded ranker and a CrossEncoderReranker "
-                "to check they match the one-pass scores"})
+    cv_folds: int = field(
+        default=5, metadata={"help": "query-grouped folds on the fit queries for C and threshold"}
+    )
+    rerank_depth: int = field(
+        default=100, metadata={"help": "BM25 candidates re-ranked per SciFact test query"}
+    )
+    max_test_queries: int = field(
+        default=-1, metadata={"help": "re-rank a seeded subset of test queries; -1 = all"}
+    )
+    verify_queries: int = field(
+        default=2,
+        metadata={
+            "help": "test queries re-ranked again by the saved-then-loaded ranker and a CrossEncoderReranker "
+            "to check they match the one-pass scores"
+        },
+    )
     batch_size: int = field(default=16, metadata={"help": "pairs per forward pass"})
-    cache_dir: str = field(default="~/.cache/ctxir/cls-lr", metadata={
-        "help": "where [CLS] features are cached as .npy, keyed by model weights + pairs ('' = no cache)"})
-    bundle_base: bool = field(default=False, metadata={
-        "help": "copy the cross-encoder's files into the ranker folder (base_model '.') so it is self-contained"})
+    cache_dir: str = field(
+        default="~/.cache/ctxir/cls-lr",
+        metadata={
+            "help": "where [CLS] features are cached as .npy, keyed by model weights + pairs ('' = no cache)"
+        },
+    )
+    bundle_base: bool = field(
+        default=False,
+        metadata={
+            "help": "copy the cross-encoder's files into the ranker folder (base_model '.') so it is self-contained"
+        },
+    )
     model_name: str = field(default="ctxir-cls-lr-scifact", metadata={"help": "short name for metrics.json"})
 
 
@@ -113,8 +166,10 @@ def check_args(args: ClsLrArgs) -> list[float]:
     if args.negatives_per_positive < 1:
         raise CtxirError(f"--negatives-per-positive must be ≥ 1, got {args.negatives_per_positive!r}")
     if args.negative_depth < args.negatives_per_positive:
-        raise CtxirError(f"--negative-depth ({args.negative_depth!r}) must be ≥ --negatives-per-positive "
-                         f"({args.negatives_per_positive!r}): negatives are drawn from that many BM25 hits")
+        raise CtxirError(
+            f"--negative-depth ({args.negative_depth!r}) must be ≥ --negatives-per-positive "
+            f"({args.negatives_per_positive!r}): negatives are drawn from that many BM25 hits"
+        )
     if not 0 < args.heldout_fraction < 1:
         raise CtxirError(f"--heldout-fraction must be between 0 and 1, got {args.heldout_fraction!r}")
     for name in ("rerank_depth", "batch_size"):
@@ -122,9 +177,13 @@ def check_args(args: ClsLrArgs) -> list[float]:
             raise CtxirError(f"--{name.replace('_', '-')} must be ≥ 1, got {getattr(args, name)!r}")
     for name in ("max_samples", "max_test_queries", "max_fit_queries"):
         if getattr(args, name) < -1 or getattr(args, name) == 0:
-            raise CtxirError(f"--{name.replace('_', '-')} must be -1 (all) or ≥ 1, got {getattr(args, name)!r}")
+            raise CtxirError(
+                f"--{name.replace('_', '-')} must be -1 (all) or ≥ 1, got {getattr(args, name)!r}"
+            )
     if args.heldout_queries not in ("random", "base-unseen"):
-        raise CtxirError(f"--heldout-queries {args.heldout_queries!r} is not known: use 'random' or 'base-unseen'")
+        raise CtxirError(
+            f"--heldout-queries {args.heldout_queries!r} is not known: use 'random' or 'base-unseen'"
+        )
     if args.cv_folds < 2:
         raise CtxirError(f"--cv-folds must be ≥ 2, got {args.cv_folds!r}")
     if args.class_weight not in ("balanced", "none"):
@@ -134,7 +193,9 @@ def check_args(args: ClsLrArgs) -> list[float]:
     try:
         grid = [float(c) for c in args.c_grid.split(",") if c.strip()]
     except ValueError as err:
-        raise CtxirError(f"--c-grid {args.c_grid!r} must be comma-separated numbers like '0.01,0.1,1'") from err
+        raise CtxirError(
+            f"--c-grid {args.c_grid!r} must be comma-separated numbers like '0.01,0.1,1'"
+        ) from err
     if not grid or any(c <= 0 for c in grid):
         raise CtxirError(f"--c-grid {args.c_grid!r} must list at least one C > 0")
     pick_device(args.device)
@@ -162,8 +223,9 @@ class PairSet:
         return np.array([i for i, g in enumerate(self.groups) if g in qids], dtype=np.int64)
 
 
-def build_pairs(corpus: Corpus, queries: Queries, qrels: Qrels, bm25, negatives_per_positive: int,
-                depth: int) -> tuple[PairSet, dict[str, float]]:
+def build_pairs(
+    corpus: Corpus, queries: Queries, qrels: Qrels, bm25, negatives_per_positive: int, depth: int
+) -> tuple[PairSet, dict[str, float]]:
     """Each query's relevant documents, then its BM25 hard negatives; also {qid: negatives per positive}."""
     qids = [q for q in queries if any(g > 0 and d in corpus for d, g in qrels.get(q, {}).items())]
     hits = bm25.search({q: queries[q] for q in qids}, depth) if qids else {}
@@ -172,7 +234,9 @@ def build_pairs(corpus: Corpus, queries: Queries, qrels: Qrels, bm25, negatives_
         judged = qrels[qid]
         positives = [d for d, g in judged.items() if g > 0 and d in corpus]
         # Judged-non-relevant documents (grade 0) are kept out too: they are not "hard negatives" BM25 found.
-        negatives = [h.doc_id for h in hits[qid] if h.doc_id not in judged][:negatives_per_positive * len(positives)]
+        negatives = [h.doc_id for h in hits[qid] if h.doc_id not in judged][
+            : negatives_per_positive * len(positives)
+        ]
         ratio[qid] = len(negatives) / len(positives)
         for doc_id, label in [(d, 1) for d in positives] + [(d, 0) for d in negatives]:
             pairs.append((queries[qid], doc_text(corpus[doc_id])))
@@ -186,8 +250,10 @@ def split_queries(qids: Sequence[str], heldout_fraction: float, seed: int) -> tu
     from sklearn.model_selection import train_test_split
 
     if len(qids) < 2:
-        raise CtxirError(f"need at least 2 train queries with a relevant document to split into fit and held-out "
-                         f"parts, got {len(qids)}: raise --max-samples or check qrels/train.tsv")
+        raise CtxirError(
+            f"need at least 2 train queries with a relevant document to split into fit and held-out "
+            f"parts, got {len(qids)}: raise --max-samples or check qrels/train.tsv"
+        )
     fit, heldout = train_test_split(sorted(qids), test_size=heldout_fraction, random_state=seed)
     return list(fit), list(heldout)
 
@@ -201,28 +267,37 @@ def base_unseen_queries(base_path: str, all_qids: Sequence[str], positives: dict
     """
     path = Path(base_path) / "metrics.json"
     if not path.is_file():
-        raise CtxirError(f"--heldout-queries base-unseen needs {str(path)!r} (written by "
-                         "training/train_cross_encoder.py) to know which queries the cross-encoder trained on; "
-                         "use --heldout-queries random for other cross-encoders")
+        raise CtxirError(
+            f"--heldout-queries base-unseen needs {str(path)!r} (written by "
+            "training/train_cross_encoder.py) to know which queries the cross-encoder trained on; "
+            "use --heldout-queries random for other cross-encoders"
+        )
     metrics = json.loads(path.read_text())
     config, extra = metrics.get("config", {}), metrics.get("extra", {})
     if metrics.get("model_type") != "cross-encoder" or config.get("task") != "scifact":
-        raise CtxirError(f"{str(path)!r} is not a SciFact cross-encoder's metrics.json (model_type "
-                         f"{metrics.get('model_type')!r}, task {config.get('task')!r}): use --heldout-queries random")
+        raise CtxirError(
+            f"{str(path)!r} is not a SciFact cross-encoder's metrics.json (model_type "
+            f"{metrics.get('model_type')!r}, task {config.get('task')!r}): use --heldout-queries random"
+        )
     qids = sorted(all_qids)
     if "train_query_ids" in extra:  # recorded by the training run itself
         return set(qids) - set(extra["train_query_ids"])
     # Older runs recorded only counts: rebuild the ids with that script's rule and check them against the counts.
     seed, dev_queries = int(config.get("seed", 42)), int(config.get("dev_queries", 0))
     dev = heldout_queries(qids, dev_queries, seed)
-    pairs = take([(q, d) for q in qids if q not in set(dev) for d in sorted(positives[q])],
-                 int(config.get("max_samples", -1)), seed)
+    pairs = take(
+        [(q, d) for q in qids if q not in set(dev) for d in sorted(positives[q])],
+        int(config.get("max_samples", -1)),
+        seed,
+    )
     seen = {q for q, _ in pairs}
     if (len(dev), len(seen)) != (extra.get("heldout_train_queries"), extra.get("train_queries")):
-        raise CtxirError(f"could not rebuild the cross-encoder's training queries from {str(path)!r}: got "
-                         f"{len(dev)} held-out / {len(seen)} trained, its metrics.json says "
-                         f"{extra.get('heldout_train_queries')!r} / {extra.get('train_queries')!r}; "
-                         "use --heldout-queries random")
+        raise CtxirError(
+            f"could not rebuild the cross-encoder's training queries from {str(path)!r}: got "
+            f"{len(dev)} held-out / {len(seen)} trained, its metrics.json says "
+            f"{extra.get('heldout_train_queries')!r} / {extra.get('train_queries')!r}; "
+            "use --heldout-queries random"
+        )
     return set(qids) - seen
 
 
@@ -236,7 +311,10 @@ def folder_fingerprint(path: str) -> str:
     """
     digest = hashlib.sha256()
     for f in sorted(Path(path).iterdir()):
-        if f.is_file() and (f.suffix in (".safetensors", ".bin") or f.name in ("config.json", "tokenizer.json", "adapter_config.json")):
+        if f.is_file() and (
+            f.suffix in (".safetensors", ".bin")
+            or f.name in ("config.json", "tokenizer.json", "adapter_config.json")
+        ):
             digest.update(f.name.encode())
             with f.open("rb") as handle:
                 for chunk in iter(lambda: handle.read(1 << 20), b""):
@@ -245,8 +323,9 @@ def folder_fingerprint(path: str) -> str:
 
 
 @torch.no_grad()
-def cross_encoder_pass(cross_encoder, pairs: Sequence[Pair], layer: int, max_length: int, batch_size: int,
-                       desc: str = "features") -> tuple[np.ndarray, np.ndarray]:
+def cross_encoder_pass(
+    cross_encoder, pairs: Sequence[Pair], layer: int, max_length: int, batch_size: int, desc: str = "features"
+) -> tuple[np.ndarray, np.ndarray]:
     """One forward pass of the cross-encoder per pair → ([CLS] of ``layer`` (N, hidden), its own logit (N,)).
 
     The [CLS] equals ``ctxir.rerank.cls_features`` on the AutoModel body (what ClsLrRanker reads); the logit is
@@ -260,11 +339,19 @@ def cross_encoder_pass(cross_encoder, pairs: Sequence[Pair], layer: int, max_len
     # Longest first, batched by length: padding is wasted compute on CPU. Results go back to input order.
     order = sorted(range(len(pairs)), key=lambda i: -(len(pairs[i][0]) + len(pairs[i][1])))
     for start in tqdm(range(0, len(order), batch_size), desc=desc, mininterval=10, disable=len(order) < 200):
-        idx = order[start:start + batch_size]
-        enc = tokenizer([pairs[i][0] for i in idx], [pairs[i][1] for i in idx], padding=True,
-                        truncation="longest_first", max_length=max_length, return_tensors="pt").to(device)
+        idx = order[start : start + batch_size]
+        enc = tokenizer(
+            [pairs[i][0] for i in idx],
+            [pairs[i][1] for i in idx],
+            padding=True,
+            truncation="longest_first",
+            max_length=max_length,
+            return_tensors="pt",
+        ).to(device)
         out = model(**enc, output_hidden_states=True)
-        cls[idx] = out.hidden_states[layer][:, 0].float().cpu().numpy()  # (batch, tokens, hidden) → (batch, hidden)
+        cls[idx] = (
+            out.hidden_states[layer][:, 0].float().cpu().numpy()
+        )  # (batch, tokens, hidden) → (batch, hidden)
         if getattr(out, "logits", None) is not None:  # a sequence-classification head
             scores = out.logits  # (batch, labels): last column = "relevant"
         else:  # a modular head (e.g. mean pooling → Dense): run the cross-encoder's own modules on the tokens
@@ -311,8 +398,15 @@ class FeatureCache:
         self.store.put(f"{key}-logit", logits)
 
 
-def features(cross_encoder, cache: FeatureCache, pairs: Sequence[Pair], args: ClsLrArgs, max_length: int,
-             desc: str, timings: dict) -> tuple[np.ndarray, np.ndarray]:
+def features(
+    cross_encoder,
+    cache: FeatureCache,
+    pairs: Sequence[Pair],
+    args: ClsLrArgs,
+    max_length: int,
+    desc: str,
+    timings: dict,
+) -> tuple[np.ndarray, np.ndarray]:
     cached = cache.get(pairs)
     if cached is not None:
         print(f"{desc}: {len(pairs)} pairs from the feature cache {cache.store.root}")
@@ -321,8 +415,12 @@ def features(cross_encoder, cache: FeatureCache, pairs: Sequence[Pair], args: Cl
     start = time.perf_counter()
     cls, logits = cross_encoder_pass(cross_encoder, pairs, args.layer, max_length, args.batch_size, desc)
     seconds = time.perf_counter() - start
-    timings[desc] = {"pairs": len(pairs), "seconds": round(seconds, 1), "cached": False,
-                     "pairs_per_second": round(len(pairs) / seconds, 2) if seconds > 0 else None}
+    timings[desc] = {
+        "pairs": len(pairs),
+        "seconds": round(seconds, 1),
+        "cached": False,
+        "pairs_per_second": round(len(pairs) / seconds, 2) if seconds > 0 else None,
+    }
     print(f"{desc}: {len(pairs)} pairs in {seconds:.1f} s ({len(pairs) / max(seconds, 1e-9):.2f} pairs/s)")
     cache.put(pairs, cls, logits)
     return cls, logits
@@ -341,8 +439,9 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, c: float, class_weight: str | Non
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    model = make_pipeline(StandardScaler(), LogisticRegression(C=c, class_weight=class_weight, max_iter=5000,
-                                                               random_state=seed))
+    model = make_pipeline(
+        StandardScaler(), LogisticRegression(C=c, class_weight=class_weight, max_iter=5000, random_state=seed)
+    )
     model.fit(x, y)
     scaler, lr = model[0], model[-1]
     coef = lr.coef_[0] / scaler.scale_
@@ -350,16 +449,25 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, c: float, class_weight: str | Non
     return coef.astype(np.float32), intercept, model
 
 
-def out_of_fold_scores(x: np.ndarray, y: np.ndarray, groups: np.ndarray, c: float, class_weight: str | None,
-                       folds: int, seed: int) -> np.ndarray:
+def out_of_fold_scores(
+    x: np.ndarray,
+    y: np.ndarray,
+    groups: np.ndarray,
+    c: float,
+    class_weight: str | None,
+    folds: int,
+    seed: int,
+) -> np.ndarray:
     """Decision scores of each fit pair from a model that never saw its query (GroupKFold by query)."""
     from sklearn.model_selection import GroupKFold
 
     scores = np.zeros(len(y), np.float64)
     for train_idx, val_idx in GroupKFold(n_splits=folds).split(x, y, groups):
         if len(set(y[train_idx])) < 2:
-            raise CtxirError("a cross-validation fold has only one class: too few fit queries — raise --max-samples "
-                             "or lower --cv-folds")
+            raise CtxirError(
+                "a cross-validation fold has only one class: too few fit queries — raise --max-samples "
+                "or lower --cv-folds"
+            )
         coef, intercept, _ = fit_logistic(x[train_idx], y[train_idx], c, class_weight, seed)
         scores[val_idx] = x[val_idx] @ coef + intercept
     return scores
@@ -380,13 +488,25 @@ def classification(y: np.ndarray, scores: np.ndarray, threshold: float) -> dict:
     from sklearn.metrics import average_precision_score, classification_report
 
     predicted = (scores >= threshold).astype(int)
-    report = classification_report(y, predicted, labels=[0, 1], target_names=["non-relevant", "relevant"],
-                                   output_dict=True, zero_division=0)
-    text = classification_report(y, predicted, labels=[0, 1], target_names=["non-relevant", "relevant"],
-                                 digits=4, zero_division=0)
-    return {"threshold": threshold, "report": report, "text": text,
-            "positives": int(y.sum()), "negatives": int((1 - y).sum()),
-            "average_precision": float(average_precision_score(y, scores)) if 0 < y.sum() < len(y) else None}
+    report = classification_report(
+        y,
+        predicted,
+        labels=[0, 1],
+        target_names=["non-relevant", "relevant"],
+        output_dict=True,
+        zero_division=0,
+    )
+    text = classification_report(
+        y, predicted, labels=[0, 1], target_names=["non-relevant", "relevant"], digits=4, zero_division=0
+    )
+    return {
+        "threshold": threshold,
+        "report": report,
+        "text": text,
+        "positives": int(y.sum()),
+        "negatives": int((1 - y).sum()),
+        "average_precision": float(average_precision_score(y, scores)) if 0 < y.sum() < len(y) else None,
+    }
 
 
 def pr_curve_png(path: Path, y: np.ndarray, curves: dict[str, tuple[np.ndarray, float]], title: str) -> None:
@@ -399,7 +519,9 @@ def pr_curve_png(path: Path, y: np.ndarray, curves: dict[str, tuple[np.ndarray, 
 
     fig, ax = plt.subplots(figsize=(5.6, 5.2), dpi=120)
     for i, (name, (scores, threshold)) in enumerate(curves.items()):
-        display = PrecisionRecallDisplay.from_predictions(y, scores, name=name, ax=ax, plot_chance_level=i == 0)
+        display = PrecisionRecallDisplay.from_predictions(
+            y, scores, name=name, ax=ax, plot_chance_level=i == 0
+        )
         predicted = scores >= threshold
         tp = float((predicted & (y == 1)).sum())
         ax.plot(tp / max(y.sum(), 1), tp / max(predicted.sum(), 1), "o", color=display.line_.get_color())
@@ -459,7 +581,9 @@ def run(args: ClsLrArgs) -> dict:
     output = Path(args.output_dir)
     output.mkdir(parents=True, exist_ok=True)
     with tee_output(output / "train.log"):
-        print(f"=== train_cls_lr {time.strftime('%Y-%m-%d %H:%M:%S %Z')} ===\nconfig: {json.dumps(asdict(args))}")
+        print(
+            f"=== train_cls_lr {time.strftime('%Y-%m-%d %H:%M:%S %Z')} ===\nconfig: {json.dumps(asdict(args))}"
+        )
         result = _run(_Run(args, c_grid, inputs, output, total_start))
     return result
 
@@ -470,8 +594,12 @@ def load_inputs(args: ClsLrArgs) -> Inputs:
     corpus, train_queries, train_qrels = load_beir(scifact, "train")
     _, test_queries, test_qrels = load_beir(scifact, "test")
     train_qids = [q for q in train_queries if any(g > 0 and d in corpus for d, g in train_qrels[q].items())]
-    check_not_empty(len(train_qids), f"no query in {scifact / 'qrels' / 'train.tsv'} has a relevant document "
-                    "(grade > 0) that is in corpus.jsonl", "check that the qrels belong to this corpus")
+    check_not_empty(
+        len(train_qids),
+        f"no query in {scifact / 'qrels' / 'train.tsv'} has a relevant document "
+        "(grade > 0) that is in corpus.jsonl",
+        "check that the qrels belong to this corpus",
+    )
     base_path = resolve_model(args.base_model)
     unseen = None
     if args.heldout_queries == "base-unseen":
@@ -484,16 +612,29 @@ def load_inputs(args: ClsLrArgs) -> Inputs:
         fit_qids = [q for q in train_qids if q not in unseen]
         heldout_qids = [q for q in train_qids if q in unseen]
         if not fit_qids or not heldout_qids:
-            raise CtxirError(f"--heldout-queries base-unseen leaves {len(fit_qids)} fit and {len(heldout_qids)} "
-                             "held-out queries: both must be non-empty (raise --max-samples)")
+            raise CtxirError(
+                f"--heldout-queries base-unseen leaves {len(fit_qids)} fit and {len(heldout_qids)} "
+                "held-out queries: both must be non-empty (raise --max-samples)"
+            )
     fit_qids = take(fit_qids, args.max_fit_queries, args.seed)
     test_qids = take(sorted(test_queries), args.max_test_queries, args.seed)
-    return Inputs(scifact, corpus, train_queries, train_qrels, test_queries, test_qrels, fit_qids, heldout_qids,
-                  test_qids, base_path)
+    return Inputs(
+        scifact,
+        corpus,
+        train_queries,
+        train_qrels,
+        test_queries,
+        test_qrels,
+        fit_qids,
+        heldout_qids,
+        test_qids,
+        base_path,
+    )
 
 
-def choose_c(x_fit: np.ndarray, y_fit: np.ndarray, g_fit: np.ndarray, c_grid: Sequence[float],
-             args: ClsLrArgs) -> tuple[float, dict]:
+def choose_c(
+    x_fit: np.ndarray, y_fit: np.ndarray, g_fit: np.ndarray, c_grid: Sequence[float], args: ClsLrArgs
+) -> tuple[float, dict]:
     """The C with the best out-of-fold average precision, folds grouped by query (a query's pairs never straddle
     folds) → (C, {C: {"average_precision", "oof" scores}})."""
     from sklearn.metrics import average_precision_score
@@ -501,30 +642,37 @@ def choose_c(x_fit: np.ndarray, y_fit: np.ndarray, g_fit: np.ndarray, c_grid: Se
     class_weight = None if args.class_weight == "none" else args.class_weight
     folds = min(args.cv_folds, len(set(g_fit)))
     if folds < 2:
-        raise CtxirError(f"need at least 2 fit queries for cross-validation, got {len(set(g_fit))}: raise "
-                         "--max-samples")
+        raise CtxirError(
+            f"need at least 2 fit queries for cross-validation, got {len(set(g_fit))}: raise --max-samples"
+        )
     cv = {}
     for c in c_grid:
         oof = out_of_fold_scores(x_fit, y_fit, g_fit, c, class_weight, folds, args.seed)
         cv[c] = {"average_precision": float(average_precision_score(y_fit, oof)), "oof": oof}
-        print(f"C={c:g}: out-of-fold average precision {cv[c]['average_precision']:.4f} ({folds} folds by query)")
+        print(
+            f"C={c:g}: out-of-fold average precision {cv[c]['average_precision']:.4f} ({folds} folds by query)"
+        )
     return max(c_grid, key=lambda c: cv[c]["average_precision"]), cv
 
 
-def rerank_test(bm25, scores: dict[str, np.ndarray], pairs: Sequence[Pair], queries: dict, qrels: dict,
-                depth: int) -> dict[str, dict]:
+def rerank_test(
+    bm25, scores: dict[str, np.ndarray], pairs: Sequence[Pair], queries: dict, qrels: dict, depth: int
+) -> dict[str, dict]:
     """BM25's top-``depth`` re-ranked by each ranker's precomputed ``scores`` (aligned with ``pairs``) through the
     library's Pipeline and metrics → {"bm25" | ranker name: aggregate metrics}."""
     runs = {}
     for name, values in scores.items():
         stage_runs = Pipeline(bm25, PrecomputedReranker(name, pairs, values), depth=depth).run(
-            queries, show_progress=False)
+            queries, show_progress=False
+        )
         runs["bm25"], runs[name] = stage_runs["first_stage"], stage_runs["rerank"]
     k_values = sorted({1, 3, 5, 10, depth, 100})
     retrieval = {name: evaluate_run(qrels, r, k_values).aggregate for name, r in runs.items()}
     for name, agg in retrieval.items():
-        print(f"{name:>14}: nDCG@10 {agg['nDCG@10']:.4f}  MRR@10 {agg['MRR@10']:.4f}  "
-              f"Recall@{depth} {agg[f'Recall@{depth}']:.4f}")
+        print(
+            f"{name:>14}: nDCG@10 {agg['nDCG@10']:.4f}  MRR@10 {agg['MRR@10']:.4f}  "
+            f"Recall@{depth} {agg[f'Recall@{depth}']:.4f}"
+        )
     return retrieval
 
 
@@ -609,8 +757,15 @@ def _run(run: _Run) -> dict:
     # 3. load the cross-encoder (a plain body gets a fresh head, seeded) and read [CLS] + its own score
     load_reader(run)
     train_start = time.perf_counter()
-    run.x_all, run.ce_all = features(run.cross_encoder, run.cache, run.labelled.pairs.pairs, args, run.max_length,
-                                     "train pairs", run.timings)
+    run.x_all, run.ce_all = features(
+        run.cross_encoder,
+        run.cache,
+        run.labelled.pairs.pairs,
+        args,
+        run.max_length,
+        "train pairs",
+        run.timings,
+    )
     # 4. choose C and the decision threshold on the fit queries only (query-grouped cross-validation)
     # 5. fit on all fit queries; save coef/intercept (safetensors + JSON) through ClsLrRanker
     run.fitted = fit(run, train_start)
@@ -620,8 +775,14 @@ def _run(run: _Run) -> dict:
     # 7. re-rank BM25's top candidates on SciFact test queries: BM25, the cross-encoder, CLS-LR (one shared pass)
     run.test = rerank_candidates(run, bm25, ranker)
     test = run.test
-    run.retrieval = rerank_test(bm25, {"cross-encoder": test.ce_logits, "cls-lr": test.cls_scores}, test.pairs,
-                                test.queries, {q: run.inputs.test_qrels[q] for q in test.qids}, args.rerank_depth)
+    run.retrieval = rerank_test(
+        bm25,
+        {"cross-encoder": test.ce_logits, "cls-lr": test.cls_scores},
+        test.pairs,
+        test.queries,
+        {q: run.inputs.test_qrels[q] for q in test.qids},
+        args.rerank_depth,
+    )
     # 8. the saved ranker, loaded back, and a CrossEncoderReranker score like the one-pass scores
     run.verification = _verify(run.output, args, run.cross_encoder, run.inputs.corpus, test, run.device)
     # 9. metrics.json
@@ -635,21 +796,35 @@ def label_pairs(run: _Run, bm25) -> Labelled:
     """The fit and held-out queries' pairs (relevant + BM25 hard negatives), checked non-empty."""
     args, inputs = run.args, run.inputs
     fit_qids, heldout_qids = inputs.fit_qids, inputs.heldout_qids
-    pairs, ratio = build_pairs(inputs.corpus, {q: inputs.train_queries[q] for q in fit_qids + heldout_qids},
-                               inputs.train_qrels, bm25, args.negatives_per_positive, args.negative_depth)
+    pairs, ratio = build_pairs(
+        inputs.corpus,
+        {q: inputs.train_queries[q] for q in fit_qids + heldout_qids},
+        inputs.train_qrels,
+        bm25,
+        args.negatives_per_positive,
+        args.negative_depth,
+    )
     fit_rows = pairs.rows(set(fit_qids))
     y_fit = pairs.labels[fit_rows]
     check_not_empty(int(y_fit.sum()), "the fit queries have no relevant pairs", "raise --max-samples")
-    check_not_empty(int((1 - y_fit).sum()), "BM25 found no non-relevant document for the fit queries",
-                    "raise --negative-depth")
+    check_not_empty(
+        int((1 - y_fit).sum()),
+        "BM25 found no non-relevant document for the fit queries",
+        "raise --negative-depth",
+    )
     # The target is stated on held-out queries with ≥ 3 hard negatives per positive.
     eligible = {q for q in heldout_qids if ratio.get(q, 0) >= 3}
     labelled = Labelled(pairs, fit_rows, pairs.rows(eligible), eligible)
-    check_not_empty(len(labelled.report_rows), f"none of the {len(heldout_qids)} held-out queries has ≥ 3 hard "
-                    "negatives per positive", "raise --negatives-per-positive / --negative-depth or --max-samples")
-    print(f"queries: {len(fit_qids)} fit, {len(heldout_qids)} held-out ({len(eligible)} with ≥ 3 negatives per "
-          f"positive), {len(inputs.test_qids)} test; pairs: {len(fit_rows)} fit ({int(y_fit.sum())} relevant), "
-          f"{len(labelled.report_rows)} held-out ({int(labelled.y_report.sum())} relevant)")
+    check_not_empty(
+        len(labelled.report_rows),
+        f"none of the {len(heldout_qids)} held-out queries has ≥ 3 hard negatives per positive",
+        "raise --negatives-per-positive / --negative-depth or --max-samples",
+    )
+    print(
+        f"queries: {len(fit_qids)} fit, {len(heldout_qids)} held-out ({len(eligible)} with ≥ 3 negatives per "
+        f"positive), {len(inputs.test_qids)} test; pairs: {len(fit_rows)} fit ({int(y_fit.sum())} relevant), "
+        f"{len(labelled.report_rows)} held-out ({int(labelled.y_report.sum())} relevant)"
+    )
     return labelled
 
 
@@ -665,8 +840,10 @@ def load_reader(run: _Run) -> None:
     cross_encoder.max_seq_length = run.max_length
     run.cross_encoder = cross_encoder
     run.cache = FeatureCache(args.cache_dir, folder_fingerprint(base_path), args.layer, run.max_length)
-    print(f"cross-encoder {args.base_model!r} ({base_path}) on {run.device}, max_length {run.max_length}, "
-          f"layer {args.layer}")
+    print(
+        f"cross-encoder {args.base_model!r} ({base_path}) on {run.device}, max_length {run.max_length}, "
+        f"layer {args.layer}"
+    )
 
 
 def fit(run: _Run, train_start: float) -> Fitted:
@@ -677,29 +854,56 @@ def fit(run: _Run, train_start: float) -> Fitted:
     best_c, cv = choose_c(x_fit, y_fit, g_fit, run.c_grid, args)
     threshold, oof_f1 = best_f1_threshold(y_fit, cv[best_c]["oof"])
     ce_threshold, ce_fit_f1 = best_f1_threshold(y_fit, run.ce_all[labelled.fit_rows])
-    print(f"chosen C={best_c:g}; F1-maximising threshold on fit queries (out-of-fold): score {threshold:.4f} "
-          f"(probability {sigmoid(threshold):.4f}, F1 {oof_f1:.4f})")
+    print(
+        f"chosen C={best_c:g}; F1-maximising threshold on fit queries (out-of-fold): score {threshold:.4f} "
+        f"(probability {sigmoid(threshold):.4f}, F1 {oof_f1:.4f})"
+    )
     class_weight = None if args.class_weight == "none" else args.class_weight
     coef, intercept, sk_model = fit_logistic(x_fit, y_fit, best_c, class_weight, args.seed)
-    return Fitted(best_c, cv, threshold, oof_f1, ce_threshold, ce_fit_f1, class_weight, coef, intercept, sk_model,
-                  time.perf_counter() - train_start)
+    return Fitted(
+        best_c,
+        cv,
+        threshold,
+        oof_f1,
+        ce_threshold,
+        ce_fit_f1,
+        class_weight,
+        coef,
+        intercept,
+        sk_model,
+        time.perf_counter() - train_start,
+    )
 
 
 def save_ranker(run: _Run) -> ClsLrRanker:
     """The ranker (coef/intercept + what it was chosen on) saved through ClsLrRanker: safetensors + JSON."""
     args, fitted, y_fit = run.args, run.fitted, run.labelled.y_fit
     fitted.base_ref = _base_reference(args.base_model, run.inputs.base_path, run.output, args.bundle_base)
-    ranker = ClsLrRanker(run.inputs.base_path, fitted.coef, fitted.intercept, layer=args.layer,
-                         max_length=run.max_length, device=run.device, batch_size=args.batch_size, metadata={
-                             "C": fitted.best_c, "class_weight": fitted.class_weight,
-                             "standardised_then_folded": True, "threshold": fitted.threshold,
-                             "threshold_probability": float(sigmoid(fitted.threshold)),
-                             "threshold_chosen_on": "out-of-fold scores of the fit queries (max F1)",
-                             "train_pairs": len(y_fit), "train_positives": int(y_fit.sum()),
-                             "base_model_given": args.base_model})
+    ranker = ClsLrRanker(
+        run.inputs.base_path,
+        fitted.coef,
+        fitted.intercept,
+        layer=args.layer,
+        max_length=run.max_length,
+        device=run.device,
+        batch_size=args.batch_size,
+        metadata={
+            "C": fitted.best_c,
+            "class_weight": fitted.class_weight,
+            "standardised_then_folded": True,
+            "threshold": fitted.threshold,
+            "threshold_probability": float(sigmoid(fitted.threshold)),
+            "threshold_chosen_on": "out-of-fold scores of the fit queries (max F1)",
+            "train_pairs": len(y_fit),
+            "train_positives": int(y_fit.sum()),
+            "base_model_given": args.base_model,
+        },
+    )
     ranker.base_model = fitted.base_ref
     ranker.save(run.output)
-    print(f"saved {run.output / 'cls_lr.safetensors'} and cls_lr_config.json (base_model {fitted.base_ref!r})")
+    print(
+        f"saved {run.output / 'cls_lr.safetensors'} and cls_lr_config.json (base_model {fitted.base_ref!r})"
+    )
     return ranker
 
 
@@ -720,10 +924,13 @@ def classification_reports(run: _Run) -> dict:
     }
     for name, rep in reports.items():
         print(f"--- {name} (score ≥ {rep['threshold']:.4f}) ---\n{rep['text']}")
-    pr_curve_png(run.output / "pr_curve.png", y_report,
-                 {"CLS-LR": (s_report, fitted.threshold), "cross-encoder score": (ce_report, fitted.ce_threshold)},
-                 f"Held-out SciFact train queries ({len(labelled.eligible)} queries, {int(y_report.sum())} relevant "
-                 "pairs)")
+    pr_curve_png(
+        run.output / "pr_curve.png",
+        y_report,
+        {"CLS-LR": (s_report, fitted.threshold), "cross-encoder score": (ce_report, fitted.ce_threshold)},
+        f"Held-out SciFact train queries ({len(labelled.eligible)} queries, {int(y_report.sum())} relevant "
+        "pairs)",
+    )
     return reports
 
 
@@ -733,8 +940,9 @@ def rerank_candidates(run: _Run, bm25, ranker: ClsLrRanker) -> RerankSet:
     queries = {q: inputs.test_queries[q] for q in inputs.test_qids}
     candidates = bm25.search(queries, run.args.rerank_depth)
     pairs = [(queries[q], doc_text(inputs.corpus[h.doc_id])) for q in inputs.test_qids for h in candidates[q]]
-    x_test, ce_test = features(run.cross_encoder, run.cache, pairs, run.args, run.max_length, "test candidates",
-                               run.timings)
+    x_test, ce_test = features(
+        run.cross_encoder, run.cache, pairs, run.args, run.max_length, "test candidates", run.timings
+    )
     return RerankSet(inputs.test_qids, queries, candidates, pairs, ranker.score_features(x_test), ce_test)
 
 
@@ -743,15 +951,24 @@ def metrics_record(run: _Run) -> dict:
     args, inputs, fitted, labelled = run.args, run.inputs, run.fitted, run.labelled
     ndcg = {name: agg["nDCG@10"] for name, agg in run.retrieval.items()}
     y_fit, y_report = labelled.y_fit, labelled.y_report
-    heldout_tuned, ce_heldout = run.reports["heldout_queries@tuned"]["report"], \
-        run.reports["cross_encoder_heldout@tuned"]
-    heldout_how = ("train queries the cross-encoder never trained on" if args.heldout_queries == "base-unseen"
-                   else f"a seeded {args.heldout_fraction:g} of the train queries")
-    f1_config = (f"held-out SciFact train queries ({heldout_how}) with ≥ 3 BM25 hard negatives per positive "
-                 f"({len(labelled.eligible)} queries, {len(y_report)} pairs); threshold chosen on fit queries")
+    heldout_tuned, ce_heldout = (
+        run.reports["heldout_queries@tuned"]["report"],
+        run.reports["cross_encoder_heldout@tuned"],
+    )
+    heldout_how = (
+        "train queries the cross-encoder never trained on"
+        if args.heldout_queries == "base-unseen"
+        else f"a seeded {args.heldout_fraction:g} of the train queries"
+    )
+    f1_config = (
+        f"held-out SciFact train queries ({heldout_how}) with ≥ 3 BM25 hard negatives per positive "
+        f"({len(labelled.eligible)} queries, {len(y_report)} pairs); threshold chosen on fit queries"
+    )
     seconds = fitted.seconds
     return {
-        "model_type": "cls-lr", "model_name": args.model_name, "base_model": args.base_model,
+        "model_type": "cls-lr",
+        "model_name": args.model_name,
+        "base_model": args.base_model,
         "objective": "LogisticRegression (scikit-learn) on the cross-encoder's [CLS] vector",
         "datasets": [
             dataset_entry("scifact", "train", "train", inputs.scifact, len(y_fit)),
@@ -760,24 +977,49 @@ def metrics_record(run: _Run) -> dict:
         ],
         "config": asdict(args),
         "training": {
-            "steps": int(fitted.sk_model[-1].n_iter_[0]), "epochs": float(fitted.sk_model[-1].n_iter_[0]),
-            "train_examples": len(y_fit), "batch_size": args.batch_size, "learning_rate": None,
+            "steps": int(fitted.sk_model[-1].n_iter_[0]),
+            "epochs": float(fitted.sk_model[-1].n_iter_[0]),
+            "train_examples": len(y_fit),
+            "batch_size": args.batch_size,
+            "learning_rate": None,
             "wall_time_seconds": round(seconds, 1),
             "examples_per_second": round(len(y_fit) / seconds, 2) if seconds > 0 else None,
-            "device": run.device, "hardware": machine_info()["hardware"],
-            "final_loss": _log_loss(fitted.sk_model, run.x_all[labelled.fit_rows], y_fit), "seed": args.seed,
+            "device": run.device,
+            "hardware": machine_info()["hardware"],
+            "final_loss": _log_loss(fitted.sk_model, run.x_all[labelled.fit_rows], y_fit),
+            "seed": args.seed,
         },
         "evaluations": [
-            evaluation_row("scifact", "train (held-out queries)", "classification", "F1 (relevant class)",
-                           ce_heldout["report"]["relevant"]["f1-score"], heldout_tuned["relevant"]["f1-score"],
-                           config=f1_config + "; before = the cross-encoder's own score, thresholded the same way"),
-            evaluation_row("scifact", "train (held-out queries)", "classification", "accuracy",
-                           ce_heldout["report"]["accuracy"], heldout_tuned["accuracy"], config=f1_config),
-            evaluation_row("scifact", "test", "reranking", "nDCG@10", ndcg["bm25"], ndcg["cls-lr"],
-                           anchor=round(ndcg["cross-encoder"], 4),
-                           anchor_name=f"cross-encoder {args.base_model} re-ranking the same candidates",
-                           config=f"re-rank BM25 top-{args.rerank_depth}, {len(run.test.qids)} test queries; "
-                                  "before = BM25 alone"),
+            evaluation_row(
+                "scifact",
+                "train (held-out queries)",
+                "classification",
+                "F1 (relevant class)",
+                ce_heldout["report"]["relevant"]["f1-score"],
+                heldout_tuned["relevant"]["f1-score"],
+                config=f1_config + "; before = the cross-encoder's own score, thresholded the same way",
+            ),
+            evaluation_row(
+                "scifact",
+                "train (held-out queries)",
+                "classification",
+                "accuracy",
+                ce_heldout["report"]["accuracy"],
+                heldout_tuned["accuracy"],
+                config=f1_config,
+            ),
+            evaluation_row(
+                "scifact",
+                "test",
+                "reranking",
+                "nDCG@10",
+                ndcg["bm25"],
+                ndcg["cls-lr"],
+                anchor=round(ndcg["cross-encoder"], 4),
+                anchor_name=f"cross-encoder {args.base_model} re-ranking the same candidates",
+                config=f"re-rank BM25 top-{args.rerank_depth}, {len(run.test.qids)} test queries; "
+                "before = BM25 alone",
+            ),
         ],
         "extra": extra_record(run, heldout_how),
     }
@@ -789,32 +1031,45 @@ def extra_record(run: _Run, heldout_how: str) -> dict:
     extraction_pairs = sum(t["pairs"] for t in timings.values() if not t["cached"])
     extraction_seconds = sum(t["seconds"] for t in timings.values() if not t["cached"])
     return {
-        "classification_reports": {k: {kk: vv for kk, vv in v.items() if kk != "text"} for k, v in reports.items()},
+        "classification_reports": {
+            k: {kk: vv for kk, vv in v.items() if kk != "text"} for k, v in reports.items()
+        },
         "classification_reports_text": {k: v["text"] for k, v in reports.items()},
-        "thresholds": {"cls_lr_score": fitted.threshold, "cls_lr_probability": float(sigmoid(fitted.threshold)),
-                       "cls_lr_fit_oof_f1": fitted.oof_f1, "cross_encoder_logit": fitted.ce_threshold,
-                       "cross_encoder_fit_f1": fitted.ce_fit_f1,
-                       "note": "'@0.5' = probability 0.5 (score 0); '@tuned' = the F1-maximising threshold "
-                               "chosen on out-of-fold scores of the fit queries, never on held-out or test"},
+        "thresholds": {
+            "cls_lr_score": fitted.threshold,
+            "cls_lr_probability": float(sigmoid(fitted.threshold)),
+            "cls_lr_fit_oof_f1": fitted.oof_f1,
+            "cross_encoder_logit": fitted.ce_threshold,
+            "cross_encoder_fit_f1": fitted.ce_fit_f1,
+            "note": "'@0.5' = probability 0.5 (score 0); '@tuned' = the F1-maximising threshold "
+            "chosen on out-of-fold scores of the fit queries, never on held-out or test",
+        },
         "c_selection": {str(c): round(v["average_precision"], 4) for c, v in fitted.cv.items()},
         "chosen_C": fitted.best_c,
-        "queries": {"fit": len(inputs.fit_qids), "heldout": len(inputs.heldout_qids),
-                    "heldout_reported": len(run.labelled.eligible), "test": len(inputs.test_qids)},
+        "queries": {
+            "fit": len(inputs.fit_qids),
+            "heldout": len(inputs.heldout_qids),
+            "heldout_reported": len(run.labelled.eligible),
+            "test": len(inputs.test_qids),
+        },
         "heldout_queries": heldout_how,
         "reranking": {name: {k: round(v, 4) for k, v in agg.items()} for name, agg in run.retrieval.items()},
         "pr_curve": "pr_curve.png",
-        "max_length": run.max_length, "layer": run.args.layer, "base_model_path": inputs.base_path,
+        "max_length": run.max_length,
+        "layer": run.args.layer,
+        "base_model_path": inputs.base_path,
         "base_model_reference": fitted.base_ref,
         "feature_extraction": timings,
         "feature_extraction_pairs_per_second": round(extraction_pairs / extraction_seconds, 2)
-        if extraction_seconds > 0 else None,
+        if extraction_seconds > 0
+        else None,
         # the whole run up to writing metrics.json (data loading, both feature passes, reports, verification)
         "total_wall_time_seconds": round(time.perf_counter() - run.total_start, 1),
         "verification": run.verification,
         "notes": "CLS-LR has no gradient training: 'steps'/'epochs' are L-BFGS iterations (each one full pass "
-                 "over the fit features), learning_rate is null, batch_size is the feature-extraction batch. "
-                 "wall_time_seconds covers feature extraction of all train pairs + C search + fit; "
-                 "examples_per_second = fit pairs / that time.",
+        "over the fit features), learning_rate is null, batch_size is the feature-extraction batch. "
+        "wall_time_seconds covers feature extraction of all train pairs + C search + fit; "
+        "examples_per_second = fit pairs / that time.",
     }
 
 
@@ -829,8 +1084,12 @@ def _base_reference(given: str, base_path: str, output: Path, bundle: bool) -> s
     a local cross-encoder (ClsLrRanker.load resolves it there), else the Hub id as given."""
     if bundle:
         for item in Path(base_path).iterdir():
-            if item.name in ("README.md", "metrics.json", "train.log", "training_log.jsonl") or \
-                    item.name.startswith("checkpoint"):
+            if item.name in (
+                "README.md",
+                "metrics.json",
+                "train.log",
+                "training_log.jsonl",
+            ) or item.name.startswith("checkpoint"):
                 continue
             target = output / item.name
             if item.is_dir():
@@ -843,7 +1102,9 @@ def _base_reference(given: str, base_path: str, output: Path, bundle: bool) -> s
     return given
 
 
-def _verify(output: Path, args: ClsLrArgs, cross_encoder, corpus: Corpus, test: RerankSet, device: str) -> dict:
+def _verify(
+    output: Path, args: ClsLrArgs, cross_encoder, corpus: Corpus, test: RerankSet, device: str
+) -> dict:
     """Re-rank a few test queries for real (loaded ranker, CrossEncoderReranker) and compare with one-pass scores."""
     if args.verify_queries <= 0:
         return {"queries": 0}
@@ -853,7 +1114,7 @@ def _verify(output: Path, args: ClsLrArgs, cross_encoder, corpus: Corpus, test: 
     lookup = {pair: i for i, pair in enumerate(test.pairs)}
     activation = getattr(cross_encoder, "activation_fn", None) or torch.nn.Sigmoid()
     cls_diff, ce_diff, same_order = 0.0, 0.0, True
-    for qid in test.qids[:args.verify_queries]:
+    for qid in test.qids[: args.verify_queries]:
         query, hits = test.queries[qid], test.candidates[qid]
         texts = [doc_text(corpus[h.doc_id]) for h in hits]
         rows = [lookup[(query, t)] for t in texts]
@@ -863,16 +1124,25 @@ def _verify(output: Path, args: ClsLrArgs, cross_encoder, corpus: Corpus, test: 
         expected = activation(torch.from_numpy(test.ce_logits[rows])).numpy()
         ce_diff = max(ce_diff, float(np.abs(reference.score_pairs(query, texts) - expected).max()))
         same_order &= [h.doc_id for h in loaded.rerank(query, hits, corpus)] == [
-            h.doc_id for h in precomputed.rerank(query, hits, corpus)]
+            h.doc_id for h in precomputed.rerank(query, hits, corpus)
+        ]
     checked = min(args.verify_queries, len(test.qids))
-    print(f"verification on {checked} test queries: loaded ClsLrRanker vs one-pass "
-          f"max |Δscore| {cls_diff:.2e}; CrossEncoderReranker vs one-pass max |Δ| {ce_diff:.2e}; "
-          f"same CLS-LR order: {same_order}")
+    print(
+        f"verification on {checked} test queries: loaded ClsLrRanker vs one-pass "
+        f"max |Δscore| {cls_diff:.2e}; CrossEncoderReranker vs one-pass max |Δ| {ce_diff:.2e}; "
+        f"same CLS-LR order: {same_order}"
+    )
     if cls_diff > 1e-3 or ce_diff > 1e-3:
-        raise CtxirError(f"the loaded ranker or the cross-encoder disagrees with the one-pass scores (CLS-LR "
-                         f"{cls_diff:.2e}, cross-encoder {ce_diff:.2e}): the reported numbers would be wrong")
-    return {"queries": checked, "cls_lr_max_abs_diff": cls_diff,
-            "cross_encoder_max_abs_prob_diff": ce_diff, "cls_lr_same_order": bool(same_order)}
+        raise CtxirError(
+            f"the loaded ranker or the cross-encoder disagrees with the one-pass scores (CLS-LR "
+            f"{cls_diff:.2e}, cross-encoder {ce_diff:.2e}): the reported numbers would be wrong"
+        )
+    return {
+        "queries": checked,
+        "cls_lr_max_abs_diff": cls_diff,
+        "cross_encoder_max_abs_prob_diff": ce_diff,
+        "cls_lr_same_order": bool(same_order),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -52,60 +52,112 @@ ADAPTER_WEIGHTS = "adapter_model.safetensors"
 
 @dataclass
 class PairScorerArgs(TrainerRunArgs):
-    model: str = field(default=DEFAULT_BI_ENCODER, metadata={
-        "help": "body: a mean-pooling bi-encoder (Hub id, resolved offline for all-MiniLM-L6-v2); the adapter "
-                "names it as its base"})
-    lora_r: int = field(default=8, metadata={"help": "LoRA rank (≥ 1) on every linear layer of each BERT block"})
+    model: str = field(
+        default=DEFAULT_BI_ENCODER,
+        metadata={
+            "help": "body: a mean-pooling bi-encoder (Hub id, resolved offline for all-MiniLM-L6-v2); the adapter "
+            "names it as its base"
+        },
+    )
+    lora_r: int = field(
+        default=8, metadata={"help": "LoRA rank (≥ 1) on every linear layer of each BERT block"}
+    )
     lora_alpha: float = field(default=0.0, metadata={"help": "LoRA scaling alpha (0 = 2 × --lora-r)"})
     lora_dropout: float = 0.1
-    adapter_dtype: Literal["float32", "float16"] = field(default="float16", metadata={
-        "help": "dtype the adapter weights are saved in; float16 halves the shipped size (the reloaded model, in "
-                "float16-rounded weights, is the one evaluated)"})
-    loss: Literal["mse", "bce", "cosent"] = field(default="mse", metadata={
-        "help": "mse: the raw score regresses gold / 5 (the head starts at score = cosine); bce: soft-label "
-                "BinaryCrossEntropyLoss on the logit (SBERT's cross-encoder recipe); cosent: CoSENT's pairwise "
-                "ranking of the batch's scores (what STS's Spearman rewards; the fine-tuned bi-encoder's loss), "
-                "applied to the pair scores (CoSENTPairLoss)"})
-    cosent_scale: float = field(default=20.0, metadata={
-        "help": "--loss cosent: multiplies score differences (CoSENT's 20 for cosines; the head starts at cosine)"})
-    init_scale: float = field(default=1.0, metadata={
-        "help": "the head's starting scale on the cosine (1 fits --loss mse: score = cosine ≈ gold / 5)"})
+    adapter_dtype: Literal["float32", "float16"] = field(
+        default="float16",
+        metadata={
+            "help": "dtype the adapter weights are saved in; float16 halves the shipped size (the reloaded model, in "
+            "float16-rounded weights, is the one evaluated)"
+        },
+    )
+    loss: Literal["mse", "bce", "cosent"] = field(
+        default="mse",
+        metadata={
+            "help": "mse: the raw score regresses gold / 5 (the head starts at score = cosine); bce: soft-label "
+            "BinaryCrossEntropyLoss on the logit (SBERT's cross-encoder recipe); cosent: CoSENT's pairwise "
+            "ranking of the batch's scores (what STS's Spearman rewards; the fine-tuned bi-encoder's loss), "
+            "applied to the pair scores (CoSENTPairLoss)"
+        },
+    )
+    cosent_scale: float = field(
+        default=20.0,
+        metadata={
+            "help": "--loss cosent: multiplies score differences (CoSENT's 20 for cosines; the head starts at cosine)"
+        },
+    )
+    init_scale: float = field(
+        default=1.0,
+        metadata={
+            "help": "the head's starting scale on the cosine (1 fits --loss mse: score = cosine ≈ gold / 5)"
+        },
+    )
     init_bias: float = field(default=0.0, metadata={"help": "the head's starting bias"})
-    head_learning_rate: float = field(default=1e-3, metadata={
-        "help": "learning rate of the head's weights (scale, bias, linear term); 0 = --learning-rate"})
+    head_learning_rate: float = field(
+        default=1e-3,
+        metadata={
+            "help": "learning rate of the head's weights (scale, bias, linear term); 0 = --learning-rate"
+        },
+    )
     data_dir: str = field(default=DEFAULT_DATA_DIR, metadata={"help": "benchmark data root (../shared/data)"})
     output_dir: str = field(default="", metadata={"help": "default outputs/pair-scorer-stsb"})
     device: str = field(default="auto", metadata={"help": "auto, cpu, cuda"})
     epochs: float = 2.0
     max_steps: int = field(default=-1, metadata={"help": "stop after N optimizer steps (-1 = use --epochs)"})
-    max_samples: int = field(default=-1, metadata={"help": "use N STS-B train pairs, seeded (-1 = all 5,749)"})
+    max_samples: int = field(
+        default=-1, metadata={"help": "use N STS-B train pairs, seeded (-1 = all 5,749)"}
+    )
     batch_size: int = 16
     learning_rate: float = field(default=2e-4, metadata={"help": "LoRA weights' learning rate"})
     warmup: float = field(default=0.1, metadata={"help": "linear warm-up, fraction of the steps"})
     seed: int = 42
     max_length: int = field(default=128, metadata={"help": "tokens per (a, b) input; STS-B pairs are short"})
-    eval_before: bool = field(default=True, metadata={"help": "also evaluate the untrained start (the cosine)"})
-    eval_steps: int = field(default=0, metadata={"help": "run the STS-B dev evaluator every N steps (0 = never)"})
+    eval_before: bool = field(
+        default=True, metadata={"help": "also evaluate the untrained start (the cosine)"}
+    )
+    eval_steps: int = field(
+        default=0, metadata={"help": "run the STS-B dev evaluator every N steps (0 = never)"}
+    )
     task: str = field(default="stsb", metadata={"help": "stsb (the only task: STS-B train, dev, test)"})
-    extra_train: Literal["none", "sick", "silver"] = field(default="none", metadata={
-        "help": "more pairs trained on beside STS-B train: sick = SICK's train split (4,439 pairs), relatedness "
-                "1–5 mapped to 0–1 like STS-B's 0–5; silver = --silver-pairs, STS-B train sentences paired and "
-                "labelled by a teacher bi-encoder (training/silver_pairs.py); dev and test stay STS-B's (5,749 "
-                "STS-B pairs alone are few for learning to compare two sentences in one pass)"})
-    silver_pairs: str = field(default="", metadata={
-        "help": "--extra-train silver: the CSV training/silver_pairs.py wrote (sentence1, sentence2, score 0–1)"})
-    both_orders: bool = field(default=False, metadata={
-        "help": "train every pair in both orders, (a, b) and (b, a), with the same label, as sentence-transformers' "
-                "STS-B cross-encoder example does: one joint pass reads a and b differently, similarity does not"})
-    pair_orders: Literal["one", "both"] = field(default="one", metadata={
-        "help": "how a pair is scored, in dev evaluation (and so --load-best), test and by ctxir once saved "
-                "(pair_orders.json): one = (a, b) as given; both = the mean of (a, b) and (b, a) "
-                "(ctxir.rerank.rankers.pair_scores); metrics.json's extra.dev_orders has the trained model's dev "
-                "Spearman both ways, to choose on"})
-    init_from: str = field(default="", metadata={
-        "help": "a pair scorer to continue from (its adapter and head; e.g. the shipped "
-                "ctxir/assets/models/sts-cross-encoder, so a new stage needs no git-ignored outputs/): its LoRA "
-                "rank replaces --lora-r; '' = a fresh adapter (B = 0) and head"})
+    extra_train: Literal["none", "sick", "silver"] = field(
+        default="none",
+        metadata={
+            "help": "more pairs trained on beside STS-B train: sick = SICK's train split (4,439 pairs), relatedness "
+            "1–5 mapped to 0–1 like STS-B's 0–5; silver = --silver-pairs, STS-B train sentences paired and "
+            "labelled by a teacher bi-encoder (training/silver_pairs.py); dev and test stay STS-B's (5,749 "
+            "STS-B pairs alone are few for learning to compare two sentences in one pass)"
+        },
+    )
+    silver_pairs: str = field(
+        default="",
+        metadata={
+            "help": "--extra-train silver: the CSV training/silver_pairs.py wrote (sentence1, sentence2, score 0–1)"
+        },
+    )
+    both_orders: bool = field(
+        default=False,
+        metadata={
+            "help": "train every pair in both orders, (a, b) and (b, a), with the same label, as sentence-transformers' "
+            "STS-B cross-encoder example does: one joint pass reads a and b differently, similarity does not"
+        },
+    )
+    pair_orders: Literal["one", "both"] = field(
+        default="one",
+        metadata={
+            "help": "how a pair is scored, in dev evaluation (and so --load-best), test and by ctxir once saved "
+            "(pair_orders.json): one = (a, b) as given; both = the mean of (a, b) and (b, a) "
+            "(ctxir.rerank.rankers.pair_scores); metrics.json's extra.dev_orders has the trained model's dev "
+            "Spearman both ways, to choose on"
+        },
+    )
+    init_from: str = field(
+        default="",
+        metadata={
+            "help": "a pair scorer to continue from (its adapter and head; e.g. the shipped "
+            "ctxir/assets/models/sts-cross-encoder, so a new stage needs no git-ignored outputs/): its LoRA "
+            "rank replaces --lora-r; '' = a fresh adapter (B = 0) and head"
+        },
+    )
 
 
 # ---------------------------------------------------------------- the model kind
@@ -113,24 +165,36 @@ class PairScorerArgs(TrainerRunArgs):
 
 def check(args: PairScorerArgs) -> None:
     if args.task != "stsb":
-        raise CtxirError(f"--task {args.task!r} is not known here: use 'stsb' (re-rankers train with "
-                         "train_cross_encoder.py)")
+        raise CtxirError(
+            f"--task {args.task!r} is not known here: use 'stsb' (re-rankers train with "
+            "train_cross_encoder.py)"
+        )
     if args.lora_r < 1:
-        raise CtxirError(f"--lora-r must be a rank ≥ 1, got {args.lora_r!r}: the pair scorer ships as an adapter "
-                         "(full fine-tuning is train_cross_encoder.py --task stsb)")
+        raise CtxirError(
+            f"--lora-r must be a rank ≥ 1, got {args.lora_r!r}: the pair scorer ships as an adapter "
+            "(full fine-tuning is train_cross_encoder.py --task stsb)"
+        )
     if (args.extra_train == "silver") != bool(args.silver_pairs):
-        raise CtxirError(f"--extra-train {args.extra_train!r} with --silver-pairs {args.silver_pairs!r}: the silver "
-                         "pairs are read with --extra-train silver and only then; make them with "
-                         "python -m training.silver_pairs --teacher BI_ENCODER --output FILE")
+        raise CtxirError(
+            f"--extra-train {args.extra_train!r} with --silver-pairs {args.silver_pairs!r}: the silver "
+            "pairs are read with --extra-train silver and only then; make them with "
+            "python -m training.silver_pairs --teacher BI_ENCODER --output FILE"
+        )
     if args.silver_pairs and not Path(args.silver_pairs).is_file():
-        raise CtxirError(f"--silver-pairs {args.silver_pairs!r} is not a file: make it with "
-                         "python -m training.silver_pairs --teacher BI_ENCODER --output FILE")
+        raise CtxirError(
+            f"--silver-pairs {args.silver_pairs!r} is not a file: make it with "
+            "python -m training.silver_pairs --teacher BI_ENCODER --output FILE"
+        )
     if args.init_from and not (Path(args.init_from) / ADAPTER_WEIGHTS).is_file():
-        raise CtxirError(f"--init-from {args.init_from!r} holds no {ADAPTER_WEIGHTS}: pass a folder this script "
-                         "wrote, or the shipped pair scorer ctxir/assets/models/sts-cross-encoder")
+        raise CtxirError(
+            f"--init-from {args.init_from!r} holds no {ADAPTER_WEIGHTS}: pass a folder this script "
+            "wrote, or the shipped pair scorer ctxir/assets/models/sts-cross-encoder"
+        )
     if args.init_scale == 0:
-        raise CtxirError("--init-scale 0 would start the head at a constant score with no gradient to the "
-                         "cosine: use e.g. 1 (--loss mse) or 8 (--loss bce)")
+        raise CtxirError(
+            "--init-scale 0 would start the head at a constant score with no gradient to the "
+            "cosine: use e.g. 1 (--loss mse) or 8 (--loss bce)"
+        )
 
 
 def load(args: PairScorerArgs, device: str):
@@ -153,8 +217,14 @@ def load(args: PairScorerArgs, device: str):
     if args.init_from:
         continue_from(model, Path(args.init_from), args)
     else:
-        model.add_adapter(LoraConfig(r=args.lora_r, lora_alpha=args.lora_alpha or 2 * args.lora_r,
-                                     lora_dropout=args.lora_dropout, target_modules=LORA_TARGETS))
+        model.add_adapter(
+            LoraConfig(
+                r=args.lora_r,
+                lora_alpha=args.lora_alpha or 2 * args.lora_r,
+                lora_dropout=args.lora_dropout,
+                target_modules=LORA_TARGETS,
+            )
+        )
     # PEFT freezes everything but the adapter; the head lies outside the transformer and trains in full
     for parameter in model[1].parameters():
         parameter.requires_grad = True
@@ -171,8 +241,10 @@ def continue_from(model, folder: Path, args: PairScorerArgs) -> None:
     config = read_json(folder / "adapter_config.json")
     head_folder = folder / "1_SegmentCosineHead"
     if not head_folder.is_dir():
-        raise CtxirError(f"--init-from {str(folder)!r} has no 1_SegmentCosineHead folder: it is not a pair scorer "
-                         "written by training/train_pair_scorer.py")
+        raise CtxirError(
+            f"--init-from {str(folder)!r} has no 1_SegmentCosineHead folder: it is not a pair scorer "
+            "written by training/train_pair_scorer.py"
+        )
     # the saved head's config (term_match, hidden size) wins over this run's fresh head
     model[1] = SegmentCosineHead.load(str(folder), subfolder="1_SegmentCosineHead").to(model.device)
     model[0].model.load_adapter(str(folder), adapter_name="default", is_trainable=True)
@@ -196,8 +268,11 @@ def save(model, out: Path, args: PairScorerArgs) -> None:
 
         path = out / ADAPTER_WEIGHTS
         # PEFT copies saved weights into the model's own dtype when it loads them, so float16 costs no code
-        save_file({k: v.half().contiguous() for k, v in load_file(str(path)).items()}, str(path),
-                  metadata={"format": "pt"})
+        save_file(
+            {k: v.half().contiguous() for k, v in load_file(str(path)).items()},
+            str(path),
+            metadata={"format": "pt"},
+        )
 
 
 def build_data(args: PairScorerArgs, model, device: str):
@@ -212,21 +287,35 @@ def build_data(args: PairScorerArgs, model, device: str):
     if args.extra_train == "sick":
         folder = data_folder(args.data_dir, "sick")
         pairs = load_sick(folder, "train")
-        sick = Dataset.from_dict({"sentence1": [p.sentence_a for p in pairs], "sentence2": [p.sentence_b for p in pairs],
-                                  "score": [(p.relatedness - 1.0) / 4.0 for p in pairs]})  # 1–5 → 0–1
+        sick = Dataset.from_dict(
+            {
+                "sentence1": [p.sentence_a for p in pairs],
+                "sentence2": [p.sentence_b for p in pairs],
+                "score": [(p.relatedness - 1.0) / 4.0 for p in pairs],
+            }
+        )  # 1–5 → 0–1
         data.train = concatenate_datasets([data.train, sick.cast(data.train.features)])
         data.datasets.insert(1, dataset_entry("sick", "train", "train", folder, len(pairs)))
     elif args.extra_train == "silver":
-        silver = Dataset.from_csv(args.silver_pairs).cast(data.train.features)  # sentence1, sentence2, score 0–1
+        silver = Dataset.from_csv(args.silver_pairs).cast(
+            data.train.features
+        )  # sentence1, sentence2, score 0–1
         data.train = concatenate_datasets([data.train, silver])
         # STS-B train's own sentences: STS-B's licence
-        data.datasets.insert(1, dataset_entry("stsb", "train-silver", "train", args.silver_pairs, len(silver)))
+        data.datasets.insert(
+            1, dataset_entry("stsb", "train-silver", "train", args.silver_pairs, len(silver))
+        )
     if args.both_orders:
         data.train = concatenate_datasets([data.train, swapped(data.train)])
     dev = data.dev_evaluator
-    data.dev_evaluator = PairCorrelationEvaluator(dev.sentence_pairs, dev.scores, name=dev.name,
-                                                  batch_size=dev.batch_size, write_csv=False,
-                                                  both_orders=args.pair_orders == "both")
+    data.dev_evaluator = PairCorrelationEvaluator(
+        dev.sentence_pairs,
+        dev.scores,
+        name=dev.name,
+        batch_size=dev.batch_size,
+        write_csv=False,
+        both_orders=args.pair_orders == "both",
+    )
     if args.init_from:
         data.datasets[1:1] = earlier_training_data(Path(args.init_from), data.datasets)
     return data
@@ -240,16 +329,28 @@ class PairCorrelationEvaluator(CrossEncoderCorrelationEvaluator):
         super().__init__(*args, **kwargs)
         self.both_orders = both_orders
 
-    def __call__(self, model, output_path: str | None = None, epoch: int = -1, steps: int = -1) -> dict[str, float]:
+    def __call__(
+        self, model, output_path: str | None = None, epoch: int = -1, steps: int = -1
+    ) -> dict[str, float]:
         from scipy.stats import pearsonr, spearmanr
 
         def predict(pairs):
-            return model.predict(pairs, prompt_name=self.prompt_name, batch_size=self.batch_size,
-                                 convert_to_numpy=True, show_progress_bar=self.show_progress_bar)
+            return model.predict(
+                pairs,
+                prompt_name=self.prompt_name,
+                batch_size=self.batch_size,
+                convert_to_numpy=True,
+                show_progress_bar=self.show_progress_bar,
+            )
 
         predicted = pair_scores(predict, self.sentence_pairs, self.both_orders)  # (pairs,)
-        metrics = self.prefix_name_to_metrics({"pearson": float(pearsonr(self.scores, predicted)[0]),
-                                               "spearman": float(spearmanr(self.scores, predicted)[0])}, self.name)
+        metrics = self.prefix_name_to_metrics(
+            {
+                "pearson": float(pearsonr(self.scores, predicted)[0]),
+                "spearman": float(spearmanr(self.scores, predicted)[0]),
+            },
+            self.name,
+        )
         self.store_metrics_in_model_card_data(model, metrics, epoch, steps)
         return metrics
 
@@ -257,24 +358,41 @@ class PairCorrelationEvaluator(CrossEncoderCorrelationEvaluator):
 def evaluate(model, data, args: PairScorerArgs, model_id: str = "") -> dict:
     """STS-B test Spearman and Pearson, each pair scored as --pair-orders says."""
     test = data.test["sts"]
-    result = PairCorrelationEvaluator([[a, b] for a, b, _ in test], [s for _, _, s in test], name="stsb-test",
-                                      batch_size=args.batch_size, write_csv=False,
-                                      both_orders=args.pair_orders == "both")(model)
+    result = PairCorrelationEvaluator(
+        [[a, b] for a, b, _ in test],
+        [s for _, _, s in test],
+        name="stsb-test",
+        batch_size=args.batch_size,
+        write_csv=False,
+        both_orders=args.pair_orders == "both",
+    )(model)
     return {("stsb", "test", metric): result[f"stsb-test_{metric}"] for metric in ("spearman", "pearson")}
 
 
 def dev_orders(model, data) -> dict[str, float]:
     """{"one": dev Spearman of (a, b) as given, "both": of the mean of both orders}: what --pair-orders is chosen on."""
     dev = data.dev_evaluator
-    return {orders: round(PairCorrelationEvaluator(dev.sentence_pairs, dev.scores, name=dev.name,
-                                                   batch_size=dev.batch_size, write_csv=False,
-                                                   both_orders=orders == "both")(model)[f"{dev.name}_spearman"], 4)
-            for orders in ("one", "both")}
+    return {
+        orders: round(
+            PairCorrelationEvaluator(
+                dev.sentence_pairs,
+                dev.scores,
+                name=dev.name,
+                batch_size=dev.batch_size,
+                write_csv=False,
+                both_orders=orders == "both",
+            )(model)[f"{dev.name}_spearman"],
+            4,
+        )
+        for orders in ("one", "both")
+    }
 
 
 def swapped(pairs):
     """The same pairs with sentence1 and sentence2 exchanged (labels unchanged)."""
-    return pairs.rename_columns({"sentence1": "sentence2", "sentence2": "sentence1"}).select_columns(pairs.column_names)
+    return pairs.rename_columns({"sentence1": "sentence2", "sentence2": "sentence1"}).select_columns(
+        pairs.column_names
+    )
 
 
 def earlier_training_data(folder: Path, datasets: list[dict]) -> list[dict]:
@@ -283,7 +401,9 @@ def earlier_training_data(folder: Path, datasets: list[dict]) -> list[dict]:
     from ctxir.files import read_json
 
     seen = {(d["name"], d["split"]) for d in datasets if d["role"] == "train"}
-    earlier = [d for d in (read_json(folder / "metrics.json") or {}).get("datasets", []) if d.get("role") == "train"]
+    earlier = [
+        d for d in (read_json(folder / "metrics.json") or {}).get("datasets", []) if d.get("role") == "train"
+    ]
     return [{**d, "stage": "earlier"} for d in earlier if (d["name"], d["split"]) not in seen]
 
 
@@ -320,8 +440,10 @@ class CoSENTPairLoss(losses.MSELoss):
     def forward(self, inputs, labels, prompt=None, task=None):
         if len(inputs) != 2:
             raise ValueError(f"CoSENTPairLoss expects two text columns (a, b), got {len(inputs)}")
-        features = batch_to_device(self.model.preprocess(list(zip(inputs[0], inputs[1], strict=True)),
-                                                         prompt=prompt, task=task), self.model.device)
+        features = batch_to_device(
+            self.model.preprocess(list(zip(inputs[0], inputs[1], strict=True)), prompt=prompt, task=task),
+            self.model.device,
+        )
         scores = self.model(features)["scores"].view(-1)  # (batch,)
         return cosent_loss(scores, labels.view(-1).float(), self.scale)
 
@@ -342,21 +464,40 @@ def trained_parameters(args: PairScorerArgs, model) -> int:
 
 
 SPEC_PAIR = replace(
-    SPEC, script="train_pair_scorer", default_output=lambda args: "outputs/pair-scorer-stsb",
-    data_names=lambda args: ["stsb"] + (["sick"] if args.extra_train == "sick" else []), check=check, load=load,
-    save=save, build_data=build_data, build_loss=build_loss, evaluate=evaluate,
+    SPEC,
+    script="train_pair_scorer",
+    default_output=lambda args: "outputs/pair-scorer-stsb",
+    data_names=lambda args: ["stsb"] + (["sick"] if args.extra_train == "sick" else []),
+    check=check,
+    load=load,
+    save=save,
+    build_data=build_data,
+    build_loss=build_loss,
+    evaluate=evaluate,
     # uncached: a folder trained again in the same process must not come back as the earlier model
     reload=lambda out, device: load_cross_encoder.__wrapped__(str(out), device),
-    objective_name=lambda args: {"mse": "MSELoss", "bce": "BinaryCrossEntropyLoss", "cosent": "CoSENTPairLoss"}[args.loss],
-    training_options=lambda args: ({"learning_rate_mapping": {HEAD_PARAMETERS: args.head_learning_rate}}
-                                   if args.head_learning_rate else {}),
-    extra=lambda args, model, data: {"lora_r": args.lora_r, "head": "segment-cosine", "extra_train": args.extra_train,
-                                     "both_orders": args.both_orders, "pair_orders": args.pair_orders,
-                                     "dev_orders": dev_orders(model, data),
-                                     **({"init_from": args.init_from} if args.init_from else {}),
-                                     **({"silver_pairs": args.silver_pairs} if args.silver_pairs else {}),
-                                     "adapter_dtype": args.adapter_dtype,
-                                     "trained_parameters": trained_parameters(args, model)},
+    objective_name=lambda args: {
+        "mse": "MSELoss",
+        "bce": "BinaryCrossEntropyLoss",
+        "cosent": "CoSENTPairLoss",
+    }[args.loss],
+    training_options=lambda args: (
+        {"learning_rate_mapping": {HEAD_PARAMETERS: args.head_learning_rate}}
+        if args.head_learning_rate
+        else {}
+    ),
+    extra=lambda args, model, data: {
+        "lora_r": args.lora_r,
+        "head": "segment-cosine",
+        "extra_train": args.extra_train,
+        "both_orders": args.both_orders,
+        "pair_orders": args.pair_orders,
+        "dev_orders": dev_orders(model, data),
+        **({"init_from": args.init_from} if args.init_from else {}),
+        **({"silver_pairs": args.silver_pairs} if args.silver_pairs else {}),
+        "adapter_dtype": args.adapter_dtype,
+        "trained_parameters": trained_parameters(args, model),
+    },
 )
 
 

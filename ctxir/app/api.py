@@ -42,85 +42,144 @@ ENDPOINTS: dict[str, Endpoint] = {
     "search": Endpoint(
         "Search a corpus: a first stage finds candidates and an optional re-ranker re-scores them; returns the "
         "results table, a one-line summary with timings, and every number as JSON.",
-        _SEARCH_ARGS, (("Markdown", "summary"), ("JSON", "numbers"))),
+        _SEARCH_ARGS,
+        (("Markdown", "summary"), ("JSON", "numbers")),
+    ),
     "explain_result": Endpoint(
         "Explain why one search result scored as it did: each word's share of the bi-encoder's cosine and of the "
         "re-ranker's score.",
-        {"query": _SEARCH_ARGS["query"], "corpus": _SEARCH_ARGS["corpus"],
-         "doc_id": "the id of the document to explain (a search result's doc_id)",
-         "model": "auto, bi-encoder, or a loaded re-ranker"}, _EXPLANATION),
+        {
+            "query": _SEARCH_ARGS["query"],
+            "corpus": _SEARCH_ARGS["corpus"],
+            "doc_id": "the id of the document to explain (a search result's doc_id)",
+            "model": "auto, bi-encoder, or a loaded re-ranker",
+        },
+        _EXPLANATION,
+    ),
     "what_moved": Endpoint(
         "The documents a re-ranker moved most in a search, and the words that drove each move.",
-        {**{k: v for k, v in _SEARCH_ARGS.items() if k != "mode"}, "n": "how many of the most-moved documents to "
-         "explain", "mode": _SEARCH_ARGS["mode"]},
-        (("Markdown", "summary"), ("Dataframe", "movers"), ("JSON", "numbers"))),
+        {
+            **{k: v for k, v in _SEARCH_ARGS.items() if k != "mode"},
+            "n": "how many of the most-moved documents to explain",
+            "mode": _SEARCH_ARGS["mode"],
+        },
+        (("Markdown", "summary"), ("Dataframe", "movers"), ("JSON", "numbers")),
+    ),
     "compare_pooling": Endpoint(
         "The same query through mean- and CLS-pooled embeddings of one layer: two rankings side by side.",
-        {"query": _SEARCH_ARGS["query"], "corpus": _SEARCH_ARGS["corpus"],
-         "layer": "the layer to pool (0 = embeddings, the last = the model's output)",
-         "k": "how many results per pooling"},
-        (("Dataframe", "rankings"), ("Markdown", "summary"), ("JSON", "numbers"))),
+        {
+            "query": _SEARCH_ARGS["query"],
+            "corpus": _SEARCH_ARGS["corpus"],
+            "layer": "the layer to pool (0 = embeddings, the last = the model's output)",
+            "k": "how many results per pooling",
+        },
+        (("Dataframe", "rankings"), ("Markdown", "summary"), ("JSON", "numbers")),
+    ),
     "upload_corpus": Endpoint(
         "Index a corpus file (.txt, .jsonl, .csv, .tsv) for this session only; its name (in the JSON) can then be "
         "searched.",
-        {"file": "the corpus file"}, (("Markdown", "summary"), ("JSON", "numbers"))),
+        {"file": "the corpus file"},
+        (("Markdown", "summary"), ("JSON", "numbers")),
+    ),
     "score_pairs": Endpoint(
         "Score one query against several documents with every loaded model: scores and ranks side by side.",
         {"query": "the query", "documents": "the documents, one per line"},
-        (("File", "chart_png"), ("Markdown", "pair_formation"), ("Dataframe", "pair_tokens"), ("JSON", "numbers"))),
+        (
+            ("File", "chart_png"),
+            ("Markdown", "pair_formation"),
+            ("Dataframe", "pair_tokens"),
+            ("JSON", "numbers"),
+        ),
+    ),
     "explain": Endpoint(
         "Explain any query-document score: each word's share of the bi-encoder's cosine and of the re-ranker's "
         "score.",
-        {"query": "the query", "document": "the document", "model": "auto, bi-encoder, or a loaded re-ranker"},
-        _EXPLANATION),
+        {
+            "query": "the query",
+            "document": "the document",
+            "model": "auto, bi-encoder, or a loaded re-ranker",
+        },
+        _EXPLANATION,
+    ),
     "model_info": Endpoint(
         "A loaded model's facts (layers, heads, vocabulary) and how it tokenises a text.",
         {"model": "which model: bi-encoder, or a loaded re-ranker", "text": "a text to tokenise"},
-        (("Markdown", "summary"), ("JSON", "numbers"))),
+        (("Markdown", "summary"), ("JSON", "numbers")),
+    ),
     "token_embeddings": Endpoint(
         "Every token of the sentences as a point in 2-D (PCA, t-SNE, UMAP) at two layers, and how far each token "
         "moves from layer to layer.",
-        {"model": "which model", "sentences": "sentences, one per line", "word": "a word to highlight",
-         "layer_a": "the first layer to project", "layer_b": "the second layer to project",
-         "methods": "projections: pca, tsne, umap"},
-        (("File", "projection_png"), ("File", "drift_png"), ("Markdown", "summary"), ("JSON", "numbers"))),
+        {
+            "model": "which model",
+            "sentences": "sentences, one per line",
+            "word": "a word to highlight",
+            "layer_a": "the first layer to project",
+            "layer_b": "the second layer to project",
+            "methods": "projections: pca, tsne, umap",
+        },
+        (("File", "projection_png"), ("File", "drift_png"), ("Markdown", "summary"), ("JSON", "numbers")),
+    ),
     "layer_similarity": Endpoint(
         "One word in several sentences compared layer by layer, with the whole sentences' cosine beside it.",
-        {"model": "which model", "sentences": "sentences containing the word, one per line",
-         "word": "the word to follow"},
-        (("File", "word_png"), ("File", "sentence_png"), ("Markdown", "summary"), ("JSON", "numbers"))),
+        {
+            "model": "which model",
+            "sentences": "sentences containing the word, one per line",
+            "word": "the word to follow",
+        },
+        (("File", "word_png"), ("File", "sentence_png"), ("Markdown", "summary"), ("JSON", "numbers")),
+    ),
     "sentence_similarity": Endpoint(
         "How alike whole sentences are at a chosen layer and pooling: a cosine matrix.",
         {"sentences": "sentences, one per line", "layer": "the layer to pool", "pooling": "mean or cls"},
-        (("File", "heatmap_png"), ("JSON", "numbers"))),
+        (("File", "heatmap_png"), ("JSON", "numbers")),
+    ),
     "attention": Endpoint(
         "Where each attention head looks for a text (or a text pair): bertviz's view, one head's heatmap and a "
         "per-head summary.",
-        {"model": "which model", "text": "the text (sentence A)", "text_pair": "an optional second text (B)",
-         "view": "bertviz view: head or model", "layers": "layers to show (empty = all)",
-         "heads": "heads to show (empty = all)", "heatmap_layer": "the heatmap's layer",
-         "heatmap_head": "the heatmap's head"},
-        (("Markdown", "summary"), ("HTML", "bertviz_view"), ("File", "bertviz_html"), ("File", "heatmap_png"),
-         ("File", "head_summary_png"), ("Dataframe", "head_summary"), ("JSON", "numbers"))),
+        {
+            "model": "which model",
+            "text": "the text (sentence A)",
+            "text_pair": "an optional second text (B)",
+            "view": "bertviz view: head or model",
+            "layers": "layers to show (empty = all)",
+            "heads": "heads to show (empty = all)",
+            "heatmap_layer": "the heatmap's layer",
+            "heatmap_head": "the heatmap's head",
+        },
+        (
+            ("Markdown", "summary"),
+            ("HTML", "bertviz_view"),
+            ("File", "bertviz_html"),
+            ("File", "heatmap_png"),
+            ("File", "head_summary_png"),
+            ("Dataframe", "head_summary"),
+            ("JSON", "numbers"),
+        ),
+    ),
     "failure_report": Endpoint(
-        "A drill-down of the worst queries of an evaluation results JSON (ctxir evaluate) or report "
-        "JSON.",
+        "A drill-down of the worst queries of an evaluation results JSON (ctxir evaluate) or report JSON.",
         {"file": "a results or report JSON", "worst": "how many of the worst queries to show"},
-        (("Markdown", "summary"), ("HTML", "report_view"), ("File", "report_html"), ("JSON", "numbers"))),
+        (("Markdown", "summary"), ("HTML", "report_view"), ("File", "report_html"), ("JSON", "numbers")),
+    ),
     "failure_report_sample": Endpoint(
         "The failure report of the bundled sample run.",
         {"worst": "how many of the worst queries to show"},
-        (("Markdown", "summary"), ("HTML", "report_view"), ("File", "report_html"), ("JSON", "numbers"))),
+        (("Markdown", "summary"), ("HTML", "report_view"), ("File", "report_html"), ("JSON", "numbers")),
+    ),
     "classify": Endpoint(
         "Classify texts by the encoder's embeddings: zero-shot against label descriptions, or few-shot from "
         "labelled examples.",
-        {"texts": "texts to classify, one per line (at most 50)",
-         "labels": "label names, one per line, optionally 'name: description' (needed for zero-shot)",
-         "examples": "labelled examples for few-shot (.csv with a text,label header, or .jsonl), or None",
-         "method": "zero-shot, knn, centroid or logreg", "k": "neighbours voting in knn (1 to 50)",
-         "template": "the zero-shot prompt, with {label} or {description} in it",
-         "projection": "the embedding map's 2-D projection: pca or tsne"},
-        (("Markdown", "summary"), ("Dataframe", "neighbours"), ("JSON", "numbers"))),
+        {
+            "texts": "texts to classify, one per line (at most 50)",
+            "labels": "label names, one per line, optionally 'name: description' (needed for zero-shot)",
+            "examples": "labelled examples for few-shot (.csv with a text,label header, or .jsonl), or None",
+            "method": "zero-shot, knn, centroid or logreg",
+            "k": "neighbours voting in knn (1 to 50)",
+            "template": "the zero-shot prompt, with {label} or {description} in it",
+            "projection": "the embedding map's 2-D projection: pca or tsne",
+        },
+        (("Markdown", "summary"), ("Dataframe", "neighbours"), ("JSON", "numbers")),
+    ),
 }
 
 
@@ -148,10 +207,15 @@ def document_api(demo: gr.Blocks) -> gr.Blocks:
             fn.fn.__name__ = fn.api_name  # the MCP tool's name (Gradio names a tool after its function)
         unlabelled = [c for c in fn.outputs if not getattr(c, "label", None)]
         names = list(endpoint.unlabelled)
-        if len(unlabelled) != len(names) or any(type(c).__name__ != kind for c, (kind, _) in zip(unlabelled, names,
-                                                                                                  strict=False)):
-            logger.warning("API endpoint /%s: unlabelled outputs %s do not match ctxir/app/api.py's %s", fn.api_name,
-                           [type(c).__name__ for c in unlabelled], [kind for kind, _ in names])
+        if len(unlabelled) != len(names) or any(
+            type(c).__name__ != kind for c, (kind, _) in zip(unlabelled, names, strict=False)
+        ):
+            logger.warning(
+                "API endpoint /%s: unlabelled outputs %s do not match ctxir/app/api.py's %s",
+                fn.api_name,
+                [type(c).__name__ for c in unlabelled],
+                [kind for kind, _ in names],
+            )
             continue
         for component, (_, name) in zip(unlabelled, names, strict=True):
             component.label = name

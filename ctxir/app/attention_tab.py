@@ -35,20 +35,32 @@ def parse_indices(value: Any, what: str) -> list[int]:
                 else:
                     out.append(int(part))
             except ValueError:
-                raise CtxirError(f"{what} {value!r} is not a list of numbers: write e.g. '0,2' or '0-3', or leave it "
-                                 "empty for all") from None
+                raise CtxirError(
+                    f"{what} {value!r} is not a list of numbers: write e.g. '0,2' or '0-3', or leave it "
+                    "empty for all"
+                ) from None
         return sorted(set(out))
     try:
         return sorted({int(v) for v in value})
     except (TypeError, ValueError):
-        raise CtxirError(f"{what} {value!r} is not a list of numbers: e.g. [0, 2], or empty for all") from None
+        raise CtxirError(
+            f"{what} {value!r} is not a list of numbers: e.g. [0, 2], or empty for all"
+        ) from None
 
 
 # attention takes the /attention endpoint's inputs one to one (do_attention passes them through) plus the state:
 # more than 8 parameters on purpose; a dataclass would only repackage the same endpoint inputs.
-def attention(state: AppState, text: str, text_pair: str = "", view: str = "head", layers: Any = None,
-              heads: Any = None, heatmap_layer: int = 0, heatmap_head: int = 0,
-              model: str = "bi-encoder") -> ViewResult:
+def attention(
+    state: AppState,
+    text: str,
+    text_pair: str = "",
+    view: str = "head",
+    layers: Any = None,
+    heads: Any = None,
+    heatmap_layer: int = 0,
+    heatmap_head: int = 0,
+    model: str = "bi-encoder",
+) -> ViewResult:
     """bertviz head/model view (offline HTML), a heatmap of one layer/head, and a per-head summary."""
     from ctxir.viz import (
         attention_heatmap,
@@ -64,48 +76,86 @@ def attention(state: AppState, text: str, text_pair: str = "", view: str = "head
     check_choice(view, "view", ("head", "model"))
     internals = inspect_input(state, model, text, text_pair, max_tokens=cfg.max_attention_tokens)
     n_layers, n_heads = internals.attentions.shape[:2]
-    layers_, heads_ = check_attention_size(internals, parse_indices(layers, "layers"), parse_indices(heads, "heads"),
-                                           cfg.max_attention_tokens)
+    layers_, heads_ = check_attention_size(
+        internals, parse_indices(layers, "layers"), parse_indices(heads, "heads"), cfg.max_attention_tokens
+    )
     heatmap_layer = check_int(heatmap_layer, "heatmap layer", 0, n_layers - 1)
     heatmap_head = check_int(heatmap_head, "heatmap head", 0, n_heads - 1)
     started = time.perf_counter()
-    document = bertviz_document(internals, view, layers_, heads_, decimals=cfg.decimals,
-                                max_tokens=cfg.max_attention_tokens)
+    document = bertviz_document(
+        internals, view, layers_, heads_, decimals=cfg.decimals, max_tokens=cfg.max_attention_tokens
+    )
     build_ms = (time.perf_counter() - started) * 1000
     summary = head_summary(internals, cfg.decimals)
-    figures = {"heatmap": attention_heatmap(internals, heatmap_layer, heatmap_head),
-               "head_summary": head_summary_figure(summary)}
+    figures = {
+        "heatmap": attention_heatmap(internals, heatmap_layer, heatmap_head),
+        "head_summary": head_summary_figure(summary),
+    }
     d = cfg.decimals
     data = {
-        "tokens": internals.tokens, "token_ids": internals.token_ids, "token_type_ids": internals.token_type_ids,
-        "sentence_b_start": internals.sentence_b_start, "view": view, "layers": layers_, "heads": heads_,
-        "html_bytes": len(document.encode()), "build_ms": round(build_ms, 1),
-        "heatmap": {"layer": heatmap_layer, "head": heatmap_head,
-                    "weights": np.round(internals.attentions[heatmap_layer, heatmap_head].astype(np.float64), d).tolist()},
+        "tokens": internals.tokens,
+        "token_ids": internals.token_ids,
+        "token_type_ids": internals.token_type_ids,
+        "sentence_b_start": internals.sentence_b_start,
+        "view": view,
+        "layers": layers_,
+        "heads": heads_,
+        "html_bytes": len(document.encode()),
+        "build_ms": round(build_ms, 1),
+        "heatmap": {
+            "layer": heatmap_layer,
+            "head": heatmap_head,
+            "weights": np.round(
+                internals.attentions[heatmap_layer, heatmap_head].astype(np.float64), d
+            ).tolist(),
+        },
         "head_summary": summary,
     }
-    text_out = (f"{len(internals.tokens)} tokens · {view} view of layers {layers_} and {len(heads_)} head(s) · "
-                f"{len(document.encode()) / 2**20:.2f} MiB of HTML (weights rounded to {d} decimals), built in "
-                f"{build_ms:.0f} ms; drawn in the frame below with no internet access.")
+    text_out = (
+        f"{len(internals.tokens)} tokens · {view} view of layers {layers_} and {len(heads_)} head(s) · "
+        f"{len(document.encode()) / 2**20:.2f} MiB of HTML (weights rounded to {d} decimals), built in "
+        f"{build_ms:.0f} ms; drawn in the frame below with no internet access."
+    )
     return ViewResult(rows=summary, figures=figures, data=data, text=text_out, html=document)
 
 
 # ---------------------------------------------------------------- UI
 
 
-HEAD_SUMMARY_COLUMNS = ["layer", "head", "entropy", "to_cls", "to_sep", "to_self", "to_previous", "to_next",
-                        "max_weight", "max_from", "max_to"]  # ctxir.viz.head_summary's rows
+HEAD_SUMMARY_COLUMNS = [
+    "layer",
+    "head",
+    "entropy",
+    "to_cls",
+    "to_sep",
+    "to_self",
+    "to_previous",
+    "to_next",
+    "max_weight",
+    "max_from",
+    "max_to",
+]  # ctxir.viz.head_summary's rows
 
 
 def attention_plots(data: dict) -> tuple:
     """The attention answer drawn: one head's weights (rows attend to columns) and the per-head summary grids."""
     heat, tokens = data["heatmap"], data["tokens"]
     n = len(tokens)
-    weights = figures.heatmap(heat["weights"], tokens, tokens,
-                              f"attention of layer {heat['layer']}, head {heat['head']}: each row (a token) spreads "
-                              "1.0 over the columns it looks at",
-                              figures.HeatmapStyle(value_name="weight", row_name="token", col_name="looks at",
-                                                   zmin=0.0, decimals=2, height=int(min(900, max(420, 200 + 16 * n)))))
+    weights = figures.heatmap(
+        heat["weights"],
+        tokens,
+        tokens,
+        f"attention of layer {heat['layer']}, head {heat['head']}: each row (a token) spreads "
+        "1.0 over the columns it looks at",
+        figures.HeatmapStyle(
+            value_name="weight",
+            row_name="token",
+            col_name="looks at",
+            zmin=0.0,
+            decimals=2,
+            height=int(min(900, max(420, 200 + 16 * n))),
+        ),
+    )
     return weights, figures.head_grids(data["head_summary"])
 
 
@@ -118,46 +168,82 @@ def build(ui: Ui) -> None:
     # Gradio passes each input as its own argument: the parameters are the event's inputs, in their order.
     @guard
     @gpu
-    def do_attention(model, text, text_pair, view, layers, heads, heatmap_layer, heatmap_head, request: gr.Request,
-                     progress=gr.Progress()):  # noqa: B008
+    def do_attention(
+        model,
+        text,
+        text_pair,
+        view,
+        layers,
+        heads,
+        heatmap_layer,
+        heatmap_head,
+        request: gr.Request,
+        progress=gr.Progress(),  # noqa: B008 (gradio's pattern)
+    ):
         ui.visitor(request)
         progress(0.1, desc="forward pass and bertviz view")
         r = attention(state, text, text_pair, view, layers, heads, heatmap_layer, heatmap_head, model)
         from ctxir.viz import iframe
 
-        return (r.text, iframe(r.html, height=700), out.html(r.html, f"attention-{view}-view"),
-                out.png(r.figures["heatmap"], "attention-heatmap"),
-                out.png(r.figures["head_summary"], "head-summary"), frame(r.rows), r.data)
+        return (
+            r.text,
+            iframe(r.html, height=700),
+            out.html(r.html, f"attention-{view}-view"),
+            out.png(r.figures["heatmap"], "attention-heatmap"),
+            out.png(r.figures["head_summary"], "head-summary"),
+            frame(r.rows),
+            r.data,
+        )
 
     def after_attention(data, *files):
         weights, heads = attention_plots(data)
-        paths = exports(out, "attention", data=data, rows=data["head_summary"], plots=[weights, heads], files=files)
+        paths = exports(
+            out, "attention", data=data, rows=data["head_summary"], plots=[weights, heads], files=files
+        )
         return show(weights), show(heads), show(paths)
 
-    tab_intro("Where each token looks. bertviz draws every head's attention (hover a token to follow its lines); "
-              "below, one head's weights as a heatmap and a summary of what each head attends to. Drawn offline, "
-              f"inputs up to {cfg.max_attention_tokens} tokens: choose fewer layers or heads for long inputs.")
-    att_model = gr.Dropdown(list(ui.models.inspect), value="bi-encoder", label="Model", allow_custom_value=True)
-    att_text = gr.Textbox(label="Text (sentence A)", value=presets["bank_contexts"][0], elem_id="attention-text")
-    att_pair = gr.Textbox(label="Second text (sentence B, optional: a query–document pair)",
-                          value=presets["bank_contexts"][1])
+    tab_intro(
+        "Where each token looks. bertviz draws every head's attention (hover a token to follow its lines); "
+        "below, one head's weights as a heatmap and a summary of what each head attends to. Drawn offline, "
+        f"inputs up to {cfg.max_attention_tokens} tokens: choose fewer layers or heads for long inputs."
+    )
+    att_model = gr.Dropdown(
+        list(ui.models.inspect), value="bi-encoder", label="Model", allow_custom_value=True
+    )
+    att_text = gr.Textbox(
+        label="Text (sentence A)", value=presets["bank_contexts"][0], elem_id="attention-text"
+    )
+    att_pair = gr.Textbox(
+        label="Second text (sentence B, optional: a query–document pair)", value=presets["bank_contexts"][1]
+    )
     with gr.Row():
         att_view = gr.Radio(["head", "model"], value="head", label="bertviz view", min_width=160)
-        att_layers = gr.CheckboxGroup(list(range(n_layers)), value=[], label="Layers (none = all)", min_width=200)
-        att_heads = gr.CheckboxGroup(list(range(n_heads)), value=[], label="Heads (none = all)", min_width=260)
+        att_layers = gr.CheckboxGroup(
+            list(range(n_layers)), value=[], label="Layers (none = all)", min_width=200
+        )
+        att_heads = gr.CheckboxGroup(
+            list(range(n_heads)), value=[], label="Heads (none = all)", min_width=260
+        )
     with gr.Row():
         heat_layer = gr.Slider(0, n_layers - 1, value=0, step=1, label="heatmap layer", min_width=160)
         heat_head = gr.Slider(0, n_heads - 1, value=0, step=1, label="heatmap head", min_width=160)
     att_button = gr.Button("Show attention", variant="primary", elem_id="attention-button")
     att_summary = gr.Markdown(elem_id="attention-summary")
     att_html = gr.HTML(elem_id="attention-view")
-    att_heat = gr.Plot(label="One head's attention (hover a cell)",
-                       visible=False, elem_id="attention-heatmap")
-    att_heads_plot = gr.Plot(label="Per-head summary: layers × heads (hover a cell)", visible=False,
-                             elem_id="head-summary")
-    att_returned = [gr.File(visible=False) for _ in range(3)]  # bertviz HTML and two PNGs, as the API returns them
-    att_files = gr.File(label="Download: bertviz HTML (offline), PNG, interactive HTML, CSV, JSON",
-                        file_count="multiple", visible=False)
+    att_heat = gr.Plot(
+        label="One head's attention (hover a cell)", visible=False, elem_id="attention-heatmap"
+    )
+    att_heads_plot = gr.Plot(
+        label="Per-head summary: layers × heads (hover a cell)", visible=False, elem_id="head-summary"
+    )
+    att_returned = [
+        gr.File(visible=False) for _ in range(3)
+    ]  # bertviz HTML and two PNGs, as the API returns them
+    att_files = gr.File(
+        label="Download: bertviz HTML (offline), PNG, interactive HTML, CSV, JSON",
+        file_count="multiple",
+        visible=False,
+    )
     with gr.Accordion("Per-head summary as a table", open=False):
         # headers before the first answer, not Gradio's "1 2 3" placeholder
         att_table = gr.Dataframe(frame([], HEAD_SUMMARY_COLUMNS), wrap=True, elem_classes=["ctxir-table"])
@@ -165,6 +251,13 @@ def build(ui: Ui) -> None:
         att_json = gr.JSON()
 
     att_button.click(lambda: "", None, [att_summary], queue=False, api_visibility="private").then(
-        do_attention, [att_model, att_text, att_pair, att_view, att_layers, att_heads, heat_layer, heat_head],
-        [att_summary, att_html, *att_returned, att_table, att_json], api_name="attention").success(
-        after_attention, [att_json, *att_returned], [att_heat, att_heads_plot, att_files], api_visibility="private")
+        do_attention,
+        [att_model, att_text, att_pair, att_view, att_layers, att_heads, heat_layer, heat_head],
+        [att_summary, att_html, *att_returned, att_table, att_json],
+        api_name="attention",
+    ).success(
+        after_attention,
+        [att_json, *att_returned],
+        [att_heat, att_heads_plot, att_files],
+        api_visibility="private",
+    )

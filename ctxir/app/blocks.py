@@ -22,27 +22,42 @@ from ctxir.app.ui import CSS, Outputs, Ui, named, plain_errors_for_api
 from ctxir.rerank.registry import RERANKERS
 
 TITLE = "ctxir — contextual embeddings for search"
-TABS = (("Search", search_tab), ("Pair scoring", pairs_tab), ("Explain", explain_tab),
-        ("Token embeddings", embeddings_tab), ("Attention", attention_tab), ("Failure report", report_tab),
-        ("Classify", classify_tab))
-INTRO = ("Search a corpus, re-rank the results and see **why** each document scored as it did, word by word; "
-         "look inside the encoder (tokens, embeddings, attention). Everything runs on this machine, offline.")
+TABS = (
+    ("Search", search_tab),
+    ("Pair scoring", pairs_tab),
+    ("Explain", explain_tab),
+    ("Token embeddings", embeddings_tab),
+    ("Attention", attention_tab),
+    ("Failure report", report_tab),
+    ("Classify", classify_tab),
+)
+INTRO = (
+    "Search a corpus, re-rank the results and see **why** each document scored as it did, word by word; "
+    "look inside the encoder (tokens, embeddings, attention). Everything runs on this machine, offline."
+)
 
 
 def status_line(state: AppState) -> str:
     """One line: the corpus and which models are loaded (why one is missing is in ``missing_models``)."""
     models = state.models
-    return (f"Corpus **{md_literal(state.default_corpus)}** ({plural(state.default_size, 'document')}) · "
-            f"bi-encoder **{md_literal(models.bi_encoder_name)}** · "
-            + " · ".join(f"{kind.label} {'✓' if name in models.rerankers else '✗ not loaded'}"
-                         for name, kind in RERANKERS.items()))
+    return (
+        f"Corpus **{md_literal(state.default_corpus)}** ({plural(state.default_size, 'document')}) · "
+        f"bi-encoder **{md_literal(models.bi_encoder_name)}** · "
+        + " · ".join(
+            f"{kind.label} {'✓' if name in models.rerankers else '✗ not loaded'}"
+            for name, kind in RERANKERS.items()
+        )
+    )
 
 
 def missing_models(state: AppState) -> str:
     """One line per re-ranker kind that is not loaded: why, and the flag that loads one."""
     models = state.models
-    return "\n".join(f"- **{kind.label}**: {md_literal(models.why_not(name))} (start with `{kind.flag} FOLDER`)"
-                     for name, kind in RERANKERS.items() if name not in models.rerankers)
+    return "\n".join(
+        f"- **{kind.label}**: {md_literal(models.why_not(name))} (start with `{kind.flag} FOLDER`)"
+        for name, kind in RERANKERS.items()
+        if name not in models.rerankers
+    )
 
 
 def accept_old_clients(demo: gr.Blocks) -> gr.Blocks:
@@ -52,15 +67,16 @@ def accept_old_clients(demo: gr.Blocks) -> gr.Blocks:
     validate = demo.validate_inputs
 
     def padded(block_fn, inputs: list) -> None:
-        inputs.extend(getattr(block, "value", None) for block in block_fn.inputs[len(inputs):])
+        inputs.extend(getattr(block, "value", None) for block in block_fn.inputs[len(inputs) :])
         validate(block_fn, inputs)
 
     demo.validate_inputs = padded
     return demo
 
 
-def build_demo(state: AppState | None = None, config: AppConfig | None = None,
-               outputs: Outputs | None = None) -> gr.Blocks:
+def build_demo(
+    state: AppState | None = None, config: AppConfig | None = None, outputs: Outputs | None = None
+) -> gr.Blocks:
     """The app. ``state`` holds already loaded models and corpora; without it they are loaded here, before
     returning, so no request pays for loading. ``outputs`` is the folder for returned files (default: a new
     bounded one)."""
@@ -82,8 +98,12 @@ def build_demo(state: AppState | None = None, config: AppConfig | None = None,
         gr.Markdown(status_line(state), elem_classes=["ctxir-status"], elem_id="model-status")
         # While the startup corpus is indexed in the background (app.py serves the page first), one line says how
         # far it has got, refreshed every second; it disappears, and the timer stops, once the corpus is ready.
-        indexing = gr.Markdown(md_literal(state.indexing.text()), visible=bool(state.indexing.text()),
-                               elem_id="indexing-status", elem_classes=["ctxir-indexing"])
+        indexing = gr.Markdown(
+            md_literal(state.indexing.text()),
+            visible=bool(state.indexing.text()),
+            elem_id="indexing-status",
+            elem_classes=["ctxir-indexing"],
+        )
         timer = gr.Timer(1.0, active=not state.indexing.done.is_set())
         missing = missing_models(state)
         if missing:
@@ -101,12 +121,20 @@ def build_demo(state: AppState | None = None, config: AppConfig | None = None,
 
         def indexing_status():
             text = state.indexing.text()
-            return gr.update(value=md_literal(text), visible=bool(text)), gr.Timer(active=not state.indexing.done.is_set())
+            return gr.update(value=md_literal(text), visible=bool(text)), gr.Timer(
+                active=not state.indexing.done.is_set()
+            )
 
         # on page load too: a page opened after indexing ended must not show the line it was built with
         for event in (timer.tick, demo.load):
-            event(indexing_status, None, [indexing, timer], queue=False, show_progress="hidden",
-                  api_visibility="private")
+            event(
+                indexing_status,
+                None,
+                [indexing, timer],
+                queue=False,
+                show_progress="hidden",
+                api_visibility="private",
+            )
     demo.ctxir_state = state  # tests and scripts reach the loaded models through the demo
     demo.ctxir_outputs = ui.out
     document_api(demo)  # docstrings (MCP tools) and output names (view_api) of every public endpoint

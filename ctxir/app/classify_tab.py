@@ -40,7 +40,9 @@ MAX_TEXTS = 50  # texts classified per request
 MAX_EXAMPLES = 1_000  # labelled rows per upload: ~40 s of encoding on a 2-core CPU
 MAX_LABELS = 20
 NEIGHBOURS = 3
-AGNEWS = Path(__file__).resolve().parents[3] / "shared" / "data" / "agnews"  # ../shared/data beside the checkout
+AGNEWS = (
+    Path(__file__).resolve().parents[3] / "shared" / "data" / "agnews"
+)  # ../shared/data beside the checkout
 AGNEWS_LABELS = Path(__file__).resolve().parents[1] / "assets" / "agnews_labels.csv"
 # Written for this app (not from any data set), used as the sample when the AG News folder is not beside the checkout.
 BUILT_IN_TEXTS = [
@@ -86,12 +88,16 @@ def read_examples(state: AppState, path) -> list[tuple[str, str]]:
         raise CtxirError(f"uploaded file {str(path.name)!r} was not found on the server: upload it again")
     size_mb = path.stat().st_size / 2**20
     if size_mb > state.config.max_upload_mb:
-        raise CtxirError(f"{path.name} is {size_mb:.1f} MB; this app accepts files up to "
-                         f"{state.config.max_upload_mb:g} MB: upload a smaller sample")
+        raise CtxirError(
+            f"{path.name} is {size_mb:.1f} MB; this app accepts files up to "
+            f"{state.config.max_upload_mb:g} MB: upload a smaller sample"
+        )
     rows = load_labelled(path)
     if len(rows) > MAX_EXAMPLES:
-        raise CtxirError(f"{path.name} has {len(rows):,} labelled rows; this app encodes at most {MAX_EXAMPLES:,} on "
-                         "its CPU: upload a sample (ctxir classify takes any size)")
+        raise CtxirError(
+            f"{path.name} has {len(rows):,} labelled rows; this app encodes at most {MAX_EXAMPLES:,} on "
+            "its CPU: upload a sample (ctxir classify takes any size)"
+        )
     for i, (text, _) in enumerate(rows, 1):
         check_text(text, f"{path.name} row {i}", state.config.max_text_chars)
     return rows
@@ -107,8 +113,9 @@ def project_2d(vectors: np.ndarray, method: str, seed: int = 0) -> np.ndarray:
         return PCA(n_components=2, random_state=seed).fit_transform(vectors)
     from sklearn.manifold import TSNE
 
-    return TSNE(n_components=2, perplexity=min(30.0, (len(vectors) - 1) / 3), init="pca",
-                random_state=seed).fit_transform(vectors)
+    return TSNE(
+        n_components=2, perplexity=min(30.0, (len(vectors) - 1) / 3), init="pca", random_state=seed
+    ).fit_transform(vectors)
 
 
 def _checked_inputs(state: AppState, texts, labels, examples, method, k, template, projection) -> tuple:
@@ -122,16 +129,25 @@ def _checked_inputs(state: AppState, texts, labels, examples, method, k, templat
     if method == "zero-shot" and not named:
         raise CtxirError("zero-shot needs label names: type at least 2 in Labels (one per line)")
     if method != "zero-shot" and not rows:
-        raise CtxirError(f"{method} needs labelled examples: upload a .csv (text,label) or .jsonl file, load the "
-                         "sample, or choose zero-shot")
+        raise CtxirError(
+            f"{method} needs labelled examples: upload a .csv (text,label) or .jsonl file, load the "
+            "sample, or choose zero-shot"
+        )
     if rows and len({y for _, y in rows}) < 2:
         raise CtxirError("the labelled examples hold only one label: give examples of at least 2")
     template = check_text(template, "template", 200)
     return items, method, k, template, projection, rows, named
 
 
-def _fitted_classifier(encoder: BiEncoder, method: str, k: int, named: list[Label], template: str,
-                       rows: list[tuple[str, str]], example_x: np.ndarray):
+def _fitted_classifier(
+    encoder: BiEncoder,
+    method: str,
+    k: int,
+    named: list[Label],
+    template: str,
+    rows: list[tuple[str, str]],
+    example_x: np.ndarray,
+):
     """The classifier of ``method``, fitted on the encoded examples (zero-shot: on the labels, and the examples
     as well when there are any, whose labels must then be among them)."""
     if method == "zero-shot":
@@ -140,8 +156,10 @@ def _fitted_classifier(encoder: BiEncoder, method: str, k: int, named: list[Labe
         if rows:
             unknown = sorted({y for _, y in rows} - known)
             if unknown:
-                raise CtxirError(f"example label {unknown[0]!r} is not among the labels {sorted(known)!r}: add it "
-                                 "to Labels or fix the file")
+                raise CtxirError(
+                    f"example label {unknown[0]!r} is not among the labels {sorted(known)!r}: add it "
+                    "to Labels or fix the file"
+                )
             classifier.fit_embeddings(example_x, [y for _, y in rows])
     else:
         classifier = make_classifier(f"knn-{k}" if method == "knn" else method, encoder, "uniform")
@@ -150,25 +168,48 @@ def _fitted_classifier(encoder: BiEncoder, method: str, k: int, named: list[Labe
     return classifier
 
 
-def _map_points(classifier, method: str, projection: str, rows: list[tuple[str, str]], items: list[str],
-                predictions, example_x: np.ndarray, text_x: np.ndarray) -> list[dict]:
+def _map_points(
+    classifier,
+    method: str,
+    projection: str,
+    rows: list[tuple[str, str]],
+    items: list[str],
+    predictions,
+    example_x: np.ndarray,
+    text_x: np.ndarray,
+) -> list[dict]:
     """The 2-D map's points: examples, texts and (zero-shot) label embeddings projected together."""
-    label_x = classifier.label_vectors if method == "zero-shot" else np.zeros((0, text_x.shape[1]), np.float32)
+    label_x = (
+        classifier.label_vectors if method == "zero-shot" else np.zeros((0, text_x.shape[1]), np.float32)
+    )
     xy = project_2d(np.concatenate([example_x, text_x, label_x]), projection)
     kinds = ["example"] * len(rows) + ["text"] * len(items) + ["label"] * len(label_x)
-    classes_of = [y for _, y in rows] + [p.label for p in predictions] + list(classifier.classes[:len(label_x)])
+    classes_of = (
+        [y for _, y in rows] + [p.label for p in predictions] + list(classifier.classes[: len(label_x)])
+    )
     shown = [t for t, _ in rows] + items + (classifier.prompts if method == "zero-shot" else [])
-    return [{"x": round(float(x), 4), "y": round(float(y), 4), "kind": kind, "label": label, "text": text}
-            for (x, y), kind, label, text in zip(xy, kinds, classes_of, shown, strict=True)]
+    return [
+        {"x": round(float(x), 4), "y": round(float(y), 4), "kind": kind, "label": label, "text": text}
+        for (x, y), kind, label, text in zip(xy, kinds, classes_of, shown, strict=True)
+    ]
 
 
-def classify_view(state: AppState, texts, labels="", examples=None, method: str = "zero-shot", k: int = 5,
-                  template: str = TEMPLATES[1], projection: str = "pca") -> ViewResult:
+def classify_view(
+    state: AppState,
+    texts,
+    labels="",
+    examples=None,
+    method: str = "zero-shot",
+    k: int = 5,
+    template: str = TEMPLATES[1],
+    projection: str = "pca",
+) -> ViewResult:
     """Classify ``texts`` (one per line) zero-shot from ``labels`` or few-shot from the ``examples`` file."""
 
     # 1. check the input
     items, method, k, template, projection, rows, named = _checked_inputs(
-        state, texts, labels, examples, method, k, template, projection)
+        state, texts, labels, examples, method, k, template, projection
+    )
     # 2. encode (in memory only: a visitor's texts never reach the persistent cache)
     encoder = BiEncoder(state.models.bi_encoder, cache=None)
     text_x = encoder.encode(items)  # (texts, D)
@@ -180,29 +221,67 @@ def classify_view(state: AppState, texts, labels="", examples=None, method: str 
     points = _map_points(classifier, method, projection, rows, items, predictions, example_x, text_x)
     # 5. the answer: tables, JSON and summary
     d = state.config.decimals
-    result_rows = [{"#": i, "text": snippet(text, 100), "prediction": p.label,
-                    "score": round(p.scores[p.label], d), **{c: round(s, d) for c, s in p.scores.items()}}
-                   for i, (text, p) in enumerate(zip(items, predictions, strict=True), 1)]
-    neighbour_rows = [{"#": i, "rank": r, "neighbour": snippet(n.text, 100), "label": n.label,
-                       "cosine": round(n.similarity, d)}
-                      for i, p in enumerate(predictions, 1) for r, n in enumerate(p.neighbours, 1)]
-    score_name = {"zero-shot": "cosine", "knn": "vote share", "centroid": "cosine", "logreg": "probability"}[method]
-    data = {"method": method, "k": k if method == "knn" else None, "score": score_name,
-            "template": template if method == "zero-shot" else None, "projection": projection,
-            "classes": list(classifier.classes), "examples": len(rows),
-            "predictions": [{"text": t, "label": p.label, "scores": {c: round(s, d) for c, s in p.scores.items()},
-                             "neighbours": [{"text": n.text, "label": n.label, "cosine": round(n.similarity, d)}
-                                            for n in p.neighbours]} for t, p in zip(items, predictions, strict=True)],
-            "points": points}
-    how = (f"zero-shot, template {md_literal(template)}" if method == "zero-shot"
-           else f"{method}{f' (k={k})' if method == 'knn' else ''} on {_count(len(rows), 'labelled example')}")
-    text = (f"{_count(len(items), 'text')} classified by {how}; scores are {score_name}s. "
-            + ", ".join(f"{md_literal(c)} {n}" for c, n in sorted(
-                {c: sum(p.label == c for p in predictions) for c in classifier.classes}.items()) if n))
+    result_rows = [
+        {
+            "#": i,
+            "text": snippet(text, 100),
+            "prediction": p.label,
+            "score": round(p.scores[p.label], d),
+            **{c: round(s, d) for c, s in p.scores.items()},
+        }
+        for i, (text, p) in enumerate(zip(items, predictions, strict=True), 1)
+    ]
+    neighbour_rows = [
+        {
+            "#": i,
+            "rank": r,
+            "neighbour": snippet(n.text, 100),
+            "label": n.label,
+            "cosine": round(n.similarity, d),
+        }
+        for i, p in enumerate(predictions, 1)
+        for r, n in enumerate(p.neighbours, 1)
+    ]
+    score_name = {"zero-shot": "cosine", "knn": "vote share", "centroid": "cosine", "logreg": "probability"}[
+        method
+    ]
+    data = {
+        "method": method,
+        "k": k if method == "knn" else None,
+        "score": score_name,
+        "template": template if method == "zero-shot" else None,
+        "projection": projection,
+        "classes": list(classifier.classes),
+        "examples": len(rows),
+        "predictions": [
+            {
+                "text": t,
+                "label": p.label,
+                "scores": {c: round(s, d) for c, s in p.scores.items()},
+                "neighbours": [
+                    {"text": n.text, "label": n.label, "cosine": round(n.similarity, d)} for n in p.neighbours
+                ],
+            }
+            for t, p in zip(items, predictions, strict=True)
+        ],
+        "points": points,
+    }
+    how = (
+        f"zero-shot, template {md_literal(template)}"
+        if method == "zero-shot"
+        else f"{method}{f' (k={k})' if method == 'knn' else ''} on {_count(len(rows), 'labelled example')}"
+    )
+    text = f"{_count(len(items), 'text')} classified by {how}; scores are {score_name}s. " + ", ".join(
+        f"{md_literal(c)} {n}"
+        for c, n in sorted({c: sum(p.label == c for p in predictions) for c in classifier.classes}.items())
+        if n
+    )
     return ViewResult(rows=result_rows, extra_rows=neighbour_rows, data=data, text=text)
 
 
-def sample_inputs(out_root: Path, per_class: int = 8, texts_per_class: int = 3, seed: int = 0) -> tuple[str, str, str]:
+def sample_inputs(
+    out_root: Path, per_class: int = 8, texts_per_class: int = 3, seed: int = 0
+) -> tuple[str, str, str]:
     """(texts, labels, examples file) for the sample: AG News test texts and train-subset examples when the data
     folder sits beside the checkout, else the built-in examples; the file is written under ``out_root``."""
 
@@ -219,15 +298,19 @@ def sample_inputs(out_root: Path, per_class: int = 8, texts_per_class: int = 3, 
         writer = csv.writer(f)
         writer.writerow(["text", "label"])
         writer.writerows(examples)
-    labels = [f"{label.name}: {label.description}" if label.description else label.name
-              for label in load_labels(AGNEWS_LABELS)]
+    labels = [
+        f"{label.name}: {label.description}" if label.description else label.name
+        for label in load_labels(AGNEWS_LABELS)
+    ]
     return lines(texts), lines(labels), str(path)
 
 
 # ---------------------------------------------------------------- figures (Plotly, drawn from the JSON answer)
 
 
-def class_scores(texts: list[str], classes: list[str], scores: list[list[float]], score_name: str) -> go.Figure:
+def class_scores(
+    texts: list[str], classes: list[str], scores: list[list[float]], score_name: str
+) -> go.Figure:
     """Grouped horizontal bars: one group per text ("text 1"...), one bar per label, the predicted one outlined;
     hovering a bar shows the text, the label and the score."""
     fig = go.Figure()
@@ -235,16 +318,29 @@ def class_scores(texts: list[str], classes: list[str], scores: list[list[float]]
     hover = [snippet(t, 90) for t in texts]
     best = [int(np.argmax(row)) for row in scores]
     for c, label in enumerate(classes):
-        fig.add_trace(go.Bar(
-            y=names, x=[row[c] for row in scores], orientation="h", name=label[:40],
-            marker={"color": figures.COLORS[c % len(figures.COLORS)],
-                    "line": {"width": [2.5 if b == c else 0 for b in best], "color": "#111111"}},
-            customdata=hover, hovertemplate=f"%{{customdata}}<br>{label[:40]}: <b>%{{x:.3f}}</b><extra></extra>"))
+        fig.add_trace(
+            go.Bar(
+                y=names,
+                x=[row[c] for row in scores],
+                orientation="h",
+                name=label[:40],
+                marker={
+                    "color": figures.COLORS[c % len(figures.COLORS)],
+                    "line": {"width": [2.5 if b == c else 0 for b in best], "color": "#111111"},
+                },
+                customdata=hover,
+                hovertemplate=f"%{{customdata}}<br>{label[:40]}: <b>%{{x:.3f}}</b><extra></extra>",
+            )
+        )
     fig.update_yaxes(autorange="reversed", type="category", automargin=True)
     fig.update_xaxes(title_text=score_name)
-    return figures._layout(fig, f"{score_name} of every label, per text (outlined = predicted)",
-                           int(120 + len(texts) * (14 * len(classes) + 18)), barmode="group",
-                           legend={"orientation": "h", "y": -0.12, "x": 0, "yanchor": "top"})
+    return figures._layout(
+        fig,
+        f"{score_name} of every label, per text (outlined = predicted)",
+        int(120 + len(texts) * (14 * len(classes) + 18)),
+        barmode="group",
+        legend={"orientation": "h", "y": -0.12, "x": 0, "yanchor": "top"},
+    )
 
 
 def class_map(points: list[dict], title: str) -> go.Figure:
@@ -252,19 +348,33 @@ def class_map(points: list[dict], title: str) -> go.Figure:
     hover shows the text."""
     fig = go.Figure()
     classes = sorted({p["label"] for p in points})
-    style = {"example": ("circle", 8, "examples"), "text": ("diamond", 13, "texts"), "label": ("star", 20, "label")}
+    style = {
+        "example": ("circle", 8, "examples"),
+        "text": ("diamond", 13, "texts"),
+        "label": ("star", 20, "label"),
+    }
     for c, label in enumerate(classes):
         for kind, (symbol, size, word) in style.items():
             chosen = [p for p in points if p["label"] == label and p["kind"] == kind]
             if not chosen:
                 continue
-            fig.add_trace(go.Scatter(
-                x=[p["x"] for p in chosen], y=[p["y"] for p in chosen], mode="markers",
-                name=f"{label[:30]} · {word}", legendgroup=label,
-                marker={"symbol": symbol, "size": size, "color": figures.COLORS[c % len(figures.COLORS)],
-                        "line": {"width": 1.5 if kind != "example" else 0, "color": "#111111"}},
-                customdata=[snippet(p["text"], 120) for p in chosen],
-                hovertemplate=f"<b>{label[:30]}</b> ({word})<br>%{{customdata}}<extra></extra>"))
+            fig.add_trace(
+                go.Scatter(
+                    x=[p["x"] for p in chosen],
+                    y=[p["y"] for p in chosen],
+                    mode="markers",
+                    name=f"{label[:30]} · {word}",
+                    legendgroup=label,
+                    marker={
+                        "symbol": symbol,
+                        "size": size,
+                        "color": figures.COLORS[c % len(figures.COLORS)],
+                        "line": {"width": 1.5 if kind != "example" else 0, "color": "#111111"},
+                    },
+                    customdata=[snippet(p["text"], 120) for p in chosen],
+                    hovertemplate=f"<b>{label[:30]}</b> ({word})<br>%{{customdata}}<extra></extra>",
+                )
+            )
     fig.update_xaxes(showticklabels=False, zeroline=False)
     fig.update_yaxes(showticklabels=False, zeroline=False)
     return figures._layout(fig, title, 520, legend={"orientation": "h", "y": -0.02, "x": 0, "yanchor": "top"})
@@ -273,24 +383,37 @@ def class_map(points: list[dict], title: str) -> go.Figure:
 # ---------------------------------------------------------------- UI
 
 
-INTRO = ("Label texts with the bi-encoder's embeddings, no classifier training: **zero-shot** compares each text "
-         "with the label names (written into a prompt template), **few-shot** with labelled examples you upload "
-         "(k nearest neighbours, class centroids, logistic regression). Short label descriptions help zero-shot: "
-         "AG News test accuracy 0.6796 from the names alone, 0.7714 with descriptions (docs/results.md, "
-         "Classification with embeddings).")
+INTRO = (
+    "Label texts with the bi-encoder's embeddings, no classifier training: **zero-shot** compares each text "
+    "with the label names (written into a prompt template), **few-shot** with labelled examples you upload "
+    "(k nearest neighbours, class centroids, logistic regression). Short label descriptions help zero-shot: "
+    "AG News test accuracy 0.6796 from the names alone, 0.7714 with descriptions (docs/results.md, "
+    "Classification with embeddings)."
+)
 # the sample's 8 examples per class are too few for a large k; the CLI, with a whole training file, chooses k itself
-K_INFO = ("neighbours that vote; ctxir classify chooses k by cross-validation on a training file "
-          "(k=15 on AG News's 8,000 rows)")
+K_INFO = (
+    "neighbours that vote; ctxir classify chooses k by cross-validation on a training file "
+    "(k=15 on AG News's 8,000 rows)"
+)
 LABELS_INFO = "a short description after the name helps zero-shot (see above); the AG News sample has them"
 
 
 def after_classify(out, data):
     """Drawn from the answer: the score bars, the embedding map and the downloads (a private step)."""
-    bars = class_scores([p["text"] for p in data["predictions"]], data["classes"],
-                        [[p["scores"][c] for c in data["classes"]] for p in data["predictions"]], data["score"])
+    bars = class_scores(
+        [p["text"] for p in data["predictions"]],
+        data["classes"],
+        [[p["scores"][c] for c in data["classes"]] for p in data["predictions"]],
+        data["score"],
+    )
     plot = class_map(data["points"], f"texts, examples and labels in 2-D ({data['projection'].upper()})")
-    files = exports(out, "classify", data=data, rows=[{"text": p["text"], "prediction": p["label"], **p["scores"]}
-                                                       for p in data["predictions"]], plots=[bars, plot])
+    files = exports(
+        out,
+        "classify",
+        data=data,
+        rows=[{"text": p["text"], "prediction": p["label"], **p["scores"]} for p in data["predictions"]],
+        plots=[bars, plot],
+    )
     return show(bars), show(plot), show(files)
 
 
@@ -316,7 +439,12 @@ def classify_callback(ui: Ui):
         """
         ui.visitor(request)
         r = classify_view(ui.state, texts, labels, examples, method, k, template, projection)
-        return r.text, frame(r.rows), frame(r.extra_rows, ["#", "rank", "neighbour", "label", "cosine"]), r.data
+        return (
+            r.text,
+            frame(r.rows),
+            frame(r.extra_rows, ["#", "rank", "neighbour", "label", "cosine"]),
+            r.data,
+        )
 
     return do_classify
 
@@ -327,45 +455,95 @@ def build(ui: Ui) -> None:
     do_classify = classify_callback(ui)
     tab_intro(INTRO)
     with gr.Row():
-        cls_texts = gr.Textbox(label=f"Texts to classify (one per line, at most {MAX_TEXTS})", lines=6, scale=3,
-                               value=lines(BUILT_IN_TEXTS), min_width=260, elem_id="classify-texts")
-        cls_labels = gr.Textbox(label="Labels (one per line; optionally  name: description)", lines=6, scale=2,
-                                value="World\nSports\nBusiness\nSci/Tech", min_width=200, elem_id="classify-labels",
-                                info=LABELS_INFO)
+        cls_texts = gr.Textbox(
+            label=f"Texts to classify (one per line, at most {MAX_TEXTS})",
+            lines=6,
+            scale=3,
+            value=lines(BUILT_IN_TEXTS),
+            min_width=260,
+            elem_id="classify-texts",
+        )
+        cls_labels = gr.Textbox(
+            label="Labels (one per line; optionally  name: description)",
+            lines=6,
+            scale=2,
+            value="World\nSports\nBusiness\nSci/Tech",
+            min_width=200,
+            elem_id="classify-labels",
+            info=LABELS_INFO,
+        )
     with gr.Row(equal_height=True):
-        cls_examples = gr.File(label=f"Labelled examples for few-shot (.csv text,label or .jsonl; at most "
-                                     f"{MAX_EXAMPLES:,} rows)", file_types=[".csv", ".tsv", ".jsonl"], scale=3,
-                               min_width=240, elem_id="classify-examples")
+        cls_examples = gr.File(
+            label=f"Labelled examples for few-shot (.csv text,label or .jsonl; at most "
+            f"{MAX_EXAMPLES:,} rows)",
+            file_types=[".csv", ".tsv", ".jsonl"],
+            scale=3,
+            min_width=240,
+            elem_id="classify-examples",
+        )
         with gr.Column(scale=2, min_width=220):
             cls_method = gr.Radio(list(METHODS), value="zero-shot", label="method")
             cls_k = gr.Slider(1, 50, value=5, step=1, label="k (kNN)", info=K_INFO)
     with gr.Row():
-        cls_template = gr.Dropdown(list(TEMPLATES), value=TEMPLATES[1], allow_custom_value=True, scale=3,
-                                   label="zero-shot template ({label}, {description})", min_width=240)
+        cls_template = gr.Dropdown(
+            list(TEMPLATES),
+            value=TEMPLATES[1],
+            allow_custom_value=True,
+            scale=3,
+            label="zero-shot template ({label}, {description})",
+            min_width=240,
+        )
         cls_projection = gr.Radio(list(PROJECTIONS), value="pca", label="2-D map", scale=1, min_width=140)
     with gr.Row():
         cls_button = gr.Button("Classify", variant="primary", elem_id="classify-button")
         sample_button = gr.Button("Load the AG News sample", elem_id="classify-sample-button")
     cls_summary = gr.Markdown(elem_id="classify-summary")
-    cls_table = gr.Dataframe(label="Predictions: the score of every label", wrap=True, elem_classes=["ctxir-table"],
-                             visible=False, elem_id="classify-table")
-    cls_bars = gr.Plot(label="Score per label, per text (hover a bar)", visible=False, elem_id="classify-bars")
-    cls_map = gr.Plot(label="Embedding map: colour = class; ◆ texts, ● examples, ★ labels (hover a point)",
-                      visible=False, elem_id="classify-map")
+    cls_table = gr.Dataframe(
+        label="Predictions: the score of every label",
+        wrap=True,
+        elem_classes=["ctxir-table"],
+        visible=False,
+        elem_id="classify-table",
+    )
+    cls_bars = gr.Plot(
+        label="Score per label, per text (hover a bar)", visible=False, elem_id="classify-bars"
+    )
+    cls_map = gr.Plot(
+        label="Embedding map: colour = class; ◆ texts, ● examples, ★ labels (hover a point)",
+        visible=False,
+        elem_id="classify-map",
+    )
     with gr.Accordion("Nearest labelled examples of each text", open=False):
-        cls_neighbours = gr.Dataframe(frame([], ["#", "rank", "neighbour", "label", "cosine"]), wrap=True,
-                                      elem_classes=["ctxir-table"], elem_id="classify-neighbours")
+        cls_neighbours = gr.Dataframe(
+            frame([], ["#", "rank", "neighbour", "label", "cosine"]),
+            wrap=True,
+            elem_classes=["ctxir-table"],
+            elem_id="classify-neighbours",
+        )
     cls_files = gr.File(label="Download: interactive HTML, CSV, JSON", file_count="multiple", visible=False)
     with gr.Accordion("Numbers (JSON)", open=False):
         cls_json = gr.JSON()
 
     hidden = gr.update(visible=False)
-    cls_button.click(lambda: ("", hidden, hidden, hidden, hidden), None,
-                     [cls_summary, cls_table, cls_bars, cls_map, cls_files], queue=False,
-                     api_visibility="private").then(
-        do_classify, [cls_texts, cls_labels, cls_examples, cls_method, cls_k, cls_template, cls_projection],
-        [cls_summary, cls_table, cls_neighbours, cls_json], api_name="classify").success(
-        lambda table: show(table), [cls_table], [cls_table], queue=False, api_visibility="private").success(
-        lambda data: after_classify(out, data), [cls_json], [cls_bars, cls_map, cls_files], api_visibility="private")
-    sample_button.click(lambda: sample_inputs(out.root), None, [cls_texts, cls_labels, cls_examples], api_visibility="private").success(
-        lambda: "knn", None, [cls_method], queue=False, api_visibility="private")
+    cls_button.click(
+        lambda: ("", hidden, hidden, hidden, hidden),
+        None,
+        [cls_summary, cls_table, cls_bars, cls_map, cls_files],
+        queue=False,
+        api_visibility="private",
+    ).then(
+        do_classify,
+        [cls_texts, cls_labels, cls_examples, cls_method, cls_k, cls_template, cls_projection],
+        [cls_summary, cls_table, cls_neighbours, cls_json],
+        api_name="classify",
+    ).success(
+        lambda table: show(table), [cls_table], [cls_table], queue=False, api_visibility="private"
+    ).success(
+        lambda data: after_classify(out, data),
+        [cls_json],
+        [cls_bars, cls_map, cls_files],
+        api_visibility="private",
+    )
+    sample_button.click(
+        lambda: sample_inputs(out.root), None, [cls_texts, cls_labels, cls_examples], api_visibility="private"
+    ).success(lambda: "knn", None, [cls_method], queue=False, api_visibility="private")

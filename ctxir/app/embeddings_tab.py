@@ -22,13 +22,20 @@ def model_info(state: AppState, model: str = "bi-encoder", text: str = "") -> Vi
     item = state.models.inspectable(model)
     tok, body = item.tokenizer, item.model
     config = body.config
-    special = {name: {"token": str(token), "id": tok.convert_tokens_to_ids(token)}
-               for name, token in tok.special_tokens_map.items() if isinstance(token, str)}
+    special = {
+        name: {"token": str(token), "id": tok.convert_tokens_to_ids(token)}
+        for name, token in tok.special_tokens_map.items()
+        if isinstance(token, str)
+    }
     info = {
-        "model": item.name, "model_type": config.model_type, "tokenizer": type(tok).__name__,
-        "vocab_size": int(tok.vocab_size), "special_tokens": special,
+        "model": item.name,
+        "model_type": config.model_type,
+        "tokenizer": type(tok).__name__,
+        "vocab_size": int(tok.vocab_size),
+        "special_tokens": special,
         "max_position_embeddings": int(getattr(config, "max_position_embeddings", 0) or 0),
-        "layers": int(config.num_hidden_layers), "hidden_size": int(config.hidden_size),
+        "layers": int(config.num_hidden_layers),
+        "hidden_size": int(config.hidden_size),
         "ffn_size": int(getattr(config, "intermediate_size", 0) or 0),
         "attention_heads": int(config.num_attention_heads),
         "parameters": int(sum(p.numel() for p in body.parameters())),
@@ -40,19 +47,29 @@ def model_info(state: AppState, model: str = "bi-encoder", text: str = "") -> Vi
         enc = tok(text)
         special_ids = set(tok.all_special_ids)
         for i, token_id in enumerate(enc["input_ids"]):
-            rows.append({"position": i, "token": tok.convert_ids_to_tokens(token_id), "token_id": int(token_id),
-                         "token_type": int(enc["token_type_ids"][i]) if "token_type_ids" in enc else 0,
-                         "special": token_id in special_ids})
+            rows.append(
+                {
+                    "position": i,
+                    "token": tok.convert_ids_to_tokens(token_id),
+                    "token_id": int(token_id),
+                    "token_type": int(enc["token_type_ids"][i]) if "token_type_ids" in enc else 0,
+                    "special": token_id in special_ids,
+                }
+            )
         info["text"] = text
         info["tokens"] = rows
-    md = (f"**{item.name}** · {info['model_type']} · {info['layers']} layers · hidden {info['hidden_size']} · "
-          f"FFN {info['ffn_size']} · {info['attention_heads']} heads · {info['parameters']:,} parameters · "
-          f"vocabulary {info['vocab_size']:,} ({info['tokenizer']}) · up to {info['max_position_embeddings']} "
-          "positions · special tokens " + ", ".join(f"`{v['token']}`={v['id']}" for v in special.values()))
+    md = (
+        f"**{item.name}** · {info['model_type']} · {info['layers']} layers · hidden {info['hidden_size']} · "
+        f"FFN {info['ffn_size']} · {info['attention_heads']} heads · {info['parameters']:,} parameters · "
+        f"vocabulary {info['vocab_size']:,} ({info['tokenizer']}) · up to {info['max_position_embeddings']} "
+        "positions · special tokens " + ", ".join(f"`{v['token']}`={v['id']}" for v in special.values())
+    )
     return ViewResult(rows=rows, data=info, text=md)
 
 
-def collect_tokens(internals: Sequence, layers: Sequence[int], word: str) -> tuple[list, list, list, dict, list]:
+def collect_tokens(
+    internals: Sequence, layers: Sequence[int], word: str
+) -> tuple[list, list, list, dict, list]:
     """(labels, sentence of each, circled or not, {layer: vectors}, table rows) of every non-special token; a token
     is circled when it is part of ``word``."""
     from ctxir.encoders.internals import word_positions
@@ -73,14 +90,28 @@ def collect_tokens(internals: Sequence, layers: Sequence[int], word: str) -> tup
             highlight.append(pos in marked)
             for layer in layers:
                 vectors[layer].append(item.hidden_states[layer, pos])  # (hidden,)
-            token_rows.append({"sentence": g + 1, "position": pos, "token": token, "token_id": item.token_ids[pos],
-                               "highlight": pos in marked})
+            token_rows.append(
+                {
+                    "sentence": g + 1,
+                    "position": pos,
+                    "token": token,
+                    "token_id": item.token_ids[pos],
+                    "highlight": pos in marked,
+                }
+            )
     return labels, groups, highlight, vectors, token_rows
 
 
-def token_embeddings(state: AppState, sentences: str | Sequence[str], layer_a: int = 0, layer_b: int = -1,
-                     methods: Sequence[str] = ("pca", "tsne"), word: str = "", model: str = "bi-encoder",
-                     progress: Progress | None = None) -> ViewResult:
+def token_embeddings(
+    state: AppState,
+    sentences: str | Sequence[str],
+    layer_a: int = 0,
+    layer_b: int = -1,
+    methods: Sequence[str] = ("pca", "tsne"),
+    word: str = "",
+    model: str = "bi-encoder",
+    progress: Progress | None = None,
+) -> ViewResult:
     """2-D projections of every (non-special) token's vector at two layers, and consecutive-layer cosines."""
     from ctxir.viz import (
         MatrixStyle,
@@ -100,8 +131,9 @@ def token_embeddings(state: AppState, sentences: str | Sequence[str], layer_a: i
     internals = [inspect_input(state, model, s) for s in items]
     labels, groups, highlight, vectors, token_rows = collect_tokens(internals, layers, word)
     if word.strip() and not any(highlight):
-        raise CtxirError(f"word {word.strip()!r} is in none of the sentences: pick a word that appears, or leave it "
-                         "empty")
+        raise CtxirError(
+            f"word {word.strip()!r} is in none of the sentences: pick a word that appears, or leave it empty"
+        )
     points = {}
     for i, method in enumerate(methods):
         step(0.3 + 0.5 * i / len(methods), f"{method} projection")
@@ -111,24 +143,41 @@ def token_embeddings(state: AppState, sentences: str | Sequence[str], layer_a: i
     projection = projection_figure(points, labels, groups, names, highlight)
     drift = [consecutive_layer_similarity(item.hidden_states) for item in internals]  # each (layers, tokens)
     first = internals[0]
-    heat = heatmap_figure(drift[0].T, first.tokens, [f"{i}→{i + 1}" for i in range(drift[0].shape[0])],
-                          "cosine between consecutive layers, sentence 1",
-                          MatrixStyle(vmax=1.0, xlabel="layer transition", ylabel="token"))
+    heat = heatmap_figure(
+        drift[0].T,
+        first.tokens,
+        [f"{i}→{i + 1}" for i in range(drift[0].shape[0])],
+        "cosine between consecutive layers, sentence 1",
+        MatrixStyle(vmax=1.0, xlabel="layer transition", ylabel="token"),
+    )
     step(1.0, "done")
     d = cfg.decimals
     data = {
-        "sentences": items, "word": word.strip(), "layers": layers, "methods": methods, "tokens": token_rows,
-        "points": {m: {str(layer): np.round(points[(m, layer)], d).tolist() for layer in layers} for m in methods},
-        "consecutive_layer_cosine": [{"sentence": i + 1, "tokens": item.tokens, "cosine": np.round(x, d).tolist()}
-                                     for i, (item, x) in enumerate(zip(internals, drift, strict=True))],
+        "sentences": items,
+        "word": word.strip(),
+        "layers": layers,
+        "methods": methods,
+        "tokens": token_rows,
+        "points": {
+            m: {str(layer): np.round(points[(m, layer)], d).tolist() for layer in layers} for m in methods
+        },
+        "consecutive_layer_cosine": [
+            {"sentence": i + 1, "tokens": item.tokens, "cosine": np.round(x, d).tolist()}
+            for i, (item, x) in enumerate(zip(internals, drift, strict=True))
+        ],
     }
-    return ViewResult(rows=token_rows, figures={"projection": projection, "consecutive_layers": heat}, data=data,
-                      text=f"{len(labels)} tokens from {len(items)} sentence(s); layers {layers[0]} and {layers[-1]}"
-                           + (f"; {md_code(word.strip())} circled in black" if word.strip() else ""))
+    return ViewResult(
+        rows=token_rows,
+        figures={"projection": projection, "consecutive_layers": heat},
+        data=data,
+        text=f"{len(labels)} tokens from {len(items)} sentence(s); layers {layers[0]} and {layers[-1]}"
+        + (f"; {md_code(word.strip())} circled in black" if word.strip() else ""),
+    )
 
 
-def layer_similarity(state: AppState, sentences: str | Sequence[str], word: str = "bank",
-                     model: str = "bi-encoder") -> ViewResult:
+def layer_similarity(
+    state: AppState, sentences: str | Sequence[str], word: str = "bank", model: str = "bi-encoder"
+) -> ViewResult:
     """Per-layer cosine of one word across sentences, and of the whole sentences (mean of their tokens)."""
     from ctxir.encoders.internals import word_vectors
     from ctxir.viz import curves_figure, layer_cosines
@@ -142,9 +191,13 @@ def layer_similarity(state: AppState, sentences: str | Sequence[str], word: str 
         try:
             word_vecs.append(word_vectors(item, word))  # (layers+1, hidden)
         except CtxirError:
-            raise CtxirError(f"word {word!r} is not in sentence {i} ({items[i - 1][:60]!r}): every sentence must "
-                             "contain the word to follow") from None
-    sentence_vecs = [item.hidden_states.mean(axis=1) for item in internals]  # (layers+1, hidden), mean pooling
+            raise CtxirError(
+                f"word {word!r} is not in sentence {i} ({items[i - 1][:60]!r}): every sentence must "
+                "contain the word to follow"
+            ) from None
+    sentence_vecs = [
+        item.hidden_states.mean(axis=1) for item in internals
+    ]  # (layers+1, hidden), mean pooling
     d = cfg.decimals
     word_curves, sentence_curves = {}, {}
     for i in range(len(items)):
@@ -156,16 +209,27 @@ def layer_similarity(state: AppState, sentences: str | Sequence[str], word: str 
         "word": curves_figure(word_curves, f"cosine of {word!r} between sentences, per layer"),
         "sentence": curves_figure(sentence_curves, "cosine of whole sentences (mean of tokens), per layer"),
     }
-    data = {"word": word, "sentences": items, "layers": list(range(internals[0].hidden_states.shape[0])),
-            "word_cosine": word_curves, "sentence_cosine": sentence_curves}
+    data = {
+        "word": word,
+        "sentences": items,
+        "layers": list(range(internals[0].hidden_states.shape[0])),
+        "word_cosine": word_curves,
+        "sentence_cosine": sentence_curves,
+    }
     legend = "; ".join(f"{i + 1} = {md_literal(repr(s[:50]))}" for i, s in enumerate(items))
-    return ViewResult(rows=[{"pair": k, **{f"layer_{li}": v for li, v in enumerate(vals)}}
-                            for k, vals in word_curves.items()],
-                      figures=figures, data=data, text=f"Sentences: {legend}. Layer 0 is the embedding layer.")
+    return ViewResult(
+        rows=[
+            {"pair": k, **{f"layer_{li}": v for li, v in enumerate(vals)}} for k, vals in word_curves.items()
+        ],
+        figures=figures,
+        data=data,
+        text=f"Sentences: {legend}. Layer 0 is the embedding layer.",
+    )
 
 
-def sentence_similarity(state: AppState, sentences: str | Sequence[str], layer: int = -1,
-                        pooling: str = "mean") -> ViewResult:
+def sentence_similarity(
+    state: AppState, sentences: str | Sequence[str], layer: int = -1, pooling: str = "mean"
+) -> ViewResult:
     """Cosine similarity heatmap of sentence embeddings (bi-encoder, chosen pooling and layer)."""
     from ctxir.encoders.bi_encoder import BiEncoder
     from ctxir.viz import MatrixStyle, cosine_matrix, heatmap_figure
@@ -176,17 +240,32 @@ def sentence_similarity(state: AppState, sentences: str | Sequence[str], layer: 
     layer = check_layer(layer, state.models.num_layers)
     encoder = BiEncoder(state.models.bi_encoder, pooling=pooling, layer=layer, cache=None)
     sim = cosine_matrix(encoder.encode(items))  # (sentences, sentences)
-    labels = [f"{i + 1}. {s if len(s) <= 45 else s[:44].rstrip() + '…'}" for i, s in enumerate(items)]  # cut visibly
-    fig = heatmap_figure(sim, labels, [str(i + 1) for i in range(len(items))],
-                         f"sentence cosine similarity ({pooling} pooling, layer {layer})",
-                         MatrixStyle(vmin=-0.2, vmax=1.0))
+    labels = [
+        f"{i + 1}. {s if len(s) <= 45 else s[:44].rstrip() + '…'}" for i, s in enumerate(items)
+    ]  # cut visibly
+    fig = heatmap_figure(
+        sim,
+        labels,
+        [str(i + 1) for i in range(len(items))],
+        f"sentence cosine similarity ({pooling} pooling, layer {layer})",
+        MatrixStyle(vmin=-0.2, vmax=1.0),
+    )
     d = cfg.decimals
     warnings = cls_warnings(pooling, layer, "the heatmap shows nothing about the sentences")
-    data = {"sentences": items, "layer": layer, "pooling": pooling, "similarity": np.round(sim, d).tolist(),
-            "warnings": warnings}
-    rows = [{"sentence": labels[i], **{str(j + 1): round(float(sim[i, j]), d) for j in range(len(items))}}
-            for i in range(len(items))]
-    return ViewResult(rows=rows, figures={"similarity": fig}, data=data, text="\n\n".join(f"⚠️ {w}" for w in warnings))
+    data = {
+        "sentences": items,
+        "layer": layer,
+        "pooling": pooling,
+        "similarity": np.round(sim, d).tolist(),
+        "warnings": warnings,
+    }
+    rows = [
+        {"sentence": labels[i], **{str(j + 1): round(float(sim[i, j]), d) for j in range(len(items))}}
+        for i in range(len(items))
+    ]
+    return ViewResult(
+        rows=rows, figures={"similarity": fig}, data=data, text="\n\n".join(f"⚠️ {w}" for w in warnings)
+    )
 
 
 # ---------------------------------------------------------------- UI
@@ -201,16 +280,28 @@ SIMILARITY_LEGEND = "brighter (yellow) = more alike, darker (purple) = less; the
 def projection_plots(data: dict) -> tuple:
     """The token-embeddings answer drawn: the projections and sentence 1's consecutive-layer heatmap."""
     tokens = data["tokens"]
-    points = {(m, int(layer)): np.asarray(xy) for m, by_layer in data["points"].items() for layer, xy in by_layer.items()}
+    points = {
+        (m, int(layer)): np.asarray(xy)
+        for m, by_layer in data["points"].items()
+        for layer, xy in by_layer.items()
+    }
     names = [f"{i + 1}: {s}" for i, s in enumerate(data["sentences"])]
-    projection = figures.projection(points, [t["token"] for t in tokens], [t["sentence"] - 1 for t in tokens], names,
-                                    [t["highlight"] for t in tokens])
+    projection = figures.projection(
+        points,
+        [t["token"] for t in tokens],
+        [t["sentence"] - 1 for t in tokens],
+        names,
+        [t["highlight"] for t in tokens],
+    )
     first = data["consecutive_layer_cosine"][0]
     cosine = np.asarray(first["cosine"])  # (layer transitions, tokens)
-    drift = figures.heatmap(cosine.T, first["tokens"], [f"{i}→{i + 1}" for i in range(cosine.shape[0])],
-                            "how much each token of sentence 1 changes from one layer to the next (cosine; low = "
-                            "changed)", figures.HeatmapStyle(value_name="cosine", row_name="token",
-                                                             col_name="layers", zmax=1.0))
+    drift = figures.heatmap(
+        cosine.T,
+        first["tokens"],
+        [f"{i}→{i + 1}" for i in range(cosine.shape[0])],
+        "how much each token of sentence 1 changes from one layer to the next (cosine; low = changed)",
+        figures.HeatmapStyle(value_name="cosine", row_name="token", col_name="layers", zmax=1.0),
+    )
     return projection, drift
 
 
@@ -218,9 +309,11 @@ def build(ui: Ui) -> None:
     """The Token embeddings tab (inside an open gr.Tab): four sub-tabs; events /model_info, /token_embeddings,
     /layer_similarity, /sentence_similarity."""
     presets = demo_presets()
-    tab_intro("Look inside the bi-encoder (or the cross-encoder): how it splits text into tokens, where each "
-              "token's vector sits at any layer, how one word's meaning shifts with its context, and how alike "
-              "whole sentences are.")
+    tab_intro(
+        "Look inside the bi-encoder (or the cross-encoder): how it splits text into tokens, where each "
+        "token's vector sits at any layer, how one word's meaning shifts with its context, and how alike "
+        "whole sentences are."
+    )
     model = gr.Dropdown(list(ui.models.inspect), value="bi-encoder", label="Model", allow_custom_value=True)
     # One step a sub-tab, each laying out its part and binding its one public event, in page order.
     with gr.Tabs(overflow_behavior="wrap"):
@@ -236,8 +329,13 @@ def build(ui: Ui) -> None:
 
 def cleared(*components) -> dict:
     """An event's keywords that empty ``components`` first (privately, unqueued): no old answer beside a new error."""
-    return {"fn": lambda: "", "inputs": None, "outputs": list(components), "queue": False,
-            "api_visibility": "private"}
+    return {
+        "fn": lambda: "",
+        "inputs": None,
+        "outputs": list(components),
+        "queue": False,
+        "api_visibility": "private",
+    }
 
 
 def tokens_tab(ui: Ui, model, presets: dict) -> None:
@@ -258,8 +356,8 @@ def tokens_tab(ui: Ui, model, presets: dict) -> None:
     with gr.Accordion("Numbers (JSON)", open=False):
         json = gr.JSON()
     button.click(**cleared(summary)).then(
-        do_model_info, [model, text], [summary, table, json], api_name="model_info").success(
-        show, None, [table], queue=False, api_visibility="private")
+        do_model_info, [model, text], [summary, table, json], api_name="model_info"
+    ).success(show, None, [table], queue=False, api_visibility="private")
 
 
 def projection_tab(ui: Ui, model, presets: dict) -> None:
@@ -268,22 +366,46 @@ def projection_tab(ui: Ui, model, presets: dict) -> None:
 
     @guard
     @gpu
-    def do_token_embeddings(model, sentences, word, layer_a, layer_b, methods, request: gr.Request,
-                            progress=gr.Progress()):  # noqa: B008
+    def do_token_embeddings(
+        model,
+        sentences,
+        word,
+        layer_a,
+        layer_b,
+        methods,
+        request: gr.Request,
+        progress=gr.Progress(),  # noqa: B008 (gradio's pattern)
+    ):
         ui.visitor(request)
-        r = token_embeddings(state, sentences, layer_a, layer_b, methods, word or "", model,
-                             progress=lambda f, d: progress(f, desc=d))
-        return (out.png(r.figures["projection"], "token-projection"),
-                out.png(r.figures["consecutive_layers"], "consecutive-layers"), r.text, r.data)
+        r = token_embeddings(
+            state,
+            sentences,
+            layer_a,
+            layer_b,
+            methods,
+            word or "",
+            model,
+            progress=lambda f, d: progress(f, desc=d),
+        )
+        return (
+            out.png(r.figures["projection"], "token-projection"),
+            out.png(r.figures["consecutive_layers"], "consecutive-layers"),
+            r.text,
+            r.data,
+        )
 
     def after_projection(data, *pngs):
         projection, drift = projection_plots(data)
-        files = exports(out, "token-embeddings", data=data, rows=data["tokens"], plots=[projection, drift], files=pngs)
+        files = exports(
+            out, "token-embeddings", data=data, rows=data["tokens"], plots=[projection, drift], files=pngs
+        )
         return show(projection), show(drift), show(files)
 
-    gr.Markdown("Every token of the sentences as a point: tokens whose vectors are alike land close. Compare "
-                "two layers: at layer 0 'bank' is one point per spelling, deeper it splits by meaning.",
-                elem_classes=["ctxir-intro"])
+    gr.Markdown(
+        "Every token of the sentences as a point: tokens whose vectors are alike land close. Compare "
+        "two layers: at layer 0 'bank' is one point per spelling, deeper it splits by meaning.",
+        elem_classes=["ctxir-intro"],
+    )
     sentences = gr.Textbox(label="Sentences (one per line)", lines=4, value=lines(presets["bank_contexts"]))
     with gr.Row():
         word = gr.Textbox(label="Highlight word", value=presets["word"], min_width=140)
@@ -299,9 +421,11 @@ def projection_tab(ui: Ui, model, presets: dict) -> None:
     with gr.Accordion("Numbers (JSON)", open=False):
         json = gr.JSON()
     button.click(**cleared(summary)).then(
-        do_token_embeddings, [model, sentences, word, layer_a, layer_b, methods], [*pngs, summary, json],
-        api_name="token_embeddings").success(
-        after_projection, [json, *pngs], [plot, drift_plot, files], api_visibility="private")
+        do_token_embeddings,
+        [model, sentences, word, layer_a, layer_b, methods],
+        [*pngs, summary, json],
+        api_name="token_embeddings",
+    ).success(after_projection, [json, *pngs], [plot, drift_plot, files], api_visibility="private")
 
 
 def layers_tab(ui: Ui, model, presets: dict) -> None:
@@ -313,36 +437,51 @@ def layers_tab(ui: Ui, model, presets: dict) -> None:
     def do_layer_similarity(model, sentences, word, request: gr.Request):
         ui.visitor(request)
         r = layer_similarity(state, sentences, word, model)
-        return out.png(r.figures["word"], "word-by-layer"), out.png(r.figures["sentence"], "sentence-by-layer"), \
-            r.text, r.data
+        return (
+            out.png(r.figures["word"], "word-by-layer"),
+            out.png(r.figures["sentence"], "sentence-by-layer"),
+            r.text,
+            r.data,
+        )
 
     def after_layers(data, *pngs):
         word = figures.curves(data["word_cosine"], f"cosine of '{data['word']}' between sentences, per layer")
-        sentence = figures.curves(data["sentence_cosine"], "cosine of whole sentences (mean of tokens), per layer")
-        rows = [{"pair": pair, "layer": layer, "word_cosine": w, "sentence_cosine": s}
-                for pair in data["word_cosine"]
-                for layer, (w, s) in enumerate(zip(data["word_cosine"][pair], data["sentence_cosine"][pair],
-                                                   strict=True))]
+        sentence = figures.curves(
+            data["sentence_cosine"], "cosine of whole sentences (mean of tokens), per layer"
+        )
+        rows = [
+            {"pair": pair, "layer": layer, "word_cosine": w, "sentence_cosine": s}
+            for pair in data["word_cosine"]
+            for layer, (w, s) in enumerate(
+                zip(data["word_cosine"][pair], data["sentence_cosine"][pair], strict=True)
+            )
+        ]
         files = exports(out, "layer-similarity", data=data, rows=rows, plots=[word, sentence], files=pngs)
         return show(word), show(sentence), show(files)
 
-    gr.Markdown("One word in several sentences, compared layer by layer: the same spelling starts alike and "
-                "drifts apart where the contexts differ.", elem_classes=["ctxir-intro"])
-    sentences = gr.Textbox(label="Sentences containing the word (one per line)", lines=4,
-                           value=lines(presets["bank_contexts"]))
+    gr.Markdown(
+        "One word in several sentences, compared layer by layer: the same spelling starts alike and "
+        "drifts apart where the contexts differ.",
+        elem_classes=["ctxir-intro"],
+    )
+    sentences = gr.Textbox(
+        label="Sentences containing the word (one per line)", lines=4, value=lines(presets["bank_contexts"])
+    )
     word = gr.Textbox(label="Word", value=presets["word"])
     button = gr.Button("Compare layer by layer", variant="primary", elem_id="layer-sim-button")
     summary = gr.Markdown(elem_id="layer-sim-summary")
     with gr.Row():
-        word_plot = gr.Plot(label="The word's cosine between sentences, per layer", visible=False, min_width=300)
+        word_plot = gr.Plot(
+            label="The word's cosine between sentences, per layer", visible=False, min_width=300
+        )
         sentence_plot = gr.Plot(label="Whole sentences' cosine, per layer", visible=False, min_width=300)
     pngs = [gr.File(visible=False), gr.File(visible=False)]
     files = gr.File(label="Download: PNG, interactive HTML, CSV, JSON", file_count="multiple", visible=False)
     with gr.Accordion("Numbers (JSON)", open=False):
         json = gr.JSON()
     button.click(**cleared(summary)).then(
-        do_layer_similarity, [model, sentences, word], [*pngs, summary, json], api_name="layer_similarity").success(
-        after_layers, [json, *pngs], [word_plot, sentence_plot, files], api_visibility="private")
+        do_layer_similarity, [model, sentences, word], [*pngs, summary, json], api_name="layer_similarity"
+    ).success(after_layers, [json, *pngs], [word_plot, sentence_plot, files], api_visibility="private")
 
 
 def similarity_tab(ui: Ui, presets: dict) -> None:
@@ -361,13 +500,21 @@ def similarity_tab(ui: Ui, presets: dict) -> None:
         heat, rows = similarity_heatmap(data)
         summary = "\n\n".join(f"⚠️ {display_text(w)}" for w in data.get("warnings") or []) or (
             f"{len(data['sentences'])} sentences, numbered by their line above · {data['pooling']} pooling · layer "
-            f"{data['layer']}: {SIMILARITY_LEGEND}. Hover a cell for the pair.")
-        return summary, show(heat), show(exports(out, "sentence-similarity", data=data, rows=rows, plots=[heat],
-                                                 files=[png]))
+            f"{data['layer']}: {SIMILARITY_LEGEND}. Hover a cell for the pair."
+        )
+        return (
+            summary,
+            show(heat),
+            show(exports(out, "sentence-similarity", data=data, rows=rows, plots=[heat], files=[png])),
+        )
 
-    gr.Markdown("How alike whole sentences are, as the chosen layer and pooling embed them.",
-                elem_classes=["ctxir-intro"])
-    sentences = gr.Textbox(label="Sentences (one per line)", lines=6, value=lines(presets["similarity_sentences"]))
+    gr.Markdown(
+        "How alike whole sentences are, as the chosen layer and pooling embed them.",
+        elem_classes=["ctxir-intro"],
+    )
+    sentences = gr.Textbox(
+        label="Sentences (one per line)", lines=6, value=lines(presets["similarity_sentences"])
+    )
     with gr.Row():
         layer = gr.Slider(0, n_layers, value=n_layers, step=1, label="layer")
         pooling = gr.Radio(list(POOLINGS), value="mean", label="pooling")
@@ -379,8 +526,8 @@ def similarity_tab(ui: Ui, presets: dict) -> None:
     with gr.Accordion("Numbers (JSON)", open=False):
         json = gr.JSON()
     button.click(**cleared(summary)).then(
-        do_sentence_similarity, [sentences, layer, pooling], [png, json], api_name="sentence_similarity").success(
-        after_similarity, [json, png], [summary, plot, files], api_visibility="private")
+        do_sentence_similarity, [sentences, layer, pooling], [png, json], api_name="sentence_similarity"
+    ).success(after_similarity, [json, png], [summary, plot, files], api_visibility="private")
 
 
 def similarity_heatmap(data: dict):
@@ -389,12 +536,24 @@ def similarity_heatmap(data: dict):
     sentences in full."""
     labels = [f"{i + 1}. {s}" for i, s in enumerate(data["sentences"])]
     numbers = [str(i + 1) for i in range(len(labels))]
-    heat = figures.heatmap(data["similarity"], numbers, numbers,
-                           f"cosine similarity of sentence embeddings ({data['pooling']} pooling, layer "
-                           f"{data['layer']})",
-                           figures.HeatmapStyle(value_name="cosine", row_name="sentence", col_name="with sentence",
-                                                zmin=-0.2, zmax=1.0, decimals=2, colorscale=SIMILARITY_SCALE),
-                           hover_labels=labels)
-    rows = [{"sentence": s, **{str(j + 1): v for j, v in enumerate(row)}}
-            for s, row in zip(data["sentences"], data["similarity"], strict=True)]
+    heat = figures.heatmap(
+        data["similarity"],
+        numbers,
+        numbers,
+        f"cosine similarity of sentence embeddings ({data['pooling']} pooling, layer {data['layer']})",
+        figures.HeatmapStyle(
+            value_name="cosine",
+            row_name="sentence",
+            col_name="with sentence",
+            zmin=-0.2,
+            zmax=1.0,
+            decimals=2,
+            colorscale=SIMILARITY_SCALE,
+        ),
+        hover_labels=labels,
+    )
+    rows = [
+        {"sentence": s, **{str(j + 1): v for j, v in enumerate(row)}}
+        for s, row in zip(data["sentences"], data["similarity"], strict=True)
+    ]
     return heat, rows

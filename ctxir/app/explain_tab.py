@@ -52,7 +52,9 @@ def compact(value: Any, digits: int = 6) -> Any:
     return value
 
 
-def highlight(tokens: list[str], scores: list[float], scale: float | None = None) -> list[tuple[str, float | None]]:
+def highlight(
+    tokens: list[str], scores: list[float], scale: float | None = None
+) -> list[tuple[str, float | None]]:
     """Tokens as readable words for ``gr.HighlightedText``: word-pieces joined (``otter`` + ``##s`` = ``otters``,
     their scores summed), special tokens kept (a mean-pooled [CLS] and [SEP] take part in the cosine), each score
     divided by ``scale`` (default: the largest magnitude, so the strongest word is ±1), and an uncoloured space
@@ -66,8 +68,9 @@ def highlight(tokens: list[str], scores: list[float], scale: float | None = None
     return out
 
 
-def words(tokens: list[str], scores: list[float], start: int = 0, end: int | None = None,
-          keep_special: bool = False) -> list[tuple[str, float]]:
+def words(
+    tokens: list[str], scores: list[float], start: int = 0, end: int | None = None, keep_special: bool = False
+) -> list[tuple[str, float]]:
     """Word-pieces ``tokens[start:end]`` joined into words (``otter`` + ``##s`` = ``otters``, attributions summed),
     special tokens left out unless ``keep_special``."""
     out: list[tuple[str, float]] = []
@@ -100,7 +103,9 @@ def _rankers(models: AppModels, model: str) -> dict:
     return {model: models.reranker(model)}  # raises with how to provide one when it is not loaded
 
 
-def explain_pair(state: AppState, query: str, document: str, model: str = "auto", title: str = "") -> ViewResult:
+def explain_pair(
+    state: AppState, query: str, document: str, model: str = "auto", title: str = ""
+) -> ViewResult:
     """Explain one (query, document) pair: the bi-encoder's cosine split over query×document tokens, and (model
     "auto": the first loaded re-ranker kind — the cross-encoder, else the CLS-LR ranker, ...; or the one named) the
     re-ranker's score split over the tokens of ``[CLS] query [SEP] document [SEP]`` (of the best window, for a
@@ -112,8 +117,15 @@ def explain_pair(state: AppState, query: str, document: str, model: str = "auto"
     query = check_text(query, "query", cfg.max_query_chars)
     document = check_text(document, "document", cfg.max_text_chars)
     check_choice(model, "model", explain_models())
-    raw = explain(query, document, bi_encoder=state.models.bi_encoder, rerankers=_rankers(state.models, model),
-                  n_steps=cfg.explain_steps, max_steps=cfg.explain_max_steps, title=title)
+    raw = explain(
+        query,
+        document,
+        bi_encoder=state.models.bi_encoder,
+        rerankers=_rankers(state.models, model),
+        n_steps=cfg.explain_steps,
+        max_steps=cfg.explain_max_steps,
+        title=title,
+    )
     bi, reranker = raw["bi_encoder"], raw.get("cross_encoder")
     data = compact({**raw, "model": model})
 
@@ -121,32 +133,64 @@ def explain_pair(state: AppState, query: str, document: str, model: str = "auto"
     q_words = words(q_tokens, bi["query_contributions"], keep_special=True)
     d_words = words(d_tokens, bi["document_contributions"], keep_special=True)
     scale = max((abs(v) for _, v in [*q_words, *d_words]), default=0.0)  # one scale: both sum to the cosine
-    highlights = {"query": highlight(q_tokens, bi["query_contributions"], scale),
-                  "document": highlight(d_tokens, bi["document_contributions"], scale)}
+    highlights = {
+        "query": highlight(q_tokens, bi["query_contributions"], scale),
+        "document": highlight(d_tokens, bi["document_contributions"], scale),
+    }
     plots, pngs = {}, {}
     lines = []
     if bi["pair_contributions"] is not None:
         pairs = np.asarray(bi["pair_contributions"])  # (query tokens, document tokens)
-        title = (f"bi-encoder: query × document token terms (they add up to the cosine {bi['cosine']:.3f}; "
-                 f"{ATTRIBUTION_LEGEND})")
-        plots["pairs"] = figures.heatmap(pairs, q_tokens, d_tokens, title, figures.HeatmapStyle(
-            value_name="contribution", row_name="query token", col_name="document token", diverging=True,
-            decimals=4, show_values=False))
+        title = (
+            f"bi-encoder: query × document token terms (they add up to the cosine {bi['cosine']:.3f}; "
+            f"{ATTRIBUTION_LEGEND})"
+        )
+        plots["pairs"] = figures.heatmap(
+            pairs,
+            q_tokens,
+            d_tokens,
+            title,
+            figures.HeatmapStyle(
+                value_name="contribution",
+                row_name="query token",
+                col_name="document token",
+                diverging=True,
+                decimals=4,
+                show_values=False,
+            ),
+        )
         bound = float(np.max(np.abs(pairs))) or 1.0
-        pngs["pairs"] = heatmap_figure(pairs, q_tokens, d_tokens, title, MatrixStyle(
-            vmin=-bound, vmax=bound, cmap=figures.attribution_cmap(), annotate=False, xlabel="document token",
-            ylabel="query token"))
-        lines.append(f"**Bi-encoder cosine {bi['cosine']:.4f}**, split exactly over the {len(q_tokens)} × "
-                     f"{len(d_tokens)} query × document token pairs (mean pooling: the terms add up to the cosine).")
+        pngs["pairs"] = heatmap_figure(
+            pairs,
+            q_tokens,
+            d_tokens,
+            title,
+            MatrixStyle(
+                vmin=-bound,
+                vmax=bound,
+                cmap=figures.attribution_cmap(),
+                annotate=False,
+                xlabel="document token",
+                ylabel="query token",
+            ),
+        )
+        lines.append(
+            f"**Bi-encoder cosine {bi['cosine']:.4f}**, split exactly over the {len(q_tokens)} × "
+            f"{len(d_tokens)} query × document token pairs (mean pooling: the terms add up to the cosine)."
+        )
     else:
-        lines.append(f"**Bi-encoder cosine {bi['cosine']:.4f}**, attributed to tokens by integrated gradients "
-                     f"({md_literal(bi.get('note', ''))}; completeness error {bi['completeness_error'] or 0:.2%}).")
+        lines.append(
+            f"**Bi-encoder cosine {bi['cosine']:.4f}**, attributed to tokens by integrated gradients "
+            f"({md_literal(bi.get('note', ''))}; completeness error {bi['completeness_error'] or 0:.2%})."
+        )
     if reranker is not None:
         kind = reranker["model_kind"]
         tokens, values, split = reranker["tokens"], reranker["attributions"], reranker["sentence_b_start"]
         highlights["reranker"] = highlight(tokens, values)
-        title = (f"{kind}: each token's share of score − baseline ({reranker['score'] - reranker['baseline_score']:+.3f}"
-                 f"; {ATTRIBUTION_LEGEND})")
+        title = (
+            f"{kind}: each token's share of score − baseline ({reranker['score'] - reranker['baseline_score']:+.3f}"
+            f"; {ATTRIBUTION_LEGEND})"
+        )
         plots["reranker"] = figures.token_bars(tokens, values, title, split=split)
         pngs["reranker"] = figures.token_bars_png(tokens, values, title, split=split)
         error = reranker["completeness_error"]
@@ -155,33 +199,43 @@ def explain_pair(state: AppState, query: str, document: str, model: str = "auto"
             f"replaced by [{reranker['baseline'].upper()}] it scores {reranker['baseline_score']:.4f}. Integrated "
             f"gradients ({reranker['n_steps']} steps) split the difference over the tokens; completeness error "
             + ("n/a (no difference to split)" if error is None else f"{error:.2%}")
-            + ("" if reranker["converged"] else " — above the 1 % target even at the step cap") + ".")
+            + ("" if reranker["converged"] else " — above the 1 % target even at the step cap")
+            + "."
+        )
         match = reranker.get("term_match")
         if match:
-            top = sorted((t for t in match["tokens"] if t["contribution"]), key=lambda t: -abs(t["contribution"]))[:5]
+            top = sorted(
+                (t for t in match["tokens"] if t["contribution"]), key=lambda t: -abs(t["contribution"])
+            )[:5]
             lines.append(
                 f"Of that score, its head's term-match term gives {match['score']:+.4f}: "
                 + (", ".join(f"{md_code(t['token'])} {t['contribution']:+.3f}" for t in top) or "nothing")
                 + " (each query token's matches in the document, weighted by its learned importance). It reads the "
-                "token ids, so it stays in the baseline score and the bars above split the rest.")
+                "token ids, so it stays in the baseline score and the bars above split the rest."
+            )
         window = reranker.get("window")
         if window:
-            lines.append(f"The {kind} reads a long document by its best window ({window['words']} words every "
-                         f"{window['stride']}): window {window['index']} of {window['of']} scored highest, so its "
-                         "score is the document's, and the tokens above are that window's.")
+            lines.append(
+                f"The {kind} reads a long document by its best window ({window['words']} words every "
+                f"{window['stride']}): window {window['index']} of {window['of']} scored highest, so its "
+                "score is the document's, and the tokens above are that window's."
+            )
     elif model == "auto":
         lines.append("No re-ranker is loaded, so only the bi-encoder is explained.")
     lines.append("Red raised the score, violet lowered it; the strongest word of each view is full colour.")
     return ViewResult(data=data, text="\n\n".join(lines), plots=plots, figures=pngs, highlights=highlights)
 
 
-def explain_result(state: AppState, query: str, corpus: str | None, doc_id: str, model: str = "auto",
-                   owner: Owner = None) -> ViewResult:
+def explain_result(
+    state: AppState, query: str, corpus: str | None, doc_id: str, model: str = "auto", owner: Owner = None
+) -> ViewResult:
     """``explain_pair`` for a document of a corpus ``owner`` may see, read as the models read it (title + text)."""
     index = state.index(corpus, owner)
     doc_id = check_text(doc_id, "document id", 500, hint="pick a search result to explain")
     if doc_id not in index.corpus:
-        raise CtxirError(f"document {doc_id!r} is not in corpus {index.name!r}: pick one of the search results")
+        raise CtxirError(
+            f"document {doc_id!r} is not in corpus {index.name!r}: pick one of the search results"
+        )
     doc = index.corpus[doc_id]
     result = explain_pair(state, query, doc_text(doc), model, title=doc.get("title") or "")
     result.data.update(doc_id=doc_id, corpus=index.name)
@@ -207,8 +261,16 @@ class Panel:
 
     @property
     def outputs(self) -> list:
-        return [self.summary, self.query, self.document, self.reranker, self.pairs, self.bars, self.files,
-                self.json]
+        return [
+            self.summary,
+            self.query,
+            self.document,
+            self.reranker,
+            self.pairs,
+            self.bars,
+            self.files,
+            self.json,
+        ]
 
     def shows(self, event) -> None:
         """After ``event`` (which filled the panel) succeeds, show the parts this explanation has. A separate,
@@ -216,12 +278,22 @@ class Panel:
 
         def visible(data):
             bi = (data or {}).get("bi_encoder") or {}
-            has_pairs, has_reranker = bi.get("pair_contributions") is not None, "cross_encoder" in (data or {})
-            return [gr.update(visible=shown) for shown in (bool(bi), bool(bi), has_reranker, has_pairs,
-                                                            has_reranker, True, True)]
+            has_pairs, has_reranker = (
+                bi.get("pair_contributions") is not None,
+                "cross_encoder" in (data or {}),
+            )
+            return [
+                gr.update(visible=shown)
+                for shown in (bool(bi), bool(bi), has_reranker, has_pairs, has_reranker, True, True)
+            ]
 
-        event.success(visible, [self.json], [self.query, self.document, self.reranker, self.pairs, self.bars,
-                                             self.files, self.numbers], queue=False, api_visibility="private")
+        event.success(
+            visible,
+            [self.json],
+            [self.query, self.document, self.reranker, self.pairs, self.bars, self.files, self.numbers],
+            queue=False,
+            api_visibility="private",
+        )
 
 
 def panel(prefix: str) -> Panel:
@@ -230,11 +302,15 @@ def panel(prefix: str) -> Panel:
     # show_legend: Gradio's colour bar under each text, violet (-1, lowered the score) to red (+1, raised it)
     shown = {"show_legend": True, "show_inline_category": False, "combine_adjacent": False, "visible": False}
     query = gr.HighlightedText(label="Query · bi-encoder (red raised the cosine, violet lowered it)", **shown)
-    document = gr.HighlightedText(label="Document · bi-encoder (same colour scale as the query)",
-                                  elem_id=f"{prefix}-document", **shown)
-    reranker = gr.HighlightedText(label="Query and document · re-ranker (red raised its score, violet lowered it)",
-                                  **shown)
-    pairs = gr.Plot(label="Cosine split over token pairs (hover a cell)", visible=False, elem_id=f"{prefix}-heatmap")
+    document = gr.HighlightedText(
+        label="Document · bi-encoder (same colour scale as the query)", elem_id=f"{prefix}-document", **shown
+    )
+    reranker = gr.HighlightedText(
+        label="Query and document · re-ranker (red raised its score, violet lowered it)", **shown
+    )
+    pairs = gr.Plot(
+        label="Cosine split over token pairs (hover a cell)", visible=False, elem_id=f"{prefix}-heatmap"
+    )
     bars = gr.Plot(label="Re-ranker attribution per token (hover a bar)", visible=False)
     files = gr.File(label="Download: PNG, interactive HTML, JSON", file_count="multiple", visible=False)
     with gr.Accordion("Numbers of the explanation (JSON)", open=False, visible=False) as numbers:
@@ -246,12 +322,20 @@ def panel_values(ui: Ui, r: ViewResult, stem: str = "explanation") -> tuple:
     """``r`` as the values of a ``Panel``'s outputs; its exports written to the bounded output folder."""
     pngs = [ui.out.png(fig, f"{stem}-{name}") for name, fig in r.figures.items()]
     files = exports(ui.out, stem, data=r.data, plots=list(r.plots.values()), files=pngs)
-    return (r.text, r.highlights.get("query"), r.highlights.get("document"), r.highlights.get("reranker"),
-            r.plots.get("pairs"), r.plots.get("reranker"), files, r.data)
+    return (
+        r.text,
+        r.highlights.get("query"),
+        r.highlights.get("document"),
+        r.highlights.get("reranker"),
+        r.plots.get("pairs"),
+        r.plots.get("reranker"),
+        files,
+        r.data,
+    )
 
 
 def model_choices(models: AppModels) -> list[str]:
-    """"Explain with" choices: auto, the bi-encoder and each loaded re-ranker (one that is not loaded is not
+    """ "Explain with" choices: auto, the bi-encoder and each loaded re-ranker (one that is not loaded is not
     offered; the page's top line says why)."""
     return ["auto", "bi-encoder", *models.loaded]
 
@@ -289,13 +373,17 @@ def build(ui: Ui) -> None:
         ui.visitor(request)
         return panel_values(ui, explain_pair(state, query, document, model))
 
-    tab_intro("Why did a model give this document this score for this query? Each word is coloured by how much it "
-              "raised or lowered the score: the bi-encoder's cosine split exactly over query × document tokens, and "
-              "the re-ranker's score split by integrated gradients.")
+    tab_intro(
+        "Why did a model give this document this score for this query? Each word is coloured by how much it "
+        "raised or lowered the score: the bi-encoder's cosine split exactly over query × document tokens, and "
+        "the re-ranker's score split by integrated gradients."
+    )
     query = gr.Textbox(label="Query", value=presets["pair_query"])
     document = gr.Textbox(label="Document", lines=3, value=presets["pair_documents"][0])
-    model = refuse_unloaded(gr.Radio(model_choices(ui.models), value="auto", label="Explain with",
-                                     info=auto_info(ui.models)), ui.models)
+    model = refuse_unloaded(
+        gr.Radio(model_choices(ui.models), value="auto", label="Explain with", info=auto_info(ui.models)),
+        ui.models,
+    )
     button = gr.Button("Explain", variant="primary", elem_id="explain-button")
     shown = panel("explain")
     shown.shows(button.click(do_explain, [query, document, model], shown.outputs, api_name="explain"))

@@ -20,8 +20,18 @@ from ctxir.checks import grouped_options
 from ctxir.evaluation.report import LOWERS_RGB, RAISES_RGB
 
 FONT = {"size": 13}
-COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
-          "#17becf")
+COLORS = (
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
+)
 # attributions: red = raised the score, violet = lowered it, as Gradio's HighlightedText colours a score in [-1, 1]
 # and the failure report (ctxir.report.RAISES_RGB / LOWERS_RGB: one convention across the app and its exports)
 RAISES, LOWERS = (f"#{r:02x}{g:02x}{b:02x}" for r, g, b in (RAISES_RGB, LOWERS_RGB))
@@ -33,8 +43,15 @@ def _layout(fig: go.Figure, title: str, height: int, **extra) -> go.Figure:
     """Common look. The title is kept in ``layout.meta`` (the HTML export prints it above the figure; the app shows
     it as the plot's label) rather than inside the plot, where the modebar covered it and a phone cut it short."""
     # t=48: the app's plot label sits over the figure's top-left corner; subplot titles start below it
-    fig.update_layout(meta={"title": title}, height=height, margin={"l": 10, "r": 10, "t": 48, "b": 10}, font=FONT,
-                      template="plotly_white", hoverlabel={"font_size": 13}, **extra)
+    fig.update_layout(
+        meta={"title": title},
+        height=height,
+        margin={"l": 10, "r": 10, "t": 48, "b": 10},
+        font=FONT,
+        template="plotly_white",
+        hoverlabel={"font_size": 13},
+        **extra,
+    )
     return fig
 
 
@@ -50,7 +67,7 @@ def unique(labels: Sequence[str], max_chars: int = 24) -> list[str]:
     out = []
     for label in labels:
         label = str(label)
-        label = label if len(label) <= max_chars else label[:max_chars - 1].rstrip() + "…"
+        label = label if len(label) <= max_chars else label[: max_chars - 1].rstrip() + "…"
         out.append(label + "\u200b" * seen.get(label, 0))
         seen[label] = seen.get(label, 0) + 1
     return out
@@ -77,9 +94,16 @@ class HeatmapStyle:
     label_chars: int = 24
 
 
-def heatmap(matrix, row_labels: Sequence[str], col_labels: Sequence[str], title: str,
-            style: HeatmapStyle | None = None, *, hover_labels: Sequence[str] | None = None,
-            **style_options) -> go.Figure:
+def heatmap(
+    matrix,
+    row_labels: Sequence[str],
+    col_labels: Sequence[str],
+    title: str,
+    style: HeatmapStyle | None = None,
+    *,
+    hover_labels: Sequence[str] | None = None,
+    **style_options,
+) -> go.Figure:
     """A heatmap whose hover names the row and column labels (tokens, sentences) and the value; axis labels are
     cut at ``style.label_chars`` (with an ellipsis; hover shows them whole). ``hover_labels``: what hover names a
     row and column by when the axes show short labels (sentence numbers) for long ones (the sentences).
@@ -92,18 +116,26 @@ def heatmap(matrix, row_labels: Sequence[str], col_labels: Sequence[str], title:
     rows, cols = z.shape
     row_names = list(hover_labels) if hover_labels is not None else list(row_labels)
     col_names = list(hover_labels) if hover_labels is not None else list(col_labels)
-    custom = np.dstack([np.array([[str(r)] * cols for r in row_names]),
-                        np.array([[str(c) for c in col_names]] * rows)])
+    custom = np.dstack(
+        [np.array([[str(r)] * cols for r in row_names]), np.array([[str(c) for c in col_names]] * rows)]
+    )
     if style.diverging:
         bound = float(np.nanmax(np.abs(z))) if z.size else 1.0
         zmin, zmax, scale = -(bound or 1.0), bound or 1.0, DIVERGING
     else:
         scale = style.colorscale
-    trace = go.Heatmap(z=z, x=unique(col_labels, style.label_chars), y=unique(row_labels, style.label_chars),
-                       customdata=custom, zmin=zmin, zmax=zmax,
-                       colorscale=scale, colorbar={"title": {"text": value_name, "side": "right"}, "thickness": 12},
-                       hovertemplate=f"{row_name} <b>%{{customdata[0]}}</b><br>{col_name} <b>%{{customdata[1]}}</b>"
-                                     f"<br>{value_name} %{{z:.{decimals + 1}f}}<extra></extra>")
+    trace = go.Heatmap(
+        z=z,
+        x=unique(col_labels, style.label_chars),
+        y=unique(row_labels, style.label_chars),
+        customdata=custom,
+        zmin=zmin,
+        zmax=zmax,
+        colorscale=scale,
+        colorbar={"title": {"text": value_name, "side": "right"}, "thickness": 12},
+        hovertemplate=f"{row_name} <b>%{{customdata[0]}}</b><br>{col_name} <b>%{{customdata[1]}}</b>"
+        f"<br>{value_name} %{{z:.{decimals + 1}f}}<extra></extra>",
+    )
     if style.show_values if style.show_values is not None else rows * cols <= 150:
         trace.update(texttemplate=f"%{{z:.{max(decimals - 1, 1)}f}}", textfont={"size": 11})
     fig = go.Figure(trace)
@@ -118,13 +150,24 @@ def _heatmap_style(style: HeatmapStyle | None, options: dict) -> HeatmapStyle:
     return grouped_options(HeatmapStyle, style, options, "heatmap", "style", ("hover_labels",))
 
 
-def token_bars(tokens: Sequence[str], values: Sequence[float], title: str, value_name: str = "attribution",
-               split: int | None = None) -> go.Figure:
+def token_bars(
+    tokens: Sequence[str],
+    values: Sequence[float],
+    title: str,
+    value_name: str = "attribution",
+    split: int | None = None,
+) -> go.Figure:
     """One bar per token (red raised the score, violet lowered it); ``split`` marks where the document starts."""
     values = np.asarray(values, dtype=np.float64)
-    fig = go.Figure(go.Bar(x=unique(tokens), y=values, marker_color=[RAISES if v > 0 else LOWERS for v in values],
-                           customdata=list(tokens),
-                           hovertemplate=f"<b>%{{customdata}}</b><br>{value_name} %{{y:.4f}}<extra></extra>"))
+    fig = go.Figure(
+        go.Bar(
+            x=unique(tokens),
+            y=values,
+            marker_color=[RAISES if v > 0 else LOWERS for v in values],
+            customdata=list(tokens),
+            hovertemplate=f"<b>%{{customdata}}</b><br>{value_name} %{{y:.4f}}<extra></extra>",
+        )
+    )
     fig.update_xaxes(type="category", tickangle=-60, automargin=True)
     fig.update_yaxes(title_text=value_name, zeroline=True, zerolinecolor="#888")
     if split is not None:
@@ -138,59 +181,119 @@ def score_bars(documents: Sequence[str], columns: dict[str, Sequence[float | Non
     shown = {name: values for name, values in columns.items() if any(v is not None for v in values)}
     labels = [f"doc {i + 1}" for i in range(len(documents))]
     texts = [f"{i + 1}. {d[:90]}{'…' if len(d) > 90 else ''}" for i, d in enumerate(documents)]
-    fig = make_subplots(rows=max(1, len(shown)), cols=1, subplot_titles=list(shown), vertical_spacing=0.5 / max(
-        1, len(documents)) / max(1, len(shown)) + 0.06)
+    fig = make_subplots(
+        rows=max(1, len(shown)),
+        cols=1,
+        subplot_titles=list(shown),
+        vertical_spacing=0.5 / max(1, len(documents)) / max(1, len(shown)) + 0.06,
+    )
     for r, (name, values) in enumerate(shown.items(), 1):
         vals = [np.nan if v is None else float(v) for v in values]
         best = np.nanmax(vals)
-        fig.add_trace(go.Bar(y=labels, x=vals, orientation="h", name=name, showlegend=False,
-                             marker_color=["#2ca02c" if v == best else "#1f77b4" for v in vals],
-                             customdata=texts, text=[f"{v:.3f}" for v in vals], textposition="auto",
-                             textangle=0, constraintext="none",  # a short bar's value beside it, never sideways
-                             hovertemplate=f"%{{customdata}}<br>{name} <b>%{{x:.4f}}</b><extra></extra>"), r, 1)
+        fig.add_trace(
+            go.Bar(
+                y=labels,
+                x=vals,
+                orientation="h",
+                name=name,
+                showlegend=False,
+                marker_color=["#2ca02c" if v == best else "#1f77b4" for v in vals],
+                customdata=texts,
+                text=[f"{v:.3f}" for v in vals],
+                textposition="auto",
+                textangle=0,
+                constraintext="none",  # a short bar's value beside it, never sideways
+                hovertemplate=f"%{{customdata}}<br>{name} <b>%{{x:.4f}}</b><extra></extra>",
+            ),
+            r,
+            1,
+        )
     fig.update_yaxes(autorange="reversed", automargin=True, type="category")
     fig.update_annotations(font_size=13)
-    return _layout(fig, "scores per document, each model on its own scale (green = its highest)",
-                   int(70 + len(shown) * (50 + 26 * len(documents))))
+    return _layout(
+        fig,
+        "scores per document, each model on its own scale (green = its highest)",
+        int(70 + len(shown) * (50 + 26 * len(documents))),
+    )
 
 
-def projection(points: dict[tuple[str, int], np.ndarray], labels: Sequence[str], groups: Sequence[int],
-               group_names: Sequence[str], highlight: Sequence[bool]) -> go.Figure:
+def projection(
+    points: dict[tuple[str, int], np.ndarray],
+    labels: Sequence[str],
+    groups: Sequence[int],
+    group_names: Sequence[str],
+    highlight: Sequence[bool],
+) -> go.Figure:
     """Grid of token scatter plots (rows = methods, columns = layers); hover shows the token and its sentence."""
     methods = sorted({m for m, _ in points}, key=("pca", "tsne").index)
     layers = sorted({layer for _, layer in points})
-    titles = [f"{'PCA' if m == 'pca' else 't-SNE'} · layer {layer}{' (embeddings)' if layer == 0 else ''}"
-              for m in methods for layer in layers]
-    fig = make_subplots(rows=len(methods), cols=len(layers), subplot_titles=titles, horizontal_spacing=0.04,
-                        vertical_spacing=0.1)
+    titles = [
+        f"{'PCA' if m == 'pca' else 't-SNE'} · layer {layer}{' (embeddings)' if layer == 0 else ''}"
+        for m in methods
+        for layer in layers
+    ]
+    fig = make_subplots(
+        rows=len(methods),
+        cols=len(layers),
+        subplot_titles=titles,
+        horizontal_spacing=0.04,
+        vertical_spacing=0.1,
+    )
     labels = list(labels)
     for r, method in enumerate(methods, 1):
         for c, layer in enumerate(layers, 1):
             xy = np.asarray(points[(method, layer)])
             for g, name in enumerate(group_names):
                 idx = [i for i, gi in enumerate(groups) if gi == g]
-                fig.add_trace(go.Scatter(
-                    x=xy[idx, 0], y=xy[idx, 1], mode="markers+text", text=[labels[i] for i in idx],
-                    textposition="top center", textfont={"size": 10, "color": "#555"},
-                    marker={"size": [15 if highlight[i] else 9 for i in idx], "color": COLORS[g % len(COLORS)],
-                            "line": {"width": [3 if highlight[i] else 0 for i in idx], "color": HIGHLIGHT_RING}},
-                    # a legend line that fits a phone's width; hover gives the longer text
-                    name=name if len(name) <= 44 else name[:43] + "…", legendgroup=str(g),
-                    showlegend=r == 1 and c == 1,
-                    customdata=[name[:70]] * len(idx),
-                    hovertemplate="<b>%{text}</b><br>%{customdata}<extra></extra>"), r, c)
+                fig.add_trace(
+                    go.Scatter(
+                        x=xy[idx, 0],
+                        y=xy[idx, 1],
+                        mode="markers+text",
+                        text=[labels[i] for i in idx],
+                        textposition="top center",
+                        textfont={"size": 10, "color": "#555"},
+                        marker={
+                            "size": [15 if highlight[i] else 9 for i in idx],
+                            "color": COLORS[g % len(COLORS)],
+                            "line": {
+                                "width": [3 if highlight[i] else 0 for i in idx],
+                                "color": HIGHLIGHT_RING,
+                            },
+                        },
+                        # a legend line that fits a phone's width; hover gives the longer text
+                        name=name if len(name) <= 44 else name[:43] + "…",
+                        legendgroup=str(g),
+                        showlegend=r == 1 and c == 1,
+                        customdata=[name[:70]] * len(idx),
+                        hovertemplate="<b>%{text}</b><br>%{customdata}<extra></extra>",
+                    ),
+                    r,
+                    c,
+                )
     fig.update_xaxes(showticklabels=False, zeroline=False)
     fig.update_yaxes(showticklabels=False, zeroline=False)
     fig.update_annotations(font_size=13)
-    return _layout(fig, "token vectors in 2-D: colour = sentence, black ring = the highlighted word (hover a point)",
-                   440 * len(methods) + 90, legend={"orientation": "h", "y": -0.02, "x": 0, "yanchor": "top"})
+    return _layout(
+        fig,
+        "token vectors in 2-D: colour = sentence, black ring = the highlighted word (hover a point)",
+        440 * len(methods) + 90,
+        legend={"orientation": "h", "y": -0.02, "x": 0, "yanchor": "top"},
+    )
 
 
 def curves(curves_: dict[str, Sequence[float]], title: str, ylabel: str = "cosine similarity") -> go.Figure:
     fig = go.Figure()
     for name, values in curves_.items():
-        fig.add_trace(go.Scatter(x=list(range(len(values))), y=list(values), mode="lines+markers", name=name,
-                                 hovertemplate=f"sentences {name}<br>layer %{{x}}<br>cosine %{{y:.3f}}<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=list(range(len(values))),
+                y=list(values),
+                mode="lines+markers",
+                name=name,
+                hovertemplate=f"sentences {name}<br>layer %{{x}}<br>cosine %{{y:.3f}}<extra></extra>",
+            )
+        )
     fig.update_xaxes(title_text="layer (0 = embeddings)", dtick=1)
     fig.update_yaxes(title_text=ylabel)
     return _layout(fig, title, 380, legend={"orientation": "h", "y": -0.22, "x": 0, "yanchor": "top"})
@@ -200,33 +303,66 @@ def head_grids(rows: list[dict]) -> go.Figure:
     """Layers × heads grids of the per-head summary; hover gives layer, head, value and the strongest link."""
     n_layers = max(r["layer"] for r in rows) + 1
     n_heads = max(r["head"] for r in rows) + 1
-    stats = [("entropy", "entropy (nats; low = focused)"), ("to_cls", "share → [CLS]"),
-             ("to_sep", "share → [SEP]"), ("to_self", "share → itself"), ("to_previous", "share → previous token"),
-             ("to_next", "share → next token")]
+    stats = [
+        ("entropy", "entropy (nats; low = focused)"),
+        ("to_cls", "share → [CLS]"),
+        ("to_sep", "share → [SEP]"),
+        ("to_self", "share → itself"),
+        ("to_previous", "share → previous token"),
+        ("to_next", "share → next token"),
+    ]
     cols = 2
     n_rows = -(-len(stats) // cols)
     height = int(n_rows * (90 + 30 * n_layers) + 60)
     # 80 px between rows of grids: the axis title under one and the subplot title over the next, no blank band
-    fig = make_subplots(rows=n_rows, cols=cols, subplot_titles=[t for _, t in stats], horizontal_spacing=0.08,
-                        vertical_spacing=min(0.3, 80 / height))
+    fig = make_subplots(
+        rows=n_rows,
+        cols=cols,
+        subplot_titles=[t for _, t in stats],
+        horizontal_spacing=0.08,
+        vertical_spacing=min(0.3, 80 / height),
+    )
     cell = {(r["layer"], r["head"]): r for r in rows}
-    link = np.array([[f"{cell[(layer, h)]['max_from']} → {cell[(layer, h)]['max_to']} "
-                      f"({cell[(layer, h)]['max_weight']:.2f})" for h in range(n_heads)] for layer in range(n_layers)])
+    link = np.array(
+        [
+            [
+                f"{cell[(layer, h)]['max_from']} → {cell[(layer, h)]['max_to']} "
+                f"({cell[(layer, h)]['max_weight']:.2f})"
+                for h in range(n_heads)
+            ]
+            for layer in range(n_layers)
+        ]
+    )
     for i, (key, title) in enumerate(stats):
         grid = np.array([[cell[(layer, h)][key] for h in range(n_heads)] for layer in range(n_layers)])
         r, c = divmod(i, cols)
-        fig.add_trace(go.Heatmap(
-            z=grid, x=list(range(n_heads)), y=list(range(n_layers)), customdata=link,
-            colorscale="Magma" if key == "entropy" else "Blues", zmin=0, zmax=None if key == "entropy" else 1,
-            showscale=False, texttemplate="%{z:.2f}" if n_layers * n_heads <= 100 else None,
-            hovertemplate=f"layer %{{y}} · head %{{x}}<br>{title}: <b>%{{z:.3f}}</b>"
-                          "<br>strongest link %{customdata}<extra></extra>"), r + 1, c + 1)
+        fig.add_trace(
+            go.Heatmap(
+                z=grid,
+                x=list(range(n_heads)),
+                y=list(range(n_layers)),
+                customdata=link,
+                colorscale="Magma" if key == "entropy" else "Blues",
+                zmin=0,
+                zmax=None if key == "entropy" else 1,
+                showscale=False,
+                texttemplate="%{z:.2f}" if n_layers * n_heads <= 100 else None,
+                hovertemplate=f"layer %{{y}} · head %{{x}}<br>{title}: <b>%{{z:.3f}}</b>"
+                "<br>strongest link %{customdata}<extra></extra>",
+            ),
+            r + 1,
+            c + 1,
+        )
     fig.update_xaxes(title_text="head", dtick=1, title_standoff=2)
     fig.update_yaxes(title_text="layer", dtick=1, autorange="reversed", title_standoff=2)
     fig.update_annotations(font_size=13)
     # Blues: dark = a large share; Magma (entropy): dark = low entropy, a head that looks at few tokens
-    return _layout(fig, "where each head looks, mean over tokens (shares: darker = larger; entropy: darker = lower, "
-                   "i.e. more focused; hover a cell)", height)
+    return _layout(
+        fig,
+        "where each head looks, mean over tokens (shares: darker = larger; entropy: darker = lower, "
+        "i.e. more focused; hover a cell)",
+        height,
+    )
 
 
 def rank_moves(rows: list[dict], highlight: set[str], first_stage: str, reranker: str) -> go.Figure:
@@ -238,14 +374,25 @@ def rank_moves(rows: list[dict], highlight: set[str], first_stage: str, reranker
         color = "#2ca02c" if change > 0 else "#d62728" if change < 0 else "#bbbbbb"
         bold = row["doc_id"] in highlight
         label = f"{row['title'][:60]} ({row['doc_id']})"
-        fig.add_trace(go.Scatter(
-            x=[first_stage, reranker], y=[row["first"], row["rerank"]], mode="lines+markers", showlegend=False,
-            line={"color": color, "width": 4 if bold else 1.5}, marker={"size": 9 if bold else 6},
-            customdata=[label, label], opacity=1.0 if bold or change == 0 else 0.75,
-            hovertemplate=f"%{{customdata}}<br>rank %{{y}} · moved {change:+d}<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=[first_stage, reranker],
+                y=[row["first"], row["rerank"]],
+                mode="lines+markers",
+                showlegend=False,
+                line={"color": color, "width": 4 if bold else 1.5},
+                marker={"size": 9 if bold else 6},
+                customdata=[label, label],
+                opacity=1.0 if bold or change == 0 else 0.75,
+                hovertemplate=f"%{{customdata}}<br>rank %{{y}} · moved {change:+d}<extra></extra>",
+            )
+        )
     fig.update_yaxes(autorange="reversed", title_text="rank", dtick=max(1, len(rows) // 10))
-    return _layout(fig, "rank before and after re-ranking: green moved up, red down, bold = explained (hover a line)",
-                   int(min(620, 200 + 14 * len(rows))))
+    return _layout(
+        fig,
+        "rank before and after re-ranking: green moved up, red down, bold = explained (hover a line)",
+        int(min(620, 200 + 14 * len(rows))),
+    )
 
 
 def html_document(figures: Sequence[go.Figure], title: str, plotly_js: str | None = None) -> str:
@@ -253,19 +400,29 @@ def html_document(figures: Sequence[go.Figure], title: str, plotly_js: str | Non
     once, or, with ``plotly_js`` (a file name), loaded from that file beside the page: pages that share one copy
     weigh kilobytes. Opened without the file, the page says which file to put beside it."""
     include: bool | str = plotly_js or True
-    missing = "" if not plotly_js else (
-        f"<p id=\"ctxir-plotly-missing\" hidden style=\"color:#a00\">The charts need {html.escape(plotly_js)} in "
-        "the same folder as this page (it is in the same download list): save it there and reload.</p>"
-        "<script>if (!window.Plotly) document.getElementById('ctxir-plotly-missing').hidden = false;</script>")
-    parts = [f"<h4>{html.escape(title_of(fig))}</h4>"
-             + fig.to_html(include_plotlyjs=include if i == 0 else False, full_html=False,
-                           config={"responsive": True})
-             for i, fig in enumerate(figures)]
+    missing = (
+        ""
+        if not plotly_js
+        else (
+            f'<p id="ctxir-plotly-missing" hidden style="color:#a00">The charts need {html.escape(plotly_js)} in '
+            "the same folder as this page (it is in the same download list): save it there and reload.</p>"
+            "<script>if (!window.Plotly) document.getElementById('ctxir-plotly-missing').hidden = false;</script>"
+        )
+    )
+    parts = [
+        f"<h4>{html.escape(title_of(fig))}</h4>"
+        + fig.to_html(
+            include_plotlyjs=include if i == 0 else False, full_html=False, config={"responsive": True}
+        )
+        for i, fig in enumerate(figures)
+    ]
     if missing:  # after plotly.js's <script src> (loaded synchronously), before the first chart
         head, sep, rest = parts[0].partition(f'src="{plotly_js}"></script>')
         parts[0] = head + sep + missing + rest
-    return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title></head>"
-            f"<body style=\"font-family:sans-serif\"><h3>{html.escape(title)}</h3>{''.join(parts)}</body></html>")
+    return (
+        f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{html.escape(title)}</title></head>'
+        f'<body style="font-family:sans-serif"><h3>{html.escape(title)}</h3>{"".join(parts)}</body></html>'
+    )
 
 
 def attribution_cmap():
@@ -284,8 +441,9 @@ def token_bars_png(tokens: Sequence[str], values: Sequence[float], title: str, s
     ax = fig.subplots()
     ax.bar(range(len(values)), values, color=[RAISES if v > 0 else LOWERS for v in values])
     step = max(1, -(-len(tokens) // 100))
-    ax.set_xticks(range(0, len(tokens), step), [tokens[i] for i in range(0, len(tokens), step)], rotation=90,
-                  fontsize=8)
+    ax.set_xticks(
+        range(0, len(tokens), step), [tokens[i] for i in range(0, len(tokens), step)], rotation=90, fontsize=8
+    )
     ax.axhline(0, color="gray", lw=0.8)
     if split is not None:
         ax.axvline(split - 0.5, color="gray", ls=":")

@@ -46,13 +46,26 @@ logger = logging.getLogger("ctxir.app")
 
 # callback function → its API endpoint (private callbacks have none); the function name is what an event's
 # BlockFunction carries whether its API is public or private (the Explain action of the pair tab is private)
-SLOW_VIEWS = {"do_attention": "/attention", "do_explain": "/explain", "do_explain_result": "/explain_result",
-              "do_explain_pair": None, "do_what_moved": "/what_moved", "do_compare_pooling": "/compare_pooling",
-              "do_upload": "/upload_corpus", "do_token_embeddings": "/token_embeddings",
-              "do_layer_similarity": "/layer_similarity", "do_report": "/failure_report",
-              "do_sample_report": "/failure_report_sample", "do_classify": "/classify"}
-MODEL_VIEWS = {"do_search": "/search", "do_score_pairs": "/score_pairs",
-               "do_sentence_similarity": "/sentence_similarity", "do_model_info": "/model_info"}
+SLOW_VIEWS = {
+    "do_attention": "/attention",
+    "do_explain": "/explain",
+    "do_explain_result": "/explain_result",
+    "do_explain_pair": None,
+    "do_what_moved": "/what_moved",
+    "do_compare_pooling": "/compare_pooling",
+    "do_upload": "/upload_corpus",
+    "do_token_embeddings": "/token_embeddings",
+    "do_layer_similarity": "/layer_similarity",
+    "do_report": "/failure_report",
+    "do_sample_report": "/failure_report_sample",
+    "do_classify": "/classify",
+}
+MODEL_VIEWS = {
+    "do_search": "/search",
+    "do_score_pairs": "/score_pairs",
+    "do_sentence_similarity": "/sentence_similarity",
+    "do_model_info": "/model_info",
+}
 BUSY_PAGE = "This application is currently busy. Please try again."  # Gradio's page, on HTTP 503 (queue full)
 BUSY_CLIENT = "Queue is full! Please try again."  # gradio_client's QueueError on the same 503
 
@@ -63,20 +76,29 @@ class QueueLimits:
 
     concurrency: int = 2  # model views running at once (group "model"), and Gradio's default for other events
     slow_concurrency: int = 1  # slow views running at once (group "slow")
-    max_queue: int = 32  # events waiting (not yet running), over all groups; one more is refused with HTTP 503
+    max_queue: int = (
+        32  # events waiting (not yet running), over all groups; one more is refused with HTTP 503
+    )
     max_sessions: int = 128  # Gradio sessions whose state (last outputs per component) is kept in memory
     malloc_arenas: int = 2  # glibc malloc arenas (0 = glibc's default, 8 per core)
 
     def __post_init__(self):
-        for name, low in (("concurrency", 1), ("slow_concurrency", 1), ("max_queue", 1), ("max_sessions", 1),
-                          ("malloc_arenas", 0)):
+        for name, low in (
+            ("concurrency", 1),
+            ("slow_concurrency", 1),
+            ("max_queue", 1),
+            ("max_sessions", 1),
+            ("malloc_arenas", 0),
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 from ctxir.types import CtxirError
 
-                raise CtxirError(f"--{name.replace('_', '-')} must be a whole number ≥ {low}, got {value!r}: "
-                                 "pass e.g. --concurrency 2 --slow-concurrency 1 --max-queue 32 --max-sessions 128 "
-                                 "--malloc-arenas 2")
+                raise CtxirError(
+                    f"--{name.replace('_', '-')} must be a whole number ≥ {low}, got {value!r}: "
+                    "pass e.g. --concurrency 2 --slow-concurrency 1 --max-queue 32 --max-sessions 128 "
+                    "--malloc-arenas 2"
+                )
 
     def launch_kwargs(self) -> dict:
         """What ``launch`` takes of these limits (Gradio reads the session capacity there, not in ``queue``)."""
@@ -109,8 +131,12 @@ def group_of(fn) -> str | None:
     if fn.name in MODEL_VIEWS:
         return "model"
     if fn.name.startswith("do_"):
-        logger.warning("event %s (%s) is in neither SLOW_VIEWS nor MODEL_VIEWS of ctxir/app/limits.py: it shares "
-                       "the 'model' group", fn.name, fn.api_name)
+        logger.warning(
+            "event %s (%s) is in neither SLOW_VIEWS nor MODEL_VIEWS of ctxir/app/limits.py: it shares "
+            "the 'model' group",
+            fn.name,
+            fn.api_name,
+        )
         return "model"
     return None
 

@@ -23,8 +23,9 @@ def kind_of_column(field: str) -> str:
     return next(name for name, kind in RERANKERS.items() if kind.pair_column == field)
 
 
-def input_formation(tokenizer, query: str, document: str, max_length: int | None = None,
-                    positions: int | None = None) -> dict:
+def input_formation(
+    tokenizer, query: str, document: str, max_length: int | None = None, positions: int | None = None
+) -> dict:
     """How a cross-encoder reads a pair: ``[CLS] query [SEP] document [SEP]`` with token types 0/1, cut where the
     model cuts it (``max_length_for``: None = the tokenizer's own limit, never beyond ``positions``)."""
     max_length = max_length_for(max_length, tokenizer.model_max_length, positions)
@@ -32,21 +33,33 @@ def input_formation(tokenizer, query: str, document: str, max_length: int | None
     ids = list(enc["input_ids"])
     tokens = tokenizer.convert_ids_to_tokens(ids)
     types = list(enc.get("token_type_ids") or [0] * len(ids))
-    return {"text": " ".join(tokens), "tokens": tokens, "token_ids": ids, "token_type_ids": types,
-            "num_tokens": len(ids), "truncated": len(tokenizer(query, document)["input_ids"]) > len(ids)}
+    return {
+        "text": " ".join(tokens),
+        "tokens": tokens,
+        "token_ids": ids,
+        "token_type_ids": types,
+        "num_tokens": len(ids),
+        "truncated": len(tokenizer(query, document)["input_ids"]) > len(ids),
+    }
 
 
 def score_columns() -> dict[str, tuple[str, str]]:
     """{value field: (rank field, chart legend)}: one per re-ranker kind of ``ctxir.rerank.registry`` (its pair score,
     e.g. the cross-encoder's score or the CLS-LR probability), then the bi-encoder's cosine."""
-    return {**{kind.pair_column: (kind.rank_column, kind.pair_legend) for kind in RERANKERS.values()},
-            "bi_encoder_cosine": ("cosine_rank", "bi-encoder cosine")}
+    return {
+        **{kind.pair_column: (kind.rank_column, kind.pair_legend) for kind in RERANKERS.values()},
+        "bi_encoder_cosine": ("cosine_rank", "bi-encoder cosine"),
+    }
 
 
 def probability_columns() -> dict[str, str]:
     """{pair-score field: calibrated-probability field} for each kind whose pair value is a raw score (a
     cross-encoder's logit): the probability is filled where the model ships a calibration (calibration.json)."""
-    return {kind.pair_column: f"{kind.key}_probability" for kind in RERANKERS.values() if kind.pair_value == "score"}
+    return {
+        kind.pair_column: f"{kind.key}_probability"
+        for kind in RERANKERS.values()
+        if kind.pair_value == "score"
+    }
 
 
 def chart_columns(rows: Sequence[dict]) -> dict[str, list]:
@@ -71,21 +84,33 @@ def score_pairs(state: AppState, query: str, documents: str | Sequence[str]) -> 
     models = state.models
     q = models.bi_encoder.encode([query], normalize_embeddings=True, convert_to_numpy=True)  # (1, dim)
     d = models.bi_encoder.encode(docs, normalize_embeddings=True, convert_to_numpy=True)  # (docs, dim)
-    values = {kind.pair_column: np.asarray(kind.pair_scores(models.rerankers[name], query, docs)).tolist()
-              if name in models.rerankers else None for name, kind in RERANKERS.items()}
+    values = {
+        kind.pair_column: np.asarray(kind.pair_scores(models.rerankers[name], query, docs)).tolist()
+        if name in models.rerankers
+        else None
+        for name, kind in RERANKERS.items()
+    }
     values["bi_encoder_cosine"] = (d @ q[0]).tolist()
     legends = score_columns()
     # each raw cross-encoder score as a calibrated probability too, where its model has a calibration.json
-    calibrated = {field: getattr(models.rerankers.get(kind_of_column(key)), "calibration", None)
-                  for key, field in probability_columns().items()}
-    probabilities = {field: calibration.probabilities(values[key]).tolist() if calibration and values[key] else None
-                     for (key, field), calibration in zip(probability_columns().items(), calibrated.values(),
-                                                          strict=True)}
+    calibrated = {
+        field: getattr(models.rerankers.get(kind_of_column(key)), "calibration", None)
+        for key, field in probability_columns().items()
+    }
+    probabilities = {
+        field: calibration.probabilities(values[key]).tolist() if calibration and values[key] else None
+        for (key, field), calibration in zip(probability_columns().items(), calibrated.values(), strict=True)
+    }
     rows = []
     for i, doc in enumerate(docs):
-        rows.append({"doc": i + 1, "document": snippet(doc, 120),
-                     **{key: rounded(scores[i]) if scores else None for key, scores in values.items()},
-                     **{key: rounded(p[i]) if p else None for key, p in probabilities.items()}})
+        rows.append(
+            {
+                "doc": i + 1,
+                "document": snippet(doc, 120),
+                **{key: rounded(scores[i]) if scores else None for key, scores in values.items()},
+                **{key: rounded(p[i]) if p else None for key, p in probabilities.items()},
+            }
+        )
     columns = chart_columns(rows)
     for key, (rank_key, _) in legends.items():
         values = [r[key] for r in rows]
@@ -97,21 +122,35 @@ def score_pairs(state: AppState, query: str, documents: str | Sequence[str]) -> 
     positions = position_limit(reader.model.config)
     formations = [input_formation(reader.tokenizer, query, doc, positions=positions) for doc in docs]
     first = formations[0]
-    token_rows = [{"position": i, "token": t, "token_id": tid, "token_type": tt}
-                  for i, (t, tid, tt) in enumerate(zip(first["tokens"], first["token_ids"], first["token_type_ids"],
-                                                       strict=True))]
+    token_rows = [
+        {"position": i, "token": t, "token_id": tid, "token_type": tt}
+        for i, (t, tid, tt) in enumerate(
+            zip(first["tokens"], first["token_ids"], first["token_type_ids"], strict=True)
+        )
+    ]
     unavailable = {name: models.why_not(name) for name in RERANKERS if name not in models.rerankers}
     from ctxir.viz import scores_figure
 
-    text = (f"Input formation ({reader.name} tokenizer), document 1: {md_code(first['text'])} — {first['num_tokens']} "
-            "tokens; token type 0 = query segment, 1 = document segment.")
+    text = (
+        f"Input formation ({reader.name} tokenizer), document 1: {md_code(first['text'])} — {first['num_tokens']} "
+        "tokens; token type 0 = query segment, 1 = document segment."
+    )
     if unavailable:
         text += "\n\n" + "\n".join(f"- {name} not loaded: {why}" for name, why in unavailable.items())
-    data = {"query": query, "documents": docs, "scores": rows, "input_formation": formations,
-            "unavailable": unavailable}
-    return ViewResult(rows=rows, figures={"scores": scores_figure(docs, columns)}, data=data, text=text,
-                      extra_rows=token_rows)
-
+    data = {
+        "query": query,
+        "documents": docs,
+        "scores": rows,
+        "input_formation": formations,
+        "unavailable": unavailable,
+    }
+    return ViewResult(
+        rows=rows,
+        figures={"scores": scores_figure(docs, columns)},
+        data=data,
+        text=text,
+        extra_rows=token_rows,
+    )
 
 
 # ---------------------------------------------------------------- UI
@@ -123,11 +162,16 @@ def score_pairs(state: AppState, query: str, documents: str | Sequence[str]) -> 
 
 def shown_names() -> dict[str, str]:
     """Field name → the page's short column name: each re-ranker kind's label and "<short> rank", then cosine."""
-    return {**{kind.pair_column: kind.label for kind in RERANKERS.values()},
-            **{field: f"{RERANKERS[kind_of_column(key)].short} P(rel)"
-               for key, field in probability_columns().items()},
-            **{kind.rank_column: f"{kind.short} rank" for kind in RERANKERS.values()},
-            "bi_encoder_cosine": "cosine", "cosine_rank": "cos rank"}
+    return {
+        **{kind.pair_column: kind.label for kind in RERANKERS.values()},
+        **{
+            field: f"{RERANKERS[kind_of_column(key)].short} P(rel)"
+            for key, field in probability_columns().items()
+        },
+        **{kind.rank_column: f"{kind.short} rank" for kind in RERANKERS.values()},
+        "bi_encoder_cosine": "cosine",
+        "cosine_rank": "cos rank",
+    }
 
 
 def shown_width(column: str) -> int:
@@ -135,9 +179,11 @@ def shown_width(column: str) -> int:
     return {"doc": 56, "document": 520}.get(column, max(90, round(8.5 * len(column)) + 30))
 
 
-INTRO = ("Score one query against a few documents with every loaded model side by side: the cross-encoder and CLS-LR "
-         "re-rankers read query and document together, the bi-encoder compares their separate embeddings. Click a "
-         "row to see which words drove its scores.")
+INTRO = (
+    "Score one query against a few documents with every loaded model side by side: the cross-encoder and CLS-LR "
+    "re-rankers read query and document together, the bi-encoder compares their separate embeddings. Click a "
+    "row to see which words drove its scores."
+)
 
 
 def after_scoring(out, data, png):
@@ -147,13 +193,20 @@ def after_scoring(out, data, png):
     files = exports(out, "pair-scores", data=data, rows=data["scores"], plots=[chart], files=[png])
     choices = [(f"{i}. {d[:60]}", i) for i, d in enumerate(docs, 1)]
     shown = shown_names()
-    table = frame([{shown.get(key, key): value for key, value in row.items()} for row in data["scores"]],
-                  drop_empty=True)
+    table = frame(
+        [{shown.get(key, key): value for key, value in row.items()} for row in data["scores"]],
+        drop_empty=True,
+    )
     # shares of the box: the table fills a desktop's width (in pixels it stopped at ~1,200 px); a phone keeps
     # it readable and scrolls it inside its box (ui.CSS, .ctxir-wide-table)
     widths = shares([shown_width(c) for c in table.columns])
-    return (show(table, column_widths=widths), show(chart), show(files), show(),
-            gr.update(choices=choices, value=1))
+    return (
+        show(table, column_widths=widths),
+        show(chart),
+        show(files),
+        show(),
+        gr.update(choices=choices, value=1),
+    )
 
 
 def pick_row(evt: gr.SelectData):
@@ -165,8 +218,9 @@ def explain_document(ui: Ui, query, documents, number, model):
     """The Explain panel's values for document ``number`` (1-based) of the typed ``documents``."""
     docs = split_lines(documents, "documents", ui.config.max_documents, ui.config.max_text_chars)
     number = check_int(number, "document number", 1, len(docs))
-    return explain_tab.panel_values(ui, explain_tab.explain_pair(ui.state, query, docs[number - 1], model),
-                                    "pair-explanation")
+    return explain_tab.panel_values(
+        ui, explain_tab.explain_pair(ui.state, query, docs[number - 1], model), "pair-explanation"
+    )
 
 
 def build(ui: Ui) -> None:
@@ -193,37 +247,68 @@ def build(ui: Ui) -> None:
     pair_query = gr.Textbox(label="Query", value=presets["pair_query"])
     pair_docs = gr.Textbox(label="Documents (one per line)", lines=5, value=lines(presets["pair_documents"]))
     pair_button = gr.Button("Score pairs", variant="primary", elem_id="score-pairs-button")
-    pair_table = gr.Dataframe(label="Scores and ranks per model (click a row to explain it)", wrap=True,
-                              elem_classes=["ctxir-table", "ctxir-wide-table"], visible=False, elem_id="pair-table")
+    pair_table = gr.Dataframe(
+        label="Scores and ranks per model (click a row to explain it)",
+        wrap=True,
+        elem_classes=["ctxir-table", "ctxir-wide-table"],
+        visible=False,
+        elem_id="pair-table",
+    )
     pair_plot = gr.Plot(label="Scores per document (hover a bar)", visible=False)
     pair_png = gr.File(visible=False)  # the PNG the API returns; offered among the downloads
     with gr.Row(visible=False) as explain_row:
         pair_choice = gr.Dropdown([], label="Explain a document's scores", scale=3, min_width=220)
-        explain_model = explain_tab.refuse_unloaded(gr.Radio(
-            explain_tab.model_choices(ui.models), value="auto", label="Explain with", scale=2, min_width=220),
-            ui.models)
-        explain_button = gr.Button("Explain", scale=1, min_width=120, variant="primary", elem_id="explain-pair-button")
-    pair_files = gr.File(label="Download: PNG, interactive HTML, CSV, JSON", file_count="multiple", visible=False)
+        explain_model = explain_tab.refuse_unloaded(
+            gr.Radio(
+                explain_tab.model_choices(ui.models),
+                value="auto",
+                label="Explain with",
+                scale=2,
+                min_width=220,
+            ),
+            ui.models,
+        )
+        explain_button = gr.Button(
+            "Explain", scale=1, min_width=120, variant="primary", elem_id="explain-pair-button"
+        )
+    pair_files = gr.File(
+        label="Download: PNG, interactive HTML, CSV, JSON", file_count="multiple", visible=False
+    )
     pair_formation = gr.Markdown(elem_id="pair-summary")
     with gr.Accordion("Tokens of document 1 as the cross-encoder reads them (ids, token types)", open=False):
         # headers before the first answer, not Gradio's "1 2 3" placeholder
-        pair_tokens = gr.Dataframe(frame([], ["position", "token", "token_id", "token_type"]),
-                                   elem_classes=["ctxir-table"])
+        pair_tokens = gr.Dataframe(
+            frame([], ["position", "token", "token_id", "token_type"]), elem_classes=["ctxir-table"]
+        )
     with gr.Accordion("Numbers (JSON)", open=False):
         pair_json = gr.JSON()
     explained = explain_tab.panel("pair-explain")
 
     # a new request first clears the last answer: no stale scores above an error
     hidden = gr.update(visible=False)
-    pair_button.click(lambda: ("", hidden, hidden, hidden, hidden), None,
-                      [pair_formation, pair_table, pair_plot, pair_files, explain_row], queue=False,
-                      api_visibility="private").then(
-        do_score_pairs, [pair_query, pair_docs], [pair_table, pair_png, pair_formation, pair_tokens, pair_json],
-        api_name="score_pairs").success(lambda data, png: after_scoring(out, data, png), [pair_json, pair_png],
-                                        [pair_table, pair_plot, pair_files, explain_row, pair_choice],
-                                        api_visibility="private")
+    pair_button.click(
+        lambda: ("", hidden, hidden, hidden, hidden),
+        None,
+        [pair_formation, pair_table, pair_plot, pair_files, explain_row],
+        queue=False,
+        api_visibility="private",
+    ).then(
+        do_score_pairs,
+        [pair_query, pair_docs],
+        [pair_table, pair_png, pair_formation, pair_tokens, pair_json],
+        api_name="score_pairs",
+    ).success(
+        lambda data, png: after_scoring(out, data, png),
+        [pair_json, pair_png],
+        [pair_table, pair_plot, pair_files, explain_row, pair_choice],
+        api_visibility="private",
+    )
     explain_inputs = [pair_query, pair_docs, pair_choice, explain_model]
-    explained.shows(explain_button.click(do_explain_pair, explain_inputs, explained.outputs,
-                                         api_visibility="private"))
-    explained.shows(pair_table.select(pick_row, None, [pair_choice], api_visibility="private").success(
-        do_explain_pair, explain_inputs, explained.outputs, api_visibility="private"))
+    explained.shows(
+        explain_button.click(do_explain_pair, explain_inputs, explained.outputs, api_visibility="private")
+    )
+    explained.shows(
+        pair_table.select(pick_row, None, [pair_choice], api_visibility="private").success(
+            do_explain_pair, explain_inputs, explained.outputs, api_visibility="private"
+        )
+    )

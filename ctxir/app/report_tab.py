@@ -25,15 +25,19 @@ from ctxir.retrieval.retrievers import BM25Retriever
 from ctxir.types import CtxirError, run_from_hits
 
 MAX_WORST = 50  # worst queries a report drawn here shows: the input's maximum and the views' check
-HOW = ("a failure report's .json (`ctxir evaluate … --report FILE.html` or `ctxir report "
-       "RESULTS.json` write it beside the .html) or a results JSON of `ctxir evaluate`")
+HOW = (
+    "a failure report's .json (`ctxir evaluate … --report FILE.html` or `ctxir report "
+    "RESULTS.json` write it beside the .html) or a results JSON of `ctxir evaluate`"
+)
 
 
 def _read(path: Path, limit_mb: float) -> dict:
     size_mb = path.stat().st_size / 2**20
     if size_mb > limit_mb:
-        raise CtxirError(f"{path.name} is {size_mb:.1f} MB; this app reads report files up to {limit_mb:g} MB: use "
-                         "fewer --report-queries, or open the .html the command wrote")
+        raise CtxirError(
+            f"{path.name} is {size_mb:.1f} MB; this app reads report files up to {limit_mb:g} MB: use "
+            "fewer --report-queries, or open the .html the command wrote"
+        )
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
@@ -51,21 +55,27 @@ def _from_results(state: AppState, name: str, results: dict, metric: str, worst:
     folder = Path(state.config.corpus) if state.config.corpus else None
     made_on = str(config.get("data") or "")
     if folder is None or not (folder / "qrels").is_dir():
-        raise CtxirError(f"{name} is a results JSON: drilling into it needs the corpus, queries and qrels it was "
-                         f"made on ({made_on or 'not named in the file'!r}), and this app was started on "
-                         f"{state.default_corpus!r}, which has no qrels. Start the app with `--corpus "
-                         f"{made_on or 'BEIR_FOLDER'}`, or run `ctxir report {name}` and upload the .json "
-                         "it writes")
+        raise CtxirError(
+            f"{name} is a results JSON: drilling into it needs the corpus, queries and qrels it was "
+            f"made on ({made_on or 'not named in the file'!r}), and this app was started on "
+            f"{state.default_corpus!r}, which has no qrels. Start the app with `--corpus "
+            f"{made_on or 'BEIR_FOLDER'}`, or run `ctxir report {name}` and upload the .json "
+            "it writes"
+        )
     if made_on and Path(made_on).name != folder.name:
-        raise CtxirError(f"{name} was made on {made_on!r} but this app serves {str(folder)!r}: start the app with "
-                         f"`--corpus {made_on}`, or run `ctxir report {name}` and upload its .json")
+        raise CtxirError(
+            f"{name} was made on {made_on!r} but this app serves {str(folder)!r}: start the app with "
+            f"`--corpus {made_on}`, or run `ctxir report {name}` and upload its .json"
+        )
     split = str(config.get("split") or "test")
     corpus, queries, qrels = load_beir(folder, split)
     cases, meta = report_from_results(results, corpus, queries, qrels, metric=metric, worst=worst)
     return cases, {**meta, "data": str(folder), "split": split}
 
 
-def failure_report(state: AppState, path: str | Path | None, worst: int = 10, metric: str = "nDCG@10") -> ViewResult:
+def failure_report(
+    state: AppState, path: str | Path | None, worst: int = 10, metric: str = "nDCG@10"
+) -> ViewResult:
     """A failure report from an uploaded file: a saved report's JSON (shown as written, explanations included), or
     an evaluate results JSON over this app's BEIR corpus (its ``worst`` queries by ``metric``, no explanations)."""
     from ctxir.evaluation.report import REPORT_FORMAT, REPORT_VERSION, render_report
@@ -79,40 +89,54 @@ def failure_report(state: AppState, path: str | Path | None, worst: int = 10, me
     raw = _read(path, state.config.max_upload_mb)
     if raw.get("format") == REPORT_FORMAT:
         if not isinstance(raw.get("version"), int) or raw["version"] > REPORT_VERSION:
-            raise CtxirError(f"{path.name} is report version {raw.get('version')!r}; this ctxir reads versions up to "
-                             f"{REPORT_VERSION}: upgrade ctxir, or make the report again with this one")
+            raise CtxirError(
+                f"{path.name} is report version {raw.get('version')!r}; this ctxir reads versions up to "
+                f"{REPORT_VERSION}: upgrade ctxir, or make the report again with this one"
+            )
         cases, meta, kind = raw.get("cases"), raw.get("meta"), "report"
         if not isinstance(cases, list) or not isinstance(meta, dict):
-            raise CtxirError(f"{path.name} has no list of \"cases\" and object \"meta\": upload the .json "
-                             "ctxir wrote, unchanged")
+            raise CtxirError(
+                f'{path.name} has no list of "cases" and object "meta": upload the .json '
+                "ctxir wrote, unchanged"
+            )
     elif "runs" in raw or "per_query" in raw:
         cases, meta = _from_results(state, path.name, raw, metric, worst)
         kind = "results"
     else:
-        raise CtxirError(f"{path.name} is neither a ctxir failure report (no \"format\": {REPORT_FORMAT!r}) nor a "
-                         f"results JSON (no \"runs\"): upload {HOW}")
+        raise CtxirError(
+            f'{path.name} is neither a ctxir failure report (no "format": {REPORT_FORMAT!r}) nor a '
+            f'results JSON (no "runs"): upload {HOW}'
+        )
     try:
         page = render_report(cases, meta)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as err:
-        raise CtxirError(f"{path.name} is not a report this app can draw ({type(err).__name__}: {err}): upload the "
-                         ".json ctxir wrote, unchanged") from None
-    note = ("Drawn from the results JSON without model explanations (each takes minutes on a CPU): "
-            f"`ctxir report {md_literal(path.name)}` adds them. Click a query for its results."
-            if kind == "results" else "")
+        raise CtxirError(
+            f"{path.name} is not a report this app can draw ({type(err).__name__}: {err}): upload the "
+            ".json ctxir wrote, unchanged"
+        ) from None
+    note = (
+        "Drawn from the results JSON without model explanations (each takes minutes on a CPU): "
+        f"`ctxir report {md_literal(path.name)}` adds them. Click a query for its results."
+        if kind == "results"
+        else ""
+    )
     return _shown(cases, meta, page, kind, path.name, f"from {md_code(path.name)}", metric, note)
 
 
-def _shown(cases: list, meta: dict, page: str, kind: str, source: str, where: str, metric: str,
-           note: str = "") -> ViewResult:
+def _shown(
+    cases: list, meta: dict, page: str, kind: str, source: str, where: str, metric: str, note: str = ""
+) -> ViewResult:
     """A drawn report as the tab's answer: a summary line (and ``note``), the page, and the numbers."""
     metric = meta.get("metric") or metric
     queries = meta.get("num_queries")
     queries = plural(queries, "query", "queries") if isinstance(queries, int) else "? queries"
-    lines = [f"**{plural(len(cases), 'worst query', 'worst queries')}** of {md_code(meta.get('system') or 'the run')} "
-             f"by {md_literal(metric)}"
-             + (f" · mean {meta['mean']:.4f} over {queries}"
-                if isinstance(meta.get("mean"), int | float) else "")
-             + f" · {where}", *([note] if note else [])]
+    lines = [
+        f"**{plural(len(cases), 'worst query', 'worst queries')}** of {md_code(meta.get('system') or 'the run')} "
+        f"by {md_literal(metric)}"
+        + (f" · mean {meta['mean']:.4f} over {queries}" if isinstance(meta.get("mean"), int | float) else "")
+        + f" · {where}",
+        *([note] if note else []),
+    ]
     data = {"kind": kind, "file": source, "meta": meta, "cases": cases}
     return ViewResult(data=data, html=page, text="\n\n".join(lines))
 
@@ -133,20 +157,38 @@ def sample_report(state: AppState, worst: int = 10, metric: str = "nDCG@10") -> 
     bm25 = BM25Retriever(corpus, cache=False)
     run = run_from_hits(bm25.search(queries, top_k=100))
     cases = explain_failures(failure_cases(qrels, run, corpus, queries, metric, worst), corpus, bm25=bm25)
-    meta = report_meta(qrels, run, metric, SAMPLE_SYSTEM, {"data": "ctxir demo corpus", "split": "demo_qrels.tsv"},
-                       explained_with=[SAMPLE_SYSTEM])
-    note = (f"The sample: BM25 over the demo corpus ({plural(len(corpus), 'document')}), judged by the "
-            f"{plural(len(qrels), 'query', 'queries')} of `demo_qrels.tsv` that ship with ctxir; upload your own "
-            "report or results JSON to see yours.")
-    return _shown(cases, meta, render_report(cases, meta), "sample", "demo_qrels.tsv",
-                  "BM25 on the demo corpus", metric, note)
+    meta = report_meta(
+        qrels,
+        run,
+        metric,
+        SAMPLE_SYSTEM,
+        {"data": "ctxir demo corpus", "split": "demo_qrels.tsv"},
+        explained_with=[SAMPLE_SYSTEM],
+    )
+    note = (
+        f"The sample: BM25 over the demo corpus ({plural(len(corpus), 'document')}), judged by the "
+        f"{plural(len(qrels), 'query', 'queries')} of `demo_qrels.tsv` that ship with ctxir; upload your own "
+        "report or results JSON to see yours."
+    )
+    return _shown(
+        cases,
+        meta,
+        render_report(cases, meta),
+        "sample",
+        "demo_qrels.tsv",
+        "BM25 on the demo corpus",
+        metric,
+        note,
+    )
 
 
 def sandboxed(document: str) -> str:
     """``document`` in an ``<iframe srcdoc>`` with every sandbox restriction: no script, no form, no same origin."""
-    return (f'<iframe title="failure report" sandbox="" srcdoc="{html.escape(document, quote=True)}" '
-            'style="width:100%;height:78vh;min-height:420px;border:1px solid #ddd;border-radius:6px;'
-            'background:white"></iframe>')
+    return (
+        f'<iframe title="failure report" sandbox="" srcdoc="{html.escape(document, quote=True)}" '
+        'style="width:100%;height:78vh;min-height:420px;border:1px solid #ddd;border-radius:6px;'
+        'background:white"></iframe>'
+    )
 
 
 def build(ui: Ui) -> None:
@@ -172,13 +214,20 @@ def build(ui: Ui) -> None:
     def after_report(data, page):
         return show(), show(exports(out, "failure-report", data=data, files=[page]))
 
-    tab_intro("Which queries a system failed on, and why: the worst queries by nDCG@10, their top results (relevant "
-              "ones marked), the relevant documents it missed, and what made the wrong document win. Try the sample "
-              "(BM25 on the demo corpus, judged by its shipped qrels), or upload a report's .json or a results JSON "
-              "of `ctxir evaluate`.")
+    tab_intro(
+        "Which queries a system failed on, and why: the worst queries by nDCG@10, their top results (relevant "
+        "ones marked), the relevant documents it missed, and what made the wrong document win. Try the sample "
+        "(BM25 on the demo corpus, judged by its shipped qrels), or upload a report's .json or a results JSON "
+        "of `ctxir evaluate`."
+    )
     with gr.Row(equal_height=True):
-        report_file = gr.File(label="Report or results JSON", file_types=[".json"], scale=3, min_width=240,
-                              elem_id="report-file")
+        report_file = gr.File(
+            label="Report or results JSON",
+            file_types=[".json"],
+            scale=3,
+            min_width=240,
+            elem_id="report-file",
+        )
         with gr.Column(scale=1, min_width=180):
             worst = gr.Number(10, step=1, label=f"worst queries (1–{MAX_WORST}; sample, results JSON)")
             sample_button = gr.Button("Try the sample", variant="primary", elem_id="report-sample-button")
@@ -191,10 +240,20 @@ def build(ui: Ui) -> None:
         report_json = gr.JSON()
 
     # a new request first clears the last report: no stale report under a new error
-    for button, view, inputs, api in ((report_button, do_report, [report_file, worst], "failure_report"),
-                                      (sample_button, do_sample_report, [worst], "failure_report_sample")):
-        button.click(lambda: ("", gr.update(visible=False)), None, [report_summary, report_view], queue=False,
-                     api_visibility="private").then(
-            view, inputs, [report_summary, report_view, report_page, report_json], api_name=api).success(
-            after_report, [report_json, report_page], [report_view, report_files], queue=False,
-            api_visibility="private")
+    for button, view, inputs, api in (
+        (report_button, do_report, [report_file, worst], "failure_report"),
+        (sample_button, do_sample_report, [worst], "failure_report_sample"),
+    ):
+        button.click(
+            lambda: ("", gr.update(visible=False)),
+            None,
+            [report_summary, report_view],
+            queue=False,
+            api_visibility="private",
+        ).then(view, inputs, [report_summary, report_view, report_page, report_json], api_name=api).success(
+            after_report,
+            [report_json, report_page],
+            [report_view, report_files],
+            queue=False,
+            api_visibility="private",
+        )

@@ -64,8 +64,12 @@ class AppConfig:
     max_attention_tokens: int = 256
     max_upload_mb: float = 20.0
     max_upload_docs: int = 5_000
-    max_compare_docs: int = 6_000  # compare pooling encodes the corpus once per (pooling, layer): minutes on CPU
-    max_corpora: int = 4  # uploaded corpora one visitor (session) keeps; their own least recently used goes first
+    max_compare_docs: int = (
+        6_000  # compare pooling encodes the corpus once per (pooling, layer): minutes on CPU
+    )
+    max_corpora: int = (
+        4  # uploaded corpora one visitor (session) keeps; their own least recently used goes first
+    )
     max_total_uploads: int = 16  # uploaded corpora in memory across all visitors
     upload_idle_s: float = 900.0  # a visitor idle this long may lose uploads, and only when the app is full
     rerank_depth: int = 20
@@ -109,7 +113,9 @@ class ViewResult:
     extra_rows: list[dict] = field(default_factory=list)
     html: str = ""  # a standalone HTML document (the attention view)
     plots: dict[str, Any] = field(default_factory=dict)  # interactive (Plotly) figures, by name
-    highlights: dict[str, list] = field(default_factory=dict)  # [(text, score in [-1, 1]), ...] per highlighted text
+    highlights: dict[str, list] = field(
+        default_factory=dict
+    )  # [(text, score in [-1, 1]), ...] per highlighted text
 
 
 def demo_corpus() -> Corpus:
@@ -182,9 +188,11 @@ class AppModels:
         for i, kind in enumerate(KINDS.values()):
             model = config.reranker_model(kind.name)
             if not model or model.lower() == "none":
-                models.unavailable[kind.name] = (f"the app was started with {kind.flag} none" if model else
-                                                 f"no {kind.label} re-ranker was given and this installation ships "
-                                                 "none")
+                models.unavailable[kind.name] = (
+                    f"the app was started with {kind.flag} none"
+                    if model
+                    else f"no {kind.label} re-ranker was given and this installation ships none"
+                )
                 continue
             ok, why = kind.available(model)
             if not ok:  # not on this machine: nothing is downloaded, the kind is not offered
@@ -198,10 +206,15 @@ class AppModels:
                 # now, before serving, not on a visitor's first search; an export in a thread beside the served
                 # requests is what this avoids (torch's exporter is not safe to run beside other threads' work)
                 if getattr(models.rerankers[kind.name], "backend", "torch").startswith("onnx"):
-                    step(0.4 + 0.3 * (i + 0.5) / len(KINDS), f"preparing {kind.label} re-ranker for ONNX Runtime")
+                    step(
+                        0.4 + 0.3 * (i + 0.5) / len(KINDS),
+                        f"preparing {kind.label} re-ranker for ONNX Runtime",
+                    )
                     models.rerankers[kind.name].onnx_scorer()
                 if kind.inspectable:
-                    inspect[kind.name] = Inspectable(model, *load_transformer(model, config.device, attentions=True))
+                    inspect[kind.name] = Inspectable(
+                        model, *load_transformer(model, config.device, attentions=True)
+                    )
             except CtxirError as err:
                 models.rerankers.pop(kind.name, None)
                 models.unavailable[kind.name] = str(err)
@@ -209,8 +222,15 @@ class AppModels:
         return models
 
     @classmethod
-    def from_objects(cls, bi_encoder, bi_encoder_name: str = "bi-encoder", cross_encoder=None, cls_lr=None,
-                     device: str = "cpu", rerankers: dict[str, Any] | None = None) -> AppModels:
+    def from_objects(
+        cls,
+        bi_encoder,
+        bi_encoder_name: str = "bi-encoder",
+        cross_encoder=None,
+        cls_lr=None,
+        device: str = "cpu",
+        rerankers: dict[str, Any] | None = None,
+    ) -> AppModels:
         """Wrap models already in memory (tests, notebooks): a SentenceTransformer, and re-rankers by kind
         (``rerankers={"cross-encoder": a CrossEncoder, "cls-lr": a ClsLrRanker, ...}``; ``cross_encoder=`` and
         ``cls_lr=`` are the same for those two)."""
@@ -229,8 +249,10 @@ class AppModels:
                 inspect[kind.name] = _inspectable_body(models.rerankers[kind.name], device)
         unknown = set(given) - set(KINDS)
         if unknown:
-            raise CtxirError(f"re-ranker kind {sorted(unknown)[0]!r} is not known: use one of "
-                             f"{', '.join(map(repr, KINDS))}")
+            raise CtxirError(
+                f"re-ranker kind {sorted(unknown)[0]!r} is not known: use one of "
+                f"{', '.join(map(repr, KINDS))}"
+            )
         return models
 
     def reranker(self, name: str):
@@ -243,16 +265,22 @@ class AppModels:
             raise CtxirError(
                 f"the {kind.label} re-ranker is not available ({self.why_not(name).rstrip('.')}). "
                 f"{kind.unavailable_hint('app')}. Meanwhile "
-                f"choose re-ranker {' or '.join(map(repr, ['none', *self.loaded]))}.")
+                f"choose re-ranker {' or '.join(map(repr, ['none', *self.loaded]))}."
+            )
         return self.rerankers[name]
 
     def inspectable(self, name: str) -> Inspectable:
         if name not in self.inspect:
             loaded = ", ".join(f"{k!r} ({v.name})" for k, v in self.inspect.items())
-            hint = (" The cross-encoder is not loaded: start the app with --cross-encoder PATH."
-                    if name == "cross-encoder" else "")
-            raise CtxirError(f"model {name!r} is not loaded in this app: choose one of {loaded}.{hint} To inspect "
-                             "another model, restart the app with --bi-encoder NAME_OR_FOLDER")
+            hint = (
+                " The cross-encoder is not loaded: start the app with --cross-encoder PATH."
+                if name == "cross-encoder"
+                else ""
+            )
+            raise CtxirError(
+                f"model {name!r} is not loaded in this app: choose one of {loaded}.{hint} To inspect "
+                "another model, restart the app with --bi-encoder NAME_OR_FOLDER"
+            )
         return self.inspect[name]
 
     @property
@@ -267,8 +295,16 @@ class AppModels:
 class CorpusIndex:
     """One corpus with its BM25, dense and hybrid retrievers (dense embeddings cached on disk)."""
 
-    def __init__(self, name: str, corpus: Corpus, bi_encoder, source: str = "", progress: Progress | None = None,
-                 cache=True, model_name: str | None = None):
+    def __init__(
+        self,
+        name: str,
+        corpus: Corpus,
+        bi_encoder,
+        source: str = "",
+        progress: Progress | None = None,
+        cache=True,
+        model_name: str | None = None,
+    ):
         step = progress or (lambda *_: None)
         self.name, self.corpus, self.source, self.cache = name, corpus, source, cache
         self._bi_encoder, self._model_name = bi_encoder, model_name
@@ -277,7 +313,9 @@ class CorpusIndex:
             self._encode_in_steps(encoder, step)
         step(0.95, f"BM25 index and dense index of {len(corpus):,} documents")
         # the same builder as `ctxir evaluate`: hybrid fuses these very BM25 and dense retrievers
-        self.stages = build_first_stages(corpus, FIRST_STAGES, [encoder], hybrid=HybridSettings(fusion="rrf", depth=100))
+        self.stages = build_first_stages(
+            corpus, FIRST_STAGES, [encoder], hybrid=HybridSettings(fusion="rrf", depth=100)
+        )
         self.bm25, self.dense, self.hybrid = (self.stages[kind] for kind in FIRST_STAGES)
         self._pooled: dict[tuple[str, int], Any] = {}
         self._lock = threading.Lock()
@@ -298,9 +336,12 @@ class CorpusIndex:
             return
         parts, chunk = [], chunk or ENCODE_CHUNK
         for start in range(0, len(texts), chunk):
-            step(0.9 * start / len(texts), f"encoding documents: {start:,} of {len(texts):,} done (first start "
-                 "only: the vectors are cached)")
-            parts.append(encoder.encode(texts[start:start + chunk]))
+            step(
+                0.9 * start / len(texts),
+                f"encoding documents: {start:,} of {len(texts):,} done (first start "
+                "only: the vectors are cached)",
+            )
+            parts.append(encoder.encode(texts[start : start + chunk]))
         encoder.cache.put(key, np.concatenate(parts) if parts else encoder.encode([]))
 
     def _encoder(self, pooling: str | None = None, layer: int | None = None):
@@ -323,7 +364,9 @@ class CorpusIndex:
         with self._lock:
             key = (pooling, layer)
             if key not in self._pooled:
-                self._pooled[key] = DenseRetriever(self.corpus, self._encoder(pooling, layer), show_progress=True)
+                self._pooled[key] = DenseRetriever(
+                    self.corpus, self._encoder(pooling, layer), show_progress=True
+                )
             return self._pooled[key]
 
     def summary(self) -> dict:
@@ -334,8 +377,13 @@ class Indexing:
     """How far the startup corpus's index has got: what the page shows while it is built in the background, and
     what a search of that corpus is told before it is ready. Also forwards each step to ``progress``."""
 
-    def __init__(self, name: str, documents: int, progress: Progress | None = None,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        name: str,
+        documents: int,
+        progress: Progress | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.name, self.documents, self.clock = name, documents, clock
         self.started = clock()
         self.fraction, self.message = 0.0, "starting"
@@ -356,23 +404,31 @@ class Indexing:
     def text(self) -> str:
         """One line for the page: '' once ready."""
         if self.error is not None:
-            return (f"⚠️ Indexing corpus {self.name!r} failed: {self.error}. The other tabs work; restart the app "
-                    "to try again (the log has the details).")
+            return (
+                f"⚠️ Indexing corpus {self.name!r} failed: {self.error}. The other tabs work; restart the app "
+                "to try again (the log has the details)."
+            )
         if self.done.is_set():
             return ""
         elapsed = self.clock() - self.started
-        return (f"Indexing corpus {self.name!r} ({self.documents:,} documents): {self.message} · "
-                f"{self.fraction:.0%} · {elapsed:.0f} s so far. Searching it works when this is done; the other "
-                "tabs work now.")
+        return (
+            f"Indexing corpus {self.name!r} ({self.documents:,} documents): {self.message} · "
+            f"{self.fraction:.0%} · {elapsed:.0f} s so far. Searching it works when this is done; the other "
+            "tabs work now."
+        )
 
     def refusal(self) -> str:
         """A search of the startup corpus before it is ready (or after its indexing failed)."""
         if self.error is not None:
-            return (f"corpus {self.name!r} could not be indexed ({self.error}): restart the app, or upload a corpus "
-                    "file and search that")
-        return (f"corpus {self.name!r} is still being indexed ({self.message}; {self.fraction:.0%} after "
-                f"{self.clock() - self.started:.0f} s): try again when the line at the top of the page is gone. "
-                "Pair scoring, Explain, Token embeddings and Attention work meanwhile")
+            return (
+                f"corpus {self.name!r} could not be indexed ({self.error}): restart the app, or upload a corpus "
+                "file and search that"
+            )
+        return (
+            f"corpus {self.name!r} is still being indexed ({self.message}; {self.fraction:.0%} after "
+            f"{self.clock() - self.started:.0f} s): try again when the line at the top of the page is gone. "
+            "Pair scoring, Explain, Token embeddings and Attention work meanwhile"
+        )
 
 
 Owner = str | None  # whose uploads: a Gradio session hash; None = the local Python caller (tests, notebooks)
@@ -404,10 +460,19 @@ class AppState:
     live in memory and go with the corpus.
     """
 
-    def __init__(self, models: AppModels, config: AppConfig | None = None, corpus: Corpus | None = None,
-                 corpus_name: str = DEMO_CORPUS_NAME, corpus_source: str = "built-in demo corpus",
-                 progress: Progress | None = None, *, examples: list[str] | None = None,
-                 build: IndexBuild | None = None, **build_options):
+    def __init__(
+        self,
+        models: AppModels,
+        config: AppConfig | None = None,
+        corpus: Corpus | None = None,
+        corpus_name: str = DEMO_CORPUS_NAME,
+        corpus_source: str = "built-in demo corpus",
+        progress: Progress | None = None,
+        *,
+        examples: list[str] | None = None,
+        build: IndexBuild | None = None,
+        **build_options,
+    ):
         """``build``: how the startup corpus is indexed (:class:`IndexBuild`); ``build_options``: its fields as
         keywords (``cache=None``, ``background=True``), as before they were grouped, overriding ``build``'s.
         background=True indexes the startup corpus in a thread and returns at once: the app serves its page
@@ -417,7 +482,9 @@ class AppState:
         cache, background = build.cache, build.background
         self.models, self.config = models, config or AppConfig()
         # example queries offered for the startup corpus (the demo corpus's own when none are given)
-        self.examples = list(examples) if examples is not None else demo_queries()[:8] if corpus is None else []
+        self.examples = (
+            list(examples) if examples is not None else demo_queries()[:8] if corpus is None else []
+        )
         self.cache = cache
         self.default_corpus = corpus_name
         self.clock: Callable[[], float] = time.monotonic  # tests replace it to age owners
@@ -431,8 +498,15 @@ class AppState:
 
         def index_startup_corpus() -> None:
             try:
-                index = CorpusIndex(corpus_name, corpus, models.bi_encoder, corpus_source, self.indexing.step, cache,
-                                    models.bi_encoder_name)
+                index = CorpusIndex(
+                    corpus_name,
+                    corpus,
+                    models.bi_encoder,
+                    corpus_source,
+                    self.indexing.step,
+                    cache,
+                    models.bi_encoder_name,
+                )
                 if background:
                     self._warm_index(index)  # in this thread, so the first search after "ready" pays nothing
                 with self._lock:
@@ -445,7 +519,9 @@ class AppState:
                 self.indexing.finish(err)
 
         if background:
-            threading.Thread(target=index_startup_corpus, name=f"ctxir-index-{corpus_name}", daemon=True).start()
+            threading.Thread(
+                target=index_startup_corpus, name=f"ctxir-index-{corpus_name}", daemon=True
+            ).start()
         else:
             index_startup_corpus()
 
@@ -466,14 +542,28 @@ class AppState:
         else:
             corpus, name, source = demo_corpus(), DEMO_CORPUS_NAME, "built-in demo corpus"
             examples = demo_queries()[:8]
-        state = cls(models, config, corpus, name, source, progress, examples=examples,
-                    build=IndexBuild(background=background))
+        state = cls(
+            models,
+            config,
+            corpus,
+            name,
+            source,
+            progress,
+            examples=examples,
+            build=IndexBuild(background=background),
+        )
         state.warm_up(index=not background)
         if background:
-            logger.info("models ready in %.1f s; indexing %d documents of %r in the background",
-                        time.perf_counter() - started, len(corpus), name)
+            logger.info(
+                "models ready in %.1f s; indexing %d documents of %r in the background",
+                time.perf_counter() - started,
+                len(corpus),
+                name,
+            )
         else:
-            logger.info("app ready in %.1f s: %d documents in %r", time.perf_counter() - started, len(corpus), name)
+            logger.info(
+                "app ready in %.1f s: %d documents in %r", time.perf_counter() - started, len(corpus), name
+            )
         return state
 
     @property
@@ -539,10 +629,12 @@ class AppState:
         if name == self.default_corpus:
             raise CtxirError(self.indexing.refusal())
         idle_min = self.config.upload_idle_s / 60
-        raise CtxirError(f"corpus {name!r} is not loaded: choose one of {', '.join(map(repr, visible))} or upload a "
-                         f"corpus file first (an upload is visible only to the session that uploaded it; it is "
-                         f"released when that session ends, or after {idle_min:g} minutes without use when the app "
-                         "needs the room: then upload it again)")
+        raise CtxirError(
+            f"corpus {name!r} is not loaded: choose one of {', '.join(map(repr, visible))} or upload a "
+            f"corpus file first (an upload is visible only to the session that uploaded it; it is "
+            f"released when that session ends, or after {idle_min:g} minutes without use when the app "
+            "needs the room: then upload it again)"
+        )
 
     # ------------------------------------------------------------ uploads
 
@@ -553,14 +645,16 @@ class AppState:
         own = self._uploads.get(owner, OrderedDict())
         if name in own:
             return [], []  # a re-upload replaces itself
-        own_drops = list(own)[:max(0, len(own) - cfg.max_corpora + 1)]
+        own_drops = list(own)[: max(0, len(own) - cfg.max_corpora + 1)]
         total = sum(len(corpora) for corpora in self._uploads.values()) - len(own_drops)
         excess = total + 1 - cfg.max_total_uploads
         evict: list[tuple[Owner, str]] = []
         if excess > 0:
             now = self.clock()
-            idle = sorted((o for o, seen in self._last_seen.items() if o != owner and now - seen >= cfg.upload_idle_s),
-                          key=self._last_seen.__getitem__)  # least recently active first
+            idle = sorted(
+                (o for o, seen in self._last_seen.items() if o != owner and now - seen >= cfg.upload_idle_s),
+                key=self._last_seen.__getitem__,
+            )  # least recently active first
             for other in idle:
                 evict.extend((other, n) for n in self._uploads.get(other, {}))
                 if len(evict) >= excess:
@@ -570,7 +664,8 @@ class AppState:
                     f"this app already holds {total} uploaded corpora of visitors who are using them, its limit: "
                     "nothing of theirs is removed while they are active. Try again in a few minutes (uploads are "
                     f"released when a visitor closes the page, or after {cfg.upload_idle_s / 60:g} minutes without "
-                    "use when room is needed), or run ctxir on your own machine: `python app.py --corpus YOUR_FILE`")
+                    "use when room is needed), or run ctxir on your own machine: `python app.py --corpus YOUR_FILE`"
+                )
             evict = evict[:excess]
         return own_drops, evict
 
@@ -617,20 +712,22 @@ class AppState:
             return self._upload_count()
 
 
-
 # ---------------------------------------------------------------- model inputs shared by the inspection views
 
 
-def inspect_input(state: AppState, model: str, text: str, text_pair: str | None = None,
-                  max_tokens: int | None = None) -> Internals:
+def inspect_input(
+    state: AppState, model: str, text: str, text_pair: str | None = None, max_tokens: int | None = None
+) -> Internals:
     """One forward pass of a loaded model over ``text`` (and ``text_pair``), refused above the token limit."""
 
     item = state.models.inspectable(model)
     limit = max_tokens or state.config.max_inspect_tokens
     n_tokens = len(item.tokenizer(text, text_pair or None)["input_ids"])
     if n_tokens > limit:
-        raise CtxirError(f"the input has {n_tokens} tokens but this view accepts at most {limit}: shorten the text"
-                         f" (it begins {text[:40]!r})")
+        raise CtxirError(
+            f"the input has {n_tokens} tokens but this view accepts at most {limit}: shorten the text"
+            f" (it begins {text[:40]!r})"
+        )
     return inspect_text(text, text_pair or None, model=item.model, tokenizer=item.tokenizer, max_tokens=limit)
 
 
@@ -645,8 +742,10 @@ def _inspectable_body(reranker, device: str) -> Inspectable:
     name (a ctxir modular cross-encoder's folder holds its trained top layers, which load_transformer applies)."""
 
     body = reranker.model[0].auto_model
-    by_name = isinstance(getattr(reranker, "model_name", None), str) and \
-        reranker.model_name != type(reranker.model).__name__  # CrossEncoderReranker names an object by its class
+    by_name = (
+        isinstance(getattr(reranker, "model_name", None), str)
+        and reranker.model_name != type(reranker.model).__name__
+    )  # CrossEncoderReranker names an object by its class
     path = reranker.model_name if by_name else str(body.config._name_or_path)
     try:
         return Inspectable(path, *load_transformer(path, device, attentions=True))

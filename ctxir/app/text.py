@@ -48,10 +48,15 @@ def split_lines(text: Any, what: str, max_items: int, max_chars: int, min_items:
     if isinstance(text, list | tuple):
         items = [str(t).strip() for t in text if str(t).strip()]
     else:
-        items = [line.strip() for line in check_text(text, what, max_chars * max_items).splitlines() if line.strip()]
+        items = [
+            line.strip()
+            for line in check_text(text, what, max_chars * max_items).splitlines()
+            if line.strip()
+        ]
     if len(items) < min_items:
-        raise CtxirError(f"{what} needs at least {min_items} non-empty line(s), got {len(items)}: "
-                         "put one per line")
+        raise CtxirError(
+            f"{what} needs at least {min_items} non-empty line(s), got {len(items)}: put one per line"
+        )
     if len(items) > max_items:
         raise CtxirError(f"{what} has {len(items)} lines but at most {max_items} are accepted: remove some")
     for i, item in enumerate(items, 1):
@@ -68,7 +73,6 @@ def rounded(x: float | None, decimals: int = 4) -> float | None:
     return None if x is None else round(float(x), decimals)
 
 
-
 def snippet(text: str, limit: int = 160) -> str:
     return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " …"
 
@@ -78,6 +82,8 @@ def cls_warnings(pooling: str, layer: int, consequence: str) -> list[str]:
     type 0, the same vector for every text, so every cosine is 1.0."""
     if pooling != "cls" or layer != 0:
         return []
-    return [f"CLS pooling at layer 0 (the embedding layer) gives every text the same vector — the [CLS] token's "
-            f"embedding before any attention — so every cosine is 1.0 and {consequence}: choose layer 1 or higher, "
-            "or mean pooling"]
+    return [
+        f"CLS pooling at layer 0 (the embedding layer) gives every text the same vector — the [CLS] token's "
+        f"embedding before any attention — so every cosine is 1.0 and {consequence}: choose layer 1 or higher, "
+        "or mean pooling"
+    ]

@@ -70,7 +70,10 @@ def from_browser(request: Any) -> bool:
     """
     if request is None:
         return True
-    headers = {str(key).lower(): str(value).lower() for key, value in (getattr(request, "headers", None) or {}).items()}
+    headers = {
+        str(key).lower(): str(value).lower()
+        for key, value in (getattr(request, "headers", None) or {}).items()
+    }
     user = headers.get("x-gradio-user")
     return user == "app" if user else "sec-fetch-mode" in headers
 
@@ -111,8 +114,10 @@ def guard(fn):
             raise user_error(err) from None
         except Exception as err:
             logger.exception("unexpected error in %s", fn.__name__)
-            raise user_error(f"unexpected {type(err).__name__} in {fn.__name__}: {err}. The app is still running; "
-                             "please report the input that caused it.") from None
+            raise user_error(
+                f"unexpected {type(err).__name__} in {fn.__name__}: {err}. The app is still running; "
+                "please report the input that caused it."
+            ) from None
 
     return wrapper
 
@@ -132,7 +137,9 @@ def named(component):
     def preprocess(payload):
         try:
             return check(payload)
-        except CtxirError as err:  # the component's own refusal with its reason (a re-ranker that is not loaded)
+        except (
+            CtxirError
+        ) as err:  # the component's own refusal with its reason (a re-ranker that is not loaded)
             raise user_error(str(err)) from None
         except Exception:
             if isinstance(component, gr.Slider):
@@ -183,7 +190,11 @@ class Outputs:
     def _prune(self, keep: Path) -> None:
         with self._lock:
             cutoff, total, full = time.time() - self.max_age_s, 0, False
-            for mtime, size, path in self._files():  # newest first: once one does not fit, every older one goes
+            for (
+                mtime,
+                size,
+                path,
+            ) in self._files():  # newest first: once one does not fit, every older one goes
                 full = full or (path != keep and total + size > self.max_bytes)
                 if path != keep and (full or mtime < cutoff):
                     path.unlink(missing_ok=True)
@@ -255,8 +266,9 @@ def show(value: Any = None, **changes) -> dict:
     return gr.update(visible=True, **({} if value is None else {"value": value}), **changes)
 
 
-def exports(out: Outputs, stem: str, *, data: Any = None, rows: list[dict] | None = None, plots=(),
-            files=()) -> list[str]:
+def exports(
+    out: Outputs, stem: str, *, data: Any = None, rows: list[dict] | None = None, plots=(), files=()
+) -> list[str]:
     """A view's downloads in ``out``: ``files`` already written (PNG, bertviz HTML), the interactive figures as
     one HTML page with the plotly.js it loads (one shared copy, listed beside it, so the page also draws offline
     once downloaded next to it), the table as CSV and the numbers as JSON."""
@@ -265,8 +277,10 @@ def exports(out: Outputs, stem: str, *, data: Any = None, rows: list[dict] | Non
     paths = [str(f) for f in files if f]
     if plots:
         plotly_js = out.plotly_js()
-        paths += [out.html(html_document(list(plots), f"ctxir {stem}", plotly_js=plotly_js.name), stem),
-                  str(plotly_js)]
+        paths += [
+            out.html(html_document(list(plots), f"ctxir {stem}", plotly_js=plotly_js.name), stem),
+            str(plotly_js),
+        ]
     if rows:
         paths.append(out.csv(rows, stem))
     if data is not None:

@@ -43,8 +43,13 @@ METHODS = ("zero-shot", "knn", "centroid", "logreg")
 WEIGHTS = ("uniform", "distance")
 # Prompt templates tried for zero-shot; the one used is chosen on training data (``select_zero_shot``), never on
 # test: on AG News "This text is about {label}." gains 4 points over the bare name, on another set it loses 14.
-TEMPLATES = ("{label}", "This text is about {label}.", "Topic: {label}.", "{label}: {description}",
-             "This text is about {description}.")
+TEMPLATES = (
+    "{label}",
+    "This text is about {label}.",
+    "Topic: {label}.",
+    "{label}: {description}",
+    "This text is about {description}.",
+)
 # kNN neighbour counts ``--k auto`` chooses among by cross-validation on --train: no single k is safe across data
 # sets, and the nearest one alone is noisy (AG News test: k=1 0.8645, k=5 0.8958, docs/results.md).
 K_GRID = (1, 3, 5, 10, 15, 25)
@@ -118,7 +123,9 @@ def _read(path, what: str) -> tuple[Path, str]:
     return p, _read_text(p)
 
 
-def _rows(path: Path, text: str, columns: Sequence[str], optional: Sequence[str] = ()) -> list[tuple[int, dict]]:
+def _rows(
+    path: Path, text: str, columns: Sequence[str], optional: Sequence[str] = ()
+) -> list[tuple[int, dict]]:
     """(line number, {column: value}) of a CSV/TSV (header row naming the columns) or JSONL file."""
     from ctxir.data.loaders import _bad_line, _json_object, _lines
 
@@ -134,8 +141,10 @@ def _rows(path: Path, text: str, columns: Sequence[str], optional: Sequence[str]
             rows.append((line_no, {c: obj.get(c) for c in (*columns, *optional) if c in obj}))
         return rows
     if suffix not in (".csv", ".tsv"):
-        raise CtxirError(f"{_name(path)}: unsupported file type {path.suffix!r}; use .csv or .tsv (header row "
-                         f"{','.join(columns)}) or .jsonl (one JSON object per line)")
+        raise CtxirError(
+            f"{_name(path)}: unsupported file type {path.suffix!r}; use .csv or .tsv (header row "
+            f"{','.join(columns)}) or .jsonl (one JSON object per line)"
+        )
     reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t" if suffix == ".tsv" else ",")
     header = None
     for record in reader:
@@ -145,13 +154,20 @@ def _rows(path: Path, text: str, columns: Sequence[str], optional: Sequence[str]
             header = [h.strip().lower() for h in record]
             missing = [c for c in columns if c not in header]
             if missing:
-                raise CtxirError(f"{_name(path)} line {reader.line_num}: the header row must name the columns "
-                                 f"{', '.join(map(repr, columns))}, got {record!r} — add a first line such as "
-                                 f"{','.join(columns)!r}.")
+                raise CtxirError(
+                    f"{_name(path)} line {reader.line_num}: the header row must name the columns "
+                    f"{', '.join(map(repr, columns))}, got {record!r} — add a first line such as "
+                    f"{','.join(columns)!r}."
+                )
             continue
         if len(record) != len(header):
-            raise _bad_line(path, reader.line_num, f"{len(header)} fields ({','.join(header)})", record,
-                            "quote fields that contain the separator with double quotes")
+            raise _bad_line(
+                path,
+                reader.line_num,
+                f"{len(header)} fields ({','.join(header)})",
+                record,
+                "quote fields that contain the separator with double quotes",
+            )
         row = dict(zip(header, record, strict=True))
         rows.append((reader.line_num, {c: row[c] for c in (*columns, *optional) if c in row}))
     return rows
@@ -164,7 +180,9 @@ def _field(path: Path, line_no: int, value, column: str) -> str:
         raise _bad_line(path, line_no, f"{column!r} as text", value)
     value = str(value).strip()
     if not value:
-        raise _bad_line(path, line_no, f"a non-empty {column!r}", value, f"give the row a {column} or remove it")
+        raise _bad_line(
+            path, line_no, f"a non-empty {column!r}", value, f"give the row a {column} or remove it"
+        )
     return value
 
 
@@ -181,8 +199,10 @@ def load_labelled(path) -> list[tuple[str, str]]:
     ctxir.types.CtxirError: ... line 3: expected a non-empty 'text', got '' — give the row a text or remove it.
     """
     p, text = _read(path, "a labelled file (.csv/.tsv with a text,label header, or .jsonl)")
-    rows = [(_field(p, n, row["text"], "text"), _field(p, n, row["label"], "label"))
-            for n, row in _rows(p, text, ("text", "label"))]
+    rows = [
+        (_field(p, n, row["text"], "text"), _field(p, n, row["label"], "label"))
+        for n, row in _rows(p, text, ("text", "label"))
+    ]
     if not rows:
         raise CtxirError(f"{_name(p)} holds no labelled rows — add lines of text,label after the header.")
     return rows
@@ -195,8 +215,10 @@ def load_labels(path) -> list[Label]:
     if p.suffix.lower() == ".txt":
         labels = [Label(line.strip()) for line in text.splitlines() if line.strip()]
     else:
-        labels = [Label(_field(p, n, row["label"], "label"), str(row.get("description") or "").strip())
-                  for n, row in _rows(p, text, ("label",), ("description",))]
+        labels = [
+            Label(_field(p, n, row["label"], "label"), str(row.get("description") or "").strip())
+            for n, row in _rows(p, text, ("label",), ("description",))
+        ]
     names = [label.name for label in labels]
     repeated = sorted(n for n, c in Counter(names).items() if c > 1)
     if repeated:
@@ -210,16 +232,20 @@ def load_folder(folder) -> tuple[Path, Path]:
     """(train file, test file) of a folder holding ``train*.csv``/``.jsonl`` and ``test.csv``/``.jsonl``."""
     root = Path(folder)
     if not root.is_dir():
-        raise CtxirError(f"--data {str(folder)!r} is not a folder: pass a folder holding train*.csv and test.csv "
-                         "(e.g. ../shared/data/agnews)")
+        raise CtxirError(
+            f"--data {str(folder)!r} is not a folder: pass a folder holding train*.csv and test.csv "
+            "(e.g. ../shared/data/agnews)"
+        )
     tests = [root / f"test{s}" for s in (".csv", ".jsonl", ".tsv") if (root / f"test{s}").is_file()]
     trains = sorted(p for s in ("csv", "jsonl", "tsv") for p in root.glob(f"train*.{s}"))
     if not tests or not trains:
         have = ", ".join(sorted(p.name for p in root.iterdir())) or "nothing"
         raise CtxirError(f"--data {str(folder)!r} needs train*.csv and test.csv (or .jsonl); it has {have}")
     if len(trains) > 1:
-        raise CtxirError(f"--data {str(folder)!r} has several train files ({', '.join(p.name for p in trains)}): "
-                         "pass one with --train")
+        raise CtxirError(
+            f"--data {str(folder)!r} has several train files ({', '.join(p.name for p in trains)}): "
+            "pass one with --train"
+        )
     return trains[0], tests[0]
 
 
@@ -237,26 +263,37 @@ def _normalise(x: np.ndarray) -> np.ndarray:
     return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
 
 
-def top_neighbours(queries: np.ndarray, reference: np.ndarray, k: int, block: int = 1024) -> tuple[np.ndarray,
-                                                                                                    np.ndarray]:
+def top_neighbours(
+    queries: np.ndarray, reference: np.ndarray, k: int, block: int = 1024
+) -> tuple[np.ndarray, np.ndarray]:
     """(indices, similarities), each (n, k), of each query's k most similar reference rows by dot product (cosine
     for unit vectors), most similar first; computed ``block`` queries at a time (7,600 × 8,000 at once is 240 MB)."""
     k = min(k, reference.shape[0])
     indices = np.empty((queries.shape[0], k), dtype=np.int64)
     sims = np.empty((queries.shape[0], k), dtype=np.float32)
     for begin in range(0, queries.shape[0], block):
-        s = queries[begin:begin + block] @ reference.T  # (block, m)
-        part = np.argpartition(-s, k - 1, axis=1)[:, :k] if k < s.shape[1] else np.tile(np.arange(k), (len(s), 1))
+        s = queries[begin : begin + block] @ reference.T  # (block, m)
+        part = (
+            np.argpartition(-s, k - 1, axis=1)[:, :k]
+            if k < s.shape[1]
+            else np.tile(np.arange(k), (len(s), 1))
+        )
         part_s = np.take_along_axis(s, part, axis=1)
         # most similar first; equal similarities in row order, so results do not depend on argpartition's order
         order = np.lexsort((part, -part_s), axis=1)
-        indices[begin:begin + block] = np.take_along_axis(part, order, axis=1)
-        sims[begin:begin + block] = np.take_along_axis(part_s, order, axis=1)
+        indices[begin : begin + block] = np.take_along_axis(part, order, axis=1)
+        sims[begin : begin + block] = np.take_along_axis(part_s, order, axis=1)
     return indices, sims
 
 
-def knn_scores(queries: np.ndarray, reference: np.ndarray, reference_labels: np.ndarray, n_classes: int, k: int,
-               weights: str = "uniform") -> tuple[np.ndarray, np.ndarray]:
+def knn_scores(
+    queries: np.ndarray,
+    reference: np.ndarray,
+    reference_labels: np.ndarray,
+    n_classes: int,
+    k: int,
+    weights: str = "uniform",
+) -> tuple[np.ndarray, np.ndarray]:
     """(votes, similarity sums), each (n, n_classes): the share of the k nearest examples in each class (uniform),
     or of their weights 1 / cosine distance (distance, as scikit-learn's ``weights="distance"``); and the summed
     cosine of each class's neighbours among the k, which breaks ties of votes (``argmax_ties``).
@@ -272,8 +309,9 @@ def knn_scores(queries: np.ndarray, reference: np.ndarray, reference_labels: np.
     return _neighbour_votes(indices, sims, reference_labels, n_classes, weights)
 
 
-def _neighbour_votes(indices: np.ndarray, sims: np.ndarray, reference_labels: np.ndarray, n_classes: int,
-                     weights: str) -> tuple[np.ndarray, np.ndarray]:
+def _neighbour_votes(
+    indices: np.ndarray, sims: np.ndarray, reference_labels: np.ndarray, n_classes: int, weights: str
+) -> tuple[np.ndarray, np.ndarray]:
     """``knn_scores`` from given neighbours, so that cross-validation finds them once for every k it tries."""
     queries = indices.shape[0]
     labels = reference_labels[indices]  # (n, k)
@@ -295,8 +333,14 @@ def argmax_ties(primary: np.ndarray, secondary: np.ndarray | None = None) -> np.
     return np.where(top, secondary, -np.inf).argmax(axis=1)
 
 
-def choose_k(embeddings, labels: Sequence[str], candidates: Sequence[int] = K_GRID, folds: int = CV_FOLDS,
-             weights: str = "uniform", seed: int = 0) -> tuple[int, list[dict]]:
+def choose_k(
+    embeddings,
+    labels: Sequence[str],
+    candidates: Sequence[int] = K_GRID,
+    folds: int = CV_FOLDS,
+    weights: str = "uniform",
+    seed: int = 0,
+) -> tuple[int, list[dict]]:
     """(the k, every candidate's scores): the k of ``candidates`` with the best accuracy in stratified ``folds``-fold
     cross-validation on the labelled ``embeddings`` (training data, never test), and each k's accuracy and macro-F1
     over the held-out rows. Ties keep the smallest k; a k above a fold's training rows is not tried; a class with
@@ -318,13 +362,17 @@ def choose_k(embeddings, labels: Sequence[str], candidates: Sequence[int] = K_GR
     if len(y) != len(x):
         raise CtxirError(f"embeddings and labels differ in length: {len(x)} rows, {len(y)} labels")
     if len(classes) < 2:
-        raise CtxirError(f"choosing k by cross-validation needs examples of at least 2 classes, got "
-                         f"{[str(c) for c in classes]!r}: add examples of another class")
+        raise CtxirError(
+            f"choosing k by cross-validation needs examples of at least 2 classes, got "
+            f"{[str(c) for c in classes]!r}: add examples of another class"
+        )
     counts = np.bincount(y)
     if counts.min() < 2:
-        raise CtxirError(f"choosing k by cross-validation needs at least 2 labelled examples of every class; class "
-                         f"{str(classes[counts.argmin()])!r} has 1: add examples, or give k yourself (--k 5 on the "
-                         "command line)")
+        raise CtxirError(
+            f"choosing k by cross-validation needs at least 2 labelled examples of every class; class "
+            f"{str(classes[counts.argmin()])!r} has 1: add examples, or give k yourself (--k 5 on the "
+            "command line)"
+        )
     splits = list(StratifiedKFold(min(folds, int(counts.min())), shuffle=True, random_state=seed).split(x, y))
     fit_rows = min(len(fit) for fit, _ in splits)
     tried = sorted({k for k in (check_int(c, "k", 1, 10_000) for c in candidates) if k <= fit_rows}) or [1]
@@ -335,10 +383,18 @@ def choose_k(embeddings, labels: Sequence[str], candidates: Sequence[int] = K_GR
         for k in tried:
             votes, sums = _neighbour_votes(indices[:, :k], sims[:, :k], y[fit], len(classes), weights)
             predicted[k][held] = argmax_ties(votes, sums)
-    table = [{"k": k, "folds": len(splits), "cv_accuracy": round(float(np.mean(predicted[k] == y)), 4),
-              "cv_macro_f1": round(float(f1_score(y, predicted[k], average="macro", zero_division=0)), 4)}
-             for k in tried]
-    best = max(tried, key=lambda k: int(np.sum(predicted[k] == y)))  # max keeps the first of equals: the smallest k
+    table = [
+        {
+            "k": k,
+            "folds": len(splits),
+            "cv_accuracy": round(float(np.mean(predicted[k] == y)), 4),
+            "cv_macro_f1": round(float(f1_score(y, predicted[k], average="macro", zero_division=0)), 4),
+        }
+        for k in tried
+    ]
+    best = max(
+        tried, key=lambda k: int(np.sum(predicted[k] == y))
+    )  # max keeps the first of equals: the smallest k
     return best, table
 
 
@@ -362,8 +418,9 @@ def fit_projection(sentence_vectors: np.ndarray, word_vectors: np.ndarray, ridge
     return np.linalg.solve(s.T @ s + ridge * np.eye(s.shape[1]), s.T @ w).astype(np.float32)
 
 
-def zero_shot_scores(texts: np.ndarray, label_vectors: np.ndarray, projection: np.ndarray | None = None
-                     ) -> np.ndarray:
+def zero_shot_scores(
+    texts: np.ndarray, label_vectors: np.ndarray, projection: np.ndarray | None = None
+) -> np.ndarray:
     """(n, C) cosine between each text and each label embedding, both first mapped through ``projection`` (D, d)
     when given (Davison's label projection)."""
     if projection is not None:
@@ -377,8 +434,10 @@ def zero_shot_scores(texts: np.ndarray, label_vectors: np.ndarray, projection: n
 def encode(encoder, texts: Sequence[str]) -> np.ndarray:
     """(N, D) unit vectors; large sets go through the encoder's persistent cache (keyed by weights and texts)."""
     if encoder is None:
-        raise CtxirError("this classifier was built without an encoder: pass embeddings (…_embeddings methods) or "
-                         "build it with encoder=BiEncoder(...)")
+        raise CtxirError(
+            "this classifier was built without an encoder: pass embeddings (…_embeddings methods) or "
+            "build it with encoder=BiEncoder(...)"
+        )
     texts = list(texts)
     if len(texts) >= CACHE_FROM and getattr(encoder, "cache", None) is not None:
         return encoder.encode_cached(texts)
@@ -410,8 +469,9 @@ class EmbeddingClassifier:
             raise CtxirError(f"{self.method} needs labelled examples: got none")
         self.classes = sorted(set(labels))
         if len(self.classes) < min_classes:
-            raise CtxirError(f"{self.method} needs examples of at least {min_classes} classes, got only "
-                             f"{self.classes!r}")
+            raise CtxirError(
+                f"{self.method} needs examples of at least {min_classes} classes, got only {self.classes!r}"
+            )
         index = {c: i for i, c in enumerate(self.classes)}
         return np.array([index[label] for label in labels], dtype=np.int64)
 
@@ -437,8 +497,10 @@ class EmbeddingClassifier:
         scores = self.scores_embeddings(embeddings)
         ids = self.predict_ids(embeddings)
         near = self.neighbours(embeddings, neighbours) if neighbours else [()] * len(ids)
-        return [Prediction(self.classes[i], {c: float(s) for c, s in zip(self.classes, row, strict=True)}, n)
-                for i, row, n in zip(ids, scores, near, strict=True)]
+        return [
+            Prediction(self.classes[i], {c: float(s) for c, s in zip(self.classes, row, strict=True)}, n)
+            for i, row, n in zip(ids, scores, near, strict=True)
+        ]
 
     def predict(self, texts: Sequence[str], neighbours: int = 0) -> list[Prediction]:
         """One ``Prediction`` per text, with its ``neighbours`` nearest labelled examples (0 = none)."""
@@ -451,9 +513,15 @@ class EmbeddingClassifier:
             return [()] * len(embeddings)
         indices, sims = top_neighbours(embeddings, reference, k)
         labels = self.reference_labels
-        return [tuple(Neighbour(int(i), self.texts[i] if i < len(self.texts) else "", self.classes[labels[i]],
-                                float(s)) for i, s in zip(row_i, row_s, strict=True))
-                for row_i, row_s in zip(indices, sims, strict=True)]
+        return [
+            tuple(
+                Neighbour(
+                    int(i), self.texts[i] if i < len(self.texts) else "", self.classes[labels[i]], float(s)
+                )
+                for i, s in zip(row_i, row_s, strict=True)
+            )
+            for row_i, row_s in zip(indices, sims, strict=True)
+        ]
 
     def _keep_reference(self, embeddings: np.ndarray, label_ids: np.ndarray) -> None:
         self.reference, self.reference_labels = embeddings, label_ids
@@ -485,8 +553,14 @@ class KnnClassifier(EmbeddingClassifier):
 
     def _votes(self, embeddings):
         self._check_fitted()
-        return knn_scores(_as_matrix(embeddings, "embeddings"), self.reference, self.reference_labels,
-                          len(self.classes), self.k, self.weights)
+        return knn_scores(
+            _as_matrix(embeddings, "embeddings"),
+            self.reference,
+            self.reference_labels,
+            len(self.classes),
+            self.k,
+            self.weights,
+        )
 
     def scores_embeddings(self, embeddings):
         return self._votes(embeddings)[0]
@@ -568,29 +642,41 @@ class ZeroShotClassifier(EmbeddingClassifier):
 
     method = "zero-shot"
 
-    def __init__(self, encoder=None, labels: Sequence[Label | str] = (), template: str = TEMPLATES[1],
-                 projection: np.ndarray | None = None, label_vectors: np.ndarray | None = None):
+    def __init__(
+        self,
+        encoder=None,
+        labels: Sequence[Label | str] = (),
+        template: str = TEMPLATES[1],
+        projection: np.ndarray | None = None,
+        label_vectors: np.ndarray | None = None,
+    ):
         super().__init__(encoder)
         self.labels = [label if isinstance(label, Label) else Label(str(label)) for label in labels]
         names = [label.name for label in self.labels]
         if len(set(names)) != len(names) or len(names) < 2:
             raise CtxirError(f"zero-shot needs at least 2 distinct label names, got {names!r}")
         if "{label}" not in template and "{description}" not in template:
-            raise CtxirError(f"template {template!r} names no label: put {{label}} or {{description}} in it, e.g. "
-                             "'This text is about {label}.'")
+            raise CtxirError(
+                f"template {template!r} names no label: put {{label}} or {{description}} in it, e.g. "
+                "'This text is about {label}.'"
+            )
         self.template, self.projection = template, projection
         self.classes = names
         self.prompts = [label.prompt(template) for label in self.labels]
-        self.label_vectors = (_as_matrix(label_vectors, "label_vectors") if label_vectors is not None
-                              else encode(encoder, self.prompts))
+        self.label_vectors = (
+            _as_matrix(label_vectors, "label_vectors")
+            if label_vectors is not None
+            else encode(encoder, self.prompts)
+        )
 
     def fit_embeddings(self, embeddings, labels):
         embeddings = _as_matrix(embeddings, "embeddings")
         index = {c: i for i, c in enumerate(self.classes)}
         unknown = sorted({str(x) for x in labels} - set(index))
         if unknown:
-            raise CtxirError(f"label {unknown[0]!r} of the examples is not one of the zero-shot labels "
-                             f"{self.classes!r}")
+            raise CtxirError(
+                f"label {unknown[0]!r} of the examples is not one of the zero-shot labels {self.classes!r}"
+            )
         self._keep_reference(embeddings, np.array([index[str(x)] for x in labels], dtype=np.int64))
         return self
 
@@ -639,12 +725,16 @@ def evaluate_predictions(y_true: Sequence[str], y_pred: Sequence[str], classes: 
     from sklearn.metrics import accuracy_score, classification_report, confusion_matrix, f1_score
 
     classes = list(classes)
-    return {"accuracy": float(accuracy_score(y_true, y_pred)),
-            "macro_f1": float(f1_score(y_true, y_pred, labels=classes, average="macro", zero_division=0)),
-            "n": len(y_true),
-            "report": classification_report(y_true, y_pred, labels=classes, output_dict=True, zero_division=0),
-            "confusion_matrix": {"labels": classes,
-                                 "matrix": confusion_matrix(y_true, y_pred, labels=classes).tolist()}}
+    return {
+        "accuracy": float(accuracy_score(y_true, y_pred)),
+        "macro_f1": float(f1_score(y_true, y_pred, labels=classes, average="macro", zero_division=0)),
+        "n": len(y_true),
+        "report": classification_report(y_true, y_pred, labels=classes, output_dict=True, zero_division=0),
+        "confusion_matrix": {
+            "labels": classes,
+            "matrix": confusion_matrix(y_true, y_pred, labels=classes).tolist(),
+        },
+    }
 
 
 def mcnemar(y_true: Sequence[str], pred_a: Sequence[str], pred_b: Sequence[str]) -> dict:
@@ -661,8 +751,15 @@ def mcnemar(y_true: Sequence[str], pred_a: Sequence[str], pred_b: Sequence[str])
     right_b = np.asarray(pred_b) == np.asarray(y_true)
     a_only, b_only = int((right_a & ~right_b).sum()), int((right_b & ~right_a).sum())
     pvalue = float(binomtest(a_only, a_only + b_only, 0.5).pvalue) if a_only + b_only else 1.0
-    return {"test": "McNemar exact (binomial)", "n": len(right_a), "accuracy_a": float(right_a.mean()),
-            "accuracy_b": float(right_b.mean()), "a_only": a_only, "b_only": b_only, "pvalue": pvalue}
+    return {
+        "test": "McNemar exact (binomial)",
+        "n": len(right_a),
+        "accuracy_a": float(right_a.mean()),
+        "accuracy_b": float(right_b.mean()),
+        "a_only": a_only,
+        "b_only": b_only,
+        "pvalue": pvalue,
+    }
 
 
 def sample_per_class(labels: Sequence[str], n: int, seed: int) -> list[int]:
@@ -685,24 +782,37 @@ def sample_per_class(labels: Sequence[str], n: int, seed: int) -> list[int]:
 def label_vectors_for(encoder, labels: Sequence[Label], templates: Sequence[str]) -> dict[str, np.ndarray]:
     """{template: (C, D) label embeddings}; templates using {description} only when some label has one."""
     described = any(label.description for label in labels)
-    return {t: encode(encoder, [label.prompt(t) for label in labels]) for t in templates
-            if described or "{description}" not in t}
+    return {
+        t: encode(encoder, [label.prompt(t) for label in labels])
+        for t in templates
+        if described or "{description}" not in t
+    }
 
 
-def select_zero_shot(encoder, labels: Sequence[Label], texts_embeddings: np.ndarray, text_labels: Sequence[str],
-                     templates: Sequence[str] = TEMPLATES, projection: np.ndarray | None = None,
-                     label_vectors: dict | None = None) -> tuple[dict, list[dict]]:
+def select_zero_shot(
+    encoder,
+    labels: Sequence[Label],
+    texts_embeddings: np.ndarray,
+    text_labels: Sequence[str],
+    templates: Sequence[str] = TEMPLATES,
+    projection: np.ndarray | None = None,
+    label_vectors: dict | None = None,
+) -> tuple[dict, list[dict]]:
     """The (template, projection on/off) with the best accuracy on the given labelled texts — training data, never
     test — and every candidate's accuracy. Ties keep the first candidate (templates in order, projection off
     first)."""
     vectors = label_vectors or label_vectors_for(encoder, labels, templates)
     names = [label.name for label in labels]
     table = []
-    for template, use_projection in itertools.product(vectors, (False, True) if projection is not None else (False,)):
+    for template, use_projection in itertools.product(
+        vectors, (False, True) if projection is not None else (False,)
+    ):
         scores = zero_shot_scores(texts_embeddings, vectors[template], projection if use_projection else None)
         predicted = [names[i] for i in scores.argmax(axis=1)]
         accuracy = float(np.mean([p == t for p, t in zip(predicted, text_labels, strict=True)]))
-        table.append({"template": template, "projection": use_projection, "train_accuracy": round(accuracy, 4)})
+        table.append(
+            {"template": template, "projection": use_projection, "train_accuracy": round(accuracy, 4)}
+        )
     best = max(table, key=lambda row: row["train_accuracy"])  # max keeps the first of equals
     return best, table
 
@@ -714,37 +824,73 @@ def select_zero_shot(encoder, labels: Sequence[Label], texts_embeddings: np.ndar
 class ClassifyArgs:
     """ctxir classify: evaluate embedding classifiers on a labelled test file."""
 
-    train: str = field(default="", metadata={"help": "labelled training file (.csv/.tsv text,label or .jsonl)"})
+    train: str = field(
+        default="", metadata={"help": "labelled training file (.csv/.tsv text,label or .jsonl)"}
+    )
     test: str = field(default="", metadata={"help": "labelled test file"})
-    data: str = field(default="", metadata={"help": "a folder holding train*.csv and test.csv (instead of "
-                                                    "--train/--test), e.g. ../shared/data/agnews"})
-    method: str = field(default="all", metadata={"help": "comma list of zero-shot, knn, centroid, logreg; or all"})
-    labels: str = field(default="", metadata={"help": "zero-shot labels file (.txt, or .csv/.jsonl with label and "
-                                                      "optional description); default: the train file's labels. "
-                                                      "Descriptions help: on AG News test the label names alone gave "
-                                                      "0.6796 accuracy, names with short descriptions "
-                                                      "(ctxir/assets/agnews_labels.csv) 0.7714 (docs/results.md, "
-                                                      "Classification with embeddings)"})
-    templates: str = field(default="", metadata={"help": "zero-shot templates separated by '||' (default: "
-                                                         "ctxir.classify.TEMPLATES); the best on --train is used"})
-    projection: str = field(default="auto", metadata={"help": "zero-shot label projection: auto (chosen on "
-                                                              "--train), on, off"})
-    projection_words: int = field(default=5000, metadata={"help": "vocabulary words the projection is fitted on"})
-    k: str = field(default="auto", metadata={"help": "kNN neighbour count: auto chooses one of "
-                                                     f"{','.join(map(str, K_GRID))} by {CV_FOLDS}-fold stratified "
-                                                     "cross-validation accuracy on --train, then fits on all of "
-                                                     "--train; or a comma list (1,5,15) to report each k"})
+    data: str = field(
+        default="",
+        metadata={
+            "help": "a folder holding train*.csv and test.csv (instead of "
+            "--train/--test), e.g. ../shared/data/agnews"
+        },
+    )
+    method: str = field(
+        default="all", metadata={"help": "comma list of zero-shot, knn, centroid, logreg; or all"}
+    )
+    labels: str = field(
+        default="",
+        metadata={
+            "help": "zero-shot labels file (.txt, or .csv/.jsonl with label and "
+            "optional description); default: the train file's labels. "
+            "Descriptions help: on AG News test the label names alone gave "
+            "0.6796 accuracy, names with short descriptions "
+            "(ctxir/assets/agnews_labels.csv) 0.7714 (docs/results.md, "
+            "Classification with embeddings)"
+        },
+    )
+    templates: str = field(
+        default="",
+        metadata={
+            "help": "zero-shot templates separated by '||' (default: "
+            "ctxir.classify.TEMPLATES); the best on --train is used"
+        },
+    )
+    projection: str = field(
+        default="auto", metadata={"help": "zero-shot label projection: auto (chosen on --train), on, off"}
+    )
+    projection_words: int = field(
+        default=5000, metadata={"help": "vocabulary words the projection is fitted on"}
+    )
+    k: str = field(
+        default="auto",
+        metadata={
+            "help": "kNN neighbour count: auto chooses one of "
+            f"{','.join(map(str, K_GRID))} by {CV_FOLDS}-fold stratified "
+            "cross-validation accuracy on --train, then fits on all of "
+            "--train; or a comma list (1,5,15) to report each k"
+        },
+    )
     weights: str = field(default="uniform", metadata={"help": "kNN vote: uniform or distance"})
-    shots: str = field(default="", metadata={"help": "also run few-shot with N training examples per class; a comma "
-                                                    "list (8,16,32,64) gives the curve"})
+    shots: str = field(
+        default="",
+        metadata={
+            "help": "also run few-shot with N training examples per class; a comma "
+            "list (8,16,32,64) gives the curve"
+        },
+    )
     seeds: int = field(default=5, metadata={"help": "few-shot: seeds (samples of N per class)"})
     few_shot_methods: str = field(default="knn-5,logreg", metadata={"help": "methods run few-shot"})
     max_test: int = field(default=0, metadata={"help": "first N test rows only (0 = all; for quick checks)"})
-    model: str = field(default="sentence-transformers/all-MiniLM-L6-v2", metadata={"help": "bi-encoder id/folder"})
+    model: str = field(
+        default="sentence-transformers/all-MiniLM-L6-v2", metadata={"help": "bi-encoder id/folder"}
+    )
     device: str = "auto"
     batch_size: int = 32
     torch_threads: int = field(default=0, metadata={"help": "CPU threads for torch (0 = default)"})
-    cache_dir: str = field(default="", metadata={"help": "cache root (default $CTXIR_CACHE or ~/.cache/ctxir)"})
+    cache_dir: str = field(
+        default="", metadata={"help": "cache root (default $CTXIR_CACHE or ~/.cache/ctxir)"}
+    )
     output: str = field(default="metrics.json", metadata={"help": "where the metrics JSON is written"})
 
 
@@ -754,7 +900,9 @@ def _methods(value: str) -> list[str]:
         return list(METHODS)
     for name in names:
         if name not in METHODS:
-            raise CtxirError(f"--method {name!r} is not known: use a comma list of {', '.join(METHODS)}, or all")
+            raise CtxirError(
+                f"--method {name!r} is not known: use a comma list of {', '.join(METHODS)}, or all"
+            )
     if not names:
         raise CtxirError("--method is empty: use a comma list of zero-shot, knn, centroid, logreg, or all")
     return names
@@ -767,8 +915,10 @@ def _ks(value: str) -> list[int] | None:
         return None
     parts = [part.strip() for part in text.split(",")]
     if not text or not all(part.isascii() and part.isdigit() and 1 <= int(part) <= 10_000 for part in parts):
-        raise CtxirError(f"--k {value!r} is not valid: use auto (k chosen by cross-validation on --train) or a comma "
-                         "list of whole numbers from 1 to 10000, e.g. --k 5 or --k 1,5,15")
+        raise CtxirError(
+            f"--k {value!r} is not valid: use auto (k chosen by cross-validation on --train) or a comma "
+            "list of whole numbers from 1 to 10000, e.g. --k 5 or --k 1,5,15"
+        )
     return [int(part) for part in parts]
 
 
@@ -793,12 +943,22 @@ def make_classifier(method: str, encoder, weights: str, seed: int = 0) -> Embedd
 
 def _mean_std(values: Sequence[float]) -> dict:
     values = [float(v) for v in values]
-    return {"mean": round(float(np.mean(values)), 4),
-            "std": round(float(np.std(values, ddof=1)), 4) if len(values) > 1 else 0.0}
+    return {
+        "mean": round(float(np.mean(values)), 4),
+        "std": round(float(np.std(values, ddof=1)), 4) if len(values) > 1 else 0.0,
+    }
 
 
-def few_shot(train_x: np.ndarray, train_y: Sequence[str], test_x: np.ndarray, test_y: Sequence[str],
-             methods: Sequence[str], shots: int, seeds: int, weights: str = "uniform") -> dict:
+def few_shot(
+    train_x: np.ndarray,
+    train_y: Sequence[str],
+    test_x: np.ndarray,
+    test_y: Sequence[str],
+    methods: Sequence[str],
+    shots: int,
+    seeds: int,
+    weights: str = "uniform",
+) -> dict:
     """Each method fitted on ``shots`` examples per class drawn with seeds 0..seeds-1; accuracy and macro-F1 per
     seed and as mean ± sample std."""
     from sklearn.metrics import f1_score
@@ -811,10 +971,18 @@ def few_shot(train_x: np.ndarray, train_y: Sequence[str], test_x: np.ndarray, te
             classifier = make_classifier(method, None, weights, seed)
             classifier.fit_embeddings(train_x[rows], [train_y[i] for i in rows])
             predicted = classifier.predict_labels(test_x)
-            per_seed.append({"seed": seed, "accuracy": float(np.mean(np.asarray(predicted) == np.asarray(test_y))),
-                             "macro_f1": float(f1_score(test_y, predicted, average="macro", zero_division=0))})
-        results[method] = {"accuracy": _mean_std([r["accuracy"] for r in per_seed]),
-                           "macro_f1": _mean_std([r["macro_f1"] for r in per_seed]), "per_seed": per_seed}
+            per_seed.append(
+                {
+                    "seed": seed,
+                    "accuracy": float(np.mean(np.asarray(predicted) == np.asarray(test_y))),
+                    "macro_f1": float(f1_score(test_y, predicted, average="macro", zero_division=0)),
+                }
+            )
+        results[method] = {
+            "accuracy": _mean_std([r["accuracy"] for r in per_seed]),
+            "macro_f1": _mean_std([r["macro_f1"] for r in per_seed]),
+            "per_seed": per_seed,
+        }
     return {"shots": shots, "seeds": seeds, "methods": results}
 
 
@@ -859,23 +1027,38 @@ def run(args: ClassifyArgs) -> dict:
     # 2. load the encoder and embed (cached: a second run reads the vectors from disk)
     encoder, sample, encode_seconds = _embed(args, task)
     # 3. classify the test set with every method
-    record: dict = {"model": args.model, "weights": encoder.config["weights"], "config": asdict(args),
-                    "data": {"train": str(task.train_path), "test": str(task.test_path), "train_rows": len(task.train),
-                             "test_rows": len(task.test), "classes": task.classes},
-                    "methods": {}, "throughput": {}}
+    record: dict = {
+        "model": args.model,
+        "weights": encoder.config["weights"],
+        "config": asdict(args),
+        "data": {
+            "train": str(task.train_path),
+            "test": str(task.test_path),
+            "train_rows": len(task.train),
+            "test_rows": len(task.test),
+            "classes": task.classes,
+        },
+        "methods": {},
+        "throughput": {},
+    }
     predictions, classify_seconds = _classify_all(args, task, encoder, record["methods"])
     # 4. paired comparisons (exact McNemar) between every two methods
-    record["paired"] = [{"a": a, "b": b, **mcnemar(task.test_y, predictions[a], predictions[b])}
-                        for a, b in itertools.combinations(predictions, 2)]
+    record["paired"] = [
+        {"a": a, "b": b, **mcnemar(task.test_y, predictions[a], predictions[b])}
+        for a, b in itertools.combinations(predictions, 2)
+    ]
     # 5. few-shot: N per class, mean ± std over seeds
     record["few_shot"] = _few_shot_curve(args, task)
     # 6. throughput and the machine, then write
     record["throughput"] = {
-        "encode_texts": sample, "encode_seconds": round(encode_seconds, 2),
+        "encode_texts": sample,
+        "encode_seconds": round(encode_seconds, 2),
         "encode_texts_per_second": round(sample / max(encode_seconds, 1e-9), 1),
         "torch_threads": torch.get_num_threads(),
-        "classify_texts_per_second": {m: round(len(task.test) / max(s, 1e-9), 1)
-                                      for m, s in classify_seconds.items()}}
+        "classify_texts_per_second": {
+            m: round(len(task.test) / max(s, 1e-9), 1) for m, s in classify_seconds.items()
+        },
+    }
     record["machine"] = machine()
     write_json(Path(args.output), record)
     print(f"wrote {args.output}")
@@ -890,7 +1073,9 @@ def _check_args(args: ClassifyArgs) -> _Task:
     ks = _ks(args.k)
     check_choice(args.weights, "--weights", WEIGHTS)
     check_choice(args.projection, "--projection", ("auto", "on", "off"))
-    templates = [t.strip() for t in args.templates.split("||") if t.strip()] if args.templates else list(TEMPLATES)
+    templates = (
+        [t.strip() for t in args.templates.split("||") if t.strip()] if args.templates else list(TEMPLATES)
+    )
     if args.data:
         if args.train or args.test:
             raise CtxirError("give either --data FOLDER or --train/--test files, not both")
@@ -902,8 +1087,10 @@ def _check_args(args: ClassifyArgs) -> _Task:
     shots = _shots(args.shots)
     needs_train = [m for m in methods if m != "zero-shot"] or ([] if args.labels else ["zero-shot"])
     if not train_path and (needs_train or shots):
-        raise CtxirError(f"--train is missing: {', '.join(needs_train) or 'few-shot'} needs labelled examples "
-                         "(zero-shot alone runs with --labels and no --train)")
+        raise CtxirError(
+            f"--train is missing: {', '.join(needs_train) or 'few-shot'} needs labelled examples "
+            "(zero-shot alone runs with --labels and no --train)"
+        )
     if args.seeds < 1:
         raise CtxirError(f"--seeds must be ≥ 1, got {args.seeds!r}")
     return _Task(methods, ks, shots, templates, train_path, test_path)
@@ -922,11 +1109,15 @@ def _load_data(args: ClassifyArgs, task: _Task) -> None:
     known = set(task.classes) | label_names
     for row, (_, y) in enumerate(task.test, 2):
         if y not in known:
-            raise CtxirError(f"{task.test_path}: test label {y!r} (row {row - 1}) is not among the training/labels-"
-                             f"file classes {sorted(known)!r}")
+            raise CtxirError(
+                f"{task.test_path}: test label {y!r} (row {row - 1}) is not among the training/labels-"
+                f"file classes {sorted(known)!r}"
+            )
     if "zero-shot" in task.methods and task.train and set(task.classes) - label_names:
-        raise CtxirError(f"--labels names {[label.name for label in task.labels]!r} but the training data has "
-                         f"classes {task.classes!r}: name every class in the labels file")
+        raise CtxirError(
+            f"--labels names {[label.name for label in task.labels]!r} but the training data has "
+            f"classes {task.classes!r}: name every class in the labels file"
+        )
 
 
 def _embed(args: ClassifyArgs, task: _Task):
@@ -940,8 +1131,11 @@ def _embed(args: ClassifyArgs, task: _Task):
     started = time.perf_counter()
     encoder.encode(sample)  # uncached: the encoding speed on this machine
     encode_seconds = time.perf_counter() - started
-    task.train_x = encode(encoder, [t for t, _ in task.train]) if task.train else \
-        np.zeros((0, encoder.dimension), np.float32)
+    task.train_x = (
+        encode(encoder, [t for t, _ in task.train])
+        if task.train
+        else np.zeros((0, encoder.dimension), np.float32)
+    )
     task.test_x = encode(encoder, [t for t, _ in task.test])
     return encoder, len(sample), encode_seconds
 
@@ -959,17 +1153,26 @@ def _classify_all(args: ClassifyArgs, task: _Task, encoder, results: dict) -> tu
             ks, k_choice = _knn_ks(args, task) if method == "knn" else ([], {})
             started = time.perf_counter()  # choosing k on --train is not the classifier's speed either
             variants = [f"knn-{k}" for k in ks] if method == "knn" else [method]
-            named = {v: make_classifier(v, encoder, args.weights).fit_embeddings(task.train_x, task.train_y)
-                     for v in variants}
-            chosen = {v: {"weights": args.weights, **k_choice} if v.startswith("knn") else {} for v in variants}
+            named = {
+                v: make_classifier(v, encoder, args.weights).fit_embeddings(task.train_x, task.train_y)
+                for v in variants
+            }
+            chosen = {
+                v: {"weights": args.weights, **k_choice} if v.startswith("knn") else {} for v in variants
+            }
         for name, classifier in named.items():
             predicted = classifier.predict_labels(task.test_x)
             classify_seconds[name] = time.perf_counter() - started
             started = time.perf_counter()
             predictions[name] = predicted
-            results[name] = {**evaluate_predictions(task.test_y, predicted, task.classes), "config": chosen[name]}
-            print(f"{name}: accuracy {results[name]['accuracy']:.4f}, macro-F1 {results[name]['macro_f1']:.4f}",
-                  flush=True)
+            results[name] = {
+                **evaluate_predictions(task.test_y, predicted, task.classes),
+                "config": chosen[name],
+            }
+            print(
+                f"{name}: accuracy {results[name]['accuracy']:.4f}, macro-F1 {results[name]['macro_f1']:.4f}",
+                flush=True,
+            )
     return predictions, classify_seconds
 
 
@@ -979,10 +1182,17 @@ def _knn_ks(args: ClassifyArgs, task: _Task) -> tuple[list[int], dict]:
     if task.ks is not None:
         return task.ks, {}
     k, table = choose_k(task.train_x, task.train_y, weights=args.weights)
-    print("knn: k chosen by cross-validation on --train (accuracy): "
-          + ", ".join(f"k={r['k']} {r['cv_accuracy']:.4f}" for r in table) + f" → k={k}", flush=True)
-    return [k], {"k": k, "chosen_on": f"{table[0]['folds']}-fold stratified cross-validation accuracy on --train",
-                 "candidates": table}
+    print(
+        "knn: k chosen by cross-validation on --train (accuracy): "
+        + ", ".join(f"k={r['k']} {r['cv_accuracy']:.4f}" for r in table)
+        + f" → k={k}",
+        flush=True,
+    )
+    return [k], {
+        "k": k,
+        "chosen_on": f"{table[0]['folds']}-fold stratified cross-validation accuracy on --train",
+        "candidates": table,
+    }
 
 
 def _zero_shot(args: ClassifyArgs, task: _Task, encoder) -> tuple[dict, dict]:
@@ -994,16 +1204,32 @@ def _zero_shot(args: ClassifyArgs, task: _Task, encoder) -> tuple[dict, dict]:
     projection = word_projection(encoder, args.projection_words) if wanted else None
     vectors = label_vectors_for(encoder, task.labels, task.templates)
     if train and (len(vectors) > 1 or args.projection == "auto"):
-        best, table = select_zero_shot(encoder, task.labels, task.train_x, task.train_y, task.templates,
-                                       projection if args.projection != "off" else None, vectors)
+        best, table = select_zero_shot(
+            encoder,
+            task.labels,
+            task.train_x,
+            task.train_y,
+            task.templates,
+            projection if args.projection != "off" else None,
+            vectors,
+        )
         if args.projection == "on":
             best = max((r for r in table if r["projection"]), key=lambda r: r["train_accuracy"])
     else:
         best, table = {"template": next(iter(vectors)), "projection": args.projection == "on"}, []
-    classifier = ZeroShotClassifier(encoder, task.labels, best["template"],
-                                    projection if best["projection"] else None, vectors[best["template"]])
-    chosen = {"template": best["template"], "projection": best["projection"],
-              "chosen_on": "train accuracy" if table else "first template (no --train)", "candidates": table}
+    classifier = ZeroShotClassifier(
+        encoder,
+        task.labels,
+        best["template"],
+        projection if best["projection"] else None,
+        vectors[best["template"]],
+    )
+    chosen = {
+        "template": best["template"],
+        "projection": best["projection"],
+        "chosen_on": "train accuracy" if table else "first template (no --train)",
+        "candidates": table,
+    }
     return {"zero-shot": classifier}, {"zero-shot": chosen}
 
 
@@ -1012,11 +1238,17 @@ def _few_shot_curve(args: ClassifyArgs, task: _Task) -> list[dict]:
     methods = [m.strip() for m in args.few_shot_methods.split(",") if m.strip()]
     curve = []
     for n in task.shots:
-        curve.append(few_shot(task.train_x, task.train_y, task.test_x, task.test_y, methods, n, args.seeds,
-                              args.weights))
+        curve.append(
+            few_shot(
+                task.train_x, task.train_y, task.test_x, task.test_y, methods, n, args.seeds, args.weights
+            )
+        )
         for name, result in curve[-1]["methods"].items():
-            print(f"{n}-shot {name}: accuracy {result['accuracy']['mean']:.4f} ± "
-                  f"{result['accuracy']['std']:.4f}", flush=True)
+            print(
+                f"{n}-shot {name}: accuracy {result['accuracy']['mean']:.4f} ± "
+                f"{result['accuracy']['std']:.4f}",
+                flush=True,
+            )
     return curve
 
 

@@ -1,6 +1,6 @@
 """Data: read corpora, queries, qrels and sentence-pair sets (BEIR, STS, SICK, SNLI, user files).
 
-    loaders.py       readers for every dataset format ctxir takes
+loaders.py       readers for every dataset format ctxir takes
 """
 
 from ctxir.data.loaders import (  # noqa: F401 -- public API

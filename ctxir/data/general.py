@@ -31,9 +31,14 @@ class RelevanceSet:
     def subset(self, qids: list[str]) -> RelevanceSet:
         """The same corpus, only ``qids``'s queries and judgements."""
         keep = [q for q in qids if q in self.queries]
-        return RelevanceSet(self.name, self.corpus, {q: self.queries[q] for q in keep},
-                            {q: self.qrels[q] for q in keep}, {q: self.negatives.get(q, []) for q in keep},
-                            self.groups)
+        return RelevanceSet(
+            self.name,
+            self.corpus,
+            {q: self.queries[q] for q in keep},
+            {q: self.qrels[q] for q in keep},
+            {q: self.negatives.get(q, []) for q in keep},
+            self.groups,
+        )
 
 
 def load_squad(path: PathLike) -> RelevanceSet:
@@ -54,8 +59,10 @@ def load_squad(path: PathLike) -> RelevanceSet:
     try:
         articles = json.loads(_read_text(p))["data"]
     except (json.JSONDecodeError, KeyError, TypeError) as err:
-        raise CtxirError(f"{_name(p)} is not a SQuAD v1.1 file ({err}); expected {{'data': [{{'title', "
-                         "'paragraphs': [{'context', 'qas'}]}]}}, as dev-v1.1.json.") from None
+        raise CtxirError(
+            f"{_name(p)} is not a SQuAD v1.1 file ({err}); expected {{'data': [{{'title', "
+            "'paragraphs': [{'context', 'qas'}]}]}}, as dev-v1.1.json."
+        ) from None
     out = RelevanceSet("squad", {}, {}, {})
     for article in articles:
         for i, paragraph in enumerate(article["paragraphs"]):
@@ -88,14 +95,18 @@ def load_wikiqa(path: PathLike) -> RelevanceSet:
     rows = _tsv_rows(_read_text(p))
     _, header = next(rows, (0, []))
     if tuple(h.strip() for h in header) != WIKIQA_COLUMNS:
-        raise CtxirError(f"{_name(p)} does not start with WikiQA's header {WIKIQA_COLUMNS}; got {header[:7]!r}. "
-                         "Pass one of WikiQA-train.tsv, WikiQA-dev.tsv, WikiQA-test.tsv.")
+        raise CtxirError(
+            f"{_name(p)} does not start with WikiQA's header {WIKIQA_COLUMNS}; got {header[:7]!r}. "
+            "Pass one of WikiQA-train.tsv, WikiQA-dev.tsv, WikiQA-test.tsv."
+        )
     out = RelevanceSet("wikiqa", {}, {}, {})
     seen: dict[str, tuple[str, list[str], list[str]]] = {}
     for line_no, row in rows:
         if len(row) != len(WIKIQA_COLUMNS) or row[6].strip() not in ("0", "1"):
-            raise CtxirError(f"{_name(p)} line {line_no}: expected 7 tab-separated fields ending in label 0 or 1, "
-                             f"got {row!r}")
+            raise CtxirError(
+                f"{_name(p)} line {line_no}: expected 7 tab-separated fields ending in label 0 or 1, "
+                f"got {row!r}"
+            )
         qid, question, _, title, sentence_id, sentence, label = (f.strip() for f in row)
         out.corpus[sentence_id] = {"title": title, "text": sentence}
         out.groups[sentence_id] = row[2].strip()
@@ -103,7 +114,11 @@ def load_wikiqa(path: PathLike) -> RelevanceSet:
         question_row[1 if label == "1" else 2].append(sentence_id)
     for qid, (question, positives, negatives) in seen.items():
         if positives:
-            out.queries[qid], out.qrels[qid], out.negatives[qid] = question, dict.fromkeys(positives, 1), negatives
+            out.queries[qid], out.qrels[qid], out.negatives[qid] = (
+                question,
+                dict.fromkeys(positives, 1),
+                negatives,
+            )
     return out
 
 
@@ -135,8 +150,10 @@ def load_msmarco_triples(path: PathLike) -> RelevanceSet:
 
     for line_no, row in _tsv_rows(_read_text(p)):
         if len(row) != 3:
-            raise CtxirError(f"{_name(p)} line {line_no}: expected 3 tab-separated fields (query, relevant passage, "
-                             f"non-relevant passage), got {len(row)}")
+            raise CtxirError(
+                f"{_name(p)} line {line_no}: expected 3 tab-separated fields (query, relevant passage, "
+                f"non-relevant passage), got {len(row)}"
+            )
         query, positive, negative = (fix_mojibake(f.strip()) for f in row)
         qid = query_ids.setdefault(query, f"m{len(query_ids)}")
         out.queries[qid] = query
@@ -163,12 +180,16 @@ def fix_mojibake(text: str) -> str:
 def load_general(data_dir: PathLike, sources: list[str]) -> dict[str, RelevanceSet]:
     """``{source: RelevanceSet}`` from ``<data_dir>/general/`` for sources among ``GENERAL_SOURCES``."""
     root = Path(data_dir) / "general"
-    readers = {"squad": lambda: load_squad(root / "squad-v1.1" / "dev-v1.1.json"),
-               "wikiqa": lambda: load_wikiqa(root / "wikiqa" / "WikiQA-train.tsv"),
-               "msmarco": lambda: load_msmarco_triples(root / "msmarco-triples" / "toy_triples.train.small.tsv")}
+    readers = {
+        "squad": lambda: load_squad(root / "squad-v1.1" / "dev-v1.1.json"),
+        "wikiqa": lambda: load_wikiqa(root / "wikiqa" / "WikiQA-train.tsv"),
+        "msmarco": lambda: load_msmarco_triples(root / "msmarco-triples" / "toy_triples.train.small.tsv"),
+    }
     for source in sources:
         if source not in readers:
-            raise CtxirError(f"general source {source!r} is not known: use any of {', '.join(GENERAL_SOURCES)}")
+            raise CtxirError(
+                f"general source {source!r} is not known: use any of {', '.join(GENERAL_SOURCES)}"
+            )
     return {source: readers[source]() for source in sources}
 
 

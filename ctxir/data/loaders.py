@@ -323,7 +323,7 @@ def load_pairs(path: PathLike) -> list[tuple[str, str]]:
     ``.jsonl``: one ``{"query": ..., "target": ...}`` per line; otherwise tab-separated ``query<TAB>target`` lines,
     with an optional ``query<TAB>target`` header.
     """
-    p = _file(path, "a pairs file: query<TAB>target lines (.tsv) or {\"query\", \"target\"} lines (.jsonl)")
+    p = _file(path, 'a pairs file: query<TAB>target lines (.tsv) or {"query", "target"} lines (.jsonl)')
     text = _read_text(p)
     pairs: list[tuple[str, str]] = []
     if p.suffix.lower() == ".jsonl":
@@ -331,7 +331,12 @@ def load_pairs(path: PathLike) -> list[tuple[str, str]]:
         for line_no, line in _lines(text):
             obj = _json_object(p, line_no, line, expected)
             query, target = obj.get("query"), obj.get("target")
-            if not isinstance(query, str) or not isinstance(target, str) or not query.strip() or not target.strip():
+            if (
+                not isinstance(query, str)
+                or not isinstance(target, str)
+                or not query.strip()
+                or not target.strip()
+            ):
                 raise _bad_line(p, line_no, expected, line)
             pairs.append((query.strip(), target.strip()))
     else:

@@ -1,11 +1,11 @@
 """Encoders: load models and turn text into vectors (first step after the data).
 
-    models.py        load bi-/cross-encoders and transformers, pick a device
-    heads.py         the scoring heads and top layers shipped cross-encoders are built from
-    pooling.py       token vectors to one vector
-    onnx_backend.py  the ONNX / int8 encoder backend
-    bi_encoder.py    ``BiEncoder`` and the embedding cache
-    internals.py     hidden states and attention of one text
+models.py        load bi-/cross-encoders and transformers, pick a device
+heads.py         the scoring heads and top layers shipped cross-encoders are built from
+pooling.py       token vectors to one vector
+onnx_backend.py  the ONNX / int8 encoder backend
+bi_encoder.py    ``BiEncoder`` and the embedding cache
+internals.py     hidden states and attention of one text
 """
 
 from ctxir.encoders.bi_encoder import (  # noqa: F401 -- public API

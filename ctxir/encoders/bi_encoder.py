@@ -49,7 +49,7 @@ def hash_texts(digest, texts: Sequence[str], block: int = 8192) -> None:
     as one update per text, without 2 million Python calls for a 1M-document corpus (seconds of a start-up)."""
     texts = list(texts) if not isinstance(texts, list) else texts
     for begin in range(0, len(texts), block):
-        part = texts[begin:begin + block]
+        part = texts[begin : begin + block]
         digest.update(("\x00".join(part) + "\x00").encode("utf-8", "surrogatepass") if part else b"")
 
 
@@ -69,7 +69,9 @@ def default_backend() -> str:
     """The encoding backend used when none is named: ``$CTXIR_BACKEND`` (app.py's ``--backend`` sets it), else
     "torch"."""
 
-    return check_choice(os.environ.get("CTXIR_BACKEND") or "torch", "encoding backend (CTXIR_BACKEND)", BACKENDS)
+    return check_choice(
+        os.environ.get("CTXIR_BACKEND") or "torch", "encoding backend (CTXIR_BACKEND)", BACKENDS
+    )
 
 
 class EmbeddingCache:
@@ -142,9 +144,17 @@ class BiEncoder:
     'cls'
     """
 
-    def __init__(self, model=DEFAULT_BI_ENCODER, pooling: str | None = None, layer: int | None = None,
-                 device: str = "auto", cache: EmbeddingCache | bool | None = True, batch_size: int = 32,
-                 backend: str = "torch", onnx_dir: str | Path | None = None):
+    def __init__(
+        self,
+        model=DEFAULT_BI_ENCODER,
+        pooling: str | None = None,
+        layer: int | None = None,
+        device: str = "auto",
+        cache: EmbeddingCache | bool | None = True,
+        batch_size: int = 32,
+        backend: str = "torch",
+        onnx_dir: str | Path | None = None,
+    ):
         # lazy: sentence-transformers pulls in transformers (seconds)
         from sentence_transformers import SentenceTransformer
 
@@ -187,8 +197,10 @@ class BiEncoder:
         if layer is None or layer == -1 or layer == self.num_layers:
             return -1
         if not 0 <= layer < self.num_layers:
-            raise CtxirError(f"layer {layer!r} is out of range: this model has layers 0 (embeddings) to "
-                             f"{self.num_layers} (last); use -1 for the last")
+            raise CtxirError(
+                f"layer {layer!r} is out of range: this model has layers 0 (embeddings) to "
+                f"{self.num_layers} (last); use -1 for the last"
+            )
         return layer
 
     def _check_onnx(self, pooling: str | None, layer: int | None) -> None:
@@ -197,15 +209,21 @@ class BiEncoder:
 
         kinds = [type(m).__name__ for m in self.model]
         if kinds[:2] != ["Transformer", "Pooling"] or any(k != "Normalize" for k in kinds[2:]):
-            raise CtxirError(f"backend 'onnx-int8' supports models made of Transformer, Pooling and Normalize "
-                             f"modules; {self.name!r} has {', '.join(kinds)}: use backend 'torch'")
+            raise CtxirError(
+                f"backend 'onnx-int8' supports models made of Transformer, Pooling and Normalize "
+                f"modules; {self.name!r} has {', '.join(kinds)}: use backend 'torch'"
+            )
         if self.pooling != self.native_pooling:
-            raise CtxirError(f"pooling {pooling!r} cannot be used with backend 'onnx-int8': it runs the model's own "
-                             f"pooling ({self.native_pooling!r}) at the last layer only; leave pooling unset (None, "
-                             f"or --pooling model) or use backend 'torch'")
+            raise CtxirError(
+                f"pooling {pooling!r} cannot be used with backend 'onnx-int8': it runs the model's own "
+                f"pooling ({self.native_pooling!r}) at the last layer only; leave pooling unset (None, "
+                f"or --pooling model) or use backend 'torch'"
+            )
         if self.layer != -1:
-            raise CtxirError(f"layer {layer!r} cannot be used with backend 'onnx-int8': it pools the last layer "
-                             "only; leave layer unset (None or -1) or use backend 'torch'")
+            raise CtxirError(
+                f"layer {layer!r} cannot be used with backend 'onnx-int8': it pools the last layer "
+                "only; leave layer unset (None or -1) or use backend 'torch'"
+            )
         require("onnxruntime", "onnx", "onnxscript")
 
     def _build_encoder(self):
@@ -219,14 +237,22 @@ class BiEncoder:
         if self.layer != -1:
             # Hidden states are computed anyway; returning them changes no result of the shared model.
             transformer.auto_model.config.output_hidden_states = True
-        return SentenceTransformer(modules=[transformer, LayerPooling(self.layer, self.pooling), Normalize()],
-                                   device=str(self.model.device))
+        return SentenceTransformer(
+            modules=[transformer, LayerPooling(self.layer, self.pooling), Normalize()],
+            device=str(self.model.device),
+        )
 
     @property
     def config(self) -> dict:
         """What decides the vectors; the cache key and the run config written to results."""
-        config = {"model": str(self.name), "weights": weights_fingerprint(self.model), "pooling": self.pooling,
-                  "layer": self.layer, "max_seq_length": self.model.max_seq_length, "normalize": True}
+        config = {
+            "model": str(self.name),
+            "weights": weights_fingerprint(self.model),
+            "pooling": self.pooling,
+            "layer": self.layer,
+            "max_seq_length": self.model.max_seq_length,
+            "normalize": True,
+        }
         if self.backend != "torch":
             # only then: the torch key stays what it always was, so existing caches stay valid
             config["backend"] = self.backend
@@ -243,8 +269,13 @@ class BiEncoder:
             return np.zeros((0, self.dimension), dtype=np.float32)
         if self.backend == "onnx-int8":
             return self._onnx_encoder().encode(texts, show_progress_bar)
-        embeddings = self._encoder.encode(texts, batch_size=self.batch_size, convert_to_numpy=True,
-                                          normalize_embeddings=True, show_progress_bar=show_progress_bar)
+        embeddings = self._encoder.encode(
+            texts,
+            batch_size=self.batch_size,
+            convert_to_numpy=True,
+            normalize_embeddings=True,
+            show_progress_bar=show_progress_bar,
+        )
         return np.asarray(embeddings, dtype=np.float32)
 
     def _onnx_encoder(self):
@@ -254,16 +285,22 @@ class BiEncoder:
             if self._onnx is None:
                 from ctxir.encoders.onnx_backend import open_int8
 
-                self._onnx = open_int8(self.model, self.onnx_dir / weights_fingerprint(self.model), self.pooling,
-                                       threads=torch.get_num_threads(), batch_size=self.batch_size)
+                self._onnx = open_int8(
+                    self.model,
+                    self.onnx_dir / weights_fingerprint(self.model),
+                    self.pooling,
+                    threads=torch.get_num_threads(),
+                    batch_size=self.batch_size,
+                )
             return self._onnx
 
     def cache_key(self, texts: Sequence[str]) -> str:
         # Keyed by what decides the vectors (weights, pooling, layer...), not by the name a model was given.
         return EmbeddingCache.key({k: v for k, v in self.config.items() if k != "model"}, texts)
 
-    def encode_cached(self, texts: Sequence[str], show_progress_bar: bool | None = None, mmap: bool = False,
-                      key: str = "") -> np.ndarray:
+    def encode_cached(
+        self, texts: Sequence[str], show_progress_bar: bool | None = None, mmap: bool = False, key: str = ""
+    ) -> np.ndarray:
         """Like ``encode`` but reads/writes the persistent cache (for corpora, not single queries).
 
         ``mmap`` returns a cached matrix memory-mapped read-only (freshly encoded vectors stay in memory);
@@ -281,7 +318,9 @@ class BiEncoder:
         self.cache.put(key, embeddings)
         return embeddings
 
-    def encode_corpus(self, corpus: Corpus, show_progress_bar: bool | None = None) -> tuple[list[str], np.ndarray]:
+    def encode_corpus(
+        self, corpus: Corpus, show_progress_bar: bool | None = None
+    ) -> tuple[list[str], np.ndarray]:
         ids = list(corpus)
         return ids, self.encode_cached([doc_text(corpus[i]) for i in ids], show_progress_bar)
 

@@ -45,8 +45,9 @@ from ctxir.names import TOP_LAYERS_CONFIG, TOP_LAYERS_FORMAT, TOP_LAYERS_WEIGHTS
 _LAYER = re.compile(r"(?:^|\.)layer\.(\d+)\.")
 
 
-def segment_means(tokens: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor
-                  ) -> tuple[torch.Tensor, torch.Tensor]:
+def segment_means(
+    tokens: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean token vector of each segment of a ``[CLS] a [SEP] b [SEP]`` input: ((batch, hidden), (batch, hidden)).
 
     Segment A is token type 0 (with [CLS] and its [SEP]), B is type 1; padding is left out.
@@ -64,8 +65,13 @@ def segment_means(tokens: torch.Tensor, attention_mask: torch.Tensor, token_type
     return a, b
 
 
-def segment_cosine_scores(query: torch.Tensor, document: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor,
-                          linear: torch.nn.Linear | None = None) -> torch.Tensor:
+def segment_cosine_scores(
+    query: torch.Tensor,
+    document: torch.Tensor,
+    scale: torch.Tensor,
+    bias: torch.Tensor,
+    linear: torch.nn.Linear | None = None,
+) -> torch.Tensor:
     """(batch,) = scale · cos(query, document) + bias [+ linear([q; d; |q − d|])]: the head's score.
 
     >>> q, d = torch.tensor([[1.0, 0.0], [1.0, 0.0]]), torch.tensor([[2.0, 0.0], [0.0, 5.0]])
@@ -84,9 +90,15 @@ MATCH_KERNELS: tuple[float, ...] = (0.9, 0.7, 0.5, 0.3)
 MATCH_SIGMA = 0.1
 
 
-def term_match_per_token(tokens: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                         token_type_ids: torch.Tensor, weights: torch.Tensor,
-                         kernels: tuple[float, ...] = MATCH_KERNELS, sigma: float = MATCH_SIGMA) -> torch.Tensor:
+def term_match_per_token(
+    tokens: torch.Tensor,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    token_type_ids: torch.Tensor,
+    weights: torch.Tensor,
+    kernels: tuple[float, ...] = MATCH_KERNELS,
+    sigma: float = MATCH_SIGMA,
+) -> torch.Tensor:
     """(batch, tokens, 1 + len(kernels)): each query token's share of ``term_match_features`` (0 elsewhere).
 
     Token i of segment a gets w_i · log(1 + #{j in b: id_j = id_i}) / |a| and, per kernel k,
@@ -100,15 +112,21 @@ def term_match_per_token(tokens: torch.Tensor, input_ids: torch.Tensor, attentio
     if kernels:
         unit = torch.nn.functional.normalize(tokens, dim=-1)
         cosine = unit @ unit.transpose(1, 2)  # (batch, tokens, tokens)
-        counts += [torch.exp(-((cosine - mu) ** 2) / (2 * sigma ** 2)) for mu in kernels]
+        counts += [torch.exp(-((cosine - mu) ** 2) / (2 * sigma**2)) for mu in kernels]
     per_token = torch.stack([(c * d_mask.unsqueeze(1)).sum(-1) for c in counts], dim=-1)  # (batch, tokens, K)
     share = (weights * q_mask / q_mask.sum(1, keepdim=True).clamp(min=1)).unsqueeze(-1)  # (batch, tokens, 1)
     return torch.log1p(per_token) * share
 
 
-def term_match_features(tokens: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                        token_type_ids: torch.Tensor, weights: torch.Tensor,
-                        kernels: tuple[float, ...] = MATCH_KERNELS, sigma: float = MATCH_SIGMA) -> torch.Tensor:
+def term_match_features(
+    tokens: torch.Tensor,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    token_type_ids: torch.Tensor,
+    weights: torch.Tensor,
+    kernels: tuple[float, ...] = MATCH_KERNELS,
+    sigma: float = MATCH_SIGMA,
+) -> torch.Tensor:
     """(batch, 1 + len(kernels)) term-match features of ``[CLS] a [SEP] b [SEP]`` pairs.
 
     Feature 0: Σ_i w_i · log(1 + #{j in b: id_j = id_i}) / |a| over the query (segment a) tokens i; feature k:
@@ -121,7 +139,9 @@ def term_match_features(tokens: torch.Tensor, input_ids: torch.Tensor, attention
     >>> round(f[0, 0].item() * 4, 4) == round(math.log(3) + math.log(2), 4)  # "7" twice, [SEP] once, of 4 tokens
     True
     """
-    return term_match_per_token(tokens, input_ids, attention_mask, token_type_ids, weights, kernels, sigma).sum(1)
+    return term_match_per_token(
+        tokens, input_ids, attention_mask, token_type_ids, weights, kernels, sigma
+    ).sum(1)
 
 
 class SegmentCosineHead(Module):
@@ -164,15 +184,20 @@ class SegmentCosineHead(Module):
 
     def forward(self, features: dict, **kwargs) -> dict:
         if features.get("token_type_ids") is None:
-            raise ValueError("SegmentCosineHead needs token_type_ids to tell the query from the document: use a "
-                             "BERT-style body whose tokenizer marks pair segments (e.g. all-MiniLM-L6-v2)")
-        query, document = segment_means(features["token_embeddings"], features["attention_mask"],
-                                        features["token_type_ids"])
+            raise ValueError(
+                "SegmentCosineHead needs token_type_ids to tell the query from the document: use a "
+                "BERT-style body whose tokenizer marks pair segments (e.g. all-MiniLM-L6-v2)"
+            )
+        query, document = segment_means(
+            features["token_embeddings"], features["attention_mask"], features["token_type_ids"]
+        )
         scores = segment_cosine_scores(query, document, self.scale, self.bias, self.linear)  # (batch,)
         if self.term_match:
             if features.get("input_ids") is None:
-                raise ValueError("SegmentCosineHead(term_match=True) needs input_ids to match query terms to the "
-                                 "document's: pass the tokenizer's features through the body unchanged")
+                raise ValueError(
+                    "SegmentCosineHead(term_match=True) needs input_ids to match query terms to the "
+                    "document's: pass the tokenizer's features through the body unchanged"
+                )
             scores = scores + self.term_match_scores(features).sum(1)
         features["scores"] = scores.unsqueeze(1)  # (batch, 1)
         return features
@@ -181,8 +206,9 @@ class SegmentCosineHead(Module):
         """(batch, tokens): each query token's part of the term-match term (they sum to it; 0 for other tokens)."""
         tokens = features["token_embeddings"]
         weights = torch.nn.functional.softplus(self.term_weight(tokens)).squeeze(-1)  # (batch, tokens)
-        shares = term_match_per_token(tokens, features["input_ids"], features["attention_mask"],
-                                      features["token_type_ids"], weights)  # (batch, tokens, 1 + kernels)
+        shares = term_match_per_token(
+            tokens, features["input_ids"], features["attention_mask"], features["token_type_ids"], weights
+        )  # (batch, tokens, 1 + kernels)
         return self.term_linear(shares).squeeze(-1)
 
     def save(self, output_path: str, *args, safe_serialization: bool = True, **kwargs) -> None:
@@ -190,10 +216,23 @@ class SegmentCosineHead(Module):
         self.save_torch_weights(output_path, safe_serialization=safe_serialization)
 
     @classmethod
-    def load(cls, model_name_or_path: str, subfolder: str = "", token=None, cache_folder=None, revision=None,
-             local_files_only: bool = False, **kwargs) -> SegmentCosineHead:
-        hub = {"subfolder": subfolder, "token": token, "cache_folder": cache_folder, "revision": revision,
-               "local_files_only": local_files_only}
+    def load(
+        cls,
+        model_name_or_path: str,
+        subfolder: str = "",
+        token=None,
+        cache_folder=None,
+        revision=None,
+        local_files_only: bool = False,
+        **kwargs,
+    ) -> SegmentCosineHead:
+        hub = {
+            "subfolder": subfolder,
+            "token": token,
+            "cache_folder": cache_folder,
+            "revision": revision,
+            "local_files_only": local_files_only,
+        }
         model = cls(**cls.load_config(model_name_or_path, **hub))
         return cls.load_torch_weights(model_name_or_path, model=model, **hub)
 
@@ -221,7 +260,9 @@ class TopLayersTransformer(Transformer):
     def freeze_below(self, layer: int, base_model: str) -> None:
         num = self.model.config.num_hidden_layers
         if not 0 <= layer < num:
-            raise ValueError(f"first trained layer {layer!r} is out of range: the body has layers 0–{num - 1}")
+            raise ValueError(
+                f"first trained layer {layer!r} is out of range: the body has layers 0–{num - 1}"
+            )
         self.base_model, self.trained_from = base_model, int(layer)
         for name, parameter in self.model.named_parameters():
             parameter.requires_grad = self._trained(name)
@@ -236,45 +277,78 @@ class TopLayersTransformer(Transformer):
         from safetensors.torch import save_file
 
         if not self.base_model:
-            raise ValueError("TopLayersTransformer.save needs base_model: call freeze_below(layer, base_model) first")
-        state = {name: tensor.detach().to("cpu", torch.float16).contiguous()
-                 for name, tensor in self.model.state_dict().items() if self._trained(name)}
+            raise ValueError(
+                "TopLayersTransformer.save needs base_model: call freeze_below(layer, base_model) first"
+            )
+        state = {
+            name: tensor.detach().to("cpu", torch.float16).contiguous()
+            for name, tensor in self.model.state_dict().items()
+            if self._trained(name)
+        }
         os.makedirs(output_path, exist_ok=True)
         save_file(state, os.path.join(output_path, TOP_LAYERS_WEIGHTS))
-        config = {"format": TOP_LAYERS_FORMAT, "base_model": self.base_model, "trained_from_layer": self.trained_from,
-                  "num_hidden_layers": self.model.config.num_hidden_layers, "dtype": "float16",
-                  "max_seq_length": self.max_seq_length, "transformer_task": self.transformer_task,
-                  "parameters": len(state)}
+        config = {
+            "format": TOP_LAYERS_FORMAT,
+            "base_model": self.base_model,
+            "trained_from_layer": self.trained_from,
+            "num_hidden_layers": self.model.config.num_hidden_layers,
+            "dtype": "float16",
+            "max_seq_length": self.max_seq_length,
+            "transformer_task": self.transformer_task,
+            "parameters": len(state),
+        }
         Path(output_path, TOP_LAYERS_CONFIG).write_text(json.dumps(config, indent=2) + "\n")
 
     @classmethod
-    def load(cls, model_name_or_path: str, subfolder: str = "", token=None, cache_folder=None, revision=None,
-             local_files_only: bool = False, **kwargs) -> TopLayersTransformer:
+    def load(
+        cls,
+        model_name_or_path: str,
+        subfolder: str = "",
+        token=None,
+        cache_folder=None,
+        revision=None,
+        local_files_only: bool = False,
+        **kwargs,
+    ) -> TopLayersTransformer:
         # lazy: safetensors is needed only to read or write weights
         from safetensors.torch import load_file
 
-        hub = {"subfolder": subfolder, "token": token, "cache_folder": cache_folder, "revision": revision,
-               "local_files_only": local_files_only}
+        hub = {
+            "subfolder": subfolder,
+            "token": token,
+            "cache_folder": cache_folder,
+            "revision": revision,
+            "local_files_only": local_files_only,
+        }
         config_path = cls.load_file_path(model_name_or_path, TOP_LAYERS_CONFIG, **hub)
         weights_path = cls.load_file_path(model_name_or_path, TOP_LAYERS_WEIGHTS, **hub)
         if config_path is None or weights_path is None:
-            raise ValueError(f"{model_name_or_path!r} has no {TOP_LAYERS_CONFIG} and {TOP_LAYERS_WEIGHTS}: it was "
-                             "not saved by TopLayersTransformer")
+            raise ValueError(
+                f"{model_name_or_path!r} has no {TOP_LAYERS_CONFIG} and {TOP_LAYERS_WEIGHTS}: it was "
+                "not saved by TopLayersTransformer"
+            )
         config = json.loads(Path(config_path).read_text())
         if config.get("format") != TOP_LAYERS_FORMAT:
-            raise ValueError(f"{config_path!r} has format {config.get('format')!r}; expected {TOP_LAYERS_FORMAT!r}")
-        module = cls(resolve_model(config["base_model"]), transformer_task=config.get("transformer_task",
-                                                                                      "feature-extraction"))
+            raise ValueError(
+                f"{config_path!r} has format {config.get('format')!r}; expected {TOP_LAYERS_FORMAT!r}"
+            )
+        module = cls(
+            resolve_model(config["base_model"]),
+            transformer_task=config.get("transformer_task", "feature-extraction"),
+        )
         module.max_seq_length = config.get("max_seq_length")
-        module.model.config.num_labels = 1  # CrossEncoder.num_labels reads the body's config: one score per pair
+        module.model.config.num_labels = (
+            1  # CrossEncoder.num_labels reads the body's config: one score per pair
+        )
         module.base_model, module.trained_from = config["base_model"], int(config["trained_from_layer"])
         patch = load_file(weights_path)
         own = module.model.state_dict()
         unknown = sorted(set(patch) - set(own))
         if unknown or module.model.config.num_hidden_layers != config.get("num_hidden_layers"):
-            raise ValueError(f"{weights_path!r} does not fit its base {config['base_model']!r} (e.g. {unknown[:1]}): "
-                             "the layers were trained over another base model")
+            raise ValueError(
+                f"{weights_path!r} does not fit its base {config['base_model']!r} (e.g. {unknown[:1]}): "
+                "the layers were trained over another base model"
+            )
         dtype = next(module.model.parameters()).dtype
         module.model.load_state_dict({k: v.to(dtype) for k, v in patch.items()}, strict=False)
         return module
-

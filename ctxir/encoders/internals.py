@@ -16,8 +16,14 @@ MAX_TOKENS = 512
 
 
 @torch.no_grad()
-def inspect_text(text: str, text_pair: str | None = None, model=DEFAULT_BI_ENCODER, tokenizer=None,
-                 max_tokens: int = MAX_TOKENS, device: str = "auto") -> Internals:
+def inspect_text(
+    text: str,
+    text_pair: str | None = None,
+    model=DEFAULT_BI_ENCODER,
+    tokenizer=None,
+    max_tokens: int = MAX_TOKENS,
+    device: str = "auto",
+) -> Internals:
     """Run ``text`` (and ``text_pair`` as segment B, NSP-style) through the encoder once.
 
     model: a name/path (loaded with eager attention) or an already loaded ``PreTrainedModel`` with
@@ -42,7 +48,9 @@ def inspect_text(text: str, text_pair: str | None = None, model=DEFAULT_BI_ENCOD
     n_tokens = int(enc["input_ids"].shape[1])
     limit = min(max_tokens, getattr(model.config, "max_position_embeddings", max_tokens))
     if n_tokens > limit:
-        raise CtxirError(f"input has {n_tokens} tokens but at most {limit} can be inspected: shorten the text")
+        raise CtxirError(
+            f"input has {n_tokens} tokens but at most {limit} can be inspected: shorten the text"
+        )
     device_ = next(model.parameters()).device
     out = model(**enc.to(device_), output_hidden_states=True, output_attentions=True)
     if not out.attentions:
@@ -57,7 +65,10 @@ def inspect_text(text: str, text_pair: str | None = None, model=DEFAULT_BI_ENCOD
         tokens=tokenizer.convert_ids_to_tokens(ids),
         token_ids=ids,
         token_type_ids=types,
-        hidden_states=torch.stack(out.hidden_states)[:, 0].float().cpu().numpy(),  # (layers+1, tokens, hidden)
+        hidden_states=torch.stack(out.hidden_states)[:, 0]
+        .float()
+        .cpu()
+        .numpy(),  # (layers+1, tokens, hidden)
         attentions=torch.stack(out.attentions)[:, 0].float().cpu().numpy(),  # (layers, heads, tokens, tokens)
         sentence_b_start=sentence_b_start,
     )
@@ -82,7 +93,9 @@ def word_positions(tokens: list[str], word: str) -> list[int]:
             pieces.append(j)
             if spelled == word:
                 return pieces
-    raise CtxirError(f"word {word!r} is not in the tokenized text {' '.join(tokens)!r}: pick a word that appears")
+    raise CtxirError(
+        f"word {word!r} is not in the tokenized text {' '.join(tokens)!r}: pick a word that appears"
+    )
 
 
 def word_vectors(internals: Internals, word: str) -> np.ndarray:

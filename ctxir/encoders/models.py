@@ -42,12 +42,16 @@ SHIPPED_CLS_LR = "ctxir/minilm-l6-scifact-cls-lr"
 # the sentence-pair (STS-B) scorer of the app's pair-scoring tab: a LoRA adapter + segment-cosine head
 SHIPPED_STS_CROSS_ENCODER = "ctxir/minilm-l6-stsb-cross-encoder"
 # Name → packaged folder. The names are also the Hub ids they are published under by `ctxir.hub push`.
-SHIPPED_MODELS = {SHIPPED_CROSS_ENCODER: ASSETS_MODELS / "cross-encoder", SHIPPED_CLS_LR: ASSETS_MODELS / "cls-lr",
-                  SHIPPED_STS_CROSS_ENCODER: ASSETS_MODELS / "sts-cross-encoder"}
+SHIPPED_MODELS = {
+    SHIPPED_CROSS_ENCODER: ASSETS_MODELS / "cross-encoder",
+    SHIPPED_CLS_LR: ASSETS_MODELS / "cls-lr",
+    SHIPPED_STS_CROSS_ENCODER: ASSETS_MODELS / "sts-cross-encoder",
+}
 # The shipped re-rankers are the defaults once they are in the package (training/ship.py puts them there);
 # without them the cross-encoder default is the published MS MARCO one and there is no CLS-LR default.
-DEFAULT_CROSS_ENCODER = (SHIPPED_CROSS_ENCODER if SHIPPED_MODELS[SHIPPED_CROSS_ENCODER].is_dir()
-                         else MS_MARCO_CROSS_ENCODER)
+DEFAULT_CROSS_ENCODER = (
+    SHIPPED_CROSS_ENCODER if SHIPPED_MODELS[SHIPPED_CROSS_ENCODER].is_dir() else MS_MARCO_CROSS_ENCODER
+)
 DEFAULT_CLS_LR = SHIPPED_CLS_LR if SHIPPED_MODELS[SHIPPED_CLS_LR].is_dir() else ""
 _PACKAGED_ALIASES = {DEFAULT_BI_ENCODER, "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"}
 # Only what the standard loaders read: skips ONNX/OpenVINO/TF/Flax copies a repo may also hold.
@@ -81,23 +85,32 @@ def resolve_model(name: str) -> str:
     ctxir.types.CtxirError: model folder './no-such-model' does not exist: check the path, or pass a Hub id such as 'sentence-transformers/all-MiniLM-L6-v2'
     """
     if not name or not str(name).strip():
-        raise CtxirError("model name is empty: pass a Hub id such as "
-                         f"{DEFAULT_BI_ENCODER!r} or a local folder")
+        raise CtxirError(
+            f"model name is empty: pass a Hub id such as {DEFAULT_BI_ENCODER!r} or a local folder"
+        )
     name = str(name).strip()
     if name in SHIPPED_MODELS:
         if not SHIPPED_MODELS[name].is_dir():
-            raise CtxirError(f"the shipped model {name!r} is missing from this installation "
-                             f"({SHIPPED_MODELS[name]}): reinstall ctxir, or pass another model folder or Hub id")
+            raise CtxirError(
+                f"the shipped model {name!r} is missing from this installation "
+                f"({SHIPPED_MODELS[name]}): reinstall ctxir, or pass another model folder or Hub id"
+            )
         return str(SHIPPED_MODELS[name])
     local = Path(name).expanduser()
     if local.exists():
-        if not any((local / f).is_file() for f in ("config.json", "modules.json", ADAPTER_CONFIG, CLS_LR_CONFIG)):
-            raise CtxirError(f"model folder {name!r} has no config.json, modules.json, {ADAPTER_CONFIG} or "
-                             f"{CLS_LR_CONFIG}: point at the folder a training script or `hf download` wrote")
+        if not any(
+            (local / f).is_file() for f in ("config.json", "modules.json", ADAPTER_CONFIG, CLS_LR_CONFIG)
+        ):
+            raise CtxirError(
+                f"model folder {name!r} has no config.json, modules.json, {ADAPTER_CONFIG} or "
+                f"{CLS_LR_CONFIG}: point at the folder a training script or `hf download` wrote"
+            )
         return str(check_model_folder(local.resolve(), name))
     if name.startswith((".", "/", "~")) or name.count("/") > 1:
-        raise CtxirError(f"model folder {name!r} does not exist: check the path, or pass a Hub id "
-                         f"such as {DEFAULT_BI_ENCODER!r}")
+        raise CtxirError(
+            f"model folder {name!r} does not exist: check the path, or pass a Hub id "
+            f"such as {DEFAULT_BI_ENCODER!r}"
+        )
 
     # lazy: the Hub client is needed only to download or upload
     from huggingface_hub import snapshot_download
@@ -110,14 +123,18 @@ def resolve_model(name: str) -> str:
     try:
         return snapshot_download(repo_id, allow_patterns=_ALLOW_PATTERNS)
     except RepositoryNotFoundError as err:
-        raise CtxirError(f"model {name!r} was not found on the Hugging Face Hub (or is private): check the "
-                         "id, log in with `hf auth login` for private models, or pass a local folder") from err
+        raise CtxirError(
+            f"model {name!r} was not found on the Hugging Face Hub (or is private): check the "
+            "id, log in with `hf auth login` for private models, or pass a local folder"
+        ) from err
     except (LocalEntryNotFoundError, HfHubHTTPError, OSError) as err:
         if packaged is not None:
             return str(packaged)
         raise CtxirError(
             f"model {name!r} is not in the local Hugging Face cache and the Hub cannot be reached (offline?). "
-            "Download it where there is network (`hf download " + repo_id + " --local-dir DIR`) and pass that "
+            "Download it where there is network (`hf download "
+            + repo_id
+            + " --local-dir DIR`) and pass that "
             f"folder instead, or use the built-in {DEFAULT_BI_ENCODER!r}."
         ) from err
 
@@ -144,9 +161,13 @@ def pick_device(device: str | None = "auto") -> str:
             return "mps"
         return "cpu"
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise CtxirError(f"device {device!r} was asked for but no CUDA GPU is visible: use --device cpu or auto")
+        raise CtxirError(
+            f"device {device!r} was asked for but no CUDA GPU is visible: use --device cpu or auto"
+        )
     if device == "mps" and not torch.backends.mps.is_available():
-        raise CtxirError("device 'mps' was asked for but Apple MPS is not available: use --device cpu or auto")
+        raise CtxirError(
+            "device 'mps' was asked for but Apple MPS is not available: use --device cpu or auto"
+        )
     return device
 
 
@@ -164,7 +185,9 @@ def load_bi_encoder(name: str = DEFAULT_BI_ENCODER, device: str = "auto"):
 
 
 @functools.cache
-def load_cross_encoder(name: str = DEFAULT_CROSS_ENCODER, device: str = "auto", num_labels: int | None = None):
+def load_cross_encoder(
+    name: str = DEFAULT_CROSS_ENCODER, device: str = "auto", num_labels: int | None = None
+):
     """A ``CrossEncoder``; a plain encoder body (e.g. MiniLM) gets a fresh ``num_labels`` head (default 1)."""
     # lazy: sentence-transformers pulls in transformers (seconds)
     from sentence_transformers import CrossEncoder
@@ -191,8 +214,10 @@ def adapter_base(path: str | Path) -> str:
     config = read_json(Path(path) / ADAPTER_CONFIG)
     base = config.get("base_model_name_or_path")
     if not base:
-        raise CtxirError(f"{str(Path(path) / ADAPTER_CONFIG)!r} names no base_model_name_or_path: re-save the "
-                         "adapter with the base model's Hub id")
+        raise CtxirError(
+            f"{str(Path(path) / ADAPTER_CONFIG)!r} names no base_model_name_or_path: re-save the "
+            "adapter with the base model's Hub id"
+        )
     return base
 
 
@@ -226,8 +251,10 @@ def _load_modules(folder: Path, entries: list[dict]) -> list:
     modules = []
     for entry in entries:
         if not entry["type"].startswith(TRUSTED_MODULE_PREFIXES):
-            raise CtxirError(f"{str(folder / 'modules.json')!r} names module {entry['type']!r}, which is neither "
-                             "sentence-transformers' nor ctxir's: ctxir loads no custom code")
+            raise CtxirError(
+                f"{str(folder / 'modules.json')!r} names module {entry['type']!r}, which is neither "
+                "sentence-transformers' nor ctxir's: ctxir loads no custom code"
+            )
         modules.append(import_from_string(entry["type"]).load(str(folder), subfolder=entry["path"]))
     return modules
 
@@ -264,11 +291,19 @@ def _adapter_cross_encoder(path: str, device: str):
     base = resolve_model(adapter_base(path))
     settings = read_json(folder / "sentence_bert_config.json")
     # where sentence-transformers keeps the cross-encoder's max length; capped at the base's position embeddings
-    max_length = max_length_for(None, read_json(folder / "tokenizer_config.json").get("model_max_length"),
-                                position_limit(SimpleNamespace(**read_json(Path(base) / "config.json"))))
+    max_length = max_length_for(
+        None,
+        read_json(folder / "tokenizer_config.json").get("model_max_length"),
+        position_limit(SimpleNamespace(**read_json(Path(base) / "config.json"))),
+    )
     modules = read_json(folder / "modules.json") or []
-    if settings.get("transformer_task", "sequence-classification") == "sequence-classification" or len(modules) < 2:
-        model = CrossEncoder(base, num_labels=1, device=device, trust_remote_code=False, max_length=max_length)
+    if (
+        settings.get("transformer_task", "sequence-classification") == "sequence-classification"
+        or len(modules) < 2
+    ):
+        model = CrossEncoder(
+            base, num_labels=1, device=device, trust_remote_code=False, max_length=max_length
+        )
         model[0].model = merge_adapter(model.model, path)
         return model.to(device).eval()
     from sentence_transformers.base.modules import Transformer
@@ -277,8 +312,11 @@ def _adapter_cross_encoder(path: str, device: str):
     body.model = merge_adapter(body.model, path)
     # the saved heads (mean + Dense, segment-cosine) give one score per pair, where the bare body's config says 2
     body.model.config.num_labels = 1
-    return CrossEncoder(modules=[body, *_load_modules(folder, modules[1:])], device=device,
-                        activation_fn=_saved_activation(folder)).eval()
+    return CrossEncoder(
+        modules=[body, *_load_modules(folder, modules[1:])],
+        device=device,
+        activation_fn=_saved_activation(folder),
+    ).eval()
 
 
 @functools.cache
@@ -298,11 +336,16 @@ def load_transformer(name: str = DEFAULT_BI_ENCODER, device: str = "auto", atten
             base = resolve_model(adapter_base(path))
             tokenizer = AutoTokenizer.from_pretrained(base)
             task = read_json(Path(path) / "sentence_bert_config.json").get("transformer_task")
-            if task == "feature-extraction":  # the adapter was saved over the bare body (a pooled head follows it)
-                model = merge_adapter(AutoModel.from_pretrained(base, trust_remote_code=False, **kwargs), path)
+            if (
+                task == "feature-extraction"
+            ):  # the adapter was saved over the bare body (a pooled head follows it)
+                model = merge_adapter(
+                    AutoModel.from_pretrained(base, trust_remote_code=False, **kwargs), path
+                )
             else:
-                classifier = AutoModelForSequenceClassification.from_pretrained(base, num_labels=1,
-                                                                                trust_remote_code=False, **kwargs)
+                classifier = AutoModelForSequenceClassification.from_pretrained(
+                    base, num_labels=1, trust_remote_code=False, **kwargs
+                )
                 model = merge_adapter(classifier, path).base_model
             return tokenizer, model.to(pick_device(device)).eval()
         top_layers = top_layers_config(path)
@@ -367,8 +410,9 @@ def position_limit(config) -> int | None:
     return int(positions)
 
 
-def max_length_for(requested: int | None, own: int | None = None, positions: int | None = None, *,
-                   name: str = "max_length") -> int | None:
+def max_length_for(
+    requested: int | None, own: int | None = None, positions: int | None = None, *, name: str = "max_length"
+) -> int | None:
     """Tokens per input a model reads: THE rule behind every ``max_length`` / ``--max-length`` in ctxir.
 
     - ``None`` or 0: the model's own limit ``own`` (sentence-transformers' ``max_seq_length``, else the
@@ -392,9 +436,13 @@ def max_length_for(requested: int | None, own: int | None = None, positions: int
         ...
     ctxir.types.CtxirError: --max-length must be a whole number of tokens ≥ 1, or 0 / None for the model's own limit; got -1
     """
-    if requested is not None and (isinstance(requested, bool) or not isinstance(requested, int) or requested < 0):
-        raise CtxirError(f"{name} must be a whole number of tokens ≥ 1, or 0 / None for the model's own limit; "
-                         f"got {requested!r}")
+    if requested is not None and (
+        isinstance(requested, bool) or not isinstance(requested, int) or requested < 0
+    ):
+        raise CtxirError(
+            f"{name} must be a whole number of tokens ≥ 1, or 0 / None for the model's own limit; "
+            f"got {requested!r}"
+        )
     length = requested or (own if own and own < _UNBOUNDED else None)
     if positions:
         length = min(length, positions) if length else positions

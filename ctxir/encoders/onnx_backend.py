@@ -43,7 +43,9 @@ from ctxir.types import CtxirError
 
 FP32_FILE = "model.onnx"
 INT8_FILE = "model-int8-dynamic.onnx"
-FROZEN_INT8_FILE = "model-int8-frozen-layers.onnx"  # a cross-encoder's base layers int8, its trained ones float32
+FROZEN_INT8_FILE = (
+    "model-int8-frozen-layers.onnx"  # a cross-encoder's base layers int8, its trained ones float32
+)
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 # Rows × tokens one ONNX Runtime run may hold (8 texts of 256 tokens). The exported graph materialises every head's
 # (tokens × tokens) attention scores in float32, where torch's fused attention does not: 32 texts of 256 tokens
@@ -63,8 +65,10 @@ def require(*modules: str, what: str = "backend 'onnx-int8'") -> None:
     missing = [m for m in modules if importlib.util.find_spec(m) is None]
     if missing:
         pins = " ".join(missing)  # each module's PyPI name is its own
-        raise CtxirError(f"{what} needs {', '.join(missing)}, which is not installed: "
-                         f"`python -m pip install {pins}` (pinned in requirements.txt), or use backend 'torch'")
+        raise CtxirError(
+            f"{what} needs {', '.join(missing)}, which is not installed: "
+            f"`python -m pip install {pins}` (pinned in requirements.txt), or use backend 'torch'"
+        )
 
 
 def _session(path: Path, threads: int, spin: bool = True):
@@ -114,8 +118,11 @@ class OnnxEncoder:
     def features(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
         """The model's own tokenisation (max_seq_length, truncation, lower-casing) as int64 arrays for the graph."""
         batch = self.model.preprocess(list(texts))
-        return {k: np.asarray(v.cpu().numpy() if hasattr(v, "cpu") else v, dtype=np.int64)
-                for k, v in batch.items() if k in self.inputs}
+        return {
+            k: np.asarray(v.cpu().numpy() if hasattr(v, "cpu") else v, dtype=np.int64)
+            for k, v in batch.items()
+            if k in self.inputs
+        }
 
     @staticmethod
     def runs(feats: dict[str, np.ndarray], tokens_per_run: int | None = None) -> list[dict[str, np.ndarray]]:
@@ -131,9 +138,11 @@ class OnnxEncoder:
         rows = max(1, (tokens_per_run or TOKENS_PER_RUN) // max(1, mask.shape[1]))
         out = []
         for begin in range(0, len(mask), rows):
-            used = np.flatnonzero(mask[begin:begin + rows].any(0))  # columns any text of the run uses
-            width = int(used[-1]) + 1 if len(used) else 1  # right padding is cut; left padding keeps every column
-            out.append({k: v[begin:begin + rows, :width] for k, v in feats.items()})
+            used = np.flatnonzero(mask[begin : begin + rows].any(0))  # columns any text of the run uses
+            width = (
+                int(used[-1]) + 1 if len(used) else 1
+            )  # right padding is cut; left padding keeps every column
+            out.append({k: v[begin : begin + rows, :width] for k, v in feats.items()})
         return out
 
     def encode(self, texts: Sequence[str], show_progress_bar: bool | None = None) -> np.ndarray:
@@ -150,7 +159,7 @@ class OnnxEncoder:
 
             starts = tqdm(starts, desc="Batches (onnx-int8)")
         for begin in starts:
-            feats = self.features([texts[i] for i in order[begin:begin + self.batch_size]])
+            feats = self.features([texts[i] for i in order[begin : begin + self.batch_size]])
             for run in self.runs(feats):
                 hidden = self.session.run(None, run, self.run_options)[0]  # (rows, tokens, hidden)
                 pooled = pool(torch.from_numpy(hidden), torch.from_numpy(run["attention_mask"]), self.pooling)
@@ -175,7 +184,9 @@ def export_onnx(model, folder: str | Path, progress: bool = True, sample: list |
         return path
     require("onnx", "onnxscript", what="exporting to ONNX")
     body = model[0].auto_model.eval()
-    if body.device.type != "cpu":  # ONNX Runtime runs it on the CPU: export a CPU copy, leave the model where it is
+    if (
+        body.device.type != "cpu"
+    ):  # ONNX Runtime runs it on the CPU: export a CPU copy, leave the model where it is
         import copy
 
         body = copy.deepcopy(body).to("cpu")
@@ -196,9 +207,17 @@ def export_onnx(model, folder: str | Path, progress: bool = True, sample: list |
 
     with warnings.catch_warnings(), atomic_path(path, suffix=".onnx") as tmp, _quiet():
         warnings.simplefilter("ignore")
-        torch.onnx.export(Body(body), tuple(sample[n].cpu() for n in names), str(tmp), input_names=names,
-                          output_names=["last_hidden_state"], dynamo=True, external_data=False, verbose=False,
-                          dynamic_axes={n: {0: "batch", 1: "sequence"} for n in [*names, "last_hidden_state"]})
+        torch.onnx.export(
+            Body(body),
+            tuple(sample[n].cpu() for n in names),
+            str(tmp),
+            input_names=names,
+            output_names=["last_hidden_state"],
+            dynamo=True,
+            external_data=False,
+            verbose=False,
+            dynamic_axes={n: {0: "batch", 1: "sequence"} for n in [*names, "last_hidden_state"]},
+        )
     return path
 
 
@@ -242,13 +261,27 @@ def quantise(fp32: str | Path, kind: str, calibration: list[dict] | None = None)
 
     with atomic_path(out, suffix=".onnx") as tmp, _quiet():
         if kind == "dynamic":
-            quantize_dynamic(str(fp32), str(tmp), weight_type=QuantType.QInt8, per_channel=True, reduce_range=True,
-                             op_types_to_quantize=["MatMul"])
+            quantize_dynamic(
+                str(fp32),
+                str(tmp),
+                weight_type=QuantType.QInt8,
+                per_channel=True,
+                reduce_range=True,
+                op_types_to_quantize=["MatMul"],
+            )
         else:
-            quantize_static(str(fp32), str(tmp), CalibrationReader(calibration or []), quant_format=QuantFormat.QDQ,
-                            activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, per_channel=True,
-                            reduce_range=True, op_types_to_quantize=["MatMul"],
-                            calibrate_method=CalibrationMethod.MinMax)
+            quantize_static(
+                str(fp32),
+                str(tmp),
+                CalibrationReader(calibration or []),
+                quant_format=QuantFormat.QDQ,
+                activation_type=QuantType.QUInt8,
+                weight_type=QuantType.QInt8,
+                per_channel=True,
+                reduce_range=True,
+                op_types_to_quantize=["MatMul"],
+                calibrate_method=CalibrationMethod.MinMax,
+            )
     return out
 
 
@@ -267,21 +300,30 @@ def int8_model(model, folder: str | Path, progress: bool = True) -> Path:
         require("onnxruntime", "onnx", "onnxscript")
         started = time.perf_counter()
         if progress:
-            print(f"ctxir: first use of backend 'onnx-int8' for this model: exporting it to ONNX and quantising "
-                  f"to int8 into {folder} (once; reused afterwards) …", file=sys.stderr, flush=True)
+            print(
+                f"ctxir: first use of backend 'onnx-int8' for this model: exporting it to ONNX and quantising "
+                f"to int8 into {folder} (once; reused afterwards) …",
+                file=sys.stderr,
+                flush=True,
+            )
         had_fp32 = (folder / FP32_FILE).is_file()
         fp32 = export_onnx(model, folder, progress=False)
         quantise(fp32, "dynamic")
         if not had_fp32:
             fp32.unlink(missing_ok=True)
         if progress:
-            print(f"ctxir: {out.name} written in {time.perf_counter() - started:.1f} s "
-                  f"({out.stat().st_size / 2**20:.1f} MB)", file=sys.stderr, flush=True)
+            print(
+                f"ctxir: {out.name} written in {time.perf_counter() - started:.1f} s "
+                f"({out.stat().st_size / 2**20:.1f} MB)",
+                file=sys.stderr,
+                flush=True,
+            )
     return out
 
 
-def open_int8(model, folder: str | Path, pooling: str, threads: int = 0, batch_size: int = 32,
-              progress: bool = True) -> OnnxEncoder:
+def open_int8(
+    model, folder: str | Path, pooling: str, threads: int = 0, batch_size: int = 32, progress: bool = True
+) -> OnnxEncoder:
     """An ``OnnxEncoder`` over ``int8_model(model, folder)``; a file ONNX Runtime cannot read (damaged after it was
     written) is removed and made again once. Encoders of the same model and settings share one ONNX Runtime session
     (the app makes a ``BiEncoder`` per corpus and upload; a session holds the whole int8 model)."""
@@ -297,8 +339,11 @@ def open_int8(model, folder: str | Path, pooling: str, threads: int = 0, batch_s
         raise
     except Exception as err:  # onnxruntime raises its own exception types for an unreadable model
         if progress:
-            print(f"ctxir: {path} could not be loaded ({type(err).__name__}); exporting again",
-                  file=sys.stderr, flush=True)
+            print(
+                f"ctxir: {path} could not be loaded ({type(err).__name__}); exporting again",
+                file=sys.stderr,
+                flush=True,
+            )
         path.unlink(missing_ok=True)
         encoder = OnnxEncoder(int8_model(model, folder, progress), model, pooling, threads, batch_size)
     with _OPEN_LOCK:
@@ -342,8 +387,10 @@ class OnnxCrossEncoder:
         parts = []
         with torch.inference_mode():
             for begin in range(0, len(pairs), batch_size):
-                features = model.preprocess([pairs[i] for i in order[begin:begin + batch_size]])
-                feed = {k: np.asarray(v.numpy(), dtype=np.int64) for k, v in features.items() if k in self.inputs}
+                features = model.preprocess([pairs[i] for i in order[begin : begin + batch_size]])
+                feed = {
+                    k: np.asarray(v.numpy(), dtype=np.int64) for k, v in features.items() if k in self.inputs
+                }
                 hidden = self.session.run(None, feed, self.run_options)[0]  # (rows, tokens, hidden)
                 features["token_embeddings"] = torch.from_numpy(hidden)
                 for module in list(model)[1:]:
@@ -384,13 +431,20 @@ def frozen_matmuls(path: str | Path, model) -> list[str]:
             wanted |= {weight.tobytes(), np.ascontiguousarray(weight.T).tobytes()}
     graph = onnx.load(str(path)).graph
     weights = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
-    return [node.name for node in graph.node if node.op_type == "MatMul"
-            and any(x in weights and np.ascontiguousarray(weights[x], dtype=np.float32).tobytes() in wanted
-                    for x in node.input)]
+    return [
+        node.name
+        for node in graph.node
+        if node.op_type == "MatMul"
+        and any(
+            x in weights and np.ascontiguousarray(weights[x], dtype=np.float32).tobytes() in wanted
+            for x in node.input
+        )
+    ]
 
 
-def open_cross_encoder(model, folder: str | Path, threads: int = 0, progress: bool = True,
-                       int8: bool = False) -> OnnxCrossEncoder:
+def open_cross_encoder(
+    model, folder: str | Path, threads: int = 0, progress: bool = True, int8: bool = False
+) -> OnnxCrossEncoder:
     """An ``OnnxCrossEncoder`` over ``folder/model.onnx``: the body exported the first time (seconds; says so when
     ``progress``), reused afterwards; a file ONNX Runtime cannot read is made again once. ``folder`` should be
     keyed by the weights (``CrossEncoderReranker`` uses ``<cache root>/onnx/<weights fingerprint>``).
@@ -400,33 +454,51 @@ def open_cross_encoder(model, folder: str | Path, threads: int = 0, progress: bo
     (``python scripts/cross_encoder_int8.py``): within the 0.005 nDCG@10 rule on its held-out training claims, where
     int8 on every layer is not."""
     folder = Path(folder)
-    int8 = int8 and len(frozen_layers(model)) > 0  # nothing of the base left unchanged: the float32 file itself
+    int8 = (
+        int8 and len(frozen_layers(model)) > 0
+    )  # nothing of the base left unchanged: the float32 file itself
     target = folder / (FROZEN_INT8_FILE if int8 else FP32_FILE)
-    sample = [("a short query", "a document"), ("a somewhat longer query", "a somewhat longer document to export")]
+    sample = [
+        ("a short query", "a document"),
+        ("a somewhat longer query", "a somewhat longer document to export"),
+    ]
     for attempt in range(2):
         with _EXPORT_LOCK:
             if not target.is_file():
                 require("onnxruntime", "onnx", "onnxscript", what="backend 'onnx' for a cross-encoder")
                 started = time.perf_counter()
                 if progress:
-                    print(f"ctxir: first use of backend {'onnx-int8' if int8 else 'onnx'} for this cross-encoder: "
-                          f"exporting it to {folder} (once; reused afterwards) …", file=sys.stderr, flush=True)
+                    print(
+                        f"ctxir: first use of backend {'onnx-int8' if int8 else 'onnx'} for this cross-encoder: "
+                        f"exporting it to {folder} (once; reused afterwards) …",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                 fp32 = export_onnx(model, folder, progress=False, sample=sample)
                 if int8:
                     _quantise_nodes(fp32, target, frozen_matmuls(fp32, model))
                 if progress:
-                    print(f"ctxir: exported in {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
+                    print(
+                        f"ctxir: exported in {time.perf_counter() - started:.1f} s",
+                        file=sys.stderr,
+                        flush=True,
+                    )
         try:
             return OnnxCrossEncoder(target, model, threads)
         except CtxirError:
             raise
         except Exception as err:  # onnxruntime raises its own exception types for an unreadable model
             if attempt:
-                raise CtxirError(f"{target} could not be loaded by ONNX Runtime ({type(err).__name__}: "
-                                 f"{err}): use backend 'torch'") from err
+                raise CtxirError(
+                    f"{target} could not be loaded by ONNX Runtime ({type(err).__name__}: "
+                    f"{err}): use backend 'torch'"
+                ) from err
             if progress:
-                print(f"ctxir: {target} could not be loaded ({type(err).__name__}); exporting again",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"ctxir: {target} could not be loaded ({type(err).__name__}); exporting again",
+                    file=sys.stderr,
+                    flush=True,
+                )
             target.unlink(missing_ok=True)
             if int8:
                 (folder / FP32_FILE).unlink(missing_ok=True)
@@ -439,11 +511,20 @@ def _quantise_nodes(fp32: Path, out: Path, nodes: list[str]) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     if not nodes:
-        raise CtxirError(f"no MatMul of {fp32} has the weights of a layer the model shares with its base: nothing "
-                         "to quantise (use backend 'onnx')")
+        raise CtxirError(
+            f"no MatMul of {fp32} has the weights of a layer the model shares with its base: nothing "
+            "to quantise (use backend 'onnx')"
+        )
     with atomic_path(out, suffix=".onnx") as tmp, _quiet():
-        quantize_dynamic(str(fp32), str(tmp), weight_type=QuantType.QInt8, per_channel=True, reduce_range=True,
-                         op_types_to_quantize=["MatMul"], nodes_to_quantize=nodes)
+        quantize_dynamic(
+            str(fp32),
+            str(tmp),
+            weight_type=QuantType.QInt8,
+            per_channel=True,
+            reduce_range=True,
+            op_types_to_quantize=["MatMul"],
+            nodes_to_quantize=nodes,
+        )
 
 
 class _QuantiserAdvice(logging.Filter):

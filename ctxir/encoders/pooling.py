@@ -45,6 +45,8 @@ class LayerPooling(torch.nn.Module):
         if self.layer == -1:
             tokens = features["token_embeddings"]
         else:
-            tokens = features["all_layer_embeddings"][self.layer]  # tuple of (layers+1) × (batch, tokens, hidden)
+            tokens = features["all_layer_embeddings"][
+                self.layer
+            ]  # tuple of (layers+1) × (batch, tokens, hidden)
         features["sentence_embedding"] = pool(tokens, features["attention_mask"], self.mode)
         return features

@@ -1,10 +1,10 @@
 """Evaluation: metrics, the evaluation CLI, tuning, system comparison, failure reports.
 
-    metrics.py       nDCG/MRR/recall, paired tests, STS correlation
-    evaluate.py      ``ctxir evaluate``: retrieve, re-rank, score a collection
-    tuning.py        tune fusion weights on a dev split
-    compare.py       compare saved systems' runs with paired tests
-    report.py        the HTML failure report, ``ctxir report``
+metrics.py       nDCG/MRR/recall, paired tests, STS correlation
+evaluate.py      ``ctxir evaluate``: retrieve, re-rank, score a collection
+tuning.py        tune fusion weights on a dev split
+compare.py       compare saved systems' runs with paired tests
+report.py        the HTML failure report, ``ctxir report``
 """
 
 from ctxir.evaluation.metrics import (  # noqa: F401 -- public API

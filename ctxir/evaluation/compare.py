@@ -57,7 +57,9 @@ PerQuery = Mapping[str, Mapping[str, float]]  # {qid: {metric: value}}
 # ---------------------------------------------------------------- the pure functions: arrays in, p-values out
 
 
-def paired_pvalue(x: Any, y: Any, test: str = "randomization", n_permutations: int = 10_000, seed: int = 0) -> float:
+def paired_pvalue(
+    x: Any, y: Any, test: str = "randomization", n_permutations: int = 10_000, seed: int = 0
+) -> float:
     """Two-sided p-value that paired per-query values ``x`` and ``y`` (shape (n,), the same queries in the same
     order) have the same mean. Identical systems (every difference 0) have p = 1.
 
@@ -72,7 +74,9 @@ def paired_pvalue(x: Any, y: Any, test: str = "randomization", n_permutations: i
         raise CtxirError(f"test {test!r} is not known: use one of {', '.join(map(repr, TESTS))}")
     x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     if x.shape != y.shape or x.ndim != 1:
-        raise CtxirError(f"paired values must be two lists of the same length, got shapes {x.shape} and {y.shape}")
+        raise CtxirError(
+            f"paired values must be two lists of the same length, got shapes {x.shape} and {y.shape}"
+        )
     if len(x) < 2:
         raise CtxirError(f"a paired test needs ≥ 2 queries, got {len(x)}")
     if not np.any(x != y):
@@ -83,9 +87,15 @@ def paired_pvalue(x: Any, y: Any, test: str = "randomization", n_permutations: i
     def mean_difference(a, b, axis):  # (..., n) → (...)
         return np.mean(b - a, axis=axis)
 
-    result = stats.permutation_test((x, y), mean_difference, permutation_type="samples", vectorized=True,
-                                    n_resamples=n_permutations, alternative="two-sided",
-                                    rng=np.random.default_rng(seed))
+    result = stats.permutation_test(
+        (x, y),
+        mean_difference,
+        permutation_type="samples",
+        vectorized=True,
+        n_resamples=n_permutations,
+        alternative="two-sided",
+        rng=np.random.default_rng(seed),
+    )
     return float(min(1.0, result.pvalue))
 
 
@@ -102,7 +112,9 @@ def adjust_pvalues(pvalues: Sequence[float], correction: str = "holm") -> list[f
     [0.03, 0.06, 0.06]
     """
     if correction not in CORRECTIONS:
-        raise CtxirError(f"correction {correction!r} is not known: use one of {', '.join(map(repr, CORRECTIONS))}")
+        raise CtxirError(
+            f"correction {correction!r} is not known: use one of {', '.join(map(repr, CORRECTIONS))}"
+        )
     p = np.asarray(pvalues, dtype=np.float64)
     m = len(p)
     if correction == "none" or m == 0:
@@ -123,14 +135,18 @@ def _shared_queries(per_query: Mapping[str, PerQuery], metrics: Sequence[str], b
     for name in per_query:
         if set(per_query[name]) != set(queries):
             only = sorted(set(per_query[name]) ^ set(queries))
-            raise CtxirError(f"{name!r} was evaluated on {len(per_query[name])} queries and {baseline!r} on "
-                             f"{len(queries)}; they differ in {len(only)} (e.g. {only[0]!r}): evaluate every system "
-                             "on the same --data, --split and --max-queries")
+            raise CtxirError(
+                f"{name!r} was evaluated on {len(per_query[name])} queries and {baseline!r} on "
+                f"{len(queries)}; they differ in {len(only)} (e.g. {only[0]!r}): evaluate every system "
+                "on the same --data, --split and --max-queries"
+            )
         have = next(iter(per_query[name].values()), {})
         missing = [m for m in metrics if m not in have]
         if missing:
-            raise CtxirError(f"metric {missing[0]!r} is not in {name!r}'s per-query values: use some of "
-                             f"{', '.join(map(repr, have))}")
+            raise CtxirError(
+                f"metric {missing[0]!r} is not in {name!r}'s per-query values: use some of "
+                f"{', '.join(map(repr, have))}"
+            )
     return queries
 
 
@@ -147,9 +163,14 @@ class SignificanceTest:
     seed: int = 0
 
 
-def compare_systems(per_query: Mapping[str, PerQuery], metrics: Sequence[str] = DEFAULT_METRICS,
-                    baseline: str | None = None, pairs: str = "baseline", significance: SignificanceTest | None = None,
-                    **test_options) -> dict:
+def compare_systems(
+    per_query: Mapping[str, PerQuery],
+    metrics: Sequence[str] = DEFAULT_METRICS,
+    baseline: str | None = None,
+    pairs: str = "baseline",
+    significance: SignificanceTest | None = None,
+    **test_options,
+) -> dict:
     """Each system's mean of every metric, and paired tests: every system against ``baseline`` (default: the first)
     or, with ``pairs="all"``, every pair. ``per_query``: ``{system: {qid: {metric: value}}}`` (a results JSON's
     ``per_query``), every system over the same queries. ``significance``: how each difference is tested;
@@ -179,42 +200,66 @@ def compare_systems(per_query: Mapping[str, PerQuery], metrics: Sequence[str] = 
         raise CtxirError(f"comparing needs at least 2 systems, got {len(names)}: {names!r}")
     baseline = names[0] if baseline is None else check_choice(baseline, "baseline", names)
     queries = _shared_queries(per_query, metrics, baseline)
-    values = {name: {m: np.array([per_query[name][q][m] for q in queries], dtype=np.float64) for m in metrics}
-              for name in names}  # system → metric → (n_queries,)
+    values = {
+        name: {m: np.array([per_query[name][q][m] for q in queries], dtype=np.float64) for m in metrics}
+        for name in names
+    }  # system → metric → (n_queries,)
     if pairs == "baseline":
         compared = [(baseline, name) for name in names if name != baseline]
     else:
-        compared = [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
+        compared = [(a, b) for i, a in enumerate(names) for b in names[i + 1 :]]
     rows = []
     for metric in metrics:
         found = []
         for a, b in compared:
             x, y = values[a][metric], values[b][metric]
             diff = y - x
-            found.append({"system": b, "baseline": a, "metric": metric, "delta": float(diff.mean()),
-                          "wins": int((diff > 0).sum()), "losses": int((diff < 0).sum()),
-                          "ties": int((diff == 0).sum()), "p": paired_pvalue(x, y, test, n_permutations, seed)})
+            found.append(
+                {
+                    "system": b,
+                    "baseline": a,
+                    "metric": metric,
+                    "delta": float(diff.mean()),
+                    "wins": int((diff > 0).sum()),
+                    "losses": int((diff < 0).sum()),
+                    "ties": int((diff == 0).sum()),
+                    "p": paired_pvalue(x, y, test, n_permutations, seed),
+                }
+            )
         for row, adjusted in zip(found, adjust_pvalues([r["p"] for r in found], correction), strict=True):
             row["p_adjusted"] = adjusted
             row["significant"] = adjusted <= alpha
         rows.extend(found)
-    return {"systems": {name: {m: float(values[name][m].mean()) for m in metrics} for name in names},
-            "baseline": baseline if pairs == "baseline" else None, "pairs": pairs, "metrics": list(metrics),
-            "n_queries": len(queries), "test": test, "correction": correction, "alpha": alpha,
-            "permutations": n_permutations if test == "randomization" else None, "seed": seed, "comparisons": rows}
+    return {
+        "systems": {name: {m: float(values[name][m].mean()) for m in metrics} for name in names},
+        "baseline": baseline if pairs == "baseline" else None,
+        "pairs": pairs,
+        "metrics": list(metrics),
+        "n_queries": len(queries),
+        "test": test,
+        "correction": correction,
+        "alpha": alpha,
+        "permutations": n_permutations if test == "randomization" else None,
+        "seed": seed,
+        "comparisons": rows,
+    }
 
 
 def _significance(significance: SignificanceTest | None, options: dict) -> SignificanceTest:
-    return grouped_options(SignificanceTest, significance, options, "compare_systems", "significance",
-                           ("significance",))
+    return grouped_options(
+        SignificanceTest, significance, options, "compare_systems", "significance", ("significance",)
+    )
 
 
 def format_comparison(result: Mapping) -> str:
     """Two markdown tables: each system's metrics (``†`` = significantly different from the baseline after the
     correction), then every comparison's delta, wins/losses/ties and p-values."""
     metrics, alpha = result["metrics"], result["alpha"]
-    marked = {(r["system"], r["metric"]) for r in result["comparisons"]
-              if r["significant"] and r["baseline"] == result["baseline"]}
+    marked = {
+        (r["system"], r["metric"])
+        for r in result["comparisons"]
+        if r["significant"] and r["baseline"] == result["baseline"]
+    }
 
     def esc(text: str) -> str:
         return str(text).replace("|", "\\|")
@@ -222,22 +267,39 @@ def format_comparison(result: Mapping) -> str:
     lines = ["| System | " + " | ".join(map(esc, metrics)) + " |", "|---|" + "---:|" * len(metrics)]
     for name, means in result["systems"].items():
         cells = [f"{means[m]:.4f}{'†' if (name, m) in marked else ''}" for m in metrics]
-        lines.append(f"| {esc(name)}{' (baseline)' if name == result['baseline'] else ''} | " + " | ".join(cells)
-                     + " |")
+        lines.append(
+            f"| {esc(name)}{' (baseline)' if name == result['baseline'] else ''} | "
+            + " | ".join(cells)
+            + " |"
+        )
     correction = "no correction" if result["correction"] == "none" else f"{result['correction']}-corrected"
-    test = ("paired randomization test" + (f", {result['permutations']:,} permutations" if result["permutations"]
-                                           else "") if result["test"] == "randomization" else "paired t-test")
+    test = (
+        "paired randomization test"
+        + (f", {result['permutations']:,} permutations" if result["permutations"] else "")
+        if result["test"] == "randomization"
+        else "paired t-test"
+    )
     if result["baseline"] is not None:
-        lines.append(f"\n† p ≤ {alpha:g} against the baseline ({test}, two-sided, {correction} over "
-                     f"{len(result['systems']) - 1} comparisons per metric; {result['n_queries']} queries)")
+        lines.append(
+            f"\n† p ≤ {alpha:g} against the baseline ({test}, two-sided, {correction} over "
+            f"{len(result['systems']) - 1} comparisons per metric; {result['n_queries']} queries)"
+        )
     else:
-        lines.append(f"\nAll pairs ({test}, two-sided, {correction} over the comparisons of each metric; "
-                     f"{result['n_queries']} queries)")
-    lines += ["", "| Comparison | Metric | Δ | wins/losses/ties | p | p adjusted |", "|---|---|---:|---:|---:|---:|"]
+        lines.append(
+            f"\nAll pairs ({test}, two-sided, {correction} over the comparisons of each metric; "
+            f"{result['n_queries']} queries)"
+        )
+    lines += [
+        "",
+        "| Comparison | Metric | Δ | wins/losses/ties | p | p adjusted |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
     for r in result["comparisons"]:
         star = " *" if r["significant"] else ""
-        lines.append(f"| {esc(r['system'])} vs {esc(r['baseline'])} | {esc(r['metric'])} | {r['delta']:+.4f} | "
-                     f"{r['wins']}/{r['losses']}/{r['ties']} | {r['p']:.4f} | {r['p_adjusted']:.4f}{star} |")
+        lines.append(
+            f"| {esc(r['system'])} vs {esc(r['baseline'])} | {esc(r['metric'])} | {r['delta']:+.4f} | "
+            f"{r['wins']}/{r['losses']}/{r['ties']} | {r['p']:.4f} | {r['p_adjusted']:.4f}{star} |"
+        )
     return "\n".join(lines)
 
 
@@ -253,17 +315,22 @@ def load_systems(specs: Sequence[str]) -> dict[str, PerQuery]:
         path, _, system = spec.partition("::")
         file = Path(path)
         if not file.is_file():
-            raise CtxirError(f"--compare {spec!r}: {path!r} is not a file: pass results JSONs written by "
-                             "ctxir evaluate")
+            raise CtxirError(
+                f"--compare {spec!r}: {path!r} is not a file: pass results JSONs written by ctxir evaluate"
+            )
         data = read_json(file)
         per_query = data.get("per_query") if isinstance(data, dict) else None
         if not per_query:
-            raise CtxirError(f"--compare {spec!r}: {path!r} has no per-query values (\"per_query\"): pass a retrieval "
-                             "results JSON of ctxir evaluate")
+            raise CtxirError(
+                f'--compare {spec!r}: {path!r} has no per-query values ("per_query"): pass a retrieval '
+                "results JSON of ctxir evaluate"
+            )
         system = system or data.get("system") or (next(iter(per_query)) if len(per_query) == 1 else "")
         if system not in per_query:
-            raise CtxirError(f"--compare {spec!r}: {path!r} holds the systems {', '.join(map(repr, per_query))}: "
-                             f"pick one as {path}::SYSTEM")
+            raise CtxirError(
+                f"--compare {spec!r}: {path!r} holds the systems {', '.join(map(repr, per_query))}: "
+                f"pick one as {path}::SYSTEM"
+            )
         picked.append((file, system, per_query[system]))
     counts: dict[str, int] = {}
     for _, system, _ in picked:
@@ -279,19 +346,30 @@ def load_systems(specs: Sequence[str]) -> dict[str, PerQuery]:
 
 @dataclass
 class CompareArgs:
-    compare: list[str] = field(default_factory=list, metadata={
-        "help": "results JSONs of ctxir evaluate (FILE, or FILE::SYSTEM for another of its systems); the "
-                "first is the baseline"})
+    compare: list[str] = field(
+        default_factory=list,
+        metadata={
+            "help": "results JSONs of ctxir evaluate (FILE, or FILE::SYSTEM for another of its systems); the "
+            "first is the baseline"
+        },
+    )
     metrics: str = field(default=",".join(DEFAULT_METRICS), metadata={"help": "comma-separated metric names"})
-    test: str = field(default="randomization", metadata={"help": "randomization (Fisher's, paired) or t-test",
-                                                          "choices": TESTS})
-    correction: str = field(default="holm", metadata={"help": "multiple comparisons: holm, bonferroni or none",
-                                                      "choices": CORRECTIONS})
-    pairs: str = field(default="baseline", metadata={"help": "baseline = each system against the first; all = "
-                                                             "every pair", "choices": PAIRS})
+    test: str = field(
+        default="randomization",
+        metadata={"help": "randomization (Fisher's, paired) or t-test", "choices": TESTS},
+    )
+    correction: str = field(
+        default="holm",
+        metadata={"help": "multiple comparisons: holm, bonferroni or none", "choices": CORRECTIONS},
+    )
+    pairs: str = field(
+        default="baseline",
+        metadata={"help": "baseline = each system against the first; all = every pair", "choices": PAIRS},
+    )
     alpha: float = field(default=0.05, metadata={"help": "significance level of the adjusted p-values"})
-    permutations: int = field(default=10_000, metadata={"help": "randomization test: random swaps (exact when "
-                                                                "2^queries is fewer)"})
+    permutations: int = field(
+        default=10_000, metadata={"help": "randomization test: random swaps (exact when 2^queries is fewer)"}
+    )
     seed: int = 0
     output: str = field(default="", metadata={"help": "also write the comparison as JSON here"})
 
@@ -299,8 +377,10 @@ class CompareArgs:
 def run(args: CompareArgs) -> dict:
     # 1. read each system's per-query values
     if len(args.compare) < 2:
-        raise CtxirError(f"--compare needs at least 2 results JSONs, got {len(args.compare)}: "
-                         "pass --compare BASELINE.json OTHER.json [...]")
+        raise CtxirError(
+            f"--compare needs at least 2 results JSONs, got {len(args.compare)}: "
+            "pass --compare BASELINE.json OTHER.json [...]"
+        )
     if args.permutations < 1:
         raise CtxirError(f"--permutations must be ≥ 1, got {args.permutations!r}")
     systems = load_systems(args.compare)
@@ -308,8 +388,18 @@ def run(args: CompareArgs) -> dict:
     if not metrics:
         raise CtxirError(f"--metrics {args.metrics!r} names no metric: e.g. 'nDCG@10,MRR@10'")
     # 2. test and correct
-    result = compare_systems(systems, metrics, pairs=args.pairs, significance=SignificanceTest(
-        test=args.test, correction=args.correction, alpha=args.alpha, n_permutations=args.permutations, seed=args.seed))
+    result = compare_systems(
+        systems,
+        metrics,
+        pairs=args.pairs,
+        significance=SignificanceTest(
+            test=args.test,
+            correction=args.correction,
+            alpha=args.alpha,
+            n_permutations=args.permutations,
+            seed=args.seed,
+        ),
+    )
     result["files"] = list(args.compare)
     # 3. print and save
     print(format_comparison(result))

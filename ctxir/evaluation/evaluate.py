@@ -55,53 +55,109 @@ SHOWN_METRICS = ("nDCG@10", "MRR@10", "MAP@100", "Recall@10", "Recall@100", "P@1
 
 @dataclass
 class EvaluateArgs:
-    data: str = field(metadata={"help": "BEIR folder (corpus.jsonl, queries.jsonl, qrels/), an STS-B .csv file, or "
-                                        "a pairs file for --task paired"})
-    split: str = field(default="test", metadata={"help": "qrels split (BEIR) or STS-B split when --data is a folder"})
+    data: str = field(
+        metadata={
+            "help": "BEIR folder (corpus.jsonl, queries.jsonl, qrels/), an STS-B .csv file, or "
+            "a pairs file for --task paired"
+        }
+    )
+    split: str = field(
+        default="test", metadata={"help": "qrels split (BEIR) or STS-B split when --data is a folder"}
+    )
     retriever: Literal["bm25", "dense", "hybrid"] = field(default="dense", metadata={"help": "first stage"})
-    model: str = field(default="sentence-transformers/all-MiniLM-L6-v2", metadata={"help": "bi-encoder id or folder"})
+    model: str = field(
+        default="sentence-transformers/all-MiniLM-L6-v2", metadata={"help": "bi-encoder id or folder"}
+    )
     pooling: Literal["model", "mean", "cls", "max"] = field(
-        default="model", metadata={"help": "'model' keeps the bi-encoder's own pooling"})
+        default="model", metadata={"help": "'model' keeps the bi-encoder's own pooling"}
+    )
     layer: int = field(default=-1, metadata={"help": "hidden layer to pool (0 = embeddings, -1 = last)"})
-    index: Literal["auto", "exact", "ann"] = field(default="auto", metadata={
-        "help": "dense index: exact, ann (ctxir.retrieval.ann IVF index, kept beside the cached embeddings and "
-                "reopened), or auto = ann from ctxir.retrieval.AUTO_ANN_THRESHOLD (100,000) documents up, exact below"})
-    backend: Literal["torch", "onnx-int8"] = field(default="torch", metadata={
-        "help": "how the bi-encoder runs: torch (the model's own encode), or onnx-int8 (ONNX Runtime on the CPU with "
-                "int8 weights, exported once into the cache folder's onnx/; measured 2.24x the texts/s of torch for "
-                "all-MiniLM-L6-v2 at SciFact nDCG@10 0.6452 vs 0.6451, see docs/performance.md; the model's own "
-                "pooling at the last layer only)"})
+    index: Literal["auto", "exact", "ann"] = field(
+        default="auto",
+        metadata={
+            "help": "dense index: exact, ann (ctxir.retrieval.ann IVF index, kept beside the cached embeddings and "
+            "reopened), or auto = ann from ctxir.retrieval.AUTO_ANN_THRESHOLD (100,000) documents up, exact below"
+        },
+    )
+    backend: Literal["torch", "onnx-int8"] = field(
+        default="torch",
+        metadata={
+            "help": "how the bi-encoder runs: torch (the model's own encode), or onnx-int8 (ONNX Runtime on the CPU with "
+            "int8 weights, exported once into the cache folder's onnx/; measured 2.24x the texts/s of torch for "
+            "all-MiniLM-L6-v2 at SciFact nDCG@10 0.6452 vs 0.6451, see docs/performance.md; the model's own "
+            "pooling at the last layer only)"
+        },
+    )
     fusion: Literal["rrf", "weighted"] = field(default="rrf", metadata={"help": "hybrid fusion"})
     rrf_k: float = field(default=60.0, metadata={"help": "k in 1/(k + rank) for reciprocal-rank fusion"})
-    weights: str = field(default="", metadata={"help": "hybrid weights 'bm25,dense[,extra…]' (default all 1)"})
-    extra_models: str = field(default="", metadata={
-        "help": "hybrid only: more bi-encoders fused beside --model (comma-separated ids or folders)"})
+    weights: str = field(
+        default="", metadata={"help": "hybrid weights 'bm25,dense[,extra…]' (default all 1)"}
+    )
+    extra_models: str = field(
+        default="",
+        metadata={
+            "help": "hybrid only: more bi-encoders fused beside --model (comma-separated ids or folders)"
+        },
+    )
     bm25_k1: float = 1.5
     bm25_b: float = 0.75
-    bm25_stemmer: str = field(default="english", metadata={
-        "help": "Snowball stemmer for BM25 (PyStemmer's language names); 'none' reproduces plain bm25s"})
-    rerank: str = field(default="none", metadata={
-        "help": "second stage: none, or a re-ranker kind of ctxir.rerank.registry", "choices": RERANKER_CHOICES})
-    reranker_model: str = field(default="", metadata={
-        "help": "the --rerank model: an id or folder (default: the one shipped inside ctxir for the chosen --rerank)"})
-    rerank_backend: Literal["torch", "onnx", "onnx-int8"] = field(default="torch", metadata={
-        "help": "how a cross-encoder re-ranker scores: torch; onnx (its body exported once into the cache "
-                "folder's onnx/, float32, run by ONNX Runtime on the CPU: the same scores); or onnx-int8 (the same "
-                "with the layers it shares unchanged with its base in int8: the app's default; docs/app.md, "
-                "'Measured')"})
-    rerank_mode: Literal["fused", "alone"] = field(default="fused", metadata={
-        "help": "fused = the re-ranker combined with the first stage (the model folder's fusion.json, else RRF k=60, "
-                "equal weights; --tune-on chooses it on training queries), printed beside the re-ranker alone; "
-                "alone = the re-ranker's order only"})
-    tune_on: str = field(default="", metadata={
-        "help": "choose the hybrid's fusion/k/weights and the re-ranker/first-stage fusion on this qrels split "
-                "(e.g. train), never the test split"})
-    tune_queries: str = field(default="", metadata={
-        "help": "only these --tune-on queries: a file of ids (one per line) or a training run's metrics.json "
-                "(its held-out query ids, which the model never trained on)"})
-    task: Literal["auto", "retrieval", "sts", "paired"] = field(default="auto", metadata={
-        "help": "auto = from --data (a BEIR folder → retrieval, an STS-B csv → sts); paired = find each query's one "
-                "target among all targets of a pairs file (query<TAB>target .tsv or .jsonl), Recall@k and MRR"})
+    bm25_stemmer: str = field(
+        default="english",
+        metadata={
+            "help": "Snowball stemmer for BM25 (PyStemmer's language names); 'none' reproduces plain bm25s"
+        },
+    )
+    rerank: str = field(
+        default="none",
+        metadata={
+            "help": "second stage: none, or a re-ranker kind of ctxir.rerank.registry",
+            "choices": RERANKER_CHOICES,
+        },
+    )
+    reranker_model: str = field(
+        default="",
+        metadata={
+            "help": "the --rerank model: an id or folder (default: the one shipped inside ctxir for the chosen --rerank)"
+        },
+    )
+    rerank_backend: Literal["torch", "onnx", "onnx-int8"] = field(
+        default="torch",
+        metadata={
+            "help": "how a cross-encoder re-ranker scores: torch; onnx (its body exported once into the cache "
+            "folder's onnx/, float32, run by ONNX Runtime on the CPU: the same scores); or onnx-int8 (the same "
+            "with the layers it shares unchanged with its base in int8: the app's default; docs/app.md, "
+            "'Measured')"
+        },
+    )
+    rerank_mode: Literal["fused", "alone"] = field(
+        default="fused",
+        metadata={
+            "help": "fused = the re-ranker combined with the first stage (the model folder's fusion.json, else RRF k=60, "
+            "equal weights; --tune-on chooses it on training queries), printed beside the re-ranker alone; "
+            "alone = the re-ranker's order only"
+        },
+    )
+    tune_on: str = field(
+        default="",
+        metadata={
+            "help": "choose the hybrid's fusion/k/weights and the re-ranker/first-stage fusion on this qrels split "
+            "(e.g. train), never the test split"
+        },
+    )
+    tune_queries: str = field(
+        default="",
+        metadata={
+            "help": "only these --tune-on queries: a file of ids (one per line) or a training run's metrics.json "
+            "(its held-out query ids, which the model never trained on)"
+        },
+    )
+    task: Literal["auto", "retrieval", "sts", "paired"] = field(
+        default="auto",
+        metadata={
+            "help": "auto = from --data (a BEIR folder → retrieval, an STS-B csv → sts); paired = find each query's one "
+            "target among all targets of a pairs file (query<TAB>target .tsv or .jsonl), Recall@k and MRR"
+        },
+    )
     k_values: str = field(default="1,5,10,20,50", metadata={"help": "--task paired: the k of Recall@k"})
     top_k: int = field(default=100, metadata={"help": "first-stage depth (and the re-ranked candidates)"})
     max_queries: int = field(default=0, metadata={"help": "evaluate only the first N queries (0 = all)"})
@@ -109,22 +165,40 @@ class EvaluateArgs:
     batch_size: int = 32
     torch_threads: int = field(default=0, metadata={"help": "CPU threads for torch (0 = torch's default)"})
     output: str = field(default="", metadata={"help": "JSON path (default: results/<data>-<config>.json)"})
-    cache_dir: str = field(default="", metadata={
-        "help": "ctxir cache folder, as CTXIR_CACHE (default $CTXIR_CACHE, else ~/.cache/ctxir); embeddings are kept "
-                "in its embeddings/ sub-folder"})
-    report: str = field(default="", metadata={
-        "help": "retrieval: also write a drill-down of the worst queries of the stage evaluated last to this .html "
-                "(the same data as .json beside it; see docs/report.md)"})
-    report_queries: int = field(default=10, metadata={
-        "help": "--report: how many of the worst queries (one pair explained each: seconds; with a re-ranker on a "
-                "CPU, tens of seconds)"})
+    cache_dir: str = field(
+        default="",
+        metadata={
+            "help": "ctxir cache folder, as CTXIR_CACHE (default $CTXIR_CACHE, else ~/.cache/ctxir); embeddings are kept "
+            "in its embeddings/ sub-folder"
+        },
+    )
+    report: str = field(
+        default="",
+        metadata={
+            "help": "retrieval: also write a drill-down of the worst queries of the stage evaluated last to this .html "
+            "(the same data as .json beside it; see docs/report.md)"
+        },
+    )
+    report_queries: int = field(
+        default=10,
+        metadata={
+            "help": "--report: how many of the worst queries (one pair explained each: seconds; with a re-ranker on a "
+            "CPU, tens of seconds)"
+        },
+    )
 
 
 def _encoder(args: EvaluateArgs, model: str = ""):
-    return BiEncoder(model or args.model, pooling=None if args.pooling == "model" else args.pooling, layer=args.layer,
-                     device=args.device,
-                     cache=EmbeddingCache(cache_root(args.cache_dir) / "embeddings") if args.cache_dir else True,
-                     batch_size=args.batch_size, backend=args.backend, onnx_dir=cache_root(args.cache_dir) / "onnx")
+    return BiEncoder(
+        model or args.model,
+        pooling=None if args.pooling == "model" else args.pooling,
+        layer=args.layer,
+        device=args.device,
+        cache=EmbeddingCache(cache_root(args.cache_dir) / "embeddings") if args.cache_dir else True,
+        batch_size=args.batch_size,
+        backend=args.backend,
+        onnx_dir=cache_root(args.cache_dir) / "onnx",
+    )
 
 
 def _backend_note(args: EvaluateArgs) -> str:
@@ -143,12 +217,16 @@ def run_sts(args: EvaluateArgs) -> dict:
         from ctxir.encoders.models import load_cross_encoder
 
         scorer = load_cross_encoder(args.reranker_model, args.device)
-        predicted = scorer.predict([(a, b) for a, b, _ in pairs], batch_size=args.batch_size, show_progress_bar=True)
+        predicted = scorer.predict(
+            [(a, b) for a, b, _ in pairs], batch_size=args.batch_size, show_progress_bar=True
+        )
         system = f"cross-encoder {args.reranker_model}"
     elif args.rerank != "none":  # any other kind: its pair score, one pair at a time
         from ctxir.rerank.registry import load_reranker
 
-        reranker = with_backend(load_reranker(args.rerank, args.reranker_model, args.device, args.batch_size), args)
+        reranker = with_backend(
+            load_reranker(args.rerank, args.reranker_model, args.device, args.batch_size), args
+        )
         predicted = [float(RERANKERS[args.rerank].pair_scores(reranker, a, [b])[0]) for a, b, _ in pairs]
         system = f"{args.rerank} {args.reranker_model}"
     else:
@@ -157,16 +235,21 @@ def run_sts(args: EvaluateArgs) -> dict:
         right = encoder.encode([b for _, b, _ in pairs], show_progress_bar=True)
         predicted = (left * right).sum(1)  # vectors are normalised: dot = cosine
         system = f"{args.model} ({encoder.pooling} pooling, layer {encoder.layer}{_backend_note(args)})"
-    return {"task": "sts", "system": system, "metrics": {system: sts_correlation(list(predicted), gold)},
-            "num_pairs": len(pairs)}
+    return {
+        "task": "sts",
+        "system": system,
+        "metrics": {system: sts_correlation(list(predicted), gold)},
+        "num_pairs": len(pairs),
+    }
 
 
 def run_paired(args: EvaluateArgs) -> dict:
     try:
         k_values = [int(k) for k in args.k_values.split(",")]
     except ValueError as err:
-        raise CtxirError(f"--k-values {args.k_values!r} must be whole numbers separated by commas, e.g. '1,5,10'") \
-            from err
+        raise CtxirError(
+            f"--k-values {args.k_values!r} must be whole numbers separated by commas, e.g. '1,5,10'"
+        ) from err
     pairs = load_pairs(args.data)
     encoder = _encoder(args)
     system = f"{args.model} ({encoder.pooling} pooling, layer {encoder.layer}{_backend_note(args)})"
@@ -177,7 +260,11 @@ def run_paired(args: EvaluateArgs) -> dict:
 def build_pipeline(args: EvaluateArgs, corpus):
     encoders = []
     if args.retriever in ("dense", "hybrid"):
-        extra = [m.strip() for m in args.extra_models.split(",") if m.strip()] if args.retriever == "hybrid" else []
+        extra = (
+            [m.strip() for m in args.extra_models.split(",") if m.strip()]
+            if args.retriever == "hybrid"
+            else []
+        )
         encoders = [_encoder(args, model) for model in ["", *extra]]
     weights = None
     if args.retriever == "hybrid" and args.weights:
@@ -185,20 +272,31 @@ def build_pipeline(args: EvaluateArgs, corpus):
             weights = [float(w) for w in args.weights.split(",")]
         except ValueError as err:
             n = 1 + len(encoders)
-            raise CtxirError(f"--weights {args.weights!r} must be {n} numbers like {','.join(['1'] * n)!r}") from err
+            raise CtxirError(
+                f"--weights {args.weights!r} must be {n} numbers like {','.join(['1'] * n)!r}"
+            ) from err
     stemmer = None if args.bm25_stemmer.lower() == "none" else args.bm25_stemmer
     # BM25's index is kept beside the embeddings (large corpora only, see ctxir.retrieval.BM25_CACHE_MIN_DOCS)
     bm25_cache = cache_root(args.cache_dir) / "bm25" if args.cache_dir else None
-    first = build_first_stages(corpus, [args.retriever], encoders,
-                               bm25_options={"k1": args.bm25_k1, "b": args.bm25_b, "stemmer": stemmer,
-                                             "cache": bm25_cache},
-                               # each part's top 100 at least, as the app's hybrid: a re-rank run of the top 20
-                               # is handed the same hybrid a search without re-ranking shows
-                               hybrid=HybridSettings(fusion=args.fusion, k=args.rrf_k, weights=weights,
-                                                     depth=max(args.top_k, HybridSettings.depth)),
-                               index=args.index, show_progress=True)[args.retriever]
-    reranker = with_backend(load_reranker(args.rerank, args.reranker_model, args.device, args.batch_size), args)
-    return Pipeline(first, reranker, depth=args.top_k, fusion=mode_fusion(reranker, args.rerank_mode, args.retriever))
+    first = build_first_stages(
+        corpus,
+        [args.retriever],
+        encoders,
+        bm25_options={"k1": args.bm25_k1, "b": args.bm25_b, "stemmer": stemmer, "cache": bm25_cache},
+        # each part's top 100 at least, as the app's hybrid: a re-rank run of the top 20
+        # is handed the same hybrid a search without re-ranking shows
+        hybrid=HybridSettings(
+            fusion=args.fusion, k=args.rrf_k, weights=weights, depth=max(args.top_k, HybridSettings.depth)
+        ),
+        index=args.index,
+        show_progress=True,
+    )[args.retriever]
+    reranker = with_backend(
+        load_reranker(args.rerank, args.reranker_model, args.device, args.batch_size), args
+    )
+    return Pipeline(
+        first, reranker, depth=args.top_k, fusion=mode_fusion(reranker, args.rerank_mode, args.retriever)
+    )
 
 
 def with_backend(reranker, args: EvaluateArgs):
@@ -225,29 +323,52 @@ def run_retrieval(args: EvaluateArgs) -> dict:
     start = time.perf_counter()
     runs = pipeline.run(queries)
     seconds = time.perf_counter() - start
-    names = {"first_stage": args.retriever, "rerank": f"{args.retriever} + {args.rerank}",
-             "fused": f"{args.retriever} + {args.rerank} (fused)"}
+    names = {
+        "first_stage": args.retriever,
+        "rerank": f"{args.retriever} + {args.rerank}",
+        "fused": f"{args.retriever} + {args.rerank} (fused)",
+    }
     results = {names[stage]: evaluate_run(qrels, run) for stage, run in runs.items()}
     # the run this command stands for: the --rerank-mode's (fused, else the re-ranker alone), else the first stage
-    stage = "fused" if args.rerank_mode == "fused" and "fused" in runs else "rerank" if "rerank" in runs \
+    stage = (
+        "fused"
+        if args.rerank_mode == "fused" and "fused" in runs
+        else "rerank"
+        if "rerank" in runs
         else "first_stage"
+    )
     if pipeline.fusion is not None:
         print(f"fused mode: {pipeline.fusion.describe()}; {pipeline.fusion.chosen_on or 'settings given'}")
     if args.report:
         from ctxir.evaluation.report import ReportOptions, report_for_pipeline
 
-        report_for_pipeline(args.report, pipeline, runs[stage], names[stage], corpus, queries, qrels,
-                            ReportOptions(config=asdict(args), worst=args.report_queries))
-    return {"task": "retrieval", "metrics": {k: v.aggregate for k, v in results.items()},
-            "per_query": {k: v.per_query for k, v in results.items()}, "num_queries": len(queries),
-            "num_docs": len(corpus), "search_seconds": round(seconds, 2),
-            "tuned_fusion": _without_grid(tuned.get("hybrid")),
-            "tuned_stage_fusion": _without_grid(tuned.get("stages")), "tuning_queries": tuned.get("queries"),
-            "first_stage_config": pipeline.first_stage.config,
-            "rerank_mode": args.rerank_mode if pipeline.reranker is not None else None, "system": names[stage],
-            "stage_fusion": pipeline.fusion.record() if pipeline.fusion is not None else None,
-            # the top-k runs, so `ctxir report` can drill into them later without re-running
-            "runs": {names[stage]: run for stage, run in runs.items()}}
+        report_for_pipeline(
+            args.report,
+            pipeline,
+            runs[stage],
+            names[stage],
+            corpus,
+            queries,
+            qrels,
+            ReportOptions(config=asdict(args), worst=args.report_queries),
+        )
+    return {
+        "task": "retrieval",
+        "metrics": {k: v.aggregate for k, v in results.items()},
+        "per_query": {k: v.per_query for k, v in results.items()},
+        "num_queries": len(queries),
+        "num_docs": len(corpus),
+        "search_seconds": round(seconds, 2),
+        "tuned_fusion": _without_grid(tuned.get("hybrid")),
+        "tuned_stage_fusion": _without_grid(tuned.get("stages")),
+        "tuning_queries": tuned.get("queries"),
+        "first_stage_config": pipeline.first_stage.config,
+        "rerank_mode": args.rerank_mode if pipeline.reranker is not None else None,
+        "system": names[stage],
+        "stage_fusion": pipeline.fusion.record() if pipeline.fusion is not None else None,
+        # the top-k runs, so `ctxir report` can drill into them later without re-running
+        "runs": {names[stage]: run for stage, run in runs.items()},
+    }
 
 
 def _tune(args: EvaluateArgs, pipeline) -> dict:
@@ -258,35 +379,45 @@ def _tune(args: EvaluateArgs, pipeline) -> dict:
     if not hybrid and pipeline.reranker is None:
         raise CtxirError("--tune-on needs something to tune: use --retriever hybrid and/or a --rerank model")
     if args.tune_on == args.split:
-        raise CtxirError(f"--tune-on {args.tune_on!r} is the split being evaluated: tune on another split "
-                         "(e.g. train) so the reported numbers are not fitted to the test queries")
+        raise CtxirError(
+            f"--tune-on {args.tune_on!r} is the split being evaluated: tune on another split "
+            "(e.g. train) so the reported numbers are not fitted to the test queries"
+        )
     _, queries, qrels = load_beir(args.data, args.tune_on)
     if args.tune_queries:
         wanted = read_query_ids(args.tune_queries)
         missing = sorted(set(wanted) - set(queries))
         if missing:
-            raise CtxirError(f"--tune-queries {args.tune_queries!r}: {len(missing)} ids are not {args.tune_on!r} "
-                             f"queries (e.g. {missing[0]!r}): pass ids from the --tune-on split")
+            raise CtxirError(
+                f"--tune-queries {args.tune_queries!r}: {len(missing)} ids are not {args.tune_on!r} "
+                f"queries (e.g. {missing[0]!r}): pass ids from the --tune-on split"
+            )
         queries = {q: queries[q] for q in wanted}
     qrels = {q: qrels[q] for q in queries if q in qrels}
     queries = {q: t for q, t in queries.items() if q in qrels}
     if not queries:
         raise CtxirError(f"--tune-on {args.tune_on!r} leaves no judged queries to tune on")
-    tuned: dict = {"queries": {"split": args.tune_on, "count": len(queries), "from": args.tune_queries or "all"}}
+    tuned: dict = {
+        "queries": {"split": args.tune_on, "count": len(queries), "from": args.tune_queries or "all"}
+    }
     where = f"{len(queries)} {args.tune_on!r} queries"
     if hybrid:
         best = tuned["hybrid"] = tune_hybrid(pipeline.first_stage, queries, qrels)
         k = f" k={best['k']:g}" if best["fusion"] == "rrf" else ""
-        print(f"hybrid fusion tuned on {where}: {best['fusion']}{k} weights={best['weights']} "
-              f"({best['metric']} {best[best['metric']]:.4f})")
+        print(
+            f"hybrid fusion tuned on {where}: {best['fusion']}{k} weights={best['weights']} "
+            f"({best['metric']} {best[best['metric']]:.4f})"
+        )
     if pipeline.reranker is not None:
         runs_first = pipeline.first_stage.search(queries, pipeline.depth)
         reranked = {q: pipeline.reranker.rerank(queries[q], runs_first[q], pipeline.corpus) for q in queries}
         best = tuned["stages"] = tune_stage_fusion(runs_first, reranked, qrels)
         pipeline.fusion = StageFusion.from_tuning({**best, "chosen_on": f"tuned on {where} (--tune-on)"})
         plain = max(row[best["metric"]] for row in best["grid"] if row["weights"][0] == 0)
-        print(f"re-ranker/first-stage fusion tuned on {where}: {best['fusion']} weights={best['weights']} "
-              f"({best['metric']} {best[best['metric']]:.4f}; re-ranker alone {plain:.4f})")
+        print(
+            f"re-ranker/first-stage fusion tuned on {where}: {best['fusion']} weights={best['weights']} "
+            f"({best['metric']} {best[best['metric']]:.4f}; re-ranker alone {plain:.4f})"
+        )
     return tuned
 
 
@@ -298,13 +429,17 @@ def read_query_ids(path: str) -> list[str]:
     """Query ids from a text file (one per line) or a training metrics.json (``extra.heldout_query_ids``)."""
     file = Path(path)
     if not file.is_file():
-        raise CtxirError(f"--tune-queries {path!r} is not a file: pass a file of query ids (one per line) or a "
-                         "training run's metrics.json")
+        raise CtxirError(
+            f"--tune-queries {path!r} is not a file: pass a file of query ids (one per line) or a "
+            "training run's metrics.json"
+        )
     if file.suffix == ".json":
         ids = read_json(file).get("extra", {}).get("heldout_query_ids")
         if not ids:
-            raise CtxirError(f"--tune-queries {path!r} has no extra.heldout_query_ids: train with --dev-queries N "
-                             "(> 0) or pass a file of query ids")
+            raise CtxirError(
+                f"--tune-queries {path!r} has no extra.heldout_query_ids: train with --dev-queries N "
+                "(> 0) or pass a file of query ids"
+            )
         return [str(q) for q in ids]
     ids = [line.strip() for line in file.read_text().splitlines() if line.strip()]
     if not ids:
@@ -316,8 +451,10 @@ def run(args: EvaluateArgs) -> dict:
     # 1. decide the task from the data
     path = Path(args.data)
     if not path.exists():
-        raise CtxirError(f"--data {args.data!r} does not exist: pass a BEIR folder (e.g. ../shared/data/scifact) "
-                         "or an STS-B csv file")
+        raise CtxirError(
+            f"--data {args.data!r} does not exist: pass a BEIR folder (e.g. ../shared/data/scifact) "
+            "or an STS-B csv file"
+        )
     if args.top_k < 1:
         raise CtxirError(f"--top-k must be ≥ 1, got {args.top_k!r}")
     if args.extra_models and args.retriever != "hybrid":
@@ -340,22 +477,31 @@ def run(args: EvaluateArgs) -> dict:
         from ctxir.evaluation.report import report_paths
 
         if task != "retrieval":
-            raise CtxirError(f"--report {args.report!r} needs a retrieval benchmark (a BEIR folder), not {task!r}")
+            raise CtxirError(
+                f"--report {args.report!r} needs a retrieval benchmark (a BEIR folder), not {task!r}"
+            )
         if args.report_queries < 1:
             raise CtxirError(f"--report-queries must be ≥ 1, got {args.report_queries!r}")
         data = report_paths(args.report)[1]
         if data.resolve() == Path(args.output or default_output(args)).resolve():
-            raise CtxirError(f"--report {args.report!r} writes its data to {str(data)!r}, the --output file: give "
-                             "the report another name")
+            raise CtxirError(
+                f"--report {args.report!r} writes its data to {str(data)!r}, the --output file: give "
+                "the report another name"
+            )
     result = {"sts": run_sts, "retrieval": run_retrieval, "paired": run_paired}[task](args)
     # 3. record what produced the numbers
     result["config"] = asdict(args)
-    result["environment"] = {"python": platform.python_version(), "machine": platform.machine(),
-                             "processor": platform.processor(), "cpus": _cpu_count()}
+    result["environment"] = {
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "processor": platform.processor(),
+        "cpus": _cpu_count(),
+    }
     # 4. print and save
 
-    shown = [m for m in SHOWN_METRICS if m in next(iter(result["metrics"].values()))] or \
-        list(next(iter(result["metrics"].values())))
+    shown = [m for m in SHOWN_METRICS if m in next(iter(result["metrics"].values()))] or list(
+        next(iter(result["metrics"].values()))
+    )
     print(format_table(result["metrics"], shown))
     out = Path(args.output or default_output(args))
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -376,8 +522,11 @@ def default_output(args: EvaluateArgs) -> str:
         parts += [args.backend] if args.backend != "torch" else []
     if args.retriever == "hybrid":
         parts += [f"+{Path(m.strip()).name}" for m in args.extra_models.split(",") if m.strip()]
-        parts += [f"tuned-{args.tune_on}"] if args.tune_on else [args.fusion, f"k{args.rrf_k:g}",
-                                                                   f"w{args.weights or 'equal'}"]
+        parts += (
+            [f"tuned-{args.tune_on}"]
+            if args.tune_on
+            else [args.fusion, f"k{args.rrf_k:g}", f"w{args.weights or 'equal'}"]
+        )
     if args.rerank != "none":
         parts += [args.rerank, Path(args.reranker_model).name, f"top{args.top_k}", args.rerank_mode]
         parts += [f"tuned-{args.tune_on}"] if args.tune_on and args.retriever != "hybrid" else []
@@ -386,7 +535,9 @@ def default_output(args: EvaluateArgs) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if "--compare" in argv:  # several finished runs compared on their per-query values: ctxir.evaluation.compare
+    if (
+        "--compare" in argv
+    ):  # several finished runs compared on their per-query values: ctxir.evaluation.compare
         from ctxir.evaluation import compare
 
         return cli_main(compare.CompareArgs, compare.run, argv)

@@ -287,8 +287,9 @@ def compare_per_query(
     return out
 
 
-def paired_test(a: Mapping[str, Mapping[str, float]], b: Mapping[str, Mapping[str, float]],
-                metric: str = "nDCG@10") -> dict:
+def paired_test(
+    a: Mapping[str, Mapping[str, float]], b: Mapping[str, Mapping[str, float]], metric: str = "nDCG@10"
+) -> dict:
     """Is system ``b`` better than ``a`` on the same queries? Two-sided paired t-test and Wilcoxon signed-rank.
 
     a, b: per-query values ``{qid: {metric: value}}`` (``EvalResult.per_query`` or a results JSON's "per_query").
@@ -311,12 +312,19 @@ def paired_test(a: Mapping[str, Mapping[str, float]], b: Mapping[str, Mapping[st
     y = np.array([b[q][metric] for q in common], dtype=np.float64)
     diff = y - x
     changed = diff != 0
-    return {"metric": metric, "n": len(common), "mean_a": float(x.mean()), "mean_b": float(y.mean()),
-            "delta": float(diff.mean()), "wins": int((diff > 0).sum()), "losses": int((diff < 0).sum()),
-            "ties": int((~changed).sum()),
-            # identical systems have no variance to test: p = 1
-            "t_pvalue": float(stats.ttest_rel(y, x).pvalue) if changed.any() else 1.0,
-            "wilcoxon_pvalue": float(stats.wilcoxon(diff[changed]).pvalue) if changed.any() else 1.0}
+    return {
+        "metric": metric,
+        "n": len(common),
+        "mean_a": float(x.mean()),
+        "mean_b": float(y.mean()),
+        "delta": float(diff.mean()),
+        "wins": int((diff > 0).sum()),
+        "losses": int((diff < 0).sum()),
+        "ties": int((~changed).sum()),
+        # identical systems have no variance to test: p = 1
+        "t_pvalue": float(stats.ttest_rel(y, x).pvalue) if changed.any() else 1.0,
+        "wilcoxon_pvalue": float(stats.wilcoxon(diff[changed]).pvalue) if changed.any() else 1.0,
+    }
 
 
 # --------------------------------------------------------------------------- similarity metrics
@@ -388,8 +396,9 @@ def paired_recall_at_k(similarity: Any, k_values: Sequence[int] = (1, 5, 10)) ->
     return out
 
 
-def paired_retrieval(encoder: Any, queries: Sequence[str], targets: Sequence[str],
-                     k_values: Sequence[int] = (1, 5, 10)) -> dict[str, float]:
+def paired_retrieval(
+    encoder: Any, queries: Sequence[str], targets: Sequence[str], k_values: Sequence[int] = (1, 5, 10)
+) -> dict[str, float]:
     """Model-aware wrapper: encode both sides with a ``BiEncoder`` and score with ``paired_recall_at_k``.
 
     queries[i]'s one correct target is targets[i] (e.g. a compression and its original sentence);
@@ -403,7 +412,9 @@ def paired_retrieval(encoder: Any, queries: Sequence[str], targets: Sequence[str
     {'Recall@1': 1.0, 'MRR': 1.0}
     """
     if len(queries) != len(targets) or not queries:
-        raise CtxirError(f"need as many targets as queries (at least one), got {len(queries)} and {len(targets)}")
+        raise CtxirError(
+            f"need as many targets as queries (at least one), got {len(queries)} and {len(targets)}"
+        )
     q, t = encoder.encode(list(queries)), encoder.encode(list(targets))  # (N, D) each, normalised
     return paired_recall_at_k(q @ t.T, k_values)
 

@@ -51,8 +51,20 @@ RAISES_RGB = (239, 68, 60)  # red: the word raised the score
 LOWERS_RGB = (128, 90, 213)  # violet: the word lowered it
 ATTRIBUTION_LEGEND = "red = raised the score, violet = lowered it"
 
-__all__ = ["ReportOptions", "explain_failures", "failure_cases", "load_report", "make_report", "metric_values",
-           "pipeline_explainers", "render_report", "report_for_pipeline", "report_from_results", "report_meta", "write_report"]
+__all__ = [
+    "ReportOptions",
+    "explain_failures",
+    "failure_cases",
+    "load_report",
+    "make_report",
+    "metric_values",
+    "pipeline_explainers",
+    "render_report",
+    "report_for_pipeline",
+    "report_from_results",
+    "report_meta",
+    "write_report",
+]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -70,8 +82,10 @@ def metric_values(qrels: Qrels, run: Run, metric: str = "nDCG@10") -> dict[str, 
     families = {label: key for key, (label, _) in METRICS.items()}
     name, _, k = str(metric).partition("@")
     if name not in families or (k and not k.isdigit()) or (not k and name != "MAP") or k == "0":
-        raise CtxirError(f"metric {metric!r} is not known: use a label like nDCG@10, MRR@10, Recall@100, P@10, "
-                         "MAP@100 or MAP")
+        raise CtxirError(
+            f"metric {metric!r} is not known: use a label like nDCG@10, MRR@10, Recall@100, P@10, "
+            "MAP@100 or MAP"
+        )
     result = evaluate_run(qrels, run, k_values=(int(k) if k else 10,), metrics=(families[name],))
     return {qid: values[metric] for qid, values in result.per_query.items()}
 
@@ -87,8 +101,15 @@ def ranked(scores: Mapping[str, float]) -> list[tuple[str, float]]:
     return sorted(by_id, key=lambda item: -item[1])
 
 
-def failure_cases(qrels: Qrels, run: Run, corpus: Corpus, queries: Queries, metric: str = "nDCG@10",
-                  worst: int = 10, top: int = 10) -> list[dict]:
+def failure_cases(
+    qrels: Qrels,
+    run: Run,
+    corpus: Corpus,
+    queries: Queries,
+    metric: str = "nDCG@10",
+    worst: int = 10,
+    top: int = 10,
+) -> list[dict]:
     """The ``worst`` queries by ``metric`` (lowest first, ties by query id), as JSON-able dicts.
 
     Each case: ``qid``, ``query``, ``value``; ``results`` — the top ``top`` (rank, doc_id, title, snippet, score,
@@ -112,13 +133,19 @@ def failure_cases(qrels: Qrels, run: Run, corpus: Corpus, queries: Queries, metr
     values = metric_values(qrels, run, metric)
     judged = {str(q): docs for q, docs in qrels.items()}
     runs, texts = {str(q): docs for q, docs in run.items()}, {str(q): t for q, t in queries.items()}
-    relevant = {q: {str(d): _grade(g) for d, g in docs.items() if _grade(g) > 0} for q, docs in judged.items()}
+    relevant = {
+        q: {str(d): _grade(g) for d, g in docs.items() if _grade(g) > 0} for q, docs in judged.items()
+    }
     candidates = sorted((q for q in values if relevant.get(q)), key=lambda q: (values[q], q))
     cases = []
     for qid in candidates[:worst]:
         if qid not in texts:
-            raise CtxirError(f"queries has no text for judged query {qid!r}: pass the queries the qrels belong to")
-        cases.append(_case(qid, texts[qid], values[qid], metric, judged[qid], ranked(runs.get(qid, {})), corpus, top))
+            raise CtxirError(
+                f"queries has no text for judged query {qid!r}: pass the queries the qrels belong to"
+            )
+        cases.append(
+            _case(qid, texts[qid], values[qid], metric, judged[qid], ranked(runs.get(qid, {})), corpus, top)
+        )
     return cases
 
 
@@ -129,19 +156,37 @@ def _grade(value) -> int:
         raise CtxirError(f"qrels grade {value!r} is not a whole number: grades are 0, 1, 2, …") from err
 
 
-def _case(qid: str, query: str, value: float, metric: str, judged: Mapping, ranking: list[tuple[str, float]],
-          corpus: Corpus, top: int) -> dict:
+def _case(
+    qid: str,
+    query: str,
+    value: float,
+    metric: str,
+    judged: Mapping,
+    ranking: list[tuple[str, float]],
+    corpus: Corpus,
+    top: int,
+) -> dict:
     grades = {str(d): _grade(g) for d, g in judged.items()}
     relevant = {doc: grade for doc, grade in grades.items() if grade > 0}
     position = {doc: (rank, score) for rank, (doc, score) in enumerate(ranking, 1)}
-    results = [{"rank": rank, "doc_id": doc, **_doc_fields(corpus, doc), "score": score, "grade": grades.get(doc)}
-               for rank, (doc, score) in enumerate(ranking[:top], 1)]
+    results = [
+        {"rank": rank, "doc_id": doc, **_doc_fields(corpus, doc), "score": score, "grade": grades.get(doc)}
+        for rank, (doc, score) in enumerate(ranking[:top], 1)
+    ]
     rows = []
     for doc, grade in relevant.items():
         rank, score = position.get(doc, (None, None))
         status = "missed" if rank is None else "top" if rank <= top else "low"
-        rows.append({"doc_id": doc, **_doc_fields(corpus, doc), "grade": grade, "rank": rank, "score": score,
-                     "status": status})
+        rows.append(
+            {
+                "doc_id": doc,
+                **_doc_fields(corpus, doc),
+                "grade": grade,
+                "rank": rank,
+                "score": score,
+                "status": status,
+            }
+        )
     rows.sort(key=lambda r: (-r["grade"], r["rank"] is None, r["rank"] or 0, r["doc_id"]))
     # non-relevant = judged ≤ 0 or unjudged: it was ranked as an answer without being one
     wrong = [(rank, doc, score) for rank, (doc, score) in enumerate(ranking, 1) if grades.get(doc, 0) <= 0]
@@ -149,10 +194,23 @@ def _case(qid: str, query: str, value: float, metric: str, judged: Mapping, rank
     for row in rows:
         if wrong and (row["rank"] is None or wrong[0][0] < row["rank"]):
             rank, doc, score = wrong[0]
-            pairs.append({"winner": {"doc_id": doc, "rank": rank, "score": score, "grade": grades.get(doc)},
-                          "relevant": {k: row[k] for k in ("doc_id", "rank", "score", "grade")}})
-    return {"qid": qid, "query": query, "metric": metric, "value": value, "num_relevant": len(relevant),
-            "num_retrieved": len(ranking), "results": results, "relevant": rows, "pairs": pairs}
+            pairs.append(
+                {
+                    "winner": {"doc_id": doc, "rank": rank, "score": score, "grade": grades.get(doc)},
+                    "relevant": {k: row[k] for k in ("doc_id", "rank", "score", "grade")},
+                }
+            )
+    return {
+        "qid": qid,
+        "query": query,
+        "metric": metric,
+        "value": value,
+        "num_relevant": len(relevant),
+        "num_retrieved": len(ranking),
+        "results": results,
+        "relevant": rows,
+        "pairs": pairs,
+    }
 
 
 def _doc_fields(corpus: Corpus, doc_id: str) -> dict:
@@ -168,8 +226,17 @@ def _doc_fields(corpus: Corpus, doc_id: str) -> dict:
 # Explanations (model-aware)
 
 
-def explain_failures(cases: Sequence[dict], corpus: Corpus, *, bm25=None, bi_encoder=None, reranker=None,
-                     pairs_per_query: int = 1, n_steps: int | None = None, show_progress: bool = False) -> list[dict]:
+def explain_failures(
+    cases: Sequence[dict],
+    corpus: Corpus,
+    *,
+    bm25=None,
+    bi_encoder=None,
+    reranker=None,
+    pairs_per_query: int = 1,
+    n_steps: int | None = None,
+    show_progress: bool = False,
+) -> list[dict]:
     """Copies of ``cases`` whose first ``pairs_per_query`` pairs carry ``explanations``: why the winner scored
     above the relevant document, one entry per model given.
 
@@ -185,8 +252,10 @@ def explain_failures(cases: Sequence[dict], corpus: Corpus, *, bm25=None, bi_enc
     from tqdm.auto import tqdm
 
     if bm25 is None and bi_encoder is None and reranker is None:
-        raise CtxirError("explain_failures needs a model: pass bm25=, bi_encoder= and/or reranker= "
-                         "(pipeline_explainers(pipeline) gives those of a Pipeline)")
+        raise CtxirError(
+            "explain_failures needs a model: pass bm25=, bi_encoder= and/or reranker= "
+            "(pipeline_explainers(pipeline) gives those of a Pipeline)"
+        )
     if isinstance(pairs_per_query, bool) or not isinstance(pairs_per_query, int) or pairs_per_query < 0:
         raise CtxirError(f"pairs_per_query must be a whole number ≥ 0, got {pairs_per_query!r}")
     explainers = []
@@ -206,7 +275,10 @@ def explain_failures(cases: Sequence[dict], corpus: Corpus, *, bm25=None, bi_enc
                 pair["explanations"] = []
                 pair["note"] = f"document {absent[0]!r} is not in the corpus: nothing to explain"
                 continue
-            docs = {"winner": (winner, doc_text(corpus[winner])), "relevant": (relevant, doc_text(corpus[relevant]))}
+            docs = {
+                "winner": (winner, doc_text(corpus[winner])),
+                "relevant": (relevant, doc_text(corpus[relevant])),
+            }
             pair["explanations"] = [explainer(case["query"], docs) for explainer in explainers]
         out.append(case)
     return out
@@ -272,8 +344,10 @@ def _top_pairs(query_tokens: list[str], document_tokens: list[str], pairs: list[
 
 
 def _terms(query_tokens: list[str], winner: list[float], relevant: list[float]) -> list[dict]:
-    rows = [{"term": t, "winner": _short(w), "relevant": _short(r), "difference": _short(w - r)}
-            for t, w, r in zip(query_tokens, winner, relevant, strict=True)]
+    rows = [
+        {"term": t, "winner": _short(w), "relevant": _short(r), "difference": _short(w - r)}
+        for t, w, r in zip(query_tokens, winner, relevant, strict=True)
+    ]
     return sorted(rows, key=lambda row: -row["difference"])
 
 
@@ -312,7 +386,7 @@ class _BM25Explainer:
         for match, ids in zip(matches, self._ids([m.group(0) for m in matches]), strict=True):
             value = sum(weights.get(i, 0.0) for i in set(ids))
             if value:
-                segments.append([text[end:match.start()], 0.0])
+                segments.append([text[end : match.start()], 0.0])
                 segments.append([match.group(0), _short(value)])
                 end = match.end()
         segments.append([text[end:], 0.0])
@@ -333,23 +407,38 @@ class _BM25Explainer:
         sides = {}
         for side, (doc, text) in docs.items():
             weights = {i: self._weight(i, doc) * n for i, n in counts.items()}
-            sides[side] = {"score": float(sum(weights.values())), "tokens": self._segments(text, weights),
-                           "weights": weights}
+            sides[side] = {
+                "score": float(sum(weights.values())),
+                "tokens": self._segments(text, weights),
+                "weights": weights,
+            }
         names = []
         for i in counts:
             written = ", ".join(dict.fromkeys(w.lower() for w in shown[i]))
             stem = "" if written == self.term[i] else f" → {self.term[i]}"
             names.append(f"{written}{stem}" + (f" ×{counts[i]}" if counts[i] > 1 else ""))
-        terms = _terms(names, [sides["winner"]["weights"][i] for i in counts],
-                       [sides["relevant"]["weights"][i] for i in counts])
-        terms += [{"term": f"{word} (in no document)", "winner": 0.0, "relevant": 0.0, "difference": 0.0}
-                  for word in dict.fromkeys(unknown)]
+        terms = _terms(
+            names,
+            [sides["winner"]["weights"][i] for i in counts],
+            [sides["relevant"]["weights"][i] for i in counts],
+        )
+        terms += [
+            {"term": f"{word} (in no document)", "winner": 0.0, "relevant": 0.0, "difference": 0.0}
+            for word in dict.fromkeys(unknown)
+        ]
         for side in sides.values():
             side.pop("weights")
-        return {"model": "bm25", "method": "bm25-terms", "exact": True, "score_name": "BM25 score",
-                "about": "BM25 term weights from the bm25s index (exact: a document's score is their sum over the "
-                         "query's terms, after stop-word removal and stemming)",
-                **sides, "terms": terms, "difference": sides["winner"]["score"] - sides["relevant"]["score"]}
+        return {
+            "model": "bm25",
+            "method": "bm25-terms",
+            "exact": True,
+            "score_name": "BM25 score",
+            "about": "BM25 term weights from the bm25s index (exact: a document's score is their sum over the "
+            "query's terms, after stop-word removal and stemming)",
+            **sides,
+            "terms": terms,
+            "difference": sides["winner"]["score"] - sides["relevant"]["score"],
+        }
 
 
 class _BiEncoderExplainer:
@@ -359,31 +448,60 @@ class _BiEncoderExplainer:
         self.max_length = getattr(st, "max_seq_length", None)
 
     def __call__(self, query: str, docs: Mapping[str, tuple[str, str]]) -> dict:
-        runs = {side: explain_bi_encoder(self.model, query, text, n_steps=self.n_steps)
-                for side, (_, text) in docs.items()}
+        runs = {
+            side: explain_bi_encoder(self.model, query, text, n_steps=self.n_steps)
+            for side, (_, text) in docs.items()
+        }
         method = runs["winner"]["method"]
         exact = method == "exact"
         sides = {side: self._side(r) for side, r in runs.items()}
         same_query = runs["winner"]["query_tokens"] == runs["relevant"]["query_tokens"]
-        terms = _terms(*_whole_words(runs["winner"]["query_tokens"], runs["winner"]["query_contributions"],
-                                     runs["relevant"]["query_contributions"])) if same_query else []
-        about = ("exact split of the cosine of mean-pooled embeddings into query-token × document-token terms; a "
-                 "query token's contribution is its row sum" if exact else
-                 "Integrated Gradients of the cosine over each text's word-pieces (approximate: see the "
-                 "completeness error)")
-        result = {"model": "bi-encoder", "method": method, "exact": exact, "score_name": "cosine", "about": about,
-                  **sides, "terms": terms, "difference": sides["winner"]["score"] - sides["relevant"]["score"]}
+        terms = (
+            _terms(
+                *_whole_words(
+                    runs["winner"]["query_tokens"],
+                    runs["winner"]["query_contributions"],
+                    runs["relevant"]["query_contributions"],
+                )
+            )
+            if same_query
+            else []
+        )
+        about = (
+            "exact split of the cosine of mean-pooled embeddings into query-token × document-token terms; a "
+            "query token's contribution is its row sum"
+            if exact
+            else "Integrated Gradients of the cosine over each text's word-pieces (approximate: see the "
+            "completeness error)"
+        )
+        result = {
+            "model": "bi-encoder",
+            "method": method,
+            "exact": exact,
+            "score_name": "cosine",
+            "about": about,
+            **sides,
+            "terms": terms,
+            "difference": sides["winner"]["score"] - sides["relevant"]["score"],
+        }
         if runs["winner"].get("note"):
             result["note"] = runs["winner"]["note"]
         return result
 
     def _side(self, run: dict) -> dict:
         words, values = _whole_words(run["document_tokens"], run["document_contributions"])
-        side = {"score": run["cosine"], "tokens": [[w, _short(v)] for w, v in zip(words, values, strict=True)]}
+        side = {
+            "score": run["cosine"],
+            "tokens": [[w, _short(v)] for w, v in zip(words, values, strict=True)],
+        }
         if run.get("pair_contributions") is not None:
-            side["top_pairs"] = _top_pairs(run["query_tokens"], run["document_tokens"], run["pair_contributions"])
+            side["top_pairs"] = _top_pairs(
+                run["query_tokens"], run["document_tokens"], run["pair_contributions"]
+            )
         if self.max_length and len(run["document_tokens"]) >= self.max_length:
-            side["truncated"] = f"the model reads only the first {self.max_length} word-pieces of this document"
+            side["truncated"] = (
+                f"the model reads only the first {self.max_length} word-pieces of this document"
+            )
         for key in ("completeness_error", "n_steps"):
             if key in run:
                 side[key] = run[key]
@@ -397,28 +515,49 @@ def _reranker_explainer(reranker, n_steps: int, corpus: Mapping | None = None):
     def split(run: dict) -> tuple[list[str], list[float], list[list]]:
         start = run.get("sentence_b_start") or len(run["tokens"])  # no segment ids: all shown as the document
         words, values = _whole_words(run["tokens"][start:], run["attributions"][start:])
-        return run["tokens"][:start], run["attributions"][:start], \
-            [[w, _short(v)] for w, v in zip(words, values, strict=True)]
+        return (
+            run["tokens"][:start],
+            run["attributions"][:start],
+            [[w, _short(v)] for w, v in zip(words, values, strict=True)],
+        )
 
     def explainer(query: str, docs: Mapping[str, tuple[str, str]]) -> dict:
         # the title: where a window-reading re-ranker cuts the document, as it did when it ranked it
-        runs = {side: explain(reranker, query, text, n_steps=n_steps, attention=False,
-                              title=((corpus or {}).get(doc_id) or {}).get("title") or "")
-                for side, (doc_id, text) in docs.items()}
+        runs = {
+            side: explain(
+                reranker,
+                query,
+                text,
+                n_steps=n_steps,
+                attention=False,
+                title=((corpus or {}).get(doc_id) or {}).get("title") or "",
+            )
+            for side, (doc_id, text) in docs.items()
+        }
         sides, query_parts = {}, {}
         for side, run in runs.items():
             q_tokens, q_values, doc_tokens = split(run)
             query_parts[side] = (q_tokens, q_values)
-            sides[side] = {"score": run["score"], "baseline_score": run["baseline_score"], "tokens": doc_tokens,
-                           "completeness_error": run["completeness_error"], "n_steps": run["n_steps"]}
+            sides[side] = {
+                "score": run["score"],
+                "baseline_score": run["baseline_score"],
+                "tokens": doc_tokens,
+                "completeness_error": run["completeness_error"],
+                "n_steps": run["n_steps"],
+            }
         (q_w, v_w), (q_r, v_r) = query_parts["winner"], query_parts["relevant"]
-        return {"model": name, "method": "integrated-gradients", "exact": False,
-                "score_name": runs["winner"]["score_kind"],
-                "about": "Integrated Gradients over the word-pieces of [CLS] query [SEP] document [SEP] (approximate:"
-                         " they add up to score − baseline score within the completeness error shown; the query's"
-                         " words are attributed in each pair separately)",
-                **sides, "terms": _terms(*_whole_words(q_w, v_w, v_r)) if q_w == q_r else [],
-                "difference": sides["winner"]["score"] - sides["relevant"]["score"]}
+        return {
+            "model": name,
+            "method": "integrated-gradients",
+            "exact": False,
+            "score_name": runs["winner"]["score_kind"],
+            "about": "Integrated Gradients over the word-pieces of [CLS] query [SEP] document [SEP] (approximate:"
+            " they add up to score − baseline score within the completeness error shown; the query's"
+            " words are attributed in each pair separately)",
+            **sides,
+            "terms": _terms(*_whole_words(q_w, v_w, v_r)) if q_w == q_r else [],
+            "difference": sides["winner"]["score"] - sides["relevant"]["score"],
+        }
 
     return explainer
 
@@ -427,29 +566,51 @@ def _reranker_explainer(reranker, n_steps: int, corpus: Mapping | None = None):
 # From a results JSON (ctxir evaluate writes "runs")
 
 
-def report_from_results(results: Mapping, corpus: Corpus, queries: Queries, qrels: Qrels, system: str = "",
-                        metric: str = "nDCG@10", worst: int = 10, top: int = 10) -> tuple[list[dict], dict]:
+def report_from_results(
+    results: Mapping,
+    corpus: Corpus,
+    queries: Queries,
+    qrels: Qrels,
+    system: str = "",
+    metric: str = "nDCG@10",
+    worst: int = 10,
+    top: int = 10,
+) -> tuple[list[dict], dict]:
     """(cases, meta) from a results JSON written by ``ctxir evaluate`` (its "runs"); ``system`` picks
     the run (default: the stage evaluated last). Models are not loaded: pass the cases to ``explain_failures``."""
     runs = results.get("runs")
     if not runs:
-        raise CtxirError("this results JSON holds no runs (only per-query values): evaluate again with a current "
-                         "`ctxir evaluate` (it saves the top-k runs), or add --report to that command")
+        raise CtxirError(
+            "this results JSON holds no runs (only per-query values): evaluate again with a current "
+            "`ctxir evaluate` (it saves the top-k runs), or add --report to that command"
+        )
     system = system or list(runs)[-1]
     if system not in runs:
-        raise CtxirError(f"system {system!r} is not in this results JSON: use one of {', '.join(map(repr, runs))}")
+        raise CtxirError(
+            f"system {system!r} is not in this results JSON: use one of {', '.join(map(repr, runs))}"
+        )
     cases = failure_cases(qrels, runs[system], corpus, queries, metric, worst, top)
     return cases, report_meta(qrels, runs[system], metric, system=system, config=results.get("config", {}))
 
 
-def report_meta(qrels: Qrels, run: Run, metric: str, system: str, config: Mapping | None = None, **extra) -> dict:
+def report_meta(
+    qrels: Qrels, run: Run, metric: str, system: str, config: Mapping | None = None, **extra
+) -> dict:
     """What the report's header shows: the system, the metric's mean over every judged query, the data."""
     values = metric_values(qrels, run, metric)
     config = dict(config or {})
-    return {"system": system, "metric": metric, "mean": sum(values.values()) / len(values),
-            "num_queries": len(values), "zero": sum(v == 0 for v in values.values()),
-            "data": config.get("data", ""), "split": config.get("split", ""), "config": config,
-            "created": datetime.now(UTC).isoformat(timespec="seconds"), **extra}
+    return {
+        "system": system,
+        "metric": metric,
+        "mean": sum(values.values()) / len(values),
+        "num_queries": len(values),
+        "zero": sum(v == 0 for v in values.values()),
+        "data": config.get("data", ""),
+        "split": config.get("split", ""),
+        "config": config,
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        **extra,
+    }
 
 
 def explainers_from_config(config: Mapping, corpus: Corpus, system: str, device: str = "auto") -> dict:
@@ -460,12 +621,21 @@ def explainers_from_config(config: Mapping, corpus: Corpus, system: str, device:
     found: dict = {}
     if retriever in ("bm25", "hybrid"):
         stemmer = config.get("bm25_stemmer", "english")
-        found["bm25"] = BM25Retriever(corpus, k1=config.get("bm25_k1", 1.5), b=config.get("bm25_b", 0.75),
-                                      stemmer=None if str(stemmer).lower() == "none" else stemmer)
+        found["bm25"] = BM25Retriever(
+            corpus,
+            k1=config.get("bm25_k1", 1.5),
+            b=config.get("bm25_b", 0.75),
+            stemmer=None if str(stemmer).lower() == "none" else stemmer,
+        )
     if retriever in ("dense", "hybrid"):
         pooling = config.get("pooling", "model")
-        found["bi_encoder"] = BiEncoder(config["model"], pooling=None if pooling == "model" else pooling,
-                                        layer=config.get("layer", -1), device=device, cache=False)
+        found["bi_encoder"] = BiEncoder(
+            config["model"],
+            pooling=None if pooling == "model" else pooling,
+            layer=config.get("layer", -1),
+            device=device,
+            cache=False,
+        )
     if config.get("rerank", "none") != "none" and system != retriever:
         found["reranker"] = load_reranker(config["rerank"], config.get("reranker_model", ""), device)
     return found
@@ -479,8 +649,10 @@ def report_paths(path: str | Path) -> tuple[Path, Path]:
     """FILE.html → (FILE.html, FILE.json)."""
     path = Path(path)
     if path.suffix.lower() not in (".html", ".htm"):
-        raise CtxirError(f"report path {str(path)!r} must end in .html (the same data is written beside it as "
-                         ".json), e.g. results/scifact-report.html")
+        raise CtxirError(
+            f"report path {str(path)!r} must end in .html (the same data is written beside it as "
+            ".json), e.g. results/scifact-report.html"
+        )
     return path, path.with_suffix(".json")
 
 
@@ -489,8 +661,12 @@ def write_report(path: str | Path, cases: Sequence[dict], meta: Mapping) -> tupl
 
     html_path, json_path = report_paths(path)
     html_path.parent.mkdir(parents=True, exist_ok=True)
-    write_json(json_path, {"format": REPORT_FORMAT, "version": REPORT_VERSION, "meta": dict(meta),
-                           "cases": list(cases)}, indent=1, default=str)
+    write_json(
+        json_path,
+        {"format": REPORT_FORMAT, "version": REPORT_VERSION, "meta": dict(meta), "cases": list(cases)},
+        indent=1,
+        default=str,
+    )
     write_atomic(html_path, render_report(cases, meta))
     return html_path, json_path
 
@@ -502,15 +678,21 @@ def load_report(path: str | Path) -> dict:
     path = Path(path)
     json_path = path.with_suffix(".json") if path.suffix.lower() in (".html", ".htm") else path
     if not json_path.is_file():
-        raise CtxirError(f"report {str(json_path)!r} does not exist: write one with `ctxir evaluate … "
-                         "--report FILE.html` or `ctxir report RESULTS.json --output FILE.html`")
+        raise CtxirError(
+            f"report {str(json_path)!r} does not exist: write one with `ctxir evaluate … "
+            "--report FILE.html` or `ctxir report RESULTS.json --output FILE.html`"
+        )
     data = read_json(json_path)
     if not isinstance(data, dict) or data.get("format") != REPORT_FORMAT:
-        raise CtxirError(f"{str(json_path)!r} is not a ctxir failure report (no \"format\": {REPORT_FORMAT!r}): "
-                         "pass the .json written beside a --report .html")
+        raise CtxirError(
+            f'{str(json_path)!r} is not a ctxir failure report (no "format": {REPORT_FORMAT!r}): '
+            "pass the .json written beside a --report .html"
+        )
     if data.get("version", 0) > REPORT_VERSION:
-        raise CtxirError(f"{str(json_path)!r} is report version {data['version']}, newer than this ctxir reads "
-                         f"({REPORT_VERSION}): upgrade ctxir")
+        raise CtxirError(
+            f"{str(json_path)!r} is report version {data['version']}, newer than this ctxir reads "
+            f"({REPORT_VERSION}): upgrade ctxir"
+        )
     return {"meta": data.get("meta", {}), "cases": data.get("cases", [])}
 
 
@@ -550,8 +732,10 @@ def _terms_scale(terms: Sequence[Mapping]) -> float:
 
 def _tokens_scale(sides: Sequence[Mapping], words: bool) -> float:
     """One colour scale for both documents, so their highlights compare; specials carry no meaning of their own."""
-    return max((abs(v) for side in sides for t, v in side["tokens"] if not (words and t in SPECIAL_TOKENS)),
-               default=0.0)
+    return max(
+        (abs(v) for side in sides for t, v in side["tokens"] if not (words and t in SPECIAL_TOKENS)),
+        default=0.0,
+    )
 
 
 def _what_happened(case: Mapping) -> str:
@@ -576,7 +760,7 @@ def _main_reason(case: Mapping) -> str:
             terms = [t for t in ex.get("terms", []) if t["difference"] > 0]
             if terms:
                 return f'{ex["model"]}: "{terms[0]["term"]}" {terms[0]["difference"]:+.3g} for the winner'
-            return f'{ex["model"]}: {ex["score_name"]} {ex["difference"]:+.3g} for the winner'
+            return f"{ex['model']}: {ex['score_name']} {ex['difference']:+.3g} for the winner"
     return ""
 
 
@@ -585,12 +769,25 @@ def _template():
     import jinja2
 
     # autoescape stays off because _finalize escapes every expression with html.escape, as this module always has.
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), trim_blocks=True, lstrip_blocks=True,
-                             finalize=_finalize, undefined=jinja2.StrictUndefined)
-    env.globals.update(num=_num, colour=_colour, percent=lambda v: f"{v:.2%}", what_happened=_what_happened,
-                       main_reason=_main_reason, terms_scale=_terms_scale, tokens_scale=_tokens_scale,
-                       terms_matched=lambda terms: any(t["winner"] or t["relevant"] for t in terms),
-                       special_tokens=SPECIAL_TOKENS, max_terms=MAX_TERMS_SHOWN)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        trim_blocks=True,
+        lstrip_blocks=True,
+        finalize=_finalize,
+        undefined=jinja2.StrictUndefined,
+    )
+    env.globals.update(
+        num=_num,
+        colour=_colour,
+        percent=lambda v: f"{v:.2%}",
+        what_happened=_what_happened,
+        main_reason=_main_reason,
+        terms_scale=_terms_scale,
+        tokens_scale=_tokens_scale,
+        terms_matched=lambda terms: any(t["winner"] or t["relevant"] for t in terms),
+        special_tokens=SPECIAL_TOKENS,
+        max_terms=MAX_TERMS_SHOWN,
+    )
     return env.get_template("report.html.j2")
 
 
@@ -604,23 +801,38 @@ def render_report(cases: Sequence[Mapping], meta: Mapping, standalone: bool = Tr
     """
     metric = meta.get("metric", cases[0]["metric"] if cases else "nDCG@10")
     raises, lowers = (",".join(map(str, rgb)) for rgb in (RAISES_RGB, LOWERS_RGB))
-    return _template().render(cases=cases, meta=meta, metric=metric, standalone=standalone, raises=raises,
-                              lowers=lowers, title_text=f"Failure report — {meta.get('system', 'run')}")
+    return _template().render(
+        cases=cases,
+        meta=meta,
+        metric=metric,
+        standalone=standalone,
+        raises=raises,
+        lowers=lowers,
+        title_text=f"Failure report — {meta.get('system', 'run')}",
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # Glue used by ctxir evaluate and ctxir report
 
 
-def make_report(path: str | Path, cases: list[dict], meta: dict, corpus: Corpus, explainers: Mapping | None = None,
-                pairs_per_query: int = 1, show_progress: bool = True) -> tuple[Path, Path]:
+def make_report(
+    path: str | Path,
+    cases: list[dict],
+    meta: dict,
+    corpus: Corpus,
+    explainers: Mapping | None = None,
+    pairs_per_query: int = 1,
+    show_progress: bool = True,
+) -> tuple[Path, Path]:
     """Explain ``cases`` with ``explainers`` (``explain_failures`` keywords; none: no explanation) and write both
     files."""
     report_paths(path)  # a wrong name fails before minutes of explaining
     explainers = {k: v for k, v in (explainers or {}).items() if v is not None}
     if explainers:
-        cases = explain_failures(cases, corpus, pairs_per_query=pairs_per_query, show_progress=show_progress,
-                                 **explainers)
+        cases = explain_failures(
+            cases, corpus, pairs_per_query=pairs_per_query, show_progress=show_progress, **explainers
+        )
         meta = {**meta, "explained_with": [_model_name(k, v) for k, v in explainers.items()]}
     return write_report(path, cases, meta)
 
@@ -636,8 +848,17 @@ class ReportOptions:
     top: int = 10
 
 
-def report_for_pipeline(path: str | Path, pipeline, run: Run, system: str, corpus: Corpus, queries: Queries,
-                        qrels: Qrels, options: ReportOptions | None = None, **option_keywords) -> tuple[Path, Path]:
+def report_for_pipeline(
+    path: str | Path,
+    pipeline,
+    run: Run,
+    system: str,
+    corpus: Corpus,
+    queries: Queries,
+    qrels: Qrels,
+    options: ReportOptions | None = None,
+    **option_keywords,
+) -> tuple[Path, Path]:
     """The report of one of ``pipeline``'s runs, explained with the models the pipeline already holds (what
     ``ctxir evaluate --report`` calls). ``option_keywords``: the :class:`ReportOptions` fields as
     keywords (``worst=5``), as before they were grouped; they override ``options``'."""
@@ -653,36 +874,55 @@ def _report_options(options, keywords: dict) -> ReportOptions:
     """``options`` with ``keywords`` applied. A mapping in its place is the ``config`` it used to be (the 8th
     positional argument), with a DeprecationWarning; anything else, or an unknown keyword, is a TypeError."""
     if isinstance(options, Mapping):
-        warnings.warn("report_for_pipeline: pass the config as config=... or ReportOptions(config=...), not as the "
-                      "8th positional argument", DeprecationWarning, stacklevel=3)
+        warnings.warn(
+            "report_for_pipeline: pass the config as config=... or ReportOptions(config=...), not as the "
+            "8th positional argument",
+            DeprecationWarning,
+            stacklevel=3,
+        )
         options = ReportOptions(config=options)
     return grouped_options(ReportOptions, options, keywords, "report_for_pipeline", "options")
 
 
 def _model_name(kind: str, model) -> str:
-    name = getattr(model, "model_name", None) or getattr(model, "name", None) or getattr(model, "base_model", "")
+    name = (
+        getattr(model, "model_name", None) or getattr(model, "name", None) or getattr(model, "base_model", "")
+    )
     return f"{kind} ({name})" if name and name != kind else kind
 
 
 @dataclass
 class ReportArgs:
     results: str = field(metadata={"help": "results JSON written by ctxir evaluate (it holds the runs)"})
-    output: str = field(default="", metadata={"help": "report .html (the JSON is written beside it; default: the "
-                                                      "results path with -report.html)"})
-    data: str = field(default="", metadata={"help": "BEIR folder (default: the one the results were made on)"})
+    output: str = field(
+        default="",
+        metadata={
+            "help": "report .html (the JSON is written beside it; default: the "
+            "results path with -report.html)"
+        },
+    )
+    data: str = field(
+        default="", metadata={"help": "BEIR folder (default: the one the results were made on)"}
+    )
     split: str = field(default="", metadata={"help": "qrels split (default: the results' own)"})
-    corpus: str = field(default="", metadata={"help": "a user corpus file instead of --data (needs --queries and "
-                                                      "--qrels)"})
+    corpus: str = field(
+        default="", metadata={"help": "a user corpus file instead of --data (needs --queries and --qrels)"}
+    )
     queries: str = field(default="", metadata={"help": "queries.jsonl for --corpus"})
     qrels: str = field(default="", metadata={"help": "qrels .tsv (query-id, corpus-id, score) for --corpus"})
-    system: str = field(default="", metadata={"help": "which run of the results (default: the stage evaluated "
-                                                      "last)"})
+    system: str = field(
+        default="", metadata={"help": "which run of the results (default: the stage evaluated last)"}
+    )
     metric: str = "nDCG@10"
     worst: int = field(default=10, metadata={"help": "how many of the worst queries to show"})
     top: int = field(default=10, metadata={"help": "results shown per query"})
-    explain: Literal["auto", "none"] = field(default="auto", metadata={
-        "help": "auto = load the models the results name (BM25, bi-encoder, re-ranker) and explain one pair per "
-                "query; none = no model"})
+    explain: Literal["auto", "none"] = field(
+        default="auto",
+        metadata={
+            "help": "auto = load the models the results name (BM25, bi-encoder, re-ranker) and explain one pair per "
+            "query; none = no model"
+        },
+    )
     device: str = field(default="auto", metadata={"help": "auto, cpu, cuda, mps"})
 
 
@@ -693,8 +933,10 @@ def run(args: ReportArgs) -> dict:
     config = results.get("config", {})
     output = args.output or str(Path(args.results).with_suffix("")) + "-report.html"
     if report_paths(output)[1].resolve() == Path(args.results).resolve():
-        raise CtxirError(f"--output {output!r} would write the report's JSON over the results {args.results!r}: "
-                         "give the report another name")
+        raise CtxirError(
+            f"--output {output!r} would write the report's JSON over the results {args.results!r}: "
+            "give the report another name"
+        )
     if args.corpus:
         if not (args.queries and args.qrels):
             raise CtxirError("--corpus needs --queries and --qrels: a report needs judged queries")
@@ -704,15 +946,19 @@ def run(args: ReportArgs) -> dict:
     else:
         data, split = args.data or config.get("data", ""), args.split or config.get("split", "test")
         if not data:
-            raise CtxirError("the results JSON names no data folder: pass --data BEIR_FOLDER (or --corpus, "
-                             "--queries and --qrels)")
+            raise CtxirError(
+                "the results JSON names no data folder: pass --data BEIR_FOLDER (or --corpus, "
+                "--queries and --qrels)"
+            )
         corpus, queries, qrels = load_beir(data, split)
         source = {"data": data, "split": split}
-    cases, meta = report_from_results(results, corpus, queries, qrels, args.system, args.metric, args.worst,
-                                      args.top)
+    cases, meta = report_from_results(
+        results, corpus, queries, qrels, args.system, args.metric, args.worst, args.top
+    )
     meta.update(source)
-    explainers = explainers_from_config(config, corpus, meta["system"], args.device) \
-        if args.explain == "auto" else {}
+    explainers = (
+        explainers_from_config(config, corpus, meta["system"], args.device) if args.explain == "auto" else {}
+    )
     html_path, json_path = make_report(output, cases, meta, corpus, explainers)
     print(f"wrote {html_path} and {json_path}")
     return meta

@@ -14,8 +14,13 @@ RRF_KS = (1, 2, 5, 10, 20, 40, 60, 100)
 WEIGHTS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0)  # each retriever's weight but the last, which stays 1
 
 
-def tune_fusion_rankings(per_retriever: Sequence[dict[str, list[Hit]]], qrels: Qrels, metric: str = "nDCG@10",
-                         rrf_ks: Sequence[float] = RRF_KS, weights: Sequence[float] = WEIGHTS) -> dict:
+def tune_fusion_rankings(
+    per_retriever: Sequence[dict[str, list[Hit]]],
+    qrels: Qrels,
+    metric: str = "nDCG@10",
+    rrf_ks: Sequence[float] = RRF_KS,
+    weights: Sequence[float] = WEIGHTS,
+) -> dict:
     """Grid search over fusion method, rrf k and every retriever's weight but the last (which stays 1); model-free.
 
     per_retriever: one {qid: ranked hits} per retriever, all over the same tuning queries.
@@ -26,8 +31,9 @@ def tune_fusion_rankings(per_retriever: Sequence[dict[str, list[Hit]]], qrels: Q
     weight_sets = [[*ws, 1.0] for ws in itertools.product(weights, repeat=len(per_retriever) - 1)]
     grid = []
     for fusion, k, ws in itertools.chain(
-            (("rrf", k, ws) for k, ws in itertools.product(rrf_ks, weight_sets)),
-            (("weighted", None, ws) for ws in weight_sets)):
+        (("rrf", k, ws) for k, ws in itertools.product(rrf_ks, weight_sets)),
+        (("weighted", None, ws) for ws in weight_sets),
+    ):
         fused = {q: fuse([r[q] for r in per_retriever], fusion, k, ws) for q in qids}
         score = evaluate_run(qrels, run_from_hits(fused), k_values=(k_value,)).aggregate[metric]
         grid.append({"fusion": fusion, "k": k, "weights": ws, metric: score})
@@ -36,8 +42,9 @@ def tune_fusion_rankings(per_retriever: Sequence[dict[str, list[Hit]]], qrels: Q
     return {**best, "metric": metric, "grid": grid}
 
 
-def tune_stage_fusion(first: dict[str, list[Hit]], reranked: dict[str, list[Hit]], qrels: Qrels,
-                      metric: str = "nDCG@10") -> dict:
+def tune_stage_fusion(
+    first: dict[str, list[Hit]], reranked: dict[str, list[Hit]], qrels: Qrels, metric: str = "nDCG@10"
+) -> dict:
     """Choose how to fuse a re-ranker with its first stage on training queries; weight 0 = re-ranker alone.
 
     first: {qid: first-stage hits}; reranked: {qid: the re-ranker's order of the candidates it scored}.

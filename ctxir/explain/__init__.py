@@ -1,6 +1,6 @@
 """Explanations: why a model scored a query-document pair as it did (attributions, attention).
 
-    attributions.py  integrated gradients, pooling contributions, CLS attention
+attributions.py  integrated gradients, pooling contributions, CLS attention
 """
 
 from ctxir.explain.attributions import (  # noqa: F401 -- public API

@@ -57,8 +57,9 @@ _ATTENTION_LOCK = threading.Lock()
 # Bi-encoder: the exact split (pure tensor core)
 
 
-def mean_pooling_contributions(query_tokens: torch.Tensor | np.ndarray,
-                               document_tokens: torch.Tensor | np.ndarray) -> torch.Tensor:
+def mean_pooling_contributions(
+    query_tokens: torch.Tensor | np.ndarray, document_tokens: torch.Tensor | np.ndarray
+) -> torch.Tensor:
     """(n, hidden) query token vectors + (m, hidden) document token vectors → (n, m) contributions.
 
     Entry (i, j) = qᵢ·dⱼ / (n·m·‖q̄‖·‖d̄‖), where q̄, d̄ are the means of the rows; the entries sum to
@@ -74,12 +75,16 @@ def mean_pooling_contributions(query_tokens: torch.Tensor | np.ndarray,
     q = _as_tokens(query_tokens, "query_tokens")  # (n, hidden)
     d = _as_tokens(document_tokens, "document_tokens")  # (m, hidden)
     if q.shape[1] != d.shape[1]:
-        raise CtxirError(f"query_tokens have hidden size {q.shape[1]} but document_tokens {d.shape[1]}: "
-                         "pass token vectors from the same model")
+        raise CtxirError(
+            f"query_tokens have hidden size {q.shape[1]} but document_tokens {d.shape[1]}: "
+            "pass token vectors from the same model"
+        )
     q_norm, d_norm = q.mean(0).norm(), d.mean(0).norm()
     if q_norm == 0 or d_norm == 0:
-        raise CtxirError("a mean-pooled embedding is the zero vector, so its cosine is undefined: "
-                         "pass non-zero token vectors")
+        raise CtxirError(
+            "a mean-pooled embedding is the zero vector, so its cosine is undefined: "
+            "pass non-zero token vectors"
+        )
     scale = q.shape[0] * d.shape[0] * q_norm * d_norm
     return (q @ d.T) / scale  # (n, m)
 
@@ -87,8 +92,10 @@ def mean_pooling_contributions(query_tokens: torch.Tensor | np.ndarray,
 def _as_tokens(tokens, name: str) -> torch.Tensor:
     tokens = torch.as_tensor(tokens).detach().to("cpu", torch.float64)
     if tokens.ndim != 2 or tokens.shape[0] == 0:
-        raise CtxirError(f"{name} must be a (tokens, hidden) matrix with at least one token, "
-                         f"got shape {tuple(tokens.shape)!r}")
+        raise CtxirError(
+            f"{name} must be a (tokens, hidden) matrix with at least one token, "
+            f"got shape {tuple(tokens.shape)!r}"
+        )
     return tokens
 
 
@@ -96,9 +103,15 @@ def _as_tokens(tokens, name: str) -> torch.Tensor:
 # Bi-encoder: model-aware wrapper
 
 
-def explain_bi_encoder(model, query: str, document: str, method: str = "auto",
-                       n_steps: int = DEFAULT_IG_STEPS, max_steps: int = MAX_IG_STEPS,
-                       baseline: str = "pad") -> dict:
+def explain_bi_encoder(
+    model,
+    query: str,
+    document: str,
+    method: str = "auto",
+    n_steps: int = DEFAULT_IG_STEPS,
+    max_steps: int = MAX_IG_STEPS,
+    baseline: str = "pad",
+) -> dict:
     """Split a bi-encoder's cosine(query, document) over tokens.
 
     model: a ``SentenceTransformer``, a ``ctxir.BiEncoder`` (its pooling and layer are used) or a name.
@@ -121,8 +134,10 @@ def explain_bi_encoder(model, query: str, document: str, method: str = "auto",
     st = _sentence_transformer(model)
     pooling, reason = _exact_split_support(st)
     if method == "exact" and reason:
-        raise CtxirError(f"no exact split of the cosine exists for this bi-encoder: {reason}. Use "
-                         "method='integrated-gradients' (or 'auto') for an approximate attribution")
+        raise CtxirError(
+            f"no exact split of the cosine exists for this bi-encoder: {reason}. Use "
+            "method='integrated-gradients' (or 'auto') for an approximate attribution"
+        )
     if method == "integrated-gradients" or reason:
         result = _bi_encoder_ig(st, query, document, n_steps, max_steps, baseline)
         result["pooling"] = pooling
@@ -136,12 +151,17 @@ def explain_bi_encoder(model, query: str, document: str, method: str = "auto",
         d_out = st.encode(document, output_value=None, convert_to_numpy=False)
     q_tokens, d_tokens = _pooled_tokens(st, q_out), _pooled_tokens(st, d_out)  # (n, hidden), (m, hidden)
     pairs = mean_pooling_contributions(q_tokens, d_tokens)  # (n, m)
-    cosine = float(torch.nn.functional.cosine_similarity(q_out["sentence_embedding"].double(),
-                                                         d_out["sentence_embedding"].double(), dim=0))
+    cosine = float(
+        torch.nn.functional.cosine_similarity(
+            q_out["sentence_embedding"].double(), d_out["sentence_embedding"].double(), dim=0
+        )
+    )
     total = float(pairs.sum())
     if abs(total - cosine) > EXACT_CHECK_ATOL:
-        raise CtxirError(f"the token contributions sum to {total:.6f} but the model's cosine is {cosine:.6f}: "
-                         "this bi-encoder does more than mean pooling; use method='integrated-gradients'")
+        raise CtxirError(
+            f"the token contributions sum to {total:.6f} but the model's cosine is {cosine:.6f}: "
+            "this bi-encoder does more than mean pooling; use method='integrated-gradients'"
+        )
     tokenizer = st.tokenizer
     return {
         "method": "exact",
@@ -166,8 +186,10 @@ def _sentence_transformer(model):
         return model._encoder  # the pipeline that really encodes: its pooling/layer choice included
     if isinstance(model, SentenceTransformer):
         return model
-    raise CtxirError(f"bi_encoder must be a SentenceTransformer, a ctxir.BiEncoder or a model name, "
-                     f"got {type(model).__name__!r}")
+    raise CtxirError(
+        f"bi_encoder must be a SentenceTransformer, a ctxir.BiEncoder or a model name, "
+        f"got {type(model).__name__!r}"
+    )
 
 
 def _exact_split_support(st) -> tuple[str, str]:
@@ -216,7 +238,9 @@ def _sentence_embedder(st):
     def embed(word_vectors: torch.Tensor, enc: dict) -> torch.Tensor:
         batch = word_vectors.shape[0]
         mask = enc["attention_mask"].expand(batch, -1)
-        kwargs = {"token_type_ids": enc["token_type_ids"].expand(batch, -1)} if "token_type_ids" in enc else {}
+        kwargs = (
+            {"token_type_ids": enc["token_type_ids"].expand(batch, -1)} if "token_type_ids" in enc else {}
+        )
         out = hf(inputs_embeds=word_vectors, attention_mask=mask, output_hidden_states=needs_layers, **kwargs)
         features = {"token_embeddings": out.last_hidden_state, "attention_mask": mask}
         if needs_layers:
@@ -239,7 +263,10 @@ def _bi_encoder_ig(st, query: str, document: str, n_steps: int, max_steps: int, 
     q_enc = _single_features(st, query)
     d_enc = _single_features(st, document)
     words = st[0].auto_model.get_input_embeddings()
-    q_words, d_words = words(q_enc["input_ids"]).detach(), words(d_enc["input_ids"]).detach()  # (1, n|m, hidden)
+    q_words, d_words = (
+        words(q_enc["input_ids"]).detach(),
+        words(d_enc["input_ids"]).detach(),
+    )  # (1, n|m, hidden)
     q_base = words(_baseline_ids(tokenizer, q_enc["input_ids"], baseline)).detach()
     d_base = words(_baseline_ids(tokenizer, d_enc["input_ids"], baseline)).detach()
     embed = _sentence_embedder(st)
@@ -253,13 +280,16 @@ def _bi_encoder_ig(st, query: str, document: str, n_steps: int, max_steps: int, 
         own_cosine = float(own[0] @ own[1])
         baseline_cosine = float(forward(q_base, d_base)[0])
     if abs(cosine - own_cosine) > EXACT_CHECK_ATOL:
-        raise CtxirError(f"could not reproduce this bi-encoder's cosine ({own_cosine:.6f}) from its word "
-                         f"embeddings (got {cosine:.6f}): its first module is not a plain transformer")
+        raise CtxirError(
+            f"could not reproduce this bi-encoder's cosine ({own_cosine:.6f}) from its word "
+            f"embeddings (got {cosine:.6f}): its first module is not a plain transformer"
+        )
 
     def attribute(steps: int):
         ig = IntegratedGradients(forward)
-        (q_attr, d_attr), delta = ig.attribute((q_words, d_words), baselines=(q_base, d_base), n_steps=steps,
-                                               return_convergence_delta=True)
+        (q_attr, d_attr), delta = ig.attribute(
+            (q_words, d_words), baselines=(q_base, d_base), n_steps=steps, return_convergence_delta=True
+        )
         return (q_attr.sum(-1)[0], d_attr.sum(-1)[0]), float(delta[0])  # (n,), (m,) summed over hidden
 
     (q_scores, d_scores), report = _adaptive(attribute, cosine - baseline_cosine, n_steps, max_steps)
@@ -288,9 +318,17 @@ def _single_features(st, text: str) -> dict:
 # Cross-encoder and CLS-LR: Integrated Gradients
 
 
-def explain_cross_encoder(model, query: str, document: str, n_steps: int = DEFAULT_IG_STEPS,
-                          max_steps: int = MAX_IG_STEPS, baseline: str = "pad", logit: bool = False,
-                          attention: bool = True, title: str = "") -> dict:
+def explain_cross_encoder(
+    model,
+    query: str,
+    document: str,
+    n_steps: int = DEFAULT_IG_STEPS,
+    max_steps: int = MAX_IG_STEPS,
+    baseline: str = "pad",
+    logit: bool = False,
+    attention: bool = True,
+    title: str = "",
+) -> dict:
     """Integrated Gradients of a cross-encoder's score over the tokens of ``[CLS] query [SEP] document [SEP]``.
 
     model: a sentence-transformers ``CrossEncoder``, a ``ctxir.CrossEncoderReranker`` or a model name.
@@ -324,27 +362,40 @@ def explain_cross_encoder(model, query: str, document: str, n_steps: int = DEFAU
     activation = None if logit else getattr(ce, "activation_fn", None)
 
     def score(input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None):
-        batch = {"input_ids": input_ids, "attention_mask": attention_mask, **{
-            k: v for k, v in features.items() if not isinstance(v, torch.Tensor)}}
+        batch = {
+            "input_ids": input_ids,
+            "attention_mask": attention_mask,
+            **{k: v for k, v in features.items() if not isinstance(v, torch.Tensor)},
+        }
         if token_type_ids is not None:
             batch["token_type_ids"] = token_type_ids
         scores = ce(batch)["scores"]  # (batch, labels)
         if activation is not None:
             scores = activation(scores)
-        return scores[:, -1]  # (batch,): a multi-label head's last column is "relevant", as in CrossEncoderReranker
+        return scores[
+            :, -1
+        ]  # (batch,): a multi-label head's last column is "relevant", as in CrossEncoderReranker
 
     result = _explain_pair(score, hf.get_input_embeddings(), ce.tokenizer, enc, n_steps, max_steps, baseline)
     if getattr(ce[-1], "term_match", False):
         result["term_match"] = _term_match_report(ce, enc, result["tokens"])
     activation_name = "none (logit)" if activation is None else type(activation).__name__
-    result.update(model_kind="cross-encoder", score_kind="logit" if activation is None else
-                  f"{activation_name}(logit), as CrossEncoderReranker.score_pairs reports it")
+    result.update(
+        model_kind="cross-encoder",
+        score_kind="logit"
+        if activation is None
+        else f"{activation_name}(logit), as CrossEncoderReranker.score_pairs reports it",
+    )
     if getattr(model, "backend", "torch") == "onnx-int8":  # the explanation needs gradients: torch, float32
-        result["score_kind"] += ("; computed in torch float32, while this re-ranker ranks with backend onnx-int8 "
-                                 "(its base layers in int8), whose score for the pair differs slightly")
+        result["score_kind"] += (
+            "; computed in torch float32, while this re-ranker ranks with backend onnx-int8 "
+            "(its base layers in int8), whose score for the pair differs slightly"
+        )
     if getattr(model, "both_orders", False):  # attributions follow one joint pass: the order given
-        result["score_kind"] += ("; of the (query, document) order, while this scorer's pair score is the mean of "
-                                 "both orders (its pair_orders.json), which differs slightly")
+        result["score_kind"] += (
+            "; of the (query, document) order, while this scorer's pair score is the mean of "
+            "both orders (its pair_orders.json), which differs slightly"
+        )
     if window is not None:
         result["window"] = window
     if attention:
@@ -352,8 +403,15 @@ def explain_cross_encoder(model, query: str, document: str, n_steps: int = DEFAU
     return result
 
 
-def explain_cls_lr(ranker, query: str, document: str, n_steps: int = DEFAULT_IG_STEPS,
-                   max_steps: int = MAX_IG_STEPS, baseline: str = "pad", attention: bool = True) -> dict:
+def explain_cls_lr(
+    ranker,
+    query: str,
+    document: str,
+    n_steps: int = DEFAULT_IG_STEPS,
+    max_steps: int = MAX_IG_STEPS,
+    baseline: str = "pad",
+    attention: bool = True,
+) -> dict:
     """Integrated Gradients of a CLS-LR ranker's logit ``coef · CLS(query, document) + intercept``.
 
     That logit is what ``ClsLrRanker.score_pairs`` reports (``predict_proba`` is its sigmoid).
@@ -377,21 +435,30 @@ def explain_cls_lr(ranker, query: str, document: str, n_steps: int = DEFAULT_IG_
     if isinstance(ranker, str):
         ranker = ClsLrRanker.load(ranker)
     if not isinstance(ranker, ClsLrRanker):
-        raise CtxirError(f"cls_lr must be a ctxir.ClsLrRanker or a ranker folder, got {type(ranker).__name__!r}")
+        raise CtxirError(
+            f"cls_lr must be a ctxir.ClsLrRanker or a ranker folder, got {type(ranker).__name__!r}"
+        )
     body = ranker.model.eval()
     device = next(body.parameters()).device
-    enc = dict(ranker.tokenizer(query, document, truncation="longest_first", max_length=ranker.max_length,
-                                return_tensors="pt").to(device))  # tokenised exactly as cls_features does
+    enc = dict(
+        ranker.tokenizer(
+            query, document, truncation="longest_first", max_length=ranker.max_length, return_tensors="pt"
+        ).to(device)
+    )  # tokenised exactly as cls_features does
     coef = torch.as_tensor(ranker.coef, device=device)  # (hidden,)
     layer = ranker.layer
 
     def score(input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None):
         kwargs = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
-        out = body(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=layer != -1, **kwargs)
+        out = body(
+            input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=layer != -1, **kwargs
+        )
         hidden = out.last_hidden_state if layer == -1 else out.hidden_states[layer]  # (batch, tokens, hidden)
         return hidden[:, 0].float() @ coef + ranker.intercept  # (batch,)
 
-    result = _explain_pair(score, body.get_input_embeddings(), ranker.tokenizer, enc, n_steps, max_steps, baseline)
+    result = _explain_pair(
+        score, body.get_input_embeddings(), ranker.tokenizer, enc, n_steps, max_steps, baseline
+    )
     result.update(model_kind="cls-lr", score_kind="logit coef·CLS + b, as ClsLrRanker.score_pairs reports it")
     if attention:
         result.update(_attention_report(query, document, body, ranker.tokenizer, result["tokens"]))
@@ -406,13 +473,19 @@ def best_window(model, query: str, document: str, title: str = "") -> tuple[str,
     if passages is None:
         return document, None
     titled = bool(title.strip()) and document.startswith(title.strip())
-    text = document[len(title.strip()):] if titled else document
+    text = document[len(title.strip()) :] if titled else document
     windows, scores = model.window_scores(query, text, title if titled else "")
     if len(windows) < 2:
         return document, None
     best = int(np.argmax(scores))
-    return windows[best], {"index": best + 1, "of": len(windows), "words": passages.words,
-                           "stride": passages.stride, "score": float(scores[best]), "text": windows[best]}
+    return windows[best], {
+        "index": best + 1,
+        "of": len(windows),
+        "words": passages.words,
+        "stride": passages.stride,
+        "score": float(scores[best]),
+        "text": windows[best],
+    }
 
 
 def _cross_encoder(model):
@@ -425,8 +498,10 @@ def _cross_encoder(model):
         model = model.model
     if isinstance(model, CrossEncoder):
         return model
-    raise CtxirError(f"cross_encoder must be a CrossEncoder, a ctxir.CrossEncoderReranker or a model name, "
-                     f"got {type(model).__name__!r}")
+    raise CtxirError(
+        f"cross_encoder must be a CrossEncoder, a ctxir.CrossEncoderReranker or a model name, "
+        f"got {type(model).__name__!r}"
+    )
 
 
 def _term_match_report(ce, enc: dict, tokens: list[str]) -> dict:
@@ -436,16 +511,25 @@ def _term_match_report(ce, enc: dict, tokens: list[str]) -> dict:
         features = ce[0](dict(enc))
         shares = ce[-1].term_match_scores(features)[0]  # (tokens,): zero outside the query
     query = [i for i, t in enumerate(enc["token_type_ids"][0].tolist()) if t == 0]
-    return {"score": float(shares.sum()),
-            "tokens": [{"index": i, "token": tokens[i], "contribution": float(shares[i])} for i in query],
-            "note": "each query token's part of the head's term-match term (exact matches and cosine bands in the "
-                    "document, weighted by the token's learned importance); it sums to the term. Integrated "
-                    "Gradients attribute the rest of the score; this part reads the token ids and stays in "
-                    "baseline_score"}
+    return {
+        "score": float(shares.sum()),
+        "tokens": [{"index": i, "token": tokens[i], "contribution": float(shares[i])} for i in query],
+        "note": "each query token's part of the head's term-match term (exact matches and cosine bands in the "
+        "document, weighted by the token's learned importance); it sums to the term. Integrated "
+        "Gradients attribute the rest of the score; this part reads the token ids and stays in "
+        "baseline_score",
+    }
 
 
-def _explain_pair(score: Callable, word_embeddings: torch.nn.Module, tokenizer, enc: dict, n_steps: int,
-                  max_steps: int, baseline: str) -> dict:
+def _explain_pair(
+    score: Callable,
+    word_embeddings: torch.nn.Module,
+    tokenizer,
+    enc: dict,
+    n_steps: int,
+    max_steps: int,
+    baseline: str,
+) -> dict:
     """Captum LayerIntegratedGradients of ``score(input_ids, attention_mask, token_type_ids) -> (batch,)``."""
     # lazy: captum is needed only for Integrated Gradients
     from captum.attr import LayerIntegratedGradients
@@ -467,14 +551,22 @@ def _explain_pair(score: Callable, word_embeddings: torch.nn.Module, tokenizer, 
 
     def attribute(steps: int):
         lig = LayerIntegratedGradients(score, word_embeddings)
-        attributions, delta = lig.attribute(input_ids, baselines=base_ids, additional_forward_args=extra,
-                                            n_steps=steps, return_convergence_delta=True)
+        attributions, delta = lig.attribute(
+            input_ids,
+            baselines=base_ids,
+            additional_forward_args=extra,
+            n_steps=steps,
+            return_convergence_delta=True,
+        )
         return attributions.sum(-1)[0], float(delta[0])  # (1, tokens, hidden) → (tokens,)
 
     token_scores, report = _adaptive(attribute, value - baseline_value, n_steps, max_steps)
     ids = input_ids[0].tolist()
-    sequence_b = enc["token_type_ids"][0].tolist().index(1) if "token_type_ids" in enc and 1 in \
-        enc["token_type_ids"][0].tolist() else None
+    sequence_b = (
+        enc["token_type_ids"][0].tolist().index(1)
+        if "token_type_ids" in enc and 1 in enc["token_type_ids"][0].tolist()
+        else None
+    )
     return {
         "score": value,
         "baseline_score": baseline_value,
@@ -499,7 +591,9 @@ def _adaptive(attribute: Callable, gap: float, n_steps: int, max_steps: int):
         total = float(sum(part.sum() for part in parts))
         error = abs(total - gap)
         relative = error / abs(gap) if gap != 0 else None  # undefined when score == baseline_score
-        converged = error <= COMPLETENESS_ATOL or (relative is not None and relative <= COMPLETENESS_TOLERANCE)
+        converged = error <= COMPLETENESS_ATOL or (
+            relative is not None and relative <= COMPLETENESS_TOLERANCE
+        )
         if converged or steps >= max_steps:
             break
         steps = min(2 * steps, max_steps)
@@ -519,10 +613,18 @@ def _baseline_ids(tokenizer, input_ids: torch.Tensor, baseline: str) -> torch.Te
     _check_baseline(baseline)
     token_id = tokenizer.pad_token_id if baseline == "pad" else tokenizer.mask_token_id
     if token_id is None:
-        raise CtxirError(f"this tokenizer has no {baseline.upper()} token: use the other baseline "
-                         f"({', '.join(b for b in BASELINES if b != baseline)})")
-    special = torch.tensor([tokenizer.get_special_tokens_mask(row, already_has_special_tokens=True)
-                            for row in input_ids.tolist()], dtype=torch.bool, device=input_ids.device)
+        raise CtxirError(
+            f"this tokenizer has no {baseline.upper()} token: use the other baseline "
+            f"({', '.join(b for b in BASELINES if b != baseline)})"
+        )
+    special = torch.tensor(
+        [
+            tokenizer.get_special_tokens_mask(row, already_has_special_tokens=True)
+            for row in input_ids.tolist()
+        ],
+        dtype=torch.bool,
+        device=input_ids.device,
+    )
     return input_ids.masked_fill(~special, token_id)
 
 
@@ -546,7 +648,9 @@ def cls_attention(query: str, document: str, model, tokenizer=None) -> dict:
     query, document = _check_text(query, "query"), _check_text(document, "document")
     with _eager_attention(model):
         internals = inspect_text(query, document, model=model, tokenizer=tokenizer)
-    attention = internals.attentions[:, :, 0, :].mean(axis=1)  # (layers, heads, tokens, tokens) → (layers, tokens)
+    attention = internals.attentions[:, :, 0, :].mean(
+        axis=1
+    )  # (layers, heads, tokens, tokens) → (layers, tokens)
     return {"tokens": internals.tokens, "attention": attention.astype(float).tolist()}
 
 
@@ -572,8 +676,11 @@ def _attention_report(query: str, document: str, model, tokenizer, tokens: list[
     except CtxirError as err:
         return {"cls_attention": None, "cls_attention_note": str(err)}
     if report["tokens"] != tokens:  # the pair was truncated to the model's max length for scoring
-        return {"cls_attention": None, "cls_attention_note": "the pair is longer than the model's maximum "
-                "length, so the scored tokens are a truncation: attention is not shown"}
+        return {
+            "cls_attention": None,
+            "cls_attention_note": "the pair is longer than the model's maximum "
+            "length, so the scored tokens are a truncation: attention is not shown",
+        }
     return {"cls_attention": report["attention"]}  # (layers, tokens), aligned with "tokens"
 
 
@@ -581,9 +688,19 @@ def _attention_report(query: str, document: str, model, tokenizer, tokens: list[
 # Everything at once: the /explain answer
 
 
-def explain(query: str, document: str, bi_encoder=DEFAULT_BI_ENCODER, cross_encoder=None, cls_lr=None,
-            n_steps: int = DEFAULT_IG_STEPS, max_steps: int = MAX_IG_STEPS, baseline: str = "pad",
-            attention: bool = True, rerankers: Mapping[str, object] | None = None, title: str = "") -> dict:
+def explain(
+    query: str,
+    document: str,
+    bi_encoder=DEFAULT_BI_ENCODER,
+    cross_encoder=None,
+    cls_lr=None,
+    n_steps: int = DEFAULT_IG_STEPS,
+    max_steps: int = MAX_IG_STEPS,
+    baseline: str = "pad",
+    attention: bool = True,
+    rerankers: Mapping[str, object] | None = None,
+    title: str = "",
+) -> dict:
     """Explain one (query, document) pair with every model given; a JSON-able dict.
 
     ``bi_encoder`` (always): ``cosine``, ``query_tokens``, ``document_tokens``, ``pair_contributions`` (rows =
@@ -599,19 +716,29 @@ def explain(query: str, document: str, bi_encoder=DEFAULT_BI_ENCODER, cross_enco
 
     query, document = _check_text(query, "query"), _check_text(document, "document")
     if bi_encoder is None:
-        raise CtxirError("bi_encoder is None: pass a SentenceTransformer, a ctxir.BiEncoder or a model name "
-                         f"such as {DEFAULT_BI_ENCODER!r}")
+        raise CtxirError(
+            "bi_encoder is None: pass a SentenceTransformer, a ctxir.BiEncoder or a model name "
+            f"such as {DEFAULT_BI_ENCODER!r}"
+        )
     _check_steps(n_steps, max_steps)
     _check_baseline(baseline)
-    given = {kind: model for kind, model in (("cross-encoder", cross_encoder), ("cls-lr", cls_lr)) if model is not None}
+    given = {
+        kind: model
+        for kind, model in (("cross-encoder", cross_encoder), ("cls-lr", cls_lr))
+        if model is not None
+    }
     given.update({kind: model for kind, model in (rerankers or {}).items() if model is not None})
     kinds = [get_reranker(kind) for kind in given]  # an unknown kind fails before any model runs
     options = {"n_steps": n_steps, "max_steps": max_steps, "baseline": baseline}
-    result = {"query": query, "document": document,
-              "bi_encoder": explain_bi_encoder(bi_encoder, query, document, **options)}
+    result = {
+        "query": query,
+        "document": document,
+        "bi_encoder": explain_bi_encoder(bi_encoder, query, document, **options),
+    }
     for kind in kinds:
-        result[kind.key] = kind.explain(given[kind.name], query, document, attention=attention, title=title,
-                                        **options)
+        result[kind.key] = kind.explain(
+            given[kind.name], query, document, attention=attention, title=title, **options
+        )
         result.setdefault("cross_encoder", result[kind.key])
     return result
 
@@ -631,7 +758,11 @@ def _check_baseline(baseline: str) -> None:
 
 def _check_steps(n_steps: int, max_steps: int) -> None:
     if isinstance(n_steps, bool) or not isinstance(n_steps, int) or n_steps < 1:
-        raise CtxirError(f"n_steps must be a positive integer, got {n_steps!r}: the default is {DEFAULT_IG_STEPS}")
+        raise CtxirError(
+            f"n_steps must be a positive integer, got {n_steps!r}: the default is {DEFAULT_IG_STEPS}"
+        )
     if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < n_steps:
-        raise CtxirError(f"max_steps must be an integer ≥ n_steps ({n_steps}), got {max_steps!r}: "
-                         f"the default is {MAX_IG_STEPS}")
+        raise CtxirError(
+            f"max_steps must be an integer ≥ n_steps ({n_steps}), got {max_steps!r}: "
+            f"the default is {MAX_IG_STEPS}"
+        )

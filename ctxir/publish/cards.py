@@ -40,14 +40,34 @@ EVAL_TASKS = {  # metrics.json task → (model-index task type, pretty name); ty
     "reranking": ("reranking", "Reranking"),
     "classification": ("text-classification", "Text Classification"),
 }
-REQUIRED_KEYS = ("model_type", "model_name", "base_model", "objective", "datasets", "config", "training",
-                 "evaluations", "versions", "created")
-REQUIRED_TRAINING = ("steps", "epochs", "train_examples", "batch_size", "learning_rate", "wall_time_seconds",
-                     "device", "hardware", "seed")
+REQUIRED_KEYS = (
+    "model_type",
+    "model_name",
+    "base_model",
+    "objective",
+    "datasets",
+    "config",
+    "training",
+    "evaluations",
+    "versions",
+    "created",
+)
+REQUIRED_TRAINING = (
+    "steps",
+    "epochs",
+    "train_examples",
+    "batch_size",
+    "learning_rate",
+    "wall_time_seconds",
+    "device",
+    "hardware",
+    "seed",
+)
 REQUIRED_EVAL = ("dataset", "split", "task", "metric", "after")
 
 
 # ---------------------------------------------------------------------------------------------- licenses
+
 
 @dataclass(frozen=True)
 class License:
@@ -65,18 +85,55 @@ class License:
         return sum(weights[c] for c in self.conditions)
 
 
-AG_CORPUS_TERMS = License("other", "AG's corpus terms (non-commercial research only)", frozenset({"NC", "RESEARCH"}),
-                          "http://groups.di.unipi.it/~gulli/AG_corpus_of_news_articles.html", "ag-corpus-terms")
-MSMARCO_TERMS = License("other", "MS MARCO terms (non-commercial research only)", frozenset({"NC", "RESEARCH"}),
-                        "https://microsoft.github.io/msmarco/", "ms-marco-terms")
+AG_CORPUS_TERMS = License(
+    "other",
+    "AG's corpus terms (non-commercial research only)",
+    frozenset({"NC", "RESEARCH"}),
+    "http://groups.di.unipi.it/~gulli/AG_corpus_of_news_articles.html",
+    "ag-corpus-terms",
+)
+MSMARCO_TERMS = License(
+    "other",
+    "MS MARCO terms (non-commercial research only)",
+    frozenset({"NC", "RESEARCH"}),
+    "https://microsoft.github.io/msmarco/",
+    "ms-marco-terms",
+)
 # Hub license ids for common permissive licenses (no NC/SA/ND conditions).
-_PERMISSIVE = {"apache-2.0": "Apache 2.0", "mit": "MIT", "bsd-3-clause": "BSD 3-Clause", "bsd-2-clause": "BSD 2-Clause",
-               "cc0-1.0": "CC0 1.0", "openrail": "OpenRAIL", "unlicense": "Unlicense"}
-_CC_HUB_IDS = {"cc-by-2.0", "cc-by-2.5", "cc-by-3.0", "cc-by-4.0", "cc-by-sa-3.0", "cc-by-sa-4.0", "cc-by-nc-2.0",
-               "cc-by-nc-3.0", "cc-by-nc-4.0", "cc-by-nd-4.0", "cc-by-nc-nd-3.0", "cc-by-nc-nd-4.0", "cc-by-nc-sa-2.0",
-               "cc-by-nc-sa-3.0", "cc-by-nc-sa-4.0"}
-KNOWN_LICENSE_EXAMPLES = ("CC BY-NC 2.0", "CC BY-SA 4.0", "CC BY-NC-SA 3.0", "MS MARCO non-commercial research only",
-                          "apache-2.0", "mit")
+_PERMISSIVE = {
+    "apache-2.0": "Apache 2.0",
+    "mit": "MIT",
+    "bsd-3-clause": "BSD 3-Clause",
+    "bsd-2-clause": "BSD 2-Clause",
+    "cc0-1.0": "CC0 1.0",
+    "openrail": "OpenRAIL",
+    "unlicense": "Unlicense",
+}
+_CC_HUB_IDS = {
+    "cc-by-2.0",
+    "cc-by-2.5",
+    "cc-by-3.0",
+    "cc-by-4.0",
+    "cc-by-sa-3.0",
+    "cc-by-sa-4.0",
+    "cc-by-nc-2.0",
+    "cc-by-nc-3.0",
+    "cc-by-nc-4.0",
+    "cc-by-nd-4.0",
+    "cc-by-nc-nd-3.0",
+    "cc-by-nc-nd-4.0",
+    "cc-by-nc-sa-2.0",
+    "cc-by-nc-sa-3.0",
+    "cc-by-nc-sa-4.0",
+}
+KNOWN_LICENSE_EXAMPLES = (
+    "CC BY-NC 2.0",
+    "CC BY-SA 4.0",
+    "CC BY-NC-SA 3.0",
+    "MS MARCO non-commercial research only",
+    "apache-2.0",
+    "mit",
+)
 
 
 def parse_license(text: str | None) -> License | None:
@@ -96,8 +153,12 @@ def parse_license(text: str | None) -> License | None:
         if hub_id not in _CC_HUB_IDS:
             return None
         name = "CC BY" + ("-" + "-".join(p.upper() for p in order) if order else "") + " " + match.group(2)
-        return License(hub_id, name, frozenset(p.upper() for p in order),
-                       f"https://creativecommons.org/licenses/{'-'.join(['by', *order])}/{match.group(2)}/")
+        return License(
+            hub_id,
+            name,
+            frozenset(p.upper() for p in order),
+            f"https://creativecommons.org/licenses/{'-'.join(['by', *order])}/{match.group(2)}/",
+        )
     slug = re.sub(r"[\s_]+", "-", low)
     if slug in _PERMISSIVE:
         return License(slug, _PERMISSIVE[slug])
@@ -115,20 +176,26 @@ def combine_licenses(sources: Sequence[tuple[str, License]]) -> tuple[License, s
     listed = "; ".join(f"{what}: {lic.name}" for what, lic in sources)
     if strictest.conditions >= union:
         chosen = strictest
-        why = (f"The model derives from sources under these terms — {listed}. The most restrictive, "
-               f"{chosen.name}, applies to the model as a whole")
+        why = (
+            f"The model derives from sources under these terms — {listed}. The most restrictive, "
+            f"{chosen.name}, applies to the model as a whole"
+        )
     elif "RESEARCH" in union:
         chosen = MSMARCO_TERMS
-        why = (f"The model derives from sources under these terms — {listed}. Their conditions together "
-               f"({', '.join(sorted(union))}) allow non-commercial research use only, so the model is released "
-               f"for that use only, and every other condition ({', '.join(sorted(union - {'RESEARCH', 'NC'}))}) "
-               "still applies")
+        why = (
+            f"The model derives from sources under these terms — {listed}. Their conditions together "
+            f"({', '.join(sorted(union))}) allow non-commercial research use only, so the model is released "
+            f"for that use only, and every other condition ({', '.join(sorted(union - {'RESEARCH', 'NC'}))}) "
+            "still applies"
+        )
     else:
         order = [p for p in ("NC", "ND", "SA") if p in union]
         chosen = parse_license("CC BY-" + "-".join(order) + " 4.0")
         assert chosen is not None  # by-nc-sa / by-nc-nd / by-nd / by-sa 4.0 are all Hub ids
-        why = (f"The model derives from sources under these terms — {listed}. No single one of them carries "
-               f"every condition ({', '.join(order)}), so the model uses {chosen.name}, which carries them all")
+        why = (
+            f"The model derives from sources under these terms — {listed}. No single one of them carries "
+            f"every condition ({', '.join(order)}), so the model uses {chosen.name}, which carries them all"
+        )
     if chosen.conditions & {"NC", "RESEARCH"}:
         why += ". Commercial use is not allowed"
     return chosen, why + "."
@@ -137,8 +204,11 @@ def combine_licenses(sources: Sequence[tuple[str, License]]) -> tuple[License, s
 # ---------------------------------------------------------------------------------------------- datasets
 
 # a split name a training script writes → what the card's Data table says of it
-SPLIT_NAMES = {"train-silver": "train sentences re-paired, silver labels (a teacher bi-encoder's cosine on the gold "
-                               "scale; training/silver_pairs.py)"}
+SPLIT_NAMES = {
+    "train-silver": "train sentences re-paired, silver labels (a teacher bi-encoder's cosine on the gold "
+    "scale; training/silver_pairs.py)"
+}
+
 
 @dataclass(frozen=True)
 class DatasetInfo:
@@ -150,47 +220,91 @@ class DatasetInfo:
 
 
 KNOWN_DATASETS = {
-    "agnews": DatasetInfo("agnews", "AG News", "fancyzhx/ag_news",
-                          "http://groups.di.unipi.it/~gulli/AG_corpus_of_news_articles.html",
-                          "@inproceedings{zhang-2015-character,\n  title = {Character-level Convolutional Networks for Text "
-                          "Classification},\n  author = {Zhang, Xiang and Zhao, Junbo and LeCun, Yann},\n  booktitle = "
-                          "{NeurIPS},\n  year = {2015}\n}"),
-    "scifact": DatasetInfo("scifact", "SciFact (BEIR)", "BeIR/scifact", "https://github.com/allenai/scifact",
-                           "@inproceedings{wadden-etal-2020-fact,\n  title = {Fact or Fiction: Verifying Scientific "
-                           "Claims},\n  author = {Wadden, David and Lin, Shanchuan and Lo, Kyle and Wang, Lucy Lu and "
-                           "van Zuylen, Madeleine and Cohan, Arman and Hajishirzi, Hannaneh},\n  booktitle = {EMNLP},"
-                           "\n  year = {2020}\n}"),
-    "stsb": DatasetInfo("stsb", "STS Benchmark", "mteb/stsbenchmark-sts",
-                        "https://ixa2.si.ehu.eus/stswiki/index.php/STSbenchmark",
-                        "@inproceedings{cer-etal-2017-semeval,\n  title = {SemEval-2017 Task 1: Semantic Textual "
-                        "Similarity Multilingual and Crosslingual Focused Evaluation},\n  author = {Cer, Daniel and "
-                        "Diab, Mona and Agirre, Eneko and Lopez-Gazpio, I{\\~n}igo and Specia, Lucia},\n  booktitle = "
-                        "{SemEval-2017},\n  year = {2017}\n}"),
-    "sick": DatasetInfo("sick", "SICK", "mteb/sickr-sts", "https://marcobaroni.org/composes/sick.html",
-                        "@inproceedings{marelli-etal-2014-sick,\n  title = {A SICK cure for the evaluation of "
-                        "compositional distributional semantic models},\n  author = {Marelli, Marco and Menini, "
-                        "Stefano and Baroni, Marco and Bentivogli, Luisa and Bernardi, Raffaella and Zamparelli, "
-                        "Roberto},\n  booktitle = {LREC},\n  year = {2014}\n}"),
-    "snli": DatasetInfo("snli", "SNLI", "stanfordnlp/snli", "https://nlp.stanford.edu/projects/snli/",
-                        "@inproceedings{bowman-etal-2015-large,\n  title = {A large annotated corpus for learning "
-                        "natural language inference},\n  author = {Bowman, Samuel R. and Angeli, Gabor and Potts, "
-                        "Christopher and Manning, Christopher D.},\n  booktitle = {EMNLP},\n  year = {2015}\n}"),
-    "msmarco": DatasetInfo("msmarco", "MS MARCO (passage sample)", "microsoft/ms_marco",
-                           "https://microsoft.github.io/msmarco/",
-                           "@article{bajaj2016msmarco,\n  title = {MS MARCO: A Human Generated MAchine Reading "
-                           "COmprehension Dataset},\n  author = {Bajaj, Payal and others},\n  journal = "
-                           "{arXiv:1611.09268},\n  year = {2016}\n}"),
+    "agnews": DatasetInfo(
+        "agnews",
+        "AG News",
+        "fancyzhx/ag_news",
+        "http://groups.di.unipi.it/~gulli/AG_corpus_of_news_articles.html",
+        "@inproceedings{zhang-2015-character,\n  title = {Character-level Convolutional Networks for Text "
+        "Classification},\n  author = {Zhang, Xiang and Zhao, Junbo and LeCun, Yann},\n  booktitle = "
+        "{NeurIPS},\n  year = {2015}\n}",
+    ),
+    "scifact": DatasetInfo(
+        "scifact",
+        "SciFact (BEIR)",
+        "BeIR/scifact",
+        "https://github.com/allenai/scifact",
+        "@inproceedings{wadden-etal-2020-fact,\n  title = {Fact or Fiction: Verifying Scientific "
+        "Claims},\n  author = {Wadden, David and Lin, Shanchuan and Lo, Kyle and Wang, Lucy Lu and "
+        "van Zuylen, Madeleine and Cohan, Arman and Hajishirzi, Hannaneh},\n  booktitle = {EMNLP},"
+        "\n  year = {2020}\n}",
+    ),
+    "stsb": DatasetInfo(
+        "stsb",
+        "STS Benchmark",
+        "mteb/stsbenchmark-sts",
+        "https://ixa2.si.ehu.eus/stswiki/index.php/STSbenchmark",
+        "@inproceedings{cer-etal-2017-semeval,\n  title = {SemEval-2017 Task 1: Semantic Textual "
+        "Similarity Multilingual and Crosslingual Focused Evaluation},\n  author = {Cer, Daniel and "
+        "Diab, Mona and Agirre, Eneko and Lopez-Gazpio, I{\\~n}igo and Specia, Lucia},\n  booktitle = "
+        "{SemEval-2017},\n  year = {2017}\n}",
+    ),
+    "sick": DatasetInfo(
+        "sick",
+        "SICK",
+        "mteb/sickr-sts",
+        "https://marcobaroni.org/composes/sick.html",
+        "@inproceedings{marelli-etal-2014-sick,\n  title = {A SICK cure for the evaluation of "
+        "compositional distributional semantic models},\n  author = {Marelli, Marco and Menini, "
+        "Stefano and Baroni, Marco and Bentivogli, Luisa and Bernardi, Raffaella and Zamparelli, "
+        "Roberto},\n  booktitle = {LREC},\n  year = {2014}\n}",
+    ),
+    "snli": DatasetInfo(
+        "snli",
+        "SNLI",
+        "stanfordnlp/snli",
+        "https://nlp.stanford.edu/projects/snli/",
+        "@inproceedings{bowman-etal-2015-large,\n  title = {A large annotated corpus for learning "
+        "natural language inference},\n  author = {Bowman, Samuel R. and Angeli, Gabor and Potts, "
+        "Christopher and Manning, Christopher D.},\n  booktitle = {EMNLP},\n  year = {2015}\n}",
+    ),
+    "msmarco": DatasetInfo(
+        "msmarco",
+        "MS MARCO (passage sample)",
+        "microsoft/ms_marco",
+        "https://microsoft.github.io/msmarco/",
+        "@article{bajaj2016msmarco,\n  title = {MS MARCO: A Human Generated MAchine Reading "
+        "COmprehension Dataset},\n  author = {Bajaj, Payal and others},\n  journal = "
+        "{arXiv:1611.09268},\n  year = {2016}\n}",
+    ),
 }
-_DATASET_ALIASES = {"agnews": "agnews", "agnewstopicclassification": "agnews", "scifact": "scifact", "beirscifact": "scifact", "stsb": "stsb", "stsbenchmark": "stsb",
-                    "stsbenchmarksts": "stsb", "sick": "sick", "sickr": "sick", "sicke": "sick", "snli": "snli",
-                    "msmarco": "msmarco", "msmarcosample": "msmarco", "msmarcopassage": "msmarco"}
-BEIR_CITATION = ("@inproceedings{thakur2021beir,\n  title = {BEIR: A Heterogeneous Benchmark for Zero-shot Evaluation "
-                 "of Information Retrieval Models},\n  author = {Thakur, Nandan and Reimers, Nils and R{\\\"u}ckl{\\'e}, "
-                 "Andreas and Srivastava, Abhishek and Gurevych, Iryna},\n  booktitle = {NeurIPS Datasets and "
-                 "Benchmarks},\n  year = {2021}\n}")
-SBERT_CITATION = ("@inproceedings{reimers-2019-sentence-bert,\n  title = {Sentence-BERT: Sentence Embeddings using "
-                  "Siamese BERT-Networks},\n  author = {Reimers, Nils and Gurevych, Iryna},\n  booktitle = {EMNLP-IJCNLP},"
-                  "\n  year = {2019}\n}")
+_DATASET_ALIASES = {
+    "agnews": "agnews",
+    "agnewstopicclassification": "agnews",
+    "scifact": "scifact",
+    "beirscifact": "scifact",
+    "stsb": "stsb",
+    "stsbenchmark": "stsb",
+    "stsbenchmarksts": "stsb",
+    "sick": "sick",
+    "sickr": "sick",
+    "sicke": "sick",
+    "snli": "snli",
+    "msmarco": "msmarco",
+    "msmarcosample": "msmarco",
+    "msmarcopassage": "msmarco",
+}
+BEIR_CITATION = (
+    "@inproceedings{thakur2021beir,\n  title = {BEIR: A Heterogeneous Benchmark for Zero-shot Evaluation "
+    "of Information Retrieval Models},\n  author = {Thakur, Nandan and Reimers, Nils and R{\\\"u}ckl{\\'e}, "
+    "Andreas and Srivastava, Abhishek and Gurevych, Iryna},\n  booktitle = {NeurIPS Datasets and "
+    "Benchmarks},\n  year = {2021}\n}"
+)
+SBERT_CITATION = (
+    "@inproceedings{reimers-2019-sentence-bert,\n  title = {Sentence-BERT: Sentence Embeddings using "
+    "Siamese BERT-Networks},\n  author = {Reimers, Nils and Gurevych, Iryna},\n  booktitle = {EMNLP-IJCNLP},"
+    "\n  year = {2019}\n}"
+)
 
 
 def dataset_info(name: str) -> DatasetInfo | None:
@@ -201,18 +315,23 @@ def dataset_info(name: str) -> DatasetInfo | None:
 
 # ---------------------------------------------------------------------------------------------- metrics.json
 
+
 def load_metrics(path: str | Path) -> dict:
     """Read and check a ``metrics.json`` (a file, or the folder holding one) against the contract."""
     path = Path(path)
     if path.is_dir():
         path = path / METRICS_FILE
     if not path.is_file():
-        raise CtxirError(f"{str(path)!r} does not exist: a model folder must hold the {METRICS_FILE} its training "
-                         "script wrote (the card's numbers come from it)")
+        raise CtxirError(
+            f"{str(path)!r} does not exist: a model folder must hold the {METRICS_FILE} its training "
+            "script wrote (the card's numbers come from it)"
+        )
     try:
         metrics = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
-        raise CtxirError(f"{str(path)!r} is not valid JSON ({err}): re-run the training script to rewrite it") from err
+        raise CtxirError(
+            f"{str(path)!r} is not valid JSON ({err}): re-run the training script to rewrite it"
+        ) from err
     validate_metrics(metrics, source=str(path))
     return metrics
 
@@ -277,11 +396,16 @@ def training_license(metrics: dict, base_license: tuple[str, License] | None = N
             continue
         lic = parse_license(d.get("license"))
         if lic is None:
-            what = "has no license" if not d.get("license") else f"has license {d.get('license')!r}, which is not known"
+            what = (
+                "has no license"
+                if not d.get("license")
+                else f"has license {d.get('license')!r}, which is not known"
+            )
             raise CtxirError(
                 f"training dataset {d.get('name')!r} in {METRICS_FILE} {what}: the model's license is derived from "
                 f"its training data, so set datasets[].license to the data's license (e.g. "
-                f"{', '.join(map(repr, KNOWN_LICENSE_EXAMPLES))}) and stage again")
+                f"{', '.join(map(repr, KNOWN_LICENSE_EXAMPLES))}) and stage again"
+            )
         info = dataset_info(d["name"])
         sources.append((f"{info.pretty if info else d['name']} ({d.get('split')})", lic))
     if base_license is not None:
@@ -302,17 +426,20 @@ def eval_results(metrics: dict) -> list:
     for e in metrics["evaluations"]:
         info = dataset_info(e["dataset"])
         task_type, task_name = EVAL_TASKS[e["task"]]
-        out.append(EvalResult(
-            task_type=task_type, task_name=task_name,
-            dataset_type=info.hub_id if info and info.hub_id else slug(e["dataset"]),
-            dataset_name=info.pretty if info else str(e["dataset"]),
-            dataset_split=str(e["split"]),
-            metric_type=slug(e["metric"]),
-            # The evaluated configuration sits in the metric name: one dataset/split can carry several
-            # configurations (first stage alone, re-ranked) of the same metric.
-            metric_name=f"{e['metric']} ({e['config']})" if e.get("config") else str(e["metric"]),
-            metric_value=float(e["after"]),
-        ))
+        out.append(
+            EvalResult(
+                task_type=task_type,
+                task_name=task_name,
+                dataset_type=info.hub_id if info and info.hub_id else slug(e["dataset"]),
+                dataset_name=info.pretty if info else str(e["dataset"]),
+                dataset_split=str(e["split"]),
+                metric_type=slug(e["metric"]),
+                # The evaluated configuration sits in the metric name: one dataset/split can carry several
+                # configurations (first stage alone, re-ranked) of the same metric.
+                metric_name=f"{e['metric']} ({e['config']})" if e.get("config") else str(e["metric"]),
+                metric_value=float(e["after"]),
+            )
+        )
     return out
 
 
@@ -321,6 +448,7 @@ def _eval_key(r) -> tuple:
 
 
 # ---------------------------------------------------------------------------------------------- the card
+
 
 @dataclass
 class CardInputs:
@@ -356,9 +484,16 @@ def card_data(metrics: dict, inputs: CardInputs):
         info = dataset_info(d["name"])
         if info and info.hub_id and info.hub_id not in hub_datasets:
             hub_datasets.append(info.hub_id)
-    tags = {"bi-encoder": ["sentence-transformers", "feature-extraction", "sentence-similarity", "dense-retrieval"],
-            "cross-encoder": ["sentence-transformers", "cross-encoder", "reranker", "text-ranking"],
-            "cls-lr": ["reranker", "logistic-regression", "cls-features", "text-ranking"]}[model_type]
+    tags = {
+        "bi-encoder": [
+            "sentence-transformers",
+            "feature-extraction",
+            "sentence-similarity",
+            "dense-retrieval",
+        ],
+        "cross-encoder": ["sentence-transformers", "cross-encoder", "reranker", "text-ranking"],
+        "cls-lr": ["reranker", "logistic-regression", "cls-features", "text-ranking"],
+    }[model_type]
     tags = [*tags, "ctxir", *(dataset_info(d["name"]).key for d in train if dataset_info(d["name"]))]
     kwargs = {}
     if lic.hub_id == "other":
@@ -400,10 +535,20 @@ def _template_context(metrics: dict, inputs: CardInputs) -> dict:
     for e in metrics["evaluations"]:
         info = dataset_info(e["dataset"])
         delta = None if e.get("before") is None else e["after"] - e["before"]
-        rows.append({"dataset": info.pretty if info else e["dataset"], "split": e["split"], "task": e["task"],
-                     "metric": e["metric"], "config": e.get("config") or "–", "before": _fmt(e.get("before")),
-                     "after": _fmt(e["after"]), "delta": "–" if delta is None else f"{delta:+.4f}",
-                     "anchor": _fmt(e.get("anchor")), "anchor_name": e.get("anchor_name") or "–"})
+        rows.append(
+            {
+                "dataset": info.pretty if info else e["dataset"],
+                "split": e["split"],
+                "task": e["task"],
+                "metric": e["metric"],
+                "config": e.get("config") or "–",
+                "before": _fmt(e.get("before")),
+                "after": _fmt(e["after"]),
+                "delta": "–" if delta is None else f"{delta:+.4f}",
+                "anchor": _fmt(e.get("anchor")),
+                "anchor_name": e.get("anchor_name") or "–",
+            }
+        )
     datasets = []
     citations = [SBERT_CITATION] if metrics["model_type"] != "cls-lr" else []
     for d in metrics["datasets"]:
@@ -412,29 +557,51 @@ def _template_context(metrics: dict, inputs: CardInputs) -> dict:
         split = SPLIT_NAMES.get(d["split"], d["split"])
         if d.get("stage") == "earlier":  # learned in the stage this run continued from (--init-from)
             split += " — in the earlier stage this model continues"
-        datasets.append({"name": info.pretty if info else d["name"], "split": split,
-                         "role": d["role"],
-                         "license": lic_d.name if lic_d else (d.get("license") or "not stated"),
-                         "num_examples": d.get("num_examples", "–"), "url": info.url if info else None})
+        datasets.append(
+            {
+                "name": info.pretty if info else d["name"],
+                "split": split,
+                "role": d["role"],
+                "license": lic_d.name if lic_d else (d.get("license") or "not stated"),
+                "num_examples": d.get("num_examples", "–"),
+                "url": info.url if info else None,
+            }
+        )
         if info and info.citation not in citations:
             citations.append(info.citation)
             if info.key == "scifact" and BEIR_CITATION not in citations:
                 citations.append(BEIR_CITATION)
     wall = float(training["wall_time_seconds"])
     return {
-        "m": metrics, "repo_id": inputs.repo_id, "facts": inputs.facts, "figures": inputs.figures,
-        "model_name": metrics["model_name"], "base_model": _base_display(metrics["base_model"], inputs.base_model_id),
-        "base_model_id": inputs.base_model_id, "objective": metrics["objective"], "training": training,
-        "wall_time": f"{wall:.0f} s ({wall / 60:.1f} min)", "eval_rows": rows, "datasets": datasets,
-        "license": lic, "license_reason": license_reason, "citations": citations,
-        "versions": metrics.get("versions", {}), "config_json": json.dumps(metrics.get("config", {}), indent=2),
-        "extra": metrics.get("extra") or {}, "created": metrics.get("created"),
+        "m": metrics,
+        "repo_id": inputs.repo_id,
+        "facts": inputs.facts,
+        "figures": inputs.figures,
+        "model_name": metrics["model_name"],
+        "base_model": _base_display(metrics["base_model"], inputs.base_model_id),
+        "base_model_id": inputs.base_model_id,
+        "objective": metrics["objective"],
+        "training": training,
+        "wall_time": f"{wall:.0f} s ({wall / 60:.1f} min)",
+        "eval_rows": rows,
+        "datasets": datasets,
+        "license": lic,
+        "license_reason": license_reason,
+        "citations": citations,
+        "versions": metrics.get("versions", {}),
+        "config_json": json.dumps(metrics.get("config", {}), indent=2),
+        "extra": metrics.get("extra") or {},
+        "created": metrics.get("created"),
         "train_names": ", ".join(dict.fromkeys(d["name"] for d in datasets if d["role"] == "train")),
         "commercial_ok": not (lic.conditions & {"NC", "RESEARCH"}),
         # Trained only on sentence-pair similarity data (STS-B, SICK, SNLI) → a similarity model, else retrieval.
-        "purpose": "similarity" if all((dataset_info(d["name"]) or DatasetInfo("", "", None, "", "")).key in
-                                       ("stsb", "sick", "snli") for d in metrics["datasets"]
-                                       if d.get("role") == "train") else "retrieval",
+        "purpose": "similarity"
+        if all(
+            (dataset_info(d["name"]) or DatasetInfo("", "", None, "", "")).key in ("stsb", "sick", "snli")
+            for d in metrics["datasets"]
+            if d.get("role") == "train"
+        )
+        else "retrieval",
     }
 
 
@@ -446,9 +613,12 @@ def render_card(metrics: dict, inputs: CardInputs, template_dir: str | Path | No
     validate_metrics(metrics)
     template = Path(template_dir or TEMPLATE_DIR) / TEMPLATES[metrics["model_type"]]
     if not template.is_file():
-        raise CtxirError(f"card template {str(template)!r} is missing: it ships in the repository's model_cards/")
-    return ModelCard.from_template(card_data(metrics, inputs), template_path=str(template),
-                                   **_template_context(metrics, inputs))
+        raise CtxirError(
+            f"card template {str(template)!r} is missing: it ships in the repository's model_cards/"
+        )
+    return ModelCard.from_template(
+        card_data(metrics, inputs), template_path=str(template), **_template_context(metrics, inputs)
+    )
 
 
 def check_card(card_path: str | Path, metrics: dict, base_license: tuple[str, License] | None = None) -> dict:
@@ -471,14 +641,18 @@ def check_card(card_path: str | Path, metrics: dict, base_license: tuple[str, Li
     except Exception as err:  # yaml.YAMLError, ValueError: the Hub would reject the card the same way
         raise CtxirError(f"the YAML front matter of {str(card_path)!r} does not parse: {err}") from err
     if not meta:
-        raise CtxirError(f"{str(card_path)!r} has no YAML front matter (--- ... ---): re-render it with "
-                         "ctxir.publish.cards")
+        raise CtxirError(
+            f"{str(card_path)!r} has no YAML front matter (--- ... ---): re-render it with "
+            "ctxir.publish.cards"
+        )
     problems = []
     expected_license, _ = training_license(metrics, base_license)
     if not meta.get("license"):
         problems.append(f"no license (expected {expected_license.hub_id!r}, derived from the training data)")
     elif meta["license"] != expected_license.hub_id:
-        problems.append(f"license is {meta['license']!r} but the training data requires {expected_license.hub_id!r}")
+        problems.append(
+            f"license is {meta['license']!r} but the training data requires {expected_license.hub_id!r}"
+        )
     if expected_license.hub_id == "other" and not (meta.get("license_name") and meta.get("license_link")):
         problems.append("license 'other' needs license_name and license_link")
     for key in ("library_name", "pipeline_tag"):
@@ -496,17 +670,28 @@ def check_card(card_path: str | Path, metrics: dict, base_license: tuple[str, Li
             problems.append(f"model-index name is {name!r}, metrics.json says {metrics['model_name']!r}")
         found = {_eval_key(r): r.metric_value for r in results}
     for key in expected.keys() - found.keys():
-        problems.append(f"model-index lacks {key[4]!r} on {key[1]} {key[2]} (metrics.json has {expected[key]!r})")
+        problems.append(
+            f"model-index lacks {key[4]!r} on {key[1]} {key[2]} (metrics.json has {expected[key]!r})"
+        )
     for key in found.keys() - expected.keys():
-        problems.append(f"model-index has {key[4]!r} on {key[1]} {key[2]} = {found[key]!r}, which metrics.json lacks")
+        problems.append(
+            f"model-index has {key[4]!r} on {key[1]} {key[2]} = {found[key]!r}, which metrics.json lacks"
+        )
     for key in expected.keys() & found.keys():
         if not isinstance(found[key], (int, float)) or float(found[key]) != float(expected[key]):
-            problems.append(f"model-index says {key[4]!r} on {key[1]} {key[2]} = {found[key]!r} but metrics.json "
-                            f"says {expected[key]!r}")
+            problems.append(
+                f"model-index says {key[4]!r} on {key[1]} {key[2]} = {found[key]!r} but metrics.json "
+                f"says {expected[key]!r}"
+            )
     for e in metrics["evaluations"]:
         if _fmt(float(e["after"])) not in card.text:
-            problems.append(f"the body has no {e['metric']} = {_fmt(float(e['after']))} ({e['dataset']} {e['split']})")
+            problems.append(
+                f"the body has no {e['metric']} = {_fmt(float(e['after']))} ({e['dataset']} {e['split']})"
+            )
     if problems:
-        raise CtxirError(f"model card {str(card_path)!r} disagrees with {METRICS_FILE}: " + "; ".join(problems)
-                         + ". Re-render it (stage again) instead of editing numbers by hand")
+        raise CtxirError(
+            f"model card {str(card_path)!r} disagrees with {METRICS_FILE}: "
+            + "; ".join(problems)
+            + ". Re-render it (stage again) instead of editing numbers by hand"
+        )
     return meta

@@ -52,14 +52,30 @@ FIGURES_DIR = "figures"
 MODEL_FILE_PATTERNS = ("*.json", "*.safetensors", "vocab.txt", "merges.txt", "*.model", "tokenizer*")
 # The transformer body of the CLS-LR ranker: AutoModel + AutoTokenizer only (not the sentence-transformers
 # configs, so the repo does not also pose as a CrossEncoder).
-ENCODER_FILE_PATTERNS = ("config.json", "*.safetensors", "model.safetensors.index.json", "tokenizer*",
-                         "special_tokens_map.json", "added_tokens.json", "vocab.txt", "vocab.json", "merges.txt",
-                         "*.model")
+ENCODER_FILE_PATTERNS = (
+    "config.json",
+    "*.safetensors",
+    "model.safetensors.index.json",
+    "tokenizer*",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.txt",
+    "vocab.json",
+    "merges.txt",
+    "*.model",
+)
 FIGURE_SUFFIXES = (".png", ".svg", ".jpg", ".jpeg", ".html")
 # Files a trainer leaves beside the model: never part of the published model, skipped without complaint.
 # README.md is sentence-transformers' generated card, replaced by ours (why: ctxir/cards.py docstring).
-TRAINING_ARTIFACTS = ("training_args.bin", "optimizer.pt", "scheduler.pt", "scaler.pt", "rng_state*.pth",
-                      "trainer_state.json", "README.md")
+TRAINING_ARTIFACTS = (
+    "training_args.bin",
+    "optimizer.pt",
+    "scheduler.pt",
+    "scaler.pt",
+    "rng_state*.pth",
+    "trainer_state.json",
+    "README.md",
+)
 SKIPPED_DIRS = ("checkpoint-*", "checkpoints", "runs", "logs", "eval", "wandb", "hub", ".*", "__pycache__")
 # Marks a folder as ctxir's staging (so re-staging may replace it). It sits under .cache/huggingface/, which
 # upload_folder never sends, as `hf download --local-dir` keeps its own bookkeeping there.
@@ -83,6 +99,7 @@ class StagedRepo:
 
 
 # ---------------------------------------------------------------------------------------------- helpers
+
 
 def detect_model_type(folder: str | Path) -> str | None:
     """'cls-lr' | 'cross-encoder' | 'bi-encoder' from the files a saved model leaves, or None."""
@@ -120,8 +137,10 @@ def check_repo_id(repo_id: str) -> str:
 
     repo_id = (repo_id or "").strip()
     if repo_id.count("/") != 1:
-        raise CtxirError(f"--repo-id {repo_id!r} must be 'owner/name' (your user or organisation, then the model "
-                         "name), e.g. 'ctxir/minilm-scifact-bi-encoder'")
+        raise CtxirError(
+            f"--repo-id {repo_id!r} must be 'owner/name' (your user or organisation, then the model "
+            "name), e.g. 'ctxir/minilm-scifact-bi-encoder'"
+        )
     try:
         validate_repo_id(repo_id)
     except HFValidationError as err:
@@ -141,7 +160,9 @@ def _transformer_dir(folder: Path) -> Path:
     for module in read_json(folder / "modules.json") or []:
         if (folder / module.get("path", "") / "config.json").is_file():
             return folder / module["path"]
-    raise CtxirError(f"{str(folder)!r} holds no transformer (no config.json at its root or in a module folder)")
+    raise CtxirError(
+        f"{str(folder)!r} holds no transformer (no config.json at its root or in a module folder)"
+    )
 
 
 def folder_license(folder: Path, what: str) -> tuple[str, License] | None:
@@ -195,6 +216,7 @@ def _stored_base_license(folder: Path, model_type: str, metrics: dict) -> tuple[
 
 # ---------------------------------------------------------------------------------------------- model facts
 
+
 def model_facts(folder: str | Path, model_type: str) -> dict:
     """What the card's prose and usage snippets need to know about the model, read by loading it."""
     folder = Path(folder)
@@ -203,8 +225,10 @@ def model_facts(folder: str | Path, model_type: str) -> dict:
     except CtxirError:
         raise
     except Exception as err:  # a broken config or weights: the repo would be broken for its users too
-        raise CtxirError(f"the {model_type} in {str(folder)!r} does not load ({type(err).__name__}: {err}): fix "
-                         "the training output (re-save it with save_pretrained) and stage again") from err
+        raise CtxirError(
+            f"the {model_type} in {str(folder)!r} does not load ({type(err).__name__}: {err}): fix "
+            "the training output (re-save it with save_pretrained) and stage again"
+        ) from err
 
 
 def _model_facts(folder: Path, model_type: str) -> dict:
@@ -213,13 +237,27 @@ def _model_facts(folder: Path, model_type: str) -> dict:
 
         model = SentenceTransformer(str(folder), device="cpu", trust_remote_code=False)
         modules = [type(m).__name__ for m in model]
-        pooling = next((getattr(m, "pooling_mode", None) for m in model if type(m).__name__ == "Pooling"), None)
-        dim = (model.get_embedding_dimension() if hasattr(model, "get_embedding_dimension")
-               else model.get_sentence_embedding_dimension())
-        plain = (modules[:2] == ["Transformer", "Pooling"] and set(modules[2:]) <= {"Normalize"}
-                 and pooling in ("mean", "cls", "max"))
-        return {"dimension": dim, "pooling": pooling or "custom", "normalize": "Normalize" in modules,
-                "max_seq_length": model.max_seq_length, "modules": " → ".join(modules), "plain_transformers": plain}
+        pooling = next(
+            (getattr(m, "pooling_mode", None) for m in model if type(m).__name__ == "Pooling"), None
+        )
+        dim = (
+            model.get_embedding_dimension()
+            if hasattr(model, "get_embedding_dimension")
+            else model.get_sentence_embedding_dimension()
+        )
+        plain = (
+            modules[:2] == ["Transformer", "Pooling"]
+            and set(modules[2:]) <= {"Normalize"}
+            and pooling in ("mean", "cls", "max")
+        )
+        return {
+            "dimension": dim,
+            "pooling": pooling or "custom",
+            "normalize": "Normalize" in modules,
+            "max_seq_length": model.max_seq_length,
+            "modules": " → ".join(modules),
+            "plain_transformers": plain,
+        }
     if model_type == "cross-encoder":
         from ctxir.encoders.models import is_adapter, is_ctxir_modular, load_cross_encoder, top_layers_config
 
@@ -227,24 +265,36 @@ def _model_facts(folder: Path, model_type: str) -> dict:
         # ctxir's loader: an adapter folder merges into its base, resolved offline too (packaged MiniLM)
         model = load_cross_encoder(str(folder), "cpu")
         top = top_layers_config(folder)
-        return {"adapter": is_adapter(folder), "num_labels": model.num_labels,
-                "max_length": getattr(model, "max_seq_length", None) or model.max_length,
-                "activation": type(model.activation_fn).__name__, "ctxir_modules": is_ctxir_modular(folder),
-                "modules": " → ".join(type(m).__name__ for m in model),
-                "term_match": any(getattr(m, "term_match", False) for m in model),
-                "trained_layers": (f"{top['trained_from_layer']}–{top['num_hidden_layers'] - 1}" if top else None),
-                "fusion": read_json(folder / "fusion.json") or None,
-                "passages": read_json(folder / "passages.json") or None,
-                "pair_orders": read_json(folder / PAIR_ORDERS_FILE) or None}
+        return {
+            "adapter": is_adapter(folder),
+            "num_labels": model.num_labels,
+            "max_length": getattr(model, "max_seq_length", None) or model.max_length,
+            "activation": type(model.activation_fn).__name__,
+            "ctxir_modules": is_ctxir_modular(folder),
+            "modules": " → ".join(type(m).__name__ for m in model),
+            "term_match": any(getattr(m, "term_match", False) for m in model),
+            "trained_layers": (
+                f"{top['trained_from_layer']}–{top['num_hidden_layers'] - 1}" if top else None
+            ),
+            "fusion": read_json(folder / "fusion.json") or None,
+            "passages": read_json(folder / "passages.json") or None,
+            "pair_orders": read_json(folder / PAIR_ORDERS_FILE) or None,
+        }
     config = read_json(folder / CLS_LR_CONFIG)
     meta = config.get("metadata") or {}
-    return {"hidden_size": config.get("hidden_size"), "layer": config.get("layer", -1),
-            "max_length": config.get("max_length", 512), "C": meta.get("C", "–"),
-            "class_weight": meta.get("class_weight"), "train_positives": meta.get("train_positives"),
-            "base_source": config.get("base_model_source")}
+    return {
+        "hidden_size": config.get("hidden_size"),
+        "layer": config.get("layer", -1),
+        "max_length": config.get("max_length", 512),
+        "C": meta.get("C", "–"),
+        "class_weight": meta.get("class_weight"),
+        "train_positives": meta.get("train_positives"),
+        "base_source": config.get("base_model_source"),
+    }
 
 
 # ---------------------------------------------------------------------------------------------- stage
+
 
 def _base_model_license(src: Path, metrics: dict) -> tuple[Path | None, str]:
     """(the CLS-LR run's base encoder folder or None for other models, the base model's license)."""
@@ -252,8 +302,11 @@ def _base_model_license(src: Path, metrics: dict) -> tuple[Path | None, str]:
         return None, base_model_license(metrics["base_model"])
     base_dir, base_name = _cls_lr_base_dir(src)
     # A bundled encoder (".") left its own metrics.json behind: ask the base the run names instead.
-    return base_dir, (base_model_license(metrics["base_model"]) if base_dir == src
-                      else folder_license(base_dir, f"base model {base_name}"))
+    return base_dir, (
+        base_model_license(metrics["base_model"])
+        if base_dir == src
+        else folder_license(base_dir, f"base model {base_name}")
+    )
 
 
 def _copy_model(src: Path, dest: Path, model_type: str, base_dir: Path | None, base_license: str) -> None:
@@ -267,22 +320,31 @@ def _copy_model(src: Path, dest: Path, model_type: str, base_dir: Path | None, b
             _copy_matching(src / module["path"], dest / module["path"], MODEL_FILE_PATTERNS, recursive=True)
 
 
-def stage(model_dir: str | Path, repo_id: str, staging_dir: str | Path | None = None, base_model_id: str | None = None,
-          figures: list[str] | tuple[str, ...] = ()) -> StagedRepo:
+def stage(
+    model_dir: str | Path,
+    repo_id: str,
+    staging_dir: str | Path | None = None,
+    base_model_id: str | None = None,
+    figures: list[str] | tuple[str, ...] = (),
+) -> StagedRepo:
     """Build the folder that will become the Hub repo, render its card, and validate it."""
     # 1. read the run
     src = Path(model_dir).expanduser().resolve()
     if not src.is_dir():
-        raise CtxirError(f"--model-dir {str(model_dir)!r} is not a folder: pass the output folder of a training "
-                         "script (it holds the model files and metrics.json)")
+        raise CtxirError(
+            f"--model-dir {str(model_dir)!r} is not a folder: pass the output folder of a training "
+            "script (it holds the model files and metrics.json)"
+        )
     repo_id = check_repo_id(repo_id)
     metrics = load_metrics(src)
     model_type = metrics["model_type"]
     found = detect_model_type(src)
     if found != model_type:
-        raise CtxirError(f"{METRICS_FILE} says model_type {model_type!r} but {str(src)!r} holds "
-                         f"{'a ' + found if found else 'no model sentence-transformers or ctxir can load'}: "
-                         "point --model-dir at the folder the training script saved")
+        raise CtxirError(
+            f"{METRICS_FILE} says model_type {model_type!r} but {str(src)!r} holds "
+            f"{'a ' + found if found else 'no model sentence-transformers or ctxir can load'}: "
+            "point --model-dir at the folder the training script saved"
+        )
     base_dir, base_license = _base_model_license(src, metrics)
     training_license(metrics, base_license)  # refuse early: unknown training-data license
 
@@ -298,7 +360,9 @@ def stage(model_dir: str | Path, repo_id: str, staging_dir: str | Path | None = 
 
     # 4. copy the model
     _copy_model(src, dest, model_type, base_dir, base_license)
-    shutil.copy2(src / METRICS_FILE, dest / METRICS_FILE)  # verbatim: the card's numbers are checked against it
+    shutil.copy2(
+        src / METRICS_FILE, dest / METRICS_FILE
+    )  # verbatim: the card's numbers are checked against it
 
     # 5. figures: <model-dir>/figures/*, figures beside the model, and any passed explicitly
     staged_figures = _stage_figures(src, dest, figures)
@@ -308,8 +372,13 @@ def stage(model_dir: str | Path, repo_id: str, staging_dir: str | Path | None = 
         check_repo_id(base_model_id)
     elif _looks_like_hub_id(metrics["base_model"]):
         base_model_id = metrics["base_model"]
-    inputs = CardInputs(repo_id=repo_id, base_model_id=base_model_id or None, base_license=base_license,
-                        facts=model_facts(dest, model_type), figures=staged_figures)
+    inputs = CardInputs(
+        repo_id=repo_id,
+        base_model_id=base_model_id or None,
+        base_license=base_license,
+        facts=model_facts(dest, model_type),
+        figures=staged_figures,
+    )
     write_atomic(dest / README, render_card(metrics, inputs).content)
 
     # 7. validate what will be uploaded
@@ -332,9 +401,11 @@ def _publishable_files(src: Path) -> list[str]:
         elif is_pickle_file(path):
             pickles.append(rel.as_posix())
     if pickles:
-        raise CtxirError(f"{str(src)!r} contains pickle files ({', '.join(pickles)}): pickle runs code when loaded, "
-                         "so it is never published. Re-save the model with safetensors (save_pretrained does by "
-                         "default) and delete the pickle files, then stage again")
+        raise CtxirError(
+            f"{str(src)!r} contains pickle files ({', '.join(pickles)}): pickle runs code when loaded, "
+            "so it is never published. Re-save the model with safetensors (save_pretrained does by "
+            "default) and delete the pickle files, then stage again"
+        )
     return skipped
 
 
@@ -342,12 +413,16 @@ def _fresh_staging_dir(src: Path, repo_id: str, staging_dir: str | Path | None) 
     """An empty staging folder, marked as ctxir's; a previous staging there is replaced, anything else refused."""
     dest = Path(staging_dir).expanduser().resolve() if staging_dir else default_staging_dir(src, repo_id)
     if dest == src or src in dest.parents or dest in src.parents:
-        raise CtxirError(f"--staging-dir {str(dest)!r} overlaps the model folder {str(src)!r}: choose a separate "
-                         "folder (the default is <model-dir>/../hub/<owner>--<name>)")
+        raise CtxirError(
+            f"--staging-dir {str(dest)!r} overlaps the model folder {str(src)!r}: choose a separate "
+            "folder (the default is <model-dir>/../hub/<owner>--<name>)"
+        )
     if dest.exists() and any(dest.iterdir()):
         if not (dest / STAGING_MARKER).is_file():  # never delete a folder ctxir did not stage
-            raise CtxirError(f"--staging-dir {str(dest)!r} exists and is not a previous staging: empty it or "
-                             "choose another folder")
+            raise CtxirError(
+                f"--staging-dir {str(dest)!r} exists and is not a previous staging: empty it or "
+                "choose another folder"
+            )
         shutil.rmtree(dest)
     (dest / STAGING_MARKER).parent.mkdir(parents=True, exist_ok=True)
     write_json(dest / STAGING_MARKER, {"source": str(src), "repo_id": repo_id}, indent=None)
@@ -356,9 +431,13 @@ def _fresh_staging_dir(src: Path, repo_id: str, staging_dir: str | Path | None) 
 
 def _stage_figures(src: Path, dest: Path, figures) -> list[str]:
     """Copy <model-dir>/figures/*, figures beside the model and ``figures`` → the image paths the card shows."""
-    figure_paths = sorted({*(p for p in src.iterdir() if p.suffix.lower() in FIGURE_SUFFIXES),
-                           *((src / FIGURES_DIR).glob("*") if (src / FIGURES_DIR).is_dir() else ()),
-                           *(Path(f).expanduser().resolve() for f in figures)})
+    figure_paths = sorted(
+        {
+            *(p for p in src.iterdir() if p.suffix.lower() in FIGURE_SUFFIXES),
+            *((src / FIGURES_DIR).glob("*") if (src / FIGURES_DIR).is_dir() else ()),
+            *(Path(f).expanduser().resolve() for f in figures),
+        }
+    )
     staged_figures = []
     for fig in figure_paths:
         if not fig.is_file() or fig.suffix.lower() not in FIGURE_SUFFIXES:
@@ -385,8 +464,10 @@ def _stage_cls_lr(src: Path, dest: Path, base_dir: Path, base_license: tuple[str
     base = config.get("base_model", "")
     body = _transformer_dir(base_dir)
     if not any(p.suffix == ".safetensors" and p.name != CLS_LR_WEIGHTS for p in body.iterdir()):
-        raise CtxirError(f"the CLS-LR base model {base!r} ({str(body)!r}) has no .safetensors weights: re-save it "
-                         "with save_pretrained (safetensors is the default) before publishing")
+        raise CtxirError(
+            f"the CLS-LR base model {base!r} ({str(body)!r}) has no .safetensors weights: re-save it "
+            "with save_pretrained (safetensors is the default) before publishing"
+        )
     _copy_matching(body, dest, ENCODER_FILE_PATTERNS, exclude=(CLS_LR_WEIGHTS,))
     shutil.copy2(src / CLS_LR_WEIGHTS, dest / CLS_LR_WEIGHTS)
     if "base_model_source" not in config:
@@ -400,6 +481,7 @@ def _stage_cls_lr(src: Path, dest: Path, base_dir: Path, base_license: tuple[str
 
 
 # ---------------------------------------------------------------------------------------------- validate
+
 
 def validate(folder: str | Path, base_license: tuple[str, License] | bool | None = False) -> StagedRepo:
     """Refuse a staged folder that is not safe and complete to publish; return what it holds.
@@ -417,13 +499,17 @@ def validate(folder: str | Path, base_license: tuple[str, License] | bool | None
     # 1. nothing a loader would unpickle
     pickles = [f for f in files if is_pickle_file(folder / f)]
     if pickles:
-        raise CtxirError(f"{str(folder)!r} contains pickle files ({', '.join(pickles)}): they are never published "
-                         "(loading a pickle can run code). Delete them; weights must be .safetensors")
+        raise CtxirError(
+            f"{str(folder)!r} contains pickle files ({', '.join(pickles)}): they are never published "
+            "(loading a pickle can run code). Delete them; weights must be .safetensors"
+        )
     # 2. exactly what upload_folder sends and `hf download` returns
     hidden = [f for f in files if any(part.startswith(".") for part in f.split("/"))]
     if hidden:
-        raise CtxirError(f"{str(folder)!r} contains hidden files ({', '.join(hidden)}), which a model repo does not "
-                         "need: stage into a fresh folder")
+        raise CtxirError(
+            f"{str(folder)!r} contains hidden files ({', '.join(hidden)}), which a model repo does not "
+            "need: stage into a fresh folder"
+        )
     if not any(f.endswith(".safetensors") for f in files):
         raise CtxirError(f"{str(folder)!r} has no .safetensors weights")
     # 3. the card agrees with metrics.json
@@ -431,14 +517,22 @@ def validate(folder: str | Path, base_license: tuple[str, License] | bool | None
     model_type = metrics["model_type"]
     found = detect_model_type(folder)
     if found != model_type:
-        raise CtxirError(f"{METRICS_FILE} says {model_type!r} but {str(folder)!r} holds {found or 'no known model'}")
+        raise CtxirError(
+            f"{METRICS_FILE} says {model_type!r} but {str(folder)!r} holds {found or 'no known model'}"
+        )
     if base_license is False:
         base_license = _stored_base_license(folder, model_type, metrics)
     meta = check_card(folder / README, metrics, base_license)
     # 4. it loads back and produces finite scores, the way users and ctxir will load it
     _load_check(folder, model_type)
-    return StagedRepo(folder=folder, repo_id="", model_type=model_type, license=meta["license"], files=files,
-                      eval_count=len(metrics["evaluations"]))
+    return StagedRepo(
+        folder=folder,
+        repo_id="",
+        model_type=model_type,
+        license=meta["license"],
+        files=files,
+        eval_count=len(metrics["evaluations"]),
+    )
 
 
 def _load_check(folder: Path, model_type: str) -> None:
@@ -450,7 +544,9 @@ def _load_check(folder: Path, model_type: str) -> None:
         if model_type == "bi-encoder":
             from sentence_transformers import SentenceTransformer
 
-            scores = SentenceTransformer(path, device="cpu", trust_remote_code=False).encode(list(LOAD_CHECK_TEXTS))
+            scores = SentenceTransformer(path, device="cpu", trust_remote_code=False).encode(
+                list(LOAD_CHECK_TEXTS)
+            )
         elif model_type == "cross-encoder":
             from ctxir.encoders.models import load_cross_encoder
 
@@ -459,7 +555,9 @@ def _load_check(folder: Path, model_type: str) -> None:
         else:
             from ctxir.rerank.rankers import ClsLrRanker
 
-            scores = ClsLrRanker.load(path, device="cpu").score_pairs(*LOAD_CHECK_TEXTS[:1], LOAD_CHECK_TEXTS[1:])
+            scores = ClsLrRanker.load(path, device="cpu").score_pairs(
+                *LOAD_CHECK_TEXTS[:1], LOAD_CHECK_TEXTS[1:]
+            )
     except CtxirError:
         raise
     except Exception as err:  # any loader failure means the repo would be broken for its users
@@ -471,8 +569,15 @@ def _load_check(folder: Path, model_type: str) -> None:
 
 # ---------------------------------------------------------------------------------------------- upload
 
-def hf_upload_command(folder: str | Path, repo_id: str, private: bool = False, revision: str | None = None,
-                      create_pr: bool = False, commit_message: str | None = None) -> str:
+
+def hf_upload_command(
+    folder: str | Path,
+    repo_id: str,
+    private: bool = False,
+    revision: str | None = None,
+    create_pr: bool = False,
+    commit_message: str | None = None,
+) -> str:
     """The `hf upload` command that publishes ``folder`` the same way ``push`` does."""
     parts = ["hf", "upload", repo_id, str(folder), ".", "--repo-type", "model"]
     if private:
@@ -492,8 +597,17 @@ def _redact(text: str, token: str | None) -> str:
 
 # push takes `hf upload`'s arguments one to one (hf_upload_command's, whose printed command must do the same), plus
 # HfApi's token/endpoint and a test stand-in: more than 8 parameters on purpose, each one the client's own option.
-def push(folder: str | Path, repo_id: str, private: bool = False, revision: str | None = None, create_pr: bool = False,
-         commit_message: str | None = None, token: str | None = None, endpoint: str | None = None, api=None) -> str:
+def push(
+    folder: str | Path,
+    repo_id: str,
+    private: bool = False,
+    revision: str | None = None,
+    create_pr: bool = False,
+    commit_message: str | None = None,
+    token: str | None = None,
+    endpoint: str | None = None,
+    api=None,
+) -> str:
     """Upload a staged, validated folder; return the commit (or pull request) URL.
 
     Token: ``token``, else ``HF_TOKEN`` / the ``hf auth login`` file (``huggingface_hub.get_token``). It is passed to
@@ -511,40 +625,60 @@ def push(folder: str | Path, repo_id: str, private: bool = False, revision: str 
         raise PublishError(f"HF_HUB_OFFLINE is set, so nothing was uploaded. {later}")
     token = token or get_token()
     if not token:
-        raise PublishError(f"no Hugging Face token: set HF_TOKEN or run `hf auth login`, then push again. {later}")
+        raise PublishError(
+            f"no Hugging Face token: set HF_TOKEN or run `hf auth login`, then push again. {later}"
+        )
     api = api or HfApi(endpoint=endpoint, token=token)
     message = commit_message or f"Upload {repo_id} with ctxir"
     try:
         api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
         if revision and not create_pr:
             api.create_branch(repo_id, branch=revision, exist_ok=True, repo_type="model")
-        info = api.upload_folder(repo_id=repo_id, folder_path=str(folder), repo_type="model", revision=revision,
-                                 create_pr=create_pr, commit_message=message)
+        info = api.upload_folder(
+            repo_id=repo_id,
+            folder_path=str(folder),
+            repo_type="model",
+            revision=revision,
+            create_pr=create_pr,
+            commit_message=message,
+        )
     except (HfHubHTTPError, OfflineModeIsEnabled, OSError) as err:
         raise PublishError(f"uploading to {repo_id!r} failed: {_redact(str(err), token)}. {later}") from None
     except Exception as err:  # httpx transport errors and the like: same outcome for the user
         if not type(err).__module__.startswith(("httpx", "httpcore", "requests", "urllib3")):  # httpx2 too
             raise
-        raise PublishError(f"the Hub could not be reached ({type(err).__name__}: {_redact(str(err), token)}). "
-                           f"{later}") from None
+        raise PublishError(
+            f"the Hub could not be reached ({type(err).__name__}: {_redact(str(err), token)}). {later}"
+        ) from None
     return getattr(info, "pr_url", None) or getattr(info, "commit_url", None) or str(info)
 
 
 # ---------------------------------------------------------------------------------------------- CLI
 
+
 @dataclass
 class PushArgs:
     model_dir: str = field(metadata={"help": "training output folder (model files + metrics.json)"})
     repo_id: str = field(metadata={"help": "Hub id 'owner/name', e.g. ctxir/minilm-scifact-bi-encoder"})
-    staging_dir: str = field(default="", metadata={"help": "where to stage (default <model-dir>/../hub/<owner>--<name>)"})
-    base_model_id: str = field(default="", metadata={
-        "help": "Hub id for the card's base_model when metrics.json names a local folder (e.g. a pushed cross-encoder)"})
-    figures: list[str] = field(default_factory=list, metadata={"help": "extra figure files (.png/.svg/.html)"})
+    staging_dir: str = field(
+        default="", metadata={"help": "where to stage (default <model-dir>/../hub/<owner>--<name>)"}
+    )
+    base_model_id: str = field(
+        default="",
+        metadata={
+            "help": "Hub id for the card's base_model when metrics.json names a local folder (e.g. a pushed cross-encoder)"
+        },
+    )
+    figures: list[str] = field(
+        default_factory=list, metadata={"help": "extra figure files (.png/.svg/.html)"}
+    )
     private: bool = field(default=False, metadata={"help": "create the repo private (ignored if it exists)"})
     revision: str = field(default="", metadata={"help": "branch to push to (created if missing)"})
     create_pr: bool = field(default=False, metadata={"help": "open a pull request instead of committing"})
     commit_message: str = ""
-    dry_run: bool = field(default=False, metadata={"help": "stage and validate only; print the hf upload command"})
+    dry_run: bool = field(
+        default=False, metadata={"help": "stage and validate only; print the hf upload command"}
+    )
 
 
 @dataclass
@@ -554,11 +688,15 @@ class ValidateArgs:
 
 def _summary(report: StagedRepo) -> str:
     sizes = sum((report.folder / f).stat().st_size for f in report.files)
-    lines = [f"staged {report.model_type} for {report.repo_id or '(validated folder)'} in {report.folder}",
-             f"  {len(report.files)} files, {sizes / 1e6:.1f} MB: {', '.join(report.files)}",
-             f"  card: license {report.license}, {report.eval_count} evaluation(s) from {METRICS_FILE}"]
+    lines = [
+        f"staged {report.model_type} for {report.repo_id or '(validated folder)'} in {report.folder}",
+        f"  {len(report.files)} files, {sizes / 1e6:.1f} MB: {', '.join(report.files)}",
+        f"  card: license {report.license}, {report.eval_count} evaluation(s) from {METRICS_FILE}",
+    ]
     if report.skipped:
-        shown = report.skipped[:8] + ([f"... {len(report.skipped) - 8} more"] if len(report.skipped) > 8 else [])
+        shown = report.skipped[:8] + (
+            [f"... {len(report.skipped) - 8} more"] if len(report.skipped) > 8 else []
+        )
         lines.append(f"  left out (not part of the published model): {', '.join(shown)}")
     lines.append("  validated: no pickle, card matches metrics.json, loads back")
     return "\n".join(lines)
@@ -566,16 +704,30 @@ def _summary(report: StagedRepo) -> str:
 
 def run_push(args: PushArgs) -> int:
     """Stage, validate and (unless --dry-run) upload; 0 = done, 2 = refused (CtxirError), 3 = staged, not uploaded."""
-    report = stage(args.model_dir, args.repo_id, args.staging_dir or None, args.base_model_id or None, args.figures)
+    report = stage(
+        args.model_dir, args.repo_id, args.staging_dir or None, args.base_model_id or None, args.figures
+    )
     print(_summary(report))
-    command = hf_upload_command(report.folder, report.repo_id, args.private, args.revision or None, args.create_pr,
-                                args.commit_message or None)
+    command = hf_upload_command(
+        report.folder,
+        report.repo_id,
+        args.private,
+        args.revision or None,
+        args.create_pr,
+        args.commit_message or None,
+    )
     if args.dry_run:
         print(f"dry run: nothing uploaded. To publish:\n  {command}")
         return 0
     try:
-        url = push(report.folder, report.repo_id, args.private, args.revision or None, args.create_pr,
-                   args.commit_message or None)
+        url = push(
+            report.folder,
+            report.repo_id,
+            args.private,
+            args.revision or None,
+            args.create_pr,
+            args.commit_message or None,
+        )
     except PublishError as err:
         print(f"error: {err}", file=sys.stderr)
         return 3
@@ -589,8 +741,9 @@ def run_validate(args: ValidateArgs) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return subcommand_main({"push": (PushArgs, run_push), "validate": (ValidateArgs, run_validate)},
-                           "ctxir hub", argv)
+    return subcommand_main(
+        {"push": (PushArgs, run_push), "validate": (ValidateArgs, run_validate)}, "ctxir hub", argv
+    )
 
 
 if __name__ == "__main__":

@@ -1,11 +1,11 @@
 """Re-ranking: score the first stage's hits again, and the pipeline that chains both stages.
 
-    rankers.py       ``Reranker``, ``CrossEncoderReranker`` (``Passages``: long documents by their best window),
-                     ``ClsLrRanker``
-    registry.py      re-ranker kinds by name: ``load_reranker``, ``register_reranker``
-    pipeline.py      ``Pipeline``: retrievers, fusion, a re-ranker
-    stage_fusion.py  ``StageFusion``: a re-ranker's scores fused with the first stage's (also given by pipeline.py)
-    calibration.py   ``Calibration``: a cross-encoder's raw scores as probabilities (a folder's calibration.json)
+rankers.py       ``Reranker``, ``CrossEncoderReranker`` (``Passages``: long documents by their best window),
+                 ``ClsLrRanker``
+registry.py      re-ranker kinds by name: ``load_reranker``, ``register_reranker``
+pipeline.py      ``Pipeline``: retrievers, fusion, a re-ranker
+stage_fusion.py  ``StageFusion``: a re-ranker's scores fused with the first stage's (also given by pipeline.py)
+calibration.py   ``Calibration``: a cross-encoder's raw scores as probabilities (a folder's calibration.json)
 """
 
 from ctxir.rerank.calibration import Calibration, calibration_for, fit_calibration  # noqa: F401 -- public API

@@ -63,13 +63,19 @@ def fit_calibration(scores: Sequence[float], labels: Sequence[int], fitted_on: s
 
     x, y = np.asarray(scores, dtype=np.float64).reshape(-1, 1), np.asarray(labels, dtype=int)
     if len(x) != len(y) or not 0 < y.sum() < len(y):
-        raise CtxirError(f"calibration needs relevant and non-relevant pairs: got {int(y.sum())} relevant of {len(y)}")
+        raise CtxirError(
+            f"calibration needs relevant and non-relevant pairs: got {int(y.sum())} relevant of {len(y)}"
+        )
     # a very weak penalty: two parameters from hundreds of pairs need none, and the bias must not shrink
     model = LogisticRegression(C=1e6).fit(x, y)
     calibration = Calibration(float(model.coef_[0, 0]), float(model.intercept_[0]), fitted_on)
     before = 1.0 / (1.0 + np.exp(-np.clip(x[:, 0], -500, 500)))
-    report = {"pairs": len(y), "relevant": int(y.sum()), "before": calibration_quality(before, y),
-              "after": calibration_quality(calibration.probabilities(x[:, 0]), y)}
+    report = {
+        "pairs": len(y),
+        "relevant": int(y.sum()),
+        "before": calibration_quality(before, y),
+        "after": calibration_quality(calibration.probabilities(x[:, 0]), y),
+    }
     return Calibration(calibration.scale, calibration.bias, fitted_on, report)
 
 
@@ -78,10 +84,16 @@ def calibration_quality(p: np.ndarray, y: np.ndarray, bins: int = 10) -> dict:
     from sklearn.metrics import brier_score_loss, log_loss
 
     edges = np.minimum((p * bins).astype(int), bins - 1)
-    ece = sum(abs(p[edges == b].mean() - y[edges == b].mean()) * (edges == b).mean()
-              for b in range(bins) if (edges == b).any())
-    return {"log_loss": round(float(log_loss(y, np.clip(p, 1e-12, 1 - 1e-12), labels=[0, 1])), 4),
-            "brier": round(float(brier_score_loss(y, p)), 4), "ece": round(float(ece), 4)}
+    ece = sum(
+        abs(p[edges == b].mean() - y[edges == b].mean()) * (edges == b).mean()
+        for b in range(bins)
+        if (edges == b).any()
+    )
+    return {
+        "log_loss": round(float(log_loss(y, np.clip(p, 1e-12, 1 - 1e-12), labels=[0, 1])), 4),
+        "brier": round(float(brier_score_loss(y, p)), 4),
+        "ece": round(float(ece), 4),
+    }
 
 
 def calibration_for(model) -> Calibration | None:
@@ -99,8 +111,14 @@ def calibration_for(model) -> Calibration | None:
         return None
     record = read_json(folder / CALIBRATION_FILE) or {}
     try:
-        return Calibration(float(record["scale"]), float(record["bias"]), str(record.get("fitted_on", "")),
-                           dict(record.get("report") or {}))
+        return Calibration(
+            float(record["scale"]),
+            float(record["bias"]),
+            str(record.get("fitted_on", "")),
+            dict(record.get("report") or {}),
+        )
     except (KeyError, TypeError, ValueError):
-        raise CtxirError(f"{str(folder / CALIBRATION_FILE)!r} is damaged: it needs numbers 'scale' and 'bias'; "
-                         "fit it again with `python -m training.calibrate --model <folder>`") from None
+        raise CtxirError(
+            f"{str(folder / CALIBRATION_FILE)!r} is damaged: it needs numbers 'scale' and 'bias'; "
+            "fit it again with `python -m training.calibrate --model <folder>`"
+        ) from None

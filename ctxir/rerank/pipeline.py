@@ -82,8 +82,13 @@ class Pipeline:
     (['first_stage'], {'q1': ['d1', 'd3'], 'q2': ['d2']})
     """
 
-    def __init__(self, first_stage: Retriever, reranker: Reranker | None = None, depth: int = 100,
-                 fusion: StageFusion | None = None):
+    def __init__(
+        self,
+        first_stage: Retriever,
+        reranker: Reranker | None = None,
+        depth: int = 100,
+        fusion: StageFusion | None = None,
+    ):
         if fusion is not None and reranker is None:
             raise CtxirError("fusion needs a reranker: pass one, or drop fusion")
         self.first_stage, self.reranker, self.depth = first_stage, reranker, check_top_k(depth)
@@ -103,7 +108,7 @@ class Pipeline:
             hits = [RankedHit(h.doc_id, h.score, r, h.score, r) for r, h in enumerate(first[:top_k], 1)]
             return SearchResult(hits, timings)
         start = time.perf_counter()
-        reranked = self.reranker._rerank(query, first[:self.depth], self.corpus)
+        reranked = self.reranker._rerank(query, first[: self.depth], self.corpus)
         timings[self.reranker.name] = (time.perf_counter() - start) * 1000
         final = self.fusion.fuse(first, reranked) if self.fusion else None
         return SearchResult(merge_stages(first, reranked, final)[:top_k], timings)
@@ -113,16 +118,19 @@ class Pipeline:
         first = self.first_stage.search(queries, self.depth)
         runs = {"first_stage": run_from_hits(first)}
         if self.reranker is not None:
-            reranked = {qid: self.reranker._rerank(queries[qid], first[qid][:self.depth], self.corpus)
-                        for qid in tqdm(queries, desc=f"re-ranking ({self.reranker.name})", disable=not show_progress)}
+            reranked = {
+                qid: self.reranker._rerank(queries[qid], first[qid][: self.depth], self.corpus)
+                for qid in tqdm(queries, desc=f"re-ranking ({self.reranker.name})", disable=not show_progress)
+            }
             runs["rerank"] = run_from_hits(reranked)
             if self.fusion is not None:
                 runs["fused"] = run_from_hits({q: self.fusion.fuse(first[q], reranked[q]) for q in queries})
         return runs
 
 
-def mode_fusion(reranker: Reranker | None, mode: str = "fused", first_stage: str | None = None
-                ) -> StageFusion | None:
+def mode_fusion(
+    reranker: Reranker | None, mode: str = "fused", first_stage: str | None = None
+) -> StageFusion | None:
     """The ``fusion`` a Pipeline gets in re-rank ``mode``: "fused" (the default of the app and the CLI) combines the
     re-ranker with the first stage by the re-ranker's ``stage_fusion`` (its folder's fusion.json, else RRF k=60 with
     equal weights), so a weak re-ranker cannot push results far below the first stage; "alone" ranks by the re-ranker
@@ -148,15 +156,23 @@ def merge_stages(first: list[Hit], reranked: list[Hit], final: list[Hit] | None 
     """Join the rankings by document: final order is ``final`` (a fusion of both) or else the re-ranker's."""
     first_rank = {h.doc_id: (r, h.score) for r, h in enumerate(first, 1)}
     rerank_rank = {h.doc_id: (r, h.score) for r, h in enumerate(reranked, 1)}
-    return [RankedHit(h.doc_id, h.score, r, first_rank[h.doc_id][1], first_rank[h.doc_id][0],
-                      rerank_rank[h.doc_id][1], rerank_rank[h.doc_id][0])
-            for r, h in enumerate(reranked if final is None else final, 1)]
+    return [
+        RankedHit(
+            h.doc_id,
+            h.score,
+            r,
+            first_rank[h.doc_id][1],
+            first_rank[h.doc_id][0],
+            rerank_rank[h.doc_id][1],
+            rerank_rank[h.doc_id][0],
+        )
+        for r, h in enumerate(reranked if final is None else final, 1)
+    ]
 
 
 # ---------------------------------------------------------------- building stages by name (CLI and app)
 
 FIRST_STAGES = ("bm25", "dense", "hybrid")
-
 
 
 @dataclass(frozen=True)
@@ -170,10 +186,17 @@ class HybridSettings:
     depth: int = 100
 
 
-def build_first_stages(corpus, kinds: Sequence[str] = FIRST_STAGES, encoders: Sequence = (), *,
-                       bm25_options: dict | None = None, hybrid: HybridSettings | None = None,
-                       index: str | None = None, show_progress: bool = False,
-                       **hybrid_options) -> dict[str, Retriever]:
+def build_first_stages(
+    corpus,
+    kinds: Sequence[str] = FIRST_STAGES,
+    encoders: Sequence = (),
+    *,
+    bm25_options: dict | None = None,
+    hybrid: HybridSettings | None = None,
+    index: str | None = None,
+    show_progress: bool = False,
+    **hybrid_options,
+) -> dict[str, Retriever]:
     """``{kind: retriever}`` for each of ``kinds`` over ``corpus``; parts are built once and shared, so "hybrid"
     fuses the very BM25 and dense retrievers returned beside it (one dense retriever per bi-encoder in
     ``encoders``: ``BiEncoder`` objects; the first is "dense"). ``index``: the dense index ("auto", "exact",
@@ -197,15 +220,28 @@ def build_first_stages(corpus, kinds: Sequence[str] = FIRST_STAGES, encoders: Se
     if {"bm25", "hybrid"} & set(kinds):
         out["bm25"] = BM25Retriever(corpus, show_progress=show_progress, **(bm25_options or {}))
     if {"dense", "hybrid"} & set(kinds):
-        dense = [DenseRetriever(corpus, encoder, index=index, show_progress=show_progress)
-                 for encoder in (encoders if "hybrid" in kinds else encoders[:1])]
+        dense = [
+            DenseRetriever(corpus, encoder, index=index, show_progress=show_progress)
+            for encoder in (encoders if "hybrid" in kinds else encoders[:1])
+        ]
         out["dense"] = dense[0]
     if "hybrid" in kinds:
-        out["hybrid"] = HybridRetriever([out["bm25"], *dense], fusion=hybrid.fusion, k=hybrid.k,
-                                        weights=hybrid.weights, depth=hybrid.depth)
+        out["hybrid"] = HybridRetriever(
+            [out["bm25"], *dense],
+            fusion=hybrid.fusion,
+            k=hybrid.k,
+            weights=hybrid.weights,
+            depth=hybrid.depth,
+        )
     return {kind: out[kind] for kind in kinds}
 
 
 def _hybrid_settings(hybrid: HybridSettings | None, options: dict) -> HybridSettings:
-    return grouped_options(HybridSettings, hybrid, options, "build_first_stages", "hybrid",
-                           ("bm25_options", "hybrid", "index", "show_progress"))
+    return grouped_options(
+        HybridSettings,
+        hybrid,
+        options,
+        "build_first_stages",
+        "hybrid",
+        ("bm25_options", "hybrid", "index", "show_progress"),
+    )

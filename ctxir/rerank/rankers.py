@@ -37,7 +37,10 @@ logger = logging.getLogger(__name__)
 # onnx-int8: the same with the layers it shares unchanged with its base in int8 (the shipped re-ranker: 0–3 of 6),
 # the trained layers float32; within the 0.005 nDCG@10 rule on the shipped re-ranker's held-out claims.
 RERANK_BACKENDS = ("torch", "onnx", "onnx-int8")
-PAIR_ORDERS = ("one", "both")  # pair_orders.json's "orders": (a, b) as given, or the mean of (a, b) and (b, a)
+PAIR_ORDERS = (
+    "one",
+    "both",
+)  # pair_orders.json's "orders": (a, b) as given, or the mean of (a, b) and (b, a)
 
 
 def default_rerank_backend() -> str:
@@ -45,12 +48,18 @@ def default_rerank_backend() -> str:
     sets it), else "torch"."""
     from ctxir.checks import check_choice
 
-    return check_choice(os.environ.get("CTXIR_RERANK_BACKEND") or "torch",
-                        "cross-encoder backend (CTXIR_RERANK_BACKEND)", RERANK_BACKENDS)
+    return check_choice(
+        os.environ.get("CTXIR_RERANK_BACKEND") or "torch",
+        "cross-encoder backend (CTXIR_RERANK_BACKEND)",
+        RERANK_BACKENDS,
+    )
 
 
-def pair_scores(predict: Callable[[list[tuple[str, str]]], np.ndarray], pairs: Sequence[tuple[str, str]],
-                both_orders: bool = False) -> np.ndarray:
+def pair_scores(
+    predict: Callable[[list[tuple[str, str]]], np.ndarray],
+    pairs: Sequence[tuple[str, str]],
+    both_orders: bool = False,
+) -> np.ndarray:
     """``predict(pairs)`` as float32, (pairs,) or (pairs, labels) as ``predict`` gives; ``both_orders``: each pair's
     score is the mean of its scores read as (a, b) and as (b, a), from one ``predict`` call over both.
 
@@ -64,8 +73,10 @@ def pair_scores(predict: Callable[[list[tuple[str, str]]], np.ndarray], pairs: S
     pairs = [tuple(pair) for pair in pairs]
     if not both_orders:
         return np.asarray(predict(pairs), dtype=np.float32)
-    scores = np.asarray(predict(pairs + [(b, a) for a, b in pairs]), dtype=np.float32)  # (2 · pairs[, labels])
-    return (scores[:len(pairs)] + scores[len(pairs):]) / 2
+    scores = np.asarray(
+        predict(pairs + [(b, a) for a, b in pairs]), dtype=np.float32
+    )  # (2 · pairs[, labels])
+    return (scores[: len(pairs)] + scores[len(pairs) :]) / 2
 
 
 def both_orders_for(model: str | Path) -> bool:
@@ -126,8 +137,10 @@ class Reranker(ABC):
             return []
         missing = [h.doc_id for h in hits if h.doc_id not in corpus]
         if missing:
-            raise CtxirError(f"hits name documents that are not in the corpus, e.g. {missing[0]!r}: "
-                             "re-rank with the corpus the first stage searched")
+            raise CtxirError(
+                f"hits name documents that are not in the corpus, e.g. {missing[0]!r}: "
+                "re-rank with the corpus the first stage searched"
+            )
         scores = self.score_documents(query, [corpus[h.doc_id] for h in hits])
         order = sorted(range(len(hits)), key=lambda i: (-float(scores[i]), hits[i].doc_id))
         reranked = [Hit(hits[i].doc_id, float(scores[i])) for i in order]
@@ -157,15 +170,17 @@ class Passages:
 
     def __post_init__(self):
         if not 1 <= self.stride <= self.words:
-            raise CtxirError(f"passages words={self.words!r}, stride={self.stride!r}: need 1 ≤ stride ≤ words "
-                             "(windows that skip no word), e.g. words=70, stride=50")
+            raise CtxirError(
+                f"passages words={self.words!r}, stride={self.stride!r}: need 1 ≤ stride ≤ words "
+                "(windows that skip no word), e.g. words=70, stride=50"
+            )
 
     def split(self, title: str, text: str) -> list[str]:
         """The windows of ``text``, each after ``title``; a text of ≤ ``words`` words is one window."""
         words, title = text.split(), title.strip()
         out = []
         for start in range(0, max(len(words) - self.words + self.stride, 1), self.stride):
-            out.append(" ".join(([title] if title else []) + words[start:start + self.words]))
+            out.append(" ".join(([title] if title else []) + words[start : start + self.words]))
             if start + self.words >= len(words):
                 break
         return out
@@ -181,8 +196,10 @@ class Passages:
                 raise ValueError(f"method {record['method']!r} is neither 'max' nor 'first'")
             return cls(int(record["words"]), int(record["stride"]))
         except (OSError, ValueError, KeyError, TypeError) as err:
-            raise CtxirError(f"{str(path)!r} is not a passages.json ({type(err).__name__}: {err}): expected "
-                             '{"method": "max", "words": 70, "stride": 50} or {"method": "first"}') from err
+            raise CtxirError(
+                f"{str(path)!r} is not a passages.json ({type(err).__name__}: {err}): expected "
+                '{"method": "max", "words": 70, "stride": 50} or {"method": "first"}'
+            ) from err
 
 
 class CrossEncoderReranker(Reranker):
@@ -198,8 +215,15 @@ class CrossEncoderReranker(Reranker):
 
     name = "cross-encoder"
 
-    def __init__(self, model=DEFAULT_CROSS_ENCODER, device: str = "auto", batch_size: int = 32,
-                 passages: Passages | None = None, backend: str | None = None, both_orders: bool | None = None):
+    def __init__(
+        self,
+        model=DEFAULT_CROSS_ENCODER,
+        device: str = "auto",
+        batch_size: int = 32,
+        passages: Passages | None = None,
+        backend: str | None = None,
+        both_orders: bool | None = None,
+    ):
         """``backend``: "torch" (the model's own ``predict``), "onnx" (its body exported once to float32 ONNX
         under ctxir's cache folder and run by ONNX Runtime on the CPU, the head in torch: the same scores, faster
         on a CPU; ``ctxir.encoders.onnx_backend.OnnxCrossEncoder``) or "onnx-int8" (the same, with the layers
@@ -214,8 +238,11 @@ class CrossEncoderReranker(Reranker):
         self.model = load_cross_encoder(model, device) if isinstance(model, str) else model
         self.batch_size = batch_size
         self.passages = passages  # None = the first max-length tokens of each document (FirstP)
-        self.both_orders = (both_orders_for(model) if isinstance(model, str) else False) if both_orders is None \
+        self.both_orders = (
+            (both_orders_for(model) if isinstance(model, str) else False)
+            if both_orders is None
             else both_orders
+        )
         self.backend = check_choice(backend or default_rerank_backend(), "backend", RERANK_BACKENDS)
         # its folder's calibration.json: raw scores → probabilities a person can read (None: raw scores only)
         self.calibration = calibration_for(model) if isinstance(model, str) else None
@@ -226,8 +253,9 @@ class CrossEncoderReranker(Reranker):
     def score_documents(self, query: str, docs: Sequence[dict]) -> np.ndarray:
         if self.passages is None:
             return super().score_documents(query, docs)
-        return self._best_window([self.passages.split(doc.get("title") or "", doc.get("text") or "") for doc in docs],
-                                 query)
+        return self._best_window(
+            [self.passages.split(doc.get("title") or "", doc.get("text") or "") for doc in docs], query
+        )
 
     def score_pairs(self, query: str, texts: Sequence[str]) -> np.ndarray:
         if self.passages is not None:
@@ -237,15 +265,20 @@ class CrossEncoderReranker(Reranker):
     def predict_proba(self, query: str, texts: Sequence[str]) -> np.ndarray:
         """(N,) calibrated probabilities that each text is relevant (``self.calibration`` over ``score_pairs``)."""
         if self.calibration is None:
-            raise CtxirError(f"cross-encoder {self.model_name!r} has no calibration.json: fit one with "
-                             "`python -m training.calibrate --model <folder>`, or read its raw scores (score_pairs)")
+            raise CtxirError(
+                f"cross-encoder {self.model_name!r} has no calibration.json: fit one with "
+                "`python -m training.calibrate --model <folder>`, or read its raw scores (score_pairs)"
+            )
         return self.calibration.probabilities(self.score_pairs(query, texts))
 
     def window_scores(self, query: str, text: str, title: str = "") -> tuple[list[str], np.ndarray]:
         """(the windows ``text`` is read by, each after ``title``; each one's score): a document scores as their
         max. A model that reads the first tokens has one window, the text as given (the title before it)."""
-        windows = self.passages.split(title, text) if self.passages is not None else \
-            [f"{title.strip()} {text}".strip() if title.strip() else text]
+        windows = (
+            self.passages.split(title, text)
+            if self.passages is not None
+            else [f"{title.strip()} {text}".strip() if title.strip() else text]
+        )
         return windows, self._score(query, windows)  # (windows,): each window as it is, not cut again
 
     def onnx_scorer(self):
@@ -266,22 +299,37 @@ class CrossEncoderReranker(Reranker):
         from ctxir.encoders.onnx_backend import open_cross_encoder
 
         if self.model.device.type != "cpu":
-            logger.info("cross-encoder on %s: backend %r runs on the CPU only, so torch scores", self.model.device,
-                        self.backend)
+            logger.info(
+                "cross-encoder on %s: backend %r runs on the CPU only, so torch scores",
+                self.model.device,
+                self.backend,
+            )
             return False
         try:
-            return open_cross_encoder(self.model, Path(self.onnx_dir or cache_root() / "onnx")
-                                      / weights_fingerprint(self.model), threads=torch.get_num_threads(),
-                                      int8=self.backend == "onnx-int8")
-        except Exception as err:  # any export or runtime failure: scoring goes on in torch, never fails for it
-            logger.warning("cross-encoder backend %r unavailable, scoring in torch: %s: %s", self.backend,
-                           type(err).__name__, err)
+            return open_cross_encoder(
+                self.model,
+                Path(self.onnx_dir or cache_root() / "onnx") / weights_fingerprint(self.model),
+                threads=torch.get_num_threads(),
+                int8=self.backend == "onnx-int8",
+            )
+        except (
+            Exception
+        ) as err:  # any export or runtime failure: scoring goes on in torch, never fails for it
+            logger.warning(
+                "cross-encoder backend %r unavailable, scoring in torch: %s: %s",
+                self.backend,
+                type(err).__name__,
+                err,
+            )
             return False
 
     def _best_window(self, windows: list[list[str]], query: str) -> np.ndarray:
         scores = self._score(query, [w for ws in windows for w in ws])  # (all windows,)
         ends = np.cumsum([len(ws) for ws in windows])
-        return np.array([scores[end - len(ws):end].max() for ws, end in zip(windows, ends, strict=True)], dtype=np.float32)
+        return np.array(
+            [scores[end - len(ws) : end].max() for ws, end in zip(windows, ends, strict=True)],
+            dtype=np.float32,
+        )
 
     def _score(self, query: str, texts: Sequence[str]) -> np.ndarray:
         if not texts:
@@ -291,8 +339,9 @@ class CrossEncoderReranker(Reranker):
         def predict(pairs: list[tuple[str, str]]) -> np.ndarray:
             if onnx is not None:
                 return onnx.predict(pairs, self.batch_size)
-            return self.model.predict(pairs, batch_size=self.batch_size, show_progress_bar=False,
-                                      convert_to_numpy=True)
+            return self.model.predict(
+                pairs, batch_size=self.batch_size, show_progress_bar=False, convert_to_numpy=True
+            )
 
         scores = pair_scores(predict, [(query, t) for t in texts], self.both_orders)
         if scores.ndim == 2:  # a multi-label head: the last column is "relevant" by convention
@@ -301,8 +350,14 @@ class CrossEncoderReranker(Reranker):
 
 
 @torch.no_grad()
-def cls_features(model, tokenizer, pairs: Sequence[tuple[str, str]], layer: int = -1, batch_size: int = 16,
-                 max_length: int | None = None) -> np.ndarray:
+def cls_features(
+    model,
+    tokenizer,
+    pairs: Sequence[tuple[str, str]],
+    layer: int = -1,
+    batch_size: int = 16,
+    max_length: int | None = None,
+) -> np.ndarray:
     """[CLS] vectors of ``[CLS] query [SEP] document [SEP]`` inputs: (pairs, hidden) float32.
 
     layer indexes ``hidden_states`` (0 = embeddings, -1 = last, equal to ``last_hidden_state[:, 0]``); max_length
@@ -312,11 +367,19 @@ def cls_features(model, tokenizer, pairs: Sequence[tuple[str, str]], layer: int 
     out = []
     device = next(model.parameters()).device
     for start in range(0, len(pairs), batch_size):
-        batch = pairs[start:start + batch_size]
-        enc = tokenizer([q for q, _ in batch], [d for _, d in batch], padding=True, truncation="longest_first",
-                        max_length=max_length, return_tensors="pt").to(device)
+        batch = pairs[start : start + batch_size]
+        enc = tokenizer(
+            [q for q, _ in batch],
+            [d for _, d in batch],
+            padding=True,
+            truncation="longest_first",
+            max_length=max_length,
+            return_tensors="pt",
+        ).to(device)
         output = model(**enc, output_hidden_states=layer != -1)
-        hidden = output.last_hidden_state if layer == -1 else output.hidden_states[layer]  # (batch, tokens, hidden)
+        hidden = (
+            output.last_hidden_state if layer == -1 else output.hidden_states[layer]
+        )  # (batch, tokens, hidden)
         out.append(hidden[:, 0].float().cpu().numpy())
     return np.concatenate(out) if out else np.zeros((0, model.config.hidden_size), dtype=np.float32)
 
@@ -334,25 +397,42 @@ class ClsLrRanker(Reranker):
 
     name = "cls-lr"
 
-    def __init__(self, base_model: str, coef: np.ndarray, intercept: float, layer: int = -1,
-                 max_length: int | None = None, device: str = "auto", batch_size: int = 16,
-                 metadata: dict | None = None):
+    def __init__(
+        self,
+        base_model: str,
+        coef: np.ndarray,
+        intercept: float,
+        layer: int = -1,
+        max_length: int | None = None,
+        device: str = "auto",
+        batch_size: int = 16,
+        metadata: dict | None = None,
+    ):
         self.base_model, self.layer, self.batch_size = base_model, layer, batch_size
         self.coef = np.asarray(coef, dtype=np.float32).reshape(-1)  # (hidden,)
         self.intercept = float(intercept)
         self.metadata = metadata or {}
         self.tokenizer, self.model = load_transformer(base_model, pick_device(device), attentions=False)
         # None = the cross-encoder body's own limit; saved as the number it resolves to
-        self.max_length = max_length_for(max_length, self.tokenizer.model_max_length,
-                                         position_limit(self.model.config))
+        self.max_length = max_length_for(
+            max_length, self.tokenizer.model_max_length, position_limit(self.model.config)
+        )
         hidden = self.model.config.hidden_size
         if self.coef.shape[0] != hidden:
-            raise CtxirError(f"CLS-LR coef has {self.coef.shape[0]} values but {base_model!r} has hidden size "
-                             f"{hidden}: the ranker was trained on another base model")
+            raise CtxirError(
+                f"CLS-LR coef has {self.coef.shape[0]} values but {base_model!r} has hidden size "
+                f"{hidden}: the ranker was trained on another base model"
+            )
 
     def features(self, query: str, texts: Sequence[str]) -> np.ndarray:
-        return cls_features(self.model, self.tokenizer, [(query, t) for t in texts], self.layer,
-                            self.batch_size, self.max_length)
+        return cls_features(
+            self.model,
+            self.tokenizer,
+            [(query, t) for t in texts],
+            self.layer,
+            self.batch_size,
+            self.max_length,
+        )
 
     def score_features(self, features: np.ndarray) -> np.ndarray:
         return features @ self.coef + self.intercept  # (N, hidden) · (hidden,) → (N,)
@@ -366,20 +446,38 @@ class ClsLrRanker(Reranker):
         return 1.0 / (1.0 + np.exp(-self.score_pairs(query, texts)))
 
     @classmethod
-    def fit(cls, base_model: str, features: np.ndarray, labels: Sequence[int], C: float = 1.0,
-            class_weight: str | None = "balanced", layer: int = -1, max_iter: int = 2000, **kwargs) -> ClsLrRanker:
+    def fit(
+        cls,
+        base_model: str,
+        features: np.ndarray,
+        labels: Sequence[int],
+        C: float = 1.0,
+        class_weight: str | None = "balanced",
+        layer: int = -1,
+        max_iter: int = 2000,
+        **kwargs,
+    ) -> ClsLrRanker:
         """Fit scikit-learn's LogisticRegression on precomputed [CLS] features (see ``cls_features``)."""
         # lazy: scikit-learn takes ~0.5 s, needed only to fit
         from sklearn.linear_model import LogisticRegression
 
         labels = np.asarray(labels)
         if len(features) != len(labels) or len(labels) == 0:
-            raise CtxirError(f"need one label per feature row, got {len(features)} rows and {len(labels)} labels")
+            raise CtxirError(
+                f"need one label per feature row, got {len(features)} rows and {len(labels)} labels"
+            )
         if set(np.unique(labels)) != {0, 1}:
-            raise CtxirError(f"labels must contain both 0 (non-relevant) and 1 (relevant), got {sorted(set(labels))}")
+            raise CtxirError(
+                f"labels must contain both 0 (non-relevant) and 1 (relevant), got {sorted(set(labels))}"
+            )
         clf = LogisticRegression(C=C, class_weight=class_weight, max_iter=max_iter)
         clf.fit(features, labels)
-        meta = {"C": C, "class_weight": class_weight, "train_pairs": len(labels), "train_positives": int(labels.sum())}
+        meta = {
+            "C": C,
+            "class_weight": class_weight,
+            "train_pairs": len(labels),
+            "train_positives": int(labels.sum()),
+        }
         return cls(base_model, clf.coef_[0], float(clf.intercept_[0]), layer=layer, metadata=meta, **kwargs)
 
     def save(self, folder: str | Path) -> Path:
@@ -388,10 +486,18 @@ class ClsLrRanker(Reranker):
 
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        save_file({"coef": self.coef, "intercept": np.array([self.intercept], dtype=np.float32)},
-                  str(folder / CLS_LR_WEIGHTS))
-        config = {"format": CLS_LR_FORMAT, "base_model": self.base_model, "layer": self.layer,
-                  "max_length": self.max_length, "hidden_size": int(self.coef.shape[0]), "metadata": self.metadata}
+        save_file(
+            {"coef": self.coef, "intercept": np.array([self.intercept], dtype=np.float32)},
+            str(folder / CLS_LR_WEIGHTS),
+        )
+        config = {
+            "format": CLS_LR_FORMAT,
+            "base_model": self.base_model,
+            "layer": self.layer,
+            "max_length": self.max_length,
+            "hidden_size": int(self.coef.shape[0]),
+            "metadata": self.metadata,
+        }
         (folder / CLS_LR_CONFIG).write_text(json.dumps(config, indent=2) + "\n")
         return folder
 
@@ -401,19 +507,33 @@ class ClsLrRanker(Reranker):
         from safetensors.numpy import load_file
 
         folder = Path(folder).expanduser()
-        if not folder.exists():  # a Hub id: fetches cls_lr_config.json, cls_lr.safetensors and a bundled encoder
+        if (
+            not folder.exists()
+        ):  # a Hub id: fetches cls_lr_config.json, cls_lr.safetensors and a bundled encoder
             folder = Path(resolve_model(str(folder)))
         config_path, weights_path = folder / CLS_LR_CONFIG, folder / CLS_LR_WEIGHTS
         if not config_path.is_file() or not weights_path.is_file():
-            raise CtxirError(f"{str(folder)!r} is not a CLS-LR ranker folder: expected {CLS_LR_CONFIG} and "
-                             f"{CLS_LR_WEIGHTS} (written by ClsLrRanker.save or training/train_cls_lr.py)")
+            raise CtxirError(
+                f"{str(folder)!r} is not a CLS-LR ranker folder: expected {CLS_LR_CONFIG} and "
+                f"{CLS_LR_WEIGHTS} (written by ClsLrRanker.save or training/train_cls_lr.py)"
+            )
         config = json.loads(config_path.read_text())
         if config.get("format") != CLS_LR_FORMAT:
-            raise CtxirError(f"{str(config_path)!r} has format {config.get('format')!r}; expected {CLS_LR_FORMAT!r}")
+            raise CtxirError(
+                f"{str(config_path)!r} has format {config.get('format')!r}; expected {CLS_LR_FORMAT!r}"
+            )
         tensors = load_file(str(weights_path))
         base = config["base_model"]
         # "." means the cross-encoder body was published inside the ranker folder itself.
         if base == "." or (folder / base).is_dir():
             base = str((folder / base).resolve())
-        return cls(base, tensors["coef"], float(tensors["intercept"][0]), layer=config.get("layer", -1),
-                   max_length=config.get("max_length"), device=device, metadata=config.get("metadata"), **kwargs)
+        return cls(
+            base,
+            tensors["coef"],
+            float(tensors["intercept"][0]),
+            layer=config.get("layer", -1),
+            max_length=config.get("max_length"),
+            device=device,
+            metadata=config.get("metadata"),
+            **kwargs,
+        )

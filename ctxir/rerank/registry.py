@@ -40,7 +40,9 @@ if TYPE_CHECKING:
 
 FUSION_FILE = "fusion.json"  # in a re-ranker's folder: how the fused mode combines it with the first stage
 EVALUATION_FILE = "evaluation.json"  # in a re-ranker's folder: its test figures (training.evaluate_reranker)
-PASSAGES_FILE = "passages.json"  # in a cross-encoder's folder: score long documents by their best window (MaxP)
+PASSAGES_FILE = (
+    "passages.json"  # in a cross-encoder's folder: score long documents by their best window (MaxP)
+)
 RERANK_MODES = ("fused", "alone")
 DEFAULT_RERANK_MODE = "fused"
 
@@ -67,11 +69,15 @@ class RerankerKind:
     fallback: str  # the default model while none is shipped ("" = none)
     how_to_get: str  # what to run to have one, e.g. "train it with `python training/train_cls_lr.py`"
     load: Callable[[str, str, int], Reranker]  # (model, device, batch size) → a loaded re-ranker
-    accepts: Callable[[Any], bool]  # an object in memory is of this kind (the re-ranker or the model it wraps)
+    accepts: Callable[
+        [Any], bool
+    ]  # an object in memory is of this kind (the re-ranker or the model it wraps)
     wrap: Callable[[Any], Reranker]  # such an object → a ctxir re-ranker
     pair_scores: Callable[[Reranker, str, Sequence[str]], np.ndarray]  # (N,) what pair scoring shows
     pair_value: str  # what pair_scores are: "score", "probability"
-    explain: Callable[..., dict]  # (model, query, document, n_steps=, max_steps=, baseline=, attention=, title=) → dict
+    explain: Callable[
+        ..., dict
+    ]  # (model, query, document, n_steps=, max_steps=, baseline=, attention=, title=) → dict
     inspectable: bool = False  # its transformer body is offered to the attention and embedding views
 
     @property
@@ -103,8 +109,11 @@ class RerankerKind:
         """The shipped model when this install has it (looked up now, not at import), else ``fallback``."""
         from ctxir.encoders.models import SHIPPED_MODELS
 
-        return self.shipped if self.shipped in SHIPPED_MODELS and SHIPPED_MODELS[self.shipped].is_dir() \
+        return (
+            self.shipped
+            if self.shipped in SHIPPED_MODELS and SHIPPED_MODELS[self.shipped].is_dir()
             else self.fallback
+        )
 
     def available(self, model: str | None = "") -> tuple[bool, str]:
         """(True, "") when ``model`` ("" = the default) can be loaded here without the network, else (False, why).
@@ -116,7 +125,10 @@ class RerankerKind:
             return False, "turned off with 'none'"
         model = model or self.default_model()
         if not model:
-            return False, f"this installation ships no {self.label} re-ranker and none was given: {self.how_to_get}"
+            return (
+                False,
+                f"this installation ships no {self.label} re-ranker and none was given: {self.how_to_get}",
+            )
         if local_model_folder(model) is not None:
             return True, ""
         from ctxir.encoders.models import SHIPPED_MODELS
@@ -125,13 +137,17 @@ class RerankerKind:
             return False, f"the shipped model {model!r} is missing from this installation: reinstall ctxir"
         if model.startswith((".", "/", "~")) or model.count("/") != 1:
             return False, f"model folder {model!r} does not exist"
-        return False, (f"model {model!r} is neither a local folder nor in the local Hugging Face cache (nothing is "
-                       "downloaded while the app or an evaluation runs)")
+        return False, (
+            f"model {model!r} is neither a local folder nor in the local Hugging Face cache (nothing is "
+            "downloaded while the app or an evaluation runs)"
+        )
 
     def unavailable_hint(self, where: str = "both") -> str:
         """How to provide one (said after why it is not available); ``where``: "app", "cli" or "both"."""
-        ways = {"app": f"restart the app with `{self.flag} <its output folder>` (or set {self.env})",
-                "cli": f"pass `--rerank {self.name} --reranker-model FOLDER` to ctxir evaluate"}
+        ways = {
+            "app": f"restart the app with `{self.flag} <its output folder>` (or set {self.env})",
+            "cli": f"pass `--rerank {self.name} --reranker-model FOLDER` to ctxir evaluate",
+        }
         said = " or ".join(ways.values()) if where == "both" else ways[where]
         return f"To provide one, {self.how_to_get} and {said}, or pass a Hub id that is in the local cache"
 
@@ -247,25 +263,56 @@ def _shipped(attribute: str) -> str:
 
 
 CROSS_ENCODER = RerankerKind(
-    name="cross-encoder", label="cross-encoder", short="CE", setting="cross_encoder", card="cross-encoder",
-    shipped=_shipped("SHIPPED_CROSS_ENCODER"), fallback=_shipped("MS_MARCO_CROSS_ENCODER"),
+    name="cross-encoder",
+    label="cross-encoder",
+    short="CE",
+    setting="cross_encoder",
+    card="cross-encoder",
+    shipped=_shipped("SHIPPED_CROSS_ENCODER"),
+    fallback=_shipped("MS_MARCO_CROSS_ENCODER"),
     how_to_get="train one with `python training/train_cross_encoder.py`",
-    load=_load_cross_encoder, accepts=_is_cross_encoder, wrap=_wrap_cross_encoder, pair_scores=_scores,
-    pair_value="score", explain=_explain_cross_encoder, inspectable=True)
+    load=_load_cross_encoder,
+    accepts=_is_cross_encoder,
+    wrap=_wrap_cross_encoder,
+    pair_scores=_scores,
+    pair_value="score",
+    explain=_explain_cross_encoder,
+    inspectable=True,
+)
 CLS_LR = RerankerKind(
-    name="cls-lr", label="CLS-LR", short="LR", setting="cls_lr", card="cls-lr",
-    shipped=_shipped("SHIPPED_CLS_LR"), fallback="",
+    name="cls-lr",
+    label="CLS-LR",
+    short="LR",
+    setting="cls_lr",
+    card="cls-lr",
+    shipped=_shipped("SHIPPED_CLS_LR"),
+    fallback="",
     how_to_get="train one with `python training/train_cls_lr.py` (or ClsLrRanker.save)",
-    load=_load_cls_lr, accepts=_is_cls_lr, wrap=_same, pair_scores=_probabilities, pair_value="probability",
-    explain=_explain_cls_lr)
+    load=_load_cls_lr,
+    accepts=_is_cls_lr,
+    wrap=_same,
+    pair_scores=_probabilities,
+    pair_value="probability",
+    explain=_explain_cls_lr,
+)
 # A sentence-pair similarity scorer (STS-B), not a relevance model: offered beside the two for pair scoring; as a
 # re-ranker it scores how alike the query and a document are. Last, so the app's "auto" explanation is unchanged.
 STS_CROSS_ENCODER = RerankerKind(
-    name="sts-cross-encoder", label="STS similarity", short="STS", setting="sts_cross_encoder",
-    card="cross-encoder", shipped=_shipped("SHIPPED_STS_CROSS_ENCODER"), fallback="",
+    name="sts-cross-encoder",
+    label="STS similarity",
+    short="STS",
+    setting="sts_cross_encoder",
+    card="cross-encoder",
+    shipped=_shipped("SHIPPED_STS_CROSS_ENCODER"),
+    fallback="",
     how_to_get="train one with `python training/train_pair_scorer.py`",
-    load=_load_cross_encoder, accepts=_is_sts_cross_encoder, wrap=_wrap_cross_encoder, pair_scores=_scores,
-    pair_value="score", explain=_explain_cross_encoder)
+    load=_load_cross_encoder,
+    accepts=_is_sts_cross_encoder,
+    wrap=_wrap_cross_encoder,
+    pair_scores=_scores,
+    pair_value="score",
+    explain=_explain_cross_encoder,
+)
 
 # name → kind, in the order they are offered (the first available one is the app's "auto" explanation)
 RERANKERS: dict[str, RerankerKind] = {kind.name: kind for kind in (CROSS_ENCODER, CLS_LR, STS_CROSS_ENCODER)}
@@ -307,8 +354,10 @@ def kind_of(obj: Any) -> RerankerKind:
     for kind in RERANKERS.values():
         if kind.accepts(obj):
             return kind
-    raise CtxirError(f"{type(obj).__name__!r} is no re-ranker ctxir knows: pass one of the kinds "
-                     f"{', '.join(map(repr, RERANKERS))} (a CrossEncoderReranker, CrossEncoder or ClsLrRanker)")
+    raise CtxirError(
+        f"{type(obj).__name__!r} is no re-ranker ctxir knows: pass one of the kinds "
+        f"{', '.join(map(repr, RERANKERS))} (a CrossEncoderReranker, CrossEncoder or ClsLrRanker)"
+    )
 
 
 def available_rerankers() -> dict[str, tuple[bool, str]]:
@@ -363,17 +412,32 @@ def alone_below_bm25(model: str) -> str | None:
     """
     from ctxir.files import read_json
 
-    folder = Path(str(model)).expanduser() if Path(str(model)).expanduser().is_dir() else local_model_folder(model)
-    record = read_json(folder / EVALUATION_FILE) if folder is not None and (folder / EVALUATION_FILE).is_file() \
+    folder = (
+        Path(str(model)).expanduser() if Path(str(model)).expanduser().is_dir() else local_model_folder(model)
+    )
+    record = (
+        read_json(folder / EVALUATION_FILE)
+        if folder is not None and (folder / EVALUATION_FILE).is_file()
         else None
+    )
     below = []
     for name, figures in (record or {}).items():
         bm25 = (figures or {}).get("bm25@20") if isinstance(figures, dict) else None
         bm25 = bm25.get("all") if isinstance(bm25, dict) and "all" in bm25 else bm25
-        if isinstance(bm25, dict) and "alone" in bm25 and bm25["alone"]["nDCG@10"] < bm25["first_stage"]["nDCG@10"]:
-            below.append(f"{name.removesuffix('_test')} (nDCG@10 {bm25['alone']['nDCG@10']} vs "
-                         f"{bm25['first_stage']['nDCG@10']})")
-    return f"alone it scored below BM25 on {', '.join(below)}; evaluation.json, docs/results.md" if below else None
+        if (
+            isinstance(bm25, dict)
+            and "alone" in bm25
+            and bm25["alone"]["nDCG@10"] < bm25["first_stage"]["nDCG@10"]
+        ):
+            below.append(
+                f"{name.removesuffix('_test')} (nDCG@10 {bm25['alone']['nDCG@10']} vs "
+                f"{bm25['first_stage']['nDCG@10']})"
+            )
+    return (
+        f"alone it scored below BM25 on {', '.join(below)}; evaluation.json, docs/results.md"
+        if below
+        else None
+    )
 
 
 def stage_fusion_for(model: str) -> StageFusion:

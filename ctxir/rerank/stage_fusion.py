@@ -46,7 +46,9 @@ class StageFusion:
 
     def __post_init__(self):
         if self.method not in FUSIONS:
-            raise CtxirError(f"stage fusion method {self.method!r} is not known: use one of {', '.join(FUSIONS)}")
+            raise CtxirError(
+                f"stage fusion method {self.method!r} is not known: use one of {', '.join(FUSIONS)}"
+            )
         for weights in (self.weights, *(w for _, w in self.by_first_stage)):
             if len(weights) != 2 or min(weights) < 0 or weights[1] <= 0:
                 raise CtxirError(f"stage fusion weights {weights!r} must be (first stage ≥ 0, re-ranker > 0)")
@@ -59,14 +61,22 @@ class StageFusion:
         chosen = dict(self.by_first_stage).get(name)
         if chosen is None:
             return replace(self, by_first_stage=())
-        return replace(self, weights=tuple(chosen), by_first_stage=(),
-                       chosen_on=f"{self.chosen_on} (weights chosen for the {name} first stage)".strip())
+        return replace(
+            self,
+            weights=tuple(chosen),
+            by_first_stage=(),
+            chosen_on=f"{self.chosen_on} (weights chosen for the {name} first stage)".strip(),
+        )
 
     @classmethod
     def from_tuning(cls, best: dict) -> StageFusion:
         """From ``ctxir.evaluation.tuning.tune_stage_fusion``'s result (or its JSON record)."""
-        return cls(best["fusion"], tuple(best["weights"]), best["k"] if best.get("k") is not None else DEFAULT_RRF_K,
-                   chosen_on=str(best.get("chosen_on", "")))
+        return cls(
+            best["fusion"],
+            tuple(best["weights"]),
+            best["k"] if best.get("k") is not None else DEFAULT_RRF_K,
+            chosen_on=str(best.get("chosen_on", "")),
+        )
 
     @classmethod
     def default(cls) -> StageFusion:
@@ -83,20 +93,32 @@ class StageFusion:
 
         try:
             data = read_json(path)
-            by_stage = tuple((str(name), tuple(float(w) for w in chosen["weights"]))
-                             for name, chosen in sorted((data.get("first_stages") or {}).items()))
-            return cls(data["method"], tuple(float(w) for w in data["weights"]),
-                       float(data.get("k") or DEFAULT_RRF_K), chosen_on=str(data.get("chosen_on", "")),
-                       by_first_stage=by_stage)
+            by_stage = tuple(
+                (str(name), tuple(float(w) for w in chosen["weights"]))
+                for name, chosen in sorted((data.get("first_stages") or {}).items())
+            )
+            return cls(
+                data["method"],
+                tuple(float(w) for w in data["weights"]),
+                float(data.get("k") or DEFAULT_RRF_K),
+                chosen_on=str(data.get("chosen_on", "")),
+                by_first_stage=by_stage,
+            )
         except (KeyError, TypeError, ValueError, AttributeError) as err:
-            raise CtxirError(f"{str(path)!r} is not a fusion.json ({type(err).__name__}: {err}): expected "
-                             '{"method": "rrf"|"weighted", "weights": [first stage, re-ranker], "k": 60, '
-                             '"chosen_on": "...", optionally "first_stages": {"hybrid": {"weights": [...]}}}') from err
+            raise CtxirError(
+                f"{str(path)!r} is not a fusion.json ({type(err).__name__}: {err}): expected "
+                '{"method": "rrf"|"weighted", "weights": [first stage, re-ranker], "k": 60, '
+                '"chosen_on": "...", optionally "first_stages": {"hybrid": {"weights": [...]}}}'
+            ) from err
 
     def record(self) -> dict:
         """JSON-able: what a results file or the app's answer says about the fused mode."""
-        record = {"method": self.method, "weights": list(self.weights), "k": self.k if self.method == "rrf" else None,
-                  "chosen_on": self.chosen_on}
+        record = {
+            "method": self.method,
+            "weights": list(self.weights),
+            "k": self.k if self.method == "rrf" else None,
+            "chosen_on": self.chosen_on,
+        }
         if self.by_first_stage:
             record["first_stages"] = {name: {"weights": list(w)} for name, w in self.by_first_stage}
         return record
@@ -104,8 +126,9 @@ class StageFusion:
     def describe(self) -> str:
         """One phrase for people: 'RRF k=60, weights 1:1'."""
         weights = ":".join(f"{w:g}" for w in self.weights)
-        return (f"RRF k={self.k:g}" if self.method == "rrf" else "weighted scores") + f", weights {weights} " \
-            "(first stage : re-ranker)"
+        return (
+            f"RRF k={self.k:g}" if self.method == "rrf" else "weighted scores"
+        ) + f", weights {weights} (first stage : re-ranker)"
 
     def fuse(self, first: list[Hit], reranked: list[Hit]) -> list[Hit]:
         return fuse([scored_only(first, reranked), reranked], self.method, self.k, self.weights)

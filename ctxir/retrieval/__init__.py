@@ -1,9 +1,9 @@
 """Retrieval: the first stage — BM25, dense and hybrid retrievers over a corpus.
 
-    ann.py           approximate nearest-neighbour index for dense retrieval
-    fusion.py        reciprocal-rank and weighted score fusion
-    retrievers.py    ``BM25Retriever``, ``DenseRetriever``, ``HybridRetriever``
-    engines.py       corpus encoding engines: local processes, Ray
+ann.py           approximate nearest-neighbour index for dense retrieval
+fusion.py        reciprocal-rank and weighted score fusion
+retrievers.py    ``BM25Retriever``, ``DenseRetriever``, ``HybridRetriever``
+engines.py       corpus encoding engines: local processes, Ray
 """
 
 from ctxir.retrieval.retrievers import (  # noqa: F401 -- public API

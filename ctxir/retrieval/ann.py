@@ -67,8 +67,12 @@ class AnnParams:
         """These settings with every 0 replaced by its value for a corpus of ``n`` documents."""
         nlist = self.nlist or 2 ** round(math.log2(max(1.0, 4 * math.sqrt(n))))
         nlist = max(1, min(nlist, n // MIN_POINTS_PER_CELL)) if not self.nlist else nlist
-        return replace(self, nlist=nlist, train_size=min(n, self.train_size or 64 * nlist),
-                       nprobe=min(nlist, self.nprobe or max(64, nlist // 32)))
+        return replace(
+            self,
+            nlist=nlist,
+            train_size=min(n, self.train_size or 64 * nlist),
+            nprobe=min(nlist, self.nprobe or max(64, nlist // 32)),
+        )
 
     def build_settings(self) -> dict:
         return {"nlist": self.nlist, "codes": self.codes, "train_size": self.train_size, "seed": self.seed}
@@ -88,8 +92,10 @@ def _check_params(params: AnnParams | None, n: int) -> AnnParams:
     if params.codes not in CODES:
         raise CtxirError(f"codes {params.codes!r} is not known: use one of {', '.join(CODES)}")
     if params.nlist < 1 or params.nlist > n or params.nprobe < 1:
-        raise CtxirError(f"nlist must be 1 to the number of documents ({n:,}) and nprobe ≥ 1, got nlist "
-                         f"{params.nlist}, nprobe {params.nprobe}")
+        raise CtxirError(
+            f"nlist must be 1 to the number of documents ({n:,}) and nprobe ≥ 1, got nlist "
+            f"{params.nlist}, nprobe {params.nprobe}"
+        )
     return params
 
 
@@ -97,8 +103,12 @@ def fingerprint(embeddings: np.ndarray, params: AnnParams, key: str = "") -> str
     """sha256 of the shape, the (resolved) build settings, ``key`` and a strided sample of rows."""
     n, dim = embeddings.shape
     rows = np.unique(np.linspace(0, n - 1, min(n, FINGERPRINT_ROWS)).astype(np.int64))
-    digest = hashlib.sha256(json.dumps({"format": FORMAT, "shape": [n, dim], "build": params.build_settings(),
-                                        "key": key}, sort_keys=True).encode())
+    digest = hashlib.sha256(
+        json.dumps(
+            {"format": FORMAT, "shape": [n, dim], "build": params.build_settings(), "key": key},
+            sort_keys=True,
+        ).encode()
+    )
     digest.update(np.ascontiguousarray(embeddings[rows], dtype=np.float32).tobytes())
     return digest.hexdigest()[:32]
 
@@ -157,8 +167,15 @@ class AnnIndex:
     ``embeddings`` (float32, normalised; an np.memmap is fine) are kept by reference for re-scoring only.
     """
 
-    def __init__(self, index, embeddings: np.ndarray | None, params: AnnParams, fingerprint: str,
-                 build_s: float = 0.0, status: str = "built"):
+    def __init__(
+        self,
+        index,
+        embeddings: np.ndarray | None,
+        params: AnnParams,
+        fingerprint: str,
+        build_s: float = 0.0,
+        status: str = "built",
+    ):
         self.index, self.embeddings, self.params = index, embeddings, params
         self.fingerprint, self.build_s, self.status = fingerprint, build_s, status
 
@@ -175,8 +192,15 @@ class AnnIndex:
         return len(self) * (int(self.index.code_size) + 8) + self.params.nlist * self.dim * 4
 
     @classmethod
-    def build(cls, embeddings: np.ndarray, params: AnnParams | None = None, key: str = "", threads: int = 0,
-              show_progress: bool = True, chunk: int = 0) -> AnnIndex:
+    def build(
+        cls,
+        embeddings: np.ndarray,
+        params: AnnParams | None = None,
+        key: str = "",
+        threads: int = 0,
+        show_progress: bool = True,
+        chunk: int = 0,
+    ) -> AnnIndex:
         """k-means on a sample, then add every row (id = row number); ``threads`` 0 = all cores."""
         # lazy: the progress bar is needed only here
         from tqdm.auto import tqdm
@@ -186,20 +210,31 @@ class AnnIndex:
         params = _check_params(params, n)
         chunk = chunk or max(10_000, n // 100)
         start = time.perf_counter()
-        with _faiss_threads(threads) as faiss, \
-                tqdm(total=n + params.train_size, unit="vec", disable=not show_progress, mininterval=1.0,
-                     desc=f"ANN index (IVF{params.nlist},{CODES[params.codes]}): k-means on "
-                          f"{params.train_size:,}, then add") as bar:
-            index = faiss.index_factory(dim, f"IVF{params.nlist},{CODES[params.codes]}", faiss.METRIC_INNER_PRODUCT)
+        with (
+            _faiss_threads(threads) as faiss,
+            tqdm(
+                total=n + params.train_size,
+                unit="vec",
+                disable=not show_progress,
+                mininterval=1.0,
+                desc=f"ANN index (IVF{params.nlist},{CODES[params.codes]}): k-means on "
+                f"{params.train_size:,}, then add",
+            ) as bar,
+        ):
+            index = faiss.index_factory(
+                dim, f"IVF{params.nlist},{CODES[params.codes]}", faiss.METRIC_INNER_PRODUCT
+            )
             rows = np.random.default_rng(params.seed).choice(n, params.train_size, replace=False)
             sample = np.ascontiguousarray(embeddings[np.sort(rows)], dtype=np.float32)  # (train_size, dim)
             _train_cells(faiss, index, sample, bar)
             index.train(sample)  # the cells are trained, so this fits only the 8-bit codes' ranges
             for begin in range(0, n, chunk):
-                block = np.ascontiguousarray(embeddings[begin:begin + chunk], dtype=np.float32)
+                block = np.ascontiguousarray(embeddings[begin : begin + chunk], dtype=np.float32)
                 index.add(block)
                 bar.update(len(block))
-        return cls(index, embeddings, params, fingerprint(embeddings, params, key), time.perf_counter() - start)
+        return cls(
+            index, embeddings, params, fingerprint(embeddings, params, key), time.perf_counter() - start
+        )
 
     def save(self, path: str | Path) -> None:
         """Write ``path`` then ``path.json``, each to a temporary file moved into place (``os.replace``)."""
@@ -210,14 +245,32 @@ class AnnIndex:
         with atomic_path(path) as tmp:
             faiss.write_index(self.index, str(tmp))
             size, sha = tmp.stat().st_size, file_sha256(tmp)
-        write_json(meta_path(path), {
-            "format": FORMAT, "fingerprint": self.fingerprint, "count": len(self), "dim": self.dim,
-            "params": asdict(self.params), "index_bytes": size, "index_sha256": sha,
-            "build_s": round(self.build_s, 3), "backend": f"faiss {faiss.__version__}"}, indent=1)
+        write_json(
+            meta_path(path),
+            {
+                "format": FORMAT,
+                "fingerprint": self.fingerprint,
+                "count": len(self),
+                "dim": self.dim,
+                "params": asdict(self.params),
+                "index_bytes": size,
+                "index_sha256": sha,
+                "build_s": round(self.build_s, 3),
+                "backend": f"faiss {faiss.__version__}",
+            },
+            indent=1,
+        )
 
     @classmethod
-    def open(cls, path: str | Path, embeddings: np.ndarray, params: AnnParams | None = None, key: str = "",
-             mmap: bool = False, verify: bool = True) -> tuple[AnnIndex | None, str]:
+    def open(
+        cls,
+        path: str | Path,
+        embeddings: np.ndarray,
+        params: AnnParams | None = None,
+        key: str = "",
+        mmap: bool = False,
+        verify: bool = True,
+    ) -> tuple[AnnIndex | None, str]:
         """(index, "opened") when ``path`` holds an intact index of these embeddings and settings, else (None, why).
 
         ``mmap`` maps the inverted lists from the file instead of reading them into memory (faiss's
@@ -245,7 +298,10 @@ class AnnIndex:
         except OSError:
             return None, f"{path.name} is missing"
         if size != meta.get("index_bytes"):
-            return None, f"{path.name} is truncated or was replaced ({size:,} bytes, expected {meta.get('index_bytes')})"
+            return (
+                None,
+                f"{path.name} is truncated or was replaced ({size:,} bytes, expected {meta.get('index_bytes')})",
+            )
         if verify and file_sha256(path) != meta.get("index_sha256"):
             return None, f"{path.name} is corrupt (sha256 differs)"
         try:
@@ -254,12 +310,21 @@ class AnnIndex:
             return None, f"{path.name} could not be read by faiss ({str(err).splitlines()[0][:120]})"
         if index.ntotal != embeddings.shape[0] or index.d != embeddings.shape[1]:
             return None, f"{path.name} holds another shape than the embeddings"
-        return cls(index, embeddings, params, meta["fingerprint"], float(meta.get("build_s", 0.0)), "opened"), \
-            "opened"
+        return cls(
+            index, embeddings, params, meta["fingerprint"], float(meta.get("build_s", 0.0)), "opened"
+        ), "opened"
 
     @classmethod
-    def open_or_build(cls, path: str | Path, embeddings: np.ndarray, params: AnnParams | None = None,
-                      key: str = "", show_progress: bool = True, threads: int = 0, verify: bool = True) -> AnnIndex:
+    def open_or_build(
+        cls,
+        path: str | Path,
+        embeddings: np.ndarray,
+        params: AnnParams | None = None,
+        key: str = "",
+        show_progress: bool = True,
+        threads: int = 0,
+        verify: bool = True,
+    ) -> AnnIndex:
         """Reopen ``path`` if it is this index, else build and save it.
 
         ``status`` says which: "opened", or "built: <why the file was not used>".
@@ -282,7 +347,7 @@ class AnnIndex:
         """
         queries = np.ascontiguousarray(np.atleast_2d(queries), dtype=np.float32)
         if len(queries) > 256:  # bounds the (queries, candidates, dim) block gathered for re-scoring
-            parts = [self.search(queries[i:i + 256], k) for i in range(0, len(queries), 256)]
+            parts = [self.search(queries[i : i + 256], k) for i in range(0, len(queries), 256)]
             return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
         k = min(int(k), len(self))
         rescore = self.embeddings is not None and self.params.rescore > 1
@@ -299,5 +364,7 @@ class AnnIndex:
     def search_hits(self, queries: np.ndarray, k: int, doc_ids: list[str]) -> list[list[Hit]]:
         """The DenseRetriever contract: per query, ``Hit(doc_id, score)`` best first."""
         rows, scores = self.search(queries, k)
-        return [[Hit(doc_ids[int(r)], float(s)) for r, s in zip(rr, rs, strict=True) if r >= 0]
-                for rr, rs in zip(rows, scores, strict=True)]
+        return [
+            [Hit(doc_ids[int(r)], float(s)) for r, s in zip(rr, rs, strict=True) if r >= 0]
+            for rr, rs in zip(rows, scores, strict=True)
+        ]

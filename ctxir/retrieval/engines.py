@@ -95,14 +95,18 @@ def _source_rows(source) -> tuple[list[str], list[str]]:
         source = load_corpus_any(source)
     if isinstance(source, Mapping):
         ids = [str(i) for i in source]
-        return ids, [doc_text(source[i]) if isinstance(source[i], Mapping) else str(source[i]) for i in source]
+        return ids, [
+            doc_text(source[i]) if isinstance(source[i], Mapping) else str(source[i]) for i in source
+        ]
     rows = list(source)
     if all(isinstance(r, str) for r in rows):
         return [str(i) for i in range(len(rows))], rows
     if all(isinstance(r, tuple | list) and len(r) == 2 for r in rows):
         return [str(r[0]) for r in rows], [str(r[1]) for r in rows]
-    raise CtxirError("source must be a corpus {doc_id: {title, text}}, a corpus file or folder, a list of texts, "
-                     "or a list of (doc_id, text) pairs")
+    raise CtxirError(
+        "source must be a corpus {doc_id: {title, text}}, a corpus file or folder, a list of texts, "
+        "or a list of (doc_id, text) pairs"
+    )
 
 
 def _shard_complete(folder: Path, index: int, digest: str, fingerprint: str, rows: int) -> bool:
@@ -110,12 +114,19 @@ def _shard_complete(folder: Path, index: int, digest: str, fingerprint: str, row
     npy, meta_name = _shard_names(index)
     try:
         meta = read_json(folder / meta_name)
-        if not (isinstance(meta, dict) and meta.get("texts_sha256") == digest
-                and meta.get("fingerprint") == fingerprint and meta.get("rows") == rows):
+        if not (
+            isinstance(meta, dict)
+            and meta.get("texts_sha256") == digest
+            and meta.get("fingerprint") == fingerprint
+            and meta.get("rows") == rows
+        ):
             return False
         vectors = np.load(folder / npy, mmap_mode="r", allow_pickle=False)
-        return vectors.shape == (rows, meta.get("dim")) and vectors.dtype == np.float32 and \
-            _file_sha256(folder / npy) == meta.get("sha256")
+        return (
+            vectors.shape == (rows, meta.get("dim"))
+            and vectors.dtype == np.float32
+            and _file_sha256(folder / npy) == meta.get("sha256")
+        )
     except (OSError, ValueError, CtxirError):
         return False
 
@@ -130,16 +141,18 @@ class _ShardEncoder:
 
         if threads > 0 and device == "cpu":
             torch.set_num_threads(threads)
-        self.encoder = BiEncoder(model, pooling=pooling, layer=layer, device=device, cache=False,
-                                 batch_size=batch_size)
+        self.encoder = BiEncoder(
+            model, pooling=pooling, layer=layer, device=device, cache=False, batch_size=batch_size
+        )
         self.fingerprint = encoder_fingerprint(self.encoder)
         self.output_dir = Path(output_dir)
         self.worker = f"{socket.gethostname()}:{os.getpid()}"
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, list]:
         out: dict[str, list] = {"shard": [], "rows": [], "seconds": [], "worker": [], "fingerprint": []}
-        for index, start, ids, texts, digest in zip(batch["shard"], batch["start"], batch["ids"], batch["texts"],
-                                                    batch["digest"], strict=True):
+        for index, start, ids, texts, digest in zip(
+            batch["shard"], batch["start"], batch["ids"], batch["texts"], batch["digest"], strict=True
+        ):
             ids, texts = [str(i) for i in ids], [str(t) for t in texts]
             began = time.perf_counter()
             vectors = self.encoder.encode(texts)
@@ -147,10 +160,20 @@ class _ShardEncoder:
             with atomic_path(self.output_dir / npy, suffix=".npy") as tmp:
                 np.save(tmp, vectors, allow_pickle=False)
             # The meta file is written last: its presence marks the shard complete.
-            write_json(self.output_dir / meta_name, {
-                "shard": int(index), "start": int(start), "rows": len(ids), "dim": int(vectors.shape[1]),
-                "ids": ids, "texts_sha256": str(digest), "fingerprint": self.fingerprint,
-                "sha256": _file_sha256(self.output_dir / npy)}, indent=None)
+            write_json(
+                self.output_dir / meta_name,
+                {
+                    "shard": int(index),
+                    "start": int(start),
+                    "rows": len(ids),
+                    "dim": int(vectors.shape[1]),
+                    "ids": ids,
+                    "texts_sha256": str(digest),
+                    "fingerprint": self.fingerprint,
+                    "sha256": _file_sha256(self.output_dir / npy),
+                },
+                indent=None,
+            )
             out["shard"].append(int(index))
             out["rows"].append(len(ids))
             out["seconds"].append(time.perf_counter() - began)
@@ -168,11 +191,15 @@ class ShardedEncoding:
     encoded: list[int] = field(default_factory=list)
     skipped: list[int] = field(default_factory=list)
     docs_encoded: int = 0
-    seconds: float = 0.0  # wall time of the Ray job (actors' start-up and model loading included), 0 if all skipped
+    seconds: float = (
+        0.0  # wall time of the Ray job (actors' start-up and model loading included), 0 if all skipped
+    )
     ray_start_seconds: float = 0.0  # starting (or joining) Ray, when this call did it; not in ``seconds``
     workers: dict[str, int] = field(default_factory=dict)  # "host:pid" → shards it encoded
     shard_seconds: dict[int, float] = field(default_factory=dict)  # a worker's encoding time of each shard
-    first_shard_seconds: float = 0.0  # job start → first shard back: mostly the actors' start-up and model loading
+    first_shard_seconds: float = (
+        0.0  # job start → first shard back: mostly the actors' start-up and model loading
+    )
 
     @property
     def docs_per_second(self) -> float:
@@ -194,8 +221,12 @@ def _ensure_ray(address: str | None, num_cpus: int, runtime_env: dict | None):
     env.setdefault("py_modules", [str(Path(ctxir.__file__).parent)])
     forwarded = {k: os.environ[k] for k in _FORWARDED_ENV if k in os.environ}
     env["env_vars"] = {**forwarded, **env.get("env_vars", {})}
-    kwargs: dict[str, Any] = {"runtime_env": env, "include_dashboard": False, "log_to_driver": False,
-                              "logging_level": "warning"}
+    kwargs: dict[str, Any] = {
+        "runtime_env": env,
+        "include_dashboard": False,
+        "log_to_driver": False,
+        "logging_level": "warning",
+    }
     if address is None:
         kwargs["num_cpus"] = num_cpus  # a local Ray: enough CPU slots for the workers asked for
     ray.init(address=address, **kwargs)
@@ -238,8 +269,10 @@ def _settings(kind: type, settings, options: dict, argument: str):
     """``settings`` (an instance of ``kind``, or None for the defaults) with ``options`` (its field names) applied:
     the keyword form of the old signatures keeps working beside the dataclass."""
     if settings is not None and not isinstance(settings, kind):
-        raise CtxirError(f"{argument} must be a {kind.__name__} or None, got {settings!r}: pass the other options "
-                         f"by keyword (e.g. num_workers=2), or as {kind.__name__}(...)")
+        raise CtxirError(
+            f"{argument} must be a {kind.__name__} or None, got {settings!r}: pass the other options "
+            f"by keyword (e.g. num_workers=2), or as {kind.__name__}(...)"
+        )
     valid = [f.name for f in fields(kind)]
     unknown = sorted(set(options) - set(valid))
     if unknown:
@@ -270,8 +303,9 @@ class _ShardJob:
             print(f"[encode_sharded] {message}", file=sys.stderr, flush=True)
 
 
-def encode_sharded(source, model, output_dir: str | Path, settings: ShardingSettings | None = None,
-                   **options) -> ShardedEncoding:
+def encode_sharded(
+    source, model, output_dir: str | Path, settings: ShardingSettings | None = None, **options
+) -> ShardedEncoding:
     """Encode ``source`` with ``num_workers`` Ray actors into ``output_dir``; return what was done.
 
     ``source``: a corpus ``{doc_id: {title, text}}`` (title + text are encoded, as ``BiEncoder.encode_corpus``
@@ -284,21 +318,32 @@ def encode_sharded(source, model, output_dir: str | Path, settings: ShardingSett
     Ray is started here if it is not running (locally, or joining ``ray_address``, e.g. "auto" on a cluster node),
     with ctxir shipped to the workers through ``runtime_env``; a Ray the caller started is used as is.
     """
-    job = _shard_job(source, model, Path(output_dir), _settings(ShardingSettings, settings, options, "settings"))
+    job = _shard_job(
+        source, model, Path(output_dir), _settings(ShardingSettings, settings, options, "settings")
+    )
     fingerprint = job.fingerprint
-    todo = [(i, a, b) for i, a, b in job.plan
-            if not _shard_complete(job.folder, i, job.digests[i], fingerprint, b - a)]
-    result = ShardedEncoding(job.folder / MANIFEST_NAME, {},
-                             skipped=sorted(set(range(len(job.plan))) - {i for i, _, _ in todo}))
-    job.say(f"{len(job.ids):,} docs in {len(job.plan)} shards of ≤{job.settings.shard_size:,}; "
-            f"{len(result.skipped)} already written, {len(todo)} to encode with {job.settings.num_workers} "
-            f"worker(s) ({job.settings.resources} each)")
+    todo = [
+        (i, a, b)
+        for i, a, b in job.plan
+        if not _shard_complete(job.folder, i, job.digests[i], fingerprint, b - a)
+    ]
+    result = ShardedEncoding(
+        job.folder / MANIFEST_NAME, {}, skipped=sorted(set(range(len(job.plan))) - {i for i, _, _ in todo})
+    )
+    job.say(
+        f"{len(job.ids):,} docs in {len(job.plan)} shards of ≤{job.settings.shard_size:,}; "
+        f"{len(result.skipped)} already written, {len(todo)} to encode with {job.settings.num_workers} "
+        f"worker(s) ({job.settings.resources} each)"
+    )
     if todo:
         _encode_shards(job, todo, result)
     result.encoded.sort()
     result.manifest = _write_manifest(job, result.manifest_path)
-    job.say(f"manifest {result.manifest_path}: {len(job.ids):,} docs, {len(result.encoded)} shard(s) encoded, "
-            f"{len(result.skipped)} skipped" + (f", {result.docs_per_second:,.0f} docs/s" if result.seconds else ""))
+    job.say(
+        f"manifest {result.manifest_path}: {len(job.ids):,} docs, {len(result.encoded)} shard(s) encoded, "
+        f"{len(result.skipped)} skipped"
+        + (f", {result.docs_per_second:,.0f} docs/s" if result.seconds else "")
+    )
     return result
 
 
@@ -318,7 +363,9 @@ def _shard_job(source, model, folder: Path, settings: ShardingSettings) -> _Shar
         job = _ShardJob(folder, ids, texts, settings, model.model, model.name, model)
     else:
         name = model if isinstance(model, str) else type(model).__name__
-        reference = BiEncoder(model, pooling=settings.pooling, layer=settings.layer, device="cpu", cache=False)
+        reference = BiEncoder(
+            model, pooling=settings.pooling, layer=settings.layer, device="cpu", cache=False
+        )
         job = _ShardJob(folder, ids, texts, settings, model, name, reference)
     job.plan = shard_plan(len(ids), settings.shard_size)
     job.digests = [texts_digest(ids[a:b], texts[a:b]) for _, a, b in job.plan]
@@ -329,41 +376,59 @@ def _encode_shards(job: _ShardJob, todo: list[tuple[int, int, int]], result: Sha
     """The Ray Data job: one item a shard, a pool of ``_ShardEncoder`` actors; fills ``result`` as shards come back."""
     settings, fingerprint = job.settings, job.fingerprint
     began = time.perf_counter()
-    _ensure_ray(settings.ray_address,
-                max(os.cpu_count() or 1, settings.num_workers * max(settings.threads_per_worker, 1)),
-                settings.runtime_env)
+    _ensure_ray(
+        settings.ray_address,
+        max(os.cpu_count() or 1, settings.num_workers * max(settings.threads_per_worker, 1)),
+        settings.runtime_env,
+    )
     import ray.data
 
     result.ray_start_seconds = time.perf_counter() - began
     began = time.perf_counter()
     context = ray.data.DataContext.get_current()
     progress_bars, context.enable_progress_bars = context.enable_progress_bars, False
-    items = [{"shard": i, "start": a, "ids": job.ids[a:b], "texts": job.texts[a:b], "digest": job.digests[i]}
-             for i, a, b in todo]
+    items = [
+        {"shard": i, "start": a, "ids": job.ids[a:b], "texts": job.texts[a:b], "digest": job.digests[i]}
+        for i, a, b in todo
+    ]
     resources = {"num_gpus": 1} if settings.use_gpu else {"num_cpus": max(settings.threads_per_worker, 1)}
     dataset = ray.data.from_items(items, override_num_blocks=len(items)).map_batches(
-        _ShardEncoder, batch_size=1, batch_format="numpy",
+        _ShardEncoder,
+        batch_size=1,
+        batch_format="numpy",
         compute=ray.data.ActorPoolStrategy(size=min(settings.num_workers, len(items))),
-        fn_constructor_kwargs={"model": job.worker_model, "pooling": settings.pooling, "layer": settings.layer,
-                               "device": "cuda" if settings.use_gpu else "cpu",
-                               "threads": settings.threads_per_worker, "batch_size": settings.batch_size,
-                               "output_dir": str(job.folder.resolve())},
-        **resources)
+        fn_constructor_kwargs={
+            "model": job.worker_model,
+            "pooling": settings.pooling,
+            "layer": settings.layer,
+            "device": "cuda" if settings.use_gpu else "cpu",
+            "threads": settings.threads_per_worker,
+            "batch_size": settings.batch_size,
+            "output_dir": str(job.folder.resolve()),
+        },
+        **resources,
+    )
     try:
         for row in dataset.iter_rows():
             if row["fingerprint"] != fingerprint:
-                raise CtxirError(f"worker {row['worker']} encoded with different weights (fingerprint "
-                                 f"{row['fingerprint']}, expected {fingerprint}): every node must resolve "
-                                 f"{job.model_name!r} to the same model")
+                raise CtxirError(
+                    f"worker {row['worker']} encoded with different weights (fingerprint "
+                    f"{row['fingerprint']}, expected {fingerprint}): every node must resolve "
+                    f"{job.model_name!r} to the same model"
+                )
             _record_shard(result, row, time.perf_counter() - began)
-            job.say(f"shard {row['shard']} ({row['rows']:,} docs, {row['seconds']:.1f} s on {row['worker']}) · "
-                    f"{len(result.encoded)}/{len(todo)} done · "
-                    f"{result.docs_encoded / (time.perf_counter() - began):,.0f} docs/s")
+            job.say(
+                f"shard {row['shard']} ({row['rows']:,} docs, {row['seconds']:.1f} s on {row['worker']}) · "
+                f"{len(result.encoded)}/{len(todo)} done · "
+                f"{result.docs_encoded / (time.perf_counter() - began):,.0f} docs/s"
+            )
     except Exception as err:
         if isinstance(err, CtxirError):
             raise
-        raise CtxirError(f"the Ray encoding job failed ({type(err).__name__}): {str(err)[-2000:]}; "
-                         f"the shards written so far are kept and a rerun resumes from them") from err
+        raise CtxirError(
+            f"the Ray encoding job failed ({type(err).__name__}): {str(err)[-2000:]}; "
+            f"the shards written so far are kept and a rerun resumes from them"
+        ) from err
     finally:
         context.enable_progress_bars = progress_bars
     result.seconds = time.perf_counter() - began
@@ -383,14 +448,30 @@ def _write_manifest(job: _ShardJob, path: Path) -> dict:
     for i, a, b in job.plan:
         npy, meta_name = _shard_names(i)
         meta = read_json(job.folder / meta_name)
-        shards.append({"shard": i, "file": npy, "meta": meta_name, "start": a, "rows": b - a,
-                       "sha256": meta["sha256"], "texts_sha256": job.digests[i]})
+        shards.append(
+            {
+                "shard": i,
+                "file": npy,
+                "meta": meta_name,
+                "start": a,
+                "rows": b - a,
+                "sha256": meta["sha256"],
+                "texts_sha256": job.digests[i],
+            }
+        )
     ids_sha256 = hashlib.sha256("\x00".join(job.ids).encode("utf-8", "surrogatepass")).hexdigest()
     manifest = {
-        "format": MANIFEST_FORMAT, "model": str(job.model_name), "fingerprint": job.fingerprint,
-        "encoder": {k: v for k, v in job.reference.config.items() if k != "model"}, "dim": job.reference.dimension,
-        "dtype": "float32", "normalized": True, "rows": len(job.ids), "shard_size": job.settings.shard_size,
-        "ids_sha256": ids_sha256, "shards": shards,
+        "format": MANIFEST_FORMAT,
+        "model": str(job.model_name),
+        "fingerprint": job.fingerprint,
+        "encoder": {k: v for k, v in job.reference.config.items() if k != "model"},
+        "dim": job.reference.dimension,
+        "dtype": "float32",
+        "normalized": True,
+        "rows": len(job.ids),
+        "shard_size": job.settings.shard_size,
+        "ids_sha256": ids_sha256,
+        "shards": shards,
     }
     write_json(path, manifest)
     return manifest
@@ -406,8 +487,10 @@ def read_manifest(path: str | Path) -> dict:
     manifest = dict(manifest, folder=str(path.parent))
     missing = [s["file"] for s in manifest["shards"] if not (path.parent / s["file"]).is_file()]
     if missing:
-        raise CtxirError(f"{path} names {len(missing)} shard file(s) that are missing, e.g. {missing[0]}: "
-                         "rerun encode_sharded into the same folder to write them")
+        raise CtxirError(
+            f"{path} names {len(missing)} shard file(s) that are missing, e.g. {missing[0]}: "
+            "rerun encode_sharded into the same folder to write them"
+        )
     return manifest
 
 
@@ -418,12 +501,16 @@ def iter_shards(manifest: dict | str | Path, verify: bool = True) -> Iterator[tu
     for shard in manifest["shards"]:
         path = folder / shard["file"]
         if verify and _file_sha256(path) != shard["sha256"]:
-            raise CtxirError(f"{path} does not match its manifest (sha256): rerun encode_sharded to rewrite it")
+            raise CtxirError(
+                f"{path} does not match its manifest (sha256): rerun encode_sharded to rewrite it"
+            )
         vectors = np.load(path, allow_pickle=False)
         meta = read_json(folder / shard["meta"])
         if vectors.shape != (shard["rows"], manifest["dim"]) or len(meta["ids"]) != shard["rows"]:
-            raise CtxirError(f"{path} holds {vectors.shape} vectors, the manifest says ({shard['rows']}, "
-                             f"{manifest['dim']}): rerun encode_sharded to rewrite it")
+            raise CtxirError(
+                f"{path} holds {vectors.shape} vectors, the manifest says ({shard['rows']}, "
+                f"{manifest['dim']}): rerun encode_sharded to rewrite it"
+            )
         yield [str(i) for i in meta["ids"]], vectors
 
 
@@ -444,8 +531,10 @@ def engine_of(uri: str) -> str:
         return "milvus"
     if uri.endswith(".db"):
         return "milvus-lite"
-    raise CtxirError(f"uri {uri!r} is neither a local Milvus Lite file (ending .db, e.g. 'ctxir.db') nor a Milvus "
-                     "server URL (e.g. 'http://localhost:19530')")
+    raise CtxirError(
+        f"uri {uri!r} is neither a local Milvus Lite file (ending .db, e.g. 'ctxir.db') nor a Milvus "
+        "server URL (e.g. 'http://localhost:19530')"
+    )
 
 
 def default_analyzer() -> dict:
@@ -456,7 +545,10 @@ def default_analyzer() -> dict:
     """
     from bm25s.stopwords import STOPWORDS_EN
 
-    return {"tokenizer": "standard", "filter": ["lowercase", {"type": "stop", "stop_words": sorted(STOPWORDS_EN)}]}
+    return {
+        "tokenizer": "standard",
+        "filter": ["lowercase", {"type": "stop", "stop_words": sorted(STOPWORDS_EN)}],
+    }
 
 
 def _pymilvus():
@@ -474,7 +566,9 @@ def connect(uri: str, token: str | None = None):
         try:
             import milvus_lite  # noqa: F401
         except ImportError as err:
-            raise CtxirError(f"milvus-lite is not installed (needed for the local file {uri!r}): {INSTALL_HINT}") from err
+            raise CtxirError(
+                f"milvus-lite is not installed (needed for the local file {uri!r}): {INSTALL_HINT}"
+            ) from err
         Path(uri).expanduser().resolve().parent.mkdir(parents=True, exist_ok=True)
         uri = str(Path(uri).expanduser().resolve())
     return pymilvus.MilvusClient(uri=uri, token=token or "")
@@ -487,7 +581,9 @@ def _clip_utf8(text: str, limit: int = MAX_VARCHAR) -> str:
 
 def _row(doc_id: str, doc: Mapping, vector: np.ndarray | None) -> dict:
     if len(doc_id.encode("utf-8", "surrogatepass")) > ID_MAX_LENGTH:
-        raise CtxirError(f"document id {doc_id[:40]!r}... is longer than {ID_MAX_LENGTH} bytes, Milvus's limit here")
+        raise CtxirError(
+            f"document id {doc_id[:40]!r}... is longer than {ID_MAX_LENGTH} bytes, Milvus's limit here"
+        )
     title = (doc.get("title") or "").strip()
     row = {"pk": doc_id, "title": _clip_utf8(title), "content": _clip_utf8(doc_text(doc))}
     if vector is not None:
@@ -506,7 +602,7 @@ class EngineCorpus(Mapping):
 
     @staticmethod
     def doc(title: str, content: str) -> Doc:
-        text = content[len(title):].lstrip() if title and content.startswith(title) else content
+        text = content[len(title) :].lstrip() if title and content.startswith(title) else content
         return {"title": title, "text": text}  # doc_text() of this is the stored content
 
     def remember(self, doc_id: str, doc: Doc) -> None:
@@ -518,7 +614,9 @@ class EngineCorpus(Mapping):
     def fetch(self, ids: Iterable[str]) -> None:
         missing = [i for i in dict.fromkeys(ids) if i not in self._cache]
         for start in range(0, len(missing), 1000):
-            rows = self.client.get(self.collection, ids=missing[start:start + 1000], output_fields=["title", "content"])
+            rows = self.client.get(
+                self.collection, ids=missing[start : start + 1000], output_fields=["title", "content"]
+            )
             for row in rows:
                 self.remember(str(row["pk"]), self.doc(row["title"], row["content"]))
 
@@ -579,12 +677,32 @@ class VectorDBRetriever(Retriever):
     """
 
     name = "milvus"
-    config_fields = ("engine", "collection", "mode", "index_type", "metric", "rrf_k", "depth", "bm25_k1", "bm25_b",
-                     "analyzer")
+    config_fields = (
+        "engine",
+        "collection",
+        "mode",
+        "index_type",
+        "metric",
+        "rrf_k",
+        "depth",
+        "bm25_k1",
+        "bm25_b",
+        "analyzer",
+    )
 
-    def __init__(self, corpus: Corpus | None, encoder=None, uri: str = "ctxir.db", collection: str = "ctxir",
-                 mode: str = "dense", *, token: str | None = None, client=None,
-                 settings: EngineSearchSettings | None = None, **options):
+    def __init__(
+        self,
+        corpus: Corpus | None,
+        encoder=None,
+        uri: str = "ctxir.db",
+        collection: str = "ctxir",
+        mode: str = "dense",
+        *,
+        token: str | None = None,
+        client=None,
+        settings: EngineSearchSettings | None = None,
+        **options,
+    ):
         """``settings`` (``EngineSearchSettings``), or its fields by keyword (``rrf_k=60, depth=100,
         ef_search=128``), say how the engine searches."""
         settings = _settings(EngineSearchSettings, settings, options, "settings")
@@ -592,36 +710,55 @@ class VectorDBRetriever(Retriever):
         self.uri, self.engine, self.collection = str(uri), engine_of(uri), collection
         self.client = client or connect(uri, token)
         if not self.client.has_collection(collection):
-            raise CtxirError(f"collection {collection!r} does not exist at {uri}: build it with "
-                             "VectorDBRetriever.from_corpus(...) or .from_shards(...)")
+            raise CtxirError(
+                f"collection {collection!r} does not exist at {uri}: build it with "
+                "VectorDBRetriever.from_corpus(...) or .from_shards(...)"
+            )
         self.meta = self._read_meta()
         if self.meta.get("complete") is False:
-            raise CtxirError(f"collection {collection!r} was not finished (its build was interrupted): build it again "
-                             "with from_corpus or from_shards")
+            raise CtxirError(
+                f"collection {collection!r} was not finished (its build was interrupted): build it again "
+                "with from_corpus or from_shards"
+            )
         self.index_type, self.metric = self.meta["index_type"], "COSINE"
-        self.bm25_k1, self.bm25_b, self.analyzer = self.meta.get("bm25_k1"), self.meta.get("bm25_b"), \
-            self.meta.get("analyzer")
-        self.rrf_k, self.depth, self.ef_search = float(settings.rrf_k), int(settings.depth), int(settings.ef_search)
+        self.bm25_k1, self.bm25_b, self.analyzer = (
+            self.meta.get("bm25_k1"),
+            self.meta.get("bm25_b"),
+            self.meta.get("analyzer"),
+        )
+        self.rrf_k, self.depth, self.ef_search = (
+            float(settings.rrf_k),
+            int(settings.depth),
+            int(settings.ef_search),
+        )
         if self.mode != "dense" and not self.meta.get("bm25"):
-            raise CtxirError(f"collection {collection!r} was built without BM25: rebuild it with bm25=True for "
-                             f"mode {self.mode!r}, or use mode 'dense'")
+            raise CtxirError(
+                f"collection {collection!r} was built without BM25: rebuild it with bm25=True for "
+                f"mode {self.mode!r}, or use mode 'dense'"
+            )
         self.encoder = None
         if self.mode != "bm25":
             from ctxir.encoders.bi_encoder import BiEncoder
 
             self.encoder = encoder or BiEncoder()
             if encoder_fingerprint(self.encoder) != self.meta["fingerprint"]:
-                raise CtxirError(f"collection {collection!r} holds vectors of another model or pooling (fingerprint "
-                                 f"{self.meta['fingerprint']}, this encoder's {encoder_fingerprint(self.encoder)}): "
-                                 "pass the encoder it was built with, or rebuild it with overwrite=True")
+                raise CtxirError(
+                    f"collection {collection!r} holds vectors of another model or pooling (fingerprint "
+                    f"{self.meta['fingerprint']}, this encoder's {encoder_fingerprint(self.encoder)}): "
+                    "pass the encoder it was built with, or rebuild it with overwrite=True"
+                )
         self.client.load_collection(collection)
         self.rows = int(self.client.get_collection_stats(collection)["row_count"])
         if corpus is None:
             corpus = EngineCorpus(self.client, collection)
         elif len(corpus) != self.rows:
-            raise CtxirError(f"collection {collection!r} holds {self.rows:,} documents, the corpus {len(corpus):,}: "
-                             "rebuild it with overwrite=True, or pass corpus=None to read documents from the engine")
-        self.corpus = check_corpus(corpus)  # not Retriever.__init__: the ids need not be listed in this process
+            raise CtxirError(
+                f"collection {collection!r} holds {self.rows:,} documents, the corpus {len(corpus):,}: "
+                "rebuild it with overwrite=True, or pass corpus=None to read documents from the engine"
+            )
+        self.corpus = check_corpus(
+            corpus
+        )  # not Retriever.__init__: the ids need not be listed in this process
 
     @property
     def doc_ids(self) -> list[str]:
@@ -636,14 +773,23 @@ class VectorDBRetriever(Retriever):
         try:
             return json.loads(properties[META_PROPERTY])
         except (KeyError, TypeError, ValueError) as err:
-            raise CtxirError(f"collection {self.collection!r} was not built by ctxir (no {META_PROPERTY} property): "
-                             "build it with VectorDBRetriever.from_corpus or .from_shards") from err
+            raise CtxirError(
+                f"collection {self.collection!r} was not built by ctxir (no {META_PROPERTY} property): "
+                "build it with VectorDBRetriever.from_corpus or .from_shards"
+            ) from err
 
     # ---------------------------------------------------------------- building
 
     @classmethod
-    def from_corpus(cls, corpus: Corpus, encoder=None, uri: str = "ctxir.db", collection: str = "ctxir",
-                    mode: str = "dense", **kwargs) -> VectorDBRetriever:
+    def from_corpus(
+        cls,
+        corpus: Corpus,
+        encoder=None,
+        uri: str = "ctxir.db",
+        collection: str = "ctxir",
+        mode: str = "dense",
+        **kwargs,
+    ) -> VectorDBRetriever:
         """Encode ``corpus`` here (``BiEncoder.encode_corpus``: cached on disk) and load it into the collection.
 
         ``kwargs``: the constructor's (token, rrf_k, depth, ef_search) and ``build_collection``'s (bm25,
@@ -662,14 +808,30 @@ class VectorDBRetriever(Retriever):
             _, vectors = encoder.encode_corpus(corpus)
             yield ids, vectors
 
-        build_collection(client, collection, batches(), corpus, encoder_fingerprint(encoder), encoder.dimension,
-                         digest, build)
+        build_collection(
+            client,
+            collection,
+            batches(),
+            corpus,
+            encoder_fingerprint(encoder),
+            encoder.dimension,
+            digest,
+            build,
+        )
         return cls(corpus, encoder, uri, collection, mode, client=client, **open_kwargs)
 
     @classmethod
-    def from_shards(cls, manifest: dict | str | Path, corpus: Corpus, encoder=None, uri: str = "ctxir.db",
-                    collection: str = "ctxir", mode: str = "dense", keep_corpus: bool = True,
-                    **kwargs) -> VectorDBRetriever:
+    def from_shards(
+        cls,
+        manifest: dict | str | Path,
+        corpus: Corpus,
+        encoder=None,
+        uri: str = "ctxir.db",
+        collection: str = "ctxir",
+        mode: str = "dense",
+        keep_corpus: bool = True,
+        **kwargs,
+    ) -> VectorDBRetriever:
         """Load ``encode_sharded``'s shards into the collection, one shard in memory at a time.
 
         ``corpus`` supplies the texts (for BM25 and re-ranking); each shard's texts must be those it was encoded
@@ -681,9 +843,11 @@ class VectorDBRetriever(Retriever):
         manifest = read_manifest(manifest) if not isinstance(manifest, dict) else manifest
         encoder = encoder or BiEncoder()
         if encoder_fingerprint(encoder) != manifest["fingerprint"]:
-            raise CtxirError(f"the shards were encoded by another model or pooling (fingerprint "
-                             f"{manifest['fingerprint']}, this encoder's {encoder_fingerprint(encoder)}): pass the "
-                             f"query encoder for {manifest['model']!r}")
+            raise CtxirError(
+                f"the shards were encoded by another model or pooling (fingerprint "
+                f"{manifest['fingerprint']}, this encoder's {encoder_fingerprint(encoder)}): pass the "
+                f"query encoder for {manifest['model']!r}"
+            )
         if len(corpus) != manifest["rows"]:
             raise CtxirError(f"the manifest holds {manifest['rows']:,} documents, the corpus {len(corpus):,}")
         build, open_kwargs = _split_build_kwargs(kwargs)
@@ -695,15 +859,22 @@ class VectorDBRetriever(Retriever):
             for shard, (shard_ids, vectors) in zip(manifest["shards"], iter_shards(manifest), strict=True):
                 missing = [i for i in shard_ids if i not in corpus]
                 if missing:
-                    raise CtxirError(f"shard {shard['file']} names documents the corpus lacks, e.g. {missing[0]!r}")
+                    raise CtxirError(
+                        f"shard {shard['file']} names documents the corpus lacks, e.g. {missing[0]!r}"
+                    )
                 if texts_digest(shard_ids, [doc_text(corpus[i]) for i in shard_ids]) != shard["texts_sha256"]:
-                    raise CtxirError(f"shard {shard['file']} was encoded from other texts than this corpus holds: "
-                                     "rerun encode_sharded on this corpus")
+                    raise CtxirError(
+                        f"shard {shard['file']} was encoded from other texts than this corpus holds: "
+                        "rerun encode_sharded on this corpus"
+                    )
                 yield shard_ids, vectors
 
-        build_collection(client, collection, batches(), corpus, manifest["fingerprint"], manifest["dim"], digest,
-                         build)
-        return cls(corpus if keep_corpus else None, encoder, uri, collection, mode, client=client, **open_kwargs)
+        build_collection(
+            client, collection, batches(), corpus, manifest["fingerprint"], manifest["dim"], digest, build
+        )
+        return cls(
+            corpus if keep_corpus else None, encoder, uri, collection, mode, client=client, **open_kwargs
+        )
 
     # ---------------------------------------------------------------- search
 
@@ -718,7 +889,9 @@ class VectorDBRetriever(Retriever):
         for row in rows:
             entity = row.get("entity") or {}
             if isinstance(self.corpus, EngineCorpus) and "content" in entity:
-                self.corpus.remember(str(row["pk"]), EngineCorpus.doc(entity.get("title", ""), entity["content"]))
+                self.corpus.remember(
+                    str(row["pk"]), EngineCorpus.doc(entity.get("title", ""), entity["content"])
+                )
             # Milvus Lite reports BM25 as a negative distance, the server as a positive score: the score is its size.
             hits.append(Hit(str(row["pk"]), abs(float(row["distance"])) if bm25 else float(row["distance"])))
         return hits
@@ -732,34 +905,53 @@ class VectorDBRetriever(Retriever):
     def _search(self, texts: list[str], top_k: int) -> list[list[Hit]]:
         results: list[list[Hit]] = []
         for start in range(0, len(texts), QUERY_CHUNK):
-            results.extend(self._search_chunk(texts[start:start + QUERY_CHUNK], top_k))
+            results.extend(self._search_chunk(texts[start : start + QUERY_CHUNK], top_k))
         return results
 
     def _search_chunk(self, texts: list[str], top_k: int) -> list[list[Hit]]:
-        vectors = None if self.mode == "bm25" else self.encoder.encode(texts, show_progress_bar=len(texts) > 256)
+        vectors = (
+            None if self.mode == "bm25" else self.encoder.encode(texts, show_progress_bar=len(texts) > 256)
+        )
         return self.search_embeddings(vectors, top_k, texts)
 
-    def search_embeddings(self, query_embeddings: np.ndarray | None, top_k: int,
-                          texts: Sequence[str] | None = None) -> list[list[Hit]]:
+    def search_embeddings(
+        self, query_embeddings: np.ndarray | None, top_k: int, texts: Sequence[str] | None = None
+    ) -> list[list[Hit]]:
         """The model-free core, as ``DenseRetriever.search_embeddings``: (queries, dim) normalised vectors → hits;
         ``texts`` too for "bm25" and "hybrid" (the engine tokenises them). Up to 16,384 queries a call."""
         limit, fields = self._limit(top_k), self._output_fields()
         if self.mode == "bm25":
-            rows = self.client.search(self.collection, data=list(texts), anns_field="sparse", limit=limit,
-                                      search_params={"metric_type": "BM25"}, output_fields=fields)
+            rows = self.client.search(
+                self.collection,
+                data=list(texts),
+                anns_field="sparse",
+                limit=limit,
+                search_params={"metric_type": "BM25"},
+                output_fields=fields,
+            )
             return [[h for h in self._hits(r, bm25=True) if h.score > 0] for r in rows]
         if self.mode == "dense":
             request = self._dense_request(query_embeddings, limit)
-            rows = self.client.search(self.collection, data=request["data"], anns_field="dense", limit=limit,
-                                      search_params=request["param"], output_fields=fields)
+            rows = self.client.search(
+                self.collection,
+                data=request["data"],
+                anns_field="dense",
+                limit=limit,
+                search_params=request["param"],
+                output_fields=fields,
+            )
             return [self._hits(r) for r in rows]
         pymilvus = _pymilvus()
         depth = self._limit(max(self.depth, top_k))
-        requests = [pymilvus.AnnSearchRequest(**self._dense_request(query_embeddings, depth)),
-                    pymilvus.AnnSearchRequest(data=list(texts), anns_field="sparse", param={"metric_type": "BM25"},
-                                              limit=depth)]
-        rows = self.client.hybrid_search(self.collection, requests, pymilvus.RRFRanker(self.rrf_k), limit=limit,
-                                         output_fields=fields)
+        requests = [
+            pymilvus.AnnSearchRequest(**self._dense_request(query_embeddings, depth)),
+            pymilvus.AnnSearchRequest(
+                data=list(texts), anns_field="sparse", param={"metric_type": "BM25"}, limit=depth
+            ),
+        ]
+        rows = self.client.hybrid_search(
+            self.collection, requests, pymilvus.RRFRanker(self.rrf_k), limit=limit, output_fields=fields
+        )
         return [self._hits(r) for r in rows]
 
     def search_parts(self, texts: list[str], top_k: int) -> dict[str, list[list[Hit]]]:
@@ -800,10 +992,18 @@ class CollectionSettings:
     def meta(self, fingerprint: str, dim: int, corpus_digest: str, rows: int) -> dict:
         """What the collection records of itself: a collection with the same meta is kept as it is."""
         analyzer = self.analyzer_params or default_analyzer()
-        return {"fingerprint": fingerprint, "dim": int(dim), "corpus_sha256": corpus_digest, "rows": rows,
-                "bm25": bool(self.bm25), "index_type": self.index_type, "metric": "COSINE",
-                "bm25_k1": self.bm25_k1 if self.bm25 else None, "bm25_b": self.bm25_b if self.bm25 else None,
-                "analyzer": json.dumps(analyzer, sort_keys=True) if self.bm25 else None}
+        return {
+            "fingerprint": fingerprint,
+            "dim": int(dim),
+            "corpus_sha256": corpus_digest,
+            "rows": rows,
+            "bm25": bool(self.bm25),
+            "index_type": self.index_type,
+            "metric": "COSINE",
+            "bm25_k1": self.bm25_k1 if self.bm25 else None,
+            "bm25_b": self.bm25_b if self.bm25 else None,
+            "analyzer": json.dumps(analyzer, sort_keys=True) if self.bm25 else None,
+        }
 
 
 _BUILD_KEYS = tuple(f.name for f in fields(CollectionSettings))
@@ -815,14 +1015,24 @@ def _split_build_kwargs(kwargs: dict) -> tuple[CollectionSettings, dict]:
     build = {k: kwargs.pop(k) for k in list(kwargs) if k in _BUILD_KEYS}
     unknown = set(kwargs) - set(_OPEN_KEYS)
     if unknown:
-        raise CtxirError(f"unknown option(s) {', '.join(sorted(unknown))}: use {', '.join(_BUILD_KEYS)}, "
-                         f"{', '.join(_OPEN_KEYS)}")
+        raise CtxirError(
+            f"unknown option(s) {', '.join(sorted(unknown))}: use {', '.join(_BUILD_KEYS)}, "
+            f"{', '.join(_OPEN_KEYS)}"
+        )
     return CollectionSettings(**build), kwargs
 
 
-def build_collection(client, collection: str, batches: Iterable[tuple[list[str], np.ndarray]], corpus: Mapping,
-                     fingerprint: str, dim: int, corpus_digest: str, settings: CollectionSettings | None = None,
-                     **options) -> bool:
+def build_collection(
+    client,
+    collection: str,
+    batches: Iterable[tuple[list[str], np.ndarray]],
+    corpus: Mapping,
+    fingerprint: str,
+    dim: int,
+    corpus_digest: str,
+    settings: CollectionSettings | None = None,
+    **options,
+) -> bool:
     """Create ``collection`` (pk, title, content [+ BM25 sparse], dense) and insert ``batches`` of (ids, vectors).
 
     ``settings`` (``CollectionSettings``), or its fields by keyword (``bm25=False, index_type="HNSW"``), lay it out.
@@ -853,8 +1063,10 @@ def _is_built(client, collection: str, meta: dict, rows: int, overwrite: bool = 
         return True
     interrupted = isinstance(old, dict) and old.get("complete") is False  # ctxir's own build, killed half-way
     if not (overwrite or interrupted):
-        raise CtxirError(f"collection {collection!r} already exists and was built from another corpus, model or "
-                         "settings: pass overwrite=True to replace it, or choose another collection name")
+        raise CtxirError(
+            f"collection {collection!r} already exists and was built from another corpus, model or "
+            "settings: pass overwrite=True to replace it, or choose another collection name"
+        )
     return False
 
 
@@ -866,38 +1078,71 @@ def _create_collection(client, collection: str, meta: dict, settings: Collection
     schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
     schema.add_field("pk", DataType.VARCHAR, is_primary=True, max_length=ID_MAX_LENGTH)
     schema.add_field("title", DataType.VARCHAR, max_length=MAX_VARCHAR)
-    schema.add_field("content", DataType.VARCHAR, max_length=MAX_VARCHAR,
-                     **({"enable_analyzer": True, "analyzer_params": analyzer} if settings.bm25 else {}))
+    schema.add_field(
+        "content",
+        DataType.VARCHAR,
+        max_length=MAX_VARCHAR,
+        **({"enable_analyzer": True, "analyzer_params": analyzer} if settings.bm25 else {}),
+    )
     schema.add_field("dense", DataType.FLOAT_VECTOR, dim=meta["dim"])
     index = client.prepare_index_params()
-    params = {"M": settings.hnsw_m, "efConstruction": settings.ef_construction} \
-        if settings.index_type == "HNSW" else {}
+    params = (
+        {"M": settings.hnsw_m, "efConstruction": settings.ef_construction}
+        if settings.index_type == "HNSW"
+        else {}
+    )
     if settings.index_type == "IVF_FLAT":
         params = {"nlist": max(1, min(4096, int(np.sqrt(max(meta["rows"], 1)))))}
     index.add_index("dense", index_type=settings.index_type, metric_type="COSINE", params=params)
     if settings.bm25:
         schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
-        schema.add_function(pymilvus.Function(name="content_bm25", function_type=pymilvus.FunctionType.BM25,
-                                              input_field_names=["content"], output_field_names=["sparse"]))
-        index.add_index("sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25",
-                        params={"bm25_k1": settings.bm25_k1, "bm25_b": settings.bm25_b})
-    client.create_collection(collection, schema=schema, index_params=index, consistency_level="Strong",
-                             properties={META_PROPERTY: json.dumps({**meta, "complete": False})})
+        schema.add_function(
+            pymilvus.Function(
+                name="content_bm25",
+                function_type=pymilvus.FunctionType.BM25,
+                input_field_names=["content"],
+                output_field_names=["sparse"],
+            )
+        )
+        index.add_index(
+            "sparse",
+            index_type="SPARSE_INVERTED_INDEX",
+            metric_type="BM25",
+            params={"bm25_k1": settings.bm25_k1, "bm25_b": settings.bm25_b},
+        )
+    client.create_collection(
+        collection,
+        schema=schema,
+        index_params=index,
+        consistency_level="Strong",
+        properties={META_PROPERTY: json.dumps({**meta, "complete": False})},
+    )
 
 
-def _insert(client, collection: str, batches: Iterable[tuple[list[str], np.ndarray]], corpus: Mapping, dim: int,
-            settings: CollectionSettings) -> int:
+def _insert(
+    client,
+    collection: str,
+    batches: Iterable[tuple[list[str], np.ndarray]],
+    corpus: Mapping,
+    dim: int,
+    settings: CollectionSettings,
+) -> int:
     """Insert (ids, vectors) batches in chunks of ``insert_batch`` rows; the number of rows inserted."""
     inserted, began, step = 0, time.perf_counter(), settings.insert_batch
     for ids, vectors in batches:
         if vectors.shape != (len(ids), dim):
             raise CtxirError(f"got {vectors.shape} vectors for {len(ids)} ids of dimension {dim}")
         for start in range(0, len(ids), step):
-            chunk = [_row(i, corpus[i], v) for i, v in zip(ids[start:start + step], vectors[start:start + step],
-                                                            strict=True)]
+            chunk = [
+                _row(i, corpus[i], v)
+                for i, v in zip(ids[start : start + step], vectors[start : start + step], strict=True)
+            ]
             client.insert(collection, chunk)
             inserted += len(chunk)
         if settings.show_progress:
-            print(f"[milvus] {inserted:,}/{len(corpus):,} inserted ({inserted / (time.perf_counter() - began):,.0f}/s)",
-                  file=sys.stderr, flush=True)
+            print(
+                f"[milvus] {inserted:,}/{len(corpus):,} inserted ({inserted / (time.perf_counter() - began):,.0f}/s)",
+                file=sys.stderr,
+                flush=True,
+            )
     return inserted

@@ -22,8 +22,12 @@ FUSIONS = ("rrf", "weighted")
 DEFAULT_RRF_K = 60.0
 
 
-def fuse(rankings: Sequence[Sequence[Hit]], method: str = "rrf", k: float | None = DEFAULT_RRF_K,
-         weights: Sequence[float] | None = None) -> list[Hit]:
+def fuse(
+    rankings: Sequence[Sequence[Hit]],
+    method: str = "rrf",
+    k: float | None = DEFAULT_RRF_K,
+    weights: Sequence[float] | None = None,
+) -> list[Hit]:
     """Fuse ranked lists into one ranking, best first (ties broken by doc id, so runs are deterministic).
 
     method "rrf": Σ_i w_i / (k + rank_i(d)) (Cormack et al. 2009, ranks from 1; ``k`` None = 60);
@@ -45,8 +49,9 @@ def fuse(rankings: Sequence[Sequence[Hit]], method: str = "rrf", k: float | None
     raise CtxirError(f"fusion {method!r} is not known: use one of {', '.join(FUSIONS)}")
 
 
-def reciprocal_rank_fusion(rankings: Sequence[Sequence[Hit]], k: float = DEFAULT_RRF_K,
-                           weights: Sequence[float] | None = None) -> list[Hit]:
+def reciprocal_rank_fusion(
+    rankings: Sequence[Sequence[Hit]], k: float = DEFAULT_RRF_K, weights: Sequence[float] | None = None
+) -> list[Hit]:
     """Cormack et al. (2009): score(d) = Σ_i w_i / (k + rank_i(d)), ranks from 1.
 
     Only ranks count, so lists on different score scales (BM25, cosine) fuse without normalising:
@@ -66,7 +71,9 @@ def reciprocal_rank_fusion(rankings: Sequence[Sequence[Hit]], k: float = DEFAULT
     return _sorted_hits(fused)
 
 
-def weighted_score_fusion(rankings: Sequence[Sequence[Hit]], weights: Sequence[float] | None = None) -> list[Hit]:
+def weighted_score_fusion(
+    rankings: Sequence[Sequence[Hit]], weights: Sequence[float] | None = None
+) -> list[Hit]:
     """Convex combination of min–max normalised scores; a document missing from a list scores 0 there.
 
     >>> bm25 = [Hit("a", 12.0), Hit("b", 9.0)]  # normalised: a 1, b 0
@@ -93,7 +100,9 @@ def check_weights(weights: Sequence[float] | None, n: int) -> list[float]:
         return [1.0] * n
     weights = [float(w) for w in weights]
     if len(weights) != n or any(w < 0 for w in weights) or not any(weights):
-        raise CtxirError(f"weights {weights!r} must be {n} non-negative numbers, not all zero (one per ranking)")
+        raise CtxirError(
+            f"weights {weights!r} must be {n} non-negative numbers, not all zero (one per ranking)"
+        )
     return weights
 
 

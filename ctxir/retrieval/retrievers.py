@@ -111,9 +111,17 @@ class BM25Retriever(Retriever):
     name = "bm25"
     config_fields = ("k1", "b", "method", "stemmer", "stopwords")
 
-    def __init__(self, corpus: Corpus, k1: float = 1.5, b: float = 0.75, method: str = "lucene",
-                 stemmer: str | None = "english", stopwords: str | None = "en", show_progress: bool = False,
-                 cache: str | Path | bool | None = None):
+    def __init__(
+        self,
+        corpus: Corpus,
+        k1: float = 1.5,
+        b: float = 0.75,
+        method: str = "lucene",
+        stemmer: str | None = "english",
+        stopwords: str | None = "en",
+        show_progress: bool = False,
+        cache: str | Path | bool | None = None,
+    ):
         """``cache``: a folder to keep the index in (reloaded when the corpus and settings are the same), True =
         ``cache_root()/bm25``, False = never, None = ``cache_root()/bm25`` from ``BM25_CACHE_MIN_DOCS`` documents
         up. ``cache_status`` then says "loaded", "built", or "built: <why the cached one was not used>"."""
@@ -127,8 +135,10 @@ class BM25Retriever(Retriever):
             import Stemmer
 
             if stemmer not in Stemmer.algorithms():
-                raise CtxirError(f"stemmer {stemmer!r} is not known: use one of {', '.join(Stemmer.algorithms())}, "
-                                 "or none for no stemming")
+                raise CtxirError(
+                    f"stemmer {stemmer!r} is not known: use one of {', '.join(Stemmer.algorithms())}, "
+                    "or none for no stemming"
+                )
             stem = Stemmer.Stemmer(stemmer)
         self.k1, self.b, self.method, self.stemmer, self.stopwords = k1, b, method, stemmer, stopwords
         self.tokenizer = Tokenizer(stemmer=stem, stopwords=stopwords or [])
@@ -153,14 +163,27 @@ class BM25Retriever(Retriever):
         if cache is False or (cache is None and len(texts) < BM25_CACHE_MIN_DOCS):
             return None
         root = cache_root() / "bm25" if cache is None or cache is True else Path(cache)
-        digest = hashlib.sha256(json.dumps({"format": BM25_FORMAT, "bm25s": bm25s.__version__, "k1": self.k1,
-                                            "b": self.b, "method": self.method, "stemmer": self.stemmer,
-                                            "stopwords": self.stopwords}, sort_keys=True).encode())
-        hash_texts(digest, [part for pair in zip(self.doc_ids, texts, strict=True) for part in pair])  # id, text, ...
+        digest = hashlib.sha256(
+            json.dumps(
+                {
+                    "format": BM25_FORMAT,
+                    "bm25s": bm25s.__version__,
+                    "k1": self.k1,
+                    "b": self.b,
+                    "method": self.method,
+                    "stemmer": self.stemmer,
+                    "stopwords": self.stopwords,
+                },
+                sort_keys=True,
+            ).encode()
+        )
+        hash_texts(
+            digest, [part for pair in zip(self.doc_ids, texts, strict=True) for part in pair]
+        )  # id, text, ...
         return root / digest.hexdigest()[:32]
 
     def _load(self, folder: Path) -> str:
-        """"loaded" when ``folder`` holds an intact index of this corpus and these settings, else why not."""
+        """ "loaded" when ``folder`` holds an intact index of this corpus and these settings, else why not."""
         # lazy: bm25s is needed only to build BM25
         import bm25s
 
@@ -172,8 +195,12 @@ class BM25Retriever(Retriever):
             return "no cached index yet"
         except (OSError, ValueError):
             return "unreadable manifest.json"
-        if not isinstance(manifest, dict) or manifest.get("format") != BM25_FORMAT or \
-                manifest.get("documents") != len(self.doc_ids) or not isinstance(manifest.get("files"), dict):
+        if (
+            not isinstance(manifest, dict)
+            or manifest.get("format") != BM25_FORMAT
+            or manifest.get("documents") != len(self.doc_ids)
+            or not isinstance(manifest.get("files"), dict)
+        ):
             return f"manifest.json is not a {BM25_FORMAT} record of {len(self.doc_ids):,} documents"
         for name, (size, sha) in manifest["files"].items():
             path = folder / name
@@ -203,11 +230,16 @@ class BM25Retriever(Retriever):
             self.index.vocab_dict = vocab
             self.tokenizer.save_vocab(tmp)
             files = {p.name: [p.stat().st_size, file_sha256(p)] for p in sorted(tmp.iterdir()) if p.is_file()}
-            write_json(tmp / "manifest.json", {"format": BM25_FORMAT, "documents": len(self.doc_ids),
-                                               "files": files}, indent=1)
+            write_json(
+                tmp / "manifest.json",
+                {"format": BM25_FORMAT, "documents": len(self.doc_ids), "files": files},
+                indent=1,
+            )
             if folder.exists():  # only ever a damaged copy: an intact one was loaded instead of building
                 shutil.rmtree(folder)
-            with contextlib.suppress(OSError):  # fails only when another process put the same index there first
+            with contextlib.suppress(
+                OSError
+            ):  # fails only when another process put the same index there first
                 os.rename(tmp, folder)
         finally:
             self.index.vocab_dict = vocab
@@ -218,8 +250,10 @@ class BM25Retriever(Retriever):
         tokens = self.tokenizer.tokenize(texts, update_vocab=False, return_as="ids", show_progress=False)
         indices, scores = self.index.retrieve(tokens, k=k, show_progress=False, n_threads=1)
         # bm25s pads with zero-score documents when fewer than k match; those are not hits.
-        return [[Hit(self.doc_ids[int(i)], float(s)) for i, s in zip(row_i, row_s, strict=True) if s > 0]
-                for row_i, row_s in zip(indices, scores, strict=True)]
+        return [
+            [Hit(self.doc_ids[int(i)], float(s)) for i, s in zip(row_i, row_s, strict=True) if s > 0]
+            for row_i, row_s in zip(indices, scores, strict=True)
+        ]
 
 
 class DenseRetriever(Retriever):
@@ -244,13 +278,28 @@ class DenseRetriever(Retriever):
     name = "dense"
     config_fields = ("index_choice", "index_kind", "ann_settings")
 
-    def __init__(self, corpus: Corpus, encoder: BiEncoder | None = None, index: str | None = None,
-                 show_progress: bool | None = None, ann_params=None, auto_threshold: int | None = None):
+    def __init__(
+        self,
+        corpus: Corpus,
+        encoder: BiEncoder | None = None,
+        index: str | None = None,
+        show_progress: bool | None = None,
+        ann_params=None,
+        auto_threshold: int | None = None,
+    ):
         super().__init__(corpus)
-        self.index_choice = dense_index_default() if index is None else check_choice(index, "index", DENSE_INDEXES)
+        self.index_choice = (
+            dense_index_default() if index is None else check_choice(index, "index", DENSE_INDEXES)
+        )
         self.auto_threshold = AUTO_ANN_THRESHOLD if auto_threshold is None else auto_threshold
-        if isinstance(self.auto_threshold, bool) or not isinstance(self.auto_threshold, int) or self.auto_threshold < 0:
-            raise CtxirError(f"auto_threshold must be a whole number of documents ≥ 0, got {auto_threshold!r}")
+        if (
+            isinstance(self.auto_threshold, bool)
+            or not isinstance(self.auto_threshold, int)
+            or self.auto_threshold < 0
+        ):
+            raise CtxirError(
+                f"auto_threshold must be a whole number of documents ≥ 0, got {auto_threshold!r}"
+            )
         self.encoder = encoder or BiEncoder()
         texts = [doc_text(corpus[i]) for i in self.doc_ids]
         # the embedding cache key (hashes every text): also the ANN index's file name and part of its fingerprint
@@ -263,8 +312,13 @@ class DenseRetriever(Retriever):
             self.index_kind = self.index_choice
         self.ann = self._open_ann(ann_params, show_progress) if self.index_kind == "ann" else None
         # exact search reads every row per query: hold the matrix in memory (a copy when it is memory-mapped)
-        self._matrix = None if self.ann is not None else torch.from_numpy(
-            self.embeddings if self.embeddings.flags.writeable else np.array(self.embeddings))  # (docs, dim)
+        self._matrix = (
+            None
+            if self.ann is not None
+            else torch.from_numpy(
+                self.embeddings if self.embeddings.flags.writeable else np.array(self.embeddings)
+            )
+        )  # (docs, dim)
 
     @property
     def config(self) -> dict:
@@ -276,8 +330,14 @@ class DenseRetriever(Retriever):
         if self.ann is None:
             return None
         p = self.ann.params
-        return {"type": f"IVF{p.nlist},{p.codes}", "nlist": p.nlist, "nprobe": p.nprobe, "rescore": p.rescore,
-                "train_size": p.train_size, "seed": p.seed}
+        return {
+            "type": f"IVF{p.nlist},{p.codes}",
+            "nlist": p.nlist,
+            "nprobe": p.nprobe,
+            "rescore": p.rescore,
+            "train_size": p.train_size,
+            "seed": p.seed,
+        }
 
     @property
     def ann_path(self) -> Path | None:
@@ -294,7 +354,9 @@ class DenseRetriever(Retriever):
         if self.ann_path is None:  # no cache (e.g. an upload): built in memory for this corpus only
             index = AnnIndex.build(self.embeddings, params, key=self.cache_key, show_progress=show)
             return index
-        return AnnIndex.open_or_build(self.ann_path, self.embeddings, params, key=self.cache_key, show_progress=show)
+        return AnnIndex.open_or_build(
+            self.ann_path, self.embeddings, params, key=self.cache_key, show_progress=show
+        )
 
     def search_embeddings(self, query_embeddings: np.ndarray, top_k: int) -> list[list[Hit]]:
         """The model-free core: (queries, dim) normalised vectors → ranked hits."""
@@ -302,12 +364,18 @@ class DenseRetriever(Retriever):
         if self.ann is not None:
             return self.ann.search_hits(query_embeddings, k, self.doc_ids)
         queries = torch.from_numpy(np.ascontiguousarray(np.atleast_2d(query_embeddings), dtype=np.float32))
-        block = max(1, 2**25 // len(self.doc_ids))  # queries per block: bounds the (block, docs) scores to 128 MB
+        block = max(
+            1, 2**25 // len(self.doc_ids)
+        )  # queries per block: bounds the (block, docs) scores to 128 MB
         hits = []
         for begin in range(0, len(queries), block):
-            scores, rows = torch.topk(queries[begin:begin + block] @ self._matrix.T, k, dim=1)  # (block, k) each
-            hits += [[Hit(self.doc_ids[int(i)], float(v)) for i, v in zip(ri, rv, strict=True)]
-                     for ri, rv in zip(rows.tolist(), scores.tolist(), strict=True)]
+            scores, rows = torch.topk(
+                queries[begin : begin + block] @ self._matrix.T, k, dim=1
+            )  # (block, k) each
+            hits += [
+                [Hit(self.doc_ids[int(i)], float(v)) for i, v in zip(ri, rv, strict=True)]
+                for ri, rv in zip(rows.tolist(), scores.tolist(), strict=True)
+            ]
         return hits
 
     def _search(self, texts: list[str], top_k: int) -> list[list[Hit]]:
@@ -335,8 +403,14 @@ class HybridRetriever(Retriever):
     name = "hybrid"
     config_fields = ("fusion", "k", "weights", "depth", "parts")
 
-    def __init__(self, retrievers: Sequence[Retriever], fusion: str = "rrf", k: float = 60.0,
-                 weights: Sequence[float] | None = None, depth: int = 100):
+    def __init__(
+        self,
+        retrievers: Sequence[Retriever],
+        fusion: str = "rrf",
+        k: float = 60.0,
+        weights: Sequence[float] | None = None,
+        depth: int = 100,
+    ):
         if len(retrievers) < 2:
             raise CtxirError("hybrid retrieval needs at least two retrievers (e.g. bm25 and dense)")
         if fusion not in FUSIONS:

@@ -31,28 +31,42 @@ def select_indices(requested: Sequence[int] | None, available: int, what: str) -
     return chosen
 
 
-def check_attention_size(internals: Internals, layers: Sequence[int] | None = None,
-                         heads: Sequence[int] | None = None, max_tokens: int = 256,
-                         max_cells: int = MAX_ATTENTION_CELLS) -> tuple[list[int], list[int]]:
+def check_attention_size(
+    internals: Internals,
+    layers: Sequence[int] | None = None,
+    heads: Sequence[int] | None = None,
+    max_tokens: int = 256,
+    max_cells: int = MAX_ATTENTION_CELLS,
+) -> tuple[list[int], list[int]]:
     """Refuse inputs whose view would be too large; return the (layers, heads) to draw."""
     n_layers, n_heads, n_tokens, _ = internals.attentions.shape
     layers = select_indices(layers, n_layers, "layer")
     heads = select_indices(heads, n_heads, "head")
     if n_tokens > max_tokens:
-        raise CtxirError(f"the input has {n_tokens} tokens but the attention view draws at most {max_tokens}: "
-                         "shorten the text (or the document of the pair)")
+        raise CtxirError(
+            f"the input has {n_tokens} tokens but the attention view draws at most {max_tokens}: "
+            "shorten the text (or the document of the pair)"
+        )
     cells = len(layers) * len(heads) * n_tokens**2
     if cells > max_cells:
         fit = max(1, max_cells // (n_tokens**2 * len(heads)))
-        raise CtxirError(f"{len(layers)} layers × {len(heads)} heads at {n_tokens} tokens is {cells:,} attention "
-                         f"weights, more than the {max_cells:,} one view can carry: choose at most {fit} layer(s) "
-                         "or fewer heads, or shorten the text")
+        raise CtxirError(
+            f"{len(layers)} layers × {len(heads)} heads at {n_tokens} tokens is {cells:,} attention "
+            f"weights, more than the {max_cells:,} one view can carry: choose at most {fit} layer(s) "
+            "or fewer heads, or shorten the text"
+        )
     return layers, heads
 
 
-def bertviz_document(internals: Internals, view: str = "head", layers: Sequence[int] | None = None,
-                     heads: Sequence[int] | None = None, decimals: int = 3, max_tokens: int = 256,
-                     max_cells: int = MAX_ATTENTION_CELLS) -> str:
+def bertviz_document(
+    internals: Internals,
+    view: str = "head",
+    layers: Sequence[int] | None = None,
+    heads: Sequence[int] | None = None,
+    decimals: int = 3,
+    max_tokens: int = 256,
+    max_cells: int = MAX_ATTENTION_CELLS,
+) -> str:
     """bertviz's head view or model view as a standalone HTML page that draws offline."""
     # lazy: torch takes about a second to import; bertviz is needed only for its view
     import torch
@@ -68,12 +82,25 @@ def bertviz_document(internals: Internals, view: str = "head", layers: Sequence[
     if view == "head":
         # head view has no head filter: pass only the chosen heads (shown as the first len(heads) colours).
         attention = [torch.from_numpy(rounded[i][heads]).unsqueeze(0) for i in range(rounded.shape[0])]
-        html = head_view(attention, tokens, sentence_b_start=b_start, include_layers=layers, layer=layers[0],
-                         html_action="return").data
+        html = head_view(
+            attention,
+            tokens,
+            sentence_b_start=b_start,
+            include_layers=layers,
+            layer=layers[0],
+            html_action="return",
+        ).data
     else:
         attention = [torch.from_numpy(rounded[i]).unsqueeze(0) for i in range(rounded.shape[0])]
-        html = model_view(attention, tokens, sentence_b_start=b_start, include_layers=layers, include_heads=heads,
-                          display_mode="light", html_action="return").data
+        html = model_view(
+            attention,
+            tokens,
+            sentence_b_start=b_start,
+            include_layers=layers,
+            include_heads=heads,
+            display_mode="light",
+            html_action="return",
+        ).data
     return offline_document(html, title=f"ctxir attention {view} view")
 
 
@@ -102,8 +129,15 @@ def attention_heatmap(internals: Internals, layer: int, head: int, decimals: int
         for i in range(n_tokens):
             for j in range(n_tokens):
                 value = weights[i, j]
-                ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=6,
-                        color="black" if value > 0.6 * weights.max() else "white")
+                ax.text(
+                    j,
+                    i,
+                    f"{value:.2f}",
+                    ha="center",
+                    va="center",
+                    fontsize=6,
+                    color="black" if value > 0.6 * weights.max() else "white",
+                )
     ax.set_title(f"attention, layer {layer} head {head} (each row sums to 1)")
     fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     fig.set_layout_engine("tight")
@@ -126,28 +160,40 @@ def head_summary(internals: Internals, decimals: int = 3) -> list[dict]:
         elif t in ("[SEP]", "</s>"):
             special["[SEP]"].append(i)
     entropy = -(attn * np.log(np.clip(attn, 1e-12, None))).sum(-1).mean(-1)  # (layers, heads)
-    to_cls = attn[..., special["[CLS]"]].sum(-1).mean(-1) if special["[CLS]"] else np.zeros((n_layers, n_heads))
-    to_sep = attn[..., special["[SEP]"]].sum(-1).mean(-1) if special["[SEP]"] else np.zeros((n_layers, n_heads))
+    to_cls = (
+        attn[..., special["[CLS]"]].sum(-1).mean(-1) if special["[CLS]"] else np.zeros((n_layers, n_heads))
+    )
+    to_sep = (
+        attn[..., special["[SEP]"]].sum(-1).mean(-1) if special["[SEP]"] else np.zeros((n_layers, n_heads))
+    )
     diag = np.diagonal(attn, axis1=2, axis2=3)  # (layers, heads, tokens)
     self_share = diag.mean(-1)
-    prev_share = np.diagonal(attn, offset=-1, axis1=2, axis2=3).sum(-1) / n_tokens if n_tokens > 1 else 0 * self_share
-    next_share = np.diagonal(attn, offset=1, axis1=2, axis2=3).sum(-1) / n_tokens if n_tokens > 1 else 0 * self_share
+    prev_share = (
+        np.diagonal(attn, offset=-1, axis1=2, axis2=3).sum(-1) / n_tokens if n_tokens > 1 else 0 * self_share
+    )
+    next_share = (
+        np.diagonal(attn, offset=1, axis1=2, axis2=3).sum(-1) / n_tokens if n_tokens > 1 else 0 * self_share
+    )
     rows = []
     for layer in range(n_layers):
         for head in range(n_heads):
             flat = int(np.argmax(attn[layer, head]))
             i, j = divmod(flat, n_tokens)
-            rows.append({
-                "layer": layer, "head": head,
-                "entropy": round(float(entropy[layer, head]), decimals),
-                "to_cls": round(float(to_cls[layer, head]), decimals),
-                "to_sep": round(float(to_sep[layer, head]), decimals),
-                "to_self": round(float(self_share[layer, head]), decimals),
-                "to_previous": round(float(prev_share[layer, head]), decimals),
-                "to_next": round(float(next_share[layer, head]), decimals),
-                "max_weight": round(float(attn[layer, head, i, j]), decimals),
-                "max_from": tokens[i], "max_to": tokens[j],
-            })
+            rows.append(
+                {
+                    "layer": layer,
+                    "head": head,
+                    "entropy": round(float(entropy[layer, head]), decimals),
+                    "to_cls": round(float(to_cls[layer, head]), decimals),
+                    "to_sep": round(float(to_sep[layer, head]), decimals),
+                    "to_self": round(float(self_share[layer, head]), decimals),
+                    "to_previous": round(float(prev_share[layer, head]), decimals),
+                    "to_next": round(float(next_share[layer, head]), decimals),
+                    "max_weight": round(float(attn[layer, head, i, j]), decimals),
+                    "max_from": tokens[i],
+                    "max_to": tokens[j],
+                }
+            )
     return rows
 
 
@@ -155,16 +201,26 @@ def head_summary_figure(rows: list[dict]):
     """Layers × heads grids of the summary's entropy and [CLS]/[SEP]/self/previous shares."""
     n_layers = max(r["layer"] for r in rows) + 1
     n_heads = max(r["head"] for r in rows) + 1
-    stats = [("entropy", "entropy (nats)"), ("to_cls", "→ [CLS]"), ("to_sep", "→ [SEP]"),
-             ("to_self", "→ itself"), ("to_previous", "→ previous token")]
+    stats = [
+        ("entropy", "entropy (nats)"),
+        ("to_cls", "→ [CLS]"),
+        ("to_sep", "→ [SEP]"),
+        ("to_self", "→ itself"),
+        ("to_previous", "→ previous token"),
+    ]
     fig = new_figure((3.2 * len(stats), 0.45 * n_layers + 1.8))
     axes = fig.subplots(1, len(stats))
     for ax, (key, title) in zip(axes, stats, strict=True):
         grid = np.zeros((n_layers, n_heads))
         for r in rows:
             grid[r["layer"], r["head"]] = r[key]
-        image = ax.imshow(grid, cmap="magma" if key == "entropy" else "Blues", aspect="auto",
-                          vmin=0, vmax=None if key == "entropy" else 1)
+        image = ax.imshow(
+            grid,
+            cmap="magma" if key == "entropy" else "Blues",
+            aspect="auto",
+            vmin=0,
+            vmax=None if key == "entropy" else 1,
+        )
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("head")
         ax.set_ylabel("layer")

@@ -51,12 +51,20 @@ def project(vectors: np.ndarray, method: str = "pca", seed: int = 0) -> np.ndarr
         return PCA(n_components=2, random_state=seed).fit_transform(vectors).astype(np.float64)
     # perplexity must stay below N; ~N/4 keeps both local and global structure for a few dozen tokens.
     perplexity = float(min(30.0, max(2.0, (n - 1) / 4)))
-    return TSNE(n_components=2, perplexity=perplexity, init="pca", random_state=seed,
-                max_iter=500).fit_transform(vectors).astype(np.float64)  # float64: rounds to short JSON numbers
+    return (
+        TSNE(n_components=2, perplexity=perplexity, init="pca", random_state=seed, max_iter=500)
+        .fit_transform(vectors)
+        .astype(np.float64)
+    )  # float64: rounds to short JSON numbers
 
 
-def projection_figure(points: dict[tuple[str, int], np.ndarray], labels: Sequence[str], groups: Sequence[int],
-                      group_names: Sequence[str], highlight: Sequence[bool] | None = None):
+def projection_figure(
+    points: dict[tuple[str, int], np.ndarray],
+    labels: Sequence[str],
+    groups: Sequence[int],
+    group_names: Sequence[str],
+    highlight: Sequence[bool] | None = None,
+):
     """Grid of scatter plots: one row per method, one column per layer; colour = sentence."""
     methods = sorted({m for m, _ in points}, key=PROJECTIONS.index)
     layers = sorted({layer for _, layer in points})
@@ -72,14 +80,24 @@ def projection_figure(points: dict[tuple[str, int], np.ndarray], labels: Sequenc
                 idx = [i for i, gi in enumerate(groups) if gi == g]
                 ax.scatter(xy[idx, 0], xy[idx, 1], color=cmap(g % 10), s=28, label=name[:40], alpha=0.85)
             for i, label in enumerate(labels):
-                ax.annotate(label, xy[i], fontsize=9 if highlight[i] else 7,
-                            fontweight="bold" if highlight[i] else "normal",
-                            color="black" if highlight[i] else "dimgray", xytext=(2, 2), textcoords="offset points")
+                ax.annotate(
+                    label,
+                    xy[i],
+                    fontsize=9 if highlight[i] else 7,
+                    fontweight="bold" if highlight[i] else "normal",
+                    color="black" if highlight[i] else "dimgray",
+                    xytext=(2, 2),
+                    textcoords="offset points",
+                )
             marked = [i for i, h in enumerate(highlight) if h]
             if marked:
-                ax.scatter(xy[marked, 0], xy[marked, 1], s=140, facecolors="none", edgecolors="black", linewidths=1.5)
-            ax.set_title(f"{'PCA' if method == 'pca' else 't-SNE'} · layer {layer}"
-                         + (" (embeddings)" if layer == 0 else ""))
+                ax.scatter(
+                    xy[marked, 0], xy[marked, 1], s=140, facecolors="none", edgecolors="black", linewidths=1.5
+                )
+            ax.set_title(
+                f"{'PCA' if method == 'pca' else 't-SNE'} · layer {layer}"
+                + (" (embeddings)" if layer == 0 else "")
+            )
             ax.set_xticks([])
             ax.set_yticks([])
     axes[0][0].legend(fontsize=7, loc="best")
@@ -129,8 +147,14 @@ class MatrixStyle:
     ylabel: str = ""
 
 
-def heatmap_figure(matrix: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str], title: str,
-                   style: MatrixStyle | None = None, **style_options):
+def heatmap_figure(
+    matrix: np.ndarray,
+    row_labels: Sequence[str],
+    col_labels: Sequence[str],
+    title: str,
+    style: MatrixStyle | None = None,
+    **style_options,
+):
     """A labelled heatmap; values printed in the cells when the grid is small enough to read. ``style_options``:
     the :class:`MatrixStyle` fields as keywords (``vmin=0.0``), as before they were grouped; they override
     ``style``'s."""
@@ -148,8 +172,15 @@ def heatmap_figure(matrix: np.ndarray, row_labels: Sequence[str], col_labels: Se
         middle = (np.nanmax(matrix) + np.nanmin(matrix)) / 2
         for i in range(rows):
             for j in range(cols):
-                ax.text(j, i, f"{matrix[i, j]:.2f}", ha="center", va="center", fontsize=7,
-                        color="black" if matrix[i, j] > middle else "white")
+                ax.text(
+                    j,
+                    i,
+                    f"{matrix[i, j]:.2f}",
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    color="black" if matrix[i, j] > middle else "white",
+                )
     ax.set_title(title)
     fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     fig.set_layout_engine("tight")

@@ -63,7 +63,9 @@ def d3_v5_source() -> str:
     try:
         import mpld3
     except ImportError as err:
-        raise CtxirError("the attention view needs d3 v5 from the 'mpld3' package: pip install mpld3") from err
+        raise CtxirError(
+            "the attention view needs d3 v5 from the 'mpld3' package: pip install mpld3"
+        ) from err
     path = Path(mpld3.__file__).parent / "js" / "d3.v5.min.js"
     if not path.is_file():
         raise CtxirError(f"mpld3 is installed but {path} is missing: reinstall mpld3 (pip install -U mpld3)")
@@ -76,8 +78,9 @@ def jquery_source() -> str:
     try:
         from xstatic.pkg import jquery
     except ImportError as err:
-        raise CtxirError("the attention view needs jQuery from the 'xstatic-jquery' package: "
-                         "pip install xstatic-jquery") from err
+        raise CtxirError(
+            "the attention view needs jQuery from the 'xstatic-jquery' package: pip install xstatic-jquery"
+        ) from err
     path = Path(jquery.BASE_DIR) / "jquery.min.js"
     if not path.is_file():
         raise CtxirError(f"xstatic-jquery is installed but {path} is missing: reinstall xstatic-jquery")
@@ -97,8 +100,11 @@ def _drop_params_comment(body: str) -> str:
     end = body.find(" is a template marker", start)
     if start < 0 or end < 0:
         return body
-    return body[:start] + "// (the params above were also written here by bertviz; removed)" + \
-        body[body.find("\n", end):]
+    return (
+        body[:start]
+        + "// (the params above were also written here by bertviz; removed)"
+        + body[body.find("\n", end) :]
+    )
 
 
 def offline_document(bertviz_html: str, title: str = "ctxir attention view", auto_height: bool = True) -> str:
@@ -114,18 +120,28 @@ def offline_document(bertviz_html: str, title: str = "ctxir attention view", aut
         body = body[:start] + body[start:end].replace("</", "<\\/") + body[end:]
     # Check the code, not the megabytes of attention JSON on bertviz's `const params = …` line.
     params = body.find("const params = ")
-    code = body if params < 0 else body[:params] + body[body.find("\n", params):]
+    code = body if params < 0 else body[:params] + body[body.find("\n", params) :]
     if "cdnjs" in code or _REMOTE_LOAD.search(code):
-        raise CtxirError("bertviz's HTML still references an online URL after removing its CDN loads: "
-                         "this bertviz version is not supported offline (ctxir is tested with bertviz 1.4.1)")
-    head = (_inline_script(jquery_source()) + _inline_script(d3_v5_source()) + _inline_script(_REQUIRE_SHIM)
-            + (_inline_script(_AUTO_HEIGHT) if auto_height else ""))
-    return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
-            f"<title>{html.escape(title)}</title>\n{head}</head>\n"
-            "<body style=\"margin:0;background:white\">\n" + body + "\n</body></html>\n")
+        raise CtxirError(
+            "bertviz's HTML still references an online URL after removing its CDN loads: "
+            "this bertviz version is not supported offline (ctxir is tested with bertviz 1.4.1)"
+        )
+    head = (
+        _inline_script(jquery_source())
+        + _inline_script(d3_v5_source())
+        + _inline_script(_REQUIRE_SHIM)
+        + (_inline_script(_AUTO_HEIGHT) if auto_height else "")
+    )
+    return (
+        '<!DOCTYPE html>\n<html><head><meta charset="utf-8">'
+        f"<title>{html.escape(title)}</title>\n{head}</head>\n"
+        '<body style="margin:0;background:white">\n' + body + "\n</body></html>\n"
+    )
 
 
 def iframe(document: str, height: int = 600, title: str = "attention view") -> str:
     """An ``<iframe srcdoc=…>`` that runs ``document``'s scripts inside a ``gr.HTML`` value."""
-    return (f"<iframe title=\"{html.escape(title)}\" srcdoc=\"{html.escape(document, quote=True)}\" "
-            f"style=\"width:100%;height:{int(height)}px;border:0;background:white\"></iframe>")
+    return (
+        f'<iframe title="{html.escape(title)}" srcdoc="{html.escape(document, quote=True)}" '
+        f'style="width:100%;height:{int(height)}px;border:0;background:white"></iframe>'
+    )
