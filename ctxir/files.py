@@ -3,7 +3,9 @@ write atomic. No torch import.
 
 A write goes to a temporary file in the same folder, is flushed to disk, then ``os.replace``-d over the target: a
 process killed mid-write leaves the old file or the new one, never half of either (``tests/test_files.py`` kills a
-writer at random moments to show it).
+writer at random moments to show it). A full disk is a ``DiskFullError`` naming the folder, with the temporary file
+removed and the old file untouched; caches catch it, say so once (``cache_not_written``) and go on without
+(``tests/test_faults.py`` fails every write in turn).
 
 >>> import tempfile, pathlib
 >>> folder = pathlib.Path(tempfile.mkdtemp())
@@ -17,14 +19,49 @@ writer at random moments to show it).
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
+import logging
 import os
+import re
 import tempfile
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
 from ctxir.types import CtxirError
+
+logger = logging.getLogger("ctxir")
+# What a full disk (or quota) looks like to a writer.
+DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+_warned: set[tuple[str, str]] = set()
+
+
+class DiskFullError(CtxirError):
+    """A write found no space left: names the folder and what to do; the file it replaced is untouched."""
+
+
+def is_disk_full(err: OSError) -> bool:
+    """ENOSPC and its kin, or a short write without an errno (numpy's ``tofile``: "N requested and M written")."""
+    short = err.errno is None and re.search(r"requested and \d+ written", str(err)) is not None
+    return err.errno in DISK_FULL_ERRNOS or short
+
+
+def disk_full(path: str | Path, err: OSError) -> DiskFullError:
+    folder = Path(path).resolve().parent
+    return DiskFullError(
+        f"no space left on the disk holding {str(folder)!r} while writing {Path(path).name!r} "
+        f"({os.strerror(err.errno) if err.errno else 'a short write'}): free space there (df -h {folder}) or write to "
+        "another disk (--output, $CTXIR_CACHE); the previous file, if any, is unchanged"
+    )
+
+
+def cache_not_written(what: str, err: DiskFullError) -> None:
+    """A cache that could not be written: the run goes on without it; said once per kind of cache and message."""
+    if (what, str(err)) not in _warned:
+        _warned.add((what, str(err)))
+        logger.warning("ctxir: %s not cached, this run goes on without it: %s", what, err)
+
 
 PICKLE_SUFFIXES = (".bin", ".pkl", ".pickle", ".pt", ".pth", ".ckpt", ".joblib", ".sav", ".dill")
 # Written by the Trainer beside a model; no loader ever reads it, so it does not make a folder unsafe to load.
@@ -117,17 +154,23 @@ def atomic_path(path: str | Path, suffix: str = "") -> Iterator[Path]:
     writers insist on (np.save appends ".npy" to names without it).
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{suffix}", dir=path.parent)
-    os.close(fd)
-    tmp = Path(tmp)
+    tmp: Path | None = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{suffix}", dir=path.parent)
+        os.close(fd)
+        tmp = Path(name)
         yield tmp
         with open(tmp, "rb+") as f:  # on disk before the rename, so a power cut cannot publish an empty file
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as err:
+        if is_disk_full(err):
+            raise disk_full(path, err) from err
+        raise
     finally:
-        tmp.unlink(missing_ok=True)
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
 
 
 def write_atomic(path: str | Path, data: str | bytes) -> None:

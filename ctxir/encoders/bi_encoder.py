@@ -22,6 +22,7 @@ import torch
 from ctxir.checks import check_choice
 from ctxir.encoders.models import DEFAULT_BI_ENCODER, load_bi_encoder
 from ctxir.encoders.pooling import POOLINGS, LayerPooling, pool  # noqa: F401 (re-exported: from ctxir.encoders.bi_encoder import pool)
+from ctxir.files import DiskFullError, atomic_path, cache_not_written
 from ctxir.types import Corpus, CtxirError, doc_text
 
 # torch: the model's own encode. onnx-int8: ONNX Runtime, int8 MatMul weights (dynamic quantisation), CPU; 2.24× the
@@ -118,10 +119,13 @@ class EmbeddingCache:
         return array
 
     def put(self, key: str, embeddings: np.ndarray) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
-        tmp = self.root / f"{key}.{os.getpid()}.tmp.npy"
-        np.save(tmp, embeddings, allow_pickle=False)
-        tmp.replace(self.root / f"{key}.npy")  # atomic: readers never see half a file
+        """Atomic: readers never see half a file. A full disk leaves the cache as it was (said once): the caller
+        has the embeddings, only the next run pays for them again."""
+        try:
+            with atomic_path(self.root / f"{key}.npy", suffix=".npy") as tmp:
+                np.save(tmp, embeddings, allow_pickle=False)
+        except DiskFullError as err:
+            cache_not_written("embeddings", err)
 
 
 class BiEncoder:

@@ -26,7 +26,7 @@ import torch
 
 from ctxir.checks import check_choice, check_corpus, check_queries, check_query, check_top_k
 from ctxir.encoders.bi_encoder import BiEncoder, cache_root, hash_texts
-from ctxir.files import write_json
+from ctxir.files import DiskFullError, cache_not_written, disk_full, is_disk_full, write_json
 from ctxir.retrieval.fusion import FUSIONS, check_weights, fuse
 from ctxir.types import Corpus, CtxirError, Hit, Queries, doc_text
 
@@ -153,7 +153,10 @@ class BM25Retriever(Retriever):
         self.index.index(tokens, show_progress=show_progress)
         self.cache_status = f"built: {why}" if why else "built"
         if folder is not None:
-            self._save(folder)
+            try:
+                self._save(folder)
+            except DiskFullError as err:
+                cache_not_written("the BM25 index", err)
 
     def _cache_folder(self, cache: str | Path | bool | None, texts: list[str]) -> Path | None:
         """``<root>/<key>``: key = sha256 of the format, bm25s version, settings, and every (id, text)."""
@@ -219,10 +222,11 @@ class BM25Retriever(Retriever):
         place in one step: a reader finds the whole index or none. A damaged ``folder`` is replaced."""
         from ctxir.retrieval.ann import file_sha256
 
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".tmp", dir=folder.parent))
+        tmp: Path | None = None
         vocab = self.index.vocab_dict
         try:
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".tmp", dir=folder.parent))
             # indexed from token ids, bm25s's vocabulary maps id → id, which its JSON writer refuses (int keys); as
             # text keys it reads back the same for retrieval, which uses only the values and the "" key
             self.index.vocab_dict = {str(k): v for k, v in vocab.items()}
@@ -241,9 +245,14 @@ class BM25Retriever(Retriever):
                 OSError
             ):  # fails only when another process put the same index there first
                 os.rename(tmp, folder)
+        except OSError as err:
+            if is_disk_full(err):
+                raise disk_full(folder / "manifest.json", err) from err
+            raise
         finally:
             self.index.vocab_dict = vocab
-            shutil.rmtree(tmp, ignore_errors=True)
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
 
     def _search(self, texts: list[str], top_k: int) -> list[list[Hit]]:
         k = min(top_k, len(self.doc_ids))

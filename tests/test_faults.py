@@ -1,0 +1,280 @@
+"""Faults at the places ctxir writes: the N-th write fails with ENOSPC (once, or from then on), for N = 1, 2, ...
+until the operation completes without meeting it, as SQLite tests its I/O; and one real full disk (a 1 MB tmpfs).
+
+After each failure: a cache write is skipped with one warning and the run goes on; a results file stops with one
+``DiskFullError`` naming the folder; either way the previous file is intact, no temporary file is left behind, and
+the next run (the disk freed) succeeds.
+"""
+
+from __future__ import annotations
+
+import builtins
+import errno
+import io
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ctxir.files import DiskFullError, write_json
+
+ROOT = Path(__file__).resolve().parents[1]
+MAX_WRITES = 400  # more than any operation below needs: a loop that never completes is a failure
+
+
+class WriteFaults:
+    """Counts every data write made through Python file objects (``open``, ``io.open``, so ``np.save``,
+    ``json.dump``, ``Path.write_text``) and native writers patched in (``faiss.write_index``); the ``n``-th one
+    raises ENOSPC, and with ``forever`` every later one too."""
+
+    def __init__(self, n: int, forever: bool = False):
+        self.n, self.forever, self.count, self.failed = n, forever, 0, 0
+
+    def hit(self) -> None:
+        self.count += 1
+        if self.count == self.n or (self.forever and self.count > self.n):
+            self.failed += 1
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def wrap(self, real_open):
+        faults = self
+
+        class Faulty:
+            def __init__(self, handle):
+                self._handle = handle
+
+            def write(self, data):
+                faults.hit()
+                return self._handle.write(data)
+
+            def writelines(self, lines):
+                faults.hit()
+                return self._handle.writelines(lines)
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                return self._handle.__exit__(*exc)
+
+            def __iter__(self):
+                return iter(self._handle)
+
+            def __getattr__(self, name):
+                return getattr(self._handle, name)
+
+        def faulty_open(file, mode="r", *args, **kwargs):
+            handle = real_open(file, mode, *args, **kwargs)
+            return Faulty(handle) if any(c in mode for c in "wax+") else handle
+
+        return faulty_open
+
+    def install(self, monkeypatch) -> None:
+        opener = self.wrap(io.open)
+        monkeypatch.setattr(builtins, "open", opener)
+        monkeypatch.setattr(io, "open", opener)
+        try:
+            import faiss
+        except ImportError:
+            return
+        real = faiss.write_index
+
+        def write_index(*args, **kwargs):
+            self.hit()
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(faiss, "write_index", write_index)
+
+
+def each_failure(operation, check, forever: bool):
+    """Run ``operation(faults)`` with the 1st, 2nd, ... write failing until one run meets no failure; ``check``
+    after every run (``failed``: whether the fault fired). Returns how many failure points were tried."""
+    for n in range(1, MAX_WRITES):
+        with pytest.MonkeyPatch.context() as patch:
+            faults = WriteFaults(n, forever)
+            faults.install(patch)
+            outcome = operation(faults)
+        check(outcome, faults.failed > 0)
+        if not faults.failed:
+            return n - 1
+    raise AssertionError(f"the operation still wrote after {MAX_WRITES} writes")
+
+
+def leftovers(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if ".tmp" in p.name)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_warnings():
+    from ctxir import files
+
+    files._warned.clear()
+    yield
+    files._warned.clear()
+
+
+# ---------------------------------------------------------------- results files: one clear error, nothing lost
+
+
+@pytest.mark.parametrize("forever", [False, True], ids=["once", "forever"])
+def test_a_results_file_on_a_full_disk_stops_cleanly_and_keeps_the_old_one(tmp_path, forever):
+    path = tmp_path / "results" / "metrics.json"
+    write_json(path, {"nDCG@10": 0.5})
+    new = {"nDCG@10": 0.7, "per_query": {f"q{i}": i / 100 for i in range(300)}}
+
+    def operation(faults):
+        try:
+            write_json(path, new)
+        except DiskFullError as err:
+            return err
+        return None
+
+    def check(err, failed):
+        assert (err is not None) == failed
+        if failed:
+            assert "no space left on the disk holding" in str(err) and str(path.parent) in str(err)
+            assert "free space there" in str(err) and json.loads(path.read_text()) == {"nDCG@10": 0.5}
+        else:
+            assert json.loads(path.read_text()) == new
+        assert leftovers(tmp_path) == []
+
+    tried = each_failure(operation, check, forever)
+    assert tried >= 1
+
+
+# ---------------------------------------------------------------- caches: skipped, said once, the run goes on
+
+
+@pytest.mark.parametrize("forever", [False, True], ids=["once", "forever"])
+def test_the_embedding_cache_skips_a_write_the_disk_cannot_hold(tmp_path, forever, caplog):
+    from ctxir.encoders import EmbeddingCache
+
+    cache = EmbeddingCache(tmp_path / "embeddings")
+    key = EmbeddingCache.key({"weights": "w"}, ["a", "b"])
+    old, new = np.ones((2, 384), np.float32), np.full((2, 384), 2, np.float32)
+    cache.put(key, old)
+
+    def operation(faults):
+        with caplog.at_level(logging.WARNING, logger="ctxir"):
+            cache.put(key, new)  # never raises: the caller has its embeddings
+        return cache.get(key)
+
+    def check(found, failed):
+        assert found is not None and (np.array_equal(found, old) if failed else np.array_equal(found, new))
+        assert leftovers(tmp_path) == []
+        cache.put(key, old)  # back to the old file for the next failure point
+
+    each_failure(operation, check, forever)
+    said = [r.getMessage() for r in caplog.records if "embeddings not cached" in r.getMessage()]
+    assert len(said) == 1 and "no space left on the disk holding" in said[0]  # once, however often it failed
+
+
+def test_a_bm25_index_that_cannot_be_cached_still_searches_and_caches_next_time(tmp_path, caplog):
+    from ctxir.retrieval import BM25Retriever
+
+    corpus = {f"d{i}": {"title": "", "text": f"otters {i} river bank dens number {i}"} for i in range(40)}
+    folder = tmp_path / "bm25"
+    reference = [h.doc_id for h in BM25Retriever(corpus, cache=False).query("river otters 7", 5)]
+
+    def operation(faults):
+        with caplog.at_level(logging.WARNING, logger="ctxir"):
+            retriever = BM25Retriever(corpus, cache=folder)
+        return retriever
+
+    def check(retriever, failed):
+        assert [h.doc_id for h in retriever.query("river otters 7", 5)] == reference
+        assert leftovers(tmp_path) == []
+        if failed:
+            assert not folder.exists() or not any(folder.iterdir()), "a partial index was left in the cache"
+        else:
+            assert BM25Retriever(corpus, cache=folder).cache_status == "loaded"
+
+    tried = each_failure(operation, check, forever=True)
+    assert tried >= 3  # several files: the index arrays, its vocabulary, the manifest
+    assert any("the BM25 index not cached" in r.getMessage() for r in caplog.records)
+
+
+def test_an_ann_index_that_cannot_be_saved_still_searches_and_is_built_next_time(tmp_path):
+    pytest.importorskip("faiss")
+    from ctxir.retrieval.ann import AnnIndex, AnnParams
+
+    rng = np.random.default_rng(0)
+    docs = rng.standard_normal((600, 32)).astype(np.float32)
+    docs /= np.linalg.norm(docs, axis=1, keepdims=True)
+    path = tmp_path / "ann" / "index.faiss"
+    params = AnnParams(nlist=8)
+
+    def operation(faults):
+        return AnnIndex.open_or_build(path, docs, params, show_progress=False)
+
+    def check(index, failed):
+        rows, _ = index.search(docs[:3], 1)
+        assert rows[:, 0].tolist() == [0, 1, 2]
+        assert leftovers(tmp_path) == []
+        if failed:
+            shutil.rmtree(path.parent, ignore_errors=True)  # the next failure point starts from no index
+        else:
+            assert AnnIndex.open_or_build(path, docs, params, show_progress=False).status == "opened"
+
+    assert each_failure(operation, check, forever=False) >= 2  # the faiss file, then its JSON
+
+
+# ---------------------------------------------------------------- one real full disk
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A 1 MB tmpfs, where this machine lets the tests mount one (root, a kernel that allows it)."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip(
+            "a real full disk needs root to mount a 1 MB tmpfs; the write-fault tests above still run"
+        )
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"this machine refuses a tmpfs mount ({done.stderr.decode().strip()[:120]})")
+    yield mount
+    subprocess.run(["umount", str(mount)], capture_output=True)
+
+
+def test_evaluate_with_its_cache_on_a_full_disk_finishes_without_a_traceback(tmp_path, tiny_disk, write_beir):
+    """The issue's case: `ctxir evaluate --retriever hybrid` with the cache folder on a 1 MB filesystem ended in
+    ``OSError: 560640 requested and 262112 written`` from the embedding cache."""
+    rng = np.random.default_rng(1)
+    words = [
+        "otter",
+        "river",
+        "bank",
+        "loan",
+        "bat",
+        "night",
+        "insect",
+        "den",
+        "rate",
+        "money",
+        "water",
+        "cave",
+    ]
+    docs = {
+        f"d{i}": " ".join(rng.choice(words, 60)) for i in range(800)
+    }  # 800 × 384 float32: 1.2 MB > the disk
+    queries = {f"q{i}": " ".join(rng.choice(words, 3)) for i in range(6)}
+    qrels = {"test": {q: {f"d{i}": 1} for i, q in enumerate(queries)}}
+    write_beir(tmp_path / "beir", queries, qrels, docs)
+    out = tmp_path / "out"
+    env = {**os.environ, "CTXIR_CACHE": str(tiny_disk), "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "ctxir", "evaluate", "--data", str(tmp_path / "beir"), "--split", "test",
+         "--retriever", "hybrid", "--output", str(out / "r.json")],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr and "not cached, this run goes on without it" in done.stderr
+    assert leftovers(tiny_disk) == []
