@@ -63,6 +63,20 @@ def cache_not_written(what: str, err: DiskFullError) -> None:
         logger.warning("ctxir: %s not cached, this run goes on without it: %s", what, err)
 
 
+def cache_lock(path: str | Path, timeout: float = -1):
+    """A lock file beside ``path`` (``filelock``, which the Hugging Face libraries use too): a second process that
+    would build the same cache entry waits, then reads the first one's file instead of building it again. A
+    folder that cannot hold a lock file (read-only, full) gives no lock: the atomic writes still keep files whole."""
+    from filelock import FileLock
+
+    lock = Path(f"{path}.lock")
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        return FileLock(lock, timeout=timeout)
+    except OSError:
+        return contextlib.nullcontext()
+
+
 PICKLE_SUFFIXES = (".bin", ".pkl", ".pickle", ".pt", ".pth", ".ckpt", ".joblib", ".sav", ".dill")
 # Written by the Trainer beside a model; no loader ever reads it, so it does not make a folder unsafe to load.
 TRAINER_LEFTOVERS = ("training_args.bin",)

@@ -278,3 +278,42 @@ def test_evaluate_with_its_cache_on_a_full_disk_finishes_without_a_traceback(tmp
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Traceback" not in done.stderr and "not cached, this run goes on without it" in done.stderr
     assert leftovers(tiny_disk) == []
+
+
+# ---------------------------------------------------------------- two processes, one cache folder
+
+TWO_PROCESSES = """
+import sys, time
+import numpy as np
+from ctxir.encoders import BiEncoder, EmbeddingCache
+encoder = BiEncoder(sys.argv[1], cache=EmbeddingCache(sys.argv[2]))
+texts = [f"otters dig dens along the river bank, number {i}" for i in range(400)]
+calls = []
+real = encoder.encode
+encoder.encode = lambda *a, **k: calls.append(1) or real(*a, **k)
+vectors = encoder.encode_cached(texts)
+np.save(sys.argv[3], np.asarray(vectors))
+print("encoded" if calls else "read the other process's file")
+"""
+
+
+def test_two_processes_encoding_one_corpus_into_one_cache_encode_it_once(tmp_path, minilm_path):
+    """The app and an evaluation (or two evaluations) starting on the same corpus: one encodes, the other waits
+    for it and reads its file; both get the same vectors, and the cache holds one whole file."""
+    script = tmp_path / "encode.py"
+    script.write_text(TWO_PROCESSES)
+    cache = tmp_path / "cache"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    runs = [
+        subprocess.Popen([sys.executable, str(script), str(minilm_path), str(cache), str(tmp_path / f"{i}.npy")],
+                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for i in range(2)
+    ]  # fmt: skip
+    said = []
+    for run in runs:
+        out, err = run.communicate(timeout=600)
+        assert run.returncode == 0, err[-2000:]
+        said.append(out.strip())
+    assert sorted(said) == ["encoded", "read the other process's file"]
+    assert np.array_equal(np.load(tmp_path / "0.npy"), np.load(tmp_path / "1.npy"))
+    assert len(list(cache.glob("*.npy"))) == 1 and leftovers(cache) == []

@@ -22,7 +22,7 @@ import torch
 from ctxir.checks import check_choice
 from ctxir.encoders.models import DEFAULT_BI_ENCODER, load_bi_encoder
 from ctxir.encoders.pooling import POOLINGS, LayerPooling, pool  # noqa: F401 (re-exported: from ctxir.encoders.bi_encoder import pool)
-from ctxir.files import DiskFullError, atomic_path, cache_not_written
+from ctxir.files import DiskFullError, atomic_path, cache_lock, cache_not_written
 from ctxir.types import Corpus, CtxirError, doc_text
 
 # torch: the model's own encode. onnx-int8: ONNX Runtime, int8 MatMul weights (dynamic quantisation), CPU; 2.24× the
@@ -117,6 +117,10 @@ class EmbeddingCache:
             with contextlib.suppress(OSError), open(path, "rb") as handle:
                 os.posix_fadvise(handle.fileno(), 0, 0, os.POSIX_FADV_WILLNEED)
         return array
+
+    def lock(self, key: str):
+        """Held while one process computes ``key``'s embeddings: ``ctxir.files.cache_lock``."""
+        return cache_lock(self.root / key)
 
     def put(self, key: str, embeddings: np.ndarray) -> None:
         """Atomic: readers never see half a file. A full disk leaves the cache as it was (said once): the caller
@@ -317,9 +321,14 @@ class BiEncoder:
         hit = self.cache.get(key, mmap=mmap)
         if hit is not None and _looks_encoded(hit, len(texts), self.dimension):
             return hit
-        # absent, or a file damaged after it was written (wrong shape, NaN, not unit length): encode again
-        embeddings = self.encode(texts, show_progress_bar)
-        self.cache.put(key, embeddings)
+        # another process (the app, a second evaluation) encoding the same texts holds this lock: wait, then read
+        with self.cache.lock(key):
+            hit = self.cache.get(key, mmap=mmap)
+            if hit is not None and _looks_encoded(hit, len(texts), self.dimension):
+                return hit
+            # absent, or a file damaged after it was written (wrong shape, NaN, not unit length): encode again
+            embeddings = self.encode(texts, show_progress_bar)
+            self.cache.put(key, embeddings)
         return embeddings
 
     def encode_corpus(

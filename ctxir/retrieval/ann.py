@@ -39,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ctxir.files import DiskFullError, atomic_path, cache_not_written, write_json
+from ctxir.files import DiskFullError, atomic_path, cache_lock, cache_not_written, write_json
 from ctxir.types import CtxirError, Hit
 
 FORMAT = "ctxir-ann/2"
@@ -332,13 +332,17 @@ class AnnIndex:
         found, why = cls.open(path, embeddings, params, key, verify=verify)
         if found is not None:
             return found
-        if show_progress:
-            print(f"building the ANN index {path} ({why})", flush=True)
-        built = cls.build(embeddings, params, key, threads=threads, show_progress=show_progress)
-        try:
-            built.save(path)
-        except DiskFullError as err:  # searched from memory this time; the next start builds it again
-            cache_not_written("the ANN index", err)
+        with cache_lock(path):  # a second process building the same index waits, then opens the first one's
+            found, why = cls.open(path, embeddings, params, key, verify=verify)
+            if found is not None:
+                return found
+            if show_progress:
+                print(f"building the ANN index {path} ({why})", flush=True)
+            built = cls.build(embeddings, params, key, threads=threads, show_progress=show_progress)
+            try:
+                built.save(path)
+            except DiskFullError as err:  # searched from memory this time; the next start builds it again
+                cache_not_written("the ANN index", err)
         built.status = f"built: {why}"
         return built
 
