@@ -1,9 +1,9 @@
 """ctxir — contextual-embedding information retrieval.
 
 Data flows one way, one subpackage per step, each importing only from those before it (``tests/test_layout.py``):
-data → encoders (models, heads, pooling, backends) → retrieval (+ fusion, ANN, engines) → rerank (+ registry,
-pipeline) → explain → evaluation (+ CLI, tuning, comparison, failure report) → publish (cards, Hub) → app. Shared
-by all: ``types``, ``names``, ``checks``, ``files``, ``cli`` (also the ``ctxir`` console script).
+data → encoders (models, heads, pooling, backends, Ray sharding) → retrieval (+ fusion, ANN, Milvus) → rerank
+(+ registry, pipeline) → explain → evaluation (+ CLI, tuning, comparison, failure report) → publish (cards, Hub) →
+app. Shared by all: ``types``, ``names``, ``checks``, ``files``, ``cli`` (also the ``ctxir`` console script).
 """
 
 from ctxir.classify import (

@@ -148,3 +148,18 @@ def grouped_options(
             f"{', '.join([*other_keywords, *valid])}"
         )
     return replace(value, **options) if value is not None else kind(**options)
+
+
+def check_settings(kind: type, settings, options: dict, argument: str):
+    """``settings`` (an instance of ``kind``, or None for the defaults) with ``options`` (its field names) applied:
+    the keyword form of the old signatures keeps working beside the dataclass."""
+    if settings is not None and not isinstance(settings, kind):
+        raise CtxirError(
+            f"{argument} must be a {kind.__name__} or None, got {settings!r}: pass the other options "
+            f"by keyword (e.g. num_workers=2), or as {kind.__name__}(...)"
+        )
+    valid = [f.name for f in fields(kind)]
+    unknown = sorted(set(options) - set(valid))
+    if unknown:
+        raise CtxirError(f"unknown option(s) {', '.join(map(repr, unknown))}: valid are {', '.join(valid)}")
+    return replace(settings, **options) if settings is not None else kind(**options)

@@ -28,9 +28,10 @@ import numpy as np
 from ctxir.data import load_beir
 from ctxir.encoders import BiEncoder
 from ctxir.encoders.models import resolve_model
+from ctxir.encoders.sharded import ShardingSettings, encode_sharded
 from ctxir.evaluation import evaluate_run
 from ctxir.retrieval import BM25Retriever, DenseRetriever
-from ctxir.retrieval.engines import ShardingSettings, VectorDBRetriever, encode_sharded
+from ctxir.retrieval.milvus import VectorDBRetriever
 from ctxir.types import run_from_hits
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"

@@ -1,4 +1,5 @@
-"""ctxir.retrieval.engines: Milvus (Lite, embedded here) behind the Retriever contract, and Ray Data sharded encoding.
+"""ctxir.retrieval.milvus (+ milvus_collection): Milvus (Lite, embedded here) behind the Retriever contract, and
+ctxir.encoders.sharded (+ shards): Ray Data sharded encoding.
 
 Milvus tests run Milvus Lite in this process on a temporary file; the Ray tests start one local Ray for the module
 (about half a minute on a busy 2-core machine) and shut it down after. Both skip when their package is missing.
@@ -14,24 +15,15 @@ import numpy as np
 import pytest
 
 from ctxir.encoders import BiEncoder
+from ctxir.encoders.sharded import ShardingSettings, encode_sharded
+from ctxir.encoders.shards import encoder_fingerprint, iter_shards, read_manifest, shard_plan
 from ctxir.evaluation import evaluate_run
 from ctxir.rerank import Reranker
 from ctxir.rerank.pipeline import Pipeline
 from ctxir.retrieval import DenseRetriever
-from ctxir.retrieval.engines import (
-    CollectionSettings,
-    EngineCorpus,
-    ShardingSettings,
-    VectorDBRetriever,
-    build_collection,
-    encode_sharded,
-    encoder_fingerprint,
-    engine_of,
-    iter_shards,
-    read_manifest,
-    shard_plan,
-)
 from ctxir.retrieval.fusion import fuse
+from ctxir.retrieval.milvus import EngineCorpus, VectorDBRetriever
+from ctxir.retrieval.milvus_collection import CollectionSettings, build_collection, engine_of
 from ctxir.types import CtxirError, Hit, run_from_hits
 
 HAS_MILVUS = all(importlib.util.find_spec(m) is not None for m in ("pymilvus", "milvus_lite"))

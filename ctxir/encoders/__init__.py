@@ -6,6 +6,8 @@ pooling.py       token vectors to one vector
 onnx_backend.py  the ONNX / int8 encoder backend
 bi_encoder.py    ``BiEncoder`` and the embedding cache
 internals.py     hidden states and attention of one text
+shards.py        embedding shards on disk: plan, digests, model fingerprint, manifest
+sharded.py       ``encode_sharded``: Ray Data encodes a corpus on many workers into shards
 """
 
 from ctxir.encoders.bi_encoder import (  # noqa: F401 -- public API

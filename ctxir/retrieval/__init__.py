@@ -1,9 +1,10 @@
 """Retrieval: the first stage — BM25, dense and hybrid retrievers over a corpus.
 
-ann.py           approximate nearest-neighbour index for dense retrieval
-fusion.py        reciprocal-rank and weighted score fusion
-retrievers.py    ``BM25Retriever``, ``DenseRetriever``, ``HybridRetriever``
-engines.py       corpus encoding engines: local processes, Ray
+ann.py                approximate nearest-neighbour index for dense retrieval
+fusion.py             reciprocal-rank and weighted score fusion
+retrievers.py         ``BM25Retriever``, ``DenseRetriever``, ``HybridRetriever``
+milvus.py             ``VectorDBRetriever``: dense, BM25 and hybrid search in Milvus (Lite or server)
+milvus_collection.py  Milvus collections: connection, schema, indexes, build
 """
 
 from ctxir.retrieval.retrievers import (  # noqa: F401 -- public API

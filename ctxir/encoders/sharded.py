@@ -1,0 +1,394 @@
+"""``encode_sharded``: a Ray Data job that encodes a corpus on many workers into embedding shards.
+
+The corpus is cut into fixed shards, a pool of ``num_workers`` actors (each holding the bi-encoder, on a CPU thread
+budget or one GPU) encodes them, and each worker writes its shard itself (the files: ctxir/encoders/shards.py). The
+driver writes ``manifest.json``. A rerun skips the shards already written for the same texts and model. The same
+call runs on a cluster after ``ray.init(address=...)`` (or with ``ray_address=``); ``output_dir`` must then be a
+folder every node can write (a shared mount). docs/distributed.md says why Ray Data, and what was measured.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ctxir.checks import check_settings
+from ctxir.encoders.shards import (
+    MANIFEST_FORMAT,
+    MANIFEST_NAME,
+    encoder_fingerprint,
+    file_sha256,
+    shard_complete,
+    shard_names,
+    shard_plan,
+    texts_digest,
+)
+from ctxir.files import atomic_path, read_json, write_json
+from ctxir.types import CtxirError, doc_text
+
+# The [scale] extra's packages; ctxir.retrieval.milvus_collection says it for Milvus too.
+INSTALL_HINT = "pip install pymilvus==3.0.2 milvus-lite==3.2.2 'ray[data]==2.60.0'"
+# Environment a worker on another node needs to resolve models the way this driver does.
+_FORWARDED_ENV = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HOME", "HF_HUB_CACHE", "CTXIR_CACHE")
+
+
+def _source_rows(source) -> tuple[list[str], list[str]]:
+    """(ids, texts) from a corpus mapping, a BEIR corpus file/folder, a list of texts, or (id, text) pairs."""
+    if isinstance(source, str | Path):
+        from ctxir.data.loaders import load_corpus_any
+
+        source = load_corpus_any(source)
+    if isinstance(source, Mapping):
+        ids = [str(i) for i in source]
+        return ids, [
+            doc_text(source[i]) if isinstance(source[i], Mapping) else str(source[i]) for i in source
+        ]
+    rows = list(source)
+    if all(isinstance(r, str) for r in rows):
+        return [str(i) for i in range(len(rows))], rows
+    if all(isinstance(r, tuple | list) and len(r) == 2 for r in rows):
+        return [str(r[0]) for r in rows], [str(r[1]) for r in rows]
+    raise CtxirError(
+        "source must be a corpus {doc_id: {title, text}}, a corpus file or folder, a list of texts, "
+        "or a list of (doc_id, text) pairs"
+    )
+
+
+class _ShardEncoder:
+    """Ray Data actor: loads the bi-encoder once, then encodes whole shards and writes each one's files itself."""
+
+    def __init__(self, model, pooling, layer, device: str, threads: int, batch_size: int, output_dir: str):
+        import torch
+
+        from ctxir.encoders.bi_encoder import BiEncoder
+
+        if threads > 0 and device == "cpu":
+            torch.set_num_threads(threads)
+        self.encoder = BiEncoder(
+            model, pooling=pooling, layer=layer, device=device, cache=False, batch_size=batch_size
+        )
+        self.fingerprint = encoder_fingerprint(self.encoder)
+        self.output_dir = Path(output_dir)
+        self.worker = f"{socket.gethostname()}:{os.getpid()}"
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, list]:
+        out: dict[str, list] = {"shard": [], "rows": [], "seconds": [], "worker": [], "fingerprint": []}
+        for index, start, ids, texts, digest in zip(
+            batch["shard"], batch["start"], batch["ids"], batch["texts"], batch["digest"], strict=True
+        ):
+            ids, texts = [str(i) for i in ids], [str(t) for t in texts]
+            began = time.perf_counter()
+            vectors = self.encoder.encode(texts)
+            npy, meta_name = shard_names(int(index))
+            with atomic_path(self.output_dir / npy, suffix=".npy") as tmp:
+                np.save(tmp, vectors, allow_pickle=False)
+            # The meta file is written last: its presence marks the shard complete.
+            write_json(
+                self.output_dir / meta_name,
+                {
+                    "shard": int(index),
+                    "start": int(start),
+                    "rows": len(ids),
+                    "dim": int(vectors.shape[1]),
+                    "ids": ids,
+                    "texts_sha256": str(digest),
+                    "fingerprint": self.fingerprint,
+                    "sha256": file_sha256(self.output_dir / npy),
+                },
+                indent=None,
+            )
+            out["shard"].append(int(index))
+            out["rows"].append(len(ids))
+            out["seconds"].append(time.perf_counter() - began)
+            out["worker"].append(self.worker)
+            out["fingerprint"].append(self.fingerprint)
+        return out
+
+
+@dataclass
+class ShardedEncoding:
+    """What ``encode_sharded`` did: the manifest (also on disk), which shards it encoded and which it skipped."""
+
+    manifest_path: Path
+    manifest: dict
+    encoded: list[int] = field(default_factory=list)
+    skipped: list[int] = field(default_factory=list)
+    docs_encoded: int = 0
+    seconds: float = (
+        0.0  # wall time of the Ray job (actors' start-up and model loading included), 0 if all skipped
+    )
+    ray_start_seconds: float = 0.0  # starting (or joining) Ray, when this call did it; not in ``seconds``
+    workers: dict[str, int] = field(default_factory=dict)  # "host:pid" → shards it encoded
+    shard_seconds: dict[int, float] = field(default_factory=dict)  # a worker's encoding time of each shard
+    first_shard_seconds: float = (
+        0.0  # job start → first shard back: mostly the actors' start-up and model loading
+    )
+
+    @property
+    def docs_per_second(self) -> float:
+        """End to end: encoded documents / ``seconds`` (start-up included)."""
+        return self.docs_encoded / self.seconds if self.seconds > 0 else 0.0
+
+
+def _ensure_ray(address: str | None, num_cpus: int, runtime_env: dict | None):
+    try:
+        import ray
+    except ImportError as err:
+        raise CtxirError(f"Ray is not installed: {INSTALL_HINT}") from err
+    if ray.is_initialized():
+        return ray  # the caller's Ray (e.g. ray.init(address="auto") with its own runtime_env): used as it is
+    import ctxir
+
+    env = dict(runtime_env or {})
+    # Workers import ctxir from this copy: the package travels with the job, installed on the nodes or not.
+    env.setdefault("py_modules", [str(Path(ctxir.__file__).parent)])
+    forwarded = {k: os.environ[k] for k in _FORWARDED_ENV if k in os.environ}
+    env["env_vars"] = {**forwarded, **env.get("env_vars", {})}
+    kwargs: dict[str, Any] = {
+        "runtime_env": env,
+        "include_dashboard": False,
+        "log_to_driver": False,
+        "logging_level": "warning",
+    }
+    if address is None:
+        kwargs["num_cpus"] = num_cpus  # a local Ray: enough CPU slots for the workers asked for
+    ray.init(address=address, **kwargs)
+    return ray
+
+
+@dataclass(frozen=True)
+class ShardingSettings:
+    """How ``encode_sharded`` runs: the work's cut (``shard_size`` rows a file), each worker's resources, and Ray.
+
+    ``batch_size`` is texts per forward pass. ``use_gpu=True`` gives each worker one GPU; otherwise
+    ``threads_per_worker`` torch threads (1 suits a small shared CPU). ``pooling``/``layer`` apply when the model is
+    a name or a ``SentenceTransformer`` (a ``BiEncoder`` brings its own). ``ray_address`` joins a running cluster
+    ("auto" on a node); ``runtime_env`` is merged into the one that ships ctxir to the workers.
+    """
+
+    num_workers: int = 1
+    batch_size: int = 32
+    shard_size: int = 10_000
+    use_gpu: bool = False
+    threads_per_worker: int = 1
+    pooling: str | None = None
+    layer: int | None = None
+    ray_address: str | None = None
+    runtime_env: dict | None = None
+    show_progress: bool = True
+
+    def __post_init__(self):
+        for name in ("num_workers", "batch_size", "shard_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise CtxirError(f"{name} must be a whole number ≥ 1, got {value!r}")
+
+    @property
+    def resources(self) -> str:
+        return "1 GPU" if self.use_gpu else f"{self.threads_per_worker} thread(s)"
+
+
+@dataclass
+class _ShardJob:
+    """One ``encode_sharded`` call's fixed facts: the rows, their cut into shards, and the model's identity."""
+
+    folder: Path
+    ids: list[str]
+    texts: list[str]
+    settings: ShardingSettings
+    worker_model: Any  # what each worker loads: a name/folder, or the model object Ray ships to it
+    model_name: str
+    reference: Any  # a BiEncoder in this process: its fingerprint and dimension are the job's
+    plan: list[tuple[int, int, int]] = field(default_factory=list)
+    digests: list[str] = field(default_factory=list)
+
+    @property
+    def fingerprint(self) -> str:
+        return encoder_fingerprint(self.reference)
+
+    def say(self, message: str) -> None:
+        if self.settings.show_progress:
+            print(f"[encode_sharded] {message}", file=sys.stderr, flush=True)
+
+
+def encode_sharded(
+    source, model, output_dir: str | Path, settings: ShardingSettings | None = None, **options
+) -> ShardedEncoding:
+    """Encode ``source`` with ``num_workers`` Ray actors into ``output_dir``; return what was done.
+
+    ``source``: a corpus ``{doc_id: {title, text}}`` (title + text are encoded, as ``BiEncoder.encode_corpus``
+    does), a BEIR corpus file or folder, a list of texts (ids "0", "1", ...) or (doc_id, text) pairs. ``model``: a
+    name or folder every worker can resolve, or a ``BiEncoder``/``SentenceTransformer`` (shipped to the workers by
+    Ray). ``settings`` (``ShardingSettings``), or its fields by keyword (``num_workers=2, shard_size=30``), say how
+    it runs. The files and their values do not depend on ``num_workers``: shards are cut by row, and each is
+    encoded whole by one worker.
+
+    Ray is started here if it is not running (locally, or joining ``ray_address``, e.g. "auto" on a cluster node),
+    with ctxir shipped to the workers through ``runtime_env``; a Ray the caller started is used as is.
+    """
+    job = _shard_job(
+        source, model, Path(output_dir), check_settings(ShardingSettings, settings, options, "settings")
+    )
+    fingerprint = job.fingerprint
+    todo = [
+        (i, a, b)
+        for i, a, b in job.plan
+        if not shard_complete(job.folder, i, job.digests[i], fingerprint, b - a)
+    ]
+    result = ShardedEncoding(
+        job.folder / MANIFEST_NAME, {}, skipped=sorted(set(range(len(job.plan))) - {i for i, _, _ in todo})
+    )
+    job.say(
+        f"{len(job.ids):,} docs in {len(job.plan)} shards of ≤{job.settings.shard_size:,}; "
+        f"{len(result.skipped)} already written, {len(todo)} to encode with {job.settings.num_workers} "
+        f"worker(s) ({job.settings.resources} each)"
+    )
+    if todo:
+        _encode_shards(job, todo, result)
+    result.encoded.sort()
+    result.manifest = _write_manifest(job, result.manifest_path)
+    job.say(
+        f"manifest {result.manifest_path}: {len(job.ids):,} docs, {len(result.encoded)} shard(s) encoded, "
+        f"{len(result.skipped)} skipped"
+        + (f", {result.docs_per_second:,.0f} docs/s" if result.seconds else "")
+    )
+    return result
+
+
+def _shard_job(source, model, folder: Path, settings: ShardingSettings) -> _ShardJob:
+    """Read and check the rows, resolve the model here once (its fingerprint and dimension), cut the shards."""
+    from ctxir.encoders.bi_encoder import BiEncoder
+
+    ids, texts = _source_rows(source)
+    if not ids:
+        raise CtxirError("source is empty: nothing to encode")
+    if len(set(ids)) != len(ids):
+        raise CtxirError("source has repeated document ids: each id must be unique")
+    folder.mkdir(parents=True, exist_ok=True)
+    if isinstance(model, BiEncoder):
+        # The BiEncoder's own pooling and layer are the ones the workers must use.
+        settings = replace(settings, pooling=model.pooling, layer=model.layer)
+        job = _ShardJob(folder, ids, texts, settings, model.model, model.name, model)
+    else:
+        name = model if isinstance(model, str) else type(model).__name__
+        reference = BiEncoder(
+            model, pooling=settings.pooling, layer=settings.layer, device="cpu", cache=False
+        )
+        job = _ShardJob(folder, ids, texts, settings, model, name, reference)
+    job.plan = shard_plan(len(ids), settings.shard_size)
+    job.digests = [texts_digest(ids[a:b], texts[a:b]) for _, a, b in job.plan]
+    return job
+
+
+def _encode_shards(job: _ShardJob, todo: list[tuple[int, int, int]], result: ShardedEncoding) -> None:
+    """The Ray Data job: one item a shard, a pool of ``_ShardEncoder`` actors; fills ``result`` as shards come back."""
+    settings, fingerprint = job.settings, job.fingerprint
+    began = time.perf_counter()
+    _ensure_ray(
+        settings.ray_address,
+        max(os.cpu_count() or 1, settings.num_workers * max(settings.threads_per_worker, 1)),
+        settings.runtime_env,
+    )
+    import ray.data
+
+    result.ray_start_seconds = time.perf_counter() - began
+    began = time.perf_counter()
+    context = ray.data.DataContext.get_current()
+    progress_bars, context.enable_progress_bars = context.enable_progress_bars, False
+    items = [
+        {"shard": i, "start": a, "ids": job.ids[a:b], "texts": job.texts[a:b], "digest": job.digests[i]}
+        for i, a, b in todo
+    ]
+    resources = {"num_gpus": 1} if settings.use_gpu else {"num_cpus": max(settings.threads_per_worker, 1)}
+    dataset = ray.data.from_items(items, override_num_blocks=len(items)).map_batches(
+        _ShardEncoder,
+        batch_size=1,
+        batch_format="numpy",
+        compute=ray.data.ActorPoolStrategy(size=min(settings.num_workers, len(items))),
+        fn_constructor_kwargs={
+            "model": job.worker_model,
+            "pooling": settings.pooling,
+            "layer": settings.layer,
+            "device": "cuda" if settings.use_gpu else "cpu",
+            "threads": settings.threads_per_worker,
+            "batch_size": settings.batch_size,
+            "output_dir": str(job.folder.resolve()),
+        },
+        **resources,
+    )
+    try:
+        for row in dataset.iter_rows():
+            if row["fingerprint"] != fingerprint:
+                raise CtxirError(
+                    f"worker {row['worker']} encoded with different weights (fingerprint "
+                    f"{row['fingerprint']}, expected {fingerprint}): every node must resolve "
+                    f"{job.model_name!r} to the same model"
+                )
+            _record_shard(result, row, time.perf_counter() - began)
+            job.say(
+                f"shard {row['shard']} ({row['rows']:,} docs, {row['seconds']:.1f} s on {row['worker']}) · "
+                f"{len(result.encoded)}/{len(todo)} done · "
+                f"{result.docs_encoded / (time.perf_counter() - began):,.0f} docs/s"
+            )
+    except Exception as err:
+        if isinstance(err, CtxirError):
+            raise
+        raise CtxirError(
+            f"the Ray encoding job failed ({type(err).__name__}): {str(err)[-2000:]}; "
+            f"the shards written so far are kept and a rerun resumes from them"
+        ) from err
+    finally:
+        context.enable_progress_bars = progress_bars
+    result.seconds = time.perf_counter() - began
+
+
+def _record_shard(result: ShardedEncoding, row: dict, elapsed: float) -> None:
+    result.encoded.append(int(row["shard"]))
+    result.docs_encoded += int(row["rows"])
+    result.workers[row["worker"]] = result.workers.get(row["worker"], 0) + 1
+    result.shard_seconds[int(row["shard"])] = float(row["seconds"])
+    result.first_shard_seconds = result.first_shard_seconds or elapsed
+
+
+def _write_manifest(job: _ShardJob, path: Path) -> dict:
+    """manifest.json over every shard of the plan (encoded now or before), from the shards' own meta files."""
+    shards = []
+    for i, a, b in job.plan:
+        npy, meta_name = shard_names(i)
+        meta = read_json(job.folder / meta_name)
+        shards.append(
+            {
+                "shard": i,
+                "file": npy,
+                "meta": meta_name,
+                "start": a,
+                "rows": b - a,
+                "sha256": meta["sha256"],
+                "texts_sha256": job.digests[i],
+            }
+        )
+    ids_sha256 = hashlib.sha256("\x00".join(job.ids).encode("utf-8", "surrogatepass")).hexdigest()
+    manifest = {
+        "format": MANIFEST_FORMAT,
+        "model": str(job.model_name),
+        "fingerprint": job.fingerprint,
+        "encoder": {k: v for k, v in job.reference.config.items() if k != "model"},
+        "dim": job.reference.dimension,
+        "dtype": "float32",
+        "normalized": True,
+        "rows": len(job.ids),
+        "shard_size": job.settings.shard_size,
+        "ids_sha256": ids_sha256,
+        "shards": shards,
+    }
+    write_json(path, manifest)
+    return manifest

@@ -1,0 +1,119 @@
+"""Embedding shards on disk: how a corpus is cut, what ties a shard to its texts and model, the manifest read back.
+
+``encode_sharded`` (ctxir/encoders/sharded.py) writes them, ``VectorDBRetriever.from_shards``
+(ctxir/retrieval/milvus.py) reads them: ``shard-00000.npy`` (float32, L2-normalised, loaded without pickle) +
+``shard-00000.json`` (ids, digests, the model fingerprint; written last, so its presence means the shard is
+complete), and ``manifest.json`` over them all (docs/distributed.md).
+
+>>> shard_plan(5, 2)  # (shard, first row, end row): fixed by corpus size and shard size, never by the worker count
+[(0, 0, 2), (1, 2, 4), (2, 4, 5)]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ctxir.files import read_json
+from ctxir.types import CtxirError
+
+MANIFEST_NAME = "manifest.json"
+MANIFEST_FORMAT = "ctxir-embedding-shards/1"
+
+
+def shard_plan(rows: int, shard_size: int) -> list[tuple[int, int, int]]:
+    """``[(shard, start, stop)]`` covering ``rows`` rows in order, ``shard_size`` rows each (the last may be short)."""
+    if shard_size < 1:
+        raise CtxirError(f"shard_size must be ≥ 1, got {shard_size!r}")
+    return [(i, start, min(start + shard_size, rows)) for i, start in enumerate(range(0, rows, shard_size))]
+
+
+def texts_digest(ids: Sequence[str], texts: Sequence[str]) -> str:
+    """sha256 of (id, text) pairs in order: ties a shard's vectors to the exact texts that made them."""
+    digest = hashlib.sha256()
+    for doc_id, text in zip(ids, texts, strict=True):
+        for part in (doc_id, text):
+            digest.update(part.encode("utf-8", "surrogatepass"))
+            digest.update(b"\x00")
+    return digest.hexdigest()
+
+
+def encoder_fingerprint(encoder) -> str:
+    """What decides the vectors (weights, pooling, layer, max length, normalisation), hashed; not the model's name."""
+    settings = {k: v for k, v in encoder.config.items() if k != "model"}
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def shard_names(index: int) -> tuple[str, str]:
+    return f"shard-{index:05d}.npy", f"shard-{index:05d}.json"
+
+
+def shard_complete(folder: Path, index: int, digest: str, fingerprint: str, rows: int) -> bool:
+    """A shard written by an earlier run for the same texts and model, with its vectors intact."""
+    npy, meta_name = shard_names(index)
+    try:
+        meta = read_json(folder / meta_name)
+        if not (
+            isinstance(meta, dict)
+            and meta.get("texts_sha256") == digest
+            and meta.get("fingerprint") == fingerprint
+            and meta.get("rows") == rows
+        ):
+            return False
+        vectors = np.load(folder / npy, mmap_mode="r", allow_pickle=False)
+        return (
+            vectors.shape == (rows, meta.get("dim"))
+            and vectors.dtype == np.float32
+            and file_sha256(folder / npy) == meta.get("sha256")
+        )
+    except (OSError, ValueError, CtxirError):
+        return False
+
+
+def read_manifest(path: str | Path) -> dict:
+    """A manifest written by ``encode_sharded`` (the file, or the folder holding it), checked for completeness."""
+    path = Path(path)
+    path = path / MANIFEST_NAME if path.is_dir() else path
+    manifest = read_json(path)
+    if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
+        raise CtxirError(f"{path} is not a ctxir shard manifest (format {MANIFEST_FORMAT!r})")
+    manifest = dict(manifest, folder=str(path.parent))
+    missing = [s["file"] for s in manifest["shards"] if not (path.parent / s["file"]).is_file()]
+    if missing:
+        raise CtxirError(
+            f"{path} names {len(missing)} shard file(s) that are missing, e.g. {missing[0]}: "
+            "rerun encode_sharded into the same folder to write them"
+        )
+    return manifest
+
+
+def iter_shards(manifest: dict | str | Path, verify: bool = True) -> Iterator[tuple[list[str], np.ndarray]]:
+    """(ids, vectors) per shard in order, one shard in memory at a time; ``verify`` checks each file's sha256."""
+    manifest = read_manifest(manifest) if not isinstance(manifest, dict) else manifest
+    folder = Path(manifest["folder"])
+    for shard in manifest["shards"]:
+        path = folder / shard["file"]
+        if verify and file_sha256(path) != shard["sha256"]:
+            raise CtxirError(
+                f"{path} does not match its manifest (sha256): rerun encode_sharded to rewrite it"
+            )
+        vectors = np.load(path, allow_pickle=False)
+        meta = read_json(folder / shard["meta"])
+        if vectors.shape != (shard["rows"], manifest["dim"]) or len(meta["ids"]) != shard["rows"]:
+            raise CtxirError(
+                f"{path} holds {vectors.shape} vectors, the manifest says ({shard['rows']}, "
+                f"{manifest['dim']}): rerun encode_sharded to rewrite it"
+            )
+        yield [str(i) for i in meta["ids"]], vectors

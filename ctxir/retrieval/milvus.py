@@ -1,0 +1,411 @@
+"""``VectorDBRetriever``: dense, BM25 and hybrid search in a Milvus collection, behind the Retriever contract.
+
+A ``Retriever`` over Milvus through ``pymilvus.MilvusClient`` (the collection and its build:
+ctxir/retrieval/milvus_collection.py). Dense (cosine), BM25 (Milvus's own full-text ``Function``) and hybrid (both,
+fused inside the engine by ``RRFRanker``) search. It answers ``list[Hit]`` like every ctxir retriever, so
+``Pipeline``, re-rankers, ``evaluate_run`` and the app take it unchanged. docs/distributed.md says why Milvus.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ctxir.checks import check_choice, check_corpus, check_settings
+from ctxir.encoders.shards import encoder_fingerprint, iter_shards, read_manifest, texts_digest
+from ctxir.retrieval.milvus_collection import (
+    META_PROPERTY,
+    build_collection,
+    connect,
+    engine_of,
+    load_pymilvus,
+    split_build_kwargs,
+)
+from ctxir.retrieval.retrievers import Retriever
+from ctxir.types import Corpus, CtxirError, Doc, Hit, doc_text
+
+ENGINE_MODES = ("dense", "bm25", "hybrid")
+# Milvus caps: results per query, queries per request.
+MAX_LIMIT, QUERY_CHUNK = 16_384, 256
+
+
+class EngineCorpus(Mapping):
+    """The documents as the engine stores them (title, title + text), read back by id: a re-ranker or the app can use
+    the corpus without this process holding it. Recent look-ups are cached; ``VectorDBRetriever`` fills the cache with
+    the texts of the hits it returns, so a re-ranker's look-ups cost no round trip."""
+
+    def __init__(self, client, collection: str, cache_size: int = 10_000):
+        self.client, self.collection, self.cache_size = client, collection, cache_size
+        self._cache: OrderedDict[str, Doc] = OrderedDict()
+
+    @staticmethod
+    def doc(title: str, content: str) -> Doc:
+        text = content[len(title) :].lstrip() if title and content.startswith(title) else content
+        return {"title": title, "text": text}  # doc_text() of this is the stored content
+
+    def remember(self, doc_id: str, doc: Doc) -> None:
+        self._cache[doc_id] = doc
+        self._cache.move_to_end(doc_id)
+        while len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+
+    def fetch(self, ids: Iterable[str]) -> None:
+        missing = [i for i in dict.fromkeys(ids) if i not in self._cache]
+        for start in range(0, len(missing), 1000):
+            rows = self.client.get(
+                self.collection, ids=missing[start : start + 1000], output_fields=["title", "content"]
+            )
+            for row in rows:
+                self.remember(str(row["pk"]), self.doc(row["title"], row["content"]))
+
+    def __getitem__(self, doc_id: str) -> Doc:
+        if doc_id not in self._cache:
+            self.fetch([doc_id])
+        if doc_id not in self._cache:
+            raise KeyError(doc_id)
+        self._cache.move_to_end(doc_id)
+        return self._cache[doc_id]
+
+    def __contains__(self, doc_id) -> bool:
+        try:
+            self[doc_id]
+        except KeyError:
+            return False
+        return True
+
+    def __iter__(self) -> Iterator[str]:
+        iterator = self.client.query_iterator(self.collection, batch_size=1000, output_fields=["pk"])
+        try:
+            while batch := iterator.next():
+                yield from (str(row["pk"]) for row in batch)
+        finally:
+            iterator.close()
+
+    def __len__(self) -> int:
+        return int(self.client.get_collection_stats(self.collection)["row_count"])
+
+
+@dataclass(frozen=True)
+class EngineSearchSettings:
+    """How ``VectorDBRetriever`` searches: ``rrf_k``, the constant of the engine's RRF in "hybrid"; ``depth``, the
+    candidates each side (dense, BM25) brings to that fusion; ``ef_search``, an HNSW index's search breadth (at
+    least the results asked for)."""
+
+    rrf_k: float = 60.0
+    depth: int = 100
+    ef_search: int = 128
+
+
+class VectorDBRetriever(Retriever):
+    """Dense, BM25 or hybrid search in a Milvus collection; ``uri`` picks Milvus Lite (a ``*.db`` file) or a server.
+
+    Build a collection with ``from_corpus`` (encodes here, through the embedding cache) or ``from_shards`` (vectors
+    from ``encode_sharded``); open an existing one with the constructor. The collection records the encoder's
+    fingerprint and the corpus digest, and opening it with another model, or another corpus, is refused.
+
+    Scores: cosine for "dense" (FLAT index: exact, the same ranking as ``DenseRetriever(index="exact")``), Milvus's
+    BM25 for "bm25", the engine's RRF (Σ 1/(k + rank)) for "hybrid". ``corpus=None`` reads documents back from the
+    engine (``EngineCorpus``) instead of holding them.
+
+    Usage (a model is needed, so not a doctest; tests/test_engines.py runs it with a tiny one)::
+
+        retriever = VectorDBRetriever.from_corpus(corpus, BiEncoder(), uri="ctxir.db", mode="hybrid")  # builds
+        retriever = VectorDBRetriever(None, BiEncoder(), uri="http://milvus:19530", mode="hybrid")  # opens
+        Pipeline(retriever, CrossEncoderReranker()).search("where do otters live?")
+    """
+
+    name = "milvus"
+    config_fields = (
+        "engine",
+        "collection",
+        "mode",
+        "index_type",
+        "metric",
+        "rrf_k",
+        "depth",
+        "bm25_k1",
+        "bm25_b",
+        "analyzer",
+    )
+
+    def __init__(
+        self,
+        corpus: Corpus | None,
+        encoder=None,
+        uri: str = "ctxir.db",
+        collection: str = "ctxir",
+        mode: str = "dense",
+        *,
+        token: str | None = None,
+        client=None,
+        settings: EngineSearchSettings | None = None,
+        **options,
+    ):
+        """``settings`` (``EngineSearchSettings``), or its fields by keyword (``rrf_k=60, depth=100,
+        ef_search=128``), say how the engine searches."""
+        settings = check_settings(EngineSearchSettings, settings, options, "settings")
+        self.mode = check_choice(mode, "mode", ENGINE_MODES)
+        self.uri, self.engine, self.collection = str(uri), engine_of(uri), collection
+        self.client = client or connect(uri, token)
+        if not self.client.has_collection(collection):
+            raise CtxirError(
+                f"collection {collection!r} does not exist at {uri}: build it with "
+                "VectorDBRetriever.from_corpus(...) or .from_shards(...)"
+            )
+        self.meta = self._read_meta()
+        if self.meta.get("complete") is False:
+            raise CtxirError(
+                f"collection {collection!r} was not finished (its build was interrupted): build it again "
+                "with from_corpus or from_shards"
+            )
+        self.index_type, self.metric = self.meta["index_type"], "COSINE"
+        self.bm25_k1, self.bm25_b, self.analyzer = (
+            self.meta.get("bm25_k1"),
+            self.meta.get("bm25_b"),
+            self.meta.get("analyzer"),
+        )
+        self.rrf_k, self.depth, self.ef_search = (
+            float(settings.rrf_k),
+            int(settings.depth),
+            int(settings.ef_search),
+        )
+        if self.mode != "dense" and not self.meta.get("bm25"):
+            raise CtxirError(
+                f"collection {collection!r} was built without BM25: rebuild it with bm25=True for "
+                f"mode {self.mode!r}, or use mode 'dense'"
+            )
+        self.encoder = None
+        if self.mode != "bm25":
+            from ctxir.encoders.bi_encoder import BiEncoder
+
+            self.encoder = encoder or BiEncoder()
+            if encoder_fingerprint(self.encoder) != self.meta["fingerprint"]:
+                raise CtxirError(
+                    f"collection {collection!r} holds vectors of another model or pooling (fingerprint "
+                    f"{self.meta['fingerprint']}, this encoder's {encoder_fingerprint(self.encoder)}): "
+                    "pass the encoder it was built with, or rebuild it with overwrite=True"
+                )
+        self.client.load_collection(collection)
+        self.rows = int(self.client.get_collection_stats(collection)["row_count"])
+        if corpus is None:
+            corpus = EngineCorpus(self.client, collection)
+        elif len(corpus) != self.rows:
+            raise CtxirError(
+                f"collection {collection!r} holds {self.rows:,} documents, the corpus {len(corpus):,}: "
+                "rebuild it with overwrite=True, or pass corpus=None to read documents from the engine"
+            )
+        self.corpus = check_corpus(
+            corpus
+        )  # not Retriever.__init__: the ids need not be listed in this process
+
+    @property
+    def doc_ids(self) -> list[str]:
+        return list(self.corpus)
+
+    @property
+    def config(self) -> dict:
+        return {**super().config, **(self.encoder.config if self.encoder is not None else {})}
+
+    def _read_meta(self) -> dict:
+        properties = self.client.describe_collection(self.collection).get("properties") or {}
+        try:
+            return json.loads(properties[META_PROPERTY])
+        except (KeyError, TypeError, ValueError) as err:
+            raise CtxirError(
+                f"collection {self.collection!r} was not built by ctxir (no {META_PROPERTY} property): "
+                "build it with VectorDBRetriever.from_corpus or .from_shards"
+            ) from err
+
+    # ---------------------------------------------------------------- building
+
+    @classmethod
+    def from_corpus(
+        cls,
+        corpus: Corpus,
+        encoder=None,
+        uri: str = "ctxir.db",
+        collection: str = "ctxir",
+        mode: str = "dense",
+        **kwargs,
+    ) -> VectorDBRetriever:
+        """Encode ``corpus`` here (``BiEncoder.encode_corpus``: cached on disk) and load it into the collection.
+
+        ``kwargs``: the constructor's (token, rrf_k, depth, ef_search) and ``build_collection``'s (bm25,
+        index_type, overwrite, analyzer_params, bm25_k1, bm25_b, insert_batch, hnsw_m, ef_construction).
+        """
+        from ctxir.encoders.bi_encoder import BiEncoder
+
+        check_corpus(corpus)
+        encoder = encoder or BiEncoder()
+        build, open_kwargs = split_build_kwargs(kwargs)
+        client = connect(uri, open_kwargs.get("token"))
+        ids = list(corpus)
+        digest = texts_digest(ids, [doc_text(corpus[i]) for i in ids])
+
+        def batches():
+            _, vectors = encoder.encode_corpus(corpus)
+            yield ids, vectors
+
+        build_collection(
+            client,
+            collection,
+            batches(),
+            corpus,
+            encoder_fingerprint(encoder),
+            encoder.dimension,
+            digest,
+            build,
+        )
+        return cls(corpus, encoder, uri, collection, mode, client=client, **open_kwargs)
+
+    @classmethod
+    def from_shards(
+        cls,
+        manifest: dict | str | Path,
+        corpus: Corpus,
+        encoder=None,
+        uri: str = "ctxir.db",
+        collection: str = "ctxir",
+        mode: str = "dense",
+        keep_corpus: bool = True,
+        **kwargs,
+    ) -> VectorDBRetriever:
+        """Load ``encode_sharded``'s shards into the collection, one shard in memory at a time.
+
+        ``corpus`` supplies the texts (for BM25 and re-ranking); each shard's texts must be those it was encoded
+        from. ``encoder`` (for queries) must be the model of the manifest. ``keep_corpus=False`` returns a retriever
+        that reads documents back from the engine instead of holding ``corpus``.
+        """
+        from ctxir.encoders.bi_encoder import BiEncoder
+
+        manifest = read_manifest(manifest) if not isinstance(manifest, dict) else manifest
+        encoder = encoder or BiEncoder()
+        if encoder_fingerprint(encoder) != manifest["fingerprint"]:
+            raise CtxirError(
+                f"the shards were encoded by another model or pooling (fingerprint "
+                f"{manifest['fingerprint']}, this encoder's {encoder_fingerprint(encoder)}): pass the "
+                f"query encoder for {manifest['model']!r}"
+            )
+        if len(corpus) != manifest["rows"]:
+            raise CtxirError(f"the manifest holds {manifest['rows']:,} documents, the corpus {len(corpus):,}")
+        build, open_kwargs = split_build_kwargs(kwargs)
+        client = connect(uri, open_kwargs.get("token"))
+        ids = list(corpus)
+        digest = texts_digest(ids, [doc_text(corpus[i]) for i in ids])
+
+        def batches():
+            for shard, (shard_ids, vectors) in zip(manifest["shards"], iter_shards(manifest), strict=True):
+                missing = [i for i in shard_ids if i not in corpus]
+                if missing:
+                    raise CtxirError(
+                        f"shard {shard['file']} names documents the corpus lacks, e.g. {missing[0]!r}"
+                    )
+                if texts_digest(shard_ids, [doc_text(corpus[i]) for i in shard_ids]) != shard["texts_sha256"]:
+                    raise CtxirError(
+                        f"shard {shard['file']} was encoded from other texts than this corpus holds: "
+                        "rerun encode_sharded on this corpus"
+                    )
+                yield shard_ids, vectors
+
+        build_collection(
+            client, collection, batches(), corpus, manifest["fingerprint"], manifest["dim"], digest, build
+        )
+        return cls(
+            corpus if keep_corpus else None, encoder, uri, collection, mode, client=client, **open_kwargs
+        )
+
+    # ---------------------------------------------------------------- search
+
+    def _limit(self, top_k: int) -> int:
+        return max(1, min(top_k, self.rows, MAX_LIMIT))
+
+    def _output_fields(self) -> list[str]:
+        return ["pk", "title", "content"] if isinstance(self.corpus, EngineCorpus) else ["pk"]
+
+    def _hits(self, rows, bm25: bool = False) -> list[Hit]:
+        hits = []
+        for row in rows:
+            entity = row.get("entity") or {}
+            if isinstance(self.corpus, EngineCorpus) and "content" in entity:
+                self.corpus.remember(
+                    str(row["pk"]), EngineCorpus.doc(entity.get("title", ""), entity["content"])
+                )
+            # Milvus Lite reports BM25 as a negative distance, the server as a positive score: the score is its size.
+            hits.append(Hit(str(row["pk"]), abs(float(row["distance"])) if bm25 else float(row["distance"])))
+        return hits
+
+    def _dense_request(self, vectors: np.ndarray, limit: int) -> dict:
+        params: dict[str, Any] = {"metric_type": "COSINE"}
+        if self.index_type == "HNSW":
+            params["params"] = {"ef": max(self.ef_search, limit)}
+        return {"data": vectors.tolist(), "anns_field": "dense", "param": params, "limit": limit}
+
+    def _search(self, texts: list[str], top_k: int) -> list[list[Hit]]:
+        results: list[list[Hit]] = []
+        for start in range(0, len(texts), QUERY_CHUNK):
+            results.extend(self._search_chunk(texts[start : start + QUERY_CHUNK], top_k))
+        return results
+
+    def _search_chunk(self, texts: list[str], top_k: int) -> list[list[Hit]]:
+        vectors = (
+            None if self.mode == "bm25" else self.encoder.encode(texts, show_progress_bar=len(texts) > 256)
+        )
+        return self.search_embeddings(vectors, top_k, texts)
+
+    def search_embeddings(
+        self, query_embeddings: np.ndarray | None, top_k: int, texts: Sequence[str] | None = None
+    ) -> list[list[Hit]]:
+        """The model-free core, as ``DenseRetriever.search_embeddings``: (queries, dim) normalised vectors → hits;
+        ``texts`` too for "bm25" and "hybrid" (the engine tokenises them). Up to 16,384 queries a call."""
+        limit, fields = self._limit(top_k), self._output_fields()
+        if self.mode == "bm25":
+            rows = self.client.search(
+                self.collection,
+                data=list(texts),
+                anns_field="sparse",
+                limit=limit,
+                search_params={"metric_type": "BM25"},
+                output_fields=fields,
+            )
+            return [[h for h in self._hits(r, bm25=True) if h.score > 0] for r in rows]
+        if self.mode == "dense":
+            request = self._dense_request(query_embeddings, limit)
+            rows = self.client.search(
+                self.collection,
+                data=request["data"],
+                anns_field="dense",
+                limit=limit,
+                search_params=request["param"],
+                output_fields=fields,
+            )
+            return [self._hits(r) for r in rows]
+        pymilvus = load_pymilvus()
+        depth = self._limit(max(self.depth, top_k))
+        requests = [
+            pymilvus.AnnSearchRequest(**self._dense_request(query_embeddings, depth)),
+            pymilvus.AnnSearchRequest(
+                data=list(texts), anns_field="sparse", param={"metric_type": "BM25"}, limit=depth
+            ),
+        ]
+        rows = self.client.hybrid_search(
+            self.collection, requests, pymilvus.RRFRanker(self.rrf_k), limit=limit, output_fields=fields
+        )
+        return [self._hits(r) for r in rows]
+
+    def search_parts(self, texts: list[str], top_k: int) -> dict[str, list[list[Hit]]]:
+        """The engine's dense and BM25 rankings separately (what "hybrid" fuses), e.g. to fuse with
+        ctxir.retrieval.fusion."""
+        out = {}
+        for mode in ("dense", "bm25"):
+            saved, self.mode = self.mode, mode
+            try:
+                out[mode] = self._search(texts, top_k)
+            finally:
+                self.mode = saved
+        return out
