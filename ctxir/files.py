@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import json
 import logging
 import os
@@ -40,6 +41,10 @@ _warned: set[tuple[str, str]] = set()
 class DiskFullError(CtxirError):
     """A write found no space left: names the folder and what to do; the file it replaced is untouched."""
 
+    def __init__(self, message: str, folder: Path):
+        super().__init__(message)
+        self.folder = folder
+
 
 def is_disk_full(err: OSError) -> bool:
     """ENOSPC and its kin, or a short write without an errno (numpy's ``tofile``: "N requested and M written")."""
@@ -52,15 +57,25 @@ def disk_full(path: str | Path, err: OSError) -> DiskFullError:
     return DiskFullError(
         f"no space left on the disk holding {str(folder)!r} while writing {Path(path).name!r} "
         f"({os.strerror(err.errno) if err.errno else 'a short write'}): free space there (df -h {folder}) or write to "
-        "another disk (--output, $CTXIR_CACHE); the previous file, if any, is unchanged"
+        "another disk (--output, $CTXIR_CACHE); the previous file, if any, is unchanged",
+        folder,
     )
 
 
 def cache_not_written(what: str, err: DiskFullError) -> None:
-    """A cache that could not be written: the run goes on without it; said once per kind of cache and message."""
-    if (what, str(err)) not in _warned:
-        _warned.add((what, str(err)))
+    """A cache that could not be written: the run goes on without it; said once per kind of cache and folder."""
+    if (what, str(err.folder)) not in _warned:
+        _warned.add((what, str(err.folder)))
         logger.warning("ctxir: %s not cached, this run goes on without it: %s", what, err)
+
+
+def file_sha256(path: str | Path, chunk: int = 1 << 24) -> str:
+    """The file's sha256 (hex), read in 16 MB blocks: the checksum ctxir writes beside every cache it reads back."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def cache_lock(path: str | Path, timeout: float = -1):

@@ -171,14 +171,16 @@ def test_corrupt_files_are_rebuilt_not_a_crash(docs, tmp_path, damage):
     assert AnnIndex.open_or_build(path, docs[:500], show_progress=False).status == "opened"
 
 
-def test_header_damage_that_keeps_size_and_skips_verify_is_refused_by_faiss(docs, tmp_path):
+@pytest.mark.parametrize("offset", [0, 4, 8, 12], ids=["fourcc", "dimension", "count", "count-high"])
+def test_header_damage_that_keeps_size_is_refused_before_faiss_reads_it(docs, tmp_path, offset):
+    """faiss's read_index trusts its header's sizes; ctxir reads them first (before the hash, which is slower)."""
     path = tmp_path / "index.ann"
     AnnIndex.open_or_build(path, docs[:500], show_progress=False)
     data = bytearray(path.read_bytes())
-    data[:64] = bytes(64)
+    data[offset] ^= 0x40
     path.write_bytes(bytes(data))
-    index, why = AnnIndex.open(path, docs[:500], verify=False)
-    assert index is None and "faiss" in why
+    index, why = AnnIndex.open(path, docs[:500])
+    assert index is None and "damaged header" in why
 
 
 @pytest.mark.parametrize(

@@ -317,3 +317,130 @@ def test_two_processes_encoding_one_corpus_into_one_cache_encode_it_once(tmp_pat
     assert sorted(said) == ["encoded", "read the other process's file"]
     assert np.array_equal(np.load(tmp_path / "0.npy"), np.load(tmp_path / "1.npy"))
     assert len(list(cache.glob("*.npy"))) == 1 and leftovers(cache) == []
+
+
+# ---------------------------------------------------------------- damaged files, fuzzed, in a subprocess
+
+MUTANTS = int(os.environ.get("CTXIR_MUTANTS", "200"))  # per kind of file; -m slow runs more
+FUZZ = """
+import json, random, shutil, sys
+from pathlib import Path
+import numpy as np
+
+kind, folder, count = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
+rng = random.Random(0)
+outcomes = {}
+
+
+def mutate(path):
+    data = bytearray(path.read_bytes())
+    if rng.random() < 0.5 and len(data) > 1:
+        del data[rng.randrange(len(data)):]  # truncated at a random offset
+        how = "truncated"
+    else:
+        for _ in range(rng.choice([1, 1, 2, 8])):
+            data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)  # bit flips
+        how = "flipped"
+    path.write_bytes(bytes(data))
+    return how
+
+
+def tally(result):
+    outcomes[result] = outcomes.get(result, 0) + 1
+
+
+if kind == "faiss":
+    from ctxir.retrieval.ann import AnnIndex, AnnParams
+    docs = np.load(folder / "docs.npy")
+    for i in range(count):
+        work = folder / f"m{i}"
+        shutil.copytree(folder / "ann", work)
+        target = rng.choice([work / "index.faiss", work / "index.faiss", work / "index.faiss.json"])
+        mutate(target)
+        index, why = AnnIndex.open(work / "index.faiss", docs, AnnParams(nlist=8))
+        if index is None:
+            tally("refused")
+        else:  # opened: it must be the intact index (a mutation that changed nothing the checks read)
+            rows, _ = index.search(docs[:20], 1)
+            tally("verified" if rows[:, 0].tolist() == list(range(20)) else "WRONG")
+        shutil.rmtree(work)
+elif kind == "npy":
+    from ctxir.encoders import BiEncoder, EmbeddingCache
+    from ctxir.encoders.bi_encoder import _looks_encoded
+    good = np.load(folder / "good.npy")
+    for i in range(count):
+        cache = EmbeddingCache(folder / f"m{i}")
+        cache.root.mkdir()
+        shutil.copy(folder / "good.npy", cache.root / "k.npy")
+        mutate(cache.root / "k.npy")
+        hit = cache.get("k")
+        if hit is None or not _looks_encoded(hit, *good.shape):
+            tally("rebuilt")  # what encode_cached does with it: encodes again
+        else:
+            tally("verified" if np.allclose(hit, good, atol=1e-2) else "WRONG")
+        shutil.rmtree(cache.root)
+elif kind == "bm25":
+    from ctxir.retrieval import BM25Retriever
+    corpus = json.loads((folder / "corpus.json").read_text())
+    expected = json.loads((folder / "expected.json").read_text())
+    for i in range(count):
+        cache = folder / f"m{i}"
+        shutil.copytree(folder / "bm25", cache)
+        files = [p for p in cache.rglob("*") if p.is_file()]
+        mutate(rng.choice(files))
+        retriever = BM25Retriever(corpus, cache=cache)
+        got = [h.doc_id for h in retriever.query("river otters 7", 5)]
+        tally(("rebuilt" if retriever.cache_status.startswith("built") else "verified")
+              if got == expected else "WRONG")
+        shutil.rmtree(cache)
+print(json.dumps(outcomes))
+"""
+
+
+def fuzz(kind: str, folder: Path) -> dict:
+    script = folder / "fuzz.py"
+    script.write_text(FUZZ)
+    done = subprocess.run(
+        [sys.executable, str(script), kind, str(folder), str(MUTANTS)],
+        env={**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"},
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    # a segfault or abort is a negative return code; a hang, the timeout
+    assert done.returncode == 0, f"the loader crashed (status {done.returncode}): {done.stderr[-2000:]}"
+    outcomes = json.loads(done.stdout.strip().splitlines()[-1])
+    assert sum(outcomes.values()) == MUTANTS and "WRONG" not in outcomes, outcomes
+    return outcomes
+
+
+def test_damaged_faiss_indexes_are_refused_before_faiss_reads_them(tmp_path):
+    pytest.importorskip("faiss")
+    from ctxir.retrieval.ann import AnnIndex, AnnParams
+
+    rng = np.random.default_rng(0)
+    docs = rng.standard_normal((600, 32)).astype(np.float32)
+    docs /= np.linalg.norm(docs, axis=1, keepdims=True)
+    np.save(tmp_path / "docs.npy", docs)
+    AnnIndex.open_or_build(tmp_path / "ann" / "index.faiss", docs, AnnParams(nlist=8), show_progress=False)
+    outcomes = fuzz("faiss", tmp_path)
+    assert outcomes.get("refused", 0) >= MUTANTS * 0.9
+
+
+def test_damaged_cached_embeddings_are_encoded_again_never_used(tmp_path):
+    rng = np.random.default_rng(0)
+    good = rng.standard_normal((50, 384)).astype(np.float32)
+    np.save(tmp_path / "good.npy", good / np.linalg.norm(good, axis=1, keepdims=True))
+    outcomes = fuzz("npy", tmp_path)
+    assert outcomes.get("rebuilt", 0) >= MUTANTS * 0.5
+
+
+def test_a_damaged_bm25_cache_is_rebuilt_with_the_same_results(tmp_path):
+    from ctxir.retrieval import BM25Retriever
+
+    corpus = {f"d{i}": {"title": "", "text": f"otters {i} river bank dens number {i}"} for i in range(40)}
+    (tmp_path / "corpus.json").write_text(json.dumps(corpus))
+    retriever = BM25Retriever(corpus, cache=tmp_path / "bm25")
+    (tmp_path / "expected.json").write_text(
+        json.dumps([h.doc_id for h in retriever.query("river otters 7", 5)])
+    )
+    outcomes = fuzz("bm25", tmp_path)
+    assert outcomes.get("rebuilt", 0) >= MUTANTS * 0.9

@@ -22,7 +22,7 @@ import torch
 from ctxir.checks import check_choice
 from ctxir.encoders.models import DEFAULT_BI_ENCODER, load_bi_encoder
 from ctxir.encoders.pooling import POOLINGS, LayerPooling, pool  # noqa: F401 (re-exported: from ctxir.encoders.bi_encoder import pool)
-from ctxir.files import DiskFullError, atomic_path, cache_lock, cache_not_written
+from ctxir.files import DiskFullError, atomic_path, cache_lock, cache_not_written, file_sha256, write_atomic
 from ctxir.types import Corpus, CtxirError, doc_text
 
 # torch: the model's own encode. onnx-int8: ONNX Runtime, int8 MatMul weights (dynamic quantisation), CPU; 2.24× the
@@ -76,7 +76,8 @@ def default_backend() -> str:
 
 
 class EmbeddingCache:
-    """.npy files keyed by model weights + pooling + layer + the exact texts; loaded without pickle.
+    """.npy files keyed by model weights + pooling + layer + the exact texts, each with its sha256 beside it (checked
+    on every read); loaded without pickle.
 
     >>> import tempfile
     >>> folder = tempfile.TemporaryDirectory()
@@ -107,9 +108,13 @@ class EmbeddingCache:
         if not path.is_file():
             return None
         try:
+            # the checksum written beside it: a bit flip that keeps the shape and unit norms (a sign, a low
+            # mantissa bit) would otherwise be used as the vectors (tests/test_faults.py's mutants found such)
+            if not (self.root / f"{key}.{file_sha256(path)}.sha256").is_file():
+                return None
             array = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
         except (OSError, ValueError):
-            return None  # a torn write from an interrupted run: recompute rather than fail
+            return None  # a torn write, a missing checksum, a damaged file: recompute rather than fail
         if mmap and hasattr(os, "posix_fadvise"):
             # ask the kernel to read the file into the page cache in the background: start-up does not wait for it,
             # and the first searches' re-scoring then finds rows in memory instead of faulting them in from disk
@@ -128,8 +133,16 @@ class EmbeddingCache:
         try:
             with atomic_path(self.root / f"{key}.npy", suffix=".npy") as tmp:
                 np.save(tmp, embeddings, allow_pickle=False)
+                digest = file_sha256(tmp)
+                # the checksum is named before the file it vouches for replaces the old one: whichever write
+                # fails, the .npy in place has its checksum (the old pair, or the new)
+                write_atomic(self.root / f"{key}.{digest}.sha256", digest + "\n")
         except DiskFullError as err:
             cache_not_written("embeddings", err)
+            return
+        for stale in self.root.glob(f"{key}.*.sha256"):
+            if stale.name != f"{key}.{digest}.sha256":
+                stale.unlink(missing_ok=True)
 
 
 class BiEncoder:

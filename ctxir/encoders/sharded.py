@@ -26,13 +26,12 @@ from ctxir.encoders.shards import (
     MANIFEST_FORMAT,
     MANIFEST_NAME,
     encoder_fingerprint,
-    file_sha256,
     shard_complete,
     shard_names,
     shard_plan,
     texts_digest,
 )
-from ctxir.files import atomic_path, read_json, write_json
+from ctxir.files import atomic_path, file_sha256, read_json, write_json
 from ctxir.types import CtxirError, doc_text
 
 # The [scale] extra's packages; ctxir.retrieval.milvus_collection says it for Milvus too.

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ctxir.files import read_json
+from ctxir.files import file_sha256, read_json
 from ctxir.types import CtxirError
 
 MANIFEST_NAME = "manifest.json"
@@ -46,14 +46,6 @@ def encoder_fingerprint(encoder) -> str:
     """What decides the vectors (weights, pooling, layer, max length, normalisation), hashed; not the model's name."""
     settings = {k: v for k, v in encoder.config.items() if k != "model"}
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def shard_names(index: int) -> tuple[str, str]:

@@ -33,13 +33,14 @@ import contextlib
 import hashlib
 import json
 import math
+import struct
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
-from ctxir.files import DiskFullError, atomic_path, cache_lock, cache_not_written, write_json
+from ctxir.files import DiskFullError, atomic_path, cache_lock, cache_not_written, file_sha256, write_json
 from ctxir.types import CtxirError, Hit
 
 FORMAT = "ctxir-ann/2"
@@ -113,12 +114,22 @@ def fingerprint(embeddings: np.ndarray, params: AnnParams, key: str = "") -> str
     return digest.hexdigest()[:32]
 
 
-def file_sha256(path: Path, chunk: int = 1 << 24) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
+# faiss's read_index trusts the sizes in a file's header (faiss issues #5400, #5407: a damaged one can crash the
+# process or allocate without bound), so its first fields are checked first: what ctxir writes, IVF (scalar
+# quantiser or flat) codes of ``d`` dimensions and ``ntotal`` vectors.
+IVF_FOURCCS = (b"IwSq", b"IwFl")
+
+
+def _header_matches(path: Path, count: int, dim: int) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(16)
+    except OSError:
+        return False
+    if len(head) < 16 or head[:4] not in IVF_FOURCCS:
+        return False
+    d, ntotal = struct.unpack("<iq", head[4:16])
+    return d == dim and ntotal == count
 
 
 def meta_path(path: Path) -> Path:
@@ -269,13 +280,13 @@ class AnnIndex:
         params: AnnParams | None = None,
         key: str = "",
         mmap: bool = False,
-        verify: bool = True,
     ) -> tuple[AnnIndex | None, str]:
         """(index, "opened") when ``path`` holds an intact index of these embeddings and settings, else (None, why).
 
         ``mmap`` maps the inverted lists from the file instead of reading them into memory (faiss's
-        OnDiskInvertedLists: measured ~5× slower per query, for when memory is short); ``verify`` re-hashes the file
-        (about 1 s per 400 MB) to catch a corrupt one, besides the size check that always catches a truncated one.
+        OnDiskInvertedLists: measured ~5× slower per query, for when memory is short). The file is always re-hashed
+        (about 1 s per 400 MB) before faiss reads it: a bit flip that keeps its size and header would otherwise hand
+        out wrong rows (tests/test_faults.py's mutants found ids out of range), besides the size and header checks.
         """
         # lazy: faiss is needed only for an ANN index
         import faiss
@@ -302,7 +313,9 @@ class AnnIndex:
                 None,
                 f"{path.name} is truncated or was replaced ({size:,} bytes, expected {meta.get('index_bytes')})",
             )
-        if verify and file_sha256(path) != meta.get("index_sha256"):
+        if not _header_matches(path, *embeddings.shape):
+            return None, f"{path.name} has a damaged header (not an IVF index of {embeddings.shape} vectors)"
+        if file_sha256(path) != meta.get("index_sha256"):
             return None, f"{path.name} is corrupt (sha256 differs)"
         try:
             index = faiss.read_index(str(path), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY if mmap else 0)
@@ -323,17 +336,16 @@ class AnnIndex:
         key: str = "",
         show_progress: bool = True,
         threads: int = 0,
-        verify: bool = True,
     ) -> AnnIndex:
         """Reopen ``path`` if it is this index, else build and save it.
 
         ``status`` says which: "opened", or "built: <why the file was not used>".
         """
-        found, why = cls.open(path, embeddings, params, key, verify=verify)
+        found, why = cls.open(path, embeddings, params, key)
         if found is not None:
             return found
         with cache_lock(path):  # a second process building the same index waits, then opens the first one's
-            found, why = cls.open(path, embeddings, params, key, verify=verify)
+            found, why = cls.open(path, embeddings, params, key)
             if found is not None:
                 return found
             if show_progress:

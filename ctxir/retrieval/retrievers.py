@@ -26,7 +26,7 @@ import torch
 
 from ctxir.checks import check_choice, check_corpus, check_queries, check_query, check_top_k
 from ctxir.encoders.bi_encoder import BiEncoder, cache_root, hash_texts
-from ctxir.files import DiskFullError, cache_not_written, disk_full, is_disk_full, write_json
+from ctxir.files import DiskFullError, cache_not_written, disk_full, file_sha256, is_disk_full, write_json
 from ctxir.retrieval.fusion import FUSIONS, check_weights, fuse
 from ctxir.types import Corpus, CtxirError, Hit, Queries, doc_text
 
@@ -190,8 +190,6 @@ class BM25Retriever(Retriever):
         # lazy: bm25s is needed only to build BM25
         import bm25s
 
-        from ctxir.retrieval.ann import file_sha256
-
         try:
             manifest = json.loads((folder / "manifest.json").read_text())
         except FileNotFoundError:
@@ -220,7 +218,6 @@ class BM25Retriever(Retriever):
     def _save(self, folder: Path) -> None:
         """Write into a temporary folder beside ``folder``, the manifest (sizes, sha256) last, then rename it into
         place in one step: a reader finds the whole index or none. A damaged ``folder`` is replaced."""
-        from ctxir.retrieval.ann import file_sha256
 
         tmp: Path | None = None
         vocab = self.index.vocab_dict
