@@ -117,27 +117,27 @@ def _name(path: Path) -> str:
 
 
 def _read(path, what: str) -> tuple[Path, str]:
-    from ctxir.data.loaders import _file, _read_text
+    from ctxir.data.loaders import existing_file, read_text
 
-    p = _file(path, what)
-    return p, _read_text(p)
+    p = existing_file(path, what)
+    return p, read_text(p)
 
 
 def _rows(
     path: Path, text: str, columns: Sequence[str], optional: Sequence[str] = ()
 ) -> list[tuple[int, dict]]:
     """(line number, {column: value}) of a CSV/TSV (header row naming the columns) or JSONL file."""
-    from ctxir.data.loaders import _bad_line, _json_object, _lines
+    from ctxir.data.loaders import bad_line, json_object, nonblank_lines
 
     suffix = path.suffix.lower()
     rows = []
     if suffix == ".jsonl" or suffix == ".json":
         expected = "a JSON object with " + ", ".join(f'"{c}"' for c in columns)
-        for line_no, line in _lines(text):
-            obj = _json_object(path, line_no, line, expected)
+        for line_no, line in nonblank_lines(text):
+            obj = json_object(path, line_no, line, expected)
             for column in columns:
                 if column not in obj:
-                    raise _bad_line(path, line_no, expected, line, f'add the "{column}" field')
+                    raise bad_line(path, line_no, expected, line, f'add the "{column}" field')
             rows.append((line_no, {c: obj.get(c) for c in (*columns, *optional) if c in obj}))
         return rows
     if suffix not in (".csv", ".tsv"):
@@ -161,7 +161,7 @@ def _rows(
                 )
             continue
         if len(record) != len(header):
-            raise _bad_line(
+            raise bad_line(
                 path,
                 reader.line_num,
                 f"{len(header)} fields ({','.join(header)})",
@@ -174,13 +174,13 @@ def _rows(
 
 
 def _field(path: Path, line_no: int, value, column: str) -> str:
-    from ctxir.data.loaders import _bad_line
+    from ctxir.data.loaders import bad_line
 
     if isinstance(value, bool) or not isinstance(value, str | int):
-        raise _bad_line(path, line_no, f"{column!r} as text", value)
+        raise bad_line(path, line_no, f"{column!r} as text", value)
     value = str(value).strip()
     if not value:
-        raise _bad_line(
+        raise bad_line(
             path, line_no, f"a non-empty {column!r}", value, f"give the row a {column} or remove it"
         )
     return value
