@@ -14,7 +14,6 @@ from ctxir.classify import (
     K_GRID,
     CentroidClassifier,
     KnnClassifier,
-    Label,
     LogRegClassifier,
     ZeroShotClassifier,
     choose_k,
@@ -22,15 +21,13 @@ from ctxir.classify import (
     few_shot,
     fit_projection,
     knn_scores,
-    load_folder,
-    load_labelled,
-    load_labels,
     main,
     mcnemar,
     sample_per_class,
     select_zero_shot,
     vocabulary_words,
 )
+from ctxir.data.labelled import Label, load_folder, load_labelled, load_labels
 from ctxir.types import CtxirError
 
 

@@ -48,7 +48,7 @@ class NliPair:
 
 
 # ---------------------------------------------------------------- helpers
-# The public ones (short_name … json_object) are shared by ctxir.data's other readers (general.py).
+# The public ones (short_name … json_object) are shared by ctxir.data's other readers (general.py, labelled.py).
 
 
 def short_name(path: Path) -> str:
