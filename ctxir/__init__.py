@@ -9,12 +9,11 @@ app. Shared by all: ``types``, ``names``, ``checks``, ``files``, ``cli`` (also t
 from ctxir.classify import (
     CentroidClassifier,
     KnnClassifier,
-    Label,
     LogRegClassifier,
     Prediction,
     ZeroShotClassifier,
-    load_labelled,
 )
+from ctxir.data.labelled import Label, load_labelled
 from ctxir.data.loaders import load_beir, load_corpus_any, load_sick, load_snli, load_sts
 from ctxir.encoders.bi_encoder import BiEncoder, EmbeddingCache, pool
 from ctxir.encoders.internals import inspect_text

@@ -83,7 +83,10 @@ COMMANDS = {
         "compare saved runs or results JSONs query by query, with paired tests",
     ),
     "report": ("ctxir.evaluation.report", "the failure report (HTML) of an evaluation's results JSON"),
-    "classify": ("ctxir.classify", "classify texts with the encoders: zero-shot, kNN, logistic regression"),
+    "classify": (
+        "ctxir.classify.cli",
+        "classify texts with the encoders: zero-shot, kNN, logistic regression",
+    ),
     "hub": (
         "ctxir.publish.hub",
         "stage, validate and push a trained model with its card to the Hugging Face Hub",

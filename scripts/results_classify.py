@@ -19,7 +19,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from ctxir.classify import ClassifyArgs
+from ctxir.classify.cli import ClassifyArgs
 
 ROOT = Path(__file__).resolve().parents[1]
 # ctxir is installed (requirements-dev.txt); training/ is not: a file run as `python scripts/x.py` finds it here
@@ -74,7 +74,7 @@ def fmt(x) -> str:
 
 
 def run_all(data: str, results: Path, rerun: bool) -> dict[str, dict]:
-    from ctxir.classify import run
+    from ctxir.classify.cli import run
 
     out = {}
     for name, changes in RUNS.items():

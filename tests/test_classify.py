@@ -14,7 +14,6 @@ from ctxir.classify import (
     K_GRID,
     CentroidClassifier,
     KnnClassifier,
-    Label,
     LogRegClassifier,
     ZeroShotClassifier,
     choose_k,
@@ -22,15 +21,13 @@ from ctxir.classify import (
     few_shot,
     fit_projection,
     knn_scores,
-    load_folder,
-    load_labelled,
-    load_labels,
-    main,
     mcnemar,
     sample_per_class,
     select_zero_shot,
     vocabulary_words,
 )
+from ctxir.classify.cli import main
+from ctxir.data.labelled import Label, load_folder, load_labelled, load_labels
 from ctxir.types import CtxirError
 
 
@@ -412,7 +409,7 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
 def toy_vectors(tmp_path, monkeypatch):
     """--data with noisy training labels over hand-made cluster vectors, which the command line then uses in place
     of an encoder's: the choice of k without a model."""
-    import ctxir.classify
+    import ctxir.classify.cli
 
     train_x, train_y = clusters(n_per_class=60)
     test_x, test_y = clusters(n_per_class=20, seed=1)
@@ -427,7 +424,7 @@ def toy_vectors(tmp_path, monkeypatch):
         task.test_x = np.stack([rows[t] for t, _ in task.test])
         return SimpleNamespace(config={"weights": "hand-made vectors"}), 0, 1.0
 
-    monkeypatch.setattr(ctxir.classify, "_embed", embed)
+    monkeypatch.setattr(ctxir.classify.cli, "_embed", embed)
     return tmp_path
 
 

@@ -31,7 +31,7 @@ PENDING: set[str] = set()
 # Docstrings whose +SKIP lines load a model → the model those lines need. ``test_model_examples`` runs them
 # unskipped (``-m slow``) where that model can be had offline.
 MODEL_EXAMPLES = {
-    "ctxir.classify.ZeroShotClassifier": DEFAULT_BI_ENCODER,
+    "ctxir.classify.classifiers.ZeroShotClassifier": DEFAULT_BI_ENCODER,
     "ctxir.encoders.bi_encoder.BiEncoder": DEFAULT_BI_ENCODER,
     "ctxir.evaluation.metrics.paired_retrieval": DEFAULT_BI_ENCODER,
     "ctxir.explain.attributions.cls_attention": DEFAULT_BI_ENCODER,

@@ -41,13 +41,12 @@ from ctxir.classify import (
     encode,
     evaluate_predictions,
     label_vectors_for,
-    load_labelled,
-    load_labels,
     make_classifier,
     sample_per_class,
     select_zero_shot,
     word_projection,
 )
+from ctxir.data.labelled import load_labelled, load_labels
 from ctxir.encoders import BiEncoder
 from ctxir.types import CtxirError
 from training.common import (

@@ -22,15 +22,8 @@ from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_literal, snippet, split_lines
 from ctxir.app.ui import Ui, exports, frame, gpu, guard, lines, show, tab_intro
 from ctxir.checks import check_choice, check_int, check_text
-from ctxir.classify import (
-    TEMPLATES,
-    Label,
-    ZeroShotClassifier,
-    load_labelled,
-    load_labels,
-    make_classifier,
-    sample_per_class,
-)
+from ctxir.classify import TEMPLATES, ZeroShotClassifier, make_classifier, sample_per_class
+from ctxir.data.labelled import Label, load_labelled, load_labels
 from ctxir.encoders.bi_encoder import BiEncoder
 from ctxir.types import CtxirError
 

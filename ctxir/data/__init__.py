@@ -1,8 +1,11 @@
-"""Data: read corpora, queries, qrels and sentence-pair sets (BEIR, STS, SICK, SNLI, user files).
+"""Data: read corpora, queries, qrels, sentence-pair sets (BEIR, STS, SICK, SNLI, user files) and labelled texts.
 
-loaders.py       readers for every dataset format ctxir takes
+loaders.py       readers for every dataset format ctxir takes, and the file helpers every reader shares
+general.py       SQuAD, WikiQA and MS MARCO triples as relevance sets, for training re-rankers
+labelled.py      labelled texts for classification: ``Label``, (text, label) files, label files, train/test folders
 """
 
+from ctxir.data.labelled import Label, load_folder, load_labelled, load_labels  # noqa: F401 -- public API
 from ctxir.data.loaders import (  # noqa: F401 -- public API
     NLI_LABELS,
     USER_CORPUS_SUFFIXES,

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ctxir.data.loaders import PathLike, _file, _name, _read_text, _tsv_rows
+from ctxir.data.loaders import PathLike, existing_file, read_text, short_name, tsv_rows
 from ctxir.types import Corpus, CtxirError, Qrels, Queries
 
 WIKIQA_COLUMNS = ("QuestionID", "Question", "DocumentID", "DocumentTitle", "SentenceID", "Sentence", "Label")
@@ -55,12 +55,12 @@ def load_squad(path: PathLike) -> RelevanceSet:
     ({'title': 'River otter', 'text': 'Otters eat fish.'}, {'q1': 'What do otters dig?'}, {'q1': {'River_otter:0': 1}}, 'River_otter')
     >>> folder.cleanup()
     """
-    p = _file(path, "a SQuAD v1.1 JSON file (dev-v1.1.json)")
+    p = existing_file(path, "a SQuAD v1.1 JSON file (dev-v1.1.json)")
     try:
-        articles = json.loads(_read_text(p))["data"]
+        articles = json.loads(read_text(p))["data"]
     except (json.JSONDecodeError, KeyError, TypeError) as err:
         raise CtxirError(
-            f"{_name(p)} is not a SQuAD v1.1 file ({err}); expected {{'data': [{{'title', "
+            f"{short_name(p)} is not a SQuAD v1.1 file ({err}); expected {{'data': [{{'title', "
             "'paragraphs': [{'context', 'qas'}]}]}}, as dev-v1.1.json."
         ) from None
     out = RelevanceSet("squad", {}, {}, {})
@@ -91,12 +91,12 @@ def load_wikiqa(path: PathLike) -> RelevanceSet:
     ({'Q1': 'bat sonar?'}, {'Q1': {'D1-1': 1}}, {'Q1': ['D1-0']}, {'title': 'Bat', 'text': 'Bats echolocate .'})
     >>> folder.cleanup()
     """
-    p = _file(path, "a WikiQA split (WikiQA-train.tsv)")
-    rows = _tsv_rows(_read_text(p))
+    p = existing_file(path, "a WikiQA split (WikiQA-train.tsv)")
+    rows = tsv_rows(read_text(p))
     _, header = next(rows, (0, []))
     if tuple(h.strip() for h in header) != WIKIQA_COLUMNS:
         raise CtxirError(
-            f"{_name(p)} does not start with WikiQA's header {WIKIQA_COLUMNS}; got {header[:7]!r}. "
+            f"{short_name(p)} does not start with WikiQA's header {WIKIQA_COLUMNS}; got {header[:7]!r}. "
             "Pass one of WikiQA-train.tsv, WikiQA-dev.tsv, WikiQA-test.tsv."
         )
     out = RelevanceSet("wikiqa", {}, {}, {})
@@ -104,7 +104,7 @@ def load_wikiqa(path: PathLike) -> RelevanceSet:
     for line_no, row in rows:
         if len(row) != len(WIKIQA_COLUMNS) or row[6].strip() not in ("0", "1"):
             raise CtxirError(
-                f"{_name(p)} line {line_no}: expected 7 tab-separated fields ending in label 0 or 1, "
+                f"{short_name(p)} line {line_no}: expected 7 tab-separated fields ending in label 0 or 1, "
                 f"got {row!r}"
             )
         qid, question, _, title, sentence_id, sentence, label = (f.strip() for f in row)
@@ -137,7 +137,7 @@ def load_msmarco_triples(path: PathLike) -> RelevanceSet:
     >>> fix_mojibake("We donÃ¢Â\\x80Â\\x99t know"), fix_mojibake("café")
     ('We don’t know', 'café')
     """
-    p = _file(path, "an MS MARCO triples file (query, positive, negative per line)")
+    p = existing_file(path, "an MS MARCO triples file (query, positive, negative per line)")
     out = RelevanceSet("msmarco-triples", {}, {}, {})
     query_ids: dict[str, str] = {}
     passage_ids: dict[str, str] = {}
@@ -148,10 +148,10 @@ def load_msmarco_triples(path: PathLike) -> RelevanceSet:
             out.corpus[passage_ids[text]] = {"title": "", "text": text}
         return passage_ids[text]
 
-    for line_no, row in _tsv_rows(_read_text(p)):
+    for line_no, row in tsv_rows(read_text(p)):
         if len(row) != 3:
             raise CtxirError(
-                f"{_name(p)} line {line_no}: expected 3 tab-separated fields (query, relevant passage, "
+                f"{short_name(p)} line {line_no}: expected 3 tab-separated fields (query, relevant passage, "
                 f"non-relevant passage), got {len(row)}"
             )
         query, positive, negative = (fix_mojibake(f.strip()) for f in row)

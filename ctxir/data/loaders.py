@@ -48,9 +48,10 @@ class NliPair:
 
 
 # ---------------------------------------------------------------- helpers
+# The public ones (short_name … json_object) are shared by ctxir.data's other readers (general.py, labelled.py).
 
 
-def _name(path: Path) -> str:
+def short_name(path: Path) -> str:
     """Short file name for messages: 'scifact/queries.jsonl' reads better than a long absolute path."""
     return f"{path.parent.name}/{path.name}" if path.parent.name else path.name
 
@@ -60,13 +61,15 @@ def _show(value: object, limit: int = 80) -> str:
     return repr(s[:limit]) + ("..." if len(s) > limit else "")
 
 
-def _bad_line(
+def bad_line(
     path: Path, line: int, expected: str, got: object, fix: str = "fix or remove that line"
 ) -> CtxirError:
-    return CtxirError(f"{_name(path)} line {line}: expected {expected}, got {_show(got)} — {fix}.")
+    """The error for a bad line: the file, the 1-based line, what was expected, what was found, the fix."""
+    return CtxirError(f"{short_name(path)} line {line}: expected {expected}, got {_show(got)} — {fix}.")
 
 
-def _file(path: PathLike, what: str) -> Path:
+def existing_file(path: PathLike, what: str) -> Path:
+    """``path`` as a Path, checked to be a file; ``what`` (e.g. "a qrels .tsv file") words the error."""
     p = Path(path)
     if p.is_dir():
         raise CtxirError(f"{p} is a folder; expected {what}.")
@@ -83,7 +86,7 @@ def _folder(path: PathLike, expected: str) -> Path:
     return p
 
 
-def _read_text(path: Path) -> str:
+def read_text(path: Path) -> str:
     """The whole file as text; a clear error instead of UnicodeDecodeError for non-UTF-8 files."""
     data = path.read_bytes()
     try:
@@ -93,12 +96,12 @@ def _read_text(path: Path) -> str:
         line = data.count(b"\n", 0, e.start) + 1
         bad = data[e.start : e.end].hex(" ")
         raise CtxirError(
-            f"{_name(path)} is not UTF-8: byte(s) {bad} at line {line} (byte offset {e.start}) cannot be decoded. "
+            f"{short_name(path)} is not UTF-8: byte(s) {bad} at line {line} (byte offset {e.start}) cannot be decoded. "
             "Re-save the file with UTF-8 encoding (e.g. in your editor: Save As → Encoding: UTF-8) and load it again."
         ) from None
 
 
-def _lines(text: str) -> Iterator[tuple[int, str]]:
+def nonblank_lines(text: str) -> Iterator[tuple[int, str]]:
     """(1-based line number, line) for non-blank lines, CRLF tolerated.
 
     Splits on '\\n' only: str.splitlines would also split on U+2028 etc., which are legal inside JSON strings.
@@ -109,7 +112,7 @@ def _lines(text: str) -> Iterator[tuple[int, str]]:
             yield i, line
 
 
-def _tsv_rows(text: str) -> Iterator[tuple[int, list[str]]]:
+def tsv_rows(text: str) -> Iterator[tuple[int, list[str]]]:
     """(line number, fields) for non-blank tab-separated lines; quotes are literal text (QUOTE_NONE)."""
     reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t", quoting=csv.QUOTE_NONE)
     for row in reader:
@@ -127,13 +130,14 @@ def _loads(line: str):
         return json.loads(line)
 
 
-def _json_object(path: Path, line_no: int, line: str, expected: str) -> dict:
+def json_object(path: Path, line_no: int, line: str, expected: str) -> dict:
+    """One JSONL line parsed, checked to be an object; else ``bad_line`` naming ``expected``."""
     try:
         obj = _loads(line)
     except json.JSONDecodeError:
-        raise _bad_line(path, line_no, expected, line) from None
+        raise bad_line(path, line_no, expected, line) from None
     if not isinstance(obj, dict):
-        raise _bad_line(path, line_no, expected, line)
+        raise bad_line(path, line_no, expected, line)
     return obj
 
 
@@ -149,7 +153,7 @@ def _id(value: object) -> str | None:
 def _add_doc(corpus: Corpus, seen: dict[str, int], path: Path, line_no: int, doc_id: str, doc: Doc) -> None:
     if doc_id in corpus:
         raise CtxirError(
-            f"{_name(path)}: document id {_show(doc_id)} appears twice, on line {seen[doc_id]} and line {line_no}"
+            f"{short_name(path)}: document id {_show(doc_id)} appears twice, on line {seen[doc_id]} and line {line_no}"
             " — ids must be unique; rename or remove one of them."
         )
     seen[doc_id] = line_no
@@ -158,7 +162,7 @@ def _add_doc(corpus: Corpus, seen: dict[str, int], path: Path, line_no: int, doc
 
 def _non_empty(path: Path, corpus: Corpus) -> Corpus:
     if not corpus:
-        raise CtxirError(f"{_name(path)} contains no documents — add at least one document.")
+        raise CtxirError(f"{short_name(path)} contains no documents — add at least one document.")
     return corpus
 
 
@@ -167,33 +171,33 @@ def _non_empty(path: Path, corpus: Corpus) -> Corpus:
 
 def load_corpus(path: PathLike) -> Corpus:
     """BEIR corpus.jsonl: one {"_id", "text", "title"?} object per line."""
-    p = _file(path, "a BEIR corpus.jsonl file")
+    p = existing_file(path, "a BEIR corpus.jsonl file")
     expected = 'a JSON object with "_id" and "text"'
     corpus: Corpus = {}
     seen: dict[str, int] = {}
-    for line_no, line in _lines(_read_text(p)):
-        obj = _json_object(p, line_no, line, expected)
+    for line_no, line in nonblank_lines(read_text(p)):
+        obj = json_object(p, line_no, line, expected)
         doc_id = _id(obj.get("_id", obj.get("id")))
         text, title = obj.get("text"), obj.get("title") or ""
         if doc_id is None or not isinstance(text, str) or not isinstance(title, str):
-            raise _bad_line(p, line_no, expected, line)
+            raise bad_line(p, line_no, expected, line)
         _add_doc(corpus, seen, p, line_no, doc_id, {"title": title, "text": text})
     return _non_empty(p, corpus)
 
 
 def load_queries(path: PathLike) -> Queries:
     """BEIR queries.jsonl: one {"_id", "text"} object per line."""
-    p = _file(path, "a BEIR queries.jsonl file")
+    p = existing_file(path, "a BEIR queries.jsonl file")
     expected = 'a JSON object with "_id" and "text"'
     queries: Queries = {}
-    for line_no, line in _lines(_read_text(p)):
-        obj = _json_object(p, line_no, line, expected)
+    for line_no, line in nonblank_lines(read_text(p)):
+        obj = json_object(p, line_no, line, expected)
         qid, text = _id(obj.get("_id", obj.get("id"))), obj.get("text")
         if qid is None or not isinstance(text, str):
-            raise _bad_line(p, line_no, expected, line)
+            raise bad_line(p, line_no, expected, line)
         queries[qid] = text
     if not queries:
-        raise CtxirError(f"{_name(p)} contains no queries — add at least one query.")
+        raise CtxirError(f"{short_name(p)} contains no queries — add at least one query.")
     return queries
 
 
@@ -211,11 +215,11 @@ def load_qrels(path: PathLike) -> Qrels:
     Scores are stored as int because pytrec_eval rejects float relevance grades; score-0 judgments
     are kept (pytrec_eval counts them as non-relevant).
     """
-    p = _file(path, "a qrels .tsv file")
+    p = existing_file(path, "a qrels .tsv file")
     expected = "query-id<TAB>corpus-id<TAB>integer score"
     qrels: Qrels = {}
     first = True
-    for line_no, line in _lines(_read_text(p)):
+    for line_no, line in nonblank_lines(read_text(p)):
         # TREC qrels ("qid 0 docid rel") are space-separated; BEIR's are tab-separated.
         fields = [f.strip() for f in (line.split("\t") if "\t" in line else line.split())]
         if len(fields) == 4:
@@ -226,10 +230,10 @@ def load_qrels(path: PathLike) -> Qrels:
             continue
         first = False
         if score is None or not fields[0] or not fields[1]:
-            raise _bad_line(p, line_no, expected, line)
+            raise bad_line(p, line_no, expected, line)
         qrels.setdefault(fields[0], {})[fields[1]] = score
     if not qrels:
-        raise CtxirError(f"{_name(p)} contains no judgments — expected lines of {expected}.")
+        raise CtxirError(f"{short_name(p)} contains no judgments — expected lines of {expected}.")
     return qrels
 
 
@@ -262,7 +266,7 @@ def load_beir(folder: PathLike, split: str = "test") -> tuple[Corpus, Queries, Q
     missing = [qid for qid in qrels if qid not in all_queries]
     if missing:
         raise CtxirError(
-            f"{_name(qrels_path)} judges {len(missing)} query id(s) not in queries.jsonl, e.g. "
+            f"{short_name(qrels_path)} judges {len(missing)} query id(s) not in queries.jsonl, e.g. "
             f"{', '.join(map(repr, missing[:5]))} — check that the qrels belong to this dataset."
         )
     # As BEIR's GenericDataLoader: evaluation only sees queries that have judgments in this split.
@@ -279,12 +283,12 @@ def _split_file(path: PathLike, split: str | None, files: dict[str, str], what: 
     if not p.is_dir():
         if split is not None and p.is_file():
             raise CtxirError(f"split={split!r} is only used with a folder; {p} is a file — drop the split.")
-        return _file(p, what)
+        return existing_file(p, what)
     if split is None or split not in files:
         raise CtxirError(
             f"{p} is a folder: pass split= one of {', '.join(map(repr, files))} to choose a file."
         )
-    return _file(p / files[split], what)
+    return existing_file(p / files[split], what)
 
 
 def load_sts(path: PathLike, split: str | None = None) -> list[tuple[str, str, float]]:
@@ -302,17 +306,17 @@ def load_sts(path: PathLike, split: str | None = None) -> list[tuple[str, str, f
     p = _split_file(path, split, files, "an STS Benchmark sts-*.csv file")
     expected = "7+ tab-separated columns: genre, source, year, id, score 0-5, sentence1, sentence2"
     pairs: list[tuple[str, str, float]] = []
-    for line_no, row in _tsv_rows(_read_text(p)):
+    for line_no, row in tsv_rows(read_text(p)):
         try:
             score = float(row[4]) if len(row) >= 7 else -1.0
         except ValueError:
             score = -1.0
         s1, s2 = (row[5].strip(), row[6].strip()) if len(row) >= 7 else ("", "")
         if not 0.0 <= score <= 5.0 or not s1 or not s2:
-            raise _bad_line(p, line_no, expected, "\t".join(row))
+            raise bad_line(p, line_no, expected, "\t".join(row))
         pairs.append((s1, s2, score))
     if not pairs:
-        raise CtxirError(f"{_name(p)} contains no sentence pairs.")
+        raise CtxirError(f"{short_name(p)} contains no sentence pairs.")
     return pairs
 
 
@@ -323,13 +327,15 @@ def load_pairs(path: PathLike) -> list[tuple[str, str]]:
     ``.jsonl``: one ``{"query": ..., "target": ...}`` per line; otherwise tab-separated ``query<TAB>target`` lines,
     with an optional ``query<TAB>target`` header.
     """
-    p = _file(path, 'a pairs file: query<TAB>target lines (.tsv) or {"query", "target"} lines (.jsonl)')
-    text = _read_text(p)
+    p = existing_file(
+        path, 'a pairs file: query<TAB>target lines (.tsv) or {"query", "target"} lines (.jsonl)'
+    )
+    text = read_text(p)
     pairs: list[tuple[str, str]] = []
     if p.suffix.lower() == ".jsonl":
         expected = 'a JSON object with non-empty string "query" and "target"'
-        for line_no, line in _lines(text):
-            obj = _json_object(p, line_no, line, expected)
+        for line_no, line in nonblank_lines(text):
+            obj = json_object(p, line_no, line, expected)
             query, target = obj.get("query"), obj.get("target")
             if (
                 not isinstance(query, str)
@@ -337,18 +343,18 @@ def load_pairs(path: PathLike) -> list[tuple[str, str]]:
                 or not query.strip()
                 or not target.strip()
             ):
-                raise _bad_line(p, line_no, expected, line)
+                raise bad_line(p, line_no, expected, line)
             pairs.append((query.strip(), target.strip()))
     else:
         expected = "2 tab-separated columns: query, target"
-        for line_no, row in _tsv_rows(text):
+        for line_no, row in tsv_rows(text):
             if not pairs and [f.strip().lower() for f in row] == ["query", "target"]:
                 continue
             if len(row) != 2 or not row[0].strip() or not row[1].strip():
-                raise _bad_line(p, line_no, expected, "\t".join(row))
+                raise bad_line(p, line_no, expected, "\t".join(row))
             pairs.append((row[0].strip(), row[1].strip()))
     if not pairs:
-        raise CtxirError(f"{_name(p)} contains no (query, target) pairs.")
+        raise CtxirError(f"{short_name(p)} contains no (query, target) pairs.")
     return pairs
 
 
@@ -357,7 +363,7 @@ def _nli_label(path: Path, line_no: int, value: str) -> str:
     if label not in NLI_LABELS:
         hint = " ('-' marks pairs without a gold label; drop them)" if label == "-" else ""
         raise CtxirError(
-            f"{_name(path)} line {line_no}: unknown label {_show(value)}, expected one of "
+            f"{short_name(path)} line {line_no}: unknown label {_show(value)}, expected one of "
             f"{', '.join(NLI_LABELS)}{hint} — fix or remove that line."
         )
     return label
@@ -375,14 +381,14 @@ def _sick_file(path: PathLike, split: str | None) -> tuple[Path, str | None]:
         if (p / "SICK.txt").is_file():
             p = p / "SICK.txt"
         elif wanted is not None:
-            p = _file(p / _SICK_SEMEVAL_FILES[wanted], "a SemEval-2014 SICK file")
+            p = existing_file(p / _SICK_SEMEVAL_FILES[wanted], "a SemEval-2014 SICK file")
             wanted = None  # the file is the split
         else:
             raise CtxirError(
                 f"{p} has no SICK.txt: pass split= 'train', 'dev' or 'test' to pick a SemEval-2014 file "
                 f"({', '.join(_SICK_SEMEVAL_FILES.values())})."
             )
-    p = _file(p, "SICK.txt or a SemEval-2014 SICK file")
+    p = existing_file(p, "SICK.txt or a SemEval-2014 SICK file")
     return p, wanted
 
 
@@ -402,7 +408,7 @@ def load_sick(path: PathLike, split: str | None = None) -> list[SickPair]:
     >>> folder.cleanup()
     """
     p, wanted = _sick_file(path, split)
-    rows = _tsv_rows(_read_text(p))
+    rows = tsv_rows(read_text(p))
     header_line, header = next(rows, (1, []))
     cols = {name.strip(): i for i, name in enumerate(header)}
     label_col = "entailment_label" if "entailment_label" in cols else "entailment_judgment"
@@ -412,7 +418,7 @@ def load_sick(path: PathLike, split: str | None = None) -> list[SickPair]:
     absent = [c for c in needed if c not in cols]
     if absent:
         raise CtxirError(
-            f"{_name(p)} line {header_line}: header lacks column(s) {', '.join(absent)}; got {_show(chr(9).join(header))}"
+            f"{short_name(p)} line {header_line}: header lacks column(s) {', '.join(absent)}; got {_show(chr(9).join(header))}"
             " — expected SICK.txt (with SemEval_set for split=) or a SemEval-2014 SICK file with its header row."
         )
     ia, ib, ir, il = (cols[c] for c in needed[:4])
@@ -422,18 +428,18 @@ def load_sick(path: PathLike, split: str | None = None) -> list[SickPair]:
     pairs: list[SickPair] = []
     for line_no, row in rows:
         if len(row) < width:
-            raise _bad_line(p, line_no, expected, "\t".join(row))
+            raise bad_line(p, line_no, expected, "\t".join(row))
         if wanted is not None and iset is not None and row[iset].strip().upper() != wanted:
             continue
         try:
             relatedness = float(row[ir])
         except ValueError:
-            raise _bad_line(p, line_no, expected, "\t".join(row)) from None
+            raise bad_line(p, line_no, expected, "\t".join(row)) from None
         label = _nli_label(p, line_no, row[il])
         pairs.append(SickPair(row[ia].strip(), row[ib].strip(), relatedness, label))
     if not pairs:
         raise CtxirError(
-            f"{_name(p)} contains no sentence pairs" + (f" for split {split!r}." if split else ".")
+            f"{short_name(p)} contains no sentence pairs" + (f" for split {split!r}." if split else ".")
         )
     return pairs
 
@@ -459,7 +465,7 @@ def load_snli(folder: PathLike, split: str) -> list[NliPair]:
     # Trailing "" from the final newline is not a line; blank lines inside stay, so line numbers match the files.
     columns = []
     for p in paths:
-        lines = _read_text(p).split("\n")
+        lines = read_text(p).split("\n")
         if lines and not lines[-1]:
             lines.pop()
         columns.append([line.rstrip("\r") for line in lines])
@@ -471,7 +477,7 @@ def load_snli(folder: PathLike, split: str) -> list[NliPair]:
     for i, (s1, s2, label) in enumerate(zip(*columns, strict=True), 1):
         for p, s in ((paths[0], s1), (paths[1], s2)):
             if not s.strip():
-                raise _bad_line(p, i, "a sentence", s)
+                raise bad_line(p, i, "a sentence", s)
         pairs.append(NliPair(s1.strip(), s2.strip(), _nli_label(paths[2], i, label)))
     if not pairs:
         raise CtxirError(f"{root}: {names[0]} contains no sentence pairs.")
@@ -483,7 +489,7 @@ def load_snli(folder: PathLike, split: str) -> list[NliPair]:
 
 def _user_txt(text: str) -> Corpus:
     corpus: Corpus = {}
-    for line_no, line in _lines(text):
+    for line_no, line in nonblank_lines(text):
         corpus[str(line_no)] = {"title": "", "text": line.strip()}
     return corpus
 
@@ -492,13 +498,13 @@ def _user_jsonl(p: Path, text: str) -> Corpus:
     expected = 'a JSON object with "text" (and optional "id"/"_id", "title")'
     corpus: Corpus = {}
     seen: dict[str, int] = {}
-    for line_no, line in _lines(text):
-        obj = _json_object(p, line_no, line, expected)
+    for line_no, line in nonblank_lines(text):
+        obj = json_object(p, line_no, line, expected)
         raw_id = obj.get("_id", obj.get("id"))
         doc_id = str(line_no) if raw_id is None else _id(raw_id)
         body, title = obj.get("text"), obj.get("title") or ""
         if doc_id is None or not isinstance(body, str) or not isinstance(title, str):
-            raise _bad_line(p, line_no, expected, line)
+            raise bad_line(p, line_no, expected, line)
         _check_text(p, line_no, title, body, line)
         _add_doc(corpus, seen, p, line_no, doc_id, {"title": title.strip(), "text": body.strip()})
     return corpus
@@ -507,7 +513,7 @@ def _user_jsonl(p: Path, text: str) -> Corpus:
 def _check_text(p: Path, line_no: int, title: str, body: str, line: str) -> None:
     # Title-only documents are allowed; a document with nothing to read is not.
     if not body.strip() and not title.strip():
-        raise _bad_line(p, line_no, "a document with non-empty text", line, "add text or remove that line")
+        raise bad_line(p, line_no, "a document with non-empty text", line, "add text or remove that line")
 
 
 def _user_table(p: Path, text: str, delimiter: str) -> Corpus:
@@ -522,7 +528,7 @@ def _user_table(p: Path, text: str, delimiter: str) -> Corpus:
         cols = {h.strip().lower(): i for i, h in enumerate(header)}
         if "text" not in cols:
             raise CtxirError(
-                f"{_name(p)} line {reader.line_num}: expected a header row with a 'text' column "
+                f"{short_name(p)} line {reader.line_num}: expected a header row with a 'text' column "
                 f"(optional 'id' or '_id', 'title'), got {_show(delimiter.join(header))} — add that header row."
             )
         i_text, i_title = cols["text"], cols.get("title")
@@ -538,7 +544,7 @@ def _user_table(p: Path, text: str, delimiter: str) -> Corpus:
             if not any(f.strip() for f in row):
                 continue
             if len(row) != len(header):
-                raise _bad_line(
+                raise bad_line(
                     p,
                     line_no,
                     f"{len(header)} {sep}-separated fields as in the header, found {len(row)}",
@@ -549,13 +555,13 @@ def _user_table(p: Path, text: str, delimiter: str) -> Corpus:
             title = row[i_title] if i_title is not None else ""
             doc_id = row[i_id].strip() if i_id is not None else str(line_no)
             if not doc_id:
-                raise _bad_line(p, line_no, "a non-empty id", delimiter.join(row))
+                raise bad_line(p, line_no, "a non-empty id", delimiter.join(row))
             _check_text(p, line_no, title, body, delimiter.join(row))
             _add_doc(corpus, seen, p, line_no, doc_id, {"title": title.strip(), "text": body.strip()})
         return corpus
     except csv.Error as e:
         raise CtxirError(
-            f"{_name(p)} line {reader.line_num}: cannot parse {sep}-separated row ({e}) — fix that line's quoting."
+            f"{short_name(p)} line {reader.line_num}: cannot parse {sep}-separated row ({e}) — fix that line's quoting."
         ) from None
 
 
@@ -566,21 +572,21 @@ def load_user_corpus(path: PathLike) -> Corpus:
     name the file by its own name only: an uploaded file sits in a folder named by a hash, which means nothing to
     the person who uploaded it.
     """
-    p = _file(path, f"a corpus file ({', '.join(USER_CORPUS_SUFFIXES)})")
+    p = existing_file(path, f"a corpus file ({', '.join(USER_CORPUS_SUFFIXES)})")
     try:
         return _load_user_corpus(p)
     except CtxirError as err:
-        raise CtxirError(str(err).replace(_name(p), p.name)) from None
+        raise CtxirError(str(err).replace(short_name(p), p.name)) from None
 
 
 def _load_user_corpus(p: Path) -> Corpus:
     suffix = p.suffix.lower()
     if suffix not in USER_CORPUS_SUFFIXES:
         raise CtxirError(
-            f"{_name(p)}: unsupported file type {suffix or '(none)'!r}; use one of {', '.join(USER_CORPUS_SUFFIXES)}"
+            f"{short_name(p)}: unsupported file type {suffix or '(none)'!r}; use one of {', '.join(USER_CORPUS_SUFFIXES)}"
             ' (.txt = one document per line; .jsonl = {"id", "title", "text"} per line; .csv/.tsv with a \'text\' column).'
         )
-    text = _read_text(p)
+    text = read_text(p)
     if suffix == ".txt":
         corpus = _user_txt(text)
     elif suffix == ".jsonl":

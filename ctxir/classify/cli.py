@@ -1,0 +1,410 @@
+"""``ctxir classify``: ``ClassifyArgs``, ``run`` (the chosen methods scored on a labelled test file), ``main``."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ctxir.classify.classifiers import ZeroShotClassifier, make_classifier
+from ctxir.classify.evaluation import evaluate_predictions, few_shot, mcnemar
+from ctxir.classify.labels import TEMPLATES, label_vectors_for, select_zero_shot, word_projection
+from ctxir.classify.scoring import CV_FOLDS, K_GRID, WEIGHTS, choose_k, encode
+from ctxir.data.labelled import Label, load_folder, load_labelled, load_labels
+from ctxir.types import CtxirError
+
+METHODS = ("zero-shot", "knn", "centroid", "logreg")
+
+
+@dataclass
+class ClassifyArgs:
+    """ctxir classify: evaluate embedding classifiers on a labelled test file."""
+
+    train: str = field(
+        default="", metadata={"help": "labelled training file (.csv/.tsv text,label or .jsonl)"}
+    )
+    test: str = field(default="", metadata={"help": "labelled test file"})
+    data: str = field(
+        default="",
+        metadata={
+            "help": "a folder holding train*.csv and test.csv (instead of "
+            "--train/--test), e.g. ../shared/data/agnews"
+        },
+    )
+    method: str = field(
+        default="all", metadata={"help": "comma list of zero-shot, knn, centroid, logreg; or all"}
+    )
+    labels: str = field(
+        default="",
+        metadata={
+            "help": "zero-shot labels file (.txt, or .csv/.jsonl with label and "
+            "optional description); default: the train file's labels. "
+            "Descriptions help: on AG News test the label names alone gave "
+            "0.6796 accuracy, names with short descriptions "
+            "(ctxir/assets/agnews_labels.csv) 0.7714 (docs/results.md, "
+            "Classification with embeddings)"
+        },
+    )
+    templates: str = field(
+        default="",
+        metadata={
+            "help": "zero-shot templates separated by '||' (default: "
+            "ctxir.classify.TEMPLATES); the best on --train is used"
+        },
+    )
+    projection: str = field(
+        default="auto", metadata={"help": "zero-shot label projection: auto (chosen on --train), on, off"}
+    )
+    projection_words: int = field(
+        default=5000, metadata={"help": "vocabulary words the projection is fitted on"}
+    )
+    k: str = field(
+        default="auto",
+        metadata={
+            "help": "kNN neighbour count: auto chooses one of "
+            f"{','.join(map(str, K_GRID))} by {CV_FOLDS}-fold stratified "
+            "cross-validation accuracy on --train, then fits on all of "
+            "--train; or a comma list (1,5,15) to report each k"
+        },
+    )
+    weights: str = field(default="uniform", metadata={"help": "kNN vote: uniform or distance"})
+    shots: str = field(
+        default="",
+        metadata={
+            "help": "also run few-shot with N training examples per class; a comma "
+            "list (8,16,32,64) gives the curve"
+        },
+    )
+    seeds: int = field(default=5, metadata={"help": "few-shot: seeds (samples of N per class)"})
+    few_shot_methods: str = field(default="knn-5,logreg", metadata={"help": "methods run few-shot"})
+    max_test: int = field(default=0, metadata={"help": "first N test rows only (0 = all; for quick checks)"})
+    model: str = field(
+        default="sentence-transformers/all-MiniLM-L6-v2", metadata={"help": "bi-encoder id/folder"}
+    )
+    device: str = "auto"
+    batch_size: int = 32
+    torch_threads: int = field(default=0, metadata={"help": "CPU threads for torch (0 = default)"})
+    cache_dir: str = field(
+        default="", metadata={"help": "cache root (default $CTXIR_CACHE or ~/.cache/ctxir)"}
+    )
+    output: str = field(default="metrics.json", metadata={"help": "where the metrics JSON is written"})
+
+
+def _methods(value: str) -> list[str]:
+    names = [m.strip() for m in value.split(",") if m.strip()]
+    if names == ["all"]:
+        return list(METHODS)
+    for name in names:
+        if name not in METHODS:
+            raise CtxirError(
+                f"--method {name!r} is not known: use a comma list of {', '.join(METHODS)}, or all"
+            )
+    if not names:
+        raise CtxirError("--method is empty: use a comma list of zero-shot, knn, centroid, logreg, or all")
+    return names
+
+
+def _ks(value: str) -> list[int] | None:
+    """'1,5,15' → [1, 5, 15]; 'auto' → None (k chosen on --train by ``choose_k``)."""
+    text = str(value).strip()
+    if text.lower() == "auto":
+        return None
+    parts = [part.strip() for part in text.split(",")]
+    if not text or not all(part.isascii() and part.isdigit() and 1 <= int(part) <= 10_000 for part in parts):
+        raise CtxirError(
+            f"--k {value!r} is not valid: use auto (k chosen by cross-validation on --train) or a comma "
+            "list of whole numbers from 1 to 10000, e.g. --k 5 or --k 1,5,15"
+        )
+    return [int(part) for part in parts]
+
+
+def _shots(value: str) -> list[int]:
+    """'8,16,32' → [8, 16, 32]; '' or '0' → []."""
+    from ctxir.checks import check_int
+
+    shots = [check_int(n.strip(), "--shots", 0, 1_000_000) for n in str(value).split(",") if n.strip()]
+    return [n for n in shots if n > 0]
+
+
+@dataclass
+class _Task:
+    """What ``run`` works on, filled step by step: the checked choices, then the data, then its embeddings."""
+
+    methods: list[str]
+    ks: list[int] | None  # None: chosen on --train by cross-validation
+    shots: list[int]
+    templates: list[str]
+    train_path: str | Path
+    test_path: str | Path
+    train: list[tuple[str, str]] = field(default_factory=list)
+    test: list[tuple[str, str]] = field(default_factory=list)
+    labels: list[Label] = field(default_factory=list)
+    classes: list[str] = field(default_factory=list)
+    train_x: np.ndarray | None = None
+    test_x: np.ndarray | None = None
+
+    @property
+    def train_y(self) -> list[str]:
+        return [y for _, y in self.train]
+
+    @property
+    def test_y(self) -> list[str]:
+        return [y for _, y in self.test]
+
+
+def run(args: ClassifyArgs) -> dict:
+    """Evaluate the chosen methods on --test; returns and writes the metrics record."""
+    import torch
+
+    from ctxir.encoders.models import set_threads
+    from ctxir.files import write_json
+
+    # 0. check the arguments before anything heavy is loaded
+    task = _check_args(args)
+    set_threads(args.torch_threads)
+    # 1. load the data
+    _load_data(args, task)
+    # 2. load the encoder and embed (cached: a second run reads the vectors from disk)
+    encoder, sample, encode_seconds = _embed(args, task)
+    # 3. classify the test set with every method
+    record: dict = {
+        "model": args.model,
+        "weights": encoder.config["weights"],
+        "config": asdict(args),
+        "data": {
+            "train": str(task.train_path),
+            "test": str(task.test_path),
+            "train_rows": len(task.train),
+            "test_rows": len(task.test),
+            "classes": task.classes,
+        },
+        "methods": {},
+        "throughput": {},
+    }
+    predictions, classify_seconds = _classify_all(args, task, encoder, record["methods"])
+    # 4. paired comparisons (exact McNemar) between every two methods
+    record["paired"] = [
+        {"a": a, "b": b, **mcnemar(task.test_y, predictions[a], predictions[b])}
+        for a, b in itertools.combinations(predictions, 2)
+    ]
+    # 5. few-shot: N per class, mean ± std over seeds
+    record["few_shot"] = _few_shot_curve(args, task)
+    # 6. throughput and the machine, then write
+    record["throughput"] = {
+        "encode_texts": sample,
+        "encode_seconds": round(encode_seconds, 2),
+        "encode_texts_per_second": round(sample / max(encode_seconds, 1e-9), 1),
+        "torch_threads": torch.get_num_threads(),
+        "classify_texts_per_second": {
+            m: round(len(task.test) / max(s, 1e-9), 1) for m, s in classify_seconds.items()
+        },
+    }
+    record["machine"] = machine()
+    write_json(Path(args.output), record)
+    print(f"wrote {args.output}")
+    return record
+
+
+def _check_args(args: ClassifyArgs) -> _Task:
+    """Every argument that can be checked without data or a model, checked."""
+    from ctxir.checks import check_choice
+
+    methods = _methods(args.method)
+    ks = _ks(args.k)
+    check_choice(args.weights, "--weights", WEIGHTS)
+    check_choice(args.projection, "--projection", ("auto", "on", "off"))
+    templates = (
+        [t.strip() for t in args.templates.split("||") if t.strip()] if args.templates else list(TEMPLATES)
+    )
+    if args.data:
+        if args.train or args.test:
+            raise CtxirError("give either --data FOLDER or --train/--test files, not both")
+        train_path, test_path = load_folder(args.data)
+    else:
+        train_path, test_path = args.train, args.test
+    if not test_path:
+        raise CtxirError("--test is missing: pass a labelled test file (text,label) or --data FOLDER")
+    shots = _shots(args.shots)
+    needs_train = [m for m in methods if m != "zero-shot"] or ([] if args.labels else ["zero-shot"])
+    if not train_path and (needs_train or shots):
+        raise CtxirError(
+            f"--train is missing: {', '.join(needs_train) or 'few-shot'} needs labelled examples "
+            "(zero-shot alone runs with --labels and no --train)"
+        )
+    if args.seeds < 1:
+        raise CtxirError(f"--seeds must be ≥ 1, got {args.seeds!r}")
+    return _Task(methods, ks, shots, templates, train_path, test_path)
+
+
+def _load_data(args: ClassifyArgs, task: _Task) -> None:
+    """The labelled rows and the classes; every test label must be a known class."""
+    task.train = load_labelled(task.train_path) if task.train_path else []
+    task.test = load_labelled(task.test_path)
+    if args.max_test > 0:
+        task.test = task.test[: args.max_test]
+    train_classes = sorted({y for _, y in task.train})
+    task.labels = load_labels(args.labels) if args.labels else [Label(c) for c in train_classes]
+    label_names = {label.name for label in task.labels}
+    task.classes = train_classes if task.train else [label.name for label in task.labels]
+    known = set(task.classes) | label_names
+    for row, (_, y) in enumerate(task.test, 2):
+        if y not in known:
+            raise CtxirError(
+                f"{task.test_path}: test label {y!r} (row {row - 1}) is not among the training/labels-"
+                f"file classes {sorted(known)!r}"
+            )
+    if "zero-shot" in task.methods and task.train and set(task.classes) - label_names:
+        raise CtxirError(
+            f"--labels names {[label.name for label in task.labels]!r} but the training data has "
+            f"classes {task.classes!r}: name every class in the labels file"
+        )
+
+
+def _embed(args: ClassifyArgs, task: _Task):
+    """(the encoder, texts timed, their seconds): times the encoder on up to 256 test texts uncached, then embeds
+    both sets through the cache."""
+    from ctxir.encoders.bi_encoder import BiEncoder, EmbeddingCache, cache_root
+
+    cache = EmbeddingCache(cache_root(args.cache_dir or None) / "embeddings")
+    encoder = BiEncoder(args.model, device=args.device, cache=cache, batch_size=args.batch_size)
+    sample = [t for t, _ in task.test[:256]]
+    started = time.perf_counter()
+    encoder.encode(sample)  # uncached: the encoding speed on this machine
+    encode_seconds = time.perf_counter() - started
+    task.train_x = (
+        encode(encoder, [t for t, _ in task.train])
+        if task.train
+        else np.zeros((0, encoder.dimension), np.float32)
+    )
+    task.test_x = encode(encoder, [t for t, _ in task.test])
+    return encoder, len(sample), encode_seconds
+
+
+def _classify_all(args: ClassifyArgs, task: _Task, encoder, results: dict) -> tuple[dict, dict]:
+    """Each method's classifiers (kNN: one per k) fitted and run on the test set; their metrics go into
+    ``results``. Returns (predictions, seconds) by classifier name; the seconds include fitting."""
+    predictions: dict[str, list[str]] = {}
+    classify_seconds: dict[str, float] = {}
+    for method in task.methods:
+        if method == "zero-shot":
+            named, chosen = _zero_shot(args, task, encoder)
+            started = time.perf_counter()  # choosing the template on --train is not the classifier's speed
+        else:
+            ks, k_choice = _knn_ks(args, task) if method == "knn" else ([], {})
+            started = time.perf_counter()  # choosing k on --train is not the classifier's speed either
+            variants = [f"knn-{k}" for k in ks] if method == "knn" else [method]
+            named = {
+                v: make_classifier(v, encoder, args.weights).fit_embeddings(task.train_x, task.train_y)
+                for v in variants
+            }
+            chosen = {
+                v: {"weights": args.weights, **k_choice} if v.startswith("knn") else {} for v in variants
+            }
+        for name, classifier in named.items():
+            predicted = classifier.predict_labels(task.test_x)
+            classify_seconds[name] = time.perf_counter() - started
+            started = time.perf_counter()
+            predictions[name] = predicted
+            results[name] = {
+                **evaluate_predictions(task.test_y, predicted, task.classes),
+                "config": chosen[name],
+            }
+            print(
+                f"{name}: accuracy {results[name]['accuracy']:.4f}, macro-F1 {results[name]['macro_f1']:.4f}",
+                flush=True,
+            )
+    return predictions, classify_seconds
+
+
+def _knn_ks(args: ClassifyArgs, task: _Task) -> tuple[list[int], dict]:
+    """(the ks to run, how k was chosen): --k as given, or the one k of ``choose_k`` on the training embeddings
+    already computed, with every candidate's cross-validation scores (printed, and kept in the metrics)."""
+    if task.ks is not None:
+        return task.ks, {}
+    k, table = choose_k(task.train_x, task.train_y, weights=args.weights)
+    print(
+        "knn: k chosen by cross-validation on --train (accuracy): "
+        + ", ".join(f"k={r['k']} {r['cv_accuracy']:.4f}" for r in table)
+        + f" → k={k}",
+        flush=True,
+    )
+    return [k], {
+        "k": k,
+        "chosen_on": f"{table[0]['folds']}-fold stratified cross-validation accuracy on --train",
+        "candidates": table,
+    }
+
+
+def _zero_shot(args: ClassifyArgs, task: _Task, encoder) -> tuple[dict, dict]:
+    """The zero-shot classifier with its template and projection chosen on --train accuracy (never on test); with
+    no --train, the first template."""
+    train = bool(task.train)
+    # auto with no training data to choose on keeps the projection off: nothing to fit it for
+    wanted = args.projection == "on" or (args.projection == "auto" and train)
+    projection = word_projection(encoder, args.projection_words) if wanted else None
+    vectors = label_vectors_for(encoder, task.labels, task.templates)
+    if train and (len(vectors) > 1 or args.projection == "auto"):
+        best, table = select_zero_shot(
+            encoder,
+            task.labels,
+            task.train_x,
+            task.train_y,
+            task.templates,
+            projection if args.projection != "off" else None,
+            vectors,
+        )
+        if args.projection == "on":
+            best = max((r for r in table if r["projection"]), key=lambda r: r["train_accuracy"])
+    else:
+        best, table = {"template": next(iter(vectors)), "projection": args.projection == "on"}, []
+    classifier = ZeroShotClassifier(
+        encoder,
+        task.labels,
+        best["template"],
+        projection if best["projection"] else None,
+        vectors[best["template"]],
+    )
+    chosen = {
+        "template": best["template"],
+        "projection": best["projection"],
+        "chosen_on": "train accuracy" if table else "first template (no --train)",
+        "candidates": table,
+    }
+    return {"zero-shot": classifier}, {"zero-shot": chosen}
+
+
+def _few_shot_curve(args: ClassifyArgs, task: _Task) -> list[dict]:
+    """``few_shot`` at each --shots N, printed as it goes."""
+    methods = [m.strip() for m in args.few_shot_methods.split(",") if m.strip()]
+    curve = []
+    for n in task.shots:
+        curve.append(
+            few_shot(
+                task.train_x, task.train_y, task.test_x, task.test_y, methods, n, args.seeds, args.weights
+            )
+        )
+        for name, result in curve[-1]["methods"].items():
+            print(
+                f"{n}-shot {name}: accuracy {result['accuracy']['mean']:.4f} ± "
+                f"{result['accuracy']['std']:.4f}",
+                flush=True,
+            )
+    return curve
+
+
+def machine() -> str:
+    """The one-line machine summary written beside timings (training/common.py's ``hardware`` has the same form)."""
+    import os
+    import platform
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return f"{platform.system()} {platform.machine()}, {cores} CPU core{'s' if cores != 1 else ''}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ctxir.cli import cli_main
+
+    return cli_main(ClassifyArgs, run, argv)
