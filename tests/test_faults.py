@@ -95,7 +95,7 @@ import sys, time
 import numpy as np
 from ctxir.encoders import BiEncoder, EmbeddingCache
 encoder = BiEncoder(sys.argv[1], cache=EmbeddingCache(sys.argv[2]))
-texts = [f"otters dig dens along the river bank, number {i}" for i in range(400)]
+texts = [f"otters dig dens along the river bank, number {i}" for i in range(240)]
 calls = []
 real = encoder.encode
 encoder.encode = lambda *a, **k: calls.append(1) or real(*a, **k)
@@ -144,3 +144,73 @@ def test_the_faults_table_prints_every_site_and_file_kind(capsys):
     table = capsys.readouterr().out
     assert all(f"| {site} |" in table for site in faults.WRITE_SITES)
     assert all(f"| {kind} | 5 |" in table for kind in faults.FILE_KINDS)
+
+
+# ---------------------------------------------------------------- offline for real
+
+NO_NETWORK = """
+import os, socket
+
+LOG = os.environ["CTXIR_NET_LOG"]
+LOCAL = ("127.0.0.1", "::1", "localhost", "0.0.0.0", None)
+
+
+def _note(what):
+    with open(LOG, "a") as f:
+        f.write(what + "\\n")
+
+
+def _local(host):
+    return host in LOCAL or str(host).startswith("127.")
+
+
+_connect, _connect_ex, _getaddrinfo = socket.socket.connect, socket.socket.connect_ex, socket.getaddrinfo
+
+
+def connect(self, address):
+    if isinstance(address, tuple) and not _local(address[0]):
+        _note(f"connect {address[0]}")
+        raise OSError(101, "Network is unreachable (refused by the test)")
+    return _connect(self, address)
+
+
+def connect_ex(self, address):
+    if isinstance(address, tuple) and not _local(address[0]):
+        _note(f"connect {address[0]}")
+        return 101
+    return _connect_ex(self, address)
+
+
+def getaddrinfo(host, *args, **kwargs):
+    if not _local(host):
+        _note(f"resolve {host}")
+        raise socket.gaierror(-3, "Temporary failure in name resolution (refused by the test)")
+    return _getaddrinfo(host, *args, **kwargs)
+
+
+socket.socket.connect, socket.socket.connect_ex, socket.getaddrinfo = connect, connect_ex, getaddrinfo
+"""
+
+
+def test_the_app_starts_with_no_network_and_hf_hub_offline_unset(tmp_path, app_process):
+    """How a user starts it: no HF_HUB_OFFLINE, and here no network (a sitecustomize refuses every non-loopback
+    name lookup and connection, and notes it). The app serves within 180 s, asks nothing but the Hub (for the
+    newest all-MiniLM-L6-v2: Gradio's analytics are off), and says once that it uses the packaged copy."""
+    (tmp_path / "sitecustomize.py").write_text(NO_NETWORK)
+    log = tmp_path / "net.log"
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    env |= {
+        "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}",
+        "CTXIR_NET_LOG": str(log),
+        "TMPDIR": str(tmp_path),
+        "CTXIR_CACHE": str(tmp_path / "cache"),
+        "PYTHONUNBUFFERED": "1",
+        "CTXIR_RERANK_BACKEND": "torch",
+    }  # fmt: skip  (torch: no ONNX export, which needs no network either)
+    proc = app_process(env, timeout=180)
+    proc.terminate()
+    out = proc.communicate(timeout=60)[0]
+    asked = set(log.read_text().split("\n")) - {""} if log.exists() else set()
+    assert asked <= {"resolve huggingface.co", "connect huggingface.co"}, asked
+    told = out.count("the Hugging Face Hub cannot be reached")
+    assert told == (1 if asked else 0), out[-3000:]

@@ -92,7 +92,8 @@ def build_demo(
     # are served from the output folder): kept 10 minutes.
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="The parameters have been moved", category=UserWarning)
-        blocks = gr.Blocks(title=TITLE, delete_cache=(300, 600), css=CSS)
+        # analytics off: an offline tool does not phone home (Gradio also turns off the Hub's telemetry then)
+        blocks = gr.Blocks(title=TITLE, delete_cache=(300, 600), css=CSS, analytics_enabled=False)
     with blocks as demo:
         gr.Markdown(f"## {TITLE}\n{INTRO}", elem_classes=["ctxir-intro"])
         gr.Markdown(status_line(state), elem_classes=["ctxir-status"], elem_id="model-status")

