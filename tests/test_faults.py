@@ -214,3 +214,32 @@ def test_the_app_starts_with_no_network_and_hf_hub_offline_unset(tmp_path, app_p
     assert asked <= {"resolve huggingface.co", "connect huggingface.co"}, asked
     told = out.count("the Hugging Face Hub cannot be reached")
     assert told == (1 if asked else 0), out[-3000:]
+
+
+# ---------------------------------------------------------------- a killed app's leftovers
+
+
+def test_output_folders_left_by_killed_apps_are_reclaimed_at_the_next_start(tmp_path, monkeypatch):
+    import tempfile
+
+    from ctxir.app.ui import Outputs
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a process that no longer runs: an app killed with SIGKILL
+    killed, running, other = (
+        tmp_path / "ctxir-app-killed",
+        tmp_path / "ctxir-app-running",
+        tmp_path / "ctxir-app-x",
+    )
+    for folder, owner in ((killed, gone.pid), (running, os.getpid()), (other, None)):
+        folder.mkdir()
+        (folder / "figure.png").write_bytes(b"png")
+        if owner is not None:
+            (folder / Outputs.OWNER).write_text(f"{owner}\n")
+    outputs = Outputs()
+    assert outputs.reclaimed == ["ctxir-app-killed"] and not killed.exists()
+    assert running.exists() and other.exists()  # another app still running; a folder that is not ours
+    assert (outputs.root / Outputs.OWNER).read_text().strip() == str(os.getpid())
+    assert Outputs.OWNER not in [p.name for _, _, p in outputs._files()]  # never pruned as an old figure
+    shutil.rmtree(outputs.root)

@@ -152,6 +152,29 @@ def named(component):
     return component
 
 
+def reclaim_orphans(prefix: str, owner: str) -> list[str]:
+    """Remove the output folders that apps killed with SIGKILL (no atexit ran) left in the temp directory: those
+    whose owner process is gone. A folder whose owner still runs (another app on this machine) is left alone."""
+    removed = []
+    for folder in Path(tempfile.gettempdir()).glob(f"{prefix}*"):
+        try:
+            pid = int((folder / owner).read_text().strip())
+        except (OSError, ValueError):
+            continue  # not one of ours, or being created right now
+        try:
+            os.kill(pid, 0)
+            continue  # its app still runs
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue  # another user's process: alive
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder.name)
+    if removed:
+        logger.info("removed %d output folder(s) left by app(s) that were killed: %s", len(removed), removed)
+    return removed
+
+
 class Outputs:
     """The one folder for the files requests return (PNG figures, attention HTML), bounded on disk.
 
@@ -159,11 +182,16 @@ class Outputs:
     most ``max_bytes`` (the file just written is always kept), besides the one plotly.js (4.6 MB) that every
     interactive page shares. The folder is a Gradio static path: Gradio serves the
     files from here and keeps no second copy in its cache. Removed at exit (atexit; ``main`` turns SIGTERM and
-    SIGHUP into a normal exit, Ctrl-C is one already).
+    SIGHUP into a normal exit, Ctrl-C is one already); a folder an app killed with SIGKILL left behind is removed
+    when the next one starts (``reclaim_orphans``: its ``owner.pid`` names a process that is gone).
     """
 
+    PREFIX, OWNER = "ctxir-app-", "owner.pid"
+
     def __init__(self, max_age_s: float = 600.0, max_bytes: int = 200 * 2**20):
-        self.root = Path(tempfile.mkdtemp(prefix="ctxir-app-"))
+        self.reclaimed = reclaim_orphans(self.PREFIX, self.OWNER)
+        self.root = Path(tempfile.mkdtemp(prefix=self.PREFIX))
+        (self.root / self.OWNER).write_text(f"{os.getpid()}\n")
         self.max_age_s, self.max_bytes = max_age_s, max_bytes
         self._lock = threading.Lock()
         gr.set_static_paths([self.root])
@@ -178,7 +206,7 @@ class Outputs:
         files = []
         shared = self._shared_plotly()
         for path in self.root.iterdir():
-            if path == shared or path.suffix == ".part":
+            if path == shared or path.suffix == ".part" or path.name == self.OWNER:
                 continue
             try:
                 stat = path.stat()
