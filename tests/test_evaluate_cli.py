@@ -309,7 +309,7 @@ def test_command_line_round_trips_through_the_parser():
     }
     line = command_line("ctxir evaluate", EvaluateArgs, config, always=("data",), replace={"/abs/repo/": ""})
     assert line == "ctxir evaluate --data data/x --retriever hybrid --tune-on train --top-k 20"
-    (parsed,) = HfArgumentParser(EvaluateArgs).parse_args_into_dataclasses(args=line.split()[3:])
+    (parsed,) = HfArgumentParser(EvaluateArgs).parse_args_into_dataclasses(args=line.split()[2:])
     assert (parsed.data, parsed.retriever, parsed.tune_on, parsed.top_k) == ("data/x", "hybrid", "train", 20)
 
 
