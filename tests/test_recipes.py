@@ -343,6 +343,49 @@ DOCUMENTED = [
             "--output-dir outputs/ce-scifact-mean-lora --torch-threads 2"
         ),
     ),
+    (
+        "python -m training.train_cls_lr --recipe recipes/cls-lr-from-stsb.yaml",
+        (
+            "python -m training.train_cls_lr --base-model outputs/cross-encoder-scifact-from-stsb "
+            "--heldout-queries base-unseen --output-dir outputs/cls-lr-from-stsb --bundle-base true"
+        ),
+    ),
+    (
+        "python training/train_bi_encoder.py --recipe recipes/bi-encoder-stsb-cosent-teacher.yaml",
+        (
+            "python training/train_bi_encoder.py --task stsb --objective cosent --epochs 2 --batch-size 16 "
+            "--torch-threads 1 --device cpu --output-dir outputs/bi-encoder-stsb-cosent --model-name "
+            "ctxir-minilm-stsb"
+        ),
+    ),
+    (
+        "python -m training.evaluate_reranker --recipe recipes/evaluate-reranker-stage1-maxp.yaml",
+        (
+            "python -m training.evaluate_reranker --model outputs/ce-seg-stage1-maxp --choose-passages true "
+            "--choose-fusion true --depths 20 --collections scifact,msmarco,demo --torch-threads 2"
+        ),
+    ),
+    (
+        "python -m training.evaluate_reranker --recipe recipes/evaluate-reranker-stage2-distil.yaml",
+        (
+            "python -m training.evaluate_reranker --model outputs/ce-distil-stage2 --choose-fusion true "
+            "--depths 20 --collections scifact,msmarco,demo"
+        ),
+    ),
+    (
+        "python training/train_cls_lr.py --recipe recipes/cls-lr-stage2.yaml",
+        (
+            "python training/train_cls_lr.py --base-model outputs/ce-distil-stage2 --heldout-queries "
+            "base-unseen --rerank-depth 20 --torch-threads 1 --output-dir outputs/cls-lr-stage2"
+        ),
+    ),
+    (
+        "python -m training.evaluate_reranker --recipe recipes/evaluate-reranker-stage3.yaml",
+        (
+            "python -m training.evaluate_reranker --model outputs/ce-window-stage3-best --choose-passages "
+            "true --choose-fusion true --depths 20 --collections scifact,msmarco,demo"
+        ),
+    ),
 ]
 
 
