@@ -2,6 +2,9 @@
 
 ctxir evaluate --help       ctxir compare A.json B.json     ctxir report results.json
 ctxir classify --help       ctxir hub push|validate --help
+
+Every command built on ``cli_main`` also takes ``--recipe FILE.yaml``: a mapping of its flags to values, read first,
+so the flags given on the command line override it (the training scripts' runs are in training/recipes/).
 """
 
 from __future__ import annotations
@@ -10,25 +13,114 @@ import dataclasses
 import importlib
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from ctxir.types import CtxirError
 
+RECIPE_HELP = "YAML file of flag: value settings, read first; flags given on the command line override it"
 
-def cli_main(args_class: type, run: Callable[[Any], Any], argv: list[str] | None = None) -> int:
-    """Parse ``args_class`` with HfArgumentParser, call ``run(args)``; a CtxirError prints one line, exit 2.
+
+def cli_main(
+    args_class: type,
+    run: Callable[[Any], Any],
+    argv: list[str] | None = None,
+    recipe_dirs: Sequence[str | Path] = (),
+) -> int:
+    """Parse ``args_class`` with HfArgumentParser (``--recipe`` first), call ``run(args)``; a CtxirError prints
+    one line, exit 2.
 
     The exit status is 0, or ``run``'s own when it returns an int (e.g. 3 = staged but not uploaded).
+    ``recipe_dirs``: where a relative ``--recipe`` path is looked up after the working directory.
     """
-    from transformers import HfArgumentParser
-
-    (args,) = HfArgumentParser(args_class).parse_args_into_dataclasses(args=argv)
     try:
+        args = parse_args(args_class, argv, recipe_dirs)
         result = run(args)
     except CtxirError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     return result if isinstance(result, int) and not isinstance(result, bool) else 0
+
+
+def parse_args(
+    args_class: type, argv: list[str] | None = None, recipe_dirs: Sequence[str | Path] = ()
+) -> Any:
+    """``args_class`` from ``argv``: a ``--recipe FILE`` is read first, so the flags on the command line override it.
+
+    A field ``recipe`` of ``args_class`` keeps the path as given (metrics.json "config" records it).
+    """
+    from transformers import HfArgumentParser
+
+    parser = HfArgumentParser(args_class)
+    names = [f.name for f in dataclasses.fields(args_class) if f.init]
+    if "recipe" not in names:
+        parser.add_argument("--recipe", default="", help=RECIPE_HELP)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    recipe = recipe_path(argv)
+    if recipe is not None:
+        argv = recipe_argv(find_recipe(recipe, recipe_dirs), [n for n in names if n != "recipe"]) + argv
+    return parser.parse_args_into_dataclasses(args=argv)[0]
+
+
+def recipe_path(argv: Sequence[str]) -> str | None:
+    """The value of the last ``--recipe PATH`` / ``--recipe=PATH`` in ``argv``, or None."""
+    found = None
+    for i, word in enumerate(argv):
+        if word.startswith("--recipe="):
+            found = word.split("=", 1)[1]
+        elif word == "--recipe":
+            if i + 1 >= len(argv) or argv[i + 1].startswith("--"):
+                raise CtxirError("--recipe needs a path: give the YAML file, e.g. --recipe recipes/NAME.yaml")
+            found = argv[i + 1]
+    return found
+
+
+def find_recipe(path: str, recipe_dirs: Sequence[str | Path] = ()) -> Path:
+    """``path`` as given (relative to the working directory), else under each of ``recipe_dirs``."""
+    candidates = [Path(path)] + ([] if Path(path).is_absolute() else [Path(d) / path for d in recipe_dirs])
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    raise CtxirError(
+        f"--recipe {path!r} is not a file (looked in {', '.join(repr(str(c)) for c in candidates)}): "
+        "give the path of a recipe YAML file"
+    )
+
+
+def recipe_argv(path: Path, names: Sequence[str]) -> list[str]:
+    """A recipe's mapping as command-line words (``--name value``), each key checked against ``names``.
+
+    Values go through the same parser as typed flags: ``2e-5`` (a string to YAML) is a float where the field is one.
+    """
+    import yaml
+
+    try:
+        recipe = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as err:
+        reason = " ".join(str(err).split())
+        raise CtxirError(f"--recipe {str(path)!r} is not valid YAML ({reason}): fix the file") from None
+    if recipe is None:
+        return []
+    if not isinstance(recipe, dict):
+        raise CtxirError(
+            f"--recipe {str(path)!r} holds a {type(recipe).__name__}, not a mapping: write one 'flag: value' a line"
+        )
+    words: list[str] = []
+    for key, value in recipe.items():
+        name = str(key).removeprefix("--").replace("-", "_")
+        if name not in names:
+            valid = ", ".join(n.replace("_", "-") for n in names)
+            raise CtxirError(
+                f"--recipe {str(path)!r} sets unknown flag {key!r}: use one of {valid} (dashes or underscores)"
+            )
+        if value is None or isinstance(value, dict):
+            raise CtxirError(
+                f"--recipe {str(path)!r} gives {key!r} the value {value!r}: give text, a number, true/false "
+                "or a list, or leave the key out for the default"
+            )
+        values = value if isinstance(value, list) else [value]
+        words += [f"--{name}", *(str(v).lower() if isinstance(v, bool) else str(v) for v in values)]
+    return words
 
 
 def subcommand_main(
@@ -57,9 +149,10 @@ def command_line(
     """The inverse of ``cli_main``: the command that reproduces ``config`` (the values differing from the defaults).
 
     ``always`` flags are shown first even at their default; ``replace`` rewrites path prefixes (e.g. an absolute
-    checkout path → relative) so the command runs from any checkout.
+    checkout path → relative) so the command runs from any checkout. A ``recipe`` is left out: ``config`` holds
+    every value it set, so the command stands alone (and a recipe edited since cannot change it).
     """
-    defaults = {f.name: f.default for f in dataclasses.fields(args_class)}
+    defaults = {f.name: f.default for f in dataclasses.fields(args_class) if f.name != "recipe"}
     parts = [prefix]
     for key in [k for k in always if k in config] + [k for k in config if k not in always]:
         value = config[key]

@@ -202,6 +202,30 @@ def test_bi_encoder_smoke(tiny_bert_dir, toy_root, tmp_path, task, objective, da
     assert load_bi_encoder(str(out), "cpu").get_embedding_dimension() == 32
 
 
+def test_a_shipped_recipe_runs_with_flags_overriding_it_and_is_recorded(tiny_bert_dir, toy_root, tmp_path):
+    """training/recipes/bi-encoder-stsb-cosent.yaml, 2 steps on the toy data: the recipe's settings, the flags'
+    overrides, and the recipe's path in metrics.json "config" and train.log."""
+    out = tmp_path / "out"
+    argv = ["--recipe", "recipes/bi-encoder-stsb-cosent.yaml", *_bi_args(tiny_bert_dir, toy_root, out)]
+    assert train_bi_encoder.main(argv) == 0
+    config = _check_metrics(out, "bi-encoder", {"stsb"})["config"]
+    assert (config["task"], config["objective"], config["epochs"], config["learning_rate"]) == (
+        "stsb",
+        "cosent",
+        2.0,
+        2e-5,
+    )  # the recipe's
+    assert (config["max_steps"], config["batch_size"], config["model"]) == (
+        2,
+        4,
+        str(tiny_bert_dir),
+    )  # the flags'
+    assert config["recipe"] == "recipes/bi-encoder-stsb-cosent.yaml"
+    assert (
+        "'recipe': 'recipes/bi-encoder-stsb-cosent.yaml'" in (out / "train.log").read_text()
+    )  # the config line
+
+
 def test_bi_encoder_scifact_mines_hard_negatives(tiny_bert_dir, toy_root, tmp_path):
     out = tmp_path / "out"
     assert (

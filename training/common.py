@@ -12,7 +12,8 @@ Stable API (other scripts import it):
     tee_output(path)                            context manager copying stdout/stderr into a log file
     JsonlLogCallback(path)                      Trainer callback: every log line as one JSON object
     training_block(...) -> dict                 the metrics.json "training" block from a TrainOutput
-    cli_main(args_class, run, argv)             HfArgumentParser → run(args); CtxirError → message, exit 2
+    cli_main(args_class, run, argv)             HfArgumentParser → run(args); CtxirError → message, exit 2;
+                                                --recipe PATH read from the cwd, else from training/
     RunArgs, TrainerRunArgs                     the argument dataclasses the scripts extend
 """
 
@@ -30,7 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ctxir.cli import cli_main  # noqa: F401  (re-exported for the scripts)
+from ctxir.cli import RECIPE_HELP
+from ctxir.cli import cli_main as _cli_main
 from ctxir.encoders.models import DEFAULT_BI_ENCODER, set_threads  # noqa: F401  (set_threads: re-exported)
 from ctxir.files import write_json
 from ctxir.types import CtxirError
@@ -38,6 +40,8 @@ from ctxir.types import CtxirError
 T = TypeVar("T")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+TRAINING_DIR = REPO_ROOT / "training"
+RECIPES_DIR = TRAINING_DIR / "recipes"  # one YAML file per documented run (docs/training.md)
 # The benchmark data sits beside the checkout (../shared/data); never copied into the repo.
 DEFAULT_DATA_DIR = str(REPO_ROOT.parent / "shared" / "data")
 
@@ -251,6 +255,12 @@ def training_block(
     }
 
 
+def cli_main(args_class: type, run, argv: list[str] | None = None) -> int:
+    """``ctxir.cli.cli_main``, a relative ``--recipe`` also looked up under training/: ``--recipe recipes/NAME.yaml``
+    runs from the repo root as from training/."""
+    return _cli_main(args_class, run, argv, recipe_dirs=(TRAINING_DIR,))
+
+
 # ---------------------------------------------------------------- inputs
 
 
@@ -451,8 +461,9 @@ def jsonl_log_callback(path: str | os.PathLike):
 @dataclass
 class RunArgs:
     """What every training script takes, with the HF Trainer or without (train_cls_lr.py): the data root, the folder
-    it writes, the device, the seed, torch's CPU threads and the run's short name. A script redeclares a field only
-    to give it a default or help of its own (the field keeps its place, first, in --help and metrics.json "config")."""
+    it writes, the device, the seed, torch's CPU threads, the run's short name and the recipe it was read from
+    (--recipe). A script redeclares a field only to give it a default or help of its own (the field keeps its place,
+    first, in --help and metrics.json "config")."""
 
     data_dir: str = field(default=DEFAULT_DATA_DIR, metadata={"help": "benchmark data root (../shared/data)"})
     output_dir: str = field(
@@ -471,6 +482,10 @@ class RunArgs:
         },
     )
     model_name: str = field(default="", metadata={"help": "short name for metrics.json / the model card"})
+    recipe: str = field(
+        default="",
+        metadata={"help": f'{RECIPE_HELP} (training/recipes/; recorded in metrics.json "config")'},
+    )
 
 
 @dataclass

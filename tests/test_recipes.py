@@ -1,0 +1,543 @@
+"""training/recipes/: each documented run's settings in one YAML file that its script reads first (``--recipe``),
+the flags on the command line overriding it; docs/training.md shows the one-line command. No training here."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from ctxir.cli import cli_main, command_line, parse_args
+from training.common import RECIPES_DIR, REPO_ROOT, TRAINING_DIR
+from training.common import cli_main as training_cli_main
+
+DOCS = REPO_ROOT / "docs" / "training.md"
+# script module → its argument class
+SCRIPTS = {
+    "train_bi_encoder": "BiEncoderArgs",
+    "train_cross_encoder": "CrossEncoderArgs",
+    "train_pair_scorer": "PairScorerArgs",
+    "train_cls_lr": "ClsLrArgs",
+    "evaluate_reranker": "EvaluateRerankerArgs",
+    "calibrate": "CalibrateArgs",
+}
+# (the one-line command in docs/training.md, the command it replaced there, as the run was made): equal settings
+DOCUMENTED = [
+    (
+        "python -m training.calibrate --recipe recipes/calibrate-stage5.yaml",
+        "python -m training.calibrate --model outputs/ce-general-stage5",
+    ),
+    (
+        "python training/train_bi_encoder.py --recipe recipes/bi-encoder-stsb-cosent.yaml",
+        (
+            "python training/train_bi_encoder.py --task stsb --objective cosent --epochs 2 --batch-size 16 "
+            "--learning-rate 2e-5 --eval-steps 360 --save-steps 360 --logging-steps 20 --device cpu "
+            "--torch-threads 1 --output-dir outputs/bi-encoder-stsb-cosent --model-name ctxir-minilm-stsb"
+        ),
+    ),
+    (
+        "python training/train_cross_encoder.py --recipe recipes/cross-encoder-scifact.yaml",
+        (
+            "python training/train_cross_encoder.py --task scifact --negatives bm25 --num-negatives 2 "
+            "--epochs 1 --batch-size 16 --learning-rate 3e-5 --max-length 192 --rerank-depth 20 --dev-queries"
+            " 50 --dev-depth 10 --eval-before false --save-steps 50 --logging-steps 10 --device cpu "
+            "--torch-threads 1 --output-dir outputs/cross-encoder-scifact --model-name "
+            "ctxir-minilm-scifact-cross-encoder"
+        ),
+    ),
+    (
+        "python training/train_cross_encoder.py --recipe recipes/cross-encoder-stsb.yaml",
+        (
+            "python training/train_cross_encoder.py --task stsb --epochs 4 --batch-size 16 --learning-rate "
+            "2e-5 --eval-steps 360 --save-steps 360 --logging-steps 20 --device cpu --torch-threads 1 "
+            "--output-dir outputs/cross-encoder-stsb --model-name ctxir-minilm-stsb-cross-encoder"
+        ),
+    ),
+    (
+        "python training/train_cross_encoder.py --recipe recipes/cross-encoder-scifact-from-stsb.yaml",
+        (
+            "python training/train_cross_encoder.py --task scifact --model outputs/cross-encoder-stsb "
+            "--negatives bm25 --num-negatives 3 --epochs 2 --batch-size 16 --learning-rate 3e-5 --max-length "
+            "192 --rerank-depth 20 --dev-queries 100 --dev-depth 10 --eval-steps 92 --save-steps 92 "
+            "--logging-steps 10 --device cpu --torch-threads 1 --output-dir "
+            "outputs/cross-encoder-scifact-from-stsb --model-name ctxir-minilm-scifact-cross-encoder"
+        ),
+    ),
+    (
+        "python training/train_bi_encoder.py --recipe recipes/bi-encoder-scifact-mnrl.yaml",
+        (
+            "python training/train_bi_encoder.py --task scifact --objective mnrl --num-negatives 1 --epochs 1"
+            " --batch-size 32 --learning-rate 3e-5 --dev-queries 0 --device cpu --torch-threads 1 "
+            "--save-steps 10 --logging-steps 5 --output-dir outputs/bi-encoder-scifact-mnrl --model-name "
+            "ctxir-minilm-scifact-bi-encoder"
+        ),
+    ),
+    (
+        "python training/train_bi_encoder.py --recipe recipes/bi-encoder-scifact-mnrl-3ep.yaml",
+        (
+            "python training/train_bi_encoder.py --task scifact --objective mnrl --num-negatives 1 --epochs 3"
+            " --batch-size 32 --learning-rate 3e-5 --dev-queries 100 --eval-steps 22 --save-steps 22 "
+            "--logging-steps 5 --device cpu --torch-threads 1 --output-dir "
+            "outputs/bi-encoder-scifact-mnrl-3ep --model-name ctxir-minilm-scifact-bi-encoder"
+        ),
+    ),
+    (
+        "python training/train_cross_encoder.py --recipe recipes/cross-encoder-scifact-from-stsb-ep3.yaml",
+        (
+            "python training/train_cross_encoder.py --task scifact --model "
+            "outputs/cross-encoder-scifact-from-stsb --negatives bm25 --num-negatives 3 --epochs 1 "
+            "--batch-size 16 --learning-rate 2e-5 --max-length 192 --rerank-depth 20 --dev-queries 100 "
+            "--dev-depth 10 --eval-before false --save-steps 92 --logging-steps 10 --device cpu "
+            "--torch-threads 2 --output-dir outputs/cross-encoder-scifact-from-stsb-ep3 --model-name "
+            "ctxir-minilm-scifact-cross-encoder"
+        ),
+    ),
+    (
+        "python training/train_cross_encoder.py --recipe recipes/cross-encoder-stsb-from-cosent.yaml",
+        (
+            "python training/train_cross_encoder.py --task stsb --model outputs/bi-encoder-stsb-cosent "
+            "--epochs 4 --batch-size 16 --learning-rate 4e-5 --eval-steps 360 --save-steps 360 "
+            "--logging-steps 20 --device cpu --torch-threads 1 --output-dir "
+            "outputs/cross-encoder-stsb-from-cosent --model-name ctxir-minilm-stsb-cross-encoder"
+        ),
+    ),
+    (
+        "python training/train_pair_scorer.py --recipe recipes/pair-scorer-r16-lr5e-4.yaml",
+        (
+            "python training/train_pair_scorer.py --epochs 1 --lora-r 16 --learning-rate 5e-4 --eval-before "
+            "false --torch-threads 1 --output-dir outputs/sts-r16-lr5e-4"
+        ),
+    ),
+    (
+        (
+            "python training/train_pair_scorer.py --recipe recipes/pair-scorer-r16-lr5e-4.yaml "
+            "--learning-rate 2e-4 --output-dir outputs/sts-r16-lr2e-4"
+        ),
+        (
+            "python training/train_pair_scorer.py --epochs 1 --lora-r 16 --learning-rate 2e-4 --eval-before "
+            "false --torch-threads 1 --output-dir outputs/sts-r16-lr2e-4"
+        ),
+    ),
+    (
+        (
+            "python training/train_pair_scorer.py --recipe recipes/pair-scorer-r16-lr5e-4.yaml --epochs 4 "
+            "--eval-steps 360 --eval-before true --output-dir outputs/sts-lora-r16"
+        ),
+        (
+            "python training/train_pair_scorer.py --epochs 4 --lora-r 16 --learning-rate 5e-4 --eval-steps "
+            "360 --torch-threads 1 --output-dir outputs/sts-lora-r16"
+        ),
+    ),
+    (
+        (
+            "python training/train_pair_scorer.py --recipe recipes/pair-scorer-r16-lr5e-4.yaml --extra-train "
+            "sick --eval-steps 320 --output-dir outputs/sts-r16-sick"
+        ),
+        (
+            "python training/train_pair_scorer.py --epochs 1 --lora-r 16 --learning-rate 5e-4 --extra-train "
+            "sick --eval-before false --eval-steps 320 --torch-threads 1 --output-dir outputs/sts-r16-sick"
+        ),
+    ),
+    (
+        (
+            "python training/train_pair_scorer.py --recipe recipes/pair-scorer-r16-lr5e-4.yaml --loss cosent "
+            "--eval-steps 180 --output-dir outputs/sts-r16-cosent"
+        ),
+        (
+            "python training/train_pair_scorer.py --epochs 1 --lora-r 16 --learning-rate 5e-4 --loss cosent "
+            "--eval-before false --eval-steps 180 --torch-threads 1 --output-dir outputs/sts-r16-cosent"
+        ),
+    ),
+    (
+        "python training/train_pair_scorer.py --recipe recipes/pair-scorer-silver.yaml",
+        (
+            "python training/train_pair_scorer.py --extra-train silver --silver-pairs outputs/silver-stsb.csv"
+            " --epochs 1 --lora-r 16 --learning-rate 5e-4 --eval-steps 580 --save-steps 580 --load-best true "
+            "--eval-before false --torch-threads 1 --device cpu --output-dir outputs/sts-silver-lr5e-4"
+        ),
+    ),
+    (
+        (
+            "python training/train_pair_scorer.py --recipe recipes/pair-scorer-stage2.yaml --learning-rate "
+            "$lr --eval-before false --output-dir outputs/sts-stage2-gold-lr$lr"
+        ),
+        (
+            "python training/train_pair_scorer.py --init-from ctxir/assets/models/sts-cross-encoder --epochs "
+            "1 --learning-rate $lr --eval-steps 180 --save-steps 180 --load-best true --eval-before false "
+            "--torch-threads 1 --device cpu --output-dir outputs/sts-stage2-gold-lr$lr"
+        ),
+    ),
+    (
+        "python training/train_pair_scorer.py --recipe recipes/pair-scorer-stage2.yaml",
+        (
+            "python training/train_pair_scorer.py --init-from ctxir/assets/models/sts-cross-encoder --epochs "
+            "1 --learning-rate 4e-4 --eval-steps 180 --save-steps 180 --load-best true --torch-threads 1 "
+            "--device cpu --output-dir outputs/sts-stage2"
+        ),
+    ),
+    (
+        (
+            "python training/train_pair_scorer.py --recipe recipes/pair-scorer-stage2-both.yaml "
+            "--learning-rate $lr --output-dir outputs/sts-stage2-both-lr$lr"
+        ),
+        (
+            "python training/train_pair_scorer.py --init-from outputs/sts-silver --epochs 1 --both-orders "
+            "true --pair-orders both --learning-rate $lr --eval-steps 180 --save-steps 180 --load-best true "
+            "--torch-threads 1 --device cpu --output-dir outputs/sts-stage2-both-lr$lr"
+        ),
+    ),
+    (
+        "python training/train_cross_encoder.py --recipe recipes/cross-encoder-stage1.yaml",
+        (
+            "python training/train_cross_encoder.py --task scifact --head segment-cosine --train-layers 2 "
+            "--max-length 128 --loss listnet --negatives both --num-negatives 5 --num-dense-negatives 1 "
+            "--negative-pool 20 --negative-rounds 3 --pseudo-queries 1500 --dev-split unseen --dev-queries 50"
+            " --rerank-depth 20 --learning-rate 4e-5 --head-learning-rate 1e-3 --batch-size 4 --epochs 1 "
+            "--torch-threads 1 --eval-steps 250 --save-steps 250 --output-dir outputs/ce-seg-stage1"
+        ),
+    ),
+    (
+        "python -m training.train_cls_lr --recipe recipes/cls-lr-stage1.yaml",
+        (
+            "python -m training.train_cls_lr --base-model outputs/ce-seg-stage1 --heldout-queries base-unseen"
+            " --rerank-depth 20 --torch-threads 1 --output-dir outputs/cls-lr-seg-stage1"
+        ),
+    ),
+    (
+        "python training/train_cross_encoder.py --recipe recipes/cross-encoder-stage2-distil.yaml",
+        (
+            "python training/train_cross_encoder.py --task scifact --model "
+            "ctxir/minilm-l6-scifact-cross-encoder --head segment-cosine --train-layers 2 --max-length 128 "
+            "--loss listnet --teacher hybrid --negatives both --num-negatives 5 --num-dense-negatives 1 "
+            "--negative-pool 20 --negative-rounds 3 --pseudo-queries 3000 --dev-split unseen --dev-queries 50"
+            " --rerank-depth 20 --learning-rate 3e-5 --head-learning-rate 1e-3 --batch-size 4 --max-steps 600"
+            " --torch-threads 1 --eval-steps 100 --save-steps 100 --keep-checkpoints true --eval-before false"
+            " --output-dir outputs/ce-distil-stage2"
+        ),
+    ),
+    (
+        "python training/train_cross_encoder.py --recipe recipes/cross-encoder-stage3.yaml",
+        (
+            "python training/train_cross_encoder.py --task scifact --model "
+            "ctxir/minilm-l6-scifact-cross-encoder --head segment-cosine --train-layers 2 --max-length 128 "
+            "--loss listnet --train-passages best --negatives both --num-negatives 5 --num-dense-negatives 1 "
+            "--negative-pool 20 --negative-rounds 3 --pseudo-queries 3000 --dev-split unseen --dev-queries 50"
+            " --rerank-depth 20 --learning-rate 3e-5 --head-learning-rate 1e-3 --batch-size 4 --epochs 1 "
+            "--torch-threads 1 --eval-steps 220 --save-steps 220 --keep-checkpoints true --eval-before false "
+            "--output-dir outputs/ce-window-stage3"
+        ),
+    ),
+    (
+        "python training/train_cross_encoder.py --recipe recipes/cross-encoder-stage4.yaml",
+        (
+            "python training/train_cross_encoder.py --task scifact --model "
+            "ctxir/minilm-l6-scifact-cross-encoder --head segment-cosine --term-match true --train-layers 2 "
+            "--max-length 128 --loss listnet --train-passages best --negatives both --num-negatives 5 "
+            "--num-dense-negatives 1 --negative-pool 20 --negative-rounds 3 --pseudo-queries 3000 --dev-split"
+            " unseen --dev-queries 50 --rerank-depth 20 --learning-rate 3e-5 --head-learning-rate 1e-3 "
+            "--match-learning-rate 1e-2 --batch-size 4 --max-steps 660 --torch-threads 1 --eval-steps 110 "
+            "--save-steps 110 --keep-checkpoints true --eval-before false --output-dir "
+            "outputs/ce-match-stage4"
+        ),
+    ),
+    (
+        "python -m training.evaluate_reranker --recipe recipes/evaluate-reranker-stage4-fusion.yaml",
+        (
+            "python -m training.evaluate_reranker --model outputs/ce-550 --dev-from outputs/ce-match-stage4 "
+            "--choose-passages true --choose-fusion true --fusion-min-gain 0.03 --depths '' --torch-threads 1"
+        ),
+    ),
+    (
+        "python -m training.evaluate_reranker --recipe recipes/evaluate-reranker-stage4-msmarco-demo.yaml",
+        (
+            "python -m training.evaluate_reranker --model outputs/ce-550 --dev-from outputs/ce-match-stage4 "
+            "--depths 20 --collections msmarco,demo --torch-threads 1 --no-update-metrics"
+        ),
+    ),
+    (
+        "python -m training.evaluate_reranker --recipe recipes/evaluate-reranker-stage4-scifact.yaml",
+        (
+            "python -m training.evaluate_reranker --model outputs/ce-550 --dev-from outputs/ce-match-stage4 "
+            "--depths 20,100 --collections scifact --torch-threads 1 --no-update-metrics --scores-dir "
+            "outputs/scores-ce-550"
+        ),
+    ),
+    (
+        "python -m training.train_cls_lr --recipe recipes/cls-lr-stage4.yaml",
+        (
+            "python -m training.train_cls_lr --base-model outputs/ce-550 --heldout-queries base-unseen "
+            "--rerank-depth 20 --torch-threads 1 --output-dir outputs/cls-lr-stage4"
+        ),
+    ),
+    (
+        "python -m training.evaluate_reranker --recipe recipes/evaluate-reranker-cls-lr-stage4.yaml",
+        (
+            "python -m training.evaluate_reranker --model outputs/cls-lr-stage4 --dev-from outputs/ce-550 "
+            "--choose-fusion true --fusion-min-gain 0.03 --depths 20 --collections scifact,msmarco,demo "
+            "--torch-threads 1 --scores-dir outputs/scores-cls-lr-stage4"
+        ),
+    ),
+    (
+        "python training/train_cross_encoder.py --recipe recipes/cross-encoder-stage5.yaml",
+        (
+            "python training/train_cross_encoder.py --task scifact --model "
+            "ctxir/minilm-l6-scifact-cross-encoder --head segment-cosine --term-match true --train-layers 2 "
+            "--max-length 128 --loss listnet --train-passages best --negatives bm25 --negative-stages "
+            "bm25,hybrid --num-negatives 5 --negative-pool 20 --negative-rounds 3 --pseudo-queries 1500 "
+            "--general squad,wikiqa,msmarco --general-queries 700 --dev-split unseen --dev-queries 50 "
+            "--rerank-depth 20 --learning-rate 2e-5 --head-learning-rate 1e-3 --match-learning-rate 1e-2 "
+            "--batch-size 4 --max-steps 750 --torch-threads 1 --eval-steps 250 --save-steps 250 --load-best "
+            "true --keep-checkpoints true --eval-before false --output-dir outputs/ce-general-stage5"
+        ),
+    ),
+    (
+        "python -m training.evaluate_reranker --recipe recipes/evaluate-reranker-stage5-fusion.yaml",
+        (
+            "python -m training.evaluate_reranker --model outputs/ce-general-stage5 --choose-passages true "
+            "--choose-fusion true --fusion-dev scifact,squad --fusion-min-gain 0.03 --depths '' "
+            "--torch-threads 1"
+        ),
+    ),
+    (
+        "python -m training.evaluate_reranker --recipe recipes/evaluate-reranker-stage5-suite.yaml",
+        (
+            "python -m training.evaluate_reranker --model outputs/ce-general-stage5 --suite true "
+            "--torch-threads 1 --scores-dir outputs/scores-ce-general"
+        ),
+    ),
+    (
+        "python -m training.train_cls_lr --recipe recipes/cls-lr-stage5.yaml",
+        (
+            "python -m training.train_cls_lr --base-model outputs/ce-general-stage5 --heldout-queries "
+            "base-unseen --rerank-depth 20 --torch-threads 1 --max-test-queries 50 --output-dir "
+            "outputs/cls-lr-stage5"
+        ),
+    ),
+    (
+        "python -m training.evaluate_reranker --recipe recipes/evaluate-reranker-cls-lr-stage5.yaml",
+        (
+            "python -m training.evaluate_reranker --model outputs/cls-lr-stage5 --dev-from "
+            "outputs/ce-general-stage5 --choose-fusion true --fusion-dev scifact,squad --fusion-min-gain 0.03"
+            " --suite true --torch-threads 1 --scores-dir outputs/scores-cls-lr-stage5"
+        ),
+    ),
+    (
+        "python training/train_cross_encoder.py --recipe recipes/cross-encoder-lora-a.yaml",
+        (
+            "python training/train_cross_encoder.py --task scifact --lora-r 16 --learning-rate 5e-4 "
+            "--num-negatives 3 --random-negatives 2 --pseudo-queries 300 --max-length 256 --epochs 1 "
+            "--dev-queries 100 --dev-depth 20 --rerank-depth 20 --eval-before false --batch-size 16 "
+            "--output-dir outputs/ce-scifact-lora"
+        ),
+    ),
+    (
+        "python training/train_cross_encoder.py --recipe recipes/cross-encoder-lora-c.yaml",
+        (
+            "python training/train_cross_encoder.py --task scifact --head mean --lora-r 16 --learning-rate "
+            "1e-3 --num-negatives 3 --random-negatives 2 --pseudo-queries 300 --max-length 256 --epochs 1 "
+            "--dev-queries 100 --dev-depth 20 --rerank-depth 20 --eval-before false --batch-size 16 "
+            "--output-dir outputs/ce-scifact-mean-lora --torch-threads 2"
+        ),
+    ),
+    (
+        "python -m training.train_cls_lr --recipe recipes/cls-lr-from-stsb.yaml",
+        (
+            "python -m training.train_cls_lr --base-model outputs/cross-encoder-scifact-from-stsb "
+            "--heldout-queries base-unseen --output-dir outputs/cls-lr-from-stsb --bundle-base true"
+        ),
+    ),
+    (
+        "python training/train_bi_encoder.py --recipe recipes/bi-encoder-stsb-cosent-teacher.yaml",
+        (
+            "python training/train_bi_encoder.py --task stsb --objective cosent --epochs 2 --batch-size 16 "
+            "--torch-threads 1 --device cpu --output-dir outputs/bi-encoder-stsb-cosent --model-name "
+            "ctxir-minilm-stsb"
+        ),
+    ),
+    (
+        "python -m training.evaluate_reranker --recipe recipes/evaluate-reranker-stage1-maxp.yaml",
+        (
+            "python -m training.evaluate_reranker --model outputs/ce-seg-stage1-maxp --choose-passages true "
+            "--choose-fusion true --depths 20 --collections scifact,msmarco,demo --torch-threads 2"
+        ),
+    ),
+    (
+        "python -m training.evaluate_reranker --recipe recipes/evaluate-reranker-stage2-distil.yaml",
+        (
+            "python -m training.evaluate_reranker --model outputs/ce-distil-stage2 --choose-fusion true "
+            "--depths 20 --collections scifact,msmarco,demo"
+        ),
+    ),
+    (
+        "python training/train_cls_lr.py --recipe recipes/cls-lr-stage2.yaml",
+        (
+            "python training/train_cls_lr.py --base-model outputs/ce-distil-stage2 --heldout-queries "
+            "base-unseen --rerank-depth 20 --torch-threads 1 --output-dir outputs/cls-lr-stage2"
+        ),
+    ),
+    (
+        "python -m training.evaluate_reranker --recipe recipes/evaluate-reranker-stage3.yaml",
+        (
+            "python -m training.evaluate_reranker --model outputs/ce-window-stage3-best --choose-passages "
+            "true --choose-fusion true --depths 20 --collections scifact,msmarco,demo"
+        ),
+    ),
+]
+
+
+def script(command: str) -> tuple[type, list[str]]:
+    """(argument class, flags) of ``python training/NAME.py ...`` or ``python -m training.NAME ...``; a loop's
+    ``$lr`` reads as one of its values."""
+    words = shlex.split(command.replace("$lr", "4e-4"))
+    module = words[2] if words[1] == "-m" else words[1]
+    name = re.sub(r"^training[./]|\.py$", "", module)
+    args_class = getattr(importlib.import_module(f"training.{name}"), SCRIPTS[name])
+    return args_class, words[3:] if words[1] == "-m" else words[2:]
+
+
+def settings(command: str) -> dict:
+    args_class, argv = script(command)
+    args = parse_args(args_class, argv, recipe_dirs=(TRAINING_DIR,))
+    return {k: v for k, v in dataclasses.asdict(args).items() if k != "recipe"}
+
+
+def docs_commands() -> list[str]:
+    """docs/training.md's commands (in its bash blocks) that take a recipe, each joined over its continuations."""
+    blocks = re.findall(r"```bash\n(.*?)```", DOCS.read_text(encoding="utf-8"), re.S)
+    text = re.sub(r"\\\n\s*", "", "\n".join(blocks))
+    return [re.sub(r"\s+#.*$", "", line.strip()) for line in text.splitlines() if "--recipe recipes/" in line]
+
+
+# ---------------------------------------------------------------- the mechanism
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_a_recipe_sets_values_and_a_flag_given_after_it_overrides_one(tmp_path):
+    from training.train_cross_encoder import CrossEncoderArgs
+
+    recipe = write(
+        tmp_path / "r.yaml",
+        "# a comment\ntask: scifact\nlearning-rate: 2e-5\nhead_learning_rate: 1e-3\nload-best: true\n"
+        "eval-before: false\nmax-steps: 750\ngeneral: squad,wikiqa\n",
+    )
+    args = parse_args(CrossEncoderArgs, ["--recipe", str(recipe), "--max-steps", "5", "--torch-threads", "1"])
+    assert (args.task, args.learning_rate, args.head_learning_rate, args.load_best, args.eval_before) == (
+        "scifact",
+        2e-5,
+        1e-3,
+        True,
+        False,
+    )
+    assert (args.general, args.max_steps, args.torch_threads) == ("squad,wikiqa", 5, 1)  # the flag wins
+    assert args.recipe == str(recipe)  # recorded: metrics.json "config" is asdict(args)
+    # a flag given before --recipe overrides it too: the recipe is always read first
+    assert parse_args(CrossEncoderArgs, ["--max-steps", "7", f"--recipe={recipe}"]).max_steps == 7
+
+
+def test_an_unknown_key_is_refused_naming_it_the_file_and_the_valid_flags(tmp_path, capsys):
+    from training.calibrate import CalibrateArgs
+
+    recipe = write(tmp_path / "bad.yaml", "model: outputs/x\nepochs: 3\n")
+
+    def run(args):
+        raise AssertionError("a refused recipe runs nothing")
+
+    assert cli_main(CalibrateArgs, run, ["--recipe", str(recipe)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: --recipe ")
+    assert "unknown flag 'epochs'" in err and repr(str(recipe)) in err
+    assert "use one of model, dev-from, data-dir, depth, batch-size, device, torch-threads" in err
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("- a\n- b\n", "not a mapping"),
+        ("model: [\n", "not valid YAML"),
+        ("model:\n", "leave the key out"),
+        ("recipe: other.yaml\n", "unknown flag 'recipe'"),
+    ],
+)
+def test_a_bad_recipe_is_one_line_and_exit_2(tmp_path, capsys, text, message):
+    from training.calibrate import CalibrateArgs
+
+    recipe = write(tmp_path / "r.yaml", text)
+    assert cli_main(CalibrateArgs, lambda args: 0, ["--recipe", str(recipe)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err
+
+
+def test_a_missing_recipe_or_path_is_refused(tmp_path, capsys):
+    from training.calibrate import CalibrateArgs
+
+    assert cli_main(CalibrateArgs, lambda args: 0, ["--recipe", str(tmp_path / "none.yaml")]) == 2
+    assert "is not a file" in capsys.readouterr().err
+    assert cli_main(CalibrateArgs, lambda args: 0, ["--model", "m", "--recipe"]) == 2
+    assert "--recipe needs a path" in capsys.readouterr().err
+
+
+def test_a_relative_recipe_is_found_under_training_from_any_folder(tmp_path, monkeypatch):
+    from training.calibrate import CalibrateArgs
+
+    monkeypatch.chdir(tmp_path)
+    seen = []
+    assert training_cli_main(CalibrateArgs, seen.append, ["--recipe", "recipes/calibrate-stage5.yaml"]) == 0
+    assert seen[0].model == "outputs/ce-general-stage5"
+    # the working directory comes first
+    write((tmp_path / "recipes").mkdir() or tmp_path / "recipes" / "calibrate-stage5.yaml", "model: mine\n")
+    assert training_cli_main(CalibrateArgs, seen.append, ["--recipe", "recipes/calibrate-stage5.yaml"]) == 0
+    assert seen[1].model == "mine"
+
+
+def test_the_rebuilt_command_line_leaves_the_recipe_out_and_reproduces_the_run():
+    from training.train_cross_encoder import CrossEncoderArgs
+
+    path = str(RECIPES_DIR / "cross-encoder-stage5.yaml")
+    config = dataclasses.asdict(parse_args(CrossEncoderArgs, ["--recipe", path, "--max-steps", "5"]))
+    assert config["recipe"] == path
+    line = command_line("python training/train_cross_encoder.py", CrossEncoderArgs, config)
+    assert "--recipe" not in line and "--max-steps 5" in line
+    again = dataclasses.asdict(parse_args(CrossEncoderArgs, shlex.split(line)[2:]))
+    assert {**again, "recipe": path} == config
+
+
+# ---------------------------------------------------------------- the shipped recipes and the docs
+
+
+@pytest.mark.parametrize(("one_line", "replaced"), DOCUMENTED, ids=[new.split()[-1] for new, _ in DOCUMENTED])
+def test_each_recipe_holds_exactly_the_settings_of_the_command_it_replaced(one_line, replaced):
+    assert script(one_line)[0] is script(replaced)[0]
+    assert settings(one_line) == settings(replaced)
+
+
+def test_docs_show_each_recipe_in_a_one_line_command_that_parses():
+    commands = docs_commands()
+    named = {re.search(r"--recipe recipes/(\S+)\.yaml", c).group(1) for c in commands}
+    shipped = {p.stem for p in RECIPES_DIR.glob("*.yaml")}
+    assert named == shipped  # no recipe undocumented, none missing
+    documented = {new for new, _ in DOCUMENTED}
+    for command in commands:
+        assert settings(command)  # every flag the docs add parses with the recipe's script
+        assert command in documented or "--resume" in command, command  # compared with what it replaced
+
+
+@pytest.mark.parametrize("path", sorted(RECIPES_DIR.glob("*.yaml")), ids=lambda p: p.stem)
+def test_each_recipe_opens_with_what_it_is_how_to_run_it_its_time_and_its_section(path):
+    head = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.startswith("#"):
+            break
+        head.append(line)
+    text = " ".join(head)
+    assert head and f"--recipe recipes/{path.name}" in text and "Measured:" in text
+    assert "docs/training.md" in text
+    run = re.search(r"# Run: (python \S+(?: \S+)?) --recipe", text).group(1)
+    assert any(c.startswith(f"{run} --recipe recipes/{path.name}") for c in docs_commands())
