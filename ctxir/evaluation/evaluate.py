@@ -19,7 +19,7 @@ fusion.json, else RRF k=60 with equal weights; --tune-on chooses them instead) a
 re-ranker-alone metrics; --rerank-mode alone ranks by the re-ranker only.
 
 Prints a metrics table and writes a JSON file with the metrics, per-query values, the top-k runs and the run
-config; --report FILE.html also writes a drill-down of the worst queries (ctxir.report, docs/report.md).
+config; --report FILE.html also writes a drill-down of the worst queries (ctxir.evaluation.report, docs/report.md).
 
 --compare A.json B.json [...] compares finished runs on the same queries instead: a metrics table with paired
 significance tests against the first (--test randomization|t-test, --correction holm|bonferroni|none;

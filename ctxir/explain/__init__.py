@@ -1,6 +1,7 @@
 """Explanations: why a model scored a query-document pair as it did (attributions, attention).
 
 attributions.py  integrated gradients, pooling contributions, CLS attention
+failures.py      why a failure report's winner outranked the relevant document (BM25, bi-encoder, re-ranker)
 """
 
 from ctxir.explain.attributions import (  # noqa: F401 -- public API
