@@ -27,13 +27,9 @@ from ctxir.evaluation.metrics import (
     paired_test,
     sts_correlation,
 )
-from ctxir.explain.attributions import (
-    cls_attention,
-    explain_bi_encoder,
-    explain_cls_lr,
-    explain_cross_encoder,
-    mean_pooling_contributions,
-)
+from ctxir.explain.attention import cls_attention
+from ctxir.explain.bi_encoder import explain_bi_encoder, mean_pooling_contributions
+from ctxir.explain.rerankers import explain_cls_lr, explain_cross_encoder
 from ctxir.rerank.pipeline import Pipeline, RankedHit, SearchResult, StageFusion
 from ctxir.rerank.rankers import ClsLrRanker, CrossEncoderReranker, Passages, Reranker
 from ctxir.rerank.registry import (

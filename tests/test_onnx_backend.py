@@ -570,7 +570,7 @@ def test_onnx_int8_quantises_only_the_layers_shared_with_the_base(spread_cross_e
 def test_an_explanation_says_when_the_ranking_scored_with_int8(spread_cross_encoder):
     """Explanations need gradients, so they run in torch float32; with backend onnx-int8 the ranking's score of the
     same pair differs slightly, and the explanation says so."""
-    from ctxir.explain.attributions import explain_cross_encoder
+    from ctxir.explain.rerankers import explain_cross_encoder
     from ctxir.rerank import CrossEncoderReranker
 
     for backend, said in (("torch", False), ("onnx-int8", True)):

@@ -14,7 +14,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from ctxir.explain.attributions import DEFAULT_IG_STEPS, explain_bi_encoder
+from ctxir.explain.bi_encoder import explain_bi_encoder
+from ctxir.explain.integrated_gradients import DEFAULT_IG_STEPS
 from ctxir.rerank.registry import kind_of
 from ctxir.retrieval.retrievers import BM25Retriever, DenseRetriever, HybridRetriever
 from ctxir.types import Corpus, CtxirError, doc_text
