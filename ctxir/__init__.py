@@ -13,8 +13,10 @@ from ctxir.classify import (
     Prediction,
     ZeroShotClassifier,
 )
+from ctxir.data.beir import load_beir
 from ctxir.data.labelled import Label, load_labelled
-from ctxir.data.loaders import load_beir, load_corpus_any, load_sick, load_snli, load_sts
+from ctxir.data.sentence_pairs import load_sick, load_snli, load_sts
+from ctxir.data.user_corpus import load_corpus_any
 from ctxir.encoders.bi_encoder import BiEncoder, EmbeddingCache, pool
 from ctxir.encoders.internals import inspect_text
 from ctxir.encoders.models import DEFAULT_BI_ENCODER, DEFAULT_CROSS_ENCODER, pick_device, resolve_model

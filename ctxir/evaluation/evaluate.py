@@ -38,7 +38,8 @@ from typing import Literal
 
 from ctxir.checks import check_choice
 from ctxir.cli import cli_main
-from ctxir.data.loaders import load_beir, load_pairs, load_sts
+from ctxir.data.beir import load_beir
+from ctxir.data.sentence_pairs import load_pairs, load_sts
 from ctxir.encoders.bi_encoder import BiEncoder, EmbeddingCache, cache_root
 from ctxir.encoders.models import set_threads
 from ctxir.evaluation.metrics import evaluate_run, format_table, paired_retrieval, sts_correlation

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Literal
 
 from ctxir.cli import cli_main
-from ctxir.data.loaders import load_beir, load_corpus_any, load_qrels, load_queries
+from ctxir.data.beir import load_beir, load_qrels, load_queries
+from ctxir.data.user_corpus import load_corpus_any
 from ctxir.encoders.bi_encoder import BiEncoder
 from ctxir.evaluation.report import make_report, report_from_results, report_paths
 from ctxir.files import read_json
