@@ -1,4 +1,4 @@
-"""ONNX Runtime encoding: a SentenceTransformer's transformer exported to ONNX, quantised to int8, run on the CPU.
+"""ONNX Runtime on the CPU: a bi-encoder's body exported to ONNX in int8, a cross-encoder's in float32 (or part int8).
 
 ``BiEncoder(backend="onnx-int8")`` (``ctxir evaluate --backend onnx-int8``, ``python app.py --backend
 onnx-int8``) and ``python -m benchmarks.encode`` share this one implementation (the files themselves are made by

@@ -1,5 +1,7 @@
-"""Per-query failure drill-down: the worst queries of a run, what they retrieved, the relevant documents that
-were missed or ranked low, and the pairs (winner, relevant) to explain — the report's data and files.
+"""The failure report's data: a run's worst queries, what they missed, the pairs to explain, its JSON and files.
+
+Per query: what it retrieved, the relevant documents that were missed or ranked low, and the (winner, relevant)
+pairs whose explanation says why the document above won.
 
 * ``failure_cases`` — pure (qrels, run and texts, no model): the worst queries by a metric, each with its top
   results, its relevant documents and the (winner, relevant) pairs to explain.

@@ -1,4 +1,4 @@
-"""``explain``: one (query, document) pair explained by every model given, one JSON-able dict (the ``/explain`` answer)."""
+"""``explain``: one (query, document) pair explained by every model given, as one JSON-able dict (``/explain``)."""
 
 from __future__ import annotations
 

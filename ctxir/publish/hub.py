@@ -1,4 +1,4 @@
-"""``ctxir hub``: publish a training output to the Hugging Face Hub (stage → validate → upload), or validate a folder.
+"""``ctxir hub``: push a training output to the Hugging Face Hub (stage → validate → upload), or validate a folder.
 
     ctxir hub push --model-dir outputs/bi-encoder --repo-id you/minilm-scifact-bi-encoder --dry-run
     ctxir hub push --model-dir outputs/bi-encoder --repo-id you/minilm-scifact-bi-encoder [--private]
