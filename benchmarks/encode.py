@@ -129,7 +129,8 @@ def _encode_variants(
     """name → (encode(texts) → unit vectors, max_length, what it is, the BiEncoder behind it or None)."""
     from sentence_transformers import SentenceTransformer
 
-    from ctxir.encoders.onnx_backend import OnnxEncoder, export_onnx, quantise
+    from ctxir.encoders.onnx_backend import OnnxEncoder
+    from ctxir.encoders.onnx_export import export_onnx, quantise
 
     base = SentenceTransformer(path, device="cpu")
     max_length = int(base.max_seq_length)

@@ -13,8 +13,10 @@ from ctxir.classify import (
     Prediction,
     ZeroShotClassifier,
 )
+from ctxir.data.beir import load_beir
 from ctxir.data.labelled import Label, load_labelled
-from ctxir.data.loaders import load_beir, load_corpus_any, load_sick, load_snli, load_sts
+from ctxir.data.sentence_pairs import load_sick, load_snli, load_sts
+from ctxir.data.user_corpus import load_corpus_any
 from ctxir.encoders.bi_encoder import BiEncoder, EmbeddingCache, pool
 from ctxir.encoders.internals import inspect_text
 from ctxir.encoders.models import DEFAULT_BI_ENCODER, DEFAULT_CROSS_ENCODER, pick_device, resolve_model
@@ -27,13 +29,9 @@ from ctxir.evaluation.metrics import (
     paired_test,
     sts_correlation,
 )
-from ctxir.explain.attributions import (
-    cls_attention,
-    explain_bi_encoder,
-    explain_cls_lr,
-    explain_cross_encoder,
-    mean_pooling_contributions,
-)
+from ctxir.explain.attention import cls_attention
+from ctxir.explain.bi_encoder import explain_bi_encoder, mean_pooling_contributions
+from ctxir.explain.rerankers import explain_cls_lr, explain_cross_encoder
 from ctxir.rerank.pipeline import Pipeline, RankedHit, SearchResult, StageFusion
 from ctxir.rerank.rankers import ClsLrRanker, CrossEncoderReranker, Passages, Reranker
 from ctxir.rerank.registry import (

@@ -175,7 +175,7 @@ COMMANDS = {
         "ctxir.evaluation.compare",
         "compare saved runs or results JSONs query by query, with paired tests",
     ),
-    "report": ("ctxir.evaluation.report", "the failure report (HTML) of an evaluation's results JSON"),
+    "report": ("ctxir.evaluation.report_cli", "the failure report (HTML) of an evaluation's results JSON"),
     "classify": (
         "ctxir.classify.cli",
         "classify texts with the encoders: zero-shot, kNN, logistic regression",

@@ -1,5 +1,5 @@
 """Names shared by several modules: saved-file names and the Hub-id pattern. Imports nothing heavy (no torch), so
-``ctxir.publish.hub`` and ``ctxir.publish.cards`` can use them without loading models."""
+``ctxir.publish`` can use them without loading models."""
 
 from __future__ import annotations
 

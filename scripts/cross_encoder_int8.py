@@ -5,7 +5,7 @@ model's held-out training claims, read as the app and the CLI read documents (th
 * ``torch-int8``: torch's dynamic int8 quantisation of every Linear layer (first measured: it fails the rule);
 * ``onnx``: the body in ONNX Runtime, float32 (``--rerank-backend onnx``);
 * ``onnx-int8``: the layers the model shares unchanged with its base int8, its trained layers float32
-  (``--rerank-backend onnx-int8``; ``ctxir.encoders.onnx_backend.frozen_layers``);
+  (``--rerank-backend onnx-int8``; ``ctxir.encoders.onnx_export.frozen_layers``);
 * ``onnx-int8-all``: every MatMul int8 (what ``onnx-int8`` would be if it quantised the trained layers too).
 
     python scripts/cross_encoder_int8.py --model ctxir/assets/models/cross-encoder
@@ -54,7 +54,7 @@ def run(args: Int8Args) -> dict:
     import torch
 
     from ctxir.data import load_beir
-    from ctxir.encoders import onnx_backend
+    from ctxir.encoders import onnx_backend, onnx_export
     from ctxir.encoders.models import load_cross_encoder, set_threads
     from ctxir.evaluation import evaluate_run
     from ctxir.rerank import CrossEncoderReranker
@@ -87,13 +87,13 @@ def run(args: Int8Args) -> dict:
         )
         ranker.onnx_dir = onnx_dir
         if variant == "onnx-int8-all":  # every MatMul: the bi-encoder's int8 settings on the whole body
-            fp32 = onnx_backend.export_onnx(
+            fp32 = onnx_export.export_onnx(
                 model,
                 onnx_dir / "all",
                 progress=False,
                 sample=[("a query", "a document"), ("a longer query", "a document too")],
             )
-            ranker._onnx = onnx_backend.OnnxCrossEncoder(onnx_backend.quantise(fp32, "dynamic"), model, 1)
+            ranker._onnx = onnx_backend.OnnxCrossEncoder(onnx_export.quantise(fp32, "dynamic"), model, 1)
         ranker.onnx_scorer()
         return ranker
 

@@ -17,7 +17,7 @@ from plotly.colors import get_colorscale, hex_to_rgb, unlabel_rgb
 from ctxir.app import figures
 from ctxir.app.search_tab import compare_pooling, result_cards, search
 from ctxir.app.text import plural
-from ctxir.evaluation.report import ATTRIBUTION_LEGEND, LOWERS_RGB, RAISES_RGB, render_report
+from ctxir.evaluation.report_html import ATTRIBUTION_LEGEND, LOWERS_RGB, RAISES_RGB, render_report
 from ctxir.types import CtxirError
 
 

@@ -333,7 +333,7 @@ def test_the_page_tells_the_truth(offline_page, app_url, screenshot_dir, tmp_pat
     """Issue #21 §1 as a visitor meets it: k's limit is an error, not a silent clamp; one result is singular; a
     failed upload shows no old success; the failure report's sample is one click; the Explain view, the report and
     their legends use one pair of colours; the sentence-similarity caption says what its colour scale shows."""
-    from ctxir.evaluation.report import LOWERS_RGB, RAISES_RGB
+    from ctxir.evaluation.report_html import LOWERS_RGB, RAISES_RGB
 
     page = offline_page("laptop")
     page.goto(app_url)

@@ -12,15 +12,10 @@ import yaml
 from huggingface_hub import metadata_load
 from huggingface_hub.repocard_data import model_index_to_eval_results
 
-from ctxir.publish.cards import (
-    CardInputs,
-    check_card,
-    combine_licenses,
-    parse_license,
-    render_card,
-    training_license,
-    validate_metrics,
-)
+from ctxir.publish.card_check import check_card
+from ctxir.publish.cards import CardInputs, render_card
+from ctxir.publish.licenses import combine_licenses, parse_license
+from ctxir.publish.metrics_file import training_license, validate_metrics
 from ctxir.types import CtxirError
 from tests.conftest import code_blocks
 

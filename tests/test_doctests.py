@@ -34,10 +34,10 @@ MODEL_EXAMPLES = {
     "ctxir.classify.classifiers.ZeroShotClassifier": DEFAULT_BI_ENCODER,
     "ctxir.encoders.bi_encoder.BiEncoder": DEFAULT_BI_ENCODER,
     "ctxir.evaluation.metrics.paired_retrieval": DEFAULT_BI_ENCODER,
-    "ctxir.explain.attributions.cls_attention": DEFAULT_BI_ENCODER,
-    "ctxir.explain.attributions.explain_bi_encoder": DEFAULT_BI_ENCODER,
-    "ctxir.explain.attributions.explain_cls_lr": DEFAULT_BI_ENCODER,
-    "ctxir.explain.attributions.explain_cross_encoder": DEFAULT_BI_ENCODER,  # the packaged MiniLM body with a fresh head
+    "ctxir.explain.attention.cls_attention": DEFAULT_BI_ENCODER,
+    "ctxir.explain.bi_encoder.explain_bi_encoder": DEFAULT_BI_ENCODER,
+    "ctxir.explain.rerankers.explain_cls_lr": DEFAULT_BI_ENCODER,
+    "ctxir.explain.rerankers.explain_cross_encoder": DEFAULT_BI_ENCODER,  # the packaged MiniLM body with a fresh head
     "ctxir.encoders.internals.inspect_text": DEFAULT_BI_ENCODER,
     "ctxir.encoders.models": DEFAULT_CROSS_ENCODER,  # loads both defaults
     "ctxir.encoders.models.resolve_model": DEFAULT_BI_ENCODER,

@@ -1,4 +1,4 @@
-"""Staging, validation and upload of tiny trained models (ctxir.hub), and the card snippets run against them."""
+"""Staging, validation and upload of tiny trained models (ctxir.publish: staging, upload, ctxir hub), and the card snippets run against them."""
 
 from __future__ import annotations
 
@@ -11,16 +11,9 @@ import numpy as np
 import pytest
 
 from ctxir.files import is_pickle_file
-from ctxir.publish.hub import (
-    PublishError,
-    PushArgs,
-    hf_upload_command,
-    main,
-    push,
-    run_push,
-    stage,
-    validate,
-)
+from ctxir.publish.hub import PushArgs, main, run_push
+from ctxir.publish.staging import stage, validate
+from ctxir.publish.upload import PublishError, hf_upload_command, push
 from ctxir.types import CtxirError
 from tests.conftest import code_blocks
 
@@ -452,7 +445,7 @@ def test_hf_upload_command_quotes_paths():
 
 
 def test_metrics_fixture_follows_the_contract(metrics_record):
-    from ctxir.publish.cards import validate_metrics
+    from ctxir.publish.metrics_file import validate_metrics
 
     for kind in ("bi-encoder", "cross-encoder", "cls-lr"):
         validate_metrics(copy.deepcopy(metrics_record(kind, "x")))
@@ -601,7 +594,7 @@ def test_hub_command_line_names_a_missing_or_unknown_command(capsys):
 
 def test_model_folder_json_is_read_one_way(tmp_path):
     from ctxir.files import read_json
-    from ctxir.publish.hub import detect_model_type
+    from ctxir.publish.model_folder import detect_model_type
 
     (tmp_path / "config.json").write_text("{not json")
     assert detect_model_type(tmp_path) is None  # sniffing a folder: a broken file is no evidence

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ctxir.encoders import BiEncoder, default_backend, onnx_backend, weights_fingerprint
+from ctxir.encoders import BiEncoder, default_backend, onnx_backend, onnx_export, weights_fingerprint
 from ctxir.types import CtxirError
 
 pytest.importorskip("onnxruntime")
@@ -61,7 +61,7 @@ def exported(spread_st, tmp_path_factory) -> tuple[BiEncoder, Path, Path]:
     root = tmp_path_factory.mktemp("ctxir-cache")
     encoder = BiEncoder(spread_st, cache=None, backend="onnx-int8", onnx_dir=root / "onnx", batch_size=2)
     encoder.encode(["warm up"])
-    return encoder, root, root / "onnx" / weights_fingerprint(spread_st) / onnx_backend.INT8_FILE
+    return encoder, root, root / "onnx" / weights_fingerprint(spread_st) / onnx_export.INT8_FILE
 
 
 def test_int8_vectors_are_unit_rows_close_to_torch_in_the_texts_order(exported, spread_st):
@@ -128,7 +128,7 @@ def test_long_batches_run_in_bounded_pieces_that_give_their_memory_back(exported
 def test_the_export_lands_in_the_cache_root_once_and_is_reused(exported, spread_st, monkeypatch, capsys):
     encoder, root, path = exported
     assert (
-        path.is_file() and not (path.parent / onnx_backend.FP32_FILE).exists()
+        path.is_file() and not (path.parent / onnx_export.FP32_FILE).exists()
     )  # the float32 step is removed
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left behind
     stamp = path.stat().st_mtime_ns
@@ -170,13 +170,13 @@ def test_a_damaged_int8_file_is_made_again(exported, spread_st, tmp_path, monkey
     _, _, good = exported
     folder = tmp_path / weights_fingerprint(spread_st)
     folder.mkdir()
-    (folder / onnx_backend.INT8_FILE).write_bytes(b"not an onnx model")  # e.g. a disk error after the rename
-    (folder / onnx_backend.FP32_FILE).write_bytes(b"")  # present: only the quantisation is redone
+    (folder / onnx_export.INT8_FILE).write_bytes(b"not an onnx model")  # e.g. a disk error after the rename
+    (folder / onnx_export.FP32_FILE).write_bytes(b"")  # present: only the quantisation is redone
     remade = []
 
     def requantise(fp32, kind, calibration=None):
         remade.append(kind)
-        return Path(shutil.copy(good, Path(fp32).with_name(onnx_backend.INT8_FILE)))
+        return Path(shutil.copy(good, Path(fp32).with_name(onnx_export.INT8_FILE)))
 
     monkeypatch.setattr(onnx_backend, "quantise", requantise)
     encoder = BiEncoder(spread_st, cache=None, backend="onnx-int8", onnx_dir=tmp_path)
@@ -376,7 +376,7 @@ def test_onnx_cross_encoder_gives_torchs_scores_in_the_pairs_order(onnx_reranker
     from ctxir.rerank import CrossEncoderReranker
 
     reranker, root = onnx_reranker
-    path = root / "onnx" / weights_fingerprint(spread_cross_encoder) / onnx_backend.FP32_FILE
+    path = root / "onnx" / weights_fingerprint(spread_cross_encoder) / onnx_export.FP32_FILE
     assert path.is_file() and [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left
     onnx_scores = reranker.score_pairs(PAIRS_QUERY, TEXTS)
     torch_scores = CrossEncoderReranker(spread_cross_encoder, batch_size=2, backend="torch").score_pairs(
@@ -520,7 +520,7 @@ def test_evaluate_rerank_backend_onnx_gives_torchs_run_and_exports_under_cache_d
         runs[backend] = json.loads(out.read_text())
     assert runs["onnx"]["config"]["rerank_backend"] == "onnx"
     assert runs["onnx"]["metrics"] == runs["torch"]["metrics"]
-    assert list((tmp_path / "cache" / "onnx").rglob(onnx_backend.FP32_FILE))  # exported under --cache-dir
+    assert list((tmp_path / "cache" / "onnx").rglob(onnx_export.FP32_FILE))  # exported under --cache-dir
 
 
 def test_onnx_int8_quantises_only_the_layers_shared_with_the_base(spread_cross_encoder, tmp_path):
@@ -535,13 +535,13 @@ def test_onnx_int8_quantises_only_the_layers_shared_with_the_base(spread_cross_e
 
     model = copy.deepcopy(spread_cross_encoder)
     model[0].trained_from = 1  # as a TopLayersTransformer trained from layer 1 says
-    assert list(onnx_backend.frozen_layers(model)) == [0]
+    assert list(onnx_export.frozen_layers(model)) == [0]
     reranker = CrossEncoderReranker(model, batch_size=2, backend="onnx-int8")
     reranker.onnx_dir = tmp_path / "top"
     scorer = reranker.onnx_scorer()
-    assert scorer.path.name == onnx_backend.FROZEN_INT8_FILE
-    fp32 = scorer.path.with_name(onnx_backend.FP32_FILE)
-    frozen = onnx_backend.frozen_matmuls(fp32, model)
+    assert scorer.path.name == onnx_export.FROZEN_INT8_FILE
+    fp32 = scorer.path.with_name(onnx_export.FP32_FILE)
+    frozen = onnx_export.frozen_matmuls(fp32, model)
     weighted = [
         n
         for n in onnx.load(str(fp32)).graph.node
@@ -559,7 +559,7 @@ def test_onnx_int8_quantises_only_the_layers_shared_with_the_base(spread_cross_e
     plain = copy.deepcopy(spread_cross_encoder)  # trained_from unset: every layer is its own
     whole = CrossEncoderReranker(plain, batch_size=2, backend="onnx-int8")
     whole.onnx_dir = tmp_path / "whole"
-    assert whole.onnx_scorer().path.name == onnx_backend.FP32_FILE  # no int8 copy made for nothing
+    assert whole.onnx_scorer().path.name == onnx_export.FP32_FILE  # no int8 copy made for nothing
     np.testing.assert_allclose(
         whole.score_pairs(PAIRS_QUERY, TEXTS),
         CrossEncoderReranker(plain, batch_size=2, backend="torch").score_pairs(PAIRS_QUERY, TEXTS),
@@ -570,7 +570,7 @@ def test_onnx_int8_quantises_only_the_layers_shared_with_the_base(spread_cross_e
 def test_an_explanation_says_when_the_ranking_scored_with_int8(spread_cross_encoder):
     """Explanations need gradients, so they run in torch float32; with backend onnx-int8 the ranking's score of the
     same pair differs slightly, and the explanation says so."""
-    from ctxir.explain.attributions import explain_cross_encoder
+    from ctxir.explain.rerankers import explain_cross_encoder
     from ctxir.rerank import CrossEncoderReranker
 
     for backend, said in (("torch", False), ("onnx-int8", True)):

@@ -605,7 +605,7 @@ def test_a_pair_scorer_that_scores_both_orders_ships_that_setting_and_its_card_s
     assert reranker.both_orders and abs(ab - ba) > 1e-4
     assert reranker.score_pairs(a, [b])[0] == pytest.approx((ab + ba) / 2, abs=1e-6)
     # an explanation follows one joint pass, the order given, and says that the pair's score averaged both
-    from ctxir.explain.attributions import explain_cross_encoder
+    from ctxir.explain.rerankers import explain_cross_encoder
 
     out = explain_cross_encoder(reranker, a, b, n_steps=8, attention=False)
     assert out["score"] == pytest.approx(float(ab), abs=1e-4)

@@ -1,20 +1,15 @@
-"""ctxir.report: the worst queries of a run, what they missed, and why the document above won (issue #12 §2)."""
+"""The failure report (ctxir.evaluation.report, its HTML and CLI, ctxir.explain.failures): the worst queries of a
+run, what they missed, and why the document above won (issue #12 §2)."""
 
 import json
 import re
 
 import pytest
 
-from ctxir.evaluation.report import (
-    explain_failures,
-    failure_cases,
-    load_report,
-    main,
-    metric_values,
-    render_report,
-    report_meta,
-    write_report,
-)
+from ctxir.evaluation.report import failure_cases, load_report, metric_values, report_meta, write_report
+from ctxir.evaluation.report_cli import main
+from ctxir.evaluation.report_html import render_report
+from ctxir.explain.failures import explain_failures
 from ctxir.types import CtxirError, doc_text
 
 CORPUS = {

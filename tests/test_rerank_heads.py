@@ -108,7 +108,7 @@ def test_the_term_match_term_starts_at_zero_then_trains_and_reloads(tiny_bert_di
     assert np.allclose(
         np.ravel(models.load_cross_encoder(str(folder), "cpu").predict(PAIRS)), after, atol=0.05
     )
-    from ctxir.publish.hub import model_facts
+    from ctxir.publish.model_folder import model_facts
 
     assert model_facts(folder, "cross-encoder")["term_match"] is True  # the card describes the term
 

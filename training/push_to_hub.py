@@ -1,4 +1,4 @@
-"""Publish a training output to the Hugging Face Hub: stage, validate, upload (a thin wrapper over ctxir.hub).
+"""Publish a training output to the Hugging Face Hub: stage, validate, upload (a thin wrapper over ctxir.publish.hub).
 
 Examples:
     python training/push_to_hub.py --model-dir outputs/bi-scifact --repo-id you/minilm-scifact-bi-encoder --dry-run

@@ -174,10 +174,10 @@ def kept_files(dest: Path, replaced: set[str]) -> tuple[Path, ...]:
 
 
 def write_card(folder: Path, name: str, model_type: str, base: str) -> None:
-    """``folder/README.md``: the card ``ctxir.hub`` would publish, rendered from ``folder/metrics.json``."""
+    """``folder/README.md``: the card ``ctxir hub push`` would publish, rendered from ``folder/metrics.json``."""
     from ctxir.files import write_atomic
     from ctxir.publish.cards import CardInputs, render_card
-    from ctxir.publish.hub import base_model_license, model_facts
+    from ctxir.publish.model_folder import base_model_license, model_facts
 
     metrics = read_json(folder / "metrics.json")
     metrics["model_name"] = name.split("/")[
@@ -203,7 +203,7 @@ def _score(folder: Path, pair: tuple[str, str]) -> float:
 
 def _stage_rerankers(args: ShipArgs, work: Path) -> dict:
     """The relevance cross-encoder and the CLS-LR ranker fitted on it, checked and assembled under ``work``."""
-    from ctxir.publish.hub import _cls_lr_base_dir
+    from ctxir.publish.model_folder import cls_lr_base_dir
     from ctxir.rerank import ClsLrRanker
 
     # 1. check what was trained
@@ -221,7 +221,7 @@ def _stage_rerankers(args: ShipArgs, work: Path) -> dict:
     cls_config = read_json(cls_src / CLS_LR_CONFIG)
     cls_base = cls_config.get("base_model", "")
     # the ranker names its cross-encoder as a folder relative to itself (train_cls_lr.py), a path or a Hub id
-    if not cls_base or _cls_lr_base_dir(cls_src)[0].resolve() != ce_src.resolve():
+    if not cls_base or cls_lr_base_dir(cls_src)[0].resolve() != ce_src.resolve():
         raise CtxirError(
             f"--cls-lr {args.cls_lr!r} reads {cls_base!r}, not --cross-encoder {args.cross_encoder!r}: "
             "fit the CLS-LR ranker on the cross-encoder you ship (train_cls_lr.py --base-model)"

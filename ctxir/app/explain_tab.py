@@ -22,8 +22,8 @@ from ctxir.app.state import AppModels, AppState, Owner, ViewResult, demo_presets
 from ctxir.app.text import md_code, md_literal
 from ctxir.app.ui import Ui, exports, gpu, guard, tab_intro
 from ctxir.checks import check_choice, check_text
-from ctxir.evaluation.report import ATTRIBUTION_LEGEND
-from ctxir.explain.attributions import explain
+from ctxir.evaluation.report_html import ATTRIBUTION_LEGEND
+from ctxir.explain.pair import explain
 from ctxir.rerank.registry import RERANKERS
 from ctxir.types import CtxirError, doc_text
 

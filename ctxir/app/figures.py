@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ctxir.checks import grouped_options
-from ctxir.evaluation.report import LOWERS_RGB, RAISES_RGB
+from ctxir.evaluation.report_html import LOWERS_RGB, RAISES_RGB
 
 FONT = {"size": 13}
 COLORS = (
@@ -33,7 +33,7 @@ COLORS = (
     "#17becf",
 )
 # attributions: red = raised the score, violet = lowered it, as Gradio's HighlightedText colours a score in [-1, 1]
-# and the failure report (ctxir.report.RAISES_RGB / LOWERS_RGB: one convention across the app and its exports)
+# and the failure report (ctxir.evaluation.report_html.RAISES_RGB / LOWERS_RGB: one convention across the app and its exports)
 RAISES, LOWERS = (f"#{r:02x}{g:02x}{b:02x}" for r, g, b in (RAISES_RGB, LOWERS_RGB))
 DIVERGING = [[0.0, LOWERS], [0.5, "#f7f7f7"], [1.0, RAISES]]
 HIGHLIGHT_RING = "#111111"  # the highlighted word's ring in the projection: no sentence colour is near black

@@ -1,9 +1,9 @@
 """Failure report tab: a saved failure report (``ctxir evaluate --report FILE.html`` writes FILE.json), or
-a results JSON of ``ctxir evaluate`` over the app's own BEIR corpus, shown as ``ctxir.report`` draws it.
+a results JSON of ``ctxir evaluate`` over the app's own BEIR corpus, shown as the report draws it.
 
-The report's HTML comes from ``ctxir.report.render_report`` (every text escaped). It is shown in an ``<iframe
-srcdoc>`` with an empty ``sandbox``: the file is the visitor's upload, so even a hand-edited one cannot run a script
-or reach the app's page. A results JSON is drilled into without model explanations (those take minutes per query on
+The report's HTML comes from ``ctxir.evaluation.report_html.render_report`` (every text escaped). It is shown in
+an ``<iframe srcdoc>`` with an empty ``sandbox``: the file is the visitor's upload, so even a hand-edited one cannot
+run a script or reach the app's page. A results JSON is drilled into without model explanations (those take minutes per query on
 a CPU; ``ctxir report`` makes them), and only over the corpus this app was started on: the app reads no
 other folder a file names.
 """
@@ -20,7 +20,7 @@ from ctxir.app.state import ASSETS, AppState, ViewResult, demo_corpus
 from ctxir.app.text import md_code, md_literal, plural
 from ctxir.app.ui import Ui, exports, gpu, guard, show, tab_intro
 from ctxir.checks import check_int
-from ctxir.data.loaders import load_beir, load_qrels, load_queries
+from ctxir.data.beir import load_beir, load_qrels, load_queries
 from ctxir.retrieval.retrievers import BM25Retriever
 from ctxir.types import CtxirError, run_from_hits
 
@@ -78,7 +78,8 @@ def failure_report(
 ) -> ViewResult:
     """A failure report from an uploaded file: a saved report's JSON (shown as written, explanations included), or
     an evaluate results JSON over this app's BEIR corpus (its ``worst`` queries by ``metric``, no explanations)."""
-    from ctxir.evaluation.report import REPORT_FORMAT, REPORT_VERSION, render_report
+    from ctxir.evaluation.report import REPORT_FORMAT, REPORT_VERSION
+    from ctxir.evaluation.report_html import render_report
 
     if not path:
         raise CtxirError(f"no file was uploaded: choose {HOW}")
@@ -148,7 +149,9 @@ def sample_report(state: AppState, worst: int = 10, metric: str = "nDCG@10") -> 
     """The tab tried out of the box: BM25 over the demo corpus that ships with ctxir, its demo queries judged by
     the shipped ``demo_qrels.tsv``, the ``worst`` queries by ``metric``, each explained by BM25's own term weights
     (exact, and cheap: no model runs). The same report ``ctxir report`` writes for a run."""
-    from ctxir.evaluation.report import explain_failures, failure_cases, render_report, report_meta
+    from ctxir.evaluation.report import failure_cases, report_meta
+    from ctxir.evaluation.report_html import render_report
+    from ctxir.explain.failures import explain_failures
 
     worst = check_int(worst, "worst queries", 1, MAX_WORST)
     corpus = demo_corpus()

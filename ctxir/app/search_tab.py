@@ -204,7 +204,7 @@ def upload_corpus(
 ) -> ViewResult:
     """Index a user's corpus file (.txt/.jsonl/.csv/.tsv) for ``owner`` (only they can choose it, by the returned
     name). Its embeddings stay in memory, never in the persistent cache."""
-    from ctxir.data.loaders import USER_CORPUS_SUFFIXES, load_user_corpus
+    from ctxir.data.user_corpus import USER_CORPUS_SUFFIXES, load_user_corpus
 
     if not path:
         raise CtxirError(f"no file was uploaded: choose a corpus file ({', '.join(USER_CORPUS_SUFFIXES)})")

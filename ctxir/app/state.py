@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from ctxir.checks import check_choice, check_int, grouped_options
-from ctxir.data.loaders import load_corpus, load_corpus_any, load_queries
+from ctxir.data.beir import load_corpus, load_queries
+from ctxir.data.user_corpus import load_corpus_any
 from ctxir.encoders.bi_encoder import BiEncoder, EmbeddingCache, default_backend
 from ctxir.encoders.internals import inspect_text
 from ctxir.encoders.models import (

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ctxir.data.loaders import PathLike, existing_file, read_text, short_name, tsv_rows
+from ctxir.data.reading import PathLike, existing_file, read_text, short_name, tsv_rows
 from ctxir.types import Corpus, CtxirError, Qrels, Queries
 
 WIKIQA_COLUMNS = ("QuestionID", "Question", "DocumentID", "DocumentTitle", "SentenceID", "Sentence", "Label")

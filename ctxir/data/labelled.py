@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ctxir.data.loaders import bad_line, existing_file, json_object, nonblank_lines, read_text, short_name
+from ctxir.data.reading import bad_line, existing_file, json_object, nonblank_lines, read_text, short_name
 from ctxir.types import CtxirError
 
 

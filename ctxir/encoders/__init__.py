@@ -3,7 +3,8 @@
 models.py        load bi-/cross-encoders and transformers, pick a device
 heads.py         the scoring heads and top layers shipped cross-encoders are built from
 pooling.py       token vectors to one vector
-onnx_backend.py  the ONNX / int8 encoder backend
+onnx_export.py   ONNX files made once: the float32 export, int8 copies (all MatMuls or a cross-encoder's base layers)
+onnx_backend.py  the ONNX / int8 encoder backend: ONNX Runtime sessions for bi- and cross-encoders
 bi_encoder.py    ``BiEncoder`` and the embedding cache
 internals.py     hidden states and attention of one text
 shards.py        embedding shards on disk: plan, digests, model fingerprint, manifest

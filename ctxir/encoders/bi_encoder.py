@@ -226,7 +226,7 @@ class BiEncoder:
 
     def _check_onnx(self, pooling: str | None, layer: int | None) -> None:
         """onnx-int8 runs the exported transformer and then the model's own pooling: anything else is refused."""
-        from ctxir.encoders.onnx_backend import require
+        from ctxir.encoders.onnx_export import require
 
         kinds = [type(m).__name__ for m in self.model]
         if kinds[:2] != ["Transformer", "Pooling"] or any(k != "Normalize" for k in kinds[2:]):

@@ -43,7 +43,7 @@ SHIPPED_CROSS_ENCODER = "ctxir/minilm-l6-scifact-cross-encoder"
 SHIPPED_CLS_LR = "ctxir/minilm-l6-scifact-cls-lr"
 # the sentence-pair (STS-B) scorer of the app's pair-scoring tab: a LoRA adapter + segment-cosine head
 SHIPPED_STS_CROSS_ENCODER = "ctxir/minilm-l6-stsb-cross-encoder"
-# Name → packaged folder. The names are also the Hub ids they are published under by `ctxir.hub push`.
+# Name → packaged folder. The names are also the Hub ids they are published under by `ctxir hub push`.
 SHIPPED_MODELS = {
     SHIPPED_CROSS_ENCODER: ASSETS_MODELS / "cross-encoder",
     SHIPPED_CLS_LR: ASSETS_MODELS / "cls-lr",

@@ -1,11 +1,10 @@
-"""ONNX Runtime encoding: a SentenceTransformer's transformer exported to ONNX, quantised to int8, run on the CPU.
+"""ONNX Runtime on the CPU: a bi-encoder's body exported to ONNX in int8, a cross-encoder's in float32 (or part int8).
 
 ``BiEncoder(backend="onnx-int8")`` (``ctxir evaluate --backend onnx-int8``, ``python app.py --backend
-onnx-int8``) and ``python -m benchmarks.encode`` share this one implementation:
+onnx-int8``) and ``python -m benchmarks.encode`` share this one implementation (the files themselves are made by
+``ctxir.encoders.onnx_export``):
 
-* ``export_onnx``: the transformer body → ``model.onnx`` (``torch.onnx.export``, dynamo; dynamic batch and length).
-* ``quantise``: int8 copies (``dynamic``: what the flag runs; ``static``: calibrated, benchmark only).
-* ``int8_model``: both steps once per model, into ``<folder>/<weights fingerprint>/``, reused afterwards.
+* ``int8_model``: export and quantise once per model, into ``<folder>/<weights fingerprint>/``, reused afterwards.
 * ``OnnxEncoder``: tokenises with the model's own ``preprocess``, runs ONNX Runtime, pools with
   ``ctxir.encoders.pool`` and L2-normalises, batching texts by length as ``SentenceTransformer.encode`` does.
 * ``OnnxCrossEncoder`` / ``open_cross_encoder``: a CrossEncoder's body in float32 ONNX (the same scores within
@@ -14,39 +13,34 @@ onnx-int8``) and ``python -m benchmarks.encode`` share this one implementation:
 
 Measured (docs/performance.md, ``python -m benchmarks.encode`` on the whole SciFact corpus, 2 cores): int8 dynamic
 encodes 2.24× as many texts per second as plain sentence-transformers at nDCG@10 0.6452 against 0.6451.
-
-sentence-transformers' own ``backend="onnx"`` is not used: it needs optimum-onnx, whose only release (0.1.0)
-requires transformers < 4.58 (this project pins 5.23), so the export here is ``torch.onnx.export`` +
-onnxruntime's quantisers. Every file is written to a temporary name and renamed when complete, so a run
-interrupted mid-export leaves no file that a later run would load; a final file that ONNX Runtime cannot read is
-exported again. onnx, onnxscript and onnxruntime are imported only here, and only when used.
+A final file that ONNX Runtime cannot read is exported again.
 """
 
 from __future__ import annotations
 
-import contextlib
-import importlib.util
-import logging
 import sys
 import threading
 import time
-import warnings
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from ctxir.encoders.onnx_export import (
+    FP32_FILE,
+    FROZEN_INT8_FILE,
+    INT8_FILE,
+    export_onnx,
+    frozen_layers,
+    frozen_matmuls,
+    quantise,
+    quantise_nodes,
+    require,
+)
 from ctxir.encoders.pooling import pool
-from ctxir.files import atomic_path
 from ctxir.types import CtxirError
 
-FP32_FILE = "model.onnx"
-INT8_FILE = "model-int8-dynamic.onnx"
-FROZEN_INT8_FILE = (
-    "model-int8-frozen-layers.onnx"  # a cross-encoder's base layers int8, its trained ones float32
-)
-INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 # Rows × tokens one ONNX Runtime run may hold (8 texts of 256 tokens). The exported graph materialises every head's
 # (tokens × tokens) attention scores in float32, where torch's fused attention does not: 32 texts of 256 tokens
 # peak at ~1.1 GB above the loaded model, 8 at ~0.35 GB. Short texts (queries) still run batch_size at a time.
@@ -58,17 +52,6 @@ _EXPORT_LOCK = threading.Lock()  # one export at a time in a process (the app's 
 OPEN_SESSIONS = 4
 _OPEN: OrderedDict = OrderedDict()
 _OPEN_LOCK = threading.Lock()
-
-
-def require(*modules: str, what: str = "backend 'onnx-int8'") -> None:
-    """Raise ``CtxirError`` naming the packages to install when any of ``modules`` cannot be imported."""
-    missing = [m for m in modules if importlib.util.find_spec(m) is None]
-    if missing:
-        pins = " ".join(missing)  # each module's PyPI name is its own
-        raise CtxirError(
-            f"{what} needs {', '.join(missing)}, which is not installed: "
-            f"`python -m pip install {pins}` (pinned in requirements.txt), or use backend 'torch'"
-        )
 
 
 def _session(path: Path, threads: int, spin: bool = True):
@@ -170,119 +153,6 @@ class OnnxEncoder:
         result = np.empty_like(out)
         result[order] = out
         return result
-
-
-def export_onnx(model, folder: str | Path, progress: bool = True, sample: list | None = None) -> Path:
-    """The transformer of a SentenceTransformer (or a CrossEncoder: ``sample`` = a few (a, b) pairs) →
-    ``folder/model.onnx`` (torch.onnx.export, dynamo; dynamic batch and length), reused when already there. Written
-    under a temporary name and renamed when complete."""
-    # lazy: torch takes about a second to import
-    import torch
-
-    path = Path(folder) / FP32_FILE
-    if path.is_file():
-        return path
-    require("onnx", "onnxscript", what="exporting to ONNX")
-    body = model[0].auto_model.eval()
-    if (
-        body.device.type != "cpu"
-    ):  # ONNX Runtime runs it on the CPU: export a CPU copy, leave the model where it is
-        import copy
-
-        body = copy.deepcopy(body).to("cpu")
-    sample = model.preprocess(sample or ["a short text", "a somewhat longer text to export with"])
-    names = [n for n in INPUT_NAMES if n in sample]  # BERT-like: all three; RoBERTa-like: no token_type_ids
-
-    class Body(torch.nn.Module):
-        def __init__(self, inner):
-            super().__init__()
-            self.inner = inner
-
-        def forward(self, input_ids, attention_mask, token_type_ids=None):
-            extra = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
-            return self.inner(input_ids=input_ids, attention_mask=attention_mask, **extra).last_hidden_state
-
-    if progress:
-        print(f"exporting {body.config.model_type} to {path} …", file=sys.stderr, flush=True)
-
-    with warnings.catch_warnings(), atomic_path(path, suffix=".onnx") as tmp, _quiet():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(
-            Body(body),
-            tuple(sample[n].cpu() for n in names),
-            str(tmp),
-            input_names=names,
-            output_names=["last_hidden_state"],
-            dynamo=True,
-            external_data=False,
-            verbose=False,
-            dynamic_axes={n: {0: "batch", 1: "sequence"} for n in [*names, "last_hidden_state"]},
-        )
-    return path
-
-
-class CalibrationReader:
-    """ONNX Runtime's CalibrationDataReader over tokenised batches of calibration passages."""
-
-    def __init__(self, batches: list[dict]):
-        self.batches = iter(batches)
-
-    def get_next(self):
-        return next(self.batches, None)
-
-    def rewind(self):  # not needed by MinMax calibration; present for the interface
-        pass
-
-
-def quantise(fp32: str | Path, kind: str, calibration: list[dict] | None = None) -> Path:
-    """int8 copies of the exported model (MatMul weights; reused when present), beside it.
-
-    dynamic: weights int8 per channel, activations quantised on the fly per batch (``quantize_dynamic``).
-    static: QDQ, weights int8 per channel, activations uint8 with ranges from MinMax calibration on ``calibration``.
-    Both use ``reduce_range`` (7-bit weights), which ONNX Runtime advises on AVX2/AVX-512 without VNNI, where u8×s8
-    products can saturate. These settings were fixed before any benchmark ran and never tuned on test queries.
-    """
-
-    if kind not in ("dynamic", "static"):
-        raise CtxirError(f"quantisation {kind!r} is not known: use one of 'dynamic', 'static'")
-    fp32 = Path(fp32)
-    out = fp32.with_name(f"model-int8-{kind}.onnx")
-    if out.is_file():
-        return out
-    require("onnxruntime", "onnx", what="int8 quantisation")
-    # lazy: the ONNX stack is needed only for --backend onnx-int8
-    from onnxruntime.quantization import (
-        CalibrationMethod,
-        QuantFormat,
-        QuantType,
-        quantize_dynamic,
-        quantize_static,
-    )
-
-    with atomic_path(out, suffix=".onnx") as tmp, _quiet():
-        if kind == "dynamic":
-            quantize_dynamic(
-                str(fp32),
-                str(tmp),
-                weight_type=QuantType.QInt8,
-                per_channel=True,
-                reduce_range=True,
-                op_types_to_quantize=["MatMul"],
-            )
-        else:
-            quantize_static(
-                str(fp32),
-                str(tmp),
-                CalibrationReader(calibration or []),
-                quant_format=QuantFormat.QDQ,
-                activation_type=QuantType.QUInt8,
-                weight_type=QuantType.QInt8,
-                per_channel=True,
-                reduce_range=True,
-                op_types_to_quantize=["MatMul"],
-                calibrate_method=CalibrationMethod.MinMax,
-            )
-    return out
 
 
 def int8_model(model, folder: str | Path, progress: bool = True) -> Path:
@@ -407,41 +277,6 @@ class OnnxCrossEncoder:
         return result
 
 
-def frozen_layers(model) -> range:
-    """The encoder layers a cross-encoder shares unchanged with its base: those under a ``TopLayersTransformer``
-    body's first trained layer (the shipped re-ranker: 0–3 of MiniLM's 6); none for any other body."""
-    return range(int(getattr(model[0], "trained_from", 0) or 0))
-
-
-def frozen_matmuls(path: str | Path, model) -> list[str]:
-    """The MatMul nodes of the exported graph whose weight is a linear layer of ``frozen_layers(model)``, found by
-    the weight's values (the exporter's node names say nothing of layers)."""
-    # lazy: the ONNX stack is needed only for the onnx backends; torch takes about a second to import
-    import onnx
-    import torch
-    from onnx import numpy_helper
-
-    from ctxir.encoders.heads import layer_of
-
-    frozen = set(frozen_layers(model))
-    wanted = set()  # each frozen weight's bytes, as stored (out, in) and transposed (in, out) for a MatMul
-    for name, module in model[0].auto_model.named_modules():
-        if isinstance(module, torch.nn.Linear) and layer_of(name) in frozen:
-            weight = module.weight.detach().to("cpu", torch.float32).numpy()
-            wanted |= {weight.tobytes(), np.ascontiguousarray(weight.T).tobytes()}
-    graph = onnx.load(str(path)).graph
-    weights = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
-    return [
-        node.name
-        for node in graph.node
-        if node.op_type == "MatMul"
-        and any(
-            x in weights and np.ascontiguousarray(weights[x], dtype=np.float32).tobytes() in wanted
-            for x in node.input
-        )
-    ]
-
-
 def open_cross_encoder(
     model, folder: str | Path, threads: int = 0, progress: bool = True, int8: bool = False
 ) -> OnnxCrossEncoder:
@@ -476,7 +311,7 @@ def open_cross_encoder(
                     )
                 fp32 = export_onnx(model, folder, progress=False, sample=sample)
                 if int8:
-                    _quantise_nodes(fp32, target, frozen_matmuls(fp32, model))
+                    quantise_nodes(fp32, target, frozen_matmuls(fp32, model))
                 if progress:
                     print(
                         f"ctxir: exported in {time.perf_counter() - started:.1f} s",
@@ -503,46 +338,3 @@ def open_cross_encoder(
             if int8:
                 (folder / FP32_FILE).unlink(missing_ok=True)
     raise AssertionError("unreachable")
-
-
-def _quantise_nodes(fp32: Path, out: Path, nodes: list[str]) -> None:
-    """``quantise``'s dynamic int8 settings on ``nodes`` only, written atomically."""
-    # lazy: the ONNX stack is needed only for the onnx backends
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    if not nodes:
-        raise CtxirError(
-            f"no MatMul of {fp32} has the weights of a layer the model shares with its base: nothing "
-            "to quantise (use backend 'onnx')"
-        )
-    with atomic_path(out, suffix=".onnx") as tmp, _quiet():
-        quantize_dynamic(
-            str(fp32),
-            str(tmp),
-            weight_type=QuantType.QInt8,
-            per_channel=True,
-            reduce_range=True,
-            op_types_to_quantize=["MatMul"],
-            nodes_to_quantize=nodes,
-        )
-
-
-class _QuantiserAdvice(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "pre-processing before quantization" not in record.getMessage()
-
-
-@contextlib.contextmanager
-def _quiet() -> Iterator[None]:
-    """Keep two library messages that need no action out of the output while exporting and quantising: the
-    exporter's "torchvision is not installed" warnings and the quantiser's advice (on the root logger) to
-    pre-process the model first."""
-    registration = logging.getLogger("torch.onnx._internal.exporter._registration")
-    level, advice, root = registration.level, _QuantiserAdvice(), logging.getLogger()
-    registration.setLevel(logging.ERROR)
-    root.addFilter(advice)
-    try:
-        yield
-    finally:
-        registration.setLevel(level)
-        root.removeFilter(advice)

@@ -43,7 +43,7 @@ _FORWARDED_ENV = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HOME", "HF_HUB_C
 def _source_rows(source) -> tuple[list[str], list[str]]:
     """(ids, texts) from a corpus mapping, a BEIR corpus file/folder, a list of texts, or (id, text) pairs."""
     if isinstance(source, str | Path):
-        from ctxir.data.loaders import load_corpus_any
+        from ctxir.data.user_corpus import load_corpus_any
 
         source = load_corpus_any(source)
     if isinstance(source, Mapping):

@@ -4,7 +4,9 @@ metrics.py       nDCG/MRR/recall, paired tests, STS correlation
 evaluate.py      ``ctxir evaluate``: retrieve, re-rank, score a collection
 tuning.py        tune fusion weights on a dev split
 compare.py       compare saved systems' runs with paired tests
-report.py        the HTML failure report, ``ctxir report``
+report.py        the failure report's data: worst queries, pairs to explain, meta, its files
+report_html.py   the failure report as HTML (templates/report.html.j2), attribution colours
+report_cli.py    ``ctxir report``: a report from a saved results JSON
 """
 
 from ctxir.evaluation.metrics import (  # noqa: F401 -- public API

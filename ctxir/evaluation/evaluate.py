@@ -19,7 +19,7 @@ fusion.json, else RRF k=60 with equal weights; --tune-on chooses them instead) a
 re-ranker-alone metrics; --rerank-mode alone ranks by the re-ranker only.
 
 Prints a metrics table and writes a JSON file with the metrics, per-query values, the top-k runs and the run
-config; --report FILE.html also writes a drill-down of the worst queries (ctxir.report, docs/report.md).
+config; --report FILE.html also writes a drill-down of the worst queries (ctxir.evaluation.report, docs/report.md).
 
 --compare A.json B.json [...] compares finished runs on the same queries instead: a metrics table with paired
 significance tests against the first (--test randomization|t-test, --correction holm|bonferroni|none;
@@ -38,7 +38,8 @@ from typing import Literal
 
 from ctxir.checks import check_choice
 from ctxir.cli import cli_main
-from ctxir.data.loaders import load_beir, load_pairs, load_sts
+from ctxir.data.beir import load_beir
+from ctxir.data.sentence_pairs import load_pairs, load_sts
 from ctxir.encoders.bi_encoder import BiEncoder, EmbeddingCache, cache_root
 from ctxir.encoders.models import set_threads
 from ctxir.evaluation.metrics import evaluate_run, format_table, paired_retrieval, sts_correlation

@@ -1,12 +1,8 @@
-"""Model cards built from a training run's ``metrics.json``: Hub metadata (YAML front matter) and body.
+"""Model cards rendered from a training run's ``metrics.json``: Hub metadata (YAML front matter) and body.
 
-Every number on a card comes from ``metrics.json``; nothing is typed by hand. ``check_card`` re-derives the
-metadata from ``metrics.json`` and refuses a card that disagrees, so a card edited after the fact, or a
-``metrics.json`` replaced after rendering, cannot be published.
-
-The card's ``license`` is derived from the licenses of the data the weights were trained on (and of the base
-model, when its card states one): the most restrictive wins, and a combination that no single source license
-covers (e.g. NonCommercial + ShareAlike) gets the Creative Commons license that carries every condition.
+Every number on a card comes from ``metrics.json``; nothing is typed by hand (``ctxir.publish.card_check`` refuses
+a card that disagrees with it). Its license: ``ctxir.publish.licenses``; the datasets it names:
+``ctxir.publish.known_datasets``.
 
 Templates live in ``model_cards/<type>.md`` (Jinja) and are rendered with ``huggingface_hub.ModelCard.from_template``.
 
@@ -20,397 +16,20 @@ comparable and lets a single check (``check_card``) guard them. Staging replaces
 from __future__ import annotations
 
 import json
-import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ctxir.names import looks_like_hub_id
+from ctxir.publish.known_datasets import BEIR_CITATION, SBERT_CITATION, SPLIT_NAMES, DatasetInfo, dataset_info
+from ctxir.publish.licenses import License, parse_license
+from ctxir.publish.metrics_file import EVAL_TASKS, training_license, validate_metrics
 from ctxir.types import CtxirError
 
-METRICS_FILE = "metrics.json"
-MODEL_TYPES = ("bi-encoder", "cross-encoder", "cls-lr")
 TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "model_cards"
 TEMPLATES = {"bi-encoder": "bi_encoder.md", "cross-encoder": "cross_encoder.md", "cls-lr": "cls_lr.md"}
-EVAL_TASKS = {  # metrics.json task → (model-index task type, pretty name); types follow sentence-transformers' cards
-    "retrieval": ("information-retrieval", "Information Retrieval"),
-    "sts": ("semantic-similarity", "Semantic Similarity"),
-    "reranking": ("reranking", "Reranking"),
-    "classification": ("text-classification", "Text Classification"),
-}
-REQUIRED_KEYS = (
-    "model_type",
-    "model_name",
-    "base_model",
-    "objective",
-    "datasets",
-    "config",
-    "training",
-    "evaluations",
-    "versions",
-    "created",
-)
-REQUIRED_TRAINING = (
-    "steps",
-    "epochs",
-    "train_examples",
-    "batch_size",
-    "learning_rate",
-    "wall_time_seconds",
-    "device",
-    "hardware",
-    "seed",
-)
-REQUIRED_EVAL = ("dataset", "split", "task", "metric", "after")
-
-
-# ---------------------------------------------------------------------------------------------- licenses
-
-
-@dataclass(frozen=True)
-class License:
-    """A license as the Hub names it, plus the conditions used to compare restrictiveness."""
-
-    hub_id: str  # the card's `license:` value, e.g. "cc-by-nc-2.0", or "other"
-    name: str  # human name, e.g. "CC BY-NC 2.0"
-    conditions: frozenset[str] = frozenset()  # subset of {"NC", "SA", "ND", "RESEARCH"}
-    link: str | None = None
-    slug: str | None = None  # `license_name:` for hub_id == "other"
-
-    @property
-    def restrictiveness(self) -> int:
-        weights = {"RESEARCH": 8, "NC": 4, "SA": 2, "ND": 1}
-        return sum(weights[c] for c in self.conditions)
-
-
-AG_CORPUS_TERMS = License(
-    "other",
-    "AG's corpus terms (non-commercial research only)",
-    frozenset({"NC", "RESEARCH"}),
-    "http://groups.di.unipi.it/~gulli/AG_corpus_of_news_articles.html",
-    "ag-corpus-terms",
-)
-MSMARCO_TERMS = License(
-    "other",
-    "MS MARCO terms (non-commercial research only)",
-    frozenset({"NC", "RESEARCH"}),
-    "https://microsoft.github.io/msmarco/",
-    "ms-marco-terms",
-)
-# Hub license ids for common permissive licenses (no NC/SA/ND conditions).
-_PERMISSIVE = {
-    "apache-2.0": "Apache 2.0",
-    "mit": "MIT",
-    "bsd-3-clause": "BSD 3-Clause",
-    "bsd-2-clause": "BSD 2-Clause",
-    "cc0-1.0": "CC0 1.0",
-    "openrail": "OpenRAIL",
-    "unlicense": "Unlicense",
-}
-_CC_HUB_IDS = {
-    "cc-by-2.0",
-    "cc-by-2.5",
-    "cc-by-3.0",
-    "cc-by-4.0",
-    "cc-by-sa-3.0",
-    "cc-by-sa-4.0",
-    "cc-by-nc-2.0",
-    "cc-by-nc-3.0",
-    "cc-by-nc-4.0",
-    "cc-by-nd-4.0",
-    "cc-by-nc-nd-3.0",
-    "cc-by-nc-nd-4.0",
-    "cc-by-nc-sa-2.0",
-    "cc-by-nc-sa-3.0",
-    "cc-by-nc-sa-4.0",
-}
-KNOWN_LICENSE_EXAMPLES = (
-    "CC BY-NC 2.0",
-    "CC BY-SA 4.0",
-    "CC BY-NC-SA 3.0",
-    "MS MARCO non-commercial research only",
-    "apache-2.0",
-    "mit",
-)
-
-
-def parse_license(text: str | None) -> License | None:
-    """'CC BY-NC 2.0' / 'cc-by-nc-2.0' / 'MS MARCO terms (non-commercial research)' / 'apache-2.0' → License."""
-    if not text or not str(text).strip():
-        return None
-    low = str(text).strip().lower()
-    if "ag's corpus" in low or "ag news" in low:
-        return AG_CORPUS_TERMS
-    if "ms marco" in low or "msmarco" in low or "research only" in low or "non-commercial research" in low:
-        return MSMARCO_TERMS
-    match = re.fullmatch(r"cc[\s_-]*by((?:[\s_-]*(?:nc|sa|nd))*)[\s_-]*v?(\d\.\d)(?:\s+international)?", low)
-    if match:
-        parts = re.findall(r"nc|sa|nd", match.group(1))
-        order = [p for p in ("nc", "nd", "sa") if p in parts]  # the Hub spells them by-nc-nd / by-nc-sa
-        hub_id = "-".join(["cc", "by", *order, match.group(2)])
-        if hub_id not in _CC_HUB_IDS:
-            return None
-        name = "CC BY" + ("-" + "-".join(p.upper() for p in order) if order else "") + " " + match.group(2)
-        return License(
-            hub_id,
-            name,
-            frozenset(p.upper() for p in order),
-            f"https://creativecommons.org/licenses/{'-'.join(['by', *order])}/{match.group(2)}/",
-        )
-    slug = re.sub(r"[\s_]+", "-", low)
-    if slug in _PERMISSIVE:
-        return License(slug, _PERMISSIVE[slug])
-    if slug in ("apache-2", "apache", "apache-license-2.0"):
-        return License("apache-2.0", "Apache 2.0")
-    return None
-
-
-def combine_licenses(sources: Sequence[tuple[str, License]]) -> tuple[License, str]:
-    """The license a model trained on ``sources`` [(what, License)] must carry, and a sentence saying why."""
-    if not sources:
-        raise CtxirError("no training data license to derive the model license from")
-    union = frozenset().union(*(lic.conditions for _, lic in sources))
-    strictest = max(sources, key=lambda s: s[1].restrictiveness)[1]
-    listed = "; ".join(f"{what}: {lic.name}" for what, lic in sources)
-    if strictest.conditions >= union:
-        chosen = strictest
-        why = (
-            f"The model derives from sources under these terms — {listed}. The most restrictive, "
-            f"{chosen.name}, applies to the model as a whole"
-        )
-    elif "RESEARCH" in union:
-        chosen = MSMARCO_TERMS
-        why = (
-            f"The model derives from sources under these terms — {listed}. Their conditions together "
-            f"({', '.join(sorted(union))}) allow non-commercial research use only, so the model is released "
-            f"for that use only, and every other condition ({', '.join(sorted(union - {'RESEARCH', 'NC'}))}) "
-            "still applies"
-        )
-    else:
-        order = [p for p in ("NC", "ND", "SA") if p in union]
-        chosen = parse_license("CC BY-" + "-".join(order) + " 4.0")
-        assert chosen is not None  # by-nc-sa / by-nc-nd / by-nd / by-sa 4.0 are all Hub ids
-        why = (
-            f"The model derives from sources under these terms — {listed}. No single one of them carries "
-            f"every condition ({', '.join(order)}), so the model uses {chosen.name}, which carries them all"
-        )
-    if chosen.conditions & {"NC", "RESEARCH"}:
-        why += ". Commercial use is not allowed"
-    return chosen, why + "."
-
-
-# ---------------------------------------------------------------------------------------------- datasets
-
-# a split name a training script writes → what the card's Data table says of it
-SPLIT_NAMES = {
-    "train-silver": "train sentences re-paired, silver labels (a teacher bi-encoder's cosine on the gold "
-    "scale; training/silver_pairs.py)"
-}
-
-
-@dataclass(frozen=True)
-class DatasetInfo:
-    key: str
-    pretty: str
-    hub_id: str | None  # the Hub copy of the same data, for the card's `datasets:` list
-    url: str
-    citation: str  # BibTeX
-
-
-KNOWN_DATASETS = {
-    "agnews": DatasetInfo(
-        "agnews",
-        "AG News",
-        "fancyzhx/ag_news",
-        "http://groups.di.unipi.it/~gulli/AG_corpus_of_news_articles.html",
-        "@inproceedings{zhang-2015-character,\n  title = {Character-level Convolutional Networks for Text "
-        "Classification},\n  author = {Zhang, Xiang and Zhao, Junbo and LeCun, Yann},\n  booktitle = "
-        "{NeurIPS},\n  year = {2015}\n}",
-    ),
-    "scifact": DatasetInfo(
-        "scifact",
-        "SciFact (BEIR)",
-        "BeIR/scifact",
-        "https://github.com/allenai/scifact",
-        "@inproceedings{wadden-etal-2020-fact,\n  title = {Fact or Fiction: Verifying Scientific "
-        "Claims},\n  author = {Wadden, David and Lin, Shanchuan and Lo, Kyle and Wang, Lucy Lu and "
-        "van Zuylen, Madeleine and Cohan, Arman and Hajishirzi, Hannaneh},\n  booktitle = {EMNLP},"
-        "\n  year = {2020}\n}",
-    ),
-    "stsb": DatasetInfo(
-        "stsb",
-        "STS Benchmark",
-        "mteb/stsbenchmark-sts",
-        "https://ixa2.si.ehu.eus/stswiki/index.php/STSbenchmark",
-        "@inproceedings{cer-etal-2017-semeval,\n  title = {SemEval-2017 Task 1: Semantic Textual "
-        "Similarity Multilingual and Crosslingual Focused Evaluation},\n  author = {Cer, Daniel and "
-        "Diab, Mona and Agirre, Eneko and Lopez-Gazpio, I{\\~n}igo and Specia, Lucia},\n  booktitle = "
-        "{SemEval-2017},\n  year = {2017}\n}",
-    ),
-    "sick": DatasetInfo(
-        "sick",
-        "SICK",
-        "mteb/sickr-sts",
-        "https://marcobaroni.org/composes/sick.html",
-        "@inproceedings{marelli-etal-2014-sick,\n  title = {A SICK cure for the evaluation of "
-        "compositional distributional semantic models},\n  author = {Marelli, Marco and Menini, "
-        "Stefano and Baroni, Marco and Bentivogli, Luisa and Bernardi, Raffaella and Zamparelli, "
-        "Roberto},\n  booktitle = {LREC},\n  year = {2014}\n}",
-    ),
-    "snli": DatasetInfo(
-        "snli",
-        "SNLI",
-        "stanfordnlp/snli",
-        "https://nlp.stanford.edu/projects/snli/",
-        "@inproceedings{bowman-etal-2015-large,\n  title = {A large annotated corpus for learning "
-        "natural language inference},\n  author = {Bowman, Samuel R. and Angeli, Gabor and Potts, "
-        "Christopher and Manning, Christopher D.},\n  booktitle = {EMNLP},\n  year = {2015}\n}",
-    ),
-    "msmarco": DatasetInfo(
-        "msmarco",
-        "MS MARCO (passage sample)",
-        "microsoft/ms_marco",
-        "https://microsoft.github.io/msmarco/",
-        "@article{bajaj2016msmarco,\n  title = {MS MARCO: A Human Generated MAchine Reading "
-        "COmprehension Dataset},\n  author = {Bajaj, Payal and others},\n  journal = "
-        "{arXiv:1611.09268},\n  year = {2016}\n}",
-    ),
-}
-_DATASET_ALIASES = {
-    "agnews": "agnews",
-    "agnewstopicclassification": "agnews",
-    "scifact": "scifact",
-    "beirscifact": "scifact",
-    "stsb": "stsb",
-    "stsbenchmark": "stsb",
-    "stsbenchmarksts": "stsb",
-    "sick": "sick",
-    "sickr": "sick",
-    "sicke": "sick",
-    "snli": "snli",
-    "msmarco": "msmarco",
-    "msmarcosample": "msmarco",
-    "msmarcopassage": "msmarco",
-}
-BEIR_CITATION = (
-    "@inproceedings{thakur2021beir,\n  title = {BEIR: A Heterogeneous Benchmark for Zero-shot Evaluation "
-    "of Information Retrieval Models},\n  author = {Thakur, Nandan and Reimers, Nils and R{\\\"u}ckl{\\'e}, "
-    "Andreas and Srivastava, Abhishek and Gurevych, Iryna},\n  booktitle = {NeurIPS Datasets and "
-    "Benchmarks},\n  year = {2021}\n}"
-)
-SBERT_CITATION = (
-    "@inproceedings{reimers-2019-sentence-bert,\n  title = {Sentence-BERT: Sentence Embeddings using "
-    "Siamese BERT-Networks},\n  author = {Reimers, Nils and Gurevych, Iryna},\n  booktitle = {EMNLP-IJCNLP},"
-    "\n  year = {2019}\n}"
-)
-
-
-def dataset_info(name: str) -> DatasetInfo | None:
-    """A metrics.json dataset name ('scifact', 'stsbenchmark', 'msmarco_sample', ...) → what the card says of it."""
-    key = _DATASET_ALIASES.get(re.sub(r"[^a-z0-9]", "", str(name).lower()))
-    return KNOWN_DATASETS.get(key) if key else None
-
-
-# ---------------------------------------------------------------------------------------------- metrics.json
-
-
-def load_metrics(path: str | Path) -> dict:
-    """Read and check a ``metrics.json`` (a file, or the folder holding one) against the contract."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / METRICS_FILE
-    if not path.is_file():
-        raise CtxirError(
-            f"{str(path)!r} does not exist: a model folder must hold the {METRICS_FILE} its training "
-            "script wrote (the card's numbers come from it)"
-        )
-    try:
-        metrics = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise CtxirError(
-            f"{str(path)!r} is not valid JSON ({err}): re-run the training script to rewrite it"
-        ) from err
-    validate_metrics(metrics, source=str(path))
-    return metrics
-
-
-def validate_metrics(metrics: Any, source: str = METRICS_FILE) -> None:
-    """Raise ``CtxirError`` naming every way ``metrics`` breaks the metrics.json contract."""
-    if not isinstance(metrics, dict):
-        raise CtxirError(f"{source!r} must hold a JSON object, got {type(metrics).__name__}")
-    problems = [f"missing key {k!r}" for k in REQUIRED_KEYS if k not in metrics]
-    if metrics.get("model_type") not in MODEL_TYPES and "model_type" in metrics:
-        problems.append(f"model_type {metrics['model_type']!r} is not one of {', '.join(MODEL_TYPES)}")
-    training = metrics.get("training")
-    if isinstance(training, dict):
-        problems += [f"missing training.{k}" for k in REQUIRED_TRAINING if k not in training]
-    elif "training" in metrics:
-        problems.append("training must be an object")
-    datasets = metrics.get("datasets")
-    if "datasets" in metrics and (not isinstance(datasets, list) or not datasets):
-        problems.append("datasets must be a non-empty list")
-    elif isinstance(datasets, list):
-        for i, d in enumerate(datasets or []):
-            for k in ("name", "split", "role"):
-                if not isinstance(d, dict) or k not in d:
-                    problems.append(f"datasets[{i}] has no {k!r}")
-            if isinstance(d, dict) and d.get("role") not in ("train", "eval"):
-                problems.append(f"datasets[{i}].role is {d.get('role')!r}; use 'train' or 'eval'")
-        if not any(isinstance(d, dict) and d.get("role") == "train" for d in datasets):
-            problems.append("datasets lists no dataset with role 'train'")
-    evaluations = metrics.get("evaluations")
-    if not isinstance(evaluations, list) and "evaluations" in metrics:
-        problems.append("evaluations must be a list")
-    seen = set()
-    for i, e in enumerate(evaluations if isinstance(evaluations, list) else []):
-        missing = [k for k in REQUIRED_EVAL if not isinstance(e, dict) or k not in e]
-        if missing:
-            problems.append(f"evaluations[{i}] has no {', '.join(map(repr, missing))}")
-            continue
-        if e["task"] not in EVAL_TASKS:
-            problems.append(f"evaluations[{i}].task {e['task']!r} is not one of {', '.join(EVAL_TASKS)}")
-        if not _is_number(e["after"]):
-            problems.append(f"evaluations[{i}].after is {e['after']!r}; it must be a finite number")
-        for k in ("before", "anchor"):
-            if e.get(k) is not None and not _is_number(e[k]):
-                problems.append(f"evaluations[{i}].{k} is {e[k]!r}; use a number or null")
-        ident = (e["dataset"], e["split"], e["task"], e["metric"], e.get("config"))
-        if ident in seen:
-            problems.append(f"evaluations[{i}] repeats {ident!r}: give each evaluation a distinct 'config'")
-        seen.add(ident)
-    if problems:
-        raise CtxirError(f"{source!r} does not follow the metrics.json contract: " + "; ".join(problems))
-
-
-def _is_number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
-def training_license(metrics: dict, base_license: tuple[str, License] | None = None) -> tuple[License, str]:
-    """The model's license from the licenses of its training data (role 'train') and its base model."""
-    sources = []
-    for d in metrics["datasets"]:
-        if d.get("role") != "train":
-            continue
-        lic = parse_license(d.get("license"))
-        if lic is None:
-            what = (
-                "has no license"
-                if not d.get("license")
-                else f"has license {d.get('license')!r}, which is not known"
-            )
-            raise CtxirError(
-                f"training dataset {d.get('name')!r} in {METRICS_FILE} {what}: the model's license is derived from "
-                f"its training data, so set datasets[].license to the data's license (e.g. "
-                f"{', '.join(map(repr, KNOWN_LICENSE_EXAMPLES))}) and stage again"
-            )
-        info = dataset_info(d["name"])
-        sources.append((f"{info.pretty if info else d['name']} ({d.get('split')})", lic))
-    if base_license is not None:
-        sources.append(base_license)
-    return combine_licenses(sources)
 
 
 def slug(text: str) -> str:
@@ -443,11 +62,8 @@ def eval_results(metrics: dict) -> list:
     return out
 
 
-def _eval_key(r) -> tuple:
+def eval_key(r) -> tuple:
     return (r.task_type, r.dataset_type, r.dataset_split, r.metric_type, r.metric_name)
-
-
-# ---------------------------------------------------------------------------------------------- the card
 
 
 @dataclass
@@ -457,7 +73,9 @@ class CardInputs:
     repo_id: str
     base_model_id: str | None = None  # Hub id for `base_model:`; None leaves it out (a local base path)
     base_license: tuple[str, License] | None = None  # (what, license) of the base model, when its card says
-    facts: dict = field(default_factory=dict)  # model facts gathered by ctxir.hub.model_facts
+    facts: dict = field(
+        default_factory=dict
+    )  # model facts gathered by ctxir.publish.model_folder.model_facts
     figures: list[str] = field(default_factory=list)  # paths relative to the repo root
     language: str = "en"
 
@@ -513,7 +131,7 @@ def card_data(metrics: dict, inputs: CardInputs):
     )
 
 
-def _fmt(x: Any, digits: int = 4) -> str:
+def format_number(x: Any, digits: int = 4) -> str:
     if x is None:
         return "–"
     return f"{float(x):.{digits}f}" if isinstance(x, (int, float)) and not isinstance(x, bool) else str(x)
@@ -542,10 +160,10 @@ def _template_context(metrics: dict, inputs: CardInputs) -> dict:
                 "task": e["task"],
                 "metric": e["metric"],
                 "config": e.get("config") or "–",
-                "before": _fmt(e.get("before")),
-                "after": _fmt(e["after"]),
+                "before": format_number(e.get("before")),
+                "after": format_number(e["after"]),
                 "delta": "–" if delta is None else f"{delta:+.4f}",
-                "anchor": _fmt(e.get("anchor")),
+                "anchor": format_number(e.get("anchor")),
                 "anchor_name": e.get("anchor_name") or "–",
             }
         )
@@ -619,79 +237,3 @@ def render_card(metrics: dict, inputs: CardInputs, template_dir: str | Path | No
     return ModelCard.from_template(
         card_data(metrics, inputs), template_path=str(template), **_template_context(metrics, inputs)
     )
-
-
-def check_card(card_path: str | Path, metrics: dict, base_license: tuple[str, License] | None = None) -> dict:
-    """Refuse a card whose front matter is not what ``metrics`` implies; returns the parsed front matter.
-
-    Checks: YAML parses; license present and equal to the one derived from the training data; library_name and
-    pipeline_tag present; every ``model-index`` value equals the ``after`` value in metrics.json (and nothing
-    extra); every evaluation's number appears in the body table.
-    """
-    # lazy: the Hub client is needed only to download or upload
-    from huggingface_hub import ModelCard, metadata_load
-    from huggingface_hub.repocard_data import model_index_to_eval_results
-
-    card_path = Path(card_path)
-    if not card_path.is_file():
-        raise CtxirError(f"{str(card_path)!r} is missing: stage the model so its card is rendered")
-    try:
-        meta = metadata_load(card_path)
-        card = ModelCard.load(card_path)
-    except Exception as err:  # yaml.YAMLError, ValueError: the Hub would reject the card the same way
-        raise CtxirError(f"the YAML front matter of {str(card_path)!r} does not parse: {err}") from err
-    if not meta:
-        raise CtxirError(
-            f"{str(card_path)!r} has no YAML front matter (--- ... ---): re-render it with "
-            "ctxir.publish.cards"
-        )
-    problems = []
-    expected_license, _ = training_license(metrics, base_license)
-    if not meta.get("license"):
-        problems.append(f"no license (expected {expected_license.hub_id!r}, derived from the training data)")
-    elif meta["license"] != expected_license.hub_id:
-        problems.append(
-            f"license is {meta['license']!r} but the training data requires {expected_license.hub_id!r}"
-        )
-    if expected_license.hub_id == "other" and not (meta.get("license_name") and meta.get("license_link")):
-        problems.append("license 'other' needs license_name and license_link")
-    for key in ("library_name", "pipeline_tag"):
-        if not meta.get(key):
-            problems.append(f"no {key}")
-    expected = {_eval_key(r): r.metric_value for r in eval_results(metrics)}
-    found: dict = {}
-    if meta.get("model-index"):
-        try:
-            name, results = model_index_to_eval_results(meta["model-index"])
-        except (KeyError, TypeError) as err:
-            problems.append(f"model-index is malformed ({err!r})")
-            results, name = [], metrics["model_name"]
-        if name != metrics["model_name"]:
-            problems.append(f"model-index name is {name!r}, metrics.json says {metrics['model_name']!r}")
-        found = {_eval_key(r): r.metric_value for r in results}
-    for key in expected.keys() - found.keys():
-        problems.append(
-            f"model-index lacks {key[4]!r} on {key[1]} {key[2]} (metrics.json has {expected[key]!r})"
-        )
-    for key in found.keys() - expected.keys():
-        problems.append(
-            f"model-index has {key[4]!r} on {key[1]} {key[2]} = {found[key]!r}, which metrics.json lacks"
-        )
-    for key in expected.keys() & found.keys():
-        if not isinstance(found[key], (int, float)) or float(found[key]) != float(expected[key]):
-            problems.append(
-                f"model-index says {key[4]!r} on {key[1]} {key[2]} = {found[key]!r} but metrics.json "
-                f"says {expected[key]!r}"
-            )
-    for e in metrics["evaluations"]:
-        if _fmt(float(e["after"])) not in card.text:
-            problems.append(
-                f"the body has no {e['metric']} = {_fmt(float(e['after']))} ({e['dataset']} {e['split']})"
-            )
-    if problems:
-        raise CtxirError(
-            f"model card {str(card_path)!r} disagrees with {METRICS_FILE}: "
-            + "; ".join(problems)
-            + ". Re-render it (stage again) instead of editing numbers by hand"
-        )
-    return meta

@@ -227,7 +227,7 @@ class CrossEncoderReranker(Reranker):
         """``backend``: "torch" (the model's own ``predict``), "onnx" (its body exported once to float32 ONNX
         under ctxir's cache folder and run by ONNX Runtime on the CPU, the head in torch: the same scores, faster
         on a CPU; ``ctxir.encoders.onnx_backend.OnnxCrossEncoder``) or "onnx-int8" (the same, with the layers
-        the model shares unchanged with its base quantised to int8: ``onnx_backend.frozen_layers``; a model that
+        the model shares unchanged with its base quantised to int8: ``onnx_export.frozen_layers``; a model that
         trained every layer stays float32); None = ``default_rerank_backend()``. A model on a GPU, or one that
         cannot be exported, runs in torch (logged). ``both_orders``: a pair's score is the mean of (query, text) and
         (text, query) (``pair_scores``); None = as the model's folder says (``both_orders_for``: a pair scorer's

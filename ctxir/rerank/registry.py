@@ -64,7 +64,7 @@ class RerankerKind:
     label: str  # how the page names it: "cross-encoder", "CLS-LR"
     short: str  # a table's rank header: "CE" → "CE rank"
     setting: str  # "cross_encoder"
-    card: str  # its model card's model_type (ctxir.cards)
+    card: str  # its model card's model_type (ctxir.publish.cards)
     shipped: str  # the name it ships under inside ctxir (ctxir.encoders.models.SHIPPED_MODELS)
     fallback: str  # the default model while none is shipped ("" = none)
     how_to_get: str  # what to run to have one, e.g. "train it with `python training/train_cls_lr.py`"
@@ -214,7 +214,7 @@ def _wrap_cross_encoder(obj: Any) -> Reranker:
 
 
 def _explain_cross_encoder(model, query: str, document: str, **options) -> dict:
-    from ctxir.explain.attributions import explain_cross_encoder
+    from ctxir.explain.rerankers import explain_cross_encoder
 
     return explain_cross_encoder(model, query, document, **options)
 
@@ -232,7 +232,7 @@ def _is_cls_lr(obj: Any) -> bool:
 
 
 def _explain_cls_lr(model, query: str, document: str, title: str = "", **options) -> dict:
-    from ctxir.explain.attributions import explain_cls_lr
+    from ctxir.explain.rerankers import explain_cls_lr
 
     # the ranker reads the first tokens of a document, title included: no windows to cut after the title
 

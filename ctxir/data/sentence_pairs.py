@@ -1,0 +1,250 @@
+"""Sentence-pair sets: STS Benchmark, paired-retrieval files, SICK and SNLI (``SickPair``, ``NliPair``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ctxir.data.reading import (
+    PathLike,
+    bad_line,
+    existing_file,
+    existing_folder,
+    json_object,
+    nonblank_lines,
+    read_text,
+    short_name,
+    show,
+    tsv_rows,
+)
+from ctxir.types import CtxirError
+
+NLI_LABELS = ("entailment", "neutral", "contradiction")
+_SICK_SPLITS = {"train": "TRAIN", "dev": "TRIAL", "trial": "TRIAL", "test": "TEST"}
+_SICK_SEMEVAL_FILES = {
+    "TRAIN": "SICK_train.txt",
+    "TRIAL": "SICK_trial.txt",
+    "TEST": "SICK_test_annotated.txt",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SickPair:
+    sentence_a: str
+    sentence_b: str
+    relatedness: float  # 1-5
+    label: str  # one of NLI_LABELS
+
+
+@dataclass(frozen=True, slots=True)
+class NliPair:
+    premise: str
+    hypothesis: str
+    label: str  # one of NLI_LABELS
+
+
+def _split_file(path: PathLike, split: str | None, files: dict[str, str], what: str) -> Path:
+    """A file path as is, or folder + split → the split's file."""
+    p = Path(path)
+    if not p.is_dir():
+        if split is not None and p.is_file():
+            raise CtxirError(f"split={split!r} is only used with a folder; {p} is a file — drop the split.")
+        return existing_file(p, what)
+    if split is None or split not in files:
+        raise CtxirError(
+            f"{p} is a folder: pass split= one of {', '.join(map(repr, files))} to choose a file."
+        )
+    return existing_file(p / files[split], what)
+
+
+def load_sts(path: PathLike, split: str | None = None) -> list[tuple[str, str, float]]:
+    r"""STS Benchmark CSV → [(sentence1, sentence2, score 0-5)]; ``path`` is a file, or a folder plus split.
+
+    >>> import tempfile
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> row = ["main-captions", "MSRvid", "2012test", "0001", "4.750", "A man plays a guitar.", "A man plays guitar."]
+    >>> _ = (Path(folder.name) / "sts-dev.csv").write_text("\t".join(row) + "\n")
+    >>> load_sts(folder.name, split="dev")
+    [('A man plays a guitar.', 'A man plays guitar.', 4.75)]
+    >>> folder.cleanup()
+    """
+    files = {s: f"sts-{s}.csv" for s in ("train", "dev", "test")}
+    p = _split_file(path, split, files, "an STS Benchmark sts-*.csv file")
+    expected = "7+ tab-separated columns: genre, source, year, id, score 0-5, sentence1, sentence2"
+    pairs: list[tuple[str, str, float]] = []
+    for line_no, row in tsv_rows(read_text(p)):
+        try:
+            score = float(row[4]) if len(row) >= 7 else -1.0
+        except ValueError:
+            score = -1.0
+        s1, s2 = (row[5].strip(), row[6].strip()) if len(row) >= 7 else ("", "")
+        if not 0.0 <= score <= 5.0 or not s1 or not s2:
+            raise bad_line(p, line_no, expected, "\t".join(row))
+        pairs.append((s1, s2, score))
+    if not pairs:
+        raise CtxirError(f"{short_name(p)} contains no sentence pairs.")
+    return pairs
+
+
+def load_pairs(path: PathLike) -> list[tuple[str, str]]:
+    """A paired-retrieval file → [(query, target)]: query i's one correct target is target i, every other target
+    a distractor (e.g. a compression and its original sentence).
+
+    ``.jsonl``: one ``{"query": ..., "target": ...}`` per line; otherwise tab-separated ``query<TAB>target`` lines,
+    with an optional ``query<TAB>target`` header.
+    """
+    p = existing_file(
+        path, 'a pairs file: query<TAB>target lines (.tsv) or {"query", "target"} lines (.jsonl)'
+    )
+    text = read_text(p)
+    pairs: list[tuple[str, str]] = []
+    if p.suffix.lower() == ".jsonl":
+        expected = 'a JSON object with non-empty string "query" and "target"'
+        for line_no, line in nonblank_lines(text):
+            obj = json_object(p, line_no, line, expected)
+            query, target = obj.get("query"), obj.get("target")
+            if (
+                not isinstance(query, str)
+                or not isinstance(target, str)
+                or not query.strip()
+                or not target.strip()
+            ):
+                raise bad_line(p, line_no, expected, line)
+            pairs.append((query.strip(), target.strip()))
+    else:
+        expected = "2 tab-separated columns: query, target"
+        for line_no, row in tsv_rows(text):
+            if not pairs and [f.strip().lower() for f in row] == ["query", "target"]:
+                continue
+            if len(row) != 2 or not row[0].strip() or not row[1].strip():
+                raise bad_line(p, line_no, expected, "\t".join(row))
+            pairs.append((row[0].strip(), row[1].strip()))
+    if not pairs:
+        raise CtxirError(f"{short_name(p)} contains no (query, target) pairs.")
+    return pairs
+
+
+def _nli_label(path: Path, line_no: int, value: str) -> str:
+    label = value.strip().lower()
+    if label not in NLI_LABELS:
+        hint = " ('-' marks pairs without a gold label; drop them)" if label == "-" else ""
+        raise CtxirError(
+            f"{short_name(path)} line {line_no}: unknown label {show(value)}, expected one of "
+            f"{', '.join(NLI_LABELS)}{hint} — fix or remove that line."
+        )
+    return label
+
+
+def _sick_file(path: PathLike, split: str | None) -> tuple[Path, str | None]:
+    """(the SICK file to read, the SemEval_set value to keep or None for every row) for ``path`` and ``split``."""
+    if split is not None and split.lower() not in _SICK_SPLITS:
+        raise CtxirError(
+            f"Unknown SICK split {split!r}; expected one of {', '.join(map(repr, _SICK_SPLITS))}."
+        )
+    wanted = _SICK_SPLITS[split.lower()] if split is not None else None
+    p = Path(path)
+    if p.is_dir():
+        if (p / "SICK.txt").is_file():
+            p = p / "SICK.txt"
+        elif wanted is not None:
+            p = existing_file(p / _SICK_SEMEVAL_FILES[wanted], "a SemEval-2014 SICK file")
+            wanted = None  # the file is the split
+        else:
+            raise CtxirError(
+                f"{p} has no SICK.txt: pass split= 'train', 'dev' or 'test' to pick a SemEval-2014 file "
+                f"({', '.join(_SICK_SEMEVAL_FILES.values())})."
+            )
+    p = existing_file(p, "SICK.txt or a SemEval-2014 SICK file")
+    return p, wanted
+
+
+def load_sick(path: PathLike, split: str | None = None) -> list[SickPair]:
+    r"""SICK pairs from SICK.txt (12 columns; ``split`` filters column SemEval_set) or a SemEval-2014 file.
+
+    ``split``: "train", "dev" (= TRIAL), "trial" or "test". A folder holding SICK.txt uses that file;
+    a folder of SemEval-2014 files picks SICK_train / SICK_trial / SICK_test_annotated.
+
+    >>> import tempfile
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> lines = ["pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment",
+    ...          "4\tA boy is playing.\tA child is playing.\t4.5\tENTAILMENT"]
+    >>> _ = (Path(folder.name) / "SICK_trial.txt").write_text("\n".join(lines) + "\n")
+    >>> load_sick(folder.name, split="dev")
+    [SickPair(sentence_a='A boy is playing.', sentence_b='A child is playing.', relatedness=4.5, label='entailment')]
+    >>> folder.cleanup()
+    """
+    p, wanted = _sick_file(path, split)
+    rows = tsv_rows(read_text(p))
+    header_line, header = next(rows, (1, []))
+    cols = {name.strip(): i for i, name in enumerate(header)}
+    label_col = "entailment_label" if "entailment_label" in cols else "entailment_judgment"
+    needed = ["sentence_A", "sentence_B", "relatedness_score", label_col]
+    if wanted is not None:
+        needed.append("SemEval_set")
+    absent = [c for c in needed if c not in cols]
+    if absent:
+        raise CtxirError(
+            f"{short_name(p)} line {header_line}: header lacks column(s) {', '.join(absent)}; got {show(chr(9).join(header))}"
+            " — expected SICK.txt (with SemEval_set for split=) or a SemEval-2014 SICK file with its header row."
+        )
+    ia, ib, ir, il = (cols[c] for c in needed[:4])
+    iset = cols.get("SemEval_set")
+    width = max(cols[c] for c in needed) + 1
+    expected = f"{len(header)} tab-separated columns as in the header, relatedness 1-5"
+    pairs: list[SickPair] = []
+    for line_no, row in rows:
+        if len(row) < width:
+            raise bad_line(p, line_no, expected, "\t".join(row))
+        if wanted is not None and iset is not None and row[iset].strip().upper() != wanted:
+            continue
+        try:
+            relatedness = float(row[ir])
+        except ValueError:
+            raise bad_line(p, line_no, expected, "\t".join(row)) from None
+        label = _nli_label(p, line_no, row[il])
+        pairs.append(SickPair(row[ia].strip(), row[ib].strip(), relatedness, label))
+    if not pairs:
+        raise CtxirError(
+            f"{short_name(p)} contains no sentence pairs" + (f" for split {split!r}." if split else ".")
+        )
+    return pairs
+
+
+def load_snli(folder: PathLike, split: str) -> list[NliPair]:
+    r"""SNLI in SentEval layout: s1.{split}, s2.{split}, labels.{split}, line i of each forming one pair.
+
+    >>> import tempfile
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> for name, line in [("s1", "A dog runs."), ("s2", "An animal moves."), ("labels", "entailment")]:
+    ...     _ = (Path(folder.name) / f"{name}.dev").write_text(line + "\n")
+    >>> load_snli(folder.name, "dev")
+    [NliPair(premise='A dog runs.', hypothesis='An animal moves.', label='entailment')]
+    >>> folder.cleanup()
+    """
+    names = [f"s1.{split}", f"s2.{split}", f"labels.{split}"]
+    root = existing_folder(folder, ", ".join(names))
+    if not all((root / n).is_file() for n in names):
+        splits = sorted(f.suffix[1:] for f in root.glob("labels.*"))
+        have = f"available splits: {', '.join(splits)}" if splits else "no labels.* files found"
+        raise CtxirError(f"{root} lacks {' / '.join(n for n in names if not (root / n).is_file())} ({have}).")
+    paths = [root / n for n in names]
+    # Trailing "" from the final newline is not a line; blank lines inside stay, so line numbers match the files.
+    columns = []
+    for p in paths:
+        lines = read_text(p).split("\n")
+        if lines and not lines[-1]:
+            lines.pop()
+        columns.append([line.rstrip("\r") for line in lines])
+    counts = [len(c) for c in columns]
+    if len(set(counts)) > 1:
+        detail = ", ".join(f"{n} has {c}" for n, c in zip(names, counts, strict=True))
+        raise CtxirError(f"{root}: the three files must have one line per pair, but {detail} lines.")
+    pairs: list[NliPair] = []
+    for i, (s1, s2, label) in enumerate(zip(*columns, strict=True), 1):
+        for p, s in ((paths[0], s1), (paths[1], s2)):
+            if not s.strip():
+                raise bad_line(p, i, "a sentence", s)
+        pairs.append(NliPair(s1.strip(), s2.strip(), _nli_label(paths[2], i, label)))
+    if not pairs:
+        raise CtxirError(f"{root}: {names[0]} contains no sentence pairs.")
+    return pairs

@@ -1,0 +1,236 @@
+"""Making the ONNX files: a transformer body exported to float32 ONNX, and int8 copies of its MatMul weights.
+
+* ``export_onnx``: the transformer body → ``model.onnx`` (``torch.onnx.export``, dynamo; dynamic batch and length).
+* ``quantise``: int8 copies (``dynamic``: what the flag runs; ``static``: calibrated, benchmark only).
+* ``frozen_layers`` / ``frozen_matmuls`` / ``quantise_nodes``: a cross-encoder's base layers alone in int8.
+
+sentence-transformers' own ``backend="onnx"`` is not used: it needs optimum-onnx, whose only release (0.1.0)
+requires transformers < 4.58 (this project pins 5.23), so the export here is ``torch.onnx.export`` +
+onnxruntime's quantisers. Every file is written to a temporary name and renamed when complete, so a run
+interrupted mid-export leaves no file that a later run would load. onnx, onnxscript and onnxruntime are imported
+only in the ``ctxir.encoders.onnx_*`` modules, and only when used. Running the files: ``ctxir.encoders.onnx_backend``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import logging
+import sys
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from ctxir.files import atomic_path
+from ctxir.types import CtxirError
+
+FP32_FILE = "model.onnx"
+INT8_FILE = "model-int8-dynamic.onnx"
+FROZEN_INT8_FILE = (
+    "model-int8-frozen-layers.onnx"  # a cross-encoder's base layers int8, its trained ones float32
+)
+INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def require(*modules: str, what: str = "backend 'onnx-int8'") -> None:
+    """Raise ``CtxirError`` naming the packages to install when any of ``modules`` cannot be imported."""
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        pins = " ".join(missing)  # each module's PyPI name is its own
+        raise CtxirError(
+            f"{what} needs {', '.join(missing)}, which is not installed: "
+            f"`python -m pip install {pins}` (pinned in requirements.txt), or use backend 'torch'"
+        )
+
+
+def export_onnx(model, folder: str | Path, progress: bool = True, sample: list | None = None) -> Path:
+    """The transformer of a SentenceTransformer (or a CrossEncoder: ``sample`` = a few (a, b) pairs) →
+    ``folder/model.onnx`` (torch.onnx.export, dynamo; dynamic batch and length), reused when already there. Written
+    under a temporary name and renamed when complete."""
+    # lazy: torch takes about a second to import
+    import torch
+
+    path = Path(folder) / FP32_FILE
+    if path.is_file():
+        return path
+    require("onnx", "onnxscript", what="exporting to ONNX")
+    body = model[0].auto_model.eval()
+    if (
+        body.device.type != "cpu"
+    ):  # ONNX Runtime runs it on the CPU: export a CPU copy, leave the model where it is
+        import copy
+
+        body = copy.deepcopy(body).to("cpu")
+    sample = model.preprocess(sample or ["a short text", "a somewhat longer text to export with"])
+    names = [n for n in INPUT_NAMES if n in sample]  # BERT-like: all three; RoBERTa-like: no token_type_ids
+
+    class Body(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, input_ids, attention_mask, token_type_ids=None):
+            extra = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
+            return self.inner(input_ids=input_ids, attention_mask=attention_mask, **extra).last_hidden_state
+
+    if progress:
+        print(f"exporting {body.config.model_type} to {path} …", file=sys.stderr, flush=True)
+
+    with warnings.catch_warnings(), atomic_path(path, suffix=".onnx") as tmp, _quiet():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            Body(body),
+            tuple(sample[n].cpu() for n in names),
+            str(tmp),
+            input_names=names,
+            output_names=["last_hidden_state"],
+            dynamo=True,
+            external_data=False,
+            verbose=False,
+            dynamic_axes={n: {0: "batch", 1: "sequence"} for n in [*names, "last_hidden_state"]},
+        )
+    return path
+
+
+class CalibrationReader:
+    """ONNX Runtime's CalibrationDataReader over tokenised batches of calibration passages."""
+
+    def __init__(self, batches: list[dict]):
+        self.batches = iter(batches)
+
+    def get_next(self):
+        return next(self.batches, None)
+
+    def rewind(self):  # not needed by MinMax calibration; present for the interface
+        pass
+
+
+def quantise(fp32: str | Path, kind: str, calibration: list[dict] | None = None) -> Path:
+    """int8 copies of the exported model (MatMul weights; reused when present), beside it.
+
+    dynamic: weights int8 per channel, activations quantised on the fly per batch (``quantize_dynamic``).
+    static: QDQ, weights int8 per channel, activations uint8 with ranges from MinMax calibration on ``calibration``.
+    Both use ``reduce_range`` (7-bit weights), which ONNX Runtime advises on AVX2/AVX-512 without VNNI, where u8×s8
+    products can saturate. These settings were fixed before any benchmark ran and never tuned on test queries.
+    """
+
+    if kind not in ("dynamic", "static"):
+        raise CtxirError(f"quantisation {kind!r} is not known: use one of 'dynamic', 'static'")
+    fp32 = Path(fp32)
+    out = fp32.with_name(f"model-int8-{kind}.onnx")
+    if out.is_file():
+        return out
+    require("onnxruntime", "onnx", what="int8 quantisation")
+    # lazy: the ONNX stack is needed only for --backend onnx-int8
+    from onnxruntime.quantization import (
+        CalibrationMethod,
+        QuantFormat,
+        QuantType,
+        quantize_dynamic,
+        quantize_static,
+    )
+
+    with atomic_path(out, suffix=".onnx") as tmp, _quiet():
+        if kind == "dynamic":
+            quantize_dynamic(
+                str(fp32),
+                str(tmp),
+                weight_type=QuantType.QInt8,
+                per_channel=True,
+                reduce_range=True,
+                op_types_to_quantize=["MatMul"],
+            )
+        else:
+            quantize_static(
+                str(fp32),
+                str(tmp),
+                CalibrationReader(calibration or []),
+                quant_format=QuantFormat.QDQ,
+                activation_type=QuantType.QUInt8,
+                weight_type=QuantType.QInt8,
+                per_channel=True,
+                reduce_range=True,
+                op_types_to_quantize=["MatMul"],
+                calibrate_method=CalibrationMethod.MinMax,
+            )
+    return out
+
+
+def frozen_layers(model) -> range:
+    """The encoder layers a cross-encoder shares unchanged with its base: those under a ``TopLayersTransformer``
+    body's first trained layer (the shipped re-ranker: 0–3 of MiniLM's 6); none for any other body."""
+    return range(int(getattr(model[0], "trained_from", 0) or 0))
+
+
+def frozen_matmuls(path: str | Path, model) -> list[str]:
+    """The MatMul nodes of the exported graph whose weight is a linear layer of ``frozen_layers(model)``, found by
+    the weight's values (the exporter's node names say nothing of layers)."""
+    # lazy: the ONNX stack is needed only for the onnx backends; torch takes about a second to import
+    import onnx
+    import torch
+    from onnx import numpy_helper
+
+    from ctxir.encoders.heads import layer_of
+
+    frozen = set(frozen_layers(model))
+    wanted = set()  # each frozen weight's bytes, as stored (out, in) and transposed (in, out) for a MatMul
+    for name, module in model[0].auto_model.named_modules():
+        if isinstance(module, torch.nn.Linear) and layer_of(name) in frozen:
+            weight = module.weight.detach().to("cpu", torch.float32).numpy()
+            wanted |= {weight.tobytes(), np.ascontiguousarray(weight.T).tobytes()}
+    graph = onnx.load(str(path)).graph
+    weights = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
+    return [
+        node.name
+        for node in graph.node
+        if node.op_type == "MatMul"
+        and any(
+            x in weights and np.ascontiguousarray(weights[x], dtype=np.float32).tobytes() in wanted
+            for x in node.input
+        )
+    ]
+
+
+def quantise_nodes(fp32: Path, out: Path, nodes: list[str]) -> None:
+    """``quantise``'s dynamic int8 settings on ``nodes`` only, written atomically."""
+    # lazy: the ONNX stack is needed only for the onnx backends
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    if not nodes:
+        raise CtxirError(
+            f"no MatMul of {fp32} has the weights of a layer the model shares with its base: nothing "
+            "to quantise (use backend 'onnx')"
+        )
+    with atomic_path(out, suffix=".onnx") as tmp, _quiet():
+        quantize_dynamic(
+            str(fp32),
+            str(tmp),
+            weight_type=QuantType.QInt8,
+            per_channel=True,
+            reduce_range=True,
+            op_types_to_quantize=["MatMul"],
+            nodes_to_quantize=nodes,
+        )
+
+
+class _QuantiserAdvice(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "pre-processing before quantization" not in record.getMessage()
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Keep two library messages that need no action out of the output while exporting and quantising: the
+    exporter's "torchvision is not installed" warnings and the quantiser's advice (on the root logger) to
+    pre-process the model first."""
+    registration = logging.getLogger("torch.onnx._internal.exporter._registration")
+    level, advice, root = registration.level, _QuantiserAdvice(), logging.getLogger()
+    registration.setLevel(logging.ERROR)
+    root.addFilter(advice)
+    try:
+        yield
+    finally:
+        registration.setLevel(level)
+        root.removeFilter(advice)

@@ -1,0 +1,134 @@
+"""The failure report as HTML: ``render_report`` fills ``ctxir/templates/report.html.j2`` with a report's cases.
+
+Also the one colour convention for attributions everywhere ctxir draws them (``RAISES_RGB``, ``LOWERS_RGB``,
+``ATTRIBUTION_LEGEND``).
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from markupsafe import Markup
+
+MAX_TERMS_SHOWN = 12  # rows of a query-term table in the HTML (the JSON keeps all)
+SPECIAL_TOKENS = ("[CLS]", "[SEP]", "<s>", "</s>")
+# One colour convention for attributions everywhere ctxir draws them (this report, the app's highlighted text and
+# figures, their exported pages): Gradio's HighlightedText colours a score > 0 with the first and < 0 with the second
+RAISES_RGB = (239, 68, 60)  # red: the word raised the score
+LOWERS_RGB = (128, 90, 213)  # violet: the word lowered it
+ATTRIBUTION_LEGEND = "red = raised the score, violet = lowered it"
+TEMPLATES = Path(__file__).resolve().parents[1] / "templates"  # shipped as package data (pyproject.toml)
+
+__all__ = ["ATTRIBUTION_LEGEND", "LOWERS_RGB", "RAISES_RGB", "render_report"]
+
+
+def _e(value) -> str:
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def _finalize(value):
+    """Every ``{{ expression }}`` of the template is HTML-escaped; only the template's own macros (``|safe``) are not."""
+
+    return value if isinstance(value, Markup) else _e(value)
+
+
+def _num(value, digits: int = 4) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def _colour(value: float, scale: float) -> str:
+    """Red for a contribution that raises the score, violet for one that lowers it (``ATTRIBUTION_LEGEND``); opacity
+    by size."""
+    if not value or not scale:
+        return ""
+    alpha = min(1.0, abs(value) / scale) ** 2 * 0.8  # squared: the few largest stand out of a long document
+    rgb = ",".join(map(str, RAISES_RGB if value > 0 else LOWERS_RGB))
+    return f"background:rgba({rgb},{alpha:.2f})"
+
+
+def _terms_scale(terms: Sequence[Mapping]) -> float:
+    return max(abs(t["difference"]) for t in terms) or 1.0
+
+
+def _tokens_scale(sides: Sequence[Mapping], words: bool) -> float:
+    """One colour scale for both documents, so their highlights compare; specials carry no meaning of their own."""
+    return max(
+        (abs(v) for side in sides for t, v in side["tokens"] if not (words and t in SPECIAL_TOKENS)),
+        default=0.0,
+    )
+
+
+def _what_happened(case: Mapping) -> str:
+    rows = case["relevant"]
+    found = [r for r in rows if r["rank"] is not None]
+    missed = len(rows) - len(found)
+    parts = []
+    if found:
+        best = min(found, key=lambda r: r["rank"])
+        parts.append(f"first relevant at rank {best['rank']}")
+    else:
+        parts.append("no relevant document retrieved")
+    if missed and found:
+        parts.append(f"{missed} of {len(rows)} not retrieved")
+    return "; ".join(parts)
+
+
+def _main_reason(case: Mapping) -> str:
+    """The first explanation's largest difference, for the summary table."""
+    for pair in case["pairs"]:
+        for ex in pair.get("explanations", []):
+            terms = [t for t in ex.get("terms", []) if t["difference"] > 0]
+            if terms:
+                return f'{ex["model"]}: "{terms[0]["term"]}" {terms[0]["difference"]:+.3g} for the winner'
+            return f"{ex['model']}: {ex['score_name']} {ex['difference']:+.3g} for the winner"
+    return ""
+
+
+def _template():
+    # lazy: jinja2 is needed only to render
+    import jinja2
+
+    # autoescape stays off because _finalize escapes every expression with html.escape, as this module always has.
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        trim_blocks=True,
+        lstrip_blocks=True,
+        finalize=_finalize,
+        undefined=jinja2.StrictUndefined,
+    )
+    env.globals.update(
+        num=_num,
+        colour=_colour,
+        percent=lambda v: f"{v:.2%}",
+        what_happened=_what_happened,
+        main_reason=_main_reason,
+        terms_scale=_terms_scale,
+        tokens_scale=_tokens_scale,
+        terms_matched=lambda terms: any(t["winner"] or t["relevant"] for t in terms),
+        special_tokens=SPECIAL_TOKENS,
+        max_terms=MAX_TERMS_SHOWN,
+    )
+    return env.get_template("report.html.j2")
+
+
+def render_report(cases: Sequence[Mapping], meta: Mapping, standalone: bool = True) -> str:
+    """The report as HTML: a summary table of the worst queries, then per query its top results (relevant ones
+    marked), the relevant documents missed or ranked low, and each explanation with token highlights.
+
+    Self-contained: inline CSS, no script, no external resource; every text from the data is HTML-escaped.
+    standalone=False gives a ``<div>`` (with its scoped style) to embed in a page, e.g. the app's.
+    The page is ``ctxir/templates/report.html.j2``; this function only gathers what it shows.
+    """
+    metric = meta.get("metric", cases[0]["metric"] if cases else "nDCG@10")
+    raises, lowers = (",".join(map(str, rgb)) for rgb in (RAISES_RGB, LOWERS_RGB))
+    return _template().render(
+        cases=cases,
+        meta=meta,
+        metric=metric,
+        standalone=standalone,
+        raises=raises,
+        lowers=lowers,
+        title_text=f"Failure report — {meta.get('system', 'run')}",
+    )

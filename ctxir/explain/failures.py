@@ -1,0 +1,361 @@
+"""Why a document the run ranked above a relevant one won: BM25, bi-encoder and re-ranker explanations of a pair.
+
+* ``explain_failures`` — adds to each failure case's first pair(s) (``ctxir.evaluation.report.failure_cases``) an
+  explanation per model given — BM25 term scores (exact), a mean-pooled bi-encoder's query-token × document-token
+  split of the cosine (exact; Integrated Gradients for other poolings), a re-ranker's Integrated Gradients
+  (approximate, completeness error shown).
+* ``pipeline_explainers`` — the models a ``Pipeline`` already holds, as ``explain_failures`` keywords.
+
+The cases are plain dicts: nothing here imports the evaluation layer that builds them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+from ctxir.explain.bi_encoder import explain_bi_encoder
+from ctxir.explain.integrated_gradients import DEFAULT_IG_STEPS
+from ctxir.rerank.registry import kind_of
+from ctxir.retrieval.retrievers import BM25Retriever, DenseRetriever, HybridRetriever
+from ctxir.types import Corpus, CtxirError, doc_text
+
+TOP_PAIRS = 8  # query-token × document-token pairs listed per document (bi-encoder, exact split)
+
+__all__ = ["explain_failures", "pipeline_explainers"]
+
+
+def explain_failures(
+    cases: Sequence[dict],
+    corpus: Corpus,
+    *,
+    bm25=None,
+    bi_encoder=None,
+    reranker=None,
+    pairs_per_query: int = 1,
+    n_steps: int | None = None,
+    show_progress: bool = False,
+) -> list[dict]:
+    """Copies of ``cases`` whose first ``pairs_per_query`` pairs carry ``explanations``: why the winner scored
+    above the relevant document, one entry per model given.
+
+    bm25: a ``BM25Retriever`` (the term scores of its bm25s index: exact). bi_encoder: a ``BiEncoder``,
+    ``SentenceTransformer`` or name (``explain_bi_encoder``: exact for mean pooling, else Integrated Gradients).
+    reranker: a ``CrossEncoderReranker``/``CrossEncoder`` or a ``ClsLrRanker`` (Integrated Gradients, about 1–2 s
+    per document on a CPU, so keep ``len(cases) × pairs_per_query`` small).
+    Each explanation: ``model``, ``method``, ``exact``, ``about``, ``score_name``, ``winner`` / ``relevant``
+    (``score`` and ``tokens``: [token, contribution] pairs of the document), ``terms`` (per query term: its
+    contribution to each score and the difference, largest difference first) and ``difference`` of the scores.
+    """
+    # lazy: the progress bar is needed only here
+    from tqdm.auto import tqdm
+
+    if bm25 is None and bi_encoder is None and reranker is None:
+        raise CtxirError(
+            "explain_failures needs a model: pass bm25=, bi_encoder= and/or reranker= "
+            "(pipeline_explainers(pipeline) gives those of a Pipeline)"
+        )
+    if isinstance(pairs_per_query, bool) or not isinstance(pairs_per_query, int) or pairs_per_query < 0:
+        raise CtxirError(f"pairs_per_query must be a whole number ≥ 0, got {pairs_per_query!r}")
+    explainers = []
+    if reranker is not None:
+        explainers.append(_reranker_explainer(reranker, n_steps or DEFAULT_IG_STEPS, corpus))
+    if bi_encoder is not None:
+        explainers.append(_BiEncoderExplainer(bi_encoder, n_steps or DEFAULT_IG_STEPS))
+    if bm25 is not None:
+        explainers.append(_BM25Explainer(bm25))
+    out = []
+    for case in tqdm(cases, desc="explaining failures", disable=not show_progress):
+        case = {**case, "pairs": [dict(p) for p in case["pairs"]]}
+        for pair in case["pairs"][:pairs_per_query]:
+            winner, relevant = pair["winner"]["doc_id"], pair["relevant"]["doc_id"]
+            absent = [d for d in (winner, relevant) if d not in corpus]
+            if absent:
+                pair["explanations"] = []
+                pair["note"] = f"document {absent[0]!r} is not in the corpus: nothing to explain"
+                continue
+            docs = {
+                "winner": (winner, doc_text(corpus[winner])),
+                "relevant": (relevant, doc_text(corpus[relevant])),
+            }
+            pair["explanations"] = [explainer(case["query"], docs) for explainer in explainers]
+        out.append(case)
+    return out
+
+
+def pipeline_explainers(pipeline) -> dict:
+    """The models a ``Pipeline`` already holds, as ``explain_failures`` keywords: its BM25 index, its (first)
+    bi-encoder and its re-ranker."""
+
+    first = pipeline.first_stage
+    parts = first.retrievers if isinstance(first, HybridRetriever) else [first]
+    found: dict = {}
+    for part in parts:
+        if isinstance(part, BM25Retriever):
+            found.setdefault("bm25", part)
+        elif isinstance(part, DenseRetriever):
+            found.setdefault("bi_encoder", part.encoder)
+    if pipeline.reranker is not None:
+        found["reranker"] = pipeline.reranker
+    return found
+
+
+def _short(value: float) -> float:
+    return float(f"{value:.5g}")
+
+
+def _whole_words(tokens: list[str], *values: list[float]) -> tuple[list[str], ...]:
+    """Join word-pieces ("ct", "##cf" → "ctcf") and add their contributions: the splits are additive, and a
+    table of whole words reads better than one of pieces."""
+    words, index = _word_index(tokens)
+    sums = [[0.0] * len(words) for _ in values]
+    for total, vals in zip(sums, values, strict=True):
+        for i, value in enumerate(vals):
+            total[index[i]] += value
+    return (words, *sums)
+
+
+def _word_index(tokens: list[str]) -> tuple[list[str], list[int]]:
+    """(whole words, the word each token belongs to)."""
+    words: list[str] = []
+    index = []
+    for token in tokens:
+        if token.startswith("##") and words:
+            words[-1] += token[2:]
+        else:
+            words.append(token)
+        index.append(len(words) - 1)
+    return words, index
+
+
+def _top_pairs(query_tokens: list[str], document_tokens: list[str], pairs: list[list[float]]) -> list[list]:
+    """The largest (query word, document word) terms of an exact split, summed over their occurrences: a word
+    the document repeats weighs as much as all its occurrences together do in the cosine."""
+    q_words, q_index = _word_index(query_tokens)
+    d_words, d_index = _word_index(document_tokens)
+    sums: dict[tuple[str, str], float] = {}
+    for i, row in enumerate(pairs):
+        for j, value in enumerate(row):
+            key = (q_words[q_index[i]], d_words[d_index[j]])
+            sums[key] = sums.get(key, 0.0) + value
+    best = sorted(sums.items(), key=lambda item: -item[1])[:TOP_PAIRS]
+    return [[q, d, _short(value)] for (q, d), value in best]
+
+
+def _terms(query_tokens: list[str], winner: list[float], relevant: list[float]) -> list[dict]:
+    rows = [
+        {"term": t, "winner": _short(w), "relevant": _short(r), "difference": _short(w - r)}
+        for t, w, r in zip(query_tokens, winner, relevant, strict=True)
+    ]
+    return sorted(rows, key=lambda row: -row["difference"])
+
+
+class _BM25Explainer:
+    """BM25 = Σ over query terms (repeats counted) of the term's weight in the document; bm25s keeps those weights
+    per (term, document) in its index, so the split is exact."""
+
+    def __init__(self, bm25):
+        if not isinstance(bm25, BM25Retriever):
+            raise CtxirError(f"bm25 must be a ctxir.BM25Retriever, got {type(bm25).__name__!r}")
+        self.bm25, self.tokenizer, self.index = bm25, bm25.tokenizer, bm25.index
+        self.position = {doc: i for i, doc in enumerate(bm25.doc_ids)}
+        self.term = {i: t for t, i in self.tokenizer.get_vocab_dict().items()}
+        # the tokenizer's own word pattern, used on the original text to keep each word's place in it
+        self.words = getattr(self.tokenizer.splitter, "__self__", re.compile(r"(?u)\b\w\w+\b"))
+
+    def _ids(self, words: list[str]) -> list[list[int]]:
+        if not words:
+            return []
+        ids = self.tokenizer.tokenize(words, update_vocab=False, return_as="ids", show_progress=False)
+        return [[i for i in row if self.term.get(i)] for row in ids]  # "" is bm25s's empty-text token
+
+    def _weight(self, term_id: int, doc_id: str) -> float:
+        column = self.index.vocab_dict.get(term_id)
+        if column is None or doc_id not in self.position:
+            return 0.0
+        scores = self.index.scores
+        start, end = int(scores["indptr"][column]), int(scores["indptr"][column + 1])
+        hits = (scores["indices"][start:end] == self.position[doc_id]).nonzero()[0]
+        return float(scores["data"][start + hits[0]]) if len(hits) else 0.0
+
+    def _segments(self, text: str, weights: dict[int, float]) -> list[list]:
+        segments: list[list] = []
+        end = 0
+        matches = list(self.words.finditer(text))
+        for match, ids in zip(matches, self._ids([m.group(0) for m in matches]), strict=True):
+            value = sum(weights.get(i, 0.0) for i in set(ids))
+            if value:
+                segments.append([text[end : match.start()], 0.0])
+                segments.append([match.group(0), _short(value)])
+                end = match.end()
+        segments.append([text[end:], 0.0])
+        return [s for s in segments if s[0]]
+
+    def __call__(self, query: str, docs: Mapping[str, tuple[str, str]]) -> dict:
+        words = self.words.findall(query)
+        counts: dict[int, int] = {}
+        shown: dict[int, list[str]] = {}
+        stopwords = set(self.tokenizer.stopwords or ())
+        unknown = []  # a word of the query no document holds: worth seeing, it can never match
+        for word, ids in zip(words, self._ids(words), strict=True):
+            if not ids and word.lower() not in stopwords:
+                unknown.append(word.lower())
+            for i in ids:
+                counts[i] = counts.get(i, 0) + 1
+                shown.setdefault(i, []).append(word)
+        sides = {}
+        for side, (doc, text) in docs.items():
+            weights = {i: self._weight(i, doc) * n for i, n in counts.items()}
+            sides[side] = {
+                "score": float(sum(weights.values())),
+                "tokens": self._segments(text, weights),
+                "weights": weights,
+            }
+        names = []
+        for i in counts:
+            written = ", ".join(dict.fromkeys(w.lower() for w in shown[i]))
+            stem = "" if written == self.term[i] else f" → {self.term[i]}"
+            names.append(f"{written}{stem}" + (f" ×{counts[i]}" if counts[i] > 1 else ""))
+        terms = _terms(
+            names,
+            [sides["winner"]["weights"][i] for i in counts],
+            [sides["relevant"]["weights"][i] for i in counts],
+        )
+        terms += [
+            {"term": f"{word} (in no document)", "winner": 0.0, "relevant": 0.0, "difference": 0.0}
+            for word in dict.fromkeys(unknown)
+        ]
+        for side in sides.values():
+            side.pop("weights")
+        return {
+            "model": "bm25",
+            "method": "bm25-terms",
+            "exact": True,
+            "score_name": "BM25 score",
+            "about": "BM25 term weights from the bm25s index (exact: a document's score is their sum over the "
+            "query's terms, after stop-word removal and stemming)",
+            **sides,
+            "terms": terms,
+            "difference": sides["winner"]["score"] - sides["relevant"]["score"],
+        }
+
+
+class _BiEncoderExplainer:
+    def __init__(self, model, n_steps: int):
+        self.model, self.n_steps = model, n_steps
+        st = getattr(model, "model", model)
+        self.max_length = getattr(st, "max_seq_length", None)
+
+    def __call__(self, query: str, docs: Mapping[str, tuple[str, str]]) -> dict:
+        runs = {
+            side: explain_bi_encoder(self.model, query, text, n_steps=self.n_steps)
+            for side, (_, text) in docs.items()
+        }
+        method = runs["winner"]["method"]
+        exact = method == "exact"
+        sides = {side: self._side(r) for side, r in runs.items()}
+        same_query = runs["winner"]["query_tokens"] == runs["relevant"]["query_tokens"]
+        terms = (
+            _terms(
+                *_whole_words(
+                    runs["winner"]["query_tokens"],
+                    runs["winner"]["query_contributions"],
+                    runs["relevant"]["query_contributions"],
+                )
+            )
+            if same_query
+            else []
+        )
+        about = (
+            "exact split of the cosine of mean-pooled embeddings into query-token × document-token terms; a "
+            "query token's contribution is its row sum"
+            if exact
+            else "Integrated Gradients of the cosine over each text's word-pieces (approximate: see the "
+            "completeness error)"
+        )
+        result = {
+            "model": "bi-encoder",
+            "method": method,
+            "exact": exact,
+            "score_name": "cosine",
+            "about": about,
+            **sides,
+            "terms": terms,
+            "difference": sides["winner"]["score"] - sides["relevant"]["score"],
+        }
+        if runs["winner"].get("note"):
+            result["note"] = runs["winner"]["note"]
+        return result
+
+    def _side(self, run: dict) -> dict:
+        words, values = _whole_words(run["document_tokens"], run["document_contributions"])
+        side = {
+            "score": run["cosine"],
+            "tokens": [[w, _short(v)] for w, v in zip(words, values, strict=True)],
+        }
+        if run.get("pair_contributions") is not None:
+            side["top_pairs"] = _top_pairs(
+                run["query_tokens"], run["document_tokens"], run["pair_contributions"]
+            )
+        if self.max_length and len(run["document_tokens"]) >= self.max_length:
+            side["truncated"] = (
+                f"the model reads only the first {self.max_length} word-pieces of this document"
+            )
+        for key in ("completeness_error", "n_steps"):
+            if key in run:
+                side[key] = run[key]
+        return side
+
+
+def _reranker_explainer(reranker, n_steps: int, corpus: Mapping | None = None):
+    kind = kind_of(reranker)  # its entry in ctxir.rerank.registry: how it is explained, what it is called
+    explain, name = kind.explain, kind.name
+
+    def split(run: dict) -> tuple[list[str], list[float], list[list]]:
+        start = run.get("sentence_b_start") or len(run["tokens"])  # no segment ids: all shown as the document
+        words, values = _whole_words(run["tokens"][start:], run["attributions"][start:])
+        return (
+            run["tokens"][:start],
+            run["attributions"][:start],
+            [[w, _short(v)] for w, v in zip(words, values, strict=True)],
+        )
+
+    def explainer(query: str, docs: Mapping[str, tuple[str, str]]) -> dict:
+        # the title: where a window-reading re-ranker cuts the document, as it did when it ranked it
+        runs = {
+            side: explain(
+                reranker,
+                query,
+                text,
+                n_steps=n_steps,
+                attention=False,
+                title=((corpus or {}).get(doc_id) or {}).get("title") or "",
+            )
+            for side, (doc_id, text) in docs.items()
+        }
+        sides, query_parts = {}, {}
+        for side, run in runs.items():
+            q_tokens, q_values, doc_tokens = split(run)
+            query_parts[side] = (q_tokens, q_values)
+            sides[side] = {
+                "score": run["score"],
+                "baseline_score": run["baseline_score"],
+                "tokens": doc_tokens,
+                "completeness_error": run["completeness_error"],
+                "n_steps": run["n_steps"],
+            }
+        (q_w, v_w), (q_r, v_r) = query_parts["winner"], query_parts["relevant"]
+        return {
+            "model": name,
+            "method": "integrated-gradients",
+            "exact": False,
+            "score_name": runs["winner"]["score_kind"],
+            "about": "Integrated Gradients over the word-pieces of [CLS] query [SEP] document [SEP] (approximate:"
+            " they add up to score − baseline score within the completeness error shown; the query's"
+            " words are attributed in each pair separately)",
+            **sides,
+            "terms": _terms(*_whole_words(q_w, v_w, v_r)) if q_w == q_r else [],
+            "difference": sides["winner"]["score"] - sides["relevant"]["score"],
+        }
+
+    return explainer

@@ -1,0 +1,72 @@
+"""``explain``: one (query, document) pair explained by every model given, as one JSON-able dict (``/explain``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ctxir.encoders.models import DEFAULT_BI_ENCODER
+from ctxir.explain.bi_encoder import explain_bi_encoder
+from ctxir.explain.integrated_gradients import (
+    DEFAULT_IG_STEPS,
+    MAX_IG_STEPS,
+    check_baseline,
+    check_pair_text,
+    check_steps,
+)
+from ctxir.rerank.registry import get_reranker
+from ctxir.types import CtxirError
+
+
+def explain(
+    query: str,
+    document: str,
+    bi_encoder=DEFAULT_BI_ENCODER,
+    cross_encoder=None,
+    cls_lr=None,
+    n_steps: int = DEFAULT_IG_STEPS,
+    max_steps: int = MAX_IG_STEPS,
+    baseline: str = "pad",
+    attention: bool = True,
+    rerankers: Mapping[str, object] | None = None,
+    title: str = "",
+) -> dict:
+    """Explain one (query, document) pair with every model given; a JSON-able dict.
+
+    ``bi_encoder`` (always): ``cosine``, ``query_tokens``, ``document_tokens``, ``pair_contributions`` (rows =
+    query tokens) and per-token sums — see ``explain_bi_encoder``. Re-rankers: ``rerankers`` maps a kind of
+    ``ctxir.rerank.registry.RERANKERS`` to its model (``cross_encoder=`` and ``cls_lr=`` are the same for those two
+    kinds); each is explained by its kind's explainer under the kind's key ("cross_encoder", "cls_lr", ...):
+    ``score``, ``tokens``, ``attributions``, ``completeness_error`` and more — see ``explain_cross_encoder``.
+    ``cross_encoder`` always holds the first re-ranker's explanation (the cross-encoder's, or the CLS-LR one when
+    only a CLS-LR ranker is given): the key readers of one re-ranker's explanation read. ``title``: the
+    document's title when ``document`` is a corpus document's title + text (a re-ranker that reads long documents
+    by their best window cuts the windows after it, as it did when it ranked the document).
+    """
+
+    query, document = check_pair_text(query, "query"), check_pair_text(document, "document")
+    if bi_encoder is None:
+        raise CtxirError(
+            "bi_encoder is None: pass a SentenceTransformer, a ctxir.BiEncoder or a model name "
+            f"such as {DEFAULT_BI_ENCODER!r}"
+        )
+    check_steps(n_steps, max_steps)
+    check_baseline(baseline)
+    given = {
+        kind: model
+        for kind, model in (("cross-encoder", cross_encoder), ("cls-lr", cls_lr))
+        if model is not None
+    }
+    given.update({kind: model for kind, model in (rerankers or {}).items() if model is not None})
+    kinds = [get_reranker(kind) for kind in given]  # an unknown kind fails before any model runs
+    options = {"n_steps": n_steps, "max_steps": max_steps, "baseline": baseline}
+    result = {
+        "query": query,
+        "document": document,
+        "bi_encoder": explain_bi_encoder(bi_encoder, query, document, **options),
+    }
+    for kind in kinds:
+        result[kind.key] = kind.explain(
+            given[kind.name], query, document, attention=attention, title=title, **options
+        )
+        result.setdefault("cross_encoder", result[kind.key])
+    return result

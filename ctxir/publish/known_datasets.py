@@ -1,0 +1,115 @@
+"""The datasets a card knows by name: how it calls them, their Hub copy, link and citation; the split names it says."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# a split name a training script writes → what the card's Data table says of it
+SPLIT_NAMES = {
+    "train-silver": "train sentences re-paired, silver labels (a teacher bi-encoder's cosine on the gold "
+    "scale; training/silver_pairs.py)"
+}
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    key: str
+    pretty: str
+    hub_id: str | None  # the Hub copy of the same data, for the card's `datasets:` list
+    url: str
+    citation: str  # BibTeX
+
+
+KNOWN_DATASETS = {
+    "agnews": DatasetInfo(
+        "agnews",
+        "AG News",
+        "fancyzhx/ag_news",
+        "http://groups.di.unipi.it/~gulli/AG_corpus_of_news_articles.html",
+        "@inproceedings{zhang-2015-character,\n  title = {Character-level Convolutional Networks for Text "
+        "Classification},\n  author = {Zhang, Xiang and Zhao, Junbo and LeCun, Yann},\n  booktitle = "
+        "{NeurIPS},\n  year = {2015}\n}",
+    ),
+    "scifact": DatasetInfo(
+        "scifact",
+        "SciFact (BEIR)",
+        "BeIR/scifact",
+        "https://github.com/allenai/scifact",
+        "@inproceedings{wadden-etal-2020-fact,\n  title = {Fact or Fiction: Verifying Scientific "
+        "Claims},\n  author = {Wadden, David and Lin, Shanchuan and Lo, Kyle and Wang, Lucy Lu and "
+        "van Zuylen, Madeleine and Cohan, Arman and Hajishirzi, Hannaneh},\n  booktitle = {EMNLP},"
+        "\n  year = {2020}\n}",
+    ),
+    "stsb": DatasetInfo(
+        "stsb",
+        "STS Benchmark",
+        "mteb/stsbenchmark-sts",
+        "https://ixa2.si.ehu.eus/stswiki/index.php/STSbenchmark",
+        "@inproceedings{cer-etal-2017-semeval,\n  title = {SemEval-2017 Task 1: Semantic Textual "
+        "Similarity Multilingual and Crosslingual Focused Evaluation},\n  author = {Cer, Daniel and "
+        "Diab, Mona and Agirre, Eneko and Lopez-Gazpio, I{\\~n}igo and Specia, Lucia},\n  booktitle = "
+        "{SemEval-2017},\n  year = {2017}\n}",
+    ),
+    "sick": DatasetInfo(
+        "sick",
+        "SICK",
+        "mteb/sickr-sts",
+        "https://marcobaroni.org/composes/sick.html",
+        "@inproceedings{marelli-etal-2014-sick,\n  title = {A SICK cure for the evaluation of "
+        "compositional distributional semantic models},\n  author = {Marelli, Marco and Menini, "
+        "Stefano and Baroni, Marco and Bentivogli, Luisa and Bernardi, Raffaella and Zamparelli, "
+        "Roberto},\n  booktitle = {LREC},\n  year = {2014}\n}",
+    ),
+    "snli": DatasetInfo(
+        "snli",
+        "SNLI",
+        "stanfordnlp/snli",
+        "https://nlp.stanford.edu/projects/snli/",
+        "@inproceedings{bowman-etal-2015-large,\n  title = {A large annotated corpus for learning "
+        "natural language inference},\n  author = {Bowman, Samuel R. and Angeli, Gabor and Potts, "
+        "Christopher and Manning, Christopher D.},\n  booktitle = {EMNLP},\n  year = {2015}\n}",
+    ),
+    "msmarco": DatasetInfo(
+        "msmarco",
+        "MS MARCO (passage sample)",
+        "microsoft/ms_marco",
+        "https://microsoft.github.io/msmarco/",
+        "@article{bajaj2016msmarco,\n  title = {MS MARCO: A Human Generated MAchine Reading "
+        "COmprehension Dataset},\n  author = {Bajaj, Payal and others},\n  journal = "
+        "{arXiv:1611.09268},\n  year = {2016}\n}",
+    ),
+}
+_DATASET_ALIASES = {
+    "agnews": "agnews",
+    "agnewstopicclassification": "agnews",
+    "scifact": "scifact",
+    "beirscifact": "scifact",
+    "stsb": "stsb",
+    "stsbenchmark": "stsb",
+    "stsbenchmarksts": "stsb",
+    "sick": "sick",
+    "sickr": "sick",
+    "sicke": "sick",
+    "snli": "snli",
+    "msmarco": "msmarco",
+    "msmarcosample": "msmarco",
+    "msmarcopassage": "msmarco",
+}
+BEIR_CITATION = (
+    "@inproceedings{thakur2021beir,\n  title = {BEIR: A Heterogeneous Benchmark for Zero-shot Evaluation "
+    "of Information Retrieval Models},\n  author = {Thakur, Nandan and Reimers, Nils and R{\\\"u}ckl{\\'e}, "
+    "Andreas and Srivastava, Abhishek and Gurevych, Iryna},\n  booktitle = {NeurIPS Datasets and "
+    "Benchmarks},\n  year = {2021}\n}"
+)
+SBERT_CITATION = (
+    "@inproceedings{reimers-2019-sentence-bert,\n  title = {Sentence-BERT: Sentence Embeddings using "
+    "Siamese BERT-Networks},\n  author = {Reimers, Nils and Gurevych, Iryna},\n  booktitle = {EMNLP-IJCNLP},"
+    "\n  year = {2019}\n}"
+)
+
+
+def dataset_info(name: str) -> DatasetInfo | None:
+    """A metrics.json dataset name ('scifact', 'stsbenchmark', 'msmarco_sample', ...) → what the card says of it."""
+    key = _DATASET_ALIASES.get(re.sub(r"[^a-z0-9]", "", str(name).lower()))
+    return KNOWN_DATASETS.get(key) if key else None

@@ -1,0 +1,146 @@
+"""The ``metrics.json`` a training run writes and every card is built from: its contract, reading it, its license.
+
+``training_license`` derives the model's license from the licenses of the training data metrics.json lists (and
+the base model's), as ``ctxir.publish.licenses.combine_licenses`` combines them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from ctxir.publish.known_datasets import dataset_info
+from ctxir.publish.licenses import KNOWN_LICENSE_EXAMPLES, License, combine_licenses, parse_license
+from ctxir.types import CtxirError
+
+METRICS_FILE = "metrics.json"
+MODEL_TYPES = ("bi-encoder", "cross-encoder", "cls-lr")
+EVAL_TASKS = {  # metrics.json task → (model-index task type, pretty name); types follow sentence-transformers' cards
+    "retrieval": ("information-retrieval", "Information Retrieval"),
+    "sts": ("semantic-similarity", "Semantic Similarity"),
+    "reranking": ("reranking", "Reranking"),
+    "classification": ("text-classification", "Text Classification"),
+}
+REQUIRED_KEYS = (
+    "model_type",
+    "model_name",
+    "base_model",
+    "objective",
+    "datasets",
+    "config",
+    "training",
+    "evaluations",
+    "versions",
+    "created",
+)
+REQUIRED_TRAINING = (
+    "steps",
+    "epochs",
+    "train_examples",
+    "batch_size",
+    "learning_rate",
+    "wall_time_seconds",
+    "device",
+    "hardware",
+    "seed",
+)
+REQUIRED_EVAL = ("dataset", "split", "task", "metric", "after")
+
+
+def load_metrics(path: str | Path) -> dict:
+    """Read and check a ``metrics.json`` (a file, or the folder holding one) against the contract."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / METRICS_FILE
+    if not path.is_file():
+        raise CtxirError(
+            f"{str(path)!r} does not exist: a model folder must hold the {METRICS_FILE} its training "
+            "script wrote (the card's numbers come from it)"
+        )
+    try:
+        metrics = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise CtxirError(
+            f"{str(path)!r} is not valid JSON ({err}): re-run the training script to rewrite it"
+        ) from err
+    validate_metrics(metrics, source=str(path))
+    return metrics
+
+
+def validate_metrics(metrics: Any, source: str = METRICS_FILE) -> None:
+    """Raise ``CtxirError`` naming every way ``metrics`` breaks the metrics.json contract."""
+    if not isinstance(metrics, dict):
+        raise CtxirError(f"{source!r} must hold a JSON object, got {type(metrics).__name__}")
+    problems = [f"missing key {k!r}" for k in REQUIRED_KEYS if k not in metrics]
+    if metrics.get("model_type") not in MODEL_TYPES and "model_type" in metrics:
+        problems.append(f"model_type {metrics['model_type']!r} is not one of {', '.join(MODEL_TYPES)}")
+    training = metrics.get("training")
+    if isinstance(training, dict):
+        problems += [f"missing training.{k}" for k in REQUIRED_TRAINING if k not in training]
+    elif "training" in metrics:
+        problems.append("training must be an object")
+    datasets = metrics.get("datasets")
+    if "datasets" in metrics and (not isinstance(datasets, list) or not datasets):
+        problems.append("datasets must be a non-empty list")
+    elif isinstance(datasets, list):
+        for i, d in enumerate(datasets or []):
+            for k in ("name", "split", "role"):
+                if not isinstance(d, dict) or k not in d:
+                    problems.append(f"datasets[{i}] has no {k!r}")
+            if isinstance(d, dict) and d.get("role") not in ("train", "eval"):
+                problems.append(f"datasets[{i}].role is {d.get('role')!r}; use 'train' or 'eval'")
+        if not any(isinstance(d, dict) and d.get("role") == "train" for d in datasets):
+            problems.append("datasets lists no dataset with role 'train'")
+    evaluations = metrics.get("evaluations")
+    if not isinstance(evaluations, list) and "evaluations" in metrics:
+        problems.append("evaluations must be a list")
+    seen = set()
+    for i, e in enumerate(evaluations if isinstance(evaluations, list) else []):
+        missing = [k for k in REQUIRED_EVAL if not isinstance(e, dict) or k not in e]
+        if missing:
+            problems.append(f"evaluations[{i}] has no {', '.join(map(repr, missing))}")
+            continue
+        if e["task"] not in EVAL_TASKS:
+            problems.append(f"evaluations[{i}].task {e['task']!r} is not one of {', '.join(EVAL_TASKS)}")
+        if not _is_number(e["after"]):
+            problems.append(f"evaluations[{i}].after is {e['after']!r}; it must be a finite number")
+        for k in ("before", "anchor"):
+            if e.get(k) is not None and not _is_number(e[k]):
+                problems.append(f"evaluations[{i}].{k} is {e[k]!r}; use a number or null")
+        ident = (e["dataset"], e["split"], e["task"], e["metric"], e.get("config"))
+        if ident in seen:
+            problems.append(f"evaluations[{i}] repeats {ident!r}: give each evaluation a distinct 'config'")
+        seen.add(ident)
+    if problems:
+        raise CtxirError(f"{source!r} does not follow the metrics.json contract: " + "; ".join(problems))
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def training_license(metrics: dict, base_license: tuple[str, License] | None = None) -> tuple[License, str]:
+    """The model's license from the licenses of its training data (role 'train') and its base model."""
+    sources = []
+    for d in metrics["datasets"]:
+        if d.get("role") != "train":
+            continue
+        lic = parse_license(d.get("license"))
+        if lic is None:
+            what = (
+                "has no license"
+                if not d.get("license")
+                else f"has license {d.get('license')!r}, which is not known"
+            )
+            raise CtxirError(
+                f"training dataset {d.get('name')!r} in {METRICS_FILE} {what}: the model's license is derived from "
+                f"its training data, so set datasets[].license to the data's license (e.g. "
+                f"{', '.join(map(repr, KNOWN_LICENSE_EXAMPLES))}) and stage again"
+            )
+        info = dataset_info(d["name"])
+        sources.append((f"{info.pretty if info else d['name']} ({d.get('split')})", lic))
+    if base_license is not None:
+        sources.append(base_license)
+    return combine_licenses(sources)

@@ -1,0 +1,182 @@
+"""What a trained model folder is: its kind, its base model and that model's license, the facts its card states.
+
+``model_facts`` loads the model (as its users will) to read what the card's prose and usage snippets need.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ctxir.encoders.models import resolve_model
+from ctxir.files import read_json
+from ctxir.names import CLS_LR_CONFIG, PAIR_ORDERS_FILE, looks_like_hub_id
+from ctxir.publish.licenses import License, parse_license
+from ctxir.publish.metrics_file import METRICS_FILE, load_metrics, training_license
+from ctxir.types import CtxirError
+
+README = "README.md"  # the model card, in a model folder as in a Hub repo
+
+
+# ---------------------------------------------------------------------------------------------- kind, base, license
+
+
+def detect_model_type(folder: str | Path) -> str | None:
+    """'cls-lr' | 'cross-encoder' | 'bi-encoder' from the files a saved model leaves, or None."""
+    folder = Path(folder)
+    if (folder / CLS_LR_CONFIG).is_file():
+        return "cls-lr"
+    st_config = folder / "config_sentence_transformers.json"
+    if st_config.is_file():
+        kind = read_json(st_config, strict=False).get("model_type")
+        if kind == "CrossEncoder":
+            return "cross-encoder"
+        if kind in ("SentenceTransformer", None) and (folder / "modules.json").is_file():
+            return "bi-encoder"
+    if (folder / "modules.json").is_file():
+        return "bi-encoder"
+    config = folder / "config.json"
+    if config.is_file():
+        archs = read_json(config, strict=False).get("architectures") or []
+        if any(a.endswith("ForSequenceClassification") for a in archs):
+            return "cross-encoder"  # a pre-v4 sentence-transformers CrossEncoder: a plain transformers folder
+    return None
+
+
+def transformer_dir(folder: Path) -> Path:
+    """Where the transformer's config.json sits: the root (sentence-transformers ≥ 3) or the first module."""
+    if (folder / "config.json").is_file():
+        return folder
+    for module in read_json(folder / "modules.json") or []:
+        if (folder / module.get("path", "") / "config.json").is_file():
+            return folder / module["path"]
+    raise CtxirError(
+        f"{str(folder)!r} holds no transformer (no config.json at its root or in a module folder)"
+    )
+
+
+def folder_license(folder: Path, what: str) -> tuple[str, License] | None:
+    """A model folder's license as it states it: its metrics.json training data, else its card's metadata."""
+    # lazy: the Hub client is needed only to download or upload
+    from huggingface_hub import metadata_load
+
+    if (folder / METRICS_FILE).is_file():
+        try:
+            return (what, training_license(load_metrics(folder))[0])
+        except CtxirError:
+            return None
+    if (folder / README).is_file():
+        try:
+            lic = parse_license((metadata_load(folder / README) or {}).get("license"))
+        except Exception:  # an unparsable upstream card: treat as not stated
+            lic = None
+        return (what, lic) if lic is not None else None
+    return None
+
+
+def base_model_license(base: str) -> tuple[str, License] | None:
+    """The base model's license (Hub id or folder), or None when it cannot be looked at here."""
+
+    try:
+        folder = Path(resolve_model(base))
+    except CtxirError:
+        return None  # not reachable here: the card lists only the data licenses
+    return folder_license(folder, f"base model {base if looks_like_hub_id(base) else Path(base).name}")
+
+
+def cls_lr_base_dir(src: Path) -> tuple[Path, str]:
+    """The encoder a CLS-LR ranker reads (bundled ".", a folder relative to the ranker, a Hub id or a path),
+    and how to name it."""
+
+    base = read_json(src / CLS_LR_CONFIG).get("base_model", "")
+    if base == "." or (src / base).is_dir():
+        folder = (src / base).resolve()
+        return folder, folder.name
+    return Path(resolve_model(base)), base if looks_like_hub_id(base) else Path(base).name
+
+
+def stored_base_license(folder: Path, model_type: str, metrics: dict) -> tuple[str, License] | None:
+    """For validation: the base license recorded at staging (CLS-LR) or re-derived from the base model."""
+    if model_type == "cls-lr":
+        stored = read_json(folder / CLS_LR_CONFIG).get("base_model_license")
+        lic = parse_license(stored.get("license")) if stored else None
+        return (stored["what"], lic) if lic else None
+    return base_model_license(metrics["base_model"])
+
+
+# ---------------------------------------------------------------------------------------------- model facts
+
+
+def model_facts(folder: str | Path, model_type: str) -> dict:
+    """What the card's prose and usage snippets need to know about the model, read by loading it."""
+    folder = Path(folder)
+    try:
+        return _model_facts(folder, model_type)
+    except CtxirError:
+        raise
+    except Exception as err:  # a broken config or weights: the repo would be broken for its users too
+        raise CtxirError(
+            f"the {model_type} in {str(folder)!r} does not load ({type(err).__name__}: {err}): fix "
+            "the training output (re-save it with save_pretrained) and stage again"
+        ) from err
+
+
+def _model_facts(folder: Path, model_type: str) -> dict:
+    if model_type == "bi-encoder":
+        from sentence_transformers import SentenceTransformer
+
+        model = SentenceTransformer(str(folder), device="cpu", trust_remote_code=False)
+        modules = [type(m).__name__ for m in model]
+        pooling = next(
+            (getattr(m, "pooling_mode", None) for m in model if type(m).__name__ == "Pooling"), None
+        )
+        dim = (
+            model.get_embedding_dimension()
+            if hasattr(model, "get_embedding_dimension")
+            else model.get_sentence_embedding_dimension()
+        )
+        plain = (
+            modules[:2] == ["Transformer", "Pooling"]
+            and set(modules[2:]) <= {"Normalize"}
+            and pooling in ("mean", "cls", "max")
+        )
+        return {
+            "dimension": dim,
+            "pooling": pooling or "custom",
+            "normalize": "Normalize" in modules,
+            "max_seq_length": model.max_seq_length,
+            "modules": " → ".join(modules),
+            "plain_transformers": plain,
+        }
+    if model_type == "cross-encoder":
+        from ctxir.encoders.models import is_adapter, is_ctxir_modular, load_cross_encoder, top_layers_config
+
+        load_cross_encoder.cache_clear()
+        # ctxir's loader: an adapter folder merges into its base, resolved offline too (packaged MiniLM)
+        model = load_cross_encoder(str(folder), "cpu")
+        top = top_layers_config(folder)
+        return {
+            "adapter": is_adapter(folder),
+            "num_labels": model.num_labels,
+            "max_length": getattr(model, "max_seq_length", None) or model.max_length,
+            "activation": type(model.activation_fn).__name__,
+            "ctxir_modules": is_ctxir_modular(folder),
+            "modules": " → ".join(type(m).__name__ for m in model),
+            "term_match": any(getattr(m, "term_match", False) for m in model),
+            "trained_layers": (
+                f"{top['trained_from_layer']}–{top['num_hidden_layers'] - 1}" if top else None
+            ),
+            "fusion": read_json(folder / "fusion.json") or None,
+            "passages": read_json(folder / "passages.json") or None,
+            "pair_orders": read_json(folder / PAIR_ORDERS_FILE) or None,
+        }
+    config = read_json(folder / CLS_LR_CONFIG)
+    meta = config.get("metadata") or {}
+    return {
+        "hidden_size": config.get("hidden_size"),
+        "layer": config.get("layer", -1),
+        "max_length": config.get("max_length", 512),
+        "C": meta.get("C", "–"),
+        "class_weight": meta.get("class_weight"),
+        "train_positives": meta.get("train_positives"),
+        "base_source": config.get("base_model_source"),
+    }

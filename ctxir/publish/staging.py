@@ -1,0 +1,391 @@
+"""Staging a training output into the folder that becomes the Hub repo, and validating that folder.
+
+1. stage: copy what the standard loaders read (safetensors weights, configs, tokenizer), metrics.json and figures
+   into a fresh folder, and render README.md (the model card) from metrics.json. Training artifacts
+   (checkpoints, optimizer state, training_args.bin) stay behind; any other pickle file refuses staging.
+2. validate: no pickle anywhere, nothing `upload_folder` would skip, the card's YAML parses and agrees with
+   metrics.json, and the folder loads back with SentenceTransformer / CrossEncoder / ctxir.ClsLrRanker.
+
+The upload itself: ``ctxir.publish.upload``; the command, ``ctxir hub``: ``ctxir.publish.hub``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ctxir.encoders.models import load_transformer, resolve_model
+from ctxir.files import is_pickle_file, read_json, write_atomic, write_json
+from ctxir.names import CLS_LR_CONFIG, CLS_LR_WEIGHTS, looks_like_hub_id
+from ctxir.publish.card_check import check_card
+from ctxir.publish.cards import CardInputs, render_card
+from ctxir.publish.licenses import License
+from ctxir.publish.metrics_file import METRICS_FILE, load_metrics, training_license
+from ctxir.publish.model_folder import (
+    README,
+    base_model_license,
+    cls_lr_base_dir,
+    detect_model_type,
+    folder_license,
+    model_facts,
+    stored_base_license,
+    transformer_dir,
+)
+from ctxir.types import CtxirError
+
+FIGURES_DIR = "figures"
+# What SentenceTransformer / CrossEncoder / AutoModel / AutoTokenizer read from a model folder.
+MODEL_FILE_PATTERNS = ("*.json", "*.safetensors", "vocab.txt", "merges.txt", "*.model", "tokenizer*")
+# The transformer body of the CLS-LR ranker: AutoModel + AutoTokenizer only (not the sentence-transformers
+# configs, so the repo does not also pose as a CrossEncoder).
+ENCODER_FILE_PATTERNS = (
+    "config.json",
+    "*.safetensors",
+    "model.safetensors.index.json",
+    "tokenizer*",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.txt",
+    "vocab.json",
+    "merges.txt",
+    "*.model",
+)
+FIGURE_SUFFIXES = (".png", ".svg", ".jpg", ".jpeg", ".html")
+# Files a trainer leaves beside the model: never part of the published model, skipped without complaint.
+# README.md is sentence-transformers' generated card, replaced by ours (why: ctxir/publish/cards.py docstring).
+TRAINING_ARTIFACTS = (
+    "training_args.bin",
+    "optimizer.pt",
+    "scheduler.pt",
+    "scaler.pt",
+    "rng_state*.pth",
+    "trainer_state.json",
+    "README.md",
+)
+SKIPPED_DIRS = ("checkpoint-*", "checkpoints", "runs", "logs", "eval", "wandb", "hub", ".*", "__pycache__")
+# Marks a folder as ctxir's staging (so re-staging may replace it). It sits under .cache/huggingface/, which
+# upload_folder never sends, as `hf download --local-dir` keeps its own bookkeeping there.
+STAGING_MARKER = ".cache/huggingface/ctxir-staging.json"
+LOAD_CHECK_TEXTS = ("the river bank", "money in the bank account")
+
+
+@dataclass
+class StagedRepo:
+    folder: Path
+    repo_id: str
+    model_type: str
+    license: str
+    files: list[str] = field(default_factory=list)  # relative paths, sorted
+    skipped: list[str] = field(default_factory=list)  # source files deliberately left out
+    eval_count: int = 0
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+
+
+def _matches(name: str, patterns) -> bool:
+    return any(fnmatch.fnmatch(name, p) for p in patterns)
+
+
+def _files(folder: Path) -> list[str]:
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+
+
+def check_repo_id(repo_id: str) -> str:
+    # lazy: the Hub client is needed only to download or upload
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    repo_id = (repo_id or "").strip()
+    if repo_id.count("/") != 1:
+        raise CtxirError(
+            f"--repo-id {repo_id!r} must be 'owner/name' (your user or organisation, then the model "
+            "name), e.g. 'ctxir/minilm-scifact-bi-encoder'"
+        )
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError as err:
+        raise CtxirError(f"--repo-id {repo_id!r} is not a valid Hub id: {err}") from err
+    return repo_id
+
+
+def default_staging_dir(model_dir: str | Path, repo_id: str) -> Path:
+    """``<model_dir's parent>/hub/<owner>--<name>``: beside the training outputs (outputs/ is git-ignored)."""
+    return Path(model_dir).resolve().parent / "hub" / repo_id.replace("/", "--")
+
+
+# ---------------------------------------------------------------------------------------------- stage
+
+
+def _base_model_license(src: Path, metrics: dict) -> tuple[Path | None, str]:
+    """(the CLS-LR run's base encoder folder or None for other models, the base model's license)."""
+    if metrics["model_type"] != "cls-lr":
+        return None, base_model_license(metrics["base_model"])
+    base_dir, base_name = cls_lr_base_dir(src)
+    # A bundled encoder (".") left its own metrics.json behind: ask the base the run names instead.
+    return base_dir, (
+        base_model_license(metrics["base_model"])
+        if base_dir == src
+        else folder_license(base_dir, f"base model {base_name}")
+    )
+
+
+def _copy_model(src: Path, dest: Path, model_type: str, base_dir: Path | None, base_license: str) -> None:
+    """Copy the model's files (a sentence-transformers model: its files and module folders) into ``dest``."""
+    if model_type == "cls-lr":
+        _stage_cls_lr(src, dest, base_dir, base_license)
+        return
+    _copy_matching(src, dest, MODEL_FILE_PATTERNS, exclude=(METRICS_FILE, "trainer_state.json"))
+    for module in read_json(src / "modules.json") or []:
+        if module.get("path") and (src / module["path"]).is_dir():  # Normalize & co. may save no folder
+            _copy_matching(src / module["path"], dest / module["path"], MODEL_FILE_PATTERNS, recursive=True)
+
+
+def stage(
+    model_dir: str | Path,
+    repo_id: str,
+    staging_dir: str | Path | None = None,
+    base_model_id: str | None = None,
+    figures: list[str] | tuple[str, ...] = (),
+) -> StagedRepo:
+    """Build the folder that will become the Hub repo, render its card, and validate it."""
+    # 1. read the run
+    src = Path(model_dir).expanduser().resolve()
+    if not src.is_dir():
+        raise CtxirError(
+            f"--model-dir {str(model_dir)!r} is not a folder: pass the output folder of a training "
+            "script (it holds the model files and metrics.json)"
+        )
+    repo_id = check_repo_id(repo_id)
+    metrics = load_metrics(src)
+    model_type = metrics["model_type"]
+    found = detect_model_type(src)
+    if found != model_type:
+        raise CtxirError(
+            f"{METRICS_FILE} says model_type {model_type!r} but {str(src)!r} holds "
+            f"{'a ' + found if found else 'no model sentence-transformers or ctxir can load'}: "
+            "point --model-dir at the folder the training script saved"
+        )
+    base_dir, base_license = _base_model_license(src, metrics)
+    training_license(metrics, base_license)  # refuse early: unknown training-data license
+
+    # 2. refuse pickles before anything is copied
+    skipped = _publishable_files(src)
+
+    for fig in figures:
+        if not Path(fig).expanduser().is_file() or Path(fig).suffix.lower() not in FIGURE_SUFFIXES:
+            raise CtxirError(f"--figures {fig!r} is not a {'/'.join(FIGURE_SUFFIXES)} file")
+
+    # 3. a fresh staging folder
+    dest = _fresh_staging_dir(src, repo_id, staging_dir)
+
+    # 4. copy the model
+    _copy_model(src, dest, model_type, base_dir, base_license)
+    shutil.copy2(
+        src / METRICS_FILE, dest / METRICS_FILE
+    )  # verbatim: the card's numbers are checked against it
+
+    # 5. figures: <model-dir>/figures/*, figures beside the model, and any passed explicitly
+    staged_figures = _stage_figures(src, dest, figures)
+
+    # 6. the card
+    if base_model_id:
+        check_repo_id(base_model_id)
+    elif looks_like_hub_id(metrics["base_model"]):
+        base_model_id = metrics["base_model"]
+    inputs = CardInputs(
+        repo_id=repo_id,
+        base_model_id=base_model_id or None,
+        base_license=base_license,
+        facts=model_facts(dest, model_type),
+        figures=staged_figures,
+    )
+    write_atomic(dest / README, render_card(metrics, inputs).content)
+
+    # 7. validate what will be uploaded
+    report = validate(dest, base_license=base_license)
+    report.repo_id, report.skipped = repo_id, skipped
+    return report
+
+
+def _publishable_files(src: Path) -> list[str]:
+    """Refuse a folder holding pickle files (before anything is copied); → the files left out of the upload."""
+    skipped, pickles = [], []
+    for path in sorted(src.rglob("*")):
+        rel = path.relative_to(src)
+        if any(_matches(part, SKIPPED_DIRS) for part in rel.parts[:-1]) or not path.is_file():
+            if path.is_file():
+                skipped.append(rel.as_posix())
+            continue
+        if len(rel.parts) == 1 and _matches(rel.name, TRAINING_ARTIFACTS):
+            skipped.append(rel.as_posix())
+        elif is_pickle_file(path):
+            pickles.append(rel.as_posix())
+    if pickles:
+        raise CtxirError(
+            f"{str(src)!r} contains pickle files ({', '.join(pickles)}): pickle runs code when loaded, "
+            "so it is never published. Re-save the model with safetensors (save_pretrained does by "
+            "default) and delete the pickle files, then stage again"
+        )
+    return skipped
+
+
+def _fresh_staging_dir(src: Path, repo_id: str, staging_dir: str | Path | None) -> Path:
+    """An empty staging folder, marked as ctxir's; a previous staging there is replaced, anything else refused."""
+    dest = Path(staging_dir).expanduser().resolve() if staging_dir else default_staging_dir(src, repo_id)
+    if dest == src or src in dest.parents or dest in src.parents:
+        raise CtxirError(
+            f"--staging-dir {str(dest)!r} overlaps the model folder {str(src)!r}: choose a separate "
+            "folder (the default is <model-dir>/../hub/<owner>--<name>)"
+        )
+    if dest.exists() and any(dest.iterdir()):
+        if not (dest / STAGING_MARKER).is_file():  # never delete a folder ctxir did not stage
+            raise CtxirError(
+                f"--staging-dir {str(dest)!r} exists and is not a previous staging: empty it or "
+                "choose another folder"
+            )
+        shutil.rmtree(dest)
+    (dest / STAGING_MARKER).parent.mkdir(parents=True, exist_ok=True)
+    write_json(dest / STAGING_MARKER, {"source": str(src), "repo_id": repo_id}, indent=None)
+    return dest
+
+
+def _stage_figures(src: Path, dest: Path, figures) -> list[str]:
+    """Copy <model-dir>/figures/*, figures beside the model and ``figures`` → the image paths the card shows."""
+    figure_paths = sorted(
+        {
+            *(p for p in src.iterdir() if p.suffix.lower() in FIGURE_SUFFIXES),
+            *((src / FIGURES_DIR).glob("*") if (src / FIGURES_DIR).is_dir() else ()),
+            *(Path(f).expanduser().resolve() for f in figures),
+        }
+    )
+    staged_figures = []
+    for fig in figure_paths:
+        if not fig.is_file() or fig.suffix.lower() not in FIGURE_SUFFIXES:
+            raise CtxirError(f"figure {str(fig)!r} is not a {'/'.join(FIGURE_SUFFIXES)} file")
+        (dest / FIGURES_DIR).mkdir(exist_ok=True)
+        shutil.copy2(fig, dest / FIGURES_DIR / fig.name)
+        if fig.suffix.lower() != ".html":
+            staged_figures.append(f"{FIGURES_DIR}/{fig.name}")
+    return staged_figures
+
+
+def _copy_matching(src: Path, dest: Path, patterns, exclude=(), recursive: bool = False) -> None:
+    dest.mkdir(parents=True, exist_ok=True)
+    for path in sorted(src.iterdir()):
+        if path.is_file() and _matches(path.name, patterns) and path.name not in exclude:
+            shutil.copy2(path, dest / path.name)
+        elif path.is_dir() and recursive and not _matches(path.name, SKIPPED_DIRS):
+            _copy_matching(path, dest / path.name, patterns, exclude, recursive)
+
+
+def _stage_cls_lr(src: Path, dest: Path, base_dir: Path, base_license: tuple[str, License] | None) -> None:
+    """Ranker weights + config, and the encoder it reads copied beside them (config base_model = ".")."""
+    config = read_json(src / CLS_LR_CONFIG)
+    base = config.get("base_model", "")
+    body = transformer_dir(base_dir)
+    if not any(p.suffix == ".safetensors" and p.name != CLS_LR_WEIGHTS for p in body.iterdir()):
+        raise CtxirError(
+            f"the CLS-LR base model {base!r} ({str(body)!r}) has no .safetensors weights: re-save it "
+            "with save_pretrained (safetensors is the default) before publishing"
+        )
+    _copy_matching(body, dest, ENCODER_FILE_PATTERNS, exclude=(CLS_LR_WEIGHTS,))
+    shutil.copy2(src / CLS_LR_WEIGHTS, dest / CLS_LR_WEIGHTS)
+    if "base_model_source" not in config:
+        # A local path would publish the trainer's directory layout: keep the folder name (or the Hub id).
+        local = base == "." or (src / base).is_dir() or Path(base).expanduser().exists()
+        config["base_model_source"] = base_dir.name if local else base
+    config["base_model"] = "."  # ClsLrRanker.load: "." = the encoder lives in this folder
+    if base_license is not None:
+        config["base_model_license"] = {"what": base_license[0], "license": base_license[1].name}
+    write_json(dest / CLS_LR_CONFIG, config)
+
+
+# ---------------------------------------------------------------------------------------------- validate
+
+
+def validate(folder: str | Path, base_license: tuple[str, License] | bool | None = False) -> StagedRepo:
+    """Refuse a staged folder that is not safe and complete to publish; return what it holds.
+
+    base_license: as used at staging; False (default) re-derives it from the folder.
+    """
+    # lazy: the Hub client is needed only to download or upload
+    from huggingface_hub.utils import DEFAULT_IGNORE_PATTERNS, filter_repo_objects
+
+    folder = Path(folder).expanduser().resolve()
+    if not folder.is_dir():
+        raise CtxirError(f"{str(folder)!r} is not a folder: pass the staged folder `push --dry-run` printed")
+    # `hf download --local-dir` keeps its bookkeeping in .cache/huggingface/, which upload_folder never sends.
+    files = list(filter_repo_objects(_files(folder), ignore_patterns=DEFAULT_IGNORE_PATTERNS))
+    # 1. nothing a loader would unpickle
+    pickles = [f for f in files if is_pickle_file(folder / f)]
+    if pickles:
+        raise CtxirError(
+            f"{str(folder)!r} contains pickle files ({', '.join(pickles)}): they are never published "
+            "(loading a pickle can run code). Delete them; weights must be .safetensors"
+        )
+    # 2. exactly what upload_folder sends and `hf download` returns
+    hidden = [f for f in files if any(part.startswith(".") for part in f.split("/"))]
+    if hidden:
+        raise CtxirError(
+            f"{str(folder)!r} contains hidden files ({', '.join(hidden)}), which a model repo does not "
+            "need: stage into a fresh folder"
+        )
+    if not any(f.endswith(".safetensors") for f in files):
+        raise CtxirError(f"{str(folder)!r} has no .safetensors weights")
+    # 3. the card agrees with metrics.json
+    metrics = load_metrics(folder)
+    model_type = metrics["model_type"]
+    found = detect_model_type(folder)
+    if found != model_type:
+        raise CtxirError(
+            f"{METRICS_FILE} says {model_type!r} but {str(folder)!r} holds {found or 'no known model'}"
+        )
+    if base_license is False:
+        base_license = stored_base_license(folder, model_type, metrics)
+    meta = check_card(folder / README, metrics, base_license)
+    # 4. it loads back and produces finite scores, the way users and ctxir will load it
+    _load_check(folder, model_type)
+    return StagedRepo(
+        folder=folder,
+        repo_id="",
+        model_type=model_type,
+        license=meta["license"],
+        files=files,
+        eval_count=len(metrics["evaluations"]),
+    )
+
+
+def _load_check(folder: Path, model_type: str) -> None:
+    # A re-staged folder at the same path must be loaded afresh, not from ctxir's per-process caches.
+    resolve_model.cache_clear()
+    load_transformer.cache_clear()
+    path = resolve_model(str(folder))
+    try:
+        if model_type == "bi-encoder":
+            from sentence_transformers import SentenceTransformer
+
+            scores = SentenceTransformer(path, device="cpu", trust_remote_code=False).encode(
+                list(LOAD_CHECK_TEXTS)
+            )
+        elif model_type == "cross-encoder":
+            from ctxir.encoders.models import load_cross_encoder
+
+            load_cross_encoder.cache_clear()
+            scores = load_cross_encoder(path, "cpu").predict([LOAD_CHECK_TEXTS])
+        else:
+            from ctxir.rerank.rankers import ClsLrRanker
+
+            scores = ClsLrRanker.load(path, device="cpu").score_pairs(
+                *LOAD_CHECK_TEXTS[:1], LOAD_CHECK_TEXTS[1:]
+            )
+    except CtxirError:
+        raise
+    except Exception as err:  # any loader failure means the repo would be broken for its users
+        raise CtxirError(f"the staged {model_type} in {str(folder)!r} does not load back: {err}") from err
+    scores = np.asarray(scores, dtype=np.float64)
+    if scores.size == 0 or not np.isfinite(scores).all():
+        raise CtxirError(f"the staged {model_type} in {str(folder)!r} loads but gives non-finite scores")
