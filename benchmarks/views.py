@@ -66,7 +66,7 @@ def view_calls(state) -> dict[str, Callable]:
     from ctxir.app.explain_tab import explain_pair
     from ctxir.app.pairs_tab import score_pairs
     from ctxir.app.search_tab import search
-    from ctxir.app.state import demo_presets
+    from ctxir.data.demo import demo_presets
 
     presets = demo_presets()
     pair_query, documents = presets["pair_query"], presets["pair_documents"]

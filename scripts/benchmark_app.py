@@ -184,6 +184,7 @@ def run(args: BenchmarkArgs) -> dict:
     import torch
 
     from ctxir.app import state as app_state
+    from ctxir.data.demo import demo_queries
     from ctxir.encoders.models import SHIPPED_CROSS_ENCODER, SHIPPED_MODELS, packaged_minilm_path
 
     if args.torch_threads > 0:  # the same rule as app.py
@@ -210,7 +211,7 @@ def run(args: BenchmarkArgs) -> dict:
     state = app_state.AppState.load(config)
     report["in_process_load_s"] = round(time.perf_counter() - started, 1)
     report["cross_encoder"] = cross_encoder
-    queries = app_state.demo_queries()
+    queries = demo_queries()
 
     # 3. search latency per configuration over every demo query
     report["search"] = {}

@@ -18,9 +18,10 @@ from ctxir.app.embeddings_tab import layer_similarity, model_info, sentence_simi
 from ctxir.app.pairs_tab import score_pairs
 from ctxir.app.report_tab import failure_report
 from ctxir.app.search_tab import compare_pooling, search, upload_corpus
-from ctxir.app.state import AppConfig, AppModels, AppState, CorpusIndex, demo_corpus, demo_presets
+from ctxir.app.state import AppConfig, AppModels, AppState, CorpusIndex
 from ctxir.app.text import md_code
 from ctxir.checks import check_int
+from ctxir.data.demo import demo_corpus, demo_presets
 from ctxir.types import CtxirError
 
 

@@ -278,8 +278,8 @@ def test_the_failure_report_sample_needs_no_upload(app_state):
     assert [c["value"] for c in cases] == sorted(c["value"] for c in cases) and len(cases) == 3
     assert meta["system"] == "bm25" and meta["num_queries"] == 83  # every demo query is judged
     # the mean is BM25's nDCG@10 over the shipped qrels, as the library computes it
-    from ctxir.app.state import ASSETS, demo_corpus
     from ctxir.data import load_queries
+    from ctxir.data.demo import ASSETS, demo_corpus
 
     corpus, queries = demo_corpus(), load_queries(ASSETS / "demo_queries.jsonl")
     run = run_from_hits(BM25Retriever(corpus, cache=False).search(queries, top_k=100))

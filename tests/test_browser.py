@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore::pandas.er
 @pytest.fixture(scope="module")
 def app_url(app_state, serve):
     import app
-    from ctxir.app.state import demo_queries
+    from ctxir.data.demo import demo_queries
 
     examples, app_state.examples = app_state.examples, demo_queries()[:8]  # as on the demo corpus
     try:
@@ -451,7 +451,8 @@ def test_the_page_is_served_while_the_startup_corpus_is_indexed(
 
     import app
     from ctxir.app import state as state_module
-    from ctxir.app.state import AppConfig, AppState, demo_corpus
+    from ctxir.app.state import AppConfig, AppState
+    from ctxir.data.demo import demo_corpus
 
     gate = threading.Event()
 

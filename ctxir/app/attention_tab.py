@@ -11,9 +11,10 @@ import gradio as gr
 import numpy as np
 
 from ctxir.app import figures
-from ctxir.app.state import AppState, ViewResult, demo_presets, inspect_input
+from ctxir.app.state import AppState, ViewResult, inspect_input
 from ctxir.app.ui import Ui, exports, frame, gpu, guard, show, tab_intro
 from ctxir.checks import check_choice, check_int, check_text
+from ctxir.data.demo import demo_presets
 from ctxir.types import CtxirError
 
 

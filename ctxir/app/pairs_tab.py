@@ -10,10 +10,11 @@ import gradio as gr
 import numpy as np
 
 from ctxir.app import explain_tab, figures
-from ctxir.app.state import AppState, ViewResult, demo_presets
+from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code, rounded, snippet, split_lines
 from ctxir.app.ui import Ui, exports, frame, gpu, guard, lines, shares, show, tab_intro
 from ctxir.checks import check_int, check_text
+from ctxir.data.demo import demo_presets
 from ctxir.encoders.models import max_length_for, position_limit
 from ctxir.rerank.registry import RERANKERS
 

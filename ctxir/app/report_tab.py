@@ -16,10 +16,11 @@ from pathlib import Path
 
 import gradio as gr
 
-from ctxir.app.state import ASSETS, AppState, ViewResult, demo_corpus
+from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code, md_literal, plural
 from ctxir.app.ui import Ui, exports, gpu, guard, show, tab_intro
 from ctxir.checks import check_int
+from ctxir.data.demo import ASSETS, demo_corpus
 from ctxir.data.loaders import load_beir, load_qrels, load_queries
 from ctxir.retrieval.retrievers import BM25Retriever
 from ctxir.types import CtxirError, run_from_hits

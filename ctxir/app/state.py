@@ -7,7 +7,6 @@ Models are loaded once, in ``AppState.load`` (or passed in already built), and s
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import threading
 import time
@@ -20,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from ctxir.checks import check_choice, check_int, grouped_options
-from ctxir.data.loaders import load_corpus, load_corpus_any, load_queries
+from ctxir.data.demo import demo_corpus, demo_queries
+from ctxir.data.loaders import load_corpus_any, load_queries
 from ctxir.encoders.bi_encoder import BiEncoder, EmbeddingCache, default_backend
 from ctxir.encoders.internals import inspect_text
 from ctxir.encoders.models import (
@@ -38,7 +38,6 @@ from ctxir.types import Corpus, CtxirError, Internals, doc_text
 
 logger = logging.getLogger("ctxir.app")
 
-ASSETS = Path(__file__).resolve().parents[1] / "assets"
 DEMO_CORPUS_NAME = "demo"
 POOLINGS = ("mean", "cls", "max")
 INSPECT_MODELS = ("bi-encoder", "cross-encoder")
@@ -116,18 +115,6 @@ class ViewResult:
     highlights: dict[str, list] = field(
         default_factory=dict
     )  # [(text, score in [-1, 1]), ...] per highlighted text
-
-
-def demo_corpus() -> Corpus:
-    return load_corpus(ASSETS / "demo_corpus.jsonl")
-
-
-def demo_presets() -> dict:
-    return json.loads((ASSETS / "demo_sentences.json").read_text(encoding="utf-8"))
-
-
-def demo_queries() -> list[str]:
-    return list(load_queries(ASSETS / "demo_queries.jsonl").values())
 
 
 def corpus_queries(path: Path, limit: int = 8) -> list[str]:

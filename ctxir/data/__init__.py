@@ -3,6 +3,7 @@
 loaders.py       readers for every dataset format ctxir takes, and the file helpers every reader shares
 general.py       SQuAD, WikiQA and MS MARCO triples as relevance sets, for training re-rankers
 labelled.py      labelled texts for classification: ``Label``, (text, label) files, label files, train/test folders
+demo.py          the packaged demo data: the demo corpus, its example queries, the app's preset texts (``ASSETS``)
 """
 
 from ctxir.data.labelled import Label, load_folder, load_labelled, load_labels  # noqa: F401 -- public API
