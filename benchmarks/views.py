@@ -118,7 +118,8 @@ def fingerprint(label: str, result) -> dict:
 
 def time_device(device: str, args: ViewsArgs) -> dict:
     """Load the app's models on ``device`` as app.py does, then time every view."""
-    from ctxir.app.state import AppConfig, AppState
+    from ctxir.app.config import AppConfig
+    from ctxir.app.state import AppState
 
     started = time.perf_counter()
     state = AppState.load(AppConfig(device=device))

@@ -97,7 +97,7 @@ def unrounded_head_view_bytes(state, text: str, layers: int) -> int:
     import torch
     from bertviz import head_view
 
-    from ctxir.app.state import inspect_input
+    from ctxir.app.models import inspect_input
 
     internals = inspect_input(state, "bi-encoder", text, max_tokens=state.config.max_attention_tokens)
     attention = [torch.from_numpy(a).unsqueeze(0) for a in internals.attentions]
@@ -183,7 +183,8 @@ def bench_attention(state, args: BenchmarkArgs, report: dict) -> None:
 def run(args: BenchmarkArgs) -> dict:
     import torch
 
-    from ctxir.app import state as app_state
+    from ctxir.app.config import AppConfig
+    from ctxir.app.state import AppState
     from ctxir.data.demo import demo_queries
     from ctxir.encoders.models import SHIPPED_CROSS_ENCODER, SHIPPED_MODELS, packaged_minilm_path
 
@@ -207,8 +208,8 @@ def run(args: BenchmarkArgs) -> dict:
     cross_encoder = args.cross_encoder or (
         SHIPPED_CROSS_ENCODER if shipped.is_dir() else str(packaged_minilm_path())
     )
-    config = app_state.AppConfig(cross_encoder=cross_encoder, device="cpu", rerank_depth=args.depth)
-    state = app_state.AppState.load(config)
+    config = AppConfig(cross_encoder=cross_encoder, device="cpu", rerank_depth=args.depth)
+    state = AppState.load(config)
     report["in_process_load_s"] = round(time.perf_counter() - started, 1)
     report["cross_encoder"] = cross_encoder
     queries = demo_queries()

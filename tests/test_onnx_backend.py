@@ -267,7 +267,7 @@ def test_evaluate_backend_flag_reaches_the_encoder_and_its_cache(
 
 
 def test_the_app_reads_its_backend_from_ctxir_backend_for_search_only(exported, spread_st, monkeypatch):
-    from ctxir.app.state import CorpusIndex
+    from ctxir.app.corpus_index import CorpusIndex
 
     _, root, _ = exported
     monkeypatch.setenv("CTXIR_CACHE", str(root))

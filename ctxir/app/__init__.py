@@ -1,6 +1,10 @@
 """The ctxir Gradio app, one module per tab; ``app.py`` at the repository root is its entry point.
 
-    state.py            AppConfig, AppModels, AppState (models + public and per-visitor corpora), ViewResult
+    config.py           AppConfig: the limits and model choices app.py's flags set; the Progress callback type
+    models.py           AppModels: the models loaded once, and the forward pass the inspection views share
+    corpus_index.py     CorpusIndex: one corpus with its retrievers; Indexing: the startup corpus's progress
+    upload_store.py     UploadStore: each visitor's uploaded corpora (per session, LRU, idle ones released)
+    state.py            AppState (models + the public corpus + the visitors' uploads), ViewResult
     text.py             messages and user text shown as typed (escaping), line splitting
     ui.py               what every tab shares: Ui context, callback guard, the bounded output folder
     figures.py          interactive Plotly figures and their standalone HTML export (presentation only)

@@ -11,7 +11,8 @@ import gradio as gr
 import numpy as np
 
 from ctxir.app import figures
-from ctxir.app.state import AppState, ViewResult, inspect_input
+from ctxir.app.models import inspect_input
+from ctxir.app.state import AppState, ViewResult
 from ctxir.app.ui import Ui, exports, frame, gpu, guard, show, tab_intro
 from ctxir.checks import check_choice, check_int, check_text
 from ctxir.data.demo import demo_presets

@@ -10,7 +10,9 @@ import gradio as gr
 import numpy as np
 
 from ctxir.app import figures
-from ctxir.app.state import POOLINGS, AppState, Progress, ViewResult, check_layer, inspect_input
+from ctxir.app.config import Progress
+from ctxir.app.models import POOLINGS, check_layer, inspect_input
+from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import cls_warnings, display_text, md_code, md_literal, split_lines
 from ctxir.app.ui import Ui, exports, frame, gpu, guard, lines, show, tab_intro, warn
 from ctxir.checks import check_choice, check_text

@@ -18,9 +18,11 @@ import gradio as gr
 import numpy as np
 
 from ctxir.app import figures
-from ctxir.app.state import AppModels, AppState, Owner, ViewResult
+from ctxir.app.models import AppModels
+from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code, md_literal
 from ctxir.app.ui import Ui, exports, gpu, guard, tab_intro
+from ctxir.app.upload_store import Owner
 from ctxir.checks import check_choice, check_text
 from ctxir.data.demo import demo_presets
 from ctxir.evaluation.report import ATTRIBUTION_LEGEND

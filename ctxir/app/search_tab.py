@@ -16,18 +16,15 @@ import gradio as gr
 import pandas as pd
 
 from ctxir.app import explain_tab, figures
-from ctxir.app.state import (
-    FIRST_STAGES,
-    AppModels,
-    AppState,
-    CorpusIndex,
-    Owner,
-    Progress,
-    ViewResult,
-)
+from ctxir.app.config import Progress
+from ctxir.app.corpus_index import CorpusIndex
+from ctxir.app.models import AppModels
+from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import cls_warnings, md_code, plural, rounded, snippet
 from ctxir.app.ui import Ui, exports, frame, gpu, guard, shares, show, tab_intro, warn
+from ctxir.app.upload_store import Owner
 from ctxir.checks import check_choice, check_int, check_text
+from ctxir.rerank.pipeline import FIRST_STAGES
 from ctxir.rerank.registry import DEFAULT_RERANK_MODE, RERANK_MODES, RERANKERS, reranker_choices
 from ctxir.types import CtxirError, doc_text
 
@@ -242,7 +239,7 @@ def upload_corpus(
     digest = hashlib.sha256(raw).hexdigest()[:8]
     stem = re.sub(r"[^\w.-]+", "_", path.stem)[:40].strip("._") or "upload"
     name = f"{stem}-{digest}"
-    state.check_room(owner, name)  # refuse before minutes of encoding, not after
+    state.uploads.check_room(owner, name)  # refuse before minutes of encoding, not after
     # cache=None: an upload's vectors live in memory with its index and go with it, never in the user cache
     index = CorpusIndex(
         name,
@@ -253,7 +250,7 @@ def upload_corpus(
         None,
         state.models.bi_encoder_name,
     )
-    dropped = state.add(index, owner)
+    dropped = state.uploads.add(index, owner)
     rows = [
         {"doc_id": doc_id, "title": doc.get("title", ""), "text": snippet(doc.get("text", ""))}
         for doc_id, doc in list(corpus.items())[:10]

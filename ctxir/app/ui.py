@@ -353,5 +353,5 @@ class Ui:
         """Whose request: Gradio's session hash (one per page load, one per gradio_client.Client); "" without
         one (a raw HTTP call), which sees only the public corpus and may not upload. Marks the visitor active."""
         owner = getattr(request, "session_hash", None) or ""
-        self.state.touch(owner)
+        self.state.uploads.touch(owner)
         return owner
