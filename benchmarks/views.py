@@ -65,7 +65,7 @@ def view_calls(state) -> dict[str, Callable]:
     from ctxir.app.embeddings_tab import layer_similarity, model_info, sentence_similarity, token_embeddings
     from ctxir.app.explain_tab import explain_pair
     from ctxir.app.pairs_tab import score_pairs
-    from ctxir.app.search_tab import search
+    from ctxir.app.search import search
     from ctxir.data.demo import demo_presets
 
     presets = demo_presets()

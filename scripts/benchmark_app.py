@@ -4,7 +4,7 @@
     HF_HUB_OFFLINE=1 python scripts/benchmark_app.py --torch-threads 1 --cold_start False \
         --output results/app_benchmark_1thread.json                      # one intra-op thread
 
-Search latency is the time of ``ctxir.app.search_tab.search`` (what the /search callback runs: first stage,
+Search latency is the time of ``ctxir.app.search.search`` (what the /search callback runs: first stage,
 re-ranking, result table) for every demo query (83), k=10, with the re-ranker fused with the first stage (the
 app's default mode). The re-ranking rows use the cross-encoder ctxir ships (``--cross-encoder`` names another);
 in a checkout that ships none, a cross-encoder built on the packaged all-MiniLM-L6-v2 body with a fresh 1-label
@@ -111,7 +111,7 @@ def unrounded_head_view_bytes(state, text: str, layers: int) -> int:
 def bench_search(state, queries: list[str], args: BenchmarkArgs, report: dict) -> None:
     """Search latency (wall and CPU ms, per stage) of each configuration over every query, into
     ``report["search"]``, saved after each configuration so an interrupted run keeps what it measured."""
-    from ctxir.app import search_tab
+    from ctxir.app.search import search
 
     configs = [
         ("bm25", "none"),
@@ -125,7 +125,7 @@ def bench_search(state, queries: list[str], args: BenchmarkArgs, report: dict) -
         for _ in range(args.repeats):
             for query in queries:
                 t0, c0 = time.perf_counter(), time.process_time()
-                result = search_tab.search(
+                result = search(
                     state, query, first_stage=first_stage, reranker=reranker, k=10, depth=args.depth
                 )
                 wall.append((time.perf_counter() - t0) * 1000)

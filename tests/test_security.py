@@ -24,9 +24,11 @@ from ctxir.app.attention_tab import attention
 from ctxir.app.config import AppConfig
 from ctxir.app.embeddings_tab import layer_similarity, model_info, sentence_similarity, token_embeddings
 from ctxir.app.models import AppModels
-from ctxir.app.search_tab import compare_pooling, search, upload_corpus
+from ctxir.app.pooling import compare_pooling
+from ctxir.app.search import search
 from ctxir.app.state import AppState
 from ctxir.app.text import md_code
+from ctxir.app.uploads import upload_corpus
 from ctxir.types import CtxirError
 
 pytestmark = pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning")

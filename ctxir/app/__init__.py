@@ -8,7 +8,11 @@
     text.py             messages and user text shown as typed (escaping), line splitting
     ui.py               what every tab shares: Ui context, callback guard, the bounded output folder
     figures.py          interactive Plotly figures and their standalone HTML export (presentation only)
-    search_tab.py       /search, /explain_result, /what_moved, /compare_pooling, /upload_corpus
+    search.py           /search's logic: a query through a first stage and an optional re-ranker
+    search_tab.py       /search, /explain_result; the Search tab, composing the three panels below in page order
+    what_moved.py       /what_moved: the documents a re-ranker moved most, and the words that drove each move
+    pooling.py          /compare_pooling: mean vs CLS pooling of any layer on the same query
+    uploads.py          /upload_corpus: a visitor's corpus file, checked and indexed for their session
     pairs_tab.py        /score_pairs (and the pair's Explain action)
     explain_tab.py      /explain; the explanation panel the Search and Pair scoring tabs show in place
     embeddings_tab.py   /model_info, /token_embeddings, /layer_similarity, /sentence_similarity

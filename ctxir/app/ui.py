@@ -261,6 +261,31 @@ def shares(pixels: list[int]) -> list[str]:
     return [f"{100 * w / total:.2f}%" for w in pixels]
 
 
+WIDTHS = {
+    "rank": 60,
+    "move": 70,
+    "doc_id": 120,
+    "title": 170,
+}  # px; a score or rank column fits its header, the text the rest
+
+
+def header_width(name: str) -> int:
+    return max(80, round(8.5 * len(name)) + 30)
+
+
+def column_widths(
+    columns: list[str], total: int = 1180, wide: str = "text", share: bool = False
+) -> list[str]:
+    """Pixel widths that fit a laptop's page (about 1,200 px) with the ``wide`` column wrapping in what is left; a
+    phone scrolls the table sideways inside its box, the page itself stays on screen. A score or rank column is as
+    wide as its header in the table's bold monospace font (about 8.5 px a character, plus padding and sort icon).
+    ``share``: the same proportions as percentages of the box, so the table fills a wider screen too."""
+    fixed = {c: WIDTHS.get(c, header_width(c)) for c in columns if c != wide}
+    text = max(340, total - sum(fixed.values()))
+    pixels = [fixed.get(c, text) for c in columns]
+    return shares(pixels) if share else [f"{w}px" for w in pixels]
+
+
 def show(value: Any = None, **changes) -> dict:
     """An update that shows a component (hidden until its view first ran), with ``value`` when given."""
     return gr.update(visible=True, **({} if value is None else {"value": value}), **changes)
