@@ -62,10 +62,11 @@ class ViewsArgs:
 def view_calls(state) -> dict[str, Callable]:
     """Label → a call of one view with the app's own examples (what a first visitor clicks)."""
     from ctxir.app.attention_tab import attention
-    from ctxir.app.embeddings_tab import layer_similarity, model_info, sentence_similarity, token_embeddings
+    from ctxir.app.embeddings_tab import model_info, token_embeddings
     from ctxir.app.explain_tab import explain_pair
     from ctxir.app.pairs_tab import score_pairs
     from ctxir.app.search import search
+    from ctxir.app.similarity import layer_similarity, sentence_similarity
     from ctxir.data.demo import demo_presets
 
     presets = demo_presets()

@@ -16,12 +16,13 @@ import pytest
 from ctxir.app.attention_tab import attention, parse_indices
 from ctxir.app.config import AppConfig
 from ctxir.app.corpus_index import CorpusIndex
-from ctxir.app.embeddings_tab import layer_similarity, model_info, sentence_similarity, token_embeddings
+from ctxir.app.embeddings_tab import model_info, token_embeddings
 from ctxir.app.models import AppModels
 from ctxir.app.pairs_tab import score_pairs
 from ctxir.app.pooling import compare_pooling
 from ctxir.app.report_tab import failure_report
 from ctxir.app.search import search
+from ctxir.app.similarity import layer_similarity, sentence_similarity
 from ctxir.app.state import AppState
 from ctxir.app.text import md_code
 from ctxir.app.uploads import upload_corpus

@@ -142,7 +142,7 @@ def test_the_failure_report_highlights_and_its_legend_use_the_same_colours():
 
 
 def test_the_sentence_similarity_caption_matches_its_colour_scale():
-    from ctxir.app.embeddings_tab import SIMILARITY_LEGEND, SIMILARITY_SCALE
+    from ctxir.app.similarity import SIMILARITY_LEGEND, SIMILARITY_SCALE
 
     scale = [colour for _, colour in get_colorscale(SIMILARITY_SCALE)]
     high, low = _luminance(scale[-1]), _luminance(scale[0])
@@ -209,7 +209,7 @@ def test_the_highlighted_words_ring_is_no_sentence_colour():
 
 
 def test_axis_labels_are_cut_with_an_ellipsis_not_mid_word(app_state):
-    from ctxir.app.embeddings_tab import sentence_similarity
+    from ctxir.app.similarity import sentence_similarity
 
     labels = figures.unique(["1. The central bank raised interest rates to slow inflation.", "short"], 30)
     assert labels[0] == "1. The central bank raised in…" and len(labels[0]) == 30

@@ -22,10 +22,11 @@ import pytest
 
 from ctxir.app.attention_tab import attention
 from ctxir.app.config import AppConfig
-from ctxir.app.embeddings_tab import layer_similarity, model_info, sentence_similarity, token_embeddings
+from ctxir.app.embeddings_tab import model_info, token_embeddings
 from ctxir.app.models import AppModels
 from ctxir.app.pooling import compare_pooling
 from ctxir.app.search import search
+from ctxir.app.similarity import layer_similarity, sentence_similarity
 from ctxir.app.state import AppState
 from ctxir.app.text import md_code
 from ctxir.app.uploads import upload_corpus

@@ -9,13 +9,14 @@
     ui.py               what every tab shares: Ui context, callback guard, the bounded output folder
     figures.py          interactive Plotly figures and their standalone HTML export (presentation only)
     search.py           /search's logic: a query through a first stage and an optional re-ranker
-    search_tab.py       /search, /explain_result; the Search tab, composing the three panels below in page order
+    search_tab.py       /search, /explain_result; the Search tab, with the three panels below in page order
     what_moved.py       /what_moved: the documents a re-ranker moved most, and the words that drove each move
     pooling.py          /compare_pooling: mean vs CLS pooling of any layer on the same query
     uploads.py          /upload_corpus: a visitor's corpus file, checked and indexed for their session
     pairs_tab.py        /score_pairs (and the pair's Explain action)
     explain_tab.py      /explain; the explanation panel the Search and Pair scoring tabs show in place
-    embeddings_tab.py   /model_info, /token_embeddings, /layer_similarity, /sentence_similarity
+    embeddings_tab.py   /model_info, /token_embeddings; the Token embeddings tab, composing its four sub-tabs
+    similarity.py       /layer_similarity, /sentence_similarity: a word across layers, whole sentences alike
     attention_tab.py    /attention
     report_tab.py       /failure_report, /failure_report_sample
     classify_tab.py     /classify

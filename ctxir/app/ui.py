@@ -313,6 +313,17 @@ def exports(
     return paths
 
 
+def cleared(*components) -> dict:
+    """An event's keywords that empty ``components`` first (privately, unqueued): no old answer beside a new error."""
+    return {
+        "fn": lambda: "",
+        "inputs": None,
+        "outputs": list(components),
+        "queue": False,
+        "api_visibility": "private",
+    }
+
+
 def tab_intro(text: str) -> None:
     """The one or two lines at the top of a tab that say what it is for."""
     gr.Markdown(text, elem_classes=["ctxir-intro"])
