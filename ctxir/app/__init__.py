@@ -20,6 +20,7 @@
     attention_tab.py    /attention
     report_tab.py       /failure_report, /failure_report_sample
     classify_tab.py     /classify
+    classify_figures.py the Classify tab's Plotly figures: score bars per text, the 2-D class map
     api.py              what each public endpoint does, its arguments and outputs (docstrings, MCP tool names)
     limits.py           Gradio's queue: the concurrency groups model views share
     blocks.py           build_demo: the tabs composed into one gr.Blocks
