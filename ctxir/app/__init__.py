@@ -1,4 +1,4 @@
-"""The ctxir Gradio app, one module per tab; ``app.py`` at the repository root is its entry point.
+"""The ctxir Gradio app, one module per concern; ``app.py`` at the repository root is its entry point.
 
     config.py           AppConfig: the limits and model choices app.py's flags set; the Progress callback type
     models.py           AppModels: the models loaded once, and the forward pass the inspection views share
@@ -26,7 +26,9 @@
     blocks.py           build_demo: the tabs composed into one gr.Blocks
 
 Each tab module owns its views' logic (plain functions over an ``AppState`` returning a ``ViewResult``, tested
-without a server) and its UI builder ``build(ui)``, whose callbacks are thin calls into that logic. The models'
-mathematics (retrieval, re-ranking, explanations, internals) lives in the library, never here.
+without a server) and its UI builder ``build(ui)``, whose callbacks are thin calls into that logic. A part of a tab
+with views of its own (what_moved, pooling, uploads; similarity) owns them the same way, with the builders its tab
+calls in page order (``panel(ui)`` and ``wire``; the sub-tabs). /search's logic is search.py, which what moved
+reuses. The models' mathematics (retrieval, re-ranking, explanations, internals) lives in the library, never here.
 Nothing is imported here: ``ctxir.app.state`` needs no gradio.
 """

@@ -1,5 +1,7 @@
-"""The Classify tab's interactive figures (Plotly, drawn from the /classify JSON answer): a bar per label per text,
-and the 2-D map of texts, labelled examples and label embeddings."""
+"""The Classify tab's Plotly figures, drawn from the /classify answer: score bars, the 2-D class map.
+
+A bar per label per text, and the map of texts, labelled examples and label embeddings.
+"""
 
 from __future__ import annotations
 

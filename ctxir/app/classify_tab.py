@@ -1,5 +1,7 @@
-"""Classify tab: label texts with the bi-encoder's embeddings alone — zero-shot from label names (or descriptions),
-or few-shot from uploaded labelled examples (kNN, nearest centroid, logistic regression; ``ctxir.classify``).
+"""Classify tab (/classify): texts labelled by the bi-encoder's embeddings, zero-shot or from examples.
+
+Zero-shot from label names (or descriptions), or few-shot from uploaded labelled examples (kNN, nearest
+centroid, logistic regression; ``ctxir.classify``).
 
 Each prediction shows a bar per label (the method's score: cosine, vote share or probability) and its nearest
 labelled examples; one plot places texts, examples and label embeddings in 2-D (PCA or t-SNE) coloured by class

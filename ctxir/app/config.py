@@ -1,4 +1,4 @@
-"""``AppConfig``: the app's limits and model choices, filled from ``app.py``'s flags; the progress callback type."""
+"""``AppConfig``: the app's limits and model choices, set by ``app.py``'s flags; the ``Progress`` type."""
 
 from __future__ import annotations
 

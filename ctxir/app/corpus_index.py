@@ -1,5 +1,7 @@
-"""``CorpusIndex``: one corpus with its BM25, dense, hybrid and pooled retrievers; ``Indexing``: how far the startup
-corpus's index has got."""
+"""``CorpusIndex``: one corpus with its retrievers; ``Indexing``: how far the startup corpus's index got.
+
+The retrievers: BM25, dense (embeddings cached on disk), hybrid, and dense ones of another pooling or layer.
+"""
 
 from __future__ import annotations
 

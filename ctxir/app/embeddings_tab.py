@@ -1,5 +1,6 @@
-"""Token embeddings tab: a model's tokenizer and architecture (/model_info), 2-D projections of token vectors at two
-layers (/token_embeddings), and the similarity sub-tabs of ``similarity.py``, composed in page order.
+"""Token embeddings tab (/model_info, /token_embeddings): tokens, and token vectors at two layers in 2-D.
+
+``build`` lays out the four sub-tabs in page order; the two similarity ones are ``similarity.py``'s.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Explain tab and the Explain action: why a (query, document) pair got its score, token by token, and which
-documents a re-ranker moved, with the tokens that drove each move.
+"""Explain tab (/explain) and the Explain action: why a (query, document) pair scored as it did, by token.
+
+Its word helpers (``words``, ``listing``, ``compact``) also say which tokens drove each of what_moved's moves.
 
 The explanations are ``ctxir.explain``'s (the exact query×document split of a mean-pooled bi-encoder's cosine,
 integrated gradients for a cross-encoder or a CLS-LR ranker, with their completeness error); this module picks

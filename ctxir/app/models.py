@@ -1,5 +1,8 @@
-"""``AppModels``: the models the app loads once (bi-encoder, re-rankers, the transformer bodies the inspection views
-read), and one forward pass of those bodies over a visitor's text."""
+"""``AppModels``: the models the app loads once, and the forward pass the inspection views share.
+
+The bi-encoder, the re-rankers, and the transformer bodies the inspection views read; ``inspect_input`` runs
+one over a visitor's text.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""Pair scoring tab: one query against a few documents, scored by every loaded model (cross-encoder, CLS-LR,
-bi-encoder cosine), and how a cross-encoder reads a pair (input formation).
+"""Pair scoring tab (/score_pairs): one query against a few documents, scored by every loaded model.
+
+The cross-encoder, CLS-LR and bi-encoder cosine side by side, and how a cross-encoder reads a pair (input
+formation).
 """
 
 from __future__ import annotations

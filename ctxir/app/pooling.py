@@ -1,5 +1,7 @@
-"""Compare pooling (/compare_pooling, a panel of the Search tab): the same query through mean- and CLS-pooled
-embeddings of any layer, two rankings side by side."""
+"""Compare pooling (/compare_pooling, a Search tab panel): one query, mean- and CLS-pooled, side by side.
+
+The same query through mean- and CLS-pooled embeddings of any layer: two rankings and their overlap.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""Failure report tab: a saved failure report (``ctxir evaluate --report FILE.html`` writes FILE.json), or
-a results JSON of ``ctxir evaluate`` over the app's own BEIR corpus, shown as ``ctxir.report`` draws it.
+"""Failure report tab (/failure_report, /failure_report_sample): a saved report or results JSON, drawn.
+
+A saved failure report (``ctxir evaluate --report FILE.html`` writes FILE.json), or a results JSON of ``ctxir
+evaluate`` over the app's own BEIR corpus, shown as ``ctxir.report`` draws it.
 
 The report's HTML comes from ``ctxir.report.render_report`` (every text escaped). It is shown in an ``<iframe
 srcdoc>`` with an empty ``sandbox``: the file is the visitor's upload, so even a hand-edited one cannot run a script

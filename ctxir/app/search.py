@@ -1,5 +1,7 @@
-"""/search's logic: a query through a first stage (BM25, dense, hybrid) and an optional re-ranker, over the public
-corpus or the visitor's own upload, with each stage's score, rank and the rank change."""
+"""/search's logic: a query through a first stage and an optional re-ranker, each stage's score and rank.
+
+Over the public corpus or the visitor's own upload; what_moved re-ranks through it too.
+"""
 
 from __future__ import annotations
 

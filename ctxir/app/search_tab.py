@@ -1,5 +1,7 @@
-"""Search tab: the query form, the results (a table, cards on a phone) with their Explain action (/search,
-/explain_result), and the panels of what moved, compare pooling and uploads, composed in page order.
+"""Search tab: the query form, its results (/search, /explain_result) and its three panels, in page order.
+
+The results show as a table (cards on a phone), each with its Explain action; the panels are what_moved's,
+pooling's and uploads'.
 """
 
 from __future__ import annotations

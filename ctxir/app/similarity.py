@@ -1,5 +1,7 @@
-"""Similarity views of the Token embeddings tab: one word followed across layers and contexts (/layer_similarity),
-and whole sentences compared at one layer and pooling (/sentence_similarity)."""
+"""Similarity views of the Token embeddings tab: /layer_similarity and /sentence_similarity.
+
+One word followed across layers and contexts, and whole sentences compared at one layer and pooling.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""``AppState``: what the app holds while it runs (its models, the public startup corpus, each visitor's uploads)
-and the ``ViewResult`` every view returns.
+"""``AppState``: what a running app holds (models, public corpus, visitors' uploads), and ``ViewResult``.
 
 Models are loaded once, in ``AppState.load`` (or passed in already built), and shared by every request.
 """

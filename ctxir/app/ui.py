@@ -1,5 +1,7 @@
-"""What every tab's UI shares: the ``Ui`` context a tab builder receives, the callback guard that turns errors into
-escaped pop-ups, and the one bounded folder for returned files.
+"""What every tab's UI shares: the ``Ui`` context, the callback guard, the bounded output folder.
+
+The callback guard turns errors into escaped pop-ups; returned files go to one bounded folder; tables get
+their column widths here.
 
 A tab module builds its components and wires its events inside an open ``gr.Blocks`` with ``build(ui)``; each
 callback is a thin wrapper: it calls the tab's logic function (plain Python over an ``AppState``, tested directly)

@@ -1,4 +1,4 @@
-"""``UploadStore``: each visitor's uploaded corpora, kept per session, least recently used dropped, idle ones released."""
+"""``UploadStore``: the visitors' uploaded corpora, kept per session, least recently used out first."""
 
 from __future__ import annotations
 

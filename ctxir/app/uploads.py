@@ -1,5 +1,7 @@
-"""Uploads (/upload_corpus, a panel of the Search tab): a visitor's corpus file (.txt/.jsonl/.csv/.tsv) checked,
-indexed and kept for their session only."""
+"""Uploads (/upload_corpus, a Search tab panel): a visitor's corpus file, checked and indexed for them.
+
+A .txt, .jsonl, .csv or .tsv file; only its owner sees it, for their session (``AppState.uploads``).
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""What moved (/what_moved, a panel of the Search tab): the documents a re-ranker moved most, each explained by the
-document words whose integrated-gradients attribution drove its move."""
+"""What moved (/what_moved, a Search tab panel): the documents a re-ranker moved most, and why.
+
+Each mover comes with the document words whose integrated-gradients attribution drove its move.
+"""
 
 from __future__ import annotations
 
