@@ -36,8 +36,9 @@ from typing import Any
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from ctxir.app.blocks import build_demo
+from ctxir.app.config import AppConfig
 from ctxir.app.limits import QueueLimits, apply_limits, limit_malloc_arenas
-from ctxir.app.state import AppConfig, AppState
+from ctxir.app.state import AppState
 from ctxir.app.ui import Outputs, user_error
 from ctxir.app.ui import guard as _guard
 

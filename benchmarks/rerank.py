@@ -182,8 +182,8 @@ def add_compute_bound(results: dict, reranker, threads: int) -> tuple[dict, int]
 def collection_texts(args: RerankArgs) -> tuple[dict, dict]:
     """(corpus, queries) the candidates come from: SciFact's train split, or the app's demo corpus."""
     if args.collection == "demo":
-        from ctxir.app.state import ASSETS
         from ctxir.data.beir import load_corpus, load_queries
+        from ctxir.data.demo import ASSETS
 
         return load_corpus(ASSETS / "demo_corpus.jsonl"), load_queries(ASSETS / "demo_queries.jsonl")
     if args.collection != "scifact":

@@ -62,11 +62,12 @@ class ViewsArgs:
 def view_calls(state) -> dict[str, Callable]:
     """Label → a call of one view with the app's own examples (what a first visitor clicks)."""
     from ctxir.app.attention_tab import attention
-    from ctxir.app.embeddings_tab import layer_similarity, model_info, sentence_similarity, token_embeddings
+    from ctxir.app.embeddings_tab import model_info, token_embeddings
     from ctxir.app.explain_tab import explain_pair
     from ctxir.app.pairs_tab import score_pairs
-    from ctxir.app.search_tab import search
-    from ctxir.app.state import demo_presets
+    from ctxir.app.search import search
+    from ctxir.app.similarity import layer_similarity, sentence_similarity
+    from ctxir.data.demo import demo_presets
 
     presets = demo_presets()
     pair_query, documents = presets["pair_query"], presets["pair_documents"]
@@ -118,7 +119,8 @@ def fingerprint(label: str, result) -> dict:
 
 def time_device(device: str, args: ViewsArgs) -> dict:
     """Load the app's models on ``device`` as app.py does, then time every view."""
-    from ctxir.app.state import AppConfig, AppState
+    from ctxir.app.config import AppConfig
+    from ctxir.app.state import AppState
 
     started = time.perf_counter()
     state = AppState.load(AppConfig(device=device))

@@ -72,7 +72,7 @@ def _cpu_name() -> str:
 
 def make_pair(tokenizer, tokens: int) -> tuple[str, str]:
     """A demo query and demo passages cut so that [CLS] q [SEP] d [SEP] has exactly ``tokens`` word-pieces."""
-    from ctxir.app.state import demo_corpus
+    from ctxir.data.demo import demo_corpus
     from ctxir.types import doc_text
 
     query = "where do otters live along the river bank"
@@ -197,8 +197,8 @@ def run(args: BenchmarkArgs) -> dict:
 def survey(pairs: int, cross, cls_lr, steps: tuple[int, ...] = (16, 32, 64)) -> dict:
     """Completeness error of each re-ranker at fixed step counts (no adaptation) on random demo pairs."""
 
-    from ctxir.app.state import demo_corpus
     from ctxir.data import load_queries
+    from ctxir.data.demo import demo_corpus
     from ctxir.explain import BASELINES, explain_cls_lr, explain_cross_encoder
     from ctxir.types import doc_text
 

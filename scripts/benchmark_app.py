@@ -4,7 +4,7 @@
     HF_HUB_OFFLINE=1 python scripts/benchmark_app.py --torch-threads 1 --cold_start False \
         --output results/app_benchmark_1thread.json                      # one intra-op thread
 
-Search latency is the time of ``ctxir.app.search_tab.search`` (what the /search callback runs: first stage,
+Search latency is the time of ``ctxir.app.search.search`` (what the /search callback runs: first stage,
 re-ranking, result table) for every demo query (83), k=10, with the re-ranker fused with the first stage (the
 app's default mode). The re-ranking rows use the cross-encoder ctxir ships (``--cross-encoder`` names another);
 in a checkout that ships none, a cross-encoder built on the packaged all-MiniLM-L6-v2 body with a fresh 1-label
@@ -97,7 +97,7 @@ def unrounded_head_view_bytes(state, text: str, layers: int) -> int:
     import torch
     from bertviz import head_view
 
-    from ctxir.app.state import inspect_input
+    from ctxir.app.models import inspect_input
 
     internals = inspect_input(state, "bi-encoder", text, max_tokens=state.config.max_attention_tokens)
     attention = [torch.from_numpy(a).unsqueeze(0) for a in internals.attentions]
@@ -111,7 +111,7 @@ def unrounded_head_view_bytes(state, text: str, layers: int) -> int:
 def bench_search(state, queries: list[str], args: BenchmarkArgs, report: dict) -> None:
     """Search latency (wall and CPU ms, per stage) of each configuration over every query, into
     ``report["search"]``, saved after each configuration so an interrupted run keeps what it measured."""
-    from ctxir.app import search_tab
+    from ctxir.app.search import search
 
     configs = [
         ("bm25", "none"),
@@ -125,7 +125,7 @@ def bench_search(state, queries: list[str], args: BenchmarkArgs, report: dict) -
         for _ in range(args.repeats):
             for query in queries:
                 t0, c0 = time.perf_counter(), time.process_time()
-                result = search_tab.search(
+                result = search(
                     state, query, first_stage=first_stage, reranker=reranker, k=10, depth=args.depth
                 )
                 wall.append((time.perf_counter() - t0) * 1000)
@@ -183,7 +183,9 @@ def bench_attention(state, args: BenchmarkArgs, report: dict) -> None:
 def run(args: BenchmarkArgs) -> dict:
     import torch
 
-    from ctxir.app import state as app_state
+    from ctxir.app.config import AppConfig
+    from ctxir.app.state import AppState
+    from ctxir.data.demo import demo_queries
     from ctxir.encoders.models import SHIPPED_CROSS_ENCODER, SHIPPED_MODELS, packaged_minilm_path
 
     if args.torch_threads > 0:  # the same rule as app.py
@@ -206,11 +208,11 @@ def run(args: BenchmarkArgs) -> dict:
     cross_encoder = args.cross_encoder or (
         SHIPPED_CROSS_ENCODER if shipped.is_dir() else str(packaged_minilm_path())
     )
-    config = app_state.AppConfig(cross_encoder=cross_encoder, device="cpu", rerank_depth=args.depth)
-    state = app_state.AppState.load(config)
+    config = AppConfig(cross_encoder=cross_encoder, device="cpu", rerank_depth=args.depth)
+    state = AppState.load(config)
     report["in_process_load_s"] = round(time.perf_counter() - started, 1)
     report["cross_encoder"] = cross_encoder
-    queries = app_state.demo_queries()
+    queries = demo_queries()
 
     # 3. search latency per configuration over every demo query
     report["search"] = {}

@@ -259,7 +259,7 @@ def run(args: LoadArgs) -> dict:
             [
                 sys.executable,
                 "-c",
-                "from ctxir.app.state import AppConfig, AppState; "
+                "from ctxir.app.config import AppConfig; from ctxir.app.state import AppState; "
                 "AppState.load(AppConfig(corpus=__import__('sys').argv[1]))",
                 _flag(args.app_args, "--corpus"),
             ],

@@ -162,7 +162,10 @@ def app_state(minilm_path):
     on the same body (untrained head) and a CLS-LR ranker fitted on a few pairs, so every re-ranker path runs."""
     import tempfile
 
-    from ctxir.app.state import AppConfig, AppModels, AppState, demo_corpus
+    from ctxir.app.config import AppConfig
+    from ctxir.app.models import AppModels
+    from ctxir.app.state import AppState
+    from ctxir.data.demo import demo_corpus
     from ctxir.encoders import EmbeddingCache
     from ctxir.encoders.models import load_bi_encoder, load_cross_encoder, load_transformer
     from ctxir.rerank import ClsLrRanker, cls_features

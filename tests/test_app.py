@@ -14,13 +14,20 @@ import numpy as np
 import pytest
 
 from ctxir.app.attention_tab import attention, parse_indices
-from ctxir.app.embeddings_tab import layer_similarity, model_info, sentence_similarity, token_embeddings
+from ctxir.app.config import AppConfig
+from ctxir.app.corpus_index import CorpusIndex
+from ctxir.app.embeddings_tab import model_info, token_embeddings
+from ctxir.app.models import AppModels
 from ctxir.app.pairs_tab import score_pairs
+from ctxir.app.pooling import compare_pooling
 from ctxir.app.report_tab import failure_report
-from ctxir.app.search_tab import compare_pooling, search, upload_corpus
-from ctxir.app.state import AppConfig, AppModels, AppState, CorpusIndex, demo_corpus, demo_presets
+from ctxir.app.search import search
+from ctxir.app.similarity import layer_similarity, sentence_similarity
+from ctxir.app.state import AppState
 from ctxir.app.text import md_code
+from ctxir.app.uploads import upload_corpus
 from ctxir.checks import check_int
+from ctxir.data.demo import demo_corpus, demo_presets
 from ctxir.types import CtxirError
 
 
@@ -486,8 +493,6 @@ def test_build_demo_exposes_every_endpoint_and_turns_errors_into_gr_error(state)
 def test_startup_corpus_indexed_in_the_background_refuses_searches_until_ready(state, monkeypatch):
     """app.py serves the page while the startup corpus is indexed: a search meanwhile is told how far it is, the
     page line says the same, and once ready the same search works and the line is gone."""
-    from ctxir.app import state as state_module
-
     gate, entered = __import__("threading").Event(), __import__("threading").Event()
 
     def slow_encoding(self, encoder, step, chunk=None):
@@ -495,7 +500,7 @@ def test_startup_corpus_indexed_in_the_background_refuses_searches_until_ready(s
         entered.set()
         gate.wait(30)
 
-    monkeypatch.setattr(state_module.CorpusIndex, "_encode_in_steps", slow_encoding)
+    monkeypatch.setattr(CorpusIndex, "_encode_in_steps", slow_encoding)
     corpus = {
         "d1": {"title": "Otters", "text": "Otters dig dens in the river bank."},
         "d2": {"title": "Loans", "text": "The bank approved the loan."},
@@ -516,12 +521,10 @@ def test_startup_corpus_indexed_in_the_background_refuses_searches_until_ready(s
 
 
 def test_a_failed_background_index_is_reported_not_raised(state, monkeypatch):
-    from ctxir.app import state as state_module
-
     def broken(self, encoder, step, chunk=None):
         raise CtxirError("disk full while writing the embedding cache")
 
-    monkeypatch.setattr(state_module.CorpusIndex, "_encode_in_steps", broken)
+    monkeypatch.setattr(CorpusIndex, "_encode_in_steps", broken)
     from ctxir.app.state import IndexBuild
 
     failed = AppState(
@@ -540,11 +543,11 @@ def test_a_failed_background_index_is_reported_not_raised(state, monkeypatch):
 
 
 def test_first_start_encodes_in_reported_steps_into_the_cache(state, tmp_path, monkeypatch):
-    from ctxir.app import state as state_module
+    from ctxir.app import corpus_index
     from ctxir.encoders import BiEncoder, EmbeddingCache
     from ctxir.types import doc_text
 
-    monkeypatch.setattr(state_module, "ENCODE_CHUNK", 10)
+    monkeypatch.setattr(corpus_index, "ENCODE_CHUNK", 10)
     corpus = dict(list(demo_corpus().items())[:25])
     cache = EmbeddingCache(tmp_path)
     steps = []
@@ -572,7 +575,9 @@ def test_first_start_encodes_in_reported_steps_into_the_cache(state, tmp_path, m
 
 
 def test_results_table_shows_no_empty_or_repeated_columns(state, monkeypatch):
-    from ctxir.app.search_tab import column_widths, pooling_table, results_table
+    from ctxir.app.pooling import pooling_table
+    from ctxir.app.search_tab import results_table
+    from ctxir.app.ui import column_widths
 
     plain = search(state, "otters playing on the river bank", first_stage="bm25", k=3)
     assert list(results_table(plain.rows, "bm25")[0]) == ["rank", "doc_id", "bm25_score", "title", "text"]

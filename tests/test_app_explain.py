@@ -17,7 +17,8 @@ import pytest
 
 from ctxir.app.explain_tab import explain_pair, explain_result, words
 from ctxir.app.pairs_tab import score_pairs
-from ctxir.app.search_tab import search, what_moved
+from ctxir.app.search import search
+from ctxir.app.what_moved import what_moved
 from ctxir.explain.integrated_gradients import COMPLETENESS_ATOL, COMPLETENESS_TOLERANCE
 from ctxir.types import CtxirError, doc_text
 

@@ -15,7 +15,9 @@ import pytest
 from plotly.colors import get_colorscale, hex_to_rgb, unlabel_rgb
 
 from ctxir.app import figures
-from ctxir.app.search_tab import compare_pooling, result_cards, search
+from ctxir.app.pooling import compare_pooling
+from ctxir.app.search import search
+from ctxir.app.search_tab import result_cards
 from ctxir.app.text import plural
 from ctxir.evaluation.report_html import ATTRIBUTION_LEGEND, LOWERS_RGB, RAISES_RGB, render_report
 from ctxir.types import CtxirError
@@ -140,7 +142,7 @@ def test_the_failure_report_highlights_and_its_legend_use_the_same_colours():
 
 
 def test_the_sentence_similarity_caption_matches_its_colour_scale():
-    from ctxir.app.embeddings_tab import SIMILARITY_LEGEND, SIMILARITY_SCALE
+    from ctxir.app.similarity import SIMILARITY_LEGEND, SIMILARITY_SCALE
 
     scale = [colour for _, colour in get_colorscale(SIMILARITY_SCALE)]
     high, low = _luminance(scale[-1]), _luminance(scale[0])
@@ -182,7 +184,7 @@ def test_compare_poolings_caption_names_the_loaded_models_own_pooling(app_state)
     reads the loaded model's Pooling module."""
     from types import SimpleNamespace
 
-    from ctxir.app.search_tab import pooling_note
+    from ctxir.app.pooling import pooling_note
 
     text = compare_pooling(app_state, "river otters", k=3).text
     assert text.endswith(
@@ -207,7 +209,7 @@ def test_the_highlighted_words_ring_is_no_sentence_colour():
 
 
 def test_axis_labels_are_cut_with_an_ellipsis_not_mid_word(app_state):
-    from ctxir.app.embeddings_tab import sentence_similarity
+    from ctxir.app.similarity import sentence_similarity
 
     labels = figures.unique(["1. The central bank raised interest rates to slow inflation.", "short"], 30)
     assert labels[0] == "1. The central bank raised in…" and len(labels[0]) == 30
@@ -278,8 +280,8 @@ def test_the_failure_report_sample_needs_no_upload(app_state):
     assert [c["value"] for c in cases] == sorted(c["value"] for c in cases) and len(cases) == 3
     assert meta["system"] == "bm25" and meta["num_queries"] == 83  # every demo query is judged
     # the mean is BM25's nDCG@10 over the shipped qrels, as the library computes it
-    from ctxir.app.state import ASSETS, demo_corpus
     from ctxir.data import load_queries
+    from ctxir.data.demo import ASSETS, demo_corpus
 
     corpus, queries = demo_corpus(), load_queries(ASSETS / "demo_queries.jsonl")
     run = run_from_hits(BM25Retriever(corpus, cache=False).search(queries, top_k=100))

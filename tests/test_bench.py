@@ -453,7 +453,7 @@ def test_http_predict_returns_the_outputs_and_names_an_error(app_state, serve):
         outputs = app_bench.http_predict(url, "/search", ("otters", "demo-subset", "bm25", "none", 3, 20))
         with pytest.raises(CtxirError, match=r"/search answered with an error"):
             app_bench.http_predict(url, "/search", ("otters", "demo-subset", "bm25", "none", 0, 20))
-    from ctxir.app.search_tab import search
+    from ctxir.app.search import search
 
     expected = search(app_state, "otters", "demo-subset", "bm25", "none", 3).data["hits"]
     assert len(outputs) == 3 and outputs[2]["query"] == "otters"

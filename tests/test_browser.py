@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore::pandas.er
 @pytest.fixture(scope="module")
 def app_url(app_state, serve):
     import app
-    from ctxir.app.state import demo_queries
+    from ctxir.data.demo import demo_queries
 
     examples, app_state.examples = app_state.examples, demo_queries()[:8]  # as on the demo corpus
     try:
@@ -450,8 +450,10 @@ def test_the_page_is_served_while_the_startup_corpus_is_indexed(
     import threading
 
     import app
-    from ctxir.app import state as state_module
-    from ctxir.app.state import AppConfig, AppState, demo_corpus
+    from ctxir.app.config import AppConfig
+    from ctxir.app.corpus_index import CorpusIndex
+    from ctxir.app.state import AppState
+    from ctxir.data.demo import demo_corpus
 
     gate = threading.Event()
 
@@ -459,7 +461,7 @@ def test_the_page_is_served_while_the_startup_corpus_is_indexed(
         step(0.3, "encoding documents: 768 of 2,560 done")
         gate.wait(120)
 
-    monkeypatch.setattr(state_module.CorpusIndex, "_encode_in_steps", slow)
+    monkeypatch.setattr(CorpusIndex, "_encode_in_steps", slow)
     corpus = {i: d for i, d in demo_corpus().items() if i.startswith("animals-")}
     state = AppState(app_state.models, AppConfig(device="cpu"), corpus, "big", cache=None, background=True)
     demo = app.build_demo(state)

@@ -13,8 +13,10 @@ import time
 import httpx
 import pytest
 
+from ctxir.app.config import AppConfig
 from ctxir.app.limits import BUSY_CLIENT, MODEL_VIEWS, SLOW_VIEWS, QueueLimits, apply_limits, group_of
-from ctxir.app.state import AppConfig, AppModels, AppState
+from ctxir.app.models import AppModels
+from ctxir.app.state import AppState
 from ctxir.types import CtxirError
 
 pytestmark = pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning")

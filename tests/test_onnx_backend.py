@@ -267,7 +267,7 @@ def test_evaluate_backend_flag_reaches_the_encoder_and_its_cache(
 
 
 def test_the_app_reads_its_backend_from_ctxir_backend_for_search_only(exported, spread_st, monkeypatch):
-    from ctxir.app.state import CorpusIndex
+    from ctxir.app.corpus_index import CorpusIndex
 
     _, root, _ = exported
     monkeypatch.setenv("CTXIR_CACHE", str(root))
@@ -307,7 +307,7 @@ def test_app_backend_flag_defaults_to_ctxir_backend_and_refuses_an_unknown_one(m
 def test_minilm_int8_vectors_agree_with_torch_on_real_passages(minilm, tmp_path, capsys):
     """The packaged all-MiniLM-L6-v2 exported for real (~1 min): every int8 vector of 24 demo passages within
     cosine 0.98 of torch's (measured: min 0.990, mean 0.993), and each passage's nearest torch vector is its own."""
-    from ctxir.app.state import demo_corpus
+    from ctxir.data.demo import demo_corpus
     from ctxir.types import doc_text
 
     texts = [doc_text(d) for d in list(demo_corpus().values())[:24]]

@@ -675,8 +675,10 @@ def test_the_shipped_pair_scorer_card_reports_what_was_measured_and_all_models_f
 
 @needs_shipped
 def test_the_pair_scoring_tab_shows_the_sts_column(minilm_path, monkeypatch):
+    from ctxir.app.config import AppConfig
+    from ctxir.app.models import AppModels
     from ctxir.app.pairs_tab import score_pairs, shown_names
-    from ctxir.app.state import AppConfig, AppModels, AppState
+    from ctxir.app.state import AppState
     from ctxir.encoders.models import load_bi_encoder
     from ctxir.rerank import CrossEncoderReranker
 

@@ -15,10 +15,13 @@ import numpy as np
 import pytest
 import torch
 
+from ctxir.app.config import AppConfig
 from ctxir.app.explain_tab import explain_pair
+from ctxir.app.models import AppModels
 from ctxir.app.pairs_tab import score_pairs
-from ctxir.app.search_tab import search, what_moved
-from ctxir.app.state import AppConfig, AppModels, AppState
+from ctxir.app.search import search
+from ctxir.app.state import AppState
+from ctxir.app.what_moved import what_moved
 from ctxir.encoders import models
 from ctxir.rerank import Reranker
 from ctxir.rerank.pipeline import StageFusion

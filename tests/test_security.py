@@ -21,10 +21,15 @@ from pathlib import Path
 import pytest
 
 from ctxir.app.attention_tab import attention
-from ctxir.app.embeddings_tab import layer_similarity, model_info, sentence_similarity, token_embeddings
-from ctxir.app.search_tab import compare_pooling, search, upload_corpus
-from ctxir.app.state import AppConfig, AppModels, AppState
+from ctxir.app.config import AppConfig
+from ctxir.app.embeddings_tab import model_info, token_embeddings
+from ctxir.app.models import AppModels
+from ctxir.app.pooling import compare_pooling
+from ctxir.app.search import search
+from ctxir.app.similarity import layer_similarity, sentence_similarity
+from ctxir.app.state import AppState
 from ctxir.app.text import md_code
+from ctxir.app.uploads import upload_corpus
 from ctxir.types import CtxirError
 
 pytestmark = pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning")
@@ -114,8 +119,8 @@ def test_each_visitor_keeps_their_own_copy_of_the_same_file(state, tmp_path):
     path = corpus_file(tmp_path, "shared.txt")
     a = upload_corpus(state, path, owner="alice").data["corpus"]
     b = upload_corpus(state, path, owner="bob").data["corpus"]
-    assert a == b and state.upload_count == 2
-    assert state.release("alice") == [a]
+    assert a == b and state.uploads.count == 2
+    assert state.uploads.release("alice") == [a]
     assert search(state, "vault", b, "bm25", k=1, owner="bob").rows  # bob's copy is still there
 
 
@@ -134,42 +139,42 @@ def test_a_visitor_over_their_own_limit_loses_only_their_oldest_and_is_told(tiny
 def test_when_the_app_is_full_only_idle_visitors_lose_uploads_else_a_clear_refusal(tiny_models):
     state = make_state(tiny_models, max_total_uploads=3, upload_idle_s=600)
     now = [1000.0]
-    state.clock = lambda: now[0]
-    state.add(Index("b1"), "bob")
-    state.add(Index("b2"), "bob")
-    state.add(Index("c1"), "carol")
+    state.uploads.clock = lambda: now[0]
+    state.uploads.add(Index("b1"), "bob")
+    state.uploads.add(Index("b2"), "bob")
+    state.uploads.add(Index("c1"), "carol")
     # everyone is active: alice is refused, and nobody loses anything
     with pytest.raises(
         CtxirError,
         match=r"already holds 3 uploaded corpora of visitors who are using them.*"
         r"nothing of theirs is removed while they are active.*Try again",
     ) as err:
-        state.add(Index("a1"), "alice")
+        state.uploads.add(Index("a1"), "alice")
     assert "b1" not in str(err.value) and "c1" not in str(err.value)
     with pytest.raises(CtxirError, match="already holds 3"):
-        state.check_room("alice", "a1")  # the early check (before indexing) says the same
-    assert state.upload_count == 3
+        state.uploads.check_room("alice", "a1")  # the early check (before indexing) says the same
+    assert state.uploads.count == 3
     # 11 minutes later carol searches (active) and bob has been idle: alice's upload takes bob's oldest
     now[0] += 660
     state.index("c1", "carol")
-    assert state.add(Index("a1"), "alice") == []
+    assert state.uploads.add(Index("a1"), "alice") == []
     assert state.corpus_names_for("bob") == ["public", "b2"]
     assert state.corpus_names_for("carol") == ["public", "c1"]
     assert state.corpus_names_for("alice") == ["public", "a1"]
     # a visitor using their corpus counts as active: bob searches b2, so the next upload is refused again
     state.index("b2", "bob")
     with pytest.raises(CtxirError, match="already holds 3"):
-        state.add(Index("d1"), "dave")
-    assert state.upload_count == 3
+        state.uploads.add(Index("d1"), "dave")
+    assert state.uploads.count == 3
 
 
 def test_an_ended_session_releases_its_uploads(state):
-    state.add(Index("a1"), "alice")
-    state.add(Index("a2"), "alice")
-    state.add(Index("b1"), "bob")
-    assert sorted(state.release("alice")) == ["a1", "a2"]
-    assert state.corpus_names_for("alice") == ["public"] and state.upload_count == 1
-    assert state.release("alice") == []
+    state.uploads.add(Index("a1"), "alice")
+    state.uploads.add(Index("a2"), "alice")
+    state.uploads.add(Index("b1"), "bob")
+    assert sorted(state.uploads.release("alice")) == ["a1", "a2"]
+    assert state.corpus_names_for("alice") == ["public"] and state.uploads.count == 1
+    assert state.uploads.release("alice") == []
 
 
 def test_uploaded_embeddings_are_not_written_to_the_embedding_cache(tiny_models, tmp_path):
@@ -202,7 +207,7 @@ def test_nul_bytes_in_an_upload_are_refused(state, tmp_path, content, message):
     path.write_bytes(content)
     with pytest.raises(CtxirError, match=message):
         upload_corpus(state, str(path), owner="alice")
-    assert state.upload_count == 0
+    assert state.uploads.count == 0
 
 
 def test_a_nul_written_as_a_json_escape_is_refused(state, tmp_path):

@@ -13,7 +13,9 @@ import time
 
 import pytest
 
-from ctxir.app.state import AppConfig, AppModels, AppState
+from ctxir.app.config import AppConfig
+from ctxir.app.models import AppModels
+from ctxir.app.state import AppState
 
 try:
     from playwright.sync_api import TimeoutError as PlaywrightTimeout

@@ -49,8 +49,8 @@ def _check(recorded: dict, measured: dict[str, float], backend: str) -> None:
 
 @pytest.mark.parametrize("backend", ["torch", "onnx-int8"])
 def test_the_shipped_cross_encoder_scores_the_demo_corpus_as_recorded(backend, tmp_path):
-    from ctxir.app.state import ASSETS, demo_corpus
     from ctxir.data import load_qrels, load_queries
+    from ctxir.data.demo import ASSETS, demo_corpus
 
     recorded = read_json(FOLDER / "evaluation.json")["demo"]["bm25@20"]
     qrels = load_qrels(ASSETS / "demo_qrels.tsv")

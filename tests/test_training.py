@@ -1361,8 +1361,8 @@ def test_evaluate_reranker_chooses_rrf_on_heldout_claims_and_splits_test_by_seen
     )
     assert len(json.loads((out / "metrics.json").read_text())["evaluations"]) == rows_before + 12
     # the demo corpus (no harm elsewhere) is added to the same record; the SciFact figures stay
-    from ctxir.app.state import ASSETS, demo_corpus
     from ctxir.data import load_qrels, load_queries
+    from ctxir.data.demo import ASSETS, demo_corpus
 
     evaluate_reranker.run(
         evaluate_reranker.EvaluateRerankerArgs(

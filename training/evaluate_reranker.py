@@ -644,7 +644,7 @@ def evaluate_other(reranker, fusion, name: str, args: EvaluateRerankerArgs) -> d
     if name != "demo":
         corpus, queries, qrels = load_beir(data_folder(args.data_dir, name), "test")
     else:
-        from ctxir.app.state import ASSETS, demo_corpus
+        from ctxir.data.demo import ASSETS, demo_corpus
 
         corpus, queries, qrels = (
             demo_corpus(),

@@ -1,22 +1,34 @@
-"""The ctxir Gradio app, one module per tab; ``app.py`` at the repository root is its entry point.
+"""The ctxir Gradio app, one module per concern; ``app.py`` at the repository root is its entry point.
 
-    state.py            AppConfig, AppModels, AppState (models + public and per-visitor corpora), ViewResult
+    config.py           AppConfig: the limits and model choices app.py's flags set; the Progress callback type
+    models.py           AppModels: the models loaded once, and the forward pass the inspection views share
+    corpus_index.py     CorpusIndex: one corpus with its retrievers; Indexing: the startup corpus's progress
+    upload_store.py     UploadStore: each visitor's uploaded corpora (per session, LRU, idle ones released)
+    state.py            AppState (models + the public corpus + the visitors' uploads), ViewResult
     text.py             messages and user text shown as typed (escaping), line splitting
     ui.py               what every tab shares: Ui context, callback guard, the bounded output folder
     figures.py          interactive Plotly figures and their standalone HTML export (presentation only)
-    search_tab.py       /search, /explain_result, /what_moved, /compare_pooling, /upload_corpus
+    search.py           /search's logic: a query through a first stage and an optional re-ranker
+    search_tab.py       /search, /explain_result; the Search tab, with the three panels below in page order
+    what_moved.py       /what_moved: the documents a re-ranker moved most, and the words that drove each move
+    pooling.py          /compare_pooling: mean vs CLS pooling of any layer on the same query
+    uploads.py          /upload_corpus: a visitor's corpus file, checked and indexed for their session
     pairs_tab.py        /score_pairs (and the pair's Explain action)
     explain_tab.py      /explain; the explanation panel the Search and Pair scoring tabs show in place
-    embeddings_tab.py   /model_info, /token_embeddings, /layer_similarity, /sentence_similarity
+    embeddings_tab.py   /model_info, /token_embeddings; the Token embeddings tab, composing its four sub-tabs
+    similarity.py       /layer_similarity, /sentence_similarity: a word across layers, whole sentences alike
     attention_tab.py    /attention
     report_tab.py       /failure_report, /failure_report_sample
     classify_tab.py     /classify
+    classify_figures.py the Classify tab's Plotly figures: score bars per text, the 2-D class map
     api.py              what each public endpoint does, its arguments and outputs (docstrings, MCP tool names)
     limits.py           Gradio's queue: the concurrency groups model views share
     blocks.py           build_demo: the tabs composed into one gr.Blocks
 
 Each tab module owns its views' logic (plain functions over an ``AppState`` returning a ``ViewResult``, tested
-without a server) and its UI builder ``build(ui)``, whose callbacks are thin calls into that logic. The models'
-mathematics (retrieval, re-ranking, explanations, internals) lives in the library, never here.
+without a server) and its UI builder ``build(ui)``, whose callbacks are thin calls into that logic. A part of a tab
+with views of its own (what_moved, pooling, uploads; similarity) owns them the same way, with the builders its tab
+calls in page order (``panel(ui)`` and ``wire``; the sub-tabs). /search's logic is search.py, which what moved
+reuses. The models' mathematics (retrieval, re-ranking, explanations, internals) lives in the library, never here.
 Nothing is imported here: ``ctxir.app.state`` needs no gradio.
 """

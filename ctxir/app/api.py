@@ -1,5 +1,4 @@
-"""The app's public API as a developer meets it: one place that says what each endpoint does, what
-each argument means and what each output is called.
+"""The app's public API: what each endpoint does, what each argument means, what each output is called.
 
 ``gradio_client``'s ``view_api()`` names an output after its component's label, and ``value_23`` when it has
 none; the MCP server (``launch(mcp_server=True)``) describes each tool by its function's docstring ("Args:"). The

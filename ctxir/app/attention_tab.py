@@ -1,5 +1,6 @@
-"""Attention tab: bertviz's head and model views drawn offline, a heatmap of one layer and head, and a per-head
-summary of where each head looks.
+"""Attention tab (/attention): bertviz's views drawn offline, one head's heatmap, where each head looks.
+
+bertviz's head and model views; a heatmap of one layer and head; a per-head summary of where each head looks.
 """
 
 from __future__ import annotations
@@ -11,9 +12,11 @@ import gradio as gr
 import numpy as np
 
 from ctxir.app import figures
-from ctxir.app.state import AppState, ViewResult, demo_presets, inspect_input
+from ctxir.app.models import inspect_input
+from ctxir.app.state import AppState, ViewResult
 from ctxir.app.ui import Ui, exports, frame, gpu, guard, show, tab_intro
 from ctxir.checks import check_choice, check_int, check_text
+from ctxir.data.demo import demo_presets
 from ctxir.types import CtxirError
 
 

@@ -16,7 +16,8 @@ from ctxir.app import (
     search_tab,
 )
 from ctxir.app.api import document_api
-from ctxir.app.state import AppConfig, AppState
+from ctxir.app.config import AppConfig
+from ctxir.app.state import AppState
 from ctxir.app.text import md_literal, plural
 from ctxir.app.ui import CSS, Outputs, Ui, named, plain_errors_for_api
 from ctxir.rerank.registry import RERANKERS
@@ -85,7 +86,7 @@ def build_demo(
 
     def end_session(request: gr.Request):
         # The page was closed or reloaded (a reload is a new session): its uploads are released.
-        state.release(getattr(request, "session_hash", None) or "")
+        state.uploads.release(getattr(request, "session_hash", None) or "")
 
     # Gradio 6 reads css from launch(); given here too (its documented, warned-about fallback), so every launch of
     # this demo — app.py, tests, scripts — looks the same. Gradio's cache holds only uploaded files (returned files

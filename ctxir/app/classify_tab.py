@@ -1,8 +1,11 @@
-"""Classify tab: label texts with the bi-encoder's embeddings alone — zero-shot from label names (or descriptions),
-or few-shot from uploaded labelled examples (kNN, nearest centroid, logistic regression; ``ctxir.classify``).
+"""Classify tab (/classify): texts labelled by the bi-encoder's embeddings, zero-shot or from examples.
+
+Zero-shot from label names (or descriptions), or few-shot from uploaded labelled examples (kNN, nearest
+centroid, logistic regression; ``ctxir.classify``).
 
 Each prediction shows a bar per label (the method's score: cosine, vote share or probability) and its nearest
-labelled examples; one plot places texts, examples and label embeddings in 2-D (PCA or t-SNE) coloured by class.
+labelled examples; one plot places texts, examples and label embeddings in 2-D (PCA or t-SNE) coloured by class
+(both drawn by ``classify_figures``).
 Nothing is kept between requests: a visitor's examples are read, encoded in memory (never into the persistent
 cache) and dropped with the answer, so visitors never see each other's data.
 """
@@ -15,9 +18,8 @@ from pathlib import Path
 
 import gradio as gr
 import numpy as np
-import plotly.graph_objects as go
 
-from ctxir.app import figures
+from ctxir.app.classify_figures import class_map, class_scores
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_literal, snippet, split_lines
 from ctxir.app.ui import Ui, exports, frame, gpu, guard, lines, show, tab_intro
@@ -296,81 +298,6 @@ def sample_inputs(
         for label in load_labels(AGNEWS_LABELS)
     ]
     return lines(texts), lines(labels), str(path)
-
-
-# ---------------------------------------------------------------- figures (Plotly, drawn from the JSON answer)
-
-
-def class_scores(
-    texts: list[str], classes: list[str], scores: list[list[float]], score_name: str
-) -> go.Figure:
-    """Grouped horizontal bars: one group per text ("text 1"...), one bar per label, the predicted one outlined;
-    hovering a bar shows the text, the label and the score."""
-    fig = go.Figure()
-    names = [f"text {i + 1}" for i in range(len(texts))]
-    hover = [snippet(t, 90) for t in texts]
-    best = [int(np.argmax(row)) for row in scores]
-    for c, label in enumerate(classes):
-        fig.add_trace(
-            go.Bar(
-                y=names,
-                x=[row[c] for row in scores],
-                orientation="h",
-                name=label[:40],
-                marker={
-                    "color": figures.COLORS[c % len(figures.COLORS)],
-                    "line": {"width": [2.5 if b == c else 0 for b in best], "color": "#111111"},
-                },
-                customdata=hover,
-                hovertemplate=f"%{{customdata}}<br>{label[:40]}: <b>%{{x:.3f}}</b><extra></extra>",
-            )
-        )
-    fig.update_yaxes(autorange="reversed", type="category", automargin=True)
-    fig.update_xaxes(title_text=score_name)
-    return figures._layout(
-        fig,
-        f"{score_name} of every label, per text (outlined = predicted)",
-        int(120 + len(texts) * (14 * len(classes) + 18)),
-        barmode="group",
-        legend={"orientation": "h", "y": -0.12, "x": 0, "yanchor": "top"},
-    )
-
-
-def class_map(points: list[dict], title: str) -> go.Figure:
-    """Texts (◆, by predicted class), labelled examples (●) and label embeddings (★) in 2-D, one colour per class;
-    hover shows the text."""
-    fig = go.Figure()
-    classes = sorted({p["label"] for p in points})
-    style = {
-        "example": ("circle", 8, "examples"),
-        "text": ("diamond", 13, "texts"),
-        "label": ("star", 20, "label"),
-    }
-    for c, label in enumerate(classes):
-        for kind, (symbol, size, word) in style.items():
-            chosen = [p for p in points if p["label"] == label and p["kind"] == kind]
-            if not chosen:
-                continue
-            fig.add_trace(
-                go.Scatter(
-                    x=[p["x"] for p in chosen],
-                    y=[p["y"] for p in chosen],
-                    mode="markers",
-                    name=f"{label[:30]} · {word}",
-                    legendgroup=label,
-                    marker={
-                        "symbol": symbol,
-                        "size": size,
-                        "color": figures.COLORS[c % len(figures.COLORS)],
-                        "line": {"width": 1.5 if kind != "example" else 0, "color": "#111111"},
-                    },
-                    customdata=[snippet(p["text"], 120) for p in chosen],
-                    hovertemplate=f"<b>{label[:30]}</b> ({word})<br>%{{customdata}}<extra></extra>",
-                )
-            )
-    fig.update_xaxes(showticklabels=False, zeroline=False)
-    fig.update_yaxes(showticklabels=False, zeroline=False)
-    return figures._layout(fig, title, 520, legend={"orientation": "h", "y": -0.02, "x": 0, "yanchor": "top"})
 
 
 # ---------------------------------------------------------------- UI

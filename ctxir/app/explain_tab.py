@@ -1,5 +1,6 @@
-"""Explain tab and the Explain action: why a (query, document) pair got its score, token by token, and which
-documents a re-ranker moved, with the tokens that drove each move.
+"""Explain tab (/explain) and the Explain action: why a (query, document) pair scored as it did, by token.
+
+Its word helpers (``words``, ``listing``, ``compact``) also say which tokens drove each of what_moved's moves.
 
 The explanations are ``ctxir.explain``'s (the exact query×document split of a mean-pooled bi-encoder's cosine,
 integrated gradients for a cross-encoder or a CLS-LR ranker, with their completeness error); this module picks
@@ -18,10 +19,13 @@ import gradio as gr
 import numpy as np
 
 from ctxir.app import figures
-from ctxir.app.state import AppModels, AppState, Owner, ViewResult, demo_presets
+from ctxir.app.models import AppModels
+from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code, md_literal
 from ctxir.app.ui import Ui, exports, gpu, guard, tab_intro
+from ctxir.app.upload_store import Owner
 from ctxir.checks import check_choice, check_text
+from ctxir.data.demo import demo_presets
 from ctxir.evaluation.report_html import ATTRIBUTION_LEGEND
 from ctxir.explain.pair import explain
 from ctxir.rerank.registry import RERANKERS

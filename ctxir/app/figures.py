@@ -1,5 +1,6 @@
-"""Interactive figures for the app (Plotly, drawn by Gradio's ``gr.Plot`` with the plotly.js it ships: no internet),
-and their standalone HTML export.
+"""Interactive Plotly figures for the app, drawn offline by Gradio's ``gr.Plot``, and their HTML export.
+
+Gradio draws them with the plotly.js it ships: no internet; the export is one standalone HTML page.
 
 Only presentation lives here: each builder takes numbers a view already computed (in the library or the tab's
 logic, usually straight from the view's JSON answer) and draws them, every point and cell naming its token on hover.

@@ -1,5 +1,7 @@
-"""Pair scoring tab: one query against a few documents, scored by every loaded model (cross-encoder, CLS-LR,
-bi-encoder cosine), and how a cross-encoder reads a pair (input formation).
+"""Pair scoring tab (/score_pairs): one query against a few documents, scored by every loaded model.
+
+The cross-encoder, CLS-LR and bi-encoder cosine side by side, and how a cross-encoder reads a pair (input
+formation).
 """
 
 from __future__ import annotations
@@ -10,10 +12,11 @@ import gradio as gr
 import numpy as np
 
 from ctxir.app import explain_tab, figures
-from ctxir.app.state import AppState, ViewResult, demo_presets
+from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code, rounded, snippet, split_lines
 from ctxir.app.ui import Ui, exports, frame, gpu, guard, lines, shares, show, tab_intro
 from ctxir.checks import check_int, check_text
+from ctxir.data.demo import demo_presets
 from ctxir.encoders.models import max_length_for, position_limit
 from ctxir.rerank.registry import RERANKERS
 

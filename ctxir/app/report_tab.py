@@ -1,5 +1,7 @@
-"""Failure report tab: a saved failure report (``ctxir evaluate --report FILE.html`` writes FILE.json), or
-a results JSON of ``ctxir evaluate`` over the app's own BEIR corpus, shown as the report draws it.
+"""Failure report tab (/failure_report, /failure_report_sample): a saved report or results JSON, drawn.
+
+A saved failure report (``ctxir evaluate --report FILE.html`` writes FILE.json), or a results JSON of ``ctxir
+evaluate`` over the app's own BEIR corpus, shown as the report draws it.
 
 The report's HTML comes from ``ctxir.evaluation.report_html.render_report`` (every text escaped). It is shown in
 an ``<iframe srcdoc>`` with an empty ``sandbox``: the file is the visitor's upload, so even a hand-edited one cannot
@@ -16,11 +18,12 @@ from pathlib import Path
 
 import gradio as gr
 
-from ctxir.app.state import ASSETS, AppState, ViewResult, demo_corpus
+from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code, md_literal, plural
 from ctxir.app.ui import Ui, exports, gpu, guard, show, tab_intro
 from ctxir.checks import check_int
 from ctxir.data.beir import load_beir, load_qrels, load_queries
+from ctxir.data.demo import ASSETS, demo_corpus
 from ctxir.retrieval.retrievers import BM25Retriever
 from ctxir.types import CtxirError, run_from_hits
 

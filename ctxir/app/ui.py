@@ -1,5 +1,7 @@
-"""What every tab's UI shares: the ``Ui`` context a tab builder receives, the callback guard that turns errors into
-escaped pop-ups, and the one bounded folder for returned files.
+"""What every tab's UI shares: the ``Ui`` context, the callback guard, the bounded output folder.
+
+The callback guard turns errors into escaped pop-ups; returned files go to one bounded folder; tables get
+their column widths here.
 
 A tab module builds its components and wires its events inside an open ``gr.Blocks`` with ``build(ui)``; each
 callback is a thin wrapper: it calls the tab's logic function (plain Python over an ``AppState``, tested directly)
@@ -289,6 +291,31 @@ def shares(pixels: list[int]) -> list[str]:
     return [f"{100 * w / total:.2f}%" for w in pixels]
 
 
+WIDTHS = {
+    "rank": 60,
+    "move": 70,
+    "doc_id": 120,
+    "title": 170,
+}  # px; a score or rank column fits its header, the text the rest
+
+
+def header_width(name: str) -> int:
+    return max(80, round(8.5 * len(name)) + 30)
+
+
+def column_widths(
+    columns: list[str], total: int = 1180, wide: str = "text", share: bool = False
+) -> list[str]:
+    """Pixel widths that fit a laptop's page (about 1,200 px) with the ``wide`` column wrapping in what is left; a
+    phone scrolls the table sideways inside its box, the page itself stays on screen. A score or rank column is as
+    wide as its header in the table's bold monospace font (about 8.5 px a character, plus padding and sort icon).
+    ``share``: the same proportions as percentages of the box, so the table fills a wider screen too."""
+    fixed = {c: WIDTHS.get(c, header_width(c)) for c in columns if c != wide}
+    text = max(340, total - sum(fixed.values()))
+    pixels = [fixed.get(c, text) for c in columns]
+    return shares(pixels) if share else [f"{w}px" for w in pixels]
+
+
 def show(value: Any = None, **changes) -> dict:
     """An update that shows a component (hidden until its view first ran), with ``value`` when given."""
     return gr.update(visible=True, **({} if value is None else {"value": value}), **changes)
@@ -314,6 +341,17 @@ def exports(
     if data is not None:
         paths.append(out.json(data, stem))
     return paths
+
+
+def cleared(*components) -> dict:
+    """An event's keywords that empty ``components`` first (privately, unqueued): no old answer beside a new error."""
+    return {
+        "fn": lambda: "",
+        "inputs": None,
+        "outputs": list(components),
+        "queue": False,
+        "api_visibility": "private",
+    }
 
 
 def tab_intro(text: str) -> None:
@@ -381,5 +419,5 @@ class Ui:
         """Whose request: Gradio's session hash (one per page load, one per gradio_client.Client); "" without
         one (a raw HTTP call), which sees only the public corpus and may not upload. Marks the visitor active."""
         owner = getattr(request, "session_hash", None) or ""
-        self.state.touch(owner)
+        self.state.uploads.touch(owner)
         return owner

@@ -6,6 +6,7 @@ sentence_pairs.py  STS Benchmark, paired-retrieval files, SICK, SNLI
 user_corpus.py     a user's corpus file (.txt/.jsonl/.csv/.tsv), or a BEIR folder
 general.py         SQuAD, WikiQA and MS MARCO triples as relevance sets, for training re-rankers
 labelled.py        labelled texts for classification: ``Label``, (text, label) files, label files, train/test folders
+demo.py            the packaged demo data: the demo corpus, its example queries, the app's preset texts (``ASSETS``)
 """
 
 from ctxir.data.beir import load_beir, load_corpus, load_qrels, load_queries  # noqa: F401 -- public API

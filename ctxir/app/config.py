@@ -1,0 +1,68 @@
+"""``AppConfig``: the app's limits and model choices, set by ``app.py``'s flags; the ``Progress`` type."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ctxir.encoders.models import DEFAULT_BI_ENCODER, DEFAULT_CLS_LR, DEFAULT_CROSS_ENCODER
+from ctxir.rerank.registry import RERANKERS as KINDS
+
+# (fraction done, what is happening): what loaders and slow views report to
+Progress = Callable[[float, str], None]
+
+
+@dataclass
+class AppConfig:
+    """Limits and model choices; ``app.py`` fills it from command-line flags / environment variables."""
+
+    corpus: str = ""  # "" = the built-in demo corpus; else a BEIR folder or a corpus file
+    bi_encoder: str = DEFAULT_BI_ENCODER
+    cross_encoder: str = DEFAULT_CROSS_ENCODER  # "" or "none" = no cross-encoder
+    cls_lr: str = DEFAULT_CLS_LR  # a CLS-LR id or folder (ClsLrRanker.save); "" or "none" = none
+    device: str = "auto"
+    max_query_chars: int = 2_000
+    max_text_chars: int = 5_000
+    max_documents: int = 32  # pair scoring
+    max_sentences: int = 12  # embedding views
+    max_inspect_tokens: int = 256  # per sentence in embedding views
+    max_attention_tokens: int = 256
+    max_upload_mb: float = 20.0
+    max_upload_docs: int = 5_000
+    max_compare_docs: int = (
+        6_000  # compare pooling encodes the corpus once per (pooling, layer): minutes on CPU
+    )
+    max_corpora: int = (
+        4  # uploaded corpora one visitor (session) keeps; their own least recently used goes first
+    )
+    max_total_uploads: int = 16  # uploaded corpora in memory across all visitors
+    upload_idle_s: float = 900.0  # a visitor idle this long may lose uploads, and only when the app is full
+    rerank_depth: int = 20
+    decimals: int = 3
+    explain_steps: int = 32  # integrated-gradients steps to start with (ctxir.explain doubles them if needed)
+    explain_max_steps: int = 128  # ... up to this many
+    max_movers: int = 5  # "what moved" explains at most this many re-ranked documents (one IG run each)
+    # any kind of ctxir.rerank.registry: kind → model id or folder ("none" = not loaded); wins over cross_encoder
+    # and cls_lr; a kind named nowhere loads its default model
+    rerankers: dict[str, str] = field(default_factory=dict)
+    # the most results a search, compare pooling or "what moved" shows, and the deepest re-ranking: each is the
+    # maximum of its input on the page and the limit its view checks (one number, one message)
+    max_k: int = 50
+    max_rerank_depth: int = 100
+
+    def reranker_model(self, kind: str) -> str:
+        """The model the app loads for re-ranker ``kind`` ("" or "none" = none): ``rerankers[kind]``, else the field
+        named by the kind's ``setting`` (``cross_encoder``, ``cls_lr``), else the kind's default."""
+        if kind in self.rerankers:
+            return self.rerankers[kind]
+        own = getattr(self, KINDS[kind].setting, None)
+        return own if isinstance(own, str) else KINDS[kind].default_model()
+
+    @classmethod
+    def reranker_settings(cls, models: dict[str, str]) -> dict:
+        """AppConfig keywords for {kind: model}: a kind's own field where it has one, else ``rerankers``."""
+        own = {f.name for f in dataclasses.fields(cls)}
+        out: dict = {KINDS[k].setting: m for k, m in models.items() if KINDS[k].setting in own}
+        out["rerankers"] = {k: m for k, m in models.items() if KINDS[k].setting not in own}
+        return out

@@ -1,0 +1,161 @@
+"""``CorpusIndex``: one corpus with its retrievers; ``Indexing``: how far the startup corpus's index got.
+
+The retrievers: BM25, dense (embeddings cached on disk), hybrid, and dense ones of another pooling or layer.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ctxir.app.config import Progress
+from ctxir.checks import check_choice
+from ctxir.encoders.bi_encoder import BiEncoder, default_backend
+from ctxir.rerank.pipeline import FIRST_STAGES, HybridSettings, build_first_stages
+from ctxir.retrieval.retrievers import DenseRetriever
+from ctxir.types import Corpus, CtxirError, doc_text
+
+ENCODE_CHUNK = 256  # documents per progress step of a first start's encoding
+
+
+class CorpusIndex:
+    """One corpus with its BM25, dense and hybrid retrievers (dense embeddings cached on disk)."""
+
+    def __init__(
+        self,
+        name: str,
+        corpus: Corpus,
+        bi_encoder,
+        source: str = "",
+        progress: Progress | None = None,
+        cache=True,
+        model_name: str | None = None,
+    ):
+        step = progress or (lambda *_: None)
+        self.name, self.corpus, self.source, self.cache = name, corpus, source, cache
+        self._bi_encoder, self._model_name = bi_encoder, model_name
+        encoder = self._encoder()
+        if progress is not None:
+            self._encode_in_steps(encoder, step)
+        step(0.95, f"BM25 index and dense index of {len(corpus):,} documents")
+        # the same builder as `ctxir evaluate`: hybrid fuses these very BM25 and dense retrievers
+        self.stages = build_first_stages(
+            corpus, FIRST_STAGES, [encoder], hybrid=HybridSettings(fusion="rrf", depth=100)
+        )
+        self.bm25, self.dense, self.hybrid = (self.stages[kind] for kind in FIRST_STAGES)
+        self._pooled: dict[tuple[str, int], Any] = {}
+        self._lock = threading.Lock()
+        step(1.0, "ready")
+
+    def _encode_in_steps(self, encoder, step: Progress, chunk: int | None = None) -> None:
+        """Encode the corpus into the embedding cache ``chunk`` documents at a time, reporting each, so a first
+        start on a large corpus shows how far it has got (minutes on a CPU); the retrievers then read the cache.
+        Nothing to do when the vectors are cached; without a cache (uploads) the retriever encodes in one pass."""
+
+        if encoder.cache is None:
+            step(0.1, f"encoding {len(self.corpus):,} documents")
+            return
+        texts = [doc_text(self.corpus[doc_id]) for doc_id in self.corpus]  # the order encode_corpus uses
+        key = encoder.cache_key(texts)
+        if encoder.cache.get(key, mmap=True) is not None:  # mapped, not read: a 1M matrix is 1.5 GB
+            step(0.9, f"embeddings of {len(texts):,} documents read from the cache")
+            return
+        parts, chunk = [], chunk or ENCODE_CHUNK
+        for start in range(0, len(texts), chunk):
+            step(
+                0.9 * start / len(texts),
+                f"encoding documents: {start:,} of {len(texts):,} done (first start "
+                "only: the vectors are cached)",
+            )
+            parts.append(encoder.encode(texts[start : start + chunk]))
+        encoder.cache.put(key, np.concatenate(parts) if parts else encoder.encode([]))
+
+    def _encoder(self, pooling: str | None = None, layer: int | None = None):
+        # the search encoder (the model's own pooling) runs on $CTXIR_BACKEND (app.py --backend); another pooling or
+        # layer (compare pooling) on torch, which alone supports them
+        backend = default_backend() if pooling is None and layer is None else "torch"
+        encoder = BiEncoder(self._bi_encoder, pooling=pooling, layer=layer, cache=self.cache, backend=backend)
+        if self._model_name:
+            # the name shown in results; the cache key is the weights fingerprint, so the app and
+            # `ctxir evaluate` share corpus embeddings whatever name each gave the model
+            encoder.name = self._model_name
+        return encoder
+
+    def retriever(self, first_stage: str):
+        return self.stages[check_choice(first_stage, "first stage", FIRST_STAGES)]
+
+    def pooled(self, pooling: str, layer: int):
+        """A dense retriever over this corpus with another pooling/layer (encoded once, then cached)."""
+
+        with self._lock:
+            key = (pooling, layer)
+            if key not in self._pooled:
+                self._pooled[key] = DenseRetriever(
+                    self.corpus, self._encoder(pooling, layer), show_progress=True
+                )
+            return self._pooled[key]
+
+    def summary(self) -> dict:
+        return {"name": self.name, "documents": len(self.corpus), "source": self.source}
+
+
+class Indexing:
+    """How far the startup corpus's index has got: what the page shows while it is built in the background, and
+    what a search of that corpus is told before it is ready. Also forwards each step to ``progress``."""
+
+    def __init__(
+        self,
+        name: str,
+        documents: int,
+        progress: Progress | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.name, self.documents, self.clock = name, documents, clock
+        self.started = clock()
+        self.fraction, self.message = 0.0, "starting"
+        self.error: str | None = None
+        self.done = threading.Event()
+        self._progress = progress
+
+    def step(self, fraction: float, message: str) -> None:
+        self.fraction, self.message = float(fraction), message
+        if self._progress is not None:
+            self._progress(fraction, message)
+
+    def finish(self, error: BaseException | None = None) -> None:
+        if error is not None:
+            self.error = str(error) if isinstance(error, CtxirError) else f"{type(error).__name__}: {error}"
+        self.done.set()
+
+    def text(self) -> str:
+        """One line for the page: '' once ready."""
+        if self.error is not None:
+            return (
+                f"⚠️ Indexing corpus {self.name!r} failed: {self.error}. The other tabs work; restart the app "
+                "to try again (the log has the details)."
+            )
+        if self.done.is_set():
+            return ""
+        elapsed = self.clock() - self.started
+        return (
+            f"Indexing corpus {self.name!r} ({self.documents:,} documents): {self.message} · "
+            f"{self.fraction:.0%} · {elapsed:.0f} s so far. Searching it works when this is done; the other "
+            "tabs work now."
+        )
+
+    def refusal(self) -> str:
+        """A search of the startup corpus before it is ready (or after its indexing failed)."""
+        if self.error is not None:
+            return (
+                f"corpus {self.name!r} could not be indexed ({self.error}): restart the app, or upload a corpus "
+                "file and search that"
+            )
+        return (
+            f"corpus {self.name!r} is still being indexed ({self.message}; {self.fraction:.0%} after "
+            f"{self.clock() - self.started:.0f} s): try again when the line at the top of the page is gone. "
+            "Pair scoring, Explain, Token embeddings and Attention work meanwhile"
+        )

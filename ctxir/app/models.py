@@ -1,0 +1,217 @@
+"""``AppModels``: the models the app loads once, and the forward pass the inspection views share.
+
+The bi-encoder, the re-rankers, and the transformer bodies the inspection views read; ``inspect_input`` runs
+one over a visitor's text.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ctxir.app.config import AppConfig, Progress
+from ctxir.checks import check_choice, check_int
+from ctxir.encoders.internals import inspect_text
+from ctxir.encoders.models import load_bi_encoder, load_transformer
+from ctxir.rerank.registry import RERANKERS as KINDS
+from ctxir.rerank.registry import load_reranker, reranker_choices
+from ctxir.types import CtxirError, Internals
+
+if TYPE_CHECKING:
+    from ctxir.app.state import AppState
+
+logger = logging.getLogger("ctxir.app")
+
+POOLINGS = ("mean", "cls", "max")
+INSPECT_MODELS = ("bi-encoder", "cross-encoder")
+
+
+@dataclass
+class Inspectable:
+    """A tokenizer + eager-attention transformer body, for token embeddings and attention views."""
+
+    name: str
+    tokenizer: Any
+    model: Any
+
+
+@dataclass
+class AppModels:
+    """The loaded models. ``rerankers``: {kind: re-ranker} of ``ctxir.rerank.registry.RERANKERS`` that loaded;
+    ``unavailable``: {kind: why not} for every other kind (offered nowhere in the app, shown with that reason)."""
+
+    bi_encoder: Any  # SentenceTransformer
+    bi_encoder_name: str
+    inspect: dict[str, Inspectable]  # "bi-encoder" (always), "cross-encoder" (when loaded)
+    rerankers: dict[str, Any] = field(default_factory=dict)  # kind → ctxir.Reranker
+    unavailable: dict[str, str] = field(default_factory=dict)  # kind → why it is not loaded
+
+    @property
+    def loaded(self) -> list[str]:
+        """The kinds loaded, in the registry's order: what the app offers."""
+        return [kind for kind in KINDS if kind in self.rerankers]
+
+    def why_not(self, kind: str) -> str:
+        """'' when ``kind`` is loaded, else why it is not."""
+        if kind in self.rerankers:
+            return ""
+        return self.unavailable.get(kind) or f"no {KINDS[kind].label} re-ranker was given"
+
+    @classmethod
+    def load(cls, config: AppConfig, progress: Progress | None = None) -> AppModels:
+        """Load every model once. A missing bi-encoder is fatal; a missing re-ranker only logs a warning, and one
+        that is not on this machine is not tried (nothing is downloaded)."""
+
+        step = progress or (lambda *_: None)
+        step(0.0, f"loading bi-encoder {config.bi_encoder}")
+        bi = load_bi_encoder(config.bi_encoder, config.device)
+        tokenizer, body = load_transformer(config.bi_encoder, config.device, attentions=True)
+        inspect = {"bi-encoder": Inspectable(config.bi_encoder, tokenizer, body)}
+        models = cls(bi, config.bi_encoder, inspect)
+        for i, kind in enumerate(KINDS.values()):
+            model = config.reranker_model(kind.name)
+            if not model or model.lower() == "none":
+                models.unavailable[kind.name] = (
+                    f"the app was started with {kind.flag} none"
+                    if model
+                    else f"no {kind.label} re-ranker was given and this installation ships none"
+                )
+                continue
+            ok, why = kind.available(model)
+            if not ok:  # not on this machine: nothing is downloaded, the kind is not offered
+                models.unavailable[kind.name] = why
+                logger.warning("%s re-ranker unavailable, the app starts without it: %s", kind.label, why)
+                continue
+            step(0.4 + 0.3 * i / len(KINDS), f"loading {kind.label} re-ranker {model}")
+            try:
+                models.rerankers[kind.name] = load_reranker(kind.name, model, config.device)
+                # an onnx backend (app.py --rerank-backend): exported (first start only, ~10 s a model) and opened
+                # now, before serving, not on a visitor's first search; an export in a thread beside the served
+                # requests is what this avoids (torch's exporter is not safe to run beside other threads' work)
+                if getattr(models.rerankers[kind.name], "backend", "torch").startswith("onnx"):
+                    step(
+                        0.4 + 0.3 * (i + 0.5) / len(KINDS),
+                        f"preparing {kind.label} re-ranker for ONNX Runtime",
+                    )
+                    models.rerankers[kind.name].onnx_scorer()
+                if kind.inspectable:
+                    inspect[kind.name] = Inspectable(
+                        model, *load_transformer(model, config.device, attentions=True)
+                    )
+            except CtxirError as err:
+                models.rerankers.pop(kind.name, None)
+                models.unavailable[kind.name] = str(err)
+                logger.warning("%s re-ranker unavailable, the app starts without it: %s", kind.label, err)
+        return models
+
+    @classmethod
+    def from_objects(
+        cls,
+        bi_encoder,
+        bi_encoder_name: str = "bi-encoder",
+        cross_encoder=None,
+        cls_lr=None,
+        device: str = "cpu",
+        rerankers: dict[str, Any] | None = None,
+    ) -> AppModels:
+        """Wrap models already in memory (tests, notebooks): a SentenceTransformer, and re-rankers by kind
+        (``rerankers={"cross-encoder": a CrossEncoder, "cls-lr": a ClsLrRanker, ...}``; ``cross_encoder=`` and
+        ``cls_lr=`` are the same for those two)."""
+
+        path = str(bi_encoder[0].auto_model.config._name_or_path or bi_encoder_name)
+        tokenizer, body = load_transformer(path, device, attentions=True)
+        inspect = {"bi-encoder": Inspectable(bi_encoder_name, tokenizer, body)}
+        models = cls(bi_encoder, bi_encoder_name, inspect)
+        given = {"cross-encoder": cross_encoder, "cls-lr": cls_lr, **(rerankers or {})}
+        for kind in KINDS.values():
+            if given.get(kind.name) is None:
+                models.unavailable[kind.name] = f"no {kind.label} re-ranker was given"
+                continue
+            models.rerankers[kind.name] = kind.wrap(given[kind.name])
+            if kind.inspectable:
+                inspect[kind.name] = _inspectable_body(models.rerankers[kind.name], device)
+        unknown = set(given) - set(KINDS)
+        if unknown:
+            raise CtxirError(
+                f"re-ranker kind {sorted(unknown)[0]!r} is not known: use one of "
+                f"{', '.join(map(repr, KINDS))}"
+            )
+        return models
+
+    def reranker(self, name: str):
+        """The loaded re-ranker ``name`` ("none" → None); one that is not loaded fails with why and what to do."""
+        check_choice(name, "re-ranker", reranker_choices())
+        if name == "none":
+            return None
+        if name not in self.rerankers:
+            kind = KINDS[name]
+            raise CtxirError(
+                f"the {kind.label} re-ranker is not available ({self.why_not(name).rstrip('.')}). "
+                f"{kind.unavailable_hint('app')}. Meanwhile "
+                f"choose re-ranker {' or '.join(map(repr, ['none', *self.loaded]))}."
+            )
+        return self.rerankers[name]
+
+    def inspectable(self, name: str) -> Inspectable:
+        if name not in self.inspect:
+            loaded = ", ".join(f"{k!r} ({v.name})" for k, v in self.inspect.items())
+            hint = (
+                " The cross-encoder is not loaded: start the app with --cross-encoder PATH."
+                if name == "cross-encoder"
+                else ""
+            )
+            raise CtxirError(
+                f"model {name!r} is not loaded in this app: choose one of {loaded}.{hint} To inspect "
+                "another model, restart the app with --bi-encoder NAME_OR_FOLDER"
+            )
+        return self.inspect[name]
+
+    @property
+    def num_layers(self) -> int:
+        return int(self.inspect["bi-encoder"].model.config.num_hidden_layers)
+
+    @property
+    def num_heads(self) -> int:
+        return int(self.inspect["bi-encoder"].model.config.num_attention_heads)
+
+
+# ---------------------------------------------------------------- model inputs shared by the inspection views
+
+
+def inspect_input(
+    state: AppState, model: str, text: str, text_pair: str | None = None, max_tokens: int | None = None
+) -> Internals:
+    """One forward pass of a loaded model over ``text`` (and ``text_pair``), refused above the token limit."""
+
+    item = state.models.inspectable(model)
+    limit = max_tokens or state.config.max_inspect_tokens
+    n_tokens = len(item.tokenizer(text, text_pair or None)["input_ids"])
+    if n_tokens > limit:
+        raise CtxirError(
+            f"the input has {n_tokens} tokens but this view accepts at most {limit}: shorten the text"
+            f" (it begins {text[:40]!r})"
+        )
+    return inspect_text(text, text_pair or None, model=item.model, tokenizer=item.tokenizer, max_tokens=limit)
+
+
+def check_layer(value: Any, n_layers: int, what: str = "layer") -> int:
+    """-1 means the last layer; layers count like hidden_states (0 = embeddings)."""
+    layer = check_int(value, what, -1, n_layers)
+    return n_layers if layer == -1 else layer
+
+
+def _inspectable_body(reranker, device: str) -> Inspectable:
+    """A cross-encoder's transformer body with eager attention, for the attention and embedding views: reloaded by
+    name (a ctxir modular cross-encoder's folder holds its trained top layers, which load_transformer applies)."""
+
+    body = reranker.model[0].auto_model
+    by_name = (
+        isinstance(getattr(reranker, "model_name", None), str)
+        and reranker.model_name != type(reranker.model).__name__
+    )  # CrossEncoderReranker names an object by its class
+    path = reranker.model_name if by_name else str(body.config._name_or_path)
+    try:
+        return Inspectable(path, *load_transformer(path, device, attentions=True))
+    except CtxirError:  # not loadable by name (built in memory): its own body, attention switched when read
+        return Inspectable(path, reranker.model.tokenizer, body)

@@ -1,0 +1,108 @@
+"""/search's logic: a query through a first stage and an optional re-ranker, each stage's score and rank.
+
+Over the public corpus or the visitor's own upload; what_moved re-ranks through it too.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ctxir.app.state import AppState, ViewResult
+from ctxir.app.text import md_code, plural, rounded, snippet
+from ctxir.app.upload_store import Owner
+from ctxir.checks import check_choice, check_int, check_text
+from ctxir.rerank.registry import DEFAULT_RERANK_MODE, RERANK_MODES
+from ctxir.types import CtxirError
+
+
+# search and what_moved.what_moved take the /search and /what_moved inputs one to one, in the endpoints' order (the API's
+# contract, which tests and old clients call positionally), plus the state and the owner: more than 8 parameters
+# on purpose; a dataclass would only repackage the same endpoint inputs.
+def search(
+    state: AppState,
+    query: str,
+    corpus: str | None = None,
+    first_stage: str = "dense",
+    reranker: str = "none",
+    k: int = 10,
+    depth: int | None = None,
+    owner: Owner = None,
+    mode: str = DEFAULT_RERANK_MODE,
+    *,
+    every_candidate: bool = False,
+) -> ViewResult:
+    """First stage (+ optional re-ranker) over a corpus ``owner`` may see; each stage's score, rank and the rank
+    change. ``k`` is at most ``max_k`` (``every_candidate``: up to ``max_rerank_depth``, for "what moved", which
+    ranks every candidate the re-ranker re-scored). ``mode`` "fused" (default): the final order fuses the re-ranker with the first stage (the re-ranker's
+    fusion.json, else RRF k=60 with equal weights; ``fused_score``), so a weak re-ranker cannot push results far
+    below the first stage; "alone": the re-ranker's order."""
+    from ctxir.rerank.pipeline import Pipeline, mode_fusion
+
+    query = check_text(query, "query", state.config.max_query_chars)
+    cfg = state.config
+    k = check_int(k, "k", 1, cfg.max_rerank_depth if every_candidate else cfg.max_k)
+    depth = check_int(
+        depth if depth is not None else cfg.rerank_depth, "re-rank depth", 1, cfg.max_rerank_depth
+    )
+    check_choice(mode, "re-rank mode", RERANK_MODES)
+    index = state.index(corpus, owner)
+    ranker = state.models.reranker(reranker)
+    if mode == "alone" and getattr(ranker, "fused_only", None):
+        raise CtxirError(
+            f"the {reranker} re-ranker is offered fused with the first stage only: {ranker.fused_only}. "
+            "Use re-rank mode 'fused' (the default), or another re-ranker to rank alone"
+        )
+    fusion = mode_fusion(ranker, mode, first_stage)
+    pipeline = Pipeline(index.retriever(first_stage), ranker, depth=max(depth, k), fusion=fusion)
+    started = time.perf_counter()
+    result = pipeline.search(query, k)
+    total = (time.perf_counter() - started) * 1000
+    rows = []
+    for hit in result.hits:
+        doc = index.corpus[hit.doc_id]
+        # Scores and ranks first: what each stage did stays in view beside the (wide) text column.
+        rows.append(
+            {
+                "rank": hit.rank,
+                "doc_id": hit.doc_id,
+                f"{first_stage}_score": rounded(hit.first_stage_score),
+                f"{first_stage}_rank": hit.first_stage_rank,
+                "rerank_score": rounded(hit.rerank_score),
+                "rerank_rank": hit.rerank_rank,
+                "fused_score": rounded(hit.score) if fusion is not None else None,
+                "rank_change": hit.rank_change if hit.rerank_rank is not None else None,
+                "title": doc.get("title", ""),
+                "text": snippet(doc.get("text", "")),
+            }
+        )
+    timings = {name: round(ms, 2) for name, ms in result.timings_ms.items()}
+    timings["total"] = round(total, 2)
+    lines = [
+        f"**{plural(len(rows), 'result')}** from {md_code(index.name)} ({plural(len(index.corpus), 'document')}) · "
+        + " · ".join(f"{name}: {ms:.1f} ms" for name, ms in timings.items())
+    ]
+    if reranker != "none":
+        moved = sum(1 for r in rows if r["rank_change"])
+        how = (
+            f"; the order fuses it with the {first_stage} ranking ({fusion.describe()}; "
+            f"{fusion.chosen_on or 'settings given'})"
+            if fusion is not None
+            else "; the order is the re-ranker's alone"
+        )
+        lines.append(
+            f"The {reranker} re-scored the first stage's top {max(depth, k)}{how}. {moved} of the shown "
+            "results changed rank (`rank_change` > 0 = moved up)."
+        )
+    data = {
+        "query": query,
+        "corpus": index.name,
+        "first_stage": first_stage,
+        "reranker": reranker,
+        "k": k,
+        "depth": max(depth, k) if reranker != "none" else None,
+        "mode": mode if reranker != "none" else None,
+        "fusion": fusion.record() if fusion is not None else None,
+        "timings_ms": timings,
+        "hits": rows,
+    }
+    return ViewResult(rows=rows, data=data, text="\n\n".join(lines))

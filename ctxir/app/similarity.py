@@ -1,0 +1,252 @@
+"""Similarity views of the Token embeddings tab: /layer_similarity and /sentence_similarity.
+
+One word followed across layers and contexts, and whole sentences compared at one layer and pooling.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import gradio as gr
+import numpy as np
+
+from ctxir.app import figures
+from ctxir.app.models import POOLINGS, check_layer, inspect_input
+from ctxir.app.state import AppState, ViewResult
+from ctxir.app.text import cls_warnings, display_text, md_literal, split_lines
+from ctxir.app.ui import Ui, cleared, exports, gpu, guard, lines, show, warn
+from ctxir.checks import check_choice, check_text
+from ctxir.types import CtxirError
+
+
+def layer_similarity(
+    state: AppState, sentences: str | Sequence[str], word: str = "bank", model: str = "bi-encoder"
+) -> ViewResult:
+    """Per-layer cosine of one word across sentences, and of the whole sentences (mean of their tokens)."""
+    from ctxir.encoders.internals import word_vectors
+    from ctxir.viz import curves_figure, layer_cosines
+
+    cfg = state.config
+    items = split_lines(sentences, "sentences", cfg.max_sentences, cfg.max_text_chars, min_items=2)
+    word = check_text(word, "word", 50)
+    internals = [inspect_input(state, model, s) for s in items]
+    word_vecs = []
+    for i, item in enumerate(internals, 1):
+        try:
+            word_vecs.append(word_vectors(item, word))  # (layers+1, hidden)
+        except CtxirError:
+            raise CtxirError(
+                f"word {word!r} is not in sentence {i} ({items[i - 1][:60]!r}): every sentence must "
+                "contain the word to follow"
+            ) from None
+    sentence_vecs = [
+        item.hidden_states.mean(axis=1) for item in internals
+    ]  # (layers+1, hidden), mean pooling
+    d = cfg.decimals
+    word_curves, sentence_curves = {}, {}
+    for i in range(len(items)):
+        for j in range(i + 1, len(items)):
+            key = f"{i + 1} vs {j + 1}"
+            word_curves[key] = np.round(layer_cosines(word_vecs[i], word_vecs[j]), d).tolist()
+            sentence_curves[key] = np.round(layer_cosines(sentence_vecs[i], sentence_vecs[j]), d).tolist()
+    figures = {
+        "word": curves_figure(word_curves, f"cosine of {word!r} between sentences, per layer"),
+        "sentence": curves_figure(sentence_curves, "cosine of whole sentences (mean of tokens), per layer"),
+    }
+    data = {
+        "word": word,
+        "sentences": items,
+        "layers": list(range(internals[0].hidden_states.shape[0])),
+        "word_cosine": word_curves,
+        "sentence_cosine": sentence_curves,
+    }
+    legend = "; ".join(f"{i + 1} = {md_literal(repr(s[:50]))}" for i, s in enumerate(items))
+    return ViewResult(
+        rows=[
+            {"pair": k, **{f"layer_{li}": v for li, v in enumerate(vals)}} for k, vals in word_curves.items()
+        ],
+        figures=figures,
+        data=data,
+        text=f"Sentences: {legend}. Layer 0 is the embedding layer.",
+    )
+
+
+def sentence_similarity(
+    state: AppState, sentences: str | Sequence[str], layer: int = -1, pooling: str = "mean"
+) -> ViewResult:
+    """Cosine similarity heatmap of sentence embeddings (bi-encoder, chosen pooling and layer)."""
+    from ctxir.encoders.bi_encoder import BiEncoder
+    from ctxir.viz import MatrixStyle, cosine_matrix, heatmap_figure
+
+    cfg = state.config
+    items = split_lines(sentences, "sentences", cfg.max_sentences, cfg.max_text_chars, min_items=2)
+    check_choice(pooling, "pooling", POOLINGS)
+    layer = check_layer(layer, state.models.num_layers)
+    encoder = BiEncoder(state.models.bi_encoder, pooling=pooling, layer=layer, cache=None)
+    sim = cosine_matrix(encoder.encode(items))  # (sentences, sentences)
+    labels = [
+        f"{i + 1}. {s if len(s) <= 45 else s[:44].rstrip() + '…'}" for i, s in enumerate(items)
+    ]  # cut visibly
+    fig = heatmap_figure(
+        sim,
+        labels,
+        [str(i + 1) for i in range(len(items))],
+        f"sentence cosine similarity ({pooling} pooling, layer {layer})",
+        MatrixStyle(vmin=-0.2, vmax=1.0),
+    )
+    d = cfg.decimals
+    warnings = cls_warnings(pooling, layer, "the heatmap shows nothing about the sentences")
+    data = {
+        "sentences": items,
+        "layer": layer,
+        "pooling": pooling,
+        "similarity": np.round(sim, d).tolist(),
+        "warnings": warnings,
+    }
+    rows = [
+        {"sentence": labels[i], **{str(j + 1): round(float(sim[i, j]), d) for j in range(len(items))}}
+        for i in range(len(items))
+    ]
+    return ViewResult(
+        rows=rows, figures={"similarity": fig}, data=data, text="\n\n".join(f"⚠️ {w}" for w in warnings)
+    )
+
+
+# ---------------------------------------------------------------- UI
+
+
+# the sentence-similarity heatmap's colour scale (PNG: matplotlib's viridis, the same) and what its caption says of it:
+# Viridis runs from dark purple (low) to bright yellow (high)
+SIMILARITY_SCALE = "Viridis"
+SIMILARITY_LEGEND = "brighter (yellow) = more alike, darker (purple) = less; the colour bar gives the cosine"
+
+
+def layers_tab(ui: Ui, model, presets: dict) -> None:
+    """/layer_similarity: one word in several sentences, compared layer by layer."""
+    state, out = ui.state, ui.out
+
+    @guard
+    @gpu
+    def do_layer_similarity(model, sentences, word, request: gr.Request):
+        ui.visitor(request)
+        r = layer_similarity(state, sentences, word, model)
+        return (
+            out.png(r.figures["word"], "word-by-layer"),
+            out.png(r.figures["sentence"], "sentence-by-layer"),
+            r.text,
+            r.data,
+        )
+
+    def after_layers(data, *pngs):
+        word = figures.curves(data["word_cosine"], f"cosine of '{data['word']}' between sentences, per layer")
+        sentence = figures.curves(
+            data["sentence_cosine"], "cosine of whole sentences (mean of tokens), per layer"
+        )
+        rows = [
+            {"pair": pair, "layer": layer, "word_cosine": w, "sentence_cosine": s}
+            for pair in data["word_cosine"]
+            for layer, (w, s) in enumerate(
+                zip(data["word_cosine"][pair], data["sentence_cosine"][pair], strict=True)
+            )
+        ]
+        files = exports(out, "layer-similarity", data=data, rows=rows, plots=[word, sentence], files=pngs)
+        return show(word), show(sentence), show(files)
+
+    gr.Markdown(
+        "One word in several sentences, compared layer by layer: the same spelling starts alike and "
+        "drifts apart where the contexts differ.",
+        elem_classes=["ctxir-intro"],
+    )
+    sentences = gr.Textbox(
+        label="Sentences containing the word (one per line)", lines=4, value=lines(presets["bank_contexts"])
+    )
+    word = gr.Textbox(label="Word", value=presets["word"])
+    button = gr.Button("Compare layer by layer", variant="primary", elem_id="layer-sim-button")
+    summary = gr.Markdown(elem_id="layer-sim-summary")
+    with gr.Row():
+        word_plot = gr.Plot(
+            label="The word's cosine between sentences, per layer", visible=False, min_width=300
+        )
+        sentence_plot = gr.Plot(label="Whole sentences' cosine, per layer", visible=False, min_width=300)
+    pngs = [gr.File(visible=False), gr.File(visible=False)]
+    files = gr.File(label="Download: PNG, interactive HTML, CSV, JSON", file_count="multiple", visible=False)
+    with gr.Accordion("Numbers (JSON)", open=False):
+        json = gr.JSON()
+    button.click(**cleared(summary)).then(
+        do_layer_similarity, [model, sentences, word], [*pngs, summary, json], api_name="layer_similarity"
+    ).success(after_layers, [json, *pngs], [word_plot, sentence_plot, files], api_visibility="private")
+
+
+def similarity_tab(ui: Ui, presets: dict) -> None:
+    """/sentence_similarity: how alike whole sentences are at one layer and pooling, as a heatmap."""
+    state, out, n_layers = ui.state, ui.out, ui.models.num_layers
+
+    @guard
+    @gpu
+    def do_sentence_similarity(sentences, layer, pooling, request: gr.Request):
+        ui.visitor(request)
+        r = sentence_similarity(state, sentences, layer, pooling)
+        warn(r)
+        return out.png(r.figures["similarity"], "sentence-similarity"), r.data
+
+    def after_similarity(data, png):
+        heat, rows = similarity_heatmap(data)
+        summary = "\n\n".join(f"⚠️ {display_text(w)}" for w in data.get("warnings") or []) or (
+            f"{len(data['sentences'])} sentences, numbered by their line above · {data['pooling']} pooling · layer "
+            f"{data['layer']}: {SIMILARITY_LEGEND}. Hover a cell for the pair."
+        )
+        return (
+            summary,
+            show(heat),
+            show(exports(out, "sentence-similarity", data=data, rows=rows, plots=[heat], files=[png])),
+        )
+
+    gr.Markdown(
+        "How alike whole sentences are, as the chosen layer and pooling embed them.",
+        elem_classes=["ctxir-intro"],
+    )
+    sentences = gr.Textbox(
+        label="Sentences (one per line)", lines=6, value=lines(presets["similarity_sentences"])
+    )
+    with gr.Row():
+        layer = gr.Slider(0, n_layers, value=n_layers, step=1, label="layer")
+        pooling = gr.Radio(list(POOLINGS), value="mean", label="pooling")
+    button = gr.Button("Sentence similarity", variant="primary", elem_id="sentence-sim-button")
+    summary = gr.Markdown(elem_id="sentence-sim-summary")
+    plot = gr.Plot(label="Sentence cosine similarity (hover a cell)", visible=False)
+    png = gr.File(visible=False)
+    files = gr.File(label="Download: PNG, interactive HTML, CSV, JSON", file_count="multiple", visible=False)
+    with gr.Accordion("Numbers (JSON)", open=False):
+        json = gr.JSON()
+    button.click(**cleared(summary)).then(
+        do_sentence_similarity, [sentences, layer, pooling], [png, json], api_name="sentence_similarity"
+    ).success(after_similarity, [json, png], [summary, plot, files], api_visibility="private")
+
+
+def similarity_heatmap(data: dict):
+    """(the heatmap, its rows for the CSV) of /sentence_similarity's data. The axes number the sentences (their
+    lines in the box above), so no sentence is cut and the cells keep their room on a phone; hover names both
+    sentences in full."""
+    labels = [f"{i + 1}. {s}" for i, s in enumerate(data["sentences"])]
+    numbers = [str(i + 1) for i in range(len(labels))]
+    heat = figures.heatmap(
+        data["similarity"],
+        numbers,
+        numbers,
+        f"cosine similarity of sentence embeddings ({data['pooling']} pooling, layer {data['layer']})",
+        figures.HeatmapStyle(
+            value_name="cosine",
+            row_name="sentence",
+            col_name="with sentence",
+            zmin=-0.2,
+            zmax=1.0,
+            decimals=2,
+            colorscale=SIMILARITY_SCALE,
+        ),
+        hover_labels=labels,
+    )
+    rows = [
+        {"sentence": s, **{str(j + 1): v for j, v in enumerate(row)}}
+        for s, row in zip(data["sentences"], data["similarity"], strict=True)
+    ]
+    return heat, rows

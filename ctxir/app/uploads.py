@@ -1,0 +1,163 @@
+"""Uploads (/upload_corpus, a Search tab panel): a visitor's corpus file, checked and indexed for them.
+
+A .txt, .jsonl, .csv or .tsv file; only its owner sees it, for their session (``AppState.uploads``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import gradio as gr
+
+from ctxir.app.config import Progress
+from ctxir.app.corpus_index import CorpusIndex
+from ctxir.app.state import AppState, ViewResult
+from ctxir.app.text import md_code, plural, snippet
+from ctxir.app.ui import Ui, frame, gpu, guard, show
+from ctxir.app.upload_store import Owner
+from ctxir.types import CtxirError
+
+if TYPE_CHECKING:
+    from ctxir.app.search_tab import SearchForm
+
+
+def upload_corpus(
+    state: AppState, path: str | Path | None, progress: Progress | None = None, owner: Owner = None
+) -> ViewResult:
+    """Index a user's corpus file (.txt/.jsonl/.csv/.tsv) for ``owner`` (only they can choose it, by the returned
+    name). Its embeddings stay in memory, never in the persistent cache."""
+    from ctxir.data.user_corpus import USER_CORPUS_SUFFIXES, load_user_corpus
+
+    if not path:
+        raise CtxirError(f"no file was uploaded: choose a corpus file ({', '.join(USER_CORPUS_SUFFIXES)})")
+    path = Path(path)
+    if not path.is_file():
+        raise CtxirError(f"uploaded file {str(path)!r} was not found on the server: upload it again")
+    size_mb = path.stat().st_size / 2**20
+    if size_mb > state.config.max_upload_mb:
+        raise CtxirError(
+            f"{path.name} is {size_mb:.1f} MB; this app accepts corpus files up to "
+            f"{state.config.max_upload_mb:g} MB: upload a smaller sample"
+        )
+    raw = path.read_bytes()
+    nul = raw.find(b"\x00")
+    if nul >= 0:
+        line = raw.count(b"\n", 0, nul) + 1
+        raise CtxirError(
+            f"{path.name} contains a NUL byte (line {line}, byte offset {nul}): "
+            "it is a binary file or UTF-16 text, not a UTF-8 text corpus. Save it as UTF-8 text "
+            "(.txt/.jsonl/.csv/.tsv) and upload it again"
+        )
+    corpus = load_user_corpus(path)
+    for doc_id, doc in corpus.items():
+        if any("\x00" in str(doc.get(key, "")) for key in ("title", "text")) or "\x00" in str(doc_id):
+            raise CtxirError(
+                f"{path.name}: document {str(doc_id).replace(chr(0), '')!r} contains a NUL character "
+                "(\\u0000 in JSON): remove it and upload the file again"
+            )
+    if len(corpus) > state.config.max_upload_docs:
+        raise CtxirError(
+            f"{path.name} has {len(corpus):,} documents; this app indexes at most "
+            f"{state.config.max_upload_docs:,} uploaded documents on its CPU: upload a sample, or start "
+            "the app on the full corpus with --corpus PATH"
+        )
+    digest = hashlib.sha256(raw).hexdigest()[:8]
+    stem = re.sub(r"[^\w.-]+", "_", path.stem)[:40].strip("._") or "upload"
+    name = f"{stem}-{digest}"
+    state.uploads.check_room(owner, name)  # refuse before minutes of encoding, not after
+    # cache=None: an upload's vectors live in memory with its index and go with it, never in the user cache
+    index = CorpusIndex(
+        name,
+        corpus,
+        state.models.bi_encoder,
+        f"upload {path.name}",
+        progress,
+        None,
+        state.models.bi_encoder_name,
+    )
+    dropped = state.uploads.add(index, owner)
+    rows = [
+        {"doc_id": doc_id, "title": doc.get("title", ""), "text": snippet(doc.get("text", ""))}
+        for doc_id, doc in list(corpus.items())[:10]
+    ]
+    data = {"corpus": name, "documents": len(corpus), "file": path.name, "sample": rows, "dropped": dropped}
+    text = (
+        f"Indexed **{plural(len(corpus), 'document')}** from {md_code(path.name)} as corpus {md_code(name)} "
+        "(visible only to you, for this session)."
+    )
+    if dropped:
+        text += (
+            f" Your older upload(s) {', '.join(md_code(n) for n in dropped)} were removed: each visitor keeps "
+            f"at most {state.config.max_corpora}."
+        )
+    return ViewResult(rows=rows, data=data, text=text)
+
+
+# ---------------------------------------------------------------- UI
+
+
+@dataclass
+class UploadPanel:
+    file: Any
+    button: Any
+    summary: Any
+    table: Any
+    json: Any
+
+
+def panel(ui: Ui) -> UploadPanel:
+    cfg = ui.config
+    with gr.Accordion("Upload your own corpus (.txt, .jsonl, .csv, .tsv)", open=False):
+        gr.Markdown(
+            '.txt = one document per line · .jsonl = `{"id", "title", "text"}` per line · '
+            ".csv/.tsv = a header row with a `text` column (optional `id`, `title`). "
+            f"At most {cfg.max_upload_docs:,} documents and {cfg.max_upload_mb:g} MB; only you see it, "
+            "for this session."
+        )
+        file = gr.File(
+            label="Corpus file", file_types=[".txt", ".jsonl", ".csv", ".tsv"], elem_id="upload-file"
+        )
+        button = gr.Button("Index this corpus", elem_id="upload-button")
+        summary = gr.Markdown(elem_id="upload-summary")
+        table = gr.Dataframe(label="First documents", wrap=True, elem_classes=["ctxir-table"], visible=False)
+        with gr.Accordion("Numbers (JSON)", open=False):
+            json = gr.JSON()
+    return UploadPanel(file, button, summary, table, json)
+
+
+def wire(ui: Ui, form: SearchForm, upload: UploadPanel) -> None:
+    state = ui.state
+
+    @guard
+    @gpu
+    def do_upload(file, request: gr.Request, progress=gr.Progress(track_tqdm=True)):  # noqa: B008 (gradio's pattern)
+        owner = ui.visitor(request)
+        if not owner:
+            raise CtxirError(
+                "this request has no Gradio session, and an upload is kept per session: upload from "
+                "the web page or with gradio_client (each Client is one session)"
+            )
+        r = upload_corpus(state, file, progress=lambda f, d: progress(f, desc=d), owner=owner)
+        return r.text, frame(r.rows), r.data
+
+    def refresh_corpora(data, request: gr.Request):
+        # A separate, private step: API users of /upload_corpus get the corpus name in the JSON, not a UI update.
+        return gr.update(
+            choices=state.corpus_names_for(ui.visitor(request)),
+            value=(data or {}).get("corpus", state.default_corpus),
+        ), show()
+
+    # a new upload first clears the last one's message: a failure never sits beside an old "Indexed …"
+    upload.button.click(
+        lambda: ("", gr.update(visible=False)),
+        None,
+        [upload.summary, upload.table],
+        queue=False,
+        api_visibility="private",
+    ).then(
+        do_upload, [upload.file], [upload.summary, upload.table, upload.json], api_name="upload_corpus"
+    ).success(refresh_corpora, [upload.json], [form.corpus, upload.table], api_visibility="private")

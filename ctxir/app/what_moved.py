@@ -1,0 +1,249 @@
+"""What moved (/what_moved, a Search tab panel): the documents a re-ranker moved most, and why.
+
+Each mover comes with the document words whose integrated-gradients attribution drove its move.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import gradio as gr
+
+from ctxir.app import explain_tab, figures
+from ctxir.app.search import search
+from ctxir.app.state import AppState, ViewResult
+from ctxir.app.text import md_code
+from ctxir.app.ui import Ui, column_widths, exports, frame, gpu, guard, show
+from ctxir.app.upload_store import Owner
+from ctxir.checks import check_choice, check_int
+from ctxir.rerank.registry import DEFAULT_RERANK_MODE, RERANKERS, reranker_choices
+from ctxir.types import CtxirError, doc_text
+
+if TYPE_CHECKING:
+    from ctxir.app.search_tab import SearchForm
+
+# the what-moved table (what_moved's rows) before its two word columns, drove_it and against_it
+MOVED_COLUMNS = [
+    "move",
+    "doc_id",
+    "title",
+    "first_rank",
+    "rank",
+    "rerank_rank",
+    "words",
+]
+
+
+def what_moved(
+    state: AppState,
+    query: str,
+    corpus: str | None = None,
+    first_stage: str = "dense",
+    reranker: str = "cross-encoder",
+    k: int = 10,
+    depth: int | None = None,
+    n: int = 3,
+    owner: Owner = None,
+    mode: str = DEFAULT_RERANK_MODE,
+) -> ViewResult:
+    """The re-ranked documents whose rank changed most (among every candidate the re-ranker re-scored: the first
+    stage's top max(k, depth)), each with the document words whose integrated-gradients attribution pushed its
+    re-ranker score up most and pulled it down most. ``mode`` as in ``search``: a move is from the first stage's
+    rank to the final one (fused with the first stage, or the re-ranker's alone)."""
+    cfg = state.config
+    check_choice(reranker, "re-ranker", reranker_choices())
+    if reranker == "none":
+        offered = state.models.loaded
+        raise CtxirError(
+            "'what moved' compares the first stage's ranking with a re-ranker's: choose re-ranker "
+            + (
+                " or ".join(map(repr, offered))
+                if offered
+                else "... — none is loaded in this app (the line at the top of the page says why)"
+            )
+        )
+    n = check_int(n, "documents to explain", 1, cfg.max_movers)
+    k = check_int(k, "k", 1, cfg.max_k)
+    depth = check_int(
+        depth if depth is not None else cfg.rerank_depth, "re-rank depth", 1, cfg.max_rerank_depth
+    )
+    candidates = max(k, depth)
+    ranked = search(
+        state,
+        query,
+        corpus,
+        first_stage,
+        reranker,
+        candidates,
+        candidates,
+        owner=owner,
+        mode=mode,
+        every_candidate=True,
+    )
+    query = ranked.data["query"]
+    index = state.index(corpus, owner)
+    first_rank = f"{first_stage}_rank"
+    movers = sorted(
+        (r for r in ranked.rows if r["rank_change"]), key=lambda r: (-abs(r["rank_change"]), r["rank"])
+    )
+    rows, details = explain_moves(state, reranker, query, index.corpus, movers[:n], first_rank)
+    moved = len(movers)
+    fused = ranked.data["mode"] == "fused"
+    text = (
+        f"The {reranker} re-scored the {first_stage} top {candidates} for {md_code(query)}"
+        + (f", fused with the {first_stage} ranking" if fused else "")
+        + f": {moved} of them changed rank"
+        + (" (`rank` is the fused rank, `rerank_rank` the re-ranker's own). " if fused else ". ")
+    )
+    if rows:
+        text += (
+            f"The {len(rows)} that moved most, with the document words whose attribution raised (↑) or "
+            "lowered (↓) their re-ranker score most: **drove it** is the direction they moved."
+        )
+    else:
+        text += "Nothing moved: the re-ranker kept the first stage's order."
+    slope = figures.rank_moves(
+        [
+            {
+                "title": r["title"] or r["doc_id"],
+                "doc_id": r["doc_id"],
+                "first": r[first_rank],
+                "rerank": r["rank"],
+            }
+            for r in ranked.rows
+        ],
+        highlight={r["doc_id"] for r in rows},
+        first_stage=first_stage,
+        reranker=f"{reranker} (fused)" if fused else reranker,
+    )
+    data = {
+        "query": query,
+        "corpus": index.name,
+        "first_stage": first_stage,
+        "reranker": reranker,
+        "mode": ranked.data["mode"],
+        "fusion": ranked.data["fusion"],
+        "candidates": candidates,
+        "moved": moved,
+        "movers": details,
+    }
+    return ViewResult(rows=rows, data=data, text=text, plots={"moves": slope})
+
+
+def explain_moves(
+    state: AppState, reranker: str, query: str, corpus, movers: list[dict], first_rank: str
+) -> tuple[list[dict], list[dict]]:
+    """Each mover explained by the re-ranker (integrated gradients): (the table's rows, the JSON's details), with
+    the five document words that pushed its score up most and the five that pulled it down most."""
+    cfg = state.config
+    ranker, explain_one = state.models.reranker(reranker), RERANKERS[reranker].explain
+    rows, details = [], []
+    for row in movers:
+        doc = corpus[row["doc_id"]]
+        e = explain_one(
+            ranker,
+            query,
+            doc_text(doc),
+            n_steps=cfg.explain_steps,
+            max_steps=cfg.explain_max_steps,
+            attention=False,
+            title=doc.get("title") or "",
+        )
+        doc_words = explain_tab.words(e["tokens"], e["attributions"], e["sentence_b_start"] or 0)
+        ups = sorted((w for w in doc_words if w[1] > 0), key=lambda w: -w[1])[:5]
+        downs = sorted((w for w in doc_words if w[1] < 0), key=lambda w: w[1])[:5]
+        change = row["rank_change"]
+        rows.append(
+            {
+                "move": f"{'↑' if change > 0 else '↓'}{abs(change)}",
+                "doc_id": row["doc_id"],
+                "title": row["title"],
+                "first_rank": row[first_rank],
+                "rank": row["rank"],
+                "rerank_rank": row["rerank_rank"],
+                "drove_it": explain_tab.listing(ups if change > 0 else downs),
+                "against_it": explain_tab.listing(downs if change > 0 else ups),
+            }
+        )
+        details.append(
+            {
+                "doc_id": row["doc_id"],
+                "rank_change": change,
+                "first_stage_rank": row[first_rank],
+                "rank": row["rank"],
+                "rerank_rank": row["rerank_rank"],
+                "rerank_score": row["rerank_score"],
+                "pushed_up_by": [{"word": w, "attribution": round(v, 6)} for w, v in ups],
+                "pulled_down_by": [{"word": w, "attribution": round(v, 6)} for w, v in downs],
+                "explanation": explain_tab.compact(e),
+            }
+        )
+    return rows, details
+
+
+# ---------------------------------------------------------------- UI
+
+
+@dataclass
+class MovedPanel:
+    n: Any
+    button: Any
+    summary: Any
+    plot: Any
+    table: Any
+    files: Any
+    json: Any
+
+
+def panel(ui: Ui) -> MovedPanel:
+    cfg = ui.config
+    with gr.Accordion(
+        "What moved: the documents a re-ranker moved most, and the words that drove it", open=False
+    ):
+        with gr.Row():
+            n = gr.Slider(
+                1,
+                cfg.max_movers,
+                value=min(3, cfg.max_movers),
+                step=1,
+                label="documents to explain (one integrated-gradients run each)",
+                scale=3,
+            )
+            button = gr.Button("What moved?", elem_id="what-moved-button", scale=1)
+        summary = gr.Markdown(elem_id="what-moved-summary")
+        plot = gr.Plot(label="Rank before and after re-ranking (hover a line)", visible=False)
+        table = gr.Dataframe(wrap=True, elem_classes=["ctxir-table"], visible=False)
+        files = gr.File(label="Download: CSV, JSON, interactive HTML", file_count="multiple", visible=False)
+        with gr.Accordion("Numbers (JSON)", open=False):
+            json = gr.JSON()
+    return MovedPanel(n, button, summary, plot, table, files, json)
+
+
+def wire(ui: Ui, form: SearchForm, moved: MovedPanel) -> None:
+    state, out = ui.state, ui.out
+
+    # Gradio passes each input as its own argument: the parameters are the event's inputs, in their order.
+    @guard
+    @gpu
+    def do_what_moved(query, corpus, first_stage, reranker, k, depth, n, mode, request: gr.Request):
+        r = what_moved(
+            state, query, corpus, first_stage, reranker, k, depth, n, owner=ui.visitor(request), mode=mode
+        )
+        files = exports(out, "what-moved", data=r.data, rows=r.rows, plots=[r.plots["moves"]])
+        return r.text, r.plots["moves"], frame(r.rows), files, r.data
+
+    def after_moved():
+        # the two word columns share the room the others leave and wrap there, instead of running off the edge
+        widths = column_widths(MOVED_COLUMNS, wide="words")
+        words = f"{max(260, int(widths[-1][:-2]) // 2)}px"
+        return show(), show(column_widths=[*widths[:-1], words, words]), show()
+
+    moved.button.click(lambda: "", None, [moved.summary], queue=False, api_visibility="private").then(
+        do_what_moved,
+        [*form.inputs, moved.n, form.mode],
+        [moved.summary, moved.plot, moved.table, moved.files, moved.json],
+        api_name="what_moved",
+    ).success(
+        after_moved, None, [moved.plot, moved.table, moved.files], queue=False, api_visibility="private"
+    )
