@@ -9,8 +9,8 @@ CTXIR_DEVICE, CTXIR_BACKEND, CTXIR_HOST, CTXIR_PORT, ...), so the same file runs
 view is an API endpoint (``/search``, ``/score_pairs``, ``/token_embeddings``, ``/layer_similarity``,
 ``/attention``, ...) that ``gradio_client`` can call; see the README.
 
-This file is the entry point only: flags, loading, serving. The app is ``ctxir.app`` (one module per tab, each
-with its views' logic and its UI builder; ``build_demo`` composes them). Callbacks are thin: they turn
+This file is the entry point only: flags, loading, serving. The app is ``ctxir.app`` (one module per concern:
+each view's logic beside its UI builder; ``build_demo`` composes the tabs). Callbacks are thin: they turn
 ``CtxirError`` into ``gr.Error`` (as text: Gradio renders an error's message as HTML, so it is escaped) and figures
 into files in one bounded folder. Each visitor is their Gradio session (``request.session_hash``; one per page
 load, one per ``gradio_client.Client``): uploads are kept per session and released when it ends.
