@@ -136,11 +136,15 @@ class Said(logging.Handler):
         from ctxir import files
 
         files._warned.clear()  # "said once" counts from here
-        logging.getLogger("ctxir").addHandler(self)
+        logger = logging.getLogger("ctxir")
+        logger.addHandler(self)
+        self._propagate, logger.propagate = logger.propagate, False  # counted here, not printed
         return self
 
     def __exit__(self, *exc):
-        logging.getLogger("ctxir").removeHandler(self)
+        logger = logging.getLogger("ctxir")
+        logger.removeHandler(self)
+        logger.propagate = self._propagate
 
 
 # ---------------------------------------------------------------- the write sites
@@ -381,9 +385,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mutants", type=int, default=200, help="mutants per kind of file")
     args = parser.parse_args(argv)
-    logging.getLogger("ctxir").propagate = False  # the warnings are counted, not printed
     rows = ["| write site | fault | failure points tried | outcome |", "|---|---|---:|---|"]
-    with tempfile.TemporaryDirectory() as scratch:
+    with tempfile.TemporaryDirectory() as scratch, Said():  # the scenarios' warnings are counted, not printed
         for site, scenario in WRITE_SITES.items():
             for forever in (False, True):
                 folder = Path(tempfile.mkdtemp(dir=scratch))
