@@ -243,3 +243,20 @@ def test_output_folders_left_by_killed_apps_are_reclaimed_at_the_next_start(tmp_
     assert (outputs.root / Outputs.OWNER).read_text().strip() == str(os.getpid())
     assert Outputs.OWNER not in [p.name for _, _, p in outputs._files()]  # never pruned as an old figure
     shutil.rmtree(outputs.root)
+
+
+# ---------------------------------------------------------------- what a visitor trips on
+
+
+def test_the_sts_pair_scorer_is_not_offered_to_re_rank_a_search(app_state):
+    """It scores how alike two texts are, not relevance: Pair scoring offers it, a search refuses it, saying so."""
+    from ctxir.app.search import search
+    from ctxir.rerank.registry import RERANKERS, search_rerankers
+    from ctxir.types import CtxirError
+
+    assert search_rerankers(RERANKERS) == ["cross-encoder", "cls-lr"]
+    assert RERANKERS["sts-cross-encoder"].scores == "similarity"
+    with pytest.raises(
+        CtxirError, match=r"scores how alike two texts are .*re-rank a search with one of 'cross-encoder'"
+    ):
+        search(app_state, "river otters", first_stage="bm25", reranker="sts-cross-encoder", k=3, depth=5)

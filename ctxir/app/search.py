@@ -11,7 +11,7 @@ from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code, plural, rounded, snippet
 from ctxir.app.upload_store import Owner
 from ctxir.checks import check_choice, check_int, check_text
-from ctxir.rerank.registry import DEFAULT_RERANK_MODE, RERANK_MODES
+from ctxir.rerank.registry import DEFAULT_RERANK_MODE, RERANK_MODES, RERANKERS, search_rerankers
 from ctxir.types import CtxirError
 
 
@@ -46,6 +46,12 @@ def search(
     )
     check_choice(mode, "re-rank mode", RERANK_MODES)
     index = state.index(corpus, owner)
+    if reranker in RERANKERS and RERANKERS[reranker].scores != "relevance":
+        raise CtxirError(
+            f"the {reranker} re-ranker scores how alike two texts are ({RERANKERS[reranker].label}), not whether a "
+            "document answers a query: compare texts with it in Pair scoring, and re-rank a search with one of "
+            f"{', '.join(map(repr, search_rerankers(RERANKERS)))}"
+        )
     ranker = state.models.reranker(reranker)
     if mode == "alone" and getattr(ranker, "fused_only", None):
         raise CtxirError(

@@ -17,7 +17,7 @@ from ctxir.app.models import AppModels
 from ctxir.app.search import search
 from ctxir.app.ui import Ui, column_widths, frame, gpu, guard, show, tab_intro
 from ctxir.rerank.pipeline import FIRST_STAGES
-from ctxir.rerank.registry import DEFAULT_RERANK_MODE, RERANKERS
+from ctxir.rerank.registry import DEFAULT_RERANK_MODE, RERANKERS, search_rerankers
 
 # ---------------------------------------------------------------- shown in the page
 
@@ -46,7 +46,11 @@ def results_table(rows: list[dict], first_stage: str) -> list[dict]:
 
 def reranker_info(models: AppModels) -> str:
     """The re-ranker choice's note: the kinds this app could not load (not offered), or '' when all are."""
-    missing = [kind.label for name, kind in RERANKERS.items() if name not in models.rerankers]
+    missing = [
+        kind.label
+        for name, kind in RERANKERS.items()
+        if name not in models.rerankers and name in search_rerankers(RERANKERS)
+    ]
     return f"not loaded: {', '.join(missing)} (the top of the page says why)" if missing else ""
 
 
@@ -176,7 +180,7 @@ def search_form(ui: Ui) -> SearchForm:
         # page says why they are missing
         reranker = explain_tab.refuse_unloaded(
             gr.Radio(
-                ["none", *ui.models.loaded],
+                ["none", *search_rerankers(ui.models.loaded)],
                 value="none",
                 label="Re-ranker",
                 min_width=200,

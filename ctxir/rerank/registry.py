@@ -79,6 +79,9 @@ class RerankerKind:
         ..., dict
     ]  # (model, query, document, n_steps=, max_steps=, baseline=, attention=, title=) → dict
     inspectable: bool = False  # its transformer body is offered to the attention and embedding views
+    # "relevance": whether a document answers a query (offered to re-rank a search); "similarity": how alike two
+    # texts are (offered for pair scoring only, where similarity is what is asked)
+    scores: str = "relevance"
 
     @property
     def key(self) -> str:
@@ -312,6 +315,7 @@ STS_CROSS_ENCODER = RerankerKind(
     pair_scores=_scores,
     pair_value="score",
     explain=_explain_cross_encoder,
+    scores="similarity",
 )
 
 # name → kind, in the order they are offered (the first available one is the app's "auto" explanation)
@@ -334,6 +338,15 @@ def register_reranker(kind: RerankerKind) -> RerankerKind:
         raise CtxirError(f"re-ranker kind name {kind.name!r} must be letters, digits and '-', and not 'none'")
     RERANKERS[kind.name] = kind
     return kind
+
+
+def search_rerankers(kinds) -> list[str]:
+    """Of ``kinds`` (names), those that score relevance: what a search may be re-ranked with.
+
+    >>> search_rerankers(["cross-encoder", "cls-lr", "sts-cross-encoder"])
+    ['cross-encoder', 'cls-lr']
+    """
+    return [k for k in kinds if k in RERANKERS and RERANKERS[k].scores == "relevance"]
 
 
 def reranker_choices() -> tuple[str, ...]:
