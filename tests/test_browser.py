@@ -101,6 +101,8 @@ def screenshot_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("screenshots")
 
 
+# slow: two full-page tours of every tab (~75 s each); the page's own checks run by default (test_the_page_tells_the_truth)
+@pytest.mark.slow
 @pytest.mark.parametrize("viewport", VIEWPORTS)
 def test_screenshot_of_every_tab(offline_page, app_url, screenshot_dir, viewport, report_json):
     """Each tab after its main action, full page, into ``screenshot_dir`` ({viewport}-{tab}.png): for a person to

@@ -236,6 +236,7 @@ def ray_session():
 
 
 @needs_ray
+@pytest.mark.slow  # a minute of Ray workers; the sharded encoding's other tests run by default
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")  # Ray Data's own DataContext deprecations
 def test_encode_sharded_1_vs_2_workers_identical_and_resumable(ray_session, tmp_path, tiny_bert_dir, tiny_st):
     corpus = synthetic_corpus(130, seed=1)

@@ -318,8 +318,9 @@ def outputs(tmp_path, monkeypatch):
     return app.Outputs(max_age_s=600, max_bytes=3 * 2**20)
 
 
-def test_200_attention_requests_keep_the_output_folder_under_its_cap(state, outputs, monkeypatch):
-    """200 requests through the /attention callback; disk use stays under the stated 3 MiB cap.
+def test_60_attention_requests_keep_the_output_folder_under_its_cap(state, outputs, monkeypatch):
+    """60 requests through the /attention callback; disk use stays under the stated 3 MiB cap (200 over real HTTP
+    under ``-m slow``).
 
     The view itself is computed once for real (tiny BERT, 0.4 MiB of offline bertviz HTML) and handed back by each
     request, and figures are a small real plot, so 200 requests take seconds; what is measured is the callback's
@@ -351,7 +352,7 @@ def test_200_attention_requests_keep_the_output_folder_under_its_cap(state, outp
     demo = app.build_demo(state, outputs=outputs)
     callback = next(fn.fn for fn in demo.fns.values() if fn.api_name == "attention")
     peak, written = 0, 0
-    for _ in range(200):
+    for _ in range(60):
         _summary, _frame_html, html_file, heat, head_png, *_ = callback(
             "bi-encoder", "the river bank", "", "model", [], [], 0, 0, None
         )
@@ -360,7 +361,7 @@ def test_200_attention_requests_keep_the_output_folder_under_its_cap(state, outp
             "<!DOCTYPE html>"
         )
         peak = max(peak, outputs.bytes_used())
-    assert written > 60 * 2**20  # 200 views wrote ~80 MiB in all ...
+    assert written > 18 * 2**20  # 60 views wrote ~24 MiB in all, 8 times the cap ...
     assert peak <= 3 * 2**20  # ... and the folder never held more than its cap
     assert len(list(outputs.root.iterdir())) < 30
 
@@ -621,7 +622,9 @@ def test_200_real_attention_requests_over_http_stay_under_the_cap(tiny_models, t
 # ---------------------------------------------------------------- the output folder goes when a signal stops the app
 
 
-@pytest.mark.parametrize("signum", [signal.SIGHUP, pytest.param(signal.SIGINT, marks=pytest.mark.slow)])
+# slow: an app started per signal (~35 s each); tests/test_app_signal.py shows SIGTERM by default
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGINT])
 def test_a_signal_removes_the_output_folder(tmp_path, tiny_bert_dir, signum, app_process):
     env = {
         **os.environ,
