@@ -194,7 +194,9 @@ def test_minilm_cross_encoder_ig_is_complete_at_default_steps(minilm_path):
     from ctxir.encoders.models import load_cross_encoder
 
     torch.manual_seed(0)
-    model = load_cross_encoder(str(minilm_path), "cpu", num_labels=1)  # the MiniLM body, an untrained head
+    # the MiniLM body, an untrained head drawn from this seed: loaded afresh (__wrapped__ skips the loader's cache,
+    # which would hand back a model an earlier test drew with another random state: the run's order decided it)
+    model = load_cross_encoder.__wrapped__(str(minilm_path), "cpu", num_labels=1)
     query = "where do otters live along the river bank"  # a demo query and passage (ctxir/assets)
     document = (
         "Otter dens. River otters dig their dens into the soft bank of a stream, often with an entrance "
