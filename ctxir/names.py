@@ -16,6 +16,8 @@ TOP_LAYERS_WEIGHTS = "top_layers.safetensors"
 TOP_LAYERS_FORMAT = "ctxir-top-layers/1"
 # in a pair scorer's folder: {"orders": "both"} = its score of (a, b) is the mean of its scores of (a, b) and (b, a)
 PAIR_ORDERS_FILE = "pair_orders.json"
+# in a cross-encoder's folder: score long documents by their best window (MaxP), each read whole beside the query
+PASSAGES_FILE = "passages.json"
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 
 

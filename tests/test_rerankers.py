@@ -290,6 +290,36 @@ def test_search_modes_and_what_moved_with_a_modular_cross_encoder(modular_state,
         assert mover["rank"] == mover["rerank_rank"]
 
 
+def test_a_windowed_cross_encoder_reads_a_long_query_beside_its_whole_window(modular_dir, tmp_path):
+    """passages.json's read_tokens: the loader gives the model that many tokens per pair, so a long query no longer
+    cuts the window it is scored against (the top layers trained on 32 here, like the shipped model's 128)."""
+    import shutil
+
+    from ctxir.rerank import CrossEncoderReranker, Passages
+    from ctxir.rerank.registry import passages_for
+
+    folder = tmp_path / "ce"
+    shutil.copytree(modular_dir, folder)
+    query, window = " ".join(["otters"] * 30), " ".join(["river bank dens"] * 10)  # 30 + 30 tokens
+    plain = models.load_cross_encoder.__wrapped__(str(folder), "cpu")
+    assert plain.max_seq_length == 32
+    assert plain.preprocess([(query, window)])["input_ids"].shape[1] == 32  # both halves cut to fit
+    (folder / "passages.json").write_text('{"method": "max", "words": 70, "stride": 50, "read_tokens": 100}')
+    assert passages_for(str(folder)) == Passages(70, 50, read_tokens=100)
+    whole = models.load_cross_encoder.__wrapped__(str(folder), "cpu")
+    assert whole.max_seq_length == 100
+    assert (
+        whole.preprocess([(query, window)])["input_ids"].shape[1] == 63
+    )  # [CLS] 30 [SEP] 30 [SEP]: nothing cut
+    (folder / "passages.json").write_text('{"method": "max", "words": 70, "stride": 50, "read_tokens": 4096}')
+    capped = models.load_cross_encoder.__wrapped__(str(folder), "cpu")
+    assert capped.max_seq_length == 128  # never beyond the position embeddings
+    reranker = CrossEncoderReranker(whole, passages=passages_for(str(folder)))
+    short = CrossEncoderReranker(plain, passages=Passages(70, 50))
+    # the window read whole scores differently from the one cut to 32 tokens
+    assert reranker.score_pairs(query, [window])[0] != pytest.approx(short.score_pairs(query, [window])[0])
+
+
 def test_the_app_loads_a_modular_cross_encoder_folder_offline(modular_dir, tiny_bert_dir, caplog):
     """As the app will load the shipped one: by folder, its body's trained top layers in the attention views, its
     fusion.json in the fused mode; a kind whose model is not here is reported, not downloaded."""

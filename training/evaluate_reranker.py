@@ -28,6 +28,7 @@ if __package__ in (None, ""):  # `python training/evaluate_reranker.py` from the
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ctxir.files import read_json, write_json
+from ctxir.names import PASSAGES_FILE
 from ctxir.types import CtxirError, Hit
 from training.common import (
     DEFAULT_DATA_DIR,
@@ -40,7 +41,6 @@ from training.common import (
 
 EVALUATION_FILE = "evaluation.json"
 FUSION_FILE = "fusion.json"
-PASSAGES_FILE = "passages.json"
 FUSION_K = 60
 # the first stage's weight against the re-ranker's 1 (0 would be the re-ranker alone); up to 8 : 1, where the re-ranker
 # only breaks the first stage's near-ties: what a weak re-ranker (CLS-LR on an untrained [CLS]) should get
@@ -132,6 +132,14 @@ class EvaluateRerankerArgs:
         metadata={"help": "MaxP window, words (70 ≈ 100 tokens: a 128-token model's room beside a claim)"},
     )
     passage_stride: int = field(default=50, metadata={"help": "MaxP: a new window every N words"})
+    read_tokens: int = field(
+        default=0,
+        metadata={
+            "help": "--choose-passages: tokens each (query, window) pair is read with, kept in passages.json (0 = the "
+            "model's own max length; 512 reads a paragraph-long query beside a whole window, where the 128 tokens "
+            "the top layers trained on cut both)"
+        },
+    )
     depths: str = field(
         default="20",
         metadata={"help": "BM25 depths re-ranked on SciFact test, e.g. 20,100 ('' = skip the test figures)"},
@@ -313,9 +321,10 @@ def model_stamp(folder: str | Path, reranker) -> dict:
     for p in files:
         digest.update(p.read_bytes())
     passages = getattr(reranker, "passages", None)
+    read = [passages.read_tokens] if passages and passages.read_tokens else []
     return {
         "weights_sha256": digest.hexdigest(),
-        "passages": [passages.words, passages.stride] if passages else None,
+        "passages": [passages.words, passages.stride, *read] if passages else None,
     }
 
 
@@ -536,13 +545,16 @@ def squad_dev(config: dict, args: EvaluateRerankerArgs) -> tuple[dict, dict, dic
 def choose_passages(reranker, args: EvaluateRerankerArgs, dev: tuple) -> tuple[dict, dict]:
     """First max-length tokens or the best window (MaxP): whichever re-ranks the held-out claims (``dev``) better
     alone; (the passages.json record, the chosen way's scores of those claims, which the fusion choice reuses)."""
+    from ctxir.encoders.models import set_max_length
     from ctxir.rerank import Passages
 
     corpus, queries, qrels, first, chosen_on, parts = dev
-    windows = Passages(args.passage_words, args.passage_stride)
+    windows = Passages(args.passage_words, args.passage_stride, args.read_tokens)
+    own = reranker.model.max_seq_length  # as loaded: the folder's read_tokens already applied, else its own
     scores, scored = {}, {}
     for name, passages in (("first", None), ("max", windows)):
         reranker.passages = passages
+        set_max_length(reranker.model, (passages.read_tokens or own) if passages else own)
         scored[name] = _score(
             reranker, queries, first, corpus, f"{len(queries)} dev queries, passages {name}"
         )
@@ -550,11 +562,13 @@ def choose_passages(reranker, args: EvaluateRerankerArgs, dev: tuple) -> tuple[d
         scores[name] = round(dev_ndcg(qrels, run, parts), 4)
     method = "max" if scores["max"] > scores["first"] else "first"  # a tie keeps the cheaper way
     reranker.passages = windows if method == "max" else None
+    set_max_length(reranker.model, (windows.read_tokens or own) if method == "max" else own)
     return (
         {
             "method": method,
             "words": args.passage_words,
             "stride": args.passage_stride,
+            **({"read_tokens": args.read_tokens} if args.read_tokens and method == "max" else {}),
             "metric": "nDCG@10 alone",
             "dev": scores,
             "chosen_on": chosen_on,

@@ -31,7 +31,7 @@ from types import SimpleNamespace
 import torch
 
 from ctxir.files import check_model_folder, read_json
-from ctxir.names import ADAPTER_CONFIG, CLS_LR_CONFIG, TOP_LAYERS_CONFIG, TOP_LAYERS_WEIGHTS
+from ctxir.names import ADAPTER_CONFIG, CLS_LR_CONFIG, PASSAGES_FILE, TOP_LAYERS_CONFIG, TOP_LAYERS_WEIGHTS
 from ctxir.types import CtxirError
 
 logger = logging.getLogger("ctxir")
@@ -213,12 +213,26 @@ def load_cross_encoder(
     kwargs = {} if num_labels is None else {"num_labels": num_labels}
     try:
         if is_adapter(path):
-            return _adapter_cross_encoder(path, pick_device(device))
-        if is_ctxir_modular(path):
-            return _modular_cross_encoder(path, pick_device(device))
-        return CrossEncoder(path, device=pick_device(device), trust_remote_code=False, **kwargs)
+            model = _adapter_cross_encoder(path, pick_device(device))
+        elif is_ctxir_modular(path):
+            model = _modular_cross_encoder(path, pick_device(device))
+        else:
+            model = CrossEncoder(path, device=pick_device(device), trust_remote_code=False, **kwargs)
     except (OSError, ValueError) as err:
         raise CtxirError(f"could not load cross-encoder {name!r} from {path}: {err}") from err
+    read_tokens = window_read_tokens(path)
+    if read_tokens:
+        set_max_length(model, read_tokens, name=f"{name!r}'s passages.json read_tokens")
+    return model
+
+
+def window_read_tokens(path: str | Path) -> int:
+    """Tokens a (query, window) pair is read with where the folder's passages.json says so (``read_tokens``), else 0
+    (the model's own max length). A model that scores a document by its windows reads each window whole beside
+    the query: with the 128 tokens the top layers trained on, a 60-word query left a 70-word window half cut."""
+    record = read_json(Path(path) / PASSAGES_FILE) if Path(path, PASSAGES_FILE).is_file() else {}
+    value = record.get("read_tokens", 0) if isinstance(record, dict) else 0
+    return value if isinstance(value, int) and value > 0 else 0
 
 
 def is_adapter(path: str | Path) -> bool:

@@ -167,6 +167,9 @@ class Passages:
 
     words: int = 70
     stride: int = 50
+    # tokens a (query, window) pair is read with (0 = the model's own max length); the loader applies the
+    # folder's value (``ctxir.encoders.models.window_read_tokens``), so every user of the model reads alike
+    read_tokens: int = 0
 
     def __post_init__(self):
         if not 1 <= self.stride <= self.words:
@@ -187,14 +190,15 @@ class Passages:
 
     @classmethod
     def from_file(cls, path: str | Path) -> Passages | None:
-        """passages.json: {"method": "max", "words": W, "stride": S} → Passages; {"method": "first"} → None."""
+        """passages.json: {"method": "max", "words": W, "stride": S[, "read_tokens": T]} → Passages; {"method":
+        "first"} → None."""
         try:
             record = json.loads(Path(path).read_text())
             if record["method"] == "first":
                 return None
             if record["method"] != "max":
                 raise ValueError(f"method {record['method']!r} is neither 'max' nor 'first'")
-            return cls(int(record["words"]), int(record["stride"]))
+            return cls(int(record["words"]), int(record["stride"]), int(record.get("read_tokens", 0)))
         except (OSError, ValueError, KeyError, TypeError) as err:
             raise CtxirError(
                 f"{str(path)!r} is not a passages.json ({type(err).__name__}: {err}): expected "

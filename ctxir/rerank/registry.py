@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ctxir.checks import check_choice
+from ctxir.names import PASSAGES_FILE
 from ctxir.types import CtxirError
 
 if TYPE_CHECKING:
@@ -40,9 +41,6 @@ if TYPE_CHECKING:
 
 FUSION_FILE = "fusion.json"  # in a re-ranker's folder: how the fused mode combines it with the first stage
 EVALUATION_FILE = "evaluation.json"  # in a re-ranker's folder: its test figures (training.evaluate_reranker)
-PASSAGES_FILE = (
-    "passages.json"  # in a cross-encoder's folder: score long documents by their best window (MaxP)
-)
 RERANK_MODES = ("fused", "alone")
 DEFAULT_RERANK_MODE = "fused"
 
