@@ -52,14 +52,49 @@ def parse_args(
     from transformers import HfArgumentParser
 
     parser = HfArgumentParser(args_class)
-    names = [f.name for f in dataclasses.fields(args_class) if f.init]
-    if "recipe" not in names:
+    spellings = flag_spellings(args_class)
+    if "recipe" not in spellings:
         parser.add_argument("--recipe", default="", help=RECIPE_HELP)
     argv = list(sys.argv[1:] if argv is None else argv)
     recipe = recipe_path(argv)
     if recipe is not None:
-        argv = recipe_argv(find_recipe(recipe, recipe_dirs), [n for n in names if n != "recipe"]) + argv
-    return parser.parse_args_into_dataclasses(args=argv)[0]
+        keys = {k: name for k, name in spellings.items() if name != "recipe"}
+        argv = recipe_argv(find_recipe(recipe, recipe_dirs), keys, flag_names(args_class)) + argv
+    try:
+        return parser.parse_args_into_dataclasses(args=argv)[0]
+    except ValueError as err:  # a library class's own checks (TrainingArguments.__post_init__)
+        reason = " ".join(str(err).split())
+        raise CtxirError(
+            f"{reason} (a flag's or the recipe's value): fix it; --help lists the flags"
+        ) from None
+
+
+def flag_names(args_class: type) -> dict[str, str]:
+    """Each field → the flag its help and docs spell, without ``--``: the first of its ``aliases`` metadata
+    (HfArgumentParser's own, e.g. ``batch-size`` for the Trainer's ``per_device_train_batch_size``), else its name
+    with dashes."""
+    return {
+        f.name: (_aliases(f) or [f.name.replace("_", "-")])[0].removeprefix("--")
+        for f in dataclasses.fields(args_class)
+        if f.init
+    }
+
+
+def flag_spellings(args_class: type) -> dict[str, str]:
+    """Every key a recipe or a saved config may name a field by (its name, each alias; underscores for dashes)
+    → the field's name."""
+    found: dict[str, str] = {}
+    for f in dataclasses.fields(args_class):
+        if f.init:
+            found[f.name] = f.name
+            for alias in _aliases(f):
+                found.setdefault(alias.removeprefix("--").replace("-", "_"), f.name)
+    return found
+
+
+def _aliases(f: dataclasses.Field) -> list[str]:
+    aliases = f.metadata.get("aliases", [])
+    return [aliases] if isinstance(aliases, str) else list(aliases)
 
 
 def recipe_path(argv: Sequence[str]) -> str | None:
@@ -87,8 +122,9 @@ def find_recipe(path: str, recipe_dirs: Sequence[str | Path] = ()) -> Path:
     )
 
 
-def recipe_argv(path: Path, names: Sequence[str]) -> list[str]:
-    """A recipe's mapping as command-line words (``--name value``), each key checked against ``names``.
+def recipe_argv(path: Path, keys: Mapping[str, str], shown: Mapping[str, str] | None = None) -> list[str]:
+    """A recipe's mapping as command-line words (``--field value``), each key checked against ``keys``
+    (``flag_spellings``: key → field); ``shown`` (field → flag) spells the valid ones in the error.
 
     Values go through the same parser as typed flags: ``2e-5`` (a string to YAML) is a float where the field is one.
     """
@@ -107,9 +143,10 @@ def recipe_argv(path: Path, names: Sequence[str]) -> list[str]:
         )
     words: list[str] = []
     for key, value in recipe.items():
-        name = str(key).removeprefix("--").replace("-", "_")
-        if name not in names:
-            valid = ", ".join(n.replace("_", "-") for n in names)
+        name = keys.get(str(key).removeprefix("--").replace("-", "_"))
+        if name is None:
+            fields = dict.fromkeys(keys.values())
+            valid = ", ".join((shown or {}).get(n, n.replace("_", "-")) for n in fields)
             raise CtxirError(
                 f"--recipe {str(path)!r} sets unknown flag {key!r}: use one of {valid} (dashes or underscores)"
             )
@@ -153,15 +190,19 @@ def command_line(
     every value it set, so the command stands alone (and a recipe edited since cannot change it).
     """
     defaults = {f.name: f.default for f in dataclasses.fields(args_class) if f.name != "recipe"}
+    spellings, flags = flag_spellings(args_class), flag_names(args_class)
     parts = [prefix]
     for key in [k for k in always if k in config] + [k for k in config if k not in always]:
-        value = config[key]
-        if key not in defaults or (key not in always and value == defaults[key]):
+        value, name = (
+            config[key],
+            spellings.get(key),
+        )  # a config saved before a flag's field was renamed: its alias
+        if name not in defaults or (key not in always and value == defaults[name]):
             continue
         if isinstance(value, str):
             for old, new in (replace or {}).items():
                 value = value.replace(old, new)
-        parts.append(f"--{key.replace('_', '-')} {str(value).lower() if isinstance(value, bool) else value}")
+        parts.append(f"--{flags[name]} {str(value).lower() if isinstance(value, bool) else value}")
     return " ".join(parts)
 
 

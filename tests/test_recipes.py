@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ctxir.cli import cli_main, command_line, parse_args
-from training.common import RECIPES_DIR, REPO_ROOT, TRAINING_DIR
+from training.common import RECIPES_DIR, REPO_ROOT, TRAINING_DIR, run_config
 from training.common import cli_main as training_cli_main
 
 DOCS = REPO_ROOT / "docs" / "training.md"
@@ -516,12 +516,130 @@ def test_the_rebuilt_command_line_leaves_the_recipe_out_and_reproduces_the_run()
     from training.train_cross_encoder import CrossEncoderArgs
 
     path = str(RECIPES_DIR / "cross-encoder-stage5.yaml")
-    config = dataclasses.asdict(parse_args(CrossEncoderArgs, ["--recipe", path, "--max-steps", "5"]))
+    config = run_config(
+        parse_args(CrossEncoderArgs, ["--recipe", path, "--max-steps", "5", "--adam-beta2", "0.99"])
+    )
     assert config["recipe"] == path
     line = command_line("python training/train_cross_encoder.py", CrossEncoderArgs, config)
-    assert "--recipe" not in line and "--max-steps 5" in line
-    again = dataclasses.asdict(parse_args(CrossEncoderArgs, shlex.split(line)[2:]))
+    assert "--recipe" not in line and "--max-steps 5" in line and "--adam-beta2 0.99" in line
+    assert "--batch-size 4" in line and "--device" not in line  # the documented flags; the default left out
+    again = run_config(parse_args(CrossEncoderArgs, shlex.split(line)[2:]))
     assert {**again, "recipe": path} == config
+
+
+def test_a_config_saved_under_the_former_flag_names_rebuilds_the_same_command():
+    """metrics.json written before the Trainer's settings took the library's names ("epochs", "batch_size",
+    "warmup", "resume", "device") still gives the command that reproduces its run."""
+    from training.train_cross_encoder import CrossEncoderArgs
+
+    old = {"task": "stsb", "epochs": 4.0, "batch_size": 8, "warmup": 0.2, "resume": "last", "device": "cpu"}
+    line = command_line("python training/train_cross_encoder.py", CrossEncoderArgs, old)
+    assert line.endswith("--task stsb --epochs 4.0 --batch-size 8 --warmup 0.2 --resume last --device cpu")
+    args = parse_args(CrossEncoderArgs, shlex.split(line)[2:])
+    assert (args.num_train_epochs, args.per_device_train_batch_size, args.warmup_steps) == (4.0, 8, 0.2)
+    assert (args.resume_from_checkpoint, args.run_device, args.use_cpu) == ("last", "cpu", True)
+
+
+# ---------------------------------------------------------------- the Trainer's settings: the library's own
+
+TRAINER_SCRIPTS = [
+    ("train_bi_encoder", "BiEncoderArgs", "sentence_transformers", "SentenceTransformerTrainingArguments"),
+    ("train_classifier", "ClassifierArgs", "sentence_transformers", "SentenceTransformerTrainingArguments"),
+    (
+        "train_cross_encoder",
+        "CrossEncoderArgs",
+        "sentence_transformers.cross_encoder",
+        "CrossEncoderTrainingArguments",
+    ),
+    (
+        "train_pair_scorer",
+        "PairScorerArgs",
+        "sentence_transformers.cross_encoder",
+        "CrossEncoderTrainingArguments",
+    ),
+]
+
+
+@pytest.mark.parametrize(("module", "name", "library", "library_class"), TRAINER_SCRIPTS, ids=lambda v: v)
+def test_a_trainer_scripts_arguments_are_the_librarys_training_arguments(
+    module, name, library, library_class
+):
+    """Each Trainer script's class extends sentence-transformers' own: its documented flags set the library's
+    fields, and any other Trainer flag works as the library defines it."""
+    args_class = getattr(importlib.import_module(f"training.{module}"), name)
+    argv = ["--batch-size", "6", "--epochs", "3", "--warmup", "0.05", "--resume", "last", "--device", "cpu"]
+    args = parse_args(
+        args_class, [*argv, "--gradient-accumulation-steps", "2", "--lr-scheduler-type", "cosine"]
+    )
+    assert isinstance(args, getattr(importlib.import_module(library), library_class))
+    assert (args.per_device_train_batch_size, args.num_train_epochs, args.warmup_steps) == (6, 3.0, 0.05)
+    assert (args.resume_from_checkpoint, args.gradient_accumulation_steps, args.lr_scheduler_type) == (
+        "last",
+        2,
+        "cosine",
+    )
+    assert (args.run_device, args.use_cpu, args.device.type) == (
+        "cpu",
+        True,
+        "cpu",
+    )  # the library's device too
+
+
+def test_the_trainer_gets_the_recipes_settings_the_flags_overrides_and_any_other_trainer_flag(tmp_path):
+    """recipes/cross-encoder-stage5.yaml with --batch-size and --adam-beta2 given after it: the Trainer's arguments
+    (the library's own class, built by the runner) hold what the former hand-written mapping gave, plus the flag."""
+    from sentence_transformers.cross_encoder import CrossEncoderTrainingArguments
+
+    from training import runner, train_cross_encoder
+
+    recipe = str(RECIPES_DIR / "cross-encoder-stage5.yaml")
+    args = parse_args(
+        train_cross_encoder.CrossEncoderArgs,
+        ["--recipe", recipe, "--batch-size", "8", "--adam-beta2", "0.99"],
+    )
+    evaluator = type("Dev", (), {"primary_metric": "ndcg@10", "name": "dev"})()
+    trainer_args = runner.trainer_arguments(args, train_cross_encoder.SPEC, tmp_path, "cpu", evaluator)
+    assert type(trainer_args) is CrossEncoderTrainingArguments
+    expected = {
+        "output_dir": str(tmp_path / "checkpoints"),
+        "num_train_epochs": 1.0,
+        "max_steps": 750,
+        "per_device_train_batch_size": 8,  # the flag's
+        "per_device_eval_batch_size": 8,
+        "learning_rate": 2e-5,
+        "warmup_steps": 0.1,
+        "seed": 42,
+        "data_seed": 42,
+        "eval_strategy": "steps",
+        "eval_steps": 250,
+        "save_strategy": "steps",
+        "save_steps": 250,
+        "logging_steps": 10,
+        "logging_first_step": True,
+        "save_total_limit": None,  # keep-checkpoints: true
+        "report_to": [],
+        "fp16": False,
+        "use_cpu": True,
+        "load_best_model_at_end": True,
+        "metric_for_best_model": "dev_ndcg@10",
+        "greater_is_better": True,
+        "learning_rate_mapping": train_cross_encoder.head_learning_rates(args)["learning_rate_mapping"],
+        "adam_beta2": 0.99,  # a Trainer flag ctxir never declared
+        "resume_from_checkpoint": None,  # the runner resolves --resume itself
+    }
+    assert {key: getattr(trainer_args, key) for key in expected} == expected
+
+
+def test_a_bad_trainer_setting_is_one_line_and_exit_2(capsys):
+    """The library's own checks of its settings (its __post_init__) read like ctxir's: one line, exit 2."""
+    from training.train_cross_encoder import CrossEncoderArgs
+
+    def run(args):
+        raise AssertionError("refused arguments run nothing")
+
+    assert cli_main(CrossEncoderArgs, run, ["--lr-scheduler-type", "cosine", "--warmup", "-1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ") and "warmup" in err
 
 
 # ---------------------------------------------------------------- the shipped recipes and the docs

@@ -209,13 +209,13 @@ def test_a_shipped_recipe_runs_with_flags_overriding_it_and_is_recorded(tiny_ber
     argv = ["--recipe", "recipes/bi-encoder-stsb-cosent.yaml", *_bi_args(tiny_bert_dir, toy_root, out)]
     assert train_bi_encoder.main(argv) == 0
     config = _check_metrics(out, "bi-encoder", {"stsb"})["config"]
-    assert (config["task"], config["objective"], config["epochs"], config["learning_rate"]) == (
+    assert (config["task"], config["objective"], config["num_train_epochs"], config["learning_rate"]) == (
         "stsb",
         "cosent",
         2.0,
         2e-5,
     )  # the recipe's
-    assert (config["max_steps"], config["batch_size"], config["model"]) == (
+    assert (config["max_steps"], config["per_device_train_batch_size"], config["model"]) == (
         2,
         4,
         str(tiny_bert_dir),

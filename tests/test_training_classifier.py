@@ -40,7 +40,7 @@ def test_setfit_pairs_alternate_same_and_other_class():
         ({"iterations": 0}, "--iterations must be ≥ 1"),
         ({"per_class": 0}, "--per-class must be ≥ 1"),
         ({"per_class": 1}, "no same-class positive"),
-        ({"objective": "batch-hard", "batch_size": 6 - 1}, "even"),
+        ({"objective": "batch-hard", "per_device_train_batch_size": 6 - 1}, "even"),
         ({"margin": 0.0}, "--margin must be > 0"),
     ],
 )

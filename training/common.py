@@ -14,12 +14,16 @@ Stable API (other scripts import it):
     training_block(...) -> dict                 the metrics.json "training" block from a TrainOutput
     cli_main(args_class, run, argv)             HfArgumentParser → run(args); CtxirError → message, exit 2;
                                                 --recipe PATH read from the cwd, else from training/
-    RunArgs, TrainerRunArgs                     the argument dataclasses the scripts extend
+    CommonArgs, RunArgs, TrainerRunArgs         the argument dataclasses the scripts extend (TrainerRunArgs with
+                                                sentence-transformers' training arguments)
+    trainer_setting(name, default)              a script's own default for one of the Trainer's settings
+    run_config(args) -> dict                    metrics.json "config": ctxir's settings + the Trainer's non-defaults
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as _dt
 import json
 import os
@@ -381,10 +385,10 @@ def _complete_checkpoint(folder: Path) -> bool:
 
 def check_common_args(args) -> None:
     """Argument checks shared by the scripts, before anything is loaded."""
-    if args.batch_size < 1:
-        raise CtxirError(f"--batch-size must be ≥ 1, got {args.batch_size!r}")
-    if args.epochs <= 0 and args.max_steps <= 0:
-        raise CtxirError(f"--epochs must be > 0 (or set --max-steps), got {args.epochs!r}")
+    if args.per_device_train_batch_size < 1:
+        raise CtxirError(f"--batch-size must be ≥ 1, got {args.per_device_train_batch_size!r}")
+    if args.num_train_epochs <= 0 and args.max_steps <= 0:
+        raise CtxirError(f"--epochs must be > 0 (or set --max-steps), got {args.num_train_epochs!r}")
     if args.learning_rate <= 0:
         raise CtxirError(f"--learning-rate must be > 0, got {args.learning_rate!r}")
     if args.max_samples < -1:
@@ -397,12 +401,6 @@ def check_common_args(args) -> None:
                 f"and --save-steps a multiple of it (got --eval-steps {eval_steps!r}, --save-steps "
                 f"{save_steps!r}), e.g. both 110"
             )
-
-
-def trainer_device_kwargs(device: str) -> dict:
-    """TrainingArguments for --device: the HF Trainer places the model itself (and spreads it over GPUs
-    under accelerate/torchrun); 'cpu' must be forced or a visible GPU would be used."""
-    return {"use_cpu": device == "cpu"}
 
 
 # ---------------------------------------------------------------- logs
@@ -459,22 +457,16 @@ def jsonl_log_callback(path: str | os.PathLike):
 
 
 @dataclass
-class RunArgs:
-    """What every training script takes, with the HF Trainer or without (train_cls_lr.py): the data root, the folder
-    it writes, the device, the seed, torch's CPU threads, the run's short name and the recipe it was read from
-    (--recipe). A script redeclares a field only to give it a default or help of its own (the field keeps its place,
-    first, in --help and metrics.json "config")."""
+class CommonArgs:
+    """What every training script takes: the data root, the folder it writes, torch's CPU threads, the run's short
+    name and the recipe it was read from (--recipe). A script redeclares a field only to give it a default or help of
+    its own (the field keeps its place in --help and metrics.json "config")."""
 
     data_dir: str = field(default=DEFAULT_DATA_DIR, metadata={"help": "benchmark data root (../shared/data)"})
     output_dir: str = field(
         default="",
         metadata={"help": "the folder to write (default: one named after the run, under outputs/)"},
     )
-    device: str = field(
-        default="auto",
-        metadata={"help": "auto, cpu or cuda (a Trainer script spreads over every visible GPU)"},
-    )
-    seed: int = 42
     torch_threads: int = field(
         default=0,
         metadata={
@@ -489,19 +481,76 @@ class RunArgs:
 
 
 @dataclass
-class TrainerRunArgs(RunArgs):
-    """What every Trainer-based script shares besides: the starting model, the schedule, the evaluation around
-    training, checkpoints, logging and precision (training/runner.py reads them all)."""
+class RunArgs(CommonArgs):
+    """A script without the HF Trainer (train_cls_lr.py): the shared arguments, the device and the seed."""
+
+    device: str = field(default="auto", metadata={"help": "auto, cpu or cuda"})
+    seed: int = 42
+
+
+# The Trainer's settings the scripts give a default of their own or spell as they always have (--batch-size for
+# per_device_train_batch_size): HfArgumentParser reads "aliases" from a field's metadata.
+TRAINER_FLAGS: dict[str, dict] = {
+    "num_train_epochs": {"aliases": ["--epochs"], "help": "passes over the training data"},
+    "per_device_train_batch_size": {
+        "aliases": ["--batch-size", "--batch_size"],
+        "help": "training batch per device; the evaluators' batch too",
+    },
+    "learning_rate": {"help": "peak learning rate (linear warm-up, then linear decay)"},
+    "warmup_steps": {
+        "aliases": ["--warmup"],
+        "help": "linear warm-up: a fraction of the steps when < 1, else a number of steps",
+    },
+    "eval_steps": {"help": "run the dev evaluator every N steps (0 = only before and after training)"},
+    "save_steps": {"help": "checkpoint every N steps (for --resume)"},
+    "logging_steps": {"help": "log the loss and learning rate every N steps"},
+    "logging_first_step": {"help": "also log the first step"},
+    "save_total_limit": {
+        "help": "checkpoints kept while training, the newest and the dev-best (--keep-checkpoints keeps all)"
+    },
+    "resume_from_checkpoint": {
+        "aliases": ["--resume"],
+        "help": "'last' = newest complete checkpoint in --output-dir/checkpoints, or a checkpoint path",
+    },
+}
+
+
+def trainer_setting(name: str, default: Any, help: str = "") -> Any:
+    """A dataclass field redeclaring the Trainer's setting ``name`` with a script's own default (and help), keeping
+    its documented flag (``TRAINER_FLAGS``)."""
+    if name not in TRAINER_FLAGS:
+        raise ValueError(
+            f"trainer_setting: {name!r} is not one of {sorted(TRAINER_FLAGS)}; declare it with field()"
+        )
+    metadata = dict(TRAINER_FLAGS[name])
+    if help:
+        metadata["help"] = help
+    return field(default=default, metadata=metadata)
+
+
+@dataclass
+class TrainerRunArgs(CommonArgs):
+    """What every Trainer-based script adds to sentence-transformers' training arguments, which a script's class
+    also extends (``class CrossEncoderArgs(TrainerRunArgs, CrossEncoderTrainingArguments)``, so every Trainer flag
+    works): the starting model, the data subset and input length, the evaluation around training, checkpoint
+    keeping and ``--load-best``, and ctxir's defaults for the few Trainer settings below.
+
+    ``output_dir`` is the run's folder (the Trainer's checkpoints go to its checkpoints/); ``--device`` sets
+    ``run_device`` (``device`` is the library's own property, the torch device it set up). The runner hands the
+    Trainer the library's own class, built from these (``training.runner.trainer_arguments``)."""
+
+    run_device: str = field(
+        default="auto",
+        metadata={
+            "aliases": ["--device"],
+            "help": "auto, cpu or cuda (cpu = the Trainer's use_cpu; otherwise it spreads over every visible GPU)",
+        },
+    )
 
     model: str = field(
         default=DEFAULT_BI_ENCODER, metadata={"help": "starting model: Hub id or local folder"}
     )
-    epochs: float = 1.0
-    max_steps: int = field(default=-1, metadata={"help": "stop after N optimizer steps (-1 = use --epochs)"})
     max_samples: int = field(default=-1, metadata={"help": "use N training examples, seeded (-1 = all)"})
-    batch_size: int = 32
-    learning_rate: float = 2e-5
-    warmup: float = field(default=0.1, metadata={"help": "linear warm-up, fraction of the steps"})
     max_length: int = field(
         default=0,
         metadata={
@@ -509,15 +558,6 @@ class TrainerRunArgs(RunArgs):
         },
     )
     eval_before: bool = field(default=True, metadata={"help": "also evaluate the starting model"})
-    eval_steps: int = field(
-        default=0,
-        metadata={"help": "run the dev evaluator every N steps (0 = only before and after training)"},
-    )
-    logging_steps: int = 10
-    save_steps: int = field(default=200, metadata={"help": "checkpoint every N steps (for --resume)"})
-    resume: str = field(
-        default="", metadata={"help": "'last' = newest checkpoint in --output-dir, or a path"}
-    )
     keep_checkpoints: bool = field(default=False, metadata={"help": "keep checkpoints/ after a finished run"})
     load_best: bool = field(
         default=False,
@@ -526,4 +566,38 @@ class TrainerRunArgs(RunArgs):
             "saved, tested and recorded as the run's model; needs --eval-steps, and --save-steps a multiple of it"
         },
     )
-    fp16: bool = field(default=False, metadata={"help": "mixed precision (GPU only)"})
+    # the Trainer's own settings, ctxir's defaults
+    num_train_epochs: float = trainer_setting("num_train_epochs", 1.0)
+    per_device_train_batch_size: int = trainer_setting("per_device_train_batch_size", 32)
+    learning_rate: float = trainer_setting("learning_rate", 2e-5)
+    warmup_steps: float = trainer_setting("warmup_steps", 0.1)
+    eval_steps: int = trainer_setting("eval_steps", 0)
+    logging_steps: int = trainer_setting("logging_steps", 10)
+    logging_first_step: bool = trainer_setting("logging_first_step", True)
+    save_steps: int = trainer_setting("save_steps", 200)
+    save_total_limit: int = trainer_setting("save_total_limit", 2)
+    resume_from_checkpoint: str = trainer_setting("resume_from_checkpoint", "")
+
+    def __post_init__(self):
+        # --device cpu before the library sets up its devices (its __post_init__), so args.device agrees
+        if self.run_device == "cpu":
+            self.use_cpu = True
+        super().__post_init__()
+
+
+def run_config(args) -> dict:
+    """metrics.json "config" of a Trainer script: every setting ctxir declares (its own and the Trainer settings it
+    gives a default), and each other Trainer setting that differs from the library's default."""
+    library = ("transformers.", "sentence_transformers.")
+    ctxir_fields = {
+        name
+        for klass in type(args).__mro__
+        if not klass.__module__.startswith(library)
+        for name in vars(klass).get("__annotations__", {})
+    }
+    default = type(args)()
+    return {
+        f.name: getattr(args, f.name)
+        for f in dataclasses.fields(args)
+        if f.init and (f.name in ctxir_fields or getattr(args, f.name) != getattr(default, f.name))
+    }

@@ -7,13 +7,14 @@ script. The two specs today live in ``train_bi_encoder.py`` and ``train_cross_en
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +26,9 @@ from training.common import (
     evaluation_row,
     jsonl_log_callback,
     resolve_resume,
+    run_config,
     set_threads,
     tee_output,
-    trainer_device_kwargs,
     training_block,
     write_metrics,
 )
@@ -99,40 +100,41 @@ def rounded(scores: dict) -> dict:
     return {k: round(float(v), 4) for k, v in scores.items()}
 
 
-def make_trainer(args, spec: ModelSpec, model, data: TaskData, out: Path, device: str):
-    """The kind's sentence-transformers Trainer: checkpoints under ``out``/checkpoints, the dev evaluator every
-    --eval-steps, the log history mirrored to ``out``/training_log.jsonl."""
-    training_args_class, trainer_class = spec.trainer_classes()
-    evaluate_during = args.eval_steps > 0 and data.dev_evaluator is not None
-    training_args = training_args_class(
+def trainer_arguments(args, spec: ModelSpec, out: Path, device: str, evaluator) -> Any:
+    """The library's own training arguments for the kind's Trainer: every Trainer setting as ``args`` holds it
+    (``args`` extends the same class), and the ones the run derives from ctxir's flags: checkpoints under
+    ``out``/checkpoints, the dev evaluator every --eval-steps, --keep-checkpoints, --load-best, --device cpu, the
+    evaluation batch = --batch-size, the data order seeded by --seed unless --data-seed is given, and the kind's
+    own (``spec.training_options``, e.g. a batch sampler)."""
+    training_args_class, _ = spec.trainer_classes()
+    settings = {f.name: getattr(args, f.name) for f in dataclasses.fields(training_args_class) if f.init}
+    settings.update(
         output_dir=str(out / "checkpoints"),
-        num_train_epochs=args.epochs,
-        max_steps=args.max_steps,
-        per_device_train_batch_size=args.batch_size,
-        per_device_eval_batch_size=args.batch_size,
-        learning_rate=args.learning_rate,
-        warmup_steps=args.warmup,
-        seed=args.seed,
-        data_seed=args.seed,
-        eval_strategy="steps" if evaluate_during else "no",
+        per_device_eval_batch_size=args.per_device_train_batch_size,
+        data_seed=args.seed if args.data_seed is None else args.data_seed,
+        eval_strategy="steps" if evaluator is not None else "no",
         eval_steps=args.eval_steps or None,
-        save_strategy="steps",
-        save_steps=args.save_steps,
-        logging_steps=args.logging_steps,
-        save_total_limit=None if args.keep_checkpoints else 2,  # kept: the dev-best step can be chosen after
-        logging_first_step=True,
-        report_to="none",
-        fp16=args.fp16,
-        **trainer_device_kwargs(device),
-        **best_model_options(args, data.dev_evaluator if evaluate_during else None),
+        save_total_limit=None if args.keep_checkpoints else args.save_total_limit,
+        resume_from_checkpoint=None,  # resolved by the runner ('last' → a checkpoint) and passed to train()
+        # the Trainer places the model itself (over every GPU under torchrun): --device cpu must be forced on it
+        use_cpu=args.use_cpu or device == "cpu",
+        **best_model_options(args, evaluator),
         **spec.training_options(args),
     )
+    return training_args_class(**settings)
+
+
+def make_trainer(args, spec: ModelSpec, model, data: TaskData, out: Path, device: str):
+    """The kind's sentence-transformers Trainer (``trainer_arguments``), the log history mirrored to
+    ``out``/training_log.jsonl."""
+    _, trainer_class = spec.trainer_classes()
+    evaluator = data.dev_evaluator if args.eval_steps > 0 else None
     return trainer_class(
         model=model,
-        args=training_args,
+        args=trainer_arguments(args, spec, out, device, evaluator),
         train_dataset=data.train,
         loss=spec.build_loss(args, model, data),
-        evaluator=data.dev_evaluator if evaluate_during else None,
+        evaluator=evaluator,
         callbacks=[jsonl_log_callback(out / "training_log.jsonl")],
     )
 
@@ -202,14 +204,14 @@ def metrics_record(args, spec: ModelSpec, data: TaskData, trainer, trained, run:
         "base_model": args.model,
         "objective": spec.objective_name(args),
         "datasets": data.datasets,
-        "config": asdict(args),
+        "config": run_config(args),
         "training": {
             **training_block(
                 run["train_output"],
                 steps=state.global_step,
                 epochs=state.epoch or 0.0,
                 train_examples=len(data.train),
-                batch_size=args.batch_size,
+                batch_size=args.per_device_train_batch_size,
                 learning_rate=args.learning_rate,
                 wall_time_seconds=run["wall_time_seconds"],
                 device=run["device"],
@@ -241,12 +243,12 @@ def train(args, spec: ModelSpec) -> dict:
         data_folder(args.data_dir, name)
     out = Path(args.output_dir or spec.default_output(args))
     checkpoint_dir = out / "checkpoints"
-    resume_from = resolve_resume(args.resume, checkpoint_dir)
-    device = pick_device(args.device)
+    resume_from = resolve_resume(args.resume_from_checkpoint, checkpoint_dir)
+    device = pick_device(args.run_device)
     set_threads(args.torch_threads)
     started = time.perf_counter()
     with tee_output(out / "train.log"):
-        print(f"# {spec.script} {' '.join(sys.argv[1:])}\n{asdict(args)}")
+        print(f"# {spec.script} {' '.join(sys.argv[1:])}\n{run_config(args)}")
         # 1. load the starting model
         model = spec.load(args, device)
         # 2. build the training data and the evaluators

@@ -34,6 +34,8 @@ from typing import Literal
 if __package__ in (None, ""):  # `python training/train_bi_encoder.py` from the repo root
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from sentence_transformers import SentenceTransformerTrainingArguments
+
 from ctxir.data import NLI_LABELS, load_beir, load_sick, load_snli, load_sts
 from ctxir.encoders.models import resolve_model, set_max_length
 from ctxir.types import CtxirError, doc_text
@@ -69,8 +71,9 @@ ANCHORS = {
 
 
 @dataclass
-class BiEncoderArgs(TrainerRunArgs):
-    """The shared Trainer arguments (training/common.py) with this script's task, loss, mining and evaluation."""
+class BiEncoderArgs(TrainerRunArgs, SentenceTransformerTrainingArguments):
+    """sentence-transformers' training arguments with ctxir's shared ones (training/common.py) and this script's
+    task, loss, mining and evaluation."""
 
     task: Literal["scifact", "stsb", "sick", "nli"] = field(
         default="stsb", metadata={"help": "training data: scifact (claims → abstracts), stsb, sick, nli"}
@@ -168,7 +171,12 @@ def build_sts_task(args: BiEncoderArgs, model) -> TaskData:
     rows += [
         dataset_entry(n, "test", "eval", data_folder(args.data_dir, n), len(p)) for n, p in tests.items()
     ]
-    return TaskData(train, rows, _similarity_evaluator(dev, f"{name}-dev", args.batch_size), {"sts": tests})
+    return TaskData(
+        train,
+        rows,
+        _similarity_evaluator(dev, f"{name}-dev", args.per_device_train_batch_size),
+        {"sts": tests},
+    )
 
 
 def build_nli_task(args: BiEncoderArgs, model) -> TaskData:
@@ -234,7 +242,7 @@ def build_nli_task(args: BiEncoderArgs, model) -> TaskData:
     return TaskData(
         train,
         rows,
-        _similarity_evaluator(dev, "stsb-dev", args.batch_size),
+        _similarity_evaluator(dev, "stsb-dev", args.per_device_train_batch_size),
         {"sts": tests},
         {"train_examples_after_filtering": n_train, "labels": list(NLI_LABELS)},
     )
@@ -306,7 +314,7 @@ def build_scifact_task(args: BiEncoderArgs, model) -> TaskData:
         num_negatives=num_negatives,
         sampling_strategy="top",
         output_format=fmt,
-        batch_size=args.batch_size,
+        batch_size=args.per_device_train_batch_size,
         cache_folder=_mining_cache(args),
         verbose=True,
     )
@@ -329,7 +337,7 @@ def build_scifact_task(args: BiEncoderArgs, model) -> TaskData:
             {d: doc_text(doc) for d, doc in dev_corpus.items()},
             dev_qrels,
             name="scifact-train-heldout",
-            batch_size=args.batch_size,
+            batch_size=args.per_device_train_batch_size,
             mrr_at_k=[10],
             ndcg_at_k=[10],
             accuracy_at_k=[1, 10],
@@ -398,7 +406,7 @@ def evaluate(model, data: TaskData, args: BiEncoderArgs, model_id: str) -> dict[
     (its Hub id or folder), so ctxir's embedding cache is shared with ``ctxir evaluate --model ID``."""
     scores: dict[tuple[str, str, str], float] = {}
     for name, pairs in data.test.get("sts", {}).items():
-        result = _similarity_evaluator(pairs, f"{name}-test", args.batch_size)(model)
+        result = _similarity_evaluator(pairs, f"{name}-test", args.per_device_train_batch_size)(model)
         scores[(name, "test", "spearman")] = float(result[f"{name}-test_spearman_cosine"])
         scores[(name, "test", "pearson")] = float(result[f"{name}-test_pearson_cosine"])
     if "retrieval" in data.test:
@@ -410,7 +418,7 @@ def evaluate(model, data: TaskData, args: BiEncoderArgs, model_id: str) -> dict[
         corpus, queries, qrels = data.test["retrieval"]
         # ctxir's cache is keyed by the name and a fingerprint of the weights: the trained model never reuses
         # old vectors, and the starting model reuses those of an earlier `ctxir.evaluate` run.
-        encoder = BiEncoder(model, batch_size=args.batch_size)
+        encoder = BiEncoder(model, batch_size=args.per_device_train_batch_size)
         encoder.name = model_id
         hits = DenseRetriever(corpus, encoder, index="exact", show_progress=True).search(queries, 100)
         aggregate = evaluate_run(qrels, run_from_hits(hits)).aggregate
@@ -461,7 +469,6 @@ def load(args: BiEncoderArgs, device: str):
 def trainer_classes():
     """sentence-transformers' bi-encoder trainer and its arguments (train_classifier.py trains the same kind)."""
     from sentence_transformers.sentence_transformer.trainer import SentenceTransformerTrainer
-    from sentence_transformers.sentence_transformer.training_args import SentenceTransformerTrainingArguments
 
     return SentenceTransformerTrainingArguments, SentenceTransformerTrainer
 

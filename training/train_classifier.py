@@ -35,6 +35,8 @@ from typing import Literal
 if __package__ in (None, ""):  # `python training/train_classifier.py` from the repo root
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from sentence_transformers import SentenceTransformerTrainingArguments
+
 from ctxir.classify import (
     TEMPLATES,
     ZeroShotClassifier,
@@ -55,6 +57,7 @@ from training.common import (
     cli_main,
     data_folder,
     dataset_entry,
+    trainer_setting,
 )
 from training.runner import ModelSpec, TaskData, train
 from training.train_bi_encoder import (  # the same model kind: one loader, one trainer
@@ -79,9 +82,9 @@ EVAL_METHODS = ("zero-shot", "knn-5", "centroid", "logreg")
 
 
 @dataclass
-class ClassifierArgs(TrainerRunArgs):
-    """The shared Trainer arguments (training/common.py) with this script's objective and sampling; batch_size
-    and the help of the two it does not use are its own."""
+class ClassifierArgs(TrainerRunArgs, SentenceTransformerTrainingArguments):
+    """sentence-transformers' training arguments with ctxir's shared ones (training/common.py) and this script's
+    objective and sampling; its batch size and the help of the two settings it does not use are its own."""
 
     objective: Literal["triplet", "batch-hard", "setfit"] = field(
         default="triplet", metadata={"help": "triplet, batch-hard (BatchHardTripletLoss) or setfit (pairs)"}
@@ -102,10 +105,10 @@ class ClassifierArgs(TrainerRunArgs):
     max_samples: int = field(
         default=-1, metadata={"help": "unused (the runner's shared check); see --per-class"}
     )
-    batch_size: int = 16
+    per_device_train_batch_size: int = trainer_setting("per_device_train_batch_size", 16)
     eval_max_test: int = field(default=0, metadata={"help": "first N test rows only (0 = all 7,600)"})
-    eval_steps: int = field(
-        default=0, metadata={"help": "unused: no in-training evaluator (test is never seen)"}
+    eval_steps: int = trainer_setting(
+        "eval_steps", 0, "unused: no in-training evaluator (test is never seen)"
     )
 
 
@@ -276,8 +279,12 @@ def check(args: ClassifierArgs) -> None:
         raise CtxirError(f"--per-class must be ≥ 1 (or -1 = the whole subset), got {args.per_class!r}")
     if args.per_class == 1 and args.objective != "setfit":
         raise CtxirError("--per-class 1 leaves no same-class positive for a triplet: use ≥ 2")
-    if args.objective == "batch-hard" and (args.batch_size < 4 or args.batch_size % 2):
-        raise CtxirError(f"--objective batch-hard needs an even --batch-size ≥ 4, got {args.batch_size!r}")
+    if args.objective == "batch-hard" and (
+        args.per_device_train_batch_size < 4 or args.per_device_train_batch_size % 2
+    ):
+        raise CtxirError(
+            f"--objective batch-hard needs an even --batch-size ≥ 4, got {args.per_device_train_batch_size!r}"
+        )
     if args.margin <= 0:
         raise CtxirError(f"--margin must be > 0, got {args.margin!r}")
 

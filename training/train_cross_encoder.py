@@ -34,6 +34,8 @@ from typing import Literal
 if __package__ in (None, ""):  # `python training/train_cross_encoder.py` from the repo root
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from sentence_transformers.cross_encoder import CrossEncoderTrainingArguments
+
 from ctxir.encoders.models import (
     ADAPTER_CONFIG,
     DEFAULT_BI_ENCODER,
@@ -52,6 +54,7 @@ from training.common import (
     dataset_entry,
     heldout_queries,
     take,
+    trainer_setting,
     unseen_heldout_queries,
 )
 from training.runner import ModelSpec, Scores, TaskData, train
@@ -79,7 +82,7 @@ ANCHORS = {
 
 
 @dataclass
-class CrossEncoderArgs(TrainerRunArgs):
+class CrossEncoderArgs(TrainerRunArgs, CrossEncoderTrainingArguments):
     task: Literal["scifact", "stsb"] = field(
         default="scifact", metadata={"help": "scifact re-ranker or stsb"}
     )
@@ -222,7 +225,7 @@ class CrossEncoderArgs(TrainerRunArgs):
             "help": "use N training pairs, seeded (-1 = all); scifact: N (claim, positive) pairs, negatives added"
         },
     )
-    batch_size: int = 16
+    per_device_train_batch_size: int = trainer_setting("per_device_train_batch_size", 16)
     max_length: int = field(
         default=256,
         metadata={
@@ -261,7 +264,7 @@ class CrossEncoderArgs(TrainerRunArgs):
     eval_before: bool = field(
         default=True, metadata={"help": "also evaluate the starting model (a fresh head scores at random)"}
     )
-    eval_steps: int = field(default=0, metadata={"help": "run the dev evaluator every N steps (0 = never)"})
+    eval_steps: int = trainer_setting("eval_steps", 0, "run the dev evaluator every N steps (0 = never)")
     train_passages: Literal["first", "best"] = field(
         default="first",
         metadata={
@@ -302,7 +305,7 @@ def build_stsb(args: CrossEncoderArgs) -> TaskData:
         [[a, b] for a, b, _ in dev],
         [s / 5.0 for _, _, s in dev],
         name="stsb-dev",
-        batch_size=args.batch_size,
+        batch_size=args.per_device_train_batch_size,
         write_csv=False,
     )
     rows = [
@@ -728,7 +731,7 @@ def scifact_dev_evaluator(
             dev_hits,
             corpus,
             {q: {d: 1 for d in positives[q]} for q in dev_ids},
-            args.batch_size,
+            args.per_device_train_batch_size,
         )
     samples = [
         {
@@ -743,7 +746,7 @@ def scifact_dev_evaluator(
         at_k=10,
         always_rerank_positives=False,
         name="scifact-train-heldout",
-        batch_size=args.batch_size,
+        batch_size=args.per_device_train_batch_size,
         write_csv=False,
     )
 
@@ -812,7 +815,7 @@ def wikiqa_dev_evaluator(args: CrossEncoderArgs):
         at_k=10,
         always_rerank_positives=False,
         name="wikiqa-dev",
-        batch_size=args.batch_size,
+        batch_size=args.per_device_train_batch_size,
         write_csv=False,
     )
 
@@ -859,7 +862,7 @@ def evaluate(model, data: TaskData, args: CrossEncoderArgs, model_id: str = "") 
             [[a, b] for a, b, _ in test],
             [s for _, _, s in test],
             name="stsb-test",
-            batch_size=args.batch_size,
+            batch_size=args.per_device_train_batch_size,
             write_csv=False,
         )(model)
         scores[("stsb", "test", "spearman")] = float(result["stsb-test_spearman"])
@@ -873,7 +876,7 @@ def evaluate(model, data: TaskData, args: CrossEncoderArgs, model_id: str = "") 
         passages = Passages() if args.train_passages == "best" else None  # scored as it was trained
         runs = Pipeline(
             bm25,
-            CrossEncoderReranker(model, batch_size=args.batch_size, passages=passages),
+            CrossEncoderReranker(model, batch_size=args.per_device_train_batch_size, passages=passages),
             depth=args.rerank_depth,
         ).run(queries)
         aggregate = evaluate_run(qrels, runs["rerank"]).aggregate
@@ -1046,7 +1049,6 @@ def save(model, out: Path, args: CrossEncoderArgs) -> None:
 
 def _trainer_classes():
     from sentence_transformers.cross_encoder.trainer import CrossEncoderTrainer
-    from sentence_transformers.cross_encoder.training_args import CrossEncoderTrainingArguments
 
     return CrossEncoderTrainingArguments, CrossEncoderTrainer
 

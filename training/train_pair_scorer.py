@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Literal
 
 import torch
-from sentence_transformers.cross_encoder import losses
+from sentence_transformers.cross_encoder import CrossEncoderTrainingArguments, losses
 from sentence_transformers.cross_encoder.evaluation import CrossEncoderCorrelationEvaluator
 from sentence_transformers.util import batch_to_device
 
@@ -41,7 +41,7 @@ from ctxir.encoders.models import DEFAULT_BI_ENCODER, load_cross_encoder, resolv
 from ctxir.names import PAIR_ORDERS_FILE
 from ctxir.rerank.rankers import pair_scores
 from ctxir.types import CtxirError
-from training.common import DEFAULT_DATA_DIR, TrainerRunArgs, cli_main
+from training.common import TrainerRunArgs, cli_main, trainer_setting
 from training.runner import train
 from training.train_cross_encoder import LORA_TARGETS, SPEC, name_adapter_base
 
@@ -51,7 +51,7 @@ ADAPTER_WEIGHTS = "adapter_model.safetensors"
 
 
 @dataclass
-class PairScorerArgs(TrainerRunArgs):
+class PairScorerArgs(TrainerRunArgs, CrossEncoderTrainingArguments):
     model: str = field(
         default=DEFAULT_BI_ENCODER,
         metadata={
@@ -99,24 +99,19 @@ class PairScorerArgs(TrainerRunArgs):
             "help": "learning rate of the head's weights (scale, bias, linear term); 0 = --learning-rate"
         },
     )
-    data_dir: str = field(default=DEFAULT_DATA_DIR, metadata={"help": "benchmark data root (../shared/data)"})
     output_dir: str = field(default="", metadata={"help": "default outputs/pair-scorer-stsb"})
-    device: str = field(default="auto", metadata={"help": "auto, cpu, cuda"})
-    epochs: float = 2.0
-    max_steps: int = field(default=-1, metadata={"help": "stop after N optimizer steps (-1 = use --epochs)"})
+    num_train_epochs: float = trainer_setting("num_train_epochs", 2.0)
     max_samples: int = field(
         default=-1, metadata={"help": "use N STS-B train pairs, seeded (-1 = all 5,749)"}
     )
-    batch_size: int = 16
-    learning_rate: float = field(default=2e-4, metadata={"help": "LoRA weights' learning rate"})
-    warmup: float = field(default=0.1, metadata={"help": "linear warm-up, fraction of the steps"})
-    seed: int = 42
+    per_device_train_batch_size: int = trainer_setting("per_device_train_batch_size", 16)
+    learning_rate: float = trainer_setting("learning_rate", 2e-4, "LoRA weights' learning rate")
     max_length: int = field(default=128, metadata={"help": "tokens per (a, b) input; STS-B pairs are short"})
     eval_before: bool = field(
         default=True, metadata={"help": "also evaluate the untrained start (the cosine)"}
     )
-    eval_steps: int = field(
-        default=0, metadata={"help": "run the STS-B dev evaluator every N steps (0 = never)"}
+    eval_steps: int = trainer_setting(
+        "eval_steps", 0, "run the STS-B dev evaluator every N steps (0 = never)"
     )
     task: str = field(default="stsb", metadata={"help": "stsb (the only task: STS-B train, dev, test)"})
     extra_train: Literal["none", "sick", "silver"] = field(
@@ -362,7 +357,7 @@ def evaluate(model, data, args: PairScorerArgs, model_id: str = "") -> dict:
         [[a, b] for a, b, _ in test],
         [s for _, _, s in test],
         name="stsb-test",
-        batch_size=args.batch_size,
+        batch_size=args.per_device_train_batch_size,
         write_csv=False,
         both_orders=args.pair_orders == "both",
     )(model)
