@@ -1274,11 +1274,11 @@ def test_evaluate_reranker_chooses_rrf_on_heldout_claims_and_splits_test_by_seen
         == 0
     )
     rows_before = len(json.loads((out / "metrics.json").read_text())["evaluations"])
-    # scripts/cross_encoder_int8.py: float32 vs int8 on the same held-out claims, the 0.005 rule applied
-    from scripts import cross_encoder_int8
+    # benchmarks.rerank_int8: float32 vs int8 on the same held-out claims, the 0.005 rule applied
+    from benchmarks import rerank_int8
 
-    int8 = cross_encoder_int8.run(
-        cross_encoder_int8.Int8Args(model=str(out), data_dir=str(toy_root), depth=5, variants="onnx-int8")
+    int8 = rerank_int8.run(
+        rerank_int8.Int8Args(model=str(out), data_dir=str(toy_root), depth=5, variants="onnx-int8")
     )
     variants = int8["variants"]
     assert (
