@@ -525,21 +525,12 @@ def test_a_failed_background_index_is_reported_not_raised(state, monkeypatch):
         raise CtxirError("disk full while writing the embedding cache")
 
     monkeypatch.setattr(CorpusIndex, "_encode_in_steps", broken)
-    from ctxir.app.state import IndexBuild
-
-    failed = AppState(
-        state.models,
-        AppConfig(device="cpu"),
-        {"d1": {"title": "", "text": "x"}},
-        "big",
-        build=IndexBuild(cache=None, background=True),
-    )  # the grouped form of cache=, background=
+    corpus = {"d1": {"title": "", "text": "x"}}
+    failed = AppState(state.models, AppConfig(device="cpu"), corpus, "big", cache=None, background=True)
     assert not failed.wait_ready(30)
     assert "Indexing corpus 'big' failed: disk full" in failed.indexing.text()
     with pytest.raises(CtxirError, match=r"corpus 'big' could not be indexed \(disk full"):
         search(failed, "x")
-    with pytest.raises(TypeError, match=r"'backgrund'.*valid: examples, build, background, cache"):
-        AppState(state.models, AppConfig(device="cpu"), {"d1": {"title": "", "text": "x"}}, backgrund=True)
 
 
 def test_first_start_encodes_in_reported_steps_into_the_cache(state, tmp_path, monkeypatch):
