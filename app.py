@@ -109,7 +109,7 @@ class _AppArgs:
         "scoring), on the CPU: onnx-int8 (the body exported once into the cache folder and run "
         "by ONNX Runtime, the layers a model shares unchanged with its base in int8, its "
         "trained layers float32: the shipped re-ranker's held-out nDCG@10 0.7518 vs 0.7560, "
-        "within the 0.005 rule, scripts/cross_encoder_int8.py), onnx (all float32: torch's "
+        "within the 0.005 rule, python -m benchmarks.rerank_int8), onnx (all float32: torch's "
         "scores) or torch. A GPU, the explanations and the inspection views use torch",
     )
     torch_threads: int = _env_int(

@@ -13,8 +13,16 @@ root:
 ``python -m benchmarks KIND --flags`` is the same as ``python -m benchmarks.KIND --flags``. One module per thing
 measured: ``search`` (single-query latency, recall and memory per index type; the index types in ``indexes``),
 ``encode`` (encoding throughput of the fast paths and their nDCG@10 cost), ``rerank`` (cross-encoder latency against
-candidates), ``train`` (cross-encoder training throughput), ``app`` (every endpoint through gradio_client);
-``report`` renders their records into docs/performance.md; ``common`` holds what they share.
+candidates), ``train`` (cross-encoder training throughput), ``app`` (every endpoint through gradio_client),
+``views`` (the app's views in process, per device); ``report`` renders their records into docs/performance.md;
+``common`` holds what they share.
+
+Each of these writes a record of its own, quoted by the docs page named: ``app_inprocess`` (the app's cold start,
+search latency over every demo query, attention view size: docs/app.md), ``explain`` (``ctxir.explain.explain``'s
+latency and completeness: docs/explanations.md), ``startup`` (start-up on a large corpus, on the folder
+``synthetic_corpus`` writes: docs/performance.md), ``ann_recall`` (the ANN index against exact search),
+``onnx_memory`` (peak memory of encoding per backend), ``rerank_int8`` (does an int8 cross-encoder keep its
+ranking: docs/training.md), ``distributed`` (Ray Data encoding and Milvus Lite: docs/distributed.md).
 """
 
 from __future__ import annotations
@@ -22,7 +30,23 @@ from __future__ import annotations
 import importlib
 import sys
 
-KINDS = ("search", "encode", "rerank", "train", "app", "views", "report")
+KINDS = (
+    "search",
+    "encode",
+    "rerank",
+    "train",
+    "app",
+    "views",
+    "report",
+    "app_inprocess",
+    "explain",
+    "startup",
+    "synthetic_corpus",
+    "ann_recall",
+    "onnx_memory",
+    "rerank_int8",
+    "distributed",
+)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -109,47 +109,6 @@ def check_int(value: Any, what: str, low: int, high: int) -> int:
     return number
 
 
-def grouped_options(
-    kind: type,
-    value: Any,
-    options: Mapping[str, Any],
-    where: str,
-    argument: str,
-    other_keywords: Sequence[str] = (),
-):
-    """``value`` (an instance of the dataclass ``kind``, or None for its defaults) with the keyword ``options`` (its
-    field names) applied: how a function that groups its settings in ``kind`` keeps its old keyword form.
-
-    Anything else in ``value``'s place, or an unknown keyword, is a TypeError naming ``where`` and every valid keyword
-    (``other_keywords``, the function's own, first).
-
-    >>> from dataclasses import dataclass
-    >>> @dataclass(frozen=True)
-    ... class Style:
-    ...     width: int = 1
-    ...     color: str = "red"
-    >>> grouped_options(Style, Style(width=2), {"color": "blue"}, "draw", "style")
-    Style(width=2, color='blue')
-    >>> grouped_options(Style, None, {"colour": "blue"}, "draw", "style", ("title",))
-    Traceback (most recent call last):
-        ...
-    TypeError: draw: unknown keyword(s) 'colour'; valid: title, color, width
-    """
-    if value is not None and not isinstance(value, kind):
-        raise TypeError(
-            f"{where}: {argument} must be a {kind.__name__} or None, got {value!r}; pass "
-            f"{kind.__name__}(...) or its fields as keywords"
-        )
-    valid = sorted(f.name for f in fields(kind))
-    unknown = sorted(set(options) - set(valid))
-    if unknown:
-        raise TypeError(
-            f"{where}: unknown keyword(s) {', '.join(map(repr, unknown))}; valid: "
-            f"{', '.join([*other_keywords, *valid])}"
-        )
-    return replace(value, **options) if value is not None else kind(**options)
-
-
 def check_settings(kind: type, settings, options: dict, argument: str):
     """``settings`` (an instance of ``kind``, or None for the defaults) with ``options`` (its field names) applied:
     the keyword form of the old signatures keeps working beside the dataclass."""

@@ -120,6 +120,19 @@ def tiny_bert_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def training_argv():
+    """``training_argv(model, data_dir, output_dir, max_steps=2, ...)``: a training script's command line on the CPU
+    with one torch thread; each keyword is a flag (``dev_queries=2`` → ``--dev-queries 2``)."""
+
+    def argv(model, data_dir, output_dir, **flags) -> list[str]:
+        values = {"model": model, "data_dir": data_dir, "output_dir": output_dir, "device": "cpu"}
+        values |= {"torch_threads": 1, **flags}
+        return [part for key, value in values.items() for part in (f"--{key.replace('_', '-')}", str(value))]
+
+    return argv
+
+
+@pytest.fixture(scope="session")
 def _tiny_st(tiny_bert_dir):
     from sentence_transformers import SentenceTransformer
 

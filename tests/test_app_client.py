@@ -130,11 +130,21 @@ def test_score_pairs_endpoint(served):
     assert tokens["data"][0][:2] == [0, "[CLS]"] and "[SEP]" in formation
 
 
-def test_model_info_endpoint(served):
+def test_model_info_reports_the_architecture(served):
     client, _ = served
-    _text, tokens, info = client.predict("bi-encoder", "Bats hunt moths.", api_name="/model_info")
-    assert info["layers"] == 6 and info["hidden_size"] == 384 and info["attention_heads"] == 12
-    assert [row[1] for row in tokens["data"]][:3] == ["[CLS]", "bats", "hunt"]
+    _text, tokens, info = client.predict("bi-encoder", "The bank approved the loan.", api_name="/model_info")
+    assert (info["layers"], info["hidden_size"], info["ffn_size"], info["attention_heads"]) == (
+        6,
+        384,
+        1536,
+        12,
+    )
+    assert info["vocab_size"] == 30522 and 22_000_000 < info["parameters"] < 23_000_000
+    assert info["special_tokens"]["cls_token"] == {"token": "[CLS]", "id": 101}
+    rows = [dict(zip(tokens["headers"], row, strict=True)) for row in tokens["data"]]
+    assert [r["token"] for r in rows] == ["[CLS]", "the", "bank", "approved", "the", "loan", ".", "[SEP]"]
+    assert rows[0]["special"] and not rows[2]["special"]
+    assert client.predict("cross-encoder", "", api_name="/model_info")[2]["layers"] == 6
 
 
 def test_token_embeddings_endpoint(served):
@@ -148,29 +158,29 @@ def test_token_embeddings_endpoint(served):
     assert len(data["points"]["pca"]["6"]) == len(data["tokens"])
 
 
-def test_layer_similarity_endpoint_bank_senses(served):
+def test_bank_senses_drift_apart_in_the_middle_layers(served):
     client, _ = served
-    sentences = "I sat on the bank of the river and watched the water.\nShe deposited her salary at the bank."
+    river, money = demo_presets()["bank_contexts"][:2]  # river bank vs salary at the bank
     word_png, sent_png, _text, data = client.predict(
-        "bi-encoder", sentences, "bank", api_name="/layer_similarity"
+        "bi-encoder", f"{river}\n{money}", "bank", api_name="/layer_similarity"
     )
     curve = data["word_cosine"]["1 vs 2"]
-    # the river bank and the money bank are less alike in the middle layers than at the embedding layer
-    assert np.mean(curve[2:5]) < curve[0] - 0.05
+    assert len(curve) == 7 and set(data["sentence_cosine"]) == {"1 vs 2"}
+    # Layer 0 holds the same token embedding (+ position): near-identical. Context pulls the senses apart.
+    assert curve[0] > 0.9 and min(curve[2:5]) < curve[0] - 0.05
     assert Path(word_png).is_file() and Path(sent_png).is_file()
 
 
-def test_sentence_similarity_endpoint(served):
+def test_sentence_similarity_prefers_paraphrases(served):
     client, _ = served
-    _png, data = client.predict(
-        "A cat is sleeping on the windowsill.\nThe kitten dozed in the sunny window.\n"
-        "The central bank raised interest rates.",
-        6,
-        "mean",
-        api_name="/sentence_similarity",
-    )
+    sentences = "\n".join(demo_presets()["similarity_sentences"])
+    png, data = client.predict(sentences, 6, "mean", api_name="/sentence_similarity")
     sim = np.asarray(data["similarity"])
-    assert sim[0, 1] > sim[0, 2] + 0.2
+    np.testing.assert_allclose(np.diag(sim), 1.0, atol=1e-3)
+    np.testing.assert_allclose(sim, sim.T, atol=1e-3)
+    cat, kitten, central_bank = 5, 6, 0
+    assert sim[cat, kitten] > sim[cat, central_bank] + 0.2
+    assert Path(png).read_bytes()[:4] == b"\x89PNG"
 
 
 def test_attention_endpoint(served):
@@ -208,6 +218,17 @@ def test_attention_endpoint(served):
             "/layer_similarity",
             ("bi-encoder", "a river\nthe bank", "bank"),
             "word 'bank' is not in sentence 1",
+        ),
+        (
+            "/layer_similarity",
+            ("bi-encoder", "I sat on the bank.\nThe cat slept.", "bank"),
+            r"word 'bank' is not in sentence 2 \('The cat slept.'\)",
+        ),
+        ("/layer_similarity", ("bi-encoder", "I sat on the bank.", "bank"), "at least 2 non-empty line"),
+        (
+            "/sentence_similarity",
+            ("one\ntwo", 6, "sum"),
+            r"pooling must be one of \['mean', 'cls', 'max'\], got 'sum'",
         ),
     ],
 )
@@ -272,20 +293,38 @@ def test_error_messages_over_plain_http_are_plain_text(served):
 @pytest.mark.parametrize(
     ("name", "content", "message"),
     [
-        ("latin1.txt", "caf\xe9\n".encode("latin-1"), "is not UTF-8"),
-        ("dupes.jsonl", b'{"id": "1", "text": "a"}\n{"id": "1", "text": "b"}\n', "appears twice"),
-        ("broken.jsonl", b'{"id": "1", "text": "a"\n', "line 1: expected a JSON object"),
+        (
+            "latin1.txt",
+            "caf\xe9 au lait\n".encode("latin-1"),
+            r"latin1\.txt is not UTF-8: byte\(s\) e9 at line 1",
+        ),
+        (
+            "bad.jsonl",
+            b'{"id": "1", "text": "ok"}\n{"id": 2, "text": \n',
+            r"bad\.jsonl line 2: expected a JSON object",
+        ),
+        (
+            "dupes.jsonl",
+            b'{"id": "1", "text": "a"}\n{"id": "1", "text": "b"}\n',
+            r"document id '1' appears twice, on line 1 and line 2",
+        ),
+        ("notext.csv", b"id,body\n1,hello\n", r"expected a header row with a 'text' column"),
+        # Gradio's file box refuses it before the app (which would say: unsupported file type '.pdf')
+        ("corpus.pdf", b"%PDF-1.4", r"Invalid file type.*'\.txt', '\.jsonl', '\.csv', '\.tsv'"),
+        ("empty.txt", b"\n\n", r"contains no documents"),
     ],
 )
-def test_bad_uploads_are_error_messages(served, tmp_path, name, content, message):
+def test_bad_uploads_are_error_messages(served, app_state, tmp_path, name, content, message):
     from gradio_client import handle_file
     from gradio_client.exceptions import AppError
 
     client, _ = served
     path = tmp_path / name
     path.write_bytes(content)
+    before = app_state.corpus_names
     with pytest.raises(AppError, match=message):
         client.predict(handle_file(str(path)), api_name="/upload_corpus")
+    assert app_state.corpus_names == before
 
 
 def test_json_outputs_are_plain_json(served):

@@ -53,7 +53,9 @@ def test_gradio_highlighted_text_uses_the_attribution_colours():
 def test_figures_and_the_report_colour_attributions_alike():
     up, down = figures.token_bars(["good", "bad"], [0.5, -0.5], "t").data[0].marker.color
     assert _rgb(up) == RAISES_RGB and _rgb(down) == LOWERS_RGB
-    heat = figures.heatmap(np.array([[-1.0, 1.0]]), ["q"], ["a", "b"], "t", diverging=True).data[0]
+    heat = figures.heatmap(
+        np.array([[-1.0, 1.0]]), ["q"], ["a", "b"], "t", figures.HeatmapStyle(diverging=True)
+    ).data[0]
     assert _rgb(heat.colorscale[0][1]) == LOWERS_RGB and _rgb(heat.colorscale[-1][1]) == RAISES_RGB
     cmap = figures.attribution_cmap()  # the PNG exports
     assert tuple(round(255 * c) for c in cmap(0.0)[:3]) == LOWERS_RGB
@@ -66,35 +68,13 @@ def test_figures_and_the_report_colour_attributions_alike():
     assert ATTRIBUTION_LEGEND == "red = raised the score, violet = lowered it"
 
 
-def test_heatmap_style_and_its_keywords_draw_the_same_figure():
+def test_heatmap_draws_its_style():
     matrix = np.array([[0.1, 0.9], [0.4, 0.6]])
     style = figures.HeatmapStyle(value_name="cosine", row_name="token", zmin=0.0, decimals=2, height=500)
-    grouped = figures.heatmap(matrix, ["a", "b"], ["c", "d"], "t", style)
-    keywords = figures.heatmap(
-        matrix,
-        ["a", "b"],
-        ["c", "d"],
-        "t",
-        value_name="cosine",
-        row_name="token",
-        zmin=0.0,
-        decimals=2,
-        height=500,
-    )
-    assert grouped.to_json() == keywords.to_json()
-    trace = grouped.data[0]
-    assert trace.zmin == 0.0 and "cosine %{z:.3f}" in trace.hovertemplate and grouped.layout.height == 500
-    # a keyword overrides the style's field; the style itself is frozen and unchanged
-    assert (
-        figures.heatmap(matrix, ["a", "b"], ["c", "d"], "t", style, decimals=4)
-        .data[0]
-        .hovertemplate.endswith("cosine %{z:.5f}<extra></extra>")
-    )
-    assert style.decimals == 2
-    with pytest.raises(TypeError, match=r"'decimal'.*valid: hover_labels, .*decimals"):
-        figures.heatmap(matrix, ["a", "b"], ["c", "d"], "t", decimal=2)
-    with pytest.raises(TypeError, match="style must be a HeatmapStyle"):
-        figures.heatmap(matrix, ["a", "b"], ["c", "d"], "t", {"decimals": 2})
+    fig = figures.heatmap(matrix, ["a", "b"], ["c", "d"], "t", style)
+    trace = fig.data[0]
+    assert trace.zmin == 0.0 and "cosine %{z:.3f}" in trace.hovertemplate and fig.layout.height == 500
+    assert trace.hovertemplate.startswith("token <b>")
 
 
 def test_the_failure_report_highlights_and_its_legend_use_the_same_colours():

@@ -6,7 +6,13 @@ import json
 import numpy as np
 import pytest
 
-from ctxir.evaluation.compare import adjust_pvalues, compare_systems, format_comparison, paired_pvalue
+from ctxir.evaluation.compare import (
+    SignificanceTest,
+    adjust_pvalues,
+    compare_systems,
+    format_comparison,
+    paired_pvalue,
+)
 from ctxir.evaluation.evaluate import main
 from ctxir.types import CtxirError
 
@@ -69,8 +75,10 @@ def test_holm_finds_what_bonferroni_misses():
     # B gains on all 6 queries: p = 2/64; C on 5 of 6 (one tie): p = 4/64. Bonferroni (×2): 0.0625, 0.125.
     # Holm: 0.03125·2 = 0.0625, then max(0.0625·1, 0.0625) = 0.0625: at α = 0.1 both differ, Bonferroni only B
     systems = {"A": per_query([0] * 6), "B": per_query([1] * 6), "C": per_query([1, 1, 1, 1, 1, 0])}
-    holm = compare_systems(systems, ["nDCG@10"], alpha=0.1)
-    bonferroni = compare_systems(systems, ["nDCG@10"], alpha=0.1, correction="bonferroni")
+    holm = compare_systems(systems, ["nDCG@10"], significance=SignificanceTest(alpha=0.1))
+    bonferroni = compare_systems(
+        systems, ["nDCG@10"], significance=SignificanceTest(alpha=0.1, correction="bonferroni")
+    )
     assert [(r["system"], r["p"], r["significant"]) for r in holm["comparisons"]] == [
         ("B", pytest.approx(2 / 64), True),
         ("C", pytest.approx(4 / 64), True),
@@ -85,7 +93,9 @@ def test_holm_finds_what_bonferroni_misses():
 
 def test_all_pairs_are_corrected_together_per_metric():
     systems = {"A": per_query([0, 0, 0, 0]), "B": per_query([1, 1, 1, 0]), "C": per_query([1, 1, 1, 1])}
-    result = compare_systems(systems, ["nDCG@10"], pairs="all", correction="bonferroni")
+    result = compare_systems(
+        systems, ["nDCG@10"], pairs="all", significance=SignificanceTest(correction="bonferroni")
+    )
     assert [(r["baseline"], r["system"]) for r in result["comparisons"]] == [
         ("A", "B"),
         ("A", "C"),
@@ -102,17 +112,18 @@ def test_bad_comparisons_are_refused_with_a_message():
     with pytest.raises(CtxirError, match=r"metric 'MRR@10' is not in 'A'"):
         compare_systems({"A": per_query([0, 1]), "B": per_query([1, 1])}, ["MRR@10"])
     with pytest.raises(CtxirError, match=r"test 'wilcox' is not known: use one of 'randomization', 't-test'"):
-        compare_systems({"A": per_query([0, 1]), "B": per_query([1, 1])}, ["nDCG@10"], test="wilcox")
+        compare_systems(
+            {"A": per_query([0, 1]), "B": per_query([1, 1])},
+            ["nDCG@10"],
+            significance=SignificanceTest("wilcox"),
+        )
     with pytest.raises(CtxirError, match="at least 2 systems"):
         compare_systems({"A": per_query([0, 1])}, ["nDCG@10"])
-    from ctxir.evaluation.compare import SignificanceTest
-
     systems = {"A": per_query([0, 1, 0, 1]), "B": per_query([1, 1, 1, 1])}
-    grouped = compare_systems(systems, ["nDCG@10"], significance=SignificanceTest(test="t-test", alpha=0.2))
-    assert grouped == compare_systems(systems, ["nDCG@10"], test="t-test", alpha=0.2)
-    assert (grouped["test"], grouped["alpha"], grouped["correction"]) == ("t-test", 0.2, "holm")
-    with pytest.raises(TypeError, match=r"'alhpa'.*valid: significance, alpha, correction"):
-        compare_systems(systems, ["nDCG@10"], alhpa=0.1)
+    with pytest.raises(CtxirError, match=r"alpha must be between 0 and 1, got 1.5"):
+        compare_systems(systems, ["nDCG@10"], significance=SignificanceTest(alpha=1.5))
+    t_test = compare_systems(systems, ["nDCG@10"], significance=SignificanceTest(test="t-test", alpha=0.2))
+    assert (t_test["test"], t_test["alpha"], t_test["correction"]) == ("t-test", 0.2, "holm")
 
 
 # ---------------------------------------------------------------- ctxir evaluate --compare

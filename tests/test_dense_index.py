@@ -1,6 +1,6 @@
 """The dense index choice (exact / ann / auto) and what a second start reloads instead of rebuilding.
 
-Embeddings are written into the cache under the key the encoder computes (as scripts/make_synthetic_corpus.py does
+Embeddings are written into the cache under the key the encoder computes (as benchmarks/synthetic_corpus.py does
 at 1M), so the vectors are a known, well-separated set and nothing is encoded.
 """
 

@@ -43,7 +43,7 @@ def _clear_caches() -> None:
 # ---------------------------------------------------------------- training
 
 
-def test_training_saves_a_float16_adapter_and_the_segment_cosine_head(tiny_bert_dir, tmp_path):
+def test_training_saves_a_float16_adapter_and_the_segment_cosine_head(tiny_bert_dir, tmp_path, training_argv):
     import torch
     from safetensors import safe_open
     from test_training import _write_toy_root
@@ -52,26 +52,7 @@ def test_training_saves_a_float16_adapter_and_the_segment_cosine_head(tiny_bert_
     out = tmp_path / "out"
     assert (
         train_pair_scorer.main(
-            [
-                "--model",
-                str(tiny_bert_dir),
-                "--data-dir",
-                str(root),
-                "--output-dir",
-                str(out),
-                "--device",
-                "cpu",
-                "--max-steps",
-                "2",
-                "--batch-size",
-                "4",
-                "--lora-r",
-                "2",
-                "--logging-steps",
-                "1",
-                "--torch-threads",
-                "1",
-            ]
+            training_argv(tiny_bert_dir, root, out, max_steps=2, batch_size=4, lora_r=2, logging_steps=1)
         )
         == 0
     )
@@ -301,7 +282,7 @@ def test_a_dev_best_checkpoint_that_cannot_be_loaded_stops_the_run_and_keeps_the
     assert list((out / "checkpoints").glob("checkpoint-*")) and not (out / "metrics.json").exists()
 
 
-def test_cosent_loss_by_hand_and_it_trains_the_pair_scorer(tiny_bert_dir, tmp_path):
+def test_cosent_loss_by_hand_and_it_trains_the_pair_scorer(tiny_bert_dir, tmp_path, training_argv):
     """--loss cosent: CoSENT's pairwise sum over the batch's scores, by hand; a run trains with it and says so."""
     import torch
     from test_training import _write_toy_root
@@ -318,33 +299,24 @@ def test_cosent_loss_by_hand_and_it_trains_the_pair_scorer(tiny_bert_dir, tmp_pa
     out = tmp_path / "cosent"
     assert (
         train_pair_scorer.main(
-            [
-                "--model",
-                str(tiny_bert_dir),
-                "--data-dir",
-                str(_write_toy_root(tmp_path / "d")),
-                "--output-dir",
-                str(out),
-                "--device",
-                "cpu",
-                "--max-steps",
-                "2",
-                "--batch-size",
-                "4",
-                "--lora-r",
-                "2",
-                "--loss",
-                "cosent",
-                "--torch-threads",
-                "1",
-            ]
+            training_argv(
+                tiny_bert_dir,
+                _write_toy_root(tmp_path / "d"),
+                out,
+                max_steps=2,
+                batch_size=4,
+                lora_r=2,
+                loss="cosent",
+            )
         )
         == 0
     )
     assert json.loads((out / "metrics.json").read_text())["objective"] == "CoSENTPairLoss"
 
 
-def test_extra_train_sick_adds_its_train_pairs_on_the_stsb_scale(tiny_bert_dir, tmp_path, capsys):
+def test_extra_train_sick_adds_its_train_pairs_on_the_stsb_scale(
+    tiny_bert_dir, tmp_path, capsys, training_argv
+):
     """--extra-train sick: SICK's train split joins STS-B train, relatedness 1–5 read as 0–1 like STS-B's 0–5;
     dev and test stay STS-B's, and metrics.json names both training sets."""
     from test_training import _write_toy_root
@@ -364,28 +336,16 @@ def test_extra_train_sick_adds_its_train_pairs_on_the_stsb_scale(tiny_bert_dir, 
     out = tmp_path / "out"
     assert (
         train_pair_scorer.main(
-            [
-                "--model",
-                str(tiny_bert_dir),
-                "--data-dir",
-                str(root),
-                "--output-dir",
-                str(out),
-                "--device",
-                "cpu",
-                "--max-steps",
-                "1",
-                "--batch-size",
-                "4",
-                "--lora-r",
-                "2",
-                "--extra-train",
-                "sick",
-                "--eval-before",
-                "false",
-                "--torch-threads",
-                "1",
-            ]
+            training_argv(
+                tiny_bert_dir,
+                root,
+                out,
+                max_steps=1,
+                batch_size=4,
+                lora_r=2,
+                extra_train="sick",
+                eval_before=False,
+            )
         )
         == 0
     )

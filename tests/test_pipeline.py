@@ -167,7 +167,7 @@ def test_tune_stage_fusion_picks_the_fusion_that_fixes_each_stages_mistake():
 
 def test_first_stages_are_built_once_and_shared(tiny_st):
     from ctxir.encoders import BiEncoder
-    from ctxir.rerank.pipeline import build_first_stages
+    from ctxir.rerank.pipeline import HybridSettings, build_first_stages
     from ctxir.rerank.registry import load_reranker
 
     stages = build_first_stages(
@@ -175,36 +175,17 @@ def test_first_stages_are_built_once_and_shared(tiny_st):
         ["bm25", "dense", "hybrid"],
         [BiEncoder(tiny_st, cache=None)],
         bm25_options={"k1": 0.9},
-        fusion="weighted",
-        weights=[2, 1],
-        depth=7,
+        hybrid=HybridSettings(fusion="weighted", k=30.0, weights=[2, 1], depth=7),
     )
     assert stages["hybrid"].retrievers == [stages["bm25"], stages["dense"]]  # the same objects, not copies
     assert stages["bm25"].config["k1"] == 0.9 and stages["hybrid"].config["weights"] == [2.0, 1.0]
+    hybrid = stages["hybrid"]
+    assert (hybrid.fusion, hybrid.k, hybrid.depth) == ("weighted", 30.0, 7)
     assert list(build_first_stages(CORPUS, ["bm25"])) == ["bm25"]
     with pytest.raises(CtxirError, match="first stage 'sparse' is not known"):
         build_first_stages(CORPUS, ["sparse"])
     with pytest.raises(CtxirError, match="need a bi-encoder"):
         build_first_stages(CORPUS, ["dense"])
-    from ctxir.rerank.pipeline import HybridSettings
-
-    grouped = build_first_stages(
-        CORPUS,
-        ["bm25", "dense", "hybrid"],
-        [BiEncoder(tiny_st, cache=None)],
-        hybrid=HybridSettings(fusion="weighted", k=30.0, weights=[2, 1]),
-        depth=7,
-    )
-    hybrid = grouped["hybrid"]
-    assert (hybrid.fusion, hybrid.k, hybrid.depth) == (
-        "weighted",
-        30.0,
-        7,
-    )  # the depth keyword joins the settings
-    with pytest.raises(
-        TypeError, match=r"'fuson'.*valid: bm25_options, hybrid, index, show_progress, .*fusion"
-    ):
-        build_first_stages(CORPUS, ["bm25"], fuson="rrf")
     assert load_reranker("none") is None
     with pytest.raises(CtxirError, match="re-ranker 'bm25' is not known"):
         load_reranker("bm25")

@@ -140,58 +140,36 @@ def test_stage_pools_interleave_each_first_stage_best_first():
         train_cross_encoder._names("bm25,dense")
 
 
-def test_cross_encoder_trains_on_general_groups_with_a_mixed_dev_set(tiny_bert_dir, general_root, tmp_path):
+def test_cross_encoder_trains_on_general_groups_with_a_mixed_dev_set(
+    tiny_bert_dir, general_root, tmp_path, training_argv
+):
     """--general adds each source's queries as listwise groups (negatives from BM25 and the hybrid over the source's
     own passages, plus one the source marks), spread over the rounds; the dev score is SciFact's and WikiQA's mean."""
     out = tmp_path / "ce"
     assert (
         train_cross_encoder.main(
-            [
-                "--task",
-                "scifact",
-                "--model",
-                str(tiny_bert_dir),
-                "--data-dir",
-                str(general_root),
-                "--output-dir",
-                str(out),
-                "--device",
-                "cpu",
-                "--max-steps",
-                "2",
-                "--batch-size",
-                "2",
-                "--num-negatives",
-                "2",
-                "--negative-pool",
-                "4",
-                "--negative-rounds",
-                "2",
-                "--head",
-                "segment-cosine",
-                "--train-layers",
-                "1",
-                "--loss",
-                "listnet",
-                "--general",
-                "squad,wikiqa,msmarco",
-                "--general-queries",
-                "2",
-                "--negative-stages",
-                "bm25,hybrid",
-                "--dev-queries",
-                "2",
-                "--dev-depth",
-                "5",
-                "--rerank-depth",
-                "6",
-                "--eval-steps",
-                "2",
-                "--eval-before",
-                "false",
-                "--torch-threads",
-                "1",
-            ]
+            training_argv(
+                tiny_bert_dir,
+                general_root,
+                out,
+                task="scifact",
+                max_steps=2,
+                batch_size=2,
+                num_negatives=2,
+                negative_pool=4,
+                negative_rounds=2,
+                head="segment-cosine",
+                train_layers=1,
+                loss="listnet",
+                general="squad,wikiqa,msmarco",
+                general_queries=2,
+                negative_stages="bm25,hybrid",
+                dev_queries=2,
+                dev_depth=5,
+                rerank_depth=6,
+                eval_steps=2,
+                eval_before=False,
+            )
         )
         == 0
     )
@@ -312,7 +290,9 @@ def test_suite_sets_every_collection_and_first_stage():
         evaluate_reranker.check_args(evaluate_reranker.EvaluateRerankerArgs(model="m", collections="cran"))
 
 
-def test_suite_scores_a_classic_collection_over_every_first_stage(tiny_bert_dir, general_root, tmp_path):
+def test_suite_scores_a_classic_collection_over_every_first_stage(
+    tiny_bert_dir, general_root, tmp_path, training_argv
+):
     """A classic collection (classic/<name>_beir) is re-ranked over BM25, dense and the hybrid, which fuses each
     part's top 100 as the app's does, whatever the re-ranked depth; each document is scored once."""
     import shutil
@@ -323,38 +303,21 @@ def test_suite_scores_a_classic_collection_over_every_first_stage(tiny_bert_dir,
     out = tmp_path / "ce"
     assert (
         train_cross_encoder.main(
-            [
-                "--task",
-                "scifact",
-                "--model",
-                str(tiny_bert_dir),
-                "--data-dir",
-                str(general_root),
-                "--output-dir",
-                str(out),
-                "--device",
-                "cpu",
-                "--max-steps",
-                "1",
-                "--batch-size",
-                "2",
-                "--num-negatives",
-                "2",
-                "--head",
-                "segment-cosine",
-                "--train-layers",
-                "1",
-                "--loss",
-                "listnet",
-                "--dev-queries",
-                "2",
-                "--rerank-depth",
-                "10",
-                "--eval-before",
-                "false",
-                "--torch-threads",
-                "1",
-            ]
+            training_argv(
+                tiny_bert_dir,
+                general_root,
+                out,
+                task="scifact",
+                max_steps=1,
+                batch_size=2,
+                num_negatives=2,
+                head="segment-cosine",
+                train_layers=1,
+                loss="listnet",
+                dev_queries=2,
+                rerank_depth=10,
+                eval_before=False,
+            )
         )
         == 0
     )

@@ -398,15 +398,14 @@ def test_reranked_report_explains_the_reranker_then_the_first_stage(beir_dir, tm
     assert ex["winner"]["score"] == pytest.approx(case["pairs"][0]["winner"]["score"], abs=1e-4)
 
 
-def test_report_for_pipeline_takes_its_options_grouped_or_as_keywords(tmp_path):
+def test_report_for_pipeline_keeps_the_worst_queries_its_options_ask_for(tmp_path):
     from ctxir.evaluation.report import ReportOptions, report_for_pipeline
     from ctxir.rerank.pipeline import Pipeline
     from ctxir.retrieval.retrievers import BM25Retriever
 
-    pipeline = Pipeline(BM25Retriever(CORPUS))
-    grouped = report_for_pipeline(
+    _, json_path = report_for_pipeline(
         tmp_path / "a.html",
-        pipeline,
+        Pipeline(BM25Retriever(CORPUS)),
         RUN,
         "bm25",
         CORPUS,
@@ -414,34 +413,6 @@ def test_report_for_pipeline_takes_its_options_grouped_or_as_keywords(tmp_path):
         QRELS,
         ReportOptions(config={"retriever": "bm25"}, worst=1, top=2),
     )
-    keywords = report_for_pipeline(
-        tmp_path / "b.html",
-        pipeline,
-        RUN,
-        "bm25",
-        CORPUS,
-        QUERIES,
-        QRELS,
-        config={"retriever": "bm25"},
-        worst=1,
-        top=2,
-    )
-    reports = [json.loads(json_path.read_text()) for _, json_path in (grouped, keywords)]
-    assert len(reports[0]["cases"]) == 1 and len(reports[0]["cases"][0]["results"]) <= 2
-    assert reports[0]["cases"] == reports[1]["cases"]
-    with pytest.warns(DeprecationWarning, match="config=..."):
-        old = report_for_pipeline(
-            tmp_path / "c.html",
-            pipeline,
-            RUN,
-            "bm25",
-            CORPUS,
-            QUERIES,
-            QRELS,
-            {"retriever": "bm25"},
-            worst=1,
-            top=2,
-        )
-    assert json.loads(old[1].read_text())["cases"] == reports[0]["cases"]
-    with pytest.raises(TypeError, match=r"'wrost'.*valid: config, metric, top, worst"):
-        report_for_pipeline(tmp_path / "d.html", pipeline, RUN, "bm25", CORPUS, QUERIES, QRELS, wrost=1)
+    report = json.loads(json_path.read_text())
+    assert len(report["cases"]) == 1 and len(report["cases"][0]["results"]) <= 2
+    assert report["meta"]["config"] == {"retriever": "bm25"} and report["meta"]["metric"] == "nDCG@10"

@@ -622,9 +622,16 @@ def test_200_real_attention_requests_over_http_stay_under_the_cap(tiny_models, t
 # ---------------------------------------------------------------- the output folder goes when a signal stops the app
 
 
-# slow: an app started per signal (~35 s each); tests/test_app_signal.py shows SIGTERM by default
-@pytest.mark.slow
-@pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGINT])
+# `python app.py` stopped by SIGTERM (a container stop, a process manager), SIGHUP or Ctrl-C; one app started per
+# signal (~35 s each), so the default run shows SIGTERM and -m slow the other two
+@pytest.mark.parametrize(
+    "signum",
+    [
+        signal.SIGTERM,
+        pytest.param(signal.SIGHUP, marks=pytest.mark.slow),
+        pytest.param(signal.SIGINT, marks=pytest.mark.slow),
+    ],
+)
 def test_a_signal_removes_the_output_folder(tmp_path, tiny_bert_dir, signum, app_process):
     env = {
         **os.environ,

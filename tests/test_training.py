@@ -121,6 +121,19 @@ def toy_root(tmp_path_factory) -> Path:
     return _write_toy_root(tmp_path_factory.mktemp("toy-data"))
 
 
+# The tiny segment-cosine cross-encoder run several tests train (a listwise loss over 2 negatives, top layer only)
+TINY_SEGMENT_COSINE = {
+    "task": "scifact",
+    "batch_size": 2,
+    "num_negatives": 2,
+    "head": "segment-cosine",
+    "train_layers": 1,
+    "loss": "listnet",
+    "dev_queries": 2,
+    "dev_depth": 5,
+}
+
+
 def _bi_args(model: Path, data: Path, out: Path, *extra: str) -> list[str]:
     return [
         "--model",
@@ -254,43 +267,27 @@ def test_bi_encoder_scifact_mines_hard_negatives(tiny_bert_dir, toy_root, tmp_pa
 
 
 @pytest.mark.parametrize("task", ["scifact", "stsb"])
-def test_cross_encoder_smoke(tiny_bert_dir, toy_root, tmp_path, task):
+def test_cross_encoder_smoke(tiny_bert_dir, toy_root, tmp_path, task, training_argv):
     from sentence_transformers import CrossEncoder
 
     from ctxir.encoders.models import load_cross_encoder
     from ctxir.rerank import CrossEncoderReranker
 
     out = tmp_path / "out"
-    args = [
-        "--task",
-        task,
-        "--model",
-        str(tiny_bert_dir),
-        "--data-dir",
-        str(toy_root),
-        "--output-dir",
-        str(out),
-        "--device",
-        "cpu",
-        "--max-steps",
-        "2",
-        "--batch-size",
-        "4",
-        "--max-samples",
-        "8",
-        "--num-negatives",
-        "2",
-        "--rerank-depth",
-        "6",
-        "--dev-queries",
-        "2",
-        "--dev-depth",
-        "5",
-        "--logging-steps",
-        "1",
-        "--torch-threads",
-        "1",
-    ]
+    args = training_argv(
+        tiny_bert_dir,
+        toy_root,
+        out,
+        task=task,
+        max_steps=2,
+        batch_size=4,
+        max_samples=8,
+        num_negatives=2,
+        rerank_depth=6,
+        dev_queries=2,
+        dev_depth=5,
+        logging_steps=1,
+    )
     assert train_cross_encoder.main(args) == 0
     metrics = _check_metrics(out, "cross-encoder", {task})
     assert metrics["objective"] == "BinaryCrossEntropyLoss"
@@ -306,7 +303,7 @@ def test_cross_encoder_smoke(tiny_bert_dir, toy_root, tmp_path, task):
     assert reranker.score_pairs("the cat", ["the dog", "the sun"]).shape == (2,)
 
 
-def test_bi_and_cross_encoder_hold_out_the_same_claims(tiny_bert_dir, toy_root, tmp_path):
+def test_bi_and_cross_encoder_hold_out_the_same_claims(tiny_bert_dir, toy_root, tmp_path, training_argv):
     # Equal --dev-queries and --seed → the same held-out claims, so a pipeline of both models can be tuned on
     # claims neither trained on (ctxir.evaluate --tune-queries <metrics.json>).
     from ctxir.data import load_beir
@@ -320,30 +317,17 @@ def test_bi_and_cross_encoder_hold_out_the_same_claims(tiny_bert_dir, toy_root, 
     )
     assert (
         train_cross_encoder.main(
-            [
-                "--task",
-                "scifact",
-                "--model",
-                str(tiny_bert_dir),
-                "--data-dir",
-                str(toy_root),
-                "--output-dir",
-                str(ce),
-                "--device",
-                "cpu",
-                "--max-steps",
-                "2",
-                "--batch-size",
-                "4",
-                "--rerank-depth",
-                "3",
-                "--dev-queries",
-                "2",
-                "--eval-before",
-                "false",
-                "--torch-threads",
-                "1",
-            ]
+            training_argv(
+                tiny_bert_dir,
+                toy_root,
+                ce,
+                task="scifact",
+                max_steps=2,
+                batch_size=4,
+                rerank_depth=3,
+                dev_queries=2,
+                eval_before=False,
+            )
         )
         == 0
     )
@@ -386,36 +370,21 @@ def test_bi_encoder_loss_goes_down(tiny_bert_dir, toy_root, tmp_path):
     assert sum(losses[-5:]) / 5 < 0.7 * sum(losses[:5]) / 5, losses
 
 
-def test_cross_encoder_loss_goes_down(tiny_bert_dir, toy_root, tmp_path):
+def test_cross_encoder_loss_goes_down(tiny_bert_dir, toy_root, tmp_path, training_argv):
     out = tmp_path / "out"
-    args = [
-        "--task",
-        "stsb",
-        "--model",
-        str(tiny_bert_dir),
-        "--data-dir",
-        str(toy_root),
-        "--output-dir",
-        str(out),
-        "--device",
-        "cpu",
-        "--max-steps",
-        "40",
-        "--batch-size",
-        "12",
-        "--learning-rate",
-        "5e-4",
-        "--logging-steps",
-        "1",
-        "--eval-before",
-        "false",
-        "--loss",
-        "mse",
-        "--seed",
-        "0",
-        "--torch-threads",
-        "1",
-    ]
+    args = training_argv(
+        tiny_bert_dir,
+        toy_root,
+        out,
+        task="stsb",
+        max_steps=40,
+        batch_size=12,
+        learning_rate="5e-4",
+        logging_steps=1,
+        eval_before=False,
+        loss="mse",
+        seed=0,
+    )
     assert train_cross_encoder.main(args) == 0
     losses = _losses(out)
     assert len(losses) == 40
@@ -752,46 +721,30 @@ def test_scripts_on_shared_data(script, argv, tiny_bert_dir, shared_data, tmp_pa
 
 
 @pytest.mark.parametrize(("loss", "head"), [("bce", "cls"), ("lambda", "cls"), ("bce", "mean")])
-def test_cross_encoder_lora_adapter_with_pseudo_queries(tiny_bert_dir, toy_root, tmp_path, loss, head):
+def test_cross_encoder_lora_adapter_with_pseudo_queries(
+    tiny_bert_dir, toy_root, tmp_path, loss, head, training_argv
+):
     # --lora-r writes only the adapter (LoRA + pooler + classifier) and names its base as given; ctxir loads it
     # merged into the base and scores exactly as the trained model did.
     from ctxir.encoders.models import is_adapter, load_cross_encoder
 
     out = tmp_path / "out"
-    args = [
-        "--task",
-        "scifact",
-        "--model",
-        str(tiny_bert_dir),
-        "--data-dir",
-        str(toy_root),
-        "--output-dir",
-        str(out),
-        "--device",
-        "cpu",
-        "--max-steps",
-        "2",
-        "--batch-size",
-        "4",
-        "--num-negatives",
-        "2",
-        "--rerank-depth",
-        "4",
-        "--dev-queries",
-        "2",
-        "--lora-r",
-        "2",
-        "--pseudo-queries",
-        "5",
-        "--loss",
-        loss,
-        "--head",
-        head,
-        "--learning-rate",
-        "1e-2",
-        "--torch-threads",
-        "1",
-    ]
+    args = training_argv(
+        tiny_bert_dir,
+        toy_root,
+        out,
+        task="scifact",
+        max_steps=2,
+        batch_size=4,
+        num_negatives=2,
+        rerank_depth=4,
+        dev_queries=2,
+        lora_r=2,
+        pseudo_queries=5,
+        loss=loss,
+        head=head,
+        learning_rate="1e-2",
+    )
     assert train_cross_encoder.main(args) == 0
     assert is_adapter(out) and not (out / "model.safetensors").exists()
     assert json.loads((out / "adapter_config.json").read_text())["base_model_name_or_path"] == str(
@@ -816,7 +769,9 @@ def test_cross_encoder_lora_adapter_with_pseudo_queries(tiny_bert_dir, toy_root,
         assert (out / "1_Pooling").is_dir() and (out / "2_Dense").is_dir()
 
 
-def test_cross_encoder_segment_cosine_top_layers_resample_and_continue(tiny_bert_dir, toy_root, tmp_path):
+def test_cross_encoder_segment_cosine_top_layers_resample_and_continue(
+    tiny_bert_dir, toy_root, tmp_path, training_argv
+):
     """The CPU recipe's levers end to end: a segment-cosine head over the top layer only, negatives re-drawn per
     round, dev claims whose abstracts no training claim cites; the saved top layers continue training."""
     from ctxir.data import load_beir
@@ -824,46 +779,18 @@ def test_cross_encoder_segment_cosine_top_layers_resample_and_continue(tiny_bert
     from ctxir.names import TOP_LAYERS_CONFIG
 
     out = tmp_path / "out"
-    args = [
-        "--task",
-        "scifact",
-        "--model",
-        str(tiny_bert_dir),
-        "--data-dir",
-        str(toy_root),
-        "--output-dir",
-        str(out),
-        "--device",
-        "cpu",
-        "--max-steps",
-        "2",
-        "--batch-size",
-        "2",
-        "--num-negatives",
-        "2",
-        "--negative-pool",
-        "4",
-        "--negative-rounds",
-        "2",
-        "--head",
-        "segment-cosine",
-        "--train-layers",
-        "1",
-        "--loss",
-        "listnet",
-        "--dev-split",
-        "unseen",
-        "--dev-queries",
-        "2",
-        "--dev-depth",
-        "5",
-        "--rerank-depth",
-        "6",
-        "--head-learning-rate",
-        "1e-2",
-        "--torch-threads",
-        "1",
-    ]
+    args = training_argv(
+        tiny_bert_dir,
+        toy_root,
+        out,
+        **TINY_SEGMENT_COSINE,
+        max_steps=2,
+        negative_pool=4,
+        negative_rounds=2,
+        dev_split="unseen",
+        rerank_depth=6,
+        head_learning_rate="1e-2",
+    )
     assert train_cross_encoder.main(args) == 0
     metrics = _check_metrics(out, "cross-encoder", {"scifact"})
     extra = metrics["extra"]
@@ -893,7 +820,9 @@ def test_cross_encoder_segment_cosine_top_layers_resample_and_continue(tiny_bert
     assert [r["step"] for r in log if "eval_scifact-train-heldout_ndcg@10" in r] == [1, 2]
 
 
-def test_term_match_continues_a_saved_head_and_trains_its_own_weights(tiny_bert_dir, toy_root, tmp_path):
+def test_term_match_continues_a_saved_head_and_trains_its_own_weights(
+    tiny_bert_dir, toy_root, tmp_path, training_argv
+):
     """--term-match: a saved segment-cosine model gains the zero-initialised term-match term and trains it at its
     own learning rate; the output reloads with it, and the term is refused on heads it does not belong to."""
     import torch
@@ -901,40 +830,9 @@ def test_term_match_continues_a_saved_head_and_trains_its_own_weights(tiny_bert_
     from ctxir.encoders import models
 
     first, second = tmp_path / "first", tmp_path / "second"
-    args = [
-        "--task",
-        "scifact",
-        "--model",
-        str(tiny_bert_dir),
-        "--data-dir",
-        str(toy_root),
-        "--output-dir",
-        str(first),
-        "--device",
-        "cpu",
-        "--max-steps",
-        "2",
-        "--batch-size",
-        "2",
-        "--num-negatives",
-        "2",
-        "--head",
-        "segment-cosine",
-        "--train-layers",
-        "1",
-        "--loss",
-        "listnet",
-        "--dev-queries",
-        "2",
-        "--dev-depth",
-        "5",
-        "--rerank-depth",
-        "6",
-        "--eval-before",
-        "false",
-        "--torch-threads",
-        "1",
-    ]
+    args = training_argv(
+        tiny_bert_dir, toy_root, first, **TINY_SEGMENT_COSINE, max_steps=2, rerank_depth=6, eval_before=False
+    )
     assert train_cross_encoder.main(args) == 0
     args[args.index("--model") + 1], args[args.index("--output-dir") + 1] = str(first), str(second)
     assert (
@@ -964,58 +862,27 @@ def test_term_match_continues_a_saved_head_and_trains_its_own_weights(tiny_bert_
         train_cross_encoder.check(train_cross_encoder.CrossEncoderArgs(head="cls", term_match=True))
 
 
-def _train_load_best(tiny_bert_dir, toy_root, out, steps: int) -> None:
+def _train_load_best(training_argv, tiny_bert_dir, toy_root, out, steps: int) -> None:
     """A tiny segment-cosine run with a dev evaluation and a kept checkpoint at every step, ending on its dev-best."""
-    args = [
-        "--task",
-        "scifact",
-        "--model",
-        str(tiny_bert_dir),
-        "--data-dir",
-        str(toy_root),
-        "--output-dir",
-        str(out),
-        "--device",
-        "cpu",
-        "--max-steps",
-        str(steps),
-        "--batch-size",
-        "2",
-        "--num-negatives",
-        "2",
-        "--head",
-        "segment-cosine",
-        "--train-layers",
-        "1",
-        "--loss",
-        "listnet",
-        "--dev-queries",
-        "2",
-        "--dev-depth",
-        "5",
-        "--rerank-depth",
-        "6",
-        "--eval-before",
-        "false",
-        "--torch-threads",
-        "1",
-        "--learning-rate",
-        "5e-3",
-        "--head-learning-rate",
-        "5e-2",
-        "--eval-steps",
-        "1",
-        "--save-steps",
-        "1",
-        "--keep-checkpoints",
-        "true",
-        "--load-best",
-        "true",
-    ]
+    args = training_argv(
+        tiny_bert_dir,
+        toy_root,
+        out,
+        **TINY_SEGMENT_COSINE,
+        max_steps=steps,
+        rerank_depth=6,
+        eval_before=False,
+        learning_rate="5e-3",
+        head_learning_rate="5e-2",
+        eval_steps=1,
+        save_steps=1,
+        keep_checkpoints=True,
+        load_best=True,
+    )
     assert train_cross_encoder.main(args) == 0
 
 
-def test_load_best_ends_the_run_on_the_dev_best_checkpoint(tiny_bert_dir, toy_root, tmp_path):
+def test_load_best_ends_the_run_on_the_dev_best_checkpoint(tiny_bert_dir, toy_root, tmp_path, training_argv):
     """--load-best: the run's saved, tested model is the checkpoint the dev evaluator scored highest, and
     metrics.json says which; without an evaluator to choose by, the flag is refused before anything loads."""
     import torch
@@ -1024,7 +891,7 @@ def test_load_best_ends_the_run_on_the_dev_best_checkpoint(tiny_bert_dir, toy_ro
     from ctxir.names import TOP_LAYERS_WEIGHTS
 
     out = tmp_path / "best"
-    _train_load_best(tiny_bert_dir, toy_root, out, steps=4)
+    _train_load_best(training_argv, tiny_bert_dir, toy_root, out, steps=4)
     key = "eval_scifact-train-heldout_ndcg@10"
     log = [json.loads(line) for line in (out / "training_log.jsonl").read_text().splitlines()]
     curve = {r["step"]: r[key] for r in log if key in r}
@@ -1047,7 +914,7 @@ def test_load_best_ends_the_run_on_the_dev_best_checkpoint(tiny_bert_dir, toy_ro
 
 
 def test_finish_checkpoint_ships_a_kept_step_as_the_run_would_have_with_load_best(
-    tiny_bert_dir, toy_root, tmp_path
+    tiny_bert_dir, toy_root, tmp_path, training_argv
 ):
     """training.finish_checkpoint: a checkpoint chosen after the run becomes a model folder with exactly its weights,
     no pickles, and a metrics.json that describes that step (its dev score, none of the last step's test rows), the
@@ -1060,7 +927,7 @@ def test_finish_checkpoint_ships_a_kept_step_as_the_run_would_have_with_load_bes
     from training import finish_checkpoint
 
     run = tmp_path / "run"
-    _train_load_best(tiny_bert_dir, toy_root, run, steps=3)
+    _train_load_best(training_argv, tiny_bert_dir, toy_root, run, steps=3)
     run_metrics = json.loads((run / "metrics.json").read_text())
     best = run_metrics["extra"]["best_checkpoint"]
     for step in sorted({best["step"], 3}):
@@ -1223,7 +1090,7 @@ def test_unseen_heldout_queries_never_share_an_abstract():
 
 
 def test_evaluate_reranker_chooses_rrf_on_heldout_claims_and_splits_test_by_seen_abstracts(
-    tiny_bert_dir, toy_root, tmp_path
+    tiny_bert_dir, toy_root, tmp_path, training_argv
 ):
     """training/evaluate_reranker.py: fusion chosen on the model's held-out training claims (fusion.json), test
     figures split into claims citing an abstract a training claim cites and the rest, rows added to metrics.json."""
@@ -1236,49 +1103,24 @@ def test_evaluate_reranker_chooses_rrf_on_heldout_claims_and_splits_test_by_seen
     out = tmp_path / "ce"
     assert (
         train_cross_encoder.main(
-            [
-                "--task",
-                "scifact",
-                "--model",
-                str(tiny_bert_dir),
-                "--data-dir",
-                str(toy_root),
-                "--output-dir",
-                str(out),
-                "--device",
-                "cpu",
-                "--max-steps",
-                "1",
-                "--batch-size",
-                "2",
-                "--num-negatives",
-                "2",
-                "--head",
-                "segment-cosine",
-                "--train-layers",
-                "1",
-                "--loss",
-                "listnet",
-                "--dev-queries",
-                "2",
-                "--dev-depth",
-                "5",
-                "--rerank-depth",
-                "10",
-                "--eval-before",
-                "false",
-                "--torch-threads",
-                "1",
-            ]
+            training_argv(
+                tiny_bert_dir,
+                toy_root,
+                out,
+                **TINY_SEGMENT_COSINE,
+                max_steps=1,
+                rerank_depth=10,
+                eval_before=False,
+            )
         )
         == 0
     )
     rows_before = len(json.loads((out / "metrics.json").read_text())["evaluations"])
-    # scripts/cross_encoder_int8.py: float32 vs int8 on the same held-out claims, the 0.005 rule applied
-    from scripts import cross_encoder_int8
+    # benchmarks.rerank_int8: float32 vs int8 on the same held-out claims, the 0.005 rule applied
+    from benchmarks import rerank_int8
 
-    int8 = cross_encoder_int8.run(
-        cross_encoder_int8.Int8Args(model=str(out), data_dir=str(toy_root), depth=5, variants="onnx-int8")
+    int8 = rerank_int8.run(
+        rerank_int8.Int8Args(model=str(out), data_dir=str(toy_root), depth=5, variants="onnx-int8")
     )
     variants = int8["variants"]
     assert (
@@ -1389,7 +1231,7 @@ def test_evaluate_reranker_chooses_rrf_on_heldout_claims_and_splits_test_by_seen
 
 
 def test_evaluate_reranker_chooses_a_cls_lr_rankers_own_fusion_on_its_cross_encoders_heldout_claims(
-    tiny_bert_dir, toy_root, tmp_path
+    tiny_bert_dir, toy_root, tmp_path, training_argv
 ):
     """A CLS-LR folder is recognised (--kind auto), scored through the registry, and gets its own fusion.json chosen
     on the held-out claims its cross-encoder names (--dev-from); a folder naming none is refused with the fix."""
@@ -1399,36 +1241,20 @@ def test_evaluate_reranker_chooses_a_cls_lr_rankers_own_fusion_on_its_cross_enco
     ce = tmp_path / "ce"
     assert (
         train_cross_encoder.main(
-            [
-                "--task",
-                "scifact",
-                "--model",
-                str(tiny_bert_dir),
-                "--data-dir",
-                str(toy_root),
-                "--output-dir",
-                str(ce),
-                "--device",
-                "cpu",
-                "--max-steps",
-                "1",
-                "--batch-size",
-                "2",
-                "--num-negatives",
-                "2",
-                "--loss",
-                "listnet",
-                "--dev-queries",
-                "2",
-                "--dev-depth",
-                "5",
-                "--rerank-depth",
-                "10",
-                "--eval-before",
-                "false",
-                "--torch-threads",
-                "1",
-            ]
+            training_argv(
+                tiny_bert_dir,
+                toy_root,
+                ce,
+                task="scifact",
+                max_steps=1,
+                batch_size=2,
+                num_negatives=2,
+                loss="listnet",
+                dev_queries=2,
+                dev_depth=5,
+                rerank_depth=10,
+                eval_before=False,
+            )
         )
         == 0
     )

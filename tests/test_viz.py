@@ -184,18 +184,11 @@ def test_chart_helpers(tmp_path):
         ["a", "b", "c"],
         ["1", "2", "3"],
         "sim",
-        MatrixStyle(vmin=-1.0, vmax=2.0, annotate=False, xlabel="x"),
-        ylabel="y",
+        MatrixStyle(vmin=-1.0, vmax=2.0, annotate=False, xlabel="x", ylabel="y"),
     )
     ax = styled.axes[0]
     assert ax.images[0].get_clim() == (-1.0, 2.0) and not ax.texts  # the style's range; annotate=False wins
-    assert (ax.get_xlabel(), ax.get_ylabel()) == ("x", "y")  # a keyword adds to (or overrides) the style
-    with pytest.raises(TypeError, match=r"'vmn'.*valid: .*vmin"):
-        heatmap_figure(np.eye(2), ["a", "b"], ["1", "2"], "sim", vmn=0.0)
-    with pytest.raises(TypeError, match="style must be a MatrixStyle"):
-        heatmap_figure(
-            np.eye(2), ["a", "b"], ["1", "2"], "sim", 0.0
-        )  # vmin is a keyword (or MatrixStyle) now
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("x", "y")
     bars = scores_figure(["doc one", "doc two"], {"ce": [1.5, -2.0], "lr": [None, None], "cos": [0.3, 0.1]})
     assert [ax.get_title() for ax in bars.axes] == ["ce", "cos"]  # a column without scores is left out
     with pytest.raises(CtxirError, match="no scores to plot"):

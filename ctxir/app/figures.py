@@ -17,7 +17,6 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ctxir.checks import grouped_options
 from ctxir.evaluation.report_html import LOWERS_RGB, RAISES_RGB
 
 FONT = {"size": 13}
@@ -103,14 +102,11 @@ def heatmap(
     style: HeatmapStyle | None = None,
     *,
     hover_labels: Sequence[str] | None = None,
-    **style_options,
 ) -> go.Figure:
     """A heatmap whose hover names the row and column labels (tokens, sentences) and the value; axis labels are
     cut at ``style.label_chars`` (with an ellipsis; hover shows them whole). ``hover_labels``: what hover names a
-    row and column by when the axes show short labels (sentence numbers) for long ones (the sentences).
-    ``style_options``: the :class:`HeatmapStyle` fields as keywords (``value_name="cosine"``), as before the style
-    was grouped; they override ``style``'s."""
-    style = _heatmap_style(style, style_options)
+    row and column by when the axes show short labels (sentence numbers) for long ones (the sentences)."""
+    style = style or HeatmapStyle()
     value_name, row_name, col_name = style.value_name, style.row_name, style.col_name
     zmin, zmax, decimals = style.zmin, style.zmax, style.decimals
     z = np.asarray(matrix, dtype=np.float64)
@@ -145,10 +141,6 @@ def heatmap(
     fig.update_xaxes(type="category", tickangle=0 if short else -60, showgrid=False, automargin=True)
     fig.update_yaxes(type="category", autorange="reversed", showgrid=False, automargin=True)
     return _layout(fig, title, style.height or int(min(900, max(340, 160 + 22 * rows))))
-
-
-def _heatmap_style(style: HeatmapStyle | None, options: dict) -> HeatmapStyle:
-    return grouped_options(HeatmapStyle, style, options, "heatmap", "style", ("hover_labels",))
 
 
 def token_bars(

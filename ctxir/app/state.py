@@ -16,7 +16,6 @@ from ctxir.app.config import AppConfig, Progress
 from ctxir.app.corpus_index import CorpusIndex, Indexing
 from ctxir.app.models import AppModels
 from ctxir.app.upload_store import Owner, UploadStore
-from ctxir.checks import grouped_options
 from ctxir.data.beir import load_queries
 from ctxir.data.demo import demo_corpus, demo_queries
 from ctxir.data.user_corpus import load_corpus_any
@@ -58,19 +57,6 @@ def corpus_queries(path: Path, limit: int = 8) -> list[str]:
         return []
 
 
-@dataclass(frozen=True)
-class IndexBuild:
-    """How ``AppState`` indexes its startup corpus: ``cache`` the embedding cache (True: the default folder, None:
-    none, or an ``EmbeddingCache``), ``background`` whether in a thread (see ``AppState.__init__``)."""
-
-    cache: EmbeddingCache | bool | None = True
-    background: bool = False
-
-
-def _index_build(build: IndexBuild | None, options: dict) -> IndexBuild:
-    return grouped_options(IndexBuild, build, options, "AppState", "build", ("examples", "build"))
-
-
 class AppState:
     """Models + indexed corpora, shared by every request of one running app.
 
@@ -92,16 +78,13 @@ class AppState:
         progress: Progress | None = None,
         *,
         examples: list[str] | None = None,
-        build: IndexBuild | None = None,
-        **build_options,
+        cache: EmbeddingCache | bool | None = True,
+        background: bool = False,
     ):
-        """``build``: how the startup corpus is indexed (:class:`IndexBuild`); ``build_options``: its fields as
-        keywords (``cache=None``, ``background=True``), as before they were grouped, overriding ``build``'s.
-        background=True indexes the startup corpus in a thread and returns at once: the app serves its page
-        meanwhile (``indexing.text()`` says how far it has got) and a search of that corpus before it is ready is
-        refused with that progress; ``wait_ready()`` blocks until it is."""
-        build = _index_build(build, build_options)
-        cache, background = build.cache, build.background
+        """``cache``: the startup corpus's embedding cache (True: the default folder, None: none, or an
+        ``EmbeddingCache``). background=True indexes the startup corpus in a thread and returns at once: the app
+        serves its page meanwhile (``indexing.text()`` says how far it has got) and a search of that corpus before
+        it is ready is refused with that progress; ``wait_ready()`` blocks until it is."""
         self.models, self.config = models, config or AppConfig()
         # example queries offered for the startup corpus (the demo corpus's own when none are given)
         self.examples = (
@@ -171,7 +154,7 @@ class AppState:
             source,
             progress,
             examples=examples,
-            build=IndexBuild(background=background),
+            background=background,
         )
         state.warm_up(index=not background)
         if background:

@@ -44,7 +44,7 @@ from ctxir.types import CtxirError
 # Rows × tokens one ONNX Runtime run may hold (8 texts of 256 tokens). The exported graph materialises every head's
 # (tokens × tokens) attention scores in float32, where torch's fused attention does not: 32 texts of 256 tokens
 # peak at ~1.1 GB above the loaded model, 8 at ~0.35 GB. Short texts (queries) still run batch_size at a time.
-# Measured: scripts/onnx_memory.py, docs/performance.md "Memory of onnx-int8".
+# Measured: benchmarks/onnx_memory.py, docs/performance.md "Memory of onnx-int8".
 TOKENS_PER_RUN = 2048
 _EXPORT_LOCK = threading.Lock()  # one export at a time in a process (the app's threads may ask together)
 # open sessions kept for reuse, least recently used dropped first: (folder, model, pooling, threads, batch size) →
@@ -286,7 +286,7 @@ def open_cross_encoder(
 
     ``int8``: the MatMuls of ``frozen_layers(model)`` quantised to int8 (dynamic, per channel, as the bi-encoder's
     ``onnx-int8``), the trained layers kept float32 (``FROZEN_INT8_FILE``). Measured on the shipped re-ranker
-    (``python scripts/cross_encoder_int8.py``): within the 0.005 nDCG@10 rule on its held-out training claims, where
+    (``python -m benchmarks.rerank_int8``): within the 0.005 nDCG@10 rule on its held-out training claims, where
     int8 on every layer is not."""
     folder = Path(folder)
     int8 = (

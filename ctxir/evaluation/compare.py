@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxir.checks import check_choice, grouped_options
+from ctxir.checks import check_choice
 from ctxir.cli import cli_main
 from ctxir.files import read_json
 from ctxir.types import CtxirError
@@ -169,25 +169,25 @@ def compare_systems(
     baseline: str | None = None,
     pairs: str = "baseline",
     significance: SignificanceTest | None = None,
-    **test_options,
 ) -> dict:
     """Each system's mean of every metric, and paired tests: every system against ``baseline`` (default: the first)
     or, with ``pairs="all"``, every pair. ``per_query``: ``{system: {qid: {metric: value}}}`` (a results JSON's
-    ``per_query``), every system over the same queries. ``significance``: how each difference is tested;
-    ``test_options``: its fields as keywords (``test="t-test"``), as before they were grouped, overriding its.
+    ``per_query``), every system over the same queries. ``significance`` (:class:`SignificanceTest`): how each
+    difference is tested and the p-values corrected.
 
     Returns ``{"systems": {system: {metric: mean}}, "comparisons": [{system, baseline, metric, delta, wins,
     losses, ties, p, p_adjusted, significant}], "n_queries", "test", "correction", "alpha", ...}``.
 
     >>> bm25 = {"q1": {"MRR@10": 0.5}, "q2": {"MRR@10": 1.0}, "q3": {"MRR@10": 0.25}}
     >>> dense = {"q1": {"MRR@10": 1.0}, "q2": {"MRR@10": 1.0}, "q3": {"MRR@10": 1.0}}
-    >>> result = compare_systems({"bm25": bm25, "dense": dense}, ["MRR@10"], test="t-test")
+    >>> t_test = SignificanceTest(test="t-test")
+    >>> result = compare_systems({"bm25": bm25, "dense": dense}, ["MRR@10"], significance=t_test)
     >>> row = result["comparisons"][0]
     >>> row["system"], round(row["delta"], 4), row["wins"], row["ties"], round(row["p"], 3)  # t = 1.89, 2 df
     ('dense', 0.4167, 2, 1, 0.199)
     """
 
-    significance = _significance(significance, test_options)
+    significance = significance or SignificanceTest()
     test, correction, alpha = significance.test, significance.correction, significance.alpha
     n_permutations, seed = significance.n_permutations, significance.seed
     check_choice(test, "test", TESTS)
@@ -243,12 +243,6 @@ def compare_systems(
         "seed": seed,
         "comparisons": rows,
     }
-
-
-def _significance(significance: SignificanceTest | None, options: dict) -> SignificanceTest:
-    return grouped_options(
-        SignificanceTest, significance, options, "compare_systems", "significance", ("significance",)
-    )
 
 
 def format_comparison(result: Mapping) -> str:

@@ -17,13 +17,11 @@ retrieval.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ctxir.checks import grouped_options
 from ctxir.evaluation.metrics import METRICS, evaluate_run
 from ctxir.evaluation.report_html import render_report
 from ctxir.explain.failures import explain_failures, pipeline_explainers
@@ -353,31 +351,15 @@ def report_for_pipeline(
     queries: Queries,
     qrels: Qrels,
     options: ReportOptions | None = None,
-    **option_keywords,
 ) -> tuple[Path, Path]:
     """The report of one of ``pipeline``'s runs, explained with the models the pipeline already holds (what
-    ``ctxir evaluate --report`` calls). ``option_keywords``: the :class:`ReportOptions` fields as
-    keywords (``worst=5``), as before they were grouped; they override ``options``'."""
-    options = _report_options(options, option_keywords)
+    ``ctxir evaluate --report`` calls); ``options`` (:class:`ReportOptions`) say which queries and how many."""
+    options = options or ReportOptions()
     cases = failure_cases(qrels, run, corpus, queries, options.metric, options.worst, options.top)
     meta = report_meta(qrels, run, options.metric, system, options.config)
     html_path, json_path = make_report(path, cases, meta, corpus, pipeline_explainers(pipeline))
     print(f"wrote {html_path} and {json_path}")
     return html_path, json_path
-
-
-def _report_options(options, keywords: dict) -> ReportOptions:
-    """``options`` with ``keywords`` applied. A mapping in its place is the ``config`` it used to be (the 8th
-    positional argument), with a DeprecationWarning; anything else, or an unknown keyword, is a TypeError."""
-    if isinstance(options, Mapping):
-        warnings.warn(
-            "report_for_pipeline: pass the config as config=... or ReportOptions(config=...), not as the "
-            "8th positional argument",
-            DeprecationWarning,
-            stacklevel=3,
-        )
-        options = ReportOptions(config=options)
-    return grouped_options(ReportOptions, options, keywords, "report_for_pipeline", "options")
 
 
 def _model_name(kind: str, model) -> str:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from tqdm.auto import tqdm
 
-from ctxir.checks import check_choice, check_query, check_top_k, grouped_options
+from ctxir.checks import check_choice, check_query, check_top_k
 from ctxir.rerank.rankers import Reranker
 from ctxir.rerank.registry import RERANK_MODES
 from ctxir.rerank.stage_fusion import StageFusion  # its own module: the registry imports it, never this one
@@ -195,15 +195,13 @@ def build_first_stages(
     hybrid: HybridSettings | None = None,
     index: str | None = None,
     show_progress: bool = False,
-    **hybrid_options,
 ) -> dict[str, Retriever]:
     """``{kind: retriever}`` for each of ``kinds`` over ``corpus``; parts are built once and shared, so "hybrid"
     fuses the very BM25 and dense retrievers returned beside it (one dense retriever per bi-encoder in
     ``encoders``: ``BiEncoder`` objects; the first is "dense"). ``index``: the dense index ("auto", "exact",
     "ann"; None = ``$CTXIR_INDEX``, else "auto"); BM25 and the ANN index are reloaded from the cache when a previous
-    run left them there (``bm25_options={"cache": ...}`` names BM25's folder). ``hybrid``: how "hybrid" fuses;
-    ``hybrid_options``: its fields as keywords (``fusion="weighted", depth=50``), as before they were grouped,
-    overriding ``hybrid``'s.
+    run left them there (``bm25_options={"cache": ...}`` names BM25's folder). ``hybrid``: how "hybrid" fuses
+    (:class:`HybridSettings`).
 
     >>> corpus = {"a": {"title": "", "text": "otters in the river"}, "b": {"title": "", "text": "bank loans"}}
     >>> stages = build_first_stages(corpus, ["bm25"])
@@ -211,7 +209,7 @@ def build_first_stages(
     ['a']
     """
 
-    hybrid = _hybrid_settings(hybrid, hybrid_options)
+    hybrid = hybrid or HybridSettings()
     for kind in kinds:
         check_choice(kind, "first stage", FIRST_STAGES)
     if {"dense", "hybrid"} & set(kinds) and not encoders:
@@ -234,14 +232,3 @@ def build_first_stages(
             depth=hybrid.depth,
         )
     return {kind: out[kind] for kind in kinds}
-
-
-def _hybrid_settings(hybrid: HybridSettings | None, options: dict) -> HybridSettings:
-    return grouped_options(
-        HybridSettings,
-        hybrid,
-        options,
-        "build_first_stages",
-        "hybrid",
-        ("bm25_options", "hybrid", "index", "show_progress"),
-    )

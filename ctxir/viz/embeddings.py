@@ -14,7 +14,6 @@ import numpy as np
 from matplotlib.colors import Colormap
 from matplotlib.figure import Figure
 
-from ctxir.checks import grouped_options
 from ctxir.types import CtxirError
 
 PROJECTIONS = ("pca", "tsne")
@@ -153,12 +152,10 @@ def heatmap_figure(
     col_labels: Sequence[str],
     title: str,
     style: MatrixStyle | None = None,
-    **style_options,
 ):
-    """A labelled heatmap; values printed in the cells when the grid is small enough to read. ``style_options``:
-    the :class:`MatrixStyle` fields as keywords (``vmin=0.0``), as before they were grouped; they override
-    ``style``'s."""
-    style = grouped_options(MatrixStyle, style, style_options, "heatmap_figure", "style")
+    """A labelled heatmap; values printed in the cells when the grid is small enough to read (``style``:
+    :class:`MatrixStyle`)."""
+    style = style or MatrixStyle()
     matrix = np.asarray(matrix, dtype=np.float64)
     rows, cols = matrix.shape
     fig = new_figure((min(3 + 0.45 * cols, 28), min(2 + 0.42 * rows, 20)))

@@ -1,7 +1,9 @@
-"""Measure the app: cold start offline, search latency p50/p95 over the demo queries, attention view time.
+"""``python -m benchmarks.app_inprocess``: the app's cold start offline, its search latency p50/p95 over every demo
+query stage by stage, and the attention view's time and size, in process (``benchmarks.app`` times the endpoints
+through the app's clients, ``benchmarks.views`` each view on one input per device).
 
-    HF_HUB_OFFLINE=1 python scripts/benchmark_app.py                      # writes results/app_benchmark.json
-    HF_HUB_OFFLINE=1 python scripts/benchmark_app.py --torch-threads 1 --cold_start False \
+    HF_HUB_OFFLINE=1 python -m benchmarks.app_inprocess                   # writes results/app_benchmark.json
+    HF_HUB_OFFLINE=1 python -m benchmarks.app_inprocess --torch-threads 1 --cold_start False \
         --output results/app_benchmark_1thread.json                      # one intra-op thread
 
 Search latency is the time of ``ctxir.app.search.search`` (what the /search callback runs: first stage,
@@ -25,9 +27,10 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.app import start_app, stop_app
+from benchmarks.common import command_line, main_for
+
 ROOT = Path(__file__).resolve().parents[1]
-# ctxir is installed (requirements-dev.txt); benchmarks/ is not: a file run as `python scripts/x.py` finds it here
-sys.path.insert(0, str(ROOT))
 
 
 @dataclass
@@ -67,8 +70,6 @@ def machine() -> dict:
 
 def time_app_start(cache_dir: str, timeout_s: float = 600.0) -> float:
     """Seconds from `python app.py` to the first HTTP 200 of its page (benchmarks.app.start_app); stopped afterwards."""
-    from benchmarks.app import start_app, stop_app
-
     process, _url, seconds = start_app({"CTXIR_CACHE": cache_dir}, timeout_s)
     stop_app(process)
     return seconds
@@ -180,7 +181,7 @@ def bench_attention(state, args: BenchmarkArgs, report: dict) -> None:
             print("attention", row, flush=True)
 
 
-def run(args: BenchmarkArgs) -> dict:
+def run(args: BenchmarkArgs, argv: list[str] | None = None) -> dict:
     import torch
 
     from ctxir.app.config import AppConfig
@@ -190,7 +191,11 @@ def run(args: BenchmarkArgs) -> dict:
 
     if args.torch_threads > 0:  # the same rule as app.py
         torch.set_num_threads(args.torch_threads)
-    report: dict = {"config": asdict(args), "machine": machine(), "command": " ".join(["python", *sys.argv])}
+    report: dict = {
+        "config": asdict(args),
+        "machine": machine(),
+        "command": command_line("app_inprocess", argv),
+    }
 
     # 1. cold start of `python app.py`, offline: first with an empty embedding cache, then with it filled
     if args.cold_start:
@@ -234,9 +239,10 @@ def save(report: dict, path: str) -> None:
     print(f"wrote {output}", flush=True)
 
 
-if __name__ == "__main__":
-    from transformers import HfArgumentParser
-
+def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    (parsed,) = HfArgumentParser(BenchmarkArgs).parse_args_into_dataclasses()
-    run(parsed)
+    return main_for("app_inprocess", BenchmarkArgs, run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

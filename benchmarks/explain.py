@@ -1,7 +1,7 @@
 """Measure ``ctxir.explain.explain`` on a 128-token (query, document) pair: p50 / p95 latency and completeness.
 
-    HF_HUB_OFFLINE=1 python scripts/bench_explain.py                        # writes results/explain_benchmark.json
-    HF_HUB_OFFLINE=1 python scripts/bench_explain.py --repeats 5 --torch-threads 1
+    HF_HUB_OFFLINE=1 python -m benchmarks.explain                        # writes results/explain_benchmark.json
+    HF_HUB_OFFLINE=1 python -m benchmarks.explain --repeats 5 --torch-threads 1
 
 Models: the packaged all-MiniLM-L6-v2 as bi-encoder (exact split), a cross-encoder built on the same MiniLM
 body with a fresh 1-label head (same architecture and cost as cross-encoder/ms-marco-MiniLM-L6-v2; its scores
@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import shlex
 import statistics
 import sys
 import time
@@ -26,6 +25,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from benchmarks.common import command_line, main_for
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -139,7 +140,7 @@ def time_config(query: str, document: str, bi, n_steps: int, repeats: int, kwarg
     }
 
 
-def run(args: BenchmarkArgs) -> dict:
+def run(args: BenchmarkArgs, argv: list[str] | None = None) -> dict:
     from ctxir.encoders.models import packaged_minilm_path, set_threads
     from ctxir.explain import DEFAULT_IG_STEPS
 
@@ -162,7 +163,7 @@ def run(args: BenchmarkArgs) -> dict:
         },
     }
     report = {
-        "command": "python " + " ".join(shlex.quote(a) for a in sys.argv),
+        "command": command_line("explain", argv),
         "machine": machine(),
         "args": asdict(args),
         "n_steps": n_steps,
@@ -239,13 +240,10 @@ def survey(pairs: int, cross, cls_lr, steps: tuple[int, ...] = (16, 32, 64)) -> 
     return {"pairs": pairs, "rows": rows, "summary": summary}
 
 
-def main() -> None:
-    from transformers import HfArgumentParser
-
+def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    (parsed,) = HfArgumentParser(BenchmarkArgs).parse_args_into_dataclasses()
-    run(parsed)
+    return main_for("explain", BenchmarkArgs, run, argv)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,7 +1,7 @@
 """Peak memory of encoding a corpus with ``--backend torch`` and ``--backend onnx-int8`` (issue #21 §5), each in a
 fresh process so its peak RSS (``ru_maxrss``) is its own.
 
-    nice -n 19 python scripts/onnx_memory.py --data ../shared/data/scifact --docs 1400 --threads 1
+    nice -n 19 python -m benchmarks.onnx_memory --data ../shared/data/scifact --docs 1400 --threads 1
 
 Each variant runs ``BiEncoder(...).encode`` over the first ``--docs`` documents (title + text) of a BEIR corpus,
 the way ``ctxir evaluate`` encodes a corpus, after the int8 model was exported once into ``--onnx-dir``
@@ -103,12 +103,16 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
         parser.error(f"--variants: {unknown[0]!r} is not known: use some of {', '.join(VARIANTS)}")
-    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
+    # the children run this module by name, from any working folder (their --data stays relative to the caller's)
+    root = str(Path(__file__).resolve().parents[1])
+    python_path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH", "")]))
+    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "PYTHONPATH": python_path}
 
     def measure(variant: str, folder: str) -> dict | None:
         command = [
             sys.executable,
-            __file__,
+            "-m",
+            "benchmarks.onnx_memory",
             "--variant",
             variant,
             "--data",

@@ -1,6 +1,6 @@
 """Recall of ctxir.retrieval.ann's index against exact search on a real BEIR set's own embeddings, by cells scanned.
 
-    HF_HUB_OFFLINE=1 python scripts/ann_recall_vs_exact.py --data ../shared/data/scifact --nprobe 0,96,132
+    HF_HUB_OFFLINE=1 python -m benchmarks.ann_recall --data ../shared/data/scifact --nprobe 0,96,132
 
 For each ``--nprobe`` (0 = ``ctxir.retrieval.ann``'s default) and depth k in ``--depths``: the mean share of the
 exact top-k (a full dot-product scan of the same cached, normalised corpus embeddings) that the index returns,
@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from benchmarks.common import command_line, main_for
+
 
 @dataclass
 class RecallArgs:
@@ -31,7 +33,7 @@ class RecallArgs:
     depths: str = field(default="10,100", metadata={"help": "comma-separated k"})
 
 
-def run(args: RecallArgs) -> int:
+def run(args: RecallArgs, argv: list[str] | None = None) -> int:
     from ctxir.data import load_beir
     from ctxir.encoders import BiEncoder
     from ctxir.retrieval.ann import AnnIndex, AnnParams
@@ -66,7 +68,7 @@ def run(args: RecallArgs) -> int:
     print(
         json.dumps(
             {
-                "command": " ".join(["python", *sys.argv]),
+                "command": command_line("ann_recall", argv),
                 "queries": len(queries),
                 "load_average": [round(x, 2) for x in os.getloadavg()],
             }
@@ -75,7 +77,9 @@ def run(args: RecallArgs) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    from ctxir.cli import cli_main
+def main(argv: list[str] | None = None) -> int:
+    return main_for("ann_recall", RecallArgs, run, argv)
 
-    sys.exit(cli_main(RecallArgs, run))
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,6 +1,6 @@
 """Write a large MS MARCO-like BEIR folder, and its embeddings straight into ctxir's cache, without the model.
 
-    HF_HUB_OFFLINE=1 python scripts/make_synthetic_corpus.py --num-docs 1000000   # → outputs/synthetic-1m/
+    HF_HUB_OFFLINE=1 python -m benchmarks.synthetic_corpus --num-docs 1000000   # → outputs/synthetic-1m/
 
 For start-up and index measurements at a size the bi-encoder cannot encode on a CPU (1M passages would take
 about 12 hours here). What is written:

@@ -1,7 +1,7 @@
 """Start-up time on a large corpus whose embeddings (and, after the first run, indexes) exist; ANN index numbers.
 
-    HF_HUB_OFFLINE=1 python scripts/make_synthetic_corpus.py --num-docs 1000000       # once: outputs/synthetic-1m/
-    HF_HUB_OFFLINE=1 python scripts/bench_startup.py --data outputs/synthetic-1m        # → results/startup.json
+    HF_HUB_OFFLINE=1 python -m benchmarks.synthetic_corpus --num-docs 1000000       # once: outputs/synthetic-1m/
+    HF_HUB_OFFLINE=1 python -m benchmarks.startup --data outputs/synthetic-1m        # → results/startup.json
 
 Each run is a fresh Python process (``--runs`` of them, one after another), so nothing is shared between runs but
 the files on disk; the first run on a new cache builds BM25's and the ANN index (progress bars), the next ones load
@@ -47,7 +47,8 @@ MODES = ("library", "evaluate", "app")
 @dataclass
 class StartupArgs:
     data: str = field(
-        default="outputs/synthetic-1m", metadata={"help": "BEIR folder (scripts/make_synthetic_corpus.py)"}
+        default="outputs/synthetic-1m",
+        metadata={"help": "BEIR folder (python -m benchmarks.synthetic_corpus)"},
     )
     cache_dir: str = field(default="", metadata={"help": "ctxir cache root (default: DATA/cache)"})
     modes: str = field(
@@ -218,7 +219,8 @@ def spawn(mode: str, args: StartupArgs, cache: Path) -> dict:
     else:
         command = [
             sys.executable,
-            str(Path(__file__).relative_to(ROOT) if Path(__file__).is_relative_to(ROOT) else __file__),
+            "-m",
+            "benchmarks.startup",
             "--child",
             mode,
             "--data",
@@ -269,7 +271,7 @@ def run(args: StartupArgs) -> int:
             runs.append({"run": number, **spawn(mode, args, cache)})
             print(json.dumps(runs[-1], indent=1), flush=True)
     record = {
-        "command": shlex.join(["python", "scripts/bench_startup.py", *sys.argv[1:]]),
+        "command": shlex.join(["python", "-m", "benchmarks.startup", *sys.argv[1:]]),
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "cores": os.cpu_count(),
         "settings": asdict(args),

@@ -8,7 +8,7 @@ model's held-out training claims, read as the app and the CLI read documents (th
   (``--rerank-backend onnx-int8``; ``ctxir.encoders.onnx_export.frozen_layers``);
 * ``onnx-int8-all``: every MatMul int8 (what ``onnx-int8`` would be if it quantised the trained layers too).
 
-    python scripts/cross_encoder_int8.py --model ctxir/assets/models/cross-encoder
+    python -m benchmarks.rerank_int8 --model ctxir/assets/models/cross-encoder
 
 The issue's rule: use an int8 path for the cross-encoder only if it keeps the score within 0.005 (nDCG@10), decided
 on these held-out *training* claims (metrics.json's ``extra.heldout_query_ids``), never on test. Prints each

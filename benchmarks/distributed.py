@@ -4,7 +4,7 @@ Lite insert and search throughput, on SciFact abstracts and the packaged all-Min
 Not a test: it times things. Each encoding run writes into a fresh folder (nothing is skipped) and the worker counts
 alternate (1, 2, 1, 2, ...) so load drifting on a shared machine hits both alike; medians are reported.
 
-    python scripts/bench_engines.py --docs 800 --repeats 3 --out /tmp/bench_engines.json
+    python -m benchmarks.distributed --docs 800 --repeats 3 --out /tmp/bench_engines.json
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import numpy as np
 
+from benchmarks.common import command_line
 from ctxir.data import load_beir
 from ctxir.encoders import BiEncoder
 from ctxir.encoders.models import resolve_model
@@ -233,7 +234,7 @@ def milvus_lite(
     }
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     import ray
 
     # 1. The subset: judged documents first, then corpus order; the queries that keep a judged document.
@@ -241,7 +242,7 @@ def main(argv: list[str] | None = None) -> None:
     corpus, queries, qrels = load_subset(args.data, args.docs)
     model = resolve_model(MODEL)
     record: dict = {
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "command": command_line("distributed", argv),
         "machine": {
             "platform": platform.platform(),
             "python": platform.python_version(),
@@ -269,6 +270,7 @@ def main(argv: list[str] | None = None) -> None:
     record["machine"]["uptime_after"] = uptime()
     Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
     print(json.dumps(record, indent=2))
+    return 0
 
 
 def _versions() -> dict:
@@ -278,4 +280,4 @@ def _versions() -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
