@@ -96,7 +96,7 @@ def explain_cross_encoder(
         result["term_match"] = _term_match_report(ce, enc, result["tokens"])
     activation_name = "none (logit)" if activation is None else type(activation).__name__
     result.update(
-        model_kind="cross-encoder",
+        model_kind=CROSS_ENCODER.name,
         score_kind="logit"
         if activation is None
         else f"{activation_name}(logit), as CrossEncoderReranker.score_pairs reports it",
@@ -174,7 +174,9 @@ def explain_cls_lr(
     result = pair_integrated_gradients(
         score, body.get_input_embeddings(), ranker.tokenizer, enc, n_steps, max_steps, baseline
     )
-    result.update(model_kind="cls-lr", score_kind="logit coef·CLS + b, as ClsLrRanker.score_pairs reports it")
+    result.update(
+        model_kind=CLS_LR.name, score_kind="logit coef·CLS + b, as ClsLrRanker.score_pairs reports it"
+    )
     if attention:
         result.update(attention_report(query, document, body, ranker.tokenizer, result["tokens"]))
     return result
