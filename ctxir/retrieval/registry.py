@@ -93,6 +93,13 @@ class FirstStageKind:
     ``uses_bm25`` / ``uses_bi_encoder``: its ranking is made of BM25 scores / a bi-encoder's cosines, so the failure
     report explains those (and a bi-encoder must be given to build it); ``fuses``: it fuses several rankings, so it
     takes every bi-encoder given (``--extra-models``), fusion settings and weights, and ``--tune-on`` tunes them.
+
+    >>> from ctxir.retrieval import BM25Retriever
+    >>> lexical = FirstStageKind("bm25-plain", "plain bm25", "word matches, unstemmed",
+    ...                          build=lambda parts: BM25Retriever(parts.corpus, stemmer=None), uses_bm25=True)
+    >>> retriever = lexical.build(StageParts({"d1": {"title": "", "text": "Otters swim in rivers."}}))
+    >>> [h.doc_id for h in retriever.query("otters")], retriever.config["stemmer"]
+    (['d1'], None)
     """
 
     name: str  # "bm25"
