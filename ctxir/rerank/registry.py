@@ -65,7 +65,7 @@ class RerankerKind:
     label: str  # how the page names it: "cross-encoder", "CLS-LR"
     short: str  # a table's rank header: "CE" → "CE rank"
     setting: str  # "cross_encoder"
-    card: str  # its model card's model_type (ctxir.publish.cards)
+    card: str  # the model type it is published as (ctxir.publish.model_types.MODEL_TYPES)
     shipped: str  # the name it ships under inside ctxir (ctxir.encoders.models.SHIPPED_MODELS)
     fallback: str  # the default model while none is shipped ("" = none)
     how_to_get: str  # what to run to have one, e.g. "train it with `python training/train_cls_lr.py`"
