@@ -42,6 +42,7 @@ from ctxir.rerank.registry import (
     register_reranker,
 )
 from ctxir.retrieval.fusion import fuse, reciprocal_rank_fusion, weighted_score_fusion
+from ctxir.retrieval.registry import FIRST_STAGES, FirstStageKind, register_first_stage
 from ctxir.retrieval.retrievers import BM25Retriever, DenseRetriever, HybridRetriever, Retriever
 from ctxir.types import Corpus, CtxirError, Hit, Internals, Qrels, Queries, Run
 
@@ -50,6 +51,7 @@ __version__ = "0.1.0"
 __all__ = [
     "DEFAULT_BI_ENCODER",
     "DEFAULT_CROSS_ENCODER",
+    "FIRST_STAGES",
     "RERANKERS",
     "BM25Retriever",
     "BiEncoder",
@@ -61,6 +63,7 @@ __all__ = [
     "DenseRetriever",
     "EmbeddingCache",
     "EvalResult",
+    "FirstStageKind",
     "Hit",
     "HybridRetriever",
     "Internals",
@@ -103,6 +106,7 @@ __all__ = [
     "pick_device",
     "pool",
     "reciprocal_rank_fusion",
+    "register_first_stage",
     "register_reranker",
     "resolve_model",
     "sts_correlation",

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numbers
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import fields, replace
 from typing import Any
 
@@ -122,3 +122,32 @@ def check_settings(kind: type, settings, options: dict, argument: str):
     if unknown:
         raise CtxirError(f"unknown option(s) {', '.join(map(repr, unknown))}: valid are {', '.join(valid)}")
     return replace(settings, **options) if settings is not None else kind(**options)
+
+
+class LiveChoices(Sequence):
+    """A registry's choices read when asked (argparse's ``choices``): a kind registered after import is offered.
+
+    >>> kinds = {"bm25": 1}
+    >>> choices = LiveChoices(lambda: tuple(kinds))
+    >>> kinds["title-match"] = 2
+    >>> "title-match" in choices, list(choices)
+    (True, ['bm25', 'title-match'])
+    """
+
+    def __init__(self, read: Callable[[], tuple[str, ...]]):
+        self._read = read
+
+    def __getitem__(self, index):
+        return self._read()[index]
+
+    def __len__(self) -> int:
+        return len(self._read())
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._read())
+
+    def __contains__(self, value) -> bool:
+        return value in self._read()
+
+    def __repr__(self) -> str:
+        return repr(self._read())

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 import gradio as gr
 
+from ctxir.retrieval.registry import FIRST_STAGES
+
 logger = logging.getLogger("ctxir.app")
 
 
@@ -26,10 +28,16 @@ class Endpoint:
     unlabelled: tuple[tuple[str, str], ...] = field(default=())
 
 
+def first_stage_help() -> str:
+    """/search's ``first_stage``: every registered first stage, with what it ranks by."""
+    named = [f"{name} ({kind.ranks_by})" for name, kind in FIRST_STAGES.items()]
+    return f"{', '.join(named[:-1])} or {named[-1]}" if len(named) > 1 else named[0]
+
+
 _SEARCH_ARGS = {
     "query": "the question to search for (free text)",
     "corpus": "the corpus to search: the startup corpus's name, or one this session uploaded (/upload_corpus)",
-    "first_stage": "bm25 (word matches), dense (the bi-encoder's cosine) or hybrid (both, fused)",
+    "first_stage": first_stage_help(),
     "reranker": "'none', or a loaded re-ranker that re-scores the first stage's candidates",
     "k": "how many results to return",
     "depth": "how many first-stage candidates the re-ranker re-scores",
@@ -183,8 +191,13 @@ ENDPOINTS: dict[str, Endpoint] = {
 
 
 def docstring(endpoint: Endpoint) -> str:
-    """The callback's docstring in the form Gradio's MCP server reads (a description, then ``Args:``)."""
-    args = "\n".join(f"    {name}: {text}" for name, text in endpoint.args.items())
+    """The callback's docstring in the form Gradio's MCP server reads (a description, then ``Args:``); a
+    ``first_stage`` argument lists the first stages registered now, when the app is built."""
+    described = {
+        **endpoint.args,
+        **({"first_stage": first_stage_help()} if "first_stage" in endpoint.args else {}),
+    }
+    args = "\n".join(f"    {name}: {text}" for name, text in described.items())
     return f"{endpoint.description}\n\nArgs:\n{args}\n"
 
 

@@ -1,6 +1,7 @@
 """``CorpusIndex``: one corpus with its retrievers; ``Indexing``: how far the startup corpus's index got.
 
-The retrievers: BM25, dense (embeddings cached on disk), hybrid, and dense ones of another pooling or layer.
+The retrievers: every first stage of ``ctxir.retrieval.registry`` (dense embeddings cached on disk), and dense ones
+of another pooling or layer.
 """
 
 from __future__ import annotations
@@ -13,9 +14,8 @@ from typing import Any
 import numpy as np
 
 from ctxir.app.config import Progress
-from ctxir.checks import check_choice
 from ctxir.encoders.bi_encoder import BiEncoder, default_backend
-from ctxir.rerank.pipeline import FIRST_STAGES, HybridSettings, build_first_stages
+from ctxir.retrieval.registry import FIRST_STAGES, HybridSettings, StageParts, get_first_stage
 from ctxir.retrieval.retrievers import DenseRetriever
 from ctxir.types import Corpus, CtxirError, doc_text
 
@@ -23,7 +23,8 @@ ENCODE_CHUNK = 256  # documents per progress step of a first start's encoding
 
 
 class CorpusIndex:
-    """One corpus with its BM25, dense and hybrid retrievers (dense embeddings cached on disk)."""
+    """One corpus with a retriever per first stage (``stages``; each is also an attribute: ``index.bm25``), dense
+    embeddings cached on disk. A first stage registered after the index was built is built on its first search."""
 
     def __init__(
         self,
@@ -42,13 +43,12 @@ class CorpusIndex:
         if progress is not None:
             self._encode_in_steps(encoder, step)
         step(0.95, f"BM25 index and dense index of {len(corpus):,} documents")
-        # the same builder as `ctxir evaluate`: hybrid fuses these very BM25 and dense retrievers
-        self.stages = build_first_stages(
-            corpus, FIRST_STAGES, [encoder], hybrid=HybridSettings(fusion="rrf", depth=100)
-        )
-        self.bm25, self.dense, self.hybrid = (self.stages[kind] for kind in FIRST_STAGES)
         self._pooled: dict[tuple[str, int], Any] = {}
         self._lock = threading.Lock()
+        # built as `ctxir evaluate` builds them (ctxir.rerank.pipeline.build_first_stages): from parts made once,
+        # so hybrid fuses these very BM25 and dense retrievers; kept, so a stage registered later shares them too
+        self._parts = StageParts(corpus, [encoder], hybrid=HybridSettings(fusion="rrf", depth=100))
+        self.stages = {name: kind.build(self._parts) for name, kind in FIRST_STAGES.items()}
         step(1.0, "ready")
 
     def _encode_in_steps(self, encoder, step: Progress, chunk: int | None = None) -> None:
@@ -86,7 +86,20 @@ class CorpusIndex:
         return encoder
 
     def retriever(self, first_stage: str):
-        return self.stages[check_choice(first_stage, "first stage", FIRST_STAGES)]
+        """The retriever of ``first_stage`` (a name of ``FIRST_STAGES``); checked, and built if it is new."""
+        kind = get_first_stage(first_stage)
+        if kind.name not in self.stages:
+            with self._lock:
+                if kind.name not in self.stages:
+                    self.stages = {**self.stages, kind.name: kind.build(self._parts)}
+        return self.stages[kind.name]
+
+    def __getattr__(self, name: str):
+        # index.bm25, index.dense, ...: each first stage built at start by its name
+        stages = self.__dict__.get("stages")
+        if stages is not None and name in stages:
+            return stages[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def pooled(self, pooling: str, layer: int):
         """A dense retriever over this corpus with another pooling/layer (encoded once, then cached)."""

@@ -14,8 +14,8 @@ from ctxir.app.config import AppConfig, Progress
 from ctxir.checks import check_choice, check_int
 from ctxir.encoders.internals import inspect_text
 from ctxir.encoders.models import load_bi_encoder, load_transformer
+from ctxir.rerank.registry import CLS_LR, CROSS_ENCODER, load_reranker, reranker_choices
 from ctxir.rerank.registry import RERANKERS as KINDS
-from ctxir.rerank.registry import load_reranker, reranker_choices
 from ctxir.types import CtxirError, Internals
 
 if TYPE_CHECKING:
@@ -24,7 +24,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger("ctxir.app")
 
 POOLINGS = ("mean", "cls", "max")
-INSPECT_MODELS = ("bi-encoder", "cross-encoder")
 
 
 @dataclass
@@ -43,7 +42,7 @@ class AppModels:
 
     bi_encoder: Any  # SentenceTransformer
     bi_encoder_name: str
-    inspect: dict[str, Inspectable]  # "bi-encoder" (always), "cross-encoder" (when loaded)
+    inspect: dict[str, Inspectable]  # "bi-encoder" (always), each loaded kind that is ``inspectable``
     rerankers: dict[str, Any] = field(default_factory=dict)  # kind → ctxir.Reranker
     unavailable: dict[str, str] = field(default_factory=dict)  # kind → why it is not loaded
 
@@ -123,7 +122,7 @@ class AppModels:
         tokenizer, body = load_transformer(path, device, attentions=True)
         inspect = {"bi-encoder": Inspectable(bi_encoder_name, tokenizer, body)}
         models = cls(bi_encoder, bi_encoder_name, inspect)
-        given = {"cross-encoder": cross_encoder, "cls-lr": cls_lr, **(rerankers or {})}
+        given = {CROSS_ENCODER.name: cross_encoder, CLS_LR.name: cls_lr, **(rerankers or {})}
         for kind in KINDS.values():
             if given.get(kind.name) is None:
                 models.unavailable[kind.name] = f"no {kind.label} re-ranker was given"
@@ -156,9 +155,10 @@ class AppModels:
     def inspectable(self, name: str) -> Inspectable:
         if name not in self.inspect:
             loaded = ", ".join(f"{k!r} ({v.name})" for k, v in self.inspect.items())
+            kind = KINDS.get(name)
             hint = (
-                " The cross-encoder is not loaded: start the app with --cross-encoder PATH."
-                if name == "cross-encoder"
+                f" The {kind.label} re-ranker is not loaded: start the app with {kind.flag} PATH."
+                if kind is not None and kind.inspectable
                 else ""
             )
             raise CtxirError(

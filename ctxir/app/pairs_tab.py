@@ -121,7 +121,10 @@ def score_pairs(state: AppState, query: str, documents: str | Sequence[str]) -> 
         ranks = {int(i): rank for rank, i in enumerate(order, 1)}
         for i, row in enumerate(rows):
             row[rank_key] = ranks.get(i)
-    reader = models.inspect.get("cross-encoder", models.inspect["bi-encoder"])
+    # the first loaded re-ranker whose body can be read (the cross-encoder), else the bi-encoder's tokenizer
+    reader = next(
+        (models.inspect[k] for k in models.loaded if k in models.inspect), models.inspect["bi-encoder"]
+    )
     positions = position_limit(reader.model.config)
     formations = [input_formation(reader.tokenizer, query, doc, positions=positions) for doc in docs]
     first = formations[0]

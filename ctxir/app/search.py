@@ -12,6 +12,7 @@ from ctxir.app.text import md_code, plural, rounded, snippet
 from ctxir.app.upload_store import Owner
 from ctxir.checks import check_choice, check_int, check_text
 from ctxir.rerank.registry import DEFAULT_RERANK_MODE, RERANK_MODES, RERANKERS, search_rerankers
+from ctxir.retrieval.registry import DEFAULT_FIRST_STAGE
 from ctxir.types import CtxirError
 
 
@@ -22,7 +23,7 @@ def search(
     state: AppState,
     query: str,
     corpus: str | None = None,
-    first_stage: str = "dense",
+    first_stage: str = DEFAULT_FIRST_STAGE,
     reranker: str = "none",
     k: int = 10,
     depth: int | None = None,

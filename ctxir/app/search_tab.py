@@ -16,8 +16,8 @@ from ctxir.app import explain_tab, pooling, uploads, what_moved
 from ctxir.app.models import AppModels
 from ctxir.app.search import search
 from ctxir.app.ui import Ui, column_widths, frame, gpu, guard, show, tab_intro
-from ctxir.rerank.pipeline import FIRST_STAGES
 from ctxir.rerank.registry import DEFAULT_RERANK_MODE, RERANKERS, search_rerankers
+from ctxir.retrieval.registry import DEFAULT_FIRST_STAGE, FIRST_STAGES
 
 # ---------------------------------------------------------------- shown in the page
 
@@ -175,7 +175,13 @@ def search_form(ui: Ui) -> SearchForm:
             min_width=160,
         )
     with gr.Row():
-        first_stage = gr.Radio(list(FIRST_STAGES), value="dense", label="First stage", min_width=200)
+        # every registered first stage: the values Gradio lets /search pass (it refuses any other)
+        first_stage = gr.Radio(
+            [(kind.label, name) for name, kind in FIRST_STAGES.items()],
+            value=DEFAULT_FIRST_STAGE,
+            label="First stage",
+            min_width=200,
+        )
         # only the re-rankers loaded in this app are offered; the info line names the others and the top of the
         # page says why they are missing
         reranker = explain_tab.refuse_unloaded(

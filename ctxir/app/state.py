@@ -181,8 +181,8 @@ class AppState:
 
     @staticmethod
     def _warm_index(index: CorpusIndex) -> None:
-        index.dense.query("warm up", 1)
-        index.bm25._search(["warm up"], 1)
+        for retriever in index.stages.values():
+            retriever.query("warm up", 1)
 
     def warm_up(self, index: bool = True) -> None:
         """One tiny pass through every model so the first user request pays no lazy initialisation."""

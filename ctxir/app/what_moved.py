@@ -17,7 +17,9 @@ from ctxir.app.text import md_code
 from ctxir.app.ui import Ui, column_widths, exports, frame, gpu, guard, show
 from ctxir.app.upload_store import Owner
 from ctxir.checks import check_choice, check_int
-from ctxir.rerank.registry import DEFAULT_RERANK_MODE, RERANKERS, reranker_choices
+from ctxir.explain.rerankers import explainer_for
+from ctxir.rerank.registry import DEFAULT_RERANK_MODE, DEFAULT_RERANKER, RERANKERS, reranker_choices
+from ctxir.retrieval.registry import DEFAULT_FIRST_STAGE
 from ctxir.types import CtxirError, doc_text
 
 if TYPE_CHECKING:
@@ -39,8 +41,8 @@ def what_moved(
     state: AppState,
     query: str,
     corpus: str | None = None,
-    first_stage: str = "dense",
-    reranker: str = "cross-encoder",
+    first_stage: str = DEFAULT_FIRST_STAGE,
+    reranker: str = DEFAULT_RERANKER,
     k: int = 10,
     depth: int | None = None,
     n: int = 3,
@@ -137,7 +139,7 @@ def explain_moves(
     """Each mover explained by the re-ranker (integrated gradients): (the table's rows, the JSON's details), with
     the five document words that pushed its score up most and the five that pulled it down most."""
     cfg = state.config
-    ranker, explain_one = state.models.reranker(reranker), RERANKERS[reranker].explain
+    ranker, explain_one = state.models.reranker(reranker), explainer_for(RERANKERS[reranker])
     rows, details = [], []
     for row in movers:
         doc = corpus[row["doc_id"]]

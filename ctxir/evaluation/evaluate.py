@@ -44,9 +44,17 @@ from ctxir.encoders.bi_encoder import BiEncoder, EmbeddingCache, cache_root
 from ctxir.encoders.models import set_threads
 from ctxir.evaluation.metrics import evaluate_run, format_table, paired_retrieval, sts_correlation
 from ctxir.files import read_json, write_json
-from ctxir.rerank.pipeline import HybridSettings, Pipeline, StageFusion, build_first_stages, mode_fusion
+from ctxir.rerank.pipeline import Pipeline, StageFusion, build_first_stages, mode_fusion
 from ctxir.rerank.rankers import RERANK_BACKENDS, CrossEncoderReranker
 from ctxir.rerank.registry import RERANK_MODES, RERANKER_CHOICES, RERANKERS, load_reranker, reranker_choices
+from ctxir.retrieval.registry import (
+    DEFAULT_FIRST_STAGE,
+    FIRST_STAGE_CHOICES,
+    HybridSettings,
+    first_stage_choices,
+    fusing_first_stages,
+    get_first_stage,
+)
 from ctxir.retrieval.retrievers import HybridRetriever
 from ctxir.types import CtxirError
 
@@ -65,7 +73,13 @@ class EvaluateArgs:
     split: str = field(
         default="test", metadata={"help": "qrels split (BEIR) or STS-B split when --data is a folder"}
     )
-    retriever: Literal["bm25", "dense", "hybrid"] = field(default="dense", metadata={"help": "first stage"})
+    retriever: str = field(
+        default=DEFAULT_FIRST_STAGE,
+        metadata={
+            "help": "first stage: a first stage of ctxir.retrieval.registry",
+            "choices": FIRST_STAGE_CHOICES,
+        },
+    )
     model: str = field(
         default="sentence-transformers/all-MiniLM-L6-v2", metadata={"help": "bi-encoder id or folder"}
     )
@@ -214,21 +228,17 @@ def run_sts(args: EvaluateArgs) -> dict:
     path = Path(args.data)
     pairs = load_sts(path) if path.is_file() else load_sts(path, args.split)
     gold = [score for _, _, score in pairs]
-    if args.rerank == "cross-encoder":
-        from ctxir.encoders.models import load_cross_encoder
-
-        scorer = load_cross_encoder(args.reranker_model, args.device)
-        predicted = scorer.predict(
-            [(a, b) for a, b, _ in pairs], batch_size=args.batch_size, show_progress_bar=True
-        )
-        system = f"cross-encoder {args.reranker_model}"
-    elif args.rerank != "none":  # any other kind: its pair score, one pair at a time
-        from ctxir.rerank.registry import load_reranker
-
+    if args.rerank != "none":
+        kind = RERANKERS[args.rerank]
         reranker = with_backend(
             load_reranker(args.rerank, args.reranker_model, args.device, args.batch_size), args
         )
-        predicted = [float(RERANKERS[args.rerank].pair_scores(reranker, a, [b])[0]) for a, b, _ in pairs]
+        texts = [(a, b) for a, b, _ in pairs]
+        predicted = (
+            kind.score_pair_list(reranker, texts, args.batch_size)
+            if kind.score_pair_list is not None
+            else [float(kind.pair_scores(reranker, a, [b])[0]) for a, b in texts]  # a pair at a time
+        )
         system = f"{args.rerank} {args.reranker_model}"
     else:
         encoder = _encoder(args)
@@ -259,16 +269,13 @@ def run_paired(args: EvaluateArgs) -> dict:
 
 
 def build_pipeline(args: EvaluateArgs, corpus):
+    stage = get_first_stage(args.retriever)
     encoders = []
-    if args.retriever in ("dense", "hybrid"):
-        extra = (
-            [m.strip() for m in args.extra_models.split(",") if m.strip()]
-            if args.retriever == "hybrid"
-            else []
-        )
+    if stage.uses_bi_encoder:
+        extra = [m.strip() for m in args.extra_models.split(",") if m.strip()] if stage.fuses else []
         encoders = [_encoder(args, model) for model in ["", *extra]]
     weights = None
-    if args.retriever == "hybrid" and args.weights:
+    if stage.fuses and args.weights:
         try:
             weights = [float(w) for w in args.weights.split(",")]
         except ValueError as err:
@@ -378,7 +385,10 @@ def _tune(args: EvaluateArgs, pipeline) -> dict:
 
     hybrid = isinstance(pipeline.first_stage, HybridRetriever)
     if not hybrid and pipeline.reranker is None:
-        raise CtxirError("--tune-on needs something to tune: use --retriever hybrid and/or a --rerank model")
+        fusing = " or ".join(fusing_first_stages())
+        raise CtxirError(
+            f"--tune-on needs something to tune: use --retriever {fusing} and/or a --rerank model"
+        )
     if args.tune_on == args.split:
         raise CtxirError(
             f"--tune-on {args.tune_on!r} is the split being evaluated: tune on another split "
@@ -458,8 +468,10 @@ def run(args: EvaluateArgs) -> dict:
         )
     if args.top_k < 1:
         raise CtxirError(f"--top-k must be ≥ 1, got {args.top_k!r}")
-    if args.extra_models and args.retriever != "hybrid":
-        raise CtxirError(f"--extra-models {args.extra_models!r} needs --retriever hybrid")
+    check_choice(args.retriever, "--retriever", first_stage_choices())
+    if args.extra_models and not get_first_stage(args.retriever).fuses:
+        fusing = " or ".join(fusing_first_stages())
+        raise CtxirError(f"--extra-models {args.extra_models!r} needs --retriever {fusing}")
 
     check_choice(args.rerank, "--rerank", reranker_choices())
     check_choice(args.rerank_mode, "--rerank-mode", RERANK_MODES)
@@ -517,11 +529,12 @@ def _cpu_count() -> int:
 
 def default_output(args: EvaluateArgs) -> str:
     data = Path(args.data).stem if Path(args.data).is_file() else Path(args.data).resolve().name
+    stage = get_first_stage(args.retriever)
     parts = [data, args.split, args.retriever]
-    if args.retriever != "bm25":
+    if stage.uses_bi_encoder:
         parts += [Path(args.model).name, args.pooling, f"L{args.layer}"]
         parts += [args.backend] if args.backend != "torch" else []
-    if args.retriever == "hybrid":
+    if stage.fuses:
         parts += [f"+{Path(m.strip()).name}" for m in args.extra_models.split(",") if m.strip()]
         parts += (
             [f"tuned-{args.tune_on}"]
@@ -530,7 +543,7 @@ def default_output(args: EvaluateArgs) -> str:
         )
     if args.rerank != "none":
         parts += [args.rerank, Path(args.reranker_model).name, f"top{args.top_k}", args.rerank_mode]
-        parts += [f"tuned-{args.tune_on}"] if args.tune_on and args.retriever != "hybrid" else []
+        parts += [f"tuned-{args.tune_on}"] if args.tune_on and not stage.fuses else []
     return str(Path("results") / ("-".join(parts) + ".json"))
 
 

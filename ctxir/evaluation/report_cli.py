@@ -15,6 +15,7 @@ from ctxir.encoders.bi_encoder import BiEncoder
 from ctxir.evaluation.report import make_report, report_from_results, report_paths
 from ctxir.files import read_json
 from ctxir.rerank.registry import load_reranker
+from ctxir.retrieval.registry import FIRST_STAGES
 from ctxir.retrieval.retrievers import BM25Retriever
 from ctxir.types import Corpus, CtxirError
 
@@ -24,8 +25,9 @@ def explainers_from_config(config: Mapping, corpus: Corpus, system: str, device:
     bi-encoder and re-ranker loaded; the corpus is not encoded)."""
 
     retriever = config.get("retriever", "")
+    stage = FIRST_STAGES.get(retriever)  # a first stage no longer registered: nothing of it is explained
     found: dict = {}
-    if retriever in ("bm25", "hybrid"):
+    if stage is not None and stage.uses_bm25:
         stemmer = config.get("bm25_stemmer", "english")
         found["bm25"] = BM25Retriever(
             corpus,
@@ -33,7 +35,7 @@ def explainers_from_config(config: Mapping, corpus: Corpus, system: str, device:
             b=config.get("bm25_b", 0.75),
             stemmer=None if str(stemmer).lower() == "none" else stemmer,
         )
-    if retriever in ("dense", "hybrid"):
+    if stage is not None and stage.uses_bi_encoder:
         pooling = config.get("pooling", "model")
         found["bi_encoder"] = BiEncoder(
             config["model"],

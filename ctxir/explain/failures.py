@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 
 from ctxir.explain.bi_encoder import explain_bi_encoder
 from ctxir.explain.integrated_gradients import DEFAULT_IG_STEPS
+from ctxir.explain.rerankers import explainer_for
 from ctxir.rerank.registry import kind_of
 from ctxir.retrieval.retrievers import BM25Retriever, DenseRetriever, HybridRetriever
 from ctxir.types import Corpus, CtxirError, doc_text
@@ -309,7 +310,7 @@ class _BiEncoderExplainer:
 
 def _reranker_explainer(reranker, n_steps: int, corpus: Mapping | None = None):
     kind = kind_of(reranker)  # its entry in ctxir.rerank.registry: how it is explained, what it is called
-    explain, name = kind.explain, kind.name
+    explain, name = explainer_for(kind), kind.name
 
     def split(run: dict) -> tuple[list[str], list[float], list[list]]:
         start = run.get("sentence_b_start") or len(run["tokens"])  # no segment ids: all shown as the document

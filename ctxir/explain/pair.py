@@ -13,7 +13,8 @@ from ctxir.explain.integrated_gradients import (
     check_pair_text,
     check_steps,
 )
-from ctxir.rerank.registry import get_reranker
+from ctxir.explain.rerankers import explainer_for
+from ctxir.rerank.registry import CLS_LR, CROSS_ENCODER, get_reranker
 from ctxir.types import CtxirError
 
 
@@ -53,7 +54,7 @@ def explain(
     check_baseline(baseline)
     given = {
         kind: model
-        for kind, model in (("cross-encoder", cross_encoder), ("cls-lr", cls_lr))
+        for kind, model in ((CROSS_ENCODER.name, cross_encoder), (CLS_LR.name, cls_lr))
         if model is not None
     }
     given.update({kind: model for kind, model in (rerankers or {}).items() if model is not None})
@@ -65,7 +66,7 @@ def explain(
         "bi_encoder": explain_bi_encoder(bi_encoder, query, document, **options),
     }
     for kind in kinds:
-        result[kind.key] = kind.explain(
+        result[kind.key] = explainer_for(kind)(
             given[kind.name], query, document, attention=attention, title=title, **options
         )
         result.setdefault("cross_encoder", result[kind.key])

@@ -5,9 +5,14 @@ A cross-encoder is explained through the score its re-ranker reports (its activa
 logit ``coef · CLS + b`` that ``ClsLrRanker.score_pairs`` reports (not the ``predict_proba`` sigmoid). The
 Integrated Gradients themselves: ``ctxir.explain.integrated_gradients``; the attention from [CLS] added to both:
 ``ctxir.explain.attention``.
+
+``EXPLAINERS`` names the explainer of each kind of the re-ranker registry (``ctxir.rerank.registry``);
+``explainer_for(kind)`` is what the app, ``explain`` and the failure report call.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -22,6 +27,7 @@ from ctxir.explain.integrated_gradients import (
     pair_integrated_gradients,
 )
 from ctxir.rerank.rankers import ClsLrRanker, CrossEncoderReranker
+from ctxir.rerank.registry import CLS_LR, CROSS_ENCODER, STS_CROSS_ENCODER, RerankerKind
 from ctxir.types import CtxirError
 
 
@@ -90,7 +96,7 @@ def explain_cross_encoder(
         result["term_match"] = _term_match_report(ce, enc, result["tokens"])
     activation_name = "none (logit)" if activation is None else type(activation).__name__
     result.update(
-        model_kind="cross-encoder",
+        model_kind=CROSS_ENCODER.name,
         score_kind="logit"
         if activation is None
         else f"{activation_name}(logit), as CrossEncoderReranker.score_pairs reports it",
@@ -168,7 +174,9 @@ def explain_cls_lr(
     result = pair_integrated_gradients(
         score, body.get_input_embeddings(), ranker.tokenizer, enc, n_steps, max_steps, baseline
     )
-    result.update(model_kind="cls-lr", score_kind="logit coef·CLS + b, as ClsLrRanker.score_pairs reports it")
+    result.update(
+        model_kind=CLS_LR.name, score_kind="logit coef·CLS + b, as ClsLrRanker.score_pairs reports it"
+    )
     if attention:
         result.update(attention_report(query, document, body, ranker.tokenizer, result["tokens"]))
     return result
@@ -228,3 +236,40 @@ def _term_match_report(ce, enc: dict, tokens: list[str]) -> dict:
         "Gradients attribute the rest of the score; this part reads the token ids and stays in "
         "baseline_score",
     }
+
+
+# ---------------------------------------------------------------- each re-ranker kind's explainer
+
+
+def _explain_cls_lr_document(ranker, query: str, document: str, title: str = "", **options) -> dict:
+    # the ranker reads the first tokens of a document, title included: no windows to cut after the title
+    return explain_cls_lr(ranker, query, document, **options)
+
+
+# kind name → (model, query, document, n_steps=, max_steps=, baseline=, attention=, title=) → dict
+EXPLAINERS: dict[str, Callable[..., dict]] = {
+    CROSS_ENCODER.name: explain_cross_encoder,
+    CLS_LR.name: _explain_cls_lr_document,
+    STS_CROSS_ENCODER.name: explain_cross_encoder,
+}
+
+
+def register_explainer(kind: str, explainer: Callable[..., dict]) -> Callable[..., dict]:
+    """How re-rankers of ``kind`` (a name of ``ctxir.rerank.registry.RERANKERS``) are explained from now on."""
+    EXPLAINERS[kind] = explainer
+    return explainer
+
+
+def explainer_for(kind: RerankerKind) -> Callable[..., dict]:
+    """The explainer of ``kind``: its own ``explain`` where the entry brings one, else the one registered here.
+
+    >>> explainer_for(CROSS_ENCODER) is explain_cross_encoder
+    True
+    """
+    explainer = kind.explain or EXPLAINERS.get(kind.name)
+    if explainer is None:
+        raise CtxirError(
+            f"the {kind.label} re-ranker has no explainer: register one with "
+            f"ctxir.explain.rerankers.register_explainer({kind.name!r}, function), or give its registry entry one"
+        )
+    return explainer

@@ -1,5 +1,6 @@
 """Publishing: model cards and the Hugging Face Hub (the last step before the app).
 
+model_types.py     the model types published (metrics.json's model_type): card template, Hub tags and library
 metrics_file.py    the metrics.json contract a training run writes; the model's license from its training data
 licenses.py        licenses as the Hub names them; the one a model trained on several sources carries
 known_datasets.py  the datasets a card names: Hub copy, link, citation

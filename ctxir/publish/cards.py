@@ -26,10 +26,11 @@ from ctxir.names import looks_like_hub_id
 from ctxir.publish.known_datasets import BEIR_CITATION, SBERT_CITATION, SPLIT_NAMES, DatasetInfo, dataset_info
 from ctxir.publish.licenses import License, parse_license
 from ctxir.publish.metrics_file import EVAL_TASKS, training_license, validate_metrics
+from ctxir.publish.model_types import MODEL_TYPES
 from ctxir.types import CtxirError
 
 TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "model_cards"
-TEMPLATES = {"bi-encoder": "bi_encoder.md", "cross-encoder": "cross_encoder.md", "cls-lr": "cls_lr.md"}
+TEMPLATES = {name: kind.template for name, kind in MODEL_TYPES.items()}  # model_type → its card template
 
 
 def slug(text: str) -> str:
@@ -81,12 +82,7 @@ class CardInputs:
 
 
 def pipeline_tag(model_type: str, facts: Mapping) -> str:
-    if model_type == "bi-encoder":
-        return "sentence-similarity"
-    if model_type == "cross-encoder":
-        return "text-ranking" if facts.get("num_labels", 1) == 1 else "text-classification"
-    # CLS-LR scores (query, document) pairs for ranking: that is what text-ranking means on the Hub.
-    return "text-ranking"
+    return MODEL_TYPES[model_type].pipeline_tag(facts)
 
 
 def card_data(metrics: dict, inputs: CardInputs):
@@ -94,7 +90,7 @@ def card_data(metrics: dict, inputs: CardInputs):
     # lazy: the Hub client is needed only to download or upload
     from huggingface_hub import ModelCardData
 
-    model_type = metrics["model_type"]
+    model_type = MODEL_TYPES[metrics["model_type"]]
     lic, _ = training_license(metrics, inputs.base_license)
     train = [d for d in metrics["datasets"] if d.get("role") == "train"]
     hub_datasets = []
@@ -102,25 +98,19 @@ def card_data(metrics: dict, inputs: CardInputs):
         info = dataset_info(d["name"])
         if info and info.hub_id and info.hub_id not in hub_datasets:
             hub_datasets.append(info.hub_id)
-    tags = {
-        "bi-encoder": [
-            "sentence-transformers",
-            "feature-extraction",
-            "sentence-similarity",
-            "dense-retrieval",
-        ],
-        "cross-encoder": ["sentence-transformers", "cross-encoder", "reranker", "text-ranking"],
-        "cls-lr": ["reranker", "logistic-regression", "cls-features", "text-ranking"],
-    }[model_type]
-    tags = [*tags, "ctxir", *(dataset_info(d["name"]).key for d in train if dataset_info(d["name"]))]
+    tags = [
+        *model_type.tags,
+        "ctxir",
+        *(dataset_info(d["name"]).key for d in train if dataset_info(d["name"])),
+    ]
     kwargs = {}
     if lic.hub_id == "other":
         kwargs = {"license_name": lic.slug, "license_link": lic.link}
     return ModelCardData(
         language=inputs.language,
         license=lic.hub_id,
-        library_name="ctxir" if model_type == "cls-lr" else "sentence-transformers",
-        pipeline_tag=pipeline_tag(model_type, inputs.facts),
+        library_name=model_type.library,
+        pipeline_tag=model_type.pipeline_tag(inputs.facts),
         base_model=inputs.base_model_id,
         datasets=hub_datasets or None,
         tags=tags,
@@ -168,7 +158,7 @@ def _template_context(metrics: dict, inputs: CardInputs) -> dict:
             }
         )
     datasets = []
-    citations = [SBERT_CITATION] if metrics["model_type"] != "cls-lr" else []
+    citations = [SBERT_CITATION] if MODEL_TYPES[metrics["model_type"]].sentence_transformers else []
     for d in metrics["datasets"]:
         info = dataset_info(d["name"])
         lic_d = parse_license(d.get("license"))
@@ -229,7 +219,7 @@ def render_card(metrics: dict, inputs: CardInputs, template_dir: str | Path | No
     from huggingface_hub import ModelCard
 
     validate_metrics(metrics)
-    template = Path(template_dir or TEMPLATE_DIR) / TEMPLATES[metrics["model_type"]]
+    template = Path(template_dir or TEMPLATE_DIR) / MODEL_TYPES[metrics["model_type"]].template
     if not template.is_file():
         raise CtxirError(
             f"card template {str(template)!r} is missing: it ships in the repository's model_cards/"

@@ -13,10 +13,10 @@ from typing import Any
 
 from ctxir.publish.known_datasets import dataset_info
 from ctxir.publish.licenses import KNOWN_LICENSE_EXAMPLES, License, combine_licenses, parse_license
+from ctxir.publish.model_types import MODEL_TYPES
 from ctxir.types import CtxirError
 
 METRICS_FILE = "metrics.json"
-MODEL_TYPES = ("bi-encoder", "cross-encoder", "cls-lr")
 EVAL_TASKS = {  # metrics.json task → (model-index task type, pretty name); types follow sentence-transformers' cards
     "retrieval": ("information-retrieval", "Information Retrieval"),
     "sts": ("semantic-similarity", "Semantic Similarity"),

@@ -12,6 +12,7 @@ from ctxir.files import read_json
 from ctxir.names import CLS_LR_CONFIG, PAIR_ORDERS_FILE, looks_like_hub_id
 from ctxir.publish.licenses import License, parse_license
 from ctxir.publish.metrics_file import METRICS_FILE, load_metrics, training_license
+from ctxir.publish.model_types import MODEL_TYPES
 from ctxir.types import CtxirError
 
 README = "README.md"  # the model card, in a model folder as in a Hub repo
@@ -95,8 +96,9 @@ def cls_lr_base_dir(src: Path) -> tuple[Path, str]:
 
 
 def stored_base_license(folder: Path, model_type: str, metrics: dict) -> tuple[str, License] | None:
-    """For validation: the base license recorded at staging (CLS-LR) or re-derived from the base model."""
-    if model_type == "cls-lr":
+    """For validation: the base license recorded at staging (a model that carries its base: CLS-LR) or re-derived
+    from the base model."""
+    if MODEL_TYPES[model_type].carries_base:
         stored = read_json(folder / CLS_LR_CONFIG).get("base_model_license")
         lic = parse_license(stored.get("license")) if stored else None
         return (stored["what"], lic) if lic else None

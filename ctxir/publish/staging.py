@@ -35,6 +35,7 @@ from ctxir.publish.model_folder import (
     stored_base_license,
     transformer_dir,
 )
+from ctxir.publish.model_types import MODEL_TYPES
 from ctxir.types import CtxirError
 
 FIGURES_DIR = "figures"
@@ -121,8 +122,8 @@ def default_staging_dir(model_dir: str | Path, repo_id: str) -> Path:
 
 
 def _base_model_license(src: Path, metrics: dict) -> tuple[Path | None, str]:
-    """(the CLS-LR run's base encoder folder or None for other models, the base model's license)."""
-    if metrics["model_type"] != "cls-lr":
+    """(the base encoder folder of a model that carries its base (CLS-LR) or None, the base model's license)."""
+    if not MODEL_TYPES[metrics["model_type"]].carries_base:
         return None, base_model_license(metrics["base_model"])
     base_dir, base_name = cls_lr_base_dir(src)
     # A bundled encoder (".") left its own metrics.json behind: ask the base the run names instead.
@@ -135,7 +136,7 @@ def _base_model_license(src: Path, metrics: dict) -> tuple[Path | None, str]:
 
 def _copy_model(src: Path, dest: Path, model_type: str, base_dir: Path | None, base_license: str) -> None:
     """Copy the model's files (a sentence-transformers model: its files and module folders) into ``dest``."""
-    if model_type == "cls-lr":
+    if MODEL_TYPES[model_type].carries_base:
         _stage_cls_lr(src, dest, base_dir, base_license)
         return
     _copy_matching(src, dest, MODEL_FILE_PATTERNS, exclude=(METRICS_FILE, "trainer_state.json"))

@@ -17,8 +17,8 @@ from ctxir.checks import check_choice, check_query, check_top_k
 from ctxir.rerank.rankers import Reranker
 from ctxir.rerank.registry import RERANK_MODES
 from ctxir.rerank.stage_fusion import StageFusion  # its own module: the registry imports it, never this one
-from ctxir.retrieval.fusion import DEFAULT_RRF_K
-from ctxir.retrieval.retrievers import BM25Retriever, DenseRetriever, HybridRetriever, Retriever
+from ctxir.retrieval.registry import FIRST_STAGES, HybridSettings, StageParts, get_first_stage
+from ctxir.retrieval.retrievers import Retriever
 from ctxir.types import CtxirError, Hit, Queries, Run, run_from_hits
 
 
@@ -172,19 +172,6 @@ def merge_stages(first: list[Hit], reranked: list[Hit], final: list[Hit] | None 
 
 # ---------------------------------------------------------------- building stages by name (CLI and app)
 
-FIRST_STAGES = ("bm25", "dense", "hybrid")
-
-
-@dataclass(frozen=True)
-class HybridSettings:
-    """How "hybrid" fuses its first stages (``HybridRetriever``'s options): ``fusion`` "rrf" or "weighted", ``k`` in
-    1/(k + rank), ``weights`` one per fused retriever (BM25 first; None = all 1), ``depth`` hits taken from each."""
-
-    fusion: str = "rrf"
-    k: float = DEFAULT_RRF_K
-    weights: Sequence[float] | None = None
-    depth: int = 100
-
 
 def build_first_stages(
     corpus,
@@ -196,12 +183,12 @@ def build_first_stages(
     index: str | None = None,
     show_progress: bool = False,
 ) -> dict[str, Retriever]:
-    """``{kind: retriever}`` for each of ``kinds`` over ``corpus``; parts are built once and shared, so "hybrid"
-    fuses the very BM25 and dense retrievers returned beside it (one dense retriever per bi-encoder in
-    ``encoders``: ``BiEncoder`` objects; the first is "dense"). ``index``: the dense index ("auto", "exact",
-    "ann"; None = ``$CTXIR_INDEX``, else "auto"); BM25 and the ANN index are reloaded from the cache when a previous
-    run left them there (``bm25_options={"cache": ...}`` names BM25's folder). ``hybrid``: how "hybrid" fuses
-    (:class:`HybridSettings`).
+    """``{kind: retriever}`` for each of ``kinds`` (first stages of ``ctxir.retrieval.registry.FIRST_STAGES``) over
+    ``corpus``; parts are built once and shared, so "hybrid" fuses the very BM25 and dense retrievers returned beside
+    it (one dense retriever per bi-encoder in ``encoders``: ``BiEncoder`` objects; the first is "dense").
+    ``index``: the dense index ("auto", "exact", "ann"; None = ``$CTXIR_INDEX``, else "auto"); BM25 and the ANN
+    index are reloaded from the cache when a previous run left them there (``bm25_options={"cache": ...}`` names
+    BM25's folder). ``hybrid``: how "hybrid" fuses (:class:`HybridSettings`).
 
     >>> corpus = {"a": {"title": "", "text": "otters in the river"}, "b": {"title": "", "text": "bank loans"}}
     >>> stages = build_first_stages(corpus, ["bm25"])
@@ -210,25 +197,22 @@ def build_first_stages(
     """
 
     hybrid = hybrid or HybridSettings()
-    for kind in kinds:
-        check_choice(kind, "first stage", FIRST_STAGES)
-    if {"dense", "hybrid"} & set(kinds) and not encoders:
-        raise CtxirError("dense and hybrid retrieval need a bi-encoder: pass encoders=[BiEncoder(...)]")
-    out: dict[str, Retriever] = {}
-    if {"bm25", "hybrid"} & set(kinds):
-        out["bm25"] = BM25Retriever(corpus, show_progress=show_progress, **(bm25_options or {}))
-    if {"dense", "hybrid"} & set(kinds):
-        dense = [
-            DenseRetriever(corpus, encoder, index=index, show_progress=show_progress)
-            for encoder in (encoders if "hybrid" in kinds else encoders[:1])
-        ]
-        out["dense"] = dense[0]
-    if "hybrid" in kinds:
-        out["hybrid"] = HybridRetriever(
-            [out["bm25"], *dense],
-            fusion=hybrid.fusion,
-            k=hybrid.k,
-            weights=hybrid.weights,
-            depth=hybrid.depth,
+    stages = [get_first_stage(kind) for kind in kinds]
+    needing = [stage.name for stage in stages if stage.uses_bi_encoder]
+    if needing and not encoders:
+        raise CtxirError(
+            f"first stage {' and '.join(map(repr, needing))} ranks by a bi-encoder's cosine; stages that do "
+            "need a bi-encoder: pass encoders=[BiEncoder(...)]"
         )
-    return {kind: out[kind] for kind in kinds}
+    # a stage that fuses takes every bi-encoder; the others only the first
+    fused = any(stage.fuses for stage in stages)
+    parts = StageParts(
+        corpus,
+        encoders if fused else encoders[:1],
+        bm25_options or {},
+        hybrid,
+        index,
+        show_progress,
+    )
+    return {stage.name: stage.build(parts) for stage in stages}
+

@@ -1,9 +1,10 @@
 """The re-ranker registry: one entry per re-ranker kind, read by everything that offers, loads, scores or explains one.
 
 An entry (``RerankerKind``) says what the kind is called (``--rerank`` choice, the app's flag, environment variable
-and labels), which model it loads by default (the one shipped inside ctxir, else a fallback), how it loads, scores
-pairs and is explained, and whether it is available on this install (``available()``: no model is loaded and no
-network is used). The CLI's ``--rerank`` choices, the app's flags, radio buttons, pair-scoring columns, explanation
+and labels), which model it loads by default (the one shipped inside ctxir, else a fallback), how it loads and scores
+pairs, and whether it is available on this install (``available()``: no model is loaded and no network is used).
+How a kind is explained is registered on the explain side (``ctxir.explain.rerankers.EXPLAINERS``), which reads
+this registry, never the other way. The CLI's ``--rerank`` choices, the app's flags, radio buttons, pair-scoring columns, explanation
 models, status line and the failure report all read ``RERANKERS``; adding a kind is one entry here (and its tests).
 
 >>> list(RERANKERS)
@@ -24,12 +25,12 @@ Imports no torch: the app and the CLIs read the registry before any model loads.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ctxir.checks import check_choice
+from ctxir.checks import LiveChoices, check_choice
 from ctxir.names import PASSAGES_FILE
 from ctxir.types import CtxirError
 
@@ -62,7 +63,7 @@ class RerankerKind:
     label: str  # how the page names it: "cross-encoder", "CLS-LR"
     short: str  # a table's rank header: "CE" → "CE rank"
     setting: str  # "cross_encoder"
-    card: str  # its model card's model_type (ctxir.publish.cards)
+    card: str  # the model type it is published as (ctxir.publish.model_types.MODEL_TYPES)
     shipped: str  # the name it ships under inside ctxir (ctxir.encoders.models.SHIPPED_MODELS)
     fallback: str  # the default model while none is shipped ("" = none)
     how_to_get: str  # what to run to have one, e.g. "train it with `python training/train_cls_lr.py`"
@@ -73,10 +74,13 @@ class RerankerKind:
     wrap: Callable[[Any], Reranker]  # such an object → a ctxir re-ranker
     pair_scores: Callable[[Reranker, str, Sequence[str]], np.ndarray]  # (N,) what pair scoring shows
     pair_value: str  # what pair_scores are: "score", "probability"
-    explain: Callable[
-        ..., dict
-    ]  # (model, query, document, n_steps=, max_steps=, baseline=, attention=, title=) → dict
     inspectable: bool = False  # its transformer body is offered to the attention and embedding views
+    # (re-ranker, [(a, b), …], batch size) → (N,) scores of pairs that share no query, in one call (an STS
+    # benchmark); None: ``pair_scores`` a pair at a time
+    score_pair_list: Callable[[Reranker, Sequence[tuple[str, str]], int], np.ndarray] | None = None
+    # (model, query, document, n_steps=, max_steps=, baseline=, attention=, title=) → dict, for a kind that brings
+    # its own; None: the one registered for its name on the explain side (ctxir.explain.rerankers.EXPLAINERS)
+    explain: Callable[..., dict] | None = None
     # "relevance": whether a document answers a query (offered to re-rank a search); "similarity": how alike two
     # texts are (offered for pair scoring only, where similarity is what is asked)
     scores: str = "relevance"
@@ -214,10 +218,9 @@ def _wrap_cross_encoder(obj: Any) -> Reranker:
     return obj if isinstance(obj, CrossEncoderReranker) else CrossEncoderReranker(obj)
 
 
-def _explain_cross_encoder(model, query: str, document: str, **options) -> dict:
-    from ctxir.explain.rerankers import explain_cross_encoder
-
-    return explain_cross_encoder(model, query, document, **options)
+def _predict_pair_list(reranker: Reranker, pairs: Sequence[tuple[str, str]], batch_size: int) -> np.ndarray:
+    # the sentence-transformers model's own batched predict: the pairs' scores as the model gives them
+    return reranker.model.predict(list(pairs), batch_size=batch_size, show_progress_bar=True)
 
 
 def _load_cls_lr(model: str, device: str, batch_size: int) -> Reranker:
@@ -230,14 +233,6 @@ def _is_cls_lr(obj: Any) -> bool:
     from ctxir.rerank.rankers import ClsLrRanker
 
     return isinstance(obj, ClsLrRanker)
-
-
-def _explain_cls_lr(model, query: str, document: str, title: str = "", **options) -> dict:
-    from ctxir.explain.rerankers import explain_cls_lr
-
-    # the ranker reads the first tokens of a document, title included: no windows to cut after the title
-
-    return explain_cls_lr(model, query, document, **options)
 
 
 def _is_sts_cross_encoder(obj: Any) -> bool:
@@ -277,8 +272,8 @@ CROSS_ENCODER = RerankerKind(
     wrap=_wrap_cross_encoder,
     pair_scores=_scores,
     pair_value="score",
-    explain=_explain_cross_encoder,
     inspectable=True,
+    score_pair_list=_predict_pair_list,
 )
 CLS_LR = RerankerKind(
     name="cls-lr",
@@ -294,7 +289,6 @@ CLS_LR = RerankerKind(
     wrap=_same,
     pair_scores=_probabilities,
     pair_value="probability",
-    explain=_explain_cls_lr,
 )
 # A sentence-pair similarity scorer (STS-B), not a relevance model: offered beside the two for pair scoring; as a
 # re-ranker it scores how alike the query and a document are. Last, so the app's "auto" explanation is unchanged.
@@ -312,12 +306,12 @@ STS_CROSS_ENCODER = RerankerKind(
     wrap=_wrap_cross_encoder,
     pair_scores=_scores,
     pair_value="score",
-    explain=_explain_cross_encoder,
     scores="similarity",
 )
 
 # name → kind, in the order they are offered (the first available one is the app's "auto" explanation)
 RERANKERS: dict[str, RerankerKind] = {kind.name: kind for kind in (CROSS_ENCODER, CLS_LR, STS_CROSS_ENCODER)}
+DEFAULT_RERANKER = CROSS_ENCODER.name  # what ``what_moved`` re-ranks with when none is named
 
 
 def register_reranker(kind: RerankerKind) -> RerankerKind:
@@ -463,26 +457,4 @@ def stage_fusion_for(model: str) -> StageFusion:
     return StageFusion.default()
 
 
-class _Choices(Sequence):
-    """The registry's choices read when asked (argparse's ``choices``): a kind registered after import is offered."""
-
-    def __init__(self, read: Callable[[], tuple[str, ...]]):
-        self._read = read
-
-    def __getitem__(self, index):
-        return self._read()[index]
-
-    def __len__(self) -> int:
-        return len(self._read())
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._read())
-
-    def __contains__(self, value) -> bool:
-        return value in self._read()
-
-    def __repr__(self) -> str:
-        return repr(self._read())
-
-
-RERANKER_CHOICES = _Choices(reranker_choices)  # live: "none" + every registered kind
+RERANKER_CHOICES = LiveChoices(reranker_choices)  # live: "none" + every registered kind

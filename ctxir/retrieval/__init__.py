@@ -1,5 +1,6 @@
 """Retrieval: the first stage — BM25, dense and hybrid retrievers over a corpus.
 
+registry.py           first stages by name: ``FIRST_STAGES``, ``register_first_stage``, ``HybridSettings``
 ann.py                approximate nearest-neighbour index for dense retrieval
 fusion.py             reciprocal-rank and weighted score fusion
 retrievers.py         ``BM25Retriever``, ``DenseRetriever``, ``HybridRetriever``

@@ -1,0 +1,187 @@
+"""The first-stage registry: one entry per first stage, read by everything that offers, builds or explains one.
+
+An entry (``FirstStageKind``) says what the stage is called (``ctxir evaluate --retriever`` choice, the app's First
+stage value, ``/search``'s ``first_stage``), how the page names it and what it ranks by, which scores it is made of
+(BM25, a bi-encoder's cosine, several rankings fused) and how it is built over a corpus from shared parts
+(``StageParts``: each part built once, so "hybrid" fuses the very BM25 and dense retrievers built beside it).
+``--retriever``'s choices, the app's First stage radio, the search view's check, ``build_first_stages`` and the
+failure report read ``FIRST_STAGES``; adding a first stage is one entry (``register_first_stage``) and its tests.
+
+>>> list(FIRST_STAGES)
+['bm25', 'dense', 'hybrid']
+>>> hybrid = FIRST_STAGES["hybrid"]
+>>> hybrid.uses_bm25, hybrid.uses_bi_encoder, hybrid.fuses
+(True, True, True)
+>>> get_first_stage("splade")
+Traceback (most recent call last):
+    ...
+ctxir.types.CtxirError: first stage 'splade' is not known: use one of 'bm25', 'dense', 'hybrid'
+
+Imports no torch: the app and the CLIs read the registry before any model loads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ctxir.checks import LiveChoices, check_choice
+from ctxir.retrieval.fusion import DEFAULT_RRF_K
+from ctxir.types import CtxirError
+
+if TYPE_CHECKING:
+    from ctxir.retrieval.retrievers import BM25Retriever, DenseRetriever, Retriever
+
+
+@dataclass(frozen=True)
+class HybridSettings:
+    """How "hybrid" fuses its first stages (``HybridRetriever``'s options): ``fusion`` "rrf" or "weighted", ``k`` in
+    1/(k + rank), ``weights`` one per fused retriever (BM25 first; None = all 1), ``depth`` hits taken from each."""
+
+    fusion: str = "rrf"
+    k: float = DEFAULT_RRF_K
+    weights: Sequence[float] | None = None
+    depth: int = 100
+
+
+@dataclass
+class StageParts:
+    """What first stages are built from over one ``corpus``: the bi-encoders (``BiEncoder`` objects, the first is
+    the one a single-encoder stage uses), BM25's options, the dense ``index`` ("auto", "exact", "ann"; None =
+    ``$CTXIR_INDEX``), how "hybrid" fuses. Each part is built once, when a stage first asks for it, and shared."""
+
+    corpus: Any
+    encoders: Sequence = ()
+    bm25_options: dict = field(default_factory=dict)
+    hybrid: HybridSettings = field(default_factory=HybridSettings)
+    index: str | None = None
+    show_progress: bool = False
+    built: dict[Any, Any] = field(default_factory=dict)
+
+    def part(self, key, make: Callable[[], Any]):
+        """The part called ``key``, made by ``make()`` the first time it is asked for."""
+        if key not in self.built:
+            self.built[key] = make()
+        return self.built[key]
+
+    def bm25(self) -> BM25Retriever:
+        from ctxir.retrieval.retrievers import BM25Retriever
+
+        return self.part(
+            "bm25",
+            lambda: BM25Retriever(self.corpus, show_progress=self.show_progress, **(self.bm25_options or {})),
+        )
+
+    def dense(self, i: int = 0) -> DenseRetriever:
+        """The dense retriever of the ``i``-th bi-encoder."""
+        from ctxir.retrieval.retrievers import DenseRetriever
+
+        return self.part(
+            ("dense", i),
+            lambda: DenseRetriever(
+                self.corpus, self.encoders[i], index=self.index, show_progress=self.show_progress
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class FirstStageKind:
+    """One first stage. ``name`` is its key everywhere (``--retriever NAME``, the app's radio value, /search's
+    ``first_stage``, the results' ``{name}_score`` and ``{name}_rank`` columns).
+
+    ``uses_bm25`` / ``uses_bi_encoder``: its ranking is made of BM25 scores / a bi-encoder's cosines, so the failure
+    report explains those (and a bi-encoder must be given to build it); ``fuses``: it fuses several rankings, so it
+    takes every bi-encoder given (``--extra-models``), fusion settings and weights, and ``--tune-on`` tunes them.
+
+    >>> from ctxir.retrieval import BM25Retriever
+    >>> lexical = FirstStageKind("bm25-plain", "plain bm25", "word matches, unstemmed",
+    ...                          build=lambda parts: BM25Retriever(parts.corpus, stemmer=None), uses_bm25=True)
+    >>> retriever = lexical.build(StageParts({"d1": {"title": "", "text": "Otters swim in rivers."}}))
+    >>> [h.doc_id for h in retriever.query("otters")], retriever.config["stemmer"]
+    (['d1'], None)
+    """
+
+    name: str  # "bm25"
+    label: str  # how the page names it
+    ranks_by: str  # what its score is, as the API's documentation says it: "word matches"
+    build: Callable[[StageParts], Retriever]  # the shared parts → this stage over their corpus
+    uses_bm25: bool = False
+    uses_bi_encoder: bool = False
+    fuses: bool = False
+
+
+def _build_hybrid(parts: StageParts) -> Retriever:
+    from ctxir.retrieval.retrievers import HybridRetriever
+
+    dense = [parts.dense(i) for i in range(len(parts.encoders))]
+    settings = parts.hybrid
+    return HybridRetriever(
+        [parts.bm25(), *dense],
+        fusion=settings.fusion,
+        k=settings.k,
+        weights=settings.weights,
+        depth=settings.depth,
+    )
+
+
+BM25 = FirstStageKind(
+    name="bm25", label="bm25", ranks_by="word matches", build=StageParts.bm25, uses_bm25=True
+)
+DENSE = FirstStageKind(
+    name="dense",
+    label="dense",
+    ranks_by="the bi-encoder's cosine",
+    build=StageParts.dense,
+    uses_bi_encoder=True,
+)
+HYBRID = FirstStageKind(
+    name="hybrid",
+    label="hybrid",
+    ranks_by="both, fused",
+    build=_build_hybrid,
+    uses_bm25=True,
+    uses_bi_encoder=True,
+    fuses=True,
+)
+
+# name → kind, in the order they are offered
+FIRST_STAGES: dict[str, FirstStageKind] = {kind.name: kind for kind in (BM25, DENSE, HYBRID)}
+DEFAULT_FIRST_STAGE = DENSE.name  # the app's and ``ctxir evaluate``'s first stage when none is chosen
+
+
+def register_first_stage(kind: FirstStageKind) -> FirstStageKind:
+    """Add (or replace) a first stage; everything that reads the registry offers it from then on.
+
+    >>> from dataclasses import replace
+    >>> register_first_stage(replace(BM25, name="bm 25"))
+    Traceback (most recent call last):
+        ...
+    ctxir.types.CtxirError: first stage name 'bm 25' must be letters, digits and '-' (it names result columns and flags)
+
+    tests/test_first_stages.py registers a title-match stage and finds it in the CLI, the app and the API.
+    """
+    if not kind.name or not kind.name.replace("-", "").isalnum():
+        raise CtxirError(
+            f"first stage name {kind.name!r} must be letters, digits and '-' (it names result columns and flags)"
+        )
+    FIRST_STAGES[kind.name] = kind
+    return kind
+
+
+def first_stage_choices() -> tuple[str, ...]:
+    """Every registered first stage's name: what ``--retriever`` and ``/search``'s ``first_stage`` accept."""
+    return tuple(FIRST_STAGES)
+
+
+def get_first_stage(name: str) -> FirstStageKind:
+    """The first stage called ``name``; a clear error listing the choices otherwise."""
+    return FIRST_STAGES[check_choice(name, "first stage", first_stage_choices())]
+
+
+def fusing_first_stages() -> list[str]:
+    """The first stages that fuse several rankings (what ``--extra-models`` and ``--weights`` need)."""
+    return [name for name, kind in FIRST_STAGES.items() if kind.fuses]
+
+
+FIRST_STAGE_CHOICES = LiveChoices(first_stage_choices)  # live: every registered first stage
