@@ -215,4 +215,3 @@ def build_first_stages(
         show_progress,
     )
     return {stage.name: stage.build(parts) for stage in stages}
-
