@@ -685,12 +685,15 @@ def test_score_pairs_shows_a_calibrated_probability_beside_the_raw_score(state, 
     assert all(r["cross_encoder_probability"] is None for r in plain.rows)
     assert "cross-encoder score" in chart_columns(plain.rows)
     ranker = state.models.reranker("cross-encoder")
-    # Centred on the raw scores so no probability saturates at 1.0 (ties would leave the order to the sort).
-    bias = -float(np.mean([r["cross_encoder_score"] for r in plain.rows]))
-    monkeypatch.setattr(ranker, "calibration", Calibration(scale=1.0, bias=bias), raising=False)
+    # Centred on the raw scores with a slope that keeps the shown (rounded, 4 decimals) probabilities apart: the
+    # test's untrained head scores all five within ~0.01, and a flat calibration tied them, leaving the order to
+    # the sort (scale 2 did on CI); at 20 the scores' own rounding moves a probability by < 0.0003.
+    raw = [r["cross_encoder_score"] for r in plain.rows]
+    scale, bias = 20.0, -20.0 * float(np.mean(raw))
+    monkeypatch.setattr(ranker, "calibration", Calibration(scale=scale, bias=bias), raising=False)
     result = score_pairs(state, presets["pair_query"], docs)
     for row in result.rows:
-        expected = 1 / (1 + np.exp(-(row["cross_encoder_score"] + bias)))
+        expected = 1 / (1 + np.exp(-(scale * row["cross_encoder_score"] + bias)))
         assert row["cross_encoder_probability"] == pytest.approx(expected, abs=1e-3)
         assert 0.0 <= row["cross_encoder_probability"] <= 1.0
     by_probability = sorted(result.rows, key=lambda r: -r["cross_encoder_probability"])
