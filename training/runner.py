@@ -27,6 +27,7 @@ from training.common import (
     resolve_resume,
     set_threads,
     tee_output,
+    train_keeping_checkpoints,
     trainer_device_kwargs,
     training_block,
     write_metrics,
@@ -260,7 +261,7 @@ def train(args, spec: ModelSpec) -> dict:
         trainer = make_trainer(args, spec, model, data, out, device)
         train_start = time.perf_counter()
         with best_load_failures() as failures:
-            train_output = trainer.train(resume_from_checkpoint=resume_from)
+            train_output = train_keeping_checkpoints(trainer, resume_from, checkpoint_dir)
         train_seconds = time.perf_counter() - train_start
         if failures:  # the checkpoints stay: nothing trained is lost
             raise CtxirError(
