@@ -383,7 +383,8 @@ def test_onnx_cross_encoder_gives_torchs_scores_in_the_pairs_order(onnx_reranker
 
     reranker, root = onnx_reranker
     path = root / "onnx" / weights_fingerprint(spread_cross_encoder) / onnx_export.FP32_FILE
-    assert path.is_file() and [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left
+    # no temporary file left; the file's sha256 beside it
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name, onnx_export.checksum_path(path).name]
     onnx_scores = reranker.score_pairs(PAIRS_QUERY, TEXTS)
     torch_scores = CrossEncoderReranker(spread_cross_encoder, batch_size=2, backend="torch").score_pairs(
         PAIRS_QUERY, TEXTS
