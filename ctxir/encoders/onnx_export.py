@@ -7,8 +7,9 @@
 sentence-transformers' own ``backend="onnx"`` is not used: it needs optimum-onnx, whose only release (0.1.0)
 requires transformers < 4.58 (this project pins 5.23), so the export here is ``torch.onnx.export`` +
 onnxruntime's quantisers. Every file is written to a temporary name and renamed when complete, with its sha256
-beside it (``FILE.sha256``): a run interrupted mid-export, or a file damaged since, is never loaded but made again. onnx, onnxscript and onnxruntime are imported
-only in the ``ctxir.encoders.onnx_*`` modules, and only when used. Running the files: ``ctxir.encoders.onnx_backend``.
+beside it (``FILE.sha256``): a run interrupted mid-export, or a file damaged since (or exported before ctxir kept
+checksums), is never loaded but made again. onnx, onnxscript and onnxruntime are imported only in the
+``ctxir.encoders.onnx_*`` modules, and only when used. Running the files: ``ctxir.encoders.onnx_backend``.
 """
 
 from __future__ import annotations
