@@ -94,20 +94,24 @@ def cache_lock(path: str | Path, timeout: float = -1):
 
 CHECKSUMS = "checksums.json"  # beside a shipped or staged model's files: each one's size and sha256
 CHECKSUMS_FORMAT = "ctxir-checksums/1"
+# read by people, never by a loader: a model card edited before `ctxir hub push` stays valid
+UNCHECKED_SUFFIXES = (".md", ".png", ".jpg", ".jpeg", ".svg", ".html")
 _verified: dict[
     tuple[str, int, int], str
 ] = {}  # (path, mtime_ns, size) → sha256 already checked in this process
 
 
 def write_checksums(folder: str | Path) -> Path:
-    """``folder/checksums.json``: the size and sha256 of every file under ``folder``, written last (by ``ship`` and
-    ``ctxir hub stage``), so a loader can tell a damaged file from the one that was shipped."""
+    """``folder/checksums.json``: the size and sha256 of every file a loader reads under ``folder`` (cards and
+    figures are left out), written last (by ``ship`` and ``ctxir hub stage``), so a loader can tell a damaged file
+    from the one that was shipped."""
     folder = Path(folder)
     files = {
         p.relative_to(folder).as_posix(): [p.stat().st_size, file_sha256(p)]
         for p in sorted(folder.rglob("*"))
         if p.is_file()
         and p.name != CHECKSUMS
+        and p.suffix.lower() not in UNCHECKED_SUFFIXES
         # bookkeeping a model repo never holds (.cache/huggingface/ of staging and `hf download`)
         and not any(part.startswith(".") for part in p.relative_to(folder).parts)
     }

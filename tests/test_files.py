@@ -73,6 +73,7 @@ def test_a_shipped_folder_is_checked_against_its_checksums(tmp_path):
     (tmp_path / "1_Head" / "model.safetensors").write_bytes(b"\x00weights\x01")
     (tmp_path / ".cache").mkdir()
     (tmp_path / ".cache" / "bookkeeping.json").write_text("{}")  # never published, never listed
+    (tmp_path / "README.md").write_text("a card, which people may edit before a push")  # not listed either
     write_checksums(tmp_path)
     assert set(read_json(tmp_path / CHECKSUMS)["files"]) == {"config.json", "1_Head/model.safetensors"}
     assert verify_checksums(tmp_path) == 2 and verify_checksums(tmp_path, only=tmp_path / "config.json") == 1
