@@ -166,7 +166,7 @@ def test_two_processes_encoding_one_corpus_into_one_cache_encode_it_once(tmp_pat
 CACHE_KINDS = ("faiss", "embeddings", "bm25")
 MODEL_KINDS = tuple(k for k in faults.FILE_KINDS if k not in CACHE_KINDS)
 FEW = int(
-    os.environ.get("CTXIR_FEW_MUTANTS", "24")
+    os.environ.get("CTXIR_FEW_MUTANTS", "16")
 )  # per model kind in the default run; MUTANTS under -m slow
 
 
