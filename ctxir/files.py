@@ -92,6 +92,87 @@ def cache_lock(path: str | Path, timeout: float = -1):
         return contextlib.nullcontext()
 
 
+CHECKSUMS = "checksums.json"  # beside a shipped or staged model's files: each one's size and sha256
+CHECKSUMS_FORMAT = "ctxir-checksums/1"
+# read by people, never by a loader: a model card edited before `ctxir hub push` stays valid
+UNCHECKED_SUFFIXES = (".md", ".png", ".jpg", ".jpeg", ".svg", ".html")
+_verified: dict[
+    tuple[str, int, int], str
+] = {}  # (path, mtime_ns, size) → sha256 already checked in this process
+
+
+def write_checksums(folder: str | Path) -> Path:
+    """``folder/checksums.json``: the size and sha256 of every file a loader reads under ``folder`` (cards and
+    figures are left out), written last (by ``ship`` and ``ctxir hub stage``), so a loader can tell a damaged file
+    from the one that was shipped."""
+    folder = Path(folder)
+    files = {
+        p.relative_to(folder).as_posix(): [p.stat().st_size, file_sha256(p)]
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+        and p.name != CHECKSUMS
+        and p.suffix.lower() not in UNCHECKED_SUFFIXES
+        # bookkeeping a model repo never holds (.cache/huggingface/ of staging and `hf download`)
+        and not any(part.startswith(".") for part in p.relative_to(folder).parts)
+    }
+    return write_json(folder / CHECKSUMS, {"format": CHECKSUMS_FORMAT, "files": files}, indent=1)
+
+
+def _checksums(folder: Path) -> dict[str, list]:
+    """``folder``'s checksums.json as {relative path: [size, sha256]}; {} when there is none."""
+    path = folder / CHECKSUMS
+    if not path.is_file():
+        return {}
+    record = read_json(path, strict=False)
+    files = record.get("files") if isinstance(record, dict) else None
+    if (
+        not isinstance(files, dict)
+        or record.get("format") != CHECKSUMS_FORMAT
+        or not all(
+            isinstance(v, list) and len(v) == 2 and isinstance(v[0], int) and isinstance(v[1], str)
+            for v in files.values()
+        )
+    ):
+        raise CtxirError(
+            f"{str(path)!r} is damaged (not a {CHECKSUMS_FORMAT} record), so the model folder's files cannot be "
+            "checked: fetch or ship the model folder again"
+        )
+    return files
+
+
+def verify_checksums(folder: str | Path, only: str | Path | None = None) -> int:
+    """Check the files ``folder/checksums.json`` lists (or the one file ``only``) against their recorded size and
+    sha256; returns how many were listed (0: no checksums.json, nothing to check). A file that differs raises
+    ``CtxirError`` naming it: never loaded with the wrong bytes. A listed file that is absent is left to the
+    loaders (a download by pattern skips figures; a missing weights file is refused as such)."""
+    folder = Path(folder)
+    listed = _checksums(folder)
+    if only is not None:
+        name = Path(only).resolve().relative_to(folder.resolve()).as_posix()
+        listed = {name: listed[name]} if name in listed else {}
+    for name, (size, sha) in listed.items():
+        path = folder / name
+        # a download by pattern (resolve_model's) leaves figures out; the loaders refuse a folder missing the rest
+        if not path.is_file():
+            continue
+        stat = path.stat()
+        key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+        if stat.st_size != size:
+            raise _damaged(path, f"is {stat.st_size} bytes where {size} were written")
+        if _verified.get(key) != sha:  # hashed once per process while the file stays as it is
+            if file_sha256(path) != sha:
+                raise _damaged(path, "is damaged (its sha256 differs)")
+            _verified[key] = sha
+    return len(listed)
+
+
+def _damaged(path: Path, what: str) -> CtxirError:
+    return CtxirError(
+        f"{str(path)!r} {what}: it is not the file {CHECKSUMS} recorded when the model folder was made; fetch or "
+        "ship the model folder again"
+    )
+
+
 PICKLE_SUFFIXES = (".bin", ".pkl", ".pickle", ".pt", ".pth", ".ckpt", ".joblib", ".sav", ".dill")
 # Written by the Trainer beside a model; no loader ever reads it, so it does not make a folder unsafe to load.
 TRAINER_LEFTOVERS = ("training_args.bin",)
@@ -122,10 +203,12 @@ def check_model_folder(folder: str | Path, name: str = "") -> Path:
     """Refuse a local model folder that holds a pickle a loader could read, or that has no weights at all.
 
     Looks at the folder and the module sub-folders its modules.json names (where sentence-transformers loads
-    from); checkpoints/ and other sub-folders are never loaded, so they are not read.
+    from); checkpoints/ and other sub-folders are never loaded, so they are not read. A folder with a
+    checksums.json (shipped or staged by ctxir) has every listed file checked against it first.
     """
     folder = Path(folder)
     shown = name or str(folder)
+    verify_checksums(folder)
     places = [folder] + [
         folder / m["path"]
         for m in (read_json(folder / "modules.json", strict=False) or [])

@@ -576,6 +576,12 @@ def test_a_hand_edited_report_builds_no_element_of_its_own(state, report_files, 
     raw["meta"]["system"] = hostile
     edited = tmp_path / "edited.json"
     edited.write_text(json.dumps(raw))
+    with pytest.raises(CtxirError, match=r"edited\.json was changed or damaged after ctxir wrote it"):
+        failure_report(state, edited)  # its checksum no longer matches
+    del raw[
+        "sha256"
+    ]  # as a report written before ctxir kept one (or one whose editor dropped it): drawn, safely
+    edited.write_text(json.dumps(raw))
     r = failure_report(state, edited)
     assert "<img" not in r.html and r.html.count("&lt;img src=x onerror=&quot;alert(1)&quot;&gt;") >= 3
     assert md_code(hostile) in r.text  # the summary shows the system's name as code: text, not markup

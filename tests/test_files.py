@@ -62,3 +62,30 @@ def test_write_json_round_trips_and_reads_absent_as_empty(tmp_path):
         assert tmp.suffix == ".npy" and tmp.parent == tmp_path
         tmp.write_bytes(b"data")
     assert (tmp_path / "x.npy").read_bytes() == b"data"
+
+
+def test_a_shipped_folder_is_checked_against_its_checksums(tmp_path):
+    from ctxir.files import CHECKSUMS, verify_checksums, write_checksums
+    from ctxir.types import CtxirError
+
+    (tmp_path / "1_Head").mkdir()
+    (tmp_path / "config.json").write_text('{"layers": 6}')
+    (tmp_path / "1_Head" / "model.safetensors").write_bytes(b"\x00weights\x01")
+    (tmp_path / ".cache").mkdir()
+    (tmp_path / ".cache" / "bookkeeping.json").write_text("{}")  # never published, never listed
+    (tmp_path / "README.md").write_text("a card, which people may edit before a push")  # not listed either
+    write_checksums(tmp_path)
+    assert set(read_json(tmp_path / CHECKSUMS)["files"]) == {"config.json", "1_Head/model.safetensors"}
+    assert verify_checksums(tmp_path) == 2 and verify_checksums(tmp_path, only=tmp_path / "config.json") == 1
+    (tmp_path / "config.json").write_text('{"layers": 7}')  # same size, one digit changed
+    with pytest.raises(
+        CtxirError, match=r"config\.json' is damaged \(its sha256 differs\).*ship the model folder"
+    ):
+        verify_checksums(tmp_path)
+    (tmp_path / "config.json").write_text('{"layers": 6')
+    with pytest.raises(CtxirError, match=r"is 12 bytes where 13 were written"):
+        verify_checksums(tmp_path)
+    (tmp_path / CHECKSUMS).write_text('{"format": "ctxir-checksums/1", "files": [')
+    with pytest.raises(CtxirError, match=r"checksums\.json' is damaged"):
+        verify_checksums(tmp_path)
+    assert verify_checksums(tmp_path / "1_Head") == 0  # no checksums.json: nothing to check

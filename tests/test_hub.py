@@ -84,6 +84,7 @@ def test_staged_bi_encoder_is_exactly_the_model_and_card(staged, runs):
     assert report.model_type == "bi-encoder" and report.license == "cc-by-nc-2.0"
     assert set(report.files) == {
         "README.md",
+        "checksums.json",
         "metrics.json",
         "modules.json",
         "config.json",
@@ -314,13 +315,16 @@ def test_restaging_replaces_a_previous_staging_even_a_failed_one(runs, tmp_path)
     (first.folder / "stale.json").write_text("{}")
     second = stage(src, "ctxir/x", tmp_path / "out")
     assert "stale.json" not in second.files and (second.folder / "README.md").is_file()
+    card = (second.folder / "README.md").read_bytes()
     # a staging that failed half-way (the model does not load) can be redone once the source is fixed
     (src / "1_Pooling" / "config.json").write_text(
         '{"embedding_dimension": 32, "pooling_mode": "no-such-mode"}'
     )
     with pytest.raises(CtxirError, match=r"does not load \(ValueError: Invalid pooling mode: 'no-such-mode'"):
         stage(src, "ctxir/x", tmp_path / "out")
-    assert not (tmp_path / "out" / "README.md").exists()  # no card for a model that does not load
+    # no card for a model that does not load: the previous staging stays as it was, nothing half-made beside it
+    assert (tmp_path / "out" / "README.md").read_bytes() == card
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".out")] == []
     shutil.copy2(runs["bi-encoder"] / "1_Pooling" / "config.json", src / "1_Pooling" / "config.json")
     assert stage(src, "ctxir/x", tmp_path / "out").model_type == "bi-encoder"
 

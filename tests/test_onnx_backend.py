@@ -5,6 +5,7 @@ One export of a tiny BERT (~4 s) serves the default run; the packaged MiniLM's e
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -130,7 +131,8 @@ def test_the_export_lands_in_the_cache_root_once_and_is_reused(exported, spread_
     assert (
         path.is_file() and not (path.parent / onnx_export.FP32_FILE).exists()
     )  # the float32 step is removed
-    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left behind
+    # no temporary file left behind; the file's sha256 beside it
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name, onnx_export.checksum_path(path).name]
     stamp = path.stat().st_mtime_ns
 
     def no_export(*args, **kwargs):
@@ -166,12 +168,14 @@ def test_an_interrupted_export_leaves_no_file_that_a_later_run_would_load(spread
     assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
 
 
-def test_a_damaged_int8_file_is_made_again(exported, spread_st, tmp_path, monkeypatch, capsys):
+def test_a_damaged_int8_file_is_made_again(exported, spread_st, tmp_path, monkeypatch, caplog):
     _, _, good = exported
     folder = tmp_path / weights_fingerprint(spread_st)
     folder.mkdir()
     (folder / onnx_export.INT8_FILE).write_bytes(b"not an onnx model")  # e.g. a disk error after the rename
-    (folder / onnx_export.FP32_FILE).write_bytes(b"")  # present: only the quantisation is redone
+    shutil.copy(onnx_export.checksum_path(good), onnx_export.checksum_path(folder / onnx_export.INT8_FILE))
+    (folder / onnx_export.FP32_FILE).write_bytes(b"")  # present and whole: only the quantisation is redone
+    onnx_export.checksum_path(folder / onnx_export.FP32_FILE).write_text(hashlib.sha256(b"").hexdigest())
     remade = []
 
     def requantise(fp32, kind, calibration=None):
@@ -180,8 +184,10 @@ def test_a_damaged_int8_file_is_made_again(exported, spread_st, tmp_path, monkey
 
     monkeypatch.setattr(onnx_backend, "quantise", requantise)
     encoder = BiEncoder(spread_st, cache=None, backend="onnx-int8", onnx_dir=tmp_path)
-    assert encoder.encode(TEXTS).shape == (len(TEXTS), 32) and remade == ["dynamic"]
-    assert "could not be loaded" in capsys.readouterr().err
+    with caplog.at_level("WARNING", logger="ctxir"):
+        assert encoder.encode(TEXTS).shape == (len(TEXTS), 32) and remade == ["dynamic"]
+    # caught by its checksum before ONNX Runtime reads it
+    assert "model-int8-dynamic.onnx does not match its checksum" in caplog.text
 
 
 def test_the_cache_key_tells_int8_from_float_vectors(spread_st, tmp_path):
@@ -377,7 +383,8 @@ def test_onnx_cross_encoder_gives_torchs_scores_in_the_pairs_order(onnx_reranker
 
     reranker, root = onnx_reranker
     path = root / "onnx" / weights_fingerprint(spread_cross_encoder) / onnx_export.FP32_FILE
-    assert path.is_file() and [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left
+    # no temporary file left; the file's sha256 beside it
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name, onnx_export.checksum_path(path).name]
     onnx_scores = reranker.score_pairs(PAIRS_QUERY, TEXTS)
     torch_scores = CrossEncoderReranker(spread_cross_encoder, batch_size=2, backend="torch").score_pairs(
         PAIRS_QUERY, TEXTS

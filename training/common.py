@@ -29,6 +29,7 @@ import json
 import os
 import platform
 import random
+import shutil
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -38,7 +39,7 @@ from typing import Any, TypeVar
 from ctxir.cli import RECIPE_HELP
 from ctxir.cli import cli_main as _cli_main
 from ctxir.encoders.models import DEFAULT_BI_ENCODER, set_threads  # noqa: F401  (set_threads: re-exported)
-from ctxir.files import write_json
+from ctxir.files import DiskFullError, is_disk_full, write_json
 from ctxir.types import CtxirError
 
 T = TypeVar("T")
@@ -373,6 +374,34 @@ def resolve_resume(resume: str, checkpoint_dir: Path) -> str | None:
             "to take the newest complete checkpoint, or an earlier checkpoint-N"
         )
     return value
+
+
+def train_keeping_checkpoints(trainer, resume_from: str | None, checkpoint_dir: Path):
+    """``trainer.train(resume_from_checkpoint=resume_from)``; a full disk while it saves a checkpoint removes that
+    half-saved checkpoint and stops with ``DiskFullError``, saying to free space and ``--resume last`` (the
+    checkpoints saved before are untouched)."""
+    checkpoint_dir = Path(checkpoint_dir)
+    try:
+        return trainer.train(resume_from_checkpoint=resume_from)
+    except OSError as err:
+        if not is_disk_full(err):
+            raise
+        # the Trainer names a checkpoint by the step it saves at, and saves it in place
+        torn = checkpoint_dir / f"checkpoint-{trainer.state.global_step}"
+        if torn.is_dir() and str(torn) != str(resume_from):
+            shutil.rmtree(torn, ignore_errors=True)
+        kept = sorted(
+            (p.name for p in checkpoint_dir.glob("checkpoint-*") if _complete_checkpoint(p)),
+            key=lambda name: int(name.split("-")[-1]) if name.split("-")[-1].isdigit() else -1,
+        )
+        again = f"continues from {kept[-1]}" if kept else "starts again: no checkpoint was complete"
+        raise DiskFullError(
+            f"no space left on the disk holding {str(torn.resolve())!r} while saving a checkpoint "
+            f"({os.strerror(err.errno) if err.errno else 'a short write'}): free space there (df -h "
+            f"{checkpoint_dir}) or train into another disk (--output-dir), then run again with --resume last (it "
+            f"{again}); the checkpoints saved before are unchanged",
+            torn,
+        ) from err
 
 
 def _complete_checkpoint(folder: Path) -> bool:

@@ -29,6 +29,7 @@ from training.common import (
     run_config,
     set_threads,
     tee_output,
+    train_keeping_checkpoints,
     training_block,
     write_metrics,
 )
@@ -262,7 +263,7 @@ def train(args, spec: ModelSpec) -> dict:
         trainer = make_trainer(args, spec, model, data, out, device)
         train_start = time.perf_counter()
         with best_load_failures() as failures:
-            train_output = trainer.train(resume_from_checkpoint=resume_from)
+            train_output = train_keeping_checkpoints(trainer, resume_from, checkpoint_dir)
         train_seconds = time.perf_counter() - train_start
         if failures:  # the checkpoints stay: nothing trained is lost
             raise CtxirError(

@@ -45,7 +45,7 @@ from ctxir.encoders.models import (
     is_ctxir_modular,
     top_layers_config,
 )
-from ctxir.files import read_json, write_json
+from ctxir.files import disk_full, is_disk_full, read_json, write_checksums, write_json
 from ctxir.names import CLS_LR_CONFIG, CLS_LR_WEIGHTS, TOP_LAYERS_CONFIG, TOP_LAYERS_WEIGHTS
 from ctxir.types import CtxirError
 from training.common import cli_main
@@ -261,6 +261,9 @@ def _stage_rerankers(args: ShipArgs, work: Path) -> dict:
     # 4. model cards, from each model's metrics.json: what it scores and how it was measured
     write_card(ce_dest, SHIPPED_CROSS_ENCODER, "cross-encoder", base)
     write_card(work / SHIPPED_MODELS[SHIPPED_CLS_LR].name, SHIPPED_CLS_LR, "cls-lr", SHIPPED_CROSS_ENCODER)
+    # 5. last: each file's size and sha256, checked whenever the folder is loaded
+    write_checksums(ce_dest)
+    write_checksums(work / SHIPPED_MODELS[SHIPPED_CLS_LR].name)
     return {"cross_encoder_score": shipped, "cls_lr_trained_score": cls_trained}
 
 
@@ -303,6 +306,7 @@ def _stage_pair_scorer(args: ShipArgs, work: Path) -> dict:
         )
     # 4. its model card, from its metrics.json
     write_card(out, SHIPPED_STS_CROSS_ENCODER, "cross-encoder", base)
+    write_checksums(out)  # 5. last: each file's size and sha256, checked whenever the folder is loaded
     return {"pair_scorer_score": shipped}
 
 
@@ -353,6 +357,12 @@ def run(args: ShipArgs) -> dict:
             if (dest / folder.name).exists():
                 shutil.rmtree(dest / folder.name)
             folder.rename(dest / folder.name)
+    except (
+        OSError
+    ) as err:  # copies and safetensors writes that met a full disk: the package folder is unchanged
+        if is_disk_full(err):
+            raise disk_full(work, err) from err
+        raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
     report["size_mb"] = round(size, 3)

@@ -81,7 +81,7 @@ def failure_report(
 ) -> ViewResult:
     """A failure report from an uploaded file: a saved report's JSON (shown as written, explanations included), or
     an evaluate results JSON over this app's BEIR corpus (its ``worst`` queries by ``metric``, no explanations)."""
-    from ctxir.evaluation.report import REPORT_FORMAT, REPORT_VERSION
+    from ctxir.evaluation.report import REPORT_FORMAT, REPORT_VERSION, check_report_checksum
     from ctxir.evaluation.report_html import render_report
 
     if not path:
@@ -97,6 +97,7 @@ def failure_report(
                 f"{path.name} is report version {raw.get('version')!r}; this ctxir reads versions up to "
                 f"{REPORT_VERSION}: upgrade ctxir, or make the report again with this one"
             )
+        check_report_checksum(raw, path.name)
         cases, meta, kind = raw.get("cases"), raw.get("meta"), "report"
         if not isinstance(cases, list) or not isinstance(meta, dict):
             raise CtxirError(

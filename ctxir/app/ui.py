@@ -29,6 +29,7 @@ import pandas as pd
 
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import display_text
+from ctxir.files import atomic_path, write_atomic
 from ctxir.types import CtxirError
 
 logger = logging.getLogger("ctxir.app")
@@ -193,7 +194,7 @@ class Outputs:
     def __init__(self, max_age_s: float = 600.0, max_bytes: int = 200 * 2**20):
         self.reclaimed = reclaim_orphans(self.PREFIX, self.OWNER)
         self.root = Path(tempfile.mkdtemp(prefix=self.PREFIX))
-        (self.root / self.OWNER).write_text(f"{os.getpid()}\n")
+        write_atomic(self.root / self.OWNER, f"{os.getpid()}\n")
         self.max_age_s, self.max_bytes = max_age_s, max_bytes
         self._lock = threading.Lock()
         gr.set_static_paths([self.root])
@@ -208,7 +209,8 @@ class Outputs:
         files = []
         shared = self._shared_plotly()
         for path in self.root.iterdir():
-            if path == shared or path.suffix == ".part" or path.name == self.OWNER:
+            # a file still being written (ctxir.files' temporary names start with ".") is not pruned under it
+            if path == shared or path.name.startswith(".") or path.name == self.OWNER:
                 continue
             try:
                 stat = path.stat()
@@ -244,9 +246,7 @@ class Outputs:
             if not path.is_file():
                 from plotly.offline import get_plotlyjs
 
-                partial = path.with_suffix(".part")
-                partial.write_text(get_plotlyjs(), encoding="utf-8")
-                partial.replace(path)  # never half a file to a concurrent download
+                write_atomic(path, get_plotlyjs())  # never half a file to a concurrent download
         return path
 
     def bytes_used(self) -> int:
@@ -255,7 +255,9 @@ class Outputs:
     def png(self, fig, stem: str) -> str:
         from ctxir.viz import save_png
 
-        path = Path(save_png(fig, self._path(stem, ".png")))
+        path = self._path(stem, ".png")
+        with atomic_path(path, suffix=".png") as tmp:  # a full disk: DiskFullError, no half figure left
+            save_png(fig, tmp)
         self._prune(keep=path)
         return str(path)
 
@@ -270,7 +272,7 @@ class Outputs:
 
     def text(self, document: str, stem: str, suffix: str) -> str:
         path = self._path(stem, suffix)
-        path.write_text(document, encoding="utf-8")
+        write_atomic(path, document)  # a full disk: DiskFullError naming the folder, no half file left
         self._prune(keep=path)
         return str(path)
 

@@ -30,7 +30,7 @@ from types import SimpleNamespace
 
 import torch
 
-from ctxir.files import check_model_folder, read_json
+from ctxir.files import check_model_folder, read_json, verify_checksums
 from ctxir.names import ADAPTER_CONFIG, CLS_LR_CONFIG, PASSAGES_FILE, TOP_LAYERS_CONFIG, TOP_LAYERS_WEIGHTS
 from ctxir.types import CtxirError
 
@@ -97,6 +97,7 @@ def resolve_model(name: str) -> str:
                 f"the shipped model {name!r} is missing from this installation "
                 f"({SHIPPED_MODELS[name]}): reinstall ctxir, or pass another model folder or Hub id"
             )
+        verify_checksums(SHIPPED_MODELS[name])  # shipped by training/ship.py: its files as they were shipped
         return str(SHIPPED_MODELS[name])
     local = Path(name).expanduser()
     if local.exists():

@@ -31,12 +31,14 @@ from ctxir.encoders.onnx_export import (
     FP32_FILE,
     FROZEN_INT8_FILE,
     INT8_FILE,
+    checksum_path,
     export_onnx,
     frozen_layers,
     frozen_matmuls,
     quantise,
     quantise_nodes,
     require,
+    verified,
 )
 from ctxir.encoders.pooling import pool
 from ctxir.types import CtxirError
@@ -162,10 +164,10 @@ def int8_model(model, folder: str | Path, progress: bool = True) -> Path:
     already there (``python -m benchmarks.encode --onnx-dir``) is kept."""
     folder = Path(folder)
     out = folder / INT8_FILE
-    if out.is_file():
+    if verified(out):
         return out
     with _EXPORT_LOCK:
-        if out.is_file():  # another thread finished it while this one waited
+        if verified(out):  # another thread finished it while this one waited
             return out
         require("onnxruntime", "onnx", "onnxscript")
         started = time.perf_counter()
@@ -181,6 +183,7 @@ def int8_model(model, folder: str | Path, progress: bool = True) -> Path:
         quantise(fp32, "dynamic")
         if not had_fp32:
             fp32.unlink(missing_ok=True)
+            checksum_path(fp32).unlink(missing_ok=True)
         if progress:
             print(
                 f"ctxir: {out.name} written in {time.perf_counter() - started:.1f} s "
@@ -299,7 +302,7 @@ def open_cross_encoder(
     ]
     for attempt in range(2):
         with _EXPORT_LOCK:
-            if not target.is_file():
+            if not verified(target):
                 require("onnxruntime", "onnx", "onnxscript", what="backend 'onnx' for a cross-encoder")
                 started = time.perf_counter()
                 if progress:

@@ -6,9 +6,10 @@
 
 sentence-transformers' own ``backend="onnx"`` is not used: it needs optimum-onnx, whose only release (0.1.0)
 requires transformers < 4.58 (this project pins 5.23), so the export here is ``torch.onnx.export`` +
-onnxruntime's quantisers. Every file is written to a temporary name and renamed when complete, so a run
-interrupted mid-export leaves no file that a later run would load. onnx, onnxscript and onnxruntime are imported
-only in the ``ctxir.encoders.onnx_*`` modules, and only when used. Running the files: ``ctxir.encoders.onnx_backend``.
+onnxruntime's quantisers. Every file is written to a temporary name and renamed when complete, with its sha256
+beside it (``FILE.sha256``): a run interrupted mid-export, or a file damaged since (or exported before ctxir kept
+checksums), is never loaded but made again. onnx, onnxscript and onnxruntime are imported only in the
+``ctxir.encoders.onnx_*`` modules, and only when used. Running the files: ``ctxir.encoders.onnx_backend``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ctxir.files import atomic_path
+from ctxir.files import atomic_path, disk_full, file_sha256, is_disk_full, write_atomic
 from ctxir.types import CtxirError
 
 FP32_FILE = "model.onnx"
@@ -32,6 +33,47 @@ FROZEN_INT8_FILE = (
     "model-int8-frozen-layers.onnx"  # a cross-encoder's base layers int8, its trained ones float32
 )
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
+logger = logging.getLogger("ctxir")
+
+
+def checksum_path(path: str | Path) -> Path:
+    """``model.onnx.sha256``: the sha256 of ``model.onnx`` as it was written, beside it."""
+    return Path(f"{path}.sha256")
+
+
+def verified(path: str | Path) -> bool:
+    """Whether ``path`` is there and is the file that was written (its sha256 beside it matches). One that is not
+    (damaged, cut short, or written before ctxir kept checksums) is removed, said, and so made again."""
+    path = Path(path)
+    if not path.is_file():
+        return False
+    sidecar = checksum_path(path)
+    try:
+        ok = sidecar.read_text(encoding="ascii").strip() == file_sha256(path)
+    except (OSError, UnicodeDecodeError):
+        ok = False
+    if not ok:
+        logger.warning("ctxir: %s does not match its checksum (%s): exporting it again", path, sidecar.name)
+        path.unlink(missing_ok=True)
+    return ok
+
+
+@contextlib.contextmanager
+def _sealed(path: Path) -> Iterator[Path]:
+    """``atomic_path`` that also writes the file's sha256 beside it before the file takes its name (a kill between
+    the two leaves a checksum that matches nothing, so the file is made again). Errors of the exporters that wrap a
+    full disk come out as ``DiskFullError``."""
+    try:
+        with atomic_path(path, suffix=".onnx") as tmp:
+            yield tmp
+            write_atomic(checksum_path(path), file_sha256(tmp) + "\n")
+    except Exception as err:
+        cause = err
+        while cause is not None and not isinstance(cause, OSError):
+            cause = cause.__cause__ or cause.__context__
+        if cause is not None and is_disk_full(cause) and not isinstance(err, OSError | CtxirError):
+            raise disk_full(path, cause) from err
+        raise
 
 
 def require(*modules: str, what: str = "backend 'onnx-int8'") -> None:
@@ -53,7 +95,7 @@ def export_onnx(model, folder: str | Path, progress: bool = True, sample: list |
     import torch
 
     path = Path(folder) / FP32_FILE
-    if path.is_file():
+    if verified(path):
         return path
     require("onnx", "onnxscript", what="exporting to ONNX")
     body = model[0].auto_model.eval()
@@ -78,7 +120,7 @@ def export_onnx(model, folder: str | Path, progress: bool = True, sample: list |
     if progress:
         print(f"exporting {body.config.model_type} to {path} …", file=sys.stderr, flush=True)
 
-    with warnings.catch_warnings(), atomic_path(path, suffix=".onnx") as tmp, _quiet():
+    with warnings.catch_warnings(), _sealed(path) as tmp, _quiet():
         warnings.simplefilter("ignore")
         torch.onnx.export(
             Body(body),
@@ -120,7 +162,7 @@ def quantise(fp32: str | Path, kind: str, calibration: list[dict] | None = None)
         raise CtxirError(f"quantisation {kind!r} is not known: use one of 'dynamic', 'static'")
     fp32 = Path(fp32)
     out = fp32.with_name(f"model-int8-{kind}.onnx")
-    if out.is_file():
+    if verified(out):
         return out
     require("onnxruntime", "onnx", what="int8 quantisation")
     # lazy: the ONNX stack is needed only for --backend onnx-int8
@@ -132,7 +174,7 @@ def quantise(fp32: str | Path, kind: str, calibration: list[dict] | None = None)
         quantize_static,
     )
 
-    with atomic_path(out, suffix=".onnx") as tmp, _quiet():
+    with _sealed(out) as tmp, _quiet():
         if kind == "dynamic":
             quantize_dynamic(
                 str(fp32),
@@ -203,7 +245,7 @@ def quantise_nodes(fp32: Path, out: Path, nodes: list[str]) -> None:
             f"no MatMul of {fp32} has the weights of a layer the model shares with its base: nothing "
             "to quantise (use backend 'onnx')"
         )
-    with atomic_path(out, suffix=".onnx") as tmp, _quiet():
+    with _sealed(out) as tmp, _quiet():
         quantize_dynamic(
             str(fp32),
             str(tmp),

@@ -17,6 +17,8 @@ retrieval.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -271,14 +273,34 @@ def write_report(path: str | Path, cases: Sequence[dict], meta: Mapping) -> tupl
 
     html_path, json_path = report_paths(path)
     html_path.parent.mkdir(parents=True, exist_ok=True)
+    # as a reader will see them (values JSON cannot hold become text), so that the checksum is of what is read back
+    content = json.loads(json.dumps({"meta": dict(meta), "cases": list(cases)}, default=str))
     write_json(
         json_path,
-        {"format": REPORT_FORMAT, "version": REPORT_VERSION, "meta": dict(meta), "cases": list(cases)},
+        {"format": REPORT_FORMAT, "version": REPORT_VERSION, **content, "sha256": report_checksum(content)},
         indent=1,
-        default=str,
     )
     write_atomic(html_path, render_report(cases, meta))
     return html_path, json_path
+
+
+def report_checksum(content: Mapping) -> str:
+    """sha256 of a report's ``meta`` and ``cases`` (sorted keys, compact): written into the report's JSON, so that a
+    report changed or damaged since (an upload to the app included) is refused, not drawn with wrong numbers."""
+    text = json.dumps(
+        {"meta": content.get("meta"), "cases": content.get("cases")}, sort_keys=True, ensure_ascii=False
+    )
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def check_report_checksum(data: Mapping, name: str) -> None:
+    """Refuse a report JSON whose ``sha256`` (written by ``write_report``) does not match its content; a report
+    written before ctxir wrote one has nothing to check."""
+    if "sha256" in data and data["sha256"] != report_checksum(data):
+        raise CtxirError(
+            f"{name} was changed or damaged after ctxir wrote it (the checksum of its meta and cases differs "
+            "from its sha256): use the .json ctxir wrote, unchanged, or write the report again"
+        )
 
 
 def load_report(path: str | Path) -> dict:
@@ -303,6 +325,7 @@ def load_report(path: str | Path) -> dict:
             f"{str(json_path)!r} is report version {data['version']}, newer than this ctxir reads "
             f"({REPORT_VERSION}): upgrade ctxir"
         )
+    check_report_checksum(data, repr(str(json_path)))
     return {"meta": data.get("meta", {}), "cases": data.get("cases", [])}
 
 

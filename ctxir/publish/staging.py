@@ -13,13 +13,22 @@ from __future__ import annotations
 
 import fnmatch
 import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from ctxir.encoders.models import load_transformer, resolve_model
-from ctxir.files import is_pickle_file, read_json, write_atomic, write_json
+from ctxir.files import (
+    disk_full,
+    is_disk_full,
+    is_pickle_file,
+    read_json,
+    write_atomic,
+    write_checksums,
+    write_json,
+)
 from ctxir.names import CLS_LR_CONFIG, CLS_LR_WEIGHTS, looks_like_hub_id
 from ctxir.publish.card_check import check_card
 from ctxir.publish.cards import CardInputs, render_card
@@ -180,31 +189,44 @@ def stage(
         if not Path(fig).expanduser().is_file() or Path(fig).suffix.lower() not in FIGURE_SUFFIXES:
             raise CtxirError(f"--figures {fig!r} is not a {'/'.join(FIGURE_SUFFIXES)} file")
 
-    # 3. a fresh staging folder
+    # 3. a fresh staging folder, assembled beside the destination and swapped in whole: a full disk or a kill
+    # half-way leaves the previous staging as it was
     dest = _fresh_staging_dir(src, repo_id, staging_dir)
+    work = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
+    try:
+        (work / STAGING_MARKER).parent.mkdir(parents=True, exist_ok=True)
+        write_json(work / STAGING_MARKER, {"source": str(src), "repo_id": repo_id}, indent=None)
 
-    # 4. copy the model
-    _copy_model(src, dest, model_type, base_dir, base_license)
-    shutil.copy2(
-        src / METRICS_FILE, dest / METRICS_FILE
-    )  # verbatim: the card's numbers are checked against it
+        # 4. copy the model
+        _copy_model(src, work, model_type, base_dir, base_license)
+        shutil.copy2(
+            src / METRICS_FILE, work / METRICS_FILE
+        )  # verbatim: the card's numbers are checked against it
 
-    # 5. figures: <model-dir>/figures/*, figures beside the model, and any passed explicitly
-    staged_figures = _stage_figures(src, dest, figures)
+        # 5. figures: <model-dir>/figures/*, figures beside the model, and any passed explicitly
+        staged_figures = _stage_figures(src, work, figures)
 
-    # 6. the card
-    if base_model_id:
-        check_repo_id(base_model_id)
-    elif looks_like_hub_id(metrics["base_model"]):
-        base_model_id = metrics["base_model"]
-    inputs = CardInputs(
-        repo_id=repo_id,
-        base_model_id=base_model_id or None,
-        base_license=base_license,
-        facts=model_facts(dest, model_type),
-        figures=staged_figures,
-    )
-    write_atomic(dest / README, render_card(metrics, inputs).content)
+        # 6. the card
+        if base_model_id:
+            check_repo_id(base_model_id)
+        elif looks_like_hub_id(metrics["base_model"]):
+            base_model_id = metrics["base_model"]
+        inputs = CardInputs(
+            repo_id=repo_id,
+            base_model_id=base_model_id or None,
+            base_license=base_license,
+            facts=model_facts(work, model_type),
+            figures=staged_figures,
+        )
+        write_atomic(work / README, render_card(metrics, inputs).content)
+        write_checksums(work)  # last: what a download of the repo is checked against when loaded
+        _swap_in(work, dest)
+    except OSError as err:
+        if is_disk_full(err):
+            raise disk_full(dest, err) from err
+        raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
     # 7. validate what will be uploaded
     report = validate(dest, base_license=base_license)
@@ -242,16 +264,24 @@ def _fresh_staging_dir(src: Path, repo_id: str, staging_dir: str | Path | None) 
             f"--staging-dir {str(dest)!r} overlaps the model folder {str(src)!r}: choose a separate "
             "folder (the default is <model-dir>/../hub/<owner>--<name>)"
         )
-    if dest.exists() and any(dest.iterdir()):
-        if not (dest / STAGING_MARKER).is_file():  # never delete a folder ctxir did not stage
-            raise CtxirError(
-                f"--staging-dir {str(dest)!r} exists and is not a previous staging: empty it or "
-                "choose another folder"
-            )
-        shutil.rmtree(dest)
-    (dest / STAGING_MARKER).parent.mkdir(parents=True, exist_ok=True)
-    write_json(dest / STAGING_MARKER, {"source": str(src), "repo_id": repo_id}, indent=None)
+    # never replace a folder ctxir did not stage
+    if dest.exists() and any(dest.iterdir()) and not (dest / STAGING_MARKER).is_file():
+        raise CtxirError(
+            f"--staging-dir {str(dest)!r} exists and is not a previous staging: empty it or "
+            "choose another folder"
+        )
+    dest.parent.mkdir(parents=True, exist_ok=True)
     return dest
+
+
+def _swap_in(work: Path, dest: Path) -> None:
+    """``work`` becomes ``dest``; a previous staging there is removed only once the new one is in place."""
+    old = dest.with_name(f".{dest.name}.old.tmp")
+    shutil.rmtree(old, ignore_errors=True)
+    if dest.exists():
+        dest.rename(old)
+    work.rename(dest)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def _stage_figures(src: Path, dest: Path, figures) -> list[str]:

@@ -28,6 +28,7 @@ from ctxir.encoders.models import (
     position_limit,
     resolve_model,
 )
+from ctxir.files import verify_checksums
 from ctxir.names import CLS_LR_CONFIG, CLS_LR_FORMAT, CLS_LR_WEIGHTS, PAIR_ORDERS_FILE
 from ctxir.rerank.calibration import calibration_for
 from ctxir.types import Corpus, CtxirError, Hit, doc_text
@@ -192,6 +193,7 @@ class Passages:
     def from_file(cls, path: str | Path) -> Passages | None:
         """passages.json: {"method": "max", "words": W, "stride": S[, "read_tokens": T]} → Passages; {"method":
         "first"} → None."""
+        verify_checksums(Path(path).parent, only=path)  # in a shipped folder: the file as it was shipped
         try:
             record = json.loads(Path(path).read_text())
             if record["method"] == "first":
@@ -508,6 +510,7 @@ class ClsLrRanker(Reranker):
     @classmethod
     def load(cls, folder: str | Path, device: str = "auto", **kwargs) -> ClsLrRanker:
         # lazy: safetensors is needed only to read or write weights
+        from safetensors import SafetensorError
         from safetensors.numpy import load_file
 
         folder = Path(folder).expanduser()
@@ -521,20 +524,31 @@ class ClsLrRanker(Reranker):
                 f"{str(folder)!r} is not a CLS-LR ranker folder: expected {CLS_LR_CONFIG} and "
                 f"{CLS_LR_WEIGHTS} (written by ClsLrRanker.save or training/train_cls_lr.py)"
             )
-        config = json.loads(config_path.read_text())
-        if config.get("format") != CLS_LR_FORMAT:
+        verify_checksums(folder)  # a shipped or staged ranker: its files as they were written
+        try:
+            config = json.loads(config_path.read_text(encoding="utf-8"))
+            if not isinstance(config, dict) or config.get("format") != CLS_LR_FORMAT:
+                raise ValueError(f"format {getattr(config, 'get', lambda _: None)('format')!r}")
+            tensors = load_file(str(weights_path))
+            coef, intercept = tensors["coef"], tensors["intercept"]
+            base = config["base_model"]
+            if coef.ndim != 1 or intercept.shape != (1,) or not isinstance(base, str) or not base:
+                raise ValueError(
+                    f"coef of shape {coef.shape}, intercept of shape {intercept.shape}, base {base!r}"
+                )
+        except (OSError, ValueError, KeyError, TypeError, SafetensorError) as err:
             raise CtxirError(
-                f"{str(config_path)!r} has format {config.get('format')!r}; expected {CLS_LR_FORMAT!r}"
-            )
-        tensors = load_file(str(weights_path))
-        base = config["base_model"]
+                f"{str(folder)!r} is not a readable CLS-LR ranker ({type(err).__name__}: {err}): expected "
+                f"{CLS_LR_CONFIG} with format {CLS_LR_FORMAT!r} and {CLS_LR_WEIGHTS} with coef and intercept; "
+                "fit it again (training/train_cls_lr.py) or fetch the folder again"
+            ) from err
         # "." means the cross-encoder body was published inside the ranker folder itself.
         if base == "." or (folder / base).is_dir():
             base = str((folder / base).resolve())
         return cls(
             base,
-            tensors["coef"],
-            float(tensors["intercept"][0]),
+            coef,
+            float(intercept[0]),
             layer=config.get("layer", -1),
             max_length=config.get("max_length"),
             device=device,

@@ -8,8 +8,9 @@ its ``stage_fusion``, read from the model folder's fusion.json) import it, and n
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
-from ctxir.files import read_json
+from ctxir.files import read_json, verify_checksums
 from ctxir.retrieval.fusion import DEFAULT_RRF_K, FUSIONS, fuse, scored_only
 from ctxir.types import CtxirError, Hit
 
@@ -91,6 +92,7 @@ class StageFusion:
         """A fusion.json (training/ship.py puts it in the cross-encoder's folder): method "rrf"|"weighted",
         weights [first stage, re-ranker], k, chosen_on."""
 
+        verify_checksums(Path(path).parent, only=path)  # in a shipped folder: the file as it was shipped
         try:
             data = read_json(path)
             by_stage = tuple(
