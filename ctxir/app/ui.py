@@ -125,9 +125,14 @@ def guard(fn):
 
 
 def warn(result: ViewResult) -> None:
-    """A result's warnings as Gradio warning pop-ups (escaped like errors)."""
+    """A result's warnings as Gradio warning pop-ups: escaped for a web page (Gradio renders a warning's message
+    as HTML, as an error's), plain text for API clients, as ``plain_errors_for_api`` does for errors. A warning is
+    sent while the callback runs, so the request is the callback's own (Gradio's ``LocalContext``)."""
+    from gradio.context import LocalContext
+
+    browser = from_browser(LocalContext.request.get(None))
     for warning in result.data.get("warnings") or []:
-        gr.Warning(display_text(warning))
+        gr.Warning(display_text(warning) if browser else str(warning))
 
 
 def named(component):
