@@ -5,7 +5,7 @@ The app runs as the other app-subprocess tests run it: the demo corpus, offline,
 Where the kill lands is chosen, not raced: a ``sitecustomize`` stops the app just before it renames a chosen
 cache file into place (the temporary file written and synced, the rename not done) and says so in a file; the
 test then sends SIGKILL. The default run kills before the embeddings' rename; ``-m slow`` kills before the
-checksum's rename, while the corpus is being encoded, and while an upload is indexed.
+checksum's rename, while the corpus is being encoded, and as an upload's indexing starts.
 """
 
 from __future__ import annotations
@@ -51,10 +51,11 @@ def replace(src, dst, *args, **kwargs):
 os.replace = replace
 
 
-class PauseWhileEncoding(importlib.abc.MetaPathFinder):
-    # when ctxir.app.corpus_index is imported: its first "encoding documents" step pauses (nothing written yet)
+class PauseWhileIndexing(importlib.abc.MetaPathFinder):
+    # when ctxir.app.corpus_index is imported: "encoding" pauses the startup corpus's first "encoding documents" step
+    # (nothing written yet), "upload" an upload's indexing as it starts (the file read and checked, nothing indexed)
     def find_spec(self, name, path, target=None):
-        if name != "ctxir.app.corpus_index" or AT != "encoding":
+        if name != "ctxir.app.corpus_index" or AT not in ("encoding", "upload"):
             return None
         sys.meta_path.remove(self)
         spec = importlib.util.find_spec(name)
@@ -65,17 +66,25 @@ class PauseWhileEncoding(importlib.abc.MetaPathFinder):
             step = module.Indexing.step
 
             def paused_step(self, fraction, message):
-                if message.startswith("encoding documents"):
+                if AT == "encoding" and message.startswith("encoding documents"):
                     pause(message)
                 return step(self, fraction, message)
 
             module.Indexing.step = paused_step
+            encode = module.CorpusIndex._encode_in_steps
+
+            def paused_encode(self, encoder, *args, **kwargs):
+                if AT == "upload" and encoder.cache is None:  # an upload: encoded without the cache
+                    pause(self.name)
+                return encode(self, encoder, *args, **kwargs)
+
+            module.CorpusIndex._encode_in_steps = paused_encode
 
         spec.loader.exec_module = exec_module
         return spec
 
 
-sys.meta_path.insert(0, PauseWhileEncoding())
+sys.meta_path.insert(0, PauseWhileIndexing())
 """
 
 
@@ -232,8 +241,7 @@ def test_killed_elsewhere_in_its_startup_indexing_the_restart_serves_a_clean_sta
     killed_then_restarted(tmp_path, app_process, clean_results, at)
 
 
-def upload_file(tmp_path: Path, documents: int = 1500) -> Path:
-    """A corpus file big enough that its indexing takes seconds (the kill must land during it)."""
+def upload_file(tmp_path: Path, documents: int = 300) -> Path:
     words = [
         "otter",
         "river",
@@ -281,11 +289,7 @@ def test_killed_while_indexing_an_upload_the_restart_takes_the_upload_again_and_
                     client.predict(QUERIES[0], absent, "dense", "none", 10, 20, api_name="/search")
             job = client.submit(handle_file(str(notes)), api_name="/upload_corpus")
             if kill_mid_indexing:
-
-                def encoding():
-                    return any("encoding" in (p.desc or "") for p in job.status().progress_data or [])
-
-                wait_for(encoding, 300, proc, step=0.2)
+                wait_for((tmp_path / "paused").exists, 300, proc)
                 proc.send_signal(signal.SIGKILL)
                 proc.wait(timeout=30)
                 return None, None
@@ -301,7 +305,7 @@ def test_killed_while_indexing_an_upload_the_restart_takes_the_upload_again_and_
     clean.wait(timeout=60)
 
     cache = tmp_path / "cache"
-    killed = app_process(app_env(tmp_path, cache), timeout=300)
+    killed = app_process(paused_env(tmp_path, cache, "upload"), timeout=300)
     upload(killed, kill_mid_indexing=True)
     killed_folders = output_folders(tmp_path)
     again = app_process(app_env(tmp_path, cache), timeout=300)
