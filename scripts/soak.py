@@ -11,11 +11,12 @@ starting a new gradio_client session every ``--session-requests`` requests (visi
 ``--sample-s`` the app's RSS, open file descriptors and threads (from /proc) and its output folder's size are
 sampled.
 
-The run is cut into six windows (5 minutes each for 30 minutes; scaled for shorter runs). The first is warm-up
-(first calls of each view, Gradio's and torch's caches). Checks, each written to ``--output`` with its figures:
+The mix first runs ``--warm-up-s`` unmeasured (first calls of each view, Gradio's and torch's caches), then
+``--minutes`` cut into six windows (5 minutes each for 30 minutes; scaled for shorter runs). Checks, each written
+to ``--output`` with its figures:
 
 - RSS: the mean of the last window is at most ``--max-rss-growth`` (5 %) above the mean of the second (the first
-  after warm-up);
+  window settles what the warm-up left);
 - open file descriptors and threads stay flat: the last window's most at most ``--slack`` above the second's most;
 - the output folder never holds more than its cap (the cap plus the one file just written, which the app keeps);
 - search p50 in the last window is at most ``--max-p50-ratio`` (1.5×) that of the first;
@@ -51,7 +52,13 @@ WINDOWS = 6  # 5-minute windows of the 30-minute soak
 
 @dataclass
 class SoakArgs:
-    minutes: float = field(default=30.0, metadata={"help": "how long the mix runs"})
+    minutes: float = field(
+        default=30.0, metadata={"help": "how long the mix runs and is measured, after warm-up"}
+    )
+    warm_up_s: float = field(
+        default=60.0,
+        metadata={"help": "seconds of the mix before the measured minutes (first calls, caches)"},
+    )
     clients: int = field(default=4, metadata={"help": "visitors at once (steady load, not overload)"})
     session_requests: int = field(
         default=20,
@@ -138,6 +145,8 @@ def analyse(
             0.5,
         )
 
+    samples = [s for s in samples if s["t"] >= 0]
+    requests = [r for r in requests if r["t"] >= 0]
     rss_after_warm_up, rss_last = (
         statistics.mean(values(second, "rss_mb")),
         statistics.mean(values(last, "rss_mb")),
@@ -258,7 +267,7 @@ def run(args: SoakArgs) -> dict:
         outputs = next(work.glob("ctxir-app-*"))
         seconds = args.minutes * 60
         records, samples, lock = [], [], threading.Lock()
-        t0 = time.time()
+        t0 = time.time() + args.warm_up_s  # what comes before is warm-up: negative times, in no window
         stop_at = t0 + seconds
         visitors = [
             threading.Thread(target=visitor, daemon=True,
