@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import glob
 import hashlib
 import json
 import logging
@@ -283,6 +284,18 @@ def atomic_path(path: str | Path, suffix: str = "") -> Iterator[Path]:
     finally:
         if tmp is not None:
             tmp.unlink(missing_ok=True)
+
+
+def remove_temporaries(folder: str | Path, name: str) -> list[str]:
+    """Remove the temporary files ``atomic_path`` made for targets whose name starts with ``name``: what a writer
+    killed mid-write (SIGKILL, a crash) leaves behind. Call it only while holding the lock that every writer of
+    those targets holds (``cache_lock``), so no live writer's file is taken; → the names removed."""
+    removed = []
+    for leftover in Path(folder).glob(f".{glob.escape(name)}*.tmp*"):
+        with contextlib.suppress(OSError):
+            leftover.unlink()
+            removed.append(leftover.name)
+    return removed
 
 
 def write_atomic(path: str | Path, data: str | bytes) -> None:

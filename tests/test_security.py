@@ -509,6 +509,45 @@ def test_error_messages_over_http_are_text(served, endpoint, args, typed):
     assert shows_literally(shown, typed) and shown != message, shown
 
 
+def test_warnings_reach_api_clients_as_plain_text_and_web_pages_escaped(served, monkeypatch):
+    """gr.Warning's message is rendered as HTML by the page (gradio's docs: "Can be HTML, which will be rendered
+    in the modal"), so the app escapes it there; an API client renders nothing and reads it as written. What the
+    queue sends each caller is read where Gradio hands it over (``Queue.log_message``, per event)."""
+    import httpx
+
+    from ctxir.app import similarity
+
+    url, _state, demo, _cache = served
+    typed = "CLS pooling at layer 0 makes <every> cosine 1 & says <img src=x> as typed"
+    monkeypatch.setattr(similarity, "cls_warnings", lambda *_: [typed])
+    sent = []
+    log_message = demo._queue.log_message
+    monkeypatch.setattr(demo._queue, "log_message", lambda **kw: sent.append(kw["log"]) or log_message(**kw))
+    args = ["a\nb", 0, "cls"]
+
+    def warned(headers: dict) -> list[str]:
+        sent.clear()
+        event = httpx.post(
+            f"{url.rstrip('/')}/gradio_api/call/sentence_similarity", json={"data": args}, headers=headers
+        ).json()["event_id"]
+        stream = httpx.get(
+            f"{url.rstrip('/')}/gradio_api/call/sentence_similarity/{event}", headers=headers, timeout=120
+        ).text
+        assert "event: complete" in stream, stream
+        return list(sent)
+
+    client = client_for(url)  # gradio_client itself: x-gradio-user: api
+    try:
+        client.predict(*args, api_name="/sentence_similarity")
+    finally:
+        client.close()
+    assert sent == [typed]
+    assert warned({"x-gradio-user": "mcp"}) == [typed] and warned({}) == [typed]  # MCP; curl, requests, httpx
+    for page in ({"Sec-Fetch-Mode": "cors", "Sec-Fetch-Site": "same-origin"}, {"x-gradio-user": "app"}):
+        shown = warned(page)
+        assert len(shown) == 1 and shows_literally(shown[0], typed) and shown[0] != typed, shown
+
+
 # the app's one limit for each (served's AppConfig keeps the defaults): the page's number boxes and the view's check
 MAX_K, MAX_DEPTH = AppConfig.max_k, AppConfig.max_rerank_depth
 

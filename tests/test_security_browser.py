@@ -71,6 +71,22 @@ def test_the_error_pop_up_shows_a_hostile_word_as_text(offline_page, app_url, ty
     assert not [url for url in requested if "evil.example" in url]  # the image was never fetched
 
 
+def test_text_typed_as_the_across_layers_sub_tab_opens_stays_typed(offline_page, app_url):
+    """Issue #34: the sub-tab, which mounts its fields on its first opening, put a word typed at once back to its
+    default ("bank"; the error pop-up test above retries its typing for it). Not reproduced on gradio 6.31 (this
+    test, and 8 of 8 tries on a page of the same tabs, timer and load event); it fails if the reset comes back."""
+    page = offline_page()
+    page.goto(app_url)
+    page.get_by_role("tab", name="Token embeddings").click()
+    page.get_by_role("tab", name="Across layers").click()
+    word = page.get_by_label("Word", exact=True)
+    sentences = page.get_by_label("Sentences containing the word (one per line)")
+    word.fill("otters")
+    sentences.fill("Otters swim.\nOtters dig.")
+    page.wait_for_timeout(1500)
+    assert word.input_value() == "otters" and sentences.input_value() == "Otters swim.\nOtters dig."
+
+
 # ---------------------------------------------------------------- hostile documents, titles and queries
 
 PWN_IMG = "<img src=x onerror=window.__pwned=1>"

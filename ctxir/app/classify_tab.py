@@ -421,7 +421,7 @@ def build(ui: Ui) -> None:
     cls_table = gr.Dataframe(
         label="Predictions: the score of every label",
         wrap=True,
-        elem_classes=["ctxir-table"],
+        elem_classes=["ctxir-table", "ctxir-fit-table"],
         visible=False,
         elem_id="classify-table",
     )
@@ -437,7 +437,7 @@ def build(ui: Ui) -> None:
         cls_neighbours = gr.Dataframe(
             frame([], ["#", "rank", "neighbour", "label", "cosine"]),
             wrap=True,
-            elem_classes=["ctxir-table"],
+            elem_classes=["ctxir-table", "ctxir-fit-table"],
             elem_id="classify-neighbours",
         )
     cls_files = gr.File(label="Download: interactive HTML, CSV, JSON", file_count="multiple", visible=False)

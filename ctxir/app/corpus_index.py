@@ -61,18 +61,20 @@ class CorpusIndex:
             return
         texts = [doc_text(self.corpus[doc_id]) for doc_id in self.corpus]  # the order encode_corpus uses
         key = encoder.cache_key(texts)
-        if encoder.cache.get(key, mmap=True) is not None:  # mapped, not read: a 1M matrix is 1.5 GB
-            step(0.9, f"embeddings of {len(texts):,} documents read from the cache")
-            return
-        parts, chunk = [], chunk or ENCODE_CHUNK
-        for start in range(0, len(texts), chunk):
-            step(
-                0.9 * start / len(texts),
-                f"encoding documents: {start:,} of {len(texts):,} done (first start "
-                "only: the vectors are cached)",
-            )
-            parts.append(encoder.encode(texts[start : start + chunk]))
-        encoder.cache.put(key, np.concatenate(parts) if parts else encoder.encode([]))
+        # as encode_cached: another process encoding the same corpus (an evaluation, a second app) holds the lock
+        with encoder.cache.lock(key):
+            if encoder.cache.get(key, mmap=True) is not None:  # mapped, not read: a 1M matrix is 1.5 GB
+                step(0.9, f"embeddings of {len(texts):,} documents read from the cache")
+                return
+            parts, chunk = [], chunk or ENCODE_CHUNK
+            for start in range(0, len(texts), chunk):
+                step(
+                    0.9 * start / len(texts),
+                    f"encoding documents: {start:,} of {len(texts):,} done (first start "
+                    "only: the vectors are cached)",
+                )
+                parts.append(encoder.encode(texts[start : start + chunk]))
+            encoder.cache.put(key, np.concatenate(parts) if parts else encoder.encode([]))
 
     def _encoder(self, pooling: str | None = None, layer: int | None = None):
         # the search encoder (the model's own pooling) runs on $CTXIR_BACKEND (app.py --backend); another pooling or

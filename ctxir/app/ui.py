@@ -126,9 +126,14 @@ def guard(fn):
 
 
 def warn(result: ViewResult) -> None:
-    """A result's warnings as Gradio warning pop-ups (escaped like errors)."""
+    """A result's warnings as Gradio warning pop-ups: escaped for a web page (Gradio renders a warning's message
+    as HTML, as an error's), plain text for API clients, as ``plain_errors_for_api`` does for errors. A warning is
+    sent while the callback runs, so the request is the callback's own (Gradio's ``LocalContext``)."""
+    from gradio.context import LocalContext
+
+    browser = from_browser(LocalContext.request.get(None))
     for warning in result.data.get("warnings") or []:
-        gr.Warning(display_text(warning))
+        gr.Warning(display_text(warning) if browser else str(warning))
 
 
 def named(component):
@@ -392,6 +397,19 @@ CSS = """
   #search-cards { display: block; }
   /* a table sized in shares of its box keeps a readable width and scrolls inside it */
   .ctxir-wide-table .virtual-table-viewport { min-width: 960px; }
+  /* the Classify, What-moved and upload tables fit the screen instead (they scrolled sideways: the Classify table's
+     columns 1,233 px in a 324 px box): equal columns, every cell wrapped. Gradio draws a table with set column
+     widths (What-moved) as a grid of absolutely placed rows of fixed-width cells; those flow and share the width too */
+  .ctxir-fit-table table { table-layout: fixed !important; width: 100% !important; min-width: 0 !important; }
+  .ctxir-fit-table th, .ctxir-fit-table td { width: auto !important; min-width: 0 !important;
+    max-width: none !important; }
+  .ctxir-fit-table th, .ctxir-fit-table th *, .ctxir-fit-table td, .ctxir-fit-table td *,
+  .ctxir-fit-table .body-cell, .ctxir-fit-table .body-cell * {
+    white-space: normal !important; overflow-wrap: anywhere !important; word-break: normal !important; }
+  .ctxir-fit-table .virtual-table-viewport, .ctxir-fit-table .virtual-body { height: auto !important;
+    max-height: none !important; }
+  .ctxir-fit-table .virtual-row { position: static !important; transform: none !important; width: 100% !important; }
+  .ctxir-fit-table .body-cell { flex: 1 1 0 !important; width: auto !important; min-width: 0 !important; }
   /* no plot toolbar on a phone: it covered the plot's label and titles, and a tap shows the values anyway */
   .js-plotly-plot .modebar-container { display: none !important; }
 }

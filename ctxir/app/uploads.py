@@ -123,7 +123,13 @@ def panel(ui: Ui) -> UploadPanel:
         )
         button = gr.Button("Index this corpus", elem_id="upload-button")
         summary = gr.Markdown(elem_id="upload-summary")
-        table = gr.Dataframe(label="First documents", wrap=True, elem_classes=["ctxir-table"], visible=False)
+        table = gr.Dataframe(
+            label="First documents",
+            wrap=True,
+            elem_classes=["ctxir-table", "ctxir-fit-table"],
+            visible=False,
+            elem_id="upload-table",
+        )
         with gr.Accordion("Numbers (JSON)", open=False):
             json = gr.JSON()
     return UploadPanel(file, button, summary, table, json)

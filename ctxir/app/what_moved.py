@@ -215,7 +215,12 @@ def panel(ui: Ui) -> MovedPanel:
             button = gr.Button("What moved?", elem_id="what-moved-button", scale=1)
         summary = gr.Markdown(elem_id="what-moved-summary")
         plot = gr.Plot(label="Rank before and after re-ranking (hover a line)", visible=False)
-        table = gr.Dataframe(wrap=True, elem_classes=["ctxir-table"], visible=False)
+        table = gr.Dataframe(
+            wrap=True,
+            elem_classes=["ctxir-table", "ctxir-fit-table"],
+            visible=False,
+            elem_id="what-moved-table",
+        )
         files = gr.File(label="Download: CSV, JSON, interactive HTML", file_count="multiple", visible=False)
         with gr.Accordion("Numbers (JSON)", open=False):
             json = gr.JSON()

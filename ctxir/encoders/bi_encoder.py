@@ -22,7 +22,15 @@ import torch
 from ctxir.checks import check_choice
 from ctxir.encoders.models import DEFAULT_BI_ENCODER, load_bi_encoder
 from ctxir.encoders.pooling import POOLINGS, LayerPooling, pool  # noqa: F401 (re-exported: from ctxir.encoders.bi_encoder import pool)
-from ctxir.files import DiskFullError, atomic_path, cache_lock, cache_not_written, file_sha256, write_atomic
+from ctxir.files import (
+    DiskFullError,
+    atomic_path,
+    cache_lock,
+    cache_not_written,
+    file_sha256,
+    remove_temporaries,
+    write_atomic,
+)
 from ctxir.types import Corpus, CtxirError, doc_text
 
 # torch: the model's own encode. onnx-int8: ONNX Runtime, int8 MatMul weights (dynamic quantisation), CPU; 2.24× the
@@ -129,7 +137,9 @@ class EmbeddingCache:
 
     def put(self, key: str, embeddings: np.ndarray) -> None:
         """Atomic: readers never see half a file. A full disk leaves the cache as it was (said once): the caller
-        has the embeddings, only the next run pays for them again."""
+        has the embeddings, only the next run pays for them again. Called under ``lock(key)``: the temporary files
+        of a writer of ``key`` killed mid-write go first (a 1M corpus's are 1.5 GB)."""
+        remove_temporaries(self.root, f"{key}.")
         try:
             with atomic_path(self.root / f"{key}.npy", suffix=".npy") as tmp:
                 np.save(tmp, embeddings, allow_pickle=False)

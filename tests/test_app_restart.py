@@ -1,0 +1,315 @@
+"""`python app.py` killed with SIGKILL while it indexes, then started again (issue #34, item 4): it serves what a
+clean start serves, and what the killed one left (its output folder, a half-written cache file) is reclaimed.
+
+The app runs as the other app-subprocess tests run it: the demo corpus, offline, its own cache and temp folders.
+Where the kill lands is chosen, not raced: a ``sitecustomize`` stops the app just before it renames a chosen
+cache file into place (the temporary file written and synced, the rename not done) and says so in a file; the
+test then sends SIGKILL. The default run kills before the embeddings' rename; ``-m slow`` kills before the
+checksum's rename, while the corpus is being encoded, and as an upload's indexing starts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from scripts.faults import leftovers
+
+ROOT = Path(__file__).resolve().parents[1]
+QUERIES = ("otters playing on the river bank", "interest rates at the bank", "bats hunting insects at night")
+STAGES = ("dense", "hybrid", "bm25")
+
+PAUSE = """
+import importlib.abc, importlib.util, os, sys, time
+
+AT = os.environ["CTXIR_PAUSE_AT"]
+
+
+def pause(where):
+    with open(os.environ["CTXIR_PAUSED"], "w") as f:
+        f.write(where)
+    while True:  # until the test's SIGKILL
+        time.sleep(1)
+
+
+_replace = os.replace
+
+
+def replace(src, dst, *args, **kwargs):
+    # before the rename the test chose: the temporary file is complete and synced, the target not yet in place
+    dst_s = os.fspath(dst)
+    if os.path.basename(os.path.dirname(dst_s)) == "embeddings" and dst_s.endswith(AT):
+        pause(dst_s)
+    return _replace(src, dst, *args, **kwargs)
+
+
+os.replace = replace
+
+
+class PauseWhileIndexing(importlib.abc.MetaPathFinder):
+    # when ctxir.app.corpus_index is imported: "encoding" pauses the startup corpus's first "encoding documents" step
+    # (nothing written yet), "upload" an upload's indexing as it starts (the file read and checked, nothing indexed)
+    def find_spec(self, name, path, target=None):
+        if name != "ctxir.app.corpus_index" or AT not in ("encoding", "upload"):
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            step = module.Indexing.step
+
+            def paused_step(self, fraction, message):
+                if AT == "encoding" and message.startswith("encoding documents"):
+                    pause(message)
+                return step(self, fraction, message)
+
+            module.Indexing.step = paused_step
+            encode = module.CorpusIndex._encode_in_steps
+
+            def paused_encode(self, encoder, *args, **kwargs):
+                if AT == "upload" and encoder.cache is None:  # an upload: encoded without the cache
+                    pause(self.name)
+                return encode(self, encoder, *args, **kwargs)
+
+            module.CorpusIndex._encode_in_steps = paused_encode
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+sys.meta_path.insert(0, PauseWhileIndexing())
+"""
+
+
+def app_env(tmp_path: Path, cache: Path, **extra) -> dict:
+    from ctxir.rerank.registry import RERANKERS
+
+    env = {
+        **os.environ,
+        "TMPDIR": str(tmp_path),
+        "CTXIR_CACHE": str(cache),
+        "HF_HUB_OFFLINE": "1",
+        "CTXIR_TORCH_THREADS": "1",
+        "GRADIO_ANALYTICS_ENABLED": "False",
+        "GRADIO_TEMP_DIR": str(tmp_path / "gradio"),
+        "PYTHONPATH": str(ROOT),
+        **{kind.env: "none" for kind in RERANKERS.values()},
+    }
+    return env | extra
+
+
+def paused_env(tmp_path: Path, cache: Path, target: str) -> dict:
+    hook = tmp_path / "hook"
+    hook.mkdir(exist_ok=True)
+    (hook / "sitecustomize.py").write_text(PAUSE)
+    return app_env(
+        tmp_path,
+        cache,
+        PYTHONPATH=f"{hook}{os.pathsep}{ROOT}",
+        CTXIR_PAUSE_AT=target,
+        CTXIR_PAUSED=str(tmp_path / "paused"),
+    )
+
+
+def wait_for(what, timeout: float, proc, step: float = 0.5):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"the app ended (exit {proc.returncode}): {proc.stdout.read()[-3000:]}")
+        value = what()
+        if value:
+            return value
+        time.sleep(step)
+    pytest.fail(f"timed out after {timeout:.0f} s")
+
+
+def url_of(proc) -> str:
+    return f"http://127.0.0.1:{proc.args[proc.args.index('--port') + 1]}/"
+
+
+def served_results(proc, timeout: float = 300) -> dict:
+    """{(query, stage): [(doc_id, score), ...]} from /search, once the startup corpus is indexed."""
+    from gradio_client import Client
+
+    client = Client(url_of(proc), verbose=False)
+    try:
+
+        def first():
+            try:
+                return client.predict(QUERIES[0], "demo", "dense", "none", 10, 20, api_name="/search")
+            except Exception as err:
+                if "still being indexed" not in str(err):
+                    raise
+                return None
+
+        wait_for(first, timeout, proc, step=1)
+        return {
+            (q, s): hits(client.predict(q, "demo", s, "none", 10, 20, api_name="/search")[2])
+            for q in QUERIES
+            for s in STAGES
+        }
+    finally:
+        client.close()
+
+
+def hits(data: dict) -> list[tuple[str, float]]:
+    stage = data["first_stage"]
+    return [(h["doc_id"], h[f"{stage}_score"]) for h in data["hits"]]
+
+
+@pytest.fixture(scope="module")
+def clean_results(tmp_path_factory, minilm_path):
+    """What a clean start serves: the app's state (the packaged MiniLM the offline app loads, the demo corpus)
+    indexed into a fresh cache folder, searched in process by the function /search calls."""
+    from ctxir.app.models import AppModels
+    from ctxir.app.search import search
+    from ctxir.app.state import AppState
+    from ctxir.encoders import EmbeddingCache
+    from ctxir.encoders.models import load_bi_encoder
+
+    models = AppModels.from_objects(load_bi_encoder(str(minilm_path), "cpu"), "all-MiniLM-L6-v2")
+    state = AppState(models, cache=EmbeddingCache(tmp_path_factory.mktemp("clean-cache")))
+    return {(q, s): hits(search(state, q, "demo", s, "none", 10, 20).data) for q in QUERIES for s in STAGES}
+
+
+def assert_same(served: dict, clean: dict) -> None:
+    assert served.keys() == clean.keys()
+    for key, got in served.items():
+        want = clean[key]
+        assert [d for d, _ in got] == [d for d, _ in want], key
+        # both rounded to 4 decimals; a last-bit difference in threads' sums may move one rounding step
+        assert all(abs(a - b) <= 2e-4 for (_, a), (_, b) in zip(got, want, strict=True)), (key, got, want)
+
+
+def cached(folder: Path, pattern: str) -> list[Path]:
+    return [p for p in folder.glob(pattern) if not p.name.startswith(".")]  # not a temporary file
+
+
+def output_folders(tmp_path: Path) -> list[Path]:
+    return sorted(tmp_path.glob("ctxir-app-*"))
+
+
+def killed_then_restarted(tmp_path, app_process, clean_results, at: str) -> None:
+    """Start the app, SIGKILL it where ``at`` says (before the rename of the cache file ending in ``at``, or at
+    "encoding"), start it again on the same cache folder; check what it serves and what is left."""
+    cache = tmp_path / "cache"
+    embeddings = cache / "embeddings"
+    killed = app_process(paused_env(tmp_path, cache, at), timeout=300)
+    paused = tmp_path / "paused"
+    wait_for(paused.exists, 300, killed)
+    killed_folders = output_folders(tmp_path)
+    assert len(killed_folders) == 1
+    # the kill lands where it was meant to: a temporary file written, or nothing written yet
+    assert bool(leftovers(embeddings)) == (at != "encoding"), leftovers(embeddings)
+    assert not cached(embeddings, "*.npy")
+    killed.send_signal(signal.SIGKILL)
+    killed.wait(timeout=30)
+
+    again = app_process(app_env(tmp_path, cache), timeout=300)
+    assert_same(served_results(again), clean_results)
+    # the killed app's output folder went when the next one started; the new one's is there
+    folders = output_folders(tmp_path)
+    assert killed_folders[0] not in folders and len(folders) == 1, folders
+    # the killed write's temporary file is gone; one whole embeddings file with its checksum
+    assert leftovers(embeddings) == []
+    assert len(cached(embeddings, "*.npy")) == 1 and len(cached(embeddings, "*.sha256")) == 1
+    again.terminate()
+    again.wait(timeout=60)
+
+
+def test_killed_before_its_embeddings_are_renamed_into_the_cache_the_restart_serves_a_clean_starts_results(
+    tmp_path, app_process, clean_results
+):
+    """The kill lands with the embeddings written and synced to a temporary file and their checksum already in
+    place (it is written first), but the .npy not yet renamed: the restart finds no cache entry, encodes again,
+    removes the temporary file and serves the clean start's results."""
+    killed_then_restarted(tmp_path, app_process, clean_results, ".npy")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("at", [".sha256", "encoding"], ids=["before-checksum-rename", "mid-encoding"])
+def test_killed_elsewhere_in_its_startup_indexing_the_restart_serves_a_clean_starts_results(
+    at, tmp_path, app_process, clean_results
+):
+    killed_then_restarted(tmp_path, app_process, clean_results, at)
+
+
+def upload_file(tmp_path: Path, documents: int = 300) -> Path:
+    words = [
+        "otter",
+        "river",
+        "bank",
+        "loan",
+        "bat",
+        "night",
+        "insect",
+        "den",
+        "rate",
+        "money",
+        "water",
+        "cave",
+    ]
+    path = tmp_path / "notes.jsonl"
+    with path.open("w") as f:
+        for i in range(documents):
+            text = " ".join(words[(i * 7 + j * 3) % len(words)] for j in range(12 + i % 9))
+            f.write(json.dumps({"_id": f"n{i}", "title": f"note {i}", "text": f"{text} number {i}"}) + "\n")
+    return path
+
+
+@pytest.mark.slow
+def test_killed_while_indexing_an_upload_the_restart_takes_the_upload_again_and_serves_a_clean_runs_results(
+    tmp_path, app_process
+):
+    """An upload lives in the memory of the session that made it: a kill mid-indexing loses it whole (no half
+    corpus anywhere); after the restart the same file uploads again and its searches equal a clean run's."""
+    from gradio_client import Client, handle_file
+
+    notes = upload_file(tmp_path)
+
+    def searches(client, corpus):
+        return {
+            (q, s): hits(client.predict(q, corpus, s, "none", 10, 20, api_name="/search")[2])
+            for q in QUERIES
+            for s in STAGES
+        }
+
+    def upload(proc, kill_mid_indexing: bool = False, absent: str = ""):
+        client = Client(url_of(proc), verbose=False)
+        try:
+            if absent:  # a new session of the restarted app: the killed upload is nowhere
+                with pytest.raises(Exception, match="is not loaded"):
+                    client.predict(QUERIES[0], absent, "dense", "none", 10, 20, api_name="/search")
+            job = client.submit(handle_file(str(notes)), api_name="/upload_corpus")
+            if kill_mid_indexing:
+                wait_for((tmp_path / "paused").exists, 300, proc)
+                proc.send_signal(signal.SIGKILL)
+                proc.wait(timeout=30)
+                return None, None
+            corpus = job.result(timeout=600)[2]["corpus"]
+            return corpus, searches(client, corpus)
+        finally:
+            client.close()
+
+    (tmp_path / "clean").mkdir()
+    clean = app_process(app_env(tmp_path / "clean", tmp_path / "clean" / "cache"), timeout=300)
+    name, clean_found = upload(clean)
+    clean.terminate()
+    clean.wait(timeout=60)
+
+    cache = tmp_path / "cache"
+    killed = app_process(paused_env(tmp_path, cache, "upload"), timeout=300)
+    upload(killed, kill_mid_indexing=True)
+    killed_folders = output_folders(tmp_path)
+    again = app_process(app_env(tmp_path, cache), timeout=300)
+    again_name, found = upload(again, absent=name)
+    assert again_name == name
+    assert_same(found, clean_found)
+    assert not set(killed_folders) & set(output_folders(tmp_path))
