@@ -798,7 +798,7 @@ def run(kind, folder, count):
             if kind == "fusion.json":
                 from ctxir.rerank.stage_fusion import StageFusion
                 return StageFusion.from_file(work / "fusion.json").record()
-            from ctxir.rerank.rankers import Passages
+            from ctxir.rerank.passages import Passages
             p = Passages.from_file(work / "passages.json")
             return None if p is None else [p.words, p.stride]
 

@@ -220,8 +220,11 @@ def killed_then_restarted(tmp_path, app_process, clean_results, at: str) -> None
     # the killed write's temporary file is gone; one whole embeddings file with its checksum
     assert leftovers(embeddings) == []
     assert len(cached(embeddings, "*.npy")) == 1 and len(cached(embeddings, "*.sha256")) == 1
+    # SIGTERM (a container stop) removes the output folder: the default run's check of it (tests/test_security.py
+    # starts an app per signal under -m slow)
     again.terminate()
     again.wait(timeout=60)
+    assert not folders[0].exists()
 
 
 def test_killed_before_its_embeddings_are_renamed_into_the_cache_the_restart_serves_a_clean_starts_results(

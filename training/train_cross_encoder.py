@@ -44,7 +44,7 @@ from ctxir.encoders.models import (
     set_max_length,
 )
 from ctxir.files import read_json, write_json
-from ctxir.rerank.rankers import Passages
+from ctxir.rerank.passages import Passages
 from ctxir.types import CtxirError, doc_text
 from training.common import (
     TrainerRunArgs,

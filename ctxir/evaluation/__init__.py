@@ -2,6 +2,7 @@
 
 metrics.py       nDCG/MRR/recall, paired tests, STS correlation
 evaluate.py      ``ctxir evaluate``: retrieve, re-rank, score a collection
+evaluate_args.py ``EvaluateArgs``: its arguments
 tuning.py        tune fusion weights on a dev split
 compare.py       compare saved systems' runs with paired tests
 report.py        the failure report's data: worst queries, pairs to explain, meta, its files

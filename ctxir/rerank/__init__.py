@@ -1,7 +1,7 @@
 """Re-ranking: score the first stage's hits again, and the pipeline that chains both stages.
 
-rankers.py       ``Reranker``, ``CrossEncoderReranker`` (``Passages``: long documents by their best window),
-                 ``ClsLrRanker``
+rankers.py       ``Reranker``, ``CrossEncoderReranker``, ``ClsLrRanker``
+passages.py      ``Passages``: a long document read by its best window (a folder's passages.json)
 registry.py      re-ranker kinds by name: ``load_reranker``, ``register_reranker``
 pipeline.py      ``Pipeline``: retrievers, fusion, a re-ranker
 stage_fusion.py  ``StageFusion``: a re-ranker's scores fused with the first stage's (also given by pipeline.py)
@@ -9,11 +9,11 @@ calibration.py   ``Calibration``: a cross-encoder's raw scores as probabilities 
 """
 
 from ctxir.rerank.calibration import Calibration, calibration_for, fit_calibration  # noqa: F401 -- public API
+from ctxir.rerank.passages import Passages  # noqa: F401 -- public API
 from ctxir.rerank.rankers import (  # noqa: F401 -- public API
     RERANK_BACKENDS,
     ClsLrRanker,
     CrossEncoderReranker,
-    Passages,
     Reranker,
     cls_features,
     default_rerank_backend,

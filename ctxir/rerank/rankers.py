@@ -12,7 +12,6 @@ import os
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +30,7 @@ from ctxir.encoders.models import (
 from ctxir.files import verify_checksums
 from ctxir.names import CLS_LR_CONFIG, CLS_LR_FORMAT, CLS_LR_WEIGHTS, PAIR_ORDERS_FILE
 from ctxir.rerank.calibration import calibration_for
+from ctxir.rerank.passages import Passages
 from ctxir.types import Corpus, CtxirError, Hit, doc_text
 
 logger = logging.getLogger(__name__)
@@ -146,66 +146,6 @@ class Reranker(ABC):
         order = sorted(range(len(hits)), key=lambda i: (-float(scores[i]), hits[i].doc_id))
         reranked = [Hit(hits[i].doc_id, float(scores[i])) for i in order]
         return reranked[:top_k] if top_k else reranked
-
-
-@dataclass(frozen=True)
-class Passages:
-    """MaxP (Dai & Callan, SIGIR 2019): a document longer than the model reads is cut into windows of ``words`` words
-    every ``stride`` words, each window (after the title) is scored, and the document scores as its best window.
-
-    A model that reads 128 tokens sees a third of a 316-token SciFact abstract; BM25 sees all of it. The shipped
-    cross-encoder's folder says whether it scores this way (passages.json, chosen on held-out training claims).
-
-    >>> Passages(words=3, stride=2).split("Otters", "a b c d e f")
-    ['Otters a b c', 'Otters c d e', 'Otters e f']
-    >>> Passages(words=3, stride=2).split("", "a b")
-    ['a b']
-    >>> Passages(words=3, stride=4)
-    Traceback (most recent call last):
-        ...
-    ctxir.types.CtxirError: passages words=3, stride=4: need 1 ≤ stride ≤ words (windows that skip no word), e.g. words=70, stride=50
-    """
-
-    words: int = 70
-    stride: int = 50
-    # tokens a (query, window) pair is read with (0 = the model's own max length); the loader applies the
-    # folder's value (``ctxir.encoders.models.window_read_tokens``), so every user of the model reads alike
-    read_tokens: int = 0
-
-    def __post_init__(self):
-        if not 1 <= self.stride <= self.words:
-            raise CtxirError(
-                f"passages words={self.words!r}, stride={self.stride!r}: need 1 ≤ stride ≤ words "
-                "(windows that skip no word), e.g. words=70, stride=50"
-            )
-
-    def split(self, title: str, text: str) -> list[str]:
-        """The windows of ``text``, each after ``title``; a text of ≤ ``words`` words is one window."""
-        words, title = text.split(), title.strip()
-        out = []
-        for start in range(0, max(len(words) - self.words + self.stride, 1), self.stride):
-            out.append(" ".join(([title] if title else []) + words[start : start + self.words]))
-            if start + self.words >= len(words):
-                break
-        return out
-
-    @classmethod
-    def from_file(cls, path: str | Path) -> Passages | None:
-        """passages.json: {"method": "max", "words": W, "stride": S[, "read_tokens": T]} → Passages; {"method":
-        "first"} → None."""
-        verify_checksums(Path(path).parent, only=path)  # in a shipped folder: the file as it was shipped
-        try:
-            record = json.loads(Path(path).read_text())
-            if record["method"] == "first":
-                return None
-            if record["method"] != "max":
-                raise ValueError(f"method {record['method']!r} is neither 'max' nor 'first'")
-            return cls(int(record["words"]), int(record["stride"]), int(record.get("read_tokens", 0)))
-        except (OSError, ValueError, KeyError, TypeError) as err:
-            raise CtxirError(
-                f"{str(path)!r} is not a passages.json ({type(err).__name__}: {err}): expected "
-                '{"method": "max", "words": 70, "stride": 50} or {"method": "first"}'
-            ) from err
 
 
 class CrossEncoderReranker(Reranker):

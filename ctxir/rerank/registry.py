@@ -196,7 +196,7 @@ def passages_for(model: str):
     """How ``model`` reads a document longer than its max length: its folder's passages.json (chosen on held-out
     training claims when it shipped: ``ctxir.rerank.Passages``, the best window's score), else None (the first
     max-length tokens, as any sentence-transformers cross-encoder)."""
-    from ctxir.rerank.rankers import Passages
+    from ctxir.rerank.passages import Passages
 
     folder = local_model_folder(model) if isinstance(model, str) else None
     if folder is not None and (folder / PASSAGES_FILE).is_file():
