@@ -605,7 +605,7 @@ def training_checkpoints(folder: Path, forever: bool) -> int:
         SentenceTransformerTrainer,
         SentenceTransformerTrainingArguments,
     )
-    from sentence_transformers.losses import MultipleNegativesRankingLoss
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
     from ctxir.files import DiskFullError
     from training.common import resolve_resume, train_keeping_checkpoints
