@@ -396,11 +396,10 @@ def app_outputs(folder: Path, forever: bool) -> int:
 
 def tiny_bert(folder: Path) -> Path:
     """A random 2-layer BERT (hidden 32) saved like any Hub download: the model the slow sites load, export and
-    train (seconds, not minutes)."""
-    import torch
-    from transformers import BertConfig, BertModel, BertTokenizerFast
+    train (seconds, not minutes); built as the tests build theirs (tests/conftest.py)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from conftest import save_tiny_bert
 
-    folder.mkdir(parents=True, exist_ok=True)
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *"abcdefghijklmnopqrstuvwxyz0123456789.,!?'"]
     vocab += [
         "the",
@@ -416,19 +415,7 @@ def tiny_bert(folder: Path) -> Path:
         "night",
         "moths",
     ]
-    (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    BertTokenizerFast(vocab=str(folder / "vocab.txt"), do_lower_case=True).save_pretrained(folder)
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=len(vocab),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-        max_position_embeddings=128,
-    )
-    BertModel(config).save_pretrained(folder)
-    return folder
+    return save_tiny_bert(folder, vocab)
 
 
 def upload_indexing(folder: Path, forever: bool) -> int:

@@ -97,18 +97,18 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
-@pytest.fixture(scope="session")
-def tiny_bert_dir(tmp_path_factory) -> Path:
-    """A random 2-layer BERT (hidden 32, 4 heads) saved as a folder like any Hub download."""
+def save_tiny_bert(folder: Path, vocab: list[str]) -> Path:
+    """A random 2-layer BERT (hidden 32, 4 heads, seeded) over ``vocab``, saved in ``folder`` like any Hub download
+    (also scripts/faults.py's model)."""
     import torch
     from transformers import BertConfig, BertModel, BertTokenizerFast
 
-    folder = tmp_path_factory.mktemp("tiny-bert")
-    (folder / "vocab.txt").write_text("\n".join(TINY_VOCAB) + "\n")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
     BertTokenizerFast(vocab=str(folder / "vocab.txt"), do_lower_case=True).save_pretrained(folder)
     torch.manual_seed(0)
     config = BertConfig(
-        vocab_size=len(TINY_VOCAB),
+        vocab_size=len(vocab),
         hidden_size=32,
         num_hidden_layers=2,
         num_attention_heads=4,
@@ -117,6 +117,12 @@ def tiny_bert_dir(tmp_path_factory) -> Path:
     )
     BertModel(config).save_pretrained(folder)
     return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_dir(tmp_path_factory) -> Path:
+    """A random 2-layer BERT (hidden 32, 4 heads) saved as a folder like any Hub download."""
+    return save_tiny_bert(tmp_path_factory.mktemp("tiny-bert"), TINY_VOCAB)
 
 
 @pytest.fixture(scope="session")
