@@ -200,6 +200,131 @@ def test_saved_then_loaded_ranker_scores_identically(tiny_bert_dir, tmp_path):
     )
 
 
+def modular_cross_encoder_dir(tiny_bert_dir: Path, folder: Path) -> Path:
+    """A saved modular cross-encoder (top-layers body + segment-cosine head with a live term-match term), as the
+    shipped one is built."""
+    from sentence_transformers import CrossEncoder
+
+    from ctxir.encoders.heads import SegmentCosineHead, TopLayersTransformer
+
+    body = TopLayersTransformer(str(tiny_bert_dir), transformer_task="feature-extraction")
+    body.model.config.num_labels = 1
+    body.max_seq_length = 64
+    body.freeze_below(1, str(tiny_bert_dir))
+    head = SegmentCosineHead(32, term_match=True)
+    with torch.no_grad():
+        head.term_linear.weight.copy_(torch.tensor([[3.0, 0.5, 0.0, 0.0, -0.5]]))
+    CrossEncoder(modules=[body, head], device="cpu", activation_fn=torch.nn.Identity()).save_pretrained(
+        str(folder)
+    )
+    return folder
+
+
+def test_score_feature_is_the_cross_encoders_own_score_read_in_the_same_pass(tiny_bert_dir, tmp_path):
+    from ctxir.encoders import models
+    from ctxir.explain import explain_cls_lr
+    from ctxir.explain.integrated_gradients import COMPLETENESS_TOLERANCE
+
+    folder = modular_cross_encoder_dir(tiny_bert_dir, tmp_path / "ce")
+    coef = np.random.default_rng(2).normal(size=33).astype(np.float32)
+    coef[-1] = 2.0
+    ranker = ClsLrRanker(str(folder), coef, -0.5, max_length=64, device="cpu", score_feature=True)
+    query, texts = "river bank", [d for _, d in PAIRS]
+    feats = ranker.features(query, texts)  # (pairs, hidden + 1)
+    assert feats.shape == (len(texts), 33)
+    ce = models.load_cross_encoder(str(folder), "cpu")
+    own = np.ravel(ce.predict([(query, t) for t in texts], show_progress_bar=False))
+    np.testing.assert_allclose(feats[:, -1], own, atol=1e-4)
+    tokenizer, body = models.load_transformer(str(folder), "cpu", attentions=False)
+    np.testing.assert_allclose(
+        feats[:, :-1], cls_features(body, tokenizer, [(query, t) for t in texts], max_length=64), atol=1e-5
+    )
+    scores = ranker.score_pairs(query, texts)
+    np.testing.assert_allclose(scores, feats @ coef - 0.5, rtol=1e-5, atol=1e-5)
+
+    ranker.save(tmp_path / "ranker")
+    assert json.loads((tmp_path / "ranker" / CLS_LR_CONFIG).read_text())["score_feature"] is True
+    loaded = ClsLrRanker.load(tmp_path / "ranker", device="cpu")
+    np.testing.assert_allclose(loaded.score_pairs(query, texts), scores, atol=1e-5)
+
+    # the explanation's logit is the ranker's, the score feature included, and its attributions add up to it
+    out = explain_cls_lr(loaded, query, texts[0], attention=False)
+    assert out["score"] == pytest.approx(float(scores[0]), abs=1e-4)
+    assert out["completeness_error"] <= COMPLETENESS_TOLERANCE
+
+    with pytest.raises(CtxirError, match="score_feature"):
+        ClsLrRanker(str(folder), coef[:-1], 0.0, device="cpu", score_feature=True)
+    with pytest.raises(CtxirError, match="score_feature"):
+        ClsLrRanker(str(folder), coef, 0.0, device="cpu")
+
+
+def write_squad(root: Path, n_questions: int = 12) -> Path:
+    """root/general/squad-v1.1/dev-v1.1.json: one article, each question 3 words of its own paragraph."""
+    rng = random.Random(3)
+    paragraphs = [" ".join(rng.choice(WORDS) for _ in range(10)) for _ in range(n_questions + 4)]
+    data = {
+        "data": [
+            {
+                "title": "Tiny",
+                "paragraphs": [
+                    {
+                        "context": text,
+                        "qas": [{"id": f"s{i}", "question": " ".join(text.split()[:3])}]
+                        if i < n_questions
+                        else [],
+                    }
+                    for i, text in enumerate(paragraphs)
+                ],
+            }
+        ]
+    }
+    folder = root / "general" / "squad-v1.1"
+    folder.mkdir(parents=True)
+    (folder / "dev-v1.1.json").write_text(json.dumps(data))
+    return root
+
+
+def test_general_pairs_draw_only_questions_the_cross_encoder_did_not_train_on(
+    tiny_bert_dir, tmp_path, monkeypatch
+):
+    from training.common import take
+
+    data = write_squad(tmp_path / "data")
+    base = tmp_path / "base"
+    base.mkdir()
+    (base / "metrics.json").write_text(
+        json.dumps({"config": {"general": "squad", "general_queries": 4, "seed": 7}})
+    )
+    monkeypatch.setattr(tcl, "SQUAD_DEV_QUERIES", 3)
+    args = smoke_args(tiny_bert_dir, data, tmp_path / "out", general="squad", general_queries=-1)
+    pairs, record = tcl.general_pairs(args, str(base))
+    answered = sorted(f"s{i}" for i in range(12))
+    trained = set(take(answered, 4, 7))
+    dev = set(take([q for q in answered if q not in trained], 3, 7))
+    drawn = {g.removeprefix("squad:") for g in pairs.groups}
+    assert drawn == set(answered) - trained - dev and len(drawn) == 5
+    assert record["squad"]["queries"] == 5 and record["squad"]["unseen_by_base"] == 5
+    assert all(g.startswith("squad:") for g in pairs.groups)
+    assert int(pairs.labels.sum()) == 5 and len(pairs) == 5 * (1 + args.negatives_per_positive)
+
+
+def test_smoke_run_with_the_score_feature_and_general_pairs(tiny_bert_dir, tiny_data, tmp_path):
+    folder = modular_cross_encoder_dir(tiny_bert_dir, tmp_path / "ce")
+    write_squad(tiny_data, n_questions=120)
+    out = tmp_path / "cls-lr"
+    args = smoke_args(folder, tiny_data, out, score_feature=True, general="squad", general_queries=6)
+    metrics = tcl.run(args)
+    extra = metrics["extra"]
+    assert (
+        extra["features"] == "[CLS] + the cross-encoder's score" and extra["general"]["squad"]["queries"] == 6
+    )
+    assert metrics["training"]["train_examples"] == 8 * 4 + 6 * 4  # SciFact fit pairs + general pairs
+    assert set(extra["feature_extraction"]) == {"train pairs", "general pairs", "test candidates"}
+    assert extra["verification"]["cls_lr_max_abs_diff"] < 1e-3
+    ranker = ClsLrRanker.load(out, device="cpu")
+    assert ranker.score_feature and ranker.coef.shape == (33,)
+
+
 def test_build_pairs_takes_hard_negatives_per_positive(tiny_data):
     from ctxir.data import load_beir
     from ctxir.retrieval import BM25Retriever

@@ -58,6 +58,9 @@ LICENSES = {
     "msmarco": "MS MARCO terms (non-commercial research only)",
     "agnews": "AG's corpus terms (non-commercial research only)",
 }
+# SQuAD questions a re-ranker's fused mode is chosen on (training/evaluate_reranker.py --fusion-dev squad); other
+# scripts that draw SQuAD questions keep them out.
+SQUAD_DEV_QUERIES = 100
 # Folder of each dataset under --data-dir, and what it must contain (for the error message).
 DATA_FOLDERS = {
     "scifact": ("scifact", "corpus.jsonl, queries.jsonl and qrels/{train,test}.tsv"),

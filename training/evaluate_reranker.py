@@ -32,6 +32,7 @@ from ctxir.names import PASSAGES_FILE
 from ctxir.types import CtxirError, Hit
 from training.common import (
     DEFAULT_DATA_DIR,
+    SQUAD_DEV_QUERIES,
     cli_main,
     data_folder,
     evaluation_row,
@@ -109,7 +110,7 @@ class EvaluateRerankerArgs:
         },
     )
     fusion_dev_queries: int = field(
-        default=100, metadata={"help": "--fusion-dev squad: questions drawn (seeded)"}
+        default=SQUAD_DEV_QUERIES, metadata={"help": "--fusion-dev squad: questions drawn (seeded)"}
     )
     fusion_min_gain: float = field(
         default=0.0,

@@ -43,11 +43,12 @@ from tqdm.auto import tqdm
 from ctxir.data import load_beir
 from ctxir.encoders.models import DEFAULT_BI_ENCODER, load_cross_encoder, pick_device, resolve_model
 from ctxir.evaluation import evaluate_run
-from ctxir.rerank import ClsLrRanker, CrossEncoderReranker, Reranker
+from ctxir.rerank import ClsLrRanker, CrossEncoderReranker, Reranker, head_scores
 from ctxir.rerank.pipeline import Pipeline
 from ctxir.retrieval import BM25Retriever
 from ctxir.types import Corpus, CtxirError, Qrels, Queries, doc_text
 from training.common import (
+    SQUAD_DEV_QUERIES,
     RunArgs,
     check_not_empty,
     cli_main,
@@ -143,6 +144,26 @@ class ClsLrArgs(RunArgs):
             "to check they match the one-pass scores"
         },
     )
+    score_feature: bool = field(
+        default=False,
+        metadata={
+            "help": "also feed the cross-encoder's own score of each pair (read in the same pass) to the "
+            "regression: its [CLS] alone was never trained for relevance. Needs a modular cross-encoder (a "
+            "head after the body, e.g. the shipped segment-cosine one)"
+        },
+    )
+    general: str = field(
+        default="",
+        metadata={
+            "help": "also fit on general-domain relevance pairs from <data-dir>/general/, a comma list of "
+            "squad, wikiqa, msmarco: each question's judged passages and its BM25 hard negatives over the "
+            "source's own passages. Only questions the cross-encoder did not train on are drawn (its "
+            "metrics.json says which), and never the SQuAD dev questions its fused mode was chosen on"
+        },
+    )
+    general_queries: int = field(
+        default=300, metadata={"help": "--general: questions drawn per source, seeded (-1 = all unseen)"}
+    )
     batch_size: int = field(default=16, metadata={"help": "pairs per forward pass"})
     cache_dir: str = field(
         default="~/.cache/ctxir/cls-lr",
@@ -175,7 +196,7 @@ def check_args(args: ClsLrArgs) -> list[float]:
     for name in ("rerank_depth", "batch_size"):
         if getattr(args, name) < 1:
             raise CtxirError(f"--{name.replace('_', '-')} must be ≥ 1, got {getattr(args, name)!r}")
-    for name in ("max_samples", "max_test_queries", "max_fit_queries"):
+    for name in ("max_samples", "max_test_queries", "max_fit_queries", "general_queries"):
         if getattr(args, name) < -1 or getattr(args, name) == 0:
             raise CtxirError(
                 f"--{name.replace('_', '-')} must be -1 (all) or ≥ 1, got {getattr(args, name)!r}"
@@ -301,6 +322,69 @@ def base_unseen_queries(base_path: str, all_qids: Sequence[str], positives: dict
     return set(qids) - seen
 
 
+def general_pairs(args: ClsLrArgs, base_path: str) -> tuple[PairSet, dict]:
+    """--general's pairs, query ids prefixed ``<source>:``: questions the cross-encoder did not train on (and not the
+    SQuAD questions its fused mode was chosen on), each with its judged passages and BM25 hard negatives over its
+    source's passages; and what metrics.json records of them."""
+    from ctxir.data.general import load_general
+
+    # the cross-encoder's own draw, made again from its config (training/train_cross_encoder.add_general's rule)
+    path = Path(base_path) / "metrics.json"
+    config = json.loads(path.read_text()).get("config", {}) if path.is_file() else {}
+    seed, trained_sources = int(config.get("seed", args.seed)), str(config.get("general", "")).split(",")
+    parts, record = [], {}
+    for source, data in load_general(
+        args.data_dir, [s.strip() for s in args.general.split(",") if s.strip()]
+    ).items():
+        answered = sorted(q for q in data.queries if data.qrels[q])
+        trained = (
+            set(take(answered, int(config.get("general_queries", -1)), seed))
+            if source in trained_sources
+            else set()
+        )
+        unseen = [q for q in answered if q not in trained]
+        if source == "squad":  # training/evaluate_reranker.squad_dev's draw: the fused mode's dev questions
+            dev = set(take(unseen, SQUAD_DEV_QUERIES, seed))
+            unseen = [q for q in unseen if q not in dev]
+        chosen = take(unseen, args.general_queries, args.seed)
+        check_not_empty(
+            len(chosen),
+            f"--general {source}: every question of it was seen by the cross-encoder {args.base_model!r}",
+            f"drop {source!r} from --general",
+        )
+        pairs, _ = build_pairs(
+            data.corpus,
+            {q: data.queries[q] for q in chosen},
+            data.qrels,
+            BM25Retriever(data.corpus),
+            args.negatives_per_positive,
+            args.negative_depth,
+        )
+        pairs.groups = np.array([f"{source}:{g}" for g in pairs.groups], dtype=object)
+        parts.append(pairs)
+        record[source] = {
+            "queries": len(chosen),
+            "unseen_by_base": len(unseen),
+            "pairs": len(pairs),
+            "positives": int(pairs.labels.sum()),
+            "passages": len(data.corpus),
+        }
+        print(
+            f"general {source}: {len(chosen)} of {len(unseen)} questions the cross-encoder did not train on, "
+            f"{len(pairs)} pairs over {len(data.corpus)} passages"
+        )
+    return concat_pairs(parts), record
+
+
+def concat_pairs(parts: Sequence[PairSet]) -> PairSet:
+    return PairSet(
+        [pair for part in parts for pair in part.pairs],
+        np.concatenate([part.labels for part in parts]),
+        np.concatenate([part.groups for part in parts]),
+        [d for part in parts for d in part.doc_ids],
+    )
+
+
 # ---------------------------------------------------------------- features
 
 
@@ -353,15 +437,10 @@ def cross_encoder_pass(
             out.hidden_states[layer][:, 0].float().cpu().numpy()
         )  # (batch, tokens, hidden) → (batch, hidden)
         if getattr(out, "logits", None) is not None:  # a sequence-classification head
-            scores = out.logits  # (batch, labels): last column = "relevant"
-        else:  # a modular head (e.g. mean pooling → Dense): run the cross-encoder's own modules on the tokens
-            # the tokenizer's features as the body passes them on: token_type_ids tell the segment-cosine head the
-            # query from the document, input_ids let its term-match term match query terms
-            features = {**enc, "token_embeddings": out.last_hidden_state}
-            for module in list(cross_encoder)[1:]:
-                features = module(features)
-            scores = features["scores"].reshape(len(idx), -1)  # (batch, labels)
-        logits[idx] = scores[:, -1].float().cpu().numpy()
+            scores = out.logits[:, -1]  # (batch, labels): last column = "relevant"
+        else:  # a modular head (e.g. mean pooling → Dense): the cross-encoder's own modules on the tokens
+            scores = head_scores(list(cross_encoder)[1:], dict(enc), out.last_hidden_state)  # (batch,)
+        logits[idx] = scores.float().cpu().numpy()
     return cls, logits
 
 
@@ -424,6 +503,12 @@ def features(
     print(f"{desc}: {len(pairs)} pairs in {seconds:.1f} s ({len(pairs) / max(seconds, 1e-9):.2f} pairs/s)")
     cache.put(pairs, cls, logits)
     return cls, logits
+
+
+def with_score(cls: np.ndarray, logits: np.ndarray, score_feature: bool) -> np.ndarray:
+    """(N, hidden) [CLS] rows, with the cross-encoder's own score appended as one more column where it is a feature
+    (the column order ``ClsLrRanker`` reads with ``score_feature``)."""
+    return np.concatenate([cls, logits[:, None]], 1) if score_feature else cls
 
 
 # ---------------------------------------------------------------- fitting
@@ -684,6 +769,8 @@ class Labelled:
     fit_rows: np.ndarray
     report_rows: np.ndarray
     eligible: set[str]  # held-out queries with ≥ 3 hard negatives per positive
+    n_scifact: int = 0  # the first n pairs are SciFact's; the rest --general's (all fit on)
+    general: dict = field(default_factory=dict)  # what metrics.json records of --general
 
     @property
     def y_fit(self) -> np.ndarray:
@@ -757,15 +844,15 @@ def _run(run: _Run) -> dict:
     # 3. load the cross-encoder (a plain body gets a fresh head, seeded) and read [CLS] + its own score
     load_reader(run)
     train_start = time.perf_counter()
-    run.x_all, run.ce_all = features(
-        run.cross_encoder,
-        run.cache,
-        run.labelled.pairs.pairs,
-        args,
-        run.max_length,
-        "train pairs",
-        run.timings,
-    )
+    parts = {"train pairs": run.labelled.pairs.pairs[: run.labelled.n_scifact]}
+    if args.general:
+        parts["general pairs"] = run.labelled.pairs.pairs[run.labelled.n_scifact :]
+    read = [
+        features(run.cross_encoder, run.cache, pairs, args, run.max_length, desc, run.timings)
+        for desc, pairs in parts.items()
+    ]
+    run.ce_all = np.concatenate([logits for _, logits in read])
+    run.x_all = with_score(np.concatenate([cls for cls, _ in read]), run.ce_all, args.score_feature)
     # 4. choose C and the decision threshold on the fit queries only (query-grouped cross-validation)
     # 5. fit on all fit queries; save coef/intercept (safetensors + JSON) through ClsLrRanker
     run.fitted = fit(run, train_start)
@@ -814,7 +901,11 @@ def label_pairs(run: _Run, bm25) -> Labelled:
     )
     # The target is stated on held-out queries with ≥ 3 hard negatives per positive.
     eligible = {q for q in heldout_qids if ratio.get(q, 0) >= 3}
-    labelled = Labelled(pairs, fit_rows, pairs.rows(eligible), eligible)
+    labelled = Labelled(pairs, fit_rows, pairs.rows(eligible), eligible, len(pairs))
+    if args.general:
+        extra, labelled.general = general_pairs(args, inputs.base_path)
+        labelled.pairs = concat_pairs([pairs, extra])
+        labelled.fit_rows = np.concatenate([fit_rows, len(pairs) + np.arange(len(extra))])
     check_not_empty(
         len(labelled.report_rows),
         f"none of the {len(heldout_qids)} held-out queries has ≥ 3 hard negatives per positive",
@@ -887,6 +978,7 @@ def save_ranker(run: _Run) -> ClsLrRanker:
         max_length=run.max_length,
         device=run.device,
         batch_size=args.batch_size,
+        score_feature=args.score_feature,
         metadata={
             "C": fitted.best_c,
             "class_weight": fitted.class_weight,
@@ -943,6 +1035,7 @@ def rerank_candidates(run: _Run, bm25, ranker: ClsLrRanker) -> RerankSet:
     x_test, ce_test = features(
         run.cross_encoder, run.cache, pairs, run.args, run.max_length, "test candidates", run.timings
     )
+    x_test = with_score(x_test, ce_test, run.args.score_feature)
     return RerankSet(inputs.test_qids, queries, candidates, pairs, ranker.score_features(x_test), ce_test)
 
 
@@ -969,7 +1062,8 @@ def metrics_record(run: _Run) -> dict:
         "model_type": "cls-lr",
         "model_name": args.model_name,
         "base_model": args.base_model,
-        "objective": "LogisticRegression (scikit-learn) on the cross-encoder's [CLS] vector",
+        "objective": "LogisticRegression (scikit-learn) on the cross-encoder's [CLS] vector"
+        + (" and its own score of the pair" if args.score_feature else ""),
         "datasets": [
             dataset_entry("scifact", "train", "train", inputs.scifact, len(y_fit)),
             dataset_entry("scifact", "train (held-out queries)", "eval", inputs.scifact, len(y_report)),
@@ -1046,6 +1140,8 @@ def extra_record(run: _Run, heldout_how: str) -> dict:
         },
         "c_selection": {str(c): round(v["average_precision"], 4) for c, v in fitted.cv.items()},
         "chosen_C": fitted.best_c,
+        "features": "[CLS] + the cross-encoder's score" if run.args.score_feature else "[CLS]",
+        "general": run.labelled.general,
         "queries": {
             "fit": len(inputs.fit_qids),
             "heldout": len(inputs.heldout_qids),

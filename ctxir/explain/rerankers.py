@@ -127,7 +127,8 @@ def explain_cls_lr(
     baseline: str = "pad",
     attention: bool = True,
 ) -> dict:
-    """Integrated Gradients of a CLS-LR ranker's logit ``coef · CLS(query, document) + intercept``.
+    """Integrated Gradients of a CLS-LR ranker's logit ``coef · CLS(query, document) + intercept`` (with the
+    cross-encoder's own score as one more feature where the ranker has ``score_feature``).
 
     That logit is what ``ClsLrRanker.score_pairs`` reports (``predict_proba`` is its sigmoid).
     ranker: a ``ctxir.ClsLrRanker`` or a folder / shipped name ``ClsLrRanker.load`` accepts.
@@ -160,16 +161,13 @@ def explain_cls_lr(
             query, document, truncation="longest_first", max_length=ranker.max_length, return_tensors="pt"
         ).to(device)
     )  # tokenised exactly as cls_features does
-    coef = torch.as_tensor(ranker.coef, device=device)  # (hidden,)
-    layer = ranker.layer
 
     def score(input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None):
-        kwargs = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
-        out = body(
-            input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=layer != -1, **kwargs
-        )
-        hidden = out.last_hidden_state if layer == -1 else out.hidden_states[layer]  # (batch, tokens, hidden)
-        return hidden[:, 0].float() @ coef + ranker.intercept  # (batch,)
+        inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
+        if token_type_ids is not None:
+            inputs["token_type_ids"] = token_type_ids
+        out = body(**inputs, output_hidden_states=ranker.layer != -1)
+        return ranker.score_tensor(inputs, out)  # (batch,): coef · features + b, as score_pairs reports it
 
     result = pair_integrated_gradients(
         score, body.get_input_embeddings(), ranker.tokenizer, enc, n_steps, max_steps, baseline

@@ -17,4 +17,5 @@ from ctxir.rerank.rankers import (  # noqa: F401 -- public API
     Reranker,
     cls_features,
     default_rerank_backend,
+    head_scores,
 )

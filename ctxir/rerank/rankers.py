@@ -295,6 +295,28 @@ class CrossEncoderReranker(Reranker):
         return scores
 
 
+def head_scores(head: Sequence, enc: dict, last_hidden: torch.Tensor) -> torch.Tensor:
+    """(batch,) a modular cross-encoder's own score, from its body's output: its modules after the body, run on the
+    tokens. ``enc`` holds the tokenizer's features as the body read them: token_type_ids tell a segment head the
+    query from the document, input_ids let a term-match head match query terms."""
+    features = {**enc, "token_embeddings": last_hidden}  # last_hidden: (batch, tokens, hidden)
+    for module in head:
+        features = module(features)
+    return features["scores"].reshape(len(last_hidden), -1)[:, -1]  # (batch, labels): last = "relevant"
+
+
+def pair_vectors(output, enc: dict, layer: int = -1, head: Sequence | None = None) -> torch.Tensor:
+    """(batch, hidden) the [CLS] vectors of ``layer`` from a body's output; (batch, hidden + 1) with the cross-encoder
+    ``head``'s own score appended where one is given (CLS-LR's features, one pass for both)."""
+    hidden = (
+        output.last_hidden_state if layer == -1 else output.hidden_states[layer]
+    )  # (batch, tokens, hidden)
+    cls = hidden[:, 0].float()
+    if head is None:
+        return cls
+    return torch.cat([cls, head_scores(head, enc, output.last_hidden_state).float().unsqueeze(1)], 1)
+
+
 @torch.no_grad()
 def cls_features(
     model,
@@ -303,8 +325,10 @@ def cls_features(
     layer: int = -1,
     batch_size: int = 16,
     max_length: int | None = None,
+    head: Sequence | None = None,
 ) -> np.ndarray:
-    """[CLS] vectors of ``[CLS] query [SEP] document [SEP]`` inputs: (pairs, hidden) float32.
+    """[CLS] vectors of ``[CLS] query [SEP] document [SEP]`` inputs: (pairs, hidden) float32; with a cross-encoder's
+    ``head`` (its modules after the body) its score of each pair is appended: (pairs, hidden + 1).
 
     layer indexes ``hidden_states`` (0 = embeddings, -1 = last, equal to ``last_hidden_state[:, 0]``); max_length
     follows ``max_length_for`` (None = the tokenizer's own limit, never beyond the position embeddings).
@@ -314,24 +338,28 @@ def cls_features(
     device = next(model.parameters()).device
     for start in range(0, len(pairs), batch_size):
         batch = pairs[start : start + batch_size]
-        enc = tokenizer(
-            [q for q, _ in batch],
-            [d for _, d in batch],
-            padding=True,
-            truncation="longest_first",
-            max_length=max_length,
-            return_tensors="pt",
-        ).to(device)
+        enc = dict(
+            tokenizer(
+                [q for q, _ in batch],
+                [d for _, d in batch],
+                padding=True,
+                truncation="longest_first",
+                max_length=max_length,
+                return_tensors="pt",
+            ).to(device)
+        )
         output = model(**enc, output_hidden_states=layer != -1)
-        hidden = (
-            output.last_hidden_state if layer == -1 else output.hidden_states[layer]
-        )  # (batch, tokens, hidden)
-        out.append(hidden[:, 0].float().cpu().numpy())
-    return np.concatenate(out) if out else np.zeros((0, model.config.hidden_size), dtype=np.float32)
+        out.append(pair_vectors(output, enc, layer, head).cpu().numpy())
+    width = model.config.hidden_size + (head is not None)
+    return np.concatenate(out) if out else np.zeros((0, width), dtype=np.float32)
 
 
 class ClsLrRanker(Reranker):
     """score = coef · CLS(query, document) + intercept; ``predict_proba`` = sigmoid(score).
+
+    With ``score_feature`` the cross-encoder's own score of the pair, read in the same pass, is one more feature:
+    score = coef[:hidden] · CLS + coef[hidden] · cross-encoder score + intercept. Its [CLS] was never trained for
+    relevance (the segment-cosine head reads token means), so alone the vector travels badly to other domains.
 
     >>> name = "sentence-transformers/all-MiniLM-L6-v2"
     >>> tokenizer, body = load_transformer(name, "cpu", attentions=False)  # doctest: +SKIP
@@ -353,21 +381,37 @@ class ClsLrRanker(Reranker):
         device: str = "auto",
         batch_size: int = 16,
         metadata: dict | None = None,
+        score_feature: bool = False,
     ):
         self.base_model, self.layer, self.batch_size = base_model, layer, batch_size
-        self.coef = np.asarray(coef, dtype=np.float32).reshape(-1)  # (hidden,)
+        self.coef = np.asarray(coef, dtype=np.float32).reshape(-1)  # (hidden,) or (hidden + 1,)
         self.intercept = float(intercept)
         self.metadata = metadata or {}
-        self.tokenizer, self.model = load_transformer(base_model, pick_device(device), attentions=False)
+        self.score_feature = bool(score_feature)
+        self.head = None  # the cross-encoder's modules after its body, where its score is a feature
+        if self.score_feature:
+            cross_encoder = load_cross_encoder(base_model, pick_device(device))
+            self.tokenizer, self.model = cross_encoder.tokenizer, cross_encoder.model.eval()
+            self.head = list(cross_encoder)[1:]
+            if not self.head:
+                raise CtxirError(
+                    f"CLS-LR with score_feature reads the cross-encoder's own score, but {base_model!r} has no "
+                    "modules after its body (a sequence-classification cross-encoder): fit it without "
+                    "--score-feature"
+                )
+        else:
+            self.tokenizer, self.model = load_transformer(base_model, pick_device(device), attentions=False)
         # None = the cross-encoder body's own limit; saved as the number it resolves to
         self.max_length = max_length_for(
             max_length, self.tokenizer.model_max_length, position_limit(self.model.config)
         )
-        hidden = self.model.config.hidden_size
-        if self.coef.shape[0] != hidden:
+        width = self.model.config.hidden_size + self.score_feature
+        if self.coef.shape[0] != width:
             raise CtxirError(
-                f"CLS-LR coef has {self.coef.shape[0]} values but {base_model!r} has hidden size "
-                f"{hidden}: the ranker was trained on another base model"
+                f"CLS-LR coef has {self.coef.shape[0]} values but {base_model!r} gives {width} features "
+                f"(hidden size {self.model.config.hidden_size}"
+                f"{' + its own score' if self.score_feature else ''}): the ranker was trained on another base "
+                "model or with another score_feature setting"
             )
 
     def features(self, query: str, texts: Sequence[str]) -> np.ndarray:
@@ -378,10 +422,16 @@ class ClsLrRanker(Reranker):
             self.layer,
             self.batch_size,
             self.max_length,
+            self.head,
         )
 
+    def score_tensor(self, enc: dict, output) -> torch.Tensor:
+        """(batch,) the logit from the body's ``output`` on ``enc`` (differentiable: explanations take its gradient)."""
+        coef = torch.as_tensor(self.coef, device=output.last_hidden_state.device)
+        return pair_vectors(output, enc, self.layer, self.head) @ coef + self.intercept
+
     def score_features(self, features: np.ndarray) -> np.ndarray:
-        return features @ self.coef + self.intercept  # (N, hidden) · (hidden,) → (N,)
+        return features @ self.coef + self.intercept  # (N, features) · (features,) → (N,)
 
     def score_pairs(self, query: str, texts: Sequence[str]) -> np.ndarray:
         if not texts:
@@ -403,7 +453,8 @@ class ClsLrRanker(Reranker):
         max_iter: int = 2000,
         **kwargs,
     ) -> ClsLrRanker:
-        """Fit scikit-learn's LogisticRegression on precomputed [CLS] features (see ``cls_features``)."""
+        """Fit scikit-learn's LogisticRegression on precomputed [CLS] features (see ``cls_features``; pass
+        ``score_feature=True`` for features read with the cross-encoder's head, whose last column is its score)."""
         # lazy: scikit-learn takes ~0.5 s, needed only to fit
         from sklearn.linear_model import LogisticRegression
 
@@ -441,7 +492,8 @@ class ClsLrRanker(Reranker):
             "base_model": self.base_model,
             "layer": self.layer,
             "max_length": self.max_length,
-            "hidden_size": int(self.coef.shape[0]),
+            "hidden_size": int(self.model.config.hidden_size),
+            "score_feature": self.score_feature,
             "metadata": self.metadata,
         }
         (folder / CLS_LR_CONFIG).write_text(json.dumps(config, indent=2) + "\n")
@@ -493,5 +545,6 @@ class ClsLrRanker(Reranker):
             max_length=config.get("max_length"),
             device=device,
             metadata=config.get("metadata"),
+            score_feature=bool(config.get("score_feature", False)),
             **kwargs,
         )
