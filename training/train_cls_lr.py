@@ -152,6 +152,14 @@ class ClsLrArgs(RunArgs):
             "head after the body, e.g. the shipped segment-cosine one)"
         },
     )
+    score_emphasis: str = field(
+        default="1,10,100",
+        metadata={
+            "help": "--score-feature: how much less the score's weight is penalised than a [CLS] dimension's, a grid "
+            "chosen with C by the same cross-validation (1 = alike; 10 = its standardised column ×10, a 100× weaker "
+            "L2 pull on its weight): 384 [CLS] dimensions would otherwise outvote one score that ranks better alone"
+        },
+    )
     general: str = field(
         default="",
         metadata={
@@ -221,6 +229,7 @@ def check_args(args: ClsLrArgs) -> list[float]:
         raise CtxirError(f"--c-grid {args.c_grid!r} must list at least one C > 0")
     pick_device(args.device)
     set_threads(args.torch_threads)
+    emphasis_grid(args)  # a bad --score-emphasis stops here, before any loading
     return grid
 
 
@@ -514,22 +523,30 @@ def with_score(cls: np.ndarray, logits: np.ndarray, score_feature: bool) -> np.n
 # ---------------------------------------------------------------- fitting
 
 
-def fit_logistic(x: np.ndarray, y: np.ndarray, c: float, class_weight: str | None, seed: int):
-    """Standardise then fit LogisticRegression: (coef (hidden,), intercept) on the *raw* features, + the model.
+def fit_logistic(
+    x: np.ndarray, y: np.ndarray, c: float, class_weight: str | None, seed: int, emphasis: float = 1.0
+):
+    """Standardise then fit LogisticRegression: (coef (features,), intercept) on the *raw* features, + the model.
 
     Scaling makes one C mean the same on every base model (some [CLS] dimensions are 10-100× larger than
     others); it is folded back into coef/intercept, so the saved ranker stays ``coef · CLS + intercept``.
+    ``emphasis`` multiplies the last standardised column (the cross-encoder's score where it is a feature): its
+    weight's L2 penalty is then emphasis² times weaker than a [CLS] dimension's.
     """
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
+    from sklearn.preprocessing import FunctionTransformer, StandardScaler
 
+    weights = np.ones(x.shape[1])
+    weights[-1] = emphasis
     model = make_pipeline(
-        StandardScaler(), LogisticRegression(C=c, class_weight=class_weight, max_iter=5000, random_state=seed)
+        StandardScaler(),
+        FunctionTransformer(lambda z: z * weights),
+        LogisticRegression(C=c, class_weight=class_weight, max_iter=5000, random_state=seed),
     )
     model.fit(x, y)
     scaler, lr = model[0], model[-1]
-    coef = lr.coef_[0] / scaler.scale_
+    coef = lr.coef_[0] * weights / scaler.scale_
     intercept = float(lr.intercept_[0] - np.dot(coef, scaler.mean_))
     return coef.astype(np.float32), intercept, model
 
@@ -542,6 +559,7 @@ def out_of_fold_scores(
     class_weight: str | None,
     folds: int,
     seed: int,
+    emphasis: float = 1.0,
 ) -> np.ndarray:
     """Decision scores of each fit pair from a model that never saw its query (GroupKFold by query)."""
     from sklearn.model_selection import GroupKFold
@@ -553,7 +571,7 @@ def out_of_fold_scores(
                 "a cross-validation fold has only one class: too few fit queries — raise --max-samples "
                 "or lower --cv-folds"
             )
-        coef, intercept, _ = fit_logistic(x[train_idx], y[train_idx], c, class_weight, seed)
+        coef, intercept, _ = fit_logistic(x[train_idx], y[train_idx], c, class_weight, seed, emphasis)
         scores[val_idx] = x[val_idx] @ coef + intercept
     return scores
 
@@ -717,11 +735,31 @@ def load_inputs(args: ClsLrArgs) -> Inputs:
     )
 
 
+def emphasis_grid(args: ClsLrArgs) -> list[float]:
+    """--score-emphasis as numbers where the score is a feature; [1] (nothing to emphasise) otherwise."""
+    if not args.score_feature:
+        return [1.0]
+    try:
+        grid = [float(e) for e in args.score_emphasis.split(",") if e.strip()]
+    except ValueError as err:
+        raise CtxirError(
+            f"--score-emphasis {args.score_emphasis!r} must be comma-separated numbers like '1,10,100'"
+        ) from err
+    if not grid or any(e <= 0 for e in grid):
+        raise CtxirError(f"--score-emphasis {args.score_emphasis!r} must list at least one value > 0")
+    return grid
+
+
+def setting_name(c: float, emphasis: float) -> str:
+    return f"C={c:g}" if emphasis == 1 else f"C={c:g}, score×{emphasis:g}"
+
+
 def choose_c(
     x_fit: np.ndarray, y_fit: np.ndarray, g_fit: np.ndarray, c_grid: Sequence[float], args: ClsLrArgs
-) -> tuple[float, dict]:
-    """The C with the best out-of-fold average precision, folds grouped by query (a query's pairs never straddle
-    folds) → (C, {C: {"average_precision", "oof" scores}})."""
+) -> tuple[tuple[float, float], dict]:
+    """The C (and, with --score-feature, the score's emphasis) with the best out-of-fold average precision, folds
+    grouped by query (a query's pairs never straddle folds) → ((C, emphasis), {(C, emphasis): {"average_precision",
+    "oof" scores}})."""
     from sklearn.metrics import average_precision_score
 
     class_weight = None if args.class_weight == "none" else args.class_weight
@@ -732,12 +770,14 @@ def choose_c(
         )
     cv = {}
     for c in c_grid:
-        oof = out_of_fold_scores(x_fit, y_fit, g_fit, c, class_weight, folds, args.seed)
-        cv[c] = {"average_precision": float(average_precision_score(y_fit, oof)), "oof": oof}
-        print(
-            f"C={c:g}: out-of-fold average precision {cv[c]['average_precision']:.4f} ({folds} folds by query)"
-        )
-    return max(c_grid, key=lambda c: cv[c]["average_precision"]), cv
+        for emphasis in emphasis_grid(args):
+            oof = out_of_fold_scores(x_fit, y_fit, g_fit, c, class_weight, folds, args.seed, emphasis)
+            ap = float(average_precision_score(y_fit, oof))
+            cv[c, emphasis] = {"average_precision": ap, "oof": oof}
+            print(
+                f"{setting_name(c, emphasis)}: out-of-fold average precision {ap:.4f} ({folds} folds by query)"
+            )
+    return max(cv, key=lambda setting: cv[setting]["average_precision"]), cv
 
 
 def rerank_test(
@@ -797,6 +837,7 @@ class Fitted:
     sk_model: Any
     seconds: float  # feature extraction of all train pairs + C search + fit
     base_ref: str = ""
+    emphasis: float = 1.0  # the score feature's standardised column × this in the fit (--score-emphasis)
 
 
 @dataclass
@@ -942,15 +983,15 @@ def fit(run: _Run, train_start: float) -> Fitted:
     args, labelled = run.args, run.labelled
     y_fit, g_fit = labelled.y_fit, labelled.pairs.groups[labelled.fit_rows]
     x_fit = run.x_all[labelled.fit_rows]  # (fit pairs, hidden)
-    best_c, cv = choose_c(x_fit, y_fit, g_fit, run.c_grid, args)
-    threshold, oof_f1 = best_f1_threshold(y_fit, cv[best_c]["oof"])
+    (best_c, emphasis), cv = choose_c(x_fit, y_fit, g_fit, run.c_grid, args)
+    threshold, oof_f1 = best_f1_threshold(y_fit, cv[best_c, emphasis]["oof"])
     ce_threshold, ce_fit_f1 = best_f1_threshold(y_fit, run.ce_all[labelled.fit_rows])
     print(
-        f"chosen C={best_c:g}; F1-maximising threshold on fit queries (out-of-fold): score {threshold:.4f} "
+        f"chosen {setting_name(best_c, emphasis)}; F1-maximising threshold on fit queries (out-of-fold): score {threshold:.4f} "
         f"(probability {sigmoid(threshold):.4f}, F1 {oof_f1:.4f})"
     )
     class_weight = None if args.class_weight == "none" else args.class_weight
-    coef, intercept, sk_model = fit_logistic(x_fit, y_fit, best_c, class_weight, args.seed)
+    coef, intercept, sk_model = fit_logistic(x_fit, y_fit, best_c, class_weight, args.seed, emphasis)
     return Fitted(
         best_c,
         cv,
@@ -963,6 +1004,7 @@ def fit(run: _Run, train_start: float) -> Fitted:
         intercept,
         sk_model,
         time.perf_counter() - train_start,
+        emphasis=emphasis,
     )
 
 
@@ -981,6 +1023,7 @@ def save_ranker(run: _Run) -> ClsLrRanker:
         score_feature=args.score_feature,
         metadata={
             "C": fitted.best_c,
+            "score_emphasis": fitted.emphasis,
             "class_weight": fitted.class_weight,
             "standardised_then_folded": True,
             "threshold": fitted.threshold,
@@ -1138,8 +1181,9 @@ def extra_record(run: _Run, heldout_how: str) -> dict:
             "note": "'@0.5' = probability 0.5 (score 0); '@tuned' = the F1-maximising threshold "
             "chosen on out-of-fold scores of the fit queries, never on held-out or test",
         },
-        "c_selection": {str(c): round(v["average_precision"], 4) for c, v in fitted.cv.items()},
+        "c_selection": {setting_name(*k): round(v["average_precision"], 4) for k, v in fitted.cv.items()},
         "chosen_C": fitted.best_c,
+        "chosen_score_emphasis": fitted.emphasis,
         "features": "[CLS] + the cross-encoder's score" if run.args.score_feature else "[CLS]",
         "general": run.labelled.general,
         "queries": {
