@@ -178,11 +178,14 @@ def test_fit_logistic_folds_scaling_into_coef():
     coef, intercept, model = tcl.fit_logistic(x, y, c=1.0, class_weight="balanced", seed=0)
     np.testing.assert_allclose(x @ coef + intercept, model.decision_function(x), rtol=1e-4, atol=1e-4)
     # an emphasised last column is folded back too, and a weaker penalty lets its weight grow
+    last = np.roll(x, -4, axis=1)  # the predictive column 3 is now the last one
     strong, strong_b, emphasised = tcl.fit_logistic(
-        x, y, c=0.001, class_weight="balanced", seed=0, emphasis=10
+        last, y, c=0.001, class_weight="balanced", seed=0, emphasis=10
     )
-    weak, _, _ = tcl.fit_logistic(x, y, c=0.001, class_weight="balanced", seed=0)
-    np.testing.assert_allclose(x @ strong + strong_b, emphasised.decision_function(x), rtol=1e-4, atol=1e-4)
+    weak, _, _ = tcl.fit_logistic(last, y, c=0.001, class_weight="balanced", seed=0)
+    np.testing.assert_allclose(
+        last @ strong + strong_b, emphasised.decision_function(last), rtol=1e-4, atol=1e-4
+    )
     assert abs(strong[-1]) > 2 * abs(weak[-1])
     threshold, f1 = tcl.best_f1_threshold(y, x @ coef + intercept)
     predicted = (x @ coef + intercept) >= threshold
