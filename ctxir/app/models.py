@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ctxir.app.config import AppConfig, Progress
+from ctxir.app.reranker_labels import flag, unavailable_hint
 from ctxir.checks import check_choice, check_int
 from ctxir.encoders.internals import inspect_text
 from ctxir.encoders.models import load_bi_encoder, load_transformer
@@ -72,7 +73,7 @@ class AppModels:
             model = config.reranker_model(kind.name)
             if not model or model.lower() == "none":
                 models.unavailable[kind.name] = (
-                    f"the app was started with {kind.flag} none"
+                    f"the app was started with {flag(kind)} none"
                     if model
                     else f"no {kind.label} re-ranker was given and this installation ships none"
                 )
@@ -147,7 +148,7 @@ class AppModels:
             kind = KINDS[name]
             raise CtxirError(
                 f"the {kind.label} re-ranker is not available ({self.why_not(name).rstrip('.')}). "
-                f"{kind.unavailable_hint('app')}. Meanwhile "
+                f"{unavailable_hint(kind)}. Meanwhile "
                 f"choose re-ranker {' or '.join(map(repr, ['none', *self.loaded]))}."
             )
         return self.rerankers[name]
@@ -157,7 +158,7 @@ class AppModels:
             loaded = ", ".join(f"{k!r} ({v.name})" for k, v in self.inspect.items())
             kind = KINDS.get(name)
             hint = (
-                f" The {kind.label} re-ranker is not loaded: start the app with {kind.flag} PATH."
+                f" The {kind.label} re-ranker is not loaded: start the app with {flag(kind)} PATH."
                 if kind is not None and kind.inspectable
                 else ""
             )
