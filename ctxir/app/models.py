@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger("ctxir.app")
 
 POOLINGS = ("mean", "cls", "max")
+# the bi-encoder's key among the inspectable models and the "Explain with" choices, beside the re-ranker kinds'
+# names (ctxir.rerank.registry.RERANKERS); an API value, so it does not change
+BI_ENCODER = "bi-encoder"
 
 
 @dataclass
@@ -43,7 +46,7 @@ class AppModels:
 
     bi_encoder: Any  # SentenceTransformer
     bi_encoder_name: str
-    inspect: dict[str, Inspectable]  # "bi-encoder" (always), each loaded kind that is ``inspectable``
+    inspect: dict[str, Inspectable]  # BI_ENCODER (always), each loaded kind that is ``inspectable``
     rerankers: dict[str, Any] = field(default_factory=dict)  # kind → ctxir.Reranker
     unavailable: dict[str, str] = field(default_factory=dict)  # kind → why it is not loaded
 
@@ -67,7 +70,7 @@ class AppModels:
         step(0.0, f"loading bi-encoder {config.bi_encoder}")
         bi = load_bi_encoder(config.bi_encoder, config.device)
         tokenizer, body = load_transformer(config.bi_encoder, config.device, attentions=True)
-        inspect = {"bi-encoder": Inspectable(config.bi_encoder, tokenizer, body)}
+        inspect = {BI_ENCODER: Inspectable(config.bi_encoder, tokenizer, body)}
         models = cls(bi, config.bi_encoder, inspect)
         for i, kind in enumerate(KINDS.values()):
             model = config.reranker_model(kind.name)
@@ -109,7 +112,7 @@ class AppModels:
     def from_objects(
         cls,
         bi_encoder,
-        bi_encoder_name: str = "bi-encoder",
+        bi_encoder_name: str = BI_ENCODER,
         cross_encoder=None,
         cls_lr=None,
         device: str = "cpu",
@@ -121,7 +124,7 @@ class AppModels:
 
         path = str(bi_encoder[0].auto_model.config._name_or_path or bi_encoder_name)
         tokenizer, body = load_transformer(path, device, attentions=True)
-        inspect = {"bi-encoder": Inspectable(bi_encoder_name, tokenizer, body)}
+        inspect = {BI_ENCODER: Inspectable(bi_encoder_name, tokenizer, body)}
         models = cls(bi_encoder, bi_encoder_name, inspect)
         given = {CROSS_ENCODER.name: cross_encoder, CLS_LR.name: cls_lr, **(rerankers or {})}
         for kind in KINDS.values():
@@ -170,11 +173,11 @@ class AppModels:
 
     @property
     def num_layers(self) -> int:
-        return int(self.inspect["bi-encoder"].model.config.num_hidden_layers)
+        return int(self.inspect[BI_ENCODER].model.config.num_hidden_layers)
 
     @property
     def num_heads(self) -> int:
-        return int(self.inspect["bi-encoder"].model.config.num_attention_heads)
+        return int(self.inspect[BI_ENCODER].model.config.num_attention_heads)
 
 
 # ---------------------------------------------------------------- model inputs shared by the inspection views

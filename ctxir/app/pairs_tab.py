@@ -12,6 +12,7 @@ import gradio as gr
 import numpy as np
 
 from ctxir.app import explain_tab, figures
+from ctxir.app.models import BI_ENCODER
 from ctxir.app.reranker_labels import pair_legend, rank_header, short_name
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code, rounded, snippet, split_lines
@@ -124,7 +125,7 @@ def score_pairs(state: AppState, query: str, documents: str | Sequence[str]) -> 
             row[rank_key] = ranks.get(i)
     # the first loaded re-ranker whose body can be read (the cross-encoder), else the bi-encoder's tokenizer
     reader = next(
-        (models.inspect[k] for k in models.loaded if k in models.inspect), models.inspect["bi-encoder"]
+        (models.inspect[k] for k in models.loaded if k in models.inspect), models.inspect[BI_ENCODER]
     )
     positions = position_limit(reader.model.config)
     formations = [input_formation(reader.tokenizer, query, doc, positions=positions) for doc in docs]
