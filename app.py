@@ -35,6 +35,7 @@ from typing import Any
 # with and without: docs/performance.md). Set the variable yourself to choose otherwise.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+from ctxir.app import reranker_labels
 from ctxir.app.blocks import build_demo
 from ctxir.app.config import AppConfig
 from ctxir.app.limits import QueueLimits, apply_limits, limit_malloc_arenas
@@ -165,10 +166,10 @@ class _AppArgs:
 def _reranker_flag(kind) -> tuple[str, type, Any]:
     default = kind.default_model()
     return (
-        kind.setting,
+        reranker_labels.setting(kind),
         str,
         _env(
-            kind.env,
+            reranker_labels.env(kind),
             default,
             (
                 f"{kind.label} re-ranker: an id or folder (default: {default or 'none: this installation ships none'}; "
@@ -193,7 +194,9 @@ AppArgs = app_args_class()
 
 def config_from_args(args) -> AppConfig:
     models = {
-        name: getattr(args, kind.setting) for name, kind in RERANKERS.items() if hasattr(args, kind.setting)
+        name: getattr(args, reranker_labels.setting(kind))
+        for name, kind in RERANKERS.items()
+        if hasattr(args, reranker_labels.setting(kind))
     }
     return AppConfig(
         corpus=args.corpus,

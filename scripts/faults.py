@@ -396,9 +396,8 @@ def app_outputs(folder: Path, forever: bool) -> int:
 
 def tiny_bert(folder: Path) -> Path:
     """A random 2-layer BERT (hidden 32) saved like any Hub download: the model the slow sites load, export and
-    train (seconds, not minutes); built as the tests build theirs (tests/conftest.py)."""
-    sys.path.insert(0, str(ROOT / "tests"))
-    from conftest import save_tiny_bert
+    train (seconds, not minutes); built as the tests build theirs (ctxir.testing)."""
+    from ctxir.testing import save_tiny_bert
 
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *"abcdefghijklmnopqrstuvwxyz0123456789.,!?'"]
     vocab += [
@@ -452,10 +451,11 @@ def hub_staging(folder: Path, forever: bool) -> int:
 
     from ctxir.files import DiskFullError, verify_checksums
     from ctxir.publish.staging import stage
+    from ctxir.testing import metrics_record
 
     src = folder / "run"
     CrossEncoder(str(tiny_bert(folder / "base")), num_labels=1, device="cpu").save_pretrained(str(src))
-    (src / "metrics.json").write_text(json.dumps(metrics_record("cross-encoder", str(folder / "base"))))
+    (src / "metrics.json").write_text(json.dumps(metrics_record("cross-encoder", base=str(folder / "base"))))
     dest = folder / "hub" / "ctxir--tiny"
     stage(src, "ctxir/tiny", dest)
     before = snapshot(dest)
@@ -481,14 +481,6 @@ def hub_staging(folder: Path, forever: bool) -> int:
     return each_failure(operation, check, forever)
 
 
-def metrics_record(model_type: str, base: str) -> dict:
-    """A metrics.json a training script writes (the tests' record of its contract)."""
-    sys.path.insert(0, str(ROOT / "tests"))
-    from conftest import _metrics_record
-
-    return _metrics_record(model_type, base=base)
-
-
 def ship(folder: Path, forever: bool) -> int:
     """``python training/ship.py`` over the package folder's previous models: assembled beside them, checked, swapped
     in only when whole (a LoRA cross-encoder over the packaged MiniLM and a CLS-LR ranker, as tests/test_ship.py)."""
@@ -501,6 +493,7 @@ def ship(folder: Path, forever: bool) -> int:
     from ctxir.encoders.models import DEFAULT_BI_ENCODER, packaged_minilm_path
     from ctxir.files import DiskFullError, verify_checksums
     from ctxir.rerank import ClsLrRanker
+    from ctxir.testing import metrics_record
     from training import ship as shipping
     from training.train_cross_encoder import LORA_FULL_MODULES, name_adapter_base
 
@@ -515,10 +508,10 @@ def ship(folder: Path, forever: bool) -> int:
             torch.nn.init.normal_(param, std=0.05)
     model.save_pretrained(str(ce))
     name_adapter_base(ce, DEFAULT_BI_ENCODER)
-    (ce / "metrics.json").write_text(json.dumps(metrics_record("cross-encoder", DEFAULT_BI_ENCODER)))
+    (ce / "metrics.json").write_text(json.dumps(metrics_record("cross-encoder", base=DEFAULT_BI_ENCODER)))
     features = np.random.default_rng(0).normal(size=(40, 384)).astype(np.float32)
     ClsLrRanker.fit(str(ce), features, [0, 1] * 20, device="cpu", max_length=64).save(cls)
-    (cls / "metrics.json").write_text(json.dumps(metrics_record("cls-lr", str(ce))))
+    (cls / "metrics.json").write_text(json.dumps(metrics_record("cls-lr", base=str(ce))))
     args = shipping.ShipArgs(cross_encoder=str(ce), cls_lr=str(cls), dest=str(dest))
     (dest / "old-model").mkdir(parents=True)  # what the package folder held before
     (dest / "old-model" / "config.json").write_text('{"kept": true}')

@@ -89,6 +89,7 @@ sys.meta_path.insert(0, PauseWhileIndexing())
 
 
 def app_env(tmp_path: Path, cache: Path, **extra) -> dict:
+    from ctxir.app.reranker_labels import env as kind_env
     from ctxir.rerank.registry import RERANKERS
 
     env = {
@@ -100,7 +101,7 @@ def app_env(tmp_path: Path, cache: Path, **extra) -> dict:
         "GRADIO_ANALYTICS_ENABLED": "False",
         "GRADIO_TEMP_DIR": str(tmp_path / "gradio"),
         "PYTHONPATH": str(ROOT),
-        **{kind.env: "none" for kind in RERANKERS.values()},
+        **{kind_env(kind): "none" for kind in RERANKERS.values()},
     }
     return env | extra
 

@@ -455,6 +455,7 @@ def test_a_reranker_that_is_not_here_fails_before_anything_loads(beir_dir, tmp_p
     assert main(["--data", str(beir_dir), "--retriever", "bm25", "--rerank", "cls-lr"]) == 2
     err = capsys.readouterr().err
     assert "--rerank cls-lr: this installation ships no CLS-LR re-ranker" in err and "train_cls_lr.py" in err
+    assert "pass `--rerank cls-lr --reranker-model FOLDER`" in err  # the CLI's own flags, not the app's
     assert (
         main(["--data", str(beir_dir), "--rerank", "cross-encoder", "--reranker-model", "someone/no-ce"]) == 2
     )

@@ -469,9 +469,9 @@ def sts_adapter(minilm_path, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("sts") / "sts-lora"
     model.save_pretrained(str(out))
     name_adapter_base(out, DEFAULT_BI_ENCODER)
-    from conftest import _metrics_record
+    from ctxir.testing import metrics_record
 
-    metrics = _metrics_record("cross-encoder", train=(("stsb", "CC BY-SA 4.0"),), name="sts-lora")
+    metrics = metrics_record("cross-encoder", train=(("stsb", "CC BY-SA 4.0"),), name="sts-lora")
     metrics["evaluations"] = [
         {
             "dataset": "stsb",

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 
+from ctxir.app import reranker_labels
 from ctxir.app.config import AppConfig
 from ctxir.app.explain_tab import explain_pair
 from ctxir.app.models import AppModels
@@ -102,26 +103,15 @@ def test_each_kind_is_described_once_with_every_name_it_goes_by():
     assert list(RERANKERS) == ["cross-encoder", "cls-lr", "sts-cross-encoder"]
     assert reranker_choices() == ("none", *RERANKERS)
     ce, lr, sts = RERANKERS["cross-encoder"], RERANKERS["cls-lr"], RERANKERS["sts-cross-encoder"]
-    assert (sts.flag, sts.env, sts.pair_column, sts.rank_column, sts.pair_legend, sts.card) == (
-        "--sts-cross-encoder",
-        "CTXIR_STS_CROSS_ENCODER",
+    assert (sts.key, sts.pair_column, sts.rank_column, sts.card) == (
+        "sts_cross_encoder",
         "sts_cross_encoder_score",
         "sts_cross_encoder_rank",
-        "STS similarity score",
         "cross-encoder",
     )
     assert sts.shipped == models.SHIPPED_STS_CROSS_ENCODER and "train_pair_scorer.py" in sts.how_to_get
-    assert (ce.flag, ce.env, ce.key, ce.card) == (
-        "--cross-encoder",
-        "CTXIR_CROSS_ENCODER",
-        "cross_encoder",
-        "cross-encoder",
-    )
-    assert (lr.pair_column, lr.rank_column, lr.pair_legend) == (
-        "cls_lr_probability",
-        "cls_lr_rank",
-        "CLS-LR probability",
-    )
+    assert (ce.key, ce.card) == ("cross_encoder", "cross-encoder")
+    assert (lr.pair_column, lr.rank_column) == ("cls_lr_probability", "cls_lr_rank")
     assert (ce.shipped, lr.shipped) == (models.SHIPPED_CROSS_ENCODER, models.SHIPPED_CLS_LR)
     with pytest.raises(
         CtxirError, match=r"re-ranker 'colbert' is not known: use one of 'none', 'cross-encoder'"
@@ -129,6 +119,22 @@ def test_each_kind_is_described_once_with_every_name_it_goes_by():
         get_reranker("colbert")
     with pytest.raises(CtxirError, match="is no re-ranker ctxir knows"):
         kind_of(object())
+
+
+def test_the_app_names_each_kind_in_its_own_words():
+    ce, lr, sts = RERANKERS["cross-encoder"], RERANKERS["cls-lr"], RERANKERS["sts-cross-encoder"]
+    names = reranker_labels
+    assert [(names.flag(k), names.env(k), names.setting(k)) for k in (ce, sts)] == [
+        ("--cross-encoder", "CTXIR_CROSS_ENCODER", "cross_encoder"),
+        ("--sts-cross-encoder", "CTXIR_STS_CROSS_ENCODER", "sts_cross_encoder"),
+    ]
+    assert [names.rank_header(k) for k in (ce, lr, sts)] == ["CE rank", "LR rank", "STS rank"]
+    assert (names.pair_legend(lr), names.pair_legend(sts)) == ("CLS-LR probability", "STS similarity score")
+    hint = names.unavailable_hint(lr)
+    assert (
+        "train_cls_lr.py" in hint
+        and "restart the app with `--cls-lr <its output folder>` (or set CTXIR_CLS_LR)" in hint
+    )
 
 
 def test_availability_is_read_from_the_files_here_never_the_network(tmp_path, monkeypatch):
@@ -164,7 +170,7 @@ def test_load_reranker_refuses_what_is_not_here_before_loading(tmp_path, monkeyp
     with pytest.raises(
         CtxirError,
         match=r"the CLS-LR re-ranker is not available: this installation ships no .*"
-        r"--rerank cls-lr --reranker-model FOLDER",
+        r"train_cls_lr.py.* and pass its output folder as model",  # the library's words: its argument
     ):
         load_reranker("cls-lr")
     with pytest.raises(CtxirError, match="does not exist"):
@@ -393,8 +399,6 @@ def _explain_overlap(model, query: str, document: str, **options) -> dict:
 OVERLAP = RerankerKind(
     name="overlap",
     label="word overlap",
-    short="WO",
-    setting="overlap",
     card="overlap",
     shipped="",
     fallback="",
@@ -500,6 +504,11 @@ def test_one_entry_adds_a_kind_to_the_app(overlap_kind, _tiny_st, monkeypatch):
     assert [r["overlap_rank"] for r in scored.rows] == [1, 2] and shown_names()[
         "overlap_score"
     ] == "word overlap"
+    # no short name registered in the app: its headers fall back to its label
+    assert (shown_names()["overlap_rank"], shown_names()["overlap_probability"]) == (
+        "word overlap rank",
+        "word overlap P(rel)",
+    )
     explained = explain_pair(state, QUERY, CORPUS["d3"]["text"], "auto")
     assert (
         explained.data["overlap"]["score"] == 4.0

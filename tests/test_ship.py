@@ -14,6 +14,7 @@ import pytest
 
 from ctxir.encoders import models
 from ctxir.encoders.models import DEFAULT_BI_ENCODER, SHIPPED_CLS_LR, SHIPPED_CROSS_ENCODER, SHIPPED_MODELS
+from ctxir.testing import metrics_record
 from ctxir.types import CtxirError
 from training import ship
 from training.train_cross_encoder import LORA_FULL_MODULES, name_adapter_base
@@ -22,12 +23,6 @@ PAIR = (
     "Do statins lower the risk of heart attack?",
     "Statin therapy reduced myocardial infarction in patients with high cholesterol.",
 )
-
-
-def _metrics(model_type: str, base: str) -> dict:
-    from conftest import _metrics_record
-
-    return _metrics_record(model_type, base=base)
 
 
 @pytest.fixture(scope="module")
@@ -51,14 +46,14 @@ def trained(minilm_path, tmp_path_factory) -> dict[str, Path]:
             torch.nn.init.normal_(param, std=0.05)
     model.save_pretrained(str(ce))
     name_adapter_base(ce, DEFAULT_BI_ENCODER)
-    (ce / "metrics.json").write_text(json.dumps(_metrics("cross-encoder", DEFAULT_BI_ENCODER)))
+    (ce / "metrics.json").write_text(json.dumps(metrics_record("cross-encoder", base=DEFAULT_BI_ENCODER)))
     (ce / "train.log").write_text("left behind\n")
     cls = root / "cls-lr"
     rng = np.random.default_rng(0)
     ClsLrRanker.fit(
         str(ce), rng.normal(size=(40, 384)).astype(np.float32), [0, 1] * 20, device="cpu", max_length=64
     ).save(cls)
-    (cls / "metrics.json").write_text(json.dumps(_metrics("cls-lr", str(ce))))
+    (cls / "metrics.json").write_text(json.dumps(metrics_record("cls-lr", base=str(ce))))
     return {"ce": ce, "cls": cls, "root": root}
 
 
@@ -90,13 +85,13 @@ def trained_mean_head(minilm_path, tmp_path_factory) -> dict[str, Path]:
             torch.nn.init.normal_(param, std=0.05)
     model.save_pretrained(str(ce))
     name_adapter_base(ce, DEFAULT_BI_ENCODER)
-    (ce / "metrics.json").write_text(json.dumps(_metrics("cross-encoder", DEFAULT_BI_ENCODER)))
+    (ce / "metrics.json").write_text(json.dumps(metrics_record("cross-encoder", base=DEFAULT_BI_ENCODER)))
     cls = root / "cls-lr"
     rng = np.random.default_rng(0)
     ClsLrRanker.fit(
         str(ce), rng.normal(size=(40, 384)).astype(np.float32), [0, 1] * 20, device="cpu", max_length=64
     ).save(cls)
-    (cls / "metrics.json").write_text(json.dumps(_metrics("cls-lr", str(ce))))
+    (cls / "metrics.json").write_text(json.dumps(metrics_record("cls-lr", base=str(ce))))
     return {"ce": ce, "cls": cls}
 
 
@@ -188,7 +183,7 @@ def trained_top_layers(minilm_path, tmp_path_factory) -> dict[str, Path]:
                 parameter.add_(0.01 * torch.randn_like(parameter))
     ce = root / "ce-top"
     model.save_pretrained(str(ce))
-    (ce / "metrics.json").write_text(json.dumps(_metrics("cross-encoder", DEFAULT_BI_ENCODER)))
+    (ce / "metrics.json").write_text(json.dumps(metrics_record("cross-encoder", base=DEFAULT_BI_ENCODER)))
     (ce / "fusion.json").write_text(
         json.dumps(
             {"method": "rrf", "k": 60, "weights": [0.5, 1.0], "chosen_on": "50 held-out training claims"}
@@ -199,7 +194,7 @@ def trained_top_layers(minilm_path, tmp_path_factory) -> dict[str, Path]:
     ClsLrRanker.fit(
         str(ce), rng.normal(size=(40, 384)).astype(np.float32), [0, 1] * 20, device="cpu", max_length=64
     ).save(cls)
-    (cls / "metrics.json").write_text(json.dumps(_metrics("cls-lr", str(ce))))
+    (cls / "metrics.json").write_text(json.dumps(metrics_record("cls-lr", base=str(ce))))
     return {"ce": ce, "cls": cls, "model": model}
 
 

@@ -40,6 +40,7 @@ from ctxir.cli import RECIPE_HELP
 from ctxir.cli import cli_main as _cli_main
 from ctxir.encoders.models import DEFAULT_BI_ENCODER, set_threads  # noqa: F401  (set_threads: re-exported)
 from ctxir.files import DiskFullError, is_disk_full, write_json
+from ctxir.publish.model_types import MODEL_TYPES
 from ctxir.types import CtxirError
 
 T = TypeVar("T")
@@ -101,7 +102,6 @@ TRAINING_KEYS = (
     "seed",
 )
 EVALUATION_KEYS = ("dataset", "split", "task", "metric", "before", "after", "anchor", "anchor_name", "config")
-MODEL_TYPES = ("bi-encoder", "cross-encoder", "cls-lr")
 
 
 # ---------------------------------------------------------------- environment
@@ -184,7 +184,7 @@ def write_metrics(folder: str | os.PathLike, metrics: dict) -> Path:
     if missing:
         raise ValueError(f"metrics.json is missing key(s) {missing}; required: {list(METRICS_KEYS)}")
     if metrics["model_type"] not in MODEL_TYPES:
-        raise ValueError(f"model_type {metrics['model_type']!r} is not one of {MODEL_TYPES}")
+        raise ValueError(f"model_type {metrics['model_type']!r} is not one of {tuple(MODEL_TYPES)}")
     missing = [k for k in TRAINING_KEYS if k not in metrics["training"]]
     if missing:
         raise ValueError(f"metrics.json 'training' is missing key(s) {missing}")

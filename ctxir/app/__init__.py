@@ -2,6 +2,7 @@
 
     config.py           AppConfig: the limits and model choices app.py's flags set; the Progress callback type
     models.py           AppModels: the models loaded once, and the forward pass the inspection views share
+    reranker_labels.py  the app's words for each re-ranker kind: table headers, legends, its flag and variable
     corpus_index.py     CorpusIndex: one corpus with its retrievers; Indexing: the startup corpus's progress
     upload_store.py     UploadStore: each visitor's uploaded corpora (per session, LRU, idle ones released)
     state.py            AppState (models + the public corpus + the visitors' uploads), ViewResult

@@ -12,7 +12,7 @@ import gradio as gr
 import numpy as np
 
 from ctxir.app import figures
-from ctxir.app.models import inspect_input
+from ctxir.app.models import BI_ENCODER, inspect_input
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.ui import Ui, exports, frame, gpu, guard, show, tab_intro
 from ctxir.checks import check_choice, check_int, check_text
@@ -62,7 +62,7 @@ def attention(
     heads: Any = None,
     heatmap_layer: int = 0,
     heatmap_head: int = 0,
-    model: str = "bi-encoder",
+    model: str = BI_ENCODER,
 ) -> ViewResult:
     """bertviz head/model view (offline HTML), a heatmap of one layer/head, and a per-head summary."""
     from ctxir.viz import (
@@ -210,9 +210,7 @@ def build(ui: Ui) -> None:
         "below, one head's weights as a heatmap and a summary of what each head attends to. Drawn offline, "
         f"inputs up to {cfg.max_attention_tokens} tokens: choose fewer layers or heads for long inputs."
     )
-    att_model = gr.Dropdown(
-        list(ui.models.inspect), value="bi-encoder", label="Model", allow_custom_value=True
-    )
+    att_model = gr.Dropdown(list(ui.models.inspect), value=BI_ENCODER, label="Model", allow_custom_value=True)
     att_text = gr.Textbox(
         label="Text (sentence A)", value=presets["bank_contexts"][0], elem_id="attention-text"
     )

@@ -17,6 +17,7 @@ from ctxir.app import (
 )
 from ctxir.app.api import document_api
 from ctxir.app.config import AppConfig
+from ctxir.app.reranker_labels import flag
 from ctxir.app.state import AppState
 from ctxir.app.text import md_literal, plural
 from ctxir.app.ui import CSS, Outputs, Ui, named, plain_errors_for_api
@@ -55,7 +56,7 @@ def missing_models(state: AppState) -> str:
     """One line per re-ranker kind that is not loaded: why, and the flag that loads one."""
     models = state.models
     return "\n".join(
-        f"- **{kind.label}**: {md_literal(models.why_not(name))} (start with `{kind.flag} FOLDER`)"
+        f"- **{kind.label}**: {md_literal(models.why_not(name))} (start with `{flag(kind)} FOLDER`)"
         for name, kind in RERANKERS.items()
         if name not in models.rerankers
     )

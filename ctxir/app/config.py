@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ctxir.app.reranker_labels import setting
 from ctxir.encoders.models import DEFAULT_BI_ENCODER, DEFAULT_CLS_LR, DEFAULT_CROSS_ENCODER
 from ctxir.rerank.registry import RERANKERS as KINDS
 
@@ -53,16 +54,17 @@ class AppConfig:
 
     def reranker_model(self, kind: str) -> str:
         """The model the app loads for re-ranker ``kind`` ("" or "none" = none): ``rerankers[kind]``, else the field
-        named by the kind's ``setting`` (``cross_encoder``, ``cls_lr``), else the kind's default."""
+        named by the kind's setting (``cross_encoder``, ``cls_lr``: ``reranker_labels.setting``), else the kind's
+        default."""
         if kind in self.rerankers:
             return self.rerankers[kind]
-        own = getattr(self, KINDS[kind].setting, None)
+        own = getattr(self, setting(KINDS[kind]), None)
         return own if isinstance(own, str) else KINDS[kind].default_model()
 
     @classmethod
     def reranker_settings(cls, models: dict[str, str]) -> dict:
         """AppConfig keywords for {kind: model}: a kind's own field where it has one, else ``rerankers``."""
         own = {f.name for f in dataclasses.fields(cls)}
-        out: dict = {KINDS[k].setting: m for k, m in models.items() if KINDS[k].setting in own}
-        out["rerankers"] = {k: m for k, m in models.items() if KINDS[k].setting not in own}
+        out: dict = {setting(KINDS[k]): m for k, m in models.items() if setting(KINDS[k]) in own}
+        out["rerankers"] = {k: m for k, m in models.items() if setting(KINDS[k]) not in own}
         return out

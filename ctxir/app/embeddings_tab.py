@@ -12,7 +12,7 @@ import numpy as np
 
 from ctxir.app import figures, similarity
 from ctxir.app.config import Progress
-from ctxir.app.models import check_layer, inspect_input
+from ctxir.app.models import BI_ENCODER, check_layer, inspect_input
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code, split_lines
 from ctxir.app.ui import Ui, cleared, exports, frame, gpu, guard, lines, show, tab_intro
@@ -21,7 +21,7 @@ from ctxir.data.demo import demo_presets
 from ctxir.types import CtxirError
 
 
-def model_info(state: AppState, model: str = "bi-encoder", text: str = "") -> ViewResult:
+def model_info(state: AppState, model: str = BI_ENCODER, text: str = "") -> ViewResult:
     """Tokenizer and architecture facts, and the tokens of ``text`` (ids, token types, special or not)."""
     item = state.models.inspectable(model)
     tok, body = item.tokenizer, item.model
@@ -113,7 +113,7 @@ def token_embeddings(
     layer_b: int = -1,
     methods: Sequence[str] = ("pca", "tsne"),
     word: str = "",
-    model: str = "bi-encoder",
+    model: str = BI_ENCODER,
     progress: Progress | None = None,
 ) -> ViewResult:
     """2-D projections of every (non-special) token's vector at two layers, and consecutive-layer cosines."""
@@ -219,7 +219,7 @@ def build(ui: Ui) -> None:
         "token's vector sits at any layer, how one word's meaning shifts with its context, and how alike "
         "whole sentences are."
     )
-    model = gr.Dropdown(list(ui.models.inspect), value="bi-encoder", label="Model", allow_custom_value=True)
+    model = gr.Dropdown(list(ui.models.inspect), value=BI_ENCODER, label="Model", allow_custom_value=True)
     # One step a sub-tab, each laying out its part and binding its one public event, in page order.
     with gr.Tabs(overflow_behavior="wrap"):
         with gr.Tab("Tokens"):

@@ -19,7 +19,7 @@ import gradio as gr
 import numpy as np
 
 from ctxir.app import figures
-from ctxir.app.models import AppModels
+from ctxir.app.models import BI_ENCODER, AppModels
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code, md_literal
 from ctxir.app.ui import Ui, exports, gpu, guard, tab_intro
@@ -34,7 +34,7 @@ from ctxir.types import CtxirError, doc_text
 
 def explain_models() -> tuple[str, ...]:
     """What "Explain with" accepts: auto, the bi-encoder, every re-ranker kind of ``ctxir.rerank.registry``."""
-    return ("auto", "bi-encoder", *RERANKERS)
+    return ("auto", BI_ENCODER, *RERANKERS)
 
 
 EXPLAIN_MODELS = explain_models()  # as registered at import; explain_models() reads the registry now
@@ -100,7 +100,7 @@ def listing(items: list[tuple[str, float]]) -> str:
 def _rankers(models: AppModels, model: str) -> dict:
     """{kind: re-ranker} to explain for ``model``: none for the bi-encoder, the first loaded kind for "auto"; a
     re-ranker asked for by name must be loaded."""
-    if model == "bi-encoder":
+    if model == BI_ENCODER:
         return {}
     if model == "auto":
         return {kind: models.rerankers[kind] for kind in models.loaded[:1]}
@@ -341,7 +341,7 @@ def panel_values(ui: Ui, r: ViewResult, stem: str = "explanation") -> tuple:
 def model_choices(models: AppModels) -> list[str]:
     """ "Explain with" choices: auto, the bi-encoder and each loaded re-ranker (one that is not loaded is not
     offered; the page's top line says why)."""
-    return ["auto", "bi-encoder", *models.loaded]
+    return ["auto", BI_ENCODER, *models.loaded]
 
 
 def refuse_unloaded(radio: gr.Radio, models: AppModels) -> gr.Radio:

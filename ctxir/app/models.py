@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ctxir.app.config import AppConfig, Progress
+from ctxir.app.reranker_labels import flag, unavailable_hint
 from ctxir.checks import check_choice, check_int
 from ctxir.encoders.internals import inspect_text
 from ctxir.encoders.models import load_bi_encoder, load_transformer
@@ -24,6 +25,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger("ctxir.app")
 
 POOLINGS = ("mean", "cls", "max")
+# the bi-encoder's key among the inspectable models and the "Explain with" choices, beside the re-ranker kinds'
+# names (ctxir.rerank.registry.RERANKERS); an API value, so it does not change
+BI_ENCODER = "bi-encoder"
 
 
 @dataclass
@@ -42,7 +46,7 @@ class AppModels:
 
     bi_encoder: Any  # SentenceTransformer
     bi_encoder_name: str
-    inspect: dict[str, Inspectable]  # "bi-encoder" (always), each loaded kind that is ``inspectable``
+    inspect: dict[str, Inspectable]  # BI_ENCODER (always), each loaded kind that is ``inspectable``
     rerankers: dict[str, Any] = field(default_factory=dict)  # kind → ctxir.Reranker
     unavailable: dict[str, str] = field(default_factory=dict)  # kind → why it is not loaded
 
@@ -66,13 +70,13 @@ class AppModels:
         step(0.0, f"loading bi-encoder {config.bi_encoder}")
         bi = load_bi_encoder(config.bi_encoder, config.device)
         tokenizer, body = load_transformer(config.bi_encoder, config.device, attentions=True)
-        inspect = {"bi-encoder": Inspectable(config.bi_encoder, tokenizer, body)}
+        inspect = {BI_ENCODER: Inspectable(config.bi_encoder, tokenizer, body)}
         models = cls(bi, config.bi_encoder, inspect)
         for i, kind in enumerate(KINDS.values()):
             model = config.reranker_model(kind.name)
             if not model or model.lower() == "none":
                 models.unavailable[kind.name] = (
-                    f"the app was started with {kind.flag} none"
+                    f"the app was started with {flag(kind)} none"
                     if model
                     else f"no {kind.label} re-ranker was given and this installation ships none"
                 )
@@ -108,7 +112,7 @@ class AppModels:
     def from_objects(
         cls,
         bi_encoder,
-        bi_encoder_name: str = "bi-encoder",
+        bi_encoder_name: str = BI_ENCODER,
         cross_encoder=None,
         cls_lr=None,
         device: str = "cpu",
@@ -120,7 +124,7 @@ class AppModels:
 
         path = str(bi_encoder[0].auto_model.config._name_or_path or bi_encoder_name)
         tokenizer, body = load_transformer(path, device, attentions=True)
-        inspect = {"bi-encoder": Inspectable(bi_encoder_name, tokenizer, body)}
+        inspect = {BI_ENCODER: Inspectable(bi_encoder_name, tokenizer, body)}
         models = cls(bi_encoder, bi_encoder_name, inspect)
         given = {CROSS_ENCODER.name: cross_encoder, CLS_LR.name: cls_lr, **(rerankers or {})}
         for kind in KINDS.values():
@@ -147,7 +151,7 @@ class AppModels:
             kind = KINDS[name]
             raise CtxirError(
                 f"the {kind.label} re-ranker is not available ({self.why_not(name).rstrip('.')}). "
-                f"{kind.unavailable_hint('app')}. Meanwhile "
+                f"{unavailable_hint(kind)}. Meanwhile "
                 f"choose re-ranker {' or '.join(map(repr, ['none', *self.loaded]))}."
             )
         return self.rerankers[name]
@@ -157,7 +161,7 @@ class AppModels:
             loaded = ", ".join(f"{k!r} ({v.name})" for k, v in self.inspect.items())
             kind = KINDS.get(name)
             hint = (
-                f" The {kind.label} re-ranker is not loaded: start the app with {kind.flag} PATH."
+                f" The {kind.label} re-ranker is not loaded: start the app with {flag(kind)} PATH."
                 if kind is not None and kind.inspectable
                 else ""
             )
@@ -169,11 +173,11 @@ class AppModels:
 
     @property
     def num_layers(self) -> int:
-        return int(self.inspect["bi-encoder"].model.config.num_hidden_layers)
+        return int(self.inspect[BI_ENCODER].model.config.num_hidden_layers)
 
     @property
     def num_heads(self) -> int:
-        return int(self.inspect["bi-encoder"].model.config.num_attention_heads)
+        return int(self.inspect[BI_ENCODER].model.config.num_attention_heads)
 
 
 # ---------------------------------------------------------------- model inputs shared by the inspection views

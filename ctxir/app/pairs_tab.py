@@ -12,6 +12,8 @@ import gradio as gr
 import numpy as np
 
 from ctxir.app import explain_tab, figures
+from ctxir.app.models import BI_ENCODER
+from ctxir.app.reranker_labels import pair_legend, rank_header, short_name
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code, rounded, snippet, split_lines
 from ctxir.app.ui import Ui, exports, frame, gpu, guard, lines, shares, show, tab_intro
@@ -50,7 +52,7 @@ def score_columns() -> dict[str, tuple[str, str]]:
     """{value field: (rank field, chart legend)}: one per re-ranker kind of ``ctxir.rerank.registry`` (its pair score,
     e.g. the cross-encoder's score or the CLS-LR probability), then the bi-encoder's cosine."""
     return {
-        **{kind.pair_column: (kind.rank_column, kind.pair_legend) for kind in RERANKERS.values()},
+        **{kind.pair_column: (kind.rank_column, pair_legend(kind)) for kind in RERANKERS.values()},
         "bi_encoder_cosine": ("cosine_rank", "bi-encoder cosine"),
     }
 
@@ -123,7 +125,7 @@ def score_pairs(state: AppState, query: str, documents: str | Sequence[str]) -> 
             row[rank_key] = ranks.get(i)
     # the first loaded re-ranker whose body can be read (the cross-encoder), else the bi-encoder's tokenizer
     reader = next(
-        (models.inspect[k] for k in models.loaded if k in models.inspect), models.inspect["bi-encoder"]
+        (models.inspect[k] for k in models.loaded if k in models.inspect), models.inspect[BI_ENCODER]
     )
     positions = position_limit(reader.model.config)
     formations = [input_formation(reader.tokenizer, query, doc, positions=positions) for doc in docs]
@@ -167,14 +169,15 @@ def score_pairs(state: AppState, query: str, documents: str | Sequence[str]) -> 
 
 
 def shown_names() -> dict[str, str]:
-    """Field name → the page's short column name: each re-ranker kind's label and "<short> rank", then cosine."""
+    """Field name → the page's short column name: each re-ranker kind's label and "<short name> rank"
+    (``reranker_labels``), then cosine."""
     return {
         **{kind.pair_column: kind.label for kind in RERANKERS.values()},
         **{
-            field: f"{RERANKERS[kind_of_column(key)].short} P(rel)"
+            field: f"{short_name(RERANKERS[kind_of_column(key)])} P(rel)"
             for key, field in probability_columns().items()
         },
-        **{kind.rank_column: f"{kind.short} rank" for kind in RERANKERS.values()},
+        **{kind.rank_column: rank_header(kind) for kind in RERANKERS.values()},
         "bi_encoder_cosine": "cosine",
         "cosine_rank": "cos rank",
     }

@@ -11,7 +11,7 @@ import gradio as gr
 import numpy as np
 
 from ctxir.app import figures
-from ctxir.app.models import POOLINGS, check_layer, inspect_input
+from ctxir.app.models import BI_ENCODER, POOLINGS, check_layer, inspect_input
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import cls_warnings, display_text, md_literal, split_lines
 from ctxir.app.ui import Ui, cleared, exports, gpu, guard, lines, show, warn
@@ -20,7 +20,7 @@ from ctxir.types import CtxirError
 
 
 def layer_similarity(
-    state: AppState, sentences: str | Sequence[str], word: str = "bank", model: str = "bi-encoder"
+    state: AppState, sentences: str | Sequence[str], word: str = "bank", model: str = BI_ENCODER
 ) -> ViewResult:
     """Per-layer cosine of one word across sentences, and of the whole sentences (mean of their tokens)."""
     from ctxir.encoders.internals import word_vectors

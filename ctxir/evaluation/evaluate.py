@@ -335,7 +335,10 @@ def run(args: EvaluateArgs) -> dict:
         args.reranker_model = args.reranker_model or kind.default_model()
         ok, why = kind.available(args.reranker_model)
         if not ok:  # before any data or model is loaded, and with no network
-            raise CtxirError(f"--rerank {args.rerank}: {why}. {kind.unavailable_hint('cli')}")
+            raise CtxirError(
+                f"--rerank {args.rerank}: {why}. To provide one, {kind.how_to_get} and pass `--rerank {args.rerank} "
+                "--reranker-model FOLDER`, or a Hub id that is in the local cache"
+            )
     set_threads(args.torch_threads)
     check_choice(args.rerank_backend, "--rerank-backend", RERANK_BACKENDS)
     # 2. run and score it

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ctxir.encoders.models import resolve_model
 from ctxir.files import read_json
-from ctxir.names import CLS_LR_CONFIG, PAIR_ORDERS_FILE, looks_like_hub_id
+from ctxir.names import CLS_LR_CONFIG, looks_like_hub_id
 from ctxir.publish.licenses import License, parse_license
 from ctxir.publish.metrics_file import METRICS_FILE, load_metrics, training_license
 from ctxir.publish.model_types import MODEL_TYPES
@@ -22,25 +22,12 @@ README = "README.md"  # the model card, in a model folder as in a Hub repo
 
 
 def detect_model_type(folder: str | Path) -> str | None:
-    """'cls-lr' | 'cross-encoder' | 'bi-encoder' from the files a saved model leaves, or None."""
+    """The name of the model type (``MODEL_TYPES``) whose saved files ``folder`` holds, or None."""
     folder = Path(folder)
-    if (folder / CLS_LR_CONFIG).is_file():
-        return "cls-lr"
-    st_config = folder / "config_sentence_transformers.json"
-    if st_config.is_file():
-        kind = read_json(st_config, strict=False).get("model_type")
-        if kind == "CrossEncoder":
-            return "cross-encoder"
-        if kind in ("SentenceTransformer", None) and (folder / "modules.json").is_file():
-            return "bi-encoder"
-    if (folder / "modules.json").is_file():
-        return "bi-encoder"
-    config = folder / "config.json"
-    if config.is_file():
-        archs = read_json(config, strict=False).get("architectures") or []
-        if any(a.endswith("ForSequenceClassification") for a in archs):
-            return "cross-encoder"  # a pre-v4 sentence-transformers CrossEncoder: a plain transformers folder
-    return None
+    found = [kind for kind in MODEL_TYPES.values() if kind.detect(folder)]
+    # a folder that carries its base holds that encoder's files too: it is the type that carries it
+    found.sort(key=lambda kind: not kind.carries_base)
+    return found[0].name if found else None
 
 
 def transformer_dir(folder: Path) -> Path:
@@ -112,7 +99,7 @@ def model_facts(folder: str | Path, model_type: str) -> dict:
     """What the card's prose and usage snippets need to know about the model, read by loading it."""
     folder = Path(folder)
     try:
-        return _model_facts(folder, model_type)
+        return MODEL_TYPES[model_type].facts(folder)
     except CtxirError:
         raise
     except Exception as err:  # a broken config or weights: the repo would be broken for its users too
@@ -120,65 +107,3 @@ def model_facts(folder: str | Path, model_type: str) -> dict:
             f"the {model_type} in {str(folder)!r} does not load ({type(err).__name__}: {err}): fix "
             "the training output (re-save it with save_pretrained) and stage again"
         ) from err
-
-
-def _model_facts(folder: Path, model_type: str) -> dict:
-    if model_type == "bi-encoder":
-        from sentence_transformers import SentenceTransformer
-
-        model = SentenceTransformer(str(folder), device="cpu", trust_remote_code=False)
-        modules = [type(m).__name__ for m in model]
-        pooling = next(
-            (getattr(m, "pooling_mode", None) for m in model if type(m).__name__ == "Pooling"), None
-        )
-        dim = (
-            model.get_embedding_dimension()
-            if hasattr(model, "get_embedding_dimension")
-            else model.get_sentence_embedding_dimension()
-        )
-        plain = (
-            modules[:2] == ["Transformer", "Pooling"]
-            and set(modules[2:]) <= {"Normalize"}
-            and pooling in ("mean", "cls", "max")
-        )
-        return {
-            "dimension": dim,
-            "pooling": pooling or "custom",
-            "normalize": "Normalize" in modules,
-            "max_seq_length": model.max_seq_length,
-            "modules": " → ".join(modules),
-            "plain_transformers": plain,
-        }
-    if model_type == "cross-encoder":
-        from ctxir.encoders.models import is_adapter, is_ctxir_modular, load_cross_encoder, top_layers_config
-
-        load_cross_encoder.cache_clear()
-        # ctxir's loader: an adapter folder merges into its base, resolved offline too (packaged MiniLM)
-        model = load_cross_encoder(str(folder), "cpu")
-        top = top_layers_config(folder)
-        return {
-            "adapter": is_adapter(folder),
-            "num_labels": model.num_labels,
-            "max_length": getattr(model, "max_seq_length", None) or model.max_length,
-            "activation": type(model.activation_fn).__name__,
-            "ctxir_modules": is_ctxir_modular(folder),
-            "modules": " → ".join(type(m).__name__ for m in model),
-            "term_match": any(getattr(m, "term_match", False) for m in model),
-            "trained_layers": (
-                f"{top['trained_from_layer']}–{top['num_hidden_layers'] - 1}" if top else None
-            ),
-            "fusion": read_json(folder / "fusion.json") or None,
-            "passages": read_json(folder / "passages.json") or None,
-            "pair_orders": read_json(folder / PAIR_ORDERS_FILE) or None,
-        }
-    config = read_json(folder / CLS_LR_CONFIG)
-    meta = config.get("metadata") or {}
-    return {
-        "hidden_size": config.get("hidden_size"),
-        "layer": config.get("layer", -1),
-        "max_length": config.get("max_length", 512),
-        "C": meta.get("C", "–"),
-        "class_weight": meta.get("class_weight"),
-        "train_positives": meta.get("train_positives"),
-        "base_source": config.get("base_model_source"),
-    }

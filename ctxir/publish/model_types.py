@@ -1,7 +1,9 @@
 """The model types ctxir publishes (metrics.json's ``model_type``): one entry each, read by the cards and the checks.
 
-An entry says which template renders its card and the Hub tags, library and pipeline tag it is published under. A
-re-ranker kind names its type in ``RerankerKind.card`` (the STS pair scorer is published as a cross-encoder).
+An entry says how its saved folder is recognised, what its card states about the model and which template renders
+the card, the Hub tags, library and pipeline tag it is published under, and how staging checks that it loads back: a
+new type is one entry. A re-ranker kind names its type in ``RerankerKind.card`` (the STS pair scorer is published as
+a cross-encoder). Imports no torch: each entry loads its model only when asked.
 
 >>> list(MODEL_TYPES)
 ['bi-encoder', 'cross-encoder', 'cls-lr']
@@ -11,8 +13,13 @@ re-ranker kind names its type in ``RerankerKind.card`` (the STS pair scorer is p
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ctxir.files import read_json
+from ctxir.names import CLS_LR_CONFIG, PAIR_ORDERS_FILE
 
 SENTENCE_TRANSFORMERS = "sentence-transformers"
 
@@ -23,13 +30,18 @@ class ModelType:
     the training datasets' are added), ``library`` the card's ``library_name`` (sentence-transformers: the card
     cites Sentence-BERT), ``pipeline_tag`` the Hub task from the facts ``model_facts`` read off the model;
     ``carries_base``: its folder names the encoder it reads features from (bundled or by path), which staging copies
-    in beside it, recording that encoder's license."""
+    in beside it, recording that encoder's license. ``detect``: a folder holds a saved model of this type (from its
+    files, loading nothing); ``facts``: what the card states, read by loading the model as its users will;
+    ``load_scores``: (folder, texts) → the scores the loaded model gives them (staging's load-back check)."""
 
     name: str
     template: str
     tags: tuple[str, ...]
     library: str
     pipeline_tag: Callable[[Mapping], str]
+    detect: Callable[[Path], bool]
+    facts: Callable[[Path], dict]
+    load_scores: Callable[[str, Sequence[str]], Any]
     carries_base: bool = False
 
     @property
@@ -42,6 +54,114 @@ def _ranking_or_classes(facts: Mapping) -> str:
     return "text-ranking" if facts.get("num_labels", 1) == 1 else "text-classification"
 
 
+# ---------------------------------------------------------------- each type's folder, facts and load check
+
+
+def _sentence_transformers_type(folder: Path) -> str | None:
+    # the class sentence-transformers saved the folder from ("SentenceTransformer", "CrossEncoder"); None: not said
+    config = folder / "config_sentence_transformers.json"
+    return read_json(config, strict=False).get("model_type") if config.is_file() else None
+
+
+def _is_bi_encoder(folder: Path) -> bool:
+    return (folder / "modules.json").is_file() and _sentence_transformers_type(folder) != "CrossEncoder"
+
+
+def _is_cross_encoder(folder: Path) -> bool:
+    if _sentence_transformers_type(folder) == "CrossEncoder":
+        return True
+    if (folder / "modules.json").is_file() or not (folder / "config.json").is_file():
+        return False
+    # a pre-v4 sentence-transformers CrossEncoder: a plain transformers folder with a classification head
+    archs = read_json(folder / "config.json", strict=False).get("architectures") or []
+    return any(a.endswith("ForSequenceClassification") for a in archs)
+
+
+def _is_cls_lr(folder: Path) -> bool:
+    return (folder / CLS_LR_CONFIG).is_file()
+
+
+def _bi_encoder_facts(folder: Path) -> dict:
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(folder), device="cpu", trust_remote_code=False)
+    modules = [type(m).__name__ for m in model]
+    pooling = next((getattr(m, "pooling_mode", None) for m in model if type(m).__name__ == "Pooling"), None)
+    dim = (
+        model.get_embedding_dimension()
+        if hasattr(model, "get_embedding_dimension")
+        else model.get_sentence_embedding_dimension()
+    )
+    plain = (
+        modules[:2] == ["Transformer", "Pooling"]
+        and set(modules[2:]) <= {"Normalize"}
+        and pooling in ("mean", "cls", "max")
+    )
+    return {
+        "dimension": dim,
+        "pooling": pooling or "custom",
+        "normalize": "Normalize" in modules,
+        "max_seq_length": model.max_seq_length,
+        "modules": " → ".join(modules),
+        "plain_transformers": plain,
+    }
+
+
+def _cross_encoder_facts(folder: Path) -> dict:
+    from ctxir.encoders.models import is_adapter, is_ctxir_modular, load_cross_encoder, top_layers_config
+
+    load_cross_encoder.cache_clear()
+    # ctxir's loader: an adapter folder merges into its base, resolved offline too (packaged MiniLM)
+    model = load_cross_encoder(str(folder), "cpu")
+    top = top_layers_config(folder)
+    return {
+        "adapter": is_adapter(folder),
+        "num_labels": model.num_labels,
+        "max_length": getattr(model, "max_seq_length", None) or model.max_length,
+        "activation": type(model.activation_fn).__name__,
+        "ctxir_modules": is_ctxir_modular(folder),
+        "modules": " → ".join(type(m).__name__ for m in model),
+        "term_match": any(getattr(m, "term_match", False) for m in model),
+        "trained_layers": (f"{top['trained_from_layer']}–{top['num_hidden_layers'] - 1}" if top else None),
+        "fusion": read_json(folder / "fusion.json") or None,
+        "passages": read_json(folder / "passages.json") or None,
+        "pair_orders": read_json(folder / PAIR_ORDERS_FILE) or None,
+    }
+
+
+def _cls_lr_facts(folder: Path) -> dict:
+    config = read_json(folder / CLS_LR_CONFIG)
+    meta = config.get("metadata") or {}
+    return {
+        "hidden_size": config.get("hidden_size"),
+        "layer": config.get("layer", -1),
+        "max_length": config.get("max_length", 512),
+        "C": meta.get("C", "–"),
+        "class_weight": meta.get("class_weight"),
+        "train_positives": meta.get("train_positives"),
+        "base_source": config.get("base_model_source"),
+    }
+
+
+def _bi_encoder_scores(path: str, texts: Sequence[str]):
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(path, device="cpu", trust_remote_code=False).encode(list(texts))
+
+
+def _cross_encoder_scores(path: str, texts: Sequence[str]):
+    from ctxir.encoders.models import load_cross_encoder
+
+    load_cross_encoder.cache_clear()
+    return load_cross_encoder(path, "cpu").predict([tuple(texts[:2])])
+
+
+def _cls_lr_scores(path: str, texts: Sequence[str]):
+    from ctxir.rerank.rankers import ClsLrRanker
+
+    return ClsLrRanker.load(path, device="cpu").score_pairs(texts[0], list(texts[1:]))
+
+
 MODEL_TYPES: dict[str, ModelType] = {
     kind.name: kind
     for kind in (
@@ -51,6 +171,9 @@ MODEL_TYPES: dict[str, ModelType] = {
             tags=(SENTENCE_TRANSFORMERS, "feature-extraction", "sentence-similarity", "dense-retrieval"),
             library=SENTENCE_TRANSFORMERS,
             pipeline_tag=lambda facts: "sentence-similarity",
+            detect=_is_bi_encoder,
+            facts=_bi_encoder_facts,
+            load_scores=_bi_encoder_scores,
         ),
         ModelType(
             name="cross-encoder",
@@ -58,6 +181,9 @@ MODEL_TYPES: dict[str, ModelType] = {
             tags=(SENTENCE_TRANSFORMERS, "cross-encoder", "reranker", "text-ranking"),
             library=SENTENCE_TRANSFORMERS,
             pipeline_tag=_ranking_or_classes,
+            detect=_is_cross_encoder,
+            facts=_cross_encoder_facts,
+            load_scores=_cross_encoder_scores,
         ),
         # CLS-LR scores (query, document) pairs for ranking: that is what text-ranking means on the Hub
         ModelType(
@@ -66,6 +192,9 @@ MODEL_TYPES: dict[str, ModelType] = {
             tags=("reranker", "logistic-regression", "cls-features", "text-ranking"),
             library="ctxir",
             pipeline_tag=lambda facts: "text-ranking",
+            detect=_is_cls_lr,
+            facts=_cls_lr_facts,
+            load_scores=_cls_lr_scores,
             carries_base=True,
         ),
     )

@@ -396,23 +396,7 @@ def _load_check(folder: Path, model_type: str) -> None:
     load_transformer.cache_clear()
     path = resolve_model(str(folder))
     try:
-        if model_type == "bi-encoder":
-            from sentence_transformers import SentenceTransformer
-
-            scores = SentenceTransformer(path, device="cpu", trust_remote_code=False).encode(
-                list(LOAD_CHECK_TEXTS)
-            )
-        elif model_type == "cross-encoder":
-            from ctxir.encoders.models import load_cross_encoder
-
-            load_cross_encoder.cache_clear()
-            scores = load_cross_encoder(path, "cpu").predict([LOAD_CHECK_TEXTS])
-        else:
-            from ctxir.rerank.rankers import ClsLrRanker
-
-            scores = ClsLrRanker.load(path, device="cpu").score_pairs(
-                *LOAD_CHECK_TEXTS[:1], LOAD_CHECK_TEXTS[1:]
-            )
+        scores = MODEL_TYPES[model_type].load_scores(path, LOAD_CHECK_TEXTS)
     except CtxirError:
         raise
     except Exception as err:  # any loader failure means the repo would be broken for its users

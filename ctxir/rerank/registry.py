@@ -1,18 +1,19 @@
 """The re-ranker registry: one entry per re-ranker kind, read by everything that offers, loads, scores or explains one.
 
-An entry (``RerankerKind``) says what the kind is called (``--rerank`` choice, the app's flag, environment variable
-and labels), which model it loads by default (the one shipped inside ctxir, else a fallback), how it loads and scores
+An entry (``RerankerKind``) says what the kind is called (``--rerank`` choice and the name messages give it),
+which model it loads by default (the one shipped inside ctxir, else a fallback), how it loads and scores
 pairs, and whether it is available on this install (``available()``: no model is loaded and no network is used).
 How a kind is explained is registered on the explain side (``ctxir.explain.rerankers.EXPLAINERS``), which reads
-this registry, never the other way. The CLI's ``--rerank`` choices, the app's flags, radio buttons, pair-scoring columns, explanation
+this registry, never the other way; so are the app's words for it (``ctxir.app.reranker_labels``: table headers,
+its flag and environment variable). The CLI's ``--rerank`` choices, the app's flags, radio buttons, pair-scoring columns, explanation
 models, status line and the failure report all read ``RERANKERS``; adding a kind is one entry here (and its tests).
 
 >>> list(RERANKERS)
 ['cross-encoder', 'cls-lr', 'sts-cross-encoder']
 >>> reranker_choices()
 ('none', 'cross-encoder', 'cls-lr', 'sts-cross-encoder')
->>> RERANKERS["cls-lr"].flag, RERANKERS["cls-lr"].env, RERANKERS["cls-lr"].pair_column
-('--cls-lr', 'CTXIR_CLS_LR', 'cls_lr_probability')
+>>> RERANKERS["cls-lr"].key, RERANKERS["cls-lr"].pair_column
+('cls_lr', 'cls_lr_probability')
 >>> RERANKERS["cross-encoder"].available("none")
 (False, "turned off with 'none'")
 >>> get_reranker("colbert")
@@ -49,20 +50,18 @@ DEFAULT_RERANK_MODE = "fused"
 @dataclass(frozen=True)
 class RerankerKind:
     """One re-ranker kind. ``name`` is its key everywhere (``--rerank NAME``, the app's radio value, the explain
-    model); ``setting`` names its model setting: app flag ``--cross-encoder``, environment ``CTXIR_CROSS_ENCODER``,
-    ``AppConfig.cross_encoder`` (or ``AppConfig.rerankers[name]``).
+    model); ``key``, the same as a JSON key, also names its model setting in the app (``AppConfig.cross_encoder``,
+    app flag ``--cross-encoder``: ``ctxir.app.reranker_labels``).
 
     >>> kind = RERANKERS["cross-encoder"]
-    >>> kind.flag, kind.env, kind.pair_column, kind.rank_column
-    ('--cross-encoder', 'CTXIR_CROSS_ENCODER', 'cross_encoder_score', 'cross_encoder_rank')
+    >>> kind.key, kind.pair_column, kind.rank_column
+    ('cross_encoder', 'cross_encoder_score', 'cross_encoder_rank')
     >>> kind.default_model() in (kind.shipped, kind.fallback)  # the shipped model once it is in the package
     True
     """
 
     name: str  # "cross-encoder"
-    label: str  # how the page names it: "cross-encoder", "CLS-LR"
-    short: str  # a table's rank header: "CE" → "CE rank"
-    setting: str  # "cross_encoder"
+    label: str  # what messages and pages call it: "cross-encoder", "CLS-LR"
     card: str  # the model type it is published as (ctxir.publish.model_types.MODEL_TYPES)
     shipped: str  # the name it ships under inside ctxir (ctxir.encoders.models.SHIPPED_MODELS)
     fallback: str  # the default model while none is shipped ("" = none)
@@ -91,20 +90,8 @@ class RerankerKind:
         return self.name.replace("-", "_")
 
     @property
-    def flag(self) -> str:
-        return "--" + self.setting.replace("_", "-")
-
-    @property
-    def env(self) -> str:
-        return "CTXIR_" + self.setting.upper()
-
-    @property
     def pair_column(self) -> str:
         return f"{self.key}_{self.pair_value}"
-
-    @property
-    def pair_legend(self) -> str:
-        return f"{self.label} {self.pair_value}"
 
     @property
     def rank_column(self) -> str:
@@ -146,15 +133,6 @@ class RerankerKind:
             f"model {model!r} is neither a local folder nor in the local Hugging Face cache (nothing is "
             "downloaded while the app or an evaluation runs)"
         )
-
-    def unavailable_hint(self, where: str = "both") -> str:
-        """How to provide one (said after why it is not available); ``where``: "app", "cli" or "both"."""
-        ways = {
-            "app": f"restart the app with `{self.flag} <its output folder>` (or set {self.env})",
-            "cli": f"pass `--rerank {self.name} --reranker-model FOLDER` to ctxir evaluate",
-        }
-        said = " or ".join(ways.values()) if where == "both" else ways[where]
-        return f"To provide one, {self.how_to_get} and {said}, or pass a Hub id that is in the local cache"
 
 
 def local_model_folder(name: str) -> Path | None:
@@ -261,8 +239,6 @@ def _shipped(attribute: str) -> str:
 CROSS_ENCODER = RerankerKind(
     name="cross-encoder",
     label="cross-encoder",
-    short="CE",
-    setting="cross_encoder",
     card="cross-encoder",
     shipped=_shipped("SHIPPED_CROSS_ENCODER"),
     fallback=_shipped("MS_MARCO_CROSS_ENCODER"),
@@ -278,8 +254,6 @@ CROSS_ENCODER = RerankerKind(
 CLS_LR = RerankerKind(
     name="cls-lr",
     label="CLS-LR",
-    short="LR",
-    setting="cls_lr",
     card="cls-lr",
     shipped=_shipped("SHIPPED_CLS_LR"),
     fallback="",
@@ -295,8 +269,6 @@ CLS_LR = RerankerKind(
 STS_CROSS_ENCODER = RerankerKind(
     name="sts-cross-encoder",
     label="STS similarity",
-    short="STS",
-    setting="sts_cross_encoder",
     card="cross-encoder",
     shipped=_shipped("SHIPPED_STS_CROSS_ENCODER"),
     fallback="",
@@ -385,7 +357,7 @@ def load_reranker(kind: str, model: str = "", device: str = "auto", batch_size: 
     >>> load_reranker("cross-encoder", "./no-such-folder")
     Traceback (most recent call last):
         ...
-    ctxir.types.CtxirError: the cross-encoder re-ranker is not available: model folder './no-such-folder' does not exist. To provide one, train one with `python training/train_cross_encoder.py` and restart the app with `--cross-encoder <its output folder>` (or set CTXIR_CROSS_ENCODER) or pass `--rerank cross-encoder --reranker-model FOLDER` to ctxir evaluate, or pass a Hub id that is in the local cache
+    ctxir.types.CtxirError: the cross-encoder re-ranker is not available: model folder './no-such-folder' does not exist. To provide one, train one with `python training/train_cross_encoder.py` and pass its output folder as model, or a Hub id that is in the local cache
     """
     check_choice(kind, "re-ranker", reranker_choices())
     if kind == "none":
@@ -394,7 +366,10 @@ def load_reranker(kind: str, model: str = "", device: str = "auto", batch_size: 
     model = model or spec.default_model()
     ok, why = spec.available(model)
     if not ok:
-        raise CtxirError(f"the {spec.label} re-ranker is not available: {why}. {spec.unavailable_hint()}")
+        raise CtxirError(
+            f"the {spec.label} re-ranker is not available: {why}. To provide one, {spec.how_to_get} and pass its "
+            "output folder as model, or a Hub id that is in the local cache"
+        )
     reranker = spec.load(model, device, batch_size)
     reranker.stage_fusion = stage_fusion_for(model)
     reranker.fused_only = alone_below_bm25(model)
