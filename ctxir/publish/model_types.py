@@ -140,6 +140,8 @@ def _cls_lr_facts(folder: Path) -> dict:
         "class_weight": meta.get("class_weight"),
         "train_positives": meta.get("train_positives"),
         "base_source": config.get("base_model_source"),
+        "score_feature": bool(config.get("score_feature", False)),
+        "score_emphasis": meta.get("score_emphasis"),
     }
 
 
