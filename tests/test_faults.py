@@ -305,6 +305,64 @@ def test_output_folders_left_by_killed_apps_are_reclaimed_at_the_next_start(tmp_
     shutil.rmtree(outputs.root)
 
 
+def _write_cache(kind: str, folder: Path) -> Path:
+    """Build and write one entry of ``kind``'s cache under ``folder``; → the folder its temporaries go to."""
+    if kind == "ANN index":
+        from ctxir.retrieval.ann import AnnIndex, AnnParams
+
+        AnnIndex.open_or_build(
+            folder / "index.faiss", faults.unit_vectors(600, 32), AnnParams(nlist=8), show_progress=False
+        )
+    elif kind == "embedding cache":
+        from ctxir.encoders import EmbeddingCache
+
+        EmbeddingCache(folder).put(EmbeddingCache.key({"weights": "w"}, ["a"]), faults.unit_vectors(1, 8))
+    else:
+        from ctxir.retrieval.retrievers import BM25Retriever
+
+        BM25Retriever(
+            {f"d{i}": {"title": "", "text": f"otters dig dens {i}"} for i in range(20)}, cache=folder
+        )
+    return folder
+
+
+@pytest.mark.parametrize("kind", ["ANN index", "embedding cache", "BM25 index cache"])
+def test_a_killed_writers_temporaries_are_reclaimed_by_the_next_write_and_a_live_ones_are_kept(
+    kind, tmp_path, monkeypatch
+):
+    """What a writer SIGKILLed mid-save leaves (an index or embeddings written to a temporary, never renamed) goes
+    at the next write of that cache; the temporary of a writer still running (here this process) stays."""
+    import tempfile
+
+    from ctxir.files import temporary_prefix
+
+    if kind == "ANN index":
+        pytest.importorskip("faiss")
+    target = {"ANN index": "index.faiss", "embedding cache": "k.npy", "BM25 index cache": "k"}[kind]
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a writer that no longer runs: killed with SIGKILL
+
+    def planted(pid: int) -> Path:
+        with monkeypatch.context() as owner:
+            owner.setattr(os, "getpid", lambda: pid)
+            if kind == "BM25 index cache":  # a folder from mkdtemp, with bm25s's files in it
+                path = Path(
+                    tempfile.mkdtemp(prefix=temporary_prefix(tmp_path / target), suffix=".tmp", dir=tmp_path)
+                )
+                (path / "params.index.json").write_text("{}")
+                return path
+            fd, name = tempfile.mkstemp(
+                prefix=temporary_prefix(tmp_path / target), suffix=".tmp", dir=tmp_path
+            )
+            os.close(fd)
+            return Path(name)
+
+    stale, live = planted(gone.pid), planted(os.getpid())
+    _write_cache(kind, tmp_path)
+    assert not stale.exists() and live.exists()
+    assert leftovers(tmp_path) == [live.name]
+
+
 # ---------------------------------------------------------------- what a visitor trips on
 
 
