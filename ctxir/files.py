@@ -5,7 +5,8 @@ A write goes to a temporary file in the same folder, is flushed to disk, then ``
 process killed mid-write leaves the old file or the new one, never half of either (``tests/test_files.py`` kills a
 writer at random moments to show it). A full disk is a ``DiskFullError`` naming the folder, with the temporary file
 removed and the old file untouched; caches catch it, say so once (``cache_not_written``) and go on without
-(``tests/test_faults.py`` fails every write in turn).
+(``tests/test_faults.py`` fails every write in turn). A temporary file carries its writer's host and pid in its name,
+so the temporaries a killed writer left are told from a live writer's and reclaimed (``remove_temporaries``).
 
 >>> import tempfile, pathlib
 >>> folder = pathlib.Path(tempfile.mkdtemp())
@@ -26,7 +27,10 @@ import json
 import logging
 import os
 import re
+import shutil
+import socket
 import tempfile
+import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,6 +41,13 @@ logger = logging.getLogger("ctxir")
 # What a full disk (or quota) looks like to a writer.
 DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 _warned: set[tuple[str, str]] = set()
+# In a temporary's name: which machine wrote it (a cache folder on a shared disk is seen by other hosts, whose pids
+# mean nothing here) and which process.
+HOST_TAG = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+_OWNER = re.compile(r"\.(?P<host>[0-9a-f]{8})\.(?P<pid>\d+)-[^.]*\.tmp")
+# A temporary untouched this long is a leftover whoever wrote it: another host's, one named before temporaries
+# carried their owner, or a dead writer's whose pid a new process took. A live writer touches its file far more often.
+STALE_TEMPORARY_S = 24 * 3600.0
 
 
 class DiskFullError(CtxirError):
@@ -270,7 +281,7 @@ def atomic_path(path: str | Path, suffix: str = "") -> Iterator[Path]:
     tmp: Path | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{suffix}", dir=path.parent)
+        fd, name = tempfile.mkstemp(prefix=temporary_prefix(path), suffix=f".tmp{suffix}", dir=path.parent)
         os.close(fd)
         tmp = Path(name)
         yield tmp
@@ -286,15 +297,55 @@ def atomic_path(path: str | Path, suffix: str = "") -> Iterator[Path]:
             tmp.unlink(missing_ok=True)
 
 
-def remove_temporaries(folder: str | Path, name: str) -> list[str]:
-    """Remove the temporary files ``atomic_path`` made for targets whose name starts with ``name``: what a writer
-    killed mid-write (SIGKILL, a crash) leaves behind. Call it only while holding the lock that every writer of
-    those targets holds (``cache_lock``), so no live writer's file is taken; → the names removed."""
+def temporary_prefix(path: str | Path) -> str:
+    """The start of a temporary's name beside ``path``: ``.NAME.HOST.PID-`` (``mkstemp``/``mkdtemp`` add a random part
+    and ``.tmp``), hidden, and owned by this process on this host for ``remove_temporaries``."""
+    return f".{Path(path).name}.{HOST_TAG}.{os.getpid()}-"
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs on this machine; a zombie (killed, not yet reaped by its parent) does not."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    try:
+        # the state field follows the command name's closing parenthesis
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True  # no /proc (macOS): os.kill found it
+
+
+def remove_temporaries(
+    folder: str | Path, name: str = "", stale_after_s: float = STALE_TEMPORARY_S
+) -> list[str]:
+    """Remove the temporaries (files, or folders from ``mkdtemp``) that writers killed mid-write (SIGKILL, a crash)
+    left in ``folder`` for targets whose name starts with ``name`` ("": every target): those whose owner process
+    on this host is gone, and any untouched for ``stale_after_s``. A live writer's temporary is never taken, so
+    this needs no lock; → the names removed."""
     removed = []
+    now = time.time()
     for leftover in Path(folder).glob(f".{glob.escape(name)}*.tmp*"):
+        owner = _OWNER.search(leftover.name)
+        try:
+            stale = now - leftover.stat().st_mtime > stale_after_s
+        except OSError:
+            continue  # gone already: its writer renamed or removed it
+        dead = owner is not None and owner["host"] == HOST_TAG and not process_alive(int(owner["pid"]))
+        if not (dead or stale):
+            continue
         with contextlib.suppress(OSError):
-            leftover.unlink()
+            if leftover.is_dir():
+                shutil.rmtree(leftover)
+            else:
+                leftover.unlink()
             removed.append(leftover.name)
+    if removed:
+        logger.info(
+            "removed %d temporary file(s) left by killed writer(s) in %s: %s", len(removed), folder, removed
+        )
     return removed
 
 

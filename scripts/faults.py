@@ -10,7 +10,8 @@
    back, loaded in a subprocess: each load gives verified content, or rebuilds, or refuses; a crash (a negative
    exit status), a hang (the timeout) or a wrong result used silently fails.
 
-tests/test_faults.py runs the same scenarios (``CTXIR_MUTANTS`` mutants per kind, 200 by default).
+tests/test_faults.py runs the same scenarios (``CTXIR_MUTANTS`` mutants per kind, 200 by default, under -m slow;
+``CTXIR_FEW_MUTANTS``, 16, of every kind in one subprocess in the default run).
 """
 
 from __future__ import annotations
@@ -935,8 +936,6 @@ FILE_KINDS = (
     "passages.json",
     "report JSON",
 )
-# the kinds whose loads need torch and a model (seconds to start): the default test run makes fewer mutants of them
-MODEL_KINDS = ("onnx", "model folder", "classifier", "report JSON")
 
 
 # ---------------------------------------------------------------- the table

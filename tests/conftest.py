@@ -283,30 +283,43 @@ def serve():
     return serving
 
 
+def start_app(env: dict, timeout: float = 120.0, wait: bool = True) -> subprocess.Popen:
+    """``python app.py`` on a free loopback port with ``env``, once it accepts connections (→ the process, which the
+    caller stops: a module's fixture shares one app this way; a test uses ``app_process``, which kills it after).
+    ``wait=False`` returns at once, for a caller with work of its own to do while the app starts."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "app.py", "--host", "127.0.0.1", "--port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    if not wait:
+        return proc
+    deadline = time.time() + timeout
+    while time.time() < deadline and proc.poll() is None:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return proc
+        time.sleep(0.5)
+    said = proc.stdout.read() if proc.poll() is not None else "timeout"
+    proc.kill()
+    proc.wait()
+    pytest.fail(f"the app did not start: {said}")
+
+
 @pytest.fixture
 def app_process():
     """A factory: ``app_process(env)`` starts ``python app.py`` on a free loopback port with ``env`` and waits until
-    it accepts connections (→ the process); every process started is killed at the end of the test."""
+    it accepts connections (→ the process; ``wait=False``: not); every process started is killed at the end of the
+    test."""
     started = []
 
-    def start(env: dict, timeout: float = 120.0) -> subprocess.Popen:
-        port = free_port()
-        proc = subprocess.Popen(
-            [sys.executable, "app.py", "--host", "127.0.0.1", "--port", str(port)],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        started.append(proc)
-        deadline = time.time() + timeout
-        while time.time() < deadline and proc.poll() is None:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    return proc
-            time.sleep(0.5)
-        pytest.fail(f"the app did not start: {proc.stdout.read() if proc.poll() is not None else 'timeout'}")
+    def start(env: dict, timeout: float = 120.0, wait: bool = True) -> subprocess.Popen:
+        started.append(start_app(env, timeout, wait))
+        return started[-1]
 
     yield start
     for proc in started:

@@ -2,6 +2,8 @@
 clean start serves, and what the killed one left (its output folder, a half-written cache file) is reclaimed.
 
 The app runs as the other app-subprocess tests run it: the demo corpus, offline, its own cache and temp folders.
+The default run's restart is started the way a user starts it (no ``HF_HUB_OFFLINE``, issue #34 item 7) on a
+machine with no network: one start shows both.
 Where the kill lands is chosen, not raced: a ``sitecustomize`` stops the app just before it renames a chosen
 cache file into place (the temporary file written and synced, the rename not done) and says so in a file; the
 test then sends SIGKILL. The default run kills before the embeddings' rename; ``-m slow`` kills before the
@@ -15,10 +17,12 @@ import os
 import signal
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from scripts.faults import leftovers
+from tests.conftest import start_app
 
 ROOT = Path(__file__).resolve().parents[1]
 QUERIES = ("otters playing on the river bank", "interest rates at the bank", "bats hunting insects at night")
@@ -165,19 +169,95 @@ def hits(data: dict) -> list[tuple[str, float]]:
     return [(h["doc_id"], h[f"{stage}_score"]) for h in data["hits"]]
 
 
+NO_NETWORK = """
+import os, socket
+
+LOG = os.environ["CTXIR_NET_LOG"]
+LOCAL = ("127.0.0.1", "::1", "localhost", "0.0.0.0", None)
+
+
+def _note(what):
+    with open(LOG, "a") as f:
+        f.write(what + "\\n")
+
+
+def _local(host):
+    return host in LOCAL or str(host).startswith("127.")
+
+
+_connect, _connect_ex, _getaddrinfo = socket.socket.connect, socket.socket.connect_ex, socket.getaddrinfo
+
+
+def connect(self, address):
+    if isinstance(address, tuple) and not _local(address[0]):
+        _note(f"connect {address[0]}")
+        raise OSError(101, "Network is unreachable (refused by the test)")
+    return _connect(self, address)
+
+
+def connect_ex(self, address):
+    if isinstance(address, tuple) and not _local(address[0]):
+        _note(f"connect {address[0]}")
+        return 101
+    return _connect_ex(self, address)
+
+
+def getaddrinfo(host, *args, **kwargs):
+    if not _local(host):
+        _note(f"resolve {host}")
+        raise socket.gaierror(-3, "Temporary failure in name resolution (refused by the test)")
+    return _getaddrinfo(host, *args, **kwargs)
+
+
+socket.socket.connect, socket.socket.connect_ex, socket.getaddrinfo = connect, connect_ex, getaddrinfo
+"""
+
+
+def user_env(tmp_path: Path, cache: Path) -> dict:
+    """How a user starts the app: no HF_HUB_OFFLINE, the default re-rankers; here on a machine with no network (a
+    sitecustomize refuses every non-loopback name lookup and connection, and notes it in ``tmp_path/net.log``)."""
+    hook = tmp_path / "no-network"
+    hook.mkdir(exist_ok=True)
+    (hook / "sitecustomize.py").write_text(NO_NETWORK)
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    return env | {
+        "PYTHONPATH": f"{hook}{os.pathsep}{ROOT}",
+        "CTXIR_NET_LOG": str(tmp_path / "net.log"),
+        "TMPDIR": str(tmp_path),
+        "CTXIR_CACHE": str(cache),
+        "PYTHONUNBUFFERED": "1",
+        "CTXIR_TORCH_THREADS": "1",
+        "CTXIR_RERANK_BACKEND": "torch",
+    }  # fmt: skip  (torch: no ONNX export, which needs no network either)
+
+
 @pytest.fixture(scope="module")
 def clean_results(tmp_path_factory, minilm_path):
-    """What a clean start serves: the app's state (the packaged MiniLM the offline app loads, the demo corpus)
-    indexed into a fresh cache folder, searched in process by the function /search calls."""
-    from ctxir.app.models import AppModels
-    from ctxir.app.search import search
-    from ctxir.app.state import AppState
-    from ctxir.encoders import EmbeddingCache
-    from ctxir.encoders.models import load_bi_encoder
+    """A function → what a clean start serves: the app's state (the packaged MiniLM the offline app loads, the demo
+    corpus) indexed into a fresh cache folder, searched in process by the function /search calls. Computed at the
+    first call, which a test makes while the app it is about to kill starts in its own process."""
+    found = {}
 
-    models = AppModels.from_objects(load_bi_encoder(str(minilm_path), "cpu"), "all-MiniLM-L6-v2")
-    state = AppState(models, cache=EmbeddingCache(tmp_path_factory.mktemp("clean-cache")))
-    return {(q, s): hits(search(state, q, "demo", s, "none", 10, 20).data) for q in QUERIES for s in STAGES}
+    def results() -> dict:
+        if not found:
+            from ctxir.app.models import AppModels
+            from ctxir.app.search import search
+            from ctxir.app.state import AppState
+            from ctxir.encoders import EmbeddingCache
+            from ctxir.encoders.models import load_bi_encoder
+
+            models = AppModels.from_objects(load_bi_encoder(str(minilm_path), "cpu"), "all-MiniLM-L6-v2")
+            state = AppState(models, cache=EmbeddingCache(tmp_path_factory.mktemp("clean-cache")))
+            found.update(
+                {
+                    (q, s): hits(search(state, q, "demo", s, "none", 10, 20).data)
+                    for q in QUERIES
+                    for s in STAGES
+                }
+            )
+        return found
+
+    return results
 
 
 def assert_same(served: dict, clean: dict) -> None:
@@ -197,44 +277,95 @@ def output_folders(tmp_path: Path) -> list[Path]:
     return sorted(tmp_path.glob("ctxir-app-*"))
 
 
-def killed_then_restarted(tmp_path, app_process, clean_results, at: str) -> None:
+def kill_and_restart(
+    tmp_path: Path, clean_results, at: str, restart_env: dict, start, restart_s: float = 300
+) -> SimpleNamespace:
     """Start the app, SIGKILL it where ``at`` says (before the rename of the cache file ending in ``at``, or at
-    "encoding"), start it again on the same cache folder; check what it serves and what is left."""
+    "encoding"), start it again on the same cache folder with ``restart_env``, search it, stop it with SIGTERM (a
+    container stop); → what was found on the way, for ``check_restart``. ``start``: ``app_process`` or ``start_app``;
+    ``restart_s``: the most the restart may take to serve."""
     cache = tmp_path / "cache"
     embeddings = cache / "embeddings"
-    killed = app_process(paused_env(tmp_path, cache, at), timeout=300)
-    paused = tmp_path / "paused"
-    wait_for(paused.exists, 300, killed)
-    killed_folders = output_folders(tmp_path)
-    assert len(killed_folders) == 1
-    # the kill lands where it was meant to: a temporary file written, or nothing written yet
-    assert bool(leftovers(embeddings)) == (at != "encoding"), leftovers(embeddings)
-    assert not cached(embeddings, "*.npy")
+    killed = start(paused_env(tmp_path, cache, at), timeout=300, wait=False)
+    clean = clean_results()  # in this process, while the app starts and indexes in its own
+    wait_for((tmp_path / "paused").exists, 300, killed)
+    found = SimpleNamespace(
+        clean=clean,
+        killed_folders=output_folders(tmp_path),
+        left_at_kill=leftovers(embeddings),
+        cached_at_kill=cached(embeddings, "*.npy"),
+    )
     killed.send_signal(signal.SIGKILL)
     killed.wait(timeout=30)
 
-    again = app_process(app_env(tmp_path, cache), timeout=300)
-    assert_same(served_results(again), clean_results)
-    # the killed app's output folder went when the next one started; the new one's is there
-    folders = output_folders(tmp_path)
-    assert killed_folders[0] not in folders and len(folders) == 1, folders
-    # the killed write's temporary file is gone; one whole embeddings file with its checksum
-    assert leftovers(embeddings) == []
-    assert len(cached(embeddings, "*.npy")) == 1 and len(cached(embeddings, "*.sha256")) == 1
-    # SIGTERM (a container stop) removes the output folder: the default run's check of it (tests/test_security.py
-    # starts an app per signal under -m slow)
+    again = start(restart_env, timeout=restart_s)
+    found.served = served_results(again)
+    found.folders = output_folders(tmp_path)
+    found.left = leftovers(embeddings)
+    found.cached = cached(embeddings, "*.npy") + cached(embeddings, "*.sha256")
     again.terminate()
-    again.wait(timeout=60)
-    assert not folders[0].exists()
+    found.output = again.communicate(timeout=60)[0]
+    found.folder_after_sigterm = bool(found.folders) and found.folders[0].exists()
+    log = tmp_path / "net.log"
+    found.asked = set(log.read_text().split("\n")) - {""} if log.exists() else set()
+    return found
+
+
+def check_restart(found: SimpleNamespace, at: str) -> None:
+    assert len(found.killed_folders) == 1
+    # the kill landed where it was meant to: a temporary file written, or nothing written yet
+    assert bool(found.left_at_kill) == (at != "encoding"), found.left_at_kill
+    assert not found.cached_at_kill
+    assert_same(found.served, found.clean)
+    # the killed app's output folder went when the next one started; the new one's was there
+    assert found.killed_folders[0] not in found.folders and len(found.folders) == 1, found.folders
+    # the killed write's temporary file is gone; one whole embeddings file with its checksum
+    assert found.left == []
+    assert sorted(p.suffix for p in found.cached) == [".npy", ".sha256"], found.cached
+    # SIGTERM removed the output folder: the default run's check of it (tests/test_security.py starts an app per
+    # signal under -m slow)
+    assert not found.folder_after_sigterm
+
+
+@pytest.fixture(scope="module")
+def restarted(tmp_path_factory, clean_results) -> SimpleNamespace:
+    """The default run's kill and restart, shared by the tests below: killed before the embeddings' rename, then
+    started again the way a user starts it (``user_env``), with no network."""
+    folder = tmp_path_factory.mktemp("restart")
+    started = []
+
+    def start(env: dict, timeout: float, wait: bool = True):
+        started.append(start_app(env, timeout, wait))
+        return started[-1]
+
+    try:
+        yield kill_and_restart(
+            folder, clean_results, ".npy", user_env(folder, folder / "cache"), start, restart_s=180
+        )
+    finally:
+        for proc in started:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
 
 
 def test_killed_before_its_embeddings_are_renamed_into_the_cache_the_restart_serves_a_clean_starts_results(
-    tmp_path, app_process, clean_results
+    restarted,
 ):
     """The kill lands with the embeddings written and synced to a temporary file and their checksum already in
     place (it is written first), but the .npy not yet renamed: the restart finds no cache entry, encodes again,
     removes the temporary file and serves the clean start's results."""
-    killed_then_restarted(tmp_path, app_process, clean_results, ".npy")
+    check_restart(restarted, ".npy")
+
+
+def test_the_app_starts_with_no_network_and_hf_hub_offline_unset(restarted):
+    """The restart above is started the way a user starts the app: no HF_HUB_OFFLINE, and no network. It served
+    within 180 s, asked nothing but the Hub (for the newest all-MiniLM-L6-v2: Gradio's analytics are off), and said
+    once that it uses the packaged copy."""
+    assert len(restarted.served) == len(QUERIES) * len(STAGES) and all(restarted.served.values())
+    assert restarted.asked <= {"resolve huggingface.co", "connect huggingface.co"}, restarted.asked
+    told = restarted.output.count("the Hugging Face Hub cannot be reached")
+    assert told == (1 if restarted.asked else 0), restarted.output[-3000:]
 
 
 @pytest.mark.slow
@@ -242,7 +373,9 @@ def test_killed_before_its_embeddings_are_renamed_into_the_cache_the_restart_ser
 def test_killed_elsewhere_in_its_startup_indexing_the_restart_serves_a_clean_starts_results(
     at, tmp_path, app_process, clean_results
 ):
-    killed_then_restarted(tmp_path, app_process, clean_results, at)
+    check_restart(
+        kill_and_restart(tmp_path, clean_results, at, app_env(tmp_path, tmp_path / "cache"), app_process), at
+    )
 
 
 def upload_file(tmp_path: Path, documents: int = 300) -> Path:

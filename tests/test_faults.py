@@ -1,8 +1,9 @@
 """Faults at the places ctxir writes and in the files it reads back (the scenarios live in scripts/faults.py, which
 also prints docs/reliability.md's Faults table): every write failing in turn with ENOSPC, one real full disk (a
 1 MB tmpfs), two processes on one cache folder, and seeded mutants of every file ctxir reads back, loaded in a
-subprocess. The sites and kinds that export, ship, train or load a model are sampled in the default run (the first
-failure point; ``CTXIR_FEW_MUTANTS`` mutants) and run in full under ``-m slow``.
+subprocess. The sites that export, ship or train a model are sampled in the default run (the first failure point),
+and every kind of file gets ``CTXIR_FEW_MUTANTS`` mutants there; all points and ``CTXIR_MUTANTS`` mutants of each
+kind run under ``-m slow``.
 """
 
 from __future__ import annotations
@@ -71,23 +72,39 @@ def test_a_full_disk_at_every_write_of_a_model_site(site, forever, tmp_path):
 
 @pytest.fixture
 def tiny_disk(tmp_path):
-    """A 1 MB tmpfs, where this machine lets the tests mount one (root, a kernel that allows it)."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip(
-            "a real full disk needs root to mount a 1 MB tmpfs; the write-fault tests above still run"
+    """``tiny_disk(size)``: a tmpfs of ``size`` ("1m", "64k"), where this machine lets the tests mount one (root, a
+    kernel that allows it)."""
+    mounted = []
+
+    def mount(size: str) -> Path:
+        if os.geteuid() != 0 or shutil.which("mount") is None:
+            pytest.skip("a real full disk needs root to mount a tmpfs; the write-fault tests above still run")
+        folder = tmp_path / "disk"
+        folder.mkdir()
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], capture_output=True
         )
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True)
-    if done.returncode != 0:
-        pytest.skip(f"this machine refuses a tmpfs mount ({done.stderr.decode().strip()[:120]})")
+        if done.returncode != 0:
+            pytest.skip(f"this machine refuses a tmpfs mount ({done.stderr.decode().strip()[:120]})")
+        mounted.append(folder)
+        return folder
+
     yield mount
-    subprocess.run(["umount", str(mount)], capture_output=True)
+    for folder in mounted:
+        subprocess.run(["umount", str(folder)], capture_output=True)
 
 
-def test_evaluate_with_its_cache_on_a_full_disk_finishes_without_a_traceback(tmp_path, tiny_disk, write_beir):
-    """The issue's case: `ctxir evaluate --retriever hybrid` with the cache folder on a 1 MB filesystem ended in
-    ``OSError: 560640 requested and 262112 written`` from the embedding cache."""
+@pytest.mark.parametrize(
+    "model, disk",
+    [("tiny BERT", "64k"), pytest.param("all-MiniLM-L6-v2", "1m", marks=pytest.mark.slow)],
+    ids=["tiny-bert-64k", "minilm-1m"],
+)
+def test_evaluate_with_its_cache_on_a_full_disk_finishes_without_a_traceback(
+    model, disk, tmp_path, tiny_disk, write_beir, tiny_bert_dir
+):
+    """The issue's case: `ctxir evaluate --retriever hybrid` (all-MiniLM-L6-v2) with the cache folder on a 1 MB
+    filesystem ended in ``OSError: 560640 requested and 262112 written`` from the embedding cache. The default run
+    takes a tiny BERT (32 dimensions) on a 64 kB one: the same write, seconds sooner; the issue's own, -m slow."""
     rng = np.random.default_rng(1)
     words = [
         "otter",
@@ -103,50 +120,70 @@ def test_evaluate_with_its_cache_on_a_full_disk_finishes_without_a_traceback(tmp
         "water",
         "cave",
     ]
-    docs = {
-        f"d{i}": " ".join(rng.choice(words, 60)) for i in range(800)
-    }  # 800 × 384 float32: 1.2 MB > the disk
+    # 800 × 384 float32 (1.2 MB) or 800 × 32 (100 kB): more than the disk, however short the texts (short: the
+    # encoding takes seconds)
+    docs = {f"d{i}": " ".join(rng.choice(words, 8)) for i in range(800)}
     queries = {f"q{i}": " ".join(rng.choice(words, 3)) for i in range(6)}
     qrels = {"test": {q: {f"d{i}": 1} for i, q in enumerate(queries)}}
     write_beir(tmp_path / "beir", queries, qrels, docs)
     out = tmp_path / "out"
-    env = {**os.environ, "CTXIR_CACHE": str(tiny_disk), "HF_HUB_OFFLINE": "1"}
+    cache = tiny_disk(disk)
+    env = {**os.environ, "CTXIR_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
+    chosen = ["--model", str(tiny_bert_dir)] if model == "tiny BERT" else []
     done = subprocess.run(
         [sys.executable, "-m", "ctxir", "evaluate", "--data", str(tmp_path / "beir"), "--split", "test",
-         "--retriever", "hybrid", "--output", str(out / "r.json")],
+         "--retriever", "hybrid", "--output", str(out / "r.json"), *chosen],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Traceback" not in done.stderr and "not cached, this run goes on without it" in done.stderr
-    assert leftovers(tiny_disk) == []
+    assert leftovers(cache) == []
 
 
 # ---------------------------------------------------------------- two processes, one cache folder
 
 TWO_PROCESSES = """
 import sys, time
+from pathlib import Path
 import numpy as np
 from ctxir.encoders import BiEncoder, EmbeddingCache
-encoder = BiEncoder(sys.argv[1], cache=EmbeddingCache(sys.argv[2]))
+model, cache, out, me, other = sys.argv[1:]
+encoder = BiEncoder(model, cache=EmbeddingCache(cache))
 texts = [f"otters dig dens along the river bank, number {i}" for i in range(240)]
 calls = []
 real = encoder.encode
-encoder.encode = lambda *a, **k: calls.append(1) or real(*a, **k)
+
+
+def encode(*args, **kwargs):
+    # the one holding the cache's lock encodes once the other has started asking for the same texts, and a second
+    # later: the other waits on the lock rather than finding the file already written
+    calls.append(1)
+    deadline = time.time() + 300
+    while not Path(other).exists() and time.time() < deadline:
+        time.sleep(0.05)
+    time.sleep(1)
+    return real(*args, **kwargs)
+
+
+encoder.encode = encode
+Path(me).touch()
 vectors = encoder.encode_cached(texts)
-np.save(sys.argv[3], np.asarray(vectors))
+np.save(out, np.asarray(vectors))
 print("encoded" if calls else "read the other process's file")
 """
 
 
-def test_two_processes_encoding_one_corpus_into_one_cache_encode_it_once(tmp_path, minilm_path):
+def test_two_processes_encoding_one_corpus_into_one_cache_encode_it_once(tmp_path, tiny_bert_dir):
     """The app and an evaluation (or two evaluations) starting on the same corpus: one encodes, the other waits
     for it and reads its file; both get the same vectors, and the cache holds one whole file."""
     script = tmp_path / "encode.py"
     script.write_text(TWO_PROCESSES)
     cache = tmp_path / "cache"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    started = [tmp_path / f"started-{i}" for i in range(2)]
     runs = [
-        subprocess.Popen([sys.executable, str(script), str(minilm_path), str(cache), str(tmp_path / f"{i}.npy")],
+        subprocess.Popen([sys.executable, str(script), str(tiny_bert_dir), str(cache), str(tmp_path / f"{i}.npy"),
+                          str(started[i]), str(started[1 - i])],
                          env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for i in range(2)
     ]  # fmt: skip
@@ -163,117 +200,49 @@ def test_two_processes_encoding_one_corpus_into_one_cache_encode_it_once(tmp_pat
 # ---------------------------------------------------------------- damaged files, fuzzed, in a subprocess
 
 
-CACHE_KINDS = ("faiss", "embeddings", "bm25")
-MODEL_KINDS = tuple(k for k in faults.FILE_KINDS if k not in CACHE_KINDS)
-FEW = int(
-    os.environ.get("CTXIR_FEW_MUTANTS", "16")
-)  # per model kind in the default run; MUTANTS under -m slow
-
-
-@pytest.mark.parametrize("kind", CACHE_KINDS)
-def test_damaged_files_are_verified_rebuilt_or_refused_never_crash_never_used(kind, tmp_path):
-    if kind == "faiss":
-        pytest.importorskip("faiss")
-    outcomes = faults.fuzz(kind, tmp_path, MUTANTS)
-    # most mutants must be caught (a flip in bytes no check reads, e.g. JSON whitespace, loads the intact content)
-    assert outcomes.get("verified", 0) <= MUTANTS * 0.5, outcomes
+FEW = int(os.environ.get("CTXIR_FEW_MUTANTS", "16"))  # per kind in the default run; MUTANTS under -m slow
 
 
 def _mostly_caught(found: dict, count: int) -> None:
+    # most mutants must be caught (a flip in bytes no check reads, e.g. JSON whitespace, loads the intact content)
     for kind, outcomes in found.items():
         assert outcomes.get("verified", 0) <= count * 0.5, (kind, outcomes)
 
 
-def test_damaged_model_files_are_checked_rebuilt_or_refused_never_crash_never_used(tmp_path):
-    """ONNX exports, a shipped model folder's JSON and safetensors, the CLS-LR classifier, fusion.json,
-    passages.json and an uploaded failure report, ``FEW`` mutants each in one subprocess (one start of torch)."""
+def test_damaged_files_of_every_kind_are_verified_rebuilt_or_refused_never_crash_never_used(tmp_path):
+    """The faiss index, cached embeddings, the BM25 cache, ONNX exports, a shipped model folder's JSON and
+    safetensors, the CLS-LR classifier, fusion.json, passages.json and an uploaded failure report: ``FEW`` mutants
+    of each, all loaded in one subprocess (one start of torch). ``MUTANTS`` of each, kind by kind: -m slow."""
+    pytest.importorskip("faiss")
     pytest.importorskip("onnxruntime")
-    _mostly_caught(faults.fuzz_many(list(MODEL_KINDS), tmp_path, FEW), FEW)
+    found = faults.fuzz_many(list(faults.FILE_KINDS), tmp_path, FEW)
+    assert list(found) == list(faults.FILE_KINDS)
+    _mostly_caught(found, FEW)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", MODEL_KINDS)
-def test_every_mutant_of_a_model_file_is_checked_rebuilt_or_refused(kind, tmp_path):
+@pytest.mark.parametrize("kind", faults.FILE_KINDS)
+def test_every_mutant_of_each_kind_of_file_is_verified_rebuilt_or_refused(kind, tmp_path):
+    if kind == "faiss":
+        pytest.importorskip("faiss")
     if kind == "onnx":
         pytest.importorskip("onnxruntime")
     _mostly_caught({kind: faults.fuzz(kind, tmp_path, MUTANTS)}, MUTANTS)
 
 
-def test_the_faults_table_prints_the_sites_and_kinds_asked_for(capsys):
+def test_the_faults_table_prints_the_sites_and_kinds_asked_for(capsys, monkeypatch):
+    # the mutants' loads are the test above's; here the table, from what they would return
+    asked = []
+    monkeypatch.setattr(
+        faults,
+        "fuzz_many",
+        lambda kinds, folder, count: asked.append(kinds) or {"passages.json": {"verified": 1, "refused": 4}},
+    )
     assert faults.main(["--mutants", "5", "--site", "failure report", "--kind", "passages.json"]) == 0
     table = capsys.readouterr().out
     assert "| failure report | the N-th write, once | 2 | stopped with DiskFullError;" in table
-    assert "| passages.json | 5 |" in table and "| bm25 |" not in table
-
-
-# ---------------------------------------------------------------- offline for real
-
-NO_NETWORK = """
-import os, socket
-
-LOG = os.environ["CTXIR_NET_LOG"]
-LOCAL = ("127.0.0.1", "::1", "localhost", "0.0.0.0", None)
-
-
-def _note(what):
-    with open(LOG, "a") as f:
-        f.write(what + "\\n")
-
-
-def _local(host):
-    return host in LOCAL or str(host).startswith("127.")
-
-
-_connect, _connect_ex, _getaddrinfo = socket.socket.connect, socket.socket.connect_ex, socket.getaddrinfo
-
-
-def connect(self, address):
-    if isinstance(address, tuple) and not _local(address[0]):
-        _note(f"connect {address[0]}")
-        raise OSError(101, "Network is unreachable (refused by the test)")
-    return _connect(self, address)
-
-
-def connect_ex(self, address):
-    if isinstance(address, tuple) and not _local(address[0]):
-        _note(f"connect {address[0]}")
-        return 101
-    return _connect_ex(self, address)
-
-
-def getaddrinfo(host, *args, **kwargs):
-    if not _local(host):
-        _note(f"resolve {host}")
-        raise socket.gaierror(-3, "Temporary failure in name resolution (refused by the test)")
-    return _getaddrinfo(host, *args, **kwargs)
-
-
-socket.socket.connect, socket.socket.connect_ex, socket.getaddrinfo = connect, connect_ex, getaddrinfo
-"""
-
-
-def test_the_app_starts_with_no_network_and_hf_hub_offline_unset(tmp_path, app_process):
-    """How a user starts it: no HF_HUB_OFFLINE, and here no network (a sitecustomize refuses every non-loopback
-    name lookup and connection, and notes it). The app serves within 180 s, asks nothing but the Hub (for the
-    newest all-MiniLM-L6-v2: Gradio's analytics are off), and says once that it uses the packaged copy."""
-    (tmp_path / "sitecustomize.py").write_text(NO_NETWORK)
-    log = tmp_path / "net.log"
-    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
-    env |= {
-        "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}",
-        "CTXIR_NET_LOG": str(log),
-        "TMPDIR": str(tmp_path),
-        "CTXIR_CACHE": str(tmp_path / "cache"),
-        "PYTHONUNBUFFERED": "1",
-        "CTXIR_RERANK_BACKEND": "torch",
-    }  # fmt: skip  (torch: no ONNX export, which needs no network either)
-    proc = app_process(env, timeout=180)
-    proc.terminate()
-    out = proc.communicate(timeout=60)[0]
-    asked = set(log.read_text().split("\n")) - {""} if log.exists() else set()
-    assert asked <= {"resolve huggingface.co", "connect huggingface.co"}, asked
-    told = out.count("the Hugging Face Hub cannot be reached")
-    assert told == (1 if asked else 0), out[-3000:]
+    assert "| passages.json | 5 | 1 | 0 | 4 | 0 | 0 |" in table and "| bm25 |" not in table
+    assert asked == [["passages.json"]]
 
 
 # ---------------------------------------------------------------- a killed app's leftovers
@@ -303,6 +272,64 @@ def test_output_folders_left_by_killed_apps_are_reclaimed_at_the_next_start(tmp_
     assert (outputs.root / Outputs.OWNER).read_text().strip() == str(os.getpid())
     assert Outputs.OWNER not in [p.name for _, _, p in outputs._files()]  # never pruned as an old figure
     shutil.rmtree(outputs.root)
+
+
+def _write_cache(kind: str, folder: Path) -> Path:
+    """Build and write one entry of ``kind``'s cache under ``folder``; → the folder its temporaries go to."""
+    if kind == "ANN index":
+        from ctxir.retrieval.ann import AnnIndex, AnnParams
+
+        AnnIndex.open_or_build(
+            folder / "index.faiss", faults.unit_vectors(600, 32), AnnParams(nlist=8), show_progress=False
+        )
+    elif kind == "embedding cache":
+        from ctxir.encoders import EmbeddingCache
+
+        EmbeddingCache(folder).put(EmbeddingCache.key({"weights": "w"}, ["a"]), faults.unit_vectors(1, 8))
+    else:
+        from ctxir.retrieval.retrievers import BM25Retriever
+
+        BM25Retriever(
+            {f"d{i}": {"title": "", "text": f"otters dig dens {i}"} for i in range(20)}, cache=folder
+        )
+    return folder
+
+
+@pytest.mark.parametrize("kind", ["ANN index", "embedding cache", "BM25 index cache"])
+def test_a_killed_writers_temporaries_are_reclaimed_by_the_next_write_and_a_live_ones_are_kept(
+    kind, tmp_path, monkeypatch
+):
+    """What a writer SIGKILLed mid-save leaves (an index or embeddings written to a temporary, never renamed) goes
+    at the next write of that cache; the temporary of a writer still running (here this process) stays."""
+    import tempfile
+
+    from ctxir.files import temporary_prefix
+
+    if kind == "ANN index":
+        pytest.importorskip("faiss")
+    target = {"ANN index": "index.faiss", "embedding cache": "k.npy", "BM25 index cache": "k"}[kind]
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a writer that no longer runs: killed with SIGKILL
+
+    def planted(pid: int) -> Path:
+        with monkeypatch.context() as owner:
+            owner.setattr(os, "getpid", lambda: pid)
+            if kind == "BM25 index cache":  # a folder from mkdtemp, with bm25s's files in it
+                path = Path(
+                    tempfile.mkdtemp(prefix=temporary_prefix(tmp_path / target), suffix=".tmp", dir=tmp_path)
+                )
+                (path / "params.index.json").write_text("{}")
+                return path
+            fd, name = tempfile.mkstemp(
+                prefix=temporary_prefix(tmp_path / target), suffix=".tmp", dir=tmp_path
+            )
+            os.close(fd)
+            return Path(name)
+
+    stale, live = planted(gone.pid), planted(os.getpid())
+    _write_cache(kind, tmp_path)
+    assert not stale.exists() and live.exists()
+    assert leftovers(tmp_path) == [live.name]
 
 
 # ---------------------------------------------------------------- what a visitor trips on

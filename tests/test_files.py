@@ -9,7 +9,17 @@ import time
 
 import pytest
 
-from ctxir.files import atomic_path, read_json, write_atomic, write_json
+from ctxir.files import (
+    HOST_TAG,
+    STALE_TEMPORARY_S,
+    atomic_path,
+    process_alive,
+    read_json,
+    remove_temporaries,
+    temporary_prefix,
+    write_atomic,
+    write_json,
+)
 
 WRITER = """
 import sys
@@ -62,6 +72,58 @@ def test_write_json_round_trips_and_reads_absent_as_empty(tmp_path):
         assert tmp.suffix == ".npy" and tmp.parent == tmp_path
         tmp.write_bytes(b"data")
     assert (tmp_path / "x.npy").read_bytes() == b"data"
+
+
+def zombie() -> subprocess.Popen:
+    """A child that has ended but is not reaped yet: its pid still answers ``kill(pid, 0)``."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        with open(f"/proc/{proc.pid}/stat") as stat:
+            if stat.read().rsplit(")", 1)[1].split()[0] == "Z":
+                return proc
+        time.sleep(0.02)
+    pytest.fail("the child did not end within 60 s")
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="tells a zombie by /proc/PID/stat (Linux)")
+def test_only_the_temporaries_of_writers_that_are_gone_or_long_idle_are_removed(tmp_path):
+    """A writer killed mid-write leaves ``atomic_path``'s temporary (named with its host and pid); the next
+    ``remove_temporaries`` takes it, never a live writer's, whatever lock the callers hold."""
+    with atomic_path(tmp_path / "written" / "index.faiss") as tmp:
+        assert tmp.name.startswith(temporary_prefix(tmp_path / "index.faiss"))
+        assert temporary_prefix(tmp_path / "index.faiss") == f".index.faiss.{HOST_TAG}.{os.getpid()}-"
+    tmp_path.joinpath("written", "index.faiss").unlink()
+    tmp_path.joinpath("written").rmdir()
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    unreaped = zombie()
+    old = time.time() - STALE_TEMPORARY_S - 60
+    planted = {
+        f".index.faiss.{HOST_TAG}.{gone.pid}-a1.tmp": True,  # its writer was killed
+        f".index.faiss.json.{HOST_TAG}.{unreaped.pid}-b2.tmp": True,  # killed, its parent not told yet
+        f".index.faiss.{HOST_TAG}.{os.getpid()}-c3.tmp": False,  # a live writer (this process)
+        f".index.faiss.0000beef.{gone.pid}-d4.tmp": False,  # another host's writer: its pids mean nothing here
+        f".index.faiss.0000beef.{gone.pid}-e5.tmp.npy": True,  # ... untouched for a day: gone whoever wrote it
+        ".index.faiss.f6.tmp": True,  # named before temporaries carried their owner, a day old
+        f".other.npy.{HOST_TAG}.{gone.pid}-g7.tmp": False,  # another target's: not asked for
+    }
+    for name, _ in planted.items():
+        path = tmp_path / name
+        if "b2" in name:
+            (path / "sub").mkdir(parents=True)  # a folder from mkdtemp (the BM25 cache's), with files in it
+            (path / "sub" / "part").write_bytes(b"x")
+        else:
+            path.write_bytes(b"half an index")
+        if name.endswith(("e5.tmp.npy", "f6.tmp")):
+            os.utime(path, (old, old))
+    assert process_alive(os.getpid()) and not process_alive(gone.pid) and not process_alive(unreaped.pid)
+    removed = remove_temporaries(tmp_path, "index.faiss")
+    unreaped.wait()
+    assert sorted(removed) == sorted(name for name, stale in planted.items() if stale)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        n for n, stale in planted.items() if not stale
+    )
 
 
 def test_a_shipped_folder_is_checked_against_its_checksums(tmp_path):

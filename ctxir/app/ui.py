@@ -29,7 +29,7 @@ import pandas as pd
 
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import display_text
-from ctxir.files import atomic_path, write_atomic
+from ctxir.files import atomic_path, process_alive, write_atomic
 from ctxir.types import CtxirError
 
 logger = logging.getLogger("ctxir.app")
@@ -169,13 +169,8 @@ def reclaim_orphans(prefix: str, owner: str) -> list[str]:
             pid = int((folder / owner).read_text().strip())
         except (OSError, ValueError):
             continue  # not one of ours, or being created right now
-        try:
-            os.kill(pid, 0)
+        if process_alive(pid):
             continue  # its app still runs
-        except ProcessLookupError:
-            pass
-        except PermissionError:
-            continue  # another user's process: alive
         shutil.rmtree(folder, ignore_errors=True)
         removed.append(folder.name)
     if removed:

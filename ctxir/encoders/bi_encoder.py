@@ -137,9 +137,9 @@ class EmbeddingCache:
 
     def put(self, key: str, embeddings: np.ndarray) -> None:
         """Atomic: readers never see half a file. A full disk leaves the cache as it was (said once): the caller
-        has the embeddings, only the next run pays for them again. Called under ``lock(key)``: the temporary files
-        of a writer of ``key`` killed mid-write go first (a 1M corpus's are 1.5 GB)."""
-        remove_temporaries(self.root, f"{key}.")
+        has the embeddings, only the next run pays for them again. The temporary files that writers killed
+        mid-write left in the cache, of any key, go first (a 1M corpus's are 1.5 GB; a live writer's stay)."""
+        remove_temporaries(self.root)
         try:
             with atomic_path(self.root / f"{key}.npy", suffix=".npy") as tmp:
                 np.save(tmp, embeddings, allow_pickle=False)

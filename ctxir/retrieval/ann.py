@@ -12,7 +12,8 @@ The file is keyed to what it was built from: a fingerprint of the embeddings (sh
 and the caller's ``key``, e.g. the embedding cache key that covers every text) and of the build settings.
 ``open_or_build`` rebuilds a stale index (different fingerprint), a truncated one (size differs from the
 sidecar's record) and a corrupt one (sha256 differs, or faiss refuses it) instead of failing; writes go to a
-temporary file first and are moved into place with ``os.replace``, so a reader never sees half a file.
+temporary file first and are moved into place with ``os.replace``, so a reader never sees half a file; the
+temporaries a killed writer left are removed by the next ``open_or_build``.
 Nothing is unpickled: the sidecar is JSON and the index is faiss's own binary format.
 
 >>> import numpy as np
@@ -40,7 +41,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ctxir.files import DiskFullError, atomic_path, cache_lock, cache_not_written, file_sha256, write_json
+from ctxir.files import (
+    DiskFullError,
+    atomic_path,
+    cache_lock,
+    cache_not_written,
+    file_sha256,
+    remove_temporaries,
+    write_json,
+)
 from ctxir.types import CtxirError, Hit
 
 FORMAT = "ctxir-ann/2"
@@ -339,8 +348,10 @@ class AnnIndex:
     ) -> AnnIndex:
         """Reopen ``path`` if it is this index, else build and save it.
 
-        ``status`` says which: "opened", or "built: <why the file was not used>".
+        ``status`` says which: "opened", or "built: <why the file was not used>". Temporary files of ``path`` that
+        a writer killed mid-save left (a 1M index's is ~380 MB) are removed first; a live writer's stay.
         """
+        remove_temporaries(Path(path).parent, Path(path).name)
         found, why = cls.open(path, embeddings, params, key)
         if found is not None:
             return found

@@ -26,7 +26,16 @@ import torch
 
 from ctxir.checks import check_choice, check_corpus, check_queries, check_query, check_top_k
 from ctxir.encoders.bi_encoder import BiEncoder, cache_root, hash_texts
-from ctxir.files import DiskFullError, cache_not_written, disk_full, file_sha256, is_disk_full, write_json
+from ctxir.files import (
+    DiskFullError,
+    cache_not_written,
+    disk_full,
+    file_sha256,
+    is_disk_full,
+    remove_temporaries,
+    temporary_prefix,
+    write_json,
+)
 from ctxir.retrieval.fusion import FUSIONS, check_weights, fuse
 from ctxir.types import Corpus, CtxirError, Hit, Queries, doc_text
 
@@ -223,7 +232,9 @@ class BM25Retriever(Retriever):
         vocab = self.index.vocab_dict
         try:
             folder.parent.mkdir(parents=True, exist_ok=True)
-            tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".tmp", dir=folder.parent))
+            # what writers killed mid-save left, of any index (a live writer's stays)
+            remove_temporaries(folder.parent)
+            tmp = Path(tempfile.mkdtemp(prefix=temporary_prefix(folder), suffix=".tmp", dir=folder.parent))
             # indexed from token ids, bm25s's vocabulary maps id → id, which its JSON writer refuses (int keys); as
             # text keys it reads back the same for retrieval, which uses only the values and the "" key
             self.index.vocab_dict = {str(k): v for k, v in vocab.items()}
