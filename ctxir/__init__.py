@@ -32,9 +32,10 @@ from ctxir.evaluation.metrics import (
 from ctxir.explain.attention import cls_attention
 from ctxir.explain.bi_encoder import explain_bi_encoder, mean_pooling_contributions
 from ctxir.explain.rerankers import explain_cls_lr, explain_cross_encoder
+from ctxir.rerank.cls_lr import ClsLrRanker
 from ctxir.rerank.passages import Passages
 from ctxir.rerank.pipeline import Pipeline, RankedHit, SearchResult, StageFusion
-from ctxir.rerank.rankers import ClsLrRanker, CrossEncoderReranker, Reranker
+from ctxir.rerank.rankers import CrossEncoderReranker, Reranker
 from ctxir.rerank.registry import (
     RERANKERS,
     RerankerKind,

@@ -41,7 +41,7 @@ MODEL_EXAMPLES = {
     "ctxir.encoders.internals.inspect_text": DEFAULT_BI_ENCODER,
     "ctxir.encoders.models": DEFAULT_CROSS_ENCODER,  # loads both defaults
     "ctxir.encoders.models.resolve_model": DEFAULT_BI_ENCODER,
-    "ctxir.rerank.rankers.ClsLrRanker": DEFAULT_BI_ENCODER,
+    "ctxir.rerank.cls_lr.ClsLrRanker": DEFAULT_BI_ENCODER,
     "ctxir.rerank.rankers.CrossEncoderReranker": DEFAULT_CROSS_ENCODER,
     "ctxir.retrieval.retrievers.DenseRetriever": DEFAULT_BI_ENCODER,
     "ctxir.retrieval.retrievers.HybridRetriever": DEFAULT_BI_ENCODER,

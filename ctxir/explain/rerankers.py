@@ -26,7 +26,8 @@ from ctxir.explain.integrated_gradients import (
     check_steps,
     pair_integrated_gradients,
 )
-from ctxir.rerank.rankers import ClsLrRanker, CrossEncoderReranker
+from ctxir.rerank.cls_lr import ClsLrRanker
+from ctxir.rerank.rankers import CrossEncoderReranker
 from ctxir.rerank.registry import CLS_LR, CROSS_ENCODER, STS_CROSS_ENCODER, RerankerKind
 from ctxir.types import CtxirError
 

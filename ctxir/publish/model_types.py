@@ -159,7 +159,7 @@ def _cross_encoder_scores(path: str, texts: Sequence[str]):
 
 
 def _cls_lr_scores(path: str, texts: Sequence[str]):
-    from ctxir.rerank.rankers import ClsLrRanker
+    from ctxir.rerank.cls_lr import ClsLrRanker
 
     return ClsLrRanker.load(path, device="cpu").score_pairs(texts[0], list(texts[1:]))
 

@@ -1,6 +1,7 @@
 """Re-ranking: score the first stage's hits again, and the pipeline that chains both stages.
 
-rankers.py       ``Reranker``, ``CrossEncoderReranker``, ``ClsLrRanker``
+rankers.py       ``Reranker``, ``CrossEncoderReranker``
+cls_lr.py        ``ClsLrRanker``: logistic regression on a cross-encoder's [CLS] (and its own score)
 passages.py      ``Passages``: a long document read by its best window (a folder's passages.json)
 registry.py      re-ranker kinds by name: ``load_reranker``, ``register_reranker``
 pipeline.py      ``Pipeline``: retrievers, fusion, a re-ranker
@@ -9,13 +10,11 @@ calibration.py   ``Calibration``: a cross-encoder's raw scores as probabilities 
 """
 
 from ctxir.rerank.calibration import Calibration, calibration_for, fit_calibration  # noqa: F401 -- public API
+from ctxir.rerank.cls_lr import ClsLrRanker, cls_features, head_scores  # noqa: F401 -- public API
 from ctxir.rerank.passages import Passages  # noqa: F401 -- public API
 from ctxir.rerank.rankers import (  # noqa: F401 -- public API
     RERANK_BACKENDS,
-    ClsLrRanker,
     CrossEncoderReranker,
     Reranker,
-    cls_features,
     default_rerank_backend,
-    head_scores,
 )

@@ -202,13 +202,13 @@ def _predict_pair_list(reranker: Reranker, pairs: Sequence[tuple[str, str]], bat
 
 
 def _load_cls_lr(model: str, device: str, batch_size: int) -> Reranker:
-    from ctxir.rerank.rankers import ClsLrRanker
+    from ctxir.rerank.cls_lr import ClsLrRanker
 
     return ClsLrRanker.load(model, device)
 
 
 def _is_cls_lr(obj: Any) -> bool:
-    from ctxir.rerank.rankers import ClsLrRanker
+    from ctxir.rerank.cls_lr import ClsLrRanker
 
     return isinstance(obj, ClsLrRanker)
 
