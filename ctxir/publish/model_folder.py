@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ctxir.encoders.models import resolve_model
+from ctxir.evaluation.suite import suite_rows, suite_table
 from ctxir.files import read_json
 from ctxir.names import CLS_LR_CONFIG, looks_like_hub_id
 from ctxir.publish.licenses import License, parse_license
@@ -99,7 +100,7 @@ def model_facts(folder: str | Path, model_type: str) -> dict:
     """What the card's prose and usage snippets need to know about the model, read by loading it."""
     folder = Path(folder)
     try:
-        return MODEL_TYPES[model_type].facts(folder)
+        return {**MODEL_TYPES[model_type].facts(folder), "suite": suite_markdown(folder)}
     except CtxirError:
         raise
     except Exception as err:  # a broken config or weights: the repo would be broken for its users too
@@ -107,3 +108,13 @@ def model_facts(folder: str | Path, model_type: str) -> dict:
             f"the {model_type} in {str(folder)!r} does not load ({type(err).__name__}: {err}): fix "
             "the training output (re-save it with save_pretrained) and stage again"
         ) from err
+
+
+def suite_markdown(folder: Path) -> str | None:
+    """The out-of-domain suite's table from the folder's evaluation.json (training/evaluate_reranker.py), for the
+    card; None where the folder has no suite figures."""
+    path = folder / "evaluation.json"
+    result = read_json(path) if path.is_file() else {}
+    if not isinstance(result, dict) or not suite_rows(result):
+        return None
+    return "\n".join(suite_table("", str(folder), result)[2:]).strip()  # the table, without the docs' heading

@@ -1,0 +1,111 @@
+"""The out-of-domain suite's table: a re-ranker's evaluation.json as rows and markdown, the issue's musts checked.
+
+``training/evaluate_reranker.py --suite`` writes the figures; docs/results.md (``scripts/results_suite.py``) and the
+model cards show them through this one table.
+"""
+
+from __future__ import annotations
+
+COLLECTIONS = {
+    "scifact_test": "SciFact test",
+    "msmarco": "MS MARCO sample",
+    "demo": "demo corpus",
+    "med": "Medline",
+    "npl": "NPL",
+    "lisa": "LISA",
+}
+STAGES = ("bm25", "dense", "hybrid")
+TOLERANCE = 0.005  # the default may fall this far below its first stage and still "do no harm"
+
+
+def suite_rows(result: dict, depth: int = 20) -> list[dict]:
+    """One row per (collection, split, first stage): first stage, alone, fused, BM25 on the same queries, and the
+    paired tests against the first stage.
+
+    >>> part = {"queries": 2, "first_stage": {"nDCG@10": 0.5}, "alone": {"nDCG@10": 0.6}, "fused": {"nDCG@10": 0.58},
+    ...         "fused_vs_first_stage": {"t_pvalue": 0.04, "wins": 2, "losses": 0}}
+    >>> rows = suite_rows({"med": {"bm25@20": part, "hybrid@20": {**part, "first_stage": {"nDCG@10": 0.7}}}})
+    >>> [(r["stage"], r["bm25"], r["fused_ok"], r["alone_ok"]) for r in rows]
+    [('bm25', 0.5, True, True), ('hybrid', 0.5, False, True)]
+    """
+    rows = []
+    for key, name in COLLECTIONS.items():
+        parts = result.get(key) or {}
+        splits = ("all", "unseen") if key == "scifact_test" else (None,)
+        for split in splits:
+
+            def at(stage: str, split: str | None = split, parts: dict = parts) -> dict | None:
+                part = parts.get(f"{stage}@{depth}")
+                return (part or {}).get(split) if split and part else part
+
+            bm25 = at("bm25")
+            for stage in STAGES:
+                part = at(stage)
+                if not part or not bm25:
+                    continue
+                first, alone, fused = (part[m]["nDCG@10"] for m in ("first_stage", "alone", "fused"))
+                rows.append(
+                    {
+                        "collection": name + (f", {split} claims" if split == "unseen" else ""),
+                        "queries": part["queries"],
+                        "stage": stage,
+                        "bm25": bm25["first_stage"]["nDCG@10"],
+                        "first": first,
+                        "alone": alone,
+                        "fused": fused,
+                        "fused_test": part.get("fused_vs_first_stage") or {},
+                        "alone_test": part.get("alone_vs_first_stage") or {},
+                        "fused_ok": fused >= first - TOLERANCE,
+                        "alone_ok": alone >= bm25["first_stage"]["nDCG@10"],
+                    }
+                )
+    return rows
+
+
+def _test(test: dict) -> str:
+    return (
+        f"{test.get('wins', '?')}/{test.get('losses', '?')}, p {test.get('t_pvalue', float('nan')):.3g}"
+        if test
+        else ""
+    )
+
+
+def suite_table(name: str, folder: str, result: dict) -> list[str]:
+    """The suite's markdown table of one re-ranker (its ``evaluation.json`` as ``result``), the musts checked under it."""
+    rows = suite_rows(result)
+    if not rows:
+        return [
+            f"### {name}",
+            "",
+            f"No suite figures yet in `{folder}/evaluation.json`: run "
+            f"`python -m training.evaluate_reranker --model {folder} --suite true`.",
+            "",
+        ]
+    lines = [
+        f"### {name} (`{folder}`)",
+        "",
+        "| collection | queries | first stage | first stage alone | re-ranker alone | default (fused) | "
+        "fused vs first stage (wins/losses, paired t) | alone vs first stage | alone ≥ BM25 | fused ≥ first − "
+        f"{TOLERANCE} |",
+        "|---|---:|---|---:|---:|---:|---|---|:-:|:-:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['collection']} | {r['queries']} | {r['stage']} | {r['first']:.4f} | {r['alone']:.4f} | "
+            f"{r['fused']:.4f} | {_test(r['fused_test'])} | {_test(r['alone_test'])} | "
+            f"{'yes' if r['alone_ok'] else '**no**'} | {'yes' if r['fused_ok'] else '**no**'} |"
+        )
+    misses = [f"{r['collection']} {r['stage']}" for r in rows if not r["fused_ok"]]
+    below = sorted({r["collection"] for r in rows if not r["alone_ok"]})
+    lines += [
+        "",
+        f"Default within {TOLERANCE} of its first stage: "
+        + ("everywhere." if not misses else f"**not** on {', '.join(misses)}.")
+        + " Re-ranker alone ≥ BM25: "
+        + ("everywhere." if not below else f"**not** on {', '.join(below)}."),
+        "",
+        f"Measured by `{(result.get('commands') or [result.get('command', '')])[-1]}` on "
+        f"{(result.get('machine') or {}).get('hardware', 'this machine')}.",
+        "",
+    ]
+    return lines
