@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from ctxir.encoders.models import SHIPPED_CROSS_ENCODER, SHIPPED_MODELS
@@ -73,3 +74,31 @@ def test_the_shipped_cross_encoder_scores_medline_as_recorded(shared_data, tmp_p
     corpus, queries, qrels = load_beir(shared_data / "classic" / "med_beir", "test")
     measured = _figures(corpus, queries, qrels, "torch", tmp_path / "onnx")
     _check(recorded, {k: round(v, 4) for k, v in measured.items()}, "torch")
+
+
+def test_the_shipped_rerankers_rank_the_pair_tabs_example_sensibly():
+    """The pair tab's own example (ctxir/assets/demo_sentences.json): both re-rankers put the two echolocation
+    documents above the unrelated ones, the cross-encoder puts them first and second; and CLS-LR no longer gives a
+    central-bank sentence a higher probability than a bat one for a bat question (it gave 0.997 against 0.443)."""
+    from ctxir.data.demo import ASSETS
+    from ctxir.rerank.registry import load_reranker
+
+    example = read_json(ASSETS / "demo_sentences.json")
+    query, docs, labels = example["pair_query"], example["pair_documents"], example["pair_labels"]
+    relevant = {i for i, label in enumerate(labels) if label == "relevant"}
+    unrelated = {i for i, label in enumerate(labels) if label == "unrelated"}
+    assert len(relevant) == 2 and unrelated
+    for kind in ("cross-encoder", "cls-lr"):
+        scores = load_reranker(kind, device="cpu").score_pairs(query, docs)
+        assert min(scores[i] for i in relevant) > max(scores[i] for i in unrelated), (kind, scores)
+        if kind == "cross-encoder":
+            assert set(np.argsort(-scores)[:2]) == relevant, scores
+    cls_lr = load_reranker("cls-lr", device="cpu")
+    bank, bat = cls_lr.predict_proba(
+        "how do bats find insects in the dark",
+        [
+            "The central bank raised interest rates to curb inflation",
+            "Bats use echolocation to hunt insects in darkness",
+        ],
+    )
+    assert bat > bank
