@@ -200,3 +200,25 @@ def test_iframe_escapes_the_document():
     html = iframe('<p class="x">a & b</p>', height=321)
     assert html.startswith("<iframe") and "height:321px" in html
     assert 'srcdoc="&lt;p class=&quot;x&quot;&gt;a &amp; b&lt;/p&gt;"' in html
+
+
+def test_pngs_asked_for_from_many_threads_open_the_fonts_once(tmp_path):
+    """matplotlib keeps one set of open font files per drawing thread (its font cache is keyed by thread id): the
+    app's worker threads come and go, so each new one opened the fonts again (the 30-minute soak's growing file
+    descriptors). save_png draws on one thread, so callers on new threads add no font-cache entry."""
+    import threading
+
+    from matplotlib import font_manager
+
+    def draw(i: int) -> None:
+        fig = scores_figure(["doc one", "doc two"], {"ce": [1.5, -2.0]})
+        save_png(fig, tmp_path / f"bars-{i}.png")
+
+    draw(0)
+    before = font_manager._get_font.cache_info().currsize
+    for i in range(1, 6):
+        thread = threading.Thread(target=draw, args=(i,))
+        thread.start()
+        thread.join()
+    assert font_manager._get_font.cache_info().currsize == before
+    assert len(list(tmp_path.glob("bars-*.png"))) == 6
