@@ -341,6 +341,23 @@ DOCUMENTED = [
         ),
     ),
     (
+        "python -m training.train_cls_lr --recipe recipes/cls-lr-general.yaml",
+        (
+            "python -m training.train_cls_lr --base-model outputs/ce-general-stage5 --heldout-queries "
+            "base-unseen --score-feature true --general squad,wikiqa,msmarco --general-queries 300 "
+            "--rerank-depth 20 --torch-threads 1 --max-test-queries 50 --output-dir outputs/cls-lr-general"
+        ),
+    ),
+    (
+        "python -m training.evaluate_reranker --recipe recipes/evaluate-reranker-cls-lr-general.yaml",
+        (
+            "python -m training.evaluate_reranker --model outputs/cls-lr-general --dev-from "
+            "outputs/ce-general-stage5 --choose-fusion true --fusion-dev scifact,squad --fusion-min-gain 0.03"
+            " --collections msmarco,demo,med,npl,lisa --other-first-stages bm25 --depths 20 --torch-threads 1"
+            " --scores-dir outputs/scores-cls-lr-general"
+        ),
+    ),
+    (
         "python training/train_cross_encoder.py --recipe recipes/cross-encoder-lora-a.yaml",
         (
             "python training/train_cross_encoder.py --task scifact --lora-r 16 --learning-rate 5e-4 "

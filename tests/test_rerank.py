@@ -72,7 +72,7 @@ def test_cls_lr_needs_both_classes(tiny_bert_dir):
 
 
 def test_cls_lr_rejects_wrong_hidden_size(tiny_bert_dir):
-    with pytest.raises(CtxirError, match=r"coef has 10 values but .* hidden size 32"):
+    with pytest.raises(CtxirError, match=r"coef has 10 values but .* gives 32 features \(hidden size 32\)"):
         ClsLrRanker(str(tiny_bert_dir), np.zeros(10), 0.0, device="cpu")
 
 
