@@ -219,14 +219,7 @@ def check_args(args: ClsLrArgs) -> list[float]:
         raise CtxirError(f"--class-weight {args.class_weight!r} is not known: use 'balanced' or 'none'")
     if args.max_length < 0:
         raise CtxirError(f"--max-length must be ≥ 0 (0 = the cross-encoder's own), got {args.max_length!r}")
-    try:
-        grid = [float(c) for c in args.c_grid.split(",") if c.strip()]
-    except ValueError as err:
-        raise CtxirError(
-            f"--c-grid {args.c_grid!r} must be comma-separated numbers like '0.01,0.1,1'"
-        ) from err
-    if not grid or any(c <= 0 for c in grid):
-        raise CtxirError(f"--c-grid {args.c_grid!r} must list at least one C > 0")
+    grid = positive_grid("--c-grid", args.c_grid, "0.01,0.1,1", "C")
     pick_device(args.device)
     set_threads(args.torch_threads)
     emphasis_grid(args)  # a bad --score-emphasis stops here, before any loading
@@ -739,14 +732,17 @@ def emphasis_grid(args: ClsLrArgs) -> list[float]:
     """--score-emphasis as numbers where the score is a feature; [1] (nothing to emphasise) otherwise."""
     if not args.score_feature:
         return [1.0]
+    return positive_grid("--score-emphasis", args.score_emphasis, "1,10,100", "value")
+
+
+def positive_grid(flag: str, value: str, example: str, what: str) -> list[float]:
+    """A comma list of numbers > 0, or a CtxirError naming ``flag``."""
     try:
-        grid = [float(e) for e in args.score_emphasis.split(",") if e.strip()]
+        grid = [float(v) for v in value.split(",") if v.strip()]
     except ValueError as err:
-        raise CtxirError(
-            f"--score-emphasis {args.score_emphasis!r} must be comma-separated numbers like '1,10,100'"
-        ) from err
-    if not grid or any(e <= 0 for e in grid):
-        raise CtxirError(f"--score-emphasis {args.score_emphasis!r} must list at least one value > 0")
+        raise CtxirError(f"{flag} {value!r} must be comma-separated numbers like '{example}'") from err
+    if not grid or any(v <= 0 for v in grid):
+        raise CtxirError(f"{flag} {value!r} must list at least one {what} > 0")
     return grid
 
 
