@@ -231,6 +231,37 @@ def test_msmarco_card_names_license_and_link(tmp_path, metrics_record):
     assert meta["datasets"] == ["microsoft/ms_marco"]
 
 
+def test_a_reranker_trained_on_general_questions_carries_their_terms(tmp_path, metrics_record):
+    from training.common import general_entries
+
+    metrics = metrics_record("cross-encoder")
+    # what train_cross_encoder.py --general squad,wikiqa,msmarco records of its sources (extra.general)
+    rows = general_entries(
+        tmp_path,
+        {"squad": {"queries": 700}, "wikiqa": {"queries": 173, "pairs": 1030}, "msmarco": {"queries": 9}},
+    )
+    assert [(r["name"], r["role"], r["num_examples"]) for r in rows] == [
+        ("squad", "train", 700),
+        ("wikiqa", "train", 1030),
+        ("msmarco", "train", 9),
+    ]
+    assert rows[0]["path"] == str(tmp_path / "general" / "squad-v1.1")
+    metrics["datasets"] += rows
+    lic, why = training_license(metrics)
+    # SciFact NC + SQuAD SA + WikiQA (research only, same terms) + MS MARCO (research only): WikiQA's terms carry
+    # every condition, so they are the model's
+    assert (lic.hub_id, lic.conditions) == ("other", {"NC", "RESEARCH", "SA"})
+    assert all(name in why for name in ("SciFact", "SQuAD", "WikiQA", "MS MARCO", "CC BY-SA 4.0"))
+    assert "Commercial use is not allowed" in why
+    render("cross-encoder", metrics, tmp_path)
+    meta = metadata_load(tmp_path / "README.md")
+    assert {"rajpurkar/squad", "microsoft/wiki_qa", "microsoft/ms_marco", "BeIR/scifact"} <= set(
+        meta["datasets"]
+    )
+    body = (tmp_path / "README.md").read_text()
+    assert "CC BY-SA 4.0" in body and "Microsoft Research Data License" in body and "Rajpurkar" in body
+
+
 def test_missing_license_is_refused_with_the_fix(metrics_record):
     metrics = metrics_record("bi-encoder")
     del metrics["datasets"][0]["license"]

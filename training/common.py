@@ -5,6 +5,7 @@ Stable API (other scripts import it):
     machine_info() -> dict                      platform, CPU count, torch threads, GPUs
     versions() -> dict                          ctxir, sentence_transformers, transformers, torch, datasets
     dataset_entry(name, split, role, path, num_examples) -> dict   one "datasets" row, license filled in
+    general_entries(data_dir, record) -> list[dict]   the "datasets" rows of the --general sources trained on
     data_folder(root, name, arg="--data-dir") -> Path   a dataset folder under the data root, or CtxirError
     check_not_empty(n, what, hint)              CtxirError before training when there is nothing to train on
     take(items, max_samples, seed)              the first/seeded subset for --max-samples (-1 = all)
@@ -58,6 +59,8 @@ LICENSES = {
     "snli": "CC BY-SA 4.0",
     "msmarco": "MS MARCO terms (non-commercial research only)",
     "agnews": "AG's corpus terms (non-commercial research only)",
+    "squad": "CC BY-SA 4.0",
+    "wikiqa": "Microsoft Research Data License (WikiQA)",
 }
 # SQuAD questions a re-ranker's fused mode is chosen on (training/evaluate_reranker.py --fusion-dev squad); other
 # scripts that draw SQuAD questions keep them out.
@@ -168,6 +171,24 @@ def dataset_entry(name: str, split: str, role: str, path: str | os.PathLike, num
         "license": LICENSES.get(name),
         "num_examples": int(num_examples),
     }
+
+
+def general_entries(data_dir: str | os.PathLike, record: dict) -> list[dict]:
+    """metrics.json "datasets" rows (role train) of the --general sources a run trained on; ``record`` is what the
+    run keeps of them in ``extra.general`` ({source: {"queries": n, "pairs": n (when counted), ...}}): its examples
+    are the pairs where the run counted them, else the questions."""
+    from ctxir.data.general import GENERAL_FILES, general_file
+
+    return [
+        dataset_entry(
+            source,
+            GENERAL_FILES[source][1],
+            "train",
+            general_file(data_dir, source).parent,
+            stats.get("pairs", stats["queries"]),
+        )
+        for source, stats in record.items()
+    ]
 
 
 def write_metrics(folder: str | os.PathLike, metrics: dict) -> Path:

@@ -55,6 +55,7 @@ from training.common import (
     data_folder,
     dataset_entry,
     evaluation_row,
+    general_entries,
     heldout_queries,
     machine_info,
     set_threads,
@@ -1083,6 +1084,7 @@ def metrics_record(run: _Run) -> dict:
     args, inputs, fitted, labelled = run.args, run.inputs, run.fitted, run.labelled
     ndcg = {name: agg["nDCG@10"] for name, agg in run.retrieval.items()}
     y_fit, y_report = labelled.y_fit, labelled.y_report
+    general_pairs_count = sum(int(g.get("pairs", 0)) for g in labelled.general.values())
     heldout_tuned, ce_heldout = (
         run.reports["heldout_queries@tuned"]["report"],
         run.reports["cross_encoder_heldout@tuned"],
@@ -1104,9 +1106,11 @@ def metrics_record(run: _Run) -> dict:
         "objective": "LogisticRegression (scikit-learn) on the cross-encoder's [CLS] vector"
         + (" and its own score of the pair" if args.score_feature else ""),
         "datasets": [
-            dataset_entry("scifact", "train", "train", inputs.scifact, len(y_fit)),
+            # fit rows hold the --general pairs too; they get rows of their own
+            dataset_entry("scifact", "train", "train", inputs.scifact, len(y_fit) - general_pairs_count),
             dataset_entry("scifact", "train (held-out queries)", "eval", inputs.scifact, len(y_report)),
             dataset_entry("scifact", "test", "eval", inputs.scifact, len(run.test.pairs)),
+            *general_entries(args.data_dir, labelled.general),
         ],
         "config": asdict(args),
         "training": {

@@ -52,6 +52,7 @@ from training.common import (
     cli_main,
     data_folder,
     dataset_entry,
+    general_entries,
     heldout_queries,
     take,
     trainer_setting,
@@ -599,6 +600,7 @@ def build_scifact(args: CrossEncoderArgs, device: str) -> TaskData:
     datasets = [
         dataset_entry("scifact", "train", "train", folder, n_pos + n_neg),
         dataset_entry("scifact", "test", "eval", folder, len(test_queries)),
+        *general_entries(args.data_dir, general),
     ]
     claim_ids = sorted({q for q, _ in train.pairs if ":" not in q})
     extra = {

@@ -179,18 +179,24 @@ def fix_mojibake(text: str) -> str:
 
 def load_general(data_dir: PathLike, sources: list[str]) -> dict[str, RelevanceSet]:
     """``{source: RelevanceSet}`` from ``<data_dir>/general/`` for sources among ``GENERAL_SOURCES``."""
-    root = Path(data_dir) / "general"
-    readers = {
-        "squad": lambda: load_squad(root / "squad-v1.1" / "dev-v1.1.json"),
-        "wikiqa": lambda: load_wikiqa(root / "wikiqa" / "WikiQA-train.tsv"),
-        "msmarco": lambda: load_msmarco_triples(root / "msmarco-triples" / "toy_triples.train.small.tsv"),
-    }
+    readers = {"squad": load_squad, "wikiqa": load_wikiqa, "msmarco": load_msmarco_triples}
     for source in sources:
         if source not in readers:
             raise CtxirError(
                 f"general source {source!r} is not known: use any of {', '.join(GENERAL_SOURCES)}"
             )
-    return {source: readers[source]() for source in sources}
+    return {source: readers[source](general_file(data_dir, source)) for source in sources}
 
 
-GENERAL_SOURCES = ("squad", "wikiqa", "msmarco")
+# {source: (file under <data_dir>/general/, the split it is)}: what a model's metrics.json names as its training data
+GENERAL_FILES = {
+    "squad": ("squad-v1.1/dev-v1.1.json", "dev (questions used for training)"),
+    "wikiqa": ("wikiqa/WikiQA-train.tsv", "train"),
+    "msmarco": ("msmarco-triples/toy_triples.train.small.tsv", "train triples"),
+}
+GENERAL_SOURCES = tuple(GENERAL_FILES)
+
+
+def general_file(data_dir: PathLike, source: str) -> Path:
+    """The file ``load_general`` reads for ``source``."""
+    return Path(data_dir) / "general" / GENERAL_FILES[source][0]

@@ -79,6 +79,24 @@ KNOWN_DATASETS = {
         "COmprehension Dataset},\n  author = {Bajaj, Payal and others},\n  journal = "
         "{arXiv:1611.09268},\n  year = {2016}\n}",
     ),
+    "squad": DatasetInfo(
+        "squad",
+        "SQuAD v1.1 (questions → their Wikipedia paragraphs)",
+        "rajpurkar/squad",
+        "https://rajpurkar.github.io/SQuAD-explorer/",
+        "@inproceedings{rajpurkar-etal-2016-squad,\n  title = {SQuAD: 100,000+ Questions for Machine "
+        "Comprehension of Text},\n  author = {Rajpurkar, Pranav and Zhang, Jian and Lopyrev, Konstantin and "
+        "Liang, Percy},\n  booktitle = {EMNLP},\n  year = {2016}\n}",
+    ),
+    "wikiqa": DatasetInfo(
+        "wikiqa",
+        "WikiQA (Bing questions → answer sentences)",
+        "microsoft/wiki_qa",
+        "https://www.microsoft.com/en-us/download/details.aspx?id=52419",
+        "@inproceedings{yang-etal-2015-wikiqa,\n  title = {WikiQA: A Challenge Dataset for Open-Domain "
+        "Question Answering},\n  author = {Yang, Yi and Yih, Wen-tau and Meek, Christopher},\n  booktitle = "
+        "{EMNLP},\n  year = {2015}\n}",
+    ),
 }
 _DATASET_ALIASES = {
     "agnews": "agnews",
@@ -95,6 +113,9 @@ _DATASET_ALIASES = {
     "msmarco": "msmarco",
     "msmarcosample": "msmarco",
     "msmarcopassage": "msmarco",
+    "squad": "squad",
+    "squadv11": "squad",
+    "wikiqa": "wikiqa",
 }
 BEIR_CITATION = (
     "@inproceedings{thakur2021beir,\n  title = {BEIR: A Heterogeneous Benchmark for Zero-shot Evaluation "

@@ -44,6 +44,14 @@ MSMARCO_TERMS = License(
     "https://microsoft.github.io/msmarco/",
     "ms-marco-terms",
 )
+WIKIQA_TERMS = License(
+    "other",
+    "Microsoft Research Data License (WikiQA: research and technology development only, not in a commercial "
+    "product; redistributed under the same terms)",
+    frozenset({"NC", "RESEARCH", "SA"}),
+    "https://www.microsoft.com/en-us/download/details.aspx?id=52419",
+    "msr-data-license-wikiqa",
+)
 # Hub license ids for common permissive licenses (no NC/SA/ND conditions).
 _PERMISSIVE = {
     "apache-2.0": "Apache 2.0",
@@ -76,6 +84,7 @@ KNOWN_LICENSE_EXAMPLES = (
     "CC BY-SA 4.0",
     "CC BY-NC-SA 3.0",
     "MS MARCO non-commercial research only",
+    "Microsoft Research Data License",
     "apache-2.0",
     "mit",
 )
@@ -88,6 +97,8 @@ def parse_license(text: str | None) -> License | None:
     low = str(text).strip().lower()
     if "ag's corpus" in low or "ag news" in low:
         return AG_CORPUS_TERMS
+    if "microsoft research data license" in low or "wikiqa" in low:
+        return WIKIQA_TERMS
     if "ms marco" in low or "msmarco" in low or "research only" in low or "non-commercial research" in low:
         return MSMARCO_TERMS
     match = re.fullmatch(r"cc[\s_-]*by((?:[\s_-]*(?:nc|sa|nd))*)[\s_-]*v?(\d\.\d)(?:\s+international)?", low)
