@@ -28,6 +28,7 @@ if __package__ in (None, ""):  # `python training/evaluate_reranker.py` from the
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ctxir import kinds
+from ctxir.evaluation.suite import STAGES as SUITE_STAGES
 from ctxir.files import read_json, write_json
 from ctxir.names import PASSAGES_FILE
 from ctxir.types import CtxirError, Hit
@@ -762,7 +763,7 @@ def check_args(args: EvaluateRerankerArgs) -> tuple[list[int], list[str]]:
     if args.suite:
         args.collections, args.other_first_stages, args.depths = (
             ",".join(COLLECTIONS),
-            "bm25,dense,hybrid",
+            ",".join(SUITE_STAGES),
             "20",
         )
     depths = sorted({int(d) for d in args.depths.split(",") if d.strip()})

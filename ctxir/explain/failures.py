@@ -230,7 +230,7 @@ class _BM25Explainer:
         for side in sides.values():
             side.pop("weights")
         return {
-            "model": "bm25",
+            "model": kinds.BM25,
             "method": "bm25-terms",
             "exact": True,
             "score_name": "BM25 score",
