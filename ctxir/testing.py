@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ctxir import kinds
+
 
 def save_tiny_bert(folder: Path, vocab: list[str]) -> Path:
     """A random 2-layer BERT (hidden 32, 4 heads, seeded) over ``vocab``, saved in ``folder`` like any Hub download:
@@ -36,15 +38,17 @@ def metrics_record(
     """A metrics.json record following its contract (``ctxir.publish.metrics_file``), as the training scripts write
     it for ``model_type`` (a name of ``ctxir.publish.model_types.MODEL_TYPES``): its base model, its training
     datasets as ((name, license), ...), its name (default: one derived from the type)."""
-    task = {"bi-encoder": "retrieval", "cross-encoder": "reranking", "cls-lr": "reranking"}[model_type]
+    task = {kinds.BI_ENCODER: "retrieval", kinds.CROSS_ENCODER: "reranking", kinds.CLS_LR: "reranking"}[
+        model_type
+    ]
     return {
         "model_type": model_type,
         "model_name": name or f"ctxir-minilm-scifact-{model_type}",
         "base_model": base,
         "objective": {
-            "bi-encoder": "MultipleNegativesRankingLoss",
-            "cross-encoder": "BinaryCrossEntropyLoss",
-            "cls-lr": "LogisticRegression",
+            kinds.BI_ENCODER: "MultipleNegativesRankingLoss",
+            kinds.CROSS_ENCODER: "BinaryCrossEntropyLoss",
+            kinds.CLS_LR: "LogisticRegression",
         }[model_type],
         "datasets": [
             *(

@@ -450,13 +450,16 @@ def hub_staging(folder: Path, forever: bool) -> int:
     the previous staging as it was; the new one carries checksums.json."""
     from sentence_transformers import CrossEncoder
 
+    from ctxir import kinds
     from ctxir.files import DiskFullError, verify_checksums
     from ctxir.publish.staging import stage
     from ctxir.testing import metrics_record
 
     src = folder / "run"
     CrossEncoder(str(tiny_bert(folder / "base")), num_labels=1, device="cpu").save_pretrained(str(src))
-    (src / "metrics.json").write_text(json.dumps(metrics_record("cross-encoder", base=str(folder / "base"))))
+    (src / "metrics.json").write_text(
+        json.dumps(metrics_record(kinds.CROSS_ENCODER, base=str(folder / "base")))
+    )
     dest = folder / "hub" / "ctxir--tiny"
     stage(src, "ctxir/tiny", dest)
     before = snapshot(dest)
@@ -490,6 +493,7 @@ def ship(folder: Path, forever: bool) -> int:
     from peft import LoraConfig
     from sentence_transformers import CrossEncoder
 
+    from ctxir import kinds
     from ctxir.encoders import models
     from ctxir.encoders.models import DEFAULT_BI_ENCODER, packaged_minilm_path
     from ctxir.files import DiskFullError, verify_checksums
@@ -498,7 +502,7 @@ def ship(folder: Path, forever: bool) -> int:
     from training import ship as shipping
     from training.train_cross_encoder import LORA_FULL_MODULES, name_adapter_base
 
-    ce, cls, dest = folder / "ce-lora", folder / "cls-lr", folder / "package" / "models"
+    ce, cls, dest = folder / "ce-lora", folder / kinds.CLS_LR, folder / "package" / "models"
     model = CrossEncoder(str(packaged_minilm_path()), num_labels=1, device="cpu", max_length=64)
     model.add_adapter(
         LoraConfig(r=2, lora_alpha=4, target_modules=["query", "value"], modules_to_save=LORA_FULL_MODULES)
@@ -509,10 +513,10 @@ def ship(folder: Path, forever: bool) -> int:
             torch.nn.init.normal_(param, std=0.05)
     model.save_pretrained(str(ce))
     name_adapter_base(ce, DEFAULT_BI_ENCODER)
-    (ce / "metrics.json").write_text(json.dumps(metrics_record("cross-encoder", base=DEFAULT_BI_ENCODER)))
+    (ce / "metrics.json").write_text(json.dumps(metrics_record(kinds.CROSS_ENCODER, base=DEFAULT_BI_ENCODER)))
     features = np.random.default_rng(0).normal(size=(40, 384)).astype(np.float32)
     ClsLrRanker.fit(str(ce), features, [0, 1] * 20, device="cpu", max_length=64).save(cls)
-    (cls / "metrics.json").write_text(json.dumps(metrics_record("cls-lr", base=str(ce))))
+    (cls / "metrics.json").write_text(json.dumps(metrics_record(kinds.CLS_LR, base=str(ce))))
     args = shipping.ShipArgs(cross_encoder=str(ce), cls_lr=str(cls), dest=str(dest))
     (dest / "old-model").mkdir(parents=True)  # what the package folder held before
     (dest / "old-model" / "config.json").write_text('{"kept": true}')
@@ -537,8 +541,8 @@ def ship(folder: Path, forever: bool) -> int:
     with (
         pytest.MonkeyPatch.context() as patch
     ):  # the shipped names point into this package folder, not ctxir's
-        patch.setitem(models.SHIPPED_MODELS, models.SHIPPED_CROSS_ENCODER, dest / "cross-encoder")
-        patch.setitem(models.SHIPPED_MODELS, models.SHIPPED_CLS_LR, dest / "cls-lr")
+        patch.setitem(models.SHIPPED_MODELS, models.SHIPPED_CROSS_ENCODER, dest / kinds.CROSS_ENCODER)
+        patch.setitem(models.SHIPPED_MODELS, models.SHIPPED_CLS_LR, dest / kinds.CLS_LR)
         try:
             return each_failure(operation, check, forever, sample=True)
         finally:
@@ -868,13 +872,14 @@ def fuzz_files(kind: str, folder: Path) -> None:
         cases, meta = failure_cases(qrels, run, corpus, queries), report_meta(qrels, run, "nDCG@10", "bm25")
         write_report(folder / "report.html", cases, meta)  # and report.json beside it: what a visitor uploads
     else:  # a shipped-format model folder: what training/ship.py and `ctxir hub stage` write, checksums.json last
+        from ctxir import kinds
         from ctxir.files import write_checksums
 
         model = folder / "model"
         if (
             kind == "classifier"
         ):  # the packaged CLS-LR ranker (2 kB of weights over the shipped cross-encoder)
-            shutil.copytree(ROOT / "ctxir" / "assets" / "models" / "cls-lr", model)
+            shutil.copytree(ROOT / "ctxir" / "assets" / "models" / kinds.CLS_LR, model)
         elif kind == "model folder":
             from sentence_transformers import CrossEncoder
 

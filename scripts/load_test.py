@@ -35,20 +35,29 @@ import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ctxir import kinds
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 # (api name, arguments, weight): what a visitor does, searches most
 MIX = [
-    ("/search", ("otters playing on the river bank", None, "dense", "none", 10, 20), 5),
-    ("/search", ("interest rates at the bank", None, "hybrid", "none", 10, 20), 3),
+    ("/search", ("otters playing on the river bank", None, kinds.DENSE, "none", 10, 20), 5),
+    ("/search", ("interest rates at the bank", None, kinds.HYBRID, "none", 10, 20), 3),
     ("/score_pairs", ("river bank", "Otters dig dens in the river bank.\nThe bank raised its rates."), 2),
     ("/sentence_similarity", ("I sat on the river bank.\nShe deposited money at the bank.", 6, "mean"), 1),
-    ("/attention", ("bi-encoder", "The otters played on the river bank.", "", "head", [], [], 5, 1), 1),
-    ("/explain", ("river bank", "Otters dig dens in the river bank.", "bi-encoder"), 1),
+    ("/attention", (kinds.BI_ENCODER, "The otters played on the river bank.", "", "head", [], [], 5, 1), 1),
+    ("/explain", ("river bank", "Otters dig dens in the river bank.", kinds.BI_ENCODER), 1),
     (
         "/token_embeddings",
-        ("bi-encoder", "I sat on the river bank.\nShe deposited money at the bank.", "bank", 0, 6, ["pca"]),
+        (
+            kinds.BI_ENCODER,
+            "I sat on the river bank.\nShe deposited money at the bank.",
+            "bank",
+            0,
+            6,
+            ["pca"],
+        ),
         1,
     ),
 ]

@@ -23,11 +23,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ctxir.evaluation.suite import suite_table  # noqa: E402  (after the path: the script runs from any folder)
+from ctxir.encoders.models import SHIPPED_MODELS  # noqa: E402  (after the path: the script runs from any folder)
+from ctxir.evaluation.suite import suite_table  # noqa: E402
 from ctxir.files import read_json  # noqa: E402
+from ctxir.rerank.registry import CLS_LR, CROSS_ENCODER  # noqa: E402
 
 START, END = "<!-- suite:start -->", "<!-- suite:end -->"
-MODELS = {"cross-encoder": "ctxir/assets/models/cross-encoder", "CLS-LR": "ctxir/assets/models/cls-lr"}
+# label → the shipped re-ranker's folder, from the checkout's root: "cross-encoder" → "ctxir/assets/models/cross-encoder"
+MODELS = {
+    kind.label: SHIPPED_MODELS[kind.shipped].relative_to(ROOT).as_posix() for kind in (CROSS_ENCODER, CLS_LR)
+}
 
 
 def main(argv: list[str] | None = None) -> int:

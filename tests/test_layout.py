@@ -295,3 +295,85 @@ def test_the_readme_module_table_names_every_module_where_it_is():
         and not any(str(p.relative_to(ROOT)).startswith(w) for w in whole)
     }
     assert modules - named == set()
+
+
+# Where a re-ranker kind's or a published model type's name may be spelled as a string: ctxir.kinds spells each once
+# and the registries key their entries by those names; a registry's words for a kind that happen to match its name
+# (a label, a Hub tag) are registry knowledge too.
+KIND_NAME_HOMES = {
+    "ctxir/kinds.py",
+    "ctxir/rerank/registry.py",
+    "ctxir/publish/model_types.py",
+    "ctxir/retrieval/registry.py",
+}
+# A string that equals a kind's name without naming the kind: (file, string) → why.
+NOT_A_KIND_NAME = {
+    ("scripts/results_training.py", "cls-lr"): "run B's output folder, outputs/cls-lr",
+}
+
+
+def _kind_name_literals(root: Path, names: set[str]) -> list[str]:
+    """``file:line 'name'`` for each string constant equal to one of ``names`` in the Python files of ctxir/,
+    training/, scripts/ and app.py under ``root``, outside ``KIND_NAME_HOMES``; docstrings are prose, not code."""
+    files = [
+        root / "app.py",
+        *(p for d in ("ctxir", "training", "scripts") for p in (root / d).rglob("*.py")),
+    ]
+    found = []
+    for path in files:
+        if not path.is_file():
+            continue
+        where = path.relative_to(root).as_posix()
+        if where in KIND_NAME_HOMES:
+            continue
+        tree = ast.parse(path.read_text())
+        docstrings = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)
+        }
+        found += [
+            f"{where}:{node.lineno} {node.value!r}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant)
+            and node.value in names
+            and id(node) not in docstrings
+            and (where, node.value) not in NOT_A_KIND_NAME
+        ]
+    return sorted(found)
+
+
+def _kind_names() -> set[str]:
+    from ctxir import kinds
+    from ctxir.publish.model_types import MODEL_TYPES
+    from ctxir.rerank.registry import CLS_LR, CROSS_ENCODER, STS_CROSS_ENCODER
+
+    names = {kind.name for kind in (CROSS_ENCODER, CLS_LR, STS_CROSS_ENCODER)} | set(MODEL_TYPES)
+    assert names == {kinds.CROSS_ENCODER, kinds.CLS_LR, kinds.STS_CROSS_ENCODER, kinds.BI_ENCODER}
+    return names
+
+
+def test_no_kind_name_literal_outside_the_registries():
+    """Issue #33: the registries are the only place that knows a re-ranker kind's or a model type's name; code
+    elsewhere reads it from ``ctxir.kinds`` or a registry entry (tests may spell it: they check the strings)."""
+    assert _kind_name_literals(ROOT, _kind_names()) == []
+
+
+def test_the_kind_name_check_sees_a_literal_and_lets_docstrings_be(tmp_path):
+    (tmp_path / "ctxir" / "rerank").mkdir(parents=True)
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "ctxir" / "rerank" / "rankers.py").write_text(
+        'class CrossEncoderReranker:\n    """Its name is "cross-encoder"."""\n\n    name = "cross-encoder"\n'
+    )
+    (tmp_path / "ctxir" / "rerank" / "registry.py").write_text('CROSS_ENCODER = "cross-encoder"\n')
+    (tmp_path / "scripts" / "results_training.py").write_text('RUNS = [("run B", "cls-lr")]\n')
+    (tmp_path / "app.py").write_text(
+        '"""Explains with the "bi-encoder"."""\nMODEL = {"model": "bi-encoder"}\n'
+    )
+    assert _kind_name_literals(tmp_path, _kind_names()) == [
+        "app.py:2 'bi-encoder'",
+        "ctxir/rerank/rankers.py:4 'cross-encoder'",
+    ]

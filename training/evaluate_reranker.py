@@ -27,6 +27,8 @@ from pathlib import Path
 if __package__ in (None, ""):  # `python training/evaluate_reranker.py` from the repo root
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from ctxir import kinds
+from ctxir.evaluation.suite import STAGES as SUITE_STAGES
 from ctxir.files import read_json, write_json
 from ctxir.names import PASSAGES_FILE
 from ctxir.types import CtxirError, Hit
@@ -689,12 +691,14 @@ def load_kind(args: EvaluateRerankerArgs):
 
     kind = args.kind
     if kind == "auto":
-        kind = "cls-lr" if (Path(args.model) / CLS_LR_CONFIG).is_file() else "cross-encoder"
+        kind = kinds.CLS_LR if (Path(args.model) / CLS_LR_CONFIG).is_file() else kinds.CROSS_ENCODER
     if kind not in RERANKERS:
         raise CtxirError(
             f"--kind {args.kind!r} is not a re-ranker kind: use auto or one of {', '.join(RERANKERS)}"
         )
-    if kind == "cross-encoder":  # uncached: a folder trained again in this process must not come back stale
+    if (
+        kind == kinds.CROSS_ENCODER
+    ):  # uncached: a folder trained again in this process must not come back stale
         from ctxir.encoders.models import load_cross_encoder
         from ctxir.rerank import CrossEncoderReranker
         from ctxir.rerank.registry import passages_for
@@ -759,7 +763,7 @@ def check_args(args: EvaluateRerankerArgs) -> tuple[list[int], list[str]]:
     if args.suite:
         args.collections, args.other_first_stages, args.depths = (
             ",".join(COLLECTIONS),
-            "bm25,dense,hybrid",
+            ",".join(SUITE_STAGES),
             "20",
         )
     depths = sorted({int(d) for d in args.depths.split(",") if d.strip()})

@@ -32,6 +32,7 @@ if __package__ in (None, ""):  # `python training/ship.py` from the repo root
 
 import numpy as np
 
+from ctxir import kinds
 from ctxir.encoders.models import (
     ADAPTER_CONFIG,
     ASSETS_MODELS,
@@ -183,7 +184,7 @@ def write_card(folder: Path, name: str, model_type: str, base: str) -> None:
     metrics["model_name"] = name.split("/")[
         -1
     ]  # the card names the shipped model, not the training output folder
-    license_of_base = base_model_license(DEFAULT_BI_ENCODER if model_type == "cls-lr" else base)
+    license_of_base = base_model_license(DEFAULT_BI_ENCODER if model_type == kinds.CLS_LR else base)
     inputs = CardInputs(
         repo_id=name,
         base_model_id=base if "/" in base and not Path(base).exists() else None,
@@ -259,8 +260,10 @@ def _stage_rerankers(args: ShipArgs, work: Path) -> dict:
         ClsLrRanker.load(cls_src, device="cpu").score_pairs(RELEVANCE_PAIR[0], [RELEVANCE_PAIR[1]])[0]
     )
     # 4. model cards, from each model's metrics.json: what it scores and how it was measured
-    write_card(ce_dest, SHIPPED_CROSS_ENCODER, "cross-encoder", base)
-    write_card(work / SHIPPED_MODELS[SHIPPED_CLS_LR].name, SHIPPED_CLS_LR, "cls-lr", SHIPPED_CROSS_ENCODER)
+    write_card(ce_dest, SHIPPED_CROSS_ENCODER, kinds.CROSS_ENCODER, base)
+    write_card(
+        work / SHIPPED_MODELS[SHIPPED_CLS_LR].name, SHIPPED_CLS_LR, kinds.CLS_LR, SHIPPED_CROSS_ENCODER
+    )
     # 5. last: each file's size and sha256, checked whenever the folder is loaded
     write_checksums(ce_dest)
     write_checksums(work / SHIPPED_MODELS[SHIPPED_CLS_LR].name)
@@ -305,7 +308,7 @@ def _stage_pair_scorer(args: ShipArgs, work: Path) -> dict:
             "a file is missing from PAIR_SCORER_FILES"
         )
     # 4. its model card, from its metrics.json
-    write_card(out, SHIPPED_STS_CROSS_ENCODER, "cross-encoder", base)
+    write_card(out, SHIPPED_STS_CROSS_ENCODER, kinds.CROSS_ENCODER, base)
     write_checksums(out)  # 5. last: each file's size and sha256, checked whenever the folder is loaded
     return {"pair_scorer_score": shipped}
 

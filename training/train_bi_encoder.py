@@ -36,6 +36,7 @@ if __package__ in (None, ""):  # `python training/train_bi_encoder.py` from the 
 
 from sentence_transformers import SentenceTransformerTrainingArguments
 
+from ctxir import kinds
 from ctxir.data import NLI_LABELS, load_beir, load_sick, load_snli, load_sts
 from ctxir.encoders.models import resolve_model, set_max_length
 from ctxir.types import CtxirError, doc_text
@@ -492,7 +493,7 @@ def reload(out: Path, device: str):
 
 
 SPEC = ModelSpec(
-    model_type="bi-encoder",
+    model_type=kinds.BI_ENCODER,
     script="train_bi_encoder",
     default_output=lambda args: f"outputs/bi-encoder-{args.task}-{args.objective}",
     data_names=lambda args: {

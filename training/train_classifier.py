@@ -37,6 +37,7 @@ if __package__ in (None, ""):  # `python training/train_classifier.py` from the 
 
 from sentence_transformers import SentenceTransformerTrainingArguments
 
+from ctxir import kinds
 from ctxir.classify import (
     TEMPLATES,
     ZeroShotClassifier,
@@ -297,7 +298,7 @@ def _training_options(args: ClassifierArgs) -> dict:
 
 
 SPEC = ModelSpec(
-    model_type="bi-encoder",
+    model_type=kinds.BI_ENCODER,
     script="train_classifier",
     default_output=lambda args: f"outputs/classifier-agnews-{args.objective}-{args.per_class}",
     data_names=lambda args: ["agnews"],

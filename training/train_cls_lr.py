@@ -40,6 +40,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from ctxir import kinds
 from ctxir.data import load_beir
 from ctxir.encoders.models import DEFAULT_BI_ENCODER, load_cross_encoder, pick_device, resolve_model
 from ctxir.evaluation import evaluate_run
@@ -298,7 +299,7 @@ def base_unseen_queries(base_path: str, all_qids: Sequence[str], positives: dict
         )
     metrics = json.loads(path.read_text())
     config, extra = metrics.get("config", {}), metrics.get("extra", {})
-    if metrics.get("model_type") != "cross-encoder" or config.get("task") != "scifact":
+    if metrics.get("model_type") != kinds.CROSS_ENCODER or config.get("task") != "scifact":
         raise CtxirError(
             f"{str(path)!r} is not a SciFact cross-encoder's metrics.json (model_type "
             f"{metrics.get('model_type')!r}, task {config.get('task')!r}): use --heldout-queries random"
@@ -902,7 +903,7 @@ def _run(run: _Run) -> dict:
     test = run.test
     run.retrieval = rerank_test(
         bm25,
-        {"cross-encoder": test.ce_logits, "cls-lr": test.cls_scores},
+        {kinds.CROSS_ENCODER: test.ce_logits, kinds.CLS_LR: test.cls_scores},
         test.pairs,
         test.queries,
         {q: run.inputs.test_qrels[q] for q in test.qids},
@@ -1100,7 +1101,7 @@ def metrics_record(run: _Run) -> dict:
     )
     seconds = fitted.seconds
     return {
-        "model_type": "cls-lr",
+        "model_type": kinds.CLS_LR,
         "model_name": args.model_name,
         "base_model": args.base_model,
         "objective": "LogisticRegression (scikit-learn) on the cross-encoder's [CLS] vector"
@@ -1151,8 +1152,8 @@ def metrics_record(run: _Run) -> dict:
                 "reranking",
                 "nDCG@10",
                 ndcg["bm25"],
-                ndcg["cls-lr"],
-                anchor=round(ndcg["cross-encoder"], 4),
+                ndcg[kinds.CLS_LR],
+                anchor=round(ndcg[kinds.CROSS_ENCODER], 4),
                 anchor_name=f"cross-encoder {args.base_model} re-ranking the same candidates",
                 config=f"re-rank BM25 top-{args.rerank_depth}, {len(run.test.qids)} test queries; "
                 "before = BM25 alone",
@@ -1250,7 +1251,7 @@ def _verify(
         return {"queries": 0}
     loaded = ClsLrRanker.load(output, device=device, batch_size=args.batch_size)
     reference = CrossEncoderReranker(cross_encoder, batch_size=args.batch_size)
-    precomputed = PrecomputedReranker("cls-lr", test.pairs, test.cls_scores)
+    precomputed = PrecomputedReranker(kinds.CLS_LR, test.pairs, test.cls_scores)
     lookup = {pair: i for i, pair in enumerate(test.pairs)}
     activation = getattr(cross_encoder, "activation_fn", None) or torch.nn.Sigmoid()
     cls_diff, ce_diff, same_order = 0.0, 0.0, True

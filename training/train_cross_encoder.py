@@ -36,6 +36,7 @@ if __package__ in (None, ""):  # `python training/train_cross_encoder.py` from t
 
 from sentence_transformers.cross_encoder import CrossEncoderTrainingArguments
 
+from ctxir import kinds
 from ctxir.encoders.models import (
     ADAPTER_CONFIG,
     DEFAULT_BI_ENCODER,
@@ -1056,7 +1057,7 @@ def _trainer_classes():
 
 
 SPEC = ModelSpec(
-    model_type="cross-encoder",
+    model_type=kinds.CROSS_ENCODER,
     script="train_cross_encoder",
     default_output=lambda args: f"outputs/cross-encoder-{args.task}",
     data_names=lambda args: [args.task],

@@ -10,6 +10,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ctxir import kinds
 from ctxir.app.config import AppConfig, Progress
 from ctxir.app.reranker_labels import flag, unavailable_hint
 from ctxir.checks import check_choice, check_int
@@ -27,7 +28,7 @@ logger = logging.getLogger("ctxir.app")
 POOLINGS = ("mean", "cls", "max")
 # the bi-encoder's key among the inspectable models and the "Explain with" choices, beside the re-ranker kinds'
 # names (ctxir.rerank.registry.RERANKERS); an API value, so it does not change
-BI_ENCODER = "bi-encoder"
+BI_ENCODER = kinds.BI_ENCODER
 
 
 @dataclass

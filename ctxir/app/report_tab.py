@@ -146,7 +146,7 @@ def _shown(
     return ViewResult(data=data, html=page, text="\n\n".join(lines))
 
 
-SAMPLE_SYSTEM = "bm25"
+SAMPLE_SYSTEM = BM25Retriever.name  # the run's system and what explains it
 
 
 def sample_report(state: AppState, worst: int = 10, metric: str = "nDCG@10") -> ViewResult:

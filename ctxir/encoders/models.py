@@ -30,6 +30,7 @@ from types import SimpleNamespace
 
 import torch
 
+from ctxir import kinds
 from ctxir.files import check_model_folder, read_json, verify_checksums
 from ctxir.names import ADAPTER_CONFIG, CLS_LR_CONFIG, PASSAGES_FILE, TOP_LAYERS_CONFIG, TOP_LAYERS_WEIGHTS
 from ctxir.types import CtxirError
@@ -43,11 +44,12 @@ SHIPPED_CROSS_ENCODER = "ctxir/minilm-l6-scifact-cross-encoder"
 SHIPPED_CLS_LR = "ctxir/minilm-l6-scifact-cls-lr"
 # the sentence-pair (STS-B) scorer of the app's pair-scoring tab: a LoRA adapter + segment-cosine head
 SHIPPED_STS_CROSS_ENCODER = "ctxir/minilm-l6-stsb-cross-encoder"
-# Name → packaged folder. The names are also the Hub ids they are published under by `ctxir hub push`.
+# Name → packaged folder, named after the re-ranker kind it ships (ctxir.kinds). The names are also the Hub ids they
+# are published under by `ctxir hub push`.
 SHIPPED_MODELS = {
-    SHIPPED_CROSS_ENCODER: ASSETS_MODELS / "cross-encoder",
-    SHIPPED_CLS_LR: ASSETS_MODELS / "cls-lr",
-    SHIPPED_STS_CROSS_ENCODER: ASSETS_MODELS / "sts-cross-encoder",
+    SHIPPED_CROSS_ENCODER: ASSETS_MODELS / kinds.CROSS_ENCODER,
+    SHIPPED_CLS_LR: ASSETS_MODELS / kinds.CLS_LR,
+    SHIPPED_STS_CROSS_ENCODER: ASSETS_MODELS / kinds.STS_CROSS_ENCODER,
 }
 # The shipped re-rankers are the defaults once they are in the package (training/ship.py puts them there);
 # without them the cross-encoder default is the published MS MARCO one and there is no CLS-LR default.

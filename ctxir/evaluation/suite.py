@@ -6,6 +6,8 @@ model cards show them through this one table.
 
 from __future__ import annotations
 
+from ctxir import kinds
+
 COLLECTIONS = {
     "scifact_test": "SciFact test",
     "msmarco": "MS MARCO sample",
@@ -14,7 +16,8 @@ COLLECTIONS = {
     "npl": "NPL",
     "lisa": "LISA",
 }
-STAGES = ("bm25", "dense", "hybrid")
+# the first stages the suite re-ranks (evaluate_reranker --suite runs each); BM25 is every row's baseline too
+STAGES = (kinds.BM25, kinds.DENSE, kinds.HYBRID)
 TOLERANCE = 0.005  # the default may fall this far below its first stage and still "do no harm"
 
 
@@ -38,7 +41,7 @@ def suite_rows(result: dict, depth: int = 20) -> list[dict]:
                 part = parts.get(f"{stage}@{depth}")
                 return (part or {}).get(split) if split and part else part
 
-            bm25 = at("bm25")
+            bm25 = at(kinds.BM25)
             for stage in STAGES:
                 part = at(stage)
                 if not part or not bm25:

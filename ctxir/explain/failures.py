@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
+from ctxir import kinds
 from ctxir.explain.bi_encoder import explain_bi_encoder
 from ctxir.explain.integrated_gradients import DEFAULT_IG_STEPS
 from ctxir.explain.rerankers import explainer_for
@@ -229,7 +230,7 @@ class _BM25Explainer:
         for side in sides.values():
             side.pop("weights")
         return {
-            "model": "bm25",
+            "model": kinds.BM25,
             "method": "bm25-terms",
             "exact": True,
             "score_name": "BM25 score",
@@ -275,7 +276,7 @@ class _BiEncoderExplainer:
             "completeness error)"
         )
         result = {
-            "model": "bi-encoder",
+            "model": kinds.BI_ENCODER,
             "method": method,
             "exact": exact,
             "score_name": "cosine",

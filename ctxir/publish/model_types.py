@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ctxir import kinds
 from ctxir.files import read_json
 from ctxir.names import CLS_LR_CONFIG, PAIR_ORDERS_FILE
 
@@ -168,7 +169,7 @@ MODEL_TYPES: dict[str, ModelType] = {
     kind.name: kind
     for kind in (
         ModelType(
-            name="bi-encoder",
+            name=kinds.BI_ENCODER,
             template="bi_encoder.md",
             tags=(SENTENCE_TRANSFORMERS, "feature-extraction", "sentence-similarity", "dense-retrieval"),
             library=SENTENCE_TRANSFORMERS,
@@ -178,7 +179,7 @@ MODEL_TYPES: dict[str, ModelType] = {
             load_scores=_bi_encoder_scores,
         ),
         ModelType(
-            name="cross-encoder",
+            name=kinds.CROSS_ENCODER,
             template="cross_encoder.md",
             tags=(SENTENCE_TRANSFORMERS, "cross-encoder", "reranker", "text-ranking"),
             library=SENTENCE_TRANSFORMERS,
@@ -189,7 +190,7 @@ MODEL_TYPES: dict[str, ModelType] = {
         ),
         # CLS-LR scores (query, document) pairs for ranking: that is what text-ranking means on the Hub
         ModelType(
-            name="cls-lr",
+            name=kinds.CLS_LR,
             template="cls_lr.md",
             tags=("reranker", "logistic-regression", "cls-features", "text-ranking"),
             library="ctxir",

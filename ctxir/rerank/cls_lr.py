@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ctxir import kinds
 from ctxir.encoders.models import (
     load_cross_encoder,
     load_transformer,
@@ -100,7 +101,7 @@ class ClsLrRanker(Reranker):
     array([0.8, 0.2], dtype=float32)
     """
 
-    name = "cls-lr"
+    name = kinds.CLS_LR
 
     def __init__(
         self,

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ctxir import kinds
 from ctxir.checks import check_query
 from ctxir.encoders.models import (
     DEFAULT_CROSS_ENCODER,
@@ -152,7 +153,7 @@ class CrossEncoderReranker(Reranker):
     ['d2', 'd1']
     """
 
-    name = "cross-encoder"
+    name = kinds.CROSS_ENCODER
 
     def __init__(
         self,

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ctxir import kinds
 from ctxir.checks import LiveChoices, check_choice
 from ctxir.names import PASSAGES_FILE
 from ctxir.types import CtxirError
@@ -237,9 +238,9 @@ def _shipped(attribute: str) -> str:
 
 
 CROSS_ENCODER = RerankerKind(
-    name="cross-encoder",
+    name=kinds.CROSS_ENCODER,
     label="cross-encoder",
-    card="cross-encoder",
+    card=kinds.CROSS_ENCODER,
     shipped=_shipped("SHIPPED_CROSS_ENCODER"),
     fallback=_shipped("MS_MARCO_CROSS_ENCODER"),
     how_to_get="train one with `python training/train_cross_encoder.py`",
@@ -252,9 +253,9 @@ CROSS_ENCODER = RerankerKind(
     score_pair_list=_predict_pair_list,
 )
 CLS_LR = RerankerKind(
-    name="cls-lr",
+    name=kinds.CLS_LR,
     label="CLS-LR",
-    card="cls-lr",
+    card=kinds.CLS_LR,
     shipped=_shipped("SHIPPED_CLS_LR"),
     fallback="",
     how_to_get="train one with `python training/train_cls_lr.py` (or ClsLrRanker.save)",
@@ -267,9 +268,9 @@ CLS_LR = RerankerKind(
 # A sentence-pair similarity scorer (STS-B), not a relevance model: offered beside the two for pair scoring; as a
 # re-ranker it scores how alike the query and a document are. Last, so the app's "auto" explanation is unchanged.
 STS_CROSS_ENCODER = RerankerKind(
-    name="sts-cross-encoder",
+    name=kinds.STS_CROSS_ENCODER,
     label="STS similarity",
-    card="cross-encoder",
+    card=kinds.CROSS_ENCODER,
     shipped=_shipped("SHIPPED_STS_CROSS_ENCODER"),
     fallback="",
     how_to_get="train one with `python training/train_pair_scorer.py`",

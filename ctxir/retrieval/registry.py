@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ctxir import kinds
 from ctxir.checks import LiveChoices, check_choice
 from ctxir.retrieval.fusion import DEFAULT_RRF_K
 from ctxir.types import CtxirError
@@ -126,17 +127,17 @@ def _build_hybrid(parts: StageParts) -> Retriever:
 
 
 BM25 = FirstStageKind(
-    name="bm25", label="bm25", ranks_by="word matches", build=StageParts.bm25, uses_bm25=True
+    name=kinds.BM25, label="bm25", ranks_by="word matches", build=StageParts.bm25, uses_bm25=True
 )
 DENSE = FirstStageKind(
-    name="dense",
+    name=kinds.DENSE,
     label="dense",
     ranks_by="the bi-encoder's cosine",
     build=StageParts.dense,
     uses_bi_encoder=True,
 )
 HYBRID = FirstStageKind(
-    name="hybrid",
+    name=kinds.HYBRID,
     label="hybrid",
     ranks_by="both, fused",
     build=_build_hybrid,

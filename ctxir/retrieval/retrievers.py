@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ctxir import kinds
 from ctxir.checks import check_choice, check_corpus, check_queries, check_query, check_top_k
 from ctxir.encoders.bi_encoder import BiEncoder, cache_root, hash_texts
 from ctxir.files import (
@@ -117,7 +118,7 @@ class BM25Retriever(Retriever):
     {'q1': ['d2'], 'q2': ['d3']}
     """
 
-    name = "bm25"
+    name = kinds.BM25
     config_fields = ("k1", "b", "method", "stemmer", "stopwords")
 
     def __init__(
@@ -292,7 +293,7 @@ class DenseRetriever(Retriever):
     (['d1', 'd3'], 'exact')
     """
 
-    name = "dense"
+    name = kinds.DENSE
     config_fields = ("index_choice", "index_kind", "ann_settings")
 
     def __init__(
@@ -417,7 +418,7 @@ class HybridRetriever(Retriever):
     ctxir.types.CtxirError: hybrid retrieval needs at least two retrievers (e.g. bm25 and dense)
     """
 
-    name = "hybrid"
+    name = kinds.HYBRID
     config_fields = ("fusion", "k", "weights", "depth", "parts")
 
     def __init__(
