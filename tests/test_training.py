@@ -1081,6 +1081,55 @@ def test_fusion_min_gain_gives_the_first_stage_the_largest_weight_when_the_dev_g
     assert earned["dev"]["fused"] - earned["dev"]["first_stage"] >= 0.03 and earned["weights"][0] < 8.0
 
 
+def test_the_worst_part_rule_picks_a_weight_every_dev_part_accepts():
+    """--fusion-rule worst-part: a weight the part where the re-ranker is weak also accepts; the mean of the parts
+    would trade that part's loss for the other's gain."""
+    from ctxir.types import Hit
+    from training import evaluate_reranker as er
+
+    # part "learned": the first stage ranks the relevant document 3rd, the re-ranker 1st (gain +0.5 alone);
+    # part "weak": the first stage ranks it 1st, the re-ranker 2nd (loss -0.37 alone)
+    qrels = {"a": {"a3": 1}, "b": {"b1": 1}}
+    first = {"a": [Hit("a1", 3.0), Hit("a2", 2.0), Hit("a3", 1.0)], "b": [Hit("b1", 2.0), Hit("b2", 1.0)]}
+    scored = {"a": {"a1": 0.0, "a2": 1.0, "a3": 2.0}, "b": {"b1": 0.0, "b2": 1.0}}
+    parts = {"learned": (None, {"a": ""}, None), "weak": (None, {"b": ""}, None)}
+    mean = er._fusion_grid(qrels, first, scored, 10, parts=parts)
+    worst = er._fusion_grid(qrels, first, scored, 10, parts=parts, rule="worst-part")
+    assert mean["rule"] == "mean" and worst["rule"] == "worst-part"
+    assert mean["dev"]["parts"]["weak"]["fused"] < mean["dev"]["parts"]["weak"]["first_stage"]
+    assert mean["dev"]["fused"] > mean["dev"]["first_stage"]
+    chosen = worst["dev"]["parts"]
+    assert all(p["fused"] >= p["first_stage"] for p in chosen.values())
+    assert worst["weights"][0] > mean["weights"][0]
+    # every row keeps each part's own figures, so the record shows what the rule read
+    assert all(set(row["parts"]) == {"learned", "weak"} for row in worst["grid"])
+    with pytest.raises(CtxirError, match=r"--fusion-rule 'median' .*mean, worst-part"):
+        er._fusion_grid(qrels, first, scored, 10, parts=parts, rule="median")
+
+
+def test_squad_topics_are_paragraph_openings_judged_by_their_article_without_titles(tmp_path):
+    from training import evaluate_reranker as er
+
+    folder = tmp_path / "general" / "squad-v1.1"
+    folder.mkdir(parents=True)
+    articles = [
+        {"title": t, "paragraphs": [{"context": f"{t} paragraph {i} text here", "qas": []} for i in range(3)]}
+        for t in ("Otter", "Bat")
+    ]
+    (folder / "dev-v1.1.json").write_text(json.dumps({"data": articles}))
+    args = er.EvaluateRerankerArgs(model="x", data_dir=str(tmp_path), fusion_dev_topics=1, topic_words=3)
+    corpus, queries, qrels = er.squad_topics({"seed": 1}, args)
+    assert (
+        len(queries) == 2 and len(corpus) == 4
+    )  # one paragraph of each article drawn, and out of the corpus
+    for q, text in queries.items():
+        article = q.split(":")[1]
+        assert text.split()[:2] == [article, "paragraph"] and len(text.split()) == 3
+        assert q not in corpus and len(qrels[q]) == 2
+        assert all(d.startswith(f"topic:{article}:") and d in corpus for d in qrels[q])
+    assert all(doc["title"] == "" for doc in corpus.values())
+
+
 def test_unseen_heldout_queries_never_share_an_abstract():
     positives = {"a": {"d1"}, "b": {"d1", "d2"}, "c": {"d3"}, "d": {"d4"}, "e": {"d5", "d6"}, "f": {"d6"}}
     held = common.unseen_heldout_queries(positives, 10, seed=0)
