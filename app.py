@@ -161,6 +161,13 @@ class _AppArgs:
         "glibc malloc arenas (0 = glibc's default, 8 per core); "
         "2 keeps RSS from growing burst after burst (docs/reliability.md)",
     )
+    closed_session_s: int = _env_int(
+        "CTXIR_CLOSED_SESSION_S",
+        60,
+        "seconds Gradio's state of a visitor who left (page closed, API client closed) is kept after "
+        "its last use; -1 = until --max-sessions pushes it out (Gradio's way: RSS grew with every visitor "
+        "seen, docs/reliability.md)",
+    )
 
 
 def _reranker_flag(kind) -> tuple[str, type, Any]:
@@ -223,7 +230,12 @@ def serve(args: AppArgs) -> int:
     # 1. threads, and signals: SIGTERM (a container or process manager stopping the app) and SIGHUP (its terminal
     # closed) exit like Ctrl-C, so the atexit clean-up of the output folder runs instead of leaving it behind
     limits = QueueLimits(
-        args.concurrency, args.slow_concurrency, args.max_queue, args.max_sessions, args.malloc_arenas
+        args.concurrency,
+        args.slow_concurrency,
+        args.max_queue,
+        args.max_sessions,
+        args.malloc_arenas,
+        args.closed_session_s,
     )  # a bad value fails before loading
     limit_malloc_arenas(limits.malloc_arenas)  # before any thread allocates
     set_threads(args.torch_threads)

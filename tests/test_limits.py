@@ -14,7 +14,15 @@ import httpx
 import pytest
 
 from ctxir.app.config import AppConfig
-from ctxir.app.limits import BUSY_CLIENT, MODEL_VIEWS, SLOW_VIEWS, QueueLimits, apply_limits, group_of
+from ctxir.app.limits import (
+    BUSY_CLIENT,
+    MODEL_VIEWS,
+    SLOW_VIEWS,
+    QueueLimits,
+    apply_limits,
+    forget_closed_sessions,
+    group_of,
+)
 from ctxir.app.models import AppModels
 from ctxir.app.state import AppState
 from ctxir.types import CtxirError
@@ -46,6 +54,9 @@ def test_the_defaults_are_the_documented_ones_and_app_flags_match():
     flags = app.AppArgs()
     assert (flags.concurrency, flags.slow_concurrency, flags.max_queue, flags.max_sessions) == (2, 1, 32, 128)
     assert limits.launch_kwargs() == {"state_session_capacity": 128}
+    assert limits.closed_session_s == flags.closed_session_s == 60
+    with pytest.raises(CtxirError, match=r"--closed-session-s must be a whole number ≥ -1, got -2"):
+        QueueLimits(closed_session_s=-2)
     with pytest.raises(CtxirError, match=r"--max-queue must be a whole number ≥ 1, got 0"):
         QueueLimits(max_queue=0)
     with pytest.raises(CtxirError, match=r"--slow-concurrency must be a whole number ≥ 1, got 1.5"):
@@ -248,12 +259,58 @@ def test_gradio_keeps_at_most_max_sessions_sessions(demo, serve_limits):
 
 @pytest.mark.parametrize(("max_sessions", "kept"), [(3, 3), (10_000, 6)])
 def test_without_the_cap_every_session_stays(serve_limits, max_sessions, kept):
-    """Control: with Gradio's default capacity (10,000) all six sessions stay after their visitors left."""
+    """Control: with Gradio's default capacity (10,000) all six sessions stay after their visitors left (this probe
+    app has no unload event, so nothing forgets them; the real app's, with closed_session_s 0: the test below)."""
     limits = QueueLimits(max_sessions=max_sessions)
     demo, _peak = _probe_app(limits)
     url = serve_limits(demo, limits)
     assert _visits(url, 6, "/search", ("x",)) == ["x"] * 6
     assert len(demo.state_holder.session_data) == kept
+
+
+def test_a_left_visitors_session_is_forgotten_and_the_app_holds_only_present_ones(demo, serve_limits):
+    """The soak's RSS growth (docs/reliability.md "A soak"): Gradio kept the session of every visitor who had left
+    until its capacity pushed it out. With ``closed_session_s`` 0 the six sessions are gone once their visitors
+    have left (their heartbeat's end runs the app's unload), while a visitor still present keeps theirs."""
+    from gradio_client import Client
+
+    limits = QueueLimits(max_sessions=128, closed_session_s=0)
+    url = serve_limits(apply_limits(demo, limits), limits)
+    staying = Client(url, verbose=False, download_files=False)
+    try:
+        staying.predict("river bank", "public", "bm25", "none", 3, 5, api_name="/search")
+        answers = _visits(url, 6, "/search", ("river bank", "public", "bm25", "none", 3, 5))
+        assert all("**1 result** from" in summary for _table, summary, _data in answers)
+        _wait_for(lambda: len(demo.state_holder.session_data) == 1)
+        time.sleep(1.0)  # nothing brings a forgotten one back
+        assert list(demo.state_holder.session_data) == [staying.session_hash]
+    finally:
+        staying.close()
+    _wait_for(lambda: not demo.state_holder.session_data)
+
+
+def test_a_session_is_forgotten_only_after_its_visitor_left_and_the_time_passed():
+    from datetime import datetime, timedelta
+
+    class Holder:  # the parts of Gradio's StateHolder that forget_closed_sessions uses
+        def __init__(self):
+            self.lock = threading.Lock()
+            self.session_data, self.time_last_used, self.deleted = {}, {}, []
+
+        def delete_state(self, session):
+            self.deleted.append(session)
+
+    now = datetime(2026, 11, 27, 18, 0, 0)
+    demo = type("Demo", (), {})()
+    demo.state_holder = holder = Holder()
+    for session, closed, idle_s in [("open-old", False, 600), ("left-now", True, 5), ("left-old", True, 61)]:
+        holder.session_data[session] = type("S", (), {"is_closed": closed})()
+        holder.time_last_used[session] = now - timedelta(seconds=idle_s)
+    assert forget_closed_sessions(demo, -1, now) == 0 and len(holder.session_data) == 3  # Gradio's way
+    assert forget_closed_sessions(demo, 60, now) == 1
+    assert set(holder.session_data) == set(holder.time_last_used) == {"open-old", "left-now"}
+    assert holder.deleted == ["left-old"]
+    assert forget_closed_sessions(demo, 0, now) == 1 and set(holder.session_data) == {"open-old"}
 
 
 # ---------------------------------------------------------------- the app under load (scripts/load_test.py)

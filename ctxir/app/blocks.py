@@ -17,6 +17,7 @@ from ctxir.app import (
 )
 from ctxir.app.api import document_api
 from ctxir.app.config import AppConfig
+from ctxir.app.limits import QueueLimits, forget_closed_sessions
 from ctxir.app.reranker_labels import flag
 from ctxir.app.state import AppState
 from ctxir.app.text import md_literal, plural
@@ -89,6 +90,13 @@ def build_demo(
         # The page was closed or reloaded (a reload is a new session): its uploads are released.
         state.uploads.release(getattr(request, "session_hash", None) or "")
 
+    async def forget_left_sessions():
+        # Gradio keeps a left visitor's session state until its capacity pushes it out (about 1 MB each: RSS grew
+        # with every visitor seen); forgotten here, on the event loop that serves the sessions, once
+        # --closed-session-s have passed (ctxir/app/limits.py)
+        limits = getattr(demo, "ctxir_limits", None) or QueueLimits()
+        forget_closed_sessions(demo, limits.closed_session_s)
+
     # Gradio 6 reads css from launch(); given here too (its documented, warned-about fallback), so every launch of
     # this demo — app.py, tests, scripts — looks the same. Gradio's cache holds only uploaded files (returned files
     # are served from the output folder): kept 10 minutes.
@@ -121,6 +129,7 @@ def build_demo(
             if isinstance(component, gr.Slider | gr.Radio | gr.CheckboxGroup):
                 named(component)  # range / choice errors name the input
         demo.unload(end_session)
+        demo.unload(forget_left_sessions)
 
         def indexing_status():
             text = state.indexing.text()

@@ -27,6 +27,14 @@ capacity. A visitor whose session was pushed out keeps their uploads (``AppState
 every view works as before; only the choices an answer put in a list (the documents of the last pair scoring to
 explain) are forgotten, so the pair scoring is run again.
 
+A visitor who leaves (closes the page, or a gradio_client ``Client`` is closed: their heartbeat ends) makes Gradio
+mark their session closed, but Gradio keeps its ``SessionState`` all the same, until the capacity pushes it out.
+Visitors that come and go so filled the 128 places one by one: the soak (``scripts/soak.py``: 4 visitors, a new
+session every 20 requests, about 5 sessions a minute) grew RSS by about 5 MB a minute for the first half hour, each
+session 0.45 MB (a search and a pair scoring, traced in-process) to 1.6 MB (with an attention view). The app now
+forgets a closed session ``--closed-session-s`` (default 60) after its last use (``forget_closed_sessions``, run
+when a visitor leaves), so what is held follows the visitors present, not the visitors seen.
+
 The rest of the growth was the C allocator's: glibc gives threads that allocate at the same time arenas of their
 own, up to 8 per core, and keeps what each frees for that arena's reuse; Gradio runs callbacks on a pool of up to 40
 threads and torch allocates large temporary buffers in each. ``--malloc-arenas`` (default 2) caps the arenas at
@@ -39,6 +47,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import datetime
 import logging
 from dataclasses import dataclass
 
@@ -81,6 +90,8 @@ class QueueLimits:
     )
     max_sessions: int = 128  # Gradio sessions whose state (last outputs per component) is kept in memory
     malloc_arenas: int = 2  # glibc malloc arenas (0 = glibc's default, 8 per core)
+    # seconds a left visitor's session is kept after its last use; -1 = until max_sessions pushes it out
+    closed_session_s: int = 60
 
     def __post_init__(self):
         for name, low in (
@@ -89,6 +100,7 @@ class QueueLimits:
             ("max_queue", 1),
             ("max_sessions", 1),
             ("malloc_arenas", 0),
+            ("closed_session_s", -1),
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
@@ -97,7 +109,7 @@ class QueueLimits:
                 raise CtxirError(
                     f"--{name.replace('_', '-')} must be a whole number ≥ {low}, got {value!r}: "
                     "pass e.g. --concurrency 2 --slow-concurrency 1 --max-queue 32 --max-sessions 128 "
-                    "--malloc-arenas 2"
+                    "--malloc-arenas 2 --closed-session-s 60"
                 )
 
     def launch_kwargs(self) -> dict:
@@ -118,6 +130,30 @@ def limit_malloc_arenas(arenas: int) -> bool:
         return bool(libc.mallopt(M_ARENA_MAX, int(arenas)))
     except (OSError, AttributeError):
         return False
+
+
+def forget_closed_sessions(demo, after_s: float, now: datetime.datetime | None = None) -> int:
+    """Drop from Gradio's session store (``demo.state_holder``) every session whose visitor left (Gradio marks it
+    closed when its heartbeat ends) and that has not been used for ``after_s`` seconds; returns how many. Gradio
+    itself keeps them until ``state_session_capacity`` pushes them out. A page that reconnects after the drop is
+    served as one pushed out by the capacity is (the choices an answer put in a list are forgotten). ``after_s`` < 0:
+    nothing is dropped. Call it on the server's event loop (``build_demo`` runs it when a visitor leaves)."""
+    holder = getattr(demo, "state_holder", None)
+    if after_s < 0 or holder is None:
+        return 0
+    now = now or datetime.datetime.now()
+    with holder.lock:
+        gone = [
+            session
+            for session, state in list(holder.session_data.items())
+            if state.is_closed and (now - holder.time_last_used.get(session, now)).total_seconds() >= after_s
+        ]
+    for session in gone:
+        holder.delete_state(session)  # a gr.State's delete callback runs, as when Gradio expires it
+        with holder.lock:
+            holder.session_data.pop(session, None)
+            holder.time_last_used.pop(session, None)
+    return len(gone)
 
 
 def group_of(fn) -> str | None:
