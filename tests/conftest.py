@@ -387,6 +387,9 @@ def pytest_collection_modifyitems(config, items):
 # Tests that must not run beside each other on two workers, by group (each group runs on one worker, in order):
 # "browser": every test that drives chromium (one browser at a time, each on a page of the app served beside it).
 SERIAL_GROUPS = {"browser": lambda item: "browser" in item.keywords}
+# Module-scoped fixtures that are cheap to build once per worker and hold no state a later test reads (toy data
+# written or computed, an alias of a session fixture): they do not keep their module's tests on one worker.
+CHEAP_MODULE_FIXTURES = {"toy_root", "general_root", "toy", "data", "docs", "queries", "state", "presets"}
 
 
 def _xdist_groups(items) -> None:
@@ -398,8 +401,8 @@ def _xdist_groups(items) -> None:
         if group is None:
             defs = getattr(item, "_fixtureinfo", None)
             shared = defs is not None and any(
-                fixture.scope in ("module", "class")
-                for fixtures in defs.name2fixturedefs.values()
+                fixture.scope in ("module", "class") and name not in CHEAP_MODULE_FIXTURES
+                for name, fixtures in defs.name2fixturedefs.items()
                 for fixture in fixtures
             )
             group = item.nodeid.split("::")[0] if shared else None
