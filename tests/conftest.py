@@ -288,6 +288,19 @@ def serve():
     return serving
 
 
+# gradio_client's requests take httpx's 5 s timeout: on a loaded machine (two test workers, an app served in the
+# worker's own process) joining the queue can take longer than that. The tests wait for answers, not for speed; a
+# queue's stream sends a heartbeat every 15 s, so this bounds a stalled read, not a long call.
+API_TIMEOUT_S = 120
+
+
+def api_client(url: str, **kwargs):
+    """A gradio_client ``Client`` for ``url`` (quiet; ``API_TIMEOUT_S`` for every request); ``kwargs`` as Client's."""
+    from gradio_client import Client
+
+    return Client(url, verbose=False, httpx_kwargs={"timeout": API_TIMEOUT_S}, **kwargs)
+
+
 def start_app(env: dict, timeout: float = 120.0, wait: bool = True) -> subprocess.Popen:
     """``python app.py`` on a free loopback port with ``env``, once it accepts connections (→ the process, which the
     caller stops: a module's fixture shares one app this way; a test uses ``app_process``, which kills it after).

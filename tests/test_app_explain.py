@@ -180,9 +180,8 @@ def test_what_moved_needs_a_reranker(app_state):
 
 @pytest.fixture(scope="module")
 def client(app_state):
-    from gradio_client import Client
-
     import app
+    from tests.conftest import api_client
 
     demo = app.build_demo(app_state)
     with socket.socket() as s:
@@ -190,7 +189,7 @@ def client(app_state):
         port = s.getsockname()[1]
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
     try:
-        client = Client(f"http://127.0.0.1:{port}/", verbose=False)
+        client = api_client(f"http://127.0.0.1:{port}/")
         client.ctxir_outputs = demo.ctxir_outputs  # the server's output folder, to look at what it wrote
         yield client
     finally:
