@@ -21,6 +21,11 @@ from ctxir import testing
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never reach for the network
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Under pytest-xdist (the README's `-n 2`) each worker is one of the processes sharing the machine's cores: one
+# OpenMP/torch thread each (and for the apps and scripts it starts), not one per core in every worker.
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if XDIST_WORKER:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("CTXIR_TEST_DATA") or ROOT.parent / "shared" / "data")
@@ -283,6 +288,19 @@ def serve():
     return serving
 
 
+# gradio_client's requests take httpx's 5 s timeout: on a loaded machine (two test workers, an app served in the
+# worker's own process) joining the queue can take longer than that. The tests wait for answers, not for speed; a
+# queue's stream sends a heartbeat every 15 s, so this bounds a stalled read, not a long call.
+API_TIMEOUT_S = 120
+
+
+def api_client(url: str, **kwargs):
+    """A gradio_client ``Client`` for ``url`` (quiet; ``API_TIMEOUT_S`` for every request); ``kwargs`` as Client's."""
+    from gradio_client import Client
+
+    return Client(url, verbose=False, httpx_kwargs={"timeout": API_TIMEOUT_S}, **kwargs)
+
+
 def start_app(env: dict, timeout: float = 120.0, wait: bool = True) -> subprocess.Popen:
     """``python app.py`` on a free loopback port with ``env``, once it accepts connections (→ the process, which the
     caller stops: a module's fixture shares one app this way; a test uses ``app_process``, which kills it after).
@@ -346,6 +364,8 @@ LOCAL_URLS = ("http://127.0.0.1", "data:", "blob:", "about:")
 
 
 def pytest_configure(config):
+    if XDIST_WORKER and "torch" in sys.modules:  # imported already: its thread count is set
+        sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     unknown = REQUIRE - {"data", "browser"}
     if unknown:
         raise pytest.UsageError(
@@ -363,15 +383,44 @@ def pytest_configure(config):
         )
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     """Tests marked ``browser`` skip, before any of their fixtures is built, without Debian's chromium (never
-    ``playwright install``: its download needs the internet)."""
+    ``playwright install``: its download needs the internet). Under pytest-xdist, groups for ``--dist loadgroup``."""
+    if config.pluginmanager.hasplugin("xdist"):
+        _xdist_groups(items)
     if CHROMIUM.exists():
         return
     skip = pytest.mark.skip(reason=f"needs Debian's chromium at {CHROMIUM} (apt-get install -y chromium)")
     for item in items:
         if "browser" in item.keywords:
             item.add_marker(skip)
+
+
+# Tests that must not run beside each other on two workers, by group (each group runs on one worker, in order):
+# "browser": every test that drives chromium (one browser at a time, each on a page of the app served beside it).
+SERIAL_GROUPS = {"browser": lambda item: "browser" in item.keywords}
+# Module-scoped fixtures that are cheap to build once per worker and hold no state a later test reads (toy data
+# written or computed, an alias of a session fixture): they do not keep their module's tests on one worker.
+CHEAP_MODULE_FIXTURES = {"toy_root", "general_root", "toy", "data", "docs", "queries", "state", "presets"}
+
+
+def _xdist_groups(items) -> None:
+    """``--dist loadgroup`` sends each group to one worker, and every other test on its own to whichever worker is
+    free. Groups: SERIAL_GROUPS; then a module's tests that use a module- or class-scoped fixture (an app served or
+    started, a model exported or trained once for the module), so that it is built once, not once per worker."""
+    for item in items:
+        group = next((name for name, member in SERIAL_GROUPS.items() if member(item)), None)
+        if group is None:
+            defs = getattr(item, "_fixtureinfo", None)
+            shared = defs is not None and any(
+                fixture.scope in ("module", "class") and name not in CHEAP_MODULE_FIXTURES
+                for name, fixtures in defs.name2fixturedefs.items()
+                for fixture in fixtures
+            )
+            group = item.nodeid.split("::")[0] if shared else None
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="module")

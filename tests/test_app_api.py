@@ -21,10 +21,8 @@ GRADIO_DEFAULT_NAME = re.compile(r"^(value|parameter)_\d+$")
 @pytest.fixture(scope="module")
 def served(app_state):
     """(url, view_api dict) of the app launched with its MCP server, as app.py launches it."""
-    from gradio_client import Client
-
     import app
-    from tests.conftest import free_port
+    from tests.conftest import api_client, free_port
 
     pytest.importorskip("mcp")
     demo = app.build_demo(app_state)
@@ -39,7 +37,7 @@ def served(app_state):
     )
     url = f"http://127.0.0.1:{port}/"
     try:
-        client = Client(url, verbose=False, download_files=False)
+        client = api_client(url, download_files=False)
         yield url, client.view_api(print_info=False, return_format="dict")
         client.close()
     finally:

@@ -139,13 +139,14 @@ def test_the_event_has_an_api_name_and_documented_arguments(app_state):
 
 
 def test_the_api_gives_the_library_answer(app_state, serve, tmp_path):
-    from gradio_client import Client, handle_file
+    from gradio_client import handle_file
 
     import app
+    from tests.conftest import api_client
 
     path = write_examples(tmp_path / "ex.csv", EXAMPLES)
     with serve(app.build_demo(app_state)) as url:
-        client = Client(url, verbose=False, download_files=False)
+        client = api_client(url, download_files=False)
         summary, _table, _neighbours, data = client.predict(
             "\n".join(TEXTS), "", handle_file(path), "knn", 3, "{label}", "pca", api_name="/classify"
         )

@@ -20,13 +20,12 @@ pytestmark = pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning")
 @pytest.fixture(scope="module")
 def served(app_state, serve):
     """(client, url) for the app launched in this process; closed after the module."""
-    from gradio_client import Client
-
     import app
+    from tests.conftest import api_client
 
     demo = app.build_demo(app_state)
     with serve(demo) as url:
-        yield Client(url, verbose=False), url
+        yield api_client(url), url
 
 
 def test_api_lists_every_endpoint(served):

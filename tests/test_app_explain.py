@@ -9,6 +9,7 @@ up to the score the app shows for the same pair, and what the app does with it.
 from __future__ import annotations
 
 import json
+import re
 import socket
 from pathlib import Path
 
@@ -161,7 +162,14 @@ def test_what_moved_lists_the_biggest_moves_with_their_words(app_state):
         assert row["move"] == f"{'↑' if up else '↓'}{abs(mover['rank_change'])}"
         drove = mover["pushed_up_by"] if up else mover["pulled_down_by"]
         assert all((w["attribution"] > 0) == up for w in drove)
-        assert row["drove_it"] == (", ".join(f"{w['word']} ({w['attribution']:+.3f})" for w in drove) or "—")
+        # the row lists each word with its attribution to 3 places, the data to 6: a value at a 3-place edge
+        # (0.0024996 → "+0.002", its 6 places 0.0025 → "+0.003") rounds either way: words and values are compared
+        listed = re.findall(r"(.+?) \(([+-]\d+\.\d{3})\)(?:, |$)", row["drove_it"])
+        assert [word for word, _ in listed] == [w["word"] for w in drove] and (
+            listed or row["drove_it"] == "—"
+        )
+        for (_, value), w in zip(listed, drove, strict=True):
+            assert abs(float(value) - w["attribution"]) <= 0.0005 + 1e-6, (row["drove_it"], drove)
         assert mover["explanation"]["model_kind"] == "cross-encoder"
     slope = result.plots["moves"]
     assert len(slope.data) == 10  # one line per re-scored candidate
@@ -180,9 +188,8 @@ def test_what_moved_needs_a_reranker(app_state):
 
 @pytest.fixture(scope="module")
 def client(app_state):
-    from gradio_client import Client
-
     import app
+    from tests.conftest import api_client
 
     demo = app.build_demo(app_state)
     with socket.socket() as s:
@@ -190,7 +197,7 @@ def client(app_state):
         port = s.getsockname()[1]
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
     try:
-        client = Client(f"http://127.0.0.1:{port}/", verbose=False)
+        client = api_client(f"http://127.0.0.1:{port}/")
         client.ctxir_outputs = demo.ctxir_outputs  # the server's output folder, to look at what it wrote
         yield client
     finally:

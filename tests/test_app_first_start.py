@@ -12,7 +12,7 @@ import pytest
 
 @pytest.mark.slow
 def test_a_first_start_indexes_the_startup_corpus_while_serving(tmp_path, app_process):
-    from gradio_client import Client
+    from tests.conftest import api_client
 
     env = {
         **os.environ,
@@ -29,7 +29,7 @@ def test_a_first_start_indexes_the_startup_corpus_while_serving(tmp_path, app_pr
         for line in proc.stdout
         if "Running on local URL:" in line
     )
-    client = Client(url, verbose=False, download_files=False)
+    client = api_client(url, download_files=False)
     try:
         deadline, summary = time.time() + 300, ""
         while time.time() < deadline:

@@ -141,9 +141,9 @@ def url_of(proc) -> str:
 
 def served_results(proc, timeout: float = 300) -> dict:
     """{(query, stage): [(doc_id, score), ...]} from /search, once the startup corpus is indexed."""
-    from gradio_client import Client
+    from tests.conftest import api_client
 
-    client = Client(url_of(proc), verbose=False)
+    client = api_client(url_of(proc))
     try:
 
         def first():
@@ -407,7 +407,9 @@ def test_killed_while_indexing_an_upload_the_restart_takes_the_upload_again_and_
 ):
     """An upload lives in the memory of the session that made it: a kill mid-indexing loses it whole (no half
     corpus anywhere); after the restart the same file uploads again and its searches equal a clean run's."""
-    from gradio_client import Client, handle_file
+    from gradio_client import handle_file
+
+    from tests.conftest import api_client
 
     notes = upload_file(tmp_path)
 
@@ -419,7 +421,7 @@ def test_killed_while_indexing_an_upload_the_restart_takes_the_upload_again_and_
         }
 
     def upload(proc, kill_mid_indexing: bool = False, absent: str = ""):
-        client = Client(url_of(proc), verbose=False)
+        client = api_client(url_of(proc))
         try:
             if absent:  # a new session of the restarted app: the killed upload is nowhere
                 with pytest.raises(Exception, match="is not loaded"):

@@ -153,12 +153,12 @@ def serve_limits():
 
 
 def test_gradio_runs_at_most_the_groups_limits_at_once(serve_limits):
-    from gradio_client import Client
+    from tests.conftest import api_client
 
     limits = QueueLimits(concurrency=2, slow_concurrency=1, max_queue=100)
     demo, peak = _probe_app(limits)
     url = serve_limits(demo, limits)
-    client = Client(url, verbose=False)
+    client = api_client(url)
     try:
         jobs = [client.submit("x", api_name=api) for api in ["/attention", "/search"] * 5]
         assert [job.result(timeout=60) for job in jobs] == ["x"] * 10
@@ -171,12 +171,12 @@ def test_gradio_runs_at_most_the_groups_limits_at_once(serve_limits):
 def test_gradio_honours_limits_changed_after_building(serve_limits):
     """Control for the test above: the same app with the slow group at 3 runs 3 slow views at once, so the 1 there
     is the limit taking effect, not the client sending one at a time."""
-    from gradio_client import Client
+    from tests.conftest import api_client
 
     limits = QueueLimits(concurrency=2, slow_concurrency=3, max_queue=100)
     demo, peak = _probe_app(limits)
     url = serve_limits(demo, limits)
-    client = Client(url, verbose=False)
+    client = api_client(url)
     try:
         jobs = [client.submit("x", api_name="/attention") for _ in range(6)]
         assert [job.result(timeout=60) for job in jobs] == ["x"] * 6
@@ -186,14 +186,15 @@ def test_gradio_honours_limits_changed_after_building(serve_limits):
 
 
 def test_a_request_past_the_queue_is_refused_at_once_with_a_clear_message(serve_limits):
-    from gradio_client import Client
     from gradio_client.utils import QueueError
+
+    from tests.conftest import api_client
 
     hold = threading.Event()
     limits = QueueLimits(concurrency=1, slow_concurrency=1, max_queue=2)
     demo, _peak = _probe_app(limits, hold)
     url = serve_limits(demo, limits)
-    client = Client(url, verbose=False)
+    client = api_client(url)
     try:
         running = client.submit("1", api_name="/attention")  # runs, held
         _wait_for(lambda: demo._queue.active_jobs and any(demo._queue.active_jobs))
@@ -209,6 +210,7 @@ def test_a_request_past_the_queue_is_refused_at_once_with_a_clear_message(serve_
         response = httpx.post(
             f"{url}gradio_api/queue/join",
             json={"data": ["5"], "fn_index": 0, "session_hash": "raw-http-caller"},
+            timeout=60,
         )
         assert response.status_code == 503
         assert json.loads(response.text)["detail"] == "Queue is full. Max size is 2 and size is 2."
@@ -234,10 +236,10 @@ def _wait_for(condition, timeout: float = 20.0) -> None:
 
 def _visits(url: str, n: int, api: str, args: tuple) -> list:
     """``n`` visitors (a gradio_client Client each: a session), two at a time, each making one call and leaving."""
-    from gradio_client import Client
+    from tests.conftest import api_client
 
     def visit(i):
-        client = Client(url, verbose=False, download_files=False)
+        client = api_client(url, download_files=False)
         try:
             return client.predict(*args, api_name=api)
         finally:

@@ -446,9 +446,9 @@ def page_refusal(url: str, endpoint: str, args: tuple) -> str:
 
 
 def client_for(url: str):
-    from gradio_client import Client
+    from tests.conftest import api_client
 
-    return Client(url, verbose=False, download_files=False)
+    return api_client(url, download_files=False)
 
 
 def test_two_visitors_over_http_see_only_their_own_uploads(served, tmp_path, monkeypatch):
@@ -528,7 +528,10 @@ def test_warnings_reach_api_clients_as_plain_text_and_web_pages_escaped(served, 
     def warned(headers: dict) -> list[str]:
         sent.clear()
         event = httpx.post(
-            f"{url.rstrip('/')}/gradio_api/call/sentence_similarity", json={"data": args}, headers=headers
+            f"{url.rstrip('/')}/gradio_api/call/sentence_similarity",
+            json={"data": args},
+            headers=headers,
+            timeout=60,
         ).json()["event_id"]
         stream = httpx.get(
             f"{url.rstrip('/')}/gradio_api/call/sentence_similarity/{event}", headers=headers, timeout=120

@@ -201,9 +201,9 @@ def test_a_full_queue_tells_the_visitor_the_app_is_busy(offline_page, tmp_path):
     import threading
 
     import gradio as gr
-    from gradio_client import Client
 
     from ctxir.app.limits import BUSY_PAGE, QueueLimits, apply_limits
+    from tests.conftest import api_client
 
     hold, running = threading.Event(), threading.Event()
 
@@ -227,7 +227,7 @@ def test_a_full_queue_tells_the_visitor_the_app_is_busy(offline_page, tmp_path):
         quiet=True,
         **limits.launch_kwargs(),
     )
-    client = Client(f"http://127.0.0.1:{port}/", verbose=False)
+    client = api_client(f"http://127.0.0.1:{port}/")
     try:
         # one runs, then one waits: full. The second is sent only once the first runs: sent together, the second
         # can find the first still queued and be refused, leaving the queue empty.

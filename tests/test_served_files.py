@@ -79,13 +79,15 @@ def test_an_upload_over_the_cap_is_refused_by_its_own_name(app_state, tmp_path):
 
 
 def test_upload_errors_over_http_name_the_file_not_its_temporary_path(served, tmp_path):
-    from gradio_client import Client, handle_file
+    from gradio_client import handle_file
+
+    from tests.conftest import api_client
 
     url, _ = served
     bad = tmp_path / "Lab notes (draft).txt"
     bad.write_bytes(b"caf\xe9 au lait\n")  # Latin-1, not UTF-8
     with pytest.raises(Exception) as info:
-        Client(url + "/", verbose=False).predict(handle_file(str(bad)), api_name="/upload_corpus")
+        api_client(url + "/").predict(handle_file(str(bad)), api_name="/upload_corpus")
     message = str(info.value)
     assert "Lab notes (draft).txt" in message and "not UTF-8" in message
     assert "/tmp" not in message and "gradio" not in message.lower(), message
