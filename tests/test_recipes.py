@@ -303,6 +303,22 @@ DOCUMENTED = [
         ),
     ),
     (
+        "python -m training.evaluate_reranker --recipe recipes/evaluate-reranker-stage5-worst-part.yaml",
+        (
+            "python -m training.evaluate_reranker --model outputs/ce-general-stage5-wp --choose-fusion true "
+            "--fusion-dev scifact,squad,squad-topics --fusion-rule worst-part --fusion-min-gain 0 --depths '' "
+            "--torch-threads 1"
+        ),
+    ),
+    (
+        "python -m training.evaluate_reranker --recipe recipes/evaluate-reranker-stage5-suite.yaml --model "
+        "outputs/ce-general-stage5-wp",
+        (
+            "python -m training.evaluate_reranker --model outputs/ce-general-stage5-wp --suite true "
+            "--torch-threads 1 --scores-dir outputs/scores-ce-general"
+        ),
+    ),
+    (
         "python -m training.evaluate_reranker --recipe recipes/evaluate-reranker-read512-choose.yaml --device cuda",
         (
             "python -m training.evaluate_reranker --model outputs/ce-stage5-read --choose-passages true "

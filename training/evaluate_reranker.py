@@ -110,7 +110,7 @@ class EvaluateRerankerArgs:
             "held-out training claims, metrics.json's heldout_query_ids), squad (--fusion-dev-queries SQuAD "
             "questions of ../shared/data/general that the model did not train on, over SQuAD's paragraphs), "
             "squad-topics (a SQuAD paragraph's first words as a long topical query, its article's other "
-            "paragraphs relevant: a task none of ctxir's re-rankers trains on, where BM25 is strong); each "
+            "paragraphs relevant: a task none of ctxir's re-rankers trains on, where a first stage can be the stronger); each "
             "part counts equally (the mean of their nDCG@10), so no one collection decides"
         },
     )
@@ -596,8 +596,9 @@ def squad_topics(config: dict, args: EvaluateRerankerArgs) -> tuple[dict, dict, 
     drawn paragraphs leave the corpus (a query must not find the text it was cut from).
 
     A long statement of a topic judged by subject, as in a library or abstract collection, is a task none of ctxir's
-    re-rankers trains on (they learn questions → the passage that answers), and one where BM25 is strong: a dev part
-    where the re-ranker is weak, so a fusion weight is chosen on more than the domains it learned."""
+    re-rankers trains on (they learn questions → the passage that answers), and one where a first stage can be the
+    stronger (the shipped cross-encoder alone: 0.884 over dense's top 20, dense 0.917): a fusion weight is then
+    chosen on more than the tasks the re-ranker learned."""
     from ctxir.data.general import load_squad
     from training.common import take
 
