@@ -431,7 +431,7 @@ def choose_fusion(
         "metric": "nDCG@10" + (f", mean of {', '.join(parts)}" if len(parts) > 1 else ""),
         "chosen_on": chosen_on,
     }
-    others = [k for k in _names(args.fusion_first_stages) if k != "bm25"]
+    others = [k for k in _names(args.fusion_first_stages) if k != kinds.BM25]
     if others:
         record["first_stages"] = {}
         for kind, hits in _dev_candidates(parts, others, args.fusion_depth).items():
@@ -685,14 +685,14 @@ def evaluate_scifact(reranker, fusion, depths: list[int], args: EvaluateReranker
     seen, unseen = seen_split(qrels, train_qrels)
     out = {"seen_queries": len(seen), "unseen_queries": len(unseen)}
     for depth in depths:
-        runs = _runs(first, scored, depth, fusion.for_first_stage("bm25"))
+        runs = _runs(first, scored, depth, fusion.for_first_stage(kinds.BM25))
         out[f"bm25@{depth}"] = {
             "all": _summary(qrels, runs),
             "seen": _summary(qrels, runs, seen),
             "unseen": _summary(qrels, runs, unseen),
         }
     for kind, hits in _stage_hits(
-        corpus, queries, [k for k in _names(args.other_first_stages) if k != "bm25"], args.other_depth
+        corpus, queries, [k for k in _names(args.other_first_stages) if k != kinds.BM25], args.other_depth
     ).items():
         scored = _score_missing(
             reranker, queries, hits, corpus, f"SciFact test, {kind} top {args.other_depth}", args, scored
@@ -724,17 +724,18 @@ def _score_missing(
     return {q: {**scored.get(q, {}), **more[q]} for q in queries}
 
 
-def _stage_hits(corpus: dict, queries: dict[str, str], kinds: list[str], depth: int) -> dict[str, dict]:
-    """{kind: {qid: top ``depth`` hits}} of the app's first stages (bi-encoder: the packaged MiniLM; the hybrid
+def _stage_hits(corpus: dict, queries: dict[str, str], names: list[str], depth: int) -> dict[str, dict]:
+    """{name: {qid: top ``depth`` hits}} of the app's first stages (bi-encoder: the packaged MiniLM; the hybrid
     fuses each part's top 100, as the app's does)."""
     from ctxir.encoders import BiEncoder
     from ctxir.rerank.pipeline import build_first_stages
+    from ctxir.retrieval.registry import get_first_stage
 
-    if not kinds:
+    if not names:
         return {}
-    encoders = [BiEncoder()] if {"dense", "hybrid"} & set(kinds) else []
-    stages = build_first_stages(corpus, kinds, encoders, show_progress=True)
-    return {kind: stages[kind].search(queries, depth) for kind in kinds}
+    encoders = [BiEncoder()] if any(get_first_stage(n).uses_bi_encoder for n in names) else []
+    stages = build_first_stages(corpus, names, encoders, show_progress=True)
+    return {name: stages[name].search(queries, depth) for name in names}
 
 
 def evaluate_other(reranker, fusion, name: str, args: EvaluateRerankerArgs) -> dict:
@@ -887,7 +888,7 @@ def choose_settings(reranker, folder: Path, args: EvaluateRerankerArgs) -> None:
     if args.choose_fusion:
         fusion_record = choose_fusion(reranker, folder, args, dev, scored)
         write_json(folder / FUSION_FILE, fusion_record)
-        for name, chosen in {"bm25": fusion_record, **fusion_record.get("first_stages", {})}.items():
+        for name, chosen in {kinds.BM25: fusion_record, **fusion_record.get("first_stages", {})}.items():
             print(
                 f"fusion over {name}: rrf k={FUSION_K}, weights {chosen['weights']} (dev nDCG@10: {name} "
                 f"{chosen['dev']['first_stage']}, alone {chosen['dev']['alone']}, fused {chosen['dev']['fused']})",

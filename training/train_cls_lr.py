@@ -788,7 +788,7 @@ def rerank_test(
         stage_runs = Pipeline(bm25, PrecomputedReranker(name, pairs, values), depth=depth).run(
             queries, show_progress=False
         )
-        runs["bm25"], runs[name] = stage_runs["first_stage"], stage_runs["rerank"]
+        runs[kinds.BM25], runs[name] = stage_runs["first_stage"], stage_runs["rerank"]
     k_values = sorted({1, 3, 5, 10, depth, 100})
     retrieval = {name: evaluate_run(qrels, r, k_values).aggregate for name, r in runs.items()}
     for name, agg in retrieval.items():
@@ -1151,7 +1151,7 @@ def metrics_record(run: _Run) -> dict:
                 "test",
                 "reranking",
                 "nDCG@10",
-                ndcg["bm25"],
+                ndcg[kinds.BM25],
                 ndcg[kinds.CLS_LR],
                 anchor=round(ndcg[kinds.CROSS_ENCODER], 4),
                 anchor_name=f"cross-encoder {args.base_model} re-ranking the same candidates",

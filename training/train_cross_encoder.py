@@ -68,7 +68,7 @@ LOSS_NAMES = {
     "lambda": "LambdaLoss",
     "listnet": "ListNetLoss",
 }
-NEGATIVE_STAGES = ("bm25", "hybrid")
+NEGATIVE_STAGES = (kinds.BM25, kinds.HYBRID)
 LISTWISE = ("lambda", "listnet")  # one row = (query, [positive, negatives…], [1, 0, …])
 # LoRA on every linear layer of each BERT block; the pooler and the fresh classifier are trained in full (tiny).
 LORA_TARGETS = ["query", "key", "value", "dense"]
@@ -380,12 +380,12 @@ def stage_pools(
 
     stages = _names(args.negative_stages)
     size = max(args.num_negatives, args.negative_pool)
-    pools = {"bm25": bm25_negatives(bm25, queries, positives, size, args.negatives_range_min)}
-    if "hybrid" in stages:  # the app's hybrid (BM25 + the packaged MiniLM, RRF over each one's top 100)
-        hybrid = build_first_stages(corpus, ["hybrid"], [BiEncoder(device=device)], show_progress=True)[
-            "hybrid"
+    pools = {kinds.BM25: bm25_negatives(bm25, queries, positives, size, args.negatives_range_min)}
+    if kinds.HYBRID in stages:  # the app's hybrid (BM25 + the packaged MiniLM, RRF over each one's top 100)
+        hybrid = build_first_stages(corpus, [kinds.HYBRID], [BiEncoder(device=device)], show_progress=True)[
+            kinds.HYBRID
         ]
-        pools["hybrid"] = bm25_negatives(hybrid, queries, positives, size, args.negatives_range_min)
+        pools[kinds.HYBRID] = bm25_negatives(hybrid, queries, positives, size, args.negatives_range_min)
     return {q: interleave([pools[s].get(q, []) for s in stages], size) for q in queries}
 
 
@@ -410,7 +410,7 @@ def _names(text: str) -> list[str]:
             raise CtxirError(
                 f"--negative-stages names {name!r}: use a comma list of {', '.join(NEGATIVE_STAGES)}"
             )
-    return names or ["bm25"]
+    return names or [kinds.BM25]
 
 
 def add_general(args: CrossEncoderArgs, train: ScifactTraining, device: str) -> dict:
@@ -888,7 +888,7 @@ def evaluate(model, data: TaskData, args: CrossEncoderArgs, model_id: str = "") 
         # BM25 alone on the same queries; Recall@depth bounds what any re-ranker of its top-depth can find.
         first = evaluate_run(qrels, runs["first_stage"], k_values=(10, args.rerank_depth)).aggregate
         data.extra["first_stage"] = {
-            "retriever": "bm25",
+            "retriever": kinds.BM25,
             "depth": args.rerank_depth,
             "test": {
                 m: round(float(first[m]), 4) for m in ("nDCG@10", "MRR@10", f"Recall@{args.rerank_depth}")
