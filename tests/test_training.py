@@ -1103,8 +1103,11 @@ def test_the_worst_part_rule_picks_a_weight_every_dev_part_accepts():
     assert worst["weights"][0] > mean["weights"][0]
     # every row keeps each part's own figures, so the record shows what the rule read
     assert all(set(row["parts"]) == {"learned", "weak"} for row in worst["grid"])
+    # a rule or dev part that is not known stops before any model loads, not after the dev queries are scored
     with pytest.raises(CtxirError, match=r"--fusion-rule 'median' .*mean, worst-part"):
-        er._fusion_grid(qrels, first, scored, 10, parts=parts, rule="median")
+        er.check_args(er.EvaluateRerankerArgs(model="x", fusion_rule="median"))
+    with pytest.raises(CtxirError, match=r"--fusion-dev names 'squad-topic': .*scifact, squad, squad-topics"):
+        er.check_args(er.EvaluateRerankerArgs(model="x", fusion_dev="scifact,squad-topic"))
 
 
 def test_squad_topics_are_paragraph_openings_judged_by_their_article_without_titles(tmp_path):

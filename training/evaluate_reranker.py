@@ -49,6 +49,7 @@ FUSION_K = 60
 # only breaks the first stage's near-ties: what a weak re-ranker (CLS-LR on an untrained [CLS]) should get
 FIRST_STAGE_WEIGHTS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 8.0)
 FUSION_RULES = ("mean", "worst-part")
+FUSION_DEV_PARTS = ("scifact", "squad", "squad-topics")  # --fusion-dev: dev_claims builds each
 METRICS = ("nDCG@10", "MRR@10")
 # the out-of-domain suite (--suite): SciFact test, the MS MARCO sample, the app's demo corpus and three classic
 # collections of other domains (../shared/data/classic, evaluation only: nothing is chosen on them)
@@ -483,8 +484,6 @@ def _fusion_grid(
     the picked row's gain (mean, or smallest) is less than ``min_gain``, the largest weight's row instead."""
     from ctxir.rerank.pipeline import StageFusion
 
-    if rule not in FUSION_RULES:
-        raise CtxirError(f"--fusion-rule {rule!r} is not known: use one of {', '.join(FUSION_RULES)}")
     grid = []
     for weight in FIRST_STAGE_WEIGHTS:
         runs = _runs(first, scored, depth, StageFusion("rrf", (weight, 1.0), FUSION_K))
@@ -549,10 +548,11 @@ def dev_claims(folder: Path, args: EvaluateRerankerArgs) -> tuple[dict, dict, di
     dev_split = (metrics.get("config") or {}).get("dev_split", "random")
     parts = {"scifact": (corpus, queries, qrels)}
     described = [f"{len(dev)} held-out SciFact training claims (dev split {dev_split!r})"]
-    if "squad" in [p.strip() for p in args.fusion_dev.split(",")]:
+    named = _names(args.fusion_dev)
+    if "squad" in named:
         parts["squad"] = squad_dev(metrics.get("config") or {}, args)
         described.append(f"{len(parts['squad'][1])} SQuAD questions the model did not train on")
-    if "squad-topics" in [p.strip() for p in args.fusion_dev.split(",")]:
+    if "squad-topics" in named:
         parts["squad-topics"] = squad_topics(metrics.get("config") or {}, args)
         described.append(
             f"{len(parts['squad-topics'][1])} SQuAD paragraphs' first {args.topic_words} words as topics, their "
@@ -860,6 +860,15 @@ def check_args(args: EvaluateRerankerArgs) -> tuple[list[int], list[str]]:
                 f"first stage {kind!r} (--fusion-first-stages / --other-first-stages) is not known: "
                 f"use {', '.join(FIRST_STAGES)}, comma-separated"
             )
+    for part in _names(args.fusion_dev):
+        if part not in FUSION_DEV_PARTS:
+            raise CtxirError(
+                f"--fusion-dev names {part!r}: use a comma list of {', '.join(FUSION_DEV_PARTS)}"
+            )
+    if args.fusion_rule not in FUSION_RULES:
+        raise CtxirError(
+            f"--fusion-rule {args.fusion_rule!r} is not known: use one of {', '.join(FUSION_RULES)}"
+        )
     collections = [c.strip() for c in args.collections.split(",") if c.strip()]
     for c in collections:
         if c not in COLLECTIONS:
