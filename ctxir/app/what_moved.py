@@ -152,7 +152,12 @@ def explain_moves(
             attention=False,
             title=doc.get("title") or "",
         )
-        doc_words = explain_tab.words(e["tokens"], e["attributions"], e["sentence_b_start"] or 0)
+        # Rounded once, here: the table's 3 places are then read from the same value the JSON keeps (rounding the
+        # raw value for one and the 6-place value for the other could differ in the last shown digit).
+        doc_words = [
+            (w, round(v, 6))
+            for w, v in explain_tab.words(e["tokens"], e["attributions"], e["sentence_b_start"] or 0)
+        ]
         ups = sorted((w for w in doc_words if w[1] > 0), key=lambda w: -w[1])[:5]
         downs = sorted((w for w in doc_words if w[1] < 0), key=lambda w: w[1])[:5]
         change = row["rank_change"]
@@ -176,8 +181,8 @@ def explain_moves(
                 "rank": row["rank"],
                 "rerank_rank": row["rerank_rank"],
                 "rerank_score": row["rerank_score"],
-                "pushed_up_by": [{"word": w, "attribution": round(v, 6)} for w, v in ups],
-                "pulled_down_by": [{"word": w, "attribution": round(v, 6)} for w, v in downs],
+                "pushed_up_by": [{"word": w, "attribution": v} for w, v in ups],
+                "pulled_down_by": [{"word": w, "attribution": v} for w, v in downs],
                 "explanation": explain_tab.compact(e),
             }
         )
