@@ -12,7 +12,7 @@ explanation in place.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import gradio as gr
@@ -115,8 +115,6 @@ def explain_pair(
     re-ranker's score split over the tokens of ``[CLS] query [SEP] document [SEP]`` (of the best window, for a
     re-ranker that reads long documents by windows; ``title``: a corpus document's title, where they are cut).
     ``data`` is ``ctxir.explain.explain``'s answer."""
-    from ctxir.viz import MatrixStyle, heatmap_figure
-
     cfg = state.config
     query = check_text(query, "query", cfg.max_query_chars)
     document = check_text(document, "document", cfg.max_text_chars)
@@ -132,102 +130,144 @@ def explain_pair(
     )
     bi, reranker = raw["bi_encoder"], raw.get("cross_encoder")
     data = compact({**raw, "model": model})
+    view = _bi_encoder_view(bi)
+    if reranker is not None:
+        view.add(_reranker_view(reranker))
+    elif model == "auto":
+        view.lines.append("No re-ranker is loaded, so only the bi-encoder is explained.")
+    view.lines.append(
+        "Red raised the score, violet lowered it; the strongest word of each view is full colour."
+    )
+    return ViewResult(
+        data=data,
+        text="\n\n".join(view.lines),
+        plots=view.plots,
+        figures=view.pngs,
+        highlights=view.highlights,
+    )
+
+
+@dataclass
+class _PairView:
+    """What one model's explanation adds to the pair view: interactive plots, their PNGs, highlighted texts and
+    the paragraphs that read them."""
+
+    plots: dict = field(default_factory=dict)
+    pngs: dict = field(default_factory=dict)
+    highlights: dict = field(default_factory=dict)
+    lines: list[str] = field(default_factory=list)
+
+    def add(self, other: _PairView) -> None:
+        self.plots |= other.plots
+        self.pngs |= other.pngs
+        self.highlights |= other.highlights
+        self.lines += other.lines
+
+
+def _bi_encoder_view(bi: dict) -> _PairView:
+    """The bi-encoder's cosine: per-token highlights on one scale and, under mean pooling, the exact query ×
+    document token terms as a heatmap."""
+    from ctxir.viz import MatrixStyle, heatmap_figure
 
     q_tokens, d_tokens = bi["query_tokens"], bi["document_tokens"]
     q_words = words(q_tokens, bi["query_contributions"], keep_special=True)
     d_words = words(d_tokens, bi["document_contributions"], keep_special=True)
     scale = max((abs(v) for _, v in [*q_words, *d_words]), default=0.0)  # one scale: both sum to the cosine
-    highlights = {
-        "query": highlight(q_tokens, bi["query_contributions"], scale),
-        "document": highlight(d_tokens, bi["document_contributions"], scale),
-    }
-    plots, pngs = {}, {}
-    lines = []
-    if bi["pair_contributions"] is not None:
-        pairs = np.asarray(bi["pair_contributions"])  # (query tokens, document tokens)
-        title = (
-            f"bi-encoder: query × document token terms (they add up to the cosine {bi['cosine']:.3f}; "
-            f"{ATTRIBUTION_LEGEND})"
-        )
-        plots["pairs"] = figures.heatmap(
-            pairs,
-            q_tokens,
-            d_tokens,
-            title,
-            figures.HeatmapStyle(
-                value_name="contribution",
-                row_name="query token",
-                col_name="document token",
-                diverging=True,
-                decimals=4,
-                show_values=False,
-            ),
-        )
-        bound = float(np.max(np.abs(pairs))) or 1.0
-        pngs["pairs"] = heatmap_figure(
-            pairs,
-            q_tokens,
-            d_tokens,
-            title,
-            MatrixStyle(
-                vmin=-bound,
-                vmax=bound,
-                cmap=figures.attribution_cmap(),
-                annotate=False,
-                xlabel="document token",
-                ylabel="query token",
-            ),
-        )
-        lines.append(
-            f"**Bi-encoder cosine {bi['cosine']:.4f}**, split exactly over the {len(q_tokens)} × "
-            f"{len(d_tokens)} query × document token pairs (mean pooling: the terms add up to the cosine)."
-        )
-    else:
-        lines.append(
+    view = _PairView(
+        highlights={
+            "query": highlight(q_tokens, bi["query_contributions"], scale),
+            "document": highlight(d_tokens, bi["document_contributions"], scale),
+        }
+    )
+    if bi["pair_contributions"] is None:
+        view.lines.append(
             f"**Bi-encoder cosine {bi['cosine']:.4f}**, attributed to tokens by integrated gradients "
             f"({md_literal(bi.get('note', ''))}; completeness error {bi['completeness_error'] or 0:.2%})."
         )
-    if reranker is not None:
-        kind = reranker["model_kind"]
-        tokens, values, split = reranker["tokens"], reranker["attributions"], reranker["sentence_b_start"]
-        highlights["reranker"] = highlight(tokens, values)
-        title = (
-            f"{kind}: each token's share of score − baseline ({reranker['score'] - reranker['baseline_score']:+.3f}"
-            f"; {ATTRIBUTION_LEGEND})"
+        return view
+    pairs = np.asarray(bi["pair_contributions"])  # (query tokens, document tokens)
+    title = (
+        f"bi-encoder: query × document token terms (they add up to the cosine {bi['cosine']:.3f}; "
+        f"{ATTRIBUTION_LEGEND})"
+    )
+    view.plots["pairs"] = figures.heatmap(
+        pairs,
+        q_tokens,
+        d_tokens,
+        title,
+        figures.HeatmapStyle(
+            value_name="contribution",
+            row_name="query token",
+            col_name="document token",
+            diverging=True,
+            decimals=4,
+            show_values=False,
+        ),
+    )
+    bound = float(np.max(np.abs(pairs))) or 1.0
+    view.pngs["pairs"] = heatmap_figure(
+        pairs,
+        q_tokens,
+        d_tokens,
+        title,
+        MatrixStyle(
+            vmin=-bound,
+            vmax=bound,
+            cmap=figures.attribution_cmap(),
+            annotate=False,
+            xlabel="document token",
+            ylabel="query token",
+        ),
+    )
+    view.lines.append(
+        f"**Bi-encoder cosine {bi['cosine']:.4f}**, split exactly over the {len(q_tokens)} × "
+        f"{len(d_tokens)} query × document token pairs (mean pooling: the terms add up to the cosine)."
+    )
+    return view
+
+
+def _reranker_view(reranker: dict) -> _PairView:
+    """A re-ranker's score split over the tokens it read: bars, a highlight, and what its term-match term and its
+    best window contributed."""
+    kind = reranker["model_kind"]
+    tokens, values, split = reranker["tokens"], reranker["attributions"], reranker["sentence_b_start"]
+    title = (
+        f"{kind}: each token's share of score − baseline ({reranker['score'] - reranker['baseline_score']:+.3f}"
+        f"; {ATTRIBUTION_LEGEND})"
+    )
+    view = _PairView(
+        plots={"reranker": figures.token_bars(tokens, values, title, split=split)},
+        pngs={"reranker": figures.token_bars_png(tokens, values, title, split=split)},
+        highlights={"reranker": highlight(tokens, values)},
+    )
+    error = reranker["completeness_error"]
+    view.lines.append(
+        f"**{kind} score {reranker['score']:.4f}** ({md_literal(reranker['score_kind'])}); with every word "
+        f"replaced by [{reranker['baseline'].upper()}] it scores {reranker['baseline_score']:.4f}. Integrated "
+        f"gradients ({reranker['n_steps']} steps) split the difference over the tokens; completeness error "
+        + ("n/a (no difference to split)" if error is None else f"{error:.2%}")
+        + ("" if reranker["converged"] else " — above the 1 % target even at the step cap")
+        + "."
+    )
+    match = reranker.get("term_match")
+    if match:
+        top = sorted(
+            (t for t in match["tokens"] if t["contribution"]), key=lambda t: -abs(t["contribution"])
+        )[:5]
+        view.lines.append(
+            f"Of that score, its head's term-match term gives {match['score']:+.4f}: "
+            + (", ".join(f"{md_code(t['token'])} {t['contribution']:+.3f}" for t in top) or "nothing")
+            + " (each query token's matches in the document, weighted by its learned importance). It reads the "
+            "token ids, so it stays in the baseline score and the bars above split the rest."
         )
-        plots["reranker"] = figures.token_bars(tokens, values, title, split=split)
-        pngs["reranker"] = figures.token_bars_png(tokens, values, title, split=split)
-        error = reranker["completeness_error"]
-        lines.append(
-            f"**{kind} score {reranker['score']:.4f}** ({md_literal(reranker['score_kind'])}); with every word "
-            f"replaced by [{reranker['baseline'].upper()}] it scores {reranker['baseline_score']:.4f}. Integrated "
-            f"gradients ({reranker['n_steps']} steps) split the difference over the tokens; completeness error "
-            + ("n/a (no difference to split)" if error is None else f"{error:.2%}")
-            + ("" if reranker["converged"] else " — above the 1 % target even at the step cap")
-            + "."
+    window = reranker.get("window")
+    if window:
+        view.lines.append(
+            f"The {kind} reads a long document by its best window ({window['words']} words every "
+            f"{window['stride']}): window {window['index']} of {window['of']} scored highest, so its "
+            "score is the document's, and the tokens above are that window's."
         )
-        match = reranker.get("term_match")
-        if match:
-            top = sorted(
-                (t for t in match["tokens"] if t["contribution"]), key=lambda t: -abs(t["contribution"])
-            )[:5]
-            lines.append(
-                f"Of that score, its head's term-match term gives {match['score']:+.4f}: "
-                + (", ".join(f"{md_code(t['token'])} {t['contribution']:+.3f}" for t in top) or "nothing")
-                + " (each query token's matches in the document, weighted by its learned importance). It reads the "
-                "token ids, so it stays in the baseline score and the bars above split the rest."
-            )
-        window = reranker.get("window")
-        if window:
-            lines.append(
-                f"The {kind} reads a long document by its best window ({window['words']} words every "
-                f"{window['stride']}): window {window['index']} of {window['of']} scored highest, so its "
-                "score is the document's, and the tokens above are that window's."
-            )
-    elif model == "auto":
-        lines.append("No re-ranker is loaded, so only the bi-encoder is explained.")
-    lines.append("Red raised the score, violet lowered it; the strongest word of each view is full colour.")
-    return ViewResult(data=data, text="\n\n".join(lines), plots=plots, figures=pngs, highlights=highlights)
+    return view
 
 
 def explain_result(
