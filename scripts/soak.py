@@ -22,7 +22,7 @@ to ``--output`` with its figures:
   which the app keeps by design);
 - search p50 in the last window is at most ``--max-p50-ratio`` (1.5×) that of the first, judged on evidence: the
   check fails when the one-sided 95 % lower bound on the ratio (a block bootstrap, ``p50_ratio_bounds``) is over
-  1.5, or when either window holds under ``--min-searches`` (20) answered searches. The windows are the first and
+  1.5, or when either window holds under ``--min-searches`` (10) answered searches. The windows are the first and
   last of the six, but at least ``--min-latency-window-s`` (60 s) each: the 2-minute run compares its halves. A
   search's time is when it was sent, so one sent during the warm-up is in no window;
 - nothing failed or hung (refusals "busy, try again" are counted, not failures), and the app still serves.
@@ -103,7 +103,7 @@ class SoakArgs:
         default=5.0, metadata={"help": "searches sent within this many seconds are resampled together"}
     )
     min_searches: int = field(
-        default=20, metadata={"help": "answered searches each latency window needs, else the check fails"}
+        default=10, metadata={"help": "answered searches each latency window needs, else the check fails"}
     )
     slack: int = field(default=8, metadata={"help": "file descriptors or threads the last window may add"})
     startup_timeout_s: float = 600.0
