@@ -203,8 +203,9 @@ def latency_windows(seconds: float, args: SoakArgs) -> tuple[tuple[float, float]
     """The first and last windows whose search latencies are compared: the first and last of the six windows, but
     at least ``--min-latency-window-s`` long (and at most half the run each). 30 minutes: 5 minutes each, as the
     issue says; 2 minutes: the two halves. The mix answers under one search a second (101 in the 2 minutes of a
-    run on an idle 2-core machine, 82 beside a training job), so a 20 s window holds about 15 and its median
-    moves by half on which views happened to run beside it; a half holds 40-50."""
+    run on an idle 2-core machine, 78-85 beside a training job), so a 20 s window holds about 14 (4-33 in four
+    recorded runs) and its median moves with the views that happened to run beside it (0.29-1.00 s between the
+    20 s windows of one steady run); a half holds 29-53 (docs/reliability.md)."""
     width = min(max(seconds / WINDOWS, args.min_latency_window_s), seconds / 2)
     return (0.0, width), (seconds - width, seconds)
 
@@ -228,12 +229,13 @@ def p50_ratio_bounds(
     and each window is redrawn ``resamples`` times from as many blocks, drawn with replacement; the ratio of the
     two redrawn medians is taken each time (seeded: the same figures give the same bounds). ``lower`` is the
     (1 - confidence) quantile of those ratios, ``upper`` the ``confidence`` one: the true ratio is below ``lower``
-    with probability about 1 - confidence, so a check that fails only when ``lower`` is over its bound fails a
-    steady app on noise alone about that rarely, however few searches a window holds; more searches narrow the
-    bounds, which is what lets it see a real slowdown.
+    with probability about 1 - confidence, so a check that fails only when ``lower`` is over its bound fails an
+    app whose p50 grew by exactly the bound about that often (somewhat more with few blocks), a steady one far
+    more rarely, however few searches a window holds; more searches narrow the bounds, which is what lets it see a
+    real slowdown.
 
     Blocks, not single searches, because neighbouring searches are not independent: one sent while the slow views
-    (attention, explain: 5-15 s each) hold the CPU is slow, and so is the next. In a measured 2-minute run (82
+    (attention, explain, token embeddings: 3-15 s each) hold the CPU is slow, and so is the next. In a measured 2-minute run (82
     searches) the autocorrelation of log latency was 0.43 at lag 1 and 0.16 or less beyond, so 5 s (about 4
     searches) keeps the dependent neighbours together; resampling single searches (``block_s`` 0) makes the
     bounds too narrow, and blocks as long as the slow views (10 s) are too few in a 1-minute window (6): the
@@ -249,9 +251,8 @@ def p50_ratio_bounds(
         order = np.argsort(values, kind="stable")
         block = np.unique(np.floor(t / block_s) if block_s > 0 else np.arange(len(t)), return_inverse=True)[1]
         blocks = block.max() + 1
-        counts = rng.multinomial(
-            blocks, np.full(blocks, 1 / blocks), size=resamples
-        )  # blocks drawn, each time
+        # how often each block is drawn, each time
+        counts = rng.multinomial(blocks, np.full(blocks, 1 / blocks), size=resamples)
         weights = np.cumsum(counts[:, block[order]], axis=1)  # searches at or below each value, each time
         # the upper median of the redrawn searches, as load_test.percentile takes it: the value at index n // 2
         at = np.argmax(weights > (weights[:, -1] // 2)[:, None], axis=1)
