@@ -2,13 +2,16 @@
 file descriptors, threads, the output folder's cap and search latency stay put.
 
 The 2-minute run is marked ``soak`` (``python -m pytest -m soak``: about 5 minutes with the app's start and a
-minute of warm-up, so the default run leaves it out); the issue's 30 minutes is ``slow``. The checks themselves are tested in the default run
-on made-up samples, a steady run and a leaking one.
+minute of warm-up, so the default run leaves it out; CI runs it on its own after the default run); the issue's 30
+minutes is ``slow``. The checks themselves are tested in the default run on made-up samples: a steady run and a
+leaking one, and for the latency check runs with the noise measured in real 2-minute soaks, steady and slowed down.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import random
 
 import pytest
 
@@ -60,11 +63,63 @@ def test_a_leaking_run_fails_the_check_that_watches_it(leak, check):
     assert [name for name, ok in checks.items() if not ok] == [check]
 
 
+def noisy_searches(
+    seed: int, seconds: float = 120.0, slower=lambda t: 1.0, per_s=0.75, median_s=0.45, log_sd=0.46, lag1=0.43
+) -> list[tuple[float, float]]:
+    """(sent at, seconds) of searches as the mix gets them on a 2-core machine shared with a training job: sent at
+    random, about 0.75 a second; log-normal times, median 0.45 s, log sd 0.46, each search's like the one before
+    (lag-1 autocorrelation 0.43 of the log: a slow view beside it slows both). These are the figures of a measured
+    2-minute run (docs/reliability.md). ``slower(t)`` scales the time of a search sent at ``t``."""
+    rng = random.Random(seed)
+    t, z, found = rng.expovariate(per_s), rng.gauss(0, 1), []
+    while t < seconds:
+        found.append((t, median_s * slower(t) * math.exp(log_sd * z)))
+        z = lag1 * z + math.sqrt(1 - lag1**2) * rng.gauss(0, 1)
+        t += rng.expovariate(per_s)
+    return found
+
+
+def latency_check(searches, seconds: float = 120.0) -> bool:
+    samples, _ = made_up(seconds)
+    requests = [{"t": t, "api": "/search", "outcome": "ok", "seconds": s} for t, s in searches]
+    return soak.analyse(samples, requests, seconds, 4 * 2**20, soak.SoakArgs())["checks"][
+        "search_p50_last_vs_first"
+    ]
+
+
+def old_latency_check(searches, seconds: float = 120.0) -> bool:
+    """The check CI ran once and failed on: the last sixth's p50 at most 1.5x the first sixth's, nothing more."""
+    first = [s for t, s in searches if t < seconds / 6]
+    last = [s for t, s in searches if t >= seconds * 5 / 6]
+    return soak.p50(last) <= 1.5 * soak.p50(first)
+
+
+def test_a_noisy_but_steady_run_passes_the_latency_check():
+    runs = [noisy_searches(seed) for seed in range(100)]
+    # noise at the scale of the failure in CI (1.53x between 20 s windows of a steady app)...
+    assert sum(not old_latency_check(run) for run in runs) >= 5  # 8 of these 100
+    # ...is not evidence of a slowdown
+    assert all(latency_check(run) for run in runs)
+
+
+def test_a_2x_slowdown_fails_the_latency_check():
+    # the issue's 30 minutes: searches twice as slow from minute 15 on; 5-minute windows of about 225 searches
+    thirty = [noisy_searches(seed, 1800.0, slower=lambda t: 2.0 if t >= 900 else 1.0) for seed in range(20)]
+    assert sum(not latency_check(run, 1800.0) for run in thirty) >= 19  # all 20 of these
+    # 2 minutes: halves of about 45 searches each tell a 3x step, and a 2x one about half the time
+    for factor, failing in ((3.0, 95), (2.0, 50)):  # 98 and 56 of these 100
+        two = [noisy_searches(seed, slower=lambda t, f=factor: f if t >= 60 else 1.0) for seed in range(100)]
+        assert sum(not latency_check(run) for run in two) >= failing
+
+
 def run_soak(tmp_path, minutes: float) -> dict:
     out = tmp_path / "soak.json"
     assert soak.main(["--minutes", str(minutes), "--output", str(out)]) in (0, 1)
     record = json.loads(out.read_text())
-    assert record["passed"], {k: v for k, v in record.items() if k != "samples"}
+    print(
+        json.dumps({k: record["figures"][k] for k in ("search_p50_s", "machine_load", "rss_mb", "requests")})
+    )
+    assert record["passed"], {k: v for k, v in record.items() if k not in ("samples", "requests")}
     return record
 
 
