@@ -1108,6 +1108,16 @@ def test_the_worst_part_rule_picks_a_weight_every_dev_part_accepts():
         er.check_args(er.EvaluateRerankerArgs(model="x", fusion_rule="median"))
     with pytest.raises(CtxirError, match=r"--fusion-dev names 'squad-topic': .*scifact, squad, squad-topics"):
         er.check_args(er.EvaluateRerankerArgs(model="x", fusion_dev="scifact,squad-topic"))
+    # --depths '' only chooses: with nothing to choose it would run nothing and exit 0, so it is refused
+    with pytest.raises(
+        CtxirError, match=r"--depths '' evaluates nothing .*leave scifact out of --collections"
+    ):
+        er.check_args(er.EvaluateRerankerArgs(model="x", depths="", collections="lisa,npl"))
+    assert er.check_args(er.EvaluateRerankerArgs(model="x", depths="", choose_fusion=True)) == (
+        [],
+        ["scifact", "msmarco", "demo"],
+    )
+    assert er.check_args(er.EvaluateRerankerArgs(model="x", collections="lisa")) == ([20], ["lisa"])
 
 
 def test_squad_topics_are_paragraph_openings_judged_by_their_article_without_titles(tmp_path):

@@ -167,7 +167,10 @@ class EvaluateRerankerArgs:
     )
     depths: str = field(
         default="20",
-        metadata={"help": "BM25 depths re-ranked on SciFact test, e.g. 20,100 ('' = skip the test figures)"},
+        metadata={
+            "help": "BM25 depths re-ranked on SciFact test, e.g. 20,100 ('' = evaluate nothing, only choose: "
+            "--choose-passages, --choose-fusion)"
+        },
     )
     collections: str = field(
         default="scifact,msmarco,demo",
@@ -873,6 +876,13 @@ def check_args(args: EvaluateRerankerArgs) -> tuple[list[int], list[str]]:
     for c in collections:
         if c not in COLLECTIONS:
             raise CtxirError(f"--collections names {c!r}: use a comma list of {', '.join(COLLECTIONS)}")
+    if not depths and not (args.choose_passages or args.choose_fusion):
+        # '' is how the choosing recipes say "evaluate nothing"; alone it would run nothing and exit 0
+        raise CtxirError(
+            f"--depths {args.depths!r} evaluates nothing (it is for a run that only chooses, with "
+            "--choose-passages or --choose-fusion): to evaluate other collections without SciFact's test figures, "
+            f"leave scifact out of --collections (now {args.collections!r}) and --depths at its default"
+        )
     return depths, collections
 
 
