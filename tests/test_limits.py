@@ -270,12 +270,17 @@ def test_without_the_cap_every_session_stays(serve_limits, max_sessions, kept):
     assert len(demo.state_holder.session_data) == kept
 
 
-def test_a_left_visitors_session_is_forgotten_and_the_app_holds_only_present_ones(demo, serve_limits):
+def test_a_left_visitors_session_is_forgotten_and_the_app_holds_only_present_ones(
+    demo, serve_limits, monkeypatch
+):
     """The soak's RSS growth (docs/reliability.md "A soak"): Gradio kept the session of every visitor who had left
     until its capacity pushed it out. With ``closed_session_s`` 0 the six sessions are gone once their visitors
     have left (their heartbeat's end runs the app's unload), while a visitor still present keeps theirs."""
     from gradio_client import Client
 
+    # Gradio sees a visitor has left only when its next heartbeat cannot be sent: every 15 s by default, so the last
+    # visitors' sessions could outlast a 20 s wait (it failed 1 run in 3 here); 1 s heartbeats see it within seconds
+    monkeypatch.setenv("GRADIO_HEARTBEAT_INTERVAL", "1")
     limits = QueueLimits(max_sessions=128, closed_session_s=0)
     url = serve_limits(apply_limits(demo, limits), limits)
     staying = Client(url, verbose=False, download_files=False)
@@ -284,7 +289,7 @@ def test_a_left_visitors_session_is_forgotten_and_the_app_holds_only_present_one
         answers = _visits(url, 6, "/search", ("river bank", "public", "bm25", "none", 3, 5))
         assert all("**1 result** from" in summary for _table, summary, _data in answers)
         _wait_for(lambda: len(demo.state_holder.session_data) == 1)
-        time.sleep(1.0)  # nothing brings a forgotten one back
+        time.sleep(2.0)  # nothing brings a forgotten one back (two heartbeats)
         assert list(demo.state_holder.session_data) == [staying.session_hash]
     finally:
         staying.close()
