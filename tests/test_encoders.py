@@ -75,6 +75,45 @@ def test_cache_hits_and_keys(tiny_st, tmp_path, monkeypatch):
     assert EmbeddingCache.key(enc.config, ["a", "b"]) != EmbeddingCache.key(enc.config, ["ab"])
 
 
+def test_an_interrupted_corpus_encode_resumes_from_its_cached_parts(tiny_st, tmp_path, monkeypatch):
+    """A corpus longer than PART_ROWS is encoded and cached part by part: a run killed in its third part leaves
+    two parts cached, and the next run encodes only the rest, giving the vectors one uninterrupted run gives."""
+    from ctxir.encoders import bi_encoder
+
+    monkeypatch.setattr(bi_encoder, "PART_ROWS", 4)
+    texts = [f"otter {i} swims by the river bank" if i % 2 else f"bank loan number {i}" for i in range(10)]
+    whole = BiEncoder(tiny_st, cache=None).encode(texts)
+    enc = BiEncoder(tiny_st, cache=EmbeddingCache(tmp_path))
+    encoded, real = [], enc.encode
+
+    def killed_in_third_part(chunk, show_progress_bar=None):
+        if len(encoded) == 2:
+            raise KeyboardInterrupt
+        encoded.append(list(chunk))
+        return real(chunk, show_progress_bar)
+
+    monkeypatch.setattr(enc, "encode", killed_in_third_part)
+    with pytest.raises(KeyboardInterrupt):
+        enc.encode_cached(texts)
+    assert (
+        len(list(tmp_path.glob("*-part*.npy"))) == 2
+        and not (tmp_path / f"{enc.cache_key(texts)}.npy").exists()
+    )
+
+    encoded.clear()
+    monkeypatch.setattr(
+        enc, "encode", lambda chunk, show_progress_bar=None: encoded.append(list(chunk)) or real(chunk)
+    )
+    resumed = enc.encode_cached(texts)
+    assert encoded == [texts[8:]]  # only the third part
+    np.testing.assert_allclose(resumed, whole, atol=1e-6)
+    # the whole is cached and its parts are gone; the next run reads it and encodes nothing
+    assert not list(tmp_path.glob("*-part*")) and (tmp_path / f"{enc.cache_key(texts)}.npy").exists()
+    encoded.clear()
+    np.testing.assert_array_equal(enc.encode_cached(texts), resumed)
+    assert encoded == []
+
+
 def test_torn_cache_file_is_recomputed(tiny_st, tmp_path):
     cache = EmbeddingCache(tmp_path)
     enc = BiEncoder(tiny_st, cache=cache)
