@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import random
+from dataclasses import dataclass
 from pathlib import Path
 
 import gradio as gr
@@ -35,6 +36,8 @@ MAX_TEXTS = 50  # texts classified per request
 MAX_EXAMPLES = 1_000  # labelled rows per upload: ~40 s of encoding on a 2-core CPU
 MAX_LABELS = 20
 NEIGHBOURS = 3
+# each method's per-label score, as the summary and the JSON name it
+_SCORE_NAMES = {"zero-shot": "cosine", "knn": "vote share", "centroid": "cosine", "logreg": "probability"}
 AGNEWS = (
     Path(__file__).resolve().parents[3] / "shared" / "data" / "agnews"
 )  # ../shared/data beside the checkout
@@ -113,8 +116,22 @@ def project_2d(vectors: np.ndarray, method: str, seed: int = 0) -> np.ndarray:
     ).fit_transform(vectors)
 
 
-def _checked_inputs(state: AppState, texts, labels, examples, method, k, template, projection) -> tuple:
-    """(texts, method, k, template, projection, labelled rows, labels) once every input is valid for ``method``."""
+@dataclass
+class _Inputs:
+    """``classify_view``'s inputs once checked: the texts to classify, the method and its settings, the labelled
+    examples (text, label) and the labels (zero-shot)."""
+
+    texts: list[str]
+    method: str
+    k: int
+    template: str
+    projection: str
+    examples: list[tuple[str, str]]
+    labels: list[Label]
+
+
+def _checked_inputs(state: AppState, texts, labels, examples, method, k, template, projection) -> _Inputs:
+    """The inputs once every one is valid for ``method``."""
     items = split_lines(texts, "texts", MAX_TEXTS, state.config.max_text_chars)
     method = check_choice(method, "method", METHODS)
     k = check_int(k, "k", 1, 50)
@@ -131,22 +148,15 @@ def _checked_inputs(state: AppState, texts, labels, examples, method, k, templat
     if rows and len({y for _, y in rows}) < 2:
         raise CtxirError("the labelled examples hold only one label: give examples of at least 2")
     template = check_text(template, "template", 200)
-    return items, method, k, template, projection, rows, named
+    return _Inputs(items, method, k, template, projection, rows, named)
 
 
-def _fitted_classifier(
-    encoder: BiEncoder,
-    method: str,
-    k: int,
-    named: list[Label],
-    template: str,
-    rows: list[tuple[str, str]],
-    example_x: np.ndarray,
-):
-    """The classifier of ``method``, fitted on the encoded examples (zero-shot: on the labels, and the examples
-    as well when there are any, whose labels must then be among them)."""
-    if method == "zero-shot":
-        classifier = ZeroShotClassifier(encoder, named, template)
+def _fitted_classifier(encoder: BiEncoder, inputs: _Inputs, example_x: np.ndarray):
+    """The classifier of ``inputs.method``, fitted on the encoded examples (zero-shot: on the labels, and the
+    examples as well when there are any, whose labels must then be among them)."""
+    rows = inputs.examples
+    if inputs.method == "zero-shot":
+        classifier = ZeroShotClassifier(encoder, inputs.labels, inputs.template)
         known = set(classifier.classes)
         if rows:
             unknown = sorted({y for _, y in rows} - known)
@@ -157,32 +167,25 @@ def _fitted_classifier(
                 )
             classifier.fit_embeddings(example_x, [y for _, y in rows])
     else:
-        classifier = make_classifier(f"knn-{k}" if method == "knn" else method, encoder, "uniform")
+        name = f"knn-{inputs.k}" if inputs.method == "knn" else inputs.method
+        classifier = make_classifier(name, encoder, "uniform")
         classifier.fit_embeddings(example_x, [y for _, y in rows])
     classifier.texts = [t for t, _ in rows]
     return classifier
 
 
 def _map_points(
-    classifier,
-    method: str,
-    projection: str,
-    rows: list[tuple[str, str]],
-    items: list[str],
-    predictions,
-    example_x: np.ndarray,
-    text_x: np.ndarray,
+    classifier, inputs: _Inputs, predictions, example_x: np.ndarray, text_x: np.ndarray
 ) -> list[dict]:
     """The 2-D map's points: examples, texts and (zero-shot) label embeddings projected together."""
-    label_x = (
-        classifier.label_vectors if method == "zero-shot" else np.zeros((0, text_x.shape[1]), np.float32)
-    )
-    xy = project_2d(np.concatenate([example_x, text_x, label_x]), projection)
-    kinds = ["example"] * len(rows) + ["text"] * len(items) + ["label"] * len(label_x)
+    rows, zero_shot = inputs.examples, inputs.method == "zero-shot"
+    label_x = classifier.label_vectors if zero_shot else np.zeros((0, text_x.shape[1]), np.float32)
+    xy = project_2d(np.concatenate([example_x, text_x, label_x]), inputs.projection)
+    kinds = ["example"] * len(rows) + ["text"] * len(inputs.texts) + ["label"] * len(label_x)
     classes_of = (
         [y for _, y in rows] + [p.label for p in predictions] + list(classifier.classes[: len(label_x)])
     )
-    shown = [t for t, _ in rows] + items + (classifier.prompts if method == "zero-shot" else [])
+    shown = [t for t, _ in rows] + inputs.texts + (classifier.prompts if zero_shot else [])
     return [
         {"x": round(float(x), 4), "y": round(float(y), 4), "kind": kind, "label": label, "text": text}
         for (x, y), kind, label, text in zip(xy, kinds, classes_of, shown, strict=True)
@@ -200,23 +203,30 @@ def classify_view(
     projection: str = "pca",
 ) -> ViewResult:
     """Classify ``texts`` (one per line) zero-shot from ``labels`` or few-shot from the ``examples`` file."""
-
-    # 1. check the input
-    items, method, k, template, projection, rows, named = _checked_inputs(
-        state, texts, labels, examples, method, k, template, projection
-    )
-    # 2. encode (in memory only: a visitor's texts never reach the persistent cache)
+    inputs = _checked_inputs(state, texts, labels, examples, method, k, template, projection)
+    # in memory only: a visitor's texts never reach the persistent cache
     encoder = BiEncoder(state.models.bi_encoder, cache=None)
-    text_x = encoder.encode(items)  # (texts, D)
-    example_x = encoder.encode([t for t, _ in rows]) if rows else np.zeros((0, text_x.shape[1]), np.float32)
-    # 3. classify
-    classifier = _fitted_classifier(encoder, method, k, named, template, rows, example_x)
-    predictions = classifier.predict_embeddings(text_x, NEIGHBOURS if rows else 0)
-    # 4. the 2-D map: examples, texts and (zero-shot) label embeddings together
-    points = _map_points(classifier, method, projection, rows, items, predictions, example_x, text_x)
-    # 5. the answer: tables, JSON and summary
+    text_x = encoder.encode(inputs.texts)  # (texts, D)
+    example_x = (  # (examples, D)
+        encoder.encode([t for t, _ in inputs.examples])
+        if inputs.examples
+        else np.zeros((0, text_x.shape[1]), np.float32)
+    )
+    classifier = _fitted_classifier(encoder, inputs, example_x)
+    predictions = classifier.predict_embeddings(text_x, NEIGHBOURS if inputs.examples else 0)
+    points = _map_points(classifier, inputs, predictions, example_x, text_x)
     d = state.config.decimals
-    result_rows = [
+    return ViewResult(
+        rows=_prediction_rows(inputs.texts, predictions, d),
+        extra_rows=_neighbour_rows(predictions, d),
+        data=_record(inputs, classifier.classes, predictions, points, d),
+        text=_summary(inputs, classifier.classes, predictions),
+    )
+
+
+def _prediction_rows(texts: list[str], predictions, d: int) -> list[dict]:
+    """The predictions table: one row per text, its label and the score of every label (``d`` decimals)."""
+    return [
         {
             "#": i,
             "text": snippet(text, 100),
@@ -224,9 +234,13 @@ def classify_view(
             "score": round(p.scores[p.label], d),
             **{c: round(s, d) for c, s in p.scores.items()},
         }
-        for i, (text, p) in enumerate(zip(items, predictions, strict=True), 1)
+        for i, (text, p) in enumerate(zip(texts, predictions, strict=True), 1)
     ]
-    neighbour_rows = [
+
+
+def _neighbour_rows(predictions, d: int) -> list[dict]:
+    """The neighbours table: each text's nearest labelled examples, nearest first (``d`` decimals)."""
+    return [
         {
             "#": i,
             "rank": r,
@@ -237,17 +251,20 @@ def classify_view(
         for i, p in enumerate(predictions, 1)
         for r, n in enumerate(p.neighbours, 1)
     ]
-    score_name = {"zero-shot": "cosine", "knn": "vote share", "centroid": "cosine", "logreg": "probability"}[
-        method
-    ]
-    data = {
+
+
+def _record(inputs: _Inputs, classes, predictions, points: list[dict], d: int) -> dict:
+    """The JSON answer: the settings that apply to ``inputs.method``, every prediction with its scores and
+    neighbours (``d`` decimals), and the 2-D map's points."""
+    method = inputs.method
+    return {
         "method": method,
-        "k": k if method == "knn" else None,
-        "score": score_name,
-        "template": template if method == "zero-shot" else None,
-        "projection": projection,
-        "classes": list(classifier.classes),
-        "examples": len(rows),
+        "k": inputs.k if method == "knn" else None,
+        "score": _SCORE_NAMES[method],
+        "template": inputs.template if method == "zero-shot" else None,
+        "projection": inputs.projection,
+        "classes": list(classes),
+        "examples": len(inputs.examples),
         "predictions": [
             {
                 "text": t,
@@ -257,21 +274,27 @@ def classify_view(
                     {"text": n.text, "label": n.label, "cosine": round(n.similarity, d)} for n in p.neighbours
                 ],
             }
-            for t, p in zip(items, predictions, strict=True)
+            for t, p in zip(inputs.texts, predictions, strict=True)
         ],
         "points": points,
     }
+
+
+def _summary(inputs: _Inputs, classes, predictions) -> str:
+    """The Markdown above the table: how many texts, by which method, what the scores are, and how many texts
+    each class got (classes with none left out)."""
+    method, k = inputs.method, inputs.k
     how = (
-        f"zero-shot, template {md_literal(template)}"
+        f"zero-shot, template {md_literal(inputs.template)}"
         if method == "zero-shot"
-        else f"{method}{f' (k={k})' if method == 'knn' else ''} on {_count(len(rows), 'labelled example')}"
+        else f"{method}{f' (k={k})' if method == 'knn' else ''} on "
+        f"{_count(len(inputs.examples), 'labelled example')}"
     )
-    text = f"{_count(len(items), 'text')} classified by {how}; scores are {score_name}s. " + ", ".join(
-        f"{md_literal(c)} {n}"
-        for c, n in sorted({c: sum(p.label == c for p in predictions) for c in classifier.classes}.items())
-        if n
+    counts = {c: sum(p.label == c for p in predictions) for c in classes}
+    return (
+        f"{_count(len(inputs.texts), 'text')} classified by {how}; scores are {_SCORE_NAMES[method]}s. "
+        + ", ".join(f"{md_literal(c)} {n}" for c, n in sorted(counts.items()) if n)
     )
-    return ViewResult(rows=result_rows, extra_rows=neighbour_rows, data=data, text=text)
 
 
 def sample_inputs(

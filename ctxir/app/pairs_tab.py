@@ -12,7 +12,7 @@ import gradio as gr
 import numpy as np
 
 from ctxir.app import explain_tab, figures
-from ctxir.app.models import BI_ENCODER
+from ctxir.app.models import BI_ENCODER, AppModels
 from ctxir.app.reranker_labels import pair_legend, rank_header, short_name
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code, rounded, snippet, split_lines
@@ -83,68 +83,18 @@ def chart_columns(rows: Sequence[dict]) -> dict[str, list]:
 def score_pairs(state: AppState, query: str, documents: str | Sequence[str]) -> ViewResult:
     """Every loaded re-ranker's pair score (cross-encoder score, CLS-LR probability, ...) and the bi-encoder
     cosine for (query, document) pairs. The rows keep a column per re-ranker kind, None where it is not loaded."""
-    cfg = state.config
+    cfg, models = state.config, state.models
     query = check_text(query, "query", cfg.max_query_chars)
     docs = split_lines(documents, "documents", cfg.max_documents, cfg.max_text_chars)
-    models = state.models
-    q = models.bi_encoder.encode([query], normalize_embeddings=True, convert_to_numpy=True)  # (1, dim)
-    d = models.bi_encoder.encode(docs, normalize_embeddings=True, convert_to_numpy=True)  # (docs, dim)
-    values = {
-        kind.pair_column: np.asarray(kind.pair_scores(models.rerankers[name], query, docs)).tolist()
-        if name in models.rerankers
-        else None
-        for name, kind in RERANKERS.items()
-    }
-    values["bi_encoder_cosine"] = (d @ q[0]).tolist()
-    legends = score_columns()
-    # each raw cross-encoder score as a calibrated probability too, where its model has a calibration.json
-    calibrated = {
-        field: getattr(models.rerankers.get(kind_of_column(key)), "calibration", None)
-        for key, field in probability_columns().items()
-    }
-    probabilities = {
-        field: calibration.probabilities(values[key]).tolist() if calibration and values[key] else None
-        for (key, field), calibration in zip(probability_columns().items(), calibrated.values(), strict=True)
-    }
-    rows = []
-    for i, doc in enumerate(docs):
-        rows.append(
-            {
-                "doc": i + 1,
-                "document": snippet(doc, 120),
-                **{key: rounded(scores[i]) if scores else None for key, scores in values.items()},
-                **{key: rounded(p[i]) if p else None for key, p in probabilities.items()},
-            }
-        )
+    values = _pair_scores(models, query, docs)
+    probabilities = _probabilities(models, values)
+    rows = [_score_row(i, doc, values, probabilities) for i, doc in enumerate(docs)]
     columns = chart_columns(rows)
-    for key, (rank_key, _) in legends.items():
-        values = [r[key] for r in rows]
-        order = np.argsort(-np.asarray(values, dtype=float), kind="stable") if None not in values else []
-        ranks = {int(i): rank for rank, i in enumerate(order, 1)}
-        for i, row in enumerate(rows):
-            row[rank_key] = ranks.get(i)
-    # the first loaded re-ranker whose body can be read (the cross-encoder), else the bi-encoder's tokenizer
-    reader = next(
-        (models.inspect[k] for k in models.loaded if k in models.inspect), models.inspect[BI_ENCODER]
-    )
-    positions = position_limit(reader.model.config)
-    formations = [input_formation(reader.tokenizer, query, doc, positions=positions) for doc in docs]
-    first = formations[0]
-    token_rows = [
-        {"position": i, "token": t, "token_id": tid, "token_type": tt}
-        for i, (t, tid, tt) in enumerate(
-            zip(first["tokens"], first["token_ids"], first["token_type_ids"], strict=True)
-        )
-    ]
+    _add_ranks(rows)
+    reader, formations = _input_formations(models, query, docs)
     unavailable = {name: models.why_not(name) for name in RERANKERS if name not in models.rerankers}
     from ctxir.viz import scores_figure
 
-    text = (
-        f"Input formation ({reader.name} tokenizer), document 1: {md_code(first['text'])} — {first['num_tokens']} "
-        "tokens; token type 0 = query segment, 1 = document segment."
-    )
-    if unavailable:
-        text += "\n\n" + "\n".join(f"- {name} not loaded: {why}" for name, why in unavailable.items())
     data = {
         "query": query,
         "documents": docs,
@@ -156,9 +106,89 @@ def score_pairs(state: AppState, query: str, documents: str | Sequence[str]) -> 
         rows=rows,
         figures={"scores": scores_figure(docs, columns)},
         data=data,
-        text=text,
-        extra_rows=token_rows,
+        text=_summary(reader, formations[0], unavailable),
+        extra_rows=_token_rows(formations[0]),
     )
+
+
+def _pair_scores(models: AppModels, query: str, docs: list[str]) -> dict[str, list[float] | None]:
+    """{pair-score field: a score per document}: each re-ranker kind's (None where it is not loaded), then the
+    bi-encoder's cosine."""
+    q = models.bi_encoder.encode([query], normalize_embeddings=True, convert_to_numpy=True)  # (1, dim)
+    d = models.bi_encoder.encode(docs, normalize_embeddings=True, convert_to_numpy=True)  # (docs, dim)
+    values = {
+        kind.pair_column: np.asarray(kind.pair_scores(models.rerankers[name], query, docs)).tolist()
+        if name in models.rerankers
+        else None
+        for name, kind in RERANKERS.items()
+    }
+    values["bi_encoder_cosine"] = (d @ q[0]).tolist()
+    return values
+
+
+def _probabilities(models: AppModels, values: dict[str, list[float] | None]) -> dict[str, list[float] | None]:
+    """{calibrated-probability field: a probability per document} for each raw pair score in ``values``; None
+    where its model is not loaded or ships no calibration (calibration.json)."""
+    probabilities = {}
+    for key, field in probability_columns().items():
+        calibration = getattr(models.rerankers.get(kind_of_column(key)), "calibration", None)
+        probabilities[field] = (
+            calibration.probabilities(values[key]).tolist() if calibration and values[key] else None
+        )
+    return probabilities
+
+
+def _score_row(i: int, doc: str, values: dict, probabilities: dict) -> dict:
+    """Document ``i``'s row (0-based; shown from 1): its snippet, each score and probability rounded."""
+    return {
+        "doc": i + 1,
+        "document": snippet(doc, 120),
+        **{key: rounded(scores[i]) if scores else None for key, scores in values.items()},
+        **{key: rounded(p[i]) if p else None for key, p in probabilities.items()},
+    }
+
+
+def _add_ranks(rows: list[dict]) -> None:
+    """Each row's rank (from 1) by each score column of ``score_columns``, in place; None in every row where
+    the column has no score (its model is not loaded). Equal scores keep the documents' order."""
+    for key, (rank_key, _) in score_columns().items():
+        values = [r[key] for r in rows]
+        order = np.argsort(-np.asarray(values, dtype=float), kind="stable") if None not in values else []
+        ranks = {int(i): rank for rank, i in enumerate(order, 1)}
+        for i, row in enumerate(rows):
+            row[rank_key] = ranks.get(i)
+
+
+def _input_formations(models: AppModels, query: str, docs: list[str]) -> tuple[str, list[dict]]:
+    """(the reading tokenizer's model name, each pair's ``input_formation``), read by the first loaded re-ranker
+    whose body can be read (the cross-encoder), else by the bi-encoder's tokenizer."""
+    reader = next(
+        (models.inspect[k] for k in models.loaded if k in models.inspect), models.inspect[BI_ENCODER]
+    )
+    positions = position_limit(reader.model.config)
+    return reader.name, [input_formation(reader.tokenizer, query, doc, positions=positions) for doc in docs]
+
+
+def _token_rows(formation: dict) -> list[dict]:
+    """The tokens table: one row per token of ``formation`` (position, token, id, token type)."""
+    return [
+        {"position": i, "token": t, "token_id": tid, "token_type": tt}
+        for i, (t, tid, tt) in enumerate(
+            zip(formation["tokens"], formation["token_ids"], formation["token_type_ids"], strict=True)
+        )
+    ]
+
+
+def _summary(reader: str, first: dict, unavailable: dict[str, str]) -> str:
+    """The Markdown above the table: document 1 as ``reader``'s tokenizer reads it, then each re-ranker that is
+    not loaded and why."""
+    text = (
+        f"Input formation ({reader} tokenizer), document 1: {md_code(first['text'])} — {first['num_tokens']} "
+        "tokens; token type 0 = query segment, 1 = document segment."
+    )
+    if unavailable:
+        text += "\n\n" + "\n".join(f"- {name} not loaded: {why}" for name, why in unavailable.items())
+    return text
 
 
 # ---------------------------------------------------------------- UI

@@ -6,6 +6,8 @@ Over the public corpus or the visitor's own upload; what_moved re-ranks through 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code, plural, rounded, snippet
@@ -14,6 +16,11 @@ from ctxir.checks import check_choice, check_int, check_text
 from ctxir.rerank.registry import DEFAULT_RERANK_MODE, RERANK_MODES, RERANKERS, search_rerankers
 from ctxir.retrieval.registry import DEFAULT_FIRST_STAGE
 from ctxir.types import CtxirError
+
+if TYPE_CHECKING:
+    from ctxir.app.corpus_index import CorpusIndex
+    from ctxir.rerank.pipeline import RankedHit
+    from ctxir.rerank.stage_fusion import StageFusion
 
 
 # search and what_moved.what_moved take the /search and /what_moved inputs one to one, in the endpoints' order (the API's
@@ -37,16 +44,45 @@ def search(
     ranks every candidate the re-ranker re-scored). ``mode`` "fused" (default): the final order fuses the re-ranker with the first stage (the re-ranker's
     fusion.json, else RRF k=60 with equal weights; ``fused_score``), so a weak re-ranker cannot push results far
     below the first stage; "alone": the re-ranker's order."""
-    from ctxir.rerank.pipeline import Pipeline, mode_fusion
+    query, k, depth = _checked_inputs(state, query, k, depth, mode, every_candidate)
+    index = state.index(corpus, owner)
+    ranker = _relevance_ranker(state, reranker, mode)
+    depth = max(depth, k)  # the re-ranker re-scores at least the k shown
+    run = _run_pipeline(index, first_stage, ranker, mode, query, k, depth)
+    rows = [_hit_row(hit, index.corpus[hit.doc_id], first_stage, run.fusion) for hit in run.hits]
+    data = {
+        "query": query,
+        "corpus": index.name,
+        "first_stage": first_stage,
+        "reranker": reranker,
+        "k": k,
+        "depth": depth if reranker != "none" else None,
+        "mode": mode if reranker != "none" else None,
+        "fusion": run.fusion.record() if run.fusion is not None else None,
+        "timings_ms": run.timings,
+        "hits": rows,
+    }
+    text = _summary(index, rows, run, first_stage, reranker, depth)
+    return ViewResult(rows=rows, data=data, text=text)
 
-    query = check_text(query, "query", state.config.max_query_chars)
+
+def _checked_inputs(
+    state: AppState, query: str, k: int, depth: int | None, mode: str, every_candidate: bool
+) -> tuple[str, int, int]:
+    """(query, k, re-rank depth) once each is within the app's limits and ``mode`` is a re-rank mode."""
     cfg = state.config
+    query = check_text(query, "query", cfg.max_query_chars)
     k = check_int(k, "k", 1, cfg.max_rerank_depth if every_candidate else cfg.max_k)
     depth = check_int(
         depth if depth is not None else cfg.rerank_depth, "re-rank depth", 1, cfg.max_rerank_depth
     )
     check_choice(mode, "re-rank mode", RERANK_MODES)
-    index = state.index(corpus, owner)
+    return query, k, depth
+
+
+def _relevance_ranker(state: AppState, reranker: str, mode: str):
+    """The loaded re-ranker named ``reranker`` (None for "none"), once it can rank a search in ``mode``: it must
+    score relevance, and one offered fused only cannot rank alone."""
     if reranker in RERANKERS and RERANKERS[reranker].scores != "relevance":
         raise CtxirError(
             f"the {reranker} re-ranker scores how alike two texts are ({RERANKERS[reranker].label}), not whether a "
@@ -59,37 +95,65 @@ def search(
             f"the {reranker} re-ranker is offered fused with the first stage only: {ranker.fused_only}. "
             "Use re-rank mode 'fused' (the default), or another re-ranker to rank alone"
         )
+    return ranker
+
+
+@dataclass
+class _Run:
+    """One pipeline run: its hits in final order, the fusion that ordered them (None: no re-ranker, or the
+    re-ranker's order alone) and each stage's time and the total, in ms."""
+
+    hits: list[RankedHit]
+    fusion: StageFusion | None
+    timings: dict[str, float]
+
+
+def _run_pipeline(
+    index: CorpusIndex, first_stage: str, ranker, mode: str, query: str, k: int, depth: int
+) -> _Run:
+    """The top ``k`` of ``index`` for ``query``: ``first_stage`` retrieves ``depth`` candidates, ``ranker`` (if
+    any) re-scores them."""
+    from ctxir.rerank.pipeline import Pipeline, mode_fusion
+
     fusion = mode_fusion(ranker, mode, first_stage)
-    pipeline = Pipeline(index.retriever(first_stage), ranker, depth=max(depth, k), fusion=fusion)
+    pipeline = Pipeline(index.retriever(first_stage), ranker, depth=depth, fusion=fusion)
     started = time.perf_counter()
     result = pipeline.search(query, k)
     total = (time.perf_counter() - started) * 1000
-    rows = []
-    for hit in result.hits:
-        doc = index.corpus[hit.doc_id]
-        # Scores and ranks first: what each stage did stays in view beside the (wide) text column.
-        rows.append(
-            {
-                "rank": hit.rank,
-                "doc_id": hit.doc_id,
-                f"{first_stage}_score": rounded(hit.first_stage_score),
-                f"{first_stage}_rank": hit.first_stage_rank,
-                "rerank_score": rounded(hit.rerank_score),
-                "rerank_rank": hit.rerank_rank,
-                "fused_score": rounded(hit.score) if fusion is not None else None,
-                "rank_change": hit.rank_change if hit.rerank_rank is not None else None,
-                "title": doc.get("title", ""),
-                "text": snippet(doc.get("text", "")),
-            }
-        )
     timings = {name: round(ms, 2) for name, ms in result.timings_ms.items()}
     timings["total"] = round(total, 2)
+    return _Run(result.hits, fusion, timings)
+
+
+def _hit_row(hit: RankedHit, doc: dict, first_stage: str, fusion: StageFusion | None) -> dict:
+    """The results table's row for ``hit`` (``doc``: its document)."""
+    # Scores and ranks first: what each stage did stays in view beside the (wide) text column.
+    return {
+        "rank": hit.rank,
+        "doc_id": hit.doc_id,
+        f"{first_stage}_score": rounded(hit.first_stage_score),
+        f"{first_stage}_rank": hit.first_stage_rank,
+        "rerank_score": rounded(hit.rerank_score),
+        "rerank_rank": hit.rerank_rank,
+        "fused_score": rounded(hit.score) if fusion is not None else None,
+        "rank_change": hit.rank_change if hit.rerank_rank is not None else None,
+        "title": doc.get("title", ""),
+        "text": snippet(doc.get("text", "")),
+    }
+
+
+def _summary(
+    index: CorpusIndex, rows: list[dict], run: _Run, first_stage: str, reranker: str, depth: int
+) -> str:
+    """The Markdown above the table: how many results from where and each stage's time; with a re-ranker, how
+    many candidates it re-scored, how the final order was made and how many shown results moved."""
     lines = [
         f"**{plural(len(rows), 'result')}** from {md_code(index.name)} ({plural(len(index.corpus), 'document')}) · "
-        + " · ".join(f"{name}: {ms:.1f} ms" for name, ms in timings.items())
+        + " · ".join(f"{name}: {ms:.1f} ms" for name, ms in run.timings.items())
     ]
     if reranker != "none":
         moved = sum(1 for r in rows if r["rank_change"])
+        fusion = run.fusion
         how = (
             f"; the order fuses it with the {first_stage} ranking ({fusion.describe()}; "
             f"{fusion.chosen_on or 'settings given'})"
@@ -97,19 +161,7 @@ def search(
             else "; the order is the re-ranker's alone"
         )
         lines.append(
-            f"The {reranker} re-scored the first stage's top {max(depth, k)}{how}. {moved} of the shown "
+            f"The {reranker} re-scored the first stage's top {depth}{how}. {moved} of the shown "
             "results changed rank (`rank_change` > 0 = moved up)."
         )
-    data = {
-        "query": query,
-        "corpus": index.name,
-        "first_stage": first_stage,
-        "reranker": reranker,
-        "k": k,
-        "depth": max(depth, k) if reranker != "none" else None,
-        "mode": mode if reranker != "none" else None,
-        "fusion": fusion.record() if fusion is not None else None,
-        "timings_ms": timings,
-        "hits": rows,
-    }
-    return ViewResult(rows=rows, data=data, text="\n\n".join(lines))
+    return "\n\n".join(lines)

@@ -23,6 +23,8 @@ from ctxir.retrieval.registry import DEFAULT_FIRST_STAGE
 from ctxir.types import CtxirError, doc_text
 
 if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
     from ctxir.app.search_tab import SearchForm
 
 # the what-moved table (what_moved's rows) before its two word columns, drove_it and against_it
@@ -53,6 +55,36 @@ def what_moved(
     stage's top max(k, depth)), each with the document words whose integrated-gradients attribution pushed its
     re-ranker score up most and pulled it down most. ``mode`` as in ``search``: a move is from the first stage's
     rank to the final one (fused with the first stage, or the re-ranker's alone)."""
+    k, depth, n = _checked_inputs(state, reranker, k, depth, n)
+    candidates = max(k, depth)
+    ranked = _rank_every_candidate(state, query, corpus, first_stage, reranker, candidates, owner, mode)
+    query = ranked.data["query"]
+    index = state.index(corpus, owner)
+    first_rank = f"{first_stage}_rank"
+    movers = _movers(ranked.rows)
+    rows, details = explain_moves(state, reranker, query, index.corpus, movers[:n], first_rank)
+    fused = ranked.data["mode"] == "fused"
+    text = _summary(query, first_stage, reranker, candidates, len(movers), len(rows), fused)
+    slope = _moves_plot(ranked.rows, rows, first_rank, first_stage, reranker, fused)
+    data = {
+        "query": query,
+        "corpus": index.name,
+        "first_stage": first_stage,
+        "reranker": reranker,
+        "mode": ranked.data["mode"],
+        "fusion": ranked.data["fusion"],
+        "candidates": candidates,
+        "moved": len(movers),
+        "movers": details,
+    }
+    return ViewResult(rows=rows, data=data, text=text, plots={"moves": slope})
+
+
+def _checked_inputs(
+    state: AppState, reranker: str, k: int, depth: int | None, n: int
+) -> tuple[int, int, int]:
+    """(k, re-rank depth, documents to explain) once each is within the app's limits and ``reranker`` names a
+    re-ranker ("none" leaves nothing to compare)."""
     cfg = state.config
     check_choice(reranker, "re-ranker", reranker_choices())
     if reranker == "none":
@@ -70,8 +102,22 @@ def what_moved(
     depth = check_int(
         depth if depth is not None else cfg.rerank_depth, "re-rank depth", 1, cfg.max_rerank_depth
     )
-    candidates = max(k, depth)
-    ranked = search(
+    return k, depth, n
+
+
+def _rank_every_candidate(
+    state: AppState,
+    query: str,
+    corpus: str | None,
+    first_stage: str,
+    reranker: str,
+    candidates: int,
+    owner: Owner,
+    mode: str,
+) -> ViewResult:
+    """``search``'s answer with a row for each of the ``candidates`` the re-ranker re-scored, not only the k a
+    search shows: a document can move up from below them."""
+    return search(
         state,
         query,
         corpus,
@@ -83,29 +129,36 @@ def what_moved(
         mode=mode,
         every_candidate=True,
     )
-    query = ranked.data["query"]
-    index = state.index(corpus, owner)
-    first_rank = f"{first_stage}_rank"
-    movers = sorted(
-        (r for r in ranked.rows if r["rank_change"]), key=lambda r: (-abs(r["rank_change"]), r["rank"])
-    )
-    rows, details = explain_moves(state, reranker, query, index.corpus, movers[:n], first_rank)
-    moved = len(movers)
-    fused = ranked.data["mode"] == "fused"
+
+
+def _movers(ranked: list[dict]) -> list[dict]:
+    """The rows of ``ranked`` whose rank changed, the biggest move first (ties: the better final rank first)."""
+    return sorted((r for r in ranked if r["rank_change"]), key=lambda r: (-abs(r["rank_change"]), r["rank"]))
+
+
+def _summary(
+    query: str, first_stage: str, reranker: str, candidates: int, moved: int, explained: int, fused: bool
+) -> str:
+    """The Markdown above the plot: what was re-ranked, how many candidates moved, and how to read the table."""
     text = (
         f"The {reranker} re-scored the {first_stage} top {candidates} for {md_code(query)}"
         + (f", fused with the {first_stage} ranking" if fused else "")
         + f": {moved} of them changed rank"
         + (" (`rank` is the fused rank, `rerank_rank` the re-ranker's own). " if fused else ". ")
     )
-    if rows:
-        text += (
-            f"The {len(rows)} that moved most, with the document words whose attribution raised (↑) or "
+    if explained:
+        return text + (
+            f"The {explained} that moved most, with the document words whose attribution raised (↑) or "
             "lowered (↓) their re-ranker score most: **drove it** is the direction they moved."
         )
-    else:
-        text += "Nothing moved: the re-ranker kept the first stage's order."
-    slope = figures.rank_moves(
+    return text + "Nothing moved: the re-ranker kept the first stage's order."
+
+
+def _moves_plot(
+    ranked: list[dict], explained: list[dict], first_rank: str, first_stage: str, reranker: str, fused: bool
+) -> go.Figure:
+    """Every candidate's first-stage rank → final rank as a slope chart, the explained movers highlighted."""
+    return figures.rank_moves(
         [
             {
                 "title": r["title"] or r["doc_id"],
@@ -113,24 +166,12 @@ def what_moved(
                 "first": r[first_rank],
                 "rerank": r["rank"],
             }
-            for r in ranked.rows
+            for r in ranked
         ],
-        highlight={r["doc_id"] for r in rows},
+        highlight={r["doc_id"] for r in explained},
         first_stage=first_stage,
         reranker=f"{reranker} (fused)" if fused else reranker,
     )
-    data = {
-        "query": query,
-        "corpus": index.name,
-        "first_stage": first_stage,
-        "reranker": reranker,
-        "mode": ranked.data["mode"],
-        "fusion": ranked.data["fusion"],
-        "candidates": candidates,
-        "moved": moved,
-        "movers": details,
-    }
-    return ViewResult(rows=rows, data=data, text=text, plots={"moves": slope})
 
 
 def explain_moves(
