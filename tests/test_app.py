@@ -712,3 +712,19 @@ def test_score_pairs_shows_a_calibrated_probability_beside_the_raw_score(state, 
     columns = chart_columns(result.rows)
     assert "cross-encoder probability" in columns and "cross-encoder score" not in columns
     assert result.data["scores"][0]["cross_encoder_score"] == result.rows[0]["cross_encoder_score"]
+
+
+def test_pair_ranks_follow_the_unrounded_scores_where_the_table_shows_a_tie():
+    """Two scores 0.00002 apart show alike at 4 decimals; the ranks still follow the scores (and so the calibrated
+    probabilities computed from them), not the documents' order (it ranked [0.5106, 0.5107] the wrong way round)."""
+    from ctxir.app.pairs_tab import _add_ranks, score_columns
+
+    key = "cross_encoder_score"
+    rank_key = score_columns()[key][0]
+    values = {k: None for k in score_columns()}
+    values[key] = [1.23452, 1.23454, 0.5]
+    rows = [{key: round(v, 4)} for v in values[key]]
+    assert rows[0][key] == rows[1][key]
+    _add_ranks(rows, values)
+    assert [r[rank_key] for r in rows] == [2, 1, 3]
+    assert all(r[score_columns()["bi_encoder_cosine"][0]] is None for r in rows)

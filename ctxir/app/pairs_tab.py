@@ -90,7 +90,7 @@ def score_pairs(state: AppState, query: str, documents: str | Sequence[str]) -> 
     probabilities = _probabilities(models, values)
     rows = [_score_row(i, doc, values, probabilities) for i, doc in enumerate(docs)]
     columns = chart_columns(rows)
-    _add_ranks(rows)
+    _add_ranks(rows, values)
     reader, formations = _input_formations(models, query, docs)
     unavailable = {name: models.why_not(name) for name in RERANKERS if name not in models.rerankers}
     from ctxir.viz import scores_figure
@@ -148,12 +148,13 @@ def _score_row(i: int, doc: str, values: dict, probabilities: dict) -> dict:
     }
 
 
-def _add_ranks(rows: list[dict]) -> None:
+def _add_ranks(rows: list[dict], values: dict[str, list[float] | None]) -> None:
     """Each row's rank (from 1) by each score column of ``score_columns``, in place; None in every row where
-    the column has no score (its model is not loaded). Equal scores keep the documents' order."""
+    the column has no score (its model is not loaded). Ranked by the unrounded ``values``: two scores the table
+    shows alike (4 decimals) still rank as their probabilities do. Equal scores keep the documents' order."""
     for key, (rank_key, _) in score_columns().items():
-        values = [r[key] for r in rows]
-        order = np.argsort(-np.asarray(values, dtype=float), kind="stable") if None not in values else []
+        scores = values.get(key)
+        order = np.argsort(-np.asarray(scores, dtype=float), kind="stable") if scores else []
         ranks = {int(i): rank for rank, i in enumerate(order, 1)}
         for i, row in enumerate(rows):
             row[rank_key] = ranks.get(i)
