@@ -332,6 +332,14 @@ DOCUMENTED = [
         ),
     ),
     (
+        "python -m training.evaluate_reranker --recipe recipes/evaluate-reranker-cls-lr-general-suite.yaml",
+        (
+            "python -m training.evaluate_reranker --model outputs/cls-lr-general --dev-from outputs/ce-general-stage5 "
+            "--choose-fusion false --collections scifact,msmarco,demo,med,npl,lisa --other-first-stages "
+            "bm25,dense,hybrid --depths 20 --torch-threads 1 --scores-dir outputs/scores-cls-lr-general"
+        ),
+    ),
+    (
         "python -m training.evaluate_reranker --recipe recipes/evaluate-reranker-read512-choose.yaml --device cuda",
         (
             "python -m training.evaluate_reranker --model outputs/ce-stage5-read --choose-passages true "

