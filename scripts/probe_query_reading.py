@@ -43,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
+    from ctxir import kinds
     from ctxir.rerank.registry import load_reranker
     from training.evaluate_reranker import EvaluateRerankerArgs, _score, dev_claims, dev_ndcg
 
@@ -55,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     part = {args.part: parts[args.part]}
     queries = {q: text for q, text in queries.items() if q in parts[args.part][1]}
     # 2. the re-ranker, in torch so the per-call reading applies
-    ranker = load_reranker("cross-encoder", args.model, device="cpu")
+    ranker = load_reranker(kinds.CROSS_ENCODER, args.model, device="cpu")
     ranker.backend = "torch"
     model, own = ranker.model, ranker.model.max_seq_length
     predict = model.predict
