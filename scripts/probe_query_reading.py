@@ -24,6 +24,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from ctxir.encoders.models import SHIPPED_CROSS_ENCODER, SHIPPED_MODELS  # noqa: E402
+from training.common import DEFAULT_DATA_DIR  # noqa: E402
+
 READINGS = ("cut", "query-whole", "grow")
 MIN_WINDOW = 32  # tokens a window keeps beside the longest query; a longer query is read as shipped
 
@@ -31,14 +34,14 @@ MIN_WINDOW = 32  # tokens a window keeps beside the longest query; a longer quer
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--reading", choices=READINGS, default="cut")
-    parser.add_argument("--model", default=str(ROOT / "ctxir/assets/models/cross-encoder"))
+    parser.add_argument("--model", default=str(SHIPPED_MODELS[SHIPPED_CROSS_ENCODER]))
     parser.add_argument(
         "--part", default="squad-topics", help="a --fusion-dev part of training.evaluate_reranker"
     )
     parser.add_argument(
         "--room-query", type=int, default=32, help="grow: query tokens the window's room is kept for"
     )
-    parser.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data"))
+    parser.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
     args = parser.parse_args(argv)
 
     import torch
@@ -69,9 +72,8 @@ def main(argv: list[str] | None = None) -> int:
         text = {"max_length": min(length, 512), "truncation": "only_second"}
         return predict(pairs, processing_kwargs={"text": text}, **kwargs)
 
-    model.predict = (
-        read  # every pair of one call shares its query (CrossEncoderReranker scores query by query)
-    )
+    # every pair of one call shares its query (CrossEncoderReranker scores query by query)
+    model.predict = read
     # 3. score and report
     start = time.perf_counter()
     scored = _score(ranker, queries, first, corpus, f"{args.part}, reading {args.reading}")

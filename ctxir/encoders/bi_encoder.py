@@ -36,14 +36,14 @@ from ctxir.types import Corpus, CtxirError, doc_text
 
 # torch: the model's own encode. onnx-int8: ONNX Runtime, int8 MatMul weights (dynamic quantisation), CPU; 2.24× the
 # texts/s of torch at SciFact nDCG@10 0.6452 vs 0.6451 (docs/performance.md); the model's own pooling, last layer.
-logger = logging.getLogger(__name__)
-
 BACKENDS = ("torch", "onnx-int8")
 # A memory-mapped cache of more rows than this is checked on a sample of rows, not read whole (see _looks_encoded).
 FULL_CHECK_ROWS = 200_000
 # a corpus of more texts than this is encoded in parts of PART_ROWS, each cached as it completes, so a run killed
 # part-way (WikiQA's 18,841 sentences take 15 min on 2 cores) resumes from its last part instead of starting again
 PART_ROWS = 4096
+
+logger = logging.getLogger(__name__)
 
 
 def weights_fingerprint(model: torch.nn.Module) -> str:
