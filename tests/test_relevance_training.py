@@ -10,7 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ctxir.data.general import fix_mojibake, load_msmarco_triples, load_squad, load_wikiqa
+from ctxir.data.general import (
+    fix_mojibake,
+    load_general,
+    load_msmarco_triples,
+    load_squad,
+    load_wikiqa,
+    load_wikiqa_topics,
+)
 from ctxir.rerank.calibration import CALIBRATION_FILE, Calibration, calibration_for, fit_calibration
 from ctxir.types import CtxirError, Hit
 from tests.test_training import _write_toy_root
@@ -118,6 +125,60 @@ def test_general_readers_refuse_other_files_clearly(tmp_path):
     (tmp_path / "triples.tsv").write_text("only a query\n")
     with pytest.raises(CtxirError, match="line 1: expected 3 tab-separated fields"):
         load_msmarco_triples(tmp_path / "triples.tsv")
+
+
+def test_wikiqa_topics_are_long_queries_judged_by_their_own_summary(tmp_path):
+    def summary(doc: str, title: str, n: int) -> list[str]:
+        return [
+            f"Q{doc}\tq\t{doc}\t{title}\t{doc}-{i}\t{title} fact {i} with five words .\t0" for i in range(n)
+        ]
+
+    path = tmp_path / "WikiQA-train.tsv"
+    # rows out of order: a summary is read in SentenceID order, not file order
+    rows = summary("D1", "Bat", 6)[::-1] + summary("D2", "River_otter", 6) + summary("D3", "Moth", 2)
+    path.write_text(WIKIQA_HEADER + "\n" + "\n".join(rows) + "\n")
+    topics = load_wikiqa_topics(path, topic_words=14, passage_words=14)
+    # 14 words reach into sentence 1 (7 words each): sentences 0-1 are the query's and leave the corpus; the rest
+    # packs into passages of two sentences (14 words); D3 has nothing after its query and is left out
+    assert topics.queries["topic:D1"] == " ".join(f"Bat fact {i} with five words ." for i in (0, 1))
+    assert topics.qrels["topic:D1"] == {"D1-p2": 1, "D1-p4": 1}
+    assert topics.corpus["D1-p2"] == {
+        "title": "",
+        "text": "Bat fact 2 with five words . Bat fact 3 with five words .",
+    }
+    assert "topic:D3" not in topics.queries and not any(d.startswith("D1-p0") for d in topics.corpus)
+    assert topics.groups["D2-p4"] == "D2" and len(topics.corpus) == 4
+    held = load_wikiqa_topics(
+        path, topic_words=14, passage_words=14, exclude_docs={"D1"}, exclude_titles={"river otter"}
+    )
+    assert held.queries == {} and held.corpus == {}
+    path.write_text(WIKIQA_HEADER + "\nQ1\tq\tD1\tT\tfirst\ts\t0\n")
+    with pytest.raises(CtxirError, match=r"SentenceID 'first' does not end in -<number>"):
+        load_wikiqa_topics(path)
+
+
+def test_general_topics_leave_out_other_splits_pages_and_the_squad_dev_articles(general_root, tmp_path):
+    root = tmp_path / "data"
+    (root / "general").mkdir(parents=True)
+    for part in ("squad-v1.1", "msmarco-triples"):
+        (root / "general" / part).symlink_to(general_root / "general" / part)
+    wikiqa = root / "general" / "wikiqa"
+    wikiqa.mkdir()
+    sentences = [f"sentence {i} of this summary has eight words ." for i in range(12)]
+    train = [
+        f"Q{d}\tq\t{doc}\t{title}\t{doc}-{i}\t{s}\t0"
+        for d, (doc, title) in enumerate([("D1", "Bat"), ("D2", "Moth"), ("D3", "River otter")])
+        for i, s in enumerate(sentences)
+    ]
+    (wikiqa / "WikiQA-train.tsv").write_text(WIKIQA_HEADER + "\n" + "\n".join(train) + "\n")
+    (wikiqa / "WikiQA-dev.tsv").write_text(WIKIQA_HEADER + "\n" + train[12] + "\n")  # D2's page is dev's too
+    topics = load_general(root, ["wikiqa-topics"])["wikiqa-topics"]
+    # SQuAD's dev articles (River_otter, Bat) and WikiQA dev's page (D2) are not trained on
+    assert list(topics.queries) == [] and topics.corpus == {}
+    (wikiqa / "WikiQA-dev.tsv").write_text(WIKIQA_HEADER + "\n")
+    topics = load_general(root, ["wikiqa-topics"])["wikiqa-topics"]
+    assert list(topics.queries) == ["topic:D2"] and len(topics.queries["topic:D2"].split()) == 50
+    assert all(len(topics.corpus[d]["text"].split()) >= 40 for d in topics.qrels["topic:D2"])
 
 
 # ---------------------------------------------------------------- training on general data

@@ -204,7 +204,8 @@ class CrossEncoderArgs(TrainerRunArgs, CrossEncoderTrainingArguments):
         metadata={
             "help": "scifact: also train on general-domain relevance pairs from <data-dir>/general/, a comma list of "
             "squad (questions → their Wikipedia paragraph), wikiqa (Bing queries → answer sentences), msmarco "
-            "(the triples sample): each query a group of its positive and negatives drawn like the claims' "
+            "(the triples sample), wikiqa-topics (a WikiQA summary's first 50 words → the rest of that summary: "
+            "paragraph-long queries judged by subject): each query a group of its positive and negatives drawn like the claims' "
             "(--negative-stages over its own collection, plus one the source marks non-relevant), so the model "
             "learns relevance beyond SciFact; their groups are spread over the --negative-rounds like titles"
         },

@@ -122,6 +122,94 @@ def load_wikiqa(path: PathLike) -> RelevanceSet:
     return out
 
 
+def load_wikiqa_topics(
+    path: PathLike,
+    *,
+    topic_words: int = 50,
+    passage_words: int = 40,
+    exclude_docs: set[str] = frozenset(),
+    exclude_titles: set[str] = frozenset(),
+) -> RelevanceSet:
+    """Long topic statements judged by subject, from a WikiQA split's Wikipedia summaries: a summary's first
+    ``topic_words`` words are a query (ids ``topic:<DocumentID>``), the rest of the summary, packed into passages of
+    whole sentences (at least ``passage_words`` words each), its relevant passages; every summary's passages are the
+    corpus. A library or abstract collection is judged so (a paragraph-long need, documents on its subject), and
+    question data (SQuAD, WikiQA, MS MARCO) has no query of that length.
+
+    The sentences the query was cut from leave the corpus (a query must not find its own text) and no passage keeps
+    the page title (shared by the whole summary, it would decide alone). A summary needs a query's worth of words and
+    at least one passage after it. ``exclude_docs`` / ``exclude_titles`` leave out summaries by DocumentID or by
+    title (case and ``_`` ignored): another split's pages, or a dev set's articles.
+
+    >>> import tempfile
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> path = Path(folder.name) / "WikiQA-train.tsv"
+    >>> rows = [("Q1", "q", "D1", "Bat", f"D1-{i}", text, "0") for i, text in enumerate(
+    ...     ["Bats are flying mammals .", "Many bats eat insects .", "They hunt by echolocation .",
+    ...      "Some bats eat fruit .", "Bats roost ."])]
+    >>> _ = path.write_text("\\n".join("\\t".join(r) for r in [WIKIQA_COLUMNS, *rows]))
+    >>> topics = load_wikiqa_topics(path, topic_words=6, passage_words=8)
+    >>> topics.queries, topics.qrels, topics.corpus
+    ({'topic:D1': 'Bats are flying mammals . Many'}, {'topic:D1': {'D1-p2': 1}}, {'D1-p2': {'title': '', 'text': 'They hunt by echolocation . Some bats eat fruit .'}, 'D1-p4': {'title': '', 'text': 'Bats roost .'}})
+    >>> folder.cleanup()
+    """
+    sentences = load_wikiqa_sentences(path)
+    skip_titles = {_title_key(t) for t in exclude_titles}
+    out = RelevanceSet("wikiqa-topics", {}, {}, {})
+    for doc_id, (title, texts) in sentences.items():
+        if doc_id in exclude_docs or _title_key(title) in skip_titles:
+            continue
+        words = [len(t.split()) for t in texts]
+        # the query ends inside sentence `cut`; the passages start after it
+        cut = next((i for i in range(len(texts)) if sum(words[: i + 1]) >= topic_words), len(texts))
+        if cut >= len(texts) - 1:
+            continue
+        query = " ".join(" ".join(texts).split()[:topic_words])
+        passages, start = [], cut + 1
+        for i in range(start, len(texts)):
+            if sum(words[start : i + 1]) >= passage_words or i == len(texts) - 1:
+                passages.append((f"{doc_id}-p{start}", " ".join(texts[start : i + 1])))
+                start = i + 1
+        qid = f"topic:{doc_id}"
+        out.queries[qid] = query
+        # a last passage shorter than half the rest carries too little subject to be judged relevant on
+        judged = [pid for pid, text in passages if len(text.split()) >= passage_words // 2]
+        out.qrels[qid] = dict.fromkeys(judged, 1)
+        for pid, text in passages:
+            out.corpus[pid] = {"title": "", "text": text}
+            out.groups[pid] = doc_id
+    return out
+
+
+def load_wikiqa_sentences(path: PathLike) -> dict[str, tuple[str, list[str]]]:
+    """``{DocumentID: (title, its summary's sentences in order)}`` of a WikiQA split."""
+    p = existing_file(path, "a WikiQA split (WikiQA-train.tsv)")
+    rows = tsv_rows(read_text(p))
+    _, header = next(rows, (0, []))
+    if tuple(h.strip() for h in header) != WIKIQA_COLUMNS:
+        raise CtxirError(
+            f"{short_name(p)} does not start with WikiQA's header {WIKIQA_COLUMNS}; got {header[:7]!r}. "
+            "Pass one of WikiQA-train.tsv, WikiQA-dev.tsv, WikiQA-test.tsv."
+        )
+    docs: dict[str, tuple[str, dict[int, str]]] = {}
+    for line_no, row in rows:
+        if len(row) != len(WIKIQA_COLUMNS):
+            raise CtxirError(f"{short_name(p)} line {line_no}: expected 7 tab-separated fields, got {row!r}")
+        doc_id, title, sentence_id, sentence = (row[i].strip() for i in (2, 3, 4, 5))
+        index = sentence_id.rsplit("-", 1)[-1]
+        if not index.isdigit():
+            raise CtxirError(
+                f"{short_name(p)} line {line_no}: SentenceID {sentence_id!r} does not end in -<number> "
+                "(D1-0, D1-1, ...); is this a WikiQA file?"
+            )
+        docs.setdefault(doc_id, (title, {}))[1][int(index)] = sentence
+    return {d: (title, [s for _, s in sorted(texts.items())]) for d, (title, texts) in docs.items()}
+
+
+def _title_key(title: str) -> str:
+    return title.replace("_", " ").strip().lower()
+
+
 def load_msmarco_triples(path: PathLike) -> RelevanceSet:
     """MS MARCO ``triples.train`` lines (query, relevant passage, non-relevant passage): one query per distinct
     query text, every passage once. The file's mojibake (``donât``) is undone where the text round-trips.
@@ -179,7 +267,12 @@ def fix_mojibake(text: str) -> str:
 
 def load_general(data_dir: PathLike, sources: list[str]) -> dict[str, RelevanceSet]:
     """``{source: RelevanceSet}`` from ``<data_dir>/general/`` for sources among ``GENERAL_SOURCES``."""
-    readers = {"squad": load_squad, "wikiqa": load_wikiqa, "msmarco": load_msmarco_triples}
+    readers = {
+        "squad": load_squad,
+        "wikiqa": load_wikiqa,
+        "msmarco": load_msmarco_triples,
+        "wikiqa-topics": lambda path: _topics_held_apart(data_dir, path),
+    }
     for source in sources:
         if source not in readers:
             raise CtxirError(
@@ -188,11 +281,24 @@ def load_general(data_dir: PathLike, sources: list[str]) -> dict[str, RelevanceS
     return {source: readers[source](general_file(data_dir, source)) for source in sources}
 
 
+def _topics_held_apart(data_dir: PathLike, path: Path) -> RelevanceSet:
+    """WikiQA train's topics without the pages WikiQA's dev and test splits also use, nor the SQuAD articles whose
+    paragraphs make ctxir's long-query dev part (``training.evaluate_reranker``'s squad-topics)."""
+    other_docs = set()
+    for split in ("WikiQA-dev.tsv", "WikiQA-test.tsv"):
+        if (path.parent / split).is_file():
+            other_docs |= set(load_wikiqa_sentences(path.parent / split))
+    squad = general_file(data_dir, "squad")
+    titles = set(load_squad(squad).groups.values()) if squad.is_file() else set()
+    return load_wikiqa_topics(path, exclude_docs=other_docs, exclude_titles=titles)
+
+
 # {source: (file under <data_dir>/general/, the split it is)}: what a model's metrics.json names as its training data
 GENERAL_FILES = {
     "squad": ("squad-v1.1/dev-v1.1.json", "dev (questions used for training)"),
     "wikiqa": ("wikiqa/WikiQA-train.tsv", "train"),
     "msmarco": ("msmarco-triples/toy_triples.train.small.tsv", "train triples"),
+    "wikiqa-topics": ("wikiqa/WikiQA-train.tsv", "train (summaries' first 50 words as topic queries)"),
 }
 GENERAL_SOURCES = tuple(GENERAL_FILES)
 
