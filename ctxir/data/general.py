@@ -91,14 +91,7 @@ def load_wikiqa(path: PathLike) -> RelevanceSet:
     ({'Q1': 'bat sonar?'}, {'Q1': {'D1-1': 1}}, {'Q1': ['D1-0']}, {'title': 'Bat', 'text': 'Bats echolocate .'})
     >>> folder.cleanup()
     """
-    p = existing_file(path, "a WikiQA split (WikiQA-train.tsv)")
-    rows = tsv_rows(read_text(p))
-    _, header = next(rows, (0, []))
-    if tuple(h.strip() for h in header) != WIKIQA_COLUMNS:
-        raise CtxirError(
-            f"{short_name(p)} does not start with WikiQA's header {WIKIQA_COLUMNS}; got {header[:7]!r}. "
-            "Pass one of WikiQA-train.tsv, WikiQA-dev.tsv, WikiQA-test.tsv."
-        )
+    p, rows = _wikiqa_rows(path)
     out = RelevanceSet("wikiqa", {}, {}, {})
     seen: dict[str, tuple[str, list[str], list[str]]] = {}
     for line_no, row in rows:
@@ -183,14 +176,7 @@ def load_wikiqa_topics(
 
 def load_wikiqa_sentences(path: PathLike) -> dict[str, tuple[str, list[str]]]:
     """``{DocumentID: (title, its summary's sentences in order)}`` of a WikiQA split."""
-    p = existing_file(path, "a WikiQA split (WikiQA-train.tsv)")
-    rows = tsv_rows(read_text(p))
-    _, header = next(rows, (0, []))
-    if tuple(h.strip() for h in header) != WIKIQA_COLUMNS:
-        raise CtxirError(
-            f"{short_name(p)} does not start with WikiQA's header {WIKIQA_COLUMNS}; got {header[:7]!r}. "
-            "Pass one of WikiQA-train.tsv, WikiQA-dev.tsv, WikiQA-test.tsv."
-        )
+    p, rows = _wikiqa_rows(path)
     docs: dict[str, tuple[str, dict[int, str]]] = {}
     for line_no, row in rows:
         if len(row) != len(WIKIQA_COLUMNS):
@@ -204,6 +190,19 @@ def load_wikiqa_sentences(path: PathLike) -> dict[str, tuple[str, list[str]]]:
             )
         docs.setdefault(doc_id, (title, {}))[1][int(index)] = sentence
     return {d: (title, [s for _, s in sorted(texts.items())]) for d, (title, texts) in docs.items()}
+
+
+def _wikiqa_rows(path: PathLike):
+    """(the file, its numbered rows after WikiQA's header), once the header is WikiQA's."""
+    p = existing_file(path, "a WikiQA split (WikiQA-train.tsv)")
+    rows = tsv_rows(read_text(p))
+    _, header = next(rows, (0, []))
+    if tuple(h.strip() for h in header) != WIKIQA_COLUMNS:
+        raise CtxirError(
+            f"{short_name(p)} does not start with WikiQA's header {WIKIQA_COLUMNS}; got {header[:7]!r}. "
+            "Pass one of WikiQA-train.tsv, WikiQA-dev.tsv, WikiQA-test.tsv."
+        )
+    return p, rows
 
 
 def _title_key(title: str) -> str:
