@@ -16,12 +16,14 @@ import pytest
 from ctxir.app.config import AppConfig
 from ctxir.app.limits import (
     BUSY_CLIENT,
+    LEFT_RECORD_S,
     MODEL_VIEWS,
     SLOW_VIEWS,
     QueueLimits,
     apply_limits,
     forget_closed_sessions,
     group_of,
+    note_left_session,
 )
 from ctxir.app.models import AppModels
 from ctxir.app.state import AppState
@@ -318,6 +320,15 @@ def test_a_session_is_forgotten_only_after_its_visitor_left_and_the_time_passed(
     assert set(holder.session_data) == set(holder.time_last_used) == {"open-old", "left-now"}
     assert holder.deleted == ["left-old"]
     assert forget_closed_sessions(demo, 0, now) == 1 and set(holder.session_data) == {"open-old"}
+    # Gradio made a dropped session again, open, when a later unload task of its visitor looked it up: the record
+    # that the visitor left still lets it go, and the record itself is kept only while it can still matter
+    note_left_session(demo, "left-now", now)
+    holder.session_data["left-now"] = type("S", (), {"is_closed": False})()
+    holder.time_last_used["left-now"] = now
+    assert forget_closed_sessions(demo, 0, now) == 1 and set(holder.session_data) == {"open-old"}
+    assert "left-now" in demo.ctxir_left_sessions
+    later = now + timedelta(seconds=LEFT_RECORD_S + 1)
+    assert forget_closed_sessions(demo, 0, later) == 0 and demo.ctxir_left_sessions == {}
 
 
 # ---------------------------------------------------------------- the app under load (scripts/load_test.py)

@@ -17,7 +17,7 @@ from ctxir.app import (
 )
 from ctxir.app.api import document_api
 from ctxir.app.config import AppConfig
-from ctxir.app.limits import QueueLimits, forget_closed_sessions
+from ctxir.app.limits import QueueLimits, forget_closed_sessions, note_left_session
 from ctxir.app.reranker_labels import flag
 from ctxir.app.state import AppState
 from ctxir.app.text import md_literal, plural
@@ -90,10 +90,11 @@ def build_demo(
         # The page was closed or reloaded (a reload is a new session): its uploads are released.
         state.uploads.release(getattr(request, "session_hash", None) or "")
 
-    async def forget_left_sessions():
+    async def forget_left_sessions(request: gr.Request):
         # Gradio keeps a left visitor's session state until its capacity pushes it out (about 1 MB each: RSS grew
         # with every visitor seen); forgotten here, on the event loop that serves the sessions, once
         # --closed-session-s have passed (ctxir/app/limits.py)
+        note_left_session(demo, getattr(request, "session_hash", None) or "")
         limits = getattr(demo, "ctxir_limits", None) or QueueLimits()
         forget_closed_sessions(demo, limits.closed_session_s)
 

@@ -132,27 +132,47 @@ def limit_malloc_arenas(arenas: int) -> bool:
         return False
 
 
+# How long the record that a visitor left is kept once their session is gone: Gradio's own unload tasks for that
+# visitor look the session up after the heartbeat ended, and a lookup of a dropped session makes a new, open one
+LEFT_RECORD_S = 600
+
+
+def note_left_session(demo, session_hash: str, now: datetime.datetime | None = None) -> None:
+    """Record on ``demo`` that the visitor of ``session_hash`` left (``build_demo``'s unload handler calls it), so
+    ``forget_closed_sessions`` drops their session even where Gradio has made it again, open, after it was dropped."""
+    if session_hash:
+        demo.__dict__.setdefault("ctxir_left_sessions", {})[session_hash] = now or datetime.datetime.now()
+
+
 def forget_closed_sessions(demo, after_s: float, now: datetime.datetime | None = None) -> int:
-    """Drop from Gradio's session store (``demo.state_holder``) every session whose visitor left (Gradio marks it
-    closed when its heartbeat ends) and that has not been used for ``after_s`` seconds; returns how many. Gradio
-    itself keeps them until ``state_session_capacity`` pushes them out. A page that reconnects after the drop is
-    served as one pushed out by the capacity is (the choices an answer put in a list are forgotten). ``after_s`` < 0:
+    """Drop from Gradio's session store (``demo.state_holder``) every session whose visitor left and that has not been
+    used for ``after_s`` seconds; returns how many. A visitor has left when Gradio marked their session closed (their
+    heartbeat ended) or ``note_left_session`` recorded it: Gradio runs every unload handler of a visitor after the
+    heartbeat ended, each looking the session up, and the lookup of a session already dropped here (when two visitors
+    leave at once) makes it again as a new, open one, which Gradio would keep until ``state_session_capacity``
+    pushes it out. Gradio itself keeps closed sessions that long too. A page that reconnects after the drop is served
+    as one pushed out by the capacity is (the choices an answer put in a list are forgotten). ``after_s`` < 0:
     nothing is dropped. Call it on the server's event loop (``build_demo`` runs it when a visitor leaves)."""
     holder = getattr(demo, "state_holder", None)
     if after_s < 0 or holder is None:
         return 0
     now = now or datetime.datetime.now()
+    left = demo.__dict__.get("ctxir_left_sessions", {})
     with holder.lock:
         gone = [
             session
             for session, state in list(holder.session_data.items())
-            if state.is_closed and (now - holder.time_last_used.get(session, now)).total_seconds() >= after_s
+            if (state.is_closed or session in left)
+            and (now - holder.time_last_used.get(session, now)).total_seconds() >= after_s
         ]
     for session in gone:
         holder.delete_state(session)  # a gr.State's delete callback runs, as when Gradio expires it
         with holder.lock:
             holder.session_data.pop(session, None)
             holder.time_last_used.pop(session, None)
+    for session, when in list(left.items()):
+        if session not in holder.session_data and (now - when).total_seconds() > LEFT_RECORD_S:
+            left.pop(session, None)
     return len(gone)
 
 
