@@ -474,6 +474,20 @@ def test_cli_help_says_what_k_and_label_descriptions_do(capsys):
     )
 
 
+def test_python_dash_m_ctxir_classify_is_the_same_command():
+    """The issue's own spelling, ``python -m ctxir.classify --method knn``, runs ``ctxir classify`` (it used to stop
+    with "'ctxir.classify' is a package and cannot be directly executed")."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "ctxir.classify", "--k", "0"], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode != 0 and "--k" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    done = subprocess.run([sys.executable, "-m", "ctxir.classify", "--help"], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.startswith("usage: ctxir classify"), done.stdout[:200]
+
+
 def test_cli_zero_shot_needs_no_training_file(tmp_path, minilm_path):
     _write(tmp_path / "test.csv", [(t, "Sports") for t in SPORTS[:3]] + [(t, "Business") for t in MONEY[:3]])
     (tmp_path / "labels.csv").write_text(
