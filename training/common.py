@@ -61,6 +61,7 @@ LICENSES = {
     "agnews": "AG's corpus terms (non-commercial research only)",
     "squad": "CC BY-SA 4.0",
     "wikiqa": "Microsoft Research Data License (WikiQA)",
+    "wikiqa-topics": "Microsoft Research Data License (WikiQA)",  # made from WikiQA train's summaries
 }
 # SQuAD questions a re-ranker's fused mode is chosen on (training/evaluate_reranker.py --fusion-dev squad); other
 # scripts that draw SQuAD questions keep them out.
