@@ -1081,6 +1081,52 @@ def test_fusion_min_gain_gives_the_first_stage_the_largest_weight_when_the_dev_g
     assert earned["dev"]["fused"] - earned["dev"]["first_stage"] >= 0.03 and earned["weights"][0] < 8.0
 
 
+def test_the_fusion_choice_tries_calibrated_probabilities_beside_rank_fusion(tmp_path):
+    """--fusion-methods rrf,calibrated: where the re-ranker is sure and right on one dev part and unsure and wrong on
+    the other, no rank-fusion weight suits both, and the calibrated probability does."""
+    from ctxir.types import Hit
+    from training import evaluate_reranker as er
+
+    qrels = {"a": {"a3": 1}, "b": {"b1": 1}, "c": {"c2": 1}}
+    first = {
+        "a": [Hit("a1", 3.0), Hit("a2", 2.0), Hit("a3", 1.0)],
+        "b": [Hit("b1", 2.0), Hit("b2", 1.0)],
+        "c": [Hit("c1", 2.0), Hit("c2", 1.0)],
+    }
+    # at scale 1, bias 0: sure and right on a and c (probability 0.993), unsure and wrong on b (both below 0.03)
+    scored = {
+        "a": {"a1": -5.0, "a2": -4.9, "a3": 5.0},
+        "b": {"b1": -4.0, "b2": -3.5},
+        "c": {"c1": -5.0, "c2": 5.0},
+    }
+    parts = {"learned": (None, {"a": ""}, None), "weak": (None, {"b": "", "c": ""}, None)}
+    rrf = er._fusion_grid(qrels, first, scored, 10, parts=parts, rule="worst-part")
+    both = er._fusion_grid(qrels, first, scored, 10, parts=parts, rule="worst-part", calibration=(1.0, 0.0))
+    assert rrf["method"] == "rrf" and {row["method"] for row in rrf["grid"]} == {"rrf"}
+    assert both["method"] == "calibrated" and len(both["grid"]) == len(er.FIRST_STAGE_WEIGHTS) + len(
+        er.CALIBRATED_WEIGHTS
+    )
+    # every query right: no rank-fusion weight gets b and c right together (b needs the first stage's say, c the
+    # re-ranker's), so rank fusion's smallest gain is at most 0
+    chosen = both["dev"]["parts"]
+    assert chosen["learned"]["fused"] == chosen["weak"]["fused"] == 1.0
+    worst = [min(p["fused"] - p["first_stage"] for p in row["parts"].values()) for row in rrf["grid"]]
+    assert max(worst) <= 0 < min(p["fused"] - p["first_stage"] for p in chosen.values())
+    # the fallback of --fusion-min-gain is rank fusion's largest first-stage weight, whatever else was tried
+    held = er._fusion_grid(qrels, first, scored, 10, 2.0, parts, "worst-part", (1.0, 0.0))
+    assert (held["method"], held["weights"]) == ("rrf", [er.FIRST_STAGE_WEIGHTS[-1], 1.0])
+    # "calibrated" needs the model's calibration.json, and only known methods are tried
+    with pytest.raises(
+        CtxirError, match=r"--fusion-methods calibrated needs .*calibration\.json.*training\.calibrate"
+    ):
+        er.fusion_calibration(tmp_path, ["rrf", "calibrated"])
+    assert er.fusion_calibration(tmp_path, ["rrf"]) is None
+    with pytest.raises(
+        CtxirError, match=r"--fusion-methods names 'platt': use a comma list of rrf, calibrated"
+    ):
+        er.check_args(er.EvaluateRerankerArgs(model="x", fusion_methods="rrf,platt"))
+
+
 def test_the_worst_part_rule_picks_a_weight_every_dev_part_accepts():
     """--fusion-rule worst-part: a weight the part where the re-ranker is weak also accepts; the mean of the parts
     would trade that part's loss for the other's gain."""

@@ -48,6 +48,10 @@ FUSION_K = 60
 # the first stage's weight against the re-ranker's 1 (0 would be the re-ranker alone); up to 8 : 1, where the re-ranker
 # only breaks the first stage's near-ties: what a weak re-ranker (CLS-LR on an untrained [CLS]) should get
 FIRST_STAGE_WEIGHTS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 8.0)
+# "calibrated" (ctxir.rerank.stage_fusion): the first stage's min–max score at this weight beside the re-ranker's
+# probability at 1; a probability sits in [0, 1], so 3 : 1 already lets only a near-certain re-ranker overturn the top
+CALIBRATED_WEIGHTS = (0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
+FUSION_METHODS = ("rrf", "calibrated")
 FUSION_RULES = ("mean", "worst-part")
 FUSION_DEV_PARTS = ("scifact", "squad", "squad-topics")  # --fusion-dev: dev_claims builds each
 METRICS = ("nDCG@10", "MRR@10")
@@ -134,6 +138,14 @@ class EvaluateRerankerArgs:
             "help": "how a fusion weight is chosen over the --fusion-dev parts: mean (the best mean nDCG@10 of the "
             "parts) or worst-part (the best smallest gain over the first stage of any part: a weight the dev "
             "parts where the re-ranker is weak also accept, the way the suite's must is stated per collection)"
+        },
+    )
+    fusion_methods: str = field(
+        default="rrf",
+        metadata={
+            "help": "stage fusions the choice tries, comma list of rrf (rank fusion, FIRST_STAGE_WEIGHTS) and "
+            "calibrated (the first stage's min–max score + the re-ranker's probability from the model's "
+            "calibration.json, CALIBRATED_WEIGHTS); each first stage gets the best of all of them by --fusion-rule"
         },
     )
     fusion_min_gain: float = field(
@@ -424,14 +436,16 @@ def choose_fusion(
     hybrid first stage is stronger than BM25 and may earn more say). ``dev`` (``dev_claims``) and ``scored`` (the
     re-ranker's scores of its BM25 candidates) when already at hand; every other candidate is scored once."""
     corpus, queries, qrels, first, chosen_on, parts = dev or dev_claims(folder, args)
+    calibration = fusion_calibration(folder, _names(args.fusion_methods))
+    stamp = model_stamp(args.model, reranker) if args.scores_dir else None
     if scored is None:
-        scored = _score(reranker, queries, first, corpus, f"{len(queries)} dev queries")
+        scored = _score(
+            reranker, queries, first, corpus, f"{len(queries)} dev queries", args.scores_dir, stamp
+        )
+    grid_args = (args.fusion_min_gain, parts, args.fusion_rule, calibration)
     record = {
-        "method": "rrf",
         "k": FUSION_K,
-        **_fusion_grid(
-            qrels, first, scored, args.fusion_depth, args.fusion_min_gain, parts, args.fusion_rule
-        ),
+        **_fusion_grid(qrels, first, scored, args.fusion_depth, *grid_args),
         "metric": "nDCG@10" + (f", mean of {', '.join(parts)}" if len(parts) > 1 else ""),
         "chosen_on": chosen_on,
     }
@@ -441,13 +455,17 @@ def choose_fusion(
         for kind, hits in _dev_candidates(parts, others, args.fusion_depth).items():
             missing = {q: [h for h in hits[q] if h.doc_id not in scored[q]] for q in queries}
             more = _score(
-                reranker, queries, missing, corpus, f"{len(queries)} dev queries, {kind} candidates"
+                reranker,
+                queries,
+                missing,
+                corpus,
+                f"{len(queries)} dev queries, {kind} candidates",
+                args.scores_dir,
+                stamp,
             )
             scored = {q: {**scored[q], **more[q]} for q in queries}
             record["first_stages"][kind] = {
-                **_fusion_grid(
-                    qrels, hits, scored, args.fusion_depth, args.fusion_min_gain, parts, args.fusion_rule
-                ),
+                **_fusion_grid(qrels, hits, scored, args.fusion_depth, *grid_args),
                 "chosen_on": chosen_on.replace("BM25 top", f"{kind} top"),
             }
     return record
@@ -472,6 +490,26 @@ def dev_ndcg(qrels: dict, run: dict, parts: dict | None = None) -> float:
     ) / len(groups)
 
 
+def fusion_calibration(folder: Path, methods: list[str]) -> tuple[float, float] | None:
+    """(scale, bias) of ``folder``'s calibration.json when --fusion-methods names "calibrated", else None."""
+    from ctxir.rerank.calibration import CALIBRATION_FILE, calibration_for
+
+    for method in methods:
+        if method not in FUSION_METHODS:
+            raise CtxirError(
+                f"--fusion-methods names {method!r}: use a comma list of {', '.join(FUSION_METHODS)}"
+            )
+    if "calibrated" not in methods:
+        return None
+    calibration = calibration_for(str(folder))
+    if calibration is None:
+        raise CtxirError(
+            f"--fusion-methods calibrated needs {str(folder / CALIBRATION_FILE)!r}: fit it first with `python -m "
+            f"training.calibrate --model {str(folder)!r}`, or choose among --fusion-methods rrf only"
+        )
+    return calibration.scale, calibration.bias
+
+
 def _fusion_grid(
     qrels: dict,
     first: dict[str, list[Hit]],
@@ -480,17 +518,24 @@ def _fusion_grid(
     min_gain: float = 0.0,
     parts: dict | None = None,
     rule: str = "mean",
+    calibration: tuple[float, float] | None = None,
 ) -> dict:
-    """{"weights": the best first-stage weight : 1, "dev": its row, "grid": every row} over FIRST_STAGE_WEIGHTS (each
-    row's nDCG@10: ``dev_ndcg`` over the dev ``parts``, and each part's own under "parts" when there are several).
+    """{"method", "weights": the best first-stage weight : 1, "dev": its row, "grid": every row} over RRF at
+    FIRST_STAGE_WEIGHTS and, given the re-ranker's ``calibration``, "calibrated" at CALIBRATED_WEIGHTS (each row's
+    nDCG@10: ``dev_ndcg`` over the dev ``parts``, and each part's own under "parts" when there are several).
     ``rule`` "mean" picks the best mean, "worst-part" the best smallest gain over the first stage of any part; where
-    the picked row's gain (mean, or smallest) is less than ``min_gain``, the largest weight's row instead."""
+    the picked row's gain (mean, or smallest) is less than ``min_gain``, RRF's largest weight's row instead."""
     from ctxir.rerank.pipeline import StageFusion
 
+    settings = [("rrf", weight) for weight in FIRST_STAGE_WEIGHTS]
+    if calibration is not None:
+        settings += [("calibrated", weight) for weight in CALIBRATED_WEIGHTS]
     grid = []
-    for weight in FIRST_STAGE_WEIGHTS:
-        runs = _runs(first, scored, depth, StageFusion("rrf", (weight, 1.0), FUSION_K))
+    for method, weight in settings:
+        fusion = StageFusion(method, (weight, 1.0), FUSION_K, calibration=calibration)
+        runs = _runs(first, scored, depth, fusion)
         row = {
+            "method": method,
             "weights": [weight, 1.0],
             **{k: round(dev_ndcg(qrels, run, parts), 4) for k, run in runs.items()},
         }
@@ -511,9 +556,17 @@ def _fusion_grid(
     held = {}
     if min_gain:
         applied = gain(best) < min_gain
-        best = grid[-1] if applied else best  # FIRST_STAGE_WEIGHTS ascend: the first stage's largest say
+        # FIRST_STAGE_WEIGHTS ascend: RRF's last row is the first stage's largest say
+        best = grid[len(FIRST_STAGE_WEIGHTS) - 1] if applied else best
         held = {"min_gain": {"value": min_gain, "applied": applied}}
-    return {"weights": best["weights"], "dev": best, "grid": grid, "rule": rule, **held}
+    return {
+        "method": best["method"],
+        "weights": best["weights"],
+        "dev": best,
+        "grid": grid,
+        "rule": rule,
+        **held,
+    }
 
 
 def _dev_candidates(parts: dict, kinds: list[str], depth: int) -> dict[str, dict]:
@@ -868,6 +921,11 @@ def check_args(args: EvaluateRerankerArgs) -> tuple[list[int], list[str]]:
             raise CtxirError(
                 f"--fusion-dev names {part!r}: use a comma list of {', '.join(FUSION_DEV_PARTS)}"
             )
+    for method in _names(args.fusion_methods):
+        if method not in FUSION_METHODS:
+            raise CtxirError(
+                f"--fusion-methods names {method!r}: use a comma list of {', '.join(FUSION_METHODS)}"
+            )
     if args.fusion_rule not in FUSION_RULES:
         raise CtxirError(
             f"--fusion-rule {args.fusion_rule!r} is not known: use one of {', '.join(FUSION_RULES)}"
@@ -909,7 +967,7 @@ def choose_settings(reranker, folder: Path, args: EvaluateRerankerArgs) -> None:
         write_json(folder / FUSION_FILE, fusion_record)
         for name, chosen in {kinds.BM25: fusion_record, **fusion_record.get("first_stages", {})}.items():
             print(
-                f"fusion over {name}: rrf k={FUSION_K}, weights {chosen['weights']} (dev nDCG@10: {name} "
+                f"fusion over {name}: {chosen['method']}, weights {chosen['weights']} (dev nDCG@10: {name} "
                 f"{chosen['dev']['first_stage']}, alone {chosen['dev']['alone']}, fused {chosen['dev']['fused']})",
                 flush=True,
             )

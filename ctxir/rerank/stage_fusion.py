@@ -11,16 +11,23 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ctxir.files import read_json, verify_checksums
-from ctxir.retrieval.fusion import DEFAULT_RRF_K, FUSIONS, fuse, scored_only
+from ctxir.retrieval.fusion import DEFAULT_RRF_K, FUSIONS, fuse, scored_only, weighted_score_fusion
 from ctxir.types import CtxirError, Hit
+
+# "calibrated": the re-ranker's calibrated probability (its folder's calibration.json), not min–max stretched, beside
+# the first stage's min–max score; a re-ranker unsure of every candidate (all probabilities low) leaves the first
+# stage's order, where rank fusion would let its order count as much as when it is sure
+STAGE_FUSIONS = (*FUSIONS, "calibrated")
 
 
 @dataclass(frozen=True)
 class StageFusion:
     """Final score = fusion of (first-stage, re-ranker) over the re-ranked candidates.
 
-    method "weighted": weights · min–max-normalised scores; "rrf": Σ weight / (k + rank). A first-stage weight of 0
-    is plain re-ranking.
+    method "weighted": weights · min–max-normalised scores; "rrf": Σ weight / (k + rank); "calibrated": first-stage
+    weight · its min–max-normalised score + re-ranker weight · the re-ranker's probability sigmoid(scale · score +
+    bias), ``calibration`` = (scale, bias) from the re-ranker's calibration.json. A first-stage weight of 0 is plain
+    re-ranking.
 
     >>> first = [Hit("a", 12.0), Hit("b", 9.0), Hit("c", 4.0)]  # BM25's top 3
     >>> reranked = [Hit("b", 0.9), Hit("a", 0.2)]  # the re-ranker scored the top 2: c is out
@@ -37,20 +44,42 @@ class StageFusion:
     >>> fusion = StageFusion("rrf", (1.5, 1.0), by_first_stage=(("hybrid", (3.0, 1.0)),))
     >>> fusion.for_first_stage("hybrid").describe(), fusion.for_first_stage("dense").describe()
     ('RRF k=60, weights 3:1 (first stage : re-ranker)', 'RRF k=60, weights 1.5:1 (first stage : re-ranker)')
+
+    A first stage may have its own method too, (name, weights, method); "calibrated" needs the calibration:
+
+    >>> sure = [Hit("b", 3.0), Hit("a", -3.0)]  # probabilities 0.95, 0.05: b moves up
+    >>> unsure = [Hit("b", -2.0), Hit("a", -3.0)]  # 0.12, 0.05: the first stage's order stays
+    >>> fusion = StageFusion("calibrated", (0.5, 1.0), calibration=(1.0, 0.0))
+    >>> [h.doc_id for h in fusion.fuse(first, sure)], [h.doc_id for h in fusion.fuse(first, unsure)]
+    (['b', 'a'], ['a', 'b'])
+    >>> StageFusion("calibrated", (0.5, 1.0))
+    Traceback (most recent call last):
+        ...
+    ctxir.types.CtxirError: stage fusion method 'calibrated' needs the re-ranker's calibration (scale, bias): fit one with `python -m training.calibrate --model <folder>`, or use method 'rrf'
     """
 
     method: str = "weighted"
     weights: tuple[float, float] = (1.0, 1.0)  # (first stage, re-ranker)
     k: float = DEFAULT_RRF_K
     chosen_on: str = field(default="", compare=False)  # where the settings come from, for the record
-    by_first_stage: tuple[tuple[str, tuple[float, float]], ...] = ()  # ((first stage, weights), …)
+    # ((first stage, weights), …) or ((first stage, weights, method), …): a method of its own for that stage
+    by_first_stage: tuple[tuple, ...] = ()
+    # (scale, bias): the re-ranker's probability sigmoid(scale · score + bias), for "calibrated"
+    calibration: tuple[float, float] | None = None
 
     def __post_init__(self):
-        if self.method not in FUSIONS:
+        methods = (self.method, *(entry[2] for entry in self.by_first_stage if len(entry) > 2))
+        for method in methods:
+            if method not in STAGE_FUSIONS:
+                raise CtxirError(
+                    f"stage fusion method {method!r} is not known: use one of {', '.join(STAGE_FUSIONS)}"
+                )
+        if "calibrated" in methods and self.calibration is None:
             raise CtxirError(
-                f"stage fusion method {self.method!r} is not known: use one of {', '.join(FUSIONS)}"
+                "stage fusion method 'calibrated' needs the re-ranker's calibration (scale, bias): fit one with "
+                "`python -m training.calibrate --model <folder>`, or use method 'rrf'"
             )
-        for weights in (self.weights, *(w for _, w in self.by_first_stage)):
+        for weights in (self.weights, *(entry[1] for entry in self.by_first_stage)):
             if len(weights) != 2 or min(weights) < 0 or weights[1] <= 0:
                 raise CtxirError(f"stage fusion weights {weights!r} must be (first stage ≥ 0, re-ranker > 0)")
 
@@ -59,12 +88,13 @@ class StageFusion:
         (``name`` None: these settings as they are, every stage's weights kept)."""
         if name is None:
             return self
-        chosen = dict(self.by_first_stage).get(name)
+        chosen = next((entry for entry in self.by_first_stage if entry[0] == name), None)
         if chosen is None:
             return replace(self, by_first_stage=())
         return replace(
             self,
-            weights=tuple(chosen),
+            method=chosen[2] if len(chosen) > 2 else self.method,
+            weights=tuple(chosen[1]),
             by_first_stage=(),
             chosen_on=f"{self.chosen_on} (weights chosen for the {name} first stage)".strip(),
         )
@@ -89,28 +119,33 @@ class StageFusion:
 
     @classmethod
     def from_file(cls, path) -> StageFusion:
-        """A fusion.json (training/ship.py puts it in the cross-encoder's folder): method "rrf"|"weighted",
-        weights [first stage, re-ranker], k, chosen_on."""
+        """A fusion.json (training/ship.py puts it in the cross-encoder's folder): method "rrf"|"weighted"|
+        "calibrated", weights [first stage, re-ranker], k, chosen_on, and optionally a method and weights per first
+        stage; "calibrated" reads the same folder's calibration.json."""
 
         verify_checksums(Path(path).parent, only=path)  # in a shipped folder: the file as it was shipped
         try:
             data = read_json(path)
             by_stage = tuple(
                 (str(name), tuple(float(w) for w in chosen["weights"]))
+                + ((str(chosen["method"]),) if chosen.get("method") else ())
                 for name, chosen in sorted((data.get("first_stages") or {}).items())
             )
+            methods = {data["method"], *(entry[2] for entry in by_stage if len(entry) > 2)}
+            calibration = _folder_calibration(Path(path)) if "calibrated" in methods else None
             return cls(
                 data["method"],
                 tuple(float(w) for w in data["weights"]),
                 float(data.get("k") or DEFAULT_RRF_K),
                 chosen_on=str(data.get("chosen_on", "")),
                 by_first_stage=by_stage,
+                calibration=calibration,
             )
         except (KeyError, TypeError, ValueError, AttributeError) as err:
             raise CtxirError(
                 f"{str(path)!r} is not a fusion.json ({type(err).__name__}: {err}): expected "
-                '{"method": "rrf"|"weighted", "weights": [first stage, re-ranker], "k": 60, '
-                '"chosen_on": "...", optionally "first_stages": {"hybrid": {"weights": [...]}}}'
+                '{"method": "rrf"|"weighted"|"calibrated", "weights": [first stage, re-ranker], "k": 60, '
+                '"chosen_on": "...", optionally "first_stages": {"hybrid": {"weights": [...], "method": "rrf"}}}'
             ) from err
 
     def record(self) -> dict:
@@ -122,15 +157,60 @@ class StageFusion:
             "chosen_on": self.chosen_on,
         }
         if self.by_first_stage:
-            record["first_stages"] = {name: {"weights": list(w)} for name, w in self.by_first_stage}
+            record["first_stages"] = {
+                entry[0]: {"weights": list(entry[1]), **({"method": entry[2]} if len(entry) > 2 else {})}
+                for entry in self.by_first_stage
+            }
+        if self.calibration is not None:
+            record["calibration"] = {"scale": self.calibration[0], "bias": self.calibration[1]}
         return record
 
     def describe(self) -> str:
         """One phrase for people: 'RRF k=60, weights 1:1'."""
         weights = ":".join(f"{w:g}" for w in self.weights)
-        return (
-            f"RRF k={self.k:g}" if self.method == "rrf" else "weighted scores"
-        ) + f", weights {weights} (first stage : re-ranker)"
+        return {
+            "rrf": f"RRF k={self.k:g}",
+            "weighted": "weighted scores",
+            "calibrated": "the first stage's min–max score + the re-ranker's calibrated probability",
+        }[self.method] + f", weights {weights} (first stage : re-ranker)"
 
     def fuse(self, first: list[Hit], reranked: list[Hit]) -> list[Hit]:
+        if self.method == "calibrated":
+            return calibrated_fusion(scored_only(first, reranked), reranked, self.weights, self.calibration)
         return fuse([scored_only(first, reranked), reranked], self.method, self.k, self.weights)
+
+
+def calibrated_fusion(
+    first: list[Hit], reranked: list[Hit], weights: tuple[float, float], calibration: tuple[float, float]
+) -> list[Hit]:
+    """weights[0] · the first stage's min–max-normalised score + weights[1] · sigmoid(scale · re-ranker score + bias),
+    best first (ties by doc id); a document missing from ``first`` gets 0 there.
+
+    >>> first = [Hit("a", 12.0), Hit("b", 9.0), Hit("c", 6.0)]  # normalised: a 1, b 0.5, c 0
+    >>> reranked = [Hit("c", 2.0), Hit("b", 0.0), Hit("a", -2.0)]  # probabilities 0.881, 0.5, 0.119
+    >>> [(h.doc_id, round(h.score, 3)) for h in calibrated_fusion(first, reranked, (1.0, 1.0), (1.0, 0.0))]
+    [('a', 1.119), ('b', 1.0), ('c', 0.881)]
+    """
+    import numpy as np
+
+    scale, bias = calibration
+    logits = scale * np.array([h.score for h in reranked], dtype=np.float64) + bias
+    probabilities = 1.0 / (1.0 + np.exp(-np.clip(logits, -500, 500)))  # (candidates,)
+    fused = {h.doc_id: weights[1] * float(p) for h, p in zip(reranked, probabilities, strict=True)}
+    if weights[0] > 0 and first:
+        for hit in weighted_score_fusion([first], [weights[0]]):
+            fused[hit.doc_id] = fused.get(hit.doc_id, 0.0) + hit.score
+    return [Hit(d, s) for d, s in sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+
+def _folder_calibration(fusion_path: Path) -> tuple[float, float]:
+    """(scale, bias) of the calibration.json beside a fusion.json that fuses by calibrated probability."""
+    from ctxir.rerank.calibration import CALIBRATION_FILE
+
+    record = read_json(fusion_path.parent / CALIBRATION_FILE)
+    if not record:
+        raise CtxirError(
+            f"{str(fusion_path)!r} fuses by calibrated probability ('calibrated') but its folder has no "
+            f"{CALIBRATION_FILE}: fit one with `python -m training.calibrate --model {str(fusion_path.parent)!r}`"
+        )
+    return float(record["scale"]), float(record["bias"])
