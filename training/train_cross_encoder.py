@@ -76,7 +76,8 @@ LORA_FULL_MODULES = ["classifier", "pooler"]
 # the segment-cosine head's weights (module 1 of the chain) in the loss model's parameter names
 HEAD_PARAMETERS = r"(^|\.)1\.(scale|bias|linear\.)"
 # its term-match term (--term-match): the term-importance read-out and the kernels' linear read-out
-MATCH_PARAMETERS = r"(^|\.)1\.(term_weight|term_linear)\."
+# and --importance-pooling's mix (a bare parameter: no dot after its name)
+MATCH_PARAMETERS = r"(^|\.)1\.(term_weight\.|term_linear\.|pool_mix$)"
 ANCHORS = {
     ("scifact", "nDCG@10"): (0.688, "BEIR BM25 + cross-encoder (ms-marco-MiniLM-L6)"),
     ("stsb", "spearman"): (0.8833, "BERT-NLI-STSb-base cross-encoder"),
@@ -128,6 +129,14 @@ class CrossEncoderArgs(TrainerRunArgs, CrossEncoderTrainingArguments):
             "help": "segment-cosine: add the head's learned term-match term (exact token matches and cosine-band "
             "kernels per query token, weighted by a learned term importance; ctxir.encoders.heads), "
             "zero-initialised, so a shipped head continues from the scores it had"
+        },
+    )
+    importance_pooling: bool = field(
+        default=False,
+        metadata={
+            "help": "segment-cosine with --term-match: pool the query by the term-match term's importance too, mixed "
+            "into its plain mean by a weight that starts at 0 (ctxir.encoders.heads), so a shipped head continues "
+            "from the scores it had; trained at --match-learning-rate"
         },
     )
     match_learning_rate: float = field(
@@ -947,6 +956,10 @@ def check(args: CrossEncoderArgs) -> None:
             f"--term-match adds a term to the segment-cosine head: use it with --head segment-cosine, "
             f"not --head {args.head!r}"
         )
+    if args.importance_pooling and not args.term_match:
+        raise CtxirError(
+            "--importance-pooling pools the query by the term-match term's importance: add --term-match true"
+        )
     if args.train_layers and args.lora_r:
         raise CtxirError("--train-layers and --lora-r are two ways to ship a small model: pick one")
     if args.negative_rounds < 1 or args.negative_pool < 0:
@@ -1035,6 +1048,8 @@ def load_segment_cosine(args: CrossEncoderArgs, path: str, device: str):
         )
     if args.term_match:
         model[1].add_term_match()
+    if args.importance_pooling:
+        model[1].add_importance_pooling()
     layers = body.model.config.num_hidden_layers
     if args.train_layers > layers:
         raise CtxirError(f"--train-layers {args.train_layers!r} exceeds the body's {layers} layers")

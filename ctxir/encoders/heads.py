@@ -65,6 +65,20 @@ def segment_means(
     return a, b
 
 
+def weighted_segment_mean(
+    tokens: torch.Tensor, segment_mask: torch.Tensor, weights: torch.Tensor
+) -> torch.Tensor:
+    """(batch, hidden): the mean of a segment's token vectors (``segment_mask`` (batch, tokens) 1 on it), each
+    token counted by ``weights`` (batch, tokens).
+
+    >>> tokens = torch.tensor([[[1.0, 0.0], [3.0, 0.0], [0.0, 2.0]]])  # (1, 3 tokens, 2)
+    >>> weighted_segment_mean(tokens, torch.tensor([[1.0, 1.0, 0.0]]), torch.tensor([[1.0, 3.0, 5.0]])).tolist()
+    [[2.5, 0.0]]
+    """
+    share = segment_mask.to(tokens.dtype) * weights  # (batch, tokens)
+    return (tokens * share.unsqueeze(-1)).sum(1) / share.sum(1, keepdim=True).clamp(min=1e-6)
+
+
 def segment_cosine_scores(
     query: torch.Tensor,
     document: torch.Tensor,
@@ -147,10 +161,16 @@ def term_match_features(
 class SegmentCosineHead(Module):
     """Reads ``token_embeddings`` of a pair, writes ``scores`` (batch, 1); see ``segment_cosine_scores``."""
 
-    config_keys: ClassVar[list[str]] = ["hidden_size", "init_scale", "term_match"]
+    config_keys: ClassVar[list[str]] = ["hidden_size", "init_scale", "term_match", "importance_pooling"]
     config_file_name = "config.json"
 
-    def __init__(self, hidden_size: int, init_scale: float = 20.0, term_match: bool = False):
+    def __init__(
+        self,
+        hidden_size: int,
+        init_scale: float = 20.0,
+        term_match: bool = False,
+        importance_pooling: bool = False,
+    ):
         super().__init__()
         self.hidden_size, self.init_scale = int(hidden_size), float(init_scale)
         # scale 20 turns cosines (≈ 0.2–0.8 here) into logits a softmax over candidates can separate
@@ -163,6 +183,9 @@ class SegmentCosineHead(Module):
         self.term_match = False
         if term_match:
             self.add_term_match()
+        self.importance_pooling = False
+        if importance_pooling:
+            self.add_importance_pooling()
 
     def add_term_match(self) -> None:
         """Add the term-match term, zero-initialised: the head's scores stay exactly what they were until it trains.
@@ -182,15 +205,38 @@ class SegmentCosineHead(Module):
         self.term_weight.to(device)
         self.term_linear.to(device)
 
+    def add_importance_pooling(self) -> None:
+        """Pool the query by term importance too: query = mean + m · (importance-weighted mean − mean), ``pool_mix``
+        m starting at 0, so the head scores exactly what it did until m trains (1 = the weighted mean alone).
+
+        A long statement of a need ("I am interested in …") averaged token by token is mostly its function words;
+        the term-match term's importance (softplus(v · token + c)) already tells its terms from them.
+        """
+        if self.importance_pooling:
+            return
+        if not self.term_match:
+            raise ValueError(
+                "SegmentCosineHead importance pooling reads the term-match term's importance: add the term first "
+                "(term_match=True, or --term-match in training)"
+            )
+        self.importance_pooling = True
+        self.pool_mix = torch.nn.Parameter(torch.zeros((), device=self.scale.device))
+
     def forward(self, features: dict, **kwargs) -> dict:
         if features.get("token_type_ids") is None:
             raise ValueError(
                 "SegmentCosineHead needs token_type_ids to tell the query from the document: use a "
                 "BERT-style body whose tokenizer marks pair segments (e.g. all-MiniLM-L6-v2)"
             )
-        query, document = segment_means(
-            features["token_embeddings"], features["attention_mask"], features["token_type_ids"]
+        tokens, mask, types = (
+            features["token_embeddings"],
+            features["attention_mask"],
+            features["token_type_ids"],
         )
+        query, document = segment_means(tokens, mask, types)  # (batch, hidden) each
+        if self.importance_pooling:
+            weighted = weighted_segment_mean(tokens, mask * (1 - types), self.term_importance(tokens))
+            query = query + self.pool_mix * (weighted - query)
         scores = segment_cosine_scores(query, document, self.scale, self.bias, self.linear)  # (batch,)
         if self.term_match:
             if features.get("input_ids") is None:
@@ -202,10 +248,14 @@ class SegmentCosineHead(Module):
         features["scores"] = scores.unsqueeze(1)  # (batch, 1)
         return features
 
+    def term_importance(self, tokens: torch.Tensor) -> torch.Tensor:
+        """(batch, tokens) = softplus(v · token + c): how much each token counts, read off its own vector."""
+        return torch.nn.functional.softplus(self.term_weight(tokens)).squeeze(-1)
+
     def term_match_scores(self, features: dict) -> torch.Tensor:
         """(batch, tokens): each query token's part of the term-match term (they sum to it; 0 for other tokens)."""
         tokens = features["token_embeddings"]
-        weights = torch.nn.functional.softplus(self.term_weight(tokens)).squeeze(-1)  # (batch, tokens)
+        weights = self.term_importance(tokens)  # (batch, tokens)
         shares = term_match_per_token(
             tokens, features["input_ids"], features["attention_mask"], features["token_type_ids"], weights
         )  # (batch, tokens, 1 + kernels)
