@@ -332,6 +332,20 @@ DOCUMENTED = [
         ),
     ),
     (
+        "python training/train_cross_encoder.py --recipe recipes/cross-encoder-stage8-importance.yaml",
+        (
+            "python training/train_cross_encoder.py --task scifact --model ctxir/minilm-l6-scifact-cross-encoder "
+            "--head segment-cosine --term-match true --importance-pooling true --train-layers 2 --max-length 128 "
+            "--loss listnet --train-passages best --negatives bm25 --negative-stages bm25,hybrid --num-negatives 5 "
+            "--negative-pool 20 --negative-rounds 3 --pseudo-queries 1500 "
+            "--general squad,wikiqa,msmarco,wikiqa-topics --general-queries 700 --dev-split unseen "
+            "--dev-queries 50 --rerank-depth 20 --eval-max-queries 50 --learning-rate 2e-5 "
+            "--head-learning-rate 1e-3 --match-learning-rate 1e-2 --batch-size 4 --max-steps 500 "
+            "--torch-threads 1 --eval-steps 250 --save-steps 250 --load-best true --keep-checkpoints true "
+            "--eval-before false --output-dir outputs/ce-stage8-importance"
+        ),
+    ),
+    (
         "python training/train_cross_encoder.py --recipe recipes/cross-encoder-stage7-topics.yaml",
         (
             "python training/train_cross_encoder.py --task scifact --model ctxir/minilm-l6-scifact-cross-encoder "
@@ -354,6 +368,18 @@ DOCUMENTED = [
             "--torch-threads 1"
         ),
     ),
+    *[
+        (
+            "python -m training.evaluate_reranker --recipe recipes/evaluate-reranker-stage5-worst-part.yaml --model "
+            f"outputs/ce-stage7-cal --scores-dir outputs/scores-ce-stage7 --fusion-methods {methods}",
+            (
+                "python -m training.evaluate_reranker --model outputs/ce-stage7-cal --choose-fusion true "
+                "--fusion-dev scifact,squad,squad-topics --fusion-rule worst-part --fusion-min-gain 0 --depths '' "
+                f"--torch-threads 1 --scores-dir outputs/scores-ce-stage7 --fusion-methods {methods}"
+            ),
+        )
+        for methods in ("rrf", "rrf,calibrated")
+    ],
     (
         "python -m training.calibrate --recipe recipes/calibrate-stage5.yaml --model outputs/ce-general-stage7-topics-wp",
         "python -m training.calibrate --model outputs/ce-general-stage7-topics-wp",

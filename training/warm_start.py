@@ -55,7 +55,9 @@ def run(args: WarmStartArgs) -> Path:
         )
     # 2. the start, as train_cross_encoder builds it before its first step (no term-match term: it starts at zero)
     model = load_segment_cosine(
-        SimpleNamespace(term_match=False, train_layers=2, model=str(body)), str(body), "cpu"
+        SimpleNamespace(term_match=False, importance_pooling=False, train_layers=2, model=str(body)),
+        str(body),
+        "cpu",
     )
     model.max_seq_length = WARM_START_LENGTH
     out = Path(args.output_dir)
