@@ -1168,6 +1168,24 @@ def test_the_fusion_choice_tries_calibrated_probabilities_beside_rank_fusion(tmp
         er.check_args(er.EvaluateRerankerArgs(model="x", fusion_methods="rrf,platt"))
 
 
+def test_evaluations_of_one_collection_each_add_up_in_metrics_json():
+    """Two evaluate_reranker runs, one collection each, share configs ("bm25 top 20, re-ranker alone"): the second
+    must not drop the first's rows (they were replaced by config alone), and a collection measured again replaces
+    its own."""
+    from training import evaluate_reranker as er
+
+    def rows(dataset: str, after: float) -> list[dict]:
+        return [
+            {"dataset": dataset, "split": "test", "config": c, "after": after}
+            for c in ("bm25 top 20, re-ranker alone", "bm25 top 20, fused with the first stage (RRF)")
+        ]
+
+    merged = er.merge_evaluation_rows(rows("lisa", 0.40), rows("npl", 0.42))
+    assert [(r["dataset"], r["after"]) for r in merged] == [("lisa", 0.40)] * 2 + [("npl", 0.42)] * 2
+    again = er.merge_evaluation_rows(merged, rows("lisa", 0.41))
+    assert sorted((r["dataset"], r["after"]) for r in again) == [("lisa", 0.41)] * 2 + [("npl", 0.42)] * 2
+
+
 def test_the_worst_part_rule_picks_a_weight_every_dev_part_accepts():
     """--fusion-rule worst-part: a weight the part where the re-ranker is weak also accepts; the mean of the parts
     would trade that part's loss for the other's gain."""

@@ -888,9 +888,7 @@ def run(args: EvaluateRerankerArgs) -> dict:
     # 4. the model card's rows
     if args.update_metrics and (folder / "metrics.json").is_file():
         metrics = read_json(folder / "metrics.json")
-        rows = evaluation_rows(result)
-        configs = {r["config"] for r in rows}
-        metrics["evaluations"] = [r for r in metrics["evaluations"] if r.get("config") not in configs] + rows
+        metrics["evaluations"] = merge_evaluation_rows(metrics["evaluations"], evaluation_rows(result))
         write_metrics(folder, metrics)
     print(report(result))
     print(f"-> {output}")
@@ -1023,6 +1021,25 @@ def evaluation_rows(result: dict) -> list[dict]:
                         )
                     )
     return rows
+
+
+def merge_evaluation_rows(rows: list[dict], new: list[dict]) -> list[dict]:
+    """``rows`` with each of ``new`` in place of the row it measures again (same dataset, split and config), the rest
+    kept: runs that evaluate one collection each add up in one metrics.json.
+
+    >>> old = [{"dataset": "lisa", "split": "test", "config": "bm25 top 20, re-ranker alone", "after": 0.40}]
+    >>> new = [{"dataset": "npl", "split": "test", "config": "bm25 top 20, re-ranker alone", "after": 0.42}]
+    >>> [(r["dataset"], r["after"]) for r in merge_evaluation_rows(old, new)]
+    [('lisa', 0.4), ('npl', 0.42)]
+    >>> [(r["dataset"], r["after"]) for r in merge_evaluation_rows(old, [{**old[0], "after": 0.41}])]
+    [('lisa', 0.41)]
+    """
+
+    def key(row: dict) -> tuple:
+        return row.get("dataset"), row.get("split"), row.get("config")
+
+    measured = {key(r) for r in new}
+    return [r for r in rows if key(r) not in measured] + list(new)
 
 
 def report(result: dict) -> str:
