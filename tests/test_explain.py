@@ -236,6 +236,8 @@ def test_a_term_match_head_is_explained_completely_with_its_matches_per_query_to
     by_token = {t["token"]: t["contribution"] for t in match["tokens"]}
     assert set(by_token) == {"[CLS]", "otters", "river", "[SEP]"}
     assert by_token["otters"] > by_token["river"]  # exact-match weight 3: the word the document shares
+    # each query token's importance, softplus(v · t + c): an untrained v gives every token softplus(c) = 1
+    assert [t["importance"] for t in match["tokens"]] == pytest.approx([1.0] * 4, abs=1e-6)
     # a plain head has no term to report
     assert "term_match" not in explain_cross_encoder(
         CrossEncoder(modules=[body, SegmentCosineHead(32)], device="cpu", activation_fn=torch.nn.Identity()),

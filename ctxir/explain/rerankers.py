@@ -226,12 +226,21 @@ def _term_match_report(ce, enc: dict, tokens: list[str]) -> dict:
     with torch.no_grad():
         features = ce[0](dict(enc))
         shares = ce[-1].term_match_scores(features)[0]  # (tokens,): zero outside the query
+        importance = ce[-1].term_importance(features["token_embeddings"])[0]  # (tokens,)
     query = [i for i, t in enumerate(enc["token_type_ids"][0].tolist()) if t == 0]
     return {
         "score": float(shares.sum()),
-        "tokens": [{"index": i, "token": tokens[i], "contribution": float(shares[i])} for i in query],
+        "tokens": [
+            {
+                "index": i,
+                "token": tokens[i],
+                "contribution": float(shares[i]),
+                "importance": float(importance[i]),
+            }
+            for i in query
+        ],
         "note": "each query token's part of the head's term-match term (exact matches and cosine bands in the "
-        "document, weighted by the token's learned importance); it sums to the term. Integrated "
+        "document, weighted by the token's learned importance, also given); it sums to the term. Integrated "
         "Gradients attribute the rest of the score; this part reads the token ids and stays in "
         "baseline_score",
     }
