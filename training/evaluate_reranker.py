@@ -491,14 +491,10 @@ def dev_ndcg(qrels: dict, run: dict, parts: dict | None = None) -> float:
 
 
 def fusion_calibration(folder: Path, methods: list[str]) -> tuple[float, float] | None:
-    """(scale, bias) of ``folder``'s calibration.json when --fusion-methods names "calibrated", else None."""
+    """(scale, bias) of ``folder``'s calibration.json when --fusion-methods names "calibrated", else None (the
+    names themselves are checked by ``check_args``)."""
     from ctxir.rerank.calibration import CALIBRATION_FILE, calibration_for
 
-    for method in methods:
-        if method not in FUSION_METHODS:
-            raise CtxirError(
-                f"--fusion-methods names {method!r}: use a comma list of {', '.join(FUSION_METHODS)}"
-            )
     if "calibrated" not in methods:
         return None
     calibration = calibration_for(str(folder))

@@ -191,11 +191,9 @@ def calibrated_fusion(
     >>> [(h.doc_id, round(h.score, 3)) for h in calibrated_fusion(first, reranked, (1.0, 1.0), (1.0, 0.0))]
     [('a', 1.119), ('b', 1.0), ('c', 0.881)]
     """
-    import numpy as np
+    from ctxir.rerank.calibration import Calibration
 
-    scale, bias = calibration
-    logits = scale * np.array([h.score for h in reranked], dtype=np.float64) + bias
-    probabilities = 1.0 / (1.0 + np.exp(-np.clip(logits, -500, 500)))  # (candidates,)
+    probabilities = Calibration(*calibration).probabilities([h.score for h in reranked])  # (candidates,)
     fused = {h.doc_id: weights[1] * float(p) for h, p in zip(reranked, probabilities, strict=True)}
     if weights[0] > 0 and first:
         for hit in weighted_score_fusion([first], [weights[0]]):
@@ -205,12 +203,12 @@ def calibrated_fusion(
 
 def _folder_calibration(fusion_path: Path) -> tuple[float, float]:
     """(scale, bias) of the calibration.json beside a fusion.json that fuses by calibrated probability."""
-    from ctxir.rerank.calibration import CALIBRATION_FILE
+    from ctxir.rerank.calibration import CALIBRATION_FILE, calibration_for
 
-    record = read_json(fusion_path.parent / CALIBRATION_FILE)
-    if not record:
+    calibration = calibration_for(str(fusion_path.parent))
+    if calibration is None:
         raise CtxirError(
             f"{str(fusion_path)!r} fuses by calibrated probability ('calibrated') but its folder has no "
             f"{CALIBRATION_FILE}: fit one with `python -m training.calibrate --model {str(fusion_path.parent)!r}`"
         )
-    return float(record["scale"]), float(record["bias"])
+    return calibration.scale, calibration.bias
