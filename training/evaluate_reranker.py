@@ -156,6 +156,15 @@ class EvaluateRerankerArgs:
             "for a dev gain larger than checkpoints' spread on the same claims (0 = always the best weight)"
         },
     )
+    fusion_max_loss: float = field(
+        default=0.005,
+        metadata={
+            "help": "a fused mode more than this nDCG@10 below its first stage on any dev part is not chosen: the "
+            "choice moves to larger first-stage weights until one holds, else the re-ranker only breaks the first "
+            "stage's ties (ctxir.rerank.stage_fusion.TIE_BREAK_WEIGHT). The suite's must (fused ≥ first stage − "
+            "0.005), asked of dev; a negative value turns it off"
+        },
+    )
     choose_passages: bool = field(
         default=False,
         metadata={
@@ -415,16 +424,18 @@ def _score(
 
 
 def _runs(first: dict[str, list[Hit]], scored: dict, depth: int, fusion) -> dict[str, dict]:
-    from ctxir.types import run_from_hits
+    """{"first_stage", "alone", "fused": run}, each list in its own order (``ranked_run``): the first stage's tied
+    hits (the hybrid's rank fusion ties often) as the app shows them, not as the evaluator's tie rule would."""
+    from ctxir.types import ranked_run
 
     firsts, alone, fused = {}, {}, {}
     for q in first:
         firsts[q], alone[q] = cut(first[q], scored[q], depth)
         fused[q] = fusion.fuse(firsts[q], alone[q])
     return {
-        "first_stage": run_from_hits(firsts),
-        "alone": run_from_hits(alone),
-        "fused": run_from_hits(fused),
+        "first_stage": ranked_run(firsts),
+        "alone": ranked_run(alone),
+        "fused": ranked_run(fused),
     }
 
 
@@ -442,7 +453,7 @@ def choose_fusion(
         scored = _score(
             reranker, queries, first, corpus, f"{len(queries)} dev queries", args.scores_dir, stamp
         )
-    grid_args = (args.fusion_min_gain, parts, args.fusion_rule, calibration)
+    grid_args = (args.fusion_min_gain, parts, args.fusion_rule, calibration, args.fusion_max_loss)
     record = {
         "k": FUSION_K,
         **_fusion_grid(qrels, first, scored, args.fusion_depth, *grid_args),
@@ -515,19 +526,19 @@ def _fusion_grid(
     parts: dict | None = None,
     rule: str = "mean",
     calibration: tuple[float, float] | None = None,
+    max_loss: float = -1.0,
 ) -> dict:
     """{"method", "weights": the best first-stage weight : 1, "dev": its row, "grid": every row} over RRF at
     FIRST_STAGE_WEIGHTS and, given the re-ranker's ``calibration``, "calibrated" at CALIBRATED_WEIGHTS (each row's
     nDCG@10: ``dev_ndcg`` over the dev ``parts``, and each part's own under "parts" when there are several).
     ``rule`` "mean" picks the best mean, "worst-part" the best smallest gain over the first stage of any part; where
-    the picked row's gain (mean, or smallest) is less than ``min_gain``, RRF's largest weight's row instead."""
+    the picked row's gain (mean, or smallest) is less than ``min_gain``, RRF's largest weight's row instead. Where
+    the picked row is more than ``max_loss`` (≥ 0) below the first stage on a part, the next larger RRF weight that
+    is not, else ``TIE_BREAK_WEIGHT`` (the first stage's order kept, its row added to the grid)."""
     from ctxir.rerank.pipeline import StageFusion
+    from ctxir.rerank.stage_fusion import TIE_BREAK_WEIGHT
 
-    settings = [("rrf", weight) for weight in FIRST_STAGE_WEIGHTS]
-    if calibration is not None:
-        settings += [("calibrated", weight) for weight in CALIBRATED_WEIGHTS]
-    grid = []
-    for method, weight in settings:
+    def row_for(method: str, weight: float) -> dict:
         fusion = StageFusion(method, (weight, 1.0), FUSION_K, calibration=calibration)
         runs = _runs(first, scored, depth, fusion)
         row = {
@@ -540,7 +551,12 @@ def _fusion_grid(
                 name: {k: round(dev_ndcg(qrels, run, {name: part}), 4) for k, run in runs.items()}
                 for name, part in parts.items()
             }
-        grid.append(row)
+        return row
+
+    settings = [("rrf", weight) for weight in FIRST_STAGE_WEIGHTS]
+    if calibration is not None:
+        settings += [("calibrated", weight) for weight in CALIBRATED_WEIGHTS]
+    grid = [row_for(method, weight) for method, weight in settings]
 
     def gain(row: dict) -> float:
         if rule == "worst-part" and "parts" in row:
@@ -555,6 +571,31 @@ def _fusion_grid(
         # FIRST_STAGE_WEIGHTS ascend: RRF's last row is the first stage's largest say
         best = grid[len(FIRST_STAGE_WEIGHTS) - 1] if applied else best
         held = {"min_gain": {"value": min_gain, "applied": applied}}
+    if max_loss >= 0:
+
+        def holds(
+            row: dict,
+        ) -> bool:  # every part (the whole dev without parts) within max_loss of its first stage
+            parts_of = row.get("parts", {"all": row}).values()
+            return all(round(p["fused"] - p["first_stage"], 4) >= -max_loss for p in parts_of)
+
+        applied = not holds(best)
+        if applied:
+            larger = [
+                r
+                for r in grid[: len(FIRST_STAGE_WEIGHTS)]
+                if r["weights"][0] > best["weights"][0] and holds(r)
+            ]
+            if (
+                best["method"] != "rrf"
+            ):  # a calibrated pick moves to RRF's weights that hold, the smallest first
+                larger = [r for r in grid[: len(FIRST_STAGE_WEIGHTS)] if holds(r)]
+            if larger:
+                best = larger[0]
+            else:
+                best = row_for("rrf", TIE_BREAK_WEIGHT)
+                grid.append(best)
+        held["max_loss"] = {"value": max_loss, "applied": applied}
     return {
         "method": best["method"],
         "weights": best["weights"],

@@ -18,6 +18,12 @@ from ctxir.types import CtxirError, Hit
 # the first stage's min–max score; a re-ranker unsure of every candidate (all probabilities low) leaves the first
 # stage's order, where rank fusion would let its order count as much as when it is sure
 STAGE_FUSIONS = (*FUSIONS, "calibrated")
+# RRF first-stage weight at which the re-ranker only breaks the first stage's ties (ranks are distinct, so it keeps the
+# first stage's order): a re-ranker moving a document from rank d to 1 gains 1/(k+1) − 1/(k+d), and w · (1/(k+r) −
+# 1/(k+r+1)) is the smallest first-stage gap between neighbours r, r+1 ≤ d; at k = 60 that needs w > 261 for the
+# app's deepest re-rank (100) and w > 845 for 200. What a fused mode gets where, on dev, every weight fell below
+# its first stage (training.evaluate_reranker --fusion-max-loss).
+TIE_BREAK_WEIGHT = 1000.0
 
 
 @dataclass(frozen=True)
@@ -165,14 +171,29 @@ class StageFusion:
             record["calibration"] = {"scale": self.calibration[0], "bias": self.calibration[1]}
         return record
 
+    @property
+    def keeps_first_stage(self) -> bool:
+        """True where the re-ranker only breaks the first stage's ties (RRF at ``TIE_BREAK_WEIGHT`` : 1 or more).
+
+        >>> first = [Hit(f"d{i}", 100.0 - i) for i in range(100)]
+        >>> reranked = [Hit(h.doc_id, float(i)) for i, h in enumerate(first)]  # the reverse order
+        >>> keep = StageFusion("rrf", (TIE_BREAK_WEIGHT, 1.0), 60)
+        >>> keep.keeps_first_stage, [h.doc_id for h in keep.fuse(first, reranked)] == [h.doc_id for h in first]
+        (True, True)
+        """
+        return self.method == "rrf" and self.weights[0] >= TIE_BREAK_WEIGHT * self.weights[1]
+
     def describe(self) -> str:
         """One phrase for people: 'RRF k=60, weights 1:1'."""
         weights = ":".join(f"{w:g}" for w in self.weights)
-        return {
+        text = {
             "rrf": f"RRF k={self.k:g}",
             "weighted": "weighted scores",
             "calibrated": "the first stage's min–max score + the re-ranker's calibrated probability",
         }[self.method] + f", weights {weights} (first stage : re-ranker)"
+        if self.keeps_first_stage:
+            text += ": the first stage's order, the re-ranker only breaks its ties (on dev every weight fell below it)"
+        return text
 
     def fuse(self, first: list[Hit], reranked: list[Hit]) -> list[Hit]:
         if self.method == "calibrated":
