@@ -414,6 +414,38 @@ DOCUMENTED = [
         ),
     ),
     (
+        "python -m training.train_cls_lr --recipe recipes/cls-lr-stage7-ranking.yaml",
+        (
+            "python -m training.train_cls_lr --base-model outputs/ce-general-stage7-topics-wp --heldout-queries "
+            "base-unseen --score-feature true --score-emphasis 1,10,100,1000 --c-grid "
+            "0.00001,0.00003,0.0001,0.0003,0.001,0.003,0.01,0.1,1,10 --cv-metric ndcg --general squad,wikiqa,msmarco "
+            "--general-queries 300 --rerank-depth 20 --torch-threads 1 --max-test-queries 50 --output-dir "
+            "outputs/cls-lr-stage7-ranking"
+        ),
+    ),
+    (
+        "python -m training.evaluate_reranker --recipe recipes/evaluate-reranker-cls-lr-general.yaml --model "
+        "outputs/cls-lr-stage7-ranking --dev-from outputs/ce-general-stage7-topics-wp --scores-dir "
+        "outputs/scores-cls-lr-ranking",
+        (
+            "python -m training.evaluate_reranker --model outputs/cls-lr-stage7-ranking --dev-from "
+            "outputs/ce-general-stage7-topics-wp --choose-fusion true --fusion-dev scifact,squad --fusion-min-gain 0.03"
+            " --collections msmarco,demo,med,npl,lisa --other-first-stages bm25 --depths 20 --torch-threads 1"
+            " --scores-dir outputs/scores-cls-lr-ranking"
+        ),
+    ),
+    (
+        "python -m training.evaluate_reranker --recipe recipes/evaluate-reranker-cls-lr-general-suite.yaml --model "
+        "outputs/cls-lr-stage7-ranking --dev-from outputs/ce-general-stage7-topics-wp --scores-dir "
+        "outputs/scores-cls-lr-ranking",
+        (
+            "python -m training.evaluate_reranker --model outputs/cls-lr-stage7-ranking --dev-from "
+            "outputs/ce-general-stage7-topics-wp --choose-fusion false --collections scifact,msmarco,demo,med,npl,lisa "
+            "--other-first-stages bm25,dense,hybrid --depths 20 --torch-threads 1 --scores-dir "
+            "outputs/scores-cls-lr-ranking"
+        ),
+    ),
+    (
         "python -m training.evaluate_reranker --recipe recipes/evaluate-reranker-cls-lr-general-suite.yaml",
         (
             "python -m training.evaluate_reranker --model outputs/cls-lr-general --dev-from outputs/ce-general-stage5 "

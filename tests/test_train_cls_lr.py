@@ -193,6 +193,37 @@ def test_fit_logistic_folds_scaling_into_coef():
     assert f1 == pytest.approx(2 * tp / (predicted.sum() + y.sum()))
 
 
+def test_c_is_chosen_by_the_named_cross_validation_measure():
+    """--cv-metric ndcg ranks each query's own pairs: a column that only says which queries have many relevant
+    pairs (constant within a query) helps the pooled average precision and is worth nothing to the ranking."""
+    rng = np.random.default_rng(0)
+    groups = np.repeat(np.arange(40), 5)  # 40 queries × 5 pairs
+    y = np.zeros(200, int)
+    for q in range(40):  # even queries: 3 relevant pairs; odd ones: 1
+        y[q * 5 : q * 5 + (3 if q % 2 == 0 else 1)] = 1
+    base_rate = (groups % 2 == 0).astype(float)  # constant within a query
+    score = y + rng.normal(scale=1.2, size=200)  # ranks within a query, noisily
+    x = np.column_stack([base_rate, rng.normal(size=(200, 6)), score])
+    chosen = {}
+    for metric in ("average-precision", "ndcg"):
+        args = tcl.ClsLrArgs(
+            c_grid="0.001,0.01,1", cv_metric=metric, cv_folds=4, score_feature=True, score_emphasis="1,10"
+        )
+        setting, cv = tcl.choose_c(x, y, groups, [0.001, 0.01, 1.0], args)
+        key = tcl.CV_METRICS[metric]
+        assert cv[setting][key] == max(v[key] for v in cv.values())
+        for v in cv.values():
+            assert v["ndcg"] == pytest.approx(tcl.per_query_ndcg(y, v["oof"], groups))
+        chosen[metric] = cv[setting]
+    # a shift that is constant within each query moves the pooled measure and leaves the ranker's measure alone
+    from sklearn.metrics import average_precision_score
+
+    oof = chosen["ndcg"]["oof"]
+    shifted = oof - 5 * base_rate  # the queries with more relevant pairs put below the others
+    assert tcl.per_query_ndcg(y, shifted, groups) == pytest.approx(tcl.per_query_ndcg(y, oof, groups))
+    assert average_precision_score(y, shifted) < average_precision_score(y, oof) - 0.05
+
+
 def test_saved_then_loaded_ranker_scores_identically(tiny_bert_dir, tmp_path):
     rng = np.random.default_rng(1)
     ranker = ClsLrRanker(
@@ -575,6 +606,7 @@ def test_empty_training_set_is_a_clear_error(tiny_bert_dir, tmp_path, no_model):
     [
         ({"negatives_per_positive": 0}, "--negatives-per-positive must be ≥ 1, got 0"),
         ({"c_grid": "a,b"}, "--c-grid 'a,b' must be comma-separated numbers"),
+        ({"cv_metric": "auc"}, "--cv-metric 'auc' is not known: use one of 'average-precision', 'ndcg'"),
         ({"heldout_fraction": 1.0}, "--heldout-fraction must be between 0 and 1"),
         ({"max_samples": 1}, "need at least 2 train queries"),
         ({"device": "tpu"}, "device 'tpu' is not known"),
