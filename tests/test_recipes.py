@@ -368,6 +368,15 @@ DOCUMENTED = [
             "--torch-threads 1"
         ),
     ),
+    (
+        "python -m training.evaluate_reranker --recipe recipes/evaluate-reranker-stage5-worst-part.yaml --model "
+        "outputs/ce-general-stage7-topics-wp --scores-dir outputs/scores-ce-stage7",
+        (
+            "python -m training.evaluate_reranker --model outputs/ce-general-stage7-topics-wp --choose-fusion true "
+            "--fusion-dev scifact,squad,squad-topics --fusion-rule worst-part --fusion-min-gain 0 --depths '' "
+            "--torch-threads 1 --scores-dir outputs/scores-ce-stage7"
+        ),
+    ),
     *[
         (
             "python -m training.evaluate_reranker --recipe recipes/evaluate-reranker-stage5-worst-part.yaml --model "

@@ -314,13 +314,14 @@ def test_the_shipped_rerankers_rank_a_relevant_document_above_an_irrelevant_one(
         "",
     )
     fusion = json.loads((SHIPPED_MODELS[SHIPPED_CROSS_ENCODER] / "fusion.json").read_text())
-    by_stage = tuple(
-        (name, tuple(chosen["weights"])) for name, chosen in sorted(fusion["first_stages"].items())
+    by_stage = tuple(  # a first stage's own method where its record names one
+        (name, tuple(chosen["weights"])) + ((chosen["method"],) if chosen.get("method") else ())
+        for name, chosen in sorted(fusion["first_stages"].items())
     )
     assert load_reranker("cross-encoder", device="cpu").stage_fusion == StageFusion(
         "rrf", tuple(fusion["weights"]), fusion["k"], by_first_stage=by_stage
     )
-    assert {name for name, _ in by_stage} == {
+    assert {entry[0] for entry in by_stage} == {
         "dense",
         "hybrid",
     }  # each first stage the app offers has its weight
