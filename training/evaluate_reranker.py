@@ -573,26 +573,20 @@ def _fusion_grid(
         held = {"min_gain": {"value": min_gain, "applied": applied}}
     if max_loss >= 0:
 
-        def holds(
-            row: dict,
-        ) -> bool:  # every part (the whole dev without parts) within max_loss of its first stage
-            parts_of = row.get("parts", {"all": row}).values()
-            return all(round(p["fused"] - p["first_stage"], 4) >= -max_loss for p in parts_of)
+        def holds(row: dict) -> bool:
+            """Every part (the whole dev without parts) within ``max_loss`` of its first stage."""
+            return all(
+                round(p["fused"] - p["first_stage"], 4) >= -max_loss
+                for p in row.get("parts", {"all": row}).values()
+            )
 
         applied = not holds(best)
         if applied:
-            larger = [
-                r
-                for r in grid[: len(FIRST_STAGE_WEIGHTS)]
-                if r["weights"][0] > best["weights"][0] and holds(r)
-            ]
-            if (
-                best["method"] != "rrf"
-            ):  # a calibrated pick moves to RRF's weights that hold, the smallest first
-                larger = [r for r in grid[: len(FIRST_STAGE_WEIGHTS)] if holds(r)]
-            if larger:
-                best = larger[0]
-            else:
+            # towards the first stage: RRF's larger weights (any of them, after a calibrated pick), smallest first
+            floor = best["weights"][0] if best["method"] == "rrf" else -1.0
+            rrf_rows = grid[: len(FIRST_STAGE_WEIGHTS)]
+            best = next((r for r in rrf_rows if r["weights"][0] > floor and holds(r)), None)
+            if best is None:
                 best = row_for("rrf", TIE_BREAK_WEIGHT)
                 grid.append(best)
         held["max_loss"] = {"value": max_loss, "applied": applied}

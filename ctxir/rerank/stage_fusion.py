@@ -192,7 +192,7 @@ class StageFusion:
             "calibrated": "the first stage's min–max score + the re-ranker's calibrated probability",
         }[self.method] + f", weights {weights} (first stage : re-ranker)"
         if self.keeps_first_stage:
-            text += ": the first stage's order, the re-ranker only breaks its ties (on dev every weight fell below it)"
+            text += ": the first stage's order, the re-ranker only breaks its ties"
         return text
 
     def fuse(self, first: list[Hit], reranked: list[Hit]) -> list[Hit]:
