@@ -99,19 +99,6 @@ def doc_text(doc: Doc) -> str:
 
 
 def run_from_hits(hits: dict[str, list[Hit]]) -> Run:
-    """{qid: [Hit, ...]} → run {qid: {doc_id: score}}."""
+    """{qid: [Hit, ...]} → run {qid: {doc_id: score}}, in the list's order: ``evaluate_run`` orders equal scores
+    as the run lists them, so a list is scored in the order it is shown (a rank fusion's hits tie often)."""
     return {qid: {h.doc_id: float(h.score) for h in hs} for qid, hs in hits.items()}
-
-
-def ranked_run(hits: dict[str, list[Hit]]) -> Run:
-    """{qid: [Hit, ...]} → run {qid: {doc_id: len(hits) − position}}: the list's own order, as a user sees it.
-
-    ``run_from_hits`` keeps the scores, and an evaluator orders equal scores by its own rule (trec_eval: doc id
-    descending), not as the list does; a rank fusion (the hybrid first stage) gives many equal scores, so the same
-    list could score differently from what it shows.
-
-    >>> hits = {"q": [Hit("a", 0.5), Hit("b", 0.5), Hit("c", 0.1)]}  # a before b, though they tie
-    >>> run_from_hits(hits)["q"], ranked_run(hits)["q"]
-    ({'a': 0.5, 'b': 0.5, 'c': 0.1}, {'a': 3.0, 'b': 2.0, 'c': 1.0})
-    """
-    return {qid: {h.doc_id: float(len(hs) - i) for i, h in enumerate(hs)} for qid, hs in hits.items()}

@@ -133,12 +133,22 @@ PIPELINES = [
 # read from metrics.json (training command) and evaluation.json (training/evaluate_reranker.py: test figures)
 RERANKERS = [
     (
-        "shipped cross-encoder (CPU recipe, stage 4: stage 3 continued with a learned term-match term, dev-best step "
-        "550)",
+        "shipped cross-encoder (CPU recipe, stage 7: stage 5 continued with paragraph-long WikiQA topics beside SQuAD, "
+        "WikiQA, MS MARCO and SciFact, dev-best step 250)",
         "ctxir/assets/models/cross-encoder",
         "train_cross_encoder",
     ),
-    ("shipped CLS-LR (on the stage-4 cross-encoder)", "ctxir/assets/models/cls-lr", "train_cls_lr"),
+    (
+        "shipped CLS-LR (on the stage-7 cross-encoder, C chosen by ranking)",
+        "ctxir/assets/models/cls-lr",
+        "train_cls_lr",
+    ),
+    (
+        "stage 4 (shipped before stage 5): stage 3 continued with a learned term-match term, dev-best step 550",
+        "outputs/ce-550",
+        "train_cross_encoder",
+    ),
+    ("CLS-LR on stage 4 (shipped before stage 5)", "outputs/cls-lr-stage4", "train_cls_lr"),
     (
         "stage 3 (shipped before stage 4): stage 1 continued on the best windows, dev-best step 220",
         "outputs/ce-window-stage3-best",

@@ -2,9 +2,10 @@
 
     python scripts/tie_order.py            # the hybrid over the dev parts (held-out SciFact claims, SQuAD questions)
 
-The hybrid first stage is a rank fusion (RRF), so many of its hits tie. ``run_from_hits`` gives a list to trec_eval as
-its scores, and trec_eval orders equal scores by doc id, descending. ``ranked_run`` gives it the list's own order,
-which is what the app shows. Prints each dev part's nDCG@10 both ways, and how many of the hits tie, as JSON.
+The hybrid first stage is a rank fusion (RRF), so many of its hits tie. trec_eval orders equal scores by doc id,
+descending (``evaluate_run(..., ties="trec_eval")``); ctxir's ``evaluate_run`` orders them as the run lists them
+(``ties="listed"``, its default), which is the order the app shows. Prints each dev part's nDCG@10 both ways, and how
+many of the hits tie, as JSON.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ sys.path.insert(0, str(ROOT))
 
 from ctxir.encoders.models import SHIPPED_CROSS_ENCODER, SHIPPED_MODELS  # noqa: E402
 from training.common import DEFAULT_DATA_DIR  # noqa: E402
+
+RULES = {"trec_eval tie order (doc id descending)": "trec_eval", "the list's own order": "listed"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
     args = parser.parse_args(argv)
 
-    from ctxir.types import ranked_run, run_from_hits
+    from ctxir.evaluation import evaluate_run
+    from ctxir.types import run_from_hits
     from training import evaluate_reranker as er
 
     # 1. the dev parts and the first stage's top hits over each part's own corpus
@@ -44,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     _, _, qrels, _, _, parts = er.dev_claims(Path(args.model), settings)
     hits = er._dev_candidates(parts, [args.first_stage], args.depth)[args.first_stage]
     # 2. each part scored both ways
+    run = run_from_hits(hits)
     tied = sum(len(hs) - len({h.score for h in hs}) for hs in hits.values())
     out = {
         "first_stage": args.first_stage,
@@ -52,10 +57,15 @@ def main(argv: list[str] | None = None) -> int:
         "hits_tied_with_an_earlier_one": tied,
         "nDCG@10": {
             name: {
-                "trec_eval tie order (doc id descending)": round(
-                    er.dev_ndcg(qrels, run_from_hits(hits), {name: part}), 4
-                ),
-                "the list's own order": round(er.dev_ndcg(qrels, ranked_run(hits), {name: part}), 4),
+                rule: round(
+                    float(
+                        evaluate_run(
+                            {q: qrels[q] for q in part[1]}, {q: run.get(q, {}) for q in part[1]}, ties=ties
+                        ).aggregate["nDCG@10"]
+                    ),
+                    4,
+                )
+                for rule, ties in RULES.items()
             }
             for name, part in parts.items()
         },

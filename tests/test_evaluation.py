@@ -20,7 +20,7 @@ from ctxir.evaluation import (
     paired_recall_at_k,
     sts_correlation,
 )
-from ctxir.types import CtxirError
+from ctxir.types import CtxirError, Hit, run_from_hits
 
 L2 = math.log2
 
@@ -194,14 +194,45 @@ def test_qid_with_no_judgments_is_dropped():
     assert res.num_queries == 3 and "q6" not in res.per_query
 
 
-def test_ties_follow_trec_eval_doc_id_descending():
+def test_ties_follow_trec_eval_doc_id_descending_when_asked():
     # a and b tie at 1.0; trec_eval ranks the larger doc id first: b (rank 1), a (rank 2).
     qrels = {"q": {"a": 1}}
-    res = evaluate_run(qrels, {"q": {"a": 1.0, "b": 1.0}}, k_values=(1, 2), metrics=["mrr", "precision"])
+    res = evaluate_run(
+        qrels, {"q": {"a": 1.0, "b": 1.0}}, k_values=(1, 2), metrics=["mrr", "precision"], ties="trec_eval"
+    )
     assert res.per_query["q"] == {"MRR@1": 0.0, "MRR@2": 0.5, "P@1": 0.0, "P@2": 0.5}
     # and the other way round: relevant "b" wins the tie
-    res = evaluate_run({"q": {"b": 1}}, {"q": {"a": 1.0, "b": 1.0}}, k_values=(1,), metrics=["mrr"])
+    res = evaluate_run(
+        {"q": {"b": 1}}, {"q": {"a": 1.0, "b": 1.0}}, k_values=(1,), metrics=["mrr"], ties="trec_eval"
+    )
     assert res.per_query["q"]["MRR@1"] == 1.0
+
+
+def test_ties_keep_the_runs_listed_order_by_default():
+    # the same tie, listed a then b: a ranks first, as a list showing a before b does; listed b then a: b first
+    qrels = {"q": {"a": 1}}
+    res = evaluate_run(qrels, {"q": {"a": 1.0, "b": 1.0}}, k_values=(1, 2), metrics=["mrr", "precision"])
+    assert res.per_query["q"] == {"MRR@1": 1.0, "MRR@2": 1.0, "P@1": 1.0, "P@2": 0.5}
+    assert (
+        evaluate_run(qrels, {"q": {"b": 1.0, "a": 1.0}}, k_values=(1,), metrics=["mrr"]).aggregate["MRR@1"]
+        == 0
+    )
+    # a higher score still outranks an earlier listing: c (2.0), listed last, is first
+    res = evaluate_run({"q": {"c": 1}}, {"q": {"a": 1.0, "b": 1.0, "c": 2.0}}, k_values=(1,), metrics=["mrr"])
+    assert res.aggregate["MRR@1"] == 1.0
+    # a run from a ranked list with a tie (RRF): scored in the list's order
+    hits = {"q": [Hit("b", 0.5), Hit("a", 0.5), Hit("c", 0.1)]}
+    assert (
+        evaluate_run({"q": {"b": 1}}, run_from_hits(hits), k_values=(1,), metrics=["mrr"]).aggregate["MRR@1"]
+        == 1
+    )
+
+
+def test_unknown_tie_rule_is_named():
+    with pytest.raises(
+        CtxirError, match=r"ties='doc_id' is not a tie rule; choose one of \['listed', 'trec_eval'\]"
+    ):
+        evaluate_run({"q": {"a": 1}}, {"q": {"a": 1.0}}, ties="doc_id")
 
 
 def _truncate(docs: dict[str, float], k: int) -> dict[str, float]:
@@ -217,7 +248,7 @@ def test_mrr_at_k_equals_recip_rank_of_truncated_run():
     # coarse scores force many ties, including at the cutoffs
     run = {q: {d: float(rng.randint(0, 4)) for d in rng.sample(docs, 20)} for q in qrels}
     ks = (1, 2, 3, 5, 10)
-    res = evaluate_run(qrels, run, k_values=ks, metrics=["mrr"])
+    res = evaluate_run(qrels, run, k_values=ks, metrics=["mrr"], ties="trec_eval")
     ev = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank"})
     for k in ks:
         truncated = ev.evaluate({q: _truncate(d, k) for q, d in run.items()})

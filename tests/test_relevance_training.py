@@ -401,12 +401,12 @@ def test_suite_scores_a_classic_collection_over_every_first_stage(
     from ctxir.encoders import BiEncoder
     from ctxir.evaluation import evaluate_run
     from ctxir.rerank.pipeline import build_first_stages
-    from ctxir.types import ranked_run
+    from ctxir.types import run_from_hits
 
     corpus, queries, qrels = load_beir(classic, "test")
     app_hybrid = build_first_stages(corpus, ["hybrid"], [BiEncoder()])["hybrid"]  # the app's: parts' top 100
-    # in the order the app shows it (a rank fusion ties often; trec_eval would order ties by doc id)
-    expected = evaluate_run(qrels, ranked_run(app_hybrid.search(queries, 10))).aggregate["nDCG@10"]
+    # in the order the app shows it (a rank fusion ties often; trec_eval's own rule would order ties by doc id)
+    expected = evaluate_run(qrels, run_from_hits(app_hybrid.search(queries, 10))).aggregate["nDCG@10"]
     assert result["med"]["hybrid@10"]["first_stage"]["nDCG@10"] == pytest.approx(expected, abs=1e-4)
     assert any(
         row["dataset"] == "medline" for row in json.loads((out / "metrics.json").read_text())["evaluations"]

@@ -2,6 +2,7 @@
 run, what they missed, and why the document above won (issue #12 §2)."""
 
 import json
+import math
 import re
 
 import pytest
@@ -86,11 +87,13 @@ def test_the_pair_to_explain_is_the_highest_ranked_non_relevant_document_above_i
     assert by_qid["qb"]["pairs"] == [] and by_qid["q0"]["pairs"] == []  # nothing above it; nothing retrieved
 
 
-def test_ranks_follow_trec_eval_ties_so_they_agree_with_the_metric():
-    # equal scores: trec_eval ranks doc ids descending, so d4 is first and the query is perfect
-    run = {"qc": {"d3": 1.0, "d4": 1.0}}
-    [case] = failure_cases({"qc": {"d4": 1}}, run, CORPUS, QUERIES)
+def test_ranks_follow_the_metrics_tie_rule_so_they_agree_with_it():
+    # equal scores keep the run's listed order (evaluate_run's default): d4 listed first is first, the query perfect
+    [case] = failure_cases({"qc": {"d4": 1}}, {"qc": {"d4": 1.0, "d3": 1.0}}, CORPUS, QUERIES)
     assert case["value"] == 1.0 and case["relevant"][0]["rank"] == 1 and case["pairs"] == []
+    # listed second, it is second, by the rank the case shows and by the metric's value alike
+    [case] = failure_cases({"qc": {"d4": 1}}, {"qc": {"d3": 1.0, "d4": 1.0}}, CORPUS, QUERIES)
+    assert case["relevant"][0]["rank"] == 2 and case["value"] == pytest.approx(1 / math.log2(3))
 
 
 @pytest.mark.parametrize(

@@ -25,7 +25,6 @@ def _figures(corpus: dict, queries: dict, qrels: dict, backend: str, onnx_dir: P
     from ctxir.rerank.pipeline import Pipeline, mode_fusion
     from ctxir.rerank.registry import passages_for, stage_fusion_for
     from ctxir.retrieval import BM25Retriever
-    from ctxir.types import Hit, ranked_run
 
     reranker = CrossEncoderReranker(
         str(FOLDER), device="cpu", passages=passages_for(str(FOLDER)), backend=backend
@@ -36,15 +35,10 @@ def _figures(corpus: dict, queries: dict, qrels: dict, backend: str, onnx_dir: P
         BM25Retriever(corpus), reranker, depth=20, fusion=mode_fusion(reranker, "fused", "bm25")
     )
     runs = pipeline.run(queries, show_progress=False)
-    # each list scored in its shown order, as evaluation.json's (ranked_run): a run keeps its list's order as the
-    # order of its keys, and the same hits with tied scores (BM25's on the demo corpus) would otherwise be ordered by
-    # trec_eval's rule, doc id descending
-    shown = {
-        key: ranked_run({q: [Hit(d, s) for d, s in run.items()] for q, run in runs[key].items()})
-        for key in runs
-    }
+    # each list scored in its shown order, as evaluation.json's: a run keeps its list's order as the order of its
+    # keys, and evaluate_run orders tied scores (BM25's on the demo corpus) as listed
     return {
-        name: float(evaluate_run(qrels, shown[key]).aggregate["nDCG@10"])
+        name: float(evaluate_run(qrels, runs[key]).aggregate["nDCG@10"])
         for name, key in (("first_stage", "first_stage"), ("alone", "rerank"), ("fused", "fused"))
     }
 

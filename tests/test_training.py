@@ -1141,12 +1141,70 @@ def test_fusion_max_loss_keeps_the_first_stages_order_where_every_weight_loses_o
         "value": 0.005,
         "applied": True,
     }
-    assert kept["dev"]["fused"] == kept["dev"]["first_stage"] and kept["grid"][-1] is kept["dev"]
+    # the tie-break row is the grid's, after the finite weights; with no ties in the first stage it keeps its order
+    tie_break = kept["grid"][len(er.FIRST_STAGE_WEIGHTS)]
+    assert kept["dev"]["fused"] == kept["dev"]["first_stage"] and tie_break is kept["dev"]
     assert StageFusion("rrf", tuple(kept["weights"])).keeps_first_stage
     # a re-ranker that only swaps the 3rd and 4th holds at every weight: nothing to move
     mild = {q: {f"{q}-{i}": float(20 - {2: 3, 3: 2}.get(i, i)) for i in range(20)} for q in first}
     held = er._fusion_grid(qrels, first, mild, 20, max_loss=0.005)
     assert held["max_loss"]["applied"] is False and held["weights"][0] < TIE_BREAK_WEIGHT
+
+
+def _weak_and_tied(tie_order_right: bool):
+    """Two dev parts: "weak", where the re-ranker puts the relevant document last and the runner-up first (every
+    finite RRF weight loses there), and "tied", where the first stage ties the relevant document with another and
+    the re-ranker orders that tie right (or wrong)."""
+    from ctxir.types import Hit
+
+    first = {
+        "w": [Hit(f"w{i}", 20.0 - i) for i in range(20)],
+        "t": [Hit("t0", 3.0), Hit("t1", 1.0), Hit("t2", 1.0)],
+    }
+    qrels = {"w": {"w0": 1}, "t": {"t2" if tie_order_right else "t1": 1}}
+    scored = {
+        "w": {f"w{i}": float(20 - abs(i - 1)) if i else -1.0 for i in range(20)},
+        "t": {"t0": 3.0, "t1": 1.0, "t2": 2.0},  # the tie ordered t2 first
+    }
+    parts = {"weak": (None, {"w": ""}, None), "tied": (None, {"t": ""}, None)}
+    return qrels, first, scored, parts
+
+
+def test_the_worst_part_rule_can_choose_to_break_the_first_stages_ties_only():
+    """Where every finite weight loses on a dev part, the tie-break weight (the family's limit: the first stage's
+    order, the re-ranker ordering only its ties) loses nowhere and gains where the re-ranker orders a tie right, so
+    the worst-part rule picks it without --fusion-max-loss."""
+    from ctxir.rerank.stage_fusion import TIE_BREAK_WEIGHT, StageFusion
+    from training import evaluate_reranker as er
+
+    qrels, first, scored, parts = _weak_and_tied(tie_order_right=True)
+    chosen = er._fusion_grid(qrels, first, scored, 20, parts=parts, rule="worst-part")
+    assert chosen["weights"] == [TIE_BREAK_WEIGHT, 1.0] and "max_loss" not in chosen
+    finite = chosen["grid"][: len(er.FIRST_STAGE_WEIGHTS)]
+    assert all(row["parts"]["weak"]["fused"] < row["parts"]["weak"]["first_stage"] for row in finite)
+    row = chosen["dev"]["parts"]
+    assert (
+        row["weak"]["fused"] == row["weak"]["first_stage"]
+        and row["tied"]["fused"] > row["tied"]["first_stage"]
+    )
+    assert StageFusion("rrf", tuple(chosen["weights"])).keeps_first_stage
+
+
+def test_fusion_max_loss_takes_the_least_losing_row_where_even_breaking_ties_loses():
+    """--fusion-max-loss 0 where the re-ranker orders the first stage's tie wrong: no RRF row holds (the finite
+    weights lose on "weak", the tie-break one on "tied"), so the choice is the RRF row whose worst part loses least."""
+    from training import evaluate_reranker as er
+
+    qrels, first, scored, parts = _weak_and_tied(tie_order_right=False)
+    chosen = er._fusion_grid(qrels, first, scored, 20, parts=parts, rule="worst-part", max_loss=0.0)
+    rrf_rows = chosen["grid"][: len(er.FIRST_STAGE_WEIGHTS) + 1]
+
+    def worst(row: dict) -> float:
+        return min(p["fused"] - p["first_stage"] for p in row["parts"].values())
+
+    assert chosen["max_loss"] == {"value": 0.0, "applied": True}
+    assert all(worst(row) < 0 for row in rrf_rows)
+    assert worst(chosen["dev"]) == max(worst(row) for row in rrf_rows)
 
 
 def test_the_fusion_choice_tries_calibrated_probabilities_beside_rank_fusion(tmp_path):
@@ -1171,7 +1229,8 @@ def test_the_fusion_choice_tries_calibrated_probabilities_beside_rank_fusion(tmp
     rrf = er._fusion_grid(qrels, first, scored, 10, parts=parts, rule="worst-part")
     both = er._fusion_grid(qrels, first, scored, 10, parts=parts, rule="worst-part", calibration=(1.0, 0.0))
     assert rrf["method"] == "rrf" and {row["method"] for row in rrf["grid"]} == {"rrf"}
-    assert both["method"] == "calibrated" and len(both["grid"]) == len(er.FIRST_STAGE_WEIGHTS) + len(
+    # every finite RRF weight, the tie-break one, every calibrated weight
+    assert both["method"] == "calibrated" and len(both["grid"]) == len(er.FIRST_STAGE_WEIGHTS) + 1 + len(
         er.CALIBRATED_WEIGHTS
     )
     # every query right: no rank-fusion weight gets b and c right together (b needs the first stage's say, c the
@@ -1291,7 +1350,7 @@ def test_evaluate_reranker_chooses_rrf_on_heldout_claims_and_splits_test_by_seen
     from ctxir.data import load_beir
     from ctxir.evaluation import evaluate_run
     from ctxir.retrieval import BM25Retriever
-    from ctxir.types import ranked_run
+    from ctxir.types import run_from_hits
     from training import evaluate_reranker
 
     out = tmp_path / "ce"
@@ -1366,7 +1425,7 @@ def test_evaluate_reranker_chooses_rrf_on_heldout_claims_and_splits_test_by_seen
     ]  # parts' top 100, as the app
     # scored in the order the app shows it: the toy hybrid's rank fusion ties often, and trec_eval's own tie order
     # (doc id, descending) scores these lists 0.674 against their shown order's 0.829
-    hybrid_run = ranked_run(hybrid.search({q: train_queries[q] for q in dev_ids}, 10))
+    hybrid_run = run_from_hits(hybrid.search({q: train_queries[q] for q in dev_ids}, 10))
     dev_qrels = {q: r for q, r in load_beir(toy_root / "scifact", "train")[2].items() if q in dev_ids}
     assert fusion["first_stages"]["hybrid"]["dev"]["first_stage"] == pytest.approx(
         evaluate_run(dev_qrels, hybrid_run).aggregate["nDCG@10"], abs=1e-4
@@ -1384,7 +1443,7 @@ def test_evaluate_reranker_chooses_rrf_on_heldout_claims_and_splits_test_by_seen
     sci = result["scifact_test"]
     seen = {q for q, rel in qrels.items() if set(rel) & {d for r in train_qrels.values() for d in r}}
     assert (sci["seen_queries"], sci["unseen_queries"]) == (len(seen), len(qrels) - len(seen)) and seen
-    bm25 = evaluate_run(qrels, ranked_run(BM25Retriever(corpus).search(queries, 10))).aggregate["nDCG@10"]
+    bm25 = evaluate_run(qrels, run_from_hits(BM25Retriever(corpus).search(queries, 10))).aggregate["nDCG@10"]
     assert sci["bm25@10"]["all"]["first_stage"]["nDCG@10"] == pytest.approx(bm25, abs=1e-4)
     assert sci["bm25@10"]["seen"]["queries"] + sci["bm25@10"]["unseen"]["queries"] == len(qrels)
     assert json.loads((out / "evaluation.json").read_text())["scifact_test"] == json.loads(json.dumps(sci))
@@ -1419,7 +1478,7 @@ def test_evaluate_reranker_chooses_rrf_on_heldout_claims_and_splits_test_by_seen
     )  # the three runs above
     demo_qrels = load_qrels(ASSETS / "demo_qrels.tsv")
     demo_queries = {q: t for q, t in load_queries(ASSETS / "demo_queries.jsonl").items() if q in demo_qrels}
-    bm25 = evaluate_run(demo_qrels, ranked_run(BM25Retriever(demo_corpus()).search(demo_queries, 20)))
+    bm25 = evaluate_run(demo_qrels, run_from_hits(BM25Retriever(demo_corpus()).search(demo_queries, 20)))
     assert record["demo"]["bm25@20"]["first_stage"]["nDCG@10"] == pytest.approx(
         bm25.aggregate["nDCG@10"], abs=1e-4
     )

@@ -424,18 +424,18 @@ def _score(
 
 
 def _runs(first: dict[str, list[Hit]], scored: dict, depth: int, fusion) -> dict[str, dict]:
-    """{"first_stage", "alone", "fused": run}, each list in its own order (``ranked_run``): the first stage's tied
-    hits (the hybrid's rank fusion ties often) as the app shows them, not as the evaluator's tie rule would."""
-    from ctxir.types import ranked_run
+    """{"first_stage", "alone", "fused": run}, each scored in its own order (``evaluate_run``'s listed ties): the
+    first stage's tied hits (the hybrid's rank fusion ties often) as the app shows them."""
+    from ctxir.types import run_from_hits
 
     firsts, alone, fused = {}, {}, {}
     for q in first:
         firsts[q], alone[q] = cut(first[q], scored[q], depth)
         fused[q] = fusion.fuse(firsts[q], alone[q])
     return {
-        "first_stage": ranked_run(firsts),
-        "alone": ranked_run(alone),
-        "fused": ranked_run(fused),
+        "first_stage": run_from_hits(firsts),
+        "alone": run_from_hits(alone),
+        "fused": run_from_hits(fused),
     }
 
 
@@ -529,12 +529,13 @@ def _fusion_grid(
     max_loss: float = -1.0,
 ) -> dict:
     """{"method", "weights": the best first-stage weight : 1, "dev": its row, "grid": every row} over RRF at
-    FIRST_STAGE_WEIGHTS and, given the re-ranker's ``calibration``, "calibrated" at CALIBRATED_WEIGHTS (each row's
+    FIRST_STAGE_WEIGHTS and at ``TIE_BREAK_WEIGHT`` (the first stage's order, the re-ranker ordering its ties: the
+    family's limit) and, given the re-ranker's ``calibration``, "calibrated" at CALIBRATED_WEIGHTS (each row's
     nDCG@10: ``dev_ndcg`` over the dev ``parts``, and each part's own under "parts" when there are several).
     ``rule`` "mean" picks the best mean, "worst-part" the best smallest gain over the first stage of any part; where
-    the picked row's gain (mean, or smallest) is less than ``min_gain``, RRF's largest weight's row instead. Where
-    the picked row is more than ``max_loss`` (≥ 0) below the first stage on a part, the next larger RRF weight that
-    is not, else ``TIE_BREAK_WEIGHT`` (the first stage's order kept, its row added to the grid)."""
+    the picked row's gain (mean, or smallest) is less than ``min_gain``, RRF's largest weight's row (8 : 1) instead.
+    Where the picked row is more than ``max_loss`` (≥ 0) below the first stage on a part, the next larger RRF weight
+    (the tie-break one included) that is not, else the RRF row whose worst part loses least."""
     from ctxir.rerank.pipeline import StageFusion
     from ctxir.rerank.stage_fusion import TIE_BREAK_WEIGHT
 
@@ -553,7 +554,8 @@ def _fusion_grid(
             }
         return row
 
-    settings = [("rrf", weight) for weight in FIRST_STAGE_WEIGHTS]
+    # the tie-break row after the finite weights: an equal gain goes to the re-ranker's larger say
+    settings = [("rrf", weight) for weight in (*FIRST_STAGE_WEIGHTS, TIE_BREAK_WEIGHT)]
     if calibration is not None:
         settings += [("calibrated", weight) for weight in CALIBRATED_WEIGHTS]
     grid = [row_for(method, weight) for method, weight in settings]
@@ -584,11 +586,15 @@ def _fusion_grid(
         if applied:
             # towards the first stage: RRF's larger weights (any of them, after a calibrated pick), smallest first
             floor = best["weights"][0] if best["method"] == "rrf" else -1.0
-            rrf_rows = grid[: len(FIRST_STAGE_WEIGHTS)]
+            rrf_rows = grid[: len(FIRST_STAGE_WEIGHTS) + 1]
             best = next((r for r in rrf_rows if r["weights"][0] > floor and holds(r)), None)
-            if best is None:
-                best = row_for("rrf", TIE_BREAK_WEIGHT)
-                grid.append(best)
+            if best is None:  # even breaking ties loses: the RRF row that loses least
+                best = max(
+                    rrf_rows,
+                    key=lambda r: round(
+                        min(p["fused"] - p["first_stage"] for p in r.get("parts", {"all": r}).values()), 4
+                    ),
+                )
         held["max_loss"] = {"value": max_loss, "applied": applied}
     return {
         "method": best["method"],

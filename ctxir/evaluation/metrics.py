@@ -3,8 +3,11 @@
 Ranking metrics are computed by ``pytrec_eval`` (trec_eval's C code), never by hand, so the numbers
 are comparable with BEIR and TREC papers. Conventions, decided once here:
 
-* Ranking order is trec_eval's: score descending, ties broken by doc_id **descending** (string order).
-  So among equal scores, doc ``"b"`` ranks above doc ``"a"``.
+* Ranking order: score descending, and equal scores in the order the run lists them (``ties="listed"``, the
+  default): a run built from a ranked list (``run_from_hits``) is scored in the order the list is shown, and a TREC
+  run file read in rank order keeps its ranks. trec_eval's own rule, equal scores by doc_id **descending** (string
+  order, so doc ``"b"`` above doc ``"a"``), is ``ties="trec_eval"``, for figures compared with BEIR's code on runs
+  that tie. The two differ only where scores tie, which a rank fusion (RRF: the hybrid first stage) does often.
 * Only queries with judgments in ``qrels`` are evaluated. A qid present in the run but not in the qrels
   is ignored. A qid in the qrels with no run entry (or an empty one) scores **0** on every metric and
   counts in the mean (BEIR's ``EvaluateRetrieval`` silently drops it, which inflates scores when a
@@ -162,6 +165,20 @@ def _clean_run(
     return out
 
 
+TIE_RULES = ("listed", "trec_eval")
+
+
+def _listed_order(scored: dict[str, float]) -> dict[str, float]:
+    """``scored`` as n − rank, rank by score descending with equal scores in listed order (sorted() is stable), so
+    trec_eval meets no tie and keeps that order.
+
+    >>> _listed_order({"a": 1.0, "c": 2.0, "b": 1.0})
+    {'c': 3.0, 'a': 2.0, 'b': 1.0}
+    """
+    ordered = sorted(scored, key=lambda doc: -scored[doc])
+    return {doc: float(len(ordered) - i) for i, doc in enumerate(ordered)}
+
+
 # --------------------------------------------------------------------------- ranking metrics
 
 
@@ -217,13 +234,15 @@ def evaluate_run(
     metrics: Sequence[str] = ("ndcg", "mrr", "map", "recall", "precision"),
     *,
     ignore_identical_ids: bool = False,
+    ties: str = "listed",
 ) -> EvalResult:
     """Evaluate ``run`` against ``qrels`` with pytrec_eval.
 
     Output keys: ``nDCG@k``, ``MRR@k``, ``MAP`` (uncut) and ``MAP@k``, ``Recall@k``, ``P@k``.
     ``ignore_identical_ids`` drops any retrieved doc whose id equals its query id (BEIR's flag for
-    datasets such as ArguAna and Quora where the query is itself in the corpus). See the module
-    docstring for the semantics of missing queries, ties and grades. Inputs are not modified.
+    datasets such as ArguAna and Quora where the query is itself in the corpus). ``ties``: "listed" (equal scores
+    in the run's own order) or "trec_eval" (doc id descending). See the module docstring for the semantics of
+    missing queries, ties and grades. Inputs are not modified.
 
     One relevant document, retrieved at rank 2: nDCG@10 = 1 / log2(3) ≈ 0.6309, MRR@10 = 1/2.
 
@@ -235,8 +254,12 @@ def evaluate_run(
     """
     ks = _check_k_values(k_values)
     ms = _check_metrics(metrics)
+    if ties not in TIE_RULES:
+        raise CtxirError(f"ties={ties!r} is not a tie rule; choose one of {list(TIE_RULES)}.")
     clean_qrels = _clean_qrels(qrels)
     clean_run = _clean_run(run, ignore_identical_ids)
+    if ties == "listed":
+        clean_run = {q: _listed_order(docs) for q, docs in clean_run.items()}
 
     judged = list(clean_qrels)
     if not set(judged) & set(clean_run):

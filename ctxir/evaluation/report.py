@@ -71,14 +71,13 @@ def metric_values(qrels: Qrels, run: Run, metric: str = "nDCG@10") -> dict[str, 
 
 
 def ranked(scores: Mapping[str, float]) -> list[tuple[str, float]]:
-    """A run's documents for one query, best first, in trec_eval's order (ties: doc id descending), so ranks
-    agree with the metrics.
+    """A run's documents for one query, best first, equal scores in the order the run lists them (``evaluate_run``'s
+    default tie rule), so ranks agree with the metrics.
 
     >>> ranked({"a": 1.0, "b": 1.0, "c": 2.0})
-    [('c', 2.0), ('b', 1.0), ('a', 1.0)]
+    [('c', 2.0), ('a', 1.0), ('b', 1.0)]
     """
-    by_id = sorted(((str(d), float(s)) for d, s in scores.items()), reverse=True)
-    return sorted(by_id, key=lambda item: -item[1])
+    return sorted(((str(d), float(s)) for d, s in scores.items()), key=lambda item: -item[1])
 
 
 def failure_cases(

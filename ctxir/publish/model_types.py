@@ -110,6 +110,7 @@ def _bi_encoder_facts(folder: Path) -> dict:
 
 def _cross_encoder_facts(folder: Path) -> dict:
     from ctxir.encoders.models import is_adapter, is_ctxir_modular, load_cross_encoder, top_layers_config
+    from ctxir.rerank.stage_fusion import TIE_BREAK_WEIGHT
 
     load_cross_encoder.cache_clear()
     # ctxir's loader: an adapter folder merges into its base, resolved offline too (packaged MiniLM)
@@ -125,6 +126,7 @@ def _cross_encoder_facts(folder: Path) -> dict:
         "term_match": any(getattr(m, "term_match", False) for m in model),
         "trained_layers": (f"{top['trained_from_layer']}–{top['num_hidden_layers'] - 1}" if top else None),
         "fusion": read_json(folder / "fusion.json") or None,
+        "tie_break_weight": TIE_BREAK_WEIGHT,
         "passages": read_json(folder / "passages.json") or None,
         "pair_orders": read_json(folder / PAIR_ORDERS_FILE) or None,
     }

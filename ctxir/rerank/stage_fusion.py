@@ -18,8 +18,8 @@ from ctxir.types import CtxirError, Hit
 # the first stage's min–max score; a re-ranker unsure of every candidate (all probabilities low) leaves the first
 # stage's order, where rank fusion would let its order count as much as when it is sure
 STAGE_FUSIONS = (*FUSIONS, "calibrated")
-# RRF first-stage weight at which the re-ranker only breaks the first stage's ties (ranks are distinct, so it keeps the
-# first stage's order): a re-ranker moving a document from rank d to 1 gains 1/(k+1) − 1/(k+d), and w · (1/(k+r) −
+# RRF first-stage weight at which the re-ranker only breaks the first stage's ties (stage fusion's RRF gives equal
+# first-stage scores one shared rank, so only there does the re-ranker's rank decide): a re-ranker moving a document from rank d to 1 gains 1/(k+1) − 1/(k+d), and w · (1/(k+r) −
 # 1/(k+r+1)) is the smallest first-stage gap between neighbours r, r+1 ≤ d; at k = 60 that needs w > 261 for the
 # app's deepest re-rank (100) and w > 845 for 200. What a fused mode gets where, on dev, every weight fell below
 # its first stage (training.evaluate_reranker --fusion-max-loss).
@@ -30,7 +30,8 @@ TIE_BREAK_WEIGHT = 1000.0
 class StageFusion:
     """Final score = fusion of (first-stage, re-ranker) over the re-ranked candidates.
 
-    method "weighted": weights · min–max-normalised scores; "rrf": Σ weight / (k + rank); "calibrated": first-stage
+    method "weighted": weights · min–max-normalised scores; "rrf": Σ weight / (k + rank), a first stage's equal scores
+    sharing one rank (it prefers none of them, so the re-ranker orders them); "calibrated": first-stage
     weight · its min–max-normalised score + re-ranker weight · the re-ranker's probability sigmoid(scale · score +
     bias), ``calibration`` = (scale, bias) from the re-ranker's calibration.json. A first-stage weight of 0 is plain
     re-ranking.
@@ -180,6 +181,9 @@ class StageFusion:
         >>> keep = StageFusion("rrf", (TIE_BREAK_WEIGHT, 1.0), 60)
         >>> keep.keeps_first_stage, [h.doc_id for h in keep.fuse(first, reranked)] == [h.doc_id for h in first]
         (True, True)
+        >>> tied = [Hit("a", 2.0), Hit("b", 1.0), Hit("c", 1.0), Hit("d", 0.5)]  # b and c tie: the re-ranker decides
+        >>> [h.doc_id for h in keep.fuse(tied, [Hit("d", 4.0), Hit("c", 3.0), Hit("b", 2.0), Hit("a", 1.0)])]
+        ['a', 'c', 'b', 'd']
         """
         return self.method == "rrf" and self.weights[0] >= TIE_BREAK_WEIGHT * self.weights[1]
 
@@ -198,7 +202,10 @@ class StageFusion:
     def fuse(self, first: list[Hit], reranked: list[Hit]) -> list[Hit]:
         if self.method == "calibrated":
             return calibrated_fusion(scored_only(first, reranked), reranked, self.weights, self.calibration)
-        return fuse([scored_only(first, reranked), reranked], self.method, self.k, self.weights)
+        # a first-stage tie is no preference: tied hits share a rank, and the re-ranker orders them
+        return fuse(
+            [scored_only(first, reranked), reranked], self.method, self.k, self.weights, shared_ties=True
+        )
 
 
 def calibrated_fusion(

@@ -27,11 +27,13 @@ def fuse(
     method: str = "rrf",
     k: float | None = DEFAULT_RRF_K,
     weights: Sequence[float] | None = None,
+    shared_ties: bool = False,
 ) -> list[Hit]:
     """Fuse ranked lists into one ranking, best first (ties broken by doc id, so runs are deterministic).
 
     method "rrf": Σ_i w_i / (k + rank_i(d)) (Cormack et al. 2009, ranks from 1; ``k`` None = 60);
     "weighted": Σ_i w_i · min–max-normalised score_i(d), 0 where d is missing from list i. ``weights`` default all 1.
+    ``shared_ties`` (rrf): equal scores in a list share a rank (``reciprocal_rank_fusion``).
 
     >>> bm25 = [Hit("a", 12.0), Hit("b", 9.0)]
     >>> dense = [Hit("b", 0.8), Hit("c", 0.7)]
@@ -43,14 +45,17 @@ def fuse(
     ctxir.types.CtxirError: fusion 'max' is not known: use one of rrf, weighted
     """
     if method == "rrf":
-        return reciprocal_rank_fusion(rankings, DEFAULT_RRF_K if k is None else k, weights)
+        return reciprocal_rank_fusion(rankings, DEFAULT_RRF_K if k is None else k, weights, shared_ties)
     if method == "weighted":
         return weighted_score_fusion(rankings, weights)
     raise CtxirError(f"fusion {method!r} is not known: use one of {', '.join(FUSIONS)}")
 
 
 def reciprocal_rank_fusion(
-    rankings: Sequence[Sequence[Hit]], k: float = DEFAULT_RRF_K, weights: Sequence[float] | None = None
+    rankings: Sequence[Sequence[Hit]],
+    k: float = DEFAULT_RRF_K,
+    weights: Sequence[float] | None = None,
+    shared_ties: bool = False,
 ) -> list[Hit]:
     """Cormack et al. (2009): score(d) = Σ_i w_i / (k + rank_i(d)), ranks from 1.
 
@@ -60,15 +65,36 @@ def reciprocal_rank_fusion(
     >>> dense = [Hit("b", 0.8), Hit("c", 0.7)]
     >>> [(h.doc_id, round(h.score, 4)) for h in reciprocal_rank_fusion([bm25, dense], k=60)]  # b: 1/62 + 1/61
     [('b', 0.0325), ('a', 0.0164), ('c', 0.0161)]
+
+    A rank is a position in its list. With ``shared_ties`` equal scores share their group's first rank (1, 2, 2, 4):
+    a list that ties two documents prefers neither, so the other lists order them. Here x and y tie in the first
+    list, which weighs 3 : 1. By position x is first there, and that lead (3/61 − 3/62) outweighs the second list's
+    preference for y (1/61 − 1/62); with the tie shared the first list is level and the second list's y wins:
+
+    >>> first, second = [Hit("x", 1.0), Hit("y", 1.0)], [Hit("y", 0.9), Hit("x", 0.1)]
+    >>> [h.doc_id for h in reciprocal_rank_fusion([first, second], weights=[3.0, 1.0])]
+    ['x', 'y']
+    >>> [h.doc_id for h in reciprocal_rank_fusion([first, second], weights=[3.0, 1.0], shared_ties=True)]
+    ['y', 'x']
     """
     weights = check_weights(weights, len(rankings))
     if k < 0:
         raise CtxirError(f"rrf k must be ≥ 0, got {k!r}")
     fused: dict[str, float] = {}
     for ranking, weight in zip(rankings, weights, strict=True):
-        for rank, hit in enumerate(ranking, start=1):
+        for rank, hit in zip(_ranks(ranking, shared_ties), ranking, strict=True):
             fused[hit.doc_id] = fused.get(hit.doc_id, 0.0) + weight / (k + rank)
     return _sorted_hits(fused)
+
+
+def _ranks(ranking: Sequence[Hit], shared_ties: bool) -> list[int]:
+    """Each hit's rank from 1: its position, or with ``shared_ties`` the position of the first hit of its run of equal
+    scores (competition ranking over a list sorted best first)."""
+    ranks: list[int] = []
+    for position, hit in enumerate(ranking, start=1):
+        tied = shared_ties and ranks and hit.score == ranking[position - 2].score
+        ranks.append(ranks[-1] if tied else position)
+    return ranks
 
 
 def weighted_score_fusion(
