@@ -19,6 +19,7 @@ from ctxir.app.upload_store import Owner
 from ctxir.checks import check_choice, check_int
 from ctxir.explain.rerankers import explainer_for
 from ctxir.rerank.registry import DEFAULT_RERANK_MODE, DEFAULT_RERANKER, RERANKERS, reranker_choices
+from ctxir.rerank.stage_fusion import orders_ties_only
 from ctxir.retrieval.registry import DEFAULT_FIRST_STAGE
 from ctxir.types import CtxirError, doc_text
 
@@ -64,7 +65,8 @@ def what_moved(
     movers = _movers(ranked.rows)
     rows, details = explain_moves(state, reranker, query, index.corpus, movers[:n], first_rank)
     fused = ranked.data["mode"] == "fused"
-    text = _summary(query, first_stage, reranker, candidates, len(movers), len(rows), fused)
+    ties_only = fused and orders_ties_only(ranked.data["fusion"]["method"], ranked.data["fusion"]["weights"])
+    text = _summary(query, first_stage, reranker, candidates, len(movers), len(rows), fused, ties_only)
     slope = _moves_plot(ranked.rows, rows, first_rank, first_stage, reranker, fused)
     data = {
         "query": query,
@@ -137,12 +139,31 @@ def _movers(ranked: list[dict]) -> list[dict]:
 
 
 def _summary(
-    query: str, first_stage: str, reranker: str, candidates: int, moved: int, explained: int, fused: bool
+    query: str,
+    first_stage: str,
+    reranker: str,
+    candidates: int,
+    moved: int,
+    explained: int,
+    fused: bool,
+    ties_only: bool = False,
 ) -> str:
-    """The Markdown above the plot: what was re-ranked, how many candidates moved, and how to read the table."""
+    """The Markdown above the plot: what was re-ranked, how many candidates moved, and how to read the table.
+    ``ties_only``: the fused mode keeps the first stage's order and the re-ranker orders only its ties, so few move.
+
+    >>> text = _summary("q", "hybrid", "cross-encoder", 20, 0, 0, True, ties_only=True)
+    >>> "order only its ties" in text, text.endswith("Mode 'alone' ranks by the re-ranker's own scores (`rerank_rank`).")
+    (True, True)
+    """
     text = (
         f"The {reranker} re-scored the {first_stage} top {candidates} for {md_code(query)}"
         + (f", fused with the {first_stage} ranking" if fused else "")
+        + (
+            f" (this fused mode keeps the {first_stage} order and lets the re-ranker order only its ties: on dev "
+            "queries every larger say for the re-ranker lost somewhere)"
+            if ties_only
+            else ""
+        )
         + f": {moved} of them changed rank"
         + (" (`rank` is the fused rank, `rerank_rank` the re-ranker's own). " if fused else ". ")
     )
@@ -150,6 +171,11 @@ def _summary(
         return text + (
             f"The {explained} that moved most, with the document words whose attribution raised (↑) or "
             "lowered (↓) their re-ranker score most: **drove it** is the direction they moved."
+        )
+    if ties_only:
+        return text + (
+            "Nothing moved: no tie among them changed order. Mode 'alone' ranks by the re-ranker's own scores "
+            "(`rerank_rank`)."
         )
     return text + "Nothing moved: the re-ranker kept the first stage's order."
 

@@ -26,6 +26,16 @@ STAGE_FUSIONS = (*FUSIONS, "calibrated")
 TIE_BREAK_WEIGHT = 1000.0
 
 
+def orders_ties_only(method: str, weights) -> bool:
+    """True for a fused mode that keeps the first stage's order and lets the re-ranker order only its ties: RRF with
+    the first stage's weight at ``TIE_BREAK_WEIGHT`` times the re-ranker's or more (also read off a ``record()``).
+
+    >>> orders_ties_only("rrf", [1000.0, 1.0]), orders_ties_only("rrf", [8.0, 1.0]), orders_ties_only("weighted", [1e4, 1])
+    (True, False, False)
+    """
+    return method == "rrf" and weights[0] >= TIE_BREAK_WEIGHT * weights[1]
+
+
 @dataclass(frozen=True)
 class StageFusion:
     """Final score = fusion of (first-stage, re-ranker) over the re-ranked candidates.
@@ -185,7 +195,7 @@ class StageFusion:
         >>> [h.doc_id for h in keep.fuse(tied, [Hit("d", 4.0), Hit("c", 3.0), Hit("b", 2.0), Hit("a", 1.0)])]
         ['a', 'c', 'b', 'd']
         """
-        return self.method == "rrf" and self.weights[0] >= TIE_BREAK_WEIGHT * self.weights[1]
+        return orders_ties_only(self.method, self.weights)
 
     def describe(self) -> str:
         """One phrase for people: 'RRF k=60, weights 1:1'."""
