@@ -48,7 +48,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from ctxir import kinds
     from ctxir.rerank.registry import load_reranker
-    from training.evaluate_reranker import EvaluateRerankerArgs, _score, dev_claims, dev_ndcg
+    from training.evaluate_reranker import EvaluateRerankerArgs, _score, dev_claims
+    from training.fusion_choice import dev_ndcg
 
     torch.set_num_threads(1)
     # 1. the dev part (its own corpus, queries, qrels) and BM25's top 20

@@ -1096,22 +1096,22 @@ def test_fusion_min_gain_gives_the_first_stage_the_largest_weight_when_the_dev_g
     """--fusion-min-gain: a weight is trusted only for a dev gain over the first stage of at least that much; below
     it the first stage gets the grid's largest say, so the re-ranker only breaks its near-ties."""
     from ctxir.types import Hit
-    from training import evaluate_reranker as er
+    from training import fusion_choice as fc
 
     qrels = {"q1": {"d1": 1}, "q2": {"e1": 1}}
     # the first stage already ranks both relevant documents first; the re-ranker puts them last
     right = {"q1": [Hit("d1", 3.0), Hit("d2", 2.0), Hit("d3", 1.0)], "q2": [Hit("e1", 3.0), Hit("e2", 2.0)]}
     wrong = {"q1": {"d1": 0.0, "d2": 1.0, "d3": 2.0}, "q2": {"e1": 0.0, "e2": 1.0}}
-    plain = er._fusion_grid(qrels, right, wrong, 10)
+    plain = fc.fusion_grid(qrels, right, wrong, 10)
     assert "min_gain" not in plain and plain["dev"]["fused"] == max(r["fused"] for r in plain["grid"])
-    held = er._fusion_grid(qrels, right, wrong, 10, min_gain=0.03)
-    assert held["weights"] == [er.FIRST_STAGE_WEIGHTS[-1], 1.0] and held["min_gain"] == {
+    held = fc.fusion_grid(qrels, right, wrong, 10, min_gain=0.03)
+    assert held["weights"] == [fc.FIRST_STAGE_WEIGHTS[-1], 1.0] and held["min_gain"] == {
         "value": 0.03,
         "applied": True,
     }
     # the other way round the re-ranker earns its weight: a large dev gain keeps the best row
     swapped = {"q1": [Hit("d3", 3.0), Hit("d2", 2.0), Hit("d1", 1.0)], "q2": [Hit("e2", 3.0), Hit("e1", 2.0)]}
-    earned = er._fusion_grid(
+    earned = fc.fusion_grid(
         qrels,
         swapped,
         {"q1": {"d1": 2.0, "d2": 1.0, "d3": 0.0}, "q2": {"e1": 1.0, "e2": 0.0}},
@@ -1128,26 +1128,26 @@ def test_fusion_max_loss_keeps_the_first_stages_order_where_every_weight_loses_o
     order (TIE_BREAK_WEIGHT); a re-ranker whose chosen weight holds keeps it."""
     from ctxir.rerank.stage_fusion import TIE_BREAK_WEIGHT, StageFusion
     from ctxir.types import Hit
-    from training import evaluate_reranker as er
+    from training import fusion_choice as fc
 
     first = {q: [Hit(f"{q}-{i}", 20.0 - i) for i in range(20)] for q in ("q1", "q2")}
     qrels = {q: {f"{q}-0": 1} for q in first}  # the first stage ranks the relevant document first
     # the re-ranker: the first stage's runner-up first, the relevant document last
     scored = {q: {f"{q}-{i}": float(20 - abs(i - 1)) if i else -1.0 for i in range(20)} for q in first}
-    off = er._fusion_grid(qrels, first, scored, 20, min_gain=0.03)
+    off = fc.fusion_grid(qrels, first, scored, 20, min_gain=0.03)
     assert off["weights"] == [8.0, 1.0] and off["dev"]["fused"] < off["dev"]["first_stage"] - 0.005
-    kept = er._fusion_grid(qrels, first, scored, 20, min_gain=0.03, max_loss=0.005)
+    kept = fc.fusion_grid(qrels, first, scored, 20, min_gain=0.03, max_loss=0.005)
     assert kept["weights"] == [TIE_BREAK_WEIGHT, 1.0] and kept["max_loss"] == {
         "value": 0.005,
         "applied": True,
     }
     # the tie-break row is the grid's, after the finite weights; with no ties in the first stage it keeps its order
-    tie_break = kept["grid"][len(er.FIRST_STAGE_WEIGHTS)]
+    tie_break = kept["grid"][len(fc.FIRST_STAGE_WEIGHTS)]
     assert kept["dev"]["fused"] == kept["dev"]["first_stage"] and tie_break is kept["dev"]
     assert StageFusion("rrf", tuple(kept["weights"])).keeps_first_stage
     # a re-ranker that only swaps the 3rd and 4th holds at every weight: nothing to move
     mild = {q: {f"{q}-{i}": float(20 - {2: 3, 3: 2}.get(i, i)) for i in range(20)} for q in first}
-    held = er._fusion_grid(qrels, first, mild, 20, max_loss=0.005)
+    held = fc.fusion_grid(qrels, first, mild, 20, max_loss=0.005)
     assert held["max_loss"]["applied"] is False and held["weights"][0] < TIE_BREAK_WEIGHT
 
 
@@ -1175,12 +1175,12 @@ def test_the_worst_part_rule_can_choose_to_break_the_first_stages_ties_only():
     order, the re-ranker ordering only its ties) loses nowhere and gains where the re-ranker orders a tie right, so
     the worst-part rule picks it without --fusion-max-loss."""
     from ctxir.rerank.stage_fusion import TIE_BREAK_WEIGHT, StageFusion
-    from training import evaluate_reranker as er
+    from training import fusion_choice as fc
 
     qrels, first, scored, parts = _weak_and_tied(tie_order_right=True)
-    chosen = er._fusion_grid(qrels, first, scored, 20, parts=parts, rule="worst-part")
+    chosen = fc.fusion_grid(qrels, first, scored, 20, parts=parts, rule="worst-part")
     assert chosen["weights"] == [TIE_BREAK_WEIGHT, 1.0] and "max_loss" not in chosen
-    finite = chosen["grid"][: len(er.FIRST_STAGE_WEIGHTS)]
+    finite = chosen["grid"][: len(fc.FIRST_STAGE_WEIGHTS)]
     assert all(row["parts"]["weak"]["fused"] < row["parts"]["weak"]["first_stage"] for row in finite)
     row = chosen["dev"]["parts"]
     assert (
@@ -1193,11 +1193,11 @@ def test_the_worst_part_rule_can_choose_to_break_the_first_stages_ties_only():
 def test_fusion_max_loss_takes_the_least_losing_row_where_even_breaking_ties_loses():
     """--fusion-max-loss 0 where the re-ranker orders the first stage's tie wrong: no RRF row holds (the finite
     weights lose on "weak", the tie-break one on "tied"), so the choice is the RRF row whose worst part loses least."""
-    from training import evaluate_reranker as er
+    from training import fusion_choice as fc
 
     qrels, first, scored, parts = _weak_and_tied(tie_order_right=False)
-    chosen = er._fusion_grid(qrels, first, scored, 20, parts=parts, rule="worst-part", max_loss=0.0)
-    rrf_rows = chosen["grid"][: len(er.FIRST_STAGE_WEIGHTS) + 1]
+    chosen = fc.fusion_grid(qrels, first, scored, 20, parts=parts, rule="worst-part", max_loss=0.0)
+    rrf_rows = chosen["grid"][: len(fc.FIRST_STAGE_WEIGHTS) + 1]
 
     def worst(row: dict) -> float:
         return min(p["fused"] - p["first_stage"] for p in row["parts"].values())
@@ -1212,6 +1212,7 @@ def test_the_fusion_choice_tries_calibrated_probabilities_beside_rank_fusion(tmp
     the other, no rank-fusion weight suits both, and the calibrated probability does."""
     from ctxir.types import Hit
     from training import evaluate_reranker as er
+    from training import fusion_choice as fc
 
     qrels = {"a": {"a3": 1}, "b": {"b1": 1}, "c": {"c2": 1}}
     first = {
@@ -1226,12 +1227,12 @@ def test_the_fusion_choice_tries_calibrated_probabilities_beside_rank_fusion(tmp
         "c": {"c1": -5.0, "c2": 5.0},
     }
     parts = {"learned": (None, {"a": ""}, None), "weak": (None, {"b": "", "c": ""}, None)}
-    rrf = er._fusion_grid(qrels, first, scored, 10, parts=parts, rule="worst-part")
-    both = er._fusion_grid(qrels, first, scored, 10, parts=parts, rule="worst-part", calibration=(1.0, 0.0))
+    rrf = fc.fusion_grid(qrels, first, scored, 10, parts=parts, rule="worst-part")
+    both = fc.fusion_grid(qrels, first, scored, 10, parts=parts, rule="worst-part", calibration=(1.0, 0.0))
     assert rrf["method"] == "rrf" and {row["method"] for row in rrf["grid"]} == {"rrf"}
     # every finite RRF weight, the tie-break one, every calibrated weight
-    assert both["method"] == "calibrated" and len(both["grid"]) == len(er.FIRST_STAGE_WEIGHTS) + 1 + len(
-        er.CALIBRATED_WEIGHTS
+    assert both["method"] == "calibrated" and len(both["grid"]) == len(fc.FIRST_STAGE_WEIGHTS) + 1 + len(
+        fc.CALIBRATED_WEIGHTS
     )
     # every query right: no rank-fusion weight gets b and c right together (b needs the first stage's say, c the
     # re-ranker's), so rank fusion's smallest gain is at most 0
@@ -1240,14 +1241,14 @@ def test_the_fusion_choice_tries_calibrated_probabilities_beside_rank_fusion(tmp
     worst = [min(p["fused"] - p["first_stage"] for p in row["parts"].values()) for row in rrf["grid"]]
     assert max(worst) <= 0 < min(p["fused"] - p["first_stage"] for p in chosen.values())
     # the fallback of --fusion-min-gain is rank fusion's largest first-stage weight, whatever else was tried
-    held = er._fusion_grid(qrels, first, scored, 10, 2.0, parts, "worst-part", (1.0, 0.0))
-    assert (held["method"], held["weights"]) == ("rrf", [er.FIRST_STAGE_WEIGHTS[-1], 1.0])
+    held = fc.fusion_grid(qrels, first, scored, 10, 2.0, parts, "worst-part", (1.0, 0.0))
+    assert (held["method"], held["weights"]) == ("rrf", [fc.FIRST_STAGE_WEIGHTS[-1], 1.0])
     # "calibrated" needs the model's calibration.json, and only known methods are tried
     with pytest.raises(
         CtxirError, match=r"--fusion-methods calibrated needs .*calibration\.json.*training\.calibrate"
     ):
-        er.fusion_calibration(tmp_path, ["rrf", "calibrated"])
-    assert er.fusion_calibration(tmp_path, ["rrf"]) is None
+        fc.fusion_calibration(tmp_path, ["rrf", "calibrated"])
+    assert fc.fusion_calibration(tmp_path, ["rrf"]) is None
     with pytest.raises(
         CtxirError, match=r"--fusion-methods names 'platt': use a comma list of rrf, calibrated"
     ):
@@ -1277,6 +1278,7 @@ def test_the_worst_part_rule_picks_a_weight_every_dev_part_accepts():
     would trade that part's loss for the other's gain."""
     from ctxir.types import Hit
     from training import evaluate_reranker as er
+    from training import fusion_choice as fc
 
     # part "learned": the first stage ranks the relevant document 3rd, the re-ranker 1st (gain +0.5 alone);
     # part "weak": the first stage ranks it 1st, the re-ranker 2nd (loss -0.37 alone)
@@ -1284,8 +1286,8 @@ def test_the_worst_part_rule_picks_a_weight_every_dev_part_accepts():
     first = {"a": [Hit("a1", 3.0), Hit("a2", 2.0), Hit("a3", 1.0)], "b": [Hit("b1", 2.0), Hit("b2", 1.0)]}
     scored = {"a": {"a1": 0.0, "a2": 1.0, "a3": 2.0}, "b": {"b1": 0.0, "b2": 1.0}}
     parts = {"learned": (None, {"a": ""}, None), "weak": (None, {"b": ""}, None)}
-    mean = er._fusion_grid(qrels, first, scored, 10, parts=parts)
-    worst = er._fusion_grid(qrels, first, scored, 10, parts=parts, rule="worst-part")
+    mean = fc.fusion_grid(qrels, first, scored, 10, parts=parts)
+    worst = fc.fusion_grid(qrels, first, scored, 10, parts=parts, rule="worst-part")
     assert mean["rule"] == "mean" and worst["rule"] == "worst-part"
     assert mean["dev"]["parts"]["weak"]["fused"] < mean["dev"]["parts"]["weak"]["first_stage"]
     assert mean["dev"]["fused"] > mean["dev"]["first_stage"]
@@ -1352,6 +1354,7 @@ def test_evaluate_reranker_chooses_rrf_on_heldout_claims_and_splits_test_by_seen
     from ctxir.retrieval import BM25Retriever
     from ctxir.types import run_from_hits
     from training import evaluate_reranker
+    from training.fusion_choice import FIRST_STAGE_WEIGHTS
 
     out = tmp_path / "ce"
     assert (
@@ -1405,7 +1408,7 @@ def test_evaluate_reranker_chooses_rrf_on_heldout_claims_and_splits_test_by_seen
     assert result["passages"]["method"] == passages["method"]
     fusion = json.loads((out / "fusion.json").read_text())
     assert fusion["method"] == "rrf" and fusion["k"] == 60 and fusion["weights"][1] == 1.0
-    assert fusion["weights"][0] in evaluate_reranker.FIRST_STAGE_WEIGHTS
+    assert fusion["weights"][0] in FIRST_STAGE_WEIGHTS
     assert fusion["dev"]["fused"] == max(row["fused"] for row in fusion["grid"])
     assert result["fusion"]["weights"] == fusion["weights"]
     # each other first stage gets its own weight, chosen on its own candidates of the same held-out claims
@@ -1492,6 +1495,7 @@ def test_evaluate_reranker_chooses_a_cls_lr_rankers_own_fusion_on_its_cross_enco
     on the held-out claims its cross-encoder names (--dev-from); a folder naming none is refused with the fix."""
     from ctxir.rerank import ClsLrRanker
     from training import evaluate_reranker
+    from training.fusion_choice import FIRST_STAGE_WEIGHTS
 
     ce = tmp_path / "ce"
     assert (
@@ -1544,7 +1548,7 @@ def test_evaluate_reranker_chooses_a_cls_lr_rankers_own_fusion_on_its_cross_enco
         )
     )
     fusion = json.loads((folder / "fusion.json").read_text())
-    assert result["fusion"] == fusion and fusion["weights"][0] in evaluate_reranker.FIRST_STAGE_WEIGHTS
+    assert result["fusion"] == fusion and fusion["weights"][0] in FIRST_STAGE_WEIGHTS
     assert fusion["dev"]["fused"] == max(row["fused"] for row in fusion["grid"])
     dev = json.loads((ce / "metrics.json").read_text())["extra"]["heldout_query_ids"]
     assert fusion["chosen_on"].startswith(f"{len(dev)} held-out SciFact training claims")
@@ -1658,3 +1662,20 @@ def test_maxp_dev_evaluator_scores_each_document_by_its_best_window():
         [("where otters sleep in dens", corpus[d]["text"][:60]) for d in ("rel", "other")]
     )
     assert first_tokens[0] < first_tokens[1]  # FirstP would rank 'other' first
+
+
+def test_the_training_modules_examples_run():
+    """ctxir's doctests (test_doctests.py) scan the installed package only; training/ is beside it, and an example
+    nobody ran had gone stale (WindowPicker's, written for another stride)."""
+    import doctest
+    import importlib
+
+    root = Path(__file__).resolve().parents[1] / "training"
+    names = sorted(p.stem for p in root.glob("*.py") if ">>>" in p.read_text(encoding="utf-8"))
+    assert {"evaluate_reranker", "fusion_choice", "train_cross_encoder"} <= set(names)
+    attempted = 0
+    for name in names:
+        result = doctest.testmod(importlib.import_module(f"training.{name}"))
+        assert result.failed == 0, name
+        attempted += result.attempted
+    assert attempted >= 20

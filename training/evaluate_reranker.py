@@ -7,8 +7,9 @@ Two jobs, one script, so that the numbers a card shows and the fusion the app us
 
 1. **Fusion on training claims** (``--choose-fusion``): the model's held-out training claims (``metrics.json``'s
    ``heldout_query_ids``, e.g. ``--dev-split unseen``: claims whose abstracts no training claim cites) re-ranked over
-   BM25's top ``--fusion-depth``; rank fusion (RRF, k = 60) with the first stage's weight chosen from a small grid.
-   Rank fusion because a *score* weight chosen on SciFact did not hold on other collections, while RRF did.
+   BM25's top ``--fusion-depth``; rank fusion (RRF, k = 60) with the first stage's weight chosen from a small grid
+   (the grid and its rules: ``training.fusion_choice``). Rank fusion because a *score* weight chosen on SciFact did
+   not hold on other collections, while RRF did.
 2. **Test figures** (never used to choose anything): SciFact test over BM25 top ``--depths``, the re-ranker alone and
    fused, each against BM25 with a paired test, and split into claims that cite an abstract some training claim
    also cites ("seen": a model can win there by memorising) and claims that do not ("unseen": what a new corpus
@@ -41,18 +42,18 @@ from training.common import (
     machine_info,
     write_metrics,
 )
+from training.fusion_choice import (
+    FUSION_K,
+    FUSION_METHODS,
+    FUSION_RULES,
+    dev_ndcg,
+    fusion_calibration,
+    fusion_grid,
+    stage_runs,
+)
 
 EVALUATION_FILE = "evaluation.json"
 FUSION_FILE = "fusion.json"
-FUSION_K = 60
-# the first stage's weight against the re-ranker's 1 (0 would be the re-ranker alone); up to 8 : 1, where the re-ranker
-# only breaks the first stage's near-ties: what a weak re-ranker (CLS-LR on an untrained [CLS]) should get
-FIRST_STAGE_WEIGHTS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 8.0)
-# "calibrated" (ctxir.rerank.stage_fusion): the first stage's min–max score at this weight beside the re-ranker's
-# probability at 1; a probability sits in [0, 1], so 3 : 1 already lets only a near-certain re-ranker overturn the top
-CALIBRATED_WEIGHTS = (0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
-FUSION_METHODS = ("rrf", "calibrated")
-FUSION_RULES = ("mean", "worst-part")
 FUSION_DEV_PARTS = ("scifact", "squad", "squad-topics")  # --fusion-dev: dev_claims builds each
 METRICS = ("nDCG@10", "MRR@10")
 # the out-of-domain suite (--suite): SciFact test, the MS MARCO sample, the app's demo corpus and three classic
@@ -260,17 +261,6 @@ def seen_split(test_qrels: dict, train_qrels: dict) -> tuple[set[str], set[str]]
     return seen, set(test_qrels) - seen
 
 
-def cut(first: list[Hit], scored: dict[str, float], depth: int) -> tuple[list[Hit], list[Hit]]:
-    """BM25's top ``depth`` and the re-ranker's order of exactly those (scores computed once at a larger depth).
-
-    >>> first = [Hit("a", 9.0), Hit("b", 8.0), Hit("c", 7.0)]
-    >>> cut(first, {"a": 0.1, "b": 0.9, "c": 5.0}, 2)
-    ([Hit(doc_id='a', score=9.0), Hit(doc_id='b', score=8.0)], [Hit(doc_id='b', score=0.9), Hit(doc_id='a', score=0.1)])
-    """
-    top = first[:depth]
-    return top, sorted((Hit(h.doc_id, scored[h.doc_id]) for h in top), key=lambda h: (-h.score, h.doc_id))
-
-
 def _summary(qrels: dict, runs: dict[str, dict], queries: set[str] | None = None) -> dict:
     from ctxir.evaluation import evaluate_run, paired_test
 
@@ -423,22 +413,6 @@ def _score(
     return scored
 
 
-def _runs(first: dict[str, list[Hit]], scored: dict, depth: int, fusion) -> dict[str, dict]:
-    """{"first_stage", "alone", "fused": run}, each scored in its own order (``evaluate_run``'s listed ties): the
-    first stage's tied hits (the hybrid's rank fusion ties often) as the app shows them."""
-    from ctxir.types import run_from_hits
-
-    firsts, alone, fused = {}, {}, {}
-    for q in first:
-        firsts[q], alone[q] = cut(first[q], scored[q], depth)
-        fused[q] = fusion.fuse(firsts[q], alone[q])
-    return {
-        "first_stage": run_from_hits(firsts),
-        "alone": run_from_hits(alone),
-        "fused": run_from_hits(fused),
-    }
-
-
 def choose_fusion(
     reranker, folder: Path, args: EvaluateRerankerArgs, dev: tuple | None = None, scored: dict | None = None
 ) -> dict:
@@ -456,7 +430,7 @@ def choose_fusion(
     grid_args = (args.fusion_min_gain, parts, args.fusion_rule, calibration, args.fusion_max_loss)
     record = {
         "k": FUSION_K,
-        **_fusion_grid(qrels, first, scored, args.fusion_depth, *grid_args),
+        **fusion_grid(qrels, first, scored, args.fusion_depth, *grid_args),
         "metric": "nDCG@10" + (f", mean of {', '.join(parts)}" if len(parts) > 1 else ""),
         "chosen_on": chosen_on,
     }
@@ -476,134 +450,10 @@ def choose_fusion(
             )
             scored = {q: {**scored[q], **more[q]} for q in queries}
             record["first_stages"][kind] = {
-                **_fusion_grid(qrels, hits, scored, args.fusion_depth, *grid_args),
+                **fusion_grid(qrels, hits, scored, args.fusion_depth, *grid_args),
                 "chosen_on": chosen_on.replace("BM25 top", f"{kind} top"),
             }
     return record
-
-
-def dev_ndcg(qrels: dict, run: dict, parts: dict | None = None) -> float:
-    """nDCG@10 of ``run``: the mean over the dev ``parts`` ({name: (corpus, queries, qrels)}) of each part's own
-    mean, so a part with more queries does not outvote the others; all queries pooled without parts.
-
-    >>> qrels = {"a1": {"d": 1}, "a2": {"d": 1}, "b1": {"e": 1}}
-    >>> run = {"a1": {"d": 1.0}, "a2": {"d": 1.0}, "b1": {"x": 1.0}}
-    >>> round(dev_ndcg(qrels, run), 4), dev_ndcg(qrels, run, {"a": (None, {"a1": "", "a2": ""}, None),
-    ...                                                      "b": (None, {"b1": ""}, None)})
-    (0.6667, 0.5)
-    """
-    from ctxir.evaluation import evaluate_run
-
-    groups = [list(part[1]) for part in parts.values()] if parts else [list(qrels)]
-    return sum(
-        float(evaluate_run({q: qrels[q] for q in ids}, {q: run.get(q, {}) for q in ids}).aggregate["nDCG@10"])
-        for ids in groups
-    ) / len(groups)
-
-
-def fusion_calibration(folder: Path, methods: list[str]) -> tuple[float, float] | None:
-    """(scale, bias) of ``folder``'s calibration.json when --fusion-methods names "calibrated", else None (the
-    names themselves are checked by ``check_args``)."""
-    from ctxir.rerank.calibration import CALIBRATION_FILE, calibration_for
-
-    if "calibrated" not in methods:
-        return None
-    calibration = calibration_for(str(folder))
-    if calibration is None:
-        raise CtxirError(
-            f"--fusion-methods calibrated needs {str(folder / CALIBRATION_FILE)!r}: fit it first with `python -m "
-            f"training.calibrate --model {str(folder)!r}`, or choose among --fusion-methods rrf only"
-        )
-    return calibration.scale, calibration.bias
-
-
-def _fusion_grid(
-    qrels: dict,
-    first: dict[str, list[Hit]],
-    scored: dict,
-    depth: int,
-    min_gain: float = 0.0,
-    parts: dict | None = None,
-    rule: str = "mean",
-    calibration: tuple[float, float] | None = None,
-    max_loss: float = -1.0,
-) -> dict:
-    """{"method", "weights": the best first-stage weight : 1, "dev": its row, "grid": every row} over RRF at
-    FIRST_STAGE_WEIGHTS and at ``TIE_BREAK_WEIGHT`` (the first stage's order, the re-ranker ordering its ties: the
-    family's limit) and, given the re-ranker's ``calibration``, "calibrated" at CALIBRATED_WEIGHTS (each row's
-    nDCG@10: ``dev_ndcg`` over the dev ``parts``, and each part's own under "parts" when there are several).
-    ``rule`` "mean" picks the best mean, "worst-part" the best smallest gain over the first stage of any part; where
-    the picked row's gain (mean, or smallest) is less than ``min_gain``, RRF's largest weight's row (8 : 1) instead.
-    Where the picked row is more than ``max_loss`` (≥ 0) below the first stage on a part, the next larger RRF weight
-    (the tie-break one included) that is not, else the RRF row whose worst part loses least."""
-    from ctxir.rerank.pipeline import StageFusion
-    from ctxir.rerank.stage_fusion import TIE_BREAK_WEIGHT
-
-    def row_for(method: str, weight: float) -> dict:
-        fusion = StageFusion(method, (weight, 1.0), FUSION_K, calibration=calibration)
-        runs = _runs(first, scored, depth, fusion)
-        row = {
-            "method": method,
-            "weights": [weight, 1.0],
-            **{k: round(dev_ndcg(qrels, run, parts), 4) for k, run in runs.items()},
-        }
-        if parts and len(parts) > 1:
-            row["parts"] = {
-                name: {k: round(dev_ndcg(qrels, run, {name: part}), 4) for k, run in runs.items()}
-                for name, part in parts.items()
-            }
-        return row
-
-    # the tie-break row after the finite weights: an equal gain goes to the re-ranker's larger say
-    settings = [("rrf", weight) for weight in (*FIRST_STAGE_WEIGHTS, TIE_BREAK_WEIGHT)]
-    if calibration is not None:
-        settings += [("calibrated", weight) for weight in CALIBRATED_WEIGHTS]
-    grid = [row_for(method, weight) for method, weight in settings]
-
-    def gain(row: dict) -> float:
-        if rule == "worst-part" and "parts" in row:
-            return min(p["fused"] - p["first_stage"] for p in row["parts"].values())
-        return row["fused"] - row["first_stage"]
-
-    # ties go to the smaller first-stage weight: the re-ranker's say, when it costs nothing on the dev claims
-    best = max(grid, key=lambda row: round(gain(row), 4))
-    held = {}
-    if min_gain:
-        applied = gain(best) < min_gain
-        # FIRST_STAGE_WEIGHTS ascend: RRF's last row is the first stage's largest say
-        best = grid[len(FIRST_STAGE_WEIGHTS) - 1] if applied else best
-        held = {"min_gain": {"value": min_gain, "applied": applied}}
-    if max_loss >= 0:
-
-        def holds(row: dict) -> bool:
-            """Every part (the whole dev without parts) within ``max_loss`` of its first stage."""
-            return all(
-                round(p["fused"] - p["first_stage"], 4) >= -max_loss
-                for p in row.get("parts", {"all": row}).values()
-            )
-
-        applied = not holds(best)
-        if applied:
-            # towards the first stage: RRF's larger weights (any of them, after a calibrated pick), smallest first
-            floor = best["weights"][0] if best["method"] == "rrf" else -1.0
-            rrf_rows = grid[: len(FIRST_STAGE_WEIGHTS) + 1]
-            best = next((r for r in rrf_rows if r["weights"][0] > floor and holds(r)), None)
-            if best is None:  # even breaking ties loses: the RRF row that loses least
-                best = max(
-                    rrf_rows,
-                    key=lambda r: round(
-                        min(p["fused"] - p["first_stage"] for p in r.get("parts", {"all": r}).values()), 4
-                    ),
-                )
-        held["max_loss"] = {"value": max_loss, "applied": applied}
-    return {
-        "method": best["method"],
-        "weights": best["weights"],
-        "dev": best,
-        "grid": grid,
-        "rule": rule,
-        **held,
-    }
 
 
 def _dev_candidates(parts: dict, kinds: list[str], depth: int) -> dict[str, dict]:
@@ -778,7 +628,7 @@ def evaluate_scifact(reranker, fusion, depths: list[int], args: EvaluateReranker
     seen, unseen = seen_split(qrels, train_qrels)
     out = {"seen_queries": len(seen), "unseen_queries": len(unseen)}
     for depth in depths:
-        runs = _runs(first, scored, depth, fusion.for_first_stage(kinds.BM25))
+        runs = stage_runs(first, scored, depth, fusion.for_first_stage(kinds.BM25))
         out[f"bm25@{depth}"] = {
             "all": _summary(qrels, runs),
             "seen": _summary(qrels, runs, seen),
@@ -790,7 +640,7 @@ def evaluate_scifact(reranker, fusion, depths: list[int], args: EvaluateReranker
         scored = _score_missing(
             reranker, queries, hits, corpus, f"SciFact test, {kind} top {args.other_depth}", args, scored
         )
-        runs = _runs(hits, scored, args.other_depth, fusion.for_first_stage(kind))
+        runs = stage_runs(hits, scored, args.other_depth, fusion.for_first_stage(kind))
         out[f"{kind}@{args.other_depth}"] = {
             "all": _summary(qrels, runs),
             "seen": _summary(qrels, runs, seen),
@@ -855,7 +705,7 @@ def evaluate_other(reranker, fusion, name: str, args: EvaluateRerankerArgs) -> d
             reranker, queries, first, corpus, f"{name} {kind} top {args.other_depth}", args, scored
         )
         out[f"{kind}@{args.other_depth}"] = _summary(
-            qrels, _runs(first, scored, args.other_depth, fusion.for_first_stage(kind))
+            qrels, stage_runs(first, scored, args.other_depth, fusion.for_first_stage(kind))
         )
     return out
 

@@ -552,8 +552,8 @@ class WindowPicker:
     corpus: the passage a claim is most likely about, and, for a negative, the passage that competes hardest.
 
     >>> picker = WindowPicker({"a": {"title": "", "text": "otters swim"}, "b": {"title": "", "text": "banks lend"}},
-    ...                       Passages(words=2, stride=2))
-    >>> picker.best("where do otters sleep", "T", "banks lend money otters sleep here")
+    ...                       Passages(words=2, stride=1))
+    >>> picker.best("where do otters sleep", "T", "banks lend money otters sleep here")  # both words: one window
     'T otters sleep'
     """
 
