@@ -712,6 +712,15 @@ def test_score_pairs_shows_a_calibrated_probability_beside_the_raw_score(state, 
     columns = chart_columns(result.rows)
     assert "cross-encoder probability" in columns and "cross-encoder score" not in columns
     assert result.data["scores"][0]["cross_encoder_score"] == result.rows[0]["cross_encoder_score"]
+    # the text says what the probability reads against: the share of relevant pairs it was fitted on
+    assert "P(rel)" not in plain.text and "P(rel): its raw score calibrated on dev pairs;" in result.text
+    fitted = Calibration(scale, bias, "held-out claims", report={"pairs": 400, "relevant": 30})
+    monkeypatch.setattr(ranker, "calibration", fitted, raising=False)
+    text = score_pairs(state, presets["pair_query"], docs).text
+    assert (
+        "calibrated on held-out claims, 7.5% of them relevant: read it against that rate, not against 50 %"
+        in text
+    )
 
 
 def test_pair_ranks_follow_the_unrounded_scores_where_the_table_shows_a_tie():

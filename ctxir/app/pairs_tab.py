@@ -93,6 +93,7 @@ def score_pairs(state: AppState, query: str, documents: str | Sequence[str]) -> 
     _add_ranks(rows, values)
     reader, formations = _input_formations(models, query, docs)
     unavailable = {name: models.why_not(name) for name in RERANKERS if name not in models.rerankers}
+    reading = _probability_notes(models, probabilities)
     from ctxir.viz import scores_figure
 
     data = {
@@ -106,7 +107,7 @@ def score_pairs(state: AppState, query: str, documents: str | Sequence[str]) -> 
         rows=rows,
         figures={"scores": scores_figure(docs, columns)},
         data=data,
-        text=_summary(reader, formations[0], unavailable),
+        text=_summary(reader, formations[0], unavailable, reading),
         extra_rows=_token_rows(formations[0]),
     )
 
@@ -180,13 +181,37 @@ def _token_rows(formation: dict) -> list[dict]:
     ]
 
 
-def _summary(reader: str, first: dict, unavailable: dict[str, str]) -> str:
-    """The Markdown above the table: document 1 as ``reader``'s tokenizer reads it, then each re-ranker that is
-    not loaded and why."""
+def _probability_notes(models: AppModels, probabilities: dict[str, list[float] | None]) -> list[str]:
+    """How to read each calibrated probability shown: what it was fitted on and the share of relevant pairs there,
+    the rate it reads against (a relevant document can show a few percent and still rank first)."""
+    notes = []
+    for key, field in probability_columns().items():
+        kind = RERANKERS[kind_of_column(key)]
+        calibration = getattr(models.rerankers.get(kind_of_column(key)), "calibration", None)
+        if calibration is None or probabilities.get(field) is None:
+            continue
+        rate = calibration.base_rate
+        notes.append(
+            f"{short_name(kind)} P(rel): its raw score calibrated on {calibration.fitted_on or 'dev pairs'}"
+            + (
+                f", {rate:.1%} of them relevant: read it against that rate, not against 50 %"
+                if rate is not None
+                else ""
+            )
+            + "; the raw score is in the JSON."
+        )
+    return notes
+
+
+def _summary(reader: str, first: dict, unavailable: dict[str, str], reading: Sequence[str] = ()) -> str:
+    """The Markdown above the table: document 1 as ``reader``'s tokenizer reads it, how to read each calibrated
+    probability (``reading``), then each re-ranker that is not loaded and why."""
     text = (
         f"Input formation ({reader} tokenizer), document 1: {md_code(first['text'])} — {first['num_tokens']} "
         "tokens; token type 0 = query segment, 1 = document segment."
     )
+    if reading:
+        text += "\n\n" + "\n".join(f"- {note}" for note in reading)
     if unavailable:
         text += "\n\n" + "\n".join(f"- {name} not loaded: {why}" for name, why in unavailable.items())
     return text

@@ -36,6 +36,17 @@ class Calibration:
         logits = self.scale * np.asarray(scores, dtype=np.float64) + self.bias
         return 1.0 / (1.0 + np.exp(-np.clip(logits, -500, 500)))
 
+    @property
+    def base_rate(self) -> float | None:
+        """The share of relevant pairs among those the calibration was fitted on (its report's), None if unrecorded:
+        a probability reads against it (0.06 is above a 0.04 base rate), not against 0.5.
+
+        >>> Calibration(1.0, 0.0, report={"pairs": 200, "relevant": 10}).base_rate, Calibration(1.0, 0.0).base_rate
+        (0.05, None)
+        """
+        pairs, relevant = self.report.get("pairs"), self.report.get("relevant")
+        return relevant / pairs if pairs and relevant is not None else None
+
     def save(self, folder: str | Path) -> Path:
         from ctxir.files import write_json
 
