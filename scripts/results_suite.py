@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ctxir.encoders.models import SHIPPED_MODELS  # noqa: E402  (after the path: the script runs from any folder)
-from ctxir.evaluation.suite import suite_table  # noqa: E402
+from ctxir.evaluation.suite import first_stages_line, suite_table  # noqa: E402
 from ctxir.files import read_json  # noqa: E402
 from ctxir.rerank.registry import CLS_LR, CROSS_ENCODER  # noqa: E402
 
@@ -65,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         "nDCG@10 over each first stage's top 20; *unseen* claims cite no abstract a training claim cites.",
         "",
     ]
+    summary_from = None
     for name, folder in models.items():
         if args.evaluate:
             subprocess.run(
@@ -85,9 +86,11 @@ def main(argv: list[str] | None = None) -> int:
                 cwd=ROOT,
             )
         path = ROOT / folder
-        lines += suite_table(
-            name, folder, read_json(path if path.is_file() else path / "evaluation.json") or {}
-        )
+        result = read_json(path if path.is_file() else path / "evaluation.json") or {}
+        lines += suite_table(name, folder, result)
+        summary_from = summary_from or (first_stages_line(result) or None)
+    if summary_from:  # the first stages are the same under every re-ranker: said once, from the first table's
+        lines[3:3] = [summary_from, ""]
     lines.append(END)
     if args.doc == "-":
         print("\n".join(lines[1:-1]))

@@ -337,7 +337,9 @@ def pipeline_table(
             )
             continue
         result = json.loads(path.read_text())
-        command = command_from_config("ctxir evaluate", EvaluateArgs, result["config"], always=("data",))
+        command = command_from_config(
+            "ctxir evaluate", EvaluateArgs, result["config"], always=("data", "retriever")
+        )
         tuned = result.get("tuning_queries") or (
             {"split": result["config"]["tune_on"], "count": "all"}
             if result["config"].get("tune_on")

@@ -302,15 +302,20 @@ def test_command_line_round_trips_through_the_parser():
 
     config = {
         "data": "/abs/repo/data/x",
-        "retriever": "hybrid",
+        "retriever": "bm25",
         "tune_on": "train",
         "top_k": 20,
         "split": "test",
     }
     line = command_line("ctxir evaluate", EvaluateArgs, config, always=("data",), replace={"/abs/repo/": ""})
-    assert line == "ctxir evaluate --data data/x --retriever hybrid --tune-on train --top-k 20"
+    assert line == "ctxir evaluate --data data/x --retriever bm25 --tune-on train --top-k 20"
     (parsed,) = HfArgumentParser(EvaluateArgs).parse_args_into_dataclasses(args=line.split()[2:])
-    assert (parsed.data, parsed.retriever, parsed.tune_on, parsed.top_k) == ("data/x", "hybrid", "train", 20)
+    assert (parsed.data, parsed.retriever, parsed.tune_on, parsed.top_k) == ("data/x", "bm25", "train", 20)
+    # a value at its default is left out unless asked for: the default first stage (hybrid) needs ``always``
+    default = {**config, "retriever": "hybrid"}
+    assert "--retriever" not in command_line("ctxir evaluate", EvaluateArgs, default, always=("data",))
+    asked = command_line("ctxir evaluate", EvaluateArgs, default, always=("data", "retriever"))
+    assert asked.startswith("ctxir evaluate --data /abs/repo/data/x --retriever hybrid")
 
 
 def test_paired_task_on_a_pairs_file(tmp_path, tiny_bert_dir, capsys):

@@ -104,3 +104,16 @@ def test_the_shipped_rerankers_rank_the_pair_tabs_example_sensibly():
         ],
     )
     assert bat > bank
+
+
+def test_the_apps_default_first_stage_is_the_suites_best():
+    """Issue #32: the app's default first stage is the one the suite says is best. Read off the shipped evaluation.json
+    (each first stage's own nDCG@10 over the suite's collections, best mean first), not typed in: a suite that ranks
+    the first stages otherwise fails here until the default follows it (it was dense, below hybrid by 0.03 on the mean
+    and by 0.11 on the worst collection)."""
+    from ctxir.evaluation.suite import first_stages
+    from ctxir.retrieval.registry import DEFAULT_FIRST_STAGE, FIRST_STAGES
+
+    summary = first_stages(read_json(FOLDER / "evaluation.json"))
+    assert set(summary) == set(FIRST_STAGES)  # every first stage the app offers was measured
+    assert next(iter(summary)) == DEFAULT_FIRST_STAGE, summary

@@ -26,7 +26,8 @@ class EvaluateArgs:
     retriever: str = field(
         default=DEFAULT_FIRST_STAGE,
         metadata={
-            "help": "first stage: a first stage of ctxir.retrieval.registry",
+            "help": "first stage: a first stage of ctxir.retrieval.registry (default: the one the out-of-domain "
+            "suite says is best alone, docs/results.md)",
             "choices": FIRST_STAGE_CHOICES,
         },
     )

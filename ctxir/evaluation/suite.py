@@ -65,6 +65,43 @@ def suite_rows(result: dict, depth: int = 20) -> list[dict]:
     return rows
 
 
+def first_stages(result: dict, depth: int = 20) -> dict[str, dict]:
+    """{first stage: {"mean", "worst"}}: its own nDCG@10 (no re-ranker) over the suite's collections, SciFact test
+    once (all claims), best first by mean, then worst. What the app's default first stage is chosen by.
+
+    >>> one = lambda v: {"first_stage": {"nDCG@10": v}}
+    >>> first_stages({"med": {"bm25@20": one(0.7), "hybrid@20": one(0.8)}, "lisa": {"bm25@20": one(0.5),
+    ...               "hybrid@20": one(0.45)}})
+    {'hybrid': {'mean': 0.625, 'worst': 0.45}, 'bm25': {'mean': 0.6, 'worst': 0.5}}
+    """
+    values: dict[str, list[float]] = {}
+    for key in COLLECTIONS:
+        for stage in STAGES:
+            part = (result.get(key) or {}).get(f"{stage}@{depth}")
+            part = part.get("all") if part and key == "scifact_test" else part
+            if part:
+                values.setdefault(stage, []).append(float(part["first_stage"]["nDCG@10"]))
+    summary = {
+        stage: {"mean": round(sum(v) / len(v), 4), "worst": round(min(v), 4)} for stage, v in values.items()
+    }
+    return dict(sorted(summary.items(), key=lambda kv: (-kv[1]["mean"], -kv[1]["worst"])))
+
+
+def first_stages_line(result: dict) -> str:
+    """One sentence: each first stage's mean and worst nDCG@10 alone over the suite, the best named."""
+    summary = first_stages(result)
+    if not summary:
+        return ""
+    n = sum(1 for key in COLLECTIONS if result.get(key))
+    best = next(iter(summary))
+    return (
+        f"First stages alone over the suite's {n} collections (SciFact test once), nDCG@10 mean (worst): "
+        + ", ".join(f"{stage} {v['mean']:.4f} ({v['worst']:.4f})" for stage, v in summary.items())
+        + f". The best, **{best}**, is the app's and `ctxir evaluate`'s default first stage "
+        "(`ctxir.retrieval.registry.DEFAULT_FIRST_STAGE`; a test holds the two together)."
+    )
+
+
 def _test(test: dict) -> str:
     return (
         f"{test.get('wins', '?')}/{test.get('losses', '?')}, p {test.get('t_pvalue', float('nan')):.3g}"
