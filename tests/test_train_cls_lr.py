@@ -14,6 +14,7 @@ import torch
 from ctxir.names import CLS_LR_CONFIG, CLS_LR_WEIGHTS
 from ctxir.rerank import ClsLrRanker, cls_features
 from ctxir.types import CtxirError
+from training import cls_lr_features as clf
 from training import train_cls_lr as tcl
 from training.common import EVALUATION_KEYS, METRICS_KEYS, TRAINING_KEYS
 
@@ -119,7 +120,7 @@ def test_one_pass_matches_ranker_features_and_cross_encoder(tiny_bert_dir):
 
     torch.manual_seed(0)
     ce = CrossEncoder(str(tiny_bert_dir), device="cpu", num_labels=1)
-    cls, logits = tcl.cross_encoder_pass(ce, PAIRS, layer=-1, max_length=64, batch_size=3)
+    cls, logits = clf.cross_encoder_pass(ce, PAIRS, layer=-1, max_length=64, batch_size=3)
     tokenizer, body = (
         AutoTokenizer.from_pretrained(tiny_bert_dir),
         AutoModel.from_pretrained(tiny_bert_dir).eval(),
@@ -144,7 +145,7 @@ def test_one_pass_runs_a_mean_pooling_head_too(tiny_bert_dir):
         ],
         device="cpu",
     )
-    cls, logits = tcl.cross_encoder_pass(ce, PAIRS, layer=-1, max_length=64, batch_size=3)
+    cls, logits = clf.cross_encoder_pass(ce, PAIRS, layer=-1, max_length=64, batch_size=3)
     tokenizer, body = (
         AutoTokenizer.from_pretrained(tiny_bert_dir),
         AutoModel.from_pretrained(tiny_bert_dir).eval(),
@@ -167,7 +168,7 @@ def test_one_pass_runs_the_segment_cosine_head_with_its_token_types(tiny_bert_di
     if term_match:  # a read-out that is not zero, so the term counts in the scores compared
         torch.nn.init.constant_(head.term_linear.weight, 0.5)
     ce = CrossEncoder(modules=[body, head], device="cpu", activation_fn=torch.nn.Identity())
-    _, logits = tcl.cross_encoder_pass(ce, PAIRS, layer=-1, max_length=64, batch_size=2)
+    _, logits = clf.cross_encoder_pass(ce, PAIRS, layer=-1, max_length=64, batch_size=2)
     np.testing.assert_allclose(logits, np.ravel(ce.predict(PAIRS, show_progress_bar=False)), atol=1e-4)
 
 
@@ -678,7 +679,7 @@ def test_real_scifact_run_with_minilm(shared_data, minilm_path, tmp_path):
 
 
 def test_feature_cache_round_trips_and_treats_a_torn_file_as_a_miss(tmp_path):
-    cache = tcl.FeatureCache(str(tmp_path), "model", -1, 64)
+    cache = clf.FeatureCache(str(tmp_path), "model", -1, 64)
     pairs = [("q", "d1"), ("q", "d2")]
     cls, logits = np.arange(6, dtype=np.float32).reshape(2, 3), np.array([0.5, -1.0], dtype=np.float32)
     assert cache.get(pairs) is None
@@ -691,5 +692,5 @@ def test_feature_cache_round_trips_and_treats_a_torn_file_as_a_miss(tmp_path):
     (tmp_path / f"{key}-logit.npy").write_bytes(b"\x93NUMPY half a fi")  # a write cut short
     assert cache.get(pairs) is None
     assert (
-        tcl.FeatureCache(str(tmp_path), "model", -1, 128).get(pairs) is None
+        clf.FeatureCache(str(tmp_path), "model", -1, 128).get(pairs) is None
     )  # another max_length: another key

@@ -19,7 +19,6 @@ Writes to --output-dir: cls_lr.safetensors, cls_lr_config.json, metrics.json, pr
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -38,17 +37,17 @@ if __package__ in (
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from ctxir import kinds
 from ctxir.checks import check_choice
 from ctxir.data import load_beir
 from ctxir.encoders.models import DEFAULT_BI_ENCODER, load_cross_encoder, pick_device, resolve_model
 from ctxir.evaluation import evaluate_run
-from ctxir.rerank import ClsLrRanker, CrossEncoderReranker, Reranker, head_scores
+from ctxir.rerank import ClsLrRanker, CrossEncoderReranker, Reranker
 from ctxir.rerank.pipeline import Pipeline
 from ctxir.retrieval import BM25Retriever
 from ctxir.types import Corpus, CtxirError, Qrels, Queries, doc_text
+from training.cls_lr_features import FeatureCache, Pair, features, folder_fingerprint, with_score
 from training.common import (
     SQUAD_DEV_QUERIES,
     RunArgs,
@@ -66,7 +65,6 @@ from training.common import (
     write_metrics,
 )
 
-Pair = tuple[str, str]
 # --cv-metric → the key of choose_c's record it maximises
 CV_METRICS = {"average-precision": "average_precision", "ndcg": "ndcg"}
 
@@ -400,132 +398,6 @@ def concat_pairs(parts: Sequence[PairSet]) -> PairSet:
         np.concatenate([part.groups for part in parts]),
         [d for part in parts for d in part.doc_ids],
     )
-
-
-# ---------------------------------------------------------------- features
-
-
-def folder_fingerprint(path: str) -> str:
-    """sha256 of a model folder's config and weight files: a retrained model in the same folder misses the cache.
-
-    (Files on disk, where ``ctxir.encoders.weights_fingerprint`` hashes a loaded model's tensors.)
-    """
-    digest = hashlib.sha256()
-    for f in sorted(Path(path).iterdir()):
-        if f.is_file() and (
-            f.suffix in (".safetensors", ".bin")
-            or f.name in ("config.json", "tokenizer.json", "adapter_config.json")
-        ):
-            digest.update(f.name.encode())
-            with f.open("rb") as handle:
-                for chunk in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(chunk)
-    return digest.hexdigest()
-
-
-@torch.no_grad()
-def cross_encoder_pass(
-    cross_encoder, pairs: Sequence[Pair], layer: int, max_length: int, batch_size: int, desc: str = "features"
-) -> tuple[np.ndarray, np.ndarray]:
-    """One forward pass of the cross-encoder per pair → ([CLS] of ``layer`` (N, hidden), its own logit (N,)).
-
-    The [CLS] equals ``ctxir.rerank.cls_features`` on the AutoModel body (what ClsLrRanker reads); the logit is
-    the score ``CrossEncoder.predict`` passes through its activation (sigmoid), so both rankers cost one pass.
-    """
-    model, tokenizer = cross_encoder.model, cross_encoder.tokenizer
-    model.eval()
-    device = next(model.parameters()).device
-    hidden_size = model.config.hidden_size
-    cls, logits = np.zeros((len(pairs), hidden_size), np.float32), np.zeros(len(pairs), np.float32)
-    # Longest first, batched by length: padding is wasted compute on CPU. Results go back to input order.
-    order = sorted(range(len(pairs)), key=lambda i: -(len(pairs[i][0]) + len(pairs[i][1])))
-    for start in tqdm(range(0, len(order), batch_size), desc=desc, mininterval=10, disable=len(order) < 200):
-        idx = order[start : start + batch_size]
-        enc = tokenizer(
-            [pairs[i][0] for i in idx],
-            [pairs[i][1] for i in idx],
-            padding=True,
-            truncation="longest_first",
-            max_length=max_length,
-            return_tensors="pt",
-        ).to(device)
-        out = model(**enc, output_hidden_states=True)
-        cls[idx] = (
-            out.hidden_states[layer][:, 0].float().cpu().numpy()
-        )  # (batch, tokens, hidden) → (batch, hidden)
-        if getattr(out, "logits", None) is not None:  # a sequence-classification head
-            scores = out.logits[:, -1]  # (batch, labels): last column = "relevant"
-        else:  # a modular head (e.g. mean pooling → Dense): the cross-encoder's own modules on the tokens
-            scores = head_scores(list(cross_encoder)[1:], dict(enc), out.last_hidden_state)  # (batch,)
-        logits[idx] = scores.float().cpu().numpy()
-    return cls, logits
-
-
-class FeatureCache:
-    """[CLS] + logit arrays as .npy (never pickle) in an ``EmbeddingCache`` (the one atomic .npy store), keyed by model
-    fingerprint, layer, max_length and the pairs."""
-
-    def __init__(self, root: str, model_key: str, layer: int, max_length: int):
-        from ctxir.encoders import EmbeddingCache
-
-        self.store = EmbeddingCache(Path(root).expanduser()) if root else None
-        self.prefix = f"{model_key}:{layer}:{max_length}"
-
-    def key(self, pairs: Sequence[Pair]) -> str:
-        digest = hashlib.sha256(self.prefix.encode())
-        for q, d in pairs:
-            digest.update(q.encode() + b"\x00" + d.encode() + b"\x01")
-        return digest.hexdigest()[:32]
-
-    def get(self, pairs: Sequence[Pair]) -> tuple[np.ndarray, np.ndarray] | None:
-        if self.store is None:
-            return None
-        key = self.key(pairs)
-        cls, logits = self.store.get(f"{key}-cls"), self.store.get(f"{key}-logit")
-        return None if cls is None or logits is None else (cls, logits)
-
-    def put(self, pairs: Sequence[Pair], cls: np.ndarray, logits: np.ndarray) -> None:
-        if self.store is None:
-            return
-        key = self.key(pairs)
-        # EmbeddingCache writes atomically and treats an unreadable file as a miss: a run killed mid-write leaves
-        # no half file that a later run would trust.
-        self.store.put(f"{key}-cls", cls)
-        self.store.put(f"{key}-logit", logits)
-
-
-def features(
-    cross_encoder,
-    cache: FeatureCache,
-    pairs: Sequence[Pair],
-    args: ClsLrArgs,
-    max_length: int,
-    desc: str,
-    timings: dict,
-) -> tuple[np.ndarray, np.ndarray]:
-    cached = cache.get(pairs)
-    if cached is not None:
-        print(f"{desc}: {len(pairs)} pairs from the feature cache {cache.store.root}")
-        timings[desc] = {"pairs": len(pairs), "seconds": 0.0, "cached": True}
-        return cached
-    start = time.perf_counter()
-    cls, logits = cross_encoder_pass(cross_encoder, pairs, args.layer, max_length, args.batch_size, desc)
-    seconds = time.perf_counter() - start
-    timings[desc] = {
-        "pairs": len(pairs),
-        "seconds": round(seconds, 1),
-        "cached": False,
-        "pairs_per_second": round(len(pairs) / seconds, 2) if seconds > 0 else None,
-    }
-    print(f"{desc}: {len(pairs)} pairs in {seconds:.1f} s ({len(pairs) / max(seconds, 1e-9):.2f} pairs/s)")
-    cache.put(pairs, cls, logits)
-    return cls, logits
-
-
-def with_score(cls: np.ndarray, logits: np.ndarray, score_feature: bool) -> np.ndarray:
-    """(N, hidden) [CLS] rows, with the cross-encoder's own score appended as one more column where it is a feature
-    (the column order ``ClsLrRanker`` reads with ``score_feature``)."""
-    return np.concatenate([cls, logits[:, None]], 1) if score_feature else cls
 
 
 # ---------------------------------------------------------------- fitting
