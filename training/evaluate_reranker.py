@@ -161,9 +161,9 @@ class EvaluateRerankerArgs:
         default=0.005,
         metadata={
             "help": "a fused mode more than this nDCG@10 below its first stage on any dev part is not chosen: the "
-            "choice moves to larger first-stage weights until one holds, else the re-ranker only breaks the first "
-            "stage's ties (ctxir.rerank.stage_fusion.TIE_BREAK_WEIGHT). The suite's must (fused ≥ first stage − "
-            "0.005), asked of dev; a negative value turns it off"
+            "choice moves to larger first-stage weights (up to ctxir.rerank.stage_fusion.TIE_BREAK_WEIGHT: the "
+            "re-ranker orders only the first stage's ties) until one holds, else to the one that loses least. The "
+            "suite's must (fused ≥ first stage − 0.005), asked of dev; a negative value turns it off"
         },
     )
     choose_passages: bool = field(

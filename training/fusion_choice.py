@@ -132,10 +132,12 @@ def fusion_grid(
         settings += [("calibrated", weight) for weight in CALIBRATED_WEIGHTS]
     grid = [row_for(method, weight) for method, weight in settings]
 
+    def worst_gain(row: dict) -> float:
+        """The smallest gain over the first stage of any dev part (the whole dev without parts)."""
+        return min(p["fused"] - p["first_stage"] for p in row.get("parts", {"all": row}).values())
+
     def gain(row: dict) -> float:
-        if rule == "worst-part" and "parts" in row:
-            return min(p["fused"] - p["first_stage"] for p in row["parts"].values())
-        return row["fused"] - row["first_stage"]
+        return worst_gain(row) if rule == "worst-part" else row["fused"] - row["first_stage"]
 
     # ties go to the smaller first-stage weight: the re-ranker's say, when it costs nothing on the dev claims
     best = max(grid, key=lambda row: round(gain(row), 4))
@@ -148,11 +150,8 @@ def fusion_grid(
     if max_loss >= 0:
 
         def holds(row: dict) -> bool:
-            """Every part (the whole dev without parts) within ``max_loss`` of its first stage."""
-            return all(
-                round(p["fused"] - p["first_stage"], 4) >= -max_loss
-                for p in row.get("parts", {"all": row}).values()
-            )
+            """Every part within ``max_loss`` of its first stage."""
+            return round(worst_gain(row), 4) >= -max_loss
 
         applied = not holds(best)
         if applied:
@@ -161,12 +160,7 @@ def fusion_grid(
             rrf_rows = grid[: len(FIRST_STAGE_WEIGHTS) + 1]
             best = next((r for r in rrf_rows if r["weights"][0] > floor and holds(r)), None)
             if best is None:  # even breaking ties loses: the RRF row that loses least
-                best = max(
-                    rrf_rows,
-                    key=lambda r: round(
-                        min(p["fused"] - p["first_stage"] for p in r.get("parts", {"all": r}).values()), 4
-                    ),
-                )
+                best = max(rrf_rows, key=lambda r: round(worst_gain(r), 4))
         held["max_loss"] = {"value": max_loss, "applied": applied}
     return {
         "method": best["method"],

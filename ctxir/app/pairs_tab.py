@@ -132,11 +132,17 @@ def _probabilities(models: AppModels, values: dict[str, list[float] | None]) -> 
     where its model is not loaded or ships no calibration (calibration.json)."""
     probabilities = {}
     for key, field in probability_columns().items():
-        calibration = getattr(models.rerankers.get(kind_of_column(key)), "calibration", None)
+        calibration = _calibration(models, key)
         probabilities[field] = (
             calibration.probabilities(values[key]).tolist() if calibration and values[key] else None
         )
     return probabilities
+
+
+def _calibration(models: AppModels, key: str):
+    """The calibration of the loaded re-ranker whose pair score is field ``key``; None where it is not loaded or ships
+    none."""
+    return getattr(models.rerankers.get(kind_of_column(key)), "calibration", None)
 
 
 def _score_row(i: int, doc: str, values: dict, probabilities: dict) -> dict:
@@ -186,13 +192,12 @@ def _probability_notes(models: AppModels, probabilities: dict[str, list[float] |
     the rate it reads against (a relevant document can show a few percent and still rank first)."""
     notes = []
     for key, field in probability_columns().items():
-        kind = RERANKERS[kind_of_column(key)]
-        calibration = getattr(models.rerankers.get(kind_of_column(key)), "calibration", None)
+        calibration = _calibration(models, key)
         if calibration is None or probabilities.get(field) is None:
             continue
         rate = calibration.base_rate
         notes.append(
-            f"{short_name(kind)} P(rel): its raw score calibrated on {calibration.fitted_on or 'dev pairs'}"
+            f"{short_name(RERANKERS[kind_of_column(key)])} P(rel): its raw score calibrated on {calibration.fitted_on or 'dev pairs'}"
             + (
                 f", {rate:.1%} of them relevant: read it against that rate, not against 50 %"
                 if rate is not None

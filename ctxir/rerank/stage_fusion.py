@@ -19,10 +19,10 @@ from ctxir.types import CtxirError, Hit
 # stage's order, where rank fusion would let its order count as much as when it is sure
 STAGE_FUSIONS = (*FUSIONS, "calibrated")
 # RRF first-stage weight at which the re-ranker only breaks the first stage's ties (stage fusion's RRF gives equal
-# first-stage scores one shared rank, so only there does the re-ranker's rank decide): a re-ranker moving a document from rank d to 1 gains 1/(k+1) − 1/(k+d), and w · (1/(k+r) −
-# 1/(k+r+1)) is the smallest first-stage gap between neighbours r, r+1 ≤ d; at k = 60 that needs w > 261 for the
-# app's deepest re-rank (100) and w > 845 for 200. What a fused mode gets where, on dev, every weight fell below
-# its first stage (training.evaluate_reranker --fusion-max-loss).
+# first-stage scores one shared rank, so only there does the re-ranker's rank decide): a re-ranker moving a document
+# from rank d to 1 gains 1/(k+1) − 1/(k+d), and w · (1/(k+r) − 1/(k+r+1)) is the smallest first-stage gap between
+# neighbours r, r+1 ≤ d; at k = 60 that needs w > 261 for the app's deepest re-rank (100) and w > 845 for 200. The
+# limit of the RRF weights the dev choice weighs (training.fusion_choice), chosen where every finite weight loses.
 TIE_BREAK_WEIGHT = 1000.0
 
 
