@@ -10,16 +10,12 @@ import hashlib
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
 from ctxir.rerank import head_scores
-
-if TYPE_CHECKING:
-    from training.train_cls_lr import ClsLrArgs
 
 Pair = tuple[str, str]
 
@@ -117,18 +113,21 @@ def features(
     cross_encoder,
     cache: FeatureCache,
     pairs: Sequence[Pair],
-    args: ClsLrArgs,
+    layer: int,
+    batch_size: int,
     max_length: int,
     desc: str,
     timings: dict,
 ) -> tuple[np.ndarray, np.ndarray]:
+    """(N, hidden) [CLS] rows of ``layer`` and (N,) scores of ``pairs``, read from ``cache`` or by one pass of
+    ``cross_encoder`` (then cached); the pass's pairs and seconds go into ``timings[desc]``."""
     cached = cache.get(pairs)
     if cached is not None:
         print(f"{desc}: {len(pairs)} pairs from the feature cache {cache.store.root}")
         timings[desc] = {"pairs": len(pairs), "seconds": 0.0, "cached": True}
         return cached
     start = time.perf_counter()
-    cls, logits = cross_encoder_pass(cross_encoder, pairs, args.layer, max_length, args.batch_size, desc)
+    cls, logits = cross_encoder_pass(cross_encoder, pairs, layer, max_length, batch_size, desc)
     seconds = time.perf_counter() - start
     timings[desc] = {
         "pairs": len(pairs),

@@ -796,7 +796,16 @@ def _run(run: _Run) -> dict:
     if args.general:
         parts["general pairs"] = run.labelled.pairs.pairs[run.labelled.n_scifact :]
     read = [
-        features(run.cross_encoder, run.cache, pairs, args, run.max_length, desc, run.timings)
+        features(
+            run.cross_encoder,
+            run.cache,
+            pairs,
+            args.layer,
+            args.batch_size,
+            run.max_length,
+            desc,
+            run.timings,
+        )
         for desc, pairs in parts.items()
     ]
     run.ce_all = np.concatenate([logits for _, logits in read])
@@ -983,7 +992,14 @@ def rerank_candidates(run: _Run, bm25, ranker: ClsLrRanker) -> RerankSet:
     candidates = bm25.search(queries, run.args.rerank_depth)
     pairs = [(queries[q], doc_text(inputs.corpus[h.doc_id])) for q in inputs.test_qids for h in candidates[q]]
     x_test, ce_test = features(
-        run.cross_encoder, run.cache, pairs, run.args, run.max_length, "test candidates", run.timings
+        run.cross_encoder,
+        run.cache,
+        pairs,
+        run.args.layer,
+        run.args.batch_size,
+        run.max_length,
+        "test candidates",
+        run.timings,
     )
     x_test = with_score(x_test, ce_test, run.args.score_feature)
     return RerankSet(inputs.test_qids, queries, candidates, pairs, ranker.score_features(x_test), ce_test)
