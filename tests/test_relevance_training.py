@@ -21,7 +21,7 @@ from ctxir.data.general import (
 from ctxir.rerank.calibration import CALIBRATION_FILE, Calibration, calibration_for, fit_calibration
 from ctxir.types import CtxirError, Hit
 from tests.test_training import _write_toy_root
-from training import common, evaluate_reranker, train_cross_encoder
+from training import common, cross_encoder_data, evaluate_reranker, train_cross_encoder
 
 WIKIQA_HEADER = "QuestionID\tQuestion\tDocumentID\tDocumentTitle\tSentenceID\tSentence\tLabel"
 
@@ -192,13 +192,13 @@ def test_stage_pools_interleave_each_first_stage_best_first():
         def search(self, queries, k):
             return {q: [Hit(d, 1.0 / (i + 1)) for i, d in enumerate(self.ranked)][:k] for q in queries}
 
-    bm25 = train_cross_encoder.bm25_negatives(Fixed(["pos", "a", "b", "c"]), {"q": "x"}, {"q": {"pos"}}, 4, 0)
-    hybrid = train_cross_encoder.bm25_negatives(Fixed(["c", "pos", "e"]), {"q": "x"}, {"q": {"pos"}}, 4, 0)
+    bm25 = cross_encoder_data.bm25_negatives(Fixed(["pos", "a", "b", "c"]), {"q": "x"}, {"q": {"pos"}}, 4, 0)
+    hybrid = cross_encoder_data.bm25_negatives(Fixed(["c", "pos", "e"]), {"q": "x"}, {"q": {"pos"}}, 4, 0)
     assert bm25 == {"q": ["a", "b", "c"]} and hybrid == {"q": ["c", "e"]}  # a positive is never a negative
-    assert train_cross_encoder.interleave([bm25["q"], hybrid["q"]], 4) == ["a", "c", "b", "e"]
-    assert train_cross_encoder.interleave([bm25["q"], hybrid["q"]], 2) == ["a", "c"]
+    assert cross_encoder_data.interleave([bm25["q"], hybrid["q"]], 4) == ["a", "c", "b", "e"]
+    assert cross_encoder_data.interleave([bm25["q"], hybrid["q"]], 2) == ["a", "c"]
     with pytest.raises(CtxirError, match="--negative-stages names 'dense'"):
-        train_cross_encoder._names("bm25,dense")
+        cross_encoder_data.negative_stages("bm25,dense")
 
 
 def test_cross_encoder_trains_on_general_groups_with_a_mixed_dev_set(

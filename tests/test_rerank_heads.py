@@ -302,7 +302,9 @@ def test_the_lexical_probe_splits_each_windows_score_exactly_and_in_order(tiny_b
     windows = ["otters dig dens by the river bank in spring and summer", "tea", "river otters", "a b c d e"]
     parts = window_parts(model, query, windows, batch_size=3)  # two batches, lengths out of order
     expected = CrossEncoderReranker(model, backend="torch").score_pairs(query, windows)
-    assert [c + sum(s for _, s in tokens) for c, tokens in parts] == pytest.approx(expected.tolist(), abs=1e-5)
+    assert [c + sum(s for _, s in tokens) for c, tokens in parts] == pytest.approx(
+        expected.tolist(), abs=1e-5
+    )
     query_ids = set(model.tokenizer(query)["input_ids"])
     assert all(t in query_ids for _, tokens in parts for t, _ in tokens)
     assert sum(s for _, s in parts[2][1]) > sum(s for _, s in parts[1][1])  # both query words vs none

@@ -503,6 +503,7 @@ def fake_scifact_cross_encoder(
 def test_base_unseen_holds_out_what_the_cross_encoder_never_trained_on(tiny_bert_dir, tiny_data, tmp_path):
     """The rebuilt set matches the queries train_cross_encoder.py really trains on (its own data builder)."""
     from ctxir.data import load_beir
+    from training import cross_encoder_data
     from training import train_cross_encoder as tce
 
     _, queries, qrels = load_beir(tiny_data / "scifact", "train")
@@ -510,7 +511,7 @@ def test_base_unseen_holds_out_what_the_cross_encoder_never_trained_on(tiny_bert
     ce_args = tce.CrossEncoderArgs(
         task="scifact", data_dir=str(tiny_data), dev_queries=3, max_samples=6, num_negatives=2, rerank_depth=5
     )
-    trained_texts = set(tce.build_scifact(ce_args, "cpu").train["query"])
+    trained_texts = set(cross_encoder_data.build_scifact(ce_args, "cpu").train["query"])
     assert len(trained_texts) == 6
     base = fake_scifact_cross_encoder(tiny_bert_dir, tmp_path / "ce", 3, 6, (3, 6))
     unseen = tcl.base_unseen_queries(str(base), list(queries), positives)
@@ -535,6 +536,7 @@ def test_base_unseen_holds_out_what_the_cross_encoder_never_trained_on(tiny_bert
 def test_base_unseen_reads_the_recorded_training_ids(tiny_bert_dir, tiny_data, tmp_path):
     """A run that recorded extra.train_query_ids is trusted as recorded; no sampling rule is re-run."""
     from ctxir.data import load_beir
+    from training import cross_encoder_data
     from training import train_cross_encoder as tce
 
     _, queries, qrels = load_beir(tiny_data / "scifact", "train")
@@ -542,7 +544,7 @@ def test_base_unseen_reads_the_recorded_training_ids(tiny_bert_dir, tiny_data, t
     ce_args = tce.CrossEncoderArgs(
         task="scifact", data_dir=str(tiny_data), dev_queries=3, max_samples=6, num_negatives=2, rerank_depth=5
     )
-    recorded = tce.build_scifact(ce_args, "cpu").extra["train_query_ids"]
+    recorded = cross_encoder_data.build_scifact(ce_args, "cpu").extra["train_query_ids"]
     base = fake_scifact_cross_encoder(
         tiny_bert_dir, tmp_path / "ce", 3, 6, (0, 0)
     )  # counts deliberately wrong

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from ctxir.types import CtxirError
-from training import common, train_bi_encoder, train_cross_encoder
+from training import common, cross_encoder_data, cross_encoder_dev, train_bi_encoder, train_cross_encoder
 
 TOPICS = {
     "river": ["the river bank is on the water", "otters play in the river water", "i sat on the river bank"],
@@ -1572,7 +1572,7 @@ def test_hybrid_teacher_grades_are_summed_z_scores_of_bm25_and_cosine_and_label_
         dense_model=str(tiny_bert_dir), negative_pool=3, teacher="hybrid", teacher_scale=0.5, loss="listnet"
     )
     bm25 = BM25Retriever(corpus)
-    grade = train_cross_encoder.hybrid_teacher(args, corpus, queries, bm25, "cpu")
+    grade = cross_encoder_data.hybrid_teacher(args, corpus, queries, bm25, "cpu")
     q = next(iter(queries))
     hits = bm25.search({q: queries[q]}, 200)[q]
     pool = hits[:20]
@@ -1592,10 +1592,10 @@ def test_hybrid_teacher_grades_are_summed_z_scores_of_bm25_and_cosine_and_label_
     assert grade(q, pool[0].doc_id) != grade(q, pool[-1].doc_id)
     # a query with no word in the index (a corpus title such as 'in') has nothing to z-score against: NaN, and
     # build_scifact drops its group (one NaN label turned every weight NaN in a real run)
-    lost = train_cross_encoder.hybrid_teacher(args, corpus, {"x": "zzzqqq"}, bm25, "cpu")
+    lost = cross_encoder_data.hybrid_teacher(args, corpus, {"x": "zzzqqq"}, bm25, "cpu")
     assert np.isnan(lost("x", pool[0].doc_id))
 
-    data = train_cross_encoder.build_scifact(
+    data = cross_encoder_data.build_scifact(
         train_cross_encoder.CrossEncoderArgs(
             data_dir=str(toy_root),
             dense_model=str(tiny_bert_dir),
@@ -1622,7 +1622,7 @@ def test_window_picker_takes_the_window_sharing_the_rarest_query_words():
     # 'cells' is in every document (IDF low), 'prion' in one (IDF high)
     corpus = {f"d{i}": {"title": "", "text": f"cells study {i}"} for i in range(9)}
     corpus["p"] = {"title": "", "text": "prion"}
-    picker = train_cross_encoder.WindowPicker(corpus, Passages(words=4, stride=4))
+    picker = cross_encoder_data.WindowPicker(corpus, Passages(words=4, stride=4))
     text = "cells cells cells cells alpha beta gamma prion delta epsilon zeta eta"
     windows = Passages(words=4, stride=4).split("T", text)
     assert windows == ["T cells cells cells cells", "T alpha beta gamma prion", "T delta epsilon zeta eta"]
@@ -1652,7 +1652,7 @@ def test_maxp_dev_evaluator_scores_each_document_by_its_best_window():
         "other": {"title": "", "text": "otters in zoos"},
     }
     hits = {"q": [Hit("other", 2.0), Hit("rel", 1.0)]}
-    evaluator = train_cross_encoder.maxp_evaluator(
+    evaluator = cross_encoder_dev.maxp_evaluator(
         {"q": "where otters sleep in dens"}, hits, corpus, {"q": {"rel": 1}}, batch_size=4
     )
     metrics = evaluator(Overlap())
@@ -1672,7 +1672,7 @@ def test_the_training_modules_examples_run():
 
     root = Path(__file__).resolve().parents[1] / "training"
     names = sorted(p.stem for p in root.glob("*.py") if ">>>" in p.read_text(encoding="utf-8"))
-    assert {"evaluate_reranker", "fusion_choice", "train_cross_encoder"} <= set(names)
+    assert {"evaluate_reranker", "fusion_choice", "cross_encoder_data"} <= set(names)
     attempted = 0
     for name in names:
         result = doctest.testmod(importlib.import_module(f"training.{name}"))

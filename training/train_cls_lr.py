@@ -343,7 +343,7 @@ def general_pairs(args: ClsLrArgs, base_path: str) -> tuple[PairSet, dict]:
     source's passages; and what metrics.json records of them."""
     from ctxir.data.general import load_general
 
-    # the cross-encoder's own draw, made again from its config (training/train_cross_encoder.add_general's rule)
+    # the cross-encoder's own draw, made again from its config (training.cross_encoder_data.add_general's rule)
     path = Path(base_path) / "metrics.json"
     config = json.loads(path.read_text()).get("config", {}) if path.is_file() else {}
     seed, trained_sources = int(config.get("seed", args.seed)), str(config.get("general", "")).split(",")

@@ -276,7 +276,7 @@ def build_data(args: PairScorerArgs, model, device: str):
 
     from ctxir.data import load_sick
     from training.common import data_folder, dataset_entry
-    from training.train_cross_encoder import build_stsb
+    from training.cross_encoder_data import build_stsb
 
     data = build_stsb(args)
     if args.extra_train == "sick":

@@ -1,0 +1,218 @@
+"""The arguments of ``training/train_cross_encoder.py``: sentence-transformers' ``CrossEncoderTrainingArguments`` with
+ctxir's run settings (``training.common.TrainerRunArgs``) and the re-ranker recipe's own flags (``--help`` lists
+them all; a recipe YAML gives the same names)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from sentence_transformers.cross_encoder import CrossEncoderTrainingArguments
+
+from ctxir.encoders.models import DEFAULT_BI_ENCODER
+from training.common import TrainerRunArgs, trainer_setting
+
+
+@dataclass
+class CrossEncoderArgs(TrainerRunArgs, CrossEncoderTrainingArguments):
+    task: Literal["scifact", "stsb"] = field(
+        default="scifact", metadata={"help": "scifact re-ranker or stsb"}
+    )
+    model: str = field(
+        default=DEFAULT_BI_ENCODER,
+        metadata={
+            "help": "starting model: Hub id or folder; a bi-encoder/plain BERT gets a fresh one-logit head"
+        },
+    )
+    loss: Literal["auto", "bce", "mse", "lambda", "listnet"] = field(
+        default="auto",
+        metadata={
+            "help": "auto = bce; scifact also lambda / listnet (listwise over the positive and its negatives)"
+        },
+    )
+    head: Literal["cls", "mean", "segment-cosine"] = field(
+        default="cls",
+        metadata={
+            "help": "cls = the usual classifier on [CLS] (through BERT's pooler); mean = a linear score on the mean of "
+            "all token vectors, which a mean-pooling bi-encoder body such as all-MiniLM-L6-v2 already makes "
+            "meaningful (its [CLS] was never trained); segment-cosine = scale · cos(mean query tokens, mean "
+            "document tokens) of one joint pass + a zero-initialised linear term (ctxir.encoders.heads): starts "
+            "near the bi-encoder instead of at random"
+        },
+    )
+    train_layers: int = field(
+        default=0,
+        metadata={
+            "help": "segment-cosine: train only the top N transformer layers (+ head), the embeddings and lower layers "
+            "frozen; the output then holds only those layers (float16) over --model's base: 2 of MiniLM's 6 "
+            "= 7 MB (0 = train and save every layer)"
+        },
+    )
+    head_learning_rate: float = field(
+        default=0.0,
+        metadata={"help": "learning rate of the segment-cosine head's few weights (0 = --learning-rate)"},
+    )
+    term_match: bool = field(
+        default=False,
+        metadata={
+            "help": "segment-cosine: add the head's learned term-match term (exact token matches and cosine-band "
+            "kernels per query token, weighted by a learned term importance; ctxir.encoders.heads), "
+            "zero-initialised, so a shipped head continues from the scores it had"
+        },
+    )
+    importance_pooling: bool = field(
+        default=False,
+        metadata={
+            "help": "segment-cosine with --term-match: pool the query by the term-match term's importance too, mixed "
+            "into its plain mean by a weight that starts at 0 (ctxir.encoders.heads), so a shipped head continues "
+            "from the scores it had; trained at --match-learning-rate"
+        },
+    )
+    match_learning_rate: float = field(
+        default=0.0,
+        metadata={"help": "--term-match: learning rate of the term-match weights (0 = --head-learning-rate)"},
+    )
+    negative_rounds: int = field(
+        default=1,
+        metadata={
+            "help": "scifact listwise: N groups per training query, each with its BM25 negatives drawn afresh from "
+            "the top --negative-pool non-relevant hits; one epoch then = N epochs with re-sampled negatives"
+        },
+    )
+    negative_pool: int = field(
+        default=0,
+        metadata={
+            "help": "scifact: draw the --num-negatives BM25 negatives of each group from this many top non-relevant "
+            "hits (0 = always the top --num-negatives)"
+        },
+    )
+    num_dense_negatives: int = field(
+        default=-1,
+        metadata={
+            "help": "scifact --negatives both|dense: bi-encoder negatives per group (-1 = --num-negatives)"
+        },
+    )
+    dev_split: Literal["random", "unseen"] = field(
+        default="random",
+        metadata={
+            "help": "scifact dev claims: random = any training claims (the bi-encoder's rule: a pipeline of both is tuned "
+            "on claims neither saw); unseen = claims whose cited abstracts no other training claim cites (what a "
+            "new corpus looks like; the re-ranker recipe chooses its settings there)"
+        },
+    )
+    lora_r: int = field(
+        default=0,
+        metadata={
+            "help": "0 = full fine-tuning; r > 0 = a LoRA adapter of rank r (PEFT) over the starting model, with the "
+            "pooler and classifier trained in full: the output folder holds only the adapter (a few MB)"
+        },
+    )
+    lora_alpha: float = field(default=0.0, metadata={"help": "LoRA scaling alpha (0 = 2 × --lora-r)"})
+    pseudo_queries: int = field(
+        default=0,
+        metadata={
+            "help": "scifact: also train on N corpus titles as queries for their own abstract (-1 = every document; "
+            "in-domain pairs from the corpus alone, no qrels), with the same kind of negatives"
+        },
+    )
+    teacher: Literal["none", "hybrid"] = field(
+        default="none",
+        metadata={
+            "help": "scifact listwise: the groups' labels. none = 1 for a judged positive, 0 for a negative; hybrid = "
+            "distil from BM25 + the bi-encoder --dense-model: each document's BM25 score and cosine, z-scored over "
+            "its query's BM25 top --negative-pool, summed, times --teacher-scale, plus --gold-weight for a judged "
+            "positive. The hybrid grades every candidate on any abstract, so the model learns relevance beyond "
+            "the few abstracts that training claims cite (MarginMSE-style distillation, listwise)"
+        },
+    )
+    teacher_scale: float = field(
+        default=1.0,
+        metadata={
+            "help": "--teacher hybrid: multiplies the summed z-scores (ListNet softmaxes the labels: larger = sharper)"
+        },
+    )
+    gold_weight: float = field(
+        default=2.0,
+        metadata={
+            "help": "--teacher hybrid: added to a judged positive's label (a claim's cited abstract, a title's own)"
+        },
+    )
+    general: str = field(
+        default="",
+        metadata={
+            "help": "scifact: also train on general-domain relevance pairs from <data-dir>/general/, a comma list of "
+            "squad (questions → their Wikipedia paragraph), wikiqa (Bing queries → answer sentences), msmarco "
+            "(the triples sample), wikiqa-topics (a WikiQA summary's first 50 words → the rest of that summary: "
+            "paragraph-long queries judged by subject): each query a group of its positive and negatives drawn like the claims' "
+            "(--negative-stages over its own collection, plus one the source marks non-relevant), so the model "
+            "learns relevance beyond SciFact; their groups are spread over the --negative-rounds like titles"
+        },
+    )
+    general_queries: int = field(
+        default=800, metadata={"help": "--general: queries taken per source, seeded (-1 = all)"}
+    )
+    negative_stages: str = field(
+        default="bm25",
+        metadata={
+            "help": "scifact and --general: the first stages whose top --negative-pool non-relevant hits make the pool "
+            "each group's --num-negatives are drawn from (bm25, hybrid: the app's; interleaved best first), so "
+            "the model sees the candidates every first stage hands it"
+        },
+    )
+    output_dir: str = field(default="", metadata={"help": "default outputs/cross-encoder-<task>"})
+    max_samples: int = field(
+        default=-1,
+        metadata={
+            "help": "use N training pairs, seeded (-1 = all); scifact: N (claim, positive) pairs, negatives added"
+        },
+    )
+    per_device_train_batch_size: int = trainer_setting("per_device_train_batch_size", 16)
+    max_length: int = field(
+        default=256,
+        metadata={
+            "help": "tokens per (query, document) input (0 = the model's own; never beyond its position embeddings)"
+        },
+    )
+    negatives: Literal["bm25", "dense", "both"] = field(
+        default="bm25", metadata={"help": "scifact: where hard negatives come from"}
+    )
+    num_negatives: int = field(default=4, metadata={"help": "scifact: hard negatives per claim (per source)"})
+    negatives_range_min: int = field(default=0, metadata={"help": "skip the N best non-relevant hits"})
+    random_negatives: int = field(
+        default=0,
+        metadata={
+            "help": "scifact: also N random corpus documents per query; with hard negatives alone a short run learns "
+            "'high word overlap = not relevant' (every negative was chosen for its overlap)"
+        },
+    )
+    dense_model: str = field(
+        default=DEFAULT_BI_ENCODER, metadata={"help": "bi-encoder for --negatives dense"}
+    )
+    pos_weight: float = field(
+        default=0.0, metadata={"help": "BCE weight of positives (0 = negatives/positives)"}
+    )
+    rerank_depth: int = field(
+        default=100, metadata={"help": "scifact test: BM25 candidates re-ranked per query"}
+    )
+    dev_queries: int = field(
+        default=50,
+        metadata={
+            "help": "scifact: training queries held out for the CrossEncoderRerankingEvaluator (0 = none)"
+        },
+    )
+    dev_depth: int = field(default=20, metadata={"help": "scifact dev evaluator: BM25 candidates per query"})
+    eval_max_queries: int = field(default=0, metadata={"help": "scifact test: first N queries (0 = all)"})
+    eval_before: bool = field(
+        default=True, metadata={"help": "also evaluate the starting model (a fresh head scores at random)"}
+    )
+    eval_steps: int = trainer_setting("eval_steps", 0, "run the dev evaluator every N steps (0 = never)")
+    train_passages: Literal["first", "best"] = field(
+        default="first",
+        metadata={
+            "help": "scifact: what the model reads of an abstract longer than --max-length. first = its first tokens "
+            "(FirstP); best = its MaxP window (ctxir.rerank.Passages: 70 words every 50, after the title) that "
+            "shares the most query words, IDF-weighted, for the positive and each negative alike: the windows a "
+            "MaxP re-ranker (a folder's passages.json) scores at inference. The dev evaluator and the test "
+            "re-ranking then score documents by their best window too"
+        },
+    )
