@@ -14,6 +14,7 @@ import torch
 from ctxir.names import CLS_LR_CONFIG, CLS_LR_WEIGHTS
 from ctxir.rerank import ClsLrRanker, cls_features
 from ctxir.types import CtxirError
+from training import cls_lr_data, cls_lr_fit
 from training import cls_lr_features as clf
 from training import train_cls_lr as tcl
 from training.common import EVALUATION_KEYS, METRICS_KEYS, TRAINING_KEYS
@@ -126,7 +127,9 @@ def test_one_pass_matches_ranker_features_and_cross_encoder(tiny_bert_dir):
         AutoModel.from_pretrained(tiny_bert_dir).eval(),
     )
     np.testing.assert_allclose(cls, cls_features(body, tokenizer, PAIRS, max_length=64), atol=1e-5)
-    np.testing.assert_allclose(tcl.sigmoid(logits), ce.predict(PAIRS, show_progress_bar=False), atol=1e-5)
+    np.testing.assert_allclose(
+        cls_lr_fit.sigmoid(logits), ce.predict(PAIRS, show_progress_bar=False), atol=1e-5
+    )
 
 
 def test_one_pass_runs_a_mean_pooling_head_too(tiny_bert_dir):
@@ -151,7 +154,9 @@ def test_one_pass_runs_a_mean_pooling_head_too(tiny_bert_dir):
         AutoModel.from_pretrained(tiny_bert_dir).eval(),
     )
     np.testing.assert_allclose(cls, cls_features(body, tokenizer, PAIRS, max_length=64), atol=1e-5)
-    np.testing.assert_allclose(tcl.sigmoid(logits), ce.predict(PAIRS, show_progress_bar=False), atol=1e-5)
+    np.testing.assert_allclose(
+        cls_lr_fit.sigmoid(logits), ce.predict(PAIRS, show_progress_bar=False), atol=1e-5
+    )
 
 
 @pytest.mark.parametrize("term_match", [False, True])
@@ -176,19 +181,19 @@ def test_fit_logistic_folds_scaling_into_coef():
     rng = np.random.default_rng(0)
     x = rng.normal(size=(200, 16)) * rng.uniform(0.1, 50, size=16) + rng.normal(size=16) * 10  # uneven scales
     y = (x[:, 0] / 50 + x[:, 3] / 10 + rng.normal(size=200) > 0).astype(int)
-    coef, intercept, model = tcl.fit_logistic(x, y, c=1.0, class_weight="balanced", seed=0)
+    coef, intercept, model = cls_lr_fit.fit_logistic(x, y, c=1.0, class_weight="balanced", seed=0)
     np.testing.assert_allclose(x @ coef + intercept, model.decision_function(x), rtol=1e-4, atol=1e-4)
     # an emphasised last column is folded back too, and a weaker penalty lets its weight grow
     last = np.roll(x, -4, axis=1)  # the predictive column 3 is now the last one
-    strong, strong_b, emphasised = tcl.fit_logistic(
+    strong, strong_b, emphasised = cls_lr_fit.fit_logistic(
         last, y, c=0.001, class_weight="balanced", seed=0, emphasis=10
     )
-    weak, _, _ = tcl.fit_logistic(last, y, c=0.001, class_weight="balanced", seed=0)
+    weak, _, _ = cls_lr_fit.fit_logistic(last, y, c=0.001, class_weight="balanced", seed=0)
     np.testing.assert_allclose(
         last @ strong + strong_b, emphasised.decision_function(last), rtol=1e-4, atol=1e-4
     )
     assert abs(strong[-1]) > 2 * abs(weak[-1])
-    threshold, f1 = tcl.best_f1_threshold(y, x @ coef + intercept)
+    threshold, f1 = cls_lr_fit.best_f1_threshold(y, x @ coef + intercept)
     predicted = (x @ coef + intercept) >= threshold
     tp = (predicted & (y == 1)).sum()
     assert f1 == pytest.approx(2 * tp / (predicted.sum() + y.sum()))
@@ -238,7 +243,7 @@ def test_saved_then_loaded_ranker_scores_identically(tiny_bert_dir, tmp_path):
     np.testing.assert_array_equal(after, before)
     assert loaded.max_length == 64 and loaded.metadata == {"C": 0.1}
     np.testing.assert_allclose(
-        loaded.predict_proba("river bank", [PAIRS[0][1]]), tcl.sigmoid(before[:1]), rtol=1e-6
+        loaded.predict_proba("river bank", [PAIRS[0][1]]), cls_lr_fit.sigmoid(before[:1]), rtol=1e-6
     )
 
 
@@ -337,9 +342,9 @@ def test_general_pairs_draw_only_questions_the_cross_encoder_did_not_train_on(
     (base / "metrics.json").write_text(
         json.dumps({"config": {"general": "squad", "general_queries": 4, "seed": 7}})
     )
-    monkeypatch.setattr(tcl, "SQUAD_DEV_QUERIES", 3)
+    monkeypatch.setattr(cls_lr_data, "SQUAD_DEV_QUERIES", 3)
     args = smoke_args(tiny_bert_dir, data, tmp_path / "out", general="squad", general_queries=-1)
-    pairs, record = tcl.general_pairs(args, str(base))
+    pairs, record = cls_lr_data.general_pairs(args, str(base))
     answered = sorted(f"s{i}" for i in range(12))
     trained = set(take(answered, 4, 7))
     dev = set(take([q for q in answered if q not in trained], 3, 7))
@@ -373,7 +378,7 @@ def test_build_pairs_takes_hard_negatives_per_positive(tiny_data):
 
     corpus, queries, qrels = load_beir(tiny_data / "scifact", "train")
     bm25 = BM25Retriever(corpus)
-    pairs, ratio = tcl.build_pairs(corpus, queries, qrels, bm25, negatives_per_positive=3, depth=20)
+    pairs, ratio = cls_lr_data.build_pairs(corpus, queries, qrels, bm25, negatives_per_positive=3, depth=20)
     assert set(ratio) == set(queries)
     for qid in queries:
         rows = pairs.rows({qid})
@@ -514,7 +519,7 @@ def test_base_unseen_holds_out_what_the_cross_encoder_never_trained_on(tiny_bert
     trained_texts = set(cross_encoder_data.build_scifact(ce_args, "cpu").train["query"])
     assert len(trained_texts) == 6
     base = fake_scifact_cross_encoder(tiny_bert_dir, tmp_path / "ce", 3, 6, (3, 6))
-    unseen = tcl.base_unseen_queries(str(base), list(queries), positives)
+    unseen = cls_lr_data.base_unseen_queries(str(base), list(queries), positives)
     assert {queries[q] for q in unseen} == {queries[q] for q in queries} - trained_texts
 
     metrics = tcl.run(
@@ -551,7 +556,9 @@ def test_base_unseen_reads_the_recorded_training_ids(tiny_bert_dir, tiny_data, t
     metrics = json.loads((base / "metrics.json").read_text())
     metrics["extra"]["train_query_ids"] = recorded
     (base / "metrics.json").write_text(json.dumps(metrics))
-    assert tcl.base_unseen_queries(str(base), list(queries), positives) == set(queries) - set(recorded)
+    assert cls_lr_data.base_unseen_queries(str(base), list(queries), positives) == set(queries) - set(
+        recorded
+    )
 
 
 def test_base_unseen_refuses_what_it_cannot_rebuild(tiny_bert_dir, tiny_data, tmp_path, no_model):

@@ -15,6 +15,10 @@ queries: nDCG@10 for BM25 alone (before), the cross-encoder (anchor) and CLS-LR 
     python -m training.train_cls_lr --base-model outputs/cross-encoder-scifact --output-dir outputs/cls-lr
 
 Writes to --output-dir: cls_lr.safetensors, cls_lr_config.json, metrics.json, pr_curve.png, train.log.
+
+This file runs the steps (``run``) and writes the record. Beside it: ``training/cls_lr_args.py`` (the flags),
+``training/cls_lr_data.py`` (the labelled pairs and the held-out split), ``training/cls_lr_features.py`` (the one
+cross-encoder pass per pair, cached) and ``training/cls_lr_fit.py`` (the regression, its threshold and report).
 """
 
 from __future__ import annotations
@@ -41,164 +45,44 @@ import torch
 from ctxir import kinds
 from ctxir.checks import check_choice
 from ctxir.data import load_beir
-from ctxir.encoders.models import DEFAULT_BI_ENCODER, load_cross_encoder, pick_device, resolve_model
+from ctxir.encoders.models import load_cross_encoder, pick_device, resolve_model
 from ctxir.evaluation import evaluate_run
-from ctxir.rerank import ClsLrRanker, CrossEncoderReranker, Reranker
+from ctxir.rerank import ClsLrRanker, CrossEncoderReranker
 from ctxir.rerank.pipeline import Pipeline
 from ctxir.retrieval import BM25Retriever
 from ctxir.types import Corpus, CtxirError, Qrels, Queries, doc_text
+from training.cls_lr_args import CV_METRICS, ClsLrArgs
+from training.cls_lr_data import (
+    PairSet,
+    base_unseen_queries,
+    build_pairs,
+    concat_pairs,
+    general_pairs,
+    split_queries,
+)
 from training.cls_lr_features import FeatureCache, Pair, features, folder_fingerprint, with_score
+from training.cls_lr_fit import (
+    PrecomputedReranker,
+    best_f1_threshold,
+    classification,
+    fit_logistic,
+    out_of_fold_scores,
+    pr_curve_png,
+    sigmoid,
+)
 from training.common import (
-    SQUAD_DEV_QUERIES,
-    RunArgs,
     check_not_empty,
     cli_main,
     data_folder,
     dataset_entry,
     evaluation_row,
     general_entries,
-    heldout_queries,
     machine_info,
     set_threads,
     take,
     tee_output,
     write_metrics,
 )
-
-# --cv-metric → the key of choose_c's record it maximises
-CV_METRICS = {"average-precision": "average_precision", "ndcg": "ndcg"}
-
-
-@dataclass
-class ClsLrArgs(RunArgs):
-    """The CLS-LR run's arguments; data_dir, device, seed and torch_threads come from RunArgs (every training
-    script's), output_dir and model_name are redeclared with this script's defaults."""
-
-    base_model: str = field(
-        default=DEFAULT_BI_ENCODER,
-        metadata={
-            "help": "the cross-encoder whose [CLS] is read (a CrossEncoder folder or Hub id, e.g. "
-            "outputs/cross-encoder-scifact); a plain encoder body gets an untrained head, so its "
-            "cross-encoder anchor score is meaningless"
-        },
-    )
-    output_dir: str = field(default="outputs/cls-lr", metadata={"help": "ranker folder to write"})
-    layer: int = field(
-        default=-1, metadata={"help": "hidden layer of the [CLS] vector (0 = embeddings, -1 = last)"}
-    )
-    max_length: int = field(
-        default=0,
-        metadata={
-            "help": "tokens per pair (0 = the cross-encoder's own max_seq_length, capped at its position limit)"
-        },
-    )
-    negatives_per_positive: int = field(
-        default=4,
-        metadata={"help": "hard negatives (BM25's best non-relevant documents) per relevant document"},
-    )
-    negative_depth: int = field(
-        default=100, metadata={"help": "BM25 depth the hard negatives are drawn from"}
-    )
-    heldout_queries: str = field(
-        default="random",
-        metadata={
-            "help": "which train queries are held out for the classification report: 'random' (a seeded "
-            "--heldout-fraction of them) or 'base-unseen' (those the cross-encoder never trained on, "
-            "rebuilt from its metrics.json as written by training/train_cross_encoder.py)"
-        },
-    )
-    heldout_fraction: float = field(
-        default=0.2,
-        metadata={
-            "help": "share of the train queries held out for the classification report (split by query)"
-        },
-    )
-    max_samples: int = field(
-        default=-1,
-        metadata={
-            "help": "use a seeded subset of this many train queries (each brings its positives and negatives); -1 = all"
-        },
-    )
-    max_fit_queries: int = field(
-        default=-1,
-        metadata={
-            "help": "fit on a seeded subset of this many of the non-held-out train queries (-1 = all); saves feature "
-            "extraction time without shrinking the held-out report"
-        },
-    )
-    c_grid: str = field(
-        default="0.0001,0.0003,0.001,0.003,0.01,0.1,1,10",
-        metadata={"help": "LogisticRegression C values tried by grouped cross-validation on the fit queries"},
-    )
-    class_weight: str = field(default="balanced", metadata={"help": "'balanced' or 'none'"})
-    cv_metric: str = field(
-        default="average-precision",
-        metadata={
-            "help": "what the query-grouped cross-validation maximises: 'average-precision' = one average "
-            "precision over every fit pair pooled (a classifier's measure); 'ndcg' = the mean over fit queries "
-            "of nDCG@10 of each query's own pairs ranked by their out-of-fold scores (a ranker's measure: a "
-            "feature that only tells one query's share of relevant pairs from another's earns nothing)"
-        },
-    )
-    cv_folds: int = field(
-        default=5, metadata={"help": "query-grouped folds on the fit queries for C and threshold"}
-    )
-    rerank_depth: int = field(
-        default=100, metadata={"help": "BM25 candidates re-ranked per SciFact test query"}
-    )
-    max_test_queries: int = field(
-        default=-1, metadata={"help": "re-rank a seeded subset of test queries; -1 = all"}
-    )
-    verify_queries: int = field(
-        default=2,
-        metadata={
-            "help": "test queries re-ranked again by the saved-then-loaded ranker and a CrossEncoderReranker "
-            "to check they match the one-pass scores"
-        },
-    )
-    score_feature: bool = field(
-        default=False,
-        metadata={
-            "help": "also feed the cross-encoder's own score of each pair (read in the same pass) to the "
-            "regression: its [CLS] alone was never trained for relevance. Needs a modular cross-encoder (a "
-            "head after the body, e.g. the shipped segment-cosine one)"
-        },
-    )
-    score_emphasis: str = field(
-        default="1,10,100",
-        metadata={
-            "help": "--score-feature: how much less the score's weight is penalised than a [CLS] dimension's, a grid "
-            "chosen with C by the same cross-validation (1 = alike; 10 = its standardised column ×10, a 100× weaker "
-            "L2 pull on its weight): 384 [CLS] dimensions would otherwise outvote one score that ranks better alone"
-        },
-    )
-    general: str = field(
-        default="",
-        metadata={
-            "help": "also fit on general-domain relevance pairs from <data-dir>/general/, a comma list of "
-            "squad, wikiqa, msmarco: each question's judged passages and its BM25 hard negatives over the "
-            "source's own passages. Only questions the cross-encoder did not train on are drawn (its "
-            "metrics.json says which), and never the SQuAD dev questions its fused mode was chosen on"
-        },
-    )
-    general_queries: int = field(
-        default=300, metadata={"help": "--general: questions drawn per source, seeded (-1 = all unseen)"}
-    )
-    batch_size: int = field(default=16, metadata={"help": "pairs per forward pass"})
-    cache_dir: str = field(
-        default="~/.cache/ctxir/cls-lr",
-        metadata={
-            "help": "where [CLS] features are cached as .npy, keyed by model weights + pairs ('' = no cache)"
-        },
-    )
-    bundle_base: bool = field(
-        default=False,
-        metadata={
-            "help": "copy the cross-encoder's files into the ranker folder (base_model '.') so it is self-contained"
-        },
-    )
-    model_name: str = field(default="ctxir-cls-lr-scifact", metadata={"help": "short name for metrics.json"})
-
 
 # ---------------------------------------------------------------- checks
 
@@ -237,304 +121,6 @@ def check_args(args: ClsLrArgs) -> list[float]:
     set_threads(args.torch_threads)
     emphasis_grid(args)  # a bad --score-emphasis stops here, before any loading
     return grid
-
-
-# ---------------------------------------------------------------- data
-
-
-@dataclass
-class PairSet:
-    """Labelled (query, document) pairs; ``groups`` is the query id of each pair (for splitting by query)."""
-
-    pairs: list[Pair]
-    labels: np.ndarray  # (pairs,) 1 = relevant
-    groups: np.ndarray  # (pairs,) query id
-    doc_ids: list[str]
-
-    def __len__(self) -> int:
-        return len(self.pairs)
-
-    def rows(self, qids: set[str]) -> np.ndarray:
-        """Indices of the pairs of ``qids``."""
-        return np.array([i for i, g in enumerate(self.groups) if g in qids], dtype=np.int64)
-
-
-def build_pairs(
-    corpus: Corpus, queries: Queries, qrels: Qrels, bm25, negatives_per_positive: int, depth: int
-) -> tuple[PairSet, dict[str, float]]:
-    """Each query's relevant documents, then its BM25 hard negatives; also {qid: negatives per positive}."""
-    qids = [q for q in queries if any(g > 0 and d in corpus for d, g in qrels.get(q, {}).items())]
-    hits = bm25.search({q: queries[q] for q in qids}, depth) if qids else {}
-    pairs, labels, groups, doc_ids, ratio = [], [], [], [], {}
-    for qid in qids:
-        judged = qrels[qid]
-        positives = [d for d, g in judged.items() if g > 0 and d in corpus]
-        # Judged-non-relevant documents (grade 0) are kept out too: they are not "hard negatives" BM25 found.
-        negatives = [h.doc_id for h in hits[qid] if h.doc_id not in judged][
-            : negatives_per_positive * len(positives)
-        ]
-        ratio[qid] = len(negatives) / len(positives)
-        for doc_id, label in [(d, 1) for d in positives] + [(d, 0) for d in negatives]:
-            pairs.append((queries[qid], doc_text(corpus[doc_id])))
-            labels.append(label)
-            groups.append(qid)
-            doc_ids.append(doc_id)
-    return PairSet(pairs, np.array(labels, dtype=np.int64), np.array(groups, dtype=object), doc_ids), ratio
-
-
-def split_queries(qids: Sequence[str], heldout_fraction: float, seed: int) -> tuple[list[str], list[str]]:
-    from sklearn.model_selection import train_test_split
-
-    if len(qids) < 2:
-        raise CtxirError(
-            f"need at least 2 train queries with a relevant document to split into fit and held-out "
-            f"parts, got {len(qids)}: raise --max-samples or check qrels/train.tsv"
-        )
-    fit, heldout = train_test_split(sorted(qids), test_size=heldout_fraction, random_state=seed)
-    return list(fit), list(heldout)
-
-
-def base_unseen_queries(base_path: str, all_qids: Sequence[str], positives: dict[str, set[str]]) -> set[str]:
-    """The SciFact train queries a cross-encoder from training/train_cross_encoder.py never trained on.
-
-    Its [CLS] vectors of pairs it was trained on are in-sample, so a classification report on them would flatter
-    CLS-LR. Read from ``extra.train_query_ids`` in its metrics.json; for runs older than that record, rebuilt with
-    that script's rule (seeded dev queries held out, then --max-samples pairs) and checked against its counts.
-    """
-    path = Path(base_path) / "metrics.json"
-    if not path.is_file():
-        raise CtxirError(
-            f"--heldout-queries base-unseen needs {str(path)!r} (written by "
-            "training/train_cross_encoder.py) to know which queries the cross-encoder trained on; "
-            "use --heldout-queries random for other cross-encoders"
-        )
-    metrics = json.loads(path.read_text())
-    config, extra = metrics.get("config", {}), metrics.get("extra", {})
-    if metrics.get("model_type") != kinds.CROSS_ENCODER or config.get("task") != "scifact":
-        raise CtxirError(
-            f"{str(path)!r} is not a SciFact cross-encoder's metrics.json (model_type "
-            f"{metrics.get('model_type')!r}, task {config.get('task')!r}): use --heldout-queries random"
-        )
-    qids = sorted(all_qids)
-    if "train_query_ids" in extra:  # recorded by the training run itself
-        return set(qids) - set(extra["train_query_ids"])
-    # Older runs recorded only counts: rebuild the ids with that script's rule and check them against the counts.
-    seed, dev_queries = int(config.get("seed", 42)), int(config.get("dev_queries", 0))
-    dev = heldout_queries(qids, dev_queries, seed)
-    pairs = take(
-        [(q, d) for q in qids if q not in set(dev) for d in sorted(positives[q])],
-        int(config.get("max_samples", -1)),
-        seed,
-    )
-    seen = {q for q, _ in pairs}
-    if (len(dev), len(seen)) != (extra.get("heldout_train_queries"), extra.get("train_queries")):
-        raise CtxirError(
-            f"could not rebuild the cross-encoder's training queries from {str(path)!r}: got "
-            f"{len(dev)} held-out / {len(seen)} trained, its metrics.json says "
-            f"{extra.get('heldout_train_queries')!r} / {extra.get('train_queries')!r}; "
-            "use --heldout-queries random"
-        )
-    return set(qids) - seen
-
-
-def general_pairs(args: ClsLrArgs, base_path: str) -> tuple[PairSet, dict]:
-    """--general's pairs, query ids prefixed ``<source>:``: questions the cross-encoder did not train on (and not the
-    SQuAD questions its fused mode was chosen on), each with its judged passages and BM25 hard negatives over its
-    source's passages; and what metrics.json records of them."""
-    from ctxir.data.general import load_general
-
-    # the cross-encoder's own draw, made again from its config (training.cross_encoder_data.add_general's rule)
-    path = Path(base_path) / "metrics.json"
-    config = json.loads(path.read_text()).get("config", {}) if path.is_file() else {}
-    seed, trained_sources = int(config.get("seed", args.seed)), str(config.get("general", "")).split(",")
-    parts, record = [], {}
-    for source, data in load_general(
-        args.data_dir, [s.strip() for s in args.general.split(",") if s.strip()]
-    ).items():
-        answered = sorted(q for q in data.queries if data.qrels[q])
-        trained = (
-            set(take(answered, int(config.get("general_queries", -1)), seed))
-            if source in trained_sources
-            else set()
-        )
-        unseen = [q for q in answered if q not in trained]
-        if source == "squad":  # training/evaluate_reranker.squad_dev's draw: the fused mode's dev questions
-            dev = set(take(unseen, SQUAD_DEV_QUERIES, seed))
-            unseen = [q for q in unseen if q not in dev]
-        chosen = take(unseen, args.general_queries, args.seed)
-        check_not_empty(
-            len(chosen),
-            f"--general {source}: every question of it was seen by the cross-encoder {args.base_model!r}",
-            f"drop {source!r} from --general",
-        )
-        pairs, _ = build_pairs(
-            data.corpus,
-            {q: data.queries[q] for q in chosen},
-            data.qrels,
-            BM25Retriever(data.corpus),
-            args.negatives_per_positive,
-            args.negative_depth,
-        )
-        pairs.groups = np.array([f"{source}:{g}" for g in pairs.groups], dtype=object)
-        parts.append(pairs)
-        record[source] = {
-            "queries": len(chosen),
-            "unseen_by_base": len(unseen),
-            "pairs": len(pairs),
-            "positives": int(pairs.labels.sum()),
-            "passages": len(data.corpus),
-        }
-        print(
-            f"general {source}: {len(chosen)} of {len(unseen)} questions the cross-encoder did not train on, "
-            f"{len(pairs)} pairs over {len(data.corpus)} passages"
-        )
-    return concat_pairs(parts), record
-
-
-def concat_pairs(parts: Sequence[PairSet]) -> PairSet:
-    return PairSet(
-        [pair for part in parts for pair in part.pairs],
-        np.concatenate([part.labels for part in parts]),
-        np.concatenate([part.groups for part in parts]),
-        [d for part in parts for d in part.doc_ids],
-    )
-
-
-# ---------------------------------------------------------------- fitting
-
-
-def fit_logistic(
-    x: np.ndarray, y: np.ndarray, c: float, class_weight: str | None, seed: int, emphasis: float = 1.0
-):
-    """Standardise then fit LogisticRegression: (coef (features,), intercept) on the *raw* features, + the model.
-
-    Scaling makes one C mean the same on every base model (some [CLS] dimensions are 10-100× larger than
-    others); it is folded back into coef/intercept, so the saved ranker stays ``coef · CLS + intercept``.
-    ``emphasis`` multiplies the last standardised column (the cross-encoder's score where it is a feature): its
-    weight's L2 penalty is then emphasis² times weaker than a [CLS] dimension's.
-    """
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import FunctionTransformer, StandardScaler
-
-    weights = np.ones(x.shape[1])
-    weights[-1] = emphasis
-    model = make_pipeline(
-        StandardScaler(),
-        FunctionTransformer(lambda z: z * weights),
-        LogisticRegression(C=c, class_weight=class_weight, max_iter=5000, random_state=seed),
-    )
-    model.fit(x, y)
-    scaler, lr = model[0], model[-1]
-    coef = lr.coef_[0] * weights / scaler.scale_
-    intercept = float(lr.intercept_[0] - np.dot(coef, scaler.mean_))
-    return coef.astype(np.float32), intercept, model
-
-
-def out_of_fold_scores(
-    x: np.ndarray,
-    y: np.ndarray,
-    groups: np.ndarray,
-    c: float,
-    class_weight: str | None,
-    folds: int,
-    seed: int,
-    emphasis: float = 1.0,
-) -> np.ndarray:
-    """Decision scores of each fit pair from a model that never saw its query (GroupKFold by query)."""
-    from sklearn.model_selection import GroupKFold
-
-    scores = np.zeros(len(y), np.float64)
-    for train_idx, val_idx in GroupKFold(n_splits=folds).split(x, y, groups):
-        if len(set(y[train_idx])) < 2:
-            raise CtxirError(
-                "a cross-validation fold has only one class: too few fit queries — raise --max-samples "
-                "or lower --cv-folds"
-            )
-        coef, intercept, _ = fit_logistic(x[train_idx], y[train_idx], c, class_weight, seed, emphasis)
-        scores[val_idx] = x[val_idx] @ coef + intercept
-    return scores
-
-
-def best_f1_threshold(y: np.ndarray, scores: np.ndarray) -> tuple[float, float]:
-    """The score threshold maximising F1 of the positive class on (y, scores): (threshold, F1)."""
-    from sklearn.metrics import precision_recall_curve
-
-    precision, recall, thresholds = precision_recall_curve(y, scores)
-    f1 = 2 * precision[:-1] * recall[:-1] / np.maximum(precision[:-1] + recall[:-1], 1e-12)
-    best = int(np.argmax(f1))
-    return float(thresholds[best]), float(f1[best])
-
-
-def classification(y: np.ndarray, scores: np.ndarray, threshold: float) -> dict:
-    """sklearn's classification_report at ``score ≥ threshold`` (dict, per class + accuracy) and the text."""
-    from sklearn.metrics import average_precision_score, classification_report
-
-    predicted = (scores >= threshold).astype(int)
-    report = classification_report(
-        y,
-        predicted,
-        labels=[0, 1],
-        target_names=["non-relevant", "relevant"],
-        output_dict=True,
-        zero_division=0,
-    )
-    text = classification_report(
-        y, predicted, labels=[0, 1], target_names=["non-relevant", "relevant"], digits=4, zero_division=0
-    )
-    return {
-        "threshold": threshold,
-        "report": report,
-        "text": text,
-        "positives": int(y.sum()),
-        "negatives": int((1 - y).sum()),
-        "average_precision": float(average_precision_score(y, scores)) if 0 < y.sum() < len(y) else None,
-    }
-
-
-def pr_curve_png(path: Path, y: np.ndarray, curves: dict[str, tuple[np.ndarray, float]], title: str) -> None:
-    """Precision–recall curves of several scorers on the same pairs; the dot marks each tuned threshold."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from sklearn.metrics import PrecisionRecallDisplay
-
-    fig, ax = plt.subplots(figsize=(5.6, 5.2), dpi=120)
-    for i, (name, (scores, threshold)) in enumerate(curves.items()):
-        display = PrecisionRecallDisplay.from_predictions(
-            y, scores, name=name, ax=ax, plot_chance_level=i == 0
-        )
-        predicted = scores >= threshold
-        tp = float((predicted & (y == 1)).sum())
-        ax.plot(tp / max(y.sum(), 1), tp / max(predicted.sum(), 1), "o", color=display.line_.get_color())
-    ax.set(xlabel="recall (relevant class)", ylabel="precision", xlim=(0, 1.01), ylim=(0, 1.02), title=title)
-    ax.legend(loc="upper right", fontsize=8)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-
-
-# ---------------------------------------------------------------- re-ranking
-
-
-class PrecomputedReranker(Reranker):
-    """Looks scores up by (query, document text): lets Pipeline re-rank with scores from the one shared pass."""
-
-    def __init__(self, name: str, pairs: Sequence[Pair], scores: np.ndarray):
-        self.name = name
-        self.table = {pair: float(s) for pair, s in zip(pairs, scores, strict=True)}
-
-    def score_pairs(self, query: str, texts: Sequence[str]) -> np.ndarray:
-        try:
-            return np.array([self.table[(query, t)] for t in texts], dtype=np.float32)
-        except KeyError as err:
-            raise CtxirError(f"no precomputed {self.name} score for a candidate of query {query!r}") from err
-
-
-def sigmoid(x: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-x))
 
 
 # ---------------------------------------------------------------- run

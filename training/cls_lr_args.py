@@ -1,0 +1,142 @@
+"""The arguments of ``training/train_cls_lr.py`` (``--help`` lists them all; a recipe YAML gives the same names)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ctxir.encoders.models import DEFAULT_BI_ENCODER
+from training.common import RunArgs
+
+# --cv-metric → the key of choose_c's record it maximises
+CV_METRICS = {"average-precision": "average_precision", "ndcg": "ndcg"}
+
+
+@dataclass
+class ClsLrArgs(RunArgs):
+    """The CLS-LR run's arguments; data_dir, device, seed and torch_threads come from RunArgs (every training
+    script's), output_dir and model_name are redeclared with this script's defaults."""
+
+    base_model: str = field(
+        default=DEFAULT_BI_ENCODER,
+        metadata={
+            "help": "the cross-encoder whose [CLS] is read (a CrossEncoder folder or Hub id, e.g. "
+            "outputs/cross-encoder-scifact); a plain encoder body gets an untrained head, so its "
+            "cross-encoder anchor score is meaningless"
+        },
+    )
+    output_dir: str = field(default="outputs/cls-lr", metadata={"help": "ranker folder to write"})
+    layer: int = field(
+        default=-1, metadata={"help": "hidden layer of the [CLS] vector (0 = embeddings, -1 = last)"}
+    )
+    max_length: int = field(
+        default=0,
+        metadata={
+            "help": "tokens per pair (0 = the cross-encoder's own max_seq_length, capped at its position limit)"
+        },
+    )
+    negatives_per_positive: int = field(
+        default=4,
+        metadata={"help": "hard negatives (BM25's best non-relevant documents) per relevant document"},
+    )
+    negative_depth: int = field(
+        default=100, metadata={"help": "BM25 depth the hard negatives are drawn from"}
+    )
+    heldout_queries: str = field(
+        default="random",
+        metadata={
+            "help": "which train queries are held out for the classification report: 'random' (a seeded "
+            "--heldout-fraction of them) or 'base-unseen' (those the cross-encoder never trained on, "
+            "rebuilt from its metrics.json as written by training/train_cross_encoder.py)"
+        },
+    )
+    heldout_fraction: float = field(
+        default=0.2,
+        metadata={
+            "help": "share of the train queries held out for the classification report (split by query)"
+        },
+    )
+    max_samples: int = field(
+        default=-1,
+        metadata={
+            "help": "use a seeded subset of this many train queries (each brings its positives and negatives); -1 = all"
+        },
+    )
+    max_fit_queries: int = field(
+        default=-1,
+        metadata={
+            "help": "fit on a seeded subset of this many of the non-held-out train queries (-1 = all); saves feature "
+            "extraction time without shrinking the held-out report"
+        },
+    )
+    c_grid: str = field(
+        default="0.0001,0.0003,0.001,0.003,0.01,0.1,1,10",
+        metadata={"help": "LogisticRegression C values tried by grouped cross-validation on the fit queries"},
+    )
+    class_weight: str = field(default="balanced", metadata={"help": "'balanced' or 'none'"})
+    cv_metric: str = field(
+        default="average-precision",
+        metadata={
+            "help": "what the query-grouped cross-validation maximises: 'average-precision' = one average "
+            "precision over every fit pair pooled (a classifier's measure); 'ndcg' = the mean over fit queries "
+            "of nDCG@10 of each query's own pairs ranked by their out-of-fold scores (a ranker's measure: a "
+            "feature that only tells one query's share of relevant pairs from another's earns nothing)"
+        },
+    )
+    cv_folds: int = field(
+        default=5, metadata={"help": "query-grouped folds on the fit queries for C and threshold"}
+    )
+    rerank_depth: int = field(
+        default=100, metadata={"help": "BM25 candidates re-ranked per SciFact test query"}
+    )
+    max_test_queries: int = field(
+        default=-1, metadata={"help": "re-rank a seeded subset of test queries; -1 = all"}
+    )
+    verify_queries: int = field(
+        default=2,
+        metadata={
+            "help": "test queries re-ranked again by the saved-then-loaded ranker and a CrossEncoderReranker "
+            "to check they match the one-pass scores"
+        },
+    )
+    score_feature: bool = field(
+        default=False,
+        metadata={
+            "help": "also feed the cross-encoder's own score of each pair (read in the same pass) to the "
+            "regression: its [CLS] alone was never trained for relevance. Needs a modular cross-encoder (a "
+            "head after the body, e.g. the shipped segment-cosine one)"
+        },
+    )
+    score_emphasis: str = field(
+        default="1,10,100",
+        metadata={
+            "help": "--score-feature: how much less the score's weight is penalised than a [CLS] dimension's, a grid "
+            "chosen with C by the same cross-validation (1 = alike; 10 = its standardised column ×10, a 100× weaker "
+            "L2 pull on its weight): 384 [CLS] dimensions would otherwise outvote one score that ranks better alone"
+        },
+    )
+    general: str = field(
+        default="",
+        metadata={
+            "help": "also fit on general-domain relevance pairs from <data-dir>/general/, a comma list of "
+            "squad, wikiqa, msmarco: each question's judged passages and its BM25 hard negatives over the "
+            "source's own passages. Only questions the cross-encoder did not train on are drawn (its "
+            "metrics.json says which), and never the SQuAD dev questions its fused mode was chosen on"
+        },
+    )
+    general_queries: int = field(
+        default=300, metadata={"help": "--general: questions drawn per source, seeded (-1 = all unseen)"}
+    )
+    batch_size: int = field(default=16, metadata={"help": "pairs per forward pass"})
+    cache_dir: str = field(
+        default="~/.cache/ctxir/cls-lr",
+        metadata={
+            "help": "where [CLS] features are cached as .npy, keyed by model weights + pairs ('' = no cache)"
+        },
+    )
+    bundle_base: bool = field(
+        default=False,
+        metadata={
+            "help": "copy the cross-encoder's files into the ranker folder (base_model '.') so it is self-contained"
+        },
+    )
+    model_name: str = field(default="ctxir-cls-lr-scifact", metadata={"help": "short name for metrics.json"})

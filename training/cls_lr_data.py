@@ -1,0 +1,180 @@
+"""What CLS-LR is fitted on: labelled (query, document) pairs — SciFact's train queries with their relevant abstracts and
+BM25's best-ranked wrong ones, general-domain questions beside them — and how the train queries are split into the
+fit part and the held-out claims the classification report reads."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ctxir import kinds
+from ctxir.retrieval import BM25Retriever
+from ctxir.types import Corpus, CtxirError, Qrels, Queries, doc_text
+from training.cls_lr_features import Pair
+from training.common import SQUAD_DEV_QUERIES, check_not_empty, heldout_queries, take
+
+if TYPE_CHECKING:
+    from training.cls_lr_args import ClsLrArgs
+
+
+@dataclass
+class PairSet:
+    """Labelled (query, document) pairs; ``groups`` is the query id of each pair (for splitting by query)."""
+
+    pairs: list[Pair]
+    labels: np.ndarray  # (pairs,) 1 = relevant
+    groups: np.ndarray  # (pairs,) query id
+    doc_ids: list[str]
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+    def rows(self, qids: set[str]) -> np.ndarray:
+        """Indices of the pairs of ``qids``."""
+        return np.array([i for i, g in enumerate(self.groups) if g in qids], dtype=np.int64)
+
+
+def build_pairs(
+    corpus: Corpus, queries: Queries, qrels: Qrels, bm25, negatives_per_positive: int, depth: int
+) -> tuple[PairSet, dict[str, float]]:
+    """Each query's relevant documents, then its BM25 hard negatives; also {qid: negatives per positive}."""
+    qids = [q for q in queries if any(g > 0 and d in corpus for d, g in qrels.get(q, {}).items())]
+    hits = bm25.search({q: queries[q] for q in qids}, depth) if qids else {}
+    pairs, labels, groups, doc_ids, ratio = [], [], [], [], {}
+    for qid in qids:
+        judged = qrels[qid]
+        positives = [d for d, g in judged.items() if g > 0 and d in corpus]
+        # Judged-non-relevant documents (grade 0) are kept out too: they are not "hard negatives" BM25 found.
+        negatives = [h.doc_id for h in hits[qid] if h.doc_id not in judged][
+            : negatives_per_positive * len(positives)
+        ]
+        ratio[qid] = len(negatives) / len(positives)
+        for doc_id, label in [(d, 1) for d in positives] + [(d, 0) for d in negatives]:
+            pairs.append((queries[qid], doc_text(corpus[doc_id])))
+            labels.append(label)
+            groups.append(qid)
+            doc_ids.append(doc_id)
+    return PairSet(pairs, np.array(labels, dtype=np.int64), np.array(groups, dtype=object), doc_ids), ratio
+
+
+def split_queries(qids: Sequence[str], heldout_fraction: float, seed: int) -> tuple[list[str], list[str]]:
+    from sklearn.model_selection import train_test_split
+
+    if len(qids) < 2:
+        raise CtxirError(
+            f"need at least 2 train queries with a relevant document to split into fit and held-out "
+            f"parts, got {len(qids)}: raise --max-samples or check qrels/train.tsv"
+        )
+    fit, heldout = train_test_split(sorted(qids), test_size=heldout_fraction, random_state=seed)
+    return list(fit), list(heldout)
+
+
+def base_unseen_queries(base_path: str, all_qids: Sequence[str], positives: dict[str, set[str]]) -> set[str]:
+    """The SciFact train queries a cross-encoder from training/train_cross_encoder.py never trained on.
+
+    Its [CLS] vectors of pairs it was trained on are in-sample, so a classification report on them would flatter
+    CLS-LR. Read from ``extra.train_query_ids`` in its metrics.json; for runs older than that record, rebuilt with
+    that script's rule (seeded dev queries held out, then --max-samples pairs) and checked against its counts.
+    """
+    path = Path(base_path) / "metrics.json"
+    if not path.is_file():
+        raise CtxirError(
+            f"--heldout-queries base-unseen needs {str(path)!r} (written by "
+            "training/train_cross_encoder.py) to know which queries the cross-encoder trained on; "
+            "use --heldout-queries random for other cross-encoders"
+        )
+    metrics = json.loads(path.read_text())
+    config, extra = metrics.get("config", {}), metrics.get("extra", {})
+    if metrics.get("model_type") != kinds.CROSS_ENCODER or config.get("task") != "scifact":
+        raise CtxirError(
+            f"{str(path)!r} is not a SciFact cross-encoder's metrics.json (model_type "
+            f"{metrics.get('model_type')!r}, task {config.get('task')!r}): use --heldout-queries random"
+        )
+    qids = sorted(all_qids)
+    if "train_query_ids" in extra:  # recorded by the training run itself
+        return set(qids) - set(extra["train_query_ids"])
+    # Older runs recorded only counts: rebuild the ids with that script's rule and check them against the counts.
+    seed, dev_queries = int(config.get("seed", 42)), int(config.get("dev_queries", 0))
+    dev = heldout_queries(qids, dev_queries, seed)
+    pairs = take(
+        [(q, d) for q in qids if q not in set(dev) for d in sorted(positives[q])],
+        int(config.get("max_samples", -1)),
+        seed,
+    )
+    seen = {q for q, _ in pairs}
+    if (len(dev), len(seen)) != (extra.get("heldout_train_queries"), extra.get("train_queries")):
+        raise CtxirError(
+            f"could not rebuild the cross-encoder's training queries from {str(path)!r}: got "
+            f"{len(dev)} held-out / {len(seen)} trained, its metrics.json says "
+            f"{extra.get('heldout_train_queries')!r} / {extra.get('train_queries')!r}; "
+            "use --heldout-queries random"
+        )
+    return set(qids) - seen
+
+
+def general_pairs(args: ClsLrArgs, base_path: str) -> tuple[PairSet, dict]:
+    """--general's pairs, query ids prefixed ``<source>:``: questions the cross-encoder did not train on (and not the
+    SQuAD questions its fused mode was chosen on), each with its judged passages and BM25 hard negatives over its
+    source's passages; and what metrics.json records of them."""
+    from ctxir.data.general import load_general
+
+    # the cross-encoder's own draw, made again from its config (training.cross_encoder_data.add_general's rule)
+    path = Path(base_path) / "metrics.json"
+    config = json.loads(path.read_text()).get("config", {}) if path.is_file() else {}
+    seed, trained_sources = int(config.get("seed", args.seed)), str(config.get("general", "")).split(",")
+    parts, record = [], {}
+    for source, data in load_general(
+        args.data_dir, [s.strip() for s in args.general.split(",") if s.strip()]
+    ).items():
+        answered = sorted(q for q in data.queries if data.qrels[q])
+        trained = (
+            set(take(answered, int(config.get("general_queries", -1)), seed))
+            if source in trained_sources
+            else set()
+        )
+        unseen = [q for q in answered if q not in trained]
+        if source == "squad":  # training/evaluate_reranker.squad_dev's draw: the fused mode's dev questions
+            dev = set(take(unseen, SQUAD_DEV_QUERIES, seed))
+            unseen = [q for q in unseen if q not in dev]
+        chosen = take(unseen, args.general_queries, args.seed)
+        check_not_empty(
+            len(chosen),
+            f"--general {source}: every question of it was seen by the cross-encoder {args.base_model!r}",
+            f"drop {source!r} from --general",
+        )
+        pairs, _ = build_pairs(
+            data.corpus,
+            {q: data.queries[q] for q in chosen},
+            data.qrels,
+            BM25Retriever(data.corpus),
+            args.negatives_per_positive,
+            args.negative_depth,
+        )
+        pairs.groups = np.array([f"{source}:{g}" for g in pairs.groups], dtype=object)
+        parts.append(pairs)
+        record[source] = {
+            "queries": len(chosen),
+            "unseen_by_base": len(unseen),
+            "pairs": len(pairs),
+            "positives": int(pairs.labels.sum()),
+            "passages": len(data.corpus),
+        }
+        print(
+            f"general {source}: {len(chosen)} of {len(unseen)} questions the cross-encoder did not train on, "
+            f"{len(pairs)} pairs over {len(data.corpus)} passages"
+        )
+    return concat_pairs(parts), record
+
+
+def concat_pairs(parts: Sequence[PairSet]) -> PairSet:
+    return PairSet(
+        [pair for part in parts for pair in part.pairs],
+        np.concatenate([part.labels for part in parts]),
+        np.concatenate([part.groups for part in parts]),
+        [d for part in parts for d in part.doc_ids],
+    )
