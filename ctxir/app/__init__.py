@@ -10,6 +10,7 @@
     ui.py               what every tab shares: Ui context, callback guard, the bounded output folder
     figures.py          interactive Plotly figures and their standalone HTML export (presentation only)
     search.py           /search's logic: a query through a first stage and an optional re-ranker
+    search_form.py      the Search tab's query form (SearchForm), which the tab and its panels wire to
     search_tab.py       /search, /explain_result; the Search tab, with the three panels below in page order
     what_moved.py       /what_moved: the documents a re-ranker moved most, and the words that drove each move
     pooling.py          /compare_pooling: mean vs CLS pooling of any layer on the same query

@@ -12,7 +12,7 @@ import gradio as gr
 import numpy as np
 
 from ctxir.app import figures
-from ctxir.app.models import BI_ENCODER, inspect_input
+from ctxir.app.models import BI_ENCODER
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.ui import Ui, exports, frame, gpu, guard, show, tab_intro
 from ctxir.checks import check_choice, check_int, check_text
@@ -77,7 +77,7 @@ def attention(
     text = check_text(text, "text", cfg.max_text_chars)
     text_pair = check_text(text_pair, "second text", cfg.max_text_chars, required=False) or None
     check_choice(view, "view", ("head", "model"))
-    internals = inspect_input(state, model, text, text_pair, max_tokens=cfg.max_attention_tokens)
+    internals = state.models.inspect_input(model, text, text_pair, max_tokens=cfg.max_attention_tokens)
     n_layers, n_heads = internals.attentions.shape[:2]
     layers_, heads_ = check_attention_size(
         internals, parse_indices(layers, "layers"), parse_indices(heads, "heads"), cfg.max_attention_tokens

@@ -12,7 +12,7 @@ import numpy as np
 
 from ctxir.app import figures, similarity
 from ctxir.app.config import Progress
-from ctxir.app.models import BI_ENCODER, check_layer, inspect_input
+from ctxir.app.models import BI_ENCODER, check_layer
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code, split_lines
 from ctxir.app.ui import Ui, cleared, exports, frame, gpu, guard, lines, show, tab_intro
@@ -132,7 +132,9 @@ def token_embeddings(
     methods = [check_choice(m, "projection", ("pca", "tsne")) for m in (methods or ["pca"])]
     step = progress or (lambda *_: None)
     step(0.1, "forward passes")
-    internals = [inspect_input(state, model, s) for s in items]
+    internals = [
+        state.models.inspect_input(model, s, max_tokens=state.config.max_inspect_tokens) for s in items
+    ]
     labels, groups, highlight, vectors, token_rows = collect_tokens(internals, layers, word)
     if word.strip() and not any(highlight):
         raise CtxirError(

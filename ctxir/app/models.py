@@ -1,6 +1,6 @@
 """``AppModels``: the models the app loads once, and the forward pass the inspection views share.
 
-The bi-encoder, the re-rankers, and the transformer bodies the inspection views read; ``inspect_input`` runs
+The bi-encoder, the re-rankers, and the transformer bodies the inspection views read; ``AppModels.inspect_input`` runs
 one over a visitor's text.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ctxir import kinds
 from ctxir.app.config import AppConfig, Progress
@@ -19,9 +19,6 @@ from ctxir.encoders.models import load_bi_encoder, load_transformer
 from ctxir.rerank.registry import CLS_LR, CROSS_ENCODER, load_reranker, reranker_choices
 from ctxir.rerank.registry import RERANKERS as KINDS
 from ctxir.types import CtxirError, Internals
-
-if TYPE_CHECKING:
-    from ctxir.app.state import AppState
 
 logger = logging.getLogger("ctxir.app")
 
@@ -176,28 +173,27 @@ class AppModels:
     def num_layers(self) -> int:
         return int(self.inspect[BI_ENCODER].model.config.num_hidden_layers)
 
+    def inspect_input(
+        self, model: str, text: str, text_pair: str | None = None, *, max_tokens: int
+    ) -> Internals:
+        """One forward pass of a loaded model over ``text`` (and ``text_pair``), refused above ``max_tokens``."""
+        item = self.inspectable(model)
+        n_tokens = len(item.tokenizer(text, text_pair or None)["input_ids"])
+        if n_tokens > max_tokens:
+            raise CtxirError(
+                f"the input has {n_tokens} tokens but this view accepts at most {max_tokens}: shorten the text"
+                f" (it begins {text[:40]!r})"
+            )
+        return inspect_text(
+            text, text_pair or None, model=item.model, tokenizer=item.tokenizer, max_tokens=max_tokens
+        )
+
     @property
     def num_heads(self) -> int:
         return int(self.inspect[BI_ENCODER].model.config.num_attention_heads)
 
 
-# ---------------------------------------------------------------- model inputs shared by the inspection views
-
-
-def inspect_input(
-    state: AppState, model: str, text: str, text_pair: str | None = None, max_tokens: int | None = None
-) -> Internals:
-    """One forward pass of a loaded model over ``text`` (and ``text_pair``), refused above the token limit."""
-
-    item = state.models.inspectable(model)
-    limit = max_tokens or state.config.max_inspect_tokens
-    n_tokens = len(item.tokenizer(text, text_pair or None)["input_ids"])
-    if n_tokens > limit:
-        raise CtxirError(
-            f"the input has {n_tokens} tokens but this view accepts at most {limit}: shorten the text"
-            f" (it begins {text[:40]!r})"
-        )
-    return inspect_text(text, text_pair or None, model=item.model, tokenizer=item.tokenizer, max_tokens=limit)
+# ---------------------------------------------------------------- inputs shared by the inspection views
 
 
 def check_layer(value: Any, n_layers: int, what: str = "layer") -> int:

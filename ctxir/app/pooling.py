@@ -20,7 +20,7 @@ from ctxir.checks import check_int, check_text
 from ctxir.types import CtxirError
 
 if TYPE_CHECKING:
-    from ctxir.app.search_tab import SearchForm
+    from ctxir.app.search_form import SearchForm
 
 
 def compare_pooling(

@@ -13,11 +13,9 @@ from typing import Any
 import gradio as gr
 
 from ctxir.app import explain_tab, pooling, uploads, what_moved
-from ctxir.app.models import AppModels
 from ctxir.app.search import search
+from ctxir.app.search_form import SearchForm, search_form
 from ctxir.app.ui import Ui, column_widths, frame, gpu, guard, show, tab_intro
-from ctxir.rerank.registry import DEFAULT_RERANK_MODE, RERANKERS, search_rerankers
-from ctxir.retrieval.registry import DEFAULT_FIRST_STAGE, FIRST_STAGES
 
 # ---------------------------------------------------------------- shown in the page
 
@@ -42,16 +40,6 @@ def results_table(rows: list[dict], first_stage: str) -> list[dict]:
         "text",
     ]
     return [{key: row[key] for key in order if key in row and key not in drop} for row in rows]
-
-
-def reranker_info(models: AppModels) -> str:
-    """The re-ranker choice's note: the kinds this app could not load (not offered), or '' when all are."""
-    missing = [
-        kind.label
-        for name, kind in RERANKERS.items()
-        if name not in models.rerankers and name in search_rerankers(RERANKERS)
-    ]
-    return f"not loaded: {', '.join(missing)} (the top of the page says why)" if missing else ""
 
 
 def result_cards(hits: list[dict], first_stage: str) -> str:
@@ -86,30 +74,10 @@ CARD_CLICK = (
 # ---------------------------------------------------------------- UI
 
 
-# The tab is built in named steps: each panel (``search_form``, ``results_panel`` here; ``panel`` of what_moved,
-# pooling and uploads) lays out one part of the page (inside the open gr.Tab) and returns its components; each wire
+# The tab is built in named steps: each panel (``search_form`` in search_form.py, ``results_panel`` here; ``panel``
+# of what_moved, pooling and uploads) lays out one part of the page (inside the open gr.Tab) and returns its components; each wire
 # (``wire_*`` here, ``wire`` there) binds one feature's events. build() calls them in page order, so the components
 # and the events keep the order they always had (the API's endpoints and Gradio's ids follow it).
-
-
-@dataclass
-class SearchForm:
-    """The query and the choices every search feature reads."""
-
-    query: Any
-    corpus: Any
-    first_stage: Any
-    reranker: Any
-    mode: Any
-    k: Any
-    depth: Any
-    button: Any
-    examples: Any  # the column of example queries, shown for the startup corpus only
-
-    @property
-    def inputs(self) -> list:
-        # /search's inputs: mode goes last, after these, so that old API clients may leave it out
-        return [self.query, self.corpus, self.first_stage, self.reranker, self.k, self.depth]
 
 
 @dataclass
@@ -153,86 +121,6 @@ def build(ui: Ui) -> None:
         queue=False,
         api_visibility="private",
     )
-
-
-def search_form(ui: Ui) -> SearchForm:
-    state, cfg = ui.state, ui.config
-    with gr.Row(equal_height=True):
-        query = gr.Textbox(
-            label="Query",
-            value=state.examples[0] if state.examples else "",
-            scale=4,
-            min_width=240,
-            placeholder="type a question, e.g. how do bats find insects at night",
-            elem_id="search-query",
-        )
-        corpus = gr.Dropdown(
-            state.public_names,
-            value=state.default_corpus,
-            label="Corpus",
-            allow_custom_value=True,
-            scale=1,
-            min_width=160,
-        )
-    with gr.Row():
-        # every registered first stage: the values Gradio lets /search pass (it refuses any other)
-        first_stage = gr.Radio(
-            [(kind.label, name) for name, kind in FIRST_STAGES.items()],
-            value=DEFAULT_FIRST_STAGE,
-            label="First stage",
-            min_width=200,
-        )
-        # only the re-rankers loaded in this app are offered; the info line names the others and the top of the
-        # page says why they are missing
-        reranker = explain_tab.refuse_unloaded(
-            gr.Radio(
-                ["none", *search_rerankers(ui.models.loaded)],
-                value="none",
-                label="Re-ranker",
-                min_width=200,
-                elem_id="search-reranker",
-                info=reranker_info(ui.models),
-            ),
-            ui.models,
-        )
-        mode = gr.Radio(
-            [("fused with the first stage", "fused"), ("re-ranker only", "alone")],
-            value=DEFAULT_RERANK_MODE,
-            label="Re-rank mode",
-            min_width=200,
-            elem_id="search-rerank-mode",
-            info="fused: a weak re-ranker cannot push results far below the first stage",
-        )
-        # numbers, not sliders (a slider's box quietly clamps a typed 80 to its maximum), and unbounded here: the
-        # view checks the range with the limit in the label and says what is wrong, to the page and API alike
-        k = gr.Number(
-            10, step=1, label=f"k (1–{cfg.max_k})", info="results shown", min_width=140, elem_id="search-k"
-        )
-        depth = gr.Number(
-            cfg.rerank_depth,
-            step=1,
-            label=f"depth (1–{cfg.max_rerank_depth})",
-            info="candidates re-ranked",
-            min_width=140,
-            elem_id="search-depth",
-        )
-    button = gr.Button("Search", variant="primary", elem_id="search-button")
-    with gr.Column(visible=bool(state.examples)) as examples:
-        if state.examples:
-            # a choice that fills the query box, not gr.Examples, which cuts each query at 60 characters
-            # ("… from washing aw...") however wide the page is
-            example_pick = gr.Radio(
-                list(state.examples),
-                value=None,
-                elem_id="search-examples",
-                label=f"Example queries for {state.default_corpus} (click one to use it)",
-            )
-
-            def pick_example(evt: gr.SelectData):
-                return evt.value
-
-            example_pick.select(pick_example, None, [query], queue=False, api_visibility="private")
-    return SearchForm(query, corpus, first_stage, reranker, mode, k, depth, button, examples)
 
 
 def results_panel(ui: Ui) -> ResultsPanel:

@@ -11,7 +11,7 @@ import gradio as gr
 import numpy as np
 
 from ctxir.app import figures
-from ctxir.app.models import BI_ENCODER, POOLINGS, check_layer, inspect_input
+from ctxir.app.models import BI_ENCODER, POOLINGS, check_layer
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import cls_warnings, display_text, md_literal, split_lines
 from ctxir.app.ui import Ui, cleared, exports, gpu, guard, lines, show, warn
@@ -29,7 +29,9 @@ def layer_similarity(
     cfg = state.config
     items = split_lines(sentences, "sentences", cfg.max_sentences, cfg.max_text_chars, min_items=2)
     word = check_text(word, "word", 50)
-    internals = [inspect_input(state, model, s) for s in items]
+    internals = [
+        state.models.inspect_input(model, s, max_tokens=state.config.max_inspect_tokens) for s in items
+    ]
     word_vecs = []
     for i, item in enumerate(internals, 1):
         try:

@@ -22,7 +22,7 @@ from ctxir.app.upload_store import Owner
 from ctxir.types import CtxirError
 
 if TYPE_CHECKING:
-    from ctxir.app.search_tab import SearchForm
+    from ctxir.app.search_form import SearchForm
 
 
 def upload_corpus(

@@ -26,7 +26,7 @@ from ctxir.types import CtxirError, doc_text
 if TYPE_CHECKING:
     import plotly.graph_objects as go
 
-    from ctxir.app.search_tab import SearchForm
+    from ctxir.app.search_form import SearchForm
 
 # the what-moved table (what_moved's rows) before its two word columns, drove_it and against_it
 MOVED_COLUMNS = [

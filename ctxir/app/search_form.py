@@ -1,0 +1,125 @@
+"""The Search tab's query form: the query and the choices every search feature reads (``SearchForm``), laid out by
+``search_form``. The tab and each of its panels (what moved, pooling, uploads) wire their events to it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import gradio as gr
+
+from ctxir.app import explain_tab
+from ctxir.app.models import AppModels
+from ctxir.app.ui import Ui
+from ctxir.rerank.registry import DEFAULT_RERANK_MODE, RERANKERS, search_rerankers
+from ctxir.retrieval.registry import DEFAULT_FIRST_STAGE, FIRST_STAGES
+
+
+@dataclass
+class SearchForm:
+    """The query and the choices every search feature reads."""
+
+    query: Any
+    corpus: Any
+    first_stage: Any
+    reranker: Any
+    mode: Any
+    k: Any
+    depth: Any
+    button: Any
+    examples: Any  # the column of example queries, shown for the startup corpus only
+
+    @property
+    def inputs(self) -> list:
+        # /search's inputs: mode goes last, after these, so that old API clients may leave it out
+        return [self.query, self.corpus, self.first_stage, self.reranker, self.k, self.depth]
+
+
+def reranker_info(models: AppModels) -> str:
+    """The re-ranker choice's note: the kinds this app could not load (not offered), or '' when all are."""
+    missing = [
+        kind.label
+        for name, kind in RERANKERS.items()
+        if name not in models.rerankers and name in search_rerankers(RERANKERS)
+    ]
+    return f"not loaded: {', '.join(missing)} (the top of the page says why)" if missing else ""
+
+
+def search_form(ui: Ui) -> SearchForm:
+    state, cfg = ui.state, ui.config
+    with gr.Row(equal_height=True):
+        query = gr.Textbox(
+            label="Query",
+            value=state.examples[0] if state.examples else "",
+            scale=4,
+            min_width=240,
+            placeholder="type a question, e.g. how do bats find insects at night",
+            elem_id="search-query",
+        )
+        corpus = gr.Dropdown(
+            state.public_names,
+            value=state.default_corpus,
+            label="Corpus",
+            allow_custom_value=True,
+            scale=1,
+            min_width=160,
+        )
+    with gr.Row():
+        # every registered first stage: the values Gradio lets /search pass (it refuses any other)
+        first_stage = gr.Radio(
+            [(kind.label, name) for name, kind in FIRST_STAGES.items()],
+            value=DEFAULT_FIRST_STAGE,
+            label="First stage",
+            min_width=200,
+        )
+        # only the re-rankers loaded in this app are offered; the info line names the others and the top of the
+        # page says why they are missing
+        reranker = explain_tab.refuse_unloaded(
+            gr.Radio(
+                ["none", *search_rerankers(ui.models.loaded)],
+                value="none",
+                label="Re-ranker",
+                min_width=200,
+                elem_id="search-reranker",
+                info=reranker_info(ui.models),
+            ),
+            ui.models,
+        )
+        mode = gr.Radio(
+            [("fused with the first stage", "fused"), ("re-ranker only", "alone")],
+            value=DEFAULT_RERANK_MODE,
+            label="Re-rank mode",
+            min_width=200,
+            elem_id="search-rerank-mode",
+            info="fused: a weak re-ranker cannot push results far below the first stage",
+        )
+        # numbers, not sliders (a slider's box quietly clamps a typed 80 to its maximum), and unbounded here: the
+        # view checks the range with the limit in the label and says what is wrong, to the page and API alike
+        k = gr.Number(
+            10, step=1, label=f"k (1–{cfg.max_k})", info="results shown", min_width=140, elem_id="search-k"
+        )
+        depth = gr.Number(
+            cfg.rerank_depth,
+            step=1,
+            label=f"depth (1–{cfg.max_rerank_depth})",
+            info="candidates re-ranked",
+            min_width=140,
+            elem_id="search-depth",
+        )
+    button = gr.Button("Search", variant="primary", elem_id="search-button")
+    with gr.Column(visible=bool(state.examples)) as examples:
+        if state.examples:
+            # a choice that fills the query box, not gr.Examples, which cuts each query at 60 characters
+            # ("… from washing aw...") however wide the page is
+            example_pick = gr.Radio(
+                list(state.examples),
+                value=None,
+                elem_id="search-examples",
+                label=f"Example queries for {state.default_corpus} (click one to use it)",
+            )
+
+            def pick_example(evt: gr.SelectData):
+                return evt.value
+
+            example_pick.select(pick_example, None, [query], queue=False, api_visibility="private")
+    return SearchForm(query, corpus, first_stage, reranker, mode, k, depth, button, examples)
