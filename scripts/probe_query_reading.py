@@ -48,8 +48,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from ctxir import kinds
     from ctxir.rerank.registry import load_reranker
-    from training.evaluate_reranker import EvaluateRerankerArgs, _score, dev_claims
+    from training.evaluate_reranker import EvaluateRerankerArgs, dev_claims
     from training.fusion_choice import dev_ndcg
+    from training.shared_scores import score_candidates
 
     torch.set_num_threads(1)
     # 1. the dev part (its own corpus, queries, qrels) and BM25's top 20
@@ -77,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     model.predict = read
     # 3. score and report
     start = time.perf_counter()
-    scored = _score(ranker, queries, first, corpus, f"{args.part}, reading {args.reading}")
+    scored = score_candidates(ranker, queries, first, corpus, f"{args.part}, reading {args.reading}")
     run = {q: dict(scored[q]) for q in queries}
     print(
         json.dumps(

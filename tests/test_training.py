@@ -1035,7 +1035,7 @@ def test_scores_dir_resumes_shares_and_refuses_another_models_scores(tmp_path):
     import threading
 
     from ctxir.types import Hit
-    from training import evaluate_reranker as er
+    from training import shared_scores
 
     class Counting:  # a re-ranker that records what it scores
         def __init__(self):
@@ -1049,17 +1049,20 @@ def test_scores_dir_resumes_shares_and_refuses_another_models_scores(tmp_path):
     first = {q: [Hit("d1", 2.0), Hit("doc2", 1.0)] for q in queries}
     stamp = {"weights_sha256": "x", "passages": None}
     reranker = Counting()
-    scored = er._score(reranker, queries, first, {}, "test top 2", str(tmp_path), stamp)
+    scored = shared_scores.score_candidates(reranker, queries, first, {}, "test top 2", str(tmp_path), stamp)
     assert scored["q2"] == {"d1": 4.0, "doc2": 6.0} and reranker.calls == ["a", "bb", "ccc"]
     # 1. a second run reuses every kept score
     again = Counting()
     assert (
-        er._score(again, queries, first, {}, "test top 2", str(tmp_path), stamp) == scored
+        shared_scores.score_candidates(again, queries, first, {}, "test top 2", str(tmp_path), stamp)
+        == scored
         and again.calls == []
     )
     # 2. other candidates for a query are scored afresh
     changed = {**first, "q1": [Hit("d9", 1.0)]}
-    assert er._score(again, queries, changed, {}, "test top 2", str(tmp_path), stamp)["q1"] == {"d9": 3.0}
+    assert shared_scores.score_candidates(again, queries, changed, {}, "test top 2", str(tmp_path), stamp)[
+        "q1"
+    ] == {"d9": 3.0}
     assert again.calls == ["a"]
     # 3. a query claimed by a live process is waited for; one claimed by a dead process is taken over
     store_dir = tmp_path / "test-top-2"
@@ -1070,12 +1073,14 @@ def test_scores_dir_resumes_shares_and_refuses_another_models_scores(tmp_path):
     dead.wait()
     (store_dir / "q2.claim").write_text(str(live.pid))
     (store_dir / "q3.claim").write_text(str(dead.pid))
-    other = er.ScoreStore(tmp_path, stamp, "test top 2")
+    other = shared_scores.ScoreStore(tmp_path, stamp, "test top 2")
     finisher = threading.Timer(0.5, other.put, ("q2", ["d1", "doc2"], {"d1": 40.0, "doc2": 60.0}))
     finisher.start()
     try:
         third = Counting()
-        result = er._score(third, queries, changed, {}, "test top 2", str(tmp_path), stamp)
+        result = shared_scores.score_candidates(
+            third, queries, changed, {}, "test top 2", str(tmp_path), stamp
+        )
     finally:
         finisher.join()
         live.kill()
@@ -1083,11 +1088,11 @@ def test_scores_dir_resumes_shares_and_refuses_another_models_scores(tmp_path):
     assert not list(store_dir.glob("*.claim"))
     # 4. another model's scores are never mixed in
     with pytest.raises(CtxirError, match="another model"):
-        er._score(
+        shared_scores.score_candidates(
             Counting(), queries, first, {}, "test top 2", str(tmp_path), {**stamp, "weights_sha256": "y"}
         )
-    assert er.model_stamp(tmp_path, Counting()) == {
-        "weights_sha256": er.model_stamp(tmp_path / "none", None)["weights_sha256"],
+    assert shared_scores.model_stamp(tmp_path, Counting()) == {
+        "weights_sha256": shared_scores.model_stamp(tmp_path / "none", None)["weights_sha256"],
         "passages": None,
     }  # a folder without weights: the empty digest
 
