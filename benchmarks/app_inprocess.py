@@ -98,9 +98,7 @@ def unrounded_head_view_bytes(state, text: str, layers: int) -> int:
     import torch
     from bertviz import head_view
 
-    from ctxir.app.models import inspect_input
-
-    internals = inspect_input(state, "bi-encoder", text, max_tokens=state.config.max_attention_tokens)
+    internals = state.models.inspect_input("bi-encoder", text, max_tokens=state.config.max_attention_tokens)
     attention = [torch.from_numpy(a).unsqueeze(0) for a in internals.attentions]
     return len(
         head_view(
