@@ -110,6 +110,23 @@ def tiny_bert_dir(tmp_path_factory) -> Path:
     return testing.save_tiny_bert(tmp_path_factory.mktemp("tiny-bert"), TINY_VOCAB)
 
 
+@pytest.fixture
+def term_match_cross_encoder(tiny_bert_dir):
+    """A cross-encoder of the shipped shape over the tiny BERT: a top-layers body and a segment-cosine head whose
+    term-match term is live (exact-match weight 3, near-match bands 0.5 and -0.5), its score a raw logit."""
+    import torch
+    from sentence_transformers import CrossEncoder
+
+    from ctxir.encoders.heads import SegmentCosineHead, TopLayersTransformer
+
+    body = TopLayersTransformer(str(tiny_bert_dir), transformer_task="feature-extraction")
+    body.model.config.num_labels = 1
+    head = SegmentCosineHead(32, term_match=True)
+    with torch.no_grad():
+        head.term_linear.weight.copy_(torch.tensor([[3.0, 0.5, 0.0, 0.0, -0.5]]))
+    return CrossEncoder(modules=[body, head], device="cpu", activation_fn=torch.nn.Identity())
+
+
 @pytest.fixture(scope="session")
 def training_argv():
     """``training_argv(model, data_dir, output_dir, max_steps=2, ...)``: a training script's command line on the CPU

@@ -207,19 +207,15 @@ def test_minilm_cross_encoder_ig_is_complete_at_default_steps(minilm_path):
     assert result["completeness_error"] <= COMPLETENESS_TOLERANCE
 
 
-def test_a_term_match_head_is_explained_completely_with_its_matches_per_query_token(tiny_bert_dir):
+def test_a_term_match_head_is_explained_completely_with_its_matches_per_query_token(term_match_cross_encoder):
     """A head that reads token ids (the term-match term) still gets complete Integrated Gradients: that part stays in
     the baseline score, and ``term_match`` splits it exactly over the query tokens, the shared word first."""
     from sentence_transformers import CrossEncoder
 
-    from ctxir.encoders.heads import SegmentCosineHead, TopLayersTransformer
+    from ctxir.encoders.heads import SegmentCosineHead
 
-    body = TopLayersTransformer(str(tiny_bert_dir), transformer_task="feature-extraction")
-    body.model.config.num_labels = 1
-    head = SegmentCosineHead(32, term_match=True)
-    with torch.no_grad():
-        head.term_linear.weight.copy_(torch.tensor([[3.0, 0.5, 0.0, 0.0, -0.5]]))
-    model = CrossEncoder(modules=[body, head], device="cpu", activation_fn=torch.nn.Identity())
+    model = term_match_cross_encoder
+    body, head = model[0], model[1]
     query, document = "otters river", "otters dig dens by the bank"
     result = explain_cross_encoder(model, query, document, max_steps=DEFAULT_IG_STEPS, attention=False)
     _check_ig(result, CrossEncoderReranker(model).score_pairs(query, [document])[0])

@@ -283,21 +283,14 @@ def test_layers_trained_over_another_base_are_refused(saved, tmp_path):
         models.load_cross_encoder(str(folder), "cpu")
 
 
-def test_the_lexical_probe_splits_each_windows_score_exactly_and_in_order(tiny_bert_dir):
+def test_the_lexical_probe_splits_each_windows_score_exactly_and_in_order(term_match_cross_encoder):
     """scripts/probe_lexical_channel.py: each window's cosine part plus its query tokens' term-match shares is the
     score the re-ranker gives that window, window by window in the order given (predict sorts pairs by length; the
     probe must not), and the shares sit on query tokens only."""
-    from sentence_transformers import CrossEncoder
-
     from ctxir.rerank import CrossEncoderReranker
     from scripts.probe_lexical_channel import window_parts
 
-    body = TopLayersTransformer(str(tiny_bert_dir), transformer_task="feature-extraction")
-    body.model.config.num_labels = 1
-    head = SegmentCosineHead(32, term_match=True)
-    with torch.no_grad():
-        head.term_linear.weight.copy_(torch.tensor([[3.0, 0.5, 0.0, 0.0, -0.5]]))
-    model = CrossEncoder(modules=[body, head], device="cpu", activation_fn=torch.nn.Identity())
+    model = term_match_cross_encoder
     query = "otters river"
     windows = ["otters dig dens by the river bank in spring and summer", "tea", "river otters", "a b c d e"]
     parts = window_parts(model, query, windows, batch_size=3)  # two batches, lengths out of order
