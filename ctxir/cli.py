@@ -49,12 +49,8 @@ def parse_args(
 
     A field ``recipe`` of ``args_class`` keeps the path as given (metrics.json "config" records it).
     """
-    from transformers import HfArgumentParser
-
-    parser = HfArgumentParser(args_class)
+    parser = build_parser(args_class)
     spellings = flag_spellings(args_class)
-    if "recipe" not in spellings:
-        parser.add_argument("--recipe", default="", help=RECIPE_HELP)
     argv = list(sys.argv[1:] if argv is None else argv)
     recipe = recipe_path(argv)
     if recipe is not None:
@@ -67,6 +63,40 @@ def parse_args(
         raise CtxirError(
             f"{reason} (a flag's or the recipe's value): fix it; --help lists the flags"
         ) from None
+
+
+def build_parser(args_class: type):
+    """``args_class``'s HfArgumentParser (plus ``--recipe``), whose --help and usage show each flag once.
+
+    HfArgumentParser gives a field ``top_k`` two option strings, ``--top_k`` and ``--top-k`` (and a Trainer field
+    its aliases too), which --help lists side by side. The parser keeps accepting every spelling (argparse looks
+    flags up in its own table, filled when each was added); only what --help shows is cut to ``flag_names``'s
+    spelling (``--no-`` + it for a boolean's complement) and any one-letter option.
+    """
+    from transformers import HfArgumentParser
+
+    parser = HfArgumentParser(args_class)
+    if "recipe" not in flag_spellings(args_class):
+        parser.add_argument("--recipe", default="", help=RECIPE_HELP)
+    shown = flag_names(args_class)
+    for action in parser._actions:
+        longs = [o for o in action.option_strings if o.startswith("--")]
+        if len(longs) < 2:
+            continue
+        negated = all(o.startswith("--no") and o not in _long_options(action.dest) for o in longs)
+        name = shown.get(action.dest, action.dest.replace("_", "-"))
+        keep = f"--no-{name}" if negated and f"--no-{name}" in longs else f"--{name}"
+        if keep not in longs:  # a spelling flag_names does not know: the dashed one HfArgumentParser added
+            keep = next((o for o in longs if "_" not in o), longs[0])
+        action.option_strings = [o for o in action.option_strings if not o.startswith("--")] + [keep]
+    parser.epilog = (
+        "Each flag also takes underscores for its dashes (--a_flag for --a-flag), as a recipe's keys do."
+    )
+    return parser
+
+
+def _long_options(name: str) -> set[str]:
+    return {f"--{name}", f"--{name.replace('_', '-')}"}
 
 
 def flag_names(args_class: type) -> dict[str, str]:
