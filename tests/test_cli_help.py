@@ -5,8 +5,10 @@ import sys
 
 import pytest
 
-# every command a user types after `ctxir` (ctxir.cli.COMMANDS; hub has two of its own)
-COMMANDS = ["evaluate", "compare", "report", "classify", "hub push", "hub validate"]
+from ctxir.cli import COMMANDS as TOP
+
+# every command a user types after `ctxir` (hub has two of its own)
+COMMANDS = [name for name in TOP if name != "hub"] + ["hub push", "hub validate"]
 
 
 def _help(command: str, monkeypatch, capsys) -> str:
