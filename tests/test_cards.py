@@ -93,10 +93,13 @@ def test_rendered_card_body_has_every_section_and_the_run_facts(model_type, metr
         assert fact in text, fact
     # evaluation table: each row next to its anchor
     assert re.search(
-        r"\| nDCG@10 \| dense exact \| 0\.6451 \| \*\*0\.6837\*\* \| \+0\.0386 \| 0\.6650 \| BEIR BM25 \|",
+        r"\| nDCG@10 \| dense exact \| 300 \(all\) \| 0\.6451 \| \*\*0\.6837\*\* \| \+0\.0386 \| 0\.6650 \| "
+        r"BEIR BM25; over bm25 top 100; 300 queries; source: Thakur et al\. 2021 \(BEIR\), Table 2 \|",
         text,
     )
-    assert re.search(r"\| spearman \| cosine \| 0\.8203 \| \*\*0\.8101\*\* \| -0\.0102 \| – \| – \|", text)
+    assert re.search(
+        r"\| spearman \| cosine \| – \| 0\.8203 \| \*\*0\.8101\*\* \| -0\.0102 \| – \| – \|", text
+    )
     assert "Commercial use is not allowed" in text and "commercial use (see [License]" in text
     assert "@inproceedings{wadden-etal-2020-fact" in text and "@inproceedings{thakur2021beir" in text
     assert "{{" not in text and "{%" not in text  # every template variable was filled
@@ -289,7 +292,7 @@ def test_check_card_refuses_hand_edits(tmp_path, metrics_record):
     ):
         check_card(readme, metrics)
 
-    readme.write_text(original.replace("license: cc-by-nc-2.0\n", ""))
+    readme.write_text(re.sub(r"^license: cc-by-nc-2\.0\n", "", original, flags=re.M))  # the top-level one
     with pytest.raises(CtxirError, match=r"no license"):
         check_card(readme, metrics)
 
@@ -374,3 +377,164 @@ def test_similarity_trained_models_are_not_sold_as_retrievers_and_integer_metric
     assert "**1379.0000**" in card.text
     check_card(tmp_path / "README.md", metrics)
     assert "re-ranking the top 10–100" in render("cross-encoder", metrics_record("cross-encoder")).text
+
+
+def test_card_check_refuses_a_subset_figure_beside_a_full_set_anchor(tmp_path, metrics_record):
+    """The 0.8926 case: a re-ranker's first 50 test queries (easy ones) shown beside an anchor measured on all 300
+    queries at another depth. Neither the rows nor a card rendered from them may be published."""
+    from ctxir.publish.card_check import row_problems
+
+    metrics = metrics_record("cross-encoder")
+    metrics["evaluations"].insert(
+        0,
+        {
+            "dataset": "scifact",
+            "split": "test",
+            "task": "reranking",
+            "metric": "nDCG@10",
+            "before": 0.8081,
+            "after": 0.8926,
+            "anchor": 0.688,
+            "anchor_name": "BEIR BM25 + cross-encoder (ms-marco-MiniLM-L6)",
+            "anchor_source": "Thakur et al. 2021 (BEIR), Table 2",
+            "anchor_queries": 300,
+            "anchor_first_stage": "bm25",
+            "anchor_depth": 100,
+            "config": "rerank BM25 top-20, 50 queries",
+            "queries": 50,
+            "subset": "the first 50 SciFact test queries",
+            "first_stage": "bm25",
+            "depth": 20,
+        },
+    )
+    problems = "; ".join(row_problems(metrics))
+    assert "on queries 50 but its anchor 0.688" in problems and "on queries 300" in problems
+    assert "on depth 20 but its anchor 0.688" in problems
+    # it led the card: a figure on part of the test set may not be the one the Hub shows
+    assert "the lead figure nDCG@10 = 0.8926" in problems
+    render("cross-encoder", metrics, tmp_path)
+    with pytest.raises(CtxirError, match=r"0\.8926 .* is on queries 50 but its anchor 0\.688"):
+        check_card(tmp_path / "README.md", metrics)
+
+    # written as the old training rows were (no query count): refused too, the anchor cannot be held to anything
+    old_style = copy.deepcopy(metrics)
+    for k in ("queries", "subset", "depth", "first_stage", "anchor_queries", "anchor_source"):
+        old_style["evaluations"][0].pop(k)
+    problems = "; ".join(row_problems(old_style))
+    assert "cites no anchor_source, anchor_queries" in problems
+    assert "has an anchor but states no queries" in problems
+    # a part with nothing to compare it to, or not saying which part it is
+    bare = copy.deepcopy(metrics)
+    bare["evaluations"][0].update(before=None, anchor=None)
+    bare["evaluations"][0].pop("subset")
+    problems = "; ".join(row_problems(bare))
+    assert "covers 50 of 300 queries but names no subset" in problems
+    assert "covers a subset but has no before" in problems
+
+
+def test_the_card_leads_with_the_headline_and_the_check_holds_it_there(tmp_path, metrics_record):
+    metrics = metrics_record("cross-encoder")
+    metrics["evaluations"][1]["headline"] = True
+    render("cross-encoder", metrics, tmp_path)
+    meta = metadata_load(tmp_path / "README.md")
+    first = meta["model-index"][0]["results"][0]["metrics"][0]
+    assert first["value"] == 0.6912 and check_card(tmp_path / "README.md", metrics) == meta
+    moved = copy.deepcopy(metrics)
+    moved["evaluations"][1]["headline"] = False
+    moved["evaluations"][0]["headline"] = True
+    with pytest.raises(CtxirError, match=r"model-index leads with 'nDCG@10 \(rerank BM25 top-100\)'"):
+        check_card(tmp_path / "README.md", moved)
+    two = copy.deepcopy(metrics)
+    two["evaluations"][0]["headline"] = True
+    with pytest.raises(CtxirError, match="more than one evaluation has headline"):
+        validate_metrics(two)
+
+
+def test_each_training_source_keeps_its_own_terms_in_the_metadata(tmp_path, metrics_record):
+    metrics = metrics_record(
+        "cross-encoder",
+        train=(("scifact", "CC BY-NC 2.0"), ("squad", "CC BY-SA 4.0"), ("msmarco", "MS MARCO")),
+    )
+    render("cross-encoder", metrics, tmp_path)
+    meta = metadata_load(tmp_path / "README.md")
+    assert [(d["dataset"], d["license"]) for d in meta["data_licenses"]] == [
+        ("SciFact (BEIR)", "cc-by-nc-2.0"),
+        ("SQuAD v1.1 (questions → their Wikipedia paragraphs)", "cc-by-sa-4.0"),
+        ("MS MARCO (passage sample)", "ms-marco-terms"),
+    ]
+    readme = tmp_path / "README.md"
+    readme.write_text(readme.read_text().replace("license: cc-by-sa-4.0", "license: cc-by-4.0"))
+    with pytest.raises(CtxirError, match="data_licenses is"):
+        check_card(readme, metrics)
+
+
+def test_the_shipped_cards_pass_the_card_check_and_lead_with_the_full_test_default_mode():
+    """What `ctxir hub push` would publish for each shipped model: its card agrees with its metrics.json and its
+    rows mislead nowhere; the Hub's first figure is SciFact test, all 300 queries, the default (fused) mode over
+    BM25's top 20 (the cross-encoder 0.7234, not the 50-query 0.8926; CLS-LR a ranking figure, not F1)."""
+    from ctxir.encoders.models import (
+        DEFAULT_BI_ENCODER,
+        SHIPPED_CLS_LR,
+        SHIPPED_CROSS_ENCODER,
+        SHIPPED_MODELS,
+        SHIPPED_STS_CROSS_ENCODER,
+    )
+    from ctxir.publish.metrics_file import load_metrics
+    from ctxir.publish.model_folder import base_model_license
+
+    leads = {}
+    for name in (SHIPPED_CROSS_ENCODER, SHIPPED_CLS_LR, SHIPPED_STS_CROSS_ENCODER):
+        folder = SHIPPED_MODELS[name]
+        metrics = load_metrics(folder)
+        metrics["model_name"] = name.split("/")[
+            -1
+        ]  # as training/ship.py's write_card names the shipped model
+        meta = check_card(folder / "README.md", metrics, base_model_license(DEFAULT_BI_ENCODER))
+        first = meta["model-index"][0]["results"][0]
+        lead = next(e for e in metrics["evaluations"] if e.get("headline"))
+        assert first["metrics"][0]["value"] == lead["after"] and not lead.get("subset")
+        leads[name] = (first["dataset"]["split"], first["metrics"][0]["type"], lead)
+    split, metric, lead = leads[SHIPPED_CROSS_ENCODER]
+    assert (split, metric, lead["queries"], lead["first_stage"], lead["depth"]) == (
+        "test",
+        "ndcg_at_10",
+        300,
+        "bm25",
+        20,
+    )
+    assert "default" in lead["config"]
+    split, metric, lead = leads[SHIPPED_CLS_LR]
+    assert (split, metric, lead["queries"]) == ("test", "ndcg_at_10", 300)
+    card = (SHIPPED_MODELS[SHIPPED_CROSS_ENCODER] / "README.md").read_text()
+    # MS MARCO is trained-on data (triples), so the suite may not call it new; Medline, NPL, LISA are new
+    assert "MS MARCO (passage sample) sample (it trained on MS MARCO (passage sample) train triples)" in card
+    assert "never trained on\n(ctxir's demo corpus demo, Medline test, NPL test, LISA test)" in card
+    # passages.json's dev figures are stage 5's: the card says whose
+    assert "measured with stage 5's weights" in card
+    # the hybrid's default keeps the hybrid's order: the card says so instead of "fused (RRF)"
+    assert (
+        "hybrid top 20, default: hybrid's order kept, only its ties re-ordered (RRF 1000 : 1; 8 of 300"
+        in card
+    )
+
+
+def test_licenses_md_states_each_shipped_models_terms_from_its_metrics():
+    """ctxir/assets/models/LICENSES.md is what ctxir.publish.weights_terms renders from the shipped metrics.json
+    files (`python scripts/shipped_cards.py` writes it): the weights' terms, apart from the code's Apache-2.0."""
+    from ctxir.encoders.models import ASSETS_MODELS, DEFAULT_BI_ENCODER, SHIPPED_MODELS
+    from ctxir.publish.model_folder import base_model_license
+    from ctxir.publish.weights_terms import LICENSES_FILE, weights_terms_markdown
+
+    order = ("cross-encoder", "cls-lr", "sts-cross-encoder")
+    models = sorted(SHIPPED_MODELS.items(), key=lambda kv: order.index(kv[1].name))
+    expected = weights_terms_markdown(
+        [(name, folder, base_model_license(DEFAULT_BI_ENCODER)) for name, folder in models]
+    )
+    text = (ASSETS_MODELS / LICENSES_FILE).read_text()
+    assert text == expected, "run python scripts/shipped_cards.py"
+    assert (
+        "Apache-2.0" in text
+        and "CC BY-NC 2.0" in text
+        and "CC BY-SA 4.0" in text
+        and "MS MARCO terms" in text
+    )

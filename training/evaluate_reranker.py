@@ -713,6 +713,8 @@ def choose_settings(reranker, folder: Path, args: EvaluateRerankerArgs) -> None:
                 f"{type(reranker).__name__}: drop the flag"
             )
         passages_record, scored = choose_passages(reranker, args, dev)
+        # its dev figures are this model's; a later stage that copies the file must not pass them off as its own
+        passages_record["measured_with"] = str(folder)
         write_json(folder / PASSAGES_FILE, passages_record)
         print(
             f"passages: {passages_record['method']} (dev nDCG@10 alone: first {passages_record['dev']['first']}, "
@@ -758,27 +760,65 @@ def record_head(reranker, folder: Path, fusion_record: dict, output: Path) -> di
 
 
 def evaluation_rows(result: dict) -> list[dict]:
-    """metrics.json evaluation rows (before = the first stage alone) for every figure of an evaluation.json."""
+    """metrics.json evaluation rows (before = the first stage alone) for every figure of an evaluation.json.
+
+    Each row states what it covers (``queries``, ``first_stage``, ``depth``; ``subset`` for the seen/unseen claims)
+    so the card check can hold anchors to the same queries and depth. The fused row of a first stage whose fusion
+    keeps the first stage's order (RRF at ``TIE_BREAK_WEIGHT``) says that it only orders that stage's ties, and how
+    many queries that changed. SciFact test, all claims, BM25's top 20, the default (fused) mode is the card's
+    ``headline``: the figure the Hub shows first.
+    """
+    from ctxir.rerank.stage_fusion import TIE_BREAK_WEIGHT
+
+    fusion = result.get("fusion") or {}
     rows = []
     for key, (dataset, split) in COLLECTION_NAMES.items():
         for first_stage, value in (result.get(key) or {}).items():
             if not isinstance(value, dict):
                 continue
+            stage, _, depth = first_stage.partition("@")
+            weights = ((fusion.get("first_stages") or {}).get(stage) or {}).get("weights") or fusion.get(
+                "weights"
+            )
+            ties_only = bool(weights) and weights[0] >= TIE_BREAK_WEIGHT * weights[1]
             for part, s in value.items() if key == "scifact_test" else [("all", value)]:
                 for mode in ("alone", "fused"):
-                    label = {"alone": "re-ranker alone", "fused": "fused with the first stage (RRF)"}[mode]
-                    where = "" if part == "all" else f", {part}-abstract claims ({s['queries']})"
-                    rows.append(
-                        evaluation_row(
-                            dataset,
-                            split,
-                            "reranking",
-                            "nDCG@10",
-                            s["first_stage"]["nDCG@10"],
-                            s[mode]["nDCG@10"],
-                            config=f"{first_stage.replace('@', ' top ')}{where}, {label}",
+                    label = "re-ranker alone"
+                    if mode == "fused" and ties_only:
+                        changed = s.get("fused_vs_first_stage") or {}
+                        label = (
+                            f"default: {stage}'s order kept, only its ties re-ordered (RRF {weights[0]:g} : "
                         )
+                        label += f"{weights[1]:g}"
+                        if {"wins", "losses"} <= changed.keys():
+                            label += (
+                                f"; {changed['wins'] + changed['losses']} of {s['queries']} queries changed"
+                            )
+                        label += ")"
+                    elif mode == "fused" and weights:
+                        label = f"default: fused with the first stage (RRF {weights[0]:g} : {weights[1]:g})"
+                    elif mode == "fused":
+                        label = "fused with the first stage (RRF)"
+                    where = "" if part == "all" else f", {part}-abstract claims ({s['queries']})"
+                    row = evaluation_row(
+                        dataset,
+                        split,
+                        "reranking",
+                        "nDCG@10",
+                        s["first_stage"]["nDCG@10"],
+                        s[mode]["nDCG@10"],
+                        config=f"{first_stage.replace('@', ' top ')}{where}, {label}",
                     )
+                    row.update(
+                        queries=s.get("queries"), first_stage=stage, depth=int(depth) if depth else None
+                    )
+                    if part != "all":
+                        row["subset"] = f"the {s['queries']} test claims whose abstracts " + (
+                            "a training claim cites" if part == "seen" else "no training claim cites"
+                        )
+                    if (key, first_stage, part, mode) == ("scifact_test", "bm25@20", "all", "fused"):
+                        row["headline"] = True
+                    rows.append(row)
     return rows
 
 

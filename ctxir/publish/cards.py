@@ -23,13 +23,26 @@ from pathlib import Path
 from typing import Any
 
 from ctxir.names import looks_like_hub_id
-from ctxir.publish.known_datasets import BEIR_CITATION, SBERT_CITATION, SPLIT_NAMES, DatasetInfo, dataset_info
+from ctxir.publish.known_datasets import (
+    BEIR_CITATION,
+    SBERT_CITATION,
+    SPLIT_NAMES,
+    DatasetInfo,
+    dataset_info,
+    display_name,
+)
 from ctxir.publish.licenses import License, parse_license
-from ctxir.publish.metrics_file import EVAL_TASKS, training_license, validate_metrics
+from ctxir.publish.metrics_file import EVAL_TASKS, data_licenses, training_license, validate_metrics
 from ctxir.publish.model_types import MODEL_TYPES
 from ctxir.types import CtxirError
 
-TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "model_cards"
+# model_cards/ at the checkout's top; an installed wheel carries it as ctxir/model_cards (setup.py)
+_PACKAGED_TEMPLATES = Path(__file__).resolve().parents[1] / "model_cards"
+TEMPLATE_DIR = (
+    _PACKAGED_TEMPLATES
+    if _PACKAGED_TEMPLATES.is_dir()
+    else Path(__file__).resolve().parents[2] / "model_cards"
+)
 TEMPLATES = {name: kind.template for name, kind in MODEL_TYPES.items()}  # model_type → its card template
 
 
@@ -37,13 +50,26 @@ def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", str(text).lower().replace("@", "_at_")).strip("_")
 
 
+def lead_evaluation(metrics: dict) -> dict | None:
+    """The evaluation the card leads with (the Hub shows the first ``model-index`` entry): the one marked
+    ``headline`` (the full test set in the model's default mode), else the first."""
+    rows = metrics["evaluations"]
+    return next((e for e in rows if e.get("headline")), rows[0] if rows else None)
+
+
+def ordered_evaluations(metrics: dict) -> list[dict]:
+    """metrics.json's evaluations, the lead one first, the rest in their order."""
+    lead = lead_evaluation(metrics)
+    return [lead, *(e for e in metrics["evaluations"] if e is not lead)] if lead else []
+
+
 def eval_results(metrics: dict) -> list:
-    """metrics.json ``evaluations`` → huggingface_hub ``EvalResult``s (the card's ``model-index``)."""
+    """metrics.json ``evaluations`` → huggingface_hub ``EvalResult``s (the card's ``model-index``), lead first."""
     # lazy: the Hub client is needed only to download or upload
     from huggingface_hub import EvalResult
 
     out = []
-    for e in metrics["evaluations"]:
+    for e in ordered_evaluations(metrics):
         info = dataset_info(e["dataset"])
         task_type, task_name = EVAL_TASKS[e["task"]]
         out.append(
@@ -51,7 +77,7 @@ def eval_results(metrics: dict) -> list:
                 task_type=task_type,
                 task_name=task_name,
                 dataset_type=info.hub_id if info and info.hub_id else slug(e["dataset"]),
-                dataset_name=info.pretty if info else str(e["dataset"]),
+                dataset_name=info.pretty if info else display_name(e["dataset"]),
                 dataset_split=str(e["split"]),
                 metric_type=slug(e["metric"]),
                 # The evaluated configuration sits in the metric name: one dataset/split can carry several
@@ -117,6 +143,8 @@ def card_data(metrics: dict, inputs: CardInputs):
         metrics=sorted({slug(e["metric"]) for e in metrics["evaluations"]}) or None,
         model_name=metrics["model_name"],
         eval_results=eval_results(metrics) or None,
+        # the Hub's `license` is one id (the combination above); each training source's own terms, for the record
+        data_licenses=data_licenses(metrics),
         **kwargs,
     )
 
@@ -136,25 +164,72 @@ def _base_display(base: str, base_model_id: str | None) -> str:
     return f"{Path(base).name} (a local training output)"
 
 
+def _covers(e: dict) -> str:
+    """The card's "Queries" cell: how many the figure averages, and which when not the whole split."""
+    if e.get("queries") is None:
+        return "–"
+    return f"{e['queries']}" + (f" ({e['subset']})" if e.get("subset") else " (all)")
+
+
+def _anchor_is(e: dict) -> str:
+    """The card's "Anchor is" cell: what the anchor is, where it comes from, what it re-ranked, over how many."""
+    if e.get("anchor") is None:
+        return "–"
+    parts = [e.get("anchor_name") or "unnamed"]
+    if e.get("anchor_first_stage"):
+        parts.append(f"over {e['anchor_first_stage']} top {e.get('anchor_depth') or '?'}")
+    if e.get("anchor_queries"):
+        parts.append(f"{e['anchor_queries']} queries")
+    if e.get("anchor_source"):
+        parts.append(f"source: {e['anchor_source']}")
+    return "; ".join(parts)
+
+
+def _eval_collections(metrics: dict) -> tuple[list[str], list[str]]:
+    """(collections the model was evaluated on that its training data came from, those it never trained on), each
+    named as the card names it; built from metrics.json's datasets, so the card cannot call trained-on data new."""
+    train: dict[str, list[str]] = {}
+    for d in metrics["datasets"]:
+        if d.get("role") == "train":
+            info = dataset_info(d["name"])
+            train.setdefault(info.key if info else str(d["name"]), []).append(str(d["split"]))
+    seen, trained, never = set(), [], []
+    for e in metrics["evaluations"]:
+        if e["task"] not in ("reranking", "retrieval"):
+            continue
+        info = dataset_info(e["dataset"])
+        key = info.key if info else str(e["dataset"])
+        if (key, e["split"]) in seen:
+            continue
+        seen.add((key, e["split"]))
+        name = f"{display_name(e['dataset'])} {e['split']}"
+        if key in train:
+            trained.append(f"{name} (it trained on {display_name(e['dataset'])} {', '.join(train[key])})")
+        else:
+            never.append(name)
+    return trained, never
+
+
 def _template_context(metrics: dict, inputs: CardInputs) -> dict:
     lic, license_reason = training_license(metrics, inputs.base_license)
     training = metrics["training"]
     rows = []
-    for e in metrics["evaluations"]:
+    for e in ordered_evaluations(metrics):
         info = dataset_info(e["dataset"])
         delta = None if e.get("before") is None else e["after"] - e["before"]
         rows.append(
             {
-                "dataset": info.pretty if info else e["dataset"],
+                "dataset": info.pretty if info else display_name(e["dataset"]),
                 "split": e["split"],
                 "task": e["task"],
                 "metric": e["metric"],
                 "config": e.get("config") or "–",
+                "queries": _covers(e),
                 "before": format_number(e.get("before")),
                 "after": format_number(e["after"]),
                 "delta": "–" if delta is None else f"{delta:+.4f}",
                 "anchor": format_number(e.get("anchor")),
-                "anchor_name": e.get("anchor_name") or "–",
+                "anchor_name": _anchor_is(e),
             }
         )
     datasets = []
@@ -192,6 +267,9 @@ def _template_context(metrics: dict, inputs: CardInputs) -> dict:
         "training": training,
         "wall_time": f"{wall:.0f} s ({wall / 60:.1f} min)",
         "eval_rows": rows,
+        "lead": lead_evaluation(metrics),
+        "eval_trained_on": _eval_collections(metrics)[0],
+        "eval_never_trained_on": _eval_collections(metrics)[1],
         "datasets": datasets,
         "license": lic,
         "license_reason": license_reason,

@@ -130,6 +130,21 @@ SBERT_CITATION = (
 )
 
 
+# evaluation-only collections (the out-of-domain suite, training/evaluate_reranker.py): how a card names them
+EVAL_ONLY_NAMES = {
+    "ctxir-demo": "ctxir's demo corpus",
+    "medline": "Medline",
+    "npl": "NPL",
+    "lisa": "LISA",
+}
+
+
+def display_name(name: str) -> str:
+    """How a card names a metrics.json dataset: its known name, else the suite's, else the name as written."""
+    info = dataset_info(name)
+    return info.pretty if info else EVAL_ONLY_NAMES.get(str(name), str(name))
+
+
 def dataset_info(name: str) -> DatasetInfo | None:
     """A metrics.json dataset name ('scifact', 'stsbenchmark', 'msmarco_sample', ...) → what the card says of it."""
     key = _DATASET_ALIASES.get(re.sub(r"[^a-z0-9]", "", str(name).lower()))

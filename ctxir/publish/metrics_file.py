@@ -47,6 +47,12 @@ REQUIRED_TRAINING = (
     "seed",
 )
 REQUIRED_EVAL = ("dataset", "split", "task", "metric", "after")
+# What an evaluation covers, so a card can say it and the card check (ctxir.publish.card_check.row_problems) can
+# hold it to its anchor: how many queries (pairs, for STS) it averages; ``subset``: which ones, when not the whole
+# split; the first stage and depth it re-ranks; ``headline``: the one figure the Hub shows first (the full test set
+# in the model's default mode). An anchor cites where it was published or measured, its queries, first stage, depth.
+OPTIONAL_EVAL_INTS = ("queries", "depth", "anchor_queries", "anchor_depth")
+OPTIONAL_EVAL_TEXTS = ("subset", "first_stage", "anchor_name", "anchor_source", "anchor_first_stage")
 
 
 def load_metrics(path: str | Path) -> dict:
@@ -109,10 +115,23 @@ def validate_metrics(metrics: Any, source: str = METRICS_FILE) -> None:
         for k in ("before", "anchor"):
             if e.get(k) is not None and not _is_number(e[k]):
                 problems.append(f"evaluations[{i}].{k} is {e[k]!r}; use a number or null")
+        for k in OPTIONAL_EVAL_INTS:
+            if e.get(k) is not None and (not isinstance(e[k], int) or isinstance(e[k], bool) or e[k] < 1):
+                problems.append(f"evaluations[{i}].{k} is {e[k]!r}; use a positive integer or null")
+        for k in OPTIONAL_EVAL_TEXTS:
+            if e.get(k) is not None and not isinstance(e[k], str):
+                problems.append(f"evaluations[{i}].{k} is {e[k]!r}; use a string or null")
+        if e.get("headline") not in (None, True, False):
+            problems.append(f"evaluations[{i}].headline is {e['headline']!r}; use true or leave it out")
         ident = (e["dataset"], e["split"], e["task"], e["metric"], e.get("config"))
         if ident in seen:
             problems.append(f"evaluations[{i}] repeats {ident!r}: give each evaluation a distinct 'config'")
         seen.add(ident)
+    if (
+        isinstance(evaluations, list)
+        and sum(bool(isinstance(e, dict) and e.get("headline")) for e in evaluations) > 1
+    ):
+        problems.append("more than one evaluation has headline: true; the card leads with one figure")
     if problems:
         raise CtxirError(f"{source!r} does not follow the metrics.json contract: " + "; ".join(problems))
 
@@ -144,3 +163,24 @@ def training_license(metrics: dict, base_license: tuple[str, License] | None = N
     if base_license is not None:
         sources.append(base_license)
     return combine_licenses(sources)
+
+
+def data_licenses(metrics: dict) -> list[dict]:
+    """Each training source's own terms, for the card's ``data_licenses`` metadata (the Hub's single ``license``
+    names only the combination ``training_license`` derives): [{dataset, split, license, name, link}]."""
+    out = []
+    for d in metrics["datasets"]:
+        if d.get("role") != "train":
+            continue
+        lic = parse_license(d.get("license"))
+        info = dataset_info(d["name"])
+        out.append(
+            {
+                "dataset": info.pretty if info else str(d["name"]),
+                "split": str(d.get("split")),
+                "license": (lic.slug or lic.hub_id) if lic else str(d.get("license")),
+                "name": lic.name if lic else str(d.get("license")),
+                "link": (lic.link if lic else None) or (info.url if info else None),
+            }
+        )
+    return out
