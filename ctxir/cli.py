@@ -251,6 +251,7 @@ COMMANDS = {
         "ctxir.classify.cli",
         "classify texts with the encoders: zero-shot, kNN, logistic regression",
     ),
+    "adapt": ("ctxir.adapt.cli", "adapt the bi-encoder to a corpus without labels (a LoRA adapter)"),
     "hub": (
         "ctxir.publish.hub",
         "stage, validate and push a trained model with its card to the Hugging Face Hub",

@@ -10,6 +10,8 @@ CLS_LR_WEIGHTS = "cls_lr.safetensors"
 CLS_LR_CONFIG = "cls_lr_config.json"
 CLS_LR_FORMAT = "ctxir-cls-lr/1"
 ADAPTER_CONFIG = "adapter_config.json"  # a PEFT adapter folder
+# in a folder `ctxir adapt` is writing, until its adapt.json is: ctxir refuses to load the folder meanwhile
+ADAPT_INCOMPLETE = "adapt.incomplete"
 # a cross-encoder body saved as its trained top layers over a named base (ctxir.encoders.heads.TopLayersTransformer)
 TOP_LAYERS_CONFIG = "ctxir_top_layers.json"
 TOP_LAYERS_WEIGHTS = "top_layers.safetensors"

@@ -32,7 +32,14 @@ import torch
 
 from ctxir import kinds
 from ctxir.files import check_model_folder, read_json, verify_checksums
-from ctxir.names import ADAPTER_CONFIG, CLS_LR_CONFIG, PASSAGES_FILE, TOP_LAYERS_CONFIG, TOP_LAYERS_WEIGHTS
+from ctxir.names import (
+    ADAPT_INCOMPLETE,
+    ADAPTER_CONFIG,
+    CLS_LR_CONFIG,
+    PASSAGES_FILE,
+    TOP_LAYERS_CONFIG,
+    TOP_LAYERS_WEIGHTS,
+)
 from ctxir.types import CtxirError
 
 logger = logging.getLogger("ctxir")
@@ -65,6 +72,10 @@ DEVICES = ("auto", "cpu", "cuda", "mps")
 # here, by the loader that enforces it, so that ctxir.encoders.heads (whose classes it names) depends on this
 # module and not the other way round.
 TRUSTED_MODULE_PREFIXES = ("sentence_transformers.", "ctxir.encoders.heads.")
+# A staged Hub repo names its heads by the file it carries (reranker_heads.py, for sentence-transformers'
+# trust_remote_code); that file is ctxir.encoders.reranker_heads, so ctxir loads them as its own, importing nothing
+# from the folder.
+HUB_MODULE_FILE = "reranker_heads"
 
 
 def packaged_minilm_path() -> Path | None:
@@ -199,9 +210,30 @@ def load_bi_encoder(name: str = DEFAULT_BI_ENCODER, device: str = "auto"):
 
     path = resolve_model(name)
     try:
+        # a LoRA adapter (``ctxir adapt``): its base resolved by ctxir (offline too), the adapter merged in
+        if is_adapter(path):
+            return _adapter_bi_encoder(name, path, pick_device(device))
         return SentenceTransformer(path, device=pick_device(device), trust_remote_code=False)
     except (OSError, ValueError) as err:
         raise CtxirError(f"could not load bi-encoder {name!r} from {path}: {err}") from err
+
+
+def _adapter_bi_encoder(name: str, path: str, device: str):
+    """A bi-encoder folder holding a PEFT adapter over a named base: the base loaded as ctxir resolves it, the adapter
+    merged in (its weights then decide ``weights_fingerprint``, so embedding caches never mix the two). A folder that
+    ``ctxir adapt`` is still writing (its ADAPT_INCOMPLETE marker) is refused."""
+    from sentence_transformers import SentenceTransformer
+
+    if (Path(path) / ADAPT_INCOMPLETE).is_file():
+        raise CtxirError(
+            f"bi-encoder {name!r} is unfinished: `ctxir adapt` was writing it and did not complete; rerun that "
+            "command to finish it, or pass another model"
+        )
+    model = SentenceTransformer(resolve_model(adapter_base(path)), device=device, trust_remote_code=False)
+    model[0].model = merge_adapter(model[0].model, path)
+    length = read_json(Path(path) / "sentence_bert_config.json").get("max_seq_length")
+    set_max_length(model, length or None, name=f"{name!r}'s max_seq_length")
+    return model.eval()
 
 
 @functools.cache
@@ -270,7 +302,7 @@ def merge_adapter(model, path: str | Path):
 def is_ctxir_modular(path: str | Path) -> bool:
     """A cross-encoder whose modules.json chains ctxir modules (``ctxir.encoders.heads``)."""
     modules = read_json(Path(path) / "modules.json") or []
-    return any(str(entry.get("type", "")).startswith("ctxir.") for entry in modules)
+    return any(str(entry.get("type", "")).startswith(("ctxir.", f"{HUB_MODULE_FILE}.")) for entry in modules)
 
 
 def _load_modules(folder: Path, entries: list[dict]) -> list:
@@ -284,6 +316,8 @@ def _load_modules(folder: Path, entries: list[dict]) -> list:
 
     modules = []
     for entry in entries:
+        if entry["type"].startswith(f"{HUB_MODULE_FILE}."):  # the repo's copy of ctxir's own file
+            entry = {**entry, "type": "ctxir.encoders.heads." + entry["type"].split(".", 1)[1]}
         if not entry["type"].startswith(TRUSTED_MODULE_PREFIXES):
             raise CtxirError(
                 f"{str(folder / 'modules.json')!r} names module {entry['type']!r}, which is neither "

@@ -1,0 +1,389 @@
+"""``ctxir adapt``: adapt the bi-encoder to a corpus without labels. ``AdaptArgs``, ``run`` (numbered steps), ``main``.
+
+ctxir adapt --corpus ../shared/data/lisa --output runs/lisa-adapted --max-minutes 30
+ctxir evaluate --data ../shared/data/lisa --model runs/lisa-adapted ...
+
+docs/training.md ("Adapting to a corpus without labels") says what each step does and why the defaults are what they
+are.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from ctxir.adapt.queries import QUERY_KINDS, PseudoQuery, describe, pseudo_queries
+from ctxir.adapt.work import BudgetReached, WorkDir, corpus_fingerprint, read_jsonl, write_jsonl
+from ctxir.encoders.models import DEFAULT_BI_ENCODER
+from ctxir.types import Corpus, CtxirError, doc_text
+
+# Below this many documents with text there are too few other documents to mine negatives from (a query's come from
+# the rest of the corpus) and the adapter would learn those few documents by heart; BM25 serves so small a corpus.
+MIN_DOCUMENTS = 20
+NO_TEACHER = "none"
+
+
+@dataclass
+class AdaptArgs:
+    """ctxir adapt: adapt the bi-encoder to a corpus without labels (pseudo-queries, mined negatives, a teacher)."""
+
+    corpus: str = field(
+        default="",
+        metadata={"help": "the corpus: a BEIR folder or corpus.jsonl, or a .txt/.jsonl/.csv/.tsv file"},
+    )
+    output: str = field(
+        default="", metadata={"help": "folder for the adapter (rerunning continues the run in it)"}
+    )
+    model: str = field(
+        default=DEFAULT_BI_ENCODER, metadata={"help": "the bi-encoder to adapt (id or folder)"}
+    )
+    teacher: str = field(
+        default="",
+        metadata={
+            "help": "cross-encoder whose score margins label the negatives (MarginMSELoss); '' = the shipped one; "
+            "'none' = no teacher (MultipleNegativesRankingLoss with the mined negatives)"
+        },
+    )
+    query_kinds: str = field(
+        default=",".join(QUERY_KINDS),
+        metadata={"help": "pseudo-queries: comma list of title, sentence, span"},
+    )
+    queries_per_doc: int = field(
+        default=3, metadata={"help": "pseudo-queries cut from each document, at most"}
+    )
+    max_queries: int = field(
+        default=4000, metadata={"help": "pseudo-queries kept, drawn across the corpus (0 = all)"}
+    )
+    negatives: int = field(default=1, metadata={"help": "mined negatives per query (BM25 and dense in turn)"})
+    mining_depth: int = field(
+        default=30, metadata={"help": "negatives are drawn from each retriever's top N"}
+    )
+    max_seq_length: int = field(
+        default=0, metadata={"help": "tokens per text in training (0 = the model's own)"}
+    )
+    lora_rank: int = 16
+    lora_alpha: int = 32
+    learning_rate: float = 2e-4
+    batch_size: int = field(default=32, metadata={"help": "training batch (raise it on a GPU)"})
+    teacher_batch_size: int = field(
+        default=64, metadata={"help": "pairs per teacher batch (raise it on a GPU)"}
+    )
+    epochs: float = 1.0
+    max_steps: int = field(
+        default=0, metadata={"help": "training steps (0 = --epochs over the labelled rows)"}
+    )
+    save_steps: int = field(
+        default=25, metadata={"help": "a checkpoint every N steps (a rerun resumes from it)"}
+    )
+    max_minutes: float = field(
+        default=30.0,
+        metadata={
+            "help": "time budget for this run: training stops at the step that passes it, saved (0 = none)"
+        },
+    )
+    device: str = field(default="auto", metadata={"help": "auto, cpu, cuda, cuda:N, mps"})
+    torch_threads: int = field(default=0, metadata={"help": "CPU threads for torch (0 = default)"})
+    seed: int = 42
+    overwrite: bool = field(default=False, metadata={"help": "start --output again if it holds another run"})
+    keep_work: bool = field(
+        default=False, metadata={"help": "keep --output/work (queries, labels, checkpoints)"}
+    )
+    quiet: bool = field(default=False, metadata={"help": "no progress bars"})
+
+
+def _say(text: str) -> None:
+    print(text, flush=True)
+
+
+def _settings(args: AdaptArgs, fingerprint: str) -> dict:
+    """What the work files and the adapter depend on (not the budget, device, batch of the teacher or checkpoints)."""
+    shaping = {k: v for k, v in asdict(args).items() if k not in _NOT_SHAPING}
+    return {"corpus_fingerprint": fingerprint, **shaping}
+
+
+_NOT_SHAPING = {
+    "corpus",
+    "output",
+    "max_minutes",
+    "device",
+    "torch_threads",
+    "overwrite",
+    "keep_work",
+    "quiet",
+}
+_NOT_SHAPING |= {"teacher_batch_size", "save_steps"}
+
+
+def _check_args(args: AdaptArgs) -> None:
+    if not args.corpus.strip():
+        raise CtxirError(
+            "--corpus is required: give a BEIR folder or a corpus file (.jsonl, .txt, .csv, .tsv)"
+        )
+    if not args.output.strip():
+        raise CtxirError("--output is required: give the folder the adapter is written to")
+    for name in (
+        "queries_per_doc",
+        "negatives",
+        "mining_depth",
+        "batch_size",
+        "teacher_batch_size",
+        "lora_rank",
+    ):
+        if getattr(args, name) < 1:
+            raise CtxirError(f"--{name.replace('_', '-')} must be ≥ 1, got {getattr(args, name)!r}")
+    for name in ("max_queries", "max_steps", "max_seq_length"):
+        if getattr(args, name) < 0:
+            raise CtxirError(
+                f"--{name.replace('_', '-')} must be ≥ 0 (0 = no limit), got {getattr(args, name)!r}"
+            )
+    if args.max_minutes < 0:
+        raise CtxirError(f"--max-minutes must be ≥ 0 (0 = no budget), got {args.max_minutes!r}")
+    if args.save_steps < 1:
+        raise CtxirError(f"--save-steps must be ≥ 1, got {args.save_steps!r}")
+
+
+def usable_corpus(corpus: Corpus, path: str) -> Corpus:
+    """The documents that have text; an empty corpus, or one with fewer than ``MIN_DOCUMENTS`` such, is refused."""
+    if not corpus:
+        raise CtxirError(f"--corpus {path!r} holds no documents: give a corpus with at least {MIN_DOCUMENTS}")
+    usable = {doc_id: doc for doc_id, doc in corpus.items() if doc_text(doc).strip()}
+    empty = [doc_id for doc_id in corpus if doc_id not in usable]
+    if empty:
+        _say(
+            f"  {len(empty):,} documents have no text and are left out (e.g. {', '.join(map(repr, empty[:3]))})"
+        )
+    if len(usable) < MIN_DOCUMENTS:
+        raise CtxirError(
+            f"--corpus {path!r} has {len(usable)} document(s) with text; adapting needs at least {MIN_DOCUMENTS}: "
+            "each pseudo-query's negatives are mined from the other documents, and on fewer the adapter would learn "
+            "them by heart. Use the bi-encoder as it is (or BM25) for so small a corpus, or add documents"
+        )
+    return usable
+
+
+def run(args: AdaptArgs) -> dict:
+    """Adapt ``args.model`` to ``args.corpus``; returns the record written to ``<output>/adapt.json``."""
+    from ctxir.data.user_corpus import load_corpus_any
+    from ctxir.encoders.models import set_threads
+
+    _check_args(args)
+    set_threads(args.torch_threads)
+    started = time.monotonic()
+    deadline = started + 60 * args.max_minutes if args.max_minutes else None
+    timings: dict[str, float] = {}
+    folder = WorkDir(args.output)
+
+    _say(f"1. Reading the corpus {args.corpus!r}")
+    try:
+        corpus = load_corpus_any(args.corpus)
+    except CtxirError as err:
+        raise CtxirError(
+            f"--corpus {args.corpus!r}: {err} (adapting needs {MIN_DOCUMENTS}+ documents with text)"
+        ) from None
+    corpus = usable_corpus(corpus, args.corpus)
+    settings = _settings(args, corpus_fingerprint(corpus))
+    done = folder.record_json()
+    if done.get("complete") and done.get("settings") == settings and not args.overwrite:
+        _say(
+            f"   {args.output!r} already holds this adapter, complete: nothing to do (--overwrite starts again)"
+        )
+        return done
+    continued = folder.start(settings, args.overwrite)
+    _say(f"   {len(corpus):,} documents" + ("; continuing the run in --output" if continued else ""))
+    timings["read"] = round(time.monotonic() - started, 1)
+
+    try:
+        return _adapt(args, corpus, settings, folder, deadline, timings, started)
+    except BudgetReached as err:
+        raise CtxirError(
+            f"--max-minutes {args.max_minutes!r} was reached before the first training step ({err}): no adapter "
+            f"was written. What is done is kept in {str(folder.work)!r}: rerun the same command with a larger "
+            "--max-minutes (or again) to continue from there"
+        ) from None
+
+
+def _adapt(args, corpus, settings, folder: WorkDir, deadline, timings, started) -> dict:
+    from ctxir.adapt.negatives import mine_negatives, teacher_scores
+
+    show = not args.quiet
+    step = time.monotonic()
+    _say("2. Pseudo-queries from the corpus alone")
+    if folder.queries.is_file():
+        queries = [PseudoQuery(**row) for row in read_jsonl(folder.queries)]
+    else:
+        kinds = [k.strip() for k in args.query_kinds.split(",") if k.strip()]
+        queries = pseudo_queries(corpus, args.queries_per_doc, kinds, args.max_queries, args.seed)
+        if not queries:
+            raise CtxirError(
+                f"--corpus {args.corpus!r}: no pseudo-query could be cut from its documents (--query-kinds "
+                f"{args.query_kinds!r}): a query needs a title or sentence of 3+ words, and its document 8+ words "
+                "besides; add text, or try --query-kinds span"
+            )
+        write_jsonl(folder.queries, (q.to_json() for q in queries))
+    _say(f"   {len(queries):,} queries from {len({q.doc_id for q in queries}):,} documents:")
+    for line in describe(queries):
+        _say(line)
+    timings["queries"] = round(time.monotonic() - step, 1)
+    _check_budget(deadline, "before mining negatives")
+
+    step = time.monotonic()
+    _say(f"3. Negatives mined with BM25 and dense ({args.model}), top {args.mining_depth} of each")
+    if folder.negatives.is_file():
+        negatives = read_jsonl(folder.negatives)
+    else:
+        from ctxir.encoders.bi_encoder import BiEncoder
+
+        encoder = BiEncoder(args.model, device=args.device)
+        negatives = mine_negatives(
+            corpus, queries, encoder, args.mining_depth, args.negatives, args.seed, show
+        )
+        write_jsonl(folder.negatives, negatives)
+    sources = Counter(source for row in negatives for _, source in row["negatives"])
+    _say(
+        f"   {sum(sources.values()):,} negatives ({', '.join(f'{n:,} {s}' for s, n in sorted(sources.items()))})"
+    )
+    timings["negatives"] = round(time.monotonic() - step, 1)
+    _check_budget(deadline, "before the teacher's scores")
+
+    step = time.monotonic()
+    scores, teacher_name = None, NO_TEACHER
+    if args.teacher.strip().lower() != NO_TEACHER:
+        from ctxir.rerank.registry import load_reranker
+
+        teacher = load_reranker("cross-encoder", args.teacher.strip(), args.device, args.teacher_batch_size)
+        teacher_name = teacher.model_name
+        _say(f"4. Teacher scores: {teacher_name} on (query, positive) and (query, negative)")
+        scores = teacher_scores(
+            teacher, corpus, queries, negatives, folder.labels, deadline, show_progress=show
+        )
+    else:
+        _say("4. No teacher (--teacher none): the mined negatives are plain negatives")
+    timings["teacher"] = round(time.monotonic() - step, 1)
+    _check_budget(deadline, "before training")
+
+    return _train(
+        args, corpus, settings, folder, deadline, timings, started, queries, negatives, scores, teacher_name
+    )
+
+
+def _check_budget(deadline: float | None, where: str) -> None:
+    if deadline is not None and time.monotonic() > deadline:
+        raise BudgetReached(f"it ran out {where}")
+
+
+def _train(
+    args, corpus, settings, folder, deadline, timings, started, queries, negatives, scores, teacher_name
+):
+    from ctxir.adapt.train import (
+        TrainPlan,
+        load_student,
+        save_adapter,
+        teacher_scale,
+        train_adapter,
+        training_rows,
+    )
+
+    step = time.monotonic()
+    loss = "margin-mse" if scores is not None else "mnrl"
+    plan = TrainPlan(
+        lora_rank=args.lora_rank,
+        lora_alpha=args.lora_alpha,
+        learning_rate=args.learning_rate,
+        batch_size=args.batch_size,
+        epochs=args.epochs,
+        max_steps=args.max_steps,
+        save_steps=args.save_steps,
+        seed=args.seed,
+        device=args.device,
+        show_progress=not args.quiet,
+    )
+    model = load_student(args.model, args.device, args.max_seq_length, plan)
+    rows = training_rows(queries, corpus, negatives, scores)
+    if not rows["anchor"]:
+        raise CtxirError(
+            f"--corpus {args.corpus!r}: no pseudo-query got a negative (BM25 and dense found no other document "
+            "for any): the documents share too little text to adapt on; add documents"
+        )
+    scale = teacher_scale(model, rows, seed=args.seed) if scores is not None else 1.0
+    if scores is not None:
+        rows["label"] = [scale * label for label in rows["label"]]
+    _say(f"5. Training a LoRA adapter (rank {args.lora_rank}) with {loss} on {len(rows['anchor']):,} rows")
+    trained = train_adapter(model, rows, loss, plan, folder.checkpoints, deadline)
+    timings["train"] = round(time.monotonic() - step, 1)
+    if trained["stopped_by_budget"]:
+        _say(
+            f"   --max-minutes {args.max_minutes:g} reached: stopped at step {trained['steps_done']} of "
+            f"{trained['steps_planned']} (its checkpoint is kept: rerun the same command to continue)"
+        )
+
+    _say(f"6. Saving the adapter to {args.output!r}")
+    size = save_adapter(model, folder.final, args.model)
+    complete = trained["steps_done"] >= trained["steps_planned"]
+    record = {
+        "complete": complete,
+        "base_model": args.model,
+        "adapted_without_labels": True,
+        "corpus": {
+            "path": args.corpus,
+            "documents": len(corpus),
+            "fingerprint": settings["corpus_fingerprint"],
+        },
+        "teacher": teacher_name,
+        "loss": "MarginMSELoss" if loss == "margin-mse" else "MultipleNegativesRankingLoss",
+        "teacher_scale": round(scale, 6),
+        "queries": {"total": len(queries), **Counter(q.kind for q in queries)},
+        "query_examples": {k: [q.text for q in queries if q.kind == k][:3] for k in QUERY_KINDS},
+        "training_rows": len(rows["anchor"]),
+        "training": trained,
+        "adapter_bytes": size,
+        "seconds": {**timings, "total": round(time.monotonic() - started, 1)},
+        "settings": settings,
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    _write_card(folder.final, record)
+    folder.finish(record, keep_work=args.keep_work or not complete)
+    state = "complete" if complete else f"stopped by the budget at step {trained['steps_done']}"
+    _say(f"   done ({state}): adapter {size / 1e6:.2f} MB, {record['seconds']['total']:.0f} s in all")
+    _say(f"   use it: ctxir evaluate --model {args.output} ...   python app.py --bi-encoder {args.output}")
+    return record
+
+
+def _write_card(folder: Path, record: dict) -> None:
+    examples = "\n".join(
+        f"- {kind}: {texts[0]!r}" for kind, texts in record["query_examples"].items() if texts
+    )
+    (folder / "README.md").write_text(
+        f"""---
+library_name: sentence-transformers
+base_model: {record["base_model"]}
+tags: [sentence-transformers, peft, lora, ctxir-adapt]
+---
+# {record["base_model"]} adapted to one corpus, without labels
+
+A LoRA adapter made by `ctxir adapt` on the corpus `{record["corpus"]["path"]}` ({record["corpus"]["documents"]:,}
+documents): no query and no relevance label was used. {record["queries"]["total"]:,} pseudo-queries were cut from the
+documents themselves (titles, sentences, word spans), negatives mined with BM25 and the base model, and the
+teacher `{record["teacher"]}` labelled them ({record["loss"]}). It was not evaluated here: measure it on your own
+queries (`ctxir evaluate --model DIR`).
+
+Examples of the pseudo-queries:
+{examples}
+
+Load it with ctxir (offline, the base from the packaged copy) or with sentence-transformers and peft:
+`SentenceTransformer("DIR")` fetches the base model from the Hub.
+""",
+        encoding="utf-8",
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ctxir.cli import cli_main
+
+    return cli_main(AdaptArgs, run, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,135 @@
+"""Hard negatives mined on the corpus itself (BM25 and dense), and the teacher's scores that label them.
+
+A pseudo-query's negatives are documents that BM25 or the bi-encoder rank high for it, other than its own document:
+the mistakes the adapted model must learn not to make (GPL mines with dense retrievers only; BM25 adds the lexical
+look-alikes that dense misses, which is where ctxir's dense falls behind BM25 on LISA and NPL). Some of them will in
+fact answer the query (nothing says they do not): the teacher's margin, not a 0/1 label, is what tells the student
+how much less relevant each one is, so such a false negative costs little (GPL's argument for MarginMSE).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Sequence
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from ctxir.adapt.queries import PseudoQuery
+from ctxir.adapt.work import BudgetReached, read_jsonl
+from ctxir.types import Corpus, doc_text
+
+MINING_SOURCES = ("bm25", "dense")
+
+
+def mine_negatives(
+    corpus: Corpus,
+    queries: Sequence[PseudoQuery],
+    encoder,
+    depth: int = 30,
+    per_query: int = 1,
+    seed: int = 42,
+    show_progress: bool = True,
+) -> list[dict]:
+    """One row per query: ``{"qid", "negatives": [[doc_id, source], ...]}``, ``per_query`` negatives drawn at random
+    from the top ``depth`` of BM25 and of ``encoder``'s dense ranking in turn (never the query's own document, never
+    the same one twice). A query for which neither ranks another document gets none (it still trains with the
+    in-batch negatives of ``MultipleNegativesRankingLoss``, or is dropped for ``MarginMSELoss``)."""
+    from ctxir.retrieval import BM25Retriever, DenseRetriever
+
+    texts = {q.qid: q.text for q in queries}
+    rankings = {
+        "bm25": BM25Retriever(corpus, show_progress=show_progress).search(texts, top_k=depth + 1),
+        "dense": DenseRetriever(corpus, encoder, index="exact", show_progress=show_progress).search(
+            texts, top_k=depth + 1
+        ),
+    }
+    rng = random.Random(seed)
+    rows = []
+    for n, query in enumerate(queries):
+        pools = {
+            source: [h.doc_id for h in rankings[source][query.qid] if h.doc_id != query.doc_id][:depth]
+            for source in MINING_SOURCES
+        }
+        chosen: list[list[str]] = []
+        for j in range(per_query):
+            for source in (MINING_SOURCES[(n + j) % 2], MINING_SOURCES[(n + j + 1) % 2]):
+                left = [d for d in pools[source] if d not in {c[0] for c in chosen}]
+                if left:
+                    chosen.append([rng.choice(left), source])
+                    break
+        rows.append({"qid": query.qid, "negatives": chosen})
+    return rows
+
+
+def teacher_scores(
+    teacher,
+    corpus: Corpus,
+    queries: Sequence[PseudoQuery],
+    negatives: Sequence[dict],
+    labels_path,
+    deadline: float | None = None,
+    chunk: int = 32,
+    show_progress: bool = True,
+) -> dict[str, list[float]]:
+    """{qid: [teacher score of (query, positive), of (query, negative 1), ...]}, each chunk of ``chunk`` queries
+    appended to ``labels_path`` as it is scored, so a rerun scores only what is missing. A query with no negative
+    is not scored. ``deadline`` (time.monotonic()): raise ``BudgetReached`` after the chunk that passes it."""
+    done = {row["qid"]: row["scores"] for row in read_jsonl(labels_path)} if labels_path.is_file() else {}
+    by_qid = {q.qid: q for q in queries}
+    todo = [row for row in negatives if row["negatives"] and row["qid"] not in done]
+    total = len(todo) + len(done)
+    bar = tqdm(total=total, initial=len(done), desc="teacher scores", disable=not show_progress)
+    with open(labels_path, "a", encoding="utf-8") as out:
+        for start in range(0, len(todo), chunk):
+            part = todo[start : start + chunk]
+            groups = [
+                (
+                    by_qid[row["qid"]].text,
+                    [by_qid[row["qid"]].positive, *(doc_text(corpus[d]) for d, _ in row["negatives"])],
+                )
+                for row in part
+            ]
+            for row, scores in zip(part, score_groups(teacher, groups), strict=True):
+                done[row["qid"]] = [float(s) for s in scores]
+                out.write(f'{{"qid": {_json_str(row["qid"])}, "scores": {done[row["qid"]]}}}\n')
+            out.flush()
+            bar.update(len(part))
+            if deadline is not None and time.monotonic() > deadline and start + chunk < len(todo):
+                bar.close()
+                raise BudgetReached(f"the teacher had scored {len(done):,} of {total:,} queries")
+    bar.close()
+    return done
+
+
+def _json_str(text: str) -> str:
+    import json
+
+    return json.dumps(text, ensure_ascii=False)
+
+
+def score_groups(teacher, groups: Sequence[tuple[str, Sequence[str]]]) -> list[np.ndarray]:
+    """The teacher's scores of each (query, texts) group, batched across groups: a ``CrossEncoderReranker`` that
+    reads long documents by windows (its passages.json) gives each text its best window's score, as it does when it
+    re-ranks; any other ``Reranker`` scores group by group (``score_pairs``)."""
+    model, passages = getattr(teacher, "model", None), getattr(teacher, "passages", None)
+    if model is None or not hasattr(model, "predict"):
+        return [np.asarray(teacher.score_pairs(query, texts), dtype=np.float32) for query, texts in groups]
+    pairs, owners = [], []  # every (query, window) pair, and the (group, text) it belongs to
+    for g, (query, texts) in enumerate(groups):
+        for t, text in enumerate(texts):
+            windows = passages.split("", text) if passages is not None else [text]
+            pairs += [(query, w) for w in windows]
+            owners += [(g, t)] * len(windows)
+    raw = np.asarray(
+        model.predict(pairs, batch_size=teacher.batch_size, show_progress_bar=False, convert_to_numpy=True),
+        dtype=np.float32,
+    )
+    raw = (
+        raw[:, -1] if raw.ndim == 2 else raw
+    )  # a multi-label head: the last column is "relevant" by convention
+    best = [np.full(len(texts), -np.inf, dtype=np.float32) for _, texts in groups]
+    for (g, t), score in zip(owners, raw, strict=True):
+        best[g][t] = max(best[g][t], score)
+    return best

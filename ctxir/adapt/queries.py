@@ -1,0 +1,138 @@
+"""Pseudo-queries from a corpus alone: titles, sentences (inverse cloze) and word spans (cropping).
+
+No query generator is used (GPL's T5 is not available offline): each query is a piece of its own document, and the
+positive it is trained towards is the rest of that document, so the model cannot match the query by copying it.
+
+- ``title``: a document's title is the query; its text (without the title) is the positive.
+- ``sentence`` (inverse cloze task, Lee et al. 2019): one sentence of the text is the query; the text without that
+  sentence (and with the title) is the positive.
+- ``span`` (Contriever's cropping, Izacard et al. 2021): a run of ``SPAN_WORDS`` consecutive words is the query; the
+  text without it is the positive. It gives queries to documents with one long sentence, or none.
+
+>>> corpus = {"d1": {"title": "Where otters live",
+...                  "text": "Otters dig dens in river banks. They eat fish and crabs at night."}}
+>>> [(q.kind, q.text) for q in pseudo_queries(corpus, per_doc=2, seed=0)]
+[('title', 'Where otters live'), ('sentence', 'Otters dig dens in river banks.')]
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+from ctxir.types import Corpus, CtxirError
+
+QUERY_KINDS = ("title", "sentence", "span")
+# A query shorter than this says too little to be matched by meaning (a heading "Abstract", "Results:"); a sentence
+# longer than MAX_QUERY_WORDS is a passage, not a query.
+MIN_QUERY_WORDS = 3
+MAX_QUERY_WORDS = 48
+# A positive that is left with fewer words than this once its query is cut out carries no evidence for it.
+MIN_POSITIVE_WORDS = 8
+SPAN_WORDS = (
+    6,
+    16,
+)  # the cropped query's length in words, drawn uniformly (Contriever crops 10–50% of a passage)
+# a sentence ends at . ! ? followed by space and a capital, digit, bracket or quote (not "e.g. the", "Fig. 2" mostly)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
+
+
+@dataclass(frozen=True)
+class PseudoQuery:
+    """One training query: ``text`` cut from document ``doc_id`` by ``kind``; ``positive`` is the rest of it."""
+
+    qid: str
+    kind: str
+    text: str
+    doc_id: str
+    positive: str
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def split_sentences(text: str) -> list[str]:
+    """``text``'s sentences, in order.
+
+    >>> split_sentences("Otters swim. They dig dens! Do bats fly? yes.")
+    ['Otters swim.', 'They dig dens!', 'Do bats fly? yes.']
+    """
+    return [s.strip() for s in _SENTENCE_END.split(text.strip()) if s.strip()]
+
+
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+def _title_query(doc: dict) -> tuple[str, str] | None:
+    title, text = (doc.get("title") or "").strip(), (doc.get("text") or "").strip()
+    if MIN_QUERY_WORDS <= _words(title) <= MAX_QUERY_WORDS and _words(text) >= MIN_POSITIVE_WORDS:
+        return title, text
+    return None
+
+
+def _sentence_queries(doc: dict) -> list[tuple[str, str]]:
+    title, sentences = (doc.get("title") or "").strip(), split_sentences(doc.get("text") or "")
+    found = []
+    for i, sentence in enumerate(sentences):
+        rest = " ".join([title, *sentences[:i], *sentences[i + 1 :]]).strip()
+        if MIN_QUERY_WORDS <= _words(sentence) <= MAX_QUERY_WORDS and _words(rest) >= MIN_POSITIVE_WORDS:
+            found.append((sentence, rest))
+    return found
+
+
+def _span_query(doc: dict, rng: random.Random) -> tuple[str, str] | None:
+    words = (doc.get("text") or "").split()
+    length = rng.randint(*SPAN_WORDS)
+    if len(words) < length + MIN_POSITIVE_WORDS:
+        return None
+    start = rng.randrange(len(words) - length + 1)
+    rest = " ".join([(doc.get("title") or "").strip(), *words[:start], *words[start + length :]]).strip()
+    return " ".join(words[start : start + length]), rest
+
+
+def pseudo_queries(
+    corpus: Corpus, per_doc: int = 3, kinds: Sequence[str] = QUERY_KINDS, max_queries: int = 0, seed: int = 42
+) -> list[PseudoQuery]:
+    """Up to ``per_doc`` queries from each document (its title first, then sentences, then a span, in the order
+    ``kinds`` gives, the sentences drawn at random), then at most ``max_queries`` of them (0 = all), drawn at random
+    across documents so that every part of the corpus is represented. Seeded: the same corpus gives the same queries.
+    """
+    for kind in kinds:
+        if kind not in QUERY_KINDS:
+            raise CtxirError(
+                f"--query-kinds {kind!r} is not known: use a comma list of {', '.join(QUERY_KINDS)}"
+            )
+    rng = random.Random(seed)
+    found: list[PseudoQuery] = []
+    for doc_id in sorted(corpus):
+        doc, picked = corpus[doc_id], []
+        for kind in kinds:
+            if kind == "title":
+                pair = _title_query(doc)
+                picked += [("title", pair)] if pair else []
+            elif kind == "sentence":
+                pairs = _sentence_queries(doc)
+                rng.shuffle(pairs)
+                picked += [("sentence", p) for p in pairs[: max(1, per_doc - len(picked))]]
+            else:
+                pair = _span_query(doc, rng)
+                picked += [("span", pair)] if pair else []
+        for kind, (text, positive) in picked[:per_doc]:
+            found.append(PseudoQuery(f"{doc_id}#{len(found)}", kind, text, doc_id, positive))
+    if max_queries and len(found) > max_queries:
+        found = sorted(rng.sample(found, max_queries), key=lambda q: (q.doc_id, q.qid))
+    return found
+
+
+def describe(queries: Sequence[PseudoQuery], examples: int = 2) -> list[str]:
+    """Lines that say how many queries of each kind there are, with ``examples`` of each (the run prints them)."""
+    lines = []
+    for kind in QUERY_KINDS:
+        of_kind = [q for q in queries if q.kind == kind]
+        if of_kind:
+            lines.append(f"  {kind}: {len(of_kind):,} queries, e.g.")
+            lines += [f"    {q.text[:120]!r}  (from document {q.doc_id!r})" for q in of_kind[:examples]]
+    return lines

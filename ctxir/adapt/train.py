@@ -1,0 +1,196 @@
+"""Training the bi-encoder's LoRA adapter with sentence-transformers' trainer and losses; the time budget; saving.
+
+With a teacher the loss is ``MarginMSELoss`` (GPL): the student's cosine margin sim(q, pos) - sim(q, neg) is pulled
+towards the teacher's margin, rescaled to the student's range (``teacher_scale``). Without one it is
+``MultipleNegativesRankingLoss`` over (query, positive, mined negative) with the other rows' documents as in-batch
+negatives (the batches hold no document twice: NO_DUPLICATES).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from transformers import TrainerCallback
+
+from ctxir.adapt.queries import PseudoQuery
+from ctxir.files import read_json, write_json
+from ctxir.names import ADAPTER_CONFIG
+from ctxir.types import Corpus, doc_text
+
+logger = logging.getLogger(__name__)
+# every linear layer of a BERT block: the attention's query/key/value and output, the feed-forward pair ("dense" names
+# both the attention output and the feed-forward layers in transformers' BERT)
+LORA_TARGETS = ("query", "key", "value", "dense")
+LOSSES = ("margin-mse", "mnrl")
+
+
+@dataclass
+class TrainPlan:
+    """What the trainer is asked for: the adapter's shape, the optimiser, the steps, where checkpoints go."""
+
+    lora_rank: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.1
+    learning_rate: float = 2e-4
+    batch_size: int = 32
+    epochs: float = 1.0
+    max_steps: int = 0
+    save_steps: int = 50
+    warmup_ratio: float = 0.1
+    seed: int = 42
+    device: str = "auto"
+    show_progress: bool = True
+
+
+def load_student(base: str, device: str, max_seq_length: int, plan: TrainPlan):
+    """A fresh ``SentenceTransformer`` of ``base`` (not the shared one ``load_bi_encoder`` caches: the adapter is
+    added in place) with an untrained LoRA adapter over every linear layer of its transformer."""
+    from peft import LoraConfig, TaskType
+    from sentence_transformers import SentenceTransformer
+
+    from ctxir.encoders.models import pick_device, resolve_model, set_max_length
+
+    model = SentenceTransformer(resolve_model(base), device=pick_device(device), trust_remote_code=False)
+    set_max_length(model, max_seq_length or None, name="--max-seq-length")
+    model.add_adapter(
+        LoraConfig(
+            task_type=TaskType.FEATURE_EXTRACTION,
+            r=plan.lora_rank,
+            lora_alpha=plan.lora_alpha,
+            lora_dropout=plan.lora_dropout,
+            target_modules=list(LORA_TARGETS),
+        )
+    )
+    return model
+
+
+def training_rows(
+    queries: Sequence[PseudoQuery],
+    corpus: Corpus,
+    negatives: Sequence[dict],
+    scores: dict[str, list[float]] | None,
+    scale: float = 1.0,
+) -> dict[str, list]:
+    """Columns for the trainer: anchor, positive, negative (one row per mined negative), and with ``scores`` the label
+    ``scale * (teacher(q, pos) - teacher(q, neg))``. Queries without a negative (or, with a teacher, without scores)
+    are left out."""
+    by_qid = {q.qid: q for q in queries}
+    rows: dict[str, list] = {"anchor": [], "positive": [], "negative": []}
+    if scores is not None:
+        rows["label"] = []
+    for row in negatives:
+        query = by_qid[row["qid"]]
+        if scores is not None and row["qid"] not in scores:
+            continue
+        for i, (doc_id, _source) in enumerate(row["negatives"]):
+            rows["anchor"].append(query.text)
+            rows["positive"].append(query.positive)
+            rows["negative"].append(doc_text(corpus[doc_id]))
+            if scores is not None:
+                teacher = scores[row["qid"]]
+                rows["label"].append(float(scale * (teacher[0] - teacher[i + 1])))
+    return rows
+
+
+def teacher_scale(model, rows: dict[str, list], sample: int = 256, seed: int = 42) -> float:
+    """The factor that puts the teacher's margins on the student's scale: std of the student's cosine margins over std
+    of the teacher's, on up to ``sample`` rows (before training). A cross-encoder's scores spread over several units,
+    a cosine over a fraction of one: unscaled, the first steps would only stretch the student's scale."""
+    n = len(rows["anchor"])
+    picked = np.random.default_rng(seed).choice(n, size=min(n, sample), replace=False)
+
+    def encode(column: str) -> np.ndarray:
+        texts = [rows[column][i] for i in picked]
+        return model.encode(texts, convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False)
+
+    q, p, m = encode("anchor"), encode("positive"), encode("negative")
+    student = np.einsum("nd,nd->n", q, p) - np.einsum("nd,nd->n", q, m)  # (sample,) cosine margins
+    teacher = np.asarray([rows["label"][i] for i in picked], dtype=np.float64)
+    spread = float(np.std(teacher))
+    return float(np.std(student)) / spread if spread > 0 else 1.0
+
+
+class BudgetCallback(TrainerCallback):
+    """Stops training at the first step that ends after ``deadline`` (time.monotonic()) and has that step saved as a
+    checkpoint; ``stopped_at`` is that step, None while the budget holds."""
+
+    def __init__(self, deadline: float | None):
+        self.deadline, self.stopped_at = deadline, None
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if (
+            self.deadline is not None
+            and time.monotonic() > self.deadline
+            and state.global_step < state.max_steps
+        ):
+            control.should_save = True
+            control.should_training_stop = True
+            self.stopped_at = state.global_step
+        return control
+
+
+def last_checkpoint(folder: Path) -> str | None:
+    from transformers.trainer_utils import get_last_checkpoint
+
+    return get_last_checkpoint(str(folder)) if folder.is_dir() else None
+
+
+def train_adapter(model, rows: dict[str, list], loss_name: str, plan: TrainPlan, checkpoints: Path, deadline):
+    """Train ``model``'s adapter on ``rows``, resuming from the last checkpoint in ``checkpoints``; returns what
+    happened: steps done and planned, whether the budget stopped it, the step it resumed from, the loss, seconds."""
+    from datasets import Dataset
+    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+    from sentence_transformers.base.sampler import BatchSamplers
+    from sentence_transformers.sentence_transformer.losses import MarginMSELoss, MultipleNegativesRankingLoss
+    from sentence_transformers.util import pairwise_cos_sim
+
+    loss = MarginMSELoss(model, similarity_fct=pairwise_cos_sim) if loss_name == "margin-mse" else None
+    loss = loss or MultipleNegativesRankingLoss(model)
+    args = SentenceTransformerTrainingArguments(
+        output_dir=str(checkpoints),
+        per_device_train_batch_size=plan.batch_size,
+        learning_rate=plan.learning_rate,
+        num_train_epochs=plan.epochs,
+        max_steps=plan.max_steps or -1,
+        warmup_steps=plan.warmup_ratio,  # a float below 1: that fraction of the steps (transformers 5)
+        save_strategy="steps",
+        save_steps=plan.save_steps,
+        save_total_limit=2,
+        logging_steps=max(1, plan.save_steps // 5),
+        report_to=[],
+        seed=plan.seed,
+        use_cpu=str(model.device) == "cpu",
+        batch_sampler=BatchSamplers.NO_DUPLICATES if loss_name == "mnrl" else BatchSamplers.BATCH_SAMPLER,
+        disable_tqdm=not plan.show_progress,
+    )
+    budget = BudgetCallback(deadline)
+    resumed = last_checkpoint(checkpoints)
+    trainer = SentenceTransformerTrainer(
+        model=model, args=args, train_dataset=Dataset.from_dict(rows), loss=loss, callbacks=[budget]
+    )
+    started = time.monotonic()
+    output = trainer.train(resume_from_checkpoint=resumed)
+    return {
+        "steps_done": int(trainer.state.global_step),
+        "steps_planned": int(trainer.state.max_steps),
+        "stopped_by_budget": budget.stopped_at is not None,
+        "resumed_from_step": int(Path(resumed).name.split("-")[-1]) if resumed else 0,
+        "train_loss": round(float(output.training_loss), 6),
+        "seconds": round(time.monotonic() - started, 1),
+    }
+
+
+def save_adapter(model, folder: Path, base: str) -> int:
+    """Save the adapter (and the sentence-transformers modules around it) into ``folder``, naming ``base`` as given
+    (a Hub id resolves on any machine, the packaged copy offline), not the local path it was loaded from. Returns the
+    adapter weights' size in bytes."""
+    model.save_pretrained(str(folder), create_model_card=False)
+    config = read_json(folder / ADAPTER_CONFIG)
+    config["base_model_name_or_path"] = base
+    write_json(folder / ADAPTER_CONFIG, config)
+    return sum(p.stat().st_size for p in folder.glob("adapter_model.*"))

@@ -1,0 +1,130 @@
+"""An adapt run's output folder: its work files (kept so a rerun continues), the marker of a folder being written, and
+the record that says what the finished adapter is.
+
+DIR/                      the adapter (adapter_config.json, adapter_model.safetensors, the sentence-transformers
+                          modules, README.md) and adapt.json, written last
+DIR/adapt.incomplete      present from the run's start until adapt.json is written: ctxir refuses to load such a
+                          folder, so nothing half-written is ever used as if it were done
+DIR/work/settings.json    what the work files were made from (corpus fingerprint + the settings that shape them)
+DIR/work/queries.jsonl    the pseudo-queries (step 2)
+DIR/work/negatives.jsonl  each query's mined negatives (step 3)
+DIR/work/labels.jsonl     the teacher's scores, appended as they are computed (step 4: a rerun skips those done)
+DIR/work/checkpoints/     the trainer's checkpoints (step 5: a rerun resumes from the last)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+
+from ctxir.files import write_atomic, write_json
+from ctxir.names import ADAPT_INCOMPLETE
+from ctxir.types import Corpus, CtxirError, doc_text
+
+INCOMPLETE_MARKER = ADAPT_INCOMPLETE
+RECORD_FILE = "adapt.json"
+RECORD_FORMAT = "ctxir-adapt/1"
+
+
+class BudgetReached(CtxirError):
+    """``--max-minutes`` ran out before a stage that must finish could."""
+
+
+def corpus_fingerprint(corpus: Corpus) -> str:
+    """sha256 of every document id and text, in id order: the work files belong to this corpus only."""
+    digest = hashlib.sha256()
+    for doc_id in sorted(corpus):
+        digest.update(f"{doc_id}\x00{doc_text(corpus[doc_id])}\x00".encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()[:16]
+
+
+class WorkDir:
+    """Paths and checks of one output folder ``root``."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root).expanduser()
+        self.work = self.root / "work"
+        self.settings = self.work / "settings.json"
+        self.queries = self.work / "queries.jsonl"
+        self.negatives = self.work / "negatives.jsonl"
+        self.labels = self.work / "labels.jsonl"
+        self.checkpoints = self.work / "checkpoints"
+        self.final = self.work / "final"
+        self.marker = self.root / INCOMPLETE_MARKER
+        self.record = self.root / RECORD_FILE
+
+    def record_json(self) -> dict:
+        return json.loads(self.record.read_text(encoding="utf-8")) if self.record.is_file() else {}
+
+    def start(self, settings: dict, overwrite: bool) -> bool:
+        """Claim the folder for a run with ``settings``; True when earlier work with the same settings is continued.
+
+        A folder holding something other than an adapt run, or a run with other settings, is refused unless
+        ``overwrite`` (then its work and adapter are removed)."""
+        if self.root.exists() and not self.root.is_dir():
+            raise CtxirError(
+                f"--output {str(self.root)!r} is a file: give a folder (it is created if absent)"
+            )
+        ours = self.work.is_dir() or self.record.is_file() or self.marker.is_file()
+        if self.root.is_dir() and any(self.root.iterdir()) and not ours:
+            raise CtxirError(
+                f"--output {str(self.root)!r} holds files that are not a ctxir adapt run: give a new or empty folder"
+            )
+        earlier = json.loads(self.settings.read_text(encoding="utf-8")) if self.settings.is_file() else None
+        if earlier is not None and earlier != settings:
+            changed = sorted(k for k in settings.keys() | earlier.keys() if settings.get(k) != earlier.get(k))
+            if not overwrite:
+                raise CtxirError(
+                    f"--output {str(self.root)!r} holds a run made with other settings (changed: {', '.join(changed)}): "
+                    "give a new --output, or add --overwrite to start that folder again"
+                )
+        if overwrite and ours:
+            self.clear()
+            earlier = None
+        self.work.mkdir(parents=True, exist_ok=True)
+        write_atomic(self.marker, "a ctxir adapt run is writing this folder: it is not a finished adapter\n")
+        write_json(self.settings, settings)
+        return earlier is not None
+
+    def clear(self) -> None:
+        """Remove the run's work and adapter files (nothing else is in the folder: ``start`` checked)."""
+        shutil.rmtree(self.work, ignore_errors=True)
+        for path in self.root.iterdir():
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+
+    def finish(self, record: dict, keep_work: bool) -> None:
+        """Move the final adapter (written whole to work/final) into the folder, write adapt.json, then drop the
+        marker: until that last step the folder reads as unfinished."""
+        for old in self.root.iterdir():  # an earlier (budget-stopped) adapter's files: replaced as a whole
+            if old.name not in ("work", INCOMPLETE_MARKER):
+                shutil.rmtree(old) if old.is_dir() else old.unlink()
+        for path in sorted(self.final.iterdir()):
+            path.replace(self.root / path.name)
+        self.final.rmdir()
+        write_json(self.record, {"format": RECORD_FORMAT, **record})
+        if not keep_work and record.get("complete"):
+            shutil.rmtree(self.work, ignore_errors=True)
+        self.marker.unlink(missing_ok=True)
+
+
+def write_jsonl(path: Path, rows: Iterable[dict]) -> None:
+    """Atomic: a stage's file exists only once it is whole."""
+    write_atomic(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """The rows of a file written by ``write_jsonl`` or appended line by line; a torn last line (a run killed while
+    appending) is dropped, so its rows are computed again."""
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            break
+    return rows

@@ -1,0 +1,193 @@
+"""``ctxir adapt`` end to end on a tiny corpus, a tiny BERT and a tiny teacher: the adapter loads everywhere a
+bi-encoder does and changes its embeddings, caches are keyed by it, a rerun resumes, bad input gets its message."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ctxir import testing
+from ctxir.adapt import INCOMPLETE_MARKER, MIN_DOCUMENTS, RECORD_FILE, AdaptArgs, run
+from ctxir.adapt.cli import main
+from ctxir.types import CtxirError
+
+TOPICS = {
+    "otters": "Otters dig dens in the river bank. They eat fish and crabs at night. Their fur keeps them warm in cold water.",
+    "banks": "Banks lend money to small firms. A loan is paid back with interest. Savers deposit money in the bank.",
+    "bats": "Bats hunt moths over the river at night. They find insects by echoes. Many bats sleep in caves by day.",
+    "python": "Python code is read by people more often than it is written. A snake is not a language. Tests check the code.",
+    "bread": "Bakers mix flour and water into dough. The dough rises with yeast overnight. Bread bakes in a hot oven.",
+    "comets": "Comets are balls of ice and dust. Near the sun they grow a bright tail. Some comets return every few years.",
+}
+
+
+def _corpus_rows(n_per_topic: int = 4) -> list[dict]:
+    rows = []
+    for topic, text in TOPICS.items():
+        sentences = text.split(". ")
+        for i in range(n_per_topic):
+            body = ". ".join(sentences[i % 3 :] + sentences[: i % 3]).rstrip(".") + "."
+            rows.append({"_id": f"{topic}{i}", "title": f"All about {topic} part {i}", "text": body})
+    return rows
+
+
+def _write_corpus(folder: Path, rows: list[dict]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "corpus.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    """(a tiny BERT over the corpus's words, a tiny cross-encoder teacher over it), saved like Hub downloads."""
+    from sentence_transformers import CrossEncoder
+
+    words = sorted(
+        {w.strip(".,").lower() for r in _corpus_rows() for w in f"{r['title']} {r['text']}".split()}
+    )
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ",", *(str(d) for d in range(10)), *words]
+    base = testing.save_tiny_bert(tmp_path_factory.mktemp("tiny-base"), vocab)
+    teacher = tmp_path_factory.mktemp("tiny-teacher")
+    CrossEncoder(str(base), num_labels=1, device="cpu").save(str(teacher))
+    return base, teacher
+
+
+@pytest.fixture
+def args(models, tmp_path, monkeypatch):
+    monkeypatch.setenv("CTXIR_CACHE", str(tmp_path / "cache"))
+    base, teacher = models
+    corpus = _write_corpus(tmp_path / "corpus", _corpus_rows())
+
+    def make(**changes) -> AdaptArgs:
+        values = dict(
+            corpus=str(corpus), output=str(tmp_path / "adapted"), model=str(base), teacher=str(teacher)
+        )
+        values |= dict(max_steps=4, batch_size=8, save_steps=2, learning_rate=1e-2, device="cpu", quiet=True)
+        values |= dict(torch_threads=1, max_minutes=0.0)
+        return AdaptArgs(**(values | changes))
+
+    return make
+
+
+def _bi_encoder(name: str):
+    from ctxir.encoders.bi_encoder import BiEncoder, EmbeddingCache
+    from ctxir.encoders.models import load_bi_encoder, resolve_model
+
+    load_bi_encoder.cache_clear()  # the folder is rewritten between runs: load it as it is now
+    resolve_model.cache_clear()
+    return BiEncoder(name, device="cpu", cache=EmbeddingCache(Path(name).parent / "emb-cache"))
+
+
+def test_adapt_end_to_end_loads_changes_embeddings_and_resumes(args, models, monkeypatch, capsys):
+    from ctxir.adapt import train
+
+    base, _ = models
+    # 1. the budget runs out at step 2: that step is saved, the adapter written and usable, marked partial
+    monkeypatch.setattr(train.BudgetCallback, "on_step_end", _budget_gone_after_step_1)
+    first = run(args())
+    monkeypatch.undo()
+    out = Path(args().output)
+    said = capsys.readouterr().out
+    assert "reached: stopped at step 2 of 4" in said and "title:" in said and "sentence:" in said
+    assert not first["complete"] and first["training"]["stopped_by_budget"]
+    assert (out / "work" / "checkpoints" / "checkpoint-2").is_dir() and not (out / INCOMPLETE_MARKER).exists()
+    partial = _bi_encoder(str(out))
+
+    # 2. the same command again continues from that checkpoint, reusing the queries, negatives and labels
+    second = run(args())
+    assert second["complete"] and second["training"]["resumed_from_step"] == 2
+    assert second["training"]["steps_done"] == 4 and "continuing the run" in capsys.readouterr().out
+    assert not (out / "work").exists() and not (out / INCOMPLETE_MARKER).exists()
+    assert second["queries"]["total"] == first["queries"]["total"] > 0
+    assert set(second["query_examples"]) == {"title", "sentence", "span"}
+    assert 0 < second["adapter_bytes"] <= 10 * 2**20
+    assert json.loads((out / "adapter_config.json").read_text())["base_model_name_or_path"] == str(base)
+    assert json.loads((out / RECORD_FILE).read_text())["teacher"].endswith(Path(args().teacher).name)
+
+    # 3. it loads as a bi-encoder, changes the embeddings, and its cache key is its own
+    texts = ["otters eat fish at night", "banks lend money to small firms"]
+    adapted, plain = _bi_encoder(str(out)), _bi_encoder(str(base))
+    assert not np.allclose(adapted.encode(texts), plain.encode(texts), atol=1e-4)
+    keys = {adapted.cache_key(texts), plain.cache_key(texts), partial.cache_key(texts)}
+    assert len(keys) == 3  # the base, the step-2 and the step-4 adapter never share cached vectors
+    cached = adapted.encode_cached(texts)
+    assert np.allclose(cached, adapted.encode(texts), atol=1e-5)
+
+    # 4. a third run finds the adapter complete and does nothing
+    assert run(args())["created"] == second["created"]
+
+
+_on_step_end = __import__("ctxir.adapt.train").adapt.train.BudgetCallback.on_step_end
+
+
+def _budget_gone_after_step_1(self, args, state, control, **kwargs):
+    self.deadline = float("-inf") if state.global_step >= 2 else None
+    return _on_step_end(self, args, state, control, **kwargs)
+
+
+def test_budget_before_the_first_step_writes_no_adapter(args):
+    out = Path(args().output)
+    with pytest.raises(
+        CtxirError, match=r"--max-minutes 1e-06 was reached before the first training step"
+    ) as err:
+        run(args(max_minutes=1e-6))
+    assert "rerun the same command with a larger --max-minutes" in str(err.value)
+    assert (out / INCOMPLETE_MARKER).is_file() and not (out / "adapter_config.json").exists()
+    (out / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": args().model}))
+    with pytest.raises(CtxirError, match="is unfinished: `ctxir adapt` was writing it"):
+        _bi_encoder(str(out))
+
+
+@pytest.mark.parametrize(
+    "rows, message",
+    [
+        ([], "contains no documents .* \\(adapting needs 20\\+ documents with text\\)"),
+        (_corpus_rows()[:5], f"has 5 document\\(s\\) with text; adapting needs at least {MIN_DOCUMENTS}"),
+        (
+            [{"_id": f"e{i}", "title": "", "text": "  "} for i in range(30)],
+            "corpus.jsonl line 1: .*add text or remove that line",
+        ),
+    ],
+    ids=["empty", "too-small", "no-text"],
+)
+def test_bad_corpus_gets_a_message(args, tmp_path, rows, message, capsys):
+    corpus = _write_corpus(tmp_path / "bad", rows)
+    argv = [
+        "--corpus",
+        str(corpus),
+        "--output",
+        str(tmp_path / "never"),
+        "--model",
+        args().model,
+        "--quiet",
+        "true",
+    ]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"--corpus {str(corpus)!r}" in err and re.search(message, err), err
+    assert not (tmp_path / "never").exists()
+
+
+def test_documents_without_text_are_left_out_and_counted(capsys):
+    from ctxir.adapt.cli import usable_corpus
+
+    corpus = {r["_id"]: r for r in _corpus_rows()} | {f"e{i}": {"title": " ", "text": ""} for i in range(3)}
+    assert len(usable_corpus(corpus, "c.jsonl")) == len(corpus) - 3
+    assert "3 documents have no text and are left out (e.g. 'e0', 'e1', 'e2')" in capsys.readouterr().out
+    with pytest.raises(
+        CtxirError, match=r"'c.jsonl' has 19 document\(s\) with text; adapting needs at least 20"
+    ):
+        usable_corpus(dict(list(corpus.items())[:19]) | {"e9": {"title": "", "text": ""}}, "c.jsonl")
+
+
+def test_output_holding_other_files_is_refused(args, tmp_path):
+    (tmp_path / "adapted").mkdir()
+    (tmp_path / "adapted" / "notes.txt").write_text("mine")
+    with pytest.raises(CtxirError, match="holds files that are not a ctxir adapt run"):
+        run(args())
+    assert (tmp_path / "adapted" / "notes.txt").read_text() == "mine"
