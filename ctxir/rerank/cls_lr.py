@@ -124,7 +124,8 @@ class ClsLrRanker(Reranker):
         if self.score_feature:
             cross_encoder = load_cross_encoder(base_model, pick_device(device))
             self.tokenizer, self.model = cross_encoder.tokenizer, cross_encoder.model.eval()
-            self.head = list(cross_encoder)[1:]
+            # a staged CLS-LR repo chains its own ClsLrHead after the cross-encoder's head: the score is what it reads
+            self.head = [m for m in list(cross_encoder)[1:] if type(m).__name__ != "ClsLrHead"]
             if not self.head:
                 raise CtxirError(
                     f"CLS-LR with score_feature reads the cross-encoder's own score, but {base_model!r} has no "
