@@ -118,7 +118,24 @@ def test_adapt_end_to_end_loads_changes_embeddings_and_resumes(args, models, mon
     cached = adapted.encode_cached(texts)
     assert np.allclose(cached, adapted.encode(texts), atol=1e-5)
 
-    # 4. a third run finds the adapter complete and does nothing
+    # 4. `ctxir evaluate --model DIR` takes it, in the hybrid too
+    from ctxir.evaluation.evaluate import main as evaluate
+
+    data = Path(args().corpus).parent
+    (data / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "otters eat fish"}) + "\n")
+    (data / "qrels").mkdir()
+    (data / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\totters0\t1\n")
+    result = data / "result.json"
+    argv = ["--data", str(data), "--model", str(out), "--retriever", "hybrid", "--device", "cpu"]
+    assert evaluate([*argv, "--output", str(result)]) == 0
+    recorded = json.loads(result.read_text())
+    assert (
+        recorded["num_queries"] == 1
+        and recorded["config"]["model"] == str(out)
+        and "hybrid" in recorded["metrics"]
+    )
+
+    # 5. a third run finds the adapter complete and does nothing
     assert run(args())["created"] == second["created"]
 
 

@@ -12,10 +12,9 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
-from pathlib import Path
 
 from ctxir.adapt.queries import QUERY_KINDS, PseudoQuery, describe, pseudo_queries
+from ctxir.adapt.record import adapter_record, write_card
 from ctxir.adapt.work import BudgetReached, WorkDir, corpus_fingerprint, read_jsonl, write_jsonl
 from ctxir.encoders.models import DEFAULT_BI_ENCODER
 from ctxir.types import Corpus, CtxirError, doc_text
@@ -321,62 +320,15 @@ def _train(
 
     _say(f"6. Saving the adapter to {args.output!r}")
     size = save_adapter(model, folder.final, args.model)
-    complete = trained["steps_done"] >= trained["steps_planned"]
-    record = {
-        "complete": complete,
-        "base_model": args.model,
-        "adapted_without_labels": True,
-        "corpus": {
-            "path": args.corpus,
-            "documents": len(corpus),
-            "fingerprint": settings["corpus_fingerprint"],
-        },
-        "teacher": teacher_name,
-        "loss": "MarginMSELoss" if loss == "margin-mse" else "MultipleNegativesRankingLoss",
-        "teacher_scale": round(scale, 6),
-        "queries": {"total": len(queries), **Counter(q.kind for q in queries)},
-        "query_examples": {k: [q.text for q in queries if q.kind == k][:3] for k in QUERY_KINDS},
-        "training_rows": len(rows["anchor"]),
-        "training": trained,
-        "adapter_bytes": size,
-        "seconds": {**timings, "total": round(time.monotonic() - started, 1)},
-        "settings": settings,
-        "created": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
-    _write_card(folder.final, record)
+    record = adapter_record(args, corpus, settings, queries, teacher_name, loss, scale, rows, trained, size)
+    record["seconds"] = {**timings, "total": round(time.monotonic() - started, 1)}
+    write_card(folder.final, record)
+    complete = record["complete"]
     folder.finish(record, keep_work=args.keep_work or not complete)
     state = "complete" if complete else f"stopped by the budget at step {trained['steps_done']}"
     _say(f"   done ({state}): adapter {size / 1e6:.2f} MB, {record['seconds']['total']:.0f} s in all")
     _say(f"   use it: ctxir evaluate --model {args.output} ...   python app.py --bi-encoder {args.output}")
     return record
-
-
-def _write_card(folder: Path, record: dict) -> None:
-    examples = "\n".join(
-        f"- {kind}: {texts[0]!r}" for kind, texts in record["query_examples"].items() if texts
-    )
-    (folder / "README.md").write_text(
-        f"""---
-library_name: sentence-transformers
-base_model: {record["base_model"]}
-tags: [sentence-transformers, peft, lora, ctxir-adapt]
----
-# {record["base_model"]} adapted to one corpus, without labels
-
-A LoRA adapter made by `ctxir adapt` on the corpus `{record["corpus"]["path"]}` ({record["corpus"]["documents"]:,}
-documents): no query and no relevance label was used. {record["queries"]["total"]:,} pseudo-queries were cut from the
-documents themselves (titles, sentences, word spans), negatives mined with BM25 and the base model, and the
-teacher `{record["teacher"]}` labelled them ({record["loss"]}). It was not evaluated here: measure it on your own
-queries (`ctxir evaluate --model DIR`).
-
-Examples of the pseudo-queries:
-{examples}
-
-Load it with ctxir (offline, the base from the packaged copy) or with sentence-transformers and peft:
-`SentenceTransformer("DIR")` fetches the base model from the Hub.
-""",
-        encoding="utf-8",
-    )
 
 
 def main(argv: list[str] | None = None) -> int:
