@@ -38,7 +38,8 @@ _SEARCH_ARGS = {
     "query": "the question to search for (free text)",
     "corpus": "the corpus to search: the startup corpus's name, or one this session uploaded (/upload_corpus)",
     "first_stage": first_stage_help(),
-    "reranker": "'none', or a loaded re-ranker that re-scores the first stage's candidates",
+    "reranker": "'none', a loaded re-ranker that re-scores the first stage's candidates, or a cross-encoder's Hub "
+    "id (org/name), loaded on demand into the app's bounded cache",
     "k": "how many results to return",
     "depth": "how many first-stage candidates the re-ranker re-scores",
     "mode": "how the re-ranker's score is used: fused with the first stage's, or alone",
@@ -90,7 +91,12 @@ ENDPOINTS: dict[str, Endpoint] = {
     ),
     "score_pairs": Endpoint(
         "Score one query against several documents with every loaded model: scores and ranks side by side.",
-        {"query": "the query", "documents": "the documents, one per line"},
+        {
+            "query": "the query",
+            "documents": "the documents, one per line",
+            "models": "optional: Hub ids of more cross-encoders or bi-encoders to compare, comma-separated; each "
+            "loads on demand into the app's bounded cache and adds a '<id> score' or '<id> cosine' column",
+        },
         (
             ("File", "chart_png"),
             ("Markdown", "pair_formation"),

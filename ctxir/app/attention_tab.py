@@ -184,6 +184,8 @@ def build(ui: Ui) -> None:
         progress=gr.Progress(),  # noqa: B008 (gradio's pattern)
     ):
         ui.visitor(request)
+        # a model typed by Hub id loads here (bounded cache, one load at a time), its load in the progress bar
+        state.models.inspectable(model, progress=lambda f, d: progress(f, desc=d))
         progress(0.1, desc="forward pass and bertviz view")
         r = attention(state, text, text_pair, view, layers, heads, heatmap_layer, heatmap_head, model)
         from ctxir.viz import iframe

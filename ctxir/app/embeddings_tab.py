@@ -12,7 +12,7 @@ import numpy as np
 
 from ctxir.app import figures, similarity
 from ctxir.app.config import Progress
-from ctxir.app.models import BI_ENCODER, check_layer
+from ctxir.app.models import BI_ENCODER, AppModels, check_layer
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code, split_lines
 from ctxir.app.ui import Ui, cleared, exports, frame, gpu, guard, lines, show, tab_intro
@@ -212,6 +212,27 @@ def projection_plots(data: dict) -> tuple:
     return projection, drift
 
 
+def inspect_choices(models: AppModels) -> list[str]:
+    """The models the inspection views offer: those loaded at start, then those loaded by name now."""
+    return [*models.inspect, *models.extra_models("inspect")]
+
+
+def inspect_info(config) -> str:
+    """The model choice's note: any model can be typed, and the limits it loads under."""
+    return (
+        "or type any model's Hub id"
+        + (" or folder" if config.allow_model_paths else "")
+        + ": loaded on first use, "
+        f"at most {config.max_extra_models} such models kept ({config.max_extra_mb:,.0f} MiB), the least recently "
+        "used goes first"
+    )
+
+
+def load_first(state: AppState, model: str, progress) -> None:
+    """A model typed by name is loaded before the view runs, so its load shows in the progress bar."""
+    state.models.inspectable(model, progress=lambda f, d: progress(f, desc=d))
+
+
 def build(ui: Ui) -> None:
     """The Token embeddings tab (inside an open gr.Tab): four sub-tabs; events /model_info, /token_embeddings,
     /layer_similarity, /sentence_similarity."""
@@ -221,7 +242,14 @@ def build(ui: Ui) -> None:
         "token's vector sits at any layer, how one word's meaning shifts with its context, and how alike "
         "whole sentences are."
     )
-    model = gr.Dropdown(list(ui.models.inspect), value=BI_ENCODER, label="Model", allow_custom_value=True)
+    model = gr.Dropdown(
+        inspect_choices(ui.models),
+        value=BI_ENCODER,
+        label="Model",
+        allow_custom_value=True,
+        info=inspect_info(ui.config),
+        elem_id="embeddings-model",
+    )
     # One step a sub-tab, each laying out its part and binding its one public event, in page order.
     with gr.Tabs(overflow_behavior="wrap"):
         with gr.Tab("Tokens"):
@@ -240,8 +268,9 @@ def tokens_tab(ui: Ui, model, presets: dict) -> None:
 
     @guard
     @gpu
-    def do_model_info(model, text, request: gr.Request):
+    def do_model_info(model, text, request: gr.Request, progress=gr.Progress()):  # noqa: B008 (gradio's pattern)
         ui.visitor(request)
+        load_first(state, model, progress)
         r = model_info(state, model, text)
         return r.text, frame(r.rows), r.data
 
@@ -253,7 +282,13 @@ def tokens_tab(ui: Ui, model, presets: dict) -> None:
         json = gr.JSON()
     button.click(**cleared(summary)).then(
         do_model_info, [model, text], [summary, table, json], api_name="model_info"
-    ).success(show, None, [table], queue=False, api_visibility="private")
+    ).success(show, None, [table], queue=False, api_visibility="private").success(
+        lambda: gr.update(choices=inspect_choices(ui.models)),
+        None,
+        [model],
+        queue=False,
+        api_visibility="private",
+    )
 
 
 def projection_tab(ui: Ui, model, presets: dict) -> None:
@@ -273,6 +308,7 @@ def projection_tab(ui: Ui, model, presets: dict) -> None:
         progress=gr.Progress(),  # noqa: B008 (gradio's pattern)
     ):
         ui.visitor(request)
+        load_first(state, model, progress)
         r = token_embeddings(
             state,
             sentences,

@@ -12,10 +12,20 @@ from typing import Any
 
 from ctxir import kinds
 from ctxir.app.config import AppConfig, Progress
+from ctxir.app.model_cache import MiB, ModelCache
 from ctxir.app.reranker_labels import flag, unavailable_hint
 from ctxir.checks import check_choice, check_int
 from ctxir.encoders.internals import inspect_text
 from ctxir.encoders.models import load_bi_encoder, load_transformer
+from ctxir.encoders.on_demand import (
+    check_model_name,
+    fetch_model,
+    hub_offline,
+    is_hub_id,
+    load_model_fresh,
+    model_role,
+    remote_code_needed,
+)
 from ctxir.rerank.registry import CLS_LR, CROSS_ENCODER, load_reranker, reranker_choices
 from ctxir.rerank.registry import RERANKERS as KINDS
 from ctxir.types import CtxirError, Internals
@@ -47,6 +57,11 @@ class AppModels:
     inspect: dict[str, Inspectable]  # BI_ENCODER (always), each loaded kind that is ``inspectable``
     rerankers: dict[str, Any] = field(default_factory=dict)  # kind → ctxir.Reranker
     unavailable: dict[str, str] = field(default_factory=dict)  # kind → why it is not loaded
+    # models loaded by name on demand (``on_demand``), bounded; the ones above pinned in it
+    cache: ModelCache = field(default_factory=ModelCache)
+    device: str = "cpu"
+    allow_remote_code: bool = False  # AppConfig.allow_remote_code
+    allow_paths: bool = True  # AppConfig.allow_model_paths
 
     @property
     def loaded(self) -> list[str]:
@@ -61,8 +76,9 @@ class AppModels:
 
     @classmethod
     def load(cls, config: AppConfig, progress: Progress | None = None) -> AppModels:
-        """Load every model once. A missing bi-encoder is fatal; a missing re-ranker only logs a warning, and one
-        that is not on this machine is not tried (nothing is downloaded)."""
+        """Load every model once. A missing bi-encoder is fatal; a missing re-ranker only logs a warning. A Hub id
+        that is not in the local cache is downloaded when the Hub can be reached (HF_HUB_OFFLINE unset), else it is
+        not tried. Each is pinned in the cache of models loaded on demand (asking for it by name finds it)."""
 
         step = progress or (lambda *_: None)
         step(0.0, f"loading bi-encoder {config.bi_encoder}")
@@ -70,6 +86,7 @@ class AppModels:
         tokenizer, body = load_transformer(config.bi_encoder, config.device, attentions=True)
         inspect = {BI_ENCODER: Inspectable(config.bi_encoder, tokenizer, body)}
         models = cls(bi, config.bi_encoder, inspect)
+        models.configure(config)
         for i, kind in enumerate(KINDS.values()):
             model = config.reranker_model(kind.name)
             if not model or model.lower() == "none":
@@ -80,13 +97,16 @@ class AppModels:
                 )
                 continue
             ok, why = kind.available(model)
-            if not ok:  # not on this machine: nothing is downloaded, the kind is not offered
+            download = not ok and is_hub_id(model) and not hub_offline()
+            if not ok and not download:  # not on this machine and offline: the kind is not offered
                 models.unavailable[kind.name] = why
                 logger.warning("%s re-ranker unavailable, the app starts without it: %s", kind.label, why)
                 continue
             step(0.4 + 0.3 * i / len(KINDS), f"loading {kind.label} re-ranker {model}")
             try:
-                models.rerankers[kind.name] = load_reranker(kind.name, model, config.device)
+                models.rerankers[kind.name] = load_reranker(
+                    kind.name, model, config.device, download=download
+                )
                 # an onnx backend (app.py --rerank-backend): exported (first start only, ~10 s a model) and opened
                 # now, before serving, not on a visitor's first search; an export in a thread beside the served
                 # requests is what this avoids (torch's exporter is not safe to run beside other threads' work)
@@ -104,7 +124,20 @@ class AppModels:
                 models.rerankers.pop(kind.name, None)
                 models.unavailable[kind.name] = str(err)
                 logger.warning("%s re-ranker unavailable, the app starts without it: %s", kind.label, err)
+                continue
+            if kind.name == CROSS_ENCODER.name:
+                models.cache.pin((CROSS_ENCODER.name, model), models.rerankers[kind.name])
         return models
+
+    def configure(self, config: AppConfig) -> AppModels:
+        """The limits and permissions of models loaded on demand, from ``config``: a new cache of
+        ``max_extra_models`` and ``max_extra_mb``, with the bi-encoder loaded at start pinned in it."""
+        self.cache = ModelCache(config.max_extra_models, int(config.max_extra_mb * MiB))
+        self.device = config.device
+        self.allow_remote_code, self.allow_paths = config.allow_remote_code, config.allow_model_paths
+        self.cache.pin((BI_ENCODER, self.bi_encoder_name), self.bi_encoder)
+        self.cache.pin(("inspect", self.bi_encoder_name), self.inspect[BI_ENCODER])
+        return self
 
     @classmethod
     def from_objects(
@@ -123,7 +156,8 @@ class AppModels:
         path = str(bi_encoder[0].auto_model.config._name_or_path or bi_encoder_name)
         tokenizer, body = load_transformer(path, device, attentions=True)
         inspect = {BI_ENCODER: Inspectable(bi_encoder_name, tokenizer, body)}
-        models = cls(bi_encoder, bi_encoder_name, inspect)
+        models = cls(bi_encoder, bi_encoder_name, inspect, device=device)
+        models.cache.pin((BI_ENCODER, bi_encoder_name), bi_encoder)
         given = {CROSS_ENCODER.name: cross_encoder, CLS_LR.name: cls_lr, **(rerankers or {})}
         for kind in KINDS.values():
             if given.get(kind.name) is None:
@@ -140,9 +174,15 @@ class AppModels:
             )
         return models
 
-    def reranker(self, name: str):
-        """The loaded re-ranker ``name`` ("none" → None); one that is not loaded fails with why and what to do."""
-        check_choice(name, "re-ranker", reranker_choices())
+    def reranker(self, name: str, progress: Progress | None = None):
+        """The loaded re-ranker ``name`` ("none" → None); one that is not loaded fails with why and what to do. Any
+        other name is a cross-encoder's Hub id (or folder), loaded on demand (``on_demand``)."""
+        if name not in reranker_choices() and self.loadable(name):
+            return self.on_demand(name, CROSS_ENCODER.name, progress, "re-ranker")
+        try:
+            check_choice(name, "re-ranker", reranker_choices())
+        except CtxirError as err:
+            raise CtxirError(f"{err}, or a cross-encoder's Hub id (org/name) to load it on demand") from None
         if name == "none":
             return None
         if name not in self.rerankers:
@@ -154,7 +194,11 @@ class AppModels:
             )
         return self.rerankers[name]
 
-    def inspectable(self, name: str) -> Inspectable:
+    def inspectable(self, name: str, progress: Progress | None = None) -> Inspectable:
+        """A model whose internals the inspection views read: one loaded at start by its key (``BI_ENCODER``, a
+        re-ranker kind), else any model by Hub id (or folder), loaded on demand (``on_demand``)."""
+        if name not in self.inspect and name not in KINDS and self.loadable(name):
+            return self.on_demand(name, "inspect", progress, "model")
         if name not in self.inspect:
             loaded = ", ".join(f"{k!r} ({v.name})" for k, v in self.inspect.items())
             kind = KINDS.get(name)
@@ -164,10 +208,74 @@ class AppModels:
                 else ""
             )
             raise CtxirError(
-                f"model {name!r} is not loaded in this app: choose one of {loaded}.{hint} To inspect "
-                "another model, restart the app with --bi-encoder NAME_OR_FOLDER"
+                f"model {name!r} is not loaded in this app: choose one of {loaded}, or type a model's Hub id "
+                f"(org/name) to load it.{hint} To inspect another model from the start, restart the app with "
+                "--bi-encoder NAME_OR_FOLDER"
             )
         return self.inspect[name]
+
+    # ------------------------------------------------------------ any model by name, on demand
+
+    def loadable(self, name: Any) -> bool:
+        """``name`` has the shape of a Hub id, or (where paths are allowed) names a local folder."""
+        try:
+            check_model_name(name, "model", self.allow_paths)
+        except CtxirError:
+            return False
+        return True
+
+    def on_demand(
+        self, name: str, role: str | None = None, progress: Progress | None = None, what: str = "model"
+    ):
+        """Model ``name`` (a Hub id or, where allowed, a folder) loaded now into the bounded ``cache``, or found
+        there: role ``CROSS_ENCODER`` → a ``CrossEncoderReranker`` (a bi-encoder is refused), ``BI_ENCODER`` → a
+        SentenceTransformer, "inspect" → an ``Inspectable``, None → (its role read from its files, the model)."""
+        name = check_model_name(name, what, self.allow_paths)
+        roles = [role] if role else [CROSS_ENCODER.name, BI_ENCODER]
+        for each in roles:
+            found = self.cache.get((each, name))
+            if found is not None:
+                return found if role else (each, found)
+        step = progress or (lambda *_: None)
+        with self.cache.loading(progress):  # fetching (a download) is part of the one load at a time
+            step(0.05, f"fetching {name} (downloaded when it is not in the local Hugging Face cache)")
+            folder = fetch_model(
+                name, what, allow_remote_code=self.allow_remote_code, allow_paths=self.allow_paths
+            )
+            found_role = model_role(folder)
+            wanted = role or found_role
+            if wanted == CROSS_ENCODER.name and found_role != CROSS_ENCODER.name:
+                raise CtxirError(
+                    f"{what} {name!r} is a bi-encoder (it embeds each text alone; it scores no pair read together): "
+                    "compare it in Pair scoring or the Token embeddings tab, and re-rank with a cross-encoder's Hub "
+                    f"id such as {KINDS[CROSS_ENCODER.name].fallback!r}"
+                )
+            trust = bool(
+                remote_code_needed(folder)
+            )  # only reached where the deployer allowed it (fetch_model)
+            model = self.cache.load(
+                (wanted, name), lambda: self._load_fresh(wanted, name, trust), progress, f"{what} {name!r}"
+            )
+        return model if role else (wanted, model)
+
+    def _load_fresh(self, role: str, name: str, trust: bool):
+        if role == "inspect":
+            return Inspectable(name, *load_model_fresh("inspect", name, self.device, trust))
+        model = load_model_fresh(role, name, self.device, trust)
+        if role != CROSS_ENCODER.name:
+            return model
+        from ctxir.rerank.rankers import CrossEncoderReranker
+        from ctxir.rerank.registry import alone_below_bm25, passages_for, stage_fusion_for
+
+        # torch: an ONNX export (~10 s a model, unsafe beside other threads' work) is for the models loaded at start
+        reranker = CrossEncoderReranker(model, self.device, passages=passages_for(name), backend="torch")
+        reranker.model_name = name
+        reranker.stage_fusion, reranker.fused_only = stage_fusion_for(name), alone_below_bm25(name)
+        return reranker
+
+    def extra_models(self, role: str) -> list[str]:
+        """The names of the models of ``role`` loaded on demand now, least recently used first."""
+        return [name for each, name in self.cache.loaded() if each == role]
 
     @property
     def num_layers(self) -> int:

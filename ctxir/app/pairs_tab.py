@@ -12,6 +12,7 @@ import gradio as gr
 import numpy as np
 
 from ctxir.app import explain_tab, figures
+from ctxir.app.config import Progress
 from ctxir.app.models import BI_ENCODER, AppModels
 from ctxir.app.reranker_labels import pair_legend, rank_header, short_name
 from ctxir.app.state import AppState, ViewResult
@@ -20,7 +21,9 @@ from ctxir.app.ui import Ui, exports, frame, gpu, guard, lines, shares, show, ta
 from ctxir.checks import check_int, check_text
 from ctxir.data.demo import demo_presets
 from ctxir.encoders.models import max_length_for, position_limit
+from ctxir.kinds import CROSS_ENCODER
 from ctxir.rerank.registry import RERANKERS
+from ctxir.types import CtxirError
 
 
 def kind_of_column(field: str) -> str:
@@ -67,11 +70,12 @@ def probability_columns() -> dict[str, str]:
     }
 
 
-def chart_columns(rows: Sequence[dict]) -> dict[str, list]:
+def chart_columns(rows: Sequence[dict], extra: dict | None = None) -> dict[str, list]:
     """{legend: values} the charts draw: a re-ranker's calibrated probability where its model has one (a raw score
-    is on no scale a person can read), else its pair score; then the bi-encoder's cosine."""
+    is on no scale a person can read), else its pair score; then the bi-encoder's cosine; then each model loaded by
+    name (``extra``: ``extra_columns``)."""
     probabilities, out = probability_columns(), {}
-    for key, (_, legend) in score_columns().items():
+    for key, (_, legend) in {**score_columns(), **(extra or {})}.items():
         field = probabilities.get(key)
         if field and any(row.get(field) is not None for row in rows):
             out[legend.replace(" score", " probability")] = [row.get(field) for row in rows]
@@ -80,17 +84,60 @@ def chart_columns(rows: Sequence[dict]) -> dict[str, list]:
     return out
 
 
-def score_pairs(state: AppState, query: str, documents: str | Sequence[str]) -> ViewResult:
+def model_names(value: str | Sequence[str] | None, limit: int) -> list[str]:
+    """The ``models`` input: Hub ids (or folders) separated by commas or lines, or a list; at most ``limit``.
+
+    >>> model_names("org/a, org/b\\norg/a", 2)
+    ['org/a', 'org/b']
+    """
+    if value is None:
+        return []
+    parts = value.replace("\n", ",").split(",") if isinstance(value, str) else [str(v) for v in value]
+    names = list(dict.fromkeys(part.strip() for part in parts if part and part.strip()))
+    if len(names) > limit:
+        raise CtxirError(
+            f"models lists {len(names)} models ({', '.join(map(repr, names))}) but this app keeps at most {limit} "
+            "loaded on demand at once: compare fewer at a time"
+        )
+    return names
+
+
+def extra_columns(loaded: dict[str, str]) -> dict[str, tuple[str, str]]:
+    """{value field: (rank field, legend)} of each model loaded by name, ``loaded``: {name: role}. A cross-encoder's
+    raw pair score ("<name> score"), a bi-encoder's cosine ("<name> cosine")."""
+    return {
+        f"{name} {'score' if role == CROSS_ENCODER else 'cosine'}": (f"{name} rank", name)
+        for name, role in loaded.items()
+    }
+
+
+def score_pairs(
+    state: AppState,
+    query: str,
+    documents: str | Sequence[str],
+    models: str | Sequence[str] = "",
+    progress: Progress | None = None,
+) -> ViewResult:
     """Every loaded re-ranker's pair score (cross-encoder score, CLS-LR probability, ...) and the bi-encoder
-    cosine for (query, document) pairs. The rows keep a column per re-ranker kind, None where it is not loaded."""
-    cfg, models = state.config, state.models
+    cosine for (query, document) pairs. The rows keep a column per re-ranker kind, None where it is not loaded.
+    ``models``: Hub ids (or folders) of more cross-encoders or bi-encoders to compare, each loaded on demand and
+    shown as its own column after the others (``extra_columns``)."""
+    cfg = state.config
     query = check_text(query, "query", cfg.max_query_chars)
     docs = split_lines(documents, "documents", cfg.max_documents, cfg.max_text_chars)
+    extra = {
+        name: state.models.on_demand(name, None, progress, "models")
+        for name in model_names(models, cfg.max_extra_models)
+    }
+    models = state.models
     values = _pair_scores(models, query, docs)
+    added = extra_columns({name: role for name, (role, _) in extra.items()})
+    for (role, model), field in zip(extra.values(), added, strict=True):
+        values[field] = _extra_scores(role, model, query, docs)
     probabilities = _probabilities(models, values)
     rows = [_score_row(i, doc, values, probabilities) for i, doc in enumerate(docs)]
-    columns = chart_columns(rows)
-    _add_ranks(rows, values)
+    columns = chart_columns(rows, added)
+    _add_ranks(rows, values, added)
     reader, formations = _input_formations(models, query, docs)
     unavailable = {name: models.why_not(name) for name in RERANKERS if name not in models.rerankers}
     reading = _probability_notes(models, probabilities)
@@ -102,6 +149,7 @@ def score_pairs(state: AppState, query: str, documents: str | Sequence[str]) -> 
         "scores": rows,
         "input_formation": formations,
         "unavailable": unavailable,
+        "models": {name: role for name, (role, _) in extra.items()},  # loaded by name: {name: role}
     }
     return ViewResult(
         rows=rows,
@@ -125,6 +173,15 @@ def _pair_scores(models: AppModels, query: str, docs: list[str]) -> dict[str, li
     }
     values["bi_encoder_cosine"] = (d @ q[0]).tolist()
     return values
+
+
+def _extra_scores(role: str, model, query: str, docs: list[str]) -> list[float]:
+    """A model loaded by name: a cross-encoder's raw pair scores, or a bi-encoder's cosine of query and document."""
+    if role == CROSS_ENCODER:
+        return np.asarray(model.score_pairs(query, docs), dtype=float).tolist()
+    q = model.encode([query], normalize_embeddings=True, convert_to_numpy=True)  # (1, dim)
+    d = model.encode(docs, normalize_embeddings=True, convert_to_numpy=True)  # (docs, dim)
+    return (d @ q[0]).tolist()
 
 
 def _probabilities(models: AppModels, values: dict[str, list[float] | None]) -> dict[str, list[float] | None]:
@@ -155,11 +212,11 @@ def _score_row(i: int, doc: str, values: dict, probabilities: dict) -> dict:
     }
 
 
-def _add_ranks(rows: list[dict], values: dict[str, list[float] | None]) -> None:
+def _add_ranks(rows: list[dict], values: dict[str, list[float] | None], extra: dict | None = None) -> None:
     """Each row's rank (from 1) by each score column of ``score_columns``, in place; None in every row where
     the column has no score (its model is not loaded). Ranked by the unrounded ``values``: two scores the table
     shows alike (4 decimals) still rank as their probabilities do. Equal scores keep the documents' order."""
-    for key, (rank_key, _) in score_columns().items():
+    for key, (rank_key, _) in {**score_columns(), **(extra or {})}.items():
         scores = values.get(key)
         order = np.argsort(-np.asarray(scores, dtype=float), kind="stable") if scores else []
         ranks = {int(i): rank for rank, i in enumerate(order, 1)}
@@ -259,7 +316,7 @@ INTRO = (
 def after_scoring(out, data, png):
     """Drawn from the answer: the interactive chart, the downloads, the Explain choices (a private step)."""
     docs = data["documents"]
-    chart = figures.score_bars(docs, chart_columns(data["scores"]))
+    chart = figures.score_bars(docs, chart_columns(data["scores"], extra_columns(data.get("models") or {})))
     files = exports(out, "pair-scores", data=data, rows=data["scores"], plots=[chart], files=[png])
     choices = [(f"{i}. {d[:60]}", i) for i, d in enumerate(docs, 1)]
     shown = shown_names()
@@ -276,6 +333,21 @@ def after_scoring(out, data, png):
         show(files),
         show(),
         gr.update(choices=choices, value=1),
+    )
+
+
+def compare_placeholder(config) -> str:
+    return "e.g. cross-encoder/ms-marco-MiniLM-L6-v2, sentence-transformers/all-mpnet-base-v2" + (
+        ", or a model folder" if config.allow_model_paths else ""
+    )
+
+
+def compare_info(config) -> str:
+    """What a visitor may type to compare another model, and the limits it is loaded under."""
+    return (
+        f"each loads on first use (downloaded when the Hub can be reached, else from this machine's cache) and "
+        f"shows as its own column; at most {config.max_extra_models} such models stay loaded "
+        f"({config.max_extra_mb:,.0f} MiB), the least recently used goes first"
     )
 
 
@@ -300,9 +372,15 @@ def build(ui: Ui) -> None:
 
     @guard
     @gpu
-    def do_score_pairs(query, documents, request: gr.Request):
+    def do_score_pairs(
+        query,
+        documents,
+        models,
+        request: gr.Request,
+        progress=gr.Progress(),  # noqa: B008 (gradio's pattern)
+    ):
         ui.visitor(request)
-        r = score_pairs(state, query, documents)
+        r = score_pairs(state, query, documents, models, progress=lambda f, d: progress(f, desc=d))
         # the API's table keeps a column per model whether or not it is loaded (a stable contract); the page's
         # table, redrawn by after_scoring, leaves the empty ones out
         return frame(r.rows), out.png(r.figures["scores"], "pair-scores"), r.text, frame(r.extra_rows), r.data
@@ -316,6 +394,13 @@ def build(ui: Ui) -> None:
     tab_intro(INTRO)
     pair_query = gr.Textbox(label="Query", value=presets["pair_query"])
     pair_docs = gr.Textbox(label="Documents (one per line)", lines=5, value=lines(presets["pair_documents"]))
+    pair_models = gr.Textbox(
+        label="Also compare (optional): Hub ids of cross-encoders or bi-encoders, comma-separated",
+        value="",
+        placeholder=compare_placeholder(ui.config),
+        info=compare_info(ui.config),
+        elem_id="pair-models",
+    )
     pair_button = gr.Button("Score pairs", variant="primary", elem_id="score-pairs-button")
     pair_table = gr.Dataframe(
         label="Scores and ranks per model (click a row to explain it)",
@@ -364,7 +449,7 @@ def build(ui: Ui) -> None:
         api_visibility="private",
     ).then(
         do_score_pairs,
-        [pair_query, pair_docs],
+        [pair_query, pair_docs, pair_models],
         [pair_table, pair_png, pair_formation, pair_tokens, pair_json],
         api_name="score_pairs",
     ).success(

@@ -11,6 +11,7 @@ import gradio as gr
 from ctxir.app import explain_tab
 from ctxir.app.models import AppModels
 from ctxir.app.ui import Ui
+from ctxir.kinds import CROSS_ENCODER
 from ctxir.rerank.registry import DEFAULT_RERANK_MODE, RERANKERS, search_rerankers
 from ctxir.retrieval.registry import DEFAULT_FIRST_STAGE, FIRST_STAGES
 
@@ -28,6 +29,8 @@ class SearchForm:
     depth: Any
     button: Any
     examples: Any  # the column of example queries, shown for the startup corpus only
+    other: Any = None  # another re-ranker by Hub id (or folder), loaded by ``load``
+    load: Any = None
 
     @property
     def inputs(self) -> list:
@@ -43,6 +46,31 @@ def reranker_info(models: AppModels) -> str:
         if name not in models.rerankers and name in search_rerankers(RERANKERS)
     ]
     return f"not loaded: {', '.join(missing)} (the top of the page says why)" if missing else ""
+
+
+def reranker_choices_now(models: AppModels) -> list[str]:
+    """The re-ranker choices: "none", the relevance kinds loaded at start, then the cross-encoders loaded by name
+    now (shared by every visitor, least recently used first)."""
+    return ["none", *search_rerankers(models.loaded), *models.extra_models(CROSS_ENCODER)]
+
+
+def accept_model_ids(radio: gr.Radio, models: AppModels) -> gr.Radio:
+    """The re-ranker radio also takes a cross-encoder's Hub id (or folder) from an API client or the Load button:
+    such a value passes to the search, which loads it on demand (``AppModels.reranker``) or says what is wrong."""
+    check = radio.preprocess
+
+    def preprocess(payload):
+        if (
+            isinstance(payload, str)
+            and payload not in RERANKERS
+            and payload != "none"
+            and models.loadable(payload)
+        ):
+            return payload.strip()
+        return check(payload)
+
+    radio.preprocess = preprocess
+    return radio
 
 
 def search_form(ui: Ui) -> SearchForm:
@@ -74,14 +102,17 @@ def search_form(ui: Ui) -> SearchForm:
         )
         # only the re-rankers loaded in this app are offered; the info line names the others and the top of the
         # page says why they are missing
-        reranker = explain_tab.refuse_unloaded(
-            gr.Radio(
-                ["none", *search_rerankers(ui.models.loaded)],
-                value="none",
-                label="Re-ranker",
-                min_width=200,
-                elem_id="search-reranker",
-                info=reranker_info(ui.models),
+        reranker = accept_model_ids(
+            explain_tab.refuse_unloaded(
+                gr.Radio(
+                    reranker_choices_now(ui.models),
+                    value="none",
+                    label="Re-ranker",
+                    min_width=200,
+                    elem_id="search-reranker",
+                    info=reranker_info(ui.models),
+                ),
+                ui.models,
             ),
             ui.models,
         )
@@ -106,6 +137,18 @@ def search_form(ui: Ui) -> SearchForm:
             min_width=140,
             elem_id="search-depth",
         )
+    with gr.Row(equal_height=True):
+        other = gr.Textbox(
+            label="Another re-ranker (optional): a cross-encoder's Hub id"
+            + (" or folder" if cfg.allow_model_paths else ""),
+            placeholder="e.g. cross-encoder/ms-marco-MiniLM-L6-v2",
+            info=f"loaded on demand and offered as a choice above; at most {cfg.max_extra_models} such models stay "
+            f"loaded ({cfg.max_extra_mb:,.0f} MiB), the least recently used goes first",
+            scale=4,
+            min_width=240,
+            elem_id="search-other-reranker",
+        )
+        load = gr.Button("Load re-ranker", scale=1, min_width=140, elem_id="search-load-reranker")
     button = gr.Button("Search", variant="primary", elem_id="search-button")
     with gr.Column(visible=bool(state.examples)) as examples:
         if state.examples:
@@ -122,4 +165,4 @@ def search_form(ui: Ui) -> SearchForm:
                 return evt.value
 
             example_pick.select(pick_example, None, [query], queue=False, api_visibility="private")
-    return SearchForm(query, corpus, first_stage, reranker, mode, k, depth, button, examples)
+    return SearchForm(query, corpus, first_stage, reranker, mode, k, depth, button, examples, other, load)

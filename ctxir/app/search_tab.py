@@ -14,8 +14,10 @@ import gradio as gr
 
 from ctxir.app import explain_tab, pooling, uploads, what_moved
 from ctxir.app.search import search
-from ctxir.app.search_form import SearchForm, search_form
+from ctxir.app.search_form import SearchForm, reranker_choices_now, search_form
 from ctxir.app.ui import Ui, column_widths, frame, gpu, guard, show, tab_intro
+from ctxir.encoders.on_demand import check_model_name
+from ctxir.rerank.registry import RERANKERS
 
 # ---------------------------------------------------------------- shown in the page
 
@@ -112,6 +114,7 @@ def build(ui: Ui) -> None:
     what_moved.wire(ui, form, moved)
     pooling.wire(ui, form, pooled)
     uploads.wire(ui, form, upload)
+    wire_load(ui, form)
     # the example queries belong to the startup corpus: hidden while another corpus is chosen
     state = ui.state
     form.corpus.change(
@@ -177,7 +180,19 @@ def wire_search(ui: Ui, form: SearchForm, results: ResultsPanel) -> None:
 
     @guard
     @gpu
-    def do_search(query, corpus, first_stage, reranker, k, depth, mode, request: gr.Request):
+    def do_search(
+        query,
+        corpus,
+        first_stage,
+        reranker,
+        k,
+        depth,
+        mode,
+        request: gr.Request,
+        progress=gr.Progress(),  # noqa: B008 (gradio's pattern)
+    ):
+        if reranker not in ("none", *RERANKERS):  # a Hub id: loaded now, with progress, before the search
+            state.models.reranker(reranker, progress=lambda f, d: progress(f, desc=d))
         r = search(
             state, query, corpus, first_stage, reranker, k, depth, owner=ui.visitor(request), mode=mode
         )
@@ -225,6 +240,24 @@ def wire_search(ui: Ui, form: SearchForm, results: ResultsPanel) -> None:
             queue=False,
             api_visibility="private",
         )
+
+
+def wire_load(ui: Ui, form: SearchForm) -> None:
+    """The Load button (private): a cross-encoder by Hub id (or folder) loaded into the app's bounded cache and
+    offered as a re-ranker choice, selected."""
+    models = ui.models
+
+    @guard
+    @gpu
+    def do_load_reranker(model, request: gr.Request, progress=gr.Progress()):  # noqa: B008 (gradio's pattern)
+        ui.visitor(request)
+        name = check_model_name(model, "model", models.allow_paths)
+        models.reranker(name, progress=lambda f, d: progress(f, desc=d))
+        return gr.update(choices=reranker_choices_now(models), value=name)
+
+    # private: an API client passes the Hub id as /search's ``reranker`` (loaded on demand there)
+    for trigger in (form.load.click, form.other.submit):
+        trigger(do_load_reranker, [form.other], [form.reranker], api_visibility="private")
 
 
 def wire_explain(ui: Ui, form: SearchForm, results: ResultsPanel) -> None:

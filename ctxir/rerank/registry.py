@@ -130,9 +130,12 @@ class RerankerKind:
             return False, f"the shipped model {model!r} is missing from this installation: reinstall ctxir"
         if model.startswith((".", "/", "~")) or model.count("/") != 1:
             return False, f"model folder {model!r} does not exist"
+        from huggingface_hub import constants
+
         return False, (
-            f"model {model!r} is neither a local folder nor in the local Hugging Face cache (nothing is "
-            "downloaded while the app or an evaluation runs)"
+            f"model {model!r} is neither a local folder nor in the local Hugging Face cache "
+            f"({constants.HF_HUB_CACHE}); nothing is downloaded while an evaluation runs, or while the app starts "
+            "offline (HF_HUB_OFFLINE=1)"
         )
 
 
@@ -347,11 +350,15 @@ def available_rerankers() -> dict[str, tuple[bool, str]]:
     return {name: kind.available() for name, kind in RERANKERS.items()}
 
 
-def load_reranker(kind: str, model: str = "", device: str = "auto", batch_size: int = 32) -> Reranker | None:
+def load_reranker(
+    kind: str, model: str = "", device: str = "auto", batch_size: int = 32, *, download: bool = False
+) -> Reranker | None:
     """The re-ranker of ``kind`` ("none" → None) with ``model`` ("" = the kind's default: the one shipped in ctxir);
     its ``stage_fusion`` is read from the model folder's fusion.json (else RRF k=60, equal weights).
 
-    Checked before loading: a model that is not on this machine fails at once with how to provide one.
+    Checked before loading: a model that is not on this machine fails at once with how to provide one, unless
+    ``download`` and it is a Hub id (``org/name``): then it is downloaded into the Hugging Face cache (the app's
+    deployer names one with ``CTXIR_CROSS_ENCODER=you/...``; offline, the download fails with what to do).
 
     >>> load_reranker("none") is None
     True
@@ -366,7 +373,8 @@ def load_reranker(kind: str, model: str = "", device: str = "auto", batch_size: 
     spec = RERANKERS[kind]
     model = model or spec.default_model()
     ok, why = spec.available(model)
-    if not ok:
+    hub_id = model.count("/") == 1 and not model.startswith((".", "/", "~")) and model not in _shipped_names()
+    if not ok and not (download and hub_id):
         raise CtxirError(
             f"the {spec.label} re-ranker is not available: {why}. To provide one, {spec.how_to_get} and pass its "
             "output folder as model, or a Hub id that is in the local cache"
@@ -375,6 +383,12 @@ def load_reranker(kind: str, model: str = "", device: str = "auto", batch_size: 
     reranker.stage_fusion = stage_fusion_for(model)
     reranker.fused_only = alone_below_bm25(model)
     return reranker
+
+
+def _shipped_names() -> set[str]:
+    from ctxir.encoders.models import SHIPPED_MODELS
+
+    return set(SHIPPED_MODELS)
 
 
 def alone_below_bm25(model: str) -> str | None:

@@ -1,0 +1,228 @@
+"""Any model by Hub id, loaded on demand: two small models laid into a temporary Hugging Face cache as `hf download`
+leaves them, the app offline (HF_HUB_OFFLINE=1). Load both by id, compare them beside the models loaded at start
+(search, pair scoring, inspection), evict past the cache's count limit (the start's models pinned), and the
+refusals: not in the cache while offline (naming the cache), remote code, a malformed id."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+
+import pytest
+
+from ctxir import testing, testing_hub
+from ctxir.app.attention_tab import attention
+from ctxir.app.config import AppConfig
+from ctxir.app.embeddings_tab import model_info
+from ctxir.app.model_cache import MiB, ModelCache
+from ctxir.app.models import AppModels
+from ctxir.app.pairs_tab import score_pairs
+from ctxir.app.search import search
+from ctxir.app.state import AppState
+from ctxir.data.demo import demo_corpus
+from ctxir.types import CtxirError
+from tests.conftest import APP_TOPICS, TINY_VOCAB
+
+CROSS, BI, NEEDS_CODE = "test-org/tiny-cross-encoder", "test-org/tiny-bi-encoder", "test-org/needs-code"
+DOCS = ["the river bank", "the savings bank", "otters swim"]
+
+
+@pytest.fixture(scope="module")
+def hub_cache(tmp_path_factory):
+    """A Hugging Face cache holding a tiny cross-encoder, a tiny bi-encoder and a model whose config maps classes
+    to its repository's code (auto_map), each in the layout `hf download` leaves."""
+    root = tmp_path_factory.mktemp("any-model")
+    cache = root / "hub"
+    testing_hub.lay_into_hf_cache(
+        testing_hub.save_tiny_cross_encoder(root / "cross", TINY_VOCAB), cache, CROSS
+    )
+    bi = testing.save_tiny_bert(root / "bi", TINY_VOCAB)
+    testing_hub.lay_into_hf_cache(bi, cache, BI, revision="1" * 40)
+    code = root / "code"
+    shutil.copytree(bi, code)
+    config = json.loads((code / "config.json").read_text())
+    config["auto_map"] = {"AutoModel": "modeling_custom.CustomModel"}
+    (code / "config.json").write_text(json.dumps(config))
+    (code / "modeling_custom.py").write_text("raise SystemExit('remote code ran')\n")
+    testing_hub.lay_into_hf_cache(code, cache, NEEDS_CODE, revision="2" * 40)
+    return cache
+
+
+@pytest.fixture
+def offline_cache(hub_cache, monkeypatch):
+    """The cache above as huggingface_hub's, offline (HF_HUB_OFFLINE=1; huggingface_hub read both at import)."""
+    from huggingface_hub import constants
+
+    from ctxir.encoders.models import resolve_model
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(hub_cache))
+    resolve_model.cache_clear()
+    yield hub_cache
+    resolve_model.cache_clear()
+
+
+@pytest.fixture
+def state(offline_cache, tiny_bert_dir, _tiny_st):
+    """An app whose start loaded the tiny bi-encoder and a tiny cross-encoder (the "shipped" ones), its cache of
+    models loaded on demand holding at most 2."""
+    from sentence_transformers import CrossEncoder
+
+    shipped_cross = CrossEncoder(str(tiny_bert_dir), num_labels=1, device="cpu")
+    models = AppModels.from_objects(_tiny_st, str(tiny_bert_dir), cross_encoder=shipped_cross)
+    config = AppConfig(device="cpu", max_extra_models=2, max_extra_mb=64, allow_model_paths=False)
+    models.configure(config)
+    corpus = {i: d for i, d in demo_corpus().items() if i.startswith(APP_TOPICS)}
+    return AppState(models, config, corpus, "demo-subset", cache=None)
+
+
+def test_two_models_by_hub_id_compare_beside_the_shipped_ones(state):
+    pairs = score_pairs(state, "river bank", DOCS, models=f"{CROSS}, {BI}")
+    row = pairs.rows[0]
+    # the start's columns and one per model loaded by id, each scored and ranked
+    for column in ("cross_encoder_score", "bi_encoder_cosine", f"{CROSS} score", f"{BI} cosine"):
+        assert isinstance(row[column], float), column
+    assert sorted(r[f"{CROSS} rank"] for r in pairs.rows) == [1, 2, 3]
+    assert pairs.data["models"] == {CROSS: "cross-encoder", BI: "bi-encoder"}
+    assert row[f"{CROSS} score"] != row["cross_encoder_score"]  # another model, not the shipped one again
+
+    shipped = search(state, "river bank", first_stage="bm25", reranker="cross-encoder", k=3)
+    by_id = search(state, "river bank", first_stage="bm25", reranker=CROSS, k=3)
+    assert by_id.data["reranker"] == CROSS and all(h["rerank_score"] is not None for h in by_id.rows)
+    assert [h["rerank_score"] for h in by_id.rows] != [h["rerank_score"] for h in shipped.rows]
+
+    info = model_info(state, CROSS)  # the Embeddings and Attention tabs read any model by id too
+    assert info.data["model"] == CROSS and info.data["layers"] == 2
+    assert attention(state, "river bank", model=BI).data["tokens"][0] == "[CLS]"
+
+
+def test_past_the_count_limit_the_least_recently_used_goes_and_the_shipped_stay(state):
+    models = state.models
+    score_pairs(state, "q", DOCS, models=CROSS)  # 1: the cross-encoder
+    score_pairs(state, "q", DOCS, models=BI)  # 2: the bi-encoder
+    score_pairs(
+        state, "q", DOCS, models=CROSS
+    )  # the cross-encoder used again: the bi-encoder is now the oldest
+    model_info(state, CROSS)  # 3: the cross-encoder's body for inspection, past the limit of 2
+    assert models.cache.loaded() == [("cross-encoder", CROSS), ("inspect", CROSS)]
+    assert models.cache.evicted == [("bi-encoder", BI)]
+    assert ("bi-encoder", models.bi_encoder_name) in models.cache.loaded(pinned=True)
+    assert model_info(state, "bi-encoder").data["layers"] == 2  # the shipped ones are still served
+    assert models.cache.used_bytes <= 64 * MiB
+
+
+def test_a_model_bigger_than_the_memory_limit_is_refused(state):
+    state.models.cache.max_bytes = 1024  # the tiny cross-encoder holds ~100 KB of weights
+    with pytest.raises(CtxirError, match=r"re-ranker 'test-org/tiny-cross-encoder' needs .* MiB, more than"):
+        search(state, "river bank", first_stage="bm25", reranker=CROSS, k=3)
+    assert state.models.cache.loaded() == []
+
+
+def test_offline_an_id_not_in_the_cache_is_refused_naming_the_cache(state, offline_cache):
+    with pytest.raises(CtxirError) as err:
+        score_pairs(state, "q", DOCS, models="test-org/not-downloaded")
+    message = str(err.value)
+    assert "models 'test-org/not-downloaded' is not in the local Hugging Face cache" in message
+    assert str(offline_cache) in message and "HF_HUB_OFFLINE=1" in message and "hf download" in message
+
+
+def test_remote_code_is_refused_unless_the_deployer_allowed_it(state):
+    with pytest.raises(
+        CtxirError, match=r"model 'test-org/needs-code' needs code from its repository .*auto_map"
+    ):
+        model_info(state, NEEDS_CODE)
+    with pytest.raises(CtxirError, match="--allow-remote-code, or CTXIR_TRUST_REMOTE_CODE=1"):
+        search(state, "q", first_stage="bm25", reranker=NEEDS_CODE)
+    assert state.models.cache.loaded() == []
+
+
+def test_bad_names_say_which_argument_and_what_to_do(state, tmp_path):
+    with pytest.raises(CtxirError, match=r"re-ranker 'colbert' is not known: use one of 'none', .*Hub id"):
+        search(state, "q", first_stage="bm25", reranker="colbert")
+    with pytest.raises(CtxirError, match=r"models 'not an id' is not a Hub id: type a Hub id such as"):
+        score_pairs(state, "q", DOCS, models="not an id")
+    with pytest.raises(CtxirError, match=r"models lists 3 models .* at most 2"):
+        score_pairs(state, "q", DOCS, models="a/b, c/d, e/f")
+    with pytest.raises(CtxirError, match=r"re-ranker 'test-org/tiny-bi-encoder' is a bi-encoder"):
+        search(state, "q", first_stage="bm25", reranker=BI)
+    # on a Space (allow_model_paths off) a folder of the server is no model name
+    with pytest.raises(CtxirError, match=r"models .* is not a Hub id: .*this app loads no local paths"):
+        score_pairs(state, "q", DOCS, models=str(tmp_path))
+
+
+def test_one_load_at_a_time(state):
+    """Two visitors asking at once: the second waits for the first load, then finds the model loaded."""
+    cache, results = state.models.cache, []
+    with cache.loading():  # a load in progress
+        worker = threading.Thread(
+            target=lambda: results.append(state.models.on_demand(CROSS, "cross-encoder")), daemon=True
+        )
+        worker.start()
+        worker.join(0.5)
+        assert worker.is_alive() and results == []  # waiting for the lock
+    worker.join(60)
+    assert len(results) == 1 and cache.loaded() == [("cross-encoder", CROSS)]
+
+
+def test_model_cache_limits_are_checked():
+    with pytest.raises(CtxirError, match="max_models=-1"):
+        ModelCache(max_models=-1)
+    cache = ModelCache(max_models=0)
+    with pytest.raises(CtxirError, match="loads no model on demand"):
+        cache.load("a", lambda: object())
+
+
+# ---------------------------------------------------------------- the deployer's flags take the same ids
+
+
+def deployer_config(tiny_bert_dir, cross_encoder: str) -> AppConfig:
+    return AppConfig(
+        bi_encoder=str(tiny_bert_dir),
+        cross_encoder=cross_encoder,
+        cls_lr="none",
+        rerankers={"sts-cross-encoder": "none"},
+        device="cpu",
+    )
+
+
+def test_a_deployers_hub_id_reranker_is_downloaded_at_start_when_online(
+    offline_cache, tiny_bert_dir, tmp_path, monkeypatch
+):
+    """CTXIR_CROSS_ENCODER=org/name on a fresh Space: not in the cache, so the app downloads it (here the "Hub" lays a
+    staged copy into the cache, as `hf download` would) and offers it; before, it came up "unavailable"."""
+    import huggingface_hub
+    from huggingface_hub import constants
+
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    real, downloads = huggingface_hub.snapshot_download, []
+    staged = testing_hub.save_tiny_cross_encoder(tmp_path / "fresh", TINY_VOCAB)
+
+    def hub(repo_id, *args, local_files_only=False, **kwargs):
+        if not local_files_only and repo_id == "test-org/fresh-cross-encoder":
+            downloads.append(repo_id)
+            testing_hub.lay_into_hf_cache(staged, offline_cache, repo_id, revision="3" * 40)
+        if not local_files_only and repo_id != "test-org/fresh-cross-encoder":
+            raise huggingface_hub.errors.LocalEntryNotFoundError(f"no network in this test ({repo_id})")
+        return real(repo_id, *args, local_files_only=True, **kwargs)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", hub)
+    models = AppModels.load(deployer_config(tiny_bert_dir, "test-org/fresh-cross-encoder"))
+    assert downloads == ["test-org/fresh-cross-encoder"]
+    assert models.loaded == ["cross-encoder"], models.unavailable
+    assert models.rerankers["cross-encoder"].score_pairs("river bank", DOCS).shape == (3,)
+    assert ("cross-encoder", "test-org/fresh-cross-encoder") in models.cache.loaded(pinned=True)
+
+
+def test_offline_a_deployers_hub_id_not_in_the_cache_is_unavailable_naming_the_cache(
+    offline_cache, tiny_bert_dir
+):
+    models = AppModels.load(deployer_config(tiny_bert_dir, "test-org/not-downloaded"))
+    assert models.loaded == []
+    why = models.why_not("cross-encoder")
+    assert "'test-org/not-downloaded' is neither a local folder nor in the local Hugging Face cache" in why
+    assert str(offline_cache) in why and "HF_HUB_OFFLINE=1" in why
+    # and a deployer's id that is in the cache loads by that id, offline
+    assert AppModels.load(deployer_config(tiny_bert_dir, CROSS)).loaded == ["cross-encoder"]
