@@ -226,3 +226,30 @@ def test_offline_a_deployers_hub_id_not_in_the_cache_is_unavailable_naming_the_c
     assert str(offline_cache) in why and "HF_HUB_OFFLINE=1" in why
     # and a deployer's id that is in the cache loads by that id, offline
     assert AppModels.load(deployer_config(tiny_bert_dir, CROSS)).loaded == ["cross-encoder"]
+
+
+# ---------------------------------------------------------------- through the served app, as a client calls it
+
+
+def test_a_client_compares_models_by_id_through_the_api(state):
+    """gradio_client: /search's reranker and /score_pairs' models take Hub ids (the Radio passes an id through to
+    the search, which loads it); a bad id comes back as the app's message, not Gradio's list of choices."""
+    import app
+    from tests.conftest import api_client, free_port
+
+    demo = app.build_demo(state)
+    port = free_port()
+    demo.queue().launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    try:
+        client = api_client(f"http://127.0.0.1:{port}/", download_files=False)
+        _, _, numbers = client.predict(
+            "river bank", "demo-subset", "bm25", CROSS, 3, 10, "fused", api_name="/search"
+        )
+        assert numbers["reranker"] == CROSS and numbers["hits"][0]["rerank_score"] is not None
+        scores = client.predict("river bank", "\n".join(DOCS), BI, api_name="/score_pairs")[-1]["scores"]
+        assert all(isinstance(row[f"{BI} cosine"], float) for row in scores)
+        with pytest.raises(Exception, match=r"re-ranker 'test-org/tiny-bi-encoder' is a bi-encoder"):
+            client.predict("river bank", "demo-subset", "bm25", BI, 3, 10, "fused", api_name="/search")
+        client.close()
+    finally:
+        demo.close()
