@@ -215,6 +215,8 @@ def public_events(demo: gr.Blocks) -> list:
 def document_api(demo: gr.Blocks) -> gr.Blocks:
     """Docstrings and output names from ``ENDPOINTS`` onto the demo's public endpoints (in place). An endpoint or
     output this table does not know is left as Gradio names it, and logged: the API test then fails."""
+    # id(component) → the name given here: endpoints that share outputs (/failure_report, /failure_report_sample)
+    named: dict[int, str] = {}
     for fn in public_events(demo):
         endpoint = ENDPOINTS.get(fn.api_name)
         if endpoint is None:
@@ -223,10 +225,14 @@ def document_api(demo: gr.Blocks) -> gr.Blocks:
         if fn.fn is not None:
             fn.fn.__doc__ = docstring(endpoint)
             fn.fn.__name__ = fn.api_name  # the MCP tool's name (Gradio names a tool after its function)
-        unlabelled = [c for c in fn.outputs if not getattr(c, "label", None)]
+        # an output named by an earlier endpoint here is still one of the unlabelled outputs this entry names, and
+        # must get the same name
+        unlabelled = [c for c in fn.outputs if not getattr(c, "label", None) or id(c) in named]
         names = list(endpoint.unlabelled)
-        if len(unlabelled) != len(names) or any(
-            type(c).__name__ != kind for c, (kind, _) in zip(unlabelled, names, strict=False)
+        if (
+            len(unlabelled) != len(names)
+            or any(type(c).__name__ != kind for c, (kind, _) in zip(unlabelled, names, strict=False))
+            or any(named.get(id(c), name) != name for c, (_, name) in zip(unlabelled, names, strict=False))
         ):
             logger.warning(
                 "API endpoint /%s: unlabelled outputs %s do not match ctxir/app/api.py's %s",
@@ -238,4 +244,5 @@ def document_api(demo: gr.Blocks) -> gr.Blocks:
         for component, (_, name) in zip(unlabelled, names, strict=True):
             component.label = name
             component.show_label = False  # a name for the API; the page looks as before
+            named[id(component)] = name
     return demo
