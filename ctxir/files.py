@@ -160,7 +160,8 @@ def verify_checksums(folder: str | Path, only: str | Path | None = None) -> int:
     folder = Path(folder)
     listed = _checksums(folder)
     if only is not None:
-        name = Path(only).resolve().relative_to(folder.resolve()).as_posix()
+        # not resolved: in a Hugging Face cache a snapshot's files are links to blobs outside the snapshot folder
+        name = Path(os.path.abspath(only)).relative_to(os.path.abspath(folder)).as_posix()
         listed = {name: listed[name]} if name in listed else {}
     for name, (size, sha) in listed.items():
         path = folder / name
