@@ -293,10 +293,16 @@ def merge_adapter(model, path: str | Path):
     Merged weights run at the plain model's speed and make the adapter invisible downstream: [CLS] features,
     attentions and scores are those of one ordinary BERT.
     """
+    import warnings
+
     # lazy: peft pulls in transformers (seconds)
     from peft import PeftModel
 
-    return PeftModel.from_pretrained(model, str(path)).merge_and_unload()
+    with warnings.catch_warnings():
+        # peft 0.21 reads transformers 5's deprecated `is_gradient_checkpointing` as it wraps a model: a FutureWarning
+        # at every adapter load (each app start) that asks nothing of ctxir or its user
+        warnings.filterwarnings("ignore", "`is_gradient_checkpointing` is deprecated", FutureWarning)
+        return PeftModel.from_pretrained(model, str(path)).merge_and_unload()
 
 
 def is_ctxir_modular(path: str | Path) -> bool:
