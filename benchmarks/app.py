@@ -1,6 +1,13 @@
 """``python -m benchmarks.app``: every endpoint of the app through ``gradio_client`` and through Gradio's HTTP API
 (what a browser or ``curl`` does), against ``python app.py`` started in its own process (or an app already running,
-``--url``).
+``--url``), beside the same work in process and the bytes each answer carries.
+
+Four clocks per call, taken in turn so they see the same machine: the view function the endpoint runs (``view``:
+what ``benchmarks.views`` times), the endpoint's whole callback called in this process (``callback``: the view plus
+the files it writes, PNG figures and HTML pages, with the models loaded here as ``app.py`` loads them), and the call
+through each client. What a client adds over ``callback`` is the HTTP layer (queue, serialisation, transfers); what
+``callback`` adds over ``view`` is the files. ``bytes``: the answer's JSON as the HTTP API sends it, and the files
+``gradio_client`` downloads with it.
 
 Why two clients: ``gradio_client`` waits for the server's messages by sleeping 50 ms whenever none is pending
 (``gradio_client.utils.stream_sse_v1plus``), so its wall time rounds the app's up by tens of milliseconds per
@@ -12,8 +19,12 @@ arrives. Both are timed call by call, alternating, so they see the same machine.
 
 from __future__ import annotations
 
-import json
 import os
+
+# as app.py, before anything imports torch: the in-process clocks run the models the way the app does
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import json
 import socket
 import subprocess
 import sys
@@ -72,14 +83,21 @@ class AppBenchArgs:
     warmup: int = field(default=1, metadata={"help": "untimed calls per endpoint first"})
     endpoints: str = field(default="", metadata={"help": "comma-separated labels to run ('' = all)"})
     torch_threads: int = field(default=0, metadata={"help": "started app: CTXIR_TORCH_THREADS"})
+    in_process: bool = field(
+        default=True,
+        metadata={
+            "help": "also time each endpoint's view and its whole callback in this process (the app's models loaded "
+            "here too, as the started app loads them; with --url, as app.py loads them by default)"
+        },
+    )
     start_timeout_s: float = 600.0
 
 
 def app_calls(corpus: str) -> dict[str, tuple[str, Callable[[int], tuple]]]:
     """label → (api_name, call number → arguments): the app's endpoints with a typical input each."""
-    pair_docs = (
-        "Otters dig dens in the river bank.\nThe bank raised its savings rate.\nBats hunt moths at night."
-    )
+    from ctxir.data.demo import demo_presets
+
+    pair_docs = "\n".join(demo_presets()["pair_documents"])  # the Pair scoring tab's example: 5 documents
     sentences = (
         "The otter swam to the river bank.\nShe paid the money into the bank.\nBats sleep in caves by day."
     )
@@ -92,13 +110,13 @@ def app_calls(corpus: str) -> dict[str, tuple[str, Callable[[int], tuple]]]:
         "search dense": ("/search", search("dense", "none")),
         "search hybrid": ("/search", search("hybrid", "none")),
         "search hybrid + cross-encoder top 20": ("/search", search("hybrid", "cross-encoder")),
-        "score_pairs (3 documents)": (
+        "score_pairs (5 documents)": (
             "/score_pairs",
             lambda i: (APP_QUERIES[i % len(APP_QUERIES)], pair_docs),
         ),
         "sentence_similarity (3 sentences)": ("/sentence_similarity", lambda i: (sentences, 6, "mean")),
         "model_info": ("/model_info", lambda i: ("bi-encoder", APP_QUERIES[i % len(APP_QUERIES)])),
-        "attention (2 layers, 2 heads)": (
+        "attention (2 layers × 2 heads)": (
             "/attention",
             lambda i: (
                 "bi-encoder",
@@ -176,10 +194,11 @@ def callback_ms(output) -> float | None:
     return None
 
 
-def http_predict(url: str, api_name: str, data: tuple | list, timeout: float = 600.0) -> list:
+def http_call(url: str, api_name: str, data: tuple | list, timeout: float = 600.0) -> tuple[list, int]:
     """One call through Gradio's HTTP API, as ``curl`` does it (Gradio's docs, "Querying Gradio Apps with Curl"):
     ``POST {url}gradio_api/call/{api}`` with ``{"data": [...]}`` gives an event id, then ``GET`` of that event
-    streams server-sent events until ``complete`` (the outputs) or ``error``."""
+    streams server-sent events until ``complete`` (the outputs) or ``error``. Returns the outputs and the bytes of
+    their JSON as sent (files are referenced in it by URL, not included)."""
     endpoint = f"{url.rstrip('/')}/gradio_api/call/{api_name.lstrip('/')}"
     request = urllib.request.Request(
         endpoint, data=json.dumps({"data": list(data)}).encode(), headers={"Content-Type": "application/json"}
@@ -196,41 +215,146 @@ def http_predict(url: str, api_name: str, data: tuple | list, timeout: float = 6
                 payload = line.partition(":")[2].strip()
                 if event == "error":
                     raise CtxirError(f"{api_name} answered with an error: {payload[:200]}")
-                return json.loads(payload)
+                return json.loads(payload), len(payload.encode())
     raise CtxirError(f"{api_name}: the event stream ended without a result")
 
 
-def time_endpoints(client, calls: dict, chosen: list[str], args: AppBenchArgs, url: str = "") -> dict:
+def http_predict(url: str, api_name: str, data: tuple | list, timeout: float = 600.0) -> list:
+    """The outputs of one call through Gradio's HTTP API (``http_call``)."""
+    return http_call(url, api_name, data, timeout)[0]
+
+
+def file_bytes(output) -> int:
+    """Bytes of the files among ``gradio_client``'s outputs (it downloads each returned file and gives its path)."""
+    total = 0
+    for part in output if isinstance(output, tuple | list) else (output,):
+        if isinstance(part, tuple | list):
+            total += file_bytes(part)
+        elif isinstance(part, str) and len(part) < 4096 and os.path.isabs(part) and os.path.isfile(part):
+            total += os.path.getsize(part)
+    return total
+
+
+@dataclass
+class InProcess:
+    """The app's models loaded in this process, and per endpoint: its view function and its whole callback."""
+
+    views: dict[str, Callable]
+    callbacks: dict[str, object]  # api name → Gradio's BlockFunction
+
+    @classmethod
+    def load(cls, args: AppBenchArgs) -> InProcess:
+        """Loaded as ``python app.py`` loads them with the environment ``run_app`` gives the started app."""
+        from ctxir.app.blocks import build_demo
+        from ctxir.app.config import AppConfig
+        from ctxir.app.state import AppState
+        from ctxir.encoders.models import set_threads
+
+        os.environ["CTXIR_RERANK_BACKEND"] = args.rerank_backend or "onnx-int8"
+        set_threads(args.torch_threads)
+        state = AppState.load(
+            AppConfig(cross_encoder=args.cross_encoder or SHIPPED_CROSS_ENCODER, cls_lr="none", device="cpu")
+        )
+        return cls.of(state, build_demo(state))
+
+    @classmethod
+    def of(cls, state, demo) -> InProcess:
+        """The views of ``state`` and the callbacks of ``demo`` (built on it)."""
+        callbacks = {f"/{fn.api_name}": fn for fn in demo.fns.values() if fn.api_name}
+        return cls(views=view_functions(state), callbacks=callbacks)
+
+    def view(self, api_name: str, data: tuple) -> None:
+        self.views[api_name](*data)
+
+    def callback(self, api_name: str, data: tuple) -> None:
+        """The endpoint's callback as Gradio calls it: missing trailing inputs get their defaults (as the app's
+        ``accept_old_clients``), the request and progress arguments filled by Gradio's own ``special_args``."""
+        from gradio.helpers import special_args
+
+        block_fn = self.callbacks[api_name]
+        values = list(data) + [getattr(b, "value", None) for b in block_fn.inputs[len(data) :]]
+        values, *_ = special_args(block_fn.fn, values, request=None)
+        block_fn.fn(*values)
+
+
+def view_functions(state) -> dict[str, Callable]:
+    """API name → the view function its callback runs, taking the endpoint's inputs in their order."""
+    from ctxir.app.attention_tab import attention
+    from ctxir.app.embeddings_tab import model_info
+    from ctxir.app.explain_tab import explain_pair
+    from ctxir.app.pairs_tab import score_pairs
+    from ctxir.app.search import search
+    from ctxir.app.similarity import sentence_similarity
+
+    return {
+        "/search": lambda q, corpus, first, rerank, k, depth: search(
+            state, q, corpus, first, rerank, k, depth
+        ),
+        "/score_pairs": lambda query, documents: score_pairs(state, query, documents),
+        "/sentence_similarity": lambda s, layer, pooling: sentence_similarity(state, s, layer, pooling),
+        "/model_info": lambda model, text: model_info(state, model, text),
+        "/attention": lambda model, text, pair, view, layers, heads, layer, head: attention(
+            state, text, pair, view, layers, heads, layer, head, model
+        ),
+        "/explain": lambda query, document, model: explain_pair(state, query, document, model),
+    }
+
+
+def time_endpoints(
+    client, calls: dict, chosen: list[str], args: AppBenchArgs, url: str = "", local: InProcess | None = None
+) -> dict:
     """Every chosen endpoint: warm-up, then timed calls one at a time (a failure is recorded, not fatal); with
-    ``url``, each call is also made through the HTTP API (``http_predict``) right after it."""
+    ``url``, each call is also made through the HTTP API (``http_call``) right after it; with ``local``, the view
+    and the callback in this process right before it."""
     results: dict = {}
     for label in chosen:
         api_name, make = calls[label]
-        times, inside, http, error = [], [], [], None
+        clocks: dict[str, list[float]] = {"client": [], "http": [], "view": [], "callback": []}
+        inside, json_bytes, files, error = [], [], [], None
+        steps = []
+        if local is not None:
+            steps += [("view", lambda d, a=api_name: local.view(a, d))]
+            steps += [("callback", lambda d, a=api_name: local.callback(a, d))]
         try:
             for i in range(args.warmup + args.repeats):
+                timed = i >= args.warmup
+                for name, step in steps:
+                    start = time.perf_counter()
+                    step(make(i))
+                    if timed:
+                        clocks[name].append(time.perf_counter() - start)
                 start = time.perf_counter()
                 output = client.predict(*make(i), api_name=api_name)
                 elapsed = time.perf_counter() - start
                 if url:
                     start = time.perf_counter()
-                    http_predict(url, api_name, make(i))
-                    if i >= args.warmup:
-                        http.append(time.perf_counter() - start)
-                if i >= args.warmup:
-                    times.append(elapsed)
+                    _, size = http_call(url, api_name, make(i))
+                    if timed:
+                        clocks["http"].append(time.perf_counter() - start)
+                        json_bytes.append(size)
+                if timed:
+                    clocks["client"].append(elapsed)
+                    files.append(file_bytes(output))
                     if (ms := callback_ms(output)) is not None:
                         inside.append(ms / 1000)
         except Exception as err:
             error = f"{type(err).__name__}: {str(err)[:200]}"
+        times = clocks["client"]
         results[label] = {"api_name": api_name, **(summary_ms(times) if times else {"n": 0})}
         if inside and len(inside) == len(times):
             results[label]["callback_p50_ms"] = summary_ms(inside)["p50_ms"]
-        if http and len(http) == len(times):
+        if clocks["http"] and len(clocks["http"]) == len(times):
             results[label]["http_p50_ms"], results[label]["http_p95_ms"] = (
-                summary_ms(http)["p50_ms"],
-                summary_ms(http)["p95_ms"],
+                summary_ms(clocks["http"])["p50_ms"],
+                summary_ms(clocks["http"])["p95_ms"],
             )
+        for name in ("view", "callback"):
+            if clocks[name] and len(clocks[name]) == len(times):
+                results[label][f"in_process_{name}_p50_ms"] = summary_ms(clocks[name])["p50_ms"]
+        if json_bytes:
+            results[label]["json_bytes"] = int(max(json_bytes))
+        if files:
+            results[label]["file_bytes"] = int(max(files))
         if error:
             results[label]["error"] = error
         print(f"{label}: {results[label]}", flush=True)
@@ -258,7 +382,9 @@ def run_app(args: AppBenchArgs, argv: list[str] | None = None) -> dict:
         print("starting python app.py …", flush=True)
         process, url, start_s = start_app(env, args.start_timeout_s)
     try:
-        results = time_endpoints(Client(url, verbose=False), calls, chosen, args, url)
+        # loaded once the started app serves, so its cold start is timed alone
+        local = InProcess.load(args) if args.in_process else None
+        results = time_endpoints(Client(url, verbose=False), calls, chosen, args, url, local)
     finally:
         if process is not None:
             stop_app(process)
@@ -279,13 +405,26 @@ def run_app(args: AppBenchArgs, argv: list[str] | None = None) -> dict:
             "corpus": args.corpus,
             "cold_start_s": round(start_s, 1) if start_s is not None else None,
         },
-        timing=f"wall time per call (HTTP + queue + the callback) of gradio_client.Client.predict (p50_ms, p95_ms) "
-        f"and of the same call through Gradio's HTTP API as curl makes it (http_p50_ms, http_p95_ms: POST "
-        f"/gradio_api/call/<api>, then its event stream), alternating, one call at a time, {args.warmup} "
-        f"warm-up call(s) then {args.repeats} timed, queries rotating; where the endpoint reports it "
-        "(timings_ms.total), also the time inside the app's callback. gradio_client polls for the server's "
-        "messages every 50 ms, which the HTTP API does not",
+        timing="wall time per call (HTTP + queue + the callback) of gradio_client.Client.predict (p50_ms, p95_ms) "
+        "and of the same call through Gradio's HTTP API as curl makes it (http_p50_ms, http_p95_ms: POST "
+        "/gradio_api/call/<api>, then its event stream)"
+        + (
+            ", and in this process, with the same inputs, of the view function the endpoint runs "
+            "(in_process_view_p50_ms) and of the endpoint's whole callback: the view and the files it writes "
+            "(in_process_callback_p50_ms); the four in turn"
+            if args.in_process
+            else ", alternating"
+        )
+        + f", one call at a time, {args.warmup} warm-up call(s) then {args.repeats} timed, queries rotating; "
+        "where the endpoint reports it (timings_ms.total), also the time inside the served app's callback "
+        "(callback_p50_ms). json_bytes: the answer's JSON as the HTTP API sends it; file_bytes: the files "
+        "gradio_client downloads with it (largest of the calls). gradio_client polls for the server's messages "
+        "every 50 ms, which the HTTP API does not",
     )
+
+
+def ratio(numerator, denominator) -> str:
+    return "–" if not numerator or not denominator else f"{numerator / denominator:.1f}×"
 
 
 def format_app(record: dict) -> str:
@@ -293,11 +432,16 @@ def format_app(record: dict) -> str:
         [
             "endpoint",
             "api",
+            "view in process, p50 ms",
+            "callback in process, p50 ms",
             "gradio_client p50 ms",
             "p95 ms",
             "HTTP API p50 ms",
             "p95 ms",
-            "in the callback, p50 ms",
+            "gradio_client ÷ view",
+            "gradio_client ÷ callback",
+            "JSON KB",
+            "files KB",
             "calls",
             "error",
         ],
@@ -305,11 +449,16 @@ def format_app(record: dict) -> str:
             [
                 label,
                 f"`{r['api_name']}`",
+                cell(r.get("in_process_view_p50_ms"), "{:.0f}"),
+                cell(r.get("in_process_callback_p50_ms"), "{:.0f}"),
                 cell(r.get("p50_ms"), "{:.0f}"),
                 cell(r.get("p95_ms"), "{:.0f}"),
                 cell(r.get("http_p50_ms"), "{:.0f}"),
                 cell(r.get("http_p95_ms"), "{:.0f}"),
-                cell(r.get("callback_p50_ms"), "{:.0f}"),
+                ratio(r.get("p50_ms"), r.get("in_process_view_p50_ms")),
+                ratio(r.get("p50_ms"), r.get("in_process_callback_p50_ms")),
+                cell(r.get("json_bytes") and r["json_bytes"] / 1000, "{:,.1f}"),
+                cell(r.get("file_bytes") and r["file_bytes"] / 1000, "{:,.1f}"),
                 str(r["n"]),
                 r.get("error", ""),
             ]
@@ -322,20 +471,19 @@ def plot_app(records: list[dict], path: str) -> None:
     plt, fig, ax = figure(7, 3.4, 1)
     rows = {k: v for k, v in records[-1]["results"].items() if v.get("p50_ms") is not None}
     at = range(len(rows))
-    ax.barh(
-        [i - 0.2 for i in at],
-        [r["p50_ms"] for r in rows.values()],
-        height=0.4,
-        color="tab:green",
-        label="gradio_client",
+    bars = (
+        ("in_process_callback_p50_ms", "callback in process", "tab:gray"),
+        ("p50_ms", "gradio_client", "tab:green"),
+        ("http_p50_ms", "HTTP API", "tab:blue"),
     )
-    ax.barh(
-        [i + 0.2 for i in at],
-        [r.get("http_p50_ms") or 0 for r in rows.values()],
-        height=0.4,
-        color="tab:blue",
-        label="HTTP API",
-    )
+    for offset, (key, label, colour) in zip((-0.27, 0.0, 0.27), bars, strict=True):
+        ax.barh(
+            [i + offset for i in at],
+            [r.get(key) or 0 for r in rows.values()],
+            height=0.27,
+            color=colour,
+            label=label,
+        )
     ax.set(xlabel="p50 ms per call", xscale="log", yticks=list(at), yticklabels=list(rows))
     ax.legend(fontsize=7)
     ax.invert_yaxis()

@@ -418,6 +418,8 @@ def app_record(app_state, serve, tmp_path_factory) -> tuple[dict, str]:
                     "search bm25,search hybrid + cross-encoder top 20,model_info",
                     "--repeats",
                     "2",
+                    "--in-process",
+                    "false",
                     "--output",
                     str(out),
                 ]
@@ -425,6 +427,30 @@ def app_record(app_state, serve, tmp_path_factory) -> tuple[dict, str]:
             == 0
         )
     return json.loads(out.read_text()), str(out)
+
+
+def test_in_process_clocks_and_bytes_beside_the_clients(app_state, serve):
+    """The view and the whole callback timed in process with the same inputs as the clients' calls, and the bytes
+    each answer carries: the JSON as the HTTP API sends it, and the files gradio_client downloads."""
+    from gradio_client import Client
+
+    import app
+
+    demo = app.build_demo(app_state)
+    local = app_bench.InProcess.of(app_state, demo)
+    args = app_bench.AppBenchArgs(repeats=2, warmup=0)
+    calls = app_bench.app_calls("demo-subset")
+    chosen = ["model_info", "score_pairs (5 documents)"]
+    with serve(demo) as url:
+        results = app_bench.time_endpoints(Client(url, verbose=False), calls, chosen, args, url, local)
+    pairs = results["score_pairs (5 documents)"]
+    assert "error" not in pairs and pairs["n"] == 2
+    # both clocks ran every call (their order is the machine's: its other jobs decide single calls)
+    assert pairs["in_process_view_p50_ms"] > 0 and pairs["in_process_callback_p50_ms"] > 0
+    assert pairs["json_bytes"] > 1_000 and pairs["file_bytes"] > 1_000  # the table's JSON; the PNG
+    assert results["model_info"]["file_bytes"] == 0 and results["model_info"]["json_bytes"] > 100
+    table = app_bench.format_app({"results": results})
+    assert "gradio_client ÷ view" in table and "score_pairs (5 documents)" in table
 
 
 def test_app_latency_through_gradio_client_and_the_http_api(app_record):

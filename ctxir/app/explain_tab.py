@@ -22,7 +22,7 @@ from ctxir.app import figures
 from ctxir.app.models import BI_ENCODER, AppModels
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code, md_literal
-from ctxir.app.ui import Ui, exports, gpu, guard, tab_intro
+from ctxir.app.ui import Ui, exports, gpu, guard, tab_intro, with_plotly_js, without_plotly_js
 from ctxir.app.upload_store import Owner
 from ctxir.checks import check_choice, check_text
 from ctxir.data.demo import demo_presets
@@ -320,20 +320,22 @@ class Panel:
         """After ``event`` (which filled the panel) succeeds, show the parts this explanation has. A separate,
         private step: API clients get plain values from the event itself, not visibility updates."""
 
-        def visible(data):
+        def visible(data, files):
             bi = (data or {}).get("bi_encoder") or {}
             has_pairs, has_reranker = (
                 bi.get("pair_contributions") is not None,
                 "cross_encoder" in (data or {}),
             )
-            return [
+            shown = [
                 gr.update(visible=shown)
-                for shown in (bool(bi), bool(bi), has_reranker, has_pairs, has_reranker, True, True)
+                for shown in (bool(bi), bool(bi), has_reranker, has_pairs, has_reranker, True)
             ]
+            # the page's downloads also list the plotly.js the interactive page loads (API answers leave it out)
+            return [*shown[:5], gr.update(visible=True, value=with_plotly_js(files or [])), shown[5]]
 
         event.success(
             visible,
-            [self.json],
+            [self.json, self.files],
             [self.query, self.document, self.reranker, self.pairs, self.bars, self.files, self.numbers],
             queue=False,
             api_visibility="private",
@@ -365,7 +367,9 @@ def panel(prefix: str) -> Panel:
 def panel_values(ui: Ui, r: ViewResult, stem: str = "explanation") -> tuple:
     """``r`` as the values of a ``Panel``'s outputs; its exports written to the bounded output folder."""
     pngs = [ui.out.png(fig, f"{stem}-{name}") for name, fig in r.figures.items()]
-    files = exports(ui.out, stem, data=r.data, plots=list(r.plots.values()), files=pngs)
+    # without the 4.6 MB plotly.js the interactive page loads from beside it: gradio_client downloads every file an
+    # answer lists, on every call (it made /explain's answer 4.9 MB); ``Panel.shows`` adds it to the page's downloads
+    files = without_plotly_js(exports(ui.out, stem, data=r.data, plots=list(r.plots.values()), files=pngs))
     return (
         r.text,
         r.highlights.get("query"),

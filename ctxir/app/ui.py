@@ -345,6 +345,23 @@ def exports(
     return paths
 
 
+PLOTLY_JS = "plotly-*.min.js"  # the name pattern of Outputs.plotly_js
+
+
+def without_plotly_js(paths: list[str]) -> list[str]:
+    """``paths`` less the shared plotly.js (4.6 MB): an API answer lists the interactive page, not its script."""
+    return [p for p in paths if not Path(p).match(PLOTLY_JS)]
+
+
+def with_plotly_js(paths: list[str]) -> list[str]:
+    """``paths`` and, where one of them is an interactive HTML page, the shared plotly.js it loads from beside it (so
+    the page's downloads draw offline); the page's own list, filled after the answer arrived."""
+    paths = [str(p) for p in paths]
+    pages = [Path(p) for p in paths if p.endswith(".html")]
+    shared = sorted(pages[0].parent.glob(PLOTLY_JS)) if pages else []
+    return paths + [str(p) for p in shared if str(p) not in paths]
+
+
 def cleared(*components) -> dict:
     """An event's keywords that empty ``components`` first (privately, unqueued): no old answer beside a new error."""
     return {

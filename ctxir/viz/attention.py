@@ -137,6 +137,7 @@ def attention_heatmap(internals: Internals, layer: int, head: int, decimals: int
                     va="center",
                     fontsize=6,
                     color="black" if value > 0.6 * weights.max() else "white",
+                    in_layout=False,  # inside its cell: the layout need not measure every value
                 )
     ax.set_title(f"attention, layer {layer} head {head} (each row sums to 1)")
     fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
