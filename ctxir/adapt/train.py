@@ -117,12 +117,14 @@ def teacher_scale(model, rows: dict[str, list], sample: int = 256, seed: int = 4
 
 class BudgetCallback(TrainerCallback):
     """Stops training at the first step that ends after ``deadline`` (time.monotonic()) and has that step saved as a
-    checkpoint; ``stopped_at`` is that step, None while the budget holds."""
+    checkpoint; ``stopped_at`` is that step, None while the budget holds; ``steps_run`` counts the steps this run
+    took (after a resumed checkpoint's)."""
 
     def __init__(self, deadline: float | None):
-        self.deadline, self.stopped_at = deadline, None
+        self.deadline, self.stopped_at, self.steps_run = deadline, None, 0
 
     def on_step_end(self, args, state, control, **kwargs):
+        self.steps_run += 1
         if (
             self.deadline is not None
             and time.monotonic() > self.deadline
@@ -180,6 +182,7 @@ def train_adapter(model, rows: dict[str, list], loss_name: str, plan: TrainPlan,
         "steps_planned": int(trainer.state.max_steps),
         "stopped_by_budget": budget.stopped_at is not None,
         "resumed_from_step": int(Path(resumed).name.split("-")[-1]) if resumed else 0,
+        "steps_this_run": budget.steps_run,
         "train_loss": round(float(output.training_loss), 6),
         "seconds": round(time.monotonic() - started, 1),
     }
