@@ -96,8 +96,8 @@ def _span_query(doc: dict, rng: random.Random) -> tuple[str, str] | None:
 def pseudo_queries(
     corpus: Corpus, per_doc: int = 3, kinds: Sequence[str] = QUERY_KINDS, max_queries: int = 0, seed: int = 42
 ) -> list[PseudoQuery]:
-    """Up to ``per_doc`` queries from each document (its title first, then sentences, then a span, in the order
-    ``kinds`` gives, the sentences drawn at random), then at most ``max_queries`` of them (0 = all), drawn at random
+    """Up to ``per_doc`` queries from each document, one of each of ``kinds`` in turn (its title, a sentence drawn at
+    random, a span, then more sentences), then at most ``max_queries`` of them (0 = all), drawn at random
     across documents so that every part of the corpus is represented. Seeded: the same corpus gives the same queries.
     """
     for kind in kinds:
@@ -108,19 +108,25 @@ def pseudo_queries(
     rng = random.Random(seed)
     found: list[PseudoQuery] = []
     for doc_id in sorted(corpus):
-        doc, picked = corpus[doc_id], []
+        doc = corpus[doc_id]
+        offers: dict[
+            str, list[tuple[str, str]]
+        ] = {}  # kind → its (query, positive) pairs, in the order taken
         for kind in kinds:
             if kind == "title":
-                pair = _title_query(doc)
-                picked += [("title", pair)] if pair else []
+                offers[kind] = [p for p in [_title_query(doc)] if p]
             elif kind == "sentence":
-                pairs = _sentence_queries(doc)
-                rng.shuffle(pairs)
-                picked += [("sentence", p) for p in pairs[: max(1, per_doc - len(picked))]]
+                offers[kind] = _sentence_queries(doc)
+                rng.shuffle(offers[kind])
             else:
-                pair = _span_query(doc, rng)
-                picked += [("span", pair)] if pair else []
-        for kind, (text, positive) in picked[:per_doc]:
+                offers[kind] = [p for p in [_span_query(doc, rng)] if p]
+        # one of each kind in turn (title, sentence, span, then more sentences): the kinds stay balanced
+        picked: list[tuple[str, tuple[str, str]]] = []
+        while len(picked) < per_doc and any(offers.values()):
+            for kind in kinds:
+                if offers[kind] and len(picked) < per_doc:
+                    picked.append((kind, offers[kind].pop(0)))
+        for kind, (text, positive) in picked:
             found.append(PseudoQuery(f"{doc_id}#{len(found)}", kind, text, doc_id, positive))
     if max_queries and len(found) > max_queries:
         found = sorted(rng.sample(found, max_queries), key=lambda q: (q.doc_id, q.qid))
