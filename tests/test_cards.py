@@ -457,13 +457,13 @@ def test_each_training_source_keeps_its_own_terms_in_the_metadata(tmp_path, metr
     )
     render("cross-encoder", metrics, tmp_path)
     meta = metadata_load(tmp_path / "README.md")
-    assert [(d["dataset"], d["license"]) for d in meta["data_licenses"]] == [
+    assert [(d["dataset"], d["license_id"]) for d in meta["data_licenses"]] == [
         ("SciFact (BEIR)", "cc-by-nc-2.0"),
         ("SQuAD v1.1 (questions → their Wikipedia paragraphs)", "cc-by-sa-4.0"),
         ("MS MARCO (passage sample)", "ms-marco-terms"),
     ]
     readme = tmp_path / "README.md"
-    readme.write_text(readme.read_text().replace("license: cc-by-sa-4.0", "license: cc-by-4.0"))
+    readme.write_text(readme.read_text().replace("license_id: cc-by-sa-4.0", "license_id: cc-by-4.0"))
     with pytest.raises(CtxirError, match="data_licenses is"):
         check_card(readme, metrics)
 

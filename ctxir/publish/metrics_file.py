@@ -167,7 +167,7 @@ def training_license(metrics: dict, base_license: tuple[str, License] | None = N
 
 def data_licenses(metrics: dict) -> list[dict]:
     """Each training source's own terms, for the card's ``data_licenses`` metadata (the Hub's single ``license``
-    names only the combination ``training_license`` derives): [{dataset, split, license, name, link}]."""
+    names only the combination ``training_license`` derives): [{dataset, split, terms, license_id, link}]."""
     out = []
     for d in metrics["datasets"]:
         if d.get("role") != "train":
@@ -178,8 +178,8 @@ def data_licenses(metrics: dict) -> list[dict]:
             {
                 "dataset": info.pretty if info else str(d["name"]),
                 "split": str(d.get("split")),
-                "license": (lic.slug or lic.hub_id) if lic else str(d.get("license")),
-                "name": lic.name if lic else str(d.get("license")),
+                "terms": lic.name if lic else str(d.get("license")),
+                "license_id": (lic.slug or lic.hub_id) if lic else None,
                 "link": (lic.link if lic else None) or (info.url if info else None),
             }
         )

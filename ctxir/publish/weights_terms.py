@@ -47,7 +47,7 @@ def weights_terms_markdown(models: Sequence[tuple[str, Path, tuple[str, License]
             "| Source | Split | Its terms |",
             "|---|---|---|",
         ]
-        details += [f"| {d['dataset']} | {d['split']} | {d['name']} |" for d in data_licenses(metrics)]
+        details += [f"| {d['dataset']} | {d['split']} | {d['terms']} |" for d in data_licenses(metrics)]
         if base_license is not None:
             details.append(f"| {base_license[0]} | weights it starts from | {base_license[1].name} |")
     return "\n".join([*lines, *details]) + "\n"
