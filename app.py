@@ -18,7 +18,6 @@ load, one per ``gradio_client.Client``): uploads are kept per session and releas
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import importlib.util
 import logging
@@ -38,7 +37,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from ctxir.app import reranker_labels
 from ctxir.app.blocks import build_demo
-from ctxir.app.config import AppConfig
+from ctxir.app.config import AppConfig, env_flag
 from ctxir.app.limits import QueueLimits, apply_limits, limit_malloc_arenas
 from ctxir.app.state import AppState
 from ctxir.app.ui import Outputs, user_error
@@ -62,7 +61,6 @@ from ctxir.encoders.models import DEFAULT_BI_ENCODER, set_threads
 from ctxir.rerank.rankers import RERANK_BACKENDS
 from ctxir.rerank.registry import RERANKERS
 from ctxir.retrieval import DENSE_INDEXES
-from ctxir.types import CtxirError
 
 logger = logging.getLogger("ctxir.app")
 
@@ -129,6 +127,20 @@ class _AppArgs:
     )
     rerank_depth: int = _env_int(
         "CTXIR_RERANK_DEPTH", 20, "default number of first-stage candidates re-scored"
+    )
+    max_extra_models: int = _env_int(
+        "CTXIR_MAX_EXTRA_MODELS",
+        2,
+        "models visitors load by Hub id to compare (Search, Pair scoring, Token embeddings, Attention) kept at "
+        "once, the least recently used evicted first; 0 = none (docs/app.md, Comparing any model)",
+    )
+    max_extra_mb: int = _env_int("CTXIR_MAX_EXTRA_MB", 1024, "MiB of weights those models may hold in all")
+    allow_remote_code: bool = field(
+        default=False,
+        metadata={
+            "help": "let a model a visitor loads by Hub id run code from its repository (an auto_map in its "
+            "config); off by default [CTXIR_TRUST_REMOTE_CODE]"
+        },
     )
     max_output_mb: int = _env_int(
         "CTXIR_MAX_OUTPUT_MB",
@@ -214,6 +226,10 @@ def config_from_args(args) -> AppConfig:
         max_attention_tokens=args.max_attention_tokens,
         max_upload_docs=args.max_upload_docs,
         rerank_depth=args.rerank_depth,
+        max_extra_models=args.max_extra_models,
+        max_extra_mb=args.max_extra_mb,
+        # the flag, or its environment variable (a boolean flag's default is not read from the environment)
+        allow_remote_code=args.allow_remote_code or env_flag("CTXIR_TRUST_REMOTE_CODE"),
         **AppConfig.reranker_settings(models),
     )
 
@@ -227,51 +243,10 @@ def track_tqdm_first() -> None:
     gr.Progress(track_tqdm=True)
 
 
-class ClosingEventLoopPolicy(asyncio.DefaultEventLoopPolicy):
-    """Closes the main thread's event loop when another replaces it. Gradio's ``safe_get_lock`` makes and sets a new
-    loop each time it runs outside one (``gr.Blocks()``, ``queue()``, each ``App``: five while the app is built) and
-    drops the previous one unclosed; its locks bind to the server's loop when first used, so nothing runs on those.
-    An unclosed selector loop is in a reference cycle (its self-pipe's reader refers back to it): the garbage
-    collector freed the sockets first, and each loop's ``__del__`` then printed ``Exception ignored in
-    BaseEventLoop.__del__ … ValueError: Invalid file descriptor: -1``. Other threads' loops are left alone."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._main_loop: asyncio.AbstractEventLoop | None = None
-
-    def set_event_loop(self, loop: asyncio.AbstractEventLoop | None) -> None:
-        import threading
-
-        super().set_event_loop(loop)
-        if threading.current_thread() is not threading.main_thread():
-            return
-        replaced, self._main_loop = self._main_loop, loop
-        if (
-            replaced is not None
-            and replaced is not loop
-            and not replaced.is_running()
-            and not replaced.is_closed()
-        ):
-            replaced.close()
-
-
-def refuse_zero_gpu() -> None:
-    """ZeroGPU hardware is refused at start, with what to choose instead: its docs name Python 3.10, this app needs
-    3.11, and its callbacks have never run under ``spaces.GPU`` (docs/publishing.md)."""
-    if os.environ.get("SPACES_ZERO_GPU", "").lower() in ("1", "true"):
-        raise CtxirError(
-            "this Space runs on ZeroGPU hardware (SPACES_ZERO_GPU is set), which ctxir does not support: choose "
-            "'CPU basic' (the free 2-vCPU hardware the app is built for) or a GPU such as 'Nvidia T4' in the Space's "
-            "settings (docs/publishing.md)"
-        )
-
-
 def serve(args: AppArgs) -> int:
     """Load once, then serve until stopped; a CtxirError (bad flag, missing model) ends it with one line, exit 2."""
     # 1. threads, and signals: SIGTERM (a container or process manager stopping the app) and SIGHUP (its terminal
     # closed) exit like Ctrl-C, so the atexit clean-up of the output folder runs instead of leaving it behind
-    refuse_zero_gpu()
-    asyncio.set_event_loop_policy(ClosingEventLoopPolicy())  # before gradio makes its first loop
     limits = QueueLimits(
         args.concurrency,
         args.slow_concurrency,

@@ -21,6 +21,7 @@ from ctxir.app.pairs_tab import score_pairs
 from ctxir.app.search import search
 from ctxir.app.state import AppState
 from ctxir.data.demo import demo_corpus
+from ctxir.encoders.on_demand import fetch_model
 from ctxir.types import CtxirError
 from tests.conftest import APP_TOPICS, TINY_VOCAB
 
@@ -136,6 +137,23 @@ def test_remote_code_is_refused_unless_the_deployer_allowed_it(state):
     with pytest.raises(CtxirError, match="--allow-remote-code, or CTXIR_TRUST_REMOTE_CODE=1"):
         search(state, "q", first_stage="bm25", reranker=NEEDS_CODE)
     assert state.models.cache.loaded() == []
+    # allowed by the deployer, it is fetched for loading (not loaded here: its code would run)
+    assert fetch_model(NEEDS_CODE, allow_remote_code=True).endswith("2" * 40)
+
+
+def test_the_deployer_sets_the_limits_and_remote_code_by_flag_or_environment(monkeypatch):
+    import app
+    from ctxir.cli import parse_args
+
+    def config(*argv):
+        return app.config_from_args(parse_args(app.app_args_class(), list(argv)))
+
+    assert (config().allow_remote_code, config().max_extra_models, config().max_extra_mb) == (False, 2, 1024)
+    assert config("--allow-remote-code").allow_remote_code is True
+    assert config("--max-extra-models", "0", "--max-extra-mb", "300").max_extra_models == 0
+    monkeypatch.setenv("CTXIR_TRUST_REMOTE_CODE", "1")
+    monkeypatch.setenv("CTXIR_MAX_EXTRA_MODELS", "5")
+    assert (config().allow_remote_code, config().max_extra_models) == (True, 5)
 
 
 def test_bad_names_say_which_argument_and_what_to_do(state, tmp_path):

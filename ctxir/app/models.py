@@ -264,12 +264,20 @@ class AppModels:
         model = load_model_fresh(role, name, self.device, trust)
         if role != CROSS_ENCODER.name:
             return model
-        from ctxir.rerank.rankers import CrossEncoderReranker
+        from ctxir.rerank.calibration import calibration_for
+        from ctxir.rerank.rankers import CrossEncoderReranker, both_orders_for
         from ctxir.rerank.registry import alone_below_bm25, passages_for, stage_fusion_for
 
-        # torch: an ONNX export (~10 s a model, unsafe beside other threads' work) is for the models loaded at start
-        reranker = CrossEncoderReranker(model, self.device, passages=passages_for(name), backend="torch")
-        reranker.model_name = name
+        # read as its folder says (windows, pair orders, calibration), as if named by a flag; torch: an ONNX export
+        # (~10 s a model, unsafe beside other threads' work) is for the models loaded at start
+        reranker = CrossEncoderReranker(
+            model,
+            self.device,
+            passages=passages_for(name),
+            backend="torch",
+            both_orders=both_orders_for(name),
+        )
+        reranker.model_name, reranker.calibration = name, calibration_for(name)
         reranker.stage_fusion, reranker.fused_only = stage_fusion_for(name), alone_below_bm25(name)
         return reranker
 
