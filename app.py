@@ -18,6 +18,7 @@ load, one per ``gradio_client.Client``): uploads are kept per session and releas
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import importlib.util
 import logging
@@ -61,6 +62,7 @@ from ctxir.encoders.models import DEFAULT_BI_ENCODER, set_threads
 from ctxir.rerank.rankers import RERANK_BACKENDS
 from ctxir.rerank.registry import RERANKERS
 from ctxir.retrieval import DENSE_INDEXES
+from ctxir.types import CtxirError
 
 logger = logging.getLogger("ctxir.app")
 
@@ -243,10 +245,51 @@ def track_tqdm_first() -> None:
     gr.Progress(track_tqdm=True)
 
 
+class ClosingEventLoopPolicy(asyncio.DefaultEventLoopPolicy):
+    """Closes the main thread's event loop when another replaces it. Gradio's ``safe_get_lock`` makes and sets a new
+    loop each time it runs outside one (``gr.Blocks()``, ``queue()``, each ``App``: five while the app is built) and
+    drops the previous one unclosed; its locks bind to the server's loop when first used, so nothing runs on those.
+    An unclosed selector loop is in a reference cycle (its self-pipe's reader refers back to it): the garbage
+    collector freed the sockets first, and each loop's ``__del__`` then printed ``Exception ignored in
+    BaseEventLoop.__del__ … ValueError: Invalid file descriptor: -1``. Other threads' loops are left alone."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._main_loop: asyncio.AbstractEventLoop | None = None
+
+    def set_event_loop(self, loop: asyncio.AbstractEventLoop | None) -> None:
+        import threading
+
+        super().set_event_loop(loop)
+        if threading.current_thread() is not threading.main_thread():
+            return
+        replaced, self._main_loop = self._main_loop, loop
+        if (
+            replaced is not None
+            and replaced is not loop
+            and not replaced.is_running()
+            and not replaced.is_closed()
+        ):
+            replaced.close()
+
+
+def refuse_zero_gpu() -> None:
+    """ZeroGPU hardware is refused at start, with what to choose instead: its docs name Python 3.10, this app needs
+    3.11, and its callbacks have never run under ``spaces.GPU`` (docs/publishing.md)."""
+    if os.environ.get("SPACES_ZERO_GPU", "").lower() in ("1", "true"):
+        raise CtxirError(
+            "this Space runs on ZeroGPU hardware (SPACES_ZERO_GPU is set), which ctxir does not support: choose "
+            "'CPU basic' (the free 2-vCPU hardware the app is built for) or a GPU such as 'Nvidia T4' in the Space's "
+            "settings (docs/publishing.md)"
+        )
+
+
 def serve(args: AppArgs) -> int:
     """Load once, then serve until stopped; a CtxirError (bad flag, missing model) ends it with one line, exit 2."""
     # 1. threads, and signals: SIGTERM (a container or process manager stopping the app) and SIGHUP (its terminal
     # closed) exit like Ctrl-C, so the atexit clean-up of the output folder runs instead of leaving it behind
+    refuse_zero_gpu()
+    asyncio.set_event_loop_policy(ClosingEventLoopPolicy())  # before gradio makes its first loop
     limits = QueueLimits(
         args.concurrency,
         args.slow_concurrency,
