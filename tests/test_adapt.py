@@ -119,6 +119,13 @@ def test_adapt_end_to_end_loads_changes_embeddings_and_resumes(args, models, mon
     cached = adapted.encode_cached(texts)
     assert np.allclose(cached, adapted.encode(texts), atol=1e-5)
 
+    # the app's inside views (`python app.py --bi-encoder DIR`) read the same adapted body
+    from ctxir.encoders.models import load_transformer
+
+    _, body = load_transformer(str(out), "cpu", attentions=False)
+    weights = adapted.model[0].model.state_dict()  # the merged weights, which differ from the base's (above)
+    assert all(np.allclose(v.numpy(), weights[k].numpy()) for k, v in body.state_dict().items())
+
     # 4. `ctxir evaluate --model DIR` takes it, in the hybrid too
     from ctxir.evaluation.evaluate import main as evaluate
 
