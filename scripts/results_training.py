@@ -538,6 +538,10 @@ def main() -> None:
     if START not in text:
         text += f"\n{START}\n{END}\n"
     doc.write_text(re.sub(re.escape(START) + ".*?" + re.escape(END), lambda _: block, text, flags=re.S))
+    # 5. the targets above the tables, which quote them and the shipped models' files
+    from scripts import results_targets
+
+    results_targets.write(doc, required=False)  # a doc without its block (another page) is left alone
     print(f"wrote {doc}")
 
 

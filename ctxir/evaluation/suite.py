@@ -110,6 +110,18 @@ def _test(test: dict) -> str:
     )
 
 
+def _stage_cell(result: dict, stage: str) -> str:
+    """The first stage, and, where the fused mode keeps its order (RRF at the tie-break weight), that the default
+    only re-orders its ties: "fused" would claim a fusion that does not happen there."""
+    from ctxir.rerank.stage_fusion import TIE_BREAK_WEIGHT
+
+    fusion = result.get("fusion") or {}
+    weights = ((fusion.get("first_stages") or {}).get(stage) or {}).get("weights") or fusion.get("weights")
+    if weights and weights[0] >= TIE_BREAK_WEIGHT * weights[1]:
+        return f"{stage} (default: its order kept, only its ties re-ordered)"
+    return stage
+
+
 def suite_table(name: str, folder: str, result: dict) -> list[str]:
     """The suite's markdown table of one re-ranker (its ``evaluation.json`` as ``result``), the musts checked under it."""
     rows = suite_rows(result)
@@ -131,7 +143,7 @@ def suite_table(name: str, folder: str, result: dict) -> list[str]:
     ]
     for r in rows:
         lines.append(
-            f"| {r['collection']} | {r['queries']} | {r['stage']} | {r['first']:.4f} | {r['alone']:.4f} | "
+            f"| {r['collection']} | {r['queries']} | {_stage_cell(result, r['stage'])} | {r['first']:.4f} | {r['alone']:.4f} | "
             f"{r['fused']:.4f} | {_test(r['fused_test'])} | {_test(r['alone_test'])} | "
             f"{'yes' if r['alone_ok'] else '**no**'} | {'yes' if r['fused_ok'] else '**no**'} |"
         )
