@@ -14,7 +14,7 @@ import numpy as np
 from ctxir.app import figures
 from ctxir.app.models import BI_ENCODER
 from ctxir.app.state import AppState, ViewResult
-from ctxir.app.ui import Ui, exports, frame, gpu, guard, show, tab_intro
+from ctxir.app.ui import Ui, exports, frame, guard, show, tab_intro
 from ctxir.checks import check_choice, check_int, check_text
 from ctxir.data.demo import demo_presets
 from ctxir.types import CtxirError
@@ -170,7 +170,6 @@ def build(ui: Ui) -> None:
 
     # Gradio passes each input as its own argument: the parameters are the event's inputs, in their order.
     @guard
-    @gpu
     def do_attention(
         model,
         text,

@@ -23,7 +23,7 @@ import numpy as np
 from ctxir.app.classify_figures import class_map, class_scores
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_literal, snippet, split_lines
-from ctxir.app.ui import Ui, exports, frame, gpu, guard, lines, show, tab_intro
+from ctxir.app.ui import Ui, exports, frame, guard, lines, show, tab_intro
 from ctxir.checks import check_choice, check_int, check_text
 from ctxir.classify import TEMPLATES, ZeroShotClassifier, make_classifier, sample_per_class
 from ctxir.data.labelled import Label, load_labelled, load_labels
@@ -364,7 +364,6 @@ def classify_callback(ui: Ui):
     """The /classify event's function; its docstring is the API's documentation (Gradio reads it)."""
 
     @guard
-    @gpu
     def do_classify(texts, labels, examples, method, k, template, projection, request: gr.Request):
         """Classify texts with the bi-encoder's embeddings: zero-shot from label names, or few-shot from examples.
 

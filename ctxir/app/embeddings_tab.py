@@ -15,7 +15,7 @@ from ctxir.app.config import Progress
 from ctxir.app.models import BI_ENCODER, AppModels, check_layer
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code, split_lines
-from ctxir.app.ui import Ui, cleared, exports, frame, gpu, guard, lines, show, tab_intro
+from ctxir.app.ui import Ui, cleared, exports, frame, guard, lines, show, tab_intro
 from ctxir.checks import check_choice, check_text
 from ctxir.data.demo import demo_presets
 from ctxir.types import CtxirError
@@ -267,7 +267,6 @@ def tokens_tab(ui: Ui, model, presets: dict) -> None:
     state = ui.state
 
     @guard
-    @gpu
     def do_model_info(model, text, request: gr.Request, progress=gr.Progress()):  # noqa: B008 (gradio's pattern)
         ui.visitor(request)
         load_first(state, model, progress)
@@ -296,7 +295,6 @@ def projection_tab(ui: Ui, model, presets: dict) -> None:
     state, out, n_layers = ui.state, ui.out, ui.models.num_layers
 
     @guard
-    @gpu
     def do_token_embeddings(
         model,
         sentences,

@@ -22,7 +22,7 @@ from ctxir.app import figures
 from ctxir.app.models import BI_ENCODER, AppModels
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code, md_literal
-from ctxir.app.ui import Ui, exports, gpu, guard, tab_intro, with_plotly_js, without_plotly_js
+from ctxir.app.ui import Ui, exports, guard, tab_intro, with_plotly_js, without_plotly_js
 from ctxir.app.upload_store import Owner
 from ctxir.checks import check_choice, check_text
 from ctxir.data.demo import demo_presets
@@ -416,7 +416,6 @@ def build(ui: Ui) -> None:
     presets = demo_presets()
 
     @guard
-    @gpu
     def do_explain(query, document, model, request: gr.Request):
         ui.visitor(request)
         return panel_values(ui, explain_pair(state, query, document, model))

@@ -17,7 +17,7 @@ from ctxir.app.models import BI_ENCODER, AppModels
 from ctxir.app.reranker_labels import pair_legend, rank_header, short_name
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code, rounded, snippet, split_lines
-from ctxir.app.ui import Ui, exports, frame, gpu, guard, lines, shares, show, tab_intro
+from ctxir.app.ui import Ui, exports, frame, guard, lines, shares, show, tab_intro
 from ctxir.checks import check_int, check_text
 from ctxir.data.demo import demo_presets
 from ctxir.encoders.models import max_length_for, position_limit
@@ -371,7 +371,6 @@ def build(ui: Ui) -> None:
     presets = demo_presets()
 
     @guard
-    @gpu
     def do_score_pairs(
         query,
         documents,
@@ -386,7 +385,6 @@ def build(ui: Ui) -> None:
         return frame(r.rows), out.png(r.figures["scores"], "pair-scores"), r.text, frame(r.extra_rows), r.data
 
     @guard
-    @gpu
     def do_explain_pair(query, documents, number, model, request: gr.Request):
         ui.visitor(request)
         return explain_document(ui, query, documents, number, model)

@@ -14,7 +14,7 @@ import pandas as pd
 from ctxir.app.config import Progress
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import cls_warnings, rounded
-from ctxir.app.ui import Ui, frame, gpu, guard, show, warn
+from ctxir.app.ui import Ui, frame, guard, show, warn
 from ctxir.app.upload_store import Owner
 from ctxir.checks import check_int, check_text
 from ctxir.types import CtxirError
@@ -143,7 +143,6 @@ def wire(ui: Ui, form: SearchForm, pooling: PoolingPanel) -> None:
     state = ui.state
 
     @guard
-    @gpu
     def do_compare_pooling(
         query,
         corpus,

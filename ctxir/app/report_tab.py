@@ -20,7 +20,7 @@ import gradio as gr
 
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code, md_literal, plural
-from ctxir.app.ui import Ui, exports, gpu, guard, show, tab_intro
+from ctxir.app.ui import Ui, exports, guard, show, tab_intro
 from ctxir.checks import check_int
 from ctxir.data.beir import load_beir, load_qrels, load_queries
 from ctxir.data.demo import ASSETS, demo_corpus
@@ -203,7 +203,6 @@ def build(ui: Ui) -> None:
     state, out = ui.state, ui.out
 
     @guard
-    @gpu
     def do_report(file, worst, request: gr.Request):
         ui.visitor(request)
         r = failure_report(state, file, worst)
@@ -211,7 +210,6 @@ def build(ui: Ui) -> None:
         return r.text, sandboxed(r.html), page, r.data
 
     @guard
-    @gpu
     def do_sample_report(worst, request: gr.Request):
         ui.visitor(request)
         r = sample_report(state, worst)

@@ -15,7 +15,7 @@ import gradio as gr
 from ctxir.app import explain_tab, pooling, uploads, what_moved
 from ctxir.app.search import search
 from ctxir.app.search_form import SearchForm, reranker_choices_now, search_form
-from ctxir.app.ui import Ui, column_widths, frame, gpu, guard, show, tab_intro
+from ctxir.app.ui import Ui, column_widths, frame, guard, show, tab_intro
 from ctxir.encoders.on_demand import check_model_name
 from ctxir.rerank.registry import RERANKERS
 
@@ -179,7 +179,6 @@ def wire_search(ui: Ui, form: SearchForm, results: ResultsPanel) -> None:
     state, out = ui.state, ui.out
 
     @guard
-    @gpu
     def do_search(
         query,
         corpus,
@@ -248,7 +247,6 @@ def wire_load(ui: Ui, form: SearchForm) -> None:
     models = ui.models
 
     @guard
-    @gpu
     def do_load_reranker(model, request: gr.Request, progress=gr.Progress()):  # noqa: B008 (gradio's pattern)
         ui.visitor(request)
         name = check_model_name(model, "model", models.allow_paths)
@@ -265,7 +263,6 @@ def wire_explain(ui: Ui, form: SearchForm, results: ResultsPanel) -> None:
     state = ui.state
 
     @guard
-    @gpu
     def do_explain_result(query, corpus, doc_id, model, request: gr.Request):
         r = explain_tab.explain_result(state, query, corpus, doc_id, model, owner=ui.visitor(request))
         return explain_tab.panel_values(ui, r, "search-explanation")

@@ -14,7 +14,7 @@ from ctxir.app import figures
 from ctxir.app.models import BI_ENCODER, POOLINGS, check_layer
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import cls_warnings, display_text, md_literal, split_lines
-from ctxir.app.ui import Ui, cleared, exports, gpu, guard, lines, show, warn
+from ctxir.app.ui import Ui, cleared, exports, guard, lines, show, warn
 from ctxir.checks import check_choice, check_text
 from ctxir.types import CtxirError
 
@@ -128,7 +128,6 @@ def layers_tab(ui: Ui, model, presets: dict) -> None:
     state, out = ui.state, ui.out
 
     @guard
-    @gpu
     def do_layer_similarity(model, sentences, word, request: gr.Request):
         ui.visitor(request)
         r = layer_similarity(state, sentences, word, model)
@@ -184,7 +183,6 @@ def similarity_tab(ui: Ui, presets: dict) -> None:
     state, out, n_layers = ui.state, ui.out, ui.models.num_layers
 
     @guard
-    @gpu
     def do_sentence_similarity(sentences, layer, pooling, request: gr.Request):
         ui.visitor(request)
         r = sentence_similarity(state, sentences, layer, pooling)

@@ -35,17 +35,6 @@ from ctxir.types import CtxirError
 logger = logging.getLogger("ctxir.app")
 
 
-def gpu(fn):
-    """``spaces.GPU`` on a ZeroGPU Space; the function itself everywhere else."""
-    if not os.environ.get("SPACES_ZERO_GPU"):
-        return fn
-    try:
-        import spaces
-    except ImportError:
-        return fn
-    return spaces.GPU(fn)
-
-
 def user_error(message: Any) -> gr.Error:
     """The one way a message reaches a person's error pop-up. Gradio renders gr.Error's message as HTML, so it is
     escaped here: a corpus name like ``<a href=…>`` shows as typed (no link, no image) and the app's own

@@ -17,7 +17,7 @@ from ctxir.app.config import Progress
 from ctxir.app.corpus_index import CorpusIndex
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code, plural, snippet
-from ctxir.app.ui import Ui, frame, gpu, guard, show
+from ctxir.app.ui import Ui, frame, guard, show
 from ctxir.app.upload_store import Owner
 from ctxir.types import CtxirError
 
@@ -139,7 +139,6 @@ def wire(ui: Ui, form: SearchForm, upload: UploadPanel) -> None:
     state = ui.state
 
     @guard
-    @gpu
     def do_upload(file, request: gr.Request, progress=gr.Progress(track_tqdm=True)):  # noqa: B008 (gradio's pattern)
         owner = ui.visitor(request)
         if not owner:

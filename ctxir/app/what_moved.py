@@ -14,7 +14,7 @@ from ctxir.app import explain_tab, figures
 from ctxir.app.search import search
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code
-from ctxir.app.ui import Ui, column_widths, exports, frame, gpu, guard, show
+from ctxir.app.ui import Ui, column_widths, exports, frame, guard, show
 from ctxir.app.upload_store import Owner
 from ctxir.checks import check_choice, check_int
 from ctxir.explain.rerankers import explainer_for
@@ -304,7 +304,6 @@ def wire(ui: Ui, form: SearchForm, moved: MovedPanel) -> None:
 
     # Gradio passes each input as its own argument: the parameters are the event's inputs, in their order.
     @guard
-    @gpu
     def do_what_moved(query, corpus, first_stage, reranker, k, depth, n, mode, request: gr.Request):
         r = what_moved(
             state, query, corpus, first_stage, reranker, k, depth, n, owner=ui.visitor(request), mode=mode
