@@ -223,3 +223,10 @@ def test_output_holding_other_files_is_refused(args, tmp_path):
     with pytest.raises(CtxirError, match="holds files that are not a ctxir adapt run"):
         run(args())
     assert (tmp_path / "adapted" / "notes.txt").read_text() == "mine"
+
+
+def test_without_a_teacher_mnrl_trains_on_the_mined_negatives(args, tmp_path):
+    record = run(args(teacher="none", output=str(tmp_path / "no-teacher"), max_steps=2))
+    assert record["complete"] and record["teacher"] == "none"
+    assert record["loss"] == "MultipleNegativesRankingLoss" and record["training"]["steps_done"] == 2
+    assert (tmp_path / "no-teacher" / "adapter_model.safetensors").is_file()
