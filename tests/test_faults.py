@@ -43,9 +43,8 @@ def _needs(site: str) -> None:
 @pytest.mark.parametrize("site", [s for s in faults.WRITE_SITES if s not in faults.SLOW_SITES])
 def test_a_full_disk_at_each_write_site_loses_nothing_and_the_next_run_succeeds(site, forever, tmp_path):
     _needs(site)
-    tried = faults.WRITE_SITES[site](tmp_path, forever)
-    # the scenario met the fault at least once before completing; an upload, which writes nothing, never does
-    assert tried >= 1 if site not in faults.WRITES_NOTHING else tried == 0
+    # the scenario met the fault at least once before completing
+    assert faults.WRITE_SITES[site](tmp_path, forever) >= 1
 
 
 @pytest.mark.parametrize("site", faults.SLOW_SITES)
@@ -207,6 +206,9 @@ def _mostly_caught(found: dict, count: int) -> None:
     # most mutants must be caught (a flip in bytes no check reads, e.g. JSON whitespace, loads the intact content)
     for kind, outcomes in found.items():
         assert outcomes.get("verified", 0) <= count * 0.5, (kind, outcomes)
+        # a kind that is built again went through that path, and its rebuilt content was checked (the loader
+        # tallies "wrong" otherwise, which fuzz_many refuses)
+        assert kind not in faults.REBUILT or outcomes.get("rebuilt", 0) >= 1, (kind, outcomes)
 
 
 def test_damaged_files_of_every_kind_are_verified_rebuilt_or_refused_never_crash_never_used(tmp_path):

@@ -13,6 +13,7 @@ cache) and dropped with the answer, so visitors never see each other's data.
 from __future__ import annotations
 
 import csv
+import io
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,7 @@ from ctxir.checks import check_choice, check_int, check_text
 from ctxir.classify import TEMPLATES, ZeroShotClassifier, make_classifier, sample_per_class
 from ctxir.data.labelled import Label, load_labelled, load_labels
 from ctxir.encoders.bi_encoder import BiEncoder
+from ctxir.files import write_atomic
 from ctxir.types import CtxirError
 
 METHODS = ("zero-shot", "knn", "centroid", "logreg")
@@ -312,10 +314,12 @@ def sample_inputs(
     else:
         texts, examples = BUILT_IN_TEXTS, BUILT_IN_EXAMPLES
     path = out_root / f"classify-sample-{'agnews' if texts is not BUILT_IN_TEXTS else 'built-in'}.csv"
-    with path.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        writer.writerow(["text", "label"])
-        writer.writerows(examples)
+    rows = io.StringIO(newline="")
+    writer = csv.writer(rows)
+    writer.writerow(["text", "label"])
+    writer.writerows(examples)
+    # whole or not at all: a full disk is a DiskFullError naming the folder, and no half file is served
+    write_atomic(path, rows.getvalue())
     labels = [
         f"{label.name}: {label.description}" if label.description else label.name
         for label in load_labels(AGNEWS_LABELS)
@@ -487,5 +491,8 @@ def build(ui: Ui) -> None:
         api_visibility="private",
     )
     sample_button.click(
-        lambda: sample_inputs(out.root), None, [cls_texts, cls_labels, cls_examples], api_visibility="private"
+        guard(lambda: sample_inputs(out.root)),  # a full disk: the message, not a traceback
+        None,
+        [cls_texts, cls_labels, cls_examples],
+        api_visibility="private",
     ).success(lambda: "knn", None, [cls_method], queue=False, api_visibility="private")

@@ -21,7 +21,7 @@ from ctxir.encoders.models import (
     position_limit,
     resolve_model,
 )
-from ctxir.files import verify_checksums
+from ctxir.files import atomic_path, verify_checksums, write_atomic
 from ctxir.names import CLS_LR_CONFIG, CLS_LR_FORMAT, CLS_LR_WEIGHTS
 from ctxir.rerank.rankers import Reranker
 from ctxir.types import CtxirError
@@ -216,10 +216,11 @@ class ClsLrRanker(Reranker):
 
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        save_file(
-            {"coef": self.coef, "intercept": np.array([self.intercept], dtype=np.float32)},
-            str(folder / CLS_LR_WEIGHTS),
-        )
+        # each file whole or not at all (the weights first); a full disk is a DiskFullError naming the folder
+        with atomic_path(folder / CLS_LR_WEIGHTS) as tmp:
+            save_file(
+                {"coef": self.coef, "intercept": np.array([self.intercept], dtype=np.float32)}, str(tmp)
+            )
         config = {
             "format": CLS_LR_FORMAT,
             "base_model": self.base_model,
@@ -229,7 +230,7 @@ class ClsLrRanker(Reranker):
             "score_feature": self.score_feature,
             "metadata": self.metadata,
         }
-        (folder / CLS_LR_CONFIG).write_text(json.dumps(config, indent=2) + "\n")
+        write_atomic(folder / CLS_LR_CONFIG, json.dumps(config, indent=2) + "\n")
         return folder
 
     @classmethod

@@ -1,0 +1,228 @@
+"""More write sites for ``scripts/faults.py``'s full-disk scenarios (its ``WRITE_SITES`` lists them with its own):
+the classify tab's sample CSV, the sharded encoding's shards and manifest, the CLS-LR ranker's save, and the save of a
+cross-encoder with ctxir's heads (its top layers and its segment-cosine head).
+
+Each is ``site(folder, forever) -> failure points tried``, run by ``faults.each_failure``: the N-th write fails with
+ENOSPC (once, or from then on) for N = 1, 2, ... until the operation meets no failure, and each outcome is checked.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+
+def _harness():
+    # scripts.faults imports this module for its WRITE_SITES: its helpers are taken when a site runs
+    from scripts import faults
+
+    return faults
+
+
+def classify_sample(folder: Path, forever: bool) -> int:
+    """The classify tab's "load a sample" CSV (``sample_inputs``, into the app's output folder): a full disk stops with
+    the message naming the folder, the CSV served before is untouched, no half CSV or temporary file is left."""
+    import csv
+
+    from ctxir.app.classify_tab import sample_inputs
+    from ctxir.files import DiskFullError
+
+    faults = _harness()
+    out = folder / "outputs"
+    out.mkdir()
+    _, _, first = sample_inputs(out)
+    written = Path(first).read_bytes()
+    rows = list(csv.reader(written.decode("utf-8").splitlines()))
+    assert rows[0] == ["text", "label"] and len(rows) > 2
+    Path(first).write_bytes(b"served before\n")
+
+    def operation():
+        try:
+            return sample_inputs(out)
+        except DiskFullError as err:
+            return err
+
+    def check(got, failed):
+        faults.stopped(got if failed else None, failed, out)
+        assert Path(first).read_bytes() == (b"served before\n" if failed else written)
+        assert faults.leftovers(folder) == [] and [p.name for p in out.iterdir()] == [Path(first).name]
+        if not failed:
+            assert got[2] == first
+            Path(first).write_bytes(b"served before\n")  # back to the old file for the next failure point
+
+    return faults.each_failure(operation, check, forever)
+
+
+def _in_process_shards(job, todo, result) -> None:
+    """``sharded._encode_shards`` without Ray: the same actor class, here, one shard after another (the faults are
+    patched into this process; Ray's workers are others). A fault surfaces as it would from a worker: an error."""
+    from ctxir.encoders import sharded
+
+    settings = job.settings
+    actor = sharded._ShardEncoder(
+        job.worker_model,
+        settings.pooling,
+        settings.layer,
+        "cpu",
+        1,
+        settings.batch_size,
+        str(job.folder.resolve()),
+    )
+    for i, a, b in todo:
+        batch = {
+            "shard": [i],
+            "start": [a],
+            "ids": [job.ids[a:b]],
+            "texts": [job.texts[a:b]],
+            "digest": [job.digests[i]],
+        }
+        row = {key: values[0] for key, values in actor(batch).items()}
+        sharded._record_shard(result, row, 0.0)
+
+
+def sharded_encoding(folder: Path, forever: bool) -> int:
+    """``encode_sharded`` (its shards' .npy and .json, then manifest.json; the workers run here, one after another):
+    a full disk stops the run with the message naming the folder; every shard whose .json is there is whole; the next
+    run skips those, encodes the rest, and its manifest reads back the vectors a single encode gives."""
+    import pytest
+
+    from ctxir.encoders import BiEncoder, sharded
+    from ctxir.encoders.shards import iter_shards, shard_names
+    from ctxir.types import CtxirError
+
+    faults = _harness()
+    model = str(faults.tiny_bert(folder / "model"))
+    corpus = {f"d{i}": {"title": "", "text": f"otters {i} dig dens in the river bank"} for i in range(30)}
+    reference = BiEncoder(model, device="cpu", cache=False).encode_corpus(corpus)[1]  # (30, 32)
+    out = folder / "shards"
+    plan = 4  # 30 documents in shards of 8
+
+    def encode():
+        return sharded.encode_sharded(corpus, model, out, shard_size=8, num_workers=1)
+
+    def operation():
+        try:
+            return encode()
+        except CtxirError as err:
+            return err
+
+    def complete() -> list[int]:
+        return [i for i in range(plan) if (out / shard_names(i)[1]).is_file()]
+
+    def check(got, failed):
+        assert isinstance(got, CtxirError) == failed, got
+        if failed:
+            assert "no space left on the disk holding" in str(got) and str(out.resolve()) in str(got), got
+        assert faults.leftovers(folder) == []
+        written = complete()
+        for i in written:  # a shard's .json is written last: with it, the shard is whole
+            meta = json.loads((out / shard_names(i)[1]).read_text())
+            vectors = np.load(out / shard_names(i)[0], allow_pickle=False)
+            assert np.allclose(vectors, reference[meta["start"] : meta["start"] + meta["rows"]], atol=1e-5)
+        again = encode()  # on a disk with room again: resumes from the shards already whole
+        assert again.skipped == written and sorted(again.encoded + again.skipped) == list(range(plan))
+        vectors = np.concatenate([v for _, v in iter_shards(out / sharded.MANIFEST_NAME)])
+        assert np.allclose(vectors, reference, atol=1e-5)
+        shutil.rmtree(out)  # the next failure point starts from nothing written
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sharded, "_encode_shards", _in_process_shards)
+        return faults.each_failure(operation, check, forever)
+
+
+def cls_lr_save(folder: Path, forever: bool) -> int:
+    """``ClsLrRanker.save`` over a ranker saved before (training/train_cls_lr.py's last step): a full disk stops with
+    the message naming the folder; each of its two files is the old one or the whole new one, never torn, so the
+    folder still loads; the next save loads back as the new ranker."""
+    from ctxir.files import DiskFullError
+    from ctxir.rerank import ClsLrRanker
+
+    faults = _harness()
+    base = str(faults.tiny_bert(folder / "model"))
+    dest = folder / "cls-lr"
+
+    def ranker(value: float, C: float) -> ClsLrRanker:
+        coef = np.full(32, value, dtype=np.float32)
+        return ClsLrRanker(base, coef, value, max_length=64, device="cpu", metadata={"C": C})
+
+    old, new = ranker(0.5, 1.0), ranker(-0.25, 4.0)
+    old.save(dest)
+    before = faults.snapshot(dest)
+
+    def operation():
+        try:
+            new.save(dest)
+        except DiskFullError as err:
+            return err
+        return None
+
+    def state(r: ClsLrRanker) -> tuple:
+        return r.coef.tolist(), r.intercept, r.metadata
+
+    def check(err, failed):
+        faults.stopped(err, failed, dest)
+        loaded = ClsLrRanker.load(dest, device="cpu")
+        if failed:
+            now = faults.snapshot(dest)
+            assert set(now) == set(before)
+            assert loaded.coef.tolist() in (old.coef.tolist(), new.coef.tolist())
+            assert loaded.metadata in (old.metadata, new.metadata)
+            for name, data in before.items():  # back to the old ranker for the next failure point
+                (dest / name).write_bytes(data)
+        else:
+            assert state(loaded) == state(new)
+        assert faults.leftovers(folder) == []
+
+    return faults.each_failure(operation, check, forever)
+
+
+def head_save(folder: Path, forever: bool) -> int:
+    """A cross-encoder of the shipped shape saved (training/train_cross_encoder.py's ``save_pretrained``: its top
+    layers' safetensors and config, the segment-cosine head's config and weights, modules.json, ...): whatever a full
+    disk leaves, ctxir's loader either refuses the folder with a message or loads a model that scores as the saved
+    one (a torn head is never used); the next save loads and scores as the model saved."""
+    import torch
+    from sentence_transformers import CrossEncoder
+
+    from ctxir.encoders.heads import SegmentCosineHead, TopLayersTransformer
+    from ctxir.encoders.models import load_cross_encoder
+    from ctxir.types import CtxirError
+
+    faults = _harness()
+    base = str(faults.tiny_bert(folder / "model"))
+    body = TopLayersTransformer(base, transformer_task="feature-extraction")
+    body.model.config.num_labels = 1
+    body.freeze_below(1, base)
+    head = SegmentCosineHead(32, term_match=True)
+    with torch.no_grad():
+        head.term_linear.weight.copy_(torch.tensor([[3.0, 0.5, 0.0, 0.0, -0.5]]))
+    model = CrossEncoder(modules=[body, head], device="cpu", activation_fn=torch.nn.Identity())
+    pairs = [("river otters", "otters dig dens in the river bank"), ("money", "the bank loan")]
+    expected = np.asarray(model.predict(pairs))
+    dest = folder / "cross-encoder"
+
+    def operation():
+        shutil.rmtree(dest, ignore_errors=True)
+        try:
+            model.save_pretrained(str(dest))
+        except OSError as err:
+            return err
+        return None
+
+    def check(err, failed):
+        assert (err is not None) == failed, err
+        load_cross_encoder.cache_clear()
+        try:
+            scores = np.asarray(load_cross_encoder(str(dest), "cpu").predict(pairs))
+        except CtxirError:
+            assert failed, "the whole saved folder was refused"
+        else:
+            assert np.allclose(scores, expected, atol=1e-3), (scores, expected)
+        finally:
+            load_cross_encoder.cache_clear()
+        assert faults.leftovers(folder) == []
+
+    return faults.each_failure(operation, check, forever, sample=True)
