@@ -318,8 +318,11 @@ def serve(args: AppArgs) -> int:
     state = AppState.load(config_from_args(args), background=True)
     logger.info("models loaded in %.1f s; serving while the corpus is indexed", time.perf_counter() - started)
     # 3. build and serve
+    # each tab's example answer, computed once in the background as soon as the page is served (ctxir.app.first_view)
     demo = build_demo(
-        state, outputs=Outputs(max_age_s=args.output_max_age_s, max_bytes=args.max_output_mb * 2**20)
+        state,
+        outputs=Outputs(max_age_s=args.output_max_age_s, max_bytes=args.max_output_mb * 2**20),
+        first_view="start",
     )
     # every public endpoint is also an MCP tool (gradio's MCP server at /gradio_api/mcp/; needs the mcp package)
     mcp = importlib.util.find_spec("mcp") is not None

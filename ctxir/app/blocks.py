@@ -17,13 +17,16 @@ from ctxir.app import (
 )
 from ctxir.app.api import document_api
 from ctxir.app.config import AppConfig
+from ctxir.app.first_view import wire as wire_first_view
 from ctxir.app.limits import QueueLimits, forget_closed_sessions, note_left_session
 from ctxir.app.reranker_labels import flag
 from ctxir.app.state import AppState
 from ctxir.app.text import md_literal, plural
 from ctxir.app.ui import CSS, Outputs, Ui, named, plain_errors_for_api
+from ctxir.checks import check_choice
 from ctxir.rerank.registry import RERANKERS
 
+FIRST_VIEW_WHEN = ("start", "open", "off")
 TITLE = "ctxir — contextual embeddings for search"
 TABS = (
     ("Search", search_tab),
@@ -78,11 +81,17 @@ def accept_old_clients(demo: gr.Blocks) -> gr.Blocks:
 
 
 def build_demo(
-    state: AppState | None = None, config: AppConfig | None = None, outputs: Outputs | None = None
+    state: AppState | None = None,
+    config: AppConfig | None = None,
+    outputs: Outputs | None = None,
+    first_view: str = "open",
 ) -> gr.Blocks:
     """The app. ``state`` holds already loaded models and corpora; without it they are loaded here, before
     returning, so no request pays for loading. ``outputs`` is the folder for returned files (default: a new
-    bounded one)."""
+    bounded one). ``first_view``: when each tab's example answer (``ctxir.app.first_view``) is computed, once for
+    every visitor: "start" (in the background from now on: what app.py does), "open" (by the first page that
+    opens) or "off" (tabs open with their forms only)."""
+    check_choice(first_view, "first_view", FIRST_VIEW_WHEN)
     state = state or AppState.load(config or AppConfig())
     ui = Ui(state, outputs or Outputs())
 
@@ -131,6 +140,9 @@ def build_demo(
                 named(component)  # range / choice errors name the input
         demo.unload(end_session)
         demo.unload(forget_left_sessions)
+        demo.ctxir_first_view = (
+            None if first_view == "off" else wire_first_view(demo, state, ui.out, start=first_view == "start")
+        )
 
         def indexing_status():
             text = state.indexing.text()

@@ -185,6 +185,9 @@ class Outputs:
         self.root = Path(tempfile.mkdtemp(prefix=self.PREFIX))
         write_atomic(self.root / self.OWNER, f"{os.getpid()}\n")
         self.max_age_s, self.max_bytes = max_age_s, max_bytes
+        self.pinned: set[Path] = (
+            set()
+        )  # kept whatever their age (the first view's files: ctxir.app.first_view)
         self._lock = threading.Lock()
         gr.set_static_paths([self.root])
         atexit.register(shutil.rmtree, self.root, ignore_errors=True)
@@ -199,7 +202,7 @@ class Outputs:
         shared = self._shared_plotly()
         for path in self.root.iterdir():
             # a file still being written (ctxir.files' temporary names start with ".") is not pruned under it
-            if path == shared or path.name.startswith(".") or path.name == self.OWNER:
+            if path == shared or path.name.startswith(".") or path.name == self.OWNER or path in self.pinned:
                 continue
             try:
                 stat = path.stat()
@@ -237,6 +240,14 @@ class Outputs:
 
                 write_atomic(path, get_plotlyjs())  # never half a file to a concurrent download
         return path
+
+    def pin(self, paths) -> list[Path]:
+        """Keep those of ``paths`` that are files of this folder for the app's life, outside ``max_bytes`` (files
+        every visitor is shown, written once); returns them."""
+        kept = [Path(p) for p in paths if isinstance(p, str | Path) and Path(p).parent == self.root]
+        with self._lock:
+            self.pinned.update(kept)
+        return kept
 
     def bytes_used(self) -> int:
         return sum(size for _, size, _ in self._files())

@@ -1,0 +1,176 @@
+"""The first view: each tab opens on its example's answer, computed once for every visitor.
+
+A tab's form is filled with an example (its inputs' initial values); its answer used to appear only after a click.
+``FirstView`` replays, once, what that click does for each endpoint of ``FIRST_VIEWS``: the event with the inputs'
+initial values, then the private steps Gradio runs after it (``.then``/``.success``: the figures, downloads, shown
+parts), each fed the values the steps before it returned. The final value of every component they fill is kept;
+one ``demo.load`` hands those values to each page that opens (Gradio sends them with the page's first updates),
+computing nothing more. They are computed in the background once the app serves (``start``, what ``app.py`` asks
+for), or by the first page that opens before then; a page opened meanwhile waits for the same computation.
+
+An endpoint whose example cannot be answered here (its model is not loaded) is left as it was: its tab opens with the
+form only, and the log says why.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+import gradio as gr
+
+logger = logging.getLogger("ctxir.app")
+
+# the endpoints whose example answer each tab opens on: the first search, the pair table, the explanation, the
+# embedding plots and similarities, the attention view, the zero-shot classification
+FIRST_VIEWS = (
+    "search",
+    "score_pairs",
+    "explain",
+    "model_info",
+    "token_embeddings",
+    "layer_similarity",
+    "sentence_similarity",
+    "attention",
+    "classify",
+)
+UPDATE = "__type__"
+
+
+def _update(value: Any) -> dict:
+    """``value`` as a Gradio update dict (what a step returns for a component: a value or an update)."""
+    if isinstance(value, dict) and value.get(UPDATE) == "update":
+        return dict(value)
+    return {UPDATE: "update", "value": value}
+
+
+class FirstView:
+    """The example answers of ``apis`` in ``demo`` (built on ``state``), computed once: ``values()`` per page."""
+
+    def __init__(self, demo: gr.Blocks, state, out, apis: tuple[str, ...] = FIRST_VIEWS):
+        self.demo, self.state, self.out = demo, state, out
+        fns = list(demo.fns.values())
+        by_api = {fn.api_name: fn for fn in fns if fn.api_name and fn.api_visibility == "public"}
+        self.chains = {api: self._chain(by_api[api], fns) for api in apis if api in by_api}
+        self.components = list(
+            {id(c): c for chain in self.chains.values() for step in chain for c in step.outputs}.values()
+        )
+        self.answers: dict[int, dict] | None = None  # id(component) → its update, once computed
+        self.failed: dict[str, str] = {}  # api → why its example was not answered
+        self.runs = 0  # computations done: 1 after the first, whoever asked (tests check it stays 1)
+        self.seconds: float | None = None
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _chain(first, fns: list) -> list:
+        """``first`` and the steps Gradio runs after it (not those run only on failure), in order."""
+        chain, queue = [], [first]
+        while queue:
+            step = queue.pop(0)
+            chain.append(step)
+            queue += [f for f in fns if f.trigger_after == step._id and not f.trigger_only_on_failure]
+        return chain
+
+    def start(self, wait_for_server_s: float = 120.0) -> threading.Thread:
+        """Compute in a background thread once the startup corpus is indexed (the search's example needs it) and the
+        server runs (not while it starts: the page is served first, on a 2-core machine)."""
+
+        def run():
+            self.state.indexing.done.wait()
+            deadline = time.monotonic() + wait_for_server_s
+            while not getattr(self.demo, "is_running", False) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            self.compute()
+
+        thread = threading.Thread(target=run, name="ctxir-first-view", daemon=True)
+        thread.start()
+        return thread
+
+    def compute(self) -> dict[int, dict]:
+        """Every chain's answer, once (a second caller waits for the first and gets the same answers)."""
+        with self._lock:
+            if self.answers is None:
+                started = time.perf_counter()
+                self.state.indexing.done.wait()
+                answers: dict[int, dict] = {}
+                for api, chain in self.chains.items():
+                    try:
+                        answers |= self._replay(chain)
+                    except Exception as err:  # gr.Error included: the tab opens with its form only
+                        self.failed[api] = (
+                            getattr(err, "plain_message", None) or str(err) or type(err).__name__
+                        )
+                        logger.warning("first view of /%s not shown: %s", api, self.failed[api])
+                # its downloads stay as long as the app: every visitor is offered them (ui.Outputs.pin)
+                self.out.pin(path for update in answers.values() for path in _paths(update.get("value")))
+                self.answers, self.runs = answers, self.runs + 1
+                self.seconds = time.perf_counter() - started
+                logger.info(
+                    "first view: %d of %d examples answered in %.1f s",
+                    len(self.chains) - len(self.failed),
+                    len(self.chains),
+                    self.seconds,
+                )
+            return self.answers
+
+    @staticmethod
+    def _replay(chain: list) -> dict[int, dict]:
+        """Run ``chain`` as a click does: each step's inputs are the values the steps before it gave, else the
+        components' initial values (the example); returns id(component) → its final update."""
+        from gradio.helpers import special_args
+
+        shown: dict[int, dict] = {}
+        for step in chain:
+            values = []
+            for block in step.inputs:
+                update = shown.get(id(block), {})
+                values.append(update["value"] if "value" in update else _initial(block))
+            values, *_ = special_args(step.fn, values, request=None)
+            result = step.fn(*values)
+            results = [result] if len(step.outputs) == 1 else list(result or [])
+            for block, value in zip(step.outputs, results, strict=True):
+                shown[id(block)] = shown.get(id(block), {}) | _update(value)
+        return shown
+
+    def values(self) -> list:
+        """What a page that opens shows: each component's first-view update (nothing where none was answered)."""
+        answers = self.compute()
+        # copies: Gradio takes the value out of an update dict it sends
+        return [dict(answers[id(c)]) if id(c) in answers else gr.skip() for c in self.components]
+
+
+def _paths(value: Any) -> list:
+    """The file paths among a component's value (a File's path or list of paths)."""
+    items = value if isinstance(value, list | tuple) else [value]
+    return [v for v in items if isinstance(v, str) and len(v) < 4096]
+
+
+def _initial(block) -> Any:
+    """A component's initial value as its event receives it (Gradio preprocesses what the page sends)."""
+    value = getattr(block, "value", None)
+    if value is None or not hasattr(block, "preprocess"):
+        return value
+    try:
+        return block.preprocess(value)
+    except Exception:  # a value the component only shows (e.g. a placeholder table): passed as it is
+        return value
+
+
+def wire(demo: gr.Blocks, state, out, start: bool = False, apis: tuple[str, ...] = FIRST_VIEWS) -> FirstView:
+    """Inside ``demo``'s open Blocks: every page that opens gets the first view, its files kept in ``out`` (a
+    ``ui.Outputs``); ``start``: computed now, in the background, instead of by the first page."""
+    first = FirstView(demo, state, out, apis)
+    if first.components:
+        demo.load(
+            first.values,
+            None,
+            first.components,
+            queue=False,
+            show_progress="hidden",
+            api_visibility="private",
+        )
+    if start:
+        first.start()
+    return first
