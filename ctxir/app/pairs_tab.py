@@ -308,8 +308,8 @@ def shown_width(column: str) -> int:
 
 INTRO = (
     "Score one query against a few documents with every loaded model side by side: the cross-encoder and CLS-LR "
-    "re-rankers read query and document together, the bi-encoder compares their separate embeddings. Click a "
-    "row to see which words drove its scores."
+    "re-rankers read query and document together, the bi-encoder compares their separate embeddings; *Also "
+    "compare* adds any cross-encoder or bi-encoder by its Hub id. Click a row to see which words drove its scores."
 )
 
 
