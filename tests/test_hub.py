@@ -538,11 +538,13 @@ def test_real_minilm_bi_encoder_stages_and_its_transformers_snippet_matches(
     assert float(st["scores"][0, 0]) > float(st["scores"][0, 1])
 
 
-def test_lora_cross_encoder_stages_as_an_adapter_and_every_snippet_agrees(
+def test_lora_cross_encoder_stages_merged_as_a_standard_model_and_every_snippet_agrees(
     tiny_bert_dir, tmp_path, metrics_record
 ):
-    """The shipped form (a PEFT adapter + head over a base named by id) publishes as the Hub expects: adapter files
-    only, ``base_model`` in the card, and the card's three snippets give the scores ctxir's loader gives."""
+    """A PEFT adapter + head over a base named by id is staged merged: a standard sequence-classification model that a
+    plain ``CrossEncoder(repo_id)`` loads with no peft and no base download (staging ran its card's snippets so,
+    offline); ``base_model`` still in the card, and the card's three snippets give the scores ctxir's loader gives
+    the training output."""
     import torch
     from peft import LoraConfig
     from sentence_transformers import CrossEncoder
@@ -564,12 +566,16 @@ def test_lora_cross_encoder_stages_as_an_adapter_and_every_snippet_agrees(
     model.save_pretrained(str(run))
     write_metrics(run, metrics_record("cross-encoder", str(tiny_bert_dir)))
     report = stage(run, "ctxir/tiny-ce-lora", tmp_path / "staged")
-    assert "adapter_config.json" in report.files and "adapter_model.safetensors" in report.files
-    assert "model.safetensors" not in report.files
+    assert "adapter_config.json" not in report.files and "adapter_model.safetensors" not in report.files
+    assert {"model.safetensors", "config.json", "tokenizer_config.json"} <= set(report.files)
+    assert (
+        "ForSequenceClassification"
+        in json.loads((report.folder / "config.json").read_text())["architectures"][0]
+    )
     card = (report.folder / "README.md").read_text()
     assert f"base_model: {tiny_bert_dir}" in card or str(tiny_bert_dir) in card
     folder = repr(str(report.folder))
-    expected = load_cross_encoder(str(report.folder), "cpu").predict(
+    expected = load_cross_encoder(str(run), "cpu").predict(
         [
             (
                 "Do statins lower the risk of heart attack?",

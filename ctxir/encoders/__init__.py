@@ -2,6 +2,7 @@
 
 models.py        load bi-/cross-encoders and transformers, pick a device
 heads.py         the scoring heads and top layers shipped cross-encoders are built from
+reranker_heads.py  the heads' code itself, importing no ctxir: staged Hub repos carry it for trust_remote_code
 pooling.py       token vectors to one vector
 onnx_export.py   ONNX files made once: the float32 export, int8 copies (all MatMuls or a cross-encoder's base layers)
 onnx_backend.py  the ONNX / int8 encoder backend: ONNX Runtime sessions for bi- and cross-encoders

@@ -45,6 +45,7 @@ from ctxir.encoders.reranker_heads import (  # noqa: F401  (the heads' code live
     MATCH_KERNELS,
     MATCH_SIGMA,
     ClsLrHead,
+    hub_file_args,
     segment_cosine_scores,
     segment_means,
     term_match_features,
@@ -129,22 +130,12 @@ class TopLayersTransformer(Transformer):
         cls,
         model_name_or_path: str,
         subfolder: str = "",
-        token=None,
-        cache_folder=None,
-        revision=None,
-        local_files_only: bool = False,
         **kwargs,
     ) -> TopLayersTransformer:
         # lazy: safetensors is needed only to read or write weights
         from safetensors.torch import load_file
 
-        hub = {
-            "subfolder": subfolder,
-            "token": token,
-            "cache_folder": cache_folder,
-            "revision": revision,
-            "local_files_only": local_files_only,
-        }
+        hub = hub_file_args(subfolder, kwargs)
         config_path = cls.load_file_path(model_name_or_path, TOP_LAYERS_CONFIG, **hub)
         weights_path = cls.load_file_path(model_name_or_path, TOP_LAYERS_WEIGHTS, **hub)
         if config_path is None or weights_path is None:

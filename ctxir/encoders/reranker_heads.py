@@ -80,6 +80,12 @@ def segment_cosine_scores(
     return score
 
 
+def hub_file_args(subfolder: str, kwargs: dict) -> dict:
+    """The arguments a sentence-transformers ``Module.load`` passes on to find its files (locally or on the Hub)."""
+    keys = ("token", "cache_folder", "revision", "local_files_only")
+    return {"subfolder": subfolder, **{key: kwargs[key] for key in keys if key in kwargs}}
+
+
 # RBF kernels over the cosine of a query token's and a document token's top-layer vectors: centres and width.
 # The exact kernel (token ids equal) is added beside them; soft bands catch inflections and near-synonyms.
 MATCH_KERNELS: tuple[float, ...] = (0.9, 0.7, 0.5, 0.3)
@@ -252,19 +258,9 @@ class SegmentCosineHead(Module):
         cls,
         model_name_or_path: str,
         subfolder: str = "",
-        token=None,
-        cache_folder=None,
-        revision=None,
-        local_files_only: bool = False,
         **kwargs,
     ) -> SegmentCosineHead:
-        hub = {
-            "subfolder": subfolder,
-            "token": token,
-            "cache_folder": cache_folder,
-            "revision": revision,
-            "local_files_only": local_files_only,
-        }
+        hub = hub_file_args(subfolder, kwargs)
         model = cls(**cls.load_config(model_name_or_path, **hub))
         return cls.load_torch_weights(model_name_or_path, model=model, **hub)
 
@@ -313,21 +309,11 @@ class ClsLrHead(Module):
         cls,
         model_name_or_path: str,
         subfolder: str = "",
-        token=None,
-        cache_folder=None,
-        revision=None,
-        local_files_only: bool = False,
         **kwargs,
     ) -> ClsLrHead:
         from safetensors.torch import load_file
 
-        hub = {
-            "subfolder": subfolder,
-            "token": token,
-            "cache_folder": cache_folder,
-            "revision": revision,
-            "local_files_only": local_files_only,
-        }
+        hub = hub_file_args(subfolder, kwargs)
         config_path = cls.load_file_path(model_name_or_path, CLS_LR_CONFIG, **hub)
         weights_path = cls.load_file_path(model_name_or_path, CLS_LR_WEIGHTS, **hub)
         if config_path is None or weights_path is None:

@@ -8,6 +8,7 @@ cards.py           model cards rendered from metrics.json (front matter, model-i
 card_check.py      ``check_card``: refuse a card that disagrees with its metrics.json
 model_folder.py    a trained model folder: its kind, its base model's license, the facts its card states
 staging.py         stage a training output into the Hub repo's folder; validate that folder
+standalone.py      repos that load without ctxir (full weights + heads' code); card snippets run as a Hub user
 upload.py          upload a staged folder (``push``), or print the ``hf upload`` command
 hub.py             ``ctxir hub push`` / ``validate``
 """

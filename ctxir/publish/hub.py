@@ -62,7 +62,10 @@ def _summary(report: StagedRepo) -> str:
             [f"... {len(report.skipped) - 8} more"] if len(report.skipped) > 8 else []
         )
         lines.append(f"  left out (not part of the published model): {', '.join(shown)}")
-    lines.append("  validated: no pickle, card matches metrics.json, loads back")
+    lines.append(
+        "  validated: no pickle, card matches metrics.json, loads back"
+        + (", every Python block of the card runs from the Hub cache offline" if report.repo_id else "")
+    )
     return "\n".join(lines)
 
 

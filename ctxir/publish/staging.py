@@ -45,6 +45,15 @@ from ctxir.publish.model_folder import (
     transformer_dir,
 )
 from ctxir.publish.model_types import MODEL_TYPES
+from ctxir.publish.standalone import (
+    HUB_CODE_FILE,
+    check_card_snippets,
+    copy_side_files,
+    has_ctxir_heads,
+    needs_standalone,
+    write_standalone_cls_lr,
+    write_standalone_cross_encoder,
+)
 from ctxir.types import CtxirError
 
 FIGURES_DIR = "figures"
@@ -148,6 +157,11 @@ def _copy_model(src: Path, dest: Path, model_type: str, base_dir: Path | None, b
     if MODEL_TYPES[model_type].carries_base:
         _stage_cls_lr(src, dest, base_dir, base_license)
         return
+    # ctxir's heads, or an adapter, over a base only ctxir resolves: the full body (+ the heads' code)
+    if needs_standalone(src):
+        write_standalone_cross_encoder(src, dest)
+        copy_side_files(src, dest)
+        return
     _copy_matching(src, dest, MODEL_FILE_PATTERNS, exclude=(METRICS_FILE, "trainer_state.json"))
     for module in read_json(src / "modules.json") or []:
         if module.get("path") and (src / module["path"]).is_dir():  # Normalize & co. may save no folder
@@ -215,7 +229,7 @@ def stage(
             repo_id=repo_id,
             base_model_id=base_model_id or None,
             base_license=base_license,
-            facts=model_facts(work, model_type),
+            facts=_card_facts(src, work, model_type),
             figures=staged_figures,
         )
         write_atomic(work / README, render_card(metrics, inputs).content)
@@ -228,10 +242,22 @@ def stage(
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
-    # 7. validate what will be uploaded
-    report = validate(dest, base_license=base_license)
+    # 7. validate what will be uploaded, and run its card's snippets as a reader of the Hub repo would
+    report = validate(dest, base_license=base_license, repo_id=repo_id)
     report.repo_id, report.skipped = repo_id, skipped
     return report
+
+
+def _card_facts(src: Path, staged: Path, model_type: str) -> dict:
+    """What the card states: how the model was trained is read off the training output (a standalone repo holds
+    it merged: ``merged``), how to load it off the staged folder (``hub_code``: the heads' code file it carries)."""
+    merged = not MODEL_TYPES[model_type].carries_base and needs_standalone(src)
+    facts = model_facts(src if merged else staged, model_type)
+    return {
+        **facts,
+        "merged": merged,
+        "hub_code": HUB_CODE_FILE if (staged / HUB_CODE_FILE).is_file() else None,
+    }
 
 
 def _publishable_files(src: Path) -> list[str]:
@@ -317,14 +343,12 @@ def _stage_cls_lr(src: Path, dest: Path, base_dir: Path, base_license: tuple[str
     """Ranker weights + config, and the encoder it reads copied beside them (config base_model = ".")."""
     config = read_json(src / CLS_LR_CONFIG)
     base = config.get("base_model", "")
-    body = transformer_dir(base_dir)
-    if not any(p.suffix == ".safetensors" and p.name != CLS_LR_WEIGHTS for p in body.iterdir()):
-        raise CtxirError(
-            f"the CLS-LR base model {base!r} ({str(body)!r}) has no .safetensors weights: re-save it "
-            "with save_pretrained (safetensors is the default) before publishing"
-        )
-    _copy_matching(body, dest, ENCODER_FILE_PATTERNS, exclude=(CLS_LR_WEIGHTS,))
-    shutil.copy2(src / CLS_LR_WEIGHTS, dest / CLS_LR_WEIGHTS)
+    # over a ctxir cross-encoder: that cross-encoder standalone, the ranker as its last head
+    if has_ctxir_heads(base_dir):
+        write_standalone_cls_lr(src, base_dir, dest)
+    else:
+        _copy_body(base, base_dir, dest)
+        shutil.copy2(src / CLS_LR_WEIGHTS, dest / CLS_LR_WEIGHTS)
     if "base_model_source" not in config:
         # A local path would publish the trainer's directory layout: keep the folder name (or the Hub id).
         local = base == "." or (src / base).is_dir() or Path(base).expanduser().exists()
@@ -335,13 +359,28 @@ def _stage_cls_lr(src: Path, dest: Path, base_dir: Path, base_license: tuple[str
     write_json(dest / CLS_LR_CONFIG, config)
 
 
+def _copy_body(base: str, base_dir: Path, dest: Path) -> None:
+    """The transformer body (AutoModel + tokenizer) of a plain base encoder, copied beside the ranker."""
+    body = transformer_dir(base_dir)
+    if not any(p.suffix == ".safetensors" and p.name != CLS_LR_WEIGHTS for p in body.iterdir()):
+        raise CtxirError(
+            f"the CLS-LR base model {base!r} ({str(body)!r}) has no .safetensors weights: re-save it "
+            "with save_pretrained (safetensors is the default) before publishing"
+        )
+    _copy_matching(body, dest, ENCODER_FILE_PATTERNS, exclude=(CLS_LR_WEIGHTS,))
+
+
 # ---------------------------------------------------------------------------------------------- validate
 
 
-def validate(folder: str | Path, base_license: tuple[str, License] | bool | None = False) -> StagedRepo:
+def validate(
+    folder: str | Path, base_license: tuple[str, License] | bool | None = False, repo_id: str | None = None
+) -> StagedRepo:
     """Refuse a staged folder that is not safe and complete to publish; return what it holds.
 
-    base_license: as used at staging; False (default) re-derives it from the folder.
+    base_license: as used at staging; False (default) re-derives it from the folder. repo_id: the Hub id its card's
+    snippets load (default: the one it was staged for); with one, every Python block of the card is run as a reader
+    of that Hub repo would (``check_card_snippets``).
     """
     # lazy: the Hub client is needed only to download or upload
     from huggingface_hub.utils import DEFAULT_IGNORE_PATTERNS, filter_repo_objects
@@ -380,9 +419,13 @@ def validate(folder: str | Path, base_license: tuple[str, License] | bool | None
     meta = check_card(folder / README, metrics, base_license)
     # 4. it loads back and produces finite scores, the way users and ctxir will load it
     _load_check(folder, model_type)
+    # 5. the card's snippets run from the repo as `hf download` leaves it, those without ctxir where it is absent
+    repo_id = repo_id or read_json(folder / STAGING_MARKER, strict=False).get("repo_id")
+    if repo_id:
+        check_card_snippets(folder, repo_id)
     return StagedRepo(
         folder=folder,
-        repo_id="",
+        repo_id=repo_id or "",
         model_type=model_type,
         license=meta["license"],
         files=files,
