@@ -507,8 +507,8 @@ def test_the_shipped_cards_pass_the_card_check_and_lead_with_the_full_test_defau
     assert (split, metric, lead["queries"]) == ("test", "ndcg_at_10", 300)
     card = (SHIPPED_MODELS[SHIPPED_CROSS_ENCODER] / "README.md").read_text()
     # MS MARCO is trained-on data (triples), so the suite may not call it new; Medline, NPL, LISA are new
-    assert "MS MARCO (passage sample) sample (it trained on MS MARCO (passage sample) train triples)" in card
-    assert "never trained on\n(ctxir's demo corpus demo, Medline test, NPL test, LISA test)" in card
+    assert "MS MARCO (passage sample) (it trained on MS MARCO (passage sample) train triples)" in card
+    assert "never trained on\n(ctxir's demo corpus, Medline test, NPL test, LISA test)" in card
     # passages.json's dev figures are stage 5's: the card says whose
     assert "measured with stage 5's weights" in card
     # the hybrid's default keeps the hybrid's order: the card says so instead of "fused (RRF)"

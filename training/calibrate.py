@@ -46,7 +46,6 @@ class CalibrateArgs:
 def scifact_pairs(reranker, args: CalibrateArgs) -> tuple[list[float], list[int]]:
     """(scores, labels) of the held-out claims' BM25 candidates, each read as the model reads documents."""
     from ctxir.data import load_beir
-    from ctxir.retrieval import BM25Retriever
 
     source = Path(args.dev_from or args.model)
     dev = list(((read_json(source / "metrics.json") or {}).get("extra") or {}).get("heldout_query_ids") or [])
@@ -56,8 +55,14 @@ def scifact_pairs(reranker, args: CalibrateArgs) -> tuple[list[float], list[int]
             "folder of a model trained with --dev-queries N"
         )
     corpus, queries, qrels = load_beir(data_folder(args.data_dir, "scifact"), "train")
-    queries = {q: queries[q] for q in dev}
-    hits = BM25Retriever(corpus).search(queries, args.depth)
+    return bm25_pairs(reranker, corpus, {q: queries[q] for q in dev}, qrels, args.depth)
+
+
+def bm25_pairs(reranker, corpus, queries, qrels, depth: int) -> tuple[list[float], list[int]]:
+    """(scores, labels) of each query's BM25 top ``depth``, each document read as the model reads it."""
+    from ctxir.retrieval import BM25Retriever
+
+    hits = BM25Retriever(corpus).search(queries, depth)
     scores, labels = [], []
     for q, text in queries.items():
         for hit in reranker._rerank(text, hits[q], corpus):
@@ -68,15 +73,20 @@ def scifact_pairs(reranker, args: CalibrateArgs) -> tuple[list[float], list[int]
 
 def wikiqa_pairs(reranker, args: CalibrateArgs) -> tuple[list[float], list[int]]:
     """(scores, labels) of WikiQA dev: every answered question with each sentence of its summary."""
+    return wikiqa_file_pairs(reranker, Path(args.data_dir) / "general" / "wikiqa" / "WikiQA-dev.tsv")
+
+
+def wikiqa_file_pairs(reranker, path: Path) -> tuple[list[float], list[int]]:
+    """(scores, labels) of one WikiQA file: every answered question with each sentence of its summary."""
     from ctxir.data.general import load_wikiqa
     from ctxir.types import doc_text
 
-    dev = load_wikiqa(Path(args.data_dir) / "general" / "wikiqa" / "WikiQA-dev.tsv")
+    split = load_wikiqa(path)
     scores, labels = [], []
-    for q, text in dev.queries.items():
-        docs = [*dev.qrels[q], *dev.negatives[q]]
-        scores += [float(s) for s in reranker.score_pairs(text, [doc_text(dev.corpus[d]) for d in docs])]
-        labels += [int(d in dev.qrels[q]) for d in docs]
+    for q, text in split.queries.items():
+        docs = [*split.qrels[q], *split.negatives[q]]
+        scores += [float(s) for s in reranker.score_pairs(text, [doc_text(split.corpus[d]) for d in docs])]
+        labels += [int(d in split.qrels[q]) for d in docs]
     return scores, labels
 
 

@@ -69,31 +69,51 @@ class ModelSpec:
     trainer_classes: Callable[
         [], tuple[type, type]
     ]  # (TrainingArguments class, Trainer class), imported lazily
-    anchors: dict = field(default_factory=dict)  # (dataset, metric) → (published value, its name)
+    anchors: dict = field(
+        default_factory=dict
+    )  # (dataset, metric) → {value, name, source, queries, ...} (anchor_fields)
     training_options: Callable[[Any], dict] = (
         lambda args: {}
     )  # extra TrainingArguments (e.g. a batch sampler)
     extra: Callable[[Any, Any, TaskData], dict] = lambda args, model, data: {}  # (args, trained model, data)
+    # (dataset, data, args) → what a test figure covers: queries (pairs), subset, first_stage, depth (metrics.json)
+    coverage: Callable[[str, TaskData, Any], dict] = lambda name, data, args: {}
+
+
+def anchor_fields(anchor, row: dict) -> dict:
+    """The anchor's metrics.json fields for ``row``: an ``ANCHORS`` entry {value, name, source, queries[, first_stage,
+    depth]} stands beside the row only when it was measured on as many queries (and, re-ranking, at the same depth):
+    the card check (ctxir.publish.card_check.row_problems) refuses any other pair. A (value, name) pair is kept as
+    written (the check then asks for its source)."""
+    if anchor is None:
+        return {}
+    if not isinstance(anchor, dict):
+        return {"anchor": anchor[0], "anchor_name": anchor[1]}
+    same = row.get("queries") == anchor["queries"] and (
+        row["task"] != "reranking" or row.get("depth") == anchor.get("depth")
+    )
+    if not same:
+        return {}
+    return {
+        "anchor": anchor["value"],
+        "anchor_name": anchor["name"],
+        "anchor_source": anchor["source"],
+        "anchor_queries": anchor["queries"],
+        **({"anchor_first_stage": anchor["first_stage"]} if anchor.get("first_stage") else {}),
+        **({"anchor_depth": anchor["depth"]} if anchor.get("depth") else {}),
+    }
 
 
 def evaluation_rows(spec: ModelSpec, before: Scores, after: Scores, data: TaskData, args) -> list[dict]:
     rows = []
     for (name, split, metric), value in after.items():
-        anchor, anchor_name = spec.anchors.get((name, metric), (None, None))
         task, config = spec.describe(name, data, args)
-        rows.append(
-            evaluation_row(
-                name,
-                split,
-                task,
-                metric,
-                before.get((name, split, metric)),
-                value,
-                anchor,
-                anchor_name,
-                config,
-            )
+        row = evaluation_row(
+            name, split, task, metric, before.get((name, split, metric)), value, config=config
         )
+        row.update(spec.coverage(name, data, args))
+        row.update(anchor_fields(spec.anchors.get((name, metric)), row))
+        rows.append(row)
     return rows
 
 

@@ -202,7 +202,10 @@ def _eval_collections(metrics: dict) -> tuple[list[str], list[str]]:
         if (key, e["split"]) in seen:
             continue
         seen.add((key, e["split"]))
-        name = f"{display_name(e['dataset'])} {e['split']}"
+        shown = display_name(e["dataset"])
+        name = (
+            shown if str(e["split"]).lower() in shown.lower() else f"{shown} {e['split']}"
+        )  # no "demo corpus demo"
         if key in train:
             trained.append(f"{name} (it trained on {display_name(e['dataset'])} {', '.join(train[key])})")
         else:
