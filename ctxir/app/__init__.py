@@ -1,7 +1,8 @@
 """The ctxir Gradio app, one module per concern; ``app.py`` at the repository root is its entry point.
 
     config.py           AppConfig: the limits and model choices app.py's flags set; the Progress callback type
-    models.py           AppModels: the models loaded once, and the forward pass the inspection views share
+    models.py           AppModels: the models loaded once, any model by Hub id on demand, the inspection forward pass
+    model_cache.py      ModelCache: the models loaded by name, bounded (count, memory; LRU; the start's pinned)
     reranker_labels.py  the app's words for each re-ranker kind: table headers, legends, its flag and variable
     corpus_index.py     CorpusIndex: one corpus with its retrievers; Indexing: the startup corpus's progress
     upload_store.py     UploadStore: each visitor's uploaded corpora (per session, LRU, idle ones released)
