@@ -120,3 +120,16 @@ def test_a_figure_typed_in_is_caught():
         "0.8601 in: - **STS-B bi-encoder ≥ 0.86:** 0.8601."
     ]
     assert prose_misses("- **STS-B bi-encoder ≥ 0.86:** 0.8591.", known) == []
+
+
+@pytest.mark.parametrize("folder", ("cross-encoder", "cls-lr"))
+def test_the_suite_rows_of_metrics_json_are_what_evaluation_json_gives(folder):
+    """metrics.json's out-of-domain rows (what the card's table and model-index show) are rebuilt from
+    evaluation.json by `python scripts/shipped_cards.py`: none is edited by hand or left stale."""
+    from scripts.shipped_cards import SUITE_ROW
+    from training.evaluate_reranker import evaluation_rows
+
+    metrics = json.loads((ASSETS_MODELS / folder / "metrics.json").read_text(encoding="utf-8"))
+    evaluation = json.loads((ASSETS_MODELS / folder / "evaluation.json").read_text(encoding="utf-8"))
+    suite = [e for e in metrics["evaluations"] if SUITE_ROW.match(str(e.get("config") or ""))]
+    assert suite == evaluation_rows(evaluation), "run python scripts/shipped_cards.py"
