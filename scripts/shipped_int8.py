@@ -1,0 +1,135 @@
+"""The shipped cross-encoder's nDCG@10 on the packaged demo corpus through the app's default scoring path, recorded.
+
+    python scripts/shipped_int8.py       # writes docs/bench/shipped-int8-demo.json (about a minute on 2 cores)
+
+The app's path: its models loaded as ``python app.py`` loads them (``AppModels.load``, the re-ranker by the registry,
+its body exported and opened in ONNX Runtime before serving), the demo corpus indexed as the app indexes it
+(``CorpusIndex``), each first stage's top 20 re-ranked alone and in the default fused mode. The record holds each
+first stage's figures under the backend measured (onnx-int8, the app's default: ``--rerank-backend``), the weights
+fingerprint of the model measured, the ONNX file that scored, and the machine; tests/test_shipped_quality.py
+recomputes them and fails when they move by more than the 0.005 int8 rule, or when the shipped weights are no longer
+the ones recorded (then run this again).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import json
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+RECORD = ROOT / "docs" / "bench" / "shipped-int8-demo.json"
+FIRST_STAGES = ("bm25", "hybrid")  # BM25, and the app's default first stage
+DEPTH = 20
+
+
+@contextlib.contextmanager
+def app_environment(backend: str, cache: Path):
+    """What app.py sets before it loads (``--rerank-backend``) and where it keeps its exports (``CTXIR_CACHE``)."""
+    saved = {name: os.environ.get(name) for name in ("CTXIR_RERANK_BACKEND", "CTXIR_CACHE")}
+    os.environ.update(CTXIR_RERANK_BACKEND=backend, CTXIR_CACHE=str(cache))
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def load_app(backend: str, cache: Path):
+    """(the app's models with the shipped cross-encoder only, the demo corpus's index): as app.py loads them, the
+    re-ranker scored through ``backend``, exports and embeddings kept under ``cache``."""
+    from ctxir.app.config import AppConfig
+    from ctxir.app.corpus_index import CorpusIndex
+    from ctxir.app.models import AppModels
+    from ctxir.data.demo import demo_corpus
+    from ctxir.encoders import EmbeddingCache
+    from ctxir.rerank.registry import CROSS_ENCODER, RERANKERS
+
+    config = AppConfig(
+        device="cpu", rerankers={kind: "none" for kind in RERANKERS if kind != CROSS_ENCODER.name}
+    )
+    with app_environment(backend, cache):
+        models = AppModels.load(config)
+    index = CorpusIndex("demo", demo_corpus(), models.bi_encoder, cache=EmbeddingCache(cache / "embeddings"))
+    return models, index
+
+
+def figures(reranker, index, first_stage: str) -> dict[str, float]:
+    """{"first_stage" | "alone" | "fused": nDCG@10} over the demo queries with judgements, ``reranker`` re-ranking
+    ``first_stage``'s top 20 of ``index`` (4 decimals, as evaluation.json records them)."""
+    from ctxir.data import load_qrels, load_queries
+    from ctxir.data.demo import ASSETS
+    from ctxir.evaluation import evaluate_run
+    from ctxir.rerank.pipeline import Pipeline, mode_fusion
+
+    qrels = load_qrels(ASSETS / "demo_qrels.tsv")
+    queries = {q: t for q, t in load_queries(ASSETS / "demo_queries.jsonl").items() if q in qrels}
+    pipeline = Pipeline(
+        index.retriever(first_stage),
+        reranker,
+        depth=DEPTH,
+        fusion=mode_fusion(reranker, "fused", first_stage),
+    )
+    runs = pipeline.run(queries, show_progress=False)
+    # each list scored in its shown order, as evaluation.json's: a run keeps its list's order as the order of its
+    # keys, and evaluate_run orders tied scores (BM25's on the demo corpus) as listed
+    return {"queries": len(queries)} | {
+        name: round(float(evaluate_run(qrels, runs[key]).aggregate["nDCG@10"]), 4)
+        for name, key in (("first_stage", "first_stage"), ("alone", "rerank"), ("fused", "fused"))
+    }
+
+
+def measure(cache: Path, backend: str = "onnx-int8") -> dict:
+    """The record: each first stage's figures through ``backend`` and what scored them."""
+    import onnxruntime
+
+    from benchmarks.common import machine
+    from ctxir.encoders.bi_encoder import weights_fingerprint
+
+    models, index = load_app(backend, cache)
+    reranker = models.reranker("cross-encoder")
+    scorer = reranker.onnx_scorer()
+    if backend.startswith("onnx") and scorer is None:
+        raise SystemExit(
+            f"backend {backend!r} did not open (scoring would be torch's): see the warning above"
+        )
+    return {
+        "command": "python scripts/shipped_int8.py",
+        "date": datetime.date.today().isoformat(),
+        "machine": machine(),
+        "backend": backend,
+        "model": reranker.model_name,
+        "weights_fingerprint": weights_fingerprint(reranker.model),
+        "onnx_file": scorer.path.name if scorer is not None else None,
+        "onnxruntime": onnxruntime.__version__,
+        **{f"{stage}@{DEPTH}": figures(reranker, index, stage) for stage in FIRST_STAGES},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    import tempfile
+
+    from ctxir.files import write_json
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--output", default=str(RECORD), help="where the record goes (JSON)")
+    parser.add_argument("--backend", default="onnx-int8", choices=("torch", "onnx", "onnx-int8"))
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as cache:  # a fresh export, as a first start makes it
+        record = measure(Path(cache), args.backend)
+    write_json(args.output, record, indent=1)
+    print(json.dumps({k: v for k, v in record.items() if k != "machine"}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
