@@ -164,6 +164,21 @@ def served_results(proc, timeout: float = 300) -> dict:
         client.close()
 
 
+def pair_scores(proc) -> dict:
+    """/score_pairs' data for the pair tab's example: a score column per re-ranker kind, and the kinds not loaded."""
+    from ctxir.data.demo import demo_presets
+    from tests.conftest import api_client
+
+    presets = demo_presets()
+    client = api_client(url_of(proc))
+    try:
+        return client.predict(
+            presets["pair_query"], "\n".join(presets["pair_documents"]), api_name="/score_pairs"
+        )[-1]
+    finally:
+        client.close()
+
+
 def hits(data: dict) -> list[tuple[str, float]]:
     stage = data["first_stage"]
     return [(h["doc_id"], h[f"{stage}_score"]) for h in data["hits"]]
@@ -210,7 +225,30 @@ def getaddrinfo(host, *args, **kwargs):
 
 
 socket.socket.connect, socket.socket.connect_ex, socket.getaddrinfo = connect, connect_ex, getaddrinfo
+
+
+def probe(when):
+    # the guard armed in this very process: a name lookup and a connection it must refuse, at start and at exit
+    # (noted as "probe PID WHEN refused" only when the refusal is the guard's)
+    import urllib.request
+
+    refused = []
+    for attempt in (
+        lambda: urllib.request.urlopen("http://guard-probe.invalid/", timeout=5),
+        lambda: socket.socket().connect(("192.0.2.1", 80)),  # an address: no lookup, the connection itself
+    ):
+        try:
+            attempt()
+        except OSError as err:
+            refused.append("refused by the test" in str(err))
+    _note(f"probe {os.getpid()} {when} {'refused' if refused == [True, True] else 'NOT refused'}")
+
+
+probe("start")
+__import__("atexit").register(probe, "exit")
 """
+
+PROBES = {"resolve guard-probe.invalid", "connect 192.0.2.1"}  # what probe() asks, noted by the guard
 
 
 def user_env(tmp_path: Path, cache: Path) -> dict:
@@ -219,7 +257,13 @@ def user_env(tmp_path: Path, cache: Path) -> dict:
     hook = tmp_path / "no-network"
     hook.mkdir(exist_ok=True)
     (hook / "sitecustomize.py").write_text(NO_NETWORK)
-    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    from ctxir.app.reranker_labels import env as kind_env
+    from ctxir.rerank.registry import RERANKERS
+
+    # nothing of this test process's settings: the app's defaults (backends, the shipped re-rankers)
+    unset = {"HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "CTXIR_BACKEND", "CTXIR_RERANK_BACKEND", "CTXIR_INDEX"}
+    unset |= {kind_env(kind) for kind in RERANKERS.values()}
+    env = {k: v for k, v in os.environ.items() if k not in unset}
     return env | {
         "PYTHONPATH": f"{hook}{os.pathsep}{ROOT}",
         "CTXIR_NET_LOG": str(tmp_path / "net.log"),
@@ -227,8 +271,7 @@ def user_env(tmp_path: Path, cache: Path) -> dict:
         "CTXIR_CACHE": str(cache),
         "PYTHONUNBUFFERED": "1",
         "CTXIR_TORCH_THREADS": "1",
-        "CTXIR_RERANK_BACKEND": "torch",
-    }  # fmt: skip  (torch: no ONNX export, which needs no network either)
+    }  # the default re-ranker backend (onnx-int8: its export needs no network either)
 
 
 @pytest.fixture(scope="module")
@@ -300,6 +343,8 @@ def kill_and_restart(
 
     again = start(restart_env, timeout=restart_s)
     found.served = served_results(again)
+    found.pair_scores = pair_scores(again)
+    found.pid = again.pid
     found.folders = output_folders(tmp_path)
     found.left = leftovers(embeddings)
     found.cached = cached(embeddings, "*.npy") + cached(embeddings, "*.sha256")
@@ -307,7 +352,8 @@ def kill_and_restart(
     found.output = again.communicate(timeout=60)[0]
     found.folder_after_sigterm = bool(found.folders) and found.folders[0].exists()
     log = tmp_path / "net.log"
-    found.asked = set(log.read_text().split("\n")) - {""} if log.exists() else set()
+    found.net_log = set(log.read_text().split("\n")) - {""} if log.exists() else set()
+    found.asked = {line for line in found.net_log if not line.startswith("probe ")} - PROBES
     return found
 
 
@@ -340,7 +386,7 @@ def restarted(tmp_path_factory, clean_results) -> SimpleNamespace:
 
     try:
         yield kill_and_restart(
-            folder, clean_results, ".npy", user_env(folder, folder / "cache"), start, restart_s=180
+            folder, clean_results, ".npy", user_env(folder, folder / "cache"), start, restart_s=420
         )
     finally:
         for proc in started:
@@ -359,10 +405,24 @@ def test_killed_before_its_embeddings_are_renamed_into_the_cache_the_restart_ser
 
 
 def test_the_app_starts_with_no_network_and_hf_hub_offline_unset(restarted):
-    """The restart above is started the way a user starts the app: no HF_HUB_OFFLINE, and no network. It served
-    within 180 s, asked nothing but the Hub (for the newest all-MiniLM-L6-v2: Gradio's analytics are off), and said
-    once that it uses the packaged copy."""
+    """The restart above is started the way a user starts the app: no HF_HUB_OFFLINE, the default backends and
+    re-rankers, and no network. Its guard armed in the app's own process (a lookup and a connection of its own,
+    refused at start and still at exit), so an empty list of what it asked means nothing was asked. It served
+    within 420 s (a first start of the default backend exports both cross-encoders to ONNX), loaded every shipped re-ranker (each scores the pair tab's example; the cross-encoders through
+    the default onnx-int8, not torch's fallback), asked nothing but the Hub (for the newest all-MiniLM-L6-v2:
+    Gradio's analytics are off), and said once that it uses the packaged copy."""
+    from ctxir.rerank.registry import RERANKERS
+
+    assert {f"probe {restarted.pid} {when} refused" for when in ("start", "exit")} <= restarted.net_log, (
+        restarted.net_log
+    )
+    assert restarted.net_log >= PROBES  # the probes went through the guard, as any request would
     assert len(restarted.served) == len(QUERIES) * len(STAGES) and all(restarted.served.values())
+    assert restarted.pair_scores["unavailable"] == {}, restarted.pair_scores["unavailable"]
+    for row in restarted.pair_scores["scores"]:
+        assert all(row[kind.pair_column] is not None for kind in RERANKERS.values()), row
+    assert "scoring in torch" not in restarted.output, restarted.output[-3000:]
+    assert "re-ranker unavailable" not in restarted.output, restarted.output[-3000:]
     assert restarted.asked <= {"resolve huggingface.co", "connect huggingface.co"}, restarted.asked
     told = restarted.output.count("the Hugging Face Hub cannot be reached")
     assert told == (1 if restarted.asked else 0), restarted.output[-3000:]
