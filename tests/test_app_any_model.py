@@ -192,6 +192,18 @@ def test_model_cache_limits_are_checked():
         cache.load("a", lambda: object())
 
 
+def test_turned_off_by_the_deployer_nothing_is_fetched(state, monkeypatch):
+    import ctxir.app.models
+
+    state.models.cache = ModelCache(max_models=0)
+    monkeypatch.setattr(ctxir.app.models, "fetch_model", lambda *a, **k: pytest.fail("fetched"))
+    with pytest.raises(
+        CtxirError,
+        match=r"models 'test-org/tiny-bi-encoder' cannot be loaded: this app loads no model on demand",
+    ):
+        score_pairs(state, "q", DOCS, models=BI)
+
+
 # ---------------------------------------------------------------- the deployer's flags take the same ids
 
 

@@ -114,11 +114,7 @@ class ModelCache:
         found = self.get(key)
         if found is not None:
             return found
-        if self.max_models == 0:
-            raise CtxirError(
-                f"this app loads no {what} on demand (its deployer set the model cache to 0 models): choose one "
-                "of the models it offers"
-            )
+        self.check_open(what)
         step = progress or (lambda *_: None)
         with self.loading(progress):
             found = self.get(key)  # loaded by the request this one waited for
@@ -138,6 +134,14 @@ class ModelCache:
                 self._evict_for(key)
             step(1.0, f"{what} loaded")
             return value
+
+    def check_open(self, what: str = "model") -> None:
+        """Refuse at once (before any download) where the deployer turned loading by name off (0 models)."""
+        if self.max_models == 0:
+            raise CtxirError(
+                f"{what} cannot be loaded: this app loads no model on demand (its deployer set the model cache to 0 "
+                "models, CTXIR_MAX_EXTRA_MODELS=0); choose one of the models it offers"
+            )
 
     @contextmanager
     def loading(self, progress: Callable[[float, str], None] | None = None) -> Iterator[None]:

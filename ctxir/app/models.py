@@ -236,6 +236,7 @@ class AppModels:
             found = self.cache.get((each, name))
             if found is not None:
                 return found if role else (each, found)
+        self.cache.check_open(f"{what} {name!r}")
         step = progress or (lambda *_: None)
         with self.cache.loading(progress):  # fetching (a download) is part of the one load at a time
             step(0.05, f"fetching {name} (downloaded when it is not in the local Hugging Face cache)")
