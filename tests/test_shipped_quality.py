@@ -78,7 +78,11 @@ def test_the_shipped_cross_encoder_scores_the_demo_corpus_as_recorded(app_demo, 
             raise AssertionError(f"backend {backend!r} scored in torch")
 
         monkeypatch.setattr(reranker.model, "predict", torch_predict)
-        session = reranker.onnx_scorer().session
+        scorer = reranker.onnx_scorer()
+        assert scorer is not None, (
+            f"backend {backend!r} did not open (its export failed?): it scores in torch"
+        )
+        session = scorer.session
         run = session.run
         monkeypatch.setattr(session, "run", lambda *a, **k: runs.append(1) or run(*a, **k))
     measured = shipped_int8.figures(reranker, index, first_stage)
