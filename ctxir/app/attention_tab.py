@@ -211,7 +211,13 @@ def build(ui: Ui) -> None:
         "below, one head's weights as a heatmap and a summary of what each head attends to. Drawn offline, "
         f"inputs up to {cfg.max_attention_tokens} tokens: choose fewer layers or heads for long inputs."
     )
-    att_model = gr.Dropdown(list(ui.models.inspect), value=BI_ENCODER, label="Model", allow_custom_value=True)
+    att_model = gr.Dropdown(
+        ui.models.inspect_choices(),
+        value=BI_ENCODER,
+        label="Model",
+        allow_custom_value=True,
+        info=cfg.any_model_note(),  # any Hub id loads on demand (AppModels.inspectable)
+    )
     att_text = gr.Textbox(
         label="Text (sentence A)", value=presets["bank_contexts"][0], elem_id="attention-text"
     )

@@ -74,6 +74,16 @@ class AppConfig:
         default_factory=lambda: not os.environ.get("SPACE_ID") and not env_flag("CTXIR_NO_MODEL_PATHS")
     )
 
+    def any_model_note(self) -> str:
+        """What a visitor may type where a model is chosen, and the limits it loads under (the pages' notes)."""
+        return (
+            "or type any model's Hub id"
+            + (" or folder" if self.allow_model_paths else "")
+            + ": loaded on first "
+            f"use, at most {self.max_extra_models} such models kept ({self.max_extra_mb:,.0f} MiB), the least "
+            "recently used goes first"
+        )
+
     def reranker_model(self, kind: str) -> str:
         """The model the app loads for re-ranker ``kind`` ("" or "none" = none): ``rerankers[kind]``, else the field
         named by the kind's setting (``cross_encoder``, ``cls_lr``: ``reranker_labels.setting``), else the kind's

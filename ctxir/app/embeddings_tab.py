@@ -12,7 +12,7 @@ import numpy as np
 
 from ctxir.app import figures, similarity
 from ctxir.app.config import Progress
-from ctxir.app.models import BI_ENCODER, AppModels, check_layer
+from ctxir.app.models import BI_ENCODER, check_layer
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code, split_lines
 from ctxir.app.ui import Ui, cleared, exports, frame, guard, lines, show, tab_intro
@@ -212,22 +212,6 @@ def projection_plots(data: dict) -> tuple:
     return projection, drift
 
 
-def inspect_choices(models: AppModels) -> list[str]:
-    """The models the inspection views offer: those loaded at start, then those loaded by name now."""
-    return [*models.inspect, *models.extra_models("inspect")]
-
-
-def inspect_info(config) -> str:
-    """The model choice's note: any model can be typed, and the limits it loads under."""
-    return (
-        "or type any model's Hub id"
-        + (" or folder" if config.allow_model_paths else "")
-        + ": loaded on first use, "
-        f"at most {config.max_extra_models} such models kept ({config.max_extra_mb:,.0f} MiB), the least recently "
-        "used goes first"
-    )
-
-
 def load_first(state: AppState, model: str, progress) -> None:
     """A model typed by name is loaded before the view runs, so its load shows in the progress bar."""
     state.models.inspectable(model, progress=lambda f, d: progress(f, desc=d))
@@ -243,11 +227,11 @@ def build(ui: Ui) -> None:
         "whole sentences are."
     )
     model = gr.Dropdown(
-        inspect_choices(ui.models),
+        ui.models.inspect_choices(),
         value=BI_ENCODER,
         label="Model",
         allow_custom_value=True,
-        info=inspect_info(ui.config),
+        info=ui.config.any_model_note(),
         elem_id="embeddings-model",
     )
     # One step a sub-tab, each laying out its part and binding its one public event, in page order.
@@ -282,7 +266,7 @@ def tokens_tab(ui: Ui, model, presets: dict) -> None:
     button.click(**cleared(summary)).then(
         do_model_info, [model, text], [summary, table, json], api_name="model_info"
     ).success(show, None, [table], queue=False, api_visibility="private").success(
-        lambda: gr.update(choices=inspect_choices(ui.models)),
+        lambda: gr.update(choices=ui.models.inspect_choices()),
         None,
         [model],
         queue=False,

@@ -282,6 +282,10 @@ class AppModels:
         reranker.stage_fusion, reranker.fused_only = stage_fusion_for(name), alone_below_bm25(name)
         return reranker
 
+    def inspect_choices(self) -> list[str]:
+        """The models the inspection views offer: those loaded at start, then those loaded by name now."""
+        return [*self.inspect, *self.extra_models("inspect")]
+
     def extra_models(self, role: str) -> list[str]:
         """The names of the models of ``role`` loaded on demand now, least recently used first."""
         return [name for each, name in self.cache.loaded() if each == role]
