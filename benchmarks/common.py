@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import platform
+import shlex
 import sys
 import time
 from collections.abc import Callable
@@ -126,7 +127,10 @@ def command_line(kind: str, argv: list[str] | None) -> str:
     >>> command_line("search", ["--num-docs", "10"])
     'python -m benchmarks.search --num-docs 10'
     """
-    return " ".join([f"python -m benchmarks.{kind}", *(sys.argv[1:] if argv is None else argv)])
+    # quoted where a flag's value has spaces (an endpoint label), so the recorded command runs as it is printed
+    return " ".join(
+        [f"python -m benchmarks.{kind}", *map(shlex.quote, sys.argv[1:] if argv is None else argv)]
+    )
 
 
 def current_command(command: str) -> str:

@@ -8,6 +8,7 @@ import urllib.request
 
 import pytest
 
+from benchmarks.app import first_view
 from ctxir.app import attention_tab, pairs_tab
 from ctxir.app.first_view import FIRST_VIEWS
 
@@ -15,26 +16,12 @@ pytestmark = pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning")
 
 
 def page_load(url: str, session: str) -> dict:
-    """What a browser does when the page opens: read the page's config, run its load events for a new session (as
-    the page's own script calls them); returns {elem_id or component id: value} of the first view's answer."""
+    """What a browser does when the page opens: its load events run for a new session, as the page's own script calls
+    them (``benchmarks.app.first_view``); returns {elem_id or component id: value} of the first view's answer."""
     with urllib.request.urlopen(f"{url}config", timeout=120) as response:
         config = json.load(response)
     names = {c["id"]: c.get("props", {}).get("elem_id") or c["id"] for c in config["components"]}
-    loads = [d for d in config["dependencies"] if any(t[1] == "load" for t in d["targets"])]
-    first = max(loads, key=lambda d: len(d["outputs"]))  # the first view's: it fills every tab
-    body = {
-        "data": [],
-        "fn_index": first["id"],
-        "session_hash": session,
-        "event_data": None,
-        "trigger_id": None,
-    }
-    request = urllib.request.Request(
-        f"{url}gradio_api/run/predict", json.dumps(body).encode(), {"Content-Type": "application/json"}
-    )
-    with urllib.request.urlopen(request, timeout=600) as response:
-        data = json.load(response)["data"]
-    return {names[i]: value for i, value in zip(first["outputs"], data, strict=True)}
+    return {names[i]: value for i, value in first_view(url, session).items()}
 
 
 def value(update):
