@@ -379,6 +379,25 @@ def test_similarity_trained_models_are_not_sold_as_retrievers_and_integer_metric
     assert "re-ranking the top 10–100" in render("cross-encoder", metrics_record("cross-encoder")).text
 
 
+def scifact_row(queries: int, depth: int, subset: str | None = None) -> dict:
+    """A metrics.json re-ranking row on SciFact test: nDCG@10 0.8926 over BM25's top ``depth`` for ``queries``."""
+    out = {
+        "dataset": "scifact",
+        "split": "test",
+        "task": "reranking",
+        "metric": "nDCG@10",
+        "before": 0.8081,
+        "after": 0.8926,
+        "anchor": None,
+        "anchor_name": None,
+        "config": f"rerank BM25 top-{depth}, {queries} queries",
+        "queries": queries,
+        "first_stage": "bm25",
+        "depth": depth,
+    }
+    return {**out, "subset": subset} if subset else out
+
+
 def test_card_check_refuses_a_subset_figure_beside_a_full_set_anchor(tmp_path, metrics_record):
     """The 0.8926 case: a re-ranker's first 50 test queries (easy ones) shown beside an anchor measured on all 300
     queries at another depth. Neither the rows nor a card rendered from them may be published."""
@@ -388,23 +407,13 @@ def test_card_check_refuses_a_subset_figure_beside_a_full_set_anchor(tmp_path, m
     metrics["evaluations"].insert(
         0,
         {
-            "dataset": "scifact",
-            "split": "test",
-            "task": "reranking",
-            "metric": "nDCG@10",
-            "before": 0.8081,
-            "after": 0.8926,
+            **scifact_row(50, 20, "the first 50 SciFact test queries"),
             "anchor": 0.688,
             "anchor_name": "BEIR BM25 + cross-encoder (ms-marco-MiniLM-L6)",
             "anchor_source": "Thakur et al. 2021 (BEIR), Table 2",
             "anchor_queries": 300,
             "anchor_first_stage": "bm25",
             "anchor_depth": 100,
-            "config": "rerank BM25 top-20, 50 queries",
-            "queries": 50,
-            "subset": "the first 50 SciFact test queries",
-            "first_stage": "bm25",
-            "depth": 20,
         },
     )
     problems = "; ".join(row_problems(metrics))
@@ -538,3 +547,50 @@ def test_licenses_md_states_each_shipped_models_terms_from_its_metrics():
         and "CC BY-SA 4.0" in text
         and "MS MARCO terms" in text
     )
+
+
+# Training runs write an anchor beside a test figure only where the two cover the same queries (and depth): the rows
+# the card check would refuse are never written (training/runner.py's anchor_fields).
+
+
+def test_training_leaves_out_an_anchor_on_other_queries_or_depth_and_cites_one_on_the_same_in_full(
+    metrics_record,
+):
+    from ctxir.publish.card_check import row_problems
+    from training.runner import anchor_fields
+    from training.train_cross_encoder import ANCHORS
+
+    beir = ANCHORS[("scifact", "nDCG@10")]
+    assert (
+        anchor_fields(beir, scifact_row(50, 20, "the first 50 SciFact test queries")) == {}
+    )  # the 0.8926 case
+    assert anchor_fields(beir, scifact_row(300, 20)) == {}  # all queries, but top 20 against BEIR's top 100
+    same = anchor_fields(beir, scifact_row(300, 100))
+    assert same == {
+        "anchor": 0.688,
+        "anchor_name": "BEIR BM25 + cross-encoder (ms-marco-MiniLM-L6)",
+        "anchor_source": "Thakur et al. 2021 (BEIR), Table 2",
+        "anchor_queries": 300,
+        "anchor_first_stage": "bm25",
+        "anchor_depth": 100,
+    }
+    # what the runner writes passes the card check; the pair it leaves out would not
+    metrics = metrics_record("cross-encoder")
+    metrics["evaluations"] = [{**scifact_row(300, 100), **same}]
+    assert row_problems(metrics) == []
+    forced = {**same, "anchor_queries": 300}
+    metrics["evaluations"] = [{**scifact_row(50, 20, "the first 50 SciFact test queries"), **forced}]
+    assert any("on queries 50 but its anchor 0.688" in p for p in row_problems(metrics))
+
+
+def test_an_anchor_given_as_value_and_name_only_is_written_as_is_and_the_check_asks_for_its_source(
+    metrics_record,
+):
+    from ctxir.publish.card_check import row_problems
+    from training.runner import anchor_fields
+
+    fields = anchor_fields((0.831, "SetFit all-MiniLM-L6-v2, 8 per class"), scifact_row(300, 20))
+    assert fields == {"anchor": 0.831, "anchor_name": "SetFit all-MiniLM-L6-v2, 8 per class"}
+    metrics = metrics_record("cross-encoder")
+    metrics["evaluations"] = [{**scifact_row(300, 20), **fields}]
+    assert any("cites no anchor_source, anchor_queries" in p for p in row_problems(metrics))
