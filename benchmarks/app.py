@@ -172,9 +172,19 @@ def start_app(env: dict, timeout_s: float = 600.0) -> tuple:
         raise
 
 
+def answered(value) -> bool:
+    """Whether a load event's value for a component changes it: not Gradio's "skip" (``{"__type__": "update"}``, a
+    layout block's with empty ``props``)."""
+    if not (isinstance(value, dict) and value.get("__type__") == "update"):
+        return True
+    rest = {k: v for k, v in value.items() if k not in ("__type__", "props")}
+    return bool(rest) or any(k != "__type__" for k in value.get("props") or {})
+
+
 def first_view(url: str, session: str = "benchmarks-app", timeout: float = 600.0) -> dict:
     """What a page that opens gets: its largest load event's outputs (the first view, ``ctxir.app.first_view``) as
-    {component id: value}, called as the page's script calls it; it answers once the examples are computed."""
+    {component id: value}, called as the page's script calls it, again every 0.2 s until they carry answers (a
+    page opened before the examples are computed gets none)."""
     with urllib.request.urlopen(f"{url}config", timeout=timeout) as response:
         config = json.load(response)
     loads = [d for d in config["dependencies"] if any(t[1] == "load" for t in d["targets"])]
@@ -191,8 +201,13 @@ def first_view(url: str, session: str = "benchmarks-app", timeout: float = 600.0
     request = urllib.request.Request(
         f"{url}gradio_api/run/predict", json.dumps(body).encode(), {"Content-Type": "application/json"}
     )
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        return dict(zip(event["outputs"], json.load(response)["data"], strict=True))
+    deadline = time.monotonic() + timeout
+    while True:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            shown = dict(zip(event["outputs"], json.load(response)["data"], strict=True))
+        if any(map(answered, shown.values())) or time.monotonic() > deadline:
+            return shown
+        time.sleep(0.2)
 
 
 def stop_app(process) -> None:
@@ -437,7 +452,7 @@ def run_app(args: AppBenchArgs, argv: list[str] | None = None) -> dict:
             "cold_start_s": round(start_s, 1) if start_s is not None else None,
             # from `python app.py` until a page that opens gets every tab's example answer (one value per component)
             "first_view_s": round(first_view_s, 1) if first_view_s is not None else None,
-            "first_view_values": sum(1 for v in shown.values() if v != {"__type__": "update"}),
+            "first_view_values": sum(map(answered, shown.values())),
         },
         timing="wall time per call (HTTP + queue + the callback) of gradio_client.Client.predict (p50_ms, p95_ms) "
         "and of the same call through Gradio's HTTP API as curl makes it (http_p50_ms, http_p95_ms: POST "

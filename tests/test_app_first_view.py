@@ -98,6 +98,9 @@ def test_an_example_that_cannot_be_answered_leaves_its_tab_as_it_was(app_state, 
     demo = app.build_demo(app_state)
     first = demo.ctxir_first_view
     first.chains = {api: first.chains[api] for api in ("score_pairs", "model_info")}
+    # before they are computed a page gets nothing (it does not wait), and starts their computation
+    assert first.values() == [gr.skip()] * len(first.components)
+    assert first.ready.wait(600)
     values = dict(zip(map(id, first.components), first.values(), strict=True))
     assert set(first.failed) == {"score_pairs"} and "no model to score with" in first.failed["score_pairs"]
     table = next(c for c in first.components if getattr(c, "elem_id", None) == "pair-table")

@@ -6,7 +6,8 @@ initial values, then the private steps Gradio runs after it (``.then``/``.succes
 parts), each fed the values the steps before it returned. The final value of every component they fill is kept;
 one ``demo.load`` hands those values to each page that opens (Gradio sends them with the page's first updates),
 computing nothing more. They are computed in the background once the app serves (``start``, what ``app.py`` asks
-for), or by the first page that opens before then; a page opened meanwhile waits for the same computation.
+for), or else when the first page opens. A page that opens before they are ready shows its forms as they are and
+does not wait: an answer arriving later would overwrite what its visitor has asked for meanwhile.
 
 An endpoint whose example cannot be answered here (its model is not loaded) is left as it was: its tab opens with the
 form only, and the log says why.
@@ -61,7 +62,9 @@ class FirstView:
         self.failed: dict[str, str] = {}  # api → why its example was not answered
         self.runs = 0  # computations done: 1 after the first, whoever asked (tests check it stays 1)
         self.seconds: float | None = None
-        self._lock = threading.Lock()
+        self.ready = threading.Event()
+        self._lock = threading.Lock()  # held while computing
+        self._start_lock, self._started = threading.Lock(), False
 
     @staticmethod
     def _chain(first, fns: list) -> list:
@@ -73,9 +76,10 @@ class FirstView:
             queue += [f for f in fns if f.trigger_after == step._id and not f.trigger_only_on_failure]
         return chain
 
-    def start(self, wait_for_server_s: float = 120.0) -> threading.Thread:
-        """Compute in a background thread once the startup corpus is indexed (the search's example needs it) and the
-        server runs (not while it starts: the page is served first, on a 2-core machine)."""
+    def start(self, wait_for_server_s: float = 120.0) -> threading.Thread | None:
+        """Compute in a background thread (once: None if it was started before) when the startup corpus is indexed
+        (the search's example needs it) and the server runs (not while it starts: on a 2-core machine the page is
+        served first)."""
 
         def run():
             self.state.indexing.done.wait()
@@ -84,6 +88,10 @@ class FirstView:
                 time.sleep(0.2)
             self.compute()
 
+        with self._start_lock:
+            if self._started:
+                return None
+            self._started = True
         thread = threading.Thread(target=run, name="ctxir-first-view", daemon=True)
         thread.start()
         return thread
@@ -107,6 +115,7 @@ class FirstView:
                 self.out.pin(path for update in answers.values() for path in _paths(update.get("value")))
                 self.answers, self.runs = answers, self.runs + 1
                 self.seconds = time.perf_counter() - started
+                self.ready.set()
                 logger.info(
                     "first view: %d of %d examples answered in %.1f s",
                     len(self.chains) - len(self.failed),
@@ -135,10 +144,13 @@ class FirstView:
         return shown
 
     def values(self) -> list:
-        """What a page that opens shows: each component's first-view update (nothing where none was answered)."""
-        answers = self.compute()
+        """What a page that opens shows: each component's first-view update (nothing where none was answered, and
+        nothing at all before they are ready: then their computation is started, once)."""
+        if not self.ready.is_set():
+            self.start(wait_for_server_s=0)  # a page opened: the server runs
+            return [gr.skip() for _ in self.components]
         # copies: Gradio takes the value out of an update dict it sends
-        return [dict(answers[id(c)]) if id(c) in answers else gr.skip() for c in self.components]
+        return [dict(self.answers[id(c)]) if id(c) in self.answers else gr.skip() for c in self.components]
 
 
 def _paths(value: Any) -> list:
