@@ -379,6 +379,17 @@ def test_similarity_trained_models_are_not_sold_as_retrievers_and_integer_metric
     assert "re-ranking the top 10–100" in render("cross-encoder", metrics_record("cross-encoder")).text
 
 
+# BEIR's BM25 + ms-marco-MiniLM-L6 figure as metrics.json cites it: all 300 SciFact test queries, BM25's top 100
+BEIR_CE_ANCHOR = {
+    "anchor": 0.688,
+    "anchor_name": "BEIR BM25 + cross-encoder (ms-marco-MiniLM-L6)",
+    "anchor_source": "Thakur et al. 2021 (BEIR), Table 2",
+    "anchor_queries": 300,
+    "anchor_first_stage": "bm25",
+    "anchor_depth": 100,
+}
+
+
 def scifact_row(queries: int, depth: int, subset: str | None = None) -> dict:
     """A metrics.json re-ranking row on SciFact test: nDCG@10 0.8926 over BM25's top ``depth`` for ``queries``."""
     out = {
@@ -406,15 +417,7 @@ def test_card_check_refuses_a_subset_figure_beside_a_full_set_anchor(tmp_path, m
     metrics = metrics_record("cross-encoder")
     metrics["evaluations"].insert(
         0,
-        {
-            **scifact_row(50, 20, "the first 50 SciFact test queries"),
-            "anchor": 0.688,
-            "anchor_name": "BEIR BM25 + cross-encoder (ms-marco-MiniLM-L6)",
-            "anchor_source": "Thakur et al. 2021 (BEIR), Table 2",
-            "anchor_queries": 300,
-            "anchor_first_stage": "bm25",
-            "anchor_depth": 100,
-        },
+        {**scifact_row(50, 20, "the first 50 SciFact test queries"), **BEIR_CE_ANCHOR},
     )
     problems = "; ".join(row_problems(metrics))
     assert "on queries 50 but its anchor 0.688" in problems and "on queries 300" in problems
@@ -566,14 +569,7 @@ def test_training_leaves_out_an_anchor_on_other_queries_or_depth_and_cites_one_o
     )  # the 0.8926 case
     assert anchor_fields(beir, scifact_row(300, 20)) == {}  # all queries, but top 20 against BEIR's top 100
     same = anchor_fields(beir, scifact_row(300, 100))
-    assert same == {
-        "anchor": 0.688,
-        "anchor_name": "BEIR BM25 + cross-encoder (ms-marco-MiniLM-L6)",
-        "anchor_source": "Thakur et al. 2021 (BEIR), Table 2",
-        "anchor_queries": 300,
-        "anchor_first_stage": "bm25",
-        "anchor_depth": 100,
-    }
+    assert same == BEIR_CE_ANCHOR
     # what the runner writes passes the card check; the pair it leaves out would not
     metrics = metrics_record("cross-encoder")
     metrics["evaluations"] = [{**scifact_row(300, 100), **same}]
