@@ -324,6 +324,9 @@ def serve(args: AppArgs) -> int:
         outputs=Outputs(max_age_s=args.output_max_age_s, max_bytes=args.max_output_mb * 2**20),
         first_view="start",
     )
+    # on a Space (SYSTEM=spaces) gradio's reloader looks for the launched Blocks in the script run (this module, as
+    # __main__) and, not finding it, printed "GRADIO_HOT_RELOAD: Launching demo not found in __main__" at every start
+    globals()["demo"] = demo
     # every public endpoint is also an MCP tool (gradio's MCP server at /gradio_api/mcp/; needs the mcp package)
     mcp = importlib.util.find_spec("mcp") is not None
     if not mcp:
@@ -345,5 +348,25 @@ def main(argv: list[str] | None = None) -> int:
     return cli_main(app_args_class(), serve, argv)
 
 
+def exit_now(code: object) -> None:
+    """End the process with ``code`` (``sys.exit``'s meaning) once the atexit handlers (the output folder's clean-up,
+    logging's flush) have run, without the C++ libraries' static destructors: stopped by SIGTERM or Ctrl-C while a
+    background thread is inside torch (the startup corpus's indexing, the first view), those aborted the process
+    ("terminate called without an active exception", exit -6) instead of exiting 0."""
+    import atexit
+
+    if isinstance(code, str):  # sys.exit("message"): the message on stderr, status 1
+        print(code, file=sys.stderr)
+        code = 1
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code if isinstance(code, int) else 0)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        status = main()
+    except SystemExit as stop:  # SIGTERM, SIGHUP (serve's handlers), --help, a bad flag
+        status = stop.code
+    exit_now(status)

@@ -26,7 +26,7 @@ SPACE_ENV = {"SPACE_ID": "you/ctxir", "SYSTEM": "spaces", "SPACE_HOST": "you-ctx
 DEPLOYED_CROSS_ENCODER = "you/minilm-l6-scifact-cross-encoder"
 # what must not appear in a start's output: a logged warning or error, a traceback, an exception ignored in __del__
 NOISE = re.compile(
-    r" (WARNING|ERROR|CRITICAL) |Traceback \(most recent call last\)|^Exception ignored|\w+Warning: "
+    r" (WARNING|ERROR|CRITICAL) |Traceback \(most recent call last\)|^Exception ignored|\w+Warning: |not found in __main__"
 )
 
 
@@ -122,11 +122,17 @@ def search_when_indexed(client, reranker: str, timeout: float = 240.0):
             time.sleep(2)
 
 
-def test_a_space_start_on_a_preloaded_cache_offline_searches_with_a_hub_id_reranker_and_logs_no_noise(
-    tmp_path,
+@pytest.mark.parametrize("where", ["space", "local"])
+def test_a_start_on_a_preloaded_cache_offline_searches_with_a_hub_id_reranker_and_logs_no_noise(
+    tmp_path, where
 ):
+    """As a Space starts it, and as ``python app.py`` starts on one's own machine (no Space variables); stopped by
+    SIGTERM as a Space stops it, while the first view may still be computing in the background."""
     lay_preloaded_cache(tmp_path / "hf-cache")
-    proc = start_app(space_env(tmp_path), timeout=300)
+    env = space_env(tmp_path)
+    if where == "local":
+        env = {k: v for k, v in env.items() if k not in SPACE_ENV}
+    proc = start_app(env, timeout=300)
     try:
         client = api_client(
             f"http://127.0.0.1:{proc.args[proc.args.index('--port') + 1]}/", download_files=False
