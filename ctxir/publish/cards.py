@@ -179,7 +179,7 @@ def _anchor_is(e: dict) -> str:
     if e.get("anchor_first_stage"):
         parts.append(f"over {e['anchor_first_stage']} top {e.get('anchor_depth') or '?'}")
     if e.get("anchor_queries"):
-        parts.append(f"{e['anchor_queries']} queries")
+        parts.append(f"{e['anchor_queries']} {'pairs' if e['task'] == 'sts' else 'queries'}")
     if e.get("anchor_source"):
         parts.append(f"source: {e['anchor_source']}")
     return "; ".join(parts)
