@@ -93,7 +93,6 @@ def space_env(tmp_path: Path, **extra) -> dict:
         "HF_HUB_CACHE": str(tmp_path / "hf-cache"),
         "CTXIR_CACHE": str(tmp_path / "ctxir-cache"),
         "CTXIR_TORCH_THREADS": "1",
-        "CTXIR_RERANK_BACKEND": "torch",  # the ONNX export is tested elsewhere; here it would only add time
         "CTXIR_CROSS_ENCODER": DEPLOYED_CROSS_ENCODER,  # the other re-rankers: their defaults, as on a Space
         "GRADIO_ANALYTICS_ENABLED": "False",
         "GRADIO_TEMP_DIR": str(tmp_path / "gradio"),
@@ -122,17 +121,25 @@ def search_when_indexed(client, reranker: str, timeout: float = 240.0):
             time.sleep(2)
 
 
+@pytest.fixture(scope="module")
+def ctxir_cache(tmp_path_factory) -> Path:
+    """One ctxir cache for the module's starts: the re-ranker's ONNX export (the app's default backend, as on a
+    Space) and the demo corpus's embeddings are made by the first and read by the next."""
+    return tmp_path_factory.mktemp("ctxir-cache")
+
+
 @pytest.mark.parametrize("where", ["space", "local"])
 def test_a_start_on_a_preloaded_cache_offline_searches_with_a_hub_id_reranker_and_logs_no_noise(
-    tmp_path, where
+    tmp_path, where, ctxir_cache
 ):
     """As a Space starts it, and as ``python app.py`` starts on one's own machine (no Space variables); stopped by
     SIGTERM as a Space stops it, while the first view may still be computing in the background."""
     lay_preloaded_cache(tmp_path / "hf-cache")
-    env = space_env(tmp_path)
+    env = space_env(tmp_path, CTXIR_CACHE=str(ctxir_cache))
     if where == "local":
         env = {k: v for k, v in env.items() if k not in SPACE_ENV}
     proc = start_app(env, timeout=300)
+    failed = None
     try:
         client = api_client(
             f"http://127.0.0.1:{proc.args[proc.args.index('--port') + 1]}/", download_files=False
@@ -140,6 +147,8 @@ def test_a_start_on_a_preloaded_cache_offline_searches_with_a_hub_id_reranker_an
         _table, summary, data = search_when_indexed(client, "cross-encoder")
         *_, info = client.predict("cross-encoder", "otters", api_name="/model_info")
         client.close()
+    except Exception as err:  # shown below with what the app logged
+        failed = err
     finally:
         proc.send_signal(signal.SIGTERM)  # as a Space stops it
         try:
@@ -148,6 +157,7 @@ def test_a_start_on_a_preloaded_cache_offline_searches_with_a_hub_id_reranker_an
             proc.kill()
             proc.wait()
     said = proc.stdout.read()
+    assert failed is None, f"{failed!r}\n\n{said[-5000:]}"
     assert proc.returncode == 0, said[-3000:]
     assert "5 results" in summary and len(data["hits"]) == 5, summary
     assert all(h["rerank_score"] is not None for h in data["hits"]), data["hits"][0]
