@@ -68,7 +68,7 @@ def args(models, tmp_path, monkeypatch):
             corpus=str(corpus), output=str(tmp_path / "adapted"), model=str(base), teacher=str(teacher)
         )
         values |= dict(max_steps=4, batch_size=8, save_steps=2, learning_rate=1e-2, device="cpu", quiet=True)
-        values |= dict(torch_threads=1, max_minutes=0.0)
+        values |= dict(torch_threads=1, max_minutes=0.0, max_seq_length=16)
         return AdaptArgs(**(values | changes))
 
     return make
@@ -225,8 +225,27 @@ def test_output_holding_other_files_is_refused(args, tmp_path):
     assert (tmp_path / "adapted" / "notes.txt").read_text() == "mine"
 
 
-def test_without_a_teacher_mnrl_trains_on_the_mined_negatives(args, tmp_path):
-    record = run(args(teacher="none", output=str(tmp_path / "no-teacher"), max_steps=2))
+def test_without_a_teacher_mnrl_trains_on_the_mined_negatives(args, tmp_path, capsys):
+    out = tmp_path / "no-teacher"
+    # checkpointed by time (every step here), whatever --save-steps says
+    one = args(
+        teacher="none", output=str(out), max_steps=2, save_steps=100, save_minutes=1e-9, keep_work=True
+    )
+    record = run(one)
     assert record["complete"] and record["teacher"] == "none"
     assert record["loss"] == "MultipleNegativesRankingLoss" and record["training"]["steps_done"] == 2
-    assert (tmp_path / "no-teacher" / "adapter_model.safetensors").is_file()
+    assert sorted(p.name for p in (out / "work" / "checkpoints").iterdir()) == [
+        "checkpoint-1",
+        "checkpoint-2",
+    ]
+    # trained with --max-seq-length 16, saved to read as the base does
+    own = _bi_encoder(args().model).model.max_seq_length
+    assert _bi_encoder(str(out)).model.max_seq_length == own != 16 == args().max_seq_length
+    # a training setting changed: the queries and negatives are kept, training starts again
+    queries = (out / "work" / "queries.jsonl").read_text()
+    capsys.readouterr()
+    again = run(args(teacher="none", output=str(out), max_steps=3, keep_work=True))
+    assert "training settings changed (max_steps): training starts again" in capsys.readouterr().out
+    assert (
+        again["training"]["steps_this_run"] == 3 and (out / "work" / "queries.jsonl").read_text() == queries
+    )

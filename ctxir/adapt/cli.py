@@ -61,7 +61,10 @@ class AdaptArgs:
         default=30, metadata={"help": "negatives are drawn from each retriever's top N"}
     )
     max_seq_length: int = field(
-        default=0, metadata={"help": "tokens per text in training (0 = the model's own)"}
+        default=128,
+        metadata={
+            "help": "tokens per text in training (0 = the model's own); the saved adapter reads as its base does"
+        },
     )
     lora_rank: int = 16
     lora_alpha: int = 32
@@ -76,6 +79,9 @@ class AdaptArgs:
     )
     save_steps: int = field(
         default=25, metadata={"help": "a checkpoint every N steps (a rerun resumes from it)"}
+    )
+    save_minutes: float = field(
+        default=5.0, metadata={"help": "also a checkpoint at the first step N minutes after the last"}
     )
     max_minutes: float = field(
         default=30.0,
@@ -113,7 +119,7 @@ _NOT_SHAPING = {
     "keep_work",
     "quiet",
 }
-_NOT_SHAPING |= {"teacher_batch_size", "save_steps"}
+_NOT_SHAPING |= {"teacher_batch_size", "save_steps", "save_minutes"}
 
 
 def _check_args(args: AdaptArgs) -> None:
@@ -295,6 +301,7 @@ def _train(
         epochs=args.epochs,
         max_steps=args.max_steps,
         save_steps=args.save_steps,
+        save_minutes=args.save_minutes,
         seed=args.seed,
         device=args.device,
         show_progress=not args.quiet,

@@ -41,6 +41,7 @@ class TrainPlan:
     epochs: float = 1.0
     max_steps: int = 0
     save_steps: int = 50
+    save_minutes: float = 5.0
     warmup_ratio: float = 0.1
     seed: int = 42
     device: str = "auto"
@@ -56,7 +57,9 @@ def load_student(base: str, device: str, max_seq_length: int, plan: TrainPlan):
     from ctxir.encoders.models import pick_device, resolve_model, set_max_length
 
     model = SentenceTransformer(resolve_model(base), device=pick_device(device), trust_remote_code=False)
+    own_length = model.max_seq_length
     set_max_length(model, max_seq_length or None, name="--max-seq-length")
+    model.ctxir_own_length = own_length  # what the saved adapter reads with (save_adapter): the base's own
     model.add_adapter(
         LoraConfig(
             task_type=TaskType.FEATURE_EXTRACTION,
@@ -117,14 +120,22 @@ def teacher_scale(model, rows: dict[str, list], sample: int = 256, seed: int = 4
 
 class BudgetCallback(TrainerCallback):
     """Stops training at the first step that ends after ``deadline`` (time.monotonic()) and has that step saved as a
-    checkpoint; ``stopped_at`` is that step, None while the budget holds; ``steps_run`` counts the steps this run
+    checkpoint, and checkpoints the first step that ends ``save_minutes`` after the last save; ``stopped_at`` is
+    that step, None while the budget holds; ``steps_run`` counts the steps this run
     took (after a resumed checkpoint's)."""
 
-    def __init__(self, deadline: float | None):
+    def __init__(self, deadline: float | None, save_minutes: float = 0.0):
         self.deadline, self.stopped_at, self.steps_run = deadline, None, 0
+        self.save_seconds, self.saved = 60 * save_minutes, time.monotonic()
+
+    def on_save(self, args, state, control, **kwargs):
+        self.saved = time.monotonic()
 
     def on_step_end(self, args, state, control, **kwargs):
         self.steps_run += 1
+        # a slow step (minutes on a busy CPU) is checkpointed by time too: a killed run loses at most that long
+        if self.save_seconds and time.monotonic() - self.saved > self.save_seconds:
+            control.should_save = True
         if (
             self.deadline is not None
             and time.monotonic() > self.deadline
@@ -170,7 +181,7 @@ def train_adapter(model, rows: dict[str, list], loss_name: str, plan: TrainPlan,
         batch_sampler=BatchSamplers.NO_DUPLICATES if loss_name == "mnrl" else BatchSamplers.BATCH_SAMPLER,
         disable_tqdm=not plan.show_progress,
     )
-    budget = BudgetCallback(deadline)
+    budget = BudgetCallback(deadline, plan.save_minutes)
     resumed = last_checkpoint(checkpoints)
     trainer = SentenceTransformerTrainer(
         model=model, args=args, train_dataset=Dataset.from_dict(rows), loss=loss, callbacks=[budget]
@@ -190,9 +201,13 @@ def train_adapter(model, rows: dict[str, list], loss_name: str, plan: TrainPlan,
 
 def save_adapter(model, folder: Path, base: str) -> int:
     """Save the adapter (and the sentence-transformers modules around it) into ``folder``, naming ``base`` as given
-    (a Hub id resolves on any machine, the packaged copy offline), not the local path it was loaded from. Returns the
-    adapter weights' size in bytes."""
+    (a Hub id resolves on any machine, the packaged copy offline), not the local path it was loaded from, and with
+    the base's own max length (training may read fewer tokens to save time and memory; the adapter reads documents
+    as its base does). Returns the adapter weights' size in bytes."""
+    trained_length = model.max_seq_length
+    model.max_seq_length = getattr(model, "ctxir_own_length", trained_length)
     model.save_pretrained(str(folder), create_model_card=False)
+    model.max_seq_length = trained_length
     config = read_json(folder / ADAPTER_CONFIG)
     config["base_model_name_or_path"] = base
     write_json(folder / ADAPTER_CONFIG, config)

@@ -29,6 +29,14 @@ RECORD_FILE = "adapt.json"
 RECORD_FORMAT = "ctxir-adapt/1"
 
 
+# the settings the work files (queries, negatives, teacher scores) are made from; a change to any other (training)
+# setting keeps them and only starts training again
+DATA_SETTINGS = frozenset(
+    {"corpus_fingerprint", "model", "teacher", "query_kinds", "queries_per_doc", "max_queries", "negatives"}
+    | {"mining_depth", "seed"}
+)
+
+
 class BudgetReached(CtxirError):
     """``--max-minutes`` ran out before a stage that must finish could."""
 
@@ -62,8 +70,9 @@ class WorkDir:
     def start(self, settings: dict, overwrite: bool) -> bool:
         """Claim the folder for a run with ``settings``; True when earlier work with the same settings is continued.
 
-        A folder holding something other than an adapt run, or a run with other settings, is refused unless
-        ``overwrite`` (then its work and adapter are removed)."""
+        A folder holding something other than an adapt run, or a run whose ``DATA_SETTINGS`` differ, is refused
+        unless ``overwrite`` (then its work and adapter are removed); where only training settings differ, the
+        checkpoints are dropped and the rest kept."""
         if self.root.exists() and not self.root.is_dir():
             raise CtxirError(
                 f"--output {str(self.root)!r} is a file: give a folder (it is created if absent)"
@@ -76,11 +85,16 @@ class WorkDir:
         earlier = json.loads(self.settings.read_text(encoding="utf-8")) if self.settings.is_file() else None
         if earlier is not None and earlier != settings:
             changed = sorted(k for k in settings.keys() | earlier.keys() if settings.get(k) != earlier.get(k))
-            if not overwrite:
+            if not overwrite and set(changed) & DATA_SETTINGS:
                 raise CtxirError(
                     f"--output {str(self.root)!r} holds a run made with other settings (changed: {', '.join(changed)}): "
                     "give a new --output, or add --overwrite to start that folder again"
                 )
+            if not overwrite:  # training settings only: the queries, negatives and teacher scores still hold
+                print(
+                    f"   training settings changed ({', '.join(changed)}): training starts again", flush=True
+                )
+                shutil.rmtree(self.checkpoints, ignore_errors=True)
         if overwrite and ours:
             self.clear()
             earlier = None
