@@ -644,10 +644,10 @@ WRITE_SITES = {
 SLOW_SITES = ("cross-encoder head save", "ship", "ONNX exports", "training checkpoints")
 # what each site does when the disk is full, for the table
 OUTCOMES = {
-    "embedding cache": "skipped, said once",
-    "BM25 index cache": "skipped, said once",
-    "ANN index": "skipped, said once",
-    "cross-encoder head save": "OSError; the torn folder is refused on load, never used",
+    "embedding cache": "skipped, said once; old file intact",
+    "BM25 index cache": "skipped, said once; old file intact",
+    "ANN index": "skipped, said once; old file intact",
+    "cross-encoder head save": "OSError; a torn folder is refused on load or scores as saved, never used torn",
 }
 
 
@@ -966,8 +966,8 @@ def main(argv: list[str] | None = None) -> int:
                 folder = Path(tempfile.mkdtemp(dir=scratch))
                 tried = WRITE_SITES[site](folder, forever)
                 mode = "every write from the N-th" if forever else "the N-th write, once"
-                outcome = OUTCOMES.get(site, "stopped with DiskFullError")
-                rows.append(f"| {site} | {mode} | {tried} | {outcome}; old file intact, no temporary left |")
+                outcome = OUTCOMES.get(site, "stopped with DiskFullError; old file intact")
+                rows.append(f"| {site} | {mode} | {tried} | {outcome}, no temporary left |")
         rows += [
             "",
             "| file | mutants | verified | rebuilt | refused | crashed | wrong |",
