@@ -369,3 +369,38 @@ def test_wrong_model_types_are_named(tiny_st, tiny_cross_encoder):
         explain_cross_encoder(tiny_st, QUERY, DOC)
     with pytest.raises(CtxirError, match=r"cls_lr must be a ctxir\.ClsLrRanker"):
         explain_cls_lr(tiny_cross_encoder, QUERY, DOC)
+
+
+def test_an_explanation_beside_a_search_in_another_thread_changes_neither(tiny_cross_encoder):
+    """The app explains (its first view, a visitor) while another visitor's search scores with the same torch model:
+    the explanation's hooks on the word embeddings must not reach the search's passes (ctxir.encoders.exclusive)."""
+    import threading
+
+    reranker = CrossEncoderReranker(tiny_cross_encoder, backend="torch")
+    docs = ["otters", "otters play on the river bank and the water all day long with many more words"]
+    expected = reranker.score_pairs(QUERY, docs)
+    alone = explain_cross_encoder(reranker, "money", DOC, n_steps=8, max_steps=8, attention=False)
+    scores, errors, stop = [], [], threading.Event()
+
+    def search():
+        while not stop.is_set():
+            try:
+                scores.append(reranker.score_pairs(QUERY, docs))
+            except Exception as err:  # a pass that read the hooked vectors of another length
+                errors.append(err)
+                return
+
+    thread = threading.Thread(target=search)
+    thread.start()
+    try:
+        beside = [
+            explain_cross_encoder(reranker, "money", DOC, n_steps=8, max_steps=8, attention=False)
+            for _ in range(3)
+        ]
+    finally:
+        stop.set()
+        thread.join()
+    assert not errors, errors
+    assert scores and all(np.allclose(s, expected, atol=1e-6) for s in scores)
+    for result in beside:
+        assert result["attributions"] == pytest.approx(alone["attributions"], abs=1e-6)

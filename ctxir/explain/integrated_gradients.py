@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 import torch
 
+from ctxir.encoders.exclusive import model_lock
 from ctxir.types import CtxirError
 
 BASELINES = ("pad", "mask")
@@ -39,6 +40,13 @@ def pair_integrated_gradients(
     baseline: str,
 ) -> dict:
     """Captum LayerIntegratedGradients of ``score(input_ids, attention_mask, token_type_ids) -> (batch,)``."""
+    with model_lock(word_embeddings):  # the hooks below change the shared model for every thread
+        return _pair_integrated_gradients(
+            score, word_embeddings, tokenizer, enc, n_steps, max_steps, baseline
+        )
+
+
+def _pair_integrated_gradients(score, word_embeddings, tokenizer, enc, n_steps, max_steps, baseline) -> dict:
     # lazy: captum is needed only for Integrated Gradients
     from captum.attr import LayerIntegratedGradients
 

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from ctxir import kinds
+from ctxir.encoders.exclusive import model_lock
 from ctxir.encoders.models import (
     load_cross_encoder,
     load_transformer,
@@ -80,7 +81,8 @@ def cls_features(
                 return_tensors="pt",
             ).to(device)
         )
-        output = model(**enc, output_hidden_states=layer != -1)
+        with model_lock(model):  # an explanation may be hooking this body in another thread
+            output = model(**enc, output_hidden_states=layer != -1)
         out.append(pair_vectors(output, enc, layer, head).cpu().numpy())
     width = model.config.hidden_size + (head is not None)
     return np.concatenate(out) if out else np.zeros((0, width), dtype=np.float32)

@@ -17,6 +17,7 @@ import torch
 
 from ctxir import kinds
 from ctxir.checks import check_query
+from ctxir.encoders.exclusive import model_lock
 from ctxir.encoders.models import (
     DEFAULT_CROSS_ENCODER,
     load_cross_encoder,
@@ -279,9 +280,10 @@ class CrossEncoderReranker(Reranker):
         def predict(pairs: list[tuple[str, str]]) -> np.ndarray:
             if onnx is not None:
                 return onnx.predict(pairs, self.batch_size)
-            return self.model.predict(
-                pairs, batch_size=self.batch_size, show_progress_bar=False, convert_to_numpy=True
-            )
+            with model_lock(self.model):  # an explanation may be hooking this model in another thread
+                return self.model.predict(
+                    pairs, batch_size=self.batch_size, show_progress_bar=False, convert_to_numpy=True
+                )
 
         scores = pair_scores(predict, [(query, t) for t in texts], self.both_orders)
         if scores.ndim == 2:  # a multi-label head: the last column is "relevant" by convention
