@@ -1,0 +1,156 @@
+"""The `slow` tests, run and recorded: one command anyone can start.
+
+    python scripts/slow_run.py                 # python -m pytest -m slow, then a row in docs/reliability.md
+    python scripts/slow_run.py -- -n 2         # pytest options after "--" (here: two workers)
+    python scripts/slow_run.py --junit FILE    # record a run already made (its JUnit XML; --commit, --minutes)
+
+The slow tests (the Medline recompute, the mutants of every file kind, every write at the model sites, the 30-minute
+soak, the real training and reproduction runs) are kept out of the default run. Run them, and record the run here,
+each time a shipped model or a fault site changes: tests/test_slow_record.py fails when the last recorded run is
+older than the last commit that changed one (``WATCHED``, by git log).
+
+The row says the date, the commit the run started at, the machine (cores, CPU), how many tests passed, failed and
+skipped, the failed tests by name, and the minutes. Steps: 1. run pytest (or read the given JUnit XML), 2. count the
+outcomes, 3. add the row to the table between the markers in docs/reliability.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "reliability.md"
+BEGIN, END = "<!-- slow runs: begin (scripts/slow_run.py) -->", "<!-- slow runs: end -->"
+HEADER = "| date | commit | machine | passed | failed | skipped | minutes | failed tests |"
+# what a slow run answers for (git pathspecs): the shipped models' files that decide their scores (not their cards,
+# metrics or checksums), and the fault sites and the scenarios that exercise them
+WATCHED = (
+    "ctxir/assets/models",
+    ":(exclude,glob)ctxir/assets/models/**/*.md",
+    ":(exclude,glob)ctxir/assets/models/*.md",
+    ":(exclude,glob)ctxir/assets/models/**/metrics.json",
+    ":(exclude,glob)ctxir/assets/models/**/evaluation.json",
+    ":(exclude,glob)ctxir/assets/models/**/checksums.json",
+    "scripts/faults.py",
+    "scripts/fault_sites.py",
+    "tests/test_faults.py",
+    "ctxir/files.py",
+)
+
+
+def git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        names = [
+            line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")
+        ]
+        cpu = names[0].split(":", 1)[1].strip() if names else cpu
+    except OSError:
+        pass
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return f"{cores}-core {cpu}, {platform.system()}"
+
+
+def outcomes(junit: Path) -> dict:
+    """{"passed", "failed", "skipped": counts, "failures": [test ids]} of a JUnit XML report."""
+    counts = {"passed": 0, "failed": 0, "skipped": 0, "failures": []}
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        name = f"{case.get('classname', '').replace('.', '/')}.py::{case.get('name')}"
+        if case.find("failure") is not None or case.find("error") is not None:
+            counts["failed"] += 1
+            counts["failures"].append(name)
+        elif case.find("skipped") is not None:
+            counts["skipped"] += 1
+        else:
+            counts["passed"] += 1
+    return counts
+
+
+def row(date: str, commit: str, counts: dict, minutes: float, note: str = "") -> str:
+    failed = ", ".join(f"`{name}`" for name in counts["failures"]) or "none"
+    failed = f"{note}; {failed}" if note else failed
+    return (
+        f"| {date} | {commit} | {machine()} | {counts['passed']} | {counts['failed']} | {counts['skipped']} | "
+        f"{minutes:.0f} | {failed} |"
+    )
+
+
+def add_row(text: str, new: str) -> str:
+    """``text`` (docs/reliability.md) with ``new`` as the first row of the slow-runs table (newest first)."""
+    if BEGIN not in text or END not in text:
+        raise SystemExit(f"{DOC} has no slow-runs table ({BEGIN!r} ... {END!r}): add one")
+    head, rest = text.split(BEGIN, 1)
+    body, tail = rest.split(END, 1)
+    rows = [line for line in body.strip().splitlines() if line.startswith("| ") and line != HEADER]
+    rows = [r for r in rows if not r.startswith("|---")]
+    table = "\n".join([HEADER, "|---|---|---|---:|---:|---:|---:|---|", new, *rows])
+    return f"{head}{BEGIN}\n{table}\n{END}{tail}"
+
+
+def recorded_runs(text: str) -> list[dict]:
+    """The table's rows, newest first: {"date", "commit", "passed", "failed", ...}."""
+    if BEGIN not in text:
+        return []
+    body = text.split(BEGIN, 1)[1].split(END, 1)[0]
+    keys = [k.strip() for k in HEADER.strip("|").split("|")]
+    rows = [line for line in body.splitlines() if line.startswith("| ") and line != HEADER]
+    return [dict(zip(keys, (c.strip() for c in r.strip("|").split("|")), strict=False)) for r in rows]
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    extra = argv[argv.index("--") + 1 :] if "--" in argv else []
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--junit", help="record this JUnit XML of a slow run already made instead of running one"
+    )
+    parser.add_argument("--commit", help="with --junit: the commit that run started at (default: HEAD)")
+    parser.add_argument("--minutes", type=float, help="with --junit: how long that run took")
+    parser.add_argument("--date", help="with --junit: the day that run started (default: today, UTC)")
+    parser.add_argument(
+        "--note", default="", help="said first in the row's last column (e.g. why a run stopped early)"
+    )
+    args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
+    commit = args.commit or git("rev-parse", "--short=12", "HEAD")
+    date = args.date or datetime.datetime.now(datetime.UTC).date().isoformat()
+    # 1. the run
+    if args.junit:
+        junit, minutes, code = Path(args.junit), args.minutes or 0.0, None
+    else:
+        junit = Path(tempfile.mkdtemp()) / "slow.xml"
+        started = time.time()
+        command = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-m",
+            "slow",
+            "-p",
+            "no:cacheprovider",
+            f"--junitxml={junit}",
+        ]
+        code = subprocess.run([*command, *extra], cwd=ROOT).returncode
+        minutes = (time.time() - started) / 60
+    # 2. its outcomes
+    counts = outcomes(junit)
+    # 3. the record
+    DOC.write_text(add_row(DOC.read_text(), row(date, commit, counts, minutes, args.note)))
+    print(f"recorded in {DOC}: {counts['passed']} passed, {counts['failed']} failed, {minutes:.0f} min")
+    return code if code is not None else int(counts["failed"] > 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
