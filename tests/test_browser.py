@@ -70,6 +70,9 @@ VIEWPORTS = ("laptop", "phone")  # conftest's sizes: 1366 × 900 and 390 × 844
 
 def _done(page, selector: str, contains: str, timeout: int = 120_000) -> None:
     """Wait until ``selector``'s text contains ``contains``, then for its pending plots to be drawn."""
+    # The tabs open on their example's answer (the first view), so the text may already hold ``contains`` when the
+    # button was just clicked: give the click's request time to blank it as pending before reading it
+    page.wait_for_timeout(500)
     page.wait_for_function(
         "([s, c]) => (document.querySelector(s)?.innerText || '').includes(c)",
         arg=[selector, contains],

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import gradio as gr
@@ -81,12 +82,23 @@ class FirstView:
         (the search's example needs it) and the server runs (not while it starts: on a 2-core machine the page is
         served first)."""
 
+        seen = threading.Event()  # the server was seen running: once it is not, the app closed
+
+        def closed() -> bool:
+            if getattr(self.demo, "is_running", False):
+                seen.set()
+                return False
+            return seen.is_set()
+
         def run():
             self.state.indexing.done.wait()
             deadline = time.monotonic() + wait_for_server_s
             while not getattr(self.demo, "is_running", False) and time.monotonic() < deadline:
                 time.sleep(0.2)
-            self.compute()
+            # a closed app stops between examples: its executor is gone, and a pass still running in torch or
+            # ONNX Runtime when the interpreter exits aborts the process ("terminate called without an active
+            # exception")
+            self.compute(stop=closed)
 
         with self._start_lock:
             if self._started:
@@ -96,14 +108,19 @@ class FirstView:
         thread.start()
         return thread
 
-    def compute(self) -> dict[int, dict]:
-        """Every chain's answer, once (a second caller waits for the first and gets the same answers)."""
+    def compute(self, stop: Callable[[], bool] | None = None) -> dict[int, dict] | None:
+        """Every chain's answer, once (a second caller waits for the first and gets the same answers); None when
+        ``stop()`` turned true between two examples (the app closed): nothing is kept, a later call computes."""
         with self._lock:
             if self.answers is None:
                 started = time.perf_counter()
                 self.state.indexing.done.wait()
                 answers: dict[int, dict] = {}
                 for api, chain in self.chains.items():
+                    if stop is not None and stop():
+                        logger.info("first view stopped: the app closed")
+                        self.failed.clear()
+                        return None
                     try:
                         answers |= self._replay(chain)
                     except Exception as err:  # gr.Error included: the tab opens with its form only
