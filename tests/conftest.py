@@ -30,7 +30,8 @@ if XDIST_WORKER:
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("CTXIR_TEST_DATA") or ROOT.parent / "shared" / "data")
 # CTXIR_REQUIRE=data,browser (.ci/run sets what its machine has): the tests that need ../shared/data or Debian's
-# chromium must run; the session stops at once, naming what is missing, instead of skipping them.
+# chromium must run; the session stops at once, naming what is missing, instead of skipping them. slow-record: the
+# recorded slow run must be newer than the last change of a shipped model or fault site (tests/test_slow_record.py).
 REQUIRE = {part.strip() for part in os.environ.get("CTXIR_REQUIRE", "").split(",") if part.strip()}
 
 # A word-piece vocabulary big enough for the test sentences; unknown words become [UNK].
@@ -383,10 +384,10 @@ LOCAL_URLS = ("http://127.0.0.1", "data:", "blob:", "about:")
 def pytest_configure(config):
     if XDIST_WORKER and "torch" in sys.modules:  # imported already: its thread count is set
         sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
-    unknown = REQUIRE - {"data", "browser"}
+    unknown = REQUIRE - {"data", "browser", "slow-record"}
     if unknown:
         raise pytest.UsageError(
-            f"CTXIR_REQUIRE names {', '.join(map(repr, sorted(unknown)))}: use data, browser"
+            f"CTXIR_REQUIRE names {', '.join(map(repr, sorted(unknown)))}: use data, browser, slow-record"
         )
     if "data" in REQUIRE and not (SHARED_DATA / "scifact" / "corpus.jsonl").is_file():
         raise pytest.UsageError(

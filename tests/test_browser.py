@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from ctxir.retrieval.registry import DEFAULT_FIRST_STAGE
+
 pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning")]
 
 
@@ -156,7 +158,10 @@ def test_screenshot_of_every_tab(offline_page, app_url, screenshot_dir, viewport
         assert not page.locator("#search-cards").is_visible()  # the table, not the cards
         # without a re-ranker the table has no re-ranker columns, and no header wraps (one line each)
         headers = page.locator("#search-results thead th").all_inner_texts()
-        assert [h.strip() for h in headers if h.strip()][:3] == ["rank", "doc_id", "dense_score"], headers
+        first = (
+            f"{DEFAULT_FIRST_STAGE}_score"  # the app's default first stage (hybrid since the suite chose it)
+        )
+        assert [h.strip() for h in headers if h.strip()][:3] == ["rank", "doc_id", first], headers
         assert not [h for h in headers if "rerank" in h]
         heights = page.eval_on_selector_all("#search-results thead th", "ths => ths.map(t => t.offsetHeight)")
         assert max(heights) < 60, heights
