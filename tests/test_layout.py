@@ -48,6 +48,7 @@ LAYERS = [
     "encoders",
     "retrieval",
     "rerank",
+    "adapt",
     "explain",
     "evaluation",
     "publish",

@@ -13,6 +13,7 @@ import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
+from ctxir import kinds
 from ctxir.adapt.queries import QUERY_KINDS, PseudoQuery, describe, pseudo_queries
 from ctxir.adapt.record import adapter_record, write_card
 from ctxir.adapt.work import BudgetReached, WorkDir, corpus_fingerprint, read_jsonl, write_jsonl
@@ -219,8 +220,8 @@ def _adapt(args, corpus, settings, folder: WorkDir, deadline, timings, started) 
     if folder.queries.is_file():
         queries = [PseudoQuery(**row) for row in read_jsonl(folder.queries)]
     else:
-        kinds = [k.strip() for k in args.query_kinds.split(",") if k.strip()]
-        queries = pseudo_queries(corpus, args.queries_per_doc, kinds, args.max_queries, args.seed)
+        wanted = [k.strip() for k in args.query_kinds.split(",") if k.strip()]
+        queries = pseudo_queries(corpus, args.queries_per_doc, wanted, args.max_queries, args.seed)
         if not queries:
             raise CtxirError(
                 f"--corpus {args.corpus!r}: no pseudo-query could be cut from its documents (--query-kinds "
@@ -258,7 +259,9 @@ def _adapt(args, corpus, settings, folder: WorkDir, deadline, timings, started) 
     if args.teacher.strip().lower() != NO_TEACHER:
         from ctxir.rerank.registry import load_reranker
 
-        teacher = load_reranker("cross-encoder", args.teacher.strip(), args.device, args.teacher_batch_size)
+        teacher = load_reranker(
+            kinds.CROSS_ENCODER, args.teacher.strip(), args.device, args.teacher_batch_size
+        )
         teacher_name = teacher.model_name
         _say(f"4. Teacher scores: {teacher_name} on (query, positive) and (query, negative)")
         scores = teacher_scores(
