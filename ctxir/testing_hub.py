@@ -9,26 +9,11 @@ from ctxir.testing import save_tiny_bert
 
 
 def lay_into_hf_cache(folder: Path, cache: Path, repo_id: str, revision: str = "0" * 40) -> Path:
-    """Copy the model in ``folder`` into the Hugging Face cache ``cache`` as ``hf download repo_id`` leaves it:
-    ``models--org--name/blobs/<sha256>`` holding the files, ``snapshots/<revision>/<path>`` links to them and
-    ``refs/main`` naming the revision. Returns the snapshot folder."""
-    import hashlib
-    import os
-    import shutil
+    """Copy the model in ``folder`` into the Hugging Face cache ``cache`` as ``hf download repo_id`` leaves it
+    (``ctxir.publish.standalone.lay_into_hf_cache``, under a revision the test names). Returns the snapshot."""
+    from ctxir.publish.standalone import lay_into_hf_cache as lay
 
-    repo = Path(cache) / f"models--{repo_id.replace('/', '--')}"
-    snapshot = repo / "snapshots" / revision
-    (repo / "blobs").mkdir(parents=True, exist_ok=True)
-    for file in sorted(p for p in Path(folder).rglob("*") if p.is_file()):
-        blob = repo / "blobs" / hashlib.sha256(file.read_bytes()).hexdigest()
-        if not blob.exists():
-            shutil.copyfile(file, blob)
-        link = snapshot / file.relative_to(folder)
-        link.parent.mkdir(parents=True, exist_ok=True)
-        link.symlink_to(os.path.relpath(blob, link.parent))
-    (repo / "refs").mkdir(exist_ok=True)
-    (repo / "refs" / "main").write_text(revision)
-    return snapshot
+    return lay(folder, repo_id, cache, revision)
 
 
 def save_tiny_cross_encoder(folder: Path, vocab: list[str]) -> Path:

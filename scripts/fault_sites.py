@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ctxir.kinds import CLS_LR, CROSS_ENCODER
+
 
 def _harness():
     # scripts.faults imports this module for its WRITE_SITES: its helpers are taken when a site runs
@@ -142,7 +144,7 @@ def cls_lr_save(folder: Path, forever: bool) -> int:
 
     faults = _harness()
     base = str(faults.tiny_bert(folder / "model"))
-    dest = folder / "cls-lr"
+    dest = folder / CLS_LR
 
     def ranker(value: float, C: float) -> ClsLrRanker:
         coef = np.full(32, value, dtype=np.float32)
@@ -202,7 +204,7 @@ def head_save(folder: Path, forever: bool) -> int:
     model = CrossEncoder(modules=[body, head], device="cpu", activation_fn=torch.nn.Identity())
     pairs = [("river otters", "otters dig dens in the river bank"), ("money", "the bank loan")]
     expected = np.asarray(model.predict(pairs))
-    dest = folder / "cross-encoder"
+    dest = folder / CROSS_ENCODER
 
     def operation():
         shutil.rmtree(dest, ignore_errors=True)

@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from ctxir.kinds import CLS_LR, CROSS_ENCODER, STS_CROSS_ENCODER  # noqa: E402
 from scripts.results_training import RERANKERS, cells, recorded_rows  # noqa: E402
 
 START, END = "<!-- targets:start -->", "<!-- targets:end -->"
@@ -42,9 +43,9 @@ def _recorded_after(text: str, label: str) -> float:
 
 def targets_block(text: str) -> str:
     """The block, from the shipped files and the doc's generated training table (``text``)."""
-    ce_eval, cls_eval = _read("cross-encoder", "evaluation.json"), _read("cls-lr", "evaluation.json")
+    ce_eval, cls_eval = _read(CROSS_ENCODER, "evaluation.json"), _read(CLS_LR, "evaluation.json")
     ce, cls = ce_eval["scifact_test"]["bm25@20"]["all"], cls_eval["scifact_test"]["bm25@20"]["all"]
-    cls_metrics, sts = _read("cls-lr", "metrics.json"), _read("sts-cross-encoder", "metrics.json")
+    cls_metrics, sts = _read(CLS_LR, "metrics.json"), _read(STS_CROSS_ENCODER, "metrics.json")
     f1 = _row(cls_metrics, metric="F1 (relevant class)")
     first_look = _row(cls_metrics, task="reranking", queries=50)
     sts_ce = _row(sts, headline=True)

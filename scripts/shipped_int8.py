@@ -93,10 +93,11 @@ def measure(cache: Path, backend: str = "onnx-int8") -> dict:
     import onnxruntime
 
     from benchmarks.common import machine
+    from ctxir import kinds
     from ctxir.encoders.bi_encoder import weights_fingerprint
 
     models, index = load_app(backend, cache)
-    reranker = models.reranker("cross-encoder")
+    reranker = models.reranker(kinds.CROSS_ENCODER)
     scorer = reranker.onnx_scorer()
     if backend.startswith("onnx") and scorer is None:
         raise SystemExit(

@@ -27,6 +27,7 @@
     api.py              what each public endpoint does, its arguments and outputs (docstrings, MCP tool names)
     limits.py           Gradio's queue: the concurrency groups model views share
     blocks.py           build_demo: the tabs composed into one gr.Blocks
+    first_view.py       FirstView: each tab's example answer, computed once, shown when a page opens
 
 Each tab module owns its views' logic (plain functions over an ``AppState`` returning a ``ViewResult``, tested
 without a server) and its UI builder ``build(ui)``, whose callbacks are thin calls into that logic. A part of a tab

@@ -149,19 +149,24 @@ def write_standalone_cls_lr(src: Path, base_dir: Path, dest: Path) -> None:
 # ---------------------------------------------------------------------------------------------- as a user gets it
 
 
-def lay_into_hf_cache(folder: str | Path, repo_id: str, cache_dir: str | Path) -> Path:
+def lay_into_hf_cache(
+    folder: str | Path, repo_id: str, cache_dir: str | Path, revision: str | None = None
+) -> Path:
     """Lay ``folder`` into the Hugging Face cache ``cache_dir`` as ``hf download repo_id`` leaves it:
-    ``models--owner--name/blobs/<hash>``, ``snapshots/<revision>/<path>`` links to them, ``refs/main``; → the
-    snapshot folder."""
+    ``models--owner--name/blobs/<sha256>``, ``snapshots/<revision>/<path>`` links to them, ``refs/main``; → the
+    snapshot folder. ``revision``: the commit hash to file it under (default: one derived from the contents)."""
     folder = Path(folder)
     repo = Path(cache_dir) / ("models--" + repo_id.replace("/", "--"))
     files = sorted(
         p for p in folder.rglob("*") if p.is_file() and not p.relative_to(folder).parts[0].startswith(".")
     )
     digests = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
-    revision = hashlib.sha1(
-        "".join(f"{p.relative_to(folder)}:{d}" for p, d in digests.items()).encode()
-    ).hexdigest()
+    revision = (
+        revision
+        or hashlib.sha1(
+            "".join(f"{p.relative_to(folder)}:{d}" for p, d in digests.items()).encode()
+        ).hexdigest()
+    )
     snapshot = repo / "snapshots" / revision
     (repo / "blobs").mkdir(parents=True, exist_ok=True)
     for path, digest in digests.items():
