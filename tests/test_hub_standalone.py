@@ -146,6 +146,8 @@ def test_a_staged_repo_carries_its_body_code_and_tokenizer_and_names_nothing_of_
     assert not imports_ctxir(code)
     card = (folder / "README.md").read_text()
     assert "trust_remote_code=True" in card and python_blocks(card)
+    # the Hub's "use this model" and library filter follow the card's library_name: the one its snippet loads with
+    assert "\nlibrary_name: sentence-transformers\n" in card.split("\n---\n", 1)[0]
 
 
 def test_a_card_whose_snippet_fails_does_not_stage(staged, tmp_path):

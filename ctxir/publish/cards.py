@@ -33,7 +33,7 @@ from ctxir.publish.known_datasets import (
 )
 from ctxir.publish.licenses import License, parse_license
 from ctxir.publish.metrics_file import EVAL_TASKS, data_licenses, training_license, validate_metrics
-from ctxir.publish.model_types import MODEL_TYPES
+from ctxir.publish.model_types import MODEL_TYPES, SENTENCE_TRANSFORMERS
 from ctxir.types import CtxirError
 
 # model_cards/ at the checkout's top; an installed wheel carries it as ctxir/model_cards (setup.py)
@@ -135,7 +135,8 @@ def card_data(metrics: dict, inputs: CardInputs):
     return ModelCardData(
         language=inputs.language,
         license=lic.hub_id,
-        library_name=model_type.library,
+        # a staged repo that carries its heads' code loads with sentence-transformers, whatever trained it
+        library_name=SENTENCE_TRANSFORMERS if inputs.facts.get("hub_code") else model_type.library,
         pipeline_tag=model_type.pipeline_tag(inputs.facts),
         base_model=inputs.base_model_id,
         datasets=hub_datasets or None,
