@@ -234,6 +234,10 @@ def stage(
         )
         write_atomic(work / README, render_card(metrics, inputs).content)
         write_checksums(work)  # last: what a download of the repo is checked against when loaded
+
+        # 7. validate what will be uploaded, and run its card's snippets as a reader of the Hub repo would, before
+        # it replaces the previous staging: a repo that fails them is not staged
+        report = validate(work, base_license=base_license, repo_id=repo_id)
         _swap_in(work, dest)
     except OSError as err:
         if is_disk_full(err):
@@ -241,10 +245,7 @@ def stage(
         raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
-
-    # 7. validate what will be uploaded, and run its card's snippets as a reader of the Hub repo would
-    report = validate(dest, base_license=base_license, repo_id=repo_id)
-    report.repo_id, report.skipped = repo_id, skipped
+    report.folder, report.repo_id, report.skipped = Path(dest).expanduser().resolve(), repo_id, skipped
     return report
 
 

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from ctxir.encoders import reranker_heads
 from ctxir.encoders.models import HUB_MODULE_FILE, is_adapter, is_ctxir_modular, load_cross_encoder
-from ctxir.files import read_json, write_json
+from ctxir.files import disk_full, is_disk_full, read_json, write_json
 from ctxir.names import CLS_LR_CONFIG, CLS_LR_WEIGHTS
 from ctxir.types import CtxirError
 
@@ -256,14 +256,20 @@ def check_card_snippets(folder: str | Path, repo_id: str) -> int:
     blocks = python_blocks((folder / "README.md").read_text(encoding="utf-8"))
     if not blocks:
         return 0
-    with tempfile.TemporaryDirectory(prefix="ctxir-card-") as tmp:
+    # beside the staged folder: the reader's copy is as large as the repo, so it goes on the disk staging writes to
+    with tempfile.TemporaryDirectory(prefix=".ctxir-card-", dir=folder.resolve().parent) as tmp:
         root = Path(tmp)
-        lay_into_hf_cache(folder, repo_id, root / "hub")
         listed = [
             {"number": n, "code": code, "ctxir": imports_ctxir(code)} for n, code in enumerate(blocks, 1)
         ]
-        (root / "blocks.json").write_text(json.dumps(listed), encoding="utf-8")
-        (root / "run_blocks.py").write_text(SNIPPET_RUNNER, encoding="utf-8")
+        try:
+            lay_into_hf_cache(folder, repo_id, root / "hub")
+            (root / "blocks.json").write_text(json.dumps(listed), encoding="utf-8")
+            (root / "run_blocks.py").write_text(SNIPPET_RUNNER, encoding="utf-8")
+        except OSError as err:
+            if is_disk_full(err):
+                raise disk_full(err.filename or root / "hub", err) from err
+            raise
         run = subprocess.run(
             [sys.executable, str(root / "run_blocks.py"), str(root / "blocks.json")],
             cwd=root,
