@@ -273,6 +273,26 @@ class ClosingEventLoopPolicy(asyncio.DefaultEventLoopPolicy):
             replaced.close()
 
 
+def retry_spaces_reload_server(attempts: int = 3) -> None:
+    """On a Space, gradio starts the ``spaces`` package's reload server in a thread as the app launches; its first
+    step copies ``sys.modules``, which the app's background threads (the startup indexing, the first view) change
+    as they import: now and then the copy fails ("RuntimeError: dictionary changed size during iteration"), and
+    that thread printed its traceback and died. Start it again, a few times, on exactly that error."""
+    from gradio import http_server
+
+    start = http_server.watchfn_spaces
+
+    def watchfn_spaces(reloader):
+        for attempt in range(attempts):
+            try:
+                return start(reloader)
+            except RuntimeError as err:
+                if "changed size during iteration" not in str(err) or attempt == attempts - 1:
+                    raise
+
+    http_server.watchfn_spaces = watchfn_spaces
+
+
 def refuse_zero_gpu() -> None:
     """ZeroGPU hardware is refused at start, with what to choose instead: its docs name Python 3.10, this app needs
     3.11, and its callbacks have never run under ``spaces.GPU`` (docs/publishing.md)."""
@@ -290,6 +310,7 @@ def serve(args: AppArgs) -> int:
     # closed) exit like Ctrl-C, so the atexit clean-up of the output folder runs instead of leaving it behind
     refuse_zero_gpu()
     asyncio.set_event_loop_policy(ClosingEventLoopPolicy())  # before gradio makes its first loop
+    retry_spaces_reload_server()
     limits = QueueLimits(
         args.concurrency,
         args.slow_concurrency,
