@@ -318,6 +318,17 @@ def outputs(tmp_path, monkeypatch):
     return app.Outputs(max_age_s=600, max_bytes=3 * 2**20)
 
 
+def test_the_first_views_pinned_files_count_against_the_output_cap(outputs):
+    """The first view's files stay for the app's life (pinned), inside the cap: the other files share what is left,
+    so the folder never holds more than the cap (the soak's check), however long the app runs."""
+    pinned = outputs.pin([outputs.text("p" * 2**20, "first-view", ".html") for _ in range(2)])  # 2 MiB kept
+    assert len(pinned) == 2
+    for _ in range(8):
+        outputs.text("x" * 2**19, "answer", ".html")  # 0.5 MiB each: 4 MiB more than the 3 MiB cap allows
+    assert all(p.is_file() for p in pinned)
+    assert outputs.bytes_used() + 2 * 2**20 <= outputs.max_bytes + 2**19  # the newest one may be just over
+
+
 def test_60_attention_requests_keep_the_output_folder_under_its_cap(state, outputs, monkeypatch):
     """60 requests through the /attention callback; disk use stays under the stated 3 MiB cap (200 over real HTTP
     under ``-m slow``).

@@ -11,6 +11,7 @@ and turns the ``ViewResult`` into component values.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import json
 import logging
@@ -213,7 +214,9 @@ class Outputs:
 
     def _prune(self, keep: Path) -> None:
         with self._lock:
-            cutoff, total, full = time.time() - self.max_age_s, 0, False
+            # the pinned files (the first view's, kept for the app's life) hold part of the cap: the folder stays
+            # under max_bytes with them, the newest of the others filling what is left
+            cutoff, total, full = time.time() - self.max_age_s, self._pinned_bytes(), False
             for (
                 mtime,
                 size,
@@ -224,6 +227,13 @@ class Outputs:
                     path.unlink(missing_ok=True)
                 else:
                     total += size
+
+    def _pinned_bytes(self) -> int:
+        total = 0
+        for path in self.pinned:
+            with contextlib.suppress(FileNotFoundError):
+                total += path.stat().st_size
+        return total
 
     def _shared_plotly(self) -> Path:
         from plotly.offline import get_plotlyjs_version
