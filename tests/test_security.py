@@ -318,6 +318,37 @@ def outputs(tmp_path, monkeypatch):
     return app.Outputs(max_age_s=600, max_bytes=3 * 2**20)
 
 
+def test_the_output_folder_goes_at_exit_even_while_a_thread_writes_into_it(outputs):
+    """SIGTERM's exit removes the folder while the first view may still be writing its files into it: the folder is
+    closed to new files and removed until gone (one rmtree left it with the file written under it)."""
+    import threading
+
+    from ctxir.types import CtxirError
+
+    refused, stop = [], threading.Event()
+
+    def write():
+        while not stop.is_set():
+            try:
+                outputs.text("x" * 4096, "late", ".html")
+            except CtxirError as err:
+                refused.append(str(err))
+                return
+            except OSError:  # the folder went under the write
+                continue
+
+    writers = [threading.Thread(target=write) for _ in range(3)]
+    for thread in writers:
+        thread.start()
+    time.sleep(0.2)
+    outputs.remove()
+    stop.set()
+    for thread in writers:
+        thread.join()
+    assert not outputs.root.exists()
+    assert refused and all("stopping" in r for r in refused)
+
+
 def test_the_first_views_pinned_files_count_against_the_output_cap(outputs):
     """The first view's files stay for the app's life (pinned), inside the cap: the other files share what is left,
     so the folder never holds more than the cap (the soak's check), however long the app runs."""

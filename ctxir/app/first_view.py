@@ -127,7 +127,9 @@ class FirstView:
                         self.failed[api] = (
                             getattr(err, "plain_message", None) or str(err) or type(err).__name__
                         )
-                        logger.warning("first view of /%s not shown: %s", api, self.failed[api])
+                        # a stopping app closes its output folder under the examples: no fault to report then
+                        log = logger.info if getattr(self.out, "closed", False) else logger.warning
+                        log("first view of /%s not shown: %s", api, self.failed[api])
                 # its downloads stay as long as the app: every visitor is offered them (ui.Outputs.pin)
                 self.out.pin(path for update in answers.values() for path in _paths(update.get("value")))
                 self.answers, self.runs = answers, self.runs + 1

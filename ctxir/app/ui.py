@@ -191,9 +191,23 @@ class Outputs:
         )  # kept whatever their age (the first view's files: ctxir.app.first_view)
         self._lock = threading.Lock()
         gr.set_static_paths([self.root])
-        atexit.register(shutil.rmtree, self.root, ignore_errors=True)
+        self.closed = False
+        atexit.register(self.remove)
+
+    def remove(self) -> None:
+        """Remove the folder (at exit). A background thread may still be writing into it (the first view, computed
+        after the page is served): one rmtree then leaves the folder with the file that appeared under it, so the
+        folder is closed to new files first and removed until it is gone."""
+        self.closed = True
+        for _ in range(20):
+            shutil.rmtree(self.root, ignore_errors=True)
+            if not self.root.exists():
+                return
+            time.sleep(0.05)
 
     def _path(self, stem: str, suffix: str) -> Path:
+        if self.closed:
+            raise CtxirError("the app is stopping: its output folder takes no new files")
         return self.root / f"{stem}-{uuid.uuid4().hex[:10]}{suffix}"
 
     def _files(self) -> list[tuple[float, int, Path]]:
