@@ -12,6 +12,9 @@ CLS_LR_FORMAT = "ctxir-cls-lr/1"
 ADAPTER_CONFIG = "adapter_config.json"  # a PEFT adapter folder
 # in a folder `ctxir adapt` is writing, until its adapt.json is: ctxir refuses to load the folder meanwhile
 ADAPT_INCOMPLETE = "adapt.incomplete"
+# in a cross-encoder folder while ctxir.encoders.heads.save_cross_encoder writes into it: a save a full disk stopped
+# leaves it, and ctxir refuses the folder (its files may mix the previous model's and the new one's)
+SAVE_INCOMPLETE = "ctxir_save.incomplete"
 # a cross-encoder body saved as its trained top layers over a named base (ctxir.encoders.heads.TopLayersTransformer)
 TOP_LAYERS_CONFIG = "ctxir_top_layers.json"
 TOP_LAYERS_WEIGHTS = "top_layers.safetensors"

@@ -302,7 +302,9 @@ def load_segment_cosine(args: CrossEncoderArgs, path: str, device: str):
 
 
 def save(model, out: Path, args: CrossEncoderArgs) -> None:
-    model.save_pretrained(str(out))
+    from ctxir.encoders.heads import save_cross_encoder
+
+    save_cross_encoder(model, out)  # in place over an earlier run's model: marked unfinished until complete
     if args.lora_r > 0:
         name_adapter_base(out, args.model)
 

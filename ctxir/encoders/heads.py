@@ -52,7 +52,7 @@ from ctxir.encoders.reranker_heads import (  # noqa: F401  (the heads' code live
     term_match_per_token,
     weighted_segment_mean,
 )
-from ctxir.names import TOP_LAYERS_CONFIG, TOP_LAYERS_FORMAT, TOP_LAYERS_WEIGHTS
+from ctxir.names import SAVE_INCOMPLETE, TOP_LAYERS_CONFIG, TOP_LAYERS_FORMAT, TOP_LAYERS_WEIGHTS
 
 _LAYER = re.compile(r"(?:^|\.)layer\.(\d+)\.")
 
@@ -61,6 +61,20 @@ class SegmentCosineHead(reranker_heads.SegmentCosineHead):
     """``reranker_heads.SegmentCosineHead`` under ctxir's name: the class modules.json of ctxir's training outputs
     names (``ctxir.encoders.heads.SegmentCosineHead``), which ctxir's loader trusts. The code is the standalone
     file's, the one a staged Hub repo carries."""
+
+
+def save_cross_encoder(model, folder: str | Path) -> None:
+    """``model.save_pretrained(folder)`` with the folder marked unfinished (``SAVE_INCOMPLETE``) until it completes.
+
+    sentence-transformers writes each file in place, over the model saved there before (a training run's output
+    folder): a save a full disk stops can leave the new top layers beside the old head, which loads without error
+    and scores as neither model. ``load_cross_encoder`` refuses a folder holding the marker. The marker is empty: creating
+    it writes no data, so a full disk stops the save before it, with the earlier model untouched."""
+    marker = Path(folder, SAVE_INCOMPLETE)
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.touch()
+    model.save_pretrained(str(folder))
+    marker.unlink()
 
 
 def layer_of(parameter: str) -> int | None:

@@ -37,6 +37,7 @@ from ctxir.names import (
     ADAPTER_CONFIG,
     CLS_LR_CONFIG,
     PASSAGES_FILE,
+    SAVE_INCOMPLETE,
     TOP_LAYERS_CONFIG,
     TOP_LAYERS_WEIGHTS,
 )
@@ -245,6 +246,15 @@ def load_cross_encoder(
     from sentence_transformers import CrossEncoder
 
     path = resolve_model(name)
+    # here, not in resolve_model: that is cached, and a folder resolved before may be saved into since
+    if (Path(path) / SAVE_INCOMPLETE).is_file():
+        # sentence-transformers writes a model's files in place: a save stopped over an earlier model leaves some
+        # files new and some old, which can load without error and score as neither model
+        raise CtxirError(
+            f"cross-encoder {name!r} is unfinished: a save into it stopped before completing (its "
+            f"{SAVE_INCOMPLETE} is still there; e.g. the disk filled), so its files may mix two models; free "
+            "space and save or train the model again, or pass another model"
+        )
     kwargs = {} if num_labels is None else {"num_labels": num_labels}
     try:
         if is_adapter(path):
