@@ -55,7 +55,7 @@ class AdaptArgs:
         default=3, metadata={"help": "pseudo-queries cut from each document, at most"}
     )
     max_queries: int = field(
-        default=4000, metadata={"help": "pseudo-queries kept, drawn across the corpus (0 = all)"}
+        default=2000, metadata={"help": "pseudo-queries kept, drawn across the corpus (0 = all)"}
     )
     negatives: int = field(default=1, metadata={"help": "mined negatives per query (BM25 and dense in turn)"})
     mining_depth: int = field(
