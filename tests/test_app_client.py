@@ -122,6 +122,10 @@ def test_score_pairs_endpoint(served):
     _table, png, formation, tokens, data = client.predict(
         presets["pair_query"], "\n".join(presets["pair_documents"]), api_name="/score_pairs"
     )
+    assert png is None  # the chart's PNG only when asked for (png_figures, the last input)
+    _table, png, *_ = client.predict(
+        presets["pair_query"], "\n".join(presets["pair_documents"]), "", True, api_name="/score_pairs"
+    )
     assert Path(png).read_bytes()[:4] == b"\x89PNG"
     cos = [r["bi_encoder_cosine"] for r in data["scores"]]
     assert min(cos[:2]) > max(cos[3:])  # the two relevant documents beat the two unrelated ones
@@ -184,7 +188,7 @@ def test_sentence_similarity_prefers_paraphrases(served):
 
 def test_attention_endpoint(served):
     client, _ = served
-    _summary, html, html_file, heat, _head_png, table, data = client.predict(
+    _summary, html, html_file, heat, head_png, table, data = client.predict(
         "bi-encoder",
         "how do bats find insects",
         "Bats use echoes to find moths.",
@@ -193,6 +197,7 @@ def test_attention_endpoint(served):
         [],
         1,
         2,
+        True,  # png_figures: the two PNGs too
         api_name="/attention",
     )
     assert html.startswith("<iframe") and "srcdoc=" in html and "cdnjs" not in html
@@ -201,6 +206,12 @@ def test_attention_endpoint(served):
     assert data["layers"] == [0, 5] and data["sentence_b_start"] is not None
     assert data["heatmap"]["layer"] == 1 and data["heatmap"]["head"] == 2
     assert len(table["data"]) == 72 and Path(heat).read_bytes()[:4] == b"\x89PNG"
+    assert Path(head_png).read_bytes()[:4] == b"\x89PNG"
+    # without png_figures (a call written before it): no PNG, the rest as before
+    *_, heat, head_png, table, data = client.predict(
+        "bi-encoder", "how do bats find insects", "", "head", [0], [], 1, 2, api_name="/attention"
+    )
+    assert (heat, head_png) == (None, None) and data["heatmap"]["head"] == 2 and len(table["data"]) == 72
 
 
 @pytest.mark.parametrize(

@@ -396,8 +396,8 @@ def test_60_attention_requests_keep_the_output_folder_under_its_cap(state, outpu
     peak, written = 0, 0
     for _ in range(60):
         _summary, _frame_html, html_file, heat, head_png, *_ = callback(
-            "bi-encoder", "the river bank", "", "model", [], [], 0, 0, None
-        )
+            "bi-encoder", "the river bank", "", "model", [], [], 0, 0, True, None
+        )  # png_figures: the PNGs too; no request outside a served app
         written += sum(Path(p).stat().st_size for p in (html_file, heat, head_png))
         assert Path(html_file).parent == outputs.root and Path(html_file).read_text().startswith(
             "<!DOCTYPE html>"
@@ -654,6 +654,7 @@ def test_returned_files_are_served_from_the_output_folder_without_a_copy(served)
                 [],
                 0,
                 0,
+                True,  # png_figures: the PNGs too
                 api_name="/attention",
             )
             for returned in (html_file, heat, head_png):
@@ -691,6 +692,7 @@ def test_200_real_attention_requests_over_http_stay_under_the_cap(tiny_models, t
                     [],
                     0,
                     0,
+                    True,  # png_figures: the PNGs too
                     api_name="/attention",
                 )
                 assert all(Path(f["path"]).parent == outputs.root for f in result[2:5])  # served in place

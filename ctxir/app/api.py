@@ -45,6 +45,10 @@ _SEARCH_ARGS = {
     "mode": "how the re-ranker's score is used: fused with the first stage's, or alone",
 }
 _EXPLANATION = (("Markdown", "summary"), ("JSON", "numbers"))
+_PNG_FIGURES = (
+    "also draw the matplotlib figures and return them as PNG files (default false: their PNG outputs are None; "
+    "each figure costs as much as the view or more, and a client downloads every returned file on every call)"
+)
 
 ENDPOINTS: dict[str, Endpoint] = {
     "search": Endpoint(
@@ -96,6 +100,7 @@ ENDPOINTS: dict[str, Endpoint] = {
             "documents": "the documents, one per line",
             "models": "optional: Hub ids of more cross-encoders or bi-encoders to compare, comma-separated; each "
             "loads on demand into the app's bounded cache and adds a '<id> score' or '<id> cosine' column",
+            "png_figures": _PNG_FIGURES,
         },
         (
             ("File", "chart_png"),
@@ -158,6 +163,7 @@ ENDPOINTS: dict[str, Endpoint] = {
             "heads": "heads to show (empty = all)",
             "heatmap_layer": "the heatmap's layer",
             "heatmap_head": "the heatmap's head",
+            "png_figures": _PNG_FIGURES,
         },
         (
             ("Markdown", "summary"),

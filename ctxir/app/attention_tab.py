@@ -13,7 +13,7 @@ import numpy as np
 
 from ctxir.app import figures
 from ctxir.app.models import BI_ENCODER
-from ctxir.app.state import AppState, ViewResult
+from ctxir.app.state import AppState, LazyFigures, ViewResult
 from ctxir.app.ui import Ui, exports, frame, guard, show, tab_intro
 from ctxir.checks import check_choice, check_int, check_text
 from ctxir.data.demo import demo_presets
@@ -64,7 +64,8 @@ def attention(
     heatmap_head: int = 0,
     model: str = BI_ENCODER,
 ) -> ViewResult:
-    """bertviz head/model view (offline HTML), a heatmap of one layer/head, and a per-head summary."""
+    """bertviz head/model view (offline HTML), a heatmap of one layer/head, and a per-head summary; its two
+    matplotlib figures are built only when read (``LazyFigures``: /attention returns them as PNGs on request)."""
     from ctxir.viz import (
         attention_heatmap,
         bertviz_document,
@@ -90,10 +91,12 @@ def attention(
     )
     build_ms = (time.perf_counter() - started) * 1000
     summary = head_summary(internals, cfg.decimals)
-    figures = {
-        "heatmap": attention_heatmap(internals, heatmap_layer, heatmap_head),
-        "head_summary": head_summary_figure(summary),
-    }
+    figures = LazyFigures(
+        {
+            "heatmap": lambda: attention_heatmap(internals, heatmap_layer, heatmap_head),
+            "head_summary": lambda: head_summary_figure(summary),
+        }
+    )
     d = cfg.decimals
     data = {
         "tokens": internals.tokens,
@@ -162,6 +165,21 @@ def attention_plots(data: dict) -> tuple:
     return weights, figures.head_grids(data["head_summary"])
 
 
+def attention_pngs(out, data: dict) -> list[str]:
+    """The heatmap and per-head summary PNGs drawn from the answer's JSON (``data``): the page's downloads when the
+    call asked for no PNG (the default: each costs more than the view itself)."""
+    from ctxir.viz import attention_weights_figure, head_summary_figure
+
+    heat = data["heatmap"]
+    weights = attention_weights_figure(
+        heat["weights"], data["tokens"], heat["layer"], heat["head"], data["sentence_b_start"]
+    )
+    return [
+        out.png(weights, "attention-heatmap"),
+        out.png(head_summary_figure(data["head_summary"]), "head-summary"),
+    ]
+
+
 def build(ui: Ui) -> None:
     """The Attention tab (inside an open gr.Tab); event /attention."""
     state, cfg, out = ui.state, ui.config, ui.out
@@ -179,6 +197,7 @@ def build(ui: Ui) -> None:
         heads,
         heatmap_layer,
         heatmap_head,
+        png_figures,
         request: gr.Request,
         progress=gr.Progress(),  # noqa: B008 (gradio's pattern)
     ):
@@ -189,20 +208,36 @@ def build(ui: Ui) -> None:
         r = attention(state, text, text_pair, view, layers, heads, heatmap_layer, heatmap_head, model)
         from ctxir.viz import iframe
 
+        # PNGs only on request: the two figures cost several times the view, and gradio_client downloads every
+        # returned file on every call; the page's follow-up draws them for its downloads (after_attention)
+        pngs = (
+            (
+                out.png(r.figures["heatmap"], "attention-heatmap"),
+                out.png(r.figures["head_summary"], "head-summary"),
+            )
+            if png_figures
+            else (None, None)
+        )
         return (
             r.text,
             iframe(r.html, height=700),
             out.html(r.html, f"attention-{view}-view"),
-            out.png(r.figures["heatmap"], "attention-heatmap"),
-            out.png(r.figures["head_summary"], "head-summary"),
+            *pngs,
             frame(r.rows),
             r.data,
         )
 
-    def after_attention(data, *files):
+    def after_attention(data, html_file, *pngs):
         weights, heads = attention_plots(data)
+        # the answer's PNGs, else drawn here from its JSON: the page still offers them, outside the API call's time
+        pngs = pngs if all(pngs) else attention_pngs(out, data)
         paths = exports(
-            out, "attention", data=data, rows=data["head_summary"], plots=[weights, heads], files=files
+            out,
+            "attention",
+            data=data,
+            rows=data["head_summary"],
+            plots=[weights, heads],
+            files=[html_file, *pngs],
         )
         return show(weights), show(heads), show(paths)
 
@@ -235,6 +270,12 @@ def build(ui: Ui) -> None:
     with gr.Row():
         heat_layer = gr.Slider(0, n_layers - 1, value=0, step=1, label="heatmap layer", min_width=160)
         heat_head = gr.Slider(0, n_heads - 1, value=0, step=1, label="heatmap head", min_width=160)
+    # the last input, so a client's positional call written before it keeps working (False when not sent)
+    att_png = gr.Checkbox(
+        label="Also draw PNG figures (for download)",
+        value=False,
+        info="the downloads offer them either way (drawn after the answer); on, the answer itself carries them",
+    )
     att_button = gr.Button("Show attention", variant="primary", elem_id="attention-button")
     att_summary = gr.Markdown(elem_id="attention-summary")
     att_html = gr.HTML(elem_id="attention-view")
@@ -246,7 +287,7 @@ def build(ui: Ui) -> None:
     )
     att_returned = [
         gr.File(visible=False) for _ in range(3)
-    ]  # bertviz HTML and two PNGs, as the API returns them
+    ]  # bertviz HTML and two PNGs (None unless asked for), as the API returns them
     att_files = gr.File(
         label="Download: bertviz HTML (offline), PNG, interactive HTML, CSV, JSON",
         file_count="multiple",
@@ -260,7 +301,7 @@ def build(ui: Ui) -> None:
 
     att_button.click(lambda: "", None, [att_summary], queue=False, api_visibility="private").then(
         do_attention,
-        [att_model, att_text, att_pair, att_view, att_layers, att_heads, heat_layer, heat_head],
+        [att_model, att_text, att_pair, att_view, att_layers, att_heads, heat_layer, heat_head, att_png],
         [att_summary, att_html, *att_returned, att_table, att_json],
         api_name="attention",
     ).success(

@@ -15,7 +15,7 @@ from ctxir.app import explain_tab, figures
 from ctxir.app.config import Progress
 from ctxir.app.models import BI_ENCODER, AppModels
 from ctxir.app.reranker_labels import pair_legend, rank_header, short_name
-from ctxir.app.state import AppState, ViewResult
+from ctxir.app.state import AppState, LazyFigures, ViewResult
 from ctxir.app.text import md_code, rounded, snippet, split_lines
 from ctxir.app.ui import Ui, exports, frame, guard, lines, shares, show, tab_intro
 from ctxir.checks import check_int, check_text
@@ -121,7 +121,8 @@ def score_pairs(
     """Every loaded re-ranker's pair score (cross-encoder score, CLS-LR probability, ...) and the bi-encoder
     cosine for (query, document) pairs. The rows keep a column per re-ranker kind, None where it is not loaded.
     ``models``: Hub ids (or folders) of more cross-encoders or bi-encoders to compare, each loaded on demand and
-    shown as its own column after the others (``extra_columns``)."""
+    shown as its own column after the others (``extra_columns``). The scores chart (matplotlib) is built only when
+    read (``LazyFigures``: /score_pairs returns it as a PNG on request)."""
     cfg = state.config
     query = check_text(query, "query", cfg.max_query_chars)
     docs = split_lines(documents, "documents", cfg.max_documents, cfg.max_text_chars)
@@ -153,7 +154,7 @@ def score_pairs(
     }
     return ViewResult(
         rows=rows,
-        figures={"scores": scores_figure(docs, columns)},
+        figures=LazyFigures({"scores": lambda: scores_figure(docs, columns)}),
         data=data,
         text=_summary(reader, formations[0], unavailable, reading),
         extra_rows=_token_rows(formations[0]),
@@ -314,9 +315,15 @@ INTRO = (
 
 
 def after_scoring(out, data, png):
-    """Drawn from the answer: the interactive chart, the downloads, the Explain choices (a private step)."""
+    """Drawn from the answer: the interactive chart, the downloads, the Explain choices (a private step). The
+    scores PNG is the answer's, else drawn here from its JSON (an API call asks for it: ``png_figures``)."""
+    from ctxir.viz import scores_figure
+
     docs = data["documents"]
-    chart = figures.score_bars(docs, chart_columns(data["scores"], extra_columns(data.get("models") or {})))
+    columns = chart_columns(data["scores"], extra_columns(data.get("models") or {}))
+    chart = figures.score_bars(docs, columns)
+    # the page still offers the PNG: drawn here, outside the API call's round trip, when the call had none
+    png = png or out.png(scores_figure(docs, columns), "pair-scores")
     files = exports(out, "pair-scores", data=data, rows=data["scores"], plots=[chart], files=[png])
     choices = [(f"{i}. {d[:60]}", i) for i, d in enumerate(docs, 1)]
     shown = shown_names()
@@ -375,14 +382,18 @@ def build(ui: Ui) -> None:
         query,
         documents,
         models,
+        png_figures,
         request: gr.Request,
         progress=gr.Progress(),  # noqa: B008 (gradio's pattern)
     ):
         ui.visitor(request)
         r = score_pairs(state, query, documents, models, progress=lambda f, d: progress(f, desc=d))
+        # the PNG only on request: drawing it costs about as much as the scoring, and gradio_client downloads every
+        # returned file on every call (after_scoring draws it for the page's downloads)
+        png = out.png(r.figures["scores"], "pair-scores") if png_figures else None
         # the API's table keeps a column per model whether or not it is loaded (a stable contract); the page's
         # table, redrawn by after_scoring, leaves the empty ones out
-        return frame(r.rows), out.png(r.figures["scores"], "pair-scores"), r.text, frame(r.extra_rows), r.data
+        return frame(r.rows), png, r.text, frame(r.extra_rows), r.data
 
     @guard
     def do_explain_pair(query, documents, number, model, request: gr.Request):
@@ -399,6 +410,13 @@ def build(ui: Ui) -> None:
         info=compare_info(ui.config),
         elem_id="pair-models",
     )
+    # the last input, so a client's positional call written before it keeps working (False when not sent)
+    pair_png_wanted = gr.Checkbox(
+        label="Also draw PNG figures (for download)",
+        value=False,
+        info="the downloads offer the chart's PNG either way (drawn after the answer); on, the answer itself "
+        "carries it",
+    )
     pair_button = gr.Button("Score pairs", variant="primary", elem_id="score-pairs-button")
     pair_table = gr.Dataframe(
         label="Scores and ranks per model (click a row to explain it)",
@@ -408,7 +426,7 @@ def build(ui: Ui) -> None:
         elem_id="pair-table",
     )
     pair_plot = gr.Plot(label="Scores per document (hover a bar)", visible=False)
-    pair_png = gr.File(visible=False)  # the PNG the API returns; offered among the downloads
+    pair_png = gr.File(visible=False)  # the PNG the API returns (None unless asked for); among the downloads
     with gr.Row(visible=False) as explain_row:
         pair_choice = gr.Dropdown([], label="Explain a document's scores", scale=3, min_width=220)
         explain_model = explain_tab.refuse_unloaded(
@@ -447,7 +465,7 @@ def build(ui: Ui) -> None:
         api_visibility="private",
     ).then(
         do_score_pairs,
-        [pair_query, pair_docs, pair_models],
+        [pair_query, pair_docs, pair_models, pair_png_wanted],
         [pair_table, pair_png, pair_formation, pair_tokens, pair_json],
         api_name="score_pairs",
     ).success(

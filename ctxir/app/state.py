@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,12 +29,33 @@ logger = logging.getLogger("ctxir.app")
 DEMO_CORPUS_NAME = "demo"
 
 
+class LazyFigures(Mapping):
+    """Named matplotlib figures, each built when first read (then kept): an endpoint whose PNGs are opt-in
+    (/attention, /score_pairs: ``png_figures``) builds none unless asked, and a figure costs more than such a
+    view's forward pass."""
+
+    def __init__(self, makers: Mapping[str, Callable[[], Any]]):
+        self._makers = dict(makers)
+        self._built: dict[str, Any] = {}
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._built:
+            self._built[name] = self._makers[name]()
+        return self._built[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._makers)
+
+    def __len__(self) -> int:
+        return len(self._makers)
+
+
 @dataclass
 class ViewResult:
     """What one view shows: rows for a table, named figures, the numbers as JSON, and a short text."""
 
     rows: list[dict] = field(default_factory=list)
-    figures: dict[str, Any] = field(default_factory=dict)
+    figures: Mapping[str, Any] = field(default_factory=dict)  # a dict, or LazyFigures (built when read)
     data: dict = field(default_factory=dict)
     text: str = ""
     extra_rows: list[dict] = field(default_factory=list)

@@ -8,6 +8,7 @@ offline: the d3/jQuery inlining that lets bertviz's HTML run without internet.
 from ctxir.viz.attention import (
     MAX_ATTENTION_CELLS,
     attention_heatmap,
+    attention_weights_figure,
     bertviz_document,
     check_attention_size,
     head_summary,
@@ -31,6 +32,7 @@ __all__ = [
     "MAX_ATTENTION_CELLS",
     "MatrixStyle",
     "attention_heatmap",
+    "attention_weights_figure",
     "bertviz_document",
     "check_attention_size",
     "consecutive_layer_similarity",

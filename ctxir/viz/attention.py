@@ -106,10 +106,26 @@ def bertviz_document(
 
 def attention_heatmap(internals: Internals, layer: int, head: int, decimals: int = 3):
     """(tokens × tokens) weights of one head as a matplotlib figure; rows attend to columns."""
-    n_layers, n_heads, n_tokens, _ = internals.attentions.shape
+    n_layers, n_heads, _, _ = internals.attentions.shape
     select_indices([layer], n_layers, "layer")
     select_indices([head], n_heads, "head")
-    weights = internals.attentions[layer, head]  # (tokens, tokens)
+    return attention_weights_figure(
+        internals.attentions[layer, head], internals.tokens, layer, head, internals.sentence_b_start
+    )
+
+
+def attention_weights_figure(
+    weights, tokens: list[str], layer: int, head: int, sentence_b_start: int | None = None
+):
+    """``attention_heatmap`` from the weights themselves ((tokens × tokens), e.g. the rounded ones of the app's
+    JSON): the app draws its PNG after the answer from what the answer sent."""
+    weights = np.asarray(weights, dtype=np.float64)
+    n_tokens = len(tokens)
+    if weights.shape != (n_tokens, n_tokens):
+        raise CtxirError(
+            f"attention weights have shape {weights.shape} but {n_tokens} tokens need ({n_tokens}, {n_tokens}): "
+            "pass one head's weights for these tokens"
+        )
     size = min(4 + 0.22 * n_tokens, 30)
     fig = new_figure((size + 1.5, size))
     ax = fig.subplots()
@@ -117,12 +133,12 @@ def attention_heatmap(internals: Internals, layer: int, head: int, decimals: int
     # Every token up to 80; beyond that every k-th (thousands of tick objects make the figure slow to build).
     step = -(-n_tokens // 80)
     ticks = list(range(0, n_tokens, step))
-    ax.set_xticks(ticks, [internals.tokens[i] for i in ticks], rotation=90, fontsize=8)
-    ax.set_yticks(ticks, [internals.tokens[i] for i in ticks], fontsize=8)
+    ax.set_xticks(ticks, [tokens[i] for i in ticks], rotation=90, fontsize=8)
+    ax.set_yticks(ticks, [tokens[i] for i in ticks], fontsize=8)
     ax.set_xlabel("attended to (key)")
     ax.set_ylabel("attending (query)")
-    if internals.sentence_b_start is not None:
-        edge = internals.sentence_b_start - 0.5
+    if sentence_b_start is not None:
+        edge = sentence_b_start - 0.5
         ax.axhline(edge, color="white", lw=1)
         ax.axvline(edge, color="white", lw=1)
     if n_tokens <= 24:
