@@ -27,6 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from ctxir import kinds  # noqa: E402  (after the path: runs from any folder)
 from ctxir.encoders.models import DEFAULT_BI_ENCODER  # noqa: E402  (after the path: runs from any folder)
 from ctxir.evaluation.metrics import paired_test  # noqa: E402
 from ctxir.files import read_json, write_json  # noqa: E402
@@ -44,7 +45,7 @@ COLLECTIONS = {
 EVALS = {
     "dense": ["--retriever", "dense"],
     "hybrid": ["--retriever", "hybrid"],
-    "hybrid-rerank": ["--retriever", "hybrid", "--rerank", "cross-encoder"],
+    "hybrid-rerank": ["--retriever", "hybrid", "--rerank", kinds.CROSS_ENCODER],
 }
 # the table's stages: label → (the evaluate run it is read from, its key in that run's per_query)
 SYSTEMS = {
