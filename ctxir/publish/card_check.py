@@ -119,6 +119,10 @@ def check_card(card_path: str | Path, metrics: dict, base_license: tuple[str, Li
             f"{data_licenses(metrics)!r}"
         )
     problems += row_problems(metrics)
+    if metrics.get("adapt"):  # `ctxir adapt`'s model: the card says how, on what and with what it was adapted
+        from ctxir.publish.adapted import adapted_card_problems
+
+        problems += adapted_card_problems(metrics, card.text)
     expected = {eval_key(r): r.metric_value for r in eval_results(metrics)}
     found: dict = {}
     if meta.get("model-index"):

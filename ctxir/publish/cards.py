@@ -127,6 +127,7 @@ def card_data(metrics: dict, inputs: CardInputs):
     tags = [
         *model_type.tags,
         "ctxir",
+        *(("ctxir-adapt", "unsupervised-domain-adaptation") if metrics.get("adapt") else ()),
         *(dataset_info(d["name"]).key for d in train if dataset_info(d["name"])),
     ]
     kwargs = {}
@@ -301,11 +302,15 @@ def render_card(metrics: dict, inputs: CardInputs, template_dir: str | Path | No
     from huggingface_hub import ModelCard
 
     validate_metrics(metrics)
-    template = Path(template_dir or TEMPLATE_DIR) / MODEL_TYPES[metrics["model_type"]].template
+    context = _template_context(metrics, inputs)
+    name = MODEL_TYPES[metrics["model_type"]].template
+    if metrics.get("adapt"):  # a bi-encoder `ctxir adapt` made: its own card (no labels, a corpus, a teacher)
+        from ctxir.publish.adapted import ADAPTED_TEMPLATE, adapted_context
+
+        name, context = ADAPTED_TEMPLATE, {**context, **adapted_context(metrics)}
+    template = Path(template_dir or TEMPLATE_DIR) / name
     if not template.is_file():
         raise CtxirError(
             f"card template {str(template)!r} is missing: it ships in the repository's model_cards/"
         )
-    return ModelCard.from_template(
-        card_data(metrics, inputs), template_path=str(template), **_template_context(metrics, inputs)
-    )
+    return ModelCard.from_template(card_data(metrics, inputs), template_path=str(template), **context)

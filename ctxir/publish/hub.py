@@ -2,6 +2,8 @@
 
     ctxir hub push --model-dir outputs/bi-encoder --repo-id you/minilm-scifact-bi-encoder --dry-run
     ctxir hub push --model-dir outputs/bi-encoder --repo-id you/minilm-scifact-bi-encoder [--private]
+    ctxir hub push --model-dir runs/lisa-adapted --repo-id you/minilm-lisa-adapted --corpus-license cc-by-4.0 \
+        [--evaluation results/lisa-adapted.json] --dry-run
     ctxir hub validate --folder outputs/hub/you--minilm-scifact-bi-encoder
 
 Staging and validation: ``ctxir.publish.staging``; the upload: ``ctxir.publish.upload``. ``--dry-run`` (and any
@@ -22,7 +24,9 @@ from ctxir.publish.upload import PublishError, hf_upload_command, push
 
 @dataclass
 class PushArgs:
-    model_dir: str = field(metadata={"help": "training output folder (model files + metrics.json)"})
+    model_dir: str = field(
+        metadata={"help": "training output folder (model files + metrics.json), or a `ctxir adapt` output"}
+    )
     repo_id: str = field(metadata={"help": "Hub id 'owner/name', e.g. ctxir/minilm-scifact-bi-encoder"})
     staging_dir: str = field(
         default="", metadata={"help": "where to stage (default <model-dir>/../hub/<owner>--<name>)"}
@@ -35,6 +39,20 @@ class PushArgs:
     )
     figures: list[str] = field(
         default_factory=list, metadata={"help": "extra figure files (.png/.svg/.html)"}
+    )
+    corpus_license: str = field(
+        default="",
+        metadata={
+            "help": "a `ctxir adapt` folder only: the license of the corpus it was adapted on (e.g. cc-by-4.0); "
+            "required there, since the model's license derives from it"
+        },
+    )
+    evaluation: str = field(
+        default="",
+        metadata={
+            "help": "a `ctxir adapt` folder only: the `ctxir evaluate --output` file of that adapter, for the card "
+            "(without one the card says it was not evaluated)"
+        },
     )
     private: bool = field(default=False, metadata={"help": "create the repo private (ignored if it exists)"})
     revision: str = field(default="", metadata={"help": "branch to push to (created if missing)"})
@@ -72,7 +90,13 @@ def _summary(report: StagedRepo) -> str:
 def run_push(args: PushArgs) -> int:
     """Stage, validate and (unless --dry-run) upload; 0 = done, 2 = refused (CtxirError), 3 = staged, not uploaded."""
     report = stage(
-        args.model_dir, args.repo_id, args.staging_dir or None, args.base_model_id or None, args.figures
+        args.model_dir,
+        args.repo_id,
+        args.staging_dir or None,
+        args.base_model_id or None,
+        args.figures,
+        corpus_license=args.corpus_license or None,
+        evaluation=args.evaluation or None,
     )
     print(_summary(report))
     command = hf_upload_command(

@@ -29,11 +29,13 @@ from ctxir.files import (
     write_checksums,
     write_json,
 )
+from ctxir.kinds import BI_ENCODER
 from ctxir.names import CLS_LR_CONFIG, CLS_LR_WEIGHTS, looks_like_hub_id
+from ctxir.publish.adapted import adapt_metrics, is_adapt_output, write_standalone_bi_encoder
 from ctxir.publish.card_check import check_card
 from ctxir.publish.cards import CardInputs, render_card
 from ctxir.publish.licenses import License
-from ctxir.publish.metrics_file import METRICS_FILE, load_metrics, training_license
+from ctxir.publish.metrics_file import METRICS_FILE, load_metrics, training_license, validate_metrics
 from ctxir.publish.model_folder import (
     README,
     base_model_license,
@@ -157,6 +159,11 @@ def _copy_model(src: Path, dest: Path, model_type: str, base_dir: Path | None, b
     if MODEL_TYPES[model_type].carries_base:
         _stage_cls_lr(src, dest, base_dir, base_license)
         return
+    # a bi-encoder saved as an adapter (`ctxir adapt`): merged into its base, a plain SentenceTransformer
+    if model_type == BI_ENCODER and needs_standalone(src):
+        write_standalone_bi_encoder(src, dest)
+        copy_side_files(src, dest)
+        return
     # ctxir's heads, or an adapter, over a base only ctxir resolves: the full body (+ the heads' code)
     if needs_standalone(src):
         write_standalone_cross_encoder(src, dest)
@@ -174,8 +181,14 @@ def stage(
     staging_dir: str | Path | None = None,
     base_model_id: str | None = None,
     figures: list[str] | tuple[str, ...] = (),
+    corpus_license: str | None = None,
+    evaluation: str | None = None,
 ) -> StagedRepo:
-    """Build the folder that will become the Hub repo, render its card, and validate it."""
+    """Build the folder that will become the Hub repo, render its card, and validate it.
+
+    A folder ``ctxir adapt`` wrote has no metrics.json: it is derived from its adapt.json, ``corpus_license`` (the
+    adapted corpus's terms, which only the publisher knows: required) and ``evaluation`` (a ``ctxir evaluate
+    --output`` file of that adapter; optional), as ``ctxir.publish.adapted`` says."""
     # 1. read the run
     src = Path(model_dir).expanduser().resolve()
     if not src.is_dir():
@@ -184,7 +197,18 @@ def stage(
             "script (it holds the model files and metrics.json)"
         )
     repo_id = check_repo_id(repo_id)
-    metrics = load_metrics(src)
+    adapted = is_adapt_output(src)
+    if adapted:
+        metrics = adapt_metrics(src, repo_id, corpus_license, evaluation)
+        validate_metrics(metrics, source=f"the metrics derived from {str(src / 'adapt.json')!r}")
+    else:
+        for flag, value in (("--corpus-license", corpus_license), ("--evaluation", evaluation)):
+            if value:
+                raise CtxirError(
+                    f"{flag} {value!r} is for a folder `ctxir adapt` wrote; {str(src)!r} is a training output, "
+                    f"whose {METRICS_FILE} states its data's licenses and its evaluations: leave {flag} out"
+                )
+        metrics = load_metrics(src)
     model_type = metrics["model_type"]
     found = detect_model_type(src)
     if found != model_type:
@@ -213,9 +237,10 @@ def stage(
 
         # 4. copy the model
         _copy_model(src, work, model_type, base_dir, base_license)
-        shutil.copy2(
-            src / METRICS_FILE, work / METRICS_FILE
-        )  # verbatim: the card's numbers are checked against it
+        if adapted:  # derived from adapt.json: the card's numbers are checked against it
+            write_json(work / METRICS_FILE, metrics)
+        else:  # verbatim: the card's numbers are checked against it
+            shutil.copy2(src / METRICS_FILE, work / METRICS_FILE)
 
         # 5. figures: <model-dir>/figures/*, figures beside the model, and any passed explicitly
         staged_figures = _stage_figures(src, work, figures)
@@ -245,6 +270,10 @@ def stage(
         raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    if adapted:  # the adapter's own files and the run's work files: replaced by the merged model
+        skipped = sorted(
+            {*skipped, *(f for f in _files(src) if f.startswith("work/") or f.startswith("adapter_"))}
+        )
     report.folder, report.repo_id, report.skipped = Path(dest).expanduser().resolve(), repo_id, skipped
     return report
 
@@ -253,7 +282,9 @@ def _card_facts(src: Path, staged: Path, model_type: str) -> dict:
     """What the card states: how the model was trained is read off the training output (a standalone repo holds
     it merged: ``merged``), how to load it off the staged folder (``hub_code``: the heads' code file it carries)."""
     merged = not MODEL_TYPES[model_type].carries_base and needs_standalone(src)
-    facts = model_facts(src if merged else staged, model_type)
+    # a merged bi-encoder is read off the staged folder: a plain SentenceTransformer, where the adapter folder
+    # would need peft and its base fetched
+    facts = model_facts(src if merged and model_type != BI_ENCODER else staged, model_type)
     return {
         **facts,
         "merged": merged,
