@@ -41,10 +41,11 @@ class AdaptArgs:
         default=DEFAULT_BI_ENCODER, metadata={"help": "the bi-encoder to adapt (id or folder)"}
     )
     teacher: str = field(
-        default="",
+        # chosen on SciFact's training claims (docs/training.md): no teacher did better there, and costs no scoring
+        default=NO_TEACHER,
         metadata={
-            "help": "cross-encoder whose score margins label the negatives (MarginMSELoss); '' = the shipped one; "
-            "'none' = no teacher (MultipleNegativesRankingLoss with the mined negatives)"
+            "help": "'none' = no teacher (MultipleNegativesRankingLoss with the mined negatives); a cross-encoder id "
+            "or folder, or '' for the shipped one, labels the negatives with its score margins (MarginMSELoss)"
         },
     )
     query_kinds: str = field(

@@ -34,6 +34,12 @@ def adapter_record(args, corpus, settings, queries, teacher_name, loss, scale, r
     }
 
 
+def _trained_with(record: dict) -> str:
+    if record["teacher"] == "none":
+        return f"no teacher: each query's mined negative and the batch's other documents are its negatives ({record['loss']})"
+    return f"the teacher `{record['teacher']}` labelled them with its score margins ({record['loss']})"
+
+
 def write_card(folder: Path, record: dict) -> None:
     examples = "\n".join(
         f"- {kind}: {texts[0]!r}" for kind, texts in record["query_examples"].items() if texts
@@ -49,7 +55,7 @@ tags: [sentence-transformers, peft, lora, ctxir-adapt]
 A LoRA adapter made by `ctxir adapt` on the corpus `{record["corpus"]["path"]}` ({record["corpus"]["documents"]:,}
 documents): no query and no relevance label was used. {record["queries"]["total"]:,} pseudo-queries were cut from the
 documents themselves (titles, sentences, word spans), negatives mined with BM25 and the base model, and the
-teacher `{record["teacher"]}` labelled them ({record["loss"]}). It was not evaluated here: measure it on your own
+{_trained_with(record)}. It was not evaluated here: measure it on your own
 queries (`ctxir evaluate --model DIR`).
 
 Examples of the pseudo-queries:
