@@ -251,6 +251,8 @@ def musts(results: list[dict]) -> list[str]:
 
     def never_below(stage: str) -> str:
         below = [name for name, r in rows(stage) if r["delta"] < -0.005]
+        if not rows(stage):
+            return "not measured"
         return "met" if not below else f"**not met** on {', '.join(below)}"
 
     return [
