@@ -48,14 +48,6 @@ EVALS = {
     "hybrid-rerank": ["--retriever", "hybrid", "--rerank", kinds.CROSS_ENCODER],
     # BM25, the adapter and the base fused: what adapting adds without giving up the base's own ranking
     "hybrid-both": ["--retriever", "hybrid", "--extra-models", DEFAULT_BI_ENCODER],
-    "hybrid-both-rerank": [
-        "--retriever",
-        "hybrid",
-        "--extra-models",
-        DEFAULT_BI_ENCODER,
-        "--rerank",
-        kinds.CROSS_ENCODER,
-    ],
 }
 FUSED = f"hybrid + {kinds.CROSS_ENCODER} (fused)"
 # the table's stages: label → (the evaluate run "before" is read from, the run "after" is, the key in per_query);
@@ -64,10 +56,9 @@ SYSTEMS = {
     "dense": ("dense", "dense", "dense"),
     "hybrid": ("hybrid-rerank", "hybrid-rerank", "hybrid"),
     "hybrid + re-ranker": ("hybrid-rerank", "hybrid-rerank", FUSED),
-    "hybrid of BM25, base and adapter": ("hybrid-rerank", "hybrid-both-rerank", "hybrid"),
-    "hybrid of BM25, base and adapter + re-ranker": ("hybrid-rerank", "hybrid-both-rerank", FUSED),
 }
-# --dev (809 training claims): the first stages only, the re-ranker's 16,000 pairs would take an hour here
+# --dev (809 training claims): the first stages only, the re-ranker's 16,000 pairs would take an hour here; the hybrid
+# of BM25, base and adapter was tried there (docs/training.md) and lost, so the test table does not carry it
 DEV_SYSTEMS = {
     "dense": ("dense", "dense", "dense"),
     "hybrid": ("hybrid", "hybrid", "hybrid"),
@@ -259,8 +250,7 @@ def musts(results: list[dict]) -> list[str]:
         f"Musts (issue 50) over {len(dense)} collection(s): dense up on {up} of {len(dense)} "
         f"({'met' if up >= min(4, len(dense)) else '**not met**'}: at least 4 of 5), by {mean:+.4f} on average "
         f"({'met' if mean >= 0.02 else '**not met**'}: ≥ +0.02); the hybrid after never more than 0.005 below the "
-        f"hybrid before: {never_below('hybrid')} (the adapter in the hybrid in the base's place); "
-        f"{never_below('hybrid of BM25, base and adapter')} (the adapter fused beside the base)."
+        f"hybrid before: {never_below('hybrid')}."
     ]
 
 
