@@ -53,6 +53,7 @@ def load_student(base: str, device: str, max_seq_length: int, plan: TrainPlan):
     added in place) with an untrained LoRA adapter over every linear layer of its transformer."""
     from peft import LoraConfig, TaskType
     from sentence_transformers import SentenceTransformer
+    from transformers import set_seed
 
     from ctxir.encoders.models import pick_device, resolve_model, set_max_length
 
@@ -60,6 +61,9 @@ def load_student(base: str, device: str, max_seq_length: int, plan: TrainPlan):
     own_length = model.max_seq_length
     set_max_length(model, max_seq_length or None, name="--max-seq-length")
     model.ctxir_own_length = own_length  # what the saved adapter reads with (save_adapter): the base's own
+    # LoRA's A matrices start random: seeded here, before the trainer seeds the rest, or two runs of the same command
+    # train different adapters (tests/test_adapt_slow.py saw Medline's hybrid differ by 0.006)
+    set_seed(plan.seed)
     model.add_adapter(
         LoraConfig(
             task_type=TaskType.FEATURE_EXTRACTION,
