@@ -179,6 +179,7 @@ def measure(name: str, args: ResultsAdaptArgs) -> dict:
         "pseudo_queries": record["queries"],
         "query_examples": record["query_examples"],
         "machine": _machine(),
+        "lora_init_seeded": True,  # since 2026-11-29: earlier records came from unseeded LoRA initial weights
         "teacher": record["teacher"],
         "loss": record["loss"],
         "rows": rows,
@@ -226,6 +227,14 @@ def table(record: dict) -> list[str]:
                 f"| {res['collection']} | {res['queries']} | {minutes} | {row['stage']} | {row['before']:.4f} | "
                 f"{row['after']:.4f} | {row['delta']:+.4f} | {row['wins']}/{row['losses']}, p {row['t_pvalue']:.3g} |"
             )
+    unseeded = [r["collection"] for r in results if not r.get("lora_init_seeded")]
+    if unseeded:
+        lines += [
+            "",
+            f"{', '.join(unseeded)}: adapted before LoRA's initial weights were seeded (2026-11-29), so rerunning "
+            "the command trains another adapter and gives somewhat different figures; rows made since are reproduced "
+            "by a rerun (`tests/test_adapt.py`, `tests/test_adapt_slow.py`).",
+        ]
     lines += ["", *musts(results), END]
     return lines
 
