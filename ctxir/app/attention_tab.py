@@ -274,8 +274,8 @@ def build(ui: Ui) -> None:
     att_png = gr.Checkbox(
         label="Also draw PNG figures (for download)",
         value=False,
-        info="the downloads offer them either way (drawn after the answer); on, the answer itself carries them",  # an API choice: on the page the downloads have the PNGs either way (drawn after the answer)
-        visible=False,
+        info="the downloads offer them either way (drawn after the answer); on, the answer itself carries them",
+        visible=False,  # an API choice: on the page the downloads have the PNGs either way
     )
     att_button = gr.Button("Show attention", variant="primary", elem_id="attention-button")
     att_summary = gr.Markdown(elem_id="attention-summary")

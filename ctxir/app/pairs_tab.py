@@ -415,8 +415,8 @@ def build(ui: Ui) -> None:
         label="Also draw PNG figures (for download)",
         value=False,
         info="the downloads offer the chart's PNG either way (drawn after the answer); on, the answer itself "
-        "carries it",  # an API choice: on the page the downloads have the PNGs either way (drawn after the answer)
-        visible=False,
+        "carries it",
+        visible=False,  # an API choice: on the page the downloads have the PNGs either way
     )
     pair_button = gr.Button("Score pairs", variant="primary", elem_id="score-pairs-button")
     pair_table = gr.Dataframe(
