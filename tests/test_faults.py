@@ -349,3 +349,40 @@ def test_the_sts_pair_scorer_is_not_offered_to_re_rank_a_search(app_state):
         CtxirError, match=r"scores how alike two texts are .*re-rank a search with one of 'cross-encoder'"
     ):
         search(app_state, "river otters", first_stage="bm25", reranker="sts-cross-encoder", k=3, depth=5)
+
+
+@pytest.mark.parametrize("kind", ["png", "html"])
+def test_a_write_the_stopping_app_removes_its_folder_under_says_the_app_is_stopping_and_logs_no_error(
+    tmp_path, monkeypatch, caplog, kind
+):
+    """SIGTERM while the first view is still writing in the background: ``Outputs.remove`` takes the folder away
+    between the write and its rename. The write says the app is stopping (a CtxirError, no traceback logged), as a
+    write asked for after the stop does; it used to log an unexpected FileNotFoundError (CI, test_space)."""
+    import logging
+    import tempfile
+
+    import gradio as gr
+
+    import ctxir.files
+    import ctxir.viz
+    from ctxir.app.ui import Outputs, guard
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    outputs = Outputs()
+    fsync = ctxir.files.os.fsync
+
+    def stop_then_fsync(fd):  # the stop lands after the bytes are written, before they are published
+        outputs.remove()
+        return fsync(fd)
+
+    monkeypatch.setattr(ctxir.files.os, "fsync", stop_then_fsync)
+    monkeypatch.setattr(ctxir.viz, "save_png", lambda fig, path: Path(path).write_bytes(b"png"))
+
+    @guard
+    def do_view():
+        return outputs.png(None, "figure") if kind == "png" else outputs.html("<p>x</p>", "page")
+
+    with caplog.at_level(logging.INFO, logger="ctxir.app"), pytest.raises(gr.Error, match="the app is stopping"):
+        do_view()
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
+    assert not outputs.root.exists()

@@ -276,12 +276,22 @@ class Outputs:
     def bytes_used(self) -> int:
         return sum(size for _, size, _ in self._files())
 
+    def _stopping(self, err: OSError) -> CtxirError | None:
+        """The app stopping removes the folder under a write still running (the first view, computed in the
+        background): that write's missing file is the stop, said as at ``_path``, not a fault to log."""
+        if self.closed and isinstance(err, FileNotFoundError):
+            return CtxirError("the app is stopping: its output folder takes no new files")
+        return None
+
     def png(self, fig, stem: str) -> str:
         from ctxir.viz import save_png
 
         path = self._path(stem, ".png")
-        with atomic_path(path, suffix=".png") as tmp:  # a full disk: DiskFullError, no half figure left
-            save_png(fig, tmp)
+        try:
+            with atomic_path(path, suffix=".png") as tmp:  # a full disk: DiskFullError, no half figure left
+                save_png(fig, tmp)
+        except FileNotFoundError as err:
+            raise (self._stopping(err) or err) from err
         self._prune(keep=path)
         return str(path)
 
@@ -296,7 +306,10 @@ class Outputs:
 
     def text(self, document: str, stem: str, suffix: str) -> str:
         path = self._path(stem, suffix)
-        write_atomic(path, document)  # a full disk: DiskFullError naming the folder, no half file left
+        try:
+            write_atomic(path, document)  # a full disk: DiskFullError naming the folder, no half file left
+        except FileNotFoundError as err:
+            raise (self._stopping(err) or err) from err
         self._prune(keep=path)
         return str(path)
 
