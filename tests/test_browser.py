@@ -339,7 +339,10 @@ def _phone_cards_show_titles_and_texts(page) -> None:
     # the card holds its document's own title and text (which document ranks first is the models' call, not this
     # test's: the hybrid puts the Riverside Bank distractor above the otters' dens)
     doc = demo_corpus()[first.locator(".ctxir-card-id").inner_text().strip()]
-    title, text = first.locator(".ctxir-card-title").inner_text(), first.locator(".ctxir-card-text").inner_text()
+    title, text = (
+        first.locator(".ctxir-card-title").inner_text(),
+        first.locator(".ctxir-card-text").inner_text(),
+    )
     assert title.startswith("1. ") and title.endswith(doc["title"]) and text.strip() == doc["text"].strip()
     width = page.viewport_size["width"]
     boxes = page.eval_on_selector_all(

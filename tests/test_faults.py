@@ -382,7 +382,10 @@ def test_a_write_the_stopping_app_removes_its_folder_under_says_the_app_is_stopp
     def do_view():
         return outputs.png(None, "figure") if kind == "png" else outputs.html("<p>x</p>", "page")
 
-    with caplog.at_level(logging.INFO, logger="ctxir.app"), pytest.raises(gr.Error, match="the app is stopping"):
+    with (
+        caplog.at_level(logging.INFO, logger="ctxir.app"),
+        pytest.raises(gr.Error, match="the app is stopping"),
+    ):
         do_view()
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
     assert not outputs.root.exists()
