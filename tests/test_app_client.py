@@ -7,12 +7,15 @@ the app keeps serving.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
 
 from ctxir.data.demo import demo_presets
+from ctxir.viz import script_files
 
 pytestmark = pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning")
 
@@ -187,7 +190,7 @@ def test_sentence_similarity_prefers_paraphrases(served):
 
 
 def test_attention_endpoint(served):
-    client, _ = served
+    client, url = served
     _summary, html, html_file, heat, head_png, table, data = client.predict(
         "bi-encoder",
         "how do bats find insects",
@@ -203,6 +206,14 @@ def test_attention_endpoint(served):
     assert html.startswith("<iframe") and "srcdoc=" in html and "cdnjs" not in html
     document = Path(html_file).read_text(encoding="utf-8")
     assert document.startswith("<!DOCTYPE html>") and "window.requirejs" in document
+    # the page's view links jQuery and d3 from the app (the answer weighs ~80 KB, not ~510 KB), and the app serves
+    # them at those links, relative to its page; the download stays standalone, the two inlined
+    sources = script_files()
+    links = re.findall(r"&lt;script src=&quot;([^&]+)&quot;", html)
+    assert len(html) < 150_000 and [link.rsplit("/", 1)[-1] for link in links] == list(sources), links
+    for link, source in zip(links, sources.values(), strict=True):
+        assert httpx.get(url.rstrip("/") + "/" + link, timeout=30).text == source
+        assert source[:2000] in document
     assert data["layers"] == [0, 5] and data["sentence_b_start"] is not None
     assert data["heatmap"]["layer"] == 1 and data["heatmap"]["head"] == 2
     assert len(table["data"]) == 72 and Path(heat).read_bytes()[:4] == b"\x89PNG"

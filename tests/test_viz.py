@@ -28,6 +28,8 @@ from ctxir.viz import (
     projection_figure,
     save_png,
     scores_figure,
+    script_files,
+    with_script_urls,
 )
 from ctxir.viz.offline import d3_v5_source, jquery_source
 
@@ -200,6 +202,19 @@ def test_iframe_escapes_the_document():
     html = iframe('<p class="x">a & b</p>', height=321)
     assert html.startswith("<iframe") and "height:321px" in html
     assert 'srcdoc="&lt;p class=&quot;x&quot;&gt;a &amp; b&lt;/p&gt;"' in html
+
+
+def test_a_page_that_serves_jquery_and_d3_links_them_in_the_order_the_document_inlined_them():
+    standalone = offline_document("<div id='bertviz'></div><script>requirejs(['jquery', 'd3'], f);</script>")
+    linked = with_script_urls(standalone, lambda name: f"gradio_api/file=/out/{name}")
+    jquery, d3 = (f'<script src="gradio_api/file=/out/{name}"></script>' for name in script_files())
+    assert (
+        linked.index(jquery) < linked.index(d3) < linked.index("window.requirejs")
+    )  # d3 and jQuery before the shim
+    assert jquery_source()[:500] not in linked and d3_v5_source()[:500] not in linked
+    assert len(linked) < len(standalone) - 300_000 and "requirejs(['jquery', 'd3'], f)" in linked
+    with pytest.raises(CtxirError, match=r"does not inline 'jquery-.*offline_document"):
+        with_script_urls("<html><body>bertviz</body></html>", lambda name: name)
 
 
 def test_pngs_asked_for_from_many_threads_open_the_fonts_once(tmp_path):

@@ -206,7 +206,7 @@ def build(ui: Ui) -> None:
         state.models.inspectable(model, progress=lambda f, d: progress(f, desc=d))
         progress(0.1, desc="forward pass and bertviz view")
         r = attention(state, text, text_pair, view, layers, heads, heatmap_layer, heatmap_head, model)
-        from ctxir.viz import iframe
+        from ctxir.viz import iframe, script_files, with_script_urls
 
         # PNGs only on request: the two figures cost several times the view, and gradio_client downloads every
         # returned file on every call; the page's follow-up draws them for its downloads (after_attention)
@@ -218,9 +218,13 @@ def build(ui: Ui) -> None:
             if png_figures
             else (None, None)
         )
+        # the page's view links jQuery and d3 from this app (fetched once, then cached): ~80 KB an answer instead of
+        # ~510 KB; the download stays the standalone page
+        sources = script_files()
+        shown = with_script_urls(r.html, lambda name: out.url(out.shared(name, lambda: sources[name])))
         return (
             r.text,
-            iframe(r.html, height=700),
+            iframe(shown, height=700),
             out.html(r.html, f"attention-{view}-view"),
             *pngs,
             frame(r.rows),

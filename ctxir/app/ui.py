@@ -20,7 +20,9 @@ import shutil
 import tempfile
 import threading
 import time
+import urllib.parse
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -172,14 +174,15 @@ class Outputs:
     """The one folder for the files requests return (PNG figures, attention HTML), bounded on disk.
 
     After each write, files older than ``max_age_s`` are removed, then the oldest ones until the folder holds at
-    most ``max_bytes`` (the file just written is always kept), besides the one plotly.js (4.6 MB) that every
-    interactive page shares. The folder is a Gradio static path: Gradio serves the
+    most ``max_bytes`` (the file just written is always kept), besides the scripts every page shares (``shared``:
+    plotly.js, 4.6 MB; bertviz's jQuery and d3). The folder is a Gradio static path: Gradio serves the
     files from here and keeps no second copy in its cache. Removed at exit (atexit; ``main`` turns SIGTERM and
     SIGHUP into a normal exit, Ctrl-C is one already); a folder an app killed with SIGKILL left behind is removed
     when the next one starts (``reclaim_orphans``: its ``owner.pid`` names a process that is gone).
     """
 
     PREFIX, OWNER = "ctxir-app-", "owner.pid"
+    SHARED = ("plotly-*.min.js", "jquery-*.min.js", "d3-*.min.js")  # Outputs.shared's files, never pruned
 
     def __init__(self, max_age_s: float = 600.0, max_bytes: int = 200 * 2**20):
         self.reclaimed = reclaim_orphans(self.PREFIX, self.OWNER)
@@ -212,12 +215,13 @@ class Outputs:
 
     def _files(self) -> list[tuple[float, int, Path]]:
         """(mtime, bytes, path), newest first; files removed meanwhile by another request are skipped. The shared
-        plotly.js (``plotly_js``) is not among them: it stays, whatever its age, on top of ``max_bytes``."""
+        scripts (``shared``: plotly.js, bertviz's jQuery and d3) are not among them: they stay, whatever their age, on
+        top of ``max_bytes``."""
         files = []
-        shared = self._shared_plotly()
         for path in self.root.iterdir():
             # a file still being written (ctxir.files' temporary names start with ".") is not pruned under it
-            if path == shared or path.name.startswith(".") or path.name == self.OWNER or path in self.pinned:
+            shared = any(path.match(pattern) for pattern in self.SHARED)
+            if shared or path.name.startswith(".") or path.name == self.OWNER or path in self.pinned:
                 continue
             try:
                 stat = path.stat()
@@ -249,21 +253,25 @@ class Outputs:
                 total += path.stat().st_size
         return total
 
-    def _shared_plotly(self) -> Path:
-        from plotly.offline import get_plotlyjs_version
-
-        return self.root / f"plotly-{get_plotlyjs_version()}.min.js"
-
-    def plotly_js(self) -> Path:
-        """The one copy of plotly.js (4.6 MB) that every interactive HTML page returned by this app loads from
-        beside it, written on first use: a page weighs kilobytes instead of 4.6 MB each."""
-        path = self._shared_plotly()
+    def shared(self, name: str, source: Callable[[], str]) -> Path:
+        """The one copy of a script that every page returned by this app loads (``name`` matches one of ``SHARED``),
+        written from ``source()`` on first use: a page weighs kilobytes instead of carrying its own."""
+        path = self.root / name
         with self._lock:
             if not path.is_file():
-                from plotly.offline import get_plotlyjs
-
-                write_atomic(path, get_plotlyjs())  # never half a file to a concurrent download
+                write_atomic(path, source())  # never half a file to a concurrent download
         return path
+
+    def plotly_js(self) -> Path:
+        """plotly.js (4.6 MB), which every interactive HTML page returned by this app loads from beside it."""
+        from plotly.offline import get_plotlyjs, get_plotlyjs_version
+
+        return self.shared(f"plotly-{get_plotlyjs_version()}.min.js", get_plotlyjs)
+
+    def url(self, path: Path) -> str:
+        """``path`` (a file of this folder) as a page of this app links it: Gradio's file route, relative, so it holds
+        under a proxy's path prefix (a Space, ``root_path``) and in an ``<iframe srcdoc>``, whose base is the page's."""
+        return "gradio_api/file=" + urllib.parse.quote(str(path))
 
     def pin(self, paths) -> list[Path]:
         """Keep those of ``paths`` that are files of this folder for the app's life, outside ``max_bytes`` (files

@@ -26,7 +26,7 @@ from ctxir.viz.embeddings import (
     save_png,
     scores_figure,
 )
-from ctxir.viz.offline import iframe, offline_document
+from ctxir.viz.offline import iframe, offline_document, script_files, with_script_urls
 
 __all__ = [
     "MAX_ATTENTION_CELLS",
@@ -48,4 +48,6 @@ __all__ = [
     "projection_figure",
     "save_png",
     "scores_figure",
+    "script_files",
+    "with_script_urls",
 ]

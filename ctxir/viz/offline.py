@@ -7,14 +7,17 @@ into one standalone document, plus a ten-line ``require`` shim (bertviz only cal
 ``require.config`` and ``requirejs([...], callback)``). No third-party code is committed to ctxir.
 
 A ``<script>`` inside a ``gr.HTML`` value does not run, so the document is shown in an
-``<iframe srcdoc=…>`` (``iframe``), which does.
+``<iframe srcdoc=…>`` (``iframe``), which does; a page that serves jQuery and d3 itself shows it with the two as
+files it links (``with_script_urls``), the standalone document staying the download.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import html
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from ctxir.types import CtxirError
@@ -137,6 +140,29 @@ def offline_document(bertviz_html: str, title: str = "ctxir attention view", aut
         f"<title>{html.escape(title)}</title>\n{head}</head>\n"
         '<body style="margin:0;background:white">\n' + body + "\n</body></html>\n"
     )
+
+
+@functools.cache
+def script_files() -> dict[str, str]:
+    """The scripts ``offline_document`` inlines, as files a page can share: name → source. Each name carries its
+    source's hash, so a browser's cached copy of an older one is never used."""
+    sources = {"jquery": jquery_source(), "d3-v5": d3_v5_source()}
+    return {f"{name}-{hashlib.sha256(s.encode()).hexdigest()[:12]}.min.js": s for name, s in sources.items()}
+
+
+def with_script_urls(document: str, url: Callable[[str], str]) -> str:
+    """``document`` (``offline_document``'s) loading jQuery and d3 from ``url(name)``, ``name`` one of
+    ``script_files``, instead of inlining them (340 KB of its ~440 KB): a page that shows view after view fetches
+    them once. The document still draws offline wherever those URLs are served; downloads keep the standalone one."""
+    for name, source in script_files().items():
+        inlined = _inline_script(source)
+        if inlined not in document:
+            raise CtxirError(
+                f"the attention page does not inline {name!r} as offline_document writes it: pass a document "
+                "from ctxir.viz.offline_document"
+            )
+        document = document.replace(inlined, f'<script src="{html.escape(url(name))}"></script>\n', 1)
+    return document
 
 
 def iframe(document: str, height: int = 600, title: str = "attention view") -> str:
