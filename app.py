@@ -40,9 +40,10 @@ from ctxir.app import reranker_labels
 from ctxir.app.blocks import build_demo
 from ctxir.app.config import AppConfig, env_flag
 from ctxir.app.limits import QueueLimits, apply_limits, limit_malloc_arenas
+from ctxir.app.outputs import Outputs
 from ctxir.app.state import AppState
-from ctxir.app.ui import Outputs, user_error
 from ctxir.app.ui import guard as _guard
+from ctxir.app.ui import user_error
 
 __all__ = [
     "AppArgs",

@@ -133,7 +133,7 @@ def threads(pid: int) -> int | None:
 
 def output_files(folder: Path) -> list[tuple[str, int]]:
     """(name, bytes) of the app's returned files, without the one shared plotly.js, which the app keeps on top of
-    its cap by design (``ctxir.app.ui.Outputs``)."""
+    its cap by design (``ctxir.app.outputs.Outputs``)."""
     found = []
     for path in folder.rglob("*") if folder.exists() else []:
         try:

@@ -283,3 +283,20 @@ def test_a_client_compares_models_by_id_through_the_api(state):
         client.close()
     finally:
         demo.close()
+
+
+@pytest.mark.parametrize("api", ["attention", "model_info", "token_embeddings", "layer_similarity"])
+def test_after_a_view_loads_a_model_by_id_its_tabs_dropdown_offers_it(state, api):
+    """The inspection tabs' model dropdowns take a typed id; once the view has loaded it, the dropdown lists it
+    beside the models loaded at start (the page's step after the answer), so a visitor can switch back to it."""
+    import app
+
+    fns = list(app.build_demo(state).fns.values())
+    [view] = [fn for fn in fns if fn.api_name == api]
+    dropdown = view.inputs[0]  # each of these views takes its model first
+    offers = [fn for fn in fns if fn.trigger_after == view._id and dropdown in fn.outputs]
+    assert len(offers) == 1, f"/{api}: no step after the answer updates its model dropdown"
+    assert BI not in str(offers[0].fn()["choices"])
+    state.models.inspectable(BI)  # as the view does with the typed id
+    choices = [c[1] if isinstance(c, tuple | list) else c for c in offers[0].fn()["choices"]]
+    assert choices[-1] == BI and choices[0] == state.models.inspect_choices()[0]

@@ -304,14 +304,16 @@ def build(ui: Ui) -> None:
     with gr.Accordion("Numbers (JSON)", open=False):
         att_json = gr.JSON()
 
-    att_button.click(lambda: "", None, [att_summary], queue=False, api_visibility="private").then(
+    shown = att_button.click(lambda: "", None, [att_summary], queue=False, api_visibility="private").then(
         do_attention,
         [att_model, att_text, att_pair, att_view, att_layers, att_heads, heat_layer, heat_head, att_png],
         [att_summary, att_html, *att_returned, att_table, att_json],
         api_name="attention",
-    ).success(
+    )
+    shown.success(
         after_attention,
         [att_json, *att_returned],
         [att_heat, att_heads_plot, att_files],
         api_visibility="private",
     )
+    ui.offer_loaded_models(shown, att_model)

@@ -19,10 +19,11 @@ from ctxir.app.api import document_api
 from ctxir.app.config import AppConfig
 from ctxir.app.first_view import wire as wire_first_view
 from ctxir.app.limits import QueueLimits, forget_closed_sessions, note_left_session
+from ctxir.app.outputs import Outputs
 from ctxir.app.reranker_labels import flag
 from ctxir.app.state import AppState
 from ctxir.app.text import md_literal, plural
-from ctxir.app.ui import CSS, Outputs, Ui, named, plain_errors_for_api
+from ctxir.app.ui import CSS, Ui, named, plain_errors_for_api
 from ctxir.checks import check_choice
 from ctxir.rerank.registry import RERANKERS
 

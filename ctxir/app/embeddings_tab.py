@@ -263,15 +263,11 @@ def tokens_tab(ui: Ui, model, presets: dict) -> None:
     table = gr.Dataframe(label="Tokens", elem_classes=["ctxir-table"], visible=False)
     with gr.Accordion("Numbers (JSON)", open=False):
         json = gr.JSON()
-    button.click(**cleared(summary)).then(
+    info = button.click(**cleared(summary)).then(
         do_model_info, [model, text], [summary, table, json], api_name="model_info"
-    ).success(show, None, [table], queue=False, api_visibility="private").success(
-        lambda: gr.update(choices=ui.models.inspect_choices()),
-        None,
-        [model],
-        queue=False,
-        api_visibility="private",
     )
+    info.success(show, None, [table], queue=False, api_visibility="private")
+    ui.offer_loaded_models(info, model)
 
 
 def projection_tab(ui: Ui, model, presets: dict) -> None:
@@ -334,9 +330,11 @@ def projection_tab(ui: Ui, model, presets: dict) -> None:
     files = gr.File(label="Download: PNG, interactive HTML, CSV, JSON", file_count="multiple", visible=False)
     with gr.Accordion("Numbers (JSON)", open=False):
         json = gr.JSON()
-    button.click(**cleared(summary)).then(
+    projected = button.click(**cleared(summary)).then(
         do_token_embeddings,
         [model, sentences, word, layer_a, layer_b, methods],
         [*pngs, summary, json],
         api_name="token_embeddings",
-    ).success(after_projection, [json, *pngs], [plot, drift_plot, files], api_visibility="private")
+    )
+    projected.success(after_projection, [json, *pngs], [plot, drift_plot, files], api_visibility="private")
+    ui.offer_loaded_models(projected, model)

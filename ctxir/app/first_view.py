@@ -130,7 +130,7 @@ class FirstView:
                         # a stopping app closes its output folder under the examples: no fault to report then
                         log = logger.info if getattr(self.out, "closed", False) else logger.warning
                         log("first view of /%s not shown: %s", api, self.failed[api])
-                # its downloads stay as long as the app: every visitor is offered them (ui.Outputs.pin)
+                # its downloads stay as long as the app: every visitor is offered them (Outputs.pin)
                 self.out.pin(path for update in answers.values() for path in _paths(update.get("value")))
                 self.answers, self.runs = answers, self.runs + 1
                 self.seconds = time.perf_counter() - started
@@ -191,7 +191,7 @@ def _initial(block) -> Any:
 
 def wire(demo: gr.Blocks, state, out, start: bool = False, apis: tuple[str, ...] = FIRST_VIEWS) -> FirstView:
     """Inside ``demo``'s open Blocks: every page that opens gets the first view, its files kept in ``out`` (a
-    ``ui.Outputs``); ``start``: computed now, in the background, instead of by the first page."""
+    ``ctxir.app.outputs.Outputs``); ``start``: computed now, in the background, instead of by the first page."""
     first = FirstView(demo, state, out, apis)
     if first.components:
         demo.load(

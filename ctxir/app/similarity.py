@@ -173,9 +173,11 @@ def layers_tab(ui: Ui, model, presets: dict) -> None:
     files = gr.File(label="Download: PNG, interactive HTML, CSV, JSON", file_count="multiple", visible=False)
     with gr.Accordion("Numbers (JSON)", open=False):
         json = gr.JSON()
-    button.click(**cleared(summary)).then(
+    compared = button.click(**cleared(summary)).then(
         do_layer_similarity, [model, sentences, word], [*pngs, summary, json], api_name="layer_similarity"
-    ).success(after_layers, [json, *pngs], [word_plot, sentence_plot, files], api_visibility="private")
+    )
+    compared.success(after_layers, [json, *pngs], [word_plot, sentence_plot, files], api_visibility="private")
+    ui.offer_loaded_models(compared, model)
 
 
 def similarity_tab(ui: Ui, presets: dict) -> None:

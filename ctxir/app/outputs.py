@@ -1,0 +1,197 @@
+"""The one folder for the files the app's requests return (PNG figures, attention pages, CSV, JSON): bounded on
+disk, served by Gradio in place, shared scripts written once, removed at exit or by the next start after a kill."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+import threading
+import time
+import urllib.parse
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+import pandas as pd
+
+from ctxir.files import atomic_path, process_alive, write_atomic
+from ctxir.types import CtxirError
+
+logger = logging.getLogger("ctxir.app")
+
+
+def reclaim_orphans(prefix: str, owner: str) -> list[str]:
+    """Remove the output folders that apps killed with SIGKILL (no atexit ran) left in the temp directory: those
+    whose owner process is gone. A folder whose owner still runs (another app on this machine) is left alone."""
+    removed = []
+    for folder in Path(tempfile.gettempdir()).glob(f"{prefix}*"):
+        try:
+            pid = int((folder / owner).read_text().strip())
+        except (OSError, ValueError):
+            continue  # not one of ours, or being created right now
+        if process_alive(pid):
+            continue  # its app still runs
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder.name)
+    if removed:
+        logger.info("removed %d output folder(s) left by app(s) that were killed: %s", len(removed), removed)
+    return removed
+
+
+class Outputs:
+    """The one folder for the files requests return (PNG figures, attention HTML), bounded on disk.
+
+    After each write, files older than ``max_age_s`` are removed, then the oldest ones until the folder holds at
+    most ``max_bytes`` (the file just written is always kept), besides the scripts every page shares (``shared``:
+    plotly.js, 4.6 MB; bertviz's jQuery and d3). The folder is a Gradio static path: Gradio serves the
+    files from here and keeps no second copy in its cache. Removed at exit (atexit; ``main`` turns SIGTERM and
+    SIGHUP into a normal exit, Ctrl-C is one already); a folder an app killed with SIGKILL left behind is removed
+    when the next one starts (``reclaim_orphans``: its ``owner.pid`` names a process that is gone).
+    """
+
+    PREFIX, OWNER = "ctxir-app-", "owner.pid"
+    SHARED = ("plotly-*.min.js", "jquery-*.min.js", "d3-*.min.js")  # Outputs.shared's files, never pruned
+
+    def __init__(self, max_age_s: float = 600.0, max_bytes: int = 200 * 2**20):
+        self.reclaimed = reclaim_orphans(self.PREFIX, self.OWNER)
+        self.root = Path(tempfile.mkdtemp(prefix=self.PREFIX))
+        write_atomic(self.root / self.OWNER, f"{os.getpid()}\n")
+        self.max_age_s, self.max_bytes = max_age_s, max_bytes
+        self.pinned: set[Path] = (
+            set()
+        )  # kept whatever their age (the first view's files: ctxir.app.first_view)
+        self._lock = threading.Lock()
+        gr.set_static_paths([self.root])
+        self.closed = False
+        atexit.register(self.remove)
+
+    def remove(self) -> None:
+        """Remove the folder (at exit). A background thread may still be writing into it (the first view, computed
+        after the page is served): one rmtree then leaves the folder with the file that appeared under it, so the
+        folder is closed to new files first and removed until it is gone."""
+        self.closed = True
+        for _ in range(20):
+            shutil.rmtree(self.root, ignore_errors=True)
+            if not self.root.exists():
+                return
+            time.sleep(0.05)
+
+    def _path(self, stem: str, suffix: str) -> Path:
+        if self.closed:
+            raise CtxirError("the app is stopping: its output folder takes no new files")
+        return self.root / f"{stem}-{uuid.uuid4().hex[:10]}{suffix}"
+
+    def _files(self) -> list[tuple[float, int, Path]]:
+        """(mtime, bytes, path), newest first; files removed meanwhile by another request are skipped. The shared
+        scripts (``shared``: plotly.js, bertviz's jQuery and d3) are not among them: they stay, whatever their age, on
+        top of ``max_bytes``."""
+        files = []
+        for path in self.root.iterdir():
+            # a file still being written (ctxir.files' temporary names start with ".") is not pruned under it
+            shared = any(path.match(pattern) for pattern in self.SHARED)
+            if shared or path.name.startswith(".") or path.name == self.OWNER or path in self.pinned:
+                continue
+            try:
+                stat = path.stat()
+            except FileNotFoundError:
+                continue
+            files.append((stat.st_mtime, stat.st_size, path))
+        return sorted(files, key=lambda f: f[0], reverse=True)
+
+    def _prune(self, keep: Path) -> None:
+        with self._lock:
+            # the pinned files (the first view's, kept for the app's life) hold part of the cap: the folder stays
+            # under max_bytes with them, the newest of the others filling what is left
+            cutoff, total, full = time.time() - self.max_age_s, self._pinned_bytes(), False
+            for (
+                mtime,
+                size,
+                path,
+            ) in self._files():  # newest first: once one does not fit, every older one goes
+                full = full or (path != keep and total + size > self.max_bytes)
+                if path != keep and (full or mtime < cutoff):
+                    path.unlink(missing_ok=True)
+                else:
+                    total += size
+
+    def _pinned_bytes(self) -> int:
+        total = 0
+        for path in self.pinned:
+            with contextlib.suppress(FileNotFoundError):
+                total += path.stat().st_size
+        return total
+
+    def shared(self, name: str, source: Callable[[], str]) -> Path:
+        """The one copy of a script that every page returned by this app loads (``name`` matches one of ``SHARED``),
+        written from ``source()`` on first use: a page weighs kilobytes instead of carrying its own."""
+        path = self.root / name
+        with self._lock:
+            if not path.is_file():
+                write_atomic(path, source())  # never half a file to a concurrent download
+        return path
+
+    def plotly_js(self) -> Path:
+        """plotly.js (4.6 MB), which every interactive HTML page returned by this app loads from beside it."""
+        from plotly.offline import get_plotlyjs, get_plotlyjs_version
+
+        return self.shared(f"plotly-{get_plotlyjs_version()}.min.js", get_plotlyjs)
+
+    def url(self, path: Path) -> str:
+        """``path`` (a file of this folder) as a page of this app links it: Gradio's file route, relative, so it holds
+        under a proxy's path prefix (a Space, ``root_path``) and in an ``<iframe srcdoc>``, whose base is the page's."""
+        return "gradio_api/file=" + urllib.parse.quote(str(path))
+
+    def pin(self, paths) -> list[Path]:
+        """Keep those of ``paths`` that are files of this folder for the app's life, outside ``max_bytes`` (files
+        every visitor is shown, written once); returns them."""
+        kept = [Path(p) for p in paths if isinstance(p, str | Path) and Path(p).parent == self.root]
+        with self._lock:
+            self.pinned.update(kept)
+        return kept
+
+    def bytes_used(self) -> int:
+        return sum(size for _, size, _ in self._files())
+
+    def _stopping(self, err: OSError) -> CtxirError | None:
+        """The app stopping removes the folder under a write still running (the first view, computed in the
+        background): that write's missing file is the stop, said as at ``_path``, not a fault to log."""
+        if self.closed and isinstance(err, FileNotFoundError):
+            return CtxirError("the app is stopping: its output folder takes no new files")
+        return None
+
+    def png(self, fig, stem: str) -> str:
+        from ctxir.viz import save_png
+
+        path = self._path(stem, ".png")
+        try:
+            with atomic_path(path, suffix=".png") as tmp:  # a full disk: DiskFullError, no half figure left
+                save_png(fig, tmp)
+        except FileNotFoundError as err:
+            raise (self._stopping(err) or err) from err
+        self._prune(keep=path)
+        return str(path)
+
+    def html(self, document: str, stem: str) -> str:
+        return self.text(document, stem, ".html")
+
+    def json(self, data: Any, stem: str) -> str:
+        return self.text(json.dumps(data, ensure_ascii=False, indent=1), stem, ".json")
+
+    def csv(self, rows: list[dict], stem: str) -> str:
+        return self.text(pd.DataFrame(rows).to_csv(index=False), stem, ".csv")
+
+    def text(self, document: str, stem: str, suffix: str) -> str:
+        path = self._path(stem, suffix)
+        try:
+            write_atomic(path, document)  # a full disk: DiskFullError naming the folder, no half file left
+        except FileNotFoundError as err:
+            raise (self._stopping(err) or err) from err
+        self._prune(keep=path)
+        return str(path)
