@@ -307,8 +307,10 @@ def refuse_zero_gpu() -> None:
 
 def serve(args: AppArgs) -> int:
     """Load once, then serve until stopped; a CtxirError (bad flag, missing model) ends it with one line, exit 2."""
-    # 1. threads, and signals: SIGTERM (a container or process manager stopping the app) and SIGHUP (its terminal
-    # closed) exit like Ctrl-C, so the atexit clean-up of the output folder runs instead of leaving it behind
+    # 1. threads, and signals: SIGTERM (a container or process manager stopping the app), SIGHUP (its terminal closed)
+    # and SIGINT (Ctrl-C) exit at once through exit_now, so the atexit clean-up of the output folder runs instead of
+    # leaving it behind. Ctrl-C left to Python raised KeyboardInterrupt wherever the main thread was (in gradio's
+    # launch, past its own catch) and the app then took over 30 s to exit on a loaded machine (slow run, 2026-11-29)
     refuse_zero_gpu()
     asyncio.set_event_loop_policy(ClosingEventLoopPolicy())  # before gradio makes its first loop
     retry_spaces_reload_server()
@@ -330,7 +332,7 @@ def serve(args: AppArgs) -> int:
     os.environ["CTXIR_RERANK_BACKEND"] = check_choice(
         args.rerank_backend, "--rerank-backend", RERANK_BACKENDS
     )
-    for signum in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+    for signum in (signal.SIGTERM, getattr(signal, "SIGHUP", None), signal.SIGINT):
         if signum is not None:
             signal.signal(signum, lambda *_: sys.exit(0))
     # 2. load the models once, before serving; the startup corpus is indexed in a background thread, so the page is
@@ -389,6 +391,8 @@ def exit_now(code: object) -> None:
 if __name__ == "__main__":
     try:
         status = main()
-    except SystemExit as stop:  # SIGTERM, SIGHUP (serve's handlers), --help, a bad flag
+    except SystemExit as stop:  # SIGTERM, SIGHUP, SIGINT (serve's handlers), --help, a bad flag
         status = stop.code
+    except KeyboardInterrupt:  # Ctrl-C before serve's handlers (while importing): stopped as asked
+        status = 130
     exit_now(status)

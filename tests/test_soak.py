@@ -129,5 +129,6 @@ def test_a_two_minute_soak_of_the_app_holds_steady(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(45 * 60)  # 30 minutes of soak, its warm-up and the app's start: past pyproject's 900 s
 def test_a_thirty_minute_soak_of_the_app_holds_steady(tmp_path):
     run_soak(tmp_path, 30)

@@ -51,8 +51,8 @@ class Outputs:
     After each write, files older than ``max_age_s`` are removed, then the oldest ones until the folder holds at
     most ``max_bytes`` (the file just written is always kept), besides the scripts every page shares (``shared``:
     plotly.js, 4.6 MB; bertviz's jQuery and d3). The folder is a Gradio static path: Gradio serves the
-    files from here and keeps no second copy in its cache. Removed at exit (atexit; ``main`` turns SIGTERM and
-    SIGHUP into a normal exit, Ctrl-C is one already); a folder an app killed with SIGKILL left behind is removed
+    files from here and keeps no second copy in its cache. Removed at exit (atexit; ``main`` turns SIGTERM,
+    SIGHUP and SIGINT (Ctrl-C) into a normal exit); a folder an app killed with SIGKILL left behind is removed
     when the next one starts (``reclaim_orphans``: its ``owner.pid`` names a process that is gone).
     """
 
