@@ -108,7 +108,10 @@ def test_the_page_still_offers_the_pngs(demo, built, monkeypatch, api, downloads
     (chain,) = FirstView(demo, demo.ctxir_state, demo.ctxir_outputs, apis=(api,)).chains.values()
     monkeypatch.setattr(chain[0].inputs[-1], "value", asked)  # the box as the visitor left it
     shown = FirstView._replay(chain)
-    files = next(c for c in chain[-1].outputs if str(getattr(c, "label", "")).startswith(downloads))
+    # the follow-up that lists the downloads (not necessarily the chain's last step: the model list's refresh is one)
+    files = next(
+        c for step in chain for c in step.outputs if str(getattr(c, "label", "")).startswith(downloads)
+    )
     pngs = [Path(p) for p in shown[id(files)]["value"] if str(p).endswith(".png")]
     assert {p.stem.rsplit("-", 1)[0] for p in pngs} == stems and all(map(is_png, pngs))
     assert len(pngs) == len(stems) == len(built)  # drawn once: by the call when asked, else by the follow-up

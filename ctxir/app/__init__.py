@@ -8,7 +8,8 @@
     upload_store.py     UploadStore: each visitor's uploaded corpora (per session, LRU, idle ones released)
     state.py            AppState (models + the public corpus + the visitors' uploads), ViewResult
     text.py             messages and user text shown as typed (escaping), line splitting
-    ui.py               what every tab shares: Ui context, callback guard, the bounded output folder
+    outputs.py          Outputs: the bounded folder of the files answers return, and the scripts pages share
+    ui.py               what every tab shares: Ui context, callback guard, tables and downloads
     figures.py          interactive Plotly figures and their standalone HTML export (presentation only)
     search.py           /search's logic: a query through a first stage and an optional re-ranker
     search_form.py      the Search tab's query form (SearchForm), which the tab and its panels wire to
