@@ -708,6 +708,53 @@ def test_200_real_attention_requests_over_http_stay_under_the_cap(tiny_models, t
 # ---------------------------------------------------------------- the output folder goes when a signal stops the app
 
 
+@pytest.mark.parametrize("kind", ["png", "html", "shared script"])
+def test_a_write_under_way_when_the_app_stops_is_waited_for_and_its_folder_still_goes(
+    tmp_path, monkeypatch, kind
+):
+    """The first view writes in the background while SIGTERM's exit removes the folder: a write that had started
+    (its name given) but not yet made its folder (ctxir.files creates the parent) recreated the folder after the
+    removal, which the exit then left behind (CI, test_app_restart). The removal now waits for the writes under way;
+    one that starts after it is refused as the app stopping."""
+    import threading
+
+    import ctxir.app.outputs as outputs_module
+    import ctxir.viz
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    out = outputs_module.Outputs()
+    go, waiting = threading.Event(), threading.Event()
+
+    def held(write):  # the write, held after its name was given and before its folder is made
+        def wrapper(*args, **kwargs):
+            waiting.set()
+            go.wait(10)
+            return write(*args, **kwargs)
+
+        return wrapper
+
+    monkeypatch.setattr(outputs_module, "atomic_path", held(outputs_module.atomic_path))
+    monkeypatch.setattr(outputs_module, "write_atomic", held(outputs_module.write_atomic))
+    monkeypatch.setattr(ctxir.viz, "save_png", lambda fig, path: Path(path).write_bytes(b"png"))
+    write = {
+        "png": lambda: out.png(None, "figure"),
+        "html": lambda: out.html("<p>x</p>", "page"),
+        "shared script": lambda: out.shared("d3-v5-test.min.js", lambda: "d3"),
+    }[kind]
+    writer = threading.Thread(target=write)
+    writer.start()
+    assert waiting.wait(10)
+    stopper = threading.Thread(target=out.remove)
+    stopper.start()
+    time.sleep(0.3)  # the removal has begun and found the write under way
+    go.set()
+    writer.join(10)
+    stopper.join(20)
+    assert not out.root.exists(), sorted(p.name for p in out.root.iterdir())
+    with pytest.raises(CtxirError, match="the app is stopping"):
+        write()
+
+
 # `python app.py` stopped by SIGTERM (a container stop, a process manager), SIGHUP or Ctrl-C; one app started per
 # signal (~35 s each), so all three run under -m slow; the default run checks SIGTERM on the app it already starts
 # in tests/test_app_restart.py

@@ -14,7 +14,7 @@ import threading
 import time
 import urllib.parse
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -68,20 +68,43 @@ class Outputs:
             set()
         )  # kept whatever their age (the first view's files: ctxir.app.first_view)
         self._lock = threading.Lock()
+        self._writes = threading.Condition()  # guards closed and _writers
+        self._writers: list[int] = []  # the threads writing now (one entry per write)
         gr.set_static_paths([self.root])
         self.closed = False
         atexit.register(self.remove)
 
-    def remove(self) -> None:
+    def remove(self, wait_s: float = 10.0) -> None:
         """Remove the folder (at exit). A background thread may still be writing into it (the first view, computed
-        after the page is served): one rmtree then leaves the folder with the file that appeared under it, so the
-        folder is closed to new files first and removed until it is gone."""
-        self.closed = True
+        after the page is served), and a write recreates its folder (ctxir.files makes the parent): the folder is
+        closed to new files, the writes under way are waited for (up to ``wait_s``), then it is removed until it is
+        gone. Without the wait, a PNG still being drawn when the process exited left the folder behind (CI)."""
+        me = threading.get_ident()
+        with self._writes:
+            self.closed = True
+            self._writes.wait_for(lambda: not [t for t in self._writers if t != me], timeout=wait_s)
         for _ in range(20):
             shutil.rmtree(self.root, ignore_errors=True)
             if not self.root.exists():
                 return
             time.sleep(0.05)
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """One write into the folder: refused once the app is stopping, else waited for by ``remove``; a write whose
+        folder went anyway (past the wait) says the app is stopping, not FileNotFoundError."""
+        with self._writes:
+            if self.closed:
+                raise CtxirError("the app is stopping: its output folder takes no new files")
+            self._writers.append(threading.get_ident())
+        try:
+            yield
+        except FileNotFoundError as err:
+            raise (self._stopping(err) or err) from err
+        finally:
+            with self._writes:
+                self._writers.remove(threading.get_ident())
+                self._writes.notify_all()
 
     def _path(self, stem: str, suffix: str) -> Path:
         if self.closed:
@@ -134,7 +157,8 @@ class Outputs:
         path = self.root / name
         with self._lock:
             if not path.is_file():
-                write_atomic(path, source())  # never half a file to a concurrent download
+                with self._writing():
+                    write_atomic(path, source())  # never half a file to a concurrent download
         return path
 
     def plotly_js(self) -> Path:
@@ -170,11 +194,11 @@ class Outputs:
         from ctxir.viz import save_png
 
         path = self._path(stem, ".png")
-        try:
-            with atomic_path(path, suffix=".png") as tmp:  # a full disk: DiskFullError, no half figure left
-                save_png(fig, tmp)
-        except FileNotFoundError as err:
-            raise (self._stopping(err) or err) from err
+        with (
+            self._writing(),
+            atomic_path(path, suffix=".png") as tmp,
+        ):  # a full disk: DiskFullError, no half PNG
+            save_png(fig, tmp)
         self._prune(keep=path)
         return str(path)
 
@@ -189,9 +213,7 @@ class Outputs:
 
     def text(self, document: str, stem: str, suffix: str) -> str:
         path = self._path(stem, suffix)
-        try:
+        with self._writing():
             write_atomic(path, document)  # a full disk: DiskFullError naming the folder, no half file left
-        except FileNotFoundError as err:
-            raise (self._stopping(err) or err) from err
         self._prune(keep=path)
         return str(path)
