@@ -25,6 +25,7 @@ from ctxir.files import atomic_path, process_alive, write_atomic
 from ctxir.types import CtxirError
 
 logger = logging.getLogger("ctxir.app")
+STOPPING = "the app is stopping: its output folder takes no new files"
 
 
 def reclaim_orphans(prefix: str, owner: str) -> list[str]:
@@ -95,20 +96,20 @@ class Outputs:
         folder went anyway (past the wait) says the app is stopping, not FileNotFoundError."""
         with self._writes:
             if self.closed:
-                raise CtxirError("the app is stopping: its output folder takes no new files")
+                raise CtxirError(STOPPING)
             self._writers.append(threading.get_ident())
         try:
             yield
         except FileNotFoundError as err:
-            raise (self._stopping(err) or err) from err
+            if self.closed:
+                raise CtxirError(STOPPING) from err
+            raise
         finally:
             with self._writes:
                 self._writers.remove(threading.get_ident())
                 self._writes.notify_all()
 
     def _path(self, stem: str, suffix: str) -> Path:
-        if self.closed:
-            raise CtxirError("the app is stopping: its output folder takes no new files")
         return self.root / f"{stem}-{uuid.uuid4().hex[:10]}{suffix}"
 
     def _files(self) -> list[tuple[float, int, Path]]:
@@ -182,13 +183,6 @@ class Outputs:
 
     def bytes_used(self) -> int:
         return sum(size for _, size, _ in self._files())
-
-    def _stopping(self, err: OSError) -> CtxirError | None:
-        """The app stopping removes the folder under a write still running (the first view, computed in the
-        background): that write's missing file is the stop, said as at ``_path``, not a fault to log."""
-        if self.closed and isinstance(err, FileNotFoundError):
-            return CtxirError("the app is stopping: its output folder takes no new files")
-        return None
 
     def png(self, fig, stem: str) -> str:
         from ctxir.viz import save_png
