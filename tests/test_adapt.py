@@ -262,3 +262,54 @@ def test_the_same_command_twice_trains_the_same_adapter(args, tmp_path):
         run(args(teacher="none", output=str(tmp_path / name), max_steps=1))
         runs.append((tmp_path / name / "adapter_model.safetensors").read_bytes())
     assert runs[0] == runs[1]
+
+
+def test_the_hybrid_teachers_bm25_is_the_retrievers_on_indexed_documents():
+    """The teacher's BM25 (any text, the corpus's statistics) gives an indexed document the score bm25s gives it."""
+    from ctxir.adapt.hybrid_teacher import HybridTeacher
+    from ctxir.retrieval import BM25Retriever
+    from ctxir.types import doc_text
+
+    corpus = {r["_id"]: {"title": r["title"], "text": r["text"]} for r in _corpus_rows()}
+    teacher = HybridTeacher(corpus, encoder=None)
+    for query in ("river otters at night", "lending money to firms", "comets with a bright tail"):
+        hits = BM25Retriever(corpus, cache=False).query(query, top_k=5)
+        ours = teacher.bm25(query, [doc_text(corpus[h.doc_id]) for h in hits])
+        assert np.allclose(ours, [h.score for h in hits], rtol=1e-4), (query, ours, hits)
+
+
+def test_the_hybrid_teacher_labels_with_base_cosine_and_bm25_margins(args, tmp_path, capsys):
+    out = tmp_path / "hybrid"
+    record = run(args(teacher="hybrid", output=str(out), max_steps=2, keep_work=True))
+    assert record["complete"] and record["teacher"].startswith("hybrid: ")
+    assert record["loss"] == "MarginMSELoss" and "weights" in capsys.readouterr().out
+    labels = [json.loads(line) for line in (out / "work" / "labels.jsonl").read_text().splitlines()]
+    assert labels and all(len(row["scores"]) == 2 for row in labels)
+    assert (
+        np.isfinite([row["scores"] for row in labels]).all() and len({row["scores"][0] for row in labels}) > 1
+    )
+    assert not np.allclose(
+        _bi_encoder(str(out)).encode(["otters"]), _bi_encoder(args().model).encode(["otters"])
+    )
+
+
+def test_the_hybrid_teacher_weighs_each_part_to_one_spread_of_margins():
+    """calibrate: each part's margins (positive minus negative) get std 1 once weighted, so neither part outvotes the
+    other because of its units (a cosine moves by tenths, BM25 by units)."""
+    from ctxir.adapt.hybrid_teacher import HybridTeacher
+
+    class Encoder:  # a text's vector: its length in words, so cosines are ±1 and vary little
+        name = "fake"
+
+        def encode(self, texts, show_progress_bar=False):
+            v = np.array([[len(t.split()), 1.0] for t in texts], dtype=np.float32)
+            return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+    corpus = {r["_id"]: {"title": r["title"], "text": r["text"]} for r in _corpus_rows()}
+    teacher = HybridTeacher(corpus, Encoder())
+    groups = [(TOPICS[t].split(". ")[0], [TOPICS[t], TOPICS[u]]) for t in TOPICS for u in TOPICS if t != u]
+    dense_w, bm25_w = teacher.calibrate(groups)
+    margins = np.stack([p[0] - p[1] for p in teacher.parts(groups)])  # (groups, 2): cosine, BM25
+    assert np.allclose((margins * [dense_w, bm25_w]).std(axis=0), 1.0)
+    scores = teacher.score_groups(groups)
+    assert np.allclose([s[0] - s[1] for s in scores], margins @ [dense_w, bm25_w], rtol=1e-3, atol=1e-3)

@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 from ctxir import kinds
+from ctxir.adapt.hybrid_teacher import HYBRID_TEACHER
 from ctxir.adapt.queries import QUERY_KINDS, PseudoQuery, describe, pseudo_queries
 from ctxir.adapt.record import adapter_record, write_card
 from ctxir.adapt.work import BudgetReached, WorkDir, corpus_fingerprint, read_jsonl, write_jsonl
@@ -44,8 +45,9 @@ class AdaptArgs:
         # chosen on SciFact's training claims (docs/training.md): no teacher did better there, and costs no scoring
         default=NO_TEACHER,
         metadata={
-            "help": "'none' = no teacher (MultipleNegativesRankingLoss with the mined negatives); a cross-encoder id "
-            "or folder, or '' for the shipped one, labels the negatives with its score margins (MarginMSELoss)"
+            "help": "'none' = no teacher (MultipleNegativesRankingLoss with the mined negatives); 'hybrid' = the "
+            "base bi-encoder's cosine + BM25; a cross-encoder id or folder, or '' for the shipped one: its score "
+            "margins label the negatives (MarginMSELoss)"
         },
     )
     query_kinds: str = field(
@@ -257,7 +259,17 @@ def _adapt(args, corpus, settings, folder: WorkDir, deadline, timings, started) 
 
     step = time.monotonic()
     scores, teacher_name = None, NO_TEACHER
-    if args.teacher.strip().lower() != NO_TEACHER:
+    if args.teacher.strip().lower() == HYBRID_TEACHER:
+        teacher = _hybrid_teacher(args, corpus, queries, negatives, show)
+        teacher_name = teacher.model_name
+        _say(
+            f"4. Teacher scores: {teacher_name} (weights {teacher.weights[0]:.3g}, {teacher.weights[1]:.3g}: each "
+            "part's margins scaled to one spread) on (query, positive) and (query, negative)"
+        )
+        scores = teacher_scores(
+            teacher, corpus, queries, negatives, folder.labels, deadline, show_progress=show
+        )
+    elif args.teacher.strip().lower() != NO_TEACHER:
         from ctxir.rerank.registry import load_reranker
 
         teacher = load_reranker(
@@ -276,6 +288,27 @@ def _adapt(args, corpus, settings, folder: WorkDir, deadline, timings, started) 
     return _train(
         args, corpus, settings, folder, deadline, timings, started, queries, negatives, scores, teacher_name
     )
+
+
+def _hybrid_teacher(args, corpus, queries, negatives, show):
+    """The base bi-encoder + BM25 teacher, its two weights set on the first ``CALIBRATION_ROWS`` queries with a
+    negative (the same on a rerun: its scores read back from work/labels.jsonl stay on one scale)."""
+    from ctxir.adapt.hybrid_teacher import CALIBRATION_ROWS, HybridTeacher
+    from ctxir.encoders.bi_encoder import BiEncoder
+
+    teacher = HybridTeacher(corpus, BiEncoder(args.model, device=args.device), show_progress=show)
+    by_qid = {q.qid: q for q in queries}
+    sample = [row for row in negatives if row["negatives"]][:CALIBRATION_ROWS]
+    teacher.calibrate(
+        [
+            (
+                by_qid[row["qid"]].text,
+                [by_qid[row["qid"]].positive, *(doc_text(corpus[d]) for d, _ in row["negatives"])],
+            )
+            for row in sample
+        ]
+    )
+    return teacher
 
 
 def _check_budget(deadline: float | None, where: str) -> None:

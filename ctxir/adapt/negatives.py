@@ -113,6 +113,10 @@ def score_groups(teacher, groups: Sequence[tuple[str, Sequence[str]]]) -> list[n
     """The teacher's scores of each (query, texts) group, batched across groups: a ``CrossEncoderReranker`` that
     reads long documents by windows (its passages.json) gives each text its best window's score, as it does when it
     re-ranks; any other ``Reranker`` scores group by group (``score_pairs``)."""
+    if hasattr(
+        teacher, "score_groups"
+    ):  # the hybrid teacher batches its own way (ctxir/adapt/hybrid_teacher.py)
+        return teacher.score_groups(groups)
     model, passages = getattr(teacher, "model", None), getattr(teacher, "passages", None)
     if model is None or not hasattr(model, "predict"):
         return [np.asarray(teacher.score_pairs(query, texts), dtype=np.float32) for query, texts in groups]

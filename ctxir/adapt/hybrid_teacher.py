@@ -1,0 +1,92 @@
+"""The hybrid as teacher (``ctxir adapt --teacher hybrid``): the base bi-encoder's cosine plus BM25, no cross-encoder.
+
+A text's score for a query is ``w_dense * cos_base(q, text) + w_bm25 * bm25(q, text)``; each weight is 1 / the std of
+that part's margins (positive minus negative) over a sample of the training rows, so the two count alike, as they do
+in the hybrid the app searches with. ``MarginMSELoss`` then pulls the student's margin towards that sum:
+
+- where BM25 sees what dense misses (the rare words of LISA and NPL, where BM25 beats dense), the label carries it;
+- the base's own margin is half of every label, so the student stays anchored to what it already ranks well, which
+  a loss with plain 0/1 negatives (``--teacher none``) does not do: there the pseudo-queries' task alone pulls.
+
+BM25 here is the retriever's (Lucene variant, k1 1.5, b 0.75, English stop words, Snowball stemming) with the corpus's
+document frequencies and mean length, applied to any text: a pseudo-query's positive is its document with the query
+cut out, which no index holds. bm25s scores only the documents it indexed, hence the formula below.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+
+from ctxir.types import Corpus, doc_text
+
+HYBRID_TEACHER = "hybrid"
+CALIBRATION_ROWS = 256
+
+
+class HybridTeacher:
+    """Scores (query, texts) groups as the hybrid would weigh them; ``calibrate`` sets the two weights first."""
+
+    def __init__(
+        self, corpus: Corpus, encoder, k1: float = 1.5, b: float = 0.75, show_progress: bool = False
+    ):
+        import Stemmer
+        from bm25s.tokenization import Tokenizer
+
+        self.encoder, self.k1, self.b = encoder, k1, b
+        self.model_name = f"hybrid: {getattr(encoder, 'name', 'the base')} cosine + BM25"
+        self.tokenizer = Tokenizer(stemmer=Stemmer.Stemmer("english"), stopwords="en")
+        docs = self._tokens([doc_text(doc) for doc in corpus.values()], show_progress)
+        self.documents = len(docs)
+        self.df = Counter(term for tokens in docs for term in set(tokens))
+        self.mean_length = max(1e-9, sum(map(len, docs)) / max(1, len(docs)))
+        self.weights: tuple[float, float] | None = None
+
+    def _tokens(self, texts: Sequence[str], show_progress: bool = False) -> list[list[str]]:
+        return self.tokenizer.tokenize(
+            list(texts), update_vocab=True, return_as="string", show_progress=show_progress
+        )
+
+    def _idf(self, term: str) -> float:
+        df = self.df.get(term, 0)
+        return math.log(1 + (self.documents - df + 0.5) / (df + 0.5))
+
+    def bm25(self, query: str, texts: Sequence[str]) -> np.ndarray:
+        """(len(texts),) Lucene BM25 of ``query`` against each text, with this corpus's statistics."""
+        terms = Counter(self._tokens([query])[0])
+        scores = np.zeros(len(texts), dtype=np.float64)
+        for i, tokens in enumerate(self._tokens(texts)):
+            tf, norm = Counter(tokens), self.k1 * (1 - self.b + self.b * len(tokens) / self.mean_length)
+            scores[i] = sum(
+                self._idf(t) * tf[t] / (tf[t] + norm) * count for t, count in terms.items() if t in tf
+            )
+        return scores
+
+    def parts(self, groups: Sequence[tuple[str, Sequence[str]]]) -> list[np.ndarray]:
+        """Per group a (len(texts), 2) array: the base's cosine and BM25 of each text; encoded in one batch."""
+        queries = self.encoder.encode([query for query, _ in groups], show_progress_bar=False)  # (G, D)
+        flat = [text for _, texts in groups for text in texts]
+        vectors = self.encoder.encode(flat, show_progress_bar=False)  # (sum of texts, D)
+        found, start = [], 0
+        for g, (query, texts) in enumerate(groups):
+            cosine = vectors[start : start + len(texts)] @ queries[g]
+            found.append(np.stack([cosine, self.bm25(query, texts)], axis=1))
+            start += len(texts)
+        return found
+
+    def calibrate(self, groups: Sequence[tuple[str, Sequence[str]]]) -> tuple[float, float]:
+        """The weights: 1 / std of each part's margins (text 0, the positive, minus each other text) over ``groups``;
+        a part whose margins do not vary gets weight 0."""
+        margins = np.concatenate([p[0] - p[1:] for p in self.parts(groups) if len(p) > 1])  # (rows, 2)
+        spread = margins.std(axis=0) if len(margins) else np.zeros(2)
+        self.weights = tuple(float(1 / s) if s > 0 else 0.0 for s in spread)
+        return self.weights
+
+    def score_groups(self, groups: Sequence[tuple[str, Sequence[str]]]) -> list[np.ndarray]:
+        if self.weights is None:
+            raise RuntimeError("HybridTeacher.calibrate must run before score_groups")
+        weights = np.asarray(self.weights)
+        return [(p @ weights).astype(np.float32) for p in self.parts(groups)]
