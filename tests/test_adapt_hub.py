@@ -121,6 +121,7 @@ def test_an_adapted_bi_encoder_stages_as_a_repo_that_loads_without_ctxir_or_peft
         "| Run | complete: 4 of 4 steps |",
         "Not evaluated here",
         'staged with `--corpus-license "cc-by-4.0"`',
+        "a cross-encoder teacher's\nscores were the only supervision",
     ):
         assert said in card, said
     assert "\nlibrary_name: sentence-transformers\n" in card and "- ctxir-adapt\n" in card
@@ -211,3 +212,41 @@ def test_an_adapted_model_without_its_corpus_terms_or_unfinished_is_refused(adap
     finally:
         (adapted / ADAPT_INCOMPLETE).unlink()
     assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize(
+    "teacher, says, not_said",
+    [
+        (
+            "hybrid",
+            "the base model's own cosine plus BM25 were the only supervision",
+            "cross-encoder teacher",
+        ),
+        ("none", "(with the batch's other documents) were the only supervision", "The teacher `none`"),
+    ],
+)
+def test_the_card_says_what_supervised_an_adapter_without_a_cross_encoder(
+    models,  # noqa: F811 -- models: test_adapt's fixture
+    tmp_path,
+    monkeypatch,
+    teacher,
+    says,
+    not_said,
+):
+    base, _ = models
+    monkeypatch.setenv("CTXIR_CACHE", str(tmp_path / "cache"))
+    corpus = _write_corpus(tmp_path / "data", _corpus_rows())
+    settings = dict(
+        max_steps=1, batch_size=8, learning_rate=1e-2, max_seq_length=16, device="cpu", quiet=True
+    )
+    out = tmp_path / "adapted"
+    run(
+        AdaptArgs(
+            corpus=str(corpus), output=str(out), model=str(base), teacher=teacher, max_minutes=0.0, **settings
+        )
+    )
+    card = (
+        stage(out, REPO_ID, tmp_path / "staged", corpus_license="cc-by-4.0").folder / "README.md"
+    ).read_text()
+    assert says in " ".join(card.split()), card[:1500]
+    assert not_said not in card

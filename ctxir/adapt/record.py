@@ -37,6 +37,11 @@ def adapter_record(args, corpus, settings, queries, teacher_name, loss, scale, r
 def _trained_with(record: dict) -> str:
     if record["teacher"] == "none":
         return f"no teacher: each query's mined negative and the batch's other documents are its negatives ({record['loss']})"
+    if record["teacher"].startswith("hybrid:"):
+        return (
+            f"the teacher `{record['teacher']}` (the base model's cosine plus BM25, each scaled to one spread of "
+            f"margins) labelled them with its score margins ({record['loss']})"
+        )
     return f"the teacher `{record['teacher']}` labelled them with its score margins ({record['loss']})"
 
 
