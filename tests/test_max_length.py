@@ -1,4 +1,4 @@
-"""One rule for every max_length / --max-length (ctxir.encoders.models.max_length_for): None or 0 = the model's own
+"""One rule for every max_length / --max-length (ctxir.encoders.lengths.max_length_for): None or 0 = the model's own
 limit, a number = that many tokens, never beyond the position embeddings."""
 
 from types import SimpleNamespace
@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from ctxir.app.pairs_tab import input_formation
-from ctxir.encoders.models import load_transformer, max_length_for, position_limit, set_max_length
+from ctxir.encoders.lengths import max_length_for, position_limit, set_max_length
+from ctxir.encoders.models import load_transformer
 from ctxir.rerank import ClsLrRanker, cls_features
 from ctxir.types import CtxirError
 

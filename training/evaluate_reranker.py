@@ -445,7 +445,7 @@ def squad_topics(config: dict, args: EvaluateRerankerArgs) -> tuple[dict, dict, 
 def choose_passages(reranker, args: EvaluateRerankerArgs, dev: tuple) -> tuple[dict, dict]:
     """First max-length tokens or the best window (MaxP): whichever re-ranks the held-out claims (``dev``) better
     alone; (the passages.json record, the chosen way's scores of those claims, which the fusion choice reuses)."""
-    from ctxir.encoders.models import set_max_length
+    from ctxir.encoders.lengths import set_max_length
     from ctxir.rerank import Passages
 
     corpus, queries, qrels, first, chosen_on, parts = dev

@@ -38,7 +38,8 @@ from sentence_transformers import SentenceTransformerTrainingArguments
 
 from ctxir import kinds
 from ctxir.data import NLI_LABELS, load_beir, load_sick, load_snli, load_sts
-from ctxir.encoders.models import resolve_model, set_max_length
+from ctxir.encoders.lengths import set_max_length
+from ctxir.encoders.models import resolve_model
 from ctxir.types import CtxirError, doc_text
 from training.common import (
     TrainerRunArgs,

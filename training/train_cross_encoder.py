@@ -37,11 +37,11 @@ if __package__ in (None, ""):  # `python training/train_cross_encoder.py` from t
 from sentence_transformers.cross_encoder import CrossEncoderTrainingArguments
 
 from ctxir import kinds
+from ctxir.encoders.lengths import set_max_length
 from ctxir.encoders.models import (
     ADAPTER_CONFIG,
     load_cross_encoder,
     resolve_model,
-    set_max_length,
 )
 from ctxir.files import read_json, write_json
 from ctxir.rerank.passages import Passages

@@ -55,7 +55,8 @@ def load_student(base: str, device: str, max_seq_length: int, plan: TrainPlan):
     from sentence_transformers import SentenceTransformer
     from transformers import set_seed
 
-    from ctxir.encoders.models import pick_device, resolve_model, set_max_length
+    from ctxir.encoders.lengths import set_max_length
+    from ctxir.encoders.models import pick_device, resolve_model
 
     model = SentenceTransformer(resolve_model(base), device=pick_device(device), trust_remote_code=False)
     own_length = model.max_seq_length

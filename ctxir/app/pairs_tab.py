@@ -20,7 +20,7 @@ from ctxir.app.text import md_code, rounded, snippet, split_lines
 from ctxir.app.ui import Ui, exports, frame, guard, lines, shares, show, tab_intro
 from ctxir.checks import check_int, check_text
 from ctxir.data.demo import demo_presets
-from ctxir.encoders.models import max_length_for, position_limit
+from ctxir.encoders.lengths import max_length_for, position_limit
 from ctxir.kinds import CROSS_ENCODER
 from ctxir.rerank.registry import RERANKERS
 from ctxir.types import CtxirError

@@ -14,12 +14,11 @@ import torch
 
 from ctxir import kinds
 from ctxir.encoders.exclusive import model_lock
+from ctxir.encoders.lengths import max_length_for, position_limit
 from ctxir.encoders.models import (
     load_cross_encoder,
     load_transformer,
-    max_length_for,
     pick_device,
-    position_limit,
     resolve_model,
 )
 from ctxir.files import atomic_path, verify_checksums, write_atomic
