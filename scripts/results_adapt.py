@@ -68,6 +68,7 @@ START, END = "<!-- adapt:start -->", "<!-- adapt:end -->"
 TIMES_START, TIMES_END = "<!-- adapt-times:start -->", "<!-- adapt-times:end -->"
 RECORD = ROOT / "docs" / "bench" / "adapt.json"
 METRIC = "nDCG@10"
+OVERLAP_DEPTH = 10
 
 
 @dataclass
@@ -106,8 +107,10 @@ def adapt(name: str, folder: Path, output: Path, args: ResultsAdaptArgs) -> dict
     started = time.monotonic()
     extra = args.adapt_args.split() if args.adapt_args else []
     threads = ["--torch-threads", str(args.torch_threads)] if args.torch_threads else []
+    made = read_json(output / "adapt.json").get("created") if (output / "adapt.json").is_file() else None
     _ctxir("adapt", "--corpus", str(folder), "--output", str(output), "--quiet", "true", *threads, *extra)
     record = read_json(output / "adapt.json")
+    record["reused"] = record.get("created") == made  # ctxir adapt found it complete: its timings are older
     print(
         f"   {name}: adapted in {time.monotonic() - started:.0f} s here, {record['seconds']['total']:.0f} s recorded"
     )
@@ -147,7 +150,7 @@ def measure(name: str, args: ResultsAdaptArgs) -> dict:
     # kept outside the adapter's folder (ctxir adapt touches no folder with other files), keyed by the adapter's
     # weights: a re-adapted folder is evaluated again, the base's evaluations are shared by every adapter
     tags = {"before": "base", "after": "adapted-" + _weights_hash(output)}
-    per_query, rows = {}, []
+    per_query, rows, dense_runs = {}, [], {}
     for system, (run_before, run_after, stage) in (DEV_SYSTEMS if args.dev else SYSTEMS).items():
         for when, model in models.items():
             run = run_before if when == "before" else run_after
@@ -155,6 +158,8 @@ def measure(name: str, args: ResultsAdaptArgs) -> dict:
             out.parent.mkdir(parents=True, exist_ok=True)
             result = evaluate(folder, model, split, run, out, args)
             per_query[when] = result["per_query"][stage]
+            if system == "dense":
+                dense_runs[when] = result["runs"]["dense"]
         test = paired_test(per_query["before"], per_query["after"], METRIC)
         before = _mean(per_query["before"])
         rows.append(
@@ -178,12 +183,35 @@ def measure(name: str, args: ResultsAdaptArgs) -> dict:
         "adapt_complete": record["complete"],
         "pseudo_queries": record["queries"],
         "query_examples": record["query_examples"],
-        "machine": _machine(),
+        "machine": None if record["reused"] else _machine(),  # None: the record's own, kept by run()
         "lora_init_seeded": True,  # since 2026-11-29: earlier records came from unseeded LoRA initial weights
         "teacher": record["teacher"],
         "loss": record["loss"],
         "rows": rows,
+        "dense_shared_with_bm25": bm25_overlap(folder, split, dense_runs),
     }
+
+
+def bm25_overlap(folder: Path, split: str, runs: dict[str, dict]) -> dict[str, float]:
+    """{"before": share, "after": share}: of dense's top ``OVERLAP_DEPTH`` for each query, the share BM25's top
+    ``OVERLAP_DEPTH`` holds too, averaged over the queries. The hybrid gains where the two disagree: an adapter that
+    learns BM25's view leaves the fusion less to add (docs/results.md)."""
+    from ctxir.data.beir import load_beir
+    from ctxir.retrieval import BM25Retriever
+
+    corpus, queries, _ = load_beir(folder, split)
+    bm25 = BM25Retriever(corpus).search(queries, top_k=OVERLAP_DEPTH)
+    top = {qid: {h.doc_id for h in hits} for qid, hits in bm25.items()}
+
+    def share(run: dict) -> float:
+        shares = [
+            len(set(sorted(docs, key=docs.get, reverse=True)[:OVERLAP_DEPTH]) & top.get(qid, set()))
+            / OVERLAP_DEPTH
+            for qid, docs in run.items()
+        ]
+        return round(sum(shares) / len(shares), 4)
+
+    return {when: share(run) for when, run in runs.items()}
 
 
 def _weights_hash(folder: Path) -> str:
@@ -234,6 +262,18 @@ def table(record: dict) -> list[str]:
             f"{', '.join(unseeded)}: adapted before LoRA's initial weights were seeded (2026-11-29), so rerunning "
             "the command trains another adapter and gives somewhat different figures; rows made since are reproduced "
             "by a rerun (`tests/test_adapt.py`, `tests/test_adapt_slow.py`).",
+        ]
+    shared = [r for r in results if "dense_shared_with_bm25" in r]
+    if shared:
+        lines += [
+            "",
+            f"Of dense's top {OVERLAP_DEPTH} for a query, the share BM25's top {OVERLAP_DEPTH} holds too (mean over the "
+            "test queries), before → after: "
+            + "; ".join(
+                f"{r['collection']} {r['dense_shared_with_bm25']['before']:.2f} → {r['dense_shared_with_bm25']['after']:.2f}"
+                for r in shared
+            )
+            + ".",
         ]
     lines += ["", *musts(results), END]
     return lines
@@ -324,6 +364,9 @@ def run(args: ResultsAdaptArgs) -> dict:
                 write_json(ROOT / args.work / f"dev-{args.label or 'default'}.json", result)
                 continue
             kept = [r for r in record["collections"] if r["collection"] != result["collection"]]
+            if result["machine"] is None:  # the adapter was reused: the load its timings were made under
+                old = [r for r in record["collections"] if r["collection"] == result["collection"]]
+                result["machine"] = old[0]["machine"] if old else f"{_machine()} (adapter reused)"
             record["collections"] = [*kept, result]
             record["collections"].sort(
                 key=lambda r: list(COLLECTIONS.values()).index(
