@@ -20,6 +20,7 @@ from ctxir.app.models import AppModels
 from ctxir.app.pairs_tab import score_pairs
 from ctxir.app.search import search
 from ctxir.app.state import AppState
+from ctxir.app.what_moved import what_moved
 from ctxir.data.demo import demo_corpus
 from ctxir.encoders.on_demand import fetch_model
 from ctxir.types import CtxirError
@@ -97,6 +98,19 @@ def test_two_models_by_hub_id_compare_beside_the_shipped_ones(state):
     info = model_info(state, CROSS)  # the Embeddings and Attention tabs read any model by id too
     assert info.data["model"] == CROSS and info.data["layers"] == 2
     assert attention(state, "river bank", model=BI).data["tokens"][0] == "[CLS]"
+
+
+def test_what_moved_explains_a_reranker_loaded_by_id(state):
+    """What moved shares the Search tab's form: a re-ranker typed there by Hub id re-ranks and is explained (integrated
+    gradients of the cross-encoder loaded on demand); a name that is neither a kind nor an id is refused."""
+    moved = what_moved(state, "river bank", first_stage="bm25", reranker=CROSS, k=3, depth=5, n=2)
+    assert moved.data["reranker"] == CROSS and moved.data["candidates"] == 5 and moved.data["movers"]
+    for mover in moved.data["movers"]:
+        assert mover["explanation"]["tokens"] and len(mover["explanation"]["attributions"]) == len(
+            mover["explanation"]["tokens"]
+        )
+    with pytest.raises(CtxirError, match=r"re-ranker.*Hub id"):
+        what_moved(state, "river bank", first_stage="bm25", reranker="colbert", k=3)
 
 
 def test_past_the_count_limit_the_least_recently_used_goes_and_the_shipped_stay(state):

@@ -16,9 +16,15 @@ from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code
 from ctxir.app.ui import Ui, column_widths, exports, frame, guard, show
 from ctxir.app.upload_store import Owner
-from ctxir.checks import check_choice, check_int
+from ctxir.checks import check_int
 from ctxir.explain.rerankers import explainer_for
-from ctxir.rerank.registry import DEFAULT_RERANK_MODE, DEFAULT_RERANKER, RERANKERS, reranker_choices
+from ctxir.rerank.registry import (
+    CROSS_ENCODER,
+    DEFAULT_RERANK_MODE,
+    DEFAULT_RERANKER,
+    RERANKERS,
+    reranker_choices,
+)
 from ctxir.rerank.stage_fusion import orders_ties_only
 from ctxir.retrieval.registry import DEFAULT_FIRST_STAGE
 from ctxir.types import CtxirError, doc_text
@@ -88,7 +94,10 @@ def _checked_inputs(
     """(k, re-rank depth, documents to explain) once each is within the app's limits and ``reranker`` names a
     re-ranker ("none" leaves nothing to compare)."""
     cfg = state.config
-    check_choice(reranker, "re-ranker", reranker_choices())
+    if reranker not in reranker_choices() and not state.models.loadable(reranker):
+        state.models.reranker(
+            reranker
+        )  # raises: the valid kinds, or a cross-encoder's Hub id to load on demand
     if reranker == "none":
         offered = state.models.loaded
         raise CtxirError(
@@ -206,7 +215,9 @@ def explain_moves(
     """Each mover explained by the re-ranker (integrated gradients): (the table's rows, the JSON's details), with
     the five document words that pushed its score up most and the five that pulled it down most."""
     cfg = state.config
-    ranker, explain_one = state.models.reranker(reranker), explainer_for(RERANKERS[reranker])
+    # a name outside the registry is a cross-encoder loaded by its Hub id (AppModels.reranker loads no other kind)
+    kind = RERANKERS.get(reranker, RERANKERS[CROSS_ENCODER.name])
+    ranker, explain_one = state.models.reranker(reranker), explainer_for(kind)
     rows, details = [], []
     for row in movers:
         doc = corpus[row["doc_id"]]
