@@ -15,6 +15,7 @@ from ctxir import testing, testing_hub
 from ctxir.app.attention_tab import attention
 from ctxir.app.config import AppConfig
 from ctxir.app.embeddings_tab import model_info
+from ctxir.app.explain_tab import explain_pair, explain_result
 from ctxir.app.model_cache import MiB, ModelCache
 from ctxir.app.models import AppModels
 from ctxir.app.pairs_tab import score_pairs
@@ -111,6 +112,24 @@ def test_what_moved_explains_a_reranker_loaded_by_id(state):
         )
     with pytest.raises(CtxirError, match=r"re-ranker.*Hub id"):
         what_moved(state, "river bank", first_stage="bm25", reranker="colbert", k=3)
+
+
+def test_a_result_is_explained_by_the_reranker_that_ranked_it_also_by_id(state):
+    """Explain with "auto" on a search result: the search's re-ranker (here one loaded by Hub id), not the first one
+    loaded at start; the Explain tab takes an id too; a re-ranker kind that is not loaded leaves "auto" as it was."""
+    hit = search(state, "river bank", first_stage="bm25", reranker=CROSS, k=3).rows[0]
+    by_id = explain_result(state, "river bank", None, hit["doc_id"], "auto", reranker=CROSS)
+    shipped = explain_result(state, "river bank", None, hit["doc_id"], "auto", reranker="cross-encoder")
+    assert by_id.data["reranker"] == CROSS and shipped.data["reranker"] == "cross-encoder"
+    assert by_id.data["cross_encoder"]["score"] != shipped.data["cross_encoder"]["score"]
+    assert f"{CROSS} (cross-encoder) score" in by_id.text
+    assert explain_pair(state, "river bank", DOCS[0], CROSS).data["reranker"] == CROSS
+    assert explain_result(state, "river bank", None, hit["doc_id"], reranker="cls-lr").data["reranker"] == (
+        "cross-encoder"
+    )
+    assert explain_pair(state, "river bank", DOCS[0], "bi-encoder", reranker=CROSS).data["reranker"] is None
+    with pytest.raises(CtxirError, match=r"model 'colbert'.*Hub id"):
+        explain_pair(state, "river bank", DOCS[0], "colbert")
 
 
 def test_past_the_count_limit_the_least_recently_used_goes_and_the_shipped_stay(state):

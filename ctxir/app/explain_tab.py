@@ -28,7 +28,7 @@ from ctxir.checks import check_choice, check_text
 from ctxir.data.demo import demo_presets
 from ctxir.evaluation.report_html import ATTRIBUTION_LEGEND
 from ctxir.explain.pair import explain
-from ctxir.rerank.registry import RERANKERS
+from ctxir.rerank.registry import CROSS_ENCODER, RERANKERS
 from ctxir.types import CtxirError, doc_text
 
 
@@ -97,39 +97,60 @@ def listing(items: list[tuple[str, float]]) -> str:
 # ---------------------------------------------------------------- logic
 
 
-def _rankers(models: AppModels, model: str) -> dict:
-    """{kind: re-ranker} to explain for ``model``: none for the bi-encoder, the first loaded kind for "auto"; a
-    re-ranker asked for by name must be loaded."""
+def _rankers(models: AppModels, model: str, reranker: str | None = None) -> tuple[str | None, dict]:
+    """(the kind or Hub id explained, {kind: re-ranker}) for ``model``: none for the bi-encoder; for "auto" the
+    search's ``reranker`` when it ranked with one (a result is explained by the model that ranked it), else the
+    first loaded kind; a kind asked for by name must be loaded; any other name is a cross-encoder's Hub id,
+    loaded on demand."""
     if model == BI_ENCODER:
-        return {}
+        return None, {}
+    # the search's re-ranker when it is loaded (or an id, loaded on demand); else "auto" stays the first loaded kind
+    if (
+        model == "auto"
+        and reranker not in (None, "", "none")
+        and (reranker in models.rerankers or reranker not in RERANKERS)
+    ):
+        model = reranker
     if model == "auto":
-        return {kind: models.rerankers[kind] for kind in models.loaded[:1]}
-    return {model: models.reranker(model)}  # raises with how to provide one when it is not loaded
+        return next(iter(models.loaded), None), {kind: models.rerankers[kind] for kind in models.loaded[:1]}
+    # AppModels.reranker raises with how to provide a kind that is not loaded; it loads an id as a cross-encoder
+    return model, {model if model in RERANKERS else CROSS_ENCODER.name: models.reranker(model)}
 
 
 def explain_pair(
-    state: AppState, query: str, document: str, model: str = "auto", title: str = ""
+    state: AppState,
+    query: str,
+    document: str,
+    model: str = "auto",
+    title: str = "",
+    reranker: str | None = None,
 ) -> ViewResult:
     """Explain one (query, document) pair: the bi-encoder's cosine split over query×document tokens, and (model
-    "auto": the first loaded re-ranker kind — the cross-encoder, else the CLS-LR ranker, ...; or the one named) the
-    re-ranker's score split over the tokens of ``[CLS] query [SEP] document [SEP]`` (of the best window, for a
-    re-ranker that reads long documents by windows; ``title``: a corpus document's title, where they are cut).
-    ``data`` is ``ctxir.explain.explain``'s answer."""
+    "auto": the search's ``reranker`` when it used one, else the first loaded re-ranker kind — the cross-encoder,
+    else the CLS-LR ranker, ...; or the one named: a kind, or a cross-encoder's Hub id) the re-ranker's score split
+    over the tokens of ``[CLS] query [SEP] document [SEP]`` (of the best window, for a re-ranker that reads long
+    documents by windows; ``title``: a corpus document's title, where they are cut). ``data`` is
+    ``ctxir.explain.explain``'s answer, with ``reranker``: the kind or id explained (None: the bi-encoder only)."""
     cfg = state.config
     query = check_text(query, "query", cfg.max_query_chars)
     document = check_text(document, "document", cfg.max_text_chars)
-    check_choice(model, "model", explain_models())
+    for name, value in (("model", model), ("re-ranker", reranker or "none")):
+        if value not in (*explain_models(), "none") and not state.models.loadable(value):
+            check_choice(value, name, (*explain_models(), "a cross-encoder's Hub id (org/name)"))
+    explained, rankers = _rankers(state.models, model, reranker)
     raw = explain(
         query,
         document,
         bi_encoder=state.models.bi_encoder,
-        rerankers=_rankers(state.models, model),
+        rerankers=rankers,
         n_steps=cfg.explain_steps,
         max_steps=cfg.explain_max_steps,
         title=title,
     )
     bi, reranker = raw["bi_encoder"], raw.get("cross_encoder")
-    data = compact({**raw, "model": model})
+    if reranker is not None and explained not in RERANKERS:
+        reranker["model_kind"] = f"{explained} (cross-encoder)"  # loaded by id: named as the visitor typed it
+    data = compact({**raw, "model": model, "reranker": explained})
     view = _bi_encoder_view(bi)
     if reranker is not None:
         view.add(_reranker_view(reranker))
@@ -271,9 +292,16 @@ def _reranker_view(reranker: dict) -> _PairView:
 
 
 def explain_result(
-    state: AppState, query: str, corpus: str | None, doc_id: str, model: str = "auto", owner: Owner = None
+    state: AppState,
+    query: str,
+    corpus: str | None,
+    doc_id: str,
+    model: str = "auto",
+    owner: Owner = None,
+    reranker: str | None = None,
 ) -> ViewResult:
-    """``explain_pair`` for a document of a corpus ``owner`` may see, read as the models read it (title + text)."""
+    """``explain_pair`` for a document of a corpus ``owner`` may see, read as the models read it (title + text);
+    ``reranker``: the search's, which "auto" explains with."""
     index = state.index(corpus, owner)
     doc_id = check_text(doc_id, "document id", 500, hint="pick a search result to explain")
     if doc_id not in index.corpus:
@@ -281,7 +309,7 @@ def explain_result(
             f"document {doc_id!r} is not in corpus {index.name!r}: pick one of the search results"
         )
     doc = index.corpus[doc_id]
-    result = explain_pair(state, query, doc_text(doc), model, title=doc.get("title") or "")
+    result = explain_pair(state, query, doc_text(doc), model, title=doc.get("title") or "", reranker=reranker)
     result.data.update(doc_id=doc_id, corpus=index.name)
     return result
 

@@ -263,8 +263,10 @@ def wire_explain(ui: Ui, form: SearchForm, results: ResultsPanel) -> None:
     state = ui.state
 
     @guard
-    def do_explain_result(query, corpus, doc_id, model, request: gr.Request):
-        r = explain_tab.explain_result(state, query, corpus, doc_id, model, owner=ui.visitor(request))
+    def do_explain_result(query, corpus, doc_id, model, reranker, request: gr.Request):
+        r = explain_tab.explain_result(
+            state, query, corpus, doc_id, model, owner=ui.visitor(request), reranker=reranker
+        )
         return explain_tab.panel_values(ui, r, "search-explanation")
 
     def pick_card(evt: gr.EventData):
@@ -279,7 +281,8 @@ def wire_explain(ui: Ui, form: SearchForm, results: ResultsPanel) -> None:
         return (evt.row_value or [None, None])[1]
 
     explained = results.explained
-    inputs = [form.query, form.corpus, results.choice, results.explain_model]
+    # the search's re-ranker last: "auto" explains a result with the model that ranked it
+    inputs = [form.query, form.corpus, results.choice, results.explain_model, form.reranker]
     explained.shows(
         results.explain_button.click(do_explain_result, inputs, explained.outputs, api_name="explain_result")
     )
