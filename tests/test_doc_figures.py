@@ -99,6 +99,22 @@ def test_results_md_generated_blocks_are_what_their_json_renders(tmp_path):
     assert rendered == blocks["targets"], "run python scripts/results_targets.py"
 
 
+def test_results_md_adapt_blocks_are_what_adapt_json_renders():
+    """The ctxir adapt table and its comparison with the previous default, rendered again from docs/bench."""
+    from ctxir.files import read_json
+    from scripts import results_adapt
+
+    blocks = dict(BLOCK.findall((DOCS / "results.md").read_text(encoding="utf-8")))
+    record = read_json(results_adapt.RECORD)
+    for name, lines in (
+        ("adapt", results_adapt.table(record)),
+        ("adapt_compare", results_adapt.comparison(record, read_json(results_adapt.PREVIOUS))),
+    ):
+        assert dict(BLOCK.findall("\n".join(lines)))[name] == blocks[name], (
+            "run python scripts/results_adapt.py"
+        )
+
+
 def test_every_figure_in_the_docs_prose_is_one_the_json_or_a_generated_table_holds():
     results = (DOCS / "results.md").read_text(encoding="utf-8")
     generated = {round(float(m), 4) for _, block in BLOCK.findall(results) for m in FIGURE.findall(block)}
