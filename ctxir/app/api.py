@@ -65,6 +65,7 @@ ENDPOINTS: dict[str, Endpoint] = {
             "corpus": _SEARCH_ARGS["corpus"],
             "doc_id": "the id of the document to explain (a search result's doc_id)",
             "model": "auto, bi-encoder, or a loaded re-ranker",
+            "reranker": "the search's re-ranker, which auto explains with (a loaded kind or a cross-encoder's Hub id)",
         },
         _EXPLANATION,
     ),
