@@ -259,29 +259,24 @@ def _adapt(args, corpus, settings, folder: WorkDir, deadline, timings, started) 
 
     step = time.monotonic()
     scores, teacher_name = None, NO_TEACHER
-    if args.teacher.strip().lower() == HYBRID_TEACHER:
-        teacher = _hybrid_teacher(args, corpus, queries, negatives, show)
-        teacher_name = teacher.model_name
-        _say(
-            f"4. Teacher scores: {teacher_name} (weights {teacher.weights[0]:.3g}, {teacher.weights[1]:.3g}: each "
-            "part's margins scaled to one spread) on (query, positive) and (query, negative)"
-        )
-        scores = teacher_scores(
-            teacher, corpus, queries, negatives, folder.labels, deadline, show_progress=show
-        )
-    elif args.teacher.strip().lower() != NO_TEACHER:
-        from ctxir.rerank.registry import load_reranker
-
-        teacher = load_reranker(
-            kinds.CROSS_ENCODER, args.teacher.strip(), args.device, args.teacher_batch_size
-        )
-        teacher_name = teacher.model_name
-        _say(f"4. Teacher scores: {teacher_name} on (query, positive) and (query, negative)")
-        scores = teacher_scores(
-            teacher, corpus, queries, negatives, folder.labels, deadline, show_progress=show
-        )
-    else:
+    name = args.teacher.strip()
+    if name.lower() == NO_TEACHER:
         _say("4. No teacher (--teacher none): the mined negatives are plain negatives")
+    else:
+        if name.lower() == HYBRID_TEACHER:
+            teacher = _hybrid_teacher(args, corpus, queries, negatives, show)
+            dense_w, bm25_w = teacher.weights
+            weights = f" (weights {dense_w:.3g}, {bm25_w:.3g}: each part's margins scaled to one spread)"
+        else:
+            from ctxir.rerank.registry import load_reranker
+
+            teacher = load_reranker(kinds.CROSS_ENCODER, name, args.device, args.teacher_batch_size)
+            weights = ""
+        teacher_name = teacher.model_name
+        _say(f"4. Teacher scores: {teacher_name}{weights} on (query, positive) and (query, negative)")
+        scores = teacher_scores(
+            teacher, corpus, queries, negatives, folder.labels, deadline, show_progress=show
+        )
     timings["teacher"] = round(time.monotonic() - step, 1)
     _check_budget(deadline, "before training")
 
@@ -294,20 +289,13 @@ def _hybrid_teacher(args, corpus, queries, negatives, show):
     """The base bi-encoder + BM25 teacher, its two weights set on the first ``CALIBRATION_ROWS`` queries with a
     negative (the same on a rerun: its scores read back from work/labels.jsonl stay on one scale)."""
     from ctxir.adapt.hybrid_teacher import CALIBRATION_ROWS, HybridTeacher
+    from ctxir.adapt.negatives import scored_texts
     from ctxir.encoders.bi_encoder import BiEncoder
 
     teacher = HybridTeacher(corpus, BiEncoder(args.model, device=args.device), show_progress=show)
     by_qid = {q.qid: q for q in queries}
     sample = [row for row in negatives if row["negatives"]][:CALIBRATION_ROWS]
-    teacher.calibrate(
-        [
-            (
-                by_qid[row["qid"]].text,
-                [by_qid[row["qid"]].positive, *(doc_text(corpus[d]) for d, _ in row["negatives"])],
-            )
-            for row in sample
-        ]
-    )
+    teacher.calibrate([scored_texts(by_qid[row["qid"]], row, corpus) for row in sample])
     return teacher
 
 

@@ -84,13 +84,7 @@ def teacher_scores(
     with open(labels_path, "a", encoding="utf-8") as out:
         for start in range(0, len(todo), chunk):
             part = todo[start : start + chunk]
-            groups = [
-                (
-                    by_qid[row["qid"]].text,
-                    [by_qid[row["qid"]].positive, *(doc_text(corpus[d]) for d, _ in row["negatives"])],
-                )
-                for row in part
-            ]
+            groups = [scored_texts(by_qid[row["qid"]], row, corpus) for row in part]
             for row, scores in zip(part, score_groups(teacher, groups), strict=True):
                 done[row["qid"]] = [float(s) for s in scores]
                 out.write(f'{{"qid": {_json_str(row["qid"])}, "scores": {done[row["qid"]]}}}\n')
@@ -103,6 +97,11 @@ def teacher_scores(
     return done
 
 
+def scored_texts(query: PseudoQuery, row: dict, corpus: Corpus) -> tuple[str, list[str]]:
+    """What a teacher scores for one query: (its text, [its positive, then each mined negative's text])."""
+    return query.text, [query.positive, *(doc_text(corpus[d]) for d, _ in row["negatives"])]
+
+
 def _json_str(text: str) -> str:
     import json
 
@@ -113,9 +112,8 @@ def score_groups(teacher, groups: Sequence[tuple[str, Sequence[str]]]) -> list[n
     """The teacher's scores of each (query, texts) group, batched across groups: a ``CrossEncoderReranker`` that
     reads long documents by windows (its passages.json) gives each text its best window's score, as it does when it
     re-ranks; any other ``Reranker`` scores group by group (``score_pairs``)."""
-    if hasattr(
-        teacher, "score_groups"
-    ):  # the hybrid teacher batches its own way (ctxir/adapt/hybrid_teacher.py)
+    # the hybrid teacher (ctxir/adapt/hybrid_teacher.py) batches its own way
+    if hasattr(teacher, "score_groups"):
         return teacher.score_groups(groups)
     model, passages = getattr(teacher, "model", None), getattr(teacher, "passages", None)
     if model is None or not hasattr(model, "predict"):

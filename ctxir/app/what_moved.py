@@ -95,9 +95,8 @@ def _checked_inputs(
     re-ranker ("none" leaves nothing to compare)."""
     cfg = state.config
     if reranker not in reranker_choices() and not state.models.loadable(reranker):
-        state.models.reranker(
-            reranker
-        )  # raises: the valid kinds, or a cross-encoder's Hub id to load on demand
+        # raises: the valid kinds, or a cross-encoder's Hub id to load on demand
+        state.models.reranker(reranker)
     if reranker == "none":
         offered = state.models.loaded
         raise CtxirError(
