@@ -5,6 +5,8 @@ queries before and after, with paired tests; rewrite the table in docs/results.m
     python scripts/results_adapt.py --collections lisa,med   # some (the others' rows are kept from adapt.json)
     python scripts/results_adapt.py --dev true               # SciFact's *training* claims: the dev the settings are
                                                              # chosen on (no test query is read)
+    python scripts/results_adapt.py --dev true --collections squad   # the second dev: SQuAD v1.1 dev (general/),
+                                                             # where BM25 is strong, so a hybrid's drop shows
     python scripts/results_adapt.py --table-only true        # the table from docs/bench/adapt.json
 
 Each collection runs ``ctxir adapt --corpus <its folder> --output outputs/adapt/<name>`` at the defaults (the same
@@ -41,6 +43,11 @@ COLLECTIONS = {
     "lisa": ("classic/lisa_beir", "LISA"),
     "msmarco": ("msmarco_sample", "MS MARCO sample"),
 }
+# the dev collections: name → (label, split); "squad" is a BEIR folder written from ../shared/data/general's SQuAD
+# v1.1 dev (training data, judged nowhere): its questions reuse their paragraph's words, so BM25 is strong there and
+# the hybrid's part of the musts can be read on dev (SciFact's training claims never showed the hybrid fall)
+DEV = {"scifact": ("SciFact", "train"), "squad": ("SQuAD v1.1 dev (general/)", "dev")}
+SQUAD_QUESTIONS = 3000  # a seeded sample of its 10,570 questions: each evaluation stays about a minute here
 # the ctxir evaluate runs: name → flags (the re-ranked one also gives its first stage, the hybrid, alone)
 EVALS = {
     "dense": ["--retriever", "dense"],
@@ -83,7 +90,8 @@ class ResultsAdaptArgs:
         default=",".join(COLLECTIONS), metadata={"help": "comma list of " + ", ".join(COLLECTIONS)}
     )
     dev: bool = field(
-        default=False, metadata={"help": "SciFact's training claims (the dev set) instead of test"}
+        default=False,
+        metadata={"help": "a dev set instead of test: SciFact's training claims, or (--collections squad) SQuAD"},
     )
     table_only: bool = field(
         default=False, metadata={"help": "only rewrite the table from docs/bench/adapt.json"}
@@ -144,10 +152,36 @@ def evaluate(folder: Path, model: str, split: str, run: str, out: Path, args: Re
     return read_json(out)
 
 
+def squad_folder(out: Path) -> Path:
+    """SQuAD v1.1 dev as a BEIR folder (``qrels/dev.tsv``, ``SQUAD_QUESTIONS`` questions drawn with seed 0), written
+    once under the work folder from ../shared/data (never into the repository)."""
+    import json
+    import random
+
+    from ctxir.data.general import load_squad
+
+    if (out / "qrels" / "dev.tsv").is_file():
+        return out
+    squad = load_squad(DATA / "general" / "squad-v1.1" / "dev-v1.1.json")
+    qids = random.Random(0).sample(sorted(squad.queries), min(SQUAD_QUESTIONS, len(squad.queries)))
+    (out / "qrels").mkdir(parents=True, exist_ok=True)
+    with open(out / "corpus.jsonl", "w", encoding="utf-8") as f:
+        for doc_id, doc in squad.corpus.items():
+            f.write(json.dumps({"_id": doc_id, **doc}, ensure_ascii=False) + "\n")
+    with open(out / "queries.jsonl", "w", encoding="utf-8") as f:
+        for qid in qids:
+            f.write(json.dumps({"_id": qid, "text": squad.queries[qid]}, ensure_ascii=False) + "\n")
+    rows = [f"{q}\t{d}\t{s}" for q in qids for d, s in squad.qrels[q].items()]
+    (out / "qrels" / "dev.tsv").write_text("query-id\tcorpus-id\tscore\n" + "\n".join(rows) + "\n")
+    return out
+
+
 def measure(name: str, args: ResultsAdaptArgs) -> dict:
-    sub, label = COLLECTIONS[name]
-    folder = DATA / sub
-    split = "train" if args.dev else "test"
+    if name == "squad":
+        folder, (label, split) = squad_folder(ROOT / args.work / "data" / "squad"), DEV[name]
+    else:
+        sub, label = COLLECTIONS[name]
+        folder, split = DATA / sub, DEV[name][1] if args.dev else "test"
     output = ROOT / args.work / (name + (f"-{args.label}" if args.label else ""))
     record = adapt(name, folder, output, args)
     models = {"before": DEFAULT_BI_ENCODER, "after": str(output)}
@@ -402,16 +436,19 @@ def run(args: ResultsAdaptArgs) -> dict:
     record = read_json(record_path) if record_path.is_file() else {"collections": []}
     if not args.table_only:
         names = [n.strip() for n in args.collections.split(",") if n.strip()]
-        bad = [n for n in names if n not in COLLECTIONS]
+        known = DEV if args.dev else COLLECTIONS
+        bad = [n for n in names if n not in known]
         if bad:
-            raise SystemExit(f"--collections {bad[0]!r} is not one of {', '.join(COLLECTIONS)}")
-        if args.dev and names != ["scifact"]:
-            raise SystemExit("--dev true is SciFact's training claims: use it with --collections scifact")
+            raise SystemExit(
+                f"--collections {bad[0]!r} is not one of {', '.join(known)}"
+                + ("" if args.dev else " (squad is a dev set: add --dev true)")
+            )
         for name in names:
             result = measure(name, args)
             print(result, flush=True)
             if args.dev:  # dev results go beside the adapter, never into the test table
-                write_json(ROOT / args.work / f"dev-{args.label or 'default'}.json", result)
+                stem = "dev" if name == "scifact" else f"dev-{name}"  # SciFact's name predates the second dev
+                write_json(ROOT / args.work / f"{stem}-{args.label or 'default'}.json", result)
                 continue
             kept = [r for r in record["collections"] if r["collection"] != result["collection"]]
             if result["machine"] is None:  # the adapter was reused: the load its timings were made under
