@@ -313,6 +313,16 @@ def test_a_client_compares_models_by_id_through_the_api(state):
         assert all(isinstance(row[f"{BI} cosine"], float) for row in scores)
         with pytest.raises(Exception, match=r"re-ranker 'test-org/tiny-bi-encoder' is a bi-encoder"):
             client.predict("river bank", "demo-subset", "bm25", BI, 3, 10, "fused", api_name="/search")
+        # "Explain with" passes an id through too (its Radio lists only what is loaded), and names a wrong one
+        explained = client.predict("river bank", DOCS[0], CROSS, api_name="/explain")[-1]
+        assert explained["reranker"] == CROSS and explained["cross_encoder"]["tokens"]
+        doc_id = numbers["hits"][0]["doc_id"]
+        explained = client.predict(
+            "river bank", "demo-subset", doc_id, CROSS, "none", api_name="/explain_result"
+        )
+        assert explained[-1]["reranker"] == CROSS
+        with pytest.raises(Exception, match=r"model 'colbert'.*Hub id"):
+            client.predict("river bank", DOCS[0], "colbert", api_name="/explain")
         client.close()
     finally:
         demo.close()
@@ -333,3 +343,34 @@ def test_after_a_view_loads_a_model_by_id_its_tabs_dropdown_offers_it(state, api
     state.models.inspectable(BI)  # as the view does with the typed id
     choices = [c[1] if isinstance(c, tuple | list) else c for c in offers[0].fn()["choices"]]
     assert choices[-1] == BI and choices[0] == state.models.inspect_choices()[0]
+
+
+def test_every_explain_with_offers_a_cross_encoder_loaded_by_id(state):
+    """The three "Explain with" radios (Explain tab, Search results, Pair scoring) list a cross-encoder once it is
+    loaded by id: the Explain tab's Load button loads it and selects it there; the Search tab's Load button and
+    the step after a pair scoring that compared it offer it to the others."""
+    import gradio as gr
+
+    import app
+
+    demo = app.build_demo(state)
+    radios = [b for b in demo.blocks.values() if isinstance(b, gr.Radio) and b.label == "Explain with"]
+    assert len(radios) == 3 and all(CROSS not in str(r.choices) for r in radios)
+    fns = list(demo.fns.values())
+    explain_tab_radio = next(r for r in radios if r.info and r.info.startswith("auto ="))
+    load = [fn for fn in fns if fn.outputs == [explain_tab_radio]]  # the button's click and the box's submit
+    assert len(load) == 2 and load[0].fn is load[1].fn
+    load = load[0]
+    update = load.fn(CROSS, None)
+    assert update[0]["value"] == CROSS and CROSS in update[0]["choices"]
+    with pytest.raises(gr.Error, match=r"model 'not an id'"):
+        load.fn("not an id", None)
+    # the Search tab's Load offers it to the search and to "Explain with" under its results
+    search_load = [fn for fn in fns if len(fn.outputs) == 2 and fn.outputs[1] in radios][0]
+    choices = [u["choices"] for u in search_load.fn(CROSS, None)]
+    assert CROSS in choices[0] and CROSS in choices[1]
+    # Pair scoring: after an answer, its radio is refreshed with what is loaded now
+    pair_radio = next(r for r in radios if r is not explain_tab_radio and r is not search_load.outputs[1])
+    [after] = [fn for fn in fns if fn.outputs and fn.outputs[-1] is pair_radio]
+    data = score_pairs(state, "river bank", DOCS, models=CROSS).data
+    assert CROSS in after.fn(data, None)[-1]["choices"]

@@ -64,7 +64,7 @@ ENDPOINTS: dict[str, Endpoint] = {
             "query": _SEARCH_ARGS["query"],
             "corpus": _SEARCH_ARGS["corpus"],
             "doc_id": "the id of the document to explain (a search result's doc_id)",
-            "model": "auto, bi-encoder, or a loaded re-ranker",
+            "model": "auto, bi-encoder, a loaded re-ranker, or a cross-encoder's Hub id (loaded on demand)",
             "reranker": "the search's re-ranker, which auto explains with (a loaded kind or a cross-encoder's Hub id)",
         },
         _EXPLANATION,
@@ -116,7 +116,7 @@ ENDPOINTS: dict[str, Endpoint] = {
         {
             "query": "the query",
             "document": "the document",
-            "model": "auto, bi-encoder, or a loaded re-ranker",
+            "model": "auto, bi-encoder, a loaded re-ranker, or a cross-encoder's Hub id (loaded on demand)",
         },
         _EXPLANATION,
     ),

@@ -19,6 +19,7 @@ import gradio as gr
 import numpy as np
 
 from ctxir.app import figures
+from ctxir.app.model_choice import auto_info, explain_with, model_choices, wire_load
 from ctxir.app.models import BI_ENCODER, AppModels
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code, md_literal
@@ -410,34 +411,6 @@ def panel_values(ui: Ui, r: ViewResult, stem: str = "explanation") -> tuple:
     )
 
 
-def model_choices(models: AppModels) -> list[str]:
-    """ "Explain with" choices: auto, the bi-encoder and each loaded re-ranker (one that is not loaded is not
-    offered; the page's top line says why)."""
-    return ["auto", BI_ENCODER, *models.loaded]
-
-
-def refuse_unloaded(radio: gr.Radio, models: AppModels) -> gr.Radio:
-    """A radio offers only the loaded re-rankers; an API client that sends a kind that is not loaded is told why
-    and how to load one (``AppModels.reranker``'s message), not only which values are accepted."""
-    check = radio.preprocess
-
-    def preprocess(payload):
-        if payload in RERANKERS and payload not in models.rerankers:
-            models.reranker(payload)  # raises CtxirError: why it is not loaded, and what to do
-        return check(payload)
-
-    radio.preprocess = preprocess
-    return radio
-
-
-def auto_info(models: AppModels) -> str:
-    """What "auto" explains with these models, and which re-rankers are not offered and why."""
-    labels = [RERANKERS[kind].label for kind in models.loaded]
-    text = "auto = the bi-encoder" + (f" and the {labels[0]}" if labels else " (no re-ranker is loaded)")
-    missing = [RERANKERS[kind].label for kind in RERANKERS if kind not in models.rerankers]
-    return text + (f"; not loaded: {', '.join(missing)} (see the top of the page)" if missing else "")
-
-
 def build(ui: Ui) -> None:
     """The Explain tab (inside an open gr.Tab): any query and document; event /explain."""
     state = ui.state
@@ -455,10 +428,19 @@ def build(ui: Ui) -> None:
     )
     query = gr.Textbox(label="Query", value=presets["pair_query"])
     document = gr.Textbox(label="Document", lines=3, value=presets["pair_documents"][0])
-    model = refuse_unloaded(
-        gr.Radio(model_choices(ui.models), value="auto", label="Explain with", info=auto_info(ui.models)),
-        ui.models,
-    )
+    with gr.Row(equal_height=True):
+        model = explain_with(ui.models, info=auto_info(ui.models), scale=2, min_width=220)
+        other = gr.Textbox(
+            label="Or explain with another re-ranker: a cross-encoder's Hub id"
+            + (" or folder" if ui.config.allow_model_paths else ""),
+            placeholder="e.g. cross-encoder/ms-marco-MiniLM-L6-v2",
+            info="loaded on demand and offered as a choice (the cache the Search tab's re-rankers share)",
+            scale=2,
+            min_width=220,
+            elem_id="explain-other-model",
+        )
+        load = gr.Button("Load re-ranker", scale=1, min_width=140, elem_id="explain-load-model")
+    wire_load(ui, other, load, [(model, model_choices)])
     button = gr.Button("Explain", variant="primary", elem_id="explain-button")
     shown = panel("explain")
     shown.shows(button.click(do_explain, [query, document, model], shown.outputs, api_name="explain"))

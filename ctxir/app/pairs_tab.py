@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import gradio as gr
 import numpy as np
 
-from ctxir.app import explain_tab, figures
+from ctxir.app import explain_tab, figures, model_choice
 from ctxir.app.config import Progress
 from ctxir.app.models import BI_ENCODER, AppModels
 from ctxir.app.reranker_labels import pair_legend, rank_header, short_name
@@ -314,9 +314,10 @@ INTRO = (
 )
 
 
-def after_scoring(out, data, png):
-    """Drawn from the answer: the interactive chart, the downloads, the Explain choices (a private step). The
-    scores PNG is the answer's, else drawn here from its JSON (an API call asks for it: ``png_figures``)."""
+def after_scoring(out, data, png, models: AppModels | None = None):
+    """Drawn from the answer: the interactive chart, the downloads, the Explain choices (the documents; with
+    ``models``, the models too: a cross-encoder compared by id can explain its score) (a private step). The scores
+    PNG is the answer's, else drawn here from its JSON (an API call asks for it: ``png_figures``)."""
     from ctxir.viz import scores_figure
 
     docs = data["documents"]
@@ -340,6 +341,7 @@ def after_scoring(out, data, png):
         show(files),
         show(),
         gr.update(choices=choices, value=1),
+        gr.update(choices=model_choice.model_choices(models)) if models is not None else gr.update(),
     )
 
 
@@ -430,16 +432,7 @@ def build(ui: Ui) -> None:
     pair_png = gr.File(visible=False)  # the PNG the API returns (None unless asked for); among the downloads
     with gr.Row(visible=False) as explain_row:
         pair_choice = gr.Dropdown([], label="Explain a document's scores", scale=3, min_width=220)
-        explain_model = explain_tab.refuse_unloaded(
-            gr.Radio(
-                explain_tab.model_choices(ui.models),
-                value="auto",
-                label="Explain with",
-                scale=2,
-                min_width=220,
-            ),
-            ui.models,
-        )
+        explain_model = model_choice.explain_with(ui.models, scale=2, min_width=220)
         explain_button = gr.Button(
             "Explain", scale=1, min_width=120, variant="primary", elem_id="explain-pair-button"
         )
@@ -470,9 +463,9 @@ def build(ui: Ui) -> None:
         [pair_table, pair_png, pair_formation, pair_tokens, pair_json],
         api_name="score_pairs",
     ).success(
-        lambda data, png: after_scoring(out, data, png),
+        lambda data, png: after_scoring(out, data, png, ui.models),
         [pair_json, pair_png],
-        [pair_table, pair_plot, pair_files, explain_row, pair_choice],
+        [pair_table, pair_plot, pair_files, explain_row, pair_choice, explain_model],
         api_visibility="private",
     )
     explain_inputs = [pair_query, pair_docs, pair_choice, explain_model]

@@ -8,7 +8,7 @@ from typing import Any
 
 import gradio as gr
 
-from ctxir.app import explain_tab
+from ctxir.app import model_choice
 from ctxir.app.models import AppModels
 from ctxir.app.ui import Ui
 from ctxir.kinds import CROSS_ENCODER
@@ -54,25 +54,6 @@ def reranker_choices_now(models: AppModels) -> list[str]:
     return ["none", *search_rerankers(models.loaded), *models.extra_models(CROSS_ENCODER)]
 
 
-def accept_model_ids(radio: gr.Radio, models: AppModels) -> gr.Radio:
-    """The re-ranker radio also takes a cross-encoder's Hub id (or folder) from an API client or the Load button:
-    such a value passes to the search, which loads it on demand (``AppModels.reranker``) or says what is wrong."""
-    check = radio.preprocess
-
-    def preprocess(payload):
-        if (
-            isinstance(payload, str)
-            and payload not in RERANKERS
-            and payload != "none"
-            and models.loadable(payload)
-        ):
-            return payload.strip()
-        return check(payload)
-
-    radio.preprocess = preprocess
-    return radio
-
-
 def search_form(ui: Ui) -> SearchForm:
     state, cfg = ui.state, ui.config
     with gr.Row(equal_height=True):
@@ -102,8 +83,8 @@ def search_form(ui: Ui) -> SearchForm:
         )
         # only the re-rankers loaded in this app are offered; the info line names the others and the top of the
         # page says why they are missing
-        reranker = accept_model_ids(
-            explain_tab.refuse_unloaded(
+        reranker = model_choice.accept_model_ids(
+            model_choice.refuse_unloaded(
                 gr.Radio(
                     reranker_choices_now(ui.models),
                     value="none",

@@ -12,11 +12,10 @@ from typing import Any
 
 import gradio as gr
 
-from ctxir.app import explain_tab, pooling, uploads, what_moved
+from ctxir.app import explain_tab, model_choice, pooling, uploads, what_moved
 from ctxir.app.search import search
 from ctxir.app.search_form import SearchForm, reranker_choices_now, search_form
 from ctxir.app.ui import Ui, column_widths, frame, guard, show, tab_intro
-from ctxir.encoders.on_demand import check_model_name
 from ctxir.rerank.registry import RERANKERS
 
 # ---------------------------------------------------------------- shown in the page
@@ -114,7 +113,13 @@ def build(ui: Ui) -> None:
     what_moved.wire(ui, form, moved)
     pooling.wire(ui, form, pooled)
     uploads.wire(ui, form, upload)
-    wire_load(ui, form)
+    # a re-ranker loaded by id is offered to the search and to "Explain with" below its results
+    model_choice.wire_load(
+        ui,
+        form.other,
+        form.load,
+        [(form.reranker, reranker_choices_now), (results.explain_model, model_choice.model_choices)],
+    )
     # the example queries belong to the startup corpus: hidden while another corpus is chosen
     state = ui.state
     form.corpus.change(
@@ -148,16 +153,7 @@ def results_panel(ui: Ui) -> ResultsPanel:
             allow_custom_value=True,
             elem_id="explain-result-choice",
         )  # API: any doc id
-        explain_model = explain_tab.refuse_unloaded(
-            gr.Radio(
-                explain_tab.model_choices(ui.models),
-                value="auto",
-                label="Explain with",
-                scale=2,
-                min_width=220,
-            ),
-            ui.models,
-        )
+        explain_model = model_choice.explain_with(ui.models, scale=2, min_width=220)
         with gr.Column(scale=1, min_width=140):
             explain_button = gr.Button("Explain", variant="primary", elem_id="explain-result-button")
             csv_button = gr.DownloadButton(
@@ -215,6 +211,9 @@ def wire_search(ui: Ui, form: SearchForm, results: ResultsPanel) -> None:
             show(),
             gr.update(choices=choices, value=choices[0][1] if choices else None),
             result_cards(hits, data["first_stage"]),
+            gr.update(
+                choices=model_choice.model_choices(ui.models)
+            ),  # with a cross-encoder the search loaded by id
         )
 
     def before():
@@ -235,27 +234,17 @@ def wire_search(ui: Ui, form: SearchForm, results: ResultsPanel) -> None:
         ).then(do_search, [*form.inputs, form.mode], outputs, **api).success(
             after_search,
             [results.json],
-            [results.table, results.csv_button, results.explain_row, results.choice, results.cards],
+            [
+                results.table,
+                results.csv_button,
+                results.explain_row,
+                results.choice,
+                results.cards,
+                results.explain_model,
+            ],
             queue=False,
             api_visibility="private",
         )
-
-
-def wire_load(ui: Ui, form: SearchForm) -> None:
-    """The Load button (private): a cross-encoder by Hub id (or folder) loaded into the app's bounded cache and
-    offered as a re-ranker choice, selected."""
-    models = ui.models
-
-    @guard
-    def do_load_reranker(model, request: gr.Request, progress=gr.Progress()):  # noqa: B008 (gradio's pattern)
-        ui.visitor(request)
-        name = check_model_name(model, "model", models.allow_paths)
-        models.reranker(name, progress=lambda f, d: progress(f, desc=d))
-        return gr.update(choices=reranker_choices_now(models), value=name)
-
-    # private: an API client passes the Hub id as /search's ``reranker`` (loaded on demand there)
-    for trigger in (form.load.click, form.other.submit):
-        trigger(do_load_reranker, [form.other], [form.reranker], api_visibility="private")
 
 
 def wire_explain(ui: Ui, form: SearchForm, results: ResultsPanel) -> None:
