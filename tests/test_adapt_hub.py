@@ -16,6 +16,7 @@ import pytest
 from ctxir.adapt import RECORD_FILE, AdaptArgs, run
 from ctxir.encoders.models import load_bi_encoder, resolve_model
 from ctxir.names import ADAPT_INCOMPLETE
+from ctxir.publish.adapted import public_corpus_name, public_record
 from ctxir.publish.card_check import check_card
 from ctxir.publish.hub import main as hub_main
 from ctxir.publish.staging import stage
@@ -111,7 +112,7 @@ def test_an_adapted_bi_encoder_stages_as_a_repo_that_loads_without_ctxir_or_peft
     for said in (
         "adapted without labels",
         "No query and no relevance label was used",
-        f"`{corpus['path']}`",
+        f"| Corpus | `{public_corpus_name(corpus['path'])}` (its folder's or file's name;",
         f"| Documents | {corpus['documents']} |",
         f"`{corpus['fingerprint']}`",
         f"| Teacher | `{record['teacher']}` |",
@@ -128,7 +129,12 @@ def test_an_adapted_bi_encoder_stages_as_a_repo_that_loads_without_ctxir_or_peft
     assert "model-index" not in card  # no figure: none was supplied
     # the card check holds a card to what it must say: one that drops the corpus's fingerprint is refused
     metrics = json.loads((report.folder / "metrics.json").read_text())
-    assert metrics["adapt"] == record and metrics["datasets"][0]["license"] == "cc-by-4.0"
+    assert metrics["adapt"] == public_record(record) and metrics["datasets"][0]["license"] == "cc-by-4.0"
+    # the corpus is named, never located: no staged file carries the path it lay at on this machine
+    local = str(Path(corpus["path"]).parent)
+    assert local.startswith("/") and metrics["adapt"]["corpus"]["path"] == public_corpus_name(corpus["path"])
+    for name in ("README.md", "metrics.json", RECORD_FILE):
+        assert local not in (report.folder / name).read_text(), name
     edited = tmp_path / "README.md"
     edited.write_text(card.replace(f"`{corpus['fingerprint']}`", "(not shown)"))
     with pytest.raises(CtxirError, match=r"the card does not state the corpus fingerprint"):

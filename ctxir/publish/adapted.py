@@ -68,9 +68,25 @@ def read_record(src: Path) -> dict:
     return record
 
 
+def public_corpus_name(path: str) -> str:
+    """The corpus as a published repo names it: its folder's or file's name, never the path on the machine that
+    adapted it (``/home/alice/clients/acme`` → ``acme``; a BEIR ``corpus.jsonl`` → its folder's name)."""
+    parts = [part for part in str(path).replace("\\", "/").split("/") if part and part != "."]
+    if len(parts) > 1 and parts[-1].lower() in ("corpus.jsonl", "corpus.json"):
+        parts = parts[:-1]
+    return parts[-1] if parts else "corpus"
+
+
+def public_record(record: dict) -> dict:
+    """adapt.json as the Hub repo carries it (its copy, the card and metrics.json): the corpus by name only."""
+    corpus = {**record["corpus"], "path": public_corpus_name(record["corpus"]["path"])}
+    return {**record, "corpus": corpus}
+
+
 def adapt_metrics(src: Path, repo_id: str, corpus_license: str | None, evaluation: str | None = None) -> dict:
     """The metrics.json (``ctxir.publish.metrics_file`` contract) of the adapter in ``src``, derived from adapt.json,
-    ``corpus_license`` (the corpus's terms, as the publisher states them) and an evaluation file."""
+    ``corpus_license`` (the corpus's terms, as the publisher states them) and an evaluation file. The corpus is
+    named, not located (``public_record``)."""
     record = read_record(src)
     corpus = record["corpus"]
     if not (corpus_license or "").strip():
@@ -84,7 +100,8 @@ def adapt_metrics(src: Path, repo_id: str, corpus_license: str | None, evaluatio
             f"--corpus-license {corpus_license!r} is not a license ctxir knows: give a Hub license id or name, e.g. "
             f"{', '.join(map(repr, KNOWN_LICENSE_EXAMPLES))}"
         )
-    settings, training = record["settings"], record["training"]
+    record = public_record(record)
+    corpus, settings, training = record["corpus"], record["settings"], record["training"]
     return {
         "model_type": kinds.BI_ENCODER,
         "model_name": repo_id.split("/", 1)[1],

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ctxir.adapt.work import RECORD_FILE
 from ctxir.encoders.models import load_transformer, resolve_model
 from ctxir.files import (
     disk_full,
@@ -239,6 +240,7 @@ def stage(
         _copy_model(src, work, model_type, base_dir, base_license)
         if adapted:  # derived from adapt.json: the card's numbers are checked against it
             write_json(work / METRICS_FILE, metrics)
+            write_json(work / RECORD_FILE, metrics["adapt"])  # the side file's copy, the corpus by name only
         else:  # verbatim: the card's numbers are checked against it
             shutil.copy2(src / METRICS_FILE, work / METRICS_FILE)
 
