@@ -47,6 +47,7 @@ from benchmarks.common import (
 from ctxir import CtxirError
 from ctxir.encoders.models import SHIPPED_CROSS_ENCODER
 
+HTTP_SESSION = "benchmarks-app"  # the HTTP API calls' kept session (``http_call``)
 APP_QUERIES = (
     "otters playing on the river bank",
     "bats hunting insects at night",
@@ -232,14 +233,19 @@ def callback_ms(output) -> float | None:
     return None
 
 
-def http_call(url: str, api_name: str, data: tuple | list, timeout: float = 600.0) -> tuple[list, int]:
+def http_call(
+    url: str, api_name: str, data: tuple | list, timeout: float = 600.0, session: str | None = None
+) -> tuple[list, int]:
     """One call through Gradio's HTTP API, as ``curl`` does it (Gradio's docs, "Querying Gradio Apps with Curl"):
     ``POST {url}gradio_api/call/{api}`` with ``{"data": [...]}`` gives an event id, then ``GET`` of that event
     streams server-sent events until ``complete`` (the outputs) or ``error``. Returns the outputs and the bytes of
-    their JSON as sent (files are referenced in it by URL, not included)."""
+    their JSON as sent (files are referenced in it by URL, not included). ``session``: the body's ``session_hash``,
+    kept across calls as gradio_client keeps its own; without one each call is a new session, for which Gradio
+    first builds the page's state (every component's config: ~15–20 ms for this app on this machine)."""
     endpoint = f"{url.rstrip('/')}/gradio_api/call/{api_name.lstrip('/')}"
+    body = {"data": list(data), **({"session_hash": session} if session else {})}
     request = urllib.request.Request(
-        endpoint, data=json.dumps({"data": list(data)}).encode(), headers={"Content-Type": "application/json"}
+        endpoint, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
     )
     with urllib.request.urlopen(request, timeout=timeout) as response:
         event_id = json.load(response)["event_id"]
@@ -347,7 +353,13 @@ def time_endpoints(
     results: dict = {}
     for label in chosen:
         api_name, make = calls[label]
-        clocks: dict[str, list[float]] = {"client": [], "http": [], "view": [], "callback": []}
+        clocks: dict[str, list[float]] = {
+            "client": [],
+            "http": [],
+            "http_session": [],
+            "view": [],
+            "callback": [],
+        }
         inside, json_bytes, files, error = [], [], [], None
         steps = []
         if local is not None:
@@ -370,6 +382,10 @@ def time_endpoints(
                     if timed:
                         clocks["http"].append(time.perf_counter() - start)
                         json_bytes.append(size)
+                    start = time.perf_counter()
+                    http_call(url, api_name, make(i), session=HTTP_SESSION)
+                    if timed:
+                        clocks["http_session"].append(time.perf_counter() - start)
                 if timed:
                     clocks["client"].append(elapsed)
                     files.append(file_bytes(output))
@@ -381,6 +397,8 @@ def time_endpoints(
         results[label] = {"api_name": api_name, **(summary_ms(times) if times else {"n": 0})}
         if inside and len(inside) == len(times):
             results[label]["callback_p50_ms"] = summary_ms(inside)["p50_ms"]
+        if clocks["http_session"] and len(clocks["http_session"]) == len(times):
+            results[label]["http_session_p50_ms"] = summary_ms(clocks["http_session"])["p50_ms"]
         if clocks["http"] and len(clocks["http"]) == len(times):
             results[label]["http_p50_ms"], results[label]["http_p95_ms"] = (
                 summary_ms(clocks["http"])["p50_ms"],
@@ -456,7 +474,9 @@ def run_app(args: AppBenchArgs, argv: list[str] | None = None) -> dict:
         },
         timing="wall time per call (HTTP + queue + the callback) of gradio_client.Client.predict (p50_ms, p95_ms) "
         "and of the same call through Gradio's HTTP API as curl makes it (http_p50_ms, http_p95_ms: POST "
-        "/gradio_api/call/<api>, then its event stream)"
+        "/gradio_api/call/<api>, then its event stream), once as a new session (no session_hash: Gradio builds "
+        "the page's state first) and once in one session kept across calls (http_session_p50_ms), as gradio_client "
+        "keeps its own"
         + (
             ", and in this process, with the same inputs, of the view function the endpoint runs "
             "(in_process_view_p50_ms) and of the endpoint's whole callback: the view and the files it writes "
@@ -487,8 +507,10 @@ def format_app(record: dict) -> str:
             "p95 ms",
             "HTTP API p50 ms",
             "p95 ms",
+            "HTTP API, one session, p50 ms",
             "gradio_client ÷ view",
             "gradio_client ÷ callback",
+            "HTTP API, one session ÷ view",
             "JSON KB",
             "files KB",
             "calls",
@@ -504,8 +526,10 @@ def format_app(record: dict) -> str:
                 cell(r.get("p95_ms"), "{:.0f}"),
                 cell(r.get("http_p50_ms"), "{:.0f}"),
                 cell(r.get("http_p95_ms"), "{:.0f}"),
+                cell(r.get("http_session_p50_ms"), "{:.0f}"),
                 ratio(r.get("p50_ms"), r.get("in_process_view_p50_ms")),
                 ratio(r.get("p50_ms"), r.get("in_process_callback_p50_ms")),
+                ratio(r.get("http_session_p50_ms"), r.get("in_process_view_p50_ms")),
                 cell(r.get("json_bytes") and r["json_bytes"] / 1000, "{:,.1f}"),
                 cell(r.get("file_bytes") and r["file_bytes"] / 1000, "{:,.1f}"),
                 str(r["n"]),

@@ -443,7 +443,10 @@ def test_in_process_clocks_and_bytes_beside_the_clients(app_state, serve):
     chosen = ["model_info", "score_pairs (5 documents)"]
     with serve(demo) as url:
         results = app_bench.time_endpoints(Client(url, verbose=False), calls, chosen, args, url, local)
+        # the HTTP API's second clock keeps one session across its calls, as gradio_client keeps its own
+        assert app_bench.HTTP_SESSION in demo.state_holder.session_data
     pairs = results["score_pairs (5 documents)"]
+    assert pairs["http_session_p50_ms"] > 0 and pairs["http_p50_ms"] > 0
     assert "error" not in pairs and pairs["n"] == 2
     # both clocks ran every call (their order is the machine's: its other jobs decide single calls)
     assert pairs["in_process_view_p50_ms"] > 0 and pairs["in_process_callback_p50_ms"] > 0
@@ -451,7 +454,8 @@ def test_in_process_clocks_and_bytes_beside_the_clients(app_state, serve):
     assert pairs["json_bytes"] > 1_000 and pairs["file_bytes"] == 0
     assert results["model_info"]["file_bytes"] == 0 and results["model_info"]["json_bytes"] > 100
     table = app_bench.format_app({"results": results})
-    assert "gradio_client ÷ view" in table and "score_pairs (5 documents)" in table
+    assert "gradio_client ÷ view" in table and "HTTP API, one session ÷ view" in table
+    assert "score_pairs (5 documents)" in table
 
 
 def test_app_latency_through_gradio_client_and_the_http_api(app_record):
