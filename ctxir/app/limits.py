@@ -68,7 +68,7 @@ SLOW_VIEWS = {
     "do_report": "/failure_report",
     "do_sample_report": "/failure_report_sample",
     "do_classify": "/classify",
-    "do_load_reranker": None,  # the Search tab's Load button: a model loaded (downloaded) by Hub id
+    "do_load_reranker": None,  # the Search and Explain tabs' Load buttons: a model loaded (downloaded) by Hub id
 }
 MODEL_VIEWS = {
     "do_search": "/search",

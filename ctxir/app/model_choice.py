@@ -51,7 +51,7 @@ def wire_load(ui: Ui, textbox, button, radios: list) -> None:
     models = ui.models
 
     @guard
-    def do_load(model, request: gr.Request, progress=gr.Progress()):  # noqa: B008 (gradio's pattern)
+    def do_load_reranker(model, request: gr.Request, progress=gr.Progress()):  # noqa: B008 (gradio's pattern)
         ui.visitor(request)
         name = check_model_name(model, "model", models.allow_paths)
         models.reranker(name, progress=lambda f, d: progress(f, desc=d))
@@ -62,7 +62,7 @@ def wire_load(ui: Ui, textbox, button, radios: list) -> None:
 
     # private: an API client passes the Hub id itself as the model (loaded on demand there)
     for trigger in (button.click, textbox.submit):
-        trigger(do_load, [textbox], [radio for radio, _ in radios], api_visibility="private")
+        trigger(do_load_reranker, [textbox], [radio for radio, _ in radios], api_visibility="private")
 
 
 def refuse_unloaded(radio: gr.Radio, models: AppModels) -> gr.Radio:
