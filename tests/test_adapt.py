@@ -313,3 +313,28 @@ def test_the_hybrid_teacher_weighs_each_part_to_one_spread_of_margins():
     assert np.allclose((margins * [dense_w, bm25_w]).std(axis=0), 1.0)
     scores = teacher.score_groups(groups)
     assert np.allclose([s[0] - s[1] for s in scores], margins @ [dense_w, bm25_w], rtol=1e-3, atol=1e-3)
+
+
+def test_the_source_teacher_scores_the_whole_source_document_as_positive(args, tmp_path):
+    """--teacher source: the label of a query's positive is the base's cosine with its whole source document (the
+    query still in it), not with the cut text the student trains on; the negatives' are their plain cosines."""
+    from ctxir.adapt.queries import PseudoQuery
+    from ctxir.adapt.work import read_jsonl
+    from ctxir.types import doc_text
+
+    out = tmp_path / "source"
+    record = run(args(teacher="source", output=str(out), max_steps=1, keep_work=True))
+    assert record["teacher"].startswith("source: ") and record["loss"] == "MarginMSELoss"
+    work = out / "work"
+    queries = {row["qid"]: PseudoQuery(**row) for row in read_jsonl(work / "queries.jsonl")}
+    negatives = {row["qid"]: row["negatives"] for row in read_jsonl(work / "negatives.jsonl")}
+    labels = [json.loads(line) for line in (work / "labels.jsonl").read_text().splitlines()]
+    corpus = {r["_id"]: {"title": r["title"], "text": r["text"]} for r in _corpus_rows()}
+    base = _bi_encoder(args().model)
+    for row in labels[:5]:
+        query = queries[row["qid"]]
+        texts = [doc_text(corpus[query.doc_id]), *(doc_text(corpus[d]) for d, _ in negatives[row["qid"]])]
+        vectors = base.encode([query.text, *texts])
+        assert np.allclose(row["scores"], vectors[1:] @ vectors[0], atol=1e-4), query.text
+        cut = base.encode([query.positive])[0] @ vectors[0]
+        assert query.positive != texts[0] and not np.isclose(row["scores"][0], cut, atol=1e-4)

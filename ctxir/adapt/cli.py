@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 from ctxir import kinds
-from ctxir.adapt.hybrid_teacher import HYBRID_TEACHER
+from ctxir.adapt.hybrid_teacher import HYBRID_TEACHER, SOURCE_TEACHER
 from ctxir.adapt.queries import QUERY_KINDS, PseudoQuery, describe, pseudo_queries
 from ctxir.adapt.record import adapter_record, write_card
 from ctxir.adapt.work import BudgetReached, WorkDir, corpus_fingerprint, read_jsonl, write_jsonl
@@ -46,8 +46,9 @@ class AdaptArgs:
         default=HYBRID_TEACHER,
         metadata={
             "help": "'none' = no teacher (MultipleNegativesRankingLoss with the mined negatives); 'hybrid' = the "
-            "base bi-encoder's cosine + BM25; a cross-encoder id or folder, or '' for the shipped one: its score "
-            "margins label the negatives (MarginMSELoss)"
+            "base bi-encoder's cosine + BM25; 'source' = the base's cosine with each query's whole source document "
+            "as positive (no BM25); a cross-encoder id or folder, or '' for the shipped one: its score margins label "
+            "the negatives (MarginMSELoss)"
         },
     )
     query_kinds: str = field(
@@ -267,6 +268,11 @@ def _adapt(args, corpus, settings, folder: WorkDir, deadline, timings, started) 
             teacher = _hybrid_teacher(args, corpus, queries, negatives, show)
             dense_w, bm25_w = teacher.weights
             weights = f" (weights {dense_w:.3g}, {bm25_w:.3g}: each part's margins scaled to one spread)"
+        elif name.lower() == SOURCE_TEACHER:
+            from ctxir.adapt.hybrid_teacher import SourceTeacher
+            from ctxir.encoders.bi_encoder import BiEncoder
+
+            teacher, weights = SourceTeacher(BiEncoder(args.model, device=args.device)), ""
         else:
             from ctxir.rerank.registry import load_reranker
 

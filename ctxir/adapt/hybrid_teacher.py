@@ -1,4 +1,5 @@
-"""The hybrid as teacher (``ctxir adapt --teacher hybrid``): the base bi-encoder's cosine plus BM25, no cross-encoder.
+"""The hybrid as teacher (``ctxir adapt --teacher hybrid``): the base bi-encoder's cosine plus BM25, no cross-encoder;
+and ``SourceTeacher`` (``--teacher source``), the base's cosine alone with each query's whole source as positive.
 
 A text's score for a query is ``w_dense * cos_base(q, text) + w_bm25 * bm25(q, text)``; each weight is 1 / the std of
 that part's margins (positive minus negative) over a sample of the training rows, so the two count alike, as they do
@@ -90,3 +91,31 @@ class HybridTeacher:
             raise RuntimeError("HybridTeacher.calibrate must run before score_groups")
         weights = np.asarray(self.weights)
         return [(p @ weights).astype(np.float32) for p in self.parts(groups)]
+
+
+SOURCE_TEACHER = "source"
+
+
+class SourceTeacher:
+    """The base bi-encoder's cosine, each query's positive read whole (its source document, the query still in it),
+    the negatives as they are: the label says how much nearer the whole source is than a negative, and the student,
+    which sees the source with the query cut out, learns to find it from the rest of it (the inverse-cloze task),
+    anchored to the base's own margins; no BM25 in the label, so the student is not pulled towards BM25's ranking."""
+
+    full_positive = True
+
+    def __init__(self, encoder):
+        self.encoder = encoder
+        self.model_name = (
+            f"source: {getattr(encoder, 'name', 'the base')} cosine, the whole source as positive"
+        )
+
+    def score_groups(self, groups: Sequence[tuple[str, Sequence[str]]]) -> list[np.ndarray]:
+        queries = self.encoder.encode([query for query, _ in groups], show_progress_bar=False)  # (G, D)
+        flat = [text for _, texts in groups for text in texts]
+        vectors = self.encoder.encode(flat, show_progress_bar=False)  # (sum of texts, D)
+        found, start = [], 0
+        for g, (_, texts) in enumerate(groups):
+            found.append((vectors[start : start + len(texts)] @ queries[g]).astype(np.float32))
+            start += len(texts)
+        return found

@@ -84,7 +84,8 @@ def teacher_scores(
     with open(labels_path, "a", encoding="utf-8") as out:
         for start in range(0, len(todo), chunk):
             part = todo[start : start + chunk]
-            groups = [scored_texts(by_qid[row["qid"]], row, corpus) for row in part]
+            whole = getattr(teacher, "full_positive", False)
+            groups = [scored_texts(by_qid[row["qid"]], row, corpus, whole) for row in part]
             for row, scores in zip(part, score_groups(teacher, groups), strict=True):
                 done[row["qid"]] = [float(s) for s in scores]
                 out.write(f'{{"qid": {_json_str(row["qid"])}, "scores": {done[row["qid"]]}}}\n')
@@ -97,9 +98,11 @@ def teacher_scores(
     return done
 
 
-def scored_texts(query: PseudoQuery, row: dict, corpus: Corpus) -> tuple[str, list[str]]:
-    """What a teacher scores for one query: (its text, [its positive, then each mined negative's text])."""
-    return query.text, [query.positive, *(doc_text(corpus[d]) for d, _ in row["negatives"])]
+def scored_texts(query: PseudoQuery, row: dict, corpus: Corpus, whole: bool = False) -> tuple[str, list[str]]:
+    """What a teacher scores for one query: (its text, [its positive, then each mined negative's text]); ``whole``:
+    the positive is its source document as it is, the query still in it."""
+    positive = doc_text(corpus[query.doc_id]) if whole else query.positive
+    return query.text, [positive, *(doc_text(corpus[d]) for d, _ in row["negatives"])]
 
 
 def _json_str(text: str) -> str:
