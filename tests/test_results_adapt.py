@@ -1,0 +1,66 @@
+"""scripts/results_adapt.py's second dev set: SQuAD v1.1 dev written as a BEIR folder that ``ctxir evaluate`` reads,
+and the dev sets kept apart from the test table (issue 50). On a tiny SQuAD file written here; no model runs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ctxir.data.beir import load_beir
+from scripts import results_adapt
+
+ARTICLES = {
+    "River_otter": [("Otters dig dens in the river bank.", ["What do otters dig?", "Where are the dens?"])],
+    "Bank": [
+        ("Banks lend money to firms.", ["Who lends money?"]),
+        ("Savings earn interest.", ["What do savings earn?", "What earns interest?"]),
+    ],
+}
+
+
+@pytest.fixture
+def squad_data(tmp_path, monkeypatch):
+    data = {
+        "data": [
+            {
+                "title": title,
+                "paragraphs": [
+                    {
+                        "context": text,
+                        "qas": [{"id": f"{title}-{i}-{j}", "question": q} for j, q in enumerate(qs)],
+                    }
+                    for i, (text, qs) in enumerate(paragraphs)
+                ],
+            }
+            for title, paragraphs in ARTICLES.items()
+        ]
+    }
+    folder = tmp_path / "shared" / "general" / "squad-v1.1"
+    folder.mkdir(parents=True)
+    (folder / "dev-v1.1.json").write_text(json.dumps(data))
+    monkeypatch.setattr(results_adapt, "DATA", tmp_path / "shared")
+    monkeypatch.setattr(results_adapt, "SQUAD_QUESTIONS", 3)
+    return tmp_path
+
+
+def test_squad_is_written_as_a_beir_folder_with_a_seeded_sample_of_its_questions(squad_data):
+    out = results_adapt.squad_folder(squad_data / "work" / "squad")
+    corpus, queries, qrels = load_beir(out, split="dev")
+    assert sorted(corpus) == [
+        "Bank:0",
+        "Bank:1",
+        "River_otter:0",
+    ]  # every paragraph, sampled questions or not
+    assert corpus["Bank:1"] == {"title": "Bank", "text": "Savings earn interest."}
+    assert len(queries) == 3 and set(qrels) == set(queries)
+    for qid, judged in qrels.items():  # each question judged by the paragraph it is answered in
+        title, paragraph, _ = qid.rsplit("-", 2)
+        assert judged == {f"{title}:{paragraph}": 1}
+    again = results_adapt.squad_folder(squad_data / "again" / "squad")
+    assert load_beir(again, split="dev")[1] == queries  # the same draw (seed 0) every time
+
+
+def test_squad_is_a_dev_set_only(squad_data):
+    with pytest.raises(SystemExit, match=r"--collections 'squad' is not one of .* add --dev true"):
+        results_adapt.run(results_adapt.ResultsAdaptArgs(collections="squad", work=str(squad_data / "work")))
