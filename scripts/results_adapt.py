@@ -7,6 +7,8 @@ queries before and after, with paired tests; rewrite the table in docs/results.m
                                                              # chosen on (no test query is read)
     python scripts/results_adapt.py --dev true --collections squad   # the second dev: SQuAD v1.1 dev (general/),
                                                              # where BM25 is strong, so a hybrid's drop shows
+    python scripts/results_adapt.py --dev true --collections msmarco-triples   # the third: MS MARCO's training
+                                                             # triples (general/), short web queries
     python scripts/results_adapt.py --table-only true        # the table from docs/bench/adapt.json
 
 Each collection runs ``ctxir adapt --corpus <its folder> --output outputs/adapt/<name>`` at the defaults (the same
@@ -43,11 +45,22 @@ COLLECTIONS = {
     "lisa": ("classic/lisa_beir", "LISA"),
     "msmarco": ("msmarco_sample", "MS MARCO sample"),
 }
-# the dev collections: name → (label, split); "squad" is a BEIR folder written from ../shared/data/general's SQuAD
-# v1.1 dev (training data, judged nowhere): its questions reuse their paragraph's words, so BM25 is strong there and
-# the hybrid's part of the musts can be read on dev (SciFact's training claims never showed the hybrid fall)
-DEV = {"scifact": ("SciFact", "train"), "squad": ("SQuAD v1.1 dev (general/)", "dev")}
-SQUAD_QUESTIONS = 3000  # a seeded sample of its 10,570 questions: each evaluation stays about a minute here
+# the dev collections: name → (label, split). "squad" and "msmarco-triples" are BEIR folders written from
+# ../shared/data/general (training data, judged nowhere): SQuAD v1.1 dev's questions reuse their paragraph's words,
+# so BM25 is strong there and the hybrid's part of the musts can be read on dev (SciFact's training claims never
+# showed the hybrid fall); MS MARCO's training triples have short web queries, as most test collections do
+DEV = {
+    "scifact": ("SciFact", "train"),
+    "squad": ("SQuAD v1.1 dev (general/)", "dev"),
+    "msmarco-triples": ("MS MARCO training triples (general/)", "dev"),
+}
+GENERAL = {  # name → (its file under ../shared/data/general, the ctxir.data.general reader's name)
+    "squad": ("squad-v1.1/dev-v1.1.json", "load_squad"),
+    "msmarco-triples": ("msmarco-triples/toy_triples.train.small.tsv", "load_msmarco_triples"),
+}
+DEV_QUESTIONS = (
+    3000  # a seeded sample of a set's questions (SQuAD's 10,570): each evaluation about a minute here
+)
 # the ctxir evaluate runs: name → flags (the re-ranked one also gives its first stage, the hybrid, alone)
 EVALS = {
     "dense": ["--retriever", "dense"],
@@ -91,7 +104,7 @@ class ResultsAdaptArgs:
     )
     dev: bool = field(
         default=False,
-        metadata={"help": "a dev set instead of test: SciFact's training claims, or (--collections squad) SQuAD"},
+        metadata={"help": "a dev set instead of test: " + ", ".join(DEV) + " (--collections)"},
     )
     table_only: bool = field(
         default=False, metadata={"help": "only rewrite the table from docs/bench/adapt.json"}
@@ -152,33 +165,34 @@ def evaluate(folder: Path, model: str, split: str, run: str, out: Path, args: Re
     return read_json(out)
 
 
-def squad_folder(out: Path) -> Path:
-    """SQuAD v1.1 dev as a BEIR folder (``qrels/dev.tsv``, ``SQUAD_QUESTIONS`` questions drawn with seed 0), written
-    once under the work folder from ../shared/data (never into the repository)."""
+def general_folder(name: str, out: Path) -> Path:
+    """A ``GENERAL`` set as a BEIR folder (``qrels/dev.tsv``; at most ``DEV_QUESTIONS`` questions, drawn with seed
+    0), written once under the work folder from ../shared/data (never into the repository)."""
     import json
     import random
 
-    from ctxir.data.general import load_squad
+    from ctxir.data import general
 
     if (out / "qrels" / "dev.tsv").is_file():
         return out
-    squad = load_squad(DATA / "general" / "squad-v1.1" / "dev-v1.1.json")
-    qids = random.Random(0).sample(sorted(squad.queries), min(SQUAD_QUESTIONS, len(squad.queries)))
+    file, reader = GENERAL[name]
+    found = getattr(general, reader)(DATA / "general" / file)
+    qids = random.Random(0).sample(sorted(found.queries), min(DEV_QUESTIONS, len(found.queries)))
     (out / "qrels").mkdir(parents=True, exist_ok=True)
     with open(out / "corpus.jsonl", "w", encoding="utf-8") as f:
-        for doc_id, doc in squad.corpus.items():
+        for doc_id, doc in found.corpus.items():
             f.write(json.dumps({"_id": doc_id, **doc}, ensure_ascii=False) + "\n")
     with open(out / "queries.jsonl", "w", encoding="utf-8") as f:
         for qid in qids:
-            f.write(json.dumps({"_id": qid, "text": squad.queries[qid]}, ensure_ascii=False) + "\n")
-    rows = [f"{q}\t{d}\t{s}" for q in qids for d, s in squad.qrels[q].items()]
+            f.write(json.dumps({"_id": qid, "text": found.queries[qid]}, ensure_ascii=False) + "\n")
+    rows = [f"{q}\t{d}\t{s}" for q in qids for d, s in found.qrels[q].items()]
     (out / "qrels" / "dev.tsv").write_text("query-id\tcorpus-id\tscore\n" + "\n".join(rows) + "\n")
     return out
 
 
 def measure(name: str, args: ResultsAdaptArgs) -> dict:
-    if name == "squad":
-        folder, (label, split) = squad_folder(ROOT / args.work / "data" / "squad"), DEV[name]
+    if name in GENERAL:
+        folder, (label, split) = general_folder(name, ROOT / args.work / "data" / name), DEV[name]
     else:
         sub, label = COLLECTIONS[name]
         folder, split = DATA / sub, DEV[name][1] if args.dev else "test"
@@ -441,7 +455,7 @@ def run(args: ResultsAdaptArgs) -> dict:
         if bad:
             raise SystemExit(
                 f"--collections {bad[0]!r} is not one of {', '.join(known)}"
-                + ("" if args.dev else " (squad is a dev set: add --dev true)")
+                + ("" if args.dev else f" ({', '.join(GENERAL)} are dev sets: add --dev true)")
             )
         for name in names:
             result = measure(name, args)

@@ -40,12 +40,12 @@ def squad_data(tmp_path, monkeypatch):
     folder.mkdir(parents=True)
     (folder / "dev-v1.1.json").write_text(json.dumps(data))
     monkeypatch.setattr(results_adapt, "DATA", tmp_path / "shared")
-    monkeypatch.setattr(results_adapt, "SQUAD_QUESTIONS", 3)
+    monkeypatch.setattr(results_adapt, "DEV_QUESTIONS", 3)
     return tmp_path
 
 
 def test_squad_is_written_as_a_beir_folder_with_a_seeded_sample_of_its_questions(squad_data):
-    out = results_adapt.squad_folder(squad_data / "work" / "squad")
+    out = results_adapt.general_folder("squad", squad_data / "work" / "squad")
     corpus, queries, qrels = load_beir(out, split="dev")
     assert sorted(corpus) == [
         "Bank:0",
@@ -57,10 +57,13 @@ def test_squad_is_written_as_a_beir_folder_with_a_seeded_sample_of_its_questions
     for qid, judged in qrels.items():  # each question judged by the paragraph it is answered in
         title, paragraph, _ = qid.rsplit("-", 2)
         assert judged == {f"{title}:{paragraph}": 1}
-    again = results_adapt.squad_folder(squad_data / "again" / "squad")
+    again = results_adapt.general_folder("squad", squad_data / "again" / "squad")
     assert load_beir(again, split="dev")[1] == queries  # the same draw (seed 0) every time
 
 
 def test_squad_is_a_dev_set_only(squad_data):
-    with pytest.raises(SystemExit, match=r"--collections 'squad' is not one of .* add --dev true"):
+    with pytest.raises(
+        SystemExit,
+        match=r"--collections 'squad' is not one of .*squad, msmarco-triples are dev sets: add --dev true",
+    ):
         results_adapt.run(results_adapt.ResultsAdaptArgs(collections="squad", work=str(squad_data / "work")))
