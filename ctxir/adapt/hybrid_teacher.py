@@ -68,15 +68,10 @@ class HybridTeacher:
 
     def parts(self, groups: Sequence[tuple[str, Sequence[str]]]) -> list[np.ndarray]:
         """Per group a (len(texts), 2) array: the base's cosine and BM25 of each text; encoded in one batch."""
-        queries = self.encoder.encode([query for query, _ in groups], show_progress_bar=False)  # (G, D)
-        flat = [text for _, texts in groups for text in texts]
-        vectors = self.encoder.encode(flat, show_progress_bar=False)  # (sum of texts, D)
-        found, start = [], 0
-        for g, (query, texts) in enumerate(groups):
-            cosine = vectors[start : start + len(texts)] @ queries[g]
-            found.append(np.stack([cosine, self.bm25(query, texts)], axis=1))
-            start += len(texts)
-        return found
+        return [
+            np.stack([cosine, self.bm25(query, texts)], axis=1)
+            for cosine, (query, texts) in zip(cosines(self.encoder, groups), groups, strict=True)
+        ]
 
     def calibrate(self, groups: Sequence[tuple[str, Sequence[str]]]) -> tuple[float, float]:
         """The weights: 1 / std of each part's margins (text 0, the positive, minus each other text) over ``groups``;
@@ -111,11 +106,17 @@ class SourceTeacher:
         )
 
     def score_groups(self, groups: Sequence[tuple[str, Sequence[str]]]) -> list[np.ndarray]:
-        queries = self.encoder.encode([query for query, _ in groups], show_progress_bar=False)  # (G, D)
-        flat = [text for _, texts in groups for text in texts]
-        vectors = self.encoder.encode(flat, show_progress_bar=False)  # (sum of texts, D)
-        found, start = [], 0
-        for g, (_, texts) in enumerate(groups):
-            found.append((vectors[start : start + len(texts)] @ queries[g]).astype(np.float32))
-            start += len(texts)
-        return found
+        return [cosine.astype(np.float32) for cosine in cosines(self.encoder, groups)]
+
+
+def cosines(encoder, groups: Sequence[tuple[str, Sequence[str]]]) -> list[np.ndarray]:
+    """Per group the (len(texts),) cosines of ``encoder``'s (normalised) vectors of its query and each text; the
+    queries encoded in one batch, every text in another."""
+    queries = encoder.encode([query for query, _ in groups], show_progress_bar=False)  # (G, D)
+    flat = [text for _, texts in groups for text in texts]
+    vectors = encoder.encode(flat, show_progress_bar=False)  # (sum of texts, D)
+    found, start = [], 0
+    for g, (_, texts) in enumerate(groups):
+        found.append(vectors[start : start + len(texts)] @ queries[g])
+        start += len(texts)
+    return found
