@@ -366,7 +366,7 @@ def test_every_explain_with_offers_a_cross_encoder_loaded_by_id(state):
     with pytest.raises(gr.Error, match=r"model 'not an id'"):
         load.fn("not an id", None)
     # the Search tab's Load offers it to the search and to "Explain with" under its results
-    search_load = [fn for fn in fns if len(fn.outputs) == 2 and fn.outputs[1] in radios][0]
+    search_load = next(fn for fn in fns if len(fn.outputs) == 2 and fn.outputs[1] in radios)
     choices = [u["choices"] for u in search_load.fn(CROSS, None)]
     assert CROSS in choices[0] and CROSS in choices[1]
     # Pair scoring: after an answer, its radio is refreshed with what is loaded now
