@@ -18,6 +18,7 @@
     pooling.py          /compare_pooling: mean vs CLS pooling of any layer on the same query
     uploads.py          /upload_corpus: a visitor's corpus file, checked and indexed for their session
     pairs_tab.py        /score_pairs (and the pair's Explain action)
+    model_choice.py     the forms' model radios ("Explain with", the re-ranker): what is loaded, Hub ids, Load buttons
     explain_tab.py      /explain; the explanation panel the Search and Pair scoring tabs show in place
     embeddings_tab.py   /model_info, /token_embeddings; the Token embeddings tab, composing its four sub-tabs
     similarity.py       /layer_similarity, /sentence_similarity: a word across layers, whole sentences alike
