@@ -168,25 +168,23 @@ def evaluate(folder: Path, model: str, split: str, run: str, out: Path, args: Re
 def general_folder(name: str, out: Path) -> Path:
     """A ``GENERAL`` set as a BEIR folder (``qrels/dev.tsv``; at most ``DEV_QUESTIONS`` questions, drawn with seed
     0), written once under the work folder from ../shared/data (never into the repository)."""
-    import json
     import random
 
+    from ctxir.adapt.work import write_jsonl
     from ctxir.data import general
+    from ctxir.files import write_atomic
 
     if (out / "qrels" / "dev.tsv").is_file():
         return out
     file, reader = GENERAL[name]
     found = getattr(general, reader)(DATA / "general" / file)
     qids = random.Random(0).sample(sorted(found.queries), min(DEV_QUESTIONS, len(found.queries)))
-    (out / "qrels").mkdir(parents=True, exist_ok=True)
-    with open(out / "corpus.jsonl", "w", encoding="utf-8") as f:
-        for doc_id, doc in found.corpus.items():
-            f.write(json.dumps({"_id": doc_id, **doc}, ensure_ascii=False) + "\n")
-    with open(out / "queries.jsonl", "w", encoding="utf-8") as f:
-        for qid in qids:
-            f.write(json.dumps({"_id": qid, "text": found.queries[qid]}, ensure_ascii=False) + "\n")
-    rows = [f"{q}\t{d}\t{s}" for q in qids for d, s in found.qrels[q].items()]
-    (out / "qrels" / "dev.tsv").write_text("query-id\tcorpus-id\tscore\n" + "\n".join(rows) + "\n")
+    write_jsonl(out / "corpus.jsonl", ({"_id": doc_id, **doc} for doc_id, doc in found.corpus.items()))
+    write_jsonl(out / "queries.jsonl", ({"_id": qid, "text": found.queries[qid]} for qid in qids))
+    rows = "".join(f"{q}\t{d}\t{s}\n" for q in qids for d, s in found.qrels[q].items())
+    write_atomic(
+        out / "qrels" / "dev.tsv", "query-id\tcorpus-id\tscore\n" + rows
+    )  # last: marks the folder whole
     return out
 
 

@@ -81,10 +81,10 @@ def teacher_scores(
     todo = [row for row in negatives if row["negatives"] and row["qid"] not in done]
     total = len(todo) + len(done)
     bar = tqdm(total=total, initial=len(done), desc="teacher scores", disable=not show_progress)
+    whole = getattr(teacher, "full_positive", False)  # the source teacher reads each positive whole
     with open(labels_path, "a", encoding="utf-8") as out:
         for start in range(0, len(todo), chunk):
             part = todo[start : start + chunk]
-            whole = getattr(teacher, "full_positive", False)
             groups = [scored_texts(by_qid[row["qid"]], row, corpus, whole) for row in part]
             for row, scores in zip(part, score_groups(teacher, groups), strict=True):
                 done[row["qid"]] = [float(s) for s in scores]
@@ -115,7 +115,7 @@ def score_groups(teacher, groups: Sequence[tuple[str, Sequence[str]]]) -> list[n
     """The teacher's scores of each (query, texts) group, batched across groups: a ``CrossEncoderReranker`` that
     reads long documents by windows (its passages.json) gives each text its best window's score, as it does when it
     re-ranks; any other ``Reranker`` scores group by group (``score_pairs``)."""
-    # the hybrid teacher (ctxir/adapt/hybrid_teacher.py) batches its own way
+    # the hybrid and source teachers (ctxir/adapt/hybrid_teacher.py) batch their own way
     if hasattr(teacher, "score_groups"):
         return teacher.score_groups(groups)
     model, passages = getattr(teacher, "model", None), getattr(teacher, "passages", None)

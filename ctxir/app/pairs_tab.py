@@ -314,10 +314,10 @@ INTRO = (
 )
 
 
-def after_scoring(out, data, png, models: AppModels | None = None):
-    """Drawn from the answer: the interactive chart, the downloads, the Explain choices (the documents; with
-    ``models``, the models too: a cross-encoder compared by id can explain its score) (a private step). The scores
-    PNG is the answer's, else drawn here from its JSON (an API call asks for it: ``png_figures``)."""
+def after_scoring(out, data, png, models: AppModels):
+    """Drawn from the answer: the interactive chart, the downloads, the Explain choices (the documents, and the
+    models: a cross-encoder compared by id can explain its score) (a private step). The scores PNG is the answer's,
+    else drawn here from its JSON (an API call asks for it: ``png_figures``)."""
     from ctxir.viz import scores_figure
 
     docs = data["documents"]
@@ -341,7 +341,7 @@ def after_scoring(out, data, png, models: AppModels | None = None):
         show(files),
         show(),
         gr.update(choices=choices, value=1),
-        gr.update(choices=model_choice.model_choices(models)) if models is not None else gr.update(),
+        gr.update(choices=model_choice.model_choices(models)),
     )
 
 
