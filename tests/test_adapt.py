@@ -315,6 +315,56 @@ def test_the_hybrid_teacher_weighs_each_part_to_one_spread_of_margins():
     assert np.allclose([s[0] - s[1] for s in scores], margins @ [dense_w, bm25_w], rtol=1e-3, atol=1e-3)
 
 
+def test_the_complement_teacher_drops_bm25_from_the_labels_of_bm25_mined_negatives(args, tmp_path):
+    """--teacher complement: the same queries, negatives and weights as the hybrid's; a dense-mined negative keeps the
+    hybrid's label, a BM25-mined one gets the base's cosine margin alone (so its label differs where BM25's margin
+    is not 0)."""
+    from ctxir.adapt.work import read_jsonl
+
+    labels, mined = {}, {}
+    for teacher in ("hybrid", "complement"):
+        out = tmp_path / teacher
+        record = run(args(teacher=teacher, output=str(out), max_steps=1, keep_work=True))
+        assert record["teacher"].startswith(f"{teacher}: ") and record["loss"] == "MarginMSELoss"
+        work = out / "work"
+        labels[teacher] = {row["qid"]: row["scores"] for row in read_jsonl(work / "labels.jsonl")}
+        mined[teacher] = {row["qid"]: row["negatives"] for row in read_jsonl(work / "negatives.jsonl")}
+    assert mined["hybrid"] == mined["complement"] and labels["hybrid"].keys() == labels["complement"].keys()
+    changed = {"bm25": 0, "dense": 0}
+    for qid, hybrid in labels["hybrid"].items():
+        complement = labels["complement"][qid]
+        for i, (_, source) in enumerate(mined["hybrid"][qid]):
+            same = np.isclose(hybrid[0] - hybrid[i + 1], complement[0] - complement[i + 1], atol=1e-5)
+            changed[source] += not same
+    assert changed["dense"] == 0 and changed["bm25"] > 0, changed
+
+
+def test_the_complement_teacher_labels_bm25_mined_negatives_by_the_cosine_alone():
+    from ctxir.adapt.hybrid_teacher import HybridTeacher
+
+    class Encoder:  # a text's vector: its length in words and 1
+        name = "fake"
+
+        def encode(self, texts, show_progress_bar=False):
+            v = np.array([[len(t.split()), 1.0] for t in texts], dtype=np.float32)
+            return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+    corpus = {r["_id"]: {"title": r["title"], "text": r["text"]} for r in _corpus_rows()}
+    teacher = HybridTeacher(corpus, Encoder(), bm25_blind=("bm25",))
+    groups = [(TOPICS[t].split(". ")[0], [TOPICS[t], *(TOPICS[u] for u in TOPICS if u != t)]) for t in TOPICS]
+    sources = (["bm25", "dense"] * len(TOPICS))[: len(TOPICS) - 1]  # each negative's mining source
+    dense_w, bm25_w = teacher.calibrate(groups)
+    with pytest.raises(ValueError, match="mining source"):
+        teacher.score_groups(groups)
+    for p, s in zip(
+        teacher.parts(groups), teacher.score_groups(groups, [sources] * len(groups)), strict=True
+    ):
+        for i, source in enumerate(sources, start=1):
+            both = (p[0] - p[i]) @ [dense_w, bm25_w]
+            expected = dense_w * (p[0, 0] - p[i, 0]) if source == "bm25" else both
+            assert np.isclose(s[0] - s[i], expected, rtol=1e-3, atol=1e-3), (source, s, p)
+
+
 def test_the_source_teacher_scores_the_whole_source_document_as_positive(args, tmp_path):
     """--teacher source: the label of a query's positive is the base's cosine with its whole source document (the
     query still in it), not with the cut text the student trains on; the negatives' are their plain cosines."""

@@ -228,6 +228,12 @@ def test_an_adapted_model_without_its_corpus_terms_or_unfinished_is_refused(adap
             "the base model's own cosine plus BM25 were the only supervision",
             "cross-encoder teacher",
         ),
+        (
+            "complement",
+            "the base model's own cosine plus BM25 were the only supervision",
+            "cross-encoder teacher",
+        ),
+        ("source", "the margins of the base model's own cosine were the only supervision", "cross-encoder"),
         ("none", "(with the batch's other documents) were the only supervision", "The teacher `none`"),
     ],
 )

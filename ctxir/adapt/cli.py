@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 from ctxir import kinds
-from ctxir.adapt.hybrid_teacher import HYBRID_TEACHER, SOURCE_TEACHER
+from ctxir.adapt.hybrid_teacher import COMPLEMENT_TEACHER, HYBRID_TEACHER, SOURCE_TEACHER
 from ctxir.adapt.queries import QUERY_KINDS, PseudoQuery, describe, pseudo_queries
 from ctxir.adapt.record import adapter_record, write_card
 from ctxir.adapt.work import BudgetReached, WorkDir, corpus_fingerprint, read_jsonl, write_jsonl
@@ -46,7 +46,8 @@ class AdaptArgs:
         default=HYBRID_TEACHER,
         metadata={
             "help": "'none' = no teacher (MultipleNegativesRankingLoss with the mined negatives); 'hybrid' = the "
-            "base bi-encoder's cosine + BM25; 'source' = the base's cosine with each query's whole source document "
+            "base bi-encoder's cosine + BM25; 'complement' = the hybrid with the cosine alone on BM25-mined negatives; "
+            "'source' = the base's cosine with each query's whole source document "
             "as positive (no BM25); a cross-encoder id or folder, or '' for the shipped one: its score margins label "
             "the negatives (MarginMSELoss)"
         },
@@ -264,8 +265,9 @@ def _adapt(args, corpus, settings, folder: WorkDir, deadline, timings, started) 
     if name.lower() == NO_TEACHER:
         _say("4. No teacher (--teacher none): the mined negatives are plain negatives")
     else:
-        if name.lower() == HYBRID_TEACHER:
-            teacher = _hybrid_teacher(args, corpus, queries, negatives, show)
+        if name.lower() in (HYBRID_TEACHER, COMPLEMENT_TEACHER):
+            blind = ("bm25",) if name.lower() == COMPLEMENT_TEACHER else ()
+            teacher = _hybrid_teacher(args, corpus, queries, negatives, show, blind)
             dense_w, bm25_w = teacher.weights
             weights = f" (weights {dense_w:.3g}, {bm25_w:.3g}: each part's margins scaled to one spread)"
         elif name.lower() == SOURCE_TEACHER:
@@ -291,14 +293,16 @@ def _adapt(args, corpus, settings, folder: WorkDir, deadline, timings, started) 
     )
 
 
-def _hybrid_teacher(args, corpus, queries, negatives, show):
-    """The base bi-encoder + BM25 teacher, its two weights set on the first ``CALIBRATION_ROWS`` queries with a
-    negative (the same on a rerun: its scores read back from work/labels.jsonl stay on one scale)."""
+def _hybrid_teacher(args, corpus, queries, negatives, show, bm25_blind=()):
+    """The base bi-encoder + BM25 teacher (``bm25_blind``: see HybridTeacher), its two weights set on the first
+    ``CALIBRATION_ROWS`` queries with a negative (the same on a rerun: its scores read back from work/labels.jsonl
+    stay on one scale)."""
     from ctxir.adapt.hybrid_teacher import CALIBRATION_ROWS, HybridTeacher
     from ctxir.adapt.negatives import scored_texts
     from ctxir.encoders.bi_encoder import BiEncoder
 
-    teacher = HybridTeacher(corpus, BiEncoder(args.model, device=args.device), show_progress=show)
+    encoder = BiEncoder(args.model, device=args.device)
+    teacher = HybridTeacher(corpus, encoder, show_progress=show, bm25_blind=bm25_blind)
     by_qid = {q.qid: q for q in queries}
     sample = [row for row in negatives if row["negatives"]][:CALIBRATION_ROWS]
     teacher.calibrate([scored_texts(by_qid[row["qid"]], row, corpus) for row in sample])

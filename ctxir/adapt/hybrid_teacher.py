@@ -12,6 +12,12 @@ in the hybrid the app searches with. ``MarginMSELoss`` then pulls the student's 
 BM25 here is the retriever's (Lucene variant, k1 1.5, b 0.75, English stop words, Snowball stemming) with the corpus's
 document frequencies and mean length, applied to any text: a pseudo-query's positive is its document with the query
 cut out, which no index holds. bm25s scores only the documents it indexed, hence the formula below.
+
+``--teacher complement`` is the hybrid with no BM25 in the labels of BM25-mined negatives (``bm25_blind``). Those are
+the documents BM25 ranks high for the query, so BM25's part of their label says they are nearly as good as the
+positive: the hybrid teacher asks dense to share BM25's look-alikes, the very errors the app's hybrid (RRF of BM25 and
+dense) relies on dense to out-vote. Labelled by the base's cosine margin alone, dense keeps its own view of them, and
+still learns from BM25 on its own confusions (the dense-mined negatives, whose labels keep both parts).
 """
 
 from __future__ import annotations
@@ -25,20 +31,38 @@ import numpy as np
 from ctxir.types import Corpus, doc_text
 
 HYBRID_TEACHER = "hybrid"
+COMPLEMENT_TEACHER = "complement"
 CALIBRATION_ROWS = 256
 
 
 class HybridTeacher:
     """Scores (query, texts) groups as the hybrid would weigh them; ``calibrate`` sets the two weights first."""
 
+    # teacher_scores passes each group's negatives' mining sources to score_groups
+    wants_sources = True
+
     def __init__(
-        self, corpus: Corpus, encoder, k1: float = 1.5, b: float = 0.75, show_progress: bool = False
+        self,
+        corpus: Corpus,
+        encoder,
+        k1: float = 1.5,
+        b: float = 0.75,
+        show_progress: bool = False,
+        bm25_blind: Sequence[str] = (),
     ):
         import Stemmer
         from bm25s.tokenization import Tokenizer
 
         self.encoder, self.k1, self.b = encoder, k1, b
-        self.model_name = f"hybrid: {getattr(encoder, 'name', 'the base')} cosine + BM25"
+        # bm25_blind: the mining sources whose negatives get no BM25 part in their label (--teacher complement)
+        self.bm25_blind = tuple(bm25_blind)
+        base = getattr(encoder, "name", "the base")
+        self.model_name = f"hybrid: {base} cosine + BM25"
+        if self.bm25_blind:
+            blind = ", ".join(self.bm25_blind)
+            self.model_name = (
+                f"{COMPLEMENT_TEACHER}: {base} cosine + BM25, cosine alone on {blind}-mined negatives"
+            )
         self.tokenizer = Tokenizer(stemmer=Stemmer.Stemmer("english"), stopwords="en")
         docs = self._tokens([doc_text(doc) for doc in corpus.values()], show_progress)
         self.documents = len(docs)
@@ -81,11 +105,23 @@ class HybridTeacher:
         self.weights = tuple(float(1 / s) if s > 0 else 0.0 for s in spread)
         return self.weights
 
-    def score_groups(self, groups: Sequence[tuple[str, Sequence[str]]]) -> list[np.ndarray]:
+    def score_groups(
+        self, groups: Sequence[tuple[str, Sequence[str]]], sources: Sequence[Sequence[str]] | None = None
+    ) -> list[np.ndarray]:
+        """Per group the (len(texts),) weighted sums; ``sources``: per group the mining source of each negative (text
+        1 on), and a negative whose source is in ``bm25_blind`` gets the positive's BM25, so its label (a margin)
+        is the cosine's alone."""
         if self.weights is None:
             raise RuntimeError("HybridTeacher.calibrate must run before score_groups")
         weights = np.asarray(self.weights)
-        return [(p @ weights).astype(np.float32) for p in self.parts(groups)]
+        parts = self.parts(groups)
+        if self.bm25_blind:
+            if sources is None:
+                raise ValueError("HybridTeacher with bm25_blind needs each negative's mining source")
+            for p, mined in zip(parts, sources, strict=True):
+                blind = [i + 1 for i, source in enumerate(mined) if source in self.bm25_blind]
+                p[blind, 1] = p[0, 1]
+        return [(p @ weights).astype(np.float32) for p in parts]
 
 
 SOURCE_TEACHER = "source"

@@ -86,7 +86,8 @@ def teacher_scores(
         for start in range(0, len(todo), chunk):
             part = todo[start : start + chunk]
             groups = [scored_texts(by_qid[row["qid"]], row, corpus, whole) for row in part]
-            for row, scores in zip(part, score_groups(teacher, groups), strict=True):
+            sources = [[source for _, source in row["negatives"]] for row in part]
+            for row, scores in zip(part, score_groups(teacher, groups, sources), strict=True):
                 done[row["qid"]] = [float(s) for s in scores]
                 out.write(f'{{"qid": {_json_str(row["qid"])}, "scores": {done[row["qid"]]}}}\n')
             out.flush()
@@ -111,11 +112,16 @@ def _json_str(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
-def score_groups(teacher, groups: Sequence[tuple[str, Sequence[str]]]) -> list[np.ndarray]:
+def score_groups(
+    teacher, groups: Sequence[tuple[str, Sequence[str]]], sources: Sequence[Sequence[str]] | None = None
+) -> list[np.ndarray]:
     """The teacher's scores of each (query, texts) group, batched across groups: a ``CrossEncoderReranker`` that
     reads long documents by windows (its passages.json) gives each text its best window's score, as it does when it
-    re-ranks; any other ``Reranker`` scores group by group (``score_pairs``)."""
+    re-ranks; any other ``Reranker`` scores group by group (``score_pairs``). ``sources`` (per group, each negative's
+    mining source) goes to a teacher that ``wants_sources``."""
     # the hybrid and source teachers (ctxir/adapt/hybrid_teacher.py) batch their own way
+    if getattr(teacher, "wants_sources", False):
+        return teacher.score_groups(groups, sources)
     if hasattr(teacher, "score_groups"):
         return teacher.score_groups(groups)
     model, passages = getattr(teacher, "model", None), getattr(teacher, "passages", None)

@@ -42,6 +42,12 @@ def _trained_with(record: dict) -> str:
             f"the teacher `{record['teacher']}` (the base model's cosine plus BM25, each scaled to one spread of "
             f"margins) labelled them with its score margins ({record['loss']})"
         )
+    if record["teacher"].startswith("complement:"):
+        return (
+            f"the teacher `{record['teacher']}` (the base model's cosine plus BM25, each scaled to one spread of "
+            "margins; the negatives BM25 mined labelled by the cosine alone) labelled them with its score margins "
+            f"({record['loss']})"
+        )
     return f"the teacher `{record['teacher']}` labelled them with its score margins ({record['loss']})"
 
 
