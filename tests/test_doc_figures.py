@@ -108,7 +108,7 @@ def test_results_md_adapt_blocks_are_what_adapt_json_renders():
     record = read_json(results_adapt.RECORD)
     for name, lines in (
         ("adapt", results_adapt.table(record)),
-        ("adapt_compare", results_adapt.comparison(record, read_json(results_adapt.PREVIOUS))),
+        ("adapt_compare", results_adapt.comparison(record, [read_json(p) for p in results_adapt.PREVIOUS])),
     ):
         assert dict(BLOCK.findall("\n".join(lines)))[name] == blocks[name], (
             "run python scripts/results_adapt.py"
