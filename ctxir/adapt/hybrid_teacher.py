@@ -1,5 +1,6 @@
 """The hybrid as teacher (``ctxir adapt --teacher hybrid``): the base bi-encoder's cosine plus BM25, no cross-encoder;
-and ``SourceTeacher`` (``--teacher source``), the base's cosine alone with each query's whole source as positive.
+its variant ``--teacher complement`` (the default; below); and ``SourceTeacher`` (``--teacher source``), the base's
+cosine alone with each query's whole source as positive.
 
 A text's score for a query is ``w_dense * cos_base(q, text) + w_bm25 * bm25(q, text)``; each weight is 1 / the std of
 that part's margins (positive minus negative) over a sample of the training rows, so the two count alike, as they do
