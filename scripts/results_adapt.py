@@ -426,7 +426,7 @@ def times(record: dict) -> list[str]:
 
 
 def _replace(doc: Path, start: str, end: str, block: str, heading: str) -> None:
-    text = doc.read_text()
+    text = doc.read_text() if doc.is_file() else ""  # a --doc that does not exist yet is made
     if start not in text:
         text += f"\n{heading}\n\n{block}\n"
     else:

@@ -67,3 +67,17 @@ def test_squad_is_a_dev_set_only(squad_data):
         match=r"--collections 'squad' is not one of .*squad, msmarco-triples are dev sets: add --dev true",
     ):
         results_adapt.run(results_adapt.ResultsAdaptArgs(collections="squad", work=str(squad_data / "work")))
+
+
+def test_a_doc_that_does_not_exist_yet_is_written_with_the_block(tmp_path):
+    """--doc FILE / --training-doc FILE outside the repository (as the seed run in docs/results.md passes them): the
+    file is made with the heading and block, not a FileNotFoundError after the adaptation's hours."""
+    doc = tmp_path / "new.md"
+    results_adapt._replace(
+        doc, "<!-- a:start -->", "<!-- a:end -->", "<!-- a:start -->\nx\n<!-- a:end -->", "## H"
+    )
+    assert doc.read_text() == "\n## H\n\n<!-- a:start -->\nx\n<!-- a:end -->\n"
+    results_adapt._replace(
+        doc, "<!-- a:start -->", "<!-- a:end -->", "<!-- a:start -->\ny\n<!-- a:end -->", "## H"
+    )
+    assert doc.read_text() == "\n## H\n\n<!-- a:start -->\ny\n<!-- a:end -->\n"
