@@ -302,8 +302,9 @@ def _hybrid_teacher(args, corpus, queries, negatives, show, bm25_blind=()):
     from ctxir.adapt.negatives import scored_texts
     from ctxir.encoders.bi_encoder import BiEncoder
 
-    encoder = BiEncoder(args.model, device=args.device)
-    teacher = HybridTeacher(corpus, encoder, show_progress=show, bm25_blind=bm25_blind)
+    teacher = HybridTeacher(
+        corpus, BiEncoder(args.model, device=args.device), show_progress=show, bm25_blind=bm25_blind
+    )
     by_qid = {q.qid: q for q in queries}
     sample = [row for row in negatives if row["negatives"]][:CALIBRATION_ROWS]
     teacher.calibrate([scored_texts(by_qid[row["qid"]], row, corpus) for row in sample])

@@ -39,9 +39,6 @@ CALIBRATION_ROWS = 256
 class HybridTeacher:
     """Scores (query, texts) groups as the hybrid would weigh them; ``calibrate`` sets the two weights first."""
 
-    # teacher_scores passes each group's negatives' mining sources to score_groups
-    wants_sources = True
-
     def __init__(
         self,
         corpus: Corpus,
@@ -142,7 +139,10 @@ class SourceTeacher:
             f"source: {getattr(encoder, 'name', 'the base')} cosine, the whole source as positive"
         )
 
-    def score_groups(self, groups: Sequence[tuple[str, Sequence[str]]]) -> list[np.ndarray]:
+    def score_groups(
+        self, groups: Sequence[tuple[str, Sequence[str]]], sources: Sequence[Sequence[str]] | None = None
+    ) -> list[np.ndarray]:
+        """Per group the (len(texts),) cosines; ``sources`` (the negatives' mining sources) does not matter here."""
         return [cosine.astype(np.float32) for cosine in cosines(self.encoder, groups)]
 
 

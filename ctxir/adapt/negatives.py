@@ -118,12 +118,10 @@ def score_groups(
     """The teacher's scores of each (query, texts) group, batched across groups: a ``CrossEncoderReranker`` that
     reads long documents by windows (its passages.json) gives each text its best window's score, as it does when it
     re-ranks; any other ``Reranker`` scores group by group (``score_pairs``). ``sources`` (per group, each negative's
-    mining source) goes to a teacher that ``wants_sources``."""
+    mining source) goes to a teacher with its own ``score_groups``."""
     # the hybrid and source teachers (ctxir/adapt/hybrid_teacher.py) batch their own way
-    if getattr(teacher, "wants_sources", False):
-        return teacher.score_groups(groups, sources)
     if hasattr(teacher, "score_groups"):
-        return teacher.score_groups(groups)
+        return teacher.score_groups(groups, sources)
     model, passages = getattr(teacher, "model", None), getattr(teacher, "passages", None)
     if model is None or not hasattr(model, "predict"):
         return [np.asarray(teacher.score_pairs(query, texts), dtype=np.float32) for query, texts in groups]
