@@ -8,6 +8,9 @@ positive it is trained towards is the rest of that document, so the model cannot
   sentence (and with the title) is the positive.
 - ``span`` (Contriever's cropping, Izacard et al. 2021): a run of ``SPAN_WORDS`` consecutive words is the query; the
   text without it is the positive. It gives queries to documents with one long sentence, or none.
+- ``keywords`` (not in the default mix; docs/training.md says how it was tried): 2–4 of the document's highest
+  TF-IDF words and word pairs over the corpus, a short topical query like a user's search terms; the positive is the
+  whole document (its terms cannot be cut out of it, as GPL's generated queries are not).
 
 >>> corpus = {"d1": {"title": "Where otters live",
 ...                  "text": "Otters dig dens in river banks. They eat fish and crabs at night."}}
@@ -22,9 +25,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from ctxir.types import Corpus, CtxirError
+from ctxir.types import Corpus, CtxirError, doc_text
 
-QUERY_KINDS = ("title", "sentence", "span")
+QUERY_KINDS = ("title", "sentence", "span", "keywords")
+DEFAULT_QUERY_KINDS = ("title", "sentence", "span")
 # A query shorter than this says too little to be matched by meaning (a heading "Abstract", "Results:"); a sentence
 # longer than MAX_QUERY_WORDS is a passage, not a query.
 MIN_QUERY_WORDS = 3
@@ -36,6 +40,7 @@ SPAN_WORDS = (
     16,
 )  # the cropped query's length in words, drawn uniformly (Contriever crops 10–50% of a passage)
 # a sentence ends at . ! ? followed by space and a capital, digit, bracket or quote (not "e.g. the", "Fig. 2" mostly)
+KEYWORD_TERMS = (2, 4)  # terms per keyword query, drawn uniformly
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
 
 
@@ -93,8 +98,44 @@ def _span_query(doc: dict, rng: random.Random) -> tuple[str, str] | None:
     return " ".join(words[start : start + length]), rest
 
 
+def _keyword_queries(corpus: Corpus, doc_ids: list[str], rng: random.Random) -> dict[str, tuple[str, str]]:
+    """doc_id → (its keyword query, the whole document), for documents with enough terms seen elsewhere too."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    texts = [doc_text(corpus[d]) for d in doc_ids]
+    # min_df=2: a term no other document has would make the query a lookup of one word; max_df: not the corpus' own
+    # vocabulary ("study", "results" in abstracts), which tells its documents apart from nothing
+    vectorizer = TfidfVectorizer(
+        ngram_range=(1, 2), stop_words="english", min_df=2, max_df=0.5, sublinear_tf=True
+    )
+    try:
+        weights = vectorizer.fit_transform(texts).tocsr()  # (documents, terms)
+    except ValueError:  # no term in two documents: nothing to make keyword queries of
+        return {}
+    terms = vectorizer.get_feature_names_out()
+    found = {}
+    for row, doc_id in enumerate(doc_ids):
+        start, end = weights.indptr[row], weights.indptr[row + 1]
+        order = weights.indices[start:end][(-weights.data[start:end]).argsort(kind="stable")]
+        wanted, picked, used = rng.randint(*KEYWORD_TERMS), [], set()
+        for term in terms[order]:
+            # no word twice ("stem cells", "cells"; "summer school", "school points")
+            if used.isdisjoint(term.split()):
+                picked.append(term)
+                used.update(term.split())
+            if len(picked) == wanted:
+                break
+        if len(picked) >= KEYWORD_TERMS[0] and _words(texts[row]) >= MIN_POSITIVE_WORDS:
+            found[doc_id] = (" ".join(picked), texts[row])
+    return found
+
+
 def pseudo_queries(
-    corpus: Corpus, per_doc: int = 3, kinds: Sequence[str] = QUERY_KINDS, max_queries: int = 0, seed: int = 42
+    corpus: Corpus,
+    per_doc: int = 3,
+    kinds: Sequence[str] = DEFAULT_QUERY_KINDS,
+    max_queries: int = 0,
+    seed: int = 42,
 ) -> list[PseudoQuery]:
     """Up to ``per_doc`` queries from each document, one of each of ``kinds`` in turn (its title, a sentence drawn at
     random, a span, then more sentences), then at most ``max_queries`` of them (0 = all), drawn at random
@@ -106,6 +147,8 @@ def pseudo_queries(
                 f"--query-kinds {kind!r} is not known: use a comma list of {', '.join(QUERY_KINDS)}"
             )
     rng = random.Random(seed)
+    # drawn from their own generator, so that adding the kind leaves the other kinds' draws as they were
+    keywords = _keyword_queries(corpus, sorted(corpus), random.Random(seed)) if "keywords" in kinds else {}
     found: list[PseudoQuery] = []
     for doc_id in sorted(corpus):
         doc = corpus[doc_id]
@@ -118,6 +161,8 @@ def pseudo_queries(
             elif kind == "sentence":
                 offers[kind] = _sentence_queries(doc)
                 rng.shuffle(offers[kind])
+            elif kind == "keywords":
+                offers[kind] = [keywords[doc_id]] if doc_id in keywords else []
             else:
                 offers[kind] = [p for p in [_span_query(doc, rng)] if p]
         # one of each kind in turn (title, sentence, span, then more sentences): the kinds stay balanced
