@@ -1,0 +1,70 @@
+"""``ctxir adapt``'s pseudo-queries: the ``keywords`` kind (a document's top TF-IDF terms) and the default mix."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctxir.adapt.queries import DEFAULT_QUERY_KINDS, KEYWORD_TERMS, pseudo_queries
+from ctxir.types import doc_text
+
+# Every document has words of its own (once in the corpus), words shared with one other document, and the words all of
+# them share ("library"), so the three rules below each have something to refuse.
+CORPUS = {
+    f"d{i}": {
+        "title": "",
+        "text": f"library zq{i}unique {topic} {topic} {pair} catalogue {pair} reading services library",
+    }
+    for i, (topic, pair) in enumerate(
+        [
+            ("otters", "river banks"),
+            ("otters", "river banks"),
+            ("satellites", "solar storms"),
+            ("satellites", "solar storms"),
+            ("ozone", "polar winter"),
+            ("ozone", "polar winter"),
+        ]
+    )
+}
+
+
+def _keywords(corpus=CORPUS, seed=0):
+    return [
+        q for q in pseudo_queries(corpus, per_doc=1, kinds=["keywords"], seed=seed) if q.kind == "keywords"
+    ]
+
+
+def test_a_keyword_query_is_a_few_distinctive_terms_its_document_shares_with_another():
+    queries = _keywords()
+    assert len(queries) == len(CORPUS)
+    for query in queries:
+        words = query.text.split()
+        document = doc_text(CORPUS[query.doc_id])
+        # the positive is the whole document: the query's terms cannot be cut out of it
+        assert query.positive == document
+        assert all(w in document.split() for w in words)
+        # no word twice, and the query is 2-4 terms (a pair counts once)
+        assert len(words) == len(set(words))
+        assert KEYWORD_TERMS[0] <= len(words) <= 2 * KEYWORD_TERMS[1]
+        # not a word of this document alone (min_df=2), nor one every document has (max_df)
+        assert not any("unique" in w for w in words)
+        assert "library" not in words
+    # the terms that tell a document from the others lead: its topic, never the corpus-wide filler
+    assert all(CORPUS[q.doc_id]["text"].split()[2] in q.text.split() for q in queries)
+
+
+def test_keyword_queries_are_seeded_and_leave_the_other_kinds_draws_alone():
+    assert [q.text for q in _keywords(seed=3)] == [q.text for q in _keywords(seed=3)]
+    mixed = pseudo_queries(CORPUS, per_doc=2, kinds=["sentence", "span", "keywords"], seed=1)
+    without = pseudo_queries(CORPUS, per_doc=2, kinds=["sentence", "span"], seed=1)
+    assert [q.text for q in mixed if q.kind != "keywords"] == [q.text for q in without]
+
+
+def test_keywords_are_offered_but_not_in_the_default_mix():
+    assert "keywords" not in DEFAULT_QUERY_KINDS
+    assert {q.kind for q in pseudo_queries(CORPUS, per_doc=4, seed=0)} <= set(DEFAULT_QUERY_KINDS)
+
+
+@pytest.mark.parametrize("texts", [["alpha beta gamma delta epsilon zeta eta theta"] * 1, ["", ""]])
+def test_a_corpus_with_no_shared_terms_gets_no_keyword_query(texts):
+    corpus = {f"d{i}": {"title": "", "text": t} for i, t in enumerate(texts)}
+    assert _keywords(corpus) == []
