@@ -8,9 +8,9 @@ positive it is trained towards is the rest of that document, so the model cannot
   sentence (and with the title) is the positive.
 - ``span`` (Contriever's cropping, Izacard et al. 2021): a run of ``SPAN_WORDS`` consecutive words is the query; the
   text without it is the positive. It gives queries to documents with one long sentence, or none.
-- ``keywords`` (not in the default mix; docs/training.md says how it was tried): 2–4 of the document's highest
-  TF-IDF words and word pairs over the corpus, a short topical query like a user's search terms; the positive is the
-  whole document (its terms cannot be cut out of it, as GPL's generated queries are not).
+- ``keywords``: 2–4 of the document's highest TF-IDF words and word pairs over the corpus, a short topical query like
+  a user's search terms; the positive is the whole document (its terms cannot be cut out of it, as GPL's generated
+  queries are not). In the default mix since it raised dense most on the dev sets (docs/training.md).
 
 >>> corpus = {"d1": {"title": "Where otters live",
 ...                  "text": "Otters dig dens in river banks. They eat fish and crabs at night."}}
@@ -28,7 +28,8 @@ from dataclasses import asdict, dataclass
 from ctxir.types import Corpus, CtxirError, doc_text
 
 QUERY_KINDS = ("title", "sentence", "span", "keywords")
-DEFAULT_QUERY_KINDS = ("title", "sentence", "span")
+# taken in this order, one each in turn: with 3 per document a span only where a title, keywords or sentence is missing
+DEFAULT_QUERY_KINDS = ("title", "keywords", "sentence", "span")
 # A query shorter than this says too little to be matched by meaning (a heading "Abstract", "Results:"); a sentence
 # longer than MAX_QUERY_WORDS is a passage, not a query.
 MIN_QUERY_WORDS = 3
