@@ -1,6 +1,6 @@
 """``ctxir adapt``: adapt the bi-encoder to a user's corpus without labels (GPL-style, no query generator).
 
-queries.py    pseudo-queries cut from the documents: titles, sentences (inverse cloze), word spans (cropping)
+queries.py    pseudo-queries cut from the documents: titles, keyword terms, sentences (inverse cloze), word spans (cropping)
 negatives.py  hard negatives mined with BM25 and dense on the same corpus; the teacher's scores of them
 train.py      the LoRA adapter trained by sentence-transformers' trainer (MarginMSELoss / MNRL); the time budget
 work.py       the output folder: work files a rerun continues from, the unfinished marker, adapt.json

@@ -1,4 +1,4 @@
-"""Pseudo-queries from a corpus alone: titles, sentences (inverse cloze) and word spans (cropping).
+"""Pseudo-queries from a corpus alone: titles, keyword terms, sentences (inverse cloze) and word spans (cropping).
 
 No query generator is used (GPL's T5 is not available offline): each query is a piece of its own document, and the
 positive it is trained towards is the rest of that document, so the model cannot match the query by copying it.
@@ -27,9 +27,9 @@ from dataclasses import asdict, dataclass
 
 from ctxir.types import Corpus, CtxirError, doc_text
 
-QUERY_KINDS = ("title", "sentence", "span", "keywords")
-# taken in this order, one each in turn: with 3 per document a span only where a title, keywords or sentence is missing
-DEFAULT_QUERY_KINDS = ("title", "keywords", "sentence", "span")
+QUERY_KINDS = ("title", "keywords", "sentence", "span")
+# all of them, taken in this order one each in turn: with 3 per document a span only where one of the others is missing
+DEFAULT_QUERY_KINDS = QUERY_KINDS
 # A query shorter than this says too little to be matched by meaning (a heading "Abstract", "Results:"); a sentence
 # longer than MAX_QUERY_WORDS is a passage, not a query.
 MIN_QUERY_WORDS = 3
@@ -41,6 +41,8 @@ SPAN_WORDS = (
     16,
 )  # the cropped query's length in words, drawn uniformly (Contriever crops 10–50% of a passage)
 # a sentence ends at . ! ? followed by space and a capital, digit, bracket or quote (not "e.g. the", "Fig. 2" mostly)
+# what each kind is, in a card's or a log's words
+KIND_NAMES = {"title": "titles", "keywords": "keyword terms", "sentence": "sentences", "span": "word spans"}
 KEYWORD_TERMS = (2, 4)  # terms per keyword query, drawn uniformly
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
 
@@ -177,6 +179,16 @@ def pseudo_queries(
     if max_queries and len(found) > max_queries:
         found = sorted(rng.sample(found, max_queries), key=lambda q: (q.doc_id, q.qid))
     return found
+
+
+def kinds_phrase(kinds) -> str:
+    """``kinds`` in words, in ``QUERY_KINDS``' order.
+
+    >>> kinds_phrase(["span", "title", "keywords"])
+    'titles, keyword terms and word spans'
+    """
+    names = [KIND_NAMES[k] for k in QUERY_KINDS if k in kinds]
+    return " and ".join([", ".join(names[:-1]), names[-1]]) if len(names) > 1 else "".join(names)
 
 
 def describe(queries: Sequence[PseudoQuery], examples: int = 2) -> list[str]:

@@ -22,6 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ctxir import kinds
+from ctxir.adapt.queries import kinds_phrase
 from ctxir.adapt.work import RECORD_FILE
 from ctxir.encoders.models import is_adapter, load_bi_encoder
 from ctxir.files import read_json
@@ -223,6 +224,7 @@ def adapted_context(metrics: dict) -> dict:
         "corpus_license": metrics["datasets"][0]["license"],  # as the publisher wrote it
         "corpus_terms": parse_license(metrics["datasets"][0]["license"]).name,
         "query_counts": queries,
+        "query_kinds": kinds_phrase([k for k, n in queries.items() if n]),
         "query_examples": {k: v for k, v in (record.get("query_examples") or {}).items() if v},
         "run_state": run,
         "settings": record["settings"],
