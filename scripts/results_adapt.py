@@ -416,20 +416,22 @@ def times(record: dict) -> list[str]:
         "collection's corpus, seconds per step as its adapt.json records them (mining's dense part reuses the base's "
         "cached corpus embeddings when an evaluation made them first).",
         "",
-        "| Collection | Documents | Pseudo-queries (title/sentence/span) | Mining s | Teacher s | Training s | Total min | Machine |",
+        f"| Collection | Documents | Pseudo-queries ({'/'.join(QUERY_KINDS)}) | Mining s | Teacher s | Training s | "
+        "Total min | Machine |",
         "|---|---:|---|---:|---:|---:|---:|---|",
     ]
     results = [r for r in record.get("collections", []) if r["split"] == "test"]
     for res in results:
         q, sec = res["pseudo_queries"], res["adapt_seconds_by_step"]
-        kinds_ = "/".join(str(q.get(k, 0)) for k in ("title", "sentence", "span"))
+        kinds_ = "/".join(str(q.get(k, 0)) for k in QUERY_KINDS)
         lines.append(
             f"| {res['collection']} | {res['documents']:,} | {q['total']:,} ({kinds_}) | {sec.get('negatives', 0):.0f} | "
             f"{sec.get('teacher', 0):.0f} | {sec.get('train', 0):.0f} | {sec['total'] / 60:.1f} | {res['machine']} |"
         )
     lines += ["", "Pseudo-queries, the first of each kind:", ""]
     for res in results:
-        shown = "; ".join(f"{k}: `{v[0][:90]}`" for k, v in res["query_examples"].items() if v)
+        examples = res["query_examples"]
+        shown = "; ".join(f"{k}: `{examples[k][0][:90]}`" for k in QUERY_KINDS if examples.get(k))
         lines.append(f"- {res['collection']}: {shown}")
     lines.append(TIMES_END)
     return lines
