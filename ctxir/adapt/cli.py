@@ -55,7 +55,9 @@ class AdaptArgs:
     )
     query_kinds: str = field(
         default=",".join(DEFAULT_QUERY_KINDS),
-        metadata={"help": "pseudo-queries: comma list of title, keywords, sentence, span (one of each in turn, in this order)"},
+        metadata={
+            "help": "pseudo-queries: comma list of title, keywords, sentence, span (one of each in turn, in this order)"
+        },
     )
     queries_per_doc: int = field(
         default=3, metadata={"help": "pseudo-queries cut from each document, at most"}
