@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ctxir.adapt.queries import DEFAULT_QUERY_KINDS, KEYWORD_TERMS, pseudo_queries
+from ctxir.adapt.queries import KEYWORD_TERMS, QUERY_KINDS, pseudo_queries
 from ctxir.types import doc_text
 
 # Every document has words of its own (once in the corpus), words shared with one other document, and the words all of
@@ -61,7 +61,7 @@ def test_keyword_queries_are_seeded_and_leave_the_other_kinds_draws_alone():
 
 def test_the_default_mix_takes_a_title_keywords_and_a_sentence_before_a_span():
     # the order chosen on the dev sets (docs/training.md): three per document, a span only where one is missing
-    assert DEFAULT_QUERY_KINDS == ("title", "keywords", "sentence", "span")
+    assert QUERY_KINDS == ("title", "keywords", "sentence", "span")
     corpus = {
         d: {
             "title": f"All about {doc['text'].split()[2]} here",

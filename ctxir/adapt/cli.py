@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 
 from ctxir import kinds
 from ctxir.adapt.hybrid_teacher import COMPLEMENT_TEACHER, HYBRID_TEACHER, SOURCE_TEACHER
-from ctxir.adapt.queries import DEFAULT_QUERY_KINDS, PseudoQuery, describe, pseudo_queries
+from ctxir.adapt.queries import QUERY_KINDS, PseudoQuery, describe, pseudo_queries
 from ctxir.adapt.record import adapter_record, write_card
 from ctxir.adapt.work import BudgetReached, WorkDir, corpus_fingerprint, read_jsonl, write_jsonl
 from ctxir.encoders.models import DEFAULT_BI_ENCODER
@@ -54,7 +54,7 @@ class AdaptArgs:
         },
     )
     query_kinds: str = field(
-        default=",".join(DEFAULT_QUERY_KINDS),
+        default=",".join(QUERY_KINDS),
         metadata={
             "help": "pseudo-queries: comma list of title, keywords, sentence, span (one of each in turn, in this order)"
         },

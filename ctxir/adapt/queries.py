@@ -27,9 +27,9 @@ from dataclasses import asdict, dataclass
 
 from ctxir.types import Corpus, CtxirError, doc_text
 
+# the default mix is all of them, taken in this order one each in turn: with 3 per document a span only where one of
+# the others is missing
 QUERY_KINDS = ("title", "keywords", "sentence", "span")
-# all of them, taken in this order one each in turn: with 3 per document a span only where one of the others is missing
-DEFAULT_QUERY_KINDS = QUERY_KINDS
 # A query shorter than this says too little to be matched by meaning (a heading "Abstract", "Results:"); a sentence
 # longer than MAX_QUERY_WORDS is a passage, not a query.
 MIN_QUERY_WORDS = 3
@@ -40,10 +40,10 @@ SPAN_WORDS = (
     6,
     16,
 )  # the cropped query's length in words, drawn uniformly (Contriever crops 10–50% of a passage)
-# a sentence ends at . ! ? followed by space and a capital, digit, bracket or quote (not "e.g. the", "Fig. 2" mostly)
 # what each kind is, in a card's or a log's words
 KIND_NAMES = {"title": "titles", "keywords": "keyword terms", "sentence": "sentences", "span": "word spans"}
 KEYWORD_TERMS = (2, 4)  # terms per keyword query, drawn uniformly
+# a sentence ends at . ! ? followed by space and a capital, digit, bracket or quote (not "e.g. the", "Fig. 2" mostly)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
 
 
@@ -136,12 +136,12 @@ def _keyword_queries(corpus: Corpus, doc_ids: list[str], rng: random.Random) -> 
 def pseudo_queries(
     corpus: Corpus,
     per_doc: int = 3,
-    kinds: Sequence[str] = DEFAULT_QUERY_KINDS,
+    kinds: Sequence[str] = QUERY_KINDS,
     max_queries: int = 0,
     seed: int = 42,
 ) -> list[PseudoQuery]:
-    """Up to ``per_doc`` queries from each document, one of each of ``kinds`` in turn (its title, a sentence drawn at
-    random, a span, then more sentences), then at most ``max_queries`` of them (0 = all), drawn at random
+    """Up to ``per_doc`` queries from each document, one of each of ``kinds`` in turn (by default its title, its
+    keywords, a sentence drawn at random, a span, then more sentences), then at most ``max_queries`` of them (0 = all), drawn at random
     across documents so that every part of the corpus is represented. Seeded: the same corpus gives the same queries.
     """
     for kind in kinds:
@@ -168,7 +168,7 @@ def pseudo_queries(
                 offers[kind] = [keywords[doc_id]] if doc_id in keywords else []
             else:
                 offers[kind] = [p for p in [_span_query(doc, rng)] if p]
-        # one of each kind in turn (title, sentence, span, then more sentences): the kinds stay balanced
+        # one of each kind in turn (title, keywords, sentence, span, then more sentences): the kinds stay balanced
         picked: list[tuple[str, tuple[str, str]]] = []
         while len(picked) < per_doc and any(offers.values()):
             for kind in kinds:
@@ -181,13 +181,14 @@ def pseudo_queries(
     return found
 
 
-def kinds_phrase(kinds) -> str:
-    """``kinds`` in words, in ``QUERY_KINDS``' order.
+def kinds_phrase(counts: dict[str, int]) -> str:
+    """The kinds a run drew (``counts``: adapt.json's queries, kind → how many; "total" and zeros left out), in words,
+    in ``QUERY_KINDS``' order.
 
-    >>> kinds_phrase(["span", "title", "keywords"])
+    >>> kinds_phrase({"total": 5, "span": 1, "title": 2, "keywords": 2, "sentence": 0})
     'titles, keyword terms and word spans'
     """
-    names = [KIND_NAMES[k] for k in QUERY_KINDS if k in kinds]
+    names = [KIND_NAMES[k] for k in QUERY_KINDS if counts.get(k)]
     return " and ".join([", ".join(names[:-1]), names[-1]]) if len(names) > 1 else "".join(names)
 
 

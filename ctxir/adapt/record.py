@@ -65,7 +65,7 @@ tags: [sentence-transformers, peft, lora, ctxir-adapt]
 
 A LoRA adapter made by `ctxir adapt` on the corpus `{record["corpus"]["path"]}` ({record["corpus"]["documents"]:,}
 documents): no query and no relevance label was used. {record["queries"]["total"]:,} pseudo-queries were cut from the
-documents themselves ({kinds_phrase([k for k, n in record["queries"].items() if k != "total" and n])}), negatives mined with BM25 and the base model, and the
+documents themselves ({kinds_phrase(record["queries"])}), negatives mined with BM25 and the base model, and the
 {_trained_with(record)}. It was not evaluated here: measure it on your own
 queries (`ctxir evaluate --model DIR`).
 

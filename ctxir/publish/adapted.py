@@ -224,7 +224,7 @@ def adapted_context(metrics: dict) -> dict:
         "corpus_license": metrics["datasets"][0]["license"],  # as the publisher wrote it
         "corpus_terms": parse_license(metrics["datasets"][0]["license"]).name,
         "query_counts": queries,
-        "query_kinds": kinds_phrase([k for k, n in queries.items() if n]),
+        "query_kinds": kinds_phrase(queries),
         "query_examples": {k: v for k, v in (record.get("query_examples") or {}).items() if v},
         "run_state": run,
         "settings": record["settings"],
