@@ -9,6 +9,8 @@ queries before and after, with paired tests; rewrite the table in docs/results.m
                                                              # where BM25 is strong, so a hybrid's drop shows
     python scripts/results_adapt.py --dev true --collections msmarco-triples   # the third: MS MARCO's training
                                                              # triples (general/), short web queries
+    python scripts/results_adapt.py --dev true --collections wikiqa   # the fourth: WikiQA's search-engine
+                                                             # questions over its ~200-word Wikipedia summaries
     python scripts/results_adapt.py --table-only true        # the table from docs/bench/adapt.json
 
 Each collection runs ``ctxir adapt --corpus <its folder> --output outputs/adapt/<name>`` at the defaults (the same
@@ -49,15 +51,18 @@ COLLECTIONS = {
 # the dev collections: name → (label, split). "squad" and "msmarco-triples" are BEIR folders written from
 # ../shared/data/general (training data, judged nowhere): SQuAD v1.1 dev's questions reuse their paragraph's words,
 # so BM25 is strong there and the hybrid's part of the musts can be read on dev (SciFact's training claims never
-# showed the hybrid fall); MS MARCO's training triples have short web queries, as most test collections do
+# showed the hybrid fall); MS MARCO's training triples have short web queries, as most test collections do; WikiQA's
+# are real search-engine questions (not written from the passage, as SQuAD's were) over whole Wikipedia summaries
 DEV = {
     "scifact": ("SciFact", "train"),
     "squad": ("SQuAD v1.1 dev (general/)", "dev"),
     "msmarco-triples": ("MS MARCO training triples (general/)", "dev"),
+    "wikiqa": ("WikiQA questions over pages (general/)", "dev"),
 }
 GENERAL = {  # name → (its file under ../shared/data/general, the ctxir.data.general reader's name)
     "squad": ("squad-v1.1/dev-v1.1.json", "load_squad"),
     "msmarco-triples": ("msmarco-triples/toy_triples.train.small.tsv", "load_msmarco_triples"),
+    "wikiqa": ("wikiqa", "load_wikiqa_pages"),  # the folder: all three splits' pages
 }
 DEV_QUESTIONS = (
     3000  # a seeded sample of a set's questions (SQuAD's 10,570): each evaluation about a minute here

@@ -64,7 +64,7 @@ def test_squad_is_written_as_a_beir_folder_with_a_seeded_sample_of_its_questions
 def test_squad_is_a_dev_set_only(squad_data):
     with pytest.raises(
         SystemExit,
-        match=r"--collections 'squad' is not one of .*squad, msmarco-triples are dev sets: add --dev true",
+        match=r"--collections 'squad' is not one of .*squad, msmarco-triples, wikiqa are dev sets: add --dev true",
     ):
         results_adapt.run(results_adapt.ResultsAdaptArgs(collections="squad", work=str(squad_data / "work")))
 

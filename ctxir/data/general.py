@@ -115,6 +115,40 @@ def load_wikiqa(path: PathLike) -> RelevanceSet:
     return out
 
 
+def load_wikiqa_pages(folder: PathLike) -> RelevanceSet:
+    """WikiQA's questions over whole pages: every split in ``folder`` (WikiQA-train/dev/test.tsv), each Wikipedia
+    summary one document (its title, its sentences joined), each question with a correct sentence judged against
+    the page it holds. Real search-engine questions over passages of about 200 words, where ``load_wikiqa`` ranks
+    one page's sentences; a page two splits share is one document.
+
+    >>> import tempfile
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> _ = (Path(folder.name) / "WikiQA-dev.tsv").write_text("\\t".join(WIKIQA_COLUMNS) + "\\n"
+    ...     "Q1\\tbat sonar?\\tD1\\tBat\\tD1-0\\tBats are mammals .\\t0\\n"
+    ...     "Q1\\tbat sonar?\\tD1\\tBat\\tD1-1\\tBats echolocate .\\t1\\n"
+    ...     "Q2\\tno answer?\\tD2\\tX\\tD2-0\\tNothing .\\t0\\n")
+    >>> pages = load_wikiqa_pages(folder.name)
+    >>> pages.corpus, pages.queries, pages.qrels
+    ({'D1': {'title': 'Bat', 'text': 'Bats are mammals . Bats echolocate .'}, 'D2': {'title': 'X', 'text': 'Nothing .'}}, {'Q1': 'bat sonar?'}, {'Q1': {'D1': 1}})
+    >>> folder.cleanup()
+    """
+    splits = sorted(Path(folder).glob("WikiQA-*.tsv"))
+    if not splits:
+        raise CtxirError(
+            f"{str(folder)!r} holds no WikiQA split: expected WikiQA-train.tsv, WikiQA-dev.tsv or WikiQA-test.tsv "
+            "(../shared/data/general/wikiqa)"
+        )
+    out = RelevanceSet("wikiqa-pages", {}, {}, {})
+    for split in splits:
+        for doc_id, (title, sentences) in load_wikiqa_sentences(split).items():
+            out.corpus[doc_id] = {"title": title, "text": " ".join(sentences)}
+        questions = load_wikiqa(split)
+        for qid, question in questions.queries.items():
+            out.queries[qid] = question
+            out.qrels[qid] = {questions.groups[sentence]: 1 for sentence in questions.qrels[qid]}
+    return out
+
+
 def load_wikiqa_topics(
     path: PathLike,
     *,
