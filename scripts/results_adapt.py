@@ -122,6 +122,13 @@ class ResultsAdaptArgs:
     work: str = field(default="outputs/adapt", metadata={"help": "adapters and evaluations go here"})
     adapt_args: str = field(default="", metadata={"help": "extra ctxir adapt flags (dev comparisons only)"})
     label: str = field(default="", metadata={"help": "--dev: a name for this setting's adapter folder"})
+    against: str = field(
+        default="",
+        metadata={
+            "help": "--dev: another setting's --label ('default' = the one without): a paired test of this "
+            "setting against it, query by query, goes into the dev record"
+        },
+    )
     torch_threads: int = 0
     doc: str = field(default=str(ROOT / "docs" / "results.md"))
     record: str = field(default=str(RECORD), metadata={"help": "the JSON the table is made from"})
@@ -210,8 +217,9 @@ def measure(name: str, args: ResultsAdaptArgs) -> dict:
     # kept outside the adapter's folder (ctxir adapt touches no folder with other files), keyed by the adapter's
     # weights: a re-adapted folder is evaluated again, the base's evaluations are shared by every adapter
     tags = {"before": "base", "after": "adapted-" + _weights_hash(output)}
-    per_query, rows, dense_runs = {}, [], {}
-    for system, (run_before, run_after, stage) in (DEV_SYSTEMS if args.dev else SYSTEMS).items():
+    per_query, rows, dense_runs, after = {}, [], {}, {}
+    systems = DEV_SYSTEMS if args.dev else SYSTEMS
+    for system, (run_before, run_after, stage) in systems.items():
         for when, model in models.items():
             run = run_before if when == "before" else run_after
             out = ROOT / args.work / "eval" / f"{name}-{split}-{tags[when]}-{run}.json"
@@ -220,6 +228,7 @@ def measure(name: str, args: ResultsAdaptArgs) -> dict:
             per_query[when] = result["per_query"][stage]
             if system == "dense":
                 dense_runs[when] = result["runs"]["dense"]
+        after[system] = per_query["after"]
         test = paired_test(per_query["before"], per_query["after"], METRIC)
         before = _mean(per_query["before"])
         rows.append(
@@ -233,7 +242,9 @@ def measure(name: str, args: ResultsAdaptArgs) -> dict:
                 "t_pvalue": round(test["t_pvalue"], 4),
             }
         )
+    against = versus(name, folder, split, after, systems, args) if args.against else None
     return {
+        **({"against": against} if against else {}),
         "collection": label,
         "split": split,
         "queries": len(per_query["before"]),
@@ -250,6 +261,34 @@ def measure(name: str, args: ResultsAdaptArgs) -> dict:
         "rows": rows,
         "dense_shared_with_bm25": bm25_overlap(folder, split, dense_runs),
     }
+
+
+def versus(name: str, folder: Path, split: str, after: dict, systems: dict, args: ResultsAdaptArgs) -> dict:
+    """--against: this setting's adapter against another setting's on the same queries, stage by stage (a paired test
+    of the two adapters, which the two rows' deltas against the base only suggest)."""
+    other = ROOT / args.work / (name + ("" if args.against == "default" else f"-{args.against}"))
+    if not (other / "adapt.json").is_file() or not read_json(other / "adapt.json").get("complete"):
+        raise SystemExit(
+            f"--against {args.against!r}: {other} holds no complete adapter; run that setting first "
+            f"(--label {args.against}) or name another"
+        )
+    found = {"label": args.against, "teacher": read_json(other / "adapt.json")["teacher"], "stages": {}}
+    for system, (_, run_after, stage) in systems.items():
+        out = ROOT / args.work / "eval" / f"{name}-{split}-adapted-{_weights_hash(other)}-{run_after}.json"
+        theirs = evaluate(folder, str(other), split, run_after, out, args)["per_query"][stage]
+        test = paired_test(theirs, after[system], METRIC)
+        found["stages"][system] = {
+            "delta": round(test["delta"], 4),
+            "wins": test["wins"],
+            "losses": test["losses"],
+            "t_pvalue": float(f"{test['t_pvalue']:.3g}"),  # p < 0.001 kept, not rounded to 0
+        }
+        print(
+            f"   {name} {system}: {args.label or 'default'} − {args.against} {test['delta']:+.4f} "
+            f"({test['wins']} wins, {test['losses']} losses, p {test['t_pvalue']:.3g})",
+            flush=True,
+        )
+    return found
 
 
 def bm25_overlap(folder: Path, split: str, runs: dict[str, dict]) -> dict[str, float]:
@@ -472,6 +511,10 @@ def run(args: ResultsAdaptArgs) -> dict:
     if not args.table_only:
         names = [n.strip() for n in args.collections.split(",") if n.strip()]
         known = DEV if args.dev else COLLECTIONS
+        if args.against and not args.dev:
+            raise SystemExit(
+                "--against compares two dev settings: add --dev true (the test table has one setting)"
+            )
         bad = [n for n in names if n not in known]
         if bad:
             raise SystemExit(
@@ -483,7 +526,10 @@ def run(args: ResultsAdaptArgs) -> dict:
             print(result, flush=True)
             if args.dev:  # dev results go beside the adapter, never into the test table
                 stem = "dev" if name == "scifact" else f"dev-{name}"  # SciFact's name predates the second dev
-                write_json(ROOT / args.work / f"{stem}-{args.label or 'default'}.json", result)
+                path = ROOT / args.work / f"{stem}-{args.label or 'default'}.json"
+                if result["machine"] is None:  # the adapter was reused: its record's load stays
+                    result["machine"] = read_json(path).get("machine") if path.is_file() else None
+                write_json(path, result)
                 continue
             kept = [r for r in record["collections"] if r["collection"] != result["collection"]]
             if result["machine"] is None:  # the adapter was reused: the load its timings were made under

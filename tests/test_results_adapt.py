@@ -4,6 +4,7 @@ and the dev sets kept apart from the test table (issue 50). On a tiny SQuAD file
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -81,3 +82,37 @@ def test_a_doc_that_does_not_exist_yet_is_written_with_the_block(tmp_path):
         doc, "<!-- a:start -->", "<!-- a:end -->", "<!-- a:start -->\ny\n<!-- a:end -->", "## H"
     )
     assert doc.read_text() == "\n## H\n\n<!-- a:start -->\ny\n<!-- a:end -->\n"
+
+
+def test_against_is_a_paired_test_of_two_dev_adapters_query_by_query(tmp_path, monkeypatch):
+    """--against: this setting's per-query figures minus the other setting's, stage by stage (not the two deltas
+    against the base subtracted); a setting never run is named with what to do."""
+    work = tmp_path / "work"
+    for folder in ("squad-new", "squad"):  # --label new, and the default's folder (no label)
+        (work / folder).mkdir(parents=True)
+        (work / folder / "adapt.json").write_text(json.dumps({"complete": True, "teacher": folder}))
+        (work / folder / "adapter_model.safetensors").write_bytes(folder.encode())
+    # per query nDCG@10: the new adapter wins q1 and q2, loses q3; the old one is flat
+    figures = {"squad-new": [0.9, 0.8, 0.1], "squad": [0.5, 0.5, 0.5]}
+
+    def evaluate(folder, model, split, run, out, args):
+        values = figures[Path(model).name]
+        return {"per_query": {"dense": {f"q{i}": {"nDCG@10": v} for i, v in enumerate(values, 1)}}}
+
+    monkeypatch.setattr(results_adapt, "evaluate", evaluate)
+    args = results_adapt.ResultsAdaptArgs(dev=True, label="new", against="default", work=str(work))
+    systems = {"dense": ("dense", "dense", "dense")}
+    mine = {
+        "dense": evaluate(None, str(work / "squad-new"), "dev", "dense", None, args)["per_query"]["dense"]
+    }
+    found = results_adapt.versus("squad", tmp_path, "dev", mine, systems, args)
+    assert found["label"] == "default" and found["teacher"] == "squad"
+    assert found["stages"]["dense"]["delta"] == pytest.approx((0.4 + 0.3 - 0.4) / 3, abs=1e-4)
+    assert (found["stages"]["dense"]["wins"], found["stages"]["dense"]["losses"]) == (2, 1)
+    args.against = "never-run"
+    with pytest.raises(
+        SystemExit, match=r"--against 'never-run': .*squad-never-run holds no complete adapter"
+    ):
+        results_adapt.versus("squad", tmp_path, "dev", mine, systems, args)
+    with pytest.raises(SystemExit, match="--against compares two dev settings: add --dev true"):
+        results_adapt.run(results_adapt.ResultsAdaptArgs(against="default", work=str(work)))
