@@ -77,3 +77,36 @@ def test_the_default_mix_takes_a_title_keywords_and_a_sentence_before_a_span():
 def test_a_corpus_with_no_shared_terms_gets_no_keyword_query(texts):
     corpus = {f"d{i}": {"title": "", "text": t} for i, t in enumerate(texts)}
     assert _keywords(corpus) == []
+
+
+def test_masked_keywords_are_the_keyword_queries_with_their_words_cut_out_of_the_positive():
+    """The student must find the document by its other words; the teacher still reads the document whole (its BM25
+    of the cut text would be nothing)."""
+    import Stemmer
+
+    from ctxir.adapt.negatives import scored_texts
+
+    corpus = {
+        doc_id: {"title": "", "text": doc["text"] + f" with its {doc_id} notes and more words about them"}
+        for doc_id, doc in CORPUS.items()
+    }
+    plain = [q for q in pseudo_queries(corpus, per_doc=1, kinds=["keywords"], seed=0)]
+    cut = pseudo_queries(corpus, per_doc=1, kinds=["masked-keywords"], seed=0)
+    assert [q.text for q in cut] == [q.text for q in plain] and {q.kind for q in cut} == {"masked-keywords"}
+    stem = Stemmer.Stemmer("english").stemWord
+    for query in cut:
+        stems = {stem(w) for w in query.text.split()}
+        assert query.positive.split() and not {stem(w.lower()) for w in query.positive.split()} & stems
+        assert "catalogue" in query.positive.split()  # the rest stays
+        texts = scored_texts(query, {"negatives": [["d0", "bm25"]]}, corpus)[1]
+        assert texts[0] == doc_text(corpus[query.doc_id])
+    # the other kinds' teachers read the positive the student sees
+    title = pseudo_queries(corpus, per_doc=1, kinds=["span"], seed=0)[0]
+    assert scored_texts(title, {"negatives": []}, corpus)[1] == [title.positive]
+
+
+def test_a_kind_that_is_not_known_is_named_with_the_kinds_there_are():
+    with pytest.raises(
+        Exception, match=r"--query-kinds 'topics' is not known: .*keywords, sentence, span, masked-keywords"
+    ):
+        pseudo_queries(CORPUS, kinds=["topics"])

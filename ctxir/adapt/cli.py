@@ -56,7 +56,8 @@ class AdaptArgs:
     query_kinds: str = field(
         default=",".join(QUERY_KINDS),
         metadata={
-            "help": "pseudo-queries: comma list of title, keywords, sentence, span (one of each in turn, in this order)"
+            "help": "pseudo-queries: comma list of title, keywords, sentence, span (one of each in turn, in this order); "
+            "also masked-keywords (keywords cut out of their positive)"
         },
     )
     queries_per_doc: int = field(

@@ -11,6 +11,10 @@ positive it is trained towards is the rest of that document, so the model cannot
 - ``keywords``: 2–4 of the document's highest TF-IDF words and word pairs over the corpus, a short topical query like
   a user's search terms; the positive is the whole document (its terms cannot be cut out of it, as GPL's generated
   queries are not). In the default mix since it raised dense most on the dev sets (docs/training.md).
+- ``masked-keywords``: the same queries, with every word of the document that shares a stem with a query word cut
+  out of the positive, so the student must find the document by the words that go with its terms (a topic's other
+  vocabulary), not by the terms, which BM25 already matches. The teacher reads the document whole
+  (``WHOLE_FOR_TEACHER``).
 
 >>> corpus = {"d1": {"title": "Where otters live",
 ...                  "text": "Otters dig dens in river banks. They eat fish and crabs at night."}}
@@ -30,6 +34,12 @@ from ctxir.types import Corpus, CtxirError, doc_text
 # the default mix is all of them, taken in this order one each in turn: with 3 per document a span only where one of
 # the others is missing
 QUERY_KINDS = ("title", "keywords", "sentence", "span")
+# kinds a run may ask for besides the default mix
+OTHER_KINDS = ("masked-keywords",)
+# A masked-keywords positive keeps no trace of its query's words, so the teacher's BM25 would call every negative that
+# has them better than the document the query came from: the teacher reads that document whole (GPL's teacher reads
+# a generated query's document as it is).
+WHOLE_FOR_TEACHER = frozenset({"masked-keywords"})
 # A query shorter than this says too little to be matched by meaning (a heading "Abstract", "Results:"); a sentence
 # longer than MAX_QUERY_WORDS is a passage, not a query.
 MIN_QUERY_WORDS = 3
@@ -41,7 +51,13 @@ SPAN_WORDS = (
     16,
 )  # the cropped query's length in words, drawn uniformly (Contriever crops 10–50% of a passage)
 # what each kind is, in a card's or a log's words
-KIND_NAMES = {"title": "titles", "keywords": "keyword terms", "sentence": "sentences", "span": "word spans"}
+KIND_NAMES = {
+    "title": "titles",
+    "keywords": "keyword terms",
+    "masked-keywords": "keyword terms cut out of their document",
+    "sentence": "sentences",
+    "span": "word spans",
+}
 KEYWORD_TERMS = (2, 4)  # terms per keyword query, drawn uniformly
 # a sentence ends at . ! ? followed by space and a capital, digit, bracket or quote (not "e.g. the", "Fig. 2" mostly)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
@@ -133,6 +149,22 @@ def _keyword_queries(corpus: Corpus, doc_ids: list[str], rng: random.Random) -> 
     return found
 
 
+def masked(text: str, query: str) -> str:
+    """``text`` without every word that shares an English Snowball stem with a word of ``query`` (BM25's stems).
+
+    >>> masked("Otters dig dens; an otter's den is dry.", "otter dens")
+    'dig ; an is dry.'
+    """
+    import Stemmer
+
+    stem = Stemmer.Stemmer("english").stemWord
+    stems = {stem(w) for w in re.findall(r"\w+", query.lower())}
+    kept = re.sub(
+        r"\w+(?:'\w+)?", lambda m: "" if stem(m.group().lower().split("'")[0]) in stems else m.group(), text
+    )
+    return " ".join(kept.split())
+
+
 def pseudo_queries(
     corpus: Corpus,
     per_doc: int = 3,
@@ -145,13 +177,15 @@ def pseudo_queries(
     across documents so that every part of the corpus is represented. Seeded: the same corpus gives the same queries.
     """
     for kind in kinds:
-        if kind not in QUERY_KINDS:
+        if kind not in QUERY_KINDS + OTHER_KINDS:
             raise CtxirError(
-                f"--query-kinds {kind!r} is not known: use a comma list of {', '.join(QUERY_KINDS)}"
+                f"--query-kinds {kind!r} is not known: use a comma list of {', '.join(QUERY_KINDS + OTHER_KINDS)}"
             )
     rng = random.Random(seed)
-    # drawn from their own generator, so that adding the kind leaves the other kinds' draws as they were
-    keywords = _keyword_queries(corpus, sorted(corpus), random.Random(seed)) if "keywords" in kinds else {}
+    # drawn from their own generator, so that adding the kind leaves the other kinds' draws as they were (and both
+    # keyword kinds draw the same queries)
+    wants_keywords = {"keywords", "masked-keywords"} & set(kinds)
+    keywords = _keyword_queries(corpus, sorted(corpus), random.Random(seed)) if wants_keywords else {}
     found: list[PseudoQuery] = []
     for doc_id in sorted(corpus):
         doc = corpus[doc_id]
@@ -166,6 +200,10 @@ def pseudo_queries(
                 rng.shuffle(offers[kind])
             elif kind == "keywords":
                 offers[kind] = [keywords[doc_id]] if doc_id in keywords else []
+            elif kind == "masked-keywords":
+                query, whole = keywords.get(doc_id, ("", ""))
+                rest = masked(whole, query)
+                offers[kind] = [(query, rest)] if query and _words(rest) >= MIN_POSITIVE_WORDS else []
             else:
                 offers[kind] = [p for p in [_span_query(doc, rng)] if p]
         # one of each kind in turn (title, keywords, sentence, span, then more sentences): the kinds stay balanced
@@ -188,14 +226,14 @@ def kinds_phrase(counts: dict[str, int]) -> str:
     >>> kinds_phrase({"total": 5, "span": 1, "title": 2, "keywords": 2, "sentence": 0})
     'titles, keyword terms and word spans'
     """
-    names = [KIND_NAMES[k] for k in QUERY_KINDS if counts.get(k)]
+    names = [KIND_NAMES[k] for k in QUERY_KINDS + OTHER_KINDS if counts.get(k)]
     return " and ".join([", ".join(names[:-1]), names[-1]]) if len(names) > 1 else "".join(names)
 
 
 def describe(queries: Sequence[PseudoQuery], examples: int = 2) -> list[str]:
     """Lines that say how many queries of each kind there are, with ``examples`` of each (the run prints them)."""
     lines = []
-    for kind in QUERY_KINDS:
+    for kind in QUERY_KINDS + OTHER_KINDS:
         of_kind = [q for q in queries if q.kind == kind]
         if of_kind:
             lines.append(f"  {kind}: {len(of_kind):,} queries, e.g.")
