@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from ctxir.cli import cli_main
-from ctxir.data import load_beir, load_corpus
+from ctxir.data import load_beir, load_corpus, write_beir
 from ctxir.encoders import BiEncoder, EmbeddingCache
 from ctxir.files import atomic_path, write_atomic
 from ctxir.types import CtxirError, doc_text
@@ -155,20 +155,14 @@ def run(args: SyntheticArgs) -> dict:
     centre_of = np.empty(
         args.num_docs - len(corpus), dtype=np.int64
     )  # synthetic passage → real row of its centre
-    with atomic_path(out / "corpus.jsonl") as tmp, open(tmp, "w", encoding="utf-8") as handle:
-        for doc_id, doc in corpus.items():
-            handle.write(json.dumps({"_id": doc_id, "title": doc["title"], "text": doc["text"]}) + "\n")
+
+    def rows():  # streamed: a million passages are never held at once; each one's centre noted as it goes
+        yield from corpus.items()
         for i, (text, first) in enumerate(synthetic_passages(sentences, len(centre_of), rng, args.progress)):
-            handle.write(json.dumps({"_id": f"syn-{i:07d}", "title": "", "text": text}) + "\n")
             centre_of[i] = sentence_rows[first]
-    write_atomic(
-        out / "queries.jsonl", "".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in queries.items())
-    )
-    write_atomic(
-        out / "qrels" / "test.tsv",
-        "query-id\tcorpus-id\tscore\n"
-        + "".join(f"{q}\t{d}\t{s}\n" for q, judged in qrels.items() for d, s in judged.items()),
-    )
+            yield f"syn-{i:07d}", {"title": "", "text": text}
+
+    write_beir(out, rows(), queries, qrels, "test")
     # 3. the embeddings, under the key the encoder computes for the texts as ctxir reads them back
     texts = [doc_text(d) for d in load_corpus(out / "corpus.jsonl").values()]
     cache = EmbeddingCache(out / "cache" / "embeddings")

@@ -186,21 +186,16 @@ def general_folder(name: str, out: Path) -> Path:
     0), written once under the work folder from ../shared/data (never into the repository)."""
     import random
 
-    from ctxir.adapt.work import write_jsonl
-    from ctxir.data import general
-    from ctxir.files import write_atomic
+    from ctxir.data import general, write_beir
 
     if (out / "qrels" / "dev.tsv").is_file():
         return out
     file, reader = GENERAL[name]
     found = getattr(general, reader)(DATA / "general" / file)
     qids = random.Random(0).sample(sorted(found.queries), min(DEV_QUESTIONS, len(found.queries)))
-    write_jsonl(out / "corpus.jsonl", ({"_id": doc_id, **doc} for doc_id, doc in found.corpus.items()))
-    write_jsonl(out / "queries.jsonl", ({"_id": qid, "text": found.queries[qid]} for qid in qids))
-    rows = "".join(f"{q}\t{d}\t{s}\n" for q in qids for d, s in found.qrels[q].items())
-    write_atomic(
-        out / "qrels" / "dev.tsv", "query-id\tcorpus-id\tscore\n" + rows
-    )  # last: marks the folder whole
+    write_beir(
+        out, found.corpus, {q: found.queries[q] for q in qids}, {q: found.qrels[q] for q in qids}, "dev"
+    )
     return out
 
 

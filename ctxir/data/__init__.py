@@ -9,7 +9,7 @@ labelled.py        labelled texts for classification: ``Label``, (text, label) f
 demo.py            the packaged demo data: the demo corpus, its example queries, the app's preset texts (``ASSETS``)
 """
 
-from ctxir.data.beir import load_beir, load_corpus, load_qrels, load_queries  # noqa: F401 -- public API
+from ctxir.data.beir import load_beir, load_corpus, load_qrels, load_queries, write_beir  # noqa: F401 -- public API
 from ctxir.data.labelled import Label, load_folder, load_labelled, load_labels  # noqa: F401 -- public API
 from ctxir.data.reading import PathLike  # noqa: F401 -- public API
 from ctxir.data.sentence_pairs import (  # noqa: F401 -- public API

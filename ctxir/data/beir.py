@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from pathlib import Path
+
 from ctxir.data.reading import (
     PathLike,
     add_doc,
@@ -122,3 +125,42 @@ def load_beir(folder: PathLike, split: str = "test") -> tuple[Corpus, Queries, Q
     # As BEIR's GenericDataLoader: evaluation only sees queries that have judgments in this split.
     queries = {qid: all_queries[qid] for qid in qrels}
     return load_corpus(root / "corpus.jsonl"), queries, qrels
+
+
+def write_beir(
+    folder: PathLike,
+    corpus: Corpus | Iterable[tuple[str, dict]],
+    queries: Queries,
+    qrels: Qrels,
+    split: str = "test",
+) -> Path:
+    r"""Write a BEIR folder that ``load_beir`` reads: ``corpus`` (a dict, or (id, {title, text}) pairs streamed one by
+    one, for corpora too big to hold), ``queries``, and ``qrels`` as ``qrels/<split>.tsv``. Each file is written whole
+    or not at all, the qrels last: a folder that has its qrels file is complete.
+
+    >>> import tempfile
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> root = write_beir(folder.name, {"d1": {"title": "Otters", "text": "Otters swim."}}, {"q1": "otters"},
+    ...                   {"q1": {"d1": 1}}, split="dev")
+    >>> load_beir(root, "dev")
+    ({'d1': {'title': 'Otters', 'text': 'Otters swim.'}}, {'q1': 'otters'}, {'q1': {'d1': 1}})
+    >>> folder.cleanup()
+    """
+    import json
+
+    from ctxir.files import atomic_path, write_atomic
+
+    root = Path(folder)
+    root.mkdir(parents=True, exist_ok=True)
+    rows = corpus.items() if isinstance(corpus, dict) else corpus
+    with atomic_path(root / "corpus.jsonl") as tmp, open(tmp, "w", encoding="utf-8") as handle:
+        for doc_id, doc in rows:
+            handle.write(
+                json.dumps({"_id": doc_id, "title": doc.get("title", ""), "text": doc["text"]}) + "\n"
+            )
+    write_atomic(
+        root / "queries.jsonl", "".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in queries.items())
+    )
+    judged = "".join(f"{q}\t{d}\t{s}\n" for q, docs in qrels.items() for d, s in docs.items())
+    write_atomic(root / "qrels" / f"{split}.tsv", "query-id\tcorpus-id\tscore\n" + judged)
+    return root
