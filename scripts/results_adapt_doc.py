@@ -6,11 +6,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ctxir.adapt.queries import OTHER_KINDS, QUERY_KINDS
+from ctxir.adapt.queries import ALL_KINDS, QUERY_KINDS
 from ctxir.files import read_json
 
 ROOT = Path(__file__).resolve().parents[1]
-ALL_KINDS = QUERY_KINDS + OTHER_KINDS
 OVERLAP_DEPTH = 10  # dense's top N set against BM25's
 START, END = "<!-- adapt:start -->", "<!-- adapt:end -->"
 TIMES_START, TIMES_END = "<!-- adapt-times:start -->", "<!-- adapt-times:end -->"

@@ -34,8 +34,9 @@ from ctxir.types import Corpus, CtxirError, doc_text
 # the default mix is all of them, taken in this order one each in turn: with 3 per document a span only where one of
 # the others is missing
 QUERY_KINDS = ("title", "keywords", "sentence", "span")
-# kinds a run may ask for besides the default mix
+# kinds a run may ask for besides the default mix (tried on dev, not adopted: docs/training.md)
 OTHER_KINDS = ("masked-keywords",)
+ALL_KINDS = QUERY_KINDS + OTHER_KINDS
 # A masked-keywords positive keeps no trace of its query's words, so the teacher's BM25 would call every negative that
 # has them better than the document the query came from: the teacher reads that document whole (GPL's teacher reads
 # a generated query's document as it is).
@@ -177,9 +178,9 @@ def pseudo_queries(
     across documents so that every part of the corpus is represented. Seeded: the same corpus gives the same queries.
     """
     for kind in kinds:
-        if kind not in QUERY_KINDS + OTHER_KINDS:
+        if kind not in ALL_KINDS:
             raise CtxirError(
-                f"--query-kinds {kind!r} is not known: use a comma list of {', '.join(QUERY_KINDS + OTHER_KINDS)}"
+                f"--query-kinds {kind!r} is not known: use a comma list of {', '.join(ALL_KINDS)}"
             )
     rng = random.Random(seed)
     # drawn from their own generator, so that adding the kind leaves the other kinds' draws as they were (and both
@@ -226,14 +227,14 @@ def kinds_phrase(counts: dict[str, int]) -> str:
     >>> kinds_phrase({"total": 5, "span": 1, "title": 2, "keywords": 2, "sentence": 0})
     'titles, keyword terms and word spans'
     """
-    names = [KIND_NAMES[k] for k in QUERY_KINDS + OTHER_KINDS if counts.get(k)]
+    names = [KIND_NAMES[k] for k in ALL_KINDS if counts.get(k)]
     return " and ".join([", ".join(names[:-1]), names[-1]]) if len(names) > 1 else "".join(names)
 
 
 def describe(queries: Sequence[PseudoQuery], examples: int = 2) -> list[str]:
     """Lines that say how many queries of each kind there are, with ``examples`` of each (the run prints them)."""
     lines = []
-    for kind in QUERY_KINDS + OTHER_KINDS:
+    for kind in ALL_KINDS:
         of_kind = [q for q in queries if q.kind == kind]
         if of_kind:
             lines.append(f"  {kind}: {len(of_kind):,} queries, e.g.")
