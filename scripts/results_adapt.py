@@ -26,7 +26,7 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,6 +102,7 @@ DEV_SYSTEMS = {
     "hybrid of BM25, base and adapter": ("hybrid", "hybrid-both", "hybrid"),
 }
 METRIC = "nDCG@10"
+DEFAULT_SEED = 42  # ctxir adapt's --seed
 
 
 @dataclass
@@ -121,6 +122,13 @@ class ResultsAdaptArgs:
     work: str = field(default="outputs/adapt", metadata={"help": "adapters and evaluations go here"})
     adapt_args: str = field(default="", metadata={"help": "extra ctxir adapt flags (dev comparisons only)"})
     label: str = field(default="", metadata={"help": "--dev: a name for this setting's adapter folder"})
+    seeds: str = field(
+        default="",
+        metadata={
+            "help": "--dev: comma list of seeds (e.g. 42,1,2): the setting adapted once per seed, and the mean Δ "
+            "over them recorded (one draw moves by as much as two settings differ)"
+        },
+    )
     against: str = field(
         default="",
         metadata={
@@ -329,6 +337,92 @@ def _mean(per_query: dict) -> float:
     return sum(v[METRIC] for v in per_query.values()) / len(per_query)
 
 
+def _seeds(args: ResultsAdaptArgs) -> list[int]:
+    if not args.seeds:
+        return [DEFAULT_SEED]
+    if not args.dev:
+        raise SystemExit("--seeds measures a dev setting over several draws: add --dev true")
+    if "--seed" in args.adapt_args.split():
+        raise SystemExit("--seeds sets each run's --seed: take --seed out of --adapt-args")
+    try:
+        return [int(seed) for seed in args.seeds.split(",") if seed.strip()]
+    except ValueError:
+        raise SystemExit(
+            f"--seeds {args.seeds!r} is not a comma list of whole numbers, e.g. 42,1,2"
+        ) from None
+
+
+def seeded(args: ResultsAdaptArgs, seed: int) -> ResultsAdaptArgs:
+    """``args`` for one of --seeds: ctxir adapt's default seed keeps the label; another adds ``seed<N>`` to the label
+    (and to --against's, so each seed is paired with the same seed of the other setting) and ``--seed N`` to the
+    adapt args: its own pseudo-queries, negatives and LoRA initial weights."""
+    if seed == DEFAULT_SEED:
+        return args
+    tag = f"seed{seed}"
+    against = "" if not args.against else tag if args.against == "default" else f"{args.against}-{tag}"
+    return replace(
+        args,
+        label=f"{args.label}-{tag}" if args.label else tag,
+        against=against,
+        adapt_args=f"{args.adapt_args} --seed {seed}".strip(),
+    )
+
+
+def dev_records(name: str, args: ResultsAdaptArgs, seeds: list[int]) -> dict | None:
+    """A dev setting measured at each of ``seeds`` (one record each, dev-<name>-<label>.json); with more than one,
+    the Δ of each stage at every seed and their mean (and --against's paired Δ likewise) in <...>-seeds.json: one
+    draw's Δ moves by as much as two settings differ (docs/training.md)."""
+    stem = "dev" if name == "scifact" else f"dev-{name}"  # SciFact's name predates the second dev
+    found = {}
+    for seed in seeds:
+        one = seeded(args, seed)
+        result = measure(name, one)
+        print(result, flush=True)
+        path = ROOT / args.work / f"{stem}-{one.label or 'default'}.json"
+        if result["machine"] is None:  # the adapter was reused: its record's load stays
+            result["machine"] = read_json(path).get("machine") if path.is_file() else None
+        write_json(path, result)
+        found[seed] = result
+    if len(seeds) < 2:
+        return None
+
+    def spread(parts: dict[int, dict[str, float]]) -> dict:
+        stages = next(iter(parts.values()))
+        return {
+            stage: {
+                "deltas": [parts[seed][stage] for seed in seeds],
+                "mean": round(sum(parts[seed][stage] for seed in seeds) / len(seeds), 4),
+            }
+            for stage in stages
+        }
+
+    summary = {
+        "collection": found[seeds[0]]["collection"],
+        "label": args.label or "default",
+        "seeds": seeds,
+        "stages": spread({s: {r["stage"]: r["delta"] for r in found[s]["rows"]} for s in seeds}),
+    }
+    if args.against:
+        summary["against"] = {
+            "label": args.against,
+            "stages": spread(
+                {s: {k: v["delta"] for k, v in found[s]["against"]["stages"].items()} for s in seeds}
+            ),
+        }
+    shown = [("Δ", summary["stages"])] + (
+        [(f"− {args.against}", summary["against"]["stages"])] if args.against else []
+    )
+    for what, stages in shown:
+        for stage, values in stages.items():
+            deltas = ", ".join(f"{d:+.4f}" for d in values["deltas"])
+            print(
+                f"   {name} {stage} {what} at seeds {args.seeds}: {deltas}; mean {values['mean']:+.4f}",
+                flush=True,
+            )
+    write_json(ROOT / args.work / f"{stem}-{args.label or 'default'}-seeds.json", summary)
+    return summary
+
+
 def run(args: ResultsAdaptArgs) -> dict:
     record_path = Path(args.record)
     record = read_json(record_path) if record_path.is_file() else {"collections": []}
@@ -345,16 +439,13 @@ def run(args: ResultsAdaptArgs) -> dict:
                 f"--collections {bad[0]!r} is not one of {', '.join(known)}"
                 + ("" if args.dev else f" ({', '.join(GENERAL)} are dev sets: add --dev true)")
             )
+        seeds = _seeds(args)
         for name in names:
+            if args.dev:  # dev results go beside the adapter, never into the test table
+                dev_records(name, args, seeds)
+                continue
             result = measure(name, args)
             print(result, flush=True)
-            if args.dev:  # dev results go beside the adapter, never into the test table
-                stem = "dev" if name == "scifact" else f"dev-{name}"  # SciFact's name predates the second dev
-                path = ROOT / args.work / f"{stem}-{args.label or 'default'}.json"
-                if result["machine"] is None:  # the adapter was reused: its record's load stays
-                    result["machine"] = read_json(path).get("machine") if path.is_file() else None
-                write_json(path, result)
-                continue
             kept = [r for r in record["collections"] if r["collection"] != result["collection"]]
             if result["machine"] is None:  # the adapter was reused: the load its timings were made under
                 old = [r for r in record["collections"] if r["collection"] == result["collection"]]

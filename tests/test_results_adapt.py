@@ -116,3 +116,46 @@ def test_against_is_a_paired_test_of_two_dev_adapters_query_by_query(tmp_path, m
         results_adapt.versus("squad", tmp_path, "dev", mine, systems, args)
     with pytest.raises(SystemExit, match="--against compares two dev settings: add --dev true"):
         results_adapt.run(results_adapt.ResultsAdaptArgs(against="default", work=str(work)))
+
+
+def test_seeds_adapt_once_per_seed_paired_with_the_same_seed_of_the_other_setting(tmp_path, monkeypatch):
+    """--seeds 42,1,2: ctxir adapt's own seed keeps the folder names, the others get their own (and --seed N), each
+    is compared with the other setting at the same seed, and the mean over the seeds is recorded."""
+    seen = []
+
+    def measure(name, args):
+        seen.append((args.label, args.against, args.adapt_args))
+        delta = {"keywords": 0.03, "keywords-seed1": 0.02, "keywords-seed2": 0.01}[args.label]
+        return {
+            "collection": "SQuAD",
+            "machine": "here",
+            "rows": [{"stage": "dense", "delta": delta}],
+            "against": {"stages": {"dense": {"delta": delta - 0.02}}},
+        }
+
+    monkeypatch.setattr(results_adapt, "measure", measure)
+    args = results_adapt.ResultsAdaptArgs(
+        dev=True,
+        collections="squad",
+        label="keywords",
+        against="complement",
+        adapt_args="--query-kinds title,keywords",
+        seeds="42,1,2",
+        work=str(tmp_path),
+    )
+    results_adapt.run(args)
+    assert seen == [
+        ("keywords", "complement", "--query-kinds title,keywords"),
+        ("keywords-seed1", "complement-seed1", "--query-kinds title,keywords --seed 1"),
+        ("keywords-seed2", "complement-seed2", "--query-kinds title,keywords --seed 2"),
+    ]
+    summary = json.loads((tmp_path / "dev-squad-keywords-seeds.json").read_text())
+    assert summary["stages"]["dense"] == {"deltas": [0.03, 0.02, 0.01], "mean": 0.02}
+    assert summary["against"]["stages"]["dense"]["mean"] == pytest.approx(0.0)
+    assert (tmp_path / "dev-squad-keywords-seed2.json").is_file()  # and one record per seed
+    with pytest.raises(SystemExit, match="--seeds sets each run's --seed: take --seed out of --adapt-args"):
+        results_adapt.run(
+            results_adapt.ResultsAdaptArgs(dev=True, collections="squad", seeds="1,2", adapt_args="--seed 3")
+        )
+    with pytest.raises(SystemExit, match=r"--seeds '1,x' is not a comma list of whole numbers"):
+        results_adapt.run(results_adapt.ResultsAdaptArgs(dev=True, collections="squad", seeds="1,x"))
