@@ -215,7 +215,7 @@ def measure(name: str, args: ResultsAdaptArgs) -> dict:
     else:
         sub, label = COLLECTIONS[name]
         folder, split = DATA / sub, DEV[name][1] if args.dev else "test"
-    output = ROOT / args.work / (name + (f"-{args.label}" if args.label else ""))
+    output = adapter_folder(name, args.label, args)
     record = adapt(name, folder, output, args)
     models = {"before": DEFAULT_BI_ENCODER, "after": str(output)}
     # kept outside the adapter's folder (ctxir adapt touches no folder with other files), keyed by the adapter's
@@ -267,10 +267,16 @@ def measure(name: str, args: ResultsAdaptArgs) -> dict:
     }
 
 
+def adapter_folder(name: str, label: str, args: ResultsAdaptArgs) -> Path:
+    """Where a setting's adapter for collection ``name`` lives: ``<work>/<name>-<label>``, or ``<work>/<name>`` with no
+    label."""
+    return ROOT / args.work / (f"{name}-{label}" if label else name)
+
+
 def versus(name: str, folder: Path, split: str, after: dict, systems: dict, args: ResultsAdaptArgs) -> dict:
     """--against: this setting's adapter against another setting's on the same queries, stage by stage (a paired test
     of the two adapters, which the two rows' deltas against the base only suggest)."""
-    other = ROOT / args.work / (name + ("" if args.against == "default" else f"-{args.against}"))
+    other = adapter_folder(name, "" if args.against == "default" else args.against, args)
     if not (other / "adapt.json").is_file() or not read_json(other / "adapt.json").get("complete"):
         raise SystemExit(
             f"--against {args.against!r}: {other} holds no complete adapter; run that setting first "

@@ -24,6 +24,7 @@ positive it is trained towards is the rest of that document, so the model cannot
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 from collections.abc import Sequence
@@ -150,15 +151,20 @@ def _keyword_queries(corpus: Corpus, doc_ids: list[str], rng: random.Random) -> 
     return found
 
 
+@functools.cache
+def _stemmer():  # one per process: masked() runs once per document
+    import Stemmer
+
+    return Stemmer.Stemmer("english")
+
+
 def masked(text: str, query: str) -> str:
     """``text`` without every word that shares an English Snowball stem with a word of ``query`` (BM25's stems).
 
     >>> masked("Otters dig dens; an otter's den is dry.", "otter dens")
     'dig ; an is dry.'
     """
-    import Stemmer
-
-    stem = Stemmer.Stemmer("english").stemWord
+    stem = _stemmer().stemWord
     stems = {stem(w) for w in re.findall(r"\w+", query.lower())}
     kept = re.sub(
         r"\w+(?:'\w+)?", lambda m: "" if stem(m.group().lower().split("'")[0]) in stems else m.group(), text
