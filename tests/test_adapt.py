@@ -105,10 +105,10 @@ def test_adapt_end_to_end_loads_changes_embeddings_and_resumes(args, models, mon
     assert second["training"]["steps_done"] == 4 and "continuing the run" in capsys.readouterr().out
     assert not (out / "work").exists() and not (out / INCOMPLETE_MARKER).exists()
     assert second["queries"]["total"] == first["queries"]["total"] > 0
-    assert set(second["query_examples"]) == {"title", "keywords", "sentence", "span"}
-    drawn = [k for k in ("title", "keywords", "sentence", "span") if second["queries"].get(k)]
-    assert drawn == ["title", "keywords", "sentence"]  # three per document, none missing: no span
-    assert "documents themselves (titles, keyword terms and sentences)" in (out / "README.md").read_text()
+    drawn = [k for k in ("title", "sentence", "span", "keywords") if second["queries"].get(k)]
+    # the default mix: no keywords
+    assert drawn == ["title", "sentence", "span"] == list(second["query_examples"])
+    assert "documents themselves (titles, sentences and word spans)" in (out / "README.md").read_text()
     assert 0 < second["adapter_bytes"] <= 10 * 2**20
     assert json.loads((out / "adapter_config.json").read_text())["base_model_name_or_path"] == str(base)
     assert json.loads((out / RECORD_FILE).read_text())["teacher"].endswith(Path(args().teacher).name)

@@ -120,7 +120,7 @@ def test_an_adapted_bi_encoder_stages_as_a_repo_that_loads_without_ctxir_or_peft
         f"| Pseudo-queries | {record['queries']['total']}: {record['queries']['title']} title,",
         record["query_examples"]["sentence"][0],
         # the kinds this run drew, named (the tiny corpus gives no span: three per document, none missing)
-        "The pseudo-queries are titles, keyword terms and sentences of the documents",
+        "The pseudo-queries are titles, sentences and word spans of the documents",
         "| Run | complete: 4 of 4 steps |",
         "Not evaluated here",
         'staged with `--corpus-license "cc-by-4.0"`',

@@ -56,8 +56,8 @@ class AdaptArgs:
     query_kinds: str = field(
         default=",".join(QUERY_KINDS),
         metadata={
-            "help": "pseudo-queries: comma list of title, keywords, sentence, span (one of each in turn, in this order); "
-            "also masked-keywords (keywords cut out of their positive)"
+            "help": "pseudo-queries: comma list of title, sentence, span (one of each in turn, in this order); "
+            "also keywords (a document's top TF-IDF terms) and masked-keywords (keywords cut out of their positive)"
         },
     )
     queries_per_doc: int = field(

@@ -6,7 +6,7 @@ from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ctxir.adapt.queries import QUERY_KINDS, kinds_phrase
+from ctxir.adapt.queries import ALL_KINDS, kinds_phrase
 
 
 def adapter_record(args, corpus, settings, queries, teacher_name, loss, scale, rows, trained, size) -> dict:
@@ -25,7 +25,9 @@ def adapter_record(args, corpus, settings, queries, teacher_name, loss, scale, r
         "loss": "MarginMSELoss" if loss == "margin-mse" else "MultipleNegativesRankingLoss",
         "teacher_scale": round(scale, 6),
         "queries": {"total": len(queries), **Counter(q.kind for q in queries)},
-        "query_examples": {k: [q.text for q in queries if q.kind == k][:3] for k in QUERY_KINDS},
+        "query_examples": {
+            k: texts for k in ALL_KINDS if (texts := [q.text for q in queries if q.kind == k][:3])
+        },
         "training_rows": len(rows["anchor"]),
         "training": trained,
         "adapter_bytes": size,
