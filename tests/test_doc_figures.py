@@ -3,7 +3,8 @@
 The cards' evaluation tables are held to each model's metrics.json row by row, their suite tables to evaluation.json;
 results.md's generated blocks are rendered again from the shipped files and must come out the same; a four-decimal
 figure in the prose of either doc must be one the shipped models' JSON files, docs/bench or a generated table of
-results.md hold. A figure typed from memory (the bi-encoder's 0.8601 where its row says 0.8591) fails.
+results.md hold, with its sign where the prose writes one. A figure typed from memory (the bi-encoder's 0.8601 where
+its row says 0.8591), or a loss written as a gain (+0.0031 where the record says −0.0031), fails.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from ctxir.publish.model_folder import suite_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-FIGURE = re.compile(r"(?<![\d.])\d\.\d{4}(?!\d)")
+# a four-decimal figure and the sign written before it, if any (prose writes "−", U+2212; tables "-")
+FIGURE = re.compile(r"(?<![\d.])([−+-]?)(\d\.\d{4})(?!\d)")
 BLOCK = re.compile(r"<!-- (\w+):start -->(.*?)<!-- \1:end -->", flags=re.S)
 FOLDERS = ("cross-encoder", "cls-lr", "sts-cross-encoder")
 
@@ -50,12 +52,24 @@ def json_figures() -> set[float]:
     return found
 
 
+def figures(text: str) -> set[float]:
+    """The four-decimal figures of ``text``, signed as written."""
+    return {_value(sign, digits) for sign, digits in FIGURE.findall(text)}
+
+
+def _value(sign: str, digits: str) -> float:
+    return round(-float(digits) if sign in ("−", "-") else float(digits), 4)
+
+
 def prose_misses(text: str, known: set[float]) -> list[str]:
+    """The figures of ``text`` that ``known`` does not hold: a signed one must be there with its sign; one written
+    without a sign may be either (prose says "by 0.0028 less" of a −0.0028)."""
+    magnitudes = {abs(k) for k in known}
     return [
-        f"{m} in: {line.strip()[:100]}"
+        f"{sign}{digits} in: {line.strip()[:100]}"
         for line in text.splitlines()
-        for m in FIGURE.findall(line)
-        if round(float(m), 4) not in known
+        for sign, digits in FIGURE.findall(line)
+        if (_value(sign, digits) not in known if sign else float(digits) not in magnitudes)
     ]
 
 
@@ -117,7 +131,7 @@ def test_results_md_adapt_blocks_are_what_adapt_json_renders():
 
 def test_every_figure_in_the_docs_prose_is_one_the_json_or_a_generated_table_holds():
     results = (DOCS / "results.md").read_text(encoding="utf-8")
-    generated = {round(float(m), 4) for _, block in BLOCK.findall(results) for m in FIGURE.findall(block)}
+    generated = {f for _, block in BLOCK.findall(results) for f in figures(block)}
     known = json_figures() | generated
     misses = prose_misses(BLOCK.sub("", results), known) + prose_misses(
         (DOCS / "models.md").read_text(encoding="utf-8"), known
@@ -130,12 +144,16 @@ def test_every_figure_in_the_docs_prose_is_one_the_json_or_a_generated_table_hol
 def test_a_figure_typed_in_is_caught():
     """The check above, on the case the issue found: the STS-B bi-encoder's 0.8601 where its row says 0.8591."""
     results = (DOCS / "results.md").read_text(encoding="utf-8")
-    generated = {round(float(m), 4) for _, block in BLOCK.findall(results) for m in FIGURE.findall(block)}
+    generated = {f for _, block in BLOCK.findall(results) for f in figures(block)}
     known = json_figures() | generated
     assert prose_misses("- **STS-B bi-encoder ≥ 0.86:** 0.8601.", known) == [
         "0.8601 in: - **STS-B bi-encoder ≥ 0.86:** 0.8601."
     ]
     assert prose_misses("- **STS-B bi-encoder ≥ 0.86:** 0.8591.", known) == []
+    # the sign counts where it is written: LISA's hybrid after adapting fell by 0.0178 (docs/bench/adapt.json)
+    assert -0.0178 in known and 0.0178 not in known
+    assert prose_misses("LISA's hybrid −0.0178, or 0.0178 lower", known) == []
+    assert prose_misses("LISA's hybrid rose, +0.0178", known) == ["+0.0178 in: LISA's hybrid rose, +0.0178"]
 
 
 @pytest.mark.parametrize("folder", ("cross-encoder", "cls-lr"))
