@@ -159,3 +159,43 @@ def test_seeds_adapt_once_per_seed_paired_with_the_same_seed_of_the_other_settin
         )
     with pytest.raises(SystemExit, match=r"--seeds '1,x' is not a comma list of whole numbers"):
         results_adapt.run(results_adapt.ResultsAdaptArgs(dev=True, collections="squad", seeds="1,x"))
+
+
+def _table(deltas: dict[str, tuple[float, float, float]]) -> dict:
+    """A test table: collection → its (dense, hybrid, hybrid + re-ranker) Δ."""
+    stages = ("dense", "hybrid", "hybrid + re-ranker")
+    return {
+        "collections": [
+            {
+                "collection": name,
+                "split": "test",
+                "rows": [{"stage": s, "delta": d} for s, d in zip(stages, ds, strict=True)],
+            }
+            for name, ds in deltas.items()
+        ]
+    }
+
+
+def test_the_seed_block_sets_each_seeds_delta_beside_the_default_and_reads_the_musts_on_their_mean():
+    from scripts.results_adapt_doc import seed_spread
+
+    default = _table(
+        {"LISA": (0.02, -0.018, -0.017), "NPL": (0.007, -0.007, -0.006), "Only here": (0.1, 0, 0)}
+    )
+    others = {
+        1: _table({"LISA": (0.007, -0.014, -0.013), "NPL": (0.010, 0.001, 0.002)}),
+        2: _table({"LISA": (0.011, -0.001, 0.0), "NPL": (-0.002, -0.003, -0.003)}),
+    }
+    lines = seed_spread(default, others)
+    rows = {
+        line.split(" | ")[0].strip("| "): line for line in lines if line.startswith("| ") and "Δ" not in line
+    }
+    assert set(rows) == {"LISA", "NPL"}  # a collection not measured at every seed is left out
+    # seed 42 first, then 1 and 2, then the mean: LISA's hybrid (−0.018 − 0.014 − 0.001) / 3
+    assert "| -0.0180, -0.0140, -0.0010 | -0.0110 |" in rows["LISA"]
+    assert "| +0.0070, +0.0100, -0.0020 | +0.0050 |" in rows["NPL"]
+    musts = lines[-2]
+    assert musts.startswith(
+        "On the means over the seeds: Musts (issue 50) over 2 collection(s): dense up on 2 of 2"
+    )
+    assert "**not met** on LISA." in musts  # LISA's mean hybrid −0.011; NPL's −0.003 is within 0.005
