@@ -77,18 +77,27 @@ def table(record: dict) -> list[str]:
     return lines
 
 
+def _deltas(record: dict) -> dict[str, dict[str, float]]:
+    """A table's Δ (after − before) by collection and stage, its test rows only."""
+    return {
+        r["collection"]: {row["stage"]: row["delta"] for row in r["rows"]}
+        for r in record.get("collections", [])
+        if r["split"] == "test"
+    }
+
+
+def seed_records() -> dict[int, dict] | None:
+    """seed → the default's table at that seed (``SEEDS``), or None until every one is recorded."""
+    if not all(path.is_file() for path in SEEDS.values()):
+        return None
+    return {seed: read_json(path) for seed, path in SEEDS.items()}
+
+
 def comparison(record: dict, previous: list[dict]) -> list[str]:
     """The block that sets each collection's dense and hybrid Δ beside the earlier defaults' (``PREVIOUS``, oldest
     first), with the means over the collections all measured."""
 
-    def deltas(rec: dict) -> dict[str, dict[str, float]]:
-        return {
-            r["collection"]: {row["stage"]: row["delta"] for row in r["rows"]}
-            for r in rec.get("collections", [])
-            if r["split"] == "test"
-        }
-
-    runs = [*map(deltas, previous), deltas(record)]  # oldest first, this one last
+    runs = [*map(_deltas, previous), _deltas(record)]  # oldest first, this one last
     names = [name for name in runs[-1] if all(name in d for d in runs)]
     sources = ", ".join(
         f"docs/bench/{path.name} ({_setting(rec)})" for path, rec in zip(PREVIOUS, previous, strict=True)
@@ -117,14 +126,7 @@ def seed_spread(record: dict, others: dict[int, dict]) -> list[str]:
     """The block that sets each collection's Δ at the default seed (``record``) beside its Δ at other seeds
     (``others``: seed → that seed's table), stage by stage, with their mean, and the musts read on the means."""
 
-    def deltas(rec: dict) -> dict[str, dict[str, float]]:
-        return {
-            r["collection"]: {row["stage"]: row["delta"] for row in r["rows"]}
-            for r in rec.get("collections", [])
-            if r["split"] == "test"
-        }
-
-    seeds = {42: deltas(record)} | {seed: deltas(rec) for seed, rec in others.items()}
+    seeds = {42: _deltas(record)} | {seed: _deltas(rec) for seed, rec in others.items()}
     names = [name for name in seeds[42] if all(name in d for d in seeds.values())]
     files = ", ".join(f"docs/bench/{SEEDS[seed].name} (seed {seed})" for seed in others)
     lines = [
@@ -244,11 +246,12 @@ def write_table(record: dict, doc: Path) -> None:
             "\n".join(comparison(record, [read_json(path) for path in PREVIOUS])),
             "### Against the earlier defaults",
         )
-    if all(path.is_file() for path in SEEDS.values()):
+    others = seed_records()
+    if others:
         _replace(
             doc,
             SEEDS_START,
             SEEDS_END,
-            "\n".join(seed_spread(record, {seed: read_json(path) for seed, path in SEEDS.items()})),
+            "\n".join(seed_spread(record, others)),
             "### The default at other seeds",
         )

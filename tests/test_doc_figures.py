@@ -120,16 +120,14 @@ def test_results_md_adapt_blocks_are_what_adapt_json_renders():
 
     blocks = dict(BLOCK.findall((DOCS / "results.md").read_text(encoding="utf-8")))
     record = read_json(results_adapt.RECORD)
-    from scripts.results_adapt_doc import SEEDS, seed_spread
+    from scripts.results_adapt_doc import seed_records, seed_spread
 
     rendered = [
         ("adapt", results_adapt.table(record)),
         ("adapt_compare", results_adapt.comparison(record, [read_json(p) for p in results_adapt.PREVIOUS])),
     ]
-    if all(path.is_file() for path in SEEDS.values()):  # the default at other seeds, once they are recorded
-        rendered.append(
-            ("adapt_seeds", seed_spread(record, {seed: read_json(path) for seed, path in SEEDS.items()}))
-        )
+    if others := seed_records():  # the default at other seeds, once they are recorded
+        rendered.append(("adapt_seeds", seed_spread(record, others)))
     for name, lines in rendered:
         assert dict(BLOCK.findall("\n".join(lines)))[name] == blocks[name], (
             "run python scripts/results_adapt.py"
