@@ -71,11 +71,14 @@ DEV = {
     "squad": ("SQuAD v1.1 dev (general/)", "dev"),
     "msmarco-triples": ("MS MARCO training triples (general/)", "dev"),
     "wikiqa": ("WikiQA questions over pages (general/)", "dev"),
+    # the articles the query generator never read (training/train_query_generator.py trains on the other half)
+    "squad-unseen": ("SQuAD v1.1 dev, the generator's unseen half (general/)", "dev"),
 }
 GENERAL = {  # name → (its file under ../shared/data/general, the ctxir.data.general reader's name)
     "squad": ("squad-v1.1/dev-v1.1.json", "load_squad"),
     "msmarco-triples": ("msmarco-triples/toy_triples.train.small.tsv", "load_msmarco_triples"),
     "wikiqa": ("wikiqa", "load_wikiqa_pages"),  # the folder: all three splits' pages
+    "squad-unseen": ("squad-v1.1/dev-v1.1.json", "load_squad_unseen"),
 }
 DEV_QUESTIONS = (
     3000  # a seeded sample of a set's questions (SQuAD's 10,570): each evaluation about a minute here

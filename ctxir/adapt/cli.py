@@ -9,6 +9,7 @@ are.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -57,7 +58,16 @@ class AdaptArgs:
         default=",".join(QUERY_KINDS),
         metadata={
             "help": "pseudo-queries: comma list of title, sentence, span (one of each in turn, in this order); "
-            "also keywords (a document's top TF-IDF terms) and masked-keywords (keywords cut out of their positive)"
+            "also keywords (a document's top TF-IDF terms), masked-keywords (keywords cut out of their positive) and "
+            "generated (written by --generator)"
+        },
+    )
+    generator: str = field(
+        default="",
+        metadata={
+            "help": "a query generator's folder (training/train_query_generator.py) for --query-kinds generated: it "
+            "writes one query for each of --max-queries documents drawn at random (every document's "
+            "--queries-per-doc when --max-queries is 0)"
         },
     )
     queries_per_doc: int = field(
@@ -158,6 +168,17 @@ def _check_args(args: AdaptArgs) -> None:
         raise CtxirError(f"--max-minutes must be ≥ 0 (0 = no budget), got {args.max_minutes!r}")
     if args.save_steps < 1:
         raise CtxirError(f"--save-steps must be ≥ 1, got {args.save_steps!r}")
+    wants_generated = "generated" in [k.strip() for k in args.query_kinds.split(",")]
+    if wants_generated and not args.generator.strip():
+        raise CtxirError(
+            "--query-kinds asks for 'generated' but --generator is empty: pass the folder "
+            "training/train_query_generator.py wrote, or leave 'generated' out"
+        )
+    if args.generator.strip() and not wants_generated:
+        raise CtxirError(
+            f"--generator {args.generator!r} is given but --query-kinds {args.query_kinds!r} has no 'generated': "
+            "add it (e.g. --query-kinds generated), or leave --generator out"
+        )
 
 
 def usable_corpus(corpus: Corpus, path: str) -> Corpus:
@@ -230,7 +251,8 @@ def _adapt(args, corpus, settings, folder: WorkDir, deadline, timings, started) 
         queries = [PseudoQuery(**row) for row in read_jsonl(folder.queries)]
     else:
         wanted = [k.strip() for k in args.query_kinds.split(",") if k.strip()]
-        queries = pseudo_queries(corpus, args.queries_per_doc, wanted, args.max_queries, args.seed)
+        generated = _generated(args, corpus, show) if "generated" in wanted else None
+        queries = pseudo_queries(corpus, args.queries_per_doc, wanted, args.max_queries, args.seed, generated)
         if not queries:
             raise CtxirError(
                 f"--corpus {args.corpus!r}: no pseudo-query could be cut from its documents (--query-kinds "
@@ -295,6 +317,31 @@ def _adapt(args, corpus, settings, folder: WorkDir, deadline, timings, started) 
     return _train(
         args, corpus, settings, folder, deadline, timings, started, queries, negatives, scores, teacher_name
     )
+
+
+def _generated(args, corpus: Corpus, show: bool) -> dict[str, list[str]]:
+    """doc_id → the generator's queries: one each for --max-queries documents drawn with --seed (all documents,
+    --queries-per-doc each, when it is 0)."""
+    import random
+
+    from ctxir.adapt.generator import generate_queries, load_generator
+
+    model, tokenizer = load_generator(args.generator)
+    if args.device not in ("auto", "cpu"):
+        model.to(args.device)
+    doc_ids = sorted(corpus)
+    if args.max_queries and args.max_queries < len(doc_ids):
+        doc_ids = sorted(random.Random(args.seed).sample(doc_ids, args.max_queries))
+    per_doc = 1 if args.max_queries else args.queries_per_doc
+    _say(f"   generating {per_doc} quer{'y' if per_doc == 1 else 'ies'} for each of {len(doc_ids):,} documents")
+    bar = None
+    if show:
+        from tqdm.auto import tqdm
+
+        bar = functools.partial(tqdm, desc="   generating", unit="batch")
+    texts = [doc_text(corpus[d]) for d in doc_ids]
+    found = generate_queries(model, tokenizer, texts, per_doc, seed=args.seed, show=bar)
+    return dict(zip(doc_ids, found))
 
 
 def _hybrid_teacher(args, corpus, queries, negatives, show, bm25_blind=()):

@@ -12,6 +12,8 @@ positive it is trained towards is the rest of that document, so the model cannot
   a user's search terms; the positive is the whole document (its terms cannot be cut out of it, as GPL's generated
   queries are not). Not in the default mix: it was the default for a while on one training draw's gain, which did
   not hold over three seeds (docs/training.md).
+- ``generated``: a query a small trained query generator (``ctxir.adapt.generator``, ``--generator DIR``) wrote for
+  the document, as GPL's T5 does; the positive is the whole document. The caller generates them (``generated``).
 - ``masked-keywords``: the same queries, with every word of the document that shares a stem with a query word cut
   out of the positive, so the student must find the document by the words that go with its terms (a topic's other
   vocabulary), not by the terms, which BM25 already matches. The teacher reads the document whole
@@ -36,7 +38,7 @@ from ctxir.types import Corpus, CtxirError, doc_text
 # the default mix, taken in this order one each in turn (title, sentence, span, then more sentences)
 QUERY_KINDS = ("title", "sentence", "span")
 # kinds a run may ask for besides the default mix (tried on dev, not adopted: docs/training.md)
-OTHER_KINDS = ("keywords", "masked-keywords")
+OTHER_KINDS = ("keywords", "masked-keywords", "generated")
 ALL_KINDS = QUERY_KINDS + OTHER_KINDS
 # A masked-keywords positive keeps no trace of its query's words, so the teacher's BM25 would call every negative that
 # has them better than the document the query came from: the teacher reads that document whole (GPL's teacher reads
@@ -59,6 +61,7 @@ KIND_NAMES = {
     "masked-keywords": "keyword terms cut out of their document",
     "sentence": "sentences",
     "span": "word spans",
+    "generated": "generated queries",
 }
 KEYWORD_TERMS = (2, 4)  # terms per keyword query, drawn uniformly
 # a sentence ends at . ! ? followed by space and a capital, digit, bracket or quote (not "e.g. the", "Fig. 2" mostly)
@@ -178,16 +181,20 @@ def pseudo_queries(
     kinds: Sequence[str] = QUERY_KINDS,
     max_queries: int = 0,
     seed: int = 42,
+    generated: dict[str, list[str]] | None = None,
 ) -> list[PseudoQuery]:
     """Up to ``per_doc`` queries from each document, one of each of ``kinds`` in turn (by default its title, a sentence
     drawn at random, a span, then more sentences), then at most ``max_queries`` of them (0 = all), drawn at random
     across documents so that every part of the corpus is represented. Seeded: the same corpus gives the same queries.
+    ``generated``: doc_id → the queries a generator wrote for it (the ``generated`` kind; documents left out get none).
     """
     for kind in kinds:
         if kind not in ALL_KINDS:
             raise CtxirError(
                 f"--query-kinds {kind!r} is not known: use a comma list of {', '.join(ALL_KINDS)}"
             )
+    if "generated" in kinds and generated is None:
+        raise CtxirError("--query-kinds 'generated' needs a query generator: pass --generator DIR")
     rng = random.Random(seed)
     # drawn from their own generator, so that adding the kind leaves the other kinds' draws as they were (and both
     # keyword kinds draw the same queries)
@@ -207,6 +214,13 @@ def pseudo_queries(
                 rng.shuffle(offers[kind])
             elif kind == "keywords":
                 offers[kind] = [keywords[doc_id]] if doc_id in keywords else []
+            elif kind == "generated":
+                whole = doc_text(doc)
+                offers[kind] = [
+                    (q, whole)
+                    for q in (generated or {}).get(doc_id, [])
+                    if MIN_QUERY_WORDS <= _words(q) <= MAX_QUERY_WORDS and _words(whole) >= MIN_POSITIVE_WORDS
+                ]
             elif kind == "masked-keywords":
                 query, whole = keywords.get(doc_id, ("", ""))
                 rest = masked(whole, query)

@@ -33,7 +33,7 @@ RECORD_FORMAT = "ctxir-adapt/1"
 # setting keeps them and only starts training again
 DATA_SETTINGS = frozenset(
     {"corpus_fingerprint", "model", "teacher", "query_kinds", "queries_per_doc", "max_queries", "negatives"}
-    | {"mining_depth", "seed"}
+    | {"mining_depth", "seed", "generator"}
 )
 
 

@@ -1,0 +1,192 @@
+"""Train the query generator (``ctxir.adapt.generator``: MiniLM BERT2BERT, LoRA) on general-domain question–passage pairs.
+
+The pairs (``../shared/data/general``, training data only; no table reports them):
+    MS MARCO's training triples   each web query → its relevant passage (994)
+    WikiQA train                  each question with a correct sentence → that sentence, under its page's title
+    SQuAD v1.1 dev, half          the questions of every other article (file order 0, 2, 4, ...) → their paragraph;
+                                  the other half's articles are never read, so a SQuAD dev on them stays unseen
+Held out for the loss printed at the end: 2% of the pairs, whole SQuAD articles and WikiQA pages kept together.
+
+Examples:
+    python training/train_query_generator.py --output-dir outputs/query-generator                 # ~45 min here
+    python training/train_query_generator.py --output-dir outputs/qg --max-steps 2 --max-pairs 64  # smoke run
+    python training/train_query_generator.py --output-dir outputs/query-generator --resume last    # go on after a stop
+Outputs in --output-dir: adapter_model.safetensors + adapter_config.json + query_generator.json (load with
+``ctxir.adapt.generator.load_generator``; ``ctxir adapt --generator DIR --query-kinds generated``), examples.json
+(queries it generated for held-out passages beside their real ones), checkpoints/ while training.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+if __package__ in (None, ""):  # `python training/train_query_generator.py` from the repo root
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from ctxir.adapt.generator import (
+    MAX_QUERY_TOKENS,
+    MAX_SOURCE_TOKENS,
+    build_generator,
+    generate_queries,
+    save_generator,
+)
+from ctxir.data.general import article_half, load_msmarco_triples, load_squad, load_wikiqa
+from ctxir.types import CtxirError, doc_text
+from training.common import CommonArgs, cli_main, machine_info, resolve_resume, versions
+
+HELDOUT_FRACTION = 0.02
+
+
+@dataclass
+class QueryGeneratorArgs(CommonArgs):
+    """train_query_generator.py: the MiniLM query generator (LoRA) on general-domain question–passage pairs."""
+
+    base: str = field(default="", metadata={"help": "the BERT folder or id both sides start from (default: MiniLM)"})
+    lora_rank: int = 8
+    lora_alpha: int = 16
+    epochs: float = field(default=2.0, metadata={"help": "passes over the pairs"})
+    batch_size: int = field(default=16, metadata={"help": "pairs per step (raise it on a GPU)"})
+    learning_rate: float = 5e-4
+    max_steps: int = field(default=-1, metadata={"help": "stop after N steps (-1 = --epochs)"})
+    max_pairs: int = field(default=0, metadata={"help": "use N training pairs, seeded (0 = all)"})
+    save_steps: int = field(default=100, metadata={"help": "checkpoint every N steps (for --resume last)"})
+    resume: str = field(default="", metadata={"help": "'last' = go on from the newest checkpoint"})
+    device: str = field(default="auto", metadata={"help": "auto, cpu or cuda"})
+    seed: int = 42
+
+
+def training_pairs(data_dir: str | Path) -> list[dict]:
+    """[{source, query, group}] from MS MARCO's triples, WikiQA train and half of SQuAD's articles (module doc)."""
+    general = Path(data_dir) / "general"
+    pairs = []
+    triples = load_msmarco_triples(general / "msmarco-triples" / "toy_triples.train.small.tsv")
+    for qid, judged in triples.qrels.items():
+        for doc_id in judged:
+            pairs.append({"source": doc_text(triples.corpus[doc_id]), "query": triples.queries[qid], "group": qid})
+    wikiqa = load_wikiqa(general / "wikiqa" / "WikiQA-train.tsv")
+    for qid, judged in wikiqa.qrels.items():
+        for doc_id in judged:
+            pairs.append(
+                {"source": doc_text(wikiqa.corpus[doc_id]), "query": wikiqa.queries[qid], "group": wikiqa.groups[doc_id]}
+            )
+    squad = article_half(load_squad(general / "squad-v1.1" / "dev-v1.1.json"), 0)  # half 1: the unseen dev
+    for qid, judged in squad.qrels.items():
+        for doc_id in judged:
+            pairs.append({"source": doc_text(squad.corpus[doc_id]), "query": squad.queries[qid], "group": squad.groups[doc_id]})
+    return pairs
+
+
+def split_heldout(pairs: list[dict], fraction: float, seed: int) -> tuple[list[dict], list[dict]]:
+    """(train, held out): whole groups (a SQuAD article, a WikiQA page) go to one side, so held-out passages are new."""
+    groups = sorted({p["group"] for p in pairs})
+    random.Random(seed).shuffle(groups)
+    held = set(groups[: max(1, int(len(groups) * fraction))])
+    return [p for p in pairs if p["group"] not in held], [p for p in pairs if p["group"] in held]
+
+
+def run(args: QueryGeneratorArgs) -> dict:
+    import torch
+    from datasets import Dataset
+    from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTrainingArguments
+
+    if not args.output_dir:
+        raise CtxirError("--output-dir is empty: name the folder to write the generator to (e.g. outputs/query-generator)")
+    out = Path(args.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.torch_threads:
+        torch.set_num_threads(args.torch_threads)
+    started = time.time()
+
+    # 1. load the untrained generator (MiniLM on both sides, LoRA on the decoder)
+    model, tokenizer = build_generator(args.base or None, args.lora_rank, args.lora_alpha)
+    model.print_trainable_parameters()
+
+    # 2. load the pairs, hold out whole articles/pages
+    pairs = training_pairs(args.data_dir)
+    train_pairs, heldout = split_heldout(pairs, HELDOUT_FRACTION, args.seed)
+    if args.max_pairs:
+        train_pairs = random.Random(args.seed).sample(train_pairs, min(args.max_pairs, len(train_pairs)))
+    print(f"{len(train_pairs):,} training pairs, {len(heldout):,} held out", flush=True)
+
+    def tokenize(batch):
+        enc = tokenizer(batch["source"], truncation=True, max_length=MAX_SOURCE_TOKENS)
+        enc["labels"] = tokenizer(batch["query"], truncation=True, max_length=MAX_QUERY_TOKENS)["input_ids"]
+        return enc
+
+    def dataset(rows):
+        return Dataset.from_list([{"source": p["source"], "query": p["query"]} for p in rows]).map(
+            tokenize, batched=True, remove_columns=["source", "query"]
+        )
+
+    # 3. train (checkpoints in --output-dir/checkpoints; --resume last goes on from the newest)
+    checkpoints = out / "checkpoints"
+    training_args = Seq2SeqTrainingArguments(
+        output_dir=str(checkpoints),
+        num_train_epochs=args.epochs,
+        max_steps=args.max_steps,
+        per_device_train_batch_size=args.batch_size,
+        per_device_eval_batch_size=args.batch_size,
+        learning_rate=args.learning_rate,
+        warmup_steps=0.05,
+        lr_scheduler_type="linear",
+        logging_steps=20,
+        save_steps=args.save_steps,
+        save_total_limit=1,
+        seed=args.seed,
+        use_cpu=args.device == "cpu",
+        train_sampling_strategy="group_by_length",  # similar lengths per batch: less padding, on a CPU most of the time saved
+        report_to="none",
+        dataloader_num_workers=0,
+    )
+    trainer = Seq2SeqTrainer(
+        model=model,
+        args=training_args,
+        train_dataset=dataset(train_pairs),
+        eval_dataset=dataset(heldout),
+        data_collator=DataCollatorForSeq2Seq(tokenizer, model=None, label_pad_token_id=-100),
+    )
+    loss_before = trainer.evaluate()["eval_loss"]
+    trainer.train(resume_from_checkpoint=resolve_resume(args.resume, checkpoints) if args.resume else None)
+    loss_after = trainer.evaluate()["eval_loss"]
+    print(f"held-out loss {loss_before:.3f} → {loss_after:.3f}", flush=True)
+
+    # 4. examples: held-out passages, what it generates beside the real query
+    model.eval()
+    sample = random.Random(args.seed).sample(heldout, min(12, len(heldout)))
+    generated = generate_queries(model, tokenizer, [p["source"] for p in sample], per_text=2, seed=args.seed)
+    examples = [
+        {"passage": p["source"][:300], "real": p["query"], "generated": g} for p, g in zip(sample, generated)
+    ]
+    (out / "examples.json").write_text(json.dumps(examples, indent=2, ensure_ascii=False) + "\n")
+    for e in examples[:6]:
+        print(f"  real {e['real']!r}  generated {e['generated']!r}")
+
+    # 5. save the adapter and how it was made
+    record = {
+        "base": args.base or None,
+        "lora_rank": args.lora_rank,
+        "lora_alpha": args.lora_alpha,
+        "config": asdict(args),
+        "pairs": {"train": len(train_pairs), "heldout": len(heldout)},
+        "heldout_loss": {"before": round(loss_before, 4), "after": round(loss_after, 4)},
+        "steps": trainer.state.global_step,
+        "minutes": round((time.time() - started) / 60, 1),
+        "machine": machine_info(),
+        "versions": versions(),
+    }
+    save_generator(model, out, record)
+    print(f"saved the generator to {out} ({record['minutes']} min)", flush=True)
+    return record
+
+
+def main(argv: list[str] | None = None) -> int:
+    return cli_main(QueryGeneratorArgs, run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
