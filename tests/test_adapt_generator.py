@@ -9,7 +9,13 @@ import pytest
 
 from ctxir import testing
 from ctxir.adapt import AdaptArgs, run
-from ctxir.adapt.generator import GENERATOR_CONFIG, build_generator, generate_queries, load_generator, save_generator
+from ctxir.adapt.generator import (
+    GENERATOR_CONFIG,
+    build_generator,
+    generate_queries,
+    load_generator,
+    save_generator,
+)
 from ctxir.adapt.queries import pseudo_queries
 from ctxir.types import CtxirError
 
@@ -26,7 +32,9 @@ def trained(tmp_path_factory):
     import torch
 
     words = sorted({w for t in [*PASSAGES.values(), *WANTED.values()] for w in t.split()})
-    base = testing.save_tiny_bert(tmp_path_factory.mktemp("tiny-base"), ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words])
+    base = testing.save_tiny_bert(
+        tmp_path_factory.mktemp("tiny-base"), ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]
+    )
     torch.manual_seed(0)
     model, tokenizer = build_generator(str(base), lora_rank=4, lora_alpha=8)
     batch = tokenizer(list(PASSAGES.values()), return_tensors="pt", padding=True)
@@ -56,7 +64,9 @@ def test_the_trained_generator_writes_its_queries_and_loads_back_the_same(traine
     assert generate_queries(model, tokenizer, texts, per_text=2, seed=0) == sampled  # seeded
     untrained, _ = build_generator(str(base), lora_rank=4, lora_alpha=8)
     untrained.eval()
-    assert generate_queries(untrained, tokenizer, texts, per_text=1, seed=0, top_p=0.01) != [g[:1] for g in got]
+    assert generate_queries(untrained, tokenizer, texts, per_text=1, seed=0, top_p=0.01) != [
+        g[:1] for g in got
+    ]
     # small: only the adapter and the head's transform are saved, the rest is rebuilt from the base
     assert (folder / "adapter_model.safetensors").stat().st_size < 200_000
 
@@ -105,6 +115,8 @@ def test_adapt_trains_on_generated_queries(trained, tmp_path, monkeypatch):
     assert len(rows) == record["queries"]["total"]
     assert all(r["kind"] == "generated" and r["positive"] == corpus[r["doc_id"]] for r in rows)
     assert record["query_examples"]["generated"]
+    card = " ".join((tmp_path / "adapted" / "README.md").read_text().split())
+    assert f"written by the query generator `{folder}`" in card and "cut from" not in card
     assert (tmp_path / "adapted" / "adapter_model.safetensors").is_file()
 
 

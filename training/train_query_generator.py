@@ -46,7 +46,9 @@ HELDOUT_FRACTION = 0.02
 class QueryGeneratorArgs(CommonArgs):
     """train_query_generator.py: the MiniLM query generator (LoRA) on general-domain question–passage pairs."""
 
-    base: str = field(default="", metadata={"help": "the BERT folder or id both sides start from (default: MiniLM)"})
+    base: str = field(
+        default="", metadata={"help": "the BERT folder or id both sides start from (default: MiniLM)"}
+    )
     lora_rank: int = 8
     lora_alpha: int = 16
     epochs: float = field(default=2.0, metadata={"help": "passes over the pairs"})
@@ -67,17 +69,29 @@ def training_pairs(data_dir: str | Path) -> list[dict]:
     triples = load_msmarco_triples(general / "msmarco-triples" / "toy_triples.train.small.tsv")
     for qid, judged in triples.qrels.items():
         for doc_id in judged:
-            pairs.append({"source": doc_text(triples.corpus[doc_id]), "query": triples.queries[qid], "group": qid})
+            pairs.append(
+                {"source": doc_text(triples.corpus[doc_id]), "query": triples.queries[qid], "group": qid}
+            )
     wikiqa = load_wikiqa(general / "wikiqa" / "WikiQA-train.tsv")
     for qid, judged in wikiqa.qrels.items():
         for doc_id in judged:
             pairs.append(
-                {"source": doc_text(wikiqa.corpus[doc_id]), "query": wikiqa.queries[qid], "group": wikiqa.groups[doc_id]}
+                {
+                    "source": doc_text(wikiqa.corpus[doc_id]),
+                    "query": wikiqa.queries[qid],
+                    "group": wikiqa.groups[doc_id],
+                }
             )
     squad = article_half(load_squad(general / "squad-v1.1" / "dev-v1.1.json"), 0)  # half 1: the unseen dev
     for qid, judged in squad.qrels.items():
         for doc_id in judged:
-            pairs.append({"source": doc_text(squad.corpus[doc_id]), "query": squad.queries[qid], "group": squad.groups[doc_id]})
+            pairs.append(
+                {
+                    "source": doc_text(squad.corpus[doc_id]),
+                    "query": squad.queries[qid],
+                    "group": squad.groups[doc_id],
+                }
+            )
     return pairs
 
 
@@ -95,7 +109,9 @@ def run(args: QueryGeneratorArgs) -> dict:
     from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTrainingArguments
 
     if not args.output_dir:
-        raise CtxirError("--output-dir is empty: name the folder to write the generator to (e.g. outputs/query-generator)")
+        raise CtxirError(
+            "--output-dir is empty: name the folder to write the generator to (e.g. outputs/query-generator)"
+        )
     out = Path(args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     if args.torch_threads:
@@ -160,7 +176,8 @@ def run(args: QueryGeneratorArgs) -> dict:
     sample = random.Random(args.seed).sample(heldout, min(12, len(heldout)))
     generated = generate_queries(model, tokenizer, [p["source"] for p in sample], per_text=2, seed=args.seed)
     examples = [
-        {"passage": p["source"][:300], "real": p["query"], "generated": g} for p, g in zip(sample, generated)
+        {"passage": p["source"][:300], "real": p["query"], "generated": g}
+        for p, g in zip(sample, generated, strict=True)
     ]
     (out / "examples.json").write_text(json.dumps(examples, indent=2, ensure_ascii=False) + "\n")
     for e in examples[:6]:

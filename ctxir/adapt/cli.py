@@ -333,7 +333,9 @@ def _generated(args, corpus: Corpus, show: bool) -> dict[str, list[str]]:
     if args.max_queries and args.max_queries < len(doc_ids):
         doc_ids = sorted(random.Random(args.seed).sample(doc_ids, args.max_queries))
     per_doc = 1 if args.max_queries else args.queries_per_doc
-    _say(f"   generating {per_doc} quer{'y' if per_doc == 1 else 'ies'} for each of {len(doc_ids):,} documents")
+    _say(
+        f"   generating {per_doc} quer{'y' if per_doc == 1 else 'ies'} for each of {len(doc_ids):,} documents"
+    )
     bar = None
     if show:
         from tqdm.auto import tqdm
@@ -341,7 +343,7 @@ def _generated(args, corpus: Corpus, show: bool) -> dict[str, list[str]]:
         bar = functools.partial(tqdm, desc="   generating", unit="batch")
     texts = [doc_text(corpus[d]) for d in doc_ids]
     found = generate_queries(model, tokenizer, texts, per_doc, seed=args.seed, show=bar)
-    return dict(zip(doc_ids, found))
+    return dict(zip(doc_ids, found, strict=True))
 
 
 def _hybrid_teacher(args, corpus, queries, negatives, show, bm25_blind=()):

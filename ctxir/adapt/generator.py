@@ -36,7 +36,14 @@ def build_generator(base: str | None = None, lora_rank: int = 8, lora_alpha: int
     Deterministic: every weight not in MiniLM is set here, not drawn, so a saved adapter always finds the same base."""
     import torch
     from peft import LoraConfig, get_peft_model
-    from transformers import AutoTokenizer, BertConfig, BertLMHeadModel, BertModel, EncoderDecoderModel, logging
+    from transformers import (
+        AutoTokenizer,
+        BertConfig,
+        BertLMHeadModel,
+        BertModel,
+        EncoderDecoderModel,
+        logging,
+    )
 
     from ctxir.encoders.models import DEFAULT_BI_ENCODER, resolve_model
 

@@ -53,6 +53,15 @@ def _trained_with(record: dict) -> str:
     return f"the teacher `{record['teacher']}` labelled them with its score margins ({record['loss']})"
 
 
+def _made_how(record: dict) -> str:
+    generator = record["settings"].get("generator")
+    if record["queries"].get("generated"):
+        written = f"written by the query generator `{generator}` (trained on general-domain questions, not this corpus)"
+        cut = record["queries"]["total"] > record["queries"]["generated"]
+        return f"{written}{' or cut from the documents themselves' if cut else ''} for its documents"
+    return "cut from the\ndocuments themselves"
+
+
 def write_card(folder: Path, record: dict) -> None:
     examples = "\n".join(
         f"- {kind}: {texts[0]!r}" for kind, texts in record["query_examples"].items() if texts
@@ -66,8 +75,8 @@ tags: [sentence-transformers, peft, lora, ctxir-adapt]
 # {record["base_model"]} adapted to one corpus, without labels
 
 A LoRA adapter made by `ctxir adapt` on the corpus `{record["corpus"]["path"]}` ({record["corpus"]["documents"]:,}
-documents): no query and no relevance label was used. {record["queries"]["total"]:,} pseudo-queries were cut from the
-documents themselves ({kinds_phrase(record["queries"])}), negatives mined with BM25 and the base model, and the
+documents): no query and no relevance label was used. {record["queries"]["total"]:,} pseudo-queries were {_made_how(record)} ({kinds_phrase(record["queries"])}),
+negatives mined with BM25 and the base model, and the
 {_trained_with(record)}. It was not evaluated here: measure it on your own
 queries (`ctxir evaluate --model DIR`).
 
