@@ -65,9 +65,10 @@ class AdaptArgs:
     generator: str = field(
         default="",
         metadata={
-            "help": "a query generator's folder (training/train_query_generator.py) for --query-kinds generated: it "
-            "writes one query for each of --max-queries documents drawn at random (every document's "
-            "--queries-per-doc when --max-queries is 0)"
+            "help": "experimental: a query generator's folder (training/train_query_generator.py) for --query-kinds "
+            "generated: it writes one query for each of --max-queries documents drawn at random (every document's "
+            "--queries-per-doc when --max-queries is 0). The one trained on a 2-core CPU does not yet write queries "
+            "about their passage (docs/training.md)"
         },
     )
     queries_per_doc: int = field(
