@@ -65,33 +65,20 @@ class QueryGeneratorArgs(CommonArgs):
 def training_pairs(data_dir: str | Path) -> list[dict]:
     """[{source, query, group}] from MS MARCO's triples, WikiQA train and half of SQuAD's articles (module doc)."""
     general = Path(data_dir) / "general"
+    sets = [
+        load_msmarco_triples(general / "msmarco-triples" / "toy_triples.train.small.tsv"),
+        load_wikiqa(general / "wikiqa" / "WikiQA-train.tsv"),
+        article_half(load_squad(general / "squad-v1.1" / "dev-v1.1.json"), 0),  # half 1: the unseen dev
+    ]
     pairs = []
-    triples = load_msmarco_triples(general / "msmarco-triples" / "toy_triples.train.small.tsv")
-    for qid, judged in triples.qrels.items():
-        for doc_id in judged:
-            pairs.append(
-                {"source": doc_text(triples.corpus[doc_id]), "query": triples.queries[qid], "group": qid}
-            )
-    wikiqa = load_wikiqa(general / "wikiqa" / "WikiQA-train.tsv")
-    for qid, judged in wikiqa.qrels.items():
-        for doc_id in judged:
-            pairs.append(
-                {
-                    "source": doc_text(wikiqa.corpus[doc_id]),
-                    "query": wikiqa.queries[qid],
-                    "group": wikiqa.groups[doc_id],
-                }
-            )
-    squad = article_half(load_squad(general / "squad-v1.1" / "dev-v1.1.json"), 0)  # half 1: the unseen dev
-    for qid, judged in squad.qrels.items():
-        for doc_id in judged:
-            pairs.append(
-                {
-                    "source": doc_text(squad.corpus[doc_id]),
-                    "query": squad.queries[qid],
-                    "group": squad.groups[doc_id],
-                }
-            )
+    for found in sets:
+        for qid, judged in found.qrels.items():
+            for doc_id in judged:
+                # a group is a WikiQA page or a SQuAD article; an MS MARCO query is its own
+                group = found.groups.get(doc_id, qid)
+                pairs.append(
+                    {"source": doc_text(found.corpus[doc_id]), "query": found.queries[qid], "group": group}
+                )
     return pairs
 
 
