@@ -1,19 +1,22 @@
-"""The query generator (``ctxir.adapt.generator``) on a tiny BERT: it trains, saves small, loads back the same, and
-``ctxir adapt --query-kinds generated --generator DIR`` adapts on its queries; bad combinations get their message."""
+"""The experimental query generator (``ctxir.adapt.generator``) on a tiny BERT: its cached generation is the prefix
+language model it was trained as, it learns, saves and loads back the same, and ``ctxir adapt --query-kinds generated
+--generator DIR`` adapts on its queries; bad combinations get their message."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
+import torch
 
 from ctxir import testing
 from ctxir.adapt import AdaptArgs, run
 from ctxir.adapt.generator import (
     GENERATOR_CONFIG,
-    build_generator,
+    QueryGenerator,
     generate_queries,
     load_generator,
+    prefix_lm_batch,
     save_generator,
 )
 from ctxir.adapt.queries import pseudo_queries
@@ -27,51 +30,79 @@ WANTED = {"otters": "where do otters live", "bread": "how is bread made"}
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """A tiny generator trained until it writes each passage's query, saved; (its folder, its base)."""
-    import torch
-
+def base(tmp_path_factory):
     words = sorted({w for t in [*PASSAGES.values(), *WANTED.values()] for w in t.split()})
-    base = testing.save_tiny_bert(
-        tmp_path_factory.mktemp("tiny-base"), ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]
-    )
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]
+    return testing.save_tiny_bert(tmp_path_factory.mktemp("tiny-base"), vocab)
+
+
+@pytest.fixture(scope="module")
+def trained(base, tmp_path_factory):
+    """A tiny generator trained until it writes each passage's query, saved: its folder."""
     torch.manual_seed(0)
-    model, tokenizer = build_generator(str(base), lora_rank=4, lora_alpha=8)
-    batch = tokenizer(list(PASSAGES.values()), return_tensors="pt", padding=True)
-    labels = tokenizer([WANTED[k] for k in PASSAGES], return_tensors="pt", padding=True)["input_ids"]
-    labels[labels == tokenizer.pad_token_id] = -100
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=3e-2)
+    model, tokenizer = QueryGenerator.build(str(base))
+    batch = prefix_lm_batch(tokenizer, list(PASSAGES.values()), [WANTED[k] for k in PASSAGES])
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
     model.train()
-    for _ in range(60):
-        loss = model(**batch, labels=labels).loss
-        loss.backward()
+    for _ in range(40):
+        model(**batch)["loss"].backward()
         optimizer.step()
         optimizer.zero_grad()
     folder = tmp_path_factory.mktemp("generator")
-    save_generator(model, folder, {"base": str(base), "lora_rank": 4, "lora_alpha": 8})
-    return folder, base
+    save_generator(model, folder, {"base": str(base)})
+    return folder
 
 
-def test_the_trained_generator_writes_its_queries_and_loads_back_the_same(trained):
-    folder, base = trained
-    model, tokenizer = load_generator(folder)
+def test_the_batch_masks_the_query_left_to_right_and_labels_the_next_token(base):
+    _, tokenizer = QueryGenerator.build(str(base))
+    batch = prefix_lm_batch(tokenizer, ["otters dig dens", "bread"], ["where otters", "how"])
+    # row 0: [CLS] otters dig dens [SEP] | where otters [SEP]
+    n, m = 5, 3
+    mask = batch["attention_mask"][0, 0]
+    assert mask[:n, :n].all() and not mask[:n, n:].any()  # the passage reads itself both ways, never the query
+    assert mask[n:, :n].all() and torch.equal(mask[n:, n:], torch.ones(m, m, dtype=torch.bool).tril())
+    assert batch["token_type_ids"][0].tolist() == [0] * n + [1] * m
+    labels = batch["labels"][0].tolist()
+    assert tokenizer.decode(labels[n - 1 : n - 1 + m]) == "where otters [SEP]" and labels[: n - 1] == [-100] * 4
+
+
+def test_cached_generation_is_the_prefix_language_model_it_was_trained_as(base):
+    """Greedy decoding on the cache (the passage once, then a token at a time) writes what greedy decoding with a
+    full pass under the training mask writes, token by token."""
+    torch.manual_seed(1)
+    model, tokenizer = QueryGenerator.build(str(base))
+    with torch.no_grad():  # an untrained head would write [SEP] at once: a random one writes words
+        model.transform[0].weight.normal_(std=0.5)
+        model.bias.normal_()
+        model.bias[: tokenizer.convert_tokens_to_ids("[MASK]") + 1] = -1e4  # no special token, [SEP] included
+    model.eval()
+    for text in ["otters dig dens in the river bank", "bread"]:
+        cached = generate_queries(model, tokenizer, [text], per_text=1, top_p=1e-9)[0][0]
+        n, full = len(tokenizer(text)["input_ids"]), []
+        while len(full) < 32:
+            batch = prefix_lm_batch(tokenizer, [text], [tokenizer.decode(full)])
+            with torch.inference_mode():  # the query so far, then [SEP]: read the score at its last real token
+                token = int(model(**batch)["logits"][0, n - 1 + len(full)].argmax())
+            if token == tokenizer.sep_token_id:
+                break
+            full.append(token)
+        assert len(full) == 32 and cached == tokenizer.decode(full)
+
+
+def test_the_trained_generator_writes_its_queries_and_loads_back_the_same(trained, base):
+    model, tokenizer = load_generator(trained)
     texts = list(PASSAGES.values())
-    # nucleus 0.01: the most likely query (a tiny model's distribution is too flat for GPL's 0.95 to land on it)
-    got = generate_queries(model, tokenizer, texts, per_text=2, seed=0, top_p=0.01)
+    # nucleus 1e-9: the most likely query (a tiny model's distribution is too flat for GPL's 0.95 to land on it)
+    got = generate_queries(model, tokenizer, texts, per_text=2, seed=0, top_p=1e-9)
     assert got == [[WANTED["otters"]] * 2, [WANTED["bread"]] * 2]
     sampled = generate_queries(model, tokenizer, texts, per_text=2, seed=0)
     assert [len(g) for g in sampled] == [2, 2]
     assert generate_queries(model, tokenizer, texts, per_text=2, seed=0) == sampled  # seeded
-    untrained, _ = build_generator(str(base), lora_rank=4, lora_alpha=8)
-    untrained.eval()
-    assert generate_queries(untrained, tokenizer, texts, per_text=1, seed=0, top_p=0.01) != [
-        g[:1] for g in got
-    ]
-    # small: only the adapter and the head's transform are saved, the rest is rebuilt from the base
-    assert (folder / "adapter_model.safetensors").stat().st_size < 200_000
+    untrained, _ = QueryGenerator.build(str(base))
+    assert generate_queries(untrained.eval(), tokenizer, texts, per_text=1, seed=0, top_p=1e-9) != [g[:1] for g in got]
 
 
-def test_a_folder_without_its_config_is_refused(tmp_path):
+def test_a_folder_without_its_files_is_refused(tmp_path):
     with pytest.raises(CtxirError, match=f"has no {GENERATOR_CONFIG}.*train_query_generator.py"):
         load_generator(tmp_path)
 
@@ -99,12 +130,11 @@ def _corpus(tmp_path):
     return path
 
 
-def test_adapt_trains_on_generated_queries(trained, tmp_path, monkeypatch):
-    folder, base = trained
+def test_adapt_trains_on_generated_queries(trained, base, tmp_path, monkeypatch):
     monkeypatch.setenv("CTXIR_CACHE", str(tmp_path / "cache"))
     args = AdaptArgs(
         corpus=str(_corpus(tmp_path)), output=str(tmp_path / "adapted"), model=str(base), teacher="none",
-        query_kinds="generated", generator=str(folder), max_queries=10, max_steps=2, batch_size=4,
+        query_kinds="generated", generator=str(trained), max_queries=10, max_steps=2, batch_size=4,
         device="cpu", quiet=True, torch_threads=1, max_seq_length=16, keep_work=True,
     )  # fmt: skip
     record = run(args)
@@ -116,7 +146,7 @@ def test_adapt_trains_on_generated_queries(trained, tmp_path, monkeypatch):
     assert all(r["kind"] == "generated" and r["positive"] == corpus[r["doc_id"]] for r in rows)
     assert record["query_examples"]["generated"]
     card = " ".join((tmp_path / "adapted" / "README.md").read_text().split())
-    assert f"written by the query generator `{folder}`" in card and "cut from" not in card
+    assert f"written by the query generator `{trained}`" in card and "cut from" not in card
     assert (tmp_path / "adapted" / "adapter_model.safetensors").is_file()
 
 

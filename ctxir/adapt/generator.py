@@ -1,15 +1,15 @@
-"""A small query generator (doc2query) over the packaged MiniLM: GPL's first step, trainable on this CPU.
+"""An experimental query generator (doc2query) over the packaged MiniLM: GPL's first step, trained on this CPU.
 
-GPL generates its pseudo-queries with a T5 model trained on MS MARCO; none is available offline. This one is a
-BERT2BERT encoder–decoder (Rothe et al. 2020) warm-started from the bi-encoder's own MiniLM on both sides: the encoder
-is MiniLM as it is (frozen); the decoder is MiniLM read left to right, its cross-attention started as a copy of each
-layer's self-attention, its output layer tied to the word embeddings. Only LoRA adapters on the decoder's attention
-and the output head's transform are trained, so what is saved is small (``ADAPTER_FILE``, under 2 MB) and everything
-else is rebuilt from the packaged MiniLM, offline.
+GPL writes its pseudo-queries with a T5 model trained on MS MARCO; none is available offline. This one is MiniLM
+itself read as a prefix language model (UniLM's seq2seq mask, Dong et al. 2019): the passage's tokens attend to each
+other both ways, as MiniLM was trained to; each query token attends to the whole passage and to the query's earlier
+tokens, and predicts the next one through the tied word embeddings. No attention is new, so it learns from a few
+thousand pairs what an encoder–decoder with new cross-attention did not (docs/training.md). Generation computes the
+passage once and then one token at a time on its cached keys and values (BERT as a decoder).
 
-``build_generator(base)`` → (model, tokenizer), untrained; ``load_generator(folder)`` → the trained one;
-``generate_queries(model, tokenizer, texts, per_text, ...)`` → ``per_text`` queries for each text.
-``training/train_query_generator.py`` trains and saves it.
+``QueryGenerator.build(base)`` → untrained; ``load_generator(folder)`` → the trained one with its tokenizer;
+``generate_queries(model, tokenizer, texts, per_text, ...)`` → ``per_text`` queries for each text;
+``prefix_lm_batch(tokenizer, sources, queries)`` → a training batch. ``training/train_query_generator.py`` trains it.
 """
 
 from __future__ import annotations
@@ -18,98 +18,169 @@ import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import torch
+
 from ctxir.types import CtxirError
 
 GENERATOR_CONFIG = "query_generator.json"
-# the decoder's attention (self and cross; query, key, value, output) in every layer; the encoder is left as it is
-LORA_TARGETS = (
-    r"decoder\.bert\.encoder\.layer\.\d+\.(attention|crossattention)\.(self\.(query|key|value)|output\.dense)"
-)
-# the LM head's transform (dense + LayerNorm, (384, 384)): MiniLM ships without the MLM head, so it is new
-SAVED_MODULES = ["transform"]
+WEIGHTS_FILE = "model.safetensors"
 MAX_SOURCE_TOKENS = 192  # a SQuAD paragraph or an abstract's first part: a query is about what comes first
 MAX_QUERY_TOKENS = 32
+PASSAGE, QUERY = 0, 1  # token type ids: BERT's two segments
 
 
-def build_generator(base: str | None = None, lora_rank: int = 8, lora_alpha: int = 16):
-    """The untrained generator over ``base`` (a BERT folder; default the packaged MiniLM): (PeftModel, tokenizer).
-    Deterministic: every weight not in MiniLM is set here, not drawn, so a saved adapter always finds the same base."""
-    import torch
-    from peft import LoraConfig, get_peft_model
-    from transformers import (
-        AutoTokenizer,
-        BertConfig,
-        BertLMHeadModel,
-        BertModel,
-        EncoderDecoderModel,
-        logging,
-    )
+class QueryGenerator(torch.nn.Module):
+    """MiniLM (``bert``, a decoder so it can cache) + an output head: ``transform`` (dense, GELU, LayerNorm: MiniLM
+    ships without its MLM head) and ``bias``, scored against the frozen word embeddings (tied)."""
 
-    from ctxir.encoders.models import DEFAULT_BI_ENCODER, resolve_model
+    def __init__(self, bert):
+        super().__init__()
+        self.bert = bert
+        hidden = bert.config.hidden_size
+        self.transform = torch.nn.Sequential(
+            torch.nn.Linear(hidden, hidden), torch.nn.GELU(), torch.nn.LayerNorm(hidden)
+        )
+        with torch.no_grad():  # identity start: a token's top-layer state already resembles its embedding
+            self.transform[0].weight.copy_(torch.eye(hidden))
+            self.transform[0].bias.zero_()
+        self.bias = torch.nn.Parameter(torch.zeros(bert.config.vocab_size))
+        bert.embeddings.word_embeddings.weight.requires_grad_(False)
 
-    path = resolve_model(base or DEFAULT_BI_ENCODER)
-    logging.set_verbosity_error()  # its load report lists the new weights set below as "missing": expected
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    encoder = BertModel.from_pretrained(path, add_pooling_layer=False)
-    config = BertConfig.from_pretrained(path, is_decoder=True, add_cross_attention=True)
-    decoder = BertLMHeadModel.from_pretrained(path, config=config)
-    with torch.no_grad():
-        for layer in decoder.bert.encoder.layer:
-            # attending to the source as to its own prefix: a start that already reads it, instead of noise
-            layer.crossattention.load_state_dict(layer.attention.state_dict())
-        transform = decoder.cls.predictions.transform
-        transform.dense.weight.copy_(torch.eye(transform.dense.weight.shape[0]))
-        transform.dense.bias.zero_()
-        transform.LayerNorm.weight.fill_(1.0)
-        transform.LayerNorm.bias.zero_()
-        decoder.cls.predictions.bias.zero_()
-    model = EncoderDecoderModel(encoder=encoder, decoder=decoder)
-    model.config.decoder_start_token_id = tokenizer.cls_token_id
-    model.config.pad_token_id = tokenizer.pad_token_id
-    model.config.eos_token_id = tokenizer.sep_token_id
-    model.generation_config.decoder_start_token_id = tokenizer.cls_token_id
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.generation_config.eos_token_id = tokenizer.sep_token_id
-    for p in model.parameters():
-        p.requires_grad_(False)
-    lora = LoraConfig(
-        r=lora_rank, lora_alpha=lora_alpha, target_modules=LORA_TARGETS, modules_to_save=SAVED_MODULES
-    )
-    return get_peft_model(model, lora), tokenizer
+    @classmethod
+    def build(cls, base: str | None = None) -> tuple[QueryGenerator, object]:
+        """The untrained generator over ``base`` (a BERT folder or id; default the packaged MiniLM), and its tokenizer."""
+        from transformers import AutoTokenizer, BertConfig, BertModel, logging
+
+        from ctxir.encoders.models import DEFAULT_BI_ENCODER, resolve_model
+
+        path = resolve_model(base or DEFAULT_BI_ENCODER)
+        logging.set_verbosity_error()  # its load report lists the pooler it leaves out: expected
+        config = BertConfig.from_pretrained(path, is_decoder=True)
+        bert = BertModel.from_pretrained(path, config=config, add_pooling_layer=False)
+        return cls(bert), AutoTokenizer.from_pretrained(path)
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """(batch, tokens, hidden) → (batch, tokens, vocabulary)."""
+        return self.transform(hidden) @ self.bert.embeddings.word_embeddings.weight.T + self.bias
+
+    def forward(self, input_ids, attention_mask, token_type_ids, labels=None):
+        """``attention_mask``: (batch, 1, tokens, tokens) bool, ``prefix_lm_batch``'s; ``labels``: the next token at
+        each position (-100 where none is predicted)."""
+        hidden = self.bert(
+            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+        ).last_hidden_state
+        logits = self.logits(hidden)
+        out = {"logits": logits}
+        if labels is not None:
+            out["loss"] = torch.nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten())
+        return out
 
 
-def save_generator(model, folder: str | Path, record: dict) -> None:
-    """The adapter and ``GENERATOR_CONFIG`` (how it was built and trained) into ``folder``."""
+def prefix_lm_batch(tokenizer, sources: Sequence[str], queries: Sequence[str]) -> dict[str, torch.Tensor]:
+    """[CLS] passage [SEP] query [SEP], right-padded; the seq2seq mask; labels: at the passage's [SEP] the query's
+    first token, at each query token the next (its last: [SEP])."""
+    src = tokenizer(list(sources), truncation=True, max_length=MAX_SOURCE_TOKENS)["input_ids"]
+    tgt = tokenizer(list(queries), truncation=True, max_length=MAX_QUERY_TOKENS, add_special_tokens=False)[
+        "input_ids"
+    ]
+    length = max(len(s) + len(t) + 1 for s, t in zip(src, tgt, strict=True))
+    ids = torch.full((len(src), length), tokenizer.pad_token_id)
+    types = torch.full((len(src), length), QUERY)
+    mask = torch.zeros(len(src), 1, length, length, dtype=torch.bool)
+    labels = torch.full((len(src), length), -100)
+    for row, (s, t) in enumerate(zip(src, tgt, strict=True)):
+        t = [*t, tokenizer.sep_token_id]
+        n, m = len(s), len(t)
+        ids[row, : n + m] = torch.tensor(s + t)
+        types[row, :n] = PASSAGE
+        mask[row, 0, : n + m, :n] = True  # every token reads the whole passage
+        mask[row, 0, n : n + m, n : n + m] = torch.ones(m, m, dtype=torch.bool).tril()  # the query, left to right
+        mask[row, 0, n + m :, 0] = True  # padding reads [CLS]: no row of the softmax is empty
+        labels[row, n - 1 : n - 1 + m] = torch.tensor(t)
+    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types, "labels": labels}
+
+
+def save_generator(model: QueryGenerator, folder: str | Path, record: dict) -> None:
+    """The weights (not the word embeddings, which are the base's) and ``GENERATOR_CONFIG`` into ``folder``."""
+    from safetensors.torch import save_file
+
     folder = Path(folder)
-    model.save_pretrained(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().contiguous() for k, v in model.state_dict().items() if "word_embeddings" not in k}
+    save_file(state, folder / WEIGHTS_FILE)
     (folder / GENERATOR_CONFIG).write_text(json.dumps(record, indent=2) + "\n")
 
 
-def load_generator(folder: str | Path):
+def load_generator(folder: str | Path) -> tuple[QueryGenerator, object]:
     """A generator ``save_generator`` wrote: (model in eval mode, tokenizer). Offline: its base is the packaged
-    MiniLM (or the folder ``query_generator.json`` names)."""
-    from peft import set_peft_model_state_dict
+    MiniLM (or the folder its ``query_generator.json`` names)."""
     from safetensors.torch import load_file
 
     folder = Path(folder)
     config_file = folder / GENERATOR_CONFIG
-    if not config_file.is_file():
+    if not config_file.is_file() or not (folder / WEIGHTS_FILE).is_file():
         raise CtxirError(
-            f"--generator {str(folder)!r} has no {GENERATOR_CONFIG}: pass the folder "
+            f"--generator {str(folder)!r} has no {GENERATOR_CONFIG} and {WEIGHTS_FILE}: pass the folder "
             "training/train_query_generator.py wrote"
         )
-    record = json.loads(config_file.read_text())
-    model, tokenizer = build_generator(record.get("base"), record["lora_rank"], record["lora_alpha"])
-    result = set_peft_model_state_dict(model, load_file(folder / "adapter_model.safetensors"))
-    missing = [k for k in getattr(result, "unexpected_keys", []) if "lora" in k or "transform" in k]
-    if missing:
-        raise CtxirError(f"--generator {str(folder)!r}: its adapter does not fit its base ({missing[:3]})")
-    model.eval()
-    return model, tokenizer
+    model, tokenizer = QueryGenerator.build(json.loads(config_file.read_text()).get("base"))
+    found = model.load_state_dict(load_file(folder / WEIGHTS_FILE), strict=False)
+    wrong = found.unexpected_keys + [k for k in found.missing_keys if "word_embeddings" not in k]
+    if wrong:
+        raise CtxirError(f"--generator {str(folder)!r}: its weights do not fit its base ({wrong[:3]})")
+    return model.eval(), tokenizer
+
+
+@torch.inference_mode()
+def _sample(model: QueryGenerator, enc, per_text: int, top_p: float, generator, sep: int) -> list[list[int]]:
+    """Token ids of ``per_text`` queries for each passage of ``enc`` (one tokenized, right-padded batch), each ending
+    before its first ``sep``."""
+    from transformers import TopPLogitsWarper
+
+    device = model.bias.device
+    ids = enc["input_ids"].repeat_interleave(per_text, 0)  # (rows, n)
+    pad = enc["attention_mask"].repeat_interleave(per_text, 0).bool()  # (rows, n)
+    rows, n = ids.shape
+    lengths = pad.sum(1)  # (rows,)
+    ids, pad, lengths = ids.to(device), pad.to(device), lengths.to(device)
+    mask = pad[:, None, None, :].expand(rows, 1, n, n)  # the passage reads itself both ways
+    out = model.bert(
+        input_ids=ids, attention_mask=mask, token_type_ids=torch.full_like(ids, PASSAGE), use_cache=True
+    )
+    cache = out.past_key_values
+    last = out.last_hidden_state[torch.arange(rows), lengths - 1]  # (rows, hidden): each passage's [SEP]
+    warp = TopPLogitsWarper(top_p) if top_p < 1 else None
+    keys = pad  # (rows, keys so far): which cached keys are real tokens
+    written: list[list[int]] = [[] for _ in range(rows)]
+    done = [False] * rows
+    for step in range(MAX_QUERY_TOKENS):
+        scores = model.logits(last[:, None])[:, 0]  # (rows, vocabulary)
+        if warp is not None:
+            scores = warp(None, scores)
+        # drawn on the CPU with one seeded generator: the same queries on any device
+        token = torch.multinomial(scores.softmax(-1).float().cpu(), 1, generator=generator)[:, 0]  # (rows,)
+        for row, t in enumerate(token.tolist()):
+            done[row] = done[row] or t == sep
+            if not done[row]:
+                written[row].append(t)
+        if all(done):
+            break
+        token = token.to(device)
+        keys = torch.cat([keys, torch.ones(rows, 1, dtype=torch.bool, device=device)], 1)
+        out = model.bert(
+            input_ids=token[:, None],
+            attention_mask=keys[:, None, None, :],  # (rows, 1, 1, keys): the real passage tokens and the query so far
+            token_type_ids=torch.full((rows, 1), QUERY, device=device),
+            position_ids=(lengths + step)[:, None],
+            past_key_values=cache,
+            use_cache=True,
+        )
+        cache, last = out.past_key_values, out.last_hidden_state[:, 0]
+    return written
 
 
 def generate_queries(
-    model,
+    model: QueryGenerator,
     tokenizer,
     texts: Sequence[str],
     per_text: int = 1,
@@ -120,26 +191,13 @@ def generate_queries(
 ) -> list[list[str]]:
     """``per_text`` queries for each of ``texts``, sampled with nucleus sampling (GPL's top-p 0.95, so one document
     gets different queries); seeded, so the same texts give the same queries. ``show`` wraps the batches (a bar)."""
-    import torch
-
-    torch.manual_seed(seed)
+    generator = torch.Generator().manual_seed(seed)
     batches = range(0, len(texts), batch_size)
     out: list[list[str]] = []
-    device = next(model.parameters()).device
     for start in show(batches) if show else batches:
         chunk = list(texts[start : start + batch_size])
-        enc = tokenizer(
-            chunk, truncation=True, max_length=MAX_SOURCE_TOKENS, padding=True, return_tensors="pt"
-        ).to(device)
-        with torch.inference_mode():
-            ids = model.generate(
-                **enc,
-                do_sample=True,
-                top_p=top_p,
-                top_k=0,
-                max_new_tokens=MAX_QUERY_TOKENS,
-                num_return_sequences=per_text,
-            )  # (len(chunk) * per_text, tokens)
-        decoded = [" ".join(t.split()) for t in tokenizer.batch_decode(ids, skip_special_tokens=True)]
+        enc = tokenizer(chunk, truncation=True, max_length=MAX_SOURCE_TOKENS, padding=True, return_tensors="pt")
+        written = _sample(model, enc, per_text, top_p, generator, tokenizer.sep_token_id)
+        decoded = [" ".join(t.split()) for t in tokenizer.batch_decode(written, skip_special_tokens=True)]
         out += [decoded[i * per_text : (i + 1) * per_text] for i in range(len(chunk))]
     return out
