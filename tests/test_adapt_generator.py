@@ -59,11 +59,15 @@ def test_the_batch_masks_the_query_left_to_right_and_labels_the_next_token(base)
     # row 0: [CLS] otters dig dens [SEP] | where otters [SEP]
     n, m = 5, 3
     mask = batch["attention_mask"][0, 0]
-    assert mask[:n, :n].all() and not mask[:n, n:].any()  # the passage reads itself both ways, never the query
+    assert (
+        mask[:n, :n].all() and not mask[:n, n:].any()
+    )  # the passage reads itself both ways, never the query
     assert mask[n:, :n].all() and torch.equal(mask[n:, n:], torch.ones(m, m, dtype=torch.bool).tril())
     assert batch["token_type_ids"][0].tolist() == [0] * n + [1] * m
     labels = batch["labels"][0].tolist()
-    assert tokenizer.decode(labels[n - 1 : n - 1 + m]) == "where otters [SEP]" and labels[: n - 1] == [-100] * 4
+    assert (
+        tokenizer.decode(labels[n - 1 : n - 1 + m]) == "where otters [SEP]" and labels[: n - 1] == [-100] * 4
+    )
 
 
 def test_cached_generation_is_the_prefix_language_model_it_was_trained_as(base):
@@ -81,7 +85,9 @@ def test_cached_generation_is_the_prefix_language_model_it_was_trained_as(base):
         n, full = len(tokenizer(text)["input_ids"]), []
         while len(full) < 32:
             batch = prefix_lm_batch(tokenizer, [text], [tokenizer.decode(full)])
-            with torch.inference_mode():  # the query so far, then [SEP]: read the score at its last real token
+            with (
+                torch.inference_mode()
+            ):  # the query so far, then [SEP]: read the score at its last real token
                 token = int(model(**batch)["logits"][0, n - 1 + len(full)].argmax())
             if token == tokenizer.sep_token_id:
                 break
@@ -99,7 +105,9 @@ def test_the_trained_generator_writes_its_queries_and_loads_back_the_same(traine
     assert [len(g) for g in sampled] == [2, 2]
     assert generate_queries(model, tokenizer, texts, per_text=2, seed=0) == sampled  # seeded
     untrained, _ = QueryGenerator.build(str(base))
-    assert generate_queries(untrained.eval(), tokenizer, texts, per_text=1, seed=0, top_p=1e-9) != [g[:1] for g in got]
+    assert generate_queries(untrained.eval(), tokenizer, texts, per_text=1, seed=0, top_p=1e-9) != [
+        g[:1] for g in got
+    ]
 
 
 def test_a_folder_without_its_files_is_refused(tmp_path):

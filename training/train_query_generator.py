@@ -1,4 +1,5 @@
-"""Train the query generator (``ctxir.adapt.generator``: MiniLM BERT2BERT, LoRA) on general-domain question–passage pairs.
+"""Train the experimental query generator (``ctxir.adapt.generator``: MiniLM as a prefix language model) on
+general-domain question–passage pairs.
 
 The pairs (``../shared/data/general``, training data only; no table reports them):
     MS MARCO's training triples   each web query → its relevant passage (994)
@@ -8,10 +9,11 @@ The pairs (``../shared/data/general``, training data only; no table reports them
 Held out for the loss printed at the end: 2% of the pairs, whole SQuAD articles and WikiQA pages kept together.
 
 Examples:
-    python training/train_query_generator.py --output-dir outputs/query-generator                 # ~45 min here
+    python training/train_query_generator.py --output-dir outputs/query-generator                 # ~35 min here
     python training/train_query_generator.py --output-dir outputs/qg --max-steps 2 --max-pairs 64  # smoke run
     python training/train_query_generator.py --output-dir outputs/query-generator --resume last    # go on after a stop
-Outputs in --output-dir: adapter_model.safetensors + adapter_config.json + query_generator.json (load with
+Outputs in --output-dir: model.safetensors (44 MB: MiniLM's weights but its word embeddings, which are the packaged
+copy's, and the output head) + query_generator.json (load with
 ``ctxir.adapt.generator.load_generator``; ``ctxir adapt --generator DIR --query-kinds generated``), examples.json
 (queries it generated for held-out passages beside their real ones), checkpoints/ while training.
 """
@@ -28,13 +30,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # `python training/train_query_generator.py` from the repo root
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ctxir.adapt.generator import (
-    MAX_QUERY_TOKENS,
-    MAX_SOURCE_TOKENS,
-    build_generator,
-    generate_queries,
-    save_generator,
-)
+from ctxir.adapt.generator import QueryGenerator, generate_queries, prefix_lm_batch, save_generator
 from ctxir.data.general import article_half, load_msmarco_triples, load_squad, load_wikiqa
 from ctxir.types import CtxirError, doc_text
 from training.common import CommonArgs, cli_main, machine_info, resolve_resume, versions
@@ -44,16 +40,14 @@ HELDOUT_FRACTION = 0.02
 
 @dataclass
 class QueryGeneratorArgs(CommonArgs):
-    """train_query_generator.py: the MiniLM query generator (LoRA) on general-domain question–passage pairs."""
+    """train_query_generator.py: the MiniLM query generator on general-domain question–passage pairs."""
 
     base: str = field(
         default="", metadata={"help": "the BERT folder or id both sides start from (default: MiniLM)"}
     )
-    lora_rank: int = 8
-    lora_alpha: int = 16
-    epochs: float = field(default=2.0, metadata={"help": "passes over the pairs"})
+    epochs: float = field(default=1.0, metadata={"help": "passes over the pairs"})
     batch_size: int = field(default=16, metadata={"help": "pairs per step (raise it on a GPU)"})
-    learning_rate: float = 5e-4
+    learning_rate: float = 3e-4
     max_steps: int = field(default=-1, metadata={"help": "stop after N steps (-1 = --epochs)"})
     max_pairs: int = field(default=0, metadata={"help": "use N training pairs, seeded (0 = all)"})
     save_steps: int = field(default=100, metadata={"help": "checkpoint every N steps (for --resume last)"})
@@ -93,7 +87,7 @@ def split_heldout(pairs: list[dict], fraction: float, seed: int) -> tuple[list[d
 def run(args: QueryGeneratorArgs) -> dict:
     import torch
     from datasets import Dataset
-    from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTrainingArguments
+    from transformers import Trainer, TrainingArguments
 
     if not args.output_dir:
         raise CtxirError(
@@ -105,9 +99,10 @@ def run(args: QueryGeneratorArgs) -> dict:
         torch.set_num_threads(args.torch_threads)
     started = time.time()
 
-    # 1. load the untrained generator (MiniLM on both sides, LoRA on the decoder)
-    model, tokenizer = build_generator(args.base or None, args.lora_rank, args.lora_alpha)
-    model.print_trainable_parameters()
+    # 1. load the untrained generator (MiniLM as a prefix language model; every weight but the word embeddings trains)
+    torch.manual_seed(args.seed)
+    model, tokenizer = QueryGenerator.build(args.base or None)
+    print(f"{sum(p.numel() for p in model.parameters() if p.requires_grad):,} weights train", flush=True)
 
     # 2. load the pairs, hold out whole articles/pages
     pairs = training_pairs(args.data_dir)
@@ -116,42 +111,38 @@ def run(args: QueryGeneratorArgs) -> dict:
         train_pairs = random.Random(args.seed).sample(train_pairs, min(args.max_pairs, len(train_pairs)))
     print(f"{len(train_pairs):,} training pairs, {len(heldout):,} held out", flush=True)
 
-    def tokenize(batch):
-        enc = tokenizer(batch["source"], truncation=True, max_length=MAX_SOURCE_TOKENS)
-        enc["labels"] = tokenizer(batch["query"], truncation=True, max_length=MAX_QUERY_TOKENS)["input_ids"]
-        return enc
-
     def dataset(rows):
-        return Dataset.from_list([{"source": p["source"], "query": p["query"]} for p in rows]).map(
-            tokenize, batched=True, remove_columns=["source", "query"]
-        )
+        return Dataset.from_list([{"source": p["source"], "query": p["query"]} for p in rows])
+
+    def collate(rows):
+        return prefix_lm_batch(tokenizer, [r["source"] for r in rows], [r["query"] for r in rows])
 
     # 3. train (checkpoints in --output-dir/checkpoints; --resume last goes on from the newest)
     checkpoints = out / "checkpoints"
-    training_args = Seq2SeqTrainingArguments(
+    training_args = TrainingArguments(
         output_dir=str(checkpoints),
         num_train_epochs=args.epochs,
         max_steps=args.max_steps,
         per_device_train_batch_size=args.batch_size,
         per_device_eval_batch_size=args.batch_size,
         learning_rate=args.learning_rate,
-        warmup_steps=0.05,
+        warmup_steps=15,
         lr_scheduler_type="linear",
         logging_steps=20,
         save_steps=args.save_steps,
         save_total_limit=1,
         seed=args.seed,
         use_cpu=args.device == "cpu",
-        train_sampling_strategy="group_by_length",  # similar lengths per batch: less padding, on a CPU most of the time saved
+        remove_unused_columns=False,  # the collator reads the texts
         report_to="none",
         dataloader_num_workers=0,
     )
-    trainer = Seq2SeqTrainer(
+    trainer = Trainer(
         model=model,
         args=training_args,
         train_dataset=dataset(train_pairs),
         eval_dataset=dataset(heldout),
-        data_collator=DataCollatorForSeq2Seq(tokenizer, model=None, label_pad_token_id=-100),
+        data_collator=collate,
     )
     loss_before = trainer.evaluate()["eval_loss"]
     trainer.train(resume_from_checkpoint=resolve_resume(args.resume, checkpoints) if args.resume else None)
@@ -170,11 +161,9 @@ def run(args: QueryGeneratorArgs) -> dict:
     for e in examples[:6]:
         print(f"  real {e['real']!r}  generated {e['generated']!r}")
 
-    # 5. save the adapter and how it was made
+    # 5. save the weights and how they were made
     record = {
         "base": args.base or None,
-        "lora_rank": args.lora_rank,
-        "lora_alpha": args.lora_alpha,
         "config": asdict(args),
         "pairs": {"train": len(train_pairs), "heldout": len(heldout)},
         "heldout_loss": {"before": round(loss_before, 4), "after": round(loss_after, 4)},

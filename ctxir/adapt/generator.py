@@ -94,7 +94,9 @@ def prefix_lm_batch(tokenizer, sources: Sequence[str], queries: Sequence[str]) -
         ids[row, : n + m] = torch.tensor(s + t)
         types[row, :n] = PASSAGE
         mask[row, 0, : n + m, :n] = True  # every token reads the whole passage
-        mask[row, 0, n : n + m, n : n + m] = torch.ones(m, m, dtype=torch.bool).tril()  # the query, left to right
+        mask[row, 0, n : n + m, n : n + m] = torch.ones(
+            m, m, dtype=torch.bool
+        ).tril()  # the query, left to right
         mask[row, 0, n + m :, 0] = True  # padding reads [CLS]: no row of the softmax is empty
         labels[row, n - 1 : n - 1 + m] = torch.tensor(t)
     return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types, "labels": labels}
@@ -169,7 +171,9 @@ def _sample(model: QueryGenerator, enc, per_text: int, top_p: float, generator, 
         keys = torch.cat([keys, torch.ones(rows, 1, dtype=torch.bool, device=device)], 1)
         out = model.bert(
             input_ids=token[:, None],
-            attention_mask=keys[:, None, None, :],  # (rows, 1, 1, keys): the real passage tokens and the query so far
+            attention_mask=keys[
+                :, None, None, :
+            ],  # (rows, 1, 1, keys): the real passage tokens and the query so far
             token_type_ids=torch.full((rows, 1), QUERY, device=device),
             position_ids=(lengths + step)[:, None],
             past_key_values=cache,
@@ -196,7 +200,9 @@ def generate_queries(
     out: list[list[str]] = []
     for start in show(batches) if show else batches:
         chunk = list(texts[start : start + batch_size])
-        enc = tokenizer(chunk, truncation=True, max_length=MAX_SOURCE_TOKENS, padding=True, return_tensors="pt")
+        enc = tokenizer(
+            chunk, truncation=True, max_length=MAX_SOURCE_TOKENS, padding=True, return_tensors="pt"
+        )
         written = _sample(model, enc, per_text, top_p, generator, tokenizer.sep_token_id)
         decoded = [" ".join(t.split()) for t in tokenizer.batch_decode(written, skip_special_tokens=True)]
         out += [decoded[i * per_text : (i + 1) * per_text] for i in range(len(chunk))]
