@@ -11,6 +11,8 @@ queries before and after, with paired tests; rewrite the table in docs/results.m
                                                              # triples (general/), short web queries
     python scripts/results_adapt.py --dev true --collections wikiqa   # the fourth: WikiQA's search-engine
                                                              # questions over its ~200-word Wikipedia summaries
+    python scripts/results_adapt.py --dev true --collections squad-unseen   # SQuAD's articles the query generator
+                                                             # (training/train_query_generator.py) never read
     python scripts/results_adapt.py --dev true --collections squad --label X "--adapt-args=..." --against default \
         --seeds 42,1,2                                       # a setting against the default, paired, seed by seed
     python scripts/results_adapt.py --table-only true        # the table from docs/bench/adapt.json
