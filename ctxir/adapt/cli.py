@@ -326,10 +326,10 @@ def _generated(args, corpus: Corpus, show: bool) -> dict[str, list[str]]:
     import random
 
     from ctxir.adapt.generator import generate_queries, load_generator
+    from ctxir.encoders.models import pick_device
 
     model, tokenizer = load_generator(args.generator)
-    if args.device not in ("auto", "cpu"):
-        model.to(args.device)
+    model.to(pick_device(args.device))  # "auto" finds a GPU as training does
     doc_ids = sorted(corpus)
     if args.max_queries and args.max_queries < len(doc_ids):
         doc_ids = sorted(random.Random(args.seed).sample(doc_ids, args.max_queries))
