@@ -1,6 +1,7 @@
 """The experimental query generator (``ctxir.adapt.generator``) on a tiny BERT: its cached generation is the prefix
-language model it was trained as, it learns, saves and loads back the same, and ``ctxir adapt --query-kinds generated
---generator DIR`` adapts on its queries; bad combinations get their message."""
+language model it was trained as, it learns, saves and loads back the same; a sequence-to-sequence doc2query model (a
+tiny T5) is the other kind of generator; ``ctxir adapt --query-kinds generated --generator DIR`` adapts on either's
+queries; bad combinations and folders get their message."""
 
 from __future__ import annotations
 
@@ -50,6 +51,36 @@ def trained(base, tmp_path_factory):
         optimizer.zero_grad()
     folder = tmp_path_factory.mktemp("generator")
     save_generator(model, folder, {"base": str(base)})
+    return folder
+
+
+@pytest.fixture(scope="module")
+def seq2seq(base, tmp_path_factory):
+    """A tiny T5 (a doc2query model's architecture, as ``hf download`` leaves one: config, safetensors, tokenizer)
+    trained until it writes each passage's query: its folder."""
+    from transformers import AutoTokenizer, T5Config, T5ForConditionalGeneration
+
+    tokenizer = AutoTokenizer.from_pretrained(str(base))
+    torch.manual_seed(0)
+    config = T5Config(
+        vocab_size=len(tokenizer), d_model=32, d_kv=8, d_ff=64, num_layers=1, num_heads=4,
+        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.sep_token_id,
+        decoder_start_token_id=tokenizer.pad_token_id,
+    )  # fmt: skip
+    model = T5ForConditionalGeneration(config)
+    source = tokenizer(list(PASSAGES.values()), padding=True, return_tensors="pt")
+    labels = tokenizer([WANTED[k] for k in PASSAGES], padding=True, return_tensors="pt")["input_ids"][
+        :, 1:
+    ].contiguous()
+    labels[labels == tokenizer.pad_token_id] = -100  # [CLS] off; [SEP] is T5's end of sequence
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    for _ in range(60):
+        model(**source, labels=labels).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    folder = tmp_path_factory.mktemp("seq2seq")
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
     return folder
 
 
@@ -110,9 +141,42 @@ def test_the_trained_generator_writes_its_queries_and_loads_back_the_same(traine
     ]
 
 
-def test_a_folder_without_its_files_is_refused(tmp_path):
-    with pytest.raises(CtxirError, match=f"has no {GENERATOR_CONFIG}.*train_query_generator.py"):
+def test_a_sequence_to_sequence_generator_writes_its_queries_seeded_leaving_the_random_state(seq2seq):
+    model, tokenizer = load_generator(seq2seq)
+    assert not isinstance(model, QueryGenerator) and model.config.is_encoder_decoder
+    texts = list(PASSAGES.values())
+    got = generate_queries(model, tokenizer, texts, per_text=2, seed=0, top_p=1e-9)
+    assert got == [[WANTED["otters"]] * 2, [WANTED["bread"]] * 2]
+    state = torch.get_rng_state()
+    sampled = generate_queries(model, tokenizer, texts, per_text=3, seed=0)
+    assert torch.equal(torch.get_rng_state(), state)  # the caller's draws are not moved
+    assert [len(g) for g in sampled] == [3, 3]
+    assert generate_queries(model, tokenizer, texts, per_text=3, seed=0) == sampled
+    assert generate_queries(model, tokenizer, texts, per_text=3, seed=1) != sampled
+
+
+def test_a_folder_that_is_no_generator_is_refused(tmp_path, base, seq2seq):
+    valid = "training/train_query_generator.py wrote, or a sequence-to-sequence doc2query model"
+    with pytest.raises(CtxirError, match=f"has no config.json.*{valid}"):
         load_generator(tmp_path)
+    with pytest.raises(
+        CtxirError, match=f"is a 'bert' model, not a query generator: pass the folder {valid}"
+    ):
+        load_generator(base)
+    unweighted = tmp_path / "unweighted"  # a copy without its weights (a pickled Hub repo: test below)
+    unweighted.mkdir()
+    for f in seq2seq.iterdir():
+        if f.suffix != ".safetensors":
+            (unweighted / f.name).write_bytes(f.read_bytes())
+    with pytest.raises(CtxirError, match=r"has a config but no weights.*sequence-to-sequence doc2query"):
+        load_generator(unweighted)
+    (unweighted / "pytorch_model.bin").write_bytes(b"not read")
+    with pytest.raises(CtxirError, match=r"holds pickle file.*ctxir loads safetensors only"):
+        load_generator(unweighted)
+    (tmp_path / "stopped").mkdir()
+    (tmp_path / "stopped" / GENERATOR_CONFIG).write_text("{}")
+    with pytest.raises(CtxirError, match=r"but no model\.safetensors: its training was stopped"):
+        load_generator(tmp_path / "stopped")
 
 
 def test_generated_queries_take_the_whole_document_as_positive_and_drop_too_short_ones():
@@ -138,7 +202,46 @@ def _corpus(tmp_path):
     return path
 
 
-def test_adapt_trains_on_generated_queries(trained, base, tmp_path, monkeypatch):
+def test_a_hub_doc2query_model_loads_offline_from_the_cache_and_pickled_ones_are_refused(
+    seq2seq, tmp_path, monkeypatch
+):
+    from huggingface_hub import constants
+
+    from ctxir import testing_hub
+    from ctxir.encoders.models import resolve_model
+
+    cache = tmp_path / "hub"
+    testing_hub.lay_into_hf_cache(seq2seq, cache, "test-org/tiny-doc2query")
+    pickled = tmp_path / "pickled"
+    pickled.mkdir()
+    for f in seq2seq.iterdir():
+        if f.suffix != ".safetensors":
+            (pickled / f.name).write_bytes(f.read_bytes())
+    (pickled / "pytorch_model.bin").write_bytes(b"not read")
+    testing_hub.lay_into_hf_cache(pickled, cache, "test-org/pickled-doc2query", revision="1" * 40)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    resolve_model.cache_clear()
+    try:
+        model, tokenizer = load_generator("test-org/tiny-doc2query")
+        got = generate_queries(model, tokenizer, [PASSAGES["otters"]], seed=0, top_p=1e-9)
+        assert got == [[WANTED["otters"]]]
+        with pytest.raises(
+            CtxirError, match=r"has no \.safetensors weights \(ctxir never loads pickled ones\)"
+        ):
+            load_generator("test-org/pickled-doc2query")
+        with pytest.raises(
+            CtxirError, match=r"not in the local Hugging Face cache.*sequence-to-sequence doc2query"
+        ):
+            load_generator("test-org/no-such-generator")
+    finally:
+        resolve_model.cache_clear()
+
+
+@pytest.mark.parametrize("which", ["prefix-lm", "seq2seq"])
+def test_adapt_trains_on_generated_queries(which, request, base, tmp_path, monkeypatch):
+    trained = request.getfixturevalue("trained" if which == "prefix-lm" else "seq2seq")
     monkeypatch.setenv("CTXIR_CACHE", str(tmp_path / "cache"))
     args = AdaptArgs(
         corpus=str(_corpus(tmp_path)), output=str(tmp_path / "adapted"), model=str(base), teacher="none",

@@ -65,10 +65,11 @@ class AdaptArgs:
     generator: str = field(
         default="",
         metadata={
-            "help": "experimental: a query generator's folder (training/train_query_generator.py) for --query-kinds "
-            "generated: it writes one query for each of --max-queries documents drawn at random (every document's "
-            "--queries-per-doc when --max-queries is 0). The one trained on a 2-core CPU does not yet write queries "
-            "about their passage (docs/training.md)"
+            "help": "experimental: the query generator for --query-kinds generated: a sequence-to-sequence "
+            "doc2query model (a Hub id such as BeIR/query-gen-msmarco-t5-base-v1, GPL's; offline, from the local "
+            "cache) or the folder training/train_query_generator.py wrote. It writes one query for each of "
+            "--max-queries documents drawn at random (every document's --queries-per-doc when --max-queries is 0). "
+            "The one trained on a 2-core CPU does not write queries about their passage (docs/training.md)"
         },
     )
     queries_per_doc: int = field(

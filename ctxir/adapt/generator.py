@@ -7,7 +7,11 @@ tokens, and predicts the next one through the tied word embeddings. No attention
 thousand pairs what an encoder–decoder with new cross-attention did not (docs/training.md). Generation computes the
 passage once and then one token at a time on its cached keys and values (BERT as a decoder).
 
-``QueryGenerator.build(base)`` → untrained; ``load_generator(folder)`` → the trained one with its tokenizer;
+The other kind of generator is GPL's own: a sequence-to-sequence doc2query model (``SEQ2SEQ_EXAMPLE``, T5-base
+trained on MS MARCO's 500,000 questions), from the Hub or its local cache; ``load_generator`` takes either and
+``generate_queries`` samples from either as GPL does.
+
+``QueryGenerator.build(base)`` → untrained; ``load_generator(folder or id)`` → a trained one with its tokenizer;
 ``generate_queries(model, tokenizer, texts, per_text, ...)`` → ``per_text`` queries for each text;
 ``prefix_lm_batch(tokenizer, sources, queries)`` → a training batch. ``training/train_query_generator.py`` trains it.
 """
@@ -26,6 +30,8 @@ GENERATOR_CONFIG = "query_generator.json"
 WEIGHTS_FILE = "model.safetensors"
 MAX_SOURCE_TOKENS = 192  # a SQuAD paragraph or an abstract's first part: a query is about what comes first
 MAX_QUERY_TOKENS = 32
+SEQ2SEQ_EXAMPLE = "BeIR/query-gen-msmarco-t5-base-v1"  # GPL's generator: T5-base trained on MS MARCO
+SEQ2SEQ_TOP_K = 25  # GPL samples from the 25 likeliest tokens within top-p
 PASSAGE, QUERY = 0, 1  # token type ids: BERT's two segments
 
 
@@ -113,24 +119,57 @@ def save_generator(model: QueryGenerator, folder: str | Path, record: dict) -> N
     (folder / GENERATOR_CONFIG).write_text(json.dumps(record, indent=2) + "\n")
 
 
-def load_generator(folder: str | Path) -> tuple[QueryGenerator, object]:
-    """A generator ``save_generator`` wrote: (model in eval mode, tokenizer). Offline: its base is the packaged
-    MiniLM (or the folder its ``query_generator.json`` names)."""
+def load_generator(source: str | Path) -> tuple[torch.nn.Module, object]:
+    """(model in eval mode, tokenizer) for ``source``: a folder ``save_generator`` wrote (offline, over the packaged
+    MiniLM or the base its ``query_generator.json`` names), or a sequence-to-sequence doc2query model: a Hub id
+    (e.g. ``SEQ2SEQ_EXAMPLE``, GPL's generator; from the local cache when offline) or the folder ``hf download``
+    wrote. Weights are read from safetensors only; no code from the model is run."""
     from safetensors.torch import load_file
 
-    folder = Path(folder)
+    folder = Path(str(source)).expanduser()
     config_file = folder / GENERATOR_CONFIG
-    if not config_file.is_file() or not (folder / WEIGHTS_FILE).is_file():
+    if not config_file.is_file():
+        return _load_seq2seq(str(source))
+    if not (folder / WEIGHTS_FILE).is_file():
         raise CtxirError(
-            f"--generator {str(folder)!r} has no {GENERATOR_CONFIG} and {WEIGHTS_FILE}: pass the folder "
-            "training/train_query_generator.py wrote"
+            f"--generator {str(source)!r} has {GENERATOR_CONFIG} but no {WEIGHTS_FILE}: its training was stopped "
+            "before it saved; rerun training/train_query_generator.py (--resume last goes on from its checkpoint)"
         )
     model, tokenizer = QueryGenerator.build(json.loads(config_file.read_text()).get("base"))
     found = model.load_state_dict(load_file(folder / WEIGHTS_FILE), strict=False)
     wrong = found.unexpected_keys + [k for k in found.missing_keys if "word_embeddings" not in k]
     if wrong:
-        raise CtxirError(f"--generator {str(folder)!r}: its weights do not fit its base ({wrong[:3]})")
+        raise CtxirError(f"--generator {str(source)!r}: its weights do not fit its base ({wrong[:3]})")
     return model.eval(), tokenizer
+
+
+def _load_seq2seq(source: str) -> tuple[torch.nn.Module, object]:
+    """A Hub or local sequence-to-sequence model (T5's doc2query and the like), refused with what to pass instead
+    when it is something else."""
+    from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer
+
+    from ctxir.encoders.models import resolve_model
+
+    valid = (
+        f"pass the folder training/train_query_generator.py wrote, or a sequence-to-sequence doc2query model "
+        f"(e.g. {SEQ2SEQ_EXAMPLE!r}, GPL's)"
+    )
+    try:
+        path = resolve_model(source)
+    except CtxirError as err:
+        raise CtxirError(f"--generator {source!r}: {err}. {valid[0].upper()}{valid[1:]}") from err
+    config = AutoConfig.from_pretrained(path)
+    if not getattr(config, "is_encoder_decoder", False):
+        raise CtxirError(
+            f"--generator {source!r} is a {config.model_type!r} model, not a query generator: {valid}"
+        )
+    if not any(Path(path).glob("*.safetensors")):
+        raise CtxirError(
+            f"--generator {source!r} has no .safetensors weights (ctxir never loads pickled ones): convert them "
+            "(`safetensors` / the Hub's convert Space) or pick a generator that ships them"
+        )
+    model = AutoModelForSeq2SeqLM.from_pretrained(path, use_safetensors=True)
+    return model.eval(), AutoTokenizer.from_pretrained(path)
 
 
 @torch.inference_mode()
@@ -183,6 +222,27 @@ def _sample(model: QueryGenerator, enc, per_text: int, top_p: float, generator, 
     return written
 
 
+@torch.inference_mode()
+def _sample_seq2seq(model, enc, per_text: int, top_p: float, generator) -> list[list[int]]:
+    """``per_text`` sampled queries per passage from a sequence-to-sequence model, as GPL samples them (top-p, top-k
+    25); the seed for ``generate``'s sampling is drawn from ``generator``, so the same texts give the same queries
+    and the caller's random state is left as it was."""
+    device = next(model.parameters()).device
+    seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        torch.manual_seed(seed)
+        out = model.generate(
+            input_ids=enc["input_ids"].to(device),
+            attention_mask=enc["attention_mask"].to(device),
+            do_sample=True,
+            top_p=top_p,
+            top_k=SEQ2SEQ_TOP_K,
+            max_new_tokens=MAX_QUERY_TOKENS,
+            num_return_sequences=per_text,
+        )  # (passages × per_text, tokens)
+    return out.cpu().tolist()
+
+
 def generate_queries(
     model: QueryGenerator,
     tokenizer,
@@ -203,7 +263,10 @@ def generate_queries(
         enc = tokenizer(
             chunk, truncation=True, max_length=MAX_SOURCE_TOKENS, padding=True, return_tensors="pt"
         )
-        written = _sample(model, enc, per_text, top_p, generator, tokenizer.sep_token_id)
+        if isinstance(model, QueryGenerator):
+            written = _sample(model, enc, per_text, top_p, generator, tokenizer.sep_token_id)
+        else:
+            written = _sample_seq2seq(model, enc, per_text, top_p, generator)
         decoded = [" ".join(t.split()) for t in tokenizer.batch_decode(written, skip_special_tokens=True)]
         out += [decoded[i * per_text : (i + 1) * per_text] for i in range(len(chunk))]
     return out
