@@ -66,7 +66,7 @@ class AdaptArgs:
         default="",
         metadata={
             "help": "experimental: the query generator for --query-kinds generated: a sequence-to-sequence "
-            "doc2query model (a Hub id such as BeIR/query-gen-msmarco-t5-base-v1, GPL's; offline, from the local "
+            "doc2query model (a Hub id such as macavaney/doc2query-t5-base-msmarco; offline, from the local "
             "cache) or the folder training/train_query_generator.py wrote. It writes one query for each of "
             "--max-queries documents drawn at random (every document's --queries-per-doc when --max-queries is 0). "
             "The one trained on a 2-core CPU does not write queries about their passage (docs/training.md)"

@@ -7,8 +7,10 @@ tokens, and predicts the next one through the tied word embeddings. No attention
 thousand pairs what an encoder–decoder with new cross-attention did not (docs/training.md). Generation computes the
 passage once and then one token at a time on its cached keys and values (BERT as a decoder).
 
-The other kind of generator is GPL's own: a sequence-to-sequence doc2query model (``SEQ2SEQ_EXAMPLE``, T5-base
-trained on MS MARCO's 500,000 questions), from the Hub or its local cache; ``load_generator`` takes either and
+The other kind of generator is GPL's: a sequence-to-sequence doc2query model (``SEQ2SEQ_EXAMPLE``: docTTTTTquery's
+T5-base, trained on MS MARCO's 500,000 questions, with safetensors weights; GPL's own
+``BeIR/query-gen-msmarco-t5-base-v1`` keeps them in an unmerged pull request, so its main branch is refused), from
+the Hub or its local cache; ``load_generator`` takes either and
 ``generate_queries`` samples from either as GPL does.
 
 ``QueryGenerator.build(base)`` → untrained; ``load_generator(folder or id)`` → a trained one with its tokenizer;
@@ -30,7 +32,9 @@ GENERATOR_CONFIG = "query_generator.json"
 WEIGHTS_FILE = "model.safetensors"
 MAX_SOURCE_TOKENS = 192  # a SQuAD paragraph or an abstract's first part: a query is about what comes first
 MAX_QUERY_TOKENS = 32
-SEQ2SEQ_EXAMPLE = "BeIR/query-gen-msmarco-t5-base-v1"  # GPL's generator: T5-base trained on MS MARCO
+SEQ2SEQ_EXAMPLE = (
+    "macavaney/doc2query-t5-base-msmarco"  # docTTTTTquery's T5-base (MS MARCO), safetensors on main
+)
 SEQ2SEQ_TOP_K = 25  # GPL samples from the 25 likeliest tokens within top-p
 PASSAGE, QUERY = 0, 1  # token type ids: BERT's two segments
 
@@ -122,7 +126,7 @@ def save_generator(model: QueryGenerator, folder: str | Path, record: dict) -> N
 def load_generator(source: str | Path) -> tuple[torch.nn.Module, object]:
     """(model in eval mode, tokenizer) for ``source``: a folder ``save_generator`` wrote (offline, over the packaged
     MiniLM or the base its ``query_generator.json`` names), or a sequence-to-sequence doc2query model: a Hub id
-    (e.g. ``SEQ2SEQ_EXAMPLE``, GPL's generator; from the local cache when offline) or the folder ``hf download``
+    (e.g. ``SEQ2SEQ_EXAMPLE``; from the local cache when offline) or the folder ``hf download``
     wrote. Weights are read from safetensors only; no code from the model is run."""
     from safetensors.torch import load_file
 
@@ -152,7 +156,7 @@ def _load_seq2seq(source: str) -> tuple[torch.nn.Module, object]:
 
     valid = (
         f"pass the folder training/train_query_generator.py wrote, or a sequence-to-sequence doc2query model "
-        f"(e.g. {SEQ2SEQ_EXAMPLE!r}, GPL's)"
+        f"(e.g. {SEQ2SEQ_EXAMPLE!r}, docTTTTTquery's T5-base)"
     )
     try:
         path = resolve_model(source)
