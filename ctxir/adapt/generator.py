@@ -10,8 +10,8 @@ passage once and then one token at a time on its cached keys and values (BERT as
 The other kind of generator is GPL's: a sequence-to-sequence doc2query model (``SEQ2SEQ_EXAMPLE``: docTTTTTquery's
 T5-base, trained on MS MARCO's 500,000 questions, with safetensors weights; GPL's own
 ``BeIR/query-gen-msmarco-t5-base-v1`` keeps them in an unmerged pull request, so its main branch is refused), from
-the Hub or its local cache; ``load_generator`` takes either and
-``generate_queries`` samples from either as GPL does.
+the Hub or its local cache; ``load_generator`` takes either and ``generate_queries`` samples from either as GPL
+does.
 
 ``QueryGenerator.build(base)`` → untrained; ``load_generator(folder or id)`` → a trained one with its tokenizer;
 ``generate_queries(model, tokenizer, texts, per_text, ...)`` → ``per_text`` queries for each text;
@@ -248,7 +248,7 @@ def _sample_seq2seq(model, enc, per_text: int, top_p: float, generator) -> list[
 
 
 def generate_queries(
-    model: QueryGenerator,
+    model: torch.nn.Module,
     tokenizer,
     texts: Sequence[str],
     per_text: int = 1,
@@ -257,7 +257,7 @@ def generate_queries(
     top_p: float = 0.95,
     show: Callable | None = None,
 ) -> list[list[str]]:
-    """``per_text`` queries for each of ``texts``, sampled with nucleus sampling (GPL's top-p 0.95, so one document
+    """``per_text`` queries for each of ``texts`` from either kind of generator, nucleus-sampled (GPL's top-p 0.95, so one document
     gets different queries); seeded, so the same texts give the same queries. ``show`` wraps the batches (a bar)."""
     generator = torch.Generator().manual_seed(seed)
     batches = range(0, len(texts), batch_size)
