@@ -257,8 +257,9 @@ def generate_queries(
     top_p: float = 0.95,
     show: Callable | None = None,
 ) -> list[list[str]]:
-    """``per_text`` queries for each of ``texts`` from either kind of generator, nucleus-sampled (GPL's top-p 0.95, so one document
-    gets different queries); seeded, so the same texts give the same queries. ``show`` wraps the batches (a bar)."""
+    """``per_text`` queries for each of ``texts`` from either kind of generator, nucleus-sampled (GPL's top-p 0.95,
+    so one document gets different queries); seeded, so the same texts give the same queries. ``show`` wraps the
+    batches (a bar)."""
     generator = torch.Generator().manual_seed(seed)
     batches = range(0, len(texts), batch_size)
     out: list[list[str]] = []
