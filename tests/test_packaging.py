@@ -3,6 +3,7 @@
 import json
 import os
 import shutil
+import site
 import subprocess
 import sys
 import zipfile
@@ -149,20 +150,38 @@ def _venv_run(venv: Path, args: list[str], cwd: Path, **env: str) -> subprocess.
     return done
 
 
-def test_the_wheel_installed_in_a_clean_venv_runs_from_an_empty_folder(wheel, tmp_path):
-    """As a user installs it: a new virtual environment (the system's packages visible, so torch is not fetched
-    again), `pip install` of the wheel, not editable, with no index (every dependency must already be there, nothing
-    is downloaded); then `ctxir --help` and `ctxir evaluate` on the packaged demo corpus, from an empty folder, with
-    ctxir imported from the venv: the checkout's editable install, on the system's path too, must not answer."""
-    venv, empty = tmp_path / "venv", tmp_path / "empty"
-    empty.mkdir()
-    # --without-pip: the system's pip serves (ensurepip would put an old setuptools in front of the system's)
-    subprocess.run(
-        [sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)],
+def _venv_seeing_this_interpreter(venv: Path) -> Path:
+    """A new virtual environment that sees the packages of the interpreter running the tests; its python.
+
+    ``venv --system-site-packages`` would show the base Python's packages, which inside a virtual environment are not
+    the ones installed, so a .pth file adds this interpreter's site folders (and their .pth files) after its own."""
+    # --without-pip: this interpreter's pip serves (ensurepip would put an old setuptools in front of the installed)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
+    python = venv / "bin" / "python"
+    own = subprocess.run(
+        [str(python), "-c", "import site; print(site.getsitepackages()[0])"],
+        capture_output=True,
+        text=True,
         check=True,
         timeout=300,
+    ).stdout.strip()
+    seen = [*site.getsitepackages(), *([site.getusersitepackages()] if site.ENABLE_USER_SITE else [])]
+    folders = [folder for folder in dict.fromkeys(seen) if Path(folder).is_dir()]
+    (Path(own) / "_tests_interpreter.pth").write_text(
+        "import site; " + "; ".join(f"site.addsitedir({folder!r})" for folder in folders) + "\n"
     )
-    python = venv / "bin" / "python"
+    return python
+
+
+def test_the_wheel_installed_in_a_clean_venv_runs_from_an_empty_folder(wheel, tmp_path):
+    """As a user installs it: a new virtual environment (the tests' interpreter's packages visible, so torch is not
+    fetched again), `pip install` of the wheel, not editable, with no index (every dependency must already be there,
+    nothing is downloaded); then `ctxir --help` and `ctxir evaluate` on the packaged demo corpus, from an empty folder,
+    with ctxir imported from the venv: the checkout's editable install, on that interpreter's path too, must not
+    answer."""
+    venv, empty = tmp_path / "venv", tmp_path / "empty"
+    empty.mkdir()
+    python = _venv_seeing_this_interpreter(venv)
     _venv_run(
         venv, [str(python), "-m", "pip", "install", "--no-index", "--no-compile", "-q", str(wheel)], empty
     )
