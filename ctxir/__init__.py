@@ -41,6 +41,7 @@ from ctxir.rerank.registry import (
     RerankerKind,
     available_rerankers,
     load_reranker,
+    rank,
     register_reranker,
 )
 from ctxir.retrieval.fusion import fuse, reciprocal_rank_fusion, weighted_score_fusion
@@ -107,6 +108,7 @@ __all__ = [
     "paired_test",
     "pick_device",
     "pool",
+    "rank",
     "reciprocal_rank_fusion",
     "register_first_stage",
     "register_reranker",

@@ -43,6 +43,7 @@ MODEL_EXAMPLES = {
     "ctxir.encoders.models.resolve_model": DEFAULT_BI_ENCODER,
     "ctxir.rerank.cls_lr.ClsLrRanker": DEFAULT_BI_ENCODER,
     "ctxir.rerank.rankers.CrossEncoderReranker": DEFAULT_CROSS_ENCODER,
+    "ctxir.rerank.registry.rank": DEFAULT_CROSS_ENCODER,
     "ctxir.retrieval.retrievers.DenseRetriever": DEFAULT_BI_ENCODER,
     "ctxir.retrieval.retrievers.HybridRetriever": DEFAULT_BI_ENCODER,
 }

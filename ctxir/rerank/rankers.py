@@ -1,12 +1,15 @@
 """Re-rankers: the ``Reranker`` interface and the cross-encoder (the CLS-LR ranker is in ``cls_lr.py``).
 
-Every re-ranker answers ``score_pairs(query, texts) -> (N,)`` and ``rerank(query, hits, corpus, top_k) -> list[Hit]``.
+Every re-ranker answers ``score_pairs(query, texts) -> (N,)``, ``rerank(query, hits, corpus, top_k) -> list[Hit]``
+and ``rank(query, documents, top_k) -> [{"corpus_id", "score", "text"}, ...]``.
 """
 
 from __future__ import annotations
 
 import logging
+import numbers
 import os
+import reprlib
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -16,7 +19,7 @@ import numpy as np
 import torch
 
 from ctxir import kinds
-from ctxir.checks import check_query
+from ctxir.checks import check_query, is_blank
 from ctxir.encoders.exclusive import model_lock
 from ctxir.encoders.models import (
     DEFAULT_CROSS_ENCODER,
@@ -93,8 +96,56 @@ def both_orders_for(model: str | Path) -> bool:
     return orders == "both"
 
 
+def short_repr(value) -> str:
+    """``repr(value)``, cut to about 60 characters (a long text or list in a message stays readable).
+
+    >>> short_repr("otter " * 20)
+    "'otter otter otter otter ott...ter otter otter otter otter '"
+    """
+    shorter = reprlib.Repr()
+    shorter.maxstring = shorter.maxother = 60
+    shorter.maxlist = shorter.maxtuple = shorter.maxdict = 3
+    return shorter.repr(value)
+
+
+def check_ranking(query, documents, top_k) -> tuple[str, list[str], int | None]:
+    """(query stripped, documents as a list, top_k) for ``rank``; a ``CtxirError`` naming the argument otherwise.
+
+    >>> check_ranking(" otters ", ("a", "b"), None)
+    ('otters', ['a', 'b'], None)
+    >>> check_ranking("otters", "Otters live in rivers.", None)
+    Traceback (most recent call last):
+        ...
+    ctxir.types.CtxirError: documents must be a list of str, got 'Otters live in rivers.' (type str): pass the texts to rank as a list, e.g. ['Otters live in rivers.'] for one
+    """
+    if not isinstance(query, str) or is_blank(query):
+        raise CtxirError(
+            f"query must be text with a visible character, got {short_repr(query)}: pass the words or "
+            "question the documents are ranked for"
+        )
+    if not isinstance(documents, list | tuple):
+        one = f", e.g. [{short_repr(documents)}] for one" if isinstance(documents, str) else ""
+        raise CtxirError(
+            f"documents must be a list of str, got {short_repr(documents)} (type {type(documents).__name__}): "
+            f"pass the texts to rank as a list{one}"
+        )
+    for i, document in enumerate(documents):
+        if not isinstance(document, str):
+            raise CtxirError(
+                f"documents[{i}] must be a str, got {short_repr(document)} (type {type(document).__name__}): "
+                "pass each document's text (e.g. its title and text joined by a space)"
+            )
+    whole = isinstance(top_k, numbers.Integral) and not isinstance(top_k, bool)
+    if top_k is not None and (not whole or top_k < 1):
+        raise CtxirError(
+            f"top_k must be None (every document) or a whole number ≥ 1, got {top_k!r}: pass how many of the "
+            "best documents to return"
+        )
+    return query.strip(), list(documents), None if top_k is None else int(top_k)
+
+
 class Reranker(ABC):
-    """Base: subclasses implement ``score_pairs``; ``rerank`` checks the query, scores every hit and sorts.
+    """Base: subclasses implement ``score_pairs``; ``rerank`` and ``rank`` check their input, score and sort.
 
     >>> class WordOverlap(Reranker):  # a toy re-ranker: how many query words a document shares
     ...     name = "overlap"
@@ -104,6 +155,8 @@ class Reranker(ABC):
     >>> corpus = {"d1": {"title": "", "text": "Banks lend money."}, "d2": {"title": "", "text": "Otters live in rivers."}}
     >>> WordOverlap().rerank("where do otters live", [Hit("d1", 9.0), Hit("d2", 7.0)], corpus)
     [Hit(doc_id='d2', score=2.0), Hit(doc_id='d1', score=0.0)]
+    >>> WordOverlap().rank("where do otters live", ["Banks lend money.", "Otters live in rivers."], top_k=1)
+    [{'corpus_id': 1, 'score': 2.0, 'text': 'Otters live in rivers.'}]
     """
 
     name = "reranker"
@@ -126,6 +179,15 @@ class Reranker(ABC):
     def rerank(self, query: str, hits: Sequence[Hit], corpus: Corpus, top_k: int | None = None) -> list[Hit]:
         """Re-score ``hits`` (any first stage's output) and sort; keeps only the first ``top_k`` if given."""
         return self._rerank(check_query(query), hits, corpus, top_k)
+
+    def rank(self, query: str, documents: Sequence[str], top_k: int | None = None) -> list[dict]:
+        """``documents`` best first as ``[{"corpus_id": index into documents, "score": score_pairs', "text"}, ...]``,
+        the first ``top_k`` if given; as sentence-transformers' ``CrossEncoder.rank`` (equal scores keep their
+        input order)."""
+        query, documents, top_k = check_ranking(query, documents, top_k)
+        scores = self.score_pairs(query, documents) if documents else np.zeros(0, dtype=np.float32)
+        order = sorted(range(len(documents)), key=lambda i: (-float(scores[i]), i))
+        return [{"corpus_id": i, "score": float(scores[i]), "text": documents[i]} for i in order][:top_k]
 
     def _rerank(self, query: str, hits: Sequence[Hit], corpus: Corpus, top_k: int | None = None) -> list[Hit]:
         hits = list(hits)

@@ -7,6 +7,7 @@ How a kind is explained is registered on the explain side (``ctxir.explain.reran
 this registry, never the other way; so are the app's words for it (``ctxir.app.reranker_labels``: table headers,
 its flag and environment variable). The CLI's ``--rerank`` choices, the app's flags, radio buttons, pair-scoring columns, explanation
 models, status line and the failure report all read ``RERANKERS``; adding a kind is one entry here (and its tests).
+``rank(query, documents, model)`` ranks a list of texts in one call with any kind, folder or Hub id.
 
 >>> list(RERANKERS)
 ['cross-encoder', 'cls-lr', 'sts-cross-encoder']
@@ -33,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from ctxir import kinds
 from ctxir.checks import LiveChoices, check_choice
-from ctxir.names import PASSAGES_FILE
+from ctxir.names import CLS_LR_CONFIG, PASSAGES_FILE, looks_like_hub_id
 from ctxir.types import CtxirError
 
 if TYPE_CHECKING:
@@ -383,6 +384,61 @@ def load_reranker(
     reranker.stage_fusion = stage_fusion_for(model)
     reranker.fused_only = alone_below_bm25(model)
     return reranker
+
+
+def rank(query: str, documents: Sequence[str], model: Any = None, top_k: int | None = None) -> list[dict]:
+    """``documents`` ranked for ``query`` in one call: ``[{"corpus_id": int, "score": float, "text": str}, ...]``
+    best first, as sentence-transformers' ``CrossEncoder.rank(..., return_documents=True)`` (``Reranker.rank``).
+
+    ``model``: None (the shipped cross-encoder), a kind of ``RERANKERS`` (its default model), a model folder or Hub
+    id (CLS-LR when it holds cls_lr_config.json, else a cross-encoder; a Hub id not cached here is downloaded), or
+    a loaded re-ranker. By name, the weights load once per process: the loaders keep them.
+
+    >>> ranked = rank("where do otters live?", ["Banks lend money.", "Otters dig dens by rivers."])  # doctest: +SKIP
+    >>> [(r["corpus_id"], r["text"]) for r in ranked]  # doctest: +SKIP
+    [(1, 'Otters dig dens by rivers.'), (0, 'Banks lend money.')]
+    >>> rank("otters", ["Otters dig dens by rivers."], model="colbert")
+    Traceback (most recent call last):
+        ...
+    ctxir.types.CtxirError: model 'colbert' is no re-ranker kind, model folder or Hub id: use one of 'cross-encoder', 'cls-lr', 'sts-cross-encoder' (its default model), the path of a folder that exists, a Hub id 'owner/name', or None for the shipped cross-encoder
+    """
+    from ctxir.rerank.rankers import check_ranking
+
+    query, documents, top_k = check_ranking(query, documents, top_k)  # before any model loads
+    return _ranker(model).rank(query, documents, top_k)
+
+
+def _ranker(model: Any) -> Reranker:
+    """The re-ranker ``rank`` scores with (see there for what ``model`` may be)."""
+    from ctxir.rerank.rankers import Reranker, short_repr
+
+    if model is None or (isinstance(model, str) and not model.strip()):
+        return load_reranker(DEFAULT_RERANKER)
+    if isinstance(model, Reranker):
+        return model
+    if not isinstance(model, str):
+        try:
+            return kind_of(model).wrap(model)
+        except CtxirError:
+            raise CtxirError(
+                f"model must be None, a re-ranker kind, a model folder, a Hub id or a loaded re-ranker, got "
+                f"{short_repr(model)} (type {type(model).__name__}): pass e.g. {DEFAULT_RERANKER!r} or a "
+                "ctxir.Reranker"
+            ) from None
+    name = model.strip()
+    if name in RERANKERS:
+        return load_reranker(name)
+    shipped = next((kind.name for kind in RERANKERS.values() if kind.shipped == name), None)
+    folder = local_model_folder(name)
+    if shipped is None and folder is None and not looks_like_hub_id(name):
+        raise CtxirError(
+            f"model {name!r} is no re-ranker kind, model folder or Hub id: use one of "
+            f"{', '.join(map(repr, RERANKERS))} (its default model), the path of a folder that exists, a Hub id "
+            "'owner/name', or None for the shipped cross-encoder"
+        )
+    cls_lr = folder is not None and (folder / CLS_LR_CONFIG).is_file()
+    kind = shipped or (CLS_LR.name if cls_lr else CROSS_ENCODER.name)
+    return load_reranker(kind, name, download=True)
 
 
 def _shipped_names() -> set[str]:
