@@ -29,12 +29,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-# Before anything imports torch: its OpenMP runtime (libgomp) reads this once, when torch loads it. Gradio runs each
-# callback on one of its worker threads, and every thread that calls torch gets an OpenMP team of its own, whose
-# threads by default spin for a while after each parallel region. The teams of earlier callbacks then kept both
-# cores of a 2-core CPU busy while the next callback's model ran; passive, they sleep at once (the re-rank latency
-# with and without: docs/performance.md). Set the variable yourself to choose otherwise.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+if __name__ == "__main__":
+    # Run as the app (python app.py, a Space), before anything imports torch: libgomp reads this once, when torch
+    # loads it, and no torch call sets it later. Each Gradio worker thread that calls torch gets an OpenMP team whose
+    # threads spin after each parallel region by default, taking the cores the next callback's model needs; passive,
+    # they sleep at once. Set the variable yourself to choose otherwise.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from ctxir.app import reranker_labels
 from ctxir.app.blocks import build_demo
@@ -226,6 +226,9 @@ def config_from_args(args) -> AppConfig:
         corpus=args.corpus,
         bi_encoder=args.bi_encoder,
         device=args.device,
+        index=check_choice(args.index, "--index", DENSE_INDEXES),
+        backend=check_choice(args.backend, "--backend", BACKENDS),
+        rerank_backend=check_choice(args.rerank_backend, "--rerank-backend", RERANK_BACKENDS),
         max_attention_tokens=args.max_attention_tokens,
         max_upload_docs=args.max_upload_docs,
         rerank_depth=args.rerank_depth,
@@ -324,14 +327,7 @@ def serve(args: AppArgs) -> int:
     )  # a bad value fails before loading
     limit_malloc_arenas(limits.malloc_arenas)  # before any thread allocates
     set_threads(args.torch_threads)
-    # every DenseRetriever the app builds (startup corpus, uploads, other poolings) reads its index choice from here
-    os.environ["CTXIR_INDEX"] = check_choice(args.index, "--index", DENSE_INDEXES)
-    # ... and every CorpusIndex its search encoder's backend (the model's own pooling; compare pooling stays torch)
-    os.environ["CTXIR_BACKEND"] = check_choice(args.backend, "--backend", BACKENDS)
-    # ... and every cross-encoder re-ranker its scoring backend
-    os.environ["CTXIR_RERANK_BACKEND"] = check_choice(
-        args.rerank_backend, "--rerank-backend", RERANK_BACKENDS
-    )
+    config = config_from_args(args)  # a bad --index, --backend or --rerank-backend fails here, before loading
     for signum in (signal.SIGTERM, getattr(signal, "SIGHUP", None), signal.SIGINT):
         if signum is not None:
             signal.signal(signum, lambda *_: sys.exit(0))
@@ -339,7 +335,7 @@ def serve(args: AppArgs) -> int:
     # served at once (a first start on thousands of documents encodes for minutes) and shows how far it has got
     started = time.perf_counter()
     track_tqdm_first()
-    state = AppState.load(config_from_args(args), background=True)
+    state = AppState.load(config, background=True)
     logger.info("models loaded in %.1f s; serving while the corpus is indexed", time.perf_counter() - started)
     # 3. build and serve
     # each tab's example answer, computed once in the background as soon as the page is served (ctxir.app.first_view)

@@ -81,23 +81,6 @@ TINY_VOCAB = [
 ]
 
 
-# app.py's serve() publishes its flags to the process environment for the code it calls (a test that runs main()
-# in-process leaves them behind); each test gets them back as they were, so one test's app settings (e.g. the
-# cross-encoders' onnx backend) never become the next test's defaults.
-SERVE_ENVIRONMENT = ("CTXIR_INDEX", "CTXIR_BACKEND", "CTXIR_RERANK_BACKEND")
-
-
-@pytest.fixture(autouse=True)
-def _serve_environment_restored():
-    before = {name: os.environ.get(name) for name in SERVE_ENVIRONMENT}
-    yield
-    for name, value in before.items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
-
-
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     if not (SHARED_DATA / "scifact" / "corpus.jsonl").is_file():

@@ -291,6 +291,18 @@ def test_offline_a_deployers_hub_id_not_in_the_cache_is_unavailable_naming_the_c
     assert AppModels.load(deployer_config(tiny_bert_dir, CROSS)).loaded == ["cross-encoder"]
 
 
+def test_the_configs_rerank_backend_is_the_one_its_cross_encoders_score_with(
+    offline_cache, tiny_bert_dir, monkeypatch
+):
+    """``AppConfig.rerank_backend`` (app.py's --rerank-backend) reaches the cross-encoders loaded at start, whatever
+    CTXIR_RERANK_BACKEND says."""
+    from dataclasses import replace
+
+    monkeypatch.setenv("CTXIR_RERANK_BACKEND", "onnx")
+    config = replace(deployer_config(tiny_bert_dir, CROSS), rerank_backend="torch")
+    assert AppModels.load(config).rerankers["cross-encoder"].backend == "torch"
+
+
 # ---------------------------------------------------------------- through the served app, as a client calls it
 
 

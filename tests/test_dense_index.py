@@ -75,18 +75,19 @@ def test_auto_picks_ann_from_the_threshold_and_config_says_so(cached):
     )
 
 
-def test_index_default_comes_from_the_environment_and_bad_names_are_refused(cached, monkeypatch):
+def test_the_index_is_an_argument_the_app_passes_down_and_bad_names_are_refused(cached, tiny_st, monkeypatch):
+    """The dense index is the one named ("auto" when none is), never read from the environment: CTXIR_INDEX is
+    app.py's --index, which passes it to every dense retriever of a corpus it searches (``CorpusIndex``)."""
+    from ctxir.app.corpus_index import CorpusIndex
+
     corpus, encoder, _ = cached
     monkeypatch.setenv("CTXIR_INDEX", "ann")
-    assert DenseRetriever(corpus, encoder).index_kind == "ann"
-    assert DenseRetriever(corpus, encoder, index="exact").index_kind == "exact"  # a named index wins
-    monkeypatch.setenv("CTXIR_INDEX", "hnsw")
-    with pytest.raises(
-        CtxirError,
-        match=r"dense index \(CTXIR_INDEX\) 'hnsw' is not known: use one of 'auto', "
-        r"'exact', 'ann'",
-    ):
-        DenseRetriever(corpus, encoder)
+    assert DenseRetriever(corpus, encoder).index_choice == "auto"
+    assert DenseRetriever(corpus, encoder, index="ann").index_kind == "ann"
+    index = CorpusIndex("c", corpus, tiny_st, cache=encoder.cache, index="ann")
+    assert index.dense.index_kind == "ann" and index.hybrid.retrievers[1] is index.dense
+    assert index.pooled("cls", 1).index_kind == "ann"  # compare pooling's retrievers too
+    assert CorpusIndex("c", corpus, tiny_st, cache=encoder.cache).dense.index_choice == "auto"
     with pytest.raises(CtxirError, match=r"index 'ivf' is not known: use one of 'auto', 'exact', 'ann'"):
         DenseRetriever(corpus, encoder, index="ivf")
     with pytest.raises(CtxirError, match=r"auto_threshold must be a whole number of documents ≥ 0, got -1"):

@@ -371,29 +371,31 @@ def test_the_app_under_bursts_refuses_clearly_never_hangs_and_stops_growing(tmp_
 
 @pytest.mark.parametrize(("preset", "seen"), [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])
 def test_app_makes_openmp_threads_wait_passively_before_torch_loads(preset, seen):
-    """app.py sets OMP_WAIT_POLICY=PASSIVE (unless set already) before anything imports torch: libgomp reads it once,
-    when torch loads it, so a later setting would do nothing."""
+    """Run as the app, app.py sets OMP_WAIT_POLICY=PASSIVE (unless set already) before anything imports torch:
+    libgomp reads it once, when torch loads it, so a later setting would do nothing. Imported, it sets nothing."""
     import os
     import subprocess
     import sys
     from pathlib import Path
 
-    probe = (
-        "import importlib.abc, os, sys\n"
+    watch = (
+        "import importlib.abc, os, runpy, sys\n"
         "class Watch(importlib.abc.MetaPathFinder):\n"
         "    def find_spec(self, name, path, target=None):\n"
-        "        if name == 'torch' and 'seen' not in globals():\n"
-        "            globals()['seen'] = os.environ.get('OMP_WAIT_POLICY')\n"
+        "        if name == 'torch' and not hasattr(Watch, 'seen'):\n"
+        "            Watch.seen = os.environ.get('OMP_WAIT_POLICY')\n"
+        "            print('torch loads with', Watch.seen, flush=True)\n"
         "sys.meta_path.insert(0, Watch())\n"
-        "import app\n"
-        "print(seen)\n"
     )
+    as_app = watch + "sys.argv = ['app.py', '--help']\nrunpy.run_path('app.py', run_name='__main__')\n"
+    imported = watch + "import app\n"
     env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"} | (
         {"OMP_WAIT_POLICY": preset} if preset else {}
     )
     root = Path(__file__).resolve().parents[1]
-    out = subprocess.run(
-        [sys.executable, "-c", probe], cwd=root, env=env, capture_output=True, text=True, timeout=300
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.strip().splitlines()[-1] == seen  # the value torch's first import saw
+    for probe, expected in ((as_app, seen), (imported, preset)):
+        out = subprocess.run(
+            [sys.executable, "-c", probe], cwd=root, env=env, capture_output=True, text=True, timeout=300
+        )
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert f"torch loads with {expected}" in out.stdout.splitlines(), out.stdout[-2000:]

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ctxir.encoders import BiEncoder, default_backend, onnx_backend, onnx_export, weights_fingerprint
+from ctxir.encoders import BiEncoder, onnx_backend, onnx_export, weights_fingerprint
 from ctxir.types import CtxirError
 
 pytest.importorskip("onnxruntime")
@@ -272,27 +272,21 @@ def test_evaluate_backend_flag_reaches_the_encoder_and_its_cache(
     assert "error: pooling 'cls' cannot be used with backend 'onnx-int8'" in capsys.readouterr().err
 
 
-def test_the_app_reads_its_backend_from_ctxir_backend_for_search_only(exported, spread_st, monkeypatch):
+def test_the_apps_backend_reaches_its_search_encoder_only(exported, spread_st, monkeypatch):
+    """``CorpusIndex(backend=...)`` (app.py's --backend) encodes search with it, compare pooling with torch; the
+    environment's CTXIR_BACKEND is read by app.py's flags only."""
     from ctxir.app.corpus_index import CorpusIndex
 
     _, root, _ = exported
     monkeypatch.setenv("CTXIR_CACHE", str(root))
-    monkeypatch.delenv("CTXIR_BACKEND", raising=False)
-    assert default_backend() == "torch"
     monkeypatch.setenv("CTXIR_BACKEND", "onnx-int8")
     corpus = {f"d{i}": {"title": "", "text": t} for i, t in enumerate(TEXTS)}
-    index = CorpusIndex("toy", corpus, spread_st, cache=None)
+    assert CorpusIndex("toy", corpus, spread_st, cache=None).dense.encoder.backend == "torch"
+    index = CorpusIndex("toy", corpus, spread_st, cache=None, backend="onnx-int8")
     assert index.dense.encoder.backend == "onnx-int8" and index.dense.config["backend"] == "onnx-int8"
     assert (
         index.pooled("cls", 1).encoder.backend == "torch"
     )  # compare pooling: torch, which alone supports it
-    monkeypatch.setenv("CTXIR_BACKEND", "tensorrt")
-    with pytest.raises(
-        CtxirError,
-        match=r"encoding backend \(CTXIR_BACKEND\) 'tensorrt' is not known: use one of "
-        r"'torch', 'onnx-int8'",
-    ):
-        default_backend()
 
 
 def test_app_backend_flag_defaults_to_ctxir_backend_and_refuses_an_unknown_one(monkeypatch, capsys):
@@ -302,6 +296,7 @@ def test_app_backend_flag_defaults_to_ctxir_backend_and_refuses_an_unknown_one(m
     assert app.AppArgs().backend == "torch"
     monkeypatch.setenv("CTXIR_BACKEND", "onnx-int8")
     assert app.AppArgs().backend == "onnx-int8"
+    assert app.config_from_args(app.AppArgs()).backend == "onnx-int8"  # the config the app loads with
     # refused before any model is loaded, as --index is
     assert app.main(["--backend", "tensorrt", "--malloc-arenas", "0"]) == 2
     assert (
@@ -470,6 +465,7 @@ def test_the_rerank_backend_comes_from_ctxir_rerank_backend_and_the_flags(
     assert (
         app.AppArgs().rerank_backend == "onnx-int8"
     )  # the app's default: the fastest path within the 0.005 rule
+    assert app.config_from_args(app.AppArgs()).rerank_backend == "onnx-int8"
     assert app.main(["--rerank-backend", "tensorrt", "--malloc-arenas", "0"]) == 2
     assert (
         "error: --rerank-backend 'tensorrt' is not known: use one of 'torch', 'onnx', 'onnx-int8'"

@@ -33,6 +33,10 @@ class AppConfig:
     cross_encoder: str = DEFAULT_CROSS_ENCODER  # "" or "none" = no cross-encoder
     cls_lr: str = DEFAULT_CLS_LR  # a CLS-LR id or folder (ClsLrRanker.save); "" or "none" = none
     device: str = "auto"
+    index: str = "auto"  # the dense index of every corpus searched: "auto", "exact", "ann"
+    backend: str = "torch"  # how the search encoder encodes the corpora and queries: "torch", "onnx-int8"
+    # how the cross-encoders loaded at start score: "torch", "onnx", "onnx-int8"; None = CrossEncoderReranker's own
+    rerank_backend: str | None = None
     max_query_chars: int = 2_000
     max_text_chars: int = 5_000
     max_documents: int = 32  # pair scoring

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ctxir.app.config import Progress
-from ctxir.encoders.bi_encoder import BiEncoder, default_backend
+from ctxir.encoders.bi_encoder import BiEncoder
 from ctxir.retrieval.registry import FIRST_STAGES, HybridSettings, StageParts, get_first_stage
 from ctxir.retrieval.retrievers import DenseRetriever
 from ctxir.types import Corpus, CtxirError, doc_text
@@ -24,7 +24,11 @@ ENCODE_CHUNK = 256  # documents per progress step of a first start's encoding
 
 class CorpusIndex:
     """One corpus with a retriever per first stage (``stages``; each is also an attribute: ``index.bm25``), dense
-    embeddings cached on disk. A first stage registered after the index was built is built on its first search."""
+    embeddings cached on disk. A first stage registered after the index was built is built on its first search.
+
+    ``index``: the dense index of every dense retriever ("auto", "exact", "ann"; ``--index``); ``backend``: how the
+    search encoder encodes ("torch", "onnx-int8"; ``--backend``), another pooling or layer on torch, which alone
+    supports them."""
 
     def __init__(
         self,
@@ -35,9 +39,13 @@ class CorpusIndex:
         progress: Progress | None = None,
         cache=True,
         model_name: str | None = None,
+        *,
+        index: str = "auto",
+        backend: str = "torch",
     ):
         step = progress or (lambda *_: None)
         self.name, self.corpus, self.source, self.cache = name, corpus, source, cache
+        self.index, self.backend = index, backend
         self._bi_encoder, self._model_name = bi_encoder, model_name
         encoder = self._encoder()
         if progress is not None:
@@ -47,7 +55,9 @@ class CorpusIndex:
         self._lock = threading.Lock()
         # built as `ctxir evaluate` builds them (ctxir.rerank.pipeline.build_first_stages): from parts made once,
         # so hybrid fuses these very BM25 and dense retrievers; kept, so a stage registered later shares them too
-        self._parts = StageParts(corpus, [encoder], hybrid=HybridSettings(fusion="rrf", depth=100))
+        self._parts = StageParts(
+            corpus, [encoder], hybrid=HybridSettings(fusion="rrf", depth=100), index=self.index
+        )
         self.stages = {name: kind.build(self._parts) for name, kind in FIRST_STAGES.items()}
         step(1.0, "ready")
 
@@ -77,9 +87,8 @@ class CorpusIndex:
             encoder.cache.put(key, np.concatenate(parts) if parts else encoder.encode([]))
 
     def _encoder(self, pooling: str | None = None, layer: int | None = None):
-        # the search encoder (the model's own pooling) runs on $CTXIR_BACKEND (app.py --backend); another pooling or
-        # layer (compare pooling) on torch, which alone supports them
-        backend = default_backend() if pooling is None and layer is None else "torch"
+        # the search encoder (the model's own pooling) runs on self.backend; compare pooling's on torch
+        backend = self.backend if pooling is None and layer is None else "torch"
         encoder = BiEncoder(self._bi_encoder, pooling=pooling, layer=layer, cache=self.cache, backend=backend)
         if self._model_name:
             # the name shown in results; the cache key is the weights fingerprint, so the app and
@@ -110,7 +119,7 @@ class CorpusIndex:
             key = (pooling, layer)
             if key not in self._pooled:
                 self._pooled[key] = DenseRetriever(
-                    self.corpus, self._encoder(pooling, layer), show_progress=True
+                    self.corpus, self._encoder(pooling, layer), index=self.index, show_progress=True
                 )
             return self._pooled[key]
 

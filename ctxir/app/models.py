@@ -107,6 +107,8 @@ class AppModels:
                 models.rerankers[kind.name] = load_reranker(
                     kind.name, model, config.device, download=download
                 )
+                if config.rerank_backend is not None and hasattr(models.rerankers[kind.name], "backend"):
+                    models.rerankers[kind.name].backend = config.rerank_backend  # a cross-encoder's scoring
                 # an onnx backend (app.py --rerank-backend): exported (first start only, ~10 s a model) and opened
                 # now, before serving, not on a visitor's first search; an export in a thread beside the served
                 # requests is what this avoids (torch's exporter is not safe to run beside other threads' work)

@@ -132,6 +132,8 @@ class AppState:
                     self.indexing.step,
                     cache,
                     models.bi_encoder_name,
+                    index=self.config.index,
+                    backend=self.config.backend,
                 )
                 if background:
                     self._warm_index(index)  # in this thread, so the first search after "ready" pays nothing

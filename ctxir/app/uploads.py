@@ -78,6 +78,8 @@ def upload_corpus(
         progress,
         None,
         state.models.bi_encoder_name,
+        index=state.config.index,
+        backend=state.config.backend,
     )
     dropped = state.uploads.add(index, owner)
     rows = [

@@ -18,7 +18,6 @@ from ctxir.encoders.bi_encoder import (  # noqa: F401 -- public API
     BiEncoder,
     EmbeddingCache,
     cache_root,
-    default_backend,
     default_cache_dir,
     hash_texts,
     weights_fingerprint,

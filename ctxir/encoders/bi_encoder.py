@@ -20,7 +20,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ctxir.checks import check_choice
 from ctxir.encoders.models import DEFAULT_BI_ENCODER, load_bi_encoder
 from ctxir.encoders.pooling import POOLINGS, LayerPooling, pool  # noqa: F401 (re-exported: from ctxir.encoders.bi_encoder import pool)
 from ctxir.files import (
@@ -78,15 +77,6 @@ def cache_root(root: str | Path | None = None) -> Path:
 
 def default_cache_dir() -> Path:
     return cache_root() / "embeddings"
-
-
-def default_backend() -> str:
-    """The encoding backend used when none is named: ``$CTXIR_BACKEND`` (app.py's ``--backend`` sets it), else
-    "torch"."""
-
-    return check_choice(
-        os.environ.get("CTXIR_BACKEND") or "torch", "encoding backend (CTXIR_BACKEND)", BACKENDS
-    )
 
 
 class EmbeddingCache:

@@ -17,5 +17,4 @@ from ctxir.retrieval.retrievers import (  # noqa: F401 -- public API
     DenseRetriever,
     HybridRetriever,
     Retriever,
-    dense_index_default,
 )

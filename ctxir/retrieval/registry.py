@@ -50,7 +50,7 @@ class HybridSettings:
 class StageParts:
     """What first stages are built from over one ``corpus``: the bi-encoders (``BiEncoder`` objects, the first is
     the one a single-encoder stage uses), BM25's options, the dense ``index`` ("auto", "exact", "ann"; None =
-    ``$CTXIR_INDEX``), how "hybrid" fuses. Each part is built once, when a stage first asks for it, and shared."""
+    "auto"), how "hybrid" fuses. Each part is built once, when a stage first asks for it, and shared."""
 
     corpus: Any
     encoders: Sequence = ()
@@ -81,7 +81,7 @@ class StageParts:
         return self.part(
             ("dense", i),
             lambda: DenseRetriever(
-                self.corpus, self.encoders[i], index=self.index, show_progress=self.show_progress
+                self.corpus, self.encoders[i], index=self.index or "auto", show_progress=self.show_progress
             ),
         )
 

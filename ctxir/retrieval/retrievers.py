@@ -54,11 +54,6 @@ BM25_CACHE_MIN_DOCS = 20_000
 BM25_FORMAT = "ctxir-bm25/1"
 
 
-def dense_index_default() -> str:
-    """The dense index used when none is named: ``$CTXIR_INDEX`` (app.py's ``--index`` sets it), else "auto"."""
-    return check_choice(os.environ.get("CTXIR_INDEX") or "auto", "dense index (CTXIR_INDEX)", DENSE_INDEXES)
-
-
 class Retriever(ABC):
     """Base: subclasses implement ``_search`` over a batch of query texts.
 
@@ -280,7 +275,7 @@ class DenseRetriever(Retriever):
     index="exact" scores every document (one matrix product + top-k); "ann" searches
     ``ctxir.retrieval.ann.AnnIndex`` (faiss IVF + 8-bit codes, the candidates re-scored with the float vectors, so
     scores are exact cosines), saved beside the embedding cache under the same key and reopened, not rebuilt, on the
-    next start; "auto" (the default, or ``$CTXIR_INDEX``) is "ann" from ``AUTO_ANN_THRESHOLD`` documents up
+    next start; "auto" (the default) is "ann" from ``AUTO_ANN_THRESHOLD`` documents up
     (``auto_threshold`` overrides it). Cached embeddings are memory-mapped, not read: the ANN index reads only the
     rows it re-scores.
 
@@ -300,15 +295,13 @@ class DenseRetriever(Retriever):
         self,
         corpus: Corpus,
         encoder: BiEncoder | None = None,
-        index: str | None = None,
+        index: str = "auto",
         show_progress: bool | None = None,
         ann_params=None,
         auto_threshold: int | None = None,
     ):
         super().__init__(corpus)
-        self.index_choice = (
-            dense_index_default() if index is None else check_choice(index, "index", DENSE_INDEXES)
-        )
+        self.index_choice = check_choice(index, "index", DENSE_INDEXES)
         self.auto_threshold = AUTO_ANN_THRESHOLD if auto_threshold is None else auto_threshold
         if (
             isinstance(self.auto_threshold, bool)
