@@ -294,10 +294,14 @@ class InProcess:
         from ctxir.app.state import AppState
         from ctxir.encoders.models import set_threads
 
-        os.environ["CTXIR_RERANK_BACKEND"] = args.rerank_backend or "onnx-int8"
         set_threads(args.torch_threads)
         state = AppState.load(
-            AppConfig(cross_encoder=args.cross_encoder or SHIPPED_CROSS_ENCODER, cls_lr="none", device="cpu")
+            AppConfig(
+                cross_encoder=args.cross_encoder or SHIPPED_CROSS_ENCODER,
+                cls_lr="none",
+                device="cpu",
+                rerank_backend=args.rerank_backend or "onnx-int8",
+            )
         )
         return cls.of(state, build_demo(state))
 

@@ -11,7 +11,6 @@ backend (``--rerank-backend``: onnx-int8 on the CPU; a GPU runs torch).
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -123,7 +122,7 @@ def time_device(device: str, args: ViewsArgs) -> dict:
     from ctxir.app.state import AppState
 
     started = time.perf_counter()
-    state = AppState.load(AppConfig(device=device))
+    state = AppState.load(AppConfig(device=device, rerank_backend=args.rerank_backend))
     return time_views(state, device, args) | {"load_s": round(time.perf_counter() - started, 2)}
 
 
@@ -198,10 +197,7 @@ def run_views(args: ViewsArgs, argv: list[str] | None = None) -> dict:
     from ctxir.checks import check_choice
     from ctxir.rerank.rankers import RERANK_BACKENDS
 
-    # what app.py does with its --rerank-backend: every cross-encoder loaded after this reads it
-    os.environ["CTXIR_RERANK_BACKEND"] = check_choice(
-        args.rerank_backend, "--rerank-backend", RERANK_BACKENDS
-    )
+    check_choice(args.rerank_backend, "--rerank-backend", RERANK_BACKENDS)  # as app.py checks it
     load_before, started = load_average(), time.perf_counter()
     threads = set_torch_threads(args.threads)
 
