@@ -316,6 +316,26 @@ def test_encode_sharded_1_vs_2_workers_identical_and_resumable(ray_session, tmp_
             VectorDBRetriever.from_shards(tmp_path / "w2", changed, local, uri=str(tmp_path / "s2.db"))
 
 
+def test_a_ray_started_here_carries_this_ctxir_folder_to_its_workers(monkeypatch):
+    """``_ensure_ray`` starts Ray with the ctxir package folder the driver runs as a py_module, so the workers
+    import the same code whether or not ctxir is installed on the nodes."""
+    import sys
+    import types
+    from pathlib import Path
+
+    import ctxir
+    from ctxir.encoders import sharded
+
+    started = {}
+    fake = types.SimpleNamespace(
+        is_initialized=lambda: False, init=lambda address=None, **kw: started.update(kw)
+    )
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    assert sharded._ensure_ray(None, 2, {"env_vars": {"A": "1"}}) is fake
+    assert started["runtime_env"]["py_modules"] == [str(Path(ctxir.__file__).resolve().parent)]
+    assert started["runtime_env"]["env_vars"]["A"] == "1" and started["num_cpus"] == 2
+
+
 def test_encode_sharded_checks_its_input(tmp_path):
     with pytest.raises(CtxirError, match="num_workers"):
         encode_sharded(["a"], "model", tmp_path, num_workers=0)

@@ -145,11 +145,10 @@ def _ensure_ray(address: str | None, num_cpus: int, runtime_env: dict | None):
         raise CtxirError(f"Ray is not installed: {INSTALL_HINT}") from err
     if ray.is_initialized():
         return ray  # the caller's Ray (e.g. ray.init(address="auto") with its own runtime_env): used as it is
-    import ctxir
-
     env = dict(runtime_env or {})
-    # Workers import ctxir from this copy: the package travels with the job, installed on the nodes or not.
-    env.setdefault("py_modules", [str(Path(ctxir.__file__).parent)])
+    # Workers import ctxir from this copy (the package folder above this file): the package travels with the job,
+    # installed on the nodes or not.
+    env.setdefault("py_modules", [str(Path(__file__).resolve().parents[1])])
     forwarded = {k: os.environ[k] for k in _FORWARDED_ENV if k in os.environ}
     env["env_vars"] = {**forwarded, **env.get("env_vars", {})}
     kwargs: dict[str, Any] = {
