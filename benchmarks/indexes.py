@@ -9,14 +9,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ctxir import CtxirError
-
-if TYPE_CHECKING:
-    from benchmarks.search import SearchArgs
 
 INDEX_TYPES = (
     "exact",
@@ -30,6 +26,29 @@ INDEX_TYPES = (
     "binary",
 )
 FULL_SCANS = ("exact", "exact-st", "int8-flat")  # up to ~1 s a query at 1M: --scan-queries limits them
+
+
+@dataclass
+class IndexSettings:
+    """How the index types are built and searched (``python -m benchmarks.search``'s flags for them)."""
+
+    seed: int = 0
+    threads: int = field(default=0, metadata={"help": "build threads (0 = all cores)"})
+    nlist: int = field(
+        default=0,
+        metadata={"help": "ctxir-ann: k-means cells (0 = ctxir.retrieval.ann's choice: 4096 at 1M)"},
+    )
+    nprobe: int = field(
+        default=0, metadata={"help": "ctxir-ann: cells scanned per query (0 = ctxir.retrieval.ann's choice)"}
+    )
+    rescore: int = field(
+        default=4, metadata={"help": "ctxir-ann/int8-flat/binary: re-score rescore × k candidates"}
+    )
+    codes: str = field(default="sq8", metadata={"help": "ctxir-ann: stored codes (sq8, fp16, flat)"})
+    faiss_m: int = 32
+    faiss_ef_search: int = 128
+    faiss_ef_construction: int = 40
+    progress: bool = field(default=True, metadata={"help": "progress bars for long steps"})
 
 
 @dataclass
@@ -50,7 +69,7 @@ def _rescorer(docs: np.ndarray, candidates: Callable[[np.ndarray, int], np.ndarr
     return search
 
 
-def build_exact(docs: np.ndarray, args: SearchArgs) -> Built:
+def build_exact(docs: np.ndarray, args: IndexSettings) -> Built:
     import torch
 
     corpus = torch.from_numpy(docs)
@@ -61,7 +80,7 @@ def build_exact(docs: np.ndarray, args: SearchArgs) -> Built:
     return Built(search, docs.nbytes, 0.0, "float32 matrix in memory, torch matmul + topk")
 
 
-def build_exact_st(docs: np.ndarray, args: SearchArgs) -> Built:
+def build_exact_st(docs: np.ndarray, args: IndexSettings) -> Built:
     import torch
     from sentence_transformers.util import semantic_search
 
@@ -79,7 +98,7 @@ def build_exact_st(docs: np.ndarray, args: SearchArgs) -> Built:
     )
 
 
-def build_faiss_hnsw(docs: np.ndarray, args: SearchArgs) -> Built:
+def build_faiss_hnsw(docs: np.ndarray, args: IndexSettings) -> Built:
     import faiss
 
     start = time.perf_counter()
@@ -101,7 +120,7 @@ def build_faiss_hnsw(docs: np.ndarray, args: SearchArgs) -> Built:
     )
 
 
-def build_faiss_hnsw_sq8(docs: np.ndarray, args: SearchArgs) -> Built:
+def build_faiss_hnsw_sq8(docs: np.ndarray, args: IndexSettings) -> Built:
     import faiss
 
     start = time.perf_counter()
@@ -134,7 +153,7 @@ def build_faiss_hnsw_sq8(docs: np.ndarray, args: SearchArgs) -> Built:
 
 def build_ctxir_ann(
     docs: np.ndarray,
-    args: SearchArgs,
+    args: IndexSettings,
     folder: Path,
     rescore: bool = True,
     previous: dict | None = None,
@@ -187,7 +206,7 @@ def build_ctxir_ann(
     return Built(search, path.stat().st_size, add_s + save_s, notes, extra)
 
 
-def build_int8_flat(docs: np.ndarray, args: SearchArgs) -> Built:
+def build_int8_flat(docs: np.ndarray, args: IndexSettings) -> Built:
     import faiss
 
     start = time.perf_counter()
@@ -206,7 +225,7 @@ def build_int8_flat(docs: np.ndarray, args: SearchArgs) -> Built:
     )
 
 
-def build_binary(docs: np.ndarray, args: SearchArgs) -> Built:
+def build_binary(docs: np.ndarray, args: IndexSettings) -> Built:
     import faiss
     from sentence_transformers.util.quantization import quantize_embeddings
 
@@ -237,7 +256,7 @@ def _progress(steps, total: int, chunk: int, what: str, show: bool):
             bar.update(min(chunk, total - step))
 
 
-def build(name: str, docs: np.ndarray, args: SearchArgs, folder: Path, results: dict) -> Built:
+def build(name: str, docs: np.ndarray, args: IndexSettings, folder: Path, results: dict) -> Built:
     """The index ``name`` over ``docs``; the ctxir-ann rows after the first reopen its file (``results`` so far)."""
     if name.startswith("ctxir-ann"):
         other = next((results[n] for n in results if n.startswith("ctxir-ann")), {})
@@ -252,7 +271,7 @@ def build(name: str, docs: np.ndarray, args: SearchArgs, folder: Path, results: 
     return BUILDERS[name](docs, args)
 
 
-BUILDERS: dict[str, Callable[[np.ndarray, SearchArgs], Built]] = {
+BUILDERS: dict[str, Callable[[np.ndarray, IndexSettings], Built]] = {
     "exact": build_exact,
     "exact-st": build_exact_st,
     "faiss-hnsw": build_faiss_hnsw,

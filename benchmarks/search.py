@@ -59,7 +59,7 @@ from benchmarks.common import (
     rss_mb,
     save_figure,
 )
-from benchmarks.indexes import FULL_SCANS, INDEX_TYPES, Built, build
+from benchmarks.indexes import FULL_SCANS, INDEX_TYPES, Built, IndexSettings, build
 from ctxir import CtxirError
 from ctxir.data import load_corpus, load_queries
 from ctxir.encoders import BiEncoder, EmbeddingCache, cache_root
@@ -70,7 +70,9 @@ REAL_SETS = ("scifact", "msmarco_sample")
 
 
 @dataclass
-class SearchArgs:
+class SearchArgs(IndexSettings):
+    """The benchmark's flags: the corpus, the queries and the timing, beside how each index is built."""
+
     num_docs: int = field(
         default=10_000, metadata={"help": "corpus size (real documents first, then synthetic)"}
     )
@@ -107,8 +109,6 @@ class SearchArgs:
             "one is from its nearest real neighbour (0.72)"
         },
     )
-    seed: int = 0
-    threads: int = field(default=0, metadata={"help": "build threads (0 = all cores)"})
     search_threads: int = field(
         default=1,
         metadata={
@@ -116,20 +116,6 @@ class SearchArgs:
             "OpenMP thread waits on a busy core (measured: faiss binary search at 10k flipping 0.04 ↔ 24 ms)"
         },
     )
-    nlist: int = field(
-        default=0,
-        metadata={"help": "ctxir-ann: k-means cells (0 = ctxir.retrieval.ann's choice: 4096 at 1M)"},
-    )
-    nprobe: int = field(
-        default=0, metadata={"help": "ctxir-ann: cells scanned per query (0 = ctxir.retrieval.ann's choice)"}
-    )
-    rescore: int = field(
-        default=4, metadata={"help": "ctxir-ann/int8-flat/binary: re-score rescore × k candidates"}
-    )
-    codes: str = field(default="sq8", metadata={"help": "ctxir-ann: stored codes (sq8, fp16, flat)"})
-    faiss_m: int = 32
-    faiss_ef_search: int = 128
-    faiss_ef_construction: int = 40
     index_dir: str = field(
         default="",
         metadata={
@@ -147,7 +133,6 @@ class SearchArgs:
             "0 = skip; needs --real-docs ≠ 0)"
         },
     )
-    progress: bool = field(default=True, metadata={"help": "progress bars for long steps"})
 
 
 # ---------------------------------------------------------------- data
