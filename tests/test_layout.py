@@ -41,7 +41,8 @@ OLD_PATHS = (
     "ctxir.data.loaders",
     "ctxir._moved",
 )
-# The layers in flow order: a module imports (at module level) only from its own layer or an earlier one.
+# The layers in flow order: a module imports (at module level) only from its own layer or an earlier one. viz draws
+# numbers and imports only the core, so it comes before evaluation, whose ``ctxir compare --plot`` draws with it.
 LAYERS = [
     "core",
     "data",
@@ -50,9 +51,9 @@ LAYERS = [
     "rerank",
     "adapt",
     "explain",
+    "viz",
     "evaluation",
     "publish",
-    "viz",
     "classify",
     "app",
 ]

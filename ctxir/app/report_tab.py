@@ -1,7 +1,9 @@
 """Failure report tab (/failure_report, /failure_report_sample): a saved report or results JSON, drawn.
 
 A saved failure report (``ctxir evaluate --report FILE.html`` writes FILE.json), or a results JSON of ``ctxir
-evaluate`` over the app's own BEIR corpus, shown as the report draws it.
+evaluate`` over the app's own BEIR corpus, shown as the report draws it: with a baseline and per-query values
+(``meta["comparison"]``), its header shows each system's per-query difference from the baseline, the figure of
+``ctxir compare --plot``, and the summary counts the wins and losses.
 
 The report's HTML comes from ``ctxir.evaluation.report_html.render_report`` (every text escaped). It is shown in
 an ``<iframe srcdoc>`` with an empty ``sandbox``: the file is the visitor's upload, so even a hand-edited one cannot
@@ -140,10 +142,35 @@ def _shown(
         f"by {md_literal(metric)}"
         + (f" · mean {meta['mean']:.4f} over {queries}" if isinstance(meta.get("mean"), int | float) else "")
         + f" · {where}",
+        *_compared(meta.get("comparison")),
         *([note] if note else []),
     ]
     data = {"kind": kind, "file": source, "meta": meta, "cases": cases}
     return ViewResult(data=data, html=page, text="\n\n".join(lines))
+
+
+def _compared(comparison: dict | None) -> list[str]:
+    """The summary's line on the report's comparison: each system's wins and losses against the baseline, and p."""
+    from ctxir.viz.differences import format_p, query_differences
+
+    if not comparison:
+        return []
+    differences = query_differences(
+        comparison["per_query"],
+        comparison["baseline"],
+        comparison["metric"],
+        comparison.get("p"),
+        comparison.get("p_adjusted"),
+    )
+    each = [
+        f"{md_code(d.system)} {plural(d.wins, 'win')}, {plural(d.losses, 'loss', 'losses')}"
+        + (f" (p = {format_p(d.p)})" if d.p is not None else "")
+        for d in differences
+    ]
+    return [
+        f"Query by query against {md_code(comparison['baseline'])} ({md_literal(comparison['metric'])}, "
+        f"the figure above the cases): {'; '.join(each)}"
+    ]
 
 
 SAMPLE_SYSTEM = BM25Retriever.name  # the run's system and what explains it

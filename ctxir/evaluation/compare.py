@@ -5,10 +5,12 @@ against the baseline a paired significance test, corrected for making many compa
     ctxir evaluate --compare A.json B.json C.json --test t-test --correction bonferroni \
         --metrics nDCG@10,MRR@10,Recall@100 --output results/compare.json
     ctxir evaluate --compare "A.json::hybrid + cross-encoder" "A.json::hybrid" B.json --pairs all
+    ctxir compare A.json B.json C.json --plot results/compare.png   # or .html: interactive
 
 Each argument is a results JSON of ``ctxir evaluate`` (its per-query values are what is tested); it
 stands for the run the command evaluated (the JSON's ``system``), and ``FILE::SYSTEM`` picks another of its
-systems (e.g. the first stage of a re-ranked run). The first argument is the baseline.
+systems (e.g. the first stage of a re-ranked run). The first argument is the baseline. ``--plot FILE`` also draws
+each system's per-query difference from it in the first metric, worst to best (``plot_differences``).
 
 Tests (two-sided, on the per-query differences; every system must have been evaluated on the same queries):
 
@@ -245,6 +247,24 @@ def compare_systems(
     }
 
 
+def plot_differences(path: str | Path, per_query: Mapping[str, PerQuery], result: Mapping) -> Path:
+    """Draw into ``path`` (.png or .html: ``ctxir.viz.differences``) each system of ``per_query`` against the first,
+    query by query, in ``result``'s first metric, titled with the p-values ``result`` (``compare_systems``') holds."""
+    from ctxir.viz.differences import query_differences, save_differences
+
+    metric, baseline = result["metrics"][0], next(iter(per_query))
+    rows = [r for r in result["comparisons"] if r["baseline"] == baseline and r["metric"] == metric]
+    values = {name: {qid: v[metric] for qid, v in by_query.items()} for name, by_query in per_query.items()}
+    differences = query_differences(
+        values,
+        baseline,
+        metric,
+        pvalues={r["system"]: r["p"] for r in rows},
+        adjusted={r["system"]: r["p_adjusted"] for r in rows},
+    )
+    return save_differences(path, differences)
+
+
 def format_comparison(result: Mapping) -> str:
     """Two markdown tables: each system's metrics (``†`` = significantly different from the baseline after the
     correction), then every comparison's delta, wins/losses/ties and p-values."""
@@ -366,6 +386,13 @@ class CompareArgs:
     )
     seed: int = 0
     output: str = field(default="", metadata={"help": "also write the comparison as JSON here"})
+    plot: str = field(
+        default="",
+        metadata={
+            "help": "also draw each system's per-query difference from the baseline (first metric, worst to best, "
+            "wins and losses, p in the title) into this .png, or .html (interactive)"
+        },
+    )
 
 
 def run(args: CompareArgs) -> dict:
@@ -377,6 +404,10 @@ def run(args: CompareArgs) -> dict:
         )
     if args.permutations < 1:
         raise CtxirError(f"--permutations must be ≥ 1, got {args.permutations!r}")
+    if args.plot:
+        from ctxir.viz.differences import check_plot_path
+
+        check_plot_path(args.plot, "--plot")
     systems = load_systems(args.compare)
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
     if not metrics:
@@ -403,6 +434,8 @@ def run(args: CompareArgs) -> dict:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         write_json(Path(args.output), result, indent=1)
         print(f"wrote {args.output}")
+    if args.plot:
+        print(f"wrote {plot_differences(args.plot, systems, result)}")
     return result
 
 

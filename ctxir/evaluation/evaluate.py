@@ -212,7 +212,11 @@ def run_retrieval(args: EvaluateArgs) -> dict:
             corpus,
             queries,
             qrels,
-            ReportOptions(config=asdict(args), worst=args.report_queries),
+            ReportOptions(
+                config=asdict(args),
+                worst=args.report_queries,
+                compare={names[stage]: run for stage, run in runs.items()},  # the first stage first
+            ),
         )
     return {
         "task": "retrieval",

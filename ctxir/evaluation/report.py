@@ -6,6 +6,8 @@ pairs whose explanation says why the document above won.
 * ``failure_cases`` — pure (qrels, run and texts, no model): the worst queries by a metric, each with its top
   results, its relevant documents and the (winner, relevant) pairs to explain.
 * ``report_meta`` / ``report_from_results`` — the header; the cases of a saved results JSON (its "runs").
+* ``report_comparison`` — the report's systems against its baseline (the first stage) query by query, with the
+  paired test's p-values: the header's difference figure (``ctxir.viz.differences``).
 * ``write_report`` writes the HTML (``ctxir.evaluation.report_html.render_report``) and the same data as JSON beside
   it; ``load_report`` reads the JSON back (the app's view); ``make_report`` / ``report_for_pipeline`` explain the
   cases first (``ctxir.explain.failures.explain_failures``).
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ctxir.evaluation.compare import compare_systems
 from ctxir.evaluation.metrics import METRICS, evaluate_run
 from ctxir.evaluation.report_html import render_report
 from ctxir.explain.failures import explain_failures, pipeline_explainers
@@ -40,6 +43,7 @@ __all__ = [
     "load_report",
     "make_report",
     "metric_values",
+    "report_comparison",
     "report_for_pipeline",
     "report_from_results",
     "report_meta",
@@ -229,7 +233,37 @@ def report_from_results(
             f"system {system!r} is not in this results JSON: use one of {', '.join(map(repr, runs))}"
         )
     cases = failure_cases(qrels, runs[system], corpus, queries, metric, worst, top)
-    return cases, report_meta(qrels, runs[system], metric, system=system, config=results.get("config", {}))
+    config = results.get("config", {})
+    baseline = config.get("retriever") if config.get("retriever") in runs else next(iter(runs))
+    compared = {baseline: runs[baseline], **{name: run for name, run in runs.items() if name != baseline}}
+    comparison = report_comparison(qrels, compared, metric)
+    extra = {"comparison": comparison} if comparison else {}
+    return cases, report_meta(qrels, runs[system], metric, system=system, config=config, **extra)
+
+
+def report_comparison(qrels: Qrels, runs: Mapping[str, Run], metric: str) -> dict | None:
+    """Every run of ``runs`` against the first (the baseline) on ``metric``, query by query: each one's value per
+    judged query and the paired test's p (``compare_systems``: randomization, Holm) — what the report's figure of
+    per-query differences draws. None for fewer than 2 runs or 2 judged queries: nothing to compare."""
+    if len(runs) < 2:
+        return None
+    values = {name: metric_values(qrels, run, metric) for name, run in runs.items()}
+    baseline = next(iter(values))
+    if len(values[baseline]) < 2:
+        return None
+    result = compare_systems(
+        {name: {q: {metric: v} for q, v in by_query.items()} for name, by_query in values.items()}, [metric]
+    )
+    rows = result["comparisons"]
+    return {
+        "baseline": baseline,
+        "metric": metric,
+        "test": result["test"],
+        "correction": result["correction"],
+        "per_query": values,
+        "p": {row["system"]: row["p"] for row in rows},
+        "p_adjusted": {row["system"]: row["p_adjusted"] for row in rows},
+    }
 
 
 def report_meta(
@@ -356,12 +390,14 @@ def make_report(
 @dataclass(frozen=True)
 class ReportOptions:
     """What a report shows: ``config`` the settings printed in its header (the run's CLI arguments), the ``worst``
-    queries by ``metric``, ``top`` results per query."""
+    queries by ``metric``, ``top`` results per query; ``compare`` the runs its header compares query by query, the
+    baseline first (``report_comparison``; ``ctxir evaluate``: each stage's run, the first stage first)."""
 
     config: Mapping | None = None
     worst: int = 10
     metric: str = "nDCG@10"
     top: int = 10
+    compare: Mapping[str, Run] | None = None
 
 
 def report_for_pipeline(
@@ -378,7 +414,9 @@ def report_for_pipeline(
     ``ctxir evaluate --report`` calls); ``options`` (:class:`ReportOptions`) say which queries and how many."""
     options = options or ReportOptions()
     cases = failure_cases(qrels, run, corpus, queries, options.metric, options.worst, options.top)
-    meta = report_meta(qrels, run, options.metric, system, options.config)
+    comparison = report_comparison(qrels, options.compare or {}, options.metric)
+    extra = {"comparison": comparison} if comparison else {}
+    meta = report_meta(qrels, run, options.metric, system, options.config, **extra)
     html_path, json_path = make_report(path, cases, meta, corpus, pipeline_explainers(pipeline))
     print(f"wrote {html_path} and {json_path}")
     return html_path, json_path

@@ -6,7 +6,9 @@ Also the one colour convention for attributions everywhere ctxir draws them (``R
 
 from __future__ import annotations
 
+import base64
 import html
+import io
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -86,6 +88,28 @@ def _main_reason(case: Mapping) -> str:
     return ""
 
 
+def _differences_image(comparison: Mapping | None) -> tuple[str, str]:
+    """(a PNG data URI, its alt text) of the report's systems against its baseline, query by query
+    (``meta["comparison"]``: ``report.report_comparison``); ("", "") without a comparison. Inline, as the page loads
+    nothing from outside."""
+    if not comparison:
+        return "", ""
+    from ctxir.viz.differences import differences_figure, query_differences
+    from ctxir.viz.embeddings import save_png
+
+    differences = query_differences(
+        comparison["per_query"],
+        comparison["baseline"],
+        comparison["metric"],
+        comparison.get("p"),
+        comparison.get("p_adjusted"),
+    )
+    png = io.BytesIO()
+    save_png(differences_figure(differences), png)
+    alt = "; ".join(d.title for d in differences)
+    return "data:image/png;base64," + base64.b64encode(png.getvalue()).decode("ascii"), alt
+
+
 def _template():
     # lazy: jinja2 is needed only to render
     import jinja2
@@ -117,12 +141,15 @@ def render_report(cases: Sequence[Mapping], meta: Mapping, standalone: bool = Tr
     """The report as HTML: a summary table of the worst queries, then per query its top results (relevant ones
     marked), the relevant documents missed or ranked low, and each explanation with token highlights.
 
+    With ``meta["comparison"]`` (``report_comparison``), the header shows each system's per-query difference from
+    the baseline, the figure ``ctxir compare --plot`` draws, as an inline PNG.
     Self-contained: inline CSS, no script, no external resource; every text from the data is HTML-escaped.
     standalone=False gives a ``<div>`` (with its scoped style) to embed in a page, e.g. the app's.
     The page is ``ctxir/templates/report.html.j2``; this function only gathers what it shows.
     """
     metric = meta.get("metric", cases[0]["metric"] if cases else "nDCG@10")
     raises, lowers = (",".join(map(str, rgb)) for rgb in (RAISES_RGB, LOWERS_RGB))
+    differences_png, differences_alt = _differences_image(meta.get("comparison"))
     return _template().render(
         cases=cases,
         meta=meta,
@@ -131,4 +158,6 @@ def render_report(cases: Sequence[Mapping], meta: Mapping, standalone: bool = Tr
         raises=raises,
         lowers=lowers,
         title_text=f"Failure report — {meta.get('system', 'run')}",
+        differences_png=differences_png,
+        differences_alt=differences_alt,
     )

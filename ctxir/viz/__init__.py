@@ -3,6 +3,7 @@
 embeddings: projections, per-layer cosine curves, heatmaps, score bars (matplotlib, saved as PNG).
 attention: bertviz head/model views made to draw offline, a per-head heatmap and summary.
 offline: the d3/jQuery inlining that lets bertviz's HTML run without internet.
+differences: per-query differences of systems from a baseline, worst to best (matplotlib PNG, plotly HTML).
 """
 
 from ctxir.viz.attention import (
@@ -13,6 +14,14 @@ from ctxir.viz.attention import (
     check_attention_size,
     head_summary,
     head_summary_figure,
+)
+from ctxir.viz.differences import (
+    QueryDifferences,
+    check_plot_path,
+    differences_figure,
+    differences_plotly,
+    query_differences,
+    save_differences,
 )
 from ctxir.viz.embeddings import (
     MatrixStyle,
@@ -31,13 +40,17 @@ from ctxir.viz.offline import iframe, offline_document, script_files, with_scrip
 __all__ = [
     "MAX_ATTENTION_CELLS",
     "MatrixStyle",
+    "QueryDifferences",
     "attention_heatmap",
     "attention_weights_figure",
     "bertviz_document",
     "check_attention_size",
+    "check_plot_path",
     "consecutive_layer_similarity",
     "cosine_matrix",
     "curves_figure",
+    "differences_figure",
+    "differences_plotly",
     "head_summary",
     "head_summary_figure",
     "heatmap_figure",
@@ -46,6 +59,8 @@ __all__ = [
     "offline_document",
     "project",
     "projection_figure",
+    "query_differences",
+    "save_differences",
     "save_png",
     "scores_figure",
     "script_files",

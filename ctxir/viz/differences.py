@@ -1,0 +1,232 @@
+"""Per-query differences: each system's value of one metric minus the baseline's, query by query, worst to best.
+
+The per-topic difference plot of IR papers: a bar per query, wins above zero and losses below, counted in the title
+beside the paired test's p-value. ``query_differences`` computes the numbers from per-query values (never a model);
+``differences_figure`` draws them with matplotlib (PNG), ``differences_plotly`` as an interactive plotly figure (one
+self-contained HTML page); ``save_differences`` writes either, by the file's suffix (``ctxir compare --plot``).
+
+>>> per_query = {"bm25": {"q1": 0.5, "q2": 1.0, "q3": 0.0}, "dense": {"q1": 1.0, "q2": 0.5, "q3": 0.0}}
+>>> [diff] = query_differences(per_query, "bm25", "nDCG@10", pvalues={"dense": 0.75})
+>>> diff.qids, diff.deltas.tolist(), (diff.wins, diff.losses, diff.ties)
+(('q2', 'q3', 'q1'), [-0.5, 0.0, 0.5], (1, 1, 1))
+>>> diff.title
+'dense vs bm25 · nDCG@10: 1 win, 1 loss, 1 tie · p = 0.7500'
+"""
+
+from __future__ import annotations
+
+import html
+import importlib.util
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ctxir.files import write_atomic
+from ctxir.types import CtxirError
+from ctxir.viz.embeddings import new_figure, save_png
+
+PLOT_FORMATS = {".png": "a picture, by matplotlib", ".html": "an interactive page, by plotly"}
+WIN, LOSS, TIE = "#2ca02c", "#d62728", "#9e9e9e"
+MAX_LABELLED = 40  # queries up to which each bar is labelled with its query id
+
+
+def format_p(p: float) -> str:
+    """A p-value as the comparison table prints it (4 decimals), small ones in scientific notation.
+
+    >>> format_p(0.04321), format_p(0.00002)
+    ('0.0432', '2.0e-05')
+    """
+    return f"{p:.4f}" if p >= 1e-4 else f"{p:.1e}"
+
+
+def _count(n: int, word: str, words: str) -> str:
+    return f"{n} {word if n == 1 else words}"
+
+
+@dataclass(frozen=True)
+class QueryDifferences:
+    """One system against the baseline on one metric: ``qids`` in the order of ``deltas`` (system − baseline, worst
+    first; equal ones by query id); ``p`` the paired test's p-value, ``p_adjusted`` after the correction for many
+    comparisons (None: not given)."""
+
+    system: str
+    baseline: str
+    metric: str
+    qids: tuple[str, ...]
+    deltas: np.ndarray  # (queries,)
+    p: float | None = None
+    p_adjusted: float | None = None
+
+    @property
+    def wins(self) -> int:
+        return int((self.deltas > 0).sum())
+
+    @property
+    def losses(self) -> int:
+        return int((self.deltas < 0).sum())
+
+    @property
+    def ties(self) -> int:
+        return int((self.deltas == 0).sum())
+
+    @property
+    def title(self) -> str:
+        """What the figure says above this system's bars: who against whom, the counts, the p-value."""
+        counts = ", ".join(
+            (
+                _count(self.wins, "win", "wins"),
+                _count(self.losses, "loss", "losses"),
+                _count(self.ties, "tie", "ties"),
+            )
+        )
+        title = f"{self.system} vs {self.baseline} · {self.metric}: {counts}"
+        if self.p is not None:
+            title += f" · p = {format_p(self.p)}"
+            if self.p_adjusted is not None and self.p_adjusted != self.p:
+                title += f" (adjusted {format_p(self.p_adjusted)})"
+        return title
+
+
+def query_differences(
+    per_query: Mapping[str, Mapping[str, float]],
+    baseline: str,
+    metric: str,
+    pvalues: Mapping[str, float] | None = None,
+    adjusted: Mapping[str, float] | None = None,
+) -> list[QueryDifferences]:
+    """Each system of ``per_query`` (``{system: {qid: value}}``, one metric's values) but ``baseline``, against it:
+    the per-query differences sorted worst to best. ``pvalues`` / ``adjusted``: ``{system: p}`` of the paired test
+    already run (``ctxir.evaluation.compare.compare_systems``)."""
+    if baseline not in per_query:
+        raise CtxirError(
+            f"baseline {baseline!r} is not among the systems {', '.join(map(repr, per_query))}: name one of them"
+        )
+    if len(per_query) < 2:
+        raise CtxirError(f"a difference needs a system beside the baseline {baseline!r}, got only it")
+    queries = sorted(per_query[baseline])
+    found = []
+    for system, values in per_query.items():
+        if system == baseline:
+            continue
+        if set(values) != set(queries):
+            only = sorted(set(values) ^ set(queries))
+            raise CtxirError(
+                f"{system!r} has values for {len(values)} queries and {baseline!r} for {len(queries)}; they "
+                f"differ in {len(only)} (e.g. {only[0]!r}): give every system the same queries"
+            )
+        try:
+            deltas = np.array([float(values[q]) - float(per_query[baseline][q]) for q in queries])
+        except (TypeError, ValueError) as err:
+            raise CtxirError(
+                f"{system!r}'s or {baseline!r}'s {metric} values are not all numbers: {err}"
+            ) from None
+        order = sorted(range(len(queries)), key=lambda i: (deltas[i], queries[i]))
+        found.append(
+            QueryDifferences(
+                system,
+                baseline,
+                metric,
+                tuple(queries[i] for i in order),
+                deltas[order],
+                None if pvalues is None or system not in pvalues else float(pvalues[system]),
+                None if adjusted is None or system not in adjusted else float(adjusted[system]),
+            )
+        )
+    return found
+
+
+def _colours(deltas: np.ndarray) -> list[str]:
+    return [WIN if d > 0 else LOSS if d < 0 else TIE for d in deltas]
+
+
+def differences_figure(differences: Sequence[QueryDifferences]):
+    """One bar chart per system (matplotlib): a bar per query, worst to best, green above the baseline, red below."""
+    _check_some(differences)
+    fig = new_figure((10, 2.2 + 2.6 * len(differences)))
+    axes = fig.subplots(len(differences), 1, squeeze=False)[:, 0]
+    for ax, diff in zip(axes, differences, strict=True):
+        positions = np.arange(len(diff.qids))
+        ax.bar(positions, diff.deltas, width=0.85, color=_colours(diff.deltas))
+        ax.axhline(0, color="black", lw=0.8)
+        if len(diff.qids) <= MAX_LABELLED:
+            ax.set_xticks(positions, [q[:16] for q in diff.qids], rotation=60, ha="right", fontsize=7)
+        else:
+            ax.set_xticks([])
+        ax.set_xlabel(f"{len(diff.qids)} queries, worst to best", fontsize=9)
+        ax.set_ylabel(f"Δ {diff.metric}", fontsize=9, parse_math=False)
+        ax.set_title(diff.title, fontsize=10, parse_math=False)  # a name with "$" stays text
+        ax.grid(axis="y", alpha=0.3)
+    fig.set_layout_engine("tight")
+    return fig
+
+
+def differences_plotly(differences: Sequence[QueryDifferences]):
+    """The same bars as ``differences_figure``, interactive (plotly): hover a bar for its query id and difference."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    _check_some(differences)
+    # plotly reads its text as a little HTML: names are escaped so that they show as typed
+    fig = make_subplots(
+        rows=len(differences),
+        cols=1,
+        subplot_titles=[html.escape(d.title) for d in differences],
+        vertical_spacing=min(0.3, 0.5 / len(differences)),
+    )
+    for row, diff in enumerate(differences, 1):
+        fig.add_trace(
+            go.Bar(
+                x=list(range(len(diff.qids))),
+                y=diff.deltas.tolist(),
+                marker_color=_colours(diff.deltas),
+                customdata=[html.escape(q) for q in diff.qids],
+                hovertemplate="query %{customdata}<br>Δ %{y:.4f}<extra></extra>",
+                showlegend=False,
+            ),
+            row=row,
+            col=1,
+        )
+        fig.update_xaxes(title_text=f"{len(diff.qids)} queries, worst to best", showticklabels=False, row=row)
+        fig.update_yaxes(title_text=html.escape(f"Δ {diff.metric}"), zeroline=True, row=row)
+    fig.update_layout(height=180 + 260 * len(differences), template="plotly_white", bargap=0.1)
+    return fig
+
+
+def _check_some(differences: Sequence[QueryDifferences]) -> None:
+    if not differences:
+        raise CtxirError("no system to draw against the baseline: compare at least two systems")
+
+
+def check_plot_path(path: str | Path, what: str = "plot") -> Path:
+    """``path`` when its suffix says a format ``save_differences`` writes (``PLOT_FORMATS``); before any work, so that
+    a wrong name costs nothing."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in PLOT_FORMATS:
+        formats = " or ".join(f"{s} ({kind})" for s, kind in PLOT_FORMATS.items())
+        raise CtxirError(
+            f"{what} {str(path)!r} must end in {formats}: name the file e.g. results/compare.png"
+        )
+    if suffix == ".html" and importlib.util.find_spec("plotly") is None:
+        raise CtxirError(
+            f"{what} {str(path)!r} is an interactive page, drawn by plotly: pip install plotly, or write a .png"
+        )
+    return path
+
+
+def save_differences(path: str | Path, differences: Sequence[QueryDifferences]) -> Path:
+    """Write the figure to ``path``: .png (``differences_figure``) or .html (``differences_plotly``, plotly.js inlined:
+    the page opens offline, alone)."""
+    path = check_plot_path(path)
+    _check_some(differences)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix.lower() == ".png":
+        save_png(differences_figure(differences), path)
+    else:
+        page = differences_plotly(differences).to_html(
+            include_plotlyjs=True, full_html=True, config={"responsive": True}
+        )
+        write_atomic(path, page)
+    return path
