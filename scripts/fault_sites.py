@@ -2,8 +2,9 @@
 the classify tab's sample CSV, the sharded encoding's shards and manifest, the CLS-LR ranker's save, and the save of a
 cross-encoder with ctxir's heads (its top layers and its segment-cosine head).
 
-Each is ``site(folder, forever) -> failure points tried``, run by ``faults.each_failure``: the N-th write fails with
-ENOSPC (once, or from then on) for N = 1, 2, ... until the operation meets no failure, and each outcome is checked.
+Each is ``site(folder, forever) -> failure points tried``, run by ``fault_harness.each_failure``: the N-th write
+fails with ENOSPC (once, or from then on) for N = 1, 2, ... until the operation meets no failure, and each outcome is
+checked.
 """
 
 from __future__ import annotations
@@ -15,13 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ctxir.kinds import CLS_LR, CROSS_ENCODER
-
-
-def _harness():
-    # scripts.faults imports this module for its WRITE_SITES: its helpers are taken when a site runs
-    from scripts import faults
-
-    return faults
+from scripts import fault_harness
 
 
 def classify_sample(folder: Path, forever: bool) -> int:
@@ -32,7 +27,6 @@ def classify_sample(folder: Path, forever: bool) -> int:
     from ctxir.app.classify_tab import sample_inputs
     from ctxir.files import DiskFullError
 
-    faults = _harness()
     out = folder / "outputs"
     out.mkdir()
     _, _, first = sample_inputs(out)
@@ -48,14 +42,14 @@ def classify_sample(folder: Path, forever: bool) -> int:
             return err
 
     def check(got, failed):
-        faults.stopped(got if failed else None, failed, out)
+        fault_harness.stopped(got if failed else None, failed, out)
         assert Path(first).read_bytes() == (b"served before\n" if failed else written)
-        assert faults.leftovers(folder) == [] and [p.name for p in out.iterdir()] == [Path(first).name]
+        assert fault_harness.leftovers(folder) == [] and [p.name for p in out.iterdir()] == [Path(first).name]
         if not failed:
             assert got[2] == first
             Path(first).write_bytes(b"served before\n")  # back to the old file for the next failure point
 
-    return faults.each_failure(operation, check, forever)
+    return fault_harness.each_failure(operation, check, forever)
 
 
 def _in_process_shards(job, todo, result) -> None:
@@ -95,8 +89,7 @@ def sharded_encoding(folder: Path, forever: bool) -> int:
     from ctxir.encoders.shards import iter_shards, shard_names
     from ctxir.types import CtxirError
 
-    faults = _harness()
-    model = str(faults.tiny_bert(folder / "model"))
+    model = str(fault_harness.tiny_bert(folder / "model"))
     corpus = {f"d{i}": {"title": "", "text": f"otters {i} dig dens in the river bank"} for i in range(30)}
     reference = BiEncoder(model, device="cpu", cache=False).encode_corpus(corpus)[1]  # (30, 32)
     out = folder / "shards"
@@ -118,7 +111,7 @@ def sharded_encoding(folder: Path, forever: bool) -> int:
         assert isinstance(got, CtxirError) == failed, got
         if failed:
             assert "no space left on the disk holding" in str(got) and str(out.resolve()) in str(got), got
-        assert faults.leftovers(folder) == []
+        assert fault_harness.leftovers(folder) == []
         written = complete()
         for i in written:  # a shard's .json is written last: with it, the shard is whole
             meta = json.loads((out / shard_names(i)[1]).read_text())
@@ -132,7 +125,7 @@ def sharded_encoding(folder: Path, forever: bool) -> int:
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(sharded, "_encode_shards", _in_process_shards)
-        return faults.each_failure(operation, check, forever)
+        return fault_harness.each_failure(operation, check, forever)
 
 
 def cls_lr_save(folder: Path, forever: bool) -> int:
@@ -142,8 +135,7 @@ def cls_lr_save(folder: Path, forever: bool) -> int:
     from ctxir.files import DiskFullError
     from ctxir.rerank import ClsLrRanker
 
-    faults = _harness()
-    base = str(faults.tiny_bert(folder / "model"))
+    base = str(fault_harness.tiny_bert(folder / "model"))
     dest = folder / CLS_LR
 
     def ranker(value: float, C: float) -> ClsLrRanker:
@@ -152,7 +144,7 @@ def cls_lr_save(folder: Path, forever: bool) -> int:
 
     old, new = ranker(0.5, 1.0), ranker(-0.25, 4.0)
     old.save(dest)
-    before = faults.snapshot(dest)
+    before = fault_harness.snapshot(dest)
 
     def operation():
         try:
@@ -165,10 +157,10 @@ def cls_lr_save(folder: Path, forever: bool) -> int:
         return r.coef.tolist(), r.intercept, r.metadata
 
     def check(err, failed):
-        faults.stopped(err, failed, dest)
+        fault_harness.stopped(err, failed, dest)
         loaded = ClsLrRanker.load(dest, device="cpu")
         if failed:
-            now = faults.snapshot(dest)
+            now = fault_harness.snapshot(dest)
             assert set(now) == set(before)
             assert loaded.coef.tolist() in (old.coef.tolist(), new.coef.tolist())
             assert loaded.metadata in (old.metadata, new.metadata)
@@ -176,9 +168,9 @@ def cls_lr_save(folder: Path, forever: bool) -> int:
                 (dest / name).write_bytes(data)
         else:
             assert state(loaded) == state(new)
-        assert faults.leftovers(folder) == []
+        assert fault_harness.leftovers(folder) == []
 
-    return faults.each_failure(operation, check, forever)
+    return fault_harness.each_failure(operation, check, forever)
 
 
 def head_save(folder: Path, forever: bool) -> int:
@@ -196,8 +188,7 @@ def head_save(folder: Path, forever: bool) -> int:
     from ctxir.encoders.models import load_cross_encoder
     from ctxir.types import CtxirError
 
-    faults = _harness()
-    base = str(faults.tiny_bert(folder / "model"))
+    base = str(fault_harness.tiny_bert(folder / "model"))
 
     def cross_encoder(term_weights: list[float], shift: float):
         body = TopLayersTransformer(base, transformer_task="feature-extraction")
@@ -241,10 +232,10 @@ def head_save(folder: Path, forever: bool) -> int:
             assert which in (["earlier"], ["new"]) and (failed or which == ["new"]), (scores, scored)
         finally:
             load_cross_encoder.cache_clear()
-        assert faults.leftovers(folder) == []
+        assert fault_harness.leftovers(folder) == []
         start_over()
 
     start_over()
-    tried = faults.each_failure(operation, check, forever, sample=True)
-    faults.each_failure(operation, check, forever, under=dest / "1_SegmentCosineHead")
+    tried = fault_harness.each_failure(operation, check, forever, sample=True)
+    fault_harness.each_failure(operation, check, forever, under=dest / "1_SegmentCosineHead")
     return tried

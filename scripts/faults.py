@@ -17,11 +17,6 @@ tests/test_faults.py runs the same scenarios (``CTXIR_MUTANTS`` mutants per kind
 from __future__ import annotations
 
 import argparse
-import builtins
-import contextlib
-import errno
-import importlib
-import io
 import json
 import logging
 import os
@@ -38,130 +33,8 @@ if (
     str(ROOT) not in sys.path
 ):  # run as `python scripts/faults.py`: the repository's packages, scripts.fault_sites
     sys.path.insert(0, str(ROOT))
-from scripts import fault_sites  # noqa: E402  (its sites run with this module's harness)
-
-MAX_WRITES = 400  # more than any operation below needs: a loop that never completes is a failure
-
-
-# ---------------------------------------------------------------- the write-fault harness
-
-
-class WriteFaults:
-    """Counts every data write made through Python file objects (``open``, ``io.open``, so ``np.save``,
-    ``json.dump``, ``Path.write_text``, ``onnx.save``, matplotlib's ``savefig``) and native writers patched in
-    (``faiss.write_index``, ``shutil.copyfile`` and so ``copy2``/``copytree``, safetensors' ``save_file``,
-    ``torch.save``: one write each); the ``n``-th one raises ENOSPC, and with ``forever`` every later one too.
-    ``under``: only writes to files under that folder count (a training run's checkpoints, not its log)."""
-
-    def __init__(self, n: int, forever: bool = False, under: Path | None = None):
-        self.n, self.forever, self.count, self.failed = n, forever, 0, 0
-        self.under = None if under is None else str(Path(under).resolve())
-
-    def counts(self, target) -> bool:
-        if self.under is None:
-            return True
-        if not isinstance(target, str | os.PathLike):
-            return False  # a file descriptor or buffer: not a file under the folder
-        return os.path.abspath(os.fspath(target)).startswith(self.under)
-
-    def hit(self, target=None) -> None:
-        if target is not None and not self.counts(target):
-            return
-        self.count += 1
-        if self.count == self.n or (self.forever and self.count > self.n):
-            self.failed += 1
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-    def opener(self, real_open):
-        faults = self
-
-        class Faulty:
-            def __init__(self, handle):
-                self._handle = handle
-
-            def write(self, data):
-                faults.hit()
-                return self._handle.write(data)
-
-            def writelines(self, lines):
-                faults.hit()
-                return self._handle.writelines(lines)
-
-            def __enter__(self):
-                return self
-
-            def __exit__(self, *exc):
-                return self._handle.__exit__(*exc)
-
-            def __iter__(self):
-                return iter(self._handle)
-
-            def __getattr__(self, name):
-                return getattr(self._handle, name)
-
-        def faulty_open(file, mode="r", *args, **kwargs):
-            handle = real_open(file, mode, *args, **kwargs)
-            writes = any(c in mode for c in "wax+") and faults.counts(file)
-            return Faulty(handle) if writes else handle
-
-        return faulty_open
-
-    def native(self, patch, module, name: str, target_arg: int) -> None:
-        """``module.name`` counts one write (to its argument ``target_arg``) before it runs."""
-        real = getattr(module, name)
-
-        def faulty(*args, **kwargs):
-            self.hit(args[target_arg] if len(args) > target_arg else next(iter(kwargs.values()), None))
-            return real(*args, **kwargs)
-
-        patch.setattr(module, name, faulty)
-
-    def install(self, patch) -> None:
-        """``patch``: a ``pytest.MonkeyPatch``, undone when its context ends."""
-        opener = self.opener(io.open)
-        patch.setattr(builtins, "open", opener)
-        patch.setattr(io, "open", opener)
-        self.native(patch, shutil, "copyfile", 1)  # copy2 and copytree copy through it, in the kernel
-        for module, name, target in (
-            ("faiss", "write_index", 1),
-            ("safetensors.torch", "serialize_file", 1),
-            ("safetensors.numpy", "serialize_file", 1),
-            ("torch", "save", 1),
-        ):
-            # torch and safetensors are patched where the scenario has loaded them: a cheap scenario imports neither
-            if module == "faiss" or module.split(".")[0] in sys.modules:
-                with contextlib.suppress(ImportError):
-                    self.native(patch, importlib.import_module(module), name, target)
-
-
-# The default test run tries only the first SAMPLE failure points of the slow write sites (the ones that train,
-# export or load a model per try); None: every point, as the script and `-m slow` do.
-SAMPLE: int | None = None
-
-
-def each_failure(operation, check, forever: bool, under: Path | None = None, sample: bool = False) -> int:
-    """Run ``operation()`` with the 1st, 2nd, ... write failing until one run meets no failure; ``check(outcome,
-    failed)`` after every run. Returns the failure points tried. ``sample`` (a slow site) with ``SAMPLE`` set:
-    the first ``SAMPLE`` points only."""
-    import pytest
-
-    last = SAMPLE if sample and SAMPLE else MAX_WRITES
-    for n in range(1, MAX_WRITES):
-        with pytest.MonkeyPatch.context() as patch:
-            faults = WriteFaults(n, forever, under)
-            faults.install(patch)
-            outcome = operation()
-        check(outcome, faults.failed > 0)
-        if not faults.failed:
-            return n - 1
-        if n >= last:  # sampled: the next run, on a disk with room again, still succeeds
-            check(operation(), False)
-            return n
-    raise AssertionError(f"the operation still wrote after {MAX_WRITES} writes")
-
-
-def leftovers(folder: Path) -> list[str]:
-    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if ".tmp" in p.name)
+from scripts import fault_sites  # noqa: E402
+from scripts.fault_harness import each_failure, leftovers, snapshot, stopped, tiny_bert  # noqa: E402
 
 
 class Said(logging.Handler):
@@ -288,24 +161,6 @@ def ann_index(folder: Path, forever: bool) -> int:
     )
 
 
-def snapshot(folder: Path) -> dict[str, bytes]:
-    """Every file under ``folder`` by relative path: what "the previous file is intact" compares."""
-    return {
-        p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
-    }
-
-
-def stopped(err, failed: bool, folder: Path) -> None:
-    """A run that met the fault stopped with one DiskFullError naming ``folder`` and what to free; one that did not,
-    raised nothing."""
-    from ctxir.files import DiskFullError
-
-    assert isinstance(err, DiskFullError) == failed, err
-    if failed:
-        assert "no space left on the disk holding" in str(err) and "free space there" in str(err), err
-        assert str(folder.resolve()) in str(err), (str(folder), str(err))
-
-
 def failure_report(folder: Path, forever: bool) -> int:
     """The failure report (``write_report``: FILE.json, then FILE.html): each file the old one or a whole new one."""
     from ctxir.evaluation.report import failure_cases, load_report, report_meta, write_report
@@ -399,29 +254,6 @@ def app_outputs(folder: Path, forever: bool) -> int:
         return each_failure(operation, check, forever)
     finally:
         shutil.rmtree(outputs.root, ignore_errors=True)
-
-
-def tiny_bert(folder: Path) -> Path:
-    """A random 2-layer BERT (hidden 32) saved like any Hub download: the model the slow sites load, export and
-    train (seconds, not minutes); built as the tests build theirs (ctxir.testing)."""
-    from ctxir.testing import save_tiny_bert
-
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *"abcdefghijklmnopqrstuvwxyz0123456789.,!?'"]
-    vocab += [
-        "the",
-        "river",
-        "bank",
-        "otters",
-        "dig",
-        "dens",
-        "in",
-        "money",
-        "loan",
-        "bats",
-        "night",
-        "moths",
-    ]
-    return save_tiny_bert(folder, vocab)
 
 
 def hub_staging(folder: Path, forever: bool) -> int:

@@ -42,6 +42,7 @@ WATCHED = (
     ":(exclude,glob)ctxir/assets/models/**/checksums.json",
     "scripts/faults.py",
     "scripts/fault_sites.py",
+    "scripts/fault_harness.py",
     "tests/test_faults.py",
     "ctxir/files.py",
 )

@@ -21,7 +21,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from scripts.faults import leftovers
+from scripts.fault_harness import leftovers
 from tests.conftest import start_app
 
 ROOT = Path(__file__).resolve().parents[1]

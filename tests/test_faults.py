@@ -17,11 +17,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scripts import faults
+from scripts import fault_harness, faults
+from scripts.fault_harness import leftovers
 
 ROOT = Path(__file__).resolve().parents[1]
 MUTANTS = int(os.environ.get("CTXIR_MUTANTS", "200"))  # per kind of file
-leftovers = faults.leftovers
 
 
 # ---------------------------------------------------------------- every write failing in turn
@@ -54,7 +54,7 @@ def test_a_full_disk_at_the_first_write_of_a_model_site_stops_cleanly_and_the_ne
     """The default run's sample of the sites that export, ship or train a model on each try: the first write
     failing, then every one after it; then a run on a disk with room again. All points: -m slow."""
     _needs(site)
-    monkeypatch.setattr(faults, "SAMPLE", 1)
+    monkeypatch.setattr(fault_harness, "SAMPLE", 1)
     assert faults.WRITE_SITES[site](tmp_path, True) == 1
 
 
