@@ -21,13 +21,16 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ctxir.cli import command_line
-from ctxir.evaluation import paired_test
-from ctxir.evaluation.evaluate import EvaluateArgs
-
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as `python scripts/results_training.py`: the repository's scripts package
+    sys.path.insert(0, str(ROOT))
 
-START, END = "<!-- training:start -->", "<!-- training:end -->"
+from ctxir.cli import command_line  # noqa: E402
+from ctxir.evaluation import paired_test  # noqa: E402
+from ctxir.evaluation.evaluate import EvaluateArgs  # noqa: E402
+from scripts import results_targets  # noqa: E402
+from scripts.results_tables import END, SHIPPED_CROSS_ENCODER, START, recorded_rows  # noqa: E402
+
 # (label, run folder under --outputs, the script that wrote it)
 TRAINING_RUNS = {
     "SciFact test nDCG@10": [
@@ -133,8 +136,7 @@ PIPELINES = [
 # read from metrics.json (training command) and evaluation.json (training/evaluate_reranker.py: test figures)
 RERANKERS = [
     (
-        "shipped cross-encoder (CPU recipe, stage 7: stage 5 continued with paragraph-long WikiQA topics beside SQuAD, "
-        "WikiQA, MS MARCO and SciFact, dev-best step 250)",
+        SHIPPED_CROSS_ENCODER,
         "ctxir/assets/models/cross-encoder",
         "train_cross_encoder",
     ),
@@ -183,24 +185,6 @@ class Found:
 
 # a carried-over row's last cell ends with this; its date is read back on the next run, so git is asked only once
 MARKER = re.compile(r" \(recorded ([^;]*); (\S+) not on this machine\)$")
-
-
-def cells(line: str) -> list[str]:
-    """A Markdown table row's cells (no cell here holds a '|'; commands are quoted in backticks without pipes)."""
-    return [c.strip() for c in line.strip().strip("|").split("|")]
-
-
-def recorded_rows(text: str) -> dict[str, list[str]]:
-    """The rows the doc's generated block holds now, by their first cell (a run's label), in order.
-
-    Rows listed as not run are left out: there is nothing measured to keep."""
-    match = re.search(re.escape(START) + "(.*?)" + re.escape(END), text, flags=re.S)
-    rows: dict[str, list[str]] = {}
-    for line in match.group(1).splitlines() if match else []:
-        if not line.startswith("| ") or line.startswith("|---") or "(not run: " in line:
-            continue
-        rows.setdefault(cells(line)[0], []).append(line)
-    return rows
 
 
 def recorded_date(line: str, doc: Path) -> str:
@@ -539,8 +523,6 @@ def main() -> None:
         text += f"\n{START}\n{END}\n"
     doc.write_text(re.sub(re.escape(START) + ".*?" + re.escape(END), lambda _: block, text, flags=re.S))
     # 5. the targets above the tables, which quote them and the shipped models' files
-    from scripts import results_targets
-
     results_targets.write(doc, required=False)  # a doc without its block (another page) is left alone
     print(f"wrote {doc}")
 

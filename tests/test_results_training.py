@@ -66,7 +66,7 @@ def stage(first, alone, fused, p):
 
 
 def test_reranker_rows_read_evaluation_json(tmp_path):
-    from scripts import results_training
+    from scripts import results_tables, results_training
 
     folder = tmp_path / "cross-encoder"
     folder.mkdir()
@@ -107,7 +107,7 @@ def test_reranker_rows_read_evaluation_json(tmp_path):
     )
     rows, evaluation = results_training.reranker_rows("fake re-ranker", folder, "train_cross_encoder")
     assert evaluation is not None and len(rows) == 2
-    top20, top100 = (results_training.cells(row) for row in rows)
+    top20, top100 = (results_tables.cells(row) for row in rows)
     assert top20[:7] == [
         "fake re-ranker",
         "BM25 top 20",
