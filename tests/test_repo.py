@@ -44,16 +44,69 @@ def test_the_app_package_docstring_lists_every_module():
     assert listed == {p.stem for p in (ROOT / "ctxir/app").glob("*.py")} - {"__init__"}
 
 
-def test_code_stats_counts_named_parameters_and_long_functions():
-    """scripts/code_stats.py, the clean-up record's numbers: named parameters (not self, *args, **kwargs) and
-    function lengths, counted from the source text."""
+def _imports_within(folders: tuple[str, ...]) -> dict[str, set[str]]:
+    """{module: the modules of ``folders`` it imports}, at module level or inside functions (TYPE_CHECKING too)."""
+    paths = {
+        ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p
+        for folder in folders
+        for p in (ROOT / folder).rglob("*.py")
+    }
+    graph: dict[str, set[str]] = {}
+    for module, path in paths.items():
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names = [f"{node.module}.{a.name}" for a in node.names]
+            else:
+                continue
+            for name in names:
+                while name and name not in paths:
+                    name = name.rpartition(".")[0]
+                if name and name != module:
+                    found.add(name)
+        graph[module] = found
+    return graph
 
-    from scripts import code_stats
 
-    source = "def f(self, a, b=1, *rest, c, **more):\n    pass\n\n\ndef g(a, b, c, d, e, f, g, h, i):\n    return 1\n"
-    assert code_stats.parameters(ast.parse(source).body[0]) == 3
-    assert code_stats.many_parameters({"pkg/m.py": source, "tests/t.py": source}) == [(9, "pkg/m.py:g")]
-    assert code_stats.functions({"m.py": source}) == [(2, "m.py:g"), (2, "m.py:f")]
+def _in_a_cycle(graph: dict[str, set[str]]) -> set[str]:
+    """The modules from which an import path leads back to themselves."""
+
+    def reach(start: str) -> set[str]:
+        seen, todo = set(), list(graph[start])
+        while todo:
+            module = todo.pop()
+            if module not in seen:
+                seen.add(module)
+                todo.extend(graph.get(module, ()))
+        return seen
+
+    return {module for module in graph if module in reach(module)}
+
+
+def test_no_two_scripts_or_benchmarks_import_each_other_directly_or_in_a_loop():
+    """ctxir's own modules are checked by tests/test_layout.py; the scripts and benchmarks are held here."""
+    assert _in_a_cycle(_imports_within(("scripts", "benchmarks"))) == set()
+    assert _in_a_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == {"a", "b", "c"}
+
+
+def test_no_ctxir_module_imports_the_package_root():
+    """A module imports what it needs from the submodule that defines it: ``ctxir/__init__.py`` imports the
+    submodules, so a submodule importing the root is an arrow back up."""
+    back = set()
+    for path in (ROOT / "ctxir").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import) and any(a.name == "ctxir" for a in node.names):
+                back.add(path.relative_to(ROOT).as_posix())
+            if isinstance(node, ast.ImportFrom) and node.module == "ctxir" and not node.level:
+                back |= {
+                    f"{path.relative_to(ROOT).as_posix()}: {a.name}"
+                    for a in node.names
+                    if not (ROOT / "ctxir" / a.name).with_suffix(".py").is_file()
+                    and not (ROOT / "ctxir" / a.name / "__init__.py").is_file()
+                }
+    assert back == set()
 
 
 def test_ci_turns_missing_data_or_browser_into_a_failure_not_a_skip(tmp_path):

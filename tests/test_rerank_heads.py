@@ -281,23 +281,3 @@ def test_layers_trained_over_another_base_are_refused(saved, tmp_path):
     models.load_cross_encoder.cache_clear()
     with pytest.raises((CtxirError, ValueError), match="another base"):
         models.load_cross_encoder(str(folder), "cpu")
-
-
-def test_the_lexical_probe_splits_each_windows_score_exactly_and_in_order(term_match_cross_encoder):
-    """scripts/probe_lexical_channel.py: each window's cosine part plus its query tokens' term-match shares is the
-    score the re-ranker gives that window, window by window in the order given (predict sorts pairs by length; the
-    probe must not), and the shares sit on query tokens only."""
-    from ctxir.rerank import CrossEncoderReranker
-    from scripts.probe_lexical_channel import window_parts
-
-    model = term_match_cross_encoder
-    query = "otters river"
-    windows = ["otters dig dens by the river bank in spring and summer", "tea", "river otters", "a b c d e"]
-    parts = window_parts(model, query, windows, batch_size=3)  # two batches, lengths out of order
-    expected = CrossEncoderReranker(model, backend="torch").score_pairs(query, windows)
-    assert [c + sum(s for _, s in tokens) for c, tokens in parts] == pytest.approx(
-        expected.tolist(), abs=1e-5
-    )
-    query_ids = set(model.tokenizer(query)["input_ids"])
-    assert all(t in query_ids for _, tokens in parts for t, _ in tokens)
-    assert sum(s for _, s in parts[2][1]) > sum(s for _, s in parts[1][1])  # both query words vs none
