@@ -4,8 +4,10 @@
     python scripts/shipped_cards.py --check    # exit 1 (and name the files) if anything would change
 
 For each folder under ``ctxir/assets/models``: 1. the metrics.json rows of the out-of-domain suite are rebuilt from
-its evaluation.json (``training.evaluate_reranker.evaluation_rows``: what each figure covers, the headline, the
-tie-only fused mode named as such), the training run's own rows kept; 2. the card (README.md) is rendered from
+its evaluation.json (``training.evaluate_reranker.evaluation_rows``: what each figure covers, the tie-only fused mode
+named as such), the training run's own rows kept, and the lead row from ``docs/bench/hub-user.json`` (what a Hub
+user's own code gets: ``scripts/hub_user_figures.py``); a CLS-LR ranker lists the training data of the
+cross-encoder it reads; 2. the card (README.md) is rendered from
 metrics.json as ``training/ship.py`` renders it (``write_card``); 3. checksums.json is rewritten (metrics.json is a
 file loaders read). Then ``LICENSES.md`` states each model's weights' terms (``ctxir.publish.weights_terms``). No
 figure is typed: every number comes from the JSON files the training and evaluation commands wrote.
@@ -29,6 +31,7 @@ from ctxir import kinds  # noqa: E402
 from ctxir.encoders.models import (  # noqa: E402
     ASSETS_MODELS,
     DEFAULT_BI_ENCODER,
+    SHIPPED_BASES,
     SHIPPED_CLS_LR,
     SHIPPED_CROSS_ENCODER,
     SHIPPED_MODELS,
@@ -38,11 +41,21 @@ from ctxir.files import file_sha256, write_checksums  # noqa: E402
 from ctxir.publish.weights_terms import LICENSES_FILE, weights_terms_markdown  # noqa: E402
 
 # (Hub id, model type, the base write_card names) as training/ship.py ships them
-MODELS = (
-    (SHIPPED_CROSS_ENCODER, kinds.CROSS_ENCODER, DEFAULT_BI_ENCODER),
-    (SHIPPED_CLS_LR, kinds.CLS_LR, SHIPPED_CROSS_ENCODER),
-    (SHIPPED_STS_CROSS_ENCODER, kinds.CROSS_ENCODER, DEFAULT_BI_ENCODER),
+MODELS = tuple(
+    (name, kinds.CLS_LR if name == SHIPPED_CLS_LR else kinds.CROSS_ENCODER, SHIPPED_BASES[name])
+    for name in (SHIPPED_CROSS_ENCODER, SHIPPED_CLS_LR, SHIPPED_STS_CROSS_ENCODER)
 )
+HUB_USER = ROOT / "docs" / "bench" / "hub-user.json"
+HUB_USER_CONFIG = "CrossEncoder(repo_id, trust_remote_code=True), sentence-transformers alone"
+# the published peer each re-ranker's lead figure stands beside: the same protocol (BM25 top 100, SciFact test)
+PEER = {
+    "anchor": 0.688,
+    "anchor_name": "cross-encoder/ms-marco-MiniLM-L6-v2",
+    "anchor_source": "Thakur et al. 2021 (BEIR), Table 2, BM25 + CE (over BEIR's Elasticsearch BM25, 0.665)",
+    "anchor_queries": 300,
+    "anchor_first_stage": "bm25",
+    "anchor_depth": 100,
+}
 # a row evaluation_rows writes (and only those): first stage and depth, the claims part, the mode
 SUITE_ROW = re.compile(
     r"^(bm25|dense|hybrid) top \d+(, (seen|unseen)-abstract claims \(\d+\))?, "
@@ -50,18 +63,70 @@ SUITE_ROW = re.compile(
 )
 
 
-def refresh_rows(folder: Path) -> None:
-    """metrics.json with the suite's rows rebuilt from evaluation.json (training rows kept, in their order)."""
+def suite_rows(evaluation: dict) -> list[dict]:
+    """The suite's metrics.json rows of an evaluation.json, none marked headline: a shipped card leads with the
+    hub-user row."""
     from training.evaluate_reranker import evaluation_rows
 
-    evaluation = folder / "evaluation.json"
-    if not evaluation.is_file():
-        return
+    return [{k: v for k, v in e.items() if k != "headline"} for e in evaluation_rows(evaluation)]
+
+
+def hub_user_row(name: str, record: dict) -> dict:
+    """The lead metrics.json row of ``name`` from the hub-user record: what ``CrossEncoder(name)`` gets."""
+    r = record["models"][name]
+    row = {
+        "dataset": r["dataset"],
+        "split": r["split"],
+        "task": r["task"],
+        "metric": r["metric"],
+        "before": r.get("before"),
+        "after": r["value"],
+        "config": HUB_USER_CONFIG
+        + (f", BM25 top {r['depth']} re-ranked" if r["task"] == "reranking" else ", one order"),
+        "queries": r.get("queries") or r.get("pairs"),
+        "headline": True,
+        "source": f"`{record['command']}` in ctxir's repository (docs/bench/hub-user.json)",
+        "protocol": r["protocol"],
+    }
+    if r["task"] == "reranking":
+        row.update(first_stage=r["first_stage"], depth=r["depth"], **PEER)
+    return row
+
+
+def refresh_rows(folder: Path, name: str) -> None:
+    """metrics.json with the suite's rows rebuilt from evaluation.json (training rows kept, in their order) and the
+    hub-user row first, the only one marked headline."""
     path = folder / "metrics.json"
     raw = path.read_text(encoding="utf-8")
     metrics = json.loads(raw)
-    kept = [e for e in metrics["evaluations"] if not SUITE_ROW.match(str(e.get("config") or ""))]
-    metrics["evaluations"] = kept + evaluation_rows(json.loads(evaluation.read_text(encoding="utf-8")))
+    kept = [
+        {k: v for k, v in e.items() if k != "headline"}
+        for e in metrics["evaluations"]
+        if not SUITE_ROW.match(str(e.get("config") or ""))
+        and not str(e.get("config")).startswith(HUB_USER_CONFIG)
+    ]
+    evaluation = folder / "evaluation.json"
+    suite = suite_rows(json.loads(evaluation.read_text(encoding="utf-8"))) if evaluation.is_file() else []
+    lead = [hub_user_row(name, json.loads(HUB_USER.read_text(encoding="utf-8")))]
+    for e in kept:  # the pair scorer's published anchor, on the same pairs, stands beside its lead too
+        same = (e["dataset"], e["metric"], e.get("queries")) == (
+            lead[0]["dataset"],
+            lead[0]["metric"],
+            lead[0]["queries"],
+        )
+        if same and e.get("anchor") is not None and "anchor" not in lead[0]:
+            lead[0].update({k: v for k, v in e.items() if k.startswith("anchor")})
+    metrics["evaluations"] = lead + kept + suite
+    if name == SHIPPED_CLS_LR:  # its body is the cross-encoder: that model's training data is in its weights
+        base = json.loads(
+            (folder.parent / SHIPPED_MODELS[SHIPPED_CROSS_ENCODER].name / "metrics.json").read_text()
+        )
+        own = {d["name"] for d in metrics["datasets"]}
+        metrics["datasets"] += [
+            {**d, "stage": "earlier"}
+            for d in base["datasets"]
+            if d["role"] == "train" and d["name"] not in own
+        ]
     ascii_only = raw.isascii()  # keep the file's own escaping, so an unchanged record stays byte-identical
     path.write_text(json.dumps(metrics, indent=2, ensure_ascii=ascii_only) + "\n", encoding="utf-8")
 
@@ -74,7 +139,7 @@ def refresh(dest: Path) -> None:
     shipped = []
     for name, kind, base in MODELS:
         folder = dest / SHIPPED_MODELS[name].name
-        refresh_rows(folder)  # 1.
+        refresh_rows(folder, name)  # 1.
         write_checksums(folder)  # 3. first: the card's facts come from loading the folder, which checks them
         write_card(folder, name, kind, base)  # 2.
         shipped.append((name, folder, base_model_license(DEFAULT_BI_ENCODER)))

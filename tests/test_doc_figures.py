@@ -165,10 +165,11 @@ def test_a_figure_typed_in_is_caught():
 def test_the_suite_rows_of_metrics_json_are_what_evaluation_json_gives(folder):
     """metrics.json's out-of-domain rows (what the card's table and model-index show) are rebuilt from
     evaluation.json by `python scripts/shipped_cards.py`: none is edited by hand or left stale."""
-    from scripts.shipped_cards import SUITE_ROW
-    from training.evaluate_reranker import evaluation_rows
+    from scripts.shipped_cards import HUB_USER_CONFIG, SUITE_ROW, suite_rows
 
     metrics = json.loads((ASSETS_MODELS / folder / "metrics.json").read_text(encoding="utf-8"))
     evaluation = json.loads((ASSETS_MODELS / folder / "evaluation.json").read_text(encoding="utf-8"))
     suite = [e for e in metrics["evaluations"] if SUITE_ROW.match(str(e.get("config") or ""))]
-    assert suite == evaluation_rows(evaluation), "run python scripts/shipped_cards.py"
+    assert suite == suite_rows(evaluation), "run python scripts/shipped_cards.py"
+    leads = [e for e in metrics["evaluations"] if e.get("headline")]  # the card leads with what a Hub user gets
+    assert len(leads) == 1 and leads[0]["config"].startswith(HUB_USER_CONFIG)

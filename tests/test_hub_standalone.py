@@ -15,10 +15,10 @@ import pytest
 
 from ctxir.encoders import reranker_heads
 from ctxir.encoders.models import (
+    SHIPPED_BASES,
     SHIPPED_CLS_LR,
     SHIPPED_CROSS_ENCODER,
     SHIPPED_MODELS,
-    SHIPPED_STS_CROSS_ENCODER,
     load_cross_encoder,
 )
 from ctxir.publish.staging import stage
@@ -33,11 +33,7 @@ from ctxir.publish.standalone import (
 from ctxir.types import CtxirError
 
 # repo id → the base_model_id its staging names (CLS-LR reads the pushed cross-encoder)
-SHIPPED = {
-    SHIPPED_CROSS_ENCODER: None,
-    SHIPPED_STS_CROSS_ENCODER: None,
-    SHIPPED_CLS_LR: SHIPPED_CROSS_ENCODER,
-}
+SHIPPED = SHIPPED_BASES
 QUERIES = (
     "Do statins lower the risk of heart attack?",
     "A man is playing a guitar.",

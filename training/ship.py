@@ -179,6 +179,8 @@ def write_card(folder: Path, name: str, model_type: str, base: str) -> None:
     """``folder/README.md``: the card ``ctxir hub push`` would publish, rendered from ``folder/metrics.json``."""
     from ctxir.files import write_atomic
     from ctxir.publish.cards import CardInputs, render_card
+    from ctxir.publish.licenses import LICENSE_FILE
+    from ctxir.publish.metrics_file import license_text, training_license
     from ctxir.publish.model_folder import base_model_license, model_facts
 
     metrics = read_json(folder / "metrics.json")
@@ -193,6 +195,10 @@ def write_card(folder: Path, name: str, model_type: str, base: str) -> None:
         facts=model_facts(folder, model_type),
     )
     write_atomic(folder / CARD, render_card(metrics, inputs).content)
+    if (
+        training_license(metrics, license_of_base)[0].link == LICENSE_FILE
+    ):  # sources differ: their terms listed
+        write_atomic(folder / LICENSE_FILE, license_text(metrics, license_of_base))
 
 
 def _score(folder: Path, pair: tuple[str, str]) -> float:

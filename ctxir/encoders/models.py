@@ -60,6 +60,13 @@ SHIPPED_MODELS = {
     SHIPPED_CLS_LR: ASSETS_MODELS / kinds.CLS_LR,
     SHIPPED_STS_CROSS_ENCODER: ASSETS_MODELS / kinds.STS_CROSS_ENCODER,
 }
+# Name → the Hub id each shipped model was trained from: its cards' base_model (a warm start from an earlier
+# version of the same repo is a stage of its training, not its base).
+SHIPPED_BASES = {
+    SHIPPED_CROSS_ENCODER: DEFAULT_BI_ENCODER,
+    SHIPPED_CLS_LR: SHIPPED_CROSS_ENCODER,
+    SHIPPED_STS_CROSS_ENCODER: DEFAULT_BI_ENCODER,
+}
 # The shipped re-rankers are the defaults once they are in the package (training/ship.py puts them there);
 # without them the cross-encoder default is the published MS MARCO one and there is no CLS-LR default.
 DEFAULT_CROSS_ENCODER = (

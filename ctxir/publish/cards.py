@@ -32,7 +32,15 @@ from ctxir.publish.known_datasets import (
     display_name,
 )
 from ctxir.publish.licenses import License, parse_license
-from ctxir.publish.metrics_file import EVAL_TASKS, data_licenses, training_license, validate_metrics
+from ctxir.publish.metrics_file import (
+    EVAL_TASKS,
+    data_licenses,
+    training_license,
+    validate_metrics,
+)
+from ctxir.publish.metrics_file import (
+    METRICS_FILE as METRICS_NAME,
+)
 from ctxir.publish.model_types import MODEL_TYPES, SENTENCE_TRANSFORMERS
 from ctxir.types import CtxirError
 
@@ -63,13 +71,33 @@ def ordered_evaluations(metrics: dict) -> list[dict]:
     return [lead, *(e for e in metrics["evaluations"] if e is not lead)] if lead else []
 
 
+MAX_INDEX_ENTRIES = 10  # the Hub's evaluation widget lists every model-index entry
+
+
+def index_evaluations(metrics: dict) -> list[dict]:
+    """The evaluations the card's ``model-index`` lists: the lead, then the other figures on the lead's dataset and
+    split over all of its queries (no subset), at most ``MAX_INDEX_ENTRIES``; the body's table has them all."""
+    lead = lead_evaluation(metrics)
+    if lead is None:
+        return []
+    rest = [
+        e
+        for e in metrics["evaluations"]
+        if e is not lead
+        and (e["dataset"], e["split"]) == (lead["dataset"], lead["split"])
+        and not e.get("subset")
+        and e.get("queries") == lead.get("queries")
+    ]
+    return [lead, *rest][:MAX_INDEX_ENTRIES]
+
+
 def eval_results(metrics: dict) -> list:
-    """metrics.json ``evaluations`` → huggingface_hub ``EvalResult``s (the card's ``model-index``), lead first."""
+    """metrics.json's full-split evaluations → huggingface_hub ``EvalResult``s (the card's ``model-index``)."""
     # lazy: the Hub client is needed only to download or upload
     from huggingface_hub import EvalResult
 
     out = []
-    for e in ordered_evaluations(metrics):
+    for e in index_evaluations(metrics):
         info = dataset_info(e["dataset"])
         task_type, task_name = EVAL_TASKS[e["task"]]
         out.append(
@@ -215,6 +243,51 @@ def _eval_collections(metrics: dict) -> tuple[list[str], list[str]]:
     return trained, never
 
 
+def lead_summary(metrics: dict) -> dict | None:
+    """What the card leads with: the lead figure beside the first stage it re-ranks and its published peer, each
+    with its source, and a sentence of where the model is worse (there, and alone against BM25 in the suite)."""
+    lead = lead_evaluation(metrics)
+    if lead is None:
+        return None
+    rows = [("this model, as the snippet below runs it", lead["after"], lead.get("source") or METRICS_NAME)]
+    if lead["task"] == "reranking" and lead.get("before") is not None:
+        stage = {"bm25": "BM25"}.get(lead.get("first_stage"), lead.get("first_stage"))
+        rows.append((f"{stage} alone (the candidates it re-ranks)", lead["before"], "the same run"))
+    if lead.get("anchor") is not None:
+        rows.append((lead["anchor_name"], lead["anchor"], lead.get("anchor_source") or "–"))
+    worse = []
+    for name, value, _ in rows[1:]:
+        if lead["after"] < value:
+            worse.append(f"{value - lead['after']:.4f} below {name.split(' (')[0]}")
+    below_bm25 = sorted(
+        {
+            display_name(e["dataset"])
+            for e in metrics["evaluations"]
+            if e.get("first_stage") == "bm25"
+            and str(e.get("config", "")).endswith("re-ranker alone")
+            and not e.get("subset")
+            and e.get("before") is not None
+            and e["after"] < e["before"]
+        }
+    )
+    sentences = []
+    if worse:
+        sentences.append(f"Run this way it is {' and '.join(worse)}.")
+    if below_bm25:
+        sentences.append(
+            f"Alone over BM25's top 20 it is below BM25 on {', '.join(below_bm25)} (the suite below); "
+            "there, fuse it with the first stage or keep BM25."
+        )
+    return {
+        "metric": lead["metric"],
+        "dataset": display_name(lead["dataset"]),
+        "split": lead["split"],
+        "protocol": lead.get("protocol"),
+        "rows": [{"system": n, "value": format_number(v), "source": src} for n, v, src in rows],
+        "worse": " ".join(sentences),
+    }
+
+
 def _template_context(metrics: dict, inputs: CardInputs) -> dict:
     lic, license_reason = training_license(metrics, inputs.base_license)
     training = metrics["training"]
@@ -260,12 +333,20 @@ def _template_context(metrics: dict, inputs: CardInputs) -> dict:
             if info.key == "scifact" and BEIR_CITATION not in citations:
                 citations.append(BEIR_CITATION)
     wall = float(training["wall_time_seconds"])
+    stages = training.get("stages") or []
+    name = inputs.repo_id.split("/")[-1]
     return {
+        "summary": lead_summary(metrics),
+        "stages": stages,
+        "stages_time": f"{sum(st['wall_time_seconds'] for st in stages) / 3600:.1f} h" if stages else None,
+        "stages_steps": sum(st["steps"] for st in stages),
+        "data_terms": data_licenses(metrics),
+        "base_license": inputs.base_license,
         "m": metrics,
         "repo_id": inputs.repo_id,
         "facts": inputs.facts,
         "figures": inputs.figures,
-        "model_name": metrics["model_name"],
+        "model_name": name,
         "base_model": _base_display(metrics["base_model"], inputs.base_model_id),
         "base_model_id": inputs.base_model_id,
         "objective": metrics["objective"],

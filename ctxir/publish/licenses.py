@@ -1,15 +1,14 @@
-"""Licenses as the Hub names them, and the one a model trained on several sources must carry (the most restrictive).
+"""Licenses as the Hub names them, and the one a model trained on several sources carries.
 
-The card's ``license`` is derived from the licenses of the data the weights were trained on (and of the base
-model, when its card states one): the most restrictive wins, and a combination that no single source license
-covers (e.g. NonCommercial + ShareAlike) gets the Creative Commons license that carries every condition.
+The card's ``license`` comes from the data the weights were trained on (and the base model, when its card states
+one): their shared license, or ``other`` with a file listing each source's terms where they differ.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ctxir.types import CtxirError
 
@@ -123,35 +122,60 @@ def parse_license(text: str | None) -> License | None:
     return None
 
 
+# `license_link` of a model whose sources' terms differ: the file in its repo that lists them (``license_file``).
+LICENSE_FILE = "LICENSE.md"
+SOURCES_TERMS = License(
+    "other",
+    "the terms of each training source (LICENSE.md)",
+    frozenset(),
+    LICENSE_FILE,
+    "training-data-terms",
+)
+
+
+def allowed_use(sources: Sequence[tuple[str, License]]) -> str:
+    """One plain sentence of what use ``sources`` [(what, License)] allow together."""
+    union = frozenset().union(*(lic.conditions for _, lic in sources))
+    use = (
+        "non-commercial research use only"
+        if "RESEARCH" in union
+        else "non-commercial use only"
+        if "NC" in union
+        else "any use, commercial included, with attribution"
+    )
+    sentence = f"Together these terms allow {use}"
+    share_alike = [what for what, lic in sources if "SA" in lic.conditions]
+    if share_alike:
+        sentence += f"; what you share must also keep the share-alike terms of {', '.join(share_alike)}"
+    if "ND" in union:
+        sentence += "; no-derivatives terms apply to what you change and share"
+    return sentence + (". Commercial use is not allowed." if union & {"NC", "RESEARCH"} else ".")
+
+
 def combine_licenses(sources: Sequence[tuple[str, License]]) -> tuple[License, str]:
-    """The license a model trained on ``sources`` [(what, License)] must carry, and a sentence saying why."""
+    """The license a model trained on ``sources`` [(what, License)] carries, and a sentence of what they allow.
+
+    One license shared by every source (a permissive base model aside) is the model's; where sources differ the
+    model is ``other``, linked to ``LICENSE_FILE``, which lists each source's own terms: no combined license is
+    invented."""
     if not sources:
         raise CtxirError("no training data license to derive the model license from")
-    union = frozenset().union(*(lic.conditions for _, lic in sources))
-    strictest = max(sources, key=lambda s: s[1].restrictiveness)[1]
-    listed = "; ".join(f"{what}: {lic.name}" for what, lic in sources)
-    if strictest.conditions >= union:
-        chosen = strictest
-        why = (
-            f"The model derives from sources under these terms — {listed}. The most restrictive, "
-            f"{chosen.name}, applies to the model as a whole"
-        )
-    elif "RESEARCH" in union:
-        chosen = MSMARCO_TERMS
-        why = (
-            f"The model derives from sources under these terms — {listed}. Their conditions together "
-            f"({', '.join(sorted(union))}) allow non-commercial research use only, so the model is released "
-            f"for that use only, and every other condition ({', '.join(sorted(union - {'RESEARCH', 'NC'}))}) "
-            "still applies"
-        )
+    licenses = {lic for _, lic in sources}
+    restricted = {lic for lic in licenses if lic.conditions or lic.hub_id == "other"}
+    if len(licenses) == 1:
+        chosen = next(iter(licenses))
+    elif len(restricted) == 1:  # one restricted source's terms, the rest permissive: those terms cover all
+        chosen = next(iter(restricted))
     else:
-        order = [p for p in ("NC", "ND", "SA") if p in union]
-        chosen = parse_license("CC BY-" + "-".join(order) + " 4.0")
-        assert chosen is not None  # by-nc-sa / by-nc-nd / by-nd / by-sa 4.0 are all Hub ids
-        why = (
-            f"The model derives from sources under these terms — {listed}. No single one of them carries "
-            f"every condition ({', '.join(order)}), so the model uses {chosen.name}, which carries them all"
-        )
-    if chosen.conditions & {"NC", "RESEARCH"}:
-        why += ". Commercial use is not allowed"
-    return chosen, why + "."
+        union = frozenset().union(*(lic.conditions for lic in licenses))
+        chosen = replace(
+            SOURCES_TERMS, conditions=union
+        )  # what they allow together, for the card's "Not for"
+    return chosen, allowed_use(sources)
+
+
+def license_file(sources: Sequence[tuple[str, License]]) -> str:
+    """``LICENSE_FILE``'s text: each source with its terms and link, then what they allow together."""
+    lines = ["# Terms of this model's training sources", ""]
+    lines += [f"- {what}: {lic.name}" + (f" ({lic.link})" if lic.link else "") for what, lic in sources]
+    return "\n".join([*lines, "", allowed_use(sources), ""])

@@ -12,7 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from ctxir.publish.known_datasets import dataset_info
-from ctxir.publish.licenses import KNOWN_LICENSE_EXAMPLES, License, combine_licenses, parse_license
+from ctxir.publish.licenses import (
+    KNOWN_LICENSE_EXAMPLES,
+    License,
+    combine_licenses,
+    license_file,
+    parse_license,
+)
 from ctxir.publish.model_types import MODEL_TYPES
 from ctxir.types import CtxirError
 
@@ -141,7 +147,18 @@ def _is_number(x: Any) -> bool:
 
 
 def training_license(metrics: dict, base_license: tuple[str, License] | None = None) -> tuple[License, str]:
-    """The model's license from the licenses of its training data (role 'train') and its base model."""
+    """The model's license from the licenses of its training data (role 'train') and its base model, and a
+    sentence of what use they allow together."""
+    return combine_licenses(training_sources(metrics, base_license))
+
+
+def license_text(metrics: dict, base_license: tuple[str, License] | None = None) -> str:
+    """The text of the repo's ``LICENSE_FILE``: each training source's terms and what they allow together."""
+    return license_file(training_sources(metrics, base_license))
+
+
+def training_sources(metrics: dict, base_license: tuple[str, License] | None = None) -> list:
+    """[(what, License)] of the training data (role 'train') and the base model; an unknown license refused."""
     sources = []
     for d in metrics["datasets"]:
         if d.get("role") != "train":
@@ -162,7 +179,7 @@ def training_license(metrics: dict, base_license: tuple[str, License] | None = N
         sources.append((f"{info.pretty if info else d['name']} ({d.get('split')})", lic))
     if base_license is not None:
         sources.append(base_license)
-    return combine_licenses(sources)
+    return sources
 
 
 def data_licenses(metrics: dict) -> list[dict]:

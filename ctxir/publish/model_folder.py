@@ -100,7 +100,11 @@ def model_facts(folder: str | Path, model_type: str) -> dict:
     """What the card's prose and usage snippets need to know about the model, read by loading it."""
     folder = Path(folder)
     try:
-        return {**MODEL_TYPES[model_type].facts(folder), "suite": suite_markdown(folder)}
+        return {
+            **MODEL_TYPES[model_type].facts(folder),
+            "suite": suite_markdown(folder),
+            "suite_commands": suite_commands(folder),
+        }
     except CtxirError:
         raise
     except Exception as err:  # a broken config or weights: the repo would be broken for its users too
@@ -108,6 +112,14 @@ def model_facts(folder: str | Path, model_type: str) -> dict:
             f"the {model_type} in {str(folder)!r} does not load ({type(err).__name__}: {err}): fix "
             "the training output (re-save it with save_pretrained) and stage again"
         ) from err
+
+
+def suite_commands(folder: Path) -> list[str]:
+    """The commands that wrote the folder's evaluation.json (the suite's figures), in the order they ran."""
+    result = read_json(folder / "evaluation.json") if (folder / "evaluation.json").is_file() else {}
+    if not isinstance(result, dict):
+        return []
+    return [str(c) for c in result.get("commands") or ([result["command"]] if result.get("command") else [])]
 
 
 def suite_markdown(folder: Path) -> str | None:

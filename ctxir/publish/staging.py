@@ -35,8 +35,14 @@ from ctxir.names import CLS_LR_CONFIG, CLS_LR_WEIGHTS, looks_like_hub_id
 from ctxir.publish.adapted import adapt_metrics, is_adapt_output, write_standalone_bi_encoder
 from ctxir.publish.card_check import check_card
 from ctxir.publish.cards import CardInputs, render_card
-from ctxir.publish.licenses import License
-from ctxir.publish.metrics_file import METRICS_FILE, load_metrics, training_license, validate_metrics
+from ctxir.publish.licenses import LICENSE_FILE, License
+from ctxir.publish.metrics_file import (
+    METRICS_FILE,
+    license_text,
+    load_metrics,
+    training_license,
+    validate_metrics,
+)
 from ctxir.publish.model_folder import (
     README,
     base_model_license,
@@ -132,6 +138,27 @@ def check_repo_id(repo_id: str) -> str:
     except HFValidationError as err:
         raise CtxirError(f"--repo-id {repo_id!r} is not a valid Hub id: {err}") from err
     return repo_id
+
+
+def check_base_model(base: str, repo_id: str) -> str | None:
+    """``base`` as the card's ``base_model``: a Hub id other than ``repo_id`` (None for a folder on this machine, which
+    the card leaves out); a path that is not here, or the repo's own id (a warm start), refused with what to pass."""
+    if Path(base).expanduser().is_dir():  # a base read from this machine, unnamed on the Hub: left out
+        return None
+    if not looks_like_hub_id(base):
+        raise CtxirError(
+            f"the base model {base!r} is a local folder, which a Hub reader cannot follow: pass --base-model-id with "
+            "the Hub id it was trained from (e.g. 'sentence-transformers/all-MiniLM-L6-v2', or the pushed "
+            "cross-encoder a CLS-LR ranker reads)"
+        )
+    check_repo_id(base)
+    if base == repo_id:
+        raise CtxirError(
+            f"the base model {base!r} is the repo's own id (a warm start from an earlier version of it): pass "
+            "--base-model-id with the Hub id its first stage was trained from (e.g. "
+            "'sentence-transformers/all-MiniLM-L6-v2')"
+        )
+    return base
 
 
 def default_staging_dir(model_dir: str | Path, repo_id: str) -> Path:
@@ -247,11 +274,18 @@ def stage(
         # 5. figures: <model-dir>/figures/*, figures beside the model, and any passed explicitly
         staged_figures = _stage_figures(src, work, figures)
 
-        # 6. the card
-        if base_model_id:
-            check_repo_id(base_model_id)
-        elif looks_like_hub_id(metrics["base_model"]):
-            base_model_id = metrics["base_model"]
+        # 6. the card, under the repo's own name, its base the Hub id it was trained from
+        local_base = Path(str(metrics["base_model"])).expanduser().is_dir()
+        if (
+            MODEL_TYPES[model_type].carries_base and not base_model_id and not local_base
+        ):  # a trainer's folder
+            raise CtxirError(
+                f"the {model_type} in {str(src)!r} reads the encoder {metrics['base_model']!r}, a training folder: "
+                "pass --base-model-id with that encoder's Hub id (e.g. the pushed cross-encoder it reads)"
+            )
+        base_model_id = check_base_model(base_model_id or metrics["base_model"], repo_id)
+        metrics["model_name"] = repo_id.split("/")[-1]
+        write_json(work / METRICS_FILE, metrics)
         inputs = CardInputs(
             repo_id=repo_id,
             base_model_id=base_model_id or None,
@@ -260,6 +294,10 @@ def stage(
             figures=staged_figures,
         )
         write_atomic(work / README, render_card(metrics, inputs).content)
+        if (
+            training_license(metrics, base_license)[0].link == LICENSE_FILE
+        ):  # sources differ: their terms listed
+            write_atomic(work / LICENSE_FILE, license_text(metrics, base_license))
         write_checksums(work)  # last: what a download of the repo is checked against when loaded
 
         # 7. validate what will be uploaded, and run its card's snippets as a reader of the Hub repo would, before
@@ -380,6 +418,9 @@ def _stage_cls_lr(src: Path, dest: Path, base_dir: Path, base_license: tuple[str
     # over a ctxir cross-encoder: that cross-encoder standalone, the ranker as its last head
     if has_ctxir_heads(base_dir):
         write_standalone_cls_lr(src, base_dir, dest)
+        copy_side_files(
+            src, dest
+        )  # the ranker's own records (fusion, evaluation): ctxir reads them from the repo
     else:
         _copy_body(base, base_dir, dest)
         shutil.copy2(src / CLS_LR_WEIGHTS, dest / CLS_LR_WEIGHTS)

@@ -1,0 +1,181 @@
+"""What a Hub user's own code gets from each shipped model: the figure each card leads with.
+
+    python scripts/hub_user_figures.py      # writes docs/bench/hub-user.json (about 15 min on 2 cores)
+
+Each shipped model is staged as ``ctxir hub push --dry-run`` stages it, laid into a temporary Hugging Face cache as
+``hf download`` leaves it, and loaded by repo id with plain sentence-transformers where ``import ctxir`` fails:
+
+- a re-ranker: ``CrossEncoder(repo_id, trust_remote_code=True).rank(query, documents)`` over BM25's top 100 on
+  SciFact test, each document read as "title text" (BEIR's re-ranking protocol); nDCG@10 by pytrec_eval;
+- the pair scorer: ``predict`` on STS-B test's pairs in the order given; Spearman against the gold scores.
+
+BM25 (ctxir's, bm25s) makes the candidates; its own nDCG@10 is kept beside them. ``tests/test_cards.py`` holds each
+card's first model-index entry to this record; ``tests/test_hub_user_figures.py`` (slow) measures it again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+RECORD = ROOT / "docs" / "bench" / "hub-user.json"
+DATA = ROOT.parent / "shared" / "data"
+DEPTH = 100
+PROTOCOL = {
+    "reranking": "CrossEncoder(repo_id, trust_remote_code=True).rank(query, documents) over BM25's top 100 on "
+    'SciFact test, documents as "title text" (BEIR\'s protocol), nDCG@10',
+    "sts": "CrossEncoder(repo_id, trust_remote_code=True).predict(pairs) on STS-B test, each pair in the order "
+    "given, Spearman against the gold scores",
+}
+
+# Runs where ctxir cannot be imported: each repo loaded by id as its card loads it.
+USER_SCRIPT = """
+import json, sys
+try:
+    import ctxir  # noqa: F401
+    sys.exit("ctxir is importable: the figure would not be a Hub user's")
+except ModuleNotFoundError:
+    pass
+import torch
+from sentence_transformers import CrossEncoder
+
+torch.set_num_threads(2)
+job = json.load(open(sys.argv[1], encoding="utf-8"))
+out = {}
+for repo_id, task in job["models"].items():
+    model = CrossEncoder(repo_id, trust_remote_code=True, device="cpu")
+    if task == "sts":
+        out[repo_id] = [float(s) for s in model.predict([tuple(p) for p in job["pairs"]], batch_size=32)]
+        continue
+    run = {}
+    for qid, query in job["queries"].items():
+        ids, texts = zip(*job["candidates"][qid])
+        ranked = model.rank(query, list(texts), batch_size=32)
+        run[qid] = {ids[r["corpus_id"]]: float(r["score"]) for r in ranked}
+    out[repo_id] = run
+json.dump(out, open(sys.argv[2], "w", encoding="utf-8"))
+"""
+
+
+def shipped() -> dict[str, str]:
+    """Each shipped model's repo id → its task ("reranking" or "sts")."""
+    from ctxir.encoders.models import SHIPPED_CLS_LR, SHIPPED_CROSS_ENCODER, SHIPPED_STS_CROSS_ENCODER
+
+    return {SHIPPED_CROSS_ENCODER: "reranking", SHIPPED_CLS_LR: "reranking", SHIPPED_STS_CROSS_ENCODER: "sts"}
+
+
+def bm25_candidates(data: Path, max_queries: int = 0) -> tuple[dict, dict, dict, dict]:
+    """(queries, qrels, BM25's run, {qid: [(doc_id, "title text"), ...]}) on SciFact test, BM25's top ``DEPTH``."""
+    from ctxir import BM25Retriever, load_beir
+
+    corpus, queries, qrels = load_beir(data / "scifact", "test")
+    if max_queries:
+        queries = dict(list(queries.items())[:max_queries])
+        qrels = {q: qrels[q] for q in queries}
+    hits = BM25Retriever(corpus).search(queries, DEPTH)
+    run = {q: {h.doc_id: float(h.score) for h in hs} for q, hs in hits.items()}
+    text = {d: f"{doc.get('title', '')} {doc.get('text', '')}".strip() for d, doc in corpus.items()}
+    candidates = {q: [(h.doc_id, text[h.doc_id]) for h in hs] for q, hs in hits.items()}
+    return queries, qrels, run, candidates
+
+
+def run_as_hub_user(folders: dict[str, Path], job: dict, root: Path) -> dict:
+    """Run USER_SCRIPT on ``job`` with ``folders`` (repo id → staged folder) in a Hub cache, ctxir blocked."""
+    from ctxir.publish.standalone import hub_user_env, lay_into_hf_cache
+
+    for repo_id, folder in folders.items():
+        lay_into_hf_cache(folder, repo_id, root / "hub")
+    (root / "job.json").write_text(json.dumps(job), encoding="utf-8")
+    run = subprocess.run(
+        [sys.executable, "-c", USER_SCRIPT, str(root / "job.json"), str(root / "out.json")],
+        cwd=root,
+        env=hub_user_env(root, root / "hub", block_ctxir=True),
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
+    if run.returncode != 0:
+        raise RuntimeError(f"the Hub user's script failed:\n{run.stderr[-3000:]}")
+    return json.loads((root / "out.json").read_text(encoding="utf-8"))
+
+
+def measure(data: Path = DATA, max_queries: int = 0) -> dict:
+    """Stage the shipped models, score them as a Hub user, and evaluate: → the record (see the module docstring)."""
+    from scipy.stats import spearmanr
+
+    from ctxir import evaluate_run, load_sts
+    from ctxir.encoders.models import SHIPPED_BASES, SHIPPED_MODELS
+    from ctxir.publish.staging import stage
+
+    queries, qrels, bm25_run, candidates = bm25_candidates(data, max_queries)
+    sts = load_sts(data / "stsbenchmark" / "sts-test.csv")
+    tasks = shipped()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        folders = {
+            repo_id: stage(
+                SHIPPED_MODELS[repo_id],
+                repo_id,
+                root / "staged" / repo_id.replace("/", "--"),
+                base_model_id=SHIPPED_BASES[repo_id],
+            ).folder
+            for repo_id in tasks
+        }
+        job = {
+            "models": tasks,
+            "queries": queries,
+            "candidates": candidates,
+            "pairs": [(a, b) for a, b, _ in sts],
+        }
+        scored = run_as_hub_user(folders, job, root / "user")
+    bm25 = evaluate_run(qrels, bm25_run).aggregate["nDCG@10"]
+    models = {}
+    for repo_id, task in tasks.items():
+        if task == "sts":
+            value = spearmanr(scored[repo_id], [g for _, _, g in sts]).statistic
+            models[repo_id] = {"dataset": "stsb", "split": "test", "metric": "spearman", "pairs": len(sts)}
+        else:
+            value = evaluate_run(qrels, scored[repo_id]).aggregate["nDCG@10"]
+            models[repo_id] = {
+                "dataset": "scifact",
+                "split": "test",
+                "metric": "nDCG@10",
+                "queries": len(queries),
+                "first_stage": "bm25",
+                "depth": DEPTH,
+                "before": round(float(bm25), 4),
+            }
+        models[repo_id].update(task=task, value=round(float(value), 4), protocol=PROTOCOL[task])
+    return {
+        "command": "python scripts/hub_user_figures.py",
+        "bm25": {
+            "dataset": "scifact",
+            "split": "test",
+            "nDCG@10": round(float(bm25), 4),
+            "queries": len(queries),
+        },
+        "models": models,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=DATA, help="the benchmark data folder (../shared/data)")
+    parser.add_argument("--output", type=Path, default=RECORD, help="the record to write")
+    args = parser.parse_args(argv)
+    record = measure(args.data)
+    args.output.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(record, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
