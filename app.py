@@ -108,13 +108,11 @@ class _AppArgs:
     )
     rerank_backend: str = _env(
         "CTXIR_RERANK_BACKEND",
-        "onnx-int8",
-        "how the cross-encoders score (re-ranking, pair "
-        "scoring), on the CPU: onnx-int8 (the body exported once into the cache folder and run "
-        "by ONNX Runtime, the layers a model shares unchanged with its base in int8, its "
-        "trained layers float32: the shipped re-ranker's held-out nDCG@10 0.7518 vs 0.7560, "
-        "within the 0.005 rule, python -m benchmarks.rerank_int8), onnx (all float32: torch's "
-        "scores) or torch. A GPU, the explanations and the inspection views use torch",
+        "torch",
+        "how the cross-encoders score (re-ranking, pair scoring), on the CPU: torch, onnx (ONNX "
+        "Runtime, float32: torch's scores) or onnx-int8 (faster; the layers a model shares with its "
+        "base in int8: docs/bench/shipped-int8-suite.json says where it keeps the 0.005 rule). "
+        "Exported once into the cache folder. A GPU, the explanations and the inspection views use torch",
     )
     torch_threads: int = _env_int(
         "CTXIR_TORCH_THREADS",

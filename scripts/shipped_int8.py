@@ -1,6 +1,13 @@
 """The shipped cross-encoder's nDCG@10 on the packaged demo corpus through the app's default scoring path, recorded.
 
     python scripts/shipped_int8.py       # writes docs/bench/shipped-int8-demo.json (about a minute on 2 cores)
+    python scripts/shipped_int8.py --suite INT8.json   # writes docs/bench/shipped-int8-suite.json
+
+``--suite`` sets an ``onnx-int8`` run of the out-of-domain suite over BM25's top 20 (``python -m
+training.evaluate_reranker --model ctxir/assets/models/cross-encoder --collections
+msmarco,demo,med,npl,lisa,scifact --other-first-stages bm25 --depths 20 --rerank-backend onnx-int8 --output
+INT8.json --update-metrics false``) beside the shipped torch figures (the model's evaluation.json), collection by
+collection, each held to the 0.005 rule.
 
 The app's path: its models loaded as ``python app.py`` loads them (``AppModels.load``, the re-ranker by the registry,
 its body exported and opened in ONNX Runtime before serving), the demo corpus indexed as the app indexes it
@@ -25,6 +32,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 RECORD = ROOT / "docs" / "bench" / "shipped-int8-demo.json"
+SUITE_RECORD = ROOT / "docs" / "bench" / "shipped-int8-suite.json"
+RULE = 0.005
+SUITE_COMMAND = (
+    "python -m training.evaluate_reranker --model ctxir/assets/models/cross-encoder --torch-threads 1 "
+    "--collections msmarco,demo,med,npl,lisa,scifact --other-first-stages bm25 --depths 20 "
+    "--rerank-backend onnx-int8 --output INT8.json --update-metrics false"
+)
 FIRST_STAGES = ("bm25", "hybrid")  # BM25, and the app's default first stage
 DEPTH = 20
 
@@ -116,6 +130,33 @@ def measure(cache: Path, backend: str = "onnx-int8") -> dict:
     }
 
 
+def suite_comparison(int8: dict, torch: dict) -> dict:
+    """Each suite collection's BM25 top-20 nDCG@10, alone and fused, in int8 beside torch, and whether it keeps the
+    rule."""
+    rows = {}
+    for name, result in torch.items():
+        stage = f"bm25@{DEPTH}"
+        if not isinstance(result, dict) or stage not in result or stage not in int8.get(name, {}):
+            continue
+        ours, theirs = result[stage], int8[name][stage]
+        ours, theirs = (
+            ours.get("all", ours),
+            theirs.get("all", theirs),
+        )  # SciFact's: all claims, then its parts
+        row = {"queries": ours["queries"]}
+        for mode in ("alone", "fused"):
+            t, q = ours[mode]["nDCG@10"], theirs[mode]["nDCG@10"]
+            row[mode] = {"torch": t, "onnx-int8": q, "delta": round(q - t, 4)}
+        row["within_rule"] = all(abs(row[m]["delta"]) <= RULE for m in ("alone", "fused"))
+        rows[name] = row
+    return {
+        "commands": [SUITE_COMMAND, "python scripts/shipped_int8.py --suite INT8.json"],
+        "rule": f"onnx-int8 within {RULE} nDCG@10 of torch on every collection, alone and fused",
+        "collections": rows,
+        "every_collection_within_rule": all(r["within_rule"] for r in rows.values()),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     import tempfile
 
@@ -124,7 +165,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--output", default=str(RECORD), help="where the record goes (JSON)")
     parser.add_argument("--backend", default="onnx-int8", choices=("torch", "onnx", "onnx-int8"))
+    parser.add_argument(
+        "--suite", default="", help="an onnx-int8 evaluation.json of the suite: compare it with torch"
+    )
     args = parser.parse_args(argv)
+    if args.suite:
+        from ctxir.encoders.models import SHIPPED_CROSS_ENCODER, SHIPPED_MODELS
+        from ctxir.files import read_json
+
+        torch = read_json(SHIPPED_MODELS[SHIPPED_CROSS_ENCODER] / "evaluation.json")
+        record = suite_comparison(read_json(args.suite), torch)
+        write_json(SUITE_RECORD, record, indent=1)
+        print(json.dumps(record, indent=1))
+        return 0
     with tempfile.TemporaryDirectory() as cache:  # a fresh export, as a first start makes it
         record = measure(Path(cache), args.backend)
     write_json(args.output, record, indent=1)

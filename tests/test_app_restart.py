@@ -271,7 +271,7 @@ def user_env(tmp_path: Path, cache: Path) -> dict:
         "CTXIR_CACHE": str(cache),
         "PYTHONUNBUFFERED": "1",
         "CTXIR_TORCH_THREADS": "1",
-    }  # the default re-ranker backend (onnx-int8: its export needs no network either)
+    }  # the default re-ranker backend (torch)
 
 
 @pytest.fixture(scope="module")
@@ -408,8 +408,7 @@ def test_the_app_starts_with_no_network_and_hf_hub_offline_unset(restarted):
     """The restart above is started the way a user starts the app: no HF_HUB_OFFLINE, the default backends and
     re-rankers, and no network. Its guard armed in the app's own process (a lookup and a connection of its own,
     refused at start and still at exit), so an empty list of what it asked means nothing was asked. It served
-    within 420 s (a first start of the default backend exports both cross-encoders to ONNX), loaded every shipped re-ranker (each scores the pair tab's example; the cross-encoders through
-    the default onnx-int8, not torch's fallback), asked nothing but the Hub (for the newest all-MiniLM-L6-v2:
+    within 420 s, loaded every shipped re-ranker (each scores the pair tab's example), asked nothing but the Hub (for the newest all-MiniLM-L6-v2:
     Gradio's analytics are off), and said once that it uses the packaged copy."""
     from ctxir.rerank.registry import RERANKERS
 

@@ -462,10 +462,9 @@ def test_the_rerank_backend_comes_from_ctxir_rerank_backend_and_the_flags(
     ):
         default_rerank_backend()
     monkeypatch.delenv("CTXIR_RERANK_BACKEND")
-    assert (
-        app.AppArgs().rerank_backend == "onnx-int8"
-    )  # the app's default: the fastest path within the 0.005 rule
-    assert app.config_from_args(app.AppArgs()).rerank_backend == "onnx-int8"
+    # the app's default: torch, since int8 misses the 0.005 rule on a collection of the suite
+    assert app.AppArgs().rerank_backend == "torch"
+    assert app.config_from_args(app.AppArgs()).rerank_backend == "torch"
     assert app.main(["--rerank-backend", "tensorrt", "--malloc-arenas", "0"]) == 2
     assert (
         "error: --rerank-backend 'tensorrt' is not known: use one of 'torch', 'onnx', 'onnx-int8'"

@@ -3,7 +3,7 @@ them (``AppModels.load``, the re-ranker by the registry), the demo corpus indexe
 the hybrid's (the app's default first stage) top 20 re-ranked alone and in the default fused mode.
 
 * torch must give the nDCG@10 the model's evaluation.json records (what its model card shows);
-* onnx-int8 (the app's default ``--rerank-backend``) must be scored by ONNX Runtime (its session over the int8 file;
+* onnx-int8 (``--rerank-backend onnx-int8``; the app's default is torch: the last test) must be scored by ONNX Runtime (its session over the int8 file;
   torch's ``predict`` never called) and give the int8 figures ``python scripts/shipped_int8.py`` recorded
   (docs/bench/shipped-int8-demo.json) within the project's 0.005 int8 rule.
 
@@ -90,7 +90,7 @@ def test_the_shipped_cross_encoder_scores_the_demo_corpus_as_recorded(app_demo, 
     _check(_recorded(backend, first_stage), measured, backend)
 
 
-def test_the_apps_default_backend_scores_in_onnx_runtime_with_the_recorded_int8_model(app_demo, monkeypatch):
+def test_the_int8_backend_scores_in_onnx_runtime_with_the_recorded_int8_model(app_demo):
     """The int8 figures above come from ONNX Runtime over the int8 file: the re-ranker's scorer is open, its session
     reads the frozen-layers int8 export (int8 MatMuls in its graph), and the record was measured on these weights
     through that file. An export that fails (the re-ranker then scores in torch, with a warning) fails here."""
@@ -105,10 +105,6 @@ def test_the_apps_default_backend_scores_in_onnx_runtime_with_the_recorded_int8_
     if backend == "torch":
         assert models.reranker("cross-encoder").onnx_scorer() is None
         return
-    import app
-
-    monkeypatch.delenv("CTXIR_RERANK_BACKEND", raising=False)
-    assert backend == app.app_args_class()().rerank_backend  # what `python app.py` scores with
     reranker = models.reranker("cross-encoder")
     scorer = reranker.onnx_scorer()
     assert isinstance(scorer, OnnxCrossEncoder), f"backend {backend!r} did not open: it scores in torch"
@@ -191,3 +187,20 @@ def test_the_apps_default_first_stage_is_the_suites_best():
     summary = first_stages(read_json(FOLDER / "evaluation.json"))
     assert set(summary) == set(FIRST_STAGES)  # every first stage the app offers was measured
     assert next(iter(summary)) == DEFAULT_FIRST_STAGE, summary
+
+
+def test_the_app_default_rerank_backend_keeps_the_int8_rule_on_every_collection_of_the_suite():
+    """docs/bench/shipped-int8-suite.json sets int8 beside torch on each suite collection; the app's default is
+    onnx-int8 only where every collection keeps the rule."""
+    import app
+
+    record = read_json(shipped_int8.SUITE_RECORD)
+    torch = read_json(SHIPPED_MODELS[SHIPPED_CROSS_ENCODER] / "evaluation.json")
+    suite = {name for name, result in torch.items() if isinstance(result, dict) and "bm25@20" in result}
+    assert set(record["collections"]) == suite
+    int8 = {
+        name: {"bm25@20": {m: {"nDCG@10": row[m]["onnx-int8"]} for m in ("alone", "fused")} | {"queries": 0}}
+        for name, row in record["collections"].items()
+    }
+    assert shipped_int8.suite_comparison(int8, torch) == record  # torch's figures are the shipped ones
+    assert app.AppArgs().rerank_backend == "torch" or record["every_collection_within_rule"]
