@@ -171,5 +171,7 @@ def test_the_suite_rows_of_metrics_json_are_what_evaluation_json_gives(folder):
     evaluation = json.loads((ASSETS_MODELS / folder / "evaluation.json").read_text(encoding="utf-8"))
     suite = [e for e in metrics["evaluations"] if SUITE_ROW.match(str(e.get("config") or ""))]
     assert suite == suite_rows(evaluation), "run python scripts/shipped_cards.py"
-    leads = [e for e in metrics["evaluations"] if e.get("headline")]  # the card leads with what a Hub user gets
+    leads = [
+        e for e in metrics["evaluations"] if e.get("headline")
+    ]  # the card leads with what a Hub user gets
     assert len(leads) == 1 and leads[0]["config"].startswith(HUB_USER_CONFIG)
