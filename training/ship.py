@@ -48,6 +48,7 @@ from ctxir.encoders.models import (
 )
 from ctxir.files import disk_full, is_disk_full, read_json, write_checksums, write_json
 from ctxir.names import CLS_LR_CONFIG, CLS_LR_WEIGHTS, TOP_LAYERS_CONFIG, TOP_LAYERS_WEIGHTS
+from ctxir.publish.licenses import LICENSE_FILE
 from ctxir.rerank.stage_fusion import STAGE_FUSIONS, StageFusion
 from ctxir.types import CtxirError
 from training.common import cli_main
@@ -155,7 +156,7 @@ def check_shippable(folder: Path, max_mb: float, kept: tuple[Path, ...] = ()) ->
     """Size in MB of ``folder`` plus the ``kept`` files (what the package folder keeps beside it); refuses anything
     but JSON/safetensors/vocab text, and more than ``max_mb`` in all."""
     files = [p for p in folder.rglob("*") if p.is_file()] + list(kept)
-    odd = [p.name for p in files if p.suffix not in ALLOWED_SUFFIXES and p.name != CARD]
+    odd = [p.name for p in files if p.suffix not in ALLOWED_SUFFIXES and p.name not in (CARD, LICENSE_FILE)]
     if odd:
         raise CtxirError(f"refusing to ship {odd}: only JSON, safetensors and vocab.txt go into the package")
     size = sum(p.stat().st_size for p in files) / 1e6
@@ -179,7 +180,6 @@ def write_card(folder: Path, name: str, model_type: str, base: str) -> None:
     """``folder/README.md``: the card ``ctxir hub push`` would publish, rendered from ``folder/metrics.json``."""
     from ctxir.files import write_atomic
     from ctxir.publish.cards import CardInputs, render_card
-    from ctxir.publish.licenses import LICENSE_FILE
     from ctxir.publish.metrics_file import license_text, training_license
     from ctxir.publish.model_folder import base_model_license, model_facts
 
