@@ -272,14 +272,14 @@ def hub_staging(folder: Path, forever: bool) -> int:
         json.dumps(metrics_record(kinds.CROSS_ENCODER, base=str(folder / "base")))
     )
     dest = folder / "hub" / "ctxir--tiny"
-    stage(src, "ctxir/tiny", dest)
+    stage(src, "ctxir/tiny", dest, base_model_id="hf-internal-testing/tiny-random-bert")
     before = snapshot(dest)
     (src / "figures").mkdir()  # the new staging differs from the old: one figure more
     (src / "figures" / "curve.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(64))
 
     def operation():
         try:
-            return stage(src, "ctxir/tiny", dest)
+            return stage(src, "ctxir/tiny", dest, base_model_id="hf-internal-testing/tiny-random-bert")
         except DiskFullError as err:
             return err
 

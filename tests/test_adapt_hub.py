@@ -25,6 +25,7 @@ from ctxir.types import CtxirError
 from tests.test_adapt import _corpus_rows, _write_corpus, models  # noqa: F401 -- models: the fixture
 
 REPO_ID = "you/tiny-adapted"
+BASE_ID = "hf-internal-testing/tiny-random-bert"  # the Hub id the card names as the tiny base (a folder here)
 TEXTS = ["otters eat fish at night", "banks lend money to small firms", "comets grow a bright tail"]
 
 # Runs where `import ctxir` fails (hub_user_env's blocker) and peft cannot be imported either: the repo id loaded as
@@ -80,7 +81,7 @@ def _ctxir_embeddings(name: str) -> np.ndarray:
 
 def test_an_adapted_bi_encoder_stages_as_a_repo_that_loads_without_ctxir_or_peft(adapted, tmp_path):
     record = json.loads((adapted / RECORD_FILE).read_text())
-    report = stage(adapted, REPO_ID, tmp_path / "staged", corpus_license="cc-by-4.0")
+    report = stage(adapted, REPO_ID, tmp_path / "staged", corpus_license="cc-by-4.0", base_model_id=BASE_ID)
     files = set(report.files)
     # full weights, tokenizer and modules; no adapter for peft to put together, the run's record beside them
     assert {"model.safetensors", "config.json", "tokenizer.json", "modules.json", RECORD_FILE} <= files
@@ -171,7 +172,17 @@ def test_an_evaluation_is_on_the_card_only_when_supplied_and_of_this_adapter(ada
     push = ["push", "--model-dir", str(adapted), "--repo-id", REPO_ID, "--staging-dir", str(staged)]
     assert (
         hub_main(
-            [*push, "--corpus-license", "CC BY-NC 2.0", "--evaluation", str(result), "--dry-run", "true"]
+            [
+                *push,
+                "--corpus-license",
+                "CC BY-NC 2.0",
+                "--evaluation",
+                str(result),
+                "--base-model-id",
+                BASE_ID,
+                "--dry-run",
+                "true",
+            ]
         )
         == 0
     )
@@ -184,7 +195,14 @@ def test_an_evaluation_is_on_the_card_only_when_supplied_and_of_this_adapter(ada
     other["config"]["model"] = str(tmp_path / "elsewhere")
     (tmp_path / "other.json").write_text(json.dumps(other))
     with pytest.raises(CtxirError, match=r"evaluated the model .*elsewhere.*, not --model-dir"):
-        stage(adapted, REPO_ID, staged, corpus_license="mit", evaluation=str(tmp_path / "other.json"))
+        stage(
+            adapted,
+            REPO_ID,
+            staged,
+            corpus_license="mit",
+            evaluation=str(tmp_path / "other.json"),
+            base_model_id=BASE_ID,
+        )
 
 
 def test_an_adapted_model_without_its_corpus_terms_or_unfinished_is_refused(adapted, tmp_path, capsys):
@@ -260,7 +278,8 @@ def test_the_card_says_what_supervised_an_adapter_without_a_cross_encoder(
         )
     )
     card = (
-        stage(out, REPO_ID, tmp_path / "staged", corpus_license="cc-by-4.0").folder / "README.md"
+        stage(out, REPO_ID, tmp_path / "staged", corpus_license="cc-by-4.0", base_model_id=BASE_ID).folder
+        / "README.md"
     ).read_text()
     assert says in " ".join(card.split()), card[:1500]
     assert not_said not in card

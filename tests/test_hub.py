@@ -18,6 +18,8 @@ from ctxir.publish.upload import PublishError, hf_upload_command, push
 from ctxir.types import CtxirError
 from tests.conftest import code_blocks
 
+# the Hub id a card names as the tiny runs' base (their base is a local folder, which staging refuses)
+TINY_BASE = "hf-internal-testing/tiny-random-bert"
 TEXTS = ["the river bank", "money in the bank account", "otters play on the river"]
 
 
@@ -64,7 +66,10 @@ def runs(tmp_path_factory, tiny_bert_dir, metrics_record) -> dict[str, Path]:
 @pytest.fixture(scope="module")
 def staged(runs, tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("staged")
-    return {kind: stage(folder, f"ctxir/tiny-{kind}", out / kind) for kind, folder in runs.items()}
+    return {
+        kind: stage(folder, f"ctxir/tiny-{kind}", out / kind, base_model_id=TINY_BASE)
+        for kind, folder in runs.items()
+    }
 
 
 def exec_block(code: str, replacements: dict[str, str]) -> dict:
@@ -107,7 +112,7 @@ def test_staged_bi_encoder_is_exactly_the_model_and_card(staged, runs):
 
     meta = metadata_load(report.folder / "README.md")
     assert meta["library_name"] == "sentence-transformers" and meta["pipeline_tag"] == "sentence-similarity"
-    assert "base_model" not in meta  # metrics.json names a local folder, which is no Hub id
+    assert meta["base_model"] == TINY_BASE  # the Hub id passed, never the local folder metrics.json names
 
 
 def test_staged_models_load_back_with_the_standard_libraries(staged, runs):
@@ -236,12 +241,12 @@ def test_refuses_a_pickle_in_the_model_folder(runs, tmp_path):
     src = copy_run(runs, "bi-encoder", tmp_path)
     (src / "pytorch_model.bin").write_bytes(b"\x80\x04K\x01.")
     with pytest.raises(CtxirError, match=r"pickle files \(pytorch_model\.bin\).*safetensors"):
-        stage(src, "ctxir/x", tmp_path / "out")
+        stage(src, "ctxir/x", tmp_path / "out", base_model_id=TINY_BASE)
     assert not (tmp_path / "out").exists()  # refused before anything was written
     (src / "pytorch_model.bin").unlink()
     (src / "1_Pooling" / "extra.pkl").write_bytes(b"\x80\x05N.")
     with pytest.raises(CtxirError, match=r"1_Pooling/extra\.pkl"):
-        stage(src, "ctxir/x", tmp_path / "out")
+        stage(src, "ctxir/x", tmp_path / "out", base_model_id=TINY_BASE)
 
 
 def test_validate_refuses_a_pickle_added_after_staging(staged, tmp_path):
@@ -274,11 +279,11 @@ def test_refuses_a_missing_or_unknown_license(runs, tmp_path):
     del metrics["datasets"][0]["license"]
     write_metrics(src, metrics)
     with pytest.raises(CtxirError, match=r"training dataset 'scifact' .* has no license.*CC BY-NC 2\.0"):
-        stage(src, "ctxir/x", tmp_path / "out")
+        stage(src, "ctxir/x", tmp_path / "out", base_model_id=TINY_BASE)
     metrics["datasets"][0]["license"] = "ask the authors"
     write_metrics(src, metrics)
     with pytest.raises(CtxirError, match=r"'ask the authors', which is not known"):
-        stage(src, "ctxir/x", tmp_path / "out")
+        stage(src, "ctxir/x", tmp_path / "out", base_model_id=TINY_BASE)
     assert not (tmp_path / "out").exists()
 
 
@@ -296,7 +301,7 @@ def test_refuses_wrong_model_type_bad_repo_id_and_foreign_staging_dir(runs, tmp_
     metrics = json.loads((src / "metrics.json").read_text())
     write_metrics(src, {**metrics, "model_type": "cross-encoder"})
     with pytest.raises(CtxirError, match=r"says model_type 'cross-encoder' but .* holds a bi-encoder"):
-        stage(src, "ctxir/x", tmp_path / "out")
+        stage(src, "ctxir/x", tmp_path / "out", base_model_id=TINY_BASE)
     write_metrics(src, metrics)
     with pytest.raises(CtxirError, match=r"--repo-id 'just-a-name' must be 'owner/name'"):
         stage(src, "just-a-name", tmp_path / "out")
@@ -305,20 +310,22 @@ def test_refuses_wrong_model_type_bad_repo_id_and_foreign_staging_dir(runs, tmp_
         runs["cross-encoder"], foreign
     )  # another training output: README.md, metrics.json, weights
     with pytest.raises(CtxirError, match=r"exists and is not a previous staging"):
-        stage(src, "ctxir/x", foreign)
+        stage(src, "ctxir/x", foreign, base_model_id=TINY_BASE)
     assert (foreign / "model.safetensors").is_file() and (foreign / "metrics.json").is_file()
     with pytest.raises(CtxirError, match=r"--figures '.*missing\.png' is not a"):
-        stage(src, "ctxir/x", tmp_path / "out", figures=[str(tmp_path / "missing.png")])
+        stage(
+            src, "ctxir/x", tmp_path / "out", figures=[str(tmp_path / "missing.png")], base_model_id=TINY_BASE
+        )
     assert not (tmp_path / "out").exists()
     with pytest.raises(CtxirError, match="overlaps the model folder"):
-        stage(src, "ctxir/x", src / "hub")
+        stage(src, "ctxir/x", src / "hub", base_model_id=TINY_BASE)
 
 
 def test_restaging_replaces_a_previous_staging_even_a_failed_one(runs, tmp_path):
     src = copy_run(runs, "bi-encoder", tmp_path)
-    first = stage(src, "ctxir/x", tmp_path / "out")
+    first = stage(src, "ctxir/x", tmp_path / "out", base_model_id=TINY_BASE)
     (first.folder / "stale.json").write_text("{}")
-    second = stage(src, "ctxir/x", tmp_path / "out")
+    second = stage(src, "ctxir/x", tmp_path / "out", base_model_id=TINY_BASE)
     assert "stale.json" not in second.files and (second.folder / "README.md").is_file()
     card = (second.folder / "README.md").read_bytes()
     # a staging that failed half-way (the model does not load) can be redone once the source is fixed
@@ -326,12 +333,12 @@ def test_restaging_replaces_a_previous_staging_even_a_failed_one(runs, tmp_path)
         '{"embedding_dimension": 32, "pooling_mode": "no-such-mode"}'
     )
     with pytest.raises(CtxirError, match=r"does not load \(ValueError: Invalid pooling mode: 'no-such-mode'"):
-        stage(src, "ctxir/x", tmp_path / "out")
+        stage(src, "ctxir/x", tmp_path / "out", base_model_id=TINY_BASE)
     # no card for a model that does not load: the previous staging stays as it was, nothing half-made beside it
     assert (tmp_path / "out" / "README.md").read_bytes() == card
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".out")] == []
     shutil.copy2(runs["bi-encoder"] / "1_Pooling" / "config.json", src / "1_Pooling" / "config.json")
-    assert stage(src, "ctxir/x", tmp_path / "out").model_type == "bi-encoder"
+    assert stage(src, "ctxir/x", tmp_path / "out", base_model_id=TINY_BASE).model_type == "bi-encoder"
 
 
 # ---------------------------------------------------------------------------------------------- CLI and upload
@@ -350,6 +357,8 @@ def test_dry_run_cli_stages_validates_and_prints_the_upload_command(runs, tmp_pa
             "--private",
             "--revision",
             "v1",
+            "--base-model-id",
+            TINY_BASE,
             "--dry-run",
         ]
     )
@@ -358,6 +367,15 @@ def test_dry_run_cli_stages_validates_and_prints_the_upload_command(runs, tmp_pa
     assert "dry run: nothing uploaded" in out
     assert f"hf upload ctxir/tiny-ce {tmp_path / 'out'} . --repo-type model --private --revision v1" in out
     assert (tmp_path / "out" / "README.md").is_file()
+
+
+def test_a_base_that_is_a_folder_here_is_refused_naming_base_model_id(runs, tmp_path, capsys):
+    """A Hub reader cannot follow a local path: staging asks for the Hub id the model was trained from."""
+    code = main(["push", "--model-dir", str(runs["cross-encoder"]), "--repo-id", "ctxir/x", "--dry-run"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert "is a local folder, which a Hub reader cannot follow: pass --base-model-id" in err
+    assert not (runs["cross-encoder"].parent / "hub").exists()  # refused before anything was staged
 
 
 def test_cli_refusal_is_a_message_and_exit_code_2(runs, tmp_path, capsys):
@@ -371,7 +389,10 @@ def test_offline_push_keeps_the_staged_folder_and_names_the_command(runs, tmp_pa
 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     args = PushArgs(
-        model_dir=str(runs["bi-encoder"]), repo_id="ctxir/tiny-bi", staging_dir=str(tmp_path / "out")
+        model_dir=str(runs["bi-encoder"]),
+        repo_id="ctxir/tiny-bi",
+        staging_dir=str(tmp_path / "out"),
+        base_model_id=TINY_BASE,
     )
     assert run_push(args) == 3
     err = capsys.readouterr().err
@@ -468,7 +489,7 @@ def test_cls_lr_with_a_relative_or_bundled_base_stages_self_contained(runs, tmp_
     cls = Path(shutil.copytree(runs["cls-lr"], tmp_path / "cls-lr"))
     config = json.loads((cls / "cls_lr_config.json").read_text())
     (cls / "cls_lr_config.json").write_text(json.dumps({**config, "base_model": "../cross-encoder"}))
-    report = stage(cls, "ctxir/rel", tmp_path / "out-rel")
+    report = stage(cls, "ctxir/rel", tmp_path / "out-rel", base_model_id=TINY_BASE)
     staged_config = json.loads((report.folder / "cls_lr_config.json").read_text())
     assert staged_config["base_model"] == "." and staged_config["base_model_source"] == "cross-encoder"
     assert (
@@ -479,7 +500,7 @@ def test_cls_lr_with_a_relative_or_bundled_base_stages_self_contained(runs, tmp_
     for f in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"):
         shutil.copy2(ce / f, cls / f)
     (cls / "cls_lr_config.json").write_text(json.dumps({**config, "base_model": "."}))
-    report = stage(cls, "ctxir/bundled", tmp_path / "out-bundled")
+    report = stage(cls, "ctxir/bundled", tmp_path / "out-bundled", base_model_id=TINY_BASE)
     expected = ClsLrRanker.load(runs["cls-lr"], device="cpu").score_pairs("the river bank", TEXTS)
     got = ClsLrRanker.load(report.folder, device="cpu").score_pairs("the river bank", TEXTS)
     np.testing.assert_allclose(got, expected, atol=1e-5)
@@ -498,6 +519,8 @@ def test_training_wrapper_runs_the_same_push(runs, tmp_path, capsys):
             "--staging-dir",
             str(tmp_path / "out"),
             "--create-pr",
+            "--base-model-id",
+            TINY_BASE,
             "--dry-run",
         ]
     )
@@ -570,7 +593,7 @@ def test_lora_cross_encoder_stages_merged_as_a_standard_model_and_every_snippet_
             torch.nn.init.normal_(param, std=0.5)
     model.save_pretrained(str(run))
     write_metrics(run, metrics_record("cross-encoder", str(tiny_bert_dir)))
-    report = stage(run, "ctxir/tiny-ce-lora", tmp_path / "staged")
+    report = stage(run, "ctxir/tiny-ce-lora", tmp_path / "staged", base_model_id=TINY_BASE)
     assert "adapter_config.json" not in report.files and "adapter_model.safetensors" not in report.files
     assert {"model.safetensors", "config.json", "tokenizer_config.json"} <= set(report.files)
     assert (

@@ -126,7 +126,9 @@ class CardInputs:
     """Everything a card says that does not come from metrics.json: the Hub id and facts read off the model."""
 
     repo_id: str
-    base_model_id: str | None = None  # Hub id for `base_model:`; None leaves it out (a local base path)
+    base_model_id: str | None = (
+        None  # Hub id for `base_model:`; None leaves it out (a card written beside a training output)
+    )
     base_license: tuple[str, License] | None = None  # (what, license) of the base model, when its card says
     facts: dict = field(
         default_factory=dict

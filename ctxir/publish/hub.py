@@ -34,7 +34,7 @@ class PushArgs:
     base_model_id: str = field(
         default="",
         metadata={
-            "help": "Hub id for the card's base_model when metrics.json names a local folder (e.g. a pushed cross-encoder)"
+            "help": "Hub id for the card's base_model: required when metrics.json names a local folder (e.g. a pushed cross-encoder)"
         },
     )
     figures: list[str] = field(

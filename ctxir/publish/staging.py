@@ -140,12 +140,10 @@ def check_repo_id(repo_id: str) -> str:
     return repo_id
 
 
-def check_base_model(base: str, repo_id: str) -> str | None:
-    """``base`` as the card's ``base_model``: a Hub id other than ``repo_id`` (None for a folder on this machine, which
-    the card leaves out); a path that is not here, or the repo's own id (a warm start), refused with what to pass."""
-    if Path(base).expanduser().is_dir():  # a base read from this machine, unnamed on the Hub: left out
-        return None
-    if not looks_like_hub_id(base):
+def check_base_model(base: str, repo_id: str) -> str:
+    """``base`` as the card's ``base_model``: a Hub id other than ``repo_id``. A folder on this machine, a path that
+    is not here, or the repo's own id (a warm start) is refused with what to pass: a Hub reader cannot follow it."""
+    if Path(base).expanduser().is_dir() or not looks_like_hub_id(base):
         raise CtxirError(
             f"the base model {base!r} is a local folder, which a Hub reader cannot follow: pass --base-model-id with "
             "the Hub id it was trained from (e.g. 'sentence-transformers/all-MiniLM-L6-v2', or the pushed "
@@ -247,6 +245,13 @@ def stage(
         )
     base_dir, base_license = _base_model_license(src, metrics)
     training_license(metrics, base_license)  # refuse early: unknown training-data license
+    # and a base no Hub reader can follow: a CLS-LR's metrics name the training folder of the encoder it reads
+    if MODEL_TYPES[model_type].carries_base and not base_model_id:
+        raise CtxirError(
+            f"the {model_type} in {str(src)!r} reads the encoder {metrics['base_model']!r}, a training folder: "
+            "pass --base-model-id with that encoder's Hub id (e.g. the pushed cross-encoder it reads)"
+        )
+    base_model_id = check_base_model(base_model_id or str(metrics["base_model"]), repo_id)
 
     # 2. refuse pickles before anything is copied
     skipped = _publishable_files(src)
@@ -275,20 +280,11 @@ def stage(
         staged_figures = _stage_figures(src, work, figures)
 
         # 6. the card, under the repo's own name, its base the Hub id it was trained from
-        local_base = Path(str(metrics["base_model"])).expanduser().is_dir()
-        if (
-            MODEL_TYPES[model_type].carries_base and not base_model_id and not local_base
-        ):  # a trainer's folder
-            raise CtxirError(
-                f"the {model_type} in {str(src)!r} reads the encoder {metrics['base_model']!r}, a training folder: "
-                "pass --base-model-id with that encoder's Hub id (e.g. the pushed cross-encoder it reads)"
-            )
-        base_model_id = check_base_model(base_model_id or metrics["base_model"], repo_id)
         metrics["model_name"] = repo_id.split("/")[-1]
         write_json(work / METRICS_FILE, metrics)
         inputs = CardInputs(
             repo_id=repo_id,
-            base_model_id=base_model_id or None,
+            base_model_id=base_model_id,
             base_license=base_license,
             facts=_card_facts(src, work, model_type),
             figures=staged_figures,
