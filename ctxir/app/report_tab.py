@@ -151,17 +151,11 @@ def _shown(
 
 def _compared(comparison: dict | None) -> list[str]:
     """The summary's line on the report's comparison: each system's wins and losses against the baseline, and p."""
-    from ctxir.viz.differences import format_p, query_differences
+    from ctxir.viz.differences import comparison_differences, format_p
 
     if not comparison:
         return []
-    differences = query_differences(
-        comparison["per_query"],
-        comparison["baseline"],
-        comparison["metric"],
-        comparison.get("p"),
-        comparison.get("p_adjusted"),
-    )
+    differences = comparison_differences(comparison)
     each = [
         f"{md_code(d.system)} {plural(d.wins, 'win')}, {plural(d.losses, 'loss', 'losses')}"
         + (f" (p = {format_p(d.p)})" if d.p is not None else "")

@@ -94,16 +94,10 @@ def _differences_image(comparison: Mapping | None) -> tuple[str, str]:
     nothing from outside."""
     if not comparison:
         return "", ""
-    from ctxir.viz.differences import differences_figure, query_differences
+    from ctxir.viz.differences import comparison_differences, differences_figure
     from ctxir.viz.embeddings import save_png
 
-    differences = query_differences(
-        comparison["per_query"],
-        comparison["baseline"],
-        comparison["metric"],
-        comparison.get("p"),
-        comparison.get("p_adjusted"),
-    )
+    differences = comparison_differences(comparison)
     png = io.BytesIO()
     save_png(differences_figure(differences), png)
     alt = "; ".join(d.title for d in differences)

@@ -137,6 +137,18 @@ def query_differences(
     return found
 
 
+def comparison_differences(comparison: Mapping) -> list[QueryDifferences]:
+    """``query_differences`` of a comparison as the failure report stores it (``{"per_query", "baseline", "metric",
+    "p", "p_adjusted"}``: ``ctxir.evaluation.report.report_comparison``)."""
+    return query_differences(
+        comparison["per_query"],
+        comparison["baseline"],
+        comparison["metric"],
+        comparison.get("p"),
+        comparison.get("p_adjusted"),
+    )
+
+
 def _colours(deltas: np.ndarray) -> list[str]:
     return [WIN if d > 0 else LOSS if d < 0 else TIE for d in deltas]
 
