@@ -415,10 +415,10 @@ def test_suite_scores_a_classic_collection_over_every_first_stage(
 
 def test_every_general_source_has_a_license_for_the_model_card():
     """A model trained on a general source is shipped with a card whose license comes from its training data
-    (training/ship.py refuses a dataset without one): a new source needs its license in training.common.LICENSES."""
+    (training/ship.py refuses a dataset without one): a new source needs its license in ctxir.publish.known_datasets.DATA_LICENSES."""
     from ctxir.data.general import GENERAL_SOURCES
+    from ctxir.publish.known_datasets import DATA_LICENSES as LICENSES
     from ctxir.publish.licenses import parse_license
-    from training.common import LICENSES
 
     for source in GENERAL_SOURCES:
         assert LICENSES.get(source), source

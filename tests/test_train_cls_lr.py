@@ -12,12 +12,12 @@ import pytest
 import torch
 
 from ctxir.names import CLS_LR_CONFIG, CLS_LR_WEIGHTS
+from ctxir.publish.metrics_file import REQUIRED_EVAL, REQUIRED_KEYS, REQUIRED_TRAINING
 from ctxir.rerank import ClsLrRanker, cls_features
 from ctxir.types import CtxirError
 from training import cls_lr_data, cls_lr_fit
 from training import cls_lr_features as clf
 from training import train_cls_lr as tcl
-from training.common import EVALUATION_KEYS, METRICS_KEYS, TRAINING_KEYS
 
 PAIRS = [
     ("river bank", "otters play on the river bank in the water"),
@@ -399,8 +399,8 @@ def test_smoke_run_writes_a_ranker_ctxir_loads(tiny_bert_dir, tiny_data, tmp_pat
     metrics = tcl.run(args)
 
     on_disk = json.loads((out / "metrics.json").read_text())
-    assert set(METRICS_KEYS) <= set(on_disk) and on_disk["model_type"] == "cls-lr"
-    assert set(TRAINING_KEYS) <= set(on_disk["training"])
+    assert set(REQUIRED_KEYS) <= set(on_disk) and on_disk["model_type"] == "cls-lr"
+    assert set(REQUIRED_TRAINING) <= set(on_disk["training"])
     assert on_disk["config"]["negatives_per_positive"] == 3 and on_disk["config"]["base_model"] == str(
         tiny_bert_dir
     )
@@ -410,7 +410,7 @@ def test_smoke_run_writes_a_ranker_ctxir_loads(tiny_bert_dir, tiny_data, tmp_pat
         ("reranking", "nDCG@10"),
     ]
     for row in on_disk["evaluations"]:
-        assert set(EVALUATION_KEYS) <= set(row) and 0 <= row["after"] <= 1
+        assert set(REQUIRED_EVAL) <= set(row) and 0 <= row["after"] <= 1
     assert on_disk["evaluations"][2]["anchor"] is not None
     reports = on_disk["extra"]["classification_reports"]
     assert {

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ctxir.publish import metrics_file
 from ctxir.types import CtxirError
 from training import common, cross_encoder_data, cross_encoder_dev, train_bi_encoder, train_cross_encoder
 
@@ -162,16 +163,16 @@ def _bi_args(model: Path, data: Path, out: Path, *extra: str) -> list[str]:
 
 def _check_metrics(out: Path, model_type: str, datasets: set[str]) -> dict:
     metrics = json.loads((out / "metrics.json").read_text())
-    assert set(common.METRICS_KEYS) <= set(metrics)
+    assert set(metrics_file.REQUIRED_KEYS) <= set(metrics)
     assert metrics["model_type"] == model_type
-    assert set(common.TRAINING_KEYS) <= set(metrics["training"])
+    assert set(metrics_file.REQUIRED_TRAINING) <= set(metrics["training"])
     assert metrics["training"]["steps"] == 2
     assert metrics["training"]["device"] == "cpu"
     assert {d["name"] for d in metrics["datasets"]} >= datasets
     assert all(d["license"] and d["num_examples"] > 0 for d in metrics["datasets"])
     assert metrics["evaluations"], "no evaluation was recorded"
     for row in metrics["evaluations"]:
-        assert set(common.EVALUATION_KEYS) <= set(row)
+        assert set(metrics_file.REQUIRED_EVAL) <= set(row)
         assert isinstance(row["before"], float) and isinstance(row["after"], float)
     assert metrics["config"]["max_steps"] == 2
     assert set(metrics["versions"]) >= {"ctxir", "sentence_transformers", "transformers", "torch"}
@@ -637,17 +638,17 @@ def test_write_metrics_checks_the_contract(tmp_path):
         "objective": "CoSENTLoss",
         "datasets": [common.dataset_entry("stsb", "train", "train", "x", 3)],
         "config": {},
-        "training": dict.fromkeys(common.TRAINING_KEYS, 0),
+        "training": dict.fromkeys(metrics_file.REQUIRED_TRAINING, 0),
         "evaluations": [common.evaluation_row("stsb", "test", "sts", "spearman", 0.5, 0.6)],
     }
-    path = common.write_metrics(tmp_path, good)
+    path = metrics_file.write_metrics(tmp_path, good)
     written = json.loads(path.read_text())
     assert written["datasets"][0]["license"] == "CC BY-SA 4.0"
     assert set(written["versions"]) >= {"ctxir", "torch"} and written["created"]
     with pytest.raises(ValueError, match="objective"):
-        common.write_metrics(tmp_path, {k: v for k, v in good.items() if k != "objective"})
-    with pytest.raises(ValueError, match="anchor"):
-        common.write_metrics(tmp_path, {**good, "evaluations": [{"dataset": "stsb"}]})
+        metrics_file.write_metrics(tmp_path, {k: v for k, v in good.items() if k != "objective"})
+    with pytest.raises(ValueError, match="split"):
+        metrics_file.write_metrics(tmp_path, {**good, "evaluations": [{"dataset": "stsb"}]})
 
 
 def test_machine_info_and_take():

@@ -1,9 +1,9 @@
-"""Shared pieces of the training scripts: metrics.json, machine/version info, logs, checks, data paths.
+"""Shared pieces of the training scripts: metrics.json rows, machine info, logs, checks, data paths.
 
-Stable API (other scripts import it):
-    write_metrics(folder, metrics) -> Path      metrics.json per the contract in docs/training.md
+The metrics.json contract, its writer and the data licences live in ``ctxir.publish`` (``metrics_file``,
+``known_datasets``); the scripts import them from there.
+
     machine_info() -> dict                      platform, CPU count, torch threads, GPUs
-    versions() -> dict                          ctxir, sentence_transformers, transformers, torch, datasets
     dataset_entry(name, split, role, path, num_examples) -> dict   one "datasets" row, license filled in
     general_entries(data_dir, record) -> list[dict]   the "datasets" rows of the --general sources trained on
     data_folder(root, name, arg="--data-dir") -> Path   a dataset folder under the data root, or CtxirError
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import datetime as _dt
 import json
 import os
 import platform
@@ -40,8 +39,9 @@ from typing import Any, TypeVar
 from ctxir.cli import RECIPE_HELP
 from ctxir.cli import cli_main as _cli_main
 from ctxir.encoders.models import DEFAULT_BI_ENCODER, set_threads  # noqa: F401  (set_threads: re-exported)
-from ctxir.files import DiskFullError, is_disk_full, write_json
-from ctxir.publish.model_types import MODEL_TYPES
+from ctxir.files import DiskFullError, is_disk_full
+from ctxir.publish.known_datasets import DATA_LICENSES
+from ctxir.publish.metrics_file import json_default
 from ctxir.types import CtxirError
 
 T = TypeVar("T")
@@ -52,17 +52,6 @@ RECIPES_DIR = TRAINING_DIR / "recipes"  # one YAML file per documented run (docs
 # The benchmark data sits beside the checkout (../shared/data); never copied into the repo.
 DEFAULT_DATA_DIR = str(REPO_ROOT.parent / "shared" / "data")
 
-LICENSES = {
-    "scifact": "CC BY-NC 2.0",
-    "stsb": "CC BY-SA 4.0",
-    "sick": "CC BY-NC-SA 3.0",
-    "snli": "CC BY-SA 4.0",
-    "msmarco": "MS MARCO terms (non-commercial research only)",
-    "agnews": "AG's corpus terms (non-commercial research only)",
-    "squad": "CC BY-SA 4.0",
-    "wikiqa": "Microsoft Research Data License (WikiQA)",
-    "wikiqa-topics": "Microsoft Research Data License (WikiQA)",  # made from WikiQA train's summaries
-}
 # SQuAD questions a re-ranker's fused mode is chosen on (training/evaluate_reranker.py --fusion-dev squad); other
 # scripts that draw SQuAD questions keep them out.
 SQUAD_DEV_QUERIES = 100
@@ -78,35 +67,6 @@ DATA_FOLDERS = {
     "npl": ("classic/npl_beir", "corpus.jsonl, queries.jsonl and qrels/test.tsv"),
     "lisa": ("classic/lisa_beir", "corpus.jsonl, queries.jsonl and qrels/test.tsv"),
 }
-
-METRICS_KEYS = (
-    "model_type",
-    "model_name",
-    "base_model",
-    "objective",
-    "datasets",
-    "config",
-    "training",
-    "evaluations",
-    "extra",
-    "versions",
-    "created",
-)
-TRAINING_KEYS = (
-    "steps",
-    "epochs",
-    "train_examples",
-    "batch_size",
-    "learning_rate",
-    "wall_time_seconds",
-    "examples_per_second",
-    "device",
-    "hardware",
-    "final_loss",
-    "seed",
-)
-EVALUATION_KEYS = ("dataset", "split", "task", "metric", "before", "after", "anchor", "anchor_name", "config")
-
 
 # ---------------------------------------------------------------- environment
 
@@ -139,29 +99,11 @@ def machine_info() -> dict:
     }
 
 
-def versions() -> dict:
-    """Versions of the libraries that decide the numbers."""
-    import datasets
-    import sentence_transformers
-    import torch
-    import transformers
-
-    import ctxir
-
-    return {
-        "ctxir": ctxir.__version__,
-        "sentence_transformers": sentence_transformers.__version__,
-        "transformers": transformers.__version__,
-        "torch": torch.__version__,
-        "datasets": datasets.__version__,
-    }
-
-
 # ---------------------------------------------------------------- metrics.json
 
 
 def dataset_entry(name: str, split: str, role: str, path: str | os.PathLike, num_examples: int) -> dict:
-    """One row of metrics.json "datasets"; ``name`` is a key of LICENSES (scifact, stsb, sick, snli)."""
+    """One row of metrics.json "datasets"; ``name`` is a key of ``DATA_LICENSES`` (scifact, stsb, sick, snli)."""
     if role not in ("train", "eval"):
         raise ValueError(f"role must be 'train' or 'eval', got {role!r}")
     return {
@@ -169,7 +111,7 @@ def dataset_entry(name: str, split: str, role: str, path: str | os.PathLike, num
         "split": split,
         "role": role,
         "path": str(path),
-        "license": LICENSES.get(name),
+        "license": DATA_LICENSES.get(name),
         "num_examples": int(num_examples),
     }
 
@@ -190,39 +132,6 @@ def general_entries(data_dir: str | os.PathLike, record: dict) -> list[dict]:
         )
         for source, stats in record.items()
     ]
-
-
-def write_metrics(folder: str | os.PathLike, metrics: dict) -> Path:
-    """Write ``folder/metrics.json``; fills ``versions`` and ``created`` when absent, checks the contract keys.
-
-    A missing key is a bug in the calling script, so it raises ValueError rather than writing a file that
-    model cards cannot read.
-    """
-    metrics = dict(metrics)
-    metrics.setdefault("versions", versions())
-    metrics.setdefault("created", _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
-    metrics.setdefault("extra", {})
-    missing = [k for k in METRICS_KEYS if k not in metrics]
-    if missing:
-        raise ValueError(f"metrics.json is missing key(s) {missing}; required: {list(METRICS_KEYS)}")
-    if metrics["model_type"] not in MODEL_TYPES:
-        raise ValueError(f"model_type {metrics['model_type']!r} is not one of {tuple(MODEL_TYPES)}")
-    missing = [k for k in TRAINING_KEYS if k not in metrics["training"]]
-    if missing:
-        raise ValueError(f"metrics.json 'training' is missing key(s) {missing}")
-    for row in metrics["evaluations"]:
-        missing = [k for k in EVALUATION_KEYS if k not in row]
-        if missing:
-            raise ValueError(f"metrics.json evaluation {row.get('dataset')!r} is missing key(s) {missing}")
-    # atomic: a run killed while writing leaves the previous metrics.json whole (cards are checked against it)
-    return write_json(Path(folder) / "metrics.json", metrics, default=_json_default)
-
-
-def _json_default(value: Any):
-    # numpy scalars and Paths turn up in configs and evaluator outputs.
-    if hasattr(value, "item"):
-        return value.item()
-    return str(value)
 
 
 # evaluation_row and training_block take one keyword a key of the record they build (EVALUATION_KEYS,
@@ -503,7 +412,7 @@ def jsonl_log_callback(path: str | os.PathLike):
                 return
             row = {"step": state.global_step, "epoch": state.epoch, **logs}
             with self.path.open("a", encoding="utf-8") as f:
-                f.write(json.dumps(row, default=_json_default) + "\n")
+                f.write(json.dumps(row, default=json_default) + "\n")
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

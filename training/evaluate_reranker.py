@@ -32,6 +32,7 @@ from ctxir import kinds
 from ctxir.evaluation.suite import STAGES as SUITE_STAGES
 from ctxir.files import read_json, write_json
 from ctxir.names import PASSAGES_FILE
+from ctxir.publish.metrics_file import write_metrics
 from ctxir.types import CtxirError, Hit
 from training.common import (
     DEFAULT_DATA_DIR,
@@ -40,7 +41,6 @@ from training.common import (
     data_folder,
     evaluation_row,
     machine_info,
-    write_metrics,
 )
 from training.fusion_choice import (
     FUSION_K,

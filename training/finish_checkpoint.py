@@ -25,8 +25,9 @@ if __package__ in (None, ""):  # `python training/finish_checkpoint.py` from the
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ctxir.files import read_json
+from ctxir.publish.metrics_file import write_metrics
 from ctxir.types import CtxirError
-from training.common import cli_main, write_metrics
+from training.common import cli_main
 
 MODEL_SUFFIXES = (
     ".json",

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxir.encoders.models import pick_device
+from ctxir.publish.metrics_file import write_metrics
 from ctxir.types import CtxirError
 from training.common import (
     check_common_args,
@@ -31,7 +32,6 @@ from training.common import (
     tee_output,
     train_keeping_checkpoints,
     training_block,
-    write_metrics,
 )
 
 Scores = dict[tuple[str, str, str], float]  # (dataset, split, metric) → value

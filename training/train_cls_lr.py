@@ -47,6 +47,7 @@ from ctxir.checks import check_choice
 from ctxir.data import load_beir
 from ctxir.encoders.models import load_cross_encoder, pick_device, resolve_model
 from ctxir.evaluation import evaluate_run
+from ctxir.publish.metrics_file import write_metrics
 from ctxir.rerank import ClsLrRanker, CrossEncoderReranker
 from ctxir.rerank.pipeline import Pipeline
 from ctxir.retrieval import BM25Retriever
@@ -81,7 +82,6 @@ from training.common import (
     set_threads,
     take,
     tee_output,
-    write_metrics,
 )
 
 # ---------------------------------------------------------------- checks

@@ -32,8 +32,9 @@ if __package__ in (None, ""):  # `python training/train_query_generator.py` from
 
 from ctxir.adapt.generator import QueryGenerator, generate_queries, prefix_lm_batch, save_generator
 from ctxir.data.general import article_half, load_msmarco_triples, load_squad, load_wikiqa
+from ctxir.publish.metrics_file import versions
 from ctxir.types import CtxirError, doc_text
-from training.common import CommonArgs, cli_main, machine_info, resolve_resume, versions
+from training.common import CommonArgs, cli_main, machine_info, resolve_resume
 
 HELDOUT_FRACTION = 0.02
 

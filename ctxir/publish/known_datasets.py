@@ -117,6 +117,19 @@ _DATASET_ALIASES = {
     "squadv11": "squad",
     "wikiqa": "wikiqa",
 }
+# each training source's terms, as ctxir.publish.licenses.parse_license reads them (a training run writes them
+# into metrics.json's datasets[].license; the card names each one)
+DATA_LICENSES = {
+    "scifact": "CC BY-NC 2.0",
+    "stsb": "CC BY-SA 4.0",
+    "sick": "CC BY-NC-SA 3.0",
+    "snli": "CC BY-SA 4.0",
+    "msmarco": "MS MARCO terms (non-commercial research only)",
+    "agnews": "AG's corpus terms (non-commercial research only)",
+    "squad": "CC BY-SA 4.0",
+    "wikiqa": "Microsoft Research Data License (WikiQA)",
+    "wikiqa-topics": "Microsoft Research Data License (WikiQA)",  # made from WikiQA train's summaries
+}
 BEIR_CITATION = (
     "@inproceedings{thakur2021beir,\n  title = {BEIR: A Heterogeneous Benchmark for Zero-shot Evaluation "
     "of Information Retrieval Models},\n  author = {Thakur, Nandan and Reimers, Nils and R{\\\"u}ckl{\\'e}, "

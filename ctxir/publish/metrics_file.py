@@ -1,4 +1,5 @@
-"""The ``metrics.json`` a training run writes and every card is built from: its contract, reading it, its license.
+"""The ``metrics.json`` a training run writes and every card is built from: its contract, writing and reading it,
+its license.
 
 ``training_license`` derives the model's license from the licenses of the training data metrics.json lists (and
 the base model's), as ``ctxir.publish.licenses.combine_licenses`` combines them.
@@ -6,11 +7,14 @@ the base model's), as ``ctxir.publish.licenses.combine_licenses`` combines them.
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from ctxir.files import write_json
 from ctxir.publish.known_datasets import dataset_info
 from ctxir.publish.licenses import (
     KNOWN_LICENSE_EXAMPLES,
@@ -59,6 +63,38 @@ REQUIRED_EVAL = ("dataset", "split", "task", "metric", "after")
 # in the model's default mode). An anchor cites where it was published or measured, its queries, first stage, depth.
 OPTIONAL_EVAL_INTS = ("queries", "depth", "anchor_queries", "anchor_depth")
 OPTIONAL_EVAL_TEXTS = ("subset", "first_stage", "anchor_name", "anchor_source", "anchor_first_stage")
+
+
+def versions() -> dict:
+    """Versions of the libraries that decide a run's numbers (None for one not installed)."""
+
+    def installed(name: str) -> str | None:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return None
+
+    names = ("ctxir", "sentence_transformers", "transformers", "torch", "datasets")
+    return {name: installed(name.replace("_", "-")) for name in names}
+
+
+def write_metrics(folder: str | Path, metrics: dict) -> Path:
+    """Write ``folder/metrics.json`` after checking it against the contract; fills ``versions``, ``created``
+    and ``extra`` when absent.
+
+    Written atomically: a run killed while writing leaves the previous file whole (cards are checked against it).
+    """
+    metrics = dict(metrics)
+    metrics.setdefault("versions", versions())
+    metrics.setdefault("created", datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"))
+    metrics.setdefault("extra", {})
+    validate_metrics(metrics, source=str(Path(folder) / METRICS_FILE))
+    return write_json(Path(folder) / METRICS_FILE, metrics, default=json_default)
+
+
+def json_default(value: Any):
+    """numpy scalars and paths, which turn up in configs and evaluator outputs, as JSON."""
+    return value.item() if hasattr(value, "item") else str(value)
 
 
 def load_metrics(path: str | Path) -> dict:
