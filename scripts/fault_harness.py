@@ -157,8 +157,8 @@ def stopped(err, failed: bool, folder: Path) -> None:
 
 def tiny_bert(folder: Path) -> Path:
     """A random 2-layer BERT (hidden 32) saved like any Hub download: the model the slow sites load, export and
-    train (seconds, not minutes); built as the tests build theirs (ctxir.testing)."""
-    from ctxir.testing import save_tiny_bert
+    train (seconds, not minutes); built as the tests build theirs (tests/tiny_models.py)."""
+    from tests.tiny_models import save_tiny_bert
 
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *"abcdefghijklmnopqrstuvwxyz0123456789.,!?'"]
     vocab += [

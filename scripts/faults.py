@@ -264,7 +264,7 @@ def hub_staging(folder: Path, forever: bool) -> int:
     from ctxir import kinds
     from ctxir.files import DiskFullError, verify_checksums
     from ctxir.publish.staging import stage
-    from ctxir.testing import metrics_record
+    from tests.tiny_models import metrics_record
 
     src = folder / "run"
     CrossEncoder(str(tiny_bert(folder / "base")), num_labels=1, device="cpu").save_pretrained(str(src))
@@ -309,7 +309,7 @@ def ship(folder: Path, forever: bool) -> int:
     from ctxir.encoders.models import DEFAULT_BI_ENCODER, packaged_minilm_path
     from ctxir.files import DiskFullError, verify_checksums
     from ctxir.rerank import ClsLrRanker
-    from ctxir.testing import metrics_record
+    from tests.tiny_models import metrics_record
     from training import ship as shipping
     from training.train_cross_encoder import LORA_FULL_MODULES, name_adapter_base
 

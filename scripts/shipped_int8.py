@@ -21,10 +21,8 @@ the ones recorded (then run this again).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -43,21 +41,6 @@ FIRST_STAGES = ("bm25", "hybrid")  # BM25, and the app's default first stage
 DEPTH = 20
 
 
-@contextlib.contextmanager
-def app_environment(backend: str, cache: Path):
-    """What app.py sets before it loads (``--rerank-backend``) and where it keeps its exports (``CTXIR_CACHE``)."""
-    saved = {name: os.environ.get(name) for name in ("CTXIR_RERANK_BACKEND", "CTXIR_CACHE")}
-    os.environ.update(CTXIR_RERANK_BACKEND=backend, CTXIR_CACHE=str(cache))
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
 def load_app(backend: str, cache: Path):
     """(the app's models with the shipped cross-encoder only, the demo corpus's index): as app.py loads them, the
     re-ranker scored through ``backend``, exports and embeddings kept under ``cache``."""
@@ -71,8 +54,11 @@ def load_app(backend: str, cache: Path):
     config = AppConfig(
         device="cpu", rerankers={kind: "none" for kind in RERANKERS if kind != CROSS_ENCODER.name}
     )
-    with app_environment(backend, cache):
-        models = AppModels.load(config)
+    models = AppModels.load(config)
+    # as AppModels.load applies --rerank-backend, with the export under ``cache`` (a first start's, made fresh)
+    reranker = models.rerankers[CROSS_ENCODER.name]
+    reranker.backend, reranker.onnx_dir = backend, cache / "onnx"
+    reranker.onnx_scorer()
     index = CorpusIndex("demo", demo_corpus(), models.bi_encoder, cache=EmbeddingCache(cache / "embeddings"))
     return models, index
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxir import testing
+from tests import tiny_models
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never reach for the network
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -91,7 +91,7 @@ def shared_data() -> Path:
 @pytest.fixture(scope="session")
 def tiny_bert_dir(tmp_path_factory) -> Path:
     """A random 2-layer BERT (hidden 32, 4 heads) saved as a folder like any Hub download."""
-    return testing.save_tiny_bert(tmp_path_factory.mktemp("tiny-bert"), TINY_VOCAB)
+    return tiny_models.save_tiny_bert(tmp_path_factory.mktemp("tiny-bert"), TINY_VOCAB)
 
 
 @pytest.fixture
@@ -201,7 +201,7 @@ def code_blocks(card_text: str, language: str = "python") -> list[str]:
 def metrics_record():
     """A factory of metrics.json records following the contract, as the training scripts write them:
     ``metrics_record(model_type, base=..., train=((name, license), ...), name=...)`` (test_cards, test_hub)."""
-    return testing.metrics_record
+    return tiny_models.metrics_record
 
 
 # ---------------------------------------------------------------- a BEIR folder written by the test

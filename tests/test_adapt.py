@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ctxir import testing
 from ctxir.adapt import INCOMPLETE_MARKER, MIN_DOCUMENTS, RECORD_FILE, AdaptArgs, run
 from ctxir.adapt.cli import main
 from ctxir.types import CtxirError
+from tests import tiny_models
 
 TOPICS = {
     "otters": "Otters dig dens in the river bank. They eat fish and crabs at night. Their fur keeps them warm in cold water.",
@@ -51,7 +51,7 @@ def models(tmp_path_factory):
         {w.strip(".,").lower() for r in _corpus_rows() for w in f"{r['title']} {r['text']}".split()}
     )
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ",", *(str(d) for d in range(10)), *words]
-    base = testing.save_tiny_bert(tmp_path_factory.mktemp("tiny-base"), vocab)
+    base = tiny_models.save_tiny_bert(tmp_path_factory.mktemp("tiny-base"), vocab)
     teacher = tmp_path_factory.mktemp("tiny-teacher")
     CrossEncoder(str(base), num_labels=1, device="cpu").save(str(teacher))
     return base, teacher

@@ -10,7 +10,6 @@ import json
 import pytest
 import torch
 
-from ctxir import testing
 from ctxir.adapt import AdaptArgs, run
 from ctxir.adapt.generator import (
     GENERATOR_CONFIG,
@@ -22,6 +21,7 @@ from ctxir.adapt.generator import (
 )
 from ctxir.adapt.queries import pseudo_queries
 from ctxir.types import CtxirError
+from tests import tiny_models
 
 PASSAGES = {
     "otters": "otters dig dens in the river bank and eat fish at night",
@@ -34,7 +34,7 @@ WANTED = {"otters": "where do otters live", "bread": "how is bread made"}
 def base(tmp_path_factory):
     words = sorted({w for t in [*PASSAGES.values(), *WANTED.values()] for w in t.split()})
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]
-    return testing.save_tiny_bert(tmp_path_factory.mktemp("tiny-base"), vocab)
+    return tiny_models.save_tiny_bert(tmp_path_factory.mktemp("tiny-base"), vocab)
 
 
 @pytest.fixture(scope="module")
@@ -207,18 +207,18 @@ def test_a_hub_doc2query_model_loads_offline_from_the_cache_and_pickled_ones_are
 ):
     from huggingface_hub import constants
 
-    from ctxir import testing_hub
     from ctxir.encoders.models import resolve_model
+    from tests import tiny_models
 
     cache = tmp_path / "hub"
-    testing_hub.lay_into_hf_cache(seq2seq, cache, "test-org/tiny-doc2query")
+    tiny_models.lay_into_hf_cache(seq2seq, cache, "test-org/tiny-doc2query")
     pickled = tmp_path / "pickled"
     pickled.mkdir()
     for f in seq2seq.iterdir():
         if f.suffix != ".safetensors":
             (pickled / f.name).write_bytes(f.read_bytes())
     (pickled / "pytorch_model.bin").write_bytes(b"not read")
-    testing_hub.lay_into_hf_cache(pickled, cache, "test-org/pickled-doc2query", revision="1" * 40)
+    tiny_models.lay_into_hf_cache(pickled, cache, "test-org/pickled-doc2query", revision="1" * 40)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))

@@ -11,7 +11,6 @@ import threading
 
 import pytest
 
-from ctxir import testing, testing_hub
 from ctxir.app.attention_tab import attention
 from ctxir.app.config import AppConfig
 from ctxir.app.embeddings_tab import model_info
@@ -25,6 +24,7 @@ from ctxir.app.what_moved import what_moved
 from ctxir.data.demo import demo_corpus
 from ctxir.encoders.on_demand import fetch_model
 from ctxir.types import CtxirError
+from tests import tiny_models
 from tests.conftest import APP_TOPICS, TINY_VOCAB
 
 CROSS, BI, NEEDS_CODE = "test-org/tiny-cross-encoder", "test-org/tiny-bi-encoder", "test-org/needs-code"
@@ -37,18 +37,18 @@ def hub_cache(tmp_path_factory):
     to its repository's code (auto_map), each in the layout `hf download` leaves."""
     root = tmp_path_factory.mktemp("any-model")
     cache = root / "hub"
-    testing_hub.lay_into_hf_cache(
-        testing_hub.save_tiny_cross_encoder(root / "cross", TINY_VOCAB), cache, CROSS
+    tiny_models.lay_into_hf_cache(
+        tiny_models.save_tiny_cross_encoder(root / "cross", TINY_VOCAB), cache, CROSS
     )
-    bi = testing.save_tiny_bert(root / "bi", TINY_VOCAB)
-    testing_hub.lay_into_hf_cache(bi, cache, BI, revision="1" * 40)
+    bi = tiny_models.save_tiny_bert(root / "bi", TINY_VOCAB)
+    tiny_models.lay_into_hf_cache(bi, cache, BI, revision="1" * 40)
     code = root / "code"
     shutil.copytree(bi, code)
     config = json.loads((code / "config.json").read_text())
     config["auto_map"] = {"AutoModel": "modeling_custom.CustomModel"}
     (code / "config.json").write_text(json.dumps(config))
     (code / "modeling_custom.py").write_text("raise SystemExit('remote code ran')\n")
-    testing_hub.lay_into_hf_cache(code, cache, NEEDS_CODE, revision="2" * 40)
+    tiny_models.lay_into_hf_cache(code, cache, NEEDS_CODE, revision="2" * 40)
     return cache
 
 
@@ -261,12 +261,12 @@ def test_a_deployers_hub_id_reranker_is_downloaded_at_start_when_online(
     monkeypatch.delenv("HF_HUB_OFFLINE")
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     real, downloads = huggingface_hub.snapshot_download, []
-    staged = testing_hub.save_tiny_cross_encoder(tmp_path / "fresh", TINY_VOCAB)
+    staged = tiny_models.save_tiny_cross_encoder(tmp_path / "fresh", TINY_VOCAB)
 
     def hub(repo_id, *args, local_files_only=False, **kwargs):
         if not local_files_only and repo_id == "test-org/fresh-cross-encoder":
             downloads.append(repo_id)
-            testing_hub.lay_into_hf_cache(staged, offline_cache, repo_id, revision="3" * 40)
+            tiny_models.lay_into_hf_cache(staged, offline_cache, repo_id, revision="3" * 40)
         if not local_files_only and repo_id != "test-org/fresh-cross-encoder":
             raise huggingface_hub.errors.LocalEntryNotFoundError(f"no network in this test ({repo_id})")
         return real(repo_id, *args, local_files_only=True, **kwargs)
@@ -292,15 +292,14 @@ def test_offline_a_deployers_hub_id_not_in_the_cache_is_unavailable_naming_the_c
 
 
 def test_the_configs_rerank_backend_is_the_one_its_cross_encoders_score_with(
-    offline_cache, tiny_bert_dir, monkeypatch
+    offline_cache, tiny_bert_dir, monkeypatch, tmp_path
 ):
-    """``AppConfig.rerank_backend`` (app.py's --rerank-backend) reaches the cross-encoders loaded at start, whatever
-    CTXIR_RERANK_BACKEND says."""
+    """``AppConfig.rerank_backend`` (app.py's --rerank-backend) reaches the cross-encoders loaded at start."""
     from dataclasses import replace
 
-    monkeypatch.setenv("CTXIR_RERANK_BACKEND", "onnx")
-    config = replace(deployer_config(tiny_bert_dir, CROSS), rerank_backend="torch")
-    assert AppModels.load(config).rerankers["cross-encoder"].backend == "torch"
+    monkeypatch.setenv("CTXIR_CACHE", str(tmp_path))  # the ONNX export made at start goes there
+    config = replace(deployer_config(tiny_bert_dir, CROSS), rerank_backend="onnx")
+    assert AppModels.load(config).rerankers["cross-encoder"].backend == "onnx"
 
 
 # ---------------------------------------------------------------- through the served app, as a client calls it

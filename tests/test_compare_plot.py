@@ -168,14 +168,14 @@ def test_the_apps_report_tab_shows_the_figure_and_counts_the_wins(tmp_path):
 
 
 def test_evaluate_report_compares_the_reranked_runs_with_the_first_stage(write_beir, tmp_path):
-    from ctxir import testing_hub
     from ctxir.evaluation.evaluate import main as evaluate
+    from tests import tiny_models
     from tests.conftest import TINY_VOCAB
 
     queries = {"q1": "river bank otters", "q2": "bank account", "q3": "python snake", "q4": "python code"}
     qrels = {"test": {"q1": {"d1": 1}, "q2": {"d2": 1}, "q3": {"d3": 1}, "q4": {"d4": 1}}}
     folder = write_beir(tmp_path / "toy", queries, qrels)
-    model = testing_hub.save_tiny_cross_encoder(tmp_path / "ce", TINY_VOCAB)
+    model = tiny_models.save_tiny_cross_encoder(tmp_path / "ce", TINY_VOCAB)
     argv = ["--data", str(folder), "--retriever", "bm25", "--rerank", "cross-encoder", "--reranker-model"]
     argv += [str(model), "--device", "cpu", "--output", str(tmp_path / "res.json"), "--report"]
     assert evaluate([*argv, str(tmp_path / "report.html")]) == 0

@@ -440,28 +440,17 @@ def test_a_cross_encoder_that_cannot_be_exported_scores_in_torch_with_a_warning(
     np.testing.assert_allclose(reranker.score_pairs(PAIRS_QUERY, TEXTS), expected, atol=1e-6)
 
 
-def test_the_rerank_backend_comes_from_ctxir_rerank_backend_and_the_flags(
-    spread_cross_encoder, monkeypatch, capsys
-):
+def test_the_rerank_backend_is_a_parameter_and_a_flag(spread_cross_encoder, capsys):
     import app
     from ctxir.evaluation.evaluate import main
-    from ctxir.rerank import CrossEncoderReranker, default_rerank_backend
+    from ctxir.rerank import CrossEncoderReranker
 
-    monkeypatch.delenv("CTXIR_RERANK_BACKEND", raising=False)
-    assert (
-        default_rerank_backend() == "torch" and CrossEncoderReranker(spread_cross_encoder).backend == "torch"
-    )
-    monkeypatch.setenv("CTXIR_RERANK_BACKEND", "onnx")
-    assert CrossEncoderReranker(spread_cross_encoder).backend == "onnx"
-    assert CrossEncoderReranker(spread_cross_encoder, backend="torch").backend == "torch"  # named wins
-    monkeypatch.setenv("CTXIR_RERANK_BACKEND", "tensorrt")
+    assert CrossEncoderReranker(spread_cross_encoder).backend == "torch"
+    assert CrossEncoderReranker(spread_cross_encoder, backend="onnx").backend == "onnx"
     with pytest.raises(
-        CtxirError,
-        match=r"cross-encoder backend \(CTXIR_RERANK_BACKEND\) 'tensorrt' is not known: "
-        r"use one of 'torch', 'onnx', 'onnx-int8'",
+        CtxirError, match=r"backend 'tensorrt' is not known: use one of 'torch', 'onnx', 'onnx-int8'"
     ):
-        default_rerank_backend()
-    monkeypatch.delenv("CTXIR_RERANK_BACKEND")
+        CrossEncoderReranker(spread_cross_encoder, backend="tensorrt")
     # the app's default: torch, since int8 misses the 0.005 rule on a collection of the suite
     assert app.AppArgs().rerank_backend == "torch"
     assert app.config_from_args(app.AppArgs()).rerank_backend == "torch"

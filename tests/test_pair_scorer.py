@@ -469,7 +469,7 @@ def sts_adapter(minilm_path, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("sts") / "sts-lora"
     model.save_pretrained(str(out))
     name_adapter_base(out, DEFAULT_BI_ENCODER)
-    from ctxir.testing import metrics_record
+    from tests.tiny_models import metrics_record
 
     metrics = metrics_record("cross-encoder", train=(("stsb", "CC BY-SA 4.0"),), name="sts-lora")
     metrics["evaluations"] = [

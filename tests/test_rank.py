@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 import ctxir
-from ctxir import testing_hub
 from ctxir.encoders.models import load_cross_encoder, load_transformer
 from ctxir.rerank import ClsLrRanker, Reranker, cls_features, registry
 from ctxir.rerank.registry import RERANKERS, load_reranker, rank
 from ctxir.types import CtxirError
+from tests import tiny_models
 from tests.conftest import TINY_VOCAB
 
 QUERY = "otters play on the river bank"
@@ -36,7 +36,7 @@ class WordOverlap(Reranker):
 @pytest.fixture(scope="module")
 def cross_encoder_dir(tmp_path_factory):
     """A tiny one-label cross-encoder saved as a Hub cross-encoder is."""
-    return testing_hub.save_tiny_cross_encoder(tmp_path_factory.mktemp("rank") / "ce", TINY_VOCAB)
+    return tiny_models.save_tiny_cross_encoder(tmp_path_factory.mktemp("rank") / "ce", TINY_VOCAB)
 
 
 @pytest.fixture(scope="module")

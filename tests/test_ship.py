@@ -14,8 +14,8 @@ import pytest
 
 from ctxir.encoders import models
 from ctxir.encoders.models import DEFAULT_BI_ENCODER, SHIPPED_CLS_LR, SHIPPED_CROSS_ENCODER, SHIPPED_MODELS
-from ctxir.testing import metrics_record
 from ctxir.types import CtxirError
+from tests.tiny_models import metrics_record
 from training import ship
 from training.train_cross_encoder import LORA_FULL_MODULES, name_adapter_base
 

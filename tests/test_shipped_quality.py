@@ -134,8 +134,7 @@ def test_the_shipped_cross_encoder_scores_medline_as_recorded(shared_data, monke
             "evaluation.json has no Medline figures: run `python -m training.evaluate_reranker --model "
             f"{FOLDER} --suite true`"
         )
-    monkeypatch.setenv("CTXIR_RERANK_BACKEND", "torch")
-    reranker = load_reranker("cross-encoder", device="cpu")  # as the app and the CLI load it
+    reranker = load_reranker("cross-encoder", device="cpu")  # as the app and the CLI load it: torch
     corpus, queries, qrels = load_beir(shared_data / "classic" / "med_beir", "test")
     pipeline = Pipeline(
         BM25Retriever(corpus), reranker, depth=20, fusion=mode_fusion(reranker, "fused", "bm25")

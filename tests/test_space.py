@@ -72,7 +72,7 @@ def lay_preloaded_cache(cache: Path) -> None:
     import tempfile
 
     from ctxir.encoders.models import ASSETS_MODELS, DEFAULT_BI_ENCODER, packaged_minilm_path
-    from ctxir.testing_hub import lay_into_hf_cache
+    from tests.tiny_models import lay_into_hf_cache
 
     for repo, files in preloads().items():
         assert repo == DEFAULT_BI_ENCODER, f"no staged copy of {repo!r} for the test: add one"

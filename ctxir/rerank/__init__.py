@@ -16,5 +16,4 @@ from ctxir.rerank.rankers import (  # noqa: F401 -- public API
     RERANK_BACKENDS,
     CrossEncoderReranker,
     Reranker,
-    default_rerank_backend,
 )

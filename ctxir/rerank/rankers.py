@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import numbers
-import os
 import reprlib
 import threading
 from abc import ABC, abstractmethod
@@ -40,18 +39,6 @@ PAIR_ORDERS = (
     "one",
     "both",
 )  # pair_orders.json's "orders": (a, b) as given, or the mean of (a, b) and (b, a)
-
-
-def default_rerank_backend() -> str:
-    """The cross-encoders' backend when none is named: ``$CTXIR_RERANK_BACKEND`` (app.py's ``--rerank-backend``
-    sets it), else "torch"."""
-    from ctxir.checks import check_choice
-
-    return check_choice(
-        os.environ.get("CTXIR_RERANK_BACKEND") or "torch",
-        "cross-encoder backend (CTXIR_RERANK_BACKEND)",
-        RERANK_BACKENDS,
-    )
 
 
 def pair_scores(
@@ -224,14 +211,14 @@ class CrossEncoderReranker(Reranker):
         device: str = "auto",
         batch_size: int = 32,
         passages: Passages | None = None,
-        backend: str | None = None,
+        backend: str = "torch",
         both_orders: bool | None = None,
     ):
         """``backend``: "torch" (the model's own ``predict``), "onnx" (its body exported once to float32 ONNX
         under ctxir's cache folder and run by ONNX Runtime on the CPU, the head in torch: the same scores, faster
         on a CPU; ``ctxir.encoders.onnx_backend.OnnxCrossEncoder``) or "onnx-int8" (the same, with the layers
         the model shares unchanged with its base quantised to int8: ``onnx_export.frozen_layers``; a model that
-        trained every layer stays float32); None = ``default_rerank_backend()``. A model on a GPU, or one that
+        trained every layer stays float32). A model on a GPU, or one that
         cannot be exported, runs in torch (logged). ``both_orders``: a pair's score is the mean of (query, text) and
         (text, query) (``pair_scores``); None = as the model's folder says (``both_orders_for``: a pair scorer's
         pair_orders.json), False for a model passed as an object."""
@@ -246,7 +233,7 @@ class CrossEncoderReranker(Reranker):
             if both_orders is None
             else both_orders
         )
-        self.backend = check_choice(backend or default_rerank_backend(), "backend", RERANK_BACKENDS)
+        self.backend = check_choice(backend, "backend", RERANK_BACKENDS)
         # its folder's calibration.json: raw scores → probabilities a person can read (None: raw scores only)
         self.calibration = calibration_for(model) if isinstance(model, str) else None
         self.onnx_dir: Path | None = None  # where backend "onnx" exports to; None = <cache root>/onnx

@@ -1,4 +1,5 @@
-"""Tiny models and records for the tests and fault scripts: a random BERT like a Hub download, a metrics.json."""
+"""Tiny models and records for the tests and fault scripts: a random BERT like a Hub download, a tiny cross-encoder,
+a folder laid into a temporary Hugging Face cache as `hf download` leaves it, a metrics.json record."""
 
 from __future__ import annotations
 
@@ -144,3 +145,24 @@ def metrics_record(
         },
         "created": "2026-11-22T12:00:00+00:00",
     }
+
+
+def lay_into_hf_cache(folder: Path, cache: Path, repo_id: str, revision: str = "0" * 40) -> Path:
+    """Copy the model in ``folder`` into the Hugging Face cache ``cache`` as ``hf download repo_id`` leaves it
+    (``ctxir.publish.standalone.lay_into_hf_cache``, under a revision the test names). Returns the snapshot."""
+    from ctxir.publish.standalone import lay_into_hf_cache as lay
+
+    return lay(folder, repo_id, cache, revision)
+
+
+def save_tiny_cross_encoder(folder: Path, vocab: list[str]) -> Path:
+    """``save_tiny_bert``'s body with a one-label sequence-classification head (seeded), saved like a Hub
+    cross-encoder (``BertForSequenceClassification``): sentence-transformers' CrossEncoder loads it."""
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification
+
+    save_tiny_bert(folder, vocab)
+    torch.manual_seed(1)
+    config = BertConfig.from_pretrained(folder, num_labels=1)
+    BertForSequenceClassification(config).save_pretrained(folder)
+    return folder
