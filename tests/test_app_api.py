@@ -1,5 +1,5 @@
-"""The API as a developer meets it (issue #21 §3): ``view_api()`` names every input and output, the README's API
-table is what ``view_api()`` says, and every endpoint is an MCP tool an MCP client can list and call."""
+"""The API as a developer meets it (issue #21 §3): ``view_api()`` names every input and output, the endpoint
+table of docs/reference/endpoints.md is what ``view_api()`` says, and every endpoint is an MCP tool an MCP client can list and call."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from ctxir.app.api import ENDPOINTS
 
 pytestmark = pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning")
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ENDPOINTS_PAGE = Path(__file__).resolve().parents[1] / "docs" / "reference" / "endpoints.md"
 GRADIO_DEFAULT_NAME = re.compile(r"^(value|parameter)_\d+$")
 
 
@@ -25,14 +25,15 @@ def served(app_state):
     from tests.conftest import api_client, free_port
 
     pytest.importorskip("mcp")
-    demo = app.build_demo(app_state)
+    built = app.build_app(app_state)
+    demo = built.demo
     port = free_port()
     demo.queue().launch(
         server_name="127.0.0.1",
         server_port=port,
         prevent_thread_lock=True,
         quiet=True,
-        allowed_paths=[str(demo.ctxir_outputs.root)],
+        allowed_paths=[str(built.outputs.root)],
         mcp_server=True,
     )
     url = f"http://127.0.0.1:{port}/"
@@ -45,7 +46,7 @@ def served(app_state):
 
 
 def api_table(info: dict) -> str:
-    """The README's API table as ``view_api()`` describes the app: endpoint, argument names, output names."""
+    """The endpoint table as ``view_api()`` describes the app: endpoint, argument names, output names."""
     rows = ["| Endpoint | Arguments | Outputs |", "|---|---|---|"]
     for name, endpoint in info["named_endpoints"].items():
         args = ", ".join(f"`{p['parameter_name']}`" for p in endpoint["parameters"])
@@ -71,17 +72,19 @@ def test_every_input_and_output_has_a_meaningful_name(served):
     assert [p["parameter_name"] for p in search["parameters"]][:3] == ["query", "corpus", "first_stage"]
 
 
-def test_readme_api_table_matches_view_api(served):
+def test_the_endpoint_table_matches_view_api(served):
     _, info = served
-    text = README.read_text(encoding="utf-8")
+    text = ENDPOINTS_PAGE.read_text(encoding="utf-8")
     begin, end = (
         "<!-- api-table: tests/test_app_api.py checks it against view_api() -->",
         "<!-- /api-table -->",
     )
-    assert begin in text and end in text, "README.md lost its API table markers"
+    assert begin in text and end in text, "docs/reference/endpoints.md lost its API table markers"
     table = text.split(begin, 1)[1].split(end, 1)[0].strip()
     expected = api_table(info)
-    assert table == expected, f"README.md's API table differs from view_api(); it should read:\n{expected}"
+    assert table == expected, (
+        f"docs/reference/endpoints.md's table differs from view_api(); it should read:\n{expected}"
+    )
 
 
 def mcp_session(url: str, work):
