@@ -12,10 +12,8 @@ import pytest
 import torch
 
 from ctxir.encoders import models
-from ctxir.encoders.heads import (
-    SegmentCosineHead,
-    TopLayersTransformer,
-    layer_of,
+from ctxir.encoders.heads import SegmentCosineHead, TopLayersTransformer, layer_of
+from ctxir.encoders.reranker_heads import (
     segment_cosine_scores,
     segment_means,
     term_match_features,

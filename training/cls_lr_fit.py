@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ctxir.encoders.reranker_heads import cls_lr_logit
 from ctxir.rerank import Reranker
 from ctxir.types import CtxirError
 from training.cls_lr_features import Pair
@@ -62,7 +63,7 @@ def out_of_fold_scores(
                 "or lower --cv-folds"
             )
         coef, intercept, _ = fit_logistic(x[train_idx], y[train_idx], c, class_weight, seed, emphasis)
-        scores[val_idx] = x[val_idx] @ coef + intercept
+        scores[val_idx] = cls_lr_logit(x[val_idx], coef, intercept)
     return scores
 
 

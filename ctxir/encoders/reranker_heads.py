@@ -270,6 +270,13 @@ CLS_LR_CONFIG = "cls_lr_config.json"
 CLS_LR_WEIGHTS = "cls_lr.safetensors"
 
 
+def cls_lr_logit(features, coef, intercept):
+    """(batch,) the CLS-LR logit: features (batch, hidden[+1]) · coef (hidden[+1],) + intercept; numpy or torch.
+
+    The one scoring rule of CLS-LR: this head, ``ctxir.rerank.ClsLrRanker`` and training all call it."""
+    return features @ coef + intercept
+
+
 class ClsLrHead(Module):
     """Reads ``token_embeddings`` (and, with ``score_feature``, the ``scores`` of the head before it); writes
     ``scores`` (batch, 1) = coef · [CLS vector; that score] + intercept: the CLS-LR ranker's logit.
@@ -291,7 +298,7 @@ class ClsLrHead(Module):
                 features["scores"].reshape(len(cls), -1)[:, -1:].float()
             )  # (batch, 1): the head's "relevant"
             cls = torch.cat([cls, score], dim=1)
-        features["scores"] = (cls @ self.coef + self.intercept).unsqueeze(1)  # (batch, 1)
+        features["scores"] = cls_lr_logit(cls, self.coef, self.intercept).unsqueeze(1)  # (batch, 1)
         return features
 
     def save(self, output_path: str, *args, **kwargs) -> None:

@@ -21,6 +21,7 @@ from ctxir.encoders.models import (
     pick_device,
     resolve_model,
 )
+from ctxir.encoders.reranker_heads import cls_lr_logit
 from ctxir.files import atomic_path, verify_checksums, write_atomic
 from ctxir.names import CLS_LR_CONFIG, CLS_LR_FORMAT, CLS_LR_WEIGHTS
 from ctxir.rerank.rankers import Reranker
@@ -162,10 +163,10 @@ class ClsLrRanker(Reranker):
     def score_tensor(self, enc: dict, output) -> torch.Tensor:
         """(batch,) the logit from the body's ``output`` on ``enc`` (differentiable: explanations take its gradient)."""
         coef = torch.as_tensor(self.coef, device=output.last_hidden_state.device)
-        return pair_vectors(output, enc, self.layer, self.head) @ coef + self.intercept
+        return cls_lr_logit(pair_vectors(output, enc, self.layer, self.head), coef, self.intercept)
 
     def score_features(self, features: np.ndarray) -> np.ndarray:
-        return features @ self.coef + self.intercept  # (N, features) · (features,) → (N,)
+        return cls_lr_logit(features, self.coef, self.intercept)  # (N, features) · (features,) → (N,)
 
     def score_pairs(self, query: str, texts: Sequence[str]) -> np.ndarray:
         if not texts:
