@@ -21,7 +21,7 @@ Each collection runs ``ctxir adapt --corpus <its folder> --output outputs/adapt/
 command a user runs; rerunning continues or skips it), then ``ctxir evaluate`` at dense and at hybrid + the shipped
 cross-encoder's default (fused) mode over the hybrid's top 20, once with the base bi-encoder and once with the adapter.
 Every evaluation is kept in ``outputs/adapt/<name>/eval-*.json`` and reused. Nothing here is chosen on a test query:
-the settings are ``ctxir adapt``'s defaults, chosen on ``--dev`` (docs/training.md says how).
+the settings are ``ctxir adapt``'s defaults, chosen on ``--dev`` (docs/lab.md says how).
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ SYSTEMS = {
     "hybrid + re-ranker": ("hybrid-rerank", "hybrid-rerank", FUSED),
 }
 # --dev (809 training claims): the first stages only, the re-ranker's 16,000 pairs would take an hour here; the hybrid
-# of BM25, base and adapter was tried there (docs/training.md) and lost, so the test table does not carry it
+# of BM25, base and adapter was tried there (docs/lab.md) and lost, so the test table does not carry it
 DEV_SYSTEMS = {
     "dense": ("dense", "dense", "dense"),
     "hybrid": ("hybrid", "hybrid", "hybrid"),
@@ -147,7 +147,7 @@ class ResultsAdaptArgs:
     doc: str = field(default=str(ROOT / "docs" / "results.md"))
     record: str = field(default=str(RECORD), metadata={"help": "the JSON the table is made from"})
     training_doc: str = field(
-        default=str(ROOT / "docs" / "training.md"), metadata={"help": "where the timings go ('' = nowhere)"}
+        default=str(ROOT / "docs" / "results.md"), metadata={"help": "where the timings go ('' = nowhere)"}
     )
 
 
@@ -384,7 +384,7 @@ def seeded(args: ResultsAdaptArgs, seed: int) -> ResultsAdaptArgs:
 def dev_records(name: str, args: ResultsAdaptArgs, seeds: list[int]) -> dict | None:
     """A dev setting measured at each of ``seeds`` (one record each, dev-<name>-<label>.json); with more than one,
     the Δ of each stage at every seed and their mean (and --against's paired Δ likewise) in <...>-seeds.json: one
-    draw's Δ moves by as much as two settings differ (docs/training.md)."""
+    draw's Δ moves by as much as two settings differ (docs/lab.md)."""
     stem = "dev" if name == "scifact" else f"dev-{name}"  # SciFact's name predates the second dev
     found = {}
     for seed in seeds:

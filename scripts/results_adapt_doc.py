@@ -1,4 +1,4 @@
-"""The blocks ``scripts/results_adapt.py`` writes into docs/results.md and docs/training.md, made from its records
+"""The blocks ``scripts/results_adapt.py`` writes into docs/results.md, made from its records
 (docs/bench/adapt.json and the earlier defaults' tables): pure functions over those dicts, no model, no data."""
 
 from __future__ import annotations
@@ -194,7 +194,7 @@ def musts(results: list[dict]) -> list[str]:
 
 
 def times(record: dict) -> list[str]:
-    """docs/training.md's block: how long each collection's ``ctxir adapt`` took here, step by step, and what its
+    """docs/results.md's block: how long each collection's ``ctxir adapt`` took here, step by step, and what its
     pseudo-queries look like."""
     drawn = _drawn(record) or list(QUERY_KINDS)
     lines = [

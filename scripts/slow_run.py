@@ -1,6 +1,6 @@
 """The `slow` tests, run and recorded: one command anyone can start.
 
-    python scripts/slow_run.py                 # python -m pytest -m slow, then a row in docs/reliability.md
+    python scripts/slow_run.py                 # python -m pytest -m slow, then a row in docs/results.md
     python scripts/slow_run.py -- -n 2         # pytest options after "--" (here: two workers)
     python scripts/slow_run.py --junit FILE    # record a run already made (its JUnit XML; --commit, --minutes)
 
@@ -11,7 +11,7 @@ older than the last commit that changed one (``WATCHED``, by git log).
 
 The row says the date, the commit the run started at, the machine (cores, CPU), how many tests passed, failed and
 skipped, the failed tests by name, and the minutes. Steps: 1. run pytest (or read the given JUnit XML), 2. count the
-outcomes, 3. add the row to the table between the markers in docs/reliability.md.
+outcomes, 3. add the row to the table between the markers in docs/results.md.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DOC = ROOT / "docs" / "reliability.md"
+DOC = ROOT / "docs" / "results.md"
 BEGIN, END = "<!-- slow runs: begin (scripts/slow_run.py) -->", "<!-- slow runs: end -->"
 HEADER = "| date | commit | machine | passed | failed | skipped | minutes | failed tests |"
 # what a slow run answers for (git pathspecs): the shipped models' files that decide their scores (not their cards,
@@ -90,7 +90,7 @@ def row(date: str, commit: str, counts: dict, minutes: float, note: str = "") ->
 
 
 def add_row(text: str, new: str) -> str:
-    """``text`` (docs/reliability.md) with ``new`` as the first row of the slow-runs table (newest first)."""
+    """``text`` (docs/results.md) with ``new`` as the first row of the slow-runs table (newest first)."""
     if BEGIN not in text or END not in text:
         raise SystemExit(f"{DOC} has no slow-runs table ({BEGIN!r} ... {END!r}): add one")
     head, rest = text.split(BEGIN, 1)

@@ -1,8 +1,8 @@
-"""Every figure in docs/results.md, docs/models.md and the shipped cards is the one in the JSON it came from.
+"""Every figure in README.md, docs/**/*.md and the shipped cards is the one in the JSON it came from.
 
 The cards' evaluation tables are held to each model's metrics.json row by row, their suite tables to evaluation.json;
-results.md's generated blocks are rendered again from the shipped files and must come out the same; a four-decimal
-figure in the prose of either doc must be one the shipped models' JSON files, docs/bench or a generated table of
+results.md's generated blocks are rendered again from their records and must come out the same; a four-decimal
+figure in the prose of any page must be one the shipped models' JSON files, docs/bench or a generated table of
 results.md hold, with its sign where the prose writes one. A figure typed from memory (the bi-encoder's 0.8601 where
 its row says 0.8591), or a loss written as a gain (+0.0031 where the record says −0.0031), fails.
 """
@@ -23,7 +23,12 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 # a four-decimal figure and the sign written before it, if any (prose writes "−", U+2212; tables "-")
 FIGURE = re.compile(r"(?<![\d.])([−+-]?)(\d\.\d{4})(?!\d)")
-BLOCK = re.compile(r"<!-- (\w+):start -->(.*?)<!-- \1:end -->", flags=re.S)
+BLOCK = re.compile(r"<!-- ([\w-]+):start -->(.*?)<!-- \1:end -->", flags=re.S)
+# the section `python -m benchmarks.report` writes into results.md
+BENCH = re.compile(r"<!-- ctxir\.bench report: begin -->.*?<!-- ctxir\.bench report: end -->", flags=re.S)
+BENCH_INPUTS = re.compile(
+    r"python -m benchmarks\.report --markdown docs/results\.md --figures docs --inputs (.*?)#", re.S
+)
 FOLDERS = ("cross-encoder", "cls-lr", "sts-cross-encoder")
 
 
@@ -114,16 +119,18 @@ def test_results_md_generated_blocks_are_what_their_json_renders(tmp_path):
 
 
 def test_results_md_adapt_blocks_are_what_adapt_json_renders():
-    """The ctxir adapt table and its comparison with the previous default, rendered again from docs/bench."""
+    """The ctxir adapt table, its comparison with the previous defaults, its seeds and its timings, rendered again
+    from docs/bench."""
     from ctxir.files import read_json
     from scripts import results_adapt
 
     blocks = dict(BLOCK.findall((DOCS / "results.md").read_text(encoding="utf-8")))
     record = read_json(results_adapt.RECORD)
-    from scripts.results_adapt_doc import seed_records, seed_spread
+    from scripts.results_adapt_doc import seed_records, seed_spread, times
 
     rendered = [
         ("adapt", results_adapt.table(record)),
+        ("adapt-times", times(record)),
         ("adapt_compare", results_adapt.comparison(record, [read_json(p) for p in results_adapt.PREVIOUS])),
     ]
     if others := seed_records():  # the default at other seeds, once they are recorded
@@ -134,23 +141,50 @@ def test_results_md_adapt_blocks_are_what_adapt_json_renders():
         )
 
 
-def test_every_figure_in_the_docs_prose_is_one_the_json_or_a_generated_table_holds():
+def generated_figures() -> set[float]:
+    """The figures of results.md's generated blocks and benchmark section (each test above renders them again)."""
     results = (DOCS / "results.md").read_text(encoding="utf-8")
-    generated = {f for _, block in BLOCK.findall(results) for f in figures(block)}
-    known = json_figures() | generated
-    misses = prose_misses(BLOCK.sub("", results), known) + prose_misses(
-        (DOCS / "models.md").read_text(encoding="utf-8"), known
-    )
-    assert not misses, "figures typed in, not read from a JSON file or a generated table:\n" + "\n".join(
-        misses
+    blocks = [block for _, block in BLOCK.findall(results)] + BENCH.findall(results)
+    return {f for block in blocks for f in figures(block)}
+
+
+def pages() -> list[Path]:
+    return [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+
+
+@pytest.fixture(scope="module")
+def known() -> set[float]:
+    return json_figures() | generated_figures()
+
+
+@pytest.mark.parametrize("page", pages(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_figure_in_a_pages_prose_is_one_the_json_or_a_generated_table_holds(page, known):
+    text = BENCH.sub("", BLOCK.sub("", page.read_text(encoding="utf-8")))
+    misses = prose_misses(text, known)
+    assert not misses, (
+        f"{page.relative_to(ROOT)}: figures typed in, not read from a JSON file or a generated table:\n"
+        + ("\n".join(misses))
     )
 
 
-def test_a_figure_typed_in_is_caught():
+def test_results_md_benchmark_section_is_what_its_records_render(tmp_path):
+    """The speed and memory tables, rendered again by `python -m benchmarks.report` from the committed records."""
+    from benchmarks import report
+
+    text = (DOCS / "results.md").read_text(encoding="utf-8")
+    inputs = [str(ROOT / p) for p in BENCH_INPUTS.search(text).group(1).replace("\\", " ").split()]
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    page = docs / "results.md"
+    page.write_text(text)
+    assert report.main(["--inputs", *inputs, "--markdown", str(page), "--figures", str(docs)]) == 0
+    assert BENCH.findall(page.read_text()) == BENCH.findall(text), (
+        "run the benchmarks.report command in docs/results.md"
+    )
+
+
+def test_a_figure_typed_in_is_caught(known):
     """The check above, on the case the issue found: the STS-B bi-encoder's 0.8601 where its row says 0.8591."""
-    results = (DOCS / "results.md").read_text(encoding="utf-8")
-    generated = {f for _, block in BLOCK.findall(results) for f in figures(block)}
-    known = json_figures() | generated
     assert prose_misses("- **STS-B bi-encoder ≥ 0.86:** 0.8601.", known) == [
         "0.8601 in: - **STS-B bi-encoder ≥ 0.86:** 0.8601."
     ]

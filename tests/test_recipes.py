@@ -1,5 +1,5 @@
 """training/recipes/: each documented run's settings in one YAML file that its script reads first (``--recipe``),
-the flags on the command line overriding it; docs/training.md shows the one-line command. No training here."""
+the flags on the command line overriding it; docs/lab.md shows the one-line command. No training here."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from ctxir.cli import cli_main, command_line, parse_args
 from training.common import RECIPES_DIR, REPO_ROOT, TRAINING_DIR, run_config
 from training.common import cli_main as training_cli_main
 
-DOCS = REPO_ROOT / "docs" / "training.md"
+DOCS = REPO_ROOT / "docs" / "lab.md"
 # script module → its argument class
 SCRIPTS = {
     "train_bi_encoder": "BiEncoderArgs",
@@ -25,7 +25,7 @@ SCRIPTS = {
     "evaluate_reranker": "EvaluateRerankerArgs",
     "calibrate": "CalibrateArgs",
 }
-# (the one-line command in docs/training.md, the command it replaced there, as the run was made): equal settings
+# (the one-line command in docs/lab.md, the command it replaced there, as the run was made): equal settings
 DOCUMENTED = [
     (
         "python -m training.calibrate --recipe recipes/calibrate-stage5.yaml",
@@ -598,7 +598,7 @@ def settings(command: str) -> dict:
 
 
 def docs_commands() -> list[str]:
-    """docs/training.md's commands (in its bash blocks) that take a recipe, each joined over its continuations."""
+    """docs/lab.md's commands (in its bash blocks) that take a recipe, each joined over its continuations."""
     blocks = re.findall(r"```bash\n(.*?)```", DOCS.read_text(encoding="utf-8"), re.S)
     text = re.sub(r"\\\n\s*", "", "\n".join(blocks))
     return [re.sub(r"\s+#.*$", "", line.strip()) for line in text.splitlines() if "--recipe recipes/" in line]
@@ -848,6 +848,6 @@ def test_each_recipe_opens_with_what_it_is_how_to_run_it_its_time_and_its_sectio
         head.append(line)
     text = " ".join(head)
     assert head and f"--recipe recipes/{path.name}" in text and "Measured:" in text
-    assert "docs/training.md" in text
+    assert "docs/lab.md" in text
     run = re.search(r"# Run: (python \S+(?: \S+)?) --recipe", text).group(1)
     assert any(c.startswith(f"{run} --recipe recipes/{path.name}") for c in docs_commands())

@@ -1,4 +1,4 @@
-"""The `slow` tests are run and recorded (scripts/slow_run.py → docs/reliability.md, "The slow tests, run and
+"""The `slow` tests are run and recorded (scripts/slow_run.py → docs/results.md, "The slow tests, run and
 recorded"): the last recorded run is no older than the last commit that changed a shipped model's scoring files or a
 fault site, and the recording itself counts a JUnit report right."""
 
@@ -71,6 +71,6 @@ def test_no_doc_names_a_benchmark_marker_that_selects_nothing():
 
     markers = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["markers"]
     assert not [m for m in markers if m.split(":")[0].strip() == "benchmark"]
-    docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    docs = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
     said = [p.name for p in docs if re.search(r"-m\s+['\"]?benchmark\b|mark\.benchmark\b", p.read_text())]
     assert said == []
