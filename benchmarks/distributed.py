@@ -1,4 +1,4 @@
-"""Scaled-down run of the distributed path (docs/distributed.md): Ray Data encoding with 1 vs 2 workers, then Milvus
+"""Scaled-down run of the distributed path (docs/reference/distributed.md): Ray Data encoding with 1 vs 2 workers, then Milvus
 Lite insert and search throughput, on SciFact abstracts and the packaged all-MiniLM-L6-v2.
 
 Not a test: it times things. Each encoding run writes into a fresh folder (nothing is skipped) and the worker counts

@@ -1,7 +1,7 @@
-"""``python -m benchmarks.report``: the JSON records of the other benchmarks rendered into docs/performance.md
+"""``python -m benchmarks.report``: the JSON records of the other benchmarks rendered into docs/results.md
 between its report markers, with a PNG per kind in docs/ and a copy of each JSON in docs/bench/.
 
-    python -m benchmarks.report --inputs results/bench/*.json --markdown docs/performance.md   # tables + PNGs
+    python -m benchmarks.report --inputs results/bench/*.json --markdown docs/results.md   # tables + PNGs
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ class ReportArgs:
     markdown: str = field(
         default="",
         metadata={
-            "help": "write the tables into this page (e.g. docs/performance.md) between its report markers, leaving the "
+            "help": "write the tables into this page (e.g. docs/results.md) between its report markers, leaving the "
             "rest of the page alone"
         },
     )

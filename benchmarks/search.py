@@ -459,7 +459,7 @@ COLUMNS = (
 
 
 def format_table(record: dict) -> str:
-    """A Markdown table of one `search` record (the rows docs/performance.md shows)."""
+    """A Markdown table of one `search` record (the rows docs/results.md shows)."""
     return markdown_table(
         ["index", *(title for _, title, _ in COLUMNS)],
         [

@@ -1,4 +1,4 @@
-"""Faults at the places ctxir writes and in the files it reads back: the figures of docs/reliability.md, "Faults".
+"""Faults at the places ctxir writes and in the files it reads back: each one's outcome, printed as a table.
 
     python scripts/faults.py [--mutants 200] [--site SITE ...] [--kind KIND ...]
 

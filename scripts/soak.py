@@ -205,7 +205,7 @@ def latency_windows(seconds: float, args: SoakArgs) -> tuple[tuple[float, float]
     issue says; 2 minutes: the two halves. The mix answers under one search a second (101 in the 2 minutes of a
     run on an idle 2-core machine, 78-85 beside a training job), so a 20 s window holds about 14 (4-33 in four
     recorded runs) and its median moves with the views that happened to run beside it (0.29-1.00 s between the
-    20 s windows of one steady run); a half holds 29-53 (docs/reliability.md)."""
+    20 s windows of one steady run); a half holds 29-53."""
     width = min(max(seconds / WINDOWS, args.min_latency_window_s), seconds / 2)
     return (0.0, width), (seconds - width, seconds)
 
@@ -315,7 +315,7 @@ def analyse(
         verdict = "within the bound, but the windows cannot rule out more"
     else:
         verdict = "within the bound"
-    # the app keeps the file just written even when it alone passes the cap (docs/reliability.md)
+    # the app keeps the file just written even when it alone passes the cap
     over_cap = [s for s in samples if s["output_bytes"] > cap_bytes + s["largest_file"]]
     outcomes = {o: sum(r["outcome"] == o for r in requests) for o in ("ok", "refused", "error", "hung")}
     figures = {

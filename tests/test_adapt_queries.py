@@ -60,7 +60,7 @@ def test_keyword_queries_are_seeded_and_leave_the_other_kinds_draws_alone():
 
 
 def test_the_default_mix_is_a_title_a_sentence_and_a_span_without_keywords():
-    # keywords were the default on one training draw's gain, which three seeds did not hold (docs/training.md): they
+    # keywords were the default on one training draw's gain, which three seeds did not hold (docs/lab.md): they
     # are offered, not drawn unless asked for
     assert QUERY_KINDS == ("title", "sentence", "span") and "keywords" in OTHER_KINDS
     corpus = {

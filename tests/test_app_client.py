@@ -386,7 +386,7 @@ def test_failure_report_endpoint(served, tmp_path):
 
 
 def test_every_endpoint_has_a_worked_example_in_docs_app_md_and_each_runs(served, tmp_path, monkeypatch):
-    """Every Python block of docs/app.md runs, in order, against this app (tests/doc_examples.py), and between them
+    """Every Python block of docs/guides/api.md runs, in order, against this app (tests/doc_examples.py), and between them
     they call every endpoint the app has (ctxir/app/api.py's ENDPOINTS, and what view_api() lists)."""
     from ctxir.app.api import ENDPOINTS
     from tests.doc_examples import run_doc_examples
@@ -397,4 +397,6 @@ def test_every_endpoint_has_a_worked_example_in_docs_app_md_and_each_runs(served
     endpoints = {f"/{name}" for name in ENDPOINTS} | set(
         client.view_api(print_info=False, return_format="dict")["named_endpoints"]
     )
-    assert not endpoints - called, f"no worked example in docs/app.md calls {sorted(endpoints - called)}"
+    assert not endpoints - called, (
+        f"no worked example in docs/guides/api.md calls {sorted(endpoints - called)}"
+    )

@@ -57,7 +57,7 @@ def test_help_lists_each_flag_once_with_dashes(command, monkeypatch, capsys):
     listed = [s.split()[0] for strings in _listed_flags(text) for s in strings]
     assert "--recipe" in listed and len(listed) > 3, text
     assert _duplicates(text) == [], text
-    # the spelling docs/cli.md and the usage line use (ctxir.cli.flag_names): dashes
+    # the spelling docs/reference/cli.md and the usage line use (ctxir.cli.flag_names): dashes
     assert [f for f in listed if "_" in f] == [], text
     usage = text[: text.index("\noptions:\n")]
     assert "_" not in " ".join(re.findall(r"\[?(--[\w-]+)", usage)), usage

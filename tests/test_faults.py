@@ -1,5 +1,5 @@
 """Faults at the places ctxir writes and in the files it reads back (the scenarios live in scripts/faults.py, which
-also prints docs/reliability.md's Faults table): every write failing in turn with ENOSPC, one real full disk (a
+also prints its Faults table): every write failing in turn with ENOSPC, one real full disk (a
 1 MB tmpfs), two processes on one cache folder, and seeded mutants of every file ctxir reads back, loaded in a
 subprocess. The sites that export, ship or train a model are sampled in the default run (the first failure point),
 and every kind of file gets ``CTXIR_FEW_MUTANTS`` mutants there; all points and ``CTXIR_MUTANTS`` mutants of each

@@ -21,7 +21,7 @@ from scripts import shipped_int8
 
 FOLDER = SHIPPED_MODELS[SHIPPED_CROSS_ENCODER]
 # torch recomputes the recorded scores up to float sums in another batch order; int8 against its own record gets the
-# project's int8 rule (docs/training.md), no wider
+# project's int8 rule, no wider
 TOLERANCE = {"torch": 0.002, "onnx-int8": 0.005}
 RECORD_COMMAND = "python scripts/shipped_int8.py"
 
@@ -150,7 +150,7 @@ def test_the_shipped_cross_encoder_scores_medline_as_recorded(shared_data, monke
 def test_the_shipped_rerankers_rank_the_pair_tabs_example_sensibly():
     """The pair tab's own example (ctxir/assets/demo_sentences.json): both re-rankers put the two echolocation
     documents first and second, above the baseball near-miss (CLS-LR put it between them until its C was chosen by
-    ranking, docs/cls_lr.md); and CLS-LR no longer gives a central-bank sentence a higher probability than a bat one
+    ranking, docs/lab.md); and CLS-LR no longer gives a central-bank sentence a higher probability than a bat one
     for a bat question (it gave 0.997 against 0.443)."""
     from ctxir.data.demo import ASSETS
     from ctxir.rerank.registry import load_reranker

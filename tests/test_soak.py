@@ -69,7 +69,7 @@ def noisy_searches(
     """(sent at, seconds) of searches as the mix gets them on a 2-core machine shared with a training job: sent at
     random, about 0.75 a second; log-normal times, median 0.45 s, log sd 0.46, each search's like the one before
     (lag-1 autocorrelation 0.43 of the log: a slow view beside it slows both). These are the figures of a measured
-    2-minute run (docs/reliability.md). ``slower(t)`` scales the time of a search sent at ``t``."""
+    2-minute run. ``slower(t)`` scales the time of a search sent at ``t``."""
     rng = random.Random(seed)
     t, z, found = rng.expovariate(per_s), rng.gauss(0, 1), []
     while t < seconds:

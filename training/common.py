@@ -48,7 +48,7 @@ T = TypeVar("T")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TRAINING_DIR = REPO_ROOT / "training"
-RECIPES_DIR = TRAINING_DIR / "recipes"  # one YAML file per documented run (docs/training.md)
+RECIPES_DIR = TRAINING_DIR / "recipes"  # one YAML file per documented run (docs/lab.md)
 # The benchmark data sits beside the checkout (../shared/data); never copied into the repo.
 DEFAULT_DATA_DIR = str(REPO_ROOT.parent / "shared" / "data")
 

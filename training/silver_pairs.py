@@ -4,7 +4,7 @@
     python -m training.silver_pairs --teacher outputs/bi-encoder-stsb-cosent --output outputs/silver-stsb.csv
 
 5,749 gold pairs are few for learning to compare two sentences in one joint pass, and the cross-encoders trained on
-them stay below the STS-B bi-encoder they could learn from (docs/training.md). This writes more pairs from the same
+them stay below the STS-B bi-encoder they could learn from (docs/lab.md). This writes more pairs from the same
 sentences, the way Augmented SBERT samples them: each sentence with its ``--neighbours`` nearest other sentences
 under the teacher (pairs worth telling apart) and ``--random`` random ones (the dissimilar end), gold pairs and
 repeats dropped. Each pair's label is the teacher's cosine mapped onto the gold scale (0–1, gold / 5) by isotonic
@@ -41,7 +41,7 @@ class SilverPairsArgs:
         default="",
         metadata={
             "help": "the bi-encoder that labels the pairs (a folder or Hub id), e.g. the STS-B bi-encoder of "
-            "docs/training.md: outputs/bi-encoder-stsb-cosent"
+            "docs/lab.md: outputs/bi-encoder-stsb-cosent"
         },
     )
     output: str = field(default="outputs/silver-stsb.csv", metadata={"help": "the CSV to write"})

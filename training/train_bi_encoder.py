@@ -65,7 +65,7 @@ LOSS_NAMES = {
     "cosine": "CosineSimilarityLoss",
     "softmax": "SoftmaxLoss",
 }
-# Published reference numbers shown next to ours (docs/training.md cites their sources).
+# Published reference numbers shown next to ours (docs/results.md cites their sources).
 # published figures and what they cover: an anchor stands beside a row only on the same queries
 ANCHORS = {
     ("scifact", "nDCG@10"): {

@@ -3,7 +3,7 @@
 ctxir adapt --corpus ../shared/data/lisa --output runs/lisa-adapted --max-minutes 30
 ctxir evaluate --data ../shared/data/lisa --model runs/lisa-adapted ...
 
-docs/training.md ("Adapting to a corpus without labels") says what each step does and why the defaults are what they
+docs/lab.md ("Adapting to a corpus without labels") says what each step does and why the defaults are what they
 are.
 """
 
@@ -43,7 +43,7 @@ class AdaptArgs:
         default=DEFAULT_BI_ENCODER, metadata={"help": "the bi-encoder to adapt (id or folder)"}
     )
     teacher: str = field(
-        # chosen on three dev sets (docs/training.md): as much dense gain as the hybrid teacher's, without the hybrid's
+        # chosen on three dev sets (docs/lab.md): as much dense gain as the hybrid teacher's, without the hybrid's
         # fall on MS MARCO's triples
         default=COMPLEMENT_TEACHER,
         metadata={
@@ -69,7 +69,7 @@ class AdaptArgs:
             "doc2query model (a Hub id such as macavaney/doc2query-t5-base-msmarco; offline, from the local "
             "cache) or the folder training/train_query_generator.py wrote. It writes one query for each of "
             "--max-queries documents drawn at random (every document's --queries-per-doc when --max-queries is 0). "
-            "The one trained on a 2-core CPU does not write queries about their passage (docs/training.md)"
+            "The one trained on a 2-core CPU does not write queries about their passage (docs/lab.md)"
         },
     )
     queries_per_doc: int = field(

@@ -4,7 +4,7 @@ GPL writes its pseudo-queries with a T5 model trained on MS MARCO; none is avail
 itself read as a prefix language model (UniLM's seq2seq mask, Dong et al. 2019): the passage's tokens attend to each
 other both ways, as MiniLM was trained to; each query token attends to the whole passage and to the query's earlier
 tokens, and predicts the next one through the tied word embeddings. No attention is new, so it learns from a few
-thousand pairs what an encoder–decoder with new cross-attention did not (docs/training.md). Generation computes the
+thousand pairs what an encoder–decoder with new cross-attention did not (docs/lab.md). Generation computes the
 passage once and then one token at a time on its cached keys and values (BERT as a decoder).
 
 The other kind of generator is GPL's: a sequence-to-sequence doc2query model (``SEQ2SEQ_EXAMPLE``: docTTTTTquery's

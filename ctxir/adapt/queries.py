@@ -11,7 +11,7 @@ positive it is trained towards is the rest of that document, so the model cannot
 - ``keywords``: 2–4 of the document's highest TF-IDF words and word pairs over the corpus, a short topical query like
   a user's search terms; the positive is the whole document (its terms cannot be cut out of it, as GPL's generated
   queries are not). Not in the default mix: it was the default for a while on one training draw's gain, which did
-  not hold over three seeds (docs/training.md).
+  not hold over three seeds (docs/lab.md).
 - ``generated``: a query a small trained query generator (``ctxir.adapt.generator``, ``--generator DIR``) wrote for
   the document, as GPL's T5 does; the positive is the whole document. The caller generates them (``generated``).
 - ``masked-keywords``: the same queries, with every word of the document that shares a stem with a query word cut
@@ -37,7 +37,7 @@ from ctxir.types import Corpus, CtxirError, doc_text
 
 # the default mix, taken in this order one each in turn (title, sentence, span, then more sentences)
 QUERY_KINDS = ("title", "sentence", "span")
-# kinds a run may ask for besides the default mix (tried on dev, not adopted: docs/training.md)
+# kinds a run may ask for besides the default mix (tried on dev, not adopted: docs/lab.md)
 OTHER_KINDS = ("keywords", "masked-keywords", "generated")
 ALL_KINDS = QUERY_KINDS + OTHER_KINDS
 # A masked-keywords positive keeps no trace of its query's words, so the teacher's BM25 would call every negative that

@@ -1,7 +1,7 @@
 """Text shown to a person and the checks of text a person typed, shared by every tab.
 
 Every message a person sees goes through ``display_text`` (pop-ups render HTML) and every piece of user text in a
-Markdown summary through ``md_code`` or ``md_literal``, so user content never becomes markup (docs/reliability.md).
+Markdown summary through ``md_code`` or ``md_literal``, so user content never becomes markup.
 """
 
 from __future__ import annotations

@@ -90,7 +90,7 @@ def tsv_rows(text: str) -> Iterator[tuple[int, list[str]]]:
 
 
 def _loads(line: str):
-    """One JSON value: orjson (a 1M-line corpus.jsonl is a fifth of a warm start-up, docs/performance.md), falling
+    """One JSON value: orjson (a 1M-line corpus.jsonl is a fifth of a warm start-up, docs/results.md), falling
     back to json for what only json reads (NaN, integers past 64 bits, lone surrogates), so every file reads as
     before."""
     try:

@@ -22,7 +22,7 @@ from ctxir.types import CtxirError
 
 BASELINES = ("pad", "mask")
 # Gauss–Legendre IG: 32 steps keep the completeness error under 1 % on MiniLM pairs, 16 do not always
-# (measured in docs/explanations.md).
+# (python -m benchmarks.explain measures it).
 DEFAULT_IG_STEPS = 32
 MAX_IG_STEPS = 128
 COMPLETENESS_TOLERANCE = 0.01  # relative: |Σ attributions − Δ| ≤ 1 % of |Δ|, Δ = score − baseline_score

@@ -5,7 +5,7 @@ splits the corpus into ``nlist`` cells, each document is stored in its cell as 3
 1,536 bytes of float32), and a query scans the ``nprobe`` cells nearest to it. The top ``rescore × k`` of those
 are re-scored with exact float dot products against the caller's float32 embeddings, so the returned scores are
 exact cosines. On this project's 1M × 384 set it answers in a few milliseconds at recall@10 ≈ 0.99 against exact
-search from a ~380 MB file built in a few minutes on 2 cores (docs/performance.md; HNSW graphs measured worse
+search from a ~380 MB file built in a few minutes on 2 cores (docs/results.md; HNSW graphs measured worse
 there at 1M and took longer to build).
 
 The file is keyed to what it was built from: a fingerprint of the embeddings (shape, a hash of a sample of rows,

@@ -20,7 +20,7 @@ from ctxir.types import CtxirError
 PROJECTIONS = ("pca", "tsne")
 # matplotlib caches its fonts per thread (font_manager._get_font: keyed by thread id, 64 entries, each holding its font
 # files open). Drawn on the app's changing worker threads, every new thread opened the fonts again: the 30-minute
-# soak saw +1 open file and +5 MB a minute (docs/reliability.md). Every PNG is drawn on this one thread instead.
+# soak saw +1 open file and +5 MB a minute. Every PNG is drawn on this one thread instead.
 _DRAWING = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxir-draw")
 
 
