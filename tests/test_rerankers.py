@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -398,18 +399,24 @@ def _explain_overlap(model, query: str, document: str, **options) -> dict:
     }
 
 
-OVERLAP = RerankerKind(
+@dataclass(frozen=True)
+class OverlapKind(RerankerKind):
+    """A new kind as a user writes one: a subclass that says how to load and recognise its re-ranker."""
+
+    def load(self, model, device, batch_size):
+        return WordOverlap()
+
+    def accepts(self, obj):
+        return isinstance(obj, WordOverlap)
+
+
+OVERLAP = OverlapKind(
     name="overlap",
     label="word overlap",
     card="overlap",
     shipped="",
     fallback="",
     how_to_get="write the shared-word list into a folder",
-    load=lambda model, device, batch: WordOverlap(),
-    accepts=lambda obj: isinstance(obj, WordOverlap),
-    wrap=lambda obj: obj,
-    pair_scores=lambda reranker, query, texts: reranker.score_pairs(query, texts),
-    pair_value="score",
     explain=_explain_overlap,
 )
 
@@ -423,7 +430,7 @@ def overlap_kind(monkeypatch):
 
 def test_registering_a_kind_needs_a_usable_name():
     with pytest.raises(CtxirError, match="must be letters, digits and '-', and not 'none'"):
-        register_reranker(RerankerKind(**{**OVERLAP.__dict__, "name": "none"}))
+        register_reranker(replace(OVERLAP, name="none"))
 
 
 def test_one_entry_adds_a_kind_to_the_cli(overlap_kind, write_beir, tmp_path, capsys):

@@ -1,8 +1,8 @@
 """The re-ranker registry: one entry per re-ranker kind, read by everything that offers, loads, scores or explains one.
 
-An entry (``RerankerKind``) says what the kind is called (``--rerank`` choice and the name messages give it),
-which model it loads by default (the one shipped inside ctxir, else a fallback), how it loads and scores
-pairs, and whether it is available on this install (``available()``: no model is loaded and no network is used).
+An entry (a ``RerankerKind``) says what the kind is called (``--rerank`` choice and the name messages give it),
+which model it loads by default (the one shipped inside ctxir, else a fallback), how it loads and scores pairs
+(its methods), and whether it is available on this install (``available()``: no model is loaded, no network).
 How a kind is explained is registered on the explain side (``ctxir.explain.rerankers.EXPLAINERS``), which reads
 this registry, never the other way; so are the app's words for it (``ctxir.app.reranker_labels``: table headers,
 its flag and environment variable). The CLI's ``--rerank`` choices, the app's flags, radio buttons, pair-scoring columns, explanation
@@ -51,9 +51,10 @@ DEFAULT_RERANK_MODE = "fused"
 
 @dataclass(frozen=True)
 class RerankerKind:
-    """One re-ranker kind. ``name`` is its key everywhere (``--rerank NAME``, the app's radio value, the explain
-    model); ``key``, the same as a JSON key, also names its model setting in the app (``AppConfig.cross_encoder``,
-    app flag ``--cross-encoder``: ``ctxir.app.reranker_labels``).
+    """One re-ranker kind: what it is called, its default model, and how it loads and scores (its methods; a new
+    kind subclasses this and overrides ``load`` and ``accepts``). ``name`` is its key everywhere (``--rerank NAME``,
+    the app's radio value, the explain model); ``key``, the same as a JSON key, also names its model setting in
+    the app (``AppConfig.cross_encoder``, app flag ``--cross-encoder``: ``ctxir.app.reranker_labels``).
 
     >>> kind = RERANKERS["cross-encoder"]
     >>> kind.key, kind.pair_column, kind.rank_column
@@ -68,23 +69,36 @@ class RerankerKind:
     shipped: str  # the name it ships under inside ctxir (ctxir.encoders.models.SHIPPED_MODELS)
     fallback: str  # the default model while none is shipped ("" = none)
     how_to_get: str  # what to run to have one, e.g. "train it with `python training/train_cls_lr.py`"
-    load: Callable[[str, str, int], Reranker]  # (model, device, batch size) → a loaded re-ranker
-    accepts: Callable[
-        [Any], bool
-    ]  # an object in memory is of this kind (the re-ranker or the model it wraps)
-    wrap: Callable[[Any], Reranker]  # such an object → a ctxir re-ranker
-    pair_scores: Callable[[Reranker, str, Sequence[str]], np.ndarray]  # (N,) what pair scoring shows
-    pair_value: str  # what pair_scores are: "score", "probability"
+    pair_value: str = "score"  # what ``pair_scores`` are: "score", "probability"
     inspectable: bool = False  # its transformer body is offered to the attention and embedding views
-    # (re-ranker, [(a, b), …], batch size) → (N,) scores of pairs that share no query, in one call (an STS
-    # benchmark); None: ``pair_scores`` a pair at a time
-    score_pair_list: Callable[[Reranker, Sequence[tuple[str, str]], int], np.ndarray] | None = None
     # (model, query, document, n_steps=, max_steps=, baseline=, attention=, title=) → dict, for a kind that brings
     # its own; None: the one registered for its name on the explain side (ctxir.explain.rerankers.EXPLAINERS)
     explain: Callable[..., dict] | None = None
     # "relevance": whether a document answers a query (offered to re-rank a search); "similarity": how alike two
     # texts are (offered for pair scoring only, where similarity is what is asked)
     scores: str = "relevance"
+
+    def load(self, model: str, device: str, batch_size: int) -> Reranker:
+        """The re-ranker of this kind in ``model`` (a folder or Hub id)."""
+        raise NotImplementedError(f"re-ranker kind {self.name!r} does not say how to load a model")
+
+    def accepts(self, obj: Any) -> bool:
+        """Whether an object in memory is of this kind (the re-ranker or the model it wraps)."""
+        return False
+
+    def wrap(self, obj: Any) -> Reranker:
+        """Such an object as a ctxir re-ranker."""
+        return obj
+
+    def pair_scores(self, reranker: Reranker, query: str, texts: Sequence[str]) -> np.ndarray:
+        """(N,) what pair scoring shows for ``query`` against each of ``texts``."""
+        return reranker.score_pairs(query, texts)
+
+    def score_pair_list(
+        self, reranker: Reranker, pairs: Sequence[tuple[str, str]], batch_size: int
+    ) -> list[float] | np.ndarray:
+        """(N,) scores of pairs that share no query (an STS benchmark): a pair at a time."""
+        return [float(self.pair_scores(reranker, a, [b])[0]) for a, b in pairs]
 
     @property
     def key(self) -> str:
@@ -169,12 +183,6 @@ def local_model_folder(name: str) -> Path | None:
 # ---------------------------------------------------------------- the kinds ctxir has
 
 
-def _load_cross_encoder(model: str, device: str, batch_size: int) -> Reranker:
-    from ctxir.rerank.rankers import CrossEncoderReranker
-
-    return CrossEncoderReranker(model, device, batch_size, passages=passages_for(model))
-
-
 def passages_for(model: str):
     """How ``model`` reads a document longer than its max length: its folder's passages.json (chosen on held-out
     training claims when it shipped: ``ctxir.rerank.Passages``, the best window's score), else None (the first
@@ -187,102 +195,96 @@ def passages_for(model: str):
     return None
 
 
-def _is_cross_encoder(obj: Any) -> bool:
-    from sentence_transformers import CrossEncoder
-
-    from ctxir.rerank.rankers import CrossEncoderReranker
-
-    return isinstance(obj, CrossEncoderReranker | CrossEncoder)
-
-
-def _wrap_cross_encoder(obj: Any) -> Reranker:
-    from ctxir.rerank.rankers import CrossEncoderReranker
-
-    return obj if isinstance(obj, CrossEncoderReranker) else CrossEncoderReranker(obj)
-
-
-def _predict_pair_list(reranker: Reranker, pairs: Sequence[tuple[str, str]], batch_size: int) -> np.ndarray:
-    # the sentence-transformers model's own batched predict: the pairs' scores as the model gives them
-    return reranker.model.predict(list(pairs), batch_size=batch_size, show_progress_bar=True)
-
-
-def _load_cls_lr(model: str, device: str, batch_size: int) -> Reranker:
-    from ctxir.rerank.cls_lr import ClsLrRanker
-
-    return ClsLrRanker.load(model, device)
-
-
-def _is_cls_lr(obj: Any) -> bool:
-    from ctxir.rerank.cls_lr import ClsLrRanker
-
-    return isinstance(obj, ClsLrRanker)
-
-
-def _is_sts_cross_encoder(obj: Any) -> bool:
-    # a cross-encoder loaded by the pair scorer's shipped name (kind_of asks "cross-encoder" first, which takes any)
-    return _is_cross_encoder(obj) and getattr(obj, "model_name", "") == _shipped("SHIPPED_STS_CROSS_ENCODER")
-
-
-def _scores(reranker: Reranker, query: str, texts: Sequence[str]) -> np.ndarray:
-    return reranker.score_pairs(query, texts)
-
-
-def _probabilities(reranker: Reranker, query: str, texts: Sequence[str]) -> np.ndarray:
-    return reranker.predict_proba(query, texts)
-
-
-def _same(obj: Any) -> Reranker:
-    return obj
-
-
 def _shipped(attribute: str) -> str:
     from ctxir.encoders import models
 
     return getattr(models, attribute)
 
 
-CROSS_ENCODER = RerankerKind(
+@dataclass(frozen=True)
+class CrossEncoderKind(RerankerKind):
+    """A sentence-transformers cross-encoder (ctxir's or any on the Hub), read with its folder's passages.json."""
+
+    def load(self, model: str, device: str, batch_size: int) -> Reranker:
+        from ctxir.rerank.rankers import CrossEncoderReranker
+
+        return CrossEncoderReranker(model, device, batch_size, passages=passages_for(model))
+
+    def accepts(self, obj: Any) -> bool:
+        from sentence_transformers import CrossEncoder
+
+        from ctxir.rerank.rankers import CrossEncoderReranker
+
+        return isinstance(obj, CrossEncoderReranker | CrossEncoder)
+
+    def wrap(self, obj: Any) -> Reranker:
+        from ctxir.rerank.rankers import CrossEncoderReranker
+
+        return obj if isinstance(obj, CrossEncoderReranker) else CrossEncoderReranker(obj)
+
+    def score_pair_list(
+        self, reranker: Reranker, pairs: Sequence[tuple[str, str]], batch_size: int
+    ) -> np.ndarray:
+        """The sentence-transformers model's own batched ``predict``: the pairs' scores as the model gives them."""
+        return reranker.model.predict(list(pairs), batch_size=batch_size, show_progress_bar=True)
+
+
+@dataclass(frozen=True)
+class StsCrossEncoderKind(CrossEncoderKind):
+    """A sentence-pair similarity scorer (STS-B), not a relevance model: the cross-encoder loaded by the pair
+    scorer's shipped name (``kind_of`` asks "cross-encoder" first, which takes any)."""
+
+    def accepts(self, obj: Any) -> bool:
+        return super().accepts(obj) and getattr(obj, "model_name", "") == self.shipped
+
+    score_pair_list = RerankerKind.score_pair_list
+
+
+@dataclass(frozen=True)
+class ClsLrKind(RerankerKind):
+    """Logistic regression on a cross-encoder's [CLS] vector; pair scoring shows its probability."""
+
+    def load(self, model: str, device: str, batch_size: int) -> Reranker:
+        from ctxir.rerank.cls_lr import ClsLrRanker
+
+        return ClsLrRanker.load(model, device)
+
+    def accepts(self, obj: Any) -> bool:
+        from ctxir.rerank.cls_lr import ClsLrRanker
+
+        return isinstance(obj, ClsLrRanker)
+
+    def pair_scores(self, reranker: Reranker, query: str, texts: Sequence[str]) -> np.ndarray:
+        return reranker.predict_proba(query, texts)
+
+
+CROSS_ENCODER = CrossEncoderKind(
     name=kinds.CROSS_ENCODER,
     label="cross-encoder",
     card=kinds.CROSS_ENCODER,
     shipped=_shipped("SHIPPED_CROSS_ENCODER"),
     fallback=_shipped("MS_MARCO_CROSS_ENCODER"),
     how_to_get="train one with `python training/train_cross_encoder.py`",
-    load=_load_cross_encoder,
-    accepts=_is_cross_encoder,
-    wrap=_wrap_cross_encoder,
-    pair_scores=_scores,
-    pair_value="score",
     inspectable=True,
-    score_pair_list=_predict_pair_list,
 )
-CLS_LR = RerankerKind(
+CLS_LR = ClsLrKind(
     name=kinds.CLS_LR,
     label="CLS-LR",
     card=kinds.CLS_LR,
     shipped=_shipped("SHIPPED_CLS_LR"),
     fallback="",
     how_to_get="train one with `python training/train_cls_lr.py` (or ClsLrRanker.save)",
-    load=_load_cls_lr,
-    accepts=_is_cls_lr,
-    wrap=_same,
-    pair_scores=_probabilities,
     pair_value="probability",
 )
-# A sentence-pair similarity scorer (STS-B), not a relevance model: offered beside the two for pair scoring; as a
-# re-ranker it scores how alike the query and a document are. Last, so the app's "auto" explanation is unchanged.
-STS_CROSS_ENCODER = RerankerKind(
+# Offered beside the two for pair scoring; as a re-ranker it scores how alike the query and a document are. Last,
+# so the app's "auto" explanation is unchanged.
+STS_CROSS_ENCODER = StsCrossEncoderKind(
     name=kinds.STS_CROSS_ENCODER,
     label="STS similarity",
     card=kinds.CROSS_ENCODER,
     shipped=_shipped("SHIPPED_STS_CROSS_ENCODER"),
     fallback="",
     how_to_get="train one with `python training/train_pair_scorer.py`",
-    load=_load_cross_encoder,
-    accepts=_is_sts_cross_encoder,
-    wrap=_wrap_cross_encoder,
-    pair_scores=_scores,
-    pair_value="score",
     scores="similarity",
 )
 
