@@ -9,7 +9,8 @@ from collections import Counter
 import pytest
 
 from ctxir.types import CtxirError
-from training.train_classifier import ClassifierArgs, check, main, setfit_pairs, triplets
+from training.bi_encoder_data import setfit_pairs, triplets
+from training.train_classifier import ClassifierArgs, check, main
 
 EXAMPLES = [("a1", "A"), ("a2", "A"), ("a3", "A"), ("b1", "B"), ("b2", "B"), ("c1", "C")]
 CLASS = {t: y for t, y in EXAMPLES}

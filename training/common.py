@@ -7,6 +7,7 @@ The metrics.json contract, its writer and the data licences live in ``ctxir.publ
     dataset_entry(name, split, role, path, num_examples) -> dict   one "datasets" row, license filled in
     general_entries(data_dir, record) -> list[dict]   the "datasets" rows of the --general sources trained on
     data_folder(root, name, arg="--data-dir") -> Path   a dataset folder under the data root, or CtxirError
+    columns(rows, names) -> Dataset             the rows (tuples) as named columns, in the order a loss reads them
     check_not_empty(n, what, hint)              CtxirError before training when there is nothing to train on
     take(items, max_samples, seed)              the first/seeded subset for --max-samples (-1 = all)
     resolve_resume(resume, checkpoint_dir)      --resume value -> checkpoint path | None
@@ -216,6 +217,17 @@ def data_folder(root: str | os.PathLike, name: str, arg: str = "--data-dir") -> 
     if not path.is_dir():
         raise CtxirError(f"{arg} {str(root)!r} has no {folder}/ folder: {name} needs {path} with {contents}")
     return path
+
+
+def columns(rows: Sequence[Sequence], names: Sequence[str]):
+    """A ``datasets.Dataset`` of ``rows`` (tuples), one column per name, in the order the loss reads them.
+
+    >>> columns([("a", "b", 1.0)], ["sentence1", "sentence2", "score"]).column_names
+    ['sentence1', 'sentence2', 'score']
+    """
+    from datasets import Dataset
+
+    return Dataset.from_dict({name: [row[i] for row in rows] for i, name in enumerate(names)})
 
 
 def check_not_empty(n: int, what: str, hint: str) -> None:

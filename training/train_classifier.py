@@ -26,7 +26,6 @@ training_log.jsonl.
 
 from __future__ import annotations
 
-import random
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,33 +44,30 @@ from ctxir.classify import (
     evaluate_predictions,
     label_vectors_for,
     make_classifier,
-    sample_per_class,
     select_zero_shot,
     word_projection,
 )
-from ctxir.data.labelled import load_labelled, load_labels
 from ctxir.encoders import BiEncoder
 from ctxir.types import CtxirError
+from training.bi_encoder_data import build_classification_task
 from training.common import (
     TrainerRunArgs,
-    check_not_empty,
+    check_common_args,
     cli_main,
-    data_folder,
-    dataset_entry,
+    run_config,
     trainer_setting,
 )
-from training.runner import ModelSpec, TaskData, train
-from training.train_bi_encoder import (  # the same model kind: one loader, one trainer
-    load,
-    reload,
-    trainer_classes,
+from training.steps import (
+    Run,
+    Scores,
+    check_data,
+    dev_record,
+    evaluation_rows,
+    trainer_arguments,
+    write_run_metrics,
 )
+from training.train_bi_encoder import load  # the same model kind: one loader
 
-LOSS_NAMES = {
-    "triplet": "TripletLoss",
-    "batch-hard": "BatchHardTripletLoss",
-    "setfit": "CosineSimilarityLoss",
-}
 DEFAULT_LABELS = str(Path(__file__).resolve().parents[1] / "ctxir" / "assets" / "agnews_labels.csv")
 # Published numbers shown next to ours on AG News test (docs/results.md names the sources).
 ANCHORS = {
@@ -79,7 +75,6 @@ ANCHORS = {
     ("agnews", "accuracy (zero-shot)"): (0.500, "BTZSC zero-shot, all-MiniLM-L6-v2"),
     ("agnews", "accuracy (logreg)"): (0.756, "MTEB NewsClassification, 8-shot LR"),
 }
-EVAL_METHODS = ("zero-shot", "knn-5", "centroid", "logreg")
 
 
 @dataclass
@@ -113,105 +108,10 @@ class ClassifierArgs(TrainerRunArgs, SentenceTransformerTrainingArguments):
     )
 
 
-# ---------------------------------------------------------------- data
-
-
-def triplets(examples: list[tuple[str, str]], iterations: int, seed: int) -> list[tuple[str, str, str]]:
-    """(anchor, positive, negative) × ``iterations`` per example: a random other text of the anchor's class and a
-    random text of another class, seeded.
-
-    >>> rows = triplets([("a1", "A"), ("a2", "A"), ("b1", "B")], iterations=2, seed=0)
-    >>> len(rows), all(p.startswith(a[0]) and not n.startswith(a[0]) for a, p, n in rows)
-    (6, True)
-    """
-    rng = random.Random(seed)
-    by_class: dict[str, list[str]] = {}
-    for text, label in examples:
-        by_class.setdefault(label, []).append(text)
-    rows = []
-    for _ in range(iterations):
-        for text, label in examples:
-            same = [t for t in by_class[label] if t != text] or [text]
-            other = [t for c, texts in by_class.items() if c != label for t in texts]
-            rows.append((text, rng.choice(same), rng.choice(other)))
-    return rows
-
-
-def setfit_pairs(examples: list[tuple[str, str]], iterations: int, seed: int) -> list[tuple[str, str, float]]:
-    """SetFit's pair generation: per example and iteration, one pair with a same-class text (1.0) and one with an
-    other-class text (0.0).
-
-    >>> [s for _, _, s in setfit_pairs([("a1", "A"), ("a2", "A"), ("b1", "B")], 1, seed=0)]
-    [1.0, 0.0, 1.0, 0.0, 1.0, 0.0]
-    """
-    return [pair for a, p, n in triplets(examples, iterations, seed) for pair in ((a, p, 1.0), (a, n, 0.0))]
-
-
-def build_data(args: ClassifierArgs, model, device: str) -> TaskData:
-    from datasets import Dataset
-
-    folder = data_folder(args.data_dir, "agnews")
-    pool = load_labelled(folder / "train_subset.csv")
-    rows = (
-        list(range(len(pool)))
-        if args.per_class < 0
-        else sample_per_class([y for _, y in pool], args.per_class, args.seed)
-    )
-    examples = [pool[i] for i in rows]
-    check_not_empty(
-        len(examples),
-        f"--per-class {args.per_class} leaves no training example",
-        "use a positive number (or -1 for all)",
-    )
-    test = load_labelled(folder / "test.csv")
-    if args.eval_max_test > 0:
-        test = test[: args.eval_max_test]
-    classes = sorted({y for _, y in examples})
-    if args.objective == "triplet":
-        data = triplets(examples, args.iterations, args.seed)
-        train = Dataset.from_dict(
-            {
-                "anchor": [a for a, _, _ in data],
-                "positive": [p for _, p, _ in data],
-                "negative": [n for _, _, n in data],
-            }
-        )
-    elif args.objective == "setfit":
-        data = setfit_pairs(examples, args.iterations, args.seed)
-        train = Dataset.from_dict(
-            {
-                "sentence1": [a for a, _, _ in data],
-                "sentence2": [b for _, b, _ in data],
-                "score": [s for _, _, s in data],
-            }
-        )
-    else:
-        repeated = (
-            examples * args.iterations
-        )  # batch-hard mines inside each batch; repeats give it more batches
-        train = Dataset.from_dict(
-            {"sentence": [t for t, _ in repeated], "label": [classes.index(y) for _, y in repeated]}
-        )
-    datasets = [
-        dataset_entry("agnews", "train_subset", "train", folder, len(examples)),
-        dataset_entry("agnews", "test", "eval", folder, len(test)),
-    ]
-    extra = {
-        "per_class": args.per_class,
-        "train_examples": len(examples),
-        "classes": classes,
-        "training_rows": len(train),
-        "train_rows_of_subset": rows if len(rows) <= 512 else f"{len(rows)} rows",
-    }
-    return TaskData(
-        train, datasets, None, {"examples": examples, "test": test, "labels": load_labels(args.labels)}, extra
-    )
-
-
 # ---------------------------------------------------------------- loss & evaluation
 
 
-def build_loss(args: ClassifierArgs, model, data: TaskData):
+def build_loss(args: ClassifierArgs, model):
     from sentence_transformers.sentence_transformer import losses
 
     if args.objective == "triplet":
@@ -223,13 +123,13 @@ def build_loss(args: ClassifierArgs, model, data: TaskData):
     return losses.CosineSimilarityLoss(model)
 
 
-def evaluate(model, data: TaskData, args: ClassifierArgs, model_id: str) -> dict[tuple[str, str, str], float]:
+def evaluate(model, test: dict, seed: int, model_id: str) -> Scores:
     """Test accuracy and macro-F1 of each method, fitted (or, for zero-shot, its template chosen) on the N per class
     training examples only."""
 
     encoder = BiEncoder(model, batch_size=32)
     encoder.name = model_id
-    examples, test, labels = data.test["examples"], data.test["test"], data.test["labels"]
+    examples, test, labels = test["examples"], test["test"], test["labels"]
     train_x, train_y = encode(encoder, [t for t, _ in examples]), [y for _, y in examples]
     test_x, test_y = encode(encoder, [t for t, _ in test]), [y for _, y in test]
     classes = sorted(set(train_y))
@@ -247,9 +147,7 @@ def evaluate(model, data: TaskData, args: ClassifierArgs, model_id: str) -> dict
     }
     k = min(5, max(1, len(examples) // len(classes)))
     for name in (f"knn-{k}", "centroid", "logreg"):
-        classifiers[name] = make_classifier(name, encoder, "uniform", args.seed).fit_embeddings(
-            train_x, train_y
-        )
+        classifiers[name] = make_classifier(name, encoder, "uniform", seed).fit_embeddings(train_x, train_y)
     scores = {}
     for name, classifier in classifiers.items():
         result = evaluate_predictions(test_y, classifier.predict_labels(test_x), classes)
@@ -260,14 +158,6 @@ def evaluate(model, data: TaskData, args: ClassifierArgs, model_id: str) -> dict
         scores[("agnews", "test", f"macro-F1 ({key})")] = result["macro_f1"]
     print(f"zero-shot chose {best}")
     return scores
-
-
-def describe(name: str, data: TaskData, args: ClassifierArgs) -> tuple[str, str]:
-    n = len(data.test["examples"])
-    return "classification", (
-        f"{n} labelled examples ({args.per_class} per class) as kNN references / LR training "
-        f"data / zero-shot template choice; {len(data.test['test'])} test texts"
-    )
 
 
 # ---------------------------------------------------------------- run
@@ -290,36 +180,75 @@ def check(args: ClassifierArgs) -> None:
         raise CtxirError(f"--margin must be > 0, got {args.margin!r}")
 
 
-def _training_options(args: ClassifierArgs) -> dict:
-    from sentence_transformers.base.sampler import BatchSamplers
-
-    sampler = BatchSamplers.GROUP_BY_LABEL if args.objective == "batch-hard" else BatchSamplers.BATCH_SAMPLER
-    return {"batch_sampler": sampler, "dataloader_drop_last": False}
-
-
-SPEC = ModelSpec(
-    model_type=kinds.BI_ENCODER,
-    script="train_classifier",
-    default_output=lambda args: f"outputs/classifier-agnews-{args.objective}-{args.per_class}",
-    data_names=lambda args: ["agnews"],
-    check=check,
-    load=load,
-    build_data=build_data,
-    build_loss=build_loss,
-    evaluate=evaluate,
-    describe=describe,
-    save=lambda model, out, args: model.save_pretrained(str(out)),
-    reload=reload,
-    objective_name=lambda args: LOSS_NAMES[args.objective],
-    trainer_classes=trainer_classes,
-    anchors=ANCHORS,
-    training_options=_training_options,
-    extra=lambda args, model, data: {"max_seq_length": model.max_seq_length},
-)
-
-
 def run(args: ClassifierArgs) -> dict:
-    return train(args, SPEC)
+    """Train one bi-encoder for classification; returns the metrics.json record (empty on non-main processes)."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.base.sampler import BatchSamplers
+    from sentence_transformers.sentence_transformer.trainer import SentenceTransformerTrainer
+
+    # 0. check the arguments and the data before anything heavy is loaded; the run's folder and log
+    check_common_args(args)
+    check(args)
+    check_data(args.data_dir, ["agnews"])
+    out = Path(args.output_dir or f"outputs/classifier-agnews-{args.objective}-{args.per_class}")
+    config, resume = run_config(args), args.resume_from_checkpoint
+    with Run(out, "train_classifier", config, resume, args.run_device, args.torch_threads) as run:
+        # 1. load the model
+        model = load(args, run.device)
+        # 2. load the data
+        train, datasets, test, extra = build_classification_task(args)
+        print(f"training rows: {len(train)}, columns {train.column_names}")
+        # 3. loss
+        loss = build_loss(args, model)
+        # 4. evaluator: none during training (test is never seen); the starting model's test scores
+        before = evaluate(model, test, args.seed, args.model) if args.eval_before else {}
+        print(f"before training: {before}")
+        # 5. train: batch-hard mines inside each batch, so its batches group texts by label
+        sampler = (
+            BatchSamplers.GROUP_BY_LABEL if args.objective == "batch-hard" else BatchSamplers.BATCH_SAMPLER
+        )
+        settings = trainer_arguments(
+            SentenceTransformerTrainingArguments,
+            args,
+            out,
+            run.device,
+            None,
+            batch_sampler=sampler,
+            dataloader_drop_last=False,
+        )
+        trainer = run.train(SentenceTransformerTrainer, settings, model, train, loss)
+        if not trainer.is_world_process_zero():
+            return {}
+        # 6. save, then reload from disk as every user will
+        model.save_pretrained(str(out))
+        run.saved(args.keep_checkpoints)
+        trained = SentenceTransformer(str(out), device=run.device)
+        # 7. evaluate the trained model
+        after = evaluate(trained, test, args.seed, str(out))
+        print(f"after training: {after}")
+        # 8. metrics.json
+        task = (
+            "classification",
+            (
+                f"{len(test['examples'])} labelled examples ({args.per_class} per class) as kNN references / LR "
+                f"training data / zero-shot template choice; {len(test['test'])} test texts"
+            ),
+        )
+        return write_run_metrics(
+            out,
+            args,
+            model_type=kinds.BI_ENCODER,
+            objective=type(loss).__name__,
+            datasets=datasets,
+            training=run.training(trainer, len(train)),
+            evaluations=evaluation_rows(before, after, {"agnews": task}, anchors=ANCHORS),
+            extra={
+                **extra,
+                **dev_record(trainer, {}, {}),
+                "max_length": trained.max_seq_length,
+                "max_seq_length": trained.max_seq_length,
+            },
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

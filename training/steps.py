@@ -1,0 +1,291 @@
+"""The steps every Trainer script takes the same way, each with explicit parameters.
+
+TaskData                                    what a script's data step hands the rest: train rows, "datasets" rows,
+                                            the dev evaluator, what its test step reads, metrics.json "extra"
+check_data(data_dir, names)                 each dataset folder exists, before anything heavy is loaded
+trainer_arguments(cls, args, out, device, evaluator, **options)   the library's own TrainingArguments
+Run(out, resume)                            the run's folder and clock: --resume, train(), checkpoints, "training"
+evaluation_rows(before, after, tasks, coverage, anchors)          metrics.json "evaluations"
+dev_record(trainer, dev_before, dev_after)  the dev scores and the --load-best checkpoint, for "extra"
+write_run_metrics(out, args, ...)           metrics.json (``ctxir.publish.metrics_file.write_metrics``)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import shutil
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ctxir.encoders.models import pick_device, set_threads
+from ctxir.publish.metrics_file import write_metrics
+from ctxir.types import CtxirError
+from training.common import (
+    data_folder,
+    evaluation_row,
+    jsonl_log_callback,
+    resolve_resume,
+    run_config,
+    tee_output,
+    train_keeping_checkpoints,
+    training_block,
+)
+
+Scores = dict[tuple[str, str, str], float]  # (dataset, split, metric) → value
+
+
+@dataclass
+class TaskData:
+    """What a script's data step hands the rest."""
+
+    train: Any  # datasets.Dataset, columns in the order the loss reads them
+    datasets: list[dict]  # metrics.json "datasets" rows
+    dev_evaluator: Any | None = None  # in-training evaluator (held-out data, never test)
+    test: dict = field(default_factory=dict)  # what the script's test step reads
+    extra: dict = field(default_factory=dict)  # recorded under metrics.json "extra"
+    loss_options: dict = field(default_factory=dict)  # e.g. the BCE pos_weight the data implies
+
+
+def check_data(data_dir: str, names: list[str]) -> None:
+    """Each dataset folder ``names`` needs under --data-dir, or the CtxirError saying what is missing."""
+    for name in names:
+        data_folder(data_dir, name)
+
+
+def trainer_arguments(training_args_class: type, args, out: Path, device: str, evaluator, **options) -> Any:
+    """The library's own training arguments: every Trainer setting as ``args`` holds it (``args`` extends
+    ``training_args_class``), and the ones the run derives from ctxir's flags: checkpoints under ``out``/checkpoints,
+    the dev evaluator every --eval-steps, --keep-checkpoints, --load-best, --device cpu, the evaluation batch =
+    --batch-size, the data order seeded by --seed unless --data-seed is given, and the script's ``options`` (e.g. a
+    batch sampler)."""
+    settings = {f.name: getattr(args, f.name) for f in dataclasses.fields(training_args_class) if f.init}
+    settings.update(
+        output_dir=str(out / "checkpoints"),
+        per_device_eval_batch_size=args.per_device_train_batch_size,
+        data_seed=args.seed if args.data_seed is None else args.data_seed,
+        eval_strategy="steps" if evaluator is not None else "no",
+        eval_steps=args.eval_steps or None,
+        save_total_limit=None if args.keep_checkpoints else args.save_total_limit,
+        resume_from_checkpoint=None,  # resolved by Run ('last' → a checkpoint) and passed to train()
+        # the Trainer places the model itself (over every GPU under torchrun): --device cpu must be forced on it
+        use_cpu=args.use_cpu or device == "cpu",
+        **best_model_options(args.load_best, evaluator),
+        **options,
+    )
+    return training_args_class(**settings)
+
+
+def dev_metric_key(evaluator) -> str:
+    """The key the Trainer logs the evaluator's primary metric under, less its "eval_" prefix: the evaluator's name
+    then its metric (``scifact-train-heldout_ndcg@10``), as sentence-transformers' evaluators prefix their results."""
+    primary, name = evaluator.primary_metric, getattr(evaluator, "name", "")
+    return f"{name}_{primary}" if name and not primary.startswith(f"{name}_") else primary
+
+
+def best_model_options(load_best: bool, evaluator) -> dict:
+    """--load-best: the Trainer keeps the dev-best checkpoint and loads it at the end (higher is better)."""
+    if not load_best:
+        return {}
+    if evaluator is None:
+        raise CtxirError(
+            "--load-best needs a dev evaluator during training: this run has none (no held-out data, "
+            "or --eval-steps 0); drop --load-best or hold out dev data"
+        )
+    return {
+        "load_best_model_at_end": True,
+        "metric_for_best_model": dev_metric_key(evaluator),
+        "greater_is_better": True,
+    }
+
+
+@contextmanager
+def best_load_failures() -> Iterator[list[str]]:
+    """The messages of sentence-transformers' Trainer when it could not load the --load-best checkpoint.
+
+    The Trainer logs that failure and goes on with the last step's weights, so without this a run would save the
+    last step while metrics.json named the dev-best one as what was kept."""
+    failures: list[str] = []
+
+    class Catch(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.getMessage().startswith("Could not load the best model"):
+                failures.append(record.getMessage())
+
+    handler, trainer_logger = Catch(logging.ERROR), logging.getLogger("sentence_transformers.base.trainer")
+    trainer_logger.addHandler(handler)
+    try:
+        yield failures
+    finally:
+        trainer_logger.removeHandler(handler)
+
+
+class Run:
+    """One run's folder and clock, entered as a context: torch's threads set, everything printed copied into
+    ``out``/train.log (the script's command line and config first), ``--resume`` resolved against
+    ``out``/checkpoints; then the Trainer run keeping its checkpoints on a full disk, and the "training" block."""
+
+    def __init__(self, out: Path, script: str, config: dict, resume: str, run_device: str, threads: int):
+        self.out, self.script, self.config = Path(out), script, config
+        self.checkpoints = self.out / "checkpoints"
+        self.resume_from = resolve_resume(resume, self.checkpoints)
+        self.device = pick_device(run_device)
+        set_threads(threads)
+        self.started = time.perf_counter()
+        self.train_output, self.train_seconds = None, 0.0
+        self._log = contextlib.ExitStack()
+
+    def __enter__(self) -> Run:
+        self._log.enter_context(tee_output(self.out / "train.log"))
+        print(f"# {self.script} {' '.join(sys.argv[1:])}\n{self.config}")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._log.close()
+
+    def train(self, trainer_class: type, settings, model, train_dataset, loss, evaluator=None):
+        """The script's Trainer (its log history mirrored to ``out``/training_log.jsonl), trained from
+        ``resume_from``; a --load-best checkpoint the Trainer could not load stops the run with the checkpoints
+        kept. Returns the trainer."""
+        trainer = trainer_class(
+            model=model,
+            args=settings,
+            train_dataset=train_dataset,
+            loss=loss,
+            evaluator=evaluator,
+            callbacks=[jsonl_log_callback(self.out / "training_log.jsonl")],
+        )
+        start = time.perf_counter()
+        with best_load_failures() as failures:
+            self.train_output = train_keeping_checkpoints(trainer, self.resume_from, self.checkpoints)
+        self.train_seconds = time.perf_counter() - start
+        if failures:  # the checkpoints stay: nothing trained is lost
+            raise CtxirError(
+                f"--load-best: {failures[0]} The run's checkpoints are kept in {str(self.checkpoints)!r}; "
+                "fix the cause and run again, or run without --load-best"
+            )
+        return trainer
+
+    def saved(self, keep_checkpoints: bool) -> None:
+        """The model is saved in ``out``: its checkpoints go unless --keep-checkpoints."""
+        if not keep_checkpoints:
+            shutil.rmtree(self.checkpoints, ignore_errors=True)
+        print(f"saved model to {self.out}")
+
+    def training(self, trainer, train_examples: int) -> dict:
+        """metrics.json "training": steps, epochs, batch, learning rate, times, device, seed, final loss."""
+        state, settings = trainer.state, trainer.args
+        return {
+            **training_block(
+                self.train_output,
+                steps=state.global_step,
+                epochs=state.epoch or 0.0,
+                train_examples=train_examples,
+                batch_size=settings.per_device_train_batch_size,
+                learning_rate=settings.learning_rate,
+                wall_time_seconds=time.perf_counter() - self.started,
+                device=self.device,
+                seed=settings.seed,
+                log_history=state.log_history,
+            ),
+            "train_seconds": round(self.train_seconds, 1),
+            "resumed_from": self.resume_from,
+        }
+
+
+def anchor_fields(anchor, row: dict) -> dict:
+    """The anchor's metrics.json fields for ``row``: an ``ANCHORS`` entry {value, name, source, queries[, first_stage,
+    depth]} stands beside the row only when it was measured on as many queries (and, re-ranking, at the same depth):
+    the card check (ctxir.publish.card_check.row_problems) refuses any other pair. A (value, name) pair is kept as
+    written (the check then asks for its source)."""
+    if anchor is None:
+        return {}
+    if not isinstance(anchor, dict):
+        return {"anchor": anchor[0], "anchor_name": anchor[1]}
+    same = row.get("queries") == anchor["queries"] and (
+        row["task"] != "reranking" or row.get("depth") == anchor.get("depth")
+    )
+    if not same:
+        return {}
+    return {
+        "anchor": anchor["value"],
+        "anchor_name": anchor["name"],
+        "anchor_source": anchor["source"],
+        "anchor_queries": anchor["queries"],
+        **({"anchor_first_stage": anchor["first_stage"]} if anchor.get("first_stage") else {}),
+        **({"anchor_depth": anchor["depth"]} if anchor.get("depth") else {}),
+    }
+
+
+def evaluation_rows(
+    before: Scores,
+    after: Scores,
+    tasks: dict[str, tuple[str, str]],
+    coverage: dict[str, dict] | None = None,
+    anchors: dict | None = None,
+) -> list[dict]:
+    """metrics.json "evaluations": one row per test score; ``tasks`` gives each dataset's (task, config text),
+    ``coverage`` what its figures cover (queries, subset, first_stage, depth), ``anchors`` the published figures."""
+    rows = []
+    for (name, split, metric), value in after.items():
+        task, config = tasks[name]
+        row = evaluation_row(
+            name, split, task, metric, before.get((name, split, metric)), value, config=config
+        )
+        row.update((coverage or {}).get(name, {}))
+        row.update(anchor_fields((anchors or {}).get((name, metric)), row))
+        rows.append(row)
+    return rows
+
+
+def dev_record(trainer, dev_before: dict, dev_after: dict) -> dict:
+    """metrics.json "extra" of the dev evaluator: the checkpoint --load-best ended on (its step, metric, value) and
+    the dev scores before and after."""
+    state = trainer.state
+    best = (
+        {
+            "step": int(state.best_model_checkpoint.rsplit("-", 1)[-1]),
+            "metric": trainer.args.metric_for_best_model,
+            "value": state.best_metric,
+        }
+        if trainer.args.load_best_model_at_end and state.best_model_checkpoint
+        else None
+    )
+    return {
+        **({"best_checkpoint": best} if best else {}),
+        "dev_before": {k: round(float(v), 4) for k, v in dev_before.items()},
+        "dev_after": {k: round(float(v), 4) for k, v in dev_after.items()},
+    }
+
+
+def write_run_metrics(
+    out: Path,
+    args,
+    *,
+    model_type: str,
+    objective: str,
+    datasets: list[dict],
+    training: dict,
+    evaluations: list[dict],
+    extra: dict,
+) -> dict:
+    """Write metrics.json: what was trained on what, how (``args``' config), how long, and the scores."""
+    metrics = {
+        "model_type": model_type,
+        "model_name": args.model_name or Path(out).name,
+        "base_model": args.model,
+        "objective": objective,
+        "datasets": datasets,
+        "config": run_config(args),
+        "training": training,
+        "evaluations": evaluations,
+        "extra": extra,
+    }
+    print(f"wrote {out} (model), {write_metrics(out, metrics)}")
+    return metrics
