@@ -86,11 +86,11 @@ def test_an_interrupted_corpus_encode_resumes_from_its_cached_parts(tiny_st, tmp
     enc = BiEncoder(tiny_st, cache=EmbeddingCache(tmp_path))
     encoded, real = [], enc.encode
 
-    def killed_in_third_part(chunk, show_progress_bar=None):
+    def killed_in_third_part(chunk, show_progress_bar=None, role=None):
         if len(encoded) == 2:
             raise KeyboardInterrupt
         encoded.append(list(chunk))
-        return real(chunk, show_progress_bar)
+        return real(chunk, show_progress_bar, role)
 
     monkeypatch.setattr(enc, "encode", killed_in_third_part)
     with pytest.raises(KeyboardInterrupt):
@@ -102,7 +102,9 @@ def test_an_interrupted_corpus_encode_resumes_from_its_cached_parts(tiny_st, tmp
 
     encoded.clear()
     monkeypatch.setattr(
-        enc, "encode", lambda chunk, show_progress_bar=None: encoded.append(list(chunk)) or real(chunk)
+        enc,
+        "encode",
+        lambda chunk, show_progress_bar=None, role=None: encoded.append(list(chunk)) or real(chunk),
     )
     resumed = enc.encode_cached(texts)
     assert encoded == [texts[8:]]  # only the third part

@@ -148,10 +148,10 @@ class SourceTeacher:
 
 def cosines(encoder, groups: Sequence[tuple[str, Sequence[str]]]) -> list[np.ndarray]:
     """Per group the (len(texts),) cosines of ``encoder``'s (normalised) vectors of its query and each text; the
-    queries encoded in one batch, every text in another."""
-    queries = encoder.encode([query for query, _ in groups], show_progress_bar=False)  # (G, D)
+    queries encoded in one batch (after the query prompt), every text in another (after the document prompt)."""
+    queries = encoder.encode([query for query, _ in groups], show_progress_bar=False, role="query")  # (G, D)
     flat = [text for _, texts in groups for text in texts]
-    vectors = encoder.encode(flat, show_progress_bar=False)  # (sum of texts, D)
+    vectors = encoder.encode(flat, show_progress_bar=False, role="document")  # (sum of texts, D)
     found, start = [], 0
     for g, (_, texts) in enumerate(groups):
         found.append(vectors[start : start + len(texts)] @ queries[g])

@@ -18,6 +18,7 @@ import numpy as np
 from transformers import TrainerCallback
 
 from ctxir.adapt.queries import PseudoQuery
+from ctxir.encoders.bi_encoder import model_prompts
 from ctxir.files import read_json, write_json
 from ctxir.names import ADAPTER_CONFIG
 from ctxir.types import Corpus, doc_text
@@ -112,9 +113,14 @@ def teacher_scale(model, rows: dict[str, list], sample: int = 256, seed: int = 4
     n = len(rows["anchor"])
     picked = np.random.default_rng(seed).choice(n, size=min(n, sample), replace=False)
 
+    prompts = model_prompts(model)  # as the bi-encoder encodes queries and documents (ctxir.BiEncoder)
+
     def encode(column: str) -> np.ndarray:
         texts = [rows[column][i] for i in picked]
-        return model.encode(texts, convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False)
+        prompt = prompts["query" if column == "anchor" else "document"]
+        return model.encode(
+            texts, prompt=prompt, convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False
+        )
 
     q, p, m = encode("anchor"), encode("positive"), encode("negative")
     student = np.einsum("nd,nd->n", q, p) - np.einsum("nd,nd->n", q, m)  # (sample,) cosine margins

@@ -70,7 +70,9 @@ class CorpusIndex:
             step(0.1, f"encoding {len(self.corpus):,} documents")
             return
         texts = [doc_text(self.corpus[doc_id]) for doc_id in self.corpus]  # the order encode_corpus uses
-        key = encoder.cache_key(texts)
+        key = encoder.cache_key(
+            texts, "document"
+        )  # the key DenseRetriever reads: documents after their prompt
         # as encode_cached: another process encoding the same corpus (an evaluation, a second app) holds the lock
         with encoder.cache.lock(key):
             if encoder.cache.get(key, mmap=True) is not None:  # mapped, not read: a 1M matrix is 1.5 GB
@@ -83,7 +85,7 @@ class CorpusIndex:
                     f"encoding documents: {start:,} of {len(texts):,} done (first start "
                     "only: the vectors are cached)",
                 )
-                parts.append(encoder.encode(texts[start : start + chunk]))
+                parts.append(encoder.encode(texts[start : start + chunk], role="document"))
             encoder.cache.put(key, np.concatenate(parts) if parts else encoder.encode([]))
 
     def _encoder(self, pooling: str | None = None, layer: int | None = None):

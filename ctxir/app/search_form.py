@@ -11,6 +11,7 @@ import gradio as gr
 from ctxir.app import model_choice
 from ctxir.app.models import AppModels
 from ctxir.app.ui import Ui
+from ctxir.encoders.bi_encoder import model_prompts
 from ctxir.kinds import CROSS_ENCODER
 from ctxir.rerank.registry import DEFAULT_RERANK_MODE, RERANKERS, search_rerankers
 from ctxir.retrieval.registry import DEFAULT_FIRST_STAGE, FIRST_STAGES
@@ -48,6 +49,15 @@ def reranker_info(models: AppModels) -> str:
     return f"not loaded: {', '.join(missing)} (the top of the page says why)" if missing else ""
 
 
+def prompts_info(models: AppModels) -> str:
+    """The first stage's note: the prompts the bi-encoder puts before queries and documents (its own)."""
+    prompts = model_prompts(models.bi_encoder)
+    if not any(prompts.values()):
+        return "the bi-encoder declares no prompts: queries and documents are encoded as typed"
+    shown = ", ".join(f"{role} prompt {prompt!r}" for role, prompt in prompts.items() if prompt)
+    return f"the bi-encoder's own prompts: {shown}"
+
+
 def reranker_choices_now(models: AppModels) -> list[str]:
     """The re-ranker choices: "none", the relevance kinds loaded at start, then the cross-encoders loaded by name
     now (shared by every visitor, least recently used first)."""
@@ -80,6 +90,7 @@ def search_form(ui: Ui) -> SearchForm:
             value=DEFAULT_FIRST_STAGE,
             label="First stage",
             min_width=200,
+            info=prompts_info(ui.models),
         )
         # only the re-rankers loaded in this app are offered; the info line names the others and the top of the
         # page says why they are missing

@@ -21,7 +21,12 @@ import numpy as np
 import torch
 
 from ctxir.encoders.models import DEFAULT_BI_ENCODER, load_bi_encoder
-from ctxir.encoders.pooling import POOLINGS, LayerPooling, pool  # noqa: F401 (re-exported: from ctxir.encoders.bi_encoder import pool)
+from ctxir.encoders.pooling import (  # noqa: F401 (re-exported: from ctxir.encoders.bi_encoder import pool)
+    POOLINGS,
+    LayerPooling,
+    include_prompt,
+    pool,
+)
 from ctxir.files import (
     DiskFullError,
     atomic_path,
@@ -34,13 +39,18 @@ from ctxir.files import (
 from ctxir.types import Corpus, CtxirError, doc_text
 
 # torch: the model's own encode. onnx-int8: ONNX Runtime, int8 MatMul weights (dynamic quantisation), CPU; 2.24× the
-# texts/s of torch at SciFact nDCG@10 0.6452 vs 0.6451 (docs/performance.md); the model's own pooling, last layer.
+# texts/s of torch at SciFact nDCG@10 0.6452 vs 0.6451 (docs/results.md); the model's own pooling, last layer.
 BACKENDS = ("torch", "onnx-int8")
 # A memory-mapped cache of more rows than this is checked on a sample of rows, not read whole (see _looks_encoded).
 FULL_CHECK_ROWS = 200_000
 # a corpus of more texts than this is encoded in parts of PART_ROWS, each cached as it completes, so a run killed
 # part-way (WikiQA's 18,841 sentences take 15 min on 2 cores) resumes from its last part instead of starting again
 PART_ROWS = 4096
+# what a text is encoded as: a query or a document takes the bi-encoder's prompt for it; None, the model's
+# default prompt (its ``default_prompt_name``, as ``SentenceTransformer.encode``), for texts that are neither
+ROLES = ("query", "document")
+# the names a model's ``prompts`` may give its document prompt, as ``SentenceTransformer.encode_document`` tries them
+DOCUMENT_PROMPT_NAMES = ("document", "passage", "corpus")
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +75,26 @@ def hash_texts(digest, texts: Sequence[str], block: int = 8192) -> None:
     for begin in range(0, len(texts), block):
         part = texts[begin : begin + block]
         digest.update(("\x00".join(part) + "\x00").encode("utf-8", "surrogatepass") if part else b"")
+
+
+def model_prompts(model) -> dict[str, str]:
+    """``{"query": ..., "document": ...}``: the prompts a SentenceTransformer declares (its ``prompts``, read from
+    config_sentence_transformers.json), "" where it has none.
+
+    As ``encode_query`` / ``encode_document`` choose them: the "query" prompt; the first of "document", "passage"
+    and "corpus". One difference: sentence-transformers 6 adds an empty "document" entry to every model, which
+    hides a "passage" prompt from its ``encode_document``; here an empty entry hides nothing. A model's
+    ``default_prompt_name`` does not apply to either, as it does not in ``encode_query`` / ``encode_document``.
+    """
+    prompts = getattr(model, "prompts", None) or {}
+    document = next((prompts[name] for name in DOCUMENT_PROMPT_NAMES if prompts.get(name)), "")
+    return {"query": prompts.get("query") or "", "document": document}
+
+
+def _check_prompt(prompt, name: str) -> str | None:
+    if prompt is None or isinstance(prompt, str):
+        return prompt
+    raise CtxirError(f'{name} must be a string ("" for no prompt) or None (the model\'s own), got {prompt!r}')
 
 
 def cache_root(root: str | Path | None = None) -> Path:
@@ -157,8 +187,12 @@ class BiEncoder:
     pooling=None and layer=None keep the model's own pooling (mean for all-MiniLM-L6-v2).
     layer counts like ``hidden_states``: 0 is the embedding layer, -1 (or num_layers) the last.
 
+    query_prompt / document_prompt: the text put before each query / document (``encode(..., role="query")``).
+    None uses the model's own (``model_prompts``: e5's "query: ", bge's instruction; "" for MiniLM), a string
+    replaces it, "" turns it off. A pooling that leaves prompt tokens out (``include_prompt=False``) still does.
+
     backend="onnx-int8" encodes with ONNX Runtime on the CPU, int8 weights (2.24× faster than "torch" for MiniLM at
-    the same SciFact nDCG@10, docs/performance.md); the model's own pooling at the last layer only. The model is
+    the same SciFact nDCG@10, docs/results.md); the model's own pooling at the last layer only. The model is
     exported and quantised on the first encode (seconds to a minute, once) into ``onnx_dir`` (default
     ``<cache root>/onnx``, see ``cache_root``) under its weights fingerprint, and reused afterwards. Its vectors are
     cached under their own key: int8 and float vectors never mix.
@@ -181,6 +215,8 @@ class BiEncoder:
         batch_size: int = 32,
         backend: str = "torch",
         onnx_dir: str | Path | None = None,
+        query_prompt: str | None = None,
+        document_prompt: str | None = None,
     ):
         # lazy: sentence-transformers pulls in transformers (seconds)
         from sentence_transformers import SentenceTransformer
@@ -193,6 +229,11 @@ class BiEncoder:
         self.model = load_bi_encoder(model, device) if isinstance(model, str) else model
         if not isinstance(self.model, SentenceTransformer):
             raise CtxirError(f"model must be a SentenceTransformer or a name, got {type(model).__name__}")
+        own = model_prompts(self.model)
+        self.query_prompt = _check_prompt(query_prompt, "query_prompt")
+        self.query_prompt = own["query"] if self.query_prompt is None else self.query_prompt
+        self.document_prompt = _check_prompt(document_prompt, "document_prompt")
+        self.document_prompt = own["document"] if self.document_prompt is None else self.document_prompt
         self.native_pooling = self._native_pooling()
         self.pooling = pooling or self.native_pooling or "mean"
         if self.pooling not in POOLINGS:
@@ -265,7 +306,11 @@ class BiEncoder:
             # Hidden states are computed anyway; returning them changes no result of the shared model.
             transformer.auto_model.config.output_hidden_states = True
         return SentenceTransformer(
-            modules=[transformer, LayerPooling(self.layer, self.pooling), Normalize()],
+            modules=[
+                transformer,
+                LayerPooling(self.layer, self.pooling, include_prompt(self.model)),
+                Normalize(),
+            ],
             device=str(self.model.device),
         )
 
@@ -279,6 +324,8 @@ class BiEncoder:
             "layer": self.layer,
             "max_seq_length": self.model.max_seq_length,
             "normalize": True,
+            "query_prompt": self.query_prompt,
+            "document_prompt": self.document_prompt,
         }
         if self.backend != "torch":
             # only then: the torch key stays what it always was, so existing caches stay valid
@@ -289,15 +336,32 @@ class BiEncoder:
     def dimension(self) -> int:
         return int(self.model.get_embedding_dimension())
 
-    def encode(self, texts: Sequence[str], show_progress_bar: bool | None = None) -> np.ndarray:
-        """(N, D) float32. Texts longer than the model's max_seq_length tokens are truncated (documented)."""
+    def prompt(self, role: str | None = None) -> str:
+        """The text put before each text of ``role``: "query", "document", or None (the model's default prompt)."""
+        if role is None:
+            name = getattr(self.model, "default_prompt_name", None)
+            return (getattr(self.model, "prompts", None) or {}).get(name) or "" if name else ""
+        if role not in ROLES:
+            raise CtxirError(
+                f"role {role!r} is not known: use one of {', '.join(map(repr, ROLES))}, or None for neither"
+            )
+        return self.query_prompt if role == "query" else self.document_prompt
+
+    def encode(
+        self, texts: Sequence[str], show_progress_bar: bool | None = None, role: str | None = None
+    ) -> np.ndarray:
+        """(N, D) float32. Texts longer than the model's max_seq_length tokens are truncated (documented).
+
+        ``role`` "query" or "document" puts that prompt before each text (see ``prompt``)."""
         texts = list(texts)
+        prompt = self.prompt(role)
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         if self.backend == "onnx-int8":
-            return self._onnx_encoder().encode(texts, show_progress_bar)
+            return self._onnx_encoder().encode(texts, show_progress_bar, prompt)
         embeddings = self._encoder.encode(
             texts,
+            prompt=prompt,  # "" is no prompt (not the model's default)
             batch_size=self.batch_size,
             convert_to_numpy=True,
             normalize_embeddings=True,
@@ -316,27 +380,40 @@ class BiEncoder:
                     self.model,
                     self.onnx_dir / weights_fingerprint(self.model),
                     self.pooling,
+                    include_prompt=include_prompt(self.model),
                     threads=torch.get_num_threads(),
                     batch_size=self.batch_size,
                 )
             return self._onnx
 
-    def cache_key(self, texts: Sequence[str]) -> str:
-        # Keyed by what decides the vectors (weights, pooling, layer...), not by the name a model was given.
-        return EmbeddingCache.key({k: v for k, v in self.config.items() if k != "model"}, texts)
+    def cache_key(self, texts: Sequence[str], role: str | None = None) -> str:
+        """Keyed by what decides the vectors (weights, pooling, layer, the prompt ``role`` takes...), not by the
+        name a model was given."""
+        config = {
+            k: v for k, v in self.config.items() if k not in ("model", "query_prompt", "document_prompt")
+        }
+        prompt = self.prompt(role)
+        if prompt:  # only then: the key of texts encoded without a prompt stays what it always was
+            config["prompt"] = prompt
+        return EmbeddingCache.key(config, texts)
 
     def encode_cached(
-        self, texts: Sequence[str], show_progress_bar: bool | None = None, mmap: bool = False, key: str = ""
+        self,
+        texts: Sequence[str],
+        show_progress_bar: bool | None = None,
+        mmap: bool = False,
+        key: str = "",
+        role: str | None = None,
     ) -> np.ndarray:
         """Like ``encode`` but reads/writes the persistent cache (for corpora, not single queries).
 
         ``mmap`` returns a cached matrix memory-mapped read-only (freshly encoded vectors stay in memory);
-        ``key`` is ``cache_key(texts)`` when the caller has already computed it (it hashes every text).
+        ``key`` is ``cache_key(texts, role)`` when the caller has already computed it (it hashes every text).
         """
         texts = list(texts)
         if self.cache is None:
-            return self.encode(texts, show_progress_bar)
-        key = key or self.cache_key(texts)
+            return self.encode(texts, show_progress_bar, role)
+        key = key or self.cache_key(texts, role)
         hit = self.cache.get(key, mmap=mmap)
         if hit is not None and _looks_encoded(hit, len(texts), self.dimension):
             return hit
@@ -346,17 +423,19 @@ class BiEncoder:
             if hit is not None and _looks_encoded(hit, len(texts), self.dimension):
                 return hit
             # absent, or a file damaged after it was written (wrong shape, NaN, not unit length): encode again
-            embeddings = self._encode_in_parts(texts, key, show_progress_bar)
+            embeddings = self._encode_in_parts(texts, key, show_progress_bar, role)
             self.cache.put(key, embeddings)
             for part in self.cache.root.glob(f"{key}-part*"):  # the whole is cached: its parts are not needed
                 part.unlink(missing_ok=True)
         return embeddings
 
-    def _encode_in_parts(self, texts: list[str], key: str, show_progress_bar: bool | None) -> np.ndarray:
+    def _encode_in_parts(
+        self, texts: list[str], key: str, show_progress_bar: bool | None, role: str | None
+    ) -> np.ndarray:
         """(N, D) of ``texts``, encoded PART_ROWS at a time with each part cached under ``<key>-partNNNNN`` as it
         completes: an interrupted run's parts are read back, not encoded again (a short list: one ``encode``)."""
         if len(texts) <= PART_ROWS:
-            return self.encode(texts, show_progress_bar)
+            return self.encode(texts, show_progress_bar, role)
         embeddings = np.empty((len(texts), self.dimension), dtype=np.float32)  # (N, D), filled part by part
         starts = range(0, len(texts), PART_ROWS)
         kept = 0
@@ -369,7 +448,7 @@ class BiEncoder:
             else:
                 if show_progress_bar is not False:
                     logger.info("encoding part %d of %d (%d texts)", number + 1, len(starts), len(chunk))
-                part = self.encode(chunk, show_progress_bar)
+                part = self.encode(chunk, show_progress_bar, role)
                 self.cache.put(part_key, part)
             embeddings[start : start + len(chunk)] = part
         if kept:
@@ -379,8 +458,9 @@ class BiEncoder:
     def encode_corpus(
         self, corpus: Corpus, show_progress_bar: bool | None = None
     ) -> tuple[list[str], np.ndarray]:
+        """The corpus's ids and their documents' vectors (the document prompt, cached)."""
         ids = list(corpus)
-        return ids, self.encode_cached([doc_text(corpus[i]) for i in ids], show_progress_bar)
+        return ids, self.encode_cached([doc_text(corpus[i]) for i in ids], show_progress_bar, role="document")
 
 
 def _looks_encoded(embeddings: np.ndarray, rows: int, dimension: int) -> bool:

@@ -11,7 +11,7 @@ onnx-int8``) and ``python -m benchmarks.encode`` share this one implementation (
   float rounding), its scoring modules (e.g. ctxir's segment-cosine head) and activation in torch, batched as
   ``CrossEncoder.predict`` does: ``CrossEncoderReranker(backend="onnx")``, the app's ``--rerank-backend onnx``.
 
-Measured (docs/performance.md, ``python -m benchmarks.encode`` on the whole SciFact corpus, 2 cores): int8 dynamic
+Measured (docs/results.md, ``python -m benchmarks.encode`` on the whole SciFact corpus, 2 cores): int8 dynamic
 encodes 2.24× as many texts per second as plain sentence-transformers at nDCG@10 0.6452 against 0.6451.
 A final file that ONNX Runtime cannot read is exported again.
 """
@@ -40,13 +40,13 @@ from ctxir.encoders.onnx_export import (
     require,
     verified,
 )
-from ctxir.encoders.pooling import pool
+from ctxir.encoders.pooling import pool, prompt_length
 from ctxir.types import CtxirError
 
 # Rows × tokens one ONNX Runtime run may hold (8 texts of 256 tokens). The exported graph materialises every head's
 # (tokens × tokens) attention scores in float32, where torch's fused attention does not: 32 texts of 256 tokens
 # peak at ~1.1 GB above the loaded model, 8 at ~0.35 GB. Short texts (queries) still run batch_size at a time.
-# Measured: benchmarks/onnx_memory.py, docs/performance.md "Memory of onnx-int8".
+# Measured: benchmarks/onnx_memory.py, docs/results.md "Memory of onnx-int8".
 TOKENS_PER_RUN = 2048
 _EXPORT_LOCK = threading.Lock()  # one export at a time in a process (the app's threads may ask together)
 # open sessions kept for reuse, least recently used dropped first: (folder, model, pooling, threads, batch size) →
@@ -89,20 +89,31 @@ class OnnxEncoder:
     come back in the order of the texts. With dynamic int8 the activations' range is measured per batch, so a text's
     vector moves slightly with the texts batched beside it (cosine > 0.999 on the tests' tiny model).
 
-    ``threads``: ONNX Runtime intra-op threads (0 = its default, one per core).
+    ``threads``: ONNX Runtime intra-op threads (0 = its default, one per core). ``include_prompt=False`` leaves a
+    prompt's tokens out of the pooling, as the model's own ``Pooling`` with that setting.
     """
 
-    def __init__(self, path: str | Path, model, pooling: str, threads: int = 0, batch_size: int = 32):
+    def __init__(
+        self,
+        path: str | Path,
+        model,
+        pooling: str,
+        threads: int = 0,
+        batch_size: int = 32,
+        include_prompt: bool = True,
+    ):
         require("onnxruntime")
         self.path = Path(path)
         self.session = _session(self.path, threads)
         self.run_options = _run_options()
         self.inputs = {i.name for i in self.session.get_inputs()}
         self.model, self.pooling, self.batch_size = model, pooling, batch_size
+        self.include_prompt = include_prompt
 
-    def features(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
-        """The model's own tokenisation (max_seq_length, truncation, lower-casing) as int64 arrays for the graph."""
-        batch = self.model.preprocess(list(texts))
+    def features(self, texts: Sequence[str], prompt: str = "") -> dict[str, np.ndarray]:
+        """The model's own tokenisation (max_seq_length, truncation, lower-casing; ``prompt`` put before each text)
+        as int64 arrays for the graph."""
+        batch = self.model.preprocess(list(texts), prompt=prompt or None)
         return {
             k: np.asarray(v.cpu().numpy() if hasattr(v, "cpu") else v, dtype=np.int64)
             for k, v in batch.items()
@@ -130,12 +141,20 @@ class OnnxEncoder:
             out.append({k: v[begin : begin + rows, :width] for k, v in feats.items()})
         return out
 
-    def encode(self, texts: Sequence[str], show_progress_bar: bool | None = None) -> np.ndarray:
-        """(N, D) float32, unit rows, in the order of ``texts``."""
+    def encode(
+        self, texts: Sequence[str], show_progress_bar: bool | None = None, prompt: str = ""
+    ) -> np.ndarray:
+        """(N, D) float32, unit rows, in the order of ``texts`` (each after ``prompt``)."""
         # lazy: torch takes about a second to import
         import torch
 
         texts = list(texts)
+        # the prompt's tokens, left out of the pooling where the model's own pooling leaves them out
+        skip = (
+            prompt_length(self.model.preprocess([""], prompt=prompt))
+            if prompt and not self.include_prompt
+            else 0
+        )
         order = np.argsort([-len(t) for t in texts], kind="stable")
         parts = []
         starts = range(0, len(texts), self.batch_size)
@@ -144,10 +163,11 @@ class OnnxEncoder:
 
             starts = tqdm(starts, desc="Batches (onnx-int8)")
         for begin in starts:
-            feats = self.features([texts[i] for i in order[begin : begin + self.batch_size]])
+            feats = self.features([texts[i] for i in order[begin : begin + self.batch_size]], prompt)
             for run in self.runs(feats):
                 hidden = self.session.run(None, run, self.run_options)[0]  # (rows, tokens, hidden)
-                pooled = pool(torch.from_numpy(hidden), torch.from_numpy(run["attention_mask"]), self.pooling)
+                mask = torch.from_numpy(run["attention_mask"])
+                pooled = pool(torch.from_numpy(hidden), mask, self.pooling, skip)
                 parts.append(torch.nn.functional.normalize(pooled.float(), dim=1).numpy())
         if not parts:
             return np.zeros((0, 0), dtype=np.float32)
@@ -195,19 +215,25 @@ def int8_model(model, folder: str | Path, progress: bool = True) -> Path:
 
 
 def open_int8(
-    model, folder: str | Path, pooling: str, threads: int = 0, batch_size: int = 32, progress: bool = True
+    model,
+    folder: str | Path,
+    pooling: str,
+    threads: int = 0,
+    batch_size: int = 32,
+    progress: bool = True,
+    include_prompt: bool = True,
 ) -> OnnxEncoder:
     """An ``OnnxEncoder`` over ``int8_model(model, folder)``; a file ONNX Runtime cannot read (damaged after it was
     written) is removed and made again once. Encoders of the same model and settings share one ONNX Runtime session
     (the app makes a ``BiEncoder`` per corpus and upload; a session holds the whole int8 model)."""
-    key = (str(Path(folder).resolve()), id(model), pooling, threads, batch_size)
+    key = (str(Path(folder).resolve()), id(model), pooling, threads, batch_size, include_prompt)
     with _OPEN_LOCK:
         if key in _OPEN:
             _OPEN.move_to_end(key)
             return _OPEN[key][1]
     path = int8_model(model, folder, progress)
     try:
-        encoder = OnnxEncoder(path, model, pooling, threads, batch_size)
+        encoder = OnnxEncoder(path, model, pooling, threads, batch_size, include_prompt)
     except CtxirError:
         raise
     except Exception as err:  # onnxruntime raises its own exception types for an unreadable model
@@ -218,7 +244,9 @@ def open_int8(
                 flush=True,
             )
         path.unlink(missing_ok=True)
-        encoder = OnnxEncoder(int8_model(model, folder, progress), model, pooling, threads, batch_size)
+        encoder = OnnxEncoder(
+            int8_model(model, folder, progress), model, pooling, threads, batch_size, include_prompt
+        )
     with _OPEN_LOCK:
         _OPEN[key] = (model, encoder)  # the model is held so that its id is not reused while the key exists
         while len(_OPEN) > OPEN_SESSIONS:
@@ -233,7 +261,7 @@ class OnnxCrossEncoder:
     order) and gives its scores within float rounding (the exported graph does the same float32 arithmetic).
 
     ``path`` may also be an int8 file (``open_cross_encoder(int8=True)``). Measured in the app on the 2-core CPU
-    (docs/app.md, "Measured"; ``python -m benchmarks.app``): with the shipped re-ranker's base layers in int8, the
+    (docs/results.md; ``python -m benchmarks.app``): with the shipped re-ranker's base layers in int8, the
     demo search's callback takes 214 ms p50 against 266–274 ms in torch.
     """
 

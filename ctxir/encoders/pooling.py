@@ -14,17 +14,29 @@ from ctxir.types import CtxirError
 POOLINGS = ("mean", "cls", "max")
 
 
-def pool(token_embeddings: torch.Tensor, attention_mask: torch.Tensor, mode: str) -> torch.Tensor:
+def pool(
+    token_embeddings: torch.Tensor, attention_mask: torch.Tensor, mode: str, prompt_length: int = 0
+) -> torch.Tensor:
     """(batch, tokens, hidden) + (batch, tokens) → (batch, hidden); padding never contributes.
+
+    ``prompt_length`` > 0 leaves each text's first that many tokens (its prompt) out, as sentence-transformers'
+    ``Pooling(include_prompt=False)`` does: "cls" is then the first token after the prompt.
 
     >>> tokens = torch.tensor([[[1.0, 2.0], [3.0, 4.0], [9.0, 9.0]]])  # 1 text, 3 tokens, hidden size 2
     >>> mask = torch.tensor([[1, 1, 0]])  # the third token is padding
     >>> pool(tokens, mask, "mean"), pool(tokens, mask, "max"), pool(tokens, mask, "cls")
     (tensor([[2., 3.]]), tensor([[3., 4.]]), tensor([[1., 2.]]))
+    >>> pool(tokens, mask, "mean", prompt_length=1), pool(tokens, mask, "cls", prompt_length=1)
+    (tensor([[3., 4.]]), tensor([[3., 4.]]))
     """
     if mode not in POOLINGS:
         raise CtxirError(f"pooling {mode!r} is not known: use one of {', '.join(POOLINGS)}")
+    if prompt_length:
+        attention_mask = without_prompt(attention_mask, prompt_length)
     if mode == "cls":
+        if prompt_length:
+            first = attention_mask.to(torch.int).argmax(dim=1)  # (batch,): the first token kept
+            return token_embeddings[torch.arange(len(first), device=first.device), first]
         return token_embeddings[:, 0]
     mask = attention_mask.unsqueeze(-1).to(token_embeddings.dtype)  # (batch, tokens, 1)
     if mode == "mean":
@@ -34,12 +46,44 @@ def pool(token_embeddings: torch.Tensor, attention_mask: torch.Tensor, mode: str
     return filled.max(1).values
 
 
-class LayerPooling(torch.nn.Module):
-    """SentenceTransformer module: pool the hidden states of one layer (0 = embeddings, -1 = last)."""
+def without_prompt(attention_mask: torch.Tensor, prompt_length: int) -> torch.Tensor:
+    """A copy of ``attention_mask`` with each text's first ``prompt_length`` tokens (after any left padding) off,
+    as sentence-transformers' ``Pooling`` masks a prompt it does not include.
 
-    def __init__(self, layer: int, mode: str):
+    >>> without_prompt(torch.tensor([[1, 1, 1, 0], [0, 1, 1, 1]]), 1)
+    tensor([[0, 1, 1, 0],
+            [0, 0, 1, 1]])
+    """
+    mask = attention_mask.clone()
+    pads = mask.to(torch.int32).argmax(dim=1)  # (batch,): left padding before each text
+    positions = torch.arange(mask.size(1), device=mask.device).unsqueeze(0)  # (1, tokens)
+    mask[positions < (pads + prompt_length).unsqueeze(1)] = 0
+    return mask
+
+
+def include_prompt(model) -> bool:
+    """Whether ``model``'s own pooling (a SentenceTransformer's ``Pooling`` module) pools its prompt's tokens."""
+    return all(getattr(module, "include_prompt", True) for module in model if hasattr(module, "pooling_mode"))
+
+
+def prompt_length(features: dict) -> int:
+    """The prompt's length in tokens that sentence-transformers' tokenisation put in ``features`` (0 without one):
+    an int, or a tensor of one value per text when batched for training."""
+    length = features.get("prompt_length")
+    if isinstance(length, torch.Tensor):
+        return int(length.reshape(-1)[0].item()) if length.numel() else 0
+    return int(length or 0)
+
+
+class LayerPooling(torch.nn.Module):
+    """SentenceTransformer module: pool the hidden states of one layer (0 = embeddings, -1 = last).
+
+    ``include_prompt=False`` leaves a prompt's tokens out, as the model's own ``Pooling`` does with that setting.
+    """
+
+    def __init__(self, layer: int, mode: str, include_prompt: bool = True):
         super().__init__()
-        self.layer, self.mode = layer, mode
+        self.layer, self.mode, self.include_prompt = layer, mode, include_prompt
 
     def forward(self, features: dict, **kwargs) -> dict:
         if self.layer == -1:
@@ -48,5 +92,6 @@ class LayerPooling(torch.nn.Module):
             tokens = features["all_layer_embeddings"][
                 self.layer
             ]  # tuple of (layers+1) × (batch, tokens, hidden)
-        features["sentence_embedding"] = pool(tokens, features["attention_mask"], self.mode)
+        length = 0 if self.include_prompt else prompt_length(features)
+        features["sentence_embedding"] = pool(tokens, features["attention_mask"], self.mode, length)
         return features

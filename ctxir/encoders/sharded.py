@@ -4,7 +4,7 @@ The corpus is cut into fixed shards, a pool of ``num_workers`` actors (each hold
 budget or one GPU) encodes them, and each worker writes its shard itself (the files: ctxir/encoders/shards.py). The
 driver writes ``manifest.json``. A rerun skips the shards already written for the same texts and model. The same
 call runs on a cluster after ``ray.init(address=...)`` (or with ``ray_address=``); ``output_dir`` must then be a
-folder every node can write (a shared mount). docs/distributed.md says why Ray Data, and what was measured.
+folder every node can write (a shared mount). docs/reference/distributed.md says why Ray Data, and what was measured.
 """
 
 from __future__ import annotations
@@ -65,7 +65,17 @@ def _source_rows(source) -> tuple[list[str], list[str]]:
 class _ShardEncoder:
     """Ray Data actor: loads the bi-encoder once, then encodes whole shards and writes each one's files itself."""
 
-    def __init__(self, model, pooling, layer, device: str, threads: int, batch_size: int, output_dir: str):
+    def __init__(
+        self,
+        model,
+        pooling,
+        layer,
+        device: str,
+        threads: int,
+        batch_size: int,
+        output_dir: str,
+        document_prompt: str | None = None,
+    ):
         import torch
 
         from ctxir.encoders.bi_encoder import BiEncoder
@@ -73,7 +83,13 @@ class _ShardEncoder:
         if threads > 0 and device == "cpu":
             torch.set_num_threads(threads)
         self.encoder = BiEncoder(
-            model, pooling=pooling, layer=layer, device=device, cache=False, batch_size=batch_size
+            model,
+            pooling=pooling,
+            layer=layer,
+            device=device,
+            cache=False,
+            batch_size=batch_size,
+            document_prompt=document_prompt,
         )
         self.fingerprint = encoder_fingerprint(self.encoder)
         self.output_dir = Path(output_dir)
@@ -86,7 +102,7 @@ class _ShardEncoder:
         ):
             ids, texts = [str(i) for i in ids], [str(t) for t in texts]
             began = time.perf_counter()
-            vectors = self.encoder.encode(texts)
+            vectors = self.encoder.encode(texts, role="document")
             npy, meta_name = shard_names(int(index))
             with atomic_path(self.output_dir / npy, suffix=".npy") as tmp:
                 np.save(tmp, vectors, allow_pickle=False)
@@ -169,7 +185,8 @@ class ShardingSettings:
 
     ``batch_size`` is texts per forward pass. ``use_gpu=True`` gives each worker one GPU; otherwise
     ``threads_per_worker`` torch threads (1 suits a small shared CPU). ``pooling``/``layer`` apply when the model is
-    a name or a ``SentenceTransformer`` (a ``BiEncoder`` brings its own). ``ray_address`` joins a running cluster
+    a name or a ``SentenceTransformer`` (a ``BiEncoder`` brings its own), and so does ``document_prompt`` (None:
+    the model's own, see ``BiEncoder``). ``ray_address`` joins a running cluster
     ("auto" on a node); ``runtime_env`` is merged into the one that ships ctxir to the workers.
     """
 
@@ -180,6 +197,7 @@ class ShardingSettings:
     threads_per_worker: int = 1
     pooling: str | None = None
     layer: int | None = None
+    document_prompt: str | None = None
     ray_address: str | None = None
     runtime_env: dict | None = None
     show_progress: bool = True
@@ -274,12 +292,19 @@ def _shard_job(source, model, folder: Path, settings: ShardingSettings) -> _Shar
     folder.mkdir(parents=True, exist_ok=True)
     if isinstance(model, BiEncoder):
         # The BiEncoder's own pooling and layer are the ones the workers must use.
-        settings = replace(settings, pooling=model.pooling, layer=model.layer)
+        settings = replace(
+            settings, pooling=model.pooling, layer=model.layer, document_prompt=model.document_prompt
+        )
         job = _ShardJob(folder, ids, texts, settings, model.model, model.name, model)
     else:
         name = model if isinstance(model, str) else type(model).__name__
         reference = BiEncoder(
-            model, pooling=settings.pooling, layer=settings.layer, device="cpu", cache=False
+            model,
+            pooling=settings.pooling,
+            layer=settings.layer,
+            device="cpu",
+            cache=False,
+            document_prompt=settings.document_prompt,
         )
         job = _ShardJob(folder, ids, texts, settings, model, name, reference)
     job.plan = shard_plan(len(ids), settings.shard_size)
@@ -316,6 +341,7 @@ def _encode_shards(job: _ShardJob, todo: list[tuple[int, int, int]], result: Sha
             "model": job.worker_model,
             "pooling": settings.pooling,
             "layer": settings.layer,
+            "document_prompt": settings.document_prompt,
             "device": "cuda" if settings.use_gpu else "cpu",
             "threads": settings.threads_per_worker,
             "batch_size": settings.batch_size,

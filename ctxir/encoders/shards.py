@@ -3,7 +3,7 @@
 ``encode_sharded`` (ctxir/encoders/sharded.py) writes them, ``VectorDBRetriever.from_shards``
 (ctxir/retrieval/milvus.py) reads them: ``shard-00000.npy`` (float32, L2-normalised, loaded without pickle) +
 ``shard-00000.json`` (ids, digests, the model fingerprint; written last, so its presence means the shard is
-complete), and ``manifest.json`` over them all (docs/distributed.md).
+complete), and ``manifest.json`` over them all (docs/reference/distributed.md).
 
 >>> shard_plan(5, 2)  # (shard, first row, end row): fixed by corpus size and shard size, never by the worker count
 [(0, 0, 2), (1, 2, 4), (2, 4, 5)]
@@ -43,8 +43,13 @@ def texts_digest(ids: Sequence[str], texts: Sequence[str]) -> str:
 
 
 def encoder_fingerprint(encoder) -> str:
-    """What decides the vectors (weights, pooling, layer, max length, normalisation), hashed; not the model's name."""
-    settings = {k: v for k, v in encoder.config.items() if k != "model"}
+    """What decides the documents' vectors (weights, pooling, layer, max length, normalisation, the document prompt
+    where there is one), hashed; not the model's name, nor the query prompt."""
+    settings = {
+        k: v for k, v in encoder.config.items() if k not in ("model", "query_prompt", "document_prompt")
+    }
+    if encoder.config.get("document_prompt"):
+        settings["document_prompt"] = encoder.config["document_prompt"]
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
 
 

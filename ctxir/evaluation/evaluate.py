@@ -19,7 +19,7 @@ fusion.json, else RRF k=60 with equal weights; --tune-on chooses them instead) a
 re-ranker-alone metrics; --rerank-mode alone ranks by the re-ranker only.
 
 Prints a metrics table and writes a JSON file with the metrics, per-query values, the top-k runs and the run
-config; --report FILE.html also writes a drill-down of the worst queries (ctxir.evaluation.report, docs/report.md).
+config; --report FILE.html also writes a drill-down of the worst queries (ctxir.evaluation.report, docs/guides/evaluate.md).
 
 --compare A.json B.json [...] compares finished runs on the same queries instead: a metrics table with paired
 significance tests against the first (--test randomization|t-test, --correction holm|bonferroni|none;
@@ -67,7 +67,23 @@ def _encoder(args: EvaluateArgs, model: str = ""):
         batch_size=args.batch_size,
         backend=args.backend,
         onnx_dir=cache_root(args.cache_dir) / "onnx",
+        query_prompt=args.query_prompt,
+        document_prompt=args.document_prompt,
     )
+
+
+def prompts_used(*encoders) -> dict:
+    """``{model: {"query": prompt, "document": prompt}}`` for the bi-encoders of a run ("" where none), for its
+    record; a retriever stands for the bi-encoders it searches with (a hybrid's parts, a dense retriever's)."""
+    found = {}
+    for item in encoders:
+        if hasattr(item, "retrievers"):
+            found.update(prompts_used(*item.retrievers))
+        elif isinstance(getattr(item, "encoder", None), BiEncoder):
+            found.update(prompts_used(item.encoder))
+        elif isinstance(item, BiEncoder):
+            found[item.name] = {"query": item.query_prompt, "document": item.document_prompt}
+    return found
 
 
 def _backend_note(args: EvaluateArgs) -> str:
@@ -93,18 +109,21 @@ def run_sts(args: EvaluateArgs) -> dict:
             if kind.score_pair_list is not None
             else [float(kind.pair_scores(reranker, a, [b])[0]) for a, b in texts]  # a pair at a time
         )
-        system = f"{args.rerank} {args.reranker_model}"
+        system, prompts = f"{args.rerank} {args.reranker_model}", {}
     else:
         encoder = _encoder(args)
-        left = encoder.encode([a for a, _, _ in pairs], show_progress_bar=True)
-        right = encoder.encode([b for _, b, _ in pairs], show_progress_bar=True)
+        # both sentences of a pair alike: the query prompt (a symmetric task, as e5's and bge's cards advise)
+        left = encoder.encode([a for a, _, _ in pairs], show_progress_bar=True, role="query")
+        right = encoder.encode([b for _, b, _ in pairs], show_progress_bar=True, role="query")
         predicted = (left * right).sum(1)  # vectors are normalised: dot = cosine
         system = f"{args.model} ({encoder.pooling} pooling, layer {encoder.layer}{_backend_note(args)})"
+        prompts = prompts_used(encoder)
     return {
         "task": "sts",
         "system": system,
         "metrics": {system: sts_correlation(list(predicted), gold)},
         "num_pairs": len(pairs),
+        "prompts": prompts,
     }
 
 
@@ -119,7 +138,13 @@ def run_paired(args: EvaluateArgs) -> dict:
     encoder = _encoder(args)
     system = f"{args.model} ({encoder.pooling} pooling, layer {encoder.layer}{_backend_note(args)})"
     metrics = paired_retrieval(encoder, [q for q, _ in pairs], [t for _, t in pairs], k_values)
-    return {"task": "paired", "system": system, "metrics": {system: metrics}, "num_pairs": len(pairs)}
+    return {
+        "task": "paired",
+        "system": system,
+        "metrics": {system: metrics},
+        "num_pairs": len(pairs),
+        "prompts": prompts_used(encoder),
+    }
 
 
 def build_pipeline(args: EvaluateArgs, corpus):
@@ -229,6 +254,7 @@ def run_retrieval(args: EvaluateArgs) -> dict:
         "tuned_stage_fusion": _without_grid(tuned.get("stages")),
         "tuning_queries": tuned.get("queries"),
         "first_stage_config": pipeline.first_stage.config,
+        "prompts": prompts_used(pipeline.first_stage),
         "rerank_mode": args.rerank_mode if pipeline.reranker is not None else None,
         "system": names[stage],
         "stage_fusion": pipeline.fusion.record() if pipeline.fusion is not None else None,
@@ -377,6 +403,8 @@ def run(args: EvaluateArgs) -> dict:
         next(iter(result["metrics"].values()))
     )
     print(format_table(result["metrics"], shown))
+    for model, prompts in result.get("prompts", {}).items():
+        print(f"prompts of {model}: query {prompts['query']!r}, document {prompts['document']!r}")
     out = Path(args.output or default_output(args))
     out.parent.mkdir(parents=True, exist_ok=True)
     write_json(out, result, indent=1)

@@ -38,6 +38,17 @@ class EvaluateArgs:
         default="model", metadata={"help": "'model' keeps the bi-encoder's own pooling"}
     )
     layer: int = field(default=-1, metadata={"help": "hidden layer to pool (0 = embeddings, -1 = last)"})
+    query_prompt: str | None = field(
+        default=None,
+        metadata={
+            "help": "text put before each query (and each STS sentence): default the bi-encoder's own prompt "
+            "(config_sentence_transformers.json, e.g. e5's 'query: '); '' for none"
+        },
+    )
+    document_prompt: str | None = field(
+        default=None,
+        metadata={"help": "text put before each document: default the bi-encoder's own prompt; '' for none"},
+    )
     index: Literal["auto", "exact", "ann"] = field(
         default="auto",
         metadata={
@@ -50,7 +61,7 @@ class EvaluateArgs:
         metadata={
             "help": "how the bi-encoder runs: torch (the model's own encode), or onnx-int8 (ONNX Runtime on the CPU with "
             "int8 weights, exported once into the cache folder's onnx/; measured 2.24x the texts/s of torch for "
-            "all-MiniLM-L6-v2 at SciFact nDCG@10 0.6452 vs 0.6451, see docs/performance.md; the model's own "
+            "all-MiniLM-L6-v2 at SciFact nDCG@10 0.6452 vs 0.6451, see docs/results.md; the model's own "
             "pooling at the last layer only)"
         },
     )
@@ -91,8 +102,7 @@ class EvaluateArgs:
         metadata={
             "help": "how a cross-encoder re-ranker scores: torch; onnx (its body exported once into the cache "
             "folder's onnx/, float32, run by ONNX Runtime on the CPU: the same scores); or onnx-int8 (the same "
-            "with the layers it shares unchanged with its base in int8: the app's default; docs/app.md, "
-            "'Measured')"
+            "with the layers it shares unchanged with its base in int8: the app's default; docs/results.md)"
         },
     )
     rerank_mode: Literal["fused", "alone"] = field(
@@ -142,7 +152,7 @@ class EvaluateArgs:
         default="",
         metadata={
             "help": "retrieval: also write a drill-down of the worst queries of the stage evaluated last to this .html "
-            "(the same data as .json beside it; see docs/report.md)"
+            "(the same data as .json beside it; see docs/guides/evaluate.md)"
         },
     )
     report_queries: int = field(

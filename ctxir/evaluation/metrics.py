@@ -438,7 +438,8 @@ def paired_retrieval(
         raise CtxirError(
             f"need as many targets as queries (at least one), got {len(queries)} and {len(targets)}"
         )
-    q, t = encoder.encode(list(queries)), encoder.encode(list(targets))  # (N, D) each, normalised
+    # (N, D) each, normalised; each side after its prompt (BiEncoder's query and document prompts)
+    q, t = encoder.encode(list(queries), role="query"), encoder.encode(list(targets), role="document")
     return paired_recall_at_k(q @ t.T, k_values)
 
 

@@ -43,6 +43,8 @@ def explainers_from_config(config: Mapping, corpus: Corpus, system: str, device:
             layer=config.get("layer", -1),
             device=device,
             cache=False,
+            query_prompt=config.get("query_prompt"),
+            document_prompt=config.get("document_prompt"),
         )
     if config.get("rerank", "none") != "none" and system != retriever:
         found["reranker"] = load_reranker(config["rerank"], config.get("reranker_model", ""), device)

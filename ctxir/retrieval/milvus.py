@@ -3,7 +3,7 @@
 A ``Retriever`` over Milvus through ``pymilvus.MilvusClient`` (the collection and its build:
 ctxir/retrieval/milvus_collection.py). Dense (cosine), BM25 (Milvus's own full-text ``Function``) and hybrid (both,
 fused inside the engine by ``RRFRanker``) search. It answers ``list[Hit]`` like every ctxir retriever, so
-``Pipeline``, re-rankers, ``evaluate_run`` and the app take it unchanged. docs/distributed.md says why Milvus.
+``Pipeline``, re-rankers, ``evaluate_run`` and the app take it unchanged. docs/reference/distributed.md says why Milvus.
 """
 
 from __future__ import annotations
@@ -354,7 +354,9 @@ class VectorDBRetriever(Retriever):
 
     def _search_chunk(self, texts: list[str], top_k: int) -> list[list[Hit]]:
         vectors = (
-            None if self.mode == "bm25" else self.encoder.encode(texts, show_progress_bar=len(texts) > 256)
+            None
+            if self.mode == "bm25"
+            else self.encoder.encode(texts, show_progress_bar=len(texts) > 256, role="query")
         )
         return self.search_embeddings(vectors, top_k, texts)
 

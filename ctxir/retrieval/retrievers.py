@@ -6,7 +6,7 @@ The fusion functions are pure over ranked lists so tests and the app call them w
 Large corpora start from disk: the dense retriever memory-maps its cached embeddings and reopens its ANN index
 from beside them (``<cache>/embeddings/<key>.ann.faiss``), and BM25 reloads its index from
 ``<cache>/bm25/<key>/`` (key = every document id and text + the BM25 settings). Each is rebuilt, with a progress
-bar, when absent, stale or damaged, and written atomically (docs/performance.md has the 1M-document numbers).
+bar, when absent, stale or damaged, and written atomically (docs/results.md has the 1M-document numbers).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from ctxir.types import Corpus, CtxirError, Hit, Queries, doc_text
 DENSE_INDEXES = ("auto", "exact", "ann")
 # "auto" searches ctxir.retrieval.ann's index from this many documents up, exact search below: where scanning every
 # document costs as much as encoding the query, the part of a query no index saves (python -m benchmarks.search
-# --num-docs N --indexes exact,ctxir-ann; 1 thread; docs/performance.md "Dense index choice"): exact p50 3.5 ms at
+# --num-docs N --indexes exact,ctxir-ann; 1 thread; docs/results.md "Dense index choice"): exact p50 3.5 ms at
 # 30k, 8.2 at 70k, 11.8 at 100k against 11.3-12.4 ms to encode one query. Below it the index saves under a query's
 # encoding time and loses 1-3.5% of recall@10 against exact (0.987 at 10k, 0.966 at 100k). Chosen from latency and
 # recall against exact search only, never from a test set's ranking quality.
@@ -314,9 +314,12 @@ class DenseRetriever(Retriever):
         self.encoder = encoder or BiEncoder()
         texts = [doc_text(corpus[i]) for i in self.doc_ids]
         # the embedding cache key (hashes every text): also the ANN index's file name and part of its fingerprint
-        self.cache_key = self.encoder.cache_key(texts) if self.encoder.cache is not None else ""
-        # (docs, dim) float32 unit rows; read-only memory-mapped when they came from the cache
-        self.embeddings = self.encoder.encode_cached(texts, show_progress, mmap=True, key=self.cache_key)
+        self.cache_key = self.encoder.cache_key(texts, "document") if self.encoder.cache is not None else ""
+        # (docs, dim) float32 unit rows, each document after the document prompt; read-only memory-mapped when
+        # they came from the cache
+        self.embeddings = self.encoder.encode_cached(
+            texts, show_progress, mmap=True, key=self.cache_key, role="document"
+        )
         if self.index_choice == "auto":
             self.index_kind = "ann" if len(self.doc_ids) >= self.auto_threshold else "exact"
         else:
@@ -390,7 +393,8 @@ class DenseRetriever(Retriever):
         return hits
 
     def _search(self, texts: list[str], top_k: int) -> list[list[Hit]]:
-        return self.search_embeddings(self.encoder.encode(texts, show_progress_bar=len(texts) > 256), top_k)
+        vectors = self.encoder.encode(texts, show_progress_bar=len(texts) > 256, role="query")
+        return self.search_embeddings(vectors, top_k)
 
 
 class HybridRetriever(Retriever):

@@ -1,0 +1,198 @@
+"""A bi-encoder's prompts: the model's own (config_sentence_transformers.json) unless overridden, "" for none, put
+before queries and documents wherever ctxir encodes them, part of the cache key and of the results record."""
+
+import json
+
+import numpy as np
+import pytest
+from sentence_transformers import SentenceTransformer
+from sentence_transformers.sentence_transformer.modules import Pooling
+
+from ctxir.encoders.bi_encoder import BiEncoder, EmbeddingCache, model_prompts
+from ctxir.evaluation.evaluate import main
+from ctxir.retrieval.retrievers import DenseRetriever
+from ctxir.types import CtxirError
+
+PROMPTS = {"query": "query: ", "document": "passage: "}
+TEXTS = ["otters play on the river bank", "the cat sat", "money in a bank account"]
+CORPUS = {f"d{i}": {"title": "", "text": text} for i, text in enumerate(TEXTS)}
+
+
+@pytest.fixture(scope="module")
+def prompted_dir(tmp_path_factory, tiny_bert_dir):
+    """The tests' tiny model saved with e5-style prompts, as a Hub model declares them."""
+    folder = tmp_path_factory.mktemp("prompted") / "model"
+    SentenceTransformer(str(tiny_bert_dir), device="cpu", prompts=PROMPTS).save(str(folder))
+    return folder
+
+
+@pytest.fixture
+def st(prompted_dir):
+    return SentenceTransformer(str(prompted_dir), device="cpu")
+
+
+def unit(rows) -> np.ndarray:
+    rows = np.asarray(rows, dtype=np.float32)
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def test_the_models_own_prompts_are_used_as_encode_query_and_encode_document_use_them(st):
+    encoder = BiEncoder(st, cache=False)
+    assert (encoder.query_prompt, encoder.document_prompt) == ("query: ", "passage: ")
+    queries, documents = encoder.encode(TEXTS, role="query"), encoder.encode(TEXTS, role="document")
+    np.testing.assert_allclose(queries, unit(st.encode_query(TEXTS)), atol=1e-6)
+    np.testing.assert_allclose(documents, unit(st.encode_document(TEXTS)), atol=1e-6)
+    plain = encoder.encode(TEXTS)  # neither: the model's default prompt, which this one has not
+    assert np.abs(queries - plain).max() > 1e-2 and np.abs(documents - plain).max() > 1e-2
+    assert encoder.config["query_prompt"] == "query: " and encoder.config["document_prompt"] == "passage: "
+
+
+def test_an_empty_prompt_turns_it_off_and_a_string_overrides_it(st, tiny_bert_dir):
+    plain = SentenceTransformer(str(tiny_bert_dir), device="cpu").encode(TEXTS)
+    off = BiEncoder(st, cache=False, query_prompt="", document_prompt="")
+    np.testing.assert_allclose(off.encode(TEXTS, role="query"), unit(plain), atol=1e-6)
+    np.testing.assert_allclose(off.encode(TEXTS, role="document"), unit(plain), atol=1e-6)
+    mine = BiEncoder(st, cache=False, query_prompt="search: ")
+    np.testing.assert_allclose(
+        mine.encode(TEXTS, role="query"), unit(st.encode(TEXTS, prompt="search: ")), atol=1e-6
+    )
+    assert mine.document_prompt == "passage: "  # only the one given is replaced
+
+
+def test_a_passage_prompt_is_the_document_prompt_and_a_model_without_prompts_has_none(tiny_bert_dir):
+    tiny = SentenceTransformer(str(tiny_bert_dir), device="cpu")
+    assert model_prompts(tiny) == {"query": "", "document": ""}
+    tiny.prompts = {"query": "query: ", "document": "", "passage": "passage: "}
+    assert model_prompts(tiny) == PROMPTS
+
+
+@pytest.mark.parametrize("pooling", [None, "mean", "cls", "max"])
+def test_a_pooling_that_leaves_the_prompt_out_still_does(st, pooling):
+    st.set_pooling_include_prompt(False)
+    encoder = BiEncoder(st, pooling=pooling, cache=False)
+    mode = pooling or "mean"
+    # sentence-transformers' own Pooling in that mode, leaving the prompt out
+    reference = SentenceTransformer(
+        modules=[st[0], Pooling(st.get_embedding_dimension(), pooling_mode=mode, include_prompt=False)],
+        device="cpu",
+    )
+    np.testing.assert_allclose(
+        encoder.encode(TEXTS, role="query"), unit(reference.encode(TEXTS, prompt="query: ")), atol=1e-5
+    )
+    kept = BiEncoder(
+        SentenceTransformer(st[0].auto_model.name_or_path, device="cpu"), pooling=mode, cache=False
+    )
+    assert np.abs(encoder.encode(TEXTS, role="query") - kept.encode(TEXTS, role="query")).max() > 1e-3
+
+
+def test_dense_retrieval_encodes_documents_and_queries_with_their_prompts(st):
+    encoder = BiEncoder(st, cache=False)
+    dense = DenseRetriever(CORPUS, encoder, index="exact")
+    np.testing.assert_allclose(dense.embeddings, encoder.encode(TEXTS, role="document"), atol=1e-6)
+    hits = dense.query(TEXTS[0], top_k=3)
+    cosines = encoder.encode(TEXTS, role="document") @ encoder.encode([TEXTS[0]], role="query")[0]
+    assert [h.doc_id for h in hits] == [f"d{i}" for i in np.argsort(-cosines)]
+    assert hits[0].score == pytest.approx(float(cosines.max()), abs=1e-5)
+    assert dense.config["query_prompt"] == "query: " and dense.config["document_prompt"] == "passage: "
+
+
+def test_the_document_prompt_is_part_of_the_cache_key_and_no_prompt_keeps_the_old_key(st, tmp_path):
+    own = BiEncoder(st, cache=EmbeddingCache(tmp_path))
+    off = BiEncoder(st, cache=EmbeddingCache(tmp_path), document_prompt="")
+    other = BiEncoder(st, cache=EmbeddingCache(tmp_path), document_prompt="doc: ")
+    keys = {e.cache_key(TEXTS, "document") for e in (own, off, other)}
+    assert len(keys) == 3
+    # the query prompt does not decide a document's vector: the corpus's cache stays valid when it changes
+    assert BiEncoder(st, cache=False, query_prompt="q: ").cache_key(TEXTS, "document") == own.cache_key(
+        TEXTS, "document"
+    )
+    # a text encoded without a prompt keeps the key caches were written under before prompts existed
+    old = {k: v for k, v in off.config.items() if k not in ("model", "query_prompt", "document_prompt")}
+    assert off.cache_key(TEXTS, "document") == EmbeddingCache.key(old, TEXTS)
+    cached = own.encode_cached(TEXTS, role="document")
+    np.testing.assert_allclose(own.cache.get(own.cache_key(TEXTS, "document")), cached)
+    np.testing.assert_allclose(cached, own.encode(TEXTS, role="document"), atol=1e-6)
+
+
+def test_bad_prompts_and_roles_say_what_is_valid(st):
+    with pytest.raises(CtxirError, match=r"query_prompt must be a string .* got 3"):
+        BiEncoder(st, cache=False, query_prompt=3)
+    with pytest.raises(CtxirError, match=r"role 'passage' is not known: use one of 'query', 'document'"):
+        BiEncoder(st, cache=False).encode(TEXTS, role="passage")
+
+
+@pytest.fixture
+def beir_dir(tmp_path, write_beir):
+    return write_beir(
+        tmp_path / "toy",
+        {"q1": "river otters", "q2": "snake prey", "q3": "bank account"},
+        {"test": {"q1": {"d1": 1}, "q2": {"d3": 1}, "q3": {"d2": 1}}},
+    )
+
+
+@pytest.mark.parametrize(
+    ("flags", "used"),
+    [
+        ([], PROMPTS),
+        (["--query-prompt", "search: ", "--document-prompt", ""], {"query": "search: ", "document": ""}),
+    ],
+)
+def test_evaluate_records_the_prompts_it_used(beir_dir, tmp_path, prompted_dir, capsys, flags, used):
+    out = tmp_path / "r.json"
+    argv = [
+        "--data",
+        str(beir_dir),
+        "--retriever",
+        "hybrid",
+        "--model",
+        str(prompted_dir),
+        "--output",
+        str(out),
+    ]
+    assert main([*argv, "--cache-dir", str(tmp_path / "cache"), *flags]) == 0
+    result = json.loads(out.read_text())
+    assert result["prompts"] == {str(prompted_dir): used}
+    assert result["config"]["query_prompt"] == (flags[1] if flags else None)
+    assert f"query {used['query']!r}, document {used['document']!r}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("include_prompt", [True, False])
+def test_onnx_int8_puts_the_prompt_before_the_texts_and_pools_it_as_the_model_does(
+    st, tmp_path, include_prompt
+):
+    pytest.importorskip("onnxruntime")
+
+    def torch_vectors(include: bool, prompt=None) -> np.ndarray:
+        st.set_pooling_include_prompt(include)
+        return BiEncoder(st, cache=False, query_prompt=prompt).encode(TEXTS, role="query")
+
+    wanted = torch_vectors(include_prompt)
+    others = [torch_vectors(not include_prompt), torch_vectors(include_prompt, prompt="")]
+    st.set_pooling_include_prompt(include_prompt)
+    vectors = BiEncoder(st, cache=False, backend="onnx-int8", onnx_dir=tmp_path).encode(TEXTS, role="query")
+    # int8 rounding moves a vector a little; the prompt pooled the other way, or no prompt, moves it further
+    assert np.einsum("nd,nd->n", vectors, wanted).min() > 0.99
+    for other in others:
+        assert np.abs(vectors - wanted).max() < np.abs(other - wanted).max() / 2
+
+
+def test_the_apps_corpus_index_encodes_with_the_prompts_and_the_search_form_names_them(st, tmp_path):
+    from types import SimpleNamespace
+
+    from ctxir.app.corpus_index import CorpusIndex
+    from ctxir.app.search_form import prompts_info
+
+    cache = EmbeddingCache(tmp_path)
+    steps = []
+    index = CorpusIndex("c", CORPUS, st, progress=lambda f, m: steps.append(m), cache=cache)
+    encoder = BiEncoder(st, cache=False)
+    # the first start's encoding in steps wrote the vectors the dense retriever then read: one cache file
+    assert any("encoding documents" in m for m in steps) and len(list(tmp_path.glob("*.npy"))) == 1
+    np.testing.assert_allclose(index.dense.embeddings, encoder.encode(TEXTS, role="document"), atol=1e-6)
+    hits = index.dense.query(TEXTS[1], top_k=1)
+    best = encoder.encode(TEXTS, role="document") @ encoder.encode([TEXTS[1]], role="query")[0]
+    assert hits[0].score == pytest.approx(float(best.max()), abs=1e-5)
+    info = prompts_info(SimpleNamespace(bi_encoder=st))
+    assert "query prompt 'query: '" in info and "document prompt 'passage: '" in info
+    st.prompts = {"query": "", "document": ""}
+    assert "declares no prompts" in prompts_info(SimpleNamespace(bi_encoder=st))
