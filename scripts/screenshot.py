@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", default=str(ROOT / "docs" / "app.png"), help="the PNG to write")
     parser.add_argument("--query", default="how do bats find insects at night", help="the search shown")
     parser.add_argument("--width", type=int, default=1280)
-    parser.add_argument("--height", type=int, default=800)
+    parser.add_argument("--height", type=int, default=1500)
     parser.add_argument("--timeout", type=float, default=300, help="seconds the app may take to start")
     args = parser.parse_args(argv)
     if not CHROMIUM.exists():
