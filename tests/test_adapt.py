@@ -304,7 +304,7 @@ def test_the_hybrid_teacher_weighs_each_part_to_one_spread_of_margins():
     class Encoder:  # a text's vector: its length in words, so cosines are ±1 and vary little
         name = "fake"
 
-        def encode(self, texts, show_progress_bar=False):
+        def encode(self, texts, show_progress_bar=False, role=None):
             v = np.array([[len(t.split()), 1.0] for t in texts], dtype=np.float32)
             return v / np.linalg.norm(v, axis=1, keepdims=True)
 
@@ -348,7 +348,7 @@ def test_the_complement_teacher_labels_bm25_mined_negatives_by_the_cosine_alone(
     class Encoder:  # a text's vector: its length in words and 1
         name = "fake"
 
-        def encode(self, texts, show_progress_bar=False):
+        def encode(self, texts, show_progress_bar=False, role=None):
             v = np.array([[len(t.split()), 1.0] for t in texts], dtype=np.float32)
             return v / np.linalg.norm(v, axis=1, keepdims=True)
 
