@@ -11,7 +11,7 @@ from typing import Any
 import gradio as gr
 import numpy as np
 
-from ctxir.app import figures
+from ctxir.app import figures, links
 from ctxir.app.models import BI_ENCODER
 from ctxir.app.state import AppState, LazyFigures, ViewResult
 from ctxir.app.ui import Ui, exports, frame, guard, show, tab_intro
@@ -181,7 +181,8 @@ def attention_pngs(out, data: dict) -> list[str]:
 
 
 def build(ui: Ui) -> None:
-    """The Attention tab (inside an open gr.Tab); event /attention."""
+    """The Attention tab (inside an open gr.Tab); event /attention (from its button, or a link to an attention
+    view: ``ctxir.app.links``)."""
     state, cfg, out = ui.state, ui.config, ui.out
     presets = demo_presets()
     n_layers, n_heads = ui.models.num_layers, ui.models.num_heads
@@ -266,7 +267,11 @@ def build(ui: Ui) -> None:
     with gr.Row():
         att_view = gr.Radio(["head", "model"], value="head", label="bertviz view", min_width=160)
         att_layers = gr.CheckboxGroup(
-            list(range(n_layers)), value=[], label="Layers (none = all)", min_width=200
+            list(range(n_layers)),
+            value=[],
+            label="Layers (none = all)",
+            min_width=200,
+            elem_id="attention-layers",
         )
         att_heads = gr.CheckboxGroup(
             list(range(n_heads)), value=[], label="Heads (none = all)", min_width=260
@@ -298,13 +303,21 @@ def build(ui: Ui) -> None:
         file_count="multiple",
         visible=False,
     )
+    link = links.offer("attention", "attention-link")
     with gr.Accordion("Per-head summary as a table", open=False):
         # headers before the first answer, not Gradio's "1 2 3" placeholder
         att_table = gr.Dataframe(frame([], HEAD_SUMMARY_COLUMNS), wrap=True, elem_classes=["ctxir-table"])
     with gr.Accordion("Numbers (JSON)", open=False):
         att_json = gr.JSON()
 
-    shown = att_button.click(lambda: "", None, [att_summary], queue=False, api_visibility="private").then(
+    shown = gr.on(
+        [att_button.click, link.run.change],  # a link runs it as the button does
+        lambda: "",
+        None,
+        [att_summary],
+        queue=False,
+        api_visibility="private",
+    ).then(
         do_attention,
         [att_model, att_text, att_pair, att_view, att_layers, att_heads, heat_layer, heat_head, att_png],
         [att_summary, att_html, *att_returned, att_table, att_json],
@@ -317,3 +330,4 @@ def build(ui: Ui) -> None:
         api_visibility="private",
     )
     ui.offer_loaded_models(shown, att_model)
+    link.shows(shown)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import gradio as gr
 import numpy as np
 
-from ctxir.app import explain_tab, figures, model_choice
+from ctxir.app import explain_tab, figures, links, model_choice
 from ctxir.app.config import Progress
 from ctxir.app.models import BI_ENCODER, AppModels
 from ctxir.app.reranker_labels import pair_legend, rank_header, short_name
@@ -375,7 +375,8 @@ def explain_document(ui: Ui, query, documents, number, model):
 
 
 def build(ui: Ui) -> None:
-    """The Pair scoring tab (inside an open gr.Tab); event /score_pairs (and an Explain action per document)."""
+    """The Pair scoring tab (inside an open gr.Tab); event /score_pairs (from its button, or a link to a pair
+    scoring: ``ctxir.app.links``) and an Explain action per document."""
     state, out = ui.state, ui.out
     presets = demo_presets()
 
@@ -439,6 +440,7 @@ def build(ui: Ui) -> None:
     pair_files = gr.File(
         label="Download: PNG, interactive HTML, CSV, JSON", file_count="multiple", visible=False
     )
+    link = links.offer("score_pairs", "pair-link")
     pair_formation = gr.Markdown(elem_id="pair-summary")
     with gr.Accordion("Tokens of document 1 as the cross-encoder reads them (ids, token types)", open=False):
         # headers before the first answer, not Gradio's "1 2 3" placeholder
@@ -451,7 +453,8 @@ def build(ui: Ui) -> None:
 
     # a new request first clears the last answer: no stale scores above an error
     hidden = gr.update(visible=False)
-    pair_button.click(
+    scored = gr.on(
+        [pair_button.click, link.run.change],  # a link runs it as the button does
         lambda: ("", hidden, hidden, hidden, hidden),
         None,
         [pair_formation, pair_table, pair_plot, pair_files, explain_row],
@@ -462,12 +465,14 @@ def build(ui: Ui) -> None:
         [pair_query, pair_docs, pair_models, pair_png_wanted],
         [pair_table, pair_png, pair_formation, pair_tokens, pair_json],
         api_name="score_pairs",
-    ).success(
+    )
+    scored.success(
         lambda data, png: after_scoring(out, data, png, ui.models),
         [pair_json, pair_png],
         [pair_table, pair_plot, pair_files, explain_row, pair_choice, explain_model],
         api_visibility="private",
     )
+    link.shows(scored)
     explain_inputs = [pair_query, pair_docs, pair_choice, explain_model]
     explained.shows(
         explain_button.click(do_explain_pair, explain_inputs, explained.outputs, api_visibility="private")

@@ -12,7 +12,7 @@ from typing import Any
 
 import gradio as gr
 
-from ctxir.app import explain_tab, model_choice, pooling, uploads, what_moved
+from ctxir.app import explain_tab, links, model_choice, pooling, uploads, what_moved
 from ctxir.app.search import search
 from ctxir.app.search_form import SearchForm, reranker_choices_now, search_form
 from ctxir.app.ui import Ui, column_widths, frame, guard, show, tab_intro
@@ -93,6 +93,7 @@ class ResultsPanel:
     csv_button: Any
     json: Any
     explained: explain_tab.Panel
+    link: links.View  # the link to the search shown (ctxir.app.links)
 
 
 def build(ui: Ui) -> None:
@@ -144,6 +145,7 @@ def results_panel(ui: Ui) -> ResultsPanel:
     # a phone shows the results as cards instead of the table (ui.CSS): every title and text in view, no sideways
     # scrolling; a desktop shows the table
     cards = gr.HTML("", elem_id="search-cards", js_on_load=CARD_CLICK)
+    link = links.offer("search", "search-link")
     with gr.Row(visible=False) as explain_row:
         choice = gr.Dropdown(
             [],
@@ -163,7 +165,17 @@ def results_panel(ui: Ui) -> ResultsPanel:
         json = gr.JSON()
     explained = explain_tab.panel("search-explain")
     return ResultsPanel(
-        summary, table, cards, explain_row, choice, explain_model, explain_button, csv_button, json, explained
+        summary,
+        table,
+        cards,
+        explain_row,
+        choice,
+        explain_model,
+        explain_button,
+        csv_button,
+        json,
+        explained,
+        link,
     )
 
 
@@ -171,7 +183,8 @@ def results_panel(ui: Ui) -> ResultsPanel:
 
 
 def wire_search(ui: Ui, form: SearchForm, results: ResultsPanel) -> None:
-    """/search from the button (and, privately, from Enter in the query box), the page redrawn after it."""
+    """/search from the button or a link to a search (and, privately, from Enter in the query box), the page redrawn
+    after it and its link shown."""
     state, out = ui.state, ui.out
 
     @guard
@@ -221,17 +234,20 @@ def wire_search(ui: Ui, form: SearchForm, results: ResultsPanel) -> None:
         return "", gr.update(visible=False), gr.update(visible=False), ""
 
     outputs = [results.table, results.summary, results.json]
-    for trigger, api in (
-        (form.button.click, {"api_name": "search"}),
-        (form.query.submit, {"api_visibility": "private"}),
+    # a link to a search runs it as the button does
+    for triggers, api in (
+        ([form.button.click, results.link.run.change], {"api_name": "search"}),
+        ([form.query.submit], {"api_visibility": "private"}),
     ):
-        trigger(
+        searched = gr.on(
+            triggers,
             before,
             None,
             [results.summary, results.table, results.explain_row, results.cards],
             queue=False,
             api_visibility="private",
-        ).then(do_search, [*form.inputs, form.mode], outputs, **api).success(
+        ).then(do_search, [*form.inputs, form.mode], outputs, **api)
+        searched.success(
             after_search,
             [results.json],
             [
@@ -245,6 +261,7 @@ def wire_search(ui: Ui, form: SearchForm, results: ResultsPanel) -> None:
             queue=False,
             api_visibility="private",
         )
+        results.link.shows(searched)
 
 
 def wire_explain(ui: Ui, form: SearchForm, results: ResultsPanel) -> None:

@@ -1,0 +1,205 @@
+"""Links to a view: the Search, Pair scoring and Attention tabs each show a link under their answer that reopens
+the tab with the same inputs and runs it again.
+
+A link is the page's own address with the view's endpoint and its inputs as query parameters, named as the
+endpoint's parameters (``/view_api`` lists them): ``?endpoint=search&query=otters&k=5``. A page opened on it selects
+the view's tab, fills its inputs and runs the view's event, as a click on its button would. Nothing is stored on the
+server, so a link outlives the visitor's session, the app's restart and the clean-up of its files. Parameters the
+view does not take (a Space's own, a tracker's) are ignored; an input the link leaves out keeps its default.
+
+An uploaded corpus belongs to the visitor who uploaded it: a link to a search of one opens with an error for
+anyone else.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlencode
+
+import gradio as gr
+from gradio.context import get_blocks_context
+
+from ctxir.app.ui import user_error
+
+PARAMETER = "endpoint"  # the link's view (gradio's page uses ``view`` and ``deep_link`` for itself)
+LINKED = ("search", "score_pairs", "attention")  # the endpoints whose tab shows a link, in page order
+
+# the link's copy button; the link itself also opens in a new tab (a right click copies it in any browser)
+COPY = (
+    "element.addEventListener('click', (event) => { const button = event.target.closest('[data-copy-link]'); "
+    "if (!button) { return; } const link = element.querySelector('a[data-link]'); "
+    "const said = (text) => { button.textContent = text; setTimeout(() => { button.textContent = 'Copy link'; }, 2000); }; "
+    "if (!link || !navigator.clipboard) { said('copy the link above with a right click'); return; } "
+    "navigator.clipboard.writeText(link.href).then(() => said('Copied'), () => said('copy it with a right click')); });"
+)
+
+
+@dataclass
+class View:
+    """One view's link: where it is shown (``html``), the hidden box a page opened on a link changes to run the view
+    (``run``: the view's event listens to its change), and the view's inputs by parameter name (``fields``: named by
+    the first event ``shows`` is given, the public one; the page's visible inputs only)."""
+
+    api: str
+    html: Any
+    run: Any
+    fields: dict[str, Any] = field(default_factory=dict)
+
+    def shows(self, event) -> None:
+        """After ``event`` (the view's event, run from its button or from a link): the link to its inputs on
+        success, none on failure (an error's inputs are no view to send). The first call also wires the page
+        load that opens a link (``opens``)."""
+        if not self.fields:
+            block_fn = get_blocks_context().fns[event["id"]]
+            self.fields = {
+                name: block
+                for name, block in zip(block_fn.input_parameter_names, block_fn.inputs, strict=True)
+                if name and getattr(block, "visible", True) is not False
+            }
+            self._wire_load()
+        names = list(self.fields)
+
+        def view_link(*values):
+            return link_html(self.api, dict(zip(names, values, strict=True)))
+
+        event.success(
+            view_link,
+            list(self.fields.values()),
+            [self.html],
+            queue=False,
+            show_progress="hidden",
+            api_visibility="private",
+        )
+        event.failure(
+            lambda: "", None, [self.html], queue=False, show_progress="hidden", api_visibility="private"
+        )
+
+    def _wire_load(self) -> None:
+        tab, tabs = _tab_of(self.html)
+        outputs = [*([tabs] if tabs is not None else []), self.run, *self.fields.values()]
+
+        def open_link(request: gr.Request):
+            return opens(self, tab, _query(request))
+
+        get_blocks_context().root_block.load(
+            open_link, None, outputs, queue=False, show_progress="hidden", api_visibility="private"
+        )
+
+
+def offer(api: str, elem_id: str) -> View:
+    """Inside a tab's build, where the link goes: its place (empty until an answer is shown) and the hidden box that
+    runs the view when a page opens on a link. The tab listens to ``view.run.change`` as to its button and hands
+    each of those events to ``view.shows``, the public one first."""
+    # not a gr.State: the page takes any update of a State, a skipped one included, as a change (every page
+    # load ran every linked view); a hidden box changes only when a link gives it a new value
+    run = gr.Textbox("", visible=False, elem_id=f"{elem_id}-run")
+    return View(api, gr.HTML("", elem_id=elem_id, js_on_load=COPY), run)
+
+
+def _tab_of(block) -> tuple[Any, Any]:
+    """The gr.Tab ``block`` is in and its gr.Tabs; (None, None) outside any."""
+    parent = getattr(block, "parent", None)
+    while parent is not None and not isinstance(parent, gr.Tab):
+        parent = getattr(parent, "parent", None)
+    return (parent, parent.parent) if parent is not None else (None, None)
+
+
+def _query(request: gr.Request | None) -> dict[str, list[str]]:
+    """The page's query parameters, each name with all its values (a list input repeats its name)."""
+    params = getattr(request, "query_params", None) or {}
+    if hasattr(params, "multi_items"):
+        out: dict[str, list[str]] = {}
+        for key, value in params.multi_items():
+            out.setdefault(key, []).append(value)
+        return out
+    return {key: value if isinstance(value, list) else [value] for key, value in dict(params).items()}
+
+
+# ---------------------------------------------------------------- a view's inputs as a link and back
+
+
+def link_query(api: str, values: dict[str, Any]) -> str:
+    """The query string of a link to ``api`` with ``values`` ({parameter: what the event received}).
+
+    >>> link_query("attention", {"text": "a bank", "layers": [0, 2], "heads": [], "heatmap_head": 1.0})
+    'endpoint=attention&text=a+bank&layers=0&layers=2&heads=&heatmap_head=1'
+    """
+    pairs = [(PARAMETER, api)]
+    for name, value in values.items():
+        if value is None:
+            continue
+        items = value if isinstance(value, list | tuple) else [value]
+        pairs += [(name, _text(item)) for item in items] or [(name, "")]
+    return urlencode(pairs)
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def link_html(api: str, values: dict[str, Any]) -> str:
+    """The link shown under a view's answer: relative (``?…``), so the browser resolves it against the page's own
+    address, whatever host, path or Space serves it; escaped (the values are a visitor's)."""
+    href = html.escape("?" + link_query(api, values))
+    return (
+        f'<div class="ctxir-link"><a data-link href="{href}" target="_blank" rel="noopener">Link to this view</a> '
+        '<span class="ctxir-link-note">(opens this tab with these inputs and runs it again)</span> '
+        '<button type="button" data-copy-link>Copy link</button></div>'
+    )
+
+
+def opens(view: View, tab, query: dict[str, list[str]]) -> list:
+    """What a page opened on ``query`` shows for ``view``: its tab selected, its run box changed and its inputs
+    filled when the link is to this view; nothing (every output skipped) otherwise."""
+    skip = [gr.skip() for _ in range(int(tab is not None) + 1 + len(view.fields))]
+    api = (query.get(PARAMETER) or [None])[-1]
+    if api is None:
+        return skip
+    if api not in LINKED:
+        if view.api != LINKED[0]:
+            return skip  # said once, by the first view's load
+        raise user_error(
+            f"the link's {PARAMETER}={api!r} is not a view this app links to: use one of "
+            f"{', '.join(map(repr, LINKED))}, or open the app's address without it"
+        )
+    if api != view.api:
+        return skip
+    values = [
+        value_for(component, name, query[name]) if name in query else gr.skip()
+        for name, component in view.fields.items()
+    ]
+    selected = [gr.Tabs(selected=tab.id if tab.id is not None else tab._id)] if tab is not None else []
+    return [*selected, str(time.time_ns()), *values]
+
+
+def value_for(component, name: str, texts: list[str]) -> Any:
+    """The value a link's ``texts`` for parameter ``name`` set ``component`` to: a number for a number or slider,
+    a list for a checkbox group (each text matched to a choice), a boolean for a checkbox, else the text. A value the
+    component cannot hold is refused here, naming the parameter; any other check is the view's, as for a click."""
+    if isinstance(component, gr.CheckboxGroup):  # ``layers=`` (no value): none chosen
+        choices = {str(value): value for _, value in component.choices}
+        return [choices.get(text, text) for text in texts if text != ""]
+    text = texts[-1]
+    if isinstance(component, gr.Number | gr.Slider):
+        try:
+            number = float(text)
+        except ValueError:
+            raise user_error(
+                f"the link's {name}={text!r} is not a number: write a number such as {name}=5, or leave "
+                f"{name} out for its default"
+            ) from None
+        return int(number) if number.is_integer() else number
+    if isinstance(component, gr.Checkbox):
+        if text.lower() not in ("true", "false", "1", "0"):
+            raise user_error(
+                f"the link's {name}={text!r} is not true or false: write {name}=true or {name}=false"
+            )
+        return text.lower() in ("true", "1")
+    return text
