@@ -196,3 +196,18 @@ def test_the_apps_corpus_index_encodes_with_the_prompts_and_the_search_form_name
     assert "query prompt 'query: '" in info and "document prompt 'passage: '" in info
     st.prompts = {"query": "", "document": ""}
     assert "declares no prompts" in prompts_info(SimpleNamespace(bi_encoder=st))
+
+
+def test_the_explanation_of_a_pair_is_of_the_texts_after_their_prompts(st):
+    from ctxir.explain.bi_encoder import explain_bi_encoder
+
+    encoder = BiEncoder(st, cache=False)
+    cosine = float(
+        encoder.encode([TEXTS[0]], role="query")[0] @ encoder.encode([TEXTS[2]], role="document")[0]
+    )
+    for model in (encoder, st):  # a BiEncoder's prompts, or a SentenceTransformer's own
+        out = explain_bi_encoder(model, TEXTS[0], TEXTS[2], method="exact")
+        assert out["cosine"] == pytest.approx(cosine, abs=1e-5)
+        assert len(out["query_tokens"]) == len(st.tokenizer("query: " + TEXTS[0])["input_ids"])
+    off = explain_bi_encoder(BiEncoder(st, cache=False, query_prompt=""), TEXTS[0], TEXTS[2], method="exact")
+    assert len(off["query_tokens"]) == len(st.tokenizer(TEXTS[0])["input_ids"])

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ctxir.encoders.bi_encoder import BiEncoder, LayerPooling
+from ctxir.encoders.bi_encoder import BiEncoder, LayerPooling, model_prompts
 from ctxir.encoders.models import load_bi_encoder
 from ctxir.explain.integrated_gradients import (
     DEFAULT_IG_STEPS,
@@ -112,6 +112,12 @@ def explain_bi_encoder(
     if method not in BI_ENCODER_METHODS:
         raise CtxirError(f"method {method!r} is not known: use one of {', '.join(BI_ENCODER_METHODS)}")
     st = _sentence_transformer(model)
+    # each text after its prompt, as retrieval encodes it: a BiEncoder's prompts, else the model's own (a pooling
+    # that leaves prompt tokens out is explained by Integrated Gradients with them in)
+    prompts = model_prompts(st)
+    if isinstance(model, BiEncoder):
+        prompts = {"query": model.query_prompt, "document": model.document_prompt}
+    query, document = prompts["query"] + query, prompts["document"] + document
     pooling, reason = _exact_split_support(st)
     if method == "exact" and reason:
         raise CtxirError(
