@@ -273,32 +273,6 @@ def test_every_subcommand_shows_its_flags(command, monkeypatch, capsys):
     assert f"usage: ctxir {command.split()[0]}" in capsys.readouterr().out
 
 
-def test_the_readme_module_table_names_every_module_where_it_is():
-    import re
-
-    readme = (ROOT / "README.md").read_text()
-    table = readme[readme.index("| module | owns |") :]
-    table = table[: table.index("\n\n")]
-    named = {
-        p
-        for cell in re.findall(r"^\| ([^|]+) \|", table, flags=re.M)
-        for p in re.findall(r"`(ctxir/[\w/.]+)`", cell)
-    }
-    assert named and all((ROOT / p).exists() for p in named), sorted(
-        p for p in named if not (ROOT / p).exists()
-    )
-    # Every module with code of its own, outside the packages listed whole (app/, classify/, viz/): not the
-    # packages' __init__ files, nor ``python -m ctxir``'s two lines.
-    whole = {p for p in named if p.endswith("/")}
-    modules = {
-        str(p.relative_to(ROOT))
-        for p in PACKAGE.rglob("*.py")
-        if p.name not in ("__init__.py", "__main__.py")
-        and not any(str(p.relative_to(ROOT)).startswith(w) for w in whole)
-    }
-    assert modules - named == set()
-
-
 # Where a re-ranker kind's or a published model type's name may be spelled as a string: ctxir.kinds spells each once
 # and the registries key their entries by those names; a registry's words for a kind that happen to match its name
 # (a label, a Hub tag) are registry knowledge too.
