@@ -37,19 +37,19 @@ if __name__ == "__main__":
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from ctxir.app import reranker_labels
-from ctxir.app.blocks import build_demo
+from ctxir.app.blocks import build_app, build_demo
 from ctxir.app.config import AppConfig, env_flag
+from ctxir.app.gradio_fixes import ClosingEventLoopPolicy, retry_spaces_reload_server, track_tqdm_first
 from ctxir.app.limits import QueueLimits, apply_limits, limit_malloc_arenas
 from ctxir.app.outputs import Outputs
 from ctxir.app.state import AppState
-from ctxir.app.ui import guard as _guard
 from ctxir.app.ui import user_error
 
 __all__ = [
     "AppArgs",
     "Outputs",
-    "_guard",
     "app_args_class",
+    "build_app",
     "build_demo",
     "config_from_args",
     "main",
@@ -103,7 +103,7 @@ class _AppArgs:
         "torch",
         "how the bi-encoder encodes the searched corpora and queries: torch, "
         "or onnx-int8 (ONNX Runtime, int8 weights, CPU: 2.24x torch's texts/s at SciFact nDCG@10 "
-        "0.6452 vs 0.6451, docs/performance.md; exported once into the cache folder). Compare "
+        "0.6452 vs 0.6451, docs/results.md; exported once into the cache folder). Compare "
         "pooling, pair scoring, explanations and the inspection views stay on torch",
     )
     rerank_backend: str = _env(
@@ -133,7 +133,7 @@ class _AppArgs:
         "CTXIR_MAX_EXTRA_MODELS",
         2,
         "models visitors load by Hub id to compare (Search, Pair scoring, Token embeddings, Attention) kept at "
-        "once, the least recently used evicted first; 0 = none (docs/app.md, Comparing any model)",
+        "once, the least recently used evicted first; 0 = none (docs/guides/app.md)",
     )
     max_extra_mb: int = _env_int("CTXIR_MAX_EXTRA_MB", 1024, "MiB of weights those models may hold in all")
     allow_remote_code: bool = field(
@@ -162,7 +162,7 @@ class _AppArgs:
     max_queue: int = _env_int(
         "CTXIR_MAX_QUEUE",
         32,
-        "requests that may wait; one more is refused at once with 'busy, try again' (docs/reliability.md)",
+        "requests that may wait; one more is refused at once with 'busy, try again' (docs/reference/app.md)",
     )
     max_sessions: int = _env_int(
         "CTXIR_MAX_SESSIONS",
@@ -174,14 +174,14 @@ class _AppArgs:
         "CTXIR_MALLOC_ARENAS",
         2,
         "glibc malloc arenas (0 = glibc's default, 8 per core); "
-        "2 keeps RSS from growing burst after burst (docs/reliability.md)",
+        "2 keeps RSS from growing burst after burst (docs/reference/app.md)",
     )
     closed_session_s: int = _env_int(
         "CTXIR_CLOSED_SESSION_S",
         60,
         "seconds Gradio's state of a visitor who left (page closed, API client closed) is kept after "
         "its last use; -1 = until --max-sessions pushes it out (Gradio's way: RSS grew with every visitor "
-        "seen, docs/reliability.md)",
+        "seen, docs/reference/app.md)",
     )
 
 
@@ -238,71 +238,14 @@ def config_from_args(args) -> AppConfig:
     )
 
 
-def track_tqdm_first() -> None:
-    """Gradio patches tqdm's methods when the first ``gr.Progress(track_tqdm=True)`` is made (in ``build_demo``);
-    a bar started before that — the background indexing's — then fails at its next step (``'tqdm' object has no
-    attribute '_progress'``) and the startup corpus is never indexed. Patch before any bar starts."""
-    import gradio as gr
-
-    gr.Progress(track_tqdm=True)
-
-
-class ClosingEventLoopPolicy(asyncio.DefaultEventLoopPolicy):
-    """Closes the main thread's event loop when another replaces it. Gradio's ``safe_get_lock`` makes and sets a new
-    loop each time it runs outside one (``gr.Blocks()``, ``queue()``, each ``App``: five while the app is built) and
-    drops the previous one unclosed; its locks bind to the server's loop when first used, so nothing runs on those.
-    An unclosed selector loop is in a reference cycle (its self-pipe's reader refers back to it): the garbage
-    collector freed the sockets first, and each loop's ``__del__`` then printed ``Exception ignored in
-    BaseEventLoop.__del__ … ValueError: Invalid file descriptor: -1``. Other threads' loops are left alone."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._main_loop: asyncio.AbstractEventLoop | None = None
-
-    def set_event_loop(self, loop: asyncio.AbstractEventLoop | None) -> None:
-        import threading
-
-        super().set_event_loop(loop)
-        if threading.current_thread() is not threading.main_thread():
-            return
-        replaced, self._main_loop = self._main_loop, loop
-        if (
-            replaced is not None
-            and replaced is not loop
-            and not replaced.is_running()
-            and not replaced.is_closed()
-        ):
-            replaced.close()
-
-
-def retry_spaces_reload_server(attempts: int = 3) -> None:
-    """On a Space, gradio starts the ``spaces`` package's reload server in a thread as the app launches; its first
-    step copies ``sys.modules``, which the app's background threads (the startup indexing, the first view) change
-    as they import: now and then the copy fails ("RuntimeError: dictionary changed size during iteration"), and
-    that thread printed its traceback and died. Start it again, a few times, on exactly that error."""
-    from gradio import http_server
-
-    start = http_server.watchfn_spaces
-
-    def watchfn_spaces(reloader):
-        for attempt in range(attempts):
-            try:
-                return start(reloader)
-            except RuntimeError as err:
-                if "changed size during iteration" not in str(err) or attempt == attempts - 1:
-                    raise
-
-    http_server.watchfn_spaces = watchfn_spaces
-
-
 def refuse_zero_gpu() -> None:
     """ZeroGPU hardware is refused at start, with what to choose instead: its docs name Python 3.10, this app needs
-    3.11, and its callbacks have never run under ``spaces.GPU`` (docs/publishing.md)."""
+    3.11, and its callbacks have never run under ``spaces.GPU`` (docs/guides/publish.md)."""
     if os.environ.get("SPACES_ZERO_GPU", "").lower() in ("1", "true"):
         raise CtxirError(
             "this Space runs on ZeroGPU hardware (SPACES_ZERO_GPU is set), which ctxir does not support: choose "
             "'CPU basic' (the free 2-vCPU hardware the app is built for) or a GPU such as 'Nvidia T4' in the Space's "
-            "settings (docs/publishing.md)"
+            "settings (docs/guides/publish.md)"
         )
 
 
@@ -311,7 +254,7 @@ def serve(args: AppArgs) -> int:
     # 1. threads, and signals: SIGTERM (a container or process manager stopping the app), SIGHUP (its terminal closed)
     # and SIGINT (Ctrl-C) exit at once through exit_now, so the atexit clean-up of the output folder runs instead of
     # leaving it behind. Ctrl-C left to Python raised KeyboardInterrupt wherever the main thread was (in gradio's
-    # launch, past its own catch) and the app then took over 30 s to exit on a loaded machine (slow run, 2026-11-29)
+    # launch, past its own catch) and the app then took over 30 s to exit on a loaded machine
     refuse_zero_gpu()
     asyncio.set_event_loop_policy(ClosingEventLoopPolicy())  # before gradio makes its first loop
     retry_spaces_reload_server()
@@ -337,11 +280,12 @@ def serve(args: AppArgs) -> int:
     logger.info("models loaded in %.1f s; serving while the corpus is indexed", time.perf_counter() - started)
     # 3. build and serve
     # each tab's example answer, computed once in the background as soon as the page is served (ctxir.app.first_view)
-    demo = build_demo(
+    built = build_app(
         state,
         outputs=Outputs(max_age_s=args.output_max_age_s, max_bytes=args.max_output_mb * 2**20),
         first_view="start",
     )
+    demo = built.demo
     # on a Space (SYSTEM=spaces) gradio's reloader looks for the launched Blocks in the script run (this module, as
     # __main__) and, not finding it, printed "GRADIO_HOT_RELOAD: Launching demo not found in __main__" at every start
     globals()["demo"] = demo
@@ -353,7 +297,7 @@ def serve(args: AppArgs) -> int:
         server_name=args.host or None,
         server_port=args.port or None,
         show_error=True,
-        allowed_paths=[str(demo.ctxir_outputs.root)],
+        allowed_paths=[str(built.outputs.root)],
         mcp_server=mcp,
         max_file_size=int(state.config.max_upload_mb * 2**20),
         **limits.launch_kwargs(),

@@ -316,7 +316,7 @@ class InProcess:
 
     def callback(self, api_name: str, data: tuple) -> None:
         """The endpoint's callback as Gradio calls it: missing trailing inputs get their defaults (as the app's
-        ``accept_old_clients``), the request and progress arguments filled by Gradio's own ``special_args``."""
+        ``gradio_fixes.fill_missing_inputs``), the request and progress arguments filled by Gradio's own ``special_args``."""
         from gradio.helpers import special_args
 
         block_fn = self.callbacks[api_name]

@@ -268,18 +268,21 @@ def free_port() -> int:
 
 @pytest.fixture(scope="session")
 def serve():
-    """A context manager: ``with serve(demo) as url`` launches ``demo`` on 127.0.0.1 (a free port) with the app's
-    output folder as its allowed path, as app.py does, and closes it afterwards."""
+    """A context manager: ``with serve(built) as url`` launches ``built`` on 127.0.0.1 (a free port) and closes it
+    afterwards: an ``App`` (``app.build_app``) with its output folder as the allowed path, as app.py does, or a
+    ``gr.Blocks`` as it is."""
+    from ctxir.app.blocks import App
 
     @contextlib.contextmanager
-    def serving(demo):
+    def serving(built):
+        demo, outputs = (built.demo, built.outputs) if isinstance(built, App) else (built, None)
         port = free_port()
         demo.queue().launch(
             server_name="127.0.0.1",
             server_port=port,
             prevent_thread_lock=True,
             quiet=True,
-            allowed_paths=[str(demo.ctxir_outputs.root)],
+            allowed_paths=[str(outputs.root)] if outputs is not None else None,
         )
         try:
             yield f"http://127.0.0.1:{port}/"

@@ -352,6 +352,7 @@ def test_build_demo_exposes_every_endpoint_and_turns_errors_into_gr_error(state)
     import gradio as gr
 
     import app
+    from ctxir.app.ui import guard
 
     demo = app.build_demo(state)
     names = {fn.api_name for fn in demo.fns.values() if fn.api_name and fn.api_visibility == "public"}
@@ -373,14 +374,14 @@ def test_build_demo_exposes_every_endpoint_and_turns_errors_into_gr_error(state)
         "classify",
     }
 
-    @app._guard
+    @guard
     def failing():
         raise CtxirError("query is empty: type some text")
 
     with pytest.raises(gr.Error, match="query is empty"):
         failing()
 
-    @app._guard
+    @guard
     def crashing():
         raise RuntimeError("boom")
 

@@ -188,14 +188,15 @@ def client(app_state):
     import app
     from tests.conftest import api_client
 
-    demo = app.build_demo(app_state)
+    built = app.build_app(app_state)
+    demo = built.demo
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
     try:
         client = api_client(f"http://127.0.0.1:{port}/")
-        client.ctxir_outputs = demo.ctxir_outputs  # the server's output folder, to look at what it wrote
+        client.app_outputs = built.outputs  # the server's output folder, to look at what it wrote
         yield client
     finally:
         demo.close()
@@ -213,7 +214,7 @@ def test_explain_endpoint(client):
     assert suffixes == [".html", ".json", ".png", ".png"]
     assert sum(Path(f).stat().st_size for f in files) < 1_000_000
     page = next(Path(f) for f in files if f.endswith(".html"))
-    root = client.ctxir_outputs.root
+    root = client.app_outputs.root
     [plotly_js] = root.glob("plotly-*.min.js")
     html = page.read_text(encoding="utf-8")
     # the page loads the one shared plotly.js from beside it: kilobytes, not 4.6 MB, and offline; the app's page

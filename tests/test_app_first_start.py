@@ -1,5 +1,5 @@
 """``python app.py`` on a cold embedding cache: the startup corpus, indexed in a background thread while the page is
-served, becomes searchable (before app.track_tqdm_first, Gradio's tqdm patch, made while the indexing's progress
+served, becomes searchable (before gradio_fixes.track_tqdm_first, Gradio's tqdm patch, made while the indexing's progress
 bar ran, broke it: "indexing the startup corpus 'demo' failed ... 'tqdm' object has no attribute '_progress'")."""
 
 from __future__ import annotations

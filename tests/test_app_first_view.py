@@ -47,9 +47,9 @@ def test_a_served_apps_first_page_shows_every_tabs_example_answer_computed_once(
     monkeypatch.setattr(pairs_tab, "score_pairs", counting(pairs_tab.score_pairs, calls))
     # the tests' corpus has no example queries of its own; the demo corpus's first is the search form's example
     monkeypatch.setattr(app_state, "examples", ["where do otters live along the river bank"])
-    demo = app.build_demo(app_state, first_view="start")
-    first = demo.ctxir_first_view
-    with serve(demo) as url:
+    built = app.build_app(app_state, first_view="start")
+    first = built.first_view
+    with serve(built) as url:
         shown = page_load(url, "visitor-1")
         again = page_load(url, "visitor-2")
     assert first.failed == {} and set(first.chains) == set(FIRST_VIEWS)
@@ -78,8 +78,7 @@ def test_a_served_apps_first_page_shows_every_tabs_example_answer_computed_once(
 def test_tabs_open_with_their_forms_only_when_the_first_view_is_off(app_state):
     import app
 
-    demo = app.build_demo(app_state, first_view="off")
-    assert demo.ctxir_first_view is None
+    assert app.build_app(app_state, first_view="off").first_view is None
     with pytest.raises(Exception, match="first_view"):
         app.build_demo(app_state, first_view="later")
 
@@ -95,8 +94,7 @@ def test_an_example_that_cannot_be_answered_leaves_its_tab_as_it_was(app_state, 
         raise CtxirError("no model to score with")
 
     monkeypatch.setattr(pairs_tab, "score_pairs", refuse)
-    demo = app.build_demo(app_state)
-    first = demo.ctxir_first_view
+    first = app.build_app(app_state).first_view
     first.chains = {api: first.chains[api] for api in ("score_pairs", "model_info")}
     # before they are computed a page gets nothing (it does not wait), and starts their computation
     assert first.values() == [gr.skip()] * len(first.components)

@@ -4,7 +4,7 @@ unless sent; then no figure is built and the PNG outputs are None in their place
 the PNGs for its download list from the answer's JSON.
 
 The callbacks are called here as Gradio calls them (an input a client did not send gets its default, as
-``blocks.accept_old_clients`` pads it); every matplotlib figure built meanwhile is counted.
+``gradio_fixes.fill_missing_inputs`` fills it); every matplotlib figure built meanwhile is counted.
 """
 
 from __future__ import annotations
@@ -30,10 +30,15 @@ ATTENTION = (
 
 
 @pytest.fixture(scope="module")
-def demo(app_state):
+def application(app_state):
     import app
 
-    return app.build_demo(app_state, first_view="off")
+    return app.build_app(app_state, first_view="off")
+
+
+@pytest.fixture(scope="module")
+def demo(application):
+    return application.demo
 
 
 @pytest.fixture
@@ -100,12 +105,14 @@ def test_score_pairs_draws_no_figure_unless_asked(demo, built):
     ],
 )
 @pytest.mark.parametrize("asked", [False, True])
-def test_the_page_still_offers_the_pngs(demo, built, monkeypatch, api, downloads, stems, asked):
+def test_the_page_still_offers_the_pngs(application, built, monkeypatch, api, downloads, stems, asked):
     """A click (its endpoint, then the private follow-up, as the first view replays it): the download list has
     the PNGs whether the call drew them or not, each drawn once."""
     from ctxir.app.first_view import FirstView
 
-    (chain,) = FirstView(demo, demo.ctxir_state, demo.ctxir_outputs, apis=(api,)).chains.values()
+    (chain,) = FirstView(
+        application.demo, application.state, application.outputs, apis=(api,)
+    ).chains.values()
     monkeypatch.setattr(chain[0].inputs[-1], "value", asked)  # the box as the visitor left it
     shown = FirstView._replay(chain)
     # the follow-up that lists the downloads (not necessarily the chain's last step: the model list's refresh is one)

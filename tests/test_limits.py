@@ -1,4 +1,4 @@
-"""The queue's limits (ctxir/app/limits.py, docs/reliability.md "Overload"): set as documented on the real app,
+"""The queue's limits (ctxir/app/limits.py): set as documented on the real app,
 honoured by Gradio when set after the events are built, a request past the queue refused at once with Gradio's
 "try again" message, and the sessions Gradio keeps in memory bounded.
 """
@@ -14,16 +14,14 @@ import httpx
 import pytest
 
 from ctxir.app.config import AppConfig
+from ctxir.app.gradio_fixes import LEFT_RECORD_S, ClosedSessions
 from ctxir.app.limits import (
     BUSY_CLIENT,
-    LEFT_RECORD_S,
     MODEL_VIEWS,
     SLOW_VIEWS,
     QueueLimits,
     apply_limits,
-    forget_closed_sessions,
     group_of,
-    note_left_session,
 )
 from ctxir.app.models import AppModels
 from ctxir.app.state import AppState
@@ -127,7 +125,7 @@ def _probe_app(limits: QueueLimits, hold: threading.Event | None = None):
         gr.Button("a").click(do_attention, box, box, api_name="attention")
         gr.Button("s").click(do_search, box, box, api_name="search")
     apply_limits(demo, limits)
-    assert [group_of(fn) for fn in demo.fns.values()] == ["slow", "model"]
+    assert [group_of(fn) for fn in demo.fns.values() if fn.name.startswith("do_")] == ["slow", "model"]
     return demo, peak
 
 
@@ -263,8 +261,8 @@ def test_gradio_keeps_at_most_max_sessions_sessions(demo, serve_limits):
 
 @pytest.mark.parametrize(("max_sessions", "kept"), [(3, 3), (10_000, 6)])
 def test_without_the_cap_every_session_stays(serve_limits, max_sessions, kept):
-    """Control: with Gradio's default capacity (10,000) all six sessions stay after their visitors left (this probe
-    app has no unload event, so nothing forgets them; the real app's, with closed_session_s 0: the test below)."""
+    """Control: with Gradio's default capacity (10,000) all six sessions stay after their visitors left (they left
+    less than closed_session_s, 60, ago, so nothing forgets them; with closed_session_s 0: the test below)."""
     limits = QueueLimits(max_sessions=max_sessions)
     demo, _peak = _probe_app(limits)
     url = serve_limits(demo, limits)
@@ -275,7 +273,7 @@ def test_without_the_cap_every_session_stays(serve_limits, max_sessions, kept):
 def test_a_left_visitors_session_is_forgotten_and_the_app_holds_only_present_ones(
     demo, serve_limits, monkeypatch
 ):
-    """The soak's RSS growth (docs/reliability.md "A soak"): Gradio kept the session of every visitor who had left
+    """The soak's RSS growth: Gradio kept the session of every visitor who had left
     until its capacity pushed it out. With ``closed_session_s`` 0 the six sessions are gone once their visitors
     have left (their heartbeat's end runs the app's unload), while a visitor still present keeps theirs."""
     from gradio_client import Client
@@ -301,7 +299,7 @@ def test_a_left_visitors_session_is_forgotten_and_the_app_holds_only_present_one
 def test_a_session_is_forgotten_only_after_its_visitor_left_and_the_time_passed():
     from datetime import datetime, timedelta
 
-    class Holder:  # the parts of Gradio's StateHolder that forget_closed_sessions uses
+    class Holder:  # the parts of Gradio's StateHolder that ClosedSessions uses
         def __init__(self):
             self.lock = threading.Lock()
             self.session_data, self.time_last_used, self.deleted = {}, {}, []
@@ -315,20 +313,23 @@ def test_a_session_is_forgotten_only_after_its_visitor_left_and_the_time_passed(
     for session, closed, idle_s in [("open-old", False, 600), ("left-now", True, 5), ("left-old", True, 61)]:
         holder.session_data[session] = type("S", (), {"is_closed": closed})()
         holder.time_last_used[session] = now - timedelta(seconds=idle_s)
-    assert forget_closed_sessions(demo, -1, now) == 0 and len(holder.session_data) == 3  # Gradio's way
-    assert forget_closed_sessions(demo, 60, now) == 1
+    sessions = ClosedSessions(-1)
+    assert sessions.forget(demo, now) == 0 and len(holder.session_data) == 3  # Gradio's way
+    sessions.after_s = 60
+    assert sessions.forget(demo, now) == 1
     assert set(holder.session_data) == set(holder.time_last_used) == {"open-old", "left-now"}
     assert holder.deleted == ["left-old"]
-    assert forget_closed_sessions(demo, 0, now) == 1 and set(holder.session_data) == {"open-old"}
+    sessions.after_s = 0
+    assert sessions.forget(demo, now) == 1 and set(holder.session_data) == {"open-old"}
     # Gradio made a dropped session again, open, when a later unload task of its visitor looked it up: the record
     # that the visitor left still lets it go, and the record itself is kept only while it can still matter
-    note_left_session(demo, "left-now", now)
+    sessions.note("left-now", now)
     holder.session_data["left-now"] = type("S", (), {"is_closed": False})()
     holder.time_last_used["left-now"] = now
-    assert forget_closed_sessions(demo, 0, now) == 1 and set(holder.session_data) == {"open-old"}
-    assert "left-now" in demo.ctxir_left_sessions
+    assert sessions.forget(demo, now) == 1 and set(holder.session_data) == {"open-old"}
+    assert "left-now" in sessions.left
     later = now + timedelta(seconds=LEFT_RECORD_S + 1)
-    assert forget_closed_sessions(demo, 0, later) == 0 and demo.ctxir_left_sessions == {}
+    assert sessions.forget(demo, later) == 0 and sessions.left == {}
 
 
 # ---------------------------------------------------------------- the app under load (scripts/load_test.py)
@@ -339,7 +340,7 @@ def test_the_app_under_bursts_refuses_clearly_never_hangs_and_stops_growing(tmp_
     """scripts/load_test.py on a small scale: 16 visitors, 3 identical bursts of 15 s against ``python app.py`` with
     a queue of 8. Requests past the queue are refused with Gradio's message, none hangs or fails otherwise, the app
     still answers afterwards, and the third burst grows RSS by at most 10% over the second (the issue's rule; the
-    full-scale run is in docs/reliability.md). About 2 minutes on 2 shared cores."""
+    full-scale run is `python scripts/soak.py`). About 2 minutes on 2 shared cores."""
     from scripts import load_test  # scripts/ is a folder of files, importable from the checkout's root
 
     result = load_test.run(

@@ -271,9 +271,9 @@ def test_the_apps_own_placeholders_stay_readable(state):
 def test_guarded_callbacks_escape_unexpected_errors_too():
     import gradio as gr
 
-    import app
+    from ctxir.app.ui import guard
 
-    @app._guard
+    @guard
     def crashing():
         raise RuntimeError(IMAGE)
 
@@ -442,7 +442,8 @@ def test_interactive_pages_share_one_plotly_js_that_pruning_keeps(outputs):
 
 @pytest.fixture(scope="module")
 def served(tiny_models, tmp_path_factory, serve):
-    """(url, state, demo) of the small app on 127.0.0.1 with its own gradio cache folder."""
+    """(url, state, app, gradio cache) of the small app on 127.0.0.1 with its own gradio cache folder (app: what
+    ``build_app`` made)."""
     import app
 
     gradio_cache = tmp_path_factory.mktemp("gradio-cache")
@@ -450,14 +451,14 @@ def served(tiny_models, tmp_path_factory, serve):
     os.environ["GRADIO_TEMP_DIR"] = str(gradio_cache)
     try:
         state = make_state(tiny_models)
-        demo = app.build_demo(state)
+        built = app.build_app(state)
     finally:
         if previous is None:
             os.environ.pop("GRADIO_TEMP_DIR")
         else:
             os.environ["GRADIO_TEMP_DIR"] = previous
-    with serve(demo) as url:
-        yield url, state, demo, gradio_cache
+    with serve(built) as url:
+        yield url, state, built, gradio_cache
 
 
 def refusal(url: str, endpoint: str, args: tuple) -> str:
@@ -559,7 +560,8 @@ def test_warnings_reach_api_clients_as_plain_text_and_web_pages_escaped(served, 
 
     from ctxir.app import similarity
 
-    url, _state, demo, _cache = served
+    url, _state, built, _cache = served
+    demo = built.demo
     typed = "CLS pooling at layer 0 makes <every> cosine 1 & says <img src=x> as typed"
     monkeypatch.setattr(similarity, "cls_warnings", lambda *_: [typed])
     sent = []
@@ -641,7 +643,7 @@ def test_numbers_and_choices_over_http_name_the_parameter(served, endpoint, args
 
 
 def test_returned_files_are_served_from_the_output_folder_without_a_copy(served):
-    url, _state, demo, gradio_cache = served
+    url, _state, built, gradio_cache = served
     client = client_for(url)
     try:
         for _ in range(3):
@@ -658,7 +660,7 @@ def test_returned_files_are_served_from_the_output_folder_without_a_copy(served)
                 api_name="/attention",
             )
             for returned in (html_file, heat, head_png):
-                assert Path(returned["path"]).parent == demo.ctxir_outputs.root
+                assert Path(returned["path"]).parent == built.outputs.root
         _, data = client.predict("a\nb", 0, "cls", api_name="/sentence_similarity")
         assert data["warnings"] and "CLS pooling at layer 0" in data["warnings"][0]
     finally:

@@ -20,9 +20,9 @@ def served(app_state, serve):
     """(url, demo) of the app on loopback, launched as app.py does (its output folder is the one allowed path)."""
     import app
 
-    demo = app.build_demo(app_state)
-    with serve(demo) as url:
-        yield url.rstrip("/"), demo
+    built = app.build_app(app_state)
+    with serve(built) as url:
+        yield url.rstrip("/"), built
 
 
 def status(url: str) -> int:
@@ -34,8 +34,8 @@ def status(url: str) -> int:
 
 
 def test_no_file_outside_the_apps_folders_is_served(served, minilm_path, tmp_path):
-    url, demo = served
-    inside = Path(demo.ctxir_outputs.root) / "probe.txt"
+    url, built = served
+    inside = Path(built.outputs.root) / "probe.txt"
     inside.write_text("served")
     assert (
         status(f"{url}/gradio_api/file={inside}") == 200
@@ -47,7 +47,7 @@ def test_no_file_outside_the_apps_folders_is_served(served, minilm_path, tmp_pat
         ROOT / "app.py",
         Path(minilm_path) / "model.safetensors",
         secret,
-        Path(demo.ctxir_outputs.root) / ".." / secret.name,  # climbing out of the allowed folder
+        Path(built.outputs.root) / ".." / secret.name,  # climbing out of the allowed folder
         Path.home() / ".cache" / "ctxir",
     ]
     for path in outside:

@@ -22,7 +22,7 @@ from tests.conftest import api_client, start_app
 
 ROOT = Path(__file__).resolve().parents[1]
 SPACE_ENV = {"SPACE_ID": "you/ctxir", "SYSTEM": "spaces", "SPACE_HOST": "you-ctxir.hf.space"}
-# a deployer's re-ranker named by Hub id (docs/publishing.md): here the shipped cross-encoder's folder is that repo
+# a deployer's re-ranker named by Hub id (docs/guides/publish.md): here the shipped cross-encoder's folder is that repo
 DEPLOYED_CROSS_ENCODER = "you/minilm-l6-scifact-cross-encoder"
 # what must not appear in a start's output: a logged warning or error, a traceback, an exception ignored in __del__
 NOISE = re.compile(
@@ -201,31 +201,3 @@ def test_building_the_app_names_every_output_without_a_warning(app_state, caplog
         assert outputs["failure_report_sample"] == ["summary", "report_view", "report_html", "numbers"]
     finally:
         demo.close()
-
-
-def test_the_spaces_reload_server_is_started_again_when_its_copy_of_sys_modules_races_an_import(monkeypatch):
-    """gradio starts the `spaces` reload server as a Space launches; its copy of sys.modules now and then meets a
-    background thread's import ("dictionary changed size during iteration"): app.py starts it again (only then)."""
-    from gradio import http_server
-
-    import app
-
-    calls = []
-
-    def flaky(reloader):
-        calls.append(reloader)
-        if len(calls) == 1:
-            raise RuntimeError("dictionary changed size during iteration")
-        return "serving"
-
-    monkeypatch.setattr(http_server, "watchfn_spaces", flaky)
-    app.retry_spaces_reload_server()
-    assert http_server.watchfn_spaces("reloader") == "serving" and calls == ["reloader", "reloader"]
-
-    def broken(reloader):
-        raise RuntimeError("another error")
-
-    monkeypatch.setattr(http_server, "watchfn_spaces", broken)
-    app.retry_spaces_reload_server()
-    with pytest.raises(RuntimeError, match="another error"):
-        http_server.watchfn_spaces("reloader")

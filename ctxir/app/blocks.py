@@ -1,8 +1,9 @@
-"""``build_demo``: the app's tabs composed into one ``gr.Blocks``, under a header that says what the app is for."""
+"""``build_app``: the app's tabs composed into one ``gr.Blocks``, under a header that says what the app is for."""
 
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 
 import gradio as gr
 
@@ -17,13 +18,14 @@ from ctxir.app import (
 )
 from ctxir.app.api import document_api
 from ctxir.app.config import AppConfig
+from ctxir.app.first_view import FirstView
 from ctxir.app.first_view import wire as wire_first_view
-from ctxir.app.limits import QueueLimits, forget_closed_sessions, note_left_session
+from ctxir.app.gradio_fixes import fill_missing_inputs, named, plain_errors_for_api
 from ctxir.app.outputs import Outputs
 from ctxir.app.reranker_labels import flag
 from ctxir.app.state import AppState
 from ctxir.app.text import md_literal, plural
-from ctxir.app.ui import CSS, Ui, named, plain_errors_for_api
+from ctxir.app.ui import CSS, Ui
 from ctxir.checks import check_choice
 from ctxir.rerank.registry import RERANKERS
 
@@ -67,18 +69,15 @@ def missing_models(state: AppState) -> str:
     )
 
 
-def accept_old_clients(demo: gr.Blocks) -> gr.Blocks:
-    """An API client written before an event gained an input (the search's re-rank mode is added last) sends fewer
-    values: the missing trailing ones get the inputs' defaults, as gradio_client fills them, instead of Gradio's
-    "didn't receive enough input values". Nothing changes for a request that sends every value."""
-    validate = demo.validate_inputs
+@dataclass
+class App:
+    """What ``build_app`` made: the Blocks to launch, the state it serves, the folder of its returned files (the
+    launch's ``allowed_paths``) and its first view (None when "off")."""
 
-    def padded(block_fn, inputs: list) -> None:
-        inputs.extend(getattr(block, "value", None) for block in block_fn.inputs[len(inputs) :])
-        validate(block_fn, inputs)
-
-    demo.validate_inputs = padded
-    return demo
+    demo: gr.Blocks
+    state: AppState
+    outputs: Outputs
+    first_view: FirstView | None
 
 
 def build_demo(
@@ -87,6 +86,16 @@ def build_demo(
     outputs: Outputs | None = None,
     first_view: str = "open",
 ) -> gr.Blocks:
+    """The app's Blocks (``build_app``'s ``demo``)."""
+    return build_app(state, config, outputs, first_view).demo
+
+
+def build_app(
+    state: AppState | None = None,
+    config: AppConfig | None = None,
+    outputs: Outputs | None = None,
+    first_view: str = "open",
+) -> App:
     """The app. ``state`` holds already loaded models and corpora; without it they are loaded here, before
     returning, so no request pays for loading. ``outputs`` is the folder for returned files (default: a new
     bounded one). ``first_view``: when each tab's example answer (``ctxir.app.first_view``) is computed, once for
@@ -99,14 +108,6 @@ def build_demo(
     def end_session(request: gr.Request):
         # The page was closed or reloaded (a reload is a new session): its uploads are released.
         state.uploads.release(getattr(request, "session_hash", None) or "")
-
-    async def forget_left_sessions(request: gr.Request):
-        # Gradio keeps a left visitor's session state until its capacity pushes it out (about 1 MB each: RSS grew
-        # with every visitor seen); forgotten here, on the event loop that serves the sessions, once
-        # --closed-session-s have passed (ctxir/app/limits.py)
-        note_left_session(demo, getattr(request, "session_hash", None) or "")
-        limits = getattr(demo, "ctxir_limits", None) or QueueLimits()
-        forget_closed_sessions(demo, limits.closed_session_s)
 
     # Gradio 6 reads css from launch(); given here too (its documented, warned-about fallback), so every launch of
     # this demo — app.py, tests, scripts — looks the same. Gradio's cache holds only uploaded files (returned files
@@ -140,8 +141,7 @@ def build_demo(
             if isinstance(component, gr.Slider | gr.Radio | gr.CheckboxGroup):
                 named(component)  # range / choice errors name the input
         demo.unload(end_session)
-        demo.unload(forget_left_sessions)
-        demo.ctxir_first_view = (
+        first = (
             None if first_view == "off" else wire_first_view(demo, state, ui.out, start=first_view == "start")
         )
 
@@ -161,7 +161,6 @@ def build_demo(
                 show_progress="hidden",
                 api_visibility="private",
             )
-    demo.ctxir_state = state  # tests and scripts reach the loaded models through the demo
-    demo.ctxir_outputs = ui.out
     document_api(demo)  # docstrings (MCP tools) and output names (view_api) of every public endpoint
-    return plain_errors_for_api(accept_old_clients(demo))  # escaped for the page, plain text for API clients
+    plain_errors_for_api(fill_missing_inputs(demo))  # escaped for the page, plain text for API clients
+    return App(demo, state, ui.out, first)

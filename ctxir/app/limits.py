@@ -32,8 +32,8 @@ mark their session closed, but Gradio keeps its ``SessionState`` all the same, u
 Visitors that come and go so filled the 128 places one by one: the soak (``scripts/soak.py``: 4 visitors, a new
 session every 20 requests, about 5 sessions a minute) grew RSS by about 5 MB a minute for the first half hour, each
 session 0.45 MB (a search and a pair scoring, traced in-process) to 1.6 MB (with an attention view). The app now
-forgets a closed session ``--closed-session-s`` (default 60) after its last use (``forget_closed_sessions``, run
-when a visitor leaves), so what is held follows the visitors present, not the visitors seen.
+forgets a closed session ``--closed-session-s`` (default 60) after its last use (``gradio_fixes.ClosedSessions``,
+run when a visitor leaves), so what is held follows the visitors present, not the visitors seen.
 
 The rest of the growth was the C allocator's: glibc gives threads that allocate at the same time arenas of their
 own, up to 8 per core, and keeps what each frees for that arena's reuse; Gradio runs callbacks on a pool of up to 40
@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import datetime
 import logging
 from dataclasses import dataclass
 
@@ -133,50 +132,6 @@ def limit_malloc_arenas(arenas: int) -> bool:
         return False
 
 
-# How long the record that a visitor left is kept once their session is gone: Gradio's own unload tasks for that
-# visitor look the session up after the heartbeat ended, and a lookup of a dropped session makes a new, open one
-LEFT_RECORD_S = 600
-
-
-def note_left_session(demo, session_hash: str, now: datetime.datetime | None = None) -> None:
-    """Record on ``demo`` that the visitor of ``session_hash`` left (``build_demo``'s unload handler calls it), so
-    ``forget_closed_sessions`` drops their session even where Gradio has made it again, open, after it was dropped."""
-    if session_hash:
-        demo.__dict__.setdefault("ctxir_left_sessions", {})[session_hash] = now or datetime.datetime.now()
-
-
-def forget_closed_sessions(demo, after_s: float, now: datetime.datetime | None = None) -> int:
-    """Drop from Gradio's session store (``demo.state_holder``) every session whose visitor left and that has not been
-    used for ``after_s`` seconds; returns how many. A visitor has left when Gradio marked their session closed (their
-    heartbeat ended) or ``note_left_session`` recorded it: Gradio runs every unload handler of a visitor after the
-    heartbeat ended, each looking the session up, and the lookup of a session already dropped here (when two visitors
-    leave at once) makes it again as a new, open one, which Gradio would keep until ``state_session_capacity``
-    pushes it out. Gradio itself keeps closed sessions that long too. A page that reconnects after the drop is served
-    as one pushed out by the capacity is (the choices an answer put in a list are forgotten). ``after_s`` < 0:
-    nothing is dropped. Call it on the server's event loop (``build_demo`` runs it when a visitor leaves)."""
-    holder = getattr(demo, "state_holder", None)
-    if after_s < 0 or holder is None:
-        return 0
-    now = now or datetime.datetime.now()
-    left = demo.__dict__.get("ctxir_left_sessions", {})
-    with holder.lock:
-        gone = [
-            session
-            for session, state in list(holder.session_data.items())
-            if (state.is_closed or session in left)
-            and (now - holder.time_last_used.get(session, now)).total_seconds() >= after_s
-        ]
-    for session in gone:
-        holder.delete_state(session)  # a gr.State's delete callback runs, as when Gradio expires it
-        with holder.lock:
-            holder.session_data.pop(session, None)
-            holder.time_last_used.pop(session, None)
-    for session, when in list(left.items()):
-        if session not in holder.session_data and (now - when).total_seconds() > LEFT_RECORD_S:
-            left.pop(session, None)
-    return len(gone)
-
-
 def group_of(fn) -> str | None:
     """The concurrency group of one Gradio ``BlockFunction``: "slow", "model" or None (Gradio's default). A queued
     callback named ``do_*`` that neither table names (a view added later) runs a model by this app's convention:
@@ -199,15 +154,18 @@ def group_of(fn) -> str | None:
 
 
 def apply_limits(demo, limits: QueueLimits | None = None):
-    """Put every model event of ``demo`` in its concurrency group and enable the queue with ``limits``; returns
-    ``demo`` (call before ``launch``, and pass it ``**limits.launch_kwargs()``). The groups are set on the built events because the tabs build their events
-    without knowing the app's flags; Gradio reads ``concurrency_id``/``concurrency_limit`` when an event first
-    enters the queue."""
+    """Put every model event of ``demo`` in its concurrency group, forget the sessions of visitors who left
+    ``limits.closed_session_s`` ago (``gradio_fixes.ClosedSessions``) and enable the queue with ``limits``; returns
+    ``demo`` (call before ``launch``, and pass it ``**limits.launch_kwargs()``). The groups are set on the built
+    events because the tabs build their events without knowing the app's flags; Gradio reads
+    ``concurrency_id``/``concurrency_limit`` when an event first enters the queue."""
+    from ctxir.app.gradio_fixes import ClosedSessions
+
     limits = limits or QueueLimits()
     workers = {"model": limits.concurrency, "slow": limits.slow_concurrency}
     for fn in demo.fns.values():
         group = group_of(fn)
         if group is not None:
             fn.concurrency_id, fn.concurrency_limit = group, workers[group]
-    demo.ctxir_limits = limits
+    ClosedSessions.wire(demo, limits.closed_session_s)
     return demo.queue(max_size=limits.max_queue, default_concurrency_limit=limits.concurrency)

@@ -31,7 +31,7 @@ def user_error(message: Any) -> gr.Error:
     """The one way a message reaches a person's error pop-up. Gradio renders gr.Error's message as HTML, so it is
     escaped here: a corpus name like ``<a href=…>`` shows as typed (no link, no image) and the app's own
     ``<its output folder>`` placeholders stay readable. The plain text rides along as ``plain_message``: API
-    clients, which render nothing, get that instead (``plain_errors_for_api``)."""
+    clients, which render nothing, get that instead (``gradio_fixes.plain_errors_for_api``)."""
     error = gr.Error(display_text(message), print_exception=False)
     error.plain_message = str(message)
     return error
@@ -62,29 +62,6 @@ def from_browser(request: Any) -> bool:
     return user == "app" if user else "sec-fetch-mode" in headers
 
 
-def plain_errors_for_api(demo: gr.Blocks) -> gr.Blocks:
-    """Errors reach API clients as plain text (``'<a>'``, not ``'&lt;a&gt;'``) and web pages escaped.
-
-    Gradio sends one message per error to whoever made the request, so the choice is made per request, in the one
-    call every event goes through (``Blocks.process_api``: the queue, ``/gradio_api/call``, the MCP server). It
-    covers both the callbacks' errors (``guard``) and the input checks Gradio runs before a callback (``named``)."""
-    process_api = demo.process_api
-
-    @functools.wraps(process_api)
-    async def process_api_with_plain_errors(*args, **kwargs):
-        try:
-            return await process_api(*args, **kwargs)
-        except gr.Error as error:
-            plain = getattr(error, "plain_message", None)
-            request = kwargs.get("request")
-            if plain is not None and not from_browser(request[0] if isinstance(request, list) else request):
-                error.message = plain
-            raise
-
-    demo.process_api = process_api_with_plain_errors
-    return demo
-
-
 def guard(fn):
     """CtxirError → gr.Error with its message; anything unexpected → gr.Error too (logged), never a traceback."""
 
@@ -108,37 +85,13 @@ def guard(fn):
 
 def warn(result: ViewResult) -> None:
     """A result's warnings as Gradio warning pop-ups: escaped for a web page (Gradio renders a warning's message
-    as HTML, as an error's), plain text for API clients, as ``plain_errors_for_api`` does for errors. A warning is
+    as HTML, as an error's), plain text for API clients, as ``gradio_fixes.plain_errors_for_api`` does for errors. A warning is
     sent while the callback runs, so the request is the callback's own (Gradio's ``LocalContext``)."""
     from gradio.context import LocalContext
 
     browser = from_browser(LocalContext.request.get(None))
     for warning in result.data.get("warnings") or []:
         gr.Warning(display_text(warning) if browser else str(warning))
-
-
-def named(component):
-    """Gradio checks some inputs itself before a callback runs (a slider's range, a radio's choices) and its
-    message names no parameter ("Value 60 is greater than maximum value 50."). Wrap the component's check so the
-    message names it and says what is accepted, as text."""
-    check = component.preprocess
-
-    def preprocess(payload):
-        try:
-            return check(payload)
-        except (
-            CtxirError
-        ) as err:  # the component's own refusal with its reason (a re-ranker that is not loaded)
-            raise user_error(str(err)) from None
-        except Exception:
-            if isinstance(component, gr.Slider):
-                accepted = f"must be a number from {component.minimum:g} to {component.maximum:g}"
-            else:
-                accepted = f"must be one of {[value for _, value in component.choices]!r}"
-            raise user_error(f"{component.label} {accepted}, got {payload!r}") from None
-
-    component.preprocess = preprocess
-    return component
 
 
 def frame(rows: list[dict], columns: list[str] | None = None, drop_empty: bool = False) -> pd.DataFrame:
