@@ -573,14 +573,14 @@ def test_licenses_md_states_each_shipped_models_terms_from_its_metrics():
 
 
 # Training runs write an anchor beside a test figure only where the two cover the same queries (and depth): the rows
-# the card check would refuse are never written (training/runner.py's anchor_fields).
+# the card check would refuse are never written (training/steps.py's anchor_fields).
 
 
 def test_training_leaves_out_an_anchor_on_other_queries_or_depth_and_cites_one_on_the_same_in_full(
     metrics_record,
 ):
     from ctxir.publish.card_check import row_problems
-    from training.runner import anchor_fields
+    from training.steps import anchor_fields
     from training.train_cross_encoder import ANCHORS
 
     beir = ANCHORS[("scifact", "nDCG@10")]
@@ -590,7 +590,7 @@ def test_training_leaves_out_an_anchor_on_other_queries_or_depth_and_cites_one_o
     assert anchor_fields(beir, scifact_row(300, 20)) == {}  # all queries, but top 20 against BEIR's top 100
     same = anchor_fields(beir, scifact_row(300, 100))
     assert same == BEIR_CE_ANCHOR
-    # what the runner writes passes the card check; the pair it leaves out would not
+    # what a training script writes passes the card check; the pair it leaves out would not
     metrics = metrics_record("cross-encoder")
     metrics["evaluations"] = [{**scifact_row(300, 100), **same}]
     assert row_problems(metrics) == []
@@ -603,7 +603,7 @@ def test_an_anchor_given_as_value_and_name_only_is_written_as_is_and_the_check_a
     metrics_record,
 ):
     from ctxir.publish.card_check import row_problems
-    from training.runner import anchor_fields
+    from training.steps import anchor_fields
 
     fields = anchor_fields((0.831, "SetFit all-MiniLM-L6-v2, 8 per class"), scifact_row(300, 20))
     assert fields == {"anchor": 0.831, "anchor_name": "SetFit all-MiniLM-L6-v2, 8 per class"}

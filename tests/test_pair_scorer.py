@@ -20,7 +20,7 @@ from scipy.stats import spearmanr
 from ctxir.encoders import models
 from ctxir.encoders.models import ASSETS_MODELS, DEFAULT_BI_ENCODER, SHIPPED_MODELS, SHIPPED_STS_CROSS_ENCODER
 from ctxir.types import CtxirError
-from training import ship, train_pair_scorer
+from training import cross_encoder_data, ship, train_pair_scorer
 
 SHIPPED = SHIPPED_MODELS[SHIPPED_STS_CROSS_ENCODER]
 # (a, b, how similar by hand, 0–5): paraphrases high, same topic in between, unrelated low
@@ -147,7 +147,7 @@ def test_init_from_continues_where_a_saved_pair_scorer_ended(tiny_bert_dir, tmp_
     }
     (tmp_path / "earlier").mkdir()
     (tmp_path / "earlier" / "metrics.json").write_text(json.dumps(earlier))
-    assert train_pair_scorer.earlier_training_data(
+    assert cross_encoder_data.earlier_training_data(
         tmp_path / "earlier", [{"name": "stsb", "split": "train", "role": "train"}]
     ) == [{"name": "stsb", "split": "train-silver", "role": "train", "num_examples": 9, "stage": "earlier"}]
     with pytest.raises(CtxirError, match=r"--init-from .* holds no adapter_model.safetensors"):
@@ -325,7 +325,7 @@ def test_extra_train_sick_adds_its_train_pairs_on_the_stsb_scale(
 
     root = _write_toy_root(tmp_path / "data")
     args = train_pair_scorer.PairScorerArgs(model=str(tiny_bert_dir), data_dir=str(root), extra_train="sick")
-    data = train_pair_scorer.build_data(args, None, "cpu")
+    data = cross_encoder_data.build_pair_scorer_data(args)
     sick = load_sick(root / "sick", "train")
     stsb_rows = len(data.train) - len(sick)
     assert stsb_rows > 0 and [r["name"] for r in data.datasets if r["role"] == "train"] == ["stsb", "sick"]
@@ -412,7 +412,7 @@ def test_silver_pairs_are_new_pairs_of_train_sentences_labelled_in_the_teachers_
     args = train_pair_scorer.PairScorerArgs(
         model=str(tiny_bert_dir), data_dir=str(root), extra_train="silver", silver_pairs=str(out)
     )
-    data = train_pair_scorer.build_data(args, None, "cpu")
+    data = cross_encoder_data.build_pair_scorer_data(args)
     assert len(data.train) == len(gold) + len(rows)
     assert data.train.select(range(len(gold), len(data.train)))["sentence1"] == [a for a, _ in pairs]
     assert [(r["split"], r["license"]) for r in data.datasets if r["role"] == "train"] == [

@@ -764,10 +764,11 @@ def test_a_trainer_scripts_arguments_are_the_librarys_training_arguments(
 
 def test_the_trainer_gets_the_recipes_settings_the_flags_overrides_and_any_other_trainer_flag(tmp_path):
     """recipes/cross-encoder-stage5.yaml with --batch-size and --adam-beta2 given after it: the Trainer's arguments
-    (the library's own class, built by the runner) hold what the former hand-written mapping gave, plus the flag."""
+    (the library's own class, built by training.steps.trainer_arguments) hold what the former hand-written mapping gave, plus the flag."""
     from sentence_transformers.cross_encoder import CrossEncoderTrainingArguments
 
-    from training import runner, train_cross_encoder
+    from training import cross_encoder_args, train_cross_encoder
+    from training.steps import trainer_arguments
 
     recipe = str(RECIPES_DIR / "cross-encoder-stage5.yaml")
     args = parse_args(
@@ -775,7 +776,10 @@ def test_the_trainer_gets_the_recipes_settings_the_flags_overrides_and_any_other
         ["--recipe", recipe, "--batch-size", "8", "--adam-beta2", "0.99"],
     )
     evaluator = type("Dev", (), {"primary_metric": "ndcg@10", "name": "dev"})()
-    trainer_args = runner.trainer_arguments(args, train_cross_encoder.SPEC, tmp_path, "cpu", evaluator)
+    options = cross_encoder_args.head_learning_rates(args)
+    trainer_args = trainer_arguments(
+        CrossEncoderTrainingArguments, args, tmp_path, "cpu", evaluator, **options
+    )
     assert type(trainer_args) is CrossEncoderTrainingArguments
     expected = {
         "output_dir": str(tmp_path / "checkpoints"),
@@ -800,9 +804,9 @@ def test_the_trainer_gets_the_recipes_settings_the_flags_overrides_and_any_other
         "load_best_model_at_end": True,
         "metric_for_best_model": "dev_ndcg@10",
         "greater_is_better": True,
-        "learning_rate_mapping": train_cross_encoder.head_learning_rates(args)["learning_rate_mapping"],
+        "learning_rate_mapping": options["learning_rate_mapping"],
         "adam_beta2": 0.99,  # a Trainer flag ctxir never declared
-        "resume_from_checkpoint": None,  # the runner resolves --resume itself
+        "resume_from_checkpoint": None,  # training.steps.Run resolves --resume itself
     }
     assert {key: getattr(trainer_args, key) for key in expected} == expected
 

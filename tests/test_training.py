@@ -15,7 +15,14 @@ import pytest
 
 from ctxir.publish import metrics_file
 from ctxir.types import CtxirError
-from training import common, cross_encoder_data, cross_encoder_dev, train_bi_encoder, train_cross_encoder
+from training import (
+    common,
+    cross_encoder_args,
+    cross_encoder_data,
+    cross_encoder_dev,
+    train_bi_encoder,
+    train_cross_encoder,
+)
 
 TOPICS = {
     "river": ["the river bank is on the water", "otters play in the river water", "i sat on the river bank"],
@@ -754,7 +761,7 @@ def test_cross_encoder_lora_adapter_with_pseudo_queries(
     metrics = _check_metrics(out, "cross-encoder", {"scifact"})
     assert metrics["extra"]["pseudo_queries"] == 5
     assert metrics["extra"]["train_queries"] == len(metrics["extra"]["train_query_ids"]) == 6
-    assert metrics["objective"] == train_cross_encoder.LOSS_NAMES[loss]
+    assert metrics["objective"] == {"bce": "BinaryCrossEntropyLoss", "lambda": "LambdaLoss"}[loss]
     model = load_cross_encoder(str(out), "cpu")
     base = load_cross_encoder(str(tiny_bert_dir), "cpu", num_labels=1)
     pairs = [("the cat", "the dog"), ("river water", "the river bank is on the water")]
@@ -850,17 +857,17 @@ def test_term_match_continues_a_saved_head_and_trains_its_own_weights(
     assert (
         extra["trained_parameters"] == before + (32 + 1) + 5
     )  # term importance (v, c) and 1 + 4 kernel weights
-    options = train_cross_encoder.head_learning_rates(
+    options = cross_encoder_args.head_learning_rates(
         train_cross_encoder.CrossEncoderArgs(
             head="segment-cosine", term_match=True, head_learning_rate=1e-3, match_learning_rate=5e-2
         )
     )
     assert options["learning_rate_mapping"] == {
-        train_cross_encoder.HEAD_PARAMETERS: 1e-3,
-        train_cross_encoder.MATCH_PARAMETERS: 5e-2,
+        cross_encoder_args.HEAD_PARAMETERS: 1e-3,
+        cross_encoder_args.MATCH_PARAMETERS: 5e-2,
     }
     with pytest.raises(CtxirError, match=r"--term-match.*--head 'cls'"):
-        train_cross_encoder.check(train_cross_encoder.CrossEncoderArgs(head="cls", term_match=True))
+        cross_encoder_args.check(train_cross_encoder.CrossEncoderArgs(head="cls", term_match=True))
 
 
 def test_importance_pooling_continues_a_term_match_head_from_its_own_scores_and_trains_its_mix(
@@ -899,7 +906,7 @@ def test_importance_pooling_continues_a_term_match_head_from_its_own_scores_and_
         json.loads((second / "1_SegmentCosineHead" / "config.json").read_text())["importance_pooling"] is True
     )
     with pytest.raises(CtxirError, match=r"--importance-pooling .*add --term-match true"):
-        train_cross_encoder.check(
+        cross_encoder_args.check(
             train_cross_encoder.CrossEncoderArgs(head="segment-cosine", importance_pooling=True)
         )
 
@@ -1617,7 +1624,7 @@ def test_hybrid_teacher_grades_are_summed_z_scores_of_bm25_and_cosine_and_label_
     labels = data.train["labels"]
     assert any(x not in (0.0, 1.0) for row in labels for x in row)
     with pytest.raises(CtxirError, match="--teacher 'hybrid'"):
-        train_cross_encoder.check(train_cross_encoder.CrossEncoderArgs(loss="bce", teacher="hybrid"))
+        cross_encoder_args.check(train_cross_encoder.CrossEncoderArgs(loss="bce", teacher="hybrid"))
 
 
 def test_window_picker_takes_the_window_sharing_the_rarest_query_words():

@@ -511,8 +511,8 @@ class TrainerRunArgs(CommonArgs):
     keeping and ``--load-best``, and ctxir's defaults for the few Trainer settings below.
 
     ``output_dir`` is the run's folder (the Trainer's checkpoints go to its checkpoints/); ``--device`` sets
-    ``run_device`` (``device`` is the library's own property, the torch device it set up). The runner hands the
-    Trainer the library's own class, built from these (``training.runner.trainer_arguments``)."""
+    ``run_device`` (``device`` is the library's own property, the torch device it set up). A script hands the
+    Trainer the library's own class, built from these (``training.steps.trainer_arguments``)."""
 
     run_device: str = field(
         default="auto",

@@ -1,6 +1,7 @@
 """The arguments of ``training/train_cross_encoder.py``: sentence-transformers' ``CrossEncoderTrainingArguments`` with
 ctxir's run settings (``training.common.TrainerRunArgs``) and the re-ranker recipe's own flags (``--help`` lists
-them all; a recipe YAML gives the same names)."""
+them all; a recipe YAML gives the same names); their checks (``check``) and the per-parameter learning rates they
+set (``head_learning_rates``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,16 @@ from typing import Literal
 from sentence_transformers.cross_encoder import CrossEncoderTrainingArguments
 
 from ctxir.encoders.models import DEFAULT_BI_ENCODER
+from ctxir.types import CtxirError
 from training.common import TrainerRunArgs, trainer_setting
+
+LOSSES = {"scifact": ("bce", "lambda", "listnet"), "stsb": ("bce", "mse")}
+LISTWISE = ("lambda", "listnet")  # one row = (query, [positive, negatives…], [1, 0, …])
+# the segment-cosine head's weights (module 1 of the chain) in the loss model's parameter names
+HEAD_PARAMETERS = r"(^|\.)1\.(scale|bias|linear\.)"
+# its term-match term (--term-match): the term-importance read-out and the kernels' linear read-out
+# and --importance-pooling's mix (a bare parameter: no dot after its name)
+MATCH_PARAMETERS = r"(^|\.)1\.(term_weight\.|term_linear\.|pool_mix$)"
 
 
 @dataclass
@@ -216,3 +226,71 @@ class CrossEncoderArgs(TrainerRunArgs, CrossEncoderTrainingArguments):
             "re-ranking then score documents by their best window too"
         },
     )
+
+
+def check(args: CrossEncoderArgs) -> None:
+    if args.loss == "auto":
+        args.loss = "bce"
+    if args.loss not in LOSSES[args.task]:
+        raise CtxirError(
+            f"--loss {args.loss!r} does not fit --task {args.task!r}: use one of "
+            f"{', '.join(LOSSES[args.task])}"
+        )
+    if args.task == "scifact" and (args.num_negatives < 1 or args.rerank_depth < 1):
+        raise CtxirError(
+            f"--num-negatives and --rerank-depth must be ≥ 1, got {args.num_negatives!r} and "
+            f"{args.rerank_depth!r}"
+        )
+    if args.lora_r < 0:
+        raise CtxirError(f"--lora-r must be 0 (full fine-tuning) or a rank ≥ 1, got {args.lora_r!r}")
+    if args.train_layers < 0 or (args.train_layers and args.head != "segment-cosine"):
+        raise CtxirError(
+            f"--train-layers {args.train_layers!r}: use 0 (every layer), or N ≥ 1 with --head "
+            "segment-cosine (only its body saves just the trained layers)"
+        )
+    if args.term_match and args.head != "segment-cosine":
+        raise CtxirError(
+            f"--term-match adds a term to the segment-cosine head: use it with --head segment-cosine, "
+            f"not --head {args.head!r}"
+        )
+    if args.importance_pooling and not args.term_match:
+        raise CtxirError(
+            "--importance-pooling pools the query by the term-match term's importance: add --term-match true"
+        )
+    if args.train_layers and args.lora_r:
+        raise CtxirError("--train-layers and --lora-r are two ways to ship a small model: pick one")
+    if args.negative_rounds < 1 or args.negative_pool < 0:
+        raise CtxirError(
+            f"--negative-rounds must be ≥ 1 and --negative-pool ≥ 0, got {args.negative_rounds!r} and "
+            f"{args.negative_pool!r}"
+        )
+    if args.teacher != "none" and (args.task != "scifact" or args.loss not in LISTWISE):
+        raise CtxirError(
+            f"--teacher {args.teacher!r} grades the documents of listwise groups: use it with --task "
+            f"scifact and --loss {' or '.join(LISTWISE)}, or --teacher none"
+        )
+    from training.cross_encoder_data import negative_stages
+
+    negative_stages(args.negative_stages)
+    if args.general and (args.task != "scifact" or args.loss not in LISTWISE):
+        raise CtxirError(
+            f"--general {args.general!r} adds listwise groups beside SciFact's claims: use it with --task "
+            f"scifact and --loss {' or '.join(LISTWISE)}, or drop --general"
+        )
+    if (args.negative_rounds > 1 or args.negative_pool) and args.loss not in LISTWISE:
+        raise CtxirError(
+            f"--negative-rounds/--negative-pool re-sample negatives per group: use a listwise --loss "
+            f"({', '.join(LISTWISE)}), not {args.loss!r}"
+        )
+
+
+def head_learning_rates(args: CrossEncoderArgs) -> dict:
+    """The trainer's per-parameter learning rates: the head's (and its term-match term's) own, when given."""
+    if args.head != "segment-cosine":
+        return {}
+    mapping = {}
+    if args.head_learning_rate:
+        mapping[HEAD_PARAMETERS] = args.head_learning_rate
+    if args.term_match and (args.match_learning_rate or args.head_learning_rate):
+        mapping[MATCH_PARAMETERS] = args.match_learning_rate or args.head_learning_rate
+    return {"learning_rate_mapping": mapping} if mapping else {}

@@ -1,7 +1,8 @@
 """What a cross-encoder run trains on: STS-B pairs, or SciFact claims and title pseudo-queries with negatives from the
 first stages the app uses (BM25 and the hybrid), general-domain questions beside them (SQuAD, WikiQA, MS MARCO,
 WikiQA topics), and the window of each document a pair reads (``training/train_cross_encoder.py`` builds its
-``TaskData`` here)."""
+``TaskData`` here); and the pair scorer's STS-B pairs with SICK's, silver ones or both orders
+(``training/train_pair_scorer.py``)."""
 
 from __future__ import annotations
 
@@ -25,14 +26,20 @@ from training.common import (
     take,
     unseen_heldout_queries,
 )
-from training.cross_encoder_dev import mixed_dev_evaluator, scifact_dev_evaluator, wikiqa_dev_evaluator
-from training.runner import TaskData
+from training.cross_encoder_args import LISTWISE
+from training.cross_encoder_dev import (
+    PairCorrelationEvaluator,
+    mixed_dev_evaluator,
+    scifact_dev_evaluator,
+    wikiqa_dev_evaluator,
+)
+from training.steps import TaskData
 
 if TYPE_CHECKING:
     from training.cross_encoder_args import CrossEncoderArgs
+    from training.pair_scorer_args import PairScorerArgs
 
 NEGATIVE_STAGES = (kinds.BM25, kinds.HYBRID)
-LISTWISE = ("lambda", "listnet")  # one row = (query, [positive, negatives…], [1, 0, …])
 
 
 def build_stsb(args: CrossEncoderArgs) -> TaskData:
@@ -69,6 +76,69 @@ def build_stsb(args: CrossEncoderArgs) -> TaskData:
         dataset_entry("stsb", "test", "eval", folder, len(test)),
     ]
     return TaskData(dataset, rows, dev_evaluator, {"sts": test})
+
+
+def build_pair_scorer_data(args: PairScorerArgs) -> TaskData:
+    """STS-B train (+ SICK train with --extra-train sick), STS-B dev evaluator and test: train_cross_encoder's."""
+    from datasets import Dataset, concatenate_datasets
+
+    from ctxir.data import load_sick
+
+    data = build_stsb(args)
+    if args.extra_train == "sick":
+        folder = data_folder(args.data_dir, "sick")
+        pairs = load_sick(folder, "train")
+        sick = Dataset.from_dict(
+            {
+                "sentence1": [p.sentence_a for p in pairs],
+                "sentence2": [p.sentence_b for p in pairs],
+                "score": [(p.relatedness - 1.0) / 4.0 for p in pairs],
+            }
+        )  # 1–5 → 0–1
+        data.train = concatenate_datasets([data.train, sick.cast(data.train.features)])
+        data.datasets.insert(1, dataset_entry("sick", "train", "train", folder, len(pairs)))
+    elif args.extra_train == "silver":
+        silver = Dataset.from_csv(args.silver_pairs).cast(
+            data.train.features
+        )  # sentence1, sentence2, score 0–1
+        data.train = concatenate_datasets([data.train, silver])
+        # STS-B train's own sentences: STS-B's licence
+        data.datasets.insert(
+            1, dataset_entry("stsb", "train-silver", "train", args.silver_pairs, len(silver))
+        )
+    if args.both_orders:
+        data.train = concatenate_datasets([data.train, swapped(data.train)])
+    dev = data.dev_evaluator
+    data.dev_evaluator = PairCorrelationEvaluator(
+        dev.sentence_pairs,
+        dev.scores,
+        name=dev.name,
+        batch_size=dev.batch_size,
+        write_csv=False,
+        both_orders=args.pair_orders == "both",
+    )
+    if args.init_from:
+        data.datasets[1:1] = earlier_training_data(Path(args.init_from), data.datasets)
+    return data
+
+
+def swapped(pairs):
+    """The same pairs with sentence1 and sentence2 exchanged (labels unchanged)."""
+    return pairs.rename_columns({"sentence1": "sentence2", "sentence2": "sentence1"}).select_columns(
+        pairs.column_names
+    )
+
+
+def earlier_training_data(folder: Path, datasets: list[dict]) -> list[dict]:
+    """The training data of the model ``--init-from`` continues (its metrics.json), not already in ``datasets``, each
+    marked ``"stage": "earlier"``: the model learned from them too, so its card lists them and their licences."""
+    from ctxir.files import read_json
+
+    seen = {(d["name"], d["split"]) for d in datasets if d["role"] == "train"}
+    earlier = [
+        d for d in (read_json(folder / "metrics.json") or {}).get("datasets", []) if d.get("role") == "train"
+    ]
+    return [{**d, "stage": "earlier"} for d in earlier if (d["name"], d["split"]) not in seen]
 
 
 def bm25_negatives(

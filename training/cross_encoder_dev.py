@@ -1,13 +1,17 @@
 """The dev evaluators of a cross-encoder run: how ``training/train_cross_encoder.py`` picks its best step on queries it
 does not train on (held-out SciFact claims, WikiQA's dev split, or both), each document scored as its best window
-where the run trains on windows (MaxP)."""
+where the run trains on windows (MaxP); and the pair scorer's STS-B correlation, each pair scored in the orders the
+saved model will use (``training/train_pair_scorer.py``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sentence_transformers.cross_encoder.evaluation import CrossEncoderCorrelationEvaluator
+
 from ctxir.rerank.passages import Passages
+from ctxir.rerank.rankers import pair_scores
 from ctxir.types import doc_text
 
 if TYPE_CHECKING:
@@ -126,7 +130,7 @@ def mixed_dev_evaluator(evaluators: list):
     primary metric (--load-best keeps the step best on SciFact claims and general questions together)."""
     from sentence_transformers.base.evaluation.evaluator import BaseEvaluator
 
-    from training.runner import dev_metric_key
+    from training.steps import dev_metric_key
 
     class MixedEvaluator(BaseEvaluator):
         name = "dev-mix"
@@ -147,3 +151,55 @@ def mixed_dev_evaluator(evaluators: list):
             return metrics
 
     return MixedEvaluator()
+
+
+class PairCorrelationEvaluator(CrossEncoderCorrelationEvaluator):
+    """sentence-transformers' Pearson/Spearman evaluator, scoring each pair as ctxir will once the model is saved:
+    ``both_orders`` = the mean of (a, b) and (b, a) (``ctxir.rerank.rankers.pair_scores``, pair_orders.json)."""
+
+    def __init__(self, *args, both_orders: bool = False, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.both_orders = both_orders
+
+    def __call__(
+        self, model, output_path: str | None = None, epoch: int = -1, steps: int = -1
+    ) -> dict[str, float]:
+        from scipy.stats import pearsonr, spearmanr
+
+        def predict(pairs):
+            return model.predict(
+                pairs,
+                prompt_name=self.prompt_name,
+                batch_size=self.batch_size,
+                convert_to_numpy=True,
+                show_progress_bar=self.show_progress_bar,
+            )
+
+        predicted = pair_scores(predict, self.sentence_pairs, self.both_orders)  # (pairs,)
+        metrics = self.prefix_name_to_metrics(
+            {
+                "pearson": float(pearsonr(self.scores, predicted)[0]),
+                "spearman": float(spearmanr(self.scores, predicted)[0]),
+            },
+            self.name,
+        )
+        self.store_metrics_in_model_card_data(model, metrics, epoch, steps)
+        return metrics
+
+
+def dev_orders(model, dev) -> dict[str, float]:
+    """{"one": dev Spearman of (a, b) as given, "both": of the mean of both orders}: what --pair-orders is chosen on."""
+    return {
+        orders: round(
+            PairCorrelationEvaluator(
+                dev.sentence_pairs,
+                dev.scores,
+                name=dev.name,
+                batch_size=dev.batch_size,
+                write_csv=False,
+                both_orders=orders == "both",
+            )(model)[f"{dev.name}_spearman"],
+            4,
+        )
+        for orders in ("one", "both")
+    }

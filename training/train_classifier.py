@@ -99,7 +99,7 @@ class ClassifierArgs(TrainerRunArgs, SentenceTransformerTrainingArguments):
         default="", metadata={"help": "default outputs/classifier-agnews-<objective>-<N>"}
     )
     max_samples: int = field(
-        default=-1, metadata={"help": "unused (the runner's shared check); see --per-class"}
+        default=-1, metadata={"help": "unused (the scripts' shared check); see --per-class"}
     )
     per_device_train_batch_size: int = trainer_setting("per_device_train_batch_size", 16)
     eval_max_test: int = field(default=0, metadata={"help": "first N test rows only (0 = all 7,600)"})

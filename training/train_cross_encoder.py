@@ -20,10 +20,8 @@ Outputs in --output-dir: the model (loads with CrossEncoder(path), ctxir.encoder
 ``ctxir evaluate --rerank cross-encoder --reranker-model DIR``), metrics.json, training_log.jsonl,
 train.log, checkpoints/ while training (kept with --keep-checkpoints; --resume last continues from them).
 
-This file builds the model, its loss and its test figures, and runs the trainer (``run``). The rest lives beside it:
-``training/cross_encoder_args.py`` (the flags), ``training/cross_encoder_data.py`` (what a run trains on: pairs,
-negatives from the app's first stages, general-domain questions, windows) and ``training/cross_encoder_dev.py`` (the
-dev evaluators its best step is chosen by).
+Beside it: ``cross_encoder_args.py`` (the flags and their checks), ``cross_encoder_data.py`` (what a run trains on)
+and ``cross_encoder_dev.py`` (the dev evaluators its best step is chosen by).
 """
 
 from __future__ import annotations
@@ -38,36 +36,26 @@ from sentence_transformers.cross_encoder import CrossEncoderTrainingArguments
 
 from ctxir import kinds
 from ctxir.encoders.lengths import set_max_length
-from ctxir.encoders.models import (
-    ADAPTER_CONFIG,
-    load_cross_encoder,
-    resolve_model,
-)
+from ctxir.encoders.models import ADAPTER_CONFIG, load_cross_encoder, resolve_model
 from ctxir.files import read_json, write_json
 from ctxir.rerank.passages import Passages
 from ctxir.types import CtxirError
-from training.common import (
-    cli_main,
+from training.common import check_common_args, cli_main, run_config
+from training.cross_encoder_args import CrossEncoderArgs, check, head_learning_rates
+from training.cross_encoder_data import build_scifact, build_stsb
+from training.steps import (
+    Run,
+    Scores,
+    check_data,
+    dev_record,
+    evaluation_rows,
+    trainer_arguments,
+    write_run_metrics,
 )
-from training.cross_encoder_args import CrossEncoderArgs
-from training.cross_encoder_data import LISTWISE, build_scifact, build_stsb, negative_stages
-from training.runner import ModelSpec, Scores, TaskData, train
 
-LOSSES = {"scifact": ("bce", "lambda", "listnet"), "stsb": ("bce", "mse")}
-LOSS_NAMES = {
-    "bce": "BinaryCrossEntropyLoss",
-    "mse": "MSELoss",
-    "lambda": "LambdaLoss",
-    "listnet": "ListNetLoss",
-}
 # LoRA on every linear layer of each BERT block; the pooler and the fresh classifier are trained in full (tiny).
 LORA_TARGETS = ["query", "key", "value", "dense"]
 LORA_FULL_MODULES = ["classifier", "pooler"]
-# the segment-cosine head's weights (module 1 of the chain) in the loss model's parameter names
-HEAD_PARAMETERS = r"(^|\.)1\.(scale|bias|linear\.)"
-# its term-match term (--term-match): the term-importance read-out and the kernels' linear read-out
-# and --importance-pooling's mix (a bare parameter: no dot after its name)
-MATCH_PARAMETERS = r"(^|\.)1\.(term_weight\.|term_linear\.|pool_mix$)"
 # published figures and what they cover: an anchor stands beside a row only on the same queries and depth
 ANCHORS = {
     ("scifact", "nDCG@10"): {
@@ -87,143 +75,59 @@ ANCHORS = {
 }
 
 
-# ---------------------------------------------------------------- evaluation
-
-
-def evaluate(model, data: TaskData, args: CrossEncoderArgs, model_id: str = "") -> Scores:
-    """{(dataset, split, metric): value} on the test split; SciFact through ctxir's Pipeline and pytrec_eval."""
-    scores: Scores = {}
-    if "sts" in data.test:
+def evaluate(model, test: dict, batch_size: int, depth: int, passages: str) -> tuple[Scores, dict | None]:
+    """({(dataset, split, metric): value} on the test split, BM25's own figures there (None for STS-B)); SciFact
+    through ctxir's Pipeline and pytrec_eval, each document read as it was trained (``passages``)."""
+    if "sts" in test:
         from sentence_transformers.cross_encoder.evaluation import CrossEncoderCorrelationEvaluator
 
-        test = data.test["sts"]
-        result = CrossEncoderCorrelationEvaluator(
-            [[a, b] for a, b, _ in test],
-            [s for _, _, s in test],
-            name="stsb-test",
-            batch_size=args.per_device_train_batch_size,
-            write_csv=False,
-        )(model)
-        scores[("stsb", "test", "spearman")] = float(result["stsb-test_spearman"])
-        scores[("stsb", "test", "pearson")] = float(result["stsb-test_pearson"])
-    if "rerank" in data.test:
-        from ctxir.evaluation import evaluate_run
-        from ctxir.rerank import CrossEncoderReranker
-        from ctxir.rerank.pipeline import Pipeline
+        pairs, labels = [[a, b] for a, b, _ in test["sts"]], [s for _, _, s in test["sts"]]
+        evaluator = CrossEncoderCorrelationEvaluator(pairs, labels, name="stsb-test", batch_size=batch_size)
+        result = evaluator(model)
+        return {("stsb", "test", m): float(result[f"stsb-test_{m}"]) for m in ("spearman", "pearson")}, None
+    from ctxir.evaluation import evaluate_run
+    from ctxir.rerank import CrossEncoderReranker
+    from ctxir.rerank.pipeline import Pipeline
 
-        _, queries, qrels, bm25 = data.test["rerank"]
-        passages = Passages() if args.train_passages == "best" else None  # scored as it was trained
-        runs = Pipeline(
-            bm25,
-            CrossEncoderReranker(model, batch_size=args.per_device_train_batch_size, passages=passages),
-            depth=args.rerank_depth,
-        ).run(queries)
-        aggregate = evaluate_run(qrels, runs["rerank"]).aggregate
-        for metric in ("nDCG@10", "MRR@10"):
-            scores[("scifact", "test", metric)] = float(aggregate[metric])
-        # BM25 alone on the same queries; Recall@depth bounds what any re-ranker of its top-depth can find.
-        first = evaluate_run(qrels, runs["first_stage"], k_values=(10, args.rerank_depth)).aggregate
-        data.extra["first_stage"] = {
-            "retriever": kinds.BM25,
-            "depth": args.rerank_depth,
-            "test": {
-                m: round(float(first[m]), 4) for m in ("nDCG@10", "MRR@10", f"Recall@{args.rerank_depth}")
-            },
-        }
-    return scores
+    _, queries, qrels, bm25 = test["rerank"]
+    windows = Passages() if passages == "best" else None
+    reranker = CrossEncoderReranker(model, batch_size=batch_size, passages=windows)
+    runs = Pipeline(bm25, reranker, depth=depth).run(queries)
+    aggregate = evaluate_run(qrels, runs["rerank"]).aggregate
+    # BM25 alone on the same queries; Recall@depth bounds what any re-ranker of its top-depth can find.
+    first = evaluate_run(qrels, runs["first_stage"], k_values=(10, depth)).aggregate
+    bm25_alone = {m: round(float(first[m]), 4) for m in ("nDCG@10", "MRR@10", f"Recall@{depth}")}
+    first_stage = {"retriever": kinds.BM25, "depth": depth, "test": bm25_alone}
+    return {("scifact", "test", m): float(aggregate[m]) for m in ("nDCG@10", "MRR@10")}, first_stage
 
 
-def coverage(name: str, data: TaskData, args: CrossEncoderArgs) -> dict:
-    """What a test row covers: SciFact's re-ranked queries (the first --eval-max-queries, when set), STS-B's pairs."""
-    if name != "scifact":
-        return {"queries": len(data.test["sts"])}
-    n = len(data.test["rerank"][1])
-    subset = (
-        {
-            "subset": f"the first {n} SciFact test queries in file order (--eval-max-queries {args.eval_max_queries})"
-        }
-        if args.eval_max_queries > 0
-        else {}
+def describe_tests(test: dict, depth: int, eval_max_queries: int) -> tuple[dict, dict]:
+    """({dataset: (task, config text)}, {dataset: what its figures cover}): SciFact's re-ranked queries (the first
+    --eval-max-queries, when set), STS-B's pairs."""
+    if "sts" in test:
+        n = len(test["sts"])
+        return {"stsb": ("sts", f"cross-encoder score, {n} pairs")}, {"stsb": {"queries": n}}
+    n = len(test["rerank"][1])
+    subset = f"the first {n} SciFact test queries in file order (--eval-max-queries {eval_max_queries})"
+    coverage = {"queries": n, "first_stage": "bm25", "depth": depth}
+    return (
+        {"scifact": ("reranking", f"rerank BM25 top-{depth}, {n} queries")},
+        {"scifact": {**coverage, **({"subset": subset} if eval_max_queries > 0 else {})}},
     )
-    return {"queries": n, "first_stage": "bm25", "depth": args.rerank_depth, **subset}
 
 
-def describe(name: str, data: TaskData, args: CrossEncoderArgs) -> tuple[str, str]:
-    if name == "scifact":
-        return "reranking", f"rerank BM25 top-{args.rerank_depth}, {len(data.test['rerank'][1])} queries"
-    return "sts", f"cross-encoder score, {len(data.test['sts'])} pairs"
-
-
-# ---------------------------------------------------------------- the model kind
-
-
-def build_loss(args: CrossEncoderArgs, model, data: TaskData):
+def build_loss(loss: str, model, pos_weight: float | None):
     import torch
     from sentence_transformers.cross_encoder import losses
 
-    if args.loss == "mse":
+    if loss == "mse":
         return losses.MSELoss(model)
-    if args.loss == "lambda":
+    if loss == "lambda":
         return losses.LambdaLoss(model)
-    if args.loss == "listnet":
+    if loss == "listnet":
         return losses.ListNetLoss(model)
     # pos_weight balances the few positives against the many negatives (SBERT's recommended setting).
-    pos_weight = data.loss_options.get("pos_weight")
     return losses.BinaryCrossEntropyLoss(model, pos_weight=torch.tensor(pos_weight) if pos_weight else None)
-
-
-def check(args: CrossEncoderArgs) -> None:
-    if args.loss == "auto":
-        args.loss = "bce"
-    if args.loss not in LOSSES[args.task]:
-        raise CtxirError(
-            f"--loss {args.loss!r} does not fit --task {args.task!r}: use one of "
-            f"{', '.join(LOSSES[args.task])}"
-        )
-    if args.task == "scifact" and (args.num_negatives < 1 or args.rerank_depth < 1):
-        raise CtxirError(
-            f"--num-negatives and --rerank-depth must be ≥ 1, got {args.num_negatives!r} and "
-            f"{args.rerank_depth!r}"
-        )
-    if args.lora_r < 0:
-        raise CtxirError(f"--lora-r must be 0 (full fine-tuning) or a rank ≥ 1, got {args.lora_r!r}")
-    if args.train_layers < 0 or (args.train_layers and args.head != "segment-cosine"):
-        raise CtxirError(
-            f"--train-layers {args.train_layers!r}: use 0 (every layer), or N ≥ 1 with --head "
-            "segment-cosine (only its body saves just the trained layers)"
-        )
-    if args.term_match and args.head != "segment-cosine":
-        raise CtxirError(
-            f"--term-match adds a term to the segment-cosine head: use it with --head segment-cosine, "
-            f"not --head {args.head!r}"
-        )
-    if args.importance_pooling and not args.term_match:
-        raise CtxirError(
-            "--importance-pooling pools the query by the term-match term's importance: add --term-match true"
-        )
-    if args.train_layers and args.lora_r:
-        raise CtxirError("--train-layers and --lora-r are two ways to ship a small model: pick one")
-    if args.negative_rounds < 1 or args.negative_pool < 0:
-        raise CtxirError(
-            f"--negative-rounds must be ≥ 1 and --negative-pool ≥ 0, got {args.negative_rounds!r} and "
-            f"{args.negative_pool!r}"
-        )
-    if args.teacher != "none" and (args.task != "scifact" or args.loss not in LISTWISE):
-        raise CtxirError(
-            f"--teacher {args.teacher!r} grades the documents of listwise groups: use it with --task "
-            f"scifact and --loss {' or '.join(LISTWISE)}, or --teacher none"
-        )
-    negative_stages(args.negative_stages)
-    if args.general and (args.task != "scifact" or args.loss not in LISTWISE):
-        raise CtxirError(
-            f"--general {args.general!r} adds listwise groups beside SciFact's claims: use it with --task "
-            f"scifact and --loss {' or '.join(LISTWISE)}, or drop --general"
-        )
-    if (args.negative_rounds > 1 or args.negative_pool) and args.loss not in LISTWISE:
-        raise CtxirError(
-            f"--negative-rounds/--negative-pool re-sample negatives per group: use a listwise --loss "
-            f"({', '.join(LISTWISE)}), not {args.loss!r}"
-        )
 
 
 def load(args: CrossEncoderArgs, device: str):
@@ -238,14 +142,8 @@ def load(args: CrossEncoderArgs, device: str):
 
         body = Transformer(path, transformer_task="feature-extraction")
         hidden = body.model.config.hidden_size
-        model = CrossEncoder(
-            modules=[
-                body,
-                Pooling(hidden, "mean"),
-                Dense(hidden, 1, activation_function=None, module_output_name="scores"),
-            ],
-            device=device,
-        )
+        score = Dense(hidden, 1, activation_function=None, module_output_name="scores")
+        model = CrossEncoder(modules=[body, Pooling(hidden, "mean"), score], device=device)
     else:  # a body without a classifier (a bi-encoder, plain BERT) gets a fresh one-logit head
         model = CrossEncoder(path, num_labels=1, device=device)
     # ctxir's one rule: 0 = the model's own limit, else that many tokens, never beyond its position embeddings
@@ -302,61 +200,6 @@ def load_segment_cosine(args: CrossEncoderArgs, path: str, device: str):
     return model
 
 
-def save(model, out: Path, args: CrossEncoderArgs) -> None:
-    from ctxir.encoders.heads import save_cross_encoder
-
-    save_cross_encoder(model, out)  # in place over an earlier run's model: marked unfinished until complete
-    if args.lora_r > 0:
-        name_adapter_base(out, args.model)
-
-
-def _trainer_classes():
-    from sentence_transformers.cross_encoder.trainer import CrossEncoderTrainer
-
-    return CrossEncoderTrainingArguments, CrossEncoderTrainer
-
-
-SPEC = ModelSpec(
-    model_type=kinds.CROSS_ENCODER,
-    script="train_cross_encoder",
-    default_output=lambda args: f"outputs/cross-encoder-{args.task}",
-    data_names=lambda args: [args.task],
-    check=check,
-    load=load,
-    build_data=lambda args, model, device: (
-        build_scifact(args, device) if args.task == "scifact" else build_stsb(args)
-    ),
-    build_loss=build_loss,
-    evaluate=evaluate,
-    describe=describe,
-    save=save,
-    # uncached: a folder trained again in the same process must not come back as the earlier model
-    reload=lambda out, device: load_cross_encoder.__wrapped__(str(out), device),
-    objective_name=lambda args: LOSS_NAMES[args.loss],
-    trainer_classes=_trainer_classes,
-    anchors=ANCHORS,
-    coverage=coverage,
-    extra=lambda args, model, data: {
-        "pos_weight": data.loss_options.get("pos_weight"),
-        "lora_r": args.lora_r,
-        "trained_parameters": trained_parameters(model),
-    },
-    training_options=lambda args: head_learning_rates(args),
-)
-
-
-def head_learning_rates(args: CrossEncoderArgs) -> dict:
-    """The trainer's per-parameter learning rates: the head's (and its term-match term's) own, when given."""
-    if args.head != "segment-cosine":
-        return {}
-    mapping = {}
-    if args.head_learning_rate:
-        mapping[HEAD_PARAMETERS] = args.head_learning_rate
-    if args.term_match and (args.match_learning_rate or args.head_learning_rate):
-        mapping[MATCH_PARAMETERS] = args.match_learning_rate or args.head_learning_rate
-    return {"learning_rate_mapping": mapping} if mapping else {}
-
-
 def trained_parameters(model) -> int:
     """Parameters the run trained: a top-layers body's trained layers + its head, else every parameter."""
     from ctxir.encoders.heads import TopLayersTransformer, layer_of
@@ -372,19 +215,81 @@ def trained_parameters(model) -> int:
     return top + sum(p.numel() for m in list(model)[1:] for p in m.parameters())
 
 
-def run(args: CrossEncoderArgs) -> dict:
-    return train(args, SPEC)
-
-
 def name_adapter_base(folder: Path, base: str) -> None:
     """Record the base by the name it was given (a Hub id), not the local folder it resolved to here.
 
     The adapter then loads on any machine: from the Hub, or offline from the packaged MiniLM (ctxir.encoders.models).
     """
     path = folder / ADAPTER_CONFIG
-    config = read_json(path)
-    config["base_model_name_or_path"] = base
-    write_json(path, config)
+    write_json(path, {**read_json(path), "base_model_name_or_path": base})
+
+
+def run(args: CrossEncoderArgs) -> dict:
+    """Train one cross-encoder; returns the metrics.json record (empty on non-main processes)."""
+    from sentence_transformers.cross_encoder.trainer import CrossEncoderTrainer
+
+    from ctxir.encoders.heads import save_cross_encoder
+
+    # 0. check the arguments and the data before anything heavy is loaded; the run's folder and log
+    check_common_args(args)
+    check(args)
+    check_data(args.data_dir, [args.task])
+    out = Path(args.output_dir or f"outputs/cross-encoder-{args.task}")
+    config, resume = run_config(args), args.resume_from_checkpoint
+    with Run(out, "train_cross_encoder", config, resume, args.run_device, args.torch_threads) as run:
+        device = run.device
+        # 1. load the model
+        model = load(args, device)
+        # 2. load the data: SciFact claims with their negatives, or STS-B pairs
+        data = build_scifact(args, device) if args.task == "scifact" else build_stsb(args)
+        print(f"training rows: {len(data.train)}, columns {data.train.column_names}")
+        # 3. loss
+        pos_weight = data.loss_options.get("pos_weight")
+        loss = build_loss(args.loss, model, pos_weight)
+        # 4. evaluator: the dev one during training, and the starting model's scores
+        batch, depth = args.per_device_train_batch_size, args.rerank_depth
+        before = evaluate(model, data.test, batch, depth, args.train_passages)[0] if args.eval_before else {}
+        print(f"before training: {before}")
+        dev = data.dev_evaluator
+        dev_before = dev(model) if dev is not None and args.eval_before else {}
+        # 5. train (the head's own learning rates, when given)
+        evaluator = dev if args.eval_steps > 0 else None
+        options = head_learning_rates(args)
+        settings = trainer_arguments(CrossEncoderTrainingArguments, args, out, device, evaluator, **options)
+        trainer = run.train(CrossEncoderTrainer, settings, model, data.train, loss, evaluator)
+        if not trainer.is_world_process_zero():
+            return {}
+        # 6. save (in place over an earlier run's model: marked unfinished until complete), then reload from disk
+        # as every user will: uncached, so a folder trained again in one process is not the earlier model
+        save_cross_encoder(model, out)
+        if args.lora_r > 0:
+            name_adapter_base(out, args.model)
+        run.saved(args.keep_checkpoints)
+        trained = load_cross_encoder.__wrapped__(str(out), device)
+        # 7. evaluate the trained model
+        after, first_stage = evaluate(trained, data.test, batch, depth, args.train_passages)
+        dev_after = dev(trained) if dev is not None else {}
+        print(f"after training: {after}")
+        # 8. metrics.json
+        tests = describe_tests(data.test, depth, args.eval_max_queries)
+        return write_run_metrics(
+            out,
+            args,
+            model_type=kinds.CROSS_ENCODER,
+            objective=type(loss).__name__,
+            datasets=data.datasets,
+            training=run.training(trainer, len(data.train)),
+            evaluations=evaluation_rows(before, after, *tests, ANCHORS),
+            extra={
+                **data.extra,
+                **({"first_stage": first_stage} if first_stage else {}),
+                **dev_record(trainer, dev_before, dev_after),
+                "max_length": getattr(trained, "max_seq_length", None) or args.max_length,
+                "pos_weight": pos_weight,
+                "lora_r": args.lora_r,
+                "trained_parameters": trained_parameters(trained),
+            },
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,157 @@
+"""The arguments of ``training/train_pair_scorer.py``: sentence-transformers' ``CrossEncoderTrainingArguments`` with
+ctxir's run settings (``training.common.TrainerRunArgs``) and the pair scorer's own flags, and their checks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from sentence_transformers.cross_encoder import CrossEncoderTrainingArguments
+
+from ctxir.encoders.models import DEFAULT_BI_ENCODER
+from ctxir.types import CtxirError
+from training.common import TrainerRunArgs, trainer_setting
+
+# the head's three kinds of weights in the (PEFT-wrapped) model's parameter names: module 1 of the chain
+HEAD_PARAMETERS = r"(^|\.)1\.(scale|bias|linear\.)"
+ADAPTER_WEIGHTS = "adapter_model.safetensors"
+
+
+@dataclass
+class PairScorerArgs(TrainerRunArgs, CrossEncoderTrainingArguments):
+    model: str = field(
+        default=DEFAULT_BI_ENCODER,
+        metadata={
+            "help": "body: a mean-pooling bi-encoder (Hub id, resolved offline for all-MiniLM-L6-v2); the adapter "
+            "names it as its base"
+        },
+    )
+    lora_r: int = field(
+        default=8, metadata={"help": "LoRA rank (≥ 1) on every linear layer of each BERT block"}
+    )
+    lora_alpha: float = field(default=0.0, metadata={"help": "LoRA scaling alpha (0 = 2 × --lora-r)"})
+    lora_dropout: float = 0.1
+    adapter_dtype: Literal["float32", "float16"] = field(
+        default="float16",
+        metadata={
+            "help": "dtype the adapter weights are saved in; float16 halves the shipped size (the reloaded model, in "
+            "float16-rounded weights, is the one evaluated)"
+        },
+    )
+    loss: Literal["mse", "bce", "cosent"] = field(
+        default="mse",
+        metadata={
+            "help": "mse: the raw score regresses gold / 5 (the head starts at score = cosine); bce: soft-label "
+            "BinaryCrossEntropyLoss on the logit (SBERT's cross-encoder recipe); cosent: CoSENT's pairwise "
+            "ranking of the batch's scores (what STS's Spearman rewards; the fine-tuned bi-encoder's loss), "
+            "applied to the pair scores (CoSENTPairLoss)"
+        },
+    )
+    cosent_scale: float = field(
+        default=20.0,
+        metadata={
+            "help": "--loss cosent: multiplies score differences (CoSENT's 20 for cosines; the head starts at cosine)"
+        },
+    )
+    init_scale: float = field(
+        default=1.0,
+        metadata={
+            "help": "the head's starting scale on the cosine (1 fits --loss mse: score = cosine ≈ gold / 5)"
+        },
+    )
+    init_bias: float = field(default=0.0, metadata={"help": "the head's starting bias"})
+    head_learning_rate: float = field(
+        default=1e-3,
+        metadata={
+            "help": "learning rate of the head's weights (scale, bias, linear term); 0 = --learning-rate"
+        },
+    )
+    output_dir: str = field(default="", metadata={"help": "default outputs/pair-scorer-stsb"})
+    num_train_epochs: float = trainer_setting("num_train_epochs", 2.0)
+    max_samples: int = field(
+        default=-1, metadata={"help": "use N STS-B train pairs, seeded (-1 = all 5,749)"}
+    )
+    per_device_train_batch_size: int = trainer_setting("per_device_train_batch_size", 16)
+    learning_rate: float = trainer_setting("learning_rate", 2e-4, "LoRA weights' learning rate")
+    max_length: int = field(default=128, metadata={"help": "tokens per (a, b) input; STS-B pairs are short"})
+    eval_before: bool = field(
+        default=True, metadata={"help": "also evaluate the untrained start (the cosine)"}
+    )
+    eval_steps: int = trainer_setting(
+        "eval_steps", 0, "run the STS-B dev evaluator every N steps (0 = never)"
+    )
+    task: str = field(default="stsb", metadata={"help": "stsb (the only task: STS-B train, dev, test)"})
+    extra_train: Literal["none", "sick", "silver"] = field(
+        default="none",
+        metadata={
+            "help": "more pairs trained on beside STS-B train: sick = SICK's train split (4,439 pairs), relatedness "
+            "1–5 mapped to 0–1 like STS-B's 0–5; silver = --silver-pairs, STS-B train sentences paired and "
+            "labelled by a teacher bi-encoder (training/silver_pairs.py); dev and test stay STS-B's (5,749 "
+            "STS-B pairs alone are few for learning to compare two sentences in one pass)"
+        },
+    )
+    silver_pairs: str = field(
+        default="",
+        metadata={
+            "help": "--extra-train silver: the CSV training/silver_pairs.py wrote (sentence1, sentence2, score 0–1)"
+        },
+    )
+    both_orders: bool = field(
+        default=False,
+        metadata={
+            "help": "train every pair in both orders, (a, b) and (b, a), with the same label, as sentence-transformers' "
+            "STS-B cross-encoder example does: one joint pass reads a and b differently, similarity does not"
+        },
+    )
+    pair_orders: Literal["one", "both"] = field(
+        default="one",
+        metadata={
+            "help": "how a pair is scored, in dev evaluation (and so --load-best), test and by ctxir once saved "
+            "(pair_orders.json): one = (a, b) as given; both = the mean of (a, b) and (b, a) "
+            "(ctxir.rerank.rankers.pair_scores); metrics.json's extra.dev_orders has the trained model's dev "
+            "Spearman both ways, to choose on"
+        },
+    )
+    init_from: str = field(
+        default="",
+        metadata={
+            "help": "a pair scorer to continue from (its adapter and head; e.g. the shipped "
+            "ctxir/assets/models/sts-cross-encoder, so a new stage needs no git-ignored outputs/): its LoRA "
+            "rank replaces --lora-r; '' = a fresh adapter (B = 0) and head"
+        },
+    )
+
+
+def check(args: PairScorerArgs) -> None:
+    if args.task != "stsb":
+        raise CtxirError(
+            f"--task {args.task!r} is not known here: use 'stsb' (re-rankers train with "
+            "train_cross_encoder.py)"
+        )
+    if args.lora_r < 1:
+        raise CtxirError(
+            f"--lora-r must be a rank ≥ 1, got {args.lora_r!r}: the pair scorer ships as an adapter "
+            "(full fine-tuning is train_cross_encoder.py --task stsb)"
+        )
+    if (args.extra_train == "silver") != bool(args.silver_pairs):
+        raise CtxirError(
+            f"--extra-train {args.extra_train!r} with --silver-pairs {args.silver_pairs!r}: the silver "
+            "pairs are read with --extra-train silver and only then; make them with "
+            "python -m training.silver_pairs --teacher BI_ENCODER --output FILE"
+        )
+    if args.silver_pairs and not Path(args.silver_pairs).is_file():
+        raise CtxirError(
+            f"--silver-pairs {args.silver_pairs!r} is not a file: make it with "
+            "python -m training.silver_pairs --teacher BI_ENCODER --output FILE"
+        )
+    if args.init_from and not (Path(args.init_from) / ADAPTER_WEIGHTS).is_file():
+        raise CtxirError(
+            f"--init-from {args.init_from!r} holds no {ADAPTER_WEIGHTS}: pass a folder this script "
+            "wrote, or the shipped pair scorer ctxir/assets/models/sts-cross-encoder"
+        )
+    if args.init_scale == 0:
+        raise CtxirError(
+            "--init-scale 0 would start the head at a constant score with no gradient to the "
+            "cosine: use e.g. 1 (--loss mse) or 8 (--loss bce)"
+        )
