@@ -17,6 +17,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from ctxir.kinds import CROSS_ENCODER  # noqa: E402
+
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--headless",
@@ -59,7 +63,7 @@ def shoot(url: str, output: Path, query: str, width: int, height: int) -> None:
             page.goto(url)
             page.wait_for_selector("#search-button", timeout=120_000)
             page.fill("#search-query textarea", query)
-            page.locator("#search-reranker").get_by_text("cross-encoder").click()
+            page.locator("#search-reranker").get_by_text(CROSS_ENCODER).click()
             page.click("#search-button")
             page.wait_for_function(
                 "() => (document.querySelector('#search-summary')?.innerText || '').includes('results')",

@@ -385,7 +385,7 @@ def test_failure_report_endpoint(served, tmp_path):
     )
 
 
-def test_every_endpoint_has_a_worked_example_in_docs_app_md_and_each_runs(served, tmp_path, monkeypatch):
+def test_every_endpoint_has_a_worked_example_in_the_api_guide_and_each_runs(served, tmp_path, monkeypatch):
     """Every Python block of docs/guides/api.md runs, in order, against this app (tests/doc_examples.py), and between them
     they call every endpoint the app has (ctxir/app/api.py's ENDPOINTS, and what view_api() lists)."""
     from ctxir.app.api import ENDPOINTS
