@@ -38,7 +38,7 @@ if __name__ == "__main__":
 
 from ctxir.app import reranker_labels
 from ctxir.app.blocks import build_app, build_demo
-from ctxir.app.config import AppConfig, env_flag
+from ctxir.app.config import AppConfig
 from ctxir.app.gradio_fixes import ClosingEventLoopPolicy, retry_spaces_reload_server, track_tqdm_first
 from ctxir.app.limits import QueueLimits, apply_limits, limit_malloc_arenas
 from ctxir.app.outputs import Outputs
@@ -66,6 +66,11 @@ from ctxir.retrieval import DENSE_INDEXES
 from ctxir.types import CtxirError
 
 logger = logging.getLogger("ctxir.app")
+
+
+def env_flag(name: str) -> bool:
+    """An on/off environment variable: 1, true, yes or on (any case) is on."""
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def _env(name: str, default: str, help: str) -> Any:
@@ -234,6 +239,8 @@ def config_from_args(args) -> AppConfig:
         max_extra_mb=args.max_extra_mb,
         # the flag, or its environment variable (a boolean flag's default is not read from the environment)
         allow_remote_code=args.allow_remote_code or env_flag("CTXIR_TRUST_REMOTE_CODE"),
+        # off on a Space (SPACE_ID set), where a path a visitor types names the server's files
+        allow_model_paths=not os.environ.get("SPACE_ID") and not env_flag("CTXIR_NO_MODEL_PATHS"),
         **AppConfig.reranker_settings(models),
     )
 

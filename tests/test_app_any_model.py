@@ -187,6 +187,9 @@ def test_the_deployer_sets_the_limits_and_remote_code_by_flag_or_environment(mon
     monkeypatch.setenv("CTXIR_TRUST_REMOTE_CODE", "1")
     monkeypatch.setenv("CTXIR_MAX_EXTRA_MODELS", "5")
     assert (config().allow_remote_code, config().max_extra_models) == (True, 5)
+    assert config().allow_model_paths is True
+    monkeypatch.setenv("SPACE_ID", "you/ctxir")  # on a Space a typed path would name the server's files
+    assert config().allow_model_paths is False
 
 
 def test_bad_names_say_which_argument_and_what_to_do(state, tmp_path):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -13,15 +12,6 @@ from ctxir.rerank.registry import RERANKERS as KINDS
 
 # (fraction done, what is happening): what loaders and slow views report to
 Progress = Callable[[float, str], None]
-
-
-def env_flag(name: str) -> bool:
-    """An on/off environment variable: 1, true, yes or on (any case) is on."""
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
-
-
-def _env_number(name: str, default: float) -> float:
-    return float(os.environ.get(name) or default)
 
 
 @dataclass
@@ -67,16 +57,14 @@ class AppConfig:
     max_rerank_depth: int = 100
     # models a visitor loads by Hub id (or, locally, a folder) to compare beside the ones loaded at start
     # (ctxir.app.model_cache): at most this many at once, least recently used evicted first ...
-    max_extra_models: int = field(default_factory=lambda: int(_env_number("CTXIR_MAX_EXTRA_MODELS", 2)))
+    max_extra_models: int = 2
     # ... holding at most this many MiB of weights in all (the models loaded at start are not counted)
-    max_extra_mb: float = field(default_factory=lambda: _env_number("CTXIR_MAX_EXTRA_MB", 1024))
+    max_extra_mb: float = 1024
     # a model that needs code from its repository (an auto_map) loads only where the deployer allows it
-    allow_remote_code: bool = field(default_factory=lambda: env_flag("CTXIR_TRUST_REMOTE_CODE"))
-    # a visitor may type a local folder, not only a Hub id: on by default, off on a Space (SPACE_ID set), where a
-    # path names the server's files
-    allow_model_paths: bool = field(
-        default_factory=lambda: not os.environ.get("SPACE_ID") and not env_flag("CTXIR_NO_MODEL_PATHS")
-    )
+    allow_remote_code: bool = False
+    # a visitor may type a local folder, not only a Hub id (app.py turns it off on a Space, where a path names the
+    # server's files)
+    allow_model_paths: bool = True
 
     def any_model_note(self) -> str:
         """What a visitor may type where a model is chosen, and the limits it loads under (the pages' notes)."""
