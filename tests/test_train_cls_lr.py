@@ -215,18 +215,20 @@ def test_c_is_chosen_by_the_named_cross_validation_measure():
         args = tcl.ClsLrArgs(
             c_grid="0.001,0.01,1", cv_metric=metric, cv_folds=4, score_feature=True, score_emphasis="1,10"
         )
-        setting, cv = tcl.choose_c(x, y, groups, [0.001, 0.01, 1.0], args)
+        setting, cv = cls_lr_fit.choose_c(x, y, groups, [0.001, 0.01, 1.0], args)
         key = tcl.CV_METRICS[metric]
         assert cv[setting][key] == max(v[key] for v in cv.values())
         for v in cv.values():
-            assert v["ndcg"] == pytest.approx(tcl.per_query_ndcg(y, v["oof"], groups))
+            assert v["ndcg"] == pytest.approx(cls_lr_fit.per_query_ndcg(y, v["oof"], groups))
         chosen[metric] = cv[setting]
     # a shift that is constant within each query moves the pooled measure and leaves the ranker's measure alone
     from sklearn.metrics import average_precision_score
 
     oof = chosen["ndcg"]["oof"]
     shifted = oof - 5 * base_rate  # the queries with more relevant pairs put below the others
-    assert tcl.per_query_ndcg(y, shifted, groups) == pytest.approx(tcl.per_query_ndcg(y, oof, groups))
+    assert cls_lr_fit.per_query_ndcg(y, shifted, groups) == pytest.approx(
+        cls_lr_fit.per_query_ndcg(y, oof, groups)
+    )
     assert average_precision_score(y, shifted) < average_precision_score(y, oof) - 0.05
 
 
@@ -581,7 +583,7 @@ def no_model(monkeypatch):
     def refuse(*a, **kw):
         raise AssertionError("the cross-encoder was loaded before the input was checked")
 
-    monkeypatch.setattr(tcl, "load_cross_encoder", refuse)
+    monkeypatch.setattr(clf, "load_cross_encoder", refuse)
 
 
 def test_missing_data_folder_is_a_clear_error(tiny_bert_dir, tmp_path, no_model, capsys):

@@ -1,10 +1,13 @@
-"""The arguments of ``training/train_cls_lr.py`` (``--help`` lists them all; a recipe YAML gives the same names)."""
+"""The arguments of ``training/train_cls_lr.py`` (``--help`` lists them all; a recipe YAML gives the same names) and
+their checks (``check_args``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ctxir.encoders.models import DEFAULT_BI_ENCODER
+from ctxir.checks import check_choice
+from ctxir.encoders.models import DEFAULT_BI_ENCODER, pick_device, set_threads
+from ctxir.types import CtxirError
 from training.common import RunArgs
 
 # --cv-metric → the key of choose_c's record it maximises
@@ -140,3 +143,58 @@ class ClsLrArgs(RunArgs):
         },
     )
     model_name: str = field(default="ctxir-cls-lr-scifact", metadata={"help": "short name for metrics.json"})
+
+
+def check_args(args: ClsLrArgs) -> list[float]:
+    """The argument checks, before anything is loaded; the --c-grid values."""
+    if args.negatives_per_positive < 1:
+        raise CtxirError(f"--negatives-per-positive must be ≥ 1, got {args.negatives_per_positive!r}")
+    if args.negative_depth < args.negatives_per_positive:
+        raise CtxirError(
+            f"--negative-depth ({args.negative_depth!r}) must be ≥ --negatives-per-positive "
+            f"({args.negatives_per_positive!r}): negatives are drawn from that many BM25 hits"
+        )
+    if not 0 < args.heldout_fraction < 1:
+        raise CtxirError(f"--heldout-fraction must be between 0 and 1, got {args.heldout_fraction!r}")
+    for name in ("rerank_depth", "batch_size"):
+        if getattr(args, name) < 1:
+            raise CtxirError(f"--{name.replace('_', '-')} must be ≥ 1, got {getattr(args, name)!r}")
+    for name in ("max_samples", "max_test_queries", "max_fit_queries", "general_queries"):
+        if getattr(args, name) < -1 or getattr(args, name) == 0:
+            raise CtxirError(
+                f"--{name.replace('_', '-')} must be -1 (all) or ≥ 1, got {getattr(args, name)!r}"
+            )
+    if args.heldout_queries not in ("random", "base-unseen"):
+        raise CtxirError(
+            f"--heldout-queries {args.heldout_queries!r} is not known: use 'random' or 'base-unseen'"
+        )
+    check_choice(args.cv_metric, "--cv-metric", CV_METRICS)
+    if args.cv_folds < 2:
+        raise CtxirError(f"--cv-folds must be ≥ 2, got {args.cv_folds!r}")
+    if args.class_weight not in ("balanced", "none"):
+        raise CtxirError(f"--class-weight {args.class_weight!r} is not known: use 'balanced' or 'none'")
+    if args.max_length < 0:
+        raise CtxirError(f"--max-length must be ≥ 0 (0 = the cross-encoder's own), got {args.max_length!r}")
+    grid = positive_grid("--c-grid", args.c_grid, "0.01,0.1,1", "C")
+    pick_device(args.device)
+    set_threads(args.torch_threads)
+    emphasis_grid(args)  # a bad --score-emphasis stops here, before any loading
+    return grid
+
+
+def emphasis_grid(args: ClsLrArgs) -> list[float]:
+    """--score-emphasis as numbers where the score is a feature; [1] (nothing to emphasise) otherwise."""
+    if not args.score_feature:
+        return [1.0]
+    return positive_grid("--score-emphasis", args.score_emphasis, "1,10,100", "value")
+
+
+def positive_grid(flag: str, value: str, example: str, what: str) -> list[float]:
+    """A comma list of numbers > 0, or a CtxirError naming ``flag``."""
+    try:
+        grid = [float(v) for v in value.split(",") if v.strip()]
+    except ValueError as err:
+        raise CtxirError(f"{flag} {value!r} must be comma-separated numbers like '{example}'") from err
+    if not grid or any(v <= 0 for v in grid):
+        raise CtxirError(f"{flag} {value!r} must list at least one {what} > 0")
+    return grid

@@ -1,22 +1,24 @@
 """What CLS-LR is fitted on: labelled (query, document) pairs — SciFact's train queries with their relevant abstracts and
 BM25's best-ranked wrong ones, general-domain questions beside them — and how the train queries are split into the
-fit part and the held-out claims the classification report reads."""
+fit part and the held-out claims the classification report reads (``load_inputs``, ``label_pairs``)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ctxir import kinds
+from ctxir.data import load_beir
+from ctxir.encoders.models import resolve_model
 from ctxir.retrieval import BM25Retriever
 from ctxir.types import Corpus, CtxirError, Qrels, Queries, doc_text
 from training.cls_lr_features import Pair
-from training.common import SQUAD_DEV_QUERIES, check_not_empty, heldout_queries, take
+from training.common import SQUAD_DEV_QUERIES, check_not_empty, data_folder, heldout_queries, take
 
 if TYPE_CHECKING:
     from training.cls_lr_args import ClsLrArgs
@@ -178,3 +180,122 @@ def concat_pairs(parts: Sequence[PairSet]) -> PairSet:
         np.concatenate([part.groups for part in parts]),
         [d for part in parts for d in part.doc_ids],
     )
+
+
+@dataclass
+class Inputs:
+    """Step 1's result: SciFact's splits, the train queries split into fit and held-out, the cross-encoder's path."""
+
+    scifact: Path
+    corpus: Corpus
+    train_queries: Queries
+    train_qrels: Qrels
+    test_queries: Queries
+    test_qrels: Qrels
+    fit_qids: list[str]
+    heldout_qids: list[str]
+    test_qids: list[str]
+    base_path: str
+
+
+def load_inputs(args: ClsLrArgs) -> Inputs:
+    """SciFact's train and test splits, and which train queries are fit on and which held out (``--heldout-queries``)."""
+    scifact = data_folder(args.data_dir, "scifact")
+    corpus, train_queries, train_qrels = load_beir(scifact, "train")
+    _, test_queries, test_qrels = load_beir(scifact, "test")
+    train_qids = [q for q in train_queries if any(g > 0 and d in corpus for d, g in train_qrels[q].items())]
+    check_not_empty(
+        len(train_qids),
+        f"no query in {scifact / 'qrels' / 'train.tsv'} has a relevant document "
+        "(grade > 0) that is in corpus.jsonl",
+        "check that the qrels belong to this corpus",
+    )
+    base_path = resolve_model(args.base_model)
+    unseen = None
+    if args.heldout_queries == "base-unseen":
+        positives = {q: {d for d, g in train_qrels[q].items() if g > 0 and d in corpus} for q in train_qids}
+        unseen = base_unseen_queries(base_path, train_qids, positives)
+    train_qids = take(train_qids, args.max_samples, args.seed)
+    if unseen is None:
+        fit_qids, heldout_qids = split_queries(train_qids, args.heldout_fraction, args.seed)
+    else:
+        fit_qids = [q for q in train_qids if q not in unseen]
+        heldout_qids = [q for q in train_qids if q in unseen]
+        if not fit_qids or not heldout_qids:
+            raise CtxirError(
+                f"--heldout-queries base-unseen leaves {len(fit_qids)} fit and {len(heldout_qids)} "
+                "held-out queries: both must be non-empty (raise --max-samples)"
+            )
+    fit_qids = take(fit_qids, args.max_fit_queries, args.seed)
+    test_qids = take(sorted(test_queries), args.max_test_queries, args.seed)
+    return Inputs(
+        scifact,
+        corpus,
+        train_queries,
+        train_qrels,
+        test_queries,
+        test_qrels,
+        fit_qids,
+        heldout_qids,
+        test_qids,
+        base_path,
+    )
+
+
+@dataclass
+class Labelled:
+    """Step 2's result: the train pairs, which of them are fit on, and which the held-out report is stated on."""
+
+    pairs: PairSet
+    fit_rows: np.ndarray
+    report_rows: np.ndarray
+    eligible: set[str]  # held-out queries with ≥ 3 hard negatives per positive
+    n_scifact: int = 0  # the first n pairs are SciFact's; the rest --general's (all fit on)
+    general: dict = field(default_factory=dict)  # what metrics.json records of --general
+
+    @property
+    def y_fit(self) -> np.ndarray:
+        return self.pairs.labels[self.fit_rows]
+
+    @property
+    def y_report(self) -> np.ndarray:
+        return self.pairs.labels[self.report_rows]
+
+
+def label_pairs(args: ClsLrArgs, inputs: Inputs, bm25) -> Labelled:
+    """The fit and held-out queries' pairs (relevant + BM25 hard negatives, + --general's), checked non-empty."""
+    fit_qids, heldout_qids = inputs.fit_qids, inputs.heldout_qids
+    pairs, ratio = build_pairs(
+        inputs.corpus,
+        {q: inputs.train_queries[q] for q in fit_qids + heldout_qids},
+        inputs.train_qrels,
+        bm25,
+        args.negatives_per_positive,
+        args.negative_depth,
+    )
+    fit_rows = pairs.rows(set(fit_qids))
+    y_fit = pairs.labels[fit_rows]
+    check_not_empty(int(y_fit.sum()), "the fit queries have no relevant pairs", "raise --max-samples")
+    check_not_empty(
+        int((1 - y_fit).sum()),
+        "BM25 found no non-relevant document for the fit queries",
+        "raise --negative-depth",
+    )
+    # The target is stated on held-out queries with ≥ 3 hard negatives per positive.
+    eligible = {q for q in heldout_qids if ratio.get(q, 0) >= 3}
+    labelled = Labelled(pairs, fit_rows, pairs.rows(eligible), eligible, len(pairs))
+    if args.general:
+        extra, labelled.general = general_pairs(args, inputs.base_path)
+        labelled.pairs = concat_pairs([pairs, extra])
+        labelled.fit_rows = np.concatenate([fit_rows, len(pairs) + np.arange(len(extra))])
+    check_not_empty(
+        len(labelled.report_rows),
+        f"none of the {len(heldout_qids)} held-out queries has ≥ 3 hard negatives per positive",
+        "raise --negatives-per-positive / --negative-depth or --max-samples",
+    )
+    print(
+        f"queries: {len(fit_qids)} fit, {len(heldout_qids)} held-out ({len(eligible)} with ≥ 3 negatives per "
+        f"positive), {len(inputs.test_qids)} test; pairs: {len(fit_rows)} fit ({int(y_fit.sum())} relevant), "
+        f"{len(labelled.report_rows)} held-out ({int(labelled.y_report.sum())} relevant)"
+    )
+    return labelled

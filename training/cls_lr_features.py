@@ -1,6 +1,6 @@
 """CLS-LR's features: one forward pass of the cross-encoder per (query, document) pair gives its [CLS] vector and its
 own score (logit), cached as .npy by model, layer, length and pairs, so refitting the logistic regression reads no
-model again. ``training.train_cls_lr`` fits on them; the shipped ranker (``ctxir.rerank.ClsLrRanker``) reads the same
+model again (``load_reader`` → ``Reader.read``). ``training.train_cls_lr`` fits on them; the shipped ranker (``ctxir.rerank.ClsLrRanker``) reads the same
 [CLS] at inference.
 """
 
@@ -9,13 +9,19 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from ctxir.encoders.models import load_cross_encoder, pick_device
 from ctxir.rerank import head_scores
+
+if TYPE_CHECKING:
+    from training.cls_lr_args import ClsLrArgs
 
 Pair = tuple[str, str]
 
@@ -144,3 +150,47 @@ def with_score(cls: np.ndarray, logits: np.ndarray, score_feature: bool) -> np.n
     """(N, hidden) [CLS] rows, with the cross-encoder's own score appended as one more column where it is a feature
     (the column order ``ClsLrRanker`` reads with ``score_feature``)."""
     return np.concatenate([cls, logits[:, None]], 1) if score_feature else cls
+
+
+@dataclass
+class Reader:
+    """The cross-encoder whose [CLS] is read, how (layer, batch, token limit), the feature cache keyed by its files,
+    and each pass's pairs and seconds (``timings``)."""
+
+    cross_encoder: Any
+    cache: FeatureCache
+    layer: int
+    batch_size: int
+    max_length: int
+    device: str
+    timings: dict = field(default_factory=dict)
+
+    def read(self, pairs: Sequence[Pair], desc: str, score_feature: bool) -> tuple[np.ndarray, np.ndarray]:
+        """(the feature rows: [CLS], and with ``score_feature`` the cross-encoder's score; its own logits)."""
+        cls, logits = features(
+            self.cross_encoder,
+            self.cache,
+            pairs,
+            self.layer,
+            self.batch_size,
+            self.max_length,
+            desc,
+            self.timings,
+        )
+        return with_score(cls, logits, score_feature), logits
+
+
+def load_reader(args: ClsLrArgs, base_path: str) -> Reader:
+    """The cross-encoder whose [CLS] is read, its token limit, and the feature cache keyed by its files."""
+    torch.manual_seed(args.seed)
+    device = pick_device(args.device)
+    cross_encoder = load_cross_encoder(base_path, device)
+    positions = getattr(cross_encoder.model.config, "max_position_embeddings", 512)
+    max_length = min(args.max_length or cross_encoder.max_seq_length or positions, positions)
+    # The anchor cross-encoder reads exactly the tokens CLS-LR reads (and CrossEncoderReranker agrees).
+    cross_encoder.max_seq_length = max_length
+    cache = FeatureCache(args.cache_dir, folder_fingerprint(base_path), args.layer, max_length)
+    print(
+        f"cross-encoder {args.base_model!r} ({base_path}) on {device}, max_length {max_length}, layer {args.layer}"
+    )
+    return Reader(cross_encoder, cache, args.layer, args.batch_size, max_length, device)
