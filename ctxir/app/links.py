@@ -93,8 +93,8 @@ def offer(api: str, elem_id: str) -> View:
     """Inside a tab's build, where the link goes: its place (empty until an answer is shown) and the hidden box that
     runs the view when a page opens on a link. The tab listens to ``view.run.change`` as to its button and hands
     each of those events to ``view.shows``, the public one first."""
-    # not a gr.State: the page takes any update of a State, a skipped one included, as a change (every page
-    # load ran every linked view); a hidden box changes only when a link gives it a new value
+    # a hidden box, not a gr.State: the page takes any update of a State, a skipped one too, as a change, so every
+    # page load would run every linked view; the box changes only when a link gives it a new value
     run = gr.Textbox("", visible=False, elem_id=f"{elem_id}-run")
     return View(api, gr.HTML("", elem_id=elem_id, js_on_load=COPY), run)
 
