@@ -1,6 +1,7 @@
 """Fitting CLS-LR's logistic regression and reading it: grouped cross-validation and the C it chooses, the F1-best
 threshold and the final fit (``fit``), the classification report and its precision–recall figure, and a re-ranker over
-scores computed once (``rerank_candidates``, ``rerank_test``: BM25's test candidates re-ranked by both rankers)."""
+scores computed once (``rerank_candidates``, ``rerank_test``: BM25's test candidates re-ranked by both rankers;
+``verify_ranker``: the saved ranker, loaded back, scores them alike)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import torch
 
 from ctxir import kinds
 from ctxir.encoders.reranker_heads import cls_lr_logit
 from ctxir.evaluation import evaluate_run
-from ctxir.rerank import ClsLrRanker, Reranker
+from ctxir.rerank import ClsLrRanker, CrossEncoderReranker, Reranker
 from ctxir.rerank.pipeline import Pipeline
-from ctxir.types import CtxirError, Queries, doc_text
+from ctxir.types import Corpus, CtxirError, Queries, doc_text
 from training.cls_lr_args import CV_METRICS, emphasis_grid
 from training.cls_lr_features import Pair
 
@@ -323,3 +325,74 @@ def rerank_test(
             f"Recall@{depth} {agg[f'Recall@{depth}']:.4f}"
         )
     return retrieval
+
+
+def classification_reports(
+    fitted: Fitted, x_all: np.ndarray, ce_all: np.ndarray, labelled: Labelled, output: Path
+) -> dict:
+    """Fit (in-sample) and held-out reports at p = 0.5 and at the tuned threshold, the cross-encoder's beside them;
+    printed, and the held-out precision–recall curves drawn to pr_curve.png."""
+    y_fit, y_report = labelled.y_fit, labelled.y_report
+    s_fit = cls_lr_logit(x_all[labelled.fit_rows], fitted.coef, fitted.intercept)
+    s_report = cls_lr_logit(x_all[labelled.report_rows], fitted.coef, fitted.intercept)
+    ce_report = ce_all[labelled.report_rows]
+    reports = {
+        "train_queries@0.5": classification(y_fit, s_fit, 0.0),
+        "train_queries@tuned": classification(y_fit, s_fit, fitted.threshold),
+        "heldout_queries@0.5": classification(y_report, s_report, 0.0),
+        "heldout_queries@tuned": classification(y_report, s_report, fitted.threshold),
+        "cross_encoder_heldout@tuned": classification(y_report, ce_report, fitted.ce_threshold),
+    }
+    for name, rep in reports.items():
+        print(f"--- {name} (score ≥ {rep['threshold']:.4f}) ---\n{rep['text']}")
+    pr_curve_png(
+        output / "pr_curve.png",
+        y_report,
+        {"CLS-LR": (s_report, fitted.threshold), "cross-encoder score": (ce_report, fitted.ce_threshold)},
+        f"Held-out SciFact train queries ({len(labelled.eligible)} queries, {int(y_report.sum())} relevant "
+        "pairs)",
+    )
+    return reports
+
+
+def verify_ranker(
+    output: Path, args: ClsLrArgs, cross_encoder, corpus: Corpus, test: RerankSet, device: str
+) -> dict:
+    """Re-rank a few test queries for real (loaded ranker, CrossEncoderReranker) and compare with one-pass scores."""
+    if args.verify_queries <= 0:
+        return {"queries": 0}
+    loaded = ClsLrRanker.load(output, device=device, batch_size=args.batch_size)
+    reference = CrossEncoderReranker(cross_encoder, batch_size=args.batch_size)
+    precomputed = PrecomputedReranker(kinds.CLS_LR, test.pairs, test.cls_scores)
+    lookup = {pair: i for i, pair in enumerate(test.pairs)}
+    activation = getattr(cross_encoder, "activation_fn", None) or torch.nn.Sigmoid()
+    cls_diff, ce_diff, same_order = 0.0, 0.0, True
+    for qid in test.qids[: args.verify_queries]:
+        query, hits = test.queries[qid], test.candidates[qid]
+        texts = [doc_text(corpus[h.doc_id]) for h in hits]
+        rows = [lookup[(query, t)] for t in texts]
+        got = loaded.score_pairs(query, texts)
+        cls_diff = max(cls_diff, float(np.abs(got - test.cls_scores[rows]).max()))
+        # the cross-encoder's own activation: sigmoid for a classifier head, identity for ctxir's segment-cosine head
+        expected = activation(torch.from_numpy(test.ce_logits[rows])).numpy()
+        ce_diff = max(ce_diff, float(np.abs(reference.score_pairs(query, texts) - expected).max()))
+        same_order &= [h.doc_id for h in loaded.rerank(query, hits, corpus)] == [
+            h.doc_id for h in precomputed.rerank(query, hits, corpus)
+        ]
+    checked = min(args.verify_queries, len(test.qids))
+    print(
+        f"verification on {checked} test queries: loaded ClsLrRanker vs one-pass "
+        f"max |Δscore| {cls_diff:.2e}; CrossEncoderReranker vs one-pass max |Δ| {ce_diff:.2e}; "
+        f"same CLS-LR order: {same_order}"
+    )
+    if cls_diff > 1e-3 or ce_diff > 1e-3:
+        raise CtxirError(
+            f"the loaded ranker or the cross-encoder disagrees with the one-pass scores (CLS-LR "
+            f"{cls_diff:.2e}, cross-encoder {ce_diff:.2e}): the reported numbers would be wrong"
+        )
+    return {
+        "queries": checked,
+        "cls_lr_max_abs_diff": cls_diff,
+        "cross_encoder_max_abs_prob_diff": ce_diff,
+        "cls_lr_same_order": bool(same_order),
+    }

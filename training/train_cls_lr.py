@@ -16,9 +16,9 @@ queries: nDCG@10 for BM25 alone (before), the cross-encoder (anchor) and CLS-LR 
 
 Writes to --output-dir: cls_lr.safetensors, cls_lr_config.json, metrics.json, pr_curve.png, train.log.
 
-This file runs the steps (``run``) and writes the record. Beside it: ``training/cls_lr_args.py`` (the flags),
-``training/cls_lr_data.py`` (the labelled pairs and the held-out split), ``training/cls_lr_features.py`` (the one
-cross-encoder pass per pair, cached) and ``training/cls_lr_fit.py`` (the regression, its threshold and report).
+This file runs the steps (``run``) and writes the record. Beside it: ``cls_lr_args.py`` (the flags and their checks),
+``cls_lr_data.py`` (the labelled pairs and the held-out split), ``cls_lr_features.py`` (the one cross-encoder pass per
+pair, cached) and ``cls_lr_fit.py`` (the regression, its threshold and report, the test re-ranking and its check).
 """
 
 from __future__ import annotations
@@ -35,28 +35,24 @@ if __package__ in (None, ""):  # `python training/train_cls_lr.py` from the repo
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
-import torch
 
 from ctxir import kinds
-from ctxir.encoders.reranker_heads import cls_lr_logit
 from ctxir.publish.metrics_file import write_metrics
-from ctxir.rerank import ClsLrRanker, CrossEncoderReranker
+from ctxir.rerank import ClsLrRanker
 from ctxir.retrieval import BM25Retriever
-from ctxir.types import Corpus, CtxirError, doc_text
 from training.cls_lr_args import CV_METRICS, ClsLrArgs, check_args
 from training.cls_lr_data import Inputs, Labelled, label_pairs, load_inputs
 from training.cls_lr_features import Reader, load_reader
 from training.cls_lr_fit import (
     Fitted,
-    PrecomputedReranker,
     RerankSet,
-    classification,
+    classification_reports,
     fit,
-    pr_curve_png,
     rerank_candidates,
     rerank_test,
     setting_name,
     sigmoid,
+    verify_ranker,
 )
 from training.common import (
     cli_main,
@@ -109,7 +105,7 @@ def run(args: ClsLrArgs) -> dict:
             args.rerank_depth,
         )
         # 7. the saved ranker, loaded back, and a CrossEncoderReranker score like the one-pass scores
-        verification = _verify(output, args, reader.cross_encoder, inputs.corpus, test, reader.device)
+        verification = verify_ranker(output, args, reader.cross_encoder, inputs.corpus, test, reader.device)
         # 8. metrics.json
         metrics = metrics_record(args, inputs, labelled, fitted, reports, test, retrieval, reader)
         metrics["extra"]["verification"] = verification
@@ -151,34 +147,6 @@ def save_ranker(
     ranker.save(output)
     print(f"saved {output / 'cls_lr.safetensors'} and cls_lr_config.json (base_model {fitted.base_ref!r})")
     return ranker
-
-
-def classification_reports(
-    fitted: Fitted, x_all: np.ndarray, ce_all: np.ndarray, labelled: Labelled, output: Path
-) -> dict:
-    """Fit (in-sample) and held-out reports at p = 0.5 and at the tuned threshold, the cross-encoder's beside them;
-    printed, and the held-out precision–recall curves drawn to pr_curve.png."""
-    y_fit, y_report = labelled.y_fit, labelled.y_report
-    s_fit = cls_lr_logit(x_all[labelled.fit_rows], fitted.coef, fitted.intercept)
-    s_report = cls_lr_logit(x_all[labelled.report_rows], fitted.coef, fitted.intercept)
-    ce_report = ce_all[labelled.report_rows]
-    reports = {
-        "train_queries@0.5": classification(y_fit, s_fit, 0.0),
-        "train_queries@tuned": classification(y_fit, s_fit, fitted.threshold),
-        "heldout_queries@0.5": classification(y_report, s_report, 0.0),
-        "heldout_queries@tuned": classification(y_report, s_report, fitted.threshold),
-        "cross_encoder_heldout@tuned": classification(y_report, ce_report, fitted.ce_threshold),
-    }
-    for name, rep in reports.items():
-        print(f"--- {name} (score ≥ {rep['threshold']:.4f}) ---\n{rep['text']}")
-    pr_curve_png(
-        output / "pr_curve.png",
-        y_report,
-        {"CLS-LR": (s_report, fitted.threshold), "cross-encoder score": (ce_report, fitted.ce_threshold)},
-        f"Held-out SciFact train queries ({len(labelled.eligible)} queries, {int(y_report.sum())} relevant "
-        "pairs)",
-    )
-    return reports
 
 
 def metrics_record(
@@ -335,70 +303,25 @@ def extra_record(
     }
 
 
+# the base cross-encoder's run records, left out when --bundle-base copies its model into the ranker folder
+NOT_BUNDLED = ("README.md", "metrics.json", "train.log", "training_log.jsonl")
+
+
 def _base_reference(given: str, base_path: str, output: Path, bundle: bool) -> str:
     """What cls_lr_config.json names as base_model: '.' when bundled, a path relative to the ranker folder for
     a local cross-encoder (ClsLrRanker.load resolves it there), else the Hub id as given."""
     if bundle:
         for item in Path(base_path).iterdir():
-            if item.name in (
-                "README.md",
-                "metrics.json",
-                "train.log",
-                "training_log.jsonl",
-            ) or item.name.startswith("checkpoint"):
+            if item.name in NOT_BUNDLED or item.name.startswith("checkpoint"):
                 continue
-            target = output / item.name
             if item.is_dir():
-                shutil.copytree(item, target, dirs_exist_ok=True)
+                shutil.copytree(item, output / item.name, dirs_exist_ok=True)
             else:
-                shutil.copy2(item, target)
+                shutil.copy2(item, output / item.name)
         return "."
     if Path(given).expanduser().exists():
         return os.path.relpath(Path(base_path).resolve(), output.resolve())
     return given
-
-
-def _verify(
-    output: Path, args: ClsLrArgs, cross_encoder, corpus: Corpus, test: RerankSet, device: str
-) -> dict:
-    """Re-rank a few test queries for real (loaded ranker, CrossEncoderReranker) and compare with one-pass scores."""
-    if args.verify_queries <= 0:
-        return {"queries": 0}
-    loaded = ClsLrRanker.load(output, device=device, batch_size=args.batch_size)
-    reference = CrossEncoderReranker(cross_encoder, batch_size=args.batch_size)
-    precomputed = PrecomputedReranker(kinds.CLS_LR, test.pairs, test.cls_scores)
-    lookup = {pair: i for i, pair in enumerate(test.pairs)}
-    activation = getattr(cross_encoder, "activation_fn", None) or torch.nn.Sigmoid()
-    cls_diff, ce_diff, same_order = 0.0, 0.0, True
-    for qid in test.qids[: args.verify_queries]:
-        query, hits = test.queries[qid], test.candidates[qid]
-        texts = [doc_text(corpus[h.doc_id]) for h in hits]
-        rows = [lookup[(query, t)] for t in texts]
-        got = loaded.score_pairs(query, texts)
-        cls_diff = max(cls_diff, float(np.abs(got - test.cls_scores[rows]).max()))
-        # the cross-encoder's own activation: sigmoid for a classifier head, identity for ctxir's segment-cosine head
-        expected = activation(torch.from_numpy(test.ce_logits[rows])).numpy()
-        ce_diff = max(ce_diff, float(np.abs(reference.score_pairs(query, texts) - expected).max()))
-        same_order &= [h.doc_id for h in loaded.rerank(query, hits, corpus)] == [
-            h.doc_id for h in precomputed.rerank(query, hits, corpus)
-        ]
-    checked = min(args.verify_queries, len(test.qids))
-    print(
-        f"verification on {checked} test queries: loaded ClsLrRanker vs one-pass "
-        f"max |Δscore| {cls_diff:.2e}; CrossEncoderReranker vs one-pass max |Δ| {ce_diff:.2e}; "
-        f"same CLS-LR order: {same_order}"
-    )
-    if cls_diff > 1e-3 or ce_diff > 1e-3:
-        raise CtxirError(
-            f"the loaded ranker or the cross-encoder disagrees with the one-pass scores (CLS-LR "
-            f"{cls_diff:.2e}, cross-encoder {ce_diff:.2e}): the reported numbers would be wrong"
-        )
-    return {
-        "queries": checked,
-        "cls_lr_max_abs_diff": cls_diff,
-        "cross_encoder_max_abs_prob_diff": ce_diff,
-        "cls_lr_same_order": bool(same_order),
-    }
 
 
 def main(argv: list[str] | None = None) -> int:
