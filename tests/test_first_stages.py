@@ -139,5 +139,6 @@ def test_one_entry_adds_a_first_stage_to_the_app_and_its_api(shared_words, _tiny
         radio.preprocess("splade")
     [endpoint] = [fn for fn in demo.fns.values() if fn.api_name == "search"]
     assert "shared-words (the query words a document holds)" in endpoint.fn.__doc__
-    _table, summary, data = endpoint.fn("river otters", "toy", "shared-words", "none", 3, 10, "fused", None)
+    inputs = ("river otters", "toy", "shared-words", "none", 3, 10, "fused", None, None)  # prompts: the own
+    _table, summary, data = endpoint.fn(*inputs, None)
     assert [h["doc_id"] for h in data["hits"]] == ["d1", "d3"] and "2 results" in summary

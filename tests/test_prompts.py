@@ -195,7 +195,7 @@ def test_the_apps_corpus_index_encodes_with_the_prompts_and_the_search_form_name
     info = prompts_info(SimpleNamespace(bi_encoder=st))
     assert "query prompt 'query: '" in info and "document prompt 'passage: '" in info
     st.prompts = {"query": "", "document": ""}
-    assert "declares no prompts" in prompts_info(SimpleNamespace(bi_encoder=st))
+    assert "declares none" in prompts_info(SimpleNamespace(bi_encoder=st))
 
 
 def test_the_explanation_of_a_pair_is_of_the_texts_after_their_prompts(st):
@@ -211,3 +211,37 @@ def test_the_explanation_of_a_pair_is_of_the_texts_after_their_prompts(st):
         assert len(out["query_tokens"]) == len(st.tokenizer("query: " + TEXTS[0])["input_ids"])
     off = explain_bi_encoder(BiEncoder(st, cache=False, query_prompt=""), TEXTS[0], TEXTS[2], method="exact")
     assert len(off["query_tokens"]) == len(st.tokenizer(TEXTS[0])["input_ids"])
+
+
+def test_the_apps_search_takes_other_prompts_and_says_which_it_used(st, prompted_dir):
+    from ctxir.app.config import AppConfig
+    from ctxir.app.models import AppModels
+    from ctxir.app.search import search
+    from ctxir.app.state import AppState
+
+    models = AppModels.from_objects(st, str(prompted_dir))
+    state = AppState(models, AppConfig(device="cpu", max_compare_docs=3), CORPUS, "tiny", cache=None)
+
+    def scores(data) -> list[float]:
+        return [h["dense_score"] for h in data["hits"]]
+
+    def expected(**prompts) -> list[float]:
+        encoder = BiEncoder(st, cache=False, **prompts)
+        cosines = encoder.encode(TEXTS, role="document") @ encoder.encode([TEXTS[0]], role="query")[0]
+        return sorted((round(float(c), 4) for c in cosines), reverse=True)
+
+    own = search(state, TEXTS[0], "tiny", "dense", k=3)
+    assert own.data["prompts"] == PROMPTS and "the query after `query: `" in own.text
+    assert scores(own.data) == pytest.approx(expected(), abs=2e-4)
+    off = search(state, TEXTS[0], "tiny", "dense", k=3, query_prompt="", document_prompt="")
+    assert off.data["prompts"] == {"query": "", "document": ""} and "encoded" not in off.text
+    assert scores(off.data) == pytest.approx(expected(query_prompt="", document_prompt=""), abs=2e-4)
+    assert search(state, TEXTS[0], "tiny", "bm25", k=3, query_prompt="q: ").data["prompts"] is None
+    small = AppState(models, AppConfig(device="cpu", max_compare_docs=2), CORPUS, "tiny", cache=None)
+    assert (
+        search(small, TEXTS[0], "tiny", "hybrid", k=3, query_prompt="q: ").data["prompts"]["query"] == "q: "
+    )
+    with pytest.raises(
+        CtxirError, match=r"document prompt 'doc: ' would encode all 3 documents .* limit of 2"
+    ):
+        search(small, TEXTS[0], "tiny", "dense", k=3, document_prompt="doc: ")

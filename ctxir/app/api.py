@@ -54,7 +54,13 @@ ENDPOINTS: dict[str, Endpoint] = {
     "search": Endpoint(
         "Search a corpus: a first stage finds candidates and an optional re-ranker re-scores them; returns the "
         "results table, a one-line summary with timings, and every number as JSON.",
-        _SEARCH_ARGS,
+        {
+            **_SEARCH_ARGS,
+            "query_prompt": "the text the bi-encoder puts before the query (dense, hybrid): default its own prompt "
+            "(its config_sentence_transformers.json), '' for none",
+            "document_prompt": "the text put before each document: default the bi-encoder's own; another one "
+            "encodes the corpus again (refused above the app's compare limit of documents)",
+        },
         (("Markdown", "summary"), ("JSON", "numbers")),
     ),
     "explain_result": Endpoint(

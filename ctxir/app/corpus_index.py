@@ -20,6 +20,7 @@ from ctxir.retrieval.retrievers import DenseRetriever
 from ctxir.types import Corpus, CtxirError, doc_text
 
 ENCODE_CHUNK = 256  # documents per progress step of a first start's encoding
+PROMPTED_KEPT = 4  # first stages over other prompts kept per corpus (each holds its documents' vectors)
 
 
 class CorpusIndex:
@@ -52,6 +53,8 @@ class CorpusIndex:
             self._encode_in_steps(encoder, step)
         step(0.95, f"BM25 index and dense index of {len(corpus):,} documents")
         self._pooled: dict[tuple[str, int], Any] = {}
+        self.prompts = {"query": encoder.query_prompt, "document": encoder.document_prompt}
+        self._by_prompts: dict[tuple[str, str], StageParts] = {}  # (query, document prompt) → their parts
         self._lock = threading.Lock()
         # built as `ctxir evaluate` builds them (ctxir.rerank.pipeline.build_first_stages): from parts made once,
         # so hybrid fuses these very BM25 and dense retrievers; kept, so a stage registered later shares them too
@@ -88,24 +91,58 @@ class CorpusIndex:
                 parts.append(encoder.encode(texts[start : start + chunk], role="document"))
             encoder.cache.put(key, np.concatenate(parts) if parts else encoder.encode([]))
 
-    def _encoder(self, pooling: str | None = None, layer: int | None = None):
+    def _encoder(self, pooling: str | None = None, layer: int | None = None, prompts: dict | None = None):
         # the search encoder (the model's own pooling) runs on self.backend; compare pooling's on torch
         backend = self.backend if pooling is None and layer is None else "torch"
-        encoder = BiEncoder(self._bi_encoder, pooling=pooling, layer=layer, cache=self.cache, backend=backend)
+        prompts = prompts or {}
+        encoder = BiEncoder(
+            self._bi_encoder,
+            pooling=pooling,
+            layer=layer,
+            cache=self.cache,
+            backend=backend,
+            query_prompt=prompts.get("query"),
+            document_prompt=prompts.get("document"),
+        )
         if self._model_name:
             # the name shown in results; the cache key is the weights fingerprint, so the app and
             # `ctxir evaluate` share corpus embeddings whatever name each gave the model
             encoder.name = self._model_name
         return encoder
 
-    def retriever(self, first_stage: str):
-        """The retriever of ``first_stage`` (a name of ``FIRST_STAGES``); checked, and built if it is new."""
+    def retriever(self, first_stage: str, prompts: dict | None = None):
+        """The retriever of ``first_stage`` (a name of ``FIRST_STAGES``); checked, and built if it is new.
+
+        ``prompts`` ``{"query": ..., "document": ...}`` other than ``self.prompts`` (None or a missing one: those)
+        give a first stage whose bi-encoder uses them; BM25 is shared. Another document prompt encodes the corpus
+        again (cached); the last ``PROMPTED_KEPT`` such are kept."""
         kind = get_first_stage(first_stage)
+        wanted = {**self.prompts, **{k: v for k, v in (prompts or {}).items() if v is not None}}
+        if wanted != self.prompts and kind.uses_bi_encoder:
+            return self._prompted(kind, wanted)
         if kind.name not in self.stages:
             with self._lock:
                 if kind.name not in self.stages:
                     self.stages = {**self.stages, kind.name: kind.build(self._parts)}
         return self.stages[kind.name]
+
+    def _prompted(self, kind, prompts: dict):
+        """``kind``'s first stage over a bi-encoder with ``prompts``, built (as ``pooled``: under the lock) once."""
+        key = (prompts["query"], prompts["document"])
+        with self._lock:
+            if key not in self._by_prompts:
+                parts = StageParts(
+                    self.corpus,
+                    [self._encoder(prompts=prompts)],
+                    hybrid=self._parts.hybrid,
+                    index=self.index,
+                )
+                parts.built["bm25"] = self._parts.bm25()  # words do not take prompts: one BM25 index
+                self._by_prompts[key] = parts
+                while len(self._by_prompts) > PROMPTED_KEPT:
+                    self._by_prompts.pop(next(iter(self._by_prompts)))
+            parts = self._by_prompts[key]
+            return parts.part(("stage", kind.name), lambda: kind.build(parts))
 
     def __getattr__(self, name: str):
         # index.bm25, index.dense, ...: each first stage built at start by its name

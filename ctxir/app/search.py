@@ -36,6 +36,8 @@ def search(
     depth: int | None = None,
     owner: Owner = None,
     mode: str = DEFAULT_RERANK_MODE,
+    query_prompt: str | None = None,
+    document_prompt: str | None = None,
     *,
     every_candidate: bool = False,
 ) -> ViewResult:
@@ -43,12 +45,15 @@ def search(
     change. ``k`` is at most ``max_k`` (``every_candidate``: up to ``max_rerank_depth``, for "what moved", which
     ranks every candidate the re-ranker re-scored). ``mode`` "fused" (default): the final order fuses the re-ranker with the first stage (the re-ranker's
     fusion.json, else RRF k=60 with equal weights; ``fused_score``), so a weak re-ranker cannot push results far
-    below the first stage; "alone": the re-ranker's order."""
+    below the first stage; "alone": the re-ranker's order. ``query_prompt`` / ``document_prompt`` (None: the
+    bi-encoder's own, "" none) are put before the query and the documents by a first stage that uses the bi-encoder;
+    another document prompt encodes the corpus again, so it is refused above ``max_compare_docs`` documents."""
     query, k, depth = _checked_inputs(state, query, k, depth, mode, every_candidate)
     index = state.index(corpus, owner)
+    prompts = _checked_prompts(state, index, first_stage, query_prompt, document_prompt)
     ranker = _relevance_ranker(state, reranker, mode)
     depth = max(depth, k)  # the re-ranker re-scores at least the k shown
-    run = _run_pipeline(index, first_stage, ranker, mode, query, k, depth)
+    run = _run_pipeline(index, first_stage, ranker, mode, query, k, depth, prompts)
     rows = [_hit_row(hit, index.corpus[hit.doc_id], first_stage, run.fusion) for hit in run.hits]
     data = {
         "query": query,
@@ -58,11 +63,16 @@ def search(
         "k": k,
         "depth": depth if reranker != "none" else None,
         "mode": mode if reranker != "none" else None,
+        "prompts": prompts,
         "fusion": run.fusion.record() if run.fusion is not None else None,
         "timings_ms": run.timings,
         "hits": rows,
     }
     text = _summary(index, rows, run, first_stage, reranker, depth)
+    if prompts and any(prompts.values()):
+        named = {"query": "the query", "document": "each document"}
+        shown = " and ".join(f"{named[role]} after {md_code(p)}" for role, p in prompts.items() if p)
+        text += f"\n\nThe bi-encoder encoded {shown}."
     return ViewResult(rows=rows, data=data, text=text)
 
 
@@ -78,6 +88,34 @@ def _checked_inputs(
     )
     check_choice(mode, "re-rank mode", RERANK_MODES)
     return query, k, depth
+
+
+def _checked_prompts(
+    state: AppState, index: CorpusIndex, first_stage: str, query_prompt, document_prompt
+) -> dict | None:
+    """The prompts ``first_stage``'s bi-encoder puts before the query and the documents (None: it uses none, as
+    BM25), once each is text within the query's limit and another document prompt is within the corpus limit."""
+    from ctxir.retrieval.registry import get_first_stage
+
+    if not get_first_stage(first_stage).uses_bi_encoder:
+        return None
+    prompts = dict(index.prompts)
+    for role, prompt in (("query", query_prompt), ("document", document_prompt)):
+        if prompt is None:
+            continue
+        if not isinstance(prompt, str) or len(prompt) > state.config.max_query_chars:
+            raise CtxirError(
+                f"{role} prompt {prompt!r:.60} must be text of at most {state.config.max_query_chars:,} "
+                "characters (kept as typed, spaces included; empty for none)"
+            )
+        prompts[role] = prompt
+    if prompts["document"] != index.prompts["document"] and len(index.corpus) > state.config.max_compare_docs:
+        raise CtxirError(
+            f"document prompt {document_prompt!r} would encode all {len(index.corpus):,} documents of corpus "
+            f"{index.name!r} again, above this app's limit of {state.config.max_compare_docs:,}: leave it as "
+            f"the bi-encoder's own ({index.prompts['document']!r}), or search a smaller corpus"
+        )
+    return prompts
 
 
 def _relevance_ranker(state: AppState, reranker: str, mode: str):
@@ -109,14 +147,21 @@ class _Run:
 
 
 def _run_pipeline(
-    index: CorpusIndex, first_stage: str, ranker, mode: str, query: str, k: int, depth: int
+    index: CorpusIndex,
+    first_stage: str,
+    ranker,
+    mode: str,
+    query: str,
+    k: int,
+    depth: int,
+    prompts: dict | None = None,
 ) -> _Run:
-    """The top ``k`` of ``index`` for ``query``: ``first_stage`` retrieves ``depth`` candidates, ``ranker`` (if
-    any) re-scores them."""
+    """The top ``k`` of ``index`` for ``query``: ``first_stage`` (its bi-encoder with ``prompts``) retrieves
+    ``depth`` candidates, ``ranker`` (if any) re-scores them."""
     from ctxir.rerank.pipeline import Pipeline, mode_fusion
 
     fusion = mode_fusion(ranker, mode, first_stage)
-    pipeline = Pipeline(index.retriever(first_stage), ranker, depth=depth, fusion=fusion)
+    pipeline = Pipeline(index.retriever(first_stage, prompts), ranker, depth=depth, fusion=fusion)
     started = time.perf_counter()
     result = pipeline.search(query, k)
     total = (time.perf_counter() - started) * 1000

@@ -32,6 +32,10 @@ class SearchForm:
     examples: Any  # the column of example queries, shown for the startup corpus only
     other: Any = None  # another re-ranker by Hub id (or folder), loaded by ``load``
     load: Any = None
+    query_prompt: Any = (
+        None  # what the bi-encoder puts before the query (its own unless changed; empty: none)
+    )
+    document_prompt: Any = None  # and before each document
 
     @property
     def inputs(self) -> list:
@@ -50,12 +54,12 @@ def reranker_info(models: AppModels) -> str:
 
 
 def prompts_info(models: AppModels) -> str:
-    """The first stage's note: the prompts the bi-encoder puts before queries and documents (its own)."""
+    """The prompts' heading: those the bi-encoder puts before queries and documents (its own)."""
     prompts = model_prompts(models.bi_encoder)
     if not any(prompts.values()):
-        return "the bi-encoder declares no prompts: queries and documents are encoded as typed"
+        return "Prompts: the bi-encoder declares none (queries and documents are encoded as typed)"
     shown = ", ".join(f"{role} prompt {prompt!r}" for role, prompt in prompts.items() if prompt)
-    return f"the bi-encoder's own prompts: {shown}"
+    return f"Prompts: the bi-encoder's own, {shown}"
 
 
 def reranker_choices_now(models: AppModels) -> list[str]:
@@ -90,7 +94,6 @@ def search_form(ui: Ui) -> SearchForm:
             value=DEFAULT_FIRST_STAGE,
             label="First stage",
             min_width=200,
-            info=prompts_info(ui.models),
         )
         # only the re-rankers loaded in this app are offered; the info line names the others and the top of the
         # page says why they are missing
@@ -141,6 +144,22 @@ def search_form(ui: Ui) -> SearchForm:
             elem_id="search-other-reranker",
         )
         load = gr.Button("Load re-ranker", scale=1, min_width=140, elem_id="search-load-reranker")
+    own = model_prompts(ui.models.bi_encoder)
+    with gr.Accordion(prompts_info(ui.models), open=False), gr.Row():
+        # kept as typed (a prompt's trailing space matters); dense and hybrid use them, BM25 does not
+        query_prompt = gr.Textbox(
+            own["query"],
+            label="Query prompt",
+            info=f"put before the query (the bi-encoder's own: {own['query']!r}); empty for none",
+            elem_id="search-query-prompt",
+        )
+        document_prompt = gr.Textbox(
+            own["document"],
+            label="Document prompt",
+            info=f"put before each document (its own: {own['document']!r}); another one encodes the corpus "
+            f"again, up to {cfg.max_compare_docs:,} documents",
+            elem_id="search-document-prompt",
+        )
     button = gr.Button("Search", variant="primary", elem_id="search-button")
     with gr.Column(visible=bool(state.examples)) as examples:
         if state.examples:
@@ -157,4 +176,18 @@ def search_form(ui: Ui) -> SearchForm:
                 return evt.value
 
             example_pick.select(pick_example, None, [query], queue=False, api_visibility="private")
-    return SearchForm(query, corpus, first_stage, reranker, mode, k, depth, button, examples, other, load)
+    return SearchForm(
+        query,
+        corpus,
+        first_stage,
+        reranker,
+        mode,
+        k,
+        depth,
+        button,
+        examples,
+        other,
+        load,
+        query_prompt,
+        document_prompt,
+    )

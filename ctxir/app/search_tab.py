@@ -196,13 +196,25 @@ def wire_search(ui: Ui, form: SearchForm, results: ResultsPanel) -> None:
         k,
         depth,
         mode,
+        query_prompt,
+        document_prompt,
         request: gr.Request,
         progress=gr.Progress(),  # noqa: B008 (gradio's pattern)
     ):
         if reranker not in ("none", *RERANKERS):  # a Hub id: loaded now, with progress, before the search
             state.models.reranker(reranker, progress=lambda f, d: progress(f, desc=d))
         r = search(
-            state, query, corpus, first_stage, reranker, k, depth, owner=ui.visitor(request), mode=mode
+            state,
+            query,
+            corpus,
+            first_stage,
+            reranker,
+            k,
+            depth,
+            owner=ui.visitor(request),
+            mode=mode,
+            query_prompt=query_prompt,
+            document_prompt=document_prompt,
         )
         # API clients get every column, always the same ones (their data contract); the page's table is redrawn
         # by after_search without the empty and repeated ones
@@ -246,7 +258,7 @@ def wire_search(ui: Ui, form: SearchForm, results: ResultsPanel) -> None:
             [results.summary, results.table, results.explain_row, results.cards],
             queue=False,
             api_visibility="private",
-        ).then(do_search, [*form.inputs, form.mode], outputs, **api)
+        ).then(do_search, [*form.inputs, form.mode, form.query_prompt, form.document_prompt], outputs, **api)
         searched.success(
             after_search,
             [results.json],
