@@ -70,18 +70,76 @@ def kind_of(record: dict) -> str:
     return record.get("kind", "search")
 
 
+MAX_WORDS = 40  # a sentence of the page no longer than this (tests/test_docs_prose.py)
+
+
+def _split(text: str, separators: tuple[str, ...]) -> list[str]:
+    """``text`` cut at each separator outside parentheses.
+
+    >>> _split("a (b; c); d", ("; ",))
+    ['a (b; c)', 'd']
+    """
+    pieces, depth, start, i = [], 0, 0, 0
+    while i < len(text):
+        depth += {"(": 1, ")": -1}.get(text[i], 0)
+        sep = next((s for s in separators if depth == 0 and text.startswith(s, i)), None)
+        if sep:
+            pieces.append(text[start:i])
+            start = i = i + len(sep)
+            continue
+        i += 1
+    return [p.strip() for p in [*pieces, text[start:]] if p.strip()]
+
+
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+def clauses(text: str) -> list[str]:
+    """``text`` as clauses of at most ``MAX_WORDS`` words: cut at its sentences and semicolons, then a clause still
+    longer at ", and " (which goes), then at as few commas as it takes (all outside parentheses).
+
+    >>> clauses("timed (p50; p95); one at a time")
+    ['timed (p50; p95)', 'one at a time']
+    >>> [len(c.split()) for c in clauses(" ".join(["w"] * 30) + ", and " + ", ".join(["v"] * 50))]
+    [30, 40, 10]
+    """
+
+    def shorter(pieces: list[str], separator: str) -> list[str]:
+        return [q for p in pieces for q in (_split(p, (separator,)) if _words(p) > MAX_WORDS else [p])]
+
+    out = []
+    for clause in shorter(_split(text, (". ", "; ")), ", and "):
+        chunk: list[str] = []
+        for part in shorter([clause], ", "):
+            if chunk and _words(", ".join([*chunk, part])) > MAX_WORDS:
+                out.append(", ".join(chunk))
+                chunk = []
+            chunk.append(part)
+        out.append(", ".join(chunk))
+    return out
+
+
+def timing_lines(timing: str) -> list[str]:
+    """The record's timing: one line, or a list of its clauses where a sentence of it is over ``MAX_WORDS``."""
+    if all(_words(s) <= MAX_WORDS for s in timing.split(". ")):
+        return [f"Timing: {timing}.  "]
+    return ["", "Timing:", "", *(f"- {c}" for c in clauses(timing)), ""]
+
+
 def describe(record: dict, json_link: str = "") -> str:
     """The command, the machine and the load of one record, as the lines above its table."""
     m = record["machine"]
     flags = ", ".join(m.get("simd_flags", [])) or "unknown"
     link = f" ([JSON]({json_link}))" if json_link else ""
     lines = [
-        f"`{current_command(record['command'])}`{link}  ",
-        f"{record['date']}: {m['cores']} cores ({m.get('cpu')}; {flags}), {m.get('ram_gb', '?')} GB; load "
-        f"average {record['load_average_before']} → {record['load_average_after']}; {record['wall_s']} s.  ",
+        "```bash",
+        current_command(record["command"]),
+        "```",
+        "",
+        f"Recorded {record['date']}{link}: {m['cores']} cores ({m.get('cpu')}; {flags}), {m.get('ram_gb', '?')} GB; "
+        f"load average {record['load_average_before']} → {record['load_average_after']}; {record['wall_s']} s.  ",
     ]
-    if record.get("timing"):
-        lines.append(f"Timing: {record['timing']}.  ")
     data = record.get("data", {})
     for key, value in data.items():
         if isinstance(value, str) and key not in ("construction", "source", "queries"):
@@ -90,13 +148,16 @@ def describe(record: dict, json_link: str = "") -> str:
             )
             lines.append(f"{label}: {value}.  ")
     if kind_of(record) == "search":
-        lines.append(
-            f"Data: {data['source']}; {data['synthetic_docs']:,} synthetic ({data['construction']}); "
-            f"queries: {data['queries']}.  "
-        )
+        lines += [
+            f"Data: {data['source']}.  ",
+            f"{data['synthetic_docs']:,} synthetic documents ({data['construction']}).  ",
+            f"Queries: {data['queries']}.  ",
+        ]
     if kind_of(record) == "encode":
         lines.append(encode.describe_sgemm(record))
-    return "\n".join(lines)
+    if record.get("timing"):
+        lines += timing_lines(record["timing"])
+    return "\n".join(lines).rstrip("\n")
 
 
 def read_records(paths: list[str]) -> list[dict]:

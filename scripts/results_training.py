@@ -290,7 +290,8 @@ def training_table(
             speed = run.metrics["extra"].get("feature_extraction_pairs_per_second") or "features cached"
         else:
             speed = training.get("examples_per_second")
-        for row in (r for r in run.metrics["evaluations"] if r["metric"] in SHOWN):
+        # a row with a "source" was measured by another script (scripts/hub_user_figures.py), not by this run
+        for row in (r for r in run.metrics["evaluations"] if r["metric"] in SHOWN and not r.get("source")):
             anchor = f"{row['anchor_name']} {row['anchor']}" if row.get("anchor") is not None else ""
             lines.append(
                 f"| {run.label} | {row['metric']} ({row['split']}) | {fmt(row['before'])} | "
@@ -454,11 +455,11 @@ def reranker_table(
 ) -> list[str]:
     """The re-rankers' compact table, and a summary sentence for the shipped cross-encoder (the prose cites it)."""
     lines = [
-        "**Re-rankers: SciFact test nDCG@10, BM25 → re-ranked** (figures from each folder's `evaluation.json`, "
-        'written by `training/evaluate_reranker.py`; "unseen" = the test claims that cite no abstract a '
-        "training claim cites; p = paired t-test of fused vs BM25 over the claims; dev = the held-out training claims "
-        "in `fusion.json` the fusion was chosen on; the evaluate command is the last one that wrote "
-        "`evaluation.json`, which keeps what earlier runs of it wrote, e.g. MS MARCO and demo)",
+        "**Re-rankers: SciFact test nDCG@10, BM25 → re-ranked**, from each folder's `evaluation.json` (written by "
+        '`training/evaluate_reranker.py`). "Unseen" claims cite no abstract a training claim cites; p is a paired '
+        "t-test of fused vs BM25 over the claims. Dev is the held-out training claims in `fusion.json` that the "
+        "fusion was chosen on. The evaluate command is the last one that wrote `evaluation.json`, which keeps what "
+        "earlier runs of it wrote, such as MS MARCO and demo.",
         "",
         "| Re-ranker | Candidates | BM25 | Alone (all / unseen) | Fused (all / unseen) | p fused vs BM25 "
         "(all / unseen) | Fusion (chosen on held-out training claims) | Elsewhere: first stage → fused "
@@ -473,9 +474,8 @@ def reranker_table(
             top = evaluation["scifact_test"].get("bm25@20", {}).get("all")
             if top:
                 summary = (
-                    f"The {label}, SciFact test over BM25's top 20: nDCG@10 "
-                    f"{versus(top)} fused with BM25 (its default mode); "
-                    f"{fmt(top['alone'].get('nDCG@10'))} alone."
+                    f"SciFact test over BM25's top 20, the {label}. Fused with BM25 (its default mode), nDCG@10 "
+                    f"{versus(top)}; alone, {fmt(top['alone'].get('nDCG@10'))}."
                 )
     return [*lines, "", *([summary, ""] if summary else [])]
 

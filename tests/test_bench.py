@@ -578,7 +578,7 @@ def test_old_records_are_reported_with_the_command_typed_today(record, tmp_path)
         )
     )
     text = report.render(report.read_records([str(old)]), None, None)
-    assert "`python -m benchmarks.search --num-docs 2000 " in text and "ctxir.bench" not in text
+    assert "```bash\npython -m benchmarks.search --num-docs 2000 " in text and "ctxir.bench" not in text
 
 
 def test_the_benchmark_modules_examples_run():
@@ -587,7 +587,7 @@ def test_the_benchmark_modules_examples_run():
     import importlib
 
     attempted = 0
-    for name in ("common", "encode"):
+    for name in ("common", "encode", "report"):
         result = doctest.testmod(importlib.import_module(f"benchmarks.{name}"))
         assert result.failed == 0, name
         attempted += result.attempted
