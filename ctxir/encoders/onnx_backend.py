@@ -46,7 +46,6 @@ from ctxir.types import CtxirError
 # Rows × tokens one ONNX Runtime run may hold (8 texts of 256 tokens). The exported graph materialises every head's
 # (tokens × tokens) attention scores in float32, where torch's fused attention does not: 32 texts of 256 tokens
 # peak at ~1.1 GB above the loaded model, 8 at ~0.35 GB. Short texts (queries) still run batch_size at a time.
-# Measured: benchmarks/onnx_memory.py, docs/results.md "Memory of onnx-int8".
 TOKENS_PER_RUN = 2048
 _EXPORT_LOCK = threading.Lock()  # one export at a time in a process (the app's threads may ask together)
 # open sessions kept for reuse, least recently used dropped first: (folder, model, pooling, threads, batch size) →
