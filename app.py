@@ -43,18 +43,15 @@ from ctxir.app.gradio_fixes import ClosingEventLoopPolicy, retry_spaces_reload_s
 from ctxir.app.limits import QueueLimits, apply_limits, limit_malloc_arenas
 from ctxir.app.outputs import Outputs
 from ctxir.app.state import AppState
-from ctxir.app.ui import user_error
 
 __all__ = [
     "AppArgs",
-    "Outputs",
     "app_args_class",
     "build_app",
     "build_demo",
     "config_from_args",
     "main",
     "serve",
-    "user_error",
 ]
 from ctxir.checks import check_choice
 from ctxir.cli import cli_main

@@ -217,7 +217,7 @@ def app_outputs(folder: Path, forever: bool) -> int:
     from matplotlib.figure import Figure
     from matplotlib.image import imread
 
-    from ctxir.app.ui import Outputs
+    from ctxir.app.outputs import Outputs
     from ctxir.files import DiskFullError
 
     real, tempfiles.tempdir = tempfiles.tempdir, str(folder)

@@ -253,7 +253,7 @@ def test_the_faults_table_prints_the_sites_and_kinds_asked_for(capsys, monkeypat
 def test_output_folders_left_by_killed_apps_are_reclaimed_at_the_next_start(tmp_path, monkeypatch):
     import tempfile
 
-    from ctxir.app.ui import Outputs
+    from ctxir.app.outputs import Outputs
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
@@ -365,7 +365,8 @@ def test_a_write_the_stopping_app_removes_its_folder_under_says_the_app_is_stopp
 
     import ctxir.files
     import ctxir.viz
-    from ctxir.app.ui import Outputs, guard
+    from ctxir.app.outputs import Outputs
+    from ctxir.app.ui import guard
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     outputs = Outputs()

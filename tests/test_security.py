@@ -24,11 +24,13 @@ from ctxir.app.attention_tab import attention
 from ctxir.app.config import AppConfig
 from ctxir.app.embeddings_tab import model_info, token_embeddings
 from ctxir.app.models import AppModels
+from ctxir.app.outputs import Outputs
 from ctxir.app.pooling import compare_pooling
 from ctxir.app.search import search
 from ctxir.app.similarity import layer_similarity, sentence_similarity
 from ctxir.app.state import AppState
 from ctxir.app.text import md_code
+from ctxir.app.ui import user_error
 from ctxir.app.uploads import upload_corpus
 from ctxir.types import CtxirError
 
@@ -234,8 +236,6 @@ def test_a_hostile_file_name_becomes_a_plain_corpus_name(state, tmp_path):
 def test_hostile_text_in_error_messages_shows_as_typed(state, typed):
     import gradio as gr
 
-    import app
-
     cases = [
         (lambda: search(state, "river", typed, owner="bob"), "corpus"),
         (lambda: model_info(state, typed), "model"),
@@ -250,20 +250,19 @@ def test_hostile_text_in_error_messages_shows_as_typed(state, typed):
         assert (
             shown_part in raw and Tags(raw).tags
         )  # the library message holds the raw text, which HTML renders
-        shown = app.user_error(err.value)
+        shown = user_error(err.value)
         assert isinstance(shown, gr.Error)
         assert shows_literally(shown.message, shown_part), (what, shown.message)
 
 
 def test_the_apps_own_placeholders_stay_readable(state):
-    import app
 
     with pytest.raises(CtxirError) as err:
         search(state, "river", reranker="cross-encoder")  # the tiny app has no cross-encoder
     raw = str(err.value)
     assert "`--cross-encoder <its output folder>`" in raw
     assert Tags(raw).tags == ["its"]  # rendered as HTML, the placeholder would vanish as an unknown tag
-    message = app.user_error(err.value).message
+    message = user_error(err.value).message
     assert shows_literally(message, "`--cross-encoder <its output folder>` (or set CTXIR_CROSS_ENCODER)")
     assert "'none'" in message  # quotes are not escaped: API clients read them as they are
 
@@ -312,10 +311,9 @@ def test_markdown_summaries_show_user_text_as_typed(state):
 
 @pytest.fixture
 def outputs(tmp_path, monkeypatch):
-    import app
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    return app.Outputs(max_age_s=600, max_bytes=3 * 2**20)
+    return Outputs(max_age_s=600, max_bytes=3 * 2**20)
 
 
 def test_the_output_folder_goes_at_exit_even_while_a_thread_writes_into_it(outputs):
@@ -678,7 +676,7 @@ def test_200_real_attention_requests_over_http_stay_under_the_cap(tiny_models, t
 
     monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path / "gradio-cache"))
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    outputs = app.Outputs(max_age_s=600, max_bytes=3 * 2**20)
+    outputs = Outputs(max_age_s=600, max_bytes=3 * 2**20)
     demo = app.build_demo(make_state(tiny_models), outputs=outputs)
     peak, written = 0, 0
     with serve(demo) as url:

@@ -19,7 +19,7 @@ from typing import Any
 import gradio as gr
 import pandas as pd
 
-from ctxir.app.outputs import Outputs  # also what scripts/faults.py and tests/test_faults.py import from here
+from ctxir.app.outputs import Outputs
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import display_text
 from ctxir.types import CtxirError
