@@ -21,7 +21,7 @@ from ctxir.data.general import (
 from ctxir.rerank.calibration import CALIBRATION_FILE, Calibration, calibration_for, fit_calibration
 from ctxir.types import CtxirError, Hit
 from tests.test_training import _write_toy_root
-from training import common, cross_encoder_data, evaluate_reranker, train_cross_encoder
+from training import common, cross_encoder_args, cross_encoder_data, evaluate_reranker, train_cross_encoder
 
 WIKIQA_HEADER = "QuestionID\tQuestion\tDocumentID\tDocumentTitle\tSentenceID\tSentence\tLabel"
 
@@ -198,7 +198,7 @@ def test_stage_pools_interleave_each_first_stage_best_first():
     assert cross_encoder_data.interleave([bm25["q"], hybrid["q"]], 4) == ["a", "c", "b", "e"]
     assert cross_encoder_data.interleave([bm25["q"], hybrid["q"]], 2) == ["a", "c"]
     with pytest.raises(CtxirError, match="--negative-stages names 'dense'"):
-        cross_encoder_data.negative_stages("bm25,dense")
+        cross_encoder_args.negative_stages("bm25,dense")
 
 
 def test_cross_encoder_trains_on_general_groups_with_a_mixed_dev_set(

@@ -1,13 +1,12 @@
 """What a bi-encoder run trains and is tested on (``training/train_bi_encoder.py`` builds its ``TaskData`` here):
 STS-B or SICK pairs, SNLI + SICK entailment pairs or triplets, SciFact claims with hard negatives mined by the starting
 model, and the evaluators of each; and AG News triplets or SetFit pairs from N examples per class
-(``training/train_classifier.py``)."""
+(``training/train_classifier.py``). ``args`` is the calling script's: ``BiEncoderArgs`` or ``ClassifierArgs``."""
 
 from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ctxir.classify import sample_per_class
 from ctxir.data import NLI_LABELS, load_beir, load_sick, load_snli, load_sts
@@ -16,12 +15,8 @@ from ctxir.types import CtxirError, doc_text
 from training.common import check_not_empty, columns, data_folder, dataset_entry, heldout_queries, take
 from training.steps import TaskData
 
-if TYPE_CHECKING:
-    from training.train_bi_encoder import BiEncoderArgs
-    from training.train_classifier import ClassifierArgs
 
-
-def _sts_pairs(args: BiEncoderArgs, name: str, split: str) -> list[tuple[str, str, float]]:
+def _sts_pairs(args, name: str, split: str) -> list[tuple[str, str, float]]:
     """(s1, s2, score in [0, 1]) for STS-B (0-5) or SICK relatedness (1-5)."""
 
     if name == "stsb":
@@ -46,9 +41,7 @@ def similarity_evaluator(pairs, name: str, batch_size: int):
     )
 
 
-def build_sts_task(args: BiEncoderArgs, model) -> TaskData:
-    from datasets import Dataset
-
+def build_sts_task(args, model) -> TaskData:
     name = args.task
     folder = data_folder(args.data_dir, name)
     dev_split = "dev"
@@ -58,13 +51,7 @@ def build_sts_task(args: BiEncoderArgs, model) -> TaskData:
         f"--max-samples {args.max_samples} leaves no {name} train pairs",
         "use --max-samples -1 (all) or a positive number",
     )
-    train = Dataset.from_dict(
-        {
-            "sentence1": [a for a, _, _ in pairs],
-            "sentence2": [b for _, b, _ in pairs],
-            "score": [s for _, _, s in pairs],
-        }
-    )
+    train = columns(pairs, ["sentence1", "sentence2", "score"])
     dev = _sts_pairs(args, name, dev_split)
     rows = [
         dataset_entry(name, "train", "train", folder, len(pairs)),
@@ -84,9 +71,7 @@ def build_sts_task(args: BiEncoderArgs, model) -> TaskData:
     )
 
 
-def build_nli_task(args: BiEncoderArgs, model) -> TaskData:
-    from datasets import Dataset
-
+def build_nli_task(args, model) -> TaskData:
     snli_dir, sick_dir = data_folder(args.data_dir, "snli"), data_folder(args.data_dir, "sick")
     # The staged SNLI has no train split: its dev set is our training data; test stays untouched.
     snli = load_snli(snli_dir, "dev")
@@ -111,13 +96,7 @@ def build_nli_task(args: BiEncoderArgs, model) -> TaskData:
             f"--max-samples {args.max_samples}",
             "use more samples (-1 = all)",
         )
-        train = Dataset.from_dict(
-            {
-                "anchor": [t[0] for t in triplets],
-                "positive": [t[1] for t in triplets],
-                "negative": [t[2] for t in triplets],
-            }
-        )
+        train = columns(triplets, ["anchor", "positive", "negative"])
         n_train = len(triplets)
     else:
         examples = take(examples, args.max_samples, args.seed)
@@ -126,12 +105,8 @@ def build_nli_task(args: BiEncoderArgs, model) -> TaskData:
             f"--max-samples {args.max_samples} leaves no NLI pairs",
             "use --max-samples -1 (all) or a positive number",
         )
-        train = Dataset.from_dict(
-            {
-                "premise": [e[0] for e in examples],
-                "hypothesis": [e[1] for e in examples],
-                "label": [NLI_LABELS.index(e[2]) for e in examples],
-            }
+        train = columns(
+            [(p, h, NLI_LABELS.index(y)) for p, h, y in examples], ["premise", "hypothesis", "label"]
         )
         n_train = len(examples)
     dev = _sts_pairs(args, "stsb", "dev")
@@ -163,14 +138,13 @@ def _subsample_corpus(corpus: dict, qrels: dict, size: int, seed: int) -> dict:
     return {d: corpus[d] for d in corpus if d in keep}
 
 
-def _mining_cache(args: BiEncoderArgs) -> str | None:
+def _mining_cache(args) -> str | None:
     if args.mining_cache.lower() == "none":
         return None
     return args.mining_cache or str(Path.home() / ".cache" / "ctxir" / "mining")
 
 
-def build_scifact_task(args: BiEncoderArgs, model) -> TaskData:
-    from datasets import Dataset
+def build_scifact_task(args, model) -> TaskData:
     from sentence_transformers.sentence_transformer.evaluation import InformationRetrievalEvaluator
     from sentence_transformers.util import mine_hard_negatives
 
@@ -208,7 +182,7 @@ def build_scifact_task(args: BiEncoderArgs, model) -> TaskData:
             f"--mining-range-max {args.mining_range_max} − --mining-range-min {args.mining_range_min}"
             f" leaves fewer candidates than --num-negatives {num_negatives}: widen the range"
         )
-    pair_data = Dataset.from_dict({"anchor": [q for q, _ in pairs], "positive": [d for _, d in pairs]})
+    pair_data = columns(pairs, ["anchor", "positive"])
     mined = mine_hard_negatives(
         pair_data,
         model,
@@ -326,7 +300,7 @@ def setfit_pairs(examples: list[tuple[str, str]], iterations: int, seed: int) ->
     return [pair for a, p, n in triplets(examples, iterations, seed) for pair in ((a, p, 1.0), (a, n, 0.0))]
 
 
-def build_classification_task(args: ClassifierArgs) -> tuple[object, list[dict], dict, dict]:
+def build_classification_task(args) -> tuple[object, list[dict], dict, dict]:
     """(the training rows, metrics.json "datasets", what the test step reads, "extra")."""
     folder = data_folder(args.data_dir, "agnews")
     pool = load_labelled(folder / "train_subset.csv")

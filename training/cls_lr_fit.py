@@ -306,16 +306,14 @@ def rerank_candidates(
     return RerankSet(inputs.test_qids, queries, candidates, pairs, ranker.score_features(x_test), ce_test)
 
 
-def rerank_test(
-    bm25, scores: dict[str, np.ndarray], pairs: Sequence[Pair], queries: dict, qrels: dict, depth: int
-) -> dict[str, dict]:
-    """BM25's top-``depth`` re-ranked by each ranker's precomputed ``scores`` (aligned with ``pairs``) through the
-    library's Pipeline and metrics → {"bm25" | ranker name: aggregate metrics}."""
+def rerank_test(bm25, test: RerankSet, qrels: dict, depth: int) -> dict[str, dict]:
+    """BM25's top-``depth`` re-ranked by the cross-encoder's and CLS-LR's precomputed scores of ``test``'s pairs
+    through the library's Pipeline and metrics → {"bm25" | ranker name: aggregate metrics}."""
     runs = {}
-    for name, values in scores.items():
-        stage_runs = Pipeline(bm25, PrecomputedReranker(name, pairs, values), depth=depth).run(
-            queries, show_progress=False
-        )
+    qrels = {q: qrels[q] for q in test.qids}
+    for name, values in {kinds.CROSS_ENCODER: test.ce_logits, kinds.CLS_LR: test.cls_scores}.items():
+        reranker = PrecomputedReranker(name, test.pairs, values)
+        stage_runs = Pipeline(bm25, reranker, depth=depth).run(test.queries, show_progress=False)
         runs[kinds.BM25], runs[name] = stage_runs["first_stage"], stage_runs["rerank"]
     k_values = sorted({1, 3, 5, 10, depth, 100})
     retrieval = {name: evaluate_run(qrels, r, k_values).aggregate for name, r in runs.items()}

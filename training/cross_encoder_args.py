@@ -10,11 +10,13 @@ from typing import Literal
 
 from sentence_transformers.cross_encoder import CrossEncoderTrainingArguments
 
+from ctxir import kinds
 from ctxir.encoders.models import DEFAULT_BI_ENCODER
 from ctxir.types import CtxirError
 from training.common import TrainerRunArgs, trainer_setting
 
 LOSSES = {"scifact": ("bce", "lambda", "listnet"), "stsb": ("bce", "mse")}
+NEGATIVE_STAGES = (kinds.BM25, kinds.HYBRID)  # --negative-stages: the app's first stages
 LISTWISE = ("lambda", "listnet")  # one row = (query, [positive, negatives…], [1, 0, …])
 # the segment-cosine head's weights (module 1 of the chain) in the loss model's parameter names
 HEAD_PARAMETERS = r"(^|\.)1\.(scale|bias|linear\.)"
@@ -269,8 +271,6 @@ def check(args: CrossEncoderArgs) -> None:
             f"--teacher {args.teacher!r} grades the documents of listwise groups: use it with --task "
             f"scifact and --loss {' or '.join(LISTWISE)}, or --teacher none"
         )
-    from training.cross_encoder_data import negative_stages
-
     negative_stages(args.negative_stages)
     if args.general and (args.task != "scifact" or args.loss not in LISTWISE):
         raise CtxirError(
@@ -294,3 +294,13 @@ def head_learning_rates(args: CrossEncoderArgs) -> dict:
     if args.term_match and (args.match_learning_rate or args.head_learning_rate):
         mapping[MATCH_PARAMETERS] = args.match_learning_rate or args.head_learning_rate
     return {"learning_rate_mapping": mapping} if mapping else {}
+
+
+def negative_stages(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    for name in names:
+        if name not in NEGATIVE_STAGES:
+            raise CtxirError(
+                f"--negative-stages names {name!r}: use a comma list of {', '.join(NEGATIVE_STAGES)}"
+            )
+    return names or [kinds.BM25]

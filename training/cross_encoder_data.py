@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING
 from ctxir import kinds
 from ctxir.encoders.models import resolve_model
 from ctxir.rerank.passages import Passages
-from ctxir.types import CtxirError, doc_text
+from ctxir.types import doc_text
 from training.common import (
     check_not_empty,
+    columns,
     data_folder,
     dataset_entry,
     general_entries,
@@ -26,7 +27,7 @@ from training.common import (
     take,
     unseen_heldout_queries,
 )
-from training.cross_encoder_args import LISTWISE
+from training.cross_encoder_args import LISTWISE, negative_stages
 from training.cross_encoder_dev import (
     PairCorrelationEvaluator,
     mixed_dev_evaluator,
@@ -39,11 +40,8 @@ if TYPE_CHECKING:
     from training.cross_encoder_args import CrossEncoderArgs
     from training.pair_scorer_args import PairScorerArgs
 
-NEGATIVE_STAGES = (kinds.BM25, kinds.HYBRID)
-
 
 def build_stsb(args: CrossEncoderArgs) -> TaskData:
-    from datasets import Dataset
     from sentence_transformers.cross_encoder.evaluation import CrossEncoderCorrelationEvaluator
 
     from ctxir.data import load_sts
@@ -56,13 +54,7 @@ def build_stsb(args: CrossEncoderArgs) -> TaskData:
         "use --max-samples -1 (all) or a positive number",
     )
     dev, test = load_sts(folder, "dev"), load_sts(folder, "test")
-    dataset = Dataset.from_dict(
-        {
-            "sentence1": [a for a, _, _ in train],
-            "sentence2": [b for _, b, _ in train],
-            "score": [s / 5.0 for _, _, s in train],
-        }
-    )
+    dataset = columns([(a, b, s / 5.0) for a, b, s in train], ["sentence1", "sentence2", "score"])
     dev_evaluator = CrossEncoderCorrelationEvaluator(
         [[a, b] for a, b, _ in dev],
         [s / 5.0 for _, _, s in dev],
@@ -88,13 +80,8 @@ def build_pair_scorer_data(args: PairScorerArgs) -> TaskData:
     if args.extra_train == "sick":
         folder = data_folder(args.data_dir, "sick")
         pairs = load_sick(folder, "train")
-        sick = Dataset.from_dict(
-            {
-                "sentence1": [p.sentence_a for p in pairs],
-                "sentence2": [p.sentence_b for p in pairs],
-                "score": [(p.relatedness - 1.0) / 4.0 for p in pairs],
-            }
-        )  # 1–5 → 0–1
+        rows = [(p.sentence_a, p.sentence_b, (p.relatedness - 1.0) / 4.0) for p in pairs]  # 1–5 → 0–1
+        sick = columns(rows, ["sentence1", "sentence2", "score"])
         data.train = concatenate_datasets([data.train, sick.cast(data.train.features)])
         data.datasets.insert(1, dataset_entry("sick", "train", "train", folder, len(pairs)))
     elif args.extra_train == "silver":
@@ -156,15 +143,12 @@ def dense_negatives(
     args: CrossEncoderArgs, corpus: dict, queries: dict[str, str], positives: dict[str, set[str]], device: str
 ) -> dict[str, list[str]]:
     """{qid: doc ids} mined by sentence-transformers' mine_hard_negatives with the bi-encoder --dense-model."""
-    from datasets import Dataset
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.util import mine_hard_negatives
 
     text_to_id = {doc_text(doc): d for d, doc in corpus.items()}
     pairs = [(q, d) for q in queries for d in sorted(positives[q])]
-    data = Dataset.from_dict(
-        {"query": [queries[q] for q, _ in pairs], "positive": [doc_text(corpus[d]) for _, d in pairs]}
-    )
+    data = columns([(queries[q], doc_text(corpus[d])) for q, d in pairs], ["query", "positive"])
     model = SentenceTransformer(resolve_model(args.dense_model), device=device)
     mined = mine_hard_negatives(
         data,
@@ -224,16 +208,6 @@ def interleave(lists: list[list[str]], size: int) -> list[str]:
             if rank < len(items):
                 out.setdefault(items[rank])
     return list(out)[:size]
-
-
-def negative_stages(text: str) -> list[str]:
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    for name in names:
-        if name not in NEGATIVE_STAGES:
-            raise CtxirError(
-                f"--negative-stages names {name!r}: use a comma list of {', '.join(NEGATIVE_STAGES)}"
-            )
-    return names or [kinds.BM25]
 
 
 def add_general(args: CrossEncoderArgs, train: ScifactTraining, device: str) -> dict:
@@ -506,8 +480,6 @@ def find_negatives(args: CrossEncoderArgs, train: ScifactTraining, bm25, device:
 
 def scifact_dataset(args: CrossEncoderArgs, train: ScifactTraining, bm25, device: str):
     """Listwise: one row per (query, [positives, negatives], labels) group; else one row per labelled pair."""
-    from datasets import Dataset
-
     if args.loss not in LISTWISE:
         rows = [(train.queries[q], train.text(q, d), 1.0) for q, d in train.pairs]
         rows += [
@@ -515,9 +487,7 @@ def scifact_dataset(args: CrossEncoderArgs, train: ScifactTraining, bm25, device
             for q in sorted(train.negatives)
             for d in train.negatives[q]
         ]
-        return Dataset.from_dict(
-            {"query": [r[0] for r in rows], "document": [r[1] for r in rows], "label": [r[2] for r in rows]}
-        )
+        return columns(rows, ["query", "document", "label"])
     groups = [(q, [d for q2, d in train.pairs if q2 == q], train.negatives[q]) for q in train.queries]
     if args.negative_rounds > 1 or args.negative_pool > args.num_negatives:
         groups = resampled_groups(groups, train.bm25_pool, args)
@@ -530,10 +500,6 @@ def scifact_dataset(args: CrossEncoderArgs, train: ScifactTraining, bm25, device
         ]
     else:
         labels = [[1.0] * len(pos) + [0.0] * len(neg) for _, pos, neg in groups]
-    return Dataset.from_dict(
-        {
-            "query": [train.queries[q] for q, _, _ in groups],
-            "docs": [[train.text(q, d) for d in pos + neg] for q, pos, neg in groups],
-            "labels": labels,
-        }
-    )
+    queries = [train.queries[q] for q, _, _ in groups]
+    docs = [[train.text(q, d) for d in pos + neg] for q, pos, neg in groups]
+    return columns(list(zip(queries, docs, labels, strict=True)), ["query", "docs", "labels"])

@@ -96,14 +96,7 @@ def run(args: ClsLrArgs) -> dict:
         # of SciFact's test queries re-ranked by BM25, the cross-encoder and CLS-LR (one shared pass)
         reports = classification_reports(fitted, x_all, ce_all, labelled, output)
         test = rerank_candidates(bm25, inputs, ranker, reader, args)
-        retrieval = rerank_test(
-            bm25,
-            {kinds.CROSS_ENCODER: test.ce_logits, kinds.CLS_LR: test.cls_scores},
-            test.pairs,
-            test.queries,
-            {q: inputs.test_qrels[q] for q in test.qids},
-            args.rerank_depth,
-        )
+        retrieval = rerank_test(bm25, test, inputs.test_qrels, args.rerank_depth)
         # 7. the saved ranker, loaded back, and a CrossEncoderReranker score like the one-pass scores
         verification = verify_ranker(output, args, reader.cross_encoder, inputs.corpus, test, reader.device)
         # 8. metrics.json
@@ -159,14 +152,16 @@ def metrics_record(
     retrieval: dict,
     reader: Reader,
 ) -> dict:
-    """metrics.json (docs/reference/formats.md's contract); CLS-LR's "training" block in the Trainer scripts' keys."""
+    """metrics.json (docs/reference/formats.md's contract); CLS-LR's "training" block in the Trainer scripts' keys,
+    its "extra" every report and threshold, the C search and the feature passes' timings."""
+    timings = reader.timings
+    extraction_pairs = sum(t["pairs"] for t in timings.values() if not t["cached"])
+    extraction_seconds = sum(t["seconds"] for t in timings.values() if not t["cached"])
     ndcg = {name: agg["nDCG@10"] for name, agg in retrieval.items()}
     y_fit, y_report = labelled.y_fit, labelled.y_report
     general_pairs_count = sum(int(g.get("pairs", 0)) for g in labelled.general.values())
-    heldout_tuned, ce_heldout = (
-        reports["heldout_queries@tuned"]["report"],
-        reports["cross_encoder_heldout@tuned"],
-    )
+    heldout_tuned = reports["heldout_queries@tuned"]["report"]
+    ce_heldout = reports["cross_encoder_heldout@tuned"]
     heldout_how = (
         "train queries the cross-encoder never trained on"
         if args.heldout_queries == "base-unseen"
@@ -232,74 +227,57 @@ def metrics_record(
                 config=f"re-rank BM25 top-{args.rerank_depth}, {len(test.qids)} test queries; before = BM25 alone",
             ),
         ],
-        "extra": extra_record(args, inputs, labelled, fitted, reports, retrieval, reader, heldout_how),
-    }
-
-
-def extra_record(
-    args: ClsLrArgs,
-    inputs: Inputs,
-    labelled: Labelled,
-    fitted: Fitted,
-    reports: dict,
-    retrieval: dict,
-    reader: Reader,
-    heldout_how: str,
-) -> dict:
-    """metrics.json "extra": every report and threshold, the C search, the feature passes' timings."""
-    timings = reader.timings
-    extraction_pairs = sum(t["pairs"] for t in timings.values() if not t["cached"])
-    extraction_seconds = sum(t["seconds"] for t in timings.values() if not t["cached"])
-    return {
-        "classification_reports": {
-            k: {kk: vv for kk, vv in v.items() if kk != "text"} for k, v in reports.items()
+        "extra": {
+            "classification_reports": {
+                k: {kk: vv for kk, vv in v.items() if kk != "text"} for k, v in reports.items()
+            },
+            "classification_reports_text": {k: v["text"] for k, v in reports.items()},
+            "thresholds": {
+                "cls_lr_score": fitted.threshold,
+                "cls_lr_probability": float(sigmoid(fitted.threshold)),
+                "cls_lr_fit_oof_f1": fitted.oof_f1,
+                "cross_encoder_logit": fitted.ce_threshold,
+                "cross_encoder_fit_f1": fitted.ce_fit_f1,
+                "note": "'@0.5' = probability 0.5 (score 0); '@tuned' = the F1-maximising threshold "
+                "chosen on out-of-fold scores of the fit queries, never on held-out or test",
+            },
+            "c_selection": {
+                setting_name(*k): round(v[CV_METRICS[args.cv_metric]], 4) for k, v in fitted.cv.items()
+            },
+            "c_selection_metric": args.cv_metric,
+            "c_selection_both": {
+                setting_name(*k): {
+                    "average_precision": round(v["average_precision"], 4),
+                    "ndcg@10": round(v["ndcg"], 4),
+                }
+                for k, v in fitted.cv.items()
+            },
+            "chosen_C": fitted.best_c,
+            "chosen_score_emphasis": fitted.emphasis,
+            "features": "[CLS] + the cross-encoder's score" if args.score_feature else "[CLS]",
+            "general": labelled.general,
+            "queries": {
+                "fit": len(inputs.fit_qids),
+                "heldout": len(inputs.heldout_qids),
+                "heldout_reported": len(labelled.eligible),
+                "test": len(inputs.test_qids),
+            },
+            "heldout_queries": heldout_how,
+            "reranking": {name: {k: round(v, 4) for k, v in agg.items()} for name, agg in retrieval.items()},
+            "pr_curve": "pr_curve.png",
+            "max_length": reader.max_length,
+            "layer": args.layer,
+            "base_model_path": inputs.base_path,
+            "base_model_reference": fitted.base_ref,
+            "feature_extraction": timings,
+            "feature_extraction_pairs_per_second": round(extraction_pairs / extraction_seconds, 2)
+            if extraction_seconds > 0
+            else None,
+            "notes": "CLS-LR has no gradient training: 'steps'/'epochs' are L-BFGS iterations (each one full pass "
+            "over the fit features), learning_rate is null, batch_size is the feature-extraction batch. "
+            "wall_time_seconds covers feature extraction of all train pairs + C search + fit; "
+            "examples_per_second = fit pairs / that time.",
         },
-        "classification_reports_text": {k: v["text"] for k, v in reports.items()},
-        "thresholds": {
-            "cls_lr_score": fitted.threshold,
-            "cls_lr_probability": float(sigmoid(fitted.threshold)),
-            "cls_lr_fit_oof_f1": fitted.oof_f1,
-            "cross_encoder_logit": fitted.ce_threshold,
-            "cross_encoder_fit_f1": fitted.ce_fit_f1,
-            "note": "'@0.5' = probability 0.5 (score 0); '@tuned' = the F1-maximising threshold "
-            "chosen on out-of-fold scores of the fit queries, never on held-out or test",
-        },
-        "c_selection": {
-            setting_name(*k): round(v[CV_METRICS[args.cv_metric]], 4) for k, v in fitted.cv.items()
-        },
-        "c_selection_metric": args.cv_metric,
-        "c_selection_both": {
-            setting_name(*k): {
-                "average_precision": round(v["average_precision"], 4),
-                "ndcg@10": round(v["ndcg"], 4),
-            }
-            for k, v in fitted.cv.items()
-        },
-        "chosen_C": fitted.best_c,
-        "chosen_score_emphasis": fitted.emphasis,
-        "features": "[CLS] + the cross-encoder's score" if args.score_feature else "[CLS]",
-        "general": labelled.general,
-        "queries": {
-            "fit": len(inputs.fit_qids),
-            "heldout": len(inputs.heldout_qids),
-            "heldout_reported": len(labelled.eligible),
-            "test": len(inputs.test_qids),
-        },
-        "heldout_queries": heldout_how,
-        "reranking": {name: {k: round(v, 4) for k, v in agg.items()} for name, agg in retrieval.items()},
-        "pr_curve": "pr_curve.png",
-        "max_length": reader.max_length,
-        "layer": args.layer,
-        "base_model_path": inputs.base_path,
-        "base_model_reference": fitted.base_ref,
-        "feature_extraction": timings,
-        "feature_extraction_pairs_per_second": round(extraction_pairs / extraction_seconds, 2)
-        if extraction_seconds > 0
-        else None,
-        "notes": "CLS-LR has no gradient training: 'steps'/'epochs' are L-BFGS iterations (each one full pass "
-        "over the fit features), learning_rate is null, batch_size is the feature-extraction batch. "
-        "wall_time_seconds covers feature extraction of all train pairs + C search + fit; "
-        "examples_per_second = fit pairs / that time.",
     }
 
 

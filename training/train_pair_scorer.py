@@ -9,7 +9,8 @@ what is saved small enough to ship inside ctxir (``training/ship.py --pair-score
 Why its own script: ``train_cross_encoder.py --head segment-cosine`` builds a ``TopLayersTransformer`` body, whose
 saved form is the trained layers themselves, not an adapter; here the body is a plain ``Transformer`` so PEFT's
 ``add_adapter`` and ``save_pretrained`` write an adapter that ``ctxir.encoders.models.load_cross_encoder`` merges back in.
-Its STS-B data is train_cross_encoder.py's (task stsb); its steps are those of every Trainer script (training/steps.py).
+Its data is the cross-encoder's STS-B pairs (``cross_encoder_data.build_pair_scorer_data``); its steps are those of every
+Trainer script (``training/steps.py``).
 
 Settings are chosen on STS-B dev (the in-training evaluator and ``dev_after`` in metrics.json); test is only reported.
 
