@@ -216,6 +216,7 @@ def test_the_explanation_of_a_pair_is_of_the_texts_after_their_prompts(st):
 def test_the_apps_search_takes_other_prompts_and_says_which_it_used(st, prompted_dir):
     from ctxir.app.config import AppConfig
     from ctxir.app.models import AppModels
+    from ctxir.app.pairs_tab import score_pairs
     from ctxir.app.search import search
     from ctxir.app.state import AppState
 
@@ -245,3 +246,6 @@ def test_the_apps_search_takes_other_prompts_and_says_which_it_used(st, prompted
         CtxirError, match=r"document prompt 'doc: ' would encode all 3 documents .* limit of 2"
     ):
         search(small, TEXTS[0], "tiny", "dense", k=3, document_prompt="doc: ")
+    # Pair scoring's bi-encoder cosine is the one a search ranks by: each text after its prompt
+    cosines = [row["bi_encoder_cosine"] for row in score_pairs(state, TEXTS[0], TEXTS).rows]
+    assert sorted(cosines, reverse=True) == pytest.approx(expected(), abs=2e-4)

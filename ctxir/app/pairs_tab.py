@@ -20,6 +20,7 @@ from ctxir.app.text import md_code, rounded, snippet, split_lines
 from ctxir.app.ui import Ui, exports, frame, guard, lines, shares, show, tab_intro
 from ctxir.checks import check_int, check_text
 from ctxir.data.demo import demo_presets
+from ctxir.encoders.bi_encoder import model_prompts
 from ctxir.encoders.lengths import max_length_for, position_limit
 from ctxir.kinds import CROSS_ENCODER
 from ctxir.rerank.registry import RERANKERS
@@ -164,8 +165,9 @@ def score_pairs(
 def _pair_scores(models: AppModels, query: str, docs: list[str]) -> dict[str, list[float] | None]:
     """{pair-score field: a score per document}: each re-ranker kind's (None where it is not loaded), then the
     bi-encoder's cosine."""
-    q = models.bi_encoder.encode([query], normalize_embeddings=True, convert_to_numpy=True)  # (1, dim)
-    d = models.bi_encoder.encode(docs, normalize_embeddings=True, convert_to_numpy=True)  # (docs, dim)
+    prompts = model_prompts(models.bi_encoder)  # each text after its prompt, as search encodes it
+    q = models.bi_encoder.encode([query], prompt=prompts["query"], normalize_embeddings=True)  # (1, dim)
+    d = models.bi_encoder.encode(docs, prompt=prompts["document"], normalize_embeddings=True)  # (docs, dim)
     values = {
         kind.pair_column: np.asarray(kind.pair_scores(models.rerankers[name], query, docs)).tolist()
         if name in models.rerankers
@@ -180,8 +182,9 @@ def _extra_scores(role: str, model, query: str, docs: list[str]) -> list[float]:
     """A model loaded by name: a cross-encoder's raw pair scores, or a bi-encoder's cosine of query and document."""
     if role == CROSS_ENCODER:
         return np.asarray(model.score_pairs(query, docs), dtype=float).tolist()
-    q = model.encode([query], normalize_embeddings=True, convert_to_numpy=True)  # (1, dim)
-    d = model.encode(docs, normalize_embeddings=True, convert_to_numpy=True)  # (docs, dim)
+    prompts = model_prompts(model)  # each text after its prompt, as search encodes it
+    q = model.encode([query], prompt=prompts["query"], normalize_embeddings=True)  # (1, dim)
+    d = model.encode(docs, prompt=prompts["document"], normalize_embeddings=True)  # (docs, dim)
     return (d @ q[0]).tolist()
 
 
