@@ -39,7 +39,7 @@ from typing import Any, TypeVar
 
 from ctxir.cli import RECIPE_HELP
 from ctxir.cli import cli_main as _cli_main
-from ctxir.encoders.models import DEFAULT_BI_ENCODER, set_threads  # noqa: F401  (set_threads: re-exported)
+from ctxir.encoders.models import DEFAULT_BI_ENCODER
 from ctxir.files import DiskFullError, is_disk_full
 from ctxir.publish.known_datasets import DATA_LICENSES
 from ctxir.publish.metrics_file import json_default
