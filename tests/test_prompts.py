@@ -249,3 +249,24 @@ def test_the_apps_search_takes_other_prompts_and_says_which_it_used(st, prompted
     # Pair scoring's bi-encoder cosine is the one a search ranks by: each text after its prompt
     cosines = [row["bi_encoder_cosine"] for row in score_pairs(state, TEXTS[0], TEXTS).rows]
     assert sorted(cosines, reverse=True) == pytest.approx(expected(), abs=2e-4)
+
+
+@pytest.mark.parametrize(("prompts", "wanted"), [(PROMPTS, True), ({"query": "", "document": ""}, False)])
+def test_adapt_trains_on_the_texts_after_the_models_prompts(st, tmp_path, monkeypatch, prompts, wanted):
+    import sentence_transformers
+
+    from ctxir.adapt.train import TrainPlan, train_adapter
+
+    seen = {}
+
+    def arguments(**kwargs):  # the trainer's arguments, seen; training itself is tests/test_adapt.py's
+        seen.update(kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sentence_transformers, "SentenceTransformerTrainingArguments", arguments)
+    st.prompts = dict(prompts)
+    rows = {"anchor": ["q"], "positive": ["p"], "negative": ["n"]}
+    with pytest.raises(KeyboardInterrupt):
+        train_adapter(st, rows, "mnrl", TrainPlan(), tmp_path, None)
+    expected = {"anchor": "query: ", "positive": "passage: ", "negative": "passage: "}
+    assert seen["prompts"] == (expected if wanted else None)

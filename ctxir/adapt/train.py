@@ -175,6 +175,9 @@ def train_adapter(model, rows: dict[str, list], loss_name: str, plan: TrainPlan,
 
     loss = MarginMSELoss(model, similarity_fct=pairwise_cos_sim) if loss_name == "margin-mse" else None
     loss = loss or MultipleNegativesRankingLoss(model)
+    # the model's own prompts before the pseudo-queries and the documents, as retrieval encodes them afterwards
+    own = model_prompts(model)
+    columns = {"anchor": own["query"], "positive": own["document"], "negative": own["document"]}
     args = SentenceTransformerTrainingArguments(
         output_dir=str(checkpoints),
         per_device_train_batch_size=plan.batch_size,
@@ -191,6 +194,7 @@ def train_adapter(model, rows: dict[str, list], loss_name: str, plan: TrainPlan,
         use_cpu=str(model.device) == "cpu",
         batch_sampler=BatchSamplers.NO_DUPLICATES if loss_name == "mnrl" else BatchSamplers.BATCH_SAMPLER,
         disable_tqdm=not plan.show_progress,
+        prompts={column: prompt for column, prompt in columns.items() if prompt} or None,
     )
     budget = BudgetCallback(deadline, plan.save_minutes)
     resumed = last_checkpoint(checkpoints)
