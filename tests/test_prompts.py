@@ -270,3 +270,32 @@ def test_adapt_trains_on_the_texts_after_the_models_prompts(st, tmp_path, monkey
         train_adapter(st, rows, "mnrl", TrainPlan(), tmp_path, None)
     expected = {"anchor": "query: ", "positive": "passage: ", "negative": "passage: "}
     assert seen["prompts"] == (expected if wanted else None)
+
+
+def test_the_prompt_flags_are_the_models_and_each_extra_model_keeps_its_own(
+    beir_dir, tmp_path, prompted_dir, tiny_bert_dir
+):
+    out = tmp_path / "r.json"
+    argv = [
+        "--data",
+        str(beir_dir),
+        "--retriever",
+        "hybrid",
+        "--model",
+        str(tiny_bert_dir),
+        "--output",
+        str(out),
+    ]
+    argv += [
+        "--extra-models",
+        str(prompted_dir),
+        "--query-prompt",
+        "search: ",
+        "--cache-dir",
+        str(tmp_path / "c"),
+    ]
+    assert main(argv) == 0
+    assert json.loads(out.read_text())["prompts"] == {
+        str(tiny_bert_dir): {"query": "search: ", "document": ""},
+        str(prompted_dir): PROMPTS,
+    }

@@ -67,8 +67,9 @@ def _encoder(args: EvaluateArgs, model: str = ""):
         batch_size=args.batch_size,
         backend=args.backend,
         onnx_dir=cache_root(args.cache_dir) / "onnx",
-        query_prompt=args.query_prompt,
-        document_prompt=args.document_prompt,
+        # the flags are --model's: each of --extra-models keeps its own prompts
+        query_prompt=None if model else args.query_prompt,
+        document_prompt=None if model else args.document_prompt,
     )
 
 

@@ -41,13 +41,13 @@ class EvaluateArgs:
     query_prompt: str | None = field(
         default=None,
         metadata={
-            "help": "text put before each query (and each STS sentence): default the bi-encoder's own prompt "
-            "(config_sentence_transformers.json, e.g. e5's 'query: '); '' for none"
+            "help": "text --model puts before each query (and each STS sentence): default its own prompt "
+            "(config_sentence_transformers.json, e.g. e5's 'query: '); '' for none; --extra-models keep theirs"
         },
     )
     document_prompt: str | None = field(
         default=None,
-        metadata={"help": "text put before each document: default the bi-encoder's own prompt; '' for none"},
+        metadata={"help": "text --model puts before each document: default its own prompt; '' for none"},
     )
     index: Literal["auto", "exact", "ann"] = field(
         default="auto",
