@@ -299,3 +299,14 @@ def test_the_prompt_flags_are_the_models_and_each_extra_model_keeps_its_own(
         str(tiny_bert_dir): {"query": "search: ", "document": ""},
         str(prompted_dir): PROMPTS,
     }
+
+
+def test_a_text_that_is_neither_takes_the_models_default_prompt_as_encode_does(st):
+    st.default_prompt_name = "query"
+    encoder = BiEncoder(st, cache=False, query_prompt="")
+    assert encoder.prompt() == "query: "
+    np.testing.assert_allclose(encoder.encode(TEXTS), unit(st.encode(TEXTS)), atol=1e-6)
+    # a query is encoded with the query prompt, here none: the default does not reach it (as encode_query)
+    np.testing.assert_allclose(
+        encoder.encode(TEXTS, role="query"), unit(st.encode(TEXTS, prompt="")), atol=1e-6
+    )

@@ -338,9 +338,9 @@ class BiEncoder:
 
     def prompt(self, role: str | None = None) -> str:
         """The text put before each text of ``role``: "query", "document", or None (the model's default prompt)."""
-        if role is None:
+        if role is None:  # as SentenceTransformer.encode: the prompt its default_prompt_name names, if any
             name = getattr(self.model, "default_prompt_name", None)
-            return (getattr(self.model, "prompts", None) or {}).get(name) or "" if name else ""
+            return ((getattr(self.model, "prompts", None) or {}).get(name) or "") if name else ""
         if role not in ROLES:
             raise CtxirError(
                 f"role {role!r} is not known: use one of {', '.join(map(repr, ROLES))}, or None for neither"
