@@ -31,7 +31,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.common import (
@@ -41,6 +41,7 @@ from benchmarks.common import (
     load_average,
     main_for,
     markdown_table,
+    opt,
     save_figure,
     summary_ms,
 )
@@ -59,37 +60,29 @@ APP_QUERIES = (
 
 @dataclass
 class AppBenchArgs:
-    output: str = field(default="", metadata={"help": "JSON path (default: results/bench/app.json)"})
-    url: str = field(
-        default="",
-        metadata={
-            "help": "an app already running; '' = start `python app.py` in its own process (loopback, free port) and "
-            "stop it afterwards"
-        },
+    output: str = opt("", "JSON path (default: results/bench/app.json)")
+    url: str = opt(
+        "",
+        "an app already running; '' = start `python app.py` in its own process (loopback, free port) and "
+        "stop it afterwards",
     )
-    corpus: str = field(default="demo", metadata={"help": "corpus name the search endpoints use"})
-    cross_encoder: str = field(
-        default="",
-        metadata={
-            "help": "started app: CTXIR_CROSS_ENCODER ('' = the shipped cross-encoder, what a fresh install re-ranks with)"
-        },
+    corpus: str = opt("demo", "corpus name the search endpoints use")
+    cross_encoder: str = opt(
+        "",
+        "started app: CTXIR_CROSS_ENCODER ('' = the shipped cross-encoder, what a fresh install re-ranks with)",
     )
-    rerank_backend: str = field(
-        default="",
-        metadata={
-            "help": "started app: CTXIR_RERANK_BACKEND, how its cross-encoders score ('' = the app's default, onnx-int8)"
-        },
+    rerank_backend: str = opt(
+        "",
+        "started app: CTXIR_RERANK_BACKEND, how its cross-encoders score ('' = the app's default, onnx-int8)",
     )
-    repeats: int = field(default=10, metadata={"help": "timed calls per endpoint"})
-    warmup: int = field(default=1, metadata={"help": "untimed calls per endpoint first"})
-    endpoints: str = field(default="", metadata={"help": "comma-separated labels to run ('' = all)"})
-    torch_threads: int = field(default=0, metadata={"help": "started app: CTXIR_TORCH_THREADS"})
-    in_process: bool = field(
-        default=True,
-        metadata={
-            "help": "also time each endpoint's view and its whole callback in this process (the app's models loaded "
-            "here too, as the started app loads them; with --url, as app.py loads them by default)"
-        },
+    repeats: int = opt(10, "timed calls per endpoint")
+    warmup: int = opt(1, "untimed calls per endpoint first")
+    endpoints: str = opt("", "comma-separated labels to run ('' = all)")
+    torch_threads: int = opt(0, "started app: CTXIR_TORCH_THREADS")
+    in_process: bool = opt(
+        True,
+        "also time each endpoint's view and its whole callback in this process (the app's models loaded "
+        "here too, as the started app loads them; with --url, as app.py loads them by default)",
     )
     start_timeout_s: float = 600.0
 

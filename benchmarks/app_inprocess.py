@@ -22,35 +22,29 @@ import platform
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
 from benchmarks.app import start_app, stop_app
-from benchmarks.common import command_line, main_for
+from benchmarks.common import command_line, main_for, opt
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @dataclass
 class BenchmarkArgs:
-    repeats: int = field(default=1, metadata={"help": "passes over the demo queries per configuration"})
-    depth: int = field(default=20, metadata={"help": "candidates the cross-encoder re-ranks"})
-    torch_threads: int = field(
-        default=0, metadata={"help": "torch intra-op threads; 0 = torch's default, as app.py"}
-    )
-    cold_start: bool = field(default=True, metadata={"help": "also time `python app.py` starting twice"})
-    attention_tokens: str = field(
-        default="64,128,256", metadata={"help": "input lengths for the attention view"}
-    )
-    output: str = field(default="results/app_benchmark.json", metadata={"help": "JSON written here"})
-    cross_encoder: str = field(
-        default="",
-        metadata={
-            "help": "cross-encoder id or folder; '' = the one ctxir ships (ctxir/assets/models), else the packaged "
-            "all-MiniLM-L6-v2 body with a fresh 1-label head (the size of cross-encoder/ms-marco-MiniLM-L6-v2)"
-        },
+    repeats: int = opt(1, "passes over the demo queries per configuration")
+    depth: int = opt(20, "candidates the cross-encoder re-ranks")
+    torch_threads: int = opt(0, "torch intra-op threads; 0 = torch's default, as app.py")
+    cold_start: bool = opt(True, "also time `python app.py` starting twice")
+    attention_tokens: str = opt("64,128,256", "input lengths for the attention view")
+    output: str = opt("results/app_benchmark.json", "JSON written here")
+    cross_encoder: str = opt(
+        "",
+        "cross-encoder id or folder; '' = the one ctxir ships (ctxir/assets/models), else the packaged "
+        "all-MiniLM-L6-v2 body with a fresh 1-label head (the size of cross-encoder/ms-marco-MiniLM-L6-v2)",
     )
 
 

@@ -186,6 +186,11 @@ def finish(
 # ---------------------------------------------------------------- argument and data helpers
 
 
+def opt(default, help: str):
+    """A dataclass field with a default and its ``--help`` line."""
+    return dataclasses.field(default=default, metadata={"help": help})
+
+
 def summary_ms(values: list[float]) -> dict:
     return {
         "p50_ms": round(float(np.percentile(values, 50)) * 1000, 2),

@@ -18,7 +18,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +31,7 @@ from benchmarks.common import (
     load_average,
     main_for,
     markdown_table,
+    opt,
     resolve_model_path,
     save_figure,
     set_torch_threads,
@@ -58,57 +59,35 @@ SHIPPED_AS = {
 
 @dataclass
 class EncodeArgs:
-    output: str = field(default="", metadata={"help": "JSON path (default: results/bench/encode.json)"})
-    variants: str = field(
-        default=",".join(ENCODE_VARIANTS),
-        metadata={
-            "help": f"comma-separated, of {', '.join(ENCODE_VARIANTS)} (st, the baseline, is always measured)"
-        },
+    output: str = opt("", "JSON path (default: results/bench/encode.json)")
+    variants: str = opt(
+        ",".join(ENCODE_VARIANTS),
+        f"comma-separated, of {', '.join(ENCODE_VARIANTS)} (st, the baseline, is always measured)",
     )
-    model: str = field(
-        default="", metadata={"help": "bi-encoder folder or id ('' = packaged all-MiniLM-L6-v2)"}
+    model: str = opt("", "bi-encoder folder or id ('' = packaged all-MiniLM-L6-v2)")
+    data_root: str = opt(
+        "../shared/data", "holds scifact/ (timed texts, nDCG@10) and the calibration set (BEIR layout)"
     )
-    data_root: str = field(
-        default="../shared/data",
-        metadata={"help": "holds scifact/ (timed texts, nDCG@10) and the calibration set (BEIR layout)"},
-    )
-    num_texts: int = field(default=256, metadata={"help": "timed texts: the first N SciFact abstracts"})
+    num_texts: int = opt(256, "timed texts: the first N SciFact abstracts")
     batch_size: int = 32
-    repeats: int = field(
-        default=5,
-        metadata={
-            "help": "timed passes per variant, interleaved (pass 1 of every variant, then pass 2, …): medians reported"
-        },
+    repeats: int = opt(
+        5, "timed passes per variant, interleaved (pass 1 of every variant, then pass 2, …): medians reported"
     )
-    threads: int = field(
-        default=0, metadata={"help": "torch and ONNX Runtime intra-op threads (0 = all cores)"}
+    threads: int = opt(0, "torch and ONNX Runtime intra-op threads (0 = all cores)")
+    short_length: int = opt(128, "max-length-short: the shorter max_seq_length")
+    ndcg: bool = opt(True, "SciFact test nDCG@10 of every variant (encodes the corpus)")
+    ndcg_docs: int = opt(
+        0, "0 = all SciFact documents; N = the judged test documents + random others up to N (stated)"
     )
-    short_length: int = field(default=128, metadata={"help": "max-length-short: the shorter max_seq_length"})
-    ndcg: bool = field(
-        default=True, metadata={"help": "SciFact test nDCG@10 of every variant (encodes the corpus)"}
+    calibration_set: str = opt(
+        "msmarco_sample",
+        "onnx-int8-static: folder under --data-root whose passages calibrate activations (never SciFact)",
     )
-    ndcg_docs: int = field(
-        default=0,
-        metadata={
-            "help": "0 = all SciFact documents; N = the judged test documents + random others up to N (stated)"
-        },
+    calibration_texts: int = opt(256, "passages fed to the static calibration")
+    onnx_dir: str = opt(
+        "", "where exported/quantised ONNX files go and are reused (default: results/bench/onnx)"
     )
-    calibration_set: str = field(
-        default="msmarco_sample",
-        metadata={
-            "help": "onnx-int8-static: folder under --data-root whose passages calibrate activations (never SciFact)"
-        },
-    )
-    calibration_texts: int = field(default=256, metadata={"help": "passages fed to the static calibration"})
-    onnx_dir: str = field(
-        default="",
-        metadata={
-            "help": "where exported/quantised ONNX files go and are reused (default: results/bench/onnx)"
-        },
-    )
-    cache_dir: str = field(
-        default="", metadata={"help": "ctxir cache root for corpus embeddings ($CTXIR_CACHE)"}
-    )
+    cache_dir: str = opt("", "ctxir cache root for corpus embeddings ($CTXIR_CACHE)")
     seed: int = 0
     progress: bool = True
 

@@ -21,30 +21,28 @@ import platform
 import statistics
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import command_line, main_for
+from benchmarks.common import command_line, main_for, opt
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @dataclass
 class BenchmarkArgs:
-    repeats: int = field(default=7, metadata={"help": "timed calls per configuration (p50 over them)"})
-    tokens: int = field(default=128, metadata={"help": "length of [CLS] q [SEP] d [SEP] in word-pieces"})
-    n_steps: int = field(default=0, metadata={"help": "IG steps; 0 = ctxir.explain.DEFAULT_IG_STEPS"})
-    torch_threads: int = field(default=0, metadata={"help": "torch intra-op threads; 0 = torch's default"})
-    survey_pairs: int = field(
-        default=0,
-        metadata={
-            "help": "also measure the completeness error at 16/32/64 steps "
-            "on this many random demo (query, passage) pairs"
-        },
+    repeats: int = opt(7, "timed calls per configuration (p50 over them)")
+    tokens: int = opt(128, "length of [CLS] q [SEP] d [SEP] in word-pieces")
+    n_steps: int = opt(0, "IG steps; 0 = ctxir.explain.DEFAULT_IG_STEPS")
+    torch_threads: int = opt(0, "torch intra-op threads; 0 = torch's default")
+    survey_pairs: int = opt(
+        0,
+        "also measure the completeness error at 16/32/64 steps "
+        "on this many random demo (query, passage) pairs",
     )
-    output: str = field(default="results/explain_benchmark.json", metadata={"help": "JSON written here"})
+    output: str = opt("results/explain_benchmark.json", "JSON written here")
 
 
 def machine() -> dict:

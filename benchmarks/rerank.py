@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +23,7 @@ from benchmarks.common import (
     markdown_table,
     median_of,
     numbers,
+    opt,
     resolve_model_path,
     save_figure,
     set_torch_threads,
@@ -37,43 +38,33 @@ from ctxir.types import doc_text
 
 @dataclass
 class RerankArgs:
-    output: str = field(default="", metadata={"help": "JSON path (default: results/bench/rerank.json)"})
-    model: str = field(
-        default="",
-        metadata={
-            "help": "cross-encoder folder or id; '' = the packaged all-MiniLM-L6-v2 body with a fresh 1-label head "
-            "(the size and cost of cross-encoder/ms-marco-MiniLM-L6-v2; its scores are meaningless)"
-        },
+    output: str = opt("", "JSON path (default: results/bench/rerank.json)")
+    model: str = opt(
+        "",
+        "cross-encoder folder or id; '' = the packaged all-MiniLM-L6-v2 body with a fresh 1-label head "
+        "(the size and cost of cross-encoder/ms-marco-MiniLM-L6-v2; its scores are meaningless)",
     )
-    candidates: str = field(default="10,20,50,100", metadata={"help": "re-ranked candidates per query"})
-    collection: str = field(
-        default="scifact",
-        metadata={
-            "help": "scifact (its train queries over its abstracts, from --data-root) or demo (the app's built-in demo "
-            "corpus and its example queries: what the app re-ranks on a fresh install)"
-        },
+    candidates: str = opt("10,20,50,100", "re-ranked candidates per query")
+    collection: str = opt(
+        "scifact",
+        "scifact (its train queries over its abstracts, from --data-root) or demo (the app's built-in demo "
+        "corpus and its example queries: what the app re-ranks on a fresh install)",
     )
-    num_queries: int = field(default=20, metadata={"help": "queries timed (latency only)"})
+    num_queries: int = opt(20, "queries timed (latency only)")
     warmup: int = 2
-    repeats: int = field(default=3, metadata={"help": "passes over the queries; p50/p95 are their medians"})
-    batch_size: int = field(
-        default=32, metadata={"help": "pairs per forward pass (CrossEncoderReranker's default)"}
+    repeats: int = opt(3, "passes over the queries; p50/p95 are their medians")
+    batch_size: int = opt(32, "pairs per forward pass (CrossEncoderReranker's default)")
+    backend: str = opt(
+        "torch",
+        "how the re-ranker scores: torch, onnx or onnx-int8 (the app's default, app.py --rerank-backend)",
     )
-    backend: str = field(
-        default="torch",
-        metadata={
-            "help": "how the re-ranker scores: torch, onnx or onnx-int8 (the app's default, app.py --rerank-backend)"
-        },
-    )
-    threads: int = field(default=0, metadata={"help": "torch threads (0 = all cores)"})
-    compare_st: bool = field(
-        default=False,
-        metadata={
-            "help": "also time a plain sentence-transformers CrossEncoder of the same shape (the packaged all-MiniLM-L6-v2 "
-            "body, a fresh 1-label head, max_length 512 as cross-encoder/ms-marco-MiniLM-L6-v2) on the same "
-            "candidates, interleaved query by query (its scores are meaningless; its cost is what a user "
-            "would otherwise run)"
-        },
+    threads: int = opt(0, "torch threads (0 = all cores)")
+    compare_st: bool = opt(
+        False,
+        "also time a plain sentence-transformers CrossEncoder of the same shape (the packaged all-MiniLM-L6-v2 "
+        "body, a fresh 1-label head, max_length 512 as cross-encoder/ms-marco-MiniLM-L6-v2) on the same "
+        "candidates, interleaved query by query (its scores are meaningless; its cost is what a user "
+        "would otherwise run)",
     )
     data_root: str = "../shared/data"
     seed: int = 0

@@ -42,7 +42,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -56,6 +56,7 @@ from benchmarks.common import (
     machine,
     main_for,
     markdown_table,
+    opt,
     rss_mb,
     save_figure,
 )
@@ -73,65 +74,42 @@ REAL_SETS = ("scifact", "msmarco_sample")
 class SearchArgs(IndexSettings):
     """The benchmark's flags: the corpus, the queries and the timing, beside how each index is built."""
 
-    num_docs: int = field(
-        default=10_000, metadata={"help": "corpus size (real documents first, then synthetic)"}
+    num_docs: int = opt(10_000, "corpus size (real documents first, then synthetic)")
+    output: str = opt("", "JSON path (default: results/bench/search-<N>.json)")
+    indexes: str = opt(DEFAULT_INDEXES, f"comma-separated, of {', '.join(INDEX_TYPES)}")
+    num_queries: int = opt(300, "timed single queries per pass (≥ 200 for p95)")
+    warmup: int = opt(20, "untimed queries first")
+    repeats: int = opt(3, "timed passes; the reported p50/p95 are their medians")
+    scan_queries: int = opt(
+        0,
+        "exact, exact-st and int8-flat (full scans, up to ~1 s a query at 1M): time only the first N queries "
+        "per pass (0 = --num-queries); their recall is then over those N",
     )
-    output: str = field(default="", metadata={"help": "JSON path (default: results/bench/search-<N>.json)"})
-    indexes: str = field(
-        default=DEFAULT_INDEXES, metadata={"help": f"comma-separated, of {', '.join(INDEX_TYPES)}"}
+    k: int = opt(10, "hits per query (recall@k against exact)")
+    real_docs: int = opt(
+        -1, "at most this many real embedded documents (-1 = all 10,183; 0 = synthetic only, no model)"
     )
-    num_queries: int = field(default=300, metadata={"help": "timed single queries per pass (≥ 200 for p95)"})
-    warmup: int = field(default=20, metadata={"help": "untimed queries first"})
-    repeats: int = field(default=3, metadata={"help": "timed passes; the reported p50/p95 are their medians"})
-    scan_queries: int = field(
-        default=0,
-        metadata={
-            "help": "exact, exact-st and int8-flat (full scans, up to ~1 s a query at 1M): time only the first N queries "
-            "per pass (0 = --num-queries); their recall is then over those N"
-        },
+    data_root: str = opt("../shared/data", "folder holding scifact/ and msmarco_sample/ (BEIR layout)")
+    noise: float = opt(
+        1.0,
+        "synthetic documents: root-mean-square norm of the noise added to a unit-length real embedding before "
+        "re-normalising; 1.0 puts a synthetic document as far from its centre (median cosine 0.71) as a real "
+        "one is from its nearest real neighbour (0.72)",
     )
-    k: int = field(default=10, metadata={"help": "hits per query (recall@k against exact)"})
-    real_docs: int = field(
-        default=-1,
-        metadata={
-            "help": "at most this many real embedded documents (-1 = all 10,183; 0 = synthetic only, no model)"
-        },
+    search_threads: int = opt(
+        1,
+        "torch and faiss threads while single queries are timed; on a shared 2-core machine a second "
+        "OpenMP thread waits on a busy core (measured: faiss binary search at 10k flipping 0.04 ↔ 24 ms)",
     )
-    data_root: str = field(
-        default="../shared/data",
-        metadata={"help": "folder holding scifact/ and msmarco_sample/ (BEIR layout)"},
+    index_dir: str = opt(
+        "", "where ctxir-ann's file is written (default: a temporary folder, removed afterwards)"
     )
-    noise: float = field(
-        default=1.0,
-        metadata={
-            "help": "synthetic documents: root-mean-square norm of the noise added to a unit-length real embedding before "
-            "re-normalising; 1.0 puts a synthetic document as far from its centre (median cosine 0.71) as a real "
-            "one is from its nearest real neighbour (0.72)"
-        },
-    )
-    search_threads: int = field(
-        default=1,
-        metadata={
-            "help": "torch and faiss threads while single queries are timed; on a shared 2-core machine a second "
-            "OpenMP thread waits on a busy core (measured: faiss binary search at 10k flipping 0.04 ↔ 24 ms)"
-        },
-    )
-    index_dir: str = field(
-        default="",
-        metadata={
-            "help": "where ctxir-ann's file is written (default: a temporary folder, removed afterwards)"
-        },
-    )
-    cache_dir: str = field(
-        default="", metadata={"help": "ctxir cache root for the real embeddings ($CTXIR_CACHE)"}
-    )
-    query_encode: int = field(
-        default=100,
-        metadata={
-            "help": "also time encoding this many real query texts one at a time on --search-threads threads (the "
-            "other half of a query's cost, which ctxir.retrieval.AUTO_ANN_THRESHOLD weighs the scan against; "
-            "0 = skip; needs --real-docs ≠ 0)"
-        },
+    cache_dir: str = opt("", "ctxir cache root for the real embeddings ($CTXIR_CACHE)")
+    query_encode: int = opt(
+        100,
+        "also time encoding this many real query texts one at a time on --search-threads threads (the "
+        "other half of a query's cost, which ctxir.retrieval.AUTO_ANN_THRESHOLD weighs the scan against; "
+        "0 = skip; needs --real-docs ≠ 0)",
     )
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +21,7 @@ from benchmarks.common import (
     main_for,
     markdown_table,
     numbers,
+    opt,
     resolve_model_path,
     save_figure,
     set_torch_threads,
@@ -33,20 +34,18 @@ from ctxir.types import doc_text
 
 @dataclass
 class TrainArgs:
-    output: str = field(default="", metadata={"help": "JSON path (default: results/bench/train.json)"})
-    model: str = field(
-        default="",
-        metadata={
-            "help": "body to train ('' = the packaged all-MiniLM-L6-v2 + a fresh "
-            "1-label head, as training/train_cross_encoder.py starts)"
-        },
+    output: str = opt("", "JSON path (default: results/bench/train.json)")
+    model: str = opt(
+        "",
+        "body to train ('' = the packaged all-MiniLM-L6-v2 + a fresh "
+        "1-label head, as training/train_cross_encoder.py starts)",
     )
     batch_sizes: str = "8,16,32"
     max_lengths: str = "128,256"
-    steps: int = field(default=4, metadata={"help": "timed optimiser steps per setting"})
-    warmup_steps: int = field(default=1, metadata={"help": "untimed steps first"})
+    steps: int = opt(4, "timed optimiser steps per setting")
+    warmup_steps: int = opt(1, "untimed steps first")
     learning_rate: float = 2e-5
-    threads: int = field(default=0, metadata={"help": "torch threads (0 = all cores)"})
+    threads: int = opt(0, "torch threads (0 = all cores)")
     data_root: str = "../shared/data"
     seed: int = 0
     progress: bool = True

@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -24,6 +24,7 @@ from benchmarks.common import (
     load_average,
     main_for,
     markdown_table,
+    opt,
     set_torch_threads,
     summary_ms,
 )
@@ -34,27 +35,21 @@ SEARCH_QUERY = "where do otters live along the river bank"
 
 @dataclass
 class ViewsArgs:
-    output: str = field(default="", metadata={"help": "JSON path (default: results/bench/views.json)"})
-    devices: str = field(default="cpu", metadata={"help": "comma-separated: cpu, cuda, cuda:N, mps"})
-    repeats: int = field(default=10, metadata={"help": "timed calls per view"})
-    warmup: int = field(default=2, metadata={"help": "untimed calls per view first"})
-    explain_repeats: int = field(
-        default=3, metadata={"help": "timed calls of the explanation (integrated gradients)"}
+    output: str = opt("", "JSON path (default: results/bench/views.json)")
+    devices: str = opt("cpu", "comma-separated: cpu, cuda, cuda:N, mps")
+    repeats: int = opt(10, "timed calls per view")
+    warmup: int = opt(2, "untimed calls per view first")
+    explain_repeats: int = opt(3, "timed calls of the explanation (integrated gradients)")
+    threads: int = opt(0, "torch threads (0 = all cores)")
+    rerank_backend: str = opt(
+        "onnx-int8",
+        "how the cross-encoders score on the CPU, as app.py's --rerank-backend (its default: onnx-int8); "
+        "a GPU runs torch",
     )
-    threads: int = field(default=0, metadata={"help": "torch threads (0 = all cores)"})
-    rerank_backend: str = field(
-        default="onnx-int8",
-        metadata={
-            "help": "how the cross-encoders score on the CPU, as app.py's --rerank-backend (its default: onnx-int8); "
-            "a GPU runs torch"
-        },
-    )
-    score_tolerance: float = field(
-        default=0.02,
-        metadata={
-            "help": "largest difference between two devices' scores still counted as the same result (onnx-int8 on "
-            "the CPU beside float32 on a GPU differ by up to ~0.01)"
-        },
+    score_tolerance: float = opt(
+        0.02,
+        "largest difference between two devices' scores still counted as the same result (onnx-int8 on "
+        "the CPU beside float32 on a GPU differ by up to ~0.01)",
     )
 
 
