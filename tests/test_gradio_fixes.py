@@ -138,3 +138,27 @@ def test_a_left_visitors_session_is_forgotten():
     for fn in unload:  # as Gradio runs a visitor's unload handlers
         asyncio.run(fn(Request("left")))
     assert list(holder.session_data) == ["present"]
+
+
+class Models:  # the parts of AppModels the radios' checks use
+    rerankers = frozenset()
+
+    @staticmethod
+    def loadable(name: str) -> bool:
+        return "/" in name
+
+    @staticmethod
+    def reranker(name: str):
+        raise CtxirError(f"{name} re-ranker is not available: restart the app with --{name} FOLDER")
+
+
+def test_a_model_radio_takes_a_hub_id_it_does_not_list():
+    radio = gradio_fixes.accept_model_ids(gr.Radio(["auto", "bi-encoder"], value="auto"), Models())
+    assert radio.preprocess(" org/cross-encoder ") == "org/cross-encoder"  # loaded on demand by the callback
+    assert radio.preprocess("bi-encoder") == "bi-encoder"
+
+
+def test_a_radio_says_why_a_kind_is_not_loaded():
+    radio = gradio_fixes.refuse_unloaded(gr.Radio(["none"], value="none"), Models())
+    with pytest.raises(CtxirError, match="cls-lr re-ranker is not available: restart the app with --cls-lr"):
+        radio.preprocess("cls-lr")

@@ -10,11 +10,16 @@ import asyncio
 import datetime
 import functools
 import threading
+from typing import TYPE_CHECKING
 
 import gradio as gr
 
 from ctxir.app.ui import from_browser, user_error
+from ctxir.rerank.registry import RERANKERS
 from ctxir.types import CtxirError
+
+if TYPE_CHECKING:
+    from ctxir.app.models import AppModels
 
 
 class ClosingEventLoopPolicy(asyncio.DefaultEventLoopPolicy):
@@ -146,6 +151,42 @@ def named(component):
 
     component.preprocess = preprocess
     return component
+
+
+def accept_model_ids(radio: gr.Radio, models: AppModels) -> gr.Radio:
+    """Gradio 6.31 refuses a radio's value that no choice lists. A model radio also takes what no choice lists
+    yet, from an API client or a Load button: a cross-encoder's Hub id (or folder) passes to the callback, which
+    loads it on demand (``AppModels.reranker``); any other name passes too, so that the callback's own check answers
+    it (what the argument takes, ids included) rather than Gradio's list of the choices, which says nothing of ids.
+
+    Test: ``test_a_model_radio_takes_a_hub_id_it_does_not_list``."""
+    check = radio.preprocess
+
+    def preprocess(payload):
+        listed = [value for _, value in radio.choices]
+        if isinstance(payload, str) and payload not in listed and payload not in RERANKERS:
+            return payload.strip() if models.loadable(payload) else payload
+        return check(payload)
+
+    radio.preprocess = preprocess
+    return radio
+
+
+def refuse_unloaded(radio: gr.Radio, models: AppModels) -> gr.Radio:
+    """Gradio 6.31 refuses a radio's value that no choice lists, saying only which values are accepted. A radio
+    offers only the loaded re-rankers; an API client that sends a kind that is not loaded is told why and how to
+    load one (``AppModels.reranker``'s message).
+
+    Test: ``test_a_radio_says_why_a_kind_is_not_loaded``."""
+    check = radio.preprocess
+
+    def preprocess(payload):
+        if payload in RERANKERS and payload not in models.rerankers:
+            models.reranker(payload)  # raises CtxirError: why it is not loaded, and what to do
+        return check(payload)
+
+    radio.preprocess = preprocess
+    return radio
 
 
 # How long the record that a visitor left is kept once their session is gone: Gradio's own unload tasks for that

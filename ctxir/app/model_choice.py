@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gradio as gr
 
+from ctxir.app.gradio_fixes import accept_model_ids, refuse_unloaded
 from ctxir.app.models import BI_ENCODER, AppModels
 from ctxir.app.ui import Ui, guard
 from ctxir.encoders.on_demand import check_model_name
@@ -18,23 +19,6 @@ def model_choices(models: AppModels) -> list[str]:
     not offered; the page's top line says why), then the cross-encoders loaded by Hub id now (shared by every
     visitor, least recently used first)."""
     return ["auto", BI_ENCODER, *models.loaded, *models.extra_models(CROSS_ENCODER.name)]
-
-
-def accept_model_ids(radio: gr.Radio, models: AppModels) -> gr.Radio:
-    """A model radio also takes what no choice lists yet, from an API client or a Load button: a cross-encoder's Hub
-    id (or folder) passes to the callback, which loads it on demand (``AppModels.reranker``); any other name passes
-    too, so that the callback's own check answers it (what the argument takes, ids included) rather than Gradio's
-    list of the choices, which says nothing of ids."""
-    check = radio.preprocess
-
-    def preprocess(payload):
-        listed = [value for _, value in radio.choices]
-        if isinstance(payload, str) and payload not in listed and payload not in RERANKERS:
-            return payload.strip() if models.loadable(payload) else payload
-        return check(payload)
-
-    radio.preprocess = preprocess
-    return radio
 
 
 def explain_with(models: AppModels, **kwargs) -> gr.Radio:
@@ -63,20 +47,6 @@ def wire_load(ui: Ui, textbox, button, radios: list) -> None:
     # private: an API client passes the Hub id itself as the model (loaded on demand there)
     for trigger in (button.click, textbox.submit):
         trigger(do_load_reranker, [textbox], [radio for radio, _ in radios], api_visibility="private")
-
-
-def refuse_unloaded(radio: gr.Radio, models: AppModels) -> gr.Radio:
-    """A radio offers only the loaded re-rankers; an API client that sends a kind that is not loaded is told why
-    and how to load one (``AppModels.reranker``'s message), not only which values are accepted."""
-    check = radio.preprocess
-
-    def preprocess(payload):
-        if payload in RERANKERS and payload not in models.rerankers:
-            models.reranker(payload)  # raises CtxirError: why it is not loaded, and what to do
-        return check(payload)
-
-    radio.preprocess = preprocess
-    return radio
 
 
 def auto_info(models: AppModels) -> str:

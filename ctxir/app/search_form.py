@@ -8,7 +8,7 @@ from typing import Any
 
 import gradio as gr
 
-from ctxir.app import model_choice
+from ctxir.app.gradio_fixes import accept_model_ids, refuse_unloaded
 from ctxir.app.models import AppModels
 from ctxir.app.ui import Ui
 from ctxir.encoders.bi_encoder import model_prompts
@@ -97,8 +97,8 @@ def search_form(ui: Ui) -> SearchForm:
         )
         # only the re-rankers loaded in this app are offered; the info line names the others and the top of the
         # page says why they are missing
-        reranker = model_choice.accept_model_ids(
-            model_choice.refuse_unloaded(
+        reranker = accept_model_ids(
+            refuse_unloaded(
                 gr.Radio(
                     reranker_choices_now(ui.models),
                     value="none",
