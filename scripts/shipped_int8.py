@@ -12,7 +12,7 @@ collection, each held to the 0.005 rule.
 The app's path: its models loaded as ``python app.py`` loads them (``AppModels.load``, the re-ranker by the registry,
 its body exported and opened in ONNX Runtime before serving), the demo corpus indexed as the app indexes it
 (``CorpusIndex``), each first stage's top 20 re-ranked alone and in the default fused mode. The record holds each
-first stage's figures under the backend measured (onnx-int8, the app's default: ``--rerank-backend``), the weights
+first stage's figures under the backend measured (``--backend``, default onnx-int8: the app's ``--rerank-backend onnx-int8``), the weights
 fingerprint of the model measured, the ONNX file that scored, and the machine; tests/test_shipped_quality.py
 recomputes them and fails when they move by more than the 0.005 int8 rule, or when the shipped weights are no longer
 the ones recorded (then run this again).
