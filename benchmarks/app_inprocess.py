@@ -1,17 +1,11 @@
 """``python -m benchmarks.app_inprocess``: the app's cold start offline, its search latency p50/p95 over every demo
-query stage by stage, and the attention view's time and size, in process (``benchmarks.app`` times the endpoints
-through the app's clients, ``benchmarks.views`` each view on one input per device).
+query stage by stage, and the attention view's time and size, in process.
 
     HF_HUB_OFFLINE=1 python -m benchmarks.app_inprocess                   # writes results/app_benchmark.json
-    HF_HUB_OFFLINE=1 python -m benchmarks.app_inprocess --torch-threads 1 --cold_start False \
-        --output results/app_benchmark_1thread.json                      # one intra-op thread
 
-Search latency is the time of ``ctxir.app.search.search`` (what the /search callback runs: first stage,
-re-ranking, result table) for every demo query (83), k=10, with the re-ranker fused with the first stage (the
-app's default mode). The re-ranking rows use the cross-encoder ctxir ships (``--cross-encoder`` names another);
-in a checkout that ships none, a cross-encoder built on the packaged all-MiniLM-L6-v2 body with a fresh 1-label
-head, the same architecture and size as cross-encoder/ms-marco-MiniLM-L6-v2, whose latency only is meaningful. Cold start is measured on ``python app.py``
-as a subprocess, from launch until the page answers, first with an empty embedding cache, then again.
+Search latency is ``ctxir.app.search.search`` for every demo query, k=10, in the app's default fused mode, with the
+shipped cross-encoder (``--cross-encoder`` names another). Cold start is ``python app.py`` as a subprocess, from
+launch until the page answers, with an empty embedding cache, then again.
 """
 
 from __future__ import annotations

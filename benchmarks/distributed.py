@@ -1,10 +1,9 @@
-"""Scaled-down run of the distributed path (docs/reference/distributed.md): Ray Data encoding with 1 vs 2 workers, then Milvus
-Lite insert and search throughput, on SciFact abstracts and the packaged all-MiniLM-L6-v2.
-
-Not a test: it times things. Each encoding run writes into a fresh folder (nothing is skipped) and the worker counts
-alternate (1, 2, 1, 2, ...) so load drifting on a shared machine hits both alike; medians are reported.
+"""Scaled-down run of the distributed path (docs/reference/distributed.md): Ray Data encoding with 1 vs 2 workers,
+then Milvus Lite insert and search throughput, on SciFact abstracts and the packaged all-MiniLM-L6-v2.
 
     python -m benchmarks.distributed --docs 800 --repeats 3 --out /tmp/bench_engines.json
+
+Each encoding run writes into a fresh folder; the worker counts alternate so load drift hits both; medians reported.
 """
 
 from __future__ import annotations

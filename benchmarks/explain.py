@@ -3,14 +3,10 @@
     HF_HUB_OFFLINE=1 python -m benchmarks.explain                        # writes results/explain_benchmark.json
     HF_HUB_OFFLINE=1 python -m benchmarks.explain --repeats 5 --torch-threads 1
 
-Models: the packaged all-MiniLM-L6-v2 as bi-encoder (exact split), a cross-encoder built on the same MiniLM
-body with a fresh 1-label head (same architecture and cost as cross-encoder/ms-marco-MiniLM-L6-v2; its scores
-are meaningless, only latency and the completeness error are reported) and a CLS-LR ranker fitted on a few
-pairs over that body. The pair is a demo query and demo passages, cut to exactly ``--tokens`` tokens of
-``[CLS] q [SEP] d [SEP]``. Configurations: bi-encoder alone; + cross-encoder; + cross-encoder and CLS-LR; each
-with and without the [CLS] attention. One untimed warm-up call precedes the timed ones. Besides wall-clock
-time each row has the process CPU time (all threads) and the load average: on a machine shared with other jobs
-the wall clock measures the sharing as much as the call.
+Models: the packaged all-MiniLM-L6-v2 as bi-encoder, a cross-encoder on the same body with a fresh 1-label head
+(only latency and the completeness error mean anything) and a CLS-LR ranker fitted on a few pairs. The pair is cut
+to exactly ``--tokens`` tokens. Configurations: bi-encoder alone, + cross-encoder, + CLS-LR, each with and without
+the [CLS] attention. Each row has wall time, process CPU time and the load average.
 """
 
 from __future__ import annotations

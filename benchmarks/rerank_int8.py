@@ -1,18 +1,14 @@
-"""Does an int8 cross-encoder keep its ranking? The shipped (or any) cross-encoder re-ranking BM25's top 20 of the
-model's held-out training claims, read as the app and the CLI read documents (the folder's passages.json windows):
+"""Does an int8 cross-encoder keep its ranking? The cross-encoder re-ranking BM25's top 20 of the model's held-out
+training claims, documents read as the app reads them, under each variant:
 
-* ``torch``: float32, the model's own predict (the reference);
-* ``torch-int8``: torch's dynamic int8 quantisation of every Linear layer (first measured: it fails the rule);
-* ``onnx``: the body in ONNX Runtime, float32 (``--rerank-backend onnx``);
-* ``onnx-int8``: the layers the model shares unchanged with its base int8, its trained layers float32
-  (``--rerank-backend onnx-int8``; ``ctxir.encoders.onnx_export.frozen_layers``);
-* ``onnx-int8-all``: every MatMul int8 (what ``onnx-int8`` would be if it quantised the trained layers too).
+* ``torch``: float32, the reference; ``torch-int8``: torch's dynamic int8 quantisation of every Linear layer;
+* ``onnx``: the body in ONNX Runtime, float32; ``onnx-int8``: the layers shared unchanged with its base int8, its
+  trained layers float32 (``ctxir.encoders.onnx_export.frozen_layers``); ``onnx-int8-all``: every MatMul int8.
 
     python -m benchmarks.rerank_int8 --model ctxir/assets/models/cross-encoder
 
-The issue's rule: use an int8 path for the cross-encoder only if it keeps the score within 0.005 (nDCG@10), decided
-on these held-out *training* claims (metrics.json's ``extra.heldout_query_ids``), never on test. Prints each
-variant's score, its change from ``torch``, the largest pair-score difference and the time of its pass (one thread).
+The rule: an int8 path only if it keeps nDCG@10 within 0.005, on held-out *training* claims, never on test. Prints
+each variant's score, its change from ``torch``, the largest pair-score difference and its time (one thread).
 """
 
 from __future__ import annotations

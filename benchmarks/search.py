@@ -2,36 +2,15 @@
 index type, over real embeddings topped up with synthetic ones to ``--num-docs``.
 
     python -m benchmarks.search --num-docs 10000 --output results/bench/search-10000.json
-    python -m benchmarks.search --num-docs 1000000 --indexes exact,ctxir-ann,binary \\
-        --output results/bench/search-1000000.json
     python -m benchmarks.search --num-docs 2000 --real-docs 0 --output /tmp/search.json   # no model, seconds
 
-Per index type: single-query latency (p50/p95 over ``--num-queries`` queries after ``--warmup`` queries, the median
-of ``--repeats`` passes), recall@10 against exact search, memory (index bytes, and the process RSS delta while
-building) and build time. Index types (``benchmarks.indexes``):
+Per index type (``benchmarks.indexes``): latency p50/p95 over ``--num-queries`` after ``--warmup`` (the median of
+``--repeats`` passes), recall@10 against ``exact``, index bytes, the RSS delta while building, and build time.
 
-* ``exact``: torch matmul + top-k over the float32 matrix (already normalised): the baseline of the ratios.
-* ``exact-st``: sentence-transformers ``semantic_search``, as ``DenseRetriever(index="exact")`` calls it today (its
-  ``cos_sim`` re-normalises every corpus chunk on every call, so it is slower than ``exact`` at scale).
-* ``faiss-hnsw``: faiss ``IndexHNSWFlat`` (M=32, efSearch=128), for comparison: no ctxir retriever uses HNSW
-  (``DenseRetriever(index="ann")`` is ``ctxir.retrieval.ann.AnnIndex``, the faiss IVF index of ``ctxir-ann``
-  below).
-* ``faiss-hnsw-sq8``: faiss ``HNSW32,SQ8`` (graph over 8-bit codes) + float re-scoring of ``--rescore × k``.
-* ``ctxir-ann``: ``ctxir.retrieval.ann.AnnIndex`` (faiss IVF + 8-bit codes, re-scored with float dots), built,
-  saved and reopened (read back into memory, sha256-verified) before timing; ``ctxir-ann-norescore`` is the same
-  file searched without re-scoring (the file alone, no float32 copy needed); ``ctxir-ann-mmap`` the same file
-  memory-mapped (faiss OnDiskInvertedLists) with re-scoring.
-* ``int8-flat``: faiss ``IndexScalarQuantizer`` (8-bit, exhaustive scan) + float re-scoring.
-* ``binary``: sentence-transformers ``quantize_embeddings(..., "ubinary")`` in a faiss ``IndexBinaryFlat``
-  (Hamming, exhaustive) + float re-scoring of the top ``--rescore × k``.
-
-Data: real all-MiniLM-L6-v2 embeddings of SciFact + the MS MARCO sample (10,183 texts, read through ctxir's
-embedding cache, so only the first run encodes) up to ``--real-docs``; beyond that, synthetic documents: a real
-embedding chosen at random (the centre) plus Gaussian noise with the real embeddings' covariance, scaled to a
-root-mean-square norm of ``--noise`` (1.0: a synthetic document is as far from its centre, median cosine 0.71, as
-a real document is from its nearest real neighbour, 0.72), re-normalised. Queries: SciFact + MS MARCO query
-embeddings (never in the corpus); with ``--real-docs 0`` everything is synthetic (random centres, queries =
-perturbed centres) and no model is loaded.
+Data: real all-MiniLM-L6-v2 embeddings of SciFact and the MS MARCO sample (through ctxir's embedding cache) up to
+``--real-docs``; beyond that, synthetic documents: a random real embedding plus Gaussian noise with the real
+embeddings' covariance, scaled to a root-mean-square norm of ``--noise``, re-normalised. Queries: SciFact and MS
+MARCO query embeddings; with ``--real-docs 0`` everything is synthetic and no model is loaded.
 """
 
 from __future__ import annotations

@@ -3,22 +3,14 @@
     HF_HUB_OFFLINE=1 python -m benchmarks.synthetic_corpus --num-docs 1000000       # once: outputs/synthetic-1m/
     HF_HUB_OFFLINE=1 python -m benchmarks.startup --data outputs/synthetic-1m        # → results/startup.json
 
-Each run is a fresh Python process (``--runs`` of them, one after another), so nothing is shared between runs but
-the files on disk; the first run on a new cache builds BM25's and the ANN index (progress bars), the next ones load
-them. Modes (``--modes``, comma-separated):
+Each run is a fresh Python process (``--runs``), sharing only the files on disk. ``--modes``:
 
-* ``library``: what ``ctxir evaluate --retriever hybrid`` builds before its first query, phase by phase
-  (read corpus.jsonl → load the bi-encoder → BM25 → dense: memory-map the embeddings, open or build the ANN
-  index → one hybrid query), with each phase's seconds and whether BM25 and the ANN index were loaded or built.
-  With ``--search-queries N`` it then times N single dense queries (p50/p95; pre-encoded, 1 torch/faiss thread)
-  and their recall@10 against exact search over the same embeddings.
-* ``evaluate``: the command itself, ``ctxir evaluate --data D --retriever hybrid --cache-dir C
-  --max-queries 10``, wall-clock from process start to exit.
-* ``app``: ``AppState.load`` as ``python app.py --corpus D`` runs it (bi-encoder, shipped re-rankers, the corpus
-  read, indexed and warmed up), wall-clock from process start; ``CTXIR_CACHE`` points at the same cache.
+* ``library``: what ``ctxir evaluate --retriever hybrid`` builds before its first query, phase by phase; with
+  ``--search-queries N`` it then times N single dense queries and their recall@10 against exact search.
+* ``evaluate``: the command itself, ``ctxir evaluate --retriever hybrid --max-queries 10``, start to exit.
+* ``app``: ``AppState.load`` as ``python app.py --corpus D`` runs it, from process start.
 
-Every record carries the load average before and after (a 2-core machine shared with other jobs: the wall clock
-measures the sharing too), the CPU seconds the process used (which other jobs barely move) and the command line.
+Every record carries the load average before and after, the CPU seconds used and the command line.
 """
 
 from __future__ import annotations

@@ -2,26 +2,15 @@
 
     HF_HUB_OFFLINE=1 python -m benchmarks.synthetic_corpus --num-docs 1000000   # → outputs/synthetic-1m/
 
-For start-up and index measurements at a size the bi-encoder cannot encode on a CPU (1M passages would take
-about 12 hours here). What is written:
+For start-up and index measurements at a size the bi-encoder cannot encode on a CPU. What is written:
 
-* ``corpus.jsonl``: the 10,183 real passages of ``msmarco_sample`` and ``scifact`` (ids prefixed ``m-`` / ``s-``),
-  then synthetic passages up to ``--num-docs``: each 2–5 real sentences drawn at random from those passages until
-  it has 40–90 words (MS MARCO passages average ~56 words), so BM25 sees real vocabulary and real term statistics.
-* ``queries.jsonl`` + ``qrels/test.tsv``: the real queries of both sets with their real judgments (prefixed ids),
-  so ``ctxir evaluate`` runs on the folder; with ~99% synthetic distractors its metrics are not those of
-  any published benchmark.
-* ``cache/embeddings/<key>.npy``: one unit vector per passage under the key ``BiEncoder().cache_key(texts)`` gives
-  for exactly these texts, so ``DenseRetriever``, ``ctxir evaluate --cache-dir`` and the app (with
-  ``CTXIR_CACHE``) read it as if they had encoded the corpus. Real passages get their real all-MiniLM-L6-v2
-  embedding (encoded once through the normal cache); a synthetic passage gets the real embedding of the passage
-  its first sentence came from plus Gaussian noise with the real embeddings' covariance (root-mean-square norm
-  ``--noise``), re-normalised: the construction ``python -m benchmarks.search`` uses (noise 1.0 puts a synthetic
-  vector as far from its centre as a real passage is from its nearest real neighbour). These vectors are NOT
-  the model's encodings of the synthetic texts: dense results on them measure speed and recall against exact
-  search, not quality.
-
-The folder is git-ignored (outputs/). Progress bars show each step; ``--num-docs`` scales everything.
+* ``corpus.jsonl``: the real passages of ``msmarco_sample`` and ``scifact`` (ids prefixed ``m-`` / ``s-``), then
+  synthetic passages of 2–5 real sentences each (40–90 words) up to ``--num-docs``: real vocabulary for BM25.
+* ``queries.jsonl`` + ``qrels/test.tsv``: the real queries and judgments of both sets (prefixed ids).
+* ``cache/embeddings/<key>.npy``: one unit vector per passage under the key ``BiEncoder().cache_key(texts)``
+  gives. Real passages get their real embedding; a synthetic one, the embedding of its first sentence's passage
+  plus Gaussian noise (``--noise``), as ``benchmarks.search`` builds them. Dense results on them measure speed and
+  recall, not quality.
 """
 
 from __future__ import annotations

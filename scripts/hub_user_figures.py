@@ -1,16 +1,13 @@
 """What a Hub user's own code gets from each shipped model: the figure each card leads with.
 
-    python scripts/hub_user_figures.py      # writes docs/bench/hub-user.json (about 15 min on 2 cores)
+    python scripts/hub_user_figures.py      # writes docs/bench/hub-user.json
 
 Each shipped model is staged as ``ctxir hub push --dry-run`` stages it, laid into a temporary Hugging Face cache as
 ``hf download`` leaves it, and loaded by repo id with plain sentence-transformers where ``import ctxir`` fails:
 
 - a re-ranker: ``CrossEncoder(repo_id, trust_remote_code=True).rank(query, documents)`` over BM25's top 100 on
-  SciFact test, each document read as "title text" (BEIR's re-ranking protocol); nDCG@10 by pytrec_eval;
-- the pair scorer: ``predict`` on STS-B test's pairs in the order given; Spearman against the gold scores.
-
-BM25 (ctxir's, bm25s) makes the candidates; its own nDCG@10 is kept beside them. ``tests/test_cards.py`` holds each
-card's first model-index entry to this record; ``tests/test_hub_user_figures.py`` (slow) measures it again.
+  SciFact test; nDCG@10 by pytrec_eval;
+- the pair scorer: ``predict`` on STS-B test's pairs; Spearman against the gold scores.
 """
 
 from __future__ import annotations

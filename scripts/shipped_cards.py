@@ -3,14 +3,9 @@
     python scripts/shipped_cards.py            # rewrite; prints what changed
     python scripts/shipped_cards.py --check    # exit 1 (and name the files) if anything would change
 
-For each folder under ``ctxir/assets/models``: 1. the metrics.json rows of the out-of-domain suite are rebuilt from
-its evaluation.json (``training.evaluate_reranker.evaluation_rows``: what each figure covers, the tie-only fused mode
-named as such), the training run's own rows kept, and the lead row from ``docs/bench/hub-user.json`` (what a Hub
-user's own code gets: ``scripts/hub_user_figures.py``); a CLS-LR ranker lists the training data of the
-cross-encoder it reads; 2. the card (README.md) is rendered from
-metrics.json as ``training/ship.py`` renders it (``write_card``); 3. checksums.json is rewritten (metrics.json is a
-file loaders read). Then ``LICENSES.md`` states each model's weights' terms (``ctxir.publish.weights_terms``). No
-figure is typed: every number comes from the JSON files the training and evaluation commands wrote.
+For each folder under ``ctxir/assets/models``: 1. metrics.json's suite rows are rebuilt from its evaluation.json,
+the lead row from ``docs/bench/hub-user.json``; 2. the card (README.md) is rendered from metrics.json as
+``training/ship.py`` renders it; 3. checksums.json is rewritten. Then ``LICENSES.md`` states each model's terms.
 """
 
 from __future__ import annotations

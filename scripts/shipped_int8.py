@@ -1,21 +1,14 @@
 """The shipped cross-encoder's nDCG@10 on the packaged demo corpus through the app's default scoring path, recorded.
 
-    python scripts/shipped_int8.py       # writes docs/bench/shipped-int8-demo.json (about a minute on 2 cores)
+    python scripts/shipped_int8.py       # writes docs/bench/shipped-int8-demo.json
     python scripts/shipped_int8.py --suite INT8.json   # writes docs/bench/shipped-int8-suite.json
 
-``--suite`` sets an ``onnx-int8`` run of the out-of-domain suite over BM25's top 20 (``python -m
-training.evaluate_reranker --model ctxir/assets/models/cross-encoder --collections
-msmarco,demo,med,npl,lisa,scifact --other-first-stages bm25 --depths 20 --rerank-backend onnx-int8 --output
-INT8.json --update-metrics false``) beside the shipped torch figures (the model's evaluation.json), collection by
-collection, each held to the 0.005 rule.
+``--suite`` sets an ``onnx-int8`` run of the out-of-domain suite (``python -m training.evaluate_reranker ...
+--rerank-backend onnx-int8 --output INT8.json``) beside the shipped torch figures, each held to the 0.005 rule.
 
-The app's path: its models loaded as ``python app.py`` loads them (``AppModels.load``, the re-ranker by the registry,
-its body exported and opened in ONNX Runtime before serving), the demo corpus indexed as the app indexes it
-(``CorpusIndex``), each first stage's top 20 re-ranked alone and in the default fused mode. The record holds each
-first stage's figures under the backend measured (``--backend``, default onnx-int8: the app's ``--rerank-backend onnx-int8``), the weights
-fingerprint of the model measured, the ONNX file that scored, and the machine; tests/test_shipped_quality.py
-recomputes them and fails when they move by more than the 0.005 int8 rule, or when the shipped weights are no longer
-the ones recorded (then run this again).
+The app's path: its models loaded as ``python app.py`` loads them, the demo corpus indexed as the app indexes it,
+each first stage's top 20 re-ranked alone and fused. The record holds each first stage's figures under
+``--backend``, the weights fingerprint, the ONNX file and the machine; tests/test_shipped_quality.py recomputes them.
 """
 
 from __future__ import annotations
