@@ -272,6 +272,28 @@ def test_adapt_trains_on_the_texts_after_the_models_prompts(st, tmp_path, monkey
     assert seen["prompts"] == (expected if wanted else None)
 
 
+def test_adapts_prompt_flags_become_the_adapters_own_prompts(st, prompted_dir, tmp_path):
+    """``ctxir adapt --query-prompt/--document-prompt``: the base encoder mines with them, and the adapter is trained
+    and saved declaring them (so evaluating it later uses them); "" turns one off, hiding a "passage" prompt too."""
+    from transformers import HfArgumentParser
+
+    from ctxir.adapt.cli import AdaptArgs, _encoder
+    from ctxir.encoders.bi_encoder import set_prompts
+
+    (args,) = HfArgumentParser(AdaptArgs).parse_args_into_dataclasses(
+        args=["--model", str(prompted_dir), "--query-prompt", "q: ", "--document-prompt", ""]
+    )
+    encoder = _encoder(args)
+    assert (encoder.query_prompt, encoder.document_prompt) == ("q: ", "")
+    st.prompts = {"query": "query: ", "passage": "passage: "}
+    set_prompts(st, args.query_prompt, args.document_prompt)
+    assert model_prompts(st) == {"query": "q: ", "document": ""}
+    st.save(str(tmp_path / "adapted"))
+    assert model_prompts(SentenceTransformer(str(tmp_path / "adapted"), device="cpu")) == model_prompts(st)
+    set_prompts(st, None, "doc: ")  # None keeps the model's own
+    assert model_prompts(st) == {"query": "q: ", "document": "doc: "}
+
+
 def test_the_prompt_flags_are_the_models_and_each_extra_model_keeps_its_own(
     beir_dir, tmp_path, prompted_dir, tiny_bert_dir
 ):

@@ -42,6 +42,17 @@ class AdaptArgs:
     model: str = field(
         default=DEFAULT_BI_ENCODER, metadata={"help": "the bi-encoder to adapt (id or folder)"}
     )
+    query_prompt: str | None = field(
+        default=None,
+        metadata={
+            "help": "text --model puts before each query: default its own prompt (config_sentence_transformers.json); "
+            "'' for none; the adapter is trained and saved with it"
+        },
+    )
+    document_prompt: str | None = field(
+        default=None,
+        metadata={"help": "text --model puts before each document: default its own prompt; '' for none"},
+    )
     teacher: str = field(
         # chosen on three dev sets (docs/lab.md): as much dense gain as the hybrid teacher's, without the hybrid's
         # fall on MS MARCO's triples
@@ -273,9 +284,7 @@ def _adapt(args, corpus, settings, folder: WorkDir, deadline, timings, started) 
     if folder.negatives.is_file():
         negatives = read_jsonl(folder.negatives)
     else:
-        from ctxir.encoders.bi_encoder import BiEncoder
-
-        encoder = BiEncoder(args.model, device=args.device)
+        encoder = _encoder(args)
         negatives = mine_negatives(
             corpus, queries, encoder, args.mining_depth, args.negatives, args.seed, show
         )
@@ -300,9 +309,8 @@ def _adapt(args, corpus, settings, folder: WorkDir, deadline, timings, started) 
             weights = f" (weights {dense_w:.3g}, {bm25_w:.3g}: each part's margins scaled to one spread)"
         elif name.lower() == SOURCE_TEACHER:
             from ctxir.adapt.hybrid_teacher import SourceTeacher
-            from ctxir.encoders.bi_encoder import BiEncoder
 
-            teacher, weights = SourceTeacher(BiEncoder(args.model, device=args.device)), ""
+            teacher, weights = SourceTeacher(_encoder(args)), ""
         else:
             from ctxir.rerank.registry import load_reranker
 
@@ -354,15 +362,21 @@ def _hybrid_teacher(args, corpus, queries, negatives, show, bm25_blind=()):
     stay on one scale)."""
     from ctxir.adapt.hybrid_teacher import CALIBRATION_ROWS, HybridTeacher
     from ctxir.adapt.negatives import scored_texts
-    from ctxir.encoders.bi_encoder import BiEncoder
 
-    teacher = HybridTeacher(
-        corpus, BiEncoder(args.model, device=args.device), show_progress=show, bm25_blind=bm25_blind
-    )
+    teacher = HybridTeacher(corpus, _encoder(args), show_progress=show, bm25_blind=bm25_blind)
     by_qid = {q.qid: q for q in queries}
     sample = [row for row in negatives if row["negatives"]][:CALIBRATION_ROWS]
     teacher.calibrate([scored_texts(by_qid[row["qid"]], row, corpus) for row in sample])
     return teacher
+
+
+def _encoder(args: AdaptArgs):
+    """The base ``BiEncoder`` with the run's prompts, as it mines negatives and teaches."""
+    from ctxir.encoders.bi_encoder import BiEncoder
+
+    return BiEncoder(
+        args.model, device=args.device, query_prompt=args.query_prompt, document_prompt=args.document_prompt
+    )
 
 
 def _check_budget(deadline: float | None, where: str) -> None:
@@ -397,7 +411,10 @@ def _train(
         device=args.device,
         show_progress=not args.quiet,
     )
+    from ctxir.encoders.bi_encoder import set_prompts
+
     model = load_student(args.model, args.device, args.max_seq_length, plan)
+    set_prompts(model, args.query_prompt, args.document_prompt)  # trained, saved and evaluated with them
     rows = training_rows(queries, corpus, negatives, scores)
     if not rows["anchor"]:
         raise CtxirError(

@@ -91,6 +91,19 @@ def model_prompts(model) -> dict[str, str]:
     return {"query": prompts.get("query") or "", "document": document}
 
 
+def set_prompts(model, query: str | None, document: str | None) -> None:
+    """Make ``query`` / ``document`` (None: keep the model's own, "" none) the prompts ``model`` declares, so that
+    training with them and saving the model (config_sentence_transformers.json) agree with ``model_prompts``."""
+    prompts = dict(getattr(model, "prompts", None) or {})
+    if _check_prompt(query, "query_prompt") is not None:
+        prompts["query"] = query
+    if _check_prompt(document, "document_prompt") is not None:
+        for name in DOCUMENT_PROMPT_NAMES:
+            prompts.pop(name, None)
+        prompts["document"] = document
+    model.prompts = prompts
+
+
 def _check_prompt(prompt, name: str) -> str | None:
     if prompt is None or isinstance(prompt, str):
         return prompt
