@@ -4,22 +4,17 @@
     python scripts/load_test.py --clients 16 --bursts 1 --burst-s 20 --output /tmp/load.json
     python scripts/load_test.py --app-args "--max-queue 64 --max-sessions 10000 --malloc-arenas 0"
 
-Starts ``python app.py`` as a separate process (so the clients do not share its interpreter; its embedding cache
-fresh and warmed first, see ``--warm-cache``), waits until it answers a search, then runs ``--bursts`` identical
-bursts: ``--clients`` threads, each with its own gradio_client session, calling a mix of endpoints (searches, pair
-scoring, sentence similarity, and the slow attention, explain and token-embedding views) for ``--burst-s`` seconds,
-then leaving (``Client.close``). A refused visitor tries again after 1 s. Each request ends as "ok", "refused" (the app said it is busy: the queue is full) or "error" (anything
-else, with the message), or "hung" if it takes longer than ``--request-timeout-s``. The server's RSS is sampled
-from /proc every 0.5 s; after the last burst the page must still answer.
-
-Written to ``--output`` (JSON): per burst the counts, latency percentiles per endpoint, RSS at its start and end
-and its peak, and the growth of each burst over the one before (the issue's bound: a further identical burst grows
-RSS by at most 10%).
+Starts ``python app.py`` in its own process (its embedding cache fresh and warmed first), waits until it answers a
+search, then runs ``--bursts`` identical bursts: ``--clients`` threads, each its own gradio_client session, calling
+``MIX`` for ``--burst-s`` seconds. A request ends "ok", "refused" (the queue is full; the visitor tries again after
+1 s), "error" (with the message) or "hung" (over ``--request-timeout-s``). The server's RSS is sampled every 0.5 s;
+after the last burst the page must still answer. ``--output``: per burst the counts, latency percentiles per
+endpoint, RSS at start, end and peak, and its growth over the burst before.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
+import contextlib
 import json
 import os
 import platform
@@ -32,9 +27,13 @@ import tempfile
 import threading
 import time
 import urllib.request
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
+if __package__ in (None, ""):  # run as a file: python scripts/load_test.py
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import opt
 from ctxir import kinds
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,23 +65,18 @@ BUSY_WORDS = ("queue is full", "too many", "busy", "try again")
 
 @dataclass
 class LoadArgs:
-    clients: int = field(default=64, metadata={"help": "concurrent visitors, each its own session"})
-    bursts: int = field(default=3, metadata={"help": "identical bursts; RSS growth is compared between them"})
-    burst_s: float = field(default=40.0, metadata={"help": "seconds each burst lasts"})
-    pause_s: float = field(default=5.0, metadata={"help": "quiet seconds between bursts"})
-    request_timeout_s: float = field(
-        default=120.0, metadata={"help": "a request taking longer counts as hung"}
-    )
-    app_args: str = field(default="", metadata={"help": "extra flags for python app.py (quoted)"})
-    warm_cache: bool = field(
-        default=True,
-        metadata={
-            "help": "encode the startup corpus into the app's fresh embedding cache before starting it"
-        },
+    clients: int = opt(64, "concurrent visitors, each its own session")
+    bursts: int = opt(3, "identical bursts; RSS growth is compared between them")
+    burst_s: float = opt(40.0, "seconds each burst lasts")
+    pause_s: float = opt(5.0, "quiet seconds between bursts")
+    request_timeout_s: float = opt(120.0, "a request taking longer counts as hung")
+    app_args: str = opt("", "extra flags for python app.py (quoted)")
+    warm_cache: bool = opt(
+        True, "encode the startup corpus into the app's fresh embedding cache before starting it"
     )
     startup_timeout_s: float = 600.0
     seed: int = 0
-    output: str = field(default="results/load_test.json", metadata={"help": "JSON written here"})
+    output: str = opt("results/load_test.json", "JSON written here")
 
 
 def free_port() -> int:
@@ -147,9 +141,20 @@ def classify(err: BaseException) -> str:
     return "refused" if any(word in text for word in BUSY_WORDS) else "error"
 
 
-def visitor(
-    url: str, stop_at: float, timeout_s: float, rng: random.Random, records: list, lock: threading.Lock
-):
+def request(client, api: str, call: tuple, timeout_s: float) -> tuple[str, str]:
+    """One call through ``client``: (outcome, message), the outcome "ok", "refused", "error" or "hung"."""
+    job = client.submit(*call, api_name=api)
+    try:
+        job.result(timeout=timeout_s)
+        return "ok", ""
+    except TimeoutError:
+        job.cancel()
+        return "hung", f"no answer in {timeout_s:.0f} s"
+    except Exception as err:
+        return classify(err), str(err)[:200]
+
+
+def visitor(url: str, stop_at: float, timeout_s: float, rng: random.Random, records: list, lock):
     from gradio_client import Client
 
     try:
@@ -160,34 +165,25 @@ def visitor(
                 {"api": "connect", "outcome": classify(err), "seconds": 0.0, "message": str(err)[:200]}
             )
         return
-    calls = [(api, args) for api, args, weight in MIX for _ in range(weight)]
+    calls = [(api, call) for api, call, weight in MIX for _ in range(weight)]
     try:
-        _visit(client, calls, stop_at, timeout_s, rng, records, lock)
+        while time.time() < stop_at:
+            api, call = rng.choice(calls)
+            started = time.perf_counter()
+            outcome, message = request(client, api, call, timeout_s)
+            with lock:
+                records.append(
+                    {
+                        "api": api,
+                        "outcome": outcome,
+                        "seconds": time.perf_counter() - started,
+                        "message": message,
+                    }
+                )
+            if outcome == "refused":
+                time.sleep(1.0)  # a person told "busy, try again" clicks again a moment later
     finally:
         client.close()  # the visitor leaves: its heartbeat stops, as when a browser tab is closed
-
-
-def _visit(client, calls, stop_at, timeout_s, rng, records, lock):
-    while time.time() < stop_at:
-        api, args = rng.choice(calls)
-        started = time.perf_counter()
-        job = client.submit(*args, api_name=api)
-        try:
-            job.result(timeout=timeout_s)
-            outcome, message = "ok", ""
-        except concurrent.futures.TimeoutError:
-            outcome, message = "hung", f"no answer in {timeout_s:.0f} s"
-            job.cancel()
-        except Exception as err:
-            outcome, message = classify(err), str(err)[:200]
-        with lock:
-            records.append(
-                {"api": api, "outcome": outcome, "seconds": time.perf_counter() - started, "message": message}
-            )
-        if outcome == "refused":
-            time.sleep(
-                1.0
-            )  # a person told "busy, try again" clicks again a moment later, not in a tight loop
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -256,84 +252,99 @@ def one_burst(url: str, server: subprocess.Popen, args: LoadArgs, burst: int, lo
     return summarise(records, rss)
 
 
-def run(args: LoadArgs) -> dict:
-    # 1. start the app in its own process, with its own output folder and a fresh embedding cache
+def warm_cache(app_args: str, env: dict) -> None:
+    """The startup corpus's embeddings into the fresh cache, in a process of their own: a run measures serving."""
+    code = (
+        "import sys; from ctxir.app.config import AppConfig; from ctxir.app.state import AppState; "
+        "AppState.load(AppConfig(corpus=sys.argv[1]))"
+    )
+    subprocess.run(
+        [sys.executable, "-c", code, _flag(app_args, "--corpus")],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+@contextlib.contextmanager
+def serving(flags: list[str], env: dict, log_path: Path, timeout_s: float):
+    """``python app.py FLAGS`` on a free loopback port, once it answers a search: yields (url, server, command)."""
     port = free_port()
     url = f"http://127.0.0.1:{port}/"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "CTXIR_CACHE": tempfile.mkdtemp(prefix="ctxir-load-cache-")}
-    if args.warm_cache:
-        # the startup corpus's embeddings are written to the fresh cache first, in a process of their own: the
-        # bursts measure serving, not the first start's indexing (which app.py runs beside the first requests)
-        subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                "from ctxir.app.config import AppConfig; from ctxir.app.state import AppState; "
-                "AppState.load(AppConfig(corpus=__import__('sys').argv[1]))",
-                _flag(args.app_args, "--corpus"),
-            ],
-            cwd=ROOT,
-            env=env,
-            check=True,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-    command = [
-        sys.executable,
-        "app.py",
-        "--port",
-        str(port),
-        "--host",
-        "127.0.0.1",
-        *shlex.split(args.app_args),
-    ]
-    log = open(tempfile.mktemp(prefix="ctxir-load-app-", suffix=".log"), "w")  # noqa: SIM115
-    server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    command = [sys.executable, "app.py", "--port", str(port), "--host", "127.0.0.1", *flags]
+    with log_path.open("w") as log:
+        server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
-        deadline = time.time() + args.startup_timeout_s
+        deadline = time.time() + timeout_s
         while not answers(url) or not searches(url):
             if server.poll() is not None or time.time() > deadline:
-                raise SystemExit(f"the app did not start, or its searches fail (see {log.name})")
+                raise SystemExit(f"the app did not start, or its searches fail (see {log_path})")
             time.sleep(1)
-        # 2. identical bursts, RSS sampled throughout
-        bursts = []
-        for burst in range(args.bursts):
-            summary = one_burst(url, server, args, burst, log.name)
-            if bursts:
-                previous = bursts[-1]["rss_mb"]["end"]
-                summary["rss_growth_vs_previous"] = round(summary["rss_mb"]["end"] / previous - 1, 4)
-            bursts.append(summary)
-            print(
-                f"burst {burst + 1}: {summary['requests']} requests, ok {summary['ok']}, refused "
-                f"{summary['refused']}, error {summary['error']}, hung {summary['hung']}; RSS "
-                f"{summary['rss_mb']['start']:.0f} → {summary['rss_mb']['end']:.0f} MB "
-                f"(peak {summary['rss_mb']['peak']:.0f})",
-                flush=True,
-            )
-            time.sleep(args.pause_s)
-        # 3. still serving?
-        alive = answers(url)
+        yield url, server, command
     finally:
         server.terminate()
         try:
             server.wait(timeout=60)
         except subprocess.TimeoutExpired:
             server.kill()
-        log.close()
-    result = {
-        "command": "python scripts/load_test.py "
-        + " ".join(f"--{k.replace('_', '-')} {shlex.quote(str(v))}" for k, v in asdict(args).items()),
+
+
+def record(script: str, settings, command: list[str], **fields) -> dict:
+    """What every run writes around its results: the command as typed, the app's, the machine, the date."""
+    return {
+        "command": f"python scripts/{script} "
+        + " ".join(f"--{k.replace('_', '-')} {shlex.quote(str(v))}" for k, v in asdict(settings).items()),
         "app_command": " ".join(command[1:]),
-        "args": asdict(args),
-        "bursts": bursts,
-        "still_serving": alive,
-        "app_exit_code": server.returncode,
+        **fields,
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "load_average": os.getloadavg()},
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
     }
-    out = Path(args.output)
+
+
+def write(result: dict, output: str) -> Path:
+    out = Path(output)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")
+    return out
+
+
+def run(args: LoadArgs) -> dict:
+    # 1. the app in its own process, with a fresh embedding cache
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "CTXIR_CACHE": tempfile.mkdtemp(prefix="ctxir-load-cache-")}
+    if args.warm_cache:
+        warm_cache(args.app_args, env)
+    log = Path(tempfile.mktemp(prefix="ctxir-load-app-", suffix=".log"))
+    with serving(shlex.split(args.app_args), env, log, args.startup_timeout_s) as (url, server, command):
+        # 2. identical bursts, RSS sampled throughout
+        bursts = []
+        for burst in range(args.bursts):
+            summary = one_burst(url, server, args, burst, str(log))
+            if bursts:
+                previous = bursts[-1]["rss_mb"]["end"]
+                summary["rss_growth_vs_previous"] = round(summary["rss_mb"]["end"] / previous - 1, 4)
+            bursts.append(summary)
+            rss = summary["rss_mb"]
+            print(
+                f"burst {burst + 1}: {summary['requests']} requests, ok {summary['ok']}, refused "
+                f"{summary['refused']}, error {summary['error']}, hung {summary['hung']}; RSS "
+                f"{rss['start']:.0f} → {rss['end']:.0f} MB (peak {rss['peak']:.0f})",
+                flush=True,
+            )
+            time.sleep(args.pause_s)
+        # 3. still serving?
+        alive = answers(url)
+    result = record(
+        "load_test.py",
+        args,
+        command,
+        args=asdict(args),
+        bursts=bursts,
+        still_serving=alive,
+        app_exit_code=server.returncode,
+    )
+    out = write(result, args.output)
     print(f"still serving: {alive}; written {out}")
     return result
 

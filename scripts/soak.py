@@ -3,58 +3,54 @@
     python scripts/soak.py --minutes 30                    # the issue's soak (tests/test_soak.py, -m slow)
     python scripts/soak.py --minutes 2 --output /tmp/soak.json   # the short one (tests/test_soak.py, -m soak)
 
-Starts the app as ``scripts/load_test.py`` does (its own process on loopback, a fresh embedding cache warmed
-first), here with its own temp folder so its output folder can be watched, and a small ``--max-output-mb`` so the
-folder's cap is reached and enforced within the run. ``--clients`` visitors call the load test's weighted mix
-(searches most, then pair scoring, sentence similarity, attention, explain, token embeddings) without pause, each
-starting a new gradio_client session every ``--session-requests`` requests (visitors come and go). Every
-``--sample-s`` the app's RSS, open file descriptors and threads (from /proc) and its output folder's size are
-sampled.
+Starts the app as ``scripts/load_test.py`` does, with its own temp folder (so its output folder can be watched)
+and a small ``--max-output-mb`` (so the cap is enforced within the run). ``--clients`` visitors call the load
+test's mix without pause, each starting a new session every ``--session-requests`` requests. Every ``--sample-s``
+the app's RSS, open file descriptors, threads and output folder size are sampled, with the machine's load.
 
-The mix first runs ``--warm-up-s`` unmeasured (first calls of each view, Gradio's and torch's caches), then
-``--minutes`` cut into six windows (5 minutes each for 30 minutes; scaled for shorter runs). Checks, each written
-to ``--output`` with its figures:
+After ``--warm-up-s`` unmeasured, ``--minutes`` are cut into six windows. The checks (``analyse``):
 
-- RSS: the mean of the last window is at most ``--max-rss-growth`` (5 %) above the mean of the second (the first
-  window settles what the warm-up left);
-- open file descriptors and threads stay flat: the last window's most at most ``--slack`` above the second's most;
-- the output folder never holds more than its cap (besides the one file just written and the shared plotly.js,
-  which the app keeps by design);
-- search p50 in the last window is at most ``--max-p50-ratio`` (1.5×) that of the first, judged on evidence: the
-  check fails when the one-sided 95 % lower bound on the ratio (a block bootstrap, ``p50_ratio_bounds``) is over
-  1.5, or when either window holds under ``--min-searches`` (10) answered searches. The windows are the first and
-  last of the six, but at least ``--min-latency-window-s`` (60 s) each: the 2-minute run compares its halves. A
-  search's time is when it was sent, so one sent during the warm-up is in no window;
-- nothing failed or hung (refusals "busy, try again" are counted, not failures), and the app still serves.
+- RSS: the last window's mean at most ``--max-rss-growth`` above the second's (the first settles the warm-up);
+- open file descriptors and threads: the last window's most at most ``--slack`` above the second's;
+- the output folder never over its cap (besides the file just written and the shared plotly.js);
+- search p50 of the last latency window at most ``--max-p50-ratio`` that of the first: fails when the one-sided
+  lower bound on the ratio (``p50_ratio_bounds``) is over it, or a window holds under ``--min-searches``;
+- nothing failed or hung (refusals are counted, not failures), and the app still serves.
 
-Each sample also records the machine's 1-minute load average and the CPU, in cores, that processes other than the
-app and the soak took since the last sample (``LoadMeter``); the record gives both for the two latency windows, so
-a window slowed by someone else's work shows as such. The record keeps every request ([sent at, api, outcome,
-seconds]) so the checks can be taken again (``analyse``).
-
-Prints the record and exits 1 when a check fails.
+The record keeps every request ([sent at, api, outcome, seconds]) so the checks can be taken again. Exits 1 when a
+check fails.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import platform
 import random
 import shlex
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a file: python scripts/soak.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scripts.load_test import MIX, _flag, answers, classify, free_port, percentile, rss_mb, searches
+from benchmarks.common import opt
+from scripts.load_test import (
+    MIX,
+    answers,
+    classify,
+    percentile,
+    record,
+    request,
+    rss_mb,
+    serving,
+    warm_cache,
+    write,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 WINDOWS = 6  # 5-minute windows of the 30-minute soak
@@ -62,53 +58,29 @@ WINDOWS = 6  # 5-minute windows of the 30-minute soak
 
 @dataclass
 class SoakArgs:
-    minutes: float = field(
-        default=30.0, metadata={"help": "how long the mix runs and is measured, after warm-up"}
-    )
-    warm_up_s: float = field(
-        default=60.0,
-        metadata={"help": "seconds of the mix before the measured minutes (first calls, caches)"},
-    )
-    clients: int = field(default=4, metadata={"help": "visitors at once (steady load, not overload)"})
-    session_requests: int = field(
-        default=20,
-        metadata={"help": "requests per gradio_client session before the visitor starts a new one"},
-    )
-    sample_s: float = field(
-        default=2.0, metadata={"help": "seconds between samples of RSS, fds, threads, disk"}
-    )
-    max_output_mb: int = field(
-        default=8, metadata={"help": "the app's --max-output-mb: small, so the cap is reached within the run"}
-    )
-    app_args: str = field(default="", metadata={"help": "further flags for python app.py (quoted)"})
-    request_timeout_s: float = field(
-        default=180.0, metadata={"help": "a request taking longer counts as hung"}
-    )
+    minutes: float = opt(30.0, "how long the mix runs and is measured, after warm-up")
+    warm_up_s: float = opt(60.0, "seconds of the mix before the measured minutes (first calls, caches)")
+    clients: int = opt(4, "visitors at once (steady load, not overload)")
+    session_requests: int = opt(20, "requests per gradio_client session before the visitor starts a new one")
+    sample_s: float = opt(2.0, "seconds between samples of RSS, fds, threads, disk")
+    max_output_mb: int = opt(8, "the app's --max-output-mb: small, so the cap is reached within the run")
+    app_args: str = opt("", "further flags for python app.py (quoted)")
+    request_timeout_s: float = opt(180.0, "a request taking longer counts as hung")
     max_rss_growth: float = 0.05
     max_p50_ratio: float = 1.5
-    min_latency_window_s: float = field(
-        default=60.0,
-        metadata={
-            "help": "the latency check's first and last windows last at least this long (enough searches)"
-        },
+    min_latency_window_s: float = opt(
+        60.0, "the latency check's first and last windows last at least this long (enough searches)"
     )
-    confidence: float = field(
-        default=0.95,
-        metadata={
-            "help": "one-sided confidence of the bound on the search p50 ratio that the check compares"
-        },
+    confidence: float = opt(
+        0.95, "one-sided confidence of the bound on the search p50 ratio that the check compares"
     )
-    resamples: int = field(default=4000, metadata={"help": "bootstrap resamples for that bound"})
-    block_s: float = field(
-        default=5.0, metadata={"help": "searches sent within this many seconds are resampled together"}
-    )
-    min_searches: int = field(
-        default=10, metadata={"help": "answered searches each latency window needs, else the check fails"}
-    )
-    slack: int = field(default=8, metadata={"help": "file descriptors or threads the last window may add"})
+    resamples: int = opt(4000, "bootstrap resamples for that bound")
+    block_s: float = opt(5.0, "searches sent within this many seconds are resampled together")
+    min_searches: int = opt(10, "answered searches each latency window needs, else the check fails")
+    slack: int = opt(8, "file descriptors or threads the last window may add")
     startup_timeout_s: float = 600.0
     seed: int = 0
-    output: str = field(default="results/soak.json", metadata={"help": "JSON written here"})
+    output: str = opt("results/soak.json", "JSON written here")
 
 
 # ---------------------------------------------------------------- what the app process holds
@@ -165,8 +137,7 @@ def machine_busy_seconds() -> float | None:
 
 
 class LoadMeter:
-    """The CPU that processes other than the app and the soak itself used since the last call, in cores: how much
-    of the machine someone else took while the app was measured (a training job, another test run). A window whose
+    """The CPU, in cores, that processes other than the app and the soak used since the last call: a window whose
     latencies moved with it is the machine's noise, not the app's."""
 
     def __init__(self, app_pid: int):
@@ -200,12 +171,8 @@ def in_window(rows: list[dict], bounds: tuple[float, float], key: str = "t") -> 
 
 
 def latency_windows(seconds: float, args: SoakArgs) -> tuple[tuple[float, float], tuple[float, float]]:
-    """The first and last windows whose search latencies are compared: the first and last of the six windows, but
-    at least ``--min-latency-window-s`` long (and at most half the run each). 30 minutes: 5 minutes each, as the
-    issue says; 2 minutes: the two halves. The mix answers under one search a second (101 in the 2 minutes of a
-    run on an idle 2-core machine, 78-85 beside a training job), so a 20 s window holds about 14 (4-33 in four
-    recorded runs) and its median moves with the views that happened to run beside it (0.29-1.00 s between the
-    20 s windows of one steady run); a half holds 29-53."""
+    """The first and last windows whose search latencies are compared: the first and last of the six, but at least
+    ``--min-latency-window-s`` long and at most half the run each (2 minutes: the two halves)."""
     width = min(max(seconds / WINDOWS, args.min_latency_window_s), seconds / 2)
     return (0.0, width), (seconds - width, seconds)
 
@@ -225,21 +192,11 @@ def p50_ratio_bounds(
 ) -> dict:
     """p50(last) / p50(first) of two windows' (t, seconds) searches, and one-sided bounds on it at ``confidence``.
 
-    A block bootstrap: each window's searches are cut into blocks of ``block_s`` seconds by when they were sent,
-    and each window is redrawn ``resamples`` times from as many blocks, drawn with replacement; the ratio of the
-    two redrawn medians is taken each time (seeded: the same figures give the same bounds). ``lower`` is the
-    (1 - confidence) quantile of those ratios, ``upper`` the ``confidence`` one: the true ratio is below ``lower``
-    with probability about 1 - confidence, so a check that fails only when ``lower`` is over its bound fails an
-    app whose p50 grew by exactly the bound about that often (somewhat more with few blocks), a steady one far
-    more rarely, however few searches a window holds; more searches narrow the bounds, which is what lets it see a
-    real slowdown.
-
-    Blocks, not single searches, because neighbouring searches are not independent: one sent while the slow views
-    (attention, explain, token embeddings: 3-15 s each) hold the CPU is slow, and so is the next. In a measured 2-minute run (82
-    searches) the autocorrelation of log latency was 0.43 at lag 1 and 0.16 or less beyond, so 5 s (about 4
-    searches) keeps the dependent neighbours together; resampling single searches (``block_s`` 0) makes the
-    bounds too narrow, and blocks as long as the slow views (10 s) are too few in a 1-minute window (6): the
-    made-up ramp of ``tests/test_soak.py``, whose halves differ 2x, would pass (lower bound 1.5, 1.6 with 5 s).
+    A block bootstrap: each window's searches are cut into blocks of ``block_s`` seconds by when they were sent, and
+    each window is redrawn ``resamples`` times from as many blocks, with replacement (seeded). ``lower`` is the
+    (1 - confidence) quantile of the redrawn ratios, ``upper`` the ``confidence`` one. Blocks, not single searches,
+    because neighbouring searches are not independent: one sent while a slow view holds the CPU is slow, and so is
+    the next (``block_s`` 0 resamples single searches).
     """
     import numpy as np
 
@@ -408,15 +365,7 @@ def visitor(url: str, stop_at: float, t0: float, args: SoakArgs, rng: random.Ran
                     break
                 api, call = rng.choice(calls)
                 started, started_at = time.perf_counter(), time.time() - t0
-                job = client.submit(*call, api_name=api)
-                try:
-                    job.result(timeout=args.request_timeout_s)
-                    outcome, message = "ok", ""
-                except TimeoutError:
-                    outcome, message = "hung", f"no answer in {args.request_timeout_s:.0f} s"
-                    job.cancel()
-                except Exception as err:
-                    outcome, message = classify(err), str(err)[:200]
+                outcome, message = request(client, api, call, args.request_timeout_s)
                 with lock:
                     records.append({"t": started_at, "api": api, "outcome": outcome,
                                     "seconds": time.perf_counter() - started, "message": message})  # fmt: skip
@@ -427,27 +376,12 @@ def visitor(url: str, stop_at: float, t0: float, args: SoakArgs, rng: random.Ran
 
 
 def run(args: SoakArgs) -> dict:
-    port = free_port()
-    url = f"http://127.0.0.1:{port}/"
     work = Path(tempfile.mkdtemp(prefix="ctxir-soak-"))
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "CTXIR_CACHE": str(work / "cache"), "TMPDIR": str(work)}
-    # the startup corpus's embeddings first, in a process of their own: the soak measures serving, not indexing
-    subprocess.run(
-        [sys.executable, "-c", "from ctxir.app.config import AppConfig; from ctxir.app.state import AppState; "
-         "AppState.load(AppConfig(corpus=__import__('sys').argv[1]))", _flag(args.app_args, "--corpus")],
-        cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    command = [sys.executable, "app.py", "--port", str(port), "--host", "127.0.0.1",
-               "--max-output-mb", str(args.max_output_mb), *shlex.split(args.app_args)]  # fmt: skip
+    warm_cache(args.app_args, env)
+    flags = ["--max-output-mb", str(args.max_output_mb), *shlex.split(args.app_args)]
     log_path = work / "app.log"
-    with log_path.open("w") as log:
-        server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.time() + args.startup_timeout_s
-        while not answers(url) or not searches(url):
-            if server.poll() is not None or time.time() > deadline:
-                raise SystemExit(f"the app did not start, or its searches fail (see {log_path})")
-            time.sleep(1)
+    with serving(flags, env, log_path, args.startup_timeout_s) as (url, server, command):
         outputs = next(work.glob("ctxir-app-*"))
         seconds = args.minutes * 60
         records, samples, lock = [], [], threading.Lock()
@@ -472,31 +406,14 @@ def run(args: SoakArgs) -> dict:
             samples.append(sample)
             time.sleep(args.sample_s)
         alive = answers(url)
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            server.kill()
     result = analyse(samples, records, seconds, args.max_output_mb * 2**20, args)
     result["checks"]["still_serving"] = alive
-    result = {
-        "command": "python scripts/soak.py "
-        + " ".join(f"--{k.replace('_', '-')} {shlex.quote(str(v))}" for k, v in asdict(args).items()),
-        "app_command": " ".join(command[1:]),
-        "passed": all(result["checks"].values()),
-        **result,
-        "errors": sorted({r["message"] for r in records if r["outcome"] in ("error", "hung")})[:10],
-        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "load_average": os.getloadavg()},
-        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "samples": samples,
-        "requests": [[round(r["t"], 2), r["api"], r["outcome"], round(r["seconds"], 4)] for r in records],
-    }
-    out = Path(args.output)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1) + "\n")
-    shown = {k: v for k, v in result.items() if k not in ("samples", "requests")}
-    print(json.dumps(shown, indent=1))
+    errors = sorted({r["message"] for r in records if r["outcome"] in ("error", "hung")})[:10]
+    result = record("soak.py", args, command, passed=all(result["checks"].values()), **result, errors=errors)
+    result["samples"] = samples
+    result["requests"] = [[round(r["t"], 2), r["api"], r["outcome"], round(r["seconds"], 4)] for r in records]
+    out = write(result, args.output)
+    print(json.dumps({k: v for k, v in result.items() if k not in ("samples", "requests")}, indent=1))
     print(f"{'passed' if result['passed'] else 'FAILED'}; written {out}")
     return result
 
