@@ -1,4 +1,4 @@
-"""The write-fault harness of ``scripts/faults.py``'s full-disk scenarios and ``scripts/fault_sites.py``'s sites.
+"""The write-fault harness of ``scripts/faults.py``'s full-disk scenarios.
 
 ``each_failure`` runs an operation with its N-th write failing (ENOSPC) for N = 1, 2, ... until a run meets no
 failure; the helpers check what each run left behind.
@@ -133,6 +133,22 @@ def each_failure(operation, check, forever: bool, under: Path | None = None, sam
     raise AssertionError(f"the operation still wrote after {MAX_WRITES} writes")
 
 
+def caught(fn, errors: type[BaseException] | None = None):
+    """``fn`` as an operation for ``each_failure``: its result, or the error it raised (``DiskFullError`` unless
+    ``errors`` says)."""
+    from ctxir.files import DiskFullError
+
+    errors = errors or DiskFullError
+
+    def operation():
+        try:
+            return fn()
+        except errors as err:
+            return err
+
+    return operation
+
+
 def leftovers(folder: Path) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if ".tmp" in p.name)
 
@@ -160,19 +176,6 @@ def tiny_bert(folder: Path) -> Path:
     train (seconds, not minutes); built as the tests build theirs (tests/tiny_models.py)."""
     from tests.tiny_models import save_tiny_bert
 
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *"abcdefghijklmnopqrstuvwxyz0123456789.,!?'"]
-    vocab += [
-        "the",
-        "river",
-        "bank",
-        "otters",
-        "dig",
-        "dens",
-        "in",
-        "money",
-        "loan",
-        "bats",
-        "night",
-        "moths",
-    ]
-    return save_tiny_bert(folder, vocab)
+    special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    words = ["the", "river", "bank", "otters", "dig", "dens", "in", "money", "loan", "bats", "night", "moths"]
+    return save_tiny_bert(folder, [*special, *"abcdefghijklmnopqrstuvwxyz0123456789.,!?'", *words])

@@ -29,12 +29,10 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-if (
-    str(ROOT) not in sys.path
-):  # run as `python scripts/faults.py`: the repository's packages, scripts.fault_sites
+if str(ROOT) not in sys.path:  # run as `python scripts/faults.py`: the repository's packages
     sys.path.insert(0, str(ROOT))
-from scripts import fault_sites  # noqa: E402
-from scripts.fault_harness import each_failure, leftovers, snapshot, stopped, tiny_bert  # noqa: E402
+from ctxir.kinds import CLS_LR, CROSS_ENCODER  # noqa: E402
+from scripts.fault_harness import caught, each_failure, leftovers, snapshot, stopped, tiny_bert  # noqa: E402
 
 
 class Said(logging.Handler):
@@ -73,15 +71,10 @@ def results_file(folder: Path, forever: bool) -> int:
     write_json(path, {"nDCG@10": 0.5})
     new = {"nDCG@10": 0.7, "per_query": {f"q{i}": i / 100 for i in range(300)}}
 
-    def operation():
-        try:
-            write_json(path, new)
-        except DiskFullError as err:
-            return err
-        return None
+    operation = caught(lambda: write_json(path, new))
 
     def check(err, failed):
-        assert (err is not None) == failed
+        assert isinstance(err, DiskFullError) == failed
         if failed:
             assert "no space left on the disk holding" in str(err) and str(path.parent) in str(err)
             assert "free space there" in str(err) and json.loads(path.read_text()) == {"nDCG@10": 0.5}
@@ -164,7 +157,6 @@ def ann_index(folder: Path, forever: bool) -> int:
 def failure_report(folder: Path, forever: bool) -> int:
     """The failure report (``write_report``: FILE.json, then FILE.html): each file the old one or a whole new one."""
     from ctxir.evaluation.report import failure_cases, load_report, report_meta, write_report
-    from ctxir.files import DiskFullError
 
     corpus = {
         f"d{i}": {"title": f"Otters {i}", "text": f"otters {i} dig dens in the river bank"} for i in range(30)
@@ -182,12 +174,7 @@ def failure_report(folder: Path, forever: bool) -> int:
     old = snapshot(html.parent)
     new_cases = load_report(write(2, folder / "reference" / "report.html")[1])["cases"]
 
-    def operation():
-        try:
-            write(2)
-        except DiskFullError as err:
-            return err
-        return None
+    operation = caught(lambda: write(2))
 
     def check(err, failed):
         stopped(err, failed, html.parent)
@@ -218,7 +205,6 @@ def app_outputs(folder: Path, forever: bool) -> int:
     from matplotlib.image import imread
 
     from ctxir.app.outputs import Outputs
-    from ctxir.files import DiskFullError
 
     real, tempfiles.tempdir = tempfiles.tempdir, str(folder)
     try:
@@ -230,11 +216,9 @@ def app_outputs(folder: Path, forever: bool) -> int:
     fig.add_subplot().plot([0, 1, 2], [1, 0, 1])
     page = "<html>" + "otters " * 20_000 + "</html>"
 
-    def operation():
-        try:
-            return [outputs.html(page, "page"), outputs.png(fig, "figure"), str(outputs.plotly_js())]
-        except DiskFullError as err:
-            return err
+    operation = caught(
+        lambda: [outputs.html(page, "page"), outputs.png(fig, "figure"), str(outputs.plotly_js())]
+    )
 
     def check(got, failed):
         stopped(got if failed else None, failed, outputs.root)
@@ -262,7 +246,7 @@ def hub_staging(folder: Path, forever: bool) -> int:
     from sentence_transformers import CrossEncoder
 
     from ctxir import kinds
-    from ctxir.files import DiskFullError, verify_checksums
+    from ctxir.files import verify_checksums
     from ctxir.publish.staging import stage
     from tests.tiny_models import metrics_record
 
@@ -277,11 +261,9 @@ def hub_staging(folder: Path, forever: bool) -> int:
     (src / "figures").mkdir()  # the new staging differs from the old: one figure more
     (src / "figures" / "curve.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(64))
 
-    def operation():
-        try:
-            return stage(src, "ctxir/tiny", dest, base_model_id="hf-internal-testing/tiny-random-bert")
-        except DiskFullError as err:
-            return err
+    operation = caught(
+        lambda: stage(src, "ctxir/tiny", dest, base_model_id="hf-internal-testing/tiny-random-bert")
+    )
 
     def check(got, failed):
         stopped(got if failed else None, failed, dest.parent)
@@ -307,7 +289,7 @@ def ship(folder: Path, forever: bool) -> int:
     from ctxir import kinds
     from ctxir.encoders import models
     from ctxir.encoders.models import DEFAULT_BI_ENCODER, packaged_minilm_path
-    from ctxir.files import DiskFullError, verify_checksums
+    from ctxir.files import verify_checksums
     from ctxir.rerank import ClsLrRanker
     from tests.tiny_models import metrics_record
     from training import ship as shipping
@@ -333,13 +315,15 @@ def ship(folder: Path, forever: bool) -> int:
     (dest / "old-model" / "config.json").write_text('{"kept": true}')
     before = snapshot(dest)
 
-    def operation():
+    def clear():
         for cached in (models.resolve_model, models.load_cross_encoder, models.load_transformer):
             cached.cache_clear()  # the names resolve to what this try shipped
-        try:
-            return shipping.run(args)
-        except DiskFullError as err:
-            return err
+
+    def ship_once():
+        clear()
+        return shipping.run(args)
+
+    operation = caught(ship_once)
 
     def check(got, failed):
         stopped(got if failed else None, failed, dest.parent)
@@ -357,8 +341,7 @@ def ship(folder: Path, forever: bool) -> int:
         try:
             return each_failure(operation, check, forever, sample=True)
         finally:
-            for cached in (models.resolve_model, models.load_cross_encoder, models.load_transformer):
-                cached.cache_clear()
+            clear()
 
 
 def onnx_files(folder: Path, forever: bool) -> int:
@@ -372,13 +355,7 @@ def onnx_files(folder: Path, forever: bool) -> int:
     model = SentenceTransformer(str(tiny_bert(folder / "model")), device="cpu")
     out = folder / "onnx"
 
-    def operation():
-        from ctxir.files import DiskFullError
-
-        try:
-            return int8_model(model, out, progress=False)
-        except DiskFullError as err:
-            return err
+    operation = caught(lambda: int8_model(model, out, progress=False))
 
     def check(got, failed):
         stopped(got if failed else None, failed, out)
@@ -403,7 +380,6 @@ def training_checkpoints(folder: Path, forever: bool) -> int:
     )
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
-    from ctxir.files import DiskFullError
     from training.common import resolve_resume, train_keeping_checkpoints
 
     base = tiny_bert(folder / "model")
@@ -436,12 +412,7 @@ def training_checkpoints(folder: Path, forever: bool) -> int:
     train_keeping_checkpoints(trainer(2), None, out)
     before = snapshot(out / "checkpoint-2")
 
-    def operation():
-        try:
-            train_keeping_checkpoints(trainer(4), str(out / "checkpoint-2"), out)
-        except DiskFullError as err:
-            return err
-        return None
+    operation = caught(lambda: train_keeping_checkpoints(trainer(4), str(out / "checkpoint-2"), out))
 
     def check(err, failed):
         stopped(err, failed, out / "checkpoint-4")
@@ -454,6 +425,208 @@ def training_checkpoints(folder: Path, forever: bool) -> int:
     return each_failure(operation, check, forever, under=out, sample=True)
 
 
+def classify_sample(folder: Path, forever: bool) -> int:
+    """The classify tab's "load a sample" CSV (``sample_inputs``, into the app's output folder): a full disk stops with
+    the message naming the folder, the CSV served before is untouched, no half CSV or temporary file is left."""
+    import csv
+
+    from ctxir.app.classify_tab import sample_inputs
+
+    out = folder / "outputs"
+    out.mkdir()
+    _, _, first = sample_inputs(out)
+    written = Path(first).read_bytes()
+    rows = list(csv.reader(written.decode("utf-8").splitlines()))
+    assert rows[0] == ["text", "label"] and len(rows) > 2
+    Path(first).write_bytes(b"served before\n")
+
+    operation = caught(lambda: sample_inputs(out))
+
+    def check(got, failed):
+        stopped(got if failed else None, failed, out)
+        assert Path(first).read_bytes() == (b"served before\n" if failed else written)
+        assert leftovers(folder) == [] and [p.name for p in out.iterdir()] == [Path(first).name]
+        if not failed:
+            assert got[2] == first
+            Path(first).write_bytes(b"served before\n")  # back to the old file for the next failure point
+
+    return each_failure(operation, check, forever)
+
+
+def _in_process_shards(job, todo, result) -> None:
+    """``sharded._encode_shards`` without Ray: the same actor class, here, one shard after another (the faults are
+    patched into this process; Ray's workers are others). A fault surfaces as it would from a worker: an error."""
+    from ctxir.encoders import sharded
+
+    settings = job.settings
+    actor = sharded._ShardEncoder(
+        job.worker_model,
+        settings.pooling,
+        settings.layer,
+        "cpu",
+        1,
+        settings.batch_size,
+        str(job.folder.resolve()),
+    )
+    for i, a, b in todo:
+        batch = {
+            "shard": [i],
+            "start": [a],
+            "ids": [job.ids[a:b]],
+            "texts": [job.texts[a:b]],
+            "digest": [job.digests[i]],
+        }
+        row = {key: values[0] for key, values in actor(batch).items()}
+        sharded._record_shard(result, row, 0.0)
+
+
+def sharded_encoding(folder: Path, forever: bool) -> int:
+    """``encode_sharded`` (its shards' .npy and .json, then manifest.json; the workers run here, one after another):
+    a full disk stops the run with the message naming the folder; every shard whose .json is there is whole; the next
+    run skips those, encodes the rest, and its manifest reads back the vectors a single encode gives."""
+    import pytest
+
+    from ctxir.encoders import BiEncoder, sharded
+    from ctxir.encoders.shards import iter_shards, shard_names
+    from ctxir.types import CtxirError
+
+    model = str(tiny_bert(folder / "model"))
+    corpus = {f"d{i}": {"title": "", "text": f"otters {i} dig dens in the river bank"} for i in range(30)}
+    reference = BiEncoder(model, device="cpu", cache=False).encode_corpus(corpus)[1]  # (30, 32)
+    out = folder / "shards"
+    plan = 4  # 30 documents in shards of 8
+
+    def encode():
+        return sharded.encode_sharded(corpus, model, out, shard_size=8, num_workers=1)
+
+    operation = caught(encode, CtxirError)
+
+    def complete() -> list[int]:
+        return [i for i in range(plan) if (out / shard_names(i)[1]).is_file()]
+
+    def check(got, failed):
+        assert isinstance(got, CtxirError) == failed, got
+        if failed:
+            assert "no space left on the disk holding" in str(got) and str(out.resolve()) in str(got), got
+        assert leftovers(folder) == []
+        written = complete()
+        for i in written:  # a shard's .json is written last: with it, the shard is whole
+            meta = json.loads((out / shard_names(i)[1]).read_text())
+            vectors = np.load(out / shard_names(i)[0], allow_pickle=False)
+            assert np.allclose(vectors, reference[meta["start"] : meta["start"] + meta["rows"]], atol=1e-5)
+        again = encode()  # on a disk with room again: resumes from the shards already whole
+        assert again.skipped == written and sorted(again.encoded + again.skipped) == list(range(plan))
+        vectors = np.concatenate([v for _, v in iter_shards(out / sharded.MANIFEST_NAME)])
+        assert np.allclose(vectors, reference, atol=1e-5)
+        shutil.rmtree(out)  # the next failure point starts from nothing written
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sharded, "_encode_shards", _in_process_shards)
+        return each_failure(operation, check, forever)
+
+
+def cls_lr_save(folder: Path, forever: bool) -> int:
+    """``ClsLrRanker.save`` over a ranker saved before (training/train_cls_lr.py's last step): a full disk stops with
+    the message naming the folder; each of its two files is the old one or the whole new one, never torn, so the
+    folder still loads; the next save loads back as the new ranker."""
+    from ctxir.rerank import ClsLrRanker
+
+    base = str(tiny_bert(folder / "model"))
+    dest = folder / CLS_LR
+
+    def ranker(value: float, C: float) -> ClsLrRanker:
+        coef = np.full(32, value, dtype=np.float32)
+        return ClsLrRanker(base, coef, value, max_length=64, device="cpu", metadata={"C": C})
+
+    old, new = ranker(0.5, 1.0), ranker(-0.25, 4.0)
+    old.save(dest)
+    before = snapshot(dest)
+
+    operation = caught(lambda: new.save(dest))
+
+    def state(r: ClsLrRanker) -> tuple:
+        return r.coef.tolist(), r.intercept, r.metadata
+
+    def check(err, failed):
+        stopped(err, failed, dest)
+        loaded = ClsLrRanker.load(dest, device="cpu")
+        if failed:
+            now = snapshot(dest)
+            assert set(now) == set(before)
+            assert loaded.coef.tolist() in (old.coef.tolist(), new.coef.tolist())
+            assert loaded.metadata in (old.metadata, new.metadata)
+            for name, data in before.items():  # back to the old ranker for the next failure point
+                (dest / name).write_bytes(data)
+        else:
+            assert state(loaded) == state(new)
+        assert leftovers(folder) == []
+
+    return each_failure(operation, check, forever)
+
+
+def head_save(folder: Path, forever: bool) -> int:
+    """A cross-encoder of the shipped shape saved over the one an earlier run saved in the same folder
+    (training/train_cross_encoder.py's ``save_cross_encoder``: ``save_pretrained``'s top layers' safetensors and
+    config, the segment-cosine head's config and weights, modules.json, ... written in place, the folder marked
+    unfinished meanwhile): whatever a full disk leaves, ctxir's loader either refuses the folder with a message or
+    loads a model that scores as the earlier or the new one, never a mix (the new top layers beside the old head);
+    the next save loads and scores as the new model. Sampled, the first failure points of the whole save; always,
+    every point of the head's own writes (the torn head: new body and head config beside the old head weights)."""
+    import torch
+    from sentence_transformers import CrossEncoder
+
+    from ctxir.encoders.heads import SegmentCosineHead, TopLayersTransformer, save_cross_encoder
+    from ctxir.encoders.models import load_cross_encoder
+    from ctxir.types import CtxirError
+
+    base = str(tiny_bert(folder / "model"))
+
+    def cross_encoder(term_weights: list[float], shift: float):
+        body = TopLayersTransformer(base, transformer_task="feature-extraction")
+        body.model.config.num_labels = 1
+        body.freeze_below(1, base)
+        head = SegmentCosineHead(32, term_match=True)
+        with torch.no_grad():
+            for name, parameter in body.model.named_parameters():
+                if body._trained(name):  # the earlier model's top layers differ from the new one's
+                    parameter.add_(shift)
+            head.term_linear.weight.copy_(torch.tensor([term_weights]))
+        return CrossEncoder(modules=[body, head], device="cpu", activation_fn=torch.nn.Identity())
+
+    pairs = [("river otters", "otters dig dens in the river bank"), ("money", "the bank loan")]
+    earlier = cross_encoder([-1.0, 0.0, 2.0, 0.0, 0.5], 0.01)
+    model = cross_encoder([3.0, 0.5, 0.0, 0.0, -0.5], 0.0)
+    scored = {"earlier": np.asarray(earlier.predict(pairs)), "new": np.asarray(model.predict(pairs))}
+    dest, saved_before = folder / CROSS_ENCODER, folder / "saved-before"
+    save_cross_encoder(earlier, saved_before)
+
+    def start_over():  # the earlier run's whole folder again (copied outside the faults: copyfile counts writes)
+        shutil.rmtree(dest, ignore_errors=True)
+        shutil.copytree(saved_before, dest)
+
+    operation = caught(lambda: save_cross_encoder(model, dest), OSError)
+
+    def check(err, failed):
+        assert (err is not None) == failed, err
+        load_cross_encoder.cache_clear()
+        try:
+            scores = np.asarray(load_cross_encoder(str(dest), "cpu").predict(pairs))
+        except CtxirError:
+            assert failed, "the whole saved folder was refused"
+        else:
+            which = [k for k, v in scored.items() if np.allclose(scores, v, atol=1e-3)]
+            assert which in (["earlier"], ["new"]) and (failed or which == ["new"]), (scores, scored)
+        finally:
+            load_cross_encoder.cache_clear()
+        assert leftovers(folder) == []
+        start_over()
+
+    start_over()
+    tried = each_failure(operation, check, forever, sample=True)
+    each_failure(operation, check, forever, under=dest / "1_SegmentCosineHead")
+    return tried
+
+
 WRITE_SITES = {
     "results / metrics JSON": results_file,
     "embedding cache": embedding_cache,
@@ -461,10 +634,10 @@ WRITE_SITES = {
     "ANN index": ann_index,
     "failure report": failure_report,
     "app output folder": app_outputs,
-    "classify sample CSV": fault_sites.classify_sample,
-    "sharded encoding": fault_sites.sharded_encoding,
-    "CLS-LR save": fault_sites.cls_lr_save,
-    "cross-encoder head save": fault_sites.head_save,
+    "classify sample CSV": classify_sample,
+    "sharded encoding": sharded_encoding,
+    "CLS-LR save": cls_lr_save,
+    "cross-encoder head save": head_save,
     "hub staging": hub_staging,
     "ship": ship,
     "ONNX exports": onnx_files,

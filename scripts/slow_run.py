@@ -4,14 +4,8 @@
     python scripts/slow_run.py -- -n 2         # pytest options after "--" (here: two workers)
     python scripts/slow_run.py --junit FILE    # record a run already made (its JUnit XML; --commit, --minutes)
 
-The slow tests (the Medline recompute, the mutants of every file kind, every write at the model sites, the 30-minute
-soak, the real training and reproduction runs) are kept out of the default run. Run them, and record the run here,
-each time a shipped model or a fault site changes: tests/test_slow_record.py fails when the last recorded run is
-older than the last commit that changed one (``WATCHED``, by git log).
-
-The row says the date, the commit the run started at, the machine (cores, CPU), how many tests passed, failed and
-skipped, the failed tests by name, and the minutes. Steps: 1. run pytest (or read the given JUnit XML), 2. count the
-outcomes, 3. add the row to the table between the markers in docs/results.md.
+Run it each time a shipped model or a fault site changes (``WATCHED``): tests/test_slow_record.py checks the last
+recorded run is newer. Steps: 1. run pytest (or read the JUnit XML), 2. count the outcomes, 3. add the row.
 """
 
 from __future__ import annotations
@@ -41,7 +35,6 @@ WATCHED = (
     ":(exclude,glob)ctxir/assets/models/**/evaluation.json",
     ":(exclude,glob)ctxir/assets/models/**/checksums.json",
     "scripts/faults.py",
-    "scripts/fault_sites.py",
     "scripts/fault_harness.py",
     "tests/test_faults.py",
     "ctxir/files.py",
