@@ -1,20 +1,12 @@
-"""``python -m benchmarks.app``: every endpoint of the app through ``gradio_client`` and through Gradio's HTTP API
-(what a browser or ``curl`` does), against ``python app.py`` started in its own process (or an app already running,
-``--url``), beside the same work in process and the bytes each answer carries.
-
-Four clocks per call, taken in turn so they see the same machine: the view function the endpoint runs (``view``:
-what ``benchmarks.views`` times), the endpoint's whole callback called in this process (``callback``: the view plus
-the files it writes, PNG figures and HTML pages, with the models loaded here as ``app.py`` loads them), and the call
-through each client. What a client adds over ``callback`` is the HTTP layer (queue, serialisation, transfers); what
-``callback`` adds over ``view`` is the files. ``bytes``: the answer's JSON as the HTTP API sends it, and the files
-``gradio_client`` downloads with it.
-
-Why two clients: ``gradio_client`` waits for the server's messages by sleeping 50 ms whenever none is pending
-(``gradio_client.utils.stream_sse_v1plus``), so its wall time rounds the app's up by tens of milliseconds per
-call; the HTTP API (``POST /gradio_api/call/<api>``, then the event's server-sent stream) reads each message as it
-arrives. Both are timed call by call, alternating, so they see the same machine.
+"""``python -m benchmarks.app``: every endpoint of the app through ``gradio_client`` and through Gradio's HTTP API,
+against ``python app.py`` started in its own process (or ``--url``), beside the same work in process.
 
     python -m benchmarks.app --output results/bench/app.json            # starts python app.py, then stops it
+
+Clocks per call, taken in turn: the view function (``view``), the endpoint's whole callback in this process
+(``callback``: the view plus the files it writes), and each client. ``bytes``: the answer's JSON as the HTTP API
+sends it, and the files ``gradio_client`` downloads with it. Two clients because ``gradio_client`` polls for the
+server's messages (rounding each call up), where the HTTP API's event stream reads each as it arrives.
 """
 
 from __future__ import annotations
@@ -62,27 +54,18 @@ APP_QUERIES = (
 class AppBenchArgs:
     output: str = opt("", "JSON path (default: results/bench/app.json)")
     url: str = opt(
-        "",
-        "an app already running; '' = start `python app.py` in its own process (loopback, free port) and "
-        "stop it afterwards",
+        "", "an app already running ('' = start `python app.py` on a free loopback port, then stop it)"
     )
     corpus: str = opt("demo", "corpus name the search endpoints use")
-    cross_encoder: str = opt(
-        "",
-        "started app: CTXIR_CROSS_ENCODER ('' = the shipped cross-encoder, what a fresh install re-ranks with)",
-    )
-    rerank_backend: str = opt(
-        "",
-        "started app: CTXIR_RERANK_BACKEND, how its cross-encoders score ('' = the app's default, onnx-int8)",
-    )
+    cross_encoder: str = opt("", "started app: CTXIR_CROSS_ENCODER ('' = the shipped cross-encoder)")
+    rerank_backend: str = opt("", "started app: CTXIR_RERANK_BACKEND ('' = the app's default, onnx-int8)")
     repeats: int = opt(10, "timed calls per endpoint")
     warmup: int = opt(1, "untimed calls per endpoint first")
     endpoints: str = opt("", "comma-separated labels to run ('' = all)")
     torch_threads: int = opt(0, "started app: CTXIR_TORCH_THREADS")
     in_process: bool = opt(
         True,
-        "also time each endpoint's view and its whole callback in this process (the app's models loaded "
-        "here too, as the started app loads them; with --url, as app.py loads them by default)",
+        "also time each endpoint's view and whole callback in this process, models loaded as app.py does",
     )
     start_timeout_s: float = 600.0
 
@@ -96,36 +79,27 @@ def app_calls(corpus: str) -> dict[str, tuple[str, Callable[[int], tuple]]]:
         "The otter swam to the river bank.\nShe paid the money into the bank.\nBats sleep in caves by day."
     )
 
+    def query(i: int) -> str:
+        return APP_QUERIES[i % len(APP_QUERIES)]
+
     def search(first: str, rerank: str) -> Callable[[int], tuple]:
-        return lambda i: (APP_QUERIES[i % len(APP_QUERIES)], corpus, first, rerank, 10, 20)
+        return lambda i: (query(i), corpus, first, rerank, 10, 20)
+
+    def attention(i: int) -> tuple:
+        return ("bi-encoder", query(i), "Bats use echoes to find moths.", "model", [0, 5], [], 1, 2)
 
     return {
         "search bm25": ("/search", search("bm25", "none")),
         "search dense": ("/search", search("dense", "none")),
         "search hybrid": ("/search", search("hybrid", "none")),
         "search hybrid + cross-encoder top 20": ("/search", search("hybrid", "cross-encoder")),
-        "score_pairs (5 documents)": (
-            "/score_pairs",
-            lambda i: (APP_QUERIES[i % len(APP_QUERIES)], pair_docs),
-        ),
+        "score_pairs (5 documents)": ("/score_pairs", lambda i: (query(i), pair_docs)),
         "sentence_similarity (3 sentences)": ("/sentence_similarity", lambda i: (sentences, 6, "mean")),
-        "model_info": ("/model_info", lambda i: ("bi-encoder", APP_QUERIES[i % len(APP_QUERIES)])),
-        "attention (2 layers × 2 heads)": (
-            "/attention",
-            lambda i: (
-                "bi-encoder",
-                APP_QUERIES[i % len(APP_QUERIES)],
-                "Bats use echoes to find moths.",
-                "model",
-                [0, 5],
-                [],
-                1,
-                2,
-            ),
-        ),
+        "model_info": ("/model_info", lambda i: ("bi-encoder", query(i))),
+        "attention (2 layers × 2 heads)": ("/attention", attention),
         "explain (bi-encoder + cross-encoder)": (
             "/explain",
-            lambda i: (APP_QUERIES[i % len(APP_QUERIES)], "Otters dig dens in the river bank.", "auto"),
+            lambda i: (query(i), "Otters dig dens in the river bank.", "auto"),
         ),
     }
 
@@ -217,12 +191,9 @@ def callback_ms(output) -> float | None:
     """The time the app says its callback took (``timings_ms.total`` in an endpoint's JSON output, e.g. /search's),
     else None: the rest of a call's wall time is HTTP, Gradio's queue and gradio_client's polling."""
     for part in output if isinstance(output, tuple | list) else (output,):
-        if (
-            isinstance(part, dict)
-            and isinstance(part.get("timings_ms"), dict)
-            and "total" in part["timings_ms"]
-        ):
-            return float(part["timings_ms"]["total"])
+        timings = part.get("timings_ms") if isinstance(part, dict) else None
+        if isinstance(timings, dict) and "total" in timings:
+            return float(timings["total"])
     return None
 
 
@@ -351,11 +322,7 @@ def time_endpoints(
     for label in chosen:
         api_name, make = calls[label]
         clocks: dict[str, list[float]] = {
-            "client": [],
-            "http": [],
-            "http_session": [],
-            "view": [],
-            "callback": [],
+            n: [] for n in ("client", "http", "http_session", "view", "callback")
         }
         inside, json_bytes, files, error = [], [], [], None
         steps = []
@@ -397,10 +364,8 @@ def time_endpoints(
         if clocks["http_session"] and len(clocks["http_session"]) == len(times):
             results[label]["http_session_p50_ms"] = summary_ms(clocks["http_session"])["p50_ms"]
         if clocks["http"] and len(clocks["http"]) == len(times):
-            results[label]["http_p50_ms"], results[label]["http_p95_ms"] = (
-                summary_ms(clocks["http"])["p50_ms"],
-                summary_ms(clocks["http"])["p95_ms"],
-            )
+            http = summary_ms(clocks["http"])
+            results[label]["http_p50_ms"], results[label]["http_p95_ms"] = http["p50_ms"], http["p95_ms"]
         for name in ("view", "callback"):
             if clocks[name] and len(clocks[name]) == len(times):
                 results[label][f"in_process_{name}_p50_ms"] = summary_ms(clocks[name])["p50_ms"]
@@ -448,28 +413,21 @@ def run_app(args: AppBenchArgs, argv: list[str] | None = None) -> dict:
     finally:
         if process is not None:
             stop_app(process)
-    return finish(
-        "app",
-        format_app,
-        args,
-        argv,
-        load_before,
-        started,
-        results,
-        data={
-            "app": f"python app.py started by this command (cold start to first page: {start_s:.1f} s; to its first "
-            f"view, every tab's example answered: {first_view_s:.1f} s), cross-encoder: "
-            f"{args.cross_encoder or SHIPPED_CROSS_ENCODER + ' (shipped)'}, scoring backend "
-            f"{args.rerank_backend or 'onnx-int8 (the app default)'}"
-            if start_s is not None
-            else f"an app already running at {url}",
-            "corpus": args.corpus,
-            "cold_start_s": round(start_s, 1) if start_s is not None else None,
-            # from `python app.py` until a page that opens gets every tab's example answer (one value per component)
-            "first_view_s": round(first_view_s, 1) if first_view_s is not None else None,
-            "first_view_values": sum(map(answered, shown.values())),
-        },
-        timing="wall time per call (HTTP + queue + the callback) of gradio_client.Client.predict (p50_ms, p95_ms) "
+    data = {
+        "app": f"python app.py started by this command (cold start to first page: {start_s:.1f} s; to its first "
+        f"view, every tab's example answered: {first_view_s:.1f} s), cross-encoder: "
+        f"{args.cross_encoder or SHIPPED_CROSS_ENCODER + ' (shipped)'}, scoring backend "
+        f"{args.rerank_backend or 'onnx-int8 (the app default)'}"
+        if start_s is not None
+        else f"an app already running at {url}",
+        "corpus": args.corpus,
+        "cold_start_s": round(start_s, 1) if start_s is not None else None,
+        # from `python app.py` until a page that opens gets every tab's example answer (one value per component)
+        "first_view_s": round(first_view_s, 1) if first_view_s is not None else None,
+        "first_view_values": sum(map(answered, shown.values())),
+    }
+    timing = (
+        "wall time per call (HTTP + queue + the callback) of gradio_client.Client.predict (p50_ms, p95_ms) "
         "and of the same call through Gradio's HTTP API as curl makes it (http_p50_ms, http_p95_ms: POST "
         "/gradio_api/call/<api>, then its event stream), once as a new session (no session_hash: Gradio builds "
         "the page's state first) and once in one session kept across calls (http_session_p50_ms), as gradio_client "
@@ -485,8 +443,9 @@ def run_app(args: AppBenchArgs, argv: list[str] | None = None) -> dict:
         "where the endpoint reports it (timings_ms.total), also the time inside the served app's callback "
         "(callback_p50_ms). json_bytes: the answer's JSON as the HTTP API sends it; file_bytes: the files "
         "gradio_client downloads with it (largest of the calls). gradio_client polls for the server's messages "
-        "every 50 ms, which the HTTP API does not",
+        "every 50 ms, which the HTTP API does not"
     )
+    return finish("app", format_app, args, argv, load_before, started, results, data=data, timing=timing)
 
 
 def ratio(numerator, denominator) -> str:

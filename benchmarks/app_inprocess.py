@@ -36,9 +36,7 @@ class BenchmarkArgs:
     attention_tokens: str = opt("64,128,256", "input lengths for the attention view")
     output: str = opt("results/app_benchmark.json", "JSON written here")
     cross_encoder: str = opt(
-        "",
-        "cross-encoder id or folder; '' = the one ctxir ships (ctxir/assets/models), else the packaged "
-        "all-MiniLM-L6-v2 body with a fresh 1-label head (the size of cross-encoder/ms-marco-MiniLM-L6-v2)",
+        "", "cross-encoder id or folder ('' = the shipped one, else MiniLM with a fresh 1-label head)"
     )
 
 

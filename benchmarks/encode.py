@@ -1,16 +1,12 @@
 """``python -m benchmarks.encode``: encoding throughput of the fast paths and what each costs in nDCG@10.
 
-    python -m benchmarks.encode --output results/bench/encode.json      # ~1 h on 2 busy cores (nDCG: cached after)
+    python -m benchmarks.encode --output results/bench/encode.json
 
-Plain sentence-transformers (the 1.0 baseline) against ctxir's ``BiEncoder`` and the fast paths (the
-transformer exported to ONNX and run by ONNX Runtime in float32, int8 with dynamic quantisation, int8 with static
-quantisation calibrated on MS MARCO passages, a shorter max length): texts/s, tokens/s, speed-up by wall clock and
-by CPU time, GFLOP/s as a share of the sgemm peak measured in the same run, and the SciFact test nDCG@10 of each;
-``ship_decision`` applies the issue's rule (≥ 1.5× and ≤ 0.005 loss); a variant that met it and was wired as a flag
-is listed in ``SHIPPED_AS`` (int8 dynamic: ``--backend onnx-int8``). sentence-transformers' own ``backend="onnx"``
-needs optimum-onnx, whose only release (0.1.0) requires transformers < 4.58 (we pin 5.23), so the export is
-``torch.onnx.export`` + onnxruntime's quantisers, and pooling stays ``ctxir.encoders.pool``; the ONNX variants run
-``ctxir.encoders.onnx_backend``, the same code as ``BiEncoder(backend="onnx-int8")``.
+Plain sentence-transformers (the 1.0 baseline) against ctxir's ``BiEncoder`` and the fast paths (ONNX Runtime in
+float32, int8 dynamic, int8 static calibrated on MS MARCO passages, a shorter max length): texts/s, tokens/s,
+speed-up by wall clock and CPU time, GFLOP/s as a share of the sgemm peak of the same run, and SciFact test nDCG@10.
+``ship_decision`` applies the rule (≥ 1.5× and ≤ 0.005 loss); ``SHIPPED_AS`` names the flag of a variant that met
+it. The ONNX variants run ``ctxir.encoders.onnx_backend``, the code of ``BiEncoder(backend="onnx-int8")``.
 """
 
 from __future__ import annotations
@@ -81,7 +77,7 @@ class EncodeArgs:
     )
     calibration_set: str = opt(
         "msmarco_sample",
-        "onnx-int8-static: folder under --data-root whose passages calibrate activations (never SciFact)",
+        "onnx-int8-static: folder under --data-root whose passages calibrate (never SciFact)",
     )
     calibration_texts: int = opt(256, "passages fed to the static calibration")
     onnx_dir: str = opt(
@@ -439,6 +435,18 @@ def run_encode(args: EncodeArgs, argv: list[str] | None = None) -> dict:
     for name, row in results.items():  # the ship rule, applied to every fast path
         if name not in ("st", "ctxir"):
             row["ships"], row["decision"] = ship_decision(row)
+    sgemm = peaks
+    data = {
+        "timed_texts": f"the first {len(inputs.texts)} SciFact abstracts (title + text), batch size "
+        f"{args.batch_size}, {threads} threads",
+        "ndcg": about_ndcg,
+        "model": inputs.path,
+        "flops": "2 × multiply-adds of the encoder layers over the real (unpadded, truncated) tokens",
+    }
+    timing = (
+        f"wall time of encode(all timed texts) per pass, {args.repeats} passes interleaved across variants "
+        f"after one untimed pass each; medians reported; speedup = texts/s ÷ st's"
+    )
     return finish(
         "encode",
         format_encode,
@@ -447,16 +455,9 @@ def run_encode(args: EncodeArgs, argv: list[str] | None = None) -> dict:
         load_before,
         started,
         results,
-        sgemm=peaks,
-        data={
-            "timed_texts": f"the first {len(inputs.texts)} SciFact abstracts (title + text), batch size "
-            f"{args.batch_size}, {threads} threads",
-            "ndcg": about_ndcg,
-            "model": inputs.path,
-            "flops": "2 × multiply-adds of the encoder layers over the real (unpadded, truncated) tokens",
-        },
-        timing=f"wall time of encode(all timed texts) per pass, {args.repeats} passes interleaved across variants "
-        f"after one untimed pass each; medians reported; speedup = texts/s ÷ st's",
+        sgemm=sgemm,
+        data=data,
+        timing=timing,
     )
 
 

@@ -34,9 +34,7 @@ class BenchmarkArgs:
     n_steps: int = opt(0, "IG steps; 0 = ctxir.explain.DEFAULT_IG_STEPS")
     torch_threads: int = opt(0, "torch intra-op threads; 0 = torch's default")
     survey_pairs: int = opt(
-        0,
-        "also measure the completeness error at 16/32/64 steps "
-        "on this many random demo (query, passage) pairs",
+        0, "also measure the completeness error at 16/32/64 steps on this many demo pairs"
     )
     output: str = opt("results/explain_benchmark.json", "JSON written here")
 

@@ -98,19 +98,24 @@ def build_exact_st(docs: np.ndarray, args: IndexSettings) -> Built:
     )
 
 
+def _fill_hnsw(index, docs: np.ndarray, args: IndexSettings, label: str, start: float) -> tuple[float, int]:
+    """Set the HNSW search settings and add ``docs`` in chunks: (seconds since ``start``, graph bytes)."""
+    index.hnsw.efConstruction = args.faiss_ef_construction
+    index.hnsw.efSearch = args.faiss_ef_search
+    chunk = max(10_000, len(docs) // 100)
+    for begin in _progress(range(0, len(docs), chunk), len(docs), chunk, label, args.progress):
+        index.add(docs[begin : begin + chunk])
+    hnsw = index.hnsw
+    graph = hnsw.neighbors.size() * 4 + hnsw.levels.size() * 4 + hnsw.offsets.size() * 8
+    return time.perf_counter() - start, graph
+
+
 def build_faiss_hnsw(docs: np.ndarray, args: IndexSettings) -> Built:
     import faiss
 
     start = time.perf_counter()
     index = faiss.IndexHNSWFlat(docs.shape[1], args.faiss_m, faiss.METRIC_INNER_PRODUCT)
-    index.hnsw.efConstruction = args.faiss_ef_construction
-    index.hnsw.efSearch = args.faiss_ef_search
-    chunk = max(10_000, len(docs) // 100)
-    for begin in _progress(range(0, len(docs), chunk), len(docs), chunk, "faiss HNSW", args.progress):
-        index.add(docs[begin : begin + chunk])
-    seconds = time.perf_counter() - start
-    hnsw = index.hnsw
-    graph = hnsw.neighbors.size() * 4 + hnsw.levels.size() * 4 + hnsw.offsets.size() * 8
+    seconds, graph = _fill_hnsw(index, docs, args, "faiss HNSW", start)
     return Built(
         lambda q, k: index.search(q, k)[1][0],
         docs.nbytes + graph,
@@ -125,21 +130,9 @@ def build_faiss_hnsw_sq8(docs: np.ndarray, args: IndexSettings) -> Built:
 
     start = time.perf_counter()
     index = faiss.index_factory(docs.shape[1], f"HNSW{args.faiss_m},SQ8", faiss.METRIC_INNER_PRODUCT)
-    index.hnsw.efConstruction = args.faiss_ef_construction
-    index.hnsw.efSearch = args.faiss_ef_search
-    index.train(
-        docs[
-            np.sort(
-                np.random.default_rng(args.seed).choice(len(docs), min(len(docs), 100_000), replace=False)
-            )
-        ]
-    )
-    chunk = max(10_000, len(docs) // 100)
-    for begin in _progress(range(0, len(docs), chunk), len(docs), chunk, "faiss HNSW SQ8", args.progress):
-        index.add(docs[begin : begin + chunk])
-    seconds = time.perf_counter() - start
-    hnsw = index.hnsw
-    graph = hnsw.neighbors.size() * 4 + hnsw.levels.size() * 4 + hnsw.offsets.size() * 8
+    sample = np.random.default_rng(args.seed).choice(len(docs), min(len(docs), 100_000), replace=False)
+    index.train(docs[np.sort(sample)])
+    seconds, graph = _fill_hnsw(index, docs, args, "faiss HNSW SQ8", start)
     search = _rescorer(docs, lambda q, k: index.search(q, k * max(1, args.rescore))[1][0])
     codes = faiss.downcast_index(index.storage).code_size
     return Built(

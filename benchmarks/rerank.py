@@ -40,31 +40,23 @@ from ctxir.types import doc_text
 class RerankArgs:
     output: str = opt("", "JSON path (default: results/bench/rerank.json)")
     model: str = opt(
-        "",
-        "cross-encoder folder or id; '' = the packaged all-MiniLM-L6-v2 body with a fresh 1-label head "
-        "(the size and cost of cross-encoder/ms-marco-MiniLM-L6-v2; its scores are meaningless)",
+        "", "cross-encoder folder or id ('' = packaged MiniLM body + fresh 1-label head: cost only)"
     )
     candidates: str = opt("10,20,50,100", "re-ranked candidates per query")
     collection: str = opt(
         "scifact",
-        "scifact (its train queries over its abstracts, from --data-root) or demo (the app's built-in demo "
-        "corpus and its example queries: what the app re-ranks on a fresh install)",
+        "scifact (train queries over its abstracts, from --data-root) or demo (the app's demo corpus)",
     )
     num_queries: int = opt(20, "queries timed (latency only)")
     warmup: int = 2
     repeats: int = opt(3, "passes over the queries; p50/p95 are their medians")
     batch_size: int = opt(32, "pairs per forward pass (CrossEncoderReranker's default)")
     backend: str = opt(
-        "torch",
-        "how the re-ranker scores: torch, onnx or onnx-int8 (the app's default, app.py --rerank-backend)",
+        "torch", "how the re-ranker scores: torch, onnx or onnx-int8 (app.py --rerank-backend)"
     )
     threads: int = opt(0, "torch threads (0 = all cores)")
     compare_st: bool = opt(
-        False,
-        "also time a plain sentence-transformers CrossEncoder of the same shape (the packaged all-MiniLM-L6-v2 "
-        "body, a fresh 1-label head, max_length 512 as cross-encoder/ms-marco-MiniLM-L6-v2) on the same "
-        "candidates, interleaved query by query (its scores are meaningless; its cost is what a user "
-        "would otherwise run)",
+        False, "also time a plain sentence-transformers CrossEncoder of the same shape, interleaved per query"
     )
     data_root: str = "../shared/data"
     seed: int = 0
@@ -209,39 +201,35 @@ def run_rerank(args: RerankArgs, argv: list[str] | None = None) -> dict:
     hits = BM25Retriever(corpus).search({q: queries[q] for q in qids}, max(sizes))
     results = time_candidates(reranker, corpus, queries, qids, hits, sizes, args, plain)
     peak, weights = add_compute_bound(results, reranker, threads)
+    data = {
+        "sgemm": peak,
+        "non_embedding_parameters": weights,
+        "model": path
+        if args.model
+        else f"{path} (all-MiniLM-L6-v2 body, fresh 1-label head: the architecture and "
+        "cost of cross-encoder/ms-marco-MiniLM-L6-v2, meaningless scores)",
+        "max_length": reranker.model.max_seq_length,
+        "backend": reranker.backend,
+        "compared": (
+            "sentence_transformers.CrossEncoder(all-MiniLM-L6-v2 body, num_labels=1, max_length=512)"
+            ".predict(pairs), torch, the same pairs"
+            if plain is not None
+            else None
+        ),
+        "passages": (
+            {"method": "max", "words": reranker.passages.words, "stride": reranker.passages.stride}
+            if reranker.passages
+            else {"method": "first"}
+        ),
+        "candidates": f"BM25 top-n {args.collection} documents for {args.num_queries} random {args.collection} queries "
+        f"(seed {args.seed}), after {args.warmup} warm-up queries",
+    }
+    timing = (
+        f"CrossEncoderReranker.score_pairs(query, n texts), batch size {args.batch_size}, {threads} threads; "
+        f"p50/p95 over the queries per pass, median of {args.repeats} passes"
+    )
     return finish(
-        "rerank",
-        format_rerank,
-        args,
-        argv,
-        load_before,
-        started,
-        results,
-        data={
-            "sgemm": peak,
-            "non_embedding_parameters": weights,
-            "model": path
-            if args.model
-            else f"{path} (all-MiniLM-L6-v2 body, fresh 1-label head: the architecture and "
-            "cost of cross-encoder/ms-marco-MiniLM-L6-v2, meaningless scores)",
-            "max_length": reranker.model.max_seq_length,
-            "backend": reranker.backend,
-            "compared": (
-                "sentence_transformers.CrossEncoder(all-MiniLM-L6-v2 body, num_labels=1, max_length=512)"
-                ".predict(pairs), torch, the same pairs"
-                if plain is not None
-                else None
-            ),
-            "passages": (
-                {"method": "max", "words": reranker.passages.words, "stride": reranker.passages.stride}
-                if reranker.passages
-                else {"method": "first"}
-            ),
-            "candidates": f"BM25 top-n {args.collection} documents for {args.num_queries} random {args.collection} queries "
-            f"(seed {args.seed}), after {args.warmup} warm-up queries",
-        },
-        timing=f"CrossEncoderReranker.score_pairs(query, n texts), batch size {args.batch_size}, {threads} threads; "
-        f"p50/p95 over the queries per pass, median of {args.repeats} passes",
+        "rerank", format_rerank, args, argv, load_before, started, results, data=data, timing=timing
     )
 
 

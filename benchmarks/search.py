@@ -60,9 +60,7 @@ class SearchArgs(IndexSettings):
     warmup: int = opt(20, "untimed queries first")
     repeats: int = opt(3, "timed passes; the reported p50/p95 are their medians")
     scan_queries: int = opt(
-        0,
-        "exact, exact-st and int8-flat (full scans, up to ~1 s a query at 1M): time only the first N queries "
-        "per pass (0 = --num-queries); their recall is then over those N",
+        0, "exact, exact-st and int8-flat (full scans): time only the first N queries (0 = --num-queries)"
     )
     k: int = opt(10, "hits per query (recall@k against exact)")
     real_docs: int = opt(
@@ -70,25 +68,15 @@ class SearchArgs(IndexSettings):
     )
     data_root: str = opt("../shared/data", "folder holding scifact/ and msmarco_sample/ (BEIR layout)")
     noise: float = opt(
-        1.0,
-        "synthetic documents: root-mean-square norm of the noise added to a unit-length real embedding before "
-        "re-normalising; 1.0 puts a synthetic document as far from its centre (median cosine 0.71) as a real "
-        "one is from its nearest real neighbour (0.72)",
+        1.0, "synthetic documents: root-mean-square norm of the noise added to a real embedding"
     )
-    search_threads: int = opt(
-        1,
-        "torch and faiss threads while single queries are timed; on a shared 2-core machine a second "
-        "OpenMP thread waits on a busy core (measured: faiss binary search at 10k flipping 0.04 ↔ 24 ms)",
-    )
+    search_threads: int = opt(1, "torch and faiss threads while single queries are timed")
     index_dir: str = opt(
         "", "where ctxir-ann's file is written (default: a temporary folder, removed afterwards)"
     )
     cache_dir: str = opt("", "ctxir cache root for the real embeddings ($CTXIR_CACHE)")
     query_encode: int = opt(
-        100,
-        "also time encoding this many real query texts one at a time on --search-threads threads (the "
-        "other half of a query's cost, which ctxir.retrieval.AUTO_ANN_THRESHOLD weighs the scan against; "
-        "0 = skip; needs --real-docs ≠ 0)",
+        100, "also time encoding this many real queries one at a time (0 = skip; needs --real-docs ≠ 0)"
     )
 
 

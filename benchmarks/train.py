@@ -35,11 +35,7 @@ from ctxir.types import doc_text
 @dataclass
 class TrainArgs:
     output: str = opt("", "JSON path (default: results/bench/train.json)")
-    model: str = opt(
-        "",
-        "body to train ('' = the packaged all-MiniLM-L6-v2 + a fresh "
-        "1-label head, as training/train_cross_encoder.py starts)",
-    )
+    model: str = opt("", "body to train ('' = the packaged all-MiniLM-L6-v2 + a fresh 1-label head)")
     batch_sizes: str = "8,16,32"
     max_lengths: str = "128,256"
     steps: int = opt(4, "timed optimiser steps per setting")
@@ -124,23 +120,17 @@ def run_train(args: TrainArgs, argv: list[str] | None = None) -> dict:
             }
             if args.progress:
                 print(f"{label}: {results[label]['pairs_per_s']} pairs/s", flush=True)
-    return finish(
-        "train",
-        format_train,
-        args,
-        argv,
-        load_before,
-        started,
-        results,
-        data={
-            "model": path if args.model else f"{path} + a fresh 1-label head",
-            "pairs": "SciFact train queries with a "
-            f"judged abstract (label 1) or a random one (label 0), alternating (seed {args.seed})",
-        },
-        timing=f"one optimiser step = tokenise + forward + BCE-with-logits loss + backward + AdamW (lr "
+    data = {
+        "model": path if args.model else f"{path} + a fresh 1-label head",
+        "pairs": "SciFact train queries with a "
+        f"judged abstract (label 1) or a random one (label 0), alternating (seed {args.seed})",
+    }
+    timing = (
+        f"one optimiser step = tokenise + forward + BCE-with-logits loss + backward + AdamW (lr "
         f"{args.learning_rate}), what CrossEncoderTrainer runs per step without its data loader and logging; "
-        f"{args.warmup_steps} warm-up step(s), median of {args.steps} timed steps; {threads} threads",
+        f"{args.warmup_steps} warm-up step(s), median of {args.steps} timed steps; {threads} threads"
     )
+    return finish("train", format_train, args, argv, load_before, started, results, data=data, timing=timing)
 
 
 def format_train(record: dict) -> str:

@@ -43,13 +43,10 @@ class ViewsArgs:
     threads: int = opt(0, "torch threads (0 = all cores)")
     rerank_backend: str = opt(
         "onnx-int8",
-        "how the cross-encoders score on the CPU, as app.py's --rerank-backend (its default: onnx-int8); "
-        "a GPU runs torch",
+        "how the cross-encoders score on the CPU, as app.py's --rerank-backend (a GPU runs torch)",
     )
     score_tolerance: float = opt(
-        0.02,
-        "largest difference between two devices' scores still counted as the same result (onnx-int8 on "
-        "the CPU beside float32 on a GPU differ by up to ~0.01)",
+        0.02, "largest difference between two devices' scores still counted as the same result"
     )
 
 
@@ -201,23 +198,17 @@ def run_views(args: ViewsArgs, argv: list[str] | None = None) -> dict:
 
     # 3. the same results on every device?
     results = {"runs": runs, "agreement": agreement(runs, args.score_tolerance) if len(runs) > 1 else {}}
-    return finish(
-        "views",
-        format_views,
-        args,
-        argv,
-        load_before,
-        started,
-        results,
-        data={
-            "search_query": SEARCH_QUERY,
-            "threads": threads,
-            "gpu": _gpu_name(),
-            "rerank_backend": args.rerank_backend,
-        },
-        timing="each view function called in process as the app's callbacks call it, after warm-up calls; "
-        "p50/p95 over the repeats; a GPU's work is synchronized before the clock stops",
+    data = {
+        "search_query": SEARCH_QUERY,
+        "threads": threads,
+        "gpu": _gpu_name(),
+        "rerank_backend": args.rerank_backend,
+    }
+    timing = (
+        "each view function called in process as the app's callbacks call it, after warm-up calls; "
+        "p50/p95 over the repeats; a GPU's work is synchronized before the clock stops"
     )
+    return finish("views", format_views, args, argv, load_before, started, results, data=data, timing=timing)
 
 
 def _gpu_name() -> str | None:
