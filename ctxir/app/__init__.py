@@ -10,6 +10,8 @@
     text.py             messages and user text shown as typed (escaping), line splitting
     outputs.py          Outputs: the bounded folder of the files answers return, and the scripts pages share
     ui.py               what every tab shares: Ui context, callback guard, tables and downloads
+    gradio_fixes.py     every workaround of Gradio (and spaces), each with its version, symptom and test
+    links.py            the link under a view's answer that reopens the tab with its inputs and runs it again
     figures.py          interactive Plotly figures and their standalone HTML export (presentation only)
     search.py           /search's logic: a query through a first stage and an optional re-ranker
     search_form.py      the Search tab's query form (SearchForm), which the tab and its panels wire to
@@ -28,7 +30,7 @@
     classify_figures.py the Classify tab's Plotly figures: score bars per text, the 2-D class map
     api.py              what each public endpoint does, its arguments and outputs (docstrings, MCP tool names)
     limits.py           Gradio's queue: the concurrency groups model views share
-    blocks.py           build_demo: the tabs composed into one gr.Blocks
+    blocks.py           build_app / build_demo: the tabs composed into one gr.Blocks
     first_view.py       FirstView: each tab's example answer, computed once, shown when a page opens
 
 Each tab module owns its views' logic (plain functions over an ``AppState`` returning a ``ViewResult``, tested
