@@ -1,46 +1,16 @@
-"""How much work the app takes on at once, and how much it lets wait: Gradio's queue, set deliberately.
+"""How much work the app takes on at once, how much it lets wait, and how much memory each visitor holds.
 
-Gradio gives every event its own queue with ``default_concurrency_limit`` workers, so with ~20 model views the app
-would run up to 2 × 20 model calls at once on a CPU with 2 cores, each holding its activations in memory. Here the
-events that run a model share two concurrency groups instead (Gradio's ``concurrency_id``; ``apply_limits`` sets it
-on the built app, before the queue creates the per-group queues on the first request, see ``Queue.
-create_event_queue_for_fn``):
+- The events that run a model share two concurrency groups (Gradio's ``concurrency_id``), so a 2-core CPU runs a
+  few model calls at once instead of one per event: ``model`` (``--concurrency``: searches, pair scoring, model
+  info) and ``slow`` (``--slow-concurrency``: attention, explanations, what moved, uploads, the failure report),
+  so slow views never take every worker.
+- At most ``--max-queue`` events wait; one more is refused at once with HTTP 503 instead of waiting without end.
+- Gradio keeps each session's last values until ``--max-sessions`` push it out; a closed session is forgotten
+  ``--closed-session-s`` after its last use (``gradio_fixes.ClosedSessions``), so memory follows the visitors present.
+- ``--malloc-arenas`` caps glibc's per-thread arenas (``mallopt(M_ARENA_MAX)``): Gradio's callback threads each
+  allocate torch buffers, and uncapped arenas keep what they free.
 
-* ``model`` (``--concurrency``, default 2): searches, pair scoring, sentence similarity, model info — a fraction of
-  a second each; two at once keep both cores busy.
-* ``slow`` (``--slow-concurrency``, default 1): attention (bertviz page + figures), explanations (integrated
-  gradients: tens of forward passes), what moved, compare pooling (re-encodes a corpus), uploads (encodes a
-  corpus), token embeddings (t-SNE), layer similarity, the failure report — one at a time, so slow views never
-  take every worker and searches keep flowing beside them.
-
-The light follow-up steps that draw an answer's figures and files keep Gradio's default (their own queue each,
-``--concurrency`` workers). At most ``--max-queue`` events (default 32) wait, over all groups; one more is refused
-at once by Gradio with HTTP 503 — the page shows "This application is currently busy. Please try again.",
-gradio_client raises ``QueueError("Queue is full! Please try again.")`` — instead of waiting without end.
-
-Memory per visitor is bounded too. Gradio keeps a ``SessionState`` per session (one per page load, one per
-gradio_client ``Client``): a copy of every component's config with the last value each event returned to it — the
-bertviz page, tables, JSON — about 1.6 MB per session here (measured on the packaged MiniLM after an attention view,
-a search and an explanation), kept after the page closes until ``state_session_capacity`` sessions (Gradio's
-default 10,000: 16 GB) push it out, least recently used first. ``--max-sessions`` (default 128, ≈ 200 MB) sets that
-capacity. A visitor whose session was pushed out keeps their uploads (``AppState`` holds them by session hash) and
-every view works as before; only the choices an answer put in a list (the documents of the last pair scoring to
-explain) are forgotten, so the pair scoring is run again.
-
-A visitor who leaves (closes the page, or a gradio_client ``Client`` is closed: their heartbeat ends) makes Gradio
-mark their session closed, but Gradio keeps its ``SessionState`` all the same, until the capacity pushes it out.
-Visitors that come and go so filled the 128 places one by one: the soak (``scripts/soak.py``: 4 visitors, a new
-session every 20 requests, about 5 sessions a minute) grew RSS by about 5 MB a minute for the first half hour, each
-session 0.45 MB (a search and a pair scoring, traced in-process) to 1.6 MB (with an attention view). The app now
-forgets a closed session ``--closed-session-s`` (default 60) after its last use (``gradio_fixes.ClosedSessions``,
-run when a visitor leaves), so what is held follows the visitors present, not the visitors seen.
-
-The rest of the growth was the C allocator's: glibc gives threads that allocate at the same time arenas of their
-own, up to 8 per core, and keeps what each frees for that arena's reuse; Gradio runs callbacks on a pool of up to 40
-threads and torch allocates large temporary buffers in each. ``--malloc-arenas`` (default 2) caps the arenas at
-startup (``mallopt(M_ARENA_MAX)``, the knob the ``MALLOC_ARENA_MAX`` variable sets). The load test's bursts
-(docs/reliability.md) measured the third burst growing RSS 12.8% over the second with glibc's default, 3.0% with
-``MALLOC_ARENA_MAX=2`` and 1.3% with this flag at 2.
+How these defaults were measured: docs/results.md (the soak and load test).
 """
 
 from __future__ import annotations
