@@ -148,9 +148,8 @@ class _AppArgs:
     max_output_mb: int = _env_int(
         "CTXIR_MAX_OUTPUT_MB",
         200,
-        "most MB of returned files (figures, attention HTML) "
-        "kept on disk; the oldest are removed first (the one 4.6 MB plotly.js that every "
-        "interactive page loads is kept besides)",
+        "most MB of returned files (figures, attention HTML) kept on disk; the oldest are removed first "
+        "(the plotly.js every interactive page loads is kept besides)",
     )
     output_max_age_s: int = _env_int("CTXIR_OUTPUT_MAX_AGE_S", 600, "seconds a returned file is kept on disk")
     concurrency: int = _env_int(
@@ -169,8 +168,7 @@ class _AppArgs:
     max_sessions: int = _env_int(
         "CTXIR_MAX_SESSIONS",
         128,
-        "visitors' sessions whose last outputs Gradio keeps in "
-        "memory (about 1.6 MB each); the least recently active are dropped first",
+        "visitors' sessions whose last outputs Gradio keeps in memory; the least recently active are dropped first",
     )
     malloc_arenas: int = _env_int(
         "CTXIR_MALLOC_ARENAS",
@@ -255,10 +253,8 @@ def refuse_zero_gpu() -> None:
 
 def serve(args: AppArgs) -> int:
     """Load once, then serve until stopped; a CtxirError (bad flag, missing model) ends it with one line, exit 2."""
-    # 1. threads, and signals: SIGTERM (a container or process manager stopping the app), SIGHUP (its terminal closed)
-    # and SIGINT (Ctrl-C) exit at once through exit_now, so the atexit clean-up of the output folder runs instead of
-    # leaving it behind. Ctrl-C left to Python raised KeyboardInterrupt wherever the main thread was (in gradio's
-    # launch, past its own catch) and the app then took over 30 s to exit on a loaded machine
+    # 1. threads, and signals: SIGTERM, SIGHUP and SIGINT (Ctrl-C) exit at once through exit_now, so the atexit
+    # clean-up of the output folder runs; a KeyboardInterrupt raised inside gradio's launch would delay the exit
     refuse_zero_gpu()
     asyncio.set_event_loop_policy(ClosingEventLoopPolicy())  # before gradio makes its first loop
     retry_spaces_reload_server()
