@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.common import opt
 from ctxir import CtxirError
 
 INDEX_TYPES = (
@@ -33,22 +34,15 @@ class IndexSettings:
     """How the index types are built and searched (``python -m benchmarks.search``'s flags for them)."""
 
     seed: int = 0
-    threads: int = field(default=0, metadata={"help": "build threads (0 = all cores)"})
-    nlist: int = field(
-        default=0,
-        metadata={"help": "ctxir-ann: k-means cells (0 = ctxir.retrieval.ann's choice: 4096 at 1M)"},
-    )
-    nprobe: int = field(
-        default=0, metadata={"help": "ctxir-ann: cells scanned per query (0 = ctxir.retrieval.ann's choice)"}
-    )
-    rescore: int = field(
-        default=4, metadata={"help": "ctxir-ann/int8-flat/binary: re-score rescore × k candidates"}
-    )
-    codes: str = field(default="sq8", metadata={"help": "ctxir-ann: stored codes (sq8, fp16, flat)"})
+    threads: int = opt(0, "build threads (0 = all cores)")
+    nlist: int = opt(0, "ctxir-ann: k-means cells (0 = ctxir.retrieval.ann's choice: 4096 at 1M)")
+    nprobe: int = opt(0, "ctxir-ann: cells scanned per query (0 = ctxir.retrieval.ann's choice)")
+    rescore: int = opt(4, "ctxir-ann/int8-flat/binary: re-score rescore × k candidates")
+    codes: str = opt("sq8", "ctxir-ann: stored codes (sq8, fp16, flat)")
     faiss_m: int = 32
     faiss_ef_search: int = 128
     faiss_ef_construction: int = 40
-    progress: bool = field(default=True, metadata={"help": "progress bars for long steps"})
+    progress: bool = opt(True, "progress bars for long steps")
 
 
 @dataclass

@@ -17,9 +17,10 @@ import json
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks.common import opt
 from ctxir.cli import cli_main
 from ctxir.files import read_json
 from ctxir.types import CtxirError
@@ -29,20 +30,16 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @dataclass
 class Int8Args:
-    model: str = field(
-        default=str(ROOT / "ctxir" / "assets" / "models" / "cross-encoder"),
-        metadata={"help": "cross-encoder folder whose metrics.json names its held-out training claims"},
+    model: str = opt(
+        str(ROOT / "ctxir" / "assets" / "models" / "cross-encoder"),
+        "cross-encoder folder whose metrics.json names its held-out training claims",
     )
-    data_dir: str = field(
-        default=str(ROOT.parent / "shared" / "data"), metadata={"help": "benchmark data root"}
-    )
-    depth: int = field(default=20, metadata={"help": "BM25 candidates per claim"})
-    tolerance: float = field(default=0.005, metadata={"help": "largest nDCG@10 change that keeps int8"})
-    variants: str = field(
-        default="torch,onnx,onnx-int8,onnx-int8-all",
-        metadata={
-            "help": "comma-separated: torch (always run: the reference), torch-int8, onnx, onnx-int8, onnx-int8-all"
-        },
+    data_dir: str = opt(str(ROOT.parent / "shared" / "data"), "benchmark data root")
+    depth: int = opt(20, "BM25 candidates per claim")
+    tolerance: float = opt(0.005, "largest nDCG@10 change that keeps int8")
+    variants: str = opt(
+        "torch,onnx,onnx-int8,onnx-int8-all",
+        "comma-separated: torch (always run: the reference), torch-int8, onnx, onnx-int8, onnx-int8-all",
     )
 
 

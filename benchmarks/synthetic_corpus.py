@@ -20,11 +20,12 @@ import os
 import re
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from benchmarks.common import opt
 from ctxir.cli import cli_main
 from ctxir.data import load_beir, load_corpus, write_beir
 from ctxir.encoders import BiEncoder, EmbeddingCache
@@ -40,16 +41,12 @@ SENTENCE = re.compile(r"[^.!?]+[.!?]+(?=\s|$)")
 
 @dataclass
 class SyntheticArgs:
-    num_docs: int = field(default=1_000_000, metadata={"help": "passages in all (the real ones first)"})
-    output: str = field(
-        default="outputs/synthetic-1m", metadata={"help": "folder written (BEIR layout + cache/)"}
-    )
-    data_root: str = field(
-        default="../shared/data", metadata={"help": "folder holding msmarco_sample/ and scifact/"}
-    )
-    noise: float = field(default=1.0, metadata={"help": "rms norm of the noise added to a real embedding"})
+    num_docs: int = opt(1_000_000, "passages in all (the real ones first)")
+    output: str = opt("outputs/synthetic-1m", "folder written (BEIR layout + cache/)")
+    data_root: str = opt("../shared/data", "folder holding msmarco_sample/ and scifact/")
+    noise: float = opt(1.0, "rms norm of the noise added to a real embedding")
     seed: int = 0
-    progress: bool = field(default=True, metadata={"help": "progress bars"})
+    progress: bool = opt(True, "progress bars")
 
 
 def normalise(x: np.ndarray) -> np.ndarray:
