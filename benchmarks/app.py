@@ -58,7 +58,7 @@ class AppBenchArgs:
     )
     corpus: str = opt("demo", "corpus name the search endpoints use")
     cross_encoder: str = opt("", "started app: CTXIR_CROSS_ENCODER ('' = the shipped cross-encoder)")
-    rerank_backend: str = opt("", "started app: CTXIR_RERANK_BACKEND ('' = the app's default, onnx-int8)")
+    rerank_backend: str = opt("", "started app: CTXIR_RERANK_BACKEND ('' = onnx-int8, as the recorded runs)")
     repeats: int = opt(10, "timed calls per endpoint")
     warmup: int = opt(1, "untimed calls per endpoint first")
     endpoints: str = opt("", "comma-separated labels to run ('' = all)")

@@ -102,7 +102,7 @@ class EvaluateArgs:
         metadata={
             "help": "how a cross-encoder re-ranker scores: torch; onnx (its body exported once into the cache "
             "folder's onnx/, float32, run by ONNX Runtime on the CPU: the same scores); or onnx-int8 (the same "
-            "with the layers it shares unchanged with its base in int8: the app's default; docs/results.md)"
+            "with the layers it shares unchanged with its base in int8; docs/results.md)"
         },
     )
     rerank_mode: Literal["fused", "alone"] = field(
