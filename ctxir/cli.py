@@ -220,19 +220,16 @@ def command_line(
     every value it set, so the command stands alone (and a recipe edited since cannot change it).
     """
     defaults = {f.name: f.default for f in dataclasses.fields(args_class) if f.name != "recipe"}
-    spellings, flags = flag_spellings(args_class), flag_names(args_class)
+    flags = flag_names(args_class)
     parts = [prefix]
     for key in [k for k in always if k in config] + [k for k in config if k not in always]:
-        value, name = (
-            config[key],
-            spellings.get(key),
-        )  # a config saved before a flag's field was renamed: its alias
-        if name not in defaults or (key not in always and value == defaults[name]):
+        value = config[key]
+        if key not in defaults or (key not in always and value == defaults[key]):
             continue
         if isinstance(value, str):
             for old, new in (replace or {}).items():
                 value = value.replace(old, new)
-        parts.append(f"--{flags[name]} {str(value).lower() if isinstance(value, bool) else value}")
+        parts.append(f"--{flags[key]} {str(value).lower() if isinstance(value, bool) else value}")
     return " ".join(parts)
 
 

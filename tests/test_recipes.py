@@ -704,13 +704,19 @@ def test_the_rebuilt_command_line_leaves_the_recipe_out_and_reproduces_the_run()
     assert {**again, "recipe": path} == config
 
 
-def test_a_config_saved_under_the_former_flag_names_rebuilds_the_same_command():
-    """metrics.json written before the Trainer's settings took the library's names ("epochs", "batch_size",
-    "warmup", "resume", "device") still gives the command that reproduces its run."""
+def test_the_rebuilt_command_spells_each_field_by_its_documented_flag():
+    """A config's Trainer fields (``num_train_epochs``, ...) come back as the flags the docs spell (``--epochs``)."""
     from training.train_cross_encoder import CrossEncoderArgs
 
-    old = {"task": "stsb", "epochs": 4.0, "batch_size": 8, "warmup": 0.2, "resume": "last", "device": "cpu"}
-    line = command_line("python training/train_cross_encoder.py", CrossEncoderArgs, old)
+    config = {
+        "task": "stsb",
+        "num_train_epochs": 4.0,
+        "per_device_train_batch_size": 8,
+        "warmup_steps": 0.2,
+        "resume_from_checkpoint": "last",
+        "run_device": "cpu",
+    }
+    line = command_line("python training/train_cross_encoder.py", CrossEncoderArgs, config)
     assert line.endswith("--task stsb --epochs 4.0 --batch-size 8 --warmup 0.2 --resume last --device cpu")
     args = parse_args(CrossEncoderArgs, shlex.split(line)[2:])
     assert (args.num_train_epochs, args.per_device_train_batch_size, args.warmup_steps) == (4.0, 8, 0.2)
