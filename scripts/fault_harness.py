@@ -1,8 +1,4 @@
-"""The write-fault harness of ``scripts/faults.py``'s full-disk scenarios.
-
-``each_failure`` runs an operation with its N-th write failing (ENOSPC) for N = 1, 2, ... until a run meets no
-failure; the helpers check what each run left behind.
-"""
+"""The write-fault harness of ``scripts/faults.py``: an operation run with its N-th write failing (ENOSPC)."""
 
 from __future__ import annotations
 
@@ -20,11 +16,8 @@ MAX_WRITES = 400  # more than any operation below needs: a loop that never compl
 
 
 class WriteFaults:
-    """Counts every data write made through Python file objects (``open``, ``io.open``, so ``np.save``,
-    ``json.dump``, ``Path.write_text``, ``onnx.save``, matplotlib's ``savefig``) and native writers patched in
-    (``faiss.write_index``, ``shutil.copyfile`` and so ``copy2``/``copytree``, safetensors' ``save_file``,
-    ``torch.save``: one write each); the ``n``-th one raises ENOSPC, and with ``forever`` every later one too.
-    ``under``: only writes to files under that folder count (a training run's checkpoints, not its log)."""
+    """Counts the writes through Python file objects and the native writers patched in (one each); the ``n``-th
+    raises ENOSPC, with ``forever`` every later one too. ``under``: only writes to files under that folder count."""
 
     def __init__(self, n: int, forever: bool = False, under: Path | None = None):
         self.n, self.forever, self.count, self.failed = n, forever, 0, 0
@@ -107,35 +100,39 @@ class WriteFaults:
                     self.native(patch, importlib.import_module(module), name, target)
 
 
-# The default test run tries only the first SAMPLE failure points of the slow write sites (the ones that train,
-# export or load a model per try); None: every point, as the script and `-m slow` do.
+# the failure points the default test run tries at a slow site (None: every point)
 SAMPLE: int | None = None
 
 
-def each_failure(operation, check, forever: bool, under: Path | None = None, sample: bool = False) -> int:
-    """Run ``operation()`` with the 1st, 2nd, ... write failing until one run meets no failure; ``check(outcome,
-    failed)`` after every run. Returns the failure points tried. ``sample`` (a slow site) with ``SAMPLE`` set:
-    the first ``SAMPLE`` points only."""
+def each_failure(
+    fn, check, folder: Path, forever: bool, errors=None, under: Path | None = None, sample: bool = False
+) -> int:
+    """Run ``fn()`` with the 1st, 2nd, ... write failing until one run meets no failure; after each run no temporary
+    is left under ``folder`` and ``check(outcome, failed)`` holds (``outcome``: the result or the ``errors``, by
+    default ``DiskFullError``, raised). Returns the failure points tried; ``sample``: the first ``SAMPLE`` only."""
     import pytest
 
+    operation = caught(fn, errors)
     last = SAMPLE if sample and SAMPLE else MAX_WRITES
     for n in range(1, MAX_WRITES):
         with pytest.MonkeyPatch.context() as patch:
             faults = WriteFaults(n, forever, under)
             faults.install(patch)
             outcome = operation()
+        assert leftovers(folder) == []
         check(outcome, faults.failed > 0)
         if not faults.failed:
             return n - 1
         if n >= last:  # sampled: the next run, on a disk with room again, still succeeds
-            check(operation(), False)
+            outcome = operation()
+            assert leftovers(folder) == []
+            check(outcome, False)
             return n
     raise AssertionError(f"the operation still wrote after {MAX_WRITES} writes")
 
 
 def caught(fn, errors: type[BaseException] | None = None):
-    """``fn`` as an operation for ``each_failure``: its result, or the error it raised (``DiskFullError`` unless
-    ``errors`` says)."""
+    """``fn`` as an operation: its result, or the error it raised (``DiskFullError`` unless ``errors`` says)."""
     from ctxir.files import DiskFullError
 
     errors = errors or DiskFullError
@@ -154,15 +151,14 @@ def leftovers(folder: Path) -> list[str]:
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
-    """Every file under ``folder`` by relative path: what "the previous file is intact" compares."""
+    """Every file under ``folder`` by relative path."""
     return {
         p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
     }
 
 
 def stopped(err, failed: bool, folder: Path) -> None:
-    """A run that met the fault stopped with one DiskFullError naming ``folder`` and what to free; one that did not,
-    raised nothing."""
+    """A run that met the fault stopped with one DiskFullError naming ``folder``; one that did not, raised none."""
     from ctxir.files import DiskFullError
 
     assert isinstance(err, DiskFullError) == failed, err
@@ -172,8 +168,7 @@ def stopped(err, failed: bool, folder: Path) -> None:
 
 
 def tiny_bert(folder: Path) -> Path:
-    """A random 2-layer BERT (hidden 32) saved like any Hub download: the model the slow sites load, export and
-    train (seconds, not minutes); built as the tests build theirs (tests/tiny_models.py)."""
+    """A random 2-layer BERT (hidden 32) saved like a Hub download: loaded, exported and trained in seconds."""
     from tests.tiny_models import save_tiny_bert
 
     special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]

@@ -2,16 +2,11 @@
 
     python scripts/faults.py [--mutants 200] [--site SITE ...] [--kind KIND ...]
 
-1. Full disk: for each write site, the N-th write fails with ENOSPC (once, or from then on) for N = 1, 2, ...
-   until the operation completes without meeting it (as SQLite tests its I/O). After each run: a results file
-   stops with one ``DiskFullError`` naming the folder; a cache write is skipped with one warning and the run
-   goes on; the previous file is intact, no temporary file is left, and the next run succeeds.
-2. Damaged files: seeded mutants (truncations at random offsets, bit flips) of each kind of file ctxir reads
-   back, loaded in a subprocess: each load gives verified content, or rebuilds, or refuses; a crash (a negative
-   exit status), a hang (the timeout) or a wrong result used silently fails.
-
-tests/test_faults.py runs the same scenarios (``CTXIR_MUTANTS`` mutants per kind, 200 by default, under -m slow;
-``CTXIR_FEW_MUTANTS``, 16, of every kind in one subprocess in the default run).
+1. Full disk: at each write site the N-th write fails with ENOSPC (once, or from then on) for N = 1, 2, ... until
+   the operation completes; a results file stops with one ``DiskFullError`` naming the folder, a cache write is
+   skipped with one warning; the previous file is intact, no temporary is left, and the next run succeeds.
+2. Damaged files: seeded mutants (truncations, bit flips) of each kind of file ctxir reads back, loaded in a
+   subprocess: each gives verified content, rebuilds or refuses; a crash, a hang or a wrong result fails.
 """
 
 from __future__ import annotations
@@ -32,11 +27,11 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as `python scripts/faults.py`: the repository's packages
     sys.path.insert(0, str(ROOT))
 from ctxir.kinds import CLS_LR, CROSS_ENCODER  # noqa: E402
-from scripts.fault_harness import caught, each_failure, leftovers, snapshot, stopped, tiny_bert  # noqa: E402
+from scripts.fault_harness import each_failure, snapshot, stopped, tiny_bert  # noqa: E402
 
 
 class Said(logging.Handler):
-    """The warnings ctxir logs during a scenario."""
+    """The warnings ctxir logs during a scenario, counted instead of printed."""
 
     def __init__(self):
         super().__init__(logging.WARNING)
@@ -51,7 +46,7 @@ class Said(logging.Handler):
         files._warned.clear()  # "said once" counts from here
         logger = logging.getLogger("ctxir")
         logger.addHandler(self)
-        self._propagate, logger.propagate = logger.propagate, False  # counted here, not printed
+        self._propagate, logger.propagate = logger.propagate, False
         return self
 
     def __exit__(self, *exc):
@@ -60,29 +55,28 @@ class Said(logging.Handler):
         logger.propagate = self._propagate
 
 
+def restore(folder: Path, files: dict[str, bytes]) -> None:
+    """Put a ``snapshot`` back: the next failure point starts from the old files."""
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
+
+
 # ---------------------------------------------------------------- the write sites
 
 
 def results_file(folder: Path, forever: bool) -> int:
     """A results/metrics JSON (``write_json``): one clear error, the old file kept."""
-    from ctxir.files import DiskFullError, write_json
+    from ctxir.files import write_json
 
     path = folder / "results" / "metrics.json"
     write_json(path, {"nDCG@10": 0.5})
     new = {"nDCG@10": 0.7, "per_query": {f"q{i}": i / 100 for i in range(300)}}
 
-    operation = caught(lambda: write_json(path, new))
-
     def check(err, failed):
-        assert isinstance(err, DiskFullError) == failed
-        if failed:
-            assert "no space left on the disk holding" in str(err) and str(path.parent) in str(err)
-            assert "free space there" in str(err) and json.loads(path.read_text()) == {"nDCG@10": 0.5}
-        else:
-            assert json.loads(path.read_text()) == new
-        assert leftovers(folder) == []
+        stopped(err, failed, path.parent)
+        assert json.loads(path.read_text()) == ({"nDCG@10": 0.5} if failed else new)
 
-    return each_failure(operation, check, forever)
+    return each_failure(lambda: write_json(path, new), check, folder, forever)
 
 
 def embedding_cache(folder: Path, forever: bool) -> int:
@@ -96,15 +90,14 @@ def embedding_cache(folder: Path, forever: bool) -> int:
 
     def check(found, failed):
         assert found is not None and (np.array_equal(found, old) if failed else np.array_equal(found, new))
-        assert leftovers(folder) == []
-        cache.put(key, old)  # back to the old file for the next failure point
+        cache.put(key, old)
 
     def operation():
         cache.put(key, new)  # never raises: the caller has its embeddings
         return cache.get(key)
 
     with Said() as said:
-        tried = each_failure(operation, check, forever)
+        tried = each_failure(operation, check, folder, forever)
     told = [m for m in said.messages if "embeddings not cached" in m]
     assert len(told) == 1 and "no space left on the disk holding" in told[0], told  # once, however often
     return tried
@@ -120,14 +113,13 @@ def bm25_cache(folder: Path, forever: bool) -> int:
 
     def check(retriever, failed):
         assert [h.doc_id for h in retriever.query("river otters 7", 5)] == reference
-        assert leftovers(folder) == []
         if failed:
             assert not cached.exists() or not any(cached.iterdir()), "a partial index was left in the cache"
         else:
             assert BM25Retriever(corpus, cache=cached).cache_status == "loaded"
 
     with Said() as said:
-        tried = each_failure(lambda: BM25Retriever(corpus, cache=cached), check, forever)
+        tried = each_failure(lambda: BM25Retriever(corpus, cache=cached), check, folder, forever)
     assert tried == 0 or any("the BM25 index not cached" in m for m in said.messages)
     return tried
 
@@ -138,24 +130,22 @@ def ann_index(folder: Path, forever: bool) -> int:
 
     docs = unit_vectors(600, 32)
     path = folder / "ann" / "index.faiss"
-    params = AnnParams(nlist=8)
+
+    def open_or_build():
+        return AnnIndex.open_or_build(path, docs, AnnParams(nlist=8), show_progress=False)
 
     def check(index, failed):
-        rows, _ = index.search(docs[:3], 1)
-        assert rows[:, 0].tolist() == [0, 1, 2]
-        assert leftovers(folder) == []
+        assert index.search(docs[:3], 1)[0][:, 0].tolist() == [0, 1, 2]
         if failed:
-            shutil.rmtree(path.parent, ignore_errors=True)  # the next failure point starts from no index
+            shutil.rmtree(path.parent, ignore_errors=True)
         else:
-            assert AnnIndex.open_or_build(path, docs, params, show_progress=False).status == "opened"
+            assert open_or_build().status == "opened"
 
-    return each_failure(
-        lambda: AnnIndex.open_or_build(path, docs, params, show_progress=False), check, forever
-    )
+    return each_failure(open_or_build, check, folder, forever)
 
 
 def failure_report(folder: Path, forever: bool) -> int:
-    """The failure report (``write_report``: FILE.json, then FILE.html): each file the old one or a whole new one."""
+    """The failure report (FILE.json, then FILE.html): each file the old one or a whole new one."""
     from ctxir.evaluation.report import failure_cases, load_report, report_meta, write_report
 
     corpus = {
@@ -174,28 +164,24 @@ def failure_report(folder: Path, forever: bool) -> int:
     old = snapshot(html.parent)
     new_cases = load_report(write(2, folder / "reference" / "report.html")[1])["cases"]
 
-    operation = caught(lambda: write(2))
-
     def check(err, failed):
         stopped(err, failed, html.parent)
         now = snapshot(html.parent)
         assert set(now) == set(old)
-        if failed:  # FILE.json first: each file is the old one, or the whole new one
+        if failed:
             html_now = now["report.html"]
             assert html_now == old["report.html"] or html_now.rstrip().endswith(b"</html>")
             assert now["report.json"] == old["report.json"] or load_report(html)["cases"] == new_cases
-            for name, data in old.items():  # back to the old report for the next failure point
-                (html.parent / name).write_bytes(data)
+            restore(html.parent, old)
         else:
             assert load_report(html)["cases"] == new_cases
-        assert leftovers(folder) == []
 
-    return each_failure(operation, check, forever)
+    return each_failure(lambda: write(2), check, folder, forever)
 
 
 def app_outputs(folder: Path, forever: bool) -> int:
-    """The app's output folder (an HTML page, a PNG figure, the shared plotly.js): a request that meets a full disk
-    is refused with the message, its file never left half-written; the files served before are untouched."""
+    """The app's output folder (HTML page, PNG figure, plotly.js): a request that meets a full disk is refused, its
+    file never half-written; the files served before are untouched."""
     import tempfile as tempfiles
 
     import matplotlib
@@ -216,12 +202,8 @@ def app_outputs(folder: Path, forever: bool) -> int:
     fig.add_subplot().plot([0, 1, 2], [1, 0, 1])
     page = "<html>" + "otters " * 20_000 + "</html>"
 
-    operation = caught(
-        lambda: [outputs.html(page, "page"), outputs.png(fig, "figure"), str(outputs.plotly_js())]
-    )
-
     def check(got, failed):
-        stopped(got if failed else None, failed, outputs.root)
+        stopped(got, failed, outputs.root)
         assert first.read_text() == "<html>served before</html>"
         for path in outputs.root.iterdir():  # whatever is there is whole
             if path.suffix == ".html" and path != first:
@@ -230,19 +212,19 @@ def app_outputs(folder: Path, forever: bool) -> int:
                 assert imread(path).shape[0] > 0
             elif path.suffix == ".js":
                 assert path.stat().st_size > 1_000_000
-        assert leftovers(folder) == [] and not [
-            p.name for p in outputs.root.iterdir() if p.name.startswith(".")
-        ]
+        assert not [p.name for p in outputs.root.iterdir() if p.name.startswith(".")]
+
+    def operation():
+        return [outputs.html(page, "page"), outputs.png(fig, "figure"), str(outputs.plotly_js())]
 
     try:
-        return each_failure(operation, check, forever)
+        return each_failure(operation, check, folder, forever)
     finally:
         shutil.rmtree(outputs.root, ignore_errors=True)
 
 
 def hub_staging(folder: Path, forever: bool) -> int:
-    """``ctxir hub stage`` over a previous staging: assembled beside it and swapped in whole, so a full disk leaves
-    the previous staging as it was; the new one carries checksums.json."""
+    """``ctxir hub stage`` over a previous staging: swapped in whole, so a full disk leaves the previous one."""
     from sentence_transformers import CrossEncoder
 
     from ctxir import kinds
@@ -256,31 +238,28 @@ def hub_staging(folder: Path, forever: bool) -> int:
         json.dumps(metrics_record(kinds.CROSS_ENCODER, base=str(folder / "base")))
     )
     dest = folder / "hub" / "ctxir--tiny"
-    stage(src, "ctxir/tiny", dest, base_model_id="hf-internal-testing/tiny-random-bert")
+
+    def operation():
+        return stage(src, "ctxir/tiny", dest, base_model_id="hf-internal-testing/tiny-random-bert")
+
+    operation()
     before = snapshot(dest)
     (src / "figures").mkdir()  # the new staging differs from the old: one figure more
     (src / "figures" / "curve.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(64))
 
-    operation = caught(
-        lambda: stage(src, "ctxir/tiny", dest, base_model_id="hf-internal-testing/tiny-random-bert")
-    )
-
     def check(got, failed):
-        stopped(got if failed else None, failed, dest.parent)
+        stopped(got, failed, dest.parent)
         if failed:
             assert snapshot(dest) == before
-        else:
-            assert (
-                "figures/curve.png" in got.files and verify_checksums(dest) >= 5
-            )  # config, weights, tokenizer…
-        assert leftovers(folder) == []
+        else:  # config, weights, tokenizer…
+            assert "figures/curve.png" in got.files and verify_checksums(dest) >= 5
 
-    return each_failure(operation, check, forever)
+    return each_failure(operation, check, folder, forever)
 
 
 def ship(folder: Path, forever: bool) -> int:
-    """``python training/ship.py`` over the package folder's previous models: assembled beside them, checked, swapped
-    in only when whole (a LoRA cross-encoder over the packaged MiniLM and a CLS-LR ranker, as tests/test_ship.py)."""
+    """``python training/ship.py`` over the package folder's previous models (a LoRA cross-encoder over the packaged
+    MiniLM and a CLS-LR ranker): assembled beside them, swapped in only when whole."""
     import pytest
     import torch
     from peft import LoraConfig
@@ -323,30 +302,26 @@ def ship(folder: Path, forever: bool) -> int:
         clear()
         return shipping.run(args)
 
-    operation = caught(ship_once)
-
     def check(got, failed):
-        stopped(got if failed else None, failed, dest.parent)
+        stopped(got, failed, dest.parent)
         if failed:
             assert snapshot(dest) == before
         else:
             assert all(verify_checksums(p) > 0 for p in dest.iterdir() if p.name != "old-model")
-        assert leftovers(folder) == [] and not list(dest.parent.glob(".ship-*"))
+        assert not list(dest.parent.glob(".ship-*"))
 
-    with (
-        pytest.MonkeyPatch.context() as patch
-    ):  # the shipped names point into this package folder, not ctxir's
+    with pytest.MonkeyPatch.context() as patch:  # the shipped names point into this package folder
         patch.setitem(models.SHIPPED_MODELS, models.SHIPPED_CROSS_ENCODER, dest / kinds.CROSS_ENCODER)
         patch.setitem(models.SHIPPED_MODELS, models.SHIPPED_CLS_LR, dest / kinds.CLS_LR)
         try:
-            return each_failure(operation, check, forever, sample=True)
+            return each_failure(ship_once, check, folder, forever, sample=True)
         finally:
             clear()
 
 
 def onnx_files(folder: Path, forever: bool) -> int:
-    """The ONNX exports of ``--backend onnx-int8`` (float32 export, then its int8 copy, each with its sha256 beside
-    it): a full disk stops with the message; what is left is whole and checked, and the next run completes."""
+    """The ONNX exports of ``--backend onnx-int8`` (float32, then int8, each with its sha256): what is left is whole
+    and checked, and the next run completes."""
     from sentence_transformers import SentenceTransformer
 
     from ctxir.encoders import onnx_export
@@ -355,23 +330,19 @@ def onnx_files(folder: Path, forever: bool) -> int:
     model = SentenceTransformer(str(tiny_bert(folder / "model")), device="cpu")
     out = folder / "onnx"
 
-    operation = caught(lambda: int8_model(model, out, progress=False))
-
     def check(got, failed):
-        stopped(got if failed else None, failed, out)
+        stopped(got, failed, out)
         assert all(onnx_export.verified(p) for p in out.glob("*.onnx")), "an ONNX file without its checksum"
         assert failed or got == out / onnx_export.INT8_FILE
-        assert leftovers(folder) == []
         if failed:
-            shutil.rmtree(out, ignore_errors=True)  # every failure point starts from no export
+            shutil.rmtree(out, ignore_errors=True)
 
-    return each_failure(operation, check, forever, sample=True)
+    return each_failure(lambda: int8_model(model, out, progress=False), check, folder, forever, sample=True)
 
 
 def training_checkpoints(folder: Path, forever: bool) -> int:
-    """A Trainer's checkpoint (the model, optimizer, scheduler, RNG and trainer state; a tiny BERT, 2 steps past a
-    saved checkpoint-2): the half-saved checkpoint is removed, the message says to resume, checkpoint-2 is as it
-    was, and ``--resume last`` takes it. Only writes into the checkpoints folder fail."""
+    """A Trainer's checkpoint (tiny BERT, 2 steps past checkpoint-2): the half-saved one is removed, the message says
+    to resume, checkpoint-2 is intact and ``--resume last`` takes it. Only writes into the checkpoints fail."""
     from datasets import Dataset
     from sentence_transformers import (
         SentenceTransformer,
@@ -412,22 +383,21 @@ def training_checkpoints(folder: Path, forever: bool) -> int:
     train_keeping_checkpoints(trainer(2), None, out)
     before = snapshot(out / "checkpoint-2")
 
-    operation = caught(lambda: train_keeping_checkpoints(trainer(4), str(out / "checkpoint-2"), out))
-
     def check(err, failed):
         stopped(err, failed, out / "checkpoint-4")
         assert snapshot(out / "checkpoint-2") == before
         assert failed != (out / "checkpoint-4").is_dir()  # a half-saved checkpoint is not left to resume from
         assert resolve_resume("last", out) == str(out / ("checkpoint-2" if failed else "checkpoint-4"))
         assert not failed or "--resume last" in str(err)
-        assert leftovers(folder) == []
 
-    return each_failure(operation, check, forever, under=out, sample=True)
+    def resume():
+        return train_keeping_checkpoints(trainer(4), str(out / "checkpoint-2"), out)
+
+    return each_failure(resume, check, folder, forever, under=out, sample=True)
 
 
 def classify_sample(folder: Path, forever: bool) -> int:
-    """The classify tab's "load a sample" CSV (``sample_inputs``, into the app's output folder): a full disk stops with
-    the message naming the folder, the CSV served before is untouched, no half CSV or temporary file is left."""
+    """The classify tab's "load a sample" CSV: the CSV served before is untouched, no half CSV is left."""
     import csv
 
     from ctxir.app.classify_tab import sample_inputs
@@ -440,50 +410,36 @@ def classify_sample(folder: Path, forever: bool) -> int:
     assert rows[0] == ["text", "label"] and len(rows) > 2
     Path(first).write_bytes(b"served before\n")
 
-    operation = caught(lambda: sample_inputs(out))
-
     def check(got, failed):
-        stopped(got if failed else None, failed, out)
+        stopped(got, failed, out)
         assert Path(first).read_bytes() == (b"served before\n" if failed else written)
-        assert leftovers(folder) == [] and [p.name for p in out.iterdir()] == [Path(first).name]
+        assert [p.name for p in out.iterdir()] == [Path(first).name]
         if not failed:
             assert got[2] == first
-            Path(first).write_bytes(b"served before\n")  # back to the old file for the next failure point
+            Path(first).write_bytes(b"served before\n")
 
-    return each_failure(operation, check, forever)
+    return each_failure(lambda: sample_inputs(out), check, folder, forever)
 
 
 def _in_process_shards(job, todo, result) -> None:
-    """``sharded._encode_shards`` without Ray: the same actor class, here, one shard after another (the faults are
-    patched into this process; Ray's workers are others). A fault surfaces as it would from a worker: an error."""
+    """``sharded._encode_shards`` without Ray: the same actor, here, one shard after another (the faults are patched
+    into this process only)."""
     from ctxir.encoders import sharded
 
-    settings = job.settings
+    s = job.settings
     actor = sharded._ShardEncoder(
-        job.worker_model,
-        settings.pooling,
-        settings.layer,
-        "cpu",
-        1,
-        settings.batch_size,
-        str(job.folder.resolve()),
+        job.worker_model, s.pooling, s.layer, "cpu", 1, s.batch_size, str(job.folder.resolve())
     )
     for i, a, b in todo:
-        batch = {
-            "shard": [i],
-            "start": [a],
-            "ids": [job.ids[a:b]],
-            "texts": [job.texts[a:b]],
-            "digest": [job.digests[i]],
-        }
+        texts, digest = job.texts[a:b], job.digests[i]
+        batch = {"shard": [i], "start": [a], "ids": [job.ids[a:b]], "texts": [texts], "digest": [digest]}
         row = {key: values[0] for key, values in actor(batch).items()}
         sharded._record_shard(result, row, 0.0)
 
 
 def sharded_encoding(folder: Path, forever: bool) -> int:
-    """``encode_sharded`` (its shards' .npy and .json, then manifest.json; the workers run here, one after another):
-    a full disk stops the run with the message naming the folder; every shard whose .json is there is whole; the next
-    run skips those, encodes the rest, and its manifest reads back the vectors a single encode gives."""
+    """``encode_sharded``: a full disk stops the run naming the folder; every shard with its .json is whole; the next
+    run skips those, and its manifest reads back the vectors a single encode gives."""
     import pytest
 
     from ctxir.encoders import BiEncoder, sharded
@@ -499,17 +455,11 @@ def sharded_encoding(folder: Path, forever: bool) -> int:
     def encode():
         return sharded.encode_sharded(corpus, model, out, shard_size=8, num_workers=1)
 
-    operation = caught(encode, CtxirError)
-
-    def complete() -> list[int]:
-        return [i for i in range(plan) if (out / shard_names(i)[1]).is_file()]
-
     def check(got, failed):
         assert isinstance(got, CtxirError) == failed, got
         if failed:
             assert "no space left on the disk holding" in str(got) and str(out.resolve()) in str(got), got
-        assert leftovers(folder) == []
-        written = complete()
+        written = [i for i in range(plan) if (out / shard_names(i)[1]).is_file()]
         for i in written:  # a shard's .json is written last: with it, the shard is whole
             meta = json.loads((out / shard_names(i)[1]).read_text())
             vectors = np.load(out / shard_names(i)[0], allow_pickle=False)
@@ -518,16 +468,15 @@ def sharded_encoding(folder: Path, forever: bool) -> int:
         assert again.skipped == written and sorted(again.encoded + again.skipped) == list(range(plan))
         vectors = np.concatenate([v for _, v in iter_shards(out / sharded.MANIFEST_NAME)])
         assert np.allclose(vectors, reference, atol=1e-5)
-        shutil.rmtree(out)  # the next failure point starts from nothing written
+        shutil.rmtree(out)
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(sharded, "_encode_shards", _in_process_shards)
-        return each_failure(operation, check, forever)
+        return each_failure(encode, check, folder, forever, CtxirError)
 
 
 def cls_lr_save(folder: Path, forever: bool) -> int:
-    """``ClsLrRanker.save`` over a ranker saved before (training/train_cls_lr.py's last step): a full disk stops with
-    the message naming the folder; each of its two files is the old one or the whole new one, never torn, so the
+    """``ClsLrRanker.save`` over an earlier ranker: each of its two files is the old or the whole new one, so the
     folder still loads; the next save loads back as the new ranker."""
     from ctxir.rerank import ClsLrRanker
 
@@ -542,8 +491,6 @@ def cls_lr_save(folder: Path, forever: bool) -> int:
     old.save(dest)
     before = snapshot(dest)
 
-    operation = caught(lambda: new.save(dest))
-
     def state(r: ClsLrRanker) -> tuple:
         return r.coef.tolist(), r.intercept, r.metadata
 
@@ -551,27 +498,20 @@ def cls_lr_save(folder: Path, forever: bool) -> int:
         stopped(err, failed, dest)
         loaded = ClsLrRanker.load(dest, device="cpu")
         if failed:
-            now = snapshot(dest)
-            assert set(now) == set(before)
+            assert set(snapshot(dest)) == set(before)
             assert loaded.coef.tolist() in (old.coef.tolist(), new.coef.tolist())
             assert loaded.metadata in (old.metadata, new.metadata)
-            for name, data in before.items():  # back to the old ranker for the next failure point
-                (dest / name).write_bytes(data)
+            restore(dest, before)
         else:
             assert state(loaded) == state(new)
-        assert leftovers(folder) == []
 
-    return each_failure(operation, check, forever)
+    return each_failure(lambda: new.save(dest), check, folder, forever)
 
 
 def head_save(folder: Path, forever: bool) -> int:
-    """A cross-encoder of the shipped shape saved over the one an earlier run saved in the same folder
-    (training/train_cross_encoder.py's ``save_cross_encoder``: ``save_pretrained``'s top layers' safetensors and
-    config, the segment-cosine head's config and weights, modules.json, ... written in place, the folder marked
-    unfinished meanwhile): whatever a full disk leaves, ctxir's loader either refuses the folder with a message or
-    loads a model that scores as the earlier or the new one, never a mix (the new top layers beside the old head);
-    the next save loads and scores as the new model. Sampled, the first failure points of the whole save; always,
-    every point of the head's own writes (the torn head: new body and head config beside the old head weights)."""
+    """A cross-encoder of the shipped shape (``save_cross_encoder``) saved over an earlier one: the loader refuses
+    what a full disk leaves or loads a model that scores as the earlier or the new one, never a mix. Sampled over
+    the whole save; always every point of the head's own writes (the torn head)."""
     import torch
     from sentence_transformers import CrossEncoder
 
@@ -600,11 +540,9 @@ def head_save(folder: Path, forever: bool) -> int:
     dest, saved_before = folder / CROSS_ENCODER, folder / "saved-before"
     save_cross_encoder(earlier, saved_before)
 
-    def start_over():  # the earlier run's whole folder again (copied outside the faults: copyfile counts writes)
+    def start_over():  # copied outside the faults: copyfile counts writes
         shutil.rmtree(dest, ignore_errors=True)
         shutil.copytree(saved_before, dest)
-
-    operation = caught(lambda: save_cross_encoder(model, dest), OSError)
 
     def check(err, failed):
         assert (err is not None) == failed, err
@@ -618,12 +556,14 @@ def head_save(folder: Path, forever: bool) -> int:
             assert which in (["earlier"], ["new"]) and (failed or which == ["new"]), (scores, scored)
         finally:
             load_cross_encoder.cache_clear()
-        assert leftovers(folder) == []
         start_over()
 
+    def save():
+        return save_cross_encoder(model, dest)
+
     start_over()
-    tried = each_failure(operation, check, forever, sample=True)
-    each_failure(operation, check, forever, under=dest / "1_SegmentCosineHead")
+    tried = each_failure(save, check, folder, forever, OSError, sample=True)
+    each_failure(save, check, folder, forever, OSError, under=dest / "1_SegmentCosineHead")
     return tried
 
 
@@ -643,8 +583,6 @@ WRITE_SITES = {
     "ONNX exports": onnx_files,
     "training checkpoints": training_checkpoints,
 }
-# (indexing an upload is no write site: its vectors and BM25 index stay in memory, tests/test_security.py's
-# test_uploaded_embeddings_are_not_written_to_the_embedding_cache shows nothing is written)
 # the sites that load, export or train a model on each try: the default test run samples their failure points
 SLOW_SITES = ("cross-encoder head save", "ship", "ONNX exports", "training checkpoints")
 # what each site does when the disk is full, for the table
@@ -884,9 +822,7 @@ def fuzz_files(kind: str, folder: Path) -> None:
         from ctxir.files import write_checksums
 
         model = folder / "model"
-        if (
-            kind == "classifier"
-        ):  # the packaged CLS-LR ranker (2 kB of weights over the shipped cross-encoder)
+        if kind == "classifier":  # the packaged CLS-LR ranker
             shutil.copytree(ROOT / "ctxir" / "assets" / "models" / kinds.CLS_LR, model)
         elif kind == "model folder":
             from sentence_transformers import CrossEncoder
@@ -911,8 +847,8 @@ def slug(kind: str) -> str:
 
 
 def fuzz_many(kinds: list[str], folder: Path, count: int) -> dict[str, dict]:
-    """{kind: {outcome: mutants}} of ``count`` mutants of each of ``kinds``, all loaded in one subprocess (one
-    start of Python and torch); a crash, a hang or a wrong result raises AssertionError."""
+    """{kind: {outcome: mutants}} of ``count`` mutants of each of ``kinds``, loaded in one subprocess; a crash, a
+    hang or a wrong result raises AssertionError."""
     for kind in kinds:
         (folder / slug(kind)).mkdir(parents=True, exist_ok=True)
         fuzz_files(kind, folder / slug(kind))
@@ -938,20 +874,9 @@ def fuzz(kind: str, folder: Path, count: int) -> dict:
     return fuzz_many([kind], folder, count)[kind]
 
 
-# the kinds whose damaged copy is built again and checked against the intact content (from the vectors, the texts,
-# the corpus, the model); the others (a model's files, a report) are refused with what to fetch or make again
+# the kinds whose damaged copy is built again and checked; the others are refused with what to fetch or make again
 REBUILT = ("faiss", "embeddings", "bm25", "onnx")
-FILE_KINDS = (
-    "faiss",
-    "embeddings",
-    "bm25",
-    "onnx",
-    "model folder",
-    "classifier",
-    "fusion.json",
-    "passages.json",
-    "report JSON",
-)
+FILE_KINDS = (*REBUILT, "model folder", "classifier", "fusion.json", "passages.json", "report JSON")
 
 
 # ---------------------------------------------------------------- the table
