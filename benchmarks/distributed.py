@@ -28,7 +28,7 @@ from benchmarks.common import command_line
 from ctxir.data import load_beir
 from ctxir.encoders import BiEncoder
 from ctxir.encoders.models import resolve_model
-from ctxir.encoders.sharded import ShardingSettings, encode_sharded
+from ctxir.encoders.sharded import encode_sharded
 from ctxir.evaluation import evaluate_run
 from ctxir.retrieval import BM25Retriever, DenseRetriever
 from ctxir.retrieval.milvus import VectorDBRetriever
@@ -102,15 +102,18 @@ def encode_runs(args: argparse.Namespace, corpus: dict, model, work: Path) -> tu
         },
     )
     ray_start_seconds = round(time.perf_counter() - began, 2)
-    settings = ShardingSettings(
-        batch_size=args.batch_size, shard_size=args.shard_size, threads_per_worker=1, show_progress=False
-    )
+    settings = {
+        "batch_size": args.batch_size,
+        "shard_size": args.shard_size,
+        "threads_per_worker": 1,
+        "show_progress": False,
+    }
     runs: dict[int, list[dict]] = {w: [] for w in args.workers}
     folder = work
     for repeat in range(args.repeats):
         for workers in args.workers:
             folder = work / f"w{workers}-r{repeat}"
-            result = encode_sharded(corpus, model, folder, settings, num_workers=workers)
+            result = encode_sharded(corpus, model, folder, **settings, num_workers=workers)
             runs[workers].append(encode_figures(result, len(corpus), args.shard_size))
             print(f"workers={workers} repeat={repeat}: {runs[workers][-1]}", flush=True)
     ray.shutdown()

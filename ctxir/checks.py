@@ -27,7 +27,7 @@ from __future__ import annotations
 import numbers
 import unicodedata
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import fields, replace
+from dataclasses import fields
 from typing import Any
 
 from ctxir.types import CtxirError
@@ -109,19 +109,13 @@ def check_int(value: Any, what: str, low: int, high: int) -> int:
     return number
 
 
-def check_settings(kind: type, settings, options: dict, argument: str):
-    """``settings`` (an instance of ``kind``, or None for the defaults) with ``options`` (its field names) applied:
-    the keyword form of the old signatures keeps working beside the dataclass."""
-    if settings is not None and not isinstance(settings, kind):
-        raise CtxirError(
-            f"{argument} must be a {kind.__name__} or None, got {settings!r}: pass the other options "
-            f"by keyword (e.g. num_workers=2), or as {kind.__name__}(...)"
-        )
+def check_options(kind: type, options: dict):
+    """``kind(**options)`` for a dataclass ``kind``; an unknown option is named beside the valid ones."""
     valid = [f.name for f in fields(kind)]
     unknown = sorted(set(options) - set(valid))
     if unknown:
         raise CtxirError(f"unknown option(s) {', '.join(map(repr, unknown))}: valid are {', '.join(valid)}")
-    return replace(settings, **options) if settings is not None else kind(**options)
+    return kind(**options)
 
 
 class LiveChoices(Sequence):

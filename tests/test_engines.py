@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from ctxir.encoders import BiEncoder
-from ctxir.encoders.sharded import ShardingSettings, encode_sharded
+from ctxir.encoders.sharded import encode_sharded
 from ctxir.encoders.shards import encoder_fingerprint, iter_shards, read_manifest, shard_plan
 from ctxir.evaluation import evaluate_run
 from ctxir.rerank import Reranker
@@ -351,14 +351,11 @@ def test_manifest_checks(tmp_path):
         read_manifest(tmp_path)
 
 
-def test_settings_and_their_keywords_are_one_thing(tmp_path):
-    # the dataclass, a keyword on top of it, and the keyword alone are checked the same way, before any work
+def test_settings_are_checked_before_any_work(tmp_path):
     with pytest.raises(CtxirError, match="shard_size"):
-        encode_sharded(["a"], "model", tmp_path, ShardingSettings(num_workers=2), shard_size=0)
+        encode_sharded(["a"], "model", tmp_path, num_workers=2, shard_size=0)
     with pytest.raises(CtxirError, match=r"unknown option.*'workers'.*num_workers"):
         encode_sharded(["a"], "model", tmp_path, workers=2)
-    with pytest.raises(CtxirError, match="settings must be a ShardingSettings"):
-        encode_sharded(["a"], "model", tmp_path, 2)  # the old positional num_workers: told to pass it by name
     with pytest.raises(CtxirError, match="index_type"):
         CollectionSettings(index_type="BTREE")
     meta = CollectionSettings(bm25=False).meta("fp", 4, "digest", 3)

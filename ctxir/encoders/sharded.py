@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxir.checks import check_settings
+from ctxir.checks import check_options
 from ctxir.encoders.shards import (
     MANIFEST_FORMAT,
     MANIFEST_NAME,
@@ -236,24 +236,20 @@ class _ShardJob:
             print(f"[encode_sharded] {message}", file=sys.stderr, flush=True)
 
 
-def encode_sharded(
-    source, model, output_dir: str | Path, settings: ShardingSettings | None = None, **options
-) -> ShardedEncoding:
+def encode_sharded(source, model, output_dir: str | Path, **options) -> ShardedEncoding:
     """Encode ``source`` with ``num_workers`` Ray actors into ``output_dir``; return what was done.
 
     ``source``: a corpus ``{doc_id: {title, text}}`` (title + text are encoded, as ``BiEncoder.encode_corpus``
     does), a BEIR corpus file or folder, a list of texts (ids "0", "1", ...) or (doc_id, text) pairs. ``model``: a
     name or folder every worker can resolve, or a ``BiEncoder``/``SentenceTransformer`` (shipped to the workers by
-    Ray). ``settings`` (``ShardingSettings``), or its fields by keyword (``num_workers=2, shard_size=30``), say how
-    it runs. The files and their values do not depend on ``num_workers``: shards are cut by row, and each is
-    encoded whole by one worker.
+    Ray). ``options``, ``ShardingSettings``'s fields (``num_workers=2, shard_size=30``), say how it runs. The files
+    and their values do not depend on ``num_workers``: shards are cut by row, and each is encoded whole by one
+    worker.
 
     Ray is started here if it is not running (locally, or joining ``ray_address``, e.g. "auto" on a cluster node),
     with ctxir shipped to the workers through ``runtime_env``; a Ray the caller started is used as is.
     """
-    job = _shard_job(
-        source, model, Path(output_dir), check_settings(ShardingSettings, settings, options, "settings")
-    )
+    job = _shard_job(source, model, Path(output_dir), check_options(ShardingSettings, options))
     fingerprint = job.fingerprint
     todo = [
         (i, a, b)

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxir.checks import check_choice, check_corpus, check_settings
+from ctxir.checks import check_choice, check_corpus, check_options
 from ctxir.encoders.shards import encoder_fingerprint, iter_shards, read_manifest, texts_digest
 from ctxir.retrieval.milvus_collection import (
     META_PROPERTY,
@@ -144,12 +144,11 @@ class VectorDBRetriever(Retriever):
         *,
         token: str | None = None,
         client=None,
-        settings: EngineSearchSettings | None = None,
         **options,
     ):
-        """``settings`` (``EngineSearchSettings``), or its fields by keyword (``rrf_k=60, depth=100,
-        ef_search=128``), say how the engine searches."""
-        settings = check_settings(EngineSearchSettings, settings, options, "settings")
+        """``options``, ``EngineSearchSettings``'s fields (``rrf_k=60, depth=100, ef_search=128``), say how the
+        engine searches."""
+        settings = check_options(EngineSearchSettings, options)
         self.mode = check_choice(mode, "mode", ENGINE_MODES)
         self.uri, self.engine, self.collection = str(uri), engine_of(uri), collection
         self.client = client or connect(uri, token)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ctxir.checks import check_choice, check_settings
+from ctxir.checks import check_choice
 from ctxir.encoders.sharded import INSTALL_HINT
 from ctxir.types import CtxirError, doc_text
 
@@ -162,15 +162,14 @@ def build_collection(
     dim: int,
     corpus_digest: str,
     settings: CollectionSettings | None = None,
-    **options,
 ) -> bool:
     """Create ``collection`` (pk, title, content [+ BM25 sparse], dense) and insert ``batches`` of (ids, vectors).
 
-    ``settings`` (``CollectionSettings``), or its fields by keyword (``bm25=False, index_type="HNSW"``), lay it out.
+    ``settings`` (``CollectionSettings``; None: its defaults) lay it out.
     An existing collection built from the same corpus, model and settings is kept as it is (returns False: nothing
     inserted); one built otherwise is replaced only with ``overwrite=True``.
     """
-    settings = check_settings(CollectionSettings, settings, options, "settings")
+    settings = settings or CollectionSettings()
     meta = settings.meta(fingerprint, dim, corpus_digest, len(corpus))
     if client.has_collection(collection):
         if _is_built(client, collection, meta, len(corpus), settings.overwrite):
