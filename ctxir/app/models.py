@@ -14,6 +14,7 @@ from ctxir import kinds
 from ctxir.app.config import AppConfig, Progress
 from ctxir.app.model_cache import MiB, ModelCache
 from ctxir.app.reranker_labels import flag, unavailable_hint
+from ctxir.app.text import md_code
 from ctxir.checks import check_choice, check_int
 from ctxir.encoders.internals import inspect_text
 from ctxir.encoders.models import load_bi_encoder, load_transformer
@@ -339,3 +340,32 @@ def _inspectable_body(reranker, device: str) -> Inspectable:
         return Inspectable(path, *load_transformer(path, device, attentions=True))
     except CtxirError:  # not loadable by name (built in memory): its own body, attention switched when read
         return Inspectable(path, reranker.model.tokenizer, body)
+
+
+def chosen_prompts(own: dict, query_prompt, document_prompt, max_chars: int) -> dict:
+    """``own`` ``{"query": ..., "document": ...}`` with each prompt given in its place (None: kept, "": none), once
+    each is text of at most ``max_chars``."""
+    prompts = dict(own)
+    for role, prompt in (("query", query_prompt), ("document", document_prompt)):
+        if prompt is None:
+            continue
+        if not isinstance(prompt, str) or len(prompt) > max_chars:
+            raise CtxirError(
+                f"{role} prompt {prompt!r:.60} must be text of at most {max_chars:,} "
+                "characters (kept as typed, spaces included; empty for none)"
+            )
+        prompts[role] = prompt
+    return prompts
+
+
+def prompts_said(prompts: dict | None, who: str = "The bi-encoder") -> str:
+    """The sentence saying what ``who`` put before the query and each document; '' where it put nothing."""
+    named = {"query": "the query", "document": "each document"}
+    shown = " and ".join(f"{named[role]} after {md_code(p)}" for role, p in (prompts or {}).items() if p)
+    return f"{who} encoded {shown}." if shown else ""
+
+
+def prompts_named(prompts: dict) -> str:
+    """The status line's note: ``prompts: query `query: `, document `passage: ``` or "no prompts"."""
+    shown = ", ".join(f"{role} {md_code(p)}" for role, p in prompts.items() if p)
+    return f"prompts: {shown}" if shown else "no prompts"

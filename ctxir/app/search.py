@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ctxir.app.models import chosen_prompts, prompts_said
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code, plural, rounded, snippet
 from ctxir.app.upload_store import Owner
@@ -69,10 +70,8 @@ def search(
         "hits": rows,
     }
     text = _summary(index, rows, run, first_stage, reranker, depth)
-    if prompts and any(prompts.values()):
-        named = {"query": "the query", "document": "each document"}
-        shown = " and ".join(f"{named[role]} after {md_code(p)}" for role, p in prompts.items() if p)
-        text += f"\n\nThe bi-encoder encoded {shown}."
+    if prompts_said(prompts):
+        text += "\n\n" + prompts_said(prompts)
     return ViewResult(rows=rows, data=data, text=text)
 
 
@@ -99,16 +98,7 @@ def _checked_prompts(
 
     if not get_first_stage(first_stage).uses_bi_encoder:
         return None
-    prompts = dict(index.prompts)
-    for role, prompt in (("query", query_prompt), ("document", document_prompt)):
-        if prompt is None:
-            continue
-        if not isinstance(prompt, str) or len(prompt) > state.config.max_query_chars:
-            raise CtxirError(
-                f"{role} prompt {prompt!r:.60} must be text of at most {state.config.max_query_chars:,} "
-                "characters (kept as typed, spaces included; empty for none)"
-            )
-        prompts[role] = prompt
+    prompts = chosen_prompts(index.prompts, query_prompt, document_prompt, state.config.max_query_chars)
     if prompts["document"] != index.prompts["document"] and len(index.corpus) > state.config.max_compare_docs:
         raise CtxirError(
             f"document prompt {document_prompt!r} would encode all {len(index.corpus):,} documents of corpus "
