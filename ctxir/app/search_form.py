@@ -62,6 +62,26 @@ def prompts_info(models: AppModels) -> str:
     return f"Prompts: the bi-encoder's own, {shown}"
 
 
+def prompt_boxes(ui: Ui, prefix: str, document_note: str = "") -> tuple:
+    """The Prompts panel (inside an open Blocks): the query and document prompt boxes, each the bi-encoder's own
+    until changed, empty for none, kept as typed (a prompt's trailing space matters)."""
+    own = model_prompts(ui.models.bi_encoder)
+    with gr.Accordion(prompts_info(ui.models), open=False), gr.Row():
+        query_prompt = gr.Textbox(
+            own["query"],
+            label="Query prompt",
+            info=f"put before the query (the bi-encoder's own: {own['query']!r}); empty for none",
+            elem_id=f"{prefix}-query-prompt",
+        )
+        document_prompt = gr.Textbox(
+            own["document"],
+            label="Document prompt",
+            info=f"put before each document (its own: {own['document']!r}){document_note}",
+            elem_id=f"{prefix}-document-prompt",
+        )
+    return query_prompt, document_prompt
+
+
 def reranker_choices_now(models: AppModels) -> list[str]:
     """The re-ranker choices: "none", the relevance kinds loaded at start, then the cross-encoders loaded by name
     now (shared by every visitor, least recently used first)."""
@@ -144,22 +164,11 @@ def search_form(ui: Ui) -> SearchForm:
             elem_id="search-other-reranker",
         )
         load = gr.Button("Load re-ranker", scale=1, min_width=140, elem_id="search-load-reranker")
-    own = model_prompts(ui.models.bi_encoder)
-    with gr.Accordion(prompts_info(ui.models), open=False), gr.Row():
-        # kept as typed (a prompt's trailing space matters); dense and hybrid use them, BM25 does not
-        query_prompt = gr.Textbox(
-            own["query"],
-            label="Query prompt",
-            info=f"put before the query (the bi-encoder's own: {own['query']!r}); empty for none",
-            elem_id="search-query-prompt",
-        )
-        document_prompt = gr.Textbox(
-            own["document"],
-            label="Document prompt",
-            info=f"put before each document (its own: {own['document']!r}); another one encodes the corpus "
-            f"again, up to {cfg.max_compare_docs:,} documents",
-            elem_id="search-document-prompt",
-        )
+    query_prompt, document_prompt = prompt_boxes(
+        ui,
+        "search",
+        f"; another one encodes the corpus again, up to {cfg.max_compare_docs:,} documents (BM25 uses none)",
+    )
     button = gr.Button("Search", variant="primary", elem_id="search-button")
     with gr.Column(visible=bool(state.examples)) as examples:
         if state.examples:
