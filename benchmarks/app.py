@@ -1,13 +1,5 @@
-"""``python -m benchmarks.app``: every endpoint of the app through ``gradio_client`` and through Gradio's HTTP API,
-against ``python app.py`` started in its own process (or ``--url``), beside the same work in process.
-
-    python -m benchmarks.app --output results/bench/app.json            # starts python app.py, then stops it
-
-Clocks per call, taken in turn: the view function (``view``), the endpoint's whole callback in this process
-(``callback``: the view plus the files it writes), and each client. ``bytes``: the answer's JSON as the HTTP API
-sends it, and the files ``gradio_client`` downloads with it. Two clients because ``gradio_client`` polls for the
-server's messages (rounding each call up), where the HTTP API's event stream reads each as it arrives.
-"""
+"""``python -m benchmarks.app``: every endpoint of ``python app.py`` (or ``--url``) through ``gradio_client`` and
+Gradio's HTTP API, beside its view function and whole callback in this process."""
 
 from __future__ import annotations
 
@@ -53,9 +45,7 @@ APP_QUERIES = (
 @dataclass
 class AppBenchArgs:
     output: str = opt("", "JSON path (default: results/bench/app.json)")
-    url: str = opt(
-        "", "an app already running ('' = start `python app.py` on a free loopback port, then stop it)"
-    )
+    url: str = opt("", "an app already running ('' = start `python app.py` on a free port, then stop it)")
     corpus: str = opt("demo", "corpus name the search endpoints use")
     cross_encoder: str = opt("", "started app: CTXIR_CROSS_ENCODER ('' = the shipped cross-encoder)")
     rerank_backend: str = opt("", "started app: CTXIR_RERANK_BACKEND ('' = onnx-int8, as the recorded runs)")
@@ -63,10 +53,7 @@ class AppBenchArgs:
     warmup: int = opt(1, "untimed calls per endpoint first")
     endpoints: str = opt("", "comma-separated labels to run ('' = all)")
     torch_threads: int = opt(0, "started app: CTXIR_TORCH_THREADS")
-    in_process: bool = opt(
-        True,
-        "also time each endpoint's view and whole callback in this process, models loaded as app.py does",
-    )
+    in_process: bool = opt(True, "also time each endpoint's view and whole callback in this process")
     start_timeout_s: float = 600.0
 
 
@@ -112,7 +99,6 @@ def free_port() -> int:
 
 def start_app(env: dict, timeout_s: float = 600.0) -> tuple:
     """(process, url, seconds until the page answered HTTP 200) for ``python app.py`` on a free loopback port."""
-
     port = free_port()
     root = Path(__file__).resolve().parents[1]
     started = time.perf_counter()
@@ -141,8 +127,7 @@ def start_app(env: dict, timeout_s: float = 600.0) -> tuple:
 
 
 def answered(value) -> bool:
-    """Whether a load event's value for a component changes it: not Gradio's "skip" (``{"__type__": "update"}``, a
-    layout block's with empty ``props``)."""
+    """Whether a load event's value changes its component: not Gradio's "skip" (an update with empty ``props``)."""
     if not (isinstance(value, dict) and value.get("__type__") == "update"):
         return True
     rest = {k: v for k, v in value.items() if k not in ("__type__", "props")}
@@ -150,9 +135,8 @@ def answered(value) -> bool:
 
 
 def first_view(url: str, session: str = "benchmarks-app", timeout: float = 600.0) -> dict:
-    """What a page that opens gets: its largest load event's outputs (the first view, ``ctxir.app.first_view``) as
-    {component id: value}, called as the page's script calls it, again every 0.2 s until they carry answers (a
-    page opened before the examples are computed gets none)."""
+    """{component id: value} of the page's largest load event (its first view), called as the page calls it,
+    again every 0.2 s until it carries answers."""
     with urllib.request.urlopen(f"{url}config", timeout=timeout) as response:
         config = json.load(response)
     loads = [d for d in config["dependencies"] if any(t[1] == "load" for t in d["targets"])]
@@ -188,8 +172,7 @@ def stop_app(process) -> None:
 
 
 def callback_ms(output) -> float | None:
-    """The time the app says its callback took (``timings_ms.total`` in an endpoint's JSON output, e.g. /search's),
-    else None: the rest of a call's wall time is HTTP, Gradio's queue and gradio_client's polling."""
+    """The time the app says its callback took (``timings_ms.total`` in an endpoint's output), else None."""
     for part in output if isinstance(output, tuple | list) else (output,):
         timings = part.get("timings_ms") if isinstance(part, dict) else None
         if isinstance(timings, dict) and "total" in timings:
@@ -200,12 +183,8 @@ def callback_ms(output) -> float | None:
 def http_call(
     url: str, api_name: str, data: tuple | list, timeout: float = 600.0, session: str | None = None
 ) -> tuple[list, int]:
-    """One call through Gradio's HTTP API, as ``curl`` does it (Gradio's docs, "Querying Gradio Apps with Curl"):
-    ``POST {url}gradio_api/call/{api}`` with ``{"data": [...]}`` gives an event id, then ``GET`` of that event
-    streams server-sent events until ``complete`` (the outputs) or ``error``. Returns the outputs and the bytes of
-    their JSON as sent (files are referenced in it by URL, not included). ``session``: the body's ``session_hash``,
-    kept across calls as gradio_client keeps its own; without one each call is a new session, for which Gradio
-    first builds the page's state (every component's config: ~15–20 ms for this app on this machine)."""
+    """(outputs, bytes of their JSON) of one call through Gradio's HTTP API as ``curl`` makes it: POST, then the
+    event's stream. ``session``: a ``session_hash`` kept across calls; without one each call is a new session."""
     endpoint = f"{url.rstrip('/')}/gradio_api/call/{api_name.lstrip('/')}"
     body = {"data": list(data), **({"session_hash": session} if session else {})}
     request = urllib.request.Request(
@@ -233,7 +212,7 @@ def http_predict(url: str, api_name: str, data: tuple | list, timeout: float = 6
 
 
 def file_bytes(output) -> int:
-    """Bytes of the files among ``gradio_client``'s outputs (it downloads each returned file and gives its path)."""
+    """Bytes of the files among ``gradio_client``'s outputs (it downloads each one and gives its path)."""
     total = 0
     for part in output if isinstance(output, tuple | list) else (output,):
         if isinstance(part, tuple | list):
@@ -252,7 +231,7 @@ class InProcess:
 
     @classmethod
     def load(cls, args: AppBenchArgs) -> InProcess:
-        """Loaded as ``python app.py`` loads them with the environment ``run_app`` gives the started app."""
+        """Loaded as the app ``run_app`` starts loads them."""
         from ctxir.app.blocks import build_demo
         from ctxir.app.config import AppConfig
         from ctxir.app.state import AppState
@@ -279,8 +258,7 @@ class InProcess:
         self.views[api_name](*data)
 
     def callback(self, api_name: str, data: tuple) -> None:
-        """The endpoint's callback as Gradio calls it: missing trailing inputs get their defaults (as the app's
-        ``gradio_fixes.fill_missing_inputs``), the request and progress arguments filled by Gradio's own ``special_args``."""
+        """The endpoint's callback as Gradio calls it: missing trailing inputs at their defaults."""
         from gradio.helpers import special_args
 
         block_fn = self.callbacks[api_name]
@@ -316,73 +294,61 @@ def time_endpoints(
     client, calls: dict, chosen: list[str], args: AppBenchArgs, url: str = "", local: InProcess | None = None
 ) -> dict:
     """Every chosen endpoint: warm-up, then timed calls one at a time (a failure is recorded, not fatal); with
-    ``url``, each call is also made through the HTTP API (``http_call``) right after it; with ``local``, the view
-    and the callback in this process right before it."""
+    ``url`` also through the HTTP API, with ``local`` also the view and the callback in this process."""
     results: dict = {}
     for label in chosen:
         api_name, make = calls[label]
-        clocks: dict[str, list[float]] = {
-            n: [] for n in ("client", "http", "http_session", "view", "callback")
-        }
+        # in turn: the view and the callback in process, gradio_client, the HTTP API as a new session and in one
+        steps = [] if local is None else [("view", local.view), ("callback", local.callback)]
+        steps.append(("client", lambda a, d: client.predict(*d, api_name=a)))
+        if url:
+            steps.append(("http", lambda a, d: http_call(url, a, d)))
+            steps.append(("http_session", lambda a, d: http_call(url, a, d, session=HTTP_SESSION)))
+        clocks: dict[str, list[float]] = {name: [] for name, _ in steps}
         inside, json_bytes, files, error = [], [], [], None
-        steps = []
-        if local is not None:
-            steps += [("view", lambda d, a=api_name: local.view(a, d))]
-            steps += [("callback", lambda d, a=api_name: local.callback(a, d))]
         try:
             for i in range(args.warmup + args.repeats):
-                timed = i >= args.warmup
+                outputs = {}
                 for name, step in steps:
                     start = time.perf_counter()
-                    step(make(i))
-                    if timed:
-                        clocks[name].append(time.perf_counter() - start)
-                start = time.perf_counter()
-                output = client.predict(*make(i), api_name=api_name)
-                elapsed = time.perf_counter() - start
-                if url:
-                    start = time.perf_counter()
-                    _, size = http_call(url, api_name, make(i))
-                    if timed:
-                        clocks["http"].append(time.perf_counter() - start)
-                        json_bytes.append(size)
-                    start = time.perf_counter()
-                    http_call(url, api_name, make(i), session=HTTP_SESSION)
-                    if timed:
-                        clocks["http_session"].append(time.perf_counter() - start)
-                if timed:
-                    clocks["client"].append(elapsed)
-                    files.append(file_bytes(output))
-                    if (ms := callback_ms(output)) is not None:
-                        inside.append(ms / 1000)
+                    outputs[name] = step(api_name, make(i))
+                    clocks[name].append(time.perf_counter() - start)
+                if i < args.warmup:
+                    clocks = {name: [] for name in clocks}
+                    continue
+                files.append(file_bytes(outputs["client"]))
+                json_bytes += [outputs["http"][1]] if url else []
+                if (ms := callback_ms(outputs["client"])) is not None:
+                    inside.append(ms / 1000)
         except Exception as err:
             error = f"{type(err).__name__}: {str(err)[:200]}"
-        times = clocks["client"]
-        results[label] = {"api_name": api_name, **(summary_ms(times) if times else {"n": 0})}
+        times = clocks["client"][: len(files)]  # the calls every clock took
+        row = results[label] = {"api_name": api_name, **(summary_ms(times) if times else {"n": 0})}
+        whole = {
+            name: summary_ms(c[: len(times)]) for name, c in clocks.items() if times and len(c) >= len(times)
+        }
         if inside and len(inside) == len(times):
-            results[label]["callback_p50_ms"] = summary_ms(inside)["p50_ms"]
-        if clocks["http_session"] and len(clocks["http_session"]) == len(times):
-            results[label]["http_session_p50_ms"] = summary_ms(clocks["http_session"])["p50_ms"]
-        if clocks["http"] and len(clocks["http"]) == len(times):
-            http = summary_ms(clocks["http"])
-            results[label]["http_p50_ms"], results[label]["http_p95_ms"] = http["p50_ms"], http["p95_ms"]
+            row["callback_p50_ms"] = summary_ms(inside)["p50_ms"]
+        if "http_session" in whole:
+            row["http_session_p50_ms"] = whole["http_session"]["p50_ms"]
+        if "http" in whole:
+            row["http_p50_ms"], row["http_p95_ms"] = whole["http"]["p50_ms"], whole["http"]["p95_ms"]
         for name in ("view", "callback"):
-            if clocks[name] and len(clocks[name]) == len(times):
-                results[label][f"in_process_{name}_p50_ms"] = summary_ms(clocks[name])["p50_ms"]
+            if name in whole:
+                row[f"in_process_{name}_p50_ms"] = whole[name]["p50_ms"]
         if json_bytes:
-            results[label]["json_bytes"] = int(max(json_bytes))
+            row["json_bytes"] = int(max(json_bytes))
         if files:
-            results[label]["file_bytes"] = int(max(files))
+            row["file_bytes"] = int(max(files))
         if error:
-            results[label]["error"] = error
-        print(f"{label}: {results[label]}", flush=True)
+            row["error"] = error
+        print(f"{label}: {row}", flush=True)
     return results
 
 
 def run_app(args: AppBenchArgs, argv: list[str] | None = None) -> dict:
     from gradio_client import Client
 
-    # start the app in its own process unless --url names one
     calls = app_calls(args.corpus)
     chosen = [c.strip() for c in args.endpoints.split(",") if c.strip()] or list(calls)
     unknown = [c for c in chosen if c not in calls]
@@ -401,9 +367,7 @@ def run_app(args: AppBenchArgs, argv: list[str] | None = None) -> dict:
         launched = time.perf_counter()
         process, url, start_s = start_app(env, args.start_timeout_s)
     try:
-        if (
-            process is not None
-        ):  # the page's first view: every tab's example answered (computed after the page)
+        if process is not None:  # the page's first view: every tab's example answered
             shown = first_view(url, timeout=args.start_timeout_s)
             first_view_s = time.perf_counter() - launched
             print(f"page in {start_s:.1f} s, its first view in {first_view_s:.1f} s", flush=True)
@@ -414,36 +378,25 @@ def run_app(args: AppBenchArgs, argv: list[str] | None = None) -> dict:
         if process is not None:
             stop_app(process)
     data = {
-        "app": f"python app.py started by this command (cold start to first page: {start_s:.1f} s; to its first "
-        f"view, every tab's example answered: {first_view_s:.1f} s), cross-encoder: "
+        "app": f"python app.py started by this command, cross-encoder "
         f"{args.cross_encoder or SHIPPED_CROSS_ENCODER + ' (shipped)'}, scoring backend "
-        f"{args.rerank_backend or 'onnx-int8 (the app default)'}"
+        f"{args.rerank_backend or 'onnx-int8'}"
         if start_s is not None
         else f"an app already running at {url}",
         "corpus": args.corpus,
         "cold_start_s": round(start_s, 1) if start_s is not None else None,
-        # from `python app.py` until a page that opens gets every tab's example answer (one value per component)
         "first_view_s": round(first_view_s, 1) if first_view_s is not None else None,
         "first_view_values": sum(map(answered, shown.values())),
     }
     timing = (
-        "wall time per call (HTTP + queue + the callback) of gradio_client.Client.predict (p50_ms, p95_ms) "
-        "and of the same call through Gradio's HTTP API as curl makes it (http_p50_ms, http_p95_ms: POST "
-        "/gradio_api/call/<api>, then its event stream), once as a new session (no session_hash: Gradio builds "
-        "the page's state first) and once in one session kept across calls (http_session_p50_ms), as gradio_client "
-        "keeps its own"
+        "wall time per call of gradio_client.Client.predict (p50_ms, p95_ms), of the HTTP API as curl calls it, "
+        "as a new session (http_p50_ms) and in one kept session (http_session_p50_ms)"
         + (
-            ", and in this process, with the same inputs, of the view function the endpoint runs "
-            "(in_process_view_p50_ms) and of the endpoint's whole callback: the view and the files it writes "
-            "(in_process_callback_p50_ms); the four in turn"
+            ", and in this process of the view (in_process_view_p50_ms) and the whole callback"
             if args.in_process
-            else ", alternating"
+            else ""
         )
-        + f", one call at a time, {args.warmup} warm-up call(s) then {args.repeats} timed, queries rotating; "
-        "where the endpoint reports it (timings_ms.total), also the time inside the served app's callback "
-        "(callback_p50_ms). json_bytes: the answer's JSON as the HTTP API sends it; file_bytes: the files "
-        "gradio_client downloads with it (largest of the calls). gradio_client polls for the server's messages "
-        "every 50 ms, which the HTTP API does not"
+        + f"; one call at a time, {args.warmup} warm-up then {args.repeats} timed, queries rotating"
     )
     return finish("app", format_app, args, argv, load_before, started, results, data=data, timing=timing)
 
@@ -454,24 +407,9 @@ def ratio(numerator, denominator) -> str:
 
 def format_app(record: dict) -> str:
     return markdown_table(
-        [
-            "endpoint",
-            "api",
-            "view in process, p50 ms",
-            "callback in process, p50 ms",
-            "gradio_client p50 ms",
-            "p95 ms",
-            "HTTP API p50 ms",
-            "p95 ms",
-            "HTTP API, one session, p50 ms",
-            "gradio_client ÷ view",
-            "gradio_client ÷ callback",
-            "HTTP API, one session ÷ view",
-            "JSON KB",
-            "files KB",
-            "calls",
-            "error",
-        ],
+        "endpoint | api | view in process, p50 ms | callback in process, p50 ms | gradio_client p50 ms | p95 ms | "
+        "HTTP API p50 ms | p95 ms | HTTP API, one session, p50 ms | gradio_client ÷ view | "
+        "gradio_client ÷ callback | HTTP API, one session ÷ view | JSON KB | files KB | calls | error",
         [
             [
                 label,
@@ -506,13 +444,8 @@ def plot_app(records: list[dict], path: str) -> None:
         ("http_p50_ms", "HTTP API", "tab:blue"),
     )
     for offset, (key, label, colour) in zip((-0.27, 0.0, 0.27), bars, strict=True):
-        ax.barh(
-            [i + offset for i in at],
-            [r.get(key) or 0 for r in rows.values()],
-            height=0.27,
-            color=colour,
-            label=label,
-        )
+        values = [r.get(key) or 0 for r in rows.values()]
+        ax.barh([i + offset for i in at], values, height=0.27, color=colour, label=label)
     ax.set(xlabel="p50 ms per call", xscale="log", yticks=list(at), yticklabels=list(rows))
     ax.legend(fontsize=7)
     ax.invert_yaxis()

@@ -1,30 +1,18 @@
-"""``python -m benchmarks.app_inprocess``: the app's cold start offline, its search latency p50/p95 over every demo
-query stage by stage, and the attention view's time and size, in process.
-
-    HF_HUB_OFFLINE=1 python -m benchmarks.app_inprocess                   # writes results/app_benchmark.json
-
-Search latency is ``ctxir.app.search.search`` for every demo query, k=10, in the app's default fused mode, with the
-shipped cross-encoder (``--cross-encoder`` names another). Cold start is ``python app.py`` as a subprocess, from
-launch until the page answers, with an empty embedding cache, then again.
-"""
+"""``python -m benchmarks.app_inprocess``: ``python app.py``'s cold start (empty embedding cache, then filled), the
+app's search latency over every demo query stage by stage, and the attention view's time and size, in process."""
 
 from __future__ import annotations
 
-import json
 import os
-import platform
 import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import numpy as np
 
 from benchmarks.app import start_app, stop_app
-from benchmarks.common import command_line, main_for, opt
-
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.common import command_line, machine, main_for, opt, save
 
 
 @dataclass
@@ -35,27 +23,11 @@ class BenchmarkArgs:
     cold_start: bool = opt(True, "also time `python app.py` starting twice")
     attention_tokens: str = opt("64,128,256", "input lengths for the attention view")
     output: str = opt("results/app_benchmark.json", "JSON written here")
-    cross_encoder: str = opt(
-        "", "cross-encoder id or folder ('' = the shipped one, else MiniLM with a fresh 1-label head)"
-    )
-
-
-def machine() -> dict:
-    import torch
-
-    return {
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "cpu_count": os.cpu_count(),
-        "processor": platform.processor() or platform.machine(),
-        "torch": torch.__version__,
-        "torch_threads": torch.get_num_threads(),
-        "load_average": os.getloadavg(),
-    }
+    cross_encoder: str = opt("", "cross-encoder id or folder ('' = the shipped one, else MiniLM, fresh head)")
 
 
 def time_app_start(cache_dir: str, timeout_s: float = 600.0) -> float:
-    """Seconds from `python app.py` to the first HTTP 200 of its page (benchmarks.app.start_app); stopped afterwards."""
+    """Seconds from `python app.py` to the first HTTP 200 of its page; stopped afterwards."""
     process, _url, seconds = start_app({"CTXIR_CACHE": cache_dir}, timeout_s)
     stop_app(process)
     return seconds
@@ -86,11 +58,8 @@ def unrounded_head_view_bytes(state, text: str, layers: int) -> int:
 
     internals = state.models.inspect_input("bi-encoder", text, max_tokens=state.config.max_attention_tokens)
     attention = [torch.from_numpy(a).unsqueeze(0) for a in internals.attentions]
-    return len(
-        head_view(
-            attention, internals.tokens, include_layers=list(range(layers)), html_action="return"
-        ).data.encode()
-    )
+    html = head_view(attention, internals.tokens, include_layers=list(range(layers)), html_action="return")
+    return len(html.data.encode())
 
 
 def bench_search(state, queries: list[str], args: BenchmarkArgs, report: dict) -> None:
@@ -98,14 +67,8 @@ def bench_search(state, queries: list[str], args: BenchmarkArgs, report: dict) -
     ``report["search"]``, saved after each configuration so an interrupted run keeps what it measured."""
     from ctxir.app.search import search
 
-    configs = [
-        ("bm25", "none"),
-        ("dense", "none"),
-        ("hybrid", "none"),
-        ("dense", "cross-encoder"),
-        ("hybrid", "cross-encoder"),
-    ]
-    for first_stage, reranker in configs:
+    configs = [("bm25", "none"), ("dense", "none"), ("hybrid", "none"), ("dense", "cross-encoder")]
+    for first_stage, reranker in [*configs, ("hybrid", "cross-encoder")]:
         wall, cpu, stages = [], [], {}
         for _ in range(args.repeats):
             for query in queries:
@@ -119,21 +82,18 @@ def bench_search(state, queries: list[str], args: BenchmarkArgs, report: dict) -
                 for name, ms in result.data["timings_ms"].items():
                     stages.setdefault(name, []).append(ms)
         name = first_stage + ("" if reranker == "none" else f" + {reranker} top {args.depth}")
-        report["search"][name] = {
+        row = {
             **percentiles(wall),
             "cpu_time": percentiles(cpu),
             "stages": {k: percentiles(v) for k, v in stages.items()},
         }
-        print(
-            f"search {name}: {report['search'][name]['p50_ms']} ms p50, {report['search'][name]['p95_ms']} ms p95",
-            flush=True,
-        )
+        report["search"][name] = row
+        print(f"search {name}: {row['p50_ms']} ms p50, {row['p95_ms']} ms p95", flush=True)
         save(report, args.output)
 
 
 def bench_attention(state, args: BenchmarkArgs, report: dict) -> None:
-    """The attention view's time and HTML size at each --attention-tokens length, both views, into
-    ``report["attention"]``."""
+    """The attention view's time and HTML size at each --attention-tokens length, both views, into the report."""
     from ctxir.app import attention_tab
     from ctxir.viz import MAX_ATTENTION_CELLS
 
@@ -175,13 +135,12 @@ def run(args: BenchmarkArgs, argv: list[str] | None = None) -> dict:
 
     if args.torch_threads > 0:  # the same rule as app.py
         torch.set_num_threads(args.torch_threads)
+    threads = {"torch_threads": torch.get_num_threads(), "load_average": os.getloadavg()}
     report: dict = {
         "config": asdict(args),
-        "machine": machine(),
+        "machine": machine() | threads,
         "command": command_line("app_inprocess", argv),
     }
-
-    # 1. cold start of `python app.py`, offline: first with an empty embedding cache, then with it filled
     if args.cold_start:
         cache = tempfile.mkdtemp(prefix="ctxir-bench-cache-")
         report["cold_start_s"] = {
@@ -191,7 +150,6 @@ def run(args: BenchmarkArgs, argv: list[str] | None = None) -> dict:
         print("cold start (s):", report["cold_start_s"], flush=True)
         save(report, args.output)
 
-    # 2. load the app state in-process, with a MiniLM-sized cross-encoder (see the module docstring)
     started = time.perf_counter()
     shipped = SHIPPED_MODELS[SHIPPED_CROSS_ENCODER]
     cross_encoder = args.cross_encoder or (
@@ -201,26 +159,14 @@ def run(args: BenchmarkArgs, argv: list[str] | None = None) -> dict:
     state = AppState.load(config)
     report["in_process_load_s"] = round(time.perf_counter() - started, 1)
     report["cross_encoder"] = cross_encoder
-    queries = demo_queries()
-
-    # 3. search latency per configuration over every demo query
     report["search"] = {}
-    bench_search(state, queries, args, report)
-
-    # 4. attention view (forward pass + offline bertviz HTML + heatmap + per-head summary)
+    bench_search(state, demo_queries(), args, report)
     report["attention"] = []
     bench_attention(state, args, report)
 
     report["load_average_at_end"] = os.getloadavg()
     save(report, args.output)
     return report
-
-
-def save(report: dict, path: str) -> None:
-    output = ROOT / path
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {output}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -160,10 +160,10 @@ def finish(
     load_before: list[float],
     started: float,
     results: dict,
+    output: str = "",
     **extra,
 ) -> dict:
     """The record every benchmark writes: what ran, where, under what load, with which settings; ``table`` prints it."""
-
     record = {
         "kind": kind,
         "command": command_line(kind, argv),
@@ -177,7 +177,7 @@ def finish(
         "results": results,
     }
     print(table(record))
-    out = Path(args.output or f"results/bench/{kind}.json")
+    out = Path(output or args.output or f"results/bench/{kind}.json")
     write_json(out, record, indent=1)
     print(f"wrote {out}")
     return record
@@ -191,6 +191,12 @@ def opt(default, help: str):
     return dataclasses.field(default=default, metadata={"help": help})
 
 
+def save(record: dict, path: str) -> None:
+    """``record`` as JSON at ``path`` (under the repository root when relative)."""
+    out = write_json(Path(__file__).resolve().parents[1] / path, record)
+    print(f"wrote {out}", flush=True)
+
+
 def summary_ms(values: list[float]) -> dict:
     return {
         "p50_ms": round(float(np.percentile(values, 50)) * 1000, 2),
@@ -201,6 +207,25 @@ def summary_ms(values: list[float]) -> dict:
 
 def median_of(passes: list[dict], key: str) -> float:
     return round(float(np.median([p[key] for p in passes])), 2)
+
+
+def normalise(x: np.ndarray) -> np.ndarray:
+    """Rows of ``x`` scaled to unit length, in place."""
+    x /= np.linalg.norm(x, axis=1, keepdims=True).clip(min=1e-12)
+    return x
+
+
+def covariance_noise(centres: np.ndarray, noise: float) -> Callable[[int, np.random.Generator], np.ndarray]:
+    """A sampler of (n, dim) Gaussian noise with the centres' covariance, scaled so E|u|² = noise²."""
+    _, singular, vt = np.linalg.svd(centres - centres.mean(0), full_matrices=False)
+    scale = singular / np.sqrt(len(centres))  # (dim,) standard deviation along each principal direction
+    scale *= noise / np.sqrt((scale**2).sum())
+    scale, vt = scale.astype(np.float32), vt.astype(np.float32)
+
+    def sample(n: int, rng: np.random.Generator) -> np.ndarray:
+        return (rng.standard_normal((n, len(scale)), dtype=np.float32) * scale) @ vt
+
+    return sample
 
 
 def numbers(text: str, what: str) -> list[int]:
@@ -231,7 +256,9 @@ def beir_texts(root: Path, name: str) -> Path:
 # ---------------------------------------------------------------- tables and figures
 
 
-def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+def markdown_table(header: str | list[str], rows: list[list[str]]) -> str:
+    """A Markdown table; ``header``: its titles, or their header line ("a | b")."""
+    header = header.split(" | ") if isinstance(header, str) else header
     lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
     return "\n".join([*lines, *("| " + " | ".join(row) + " |" for row in rows)])
 

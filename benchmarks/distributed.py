@@ -1,10 +1,5 @@
-"""Scaled-down run of the distributed path (docs/reference/distributed.md): Ray Data encoding with 1 vs 2 workers,
-then Milvus Lite insert and search throughput, on SciFact abstracts and the packaged all-MiniLM-L6-v2.
-
-    python -m benchmarks.distributed --docs 800 --repeats 3 --out /tmp/bench_engines.json
-
-Each encoding run writes into a fresh folder; the worker counts alternate so load drift hits both; medians reported.
-"""
+"""``python -m benchmarks.distributed``: a scaled-down run of the distributed path: Ray Data encoding with 1 vs 2
+workers (alternating, medians), then Milvus Lite insert and search, on SciFact abstracts and all-MiniLM-L6-v2."""
 
 from __future__ import annotations
 
@@ -35,6 +30,7 @@ from ctxir.retrieval.milvus import VectorDBRetriever
 from ctxir.types import run_from_hits
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+MEDIANS = ("seconds", "docs_per_s", "first_shard_seconds", "after_first_docs_per_s", "per_worker_docs_per_s")
 
 
 def uptime() -> str:
@@ -61,9 +57,7 @@ def timed(fn, repeats: int = 3) -> float:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
         "--data", default=str(Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact")
     )
@@ -86,8 +80,8 @@ def load_subset(data: str, docs: int) -> tuple[dict, dict, dict]:
 
 
 def encode_runs(args: argparse.Namespace, corpus: dict, model, work: Path) -> tuple[float, dict, Path]:
-    """Ray Data encoding with each worker count, alternating, ``--repeats`` times: (Ray's start-up seconds, the
-    record's "encode", the last run's folder). Ray is started once, before the clock."""
+    """(Ray's start-up seconds, the record's "encode", the last run's folder) of Ray Data encoding with each worker
+    count, alternating, ``--repeats`` times; Ray is started once, before the clock."""
     import ray
 
     began = time.perf_counter()
@@ -102,35 +96,20 @@ def encode_runs(args: argparse.Namespace, corpus: dict, model, work: Path) -> tu
         },
     )
     ray_start_seconds = round(time.perf_counter() - began, 2)
-    settings = {
-        "batch_size": args.batch_size,
-        "shard_size": args.shard_size,
-        "threads_per_worker": 1,
-        "show_progress": False,
-    }
+    settings = {"batch_size": args.batch_size, "shard_size": args.shard_size, "threads_per_worker": 1}
     runs: dict[int, list[dict]] = {w: [] for w in args.workers}
     folder = work
     for repeat in range(args.repeats):
         for workers in args.workers:
             folder = work / f"w{workers}-r{repeat}"
-            result = encode_sharded(corpus, model, folder, **settings, num_workers=workers)
+            result = encode_sharded(
+                corpus, model, folder, **settings, show_progress=False, num_workers=workers
+            )
             runs[workers].append(encode_figures(result, len(corpus), args.shard_size))
             print(f"workers={workers} repeat={repeat}: {runs[workers][-1]}", flush=True)
     ray.shutdown()
     encode = {
-        str(w): {
-            "runs": r,
-            **{
-                f"median_{k}": statistics.median(x[k] for x in r)
-                for k in (
-                    "seconds",
-                    "docs_per_s",
-                    "first_shard_seconds",
-                    "after_first_docs_per_s",
-                    "per_worker_docs_per_s",
-                )
-            },
-        }
+        str(w): {"runs": r, **{f"median_{k}": statistics.median(x[k] for x in r) for k in MEDIANS}}
         for w, r in runs.items()
     }
     if len(args.workers) == 2:
@@ -140,15 +119,13 @@ def encode_runs(args: argparse.Namespace, corpus: dict, model, work: Path) -> tu
 
 
 def encode_figures(result, docs: int, shard_size: int) -> dict:
-    busy = sum(result.shard_seconds.values())
+    busy, first = sum(result.shard_seconds.values()), result.first_shard_seconds
     return {
         "seconds": round(result.seconds, 2),
         "docs_per_s": round(result.docs_per_second, 1),
         "first_shard_seconds": round(result.first_shard_seconds, 2),
         # after the first shard is back (actors up, model loaded): the encoding rate itself
-        "after_first_docs_per_s": round(
-            (docs - shard_size) / max(result.seconds - result.first_shard_seconds, 1e-9), 1
-        ),
+        "after_first_docs_per_s": round((docs - shard_size) / max(result.seconds - first, 1e-9), 1),
         "per_worker_docs_per_s": round(docs / busy, 1),  # docs / summed shard seconds
         "workers_used": len(result.workers),
         "load_1min": round(os.getloadavg()[0], 2),
@@ -167,15 +144,10 @@ def engine_search(engine, queries: dict, qrels: dict, query_vectors: np.ndarray,
         engine.mode = mode
         vectors = None if mode == "bm25" else query_vectors
         batch_s = timed(lambda v=vectors: engine.search_embeddings(v, 10, texts), repeats)
-        single = [
-            timed(
-                lambda i=i, v=vectors: engine.search_embeddings(
-                    None if v is None else v[i : i + 1], 10, texts[i : i + 1]
-                ),
-                1,
-            )
-            for i in range(50)
-        ]
+        single = []
+        for i in range(50):
+            one = None if vectors is None else vectors[i : i + 1]
+            single.append(timed(lambda v=one, t=texts[i : i + 1]: engine.search_embeddings(v, 10, t), 1))
         run = run_from_hits(dict(zip(queries, engine.search_embeddings(vectors, 100, texts), strict=True)))
         search[mode] = {
             "batch_qps": round(len(texts) / batch_s, 1),
@@ -217,16 +189,10 @@ def milvus_lite(
     query_vectors = encoder.encode(list(queries.values()))
     search = engine_search(engine, queries, qrels, query_vectors, repeats)
     search["ctxir"], exact = ctxir_baselines(corpus, encoder, queries, qrels, query_vectors, repeats)
-    overlap = np.mean(
-        [
-            len({h.doc_id for h in a} & {h.doc_id for h in b}) / 10
-            for a, b in zip(
-                engine.search_embeddings(query_vectors, 10),
-                exact.search_embeddings(query_vectors, 10),
-                strict=True,
-            )
-        ]
+    pairs = zip(
+        engine.search_embeddings(query_vectors, 10), exact.search_embeddings(query_vectors, 10), strict=True
     )
+    overlap = np.mean([len({h.doc_id for h in a} & {h.doc_id for h in b}) / 10 for a, b in pairs])
     return {
         "insert_seconds": round(insert_s, 2),
         "insert_docs_per_s": round(len(corpus) / insert_s, 1),
@@ -239,7 +205,6 @@ def milvus_lite(
 def main(argv: list[str] | None = None) -> int:
     import ray
 
-    # 1. The subset: judged documents first, then corpus order; the queries that keep a judged document.
     args = parse_args(argv)
     corpus, queries, qrels = load_subset(args.data, args.docs)
     model = resolve_model(MODEL)
@@ -261,14 +226,11 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(f"{len(corpus)} docs, {len(queries)} queries; {record['machine']['uptime_before']}", flush=True)
 
-    # 2. Ray Data encoding, each worker count in turn (Ray started once, before the clock).
     work = Path(tempfile.mkdtemp(prefix="bench-engines-"))
     record["ray_start_seconds"], record["encode"], last_folder = encode_runs(args, corpus, model, work)
 
-    # 3. Milvus Lite: insert the last run's shards, then search it in each mode, beside ctxir's own retrievers.
     record["milvus_lite"] = milvus_lite(corpus, queries, qrels, model, last_folder, work, args.repeats)
 
-    # 4. The record.
     record["machine"]["uptime_after"] = uptime()
     Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
     print(json.dumps(record, indent=2))

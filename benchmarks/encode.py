@@ -1,13 +1,5 @@
-"""``python -m benchmarks.encode``: encoding throughput of the fast paths and what each costs in nDCG@10.
-
-    python -m benchmarks.encode --output results/bench/encode.json
-
-Plain sentence-transformers (the 1.0 baseline) against ctxir's ``BiEncoder`` and the fast paths (ONNX Runtime in
-float32, int8 dynamic, int8 static calibrated on MS MARCO passages, a shorter max length): texts/s, tokens/s,
-speed-up by wall clock and CPU time, GFLOP/s as a share of the sgemm peak of the same run, and SciFact test nDCG@10.
-``ship_decision`` applies the rule (≥ 1.5× and ≤ 0.005 loss); ``SHIPPED_AS`` names the flag of a variant that met
-it. The ONNX variants run ``ctxir.encoders.onnx_backend``, the code of ``BiEncoder(backend="onnx-int8")``.
-"""
+"""``python -m benchmarks.encode``: encoding throughput of the fast paths against plain sentence-transformers, and
+what each costs in SciFact nDCG@10; a fast path ships as a flag at ≥ 1.5× with ≤ 0.005 loss (``ship_decision``)."""
 
 from __future__ import annotations
 
@@ -41,8 +33,7 @@ from ctxir.types import doc_text
 
 ENCODE_VARIANTS = ("st", "ctxir", "onnx", "onnx-int8-dynamic", "onnx-int8-static", "max-length-short")
 SHIP_SPEEDUP, SHIP_LOSS = 1.5, 0.005
-# The fast paths that met the rule and were then wired as a flag: variant → (the flag, where it is). The report
-# shows the flag beside a decision that meets the rule; a measurement that does not meet it still says so.
+# the fast paths that met the rule and were wired as a flag: variant → (the flag, where it is)
 SHIPPED_AS = {
     "onnx-int8-dynamic": (
         "--backend onnx-int8",
@@ -61,39 +52,26 @@ class EncodeArgs:
         f"comma-separated, of {', '.join(ENCODE_VARIANTS)} (st, the baseline, is always measured)",
     )
     model: str = opt("", "bi-encoder folder or id ('' = packaged all-MiniLM-L6-v2)")
-    data_root: str = opt(
-        "../shared/data", "holds scifact/ (timed texts, nDCG@10) and the calibration set (BEIR layout)"
-    )
+    data_root: str = opt("../shared/data", "holds scifact/ and the calibration set (BEIR layout)")
     num_texts: int = opt(256, "timed texts: the first N SciFact abstracts")
     batch_size: int = 32
-    repeats: int = opt(
-        5, "timed passes per variant, interleaved (pass 1 of every variant, then pass 2, …): medians reported"
-    )
+    repeats: int = opt(5, "timed passes per variant, interleaved: medians reported")
     threads: int = opt(0, "torch and ONNX Runtime intra-op threads (0 = all cores)")
     short_length: int = opt(128, "max-length-short: the shorter max_seq_length")
     ndcg: bool = opt(True, "SciFact test nDCG@10 of every variant (encodes the corpus)")
     ndcg_docs: int = opt(
-        0, "0 = all SciFact documents; N = the judged test documents + random others up to N (stated)"
+        0, "0 = all SciFact documents; N = the judged test documents + random others up to N"
     )
-    calibration_set: str = opt(
-        "msmarco_sample",
-        "onnx-int8-static: folder under --data-root whose passages calibrate (never SciFact)",
-    )
+    calibration_set: str = opt("msmarco_sample", "onnx-int8-static: folder under --data-root that calibrates")
     calibration_texts: int = opt(256, "passages fed to the static calibration")
-    onnx_dir: str = opt(
-        "", "where exported/quantised ONNX files go and are reused (default: results/bench/onnx)"
-    )
+    onnx_dir: str = opt("", "where ONNX files go and are reused (default: results/bench/onnx)")
     cache_dir: str = opt("", "ctxir cache root for corpus embeddings ($CTXIR_CACHE)")
     seed: int = 0
     progress: bool = True
 
 
 def encoder_flops(config, lengths: list[int]) -> float:
-    """Multiply-adds × 2 of a BERT encoder over texts of these token lengths (no padding counted).
-
-    Per layer and text of L tokens: Q, K, V, output projections 4·2·L·h², feed-forward 2·2·L·h·i, attention scores
-    and context 2·2·L²·h; embeddings and layer norms are left out (< 1 %).
-    """
+    """Multiply-adds × 2 of a BERT encoder's layers over texts of these token lengths (no padding counted)."""
     h, i, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers
     return float(sum(layers * (8 * n * h * h + 4 * n * h * i + 4 * n * n * h) for n in lengths))
 
@@ -110,40 +88,22 @@ def _encode_variants(
     base = SentenceTransformer(path, device="cpu")
     max_length = int(base.max_seq_length)
     pooling = BiEncoder(base, cache=None).pooling
-    variants: dict = {
-        "st": (
-            lambda t: base.encode(
-                t,
-                batch_size=args.batch_size,
-                convert_to_numpy=True,
-                normalize_embeddings=True,
-                show_progress_bar=False,
-            ),
-            max_length,
-            "SentenceTransformer(model).encode(texts, batch_size, "
-            "normalize_embeddings=True): plain sentence-transformers, PyTorch",
-            None,
+
+    def st(texts: list[str]) -> np.ndarray:
+        return base.encode(
+            texts, batch_size=args.batch_size, normalize_embeddings=True, show_progress_bar=False
         )
-    }
+
+    variants: dict = {"st": (st, max_length, "plain sentence-transformers, PyTorch", None)}
     if "ctxir" in names:
         ctxir = BiEncoder(SentenceTransformer(path, device="cpu"), cache=None, batch_size=args.batch_size)
-        variants["ctxir"] = (
-            ctxir.encode,
-            max_length,
-            "ctxir BiEncoder(model).encode: the path DenseRetriever and the app use (cache off)",
-            ctxir,
-        )
+        variants["ctxir"] = (ctxir.encode, max_length, "ctxir BiEncoder.encode (cache off)", ctxir)
     if "max-length-short" in names:
         short = SentenceTransformer(path, device="cpu")
         short.max_seq_length = min(args.short_length, max_length)
         encoder = BiEncoder(short, cache=None, batch_size=args.batch_size)
-        variants["max-length-short"] = (
-            encoder.encode,
-            short.max_seq_length,
-            f"ctxir BiEncoder with max_seq_length {short.max_seq_length} "
-            f"(model default {max_length}): longer texts are cut",
-            encoder,
-        )
+        about = f"ctxir BiEncoder with max_seq_length {short.max_seq_length} (model default {max_length})"
+        variants["max-length-short"] = (encoder.encode, short.max_seq_length, about, encoder)
     onnx_names = [n for n in names if n.startswith("onnx")]
     if onnx_names:
         folder = Path(args.onnx_dir or "results/bench/onnx") / weights_fingerprint(base)
@@ -153,36 +113,18 @@ def _encode_variants(
             return OnnxEncoder(file, base, pooling, threads, args.batch_size).encode
 
         if "onnx" in names:
-            variants["onnx"] = (
-                make(fp32),
-                max_length,
-                "the same transformer exported with torch.onnx.export "
-                "(dynamo), float32, ONNX Runtime CPU (all graph optimisations)",
-                None,
-            )
+            variants["onnx"] = (make(fp32), max_length, "torch.onnx.export, float32, ONNX Runtime CPU", None)
         if "onnx-int8-dynamic" in names:
-            variants["onnx-int8-dynamic"] = (
-                make(quantise(fp32, "dynamic")),
-                max_length,
-                "onnxruntime "
-                "quantize_dynamic: MatMul weights int8 per channel (reduce_range), "
-                "activations quantised per batch at run time",
-                None,
-            )
+            about = "onnxruntime quantize_dynamic: MatMul weights int8 per channel"
+            variants["onnx-int8-dynamic"] = (make(quantise(fp32, "dynamic")), max_length, about, None)
         if "onnx-int8-static" in names:
             reader = OnnxEncoder(fp32, base, pooling, threads, args.batch_size)
             batches = [
                 reader.features(calibration[i : i + args.batch_size])
                 for i in range(0, len(calibration), args.batch_size)
             ]
-            variants["onnx-int8-static"] = (
-                make(quantise(fp32, "static", batches)),
-                max_length,
-                f"onnxruntime quantize_static (QDQ): MatMul weights int8 per channel "
-                f"(reduce_range), activations uint8 with MinMax ranges calibrated on "
-                f"{len(calibration)} {args.calibration_set} passages (not SciFact)",
-                None,
-            )
+            about = f"onnxruntime quantize_static (QDQ), calibrated on {len(calibration)} {args.calibration_set} passages"
+            variants["onnx-int8-static"] = (make(quantise(fp32, "static", batches)), max_length, about, None)
     return {n: variants[n] for n in names}
 
 
@@ -210,7 +152,6 @@ def scifact_ndcg(
     progress: bool,
 ) -> dict:
     """nDCG@10 and Recall@100 of exact dense search with these vectors (the corpus through a cache)."""
-
     ids = list(corpus)
     if progress:
         print(f"  {len(ids):,} SciFact documents (from the cache, or encoded now) …", flush=True)
@@ -230,16 +171,14 @@ def scifact_ndcg(
 
 
 def add_speedups(row: dict, st: dict) -> dict:
-    """texts/s ÷ st's (wall clock), and st's CPU seconds ÷ the row's (all threads of this process): on a shared CPU
-    the wall clock also measures the waiting, the CPU time does not."""
+    """texts/s ÷ st's, and st's CPU seconds ÷ the row's (on a shared CPU the wall clock also measures waiting)."""
     row["speedup_vs_st"] = round(row["texts_per_s"] / st["texts_per_s"], 2)
     row["cpu_speedup_vs_st"] = round(st["cpu_s"] / row["cpu_s"], 2) if row.get("cpu_s") else None
     return row
 
 
 def ship_decision(row: dict) -> tuple[bool, str]:
-    """The issue's rule: a fast path ships as a flag only if ≥ 1.5× plain sentence-transformers with ≤ 0.005 nDCG@10
-    loss on SciFact; otherwise the reasons. The speed-up is the smaller of the wall-clock and the CPU-time ratios.
+    """Whether a fast path ships as a flag (≥ 1.5× st by the smaller of the wall and CPU ratios, ≤ 0.005 loss), and why.
 
     >>> ship_decision({"speedup_vs_st": 1.8, "ndcg_loss_vs_st": 0.001})
     (True, 'meets the ship rule: 1.8× ≥ 1.5× and nDCG@10 loss 0.0010 ≤ 0.005')
@@ -260,7 +199,7 @@ def ship_decision(row: dict) -> tuple[bool, str]:
 
 
 def shown_decision(name: str, row: dict) -> str:
-    """The decision as the report prints it: ``ship_decision``'s, with the flag when the variant was wired as one.
+    """``ship_decision``'s decision, with the flag when the variant was wired as one.
 
     >>> shown_decision("onnx-int8-dynamic", {"ships": True, "decision": "meets the ship rule: 2.2× ≥ 1.5×"})
     'meets the ship rule: 2.2× ≥ 1.5× → shipped as `--backend onnx-int8`'
@@ -276,20 +215,17 @@ def shown_decision(name: str, row: dict) -> str:
 
 @dataclass
 class EncodeInputs:
-    """What ``run_encode`` reads before it builds anything: the variants asked for and the texts."""
-
     names: list[str]
     texts: list[str]  # the timed texts
     corpus: dict
     queries: dict
     qrels: dict
-    calibration: list[str]  # onnx-int8-static's calibration passages ([] when it is not asked for)
+    calibration: list[str]  # onnx-int8-static's calibration passages
     path: str  # the model folder
 
 
 def read_inputs(args: EncodeArgs) -> EncodeInputs:
-    """Check the arguments, read SciFact test (and the calibration passages when onnx-int8-static is asked for)."""
-
+    """Check the arguments, read SciFact test (and the calibration passages for onnx-int8-static)."""
     names = [n.strip() for n in args.variants.split(",") if n.strip()]
     unknown = [n for n in names if n not in ENCODE_VARIANTS]
     if unknown or args.num_texts < 1 or args.repeats < 1 or args.batch_size < 1:
@@ -311,14 +247,14 @@ def read_inputs(args: EncodeArgs) -> EncodeInputs:
 def time_variants(
     variants: dict, texts: list[str], threads: int, args: EncodeArgs
 ) -> tuple[dict, dict, dict]:
-    """(sgemm peak before and after, passes per variant, first-pass vectors per variant): one untimed pass each,
-    then ``--repeats`` timed passes interleaved so that load changes hit every variant alike."""
+    """(sgemm peaks, passes per variant, first-pass vectors per variant): one untimed pass each, then ``--repeats``
+    timed passes interleaved so that load changes hit every variant alike."""
     import torch
 
     peaks = {"before": sgemm_gflops(threads)}
     vectors = {}
     for encode, *_ in variants.values():
-        encode(texts)  # warm-up: one untimed pass (first calls allocate, and ONNX Runtime plans per shape)
+        encode(texts)  # warm-up: first calls allocate, and ONNX Runtime plans per shape
     passes: dict[str, list[dict]] = {n: [] for n in variants}
     for repeat in range(args.repeats):
         for name, (encode, *_) in variants.items():
@@ -370,7 +306,7 @@ def throughput(
 
 
 def ndcg_corpus(inputs: EncodeInputs, args: EncodeArgs) -> tuple[dict, str]:
-    """(the SciFact documents searched, how they were chosen): all of them, or ``--ndcg-docs`` with every judged one."""
+    """(the SciFact documents searched, how they were chosen): all, or ``--ndcg-docs`` with every judged one."""
     corpus, ids = inputs.corpus, list(inputs.corpus)
     if not args.ndcg_docs or args.ndcg_docs >= len(ids):
         return (
@@ -389,9 +325,7 @@ def ndcg_corpus(inputs: EncodeInputs, args: EncodeArgs) -> tuple[dict, str]:
 
 
 def add_ndcg(results: dict, variants: dict, inputs: EncodeInputs, reference, args: EncodeArgs) -> str:
-    """The nDCG@10 cost on SciFact test, corpus embeddings through the cache (st = ctxir when their vectors agree);
-    returns how the documents were chosen."""
-
+    """Add the nDCG@10 cost on SciFact test (st = ctxir when their vectors agree); returns how documents were chosen."""
     corpus, about_ndcg = ndcg_corpus(inputs, args)
     cache = EmbeddingCache(cache_root(args.cache_dir) / "bench-encode")
     fingerprint = weights_fingerprint(reference)
@@ -435,7 +369,6 @@ def run_encode(args: EncodeArgs, argv: list[str] | None = None) -> dict:
     for name, row in results.items():  # the ship rule, applied to every fast path
         if name not in ("st", "ctxir"):
             row["ships"], row["decision"] = ship_decision(row)
-    sgemm = peaks
     data = {
         "timed_texts": f"the first {len(inputs.texts)} SciFact abstracts (title + text), batch size "
         f"{args.batch_size}, {threads} threads",
@@ -447,18 +380,8 @@ def run_encode(args: EncodeArgs, argv: list[str] | None = None) -> dict:
         f"wall time of encode(all timed texts) per pass, {args.repeats} passes interleaved across variants "
         f"after one untimed pass each; medians reported; speedup = texts/s ÷ st's"
     )
-    return finish(
-        "encode",
-        format_encode,
-        args,
-        argv,
-        load_before,
-        started,
-        results,
-        sgemm=sgemm,
-        data=data,
-        timing=timing,
-    )
+    extra = {"sgemm": peaks, "data": data, "timing": timing}
+    return finish("encode", format_encode, args, argv, load_before, started, results, **extra)
 
 
 # ---------------------------------------------------------------- table, figure and the report's paragraph
@@ -466,24 +389,13 @@ def run_encode(args: EncodeArgs, argv: list[str] | None = None) -> dict:
 
 def format_encode(record: dict) -> str:
     results = record["results"]
-    for name, row in results.items():  # records written before the CPU-time ratio existed get it from cpu_s
+    for name, row in results.items():  # older records get the CPU-time ratio from cpu_s
         add_speedups(row, results["st"])
         if name not in ("st", "ctxir"):
             row["ships"], row["decision"] = ship_decision(row)
     return markdown_table(
-        [
-            "variant",
-            "texts/s",
-            "tokens/s",
-            "× st (wall)",
-            "× st (CPU s)",
-            "GFLOP/s",
-            "of sgemm peak",
-            "max len",
-            "nDCG@10",
-            "loss vs st",
-            "decision",
-        ],
+        "variant | texts/s | tokens/s | × st (wall) | × st (CPU s) | GFLOP/s | of sgemm peak | max len | nDCG@10 | "
+        "loss vs st | decision",
         [
             [
                 name,

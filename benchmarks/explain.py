@@ -1,30 +1,19 @@
-"""Measure ``ctxir.explain.explain`` on a 128-token (query, document) pair: p50 / p95 latency and completeness.
-
-    HF_HUB_OFFLINE=1 python -m benchmarks.explain                        # writes results/explain_benchmark.json
-    HF_HUB_OFFLINE=1 python -m benchmarks.explain --repeats 5 --torch-threads 1
-
-Models: the packaged all-MiniLM-L6-v2 as bi-encoder, a cross-encoder on the same body with a fresh 1-label head
-(only latency and the completeness error mean anything) and a CLS-LR ranker fitted on a few pairs. The pair is cut
-to exactly ``--tokens`` tokens. Configurations: bi-encoder alone, + cross-encoder, + CLS-LR, each with and without
-the [CLS] attention. Each row has wall time, process CPU time and the load average.
-"""
+"""``python -m benchmarks.explain``: ``ctxir.explain.explain``'s p50 / p95 latency and completeness error on a
+``--tokens`` (query, document) pair, over the packaged MiniLM (a fresh cross-encoder head, a CLS-LR fitted on four
+pairs: only latency and completeness mean anything), with and without the [CLS] attention."""
 
 from __future__ import annotations
 
 import json
 import os
-import platform
 import statistics
 import sys
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import command_line, main_for, opt
-
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.common import command_line, machine, main_for, opt, save
 
 
 @dataclass
@@ -33,34 +22,7 @@ class BenchmarkArgs:
     tokens: int = opt(128, "length of [CLS] q [SEP] d [SEP] in word-pieces")
     n_steps: int = opt(0, "IG steps; 0 = ctxir.explain.DEFAULT_IG_STEPS")
     torch_threads: int = opt(0, "torch intra-op threads; 0 = torch's default")
-    survey_pairs: int = opt(
-        0, "also measure the completeness error at 16/32/64 steps on this many demo pairs"
-    )
     output: str = opt("results/explain_benchmark.json", "JSON written here")
-
-
-def machine() -> dict:
-    import torch
-
-    return {
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "cpu_count": os.cpu_count(),
-        "processor": _cpu_name(),
-        "torch": torch.__version__,
-        "torch_threads": torch.get_num_threads(),
-        "load_average": os.getloadavg(),
-    }
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def make_pair(tokenizer, tokens: int) -> tuple[str, str]:
@@ -80,8 +42,7 @@ def make_pair(tokenizer, tokens: int) -> tuple[str, str]:
 
 
 def load_models(path: str) -> tuple:
-    """(bi-encoder, cross-encoder re-ranker, tokenizer, CLS-LR re-ranker) all on the packaged MiniLM; the CLS-LR
-    head is fitted on four pairs: the benchmark times the explanation, not the head's quality."""
+    """(bi-encoder, cross-encoder re-ranker, tokenizer, CLS-LR re-ranker), all on the packaged MiniLM."""
     import torch
 
     from ctxir.encoders.models import load_bi_encoder, load_cross_encoder, load_transformer
@@ -105,13 +66,12 @@ def time_config(query: str, document: str, bi, n_steps: int, repeats: int, kwarg
     """One configuration's timings (after a warm-up call), completeness errors and the step counts IG used."""
     from ctxir.explain import explain
 
-    explain(query, document, bi_encoder=bi, n_steps=n_steps, max_steps=max(n_steps, 128), **kwargs)  # warm-up
+    kwargs = {"bi_encoder": bi, "n_steps": n_steps, "max_steps": max(n_steps, 128), **kwargs}
+    explain(query, document, **kwargs)  # warm-up
     times, cpu_times, errors, steps = [], [], [], []
     for _ in range(repeats):
         started, cpu_started = time.perf_counter(), time.process_time()
-        result = explain(
-            query, document, bi_encoder=bi, n_steps=n_steps, max_steps=max(n_steps, 128), **kwargs
-        )
+        result = explain(query, document, **kwargs)
         times.append(time.perf_counter() - started)
         cpu_times.append(time.process_time() - cpu_started)  # all threads: what the call costs, load aside
         for key in ("cross_encoder", "cls_lr"):
@@ -133,10 +93,11 @@ def time_config(query: str, document: str, bi, n_steps: int, repeats: int, kwarg
 
 
 def run(args: BenchmarkArgs, argv: list[str] | None = None) -> dict:
+    import torch
+
     from ctxir.encoders.models import packaged_minilm_path, set_threads
     from ctxir.explain import DEFAULT_IG_STEPS
 
-    # 1. the models and a pair of the asked length
     set_threads(args.torch_threads)
     path = packaged_minilm_path()
     if path is None:
@@ -156,7 +117,7 @@ def run(args: BenchmarkArgs, argv: list[str] | None = None) -> dict:
     }
     report = {
         "command": command_line("explain", argv),
-        "machine": machine(),
+        "machine": machine() | {"torch_threads": torch.get_num_threads(), "load_average": os.getloadavg()},
         "args": asdict(args),
         "n_steps": n_steps,
         "pair_tokens": args.tokens,
@@ -166,7 +127,6 @@ def run(args: BenchmarkArgs, argv: list[str] | None = None) -> dict:
     }
     print("command:", report["command"], flush=True)
     print("machine:", json.dumps(report["machine"]), flush=True)
-    # 2. time each configuration
     for name, kwargs in configs.items():
         row = report["results"][name] = time_config(query, document, bi, n_steps, args.repeats, kwargs)
         print(
@@ -175,61 +135,9 @@ def run(args: BenchmarkArgs, argv: list[str] | None = None) -> dict:
             f"max {row['max_completeness_error']}, steps {row['n_steps_used']}",
             flush=True,
         )
-    # 3. optionally, completeness at fixed step counts over random pairs
-    if args.survey_pairs:
-        report["completeness_survey"] = survey(args.survey_pairs, cross, cls_lr)
-    # 4. write the report
     report["load_average_at_end"] = os.getloadavg()
-    output = ROOT / args.output
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {output}", flush=True)
+    save(report, args.output)
     return report
-
-
-def survey(pairs: int, cross, cls_lr, steps: tuple[int, ...] = (16, 32, 64)) -> dict:
-    """Completeness error of each re-ranker at fixed step counts (no adaptation) on random demo pairs."""
-
-    from ctxir.data import load_queries
-    from ctxir.data.demo import demo_corpus
-    from ctxir.explain import BASELINES, explain_cls_lr, explain_cross_encoder
-    from ctxir.types import doc_text
-
-    corpus = list(demo_corpus().values())
-    queries = list(load_queries(str(ROOT / "ctxir" / "assets" / "demo_queries.jsonl")).values())
-    rng = np.random.default_rng(1)
-    rows = []
-    for _ in range(pairs):
-        query, document = queries[rng.integers(len(queries))], doc_text(corpus[rng.integers(len(corpus))])
-        for kind, model, fn in (
-            ("cross-encoder", cross, explain_cross_encoder),
-            ("cls-lr", cls_lr, explain_cls_lr),
-        ):
-            for baseline in BASELINES:
-                errors = {
-                    s: fn(model, query, document, n_steps=s, max_steps=s, baseline=baseline, attention=False)[
-                        "completeness_error"
-                    ]
-                    for s in steps
-                }
-                rows.append({"model": kind, "baseline": baseline, "errors": errors})
-    summary = {}
-    for kind in ("cross-encoder", "cls-lr"):
-        for baseline in BASELINES:
-            for s in steps:
-                errors = [r["errors"][s] for r in rows if r["model"] == kind and r["baseline"] == baseline]
-                summary[f"{kind} / {baseline} / {s} steps"] = {
-                    "max": max(errors),
-                    "median": float(np.median(errors)),
-                    "over_1_percent": sum(e > 0.01 for e in errors),
-                    "pairs": len(errors),
-                }
-                print(
-                    f"completeness {kind} / {baseline} / {s} steps: max {max(errors):.4f}, median "
-                    f"{np.median(errors):.5f}, over 1 %: {sum(e > 0.01 for e in errors)}/{len(errors)}",
-                    flush=True,
-                )
-    return {"pairs": pairs, "rows": rows, "summary": summary}
 
 
 def main(argv: list[str] | None = None) -> int:

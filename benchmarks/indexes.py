@@ -31,8 +31,6 @@ FULL_SCANS = ("exact", "exact-st", "int8-flat")  # up to ~1 s a query at 1M: --s
 
 @dataclass
 class IndexSettings:
-    """How the index types are built and searched (``python -m benchmarks.search``'s flags for them)."""
-
     seed: int = 0
     threads: int = opt(0, "build threads (0 = all cores)")
     nlist: int = opt(0, "ctxir-ann: k-means cells (0 = ctxir.retrieval.ann's choice: 4096 at 1M)")
@@ -84,12 +82,7 @@ def build_exact_st(docs: np.ndarray, args: IndexSettings) -> Built:
         row = semantic_search(torch.from_numpy(query), corpus, top_k=k, corpus_chunk_size=50_000)[0]
         return np.array([r["corpus_id"] for r in row])
 
-    return Built(
-        search,
-        docs.nbytes,
-        0.0,
-        "sentence-transformers semantic_search, corpus_chunk_size=50,000 (DenseRetriever exact today)",
-    )
+    return Built(search, docs.nbytes, 0.0, "sentence-transformers semantic_search, corpus_chunk_size=50,000")
 
 
 def _fill_hnsw(index, docs: np.ndarray, args: IndexSettings, label: str, start: float) -> tuple[float, int]:
@@ -110,13 +103,12 @@ def build_faiss_hnsw(docs: np.ndarray, args: IndexSettings) -> Built:
     start = time.perf_counter()
     index = faiss.IndexHNSWFlat(docs.shape[1], args.faiss_m, faiss.METRIC_INNER_PRODUCT)
     seconds, graph = _fill_hnsw(index, docs, args, "faiss HNSW", start)
-    return Built(
-        lambda q, k: index.search(q, k)[1][0],
-        docs.nbytes + graph,
-        seconds,
-        f"faiss IndexHNSWFlat M={args.faiss_m} efConstruction={args.faiss_ef_construction} "
-        f"efSearch={args.faiss_ef_search}, float32 vectors + graph in memory",
-    )
+    notes = f"faiss IndexHNSWFlat M={args.faiss_m} {_ef(args)}, float32 vectors + graph in memory"
+    return Built(lambda q, k: index.search(q, k)[1][0], docs.nbytes + graph, seconds, notes)
+
+
+def _ef(args: IndexSettings) -> str:
+    return f"efConstruction={args.faiss_ef_construction} efSearch={args.faiss_ef_search}"
 
 
 def build_faiss_hnsw_sq8(docs: np.ndarray, args: IndexSettings) -> Built:
@@ -129,27 +121,16 @@ def build_faiss_hnsw_sq8(docs: np.ndarray, args: IndexSettings) -> Built:
     seconds, graph = _fill_hnsw(index, docs, args, "faiss HNSW SQ8", start)
     search = _rescorer(docs, lambda q, k: index.search(q, k * max(1, args.rescore))[1][0])
     codes = faiss.downcast_index(index.storage).code_size
-    return Built(
-        search,
-        index.ntotal * codes + graph,
-        seconds,
-        f"faiss HNSW{args.faiss_m},SQ8 efConstruction={args.faiss_ef_construction} "
-        f"efSearch={args.faiss_ef_search} + float re-scoring of {args.rescore}×k",
-    )
+    notes = f"faiss HNSW{args.faiss_m},SQ8 {_ef(args)} + float re-scoring of {args.rescore}×k"
+    return Built(search, index.ntotal * codes + graph, seconds, notes)
 
 
 def build_ctxir_ann(
-    docs: np.ndarray,
-    args: IndexSettings,
-    folder: Path,
-    rescore: bool = True,
-    previous: dict | None = None,
-    mmap: bool = False,
+    docs: np.ndarray, args: IndexSettings, folder: Path, rescore: bool, previous: dict, mmap: bool
 ) -> Built:
     """Build + save + reopen; the other ctxir-ann rows reopen the first one's file."""
     from ctxir.retrieval.ann import AnnIndex, AnnParams, meta_path
 
-    previous = previous or {}
     params = AnnParams(
         nlist=args.nlist, nprobe=args.nprobe, codes=args.codes, rescore=args.rescore if rescore else 0
     ).resolved(len(docs))
@@ -184,11 +165,7 @@ def build_ctxir_ann(
     notes = (
         f"faiss IVF{params.nlist},{args.codes} nprobe={params.nprobe} (k-means on {params.train_size:,}), "
         f"saved and reopened {'memory-mapped' if mmap else 'into memory'} (sha256-verified); "
-        + (
-            f"top {args.rescore}×k re-scored with float dots (needs the float32 embeddings)"
-            if rescore
-            else "no re-scoring: the file alone"
-        )
+        + (f"top {args.rescore}×k re-scored with float dots" if rescore else "no re-scoring: the file alone")
     )
     return Built(search, path.stat().st_size, add_s + save_s, notes, extra)
 
@@ -204,12 +181,10 @@ def build_int8_flat(docs: np.ndarray, args: IndexSettings) -> Built:
     index.add(docs)
     seconds = time.perf_counter() - start
     search = _rescorer(docs, lambda q, k: index.search(q, k * max(1, args.rescore))[1][0])
-    return Built(
-        search,
-        index.ntotal * index.code_size,
-        seconds,
-        f"faiss IndexScalarQuantizer QT_8bit (exhaustive int8 scan) + float re-scoring of {args.rescore}×k",
+    notes = (
+        f"faiss IndexScalarQuantizer QT_8bit (exhaustive int8 scan) + float re-scoring of {args.rescore}×k"
     )
+    return Built(search, index.ntotal * index.code_size, seconds, notes)
 
 
 def build_binary(docs: np.ndarray, args: IndexSettings) -> Built:
@@ -225,13 +200,8 @@ def build_binary(docs: np.ndarray, args: IndexSettings) -> Built:
     def candidates(query: np.ndarray, k: int) -> np.ndarray:
         return index.search(quantize_embeddings(query, precision="ubinary"), k * max(1, args.rescore))[1][0]
 
-    return Built(
-        _rescorer(docs, candidates),
-        codes.nbytes,
-        seconds,
-        f"quantize_embeddings ubinary + faiss IndexBinaryFlat (Hamming, exhaustive) + float re-scoring of "
-        f"{args.rescore}×k",
-    )
+    notes = f"quantize_embeddings ubinary + faiss IndexBinaryFlat (Hamming) + float re-scoring of {args.rescore}×k"
+    return Built(_rescorer(docs, candidates), codes.nbytes, seconds, notes)
 
 
 def _progress(steps, total: int, chunk: int, what: str, show: bool):
@@ -247,14 +217,8 @@ def build(name: str, docs: np.ndarray, args: IndexSettings, folder: Path, result
     """The index ``name`` over ``docs``; the ctxir-ann rows after the first reopen its file (``results`` so far)."""
     if name.startswith("ctxir-ann"):
         other = next((results[n] for n in results if n.startswith("ctxir-ann")), {})
-        return build_ctxir_ann(
-            docs,
-            args,
-            folder,
-            rescore=name != "ctxir-ann-norescore",
-            previous=other,
-            mmap=name == "ctxir-ann-mmap",
-        )
+        rescore, mmap = name != "ctxir-ann-norescore", name == "ctxir-ann-mmap"
+        return build_ctxir_ann(docs, args, folder, rescore, other, mmap)
     return BUILDERS[name](docs, args)
 
 

@@ -39,13 +39,10 @@ from ctxir.types import doc_text
 @dataclass
 class RerankArgs:
     output: str = opt("", "JSON path (default: results/bench/rerank.json)")
-    model: str = opt(
-        "", "cross-encoder folder or id ('' = packaged MiniLM body + fresh 1-label head: cost only)"
-    )
+    model: str = opt("", "cross-encoder folder or id ('' = packaged MiniLM body + fresh 1-label head)")
     candidates: str = opt("10,20,50,100", "re-ranked candidates per query")
     collection: str = opt(
-        "scifact",
-        "scifact (train queries over its abstracts, from --data-root) or demo (the app's demo corpus)",
+        "scifact", "scifact (train queries, from --data-root) or demo (the app's demo corpus)"
     )
     num_queries: int = opt(20, "queries timed (latency only)")
     warmup: int = 2
@@ -55,9 +52,7 @@ class RerankArgs:
         "torch", "how the re-ranker scores: torch, onnx or onnx-int8 (app.py --rerank-backend)"
     )
     threads: int = opt(0, "torch threads (0 = all cores)")
-    compare_st: bool = opt(
-        False, "also time a plain sentence-transformers CrossEncoder of the same shape, interleaved per query"
-    )
+    compare_st: bool = opt(False, "also time a plain sentence-transformers CrossEncoder of the same shape")
     data_root: str = "../shared/data"
     seed: int = 0
     progress: bool = True
@@ -73,14 +68,10 @@ def time_candidates(
     args: RerankArgs,
     plain=None,
 ) -> dict:
-    """score_pairs(query, n candidates) timed for every n, the sizes interleaved per query; per n: the passes'
-    p50/p95 and the mean tokens of a pair (first pass). ``plain``: a sentence-transformers CrossEncoder whose
-    ``predict`` on the same pairs is timed right after each call (``st_passes``)."""
-
+    """score_pairs(query, n candidates) timed for every n, interleaved per query: per n the passes' p50/p95 and
+    the mean tokens of an input; ``plain``: a sentence-transformers CrossEncoder timed on the same pairs."""
     tokenizer = reranker.model.tokenizer
-    passages = getattr(
-        reranker, "passages", None
-    )  # a window-reading (MaxP) model scores every window of a text
+    passages = getattr(reranker, "passages", None)  # a window-reading model scores every window of a text
     results: dict = {str(n): {"passes": [], "tokens": [], "windows": [], "st_passes": []} for n in sizes}
     for repeat in range(args.repeats):
         times: dict[int, list[float]] = {n: [] for n in sizes}
@@ -103,21 +94,9 @@ def time_candidates(
                     if repeat == 0:
                         read = [w for t in texts for w in passages.split("", t)] if passages else texts
                         results[str(n)]["windows"].append(len(read) / len(texts))
-                        results[str(n)]["tokens"].append(
-                            float(
-                                np.mean(
-                                    [
-                                        len(ids)
-                                        for ids in tokenizer(
-                                            [queries[q]] * len(read),
-                                            read,
-                                            truncation=True,
-                                            max_length=reranker.model.max_seq_length,
-                                        )["input_ids"]
-                                    ]
-                                )
-                            )
-                        )
+                        length = reranker.model.max_seq_length
+                        ids = tokenizer([queries[q]] * len(read), read, truncation=True, max_length=length)
+                        results[str(n)]["tokens"].append(float(np.mean([len(i) for i in ids["input_ids"]])))
         for n in sizes:
             results[str(n)]["passes"].append(summary_ms(times[n]))
             if plain is not None:
@@ -132,8 +111,8 @@ def time_candidates(
 
 
 def add_compute_bound(results: dict, reranker, threads: int) -> tuple[dict, int]:
-    """(sgemm peak, non-embedding parameters): the compute bound of a pair is ≈ 2 · (non-embedding parameters) ·
-    tokens + the attention products, at the sgemm rate torch reaches here with the same threads."""
+    """(sgemm peak, non-embedding parameters); a pair's compute bound ≈ 2 · parameters · tokens + attention, at
+    the sgemm rate torch reaches here."""
     peak = sgemm_gflops(threads)
     body = reranker.model[0].auto_model
     config = body.config
@@ -176,14 +155,12 @@ def collection_texts(args: RerankArgs) -> tuple[dict, dict]:
 
 
 def run_rerank(args: RerankArgs, argv: list[str] | None = None) -> dict:
-    # the candidates: BM25's top documents for each query, real texts of real lengths
     sizes = numbers(args.candidates, "--candidates")
     if args.num_queries < 1 or args.repeats < 1 or args.warmup < 0:
         raise CtxirError("--num-queries and --repeats must be ≥ 1, --warmup ≥ 0")
     load_before, started = load_average(), time.perf_counter()
     threads = set_torch_threads(args.threads)
     path = resolve_model_path(args.model)
-    # the model's own passages.json: a window-reading model is timed as the app runs it
     reranker = CrossEncoderReranker(
         load_cross_encoder(path, "cpu", num_labels=1),
         batch_size=args.batch_size,
@@ -204,18 +181,10 @@ def run_rerank(args: RerankArgs, argv: list[str] | None = None) -> dict:
     data = {
         "sgemm": peak,
         "non_embedding_parameters": weights,
-        "model": path
-        if args.model
-        else f"{path} (all-MiniLM-L6-v2 body, fresh 1-label head: the architecture and "
-        "cost of cross-encoder/ms-marco-MiniLM-L6-v2, meaningless scores)",
+        "model": path if args.model else f"{path} (all-MiniLM-L6-v2 body, fresh 1-label head: cost only)",
         "max_length": reranker.model.max_seq_length,
         "backend": reranker.backend,
-        "compared": (
-            "sentence_transformers.CrossEncoder(all-MiniLM-L6-v2 body, num_labels=1, max_length=512)"
-            ".predict(pairs), torch, the same pairs"
-            if plain is not None
-            else None
-        ),
+        "compared": None if plain is None else "sentence_transformers.CrossEncoder(max_length=512).predict",
         "passages": (
             {"method": "max", "words": reranker.passages.words, "stride": reranker.passages.stride}
             if reranker.passages
@@ -237,17 +206,8 @@ def format_rerank(record: dict) -> str:
     rows = list(record["results"].values())
     st = any("st_p50_ms" in r for r in rows)
     return markdown_table(
-        [
-            "candidates",
-            "p50 ms",
-            "p95 ms",
-            *(["ST CrossEncoder p50 ms", "p95 ms"] if st else []),
-            "ms / pair",
-            "windows / document",
-            "tokens / input",
-            "compute bound ms / pair",
-            "share of sgemm peak",
-        ],
+        f"candidates | p50 ms | p95 ms{' | ST CrossEncoder p50 ms | p95 ms' if st else ''} | ms / pair | "
+        "windows / document | tokens / input | compute bound ms / pair | share of sgemm peak",
         [
             [
                 str(r["candidates"]),

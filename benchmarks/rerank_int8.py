@@ -1,15 +1,6 @@
-"""Does an int8 cross-encoder keep its ranking? The cross-encoder re-ranking BM25's top 20 of the model's held-out
-training claims, documents read as the app reads them, under each variant:
-
-* ``torch``: float32, the reference; ``torch-int8``: torch's dynamic int8 quantisation of every Linear layer;
-* ``onnx``: the body in ONNX Runtime, float32; ``onnx-int8``: the layers shared unchanged with its base int8, its
-  trained layers float32 (``ctxir.encoders.onnx_export.frozen_layers``); ``onnx-int8-all``: every MatMul int8.
-
-    python -m benchmarks.rerank_int8 --model ctxir/assets/models/cross-encoder
-
-The rule: an int8 path only if it keeps nDCG@10 within 0.005, on held-out *training* claims, never on test. Prints
-each variant's score, its change from ``torch``, the largest pair-score difference and its time (one thread).
-"""
+"""``python -m benchmarks.rerank_int8``: does an int8 cross-encoder keep its ranking? nDCG@10 of each variant
+(torch, torch-int8, onnx, onnx-int8: only the layers shared with its base int8, onnx-int8-all) re-ranking BM25's
+top 20 of the model's held-out training claims; an int8 path keeps within ``--tolerance`` of torch or not."""
 
 from __future__ import annotations
 
@@ -26,6 +17,7 @@ from ctxir.files import read_json
 from ctxir.types import CtxirError
 
 ROOT = Path(__file__).resolve().parents[1]
+VARIANTS = ("torch", "torch-int8", "onnx", "onnx-int8", "onnx-int8-all")  # torch always runs: the reference
 
 
 @dataclass
@@ -37,10 +29,7 @@ class Int8Args:
     data_dir: str = opt(str(ROOT.parent / "shared" / "data"), "benchmark data root")
     depth: int = opt(20, "BM25 candidates per claim")
     tolerance: float = opt(0.005, "largest nDCG@10 change that keeps int8")
-    variants: str = opt(
-        "torch,onnx,onnx-int8,onnx-int8-all",
-        "comma-separated: torch (always run: the reference), torch-int8, onnx, onnx-int8, onnx-int8-all",
-    )
+    variants: str = opt("torch,onnx,onnx-int8,onnx-int8-all", "comma-separated, of " + ", ".join(VARIANTS))
 
 
 def run(args: Int8Args) -> dict:
@@ -55,7 +44,6 @@ def run(args: Int8Args) -> dict:
     from ctxir.retrieval import BM25Retriever
 
     set_threads(1)
-    # 1. the held-out training claims the model names
     dev = ((read_json(Path(args.model) / "metrics.json") or {}).get("extra") or {}).get("heldout_query_ids")
     if not dev:
         raise CtxirError(
@@ -66,7 +54,6 @@ def run(args: Int8Args) -> dict:
     queries, qrels = {q: queries[q] for q in dev}, {q: qrels[q] for q in dev}
     first = BM25Retriever(corpus).search(queries, args.depth)
 
-    # 2. the same candidates scored by each variant (documents read by the model's own windows, as the app does)
     model = load_cross_encoder.__wrapped__(args.model, "cpu")
     passages = passages_for(args.model)  # None: the first max-length tokens
     onnx_dir = Path(tempfile.mkdtemp(prefix="ctxir-int8-"))
@@ -80,12 +67,8 @@ def run(args: Int8Args) -> dict:
         )
         ranker.onnx_dir = onnx_dir
         if variant == "onnx-int8-all":  # every MatMul: the bi-encoder's int8 settings on the whole body
-            fp32 = onnx_export.export_onnx(
-                model,
-                onnx_dir / "all",
-                progress=False,
-                sample=[("a query", "a document"), ("a longer query", "a document too")],
-            )
+            sample = [("a query", "a document"), ("a longer query", "a document too")]
+            fp32 = onnx_export.export_onnx(model, onnx_dir / "all", progress=False, sample=sample)
             ranker._onnx = onnx_backend.OnnxCrossEncoder(onnx_export.quantise(fp32, "dynamic"), model, 1)
         ranker.onnx_scorer()
         return ranker
@@ -99,7 +82,6 @@ def run(args: Int8Args) -> dict:
     runs = {
         v: score(v) for v in ["torch", *[v.strip() for v in args.variants.split(",") if v.strip() != "torch"]]
     }
-    # 3. the comparison
     reference = runs["torch"][0]
     ndcg = {v: round(float(evaluate_run(qrels, run).aggregate["nDCG@10"]), 4) for v, (run, _) in runs.items()}
     result = {

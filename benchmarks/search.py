@@ -1,40 +1,29 @@
 """``python -m benchmarks.search``: single-query latency, recall@10 against exact search, memory and build time per
-index type, over real embeddings topped up with synthetic ones to ``--num-docs``.
-
-    python -m benchmarks.search --num-docs 10000 --output results/bench/search-10000.json
-    python -m benchmarks.search --num-docs 2000 --real-docs 0 --output /tmp/search.json   # no model, seconds
-
-Per index type (``benchmarks.indexes``): latency p50/p95 over ``--num-queries`` after ``--warmup`` (the median of
-``--repeats`` passes), recall@10 against ``exact``, index bytes, the RSS delta while building, and build time.
-
-Data: real all-MiniLM-L6-v2 embeddings of SciFact and the MS MARCO sample (through ctxir's embedding cache) up to
-``--real-docs``; beyond that, synthetic documents: a random real embedding plus Gaussian noise with the real
-embeddings' covariance, scaled to a root-mean-square norm of ``--noise``, re-normalised. Queries: SciFact and MS
-MARCO query embeddings; with ``--real-docs 0`` everything is synthetic and no model is loaded.
-"""
+index type, over real MiniLM embeddings topped up to ``--num-docs`` with synthetic ones (a real embedding plus
+noise of the real ones' covariance; ``--real-docs 0``: all synthetic, no model)."""
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 
 from benchmarks.common import (
     cell,
-    command_line,
+    covariance_noise,
     figure,
+    finish,
     load_average,
     machine,
     main_for,
     markdown_table,
+    normalise,
     opt,
     rss_mb,
     save_figure,
@@ -43,7 +32,6 @@ from benchmarks.indexes import FULL_SCANS, INDEX_TYPES, Built, IndexSettings, bu
 from ctxir import CtxirError
 from ctxir.data import load_corpus, load_queries
 from ctxir.encoders import BiEncoder, EmbeddingCache, cache_root
-from ctxir.files import write_json
 
 DEFAULT_INDEXES = ",".join(INDEX_TYPES)
 REAL_SETS = ("scifact", "msmarco_sample")
@@ -51,8 +39,6 @@ REAL_SETS = ("scifact", "msmarco_sample")
 
 @dataclass
 class SearchArgs(IndexSettings):
-    """The benchmark's flags: the corpus, the queries and the timing, beside how each index is built."""
-
     num_docs: int = opt(10_000, "corpus size (real documents first, then synthetic)")
     output: str = opt("", "JSON path (default: results/bench/search-<N>.json)")
     indexes: str = opt(DEFAULT_INDEXES, f"comma-separated, of {', '.join(INDEX_TYPES)}")
@@ -60,37 +46,25 @@ class SearchArgs(IndexSettings):
     warmup: int = opt(20, "untimed queries first")
     repeats: int = opt(3, "timed passes; the reported p50/p95 are their medians")
     scan_queries: int = opt(
-        0, "exact, exact-st and int8-flat (full scans): time only the first N queries (0 = --num-queries)"
+        0, "full scans (exact, exact-st, int8-flat): time only the first N queries (0: all)"
     )
     k: int = opt(10, "hits per query (recall@k against exact)")
     real_docs: int = opt(
-        -1, "at most this many real embedded documents (-1 = all 10,183; 0 = synthetic only, no model)"
+        -1, "at most this many real documents (-1 = all 10,183; 0 = synthetic only, no model)"
     )
     data_root: str = opt("../shared/data", "folder holding scifact/ and msmarco_sample/ (BEIR layout)")
-    noise: float = opt(
-        1.0, "synthetic documents: root-mean-square norm of the noise added to a real embedding"
-    )
+    noise: float = opt(1.0, "synthetic documents: rms norm of the noise added to a real embedding")
     search_threads: int = opt(1, "torch and faiss threads while single queries are timed")
-    index_dir: str = opt(
-        "", "where ctxir-ann's file is written (default: a temporary folder, removed afterwards)"
-    )
+    index_dir: str = opt("", "where ctxir-ann's file is written (default: a temporary folder)")
     cache_dir: str = opt("", "ctxir cache root for the real embeddings ($CTXIR_CACHE)")
-    query_encode: int = opt(
-        100, "also time encoding this many real queries one at a time (0 = skip; needs --real-docs ≠ 0)"
-    )
+    query_encode: int = opt(100, "also time encoding this many real queries one at a time (0 = skip)")
 
 
 # ---------------------------------------------------------------- data
 
 
-def normalise(x: np.ndarray) -> np.ndarray:
-    x /= np.linalg.norm(x, axis=1, keepdims=True).clip(min=1e-12)
-    return x
-
-
 def real_embeddings(args: SearchArgs) -> tuple[np.ndarray, np.ndarray, str]:
     """(documents, queries, where from): MiniLM embeddings of the real sets, through ctxir's embedding cache."""
-
     root = Path(args.data_root)
     missing = [name for name in REAL_SETS if not (root / name / "corpus.jsonl").is_file()]
     if missing:
@@ -116,16 +90,11 @@ def synthetic(
     centres: np.ndarray, count: int, noise: float, rng: np.random.Generator, chunk: int = 100_000
 ) -> np.ndarray:
     """``count`` unit vectors: a random centre + noise with the centres' covariance (rms norm ``noise``)."""
-    mean = centres.mean(0)
-    _, singular, vt = np.linalg.svd(centres - mean, full_matrices=False)
-    scale = singular / np.sqrt(len(centres))  # per-direction standard deviation
-    scale *= noise / np.sqrt((scale**2).sum())  # E|u|^2 = noise^2
+    sample = covariance_noise(centres, noise)
     out = np.empty((count, centres.shape[1]), dtype=np.float32)
     for begin in range(0, count, chunk):
         n = min(chunk, count - begin)
-        noise_block = (
-            rng.standard_normal((n, len(scale)), dtype=np.float32) * scale.astype(np.float32)
-        ) @ vt.astype(np.float32)
+        noise_block = sample(n, rng)
         out[begin : begin + n] = normalise(centres[rng.integers(0, len(centres), n)] + noise_block)
     return out
 
@@ -230,19 +199,13 @@ def time_queries(
             times[i] = time.perf_counter() - start
             if repeat == 0:
                 found.append(np.asarray(rows))
-        passes.append(
-            {
-                "p50_ms": float(np.percentile(times, 50) * 1000),
-                "p95_ms": float(np.percentile(times, 95) * 1000),
-            }
-        )
+        p50, p95 = np.percentile(times, [50, 95]) * 1000
+        passes.append({"p50_ms": float(p50), "p95_ms": float(p95)})
     return passes, found
 
 
 def time_query_encoding(args: SearchArgs) -> dict:
-    """p50/p95 of encoding one real query text at a time with the packaged MiniLM (no cache), on the search threads:
-    the part of every query's time that no index saves."""
-
+    """p50/p95 of encoding one real query at a time with the packaged MiniLM (no cache): what no index saves."""
     texts = [
         t for name in REAL_SETS for t in load_queries(Path(args.data_root) / name / "queries.jsonl").values()
     ]
@@ -341,24 +304,20 @@ def measure_all(
     return results
 
 
-def write_record(record: dict, args: SearchArgs) -> None:
-    """Print the table (and the query-encoding time), write the JSON."""
-
-    print(format_table(record))
-    if "query_encode" in record["data"]:
-        q = record["data"]["query_encode"]
-        print(
-            f"encoding one query: p50 {q['p50_ms']:.2f} ms, p95 {q['p95_ms']:.2f} ms ({q['n']} queries, "
-            f"{q['threads']} thread(s))"
-        )
-    out = Path(args.output or f"results/bench/search-{args.num_docs}.json")
-    write_json(out, record, indent=1)
-    print(f"wrote {out}")
+def printed(record: dict) -> str:
+    """The table and the query-encoding time."""
+    q = record["data"].get("query_encode")
+    if q is None:
+        return format_table(record)
+    return format_table(record) + (
+        f"\nencoding one query: p50 {q['p50_ms']:.2f} ms, p95 {q['p95_ms']:.2f} ms ({q['n']} queries, "
+        f"{q['threads']} thread(s))"
+    )
 
 
 def run_search(args: SearchArgs, argv: list[str] | None = None) -> dict:
     names = _check(args)
-    load_before, start_all = load_average(), time.perf_counter()
+    load_before, started = load_average(), time.perf_counter()
     docs, queries, about = dataset(args)
     truth = exact_top_k(docs, queries[args.warmup :], args.k)
     about["stats"] = (
@@ -369,24 +328,14 @@ def run_search(args: SearchArgs, argv: list[str] | None = None) -> dict:
     results = measure_all(names, docs, queries, truth, args)
     if args.query_encode and args.real_docs != 0:
         about["query_encode"] = time_query_encoding(args)
-    record = {
-        "command": command_line("search", argv),
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": machine(),
-        "load_average_before": load_before,
-        "load_average_after": load_average(),
-        "wall_s": round(time.perf_counter() - start_all, 1),
-        "data": about,
-        "timing": f"single queries, one at a time ({args.search_threads} torch/faiss thread(s)), after "
-        f"{args.warmup} warm-up queries; p50/p95 over "
-        f"{args.num_queries} queries per pass (full scans: {args.scan_queries or args.num_queries})"
-        f", median of {args.repeats} passes",
-        "settings": dataclasses.asdict(args),
-        "index_types": names,
-        "results": results,
-    }
-    write_record(record, args)
-    return record
+    timing = (
+        f"single queries, one at a time ({args.search_threads} torch/faiss thread(s)), after {args.warmup} "
+        f"warm-up queries; p50/p95 over {args.num_queries} queries per pass (full scans: "
+        f"{args.scan_queries or args.num_queries}), median of {args.repeats} passes"
+    )
+    output = args.output or f"results/bench/search-{args.num_docs}.json"
+    extra = {"data": about, "timing": timing, "index_types": names}
+    return finish("search", printed, args, argv, load_before, started, results, output=output, **extra)
 
 
 # ---------------------------------------------------------------- table and figure

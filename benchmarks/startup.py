@@ -1,17 +1,7 @@
-"""Start-up time on a large corpus whose embeddings (and, after the first run, indexes) exist; ANN index numbers.
-
-    HF_HUB_OFFLINE=1 python -m benchmarks.synthetic_corpus --num-docs 1000000       # once: outputs/synthetic-1m/
-    HF_HUB_OFFLINE=1 python -m benchmarks.startup --data outputs/synthetic-1m        # → results/startup.json
-
-Each run is a fresh Python process (``--runs``), sharing only the files on disk. ``--modes``:
-
-* ``library``: what ``ctxir evaluate --retriever hybrid`` builds before its first query, phase by phase; with
-  ``--search-queries N`` it then times N single dense queries and their recall@10 against exact search.
-* ``evaluate``: the command itself, ``ctxir evaluate --retriever hybrid --max-queries 10``, start to exit.
-* ``app``: ``AppState.load`` as ``python app.py --corpus D`` runs it, from process start.
-
-Every record carries the load average before and after, the CPU seconds used and the command line.
-"""
+"""``python -m benchmarks.startup --data outputs/synthetic-1m``: start-up time, each run a fresh process, on a large
+corpus whose embeddings (and after the first run, indexes) exist. ``--modes``: ``library`` (what ``ctxir evaluate
+--retriever hybrid`` builds before its first query, phase by phase, then dense query latency and recall@10),
+``evaluate`` (that command, start to exit) and ``app`` (``AppState.load`` as ``python app.py --corpus D``)."""
 
 from __future__ import annotations
 
@@ -23,42 +13,30 @@ import shlex
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 
+STARTED = time.perf_counter()  # the library phase "python_imports" counts from here
+
+from benchmarks.common import load_average, opt  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
-
-STARTED = time.perf_counter()
-
 MODES = ("library", "evaluate", "app")
 
 
 @dataclass
 class StartupArgs:
-    data: str = field(
-        default="outputs/synthetic-1m",
-        metadata={"help": "BEIR folder (python -m benchmarks.synthetic_corpus)"},
-    )
-    cache_dir: str = field(default="", metadata={"help": "ctxir cache root (default: DATA/cache)"})
-    modes: str = field(
-        default="library,evaluate,app", metadata={"help": f"comma-separated, of {', '.join(MODES)}"}
-    )
-    runs: int = field(default=2, metadata={"help": "fresh processes per mode, one after another"})
-    search_queries: int = field(
-        default=300, metadata={"help": "library mode: timed dense queries (0 = none)"}
-    )
-    index: str = field(default="auto", metadata={"help": "dense index: auto, exact, ann"})
-    output: str = field(default="results/startup.json", metadata={"help": "JSON written here"})
-    child: str = field(
-        default="", metadata={"help": "internal: run one mode in this process and print its JSON"}
-    )
-
-
-def load_average() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
+    data: str = opt("outputs/synthetic-1m", "BEIR folder (python -m benchmarks.synthetic_corpus)")
+    cache_dir: str = opt("", "ctxir cache root (default: DATA/cache)")
+    modes: str = opt("library,evaluate,app", f"comma-separated, of {', '.join(MODES)}")
+    runs: int = opt(2, "fresh processes per mode, one after another")
+    search_queries: int = opt(300, "library mode: timed dense queries (0 = none)")
+    index: str = opt("auto", "dense index: auto, exact, ann")
+    output: str = opt("results/startup.json", "JSON written here")
+    child: str = opt("", "internal: run one mode in this process and print its JSON")
 
 
 def cpu_seconds() -> float:
@@ -69,7 +47,6 @@ def cpu_seconds() -> float:
 
 def library_run(args: StartupArgs, cache: Path) -> dict:
     """Phase by phase, what evaluate builds; then dense search latency and recall against exact."""
-
     from ctxir.data import load_beir
     from ctxir.encoders import BiEncoder, EmbeddingCache
     from ctxir.retrieval import BM25Retriever, DenseRetriever, HybridRetriever
@@ -101,25 +78,27 @@ def library_run(args: StartupArgs, cache: Path) -> dict:
         "documents": len(corpus),
         "bm25": bm25.cache_status,
         "dense_index": dense.index_kind,
-        "ann": None
-        if dense.ann is None
-        else {
+        "ann": None,
+    }
+    if dense.ann is not None:
+        record["ann"] = {
             "status": dense.ann.status,
             "settings": dense.ann_settings,
             "build_s": round(dense.ann.build_s, 1),
             "file_mb": round(dense.ann_path.stat().st_size / 2**20, 1),
             "memory_mb": round(dense.ann.memory_bytes / 2**20, 1),
-        },
-    }
+        }
     if args.search_queries and dense.ann is not None:
-        record["search"] = search_numbers(dense, encoder, list(queries.values()), args.search_queries, np)
+        record["search"] = search_numbers(dense, encoder, list(queries.values()), args.search_queries)
     return record
 
 
-def search_numbers(dense, encoder, texts: list[str], count: int, np) -> dict:
+def search_numbers(dense, encoder, texts: list[str], count: int) -> dict:
     """p50/p95 of single dense queries (1 thread) and recall@10 against exact search over the same vectors."""
     import faiss
     import torch
+
+    from benchmarks.search import exact_top_k, recall_at_k
 
     texts = (texts * (count // len(texts) + 1))[:count]
     vectors = encoder.encode(texts)  # (count, dim); repeated texts are timed again, not cached
@@ -132,21 +111,8 @@ def search_numbers(dense, encoder, texts: list[str], count: int, np) -> dict:
         start = time.perf_counter()
         dense.search_embeddings(v[None], 10)
         times.append((time.perf_counter() - start) * 1000)
-    # exact top-10 of each distinct query: one pass over the (memory-mapped) matrix in 100k-row blocks
-    unique = np.unique(vectors, axis=0)
-    best = np.full((len(unique), 0), -np.inf, dtype=np.float32)
-    rows = np.zeros((len(unique), 0), dtype=np.int64)
-    for begin in range(0, len(dense.embeddings), 100_000):
-        scores = unique @ np.asarray(dense.embeddings[begin : begin + 100_000]).T  # (queries, ≤ 100k)
-        top = np.argpartition(-scores, 10, axis=1)[:, :10]
-        best = np.concatenate([best, np.take_along_axis(scores, top, 1)], 1)
-        rows = np.concatenate([rows, top + begin], 1)
-        keep = np.argsort(-best, axis=1)[:, :10]
-        best, rows = np.take_along_axis(best, keep, 1), np.take_along_axis(rows, keep, 1)
-    found = dense.ann.search(unique, 10)[0]
-    recall = float(
-        np.mean([len(set(f) & set(t)) / 10 for f, t in zip(found.tolist(), rows.tolist(), strict=True)])
-    )
+    unique = np.unique(vectors, axis=0)  # exact top-10 of each distinct query
+    recall = recall_at_k(list(dense.ann.search(unique, 10)[0]), exact_top_k(dense.embeddings, unique, 10), 10)
     return {
         "queries": len(vectors),
         "distinct": len(unique),
@@ -189,41 +155,14 @@ def child(args: StartupArgs) -> dict:
 
 def spawn(mode: str, args: StartupArgs, cache: Path) -> dict:
     env = {**os.environ, "CTXIR_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
+    flags = ["--data", args.data, "--cache-dir", str(cache), "--index", args.index]
     if mode == "evaluate":
-        command = [
-            sys.executable,
-            "-m",
-            "ctxir",
-            "evaluate",
-            "--data",
-            args.data,
-            "--retriever",
-            "hybrid",
-            "--cache-dir",
-            str(cache),
-            "--max-queries",
-            "10",
-            "--index",
-            args.index,
-            "--output",
-            str(Path(args.output).with_suffix(".evaluate.json")),
-        ]
+        output = str(Path(args.output).with_suffix(".evaluate.json"))
+        flags += ["--retriever", "hybrid", "--max-queries", "10", "--output", output]
+        command = [sys.executable, "-m", "ctxir", "evaluate", *flags]
     else:
-        command = [
-            sys.executable,
-            "-m",
-            "benchmarks.startup",
-            "--child",
-            mode,
-            "--data",
-            args.data,
-            "--cache-dir",
-            str(cache),
-            "--search-queries",
-            str(args.search_queries),
-            "--index",
-            args.index,
-        ]
+        flags += ["--child", mode, "--search-queries", str(args.search_queries)]
+        command = [sys.executable, "-m", "benchmarks.startup", *flags]
     before, start = load_average(), time.perf_counter()
     cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)

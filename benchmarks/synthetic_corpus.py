@@ -1,16 +1,8 @@
-"""Write a large MS MARCO-like BEIR folder, and its embeddings straight into ctxir's cache, without the model.
+"""``python -m benchmarks.synthetic_corpus --num-docs 1000000``: a large MS MARCO-like BEIR folder and its
+embeddings, written straight into ctxir's cache without the model, for start-up and index measurements.
 
-    HF_HUB_OFFLINE=1 python -m benchmarks.synthetic_corpus --num-docs 1000000   # → outputs/synthetic-1m/
-
-For start-up and index measurements at a size the bi-encoder cannot encode on a CPU. What is written:
-
-* ``corpus.jsonl``: the real passages of ``msmarco_sample`` and ``scifact`` (ids prefixed ``m-`` / ``s-``), then
-  synthetic passages of 2–5 real sentences each (40–90 words) up to ``--num-docs``: real vocabulary for BM25.
-* ``queries.jsonl`` + ``qrels/test.tsv``: the real queries and judgments of both sets (prefixed ids).
-* ``cache/embeddings/<key>.npy``: one unit vector per passage under the key ``BiEncoder().cache_key(texts)``
-  gives. Real passages get their real embedding; a synthetic one, the embedding of its first sentence's passage
-  plus Gaussian noise (``--noise``), as ``benchmarks.search`` builds them. Dense results on them measure speed and
-  recall, not quality.
+The real passages of msmarco_sample and scifact, then synthetic ones of 2–5 real sentences (real vocabulary for
+BM25), each embedded as its first sentence's passage plus noise: dense results measure speed and recall, not quality.
 """
 
 from __future__ import annotations
@@ -25,14 +17,12 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import opt
+from benchmarks.common import covariance_noise, normalise, opt
 from ctxir.cli import cli_main
 from ctxir.data import load_beir, load_corpus, write_beir
 from ctxir.encoders import BiEncoder, EmbeddingCache
 from ctxir.files import atomic_path, write_atomic
 from ctxir.types import CtxirError, doc_text
-
-ROOT = Path(__file__).resolve().parents[1]
 
 SOURCES = (("m-", "msmarco_sample"), ("s-", "scifact"))
 # A sentence: text up to . ! or ? followed by a space (or the end); short fragments are dropped below.
@@ -49,21 +39,14 @@ class SyntheticArgs:
     progress: bool = opt(True, "progress bars")
 
 
-def normalise(x: np.ndarray) -> np.ndarray:
-    x /= np.linalg.norm(x, axis=1, keepdims=True).clip(min=1e-12)
-    return x
-
-
 def real_sets(root: Path):
     """(prefixed corpus, prefixed queries, prefixed test qrels) of both real sets, in a fixed order."""
-
     corpus, queries, qrels = {}, {}, {}
     for prefix, name in SOURCES:
         folder = root / name
         if not (folder / "corpus.jsonl").is_file():
             raise CtxirError(
-                f"--data-root {str(root)!r} has no {name}/corpus.jsonl: point it at the shared data "
-                "folder (the one holding msmarco_sample/ and scifact/)"
+                f"--data-root {str(root)!r} has no {name}/corpus.jsonl: point it at the shared data folder"
             )
         part = load_corpus(folder / "corpus.jsonl")
         corpus |= {prefix + doc_id: doc for doc_id, doc in part.items()}
@@ -101,20 +84,6 @@ def synthetic_passages(sentences: list[str], count: int, rng: np.random.Generato
         yield " ".join(parts), first
 
 
-def covariance_noise(centres: np.ndarray, noise: float):
-    """A sampler of (n, dim) Gaussian noise with the centres' covariance, scaled so E|u|² = noise²."""
-    mean = centres.mean(0)
-    _, singular, vt = np.linalg.svd(centres - mean, full_matrices=False)
-    scale = singular / np.sqrt(len(centres))  # (dim,) standard deviation along each principal direction
-    scale *= noise / np.sqrt((scale**2).sum())
-    scale, vt = scale.astype(np.float32), vt.astype(np.float32)
-
-    def sample(n: int, rng: np.random.Generator) -> np.ndarray:
-        return (rng.standard_normal((n, len(scale)), dtype=np.float32) * scale) @ vt  # (n, dim)
-
-    return sample
-
-
 def run(args: SyntheticArgs) -> dict:
     from tqdm.auto import tqdm
 
@@ -124,23 +93,14 @@ def run(args: SyntheticArgs) -> dict:
     corpus, queries, qrels = real_sets(Path(args.data_root))
     if args.num_docs < len(corpus):
         raise CtxirError(
-            f"--num-docs {args.num_docs!r} is below the {len(corpus):,} real passages: ask for at least "
-            "that many"
+            f"--num-docs {args.num_docs!r} is below the {len(corpus):,} real passages: ask for more"
         )
-    # 1. real embeddings (the model, through the normal ~/.cache/ctxir cache: encoded once, then read)
     # per set, as `python -m benchmarks.search` encodes them, so both share the cached vectors
     encoder = BiEncoder(device="cpu")
-    real_vectors = np.concatenate(
-        [
-            encoder.encode_corpus(load_corpus(Path(args.data_root) / name / "corpus.jsonl"), args.progress)[1]
-            for _, name in SOURCES
-        ]
-    )  # (10,183, 384)
-    # 2. the corpus file: real passages, then synthetic ones
+    real = [load_corpus(Path(args.data_root) / name / "corpus.jsonl") for _, name in SOURCES]
+    real_vectors = np.concatenate([encoder.encode_corpus(c, args.progress)[1] for c in real])  # (10,183, 384)
     sentences, sentence_rows = sentence_pool(corpus)
-    centre_of = np.empty(
-        args.num_docs - len(corpus), dtype=np.int64
-    )  # synthetic passage → real row of its centre
+    centre_of = np.empty(args.num_docs - len(corpus), dtype=np.int64)  # synthetic passage → its centre's row
 
     def rows():  # streamed: a million passages are never held at once; each one's centre noted as it goes
         yield from corpus.items()
@@ -149,23 +109,18 @@ def run(args: SyntheticArgs) -> dict:
             yield f"syn-{i:07d}", {"title": "", "text": text}
 
     write_beir(out, rows(), queries, qrels, "test")
-    # 3. the embeddings, under the key the encoder computes for the texts as ctxir reads them back
+    # the embeddings, under the key the encoder computes for the texts as ctxir reads them back
     texts = [doc_text(d) for d in load_corpus(out / "corpus.jsonl").values()]
     cache = EmbeddingCache(out / "cache" / "embeddings")
     key = BiEncoder(encoder.model, cache=cache).cache_key(texts)
     sample = covariance_noise(real_vectors, args.noise)
     chunk = 100_000
     with atomic_path(cache.root / f"{key}.npy", suffix=".npy") as tmp:
-        matrix = np.lib.format.open_memmap(
-            tmp, mode="w+", dtype=np.float32, shape=(len(texts), real_vectors.shape[1])
-        )
+        shape = (len(texts), real_vectors.shape[1])
+        matrix = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=shape)
         matrix[: len(corpus)] = real_vectors
-        for begin in tqdm(
-            range(0, len(centre_of), chunk),
-            desc="synthetic embeddings",
-            unit="chunk",
-            disable=not args.progress,
-        ):
+        steps = range(0, len(centre_of), chunk)
+        for begin in tqdm(steps, desc="synthetic embeddings", unit="chunk", disable=not args.progress):
             centres = centre_of[begin : begin + chunk]
             block = normalise(real_vectors[centres] + sample(len(centres), rng))
             matrix[len(corpus) + begin : len(corpus) + begin + len(centres)] = block

@@ -1,7 +1,4 @@
-"""``python -m benchmarks.train``: cross-encoder optimiser steps per second against batch size and max length.
-
-python -m benchmarks.train --output results/bench/train.json
-"""
+"""``python -m benchmarks.train``: cross-encoder optimiser steps per second against batch size and max length."""
 
 from __future__ import annotations
 
@@ -49,7 +46,6 @@ class TrainArgs:
 
 def train_pairs(root: Path, count: int, seed: int) -> list[tuple[str, str, float]]:
     """(query, document, label): SciFact train queries with a judged document (1) or a random one (0)."""
-
     corpus, queries, qrels = load_beir(beir_texts(root, "scifact"), "train")
     rng = np.random.default_rng(seed)
     ids, qids, pairs = list(corpus), list(qrels), []
@@ -66,7 +62,6 @@ def train_pairs(root: Path, count: int, seed: int) -> list[tuple[str, str, float
 def run_train(args: TrainArgs, argv: list[str] | None = None) -> dict:
     import torch
 
-    # 1. arguments, model, pairs
     batch_sizes, lengths = (
         numbers(args.batch_sizes, "--batch-sizes"),
         numbers(args.max_lengths, "--max-lengths"),
@@ -83,7 +78,6 @@ def run_train(args: TrainArgs, argv: list[str] | None = None) -> dict:
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate)
     loss_fn = torch.nn.BCEWithLogitsLoss()
     pairs = train_pairs(Path(args.data_root), max(batch_sizes) * (args.steps + args.warmup_steps), args.seed)
-    # 2. per (max length, batch size): tokenise, forward, loss, backward, AdamW step; steps timed one by one
     results: dict = {}
     for max_length in lengths:
         for batch_size in batch_sizes:
@@ -92,9 +86,10 @@ def run_train(args: TrainArgs, argv: list[str] | None = None) -> dict:
                 batch = pairs[cursor : cursor + batch_size]
                 cursor += batch_size
                 start = time.perf_counter()
+                queries, documents = [p[0] for p in batch], [p[1] for p in batch]
                 features = tokenizer(
-                    [p[0] for p in batch],
-                    [p[1] for p in batch],
+                    queries,
+                    documents,
                     padding=True,
                     truncation=True,
                     max_length=max_length,
@@ -150,6 +145,8 @@ def format_train(record: dict) -> str:
 
 
 def plot_train(records: list[dict], path: str) -> None:
+    import matplotlib.ticker
+
     plt, fig, ax = figure(4.8, 3.2, 1)
     rows = list(records[-1]["results"].values())
     for length in sorted({r["max_length"] for r in rows}):
@@ -160,13 +157,9 @@ def plot_train(records: list[dict], path: str) -> None:
             "o-",
             label=f"max length {length}",
         )
-    ax.set(
-        xlabel="batch size",
-        ylabel="training pairs/s",
-        xscale="log",
-        xticks=sorted({r["batch_size"] for r in rows}),
-    )
-    ax.get_xaxis().set_major_formatter(__import__("matplotlib").ticker.ScalarFormatter())
+    ticks = sorted({r["batch_size"] for r in rows})
+    ax.set(xlabel="batch size", ylabel="training pairs/s", xscale="log", xticks=ticks)
+    ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
     ax.legend(fontsize=8)
     save_figure(plt, fig, path)
 

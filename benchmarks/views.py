@@ -1,13 +1,5 @@
-"""``python -m benchmarks.views``: the app's API views timed in process on each device asked for (the view functions
-``/search``, ``/score_pairs``, ``/token_embeddings``, ... call, without the HTTP layer ``benchmarks.app`` adds), and
-whether every device returns the same results (the same documents in the same order, scores within a tolerance).
-
-    python -m benchmarks.views --devices cpu --output results/bench/views-cpu.json
-    python -m benchmarks.views --devices cpu,cuda --output results/bench/views-gpu.json    # a machine with a GPU
-
-The app as ``python app.py`` loads it: the shipped re-rankers, the built-in demo corpus, its default re-rank
-backend (``--rerank-backend``: onnx-int8 on the CPU; a GPU runs torch).
-"""
+"""``python -m benchmarks.views``: the app's view functions timed in process on each device asked for, and whether
+every device returns the same results (the same documents in the same order, scores within a tolerance)."""
 
 from __future__ import annotations
 
@@ -42,12 +34,9 @@ class ViewsArgs:
     explain_repeats: int = opt(3, "timed calls of the explanation (integrated gradients)")
     threads: int = opt(0, "torch threads (0 = all cores)")
     rerank_backend: str = opt(
-        "onnx-int8",
-        "how the cross-encoders score on the CPU, as app.py's --rerank-backend (a GPU runs torch)",
+        "onnx-int8", "how the cross-encoders score on the CPU (app.py --rerank-backend)"
     )
-    score_tolerance: float = opt(
-        0.02, "largest difference between two devices' scores still counted as the same result"
-    )
+    score_tolerance: float = opt(0.02, "largest score difference between two devices counted as the same")
 
 
 def view_calls(state) -> dict[str, Callable]:
@@ -90,8 +79,7 @@ def view_calls(state) -> dict[str, Callable]:
 
 
 def fingerprint(label: str, result) -> dict:
-    """What must not depend on the device: the documents in order (search) or each model's ranks (pairs), and every
-    score the view shows (compared within a tolerance)."""
+    """What must not depend on the device: the documents in order or each model's ranks, and every score shown."""
     if not (label.startswith("search") or label.startswith("score_pairs")):
         return {}
     scores = [
@@ -102,10 +90,8 @@ def fingerprint(label: str, result) -> dict:
     ]
     if label.startswith("search"):
         return {"ids": [str(r["doc_id"]) for r in result.rows], "scores": scores}
-    return {
-        "ids": [f"{k}={v}" for row in result.rows for k, v in row.items() if k.endswith("_rank")],
-        "scores": scores,
-    }
+    ranks = [f"{k}={v}" for row in result.rows for k, v in row.items() if k.endswith("_rank")]
+    return {"ids": ranks, "scores": scores}
 
 
 def time_device(device: str, args: ViewsArgs) -> dict:
@@ -158,14 +144,10 @@ def agreement(runs: list[dict], tolerance: float) -> dict:
         if any(o is None for o in others):
             continue
         base = np.asarray(row["result"]["scores"], dtype=float)
-        gap = (
-            max(
-                (float(np.max(np.abs(base - np.asarray(o["scores"], dtype=float)))) if len(base) else 0.0)
-                for o in others
-            )
-            if others
-            else 0.0
-        )
+        gaps = [
+            float(np.max(np.abs(base - np.asarray(o["scores"], dtype=float)))) for o in others if len(base)
+        ]
+        gap = max(gaps, default=0.0)
         same = all(o["ids"] == row["result"]["ids"] for o in others)
         out[label] = {
             "same_order": same,
@@ -176,7 +158,6 @@ def agreement(runs: list[dict], tolerance: float) -> dict:
 
 
 def run_views(args: ViewsArgs, argv: list[str] | None = None) -> dict:
-    # 1. check the flags and the devices before anything loads
     from ctxir.encoders.models import pick_device
 
     devices = [d.strip() for d in args.devices.split(",") if d.strip()]
@@ -193,10 +174,7 @@ def run_views(args: ViewsArgs, argv: list[str] | None = None) -> dict:
     load_before, started = load_average(), time.perf_counter()
     threads = set_torch_threads(args.threads)
 
-    # 2. every view on every device, one device after the other (each loads the app's models afresh)
-    runs = [time_device(device, args) for device in devices]
-
-    # 3. the same results on every device?
+    runs = [time_device(device, args) for device in devices]  # each loads the app's models afresh
     results = {"runs": runs, "agreement": agreement(runs, args.score_tolerance) if len(runs) > 1 else {}}
     data = {
         "search_query": SEARCH_QUERY,
@@ -225,17 +203,13 @@ def format_views(record: dict) -> str:
     rows = []
     for label in labels:
         row = [label, *(cell(r["views"].get(label, {}).get("p50_ms"), "{:.1f}") for r in runs)]
-        if agree:
-            a = agree.get(label)
-            row.append(
-                "–"
-                if a is None
-                else (
-                    "yes"
-                    if a["same_order"] and a["within_tolerance"]
-                    else f"no (order {a['same_order']}, Δ {a['max_score_difference']})"
-                )
-            )
+        a = agree.get(label)
+        if a is None:
+            row += ["–"] if agree else []
+        elif a["same_order"] and a["within_tolerance"]:
+            row.append("yes")
+        else:
+            row.append(f"no (order {a['same_order']}, Δ {a['max_score_difference']})")
         rows.append(row)
     rows.append(["(models loaded, s)", *(f"{r['load_s']:.1f}" for r in runs)] + ([""] if agree else []))
     return markdown_table(header, rows)
