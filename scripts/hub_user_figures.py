@@ -1,14 +1,6 @@
-"""What a Hub user's own code gets from each shipped model: the figure each card leads with.
-
-    python scripts/hub_user_figures.py      # writes docs/bench/hub-user.json
-
-Each shipped model is staged as ``ctxir hub push --dry-run`` stages it, laid into a temporary Hugging Face cache as
-``hf download`` leaves it, and loaded by repo id with plain sentence-transformers where ``import ctxir`` fails:
-
-- a re-ranker: ``CrossEncoder(repo_id, trust_remote_code=True).rank(query, documents)`` over BM25's top 100 on
-  SciFact test; nDCG@10 by pytrec_eval;
-- the pair scorer: ``predict`` on STS-B test's pairs; Spearman against the gold scores.
-"""
+"""What a Hub user's own code gets from each shipped model (the figure each card leads with), into
+docs/bench/hub-user.json: each model staged, laid into a temporary Hugging Face cache and loaded by repo id with
+plain sentence-transformers where ``import ctxir`` fails."""
 
 from __future__ import annotations
 
@@ -91,21 +83,16 @@ def run_as_hub_user(folders: dict[str, Path], job: dict, root: Path) -> dict:
     for repo_id, folder in folders.items():
         lay_into_hf_cache(folder, repo_id, root / "hub")
     (root / "job.json").write_text(json.dumps(job), encoding="utf-8")
-    run = subprocess.run(
-        [sys.executable, "-c", USER_SCRIPT, str(root / "job.json"), str(root / "out.json")],
-        cwd=root,
-        env=hub_user_env(root, root / "hub", block_ctxir=True),
-        capture_output=True,
-        text=True,
-        timeout=3600,
-    )
+    command = [sys.executable, "-c", USER_SCRIPT, str(root / "job.json"), str(root / "out.json")]
+    env = hub_user_env(root, root / "hub", block_ctxir=True)
+    run = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=3600)
     if run.returncode != 0:
         raise RuntimeError(f"the Hub user's script failed:\n{run.stderr[-3000:]}")
     return json.loads((root / "out.json").read_text(encoding="utf-8"))
 
 
 def measure(data: Path = DATA, max_queries: int = 0) -> dict:
-    """Stage the shipped models, score them as a Hub user, and evaluate: → the record (see the module docstring)."""
+    """Stage the shipped models, score them as a Hub user, and evaluate: → the record."""
     from scipy.stats import spearmanr
 
     from ctxir import evaluate_run, load_sts
@@ -117,15 +104,10 @@ def measure(data: Path = DATA, max_queries: int = 0) -> dict:
     tasks = shipped()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        folders = {
-            repo_id: stage(
-                SHIPPED_MODELS[repo_id],
-                repo_id,
-                root / "staged" / repo_id.replace("/", "--"),
-                base_model_id=SHIPPED_BASES[repo_id],
-            ).folder
-            for repo_id in tasks
-        }
+        folders = {}
+        for repo_id in tasks:
+            staged, base = root / "staged" / repo_id.replace("/", "--"), SHIPPED_BASES[repo_id]
+            folders[repo_id] = stage(SHIPPED_MODELS[repo_id], repo_id, staged, base_model_id=base).folder
         job = {
             "models": tasks,
             "queries": queries,

@@ -1,24 +1,19 @@
-"""The README's screenshot: ``python app.py`` served on a free port, one re-ranked search drawn in headless Chromium.
+"""The README's screenshot: ``python app.py`` on a free port, one re-ranked search drawn in headless Chromium
+(Debian's /usr/bin/chromium and Playwright's Python package).
 
-    python scripts/screenshot.py                      # writes docs/app.png
     python scripts/screenshot.py --output shot.png --query "where do otters live along the river bank"
-
-Needs Debian's chromium at /usr/bin/chromium and Playwright's Python package (the browser tests' setup).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.app import start_app, stop_app  # noqa: E402
 from ctxir.kinds import CROSS_ENCODER  # noqa: E402
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -29,27 +24,6 @@ CHROMIUM_ARGS = [
     "--no-first-run",
     "--disable-background-networking",
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_app(port: int, timeout: float) -> subprocess.Popen:
-    """``python app.py`` on ``port``, once it accepts connections."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    command = [sys.executable, "app.py", "--host", "127.0.0.1", "--port", str(port)]
-    proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    deadline = time.time() + timeout
-    while time.time() < deadline and proc.poll() is None:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return proc
-        time.sleep(0.5)
-    proc.kill()
-    raise SystemExit(f"error: python app.py did not start within {timeout:.0f} s (exit code {proc.poll()})")
 
 
 def shoot(url: str, output: Path, query: str, width: int, height: int) -> None:
@@ -86,13 +60,11 @@ def main(argv: list[str] | None = None) -> int:
     if not CHROMIUM.exists():
         print(f"error: no chromium at {CHROMIUM}: apt-get install -y chromium", file=sys.stderr)
         return 2
-    port = free_port()
-    proc = start_app(port, args.timeout)
+    process, url, _ = start_app({"TOKENIZERS_PARALLELISM": "false"}, args.timeout)
     try:
-        shoot(f"http://127.0.0.1:{port}/", Path(args.output), args.query, args.width, args.height)
+        shoot(url, Path(args.output), args.query, args.width, args.height)
     finally:
-        proc.kill()
-        proc.wait()
+        stop_app(process)
     print(f"wrote {args.output} ({Path(args.output).stat().st_size // 1024} KB)")
     return 0
 

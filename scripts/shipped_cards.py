@@ -1,12 +1,6 @@
-"""Refresh what the shipped models say about themselves from their own files: cards, suite rows, terms, checksums.
-
-    python scripts/shipped_cards.py            # rewrite; prints what changed
-    python scripts/shipped_cards.py --check    # exit 1 (and name the files) if anything would change
-
-For each folder under ``ctxir/assets/models``: 1. metrics.json's suite rows are rebuilt from its evaluation.json,
-the lead row from ``docs/bench/hub-user.json``; 2. the card (README.md) is rendered from metrics.json as
-``training/ship.py`` renders it; 3. checksums.json is rewritten. Then ``LICENSES.md`` states each model's terms.
-"""
+"""Refresh what the shipped models say about themselves from their own files: metrics.json's rows (from
+evaluation.json and docs/bench/hub-user.json), the cards, checksums and LICENSES.md; ``--check``: exit 1 if
+anything would change."""
 
 from __future__ import annotations
 
@@ -59,8 +53,7 @@ SUITE_ROW = re.compile(
 
 
 def suite_rows(evaluation: dict) -> list[dict]:
-    """The suite's metrics.json rows of an evaluation.json, none marked headline: a shipped card leads with the
-    hub-user row."""
+    """The suite's metrics.json rows of an evaluation.json, none marked headline (the hub-user row leads)."""
     from training.evaluate_reranker import evaluation_rows
 
     return [{k: v for k, v in e.items() if k != "headline"} for e in evaluation_rows(evaluation)]
@@ -103,12 +96,9 @@ def refresh_rows(folder: Path, name: str) -> None:
     evaluation = folder / "evaluation.json"
     suite = suite_rows(json.loads(evaluation.read_text(encoding="utf-8"))) if evaluation.is_file() else []
     lead = [hub_user_row(name, json.loads(HUB_USER.read_text(encoding="utf-8")))]
+    key = (lead[0]["dataset"], lead[0]["metric"], lead[0]["queries"])
     for e in kept:  # the pair scorer's published anchor, on the same pairs, stands beside its lead too
-        same = (e["dataset"], e["metric"], e.get("queries")) == (
-            lead[0]["dataset"],
-            lead[0]["metric"],
-            lead[0]["queries"],
-        )
+        same = (e["dataset"], e["metric"], e.get("queries")) == key
         if same and e.get("anchor") is not None and "anchor" not in lead[0]:
             lead[0].update({k: v for k, v in e.items() if k.startswith("anchor")})
     metrics["evaluations"] = lead + kept + suite
@@ -117,11 +107,8 @@ def refresh_rows(folder: Path, name: str) -> None:
             (folder.parent / SHIPPED_MODELS[SHIPPED_CROSS_ENCODER].name / "metrics.json").read_text()
         )
         own = {d["name"] for d in metrics["datasets"]}
-        metrics["datasets"] += [
-            {**d, "stage": "earlier"}
-            for d in base["datasets"]
-            if d["role"] == "train" and d["name"] not in own
-        ]
+        earlier = [d for d in base["datasets"] if d["role"] == "train" and d["name"] not in own]
+        metrics["datasets"] += [{**d, "stage": "earlier"} for d in earlier]
     ascii_only = raw.isascii()  # keep the file's own escaping, so an unchanged record stays byte-identical
     path.write_text(json.dumps(metrics, indent=2, ensure_ascii=ascii_only) + "\n", encoding="utf-8")
 

@@ -1,18 +1,14 @@
-"""The `slow` tests, run and recorded: one command anyone can start.
+"""The `slow` tests, run and recorded as a row in docs/results.md; run it each time a ``WATCHED`` file changes.
 
-    python scripts/slow_run.py                 # python -m pytest -m slow, then a row in docs/results.md
-    python scripts/slow_run.py -- -n 2         # pytest options after "--" (here: two workers)
-    python scripts/slow_run.py --junit FILE    # record a run already made (its JUnit XML; --commit, --minutes)
-
-Run it each time a shipped model or a fault site changes (``WATCHED``): tests/test_slow_record.py checks the last
-recorded run is newer. Steps: 1. run pytest (or read the JUnit XML), 2. count the outcomes, 3. add the row.
+python scripts/slow_run.py                 # python -m pytest -m slow, then the row
+python scripts/slow_run.py -- -n 2         # pytest options after "--"
+python scripts/slow_run.py --junit FILE    # record a run already made (its JUnit XML; --commit, --minutes)
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
-import os
 import platform
 import subprocess
 import sys
@@ -46,16 +42,10 @@ def git(*args: str) -> str:
 
 
 def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        names = [
-            line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")
-        ]
-        cpu = names[0].split(":", 1)[1].strip() if names else cpu
-    except OSError:
-        pass
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return f"{cores}-core {cpu}, {platform.system()}"
+    from benchmarks.common import machine as described
+
+    found = described()
+    return f"{found['cores']}-core {found['cpu'] or platform.machine()}, {platform.system()}"
 
 
 def outcomes(junit: Path) -> dict:
@@ -115,12 +105,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, help="with --junit: how long that run took")
     parser.add_argument("--date", help="with --junit: the day that run started (default: today, UTC)")
     parser.add_argument(
-        "--note", default="", help="said first in the row's last column (e.g. why a run stopped early)"
+        "--note", default="", help="said first in the row's last column (why a run stopped early)"
     )
     args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
     commit = args.commit or git("rev-parse", "--short=12", "HEAD")
     date = args.date or datetime.datetime.now(datetime.UTC).date().isoformat()
-    # 1. the run
     if args.junit:
         junit, minutes, code = Path(args.junit), args.minutes or 0.0, None
     else:
@@ -138,9 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         ]
         code = subprocess.run([*command, *extra], cwd=ROOT).returncode
         minutes = (time.time() - started) / 60
-    # 2. its outcomes
     counts = outcomes(junit)
-    # 3. the record
     DOC.write_text(add_row(DOC.read_text(), row(date, commit, counts, minutes, args.note)))
     print(f"recorded in {DOC}: {counts['passed']} passed, {counts['failed']} failed, {minutes:.0f} min")
     return code if code is not None else int(counts["failed"] > 0)
