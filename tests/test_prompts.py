@@ -251,6 +251,87 @@ def test_the_apps_search_takes_other_prompts_and_says_which_it_used(st, prompted
     assert sorted(cosines, reverse=True) == pytest.approx(expected(), abs=2e-4)
 
 
+@pytest.fixture
+def prompted_state(st, prompted_dir):
+    from ctxir.app.config import AppConfig
+    from ctxir.app.models import AppModels
+    from ctxir.app.state import AppState
+
+    return AppState(
+        AppModels.from_objects(st, str(prompted_dir)), AppConfig(device="cpu"), CORPUS, "tiny", cache=None
+    )
+
+
+def cosines_with(st, query_prompt=None, document_prompt=None) -> list[float]:
+    """The cosine of TEXTS[0] and each of TEXTS, each after the prompts given (None: the model's own)."""
+    encoder = BiEncoder(st, cache=False, query_prompt=query_prompt, document_prompt=document_prompt)
+    return (encoder.encode(TEXTS, role="document") @ encoder.encode([TEXTS[0]], role="query")[0]).tolist()
+
+
+@pytest.mark.parametrize(
+    ("query_prompt", "document_prompt", "used"),
+    [
+        (None, None, PROMPTS),
+        ("search: ", None, {"query": "search: ", "document": "passage: "}),
+        ("", "", {"query": "", "document": ""}),
+    ],
+)
+def test_pair_scoring_takes_other_prompts_and_says_which_it_used(
+    st, prompted_dir, prompted_state, query_prompt, document_prompt, used
+):
+    from ctxir.app.pairs_tab import score_pairs
+
+    r = score_pairs(prompted_state, TEXTS[0], TEXTS, "", query_prompt, document_prompt)
+    assert r.data["prompts"] == {str(prompted_dir): used}
+    cosines = [row["bi_encoder_cosine"] for row in r.rows]
+    assert cosines == pytest.approx(cosines_with(st, used["query"], used["document"]), abs=2e-4)
+    assert ("the query after `search: ` and each document after `passage: `" in r.text) == (
+        query_prompt == "search: "
+    )
+    assert ("encoded" in r.text) == any(used.values())
+
+
+def test_a_bi_encoder_compared_by_id_keeps_its_own_prompts_unless_others_are_given(
+    prompted_state, tiny_bert_dir, tmp_path
+):
+    from ctxir.app.pairs_tab import score_pairs
+
+    plain = str(tmp_path / "plain")
+    SentenceTransformer(str(tiny_bert_dir), device="cpu").save(plain)
+    # left as the app's bi-encoder's own (as the page sends them), its prompts are not the compared model's
+    own = score_pairs(prompted_state, TEXTS[0], TEXTS, plain, PROMPTS["query"], PROMPTS["document"])
+    assert own.data["prompts"][plain] == {"query": "", "document": ""}
+    other = score_pairs(prompted_state, TEXTS[0], TEXTS, plain, "search: ")
+    assert other.data["prompts"][plain] == {"query": "search: ", "document": ""}
+    assert f"`{plain}` encoded the query after `search: `." in other.text
+    compared = [row[f"{plain} cosine"] for row in other.rows]
+    wanted = cosines_with(SentenceTransformer(plain, device="cpu"), "search: ")
+    assert compared == pytest.approx(wanted, abs=2e-4)
+    with pytest.raises(CtxirError, match=r"query prompt 3 must be text of at most"):
+        score_pairs(prompted_state, TEXTS[0], TEXTS, "", 3)
+
+
+def test_the_explanation_takes_other_prompts_and_says_which_it_used(st, prompted_state):
+    from ctxir.app.explain_tab import explain_pair
+
+    own = explain_pair(prompted_state, TEXTS[0], TEXTS[2], "bi-encoder")
+    assert own.data["prompts"] == PROMPTS and "the query after `query: `" in own.text
+    assert own.data["bi_encoder"]["cosine"] == pytest.approx(cosines_with(st)[2], abs=1e-5)
+    off = explain_pair(prompted_state, TEXTS[0], TEXTS[2], "bi-encoder", query_prompt="")
+    assert off.data["prompts"] == {"query": "", "document": "passage: "}
+    assert "the query after" not in off.text and "each document after `passage: `" in off.text
+    assert len(off.data["bi_encoder"]["query_tokens"]) == len(st.tokenizer(TEXTS[0])["input_ids"])
+    assert off.data["bi_encoder"]["cosine"] == pytest.approx(cosines_with(st, "")[2], abs=1e-5)
+
+
+def test_the_status_line_names_the_bi_encoders_prompts(st, prompted_state):
+    from ctxir.app.blocks import status_line
+
+    assert "(prompts: query `query: `, document `passage: `)" in status_line(prompted_state)
+    st.prompts = {"query": "", "document": ""}
+    assert "(no prompts)" in status_line(prompted_state)
+
+
 @pytest.mark.parametrize(("prompts", "wanted"), [(PROMPTS, True), ({"query": "", "document": ""}, False)])
 def test_adapt_trains_on_the_texts_after_the_models_prompts(st, tmp_path, monkeypatch, prompts, wanted):
     import sentence_transformers

@@ -44,6 +44,11 @@ _SEARCH_ARGS = {
     "depth": "how many first-stage candidates the re-ranker re-scores",
     "mode": "how the re-ranker's score is used: fused with the first stage's, or alone",
 }
+_PROMPTS = {
+    "query_prompt": "the text the bi-encoder puts before the query: default its own prompt (its "
+    "config_sentence_transformers.json), '' for none",
+    "document_prompt": "the text it puts before each document: default its own, '' for none",
+}
 _EXPLANATION = (("Markdown", "summary"), ("JSON", "numbers"))
 _PNG_FIGURES = (
     "also draw the matplotlib figures and return them as PNG files (default false: their PNG outputs are None; "
@@ -56,10 +61,10 @@ ENDPOINTS: dict[str, Endpoint] = {
         "results table, a one-line summary with timings, and every number as JSON.",
         {
             **_SEARCH_ARGS,
-            "query_prompt": "the text the bi-encoder puts before the query (dense, hybrid): default its own prompt "
-            "(its config_sentence_transformers.json), '' for none",
-            "document_prompt": "the text put before each document: default the bi-encoder's own; another one "
-            "encodes the corpus again (refused above the app's compare limit of documents)",
+            **_PROMPTS,
+            "document_prompt": _PROMPTS["document_prompt"]
+            + "; another one encodes the corpus again (refused "
+            "above the app's compare limit of documents); BM25 uses no prompt",
         },
         (("Markdown", "summary"), ("JSON", "numbers")),
     ),
@@ -72,6 +77,7 @@ ENDPOINTS: dict[str, Endpoint] = {
             "doc_id": "the id of the document to explain (a search result's doc_id)",
             "model": "auto, bi-encoder, a loaded re-ranker, or a cross-encoder's Hub id (loaded on demand)",
             "reranker": "the search's re-ranker, which auto explains with (a loaded kind or a cross-encoder's Hub id)",
+            **_PROMPTS,
         },
         _EXPLANATION,
     ),
@@ -108,6 +114,9 @@ ENDPOINTS: dict[str, Endpoint] = {
             "models": "optional: Hub ids of more cross-encoders or bi-encoders to compare, comma-separated; each "
             "loads on demand into the app's bounded cache and adds a '<id> score' or '<id> cosine' column",
             "png_figures": _PNG_FIGURES,
+            **_PROMPTS,
+            "document_prompt": _PROMPTS["document_prompt"] + "; left as the bi-encoder's own, a bi-encoder "
+            "compared by id keeps its own prompts",
         },
         (
             ("File", "chart_png"),
@@ -123,6 +132,7 @@ ENDPOINTS: dict[str, Endpoint] = {
             "query": "the query",
             "document": "the document",
             "model": "auto, bi-encoder, a loaded re-ranker, or a cross-encoder's Hub id (loaded on demand)",
+            **_PROMPTS,
         },
         _EXPLANATION,
     ),

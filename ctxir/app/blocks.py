@@ -21,6 +21,7 @@ from ctxir.app.config import AppConfig
 from ctxir.app.first_view import FirstView
 from ctxir.app.first_view import wire as wire_first_view
 from ctxir.app.gradio_fixes import fill_missing_inputs, named, plain_errors_for_api
+from ctxir.app.models import prompts_named
 from ctxir.app.outputs import Outputs
 from ctxir.app.reranker_labels import flag
 from ctxir.app.state import AppState
@@ -47,11 +48,12 @@ INTRO = (
 
 
 def status_line(state: AppState) -> str:
-    """One line: the corpus and which models are loaded (why one is missing is in ``missing_models``)."""
+    """One line: the corpus, which models are loaded and the bi-encoder's prompts (why one is missing is in
+    ``missing_models``)."""
     models = state.models
     return (
         f"Corpus **{md_literal(state.default_corpus)}** ({plural(state.default_size, 'document')}) · "
-        f"bi-encoder **{md_literal(models.bi_encoder_name)}** · "
+        f"bi-encoder **{md_literal(models.bi_encoder_name)}** ({prompts_named(models.bi_encoder)}) · "
         + " · ".join(
             f"{kind.label} {'✓' if name in models.rerankers else '✗ not loaded'}"
             for name, kind in RERANKERS.items()

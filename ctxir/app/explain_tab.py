@@ -20,13 +20,15 @@ import numpy as np
 
 from ctxir.app import figures
 from ctxir.app.model_choice import auto_info, explain_with, model_choices, wire_load
-from ctxir.app.models import BI_ENCODER, AppModels
+from ctxir.app.models import BI_ENCODER, AppModels, chosen_prompts, prompts_said
+from ctxir.app.search_form import prompt_boxes
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code, md_literal
 from ctxir.app.ui import Ui, exports, guard, tab_intro, with_plotly_js, without_plotly_js
 from ctxir.app.upload_store import Owner
 from ctxir.checks import check_choice, check_text
 from ctxir.data.demo import demo_presets
+from ctxir.encoders.bi_encoder import BiEncoder, model_prompts
 from ctxir.evaluation.report_html import ATTRIBUTION_LEGEND
 from ctxir.explain.pair import explain
 from ctxir.rerank.registry import CROSS_ENCODER, RERANKERS
@@ -125,13 +127,17 @@ def explain_pair(
     model: str = "auto",
     title: str = "",
     reranker: str | None = None,
+    query_prompt: str | None = None,
+    document_prompt: str | None = None,
 ) -> ViewResult:
     """Explain one (query, document) pair: the bi-encoder's cosine split over query×document tokens, and (model
     "auto": the search's ``reranker`` when it used one, else the first loaded re-ranker kind — the cross-encoder,
     else the CLS-LR ranker, ...; or the one named: a kind, or a cross-encoder's Hub id) the re-ranker's score split
     over the tokens of ``[CLS] query [SEP] document [SEP]`` (of the best window, for a re-ranker that reads long
     documents by windows; ``title``: a corpus document's title, where they are cut). ``data`` is
-    ``ctxir.explain.explain``'s answer, with ``reranker``: the kind or id explained (None: the bi-encoder only)."""
+    ``ctxir.explain.explain``'s answer, with ``reranker``: the kind or id explained (None: the bi-encoder only)
+    and ``prompts``: those the bi-encoder put before the texts (``query_prompt`` / ``document_prompt``, None: its
+    own, "" none)."""
     cfg = state.config
     query = check_text(query, "query", cfg.max_query_chars)
     document = check_text(document, "document", cfg.max_text_chars)
@@ -139,10 +145,13 @@ def explain_pair(
         if value not in (*explain_models(), "none") and not state.models.loadable(value):
             check_choice(value, name, (*explain_models(), "a cross-encoder's Hub id (org/name)"))
     explained, rankers = _rankers(state.models, model, reranker)
+    st = state.models.bi_encoder
+    prompts = chosen_prompts(model_prompts(st), query_prompt, document_prompt, cfg.max_query_chars)
+    encoder = BiEncoder(st, cache=False, query_prompt=prompts["query"], document_prompt=prompts["document"])
     raw = explain(
         query,
         document,
-        bi_encoder=state.models.bi_encoder,
+        bi_encoder=encoder,
         rerankers=rankers,
         n_steps=cfg.explain_steps,
         max_steps=cfg.explain_max_steps,
@@ -151,8 +160,9 @@ def explain_pair(
     bi, reranker = raw["bi_encoder"], raw.get("cross_encoder")
     if reranker is not None and explained not in RERANKERS:
         reranker["model_kind"] = f"{explained} (cross-encoder)"  # loaded by id: named as the visitor typed it
-    data = compact({**raw, "model": model, "reranker": explained})
+    data = compact({**raw, "model": model, "reranker": explained, "prompts": prompts})
     view = _bi_encoder_view(bi)
+    view.lines += filter(None, [prompts_said(prompts)])
     if reranker is not None:
         view.add(_reranker_view(reranker))
     elif model == "auto":
@@ -300,9 +310,11 @@ def explain_result(
     model: str = "auto",
     owner: Owner = None,
     reranker: str | None = None,
+    query_prompt: str | None = None,
+    document_prompt: str | None = None,
 ) -> ViewResult:
     """``explain_pair`` for a document of a corpus ``owner`` may see, read as the models read it (title + text);
-    ``reranker``: the search's, which "auto" explains with."""
+    ``reranker`` and the prompts: the search's (``reranker`` is the one "auto" explains with)."""
     index = state.index(corpus, owner)
     doc_id = check_text(doc_id, "document id", 500, hint="pick a search result to explain")
     if doc_id not in index.corpus:
@@ -310,7 +322,9 @@ def explain_result(
             f"document {doc_id!r} is not in corpus {index.name!r}: pick one of the search results"
         )
     doc = index.corpus[doc_id]
-    result = explain_pair(state, query, doc_text(doc), model, title=doc.get("title") or "", reranker=reranker)
+    result = explain_pair(
+        state, query, doc_text(doc), model, doc.get("title") or "", reranker, query_prompt, document_prompt
+    )
     result.data.update(doc_id=doc_id, corpus=index.name)
     return result
 
@@ -417,9 +431,12 @@ def build(ui: Ui) -> None:
     presets = demo_presets()
 
     @guard
-    def do_explain(query, document, model, request: gr.Request):
+    def do_explain(query, document, model, query_prompt, document_prompt, request: gr.Request):
         ui.visitor(request)
-        return panel_values(ui, explain_pair(state, query, document, model))
+        r = explain_pair(
+            state, query, document, model, query_prompt=query_prompt, document_prompt=document_prompt
+        )
+        return panel_values(ui, r)
 
     tab_intro(
         "Why did a model give this document this score for this query? Each word is coloured by how much it "
@@ -441,6 +458,9 @@ def build(ui: Ui) -> None:
         )
         load = gr.Button("Load re-ranker", scale=1, min_width=140, elem_id="explain-load-model")
     wire_load(ui, other, load, [(model, model_choices)])
+    prompts = prompt_boxes(ui, "explain")
     button = gr.Button("Explain", variant="primary", elem_id="explain-button")
     shown = panel("explain")
-    shown.shows(button.click(do_explain, [query, document, model], shown.outputs, api_name="explain"))
+    shown.shows(
+        button.click(do_explain, [query, document, model, *prompts], shown.outputs, api_name="explain")
+    )

@@ -16,6 +16,7 @@ from ctxir.app.model_cache import MiB, ModelCache
 from ctxir.app.reranker_labels import flag, unavailable_hint
 from ctxir.app.text import md_code
 from ctxir.checks import check_choice, check_int
+from ctxir.encoders.bi_encoder import model_prompts
 from ctxir.encoders.internals import inspect_text
 from ctxir.encoders.models import load_bi_encoder, load_transformer
 from ctxir.encoders.on_demand import (
@@ -365,7 +366,8 @@ def prompts_said(prompts: dict | None, who: str = "The bi-encoder") -> str:
     return f"{who} encoded {shown}." if shown else ""
 
 
-def prompts_named(prompts: dict) -> str:
-    """The status line's note: ``prompts: query `query: `, document `passage: ``` or "no prompts"."""
-    shown = ", ".join(f"{role} {md_code(p)}" for role, p in prompts.items() if p)
+def prompts_named(model) -> str:
+    """The status line's note of a bi-encoder's own prompts: ``prompts: query `query: `, document `passage: ``` or
+    "no prompts"."""
+    shown = ", ".join(f"{role} {md_code(p)}" for role, p in model_prompts(model).items() if p)
     return f"prompts: {shown}" if shown else "no prompts"

@@ -13,8 +13,9 @@ import numpy as np
 
 from ctxir.app import explain_tab, figures, links, model_choice
 from ctxir.app.config import Progress
-from ctxir.app.models import BI_ENCODER, AppModels
+from ctxir.app.models import BI_ENCODER, AppModels, chosen_prompts, prompts_said
 from ctxir.app.reranker_labels import pair_legend, rank_header, short_name
+from ctxir.app.search_form import prompt_boxes
 from ctxir.app.state import AppState, LazyFigures, ViewResult
 from ctxir.app.text import md_code, rounded, snippet, split_lines
 from ctxir.app.ui import Ui, exports, frame, guard, lines, shares, show, tab_intro
@@ -117,25 +118,34 @@ def score_pairs(
     query: str,
     documents: str | Sequence[str],
     models: str | Sequence[str] = "",
+    query_prompt: str | None = None,
+    document_prompt: str | None = None,
     progress: Progress | None = None,
 ) -> ViewResult:
     """Every loaded re-ranker's pair score (cross-encoder score, CLS-LR probability, ...) and the bi-encoder
     cosine for (query, document) pairs. The rows keep a column per re-ranker kind, None where it is not loaded.
     ``models``: Hub ids (or folders) of more cross-encoders or bi-encoders to compare, each loaded on demand and
-    shown as its own column after the others (``extra_columns``). The scores chart (matplotlib) is built only when
-    read (``LazyFigures``: /score_pairs returns it as a PNG on request)."""
+    shown as its own column after the others (``extra_columns``). ``query_prompt`` / ``document_prompt`` (None:
+    the bi-encoder's own, "" none) are put before the texts; one other than the bi-encoder's own is also every
+    bi-encoder compared by id's. The scores chart is built only when read (``LazyFigures``)."""
     cfg = state.config
     query = check_text(query, "query", cfg.max_query_chars)
     docs = split_lines(documents, "documents", cfg.max_documents, cfg.max_text_chars)
+    own = model_prompts(state.models.bi_encoder)
+    given = chosen_prompts(own, query_prompt, document_prompt, cfg.max_query_chars)
+    changed = {role: prompt for role, prompt in given.items() if prompt != own[role]}
     extra = {
         name: state.models.on_demand(name, None, progress, "models")
         for name in model_names(models, cfg.max_extra_models)
     }
     models = state.models
-    values = _pair_scores(models, query, docs)
+    prompts = {models.bi_encoder_name: given}  # {bi-encoder: the prompts it encoded with}
+    values = _pair_scores(models, query, docs, given)
     added = extra_columns({name: role for name, (role, _) in extra.items()})
-    for (role, model), field in zip(extra.values(), added, strict=True):
-        values[field] = _extra_scores(role, model, query, docs)
+    for (name, (role, model)), field in zip(extra.items(), added, strict=True):
+        if role != CROSS_ENCODER:
+            prompts[name] = {**model_prompts(model), **changed}
+        values[field] = _extra_scores(role, model, query, docs, prompts.get(name))
     probabilities = _probabilities(models, values)
     rows = [_score_row(i, doc, values, probabilities) for i, doc in enumerate(docs)]
     columns = chart_columns(rows, added)
@@ -152,37 +162,42 @@ def score_pairs(
         "input_formation": formations,
         "unavailable": unavailable,
         "models": {name: role for name, (role, _) in extra.items()},  # loaded by name: {name: role}
+        "prompts": prompts,
     }
+    said = [prompts_said(p, md_code(n) if n in extra else "The bi-encoder") for n, p in prompts.items()]
     return ViewResult(
         rows=rows,
         figures=LazyFigures({"scores": lambda: scores_figure(docs, columns)}),
         data=data,
-        text=_summary(reader, formations[0], unavailable, reading),
+        text="\n\n".join([_summary(reader, formations[0], unavailable, reading), *filter(None, said)]),
         extra_rows=_token_rows(formations[0]),
     )
 
 
-def _pair_scores(models: AppModels, query: str, docs: list[str]) -> dict[str, list[float] | None]:
+def _pair_scores(
+    models: AppModels, query: str, docs: list[str], prompts: dict
+) -> dict[str, list[float] | None]:
     """{pair-score field: a score per document}: each re-ranker kind's (None where it is not loaded), then the
     bi-encoder's cosine."""
-    prompts = model_prompts(models.bi_encoder)  # each text after its prompt, as search encodes it
-    q = models.bi_encoder.encode([query], prompt=prompts["query"], normalize_embeddings=True)  # (1, dim)
-    d = models.bi_encoder.encode(docs, prompt=prompts["document"], normalize_embeddings=True)  # (docs, dim)
     values = {
         kind.pair_column: np.asarray(kind.pair_scores(models.rerankers[name], query, docs)).tolist()
         if name in models.rerankers
         else None
         for name, kind in RERANKERS.items()
     }
-    values["bi_encoder_cosine"] = (d @ q[0]).tolist()
+    values["bi_encoder_cosine"] = _cosines(models.bi_encoder, query, docs, prompts)
     return values
 
 
-def _extra_scores(role: str, model, query: str, docs: list[str]) -> list[float]:
+def _extra_scores(role: str, model, query: str, docs: list[str], prompts: dict | None) -> list[float]:
     """A model loaded by name: a cross-encoder's raw pair scores, or a bi-encoder's cosine of query and document."""
     if role == CROSS_ENCODER:
         return np.asarray(model.score_pairs(query, docs), dtype=float).tolist()
-    prompts = model_prompts(model)  # each text after its prompt, as search encodes it
+    return _cosines(model, query, docs, prompts)
+
+
+def _cosines(model, query: str, docs: list[str], prompts: dict) -> list[float]:
+    """A bi-encoder's cosine of the query and each document, each text after its prompt (as search encodes it)."""
     q = model.encode([query], prompt=prompts["query"], normalize_embeddings=True)  # (1, dim)
     d = model.encode(docs, prompt=prompts["document"], normalize_embeddings=True)  # (docs, dim)
     return (d @ q[0]).tolist()
@@ -368,13 +383,14 @@ def pick_row(evt: gr.SelectData):
     return (evt.row_value or [None])[0]  # the table's first column is the document number
 
 
-def explain_document(ui: Ui, query, documents, number, model):
+def explain_document(ui: Ui, query, documents, number, model, query_prompt=None, document_prompt=None):
     """The Explain panel's values for document ``number`` (1-based) of the typed ``documents``."""
     docs = split_lines(documents, "documents", ui.config.max_documents, ui.config.max_text_chars)
     number = check_int(number, "document number", 1, len(docs))
-    return explain_tab.panel_values(
-        ui, explain_tab.explain_pair(ui.state, query, docs[number - 1], model), "pair-explanation"
+    r = explain_tab.explain_pair(
+        ui.state, query, docs[number - 1], model, query_prompt=query_prompt, document_prompt=document_prompt
     )
+    return explain_tab.panel_values(ui, r, "pair-explanation")
 
 
 def build(ui: Ui) -> None:
@@ -389,11 +405,15 @@ def build(ui: Ui) -> None:
         documents,
         models,
         png_figures,
+        query_prompt,
+        document_prompt,
         request: gr.Request,
         progress=gr.Progress(),  # noqa: B008 (gradio's pattern)
     ):
         ui.visitor(request)
-        r = score_pairs(state, query, documents, models, progress=lambda f, d: progress(f, desc=d))
+        r = score_pairs(
+            state, query, documents, models, query_prompt, document_prompt, lambda f, d: progress(f, desc=d)
+        )
         # the PNG only on request: drawing it costs about as much as the scoring, and gradio_client downloads every
         # returned file on every call (after_scoring draws it for the page's downloads)
         png = out.png(r.figures["scores"], "pair-scores") if png_figures else None
@@ -402,9 +422,9 @@ def build(ui: Ui) -> None:
         return frame(r.rows), png, r.text, frame(r.extra_rows), r.data
 
     @guard
-    def do_explain_pair(query, documents, number, model, request: gr.Request):
+    def do_explain_pair(query, documents, number, model, query_prompt, document_prompt, request: gr.Request):
         ui.visitor(request)
-        return explain_document(ui, query, documents, number, model)
+        return explain_document(ui, query, documents, number, model, query_prompt, document_prompt)
 
     tab_intro(INTRO)
     pair_query = gr.Textbox(label="Query", value=presets["pair_query"])
@@ -416,13 +436,16 @@ def build(ui: Ui) -> None:
         info=compare_info(ui.config),
         elem_id="pair-models",
     )
-    # the last input, so a client's positional call written before it keeps working (False when not sent)
+    # after the inputs older clients send positionally, as the prompts are (each gets its default when not sent)
     pair_png_wanted = gr.Checkbox(
         label="Also draw PNG figures (for download)",
         value=False,
         info="the downloads offer the chart's PNG either way (drawn after the answer); on, the answer itself "
         "carries it",
         visible=False,  # an API choice: on the page the downloads have the PNGs either way
+    )
+    pair_prompts = prompt_boxes(
+        ui, "pair", "; left as the bi-encoder's own, a bi-encoder compared by id keeps its own prompts"
     )
     pair_button = gr.Button("Score pairs", variant="primary", elem_id="score-pairs-button")
     pair_table = gr.Dataframe(
@@ -465,7 +488,7 @@ def build(ui: Ui) -> None:
         api_visibility="private",
     ).then(
         do_score_pairs,
-        [pair_query, pair_docs, pair_models, pair_png_wanted],
+        [pair_query, pair_docs, pair_models, pair_png_wanted, *pair_prompts],
         [pair_table, pair_png, pair_formation, pair_tokens, pair_json],
         api_name="score_pairs",
     )
@@ -476,7 +499,7 @@ def build(ui: Ui) -> None:
         api_visibility="private",
     )
     link.shows(scored)
-    explain_inputs = [pair_query, pair_docs, pair_choice, explain_model]
+    explain_inputs = [pair_query, pair_docs, pair_choice, explain_model, *pair_prompts]
     explained.shows(
         explain_button.click(do_explain_pair, explain_inputs, explained.outputs, api_visibility="private")
     )

@@ -281,9 +281,12 @@ def wire_explain(ui: Ui, form: SearchForm, results: ResultsPanel) -> None:
     state = ui.state
 
     @guard
-    def do_explain_result(query, corpus, doc_id, model, reranker, request: gr.Request):
+    def do_explain_result(
+        query, corpus, doc_id, model, reranker, query_prompt, document_prompt, request: gr.Request
+    ):
+        owner = ui.visitor(request)
         r = explain_tab.explain_result(
-            state, query, corpus, doc_id, model, owner=ui.visitor(request), reranker=reranker
+            state, query, corpus, doc_id, model, owner, reranker, query_prompt, document_prompt
         )
         return explain_tab.panel_values(ui, r, "search-explanation")
 
@@ -299,8 +302,9 @@ def wire_explain(ui: Ui, form: SearchForm, results: ResultsPanel) -> None:
         return (evt.row_value or [None, None])[1]
 
     explained = results.explained
-    # the search's re-ranker last: "auto" explains a result with the model that ranked it
+    # the search's re-ranker ("auto" explains a result with the model that ranked it) and prompts
     inputs = [form.query, form.corpus, results.choice, results.explain_model, form.reranker]
+    inputs += [form.query_prompt, form.document_prompt]
     explained.shows(
         results.explain_button.click(do_explain_result, inputs, explained.outputs, api_name="explain_result")
     )
