@@ -123,7 +123,7 @@ def _encode_variants(
                 reader.features(calibration[i : i + args.batch_size])
                 for i in range(0, len(calibration), args.batch_size)
             ]
-            about = f"onnxruntime quantize_static (QDQ), calibrated on {len(calibration)} {args.calibration_set} passages"
+            about = f"onnxruntime quantize_static, calibrated on {len(calibration)} {args.calibration_set} passages"
             variants["onnx-int8-static"] = (make(quantise(fp32, "static", batches)), max_length, about, None)
     return {n: variants[n] for n in names}
 
@@ -178,7 +178,7 @@ def add_speedups(row: dict, st: dict) -> dict:
 
 
 def ship_decision(row: dict) -> tuple[bool, str]:
-    """Whether a fast path ships as a flag (≥ 1.5× st by the smaller of the wall and CPU ratios, ≤ 0.005 loss), and why.
+    """Whether a fast path ships as a flag (≥ 1.5× st by the smaller of the wall and CPU ratios, ≤ 0.005 loss).
 
     >>> ship_decision({"speedup_vs_st": 1.8, "ndcg_loss_vs_st": 0.001})
     (True, 'meets the ship rule: 1.8× ≥ 1.5× and nDCG@10 loss 0.0010 ≤ 0.005')
@@ -325,7 +325,7 @@ def ndcg_corpus(inputs: EncodeInputs, args: EncodeArgs) -> tuple[dict, str]:
 
 
 def add_ndcg(results: dict, variants: dict, inputs: EncodeInputs, reference, args: EncodeArgs) -> str:
-    """Add the nDCG@10 cost on SciFact test (st = ctxir when their vectors agree); returns how documents were chosen."""
+    """Add the nDCG@10 cost on SciFact test (st = ctxir when their vectors agree); returns how docs were chosen."""
     corpus, about_ndcg = ndcg_corpus(inputs, args)
     cache = EmbeddingCache(cache_root(args.cache_dir) / "bench-encode")
     fingerprint = weights_fingerprint(reference)
