@@ -1,20 +1,5 @@
-"""Publishing a bi-encoder that ``ctxir adapt`` adapted to a corpus without labels (issue #50).
-
-An adapt output folder (``ctxir/adapt/work.py``: a LoRA adapter, the sentence-transformers modules around it and
-``adapt.json``, the run's record) has no ``metrics.json``: no labelled data went in, so there is no training set
-with a license and no test figure. Staging (``ctxir.publish.staging.stage``) derives the metrics.json the card and
-its check read from adapt.json (``adapt_metrics``):
-
-- the training data is the user's corpus, named by the path the run was given; its terms are the publisher's to
-  state (``--corpus-license``): ctxir cannot know them, and a model's license derives from its training data;
-- evaluations come only from a ``ctxir evaluate --output`` file the publisher supplies (``--evaluation``) for this
-  very adapter, on the whole split; without one the card says it was not evaluated here;
-- the record itself rides along under ``adapt``, so the card (``model_cards/bi_encoder_adapted.md``) states the
-  corpus, the teacher, the loss, the pseudo-queries and whether the run completed, and the card check holds it to
-  that.
-
-The repo carries the adapter merged into its base (``write_standalone_bi_encoder``): full weights that
-``SentenceTransformer(repo_id)`` loads without peft and without ctxir.
+"""Publishing a bi-encoder ``ctxir adapt`` adapted: its metrics.json derived from adapt.json (``adapt_metrics``),
+the corpus's terms from ``--corpus-license``, evaluations from ``--evaluation``; the adapter merged into its base.
 """
 
 from __future__ import annotations
@@ -56,11 +41,8 @@ def read_record(src: Path) -> dict:
             "command to finish it, then stage it"
         )
     record = read_json(src / RECORD_FILE, strict=False)
-    missing = [
-        k
-        for k in ("base_model", "corpus", "teacher", "loss", "queries", "training", "settings")
-        if k not in record
-    ]
+    needed = ("base_model", "corpus", "teacher", "loss", "queries", "training", "settings")
+    missing = [k for k in needed if k not in record]
     if missing:
         raise CtxirError(
             f"{str(src / RECORD_FILE)!r} lacks {', '.join(map(repr, missing))}: it is not the record `ctxir adapt` "
@@ -70,8 +52,8 @@ def read_record(src: Path) -> dict:
 
 
 def public_corpus_name(path: str) -> str:
-    """The corpus as a published repo names it: its folder's or file's name, never the path on the machine that
-    adapted it (``/home/alice/clients/acme`` → ``acme``; a BEIR ``corpus.jsonl`` → its folder's name)."""
+    """The corpus by its folder's or file's name, never its path (``/home/alice/acme`` → ``acme``; a BEIR
+    ``corpus.jsonl`` → its folder's name)."""
     parts = [part for part in str(path).replace("\\", "/").split("/") if part and part != "."]
     if len(parts) > 1 and parts[-1].lower() in ("corpus.jsonl", "corpus.json"):
         parts = parts[:-1]
@@ -85,9 +67,7 @@ def public_record(record: dict) -> dict:
 
 
 def adapt_metrics(src: Path, repo_id: str, corpus_license: str | None, evaluation: str | None = None) -> dict:
-    """The metrics.json (``ctxir.publish.metrics_file`` contract) of the adapter in ``src``, derived from adapt.json,
-    ``corpus_license`` (the corpus's terms, as the publisher states them) and an evaluation file. The corpus is
-    named, not located (``public_record``)."""
+    """The metrics.json of the adapter in ``src`` from adapt.json, ``corpus_license`` and an evaluation file."""
     record = read_record(src)
     corpus = record["corpus"]
     if not (corpus_license or "").strip():
@@ -141,9 +121,8 @@ def adapt_metrics(src: Path, repo_id: str, corpus_license: str | None, evaluatio
 
 
 def evaluation_rows(path: str, src: Path) -> list[dict]:
-    """metrics.json evaluations from a ``ctxir evaluate --output`` file of this adapter: nDCG@10 and Recall@100 of
-    each system it ran; the one the command stands for leads. Refused: another model's run, a first stage that does
-    not use the bi-encoder, part of a split (a card's lead figure covers the whole split)."""
+    """metrics.json evaluations (``EVAL_METRICS`` of each system) from a ``ctxir evaluate --output`` file of this
+    adapter, on a whole split, with a first stage that uses the bi-encoder; the command's own system leads."""
     file = Path(path).expanduser()
     result = read_json(file, strict=False) if file.is_file() else None
     if not isinstance(result, dict) or result.get("task") != "retrieval" or not result.get("metrics"):
@@ -194,12 +173,9 @@ def evaluation_rows(path: str, src: Path) -> list[dict]:
 
 
 def write_standalone_bi_encoder(src: Path, dest: Path) -> None:
-    """The adapter in ``src`` merged into its base, saved into ``dest`` as a plain SentenceTransformer (full weights,
-    tokenizer, modules): what ``SentenceTransformer(repo_id)`` loads with neither peft nor ctxir. adapt.json and
-    ctxir's other records beside it: ``ctxir.publish.standalone.copy_side_files``."""
-    # ctxir's loader puts it together (the base resolved as ctxir resolves it, offline too; the adapter merged; the
-    # adapter's max length); a private copy, not the one later loads in this process share
-    load_bi_encoder.cache_clear()
+    """The adapter in ``src`` merged into its base, saved into ``dest`` as a plain SentenceTransformer, which loads
+    with neither peft nor ctxir."""
+    load_bi_encoder.cache_clear()  # a private copy, not the one later loads in this process share
     model = load_bi_encoder(str(src), "cpu")
     load_bi_encoder.cache_clear()
     dest.mkdir(parents=True, exist_ok=True)
@@ -233,8 +209,7 @@ def adapted_context(metrics: dict) -> dict:
 
 
 def adapted_card_problems(metrics: dict, text: str) -> list[str]:
-    """What an adapted model's card must say and does not (``check_card``): without labels, the corpus (path,
-    documents, fingerprint), the teacher and loss, whether the run completed; "not evaluated" when it was not."""
+    """What an adapted model's card must say (corpus, teacher, loss, run state, "not evaluated") and does not."""
     record = metrics["adapt"]
     corpus = record["corpus"]
     needed = {

@@ -1,10 +1,4 @@
-"""``check_card``: refuse a model card whose front matter or numbers are not what its ``metrics.json`` implies.
-
-``check_card`` re-derives the metadata from ``metrics.json`` and refuses a card that disagrees, so a card edited
-after the fact, or a ``metrics.json`` replaced after rendering, cannot be published. ``row_problems`` refuses
-figures that mislead even when the card repeats them faithfully: a lead figure on part of the test set, a subset
-with nothing to compare it to, an anchor without its source or measured on other queries or another depth.
-"""
+"""``check_card``: refuse a card that disagrees with its ``metrics.json``; ``row_problems``: figures that mislead."""
 
 from __future__ import annotations
 
@@ -77,13 +71,8 @@ def row_problems(metrics: dict) -> list[str]:
 
 
 def check_card(card_path: str | Path, metrics: dict, base_license: tuple[str, License] | None = None) -> dict:
-    """Refuse a card whose front matter is not what ``metrics`` implies; returns the parsed front matter.
-
-    Checks: YAML parses; license present and equal to the one derived from the training data; library_name and
-    pipeline_tag present; every ``model-index`` value equals the ``after`` value in metrics.json (and nothing
-    extra); every evaluation's number appears in the body table.
-    """
-    # lazy: the Hub client is needed only to download or upload
+    """Refuse a card whose front matter (license, library, model-index) or body figures are not what ``metrics``
+    implies; returns the parsed front matter."""
     from huggingface_hub import ModelCard, metadata_load
     from huggingface_hub.repocard_data import model_index_to_eval_results
 
@@ -110,9 +99,7 @@ def check_card(card_path: str | Path, metrics: dict, base_license: tuple[str, Li
         )
     if expected_license.hub_id == "other" and not (meta.get("license_name") and meta.get("license_link")):
         problems.append("license 'other' needs license_name and license_link")
-    for key in ("library_name", "pipeline_tag"):
-        if not meta.get(key):
-            problems.append(f"no {key}")
+    problems += [f"no {key}" for key in ("library_name", "pipeline_tag") if not meta.get(key)]
     if meta.get("data_licenses") != data_licenses(metrics):
         problems.append(
             f"data_licenses is {meta.get('data_licenses')!r}, but the training data's own terms are "
@@ -140,14 +127,14 @@ def check_card(card_path: str | Path, metrics: dict, base_license: tuple[str, Li
                 f"model-index leads with {results[0].metric_name!r} = {results[0].metric_value!r}; metrics.json's "
                 f"lead figure is {lead[0].metric_name!r} = {lead[0].metric_value!r}"
             )
-    for key in expected.keys() - found.keys():
-        problems.append(
-            f"model-index lacks {key[4]!r} on {key[1]} {key[2]} (metrics.json has {expected[key]!r})"
-        )
-    for key in found.keys() - expected.keys():
-        problems.append(
-            f"model-index has {key[4]!r} on {key[1]} {key[2]} = {found[key]!r}, which metrics.json lacks"
-        )
+    problems += [
+        f"model-index lacks {k[4]!r} on {k[1]} {k[2]} (metrics.json has {expected[k]!r})"
+        for k in expected.keys() - found.keys()
+    ]
+    problems += [
+        f"model-index has {k[4]!r} on {k[1]} {k[2]} = {found[k]!r}, which metrics.json lacks"
+        for k in found.keys() - expected.keys()
+    ]
     for key in expected.keys() & found.keys():
         if not isinstance(found[key], (int, float)) or float(found[key]) != float(expected[key]):
             problems.append(

@@ -1,23 +1,14 @@
-"""Model cards rendered from a training run's ``metrics.json``: Hub metadata (YAML front matter) and body.
+"""Model cards rendered from a run's ``metrics.json`` (every number from it) with ``model_cards/<type>.md`` and
+``huggingface_hub.ModelCard.from_template``.
 
-Every number on a card comes from ``metrics.json``; nothing is typed by hand (``ctxir.publish.card_check`` refuses
-a card that disagrees with it). Its license: ``ctxir.publish.licenses``; the datasets it names:
-``ctxir.publish.known_datasets``.
-
-Templates live in ``model_cards/<type>.md`` (Jinja) and are rendered with ``huggingface_hub.ModelCard.from_template``.
-
-Why not sentence-transformers' own card (written as README.md by ``save_pretrained``): its ``model-index`` is built
-from the evaluators that ran inside the trainer (dev sets, training-time numbers), not from the test-set
-evaluations in ``metrics.json`` next to their anchors; it knows nothing of dataset licenses; and the CLS-LR ranker
-has no sentence-transformers card at all. One template family for all three model types keeps the cards
-comparable and lets a single check (``check_card``) guard them. Staging replaces that README.md with ours.
+Not sentence-transformers' own card: its ``model-index`` holds the trainer's dev-set numbers, not the test-set
+evaluations beside their anchors, it knows no dataset licenses, and the CLS-LR ranker has none.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,12 +25,10 @@ from ctxir.publish.known_datasets import (
 from ctxir.publish.licenses import License, parse_license
 from ctxir.publish.metrics_file import (
     EVAL_TASKS,
+    METRICS_FILE,
     data_licenses,
     training_license,
     validate_metrics,
-)
-from ctxir.publish.metrics_file import (
-    METRICS_FILE as METRICS_NAME,
 )
 from ctxir.publish.model_types import MODEL_TYPES, SENTENCE_TRANSFORMERS
 from ctxir.types import CtxirError
@@ -51,7 +40,6 @@ TEMPLATE_DIR = (
     if _PACKAGED_TEMPLATES.is_dir()
     else Path(__file__).resolve().parents[2] / "model_cards"
 )
-TEMPLATES = {name: kind.template for name, kind in MODEL_TYPES.items()}  # model_type → its card template
 
 
 def slug(text: str) -> str:
@@ -59,8 +47,8 @@ def slug(text: str) -> str:
 
 
 def lead_evaluation(metrics: dict) -> dict | None:
-    """The evaluation the card leads with (the Hub shows the first ``model-index`` entry): the one marked
-    ``headline`` (the full test set in the model's default mode), else the first."""
+    """The evaluation the card leads with (the Hub shows the first ``model-index`` entry): ``headline``, else the
+    first."""
     rows = metrics["evaluations"]
     return next((e for e in rows if e.get("headline")), rows[0] if rows else None)
 
@@ -93,7 +81,6 @@ def index_evaluations(metrics: dict) -> list[dict]:
 
 def eval_results(metrics: dict) -> list:
     """metrics.json's full-split evaluations → huggingface_hub ``EvalResult``s (the card's ``model-index``)."""
-    # lazy: the Hub client is needed only to download or upload
     from huggingface_hub import EvalResult
 
     out = []
@@ -108,8 +95,7 @@ def eval_results(metrics: dict) -> list:
                 dataset_name=info.pretty if info else display_name(e["dataset"]),
                 dataset_split=str(e["split"]),
                 metric_type=slug(e["metric"]),
-                # The evaluated configuration sits in the metric name: one dataset/split can carry several
-                # configurations (first stage alone, re-ranked) of the same metric.
+                # one dataset/split can carry several configurations (first stage alone, re-ranked) of a metric
                 metric_name=f"{e['metric']} ({e['config']})" if e.get("config") else str(e["metric"]),
                 metric_value=float(e["after"]),
             )
@@ -126,24 +112,15 @@ class CardInputs:
     """Everything a card says that does not come from metrics.json: the Hub id and facts read off the model."""
 
     repo_id: str
-    base_model_id: str | None = (
-        None  # Hub id for `base_model:`; None leaves it out (a card written beside a training output)
-    )
+    base_model_id: str | None = None  # Hub id for `base_model:`; None leaves it out
     base_license: tuple[str, License] | None = None  # (what, license) of the base model, when its card says
-    facts: dict = field(
-        default_factory=dict
-    )  # model facts gathered by ctxir.publish.model_folder.model_facts
+    facts: dict = field(default_factory=dict)  # ctxir.publish.model_folder.model_facts
     figures: list[str] = field(default_factory=list)  # paths relative to the repo root
     language: str = "en"
 
 
-def pipeline_tag(model_type: str, facts: Mapping) -> str:
-    return MODEL_TYPES[model_type].pipeline_tag(facts)
-
-
 def card_data(metrics: dict, inputs: CardInputs):
     """The card's YAML front matter as a ``huggingface_hub.ModelCardData``."""
-    # lazy: the Hub client is needed only to download or upload
     from huggingface_hub import ModelCardData
 
     model_type = MODEL_TYPES[metrics["model_type"]]
@@ -160,9 +137,7 @@ def card_data(metrics: dict, inputs: CardInputs):
         *(("ctxir-adapt", "unsupervised-domain-adaptation") if metrics.get("adapt") else ()),
         *(dataset_info(d["name"]).key for d in train if dataset_info(d["name"])),
     ]
-    kwargs = {}
-    if lic.hub_id == "other":
-        kwargs = {"license_name": lic.slug, "license_link": lic.link}
+    kwargs = {"license_name": lic.slug, "license_link": lic.link} if lic.hub_id == "other" else {}
     return ModelCardData(
         language=inputs.language,
         license=lic.hub_id,
@@ -237,7 +212,7 @@ def _eval_collections(metrics: dict) -> tuple[list[str], list[str]]:
         shown = display_name(e["dataset"])
         name = (
             shown if str(e["split"]).lower() in shown.lower() else f"{shown} {e['split']}"
-        )  # no "demo corpus demo"
+        )  # not "demo demo"
         if key in train:
             trained.append(f"{name} (it trained on {display_name(e['dataset'])} {', '.join(train[key])})")
         else:
@@ -251,16 +226,17 @@ def lead_summary(metrics: dict) -> dict | None:
     lead = lead_evaluation(metrics)
     if lead is None:
         return None
-    rows = [("this model, as the snippet below runs it", lead["after"], lead.get("source") or METRICS_NAME)]
+    rows = [("this model, as the snippet below runs it", lead["after"], lead.get("source") or METRICS_FILE)]
     if lead["task"] == "reranking" and lead.get("before") is not None:
         stage = {"bm25": "BM25"}.get(lead.get("first_stage"), lead.get("first_stage"))
         rows.append((f"{stage} alone (the candidates it re-ranks)", lead["before"], "the same run"))
     if lead.get("anchor") is not None:
         rows.append((lead["anchor_name"], lead["anchor"], lead.get("anchor_source") or "–"))
-    worse = []
-    for name, value, _ in rows[1:]:
-        if lead["after"] < value:
-            worse.append(f"{value - lead['after']:.4f} below {name.split(' (')[0]}")
+    worse = [
+        f"{value - lead['after']:.4f} below {name.split(' (')[0]}"
+        for name, value, _ in rows[1:]
+        if lead["after"] < value
+    ]
     below_bm25 = sorted(
         {
             display_name(e["dataset"])
@@ -381,7 +357,6 @@ def _template_context(metrics: dict, inputs: CardInputs) -> dict:
 
 def render_card(metrics: dict, inputs: CardInputs, template_dir: str | Path | None = None):
     """Render the ``huggingface_hub.ModelCard`` for a run (validated metrics, model facts, Hub id)."""
-    # lazy: the Hub client is needed only to download or upload
     from huggingface_hub import ModelCard
 
     validate_metrics(metrics)

@@ -6,9 +6,7 @@
         [--evaluation results/lisa-adapted.json] --dry-run
     ctxir hub validate --folder outputs/hub/you--minilm-scifact-bi-encoder
 
-Staging and validation: ``ctxir.publish.staging``; the upload: ``ctxir.publish.upload``. ``--dry-run`` (and any
-upload that cannot happen: offline, no token, network error) leaves the validated folder in place and prints the
-``hf upload`` command that would publish it.
+``--dry-run`` (and an upload that cannot happen) leaves the validated folder and prints the ``hf upload`` command.
 """
 
 from __future__ import annotations
@@ -99,26 +97,14 @@ def run_push(args: PushArgs) -> int:
         evaluation=args.evaluation or None,
     )
     print(_summary(report))
-    command = hf_upload_command(
-        report.folder,
-        report.repo_id,
-        args.private,
-        args.revision or None,
-        args.create_pr,
-        args.commit_message or None,
-    )
+    upload = (report.folder, report.repo_id, args.private, args.revision or None, args.create_pr)
     if args.dry_run:
-        print(f"dry run: nothing uploaded. To publish:\n  {command}")
+        print(
+            f"dry run: nothing uploaded. To publish:\n  {hf_upload_command(*upload, args.commit_message or None)}"
+        )
         return 0
     try:
-        url = push(
-            report.folder,
-            report.repo_id,
-            args.private,
-            args.revision or None,
-            args.create_pr,
-            args.commit_message or None,
-        )
+        url = push(*upload, args.commit_message or None)
     except PublishError as err:
         print(f"error: {err}", file=sys.stderr)
         return 3

@@ -15,18 +15,13 @@ from ctxir.types import CtxirError
 
 @dataclass(frozen=True)
 class License:
-    """A license as the Hub names it, plus the conditions used to compare restrictiveness."""
+    """A license as the Hub names it, and its conditions."""
 
     hub_id: str  # the card's `license:` value, e.g. "cc-by-nc-2.0", or "other"
     name: str  # human name, e.g. "CC BY-NC 2.0"
     conditions: frozenset[str] = frozenset()  # subset of {"NC", "SA", "ND", "RESEARCH"}
     link: str | None = None
     slug: str | None = None  # `license_name:` for hub_id == "other"
-
-    @property
-    def restrictiveness(self) -> int:
-        weights = {"RESEARCH": 8, "NC": 4, "SA": 2, "ND": 1}
-        return sum(weights[c] for c in self.conditions)
 
 
 AG_CORPUS_TERMS = License(
@@ -155,9 +150,8 @@ def allowed_use(sources: Sequence[tuple[str, License]]) -> str:
 def combine_licenses(sources: Sequence[tuple[str, License]]) -> tuple[License, str]:
     """The license a model trained on ``sources`` [(what, License)] carries, and a sentence of what they allow.
 
-    One license shared by every source (a permissive base model aside) is the model's; where sources differ the
-    model is ``other``, linked to ``LICENSE_FILE``, which lists each source's own terms: no combined license is
-    invented."""
+    The one license every source shares (permissive ones aside), else ``other`` linked to ``LICENSE_FILE``, which
+    lists each source's terms: no combined license is invented."""
     if not sources:
         raise CtxirError("no training data license to derive the model license from")
     licenses = {lic for _, lic in sources}
@@ -167,10 +161,8 @@ def combine_licenses(sources: Sequence[tuple[str, License]]) -> tuple[License, s
     elif len(restricted) == 1:  # one restricted source's terms, the rest permissive: those terms cover all
         chosen = next(iter(restricted))
     else:
-        union = frozenset().union(*(lic.conditions for lic in licenses))
-        chosen = replace(
-            SOURCES_TERMS, conditions=union
-        )  # what they allow together, for the card's "Not for"
+        # what they allow together, for the card's "Not for"
+        chosen = replace(SOURCES_TERMS, conditions=frozenset().union(*(lic.conditions for lic in licenses)))
     return chosen, allowed_use(sources)
 
 

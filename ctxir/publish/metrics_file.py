@@ -1,9 +1,5 @@
 """The ``metrics.json`` a training run writes and every card is built from: its contract, writing and reading it,
-its license.
-
-``training_license`` derives the model's license from the licenses of the training data metrics.json lists (and
-the base model's), as ``ctxir.publish.licenses.combine_licenses`` combines them.
-"""
+and the model's license derived from its training data's (``training_license``)."""
 
 from __future__ import annotations
 
@@ -57,10 +53,8 @@ REQUIRED_TRAINING = (
     "seed",
 )
 REQUIRED_EVAL = ("dataset", "split", "task", "metric", "after")
-# What an evaluation covers, so a card can say it and the card check (ctxir.publish.card_check.row_problems) can
-# hold it to its anchor: how many queries (pairs, for STS) it averages; ``subset``: which ones, when not the whole
-# split; the first stage and depth it re-ranks; ``headline``: the one figure the Hub shows first (the full test set
-# in the model's default mode). An anchor cites where it was published or measured, its queries, first stage, depth.
+# What an evaluation covers (queries, subset, first stage and depth; ``headline``: the figure the Hub shows first),
+# so a card can say it and ``card_check.row_problems`` can hold it to its anchor.
 OPTIONAL_EVAL_INTS = ("queries", "depth", "anchor_queries", "anchor_depth")
 OPTIONAL_EVAL_TEXTS = ("subset", "first_stage", "anchor_name", "anchor_source", "anchor_first_stage")
 
@@ -79,11 +73,8 @@ def versions() -> dict:
 
 
 def write_metrics(folder: str | Path, metrics: dict) -> Path:
-    """Write ``folder/metrics.json`` after checking it against the contract; fills ``versions``, ``created``
-    and ``extra`` when absent.
-
-    Written atomically: a run killed while writing leaves the previous file whole (cards are checked against it).
-    """
+    """Write ``folder/metrics.json`` (atomically) after checking it against the contract; fills ``versions``,
+    ``created`` and ``extra`` when absent."""
     metrics = dict(metrics)
     metrics.setdefault("versions", versions())
     metrics.setdefault("created", datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"))
@@ -219,8 +210,8 @@ def training_sources(metrics: dict, base_license: tuple[str, License] | None = N
 
 
 def data_licenses(metrics: dict) -> list[dict]:
-    """Each training source's own terms, for the card's ``data_licenses`` metadata (the Hub's single ``license``
-    names only the combination ``training_license`` derives): [{dataset, split, terms, license_id, link}]."""
+    """Each training source's own terms, for the card's ``data_licenses`` metadata: [{dataset, split, terms,
+    license_id, link}]."""
     out = []
     for d in metrics["datasets"]:
         if d.get("role") != "train":

@@ -1,7 +1,4 @@
-"""What a trained model folder is: its kind, its base model and that model's license, the facts its card states.
-
-``model_facts`` loads the model (as its users will) to read what the card's prose and usage snippets need.
-"""
+"""What a trained model folder is: its kind, its base model and that model's license, the facts its card states."""
 
 from __future__ import annotations
 
@@ -17,9 +14,6 @@ from ctxir.publish.model_types import MODEL_TYPES
 from ctxir.types import CtxirError
 
 README = "README.md"  # the model card, in a model folder as in a Hub repo
-
-
-# ---------------------------------------------------------------------------------------------- kind, base, license
 
 
 def detect_model_type(folder: str | Path) -> str | None:
@@ -45,7 +39,6 @@ def transformer_dir(folder: Path) -> Path:
 
 def folder_license(folder: Path, what: str) -> tuple[str, License] | None:
     """A model folder's license as it states it: its metrics.json training data, else its card's metadata."""
-    # lazy: the Hub client is needed only to download or upload
     from huggingface_hub import metadata_load
 
     if (folder / METRICS_FILE).is_file():
@@ -64,7 +57,6 @@ def folder_license(folder: Path, what: str) -> tuple[str, License] | None:
 
 def base_model_license(base: str) -> tuple[str, License] | None:
     """The base model's license (Hub id or folder), or None when it cannot be looked at here."""
-
     try:
         folder = Path(resolve_model(base))
     except CtxirError:
@@ -75,7 +67,6 @@ def base_model_license(base: str) -> tuple[str, License] | None:
 def cls_lr_base_dir(src: Path) -> tuple[Path, str]:
     """The encoder a CLS-LR ranker reads (bundled ".", a folder relative to the ranker, a Hub id or a path),
     and how to name it."""
-
     base = read_json(src / CLS_LR_CONFIG).get("base_model", "")
     if base == "." or (src / base).is_dir():
         folder = (src / base).resolve()
@@ -91,9 +82,6 @@ def stored_base_license(folder: Path, model_type: str, metrics: dict) -> tuple[s
         lic = parse_license(stored.get("license")) if stored else None
         return (stored["what"], lic) if lic else None
     return base_model_license(metrics["base_model"])
-
-
-# ---------------------------------------------------------------------------------------------- model facts
 
 
 def model_facts(folder: str | Path, model_type: str) -> dict:
@@ -116,7 +104,7 @@ def model_facts(folder: str | Path, model_type: str) -> dict:
 
 def suite_commands(folder: Path) -> list[str]:
     """The commands that wrote the folder's evaluation.json (the suite's figures), in the order they ran."""
-    result = read_json(folder / "evaluation.json") if (folder / "evaluation.json").is_file() else {}
+    result = read_json(folder / "evaluation.json")
     if not isinstance(result, dict):
         return []
     return [str(c) for c in result.get("commands") or ([result["command"]] if result.get("command") else [])]
@@ -125,8 +113,7 @@ def suite_commands(folder: Path) -> list[str]:
 def suite_markdown(folder: Path) -> str | None:
     """The out-of-domain suite's table from the folder's evaluation.json (training/evaluate_reranker.py), for the
     card; None where the folder has no suite figures."""
-    path = folder / "evaluation.json"
-    result = read_json(path) if path.is_file() else {}
+    result = read_json(folder / "evaluation.json")
     if not isinstance(result, dict) or not suite_rows(result):
         return None
     return "\n".join(suite_table("", str(folder), result)[2:]).strip()  # the table, without the docs' heading

@@ -1,9 +1,4 @@
-"""The model types ctxir publishes (metrics.json's ``model_type``): one entry each, read by the cards and the checks.
-
-An entry says how its saved folder is recognised, what its card states about the model and which template renders
-the card, the Hub tags, library and pipeline tag it is published under, and how staging checks that it loads back: a
-new type is one entry. A re-ranker kind names its type in ``RerankerKind.card`` (the STS pair scorer is published as
-a cross-encoder). Imports no torch: each entry loads its model only when asked.
+"""The model types ctxir publishes (metrics.json's ``model_type``): a new type is one entry. No torch import.
 
 >>> list(MODEL_TYPES)
 ['bi-encoder', 'cross-encoder', 'cls-lr']
@@ -27,23 +22,17 @@ SENTENCE_TRANSFORMERS = "sentence-transformers"
 
 @dataclass(frozen=True)
 class ModelType:
-    """One published model type: ``template`` its card's file in model_cards/, ``tags`` the Hub tags (ctxir's and
-    the training datasets' are added), ``library`` the card's ``library_name`` (sentence-transformers: the card
-    cites Sentence-BERT), ``pipeline_tag`` the Hub task from the facts ``model_facts`` read off the model;
-    ``carries_base``: its folder names the encoder it reads features from (bundled or by path), which staging copies
-    in beside it, recording that encoder's license. ``detect``: a folder holds a saved model of this type (from its
-    files, loading nothing); ``facts``: what the card states, read by loading the model as its users will;
-    ``load_scores``: (folder, texts) → the scores the loaded model gives them (staging's load-back check)."""
+    """One published model type: how its folder is recognised, what its card states, how it is published."""
 
     name: str
-    template: str
-    tags: tuple[str, ...]
-    library: str
-    pipeline_tag: Callable[[Mapping], str]
-    detect: Callable[[Path], bool]
-    facts: Callable[[Path], dict]
-    load_scores: Callable[[str, Sequence[str]], Any]
-    carries_base: bool = False
+    template: str  # its card's file in model_cards/
+    tags: tuple[str, ...]  # Hub tags (ctxir's and the training datasets' are added)
+    library: str  # the card's library_name
+    pipeline_tag: Callable[[Mapping], str]  # the Hub task, from the model's facts
+    detect: Callable[[Path], bool]  # a folder holds a saved model of this type (loading nothing)
+    facts: Callable[[Path], dict]  # what the card states, read by loading the model as its users will
+    load_scores: Callable[[str, Sequence[str]], Any]  # (folder, texts) → scores: staging's load-back check
+    carries_base: bool = False  # staging copies in the encoder it reads features from
 
     @property
     def sentence_transformers(self) -> bool:
@@ -51,11 +40,7 @@ class ModelType:
 
 
 def _ranking_or_classes(facts: Mapping) -> str:
-    # one logit ranks pairs; several are the classes of a pair classifier
     return "text-ranking" if facts.get("num_labels", 1) == 1 else "text-classification"
-
-
-# ---------------------------------------------------------------- each type's folder, facts and load check
 
 
 def _sentence_transformers_type(folder: Path) -> str | None:
@@ -88,23 +73,14 @@ def _bi_encoder_facts(folder: Path) -> dict:
     model = SentenceTransformer(str(folder), device="cpu", trust_remote_code=False)
     modules = [type(m).__name__ for m in model]
     pooling = next((getattr(m, "pooling_mode", None) for m in model if type(m).__name__ == "Pooling"), None)
-    dim = (
-        model.get_embedding_dimension()
-        if hasattr(model, "get_embedding_dimension")
-        else model.get_sentence_embedding_dimension()
-    )
-    plain = (
-        modules[:2] == ["Transformer", "Pooling"]
-        and set(modules[2:]) <= {"Normalize"}
-        and pooling in ("mean", "cls", "max")
-    )
+    plain = modules[:2] == ["Transformer", "Pooling"] and set(modules[2:]) <= {"Normalize"}
     return {
-        "dimension": dim,
+        "dimension": model.get_embedding_dimension(),
         "pooling": pooling or "custom",
         "normalize": "Normalize" in modules,
         "max_seq_length": model.max_seq_length,
         "modules": " → ".join(modules),
-        "plain_transformers": plain,
+        "plain_transformers": plain and pooling in ("mean", "cls", "max"),
     }
 
 
@@ -113,8 +89,7 @@ def _cross_encoder_facts(folder: Path) -> dict:
     from ctxir.rerank.stage_fusion import TIE_BREAK_WEIGHT
 
     load_cross_encoder.cache_clear()
-    # ctxir's loader: an adapter folder merges into its base, resolved offline too (packaged MiniLM)
-    model = load_cross_encoder(str(folder), "cpu")
+    model = load_cross_encoder(str(folder), "cpu")  # an adapter merged into its base, resolved offline too
     top = top_layers_config(folder)
     return {
         "adapter": is_adapter(folder),

@@ -1,13 +1,5 @@
-"""Staging a training output into the folder that becomes the Hub repo, and validating that folder.
-
-1. stage: copy what the standard loaders read (safetensors weights, configs, tokenizer), metrics.json and figures
-   into a fresh folder, and render README.md (the model card) from metrics.json. Training artifacts
-   (checkpoints, optimizer state, training_args.bin) stay behind; any other pickle file refuses staging.
-2. validate: no pickle anywhere, nothing `upload_folder` would skip, the card's YAML parses and agrees with
-   metrics.json, and the folder loads back with SentenceTransformer / CrossEncoder / ctxir.ClsLrRanker.
-
-The upload itself: ``ctxir.publish.upload``; the command, ``ctxir hub``: ``ctxir.publish.hub``.
-"""
+"""Stage a training output into the folder that becomes the Hub repo (model files, metrics.json, figures, card),
+and validate that folder (no pickle, card agrees with metrics.json, loads back, card snippets run)."""
 
 from __future__ import annotations
 
@@ -68,8 +60,7 @@ from ctxir.types import CtxirError
 FIGURES_DIR = "figures"
 # What SentenceTransformer / CrossEncoder / AutoModel / AutoTokenizer read from a model folder.
 MODEL_FILE_PATTERNS = ("*.json", "*.safetensors", "vocab.txt", "merges.txt", "*.model", "tokenizer*")
-# The transformer body of the CLS-LR ranker: AutoModel + AutoTokenizer only (not the sentence-transformers
-# configs, so the repo does not also pose as a CrossEncoder).
+# The CLS-LR ranker's body: AutoModel + AutoTokenizer only, so the repo does not also pose as a CrossEncoder.
 ENCODER_FILE_PATTERNS = (
     "config.json",
     "*.safetensors",
@@ -83,8 +74,7 @@ ENCODER_FILE_PATTERNS = (
     "*.model",
 )
 FIGURE_SUFFIXES = (".png", ".svg", ".jpg", ".jpeg", ".html")
-# Files a trainer leaves beside the model: never part of the published model, skipped without complaint.
-# README.md is sentence-transformers' generated card, replaced by ours (why: ctxir/publish/cards.py docstring).
+# Left beside the model by a trainer, skipped without complaint; README.md is replaced by ctxir's card.
 TRAINING_ARTIFACTS = (
     "training_args.bin",
     "optimizer.pt",
@@ -95,8 +85,7 @@ TRAINING_ARTIFACTS = (
     "README.md",
 )
 SKIPPED_DIRS = ("checkpoint-*", "checkpoints", "runs", "logs", "eval", "wandb", "hub", ".*", "__pycache__")
-# Marks a folder as ctxir's staging (so re-staging may replace it). It sits under .cache/huggingface/, which
-# upload_folder never sends, as `hf download --local-dir` keeps its own bookkeeping there.
+# Marks ctxir's staging (re-staging may replace it), under .cache/huggingface/, which upload_folder never sends.
 STAGING_MARKER = ".cache/huggingface/ctxir-staging.json"
 LOAD_CHECK_TEXTS = ("the river bank", "money in the bank account")
 
@@ -112,9 +101,6 @@ class StagedRepo:
     eval_count: int = 0
 
 
-# ---------------------------------------------------------------------------------------------- helpers
-
-
 def _matches(name: str, patterns) -> bool:
     return any(fnmatch.fnmatch(name, p) for p in patterns)
 
@@ -124,7 +110,6 @@ def _files(folder: Path) -> list[str]:
 
 
 def check_repo_id(repo_id: str) -> str:
-    # lazy: the Hub client is needed only to download or upload
     from huggingface_hub.utils import HFValidationError, validate_repo_id
 
     repo_id = (repo_id or "").strip()
@@ -141,8 +126,7 @@ def check_repo_id(repo_id: str) -> str:
 
 
 def check_base_model(base: str, repo_id: str) -> str:
-    """``base`` as the card's ``base_model``: a Hub id other than ``repo_id``. A folder on this machine, a path that
-    is not here, or the repo's own id (a warm start) is refused with what to pass: a Hub reader cannot follow it."""
+    """``base`` as the card's ``base_model``: a Hub id other than ``repo_id`` (a Hub reader cannot follow a folder)."""
     if Path(base).expanduser().is_dir() or not looks_like_hub_id(base):
         raise CtxirError(
             f"the base model {base!r} is a local folder, which a Hub reader cannot follow: pass --base-model-id with "
@@ -164,20 +148,14 @@ def default_staging_dir(model_dir: str | Path, repo_id: str) -> Path:
     return Path(model_dir).resolve().parent / "hub" / repo_id.replace("/", "--")
 
 
-# ---------------------------------------------------------------------------------------------- stage
-
-
 def _base_model_license(src: Path, metrics: dict) -> tuple[Path | None, str]:
     """(the base encoder folder of a model that carries its base (CLS-LR) or None, the base model's license)."""
     if not MODEL_TYPES[metrics["model_type"]].carries_base:
         return None, base_model_license(metrics["base_model"])
     base_dir, base_name = cls_lr_base_dir(src)
-    # A bundled encoder (".") left its own metrics.json behind: ask the base the run names instead.
-    return base_dir, (
-        base_model_license(metrics["base_model"])
-        if base_dir == src
-        else folder_license(base_dir, f"base model {base_name}")
-    )
+    if base_dir == src:  # a bundled encoder (".") left its metrics.json behind: ask the base the run names
+        return base_dir, base_model_license(metrics["base_model"])
+    return base_dir, folder_license(base_dir, f"base model {base_name}")
 
 
 def _copy_model(src: Path, dest: Path, model_type: str, base_dir: Path | None, base_license: str) -> None:
@@ -185,14 +163,10 @@ def _copy_model(src: Path, dest: Path, model_type: str, base_dir: Path | None, b
     if MODEL_TYPES[model_type].carries_base:
         _stage_cls_lr(src, dest, base_dir, base_license)
         return
-    # a bi-encoder saved as an adapter (`ctxir adapt`): merged into its base, a plain SentenceTransformer
-    if model_type == BI_ENCODER and needs_standalone(src):
-        write_standalone_bi_encoder(src, dest)
-        copy_side_files(src, dest)
-        return
-    # ctxir's heads, or an adapter, over a base only ctxir resolves: the full body (+ the heads' code)
+    # an adapter, or ctxir's heads, over a base only ctxir resolves: merged, the full body (+ the heads' code)
     if needs_standalone(src):
-        write_standalone_cross_encoder(src, dest)
+        write = write_standalone_bi_encoder if model_type == BI_ENCODER else write_standalone_cross_encoder
+        write(src, dest)
         copy_side_files(src, dest)
         return
     _copy_matching(src, dest, MODEL_FILE_PATTERNS, exclude=(METRICS_FILE, "trainer_state.json"))
@@ -212,9 +186,8 @@ def stage(
 ) -> StagedRepo:
     """Build the folder that will become the Hub repo, render its card, and validate it.
 
-    A folder ``ctxir adapt`` wrote has no metrics.json: it is derived from its adapt.json, ``corpus_license`` (the
-    adapted corpus's terms, which only the publisher knows: required) and ``evaluation`` (a ``ctxir evaluate
-    --output`` file of that adapter; optional), as ``ctxir.publish.adapted`` says."""
+    A ``ctxir adapt`` folder's metrics come from its adapt.json, ``corpus_license`` (required) and ``evaluation``
+    (a ``ctxir evaluate --output`` file; optional): ``ctxir.publish.adapted``."""
     # 1. read the run
     src = Path(model_dir).expanduser().resolve()
     if not src.is_dir():
@@ -245,7 +218,6 @@ def stage(
         )
     base_dir, base_license = _base_model_license(src, metrics)
     training_license(metrics, base_license)  # refuse early: unknown training-data license
-    # and a base no Hub reader can follow: a CLS-LR's metrics name the training folder of the encoder it reads
     if MODEL_TYPES[model_type].carries_base and not base_model_id:
         raise CtxirError(
             f"the {model_type} in {str(src)!r} reads the encoder {metrics['base_model']!r}, a training folder: "
@@ -260,8 +232,7 @@ def stage(
         if not Path(fig).expanduser().is_file() or Path(fig).suffix.lower() not in FIGURE_SUFFIXES:
             raise CtxirError(f"--figures {fig!r} is not a {'/'.join(FIGURE_SUFFIXES)} file")
 
-    # 3. a fresh staging folder, assembled beside the destination and swapped in whole: a full disk or a kill
-    # half-way leaves the previous staging as it was
+    # 3. assembled beside the destination and swapped in whole: a full disk or a kill leaves the previous staging
     dest = _fresh_staging_dir(src, repo_id, staging_dir)
     work = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
     try:
@@ -270,11 +241,8 @@ def stage(
 
         # 4. copy the model
         _copy_model(src, work, model_type, base_dir, base_license)
-        if adapted:  # derived from adapt.json: the card's numbers are checked against it
-            write_json(work / METRICS_FILE, metrics)
+        if adapted:
             write_json(work / RECORD_FILE, metrics["adapt"])  # the side file's copy, the corpus by name only
-        else:  # verbatim: the card's numbers are checked against it
-            shutil.copy2(src / METRICS_FILE, work / METRICS_FILE)
 
         # 5. figures: <model-dir>/figures/*, figures beside the model, and any passed explicitly
         staged_figures = _stage_figures(src, work, figures)
@@ -296,8 +264,7 @@ def stage(
             write_atomic(work / LICENSE_FILE, license_text(metrics, base_license))
         write_checksums(work)  # last: what a download of the repo is checked against when loaded
 
-        # 7. validate what will be uploaded, and run its card's snippets as a reader of the Hub repo would, before
-        # it replaces the previous staging: a repo that fails them is not staged
+        # 7. validated (its card's snippets run as a Hub reader would) before it replaces the previous staging
         report = validate(work, base_license=base_license, repo_id=repo_id)
         _swap_in(work, dest)
     except OSError as err:
@@ -315,11 +282,10 @@ def stage(
 
 
 def _card_facts(src: Path, staged: Path, model_type: str) -> dict:
-    """What the card states: how the model was trained is read off the training output (a standalone repo holds
-    it merged: ``merged``), how to load it off the staged folder (``hub_code``: the heads' code file it carries)."""
+    """What the card states: how it was trained (off the training output; ``merged``: the repo holds it merged), how
+    to load it (off the staged folder; ``hub_code``: the heads' code file it carries)."""
     merged = not MODEL_TYPES[model_type].carries_base and needs_standalone(src)
-    # a merged bi-encoder is read off the staged folder: a plain SentenceTransformer, where the adapter folder
-    # would need peft and its base fetched
+    # a merged bi-encoder is read off the staged folder: a plain SentenceTransformer (its adapter would need peft)
     facts = model_facts(src if merged and model_type != BI_ENCODER else staged, model_type)
     return {
         **facts,
@@ -358,7 +324,6 @@ def _fresh_staging_dir(src: Path, repo_id: str, staging_dir: str | Path | None) 
             f"--staging-dir {str(dest)!r} overlaps the model folder {str(src)!r}: choose a separate "
             "folder (the default is <model-dir>/../hub/<owner>--<name>)"
         )
-    # never replace a folder ctxir did not stage
     if dest.exists() and any(dest.iterdir()) and not (dest / STAGING_MARKER).is_file():
         raise CtxirError(
             f"--staging-dir {str(dest)!r} exists and is not a previous staging: empty it or "
@@ -411,8 +376,7 @@ def _stage_cls_lr(src: Path, dest: Path, base_dir: Path, base_license: tuple[str
     """Ranker weights + config, and the encoder it reads copied beside them (config base_model = ".")."""
     config = read_json(src / CLS_LR_CONFIG)
     base = config.get("base_model", "")
-    # over a ctxir cross-encoder: that cross-encoder standalone, the ranker as its last head
-    if has_ctxir_heads(base_dir):
+    if has_ctxir_heads(base_dir):  # that cross-encoder standalone, the ranker as its last head
         write_standalone_cls_lr(src, base_dir, dest)
         copy_side_files(
             src, dest
@@ -441,25 +405,19 @@ def _copy_body(base: str, base_dir: Path, dest: Path) -> None:
     _copy_matching(body, dest, ENCODER_FILE_PATTERNS, exclude=(CLS_LR_WEIGHTS,))
 
 
-# ---------------------------------------------------------------------------------------------- validate
-
-
 def validate(
     folder: str | Path, base_license: tuple[str, License] | bool | None = False, repo_id: str | None = None
 ) -> StagedRepo:
     """Refuse a staged folder that is not safe and complete to publish; return what it holds.
 
-    base_license: as used at staging; False (default) re-derives it from the folder. repo_id: the Hub id its card's
-    snippets load (default: the one it was staged for); with one, every Python block of the card is run as a reader
-    of that Hub repo would (``check_card_snippets``).
+    ``base_license``: as at staging (False: re-derived). ``repo_id``: the Hub id the card's snippets are run against
+    (``check_card_snippets``; default: the one it was staged for).
     """
-    # lazy: the Hub client is needed only to download or upload
     from huggingface_hub.utils import DEFAULT_IGNORE_PATTERNS, filter_repo_objects
 
     folder = Path(folder).expanduser().resolve()
     if not folder.is_dir():
         raise CtxirError(f"{str(folder)!r} is not a folder: pass the staged folder `push --dry-run` printed")
-    # `hf download --local-dir` keeps its bookkeeping in .cache/huggingface/, which upload_folder never sends.
     files = list(filter_repo_objects(_files(folder), ignore_patterns=DEFAULT_IGNORE_PATTERNS))
     # 1. nothing a loader would unpickle
     pickles = [f for f in files if is_pickle_file(folder / f)]

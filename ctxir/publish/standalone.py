@@ -1,22 +1,8 @@
-"""Hub repos that stand alone: a ctxir model staged so that sentence-transformers loads it with nothing from ctxir.
+"""Hub repos that sentence-transformers loads without ctxir, as its "custom models" guide documents: the full body
+(top layers or adapter merged), the heads' code (``reranker_heads.py``, named in modules.json), the heads' folders.
 
-A cross-encoder whose modules.json names ctxir's heads is saved by ctxir as what training changed (trained top
-layers, or a LoRA adapter) over a base model named by Hub id, which only ctxir's loader puts together offline. The
-staged repo instead carries, as sentence-transformers' "custom models" guide documents:
-
-- the full body: the weights ctxir's loader builds (top layers loaded onto the base, or the adapter merged into
-  it), float32, with ``config.json``, the tokenizer and ``sentence_bert_config.json``;
-- ``reranker_heads.py``: the heads' code, the very file ``ctxir.encoders.reranker_heads`` (it imports only torch
-  and sentence-transformers); ``modules.json`` names ``reranker_heads.<Class>``, which
-  ``CrossEncoder(repo_id, trust_remote_code=True)`` imports from the repo;
-- the heads' own folders, unchanged.
-
-A CLS-LR ranker over such a cross-encoder is staged as that repo plus ``reranker_heads.ClsLrHead`` reading the
-ranker's own ``cls_lr_config.json`` / ``cls_lr.safetensors``: the same one-line load gives its logits.
-
-``check_card_snippets`` runs every Python block of a staged card as its reader would: the folder laid into a
-temporary Hugging Face cache exactly as ``hf download`` leaves it, offline, and, for every block that does not import
-ctxir, with ``import ctxir`` failing.
+``check_card_snippets`` runs a staged card's Python blocks as a Hub reader would: offline, from a Hugging Face
+cache laid out as ``hf download`` leaves it, and with ``import ctxir`` failing for blocks that do not import it.
 """
 
 from __future__ import annotations
@@ -57,8 +43,7 @@ SNIPPET_TIMEOUT_S = 600
 
 
 def needs_standalone(folder: Path) -> bool:
-    """A cross-encoder saved in a form only ctxir loads alone: its modules.json names ctxir's classes, or it is a
-    PEFT adapter over a base named by Hub id (which a user offline, or without peft, cannot put together)."""
+    """A model saved in a form only ctxir loads alone: ctxir's heads in modules.json, or a PEFT adapter."""
     return has_ctxir_heads(folder) or is_adapter(folder)
 
 
@@ -84,8 +69,7 @@ def _hub_type(entry: dict) -> dict:
 
 def write_standalone_cross_encoder(src: Path, dest: Path, max_length: int | None = None) -> list[dict]:
     """Write the cross-encoder in ``src`` into ``dest`` as a repo sentence-transformers loads alone; → its
-    modules.json entries (also written). ``max_length``: the body's, where a CLS-LR ranker read pairs at another."""
-    # lazy: sentence-transformers pulls in transformers (seconds)
+    modules.json entries. ``max_length``: the body's, where a CLS-LR ranker read pairs at another."""
     from sentence_transformers.base.modules import Transformer
 
     entries = read_json(src / "modules.json") or [{"idx": 0, "name": "0", "path": "", "type": BODY_TYPE}]
@@ -95,17 +79,16 @@ def write_standalone_cross_encoder(src: Path, dest: Path, max_length: int | None
             "re-save the cross-encoder with sentence-transformers >= 6"
         )
     hub_entries = [{**entries[0], "type": BODY_TYPE}] + [_hub_type(e) for e in entries[1:]]
-    # ctxir's loader puts the body together (top layers loaded onto the base, or the adapter merged into it); a
-    # private copy, since the body's max length may be set below
+    # ctxir's loader puts the body together; a private copy, since its max length may be set below
     load_cross_encoder.cache_clear()
     body = load_cross_encoder(str(src), "cpu")[0]
     load_cross_encoder.cache_clear()
     if max_length:
         body.max_seq_length = int(max_length)
     dest.mkdir(parents=True, exist_ok=True)
-    # the plain module's form: full weights, tokenizer, sentence_bert_config.json (a TopLayersTransformer's own
-    # save writes only its top layers)
-    Transformer.save(body, str(dest))
+    Transformer.save(
+        body, str(dest)
+    )  # the plain module's form: a TopLayersTransformer saves only its top layers
     for entry in entries[1:]:
         if entry.get("path") and (src / entry["path"]).is_dir():
             shutil.copytree(src / entry["path"], dest / entry["path"], dirs_exist_ok=True)
@@ -117,14 +100,10 @@ def write_standalone_cross_encoder(src: Path, dest: Path, max_length: int | None
 
 
 def copy_side_files(src: Path, dest: Path) -> None:
-    """ctxir's records beside the model (fusion, passages, calibration, evaluation): ctxir reads them from the
-    repo too; the files the standalone form replaces stay behind."""
+    """ctxir's records beside the model (fusion, passages, evaluation), less the files the standalone form replaces."""
     for path in sorted(src.glob("*.json")):
-        if (
-            path.name not in REPLACED_FILES
-            and not path.name.startswith("tokenizer")
-            and not (dest / path.name).exists()
-        ):
+        replaced = path.name in REPLACED_FILES or path.name.startswith("tokenizer")
+        if not replaced and not (dest / path.name).exists():
             shutil.copy2(path, dest / path.name)
 
 
@@ -146,27 +125,19 @@ def write_standalone_cls_lr(src: Path, base_dir: Path, dest: Path) -> None:
     shutil.copy2(src / CLS_LR_WEIGHTS, dest / CLS_LR_WEIGHTS)
 
 
-# ---------------------------------------------------------------------------------------------- as a user gets it
-
-
 def lay_into_hf_cache(
     folder: str | Path, repo_id: str, cache_dir: str | Path, revision: str | None = None
 ) -> Path:
-    """Lay ``folder`` into the Hugging Face cache ``cache_dir`` as ``hf download repo_id`` leaves it:
-    ``models--owner--name/blobs/<sha256>``, ``snapshots/<revision>/<path>`` links to them, ``refs/main``; → the
-    snapshot folder. ``revision``: the commit hash to file it under (default: one derived from the contents)."""
+    """Lay ``folder`` into the Hugging Face cache ``cache_dir`` as ``hf download repo_id`` leaves it (blobs,
+    snapshot links, refs/main); → the snapshot folder. ``revision``: default, a hash of the contents."""
     folder = Path(folder)
     repo = Path(cache_dir) / ("models--" + repo_id.replace("/", "--"))
     files = sorted(
         p for p in folder.rglob("*") if p.is_file() and not p.relative_to(folder).parts[0].startswith(".")
     )
     digests = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
-    revision = (
-        revision
-        or hashlib.sha1(
-            "".join(f"{p.relative_to(folder)}:{d}" for p, d in digests.items()).encode()
-        ).hexdigest()
-    )
+    listing = "".join(f"{p.relative_to(folder)}:{d}" for p, d in digests.items())
+    revision = revision or hashlib.sha1(listing.encode()).hexdigest()
     snapshot = repo / "snapshots" / revision
     (repo / "blobs").mkdir(parents=True, exist_ok=True)
     for path, digest in digests.items():
@@ -246,12 +217,8 @@ def hub_user_env(root: Path, cache: Path, block_ctxir: bool) -> dict[str, str]:
 
 
 def check_card_snippets(folder: str | Path, repo_id: str) -> int:
-    """Run every ```python block of ``folder``'s README.md as a reader of the Hub repo ``repo_id`` would; → how many.
-
-    The blocks run from an empty folder, offline, with ``folder`` laid into a temporary Hugging Face cache under
-    ``repo_id`` (and no other model there): those that do not import ctxir where ``import ctxir`` fails, then those
-    that do. A failing block refuses the staging, with its error.
-    """
+    """Run every ```python block of ``folder``'s README.md as a reader of the Hub repo ``repo_id`` would (see the
+    module's docstring); → how many. A failing block refuses the staging, with its error."""
     folder = Path(folder)
     blocks = python_blocks((folder / "README.md").read_text(encoding="utf-8"))
     if not blocks:

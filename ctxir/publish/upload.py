@@ -1,9 +1,4 @@
-"""Uploading a staged, validated folder to the Hugging Face Hub (``push``), or the ``hf upload`` command that would.
-
-``create_repo(exist_ok=True)`` + ``upload_folder`` with the token from ``HF_TOKEN`` or ``hf auth login`` (never
-printed). The staged folder is uploaded as is, so ``hf download <repo> --local-dir DIR`` returns exactly it, and
-ctxir loads the Hub id or that folder alike. This is the only module that talks to the Hub for writing.
-"""
+"""Upload a staged, validated folder to the Hub as is (``push``), or print the ``hf upload`` command that would."""
 
 from __future__ import annotations
 
@@ -58,10 +53,8 @@ def push(
 ) -> str:
     """Upload a staged, validated folder; return the commit (or pull request) URL.
 
-    Token: ``token``, else ``HF_TOKEN`` / the ``hf auth login`` file (``huggingface_hub.get_token``). It is passed to
-    the client and never printed or put in a message. ``api`` lets tests inject a stand-in for ``HfApi``.
+    ``token``: else ``huggingface_hub.get_token``; never printed. ``api``: a stand-in for ``HfApi`` (tests).
     """
-    # lazy: the Hub client is needed only to download or upload
     from huggingface_hub import HfApi, constants, get_token
     from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
 

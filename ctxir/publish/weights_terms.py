@@ -1,10 +1,4 @@
-"""``LICENSES.md`` beside the shipped models: the terms of each model's weights, derived from what it was trained on.
-
-ctxir's code is Apache-2.0; the weights under ``ctxir/assets/models`` are not code: each carries the terms of its
-training data and base model, combined as ``ctxir.publish.licenses.combine_licenses`` combines them (the same
-derivation as each model card's ``license``). ``scripts/shipped_cards.py`` writes the file; a test holds it equal
-to what this module renders from the shipped ``metrics.json`` files.
-"""
+"""``LICENSES.md`` beside the shipped models: each model's weights' terms, derived as its card's ``license`` is."""
 
 from __future__ import annotations
 
