@@ -1,8 +1,4 @@
-"""Pair scoring tab (/score_pairs): one query against a few documents, scored by every loaded model.
-
-The cross-encoder, CLS-LR and bi-encoder cosine side by side, and how a cross-encoder reads a pair (input
-formation).
-"""
+"""Pair scoring tab (/score_pairs): one query against a few documents, scored by every loaded model."""
 
 from __future__ import annotations
 
@@ -36,8 +32,7 @@ def kind_of_column(field: str) -> str:
 def input_formation(
     tokenizer, query: str, document: str, max_length: int | None = None, positions: int | None = None
 ) -> dict:
-    """How a cross-encoder reads a pair: ``[CLS] query [SEP] document [SEP]`` with token types 0/1, cut where the
-    model cuts it (``max_length_for``: None = the tokenizer's own limit, never beyond ``positions``)."""
+    """How a cross-encoder reads a pair: ``[CLS] query [SEP] document [SEP]``, cut as it cuts it."""
     max_length = max_length_for(max_length, tokenizer.model_max_length, positions)
     enc = tokenizer(query, document, truncation="longest_first", max_length=max_length)
     ids = list(enc["input_ids"])
@@ -54,8 +49,7 @@ def input_formation(
 
 
 def score_columns() -> dict[str, tuple[str, str]]:
-    """{value field: (rank field, chart legend)}: one per re-ranker kind of ``ctxir.rerank.registry`` (its pair score,
-    e.g. the cross-encoder's score or the CLS-LR probability), then the bi-encoder's cosine."""
+    """{value field: (rank field, chart legend)}: each re-ranker kind's pair score, then the cosine."""
     return {
         **{kind.pair_column: (kind.rank_column, pair_legend(kind)) for kind in RERANKERS.values()},
         "bi_encoder_cosine": ("cosine_rank", "bi-encoder cosine"),
@@ -63,8 +57,7 @@ def score_columns() -> dict[str, tuple[str, str]]:
 
 
 def probability_columns() -> dict[str, str]:
-    """{pair-score field: calibrated-probability field} for each kind whose pair value is a raw score (a
-    cross-encoder's logit): the probability is filled where the model ships a calibration (calibration.json)."""
+    """{pair-score field: calibrated-probability field} for each kind whose pair value is a raw score."""
     return {
         kind.pair_column: f"{kind.key}_probability"
         for kind in RERANKERS.values()
@@ -73,9 +66,8 @@ def probability_columns() -> dict[str, str]:
 
 
 def chart_columns(rows: Sequence[dict], extra: dict | None = None) -> dict[str, list]:
-    """{legend: values} the charts draw: a re-ranker's calibrated probability where its model has one (a raw score
-    is on no scale a person can read), else its pair score; then the bi-encoder's cosine; then each model loaded by
-    name (``extra``: ``extra_columns``)."""
+    """{legend: values} the charts draw: a re-ranker's calibrated probability where it has one (a raw score is on
+    no readable scale), else its pair score; then the cosine; then each model loaded by name (``extra``)."""
     probabilities, out = probability_columns(), {}
     for key, (_, legend) in {**score_columns(), **(extra or {})}.items():
         field = probabilities.get(key)
@@ -105,8 +97,7 @@ def model_names(value: str | Sequence[str] | None, limit: int) -> list[str]:
 
 
 def extra_columns(loaded: dict[str, str]) -> dict[str, tuple[str, str]]:
-    """{value field: (rank field, legend)} of each model loaded by name, ``loaded``: {name: role}. A cross-encoder's
-    raw pair score ("<name> score"), a bi-encoder's cosine ("<name> cosine")."""
+    """{"<name> score" or "<name> cosine": ("<name> rank", name)} of each of ``loaded``: {name: role}."""
     return {
         f"{name} {'score' if role == CROSS_ENCODER else 'cosine'}": (f"{name} rank", name)
         for name, role in loaded.items()
@@ -122,12 +113,9 @@ def score_pairs(
     document_prompt: str | None = None,
     progress: Progress | None = None,
 ) -> ViewResult:
-    """Every loaded re-ranker's pair score (cross-encoder score, CLS-LR probability, ...) and the bi-encoder
-    cosine for (query, document) pairs. The rows keep a column per re-ranker kind, None where it is not loaded.
-    ``models``: Hub ids (or folders) of more cross-encoders or bi-encoders to compare, each loaded on demand and
-    shown as its own column after the others (``extra_columns``). ``query_prompt`` / ``document_prompt`` (None:
-    the bi-encoder's own, "" none) are put before the texts; one other than the bi-encoder's own is also every
-    bi-encoder compared by id's. The scores chart is built only when read (``LazyFigures``)."""
+    """Every re-ranker kind's pair score (None where not loaded) and the bi-encoder cosine of each (query,
+    document) pair; ``models``: more to compare by Hub id, loaded on demand. ``query_prompt`` /
+    ``document_prompt`` (None: the bi-encoder's own, "" none): one other than its own is each bi-encoder's."""
     cfg = state.config
     query = check_text(query, "query", cfg.max_query_chars)
     docs = split_lines(documents, "documents", cfg.max_documents, cfg.max_text_chars)
@@ -177,8 +165,7 @@ def score_pairs(
 def _pair_scores(
     models: AppModels, query: str, docs: list[str], prompts: dict
 ) -> dict[str, list[float] | None]:
-    """{pair-score field: a score per document}: each re-ranker kind's (None where it is not loaded), then the
-    bi-encoder's cosine."""
+    """{pair-score field: a score per document}: each re-ranker kind's (None: not loaded), then the cosine."""
     values = {
         kind.pair_column: np.asarray(kind.pair_scores(models.rerankers[name], query, docs)).tolist()
         if name in models.rerankers
@@ -197,15 +184,14 @@ def _extra_scores(role: str, model, query: str, docs: list[str], prompts: dict |
 
 
 def _cosines(model, query: str, docs: list[str], prompts: dict) -> list[float]:
-    """A bi-encoder's cosine of the query and each document, each text after its prompt (as search encodes it)."""
+    """A bi-encoder's cosine of the query and each document, each text after its prompt."""
     q = model.encode([query], prompt=prompts["query"], normalize_embeddings=True)  # (1, dim)
     d = model.encode(docs, prompt=prompts["document"], normalize_embeddings=True)  # (docs, dim)
     return (d @ q[0]).tolist()
 
 
 def _probabilities(models: AppModels, values: dict[str, list[float] | None]) -> dict[str, list[float] | None]:
-    """{calibrated-probability field: a probability per document} for each raw pair score in ``values``; None
-    where its model is not loaded or ships no calibration (calibration.json)."""
+    """{calibrated-probability field: a probability per document}; None where there is no calibration."""
     probabilities = {}
     for key, field in probability_columns().items():
         calibration = _calibration(models, key)
@@ -216,8 +202,7 @@ def _probabilities(models: AppModels, values: dict[str, list[float] | None]) -> 
 
 
 def _calibration(models: AppModels, key: str):
-    """The calibration of the loaded re-ranker whose pair score is field ``key``; None where it is not loaded or ships
-    none."""
+    """The calibration of the loaded re-ranker whose pair score is field ``key``, or None."""
     return getattr(models.rerankers.get(kind_of_column(key)), "calibration", None)
 
 
@@ -232,9 +217,8 @@ def _score_row(i: int, doc: str, values: dict, probabilities: dict) -> dict:
 
 
 def _add_ranks(rows: list[dict], values: dict[str, list[float] | None], extra: dict | None = None) -> None:
-    """Each row's rank (from 1) by each score column of ``score_columns``, in place; None in every row where
-    the column has no score (its model is not loaded). Ranked by the unrounded ``values``: two scores the table
-    shows alike (4 decimals) still rank as their probabilities do. Equal scores keep the documents' order."""
+    """Each row's rank (from 1) by each score column, in place (None where it has no score), by the unrounded
+    ``values``, ties in the documents' order."""
     for key, (rank_key, _) in {**score_columns(), **(extra or {})}.items():
         scores = values.get(key)
         order = np.argsort(-np.asarray(scores, dtype=float), kind="stable") if scores else []
@@ -244,8 +228,7 @@ def _add_ranks(rows: list[dict], values: dict[str, list[float] | None], extra: d
 
 
 def _input_formations(models: AppModels, query: str, docs: list[str]) -> tuple[str, list[dict]]:
-    """(the reading tokenizer's model name, each pair's ``input_formation``), read by the first loaded re-ranker
-    whose body can be read (the cross-encoder), else by the bi-encoder's tokenizer."""
+    """(the reader's name, each pair's ``input_formation``): a re-ranker's body, else the bi-encoder's."""
     reader = next(
         (models.inspect[k] for k in models.loaded if k in models.inspect), models.inspect[BI_ENCODER]
     )
@@ -264,8 +247,7 @@ def _token_rows(formation: dict) -> list[dict]:
 
 
 def _probability_notes(models: AppModels, probabilities: dict[str, list[float] | None]) -> list[str]:
-    """How to read each calibrated probability shown: what it was fitted on and the share of relevant pairs there,
-    the rate it reads against (a relevant document can show a few percent and still rank first)."""
+    """How to read each calibrated probability shown: what it was fitted on and the base rate it reads against."""
     notes = []
     for key, field in probability_columns().items():
         calibration = _calibration(models, key)
@@ -285,8 +267,7 @@ def _probability_notes(models: AppModels, probabilities: dict[str, list[float] |
 
 
 def _summary(reader: str, first: dict, unavailable: dict[str, str], reading: Sequence[str] = ()) -> str:
-    """The Markdown above the table: document 1 as ``reader``'s tokenizer reads it, how to read each calibrated
-    probability (``reading``), then each re-ranker that is not loaded and why."""
+    """The Markdown above the table: document 1's input formation, the ``reading`` notes, what is not loaded."""
     text = (
         f"Input formation ({reader} tokenizer), document 1: {md_code(first['text'])} — {first['num_tokens']} "
         "tokens; token type 0 = query segment, 1 = document segment."
@@ -306,8 +287,7 @@ def _summary(reader: str, first: dict, unavailable: dict[str, str], reading: Seq
 
 
 def shown_names() -> dict[str, str]:
-    """Field name → the page's short column name: each re-ranker kind's label and "<short name> rank"
-    (``reranker_labels``), then cosine."""
+    """Field name → the page's short column name (``reranker_labels``)."""
     return {
         **{kind.pair_column: kind.label for kind in RERANKERS.values()},
         **{
@@ -333,9 +313,7 @@ INTRO = (
 
 
 def after_scoring(out, data, png, models: AppModels):
-    """Drawn from the answer: the interactive chart, the downloads, the Explain choices (the documents, and the
-    models: a cross-encoder compared by id can explain its score) (a private step). The scores PNG is the answer's,
-    else drawn here from its JSON (an API call asks for it: ``png_figures``)."""
+    """The page's chart, downloads (the answer's PNG, else drawn here) and Explain choices (a private step)."""
     from ctxir.viz import scores_figure
 
     docs = data["documents"]
@@ -394,8 +372,7 @@ def explain_document(ui: Ui, query, documents, number, model, query_prompt=None,
 
 
 def build(ui: Ui) -> None:
-    """The Pair scoring tab (inside an open gr.Tab); event /score_pairs (from its button, or a link to a pair
-    scoring: ``ctxir.app.links``) and an Explain action per document."""
+    """The Pair scoring tab (inside an open gr.Tab): /score_pairs, from its button or a link, and Explain."""
     state, out = ui.state, ui.out
     presets = demo_presets()
 
@@ -436,7 +413,7 @@ def build(ui: Ui) -> None:
         info=compare_info(ui.config),
         elem_id="pair-models",
     )
-    # after the inputs older clients send positionally, as the prompts are (each gets its default when not sent)
+    # after the inputs older clients send by position; the prompts come after it (default when not sent)
     pair_png_wanted = gr.Checkbox(
         label="Also draw PNG figures (for download)",
         value=False,
