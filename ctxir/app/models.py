@@ -1,8 +1,4 @@
-"""``AppModels``: the models the app loads once, and the forward pass the inspection views share.
-
-The bi-encoder, the re-rankers, and the transformer bodies the inspection views read; ``AppModels.inspect_input`` runs
-one over a visitor's text.
-"""
+"""``AppModels``: the models the app loads once, and those a visitor loads by name."""
 
 from __future__ import annotations
 
@@ -35,8 +31,7 @@ from ctxir.types import CtxirError, Internals
 logger = logging.getLogger("ctxir.app")
 
 POOLINGS = ("mean", "cls", "max")
-# the bi-encoder's key among the inspectable models and the "Explain with" choices, beside the re-ranker kinds'
-# names (ctxir.rerank.registry.RERANKERS); an API value, so it does not change
+# the bi-encoder's key among the inspectable models and the "Explain with" choices; an API value
 BI_ENCODER = kinds.BI_ENCODER
 
 
@@ -51,8 +46,7 @@ class Inspectable:
 
 @dataclass
 class AppModels:
-    """The loaded models. ``rerankers``: {kind: re-ranker} of ``ctxir.rerank.registry.RERANKERS`` that loaded;
-    ``unavailable``: {kind: why not} for every other kind (offered nowhere in the app, shown with that reason)."""
+    """The loaded models; ``unavailable``: {kind: why not} for each re-ranker kind that did not load."""
 
     bi_encoder: Any  # SentenceTransformer
     bi_encoder_name: str
@@ -78,9 +72,8 @@ class AppModels:
 
     @classmethod
     def load(cls, config: AppConfig, progress: Progress | None = None) -> AppModels:
-        """Load every model once. A missing bi-encoder is fatal; a missing re-ranker only logs a warning. A Hub id
-        that is not in the local cache is downloaded when the Hub can be reached (HF_HUB_OFFLINE unset), else it is
-        not tried. Each is pinned in the cache of models loaded on demand (asking for it by name finds it)."""
+        """Load every model once (a missing bi-encoder is fatal, a missing re-ranker is logged), each pinned in the
+        cache; a Hub id not cached locally is downloaded unless HF_HUB_OFFLINE is set."""
 
         step = progress or (lambda *_: None)
         step(0.0, f"loading bi-encoder {config.bi_encoder}")
@@ -111,9 +104,8 @@ class AppModels:
                 )
                 if config.rerank_backend is not None and hasattr(models.rerankers[kind.name], "backend"):
                     models.rerankers[kind.name].backend = config.rerank_backend  # a cross-encoder's scoring
-                # an onnx backend (app.py --rerank-backend): exported (first start only, ~10 s a model) and opened
-                # now, before serving, not on a visitor's first search; an export in a thread beside the served
-                # requests is what this avoids (torch's exporter is not safe to run beside other threads' work)
+                # an onnx backend: exported and opened before serving (torch's exporter is unsafe beside other
+                # threads' work)
                 if getattr(models.rerankers[kind.name], "backend", "torch").startswith("onnx"):
                     step(
                         0.4 + 0.3 * (i + 0.5) / len(KINDS),
@@ -134,8 +126,7 @@ class AppModels:
         return models
 
     def configure(self, config: AppConfig) -> AppModels:
-        """The limits and permissions of models loaded on demand, from ``config``: a new cache of
-        ``max_extra_models`` and ``max_extra_mb``, with the bi-encoder loaded at start pinned in it."""
+        """The limits and permissions of models loaded on demand, from ``config``; the bi-encoder pinned."""
         self.cache = ModelCache(config.max_extra_models, int(config.max_extra_mb * MiB))
         self.device = config.device
         self.allow_remote_code, self.allow_paths = config.allow_remote_code, config.allow_model_paths
@@ -153,9 +144,7 @@ class AppModels:
         device: str = "cpu",
         rerankers: dict[str, Any] | None = None,
     ) -> AppModels:
-        """Wrap models already in memory (tests, notebooks): a SentenceTransformer, and re-rankers by kind
-        (``rerankers={"cross-encoder": a CrossEncoder, "cls-lr": a ClsLrRanker, ...}``; ``cross_encoder=`` and
-        ``cls_lr=`` are the same for those two)."""
+        """Wrap models already in memory (tests, notebooks): a SentenceTransformer and re-rankers by kind."""
 
         path = str(bi_encoder[0].auto_model.config._name_or_path or bi_encoder_name)
         tokenizer, body = load_transformer(path, device, attentions=True)
@@ -179,8 +168,7 @@ class AppModels:
         return models
 
     def reranker(self, name: str, progress: Progress | None = None):
-        """The loaded re-ranker ``name`` ("none" → None); one that is not loaded fails with why and what to do. Any
-        other name is a cross-encoder's Hub id (or folder), loaded on demand (``on_demand``)."""
+        """The loaded re-ranker ``name`` ("none" → None), or a cross-encoder's Hub id loaded on demand."""
         if name not in reranker_choices() and self.loadable(name):
             return self.on_demand(name, CROSS_ENCODER.name, progress, "re-ranker")
         try:
@@ -199,8 +187,7 @@ class AppModels:
         return self.rerankers[name]
 
     def inspectable(self, name: str, progress: Progress | None = None) -> Inspectable:
-        """A model whose internals the inspection views read: one loaded at start by its key (``BI_ENCODER``, a
-        re-ranker kind), else any model by Hub id (or folder), loaded on demand (``on_demand``)."""
+        """A model the inspection views read: one loaded at start by its key, else one by Hub id, loaded now."""
         if name not in self.inspect and name not in KINDS and self.loadable(name):
             return self.on_demand(name, "inspect", progress, "model")
         if name not in self.inspect:
@@ -231,9 +218,8 @@ class AppModels:
     def on_demand(
         self, name: str, role: str | None = None, progress: Progress | None = None, what: str = "model"
     ):
-        """Model ``name`` (a Hub id or, where allowed, a folder) loaded now into the bounded ``cache``, or found
-        there: role ``CROSS_ENCODER`` → a ``CrossEncoderReranker`` (a bi-encoder is refused), ``BI_ENCODER`` → a
-        SentenceTransformer, "inspect" → an ``Inspectable``, None → (its role read from its files, the model)."""
+        """Model ``name`` (a Hub id or allowed folder) from the bounded ``cache``, loaded now if needed, for
+        ``role`` (None: (its role read from its files, the model))."""
         name = check_model_name(name, what, self.allow_paths)
         roles = [role] if role else [CROSS_ENCODER.name, BI_ENCODER]
         for each in roles:
@@ -273,8 +259,7 @@ class AppModels:
         from ctxir.rerank.rankers import CrossEncoderReranker, both_orders_for
         from ctxir.rerank.registry import alone_below_bm25, passages_for, stage_fusion_for
 
-        # read as its folder says (windows, pair orders, calibration), as if named by a flag; torch: an ONNX export
-        # (~10 s a model, unsafe beside other threads' work) is for the models loaded at start
+        # read as its folder says, as if named by a flag; torch: ONNX exports are for the models loaded at start
         reranker = CrossEncoderReranker(
             model,
             self.device,
@@ -328,8 +313,7 @@ def check_layer(value: Any, n_layers: int, what: str = "layer") -> int:
 
 
 def _inspectable_body(reranker, device: str) -> Inspectable:
-    """A cross-encoder's transformer body with eager attention, for the attention and embedding views: reloaded by
-    name (a ctxir modular cross-encoder's folder holds its trained top layers, which load_transformer applies)."""
+    """A cross-encoder's body with eager attention: reloaded by name (with a modular model's top layers)."""
 
     body = reranker.model[0].auto_model
     by_name = (
