@@ -55,6 +55,31 @@ class Said(logging.Handler):
         logger.propagate = self._propagate
 
 
+def dens(count: int, titled: bool = False) -> dict:
+    """A corpus of ``count`` documents about otters' dens."""
+    return {
+        f"d{i}": {"title": f"Otters {i}" if titled else "", "text": f"otters {i} dig dens in the river bank"}
+        for i in range(count)
+    }
+
+
+BANKS = {f"d{i}": {"title": "", "text": f"otters {i} river bank dens number {i}"} for i in range(40)}
+
+
+def otter_report(path: Path, documents: int, queries: int, depth: int, shift: int = 1):
+    """A failure report of ``queries`` queries, each judging one of ``documents`` and retrieving ``depth``."""
+    from ctxir.evaluation.report import failure_cases, report_meta, write_report
+
+    texts = {f"q{i}": f"river otters {i}" for i in range(queries)}
+    qrels = {q: {f"d{i}": 1} for i, q in enumerate(texts)}
+    run = {
+        q: {f"d{(i + j + shift) % documents}": float(depth - j) for j in range(depth)}
+        for i, q in enumerate(texts)
+    }
+    cases = failure_cases(qrels, run, dens(documents, titled=True), texts, worst=queries)
+    return write_report(path, cases, report_meta(qrels, run, "nDCG@10", "bm25"))
+
+
 def restore(folder: Path, files: dict[str, bytes]) -> None:
     """Put a ``snapshot`` back: the next failure point starts from the old files."""
     for name, data in files.items():
@@ -107,8 +132,7 @@ def bm25_cache(folder: Path, forever: bool) -> int:
     """The BM25 index cache: the index still searches; nothing partial is left; the next run caches it."""
     from ctxir.retrieval import BM25Retriever
 
-    corpus = {f"d{i}": {"title": "", "text": f"otters {i} river bank dens number {i}"} for i in range(40)}
-    cached = folder / "bm25"
+    corpus, cached = BANKS, folder / "bm25"
     reference = [h.doc_id for h in BM25Retriever(corpus, cache=False).query("river otters 7", 5)]
 
     def check(retriever, failed):
@@ -146,19 +170,12 @@ def ann_index(folder: Path, forever: bool) -> int:
 
 def failure_report(folder: Path, forever: bool) -> int:
     """The failure report (FILE.json, then FILE.html): each file the old one or a whole new one."""
-    from ctxir.evaluation.report import failure_cases, load_report, report_meta, write_report
+    from ctxir.evaluation.report import load_report
 
-    corpus = {
-        f"d{i}": {"title": f"Otters {i}", "text": f"otters {i} dig dens in the river bank"} for i in range(30)
-    }
-    queries = {f"q{i}": f"river otters {i}" for i in range(12)}
-    qrels = {q: {f"d{i}": 1} for i, q in enumerate(queries)}
     html = folder / "reports" / "report.html"
 
     def write(shift: int, path: Path = html):
-        run = {q: {f"d{(i + j + shift) % 30}": 10.0 - j for j in range(10)} for i, q in enumerate(queries)}
-        cases = failure_cases(qrels, run, corpus, queries, worst=12)
-        return write_report(path, cases, report_meta(qrels, run, "nDCG@10", "bm25"))
+        return otter_report(path, 30, 12, 10, shift)
 
     write(1)
     old = snapshot(html.parent)
@@ -447,7 +464,7 @@ def sharded_encoding(folder: Path, forever: bool) -> int:
     from ctxir.types import CtxirError
 
     model = str(tiny_bert(folder / "model"))
-    corpus = {f"d{i}": {"title": "", "text": f"otters {i} dig dens in the river bank"} for i in range(30)}
+    corpus = dens(30)
     reference = BiEncoder(model, device="cpu", cache=False).encode_corpus(corpus)[1]  # (30, 32)
     out = folder / "shards"
     plan = 4  # 30 documents in shards of 8
@@ -790,9 +807,8 @@ def fuzz_files(kind: str, folder: Path) -> None:
     elif kind == "bm25":
         from ctxir.retrieval import BM25Retriever
 
-        corpus = {f"d{i}": {"title": "", "text": f"otters {i} river bank dens number {i}"} for i in range(40)}
-        (folder / "corpus.json").write_text(json.dumps(corpus))
-        retriever = BM25Retriever(corpus, cache=folder / "bm25")
+        (folder / "corpus.json").write_text(json.dumps(BANKS))
+        retriever = BM25Retriever(BANKS, cache=folder / "bm25")
         expected = [h.doc_id for h in retriever.query("river otters 7", 5)]
         (folder / "expected.json").write_text(json.dumps(expected))
     elif kind == "onnx":
@@ -806,17 +822,7 @@ def fuzz_files(kind: str, folder: Path) -> None:
         np.save(folder / "expected.npy", OnnxEncoder(path, model, "mean", threads=1).encode(texts))
         (folder / "texts.json").write_text(json.dumps(texts))
     elif kind == "report JSON":
-        from ctxir.evaluation.report import failure_cases, report_meta, write_report
-
-        corpus = {
-            f"d{i}": {"title": f"Otters {i}", "text": f"otters {i} dig dens in the river bank"}
-            for i in range(8)
-        }
-        queries = {f"q{i}": f"river otters {i}" for i in range(4)}
-        qrels = {q: {f"d{i}": 1} for i, q in enumerate(queries)}
-        run = {q: {f"d{(i + j + 1) % 8}": 5.0 - j for j in range(5)} for i, q in enumerate(queries)}
-        cases, meta = failure_cases(qrels, run, corpus, queries), report_meta(qrels, run, "nDCG@10", "bm25")
-        write_report(folder / "report.html", cases, meta)  # and report.json beside it: what a visitor uploads
+        otter_report(folder / "report.html", 8, 4, 5)  # and report.json beside it: what a visitor uploads
     else:  # a shipped-format model folder: what training/ship.py and `ctxir hub stage` write, checksums.json last
         from ctxir import kinds
         from ctxir.files import write_checksums
@@ -827,9 +833,8 @@ def fuzz_files(kind: str, folder: Path) -> None:
         elif kind == "model folder":
             from sentence_transformers import CrossEncoder
 
-            CrossEncoder(str(tiny_bert(folder / "base")), num_labels=1, device="cpu").save_pretrained(
-                str(model)
-            )
+            base = tiny_bert(folder / "base")
+            CrossEncoder(str(base), num_labels=1, device="cpu").save_pretrained(str(model))
         else:
             from ctxir.rerank.stage_fusion import StageFusion
 
