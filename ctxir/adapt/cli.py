@@ -1,10 +1,6 @@
-"""``ctxir adapt``: adapt the bi-encoder to a corpus without labels. ``AdaptArgs``, ``run`` (numbered steps), ``main``.
+"""``ctxir adapt``: adapt the bi-encoder to a corpus without labels (docs/lab.md says why each step and default).
 
 ctxir adapt --corpus ../shared/data/lisa --output runs/lisa-adapted --max-minutes 30
-ctxir evaluate --data ../shared/data/lisa --model runs/lisa-adapted ...
-
-docs/lab.md ("Adapting to a corpus without labels") says what each step does and why the defaults are what they
-are.
 """
 
 from __future__ import annotations
@@ -22,8 +18,7 @@ from ctxir.adapt.work import BudgetReached, WorkDir, corpus_fingerprint, read_js
 from ctxir.encoders.models import DEFAULT_BI_ENCODER
 from ctxir.types import Corpus, CtxirError, doc_text
 
-# Below this many documents with text there are too few other documents to mine negatives from (a query's come from
-# the rest of the corpus) and the adapter would learn those few documents by heart; BM25 serves so small a corpus.
+# Fewer documents leave too few to mine negatives from, and the adapter would learn them by heart.
 MIN_DOCUMENTS = 20
 NO_TEACHER = "none"
 
@@ -54,15 +49,12 @@ class AdaptArgs:
         metadata={"help": "text --model puts before each document: default its own prompt; '' for none"},
     )
     teacher: str = field(
-        # chosen on three dev sets (docs/lab.md): as much dense gain as the hybrid teacher's, without the hybrid's
-        # fall on MS MARCO's triples
-        default=COMPLEMENT_TEACHER,
+        default=COMPLEMENT_TEACHER,  # chosen on three dev sets (docs/lab.md)
         metadata={
             "help": "'none' = no teacher (MultipleNegativesRankingLoss with the mined negatives); 'hybrid' = the "
             "base bi-encoder's cosine + BM25; 'complement' = the hybrid with the cosine alone on BM25-mined negatives; "
-            "'source' = the base's cosine with each query's whole source document "
-            "as positive (no BM25); a cross-encoder id or folder, or '' for the shipped one: its score margins label "
-            "the negatives (MarginMSELoss)"
+            "'source' = the base's cosine with each query's whole source document as positive (no BM25); a "
+            "cross-encoder id or folder, or '' for the shipped one: its score margins label the negatives (MarginMSELoss)"
         },
     )
     query_kinds: str = field(
@@ -79,8 +71,7 @@ class AdaptArgs:
             "help": "experimental: the query generator for --query-kinds generated: a sequence-to-sequence "
             "doc2query model (a Hub id such as macavaney/doc2query-t5-base-msmarco; offline, from the local "
             "cache) or the folder training/train_query_generator.py wrote. It writes one query for each of "
-            "--max-queries documents drawn at random (every document's --queries-per-doc when --max-queries is 0). "
-            "The one trained on a 2-core CPU does not write queries about their passage (docs/lab.md)"
+            "--max-queries documents drawn at random (every document's --queries-per-doc when --max-queries is 0)"
         },
     )
     queries_per_doc: int = field(
@@ -162,14 +153,15 @@ def _check_args(args: AdaptArgs) -> None:
         )
     if not args.output.strip():
         raise CtxirError("--output is required: give the folder the adapter is written to")
-    for name in (
+    at_least_one = (
         "queries_per_doc",
         "negatives",
         "mining_depth",
         "batch_size",
         "teacher_batch_size",
         "lora_rank",
-    ):
+    )
+    for name in (*at_least_one, "save_steps"):
         if getattr(args, name) < 1:
             raise CtxirError(f"--{name.replace('_', '-')} must be ≥ 1, got {getattr(args, name)!r}")
     for name in ("max_queries", "max_steps", "max_seq_length"):
@@ -179,8 +171,6 @@ def _check_args(args: AdaptArgs) -> None:
             )
     if args.max_minutes < 0:
         raise CtxirError(f"--max-minutes must be ≥ 0 (0 = no budget), got {args.max_minutes!r}")
-    if args.save_steps < 1:
-        raise CtxirError(f"--save-steps must be ≥ 1, got {args.save_steps!r}")
     wants_generated = "generated" in [k.strip() for k in args.query_kinds.split(",")]
     if wants_generated and not args.generator.strip():
         raise CtxirError(
@@ -284,9 +274,8 @@ def _adapt(args, corpus, settings, folder: WorkDir, deadline, timings, started) 
     if folder.negatives.is_file():
         negatives = read_jsonl(folder.negatives)
     else:
-        encoder = _encoder(args)
         negatives = mine_negatives(
-            corpus, queries, encoder, args.mining_depth, args.negatives, args.seed, show
+            corpus, queries, _encoder(args), args.mining_depth, args.negatives, args.seed, show
         )
         write_jsonl(folder.negatives, negatives)
     sources = Counter(source for row in negatives for _, source in row["negatives"])
@@ -330,8 +319,8 @@ def _adapt(args, corpus, settings, folder: WorkDir, deadline, timings, started) 
 
 
 def _generated(args, corpus: Corpus, show: bool) -> dict[str, list[str]]:
-    """doc_id → the generator's queries: one each for --max-queries documents drawn with --seed (all documents,
-    --queries-per-doc each, when it is 0)."""
+    """doc_id → the generator's queries: one each for --max-queries documents drawn with --seed (when 0: all
+    documents, --queries-per-doc each)."""
     import random
 
     from ctxir.adapt.generator import generate_queries, load_generator
@@ -346,11 +335,9 @@ def _generated(args, corpus: Corpus, show: bool) -> dict[str, list[str]]:
     _say(
         f"   generating {per_doc} quer{'y' if per_doc == 1 else 'ies'} for each of {len(doc_ids):,} documents"
     )
-    bar = None
-    if show:
-        from tqdm.auto import tqdm
+    from tqdm.auto import tqdm
 
-        bar = functools.partial(tqdm, desc="   generating", unit="batch")
+    bar = functools.partial(tqdm, desc="   generating", unit="batch") if show else None
     texts = [doc_text(corpus[d]) for d in doc_ids]
     found = generate_queries(model, tokenizer, texts, per_doc, seed=args.seed, show=bar)
     return dict(zip(doc_ids, found, strict=True))
@@ -358,8 +345,7 @@ def _generated(args, corpus: Corpus, show: bool) -> dict[str, list[str]]:
 
 def _hybrid_teacher(args, corpus, queries, negatives, show, bm25_blind=()):
     """The base bi-encoder + BM25 teacher (``bm25_blind``: see HybridTeacher), its two weights set on the first
-    ``CALIBRATION_ROWS`` queries with a negative (the same on a rerun: its scores read back from work/labels.jsonl
-    stay on one scale)."""
+    ``CALIBRATION_ROWS`` queries with a negative (the same on a rerun, so the saved labels stay on one scale)."""
     from ctxir.adapt.hybrid_teacher import CALIBRATION_ROWS, HybridTeacher
     from ctxir.adapt.negatives import scored_texts
 
@@ -395,6 +381,7 @@ def _train(
         train_adapter,
         training_rows,
     )
+    from ctxir.encoders.bi_encoder import set_prompts
 
     step = time.monotonic()
     loss = "margin-mse" if scores is not None else "mnrl"
@@ -411,8 +398,6 @@ def _train(
         device=args.device,
         show_progress=not args.quiet,
     )
-    from ctxir.encoders.bi_encoder import set_prompts
-
     model = load_student(args.model, args.device, args.max_seq_length, plan)
     set_prompts(model, args.query_prompt, args.document_prompt)  # trained, saved and evaluated with them
     rows = training_rows(queries, corpus, negatives, scores)

@@ -1,21 +1,9 @@
-"""An experimental query generator (doc2query) over the packaged MiniLM: GPL's first step, trained on this CPU.
+"""Query generators (doc2query, GPL's first step): MiniLM read as a prefix language model (UniLM's seq2seq mask:
+the passage attends both ways, each query token to the passage and the query's earlier tokens; no new attention,
+so it learns from a few thousand pairs), or a sequence-to-sequence doc2query model (``SEQ2SEQ_EXAMPLE``).
 
-GPL writes its pseudo-queries with a T5 model trained on MS MARCO; none is available offline. This one is MiniLM
-itself read as a prefix language model (UniLM's seq2seq mask, Dong et al. 2019): the passage's tokens attend to each
-other both ways, as MiniLM was trained to; each query token attends to the whole passage and to the query's earlier
-tokens, and predicts the next one through the tied word embeddings. No attention is new, so it learns from a few
-thousand pairs what an encoder–decoder with new cross-attention did not (docs/lab.md). Generation computes the
-passage once and then one token at a time on its cached keys and values (BERT as a decoder).
-
-The other kind of generator is GPL's: a sequence-to-sequence doc2query model (``SEQ2SEQ_EXAMPLE``: docTTTTTquery's
-T5-base, trained on MS MARCO's 500,000 questions, with safetensors weights; GPL's own
-``BeIR/query-gen-msmarco-t5-base-v1`` keeps them in an unmerged pull request, so its main branch is refused), from
-the Hub or its local cache; ``load_generator`` takes either and ``generate_queries`` samples from either as GPL
-does.
-
-``QueryGenerator.build(base)`` → untrained; ``load_generator(folder or id)`` → a trained one with its tokenizer;
-``generate_queries(model, tokenizer, texts, per_text, ...)`` → ``per_text`` queries for each text;
-``prefix_lm_batch(tokenizer, sources, queries)`` → a training batch. ``training/train_query_generator.py`` trains it.
+``load_generator`` takes either, ``generate_queries`` samples from either as GPL does; training/train_query_generator.py
+trains the first (``prefix_lm_batch``, ``save_generator``).
 """
 
 from __future__ import annotations
@@ -32,9 +20,8 @@ GENERATOR_CONFIG = "query_generator.json"
 WEIGHTS_FILE = "model.safetensors"
 MAX_SOURCE_TOKENS = 192  # a SQuAD paragraph or an abstract's first part: a query is about what comes first
 MAX_QUERY_TOKENS = 32
-SEQ2SEQ_EXAMPLE = (
-    "macavaney/doc2query-t5-base-msmarco"  # docTTTTTquery's T5-base (MS MARCO), safetensors on main
-)
+# docTTTTTquery's T5-base (MS MARCO), safetensors on main (GPL's BeIR/query-gen-msmarco-t5-base-v1 has none there)
+SEQ2SEQ_EXAMPLE = "macavaney/doc2query-t5-base-msmarco"
 SEQ2SEQ_TOP_K = 25  # GPL samples from the 25 likeliest tokens within top-p
 PASSAGE, QUERY = 0, 1  # token type ids: BERT's two segments
 
@@ -124,10 +111,8 @@ def save_generator(model: QueryGenerator, folder: str | Path, record: dict) -> N
 
 
 def load_generator(source: str | Path) -> tuple[torch.nn.Module, object]:
-    """(model in eval mode, tokenizer) for ``source``: a folder ``save_generator`` wrote (offline, over the packaged
-    MiniLM or the base its ``query_generator.json`` names), or a sequence-to-sequence doc2query model: a Hub id
-    (e.g. ``SEQ2SEQ_EXAMPLE``; from the local cache when offline) or the folder ``hf download``
-    wrote. Weights are read from safetensors only; no code from the model is run."""
+    """(model in eval mode, tokenizer) for ``source``: a folder ``save_generator`` wrote, or a sequence-to-sequence
+    doc2query model (Hub id or folder). Safetensors weights only; no code from the model is run."""
     from safetensors.torch import load_file
 
     folder = Path(str(source)).expanduser()
@@ -148,8 +133,7 @@ def load_generator(source: str | Path) -> tuple[torch.nn.Module, object]:
 
 
 def _load_seq2seq(source: str) -> tuple[torch.nn.Module, object]:
-    """A Hub or local sequence-to-sequence model (T5's doc2query and the like), refused with what to pass instead
-    when it is something else."""
+    """A Hub or local sequence-to-sequence model (T5's doc2query and the like); anything else refused."""
     from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer
 
     from ctxir.encoders.models import resolve_model
@@ -216,7 +200,7 @@ def _sample(model: QueryGenerator, enc, per_text: int, top_p: float, generator, 
             input_ids=token[:, None],
             attention_mask=keys[
                 :, None, None, :
-            ],  # (rows, 1, 1, keys): the real passage tokens and the query so far
+            ],  # (rows, 1, 1, keys): the real passage tokens, the query so far
             token_type_ids=torch.full((rows, 1), QUERY, device=device),
             position_ids=(lengths + step)[:, None],
             past_key_values=cache,
@@ -228,9 +212,8 @@ def _sample(model: QueryGenerator, enc, per_text: int, top_p: float, generator, 
 
 @torch.inference_mode()
 def _sample_seq2seq(model, enc, per_text: int, top_p: float, generator) -> list[list[int]]:
-    """``per_text`` sampled queries per passage from a sequence-to-sequence model, as GPL samples them (top-p, top-k
-    25); the seed for ``generate``'s sampling is drawn from ``generator``, so the same texts give the same queries
-    and the caller's random state is left as it was."""
+    """``per_text`` sampled queries per passage from a sequence-to-sequence model (GPL's top-p, top-k 25), seeded
+    from ``generator``; the caller's random state is left as it was."""
     device = next(model.parameters()).device
     seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
@@ -257,9 +240,8 @@ def generate_queries(
     top_p: float = 0.95,
     show: Callable | None = None,
 ) -> list[list[str]]:
-    """``per_text`` queries for each of ``texts`` from either kind of generator, nucleus-sampled (GPL's top-p 0.95,
-    so one document gets different queries); seeded, so the same texts give the same queries. ``show`` wraps the
-    batches (a bar)."""
+    """``per_text`` queries for each of ``texts`` from either kind of generator, nucleus-sampled (GPL's top-p 0.95)
+    and seeded. ``show`` wraps the batches (a bar)."""
     generator = torch.Generator().manual_seed(seed)
     batches = range(0, len(texts), batch_size)
     out: list[list[str]] = []

@@ -1,24 +1,9 @@
-"""The hybrid as teacher (``ctxir adapt --teacher hybrid``): the base bi-encoder's cosine plus BM25, no cross-encoder;
-its variant ``--teacher complement`` (the default; below); and ``SourceTeacher`` (``--teacher source``), the base's
-cosine alone with each query's whole source as positive.
+"""Teachers without a cross-encoder: ``HybridTeacher`` (``--teacher hybrid``), ``w_dense * cos_base + w_bm25 * bm25``
+with each weight 1 / the std of that part's margins; its ``complement`` variant (the default), whose BM25-mined
+negatives are labelled by the cosine alone, so dense keeps its own view of BM25's look-alikes; ``SourceTeacher``.
 
-A text's score for a query is ``w_dense * cos_base(q, text) + w_bm25 * bm25(q, text)``; each weight is 1 / the std of
-that part's margins (positive minus negative) over a sample of the training rows, so the two count alike, as they do
-in the hybrid the app searches with. ``MarginMSELoss`` then pulls the student's margin towards that sum:
-
-- where BM25 sees what dense misses (the rare words of LISA and NPL, where BM25 beats dense), the label carries it;
-- the base's own margin is half of every label, so the student stays anchored to what it already ranks well, which
-  a loss with plain 0/1 negatives (``--teacher none``) does not do: there the pseudo-queries' task alone pulls.
-
-BM25 here is the retriever's (Lucene variant, k1 1.5, b 0.75, English stop words, Snowball stemming) with the corpus's
-document frequencies and mean length, applied to any text: a pseudo-query's positive is its document with the query
-cut out, which no index holds. bm25s scores only the documents it indexed, hence the formula below.
-
-``--teacher complement`` is the hybrid with no BM25 in the labels of BM25-mined negatives (``bm25_blind``). Those are
-the documents BM25 ranks high for the query, so BM25's part of their label says they are nearly as good as the
-positive: the hybrid teacher asks dense to share BM25's look-alikes, the very errors the app's hybrid (RRF of BM25 and
-dense) relies on dense to out-vote. Labelled by the base's cosine margin alone, dense keeps its own view of them, and
-still learns from BM25 on its own confusions (the dense-mined negatives, whose labels keep both parts).
+BM25 is computed here (the retriever's tokenizer and parameters, the corpus's statistics) because a positive is its
+document with the query cut out, which no index holds.
 """
 
 from __future__ import annotations
@@ -52,8 +37,7 @@ class HybridTeacher:
         from bm25s.tokenization import Tokenizer
 
         self.encoder, self.k1, self.b = encoder, k1, b
-        # bm25_blind: the mining sources whose negatives get no BM25 part in their label (--teacher complement)
-        self.bm25_blind = tuple(bm25_blind)
+        self.bm25_blind = tuple(bm25_blind)  # mining sources whose negatives' labels have no BM25 part
         base = getattr(encoder, "name", "the base")
         self.model_name = f"hybrid: {base} cosine + BM25"
         if self.bm25_blind:
@@ -126,10 +110,8 @@ SOURCE_TEACHER = "source"
 
 
 class SourceTeacher:
-    """The base bi-encoder's cosine, each query's positive read whole (its source document, the query still in it),
-    the negatives as they are: the label says how much nearer the whole source is than a negative, and the student,
-    which sees the source with the query cut out, learns to find it from the rest of it (the inverse-cloze task),
-    anchored to the base's own margins; no BM25 in the label, so the student is not pulled towards BM25's ranking."""
+    """The base bi-encoder's cosine, each query's positive read whole (the query still in it): the student, which sees
+    it with the query cut out, learns to find it from the rest (inverse cloze), anchored to the base's margins."""
 
     full_positive = True
 

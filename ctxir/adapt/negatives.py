@@ -1,14 +1,9 @@
-"""Hard negatives mined on the corpus itself (BM25 and dense), and the teacher's scores that label them.
-
-A pseudo-query's negatives are documents that BM25 or the bi-encoder rank high for it, other than its own document:
-the mistakes the adapted model must learn not to make (GPL mines with dense retrievers only; BM25 adds the lexical
-look-alikes that dense misses, which is where ctxir's dense falls behind BM25 on LISA and NPL). Some of them will in
-fact answer the query (nothing says they do not): the teacher's margin, not a 0/1 label, is what tells the student
-how much less relevant each one is, so such a false negative costs little (GPL's argument for MarginMSE).
-"""
+"""Hard negatives mined on the corpus itself (BM25 and dense), and the teacher's scores that label them (a margin,
+not 0/1, so a negative that in fact answers the query costs little: GPL's argument for MarginMSE)."""
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from collections.abc import Sequence
@@ -33,9 +28,7 @@ def mine_negatives(
     show_progress: bool = True,
 ) -> list[dict]:
     """One row per query: ``{"qid", "negatives": [[doc_id, source], ...]}``, ``per_query`` negatives drawn at random
-    from the top ``depth`` of BM25 and of ``encoder``'s dense ranking in turn (never the query's own document, never
-    the same one twice). A query for which neither ranks another document gets none (it still trains with the
-    in-batch negatives of ``MultipleNegativesRankingLoss``, or is dropped for ``MarginMSELoss``)."""
+    from the top ``depth`` of BM25 and of ``encoder``'s dense ranking in turn (never its own document, never twice)."""
     from ctxir.retrieval import BM25Retriever, DenseRetriever
 
     texts = {q.qid: q.text for q in queries}
@@ -89,7 +82,9 @@ def teacher_scores(
             sources = [[source for _, source in row["negatives"]] for row in part]
             for row, scores in zip(part, score_groups(teacher, groups, sources), strict=True):
                 done[row["qid"]] = [float(s) for s in scores]
-                out.write(f'{{"qid": {_json_str(row["qid"])}, "scores": {done[row["qid"]]}}}\n')
+                out.write(
+                    json.dumps({"qid": row["qid"], "scores": done[row["qid"]]}, ensure_ascii=False) + "\n"
+                )
             out.flush()
             bar.update(len(part))
             if deadline is not None and time.monotonic() > deadline and start + chunk < len(todo):
@@ -107,20 +102,12 @@ def scored_texts(query: PseudoQuery, row: dict, corpus: Corpus, whole: bool = Fa
     return query.text, [positive, *(doc_text(corpus[d]) for d, _ in row["negatives"])]
 
 
-def _json_str(text: str) -> str:
-    import json
-
-    return json.dumps(text, ensure_ascii=False)
-
-
 def score_groups(
     teacher, groups: Sequence[tuple[str, Sequence[str]]], sources: Sequence[Sequence[str]] | None = None
 ) -> list[np.ndarray]:
-    """The teacher's scores of each (query, texts) group, batched across groups: a ``CrossEncoderReranker`` that
-    reads long documents by windows (its passages.json) gives each text its best window's score, as it does when it
-    re-ranks; any other ``Reranker`` scores group by group (``score_pairs``). ``sources`` (per group, each negative's
-    mining source) goes to a teacher with its own ``score_groups``."""
-    # the hybrid and source teachers (ctxir/adapt/hybrid_teacher.py) batch their own way
+    """The teacher's scores of each (query, texts) group, batched across groups: a ``CrossEncoderReranker`` gives each
+    text its best window's score (its passages.json), as when it re-ranks; any other ``Reranker`` scores group by
+    group; a teacher with its own ``score_groups`` (hybrid_teacher.py) gets ``sources`` too."""
     if hasattr(teacher, "score_groups"):
         return teacher.score_groups(groups, sources)
     model, passages = getattr(teacher, "model", None), getattr(teacher, "passages", None)
@@ -136,9 +123,7 @@ def score_groups(
         model.predict(pairs, batch_size=teacher.batch_size, show_progress_bar=False, convert_to_numpy=True),
         dtype=np.float32,
     )
-    raw = (
-        raw[:, -1] if raw.ndim == 2 else raw
-    )  # a multi-label head: the last column is "relevant" by convention
+    raw = raw[:, -1] if raw.ndim == 2 else raw  # a multi-label head: the last column is "relevant"
     best = [np.full(len(texts), -np.inf, dtype=np.float32) for _, texts in groups]
     for (g, t), score in zip(owners, raw, strict=True):
         best[g][t] = max(best[g][t], score)

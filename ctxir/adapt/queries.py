@@ -1,23 +1,9 @@
-"""Pseudo-queries from a corpus alone: titles, keyword terms, sentences (inverse cloze) and word spans (cropping).
+"""Pseudo-queries from a corpus alone, each a piece of its document, the positive the rest of it (no copying):
 
-No query generator is used (GPL's T5 is not available offline): each query is a piece of its own document, and the
-positive it is trained towards is the rest of that document, so the model cannot match the query by copying it.
-
-- ``title``: a document's title is the query; its text (without the title) is the positive.
-- ``sentence`` (inverse cloze task, Lee et al. 2019): one sentence of the text is the query; the text without that
-  sentence (and with the title) is the positive.
-- ``span`` (Contriever's cropping, Izacard et al. 2021): a run of ``SPAN_WORDS`` consecutive words is the query; the
-  text without it is the positive. It gives queries to documents with one long sentence, or none.
-- ``keywords``: 2–4 of the document's highest TF-IDF words and word pairs over the corpus, a short topical query like
-  a user's search terms; the positive is the whole document (its terms cannot be cut out of it, as GPL's generated
-  queries are not). Not in the default mix: it was the default for a while on one training draw's gain, which did
-  not hold over three seeds (docs/lab.md).
-- ``generated``: a query a small trained query generator (``ctxir.adapt.generator``, ``--generator DIR``) wrote for
-  the document, as GPL's T5 does; the positive is the whole document. The caller generates them (``generated``).
-- ``masked-keywords``: the same queries, with every word of the document that shares a stem with a query word cut
-  out of the positive, so the student must find the document by the words that go with its terms (a topic's other
-  vocabulary), not by the terms, which BM25 already matches. The teacher reads the document whole
-  (``WHOLE_FOR_TEACHER``).
+- ``title``: the title; ``sentence``: one sentence (inverse cloze, Lee et al. 2019); ``span``: ``SPAN_WORDS``
+  consecutive words (Contriever's cropping);
+- ``keywords``: 2–4 top TF-IDF terms, the positive the whole document; ``masked-keywords``: the same with the
+  query's stems cut out of the positive; ``generated``: a query generator's (``ctxir.adapt.generator``).
 
 >>> corpus = {"d1": {"title": "Where otters live",
 ...                  "text": "Otters dig dens in river banks. They eat fish and crabs at night."}}
@@ -40,20 +26,12 @@ QUERY_KINDS = ("title", "sentence", "span")
 # kinds a run may ask for besides the default mix (tried on dev, not adopted: docs/lab.md)
 OTHER_KINDS = ("keywords", "masked-keywords", "generated")
 ALL_KINDS = QUERY_KINDS + OTHER_KINDS
-# A masked-keywords positive keeps no trace of its query's words, so the teacher's BM25 would call every negative that
-# has them better than the document the query came from: the teacher reads that document whole (GPL's teacher reads
-# a generated query's document as it is).
+# the teacher reads these positives whole: cut of the query's words, its BM25 would prefer every negative
 WHOLE_FOR_TEACHER = frozenset({"masked-keywords"})
-# A query shorter than this says too little to be matched by meaning (a heading "Abstract", "Results:"); a sentence
-# longer than MAX_QUERY_WORDS is a passage, not a query.
-MIN_QUERY_WORDS = 3
-MAX_QUERY_WORDS = 48
-# A positive that is left with fewer words than this once its query is cut out carries no evidence for it.
-MIN_POSITIVE_WORDS = 8
-SPAN_WORDS = (
-    6,
-    16,
-)  # the cropped query's length in words, drawn uniformly (Contriever crops 10–50% of a passage)
+MIN_QUERY_WORDS = 3  # fewer says too little (a heading "Abstract")
+MAX_QUERY_WORDS = 48  # more is a passage
+MIN_POSITIVE_WORDS = 8  # a positive left with fewer carries no evidence for its query
+SPAN_WORDS = (6, 16)  # the cropped query's length in words, drawn uniformly
 # what each kind is, in a card's or a log's words
 KIND_NAMES = {
     "title": "titles",
@@ -127,8 +105,7 @@ def _keyword_queries(corpus: Corpus, doc_ids: list[str], rng: random.Random) -> 
     from sklearn.feature_extraction.text import TfidfVectorizer
 
     texts = [doc_text(corpus[d]) for d in doc_ids]
-    # min_df=2: a term no other document has would make the query a lookup of one word; max_df: not the corpus' own
-    # vocabulary ("study", "results" in abstracts), which tells its documents apart from nothing
+    # min_df=2: not a lookup of one word; max_df: not the corpus' own vocabulary ("study", "results")
     vectorizer = TfidfVectorizer(
         ngram_range=(1, 2), stop_words="english", min_df=2, max_df=0.5, sublinear_tf=True
     )
@@ -183,11 +160,8 @@ def pseudo_queries(
     seed: int = 42,
     generated: dict[str, list[str]] | None = None,
 ) -> list[PseudoQuery]:
-    """Up to ``per_doc`` queries from each document, one of each of ``kinds`` in turn (by default its title, a sentence
-    drawn at random, a span, then more sentences), then at most ``max_queries`` of them (0 = all), drawn at random
-    across documents so that every part of the corpus is represented. Seeded: the same corpus gives the same queries.
-    ``generated``: doc_id → the queries a generator wrote for it (the ``generated`` kind; documents left out get none).
-    """
+    """Up to ``per_doc`` queries from each document, one of each of ``kinds`` in turn, then at most ``max_queries``
+    (0 = all) drawn at random across documents; seeded. ``generated``: doc_id → a generator's queries for it."""
     for kind in kinds:
         if kind not in ALL_KINDS:
             raise CtxirError(
@@ -196,8 +170,7 @@ def pseudo_queries(
     if "generated" in kinds and generated is None:
         raise CtxirError("--query-kinds 'generated' needs a query generator: pass --generator DIR")
     rng = random.Random(seed)
-    # drawn from their own generator, so that adding the kind leaves the other kinds' draws as they were (and both
-    # keyword kinds draw the same queries)
+    # their own random generator: adding the kind leaves the other kinds' draws as they were
     wants_keywords = {"keywords", "masked-keywords"} & set(kinds)
     keywords = _keyword_queries(corpus, sorted(corpus), random.Random(seed)) if wants_keywords else {}
     found: list[PseudoQuery] = []

@@ -37,20 +37,16 @@ def adapter_record(args, corpus, settings, queries, teacher_name, loss, scale, r
 
 
 def _trained_with(record: dict) -> str:
-    if record["teacher"] == "none":
-        return f"no teacher: each query's mined negative and the batch's other documents are its negatives ({record['loss']})"
-    if record["teacher"].startswith("hybrid:"):
-        return (
-            f"the teacher `{record['teacher']}` (the base model's cosine plus BM25, each scaled to one spread of "
-            f"margins) labelled them with its score margins ({record['loss']})"
-        )
-    if record["teacher"].startswith("complement:"):
-        return (
-            f"the teacher `{record['teacher']}` (the base model's cosine plus BM25, each scaled to one spread of "
-            "margins; the negatives BM25 mined labelled by the cosine alone) labelled them with its score margins "
-            f"({record['loss']})"
-        )
-    return f"the teacher `{record['teacher']}` labelled them with its score margins ({record['loss']})"
+    teacher, loss = record["teacher"], record["loss"]
+    if teacher == "none":
+        return f"no teacher: each query's mined negative and the batch's other documents are its negatives ({loss})"
+    hybrid = "the base model's cosine plus BM25, each scaled to one spread of margins"
+    how = {
+        "hybrid:": f" ({hybrid})",
+        "complement:": f" ({hybrid}; the negatives BM25 mined labelled by the cosine alone)",
+    }
+    what = next((text for prefix, text in how.items() if teacher.startswith(prefix)), "")
+    return f"the teacher `{teacher}`{what} labelled them with its score margins ({loss})"
 
 
 def _made_how(record: dict) -> str:

@@ -1,10 +1,5 @@
-"""Training the bi-encoder's LoRA adapter with sentence-transformers' trainer and losses; the time budget; saving.
-
-With a teacher the loss is ``MarginMSELoss`` (GPL): the student's cosine margin sim(q, pos) - sim(q, neg) is pulled
-towards the teacher's margin, rescaled to the student's range (``teacher_scale``). Without one it is
-``MultipleNegativesRankingLoss`` over (query, positive, mined negative) with the other rows' documents as in-batch
-negatives (the batches hold no document twice: NO_DUPLICATES).
-"""
+"""Training the bi-encoder's LoRA adapter with sentence-transformers' trainer: ``MarginMSELoss`` on a teacher's
+margins (GPL), else ``MultipleNegativesRankingLoss`` with the mined negatives; the time budget; saving."""
 
 from __future__ import annotations
 
@@ -24,10 +19,12 @@ from ctxir.names import ADAPTER_CONFIG
 from ctxir.types import Corpus, doc_text
 
 logger = logging.getLogger(__name__)
-# every linear layer of a BERT block: the attention's query/key/value and output, the feed-forward pair ("dense" names
-# both the attention output and the feed-forward layers in transformers' BERT)
-LORA_TARGETS = ("query", "key", "value", "dense")
-LOSSES = ("margin-mse", "mnrl")
+LORA_TARGETS = (
+    "query",
+    "key",
+    "value",
+    "dense",
+)  # every linear layer of a BERT block ("dense": output and FFN)
 
 
 @dataclass
@@ -50,8 +47,8 @@ class TrainPlan:
 
 
 def load_student(base: str, device: str, max_seq_length: int, plan: TrainPlan):
-    """A fresh ``SentenceTransformer`` of ``base`` (not the shared one ``load_bi_encoder`` caches: the adapter is
-    added in place) with an untrained LoRA adapter over every linear layer of its transformer."""
+    """A fresh ``SentenceTransformer`` of ``base`` (not ``load_bi_encoder``'s cached one: the adapter is added in
+    place) with an untrained LoRA adapter over every linear layer of its transformer."""
     from peft import LoraConfig, TaskType
     from sentence_transformers import SentenceTransformer
     from transformers import set_seed
@@ -63,9 +60,7 @@ def load_student(base: str, device: str, max_seq_length: int, plan: TrainPlan):
     own_length = model.max_seq_length
     set_max_length(model, max_seq_length or None, name="--max-seq-length")
     model.ctxir_own_length = own_length  # what the saved adapter reads with (save_adapter): the base's own
-    # LoRA's A matrices start random: seeded here, before the trainer seeds the rest, or two runs of the same command
-    # train different adapters (tests/test_adapt_slow.py saw Medline's hybrid differ by 0.006)
-    set_seed(plan.seed)
+    set_seed(plan.seed)  # LoRA's A matrices start random: seeded before the trainer seeds the rest
     model.add_adapter(
         LoraConfig(
             task_type=TaskType.FEATURE_EXTRACTION,
@@ -108,11 +103,9 @@ def training_rows(
 
 def teacher_scale(model, rows: dict[str, list], sample: int = 256, seed: int = 42) -> float:
     """The factor that puts the teacher's margins on the student's scale: std of the student's cosine margins over std
-    of the teacher's, on up to ``sample`` rows (before training). A cross-encoder's scores spread over several units,
-    a cosine over a fraction of one: unscaled, the first steps would only stretch the student's scale."""
+    of the teacher's, on up to ``sample`` rows (before training)."""
     n = len(rows["anchor"])
     picked = np.random.default_rng(seed).choice(n, size=min(n, sample), replace=False)
-
     prompts = model_prompts(model)  # as the bi-encoder encodes queries and documents (ctxir.BiEncoder)
 
     def encode(column: str) -> np.ndarray:
@@ -130,10 +123,8 @@ def teacher_scale(model, rows: dict[str, list], sample: int = 256, seed: int = 4
 
 
 class BudgetCallback(TrainerCallback):
-    """Stops training at the first step that ends after ``deadline`` (time.monotonic()) and has that step saved as a
-    checkpoint, and checkpoints the first step that ends ``save_minutes`` after the last save; ``stopped_at`` is
-    that step, None while the budget holds; ``steps_run`` counts the steps this run
-    took (after a resumed checkpoint's)."""
+    """Stops (saved) at the first step that ends after ``deadline`` (``stopped_at``), and saves the first step that
+    ends ``save_minutes`` after the last save; ``steps_run`` counts this run's steps."""
 
     def __init__(self, deadline: float | None, save_minutes: float = 0.0):
         self.deadline, self.stopped_at, self.steps_run = deadline, None, 0
@@ -147,11 +138,8 @@ class BudgetCallback(TrainerCallback):
         # a slow step (minutes on a busy CPU) is checkpointed by time too: a killed run loses at most that long
         if self.save_seconds and time.monotonic() - self.saved > self.save_seconds:
             control.should_save = True
-        if (
-            self.deadline is not None
-            and time.monotonic() > self.deadline
-            and state.global_step < state.max_steps
-        ):
+        over = self.deadline is not None and time.monotonic() > self.deadline
+        if over and state.global_step < state.max_steps:
             control.should_save = True
             control.should_training_stop = True
             self.stopped_at = state.global_step
@@ -215,10 +203,8 @@ def train_adapter(model, rows: dict[str, list], loss_name: str, plan: TrainPlan,
 
 
 def save_adapter(model, folder: Path, base: str) -> int:
-    """Save the adapter (and the sentence-transformers modules around it) into ``folder``, naming ``base`` as given
-    (a Hub id resolves on any machine, the packaged copy offline), not the local path it was loaded from, and with
-    the base's own max length (training may read fewer tokens to save time and memory; the adapter reads documents
-    as its base does). Returns the adapter weights' size in bytes."""
+    """Save the adapter (and its modules) into ``folder``, naming ``base`` as given (not the local path it was loaded
+    from), with the base's own max length; → the adapter weights' size in bytes."""
     trained_length = model.max_seq_length
     model.max_seq_length = getattr(model, "ctxir_own_length", trained_length)
     model.save_pretrained(str(folder), create_model_card=False)

@@ -1,15 +1,9 @@
-"""An adapt run's output folder: its work files (kept so a rerun continues), the marker of a folder being written, and
-the record that says what the finished adapter is.
+"""An adapt run's output folder:
 
-DIR/                      the adapter (adapter_config.json, adapter_model.safetensors, the sentence-transformers
-                          modules, README.md) and adapt.json, written last
-DIR/adapt.incomplete      present from the run's start until adapt.json is written: ctxir refuses to load such a
-                          folder, so nothing half-written is ever used as if it were done
-DIR/work/settings.json    what the work files were made from (corpus fingerprint + the settings that shape them)
-DIR/work/queries.jsonl    the pseudo-queries (step 2)
-DIR/work/negatives.jsonl  each query's mined negatives (step 3)
-DIR/work/labels.jsonl     the teacher's scores, appended as they are computed (step 4: a rerun skips those done)
-DIR/work/checkpoints/     the trainer's checkpoints (step 5: a rerun resumes from the last)
+DIR/                      the adapter (PEFT files, sentence-transformers modules, README.md) and adapt.json, last
+DIR/adapt.incomplete      from the run's start until adapt.json is written: ctxir refuses to load the folder
+DIR/work/                 settings.json, queries.jsonl, negatives.jsonl, labels.jsonl (appended), checkpoints/:
+                          what a rerun continues from
 """
 
 from __future__ import annotations
@@ -29,8 +23,7 @@ RECORD_FILE = "adapt.json"
 RECORD_FORMAT = "ctxir-adapt/1"
 
 
-# the settings the work files (queries, negatives, teacher scores) are made from; a change to any other (training)
-# setting keeps them and only starts training again
+# the settings the work files are made from; a change to any other (training) setting keeps them
 DATA_SETTINGS = frozenset(
     {"corpus_fingerprint", "model", "teacher", "query_kinds", "queries_per_doc", "max_queries", "negatives"}
     | {"mining_depth", "seed", "generator"}
@@ -68,11 +61,8 @@ class WorkDir:
         return json.loads(self.record.read_text(encoding="utf-8")) if self.record.is_file() else {}
 
     def start(self, settings: dict, overwrite: bool) -> bool:
-        """Claim the folder for a run with ``settings``; True when earlier work with the same settings is continued.
-
-        A folder holding something other than an adapt run, or a run whose ``DATA_SETTINGS`` differ, is refused
-        unless ``overwrite`` (then its work and adapter are removed); where only training settings differ, the
-        checkpoints are dropped and the rest kept."""
+        """Claim the folder for a run with ``settings``; True when earlier work is continued. Another run's folder is
+        refused unless ``overwrite``; where only training settings differ, just the checkpoints are dropped."""
         if self.root.exists() and not self.root.is_dir():
             raise CtxirError(
                 f"--output {str(self.root)!r} is a file: give a folder (it is created if absent)"
@@ -114,7 +104,7 @@ class WorkDir:
 
     def finish(self, record: dict, keep_work: bool) -> None:
         """Move the final adapter (written whole to work/final) into the folder, write adapt.json, then drop the
-        marker: until that last step the folder reads as unfinished."""
+        marker."""
         for old in self.root.iterdir():  # an earlier (budget-stopped) adapter's files: replaced as a whole
             if old.name not in ("work", INCOMPLETE_MARKER):
                 shutil.rmtree(old) if old.is_dir() else old.unlink()

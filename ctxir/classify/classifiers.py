@@ -34,8 +34,7 @@ class Neighbour:
 
 @dataclass(frozen=True)
 class Prediction:
-    """The predicted label, a score per class (higher = closer; cosine, vote share or probability by method), and
-    the nearest labelled examples when the classifier has them.
+    """The predicted label, a score per class (higher = closer), and the nearest labelled examples if kept.
 
     >>> X = np.array([[1.0, 0.0], [0.0, 1.0]], dtype=np.float32)
     >>> [p] = CentroidClassifier().fit_embeddings(X, ["a", "b"]).predict_embeddings(X[:1], neighbours=1)
@@ -49,8 +48,7 @@ class Prediction:
 
 
 class EmbeddingClassifier:
-    """Shared by every method: ``fit(texts, labels)`` / ``predict(texts)`` encode and call the ``*_embeddings``
-    versions, which work on (N, D) unit vectors alone."""
+    """``fit``/``predict`` encode texts and call the ``*_embeddings`` methods, which take (N, D) unit vectors."""
 
     method = ""
 
@@ -132,8 +130,7 @@ class EmbeddingClassifier:
 
 
 class KnnClassifier(EmbeddingClassifier):
-    """k nearest labelled examples by cosine; scores are vote shares; ties go to the class whose neighbours are more
-    similar in sum. ``fit``/``predict`` take texts (with ``encoder``), the ``*_embeddings`` methods unit vectors.
+    """k nearest labelled examples by cosine; scores are vote shares; ties go to the more similar neighbours in sum.
 
     >>> X = np.array([[1.0, 0.0], [0.9, 0.436], [0.0, 1.0]], dtype=np.float32)
     >>> knn = KnnClassifier(k=3).fit_embeddings(X, ["a", "a", "b"])
@@ -157,14 +154,8 @@ class KnnClassifier(EmbeddingClassifier):
 
     def _votes(self, embeddings):
         self._check_fitted()
-        return knn_scores(
-            as_matrix(embeddings, "embeddings"),
-            self.reference,
-            self.reference_labels,
-            len(self.classes),
-            self.k,
-            self.weights,
-        )
+        x = as_matrix(embeddings, "embeddings")
+        return knn_scores(x, self.reference, self.reference_labels, len(self.classes), self.k, self.weights)
 
     def scores_embeddings(self, embeddings):
         return self._votes(embeddings)[0]
@@ -229,10 +220,8 @@ class LogRegClassifier(EmbeddingClassifier):
 
 
 class ZeroShotClassifier(EmbeddingClassifier):
-    """Cosine between a text and each label written into ``template``; no labelled example needed.
-
-    ``projection`` (D, d), from ``word_projection``, compares both sides after Davison's label projection.
-    ``fit`` is not needed; ``fit(texts, labels)`` only keeps labelled examples to show as neighbours.
+    """Cosine between a text and each label written into ``template`` (after ``projection`` (D, d), Davison's label
+    projection, when given); ``fit`` only keeps labelled examples to show as neighbours.
 
     >>> labels = np.array([[1.0, 0.0], [0.0, 1.0]], dtype=np.float32)  # label embeddings given, no encoder needed
     >>> zs = ZeroShotClassifier(None, ["Sports", "World"], label_vectors=labels)
@@ -267,10 +256,9 @@ class ZeroShotClassifier(EmbeddingClassifier):
         self.template, self.projection = template, projection
         self.classes = names
         self.prompts = [label.prompt(template) for label in self.labels]
+        given = label_vectors is not None
         self.label_vectors = (
-            as_matrix(label_vectors, "label_vectors")
-            if label_vectors is not None
-            else encode(encoder, self.prompts)
+            as_matrix(label_vectors, "label_vectors") if given else encode(encoder, self.prompts)
         )
 
     def fit_embeddings(self, embeddings, labels):

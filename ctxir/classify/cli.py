@@ -30,8 +30,7 @@ class ClassifyArgs:
     data: str = field(
         default="",
         metadata={
-            "help": "a folder holding train*.csv and test.csv (instead of "
-            "--train/--test), e.g. ../shared/data/agnews"
+            "help": "a folder holding train*.csv and test.csv (instead of --train/--test), e.g. ../shared/data/agnews"
         },
     )
     method: str = field(
@@ -40,19 +39,16 @@ class ClassifyArgs:
     labels: str = field(
         default="",
         metadata={
-            "help": "zero-shot labels file (.txt, or .csv/.jsonl with label and "
-            "optional description); default: the train file's labels. "
-            "Descriptions help: on AG News test the label names alone gave "
-            "0.6796 accuracy, names with short descriptions "
-            "(ctxir/assets/agnews_labels.csv) 0.7714 (docs/results.md, "
+            "help": "zero-shot labels file (.txt, or .csv/.jsonl with label and optional description); default: the "
+            "train file's labels. Descriptions help: on AG News test the label names alone gave 0.6796 accuracy, "
+            "names with short descriptions (ctxir/assets/agnews_labels.csv) 0.7714 (docs/results.md, "
             "Classification with embeddings)"
         },
     )
     templates: str = field(
         default="",
         metadata={
-            "help": "zero-shot templates separated by '||' (default: "
-            "ctxir.classify.TEMPLATES); the best on --train is used"
+            "help": "zero-shot templates separated by '||' (default: ctxir.classify.TEMPLATES); the best on --train is used"
         },
     )
     projection: str = field(
@@ -64,18 +60,16 @@ class ClassifyArgs:
     k: str = field(
         default="auto",
         metadata={
-            "help": "kNN neighbour count: auto chooses one of "
-            f"{','.join(map(str, K_GRID))} by {CV_FOLDS}-fold stratified "
-            "cross-validation accuracy on --train, then fits on all of "
-            "--train; or a comma list (1,5,15) to report each k"
+            "help": f"kNN neighbour count: auto chooses one of {','.join(map(str, K_GRID))} by {CV_FOLDS}-fold "
+            "stratified cross-validation accuracy on --train, then fits on all of --train; or a comma list "
+            "(1,5,15) to report each k"
         },
     )
     weights: str = field(default="uniform", metadata={"help": "kNN vote: uniform or distance"})
     shots: str = field(
         default="",
         metadata={
-            "help": "also run few-shot with N training examples per class; a comma "
-            "list (8,16,32,64) gives the curve"
+            "help": "also run few-shot with N training examples per class; a comma list (8,16,32,64) gives the curve"
         },
     )
     seeds: int = field(default=5, metadata={"help": "few-shot: seeds (samples of N per class)"})
@@ -97,13 +91,10 @@ def _methods(value: str) -> list[str]:
     names = [m.strip() for m in value.split(",") if m.strip()]
     if names == ["all"]:
         return list(METHODS)
-    for name in names:
+    for name in names or [""]:
         if name not in METHODS:
-            raise CtxirError(
-                f"--method {name!r} is not known: use a comma list of {', '.join(METHODS)}, or all"
-            )
-    if not names:
-        raise CtxirError("--method is empty: use a comma list of zero-shot, knn, centroid, logreg, or all")
+            what = f"--method {name!r} is not known" if name else "--method is empty"
+            raise CtxirError(f"{what}: use a comma list of {', '.join(METHODS)}, or all")
     return names
 
 
@@ -264,8 +255,8 @@ def _load_data(args: ClassifyArgs, task: _Task) -> None:
 
 
 def _embed(args: ClassifyArgs, task: _Task):
-    """(the encoder, texts timed, their seconds): times the encoder on up to 256 test texts uncached, then embeds
-    both sets through the cache."""
+    """(the encoder, texts timed, their seconds): the encoder timed on up to 256 test texts uncached, then both sets
+    embedded through the cache."""
     from ctxir.encoders.bi_encoder import BiEncoder, EmbeddingCache, cache_root
 
     cache = EmbeddingCache(cache_root(args.cache_dir or None) / "embeddings")
@@ -320,8 +311,8 @@ def _classify_all(args: ClassifyArgs, task: _Task, encoder, results: dict) -> tu
 
 
 def _knn_ks(args: ClassifyArgs, task: _Task) -> tuple[list[int], dict]:
-    """(the ks to run, how k was chosen): --k as given, or the one k of ``choose_k`` on the training embeddings
-    already computed, with every candidate's cross-validation scores (printed, and kept in the metrics)."""
+    """(the ks to run, how k was chosen): --k as given, or ``choose_k``'s on the training embeddings, with every
+    candidate's cross-validation scores."""
     if task.ks is not None:
         return task.ks, {}
     k, table = choose_k(task.train_x, task.train_y, weights=args.weights)
@@ -347,26 +338,16 @@ def _zero_shot(args: ClassifyArgs, task: _Task, encoder) -> tuple[dict, dict]:
     projection = word_projection(encoder, args.projection_words) if wanted else None
     vectors = label_vectors_for(encoder, task.labels, task.templates)
     if train and (len(vectors) > 1 or args.projection == "auto"):
+        tried = projection if args.projection != "off" else None
         best, table = select_zero_shot(
-            encoder,
-            task.labels,
-            task.train_x,
-            task.train_y,
-            task.templates,
-            projection if args.projection != "off" else None,
-            vectors,
+            encoder, task.labels, task.train_x, task.train_y, task.templates, tried, vectors
         )
         if args.projection == "on":
             best = max((r for r in table if r["projection"]), key=lambda r: r["train_accuracy"])
     else:
         best, table = {"template": next(iter(vectors)), "projection": args.projection == "on"}, []
-    classifier = ZeroShotClassifier(
-        encoder,
-        task.labels,
-        best["template"],
-        projection if best["projection"] else None,
-        vectors[best["template"]],
-    )
+    template, used = best["template"], projection if best["projection"] else None
+    classifier = ZeroShotClassifier(encoder, task.labels, template, used, vectors[template])
     chosen = {
         "template": best["template"],
         "projection": best["projection"],
@@ -387,11 +368,8 @@ def _few_shot_curve(args: ClassifyArgs, task: _Task) -> list[dict]:
             )
         )
         for name, result in curve[-1]["methods"].items():
-            print(
-                f"{n}-shot {name}: accuracy {result['accuracy']['mean']:.4f} ± "
-                f"{result['accuracy']['std']:.4f}",
-                flush=True,
-            )
+            accuracy = result["accuracy"]
+            print(f"{n}-shot {name}: accuracy {accuracy['mean']:.4f} ± {accuracy['std']:.4f}", flush=True)
     return curve
 
 
