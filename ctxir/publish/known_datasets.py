@@ -98,25 +98,16 @@ KNOWN_DATASETS = {
         "{EMNLP},\n  year = {2015}\n}",
     ),
 }
-_DATASET_ALIASES = {
-    "agnews": "agnews",
-    "agnewstopicclassification": "agnews",
-    "scifact": "scifact",
-    "beirscifact": "scifact",
-    "stsb": "stsb",
-    "stsbenchmark": "stsb",
-    "stsbenchmarksts": "stsb",
-    "sick": "sick",
-    "sickr": "sick",
-    "sicke": "sick",
-    "snli": "snli",
-    "msmarco": "msmarco",
-    "msmarcosample": "msmarco",
-    "msmarcopassage": "msmarco",
-    "squad": "squad",
-    "squadv11": "squad",
-    "wikiqa": "wikiqa",
+# other spellings of a KNOWN_DATASETS key, as dataset_info normalises names (lowercase letters and digits)
+_OTHER_SPELLINGS = {
+    "agnews": ("agnewstopicclassification",),
+    "scifact": ("beirscifact",),
+    "stsb": ("stsbenchmark", "stsbenchmarksts"),
+    "sick": ("sickr", "sicke"),
+    "msmarco": ("msmarcosample", "msmarcopassage"),
+    "squad": ("squadv11",),
 }
+_DATASET_ALIASES = {alias: key for key in KNOWN_DATASETS for alias in (key, *_OTHER_SPELLINGS.get(key, ()))}
 # each training source's terms, as ctxir.publish.licenses.parse_license reads them (a training run writes them
 # into metrics.json's datasets[].license; the card names each one)
 DATA_LICENSES = {
