@@ -1,26 +1,16 @@
-"""Overload the app on loopback and record what happens: successes, refusals, errors, latency, server memory.
+"""Overload ``python app.py`` on loopback in ``--bursts`` identical bursts of ``--clients`` gradio_client visitors
+calling ``MIX``, and record each request's outcome (ok, refused, error, hung), latency and the server's RSS.
 
-    python scripts/load_test.py                                   # 64 clients, 3 bursts of 40 s, mixed endpoints
     python scripts/load_test.py --clients 16 --bursts 1 --burst-s 20 --output /tmp/load.json
-    python scripts/load_test.py --app-args "--max-queue 64 --max-sessions 10000 --malloc-arenas 0"
-
-Starts ``python app.py`` in its own process (its embedding cache fresh and warmed first), waits until it answers a
-search, then runs ``--bursts`` identical bursts: ``--clients`` threads, each its own gradio_client session, calling
-``MIX`` for ``--burst-s`` seconds. A request ends "ok", "refused" (the queue is full; the visitor tries again after
-1 s), "error" (with the message) or "hung" (over ``--request-timeout-s``). The server's RSS is sampled every 0.5 s;
-after the last burst the page must still answer. ``--output``: per burst the counts, latency percentiles per
-endpoint, RSS at start, end and peak, and its growth over the burst before.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import platform
 import random
 import shlex
-import socket
 import subprocess
 import sys
 import tempfile
@@ -33,32 +23,24 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a file: python scripts/load_test.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.app import free_port
 from benchmarks.common import opt
 from ctxir import kinds
+from ctxir.files import write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
+SENTENCES = "I sat on the river bank.\nShe deposited money at the bank."
 # (api name, arguments, weight): what a visitor does, searches most
 MIX = [
     ("/search", ("otters playing on the river bank", None, kinds.DENSE, "none", 10, 20), 5),
     ("/search", ("interest rates at the bank", None, kinds.HYBRID, "none", 10, 20), 3),
     ("/score_pairs", ("river bank", "Otters dig dens in the river bank.\nThe bank raised its rates."), 2),
-    ("/sentence_similarity", ("I sat on the river bank.\nShe deposited money at the bank.", 6, "mean"), 1),
+    ("/sentence_similarity", (SENTENCES, 6, "mean"), 1),
     ("/attention", (kinds.BI_ENCODER, "The otters played on the river bank.", "", "head", [], [], 5, 1), 1),
     ("/explain", ("river bank", "Otters dig dens in the river bank.", kinds.BI_ENCODER), 1),
-    (
-        "/token_embeddings",
-        (
-            kinds.BI_ENCODER,
-            "I sat on the river bank.\nShe deposited money at the bank.",
-            "bank",
-            0,
-            6,
-            ["pca"],
-        ),
-        1,
-    ),
+    ("/token_embeddings", (kinds.BI_ENCODER, SENTENCES, "bank", 0, 6, ["pca"]), 1),
 ]
 BUSY_WORDS = ("queue is full", "too many", "busy", "try again")
 
@@ -71,18 +53,10 @@ class LoadArgs:
     pause_s: float = opt(5.0, "quiet seconds between bursts")
     request_timeout_s: float = opt(120.0, "a request taking longer counts as hung")
     app_args: str = opt("", "extra flags for python app.py (quoted)")
-    warm_cache: bool = opt(
-        True, "encode the startup corpus into the app's fresh embedding cache before starting it"
-    )
+    warm_cache: bool = opt(True, "encode the startup corpus into the app's fresh embedding cache first")
     startup_timeout_s: float = 600.0
     seed: int = 0
     output: str = opt("results/load_test.json", "JSON written here")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def rss_mb(pid: int) -> float | None:
@@ -171,15 +145,9 @@ def visitor(url: str, stop_at: float, timeout_s: float, rng: random.Random, reco
             api, call = rng.choice(calls)
             started = time.perf_counter()
             outcome, message = request(client, api, call, timeout_s)
+            seconds = time.perf_counter() - started
             with lock:
-                records.append(
-                    {
-                        "api": api,
-                        "outcome": outcome,
-                        "seconds": time.perf_counter() - started,
-                        "message": message,
-                    }
-                )
+                records.append({"api": api, "outcome": outcome, "seconds": seconds, "message": message})
             if outcome == "refused":
                 time.sleep(1.0)  # a person told "busy, try again" clicks again a moment later
     finally:
@@ -198,13 +166,11 @@ def summarise(records: list[dict], rss: list[float]) -> dict:
     per_api = {}
     for api in sorted({r["api"] for r in records}):
         ok = [r["seconds"] for r in records if r["api"] == api and r["outcome"] == "ok"]
+        mine = [r for r in records if r["api"] == api]
         per_api[api] = {
-            "requests": sum(r["api"] == api for r in records),
+            "requests": len(mine),
             "ok": len(ok),
-            **{
-                o: sum(r["api"] == api and r["outcome"] == o for r in records)
-                for o in ("refused", "error", "hung")
-            },
+            **{o: sum(r["outcome"] == o for r in mine) for o in ("refused", "error", "hung")},
             "p50_s": percentile(ok, 0.5),
             "p95_s": percentile(ok, 0.95),
         }
@@ -225,21 +191,9 @@ def one_burst(url: str, server: subprocess.Popen, args: LoadArgs, burst: int, lo
     every 0.5 s; → its summary. Stops the run if the app dies meanwhile."""
     records, lock, rss = [], threading.Lock(), [rss_mb(server.pid)]
     stop_at = time.time() + args.burst_s
-    threads = [
-        threading.Thread(
-            target=visitor,
-            daemon=True,
-            args=(
-                url,
-                stop_at,
-                args.request_timeout_s,
-                random.Random(args.seed * 1000 + burst * 100 + i),
-                records,
-                lock,
-            ),
-        )
-        for i in range(args.clients)
-    ]
+    rngs = [random.Random(args.seed * 1000 + burst * 100 + i) for i in range(args.clients)]
+    visitors = [(url, stop_at, args.request_timeout_s, rng, records, lock) for rng in rngs]
+    threads = [threading.Thread(target=visitor, daemon=True, args=a) for a in visitors]
     for t in threads:
         t.start()
     while any(t.is_alive() for t in threads):
@@ -258,13 +212,9 @@ def warm_cache(app_args: str, env: dict) -> None:
         "import sys; from ctxir.app.config import AppConfig; from ctxir.app.state import AppState; "
         "AppState.load(AppConfig(corpus=sys.argv[1]))"
     )
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
     subprocess.run(
-        [sys.executable, "-c", code, _flag(app_args, "--corpus")],
-        cwd=ROOT,
-        env=env,
-        check=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        [sys.executable, "-c", code, _flag(app_args, "--corpus")], cwd=ROOT, env=env, check=True, **quiet
     )
 
 
@@ -303,21 +253,12 @@ def record(script: str, settings, command: list[str], **fields) -> dict:
     }
 
 
-def write(result: dict, output: str) -> Path:
-    out = Path(output)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1) + "\n")
-    return out
-
-
 def run(args: LoadArgs) -> dict:
-    # 1. the app in its own process, with a fresh embedding cache
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "CTXIR_CACHE": tempfile.mkdtemp(prefix="ctxir-load-cache-")}
     if args.warm_cache:
         warm_cache(args.app_args, env)
     log = Path(tempfile.mktemp(prefix="ctxir-load-app-", suffix=".log"))
     with serving(shlex.split(args.app_args), env, log, args.startup_timeout_s) as (url, server, command):
-        # 2. identical bursts, RSS sampled throughout
         bursts = []
         for burst in range(args.bursts):
             summary = one_burst(url, server, args, burst, str(log))
@@ -333,18 +274,15 @@ def run(args: LoadArgs) -> dict:
                 flush=True,
             )
             time.sleep(args.pause_s)
-        # 3. still serving?
         alive = answers(url)
-    result = record(
-        "load_test.py",
-        args,
-        command,
-        args=asdict(args),
-        bursts=bursts,
-        still_serving=alive,
-        app_exit_code=server.returncode,
-    )
-    out = write(result, args.output)
+    fields = {
+        "args": asdict(args),
+        "bursts": bursts,
+        "still_serving": alive,
+        "app_exit_code": server.returncode,
+    }
+    result = record("load_test.py", args, command, **fields)
+    out = write_json(args.output, result, indent=1)
     print(f"still serving: {alive}; written {out}")
     return result
 
