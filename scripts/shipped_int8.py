@@ -1,15 +1,6 @@
-"""The shipped cross-encoder's nDCG@10 on the packaged demo corpus through the app's default scoring path, recorded.
-
-    python scripts/shipped_int8.py       # writes docs/bench/shipped-int8-demo.json
-    python scripts/shipped_int8.py --suite INT8.json   # writes docs/bench/shipped-int8-suite.json
-
-``--suite`` sets an ``onnx-int8`` run of the out-of-domain suite (``python -m training.evaluate_reranker ...
---rerank-backend onnx-int8 --output INT8.json``) beside the shipped torch figures, each held to the 0.005 rule.
-
-The app's path: its models loaded as ``python app.py`` loads them, the demo corpus indexed as the app indexes it,
-each first stage's top 20 re-ranked alone and fused. The record holds each first stage's figures under
-``--backend``, the weights fingerprint, the ONNX file and the machine; tests/test_shipped_quality.py recomputes them.
-"""
+"""The shipped cross-encoder's nDCG@10 on the demo corpus through the app's default scoring path (each first stage's
+top 20 re-ranked alone and fused), recorded; ``--suite INT8.json``: an onnx-int8 run of the out-of-domain suite
+beside the shipped torch figures, each held to the 0.005 rule."""
 
 from __future__ import annotations
 
@@ -35,8 +26,8 @@ DEPTH = 20
 
 
 def load_app(backend: str, cache: Path):
-    """(the app's models with the shipped cross-encoder only, the demo corpus's index): as app.py loads them, the
-    re-ranker scored through ``backend``, exports and embeddings kept under ``cache``."""
+    """(the app's models with the shipped cross-encoder only, the demo corpus's index), scored through ``backend``,
+    exports and embeddings under ``cache``."""
     from ctxir.app.config import AppConfig
     from ctxir.app.corpus_index import CorpusIndex
     from ctxir.app.models import AppModels
@@ -57,8 +48,8 @@ def load_app(backend: str, cache: Path):
 
 
 def figures(reranker, index, first_stage: str) -> dict[str, float]:
-    """{"first_stage" | "alone" | "fused": nDCG@10} over the demo queries with judgements, ``reranker`` re-ranking
-    ``first_stage``'s top 20 of ``index`` (4 decimals, as evaluation.json records them)."""
+    """{"first_stage" | "alone" | "fused": nDCG@10} over the judged demo queries, ``reranker`` re-ranking
+    ``first_stage``'s top 20 of ``index``."""
     from ctxir.data import load_qrels, load_queries
     from ctxir.data.demo import ASSETS
     from ctxir.evaluation import evaluate_run
@@ -66,15 +57,11 @@ def figures(reranker, index, first_stage: str) -> dict[str, float]:
 
     qrels = load_qrels(ASSETS / "demo_qrels.tsv")
     queries = {q: t for q, t in load_queries(ASSETS / "demo_queries.jsonl").items() if q in qrels}
-    pipeline = Pipeline(
-        index.retriever(first_stage),
-        reranker,
-        depth=DEPTH,
-        fusion=mode_fusion(reranker, "fused", first_stage),
+    fusion = mode_fusion(reranker, "fused", first_stage)
+    runs = Pipeline(index.retriever(first_stage), reranker, depth=DEPTH, fusion=fusion).run(
+        queries, show_progress=False
     )
-    runs = pipeline.run(queries, show_progress=False)
-    # each list scored in its shown order, as evaluation.json's: a run keeps its list's order as the order of its
-    # keys, and evaluate_run orders tied scores (BM25's on the demo corpus) as listed
+    # each list scored in its shown order: evaluate_run orders tied scores (BM25's on the demo corpus) as listed
     return {"queries": len(queries)} | {
         name: round(float(evaluate_run(qrels, runs[key]).aggregate["nDCG@10"]), 4)
         for name, key in (("first_stage", "first_stage"), ("alone", "rerank"), ("fused", "fused"))
