@@ -124,7 +124,7 @@ def timing_lines(timing: str) -> list[str]:
     """The record's timing: one line, or a list of its clauses where a sentence of it is over ``MAX_WORDS``."""
     if all(_words(s) <= MAX_WORDS for s in timing.split(". ")):
         return [f"Timing: {timing}.  "]
-    return ["", "Timing:", "", *(f"- {c}" for c in clauses(timing)), ""]
+    return ["", "Timing:", "", *(line for c in clauses(timing) for line in (f"- {c}", ""))]
 
 
 def describe(record: dict, json_link: str = "") -> str:

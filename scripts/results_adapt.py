@@ -1,27 +1,9 @@
-"""``ctxir adapt`` measured as a user meets it: adapt on each collection's corpus alone, then evaluate its test
-queries before and after, with paired tests; rewrite the table in docs/results.md and docs/bench/adapt.json.
+"""``ctxir adapt`` on each collection's corpus alone, evaluated before and after; docs/bench/adapt.json and its tables.
 
-    python scripts/results_adapt.py                          # every collection: adapt, evaluate, the table
-    python scripts/results_adapt.py --collections lisa,med   # some (the others' rows are kept from adapt.json)
-    python scripts/results_adapt.py --dev true               # SciFact's *training* claims: the dev the settings are
-                                                             # chosen on (no test query is read)
-    python scripts/results_adapt.py --dev true --collections squad   # the second dev: SQuAD v1.1 dev (general/),
-                                                             # where BM25 is strong, so a hybrid's drop shows
-    python scripts/results_adapt.py --dev true --collections msmarco-triples   # the third: MS MARCO's training
-                                                             # triples (general/), short web queries
-    python scripts/results_adapt.py --dev true --collections wikiqa   # the fourth: WikiQA's search-engine
-                                                             # questions over its ~200-word Wikipedia summaries
-    python scripts/results_adapt.py --dev true --collections squad-unseen   # SQuAD's articles the query generator
-                                                             # (training/train_query_generator.py) never read
-    python scripts/results_adapt.py --dev true --collections squad --label X "--adapt-args=..." --against default \
-        --seeds 42,1,2                                       # a setting against the default, paired, seed by seed
-    python scripts/results_adapt.py --table-only true        # the table from docs/bench/adapt.json
-
-Each collection runs ``ctxir adapt --corpus <its folder> --output outputs/adapt/<name>`` at the defaults (the same
-command a user runs; rerunning continues or skips it), then ``ctxir evaluate`` at dense and at hybrid + the shipped
-cross-encoder's default (fused) mode over the hybrid's top 20, once with the base bi-encoder and once with the adapter.
-Every evaluation is kept in ``outputs/adapt/<name>/eval-*.json`` and reused. Nothing here is chosen on a test query:
-the settings are ``ctxir adapt``'s defaults, chosen on ``--dev`` (docs/lab.md says how).
+    python scripts/results_adapt.py [--collections lisa,med]     # test collections; the others' rows are kept
+    python scripts/results_adapt.py --dev true --collections squad [--label X "--adapt-args=..." --against default \
+        --seeds 42,1,2]                                          # a dev setting, paired against the default
+    python scripts/results_adapt.py --table-only true            # the tables from docs/bench/adapt.json
 """
 
 from __future__ import annotations
@@ -36,23 +18,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ctxir import kinds  # noqa: E402  (after the path: runs from any folder)
-from ctxir.encoders.models import DEFAULT_BI_ENCODER  # noqa: E402  (after the path: runs from any folder)
+from ctxir import kinds  # noqa: E402
+from ctxir.encoders.models import DEFAULT_BI_ENCODER  # noqa: E402
 from ctxir.evaluation.metrics import paired_test  # noqa: E402
 from ctxir.files import read_json, write_json  # noqa: E402
 from scripts.results_adapt_doc import (  # noqa: E402,F401  (table, comparison, musts: the tests read them here)
     OVERLAP_DEPTH,
     PREVIOUS,
     RECORD,
-    TIMES_END,
-    TIMES_START,
-    _replace,
     comparison,
     musts,
     table,
     times,
     write_table,
 )
+from scripts.results_tables import write_block  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 # name → (folder under ../shared/data, label)
@@ -63,17 +43,12 @@ COLLECTIONS = {
     "lisa": ("classic/lisa_beir", "LISA"),
     "msmarco": ("msmarco_sample", "MS MARCO sample"),
 }
-# the dev collections: name → (label, split). "squad" and "msmarco-triples" are BEIR folders written from
-# ../shared/data/general (training data, judged nowhere): SQuAD v1.1 dev's questions reuse their paragraph's words,
-# so BM25 is strong there and the hybrid's part of the musts can be read on dev (SciFact's training claims never
-# showed the hybrid fall); MS MARCO's training triples have short web queries, as most test collections do; WikiQA's
-# are real search-engine questions (not written from the passage, as SQuAD's were) over whole Wikipedia summaries
+# the dev collections: name → (label, split); all but SciFact are BEIR folders written from ../shared/data/general
 DEV = {
     "scifact": ("SciFact", "train"),
     "squad": ("SQuAD v1.1 dev (general/)", "dev"),
     "msmarco-triples": ("MS MARCO training triples (general/)", "dev"),
     "wikiqa": ("WikiQA questions over pages (general/)", "dev"),
-    # the articles the query generator never read (training/train_query_generator.py trains on the other half)
     "squad-unseen": ("SQuAD v1.1 dev, the generator's unseen half (general/)", "dev"),
 }
 GENERAL = {  # name → (its file under ../shared/data/general, the ctxir.data.general reader's name)
@@ -82,9 +57,7 @@ GENERAL = {  # name → (its file under ../shared/data/general, the ctxir.data.g
     "wikiqa": ("wikiqa", "load_wikiqa_pages"),  # the folder: all three splits' pages
     "squad-unseen": ("squad-v1.1/dev-v1.1.json", "load_squad_unseen"),
 }
-DEV_QUESTIONS = (
-    3000  # a seeded sample of a set's questions (SQuAD's 10,570): each evaluation about a minute here
-)
+DEV_QUESTIONS = 3000  # a seeded sample of a set's questions, so each evaluation takes about a minute
 # the ctxir evaluate runs: name → flags (the re-ranked one also gives its first stage, the hybrid, alone)
 EVALS = {
     "dense": ["--retriever", "dense"],
@@ -101,8 +74,7 @@ SYSTEMS = {
     "hybrid": ("hybrid-rerank", "hybrid-rerank", "hybrid"),
     "hybrid + re-ranker": ("hybrid-rerank", "hybrid-rerank", FUSED),
 }
-# --dev (809 training claims): the first stages only, the re-ranker's 16,000 pairs would take an hour here; the hybrid
-# of BM25, base and adapter was tried there (docs/lab.md) and lost, so the test table does not carry it
+# --dev: the first stages only (re-ranking every dev query would take an hour here)
 DEV_SYSTEMS = {
     "dense": ("dense", "dense", "dense"),
     "hybrid": ("hybrid", "hybrid", "hybrid"),
@@ -114,8 +86,6 @@ DEFAULT_SEED = 42  # ctxir adapt's --seed
 
 @dataclass
 class ResultsAdaptArgs:
-    """Adapt on each collection's corpus and evaluate before and after (issue 50's table)."""
-
     collections: str = field(
         default=",".join(COLLECTIONS), metadata={"help": "comma list of " + ", ".join(COLLECTIONS)}
     )
@@ -154,7 +124,7 @@ class ResultsAdaptArgs:
 def _ctxir(*argv: str) -> None:
     command = [sys.executable, "-m", "ctxir", *argv]
     print("$ " + " ".join(command[2:]), flush=True)
-    # offline: every model is local (the packaged base, the shipped teacher); no Hub attempt per command
+    # every model is local (the packaged base, the shipped teacher): no Hub attempt per command
     subprocess.run(command, check=True, cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"})
 
 
@@ -176,10 +146,7 @@ def adapt(name: str, folder: Path, output: Path, args: ResultsAdaptArgs) -> dict
 def evaluate(folder: Path, model: str, split: str, run: str, out: Path, args: ResultsAdaptArgs) -> dict:
     """``ctxir evaluate`` of ``model`` (kept in ``out``; reused when there)."""
     if not out.is_file():
-        flags = EVALS[run]
-        threads = ["--torch-threads", str(args.torch_threads)] if args.torch_threads else []
-        _ctxir(
-            "evaluate",
+        flags = [
             "--data",
             str(folder),
             "--split",
@@ -190,15 +157,14 @@ def evaluate(folder: Path, model: str, split: str, run: str, out: Path, args: Re
             "20",
             "--output",
             str(out),
-            *flags,
-            *threads,
-        )
+        ]
+        threads = ["--torch-threads", str(args.torch_threads)] if args.torch_threads else []
+        _ctxir("evaluate", *flags, *EVALS[run], *threads)
     return read_json(out)
 
 
 def general_folder(name: str, out: Path) -> Path:
-    """A ``GENERAL`` set as a BEIR folder (``qrels/dev.tsv``; at most ``DEV_QUESTIONS`` questions, drawn with seed
-    0), written once under the work folder from ../shared/data (never into the repository)."""
+    """A ``GENERAL`` set as a BEIR folder under the work folder (at most ``DEV_QUESTIONS`` questions, seed 0)."""
     import random
 
     from ctxir.data import general, write_beir
@@ -223,8 +189,7 @@ def measure(name: str, args: ResultsAdaptArgs) -> dict:
     output = adapter_folder(name, args.label, args)
     record = adapt(name, folder, output, args)
     models = {"before": DEFAULT_BI_ENCODER, "after": str(output)}
-    # kept outside the adapter's folder (ctxir adapt touches no folder with other files), keyed by the adapter's
-    # weights: a re-adapted folder is evaluated again, the base's evaluations are shared by every adapter
+    # keyed by the adapter's weights: a re-adapted folder is evaluated again; the base's evaluations are shared
     tags = {"before": "base", "after": "adapted-" + _weights_hash(output)}
     per_query, rows, dense_runs, after = {}, [], {}, {}
     systems = DEV_SYSTEMS if args.dev else SYSTEMS
@@ -264,7 +229,7 @@ def measure(name: str, args: ResultsAdaptArgs) -> dict:
         "pseudo_queries": record["queries"],
         "query_examples": record["query_examples"],
         "machine": None if record["reused"] else _machine(),  # None: the record's own, kept by run()
-        "lora_init_seeded": True,  # since 2026-11-29: earlier records came from unseeded LoRA initial weights
+        "lora_init_seeded": True,
         "teacher": record["teacher"],
         "loss": record["loss"],
         "rows": rows,
@@ -273,14 +238,12 @@ def measure(name: str, args: ResultsAdaptArgs) -> dict:
 
 
 def adapter_folder(name: str, label: str, args: ResultsAdaptArgs) -> Path:
-    """Where a setting's adapter for collection ``name`` lives: ``<work>/<name>-<label>``, or ``<work>/<name>`` with no
-    label."""
+    """``<work>/<name>-<label>``, or ``<work>/<name>`` with no label."""
     return ROOT / args.work / (f"{name}-{label}" if label else name)
 
 
 def versus(name: str, folder: Path, split: str, after: dict, systems: dict, args: ResultsAdaptArgs) -> dict:
-    """--against: this setting's adapter against another setting's on the same queries, stage by stage (a paired test
-    of the two adapters, which the two rows' deltas against the base only suggest)."""
+    """--against: a paired test of this setting's adapter against another setting's, stage by stage."""
     other = adapter_folder(name, "" if args.against == "default" else args.against, args)
     if not (other / "adapt.json").is_file() or not read_json(other / "adapt.json").get("complete"):
         raise SystemExit(
@@ -307,9 +270,7 @@ def versus(name: str, folder: Path, split: str, after: dict, systems: dict, args
 
 
 def bm25_overlap(folder: Path, split: str, runs: dict[str, dict]) -> dict[str, float]:
-    """{"before": share, "after": share}: of dense's top ``OVERLAP_DEPTH`` for each query, the share BM25's top
-    ``OVERLAP_DEPTH`` holds too, averaged over the queries. The hybrid gains where the two disagree: an adapter that
-    learns BM25's view leaves the fusion less to add (docs/results.md)."""
+    """{"before": share, "after": share}: the mean share of dense's top ``OVERLAP_DEPTH`` that BM25's holds too."""
     from ctxir.data.beir import load_beir
     from ctxir.retrieval import BM25Retriever
 
@@ -366,9 +327,7 @@ def _seeds(args: ResultsAdaptArgs) -> list[int]:
 
 
 def seeded(args: ResultsAdaptArgs, seed: int) -> ResultsAdaptArgs:
-    """``args`` for one of --seeds: ctxir adapt's default seed keeps the label; another adds ``seed<N>`` to the label
-    (and to --against's, so each seed is paired with the same seed of the other setting) and ``--seed N`` to the
-    adapt args: its own pseudo-queries, negatives and LoRA initial weights."""
+    """``args`` for one of --seeds: another seed than the default adds ``seed<N>`` to the labels and ``--seed N``."""
     if seed == DEFAULT_SEED:
         return args
     tag = f"seed{seed}"
@@ -382,10 +341,8 @@ def seeded(args: ResultsAdaptArgs, seed: int) -> ResultsAdaptArgs:
 
 
 def dev_records(name: str, args: ResultsAdaptArgs, seeds: list[int]) -> dict | None:
-    """A dev setting measured at each of ``seeds`` (one record each, dev-<name>-<label>.json); with more than one,
-    the Δ of each stage at every seed and their mean (and --against's paired Δ likewise) in <...>-seeds.json: one
-    draw's Δ moves by as much as two settings differ (docs/lab.md)."""
-    stem = "dev" if name == "scifact" else f"dev-{name}"  # SciFact's name predates the second dev
+    """A dev setting at each of ``seeds`` (dev-<name>-<label>.json); with several, each stage's Δ by seed and mean."""
+    stem = "dev" if name == "scifact" else f"dev-{name}"
     found = {}
     for seed in seeds:
         one = seeded(args, seed)
@@ -454,7 +411,7 @@ def run(args: ResultsAdaptArgs) -> dict:
             )
         seeds = _seeds(args)
         for name in names:
-            if args.dev:  # dev results go beside the adapter, never into the test table
+            if args.dev:
                 dev_records(name, args, seeds)
                 continue
             result = measure(name, args)
@@ -464,22 +421,14 @@ def run(args: ResultsAdaptArgs) -> dict:
                 old = [r for r in record["collections"] if r["collection"] == result["collection"]]
                 result["machine"] = old[0]["machine"] if old else f"{_machine()} (adapter reused)"
             record["collections"] = [*kept, result]
-            record["collections"].sort(
-                key=lambda r: list(COLLECTIONS.values()).index(
-                    next(v for v in COLLECTIONS.values() if v[1] == r["collection"])
-                )
-            )
+            labels = [label for _, label in COLLECTIONS.values()]
+            record["collections"].sort(key=lambda r: labels.index(r["collection"]))
             write_json(record_path, record)
     if not args.dev:
         write_table(record, Path(args.doc))
         if args.training_doc:
-            _replace(
-                Path(args.training_doc),
-                TIMES_START,
-                TIMES_END,
-                "\n".join(times(record)),
-                "### How long it took here, and the pseudo-queries",
-            )
+            block = "\n".join(times(record))
+            write_block(Path(args.training_doc), block, "### How long it took here, and the pseudo-queries")
     return record
 
 

@@ -1,21 +1,13 @@
-"""The out-of-domain suite that decides shipping: rewrite its tables in docs/results.md from the shipped re-rankers'
-evaluation.json (``--evaluate`` runs the suite first).
+"""Rewrite docs/results.md's out-of-domain suite tables from the shipped re-rankers' evaluation.json.
 
-    python scripts/results_suite.py --evaluate     # every shipped re-ranker over the suite, then the tables
-    python scripts/results_suite.py                # the tables from the evaluation.json files already there
+    python scripts/results_suite.py [--evaluate]     # --evaluate: run the suite for each shipped re-ranker first
 
-The suite (``python -m training.evaluate_reranker --suite true``): SciFact test (all claims and those whose abstracts
-no training claim cites), the MS MARCO sample, the app's demo corpus and three classic collections of other domains
-(Medline, NPL, LISA; ``../shared/data/classic``), each over BM25, dense and hybrid top 20; the re-ranker alone and
-the default (fused) mode, each against its first stage with a paired t-test. Nothing is chosen on these collections.
-The musts it checks (issue #32): the default never more than 0.005 nDCG@10 below its first stage; the re-ranker alone
-never below BM25 on the same collection.
+The suite and its musts: ``python -m training.evaluate_reranker --suite true`` (docs/results.md says which).
 """
 
 from __future__ import annotations
 
 import argparse
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -23,13 +15,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ctxir.encoders.models import SHIPPED_MODELS  # noqa: E402  (after the path: the script runs from any folder)
+from ctxir.encoders.models import SHIPPED_MODELS  # noqa: E402
 from ctxir.evaluation.suite import first_stages_line, suite_table  # noqa: E402
 from ctxir.files import read_json  # noqa: E402
 from ctxir.rerank.registry import CLS_LR, CROSS_ENCODER  # noqa: E402
+from scripts.results_tables import write_block  # noqa: E402
 
 START, END = "<!-- suite:start -->", "<!-- suite:end -->"
-# label → the shipped re-ranker's folder, from the checkout's root: "cross-encoder" → "ctxir/assets/models/cross-encoder"
+# label → the shipped re-ranker's folder, relative to the checkout
 MODELS = {
     kind.label: SHIPPED_MODELS[kind.shipped].relative_to(ROOT).as_posix() for kind in (CROSS_ENCODER, CLS_LR)
 }
@@ -68,23 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     summary_from = None
     for name, folder in models.items():
         if args.evaluate:
-            subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "training.evaluate_reranker",
-                    "--model",
-                    folder,
-                    "--suite",
-                    "true",
-                    "--torch-threads",
-                    args.torch_threads,
-                    "--scores-dir",
-                    f"outputs/scores-suite-{name}",
-                ],
-                check=True,
-                cwd=ROOT,
-            )
+            flags = ["--model", folder, "--suite", "true", "--torch-threads", args.torch_threads]
+            flags += ["--scores-dir", f"outputs/scores-suite-{name}"]
+            subprocess.run([sys.executable, "-m", "training.evaluate_reranker", *flags], check=True, cwd=ROOT)
         path = ROOT / folder
         result = read_json(path if path.is_file() else path / "evaluation.json") or {}
         lines += suite_table(name, folder, result)
@@ -96,12 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(lines[1:-1]))
         return 0
     doc = Path(args.doc)
-    text = doc.read_text() if doc.is_file() else f"# Results\n\n{START}\n{END}\n"
-    if START not in text:
-        text += f"\n## The out-of-domain suite (shipping decisions)\n\n{START}\n{END}\n"
-    doc.write_text(
-        re.sub(re.escape(START) + ".*?" + re.escape(END), lambda _: "\n".join(lines), text, flags=re.S)
-    )
+    write_block(doc, "\n".join(lines), "## The out-of-domain suite (shipping decisions)")
     print(f"-> {doc}")
     return 0
 

@@ -1,14 +1,10 @@
-"""docs/results.md's generated training table read back as text: its markers, a row's cells, the rows it holds.
-
-``results_training.py`` writes the table and keeps the rows of runs whose files are gone; ``results_targets.py``
-quotes figures from it.
-"""
+"""Helpers the results_* scripts share: a figure's format, a table row's cells, a doc block's rewrite."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
-START, END = "<!-- training:start -->", "<!-- training:end -->"
 # the shipped cross-encoder's row label, which the targets block names too
 SHIPPED_CROSS_ENCODER = (
     "shipped cross-encoder (CPU recipe, stage 7: stage 5 continued with paragraph-long WikiQA topics beside SQuAD, "
@@ -16,19 +12,25 @@ SHIPPED_CROSS_ENCODER = (
 )
 
 
+def fmt(value) -> str:
+    """A figure to four decimals; None is an empty cell."""
+    return "" if value is None else f"{value:.4f}" if isinstance(value, float) else str(value)
+
+
 def cells(line: str) -> list[str]:
     """A Markdown table row's cells (no cell here holds a '|'; commands are quoted in backticks without pipes)."""
     return [c.strip() for c in line.strip().strip("|").split("|")]
 
 
-def recorded_rows(text: str) -> dict[str, list[str]]:
-    """The rows the doc's generated block holds now, by their first cell (a run's label), in order.
-
-    Rows listed as not run are left out: there is nothing measured to keep."""
-    match = re.search(re.escape(START) + "(.*?)" + re.escape(END), text, flags=re.S)
-    rows: dict[str, list[str]] = {}
-    for line in match.group(1).splitlines() if match else []:
-        if not line.startswith("| ") or line.startswith("|---") or "(not run: " in line:
-            continue
-        rows.setdefault(cells(line)[0], []).append(line)
-    return rows
+def write_block(doc: Path, block: str, heading: str = "") -> None:
+    """Put ``block`` (its first and last lines are its markers) where the doc has those markers; a doc without them
+    gets it at its end under ``heading``, or is refused where there is no heading."""
+    start, end = block.splitlines()[0], block.splitlines()[-1]
+    text = doc.read_text(encoding="utf-8") if doc.is_file() else ""
+    if start in text:
+        text = re.sub(re.escape(start) + ".*?" + re.escape(end), lambda _: block, text, flags=re.S)
+    elif heading:
+        text += f"\n{heading}\n\n{block}\n"
+    else:
+        raise SystemExit(f"{doc} has no {start} ... {end} block: add the markers where the block belongs")
+    doc.write_text(text, encoding="utf-8")

@@ -51,7 +51,7 @@ def json_figures() -> set[float]:
             for v in x:
                 walk(v)
 
-    for path in [*ASSETS_MODELS.rglob("*.json"), *(DOCS / "bench").glob("*.json")]:
+    for path in [*ASSETS_MODELS.rglob("*.json"), *(DOCS / "bench").rglob("*.json")]:
         if path.name != "checksums.json":
             walk(json.loads(path.read_text(encoding="utf-8")))
     return found
@@ -102,9 +102,9 @@ def test_each_cards_evaluation_table_is_its_metrics_json_row_by_row(folder):
 
 
 def test_results_md_generated_blocks_are_what_their_json_renders(tmp_path):
-    """The suite tables (each shipped re-ranker's evaluation.json) and the targets (the shipped files and the
-    training table) rendered again: equal to what the doc says."""
-    from scripts import results_suite, results_targets
+    """The suite tables (each shipped re-ranker's evaluation.json), the targets and the training tables (the shipped
+    files) rendered again: equal to what the doc says."""
+    from scripts import results_suite, results_targets, results_training
 
     text = (DOCS / "results.md").read_text(encoding="utf-8")
     blocks = dict(BLOCK.findall(text))
@@ -114,8 +114,12 @@ def test_results_md_generated_blocks_are_what_their_json_renders(tmp_path):
     assert dict(BLOCK.findall(copy.read_text()))["suite"] == blocks["suite"], (
         "run python scripts/results_suite.py"
     )
-    rendered = dict(BLOCK.findall(results_targets.targets_block(text)))["targets"]
-    assert rendered == blocks["targets"], "run python scripts/results_targets.py"
+    assert f"\n{results_targets.targets_block()}\n" == blocks["targets"], (
+        "run python scripts/results_targets.py"
+    )
+    assert f"\n{results_training.training_block()}\n" == blocks["training"], (
+        "run python scripts/results_training.py"
+    )
 
 
 def test_results_md_adapt_blocks_are_what_adapt_json_renders():

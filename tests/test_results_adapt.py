@@ -93,13 +93,11 @@ def test_a_doc_that_does_not_exist_yet_is_written_with_the_block(tmp_path):
     """--doc FILE / --training-doc FILE outside the repository (as the seed run in docs/results.md passes them): the
     file is made with the heading and block, not a FileNotFoundError after the adaptation's hours."""
     doc = tmp_path / "new.md"
-    results_adapt._replace(
-        doc, "<!-- a:start -->", "<!-- a:end -->", "<!-- a:start -->\nx\n<!-- a:end -->", "## H"
-    )
+    from scripts.results_tables import write_block
+
+    write_block(doc, "<!-- a:start -->\nx\n<!-- a:end -->", "## H")
     assert doc.read_text() == "\n## H\n\n<!-- a:start -->\nx\n<!-- a:end -->\n"
-    results_adapt._replace(
-        doc, "<!-- a:start -->", "<!-- a:end -->", "<!-- a:start -->\ny\n<!-- a:end -->", "## H"
-    )
+    write_block(doc, "<!-- a:start -->\ny\n<!-- a:end -->", "## H")
     assert doc.read_text() == "\n## H\n\n<!-- a:start -->\ny\n<!-- a:end -->\n"
 
 

@@ -1,58 +1,18 @@
-"""scripts/results_training.py: rows whose scratch files are gone are kept, and the re-rankers' rows read their JSON."""
+"""scripts/results_training.py: every row reads a committed file, and the re-rankers' rows read their JSON."""
 
 from __future__ import annotations
 
 import json
-import sys
 
-# a row as an earlier run generated it: its outputs/ folder no longer exists
-OLD_ROW = (
-    "| bi-encoder run 1: MNRL + mined hard negatives, 1 epoch | nDCG@10 (test) | 0.6451 | **0.6880** | "
-    "BEIR BM25 0.665 | 27 min | 1.13 | `python training/train_bi_encoder.py --task scifact` |"
-)
+from scripts import results_training
 
 
-def run_script(tmp_path, monkeypatch, doc):
-    from scripts import results_training  # scripts/ is a folder of files, importable from the checkout's root
-
-    monkeypatch.setattr(
-        sys,
-        "argv",
-        [
-            "results_training.py",
-            "--outputs",
-            str(tmp_path / "outputs"),
-            "--results",
-            str(tmp_path / "results"),
-            "--doc",
-            str(doc),
-        ],
-    )
-    results_training.main()
-    return doc.read_text()
-
-
-def test_missing_run_keeps_its_row(tmp_path, monkeypatch):
-    doc = tmp_path / "results.md"  # not in a git checkout: the date is unknown, and the row is still kept
-    doc.write_text("# Results\n\n<!-- training:start -->\n" + OLD_ROW + "\n<!-- training:end -->\n")
-    text = run_script(tmp_path, monkeypatch, doc)
-    kept = OLD_ROW[:-2] + " (recorded date unknown; outputs/bi-encoder-scifact-mnrl not on this machine) |"
-    assert kept in text
-    # a run that never had a row stays "not run"
-    assert "(not run: no bi-encoder-scifact-mnrl-3ep/metrics.json)" in text
-    # a second pass reads its own marker back: the row does not change, the marker is not doubled
-    assert run_script(tmp_path, monkeypatch, doc) == text
-    assert text.count(" not on this machine) |") == text.count("(recorded ") == 1
-
-
-def test_marker_date_is_read_back(tmp_path):
-    from scripts import results_training
-
-    marked = OLD_ROW[:-2] + " (recorded 2026-11-22; outputs/bi-encoder-scifact-mnrl not on this machine) |"
-    assert results_training.recorded_date(marked, tmp_path / "results.md") == "2026-11-22"
-    assert results_training.carried([marked], "outputs/other", tmp_path / "results.md") == [
-        OLD_ROW[:-2] + " (recorded 2026-11-22; outputs/other not on this machine) |"
-    ]
+def test_every_row_reads_a_committed_models_files():
+    folders = [folder for runs in results_training.TRAINING_RUNS.values() for _, folder, _ in runs]
+    folders += [folder for _, folder, _ in results_training.RERANKERS]
+    for folder in folders:
+        assert folder.startswith("ctxir/assets/models/"), folder
+        assert (results_training.ROOT / folder / "metrics.json").is_file(), folder
 
 
 def stage(first, alone, fused, p):
@@ -66,7 +26,7 @@ def stage(first, alone, fused, p):
 
 
 def test_reranker_rows_read_evaluation_json(tmp_path):
-    from scripts import results_tables, results_training
+    from scripts import results_tables
 
     folder = tmp_path / "cross-encoder"
     folder.mkdir()
@@ -125,10 +85,3 @@ def test_reranker_rows_read_evaluation_json(tmp_path):
     assert (
         "evaluate: `python -m training.evaluate_reranker --model outputs/ce-fake --depths 20,100`" in top20[9]
     )
-
-
-def test_reranker_without_folder_is_not_run(tmp_path):
-    from scripts import results_training
-
-    rows, evaluation = results_training.reranker_rows("gone", tmp_path / "ce-gone", "train_cross_encoder")
-    assert evaluation is None and rows == ["| gone | | | | | | | | | (not run: no ce-gone/metrics.json) |"]
