@@ -1,5 +1,4 @@
-"""The arguments of ``training/train_cls_lr.py`` (``--help`` lists them all; a recipe YAML gives the same names) and
-their checks (``check_args``)."""
+"""The arguments of training/train_cls_lr.py and their checks."""
 
 from __future__ import annotations
 
@@ -21,11 +20,7 @@ class ClsLrArgs(RunArgs):
 
     base_model: str = field(
         default=DEFAULT_BI_ENCODER,
-        metadata={
-            "help": "the cross-encoder whose [CLS] is read (a CrossEncoder folder or Hub id, e.g. "
-            "outputs/cross-encoder-scifact); a plain encoder body gets an untrained head, so its "
-            "cross-encoder anchor score is meaningless"
-        },
+        metadata={"help": "the cross-encoder whose [CLS] is read (a CrossEncoder folder or Hub id)"},
     )
     output_dir: str = field(default="outputs/cls-lr", metadata={"help": "ranker folder to write"})
     layer: int = field(
@@ -47,9 +42,7 @@ class ClsLrArgs(RunArgs):
     heldout_queries: str = field(
         default="random",
         metadata={
-            "help": "which train queries are held out for the classification report: 'random' (a seeded "
-            "--heldout-fraction of them) or 'base-unseen' (those the cross-encoder never trained on, "
-            "rebuilt from its metrics.json as written by training/train_cross_encoder.py)"
+            "help": "held-out queries for the report: random (--heldout-fraction) or base-unseen (those the cross-encoder never saw)"
         },
     )
     heldout_fraction: float = field(
@@ -60,16 +53,11 @@ class ClsLrArgs(RunArgs):
     )
     max_samples: int = field(
         default=-1,
-        metadata={
-            "help": "use a seeded subset of this many train queries (each brings its positives and negatives); -1 = all"
-        },
+        metadata={"help": "use a seeded subset of this many train queries (-1 = all)"},
     )
     max_fit_queries: int = field(
         default=-1,
-        metadata={
-            "help": "fit on a seeded subset of this many of the non-held-out train queries (-1 = all); saves feature "
-            "extraction time without shrinking the held-out report"
-        },
+        metadata={"help": "fit on a seeded subset of this many non-held-out train queries (-1 = all)"},
     )
     c_grid: str = field(
         default="0.0001,0.0003,0.001,0.003,0.01,0.1,1,10",
@@ -79,10 +67,7 @@ class ClsLrArgs(RunArgs):
     cv_metric: str = field(
         default="average-precision",
         metadata={
-            "help": "what the query-grouped cross-validation maximises: 'average-precision' = one average "
-            "precision over every fit pair pooled (a classifier's measure); 'ndcg' = the mean over fit queries "
-            "of nDCG@10 of each query's own pairs ranked by their out-of-fold scores (a ranker's measure: a "
-            "feature that only tells one query's share of relevant pairs from another's earns nothing)"
+            "help": "what the grouped cross-validation maximises: average-precision (pooled pairs) or ndcg (per-query nDCG@10)"
         },
     )
     cv_folds: int = field(
@@ -97,33 +82,25 @@ class ClsLrArgs(RunArgs):
     verify_queries: int = field(
         default=2,
         metadata={
-            "help": "test queries re-ranked again by the saved-then-loaded ranker and a CrossEncoderReranker "
-            "to check they match the one-pass scores"
+            "help": "test queries re-ranked again by the reloaded ranker and a CrossEncoderReranker to check they match"
         },
     )
     score_feature: bool = field(
         default=False,
         metadata={
-            "help": "also feed the cross-encoder's own score of each pair (read in the same pass) to the "
-            "regression: its [CLS] alone was never trained for relevance. Needs a modular cross-encoder (a "
-            "head after the body, e.g. the shipped segment-cosine one)"
+            "help": "also feed the cross-encoder's own score to the regression (needs a modular cross-encoder)"
         },
     )
     score_emphasis: str = field(
         default="1,10,100",
         metadata={
-            "help": "--score-feature: how much less the score's weight is penalised than a [CLS] dimension's, a grid "
-            "chosen with C by the same cross-validation (1 = alike; 10 = its standardised column ×10, a 100× weaker "
-            "L2 pull on its weight): 384 [CLS] dimensions would otherwise outvote one score that ranks better alone"
+            "help": "--score-feature: how much less the score's weight is penalised than a [CLS] dimension's (a grid, 1 = alike)"
         },
     )
     general: str = field(
         default="",
         metadata={
-            "help": "also fit on general-domain relevance pairs from <data-dir>/general/, a comma list of "
-            "squad, wikiqa, msmarco: each question's judged passages and its BM25 hard negatives over the "
-            "source's own passages. Only questions the cross-encoder did not train on are drawn (its "
-            "metrics.json says which), and never the SQuAD dev questions its fused mode was chosen on"
+            "help": "also fit on general-domain pairs from <data-dir>/general/: a comma list of squad, wikiqa, msmarco"
         },
     )
     general_queries: int = field(

@@ -1,7 +1,5 @@
-"""The arguments of ``training/train_cross_encoder.py``: sentence-transformers' ``CrossEncoderTrainingArguments`` with
-ctxir's run settings (``training.common.TrainerRunArgs``) and the re-ranker recipe's own flags (``--help`` lists
-them all; a recipe YAML gives the same names); their checks (``check``) and the per-parameter learning rates they
-set (``head_learning_rates``)."""
+"""The arguments of training/train_cross_encoder.py (CrossEncoderTrainingArguments + TrainerRunArgs), their checks
+and the head's per-parameter learning rates."""
 
 from __future__ import annotations
 
@@ -45,19 +43,13 @@ class CrossEncoderArgs(TrainerRunArgs, CrossEncoderTrainingArguments):
     head: Literal["cls", "mean", "segment-cosine"] = field(
         default="cls",
         metadata={
-            "help": "cls = the usual classifier on [CLS] (through BERT's pooler); mean = a linear score on the mean of "
-            "all token vectors, which a mean-pooling bi-encoder body such as all-MiniLM-L6-v2 already makes "
-            "meaningful (its [CLS] was never trained); segment-cosine = scale · cos(mean query tokens, mean "
-            "document tokens) of one joint pass + a zero-initialised linear term (ctxir.encoders.heads): starts "
-            "near the bi-encoder instead of at random"
+            "help": "cls = classifier on [CLS]; mean = linear score on the mean token; segment-cosine = scale · cos(query, document) + a linear term (ctxir.encoders.heads)"
         },
     )
     train_layers: int = field(
         default=0,
         metadata={
-            "help": "segment-cosine: train only the top N transformer layers (+ head), the embeddings and lower layers "
-            "frozen; the output then holds only those layers (float16) over --model's base: 2 of MiniLM's 6 "
-            "= 7 MB (0 = train and save every layer)"
+            "help": "segment-cosine: train only the top N layers (+ head), saved in float16 over --model (0 = all)"
         },
     )
     head_learning_rate: float = field(
@@ -67,17 +59,13 @@ class CrossEncoderArgs(TrainerRunArgs, CrossEncoderTrainingArguments):
     term_match: bool = field(
         default=False,
         metadata={
-            "help": "segment-cosine: add the head's learned term-match term (exact token matches and cosine-band "
-            "kernels per query token, weighted by a learned term importance; ctxir.encoders.heads), "
-            "zero-initialised, so a shipped head continues from the scores it had"
+            "help": "segment-cosine: add the learned term-match term (ctxir.encoders.heads), zero-initialised"
         },
     )
     importance_pooling: bool = field(
         default=False,
         metadata={
-            "help": "segment-cosine with --term-match: pool the query by the term-match term's importance too, mixed "
-            "into its plain mean by a weight that starts at 0 (ctxir.encoders.heads), so a shipped head continues "
-            "from the scores it had; trained at --match-learning-rate"
+            "help": "segment-cosine with --term-match: also pool the query by term importance, mixed in from 0"
         },
     )
     match_learning_rate: float = field(
@@ -87,15 +75,13 @@ class CrossEncoderArgs(TrainerRunArgs, CrossEncoderTrainingArguments):
     negative_rounds: int = field(
         default=1,
         metadata={
-            "help": "scifact listwise: N groups per training query, each with its BM25 negatives drawn afresh from "
-            "the top --negative-pool non-relevant hits; one epoch then = N epochs with re-sampled negatives"
+            "help": "scifact listwise: N groups per query, negatives re-drawn from the top --negative-pool"
         },
     )
     negative_pool: int = field(
         default=0,
         metadata={
-            "help": "scifact: draw the --num-negatives BM25 negatives of each group from this many top non-relevant "
-            "hits (0 = always the top --num-negatives)"
+            "help": "scifact: draw the negatives from this many top non-relevant hits (0 = the top --num-negatives)"
         },
     )
     num_dense_negatives: int = field(
@@ -107,41 +93,31 @@ class CrossEncoderArgs(TrainerRunArgs, CrossEncoderTrainingArguments):
     dev_split: Literal["random", "unseen"] = field(
         default="random",
         metadata={
-            "help": "scifact dev claims: random = any training claims (the bi-encoder's rule: a pipeline of both is tuned "
-            "on claims neither saw); unseen = claims whose cited abstracts no other training claim cites (what a "
-            "new corpus looks like; the re-ranker recipe chooses its settings there)"
+            "help": "scifact dev claims: random = any training claims; unseen = claims whose abstracts no other claim cites"
         },
     )
     lora_r: int = field(
         default=0,
         metadata={
-            "help": "0 = full fine-tuning; r > 0 = a LoRA adapter of rank r (PEFT) over the starting model, with the "
-            "pooler and classifier trained in full: the output folder holds only the adapter (a few MB)"
+            "help": "0 = full fine-tuning; r > 0 = a LoRA adapter of rank r (PEFT), pooler and classifier trained in full"
         },
     )
     lora_alpha: float = field(default=0.0, metadata={"help": "LoRA scaling alpha (0 = 2 × --lora-r)"})
     pseudo_queries: int = field(
         default=0,
         metadata={
-            "help": "scifact: also train on N corpus titles as queries for their own abstract (-1 = every document; "
-            "in-domain pairs from the corpus alone, no qrels), with the same kind of negatives"
+            "help": "scifact: also train on N corpus titles as queries for their abstract (-1 = every document)"
         },
     )
     teacher: Literal["none", "hybrid"] = field(
         default="none",
         metadata={
-            "help": "scifact listwise: the groups' labels. none = 1 for a judged positive, 0 for a negative; hybrid = "
-            "distil from BM25 + the bi-encoder --dense-model: each document's BM25 score and cosine, z-scored over "
-            "its query's BM25 top --negative-pool, summed, times --teacher-scale, plus --gold-weight for a judged "
-            "positive. The hybrid grades every candidate on any abstract, so the model learns relevance beyond "
-            "the few abstracts that training claims cite (MarginMSE-style distillation, listwise)"
+            "help": "scifact listwise labels: none = 1/0 judgements; hybrid = distil BM25 + --dense-model z-scores (MarginMSE-style)"
         },
     )
     teacher_scale: float = field(
         default=1.0,
-        metadata={
-            "help": "--teacher hybrid: multiplies the summed z-scores (ListNet softmaxes the labels: larger = sharper)"
-        },
+        metadata={"help": "--teacher hybrid: multiplies the summed z-scores (larger = sharper)"},
     )
     gold_weight: float = field(
         default=2.0,
@@ -152,12 +128,7 @@ class CrossEncoderArgs(TrainerRunArgs, CrossEncoderTrainingArguments):
     general: str = field(
         default="",
         metadata={
-            "help": "scifact: also train on general-domain relevance pairs from <data-dir>/general/, a comma list of "
-            "squad (questions → their Wikipedia paragraph), wikiqa (Bing queries → answer sentences), msmarco "
-            "(the triples sample), wikiqa-topics (a WikiQA summary's first 50 words → the rest of that summary: "
-            "paragraph-long queries judged by subject): each query a group of its positive and negatives drawn like the claims' "
-            "(--negative-stages over its own collection, plus one the source marks non-relevant), so the model "
-            "learns relevance beyond SciFact; their groups are spread over the --negative-rounds like titles"
+            "help": "scifact: also train on general-domain pairs from <data-dir>/general/: squad, wikiqa, msmarco, wikiqa-topics"
         },
     )
     general_queries: int = field(
@@ -166,9 +137,7 @@ class CrossEncoderArgs(TrainerRunArgs, CrossEncoderTrainingArguments):
     negative_stages: str = field(
         default="bm25",
         metadata={
-            "help": "scifact and --general: the first stages whose top --negative-pool non-relevant hits make the pool "
-            "each group's --num-negatives are drawn from (bm25, hybrid: the app's; interleaved best first), so "
-            "the model sees the candidates every first stage hands it"
+            "help": "scifact and --general: first stages whose top non-relevant hits are the negatives' pool (bm25, hybrid)"
         },
     )
     output_dir: str = field(default="", metadata={"help": "default outputs/cross-encoder-<task>"})
@@ -192,10 +161,7 @@ class CrossEncoderArgs(TrainerRunArgs, CrossEncoderTrainingArguments):
     negatives_range_min: int = field(default=0, metadata={"help": "skip the N best non-relevant hits"})
     random_negatives: int = field(
         default=0,
-        metadata={
-            "help": "scifact: also N random corpus documents per query; with hard negatives alone a short run learns "
-            "'high word overlap = not relevant' (every negative was chosen for its overlap)"
-        },
+        metadata={"help": "scifact: also N random corpus documents per query as negatives"},
     )
     dense_model: str = field(
         default=DEFAULT_BI_ENCODER, metadata={"help": "bi-encoder for --negatives dense"}
@@ -221,11 +187,7 @@ class CrossEncoderArgs(TrainerRunArgs, CrossEncoderTrainingArguments):
     train_passages: Literal["first", "best"] = field(
         default="first",
         metadata={
-            "help": "scifact: what the model reads of an abstract longer than --max-length. first = its first tokens "
-            "(FirstP); best = its MaxP window (ctxir.rerank.Passages: 70 words every 50, after the title) that "
-            "shares the most query words, IDF-weighted, for the positive and each negative alike: the windows a "
-            "MaxP re-ranker (a folder's passages.json) scores at inference. The dev evaluator and the test "
-            "re-ranking then score documents by their best window too"
+            "help": "scifact: what is read of a long abstract: first = first tokens (FirstP); best = its MaxP window (ctxir.rerank.Passages)"
         },
     )
 

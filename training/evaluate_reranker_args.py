@@ -1,5 +1,4 @@
-"""The arguments of ``training/evaluate_reranker.py`` (``--help`` lists them all; a recipe YAML gives the same names)
-and their checks (``check_args``)."""
+"""The arguments of training/evaluate_reranker.py and their checks."""
 
 from __future__ import annotations
 
@@ -14,8 +13,7 @@ EVALUATION_FILE = "evaluation.json"
 FUSION_FILE = "fusion.json"
 FUSION_DEV_PARTS = ("scifact", "squad", "squad-topics")  # --fusion-dev: dev_claims builds each
 METRICS = ("nDCG@10", "MRR@10")
-# the out-of-domain suite (--suite): SciFact test, the MS MARCO sample, the app's demo corpus and three classic
-# collections of other domains (../shared/data/classic, evaluation only: nothing is chosen on them)
+# the out-of-domain suite (--suite); the classic collections are for evaluation only
 COLLECTIONS = ("scifact", "msmarco", "demo", "med", "npl", "lisa")
 COLLECTION_NAMES = {
     "scifact_test": ("scifact", "test"),
@@ -29,177 +27,91 @@ COLLECTION_NAMES = {
 
 @dataclass
 class EvaluateRerankerArgs:
-    model: str = field(
-        metadata={
-            "help": "re-ranker folder: a cross-encoder (train_cross_encoder.py output or a "
-            "shipped one) or a CLS-LR ranker (train_cls_lr.py output)"
-        }
-    )
+    model: str = field(metadata={"help": "re-ranker folder: a cross-encoder or a CLS-LR ranker"})
     kind: str = field(
         default="auto",
         metadata={
-            "help": "the re-ranker kind (ctxir.rerank.registry: cross-encoder, cls-lr, ...); auto = cls-lr for a folder "
-            "with cls_lr_config.json, else cross-encoder"
+            "help": "re-ranker kind (ctxir.rerank.registry); auto = cls-lr if cls_lr_config.json is there"
         },
     )
     dev_from: str = field(
         default="",
-        metadata={
-            "help": "folder whose metrics.json names the held-out training claims (extra.heldout_query_ids) the fusion "
-            "is chosen on (default --model; a CLS-LR ranker: the cross-encoder it was trained on)"
-        },
+        metadata={"help": "folder whose metrics.json names the held-out claims the fusion is chosen on"},
     )
-    data_dir: str = field(default=DEFAULT_DATA_DIR, metadata={"help": "benchmark data root (../shared/data)"})
+    data_dir: str = field(default=DEFAULT_DATA_DIR, metadata={"help": "benchmark data root"})
     choose_fusion: bool = field(
         default=False,
-        metadata={
-            "help": "choose the fused mode on the model's held-out training claims and write <model>/fusion.json"
-        },
+        metadata={"help": "choose the fused mode on held-out claims, write <model>/fusion.json"},
     )
     fusion_depth: int = field(
         default=20, metadata={"help": "BM25 candidates per claim when choosing the fusion"}
     )
     fusion_first_stages: str = field(
-        default="bm25,dense,hybrid",
-        metadata={
-            "help": "first stages whose fusion weight is chosen, each on its own candidates of the same claims (BM25's "
-            "is fusion.json's top level, the others go under first_stages; the app and the CLI use the one "
-            "of the first stage in use, else BM25's)"
-        },
+        default="bm25,dense,hybrid", metadata={"help": "first stages whose fusion weight is chosen"}
     )
     fusion_dev: str = field(
         default="scifact",
         metadata={
-            "help": "dev queries the passages and the fused mode are chosen on, a comma list: scifact (the model's "
-            "held-out training claims, metrics.json's heldout_query_ids), squad (--fusion-dev-queries SQuAD "
-            "questions of ../shared/data/general that the model did not train on, over SQuAD's paragraphs), "
-            "squad-topics (a SQuAD paragraph's first words as a long topical query, its article's other "
-            "paragraphs relevant: a task none of ctxir's re-rankers trains on, where a first stage can be the stronger); each "
-            "part counts equally (the mean of their nDCG@10), so no one collection decides"
+            "help": f"dev parts the passages and fusion are chosen on, a comma list of {FUSION_DEV_PARTS}"
         },
     )
     fusion_dev_queries: int = field(
-        default=SQUAD_DEV_QUERIES, metadata={"help": "--fusion-dev squad: questions drawn (seeded)"}
+        default=SQUAD_DEV_QUERIES, metadata={"help": "--fusion-dev squad: questions drawn"}
     )
     fusion_dev_topics: int = field(
-        default=2,
-        metadata={
-            "help": "--fusion-dev squad-topics: paragraphs drawn (seeded) from each SQuAD article, each one's first "
-            "--topic-words words a query for the article's other paragraphs"
-        },
+        default=2, metadata={"help": "--fusion-dev squad-topics: paragraphs drawn per SQuAD article"}
     )
-    topic_words: int = field(
-        default=50, metadata={"help": "--fusion-dev squad-topics: words of a query (a statement of a topic)"}
-    )
+    topic_words: int = field(default=50, metadata={"help": "--fusion-dev squad-topics: words of a query"})
     fusion_rule: str = field(
-        default="mean",
-        metadata={
-            "help": "how a fusion weight is chosen over the --fusion-dev parts: mean (the best mean nDCG@10 of the "
-            "parts) or worst-part (the best smallest gain over the first stage of any part: a weight the dev "
-            "parts where the re-ranker is weak also accept, the way the suite's must is stated per collection)"
-        },
+        default="mean", metadata={"help": "how a weight is chosen over the dev parts: mean or worst-part"}
     )
     fusion_methods: str = field(
-        default="rrf",
-        metadata={
-            "help": "stage fusions the choice tries, comma list of rrf (rank fusion, FIRST_STAGE_WEIGHTS) and "
-            "calibrated (the first stage's min–max score + the re-ranker's probability from the model's "
-            "calibration.json, CALIBRATED_WEIGHTS); each first stage gets the best of all of them by --fusion-rule"
-        },
+        default="rrf", metadata={"help": "stage fusions the choice tries: comma list of rrf, calibrated"}
     )
     fusion_min_gain: float = field(
-        default=0.0,
-        metadata={
-            "help": "a first stage whose best fused dev nDCG@10 beats it alone by less than this gets the grid's largest "
-            "first-stage weight instead (the re-ranker then only breaks its near-ties): a weight is trusted only "
-            "for a dev gain larger than checkpoints' spread on the same claims (0 = always the best weight)"
-        },
+        default=0.0, metadata={"help": "a dev gain below this gets the largest first-stage weight"}
     )
     fusion_max_loss: float = field(
         default=0.005,
-        metadata={
-            "help": "a fused mode more than this nDCG@10 below its first stage on any dev part is not chosen: the "
-            "choice moves to larger first-stage weights (up to ctxir.rerank.stage_fusion.TIE_BREAK_WEIGHT: the "
-            "re-ranker orders only the first stage's ties) until one holds, else to the one that loses least. The "
-            "suite's must (fused ≥ first stage − 0.005), asked of dev; a negative value turns it off"
-        },
+        metadata={"help": "refuse a fused mode this far below its first stage on a dev part (< 0 = off)"},
     )
     choose_passages: bool = field(
         default=False,
-        metadata={
-            "help": "cross-encoder: choose on the same held-out claims (alone, nDCG@10) between reading each document's "
-            "first max-length tokens and its best window (MaxP, --passage-words/--passage-stride), write "
-            "<model>/passages.json; done before the fusion is chosen, which then uses the choice"
-        },
+        metadata={"help": "choose between first tokens and best window (MaxP), write <model>/passages.json"},
     )
-    passage_words: int = field(
-        default=70,
-        metadata={"help": "MaxP window, words (70 ≈ 100 tokens: a 128-token model's room beside a claim)"},
-    )
+    passage_words: int = field(default=70, metadata={"help": "MaxP window, words"})
     passage_stride: int = field(default=50, metadata={"help": "MaxP: a new window every N words"})
     read_tokens: int = field(
-        default=0,
-        metadata={
-            "help": "--choose-passages: tokens each (query, window) pair is read with, kept in passages.json (0 = the "
-            "model's own max length; 512 reads a paragraph-long query beside a whole window, where the 128 tokens "
-            "the top layers trained on cut both)"
-        },
+        default=0, metadata={"help": "--choose-passages: tokens per pair (0 = the model's max length)"}
     )
     depths: str = field(
-        default="20",
-        metadata={
-            "help": "BM25 depths re-ranked on SciFact test, e.g. 20,100 ('' = evaluate nothing, only choose: "
-            "--choose-passages, --choose-fusion)"
-        },
+        default="20", metadata={"help": "BM25 depths re-ranked on SciFact test ('' = only choose)"}
     )
     collections: str = field(
-        default="scifact,msmarco,demo",
-        metadata={
-            "help": "what to evaluate: scifact (test, seen/unseen split), msmarco (sample), demo (the app's corpus), "
-            "med, npl, lisa (classic collections of other domains)"
-        },
+        default="scifact,msmarco,demo", metadata={"help": f"what to evaluate, a comma list of {COLLECTIONS}"}
     )
     other_first_stages: str = field(
         default="bm25,hybrid",
-        metadata={
-            "help": "first stages re-ranked at --other-depth on every collection but SciFact's BM25 (which uses --depths); "
-            "hybrid encodes the corpus with all-MiniLM-L6-v2 once, cached, and fuses each part's top 100 as the "
-            "app does"
-        },
+        metadata={"help": "first stages re-ranked at --other-depth on the other collections"},
     )
     suite: bool = field(
-        default=False,
-        metadata={
-            "help": "the out-of-domain suite that decides shipping: every collection, first stages bm25, dense and "
-            "hybrid, top 20 (sets --collections, --other-first-stages and --depths)"
-        },
+        default=False, metadata={"help": "the out-of-domain suite: every collection and first stage, top 20"}
     )
-    other_depth: int = field(default=20, metadata={"help": "candidates re-ranked on msmarco and demo"})
+    other_depth: int = field(default=20, metadata={"help": "candidates re-ranked on the other collections"})
     max_queries: int = field(default=0, metadata={"help": "first N test queries per collection (0 = all)"})
     batch_size: int = 32
     device: str = "auto"
     torch_threads: int = field(default=1, metadata={"help": "CPU threads for torch (0 = torch's default)"})
     rerank_backend: str = field(
-        default="torch",
-        metadata={
-            "help": "a cross-encoder's scoring backend: torch, onnx or onnx-int8 (ctxir.rerank.RERANK_BACKENDS; "
-            "onnx-int8 is the app's default)"
-        },
+        default="torch", metadata={"help": "cross-encoder backend: torch, onnx or onnx-int8"}
     )
     output: str = field(default="", metadata={"help": f"default <model>/{EVALUATION_FILE}"})
     scores_dir: str = field(
         default="",
-        metadata={
-            "help": "keep each query's scores in this folder as they are computed: a killed run resumes where it "
-            "stopped, and several runs of the same command on one machine share the work (each claims a query "
-            "before scoring it); one folder per model ('' = keep nothing)"
-        },
+        metadata={"help": "keep each query's scores here (resumable, shareable; '' = keep nothing)"},
     )
     update_metrics: bool = field(
-        default=True,
-        metadata={
-            "help": "also add the nDCG@10 rows to <model>/metrics.json's evaluations (what the model card shows)"
-        },
+        default=True, metadata={"help": "also add the nDCG@10 rows to <model>/metrics.json"}
     )
 
 
@@ -240,7 +152,7 @@ def check_args(args: EvaluateRerankerArgs) -> tuple[list[int], list[str]]:
         raise CtxirError(
             f"--fusion-rule {args.fusion_rule!r} is not known: use one of {', '.join(FUSION_RULES)}"
         )
-    collections = [c.strip() for c in args.collections.split(",") if c.strip()]
+    collections = comma_list(args.collections)
     for c in collections:
         if c not in COLLECTIONS:
             raise CtxirError(f"--collections names {c!r}: use a comma list of {', '.join(COLLECTIONS)}")

@@ -1,5 +1,4 @@
-"""The arguments of ``training/train_pair_scorer.py``: sentence-transformers' ``CrossEncoderTrainingArguments`` with
-ctxir's run settings (``training.common.TrainerRunArgs``) and the pair scorer's own flags, and their checks."""
+"""The arguments of training/train_pair_scorer.py (CrossEncoderTrainingArguments + TrainerRunArgs) and their checks."""
 
 from __future__ import annotations
 
@@ -23,8 +22,7 @@ class PairScorerArgs(TrainerRunArgs, CrossEncoderTrainingArguments):
     model: str = field(
         default=DEFAULT_BI_ENCODER,
         metadata={
-            "help": "body: a mean-pooling bi-encoder (Hub id, resolved offline for all-MiniLM-L6-v2); the adapter "
-            "names it as its base"
+            "help": "body: a mean-pooling bi-encoder (Hub id or folder); the adapter names it as its base"
         },
     )
     lora_r: int = field(
@@ -34,25 +32,17 @@ class PairScorerArgs(TrainerRunArgs, CrossEncoderTrainingArguments):
     lora_dropout: float = 0.1
     adapter_dtype: Literal["float32", "float16"] = field(
         default="float16",
-        metadata={
-            "help": "dtype the adapter weights are saved in; float16 halves the shipped size (the reloaded model, in "
-            "float16-rounded weights, is the one evaluated)"
-        },
+        metadata={"help": "dtype the adapter weights are saved in (the reloaded model is the one evaluated)"},
     )
     loss: Literal["mse", "bce", "cosent"] = field(
         default="mse",
         metadata={
-            "help": "mse: the raw score regresses gold / 5 (the head starts at score = cosine); bce: soft-label "
-            "BinaryCrossEntropyLoss on the logit (SBERT's cross-encoder recipe); cosent: CoSENT's pairwise "
-            "ranking of the batch's scores (what STS's Spearman rewards; the fine-tuned bi-encoder's loss), "
-            "applied to the pair scores (CoSENTPairLoss)"
+            "help": "mse: score regresses gold / 5; bce: soft-label BinaryCrossEntropyLoss; cosent: CoSENTPairLoss on the scores"
         },
     )
     cosent_scale: float = field(
         default=20.0,
-        metadata={
-            "help": "--loss cosent: multiplies score differences (CoSENT's 20 for cosines; the head starts at cosine)"
-        },
+        metadata={"help": "--loss cosent: multiplies score differences"},
     )
     init_scale: float = field(
         default=1.0,
@@ -85,10 +75,7 @@ class PairScorerArgs(TrainerRunArgs, CrossEncoderTrainingArguments):
     extra_train: Literal["none", "sick", "silver"] = field(
         default="none",
         metadata={
-            "help": "more pairs trained on beside STS-B train: sick = SICK's train split (4,439 pairs), relatedness "
-            "1–5 mapped to 0–1 like STS-B's 0–5; silver = --silver-pairs, STS-B train sentences paired and "
-            "labelled by a teacher bi-encoder (training/silver_pairs.py); dev and test stay STS-B's (5,749 "
-            "STS-B pairs alone are few for learning to compare two sentences in one pass)"
+            "help": "more training pairs beside STS-B train: sick (SICK train, relatedness mapped to 0–1), silver (--silver-pairs)"
         },
     )
     silver_pairs: str = field(
@@ -99,26 +86,18 @@ class PairScorerArgs(TrainerRunArgs, CrossEncoderTrainingArguments):
     )
     both_orders: bool = field(
         default=False,
-        metadata={
-            "help": "train every pair in both orders, (a, b) and (b, a), with the same label, as sentence-transformers' "
-            "STS-B cross-encoder example does: one joint pass reads a and b differently, similarity does not"
-        },
+        metadata={"help": "train every pair in both orders, (a, b) and (b, a), with the same label"},
     )
     pair_orders: Literal["one", "both"] = field(
         default="one",
         metadata={
-            "help": "how a pair is scored, in dev evaluation (and so --load-best), test and by ctxir once saved "
-            "(pair_orders.json): one = (a, b) as given; both = the mean of (a, b) and (b, a) "
-            "(ctxir.rerank.rankers.pair_scores); metrics.json's extra.dev_orders has the trained model's dev "
-            "Spearman both ways, to choose on"
+            "help": "how a pair is scored (pair_orders.json): one = (a, b); both = the mean of (a, b) and (b, a)"
         },
     )
     init_from: str = field(
         default="",
         metadata={
-            "help": "a pair scorer to continue from (its adapter and head; e.g. the shipped "
-            "ctxir/assets/models/sts-cross-encoder, so a new stage needs no git-ignored outputs/): its LoRA "
-            "rank replaces --lora-r; '' = a fresh adapter (B = 0) and head"
+            "help": "a pair scorer to continue from (its adapter and head; its LoRA rank replaces --lora-r; '' = fresh)"
         },
     )
 
