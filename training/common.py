@@ -1,26 +1,4 @@
-"""Shared pieces of the training scripts: metrics.json rows, machine info, logs, checks, data paths.
-
-The metrics.json contract, its writer and the data licences live in ``ctxir.publish`` (``metrics_file``,
-``known_datasets``); the scripts import them from there.
-
-    machine_info() -> dict                      platform, CPU count, torch threads, GPUs
-    dataset_entry(name, split, role, path, num_examples) -> dict   one "datasets" row, license filled in
-    general_entries(data_dir, record) -> list[dict]   the "datasets" rows of the --general sources trained on
-    data_folder(root, name, arg="--data-dir") -> Path   a dataset folder under the data root, or CtxirError
-    columns(rows, names) -> Dataset             the rows (tuples) as named columns, in the order a loss reads them
-    check_not_empty(n, what, hint)              CtxirError before training when there is nothing to train on
-    take(items, max_samples, seed)              the first/seeded subset for --max-samples (-1 = all)
-    resolve_resume(resume, checkpoint_dir)      --resume value -> checkpoint path | None
-    tee_output(path)                            context manager copying stdout/stderr into a log file
-    JsonlLogCallback(path)                      Trainer callback: every log line as one JSON object
-    training_block(...) -> dict                 the metrics.json "training" block from a TrainOutput
-    cli_main(args_class, run, argv)             HfArgumentParser → run(args); CtxirError → message, exit 2;
-                                                --recipe PATH read from the cwd, else from training/
-    CommonArgs, RunArgs, TrainerRunArgs         the argument dataclasses the scripts extend (TrainerRunArgs with
-                                                sentence-transformers' training arguments)
-    trainer_setting(name, default)              a script's own default for one of the Trainer's settings
-    run_config(args) -> dict                    metrics.json "config": ctxir's settings + the Trainer's non-defaults
-"""
+"""Shared pieces of the training scripts: metrics.json rows, machine info, logs, checks, data paths, arguments."""
 
 from __future__ import annotations
 
@@ -49,14 +27,12 @@ T = TypeVar("T")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TRAINING_DIR = REPO_ROOT / "training"
-RECIPES_DIR = TRAINING_DIR / "recipes"  # one YAML file per documented run (docs/lab.md)
-# The benchmark data sits beside the checkout (../shared/data); never copied into the repo.
+RECIPES_DIR = TRAINING_DIR / "recipes"
 DEFAULT_DATA_DIR = str(REPO_ROOT.parent / "shared" / "data")
 
-# SQuAD questions a re-ranker's fused mode is chosen on (training/evaluate_reranker.py --fusion-dev squad); other
-# scripts that draw SQuAD questions keep them out.
+# SQuAD questions a re-ranker's fused mode is chosen on (--fusion-dev squad); other scripts keep them out
 SQUAD_DEV_QUERIES = 100
-# Folder of each dataset under --data-dir, and what it must contain (for the error message).
+# each dataset's folder under --data-dir and what it must hold
 DATA_FOLDERS = {
     "scifact": ("scifact", "corpus.jsonl, queries.jsonl and qrels/{train,test}.tsv"),
     "stsb": ("stsbenchmark", "sts-train.csv, sts-dev.csv and sts-test.csv"),
@@ -68,8 +44,6 @@ DATA_FOLDERS = {
     "npl": ("classic/npl_beir", "corpus.jsonl, queries.jsonl and qrels/test.tsv"),
     "lisa": ("classic/lisa_beir", "corpus.jsonl, queries.jsonl and qrels/test.tsv"),
 }
-
-# ---------------------------------------------------------------- environment
 
 
 def cpu_count() -> int:
@@ -100,9 +74,6 @@ def machine_info() -> dict:
     }
 
 
-# ---------------------------------------------------------------- metrics.json
-
-
 def dataset_entry(name: str, split: str, role: str, path: str | os.PathLike, num_examples: int) -> dict:
     """One row of metrics.json "datasets"; ``name`` is a key of ``DATA_LICENSES`` (scifact, stsb, sick, snli)."""
     if role not in ("train", "eval"):
@@ -118,9 +89,7 @@ def dataset_entry(name: str, split: str, role: str, path: str | os.PathLike, num
 
 
 def general_entries(data_dir: str | os.PathLike, record: dict) -> list[dict]:
-    """metrics.json "datasets" rows (role train) of the --general sources a run trained on; ``record`` is what the
-    run keeps of them in ``extra.general`` ({source: {"queries": n, "pairs": n (when counted), ...}}): its examples
-    are the pairs where the run counted them, else the questions."""
+    """metrics.json "datasets" rows of the --general sources trained on (``record``: the run's ``extra.general``)."""
     from ctxir.data.general import GENERAL_FILES, general_file
 
     return [
@@ -135,9 +104,7 @@ def general_entries(data_dir: str | os.PathLike, record: dict) -> list[dict]:
     ]
 
 
-# evaluation_row and training_block take one keyword a key of the record they build (EVALUATION_KEYS,
-# TRAINING_KEYS: the metrics.json contract), so more than 8 parameters on purpose: every caller names each key, and
-# a dataclass in between would repeat the same names once more.
+# one parameter per key of the metrics.json record (EVALUATION_KEYS, TRAINING_KEYS)
 def evaluation_row(
     dataset: str,
     split: str,
@@ -196,12 +163,8 @@ def training_block(
 
 
 def cli_main(args_class: type, run, argv: list[str] | None = None) -> int:
-    """``ctxir.cli.cli_main``, a relative ``--recipe`` also looked up under training/: ``--recipe recipes/NAME.yaml``
-    runs from the repo root as from training/."""
+    """``ctxir.cli.cli_main`` with a relative ``--recipe`` also looked up under training/."""
     return _cli_main(args_class, run, argv, recipe_dirs=(TRAINING_DIR,))
-
-
-# ---------------------------------------------------------------- inputs
 
 
 def data_folder(root: str | os.PathLike, name: str, arg: str = "--data-dir") -> Path:
@@ -220,11 +183,7 @@ def data_folder(root: str | os.PathLike, name: str, arg: str = "--data-dir") -> 
 
 
 def columns(rows: Sequence[Sequence], names: Sequence[str]):
-    """A ``datasets.Dataset`` of ``rows`` (tuples), one column per name, in the order the loss reads them.
-
-    >>> columns([("a", "b", 1.0)], ["sentence1", "sentence2", "score"]).column_names
-    ['sentence1', 'sentence2', 'score']
-    """
+    """A ``datasets.Dataset`` of ``rows`` (tuples), one column per name, in the order the loss reads them."""
     from datasets import Dataset
 
     return Dataset.from_dict({name: [row[i] for row in rows] for i, name in enumerate(names)})
@@ -247,21 +206,15 @@ def take(items: Sequence[T], max_samples: int, seed: int) -> list[T]:
 
 
 def heldout_queries(qids: Sequence[str], n: int, seed: int) -> list[str]:
-    """The ``n`` training queries held out from training, seeded; the same rule in every script.
-
-    The bi-encoder and cross-encoder scripts hold out the same SciFact claims for equal ``--dev-queries`` and
-    ``--seed``, so a pipeline of both can be tuned on claims neither model saw (``ctxir.evaluate --tune-queries``).
-    """
+    """The ``n`` training queries held out, seeded: the same claims in every script, so a pipeline of models can be
+    tuned on claims none of them saw."""
     qids = sorted(qids)
     return sorted(random.Random(seed).sample(qids, min(n, len(qids) - 1))) if n > 0 else []
 
 
 def unseen_heldout_queries(positives: dict[str, set[str]], n: int, seed: int) -> list[str]:
-    """``n`` training queries whose relevant documents no other training query cites, seeded.
-
-    A dev set of such queries asks what a user's corpus asks: documents the model never saw as a positive. Held-out
-    queries drawn at random mostly cite documents other training queries cite too (33 of 50 on SciFact), so they
-    reward memorising cited abstracts and hide it.
+    """``n`` training queries whose relevant documents no other training query cites, seeded: a dev set of documents
+    the model never saw as a positive.
 
     >>> unseen_heldout_queries({"a": {"d1"}, "b": {"d1"}, "c": {"d2"}, "d": {"d3", "d1"}, "e": {"d4"}}, 5, 0)
     ['c', 'e']
@@ -278,11 +231,7 @@ def unseen_heldout_queries(positives: dict[str, set[str]], n: int, seed: int) ->
 
 
 def resolve_resume(resume: str, checkpoint_dir: Path) -> str | None:
-    """--resume '' → None; 'last' (or 'true') → newest complete checkpoint-N under checkpoint_dir; else a path.
-
-    A run killed while saving leaves a torn checkpoint-N (weights but no trainer state): the Trainer writes
-    trainer_state.json last, so a checkpoint counts only once that file parses. Torn ones are skipped, and said so.
-    """
+    """--resume '' → None; 'last' → the newest complete checkpoint-N (its trainer_state.json, written last, parses)."""
     value = (resume or "").strip()
     if value.lower() in ("", "false", "no", "none"):
         return None
@@ -323,9 +272,7 @@ def resolve_resume(resume: str, checkpoint_dir: Path) -> str | None:
 
 
 def train_keeping_checkpoints(trainer, resume_from: str | None, checkpoint_dir: Path):
-    """``trainer.train(resume_from_checkpoint=resume_from)``; a full disk while it saves a checkpoint removes that
-    half-saved checkpoint and stops with ``DiskFullError``, saying to free space and ``--resume last`` (the
-    checkpoints saved before are untouched)."""
+    """``trainer.train``; a full disk while saving removes the half-saved checkpoint and raises ``DiskFullError``."""
     checkpoint_dir = Path(checkpoint_dir)
     try:
         return trainer.train(resume_from_checkpoint=resume_from)
@@ -376,9 +323,6 @@ def check_common_args(args) -> None:
                 f"and --save-steps a multiple of it (got --eval-steps {eval_steps!r}, --save-steps "
                 f"{save_steps!r}), e.g. both 110"
             )
-
-
-# ---------------------------------------------------------------- logs
 
 
 class _Tee:
@@ -433,9 +377,7 @@ def jsonl_log_callback(path: str | os.PathLike):
 
 @dataclass
 class CommonArgs:
-    """What every training script takes: the data root, the folder it writes, torch's CPU threads, the run's short
-    name and the recipe it was read from (--recipe). A script redeclares a field only to give it a default or help of
-    its own (the field keeps its place in --help and metrics.json "config")."""
+    """What every training script takes; a script redeclares a field only for a default or help of its own."""
 
     data_dir: str = field(default=DEFAULT_DATA_DIR, metadata={"help": "benchmark data root (../shared/data)"})
     output_dir: str = field(
@@ -463,8 +405,7 @@ class RunArgs(CommonArgs):
     seed: int = 42
 
 
-# The Trainer's settings the scripts give a default of their own or spell as they always have (--batch-size for
-# per_device_train_batch_size): HfArgumentParser reads "aliases" from a field's metadata.
+# Trainer settings with ctxir's default or flag spelling (HfArgumentParser reads "aliases" from the metadata)
 TRAINER_FLAGS: dict[str, dict] = {
     "num_train_epochs": {"aliases": ["--epochs"], "help": "passes over the training data"},
     "per_device_train_batch_size": {
@@ -491,8 +432,7 @@ TRAINER_FLAGS: dict[str, dict] = {
 
 
 def trainer_setting(name: str, default: Any, help: str = "") -> Any:
-    """A dataclass field redeclaring the Trainer's setting ``name`` with a script's own default (and help), keeping
-    its documented flag (``TRAINER_FLAGS``)."""
+    """A field redeclaring the Trainer's setting ``name`` with a script's own default (and help)."""
     if name not in TRAINER_FLAGS:
         raise ValueError(
             f"trainer_setting: {name!r} is not one of {sorted(TRAINER_FLAGS)}; declare it with field()"
@@ -505,14 +445,9 @@ def trainer_setting(name: str, default: Any, help: str = "") -> Any:
 
 @dataclass
 class TrainerRunArgs(CommonArgs):
-    """What every Trainer-based script adds to sentence-transformers' training arguments, which a script's class
-    also extends (``class CrossEncoderArgs(TrainerRunArgs, CrossEncoderTrainingArguments)``, so every Trainer flag
-    works): the starting model, the data subset and input length, the evaluation around training, checkpoint
-    keeping and ``--load-best``, and ctxir's defaults for the few Trainer settings below.
+    """What a Trainer script adds to sentence-transformers' training arguments (which its class also extends).
 
-    ``output_dir`` is the run's folder (the Trainer's checkpoints go to its checkpoints/); ``--device`` sets
-    ``run_device`` (``device`` is the library's own property, the torch device it set up). A script hands the
-    Trainer the library's own class, built from these (``training.steps.trainer_arguments``)."""
+    ``--device`` sets ``run_device``: ``device`` is the library's own property."""
 
     run_device: str = field(
         default="auto",
@@ -561,8 +496,7 @@ class TrainerRunArgs(CommonArgs):
 
 
 def run_config(args) -> dict:
-    """metrics.json "config" of a Trainer script: every setting ctxir declares (its own and the Trainer settings it
-    gives a default), and each other Trainer setting that differs from the library's default."""
+    """metrics.json "config": every setting ctxir declares, and each other Trainer setting off its default."""
     library = ("transformers.", "sentence_transformers.")
     ctxir_fields = {
         name
