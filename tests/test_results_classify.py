@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -17,9 +16,9 @@ def record(accuracy: float, template: str = "{label}", shots: bool = False) -> d
     }
     out = {
         "config": {
-            "data": str(ROOT.parent / "shared" / "data" / "agnews"),
+            "data": "../shared/data/agnews",
             "method": "zero-shot",
-            "output": str(ROOT / "results" / "x.json"),
+            "output": "docs/bench/classify/x.json",
         },
         "data": {"train_rows": 8000, "test_rows": 7600},
         "machine": "Linux x86_64, 2 CPU cores",
@@ -65,42 +64,30 @@ def record(accuracy: float, template: str = "{label}", shots: bool = False) -> d
     return out
 
 
-def test_writes_only_its_section(tmp_path, monkeypatch):
+def test_writes_only_its_section(tmp_path):
     results = tmp_path / "results"
     results.mkdir()
     for name, rec in {
-        "classify-agnews.json": record(0.77, "This text is about {description}.", shots=True),
-        "classify-agnews-names.json": record(0.68),
-        "classify-agnews-bare-name.json": record(0.64),
-        "classify-agnews-about-label.json": record(0.68),
+        "agnews.json": record(0.77, "This text is about {description}.", shots=True),
+        "agnews-names.json": record(0.68),
+        "agnews-bare-name.json": record(0.64),
+        "agnews-about-label.json": record(0.68),
     }.items():
         (results / name).write_text(json.dumps(rec))
     doc = tmp_path / "results.md"
     doc.write_text("# Results\n\n<!-- training:start -->\nkept\n<!-- training:end -->\n")
     from scripts import results_classify  # scripts/ is a folder of files, importable from the checkout's root
 
-    monkeypatch.setattr(
-        sys,
-        "argv",
-        [
-            "results_classify.py",
-            "--results",
-            str(results),
-            "--doc",
-            str(doc),
-            "--outputs",
-            str(tmp_path / "none"),
-        ],
-    )
-    results_classify.main()
+    argv = ["--records", str(results), "--doc", str(doc)]
+    assert results_classify.main(argv) == 0
     text = doc.read_text()
     assert "<!-- training:start -->\nkept\n<!-- training:end -->" in text
     section = text.split("<!-- classify:start -->")[1].split("<!-- classify:end -->")[0]
     assert "| zero-shot (no labelled example) | 0.65 | 0.75 | **0.7700** |" in section
     assert "| 8 (5 seeds) | 0.7300 ± 0.0100 | 0.7700 ± 0.0200 |" in section
     assert (
-        "`ctxir classify --data ../shared/data/agnews --method zero-shot --output results/x.json`" in section
+        "`ctxir classify --data ../shared/data/agnews --method zero-shot --output docs/bench/classify/x.json`"
+        in section
     )
-    assert "| TripletLoss, 8 per class, 20 triplets per example | not run |" in section
-    results_classify.main()  # a second run replaces the section, never appends another
+    results_classify.main(argv)  # a second run replaces the section, never appends another
     assert doc.read_text().count("<!-- classify:start -->") == 1
