@@ -1,7 +1,6 @@
-"""``python -m benchmarks.report``: the JSON records of the other benchmarks rendered into docs/results.md
-between its report markers, with a PNG per kind in docs/ and a copy of each JSON in docs/bench/.
+"""The other benchmarks' JSON records rendered into docs/results.md, with a PNG per kind and a copy of each JSON.
 
-    python -m benchmarks.report --inputs results/bench/*.json --markdown docs/results.md   # tables + PNGs
+python -m benchmarks.report --inputs results/bench/*.json --markdown docs/results.md   # tables + PNGs
 """
 
 from __future__ import annotations
@@ -41,7 +40,6 @@ TITLES = {
     "train": "Cross-encoder training throughput",
     "views": "The app's views in process, per device",
 }
-# The markers keep their old name: pages written before the benchmarks left the library are found and replaced.
 REPORT_BEGIN, REPORT_END = "<!-- ctxir.bench report: begin -->", "<!-- ctxir.bench report: end -->"
 
 
@@ -96,8 +94,7 @@ def _words(text: str) -> int:
 
 
 def clauses(text: str) -> list[str]:
-    """``text`` as clauses of at most ``MAX_WORDS`` words: cut at its sentences and semicolons, then a clause still
-    longer at ", and " (which goes), then at as few commas as it takes (all outside parentheses).
+    """``text`` as clauses of at most ``MAX_WORDS`` words: cut at sentences and semicolons, then ", and ", then commas.
 
     >>> clauses("timed (p50; p95); one at a time")
     ['timed (p50; p95)', 'one at a time']
@@ -179,7 +176,6 @@ def read_records(paths: list[str]) -> list[dict]:
 
 def copy_record(record: dict, figures: Path, docs: Path | None) -> str:
     """Copy the record's JSON into ``figures``/bench/ (unless it is there already); the link to it from ``docs``."""
-
     copy = figures / "bench" / Path(record["_path"]).name
     copy.parent.mkdir(parents=True, exist_ok=True)
     if Path(record["_path"]).resolve() != copy.resolve():
