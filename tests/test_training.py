@@ -1336,8 +1336,7 @@ def test_squad_topics_are_paragraph_openings_judged_by_their_article_without_tit
         for t in ("Otter", "Bat")
     ]
     (folder / "dev-v1.1.json").write_text(json.dumps({"data": articles}))
-    args = er.EvaluateRerankerArgs(model="x", data_dir=str(tmp_path), fusion_dev_topics=1, topic_words=3)
-    corpus, queries, qrels = er.squad_topics({"seed": 1}, args)
+    corpus, queries, qrels = er.squad_topics({"seed": 1}, str(tmp_path), per_article=1, topic_words=3)
     assert (
         len(queries) == 2 and len(corpus) == 4
     )  # one paragraph of each article drawn, and out of the corpus

@@ -18,7 +18,14 @@ from ctxir.encoders.models import resolve_model
 from ctxir.retrieval import BM25Retriever
 from ctxir.types import Corpus, CtxirError, Qrels, Queries, doc_text
 from training.cls_lr_features import Pair
-from training.common import SQUAD_DEV_QUERIES, check_not_empty, data_folder, heldout_queries, take
+from training.common import (
+    SQUAD_DEV_QUERIES,
+    check_not_empty,
+    data_folder,
+    heldout_queries,
+    take,
+    untrained_questions,
+)
 
 if TYPE_CHECKING:
     from training.cls_lr_args import ClsLrArgs
@@ -128,18 +135,12 @@ def general_pairs(args: ClsLrArgs, base_path: str) -> tuple[PairSet, dict]:
     # the cross-encoder's own draw, made again from its config (training.cross_encoder_data.add_general's rule)
     path = Path(base_path) / "metrics.json"
     config = json.loads(path.read_text()).get("config", {}) if path.is_file() else {}
-    seed, trained_sources = int(config.get("seed", args.seed)), str(config.get("general", "")).split(",")
+    seed = int(config.get("seed", args.seed))
     parts, record = [], {}
     for source, data in load_general(
         args.data_dir, [s.strip() for s in args.general.split(",") if s.strip()]
     ).items():
-        answered = sorted(q for q in data.queries if data.qrels[q])
-        trained = (
-            set(take(answered, int(config.get("general_queries", -1)), seed))
-            if source in trained_sources
-            else set()
-        )
-        unseen = [q for q in answered if q not in trained]
+        unseen = untrained_questions(data, source, config, args.seed)
         if source == "squad":  # training/evaluate_reranker.squad_dev's draw: the fused mode's dev questions
             dev = set(take(unseen, SQUAD_DEV_QUERIES, seed))
             unseen = [q for q in unseen if q not in dev]

@@ -205,6 +205,16 @@ def take(items: Sequence[T], max_samples: int, seed: int) -> list[T]:
     return [items[i] for i in keep]
 
 
+def untrained_questions(data, source: str, config: dict, default_seed: int = 42) -> list[str]:
+    """The answered questions of --general ``source`` a run did not train on: its draw made again from ``config``."""
+    answered = sorted(q for q in data.queries if data.qrels[q])
+    if source not in [s.strip() for s in str(config.get("general", "")).split(",")]:
+        return answered
+    seed = int(config.get("seed", default_seed))
+    trained = set(take(answered, int(config.get("general_queries", -1)), seed))
+    return [q for q in answered if q not in trained]
+
+
 def heldout_queries(qids: Sequence[str], n: int, seed: int) -> list[str]:
     """The ``n`` training queries held out, seeded: the same claims in every script, so a pipeline of models can be
     tuned on claims none of them saw."""

@@ -1,21 +1,10 @@
-"""Evaluate a trained re-ranker the way a user's corpus will meet it, and choose its fused mode on training claims.
+"""Evaluate a trained re-ranker as a new corpus will meet it, and choose its passages and fused mode on held-out claims.
 
     python -m training.evaluate_reranker --model outputs/ce --choose-fusion true        # writes fusion.json
     python -m training.evaluate_reranker --model outputs/ce --depths 20,100              # writes evaluation.json
 
-Two jobs, one script, so that the numbers a card shows and the fusion the app uses come from the same scores:
-
-1. **Fusion on training claims** (``--choose-fusion``): the model's held-out training claims (``metrics.json``'s
-   ``heldout_query_ids``, e.g. ``--dev-split unseen``: claims whose abstracts no training claim cites) re-ranked over
-   BM25's top ``--fusion-depth``; rank fusion (RRF, k = 60) with the first stage's weight chosen from a small grid
-   (the grid and its rules: ``training.fusion_choice``). Rank fusion because a *score* weight chosen on SciFact did
-   not hold on other collections, while RRF did.
-2. **Test figures** (never used to choose anything): SciFact test over BM25 top ``--depths``, the re-ranker alone and
-   fused, each against BM25 with a paired test, and split into claims that cite an abstract some training claim
-   also cites ("seen": a model can win there by memorising) and claims that do not ("unseen": what a new corpus
-   looks like); the MS MARCO sample and the demo corpus (no harm elsewhere) over BM25 and the hybrid first stage.
-
-Every candidate is scored once at the deepest depth; shallower depths reuse those scores.
+One script, so that the card's figures and the app's fusion come from the same scores; the test figures choose
+nothing. Every candidate is scored once at the deepest depth; shallower depths reuse those scores.
 """
 
 from __future__ import annotations
@@ -32,12 +21,7 @@ from ctxir.files import read_json, write_json
 from ctxir.names import PASSAGES_FILE
 from ctxir.publish.metrics_file import write_metrics
 from ctxir.types import CtxirError, Hit
-from training.common import (
-    cli_main,
-    data_folder,
-    evaluation_row,
-    machine_info,
-)
+from training.common import cli_main, data_folder, evaluation_row, machine_info, take, untrained_questions
 from training.evaluate_reranker_args import (
     COLLECTION_NAMES,
     COLLECTIONS,
@@ -48,16 +32,8 @@ from training.evaluate_reranker_args import (
     check_args,
     comma_list,
 )
-from training.fusion_choice import (
-    FUSION_K,
-    dev_ndcg,
-    fusion_calibration,
-    fusion_grid,
-    stage_runs,
-)
+from training.fusion_choice import FUSION_K, dev_ndcg, fusion_calibration, fusion_grid, stage_runs
 from training.shared_scores import model_stamp, score_candidates
-
-# ---------------------------------------------------------------- pure parts (tests call these without a model)
 
 
 def seen_split(test_qrels: dict, train_qrels: dict) -> tuple[set[str], set[str]]:
@@ -76,11 +52,10 @@ def seen_split(test_qrels: dict, train_qrels: dict) -> tuple[set[str], set[str]]
 def _summary(qrels: dict, runs: dict[str, dict], queries: set[str] | None = None) -> dict:
     from ctxir.evaluation import evaluate_run, paired_test
 
-    keep = (
-        (lambda run: {q: r for q, r in run.items() if q in queries}) if queries is not None else (lambda r: r)
-    )
-    qrels = {q: r for q, r in qrels.items() if queries is None or q in queries}
-    results = {name: evaluate_run(qrels, keep(run)) for name, run in runs.items()}
+    if queries is not None:
+        qrels = {q: r for q, r in qrels.items() if q in queries}
+        runs = {name: {q: r for q, r in run.items() if q in queries} for name, run in runs.items()}
+    results = {name: evaluate_run(qrels, run) for name, run in runs.items()}
     out = {"queries": len(qrels)}
     for name, result in results.items():
         out[name] = {m: round(float(result.aggregate[m]), 4) for m in METRICS}
@@ -93,22 +68,16 @@ def _summary(qrels: dict, runs: dict[str, dict], queries: set[str] | None = None
     return out
 
 
-# ---------------------------------------------------------------- the steps
-
-
 def choose_fusion(
     reranker, folder: Path, args: EvaluateRerankerArgs, dev: tuple | None = None, scored: dict | None = None
 ) -> dict:
-    """The first stage's RRF weight that does best on the model's held-out training claims (nDCG@10), over BM25's
-    candidates (the record's top level) and, under "first_stages", over each of --fusion-first-stages' others (a
-    hybrid first stage is stronger than BM25 and may earn more say). ``dev`` (``dev_claims``) and ``scored`` (the
-    re-ranker's scores of its BM25 candidates) when already at hand; every other candidate is scored once."""
+    """The fusion.json record: the first stage's fusion weight that does best on the dev queries, over BM25's
+    candidates and (under "first_stages") each other --fusion-first-stages'. ``dev``/``scored`` when at hand."""
     corpus, queries, qrels, first, chosen_on, parts = dev or dev_claims(folder, args)
     calibration = fusion_calibration(folder, comma_list(args.fusion_methods))
-    stamp = model_stamp(args.model, reranker) if args.scores_dir else None
     if scored is None:
-        scored = score_candidates(
-            reranker, queries, first, corpus, f"{len(queries)} dev queries", args.scores_dir, stamp
+        scored = _score_missing(
+            reranker, queries, first, corpus, f"{len(queries)} dev queries", args.scores_dir, args.model, {}
         )
     grid_args = (args.fusion_min_gain, parts, args.fusion_rule, calibration, args.fusion_max_loss)
     record = {
@@ -121,17 +90,10 @@ def choose_fusion(
     if others:
         record["first_stages"] = {}
         for kind, hits in _dev_candidates(parts, others, args.fusion_depth).items():
-            missing = {q: [h for h in hits[q] if h.doc_id not in scored[q]] for q in queries}
-            more = score_candidates(
-                reranker,
-                queries,
-                missing,
-                corpus,
-                f"{len(queries)} dev queries, {kind} candidates",
-                args.scores_dir,
-                stamp,
+            label = f"{len(queries)} dev queries, {kind} candidates"
+            scored = _score_missing(
+                reranker, queries, hits, corpus, label, args.scores_dir, args.model, scored
             )
-            scored = {q: {**scored[q], **more[q]} for q in queries}
             record["first_stages"][kind] = {
                 **fusion_grid(qrels, hits, scored, args.fusion_depth, *grid_args),
                 "chosen_on": chosen_on.replace("BM25 top", f"{kind} top"),
@@ -149,9 +111,8 @@ def _dev_candidates(parts: dict, kinds: list[str], depth: int) -> dict[str, dict
 
 
 def dev_claims(folder: Path, args: EvaluateRerankerArgs) -> tuple[dict, dict, dict, dict, str, dict]:
-    """(corpus, queries, qrels, BM25 hits at --fusion-depth, description, parts) of the dev queries (--fusion-dev):
-    the held-out training claims, and SQuAD questions the model did not train on; ``parts`` {name: (corpus, queries,
-    qrels)} keeps each apart (their ids do not collide: SQuAD's are prefixed)."""
+    """(corpus, queries, qrels, BM25 hits at --fusion-depth, description, parts) of the --fusion-dev queries; ``parts``
+    {name: (corpus, queries, qrels)} keeps each apart (SQuAD's ids are prefixed)."""
     from ctxir.data import load_beir
     from ctxir.retrieval import BM25Retriever
 
@@ -172,10 +133,12 @@ def dev_claims(folder: Path, args: EvaluateRerankerArgs) -> tuple[dict, dict, di
     described = [f"{len(dev)} held-out SciFact training claims (dev split {dev_split!r})"]
     named = comma_list(args.fusion_dev)
     if "squad" in named:
-        parts["squad"] = squad_dev(metrics.get("config") or {}, args)
+        parts["squad"] = squad_dev(metrics.get("config") or {}, args.data_dir, args.fusion_dev_queries)
         described.append(f"{len(parts['squad'][1])} SQuAD questions the model did not train on")
     if "squad-topics" in named:
-        parts["squad-topics"] = squad_topics(metrics.get("config") or {}, args)
+        parts["squad-topics"] = squad_topics(
+            metrics.get("config") or {}, args.data_dir, args.fusion_dev_topics, args.topic_words
+        )
         described.append(
             f"{len(parts['squad-topics'][1])} SQuAD paragraphs' first {args.topic_words} words as topics, their "
             "articles' other paragraphs relevant"
@@ -189,22 +152,13 @@ def dev_claims(folder: Path, args: EvaluateRerankerArgs) -> tuple[dict, dict, di
     return (*merged, first, f"{' + '.join(described)}, BM25 top {args.fusion_depth}", parts)
 
 
-def squad_dev(config: dict, args: EvaluateRerankerArgs) -> tuple[dict, dict, dict]:
-    """(corpus, queries, qrels), ids prefixed ``squad:``: --fusion-dev-queries SQuAD questions drawn (seeded) from
-    those the run did not train on (its --general-queries draw is made again from its config), over every
-    paragraph."""
+def squad_dev(config: dict, data_dir: str, n: int) -> tuple[dict, dict, dict]:
+    """(corpus, queries, qrels), ids prefixed ``squad:``: ``n`` SQuAD questions drawn (seeded) from those the run
+    (``config``: its metrics.json's) did not train on, over every paragraph."""
     from ctxir.data.general import load_squad
-    from training.common import take
 
-    squad = load_squad(Path(args.data_dir) / "general" / "squad-v1.1" / "dev-v1.1.json")
-    answered = sorted(q for q in squad.queries if squad.qrels[q])
-    seed = int(config.get("seed", 42))
-    trained = (
-        set(take(answered, int(config.get("general_queries", -1)), seed))
-        if "squad" in str(config.get("general", ""))
-        else set()
-    )
-    dev = take([q for q in answered if q not in trained], args.fusion_dev_queries, seed)
+    squad = load_squad(Path(data_dir) / "general" / "squad-v1.1" / "dev-v1.1.json")
+    dev = take(untrained_questions(squad, "squad", config), n, int(config.get("seed", 42)))
     return (
         {f"squad:{d}": doc for d, doc in squad.corpus.items()},
         {f"squad:{q}": squad.queries[q] for q in dev},
@@ -212,19 +166,13 @@ def squad_dev(config: dict, args: EvaluateRerankerArgs) -> tuple[dict, dict, dic
     )
 
 
-def squad_topics(config: dict, args: EvaluateRerankerArgs) -> tuple[dict, dict, dict]:
-    """(corpus, queries, qrels), ids prefixed ``topic:``: --fusion-dev-topics paragraphs drawn (seeded) from each SQuAD
-    article, each one's first --topic-words words a query to which the article's other paragraphs are relevant; the
-    drawn paragraphs leave the corpus (a query must not find the text it was cut from).
-
-    A long statement of a topic judged by subject, as in a library or abstract collection, is a task none of ctxir's
-    re-rankers trains on (they learn questions → the passage that answers), and one where a first stage can be the
-    stronger (the shipped cross-encoder alone: 0.884 over dense's top 20, dense 0.917): a fusion weight is then
-    chosen on more than the tasks the re-ranker learned."""
+def squad_topics(config: dict, data_dir: str, per_article: int, topic_words: int) -> tuple[dict, dict, dict]:
+    """(corpus, queries, qrels), ids prefixed ``topic:``: ``per_article`` paragraphs drawn (seeded) from each SQuAD
+    article, each one's first ``topic_words`` words a query for the article's other paragraphs (the drawn ones leave
+    the corpus): a task none of the re-rankers trains on, where a first stage can be the stronger."""
     from ctxir.data.general import load_squad
-    from training.common import take
 
-    squad = load_squad(Path(args.data_dir) / "general" / "squad-v1.1" / "dev-v1.1.json")
+    squad = load_squad(Path(data_dir) / "general" / "squad-v1.1" / "dev-v1.1.json")
     articles: dict[str, list[str]] = {}
     for doc_id in sorted(squad.corpus):
         articles.setdefault(squad.groups.get(doc_id, doc_id), []).append(doc_id)
@@ -232,12 +180,10 @@ def squad_topics(config: dict, args: EvaluateRerankerArgs) -> tuple[dict, dict, 
     drawn = {
         d: article
         for article, docs in sorted(articles.items())
-        if len(docs) > args.fusion_dev_topics
-        for d in take(docs, args.fusion_dev_topics, seed)
+        if len(docs) > per_article
+        for d in take(docs, per_article, seed)
     }
-    queries = {
-        f"topic:{d}": " ".join(squad.corpus[d]["text"].split()[: args.topic_words]) for d in sorted(drawn)
-    }
+    queries = {f"topic:{d}": " ".join(squad.corpus[d]["text"].split()[:topic_words]) for d in sorted(drawn)}
     qrels = {
         f"topic:{d}": {f"topic:{o}": 1 for o in articles[article] if o not in drawn}
         for d, article in drawn.items()
@@ -250,8 +196,8 @@ def squad_topics(config: dict, args: EvaluateRerankerArgs) -> tuple[dict, dict, 
 
 
 def choose_passages(reranker, args: EvaluateRerankerArgs, dev: tuple) -> tuple[dict, dict]:
-    """First max-length tokens or the best window (MaxP): whichever re-ranks the held-out claims (``dev``) better
-    alone; (the passages.json record, the chosen way's scores of those claims, which the fusion choice reuses)."""
+    """(passages.json record, the chosen way's dev scores): first tokens or the best window (MaxP), whichever
+    re-ranks the dev queries better alone."""
     from ctxir.encoders.lengths import set_max_length
     from ctxir.rerank import Passages
 
@@ -295,15 +241,8 @@ def evaluate_scifact(reranker, fusion, depths: list[int], args: EvaluateReranker
         queries = dict(list(queries.items())[: args.max_queries])
         qrels = {q: qrels[q] for q in queries if q in qrels}
     first = BM25Retriever(corpus).search(queries, max(depths))
-    scored = score_candidates(
-        reranker,
-        queries,
-        first,
-        corpus,
-        f"SciFact test, BM25 top {max(depths)}",
-        args.scores_dir,
-        model_stamp(args.model, reranker),
-    )
+    label = f"SciFact test, BM25 top {max(depths)}"
+    scored = _score_missing(reranker, queries, first, corpus, label, args.scores_dir, args.model, {})
     seen, unseen = seen_split(qrels, train_qrels)
     out = {"seen_queries": len(seen), "unseen_queries": len(unseen)}
     for depth in depths:
@@ -316,9 +255,8 @@ def evaluate_scifact(reranker, fusion, depths: list[int], args: EvaluateReranker
     for kind, hits in _stage_hits(
         corpus, queries, [k for k in comma_list(args.other_first_stages) if k != kinds.BM25], args.other_depth
     ).items():
-        scored = _score_missing(
-            reranker, queries, hits, corpus, f"SciFact test, {kind} top {args.other_depth}", args, scored
-        )
+        label = f"SciFact test, {kind} top {args.other_depth}"
+        scored = _score_missing(reranker, queries, hits, corpus, label, args.scores_dir, args.model, scored)
         runs = stage_runs(hits, scored, args.other_depth, fusion.for_first_stage(kind))
         out[f"{kind}@{args.other_depth}"] = {
             "all": _summary(qrels, runs),
@@ -334,21 +272,19 @@ def _score_missing(
     hits: dict[str, list[Hit]],
     corpus: dict,
     label: str,
-    args: EvaluateRerankerArgs,
+    scores_dir: str,
+    model: str,
     scored: dict,
 ) -> dict:
-    """``scored`` with every candidate of ``hits`` it lacks scored too: a document two first stages both return
-    is scored once."""
+    """``scored`` with every candidate of ``hits`` it lacks scored too (kept in ``scores_dir`` when given)."""
     missing = {q: [h for h in hits[q] if h.doc_id not in scored.get(q, {})] for q in queries}
-    more = score_candidates(
-        reranker, queries, missing, corpus, label, args.scores_dir, model_stamp(args.model, reranker)
-    )
+    stamp = model_stamp(model, reranker) if scores_dir else None
+    more = score_candidates(reranker, queries, missing, corpus, label, scores_dir, stamp)
     return {q: {**scored.get(q, {}), **more[q]} for q in queries}
 
 
 def _stage_hits(corpus: dict, queries: dict[str, str], names: list[str], depth: int) -> dict[str, dict]:
-    """{name: {qid: top ``depth`` hits}} of the app's first stages (bi-encoder: the packaged MiniLM; the hybrid
-    fuses each part's top 100, as the app's does)."""
+    """{name: {qid: top ``depth`` hits}} of the app's first stages, built as the app builds them."""
     from ctxir.encoders import BiEncoder
     from ctxir.rerank.pipeline import build_first_stages
     from ctxir.retrieval.registry import get_first_stage
@@ -380,9 +316,8 @@ def evaluate_other(reranker, fusion, name: str, args: EvaluateRerankerArgs) -> d
     for kind, first in _stage_hits(
         corpus, queries, comma_list(args.other_first_stages), args.other_depth
     ).items():
-        scored = _score_missing(
-            reranker, queries, first, corpus, f"{name} {kind} top {args.other_depth}", args, scored
-        )
+        label = f"{name} {kind} top {args.other_depth}"
+        scored = _score_missing(reranker, queries, first, corpus, label, args.scores_dir, args.model, scored)
         out[f"{kind}@{args.other_depth}"] = _summary(
             qrels, stage_runs(first, scored, args.other_depth, fusion.for_first_stage(kind))
         )
@@ -432,9 +367,7 @@ def run(args: EvaluateRerankerArgs) -> dict:
     # 2. how long documents are read, then the fused mode: chosen on held-out training claims, or read from the folder
     choose_settings(reranker, folder, args)
     fusion_record = read_json(folder / FUSION_FILE) or {"method": "rrf", "k": FUSION_K, "weights": [1.0, 1.0]}
-    fusion = stage_fusion_for(
-        str(folder)
-    )  # its fusion.json, else RRF k=60 with equal weights, as the app reads it
+    fusion = stage_fusion_for(str(folder))  # as the app reads it
     if not depths:
         return {"fusion": fusion_record}
     # 3. test figures, chosen from nothing, added to what earlier runs recorded
@@ -462,8 +395,7 @@ def run(args: EvaluateRerankerArgs) -> dict:
 
 
 def choose_settings(reranker, folder: Path, args: EvaluateRerankerArgs) -> None:
-    """--choose-passages, then --choose-fusion (with the passages chosen): each written into the model folder; the
-    held-out claims are retrieved, and scored the chosen way, once for both."""
+    """--choose-passages, then --choose-fusion (with the passages chosen), each written into the model folder."""
     dev = dev_claims(folder, args) if args.choose_passages or args.choose_fusion else None
     scored = None
     if args.choose_passages:
@@ -494,8 +426,7 @@ def choose_settings(reranker, folder: Path, args: EvaluateRerankerArgs) -> None:
 
 
 def record_head(reranker, folder: Path, fusion_record: dict, output: Path) -> dict:
-    """The evaluation record before its figures: the model, its settings, the machine, and every command that
-    wrote part of the record (a later run of other collections or depths adds to it instead of dropping them)."""
+    """The evaluation record before its figures, added to what earlier runs of ``output`` recorded."""
     fusion = {k: fusion_record.get(k) for k in ("method", "k", "weights", "chosen_on")}
     if fusion_record.get("first_stages"):
         fusion["first_stages"] = {
@@ -520,14 +451,8 @@ def record_head(reranker, folder: Path, fusion_record: dict, output: Path) -> di
 
 
 def evaluation_rows(result: dict) -> list[dict]:
-    """metrics.json evaluation rows (before = the first stage alone) for every figure of an evaluation.json.
-
-    Each row states what it covers (``queries``, ``first_stage``, ``depth``; ``subset`` for the seen/unseen claims)
-    so the card check can hold anchors to the same queries and depth. The fused row of a first stage whose fusion
-    keeps the first stage's order (RRF at ``TIE_BREAK_WEIGHT``) says that it only orders that stage's ties, and how
-    many queries that changed. SciFact test, all claims, BM25's top 20, the default (fused) mode is the card's
-    ``headline``: the figure the Hub shows first.
-    """
+    """metrics.json evaluation rows (before = the first stage alone) for every figure of an evaluation.json; each
+    says what it covers, and SciFact test's fused BM25 top 20 is the card's ``headline``."""
     from ctxir.rerank.stage_fusion import TIE_BREAK_WEIGHT
 
     fusion = result.get("fusion") or {}
@@ -546,10 +471,7 @@ def evaluation_rows(result: dict) -> list[dict]:
                     label = "re-ranker alone"
                     if mode == "fused" and ties_only:
                         changed = s.get("fused_vs_first_stage") or {}
-                        label = (
-                            f"default: {stage}'s order kept, only its ties re-ordered (RRF {weights[0]:g} : "
-                        )
-                        label += f"{weights[1]:g}"
+                        label = f"default: {stage}'s order kept, only its ties re-ordered (RRF {weights[0]:g} : {weights[1]:g}"
                         if {"wins", "losses"} <= changed.keys():
                             label += (
                                 f"; {changed['wins'] + changed['losses']} of {s['queries']} queries changed"
@@ -583,8 +505,7 @@ def evaluation_rows(result: dict) -> list[dict]:
 
 
 def merge_evaluation_rows(rows: list[dict], new: list[dict]) -> list[dict]:
-    """``rows`` with each of ``new`` in place of the row it measures again (same dataset, split and config), the rest
-    kept: runs that evaluate one collection each add up in one metrics.json.
+    """``rows`` with each of ``new`` in place of the row it measures again (same dataset, split and config).
 
     >>> old = [{"dataset": "lisa", "split": "test", "config": "bm25 top 20, re-ranker alone", "after": 0.40}]
     >>> new = [{"dataset": "npl", "split": "test", "config": "bm25 top 20, re-ranker alone", "after": 0.42}]
