@@ -1,26 +1,10 @@
-"""Fine-tune a bi-encoder (SentenceTransformer) with sentence-transformers' own trainer, losses and evaluators.
+"""Fine-tune a bi-encoder (SentenceTransformer) with sentence-transformers' trainer, losses and evaluators.
 
-Tasks and objectives (``--task`` / ``--objective``, the first objective is the default):
-    scifact  mnrl         MultipleNegativesRankingLoss on (claim, cited abstract, mined hard negative...)
-             contrastive  OnlineContrastiveLoss on 50/50 (claim, abstract, 1|0) pairs, negatives mined
-    stsb     cosent       CoSENTLoss on STS-B train scores / 5          (also: cosine = CosineSimilarityLoss)
-    sick     cosent       CoSENTLoss on SICK train relatedness → [0, 1] (also: cosine)
-    nli      softmax      SoftmaxLoss over (u, v, |u−v|), 3 labels, on SNLI dev + SICK train entailment labels
-             mnrl         MultipleNegativesRankingLoss on (premise, entailed, contradicted) triplets
+Tasks (--task) and objectives (--objective): scifact mnrl|contrastive, stsb and sick cosent|cosine, nli softmax|mnrl.
 
-Hard negatives come from ``sentence_transformers.util.mine_hard_negatives`` with the starting model.
-Evaluation before and after training: SciFact test nDCG@10 / MRR@10 over the full corpus through ctxir's
-DenseRetriever + pytrec_eval (InformationRetrievalEvaluator on held-out training queries during training);
-STS-B / SICK test Spearman with EmbeddingSimilarityEvaluator.
-
-Examples:
     python training/train_bi_encoder.py --task stsb --epochs 4 --output-dir outputs/bi-stsb
-    python training/train_bi_encoder.py --task scifact --objective mnrl --num-negatives 3 --epochs 2
     python training/train_bi_encoder.py --task stsb --max-steps 2 --max-samples 16   # smoke run
-    accelerate launch training/train_bi_encoder.py --task stsb --device cuda --batch-size 128   # several GPUs
-Outputs in --output-dir: the model (loads with SentenceTransformer(path) and ctxir.encoders.models.load_bi_encoder),
-metrics.json, training_log.jsonl (Trainer log history), train.log (everything printed), checkpoints/ while
-training (kept with --keep-checkpoints, needed by --resume last).
+Outputs in --output-dir: the model, metrics.json, training_log.jsonl, train.log, checkpoints/ while training.
 """
 
 from __future__ import annotations
