@@ -1,27 +1,12 @@
-"""Fine-tune a bi-encoder for text classification from N labelled examples per class, then classify with its
-embeddings (kNN, zero-shot, centroid, logistic regression; ``ctxir.classify``).
+"""Fine-tune a bi-encoder for text classification from N labelled examples per class (AG News), then classify with
+its embeddings (kNN, zero-shot, centroid, logistic regression; ``ctxir.classify``).
 
-Objectives (``--objective``):
-    triplet     sentence-transformers' TripletLoss on (anchor, positive of the same class, negative of another):
-                max(‖a−p‖ − ‖a−n‖ + margin, 0), Euclidean on the model's unit vectors; ``--iterations`` triplets per
-                example, positives and negatives drawn at random (seeded)
-    batch-hard  BatchHardTripletLoss on (text, label) rows: in each batch every anchor's farthest positive and
-                nearest negative (GROUP_BY_LABEL batches, each with ≥ 2 texts of several classes)
-    setfit      SetFit's contrastive pairs: per example and iteration one same-class pair (1) and one
-                other-class pair (0), CosineSimilarityLoss (SetFit's default body loss)
+Objectives (--objective): triplet (TripletLoss), batch-hard (BatchHardTripletLoss), setfit (CosineSimilarityLoss on
+SetFit's contrastive pairs).
 
-Data: ``--data-dir``/agnews (AG News, 4 topics): ``--per-class`` N examples of each class drawn from
-``train_subset.csv`` with ``--seed`` (-1 = all 8,000), the test set ``test.csv`` (7,600; ``--eval-max-test`` for a
-quick look at its first N rows). Before and after training, on the test set: kNN-5 (k ≤ N) over the same N per class,
-zero-shot (template and label projection chosen on those N per class, labels from ``--labels``), nearest centroid and
-logistic regression; accuracy and macro-F1 each. The starting model's test embeddings come from ctxir's cache.
-
-Examples:
     python training/train_classifier.py --per-class 8 --objective triplet --torch-threads 1
-    python training/train_classifier.py --per-class 64 --objective setfit --iterations 5
     python training/train_classifier.py --per-class 4 --max-steps 2 --eval-max-test 40   # smoke run
-Outputs in --output-dir: the model, metrics.json (time per run on this machine under "training"), train.log,
-training_log.jsonl.
+Outputs in --output-dir: the model, metrics.json, train.log, training_log.jsonl.
 """
 
 from __future__ import annotations
