@@ -1,24 +1,10 @@
-"""Train the CLS-LR ranker: logistic regression on a cross-encoder's [CLS] vector (the seed's "Bert Search Model").
+"""Train the CLS-LR ranker: logistic regression on a cross-encoder's [CLS] vector of ``[CLS] query [SEP] document [SEP]``.
 
-Each (query, document) pair is read as in next-sentence prediction, ``[CLS] query [SEP] document [SEP]``, by
-the cross-encoder; its [CLS] vector from ``--layer`` (default the last) is the feature row. Positives are the
-qrels' relevant documents; hard negatives are BM25's best-ranked non-relevant documents
-(``--negatives-per-positive`` per positive). SciFact's train queries are split by query into a fit part and
-held-out "test queries" for the classification report. The regularisation C and the decision threshold are
-chosen on the fit queries only (grouped cross-validation), never on held-out or test queries.
-The ranking score is ``coef · CLS + intercept``; it is saved without pickle (safetensors + JSON) by
-``ClsLrRanker.save`` and loads back with ``ctxir.rerank.ClsLrRanker.load`` as a re-ranker.
-
-Then the ranker and the cross-encoder it reads both re-rank BM25's top ``--rerank-depth`` on SciFact's test
-queries: nDCG@10 for BM25 alone (before), the cross-encoder (anchor) and CLS-LR (after).
+Positives are the qrels' documents, negatives BM25's best non-relevant ones; C and the threshold are chosen by
+query-grouped cross-validation on the fit queries only. Then BM25, the cross-encoder and CLS-LR re-rank SciFact test.
 
     python -m training.train_cls_lr --base-model outputs/cross-encoder-scifact --output-dir outputs/cls-lr
-
 Writes to --output-dir: cls_lr.safetensors, cls_lr_config.json, metrics.json, pr_curve.png, train.log.
-
-This file runs the steps (``run``) and writes the record. Beside it: ``cls_lr_args.py`` (the flags and their checks),
-``cls_lr_data.py`` (the labelled pairs and the held-out split), ``cls_lr_features.py`` (the one cross-encoder pass per
-pair, cached) and ``cls_lr_fit.py`` (the regression, its threshold and report, the test re-ranking and its check).
 """
 
 from __future__ import annotations
