@@ -1,27 +1,11 @@
-"""Train a cross-encoder (re-ranker or STS scorer) with sentence-transformers' CrossEncoderTrainer.
+"""Train a cross-encoder (SciFact re-ranker or STS scorer) with sentence-transformers' CrossEncoderTrainer.
 
-Tasks:
-    scifact  BinaryCrossEntropyLoss on (claim, cited abstract, 1) + (claim, hard negative, 0); negatives are
-             the top non-relevant BM25 hits (ctxir's BM25Retriever, the same first stage it re-ranks) and/or
-             bi-encoder neighbours from sentence-transformers' mine_hard_negatives (--negatives bm25|dense|both).
-             Evaluated as a re-ranker of BM25's top --rerank-depth on SciFact test (nDCG@10, MRR@10) through
-             ctxir's Pipeline + pytrec_eval; CrossEncoderRerankingEvaluator on held-out training queries.
-    stsb     regression on STS-B train scores / 5: BinaryCrossEntropyLoss with soft labels (SBERT's recipe)
-             or MSELoss (--loss mse); CrossEncoderCorrelationEvaluator (Spearman) on dev and test.
+scifact: BCE or listwise losses on claims with BM25/dense hard negatives, tested as a re-ranker of BM25's top
+--rerank-depth; stsb: regression on STS-B scores / 5, tested by Spearman.
 
-The offline default start is the BERT body of the packaged all-MiniLM-L6-v2 with a fresh one-logit head.
-
-Examples:
     python training/train_cross_encoder.py --task scifact --num-negatives 4 --epochs 1 --rerank-depth 100
-    python training/train_cross_encoder.py --task stsb --epochs 2 --output-dir outputs/ce-stsb
     python training/train_cross_encoder.py --task stsb --max-steps 2 --max-samples 16   # smoke run
-    torchrun --nproc_per_node 4 training/train_cross_encoder.py --task scifact --device cuda --batch-size 64
-Outputs in --output-dir: the model (loads with CrossEncoder(path), ctxir.encoders.models.load_cross_encoder and
-``ctxir evaluate --rerank cross-encoder --reranker-model DIR``), metrics.json, training_log.jsonl,
-train.log, checkpoints/ while training (kept with --keep-checkpoints; --resume last continues from them).
-
-Beside it: ``cross_encoder_args.py`` (the flags and their checks), ``cross_encoder_data.py`` (what a run trains on)
-and ``cross_encoder_dev.py`` (the dev evaluators its best step is chosen by).
+Outputs in --output-dir: the model, metrics.json, training_log.jsonl, train.log, checkpoints/ while training.
 """
 
 from __future__ import annotations
