@@ -1,26 +1,11 @@
 """Train the sentence-pair (STS) cross-encoder: a LoRA adapter + ctxir's segment-cosine head over all-MiniLM-L6-v2.
 
-One joint pass reads ``[CLS] a [SEP] b [SEP]``; the head scores scale · cos(mean tokens of a, mean tokens of b) +
-bias + a zero-initialised linear term (``ctxir.encoders.heads.SegmentCosineHead``). A mean-pooling bi-encoder body
-already makes that cosine a similarity, so training starts near the bi-encoder, and a LoRA adapter (PEFT) keeps
-what is saved small enough to ship inside ctxir (``training/ship.py --pair-scorer``): the adapter, the head's
-1,155 weights and the tokenizer, a few MB, over the packaged all-MiniLM-L6-v2 (resolved offline by ctxir.encoders.models).
-
-Why its own script: ``train_cross_encoder.py --head segment-cosine`` builds a ``TopLayersTransformer`` body, whose
-saved form is the trained layers themselves, not an adapter; here the body is a plain ``Transformer`` so PEFT's
-``add_adapter`` and ``save_pretrained`` write an adapter that ``ctxir.encoders.models.load_cross_encoder`` merges back in.
-Its data is the cross-encoder's STS-B pairs (``cross_encoder_data.build_pair_scorer_data``); its steps are those of every
-Trainer script (``training/steps.py``).
-
-Settings are chosen on STS-B dev (the in-training evaluator and ``dev_after`` in metrics.json); test is only reported.
+Its own script because PEFT's adapter needs a plain ``Transformer`` body (train_cross_encoder's segment-cosine head
+saves its top layers instead); the adapter is small enough to ship (training/ship.py --pair-scorer).
 
     python training/train_pair_scorer.py --output-dir outputs/sts-lora --torch-threads 1
     python training/train_pair_scorer.py --max-steps 2 --max-samples 16 --output-dir outputs/sts-smoke  # smoke run
-    python -m training.silver_pairs --teacher outputs/bi-encoder-stsb-cosent --output outputs/silver-stsb.csv
-    python training/train_pair_scorer.py --extra-train silver --silver-pairs outputs/silver-stsb.csv \
-        --learning-rate 5e-4 --epochs 1 --lora-r 16 --output-dir outputs/sts-silver   # gold + silver pairs
-Outputs in --output-dir: the adapter folder (loads with ``ctxir.encoders.models.load_cross_encoder(DIR)``), metrics.json,
-training_log.jsonl, train.log.
+Outputs in --output-dir: the adapter folder, metrics.json, training_log.jsonl, train.log.
 """
 
 from __future__ import annotations
