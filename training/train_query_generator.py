@@ -1,21 +1,9 @@
 """Train the experimental query generator (``ctxir.adapt.generator``: MiniLM as a prefix language model) on
-general-domain question–passage pairs.
+general-domain question–passage pairs (MS MARCO triples, WikiQA train, half of SQuAD dev's articles).
 
-The pairs (``../shared/data/general``, training data only; no table reports them):
-    MS MARCO's training triples   each web query → its relevant passage (994)
-    WikiQA train                  each question with a correct sentence → that sentence, under its page's title
-    SQuAD v1.1 dev, half          the questions of every other article (file order 0, 2, 4, ...) → their paragraph;
-                                  the other half's articles are never read, so a SQuAD dev on them stays unseen
-Held out for the loss printed at the end: 2% of the pairs, whole SQuAD articles and WikiQA pages kept together.
-
-Examples:
-    python training/train_query_generator.py --output-dir outputs/query-generator                 # ~35 min here
+    python training/train_query_generator.py --output-dir outputs/query-generator
     python training/train_query_generator.py --output-dir outputs/qg --max-steps 2 --max-pairs 64  # smoke run
-    python training/train_query_generator.py --output-dir outputs/query-generator --resume last    # go on after a stop
-Outputs in --output-dir: model.safetensors (44 MB: MiniLM's weights but its word embeddings, which are the packaged
-copy's, and the output head) + query_generator.json (load with
-``ctxir.adapt.generator.load_generator``; ``ctxir adapt --generator DIR --query-kinds generated``), examples.json
-(queries it generated for held-out passages beside their real ones), checkpoints/ while training.
+Outputs in --output-dir: model.safetensors + query_generator.json, examples.json, checkpoints/ while training.
 """
 
 from __future__ import annotations
