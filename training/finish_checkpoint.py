@@ -2,15 +2,8 @@
 
     python -m training.finish_checkpoint --run outputs/ce-match-stage4 --step 550 --output-dir outputs/ce-550
 
-A run trained with ``--keep-checkpoints true`` but without ``--load-best`` ends on its last step; its dev curve
-(``trainer_state.json``) may peak earlier. This copies that checkpoint's model files, safetensors and JSON only (the
-Trainer's optimizer, scheduler and RNG pickles stay behind: ctxir loads no pickle), and writes the folder's
-metrics.json from the run's: the training block cut at the step (steps, epoch and last loss from the checkpoint's
-log history; the run's full length kept as ``finished_from``), ``extra.best_checkpoint`` and ``extra.dev_after``
-from the dev evaluation logged at that step, and none of the run's test rows, which describe its last step. The
-test rows come from ``training.evaluate_reranker`` on this folder: its evaluation.json, when the folder holds one,
-is read into metrics.json here too, so running this again after an evaluation refreshes the rows. The weights are
-not touched: resuming at the checkpoint's own step instead would take one more optimizer step.
+Copies the checkpoint's safetensors and JSON (no pickles) and writes metrics.json from the run's, cut at that step;
+the test rows come from the folder's evaluation.json (training.evaluate_reranker) when it holds one.
 """
 
 from __future__ import annotations
