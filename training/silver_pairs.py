@@ -1,19 +1,10 @@
-"""Silver sentence pairs for the STS pair scorer: pairs of STS-B *train* sentences, labelled by a teacher bi-encoder
-(Augmented SBERT, Thakur et al., NAACL 2021, with the roles turned round: the bi-encoder teaches the cross-encoder).
+"""Silver sentence pairs for the STS pair scorer: STS-B train sentences paired and labelled by a teacher bi-encoder
+(Augmented SBERT, with the bi-encoder teaching the cross-encoder).
 
     python -m training.silver_pairs --teacher outputs/bi-encoder-stsb-cosent --output outputs/silver-stsb.csv
 
-5,749 gold pairs are few for learning to compare two sentences in one joint pass, and the cross-encoders trained on
-them stay below the STS-B bi-encoder they could learn from (docs/lab.md). This writes more pairs from the same
-sentences, the way Augmented SBERT samples them: each sentence with its ``--neighbours`` nearest other sentences
-under the teacher (pairs worth telling apart) and ``--random`` random ones (the dissimilar end), gold pairs and
-repeats dropped. Each pair's label is the teacher's cosine mapped onto the gold scale (0–1, gold / 5) by isotonic
-regression fitted on the gold train pairs: the order is the teacher's, the scale the one the pair scorer regresses.
-Only STS-B train is read; dev and test stay for choosing and reporting. ``train_pair_scorer.py --extra-train silver
---silver-pairs FILE`` trains on them beside the gold pairs.
-
-Outputs: the CSV (sentence1, sentence2, score) and FILE.json beside it (teacher, counts, the calibration's fit on
-the gold pairs).
+Each sentence gets its --neighbours nearest and --random random others; a pair's label is the teacher's cosine mapped
+onto the gold scale by isotonic regression on the gold pairs. Writes the CSV and FILE.json beside it.
 """
 
 from __future__ import annotations
