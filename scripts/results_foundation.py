@@ -1,161 +1,149 @@
-"""Reproduce the foundation results table in docs/results.md (no training involved).
+"""Run the foundation configurations (no training) and rewrite docs/results.md's foundation table from their records.
 
-    python scripts/results_foundation.py [--data ../shared/data] [--doc docs/results.md]
+    python scripts/results_foundation.py [--data ../shared/data] [--doc docs/results.md] [--render | --rerun]
 
-Runs every configuration through ``ctxir.evaluate.run`` — the same code as the command printed
-next to each row — and rewrites the block between the foundation markers in the doc. Corpus
-embeddings are cached, so a rerun after the first takes seconds per row; the first takes ~25 min
-on a 2-core CPU (SciFact's 5,183 abstracts are encoded once per pooling).
+Each row's record is ``docs/bench/foundation/<slug>.json``, written by the command printed in the row; the
+ranked lists and per-query scores (``runs``, ``per_query``) are dropped from it to keep the committed file small.
 """
 
 from __future__ import annotations
 
-import platform
-import re
-import time
-from dataclasses import dataclass
+import argparse
+import json
+import os
+import sys
 from pathlib import Path
 
-from ctxir.cli import command_line
-from ctxir.evaluation.evaluate import EvaluateArgs, run
-
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from ctxir.cli import command_line  # noqa: E402
+from ctxir.evaluation.evaluate import EvaluateArgs  # noqa: E402
+from ctxir.files import write_json  # noqa: E402
+from scripts.results_tables import write_block  # noqa: E402
 
 START, END = "<!-- foundation:start -->", "<!-- foundation:end -->"
+RECORDS = "docs/bench/foundation"
+DROPPED = {"runs", "per_query"}
+# (slug, dataset, system, flags besides --data and --output, published anchor)
+ROWS = [
+    (
+        "scifact-bm25",
+        "SciFact test",
+        "BM25 (bm25s, k1=1.5, b=0.75, stemmed)",
+        {"retriever": "bm25"},
+        "BEIR BM25 0.665; Pyserini flat 0.679",
+    ),
+    (
+        "scifact-dense",
+        "SciFact test",
+        "all-MiniLM-L6-v2, mean pooling (its own)",
+        {"retriever": "dense"},
+        "all-MiniLM-L6-v2 0.645",
+    ),
+    (
+        "scifact-hybrid",
+        "SciFact test",
+        "hybrid BM25 + MiniLM, RRF k=60 (untuned)",
+        {"retriever": "hybrid"},
+        "RRF k=60 0.687 (issue)",
+    ),
+    (
+        "scifact-hybrid-tuned",
+        "SciFact test",
+        "hybrid BM25 + MiniLM, fusion tuned on SciFact **train**",
+        {"retriever": "hybrid", "tune_on": "train"},
+        "",
+    ),
+    ("msmarco-bm25", "MS MARCO sample", "BM25", {"retriever": "bm25"}, ""),
+    ("msmarco-dense", "MS MARCO sample", "all-MiniLM-L6-v2, mean pooling", {"retriever": "dense"}, ""),
+    (
+        "msmarco-hybrid",
+        "MS MARCO sample",
+        "hybrid BM25 + MiniLM, RRF k=60 (untuned: no train split)",
+        {"retriever": "hybrid"},
+        "",
+    ),
+    ("stsb", "STS-B test", "all-MiniLM-L6-v2, mean pooling (cosine)", {}, "0.8203"),
+    ("stsb-cls", "STS-B test", "all-MiniLM-L6-v2, CLS pooling (cosine)", {"pooling": "cls"}, ""),
+]
+DATA = {
+    "SciFact test": "scifact",
+    "MS MARCO sample": "msmarco_sample",
+    "STS-B test": "stsbenchmark/sts-test.csv",
+}
 
 
-@dataclass
-class Row:
-    dataset: str
-    system: str
-    flags: dict
-    anchor: str = ""
+def flags(slug: str, dataset: str, changes: dict, data: str) -> dict:
+    return {"data": f"{data}/{DATA[dataset]}", **changes, "output": f"{RECORDS}/{slug}.json"}
 
 
-def rows(data: Path) -> list[Row]:
-    scifact, marco, sts = (
-        str(data / "scifact"),
-        str(data / "msmarco_sample"),
-        str(data / "stsbenchmark/sts-test.csv"),
-    )
-    return [
-        Row(
-            "SciFact test",
-            "BM25 (bm25s, k1=1.5, b=0.75, stemmed)",
-            {"data": scifact, "retriever": "bm25"},
-            "BEIR BM25 0.665; Pyserini flat 0.679",
-        ),
-        Row(
-            "SciFact test",
-            "all-MiniLM-L6-v2, mean pooling (its own)",
-            {"data": scifact, "retriever": "dense"},
-            "all-MiniLM-L6-v2 0.645",
-        ),
-        Row(
-            "SciFact test",
-            "all-MiniLM-L6-v2, CLS pooling",
-            {"data": scifact, "retriever": "dense", "pooling": "cls"},
-        ),
-        Row(
-            "SciFact test",
-            "hybrid BM25 + MiniLM, RRF k=60 (untuned)",
-            {"data": scifact, "retriever": "hybrid"},
-            "RRF k=60 0.687 (issue)",
-        ),
-        Row(
-            "SciFact test",
-            "hybrid BM25 + MiniLM, fusion tuned on SciFact **train**",
-            {"data": scifact, "retriever": "hybrid", "tune_on": "train"},
-        ),
-        Row("MS MARCO sample", "BM25", {"data": marco, "retriever": "bm25"}),
-        Row("MS MARCO sample", "all-MiniLM-L6-v2, mean pooling", {"data": marco, "retriever": "dense"}),
-        Row(
-            "MS MARCO sample",
-            "all-MiniLM-L6-v2, CLS pooling",
-            {"data": marco, "retriever": "dense", "pooling": "cls"},
-        ),
-        Row(
-            "MS MARCO sample",
-            "hybrid BM25 + MiniLM, RRF k=60 (untuned: no train split)",
-            {"data": marco, "retriever": "hybrid"},
-        ),
-        Row("STS-B test", "all-MiniLM-L6-v2, mean pooling (cosine)", {"data": sts}, "0.8203"),
-        Row("STS-B test", "all-MiniLM-L6-v2, CLS pooling (cosine)", {"data": sts, "pooling": "cls"}),
-    ]
-
-
-def command(flags: dict) -> str:
-    return command_line(
-        "ctxir evaluate",
-        EvaluateArgs,
-        flags,
-        always=("data", "retriever"),
-        replace={str(Path.cwd()) + "/": ""},
-    )
-
-
-def main() -> None:
-    import argparse
-
-    import torch
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default=str(ROOT.parent / "shared" / "data"))
-    parser.add_argument("--doc", default=str(ROOT / "docs" / "results.md"))
-    opts = parser.parse_args()
-    data = Path(opts.data)
-    # 1. run every configuration
+def table(records: dict[str, dict]) -> list[str]:
     lines = [
-        "| Dataset | System | nDCG@10 | Recall@100 | Spearman | Published anchor | Command | s |",
-        "|---|---|---:|---:|---:|---|---|---:|",
+        "| Dataset | System | nDCG@10 | Recall@100 | Spearman | Published anchor | Command |",
+        "|---|---|---:|---:|---:|---|---|",
     ]
-    for row in rows(data):
-        start = time.perf_counter()
-        result = run(EvaluateArgs(**row.flags))
-        seconds = time.perf_counter() - start
-        metrics = next(iter(result["metrics"].values()))
+    for slug, dataset, system, changes, anchor in ROWS:
+        record = records[slug]
+        metrics = next(iter(record["metrics"].values()))
         cells = [f"{metrics[m]:.4f}" if m in metrics else "" for m in ("nDCG@10", "Recall@100", "spearman")]
-        tuned = result.get("tuned_fusion")
-        system = row.system + (
-            f" → {tuned['fusion']}, weights {tuned['weights']}"
-            + (f", k={tuned['k']:g}" if tuned["fusion"] == "rrf" else "")
-            if tuned
-            else ""
-        )
-        flags = {
-            k: (v.replace(str(data), "../shared/data") if isinstance(v, str) else v)
-            for k, v in row.flags.items()
-        }
-        lines.append(
-            f"| {row.dataset} | {system} | {' | '.join(cells)} | {row.anchor} | `{command(flags)}` | "
-            f"{seconds:.0f} |"
-        )
-    # 2. say where and how it ran
-    machine = (
-        f"{platform.system()} {platform.machine()}, {torch.get_num_threads()} torch threads, "
-        f"{'CUDA' if torch.cuda.is_available() else 'no GPU'}, Python {platform.python_version()}, "
-        f"torch {torch.__version__}"
+        tuned = record.get("tuned_fusion")
+        if tuned:
+            system += f" → {tuned['fusion']}, weights {tuned['weights']}"
+            system += f", k={tuned['k']:g}" if tuned["fusion"] == "rrf" else ""
+        command = command_line("ctxir evaluate", EvaluateArgs, record["config"], always=("data", *changes))
+        lines.append(f"| {dataset} | {system} | {' | '.join(cells)} | {anchor} | `{command}` |")
+    return lines
+
+
+def trim(path: Path) -> None:
+    """Rewrite a record without its ``runs`` and ``per_query``."""
+    record = json.loads(path.read_text(encoding="utf-8"))
+    write_json(path, {k: v for k, v in record.items() if k not in DROPPED}, indent=1)
+
+
+def read_records() -> dict[str, dict]:
+    return {
+        slug: json.loads((ROOT / RECORDS / f"{slug}.json").read_text(encoding="utf-8")) for slug, *_ in ROWS
+    }
+
+
+def foundation_block(records: dict[str, dict]) -> str:
+    env = next(iter(records.values()))["environment"]
+    intro = (
+        f"Generated by `python scripts/results_foundation.py` from `{RECORDS}/*.json`, each written by the command "
+        f"in its row, less its ranked lists and per-query scores (Python {env['python']}, {env['machine']}, "
+        f"{env['cpus']} CPUs)."
     )
-    block = "\n".join(
-        [
-            START,
-            f"Generated by `python scripts/results_foundation.py` on {machine}, "
-            f"{time.strftime('%Y-%m-%d')}. The last column is wall time in seconds (with warm "
-            "embedding caches it is mostly model loading).",
-            "",
-            *lines,
-            END,
-        ]
+    return "\n".join([START, intro, "", *table(records), END])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default="../shared/data", help="the data folder, relative to the checkout")
+    parser.add_argument("--doc", default=str(ROOT / "docs" / "results.md"))
+    parser.add_argument(
+        "--render", action="store_true", help="rewrite the table from the records; run nothing"
     )
-    # 3. write it into the doc between the markers
-    doc = Path(opts.doc)
-    text = doc.read_text() if doc.is_file() else f"# Results\n\n{START}\n{END}\n"
-    if START not in text:
-        text += f"\n{START}\n{END}\n"
-    doc.parent.mkdir(parents=True, exist_ok=True)
-    doc.write_text(re.sub(re.escape(START) + ".*?" + re.escape(END), lambda _: block, text, flags=re.S))
+    parser.add_argument("--rerun", action="store_true", help="run every row, even those whose record exists")
+    opts = parser.parse_args(argv)
+    doc = Path(opts.doc).resolve()
+    os.chdir(ROOT)  # the records' paths and the printed commands are relative to the checkout
+    if not opts.render:
+        from ctxir.evaluation.evaluate import run
+
+        # the rows that reuse an encoding first; CLS pooling encodes each corpus again: last
+        order = sorted(ROWS, key=lambda row: (row[3].get("pooling") == "cls", row[0].startswith("msmarco")))
+        for slug, dataset, _, changes, _ in order:
+            path = ROOT / RECORDS / f"{slug}.json"
+            if opts.rerun or not path.is_file():
+                run(EvaluateArgs(**flags(slug, dataset, changes, opts.data)))
+                trim(path)
+    write_block(doc, foundation_block(read_records()))
     print(f"wrote {doc}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
