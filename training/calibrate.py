@@ -2,11 +2,8 @@
 
     python -m training.calibrate --model outputs/ce-general-stage5
 
-The dev pairs come from no test split: the model's held-out SciFact training claims (``metrics.json``'s
-``extra.heldout_query_ids``, or ``--dev-from``'s) with BM25's top ``--depth`` of each, judged by SciFact's train
-qrels, and WikiQA's dev questions with their summary sentences, judged by WikiQA's labels. The fit is Platt scaling
-(``ctxir.rerank.fit_calibration``: a temperature and a bias); ranking is unchanged. The app's pair tab then shows the
-probability, with the raw score beside it in the JSON.
+The dev pairs are held-out SciFact training claims (BM25's top --depth) and WikiQA dev; Platt scaling
+(``ctxir.rerank.fit_calibration``) leaves the ranking unchanged.
 """
 
 from __future__ import annotations
