@@ -1,15 +1,9 @@
 """Save the untrained start every staged re-ranker trained from, so the suite can measure what training changed.
 
     python -m training.warm_start --output-dir outputs/ce-warm-start
-    python -m training.evaluate_reranker --model outputs/ce-warm-start --collections lisa,npl,med,msmarco,demo \
-        --other-first-stages bm25 --depths 20
 
-The start is the packaged all-MiniLM-L6-v2 read as a cross-encoder: one joint pass over ``[CLS] query [SEP] document
-[SEP]`` and ctxir's segment-cosine head, zero-initialised, so a pair scores as the cosine of its query tokens' mean
-and its document tokens' mean (``ctxir.encoders.heads.SegmentCosineHead``), at the 128 tokens the stages trained
-with. ``--passages-from`` copies a folder's passages.json (default: the shipped cross-encoder's windows), so the
-start reads long documents as the shipped model does and the two are compared on the same windows. No fusion.json is
-written: only the start's own order ("alone") is meant to be read.
+The start is the packaged all-MiniLM-L6-v2 with a zero-initialised segment-cosine head; --passages-from copies a
+folder's passages.json so it reads long documents as the shipped model does. No fusion.json is written.
 """
 
 from __future__ import annotations
