@@ -1,14 +1,8 @@
-"""Publish a training output to the Hugging Face Hub: stage, validate, upload (a thin wrapper over ctxir.publish.hub).
+"""Publish a training output to the Hugging Face Hub: stage, validate, upload (``ctxir hub push``).
 
-Examples:
     python training/push_to_hub.py --model-dir outputs/bi-scifact --repo-id you/minilm-scifact-bi-encoder --dry-run
-    python training/push_to_hub.py --model-dir outputs/bi-scifact --repo-id you/minilm-scifact-bi-encoder --private
-    python training/push_to_hub.py --model-dir outputs/cls-lr --repo-id you/minilm-scifact-cls-lr \
-        --base-model-id you/minilm-scifact-cross-encoder --create-pr
 
-Same as ``ctxir hub push ...``. Exit codes: 0 done (or dry run), 2 refused (nothing uploaded; the
-message names the problem), 3 staged and validated but not uploaded (offline, no token, network error; the
-message names the staged folder and the `hf upload` command that finishes the job).
+Exit codes: 0 done (or dry run), 2 refused (nothing uploaded), 3 staged and validated but not uploaded.
 """
 
 from __future__ import annotations
