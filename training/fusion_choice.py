@@ -1,13 +1,7 @@
-"""How a re-ranker's fused mode is chosen on dev queries: the grid of first-stage weights, the rules that pick one.
+"""How a re-ranker's fused mode is chosen on dev queries: the grid of first-stage weights and the rules that pick one.
 
-Pure functions over (qrels, each dev query's first-stage hits, the re-ranker's scores of them): no model runs here.
-``training.evaluate_reranker`` scores the dev queries and writes the choice to fusion.json; the app and the CLI fuse
-with it (``ctxir.rerank.stage_fusion.StageFusion``).
-
-- the grid: RRF at FIRST_STAGE_WEIGHTS and at ``TIE_BREAK_WEIGHT`` (the first stage's order, the re-ranker ordering
-  only its ties: the family's limit), and, given the re-ranker's calibration, "calibrated" at CALIBRATED_WEIGHTS;
-- the rules: "mean" (the best mean over the dev parts) or "worst-part" (the best smallest gain over the first stage
-  of any part), then ``--fusion-min-gain`` and ``--fusion-max-loss``.
+Pure functions over (qrels, first-stage hits, the re-ranker's scores): ``training.evaluate_reranker`` scores the dev
+queries and writes the choice to fusion.json, which ``ctxir.rerank.stage_fusion.StageFusion`` reads.
 """
 
 from __future__ import annotations
