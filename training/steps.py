@@ -1,14 +1,4 @@
-"""The steps every Trainer script takes the same way, each with explicit parameters.
-
-TaskData                                    what a script's data step hands the rest: train rows, "datasets" rows,
-                                            the dev evaluator, what its test step reads, metrics.json "extra"
-check_data(data_dir, names)                 each dataset folder exists, before anything heavy is loaded
-trainer_arguments(cls, args, out, device, evaluator, **options)   the library's own TrainingArguments
-Run(out, resume)                            the run's folder and clock: --resume, train(), checkpoints, "training"
-evaluation_rows(before, after, tasks, coverage, anchors)          metrics.json "evaluations"
-dev_record(trainer, dev_before, dev_after)  the dev scores and the --load-best checkpoint, for "extra"
-write_run_metrics(out, args, ...)           metrics.json (``ctxir.publish.metrics_file.write_metrics``)
-"""
+"""The steps every Trainer script takes the same way, each with explicit parameters."""
 
 from __future__ import annotations
 
