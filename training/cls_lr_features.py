@@ -1,7 +1,5 @@
-"""CLS-LR's features: one forward pass of the cross-encoder per (query, document) pair gives its [CLS] vector and its
-own score (logit), cached as .npy by model, layer, length and pairs, so refitting the logistic regression reads no
-model again (``load_reader`` → ``Reader.read``). ``training.train_cls_lr`` fits on them; the shipped ranker (``ctxir.rerank.ClsLrRanker``) reads the same
-[CLS] at inference.
+"""CLS-LR's features: one cross-encoder pass per (query, document) pair gives its [CLS] vector and its score, cached
+as .npy, so refitting the regression reads no model again.
 """
 
 from __future__ import annotations
