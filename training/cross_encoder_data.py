@@ -1,8 +1,6 @@
-"""What a cross-encoder run trains on: STS-B pairs, or SciFact claims and title pseudo-queries with negatives from the
-first stages the app uses (BM25 and the hybrid), general-domain questions beside them (SQuAD, WikiQA, MS MARCO,
-WikiQA topics), and the window of each document a pair reads (``training/train_cross_encoder.py`` builds its
-``TaskData`` here); and the pair scorer's STS-B pairs with SICK's, silver ones or both orders
-(``training/train_pair_scorer.py``)."""
+"""What a cross-encoder run trains on: STS-B pairs, or SciFact claims and title pseudo-queries with first-stage
+negatives and general-domain questions beside them; and the pair scorer's STS-B pairs.
+"""
 
 from __future__ import annotations
 
