@@ -1,7 +1,4 @@
-"""The dev evaluators of a cross-encoder run: how ``training/train_cross_encoder.py`` picks its best step on queries it
-does not train on (held-out SciFact claims, WikiQA's dev split, or both), each document scored as its best window
-where the run trains on windows (MaxP); and the pair scorer's STS-B correlation, each pair scored in the orders the
-saved model will use (``training/train_pair_scorer.py``)."""
+"""The dev evaluators of a cross-encoder run (held-out SciFact claims, WikiQA dev, or both) and of the pair scorer."""
 
 from __future__ import annotations
 
