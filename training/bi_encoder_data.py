@@ -1,7 +1,4 @@
-"""What a bi-encoder run trains and is tested on (``training/train_bi_encoder.py`` builds its ``TaskData`` here):
-STS-B or SICK pairs, SNLI + SICK entailment pairs or triplets, SciFact claims with hard negatives mined by the starting
-model, and the evaluators of each; and AG News triplets or SetFit pairs from N examples per class
-(``training/train_classifier.py``). ``args`` is the calling script's: ``BiEncoderArgs`` or ``ClassifierArgs``."""
+"""What a bi-encoder run trains and is tested on (STS-B, SICK, NLI, SciFact; AG News for train_classifier.py)."""
 
 from __future__ import annotations
 
