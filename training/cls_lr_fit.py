@@ -1,7 +1,4 @@
-"""Fitting CLS-LR's logistic regression and reading it: grouped cross-validation and the C it chooses, the F1-best
-threshold and the final fit (``fit``), the classification report and its precision–recall figure, and a re-ranker over
-scores computed once (``rerank_candidates``, ``rerank_test``: BM25's test candidates re-ranked by both rankers;
-``verify_ranker``: the saved ranker, loaded back, scores them alike)."""
+"""Fitting CLS-LR's logistic regression (grouped cross-validation, threshold), its report, and the test re-ranking."""
 
 from __future__ import annotations
 
