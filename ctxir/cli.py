@@ -27,12 +27,8 @@ def cli_main(
     argv: list[str] | None = None,
     recipe_dirs: Sequence[str | Path] = (),
 ) -> int:
-    """Parse ``args_class`` with HfArgumentParser (``--recipe`` first), call ``run(args)``; a CtxirError prints
-    one line, exit 2.
-
-    The exit status is 0, or ``run``'s own when it returns an int (e.g. 3 = staged but not uploaded).
-    ``recipe_dirs``: where a relative ``--recipe`` path is looked up after the working directory.
-    """
+    """Parse ``args_class`` (``parse_args``), call ``run(args)``; → 0, or ``run``'s int; a CtxirError prints one
+    line, exit 2."""
     try:
         args = parse_args(args_class, argv, recipe_dirs)
         result = run(args)
@@ -45,10 +41,8 @@ def cli_main(
 def parse_args(
     args_class: type, argv: list[str] | None = None, recipe_dirs: Sequence[str | Path] = ()
 ) -> Any:
-    """``args_class`` from ``argv``: a ``--recipe FILE`` is read first, so the flags on the command line override it.
-
-    A field ``recipe`` of ``args_class`` keeps the path as given (metrics.json "config" records it).
-    """
+    """``args_class`` from ``argv``: a ``--recipe FILE`` (looked up in the working directory, then ``recipe_dirs``) is
+    read first, so the flags on the command line override it; a field ``recipe`` keeps its path as given."""
     parser = build_parser(args_class)
     spellings = flag_spellings(args_class)
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -66,13 +60,8 @@ def parse_args(
 
 
 def build_parser(args_class: type):
-    """``args_class``'s HfArgumentParser (plus ``--recipe``), whose --help and usage show each flag once.
-
-    HfArgumentParser gives a field ``top_k`` two option strings, ``--top_k`` and ``--top-k`` (and a Trainer field
-    its aliases too), which --help lists side by side. The parser keeps accepting every spelling (argparse looks
-    flags up in its own table, filled when each was added); only what --help shows is cut to ``flag_names``'s
-    spelling (``--no-`` + it for a boolean's complement) and any one-letter option.
-    """
+    """``args_class``'s HfArgumentParser (plus ``--recipe``), whose --help shows each flag once, as ``flag_names``
+    spells it: every spelling HfArgumentParser adds (``--top_k``, aliases) is still accepted."""
     from transformers import HfArgumentParser
 
     parser = HfArgumentParser(args_class)
@@ -101,8 +90,7 @@ def _long_options(name: str) -> set[str]:
 
 def flag_names(args_class: type) -> dict[str, str]:
     """Each field → the flag its help and docs spell, without ``--``: the first of its ``aliases`` metadata
-    (HfArgumentParser's own, e.g. ``batch-size`` for the Trainer's ``per_device_train_batch_size``), else its name
-    with dashes."""
+    (``batch-size`` for ``per_device_train_batch_size``), else its name with dashes."""
     return {
         f.name: (_aliases(f) or [f.name.replace("_", "-")])[0].removeprefix("--")
         for f in dataclasses.fields(args_class)
@@ -111,8 +99,7 @@ def flag_names(args_class: type) -> dict[str, str]:
 
 
 def flag_spellings(args_class: type) -> dict[str, str]:
-    """Every key a recipe or a saved config may name a field by (its name, each alias; underscores for dashes)
-    → the field's name."""
+    """Every key a recipe may name a field by (its name, each alias; underscores for dashes) → the field's name."""
     found: dict[str, str] = {}
     for f in dataclasses.fields(args_class):
         if f.init:
@@ -153,11 +140,8 @@ def find_recipe(path: str, recipe_dirs: Sequence[str | Path] = ()) -> Path:
 
 
 def recipe_argv(path: Path, keys: Mapping[str, str], shown: Mapping[str, str] | None = None) -> list[str]:
-    """A recipe's mapping as command-line words (``--field value``), each key checked against ``keys``
-    (``flag_spellings``: key → field); ``shown`` (field → flag) spells the valid ones in the error.
-
-    Values go through the same parser as typed flags: ``2e-5`` (a string to YAML) is a float where the field is one.
-    """
+    """A recipe's mapping as command-line words (``--field value``), parsed as typed flags are; each key checked
+    against ``keys`` (``flag_spellings``); ``shown`` (field → flag) spells the valid ones in the error."""
     import yaml
 
     try:
@@ -213,12 +197,8 @@ def command_line(
     always: Sequence[str] = (),
     replace: Mapping[str, str] | None = None,
 ) -> str:
-    """The inverse of ``cli_main``: the command that reproduces ``config`` (the values differing from the defaults).
-
-    ``always`` flags are shown first even at their default; ``replace`` rewrites path prefixes (e.g. an absolute
-    checkout path → relative) so the command runs from any checkout. A ``recipe`` is left out: ``config`` holds
-    every value it set, so the command stands alone (and a recipe edited since cannot change it).
-    """
+    """The command that reproduces ``config`` (its fields that differ from the defaults; no ``recipe``: ``config``
+    holds what it set). ``always`` flags come first even at their default; ``replace`` rewrites path prefixes."""
     defaults = {f.name: f.default for f in dataclasses.fields(args_class) if f.name != "recipe"}
     flags = flag_names(args_class)
     parts = [prefix]
@@ -259,16 +239,8 @@ COMMANDS = {
 def usage() -> str:
     width = max(map(len, COMMANDS))
     lines = [f"  {name:<{width}}  {what}" for name, (_, what) in COMMANDS.items()]
-    return "\n".join(
-        [
-            "usage: ctxir COMMAND [--flags]   (or python -m ctxir COMMAND)",
-            "",
-            "commands:",
-            *lines,
-            "",
-            "ctxir COMMAND --help lists a command's flags.",
-        ]
-    )
+    head = ["usage: ctxir COMMAND [--flags]   (or python -m ctxir COMMAND)", "", "commands:"]
+    return "\n".join([*head, *lines, "", "ctxir COMMAND --help lists a command's flags."])
 
 
 def main(argv: list[str] | None = None) -> int:

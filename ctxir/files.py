@@ -1,12 +1,5 @@
-"""Reading and writing the files ctxir keeps (metrics, cards, configs, caches, weights): JSON read one way, every
-write atomic. No torch import.
-
-A write goes to a temporary file in the same folder, is flushed to disk, then ``os.replace``-d over the target: a
-process killed mid-write leaves the old file or the new one, never half of either (``tests/test_files.py`` kills a
-writer at random moments to show it). A full disk is a ``DiskFullError`` naming the folder, with the temporary file
-removed and the old file untouched; caches catch it, say so once (``cache_not_written``) and go on without
-(``tests/test_faults.py`` fails every write in turn). A temporary file carries its writer's host and pid in its name,
-so the temporaries a killed writer left are told from a live writer's and reclaimed (``remove_temporaries``).
+"""Reading and writing the files ctxir keeps: JSON read one way, every write atomic (a temporary beside the target,
+fsynced, ``os.replace``-d over it), a full disk a ``DiskFullError``; checksums; pickle detection. No torch import.
 
 >>> import tempfile, pathlib
 >>> folder = pathlib.Path(tempfile.mkdtemp())
@@ -41,12 +34,10 @@ logger = logging.getLogger("ctxir")
 # What a full disk (or quota) looks like to a writer.
 DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 _warned: set[tuple[str, str]] = set()
-# In a temporary's name: which machine wrote it (a cache folder on a shared disk is seen by other hosts, whose pids
-# mean nothing here) and which process.
+# In a temporary's name, with the pid: which machine wrote it (other hosts' pids mean nothing here).
 HOST_TAG = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
 _OWNER = re.compile(r"\.(?P<host>[0-9a-f]{8})\.(?P<pid>\d+)-[^.]*\.tmp")
-# A temporary untouched this long is a leftover whoever wrote it: another host's, one named before temporaries
-# carried their owner, or a dead writer's whose pid a new process took. A live writer touches its file far more often.
+# A temporary untouched this long is a leftover whoever wrote it (a live writer touches its file far more often).
 STALE_TEMPORARY_S = 24 * 3600.0
 
 
@@ -91,9 +82,8 @@ def file_sha256(path: str | Path, chunk: int = 1 << 24) -> str:
 
 
 def cache_lock(path: str | Path, timeout: float = -1):
-    """A lock file beside ``path`` (``filelock``, which the Hugging Face libraries use too): a second process that
-    would build the same cache entry waits, then reads the first one's file instead of building it again. A
-    folder that cannot hold a lock file (read-only, full) gives no lock: the atomic writes still keep files whole."""
+    """A ``filelock`` beside ``path``, so a second process building the same cache entry waits and reads it; none
+    where the folder cannot hold one (the atomic writes still keep files whole)."""
     from filelock import FileLock
 
     lock = Path(f"{path}.lock")
@@ -108,15 +98,12 @@ CHECKSUMS = "checksums.json"  # beside a shipped or staged model's files: each o
 CHECKSUMS_FORMAT = "ctxir-checksums/1"
 # read by people, never by a loader: a model card edited before `ctxir hub push` stays valid
 UNCHECKED_SUFFIXES = (".md", ".png", ".jpg", ".jpeg", ".svg", ".html")
-_verified: dict[
-    tuple[str, int, int], str
-] = {}  # (path, mtime_ns, size) → sha256 already checked in this process
+_verified: dict[tuple[str, int, int], str] = {}  # (path, mtime_ns, size) → sha256 checked in this process
 
 
 def write_checksums(folder: str | Path) -> Path:
-    """``folder/checksums.json``: the size and sha256 of every file a loader reads under ``folder`` (cards and
-    figures are left out), written last (by ``ship`` and ``ctxir hub stage``), so a loader can tell a damaged file
-    from the one that was shipped."""
+    """``folder/checksums.json``: the size and sha256 of every file a loader reads under ``folder`` (not cards and
+    figures), written last, so a loader can tell a damaged file from the one that was shipped."""
     folder = Path(folder)
     files = {
         p.relative_to(folder).as_posix(): [p.stat().st_size, file_sha256(p)]
@@ -153,10 +140,8 @@ def _checksums(folder: Path) -> dict[str, list]:
 
 
 def verify_checksums(folder: str | Path, only: str | Path | None = None) -> int:
-    """Check the files ``folder/checksums.json`` lists (or the one file ``only``) against their recorded size and
-    sha256; returns how many were listed (0: no checksums.json, nothing to check). A file that differs raises
-    ``CtxirError`` naming it: never loaded with the wrong bytes. A listed file that is absent is left to the
-    loaders (a download by pattern skips figures; a missing weights file is refused as such)."""
+    """Check the files ``folder/checksums.json`` lists (or the one file ``only``) against their size and sha256; →
+    how many were listed. A file that differs raises ``CtxirError``; an absent one is left to the loaders."""
     folder = Path(folder)
     listed = _checksums(folder)
     if only is not None:
@@ -165,8 +150,7 @@ def verify_checksums(folder: str | Path, only: str | Path | None = None) -> int:
         listed = {name: listed[name]} if name in listed else {}
     for name, (size, sha) in listed.items():
         path = folder / name
-        # a download by pattern (resolve_model's) leaves figures out; the loaders refuse a folder missing the rest
-        if not path.is_file():
+        if not path.is_file():  # a download by pattern leaves figures out
             continue
         stat = path.stat()
         key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
@@ -213,12 +197,8 @@ def is_pickle_file(path: str | Path) -> bool:
 
 
 def check_model_folder(folder: str | Path, name: str = "") -> Path:
-    """Refuse a local model folder that holds a pickle a loader could read, or that has no weights at all.
-
-    Looks at the folder and the module sub-folders its modules.json names (where sentence-transformers loads
-    from); checkpoints/ and other sub-folders are never loaded, so they are not read. A folder with a
-    checksums.json (shipped or staged by ctxir) has every listed file checked against it first.
-    """
+    """Refuse a local model folder whose files don't match its checksums.json, that holds a pickle a loader could
+    read (at its root or in a module folder modules.json names), or that has no weights at all."""
     folder = Path(folder)
     shown = name or str(folder)
     verify_checksums(folder)
@@ -248,11 +228,8 @@ def check_model_folder(folder: str | Path, name: str = "") -> Path:
 
 
 def read_json(path: str | Path, strict: bool = True) -> dict | list:
-    """A JSON file (an object, or a list such as modules.json); {} when the file is absent.
-
-    A file that is not a JSON object or list raises ``CtxirError`` naming it (``strict``), or reads as {} when the
-    caller is only sniffing what kind of folder this is.
-    """
+    """A JSON file (an object, or a list such as modules.json); {} when the file is absent. One that is not a JSON
+    object or list raises ``CtxirError`` (``strict``), or reads as {} (a caller only sniffing the folder's kind)."""
     path = Path(path)
     if not path.is_file():
         return {}
@@ -274,10 +251,7 @@ def read_json(path: str | Path, strict: bool = True) -> dict | list:
 @contextlib.contextmanager
 def atomic_path(path: str | Path, suffix: str = "") -> Iterator[Path]:
     """Yield a temporary path beside ``path``; when the block ends without error it replaces ``path`` in one step.
-
-    For writers that want a file name (``np.save``, safetensors' ``save_file``); ``suffix`` keeps an extension those
-    writers insist on (np.save appends ".npy" to names without it).
-    """
+    ``suffix``: an extension a writer insists on (np.save appends ".npy")."""
     path = Path(path)
     tmp: Path | None = None
     try:
@@ -299,8 +273,8 @@ def atomic_path(path: str | Path, suffix: str = "") -> Iterator[Path]:
 
 
 def temporary_prefix(path: str | Path) -> str:
-    """The start of a temporary's name beside ``path``: ``.NAME.HOST.PID-`` (``mkstemp``/``mkdtemp`` add a random part
-    and ``.tmp``), hidden, and owned by this process on this host for ``remove_temporaries``."""
+    """The start of a temporary's name beside ``path``: ``.NAME.HOST.PID-`` (``mkstemp`` adds the rest), hidden and
+    owned by this process on this host (``remove_temporaries``)."""
     return f".{Path(path).name}.{HOST_TAG}.{os.getpid()}-"
 
 
@@ -322,10 +296,8 @@ def process_alive(pid: int) -> bool:
 def remove_temporaries(
     folder: str | Path, name: str = "", stale_after_s: float = STALE_TEMPORARY_S
 ) -> list[str]:
-    """Remove the temporaries (files, or folders from ``mkdtemp``) that writers killed mid-write (SIGKILL, a crash)
-    left in ``folder`` for targets whose name starts with ``name`` ("": every target): those whose owner process
-    on this host is gone, and any untouched for ``stale_after_s``. A live writer's temporary is never taken, so
-    this needs no lock; → the names removed."""
+    """Remove the temporaries killed writers left in ``folder`` for targets whose name starts with ``name`` (those
+    whose owner on this host is gone, and any untouched for ``stale_after_s``; never a live writer's); → their names."""
     removed = []
     now = time.time()
     for leftover in Path(folder).glob(f".{glob.escape(name)}*.tmp*"):

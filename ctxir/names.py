@@ -1,5 +1,4 @@
-"""Names shared by several modules: saved-file names and the Hub-id pattern. Imports nothing heavy (no torch), so
-``ctxir.publish`` can use them without loading models."""
+"""Names shared by several modules: saved-file names and the Hub-id pattern. No torch import."""
 
 from __future__ import annotations
 
@@ -10,11 +9,10 @@ CLS_LR_WEIGHTS = "cls_lr.safetensors"
 CLS_LR_CONFIG = "cls_lr_config.json"
 CLS_LR_FORMAT = "ctxir-cls-lr/1"
 ADAPTER_CONFIG = "adapter_config.json"  # a PEFT adapter folder
-# in a folder `ctxir adapt` is writing, until its adapt.json is: ctxir refuses to load the folder meanwhile
-ADAPT_INCOMPLETE = "adapt.incomplete"
-# in a cross-encoder folder while ctxir.encoders.heads.save_cross_encoder writes into it: a save a full disk stopped
-# leaves it, and ctxir refuses the folder (its files may mix the previous model's and the new one's)
-SAVE_INCOMPLETE = "ctxir_save.incomplete"
+ADAPT_INCOMPLETE = "adapt.incomplete"  # while `ctxir adapt` writes a folder: ctxir refuses to load it
+SAVE_INCOMPLETE = (
+    "ctxir_save.incomplete"  # while save_cross_encoder writes a folder: ctxir refuses to load it
+)
 # a cross-encoder body saved as its trained top layers over a named base (ctxir.encoders.heads.TopLayersTransformer)
 TOP_LAYERS_CONFIG = "ctxir_top_layers.json"
 TOP_LAYERS_WEIGHTS = "top_layers.safetensors"

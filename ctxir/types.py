@@ -35,10 +35,7 @@ Run = dict[str, dict[str, float]]
 
 
 class CtxirError(ValueError):
-    """A problem with the user's input, worded so the user can fix it.
-
-    Raised instead of letting a library traceback escape; the app shows it as ``gr.Error``
-    and the CLI prints it without a traceback.
+    """A problem with the user's input, worded so the user can fix it (the app shows it, the CLI prints it).
 
     >>> from ctxir.checks import check_top_k
     >>> try:
@@ -99,6 +96,5 @@ def doc_text(doc: Doc) -> str:
 
 
 def run_from_hits(hits: dict[str, list[Hit]]) -> Run:
-    """{qid: [Hit, ...]} → run {qid: {doc_id: score}}, in the list's order: ``evaluate_run`` orders equal scores
-    as the run lists them, so a list is scored in the order it is shown (a rank fusion's hits tie often)."""
+    """{qid: [Hit, ...]} → run {qid: {doc_id: score}}, in the list's order (``evaluate_run`` keeps it for ties)."""
     return {qid: {h.doc_id: float(h.score) for h in hs} for qid, hs in hits.items()}
