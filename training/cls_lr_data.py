@@ -84,12 +84,8 @@ def split_queries(qids: Sequence[str], heldout_fraction: float, seed: int) -> tu
 
 
 def base_unseen_queries(base_path: str, all_qids: Sequence[str], positives: dict[str, set[str]]) -> set[str]:
-    """The SciFact train queries a cross-encoder from training/train_cross_encoder.py never trained on.
-
-    Its [CLS] vectors of pairs it was trained on are in-sample, so a classification report on them would flatter
-    CLS-LR. Read from ``extra.train_query_ids`` in its metrics.json; for runs older than that record, rebuilt with
-    that script's rule (seeded dev queries held out, then --max-samples pairs) and checked against its counts.
-    """
+    """The SciFact train queries the cross-encoder never trained on (its [CLS] of trained pairs is in-sample):
+    its metrics.json's ``extra.train_query_ids``, else rebuilt with its script's rule and checked against its counts."""
     path = Path(base_path) / "metrics.json"
     if not path.is_file():
         raise CtxirError(
