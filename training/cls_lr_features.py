@@ -25,10 +25,7 @@ Pair = tuple[str, str]
 
 
 def folder_fingerprint(path: str) -> str:
-    """sha256 of a model folder's config and weight files: a retrained model in the same folder misses the cache.
-
-    (Files on disk, where ``ctxir.encoders.weights_fingerprint`` hashes a loaded model's tensors.)
-    """
+    """sha256 of a model folder's config and weight files: a retrained model in the same folder misses the cache."""
     digest = hashlib.sha256()
     for f in sorted(Path(path).iterdir()):
         if f.is_file() and (
@@ -46,11 +43,8 @@ def folder_fingerprint(path: str) -> str:
 def cross_encoder_pass(
     cross_encoder, pairs: Sequence[Pair], layer: int, max_length: int, batch_size: int, desc: str = "features"
 ) -> tuple[np.ndarray, np.ndarray]:
-    """One forward pass of the cross-encoder per pair → ([CLS] of ``layer`` (N, hidden), its own logit (N,)).
-
-    The [CLS] equals ``ctxir.rerank.cls_features`` on the AutoModel body (what ClsLrRanker reads); the logit is
-    the score ``CrossEncoder.predict`` passes through its activation (sigmoid), so both rankers cost one pass.
-    """
+    """One forward pass of the cross-encoder per pair → ([CLS] of ``layer`` (N, hidden), its own logit (N,)): the
+    [CLS] that ClsLrRanker reads and the score CrossEncoder.predict gives, in one pass."""
     model, tokenizer = cross_encoder.model, cross_encoder.tokenizer
     model.eval()
     device = next(model.parameters()).device
