@@ -31,11 +31,7 @@ def fit_logistic(
 ):
     """Standardise then fit LogisticRegression: (coef (features,), intercept) on the *raw* features, + the model.
 
-    Scaling makes one C mean the same on every base model (some [CLS] dimensions are 10-100× larger than
-    others); it is folded back into coef/intercept, so the saved ranker stays ``coef · CLS + intercept``.
-    ``emphasis`` multiplies the last standardised column (the cross-encoder's score where it is a feature): its
-    weight's L2 penalty is then emphasis² times weaker than a [CLS] dimension's.
-    """
+    Scaling makes one C mean the same on every base model; ``emphasis`` scales the last standardised column."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import FunctionTransformer, StandardScaler
