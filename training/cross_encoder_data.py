@@ -246,11 +246,8 @@ def add_general(args: CrossEncoderArgs, train: ScifactTraining, device: str) -> 
 def resampled_groups(
     groups: list[tuple[str, list[str], list[str]]], bm25_pool: dict[str, list[str]], args: CrossEncoderArgs
 ) -> list[tuple[str, list[str], list[str]]]:
-    """--negative-rounds groups per claim, each with --num-negatives BM25 negatives drawn from its pool (seeded).
-
-    Title pseudo-queries are spread over the rounds (each title in one round only), so they add abstracts the
-    claims never cite without outnumbering the claims.
-    """
+    """--negative-rounds groups per claim, each with --num-negatives BM25 negatives drawn from its pool (seeded);
+    each title pseudo-query goes to one round only, so titles do not outnumber the claims."""
     rng = random.Random(args.seed)
     # a prefixed id ("title:…", "squad:…") is not a claim: those are spread over the rounds, claims are in each
     claims = [g for g in groups if ":" not in g[0]]
