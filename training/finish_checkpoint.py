@@ -140,10 +140,8 @@ def metric_key(dev: dict[str, float], metric: str, recorded: str = "") -> str:
 
 
 def copy_model_files(checkpoint: Path, out: Path, run_dir: Path) -> list[Path]:
-    """The checkpoint's JSON, safetensors and vocab files that the run's own saved model has too (the layout its
-    kind saves: a top-layers cross-encoder, say, takes its tokenizer from its base, not from a copy), under ``out``,
-    subfolders kept. A file already in ``out`` must be the same bytes: a folder holding other weights is refused,
-    never overwritten."""
+    """The checkpoint's JSON, safetensors and vocab files that the run's own saved model has too, under ``out``;
+    a file already there must be the same bytes (a folder holding other weights is refused)."""
     files = [
         p
         for p in sorted(checkpoint.rglob("*"))
