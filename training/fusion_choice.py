@@ -94,14 +94,9 @@ def fusion_grid(
     calibration: tuple[float, float] | None = None,
     max_loss: float = -1.0,
 ) -> dict:
-    """{"method", "weights": the best first-stage weight : 1, "dev": its row, "grid": every row} over RRF at
-    FIRST_STAGE_WEIGHTS and at ``TIE_BREAK_WEIGHT`` (the first stage's order, the re-ranker ordering its ties: the
-    family's limit) and, given the re-ranker's ``calibration``, "calibrated" at CALIBRATED_WEIGHTS (each row's
-    nDCG@10: ``dev_ndcg`` over the dev ``parts``, and each part's own under "parts" when there are several).
-    ``rule`` "mean" picks the best mean, "worst-part" the best smallest gain over the first stage of any part; where
-    the picked row's gain (mean, or smallest) is less than ``min_gain``, RRF's largest weight's row (8 : 1) instead.
-    Where the picked row is more than ``max_loss`` (≥ 0) below the first stage on a part, the next larger RRF weight
-    (the tie-break one included) that is not, else the RRF row whose worst part loses least."""
+    """{"method", "weights", "dev": the chosen row, "grid": every row} over RRF at FIRST_STAGE_WEIGHTS and
+    ``TIE_BREAK_WEIGHT`` (and "calibrated" given ``calibration``), picked by ``rule`` (mean or worst-part), then
+    ``min_gain`` (else RRF's largest weight) and ``max_loss`` (else the next larger weight that holds)."""
     from ctxir.rerank.pipeline import StageFusion
     from ctxir.rerank.stage_fusion import TIE_BREAK_WEIGHT
 
