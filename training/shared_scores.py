@@ -12,11 +12,8 @@ from ctxir.types import CtxirError, Hit
 
 
 class ScoreStore:
-    """One model's per-query scores on disk (``--scores-dir``), one JSON file per query under a folder per
-    candidate list (e.g. ``SciFact-test-BM25-top-100``). A query is claimed (``<qid>.claim``, created exclusively,
-    holding the process id) before it is scored, so processes on one machine never score it twice; a claim whose
-    process is gone is taken over. The folder records the model's weights (sha256) and how it reads documents, and
-    refuses another model's scores."""
+    """One model's per-query scores on disk (--scores-dir), one JSON file per query; a query is claimed
+    (``<qid>.claim``, created exclusively) before it is scored, and another model's scores are refused."""
 
     def __init__(self, root: str | Path, stamp: dict, label: str):
         import re
