@@ -50,11 +50,8 @@ def check_data(data_dir: str, names: list[str]) -> None:
 
 
 def trainer_arguments(training_args_class: type, args, out: Path, device: str, evaluator, **options) -> Any:
-    """The library's own training arguments: every Trainer setting as ``args`` holds it (``args`` extends
-    ``training_args_class``), and the ones the run derives from ctxir's flags: checkpoints under ``out``/checkpoints,
-    the dev evaluator every --eval-steps, --keep-checkpoints, --load-best, --device cpu, the evaluation batch =
-    --batch-size, the data order seeded by --seed unless --data-seed is given, and the script's ``options`` (e.g. a
-    batch sampler)."""
+    """The library's own training arguments: every Trainer setting ``args`` holds, and the ones derived from ctxir's
+    flags (checkpoints under ``out``, the dev evaluator, --load-best, --device cpu) plus the script's ``options``."""
     settings = {f.name: getattr(args, f.name) for f in dataclasses.fields(training_args_class) if f.init}
     settings.update(
         output_dir=str(out / "checkpoints"),
@@ -97,10 +94,8 @@ def best_model_options(load_best: bool, evaluator) -> dict:
 
 @contextmanager
 def best_load_failures() -> Iterator[list[str]]:
-    """The messages of sentence-transformers' Trainer when it could not load the --load-best checkpoint.
-
-    The Trainer logs that failure and goes on with the last step's weights, so without this a run would save the
-    last step while metrics.json named the dev-best one as what was kept."""
+    """The messages of the Trainer when it could not load the --load-best checkpoint (it then goes on with the last
+    step's weights, which metrics.json must not call the dev-best)."""
     failures: list[str] = []
 
     class Catch(logging.Handler):
@@ -190,10 +185,8 @@ class Run:
 
 
 def anchor_fields(anchor, row: dict) -> dict:
-    """The anchor's metrics.json fields for ``row``: an ``ANCHORS`` entry {value, name, source, queries[, first_stage,
-    depth]} stands beside the row only when it was measured on as many queries (and, re-ranking, at the same depth):
-    the card check (ctxir.publish.card_check.row_problems) refuses any other pair. A (value, name) pair is kept as
-    written (the check then asks for its source)."""
+    """The anchor's metrics.json fields for ``row``: an ``ANCHORS`` entry stands beside the row only when measured on
+    as many queries (and depth), as the card check requires."""
     if anchor is None:
         return {}
     if not isinstance(anchor, dict):
