@@ -200,10 +200,7 @@ def trained_parameters(model) -> int:
 
 
 def name_adapter_base(folder: Path, base: str) -> None:
-    """Record the base by the name it was given (a Hub id), not the local folder it resolved to here.
-
-    The adapter then loads on any machine: from the Hub, or offline from the packaged MiniLM (ctxir.encoders.models).
-    """
+    """Record the base by the name it was given (a Hub id), not the local folder it resolved to, so it loads anywhere."""
     path = folder / ADAPTER_CONFIG
     write_json(path, {**read_json(path), "base_model_name_or_path": base})
 
