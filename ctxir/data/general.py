@@ -1,8 +1,6 @@
-"""General-domain relevance sets for training re-rankers (SQuAD, WikiQA, MS MARCO triples) in the BEIR contract.
+"""General-domain relevance sets for training re-rankers (SQuAD, WikiQA, MS MARCO triples) as ``RelevanceSet``.
 
-Each reader returns a ``RelevanceSet``: ``corpus {id: {title, text}}``, ``queries {id: text}``, ``qrels {qid: {doc: 1}}``,
-plus ``negatives {qid: [doc ids]}`` the source itself marks as not relevant (WikiQA's other sentences, MS MARCO's
-given negative) and ``groups {doc id: group}`` (a SQuAD paragraph's article), so a caller can hold out whole articles.
+``negatives`` holds the source's own non-relevant documents; ``groups`` a SQuAD paragraph's article, for held-out splits.
 """
 
 from __future__ import annotations

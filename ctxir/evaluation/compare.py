@@ -1,27 +1,8 @@
-"""Several systems on the same queries, compared the way IR papers do: one table of metrics, and for each system
-against the baseline a paired significance test, corrected for making many comparisons.
+"""Several systems on the same queries: one metrics table, and a paired test against the baseline per system.
 
-    ctxir evaluate --compare results/bm25.json results/dense.json results/hybrid.json
-    ctxir evaluate --compare A.json B.json C.json --test t-test --correction bonferroni \
-        --metrics nDCG@10,MRR@10,Recall@100 --output results/compare.json
-    ctxir evaluate --compare "A.json::hybrid + cross-encoder" "A.json::hybrid" B.json --pairs all
-    ctxir compare A.json B.json C.json --plot results/compare.png   # or .html: interactive
-
-Each argument is a results JSON of ``ctxir evaluate`` (its per-query values are what is tested); it
-stands for the run the command evaluated (the JSON's ``system``), and ``FILE::SYSTEM`` picks another of its
-systems (e.g. the first stage of a re-ranked run). The first argument is the baseline. ``--plot FILE`` also draws
-each system's per-query difference from it in the first metric, worst to best (``plot_differences``).
-
-Tests (two-sided, on the per-query differences; every system must have been evaluated on the same queries):
-
-- ``randomization``: Fisher's paired randomization test (Smucker et al., CIKM 2007), via
-  ``scipy.stats.permutation_test``: each query's two values are swapped at random, and p is the share of the
-  swaps whose mean difference is at least as far from 0 as the one observed. Exact (all 2^n swaps) when
-  2^n ≤ ``--permutations``, else that many random ones (seeded).
-- ``t-test``: the paired Student t-test (``scipy.stats.ttest_rel``).
-
-Corrections, over the comparisons of one metric: ``holm`` (step-down; never less powerful than Bonferroni and
-controls the same family-wise error rate), ``bonferroni`` (p × number of comparisons), ``none``.
+Each argument is a results JSON of ``ctxir evaluate``; ``FILE::SYSTEM`` picks another of its systems, and the
+first argument is the baseline. Tests: ``randomization`` (``scipy.stats.permutation_test``, exact when
+2^n ≤ ``--permutations``) or ``t-test`` (``scipy.stats.ttest_rel``); corrections ``holm``, ``bonferroni``, ``none``.
 
 >>> per_query = {"A": {"q1": {"nDCG@10": 0.5}, "q2": {"nDCG@10": 0.25}, "q3": {"nDCG@10": 1.0},
 ...                    "q4": {"nDCG@10": 0.0}},

@@ -1,29 +1,6 @@
-"""``ctxir evaluate``: run a retrieval pipeline (or an STS scorer) on a benchmark.
+"""``ctxir evaluate``: run a retrieval pipeline (or an STS scorer) on a benchmark; flags in docs/reference/cli.md.
 
-Examples:
-    ctxir evaluate --data ../shared/data/scifact --retriever bm25
-    ctxir evaluate --data ../shared/data/scifact --retriever dense --pooling cls
-    ctxir evaluate --data ../shared/data/scifact --retriever hybrid --rerank cross-encoder \
-        --reranker-model outputs/cross-encoder                 # fused with the first stage, and alone
-    ctxir evaluate --data ../shared/data/scifact --retriever bm25 --rerank cls-lr --rerank-mode alone
-    ctxir evaluate --data ../shared/data/stsbenchmark/sts-test.csv
-    ctxir evaluate --data ../shared/data/scifact --retriever hybrid --model outputs/bi-encoder \
-        --rerank cross-encoder --reranker-model outputs/cross-encoder --top-k 20 \
-        --tune-on train --tune-queries outputs/bi-encoder/metrics.json
-
---tune-on chooses the hybrid's fusion and (with a re-ranker) how to fuse the re-ranker with the first stage on
-another split's queries; --tune-queries narrows those to ids a fine-tuned model never trained on.
-
---rerank-mode fused (the default) combines the re-ranker with the first stage (the settings in the model folder's
-fusion.json, else RRF k=60 with equal weights; --tune-on chooses them instead) and prints both the fused and the
-re-ranker-alone metrics; --rerank-mode alone ranks by the re-ranker only.
-
-Prints a metrics table and writes a JSON file with the metrics, per-query values, the top-k runs and the run
-config; --report FILE.html also writes a drill-down of the worst queries (ctxir.evaluation.report, docs/guides/evaluate.md).
-
---compare A.json B.json [...] compares finished runs on the same queries instead: a metrics table with paired
-significance tests against the first (--test randomization|t-test, --correction holm|bonferroni|none;
-ctxir.evaluation.compare).
+Prints a metrics table and writes a JSON of metrics, per-query values, top-k runs and the run config.
 """
 
 from __future__ import annotations

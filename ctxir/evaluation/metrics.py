@@ -1,27 +1,9 @@
-"""Retrieval and similarity metrics: pure functions over qrels/runs and score matrices.
+"""Retrieval and similarity metrics: pure functions over qrels/runs and score matrices, ranking via pytrec_eval.
 
-Ranking metrics are computed by ``pytrec_eval`` (trec_eval's C code), never by hand, so the numbers
-are comparable with BEIR and TREC papers. Conventions, decided once here:
-
-* Ranking order: score descending, and equal scores in the order the run lists them (``ties="listed"``, the
-  default): a run built from a ranked list (``run_from_hits``) is scored in the order the list is shown, and a TREC
-  run file read in rank order keeps its ranks. trec_eval's own rule, equal scores by doc_id **descending** (string
-  order, so doc ``"b"`` above doc ``"a"``), is ``ties="trec_eval"``, for figures compared with BEIR's code on runs
-  that tie. The two differ only where scores tie, which a rank fusion (RRF: the hybrid first stage) does often.
-* Only queries with judgments in ``qrels`` are evaluated. A qid present in the run but not in the qrels
-  is ignored. A qid in the qrels with no run entry (or an empty one) scores **0** on every metric and
-  counts in the mean (BEIR's ``EvaluateRetrieval`` silently drops it, which inflates scores when a
-  retriever fails on some queries); it is listed in ``EvalResult.missing_queries``. A qid whose qrels
-  dict is empty carries no judgments and is dropped, as trec_eval does.
-* A query judged but with no relevant document (every grade <= 0) is kept and scores 0, as in trec_eval.
-* Relevance grades must be integral (``1``, ``1.0``, ``"2"``); grades <= 0 are non-relevant. nDCG uses
-  the grade itself as gain (trec_eval: linear gain, ``log2(rank + 1)`` discount, negatives count as 0).
-* ``P@k`` always divides by k, even when fewer than k documents were retrieved. ``MAP@k`` (trec_eval
-  ``map_cut.k``) divides by the total number of relevant documents, not by ``min(k, R)``.
-* ``MRR@k`` is trec_eval's ``recip_rank`` cut at k: the reciprocal rank of the first relevant document
-  if it is within the top k, else 0. It is derived from ``recip_rank`` on the full run (``rank =
-  1 / recip_rank``), which equals truncating the run to its top k under the ordering above, without
-  re-implementing that ordering in Python.
+* Equal scores keep the run's listed order (``ties="listed"``); ``ties="trec_eval"`` is trec_eval's doc_id rule.
+* A judged qid with no run entry scores 0 and counts in the mean (``EvalResult.missing_queries``), unlike BEIR;
+  qids with empty qrels are dropped.
+* ``MRR@k`` is ``recip_rank`` cut at k; ``MAP@k`` divides by all relevant documents; ``P@k`` always by k.
 """
 
 from __future__ import annotations

@@ -1,20 +1,6 @@
-"""The failure report's data: a run's worst queries, what they missed, the pairs to explain, its JSON and files.
+"""The failure report's data: a run's worst queries, what they missed, the (winner, relevant) pairs to explain.
 
-Per query: what it retrieved, the relevant documents that were missed or ranked low, and the (winner, relevant)
-pairs whose explanation says why the document above won.
-
-* ``failure_cases`` — pure (qrels, run and texts, no model): the worst queries by a metric, each with its top
-  results, its relevant documents and the (winner, relevant) pairs to explain.
-* ``report_meta`` / ``report_from_results`` — the header; the cases of a saved results JSON (its "runs").
-* ``report_comparison`` — the report's systems against its baseline (the first stage) query by query, with the
-  paired test's p-values: the header's difference figure (``ctxir.viz.differences``).
-* ``write_report`` writes the HTML (``ctxir.evaluation.report_html.render_report``) and the same data as JSON beside
-  it; ``load_report`` reads the JSON back (the app's view); ``make_report`` / ``report_for_pipeline`` explain the
-  cases first (``ctxir.explain.failures.explain_failures``).
-
-``ctxir evaluate … --report FILE.html`` writes a report after evaluating; ``ctxir report RESULTS.json --output
-FILE.html`` (``ctxir.evaluation.report_cli``) makes one later from the results JSON, without re-running the
-retrieval.
+``failure_cases`` is pure; ``write_report`` writes the HTML and the same data as JSON; ``load_report`` reads it.
 """
 
 from __future__ import annotations

@@ -1,20 +1,8 @@
-"""A persistent approximate nearest-neighbour index over L2-normalised float32 embeddings.
+"""A persistent faiss ``IVF{nlist},SQ8`` index over L2-normalised float32 embeddings, exact-rescored.
 
-``AnnIndex`` is a faiss inverted-file index with 8-bit scalar codes (``IVF{nlist},SQ8``, inner product): k-means
-splits the corpus into ``nlist`` cells, each document is stored in its cell as 384 one-byte codes (instead of
-1,536 bytes of float32), and a query scans the ``nprobe`` cells nearest to it. The top ``rescore × k`` of those
-are re-scored with exact float dot products against the caller's float32 embeddings, so the returned scores are
-exact cosines. On this project's 1M × 384 set it answers in a few milliseconds at recall@10 ≈ 0.99 against exact
-search from a ~380 MB file built in a few minutes on 2 cores (docs/results.md; HNSW graphs measured worse
-there at 1M and took longer to build).
-
-The file is keyed to what it was built from: a fingerprint of the embeddings (shape, a hash of a sample of rows,
-and the caller's ``key``, e.g. the embedding cache key that covers every text) and of the build settings.
-``open_or_build`` rebuilds a stale index (different fingerprint), a truncated one (size differs from the
-sidecar's record) and a corrupt one (sha256 differs, or faiss refuses it) instead of failing; writes go to a
-temporary file first and are moved into place with ``os.replace``, so a reader never sees half a file; the
-temporaries a killed writer left are removed by the next ``open_or_build``.
-Nothing is unpickled: the sidecar is JSON and the index is faiss's own binary format.
+The file is keyed to a fingerprint of its embeddings and build settings; ``open_or_build`` rebuilds a stale,
+truncated or corrupt one, and writes go through ``os.replace`` so a reader never sees half a file.
+Files: ``PATH`` (faiss index) and ``PATH.json`` (fingerprint, settings, size and sha256 of ``PATH``).
 
 >>> import numpy as np
 >>> rng = np.random.default_rng(0)
@@ -24,8 +12,6 @@ Nothing is unpickled: the sidecar is JSON and the index is faiss's own binary fo
 >>> rows, scores = index.search(vectors[:2], 3)
 >>> rows[:, 0].tolist()
 [0, 1]
-
-Files: ``PATH`` (faiss index) and ``PATH.json`` (fingerprint, settings, size and sha256 of ``PATH``).
 """
 
 from __future__ import annotations

@@ -1,10 +1,4 @@
-"""``VectorDBRetriever``: dense, BM25 and hybrid search in a Milvus collection, behind the Retriever contract.
-
-A ``Retriever`` over Milvus through ``pymilvus.MilvusClient`` (the collection and its build:
-ctxir/retrieval/milvus_collection.py). Dense (cosine), BM25 (Milvus's own full-text ``Function``) and hybrid (both,
-fused inside the engine by ``RRFRanker``) search. It answers ``list[Hit]`` like every ctxir retriever, so
-``Pipeline``, re-rankers, ``evaluate_run`` and the app take it unchanged. docs/reference/distributed.md says why Milvus.
-"""
+"""``VectorDBRetriever``: dense, BM25 and hybrid (engine-side RRF) search in a Milvus collection, as ``list[Hit]``."""
 
 from __future__ import annotations
 

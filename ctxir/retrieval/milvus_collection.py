@@ -1,9 +1,4 @@
-"""Milvus collections: connecting (Milvus Lite in this process, or a server), their schema, indexes and build.
-
-``uri="ctxir.db"`` (a local file) is Milvus Lite, embedded in this process, for tests and laptops;
-``uri="http://host:19530"`` is a Milvus server or cluster, with no other change. A collection records what it was
-built from (encoder fingerprint, corpus digest, settings) in its ``ctxir.meta`` property; ``VectorDBRetriever``
-(ctxir/retrieval/milvus.py) searches it.
+"""Milvus collections: connecting (Milvus Lite for a local file, else a server), their schema, indexes and build.
 
 >>> engine_of("ctxir.db"), engine_of("http://milvus.internal:19530")
 ('milvus-lite', 'milvus')

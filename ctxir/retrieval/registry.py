@@ -1,11 +1,6 @@
-"""The first-stage registry: one entry per first stage, read by everything that offers, builds or explains one.
+"""The first-stage registry: one ``FirstStageKind`` per first stage, read by everything that offers or builds one.
 
-An entry (``FirstStageKind``) says what the stage is called (``ctxir evaluate --retriever`` choice, the app's First
-stage value, ``/search``'s ``first_stage``), how the page names it and what it ranks by, which scores it is made of
-(BM25, a bi-encoder's cosine, several rankings fused) and how it is built over a corpus from shared parts
-(``StageParts``: each part built once, so "hybrid" fuses the very BM25 and dense retrievers built beside it).
-``--retriever``'s choices, the app's First stage radio, the search view's check, ``build_first_stages`` and the
-failure report read ``FIRST_STAGES``; adding a first stage is one entry (``register_first_stage``) and its tests.
+Imports no torch: the app and the CLIs read the registry before any model loads.
 
 >>> list(FIRST_STAGES)
 ['bm25', 'dense', 'hybrid']
@@ -16,8 +11,6 @@ failure report read ``FIRST_STAGES``; adding a first stage is one entry (``regis
 Traceback (most recent call last):
     ...
 ctxir.types.CtxirError: first stage 'splade' is not known: use one of 'bm25', 'dense', 'hybrid'
-
-Imports no torch: the app and the CLIs read the registry before any model loads.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
-"""First-stage retrieval: BM25 (bm25s), dense (exact, or ctxir.retrieval.ann's persistent IVF index) and hybrid fusion.
+"""First-stage retrieval: BM25 (bm25s), dense (exact or ``ctxir.retrieval.ann``) and hybrid fusion.
 
-Every retriever answers ``search(queries, top_k) -> {qid: [Hit, ...]}`` and ``query(text, top_k)``.
-The fusion functions are pure over ranked lists so tests and the app call them without models.
-
-Large corpora start from disk: the dense retriever memory-maps its cached embeddings and reopens its ANN index
-from beside them (``<cache>/embeddings/<key>.ann.faiss``), and BM25 reloads its index from
-``<cache>/bm25/<key>/`` (key = every document id and text + the BM25 settings). Each is rebuilt, with a progress
-bar, when absent, stale or damaged, and written atomically (docs/results.md has the 1M-document numbers).
+Every retriever answers ``search(queries, top_k) -> {qid: [Hit, ...]}`` and ``query(text, top_k)``; indexes are
+reloaded from the cache, and rebuilt atomically when absent, stale or damaged.
 """
 
 from __future__ import annotations
