@@ -144,10 +144,7 @@ def load_wikiqa(path: PathLike) -> RelevanceSet:
 
 
 def load_wikiqa_pages(folder: PathLike) -> RelevanceSet:
-    """WikiQA's questions over whole pages: every split in ``folder`` (WikiQA-train/dev/test.tsv), each Wikipedia
-    summary one document (its title, its sentences joined), each question with a correct sentence judged against
-    the page it holds. Real search-engine questions over passages of about 200 words, where ``load_wikiqa`` ranks
-    one page's sentences; a page two splits share is one document.
+    """WikiQA's questions over whole pages: every split in ``folder``, each summary one document (sentences joined).
 
     >>> import tempfile
     >>> folder = tempfile.TemporaryDirectory()
@@ -185,16 +182,10 @@ def load_wikiqa_topics(
     exclude_docs: set[str] = frozenset(),
     exclude_titles: set[str] = frozenset(),
 ) -> RelevanceSet:
-    """Long topic statements judged by subject, from a WikiQA split's Wikipedia summaries: a summary's first
-    ``topic_words`` words are a query (ids ``topic:<DocumentID>``), the rest of the summary, packed into passages of
-    whole sentences (at least ``passage_words`` words each), its relevant passages; every summary's passages are the
-    corpus. A library or abstract collection is judged so (a paragraph-long need, documents on its subject), and
-    question data (SQuAD, WikiQA, MS MARCO) has no query of that length.
+    """Topic queries from WikiQA summaries: the first ``topic_words`` words query the rest, packed into passages.
 
-    The sentences the query was cut from leave the corpus (a query must not find its own text) and no passage keeps
-    the page title (shared by the whole summary, it would decide alone). A summary needs a query's worth of words and
-    at least one passage after it. ``exclude_docs`` / ``exclude_titles`` leave out summaries by DocumentID or by
-    title (case and ``_`` ignored): another split's pages, or a dev set's articles.
+    The query's sentences and the page title leave the corpus, so a query cannot find its own text; ``exclude_docs`` /
+    ``exclude_titles`` leave out summaries by DocumentID or title (case and ``_`` ignored).
 
     >>> import tempfile
     >>> folder = tempfile.TemporaryDirectory()

@@ -83,11 +83,7 @@ def paired_pvalue(
 
 
 def adjust_pvalues(pvalues: Sequence[float], correction: str = "holm") -> list[float]:
-    """p-values adjusted for making ``len(pvalues)`` comparisons at once: an adjusted p ≤ α keeps the chance of
-    any false "significant" among them ≤ α.
-
-    bonferroni: min(1, m·p). holm: sort ascending, p_(i) × (m − i + 1) for i = 1..m, then each at least the one
-    before it (monotone), capped at 1 (Holm 1979).
+    """p-values adjusted for ``len(pvalues)`` comparisons at once (family-wise error ≤ α): bonferroni or holm.
 
     >>> adjust_pvalues([0.01, 0.04, 0.03], "bonferroni")
     [0.03, 0.12, 0.09]
@@ -154,12 +150,7 @@ def compare_systems(
     significance: SignificanceTest | None = None,
 ) -> dict:
     """Each system's mean of every metric, and paired tests: every system against ``baseline`` (default: the first)
-    or, with ``pairs="all"``, every pair. ``per_query``: ``{system: {qid: {metric: value}}}`` (a results JSON's
-    ``per_query``), every system over the same queries. ``significance`` (:class:`SignificanceTest`): how each
-    difference is tested and the p-values corrected.
-
-    Returns ``{"systems": {system: {metric: mean}}, "comparisons": [{system, baseline, metric, delta, wins,
-    losses, ties, p, p_adjusted, significant}], "n_queries", "test", "correction", "alpha", ...}``.
+    or, with ``pairs="all"``, every pair. ``per_query``: ``{system: {qid: {metric: value}}}`` over the same queries.
 
     >>> bm25 = {"q1": {"MRR@10": 0.5}, "q2": {"MRR@10": 1.0}, "q3": {"MRR@10": 0.25}}
     >>> dense = {"q1": {"MRR@10": 1.0}, "q2": {"MRR@10": 1.0}, "q3": {"MRR@10": 1.0}}

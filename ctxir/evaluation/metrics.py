@@ -220,13 +220,8 @@ def evaluate_run(
 ) -> EvalResult:
     """Evaluate ``run`` against ``qrels`` with pytrec_eval.
 
-    Output keys: ``nDCG@k``, ``MRR@k``, ``MAP`` (uncut) and ``MAP@k``, ``Recall@k``, ``P@k``.
-    ``ignore_identical_ids`` drops any retrieved doc whose id equals its query id (BEIR's flag for
-    datasets such as ArguAna and Quora where the query is itself in the corpus). ``ties``: "listed" (equal scores
-    in the run's own order) or "trec_eval" (doc id descending). See the module docstring for the semantics of
-    missing queries, ties and grades. Inputs are not modified.
-
-    One relevant document, retrieved at rank 2: nDCG@10 = 1 / log2(3) ≈ 0.6309, MRR@10 = 1/2.
+    Keys: ``nDCG@k``, ``MRR@k``, ``MAP``, ``MAP@k``, ``Recall@k``, ``P@k``. ``ignore_identical_ids`` drops a doc
+    whose id equals its query's (BEIR's flag for ArguAna, Quora); ``ties``: "listed" or "trec_eval".
 
     >>> qrels = {"q1": {"d2": 1}}
     >>> run = {"q1": {"d1": 9.0, "d2": 7.5, "d3": 1.0}}
@@ -274,11 +269,7 @@ def evaluate_run(
 def compare_per_query(
     a: EvalResult, b: EvalResult, metric: str = "nDCG@10"
 ) -> list[tuple[str, float, float, float]]:
-    """``(qid, a_value, b_value, b - a)`` for every query evaluated in both, sorted by delta ascending.
-
-    The head of the list is where ``b`` lost most against ``a``; the tail, where it gained most.
-    Ties are ordered by qid.
-    """
+    """``(qid, a_value, b_value, b - a)`` for every query evaluated in both, by delta ascending, then qid."""
     common = sorted(set(a.per_query) & set(b.per_query))
     if not common:
         raise CtxirError("the two results share no query ids; were they evaluated on the same qrels?")
@@ -350,8 +341,6 @@ def _as_array(x: Any, what: str) -> np.ndarray:
 def sts_correlation(predicted: Sequence[float] | Any, gold: Sequence[float] | Any) -> dict[str, float]:
     """Spearman and Pearson correlation between predicted similarities and gold scores (STS-style).
 
-    Returns ``{"spearman", "pearson", "n"}``. Spearman uses average ranks for ties (scipy).
-
     >>> predicted = [0.9, 0.4, 0.1, 0.6]  # cosine similarities
     >>> gold = [5.0, 2.0, 0.5, 3.5]  # human scores 0-5: same order, so Spearman is 1
     >>> {name: round(value, 4) for name, value in sts_correlation(predicted, gold).items()}
@@ -379,10 +368,7 @@ def sts_correlation(predicted: Sequence[float] | Any, gold: Sequence[float] | An
 def paired_recall_at_k(similarity: Any, k_values: Sequence[int] = (1, 5, 10)) -> dict[str, float]:
     """Recall@k and MRR for paired retrieval, e.g. finding a sentence from its compression.
 
-    ``similarity`` is an (N, N) array or tensor; row i is query i, and its one correct target is
-    column i. Ties are pessimistic: the target ranks after every other column with a score >= its
-    own, so ``rank_i = 1 + #{j != i : s[i, j] >= s[i, i]}`` (a constant row gives rank N, not 1).
-    Returns ``{"Recall@k": fraction of rows with rank <= k, ..., "MRR": mean of 1 / rank}``.
+    ``similarity`` (N, N): row i's correct target is column i; ties rank the target last (pessimistic).
 
     >>> similarity = np.array([[0.9, 0.1],   # query 0 finds its target first
     ...                        [0.8, 0.3]])  # query 1's target (0.3) ranks 2nd
@@ -405,9 +391,6 @@ def paired_retrieval(
     encoder: Any, queries: Sequence[str], targets: Sequence[str], k_values: Sequence[int] = (1, 5, 10)
 ) -> dict[str, float]:
     """Model-aware wrapper: encode both sides with a ``BiEncoder`` and score with ``paired_recall_at_k``.
-
-    queries[i]'s one correct target is targets[i] (e.g. a compression and its original sentence);
-    every other target is a distractor.
 
     >>> from ctxir import BiEncoder
     >>> encoder = BiEncoder("sentence-transformers/all-MiniLM-L6-v2", device="cpu")  # doctest: +SKIP

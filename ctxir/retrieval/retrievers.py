@@ -52,8 +52,7 @@ BM25_FORMAT = "ctxir-bm25/1"
 class Retriever(ABC):
     """Base: subclasses implement ``_search`` over a batch of query texts.
 
-    ``config`` is read from the attributes named in ``config_fields``, so a setting changed in place (tuning) is
-    what the run record shows; there is no second copy to keep in step.
+    ``config`` reads the attributes named in ``config_fields``, so a setting changed in place is what a run records.
 
     >>> class LastFirst(Retriever):  # a toy retriever: every query gets the documents in reverse order
     ...     name = "last-first"
@@ -94,8 +93,7 @@ class Retriever(ABC):
 class BM25Retriever(Retriever):
     """Lucene-variant BM25 (bm25s) over title + text, with English stop words and Snowball stemming.
 
-    The stemming is ctxir's choice, not bm25s's default (bm25s does not stem unless given a stemmer): it helps on
-    scientific text (SciFact nDCG@10 0.6863 stemmed, see docs/results.md). ``stemmer=None`` gives plain bm25s.
+    Stemming (not bm25s's default) helps on scientific text; ``stemmer=None`` gives plain bm25s.
 
     >>> corpus = {"d1": {"title": "Otters", "text": "Otters dig dens in the river bank."},
     ...           "d2": {"title": "Banks", "text": "Banks lend money to savers."},
@@ -267,12 +265,8 @@ class BM25Retriever(Retriever):
 class DenseRetriever(Retriever):
     """Cosine search over a bi-encoder's corpus embeddings (cached on disk by ``BiEncoder``).
 
-    index="exact" scores every document (one matrix product + top-k); "ann" searches
-    ``ctxir.retrieval.ann.AnnIndex`` (faiss IVF + 8-bit codes, the candidates re-scored with the float vectors, so
-    scores are exact cosines), saved beside the embedding cache under the same key and reopened, not rebuilt, on the
-    next start; "auto" (the default) is "ann" from ``AUTO_ANN_THRESHOLD`` documents up
-    (``auto_threshold`` overrides it). Cached embeddings are memory-mapped, not read: the ANN index reads only the
-    rows it re-scores.
+    index: "exact" (matrix product + top-k), "ann" (``AnnIndex``, saved beside the embedding cache) or "auto"
+    ("ann" from ``AUTO_ANN_THRESHOLD`` documents, or ``auto_threshold``). Cached embeddings are memory-mapped.
 
     >>> from ctxir import BiEncoder
     >>> corpus = {"d1": {"title": "Otters", "text": "Otters dig dens in the river bank."},
