@@ -108,9 +108,7 @@ def _user_table(p: Path, text: str, delimiter: str) -> Corpus:
 def load_user_corpus(path: PathLike) -> Corpus:
     """A user's corpus file: .txt (one doc per non-empty line), .jsonl, or .csv/.tsv with a header row.
 
-    Ids default to the 1-based line number where the document starts, so a user can find it in the file. Messages
-    name the file by its own name only: an uploaded file sits in a folder named by a hash, which means nothing to
-    the person who uploaded it.
+    Ids default to the 1-based line where the document starts. Messages name the file only (uploads sit in hash folders).
     """
     p = existing_file(path, f"a corpus file ({', '.join(USER_CORPUS_SUFFIXES)})")
     try:

@@ -132,15 +132,7 @@ def _template():
 
 
 def render_report(cases: Sequence[Mapping], meta: Mapping, standalone: bool = True) -> str:
-    """The report as HTML: a summary table of the worst queries, then per query its top results (relevant ones
-    marked), the relevant documents missed or ranked low, and each explanation with token highlights.
-
-    With ``meta["comparison"]`` (``report_comparison``), the header shows each system's per-query difference from
-    the baseline, the figure ``ctxir compare --plot`` draws, as an inline PNG.
-    Self-contained: inline CSS, no script, no external resource; every text from the data is HTML-escaped.
-    standalone=False gives a ``<div>`` (with its scoped style) to embed in a page, e.g. the app's.
-    The page is ``ctxir/templates/report.html.j2``; this function only gathers what it shows.
-    """
+    """The report as self-contained, HTML-escaped HTML; ``standalone=False`` gives a ``<div>`` to embed in a page."""
     metric = meta.get("metric", cases[0]["metric"] if cases else "nDCG@10")
     raises, lowers = (",".join(map(str, rgb)) for rgb in (RAISES_RGB, LOWERS_RGB))
     differences_png, differences_alt = _differences_image(meta.get("comparison"))

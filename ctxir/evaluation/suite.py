@@ -1,7 +1,6 @@
 """The out-of-domain suite's table: a re-ranker's evaluation.json as rows and markdown, the issue's musts checked.
 
-``training/evaluate_reranker.py --suite`` writes the figures; docs/results.md (``scripts/results_suite.py``) and the
-model cards show them through this one table.
+Read by docs/results.md's generator and the model cards.
 """
 
 from __future__ import annotations

@@ -278,10 +278,8 @@ class AnnIndex:
     ) -> tuple[AnnIndex | None, str]:
         """(index, "opened") when ``path`` holds an intact index of these embeddings and settings, else (None, why).
 
-        ``mmap`` maps the inverted lists from the file instead of reading them into memory (faiss's
-        OnDiskInvertedLists: measured ~5× slower per query, for when memory is short). The file is always re-hashed
-        (about 1 s per 400 MB) before faiss reads it: a bit flip that keeps its size and header would otherwise hand
-        out wrong rows (tests/test_faults.py's mutants found ids out of range), besides the size and header checks.
+        ``mmap`` maps the inverted lists from the file (slower, less memory). The file is re-hashed before faiss
+        reads it: a bit flip that keeps its size and header would otherwise hand out wrong rows.
         """
         # lazy: faiss is needed only for an ANN index
         import faiss
@@ -334,8 +332,7 @@ class AnnIndex:
     ) -> AnnIndex:
         """Reopen ``path`` if it is this index, else build and save it.
 
-        ``status`` says which: "opened", or "built: <why the file was not used>". Temporary files of ``path`` that
-        a writer killed mid-save left (a 1M index's is ~380 MB) are removed first; a live writer's stay.
+        ``status``: "opened", or "built: <why>". Temporary files a killed writer left are removed first.
         """
         remove_temporaries(Path(path).parent, Path(path).name)
         found, why = cls.open(path, embeddings, params, key)
@@ -358,8 +355,7 @@ class AnnIndex:
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """(rows, scores), each (queries, k'), k' = min(k, len); rows -1 / score -inf where fewer were found.
 
-        With re-scoring the scores are exact float dot products (cosines for normalised vectors), else the
-        codes' approximate ones.
+        Re-scored scores are exact dot products, else the codes' approximate ones.
         """
         queries = np.ascontiguousarray(np.atleast_2d(queries), dtype=np.float32)
         if len(queries) > 256:  # bounds the (queries, candidates, dim) block gathered for re-scoring

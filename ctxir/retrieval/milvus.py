@@ -99,15 +99,10 @@ class EngineSearchSettings:
 class VectorDBRetriever(Retriever):
     """Dense, BM25 or hybrid search in a Milvus collection; ``uri`` picks Milvus Lite (a ``*.db`` file) or a server.
 
-    Build a collection with ``from_corpus`` (encodes here, through the embedding cache) or ``from_shards`` (vectors
-    from ``encode_sharded``); open an existing one with the constructor. The collection records the encoder's
-    fingerprint and the corpus digest, and opening it with another model, or another corpus, is refused.
+    Build with ``from_corpus`` or ``from_shards``, open with the constructor; opening with another model or corpus
+    is refused. ``corpus=None`` reads documents back from the engine (``EngineCorpus``).
 
-    Scores: cosine for "dense" (FLAT index: exact, the same ranking as ``DenseRetriever(index="exact")``), Milvus's
-    BM25 for "bm25", the engine's RRF (Σ 1/(k + rank)) for "hybrid". ``corpus=None`` reads documents back from the
-    engine (``EngineCorpus``) instead of holding them.
-
-    Usage (a model is needed, so not a doctest; tests/test_engines.py runs it with a tiny one)::
+    Usage (needs a model, so not a doctest)::
 
         retriever = VectorDBRetriever.from_corpus(corpus, BiEncoder(), uri="ctxir.db", mode="hybrid")  # builds
         retriever = VectorDBRetriever(None, BiEncoder(), uri="http://milvus:19530", mode="hybrid")  # opens
@@ -271,9 +266,8 @@ class VectorDBRetriever(Retriever):
     ) -> VectorDBRetriever:
         """Load ``encode_sharded``'s shards into the collection, one shard in memory at a time.
 
-        ``corpus`` supplies the texts (for BM25 and re-ranking); each shard's texts must be those it was encoded
-        from. ``encoder`` (for queries) must be the model of the manifest. ``keep_corpus=False`` returns a retriever
-        that reads documents back from the engine instead of holding ``corpus``.
+        ``corpus`` supplies the texts, ``encoder`` (the manifest's model) the queries; ``keep_corpus=False`` reads
+        documents back from the engine.
         """
         from ctxir.encoders.bi_encoder import BiEncoder
 
