@@ -141,8 +141,7 @@ HYBRID = FirstStageKind(
 
 # name → kind, in the order they are offered
 FIRST_STAGES: dict[str, FirstStageKind] = {kind.name: kind for kind in (BM25, DENSE, HYBRID)}
-# the app's and ``ctxir evaluate``'s first stage when none is chosen: the suite's best alone (mean nDCG@10 over its
-# collections, ``ctxir.evaluation.suite.first_stages``; docs/results.md), which tests/test_shipped_quality.py checks
+# the app's and ``ctxir evaluate``'s first stage when none is chosen: the suite's best alone
 DEFAULT_FIRST_STAGE = HYBRID.name
 
 

@@ -36,15 +36,9 @@ from ctxir.retrieval.fusion import FUSIONS, check_weights, fuse
 from ctxir.types import Corpus, CtxirError, Hit, Queries, doc_text
 
 DENSE_INDEXES = ("auto", "exact", "ann")
-# "auto" searches ctxir.retrieval.ann's index from this many documents up, exact search below: where scanning every
-# document costs as much as encoding the query, the part of a query no index saves (python -m benchmarks.search
-# --num-docs N --indexes exact,ctxir-ann; 1 thread; docs/results.md "Dense index choice"): exact p50 3.5 ms at
-# 30k, 8.2 at 70k, 11.8 at 100k against 11.3-12.4 ms to encode one query. Below it the index saves under a query's
-# encoding time and loses 1-3.5% of recall@10 against exact (0.987 at 10k, 0.966 at 100k). Chosen from latency and
-# recall against exact search only, never from a test set's ranking quality.
+# "auto" uses the ANN index from this many documents up: below it exact search costs less than encoding the query.
 AUTO_ANN_THRESHOLD = 100_000
-# BM25Retriever(cache=None) persists its index from this many documents up; below it bm25s indexes a corpus in about
-# a second, less than hashing, writing and reading it back is worth.
+# BM25Retriever(cache=None) persists its index from this many documents up; below it rebuilding is cheaper.
 BM25_CACHE_MIN_DOCS = 20_000
 BM25_FORMAT = "ctxir-bm25/1"
 
