@@ -64,8 +64,7 @@ def _int_score(field: str) -> int | None:
 def load_qrels(path: PathLike) -> Qrels:
     """BEIR qrels TSV (query-id, corpus-id, score), header row optional; TREC 4-column lines also accepted.
 
-    Scores are stored as int because pytrec_eval rejects float relevance grades; score-0 judgments
-    are kept (pytrec_eval counts them as non-relevant).
+    Scores are stored as int: pytrec_eval rejects float grades. Score-0 judgments are kept (non-relevant).
     """
     p = existing_file(path, "a qrels .tsv file")
     expected = "query-id<TAB>corpus-id<TAB>integer score"

@@ -42,8 +42,7 @@ def engine_of(uri: str) -> str:
 def default_analyzer() -> dict:
     """BM25 analyzer both Milvus Lite and the server accept: words, lower-cased, bm25s's English stop words.
 
-    No stemming: Milvus Lite has no stemmer filter (the server has ``{"type": "stemmer", "language": "english"}``;
-    pass it in ``analyzer_params`` for a server-only collection). ctxir's own BM25Retriever stems.
+    No stemming: Milvus Lite has none (a server takes ``{"type": "stemmer", ...}`` in ``analyzer_params``).
     """
     from bm25s.stopwords import STOPWORDS_EN
 
@@ -160,9 +159,8 @@ def build_collection(
 ) -> bool:
     """Create ``collection`` (pk, title, content [+ BM25 sparse], dense) and insert ``batches`` of (ids, vectors).
 
-    ``settings`` (``CollectionSettings``; None: its defaults) lay it out.
-    An existing collection built from the same corpus, model and settings is kept as it is (returns False: nothing
-    inserted); one built otherwise is replaced only with ``overwrite=True``.
+    A collection built from the same corpus, model and settings is kept (returns False); one built otherwise is
+    replaced only with ``overwrite=True``.
     """
     settings = settings or CollectionSettings()
     meta = settings.meta(fingerprint, dim, corpus_digest, len(corpus))
