@@ -413,3 +413,22 @@ def test_a_text_that_is_neither_takes_the_models_default_prompt_as_encode_does(s
     np.testing.assert_allclose(
         encoder.encode(TEXTS, role="query"), unit(st.encode(TEXTS, prompt="")), atol=1e-6
     )
+
+
+def test_what_moved_ranks_with_the_search_forms_prompts_and_says_which(
+    st, prompted_dir, term_match_cross_encoder
+):
+    from ctxir.app.config import AppConfig
+    from ctxir.app.models import AppModels
+    from ctxir.app.search import search
+    from ctxir.app.state import AppState
+    from ctxir.app.what_moved import what_moved
+
+    models = AppModels.from_objects(st, str(prompted_dir), cross_encoder=term_match_cross_encoder)
+    state = AppState(models, AppConfig(device="cpu"), CORPUS, "tiny", cache=None)
+    for prompts in ({}, {"query_prompt": "", "document_prompt": ""}, {"query_prompt": "q: "}):
+        moved = what_moved(state, TEXTS[0], "tiny", "dense", "cross-encoder", k=3, depth=3, n=1, **prompts)
+        searched = search(state, TEXTS[0], "tiny", "dense", k=3, **prompts)
+        assert moved.data["prompts"] == searched.data["prompts"]
+        assert ("`q: `" in moved.text) == (prompts.get("query_prompt") == "q: ")
+        assert ("the query after `query: `" in moved.text) == (not prompts)

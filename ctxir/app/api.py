@@ -87,6 +87,7 @@ ENDPOINTS: dict[str, Endpoint] = {
             **{k: v for k, v in _SEARCH_ARGS.items() if k != "mode"},
             "n": "how many of the most-moved documents to explain",
             "mode": _SEARCH_ARGS["mode"],
+            **_PROMPTS,
         },
         (("Markdown", "summary"), ("Dataframe", "movers"), ("JSON", "numbers")),
     ),

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import gradio as gr
 
 from ctxir.app import explain_tab, figures
+from ctxir.app.models import prompts_said
 from ctxir.app.search import search
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code
@@ -57,14 +58,19 @@ def what_moved(
     n: int = 3,
     owner: Owner = None,
     mode: str = DEFAULT_RERANK_MODE,
+    query_prompt: str | None = None,
+    document_prompt: str | None = None,
 ) -> ViewResult:
     """The re-ranked documents whose rank changed most (among every candidate the re-ranker re-scored: the first
     stage's top max(k, depth)), each with the document words whose integrated-gradients attribution pushed its
     re-ranker score up most and pulled it down most. ``mode`` as in ``search``: a move is from the first stage's
-    rank to the final one (fused with the first stage, or the re-ranker's alone)."""
+    rank to the final one (fused with the first stage, or the re-ranker's alone); the prompts as in ``search``."""
     k, depth, n = _checked_inputs(state, reranker, k, depth, n)
     candidates = max(k, depth)
-    ranked = _rank_every_candidate(state, query, corpus, first_stage, reranker, candidates, owner, mode)
+    prompts = {"query_prompt": query_prompt, "document_prompt": document_prompt}
+    ranked = _rank_every_candidate(
+        state, query, corpus, first_stage, reranker, candidates, owner, mode, prompts
+    )
     query = ranked.data["query"]
     index = state.index(corpus, owner)
     first_rank = f"{first_stage}_rank"
@@ -73,6 +79,7 @@ def what_moved(
     fused = ranked.data["mode"] == "fused"
     ties_only = fused and orders_ties_only(ranked.data["fusion"]["method"], ranked.data["fusion"]["weights"])
     text = _summary(query, first_stage, reranker, candidates, len(movers), len(rows), fused, ties_only)
+    text = "\n\n".join(filter(None, [text, prompts_said(ranked.data["prompts"])]))
     slope = _moves_plot(ranked.rows, rows, first_rank, first_stage, reranker, fused)
     data = {
         "query": query,
@@ -81,6 +88,7 @@ def what_moved(
         "reranker": reranker,
         "mode": ranked.data["mode"],
         "fusion": ranked.data["fusion"],
+        "prompts": ranked.data["prompts"],
         "candidates": candidates,
         "moved": len(movers),
         "movers": details,
@@ -124,6 +132,7 @@ def _rank_every_candidate(
     candidates: int,
     owner: Owner,
     mode: str,
+    prompts: dict,
 ) -> ViewResult:
     """``search``'s answer with a row for each of the ``candidates`` the re-ranker re-scored, not only the k a
     search shows: a document can move up from below them."""
@@ -138,6 +147,7 @@ def _rank_every_candidate(
         owner=owner,
         mode=mode,
         every_candidate=True,
+        **prompts,
     )
 
 
@@ -314,9 +324,32 @@ def wire(ui: Ui, form: SearchForm, moved: MovedPanel) -> None:
 
     # Gradio passes each input as its own argument: the parameters are the event's inputs, in their order.
     @guard
-    def do_what_moved(query, corpus, first_stage, reranker, k, depth, n, mode, request: gr.Request):
+    def do_what_moved(
+        query,
+        corpus,
+        first_stage,
+        reranker,
+        k,
+        depth,
+        n,
+        mode,
+        query_prompt,
+        document_prompt,
+        request: gr.Request,
+    ):
         r = what_moved(
-            state, query, corpus, first_stage, reranker, k, depth, n, owner=ui.visitor(request), mode=mode
+            state,
+            query,
+            corpus,
+            first_stage,
+            reranker,
+            k,
+            depth,
+            n,
+            ui.visitor(request),
+            mode,
+            query_prompt,
+            document_prompt,
         )
         files = exports(out, "what-moved", data=r.data, rows=r.rows, plots=[r.plots["moves"]])
         return r.text, r.plots["moves"], frame(r.rows), files, r.data
@@ -329,7 +362,7 @@ def wire(ui: Ui, form: SearchForm, moved: MovedPanel) -> None:
 
     moved.button.click(lambda: "", None, [moved.summary], queue=False, api_visibility="private").then(
         do_what_moved,
-        [*form.inputs, moved.n, form.mode],
+        [*form.inputs, moved.n, form.mode, form.query_prompt, form.document_prompt],
         [moved.summary, moved.plot, moved.table, moved.files, moved.json],
         api_name="what_moved",
     ).success(
