@@ -165,7 +165,6 @@ class EmbeddingCache:
         if mmap and hasattr(os, "posix_fadvise"):
             # ask the kernel to read the file into the page cache in the background: start-up does not wait for it,
             # and the first searches' re-scoring then finds rows in memory instead of faulting them in from disk
-            # (1M: single-query p50 2.8–4.9 ms over the first 300 queries without it, 1.4–1.6 ms with the file cached)
             with contextlib.suppress(OSError), open(path, "rb") as handle:
                 os.posix_fadvise(handle.fileno(), 0, 0, os.POSIX_FADV_WILLNEED)
         return array

@@ -11,8 +11,7 @@ onnx-int8``) and ``python -m benchmarks.encode`` share this one implementation (
   float rounding), its scoring modules (e.g. ctxir's segment-cosine head) and activation in torch, batched as
   ``CrossEncoder.predict`` does: ``CrossEncoderReranker(backend="onnx")``, the app's ``--rerank-backend onnx``.
 
-Measured (docs/results.md, ``python -m benchmarks.encode`` on the whole SciFact corpus, 2 cores): int8 dynamic
-encodes 2.24× as many texts per second as plain sentence-transformers at nDCG@10 0.6452 against 0.6451.
+Its speed and quality against sentence-transformers are in docs/results.md (``python -m benchmarks.encode``).
 A final file that ONNX Runtime cannot read is exported again.
 """
 
@@ -259,9 +258,7 @@ class OnnxCrossEncoder:
     export. ``predict`` batches as ``CrossEncoder.predict`` does (longest pairs first, scores back in the input
     order) and gives its scores within float rounding (the exported graph does the same float32 arithmetic).
 
-    ``path`` may also be an int8 file (``open_cross_encoder(int8=True)``). Measured in the app on the 2-core CPU
-    (docs/results.md; ``python -m benchmarks.app``): with the shipped re-ranker's base layers in int8, the
-    demo search's callback takes 214 ms p50 against 266–274 ms in torch.
+    ``path`` may also be an int8 file (``open_cross_encoder(int8=True)``).
     """
 
     def __init__(self, path: str | Path, model, threads: int = 0):
@@ -315,9 +312,8 @@ def open_cross_encoder(
     keyed by the weights (``CrossEncoderReranker`` uses ``<cache root>/onnx/<weights fingerprint>``).
 
     ``int8``: the MatMuls of ``frozen_layers(model)`` quantised to int8 (dynamic, per channel, as the bi-encoder's
-    ``onnx-int8``), the trained layers kept float32 (``FROZEN_INT8_FILE``). Measured on the shipped re-ranker
-    (``python -m benchmarks.rerank_int8``): within the 0.005 nDCG@10 rule on its held-out training claims, where
-    int8 on every layer is not."""
+    ``onnx-int8``), the trained layers kept float32 (``FROZEN_INT8_FILE``): int8 on every layer costs
+    more quality (``python -m benchmarks.rerank_int8``)."""
     folder = Path(folder)
     int8 = (
         int8 and len(frozen_layers(model)) > 0

@@ -4,7 +4,7 @@ The corpus is cut into fixed shards, a pool of ``num_workers`` actors (each hold
 budget or one GPU) encodes them, and each worker writes its shard itself (the files: ctxir/encoders/shards.py). The
 driver writes ``manifest.json``. A rerun skips the shards already written for the same texts and model. The same
 call runs on a cluster after ``ray.init(address=...)`` (or with ``ray_address=``); ``output_dir`` must then be a
-folder every node can write (a shared mount). docs/reference/distributed.md says why Ray Data, and what was measured.
+folder every node can write (a shared mount). docs/reference/distributed.md says why Ray Data.
 """
 
 from __future__ import annotations

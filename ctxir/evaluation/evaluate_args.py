@@ -60,9 +60,8 @@ class EvaluateArgs:
         default="torch",
         metadata={
             "help": "how the bi-encoder runs: torch (the model's own encode), or onnx-int8 (ONNX Runtime on the CPU with "
-            "int8 weights, exported once into the cache folder's onnx/; measured 2.24x the texts/s of torch for "
-            "all-MiniLM-L6-v2 at SciFact nDCG@10 0.6452 vs 0.6451, see docs/results.md; the model's own "
-            "pooling at the last layer only)"
+            "int8 weights, exported once into the cache folder's onnx/; faster on a CPU, see docs/results.md; the "
+            "model's own pooling at the last layer only)"
         },
     )
     fusion: Literal["rrf", "weighted"] = field(default="rrf", metadata={"help": "hybrid fusion"})

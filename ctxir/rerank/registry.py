@@ -495,8 +495,7 @@ def alone_below_bm25(model: str) -> str | None:
 
 def stage_fusion_for(model: str) -> StageFusion:
     """How the fused mode combines ``model``'s scores with the first stage: its folder's fusion.json (chosen on
-    training queries when it shipped), else reciprocal-rank fusion, k=60, equal weights — measured to beat BM25 on
-    three other-domain collections without tuning, where a weight tuned on SciFact did not hold."""
+    training queries when it shipped), else reciprocal-rank fusion, k=60, equal weights, which needs no tuning."""
     from ctxir.rerank.stage_fusion import StageFusion
 
     folder = local_model_folder(model) if isinstance(model, str) else None
