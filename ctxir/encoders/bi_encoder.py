@@ -38,13 +38,13 @@ from ctxir.files import (
 )
 from ctxir.types import Corpus, CtxirError, doc_text
 
-# torch: the model's own encode. onnx-int8: ONNX Runtime, int8 MatMul weights (dynamic quantisation), CPU; 2.24× the
-# texts/s of torch at SciFact nDCG@10 0.6452 vs 0.6451 (docs/results.md); the model's own pooling, last layer.
+# torch: the model's own encode. onnx-int8: ONNX Runtime, int8 MatMul weights (dynamic quantisation), CPU, faster at
+# the same quality (docs/results.md); the model's own pooling, last layer.
 BACKENDS = ("torch", "onnx-int8")
 # A memory-mapped cache of more rows than this is checked on a sample of rows, not read whole (see _looks_encoded).
 FULL_CHECK_ROWS = 200_000
 # a corpus of more texts than this is encoded in parts of PART_ROWS, each cached as it completes, so a run killed
-# part-way (WikiQA's 18,841 sentences take 15 min on 2 cores) resumes from its last part instead of starting again
+# part-way resumes from its last part instead of starting again
 PART_ROWS = 4096
 # what a text is encoded as: a query or a document takes the bi-encoder's prompt for it; None, the model's
 # default prompt (its ``default_prompt_name``, as ``SentenceTransformer.encode``), for texts that are neither
@@ -203,8 +203,8 @@ class BiEncoder:
     None uses the model's own (``model_prompts``: e5's "query: ", bge's instruction; "" for MiniLM), a string
     replaces it, "" turns it off. A pooling that leaves prompt tokens out (``include_prompt=False``) still does.
 
-    backend="onnx-int8" encodes with ONNX Runtime on the CPU, int8 weights (2.24× faster than "torch" for MiniLM at
-    the same SciFact nDCG@10, docs/results.md); the model's own pooling at the last layer only. The model is
+    backend="onnx-int8" encodes with ONNX Runtime on the CPU, int8 weights (faster than "torch" at the same
+    quality, docs/results.md); the model's own pooling at the last layer only. The model is
     exported and quantised on the first encode (seconds to a minute, once) into ``onnx_dir`` (default
     ``<cache root>/onnx``, see ``cache_root``) under its weights fingerprint, and reused afterwards. Its vectors are
     cached under their own key: int8 and float vectors never mix.
