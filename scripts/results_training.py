@@ -56,8 +56,10 @@ def training_command(metrics: dict, script: str) -> str:
     module, name = SCRIPT_ARGS[script]
     args_class = getattr(importlib.import_module(module), name)
     always = ("task",) if "task" in metrics["config"] else ()
+    # the data root is a path on the machine that trained it: the reader's own default applies
+    config = {k: v for k, v in metrics["config"].items() if k != "data_dir"}
     return command_line(
-        f"python training/{script}.py", args_class, metrics["config"], always, replace={str(ROOT) + "/": ""}
+        f"python training/{script}.py", args_class, config, always, replace={str(ROOT) + "/": ""}
     )
 
 

@@ -432,3 +432,26 @@ def test_what_moved_ranks_with_the_search_forms_prompts_and_says_which(
         assert moved.data["prompts"] == searched.data["prompts"]
         assert ("`q: `" in moved.text) == (prompts.get("query_prompt") == "q: ")
         assert ("the query after `query: `" in moved.text) == (not prompts)
+
+
+def test_compare_pooling_encodes_with_the_search_forms_prompts_and_says_which(st, prompted_state):
+    from ctxir.app.pooling import compare_pooling
+
+    def mean_scores(**prompts) -> list[float]:  # the tiny model's CLS vectors all point the same way
+        encoder = BiEncoder(st, cache=False, pooling="mean", **prompts)
+        cosines = encoder.encode(TEXTS, role="document") @ encoder.encode([TEXTS[0]], role="query")[0]
+        return sorted((round(float(c), 4) for c in cosines), reverse=True)
+
+    for prompts in ({}, {"query_prompt": "", "document_prompt": ""}, {"query_prompt": "q: "}):
+        result = compare_pooling(prompted_state, TEXTS[0], "tiny", k=3, **prompts)
+        wanted = {
+            "query": prompts.get("query_prompt", "query: "),
+            "document": prompts.get("document_prompt", "passage: "),
+        }
+        assert result.data["prompts"] == wanted
+        assert [h["score"] for h in result.data["rankings"]["mean"]] == pytest.approx(
+            mean_scores(**prompts), abs=2e-4
+        )
+        assert ("the query after `q: `" in result.text) == (
+            "query_prompt" in prompts and prompts["query_prompt"] == "q: "
+        )

@@ -98,6 +98,7 @@ ENDPOINTS: dict[str, Endpoint] = {
             "corpus": _SEARCH_ARGS["corpus"],
             "layer": "the layer to pool (0 = embeddings, the last = the model's output)",
             "k": "how many results per pooling",
+            **_PROMPTS,
         },
         (("Dataframe", "rankings"), ("Markdown", "summary"), ("JSON", "numbers")),
     ),

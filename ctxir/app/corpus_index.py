@@ -52,7 +52,7 @@ class CorpusIndex:
         if progress is not None:
             self._encode_in_steps(encoder, step)
         step(0.95, f"BM25 index and dense index of {len(corpus):,} documents")
-        self._pooled: dict[tuple[str, int], Any] = {}
+        self._pooled: dict[tuple, Any] = {}  # (pooling, layer, query prompt, document prompt) → its retriever
         self.prompts = {"query": encoder.query_prompt, "document": encoder.document_prompt}
         self._by_prompts: dict[tuple[str, str], StageParts] = {}  # (query, document prompt) → their parts
         self._lock = threading.Lock()
@@ -151,15 +151,20 @@ class CorpusIndex:
             return stages[name]
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
-    def pooled(self, pooling: str, layer: int):
-        """A dense retriever over this corpus with another pooling/layer (encoded once, then cached)."""
-
+    def pooled(self, pooling: str, layer: int, prompts: dict | None = None):
+        """A dense retriever over this corpus with another pooling/layer and ``prompts`` as in ``retriever``
+        (encoded once, then cached; the last ``PROMPTED_KEPT`` over other prompts are kept)."""
+        wanted = {**self.prompts, **{k: v for k, v in (prompts or {}).items() if v is not None}}
         with self._lock:
-            key = (pooling, layer)
+            key = (pooling, layer, wanted["query"], wanted["document"])
             if key not in self._pooled:
-                self._pooled[key] = DenseRetriever(
-                    self.corpus, self._encoder(pooling, layer), index=self.index, show_progress=True
-                )
+                encoder = self._encoder(pooling, layer, prompts=None if wanted == self.prompts else wanted)
+                self._pooled[key] = DenseRetriever(self.corpus, encoder, index=self.index, show_progress=True)
+                other = [
+                    k for k in self._pooled if k[2:] != (self.prompts["query"], self.prompts["document"])
+                ]
+                for old in other[:-PROMPTED_KEPT]:
+                    del self._pooled[old]
             return self._pooled[key]
 
     def summary(self) -> dict:

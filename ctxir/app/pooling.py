@@ -12,6 +12,7 @@ import gradio as gr
 import pandas as pd
 
 from ctxir.app.config import Progress
+from ctxir.app.models import chosen_prompts, prompts_said
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import cls_warnings, rounded
 from ctxir.app.ui import Ui, frame, guard, show, warn
@@ -31,8 +32,11 @@ def compare_pooling(
     k: int = 10,
     progress: Progress | None = None,
     owner: Owner = None,
+    query_prompt: str | None = None,
+    document_prompt: str | None = None,
 ) -> ViewResult:
-    """The same query through mean- and CLS-pooled embeddings of one layer: two rankings side by side."""
+    """The same query through mean- and CLS-pooled embeddings of one layer: two rankings side by side, each text
+    after its prompt as in ``search`` (None: the bi-encoder's own, "": none)."""
     query = check_text(query, "query", state.config.max_query_chars)
     n_layers = state.models.num_layers
     layer = check_int(layer, "layer", -1, n_layers)
@@ -45,6 +49,7 @@ def compare_pooling(
             f"{len(index.corpus):,} documents, above this app's limit of "
             f"{state.config.max_compare_docs:,}: use a smaller corpus"
         )
+    prompts = chosen_prompts(index.prompts, query_prompt, document_prompt, state.config.max_query_chars)
     step = progress or (lambda *_: None)
     rankings = {}
     for i, pooling in enumerate(("mean", "cls")):
@@ -52,7 +57,7 @@ def compare_pooling(
             0.1 + 0.4 * i,
             f"{pooling} pooling at layer {layer}: encoding the corpus (cached after the first time)",
         )
-        rankings[pooling] = index.pooled(pooling, layer).query(query, k)
+        rankings[pooling] = index.pooled(pooling, layer, prompts).query(query, k)
     step(1.0, "done")
     rows = []
     for rank in range(k):
@@ -72,6 +77,7 @@ def compare_pooling(
         "layer": layer,
         "k": k,
         "overlap": overlap,
+        "prompts": prompts,
         "rankings": {
             p: [{"doc_id": h.doc_id, "score": rounded(h.score)} for h in hits] for p, hits in rankings.items()
         },
@@ -82,7 +88,7 @@ def compare_pooling(
     )
     warnings = cls_warnings("cls", layer, "the CLS ranking is in no particular order (every document ties)")
     data["warnings"] = warnings
-    text = "\n\n".join([*(f"⚠️ {w}" for w in warnings), text])
+    text = "\n\n".join([*(f"⚠️ {w}" for w in warnings), text, *filter(None, [prompts_said(prompts)])])
     return ViewResult(rows=rows, data=data, text=text)
 
 
@@ -148,6 +154,8 @@ def wire(ui: Ui, form: SearchForm, pooling: PoolingPanel) -> None:
         corpus,
         layer,
         k,
+        query_prompt,
+        document_prompt,
         request: gr.Request,
         progress=gr.Progress(track_tqdm=True),  # noqa: B008 (gradio's pattern)
     ):
@@ -159,6 +167,8 @@ def wire(ui: Ui, form: SearchForm, pooling: PoolingPanel) -> None:
             k,
             progress=lambda f, d: progress(f, desc=d),
             owner=ui.visitor(request),
+            query_prompt=query_prompt,
+            document_prompt=document_prompt,
         )
         warn(r)
         return frame(r.rows), r.text, r.data  # the API's table: one column per field (see after_pooling)
@@ -174,7 +184,7 @@ def wire(ui: Ui, form: SearchForm, pooling: PoolingPanel) -> None:
 
     pooling.button.click(lambda: "", None, [pooling.summary], queue=False, api_visibility="private").then(
         do_compare_pooling,
-        [form.query, form.corpus, pooling.layer, pooling.k],
+        [form.query, form.corpus, pooling.layer, pooling.k, form.query_prompt, form.document_prompt],
         [pooling.table, pooling.summary, pooling.json],
         api_name="compare_pooling",
     ).success(after_pooling, [pooling.table], [pooling.table], queue=False, api_visibility="private")
