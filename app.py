@@ -4,16 +4,7 @@
     python app.py --corpus ../shared/data/scifact   # a BEIR folder (embeddings cached: 2nd start is fast)
     python app.py --cross-encoder outputs/cross-encoder --cls-lr outputs/cls-lr --port 7861
 
-Every flag has an environment variable (CTXIR_CORPUS, CTXIR_BI_ENCODER, CTXIR_CROSS_ENCODER, CTXIR_CLS_LR,
-CTXIR_DEVICE, CTXIR_BACKEND, CTXIR_HOST, CTXIR_PORT, ...), so the same file runs as a Hugging Face Space. Every
-view is an API endpoint (``/search``, ``/score_pairs``, ``/token_embeddings``, ``/layer_similarity``,
-``/attention``, ...) that ``gradio_client`` can call; see the README.
-
-This file is the entry point only: flags, loading, serving. The app is ``ctxir.app`` (one module per concern:
-each view's logic beside its UI builder; ``build_demo`` composes the tabs). Callbacks are thin: they turn
-``CtxirError`` into ``gr.Error`` (as text: Gradio renders an error's message as HTML, so it is escaped) and figures
-into files in one bounded folder. Each visitor is their Gradio session (``request.session_hash``; one per page
-load, one per ``gradio_client.Client``): uploads are kept per session and released when it ends.
+Every flag has an environment variable (CTXIR_CORPUS, ...), so the same file runs as a Hugging Face Space.
 """
 
 from __future__ import annotations
@@ -311,10 +302,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def exit_now(code: object) -> None:
-    """End the process with ``code`` (``sys.exit``'s meaning) once the atexit handlers (the output folder's clean-up,
-    logging's flush) have run, without the C++ libraries' static destructors: stopped by SIGTERM or Ctrl-C while a
-    background thread is inside torch (the startup corpus's indexing, the first view), those aborted the process
-    ("terminate called without an active exception", exit -6) instead of exiting 0."""
+    """End the process with ``code`` (``sys.exit``'s meaning) once the atexit handlers (the output folder's
+    clean-up, logging's flush) have run, without the C++ libraries' static destructors (they aborted a
+    SIGTERM'd process whose background thread was inside torch)."""
     import atexit
 
     if isinstance(code, str):  # sys.exit("message"): the message on stderr, status 1

@@ -1,12 +1,4 @@
-"""The app's public API: what each endpoint does, what each argument means, what each output is called.
-
-``gradio_client``'s ``view_api()`` names an output after its component's label, and ``value_23`` when it has
-none; the MCP server (``launch(mcp_server=True)``) describes each tool by its function's docstring ("Args:"). The
-tabs build their components for the page; ``document_api`` then gives every public endpoint's callback a
-docstring and name (the MCP tool's) from ``ENDPOINTS`` and every unlabelled output its name here (as a label the page does not show). A
-labelled output keeps its label, which the page shows and the API uses. ``tests/test_app_api.py`` checks that
-every endpoint is covered, that no output is left as ``value_N``, and that the README's API table matches.
-"""
+"""The app's public API: what each endpoint does, what each argument means, what each output is called."""
 
 from __future__ import annotations
 

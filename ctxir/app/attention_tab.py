@@ -1,7 +1,4 @@
-"""Attention tab (/attention): bertviz's views drawn offline, one head's heatmap, where each head looks.
-
-bertviz's head and model views; a heatmap of one layer and head; a per-head summary of where each head looks.
-"""
+"""Attention tab (/attention): bertviz's views drawn offline, one head's heatmap, where each head looks."""
 
 from __future__ import annotations
 

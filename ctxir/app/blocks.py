@@ -98,11 +98,8 @@ def build_app(
     outputs: Outputs | None = None,
     first_view: str = "open",
 ) -> App:
-    """The app. ``state`` holds already loaded models and corpora; without it they are loaded here, before
-    returning, so no request pays for loading. ``outputs`` is the folder for returned files (default: a new
-    bounded one). ``first_view``: when each tab's example answer (``ctxir.app.first_view``) is computed, once for
-    every visitor: "start" (in the background from now on: what app.py does), "open" (by the first page that
-    opens) or "off" (tabs open with their forms only)."""
+    """The app, its models loaded here unless ``state`` holds them; ``first_view``: when each tab's example answer
+    is computed, "start" (in the background now), "open" (by the first page) or "off"."""
     check_choice(first_view, "first_view", FIRST_VIEW_WHEN)
     state = state or AppState.load(config or AppConfig())
     ui = Ui(state, outputs or Outputs())

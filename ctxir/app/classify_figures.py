@@ -1,7 +1,4 @@
-"""The Classify tab's Plotly figures, drawn from the /classify answer: score bars, the 2-D class map.
-
-A bar per label per text, and the map of texts, labelled examples and label embeddings.
-"""
+"""The Classify tab's Plotly figures, drawn from the /classify answer: score bars, the 2-D class map."""
 
 from __future__ import annotations
 

@@ -1,14 +1,4 @@
-"""Classify tab (/classify): texts labelled by the bi-encoder's embeddings, zero-shot or from examples.
-
-Zero-shot from label names (or descriptions), or few-shot from uploaded labelled examples (kNN, nearest
-centroid, logistic regression; ``ctxir.classify``).
-
-Each prediction shows a bar per label (the method's score: cosine, vote share or probability) and its nearest
-labelled examples; one plot places texts, examples and label embeddings in 2-D (PCA or t-SNE) coloured by class
-(both drawn by ``classify_figures``).
-Nothing is kept between requests: a visitor's examples are read, encoded in memory (never into the persistent
-cache) and dropped with the answer, so visitors never see each other's data.
-"""
+"""Classify tab (/classify): texts labelled by the bi-encoder's embeddings, zero-shot or from examples."""
 
 from __future__ import annotations
 
@@ -369,20 +359,8 @@ def classify_callback(ui: Ui):
 
     @guard
     def do_classify(texts, labels, examples, method, k, template, projection, request: gr.Request):
-        """Classify texts with the bi-encoder's embeddings: zero-shot from label names, or few-shot from examples.
-
-        Args:
-            texts: the texts to classify, one per line (at most 50).
-            labels: one label per line, "name" or "name: description" (zero-shot needs them; descriptions help).
-            examples: a labelled file (.csv with a text,label header, or .jsonl) for few-shot methods, or None.
-            method: "zero-shot", "knn", "centroid" or "logreg".
-            k: neighbours voting in kNN (1 to 50).
-            template: the zero-shot prompt, with {label} or {description} in it.
-            projection: the embedding map's 2-D projection, "pca" or "tsne".
-        Returns:
-            a summary, the predictions with a score per label, each text's nearest labelled examples, and every
-            number as JSON (predictions, scores, neighbours, 2-D points).
-        """
+        """Classify texts with the bi-encoder's embeddings: zero-shot from label names, or few-shot from
+        examples."""
         ui.visitor(request)
         r = classify_view(ui.state, texts, labels, examples, method, k, template, projection)
         return (

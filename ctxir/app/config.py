@@ -77,9 +77,9 @@ class AppConfig:
         )
 
     def reranker_model(self, kind: str) -> str:
-        """The model the app loads for re-ranker ``kind`` ("" or "none" = none): ``rerankers[kind]``, else the field
-        named by the kind's setting (``cross_encoder``, ``cls_lr``: ``reranker_labels.setting``), else the kind's
-        default."""
+        """The model the app loads for re-ranker ``kind`` ("" or "none" = none): ``rerankers[kind]``, else the
+        field named by the kind's setting (``cross_encoder``, ``cls_lr``: ``reranker_labels.setting``),
+        else the kind's default."""
         if kind in self.rerankers:
             return self.rerankers[kind]
         own = getattr(self, setting(KINDS[kind]), None)

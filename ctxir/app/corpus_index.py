@@ -1,8 +1,4 @@
-"""``CorpusIndex``: one corpus with its retrievers; ``Indexing``: how far the startup corpus's index got.
-
-The retrievers: every first stage of ``ctxir.retrieval.registry`` (dense embeddings cached on disk), and dense ones
-of another pooling or layer.
-"""
+"""``CorpusIndex``: one corpus with its retrievers; ``Indexing``: how far the startup corpus's index got."""
 
 from __future__ import annotations
 
@@ -24,12 +20,8 @@ PROMPTED_KEPT = 4  # first stages over other prompts kept per corpus (each holds
 
 
 class CorpusIndex:
-    """One corpus with a retriever per first stage (``stages``; each is also an attribute: ``index.bm25``), dense
-    embeddings cached on disk. A first stage registered after the index was built is built on its first search.
-
-    ``index``: the dense index of every dense retriever ("auto", "exact", "ann"; ``--index``); ``backend``: how the
-    search encoder encodes ("torch", "onnx-int8"; ``--backend``), another pooling or layer on torch, which alone
-    supports them."""
+    """One corpus with a retriever per first stage (``stages``; each is also an attribute: ``index.bm25``),
+    dense embeddings cached on disk."""
 
     def __init__(
         self,
@@ -65,9 +57,9 @@ class CorpusIndex:
         step(1.0, "ready")
 
     def _encode_in_steps(self, encoder, step: Progress, chunk: int | None = None) -> None:
-        """Encode the corpus into the embedding cache ``chunk`` documents at a time, reporting each, so a first
-        start on a large corpus shows how far it has got (minutes on a CPU); the retrievers then read the cache.
-        Nothing to do when the vectors are cached; without a cache (uploads) the retriever encodes in one pass."""
+        """Encode the corpus into the embedding cache ``chunk`` documents at a time, reporting each, so a
+        first start on a large corpus shows how far it has got (minutes on a CPU); the retrievers then read
+        the cache."""
 
         if encoder.cache is None:
             step(0.1, f"encoding {len(self.corpus):,} documents")
@@ -111,11 +103,7 @@ class CorpusIndex:
         return encoder
 
     def retriever(self, first_stage: str, prompts: dict | None = None):
-        """The retriever of ``first_stage`` (a name of ``FIRST_STAGES``); checked, and built if it is new.
-
-        ``prompts`` ``{"query": ..., "document": ...}`` other than ``self.prompts`` (None or a missing one: those)
-        give a first stage whose bi-encoder uses them; BM25 is shared. Another document prompt encodes the corpus
-        again (cached); the last ``PROMPTED_KEPT`` such are kept."""
+        """The retriever of ``first_stage`` (a name of ``FIRST_STAGES``); checked, and built if it is new."""
         kind = get_first_stage(first_stage)
         wanted = {**self.prompts, **{k: v for k, v in (prompts or {}).items() if v is not None}}
         if wanted != self.prompts and kind.uses_bi_encoder:

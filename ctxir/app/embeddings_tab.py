@@ -1,7 +1,4 @@
-"""Token embeddings tab (/model_info, /token_embeddings): tokens, and token vectors at two layers in 2-D.
-
-``build`` lays out the four sub-tabs in page order; the two similarity ones are ``similarity.py``'s.
-"""
+"""Token embeddings tab (/model_info, /token_embeddings): tokens, and token vectors at two layers in 2-D."""
 
 from __future__ import annotations
 

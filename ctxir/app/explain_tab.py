@@ -1,13 +1,4 @@
-"""Explain tab (/explain) and the Explain action: why a (query, document) pair scored as it did, by token.
-
-Its word helpers (``words``, ``listing``, ``compact``) also say which tokens drove each of what_moved's moves.
-
-The explanations are ``ctxir.explain``'s (the exact query×document split of a mean-pooled bi-encoder's cosine,
-integrated gradients for a cross-encoder or a CLS-LR ranker, with their completeness error); this module picks
-the loaded models, calls the library, and shapes the answer for people: text coloured by contribution, a
-contribution heatmap, per-token bars. ``panel()`` builds that display so the Search and Pair scoring tabs show an
-explanation in place.
-"""
+"""Explain tab (/explain) and the Explain action: why a (query, document) pair scored as it did, by token."""
 
 from __future__ import annotations
 
@@ -62,10 +53,8 @@ def compact(value: Any, digits: int = 6) -> Any:
 def highlight(
     tokens: list[str], scores: list[float], scale: float | None = None
 ) -> list[tuple[str, float | None]]:
-    """Tokens as readable words for ``gr.HighlightedText``: word-pieces joined (``otter`` + ``##s`` = ``otters``,
-    their scores summed), special tokens kept (a mean-pooled [CLS] and [SEP] take part in the cosine), each score
-    divided by ``scale`` (default: the largest magnitude, so the strongest word is ±1), and an uncoloured space
-    between words, so the spans read as the text (and copy as it)."""
+    """Tokens as words for ``gr.HighlightedText``: word-pieces joined (scores summed), special tokens kept, each
+    score divided by ``scale`` (default: the largest magnitude), an uncoloured space between words."""
     spans = words(tokens, scores, keep_special=True)
     scale = scale or max((abs(v) for _, v in spans), default=0.0) or 1.0
     out: list[tuple[str, float | None]] = []
@@ -101,10 +90,9 @@ def listing(items: list[tuple[str, float]]) -> str:
 
 
 def _rankers(models: AppModels, model: str, reranker: str | None = None) -> tuple[str | None, dict]:
-    """(the kind or Hub id explained, {kind: re-ranker}) for ``model``: none for the bi-encoder; for "auto" the
-    search's ``reranker`` when it ranked with one (a result is explained by the model that ranked it), else the
-    first loaded kind; a kind asked for by name must be loaded; any other name is a cross-encoder's Hub id,
-    loaded on demand."""
+    """(the kind or Hub id explained, {kind: re-ranker}) for ``model``: none for the bi-encoder; for "auto"
+    the search's ``reranker`` when it ranked with one (a result is explained by the model that ranked it),
+    else the first loaded kind; a kind asked for by name must be loaded."""
     if model == BI_ENCODER:
         return None, {}
     # the search's re-ranker when it is loaded (or an id, loaded on demand); else "auto" stays the first loaded kind
@@ -130,14 +118,8 @@ def explain_pair(
     query_prompt: str | None = None,
     document_prompt: str | None = None,
 ) -> ViewResult:
-    """Explain one (query, document) pair: the bi-encoder's cosine split over query×document tokens, and (model
-    "auto": the search's ``reranker`` when it used one, else the first loaded re-ranker kind — the cross-encoder,
-    else the CLS-LR ranker, ...; or the one named: a kind, or a cross-encoder's Hub id) the re-ranker's score split
-    over the tokens of ``[CLS] query [SEP] document [SEP]`` (of the best window, for a re-ranker that reads long
-    documents by windows; ``title``: a corpus document's title, where they are cut). ``data`` is
-    ``ctxir.explain.explain``'s answer, with ``reranker``: the kind or id explained (None: the bi-encoder only)
-    and ``prompts``: those the bi-encoder put before the texts (``query_prompt`` / ``document_prompt``, None: its
-    own, "" none)."""
+    """Explain one (query, document) pair: the bi-encoder's cosine split over query×document tokens, and the
+    re-ranker's score (``model``: "auto", a kind or a cross-encoder's Hub id) split over the pair's tokens."""
     cfg = state.config
     query = check_text(query, "query", cfg.max_query_chars)
     document = check_text(document, "document", cfg.max_text_chars)

@@ -1,11 +1,4 @@
-"""Interactive Plotly figures for the app, drawn offline by Gradio's ``gr.Plot``, and their HTML export.
-
-Gradio draws them with the plotly.js it ships: no internet; the export is one standalone HTML page.
-
-Only presentation lives here: each builder takes numbers a view already computed (in the library or the tab's
-logic, usually straight from the view's JSON answer) and draws them, every point and cell naming its token on hover.
-The PNG exports stay matplotlib (``ctxir.viz``), rendered on the server, so API clients get files too.
-"""
+"""Interactive Plotly figures for the app, drawn offline by Gradio's ``gr.Plot``, and their HTML export."""
 
 from __future__ import annotations
 
@@ -61,8 +54,7 @@ def title_of(fig: go.Figure) -> str:
 
 def unique(labels: Sequence[str], max_chars: int = 24) -> list[str]:
     """Axis categories for tokens: a repeated token gets zero-width spaces appended, so "the" twice stays two
-    columns (a categorical axis merges equal labels) and Plotly still thins crowded labels by itself. A label
-    longer than ``max_chars`` is cut with an ellipsis (hover shows it whole), never mid-word without one."""
+    columns (a categorical axis merges equal labels) and Plotly still thins crowded labels by itself."""
     seen: dict[str, int] = {}
     out = []
     for label in labels:
@@ -75,11 +67,7 @@ def unique(labels: Sequence[str], max_chars: int = 24) -> list[str]:
 
 @dataclass(frozen=True)
 class HeatmapStyle:
-    """How :func:`heatmap` names and colours its cells. ``value_name``/``row_name``/``col_name``: what hover and the
-    colour bar call a value, a row and a column. ``zmin``/``zmax``: the colour range (None: the data's);
-    ``diverging``: a red/violet scale symmetric around 0 (overrides zmin/zmax and ``colorscale``). ``height``: None
-    grows with the rows. ``decimals``: hover shows one more, cell text one fewer. ``show_values``: None writes
-    values into the cells when there are at most 150. ``label_chars``: axis labels are cut there."""
+    """How :func:`heatmap` names and colours its cells."""
 
     value_name: str = "value"
     row_name: str = "row"
@@ -103,9 +91,8 @@ def heatmap(
     *,
     hover_labels: Sequence[str] | None = None,
 ) -> go.Figure:
-    """A heatmap whose hover names the row and column labels (tokens, sentences) and the value; axis labels are
-    cut at ``style.label_chars`` (with an ellipsis; hover shows them whole). ``hover_labels``: what hover names a
-    row and column by when the axes show short labels (sentence numbers) for long ones (the sentences)."""
+    """A heatmap whose hover names the row and column labels (tokens, sentences) and the value; axis labels
+    are cut at ``style.label_chars`` (with an ellipsis; hover shows them whole)."""
     style = style or HeatmapStyle()
     value_name, row_name, col_name = style.value_name, style.row_name, style.col_name
     zmin, zmax, decimals = style.zmin, style.zmax, style.decimals
@@ -389,9 +376,7 @@ def rank_moves(rows: list[dict], highlight: set[str], first_stage: str, reranker
 
 
 def html_document(figures: Sequence[go.Figure], title: str, plotly_js: str | None = None) -> str:
-    """One page holding ``figures`` (each under its title), interactive and offline. plotly.js (4.6 MB) is inlined
-    once, or, with ``plotly_js`` (a file name), loaded from that file beside the page: pages that share one copy
-    weigh kilobytes. Opened without the file, the page says which file to put beside it."""
+    """One page holding ``figures`` (each under its title), interactive and offline."""
     include: bool | str = plotly_js or True
     missing = (
         ""

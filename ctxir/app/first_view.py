@@ -1,17 +1,4 @@
-"""The first view: each tab opens on its example's answer, computed once for every visitor.
-
-A tab's form is filled with an example (its inputs' initial values); its answer used to appear only after a click.
-``FirstView`` replays, once, what that click does for each endpoint of ``FIRST_VIEWS``: the event with the inputs'
-initial values, then the private steps Gradio runs after it (``.then``/``.success``: the figures, downloads, shown
-parts), each fed the values the steps before it returned. The final value of every component they fill is kept;
-one ``demo.load`` hands those values to each page that opens (Gradio sends them with the page's first updates),
-computing nothing more. They are computed in the background once the app serves (``start``, what ``app.py`` asks
-for), or else when the first page opens. A page that opens before they are ready shows its forms as they are and
-does not wait: an answer arriving later would overwrite what its visitor has asked for meanwhile.
-
-An endpoint whose example cannot be answered here (its model is not loaded) is left as it was: its tab opens with the
-form only, and the log says why.
-"""
+"""The first view: each tab opens on its example's answer, computed once for every visitor."""
 
 from __future__ import annotations
 
@@ -78,9 +65,9 @@ class FirstView:
         return chain
 
     def start(self, wait_for_server_s: float = 120.0) -> threading.Thread | None:
-        """Compute in a background thread (once: None if it was started before) when the startup corpus is indexed
-        (the search's example needs it) and the server runs (not while it starts: on a 2-core machine the page is
-        served first)."""
+        """Compute in a background thread (once: None if it was started before) when the startup corpus is
+        indexed (the search's example needs it) and the server runs (not while it starts: on a 2-core
+        machine the page is served first)."""
 
         seen = threading.Event()  # the server was seen running: once it is not, the app closed
 

@@ -1,17 +1,4 @@
-"""How much work the app takes on at once, how much it lets wait, and how much memory each visitor holds.
-
-- The events that run a model share two concurrency groups (Gradio's ``concurrency_id``), so a 2-core CPU runs a
-  few model calls at once instead of one per event: ``model`` (``--concurrency``: searches, pair scoring, model
-  info) and ``slow`` (``--slow-concurrency``: attention, explanations, what moved, uploads, the failure report),
-  so slow views never take every worker.
-- At most ``--max-queue`` events wait; one more is refused at once with HTTP 503 instead of waiting without end.
-- Gradio keeps each session's last values until ``--max-sessions`` push it out; a closed session is forgotten
-  ``--closed-session-s`` after its last use (``gradio_fixes.ClosedSessions``), so memory follows the visitors present.
-- ``--malloc-arenas`` caps glibc's per-thread arenas (``mallopt(M_ARENA_MAX)``): Gradio's callback threads each
-  allocate torch buffers, and uncapped arenas keep what they free.
-
-How these defaults were measured: docs/results.md (the soak and load test).
-"""
+"""How much work the app takes on at once, how much it lets wait, and how much memory each visitor holds."""
 
 from __future__ import annotations
 
@@ -103,9 +90,7 @@ def limit_malloc_arenas(arenas: int) -> bool:
 
 
 def group_of(fn) -> str | None:
-    """The concurrency group of one Gradio ``BlockFunction``: "slow", "model" or None (Gradio's default). A queued
-    callback named ``do_*`` that neither table names (a view added later) runs a model by this app's convention:
-    it joins "model", so it is bounded all the same, and a warning says to classify it."""
+    """The concurrency group of one Gradio ``BlockFunction``: "slow", "model" or None (Gradio's default)."""
     if not fn.queue or fn.fn is None:
         return None
     if fn.name in SLOW_VIEWS:
@@ -125,10 +110,8 @@ def group_of(fn) -> str | None:
 
 def apply_limits(demo, limits: QueueLimits | None = None):
     """Put every model event of ``demo`` in its concurrency group, forget the sessions of visitors who left
-    ``limits.closed_session_s`` ago (``gradio_fixes.ClosedSessions``) and enable the queue with ``limits``; returns
-    ``demo`` (call before ``launch``, and pass it ``**limits.launch_kwargs()``). The groups are set on the built
-    events because the tabs build their events without knowing the app's flags; Gradio reads
-    ``concurrency_id``/``concurrency_limit`` when an event first enters the queue."""
+    ``limits.closed_session_s`` ago (``gradio_fixes.ClosedSessions``) and enable the queue with ``limits``;
+    returns ``demo`` (call before ``launch``, and pass it ``**limits.launch_kwargs()``)."""
     from ctxir.app.gradio_fixes import ClosedSessions
 
     limits = limits or QueueLimits()

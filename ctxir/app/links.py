@@ -1,15 +1,5 @@
-"""Links to a view: the Search, Pair scoring and Attention tabs each show a link under their answer that reopens
-the tab with the same inputs and runs it again.
-
-A link is the page's own address with the view's endpoint and its inputs as query parameters, named as the
-endpoint's parameters (``/view_api`` lists them): ``?endpoint=search&query=otters&k=5``. A page opened on it selects
-the view's tab, fills its inputs and runs the view's event, as a click on its button would. Nothing is stored on the
-server, so a link outlives the visitor's session, the app's restart and the clean-up of its files. Parameters the
-view does not take (a Space's own, a tracker's) are ignored; an input the link leaves out keeps its default.
-
-An uploaded corpus belongs to the visitor who uploaded it: a link to a search of one opens with an error for
-anyone else.
-"""
+"""Links to a view: the Search, Pair scoring and Attention tabs each show a link under their answer that
+reopens the tab with the same inputs and runs it again."""
 
 from __future__ import annotations
 
@@ -39,9 +29,10 @@ COPY = (
 
 @dataclass
 class View:
-    """One view's link: where it is shown (``html``), the hidden box a page opened on a link changes to run the view
-    (``run``: the view's event listens to its change), and the view's inputs by parameter name (``fields``: named by
-    the first event ``shows`` is given, the public one; the page's visible inputs only)."""
+    """One view's link: where it is shown (``html``), the hidden box a page opened on a link changes to run
+    the view (``run``: the view's event listens to its change), and the view's inputs by parameter name
+    (``fields``: named by the first event ``shows`` is given, the public one; the page's visible inputs
+    only)."""
 
     api: str
     html: Any
@@ -50,8 +41,7 @@ class View:
 
     def shows(self, event) -> None:
         """After ``event`` (the view's event, run from its button or from a link): the link to its inputs on
-        success, none on failure (an error's inputs are no view to send). The first call also wires the page
-        load that opens a link (``opens``)."""
+        success, none on failure (an error's inputs are no view to send)."""
         if not self.fields:
             block_fn = get_blocks_context().fns[event["id"]]
             self.fields = {
@@ -90,9 +80,8 @@ class View:
 
 
 def offer(api: str, elem_id: str) -> View:
-    """Inside a tab's build, where the link goes: its place (empty until an answer is shown) and the hidden box that
-    runs the view when a page opens on a link. The tab listens to ``view.run.change`` as to its button and hands
-    each of those events to ``view.shows``, the public one first."""
+    """Inside a tab's build, where the link goes: its place (empty until an answer is shown) and the hidden
+    box that runs the view when a page opens on a link."""
     # a hidden box, not a gr.State: the page takes any update of a State, a skipped one too, as a change, so every
     # page load would run every linked view; the box changes only when a link gives it a new value
     run = gr.Textbox("", visible=False, elem_id=f"{elem_id}-run")
@@ -180,9 +169,9 @@ def opens(view: View, tab, query: dict[str, list[str]]) -> list:
 
 
 def value_for(component, name: str, texts: list[str]) -> Any:
-    """The value a link's ``texts`` for parameter ``name`` set ``component`` to: a number for a number or slider,
-    a list for a checkbox group (each text matched to a choice), a boolean for a checkbox, else the text. A value the
-    component cannot hold is refused here, naming the parameter; any other check is the view's, as for a click."""
+    """The value a link's ``texts`` for parameter ``name`` set ``component`` to: a number for a number or
+    slider, a list for a checkbox group (each text matched to a choice), a boolean for a checkbox, else the
+    text."""
     if isinstance(component, gr.CheckboxGroup):  # ``layers=`` (no value): none chosen
         choices = {str(value): value for _, value in component.choices}
         return [choices.get(text, text) for text in texts if text != ""]

@@ -1,10 +1,4 @@
-"""``ModelCache``: the models visitors load by name, bounded by a count and a memory limit.
-
-The least recently used model goes first when a new one would pass either limit; the models the app loaded at start
-are pinned (never evicted, and not counted against the limits). One model loads at a time (a second visitor's load
-waits for the first, then finds it loaded if it was the same one): two loads at once would need twice the memory
-the limit allows, and on a 2-core CPU they would each take twice as long anyway.
-"""
+"""``ModelCache``: the models visitors load by name, bounded by a count and a memory limit."""
 
 from __future__ import annotations
 
@@ -108,9 +102,8 @@ class ModelCache:
         progress: Callable[[float, str], None] | None = None,
         what: str = "model",
     ) -> Any:
-        """The model under ``key``, loaded by ``loader()`` when it is not here (one load at a time; ``progress``
-        hears of the wait and the load). A model bigger than the whole memory limit is refused; otherwise the least
-        recently used models are evicted until the new one fits both limits."""
+        """The model under ``key``, loaded by ``loader()`` when it is not here (one load at a time;
+        ``progress`` hears of the wait and the load)."""
         found = self.get(key)
         if found is not None:
             return found

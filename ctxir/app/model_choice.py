@@ -1,7 +1,7 @@
-"""The model choices of the app's forms: "Explain with" (Explain tab, Search results, Pair scoring) and the Search
-re-ranker. A choice lists what is loaded, the kinds loaded at start and the cross-encoders loaded by Hub id since
-(one bounded cache, shared by every visitor); an API client may send a Hub id that no choice lists yet, and a Load
-button loads one for the page."""
+"""The model choices of the app's forms: "Explain with" (Explain tab, Search results, Pair scoring) and the
+Search re-ranker. A choice lists what is loaded, the kinds loaded at start and the cross-encoders loaded by
+Hub id since (one bounded cache, shared by every visitor); an API client may send a Hub id that no choice
+lists yet, and a Load button loads one for the page."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from ctxir.rerank.registry import CROSS_ENCODER, RERANKERS
 
 
 def model_choices(models: AppModels) -> list[str]:
-    """ "Explain with" choices: auto, the bi-encoder, each re-ranker kind loaded at start (one that is not loaded is
-    not offered; the page's top line says why), then the cross-encoders loaded by Hub id now (shared by every
-    visitor, least recently used first)."""
+    """ "Explain with" choices: auto, the bi-encoder, each re-ranker kind loaded at start (one that is not
+    loaded is not offered; the page's top line says why), then the cross-encoders loaded by Hub id now
+    (shared by every visitor, least recently used first)."""
     return ["auto", BI_ENCODER, *models.loaded, *models.extra_models(CROSS_ENCODER.name)]
 
 
@@ -29,9 +29,9 @@ def explain_with(models: AppModels, **kwargs) -> gr.Radio:
 
 
 def wire_load(ui: Ui, textbox, button, radios: list) -> None:
-    """A Load button (private): the cross-encoder typed in ``textbox`` (Hub id, or folder where allowed) loaded
-    into the app's bounded cache, then offered in each of ``radios`` ([(radio, its choices now), ...]); the first
-    radio selects it."""
+    """A Load button (private): the cross-encoder typed in ``textbox`` (Hub id, or folder where allowed)
+    loaded into the app's bounded cache, then offered in each of ``radios`` ([(radio, its choices now),
+    ...]); the first radio selects it."""
     models = ui.models
 
     @guard

@@ -47,15 +47,7 @@ def reclaim_orphans(prefix: str, owner: str) -> list[str]:
 
 
 class Outputs:
-    """The one folder for the files requests return (PNG figures, attention HTML), bounded on disk.
-
-    After each write, files older than ``max_age_s`` are removed, then the oldest ones until the folder holds at
-    most ``max_bytes`` (the file just written is always kept), besides the scripts every page shares (``shared``:
-    plotly.js, 4.6 MB; bertviz's jQuery and d3). The folder is a Gradio static path: Gradio serves the
-    files from here and keeps no second copy in its cache. Removed at exit (atexit; ``main`` turns SIGTERM,
-    SIGHUP and SIGINT (Ctrl-C) into a normal exit); a folder an app killed with SIGKILL left behind is removed
-    when the next one starts (``reclaim_orphans``: its ``owner.pid`` names a process that is gone).
-    """
+    """The one folder for the files requests return (PNG figures, attention HTML), bounded on disk."""
 
     PREFIX, OWNER = "ctxir-app-", "owner.pid"
     SHARED = ("plotly-*.min.js", "jquery-*.min.js", "d3-*.min.js")  # Outputs.shared's files, never pruned
@@ -76,10 +68,7 @@ class Outputs:
         atexit.register(self.remove)
 
     def remove(self, wait_s: float = 10.0) -> None:
-        """Remove the folder (at exit). A background thread may still be writing into it (the first view, computed
-        after the page is served), and a write recreates its folder (ctxir.files makes the parent): the folder is
-        closed to new files, the writes under way are waited for (up to ``wait_s``), then it is removed until it is
-        gone. Without the wait, a PNG still being drawn when the process exited left the folder behind (CI)."""
+        """Remove the folder (at exit)."""
         me = threading.get_ident()
         with self._writes:
             self.closed = True
@@ -113,9 +102,7 @@ class Outputs:
         return self.root / f"{stem}-{uuid.uuid4().hex[:10]}{suffix}"
 
     def _files(self) -> list[tuple[float, int, Path]]:
-        """(mtime, bytes, path), newest first; files removed meanwhile by another request are skipped. The shared
-        scripts (``shared``: plotly.js, bertviz's jQuery and d3) are not among them: they stay, whatever their age, on
-        top of ``max_bytes``."""
+        """(mtime, bytes, path), newest first; files removed meanwhile by another request are skipped."""
         files = []
         for path in self.root.iterdir():
             # a file still being written (ctxir.files' temporary names start with ".") is not pruned under it

@@ -114,8 +114,7 @@ def score_pairs(
     progress: Progress | None = None,
 ) -> ViewResult:
     """Every re-ranker kind's pair score (None where not loaded) and the bi-encoder cosine of each (query,
-    document) pair; ``models``: more to compare by Hub id, loaded on demand. ``query_prompt`` /
-    ``document_prompt`` (None: the bi-encoder's own, "" none): one other than its own is each bi-encoder's."""
+    document) pair; ``models``: more to compare by Hub id, loaded on demand."""
     cfg = state.config
     query = check_text(query, "query", cfg.max_query_chars)
     docs = split_lines(documents, "documents", cfg.max_documents, cfg.max_text_chars)

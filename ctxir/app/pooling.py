@@ -1,7 +1,4 @@
-"""Compare pooling (/compare_pooling, a Search tab panel): one query, mean- and CLS-pooled, side by side.
-
-The same query through mean- and CLS-pooled embeddings of any layer: two rankings and their overlap.
-"""
+"""Compare pooling (/compare_pooling, a Search tab panel): one query, mean- and CLS-pooled, side by side."""
 
 from __future__ import annotations
 

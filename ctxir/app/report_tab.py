@@ -1,16 +1,4 @@
-"""Failure report tab (/failure_report, /failure_report_sample): a saved report or results JSON, drawn.
-
-A saved failure report (``ctxir evaluate --report FILE.html`` writes FILE.json), or a results JSON of ``ctxir
-evaluate`` over the app's own BEIR corpus, shown as the report draws it: with a baseline and per-query values
-(``meta["comparison"]``), its header shows each system's per-query difference from the baseline, the figure of
-``ctxir compare --plot``, and the summary counts the wins and losses.
-
-The report's HTML comes from ``ctxir.evaluation.report_html.render_report`` (every text escaped). It is shown in
-an ``<iframe srcdoc>`` with an empty ``sandbox``: the file is the visitor's upload, so even a hand-edited one cannot
-run a script or reach the app's page. A results JSON is drilled into without model explanations (those take minutes per query on
-a CPU; ``ctxir report`` makes them), and only over the corpus this app was started on: the app reads no
-other folder a file names.
-"""
+"""Failure report tab (/failure_report, /failure_report_sample): a saved report or results JSON, drawn."""
 
 from __future__ import annotations
 
@@ -171,9 +159,9 @@ SAMPLE_SYSTEM = BM25Retriever.name  # the run's system and what explains it
 
 
 def sample_report(state: AppState, worst: int = 10, metric: str = "nDCG@10") -> ViewResult:
-    """The tab tried out of the box: BM25 over the demo corpus that ships with ctxir, its demo queries judged by
-    the shipped ``demo_qrels.tsv``, the ``worst`` queries by ``metric``, each explained by BM25's own term weights
-    (exact, and cheap: no model runs). The same report ``ctxir report`` writes for a run."""
+    """The tab tried out of the box: BM25 over the demo corpus that ships with ctxir, its demo queries judged
+    by the shipped ``demo_qrels.tsv``, the ``worst`` queries by ``metric``, each explained by BM25's own
+    term weights (exact, and cheap: no model runs)."""
     from ctxir.evaluation.report import failure_cases, report_meta
     from ctxir.evaluation.report_html import render_report
     from ctxir.explain.failures import explain_failures

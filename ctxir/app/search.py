@@ -1,7 +1,4 @@
-"""/search's logic: a query through a first stage and an optional re-ranker, each stage's score and rank.
-
-Over the public corpus or the visitor's own upload; what_moved re-ranks through it too.
-"""
+"""/search's logic: a query through a first stage and an optional re-ranker, each stage's score and rank."""
 
 from __future__ import annotations
 
@@ -42,13 +39,8 @@ def search(
     *,
     every_candidate: bool = False,
 ) -> ViewResult:
-    """First stage (+ optional re-ranker) over a corpus ``owner`` may see; each stage's score, rank and the rank
-    change. ``k`` is at most ``max_k`` (``every_candidate``: up to ``max_rerank_depth``, for "what moved", which
-    ranks every candidate the re-ranker re-scored). ``mode`` "fused" (default): the final order fuses the re-ranker with the first stage (the re-ranker's
-    fusion.json, else RRF k=60 with equal weights; ``fused_score``), so a weak re-ranker cannot push results far
-    below the first stage; "alone": the re-ranker's order. ``query_prompt`` / ``document_prompt`` (None: the
-    bi-encoder's own, "" none) are put before the query and the documents by a first stage that uses the bi-encoder;
-    another document prompt encodes the corpus again, so it is refused above ``max_compare_docs`` documents."""
+    """First stage (+ optional re-ranker) over a corpus ``owner`` may see; each stage's score, rank and the
+    rank change."""
     query, k, depth = _checked_inputs(state, query, k, depth, mode, every_candidate)
     index = state.index(corpus, owner)
     prompts = _checked_prompts(state, index, first_stage, query_prompt, document_prompt)

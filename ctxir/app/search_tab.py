@@ -1,8 +1,4 @@
-"""Search tab: the query form, its results (/search, /explain_result) and its three panels, in page order.
-
-The results show as a table (cards on a phone), each with its Explain action; the panels are what_moved's,
-pooling's and uploads'.
-"""
+"""Search tab: the query form, its results (/search, /explain_result) and its three panels, in page order."""
 
 from __future__ import annotations
 
@@ -22,9 +18,9 @@ from ctxir.rerank.registry import RERANKERS
 
 
 def results_table(rows: list[dict], first_stage: str) -> list[dict]:
-    """The results as shown: no column that is empty (re-ranker columns without a re-ranker, the fused score when
-    the re-ranker ranks alone) or repeats ``rank`` (the first stage's rank without a re-ranker, the re-ranker's rank
-    when it ranks alone)."""
+    """The results as shown: no column that is empty (re-ranker columns without a re-ranker, the fused score
+    when the re-ranker ranks alone) or repeats ``rank`` (the first stage's rank without a re-ranker, the
+    re-ranker's rank when it ranks alone)."""
     reranked = any(r["rerank_rank"] is not None for r in rows)
     fused = any(r.get("fused_score") is not None for r in rows)
     drop = ({"rerank_rank"} if not fused else set()) | (
@@ -44,9 +40,8 @@ def results_table(rows: list[dict], first_stage: str) -> list[dict]:
 
 
 def result_cards(hits: list[dict], first_stage: str) -> str:
-    """The results as cards, the phone's view of the table (``ui.CSS`` shows one or the other by screen width):
-    rank, title and id, the scores on one line, the text wrapped below. Every text from the corpus is escaped (an
-    upload's titles and text are a visitor's); tapping a card explains it, like clicking a table row."""
+    """The results as cards, the phone's view of the table (``ui.CSS`` shows one or the other by screen
+    width): rank, title and id, the scores on one line, the text wrapped below."""
     cards = []
     for row in results_table(hits, first_stage):
         scores = " · ".join(

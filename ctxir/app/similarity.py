@@ -1,7 +1,4 @@
-"""Similarity views of the Token embeddings tab: /layer_similarity and /sentence_similarity.
-
-One word followed across layers and contexts, and whole sentences compared at one layer and pooling.
-"""
+"""Similarity views of the Token embeddings tab: /layer_similarity and /sentence_similarity."""
 
 from __future__ import annotations
 
@@ -226,9 +223,7 @@ def similarity_tab(ui: Ui, presets: dict) -> None:
 
 
 def similarity_heatmap(data: dict):
-    """(the heatmap, its rows for the CSV) of /sentence_similarity's data. The axes number the sentences (their
-    lines in the box above), so no sentence is cut and the cells keep their room on a phone; hover names both
-    sentences in full."""
+    """(the heatmap, its rows for the CSV) of /sentence_similarity's data."""
     labels = [f"{i + 1}. {s}" for i, s in enumerate(data["sentences"])]
     numbers = [str(i + 1) for i in range(len(labels))]
     heat = figures.heatmap(

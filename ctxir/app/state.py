@@ -1,7 +1,4 @@
-"""``AppState``: what a running app holds (models, public corpus, visitors' uploads), and ``ViewResult``.
-
-Models are loaded once, in ``AppState.load`` (or passed in already built), and shared by every request.
-"""
+"""``AppState``: what a running app holds (models, public corpus, visitors' uploads), and ``ViewResult``."""
 
 from __future__ import annotations
 
@@ -31,8 +28,8 @@ DEMO_CORPUS_NAME = "demo"
 
 class LazyFigures(Mapping):
     """Named matplotlib figures, each built when first read (then kept): an endpoint whose PNGs are opt-in
-    (/attention, /score_pairs: ``png_figures``) builds none unless asked, and a figure costs more than such a
-    view's forward pass."""
+    (/attention, /score_pairs: ``png_figures``) builds none unless asked, and a figure costs more than such
+    a view's forward pass."""
 
     def __init__(self, makers: Mapping[str, Callable[[], Any]]):
         self._makers = dict(makers)
@@ -80,15 +77,7 @@ def corpus_queries(path: Path, limit: int = 8) -> list[str]:
 
 
 class AppState:
-    """Models + indexed corpora, shared by every request of one running app.
-
-    The startup corpus is public. An uploaded corpus belongs to its owner (the Gradio session that uploaded it):
-    only that owner can list or search it, and error messages list only the public corpus and the owner's own.
-    ``uploads`` (an :class:`UploadStore` with the limits of ``config``: ``max_corpora`` per owner,
-    ``max_total_uploads`` app-wide, ``upload_idle_s``) keeps them and says whose may go when room is needed.
-    Uploaded corpora are encoded without the persistent embedding cache: their vectors live in memory and go with
-    the corpus.
-    """
+    """Models + indexed corpora, shared by every request of one running app."""
 
     def __init__(
         self,
@@ -104,9 +93,7 @@ class AppState:
         background: bool = False,
     ):
         """``cache``: the startup corpus's embedding cache (True: the default folder, None: none, or an
-        ``EmbeddingCache``). background=True indexes the startup corpus in a thread and returns at once: the app
-        serves its page meanwhile (``indexing.text()`` says how far it has got) and a search of that corpus before
-        it is ready is refused with that progress; ``wait_ready()`` blocks until it is."""
+        ``EmbeddingCache``)."""
         self.models, self.config = models, config or AppConfig()
         # example queries offered for the startup corpus (the demo corpus's own when none are given)
         self.examples = (

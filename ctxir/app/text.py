@@ -1,8 +1,4 @@
-"""Text shown to a person and the checks of text a person typed, shared by every tab.
-
-Every message a person sees goes through ``display_text`` (pop-ups render HTML) and every piece of user text in a
-Markdown summary through ``md_code`` or ``md_literal``, so user content never becomes markup.
-"""
+"""Text shown to a person and the checks of text a person typed, shared by every tab."""
 
 from __future__ import annotations
 
@@ -15,9 +11,9 @@ from ctxir.types import CtxirError
 
 
 def display_text(message: Any) -> str:
-    """``message`` as text for a place that renders HTML (Gradio's error and warning pop-ups): ``&``, ``<`` and
-    ``>`` are escaped, so user content cannot become a link or an image and the app's own ``<placeholders>`` stay
-    readable. Quotes are kept as they are, so API clients read ``'name'`` unchanged."""
+    """``message`` as text for a place that renders HTML (Gradio's error and warning pop-ups): ``&``, ``<``
+    and ``>`` are escaped, so user content cannot become a link or an image and the app's own
+    ``<placeholders>`` stay readable."""
     return html.escape(str(message), quote=False)
 
 
@@ -26,8 +22,7 @@ _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
 
 def md_literal(text: Any) -> str:
     """User content inside a Markdown summary (mid-line), shown as typed: the characters that start inline
-    Markdown (emphasis, code, links, tables, strike-through) backslash-escaped and HTML escaped. Not a code span,
-    which a backtick in the text could end."""
+    Markdown (emphasis, code, links, tables, strike-through) backslash-escaped and HTML escaped."""
     return display_text(_MARKDOWN_SPECIAL.sub(r"\\\1", str(text)))
 
 

@@ -1,12 +1,4 @@
-"""What every tab's UI shares: the ``Ui`` context, the callback guard, tables and downloads.
-
-The callback guard turns errors into escaped pop-ups; returned files go to one bounded folder
-(``ctxir.app.outputs.Outputs``); tables get their column widths here.
-
-A tab module builds its components and wires its events inside an open ``gr.Blocks`` with ``build(ui)``; each
-callback is a thin wrapper: it calls the tab's logic function (plain Python over an ``AppState``, tested directly)
-and turns the ``ViewResult`` into component values.
-"""
+"""What every tab's UI shares: the ``Ui`` context, the callback guard, tables and downloads."""
 
 from __future__ import annotations
 
@@ -28,10 +20,7 @@ logger = logging.getLogger("ctxir.app")
 
 
 def user_error(message: Any) -> gr.Error:
-    """The one way a message reaches a person's error pop-up. Gradio renders gr.Error's message as HTML, so it is
-    escaped here: a corpus name like ``<a href=…>`` shows as typed (no link, no image) and the app's own
-    ``<its output folder>`` placeholders stay readable. The plain text rides along as ``plain_message``: API
-    clients, which render nothing, get that instead (``gradio_fixes.plain_errors_for_api``)."""
+    """The one way a message reaches a person's error pop-up."""
     error = gr.Error(display_text(message), print_exception=False)
     error.plain_message = str(message)
     return error
@@ -84,9 +73,9 @@ def guard(fn):
 
 
 def warn(result: ViewResult) -> None:
-    """A result's warnings as Gradio warning pop-ups: escaped for a web page (Gradio renders a warning's message
-    as HTML, as an error's), plain text for API clients, as ``gradio_fixes.plain_errors_for_api`` does for errors. A warning is
-    sent while the callback runs, so the request is the callback's own (Gradio's ``LocalContext``)."""
+    """A result's warnings as Gradio warning pop-ups: escaped for a web page (Gradio renders a warning's
+    message as HTML, as an error's), plain text for API clients, as ``gradio_fixes.plain_errors_for_api``
+    does for errors."""
     from gradio.context import LocalContext
 
     browser = from_browser(LocalContext.request.get(None))
@@ -125,10 +114,8 @@ def header_width(name: str) -> int:
 def column_widths(
     columns: list[str], total: int = 1180, wide: str = "text", share: bool = False
 ) -> list[str]:
-    """Pixel widths that fit a laptop's page (about 1,200 px) with the ``wide`` column wrapping in what is left; a
-    phone scrolls the table sideways inside its box, the page itself stays on screen. A score or rank column is as
-    wide as its header in the table's bold monospace font (about 8.5 px a character, plus padding and sort icon).
-    ``share``: the same proportions as percentages of the box, so the table fills a wider screen too."""
+    """Pixel widths that fit a laptop's page (about 1,200 px) with the ``wide`` column wrapping in what is
+    left; a phone scrolls the table sideways inside its box, the page itself stays on screen."""
     fixed = {c: WIDTHS.get(c, header_width(c)) for c in columns if c != wide}
     text = max(340, total - sum(fixed.values()))
     pixels = [fixed.get(c, text) for c in columns]
@@ -143,9 +130,9 @@ def show(value: Any = None, **changes) -> dict:
 def exports(
     out: Outputs, stem: str, *, data: Any = None, rows: list[dict] | None = None, plots=(), files=()
 ) -> list[str]:
-    """A view's downloads in ``out``: ``files`` already written (PNG, bertviz HTML), the interactive figures as
-    one HTML page with the plotly.js it loads (one shared copy, listed beside it, so the page also draws offline
-    once downloaded next to it), the table as CSV and the numbers as JSON."""
+    """A view's downloads in ``out``: ``files`` already written (PNG, bertviz HTML), the interactive figures
+    as one HTML page with the plotly.js it loads (one shared copy, listed beside it, so the page also draws
+    offline once downloaded next to it), the table as CSV and the numbers as JSON."""
     from ctxir.app.figures import html_document
 
     paths = [str(f) for f in files if f]

@@ -17,13 +17,8 @@ Owner = str | None  # whose uploads: a Gradio session hash; None = the local Pyt
 
 
 class UploadStore:
-    """The uploaded corpora of every visitor of one running app, by owner (the Gradio session that uploaded them).
-
-    An owner keeps at most ``max_corpora`` uploads (their own least recently used is dropped, and ``add`` says
-    which); the whole app keeps at most ``max_total``. When that is full, room is made only from owners idle for
-    ``idle_s`` seconds (least recently active first); if nobody is idle the upload is refused with a message, so
-    nobody loses a corpus while they use it. ``release(owner)`` (the session ended) frees an owner's uploads.
-    """
+    """The uploaded corpora of every visitor of one running app, by owner (the Gradio session that uploaded
+    them)."""
 
     def __init__(self, max_corpora: int, max_total: int, idle_s: float):
         self.max_corpora, self.max_total, self.idle_s = max_corpora, max_total, idle_s

@@ -1,7 +1,4 @@
-"""Uploads (/upload_corpus, a Search tab panel): a visitor's corpus file, checked and indexed for them.
-
-A .txt, .jsonl, .csv or .tsv file; only its owner sees it, for their session (``AppState.uploads``).
-"""
+"""Uploads (/upload_corpus, a Search tab panel): a visitor's corpus file, checked and indexed for them."""
 
 from __future__ import annotations
 

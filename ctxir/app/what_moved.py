@@ -1,7 +1,4 @@
-"""What moved (/what_moved, a Search tab panel): the documents a re-ranker moved most, and why.
-
-Each mover comes with the document words whose integrated-gradients attribution drove its move.
-"""
+"""What moved (/what_moved, a Search tab panel): the documents a re-ranker moved most, and why."""
 
 from __future__ import annotations
 
@@ -61,10 +58,9 @@ def what_moved(
     query_prompt: str | None = None,
     document_prompt: str | None = None,
 ) -> ViewResult:
-    """The re-ranked documents whose rank changed most (among every candidate the re-ranker re-scored: the first
-    stage's top max(k, depth)), each with the document words whose integrated-gradients attribution pushed its
-    re-ranker score up most and pulled it down most. ``mode`` as in ``search``: a move is from the first stage's
-    rank to the final one (fused with the first stage, or the re-ranker's alone); the prompts as in ``search``."""
+    """The re-ranked documents whose rank changed most (among every candidate the re-ranker re-scored: the
+    first stage's top max(k, depth)), each with the document words whose integrated-gradients attribution
+    pushed its re-ranker score up most and pulled it down most."""
     k, depth, n = _checked_inputs(state, reranker, k, depth, n)
     candidates = max(k, depth)
     prompts = {"query_prompt": query_prompt, "document_prompt": document_prompt}
