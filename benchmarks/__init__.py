@@ -21,12 +21,8 @@ KINDS = (
     "app",
     "views",
     "report",
-    "app_inprocess",
     "explain",
-    "startup",
-    "synthetic_corpus",
     "rerank_int8",
-    "distributed",
 )
 
 

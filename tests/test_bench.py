@@ -604,7 +604,7 @@ def test_every_kind_is_a_module_with_a_main(capsys):
     """What the docs tell a reader to run, `python -m benchmarks KIND --help`, for every kind (scripts/ holds none)."""
     import importlib
 
-    assert {"app_inprocess", "explain", "startup", "rerank_int8", "distributed"} <= set(benchmarks.KINDS)
+    assert {"explain", "rerank_int8"} <= set(benchmarks.KINDS)
     for kind in benchmarks.KINDS:
         assert callable(importlib.import_module(f"benchmarks.{kind}").main), kind
     assert not list((Path(__file__).resolve().parents[1] / "scripts").glob("bench*.py"))
@@ -749,16 +749,3 @@ def test_rerank_times_the_apps_demo_corpus(tmp_path, tiny_bert_dir):
         and "demo documents for 2 random demo queries" in data["data"]["candidates"]
     )
     assert rerank.main(["--model", str(tiny_bert_dir), "--collection", "trec", "--output", str(out)]) == 2
-
-
-@pytest.mark.filterwarnings("ignore::DeprecationWarning")
-def test_app_inprocess_texts_of_exact_length_and_bertviz_html_size(app_state):
-    """benchmarks.app_inprocess's helpers against the current app (the benchmark is not run whole: it takes minutes)."""
-    from benchmarks import app_inprocess
-
-    tokenizer = app_state.models.bi_encoder.tokenizer
-    source = "otters play on the river bank while bats hunt moths over the water at night " * 4
-    text = app_inprocess.text_of_tokens(tokenizer, source, 16)
-    assert len(tokenizer(text)["input_ids"]) == 16
-    one, two = (app_inprocess.unrounded_head_view_bytes(app_state, text, layers) for layers in (1, 2))
-    assert 10_000 < one < two  # bertviz's own page, larger with each layer it holds

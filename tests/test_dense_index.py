@@ -1,7 +1,7 @@
 """The dense index choice (exact / ann / auto) and what a second start reloads instead of rebuilding.
 
-Embeddings are written into the cache under the key the encoder computes (as benchmarks/synthetic_corpus.py does
-at 1M), so the vectors are a known, well-separated set and nothing is encoded.
+Embeddings are written into the cache under the key the encoder computes, so the vectors are a known,
+well-separated set and nothing is encoded.
 """
 
 import os
