@@ -192,8 +192,8 @@ def test_stage_pools_interleave_each_first_stage_best_first():
         def search(self, queries, k):
             return {q: [Hit(d, 1.0 / (i + 1)) for i, d in enumerate(self.ranked)][:k] for q in queries}
 
-    bm25 = cross_encoder_data.bm25_negatives(Fixed(["pos", "a", "b", "c"]), {"q": "x"}, {"q": {"pos"}}, 4, 0)
-    hybrid = cross_encoder_data.bm25_negatives(Fixed(["c", "pos", "e"]), {"q": "x"}, {"q": {"pos"}}, 4, 0)
+    bm25 = cross_encoder_data.bm25_negatives(Fixed(["pos", "a", "b", "c"]), {"q": "x"}, {"q": {"pos"}}, 4)
+    hybrid = cross_encoder_data.bm25_negatives(Fixed(["c", "pos", "e"]), {"q": "x"}, {"q": {"pos"}}, 4)
     assert bm25 == {"q": ["a", "b", "c"]} and hybrid == {"q": ["c", "e"]}  # a positive is never a negative
     assert cross_encoder_data.interleave([bm25["q"], hybrid["q"]], 4) == ["a", "c", "b", "e"]
     assert cross_encoder_data.interleave([bm25["q"], hybrid["q"]], 2) == ["a", "c"]
@@ -415,9 +415,9 @@ def test_suite_scores_a_classic_collection_over_every_first_stage(
 
 def test_every_general_source_has_a_license_for_the_model_card():
     """A model trained on a general source is shipped with a card whose license comes from its training data
-    (training/ship.py refuses a dataset without one): a new source needs its license in ctxir.publish.known_datasets.DATA_LICENSES."""
+    (training/ship.py refuses a dataset without one): a new source needs its license in ctxir.publish.licenses.DATA_LICENSES."""
     from ctxir.data.general import GENERAL_SOURCES
-    from ctxir.publish.known_datasets import DATA_LICENSES as LICENSES
+    from ctxir.publish.licenses import DATA_LICENSES as LICENSES
     from ctxir.publish.licenses import parse_license
 
     for source in GENERAL_SOURCES:

@@ -12,6 +12,8 @@ from ctxir.types import CtxirError, doc_text
 from training.common import check_not_empty, columns, data_folder, dataset_entry, heldout_queries, take
 from training.steps import TaskData
 
+MINING_RANGE = 50  # scifact mnrl: hard negatives are the nearest of this many non-positive documents
+
 
 def _sts_pairs(args, name: str, split: str) -> list[tuple[str, str, float]]:
     """(s1, s2, score in [0, 1]) for STS-B (0-5) or SICK relatedness (1-5)."""
@@ -174,18 +176,16 @@ def build_scifact_task(args, model) -> TaskData:
         else ("triplet" if args.num_negatives == 1 else "n-tuple")
     )
     num_negatives = 1 if args.objective == "contrastive" else args.num_negatives
-    if args.mining_range_max - args.mining_range_min < num_negatives:
+    if num_negatives > MINING_RANGE:
         raise CtxirError(
-            f"--mining-range-max {args.mining_range_max} − --mining-range-min {args.mining_range_min}"
-            f" leaves fewer candidates than --num-negatives {num_negatives}: widen the range"
+            f"--num-negatives {num_negatives} exceeds the {MINING_RANGE} nearest documents mined"
         )
     pair_data = columns(pairs, ["anchor", "positive"])
     mined = mine_hard_negatives(
         pair_data,
         model,
         corpus=[doc_text(corpus[d]) for d in corpus],
-        range_min=args.mining_range_min,
-        range_max=min(args.mining_range_max, len(corpus) - 1),
+        range_max=min(MINING_RANGE, len(corpus) - 1),
         relative_margin=args.mining_relative_margin or None,
         num_negatives=num_negatives,
         sampling_strategy="top",
@@ -197,7 +197,7 @@ def build_scifact_task(args, model) -> TaskData:
     check_not_empty(
         len(mined),
         "mine_hard_negatives found no negative for any pair",
-        "lower --mining-relative-margin or raise --mining-range-max",
+        "lower --mining-relative-margin",
     )
     if args.objective == "contrastive":
         first, second, label = mined.column_names[:3]
@@ -240,8 +240,8 @@ def build_scifact_task(args, model) -> TaskData:
             "model": args.model,
             "format": fmt,
             "num_negatives": num_negatives,
-            "range_min": args.mining_range_min,
-            "range_max": args.mining_range_max,
+            "range_min": 0,
+            "range_max": MINING_RANGE,
             "relative_margin": args.mining_relative_margin,
             "corpus_size": len(corpus),
         },

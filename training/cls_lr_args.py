@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ctxir.checks import check_choice
 from ctxir.encoders.models import DEFAULT_BI_ENCODER, pick_device, set_threads
 from ctxir.types import CtxirError
-from training.common import RunArgs
+from training.common import RunArgs, arg
 
 # --cv-metric → the key of choose_c's record it maximises
 CV_METRICS = {"average-precision": "average_precision", "ndcg": "ndcg"}
@@ -15,111 +15,33 @@ CV_METRICS = {"average-precision": "average_precision", "ndcg": "ndcg"}
 
 @dataclass
 class ClsLrArgs(RunArgs):
-    """The CLS-LR run's arguments; data_dir, device, seed and torch_threads come from RunArgs (every training
-    script's), output_dir and model_name are redeclared with this script's defaults."""
-
-    base_model: str = field(
-        default=DEFAULT_BI_ENCODER,
-        metadata={"help": "the cross-encoder whose [CLS] is read (a CrossEncoder folder or Hub id)"},
+    base_model: str = arg(DEFAULT_BI_ENCODER, "the cross-encoder whose [CLS] is read (a folder or Hub id)")
+    output_dir: str = arg("outputs/cls-lr", "ranker folder to write")
+    layer: int = arg(-1, "hidden layer of the [CLS] vector (0 = embeddings, -1 = last)")
+    max_length: int = arg(0, "tokens per pair (0 = the cross-encoder's own max_seq_length)")
+    negatives_per_positive: int = arg(4, "hard negatives (BM25's best non-relevant documents) per positive")
+    negative_depth: int = arg(100, "BM25 depth the hard negatives are drawn from")
+    heldout_queries: str = arg(
+        "random", "held-out queries: random (--heldout-fraction) or base-unseen (the cross-encoder never saw)"
     )
-    output_dir: str = field(default="outputs/cls-lr", metadata={"help": "ranker folder to write"})
-    layer: int = field(
-        default=-1, metadata={"help": "hidden layer of the [CLS] vector (0 = embeddings, -1 = last)"}
-    )
-    max_length: int = field(
-        default=0,
-        metadata={
-            "help": "tokens per pair (0 = the cross-encoder's own max_seq_length, capped at its position limit)"
-        },
-    )
-    negatives_per_positive: int = field(
-        default=4,
-        metadata={"help": "hard negatives (BM25's best non-relevant documents) per relevant document"},
-    )
-    negative_depth: int = field(
-        default=100, metadata={"help": "BM25 depth the hard negatives are drawn from"}
-    )
-    heldout_queries: str = field(
-        default="random",
-        metadata={
-            "help": "held-out queries for the report: random (--heldout-fraction) or base-unseen (those the cross-encoder never saw)"
-        },
-    )
-    heldout_fraction: float = field(
-        default=0.2,
-        metadata={
-            "help": "share of the train queries held out for the classification report (split by query)"
-        },
-    )
-    max_samples: int = field(
-        default=-1,
-        metadata={"help": "use a seeded subset of this many train queries (-1 = all)"},
-    )
-    max_fit_queries: int = field(
-        default=-1,
-        metadata={"help": "fit on a seeded subset of this many non-held-out train queries (-1 = all)"},
-    )
-    c_grid: str = field(
-        default="0.0001,0.0003,0.001,0.003,0.01,0.1,1,10",
-        metadata={"help": "LogisticRegression C values tried by grouped cross-validation on the fit queries"},
-    )
-    class_weight: str = field(default="balanced", metadata={"help": "'balanced' or 'none'"})
-    cv_metric: str = field(
-        default="average-precision",
-        metadata={
-            "help": "what the grouped cross-validation maximises: average-precision (pooled pairs) or ndcg (per-query nDCG@10)"
-        },
-    )
-    cv_folds: int = field(
-        default=5, metadata={"help": "query-grouped folds on the fit queries for C and threshold"}
-    )
-    rerank_depth: int = field(
-        default=100, metadata={"help": "BM25 candidates re-ranked per SciFact test query"}
-    )
-    max_test_queries: int = field(
-        default=-1, metadata={"help": "re-rank a seeded subset of test queries; -1 = all"}
-    )
-    verify_queries: int = field(
-        default=2,
-        metadata={
-            "help": "test queries re-ranked again by the reloaded ranker and a CrossEncoderReranker to check they match"
-        },
-    )
-    score_feature: bool = field(
-        default=False,
-        metadata={
-            "help": "also feed the cross-encoder's own score to the regression (needs a modular cross-encoder)"
-        },
-    )
-    score_emphasis: str = field(
-        default="1,10,100",
-        metadata={
-            "help": "--score-feature: how much less the score's weight is penalised than a [CLS] dimension's (a grid, 1 = alike)"
-        },
-    )
-    general: str = field(
-        default="",
-        metadata={
-            "help": "also fit on general-domain pairs from <data-dir>/general/: a comma list of squad, wikiqa, msmarco"
-        },
-    )
-    general_queries: int = field(
-        default=300, metadata={"help": "--general: questions drawn per source, seeded (-1 = all unseen)"}
-    )
-    batch_size: int = field(default=16, metadata={"help": "pairs per forward pass"})
-    cache_dir: str = field(
-        default="~/.cache/ctxir/cls-lr",
-        metadata={
-            "help": "where [CLS] features are cached as .npy, keyed by model weights + pairs ('' = no cache)"
-        },
-    )
-    bundle_base: bool = field(
-        default=False,
-        metadata={
-            "help": "copy the cross-encoder's files into the ranker folder (base_model '.') so it is self-contained"
-        },
-    )
-    model_name: str = field(default="ctxir-cls-lr-scifact", metadata={"help": "short name for metrics.json"})
+    heldout_fraction: float = arg(0.2, "share of the train queries held out for the classification report")
+    max_samples: int = arg(-1, "use a seeded subset of this many train queries (-1 = all)")
+    max_fit_queries: int = arg(-1, "fit on a seeded subset of this many non-held-out queries (-1 = all)")
+    c_grid: str = arg("0.0001,0.0003,0.001,0.003,0.01,0.1,1,10", "LogisticRegression C values tried")
+    class_weight: str = arg("balanced", "'balanced' or 'none'")
+    cv_metric: str = arg("average-precision", "grouped cross-validation maximises: average-precision or ndcg")
+    cv_folds: int = arg(5, "query-grouped folds on the fit queries for C and threshold")
+    rerank_depth: int = arg(100, "BM25 candidates re-ranked per SciFact test query")
+    max_test_queries: int = arg(-1, "re-rank a seeded subset of test queries; -1 = all")
+    verify_queries: int = arg(2, "test queries re-ranked again by the saved ranker, to check they match")
+    score_feature: bool = arg(False, "also feed the cross-encoder's own score to the regression")
+    score_emphasis: str = arg("1,10,100", "--score-feature: grid of how much less the score is penalised")
+    general: str = arg("", "also fit on <data-dir>/general/ pairs: a comma list of squad, wikiqa, msmarco")
+    general_queries: int = arg(300, "--general: questions drawn per source, seeded (-1 = all unseen)")
+    batch_size: int = arg(16, "pairs per forward pass")
+    cache_dir: str = arg("~/.cache/ctxir/cls-lr", "[CLS] feature cache ('' = no cache)")
+    bundle_base: bool = arg(False, "copy the cross-encoder's files into the ranker folder (base_model '.')")
+    model_name: str = arg("ctxir-cls-lr-scifact", "short name for metrics.json")
 
 
 def check_args(args: ClsLrArgs) -> list[float]:

@@ -19,7 +19,7 @@ from ctxir.cli import RECIPE_HELP
 from ctxir.cli import cli_main as _cli_main
 from ctxir.encoders.models import DEFAULT_BI_ENCODER
 from ctxir.files import DiskFullError, is_disk_full
-from ctxir.publish.known_datasets import DATA_LICENSES
+from ctxir.publish.licenses import DATA_LICENSES
 from ctxir.publish.metrics_file import json_default
 from ctxir.types import CtxirError
 
@@ -385,33 +385,27 @@ def jsonl_log_callback(path: str | os.PathLike):
     return JsonlLogCallback(path)
 
 
+def arg(default: Any, help: str = "", **metadata) -> Any:
+    """A dataclass field with its --help text (and HfArgumentParser metadata such as "aliases")."""
+    return field(default=default, metadata={"help": help, **metadata})
+
+
 @dataclass
 class CommonArgs:
     """What every training script takes; a script redeclares a field only for a default or help of its own."""
 
-    data_dir: str = field(default=DEFAULT_DATA_DIR, metadata={"help": "benchmark data root (../shared/data)"})
-    output_dir: str = field(
-        default="",
-        metadata={"help": "the folder to write (default: one named after the run, under outputs/)"},
-    )
-    torch_threads: int = field(
-        default=0,
-        metadata={
-            "help": "CPU threads for torch (0 = torch's default; 1 is faster on a CPU shared with other jobs)"
-        },
-    )
-    model_name: str = field(default="", metadata={"help": "short name for metrics.json / the model card"})
-    recipe: str = field(
-        default="",
-        metadata={"help": f'{RECIPE_HELP} (training/recipes/; recorded in metrics.json "config")'},
-    )
+    data_dir: str = arg(DEFAULT_DATA_DIR, "benchmark data root (../shared/data)")
+    output_dir: str = arg("", "the folder to write (default: one named after the run, under outputs/)")
+    torch_threads: int = arg(0, "CPU threads for torch (0 = torch's default; 1 is faster on a shared CPU)")
+    model_name: str = arg("", "short name for metrics.json / the model card")
+    recipe: str = arg("", f'{RECIPE_HELP} (training/recipes/; recorded in metrics.json "config")')
 
 
 @dataclass
 class RunArgs(CommonArgs):
     """A script without the HF Trainer (train_cls_lr.py): the shared arguments, the device and the seed."""
 
-    device: str = field(default="auto", metadata={"help": "auto, cpu or cuda"})
+    device: str = arg("auto", "auto, cpu or cuda")
     seed: int = 42
 
 
@@ -425,15 +419,13 @@ TRAINER_FLAGS: dict[str, dict] = {
     "learning_rate": {"help": "peak learning rate (linear warm-up, then linear decay)"},
     "warmup_steps": {
         "aliases": ["--warmup"],
-        "help": "linear warm-up: a fraction of the steps when < 1, else a number of steps",
+        "help": "warm-up: a fraction of the steps when < 1, else steps",
     },
     "eval_steps": {"help": "run the dev evaluator every N steps (0 = only before and after training)"},
     "save_steps": {"help": "checkpoint every N steps (for --resume)"},
     "logging_steps": {"help": "log the loss and learning rate every N steps"},
     "logging_first_step": {"help": "also log the first step"},
-    "save_total_limit": {
-        "help": "checkpoints kept while training, the newest and the dev-best (--keep-checkpoints keeps all)"
-    },
+    "save_total_limit": {"help": "checkpoints kept while training (--keep-checkpoints keeps all)"},
     "resume_from_checkpoint": {
         "aliases": ["--resume"],
         "help": "'last' = newest complete checkpoint in --output-dir/checkpoints, or a checkpoint path",
@@ -442,15 +434,8 @@ TRAINER_FLAGS: dict[str, dict] = {
 
 
 def trainer_setting(name: str, default: Any, help: str = "") -> Any:
-    """A field redeclaring the Trainer's setting ``name`` with a script's own default (and help)."""
-    if name not in TRAINER_FLAGS:
-        raise ValueError(
-            f"trainer_setting: {name!r} is not one of {sorted(TRAINER_FLAGS)}; declare it with field()"
-        )
-    metadata = dict(TRAINER_FLAGS[name])
-    if help:
-        metadata["help"] = help
-    return field(default=default, metadata=metadata)
+    """A field redeclaring the Trainer's setting ``name`` (a key of TRAINER_FLAGS) with a script's own default."""
+    return arg(default, **{**TRAINER_FLAGS[name], **({"help": help} if help else {})})
 
 
 @dataclass
@@ -459,32 +444,14 @@ class TrainerRunArgs(CommonArgs):
 
     ``--device`` sets ``run_device``: ``device`` is the library's own property."""
 
-    run_device: str = field(
-        default="auto",
-        metadata={
-            "aliases": ["--device"],
-            "help": "auto, cpu or cuda (cpu = the Trainer's use_cpu; otherwise it spreads over every visible GPU)",
-        },
-    )
-
-    model: str = field(
-        default=DEFAULT_BI_ENCODER, metadata={"help": "starting model: Hub id or local folder"}
-    )
-    max_samples: int = field(default=-1, metadata={"help": "use N training examples, seeded (-1 = all)"})
-    max_length: int = field(
-        default=0,
-        metadata={
-            "help": "tokens per text (0 = the model's own max_seq_length; never beyond its position embeddings)"
-        },
-    )
-    eval_before: bool = field(default=True, metadata={"help": "also evaluate the starting model"})
-    keep_checkpoints: bool = field(default=False, metadata={"help": "keep checkpoints/ after a finished run"})
-    load_best: bool = field(
-        default=False,
-        metadata={
-            "help": "end the run with the checkpoint the dev evaluator scored best (the Trainer's load_best_model_at_end), "
-            "saved, tested and recorded as the run's model; needs --eval-steps, and --save-steps a multiple of it"
-        },
+    run_device: str = arg("auto", "auto, cpu or cuda (cpu = the Trainer's use_cpu)", aliases=["--device"])
+    model: str = arg(DEFAULT_BI_ENCODER, "starting model: Hub id or local folder")
+    max_samples: int = arg(-1, "use N training examples, seeded (-1 = all)")
+    max_length: int = arg(0, "tokens per text (0 = the model's own max_seq_length)")
+    eval_before: bool = arg(True, "also evaluate the starting model")
+    keep_checkpoints: bool = arg(False, "keep checkpoints/ after a finished run")
+    load_best: bool = arg(
+        False, "end with the dev-best checkpoint; needs --eval-steps, and --save-steps a multiple of it"
     )
     # the Trainer's own settings, ctxir's defaults
     num_train_epochs: float = trainer_setting("num_train_epochs", 1.0)

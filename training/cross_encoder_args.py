@@ -3,7 +3,7 @@ and the head's per-parameter learning rates."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from sentence_transformers.cross_encoder import CrossEncoderTrainingArguments
@@ -11,7 +11,7 @@ from sentence_transformers.cross_encoder import CrossEncoderTrainingArguments
 from ctxir import kinds
 from ctxir.encoders.models import DEFAULT_BI_ENCODER
 from ctxir.types import CtxirError
-from training.common import TrainerRunArgs, trainer_setting
+from training.common import TrainerRunArgs, arg, trainer_setting
 
 LOSSES = {"scifact": ("bce", "lambda", "listnet"), "stsb": ("bce", "mse")}
 NEGATIVE_STAGES = (kinds.BM25, kinds.HYBRID)  # --negative-stages: the app's first stages
@@ -25,170 +25,55 @@ MATCH_PARAMETERS = r"(^|\.)1\.(term_weight\.|term_linear\.|pool_mix$)"
 
 @dataclass
 class CrossEncoderArgs(TrainerRunArgs, CrossEncoderTrainingArguments):
-    task: Literal["scifact", "stsb"] = field(
-        default="scifact", metadata={"help": "scifact re-ranker or stsb"}
+    task: Literal["scifact", "stsb"] = arg("scifact", "scifact re-ranker or stsb")
+    model: str = arg(
+        DEFAULT_BI_ENCODER, "starting model: Hub id or folder; a plain body gets a one-logit head"
     )
-    model: str = field(
-        default=DEFAULT_BI_ENCODER,
-        metadata={
-            "help": "starting model: Hub id or folder; a bi-encoder/plain BERT gets a fresh one-logit head"
-        },
+    loss: Literal["auto", "bce", "mse", "lambda", "listnet"] = arg(
+        "auto", "auto = bce; scifact also lambda / listnet (listwise over the positive and its negatives)"
     )
-    loss: Literal["auto", "bce", "mse", "lambda", "listnet"] = field(
-        default="auto",
-        metadata={
-            "help": "auto = bce; scifact also lambda / listnet (listwise over the positive and its negatives)"
-        },
+    head: Literal["cls", "mean", "segment-cosine"] = arg(
+        "cls",
+        "cls = classifier on [CLS]; mean = linear on the mean token; segment-cosine (ctxir.encoders.heads)",
     )
-    head: Literal["cls", "mean", "segment-cosine"] = field(
-        default="cls",
-        metadata={
-            "help": "cls = classifier on [CLS]; mean = linear score on the mean token; segment-cosine = scale · cos(query, document) + a linear term (ctxir.encoders.heads)"
-        },
+    train_layers: int = arg(0, "segment-cosine: train only the top N layers (+ head) (0 = all)")
+    head_learning_rate: float = arg(0.0, "segment-cosine head's learning rate (0 = --learning-rate)")
+    term_match: bool = arg(False, "segment-cosine: add the learned term-match term, zero-initialised")
+    importance_pooling: bool = arg(False, "--term-match: also pool the query by term importance, from 0")
+    match_learning_rate: float = arg(0.0, "term-match weights' learning rate (0 = --head-learning-rate)")
+    negative_rounds: int = arg(1, "listwise: N groups per query, negatives re-drawn from --negative-pool")
+    negative_pool: int = arg(0, "draw negatives from this many top non-relevant hits (0 = --num-negatives)")
+    num_dense_negatives: int = arg(-1, "--negatives both|dense: bi-encoder negatives (-1 = --num-negatives)")
+    dev_split: Literal["random", "unseen"] = arg(
+        "random", "dev claims: random, or unseen = claims whose abstracts no other claim cites"
     )
-    train_layers: int = field(
-        default=0,
-        metadata={
-            "help": "segment-cosine: train only the top N layers (+ head), saved in float16 over --model (0 = all)"
-        },
+    lora_r: int = arg(0, "0 = full fine-tuning; r > 0 = a LoRA adapter of rank r (PEFT)")
+    lora_alpha: float = arg(0.0, "LoRA scaling alpha (0 = 2 × --lora-r)")
+    pseudo_queries: int = arg(0, "also train on N corpus titles as queries for their abstract (-1 = all)")
+    teacher: Literal["none", "hybrid"] = arg(
+        "none", "listwise labels: none = 1/0; hybrid = distil BM25 + --dense-model z-scores"
     )
-    head_learning_rate: float = field(
-        default=0.0,
-        metadata={"help": "learning rate of the segment-cosine head's few weights (0 = --learning-rate)"},
-    )
-    term_match: bool = field(
-        default=False,
-        metadata={
-            "help": "segment-cosine: add the learned term-match term (ctxir.encoders.heads), zero-initialised"
-        },
-    )
-    importance_pooling: bool = field(
-        default=False,
-        metadata={
-            "help": "segment-cosine with --term-match: also pool the query by term importance, mixed in from 0"
-        },
-    )
-    match_learning_rate: float = field(
-        default=0.0,
-        metadata={"help": "--term-match: learning rate of the term-match weights (0 = --head-learning-rate)"},
-    )
-    negative_rounds: int = field(
-        default=1,
-        metadata={
-            "help": "scifact listwise: N groups per query, negatives re-drawn from the top --negative-pool"
-        },
-    )
-    negative_pool: int = field(
-        default=0,
-        metadata={
-            "help": "scifact: draw the negatives from this many top non-relevant hits (0 = the top --num-negatives)"
-        },
-    )
-    num_dense_negatives: int = field(
-        default=-1,
-        metadata={
-            "help": "scifact --negatives both|dense: bi-encoder negatives per group (-1 = --num-negatives)"
-        },
-    )
-    dev_split: Literal["random", "unseen"] = field(
-        default="random",
-        metadata={
-            "help": "scifact dev claims: random = any training claims; unseen = claims whose abstracts no other claim cites"
-        },
-    )
-    lora_r: int = field(
-        default=0,
-        metadata={
-            "help": "0 = full fine-tuning; r > 0 = a LoRA adapter of rank r (PEFT), pooler and classifier trained in full"
-        },
-    )
-    lora_alpha: float = field(default=0.0, metadata={"help": "LoRA scaling alpha (0 = 2 × --lora-r)"})
-    pseudo_queries: int = field(
-        default=0,
-        metadata={
-            "help": "scifact: also train on N corpus titles as queries for their abstract (-1 = every document)"
-        },
-    )
-    teacher: Literal["none", "hybrid"] = field(
-        default="none",
-        metadata={
-            "help": "scifact listwise labels: none = 1/0 judgements; hybrid = distil BM25 + --dense-model z-scores (MarginMSE-style)"
-        },
-    )
-    teacher_scale: float = field(
-        default=1.0,
-        metadata={"help": "--teacher hybrid: multiplies the summed z-scores (larger = sharper)"},
-    )
-    gold_weight: float = field(
-        default=2.0,
-        metadata={
-            "help": "--teacher hybrid: added to a judged positive's label (a claim's cited abstract, a title's own)"
-        },
-    )
-    general: str = field(
-        default="",
-        metadata={
-            "help": "scifact: also train on general-domain pairs from <data-dir>/general/: squad, wikiqa, msmarco, wikiqa-topics"
-        },
-    )
-    general_queries: int = field(
-        default=800, metadata={"help": "--general: queries taken per source, seeded (-1 = all)"}
-    )
-    negative_stages: str = field(
-        default="bm25",
-        metadata={
-            "help": "scifact and --general: first stages whose top non-relevant hits are the negatives' pool (bm25, hybrid)"
-        },
-    )
-    output_dir: str = field(default="", metadata={"help": "default outputs/cross-encoder-<task>"})
-    max_samples: int = field(
-        default=-1,
-        metadata={
-            "help": "use N training pairs, seeded (-1 = all); scifact: N (claim, positive) pairs, negatives added"
-        },
-    )
+    teacher_scale: float = arg(1.0, "--teacher hybrid: multiplies the summed z-scores")
+    gold_weight: float = arg(2.0, "--teacher hybrid: added to a judged positive's label")
+    general: str = arg("", "also train on <data-dir>/general/ sources: squad, wikiqa, msmarco, wikiqa-topics")
+    general_queries: int = arg(800, "--general: queries taken per source, seeded (-1 = all)")
+    negative_stages: str = arg("bm25", "first stages whose non-relevant hits are the negatives: bm25, hybrid")
+    output_dir: str = arg("", "default outputs/cross-encoder-<task>")
+    max_samples: int = arg(-1, "use N training pairs, seeded (-1 = all); scifact: (claim, positive) pairs")
     per_device_train_batch_size: int = trainer_setting("per_device_train_batch_size", 16)
-    max_length: int = field(
-        default=256,
-        metadata={
-            "help": "tokens per (query, document) input (0 = the model's own; never beyond its position embeddings)"
-        },
-    )
-    negatives: Literal["bm25", "dense", "both"] = field(
-        default="bm25", metadata={"help": "scifact: where hard negatives come from"}
-    )
-    num_negatives: int = field(default=4, metadata={"help": "scifact: hard negatives per claim (per source)"})
-    negatives_range_min: int = field(default=0, metadata={"help": "skip the N best non-relevant hits"})
-    random_negatives: int = field(
-        default=0,
-        metadata={"help": "scifact: also N random corpus documents per query as negatives"},
-    )
-    dense_model: str = field(
-        default=DEFAULT_BI_ENCODER, metadata={"help": "bi-encoder for --negatives dense"}
-    )
-    pos_weight: float = field(
-        default=0.0, metadata={"help": "BCE weight of positives (0 = negatives/positives)"}
-    )
-    rerank_depth: int = field(
-        default=100, metadata={"help": "scifact test: BM25 candidates re-ranked per query"}
-    )
-    dev_queries: int = field(
-        default=50,
-        metadata={
-            "help": "scifact: training queries held out for the CrossEncoderRerankingEvaluator (0 = none)"
-        },
-    )
-    dev_depth: int = field(default=20, metadata={"help": "scifact dev evaluator: BM25 candidates per query"})
-    eval_max_queries: int = field(default=0, metadata={"help": "scifact test: first N queries (0 = all)"})
-    eval_before: bool = field(
-        default=True, metadata={"help": "also evaluate the starting model (a fresh head scores at random)"}
-    )
+    max_length: int = arg(256, "tokens per (query, document) input (0 = the model's own)")
+    negatives: Literal["bm25", "dense", "both"] = arg("bm25", "scifact: where hard negatives come from")
+    num_negatives: int = arg(4, "scifact: hard negatives per claim (per source)")
+    random_negatives: int = arg(0, "scifact: also N random corpus documents per query as negatives")
+    dense_model: str = arg(DEFAULT_BI_ENCODER, "bi-encoder for --negatives dense and --teacher hybrid")
+    rerank_depth: int = arg(100, "scifact test: BM25 candidates re-ranked per query")
+    dev_queries: int = arg(50, "scifact: training queries held out for the dev evaluator (0 = none)")
+    dev_depth: int = arg(20, "scifact dev evaluator: BM25 candidates per query")
+    eval_max_queries: int = arg(0, "scifact test: first N queries (0 = all)")
+    eval_before: bool = arg(True, "also evaluate the starting model")
     eval_steps: int = trainer_setting("eval_steps", 0, "run the dev evaluator every N steps (0 = never)")
-    train_passages: Literal["first", "best"] = field(
-        default="first",
-        metadata={
-            "help": "scifact: what is read of a long abstract: first = first tokens (FirstP); best = its MaxP window (ctxir.rerank.Passages)"
-        },
+    train_passages: Literal["first", "best"] = arg(
+        "first", "what is read of a long abstract: first tokens, or best = its MaxP window"
     )
 
 

@@ -127,14 +127,11 @@ def earlier_training_data(folder: Path, datasets: list[dict]) -> list[dict]:
 
 
 def bm25_negatives(
-    bm25, queries: dict[str, str], positives: dict[str, set[str]], num: int, skip: int
+    bm25, queries: dict[str, str], positives: dict[str, set[str]], num: int
 ) -> dict[str, list[str]]:
-    """{qid: the top ``num`` non-relevant BM25 hits after skipping ``skip``}: the re-ranker's own candidates."""
-    depth = skip + num + max(len(p) for p in positives.values())
-    hits = bm25.search(queries, depth)
-    return {
-        q: [h.doc_id for h in hits[q] if h.doc_id not in positives[q]][skip : skip + num] for q in queries
-    }
+    """{qid: the top ``num`` non-relevant hits of ``bm25`` (any first stage)}: the re-ranker's own candidates."""
+    hits = bm25.search(queries, num + max(len(p) for p in positives.values()))
+    return {q: [h.doc_id for h in hits[q] if h.doc_id not in positives[q]][:num] for q in queries}
 
 
 def dense_negatives(
@@ -152,7 +149,6 @@ def dense_negatives(
         data,
         model,
         corpus=list(text_to_id),
-        range_min=args.negatives_range_min,
         num_negatives=args.num_negatives if args.num_dense_negatives < 0 else args.num_dense_negatives,
         sampling_strategy="top",
         output_format="n-tuple",
@@ -185,12 +181,12 @@ def stage_pools(
 
     stages = negative_stages(args.negative_stages)
     size = max(args.num_negatives, args.negative_pool)
-    pools = {kinds.BM25: bm25_negatives(bm25, queries, positives, size, args.negatives_range_min)}
+    pools = {kinds.BM25: bm25_negatives(bm25, queries, positives, size)}
     if kinds.HYBRID in stages:  # the app's hybrid (BM25 + the packaged MiniLM, RRF over each one's top 100)
         hybrid = build_first_stages(corpus, [kinds.HYBRID], [BiEncoder(device=device)], show_progress=True)[
             kinds.HYBRID
         ]
-        pools[kinds.HYBRID] = bm25_negatives(hybrid, queries, positives, size, args.negatives_range_min)
+        pools[kinds.HYBRID] = bm25_negatives(hybrid, queries, positives, size)
     return {q: interleave([pools[s].get(q, []) for s in stages], size) for q in queries}
 
 
@@ -414,7 +410,7 @@ def build_scifact(args: CrossEncoderArgs, device: str) -> TaskData:
         dev_evaluator,
         {"rerank": (corpus, test_queries, test_qrels, bm25)},
         extra,
-        loss_options={"pos_weight": args.pos_weight or n_neg / max(n_pos, 1)},
+        loss_options={"pos_weight": n_neg / max(n_pos, 1)},
     )
 
 

@@ -27,7 +27,9 @@ from training.evaluate_reranker_args import (
     COLLECTIONS,
     EVALUATION_FILE,
     FUSION_FILE,
+    FUSION_FIRST_STAGES,
     METRICS,
+    SQUAD_TOPICS_PER_ARTICLE,
     EvaluateRerankerArgs,
     check_args,
     comma_list,
@@ -72,7 +74,7 @@ def choose_fusion(
     reranker, folder: Path, args: EvaluateRerankerArgs, dev: tuple | None = None, scored: dict | None = None
 ) -> dict:
     """The fusion.json record: the first stage's fusion weight that does best on the dev queries, over BM25's
-    candidates and (under "first_stages") each other --fusion-first-stages'. ``dev``/``scored`` when at hand."""
+    candidates and (under "first_stages") dense's and hybrid's. ``dev``/``scored`` when at hand."""
     corpus, queries, qrels, first, chosen_on, parts = dev or dev_claims(folder, args)
     calibration = fusion_calibration(folder, comma_list(args.fusion_methods))
     if scored is None:
@@ -86,18 +88,14 @@ def choose_fusion(
         "metric": "nDCG@10" + (f", mean of {', '.join(parts)}" if len(parts) > 1 else ""),
         "chosen_on": chosen_on,
     }
-    others = [k for k in comma_list(args.fusion_first_stages) if k != kinds.BM25]
-    if others:
-        record["first_stages"] = {}
-        for kind, hits in _dev_candidates(parts, others, args.fusion_depth).items():
-            label = f"{len(queries)} dev queries, {kind} candidates"
-            scored = _score_missing(
-                reranker, queries, hits, corpus, label, args.scores_dir, args.model, scored
-            )
-            record["first_stages"][kind] = {
-                **fusion_grid(qrels, hits, scored, args.fusion_depth, *grid_args),
-                "chosen_on": chosen_on.replace("BM25 top", f"{kind} top"),
-            }
+    record["first_stages"] = {}
+    for kind, hits in _dev_candidates(parts, list(FUSION_FIRST_STAGES), args.fusion_depth).items():
+        label = f"{len(queries)} dev queries, {kind} candidates"
+        scored = _score_missing(reranker, queries, hits, corpus, label, args.scores_dir, args.model, scored)
+        record["first_stages"][kind] = {
+            **fusion_grid(qrels, hits, scored, args.fusion_depth, *grid_args),
+            "chosen_on": chosen_on.replace("BM25 top", f"{kind} top"),
+        }
     return record
 
 
@@ -137,7 +135,7 @@ def dev_claims(folder: Path, args: EvaluateRerankerArgs) -> tuple[dict, dict, di
         described.append(f"{len(parts['squad'][1])} SQuAD questions the model did not train on")
     if "squad-topics" in named:
         parts["squad-topics"] = squad_topics(
-            metrics.get("config") or {}, args.data_dir, args.fusion_dev_topics, args.topic_words
+            metrics.get("config") or {}, args.data_dir, SQUAD_TOPICS_PER_ARTICLE, args.topic_words
         )
         described.append(
             f"{len(parts['squad-topics'][1])} SQuAD paragraphs' first {args.topic_words} words as topics, their "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -10,7 +10,7 @@ from sentence_transformers.cross_encoder import CrossEncoderTrainingArguments
 
 from ctxir.encoders.models import DEFAULT_BI_ENCODER
 from ctxir.types import CtxirError
-from training.common import TrainerRunArgs, trainer_setting
+from training.common import TrainerRunArgs, arg, trainer_setting
 
 # the head's three kinds of weights in the (PEFT-wrapped) model's parameter names: module 1 of the chain
 HEAD_PARAMETERS = r"(^|\.)1\.(scale|bias|linear\.)"
@@ -19,87 +19,36 @@ ADAPTER_WEIGHTS = "adapter_model.safetensors"
 
 @dataclass
 class PairScorerArgs(TrainerRunArgs, CrossEncoderTrainingArguments):
-    model: str = field(
-        default=DEFAULT_BI_ENCODER,
-        metadata={
-            "help": "body: a mean-pooling bi-encoder (Hub id or folder); the adapter names it as its base"
-        },
+    model: str = arg(
+        DEFAULT_BI_ENCODER, "body: a mean-pooling bi-encoder (Hub id or folder), the adapter's base"
     )
-    lora_r: int = field(
-        default=8, metadata={"help": "LoRA rank (≥ 1) on every linear layer of each BERT block"}
+    lora_r: int = arg(8, "LoRA rank (≥ 1) on every linear layer of each BERT block")
+    lora_alpha: float = arg(0.0, "LoRA scaling alpha (0 = 2 × --lora-r)")
+    loss: Literal["mse", "bce", "cosent"] = arg(
+        "mse", "mse: score regresses gold / 5; bce: soft labels; cosent: CoSENT on the scores"
     )
-    lora_alpha: float = field(default=0.0, metadata={"help": "LoRA scaling alpha (0 = 2 × --lora-r)"})
-    lora_dropout: float = 0.1
-    adapter_dtype: Literal["float32", "float16"] = field(
-        default="float16",
-        metadata={"help": "dtype the adapter weights are saved in (the reloaded model is the one evaluated)"},
-    )
-    loss: Literal["mse", "bce", "cosent"] = field(
-        default="mse",
-        metadata={
-            "help": "mse: score regresses gold / 5; bce: soft-label BinaryCrossEntropyLoss; cosent: CoSENTPairLoss on the scores"
-        },
-    )
-    cosent_scale: float = field(
-        default=20.0,
-        metadata={"help": "--loss cosent: multiplies score differences"},
-    )
-    init_scale: float = field(
-        default=1.0,
-        metadata={
-            "help": "the head's starting scale on the cosine (1 fits --loss mse: score = cosine ≈ gold / 5)"
-        },
-    )
-    init_bias: float = field(default=0.0, metadata={"help": "the head's starting bias"})
-    head_learning_rate: float = field(
-        default=1e-3,
-        metadata={
-            "help": "learning rate of the head's weights (scale, bias, linear term); 0 = --learning-rate"
-        },
-    )
-    output_dir: str = field(default="", metadata={"help": "default outputs/pair-scorer-stsb"})
+    init_scale: float = arg(1.0, "the head's starting scale on the cosine (1 fits --loss mse)")
+    head_learning_rate: float = arg(1e-3, "learning rate of the head's weights (0 = --learning-rate)")
+    output_dir: str = arg("", "default outputs/pair-scorer-stsb")
     num_train_epochs: float = trainer_setting("num_train_epochs", 2.0)
-    max_samples: int = field(
-        default=-1, metadata={"help": "use N STS-B train pairs, seeded (-1 = all 5,749)"}
-    )
+    max_samples: int = arg(-1, "use N STS-B train pairs, seeded (-1 = all 5,749)")
     per_device_train_batch_size: int = trainer_setting("per_device_train_batch_size", 16)
     learning_rate: float = trainer_setting("learning_rate", 2e-4, "LoRA weights' learning rate")
-    max_length: int = field(default=128, metadata={"help": "tokens per (a, b) input; STS-B pairs are short"})
-    eval_before: bool = field(
-        default=True, metadata={"help": "also evaluate the untrained start (the cosine)"}
-    )
+    max_length: int = arg(128, "tokens per (a, b) input; STS-B pairs are short")
+    eval_before: bool = arg(True, "also evaluate the untrained start (the cosine)")
     eval_steps: int = trainer_setting(
         "eval_steps", 0, "run the STS-B dev evaluator every N steps (0 = never)"
     )
-    task: str = field(default="stsb", metadata={"help": "stsb (the only task: STS-B train, dev, test)"})
-    extra_train: Literal["none", "sick", "silver"] = field(
-        default="none",
-        metadata={
-            "help": "more training pairs beside STS-B train: sick (SICK train, relatedness mapped to 0–1), silver (--silver-pairs)"
-        },
+    task: str = arg("stsb", "stsb (the only task: STS-B train, dev, test)")
+    extra_train: Literal["none", "sick", "silver"] = arg(
+        "none", "more training pairs beside STS-B train: sick (SICK train), silver (--silver-pairs)"
     )
-    silver_pairs: str = field(
-        default="",
-        metadata={
-            "help": "--extra-train silver: the CSV training/silver_pairs.py wrote (sentence1, sentence2, score 0–1)"
-        },
+    silver_pairs: str = arg("", "--extra-train silver: the CSV training/silver_pairs.py wrote")
+    both_orders: bool = arg(False, "train every pair in both orders, (a, b) and (b, a)")
+    pair_orders: Literal["one", "both"] = arg(
+        "one", "how a pair is scored (pair_orders.json): one = (a, b); both = the mean of both orders"
     )
-    both_orders: bool = field(
-        default=False,
-        metadata={"help": "train every pair in both orders, (a, b) and (b, a), with the same label"},
-    )
-    pair_orders: Literal["one", "both"] = field(
-        default="one",
-        metadata={
-            "help": "how a pair is scored (pair_orders.json): one = (a, b); both = the mean of (a, b) and (b, a)"
-        },
-    )
-    init_from: str = field(
-        default="",
-        metadata={
-            "help": "a pair scorer to continue from (its adapter and head; its LoRA rank replaces --lora-r; '' = fresh)"
-        },
-    )
+    init_from: str = arg("", "a pair scorer to continue from (its adapter, rank and head; '' = fresh)")
 
 
 def check(args: PairScorerArgs) -> None:

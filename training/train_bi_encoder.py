@@ -10,7 +10,7 @@ Outputs in --output-dir: the model, metrics.json, training_log.jsonl, train.log,
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -26,6 +26,7 @@ from ctxir.types import CtxirError
 from training.bi_encoder_data import BUILDERS, DATA_NAMES, similarity_evaluator
 from training.common import (
     TrainerRunArgs,
+    arg,
     check_common_args,
     cli_main,
     run_config,
@@ -65,45 +66,18 @@ ANCHORS = {
 
 @dataclass
 class BiEncoderArgs(TrainerRunArgs, SentenceTransformerTrainingArguments):
-    """sentence-transformers' training arguments with ctxir's shared ones (training/common.py) and this script's
-    task, loss, mining and evaluation."""
-
-    task: Literal["scifact", "stsb", "sick", "nli"] = field(
-        default="stsb", metadata={"help": "training data: scifact (claims → abstracts), stsb, sick, nli"}
+    task: Literal["scifact", "stsb", "sick", "nli"] = arg("stsb", "training data: scifact, stsb, sick, nli")
+    objective: Literal["auto", "mnrl", "contrastive", "cosent", "cosine", "softmax"] = arg(
+        "auto", "loss; auto = the task's default (see the module docstring)"
     )
-    objective: Literal["auto", "mnrl", "contrastive", "cosent", "cosine", "softmax"] = field(
-        default="auto", metadata={"help": "loss; auto = the task's default (see the module docstring)"}
-    )
-    output_dir: str = field(default="", metadata={"help": "default outputs/bi-encoder-<task>-<objective>"})
-    num_negatives: int = field(default=1, metadata={"help": "mnrl on scifact: mined hard negatives per pair"})
-    mining_range_min: int = field(default=0, metadata={"help": "skip the N nearest non-positive documents"})
-    mining_range_max: int = field(default=50, metadata={"help": "sample negatives among the N nearest"})
-    mining_relative_margin: float = field(
-        default=0.05, metadata={"help": "drop candidates scoring within this fraction of the positive"}
-    )
-    mining_cache: str = field(
-        default="",
-        metadata={
-            "help": "folder caching mining embeddings (default ~/.cache/ctxir/mining; 'none' disables)"
-        },
-    )
-    dev_queries: int = field(
-        default=50,
-        metadata={
-            "help": "scifact: training queries held out for the InformationRetrievalEvaluator (0 = none)"
-        },
-    )
-    dev_corpus_size: int = field(
-        default=1000,
-        metadata={"help": "scifact dev evaluator: judged docs + random others up to N (0 = full corpus)"},
-    )
-    eval_corpus_size: int = field(
-        default=0,
-        metadata={
-            "help": "scifact test: 0 = full corpus (reported numbers); N = judged docs + random others"
-        },
-    )
-    eval_max_queries: int = field(default=0, metadata={"help": "scifact test: first N queries (0 = all)"})
+    output_dir: str = arg("", "default outputs/bi-encoder-<task>-<objective>")
+    num_negatives: int = arg(1, "mnrl on scifact: mined hard negatives per pair")
+    mining_relative_margin: float = arg(0.05, "drop candidates scoring within this fraction of the positive")
+    mining_cache: str = arg("", "folder caching mining embeddings (default ~/.cache/ctxir/mining; 'none')")
+    dev_queries: int = arg(50, "scifact: training queries held out for the dev evaluator (0 = none)")
+    dev_corpus_size: int = arg(1000, "scifact dev: judged docs + random others up to N (0 = full corpus)")
+    eval_corpus_size: int = arg(0, "scifact test: 0 = full corpus; N = judged docs + random others")
+    eval_max_queries: int = arg(0, "scifact test: first N queries (0 = all)")
 
 
 # ---------------------------------------------------------------- loss & evaluation

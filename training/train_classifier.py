@@ -12,7 +12,7 @@ Outputs in --output-dir: the model, metrics.json, train.log, training_log.jsonl.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -37,6 +37,7 @@ from ctxir.types import CtxirError
 from training.bi_encoder_data import build_classification_task
 from training.common import (
     TrainerRunArgs,
+    arg,
     check_common_args,
     cli_main,
     run_config,
@@ -64,30 +65,17 @@ ANCHORS = {
 
 @dataclass
 class ClassifierArgs(TrainerRunArgs, SentenceTransformerTrainingArguments):
-    """sentence-transformers' training arguments with ctxir's shared ones (training/common.py) and this script's
-    objective and sampling; its batch size and the help of the two settings it does not use are its own."""
-
-    objective: Literal["triplet", "batch-hard", "setfit"] = field(
-        default="triplet", metadata={"help": "triplet, batch-hard (BatchHardTripletLoss) or setfit (pairs)"}
+    objective: Literal["triplet", "batch-hard", "setfit"] = arg(
+        "triplet", "triplet, batch-hard (BatchHardTripletLoss) or setfit (pairs)"
     )
-    per_class: int = field(
-        default=8, metadata={"help": "training examples per class (-1 = the whole subset)"}
-    )
-    iterations: int = field(default=20, metadata={"help": "triplets (or pairs of each kind) per example"})
-    margin: float = field(
-        default=0.5, metadata={"help": "triplet margin ε (Euclidean, unit vectors: 0 to 2)"}
-    )
-    labels: str = field(
-        default=DEFAULT_LABELS, metadata={"help": "zero-shot labels file (names, descriptions)"}
-    )
-    output_dir: str = field(
-        default="", metadata={"help": "default outputs/classifier-agnews-<objective>-<N>"}
-    )
-    max_samples: int = field(
-        default=-1, metadata={"help": "unused (the scripts' shared check); see --per-class"}
-    )
+    per_class: int = arg(8, "training examples per class (-1 = the whole subset)")
+    iterations: int = arg(20, "triplets (or pairs of each kind) per example")
+    margin: float = arg(0.5, "triplet margin ε (Euclidean, unit vectors: 0 to 2)")
+    labels: str = arg(DEFAULT_LABELS, "zero-shot labels file (names, descriptions)")
+    output_dir: str = arg("", "default outputs/classifier-agnews-<objective>-<N>")
+    max_samples: int = arg(-1, "unused (the scripts' shared check); see --per-class")
     per_device_train_batch_size: int = trainer_setting("per_device_train_batch_size", 16)
-    eval_max_test: int = field(default=0, metadata={"help": "first N test rows only (0 = all 7,600)"})
+    eval_max_test: int = arg(0, "first N test rows only (0 = all 7,600)")
     eval_steps: int = trainer_setting(
         "eval_steps", 0, "unused: no in-training evaluator (test is never seen)"
     )

@@ -41,7 +41,6 @@ from training.train_cross_encoder import ANCHORS, LORA_TARGETS, name_adapter_bas
 
 def load(args: PairScorerArgs, device: str):
     """Plain Transformer body (so PEFT saves an adapter) → SegmentCosineHead, raw scores; LoRA added."""
-    import torch
     from peft import LoraConfig
     from sentence_transformers import CrossEncoder
     from sentence_transformers.base.modules import Transformer
@@ -51,8 +50,6 @@ def load(args: PairScorerArgs, device: str):
     body = Transformer(resolve_model(args.model), transformer_task="feature-extraction")
     body.model.config.num_labels = 1  # CrossEncoder.num_labels reads the body's config: one score per pair
     head = SegmentCosineHead(body.model.config.hidden_size, init_scale=args.init_scale)
-    with torch.no_grad():
-        head.bias.fill_(args.init_bias)
     model = CrossEncoder(modules=[body, head], device=device, activation_fn=torch.nn.Identity())
     # Never beyond the position embeddings the body was trained with.
     model.max_seq_length = min(args.max_length, model.model.config.max_position_embeddings)
@@ -63,7 +60,7 @@ def load(args: PairScorerArgs, device: str):
             LoraConfig(
                 r=args.lora_r,
                 lora_alpha=args.lora_alpha or 2 * args.lora_r,
-                lora_dropout=args.lora_dropout,
+                lora_dropout=0.1,
                 target_modules=LORA_TARGETS,
             )
         )
@@ -98,23 +95,18 @@ def continue_from(model, folder: Path, args: PairScorerArgs) -> None:
 
 
 def save(model, out: Path, args: PairScorerArgs) -> None:
-    """The adapter (in --adapter-dtype), the head, tokenizer and configs, pair_orders.json; the base named by its
-    Hub id."""
+    """The adapter (in float16), the head, tokenizer and configs, pair_orders.json; the base named by its Hub id."""
     from ctxir.files import write_json
 
     model.save_pretrained(str(out))
     name_adapter_base(out, args.model)
     write_json(out / PAIR_ORDERS_FILE, {"orders": args.pair_orders})
-    if args.adapter_dtype == "float16":
-        from safetensors.torch import load_file, save_file
+    from safetensors.torch import load_file, save_file
 
-        path = out / ADAPTER_WEIGHTS
-        # PEFT copies saved weights into the model's own dtype when it loads them, so float16 costs no code
-        save_file(
-            {k: v.half().contiguous() for k, v in load_file(str(path)).items()},
-            str(path),
-            metadata={"format": "pt"},
-        )
+    # PEFT copies saved weights into the model's own dtype when it loads them, so float16 costs no code
+    path = out / ADAPTER_WEIGHTS
+    weights = {k: v.half().contiguous() for k, v in load_file(str(path)).items()}
+    save_file(weights, str(path), metadata={"format": "pt"})
 
 
 def evaluate(model, test: dict, batch_size: int, both_orders: bool) -> dict:
@@ -149,7 +141,7 @@ def cosent_loss(scores, labels, scale: float = 20.0):
 
 def build_loss(args: PairScorerArgs, model):
     if args.loss == "cosent":
-        return CoSENTPairLoss(model, scale=args.cosent_scale)
+        return CoSENTPairLoss(model)
     # MSE on the raw score (activation Identity); BCE's logits are the raw score too
     return losses.MSELoss(model) if args.loss == "mse" else losses.BinaryCrossEntropyLoss(model)
 
@@ -252,7 +244,7 @@ def run(args: PairScorerArgs) -> dict:
                 "dev_orders": dev_orders(trained, dev),
                 **({"init_from": args.init_from} if args.init_from else {}),
                 **({"silver_pairs": args.silver_pairs} if args.silver_pairs else {}),
-                "adapter_dtype": args.adapter_dtype,
+                "adapter_dtype": "float16",
                 "trained_parameters": trained_parameters(out, trained),
             },
         )
