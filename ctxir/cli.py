@@ -1,10 +1,7 @@
-"""ctxir's commands: the ``ctxir`` console script (``python -m ctxir``) and the typed-arguments runner they share.
+"""The ``ctxir`` console script (``python -m ctxir``) and the typed-arguments runner its commands share.
 
-ctxir evaluate --help       ctxir compare A.json B.json     ctxir report results.json
-ctxir classify --help       ctxir hub push|validate --help
-
-Every command built on ``cli_main`` also takes ``--recipe FILE.yaml``: a mapping of its flags to values, read first,
-so the flags given on the command line override it (the training scripts' runs are in training/recipes/).
+Every command built on ``cli_main`` also takes ``--recipe FILE.yaml`` (flag: value lines), read first, so the flags
+given on the command line override it.
 """
 
 from __future__ import annotations
@@ -21,14 +18,18 @@ from ctxir.types import CtxirError
 RECIPE_HELP = "YAML file of flag: value settings, read first; flags given on the command line override it"
 
 
+def flag(default: Any = dataclasses.MISSING, help: str = "", **metadata) -> Any:
+    """A dataclass field for ``HfArgumentParser``: its default, ``--help`` text and other metadata (``choices``)."""
+    return dataclasses.field(default=default, metadata={"help": help, **metadata})
+
+
 def cli_main(
     args_class: type,
     run: Callable[[Any], Any],
     argv: list[str] | None = None,
     recipe_dirs: Sequence[str | Path] = (),
 ) -> int:
-    """Parse ``args_class`` (``parse_args``), call ``run(args)``; → 0, or ``run``'s int; a CtxirError prints one
-    line, exit 2."""
+    """Parse ``args_class``, call ``run(args)``; → 0 or ``run``'s int; a CtxirError prints one line, → 2."""
     try:
         args = parse_args(args_class, argv, recipe_dirs)
         result = run(args)
@@ -41,8 +42,7 @@ def cli_main(
 def parse_args(
     args_class: type, argv: list[str] | None = None, recipe_dirs: Sequence[str | Path] = ()
 ) -> Any:
-    """``args_class`` from ``argv``: a ``--recipe FILE`` (looked up in the working directory, then ``recipe_dirs``) is
-    read first, so the flags on the command line override it; a field ``recipe`` keeps its path as given."""
+    """``args_class`` from ``argv``, after a ``--recipe FILE`` (in the working directory, else ``recipe_dirs``)."""
     parser = build_parser(args_class)
     spellings = flag_spellings(args_class)
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -60,8 +60,8 @@ def parse_args(
 
 
 def build_parser(args_class: type):
-    """``args_class``'s HfArgumentParser (plus ``--recipe``), whose --help shows each flag once, as ``flag_names``
-    spells it: every spelling HfArgumentParser adds (``--top_k``, aliases) is still accepted."""
+    """``args_class``'s HfArgumentParser (plus ``--recipe``) whose --help shows each flag once, as ``flag_names``
+    spells it; every other spelling (``--top_k``, aliases) is still accepted."""
     from transformers import HfArgumentParser
 
     parser = HfArgumentParser(args_class)
@@ -89,8 +89,7 @@ def _long_options(name: str) -> set[str]:
 
 
 def flag_names(args_class: type) -> dict[str, str]:
-    """Each field → the flag its help and docs spell, without ``--``: the first of its ``aliases`` metadata
-    (``batch-size`` for ``per_device_train_batch_size``), else its name with dashes."""
+    """Each field → its flag without ``--``: the first of its ``aliases`` metadata, else its name with dashes."""
     return {
         f.name: (_aliases(f) or [f.name.replace("_", "-")])[0].removeprefix("--")
         for f in dataclasses.fields(args_class)
@@ -99,7 +98,7 @@ def flag_names(args_class: type) -> dict[str, str]:
 
 
 def flag_spellings(args_class: type) -> dict[str, str]:
-    """Every key a recipe may name a field by (its name, each alias; underscores for dashes) → the field's name."""
+    """Every key a recipe may name a field by (its name, each alias, underscores for dashes) → the field's name."""
     found: dict[str, str] = {}
     for f in dataclasses.fields(args_class):
         if f.init:
@@ -140,8 +139,8 @@ def find_recipe(path: str, recipe_dirs: Sequence[str | Path] = ()) -> Path:
 
 
 def recipe_argv(path: Path, keys: Mapping[str, str], shown: Mapping[str, str] | None = None) -> list[str]:
-    """A recipe's mapping as command-line words (``--field value``), parsed as typed flags are; each key checked
-    against ``keys`` (``flag_spellings``); ``shown`` (field → flag) spells the valid ones in the error."""
+    """A recipe's mapping as command-line words (``--field value``), each key checked against ``keys``
+    (``flag_spellings``); ``shown`` (field → flag) spells the valid ones in the error."""
     import yaml
 
     try:
@@ -197,8 +196,8 @@ def command_line(
     always: Sequence[str] = (),
     replace: Mapping[str, str] | None = None,
 ) -> str:
-    """The command that reproduces ``config`` (its fields that differ from the defaults; no ``recipe``: ``config``
-    holds what it set). ``always`` flags come first even at their default; ``replace`` rewrites path prefixes."""
+    """The command that reproduces ``config`` (its fields that differ from the defaults); ``always`` flags come first
+    even at their default; ``replace`` rewrites path prefixes."""
     defaults = {f.name: f.default for f in dataclasses.fields(args_class) if f.name != "recipe"}
     flags = flag_names(args_class)
     parts = [prefix]
@@ -223,7 +222,7 @@ COMMANDS = {
         "ctxir.evaluation.compare",
         "compare saved runs or results JSONs query by query, with paired tests",
     ),
-    "report": ("ctxir.evaluation.report_cli", "the failure report (HTML) of an evaluation's results JSON"),
+    "report": ("ctxir.evaluation.report", "the failure report (HTML) of an evaluation's results JSON"),
     "classify": (
         "ctxir.classify.cli",
         "classify texts with the encoders: zero-shot, kNN, logistic regression",

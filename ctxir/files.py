@@ -1,14 +1,5 @@
-"""Reading and writing the files ctxir keeps: JSON read one way, every write atomic (a temporary beside the target,
-fsynced, ``os.replace``-d over it), a full disk a ``DiskFullError``; checksums; pickle detection. No torch import.
-
->>> import tempfile, pathlib
->>> folder = pathlib.Path(tempfile.mkdtemp())
->>> write_atomic(folder / "metrics.json", '{"nDCG@10": 0.69}')
->>> read_json(folder / "metrics.json")
-{'nDCG@10': 0.69}
->>> read_json(folder / "absent.json")
-{}
-"""
+"""The files ctxir keeps: JSON read one way, every write atomic (a temporary beside the target, fsynced, then
+``os.replace``-d over it), a full disk a ``DiskFullError``; checksums; pickle detection; the machine's summary."""
 
 from __future__ import annotations
 
@@ -19,6 +10,7 @@ import hashlib
 import json
 import logging
 import os
+import platform
 import re
 import shutil
 import socket
@@ -82,8 +74,7 @@ def file_sha256(path: str | Path, chunk: int = 1 << 24) -> str:
 
 
 def cache_lock(path: str | Path, timeout: float = -1):
-    """A ``filelock`` beside ``path``, so a second process building the same cache entry waits and reads it; none
-    where the folder cannot hold one (the atomic writes still keep files whole)."""
+    """A ``filelock`` beside ``path`` (a second process building the same entry waits); none where it cannot be."""
     from filelock import FileLock
 
     lock = Path(f"{path}.lock")
@@ -102,8 +93,7 @@ _verified: dict[tuple[str, int, int], str] = {}  # (path, mtime_ns, size) → sh
 
 
 def write_checksums(folder: str | Path) -> Path:
-    """``folder/checksums.json``: the size and sha256 of every file a loader reads under ``folder`` (not cards and
-    figures), written last, so a loader can tell a damaged file from the one that was shipped."""
+    """``folder/checksums.json``: the size and sha256 of every file a loader reads under ``folder``, written last."""
     folder = Path(folder)
     files = {
         p.relative_to(folder).as_posix(): [p.stat().st_size, file_sha256(p)]
@@ -140,8 +130,7 @@ def _checksums(folder: Path) -> dict[str, list]:
 
 
 def verify_checksums(folder: str | Path, only: str | Path | None = None) -> int:
-    """Check the files ``folder/checksums.json`` lists (or the one file ``only``) against their size and sha256; →
-    how many were listed. A file that differs raises ``CtxirError``; an absent one is left to the loaders."""
+    """Check the files ``folder/checksums.json`` lists (or only ``only``) against it; → how many were listed."""
     folder = Path(folder)
     listed = _checksums(folder)
     if only is not None:
@@ -197,8 +186,7 @@ def is_pickle_file(path: str | Path) -> bool:
 
 
 def check_model_folder(folder: str | Path, name: str = "") -> Path:
-    """Refuse a local model folder whose files don't match its checksums.json, that holds a pickle a loader could
-    read (at its root or in a module folder modules.json names), or that has no weights at all."""
+    """Refuse a model folder whose files don't match its checksums.json, that holds a pickle, or has no weights."""
     folder = Path(folder)
     shown = name or str(folder)
     verify_checksums(folder)
@@ -228,8 +216,11 @@ def check_model_folder(folder: str | Path, name: str = "") -> Path:
 
 
 def read_json(path: str | Path, strict: bool = True) -> dict | list:
-    """A JSON file (an object, or a list such as modules.json); {} when the file is absent. One that is not a JSON
-    object or list raises ``CtxirError`` (``strict``), or reads as {} (a caller only sniffing the folder's kind)."""
+    """A JSON object or list from ``path``; {} when absent; anything else raises ``CtxirError`` (``strict``) or is {}.
+
+    >>> read_json("absent.json")
+    {}
+    """
     path = Path(path)
     if not path.is_file():
         return {}
@@ -250,8 +241,7 @@ def read_json(path: str | Path, strict: bool = True) -> dict | list:
 
 @contextlib.contextmanager
 def atomic_path(path: str | Path, suffix: str = "") -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; when the block ends without error it replaces ``path`` in one step.
-    ``suffix``: an extension a writer insists on (np.save appends ".npy")."""
+    """Yield a temporary path beside ``path`` (ending in ``suffix``) that replaces ``path`` when the block succeeds."""
     path = Path(path)
     tmp: Path | None = None
     try:
@@ -273,8 +263,7 @@ def atomic_path(path: str | Path, suffix: str = "") -> Iterator[Path]:
 
 
 def temporary_prefix(path: str | Path) -> str:
-    """The start of a temporary's name beside ``path``: ``.NAME.HOST.PID-`` (``mkstemp`` adds the rest), hidden and
-    owned by this process on this host (``remove_temporaries``)."""
+    """The start of a temporary's name beside ``path``: ``.NAME.HOST.PID-``, so ``remove_temporaries`` knows its owner."""
     return f".{Path(path).name}.{HOST_TAG}.{os.getpid()}-"
 
 
@@ -296,8 +285,8 @@ def process_alive(pid: int) -> bool:
 def remove_temporaries(
     folder: str | Path, name: str = "", stale_after_s: float = STALE_TEMPORARY_S
 ) -> list[str]:
-    """Remove the temporaries killed writers left in ``folder`` for targets whose name starts with ``name`` (those
-    whose owner on this host is gone, and any untouched for ``stale_after_s``; never a live writer's); → their names."""
+    """Remove the temporaries in ``folder`` for targets named ``name``… whose owner is gone or untouched for
+    ``stale_after_s``; → their names."""
     removed = []
     now = time.time()
     for leftover in Path(folder).glob(f".{glob.escape(name)}*.tmp*"):
@@ -335,3 +324,32 @@ def write_json(path: str | Path, value, indent: int | None = 2, default=None) ->
     """``value`` as JSON (with a final newline), atomically."""
     write_atomic(path, json.dumps(value, indent=indent, default=default) + "\n")
     return Path(path)
+
+
+def cpu_count() -> int:
+    """The CPU cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def machine_info() -> dict:
+    """Where numbers were measured; ``hardware`` is the one-line summary written beside timings and metrics."""
+    import torch
+
+    gpus = (
+        [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        if torch.cuda.is_available()
+        else []
+    )
+    cores = cpu_count()
+    hardware = f"{platform.system()} {platform.machine()}, {cores} CPU core{'s' if cores != 1 else ''}"
+    if gpus:
+        hardware += f", {len(gpus)}× {gpus[0]}"
+    return {
+        "hardware": hardware,
+        "platform": platform.platform(),
+        "processor": platform.processor(),
+        "cpu_count": cores,
+        "torch_threads": torch.get_num_threads(),
+        "gpus": gpus,
+        "python": platform.python_version(),
+    }

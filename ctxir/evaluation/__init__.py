@@ -1,14 +1,5 @@
-"""Evaluation: metrics, the evaluation CLI, tuning, system comparison, failure reports.
-
-metrics.py       nDCG/MRR/recall, paired tests, STS correlation
-evaluate.py      ``ctxir evaluate``: retrieve, re-rank, score a collection
-evaluate_args.py ``EvaluateArgs``: its arguments
-tuning.py        tune fusion weights on a dev split
-compare.py       compare saved systems' runs with paired tests
-report.py        the failure report's data: worst queries, pairs to explain, meta, its files
-report_html.py   the failure report as HTML (templates/report.html.j2), attribution colours
-report_cli.py    ``ctxir report``: a report from a saved results JSON
-"""
+"""Evaluation: metrics, ``ctxir evaluate`` (evaluate.py), fusion tuning, ``ctxir compare`` (paired tests between
+saved runs), ``ctxir report`` (the failure report: report.py, report_html.py) and the suite's table (suite.py)."""
 
 from ctxir.evaluation.metrics import (  # noqa: F401 -- public API
     METRICS,

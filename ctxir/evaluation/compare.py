@@ -17,6 +17,7 @@ first argument is the baseline. Tests: ``randomization`` (``scipy.stats.permutat
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,8 +26,8 @@ from typing import Any
 import numpy as np
 
 from ctxir.checks import check_choice
-from ctxir.cli import cli_main
-from ctxir.files import read_json
+from ctxir.cli import cli_main, flag
+from ctxir.files import read_json, write_json
 from ctxir.types import CtxirError
 
 TESTS = ("randomization", "t-test")
@@ -37,14 +38,10 @@ DEFAULT_METRICS = ("nDCG@10", "MRR@10", "Recall@100")
 PerQuery = Mapping[str, Mapping[str, float]]  # {qid: {metric: value}}
 
 
-# ---------------------------------------------------------------- the pure functions: arrays in, p-values out
-
-
 def paired_pvalue(
     x: Any, y: Any, test: str = "randomization", n_permutations: int = 10_000, seed: int = 0
 ) -> float:
-    """Two-sided p-value that paired per-query values ``x`` and ``y`` (shape (n,), the same queries in the same
-    order) have the same mean. Identical systems (every difference 0) have p = 1.
+    """Two-sided p-value that paired per-query values ``x`` and ``y`` (n,) have the same mean; 1 when identical.
 
     >>> paired_pvalue([0.5, 0.25, 1.0, 0.0], [0.75, 0.5, 1.0, 0.5])  # exact: 4 of the 16 swaps reach |0.25|
     0.25
@@ -83,7 +80,7 @@ def paired_pvalue(
 
 
 def adjust_pvalues(pvalues: Sequence[float], correction: str = "holm") -> list[float]:
-    """p-values adjusted for ``len(pvalues)`` comparisons at once (family-wise error ≤ α): bonferroni or holm.
+    """p-values adjusted for ``len(pvalues)`` comparisons (family-wise error ≤ α): bonferroni, holm or none.
 
     >>> adjust_pvalues([0.01, 0.04, 0.03], "bonferroni")
     [0.03, 0.12, 0.09]
@@ -108,8 +105,7 @@ def adjust_pvalues(pvalues: Sequence[float], correction: str = "holm") -> list[f
 
 
 def _shared_queries(per_query: Mapping[str, PerQuery], metrics: Sequence[str], baseline: str) -> list[str]:
-    """The baseline's query ids, sorted, once every system has been evaluated on those same queries and has a
-    per-query value of every metric."""
+    """The baseline's query ids, sorted, once every system has values of every metric on exactly those queries."""
     queries = sorted(per_query[baseline])
     for name in per_query:
         if set(per_query[name]) != set(queries):
@@ -131,9 +127,8 @@ def _shared_queries(per_query: Mapping[str, PerQuery], metrics: Sequence[str], b
 
 @dataclass(frozen=True)
 class SignificanceTest:
-    """How :func:`compare_systems` tests each difference: the paired ``test`` (``TESTS``), the multiple-comparison
-    ``correction`` (``CORRECTIONS``) run over each metric's comparisons, the level ``alpha``, and the randomization
-    test's ``n_permutations`` and ``seed``."""
+    """How :func:`compare_systems` tests each difference: ``test`` (``TESTS``), ``correction`` (``CORRECTIONS``, over
+    each metric's comparisons), level ``alpha``, and the randomization test's ``n_permutations`` and ``seed``."""
 
     test: str = "randomization"
     correction: str = "holm"
@@ -149,8 +144,8 @@ def compare_systems(
     pairs: str = "baseline",
     significance: SignificanceTest | None = None,
 ) -> dict:
-    """Each system's mean of every metric, and paired tests: every system against ``baseline`` (default: the first)
-    or, with ``pairs="all"``, every pair. ``per_query``: ``{system: {qid: {metric: value}}}`` over the same queries.
+    """Each system's mean of every metric, and paired tests against ``baseline`` (default: the first) or, with
+    ``pairs="all"``, between every pair. ``per_query``: ``{system: {qid: {metric: value}}}``.
 
     >>> bm25 = {"q1": {"MRR@10": 0.5}, "q2": {"MRR@10": 1.0}, "q3": {"MRR@10": 0.25}}
     >>> dense = {"q1": {"MRR@10": 1.0}, "q2": {"MRR@10": 1.0}, "q3": {"MRR@10": 1.0}}
@@ -160,7 +155,6 @@ def compare_systems(
     >>> row["system"], round(row["delta"], 4), row["wins"], row["ties"], round(row["p"], 3)  # t = 1.89, 2 df
     ('dense', 0.4167, 2, 1, 0.199)
     """
-
     significance = significance or SignificanceTest()
     test, correction, alpha = significance.test, significance.correction, significance.alpha
     n_permutations, seed = significance.n_permutations, significance.seed
@@ -220,8 +214,8 @@ def compare_systems(
 
 
 def plot_differences(path: str | Path, per_query: Mapping[str, PerQuery], result: Mapping) -> Path:
-    """Draw into ``path`` (.png or .html: ``ctxir.viz.differences``) each system of ``per_query`` against the first,
-    query by query, in ``result``'s first metric, titled with the p-values ``result`` (``compare_systems``') holds."""
+    """Draw into ``path`` (.png or .html) each system's per-query difference from the first in ``result``'s first
+    metric, titled with its p-values."""
     from ctxir.viz.differences import query_differences, save_differences
 
     metric, baseline = result["metrics"][0], next(iter(per_query))
@@ -289,13 +283,9 @@ def format_comparison(result: Mapping) -> str:
     return "\n".join(lines)
 
 
-# ---------------------------------------------------------------- results files
-
-
 def load_systems(specs: Sequence[str]) -> dict[str, PerQuery]:
-    """``{label: per-query values}`` from results JSONs: ``FILE`` (its ``system``) or ``FILE::SYSTEM``. Labels are
-    the system names, prefixed with the file's name where two files hold systems of the same name."""
-
+    """``{label: per-query values}`` from results JSONs, ``FILE`` (its ``system``) or ``FILE::SYSTEM``; a system name
+    two files share is prefixed with the file's name."""
     picked = []
     for spec in specs:
         path, _, system = spec.partition("::")
@@ -318,9 +308,7 @@ def load_systems(specs: Sequence[str]) -> dict[str, PerQuery]:
                 f"pick one as {path}::SYSTEM"
             )
         picked.append((file, system, per_query[system]))
-    counts: dict[str, int] = {}
-    for _, system, _ in picked:
-        counts[system] = counts.get(system, 0) + 1
+    counts = Counter(system for _, system, _ in picked)
     systems: dict[str, PerQuery] = {}
     for file, system, values in picked:
         label = system if counts[system] == 1 else f"{file.stem}: {system}"
@@ -335,40 +323,23 @@ class CompareArgs:
     compare: list[str] = field(
         default_factory=list,
         metadata={
-            "help": "results JSONs of ctxir evaluate (FILE, or FILE::SYSTEM for another of its systems); the "
-            "first is the baseline"
+            "help": "results JSONs of ctxir evaluate (FILE or FILE::SYSTEM); the first is the baseline"
         },
     )
-    metrics: str = field(default=",".join(DEFAULT_METRICS), metadata={"help": "comma-separated metric names"})
-    test: str = field(
-        default="randomization",
-        metadata={"help": "randomization (Fisher's, paired) or t-test", "choices": TESTS},
-    )
-    correction: str = field(
-        default="holm",
-        metadata={"help": "multiple comparisons: holm, bonferroni or none", "choices": CORRECTIONS},
-    )
-    pairs: str = field(
-        default="baseline",
-        metadata={"help": "baseline = each system against the first; all = every pair", "choices": PAIRS},
-    )
-    alpha: float = field(default=0.05, metadata={"help": "significance level of the adjusted p-values"})
-    permutations: int = field(
-        default=10_000, metadata={"help": "randomization test: random swaps (exact when 2^queries is fewer)"}
-    )
+    metrics: str = flag(",".join(DEFAULT_METRICS), "comma-separated metric names")
+    test: str = flag("randomization", "randomization (Fisher's, paired) or t-test", choices=TESTS)
+    correction: str = flag("holm", "multiple comparisons: holm, bonferroni or none", choices=CORRECTIONS)
+    pairs: str = flag("baseline", "baseline = each system against the first; all = every pair", choices=PAIRS)
+    alpha: float = flag(0.05, "significance level of the adjusted p-values")
+    permutations: int = flag(10_000, "randomization test: random swaps (exact when 2^queries is fewer)")
     seed: int = 0
-    output: str = field(default="", metadata={"help": "also write the comparison as JSON here"})
-    plot: str = field(
-        default="",
-        metadata={
-            "help": "also draw each system's per-query difference from the baseline (first metric, worst to best, "
-            "wins and losses, p in the title) into this .png, or .html (interactive)"
-        },
+    output: str = flag("", "also write the comparison as JSON here")
+    plot: str = flag(
+        "", "also draw each system's per-query difference from the baseline into this .png or .html"
     )
 
 
 def run(args: CompareArgs) -> dict:
-    # 1. read each system's per-query values
     if len(args.compare) < 2:
         raise CtxirError(
             f"--compare needs at least 2 results JSONs, got {len(args.compare)}: "
@@ -384,7 +355,6 @@ def run(args: CompareArgs) -> dict:
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
     if not metrics:
         raise CtxirError(f"--metrics {args.metrics!r} names no metric: e.g. 'nDCG@10,MRR@10'")
-    # 2. test and correct
     result = compare_systems(
         systems,
         metrics,
@@ -398,11 +368,8 @@ def run(args: CompareArgs) -> dict:
         ),
     )
     result["files"] = list(args.compare)
-    # 3. print and save
     print(format_comparison(result))
     if args.output:
-        from ctxir.files import write_json
-
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         write_json(Path(args.output), result, indent=1)
         print(f"wrote {args.output}")

@@ -1,30 +1,31 @@
-"""``ctxir evaluate``: run a retrieval pipeline (or an STS scorer) on a benchmark; flags in docs/reference/cli.md.
+"""``ctxir evaluate``: score a retrieval pipeline (or an STS scorer) on a benchmark; flags in docs/reference/cli.md.
 
 Prints a metrics table and writes a JSON of metrics, per-query values, top-k runs and the run config.
 """
 
 from __future__ import annotations
 
-import os
 import platform
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Literal
 
 from ctxir.checks import check_choice
-from ctxir.cli import cli_main
+from ctxir.cli import cli_main, flag
 from ctxir.data.beir import load_beir
 from ctxir.data.sentence_pairs import load_pairs, load_sts
 from ctxir.encoders.bi_encoder import BiEncoder, EmbeddingCache, cache_root
 from ctxir.encoders.models import set_threads
-from ctxir.evaluation.evaluate_args import SHOWN_METRICS, EvaluateArgs
 from ctxir.evaluation.metrics import evaluate_run, format_table, paired_retrieval, sts_correlation
-from ctxir.files import read_json, write_json
+from ctxir.files import cpu_count, read_json, write_json
 from ctxir.rerank.pipeline import Pipeline, StageFusion, build_first_stages, mode_fusion
 from ctxir.rerank.rankers import RERANK_BACKENDS, CrossEncoderReranker
-from ctxir.rerank.registry import RERANK_MODES, RERANKERS, load_reranker, reranker_choices
+from ctxir.rerank.registry import RERANK_MODES, RERANKER_CHOICES, RERANKERS, load_reranker, reranker_choices
 from ctxir.retrieval.registry import (
+    DEFAULT_FIRST_STAGE,
+    FIRST_STAGE_CHOICES,
     HybridSettings,
     first_stage_choices,
     fusing_first_stages,
@@ -32,6 +33,65 @@ from ctxir.retrieval.registry import (
 )
 from ctxir.retrieval.retrievers import HybridRetriever
 from ctxir.types import CtxirError
+
+# Printed; the JSON file keeps every metric and per-query value.
+SHOWN_METRICS = ("nDCG@10", "MRR@10", "MAP@100", "Recall@10", "Recall@100", "P@10", "spearman", "pearson")
+
+
+@dataclass
+class EvaluateArgs:
+    data: str = flag(help="BEIR folder, an STS-B .csv file, or a pairs file for --task paired")
+    split: str = flag("test", "qrels split (BEIR) or STS-B split when --data is a folder")
+    retriever: str = flag(
+        DEFAULT_FIRST_STAGE, "first stage (default: the suite's best alone)", choices=FIRST_STAGE_CHOICES
+    )
+    model: str = flag("sentence-transformers/all-MiniLM-L6-v2", "bi-encoder id or folder")
+    pooling: Literal["model", "mean", "cls", "max"] = flag(
+        "model", "'model' keeps the bi-encoder's own pooling"
+    )
+    layer: int = flag(-1, "hidden layer to pool (0 = embeddings, -1 = last)")
+    query_prompt: str | None = flag(
+        None, "text --model puts before each query and STS sentence (default its own; '' for none)"
+    )
+    document_prompt: str | None = flag(None, "text --model puts before each document (default its own)")
+    index: Literal["auto", "exact", "ann"] = flag(
+        "auto", "dense index: exact, ann (IVF, cached), or auto = ann from AUTO_ANN_THRESHOLD documents up"
+    )
+    backend: Literal["torch", "onnx-int8"] = flag(
+        "torch", "bi-encoder backend: torch, or onnx-int8 (ONNX Runtime on the CPU, int8, last layer only)"
+    )
+    fusion: Literal["rrf", "weighted"] = flag("rrf", "hybrid fusion")
+    rrf_k: float = flag(60.0, "k in 1/(k + rank) for reciprocal-rank fusion")
+    weights: str = flag("", "hybrid weights 'bm25,dense[,extra…]' (default all 1)")
+    extra_models: str = flag("", "hybrid only: more bi-encoders fused beside --model (comma-separated)")
+    bm25_k1: float = 1.5
+    bm25_b: float = 0.75
+    bm25_stemmer: str = flag("english", "Snowball stemmer for BM25; 'none' reproduces plain bm25s")
+    rerank: str = flag("none", "second stage: none, or a re-ranker kind", choices=RERANKER_CHOICES)
+    reranker_model: str = flag("", "the --rerank model: an id or folder (default: the one shipped)")
+    rerank_backend: Literal["torch", "onnx", "onnx-int8"] = flag(
+        "torch", "how a cross-encoder scores: torch, onnx (float32, the same scores) or onnx-int8"
+    )
+    rerank_mode: Literal["fused", "alone"] = flag(
+        "fused", "fused = the re-ranker fused with the first stage; alone = the re-ranker's order only"
+    )
+    tune_on: str = flag("", "tune the hybrid's and the re-ranker's fusion on this qrels split (e.g. train)")
+    tune_queries: str = flag(
+        "", "only these --tune-on queries: a file of ids or a training run's metrics.json (its held-out ids)"
+    )
+    task: Literal["auto", "retrieval", "sts", "paired"] = flag(
+        "auto", "auto = from --data; paired = find each query's target in a pairs file (Recall@k, MRR)"
+    )
+    k_values: str = flag("1,5,10,20,50", "--task paired: the k of Recall@k")
+    top_k: int = flag(100, "first-stage depth (and the re-ranked candidates)")
+    max_queries: int = flag(0, "evaluate only the first N queries (0 = all)")
+    device: str = flag("auto", "auto, cpu, cuda, mps")
+    batch_size: int = 32
+    torch_threads: int = flag(0, "CPU threads for torch (0 = torch's default)")
+    output: str = flag("", "JSON path (default: results/<data>-<config>.json)")
+    cache_dir: str = flag("", "ctxir cache folder (default $CTXIR_CACHE, else ~/.cache/ctxir)")
+    report: str = flag("", "retrieval: also write a report of the worst queries to this .html (and .json)")
+    report_queries: int = flag(10, "--report: how many of the worst queries")
 
 
 def _encoder(args: EvaluateArgs, model: str = ""):
@@ -51,8 +111,7 @@ def _encoder(args: EvaluateArgs, model: str = ""):
 
 
 def prompts_used(*encoders) -> dict:
-    """``{model: {"query": prompt, "document": prompt}}`` for the bi-encoders of a run ("" where none), for its
-    record; a retriever stands for the bi-encoders it searches with (a hybrid's parts, a dense retriever's)."""
+    """``{model: {"query": prompt, "document": prompt}}`` of the bi-encoders (or the retrievers' bi-encoders)."""
     found = {}
     for item in encoders:
         if hasattr(item, "retrievers"):
@@ -64,8 +123,9 @@ def prompts_used(*encoders) -> dict:
     return found
 
 
-def _backend_note(args: EvaluateArgs) -> str:
-    return "" if args.backend == "torch" else f", {args.backend}"
+def _system(args: EvaluateArgs, encoder: BiEncoder) -> str:
+    backend = "" if args.backend == "torch" else f", {args.backend}"
+    return f"{args.model} ({encoder.pooling} pooling, layer {encoder.layer}{backend})"
 
 
 def _is_sts(path: Path) -> bool:
@@ -94,8 +154,7 @@ def run_sts(args: EvaluateArgs) -> dict:
         left = encoder.encode([a for a, _, _ in pairs], show_progress_bar=True, role="query")
         right = encoder.encode([b for _, b, _ in pairs], show_progress_bar=True, role="query")
         predicted = (left * right).sum(1)  # vectors are normalised: dot = cosine
-        system = f"{args.model} ({encoder.pooling} pooling, layer {encoder.layer}{_backend_note(args)})"
-        prompts = prompts_used(encoder)
+        system, prompts = _system(args, encoder), prompts_used(encoder)
     return {
         "task": "sts",
         "system": system,
@@ -114,12 +173,11 @@ def run_paired(args: EvaluateArgs) -> dict:
         ) from err
     pairs = load_pairs(args.data)
     encoder = _encoder(args)
-    system = f"{args.model} ({encoder.pooling} pooling, layer {encoder.layer}{_backend_note(args)})"
-    metrics = paired_retrieval(encoder, [q for q, _ in pairs], [t for _, t in pairs], k_values)
+    system = _system(args, encoder)
     return {
         "task": "paired",
         "system": system,
-        "metrics": {system: metrics},
+        "metrics": {system: paired_retrieval(encoder, *zip(*pairs, strict=True), k_values)},
         "num_pairs": len(pairs),
         "prompts": prompts_used(encoder),
     }
@@ -165,8 +223,7 @@ def build_pipeline(args: EvaluateArgs, corpus):
 
 
 def with_backend(reranker, args: EvaluateArgs):
-    """``reranker`` scoring with --rerank-backend (exporting under --cache-dir's onnx/, as --backend does) where it
-    is a cross-encoder; others as they are."""
+    """``reranker`` set to score with --rerank-backend where it is a cross-encoder."""
     if isinstance(reranker, CrossEncoderReranker):
         reranker.backend = args.rerank_backend
         reranker.onnx_dir = cache_root(args.cache_dir) / "onnx" if args.cache_dir else None
@@ -373,13 +430,11 @@ def run(args: EvaluateArgs) -> dict:
         "python": platform.python_version(),
         "machine": platform.machine(),
         "processor": platform.processor(),
-        "cpus": _cpu_count(),
+        "cpus": cpu_count(),
     }
     # 4. print and save
-
-    shown = [m for m in SHOWN_METRICS if m in next(iter(result["metrics"].values()))] or list(
-        next(iter(result["metrics"].values()))
-    )
+    first = next(iter(result["metrics"].values()))
+    shown = [m for m in SHOWN_METRICS if m in first] or list(first)
     print(format_table(result["metrics"], shown))
     for model, prompts in result.get("prompts", {}).items():
         print(f"prompts of {model}: query {prompts['query']!r}, document {prompts['document']!r}")
@@ -388,10 +443,6 @@ def run(args: EvaluateArgs) -> dict:
     write_json(out, result, indent=1)
     print(f"wrote {out}")
     return result
-
-
-def _cpu_count() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def default_output(args: EvaluateArgs) -> str:
@@ -416,9 +467,7 @@ def default_output(args: EvaluateArgs) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if (
-        "--compare" in argv
-    ):  # several finished runs compared on their per-query values: ctxir.evaluation.compare
+    if "--compare" in argv:  # finished runs compared on their per-query values
         from ctxir.evaluation import compare
 
         return cli_main(compare.CompareArgs, compare.run, argv)

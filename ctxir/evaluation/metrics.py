@@ -1,9 +1,6 @@
-"""Retrieval and similarity metrics: pure functions over qrels/runs and score matrices, ranking via pytrec_eval.
+"""Retrieval and similarity metrics over qrels/runs and score matrices, ranking via pytrec_eval.
 
-* Equal scores keep the run's listed order (``ties="listed"``); ``ties="trec_eval"`` is trec_eval's doc_id rule.
-* A judged qid with no run entry scores 0 and counts in the mean (``EvalResult.missing_queries``), unlike BEIR;
-  qids with empty qrels are dropped.
-* ``MRR@k`` is ``recip_rank`` cut at k; ``MAP@k`` divides by all relevant documents; ``P@k`` always by k.
+Equal scores keep the run's listed order (``ties="listed"``); a judged query the run lacks scores 0 (unlike BEIR).
 """
 
 from __future__ import annotations
@@ -17,16 +14,6 @@ import numpy as np
 import pytrec_eval
 
 from ctxir.types import CtxirError, Qrels, Run
-
-__all__ = [
-    "METRICS",
-    "EvalResult",
-    "compare_per_query",
-    "evaluate_run",
-    "format_table",
-    "paired_recall_at_k",
-    "sts_correlation",
-]
 
 # metric name accepted by evaluate_run -> (output label, pytrec_eval measure family)
 METRICS: dict[str, tuple[str, str]] = {
@@ -65,13 +52,6 @@ class EvalResult:
             "num_queries": self.num_queries,
             "missing_queries": list(self.missing_queries),
         }
-
-
-# --------------------------------------------------------------------------- validation helpers
-
-
-def _sample(ids: Iterable[str], n: int = 3) -> list[str]:
-    return sorted(ids)[:n]
 
 
 def _check_k_values(k_values: Iterable[Any]) -> list[int]:
@@ -151,17 +131,9 @@ TIE_RULES = ("listed", "trec_eval")
 
 
 def _listed_order(scored: dict[str, float]) -> dict[str, float]:
-    """``scored`` as n − rank, rank by score descending with equal scores in listed order (sorted() is stable), so
-    trec_eval meets no tie and keeps that order.
-
-    >>> _listed_order({"a": 1.0, "c": 2.0, "b": 1.0})
-    {'c': 3.0, 'a': 2.0, 'b': 1.0}
-    """
+    """``scored`` as n − rank (by score, ties in listed order: sorted() is stable), so trec_eval meets no tie."""
     ordered = sorted(scored, key=lambda doc: -scored[doc])
     return {doc: float(len(ordered) - i) for i, doc in enumerate(ordered)}
-
-
-# --------------------------------------------------------------------------- ranking metrics
 
 
 def _trec_measures(ms: Sequence[str], ks: Sequence[int]) -> set[str]:
@@ -191,8 +163,7 @@ def _metric_labels(ms: Sequence[str], ks: Sequence[int]) -> list[str]:
 
 
 def _query_values(r: dict[str, float], ms: Sequence[str], ks: Sequence[int]) -> dict[str, float]:
-    """One query's pytrec_eval result ``r`` under the output keys. MRR@k comes from the uncut reciprocal rank:
-    the first relevant document's rank is 1/rr, so MRR@k is rr when that rank is within k, else 0."""
+    """One query's pytrec_eval result ``r`` under the output keys; MRR@k is rr when the rank 1/rr is within k."""
     values: dict[str, float] = {}
     for m in ms:
         name, family = METRICS[m]
@@ -241,8 +212,8 @@ def evaluate_run(
     judged = list(clean_qrels)
     if not set(judged) & set(clean_run):
         raise CtxirError(
-            f"run and qrels share no query ids; run ids look like {_sample(clean_run)}, "
-            f"qrels ids like {_sample(judged)} — did you load the right split?"
+            f"run and qrels share no query ids; run ids look like {sorted(clean_run)[:3]}, "
+            f"qrels ids like {sorted(judged)[:3]} — did you load the right split?"
         )
 
     measures = _trec_measures(ms, ks)
@@ -269,7 +240,7 @@ def evaluate_run(
 def compare_per_query(
     a: EvalResult, b: EvalResult, metric: str = "nDCG@10"
 ) -> list[tuple[str, float, float, float]]:
-    """``(qid, a_value, b_value, b - a)`` for every query evaluated in both, by delta ascending, then qid."""
+    """``(qid, a_value, b_value, b - a)`` for every query evaluated in both, by delta, then qid."""
     common = sorted(set(a.per_query) & set(b.per_query))
     if not common:
         raise CtxirError("the two results share no query ids; were they evaluated on the same qrels?")
@@ -278,9 +249,7 @@ def compare_per_query(
         if metric not in available:
             raise CtxirError(f"metric {metric!r} is not in result {name}; available: {list(available)}.")
     rows = [(q, a.per_query[q][metric], b.per_query[q][metric]) for q in common]
-    out = [(q, va, vb, vb - va) for q, va, vb in rows]
-    out.sort(key=lambda t: (t[3], t[0]))
-    return out
+    return sorted(((q, va, vb, vb - va) for q, va, vb in rows), key=lambda t: (t[3], t[0]))
 
 
 def paired_test(
@@ -298,7 +267,6 @@ def paired_test(
     >>> round(test["t_pvalue"], 3), round(test["wilcoxon_pvalue"], 3)  # 4 queries are too few to be sure
     (0.092, 0.25)
     """
-    # lazy: scipy is needed only for the statistics
     from scipy import stats
 
     common = sorted(set(a) & set(b))
@@ -323,9 +291,6 @@ def paired_test(
     }
 
 
-# --------------------------------------------------------------------------- similarity metrics
-
-
 def _as_array(x: Any, what: str) -> np.ndarray:
     if hasattr(x, "detach"):  # torch tensor, without importing torch here
         x = x.detach().cpu().numpy()
@@ -346,7 +311,6 @@ def sts_correlation(predicted: Sequence[float] | Any, gold: Sequence[float] | An
     >>> {name: round(value, 4) for name, value in sts_correlation(predicted, gold).items()}
     {'spearman': 1.0, 'pearson': 0.9971, 'n': 4}
     """
-    # lazy: scipy is needed only for the statistics
     from scipy import stats
 
     p = _as_array(predicted, "predicted").ravel()
@@ -390,7 +354,7 @@ def paired_recall_at_k(similarity: Any, k_values: Sequence[int] = (1, 5, 10)) ->
 def paired_retrieval(
     encoder: Any, queries: Sequence[str], targets: Sequence[str], k_values: Sequence[int] = (1, 5, 10)
 ) -> dict[str, float]:
-    """Model-aware wrapper: encode both sides with a ``BiEncoder`` and score with ``paired_recall_at_k``.
+    """``paired_recall_at_k`` of a ``BiEncoder``'s query and document embeddings.
 
     >>> from ctxir import BiEncoder
     >>> encoder = BiEncoder("sentence-transformers/all-MiniLM-L6-v2", device="cpu")  # doctest: +SKIP
@@ -408,14 +372,8 @@ def paired_retrieval(
     return paired_recall_at_k(q @ t.T, k_values)
 
 
-# --------------------------------------------------------------------------- reporting
-
-
 def format_table(results: Mapping[str, Mapping[str, float]], metrics: Sequence[str]) -> str:
-    """A markdown table: one row per system (in the given order), one column per metric, 4 decimals.
-
-    A metric a system lacks is shown as ``–``.
-    """
+    """A markdown table: one row per system, one column per metric, 4 decimals (``–`` where a system lacks one)."""
     if not results:
         raise CtxirError("no results to tabulate.")
     if not metrics:

@@ -1,17 +1,20 @@
-"""The failure report's data: a run's worst queries, what they missed, the (winner, relevant) pairs to explain.
-
-``failure_cases`` is pure; ``write_report`` writes the HTML and the same data as JSON; ``load_report`` reads it.
-"""
+"""The failure report: a run's worst queries, what they missed, the (winner, relevant) pairs to explain, its files,
+and ``ctxir report RESULTS.json`` (the report of a saved evaluation, its models rebuilt from the results)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Literal
 
+from ctxir.cli import cli_main, flag
+from ctxir.data.beir import load_beir, load_qrels, load_queries
+from ctxir.data.user_corpus import load_corpus_any
 from ctxir.evaluation.compare import compare_systems
 from ctxir.evaluation.metrics import METRICS, evaluate_run
 from ctxir.evaluation.report_html import render_report
@@ -23,27 +26,9 @@ REPORT_FORMAT = "ctxir-failure-report"
 REPORT_VERSION = 1
 SNIPPET_CHARS = 300
 
-__all__ = [
-    "ReportOptions",
-    "failure_cases",
-    "load_report",
-    "make_report",
-    "metric_values",
-    "report_comparison",
-    "report_for_pipeline",
-    "report_from_results",
-    "report_meta",
-    "write_report",
-]
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Cases (pure)
-
 
 def metric_values(qrels: Qrels, run: Run, metric: str = "nDCG@10") -> dict[str, float]:
-    """``{qid: value}`` of one metric label (``nDCG@10``, ``MRR@10``, ``Recall@100``, ``P@10``, ``MAP``…) for every
-    judged query, computed by ``evaluate_run`` (a judged query the run lacks scores 0).
+    """``{qid: value}`` of one metric label (``nDCG@10``, ``MAP``…) for every judged query (``evaluate_run``'s).
 
     >>> metric_values({"q1": {"d2": 1}}, {"q1": {"d1": 2.0, "d2": 1.0}}, "MRR@10")
     {'q1': 0.5}
@@ -61,8 +46,7 @@ def metric_values(qrels: Qrels, run: Run, metric: str = "nDCG@10") -> dict[str, 
 
 
 def ranked(scores: Mapping[str, float]) -> list[tuple[str, float]]:
-    """A run's documents for one query, best first, equal scores in the order the run lists them (``evaluate_run``'s
-    default tie rule), so ranks agree with the metrics.
+    """A run's documents for one query, best first, ties in listed order (as ``evaluate_run`` ranks them).
 
     >>> ranked({"a": 1.0, "b": 1.0, "c": 2.0})
     [('c', 2.0), ('a', 1.0), ('b', 1.0)]
@@ -79,15 +63,11 @@ def failure_cases(
     worst: int = 10,
     top: int = 10,
 ) -> list[dict]:
-    """The ``worst`` queries by ``metric`` (lowest first, ties by query id), as JSON-able dicts.
+    """The ``worst`` queries by ``metric`` (lowest first, ties by query id) that have a relevant document, as dicts.
 
-    Each case: ``qid``, ``query``, ``value``; ``results`` — the top ``top`` (rank, doc_id, title, snippet, score,
-    grade: the qrels grade or None when unjudged); ``relevant`` — every relevant document (grade > 0) with its
-    rank and score (None when not retrieved) and ``status``: "top" (within the top ``top``), "low" (retrieved
-    lower) or "missed" (not retrieved); ``pairs`` — for each relevant document ranked below a non-relevant one
-    (or not retrieved), the pair (``winner``, ``relevant``) to explain, most important first (highest grade, then
-    best rank). The winner is the highest-ranked non-relevant document: the one that most cost the metric.
-    Queries judged with no relevant document are left out: nothing was missed.
+    Each case: ``qid``, ``query``, ``value``; ``results``: the top ``top``; ``relevant``: every relevant document
+    with its rank and ``status`` ("top", "low" or "missed"); ``pairs``: for each relevant document ranked below a
+    non-relevant one, (``winner`` = the highest-ranked non-relevant document, ``relevant``), highest grade first.
 
     >>> qrels = {"q1": {"d1": 1}, "q2": {"d3": 1}}
     >>> run = {"q1": {"d1": 3.0, "d2": 1.0}, "q2": {"d2": 2.0, "d3": 1.0}}
@@ -191,10 +171,6 @@ def _doc_fields(corpus: Corpus, doc_id: str) -> dict:
     return {"title": (doc.get("title") or "").strip(), "snippet": snippet, "in_corpus": True}
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# From a results JSON (ctxir evaluate writes "runs")
-
-
 def report_from_results(
     results: Mapping,
     corpus: Corpus,
@@ -205,8 +181,8 @@ def report_from_results(
     worst: int = 10,
     top: int = 10,
 ) -> tuple[list[dict], dict]:
-    """(cases, meta) from a results JSON written by ``ctxir evaluate`` (its "runs"); ``system`` picks
-    the run (default: the stage evaluated last). Models are not loaded: pass the cases to ``explain_failures``."""
+    """(cases, meta) from a results JSON of ``ctxir evaluate`` (its "runs"); ``system`` picks the run (default: the
+    stage evaluated last)."""
     runs = results.get("runs")
     if not runs:
         raise CtxirError(
@@ -228,9 +204,8 @@ def report_from_results(
 
 
 def report_comparison(qrels: Qrels, runs: Mapping[str, Run], metric: str) -> dict | None:
-    """Every run of ``runs`` against the first (the baseline) on ``metric``, query by query: each one's value per
-    judged query and the paired test's p (``compare_systems``: randomization, Holm) — what the report's figure of
-    per-query differences draws. None for fewer than 2 runs or 2 judged queries: nothing to compare."""
+    """Every run against the first on ``metric``: per-query values and ``compare_systems``' p-values, for the report's
+    figure; None for fewer than 2 runs or 2 judged queries."""
     if len(runs) < 2:
         return None
     values = {name: metric_values(qrels, run, metric) for name, run in runs.items()}
@@ -272,10 +247,6 @@ def report_meta(
     }
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Files
-
-
 def report_paths(path: str | Path) -> tuple[Path, Path]:
     """FILE.html → (FILE.html, FILE.json)."""
     path = Path(path)
@@ -289,7 +260,6 @@ def report_paths(path: str | Path) -> tuple[Path, Path]:
 
 def write_report(path: str | Path, cases: Sequence[dict], meta: Mapping) -> tuple[Path, Path]:
     """Write FILE.html (``render_report``) and FILE.json (what ``load_report`` reads); returns both paths."""
-
     html_path, json_path = report_paths(path)
     html_path.parent.mkdir(parents=True, exist_ok=True)
     # as a reader will see them (values JSON cannot hold become text), so that the checksum is of what is read back
@@ -304,8 +274,7 @@ def write_report(path: str | Path, cases: Sequence[dict], meta: Mapping) -> tupl
 
 
 def report_checksum(content: Mapping) -> str:
-    """sha256 of a report's ``meta`` and ``cases`` (sorted keys, compact): written into the report's JSON, so that a
-    report changed or damaged since (an upload to the app included) is refused, not drawn with wrong numbers."""
+    """sha256 of a report's ``meta`` and ``cases``: a report changed since it was written is refused, not drawn."""
     text = json.dumps(
         {"meta": content.get("meta"), "cases": content.get("cases")}, sort_keys=True, ensure_ascii=False
     )
@@ -313,8 +282,7 @@ def report_checksum(content: Mapping) -> str:
 
 
 def check_report_checksum(data: Mapping, name: str) -> None:
-    """Refuse a report JSON whose ``sha256`` (written by ``write_report``) does not match its content; a report
-    written before ctxir wrote one has nothing to check."""
+    """Refuse a report JSON whose ``sha256`` (if any) does not match its content."""
     if "sha256" in data and data["sha256"] != report_checksum(data):
         raise CtxirError(
             f"{name} was changed or damaged after ctxir wrote it (the checksum of its meta and cases differs "
@@ -323,9 +291,7 @@ def check_report_checksum(data: Mapping, name: str) -> None:
 
 
 def load_report(path: str | Path) -> dict:
-    """``{"meta", "cases"}`` from a report's JSON (FILE.json, or FILE.html: the JSON beside it) — for the app's
-    view, which can pass them to ``render_report(cases, meta, standalone=False)``."""
-
+    """``{"meta", "cases"}`` from a report's JSON (FILE.json, or FILE.html: the JSON beside it)."""
     path = Path(path)
     json_path = path.with_suffix(".json") if path.suffix.lower() in (".html", ".htm") else path
     if not json_path.is_file():
@@ -348,10 +314,6 @@ def load_report(path: str | Path) -> dict:
     return {"meta": data.get("meta", {}), "cases": data.get("cases", [])}
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Glue used by ctxir evaluate and ctxir report
-
-
 def make_report(
     path: str | Path,
     cases: list[dict],
@@ -361,8 +323,7 @@ def make_report(
     pairs_per_query: int = 1,
     show_progress: bool = True,
 ) -> tuple[Path, Path]:
-    """Explain ``cases`` with ``explainers`` (``explain_failures`` keywords; none: no explanation) and write both
-    files."""
+    """Explain ``cases`` with ``explainers`` (``explain_failures`` keywords) and write both files."""
     report_paths(path)  # a wrong name fails before minutes of explaining
     explainers = {k: v for k, v in (explainers or {}).items() if v is not None}
     if explainers:
@@ -375,9 +336,8 @@ def make_report(
 
 @dataclass(frozen=True)
 class ReportOptions:
-    """What a report shows: ``config`` the settings printed in its header (the run's CLI arguments), the ``worst``
-    queries by ``metric``, ``top`` results per query; ``compare`` the runs its header compares query by query, the
-    baseline first (``report_comparison``; ``ctxir evaluate``: each stage's run, the first stage first)."""
+    """What a report shows: its header's ``config``, the ``worst`` queries by ``metric``, ``top`` results each, and
+    ``compare``: the runs compared query by query, the baseline first (``report_comparison``)."""
 
     config: Mapping | None = None
     worst: int = 10
@@ -396,8 +356,7 @@ def report_for_pipeline(
     qrels: Qrels,
     options: ReportOptions | None = None,
 ) -> tuple[Path, Path]:
-    """The report of one of ``pipeline``'s runs, explained with the models the pipeline already holds (what
-    ``ctxir evaluate --report`` calls); ``options`` (:class:`ReportOptions`) say which queries and how many."""
+    """The report of one of ``pipeline``'s runs, explained with the pipeline's models (``ctxir evaluate --report``)."""
     options = options or ReportOptions()
     cases = failure_cases(qrels, run, corpus, queries, options.metric, options.worst, options.top)
     comparison = report_comparison(qrels, options.compare or {}, options.metric)
@@ -413,3 +372,105 @@ def _model_name(kind: str, model) -> str:
         getattr(model, "model_name", None) or getattr(model, "name", None) or getattr(model, "base_model", "")
     )
     return f"{kind} ({name})" if name and name != kind else kind
+
+
+def explainers_from_config(config: Mapping, corpus: Corpus, system: str, device: str = "auto") -> dict:
+    """Rebuild the models a results JSON's ``config`` names, for ``explain_failures`` (the corpus is not encoded)."""
+    from ctxir.encoders.bi_encoder import BiEncoder
+    from ctxir.rerank.registry import load_reranker
+    from ctxir.retrieval.registry import FIRST_STAGES
+    from ctxir.retrieval.retrievers import BM25Retriever
+
+    retriever = config.get("retriever", "")
+    stage = FIRST_STAGES.get(retriever)  # a first stage no longer registered: nothing of it is explained
+    found: dict = {}
+    if stage is not None and stage.uses_bm25:
+        stemmer = config.get("bm25_stemmer", "english")
+        found["bm25"] = BM25Retriever(
+            corpus,
+            k1=config.get("bm25_k1", 1.5),
+            b=config.get("bm25_b", 0.75),
+            stemmer=None if str(stemmer).lower() == "none" else stemmer,
+        )
+    if stage is not None and stage.uses_bi_encoder:
+        pooling = config.get("pooling", "model")
+        found["bi_encoder"] = BiEncoder(
+            config["model"],
+            pooling=None if pooling == "model" else pooling,
+            layer=config.get("layer", -1),
+            device=device,
+            cache=False,
+            query_prompt=config.get("query_prompt"),
+            document_prompt=config.get("document_prompt"),
+        )
+    if config.get("rerank", "none") != "none" and system != retriever:
+        found["reranker"] = load_reranker(config["rerank"], config.get("reranker_model", ""), device)
+    return found
+
+
+@dataclass
+class ReportArgs:
+    results: str = flag(help="results JSON written by ctxir evaluate (it holds the runs)")
+    output: str = flag("", "report .html, its JSON beside it (default: the results path with -report.html)")
+    data: str = flag("", "BEIR folder (default: the one the results were made on)")
+    split: str = flag("", "qrels split (default: the results' own)")
+    corpus: str = flag("", "a user corpus file instead of --data (needs --queries and --qrels)")
+    queries: str = flag("", "queries.jsonl for --corpus")
+    qrels: str = flag("", "qrels .tsv (query-id, corpus-id, score) for --corpus")
+    system: str = flag("", "which run of the results (default: the stage evaluated last)")
+    metric: str = "nDCG@10"
+    worst: int = flag(10, "how many of the worst queries to show")
+    top: int = flag(10, "results shown per query")
+    explain: Literal["auto", "none"] = flag(
+        "auto", "auto = load the models the results name and explain one pair per query; none = no model"
+    )
+    device: str = flag("auto", "auto, cpu, cuda, mps")
+
+
+def run(args: ReportArgs) -> dict:
+    if not Path(args.results).is_file():
+        raise CtxirError(f"--results {args.results!r} is not a file: pass the JSON ctxir evaluate wrote")
+    results = read_json(args.results)
+    config = results.get("config", {})
+    output = args.output or str(Path(args.results).with_suffix("")) + "-report.html"
+    if report_paths(output)[1].resolve() == Path(args.results).resolve():
+        raise CtxirError(
+            f"--output {output!r} would write the report's JSON over the results {args.results!r}: "
+            "give the report another name"
+        )
+    if args.corpus:
+        if not (args.queries and args.qrels):
+            raise CtxirError("--corpus needs --queries and --qrels: a report needs judged queries")
+        corpus, qrels = load_corpus_any(args.corpus), load_qrels(args.qrels)
+        queries = load_queries(args.queries)
+        source = {"data": args.corpus, "split": Path(args.qrels).stem}
+    else:
+        data, split = args.data or config.get("data", ""), args.split or config.get("split", "test")
+        if not data:
+            raise CtxirError(
+                "the results JSON names no data folder: pass --data BEIR_FOLDER (or --corpus, "
+                "--queries and --qrels)"
+            )
+        corpus, queries, qrels = load_beir(data, split)
+        source = {"data": data, "split": split}
+    cases, meta = report_from_results(
+        results, corpus, queries, qrels, args.system, args.metric, args.worst, args.top
+    )
+    meta.update(source)
+    explainers = (
+        explainers_from_config(config, corpus, meta["system"], args.device) if args.explain == "auto" else {}
+    )
+    html_path, json_path = make_report(output, cases, meta, corpus, explainers)
+    print(f"wrote {html_path} and {json_path}")
+    return meta
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and not argv[0].startswith("-"):  # the results JSON may come first, without --results
+        argv = ["--results", *argv]
+    return cli_main(ReportArgs, run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,8 +1,5 @@
-"""The failure report as HTML: ``render_report`` fills ``ctxir/templates/report.html.j2`` with a report's cases.
-
-Also the one colour convention for attributions everywhere ctxir draws them (``RAISES_RGB``, ``LOWERS_RGB``,
-``ATTRIBUTION_LEGEND``).
-"""
+"""The failure report as HTML (``render_report`` fills ``templates/report.html.j2``), and the colours of
+attributions everywhere ctxir draws them."""
 
 from __future__ import annotations
 
@@ -16,14 +13,11 @@ from markupsafe import Markup
 
 MAX_TERMS_SHOWN = 12  # rows of a query-term table in the HTML (the JSON keeps all)
 SPECIAL_TOKENS = ("[CLS]", "[SEP]", "<s>", "</s>")
-# One colour convention for attributions everywhere ctxir draws them (this report, the app's highlighted text and
-# figures, their exported pages): Gradio's HighlightedText colours a score > 0 with the first and < 0 with the second
+# Gradio's HighlightedText colours a score > 0 with the first and < 0 with the second
 RAISES_RGB = (239, 68, 60)  # red: the word raised the score
 LOWERS_RGB = (128, 90, 213)  # violet: the word lowered it
 ATTRIBUTION_LEGEND = "red = raised the score, violet = lowered it"
 TEMPLATES = Path(__file__).resolve().parents[1] / "templates"  # shipped as package data (pyproject.toml)
-
-__all__ = ["ATTRIBUTION_LEGEND", "LOWERS_RGB", "RAISES_RGB", "render_report"]
 
 
 def _e(value) -> str:
@@ -31,8 +25,7 @@ def _e(value) -> str:
 
 
 def _finalize(value):
-    """Every ``{{ expression }}`` of the template is HTML-escaped; only the template's own macros (``|safe``) are not."""
-
+    """Every ``{{ expression }}`` is HTML-escaped but the template's own macros (``|safe``)."""
     return value if isinstance(value, Markup) else _e(value)
 
 
@@ -41,8 +34,7 @@ def _num(value, digits: int = 4) -> str:
 
 
 def _colour(value: float, scale: float) -> str:
-    """Red for a contribution that raises the score, violet for one that lowers it (``ATTRIBUTION_LEGEND``); opacity
-    by size."""
+    """Red for a contribution that raises the score, violet for one that lowers it; opacity by size."""
     if not value or not scale:
         return ""
     alpha = min(1.0, abs(value) / scale) ** 2 * 0.8  # squared: the few largest stand out of a long document
@@ -89,9 +81,7 @@ def _main_reason(case: Mapping) -> str:
 
 
 def _differences_image(comparison: Mapping | None) -> tuple[str, str]:
-    """(a PNG data URI, its alt text) of the report's systems against its baseline, query by query
-    (``meta["comparison"]``: ``report.report_comparison``); ("", "") without a comparison. Inline, as the page loads
-    nothing from outside."""
+    """(an inline PNG data URI, its alt text) of ``meta["comparison"]`` query by query; ("", "") without one."""
     if not comparison:
         return "", ""
     from ctxir.viz.differences import comparison_differences, differences_figure
@@ -105,10 +95,9 @@ def _differences_image(comparison: Mapping | None) -> tuple[str, str]:
 
 
 def _template():
-    # lazy: jinja2 is needed only to render
     import jinja2
 
-    # autoescape stays off because _finalize escapes every expression with html.escape, as this module always has.
+    # autoescape stays off: _finalize escapes every expression
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
         trim_blocks=True,

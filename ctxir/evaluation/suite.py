@@ -1,7 +1,4 @@
-"""The out-of-domain suite's table: a re-ranker's evaluation.json as rows and markdown, the issue's musts checked.
-
-Read by docs/results.md's generator and the model cards.
-"""
+"""The out-of-domain suite's table: a re-ranker's evaluation.json as rows and markdown (docs/results.md, cards)."""
 
 from __future__ import annotations
 
@@ -102,11 +99,9 @@ def first_stages_line(result: dict) -> str:
 
 
 def _test(test: dict) -> str:
-    return (
-        f"{test.get('wins', '?')}/{test.get('losses', '?')}, p {test.get('t_pvalue', float('nan')):.3g}"
-        if test
-        else ""
-    )
+    if not test:
+        return ""
+    return f"{test.get('wins', '?')}/{test.get('losses', '?')}, p {test.get('t_pvalue', float('nan')):.3g}"
 
 
 def _stage_cell(result: dict, stage: str) -> str:
