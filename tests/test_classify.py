@@ -19,14 +19,12 @@ from ctxir.classify import (
     choose_k,
     evaluate_predictions,
     few_shot,
-    fit_projection,
-    knn_scores,
     mcnemar,
     sample_per_class,
     select_zero_shot,
-    vocabulary_words,
 )
 from ctxir.classify.cli import main
+from ctxir.classify.scoring import fit_projection, knn_scores, vocabulary_words
 from ctxir.data.labelled import Label, load_folder, load_labelled, load_labels
 from ctxir.types import CtxirError
 

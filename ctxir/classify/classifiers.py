@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ctxir.classify.labels import TEMPLATES
 from ctxir.classify.scoring import (
+    TEMPLATES,
     WEIGHTS,
     argmax_ties,
     as_matrix,

@@ -11,8 +11,17 @@ import numpy as np
 
 from ctxir.classify.classifiers import ZeroShotClassifier, make_classifier
 from ctxir.classify.evaluation import evaluate_predictions, few_shot, mcnemar
-from ctxir.classify.labels import TEMPLATES, label_vectors_for, select_zero_shot, word_projection
-from ctxir.classify.scoring import CV_FOLDS, K_GRID, WEIGHTS, choose_k, encode
+from ctxir.classify.scoring import (
+    CV_FOLDS,
+    K_GRID,
+    TEMPLATES,
+    WEIGHTS,
+    choose_k,
+    encode,
+    label_vectors_for,
+    select_zero_shot,
+    word_projection,
+)
 from ctxir.data.labelled import Label, load_folder, load_labelled, load_labels
 from ctxir.types import CtxirError
 
@@ -28,10 +37,7 @@ class ClassifyArgs:
     )
     test: str = field(default="", metadata={"help": "labelled test file"})
     data: str = field(
-        default="",
-        metadata={
-            "help": "a folder holding train*.csv and test.csv (instead of --train/--test), e.g. ../shared/data/agnews"
-        },
+        default="", metadata={"help": "a folder of train*.csv and test.csv (instead of --train/--test)"}
     )
     method: str = field(
         default="all", metadata={"help": "comma list of zero-shot, knn, centroid, logreg; or all"}
@@ -51,9 +57,7 @@ class ClassifyArgs:
             "help": "zero-shot templates separated by '||' (default: ctxir.classify.TEMPLATES); the best on --train is used"
         },
     )
-    projection: str = field(
-        default="auto", metadata={"help": "zero-shot label projection: auto (chosen on --train), on, off"}
-    )
+    projection: str = field(default="auto", metadata={"help": "zero-shot label projection: auto, on, off"})
     projection_words: int = field(
         default=5000, metadata={"help": "vocabulary words the projection is fitted on"}
     )
@@ -69,7 +73,7 @@ class ClassifyArgs:
     shots: str = field(
         default="",
         metadata={
-            "help": "also run few-shot with N training examples per class; a comma list (8,16,32,64) gives the curve"
+            "help": "also run few-shot with N training examples per class; a comma list (8,16,32) gives a curve"
         },
     )
     seeds: int = field(default=5, metadata={"help": "few-shot: seeds (samples of N per class)"})
