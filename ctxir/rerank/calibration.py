@@ -1,10 +1,4 @@
-"""Calibrated probabilities for a cross-encoder's raw pair scores: Platt scaling (a temperature and a bias).
-
-A cross-encoder's score is a logit on no fixed scale (ctxir's segment-cosine head scores pairs around 18–20), so a
-person cannot read it. ``fit_calibration`` fits ``p = sigmoid(scale · score + bias)`` by logistic regression
-(scikit-learn) on labelled dev pairs; a model folder's ``calibration.json`` holds it and ``calibration_for`` reads it.
-Ranking is unchanged: the map is monotonic.
-"""
+"""Calibrated probabilities for a cross-encoder's raw scores: Platt scaling, ``p = sigmoid(scale · score + bias)``."""
 
 from __future__ import annotations
 
@@ -38,8 +32,7 @@ class Calibration:
 
     @property
     def base_rate(self) -> float | None:
-        """The share of relevant pairs among those the calibration was fitted on (its report's), None if unrecorded:
-        a probability reads against it (0.06 is above a 0.04 base rate), not against 0.5.
+        """The share of relevant pairs the calibration was fitted on, None if unrecorded.
 
         >>> Calibration(1.0, 0.0, report={"pairs": 200, "relevant": 10}).base_rate, Calibration(1.0, 0.0).base_rate
         (0.05, None)
@@ -56,19 +49,13 @@ class Calibration:
 
 
 def fit_calibration(scores: Sequence[float], labels: Sequence[int], fitted_on: str = "") -> Calibration:
-    """Platt scaling on (raw score, 0/1 label) pairs, with the fit's log loss, Brier score and expected calibration
-    error in ``report`` (the raw scores read as logits, and the calibrated probabilities).
+    """Platt scaling on (raw score, 0/1 label) pairs; ``report`` holds log loss, Brier and ECE before and after.
 
     >>> rng = np.random.default_rng(0)
     >>> labels = rng.integers(0, 2, 400)
-    >>> scores = 18 + labels + rng.normal(0, 0.5, 400)  # relevant pairs score about one point higher
-    >>> calibration = fit_calibration(scores, labels)
+    >>> calibration = fit_calibration(18 + labels + rng.normal(0, 0.5, 400), labels)
     >>> calibration.report["after"]["log_loss"] < calibration.report["before"]["log_loss"]
     True
-    >>> fit_calibration([1.0, 2.0], [1, 1])
-    Traceback (most recent call last):
-        ...
-    ctxir.types.CtxirError: calibration needs relevant and non-relevant pairs: got 2 relevant of 2
     """
     from sklearn.linear_model import LogisticRegression
 
@@ -77,7 +64,6 @@ def fit_calibration(scores: Sequence[float], labels: Sequence[int], fitted_on: s
         raise CtxirError(
             f"calibration needs relevant and non-relevant pairs: got {int(y.sum())} relevant of {len(y)}"
         )
-    # a very weak penalty: two parameters from hundreds of pairs need none, and the bias must not shrink
     model = LogisticRegression(C=1e6).fit(x, y)
     calibration = Calibration(float(model.coef_[0, 0]), float(model.intercept_[0]), fitted_on)
     before = 1.0 / (1.0 + np.exp(-np.clip(x[:, 0], -500, 500)))
@@ -108,15 +94,15 @@ def calibration_quality(p: np.ndarray, y: np.ndarray, bins: int = 10) -> dict:
 
 
 def calibration_for(model) -> Calibration | None:
-    """The calibration in ``model``'s folder (``calibration.json``), else None; a damaged file is refused clearly."""
+    """The calibration in ``model``'s folder (``calibration.json``), else None."""
     from ctxir.encoders.models import resolve_model
     from ctxir.files import read_json
 
     folder = Path(str(model)).expanduser()
     if not folder.is_dir():
         try:
-            folder = Path(resolve_model(str(model)))  # a shipped name, or a Hub id in the local cache
-        except CtxirError:  # not on this machine: nothing to read
+            folder = Path(resolve_model(str(model)))
+        except CtxirError:
             return None
     if not (folder / CALIBRATION_FILE).is_file():
         return None

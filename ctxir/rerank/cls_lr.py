@@ -1,7 +1,4 @@
-"""The CLS-LR ranker: logistic regression on a cross-encoder's [CLS] vector (and, optionally, its own score).
-
-Saved as safetensors (coef, intercept) + JSON config — never pickle.
-"""
+"""The CLS-LR ranker: logistic regression on a cross-encoder's [CLS] vector (and optionally its own score)."""
 
 from __future__ import annotations
 
@@ -29,9 +26,7 @@ from ctxir.types import CtxirError
 
 
 def head_scores(head: Sequence, enc: dict, last_hidden: torch.Tensor) -> torch.Tensor:
-    """(batch,) a modular cross-encoder's own score, from its body's output: its modules after the body, run on the
-    tokens. ``enc`` holds the tokenizer's features as the body read them: token_type_ids tell a segment head the
-    query from the document, input_ids let a term-match head match query terms."""
+    """(batch,) a modular cross-encoder's own score: its modules after the body run on ``last_hidden`` and ``enc``."""
     features = {**enc, "token_embeddings": last_hidden}  # last_hidden: (batch, tokens, hidden)
     for module in head:
         features = module(features)
@@ -39,8 +34,7 @@ def head_scores(head: Sequence, enc: dict, last_hidden: torch.Tensor) -> torch.T
 
 
 def pair_vectors(output, enc: dict, layer: int = -1, head: Sequence | None = None) -> torch.Tensor:
-    """(batch, hidden) the [CLS] vectors of ``layer`` from a body's output; (batch, hidden + 1) with the cross-encoder
-    ``head``'s own score appended where one is given (CLS-LR's features, one pass for both)."""
+    """(batch, hidden) the [CLS] vectors of ``layer``; (batch, hidden + 1) with ``head``'s score appended."""
     hidden = (
         output.last_hidden_state if layer == -1 else output.hidden_states[layer]
     )  # (batch, tokens, hidden)
@@ -60,12 +54,9 @@ def cls_features(
     max_length: int | None = None,
     head: Sequence | None = None,
 ) -> np.ndarray:
-    """[CLS] vectors of ``[CLS] query [SEP] document [SEP]`` inputs: (pairs, hidden) float32; with a cross-encoder's
-    ``head`` (its modules after the body) its score of each pair is appended: (pairs, hidden + 1).
+    """(pairs, hidden[+1]) float32 [CLS] vectors of ``[CLS] query [SEP] document [SEP]`` (see ``pair_vectors``).
 
-    layer indexes ``hidden_states`` (0 = embeddings, -1 = last, equal to ``last_hidden_state[:, 0]``); max_length
-    follows ``max_length_for`` (None = the tokenizer's own limit, never beyond the position embeddings).
-    """
+    ``layer`` indexes ``hidden_states`` (0 = embeddings, -1 = last); ``max_length`` follows ``max_length_for``."""
     max_length = max_length_for(max_length, tokenizer.model_max_length, position_limit(model.config))
     out = []
     device = next(model.parameters()).device
@@ -81,7 +72,7 @@ def cls_features(
                 return_tensors="pt",
             ).to(device)
         )
-        with model_lock(model):  # an explanation may be hooking this body in another thread
+        with model_lock(model):
             output = model(**enc, output_hidden_states=layer != -1)
         out.append(pair_vectors(output, enc, layer, head).cpu().numpy())
     width = model.config.hidden_size + (head is not None)
@@ -89,11 +80,8 @@ def cls_features(
 
 
 class ClsLrRanker(Reranker):
-    """score = coef · CLS(query, document) + intercept; ``predict_proba`` = sigmoid(score).
-
-    With ``score_feature`` the cross-encoder's own score of the pair, read in the same pass, is one more feature:
-    score = coef[:hidden] · CLS + coef[hidden] · cross-encoder score + intercept. Its [CLS] was never trained for
-    relevance (the segment-cosine head reads token means), so alone the vector travels badly to other domains.
+    """score = coef · CLS(query, document) [+ coef[-1] · the cross-encoder's score] + intercept; ``predict_proba``
+    = sigmoid(score).
 
     >>> name = "sentence-transformers/all-MiniLM-L6-v2"
     >>> tokenizer, body = load_transformer(name, "cpu", attentions=False)  # doctest: +SKIP
@@ -126,7 +114,7 @@ class ClsLrRanker(Reranker):
         if self.score_feature:
             cross_encoder = load_cross_encoder(base_model, pick_device(device))
             self.tokenizer, self.model = cross_encoder.tokenizer, cross_encoder.model.eval()
-            # a staged CLS-LR repo chains its own ClsLrHead after the cross-encoder's head: the score is what it reads
+            # a staged CLS-LR repo chains its own ClsLrHead after the cross-encoder's head
             self.head = [m for m in list(cross_encoder)[1:] if type(m).__name__ != "ClsLrHead"]
             if not self.head:
                 raise CtxirError(
@@ -136,7 +124,6 @@ class ClsLrRanker(Reranker):
                 )
         else:
             self.tokenizer, self.model = load_transformer(base_model, pick_device(device), attentions=False)
-        # None = the cross-encoder body's own limit; saved as the number it resolves to
         self.max_length = max_length_for(
             max_length, self.tokenizer.model_max_length, position_limit(self.model.config)
         )
@@ -161,7 +148,7 @@ class ClsLrRanker(Reranker):
         )
 
     def score_tensor(self, enc: dict, output) -> torch.Tensor:
-        """(batch,) the logit from the body's ``output`` on ``enc`` (differentiable: explanations take its gradient)."""
+        """(batch,) the logit from the body's ``output`` on ``enc``, differentiable."""
         coef = torch.as_tensor(self.coef, device=output.last_hidden_state.device)
         return cls_lr_logit(pair_vectors(output, enc, self.layer, self.head), coef, self.intercept)
 
@@ -188,9 +175,7 @@ class ClsLrRanker(Reranker):
         max_iter: int = 2000,
         **kwargs,
     ) -> ClsLrRanker:
-        """Fit scikit-learn's LogisticRegression on precomputed [CLS] features (see ``cls_features``; pass
-        ``score_feature=True`` for features read with the cross-encoder's head, whose last column is its score)."""
-        # lazy: scikit-learn takes ~0.5 s, needed only to fit
+        """Fit scikit-learn's LogisticRegression on ``cls_features`` (``score_feature=True``: the last column is the score)."""
         from sklearn.linear_model import LogisticRegression
 
         labels = np.asarray(labels)
@@ -213,12 +198,10 @@ class ClsLrRanker(Reranker):
         return cls(base_model, clf.coef_[0], float(clf.intercept_[0]), layer=layer, metadata=meta, **kwargs)
 
     def save(self, folder: str | Path) -> Path:
-        # lazy: safetensors is needed only to read or write weights
         from safetensors.numpy import save_file
 
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        # each file whole or not at all (the weights first); a full disk is a DiskFullError naming the folder
         with atomic_path(folder / CLS_LR_WEIGHTS) as tmp:
             save_file(
                 {"coef": self.coef, "intercept": np.array([self.intercept], dtype=np.float32)}, str(tmp)
@@ -237,14 +220,11 @@ class ClsLrRanker(Reranker):
 
     @classmethod
     def load(cls, folder: str | Path, device: str = "auto", **kwargs) -> ClsLrRanker:
-        # lazy: safetensors is needed only to read or write weights
         from safetensors import SafetensorError
         from safetensors.numpy import load_file
 
         folder = Path(folder).expanduser()
-        if (
-            not folder.exists()
-        ):  # a Hub id: fetches cls_lr_config.json, cls_lr.safetensors and a bundled encoder
+        if not folder.exists():  # a Hub id
             folder = Path(resolve_model(str(folder)))
         config_path, weights_path = folder / CLS_LR_CONFIG, folder / CLS_LR_WEIGHTS
         if not config_path.is_file() or not weights_path.is_file():
@@ -252,7 +232,7 @@ class ClsLrRanker(Reranker):
                 f"{str(folder)!r} is not a CLS-LR ranker folder: expected {CLS_LR_CONFIG} and "
                 f"{CLS_LR_WEIGHTS} (written by ClsLrRanker.save or training/train_cls_lr.py)"
             )
-        verify_checksums(folder)  # a shipped or staged ranker: its files as they were written
+        verify_checksums(folder)
         try:
             config = json.loads(config_path.read_text(encoding="utf-8"))
             if not isinstance(config, dict) or config.get("format") != CLS_LR_FORMAT:
@@ -270,7 +250,7 @@ class ClsLrRanker(Reranker):
                 f"{CLS_LR_CONFIG} with format {CLS_LR_FORMAT!r} and {CLS_LR_WEIGHTS} with coef and intercept; "
                 "fit it again (training/train_cls_lr.py) or fetch the folder again"
             ) from err
-        # "." means the cross-encoder body was published inside the ranker folder itself.
+        # "." : the cross-encoder body was published inside the ranker folder itself
         if base == "." or (folder / base).is_dir():
             base = str((folder / base).resolve())
         return cls(

@@ -1,5 +1,4 @@
-"""How a cross-encoder reads a document longer than it reads at once: MaxP windows, each scored beside the query
-(a folder's passages.json)."""
+"""MaxP windows: how a cross-encoder reads a document longer than its max length (a folder's passages.json)."""
 
 from __future__ import annotations
 
@@ -13,16 +12,11 @@ from ctxir.types import CtxirError
 
 @dataclass(frozen=True)
 class Passages:
-    """MaxP (Dai & Callan, SIGIR 2019): a document longer than the model reads is cut into windows of ``words`` words
-    every ``stride`` words, each window (after the title) is scored, and the document scores as its best window.
-
-    A model that reads 128 tokens sees a third of a 316-token SciFact abstract; BM25 sees all of it. The shipped
-    cross-encoder's folder says whether it scores this way (passages.json, chosen on held-out training claims).
+    """MaxP (Dai & Callan, 2019): windows of ``words`` words every ``stride`` words, each scored after the title;
+    the document scores as its best window.
 
     >>> Passages(words=3, stride=2).split("Otters", "a b c d e f")
     ['Otters a b c', 'Otters c d e', 'Otters e f']
-    >>> Passages(words=3, stride=2).split("", "a b")
-    ['a b']
     >>> Passages(words=3, stride=4)
     Traceback (most recent call last):
         ...
@@ -31,8 +25,6 @@ class Passages:
 
     words: int = 70
     stride: int = 50
-    # tokens a (query, window) pair is read with (0 = the model's own max length); the loader applies the
-    # folder's value (``ctxir.encoders.models.window_read_tokens``), so every user of the model reads alike
     read_tokens: int = 0
 
     def __post_init__(self):
@@ -54,9 +46,8 @@ class Passages:
 
     @classmethod
     def from_file(cls, path: str | Path) -> Passages | None:
-        """passages.json: {"method": "max", "words": W, "stride": S[, "read_tokens": T]} → Passages; {"method":
-        "first"} → None."""
-        verify_checksums(Path(path).parent, only=path)  # in a shipped folder: the file as it was shipped
+        """passages.json: {"method": "max", "words", "stride"[, "read_tokens"]} → Passages; {"method": "first"} → None."""
+        verify_checksums(Path(path).parent, only=path)
         try:
             record = json.loads(Path(path).read_text())
             if record["method"] == "first":

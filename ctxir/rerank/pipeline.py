@@ -1,9 +1,4 @@
-"""Retrieve → re-rank, keeping each stage's score and rank so a user sees what the re-ranker changed.
-
-A re-ranker's scores can also be fused with the first stage's (``StageFusion``; choose it on training queries with
-``ctxir.evaluation.tuning.tune_stage_fusion``): a re-ranker trained on little data often orders candidates well
-only together with the lexical/dense signal it re-ranks.
-"""
+"""Retrieve → re-rank, keeping each stage's score and rank so a user sees what the re-ranker changed."""
 
 from __future__ import annotations
 
@@ -16,7 +11,7 @@ from tqdm.auto import tqdm
 from ctxir.checks import check_choice, check_query, check_top_k
 from ctxir.rerank.rankers import Reranker
 from ctxir.rerank.registry import RERANK_MODES
-from ctxir.rerank.stage_fusion import StageFusion  # its own module: the registry imports it, never this one
+from ctxir.rerank.stage_fusion import StageFusion
 from ctxir.retrieval.registry import FIRST_STAGES, HybridSettings, StageParts, get_first_stage
 from ctxir.retrieval.retrievers import Retriever
 from ctxir.types import CtxirError, Hit, Queries, Run, run_from_hits
@@ -45,8 +40,7 @@ class RankedHit:
 
     @property
     def rank_change(self) -> int:
-        """Positive = re-ranking moved this document up: first-stage rank − final rank (the re-ranker's own rank
-        when it ranks alone, the fused rank in the fused mode); 0 without a re-ranker."""
+        """First-stage rank − final rank (positive: moved up); 0 without a re-ranker."""
         return 0 if self.rerank_rank is None else self.first_stage_rank - self.rank
 
 
@@ -65,10 +59,8 @@ class SearchResult:
 
 
 class Pipeline:
-    """``first_stage`` retrieves ``depth`` candidates; ``reranker`` (optional) re-scores them.
-
-    With ``fusion`` the final order fuses both stages' scores; ``RankedHit.score`` is then the fused score and
-    ``rerank_score``/``rerank_rank`` stay the re-ranker's own.
+    """``first_stage`` retrieves ``depth`` candidates; ``reranker`` (optional) re-scores them; with ``fusion`` the
+    final order fuses both stages' scores (``rerank_score``/``rerank_rank`` stay the re-ranker's own).
 
     >>> from ctxir.retrieval import BM25Retriever
     >>> corpus = {"d1": {"title": "Otters", "text": "Otters dig dens in the river bank."},
@@ -101,7 +93,6 @@ class Pipeline:
     def search(self, query: str, top_k: int = 10) -> SearchResult:
         query, top_k = check_query(query), check_top_k(top_k)
         start = time.perf_counter()
-        # checked once above; the stages' unchecked cores run from here
         first = self.first_stage._search([query], max(top_k, self.depth) if self.reranker else top_k)[0]
         timings = {self.first_stage.name: (time.perf_counter() - start) * 1000}
         if self.reranker is None:
@@ -114,7 +105,7 @@ class Pipeline:
         return SearchResult(merge_stages(first, reranked, final)[:top_k], timings)
 
     def run(self, queries: Queries, show_progress: bool = True) -> dict[str, Run]:
-        """Batch evaluation: {"first_stage": run, "rerank": run[, "fused": run]} (the re-ranker's runs only with one)."""
+        """{"first_stage": run, "rerank": run[, "fused": run]}."""
         first = self.first_stage.search(queries, self.depth)
         runs = {"first_stage": run_from_hits(first)}
         if self.reranker is not None:
@@ -131,19 +122,14 @@ class Pipeline:
 def mode_fusion(
     reranker: Reranker | None, mode: str = "fused", first_stage: str | None = None
 ) -> StageFusion | None:
-    """The ``fusion`` a Pipeline gets in re-rank ``mode``: "fused" (the default of the app and the CLI) combines the
-    re-ranker with the first stage by the re-ranker's ``stage_fusion`` (its folder's fusion.json, else RRF k=60 with
-    equal weights), so a weak re-ranker cannot push results far below the first stage; "alone" ranks by the re-ranker
-    only. None without a re-ranker. ``first_stage`` ("bm25", "dense", "hybrid"): the weights fusion.json chose for
-    that first stage, where it chose some (a strong hybrid earns more say than BM25).
+    """A Pipeline's ``fusion`` in re-rank ``mode``: "fused" by the re-ranker's ``stage_fusion`` (for ``first_stage``),
+    "alone" None; None without a re-ranker.
 
     >>> class Constant(Reranker):
     ...     def score_pairs(self, query, texts):
     ...         return [0.0] * len(texts)
-    >>> mode_fusion(None), mode_fusion(Constant(), "alone")
-    (None, None)
-    >>> mode_fusion(Constant()).describe()
-    'RRF k=60, weights 1:1 (first stage : re-ranker)'
+    >>> mode_fusion(None), mode_fusion(Constant(), "alone"), mode_fusion(Constant()).describe()
+    (None, None, 'RRF k=60, weights 1:1 (first stage : re-ranker)')
     """
 
     check_choice(mode, "re-rank mode", RERANK_MODES)
@@ -153,7 +139,7 @@ def mode_fusion(
 
 
 def merge_stages(first: list[Hit], reranked: list[Hit], final: list[Hit] | None = None) -> list[RankedHit]:
-    """Join the rankings by document: final order is ``final`` (a fusion of both) or else the re-ranker's."""
+    """Join the rankings by document, in the order of ``final`` (a fusion of both) or else the re-ranker's."""
     first_rank = {h.doc_id: (r, h.score) for r, h in enumerate(first, 1)}
     rerank_rank = {h.doc_id: (r, h.score) for r, h in enumerate(reranked, 1)}
     return [
@@ -183,16 +169,11 @@ def build_first_stages(
     index: str | None = None,
     show_progress: bool = False,
 ) -> dict[str, Retriever]:
-    """``{kind: retriever}`` for each of ``kinds`` (first stages of ``ctxir.retrieval.registry.FIRST_STAGES``) over
-    ``corpus``; parts are built once and shared, so "hybrid" fuses the very BM25 and dense retrievers returned beside
-    it (one dense retriever per bi-encoder in ``encoders``: ``BiEncoder`` objects; the first is "dense").
-    ``index``: the dense index ("auto", "exact", "ann"; None = ``$CTXIR_INDEX``, else "auto"); BM25 and the ANN
-    index are reloaded from the cache when a previous run left them there (``bm25_options={"cache": ...}`` names
-    BM25's folder). ``hybrid``: how "hybrid" fuses (:class:`HybridSettings`).
+    """``{kind: retriever}`` for each of ``kinds`` over ``corpus``, parts built once and shared ("hybrid" fuses
+    the BM25 and dense retrievers returned beside it; one dense retriever per bi-encoder in ``encoders``).
 
     >>> corpus = {"a": {"title": "", "text": "otters in the river"}, "b": {"title": "", "text": "bank loans"}}
-    >>> stages = build_first_stages(corpus, ["bm25"])
-    >>> [h.doc_id for h in stages["bm25"].query("river otters")]
+    >>> [h.doc_id for h in build_first_stages(corpus, ["bm25"])["bm25"].query("river otters")]
     ['a']
     """
 
@@ -204,14 +185,8 @@ def build_first_stages(
             f"first stage {' and '.join(map(repr, needing))} ranks by a bi-encoder's cosine; stages that do "
             "need a bi-encoder: pass encoders=[BiEncoder(...)]"
         )
-    # a stage that fuses takes every bi-encoder; the others only the first
-    fused = any(stage.fuses for stage in stages)
+    fused = any(stage.fuses for stage in stages)  # a stage that fuses takes every bi-encoder
     parts = StageParts(
-        corpus,
-        encoders if fused else encoders[:1],
-        bm25_options or {},
-        hybrid,
-        index,
-        show_progress,
+        corpus, encoders if fused else encoders[:1], bm25_options or {}, hybrid, index, show_progress
     )
     return {stage.name: stage.build(parts) for stage in stages}

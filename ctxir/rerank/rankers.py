@@ -1,8 +1,4 @@
-"""Re-rankers: the ``Reranker`` interface and the cross-encoder (the CLS-LR ranker is in ``cls_lr.py``).
-
-Every re-ranker answers ``score_pairs(query, texts) -> (N,)``, ``rerank(query, hits, corpus, top_k) -> list[Hit]``
-and ``rank(query, documents, top_k) -> [{"corpus_id", "score", "text"}, ...]``.
-"""
+"""Re-rankers: the ``Reranker`` interface and the cross-encoder (CLS-LR is in ``cls_lr.py``)."""
 
 from __future__ import annotations
 
@@ -31,14 +27,8 @@ from ctxir.rerank.passages import Passages
 from ctxir.types import Corpus, CtxirError, Hit, doc_text
 
 logger = logging.getLogger(__name__)
-# torch: the model's own predict. onnx: its body in ONNX Runtime, float32 (the same scores; faster on a CPU).
-# onnx-int8: the same with the layers it shares unchanged with its base in int8 (the shipped re-ranker: 0–3 of 6),
-# the trained layers float32; within the 0.005 nDCG@10 rule on the shipped re-ranker's held-out claims.
 RERANK_BACKENDS = ("torch", "onnx", "onnx-int8")
-PAIR_ORDERS = (
-    "one",
-    "both",
-)  # pair_orders.json's "orders": (a, b) as given, or the mean of (a, b) and (b, a)
+PAIR_ORDERS = ("one", "both")  # pair_orders.json's "orders"
 
 
 def pair_scores(
@@ -46,11 +36,7 @@ def pair_scores(
     pairs: Sequence[tuple[str, str]],
     both_orders: bool = False,
 ) -> np.ndarray:
-    """``predict(pairs)`` as float32, (pairs,) or (pairs, labels) as ``predict`` gives; ``both_orders``: each pair's
-    score is the mean of its scores read as (a, b) and as (b, a), from one ``predict`` call over both.
-
-    One joint pass reads its first and second segment differently, so a pair scorer gives (a, b) and (b, a)
-    slightly different scores; similarity has no order, and the mean of the two is steadier than either.
+    """``predict(pairs)`` as float32; ``both_orders``: each pair's score is the mean of (a, b) and (b, a).
 
     >>> lengths = lambda pairs: np.array([len(a) - 0.5 * len(b) for a, b in pairs])  # a toy scorer with an order
     >>> pair_scores(lengths, [("ab", "abcd")]), pair_scores(lengths, [("ab", "abcd")], both_orders=True)
@@ -66,9 +52,7 @@ def pair_scores(
 
 
 def both_orders_for(model: str | Path) -> bool:
-    """Whether ``model`` (a name ``resolve_model`` knows, or a folder) scores a pair as the mean of both orders: its
-    folder's pair_orders.json (chosen on STS-B dev when the pair scorer was trained: ``train_pair_scorer.py
-    --pair-orders``); False without one, or for a model that is not on this machine."""
+    """Whether ``model``'s folder (its pair_orders.json) says to score a pair as the mean of both orders."""
     from ctxir.checks import check_choice
     from ctxir.files import read_json
 
@@ -84,7 +68,7 @@ def both_orders_for(model: str | Path) -> bool:
 
 
 def short_repr(value) -> str:
-    """``repr(value)``, cut to about 60 characters (a long text or list in a message stays readable).
+    """``repr(value)`` cut to about 60 characters.
 
     >>> short_repr("otter " * 20)
     "'otter otter otter otter ott...ter otter otter otter otter '"
@@ -98,8 +82,6 @@ def short_repr(value) -> str:
 def check_ranking(query, documents, top_k) -> tuple[str, list[str], int | None]:
     """(query stripped, documents as a list, top_k) for ``rank``; a ``CtxirError`` naming the argument otherwise.
 
-    >>> check_ranking(" otters ", ("a", "b"), None)
-    ('otters', ['a', 'b'], None)
     >>> check_ranking("otters", "Otters live in rivers.", None)
     Traceback (most recent call last):
         ...
@@ -147,13 +129,8 @@ class Reranker(ABC):
     """
 
     name = "reranker"
-    # how the fused re-rank mode combines it with a first stage (a ctxir.rerank.pipeline.StageFusion); None = the
-    # default (RRF k=60, equal weights). ctxir.rerank.registry.load_reranker sets it from the model folder's
-    # fusion.json.
-    stage_fusion = None
-    # why the app offers this re-ranker fused only (alone it scored below BM25 on a collection of its
-    # evaluation.json); None = both modes. Set by ctxir.rerank.registry.load_reranker.
-    fused_only: str | None = None
+    stage_fusion = None  # a StageFusion for the fused mode; None = RRF k=60 (set by load_reranker)
+    fused_only: str | None = None  # why the app offers it fused only (set by load_reranker)
 
     @abstractmethod
     def score_pairs(self, query: str, texts: Sequence[str]) -> np.ndarray:
@@ -168,9 +145,7 @@ class Reranker(ABC):
         return self._rerank(check_query(query), hits, corpus, top_k)
 
     def rank(self, query: str, documents: Sequence[str], top_k: int | None = None) -> list[dict]:
-        """``documents`` best first as ``[{"corpus_id": index into documents, "score": score_pairs', "text"}, ...]``,
-        the first ``top_k`` if given; as sentence-transformers' ``CrossEncoder.rank`` (equal scores keep their
-        input order)."""
+        """``documents`` best first as ``[{"corpus_id", "score", "text"}, ...]``, as ``CrossEncoder.rank``."""
         query, documents, top_k = check_ranking(query, documents, top_k)
         scores = self.score_pairs(query, documents) if documents else np.zeros(0, dtype=np.float32)
         order = sorted(range(len(documents)), key=lambda i: (-float(scores[i]), i))
@@ -214,27 +189,18 @@ class CrossEncoderReranker(Reranker):
         backend: str = "torch",
         both_orders: bool | None = None,
     ):
-        """``backend``: "torch" (the model's own ``predict``), "onnx" (its body exported once to float32 ONNX
-        under ctxir's cache folder and run by ONNX Runtime on the CPU, the head in torch: the same scores, faster
-        on a CPU; ``ctxir.encoders.onnx_backend.OnnxCrossEncoder``) or "onnx-int8" (the same, with the layers
-        the model shares unchanged with its base quantised to int8: ``onnx_export.frozen_layers``; a model that
-        trained every layer stays float32). A model on a GPU, or one that
-        cannot be exported, runs in torch (logged). ``both_orders``: a pair's score is the mean of (query, text) and
-        (text, query) (``pair_scores``); None = as the model's folder says (``both_orders_for``: a pair scorer's
-        pair_orders.json), False for a model passed as an object."""
+        """``backend``: "torch", "onnx" (the body in ONNX Runtime on the CPU) or "onnx-int8" (its base layers in int8);
+        a model off the CPU or that cannot be exported scores in torch. ``both_orders``: None = as the model's folder says."""
         from ctxir.checks import check_choice
 
         self.model_name = model if isinstance(model, str) else type(model).__name__
         self.model = load_cross_encoder(model, device) if isinstance(model, str) else model
         self.batch_size = batch_size
         self.passages = passages  # None = the first max-length tokens of each document (FirstP)
-        self.both_orders = (
-            (both_orders_for(model) if isinstance(model, str) else False)
-            if both_orders is None
-            else both_orders
-        )
+        if both_orders is None:
+            both_orders = isinstance(model, str) and both_orders_for(model)
+        self.both_orders = both_orders
         self.backend = check_choice(backend, "backend", RERANK_BACKENDS)
-        # its folder's calibration.json: raw scores → probabilities a person can read (None: raw scores only)
         self.calibration = calibration_for(model) if isinstance(model, str) else None
         self.onnx_dir: Path | None = None  # where backend "onnx" exports to; None = <cache root>/onnx
         self._onnx = None  # the OnnxCrossEncoder, opened on the first score
@@ -262,8 +228,7 @@ class CrossEncoderReranker(Reranker):
         return self.calibration.probabilities(self.score_pairs(query, texts))
 
     def window_scores(self, query: str, text: str, title: str = "") -> tuple[list[str], np.ndarray]:
-        """(the windows ``text`` is read by, each after ``title``; each one's score): a document scores as their
-        max. A model that reads the first tokens has one window, the text as given (the title before it)."""
+        """(the windows ``text`` is read by, each after ``title``; each one's score)."""
         windows = (
             self.passages.split(title, text)
             if self.passages is not None
@@ -272,13 +237,10 @@ class CrossEncoderReranker(Reranker):
         return windows, self._score(query, windows)  # (windows,): each window as it is, not cut again
 
     def onnx_scorer(self):
-        """The ``OnnxCrossEncoder`` that scores for the onnx backends, or None: backend "torch", a model off the CPU,
-        or an export that failed (then torch from here on, with a warning). The first call exports the body (about
-        10 s for MiniLM, once per weights: later runs reuse the file) while other callers wait for it; the app makes
-        that call while it loads, before it serves."""
+        """The ``OnnxCrossEncoder`` of the onnx backends, or None (torch); the first call exports the body."""
         if not self.backend.startswith("onnx"):
             return None
-        if self._onnx is None:  # only the first calls take the lock: every score of every request comes here
+        if self._onnx is None:
             with self._onnx_lock:
                 if self._onnx is None:
                     self._onnx = self._open_onnx()
@@ -302,9 +264,7 @@ class CrossEncoderReranker(Reranker):
                 threads=torch.get_num_threads(),
                 int8=self.backend == "onnx-int8",
             )
-        except (
-            Exception
-        ) as err:  # any export or runtime failure: scoring goes on in torch, never fails for it
+        except Exception as err:  # any export or runtime failure: scoring goes on in torch
             logger.warning(
                 "cross-encoder backend %r unavailable, scoring in torch: %s: %s",
                 self.backend,

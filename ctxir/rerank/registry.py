@@ -1,28 +1,17 @@
-"""The re-ranker registry: one entry per re-ranker kind, read by everything that offers, loads, scores or explains one.
+"""The re-ranker registry: one ``RerankerKind`` per kind, read by everything that offers, loads or scores one.
 
-An entry (a ``RerankerKind``) says what the kind is called (``--rerank`` choice and the name messages give it),
-which model it loads by default (the one shipped inside ctxir, else a fallback), how it loads and scores pairs
-(its methods), and whether it is available on this install (``available()``: no model is loaded, no network).
-How a kind is explained is registered on the explain side (``ctxir.explain.rerankers.EXPLAINERS``), which reads
-this registry, never the other way; so are the app's words for it (``ctxir.app.reranker_labels``: table headers,
-its flag and environment variable). The CLI's ``--rerank`` choices, the app's flags, radio buttons, pair-scoring columns, explanation
-models, status line and the failure report all read ``RERANKERS``; adding a kind is one entry here (and its tests).
-``rank(query, documents, model)`` ranks a list of texts in one call with any kind, folder or Hub id.
+Imports no torch: the app and the CLIs read it before any model loads.
 
 >>> list(RERANKERS)
 ['cross-encoder', 'cls-lr', 'sts-cross-encoder']
 >>> reranker_choices()
 ('none', 'cross-encoder', 'cls-lr', 'sts-cross-encoder')
->>> RERANKERS["cls-lr"].key, RERANKERS["cls-lr"].pair_column
-('cls_lr', 'cls_lr_probability')
 >>> RERANKERS["cross-encoder"].available("none")
 (False, "turned off with 'none'")
 >>> get_reranker("colbert")
 Traceback (most recent call last):
     ...
 ctxir.types.CtxirError: re-ranker 'colbert' is not known: use one of 'none', 'cross-encoder', 'cls-lr', 'sts-cross-encoder'
-
-Imports no torch: the app and the CLIs read the registry before any model loads.
 """
 
 from __future__ import annotations
@@ -51,43 +40,36 @@ DEFAULT_RERANK_MODE = "fused"
 
 @dataclass(frozen=True)
 class RerankerKind:
-    """One re-ranker kind: what it is called, its default model, and how it loads and scores (its methods; a new
-    kind subclasses this and overrides ``load`` and ``accepts``). ``name`` is its key everywhere (``--rerank NAME``,
-    the app's radio value, the explain model); ``key``, the same as a JSON key, also names its model setting in
-    the app (``AppConfig.cross_encoder``, app flag ``--cross-encoder``: ``ctxir.app.reranker_labels``).
+    """One re-ranker kind: its names, its default model, and how it loads and scores (a new kind subclasses this
+    and overrides ``load`` and ``accepts``).
 
     >>> kind = RERANKERS["cross-encoder"]
     >>> kind.key, kind.pair_column, kind.rank_column
     ('cross_encoder', 'cross_encoder_score', 'cross_encoder_rank')
-    >>> kind.default_model() in (kind.shipped, kind.fallback)  # the shipped model once it is in the package
+    >>> kind.default_model() in (kind.shipped, kind.fallback)
     True
     """
 
-    name: str  # "cross-encoder"
-    label: str  # what messages and pages call it: "cross-encoder", "CLS-LR"
+    name: str  # "cross-encoder": --rerank NAME, the app's radio value
+    label: str  # what messages call it: "CLS-LR"
     card: str  # the model type it is published as (ctxir.publish.model_types.MODEL_TYPES)
     shipped: str  # the name it ships under inside ctxir (ctxir.encoders.models.SHIPPED_MODELS)
     fallback: str  # the default model while none is shipped ("" = none)
-    how_to_get: str  # what to run to have one, e.g. "train it with `python training/train_cls_lr.py`"
+    how_to_get: str  # what to run to have one
     pair_value: str = "score"  # what ``pair_scores`` are: "score", "probability"
-    inspectable: bool = False  # its transformer body is offered to the attention and embedding views
-    # (model, query, document, n_steps=, max_steps=, baseline=, attention=, title=) → dict, for a kind that brings
-    # its own; None: the one registered for its name on the explain side (ctxir.explain.rerankers.EXPLAINERS)
+    inspectable: bool = False  # its body is offered to the attention and embedding views
+    # (model, query, document, **options) → dict; None: ctxir.explain.rerankers.EXPLAINERS[name]
     explain: Callable[..., dict] | None = None
-    # "relevance": whether a document answers a query (offered to re-rank a search); "similarity": how alike two
-    # texts are (offered for pair scoring only, where similarity is what is asked)
-    scores: str = "relevance"
+    scores: str = "relevance"  # or "similarity": offered for pair scoring only
 
     def load(self, model: str, device: str, batch_size: int) -> Reranker:
-        """The re-ranker of this kind in ``model`` (a folder or Hub id)."""
         raise NotImplementedError(f"re-ranker kind {self.name!r} does not say how to load a model")
 
     def accepts(self, obj: Any) -> bool:
-        """Whether an object in memory is of this kind (the re-ranker or the model it wraps)."""
+        """Whether an object in memory (a re-ranker or the model it wraps) is of this kind."""
         return False
 
     def wrap(self, obj: Any) -> Reranker:
-        """Such an object as a ctxir re-ranker."""
         return obj
 
     def pair_scores(self, reranker: Reranker, query: str, texts: Sequence[str]) -> np.ndarray:
@@ -97,12 +79,11 @@ class RerankerKind:
     def score_pair_list(
         self, reranker: Reranker, pairs: Sequence[tuple[str, str]], batch_size: int
     ) -> list[float] | np.ndarray:
-        """(N,) scores of pairs that share no query (an STS benchmark): a pair at a time."""
+        """(N,) scores of pairs that share no query (an STS benchmark)."""
         return [float(self.pair_scores(reranker, a, [b])[0]) for a, b in pairs]
 
     @property
     def key(self) -> str:
-        """Its name as a JSON key: ``explain()``'s result key, the pair-scoring columns' prefix."""
         return self.name.replace("-", "_")
 
     @property
@@ -114,20 +95,15 @@ class RerankerKind:
         return f"{self.key}_rank"
 
     def default_model(self) -> str:
-        """The shipped model when this install has it (looked up now, not at import), else ``fallback``."""
+        """The shipped model when this install has it, else ``fallback``."""
         from ctxir.encoders.models import SHIPPED_MODELS
 
-        return (
-            self.shipped
-            if self.shipped in SHIPPED_MODELS and SHIPPED_MODELS[self.shipped].is_dir()
-            else self.fallback
-        )
+        shipped = self.shipped in SHIPPED_MODELS and SHIPPED_MODELS[self.shipped].is_dir()
+        return self.shipped if shipped else self.fallback
 
     def available(self, model: str | None = "") -> tuple[bool, str]:
-        """(True, "") when ``model`` ("" = the default) can be loaded here without the network, else (False, why).
-
-        Only where the files are is checked (the shipped folder, a local folder, the Hugging Face cache); a folder
-        that is there but broken is found when it is loaded."""
+        """(True, "") when ``model`` ("" = the default) is on this machine (no network, nothing loaded), else
+        (False, why)."""
         model = (model or "").strip()
         if model.lower() == "none":
             return False, "turned off with 'none'"
@@ -155,8 +131,7 @@ class RerankerKind:
 
 
 def local_model_folder(name: str) -> Path | None:
-    """The folder holding ``name`` on this machine — shipped inside ctxir, a local folder, or a Hub id's copy in the
-    Hugging Face cache (or the packaged all-MiniLM-L6-v2) — or None; never touches the network."""
+    """The folder holding ``name`` on this machine (shipped, local, or a Hub id in the cache), or None; no network."""
     from ctxir.encoders.models import DEFAULT_BI_ENCODER, SHIPPED_MODELS, packaged_minilm_path
 
     name = (name or "").strip()
@@ -180,19 +155,25 @@ def local_model_folder(name: str) -> Path | None:
         return None
 
 
-# ---------------------------------------------------------------- the kinds ctxir has
+def _folder_file(model, name: str) -> Path | None:
+    folder = local_model_folder(model) if isinstance(model, str) else None
+    return folder / name if folder is not None and (folder / name).is_file() else None
 
 
 def passages_for(model: str):
-    """How ``model`` reads a document longer than its max length: its folder's passages.json (chosen on held-out
-    training claims when it shipped: ``ctxir.rerank.Passages``, the best window's score), else None (the first
-    max-length tokens, as any sentence-transformers cross-encoder)."""
+    """How ``model`` reads a long document: its folder's passages.json as ``Passages``, else None (FirstP)."""
     from ctxir.rerank.passages import Passages
 
-    folder = local_model_folder(model) if isinstance(model, str) else None
-    if folder is not None and (folder / PASSAGES_FILE).is_file():
-        return Passages.from_file(folder / PASSAGES_FILE)
-    return None
+    path = _folder_file(model, PASSAGES_FILE)
+    return Passages.from_file(path) if path else None
+
+
+def stage_fusion_for(model: str) -> StageFusion:
+    """How the fused mode combines ``model`` with the first stage: its folder's fusion.json, else RRF k=60."""
+    from ctxir.rerank.stage_fusion import StageFusion
+
+    path = _folder_file(model, FUSION_FILE)
+    return StageFusion.from_file(path) if path else StageFusion.default()
 
 
 def _shipped(attribute: str) -> str:
@@ -203,7 +184,7 @@ def _shipped(attribute: str) -> str:
 
 @dataclass(frozen=True)
 class CrossEncoderKind(RerankerKind):
-    """A sentence-transformers cross-encoder (ctxir's or any on the Hub), read with its folder's passages.json."""
+    """A sentence-transformers cross-encoder, read with its folder's passages.json."""
 
     def load(self, model: str, device: str, batch_size: int) -> Reranker:
         from ctxir.rerank.rankers import CrossEncoderReranker
@@ -225,14 +206,12 @@ class CrossEncoderKind(RerankerKind):
     def score_pair_list(
         self, reranker: Reranker, pairs: Sequence[tuple[str, str]], batch_size: int
     ) -> np.ndarray:
-        """The sentence-transformers model's own batched ``predict``: the pairs' scores as the model gives them."""
         return reranker.model.predict(list(pairs), batch_size=batch_size, show_progress_bar=True)
 
 
 @dataclass(frozen=True)
 class StsCrossEncoderKind(CrossEncoderKind):
-    """A sentence-pair similarity scorer (STS-B), not a relevance model: the cross-encoder loaded by the pair
-    scorer's shipped name (``kind_of`` asks "cross-encoder" first, which takes any)."""
+    """A sentence-pair similarity scorer (STS-B): the cross-encoder loaded by the pair scorer's shipped name."""
 
     def accepts(self, obj: Any) -> bool:
         return super().accepts(obj) and getattr(obj, "model_name", "") == self.shipped
@@ -276,8 +255,7 @@ CLS_LR = ClsLrKind(
     how_to_get="train one with `python training/train_cls_lr.py` (or ClsLrRanker.save)",
     pair_value="probability",
 )
-# Offered beside the two for pair scoring; as a re-ranker it scores how alike the query and a document are. Last,
-# so the app's "auto" explanation is unchanged.
+# last, so the app's "auto" explanation (the first available kind) stays the cross-encoder's
 STS_CROSS_ENCODER = StsCrossEncoderKind(
     name=kinds.STS_CROSS_ENCODER,
     label="STS similarity",
@@ -288,9 +266,8 @@ STS_CROSS_ENCODER = StsCrossEncoderKind(
     scores="similarity",
 )
 
-# name → kind, in the order they are offered (the first available one is the app's "auto" explanation)
 RERANKERS: dict[str, RerankerKind] = {kind.name: kind for kind in (CROSS_ENCODER, CLS_LR, STS_CROSS_ENCODER)}
-DEFAULT_RERANKER = CROSS_ENCODER.name  # what ``what_moved`` re-ranks with when none is named
+DEFAULT_RERANKER = CROSS_ENCODER.name
 
 
 def register_reranker(kind: RerankerKind) -> RerankerKind:
@@ -301,9 +278,6 @@ def register_reranker(kind: RerankerKind) -> RerankerKind:
     Traceback (most recent call last):
         ...
     ctxir.types.CtxirError: re-ranker kind name 'none' must be letters, digits and '-', and not 'none'
-
-    tests/test_rerankers.py registers a word-overlap kind and finds it in the CLI, the app's choices, pair scoring
-    and explanations.
     """
     if not kind.name or kind.name == "none" or not kind.name.replace("-", "").isalnum():
         raise CtxirError(f"re-ranker kind name {kind.name!r} must be letters, digits and '-', and not 'none'")
@@ -321,12 +295,10 @@ def search_rerankers(kinds) -> list[str]:
 
 
 def reranker_choices() -> tuple[str, ...]:
-    """("none", every registered kind) — what ``--rerank`` accepts."""
     return ("none", *RERANKERS)
 
 
 def get_reranker(name: str) -> RerankerKind:
-    """The kind called ``name``; a clear error listing the choices otherwise."""
     check_choice(name, "re-ranker", reranker_choices())
     if name == "none":
         raise CtxirError("re-ranker 'none' is no re-ranker: choose one of " + ", ".join(map(repr, RERANKERS)))
@@ -356,12 +328,9 @@ def available_rerankers() -> dict[str, tuple[bool, str]]:
 def load_reranker(
     kind: str, model: str = "", device: str = "auto", batch_size: int = 32, *, download: bool = False
 ) -> Reranker | None:
-    """The re-ranker of ``kind`` ("none" → None) with ``model`` ("" = the kind's default: the one shipped in ctxir);
-    its ``stage_fusion`` is read from the model folder's fusion.json (else RRF k=60, equal weights).
-
-    Checked before loading: a model that is not on this machine fails at once with how to provide one, unless
-    ``download`` and it is a Hub id (``org/name``): then it is downloaded into the Hugging Face cache (the app's
-    deployer names one with ``CTXIR_CROSS_ENCODER=you/...``; offline, the download fails with what to do).
+    """The re-ranker of ``kind`` ("none" → None) with ``model`` ("" = the kind's default), its ``stage_fusion``
+    and ``fused_only`` read from the model's folder. A model not on this machine fails at once, unless
+    ``download`` and it is a Hub id.
 
     >>> load_reranker("none") is None
     True
@@ -370,13 +339,15 @@ def load_reranker(
         ...
     ctxir.types.CtxirError: the cross-encoder re-ranker is not available: model folder './no-such-folder' does not exist. To provide one, train one with `python training/train_cross_encoder.py` and pass its output folder as model, or a Hub id that is in the local cache
     """
+    from ctxir.encoders.models import SHIPPED_MODELS
+
     check_choice(kind, "re-ranker", reranker_choices())
     if kind == "none":
         return None
     spec = RERANKERS[kind]
     model = model or spec.default_model()
     ok, why = spec.available(model)
-    hub_id = model.count("/") == 1 and not model.startswith((".", "/", "~")) and model not in _shipped_names()
+    hub_id = model.count("/") == 1 and not model.startswith((".", "/", "~")) and model not in SHIPPED_MODELS
     if not ok and not (download and hub_id):
         raise CtxirError(
             f"the {spec.label} re-ranker is not available: {why}. To provide one, {spec.how_to_get} and pass its "
@@ -390,11 +361,10 @@ def load_reranker(
 
 def rank(query: str, documents: Sequence[str], model: Any = None, top_k: int | None = None) -> list[dict]:
     """``documents`` ranked for ``query`` in one call: ``[{"corpus_id": int, "score": float, "text": str}, ...]``
-    best first, as sentence-transformers' ``CrossEncoder.rank(..., return_documents=True)`` (``Reranker.rank``).
+    best first, as ``CrossEncoder.rank(..., return_documents=True)``.
 
-    ``model``: None (the shipped cross-encoder), a kind of ``RERANKERS`` (its default model), a model folder or Hub
-    id (CLS-LR when it holds cls_lr_config.json, else a cross-encoder; a Hub id not cached here is downloaded), or
-    a loaded re-ranker. By name, the weights load once per process: the loaders keep them.
+    ``model``: None (the shipped cross-encoder), a kind (its default model), a model folder or Hub id (CLS-LR when
+    it holds cls_lr_config.json, else a cross-encoder), or a loaded re-ranker.
 
     >>> ranked = rank("where do otters live?", ["Banks lend money.", "Otters dig dens by rivers."])  # doctest: +SKIP
     >>> [(r["corpus_id"], r["text"]) for r in ranked]  # doctest: +SKIP
@@ -411,7 +381,6 @@ def rank(query: str, documents: Sequence[str], model: Any = None, top_k: int | N
 
 
 def _ranker(model: Any) -> Reranker:
-    """The re-ranker ``rank`` scores with (see there for what ``model`` may be)."""
     from ctxir.rerank.rankers import Reranker, short_repr
 
     if model is None or (isinstance(model, str) and not model.strip()):
@@ -443,16 +412,9 @@ def _ranker(model: Any) -> Reranker:
     return load_reranker(kind, name, download=True)
 
 
-def _shipped_names() -> set[str]:
-    from ctxir.encoders.models import SHIPPED_MODELS
-
-    return set(SHIPPED_MODELS)
-
-
 def alone_below_bm25(model: str) -> str | None:
-    """Why ``model`` should only be used fused with its first stage: the collections of its folder's
-    evaluation.json (``python -m training.evaluate_reranker --suite true``) where the re-ranker alone scored below BM25
-    alone (nDCG@10, same queries); None where it never did, or where the folder records no figures.
+    """Why ``model`` should only be used fused: the collections of its folder's evaluation.json where it alone
+    scored below BM25 alone (nDCG@10); None where it never did or there are no figures.
 
     >>> import json, tempfile
     >>> folder = Path(tempfile.mkdtemp())
@@ -465,43 +427,18 @@ def alone_below_bm25(model: str) -> str | None:
     """
     from ctxir.files import read_json
 
-    folder = (
-        Path(str(model)).expanduser() if Path(str(model)).expanduser().is_dir() else local_model_folder(model)
-    )
-    record = (
-        read_json(folder / EVALUATION_FILE)
-        if folder is not None and (folder / EVALUATION_FILE).is_file()
-        else None
-    )
+    path = _folder_file(str(model), EVALUATION_FILE)
     below = []
-    for name, figures in (record or {}).items():
+    for name, figures in ((read_json(path) if path else None) or {}).items():
         bm25 = (figures or {}).get("bm25@20") if isinstance(figures, dict) else None
         bm25 = bm25.get("all") if isinstance(bm25, dict) and "all" in bm25 else bm25
-        if (
-            isinstance(bm25, dict)
-            and "alone" in bm25
-            and bm25["alone"]["nDCG@10"] < bm25["first_stage"]["nDCG@10"]
-        ):
-            below.append(
-                f"{name.removesuffix('_test')} (nDCG@10 {bm25['alone']['nDCG@10']} vs "
-                f"{bm25['first_stage']['nDCG@10']})"
-            )
-    return (
-        f"alone it scored below BM25 on {', '.join(below)}; evaluation.json, docs/results.md"
-        if below
-        else None
-    )
-
-
-def stage_fusion_for(model: str) -> StageFusion:
-    """How the fused mode combines ``model``'s scores with the first stage: its folder's fusion.json (chosen on
-    training queries when it shipped), else reciprocal-rank fusion, k=60, equal weights, which needs no tuning."""
-    from ctxir.rerank.stage_fusion import StageFusion
-
-    folder = local_model_folder(model) if isinstance(model, str) else None
-    if folder is not None and (folder / FUSION_FILE).is_file():
-        return StageFusion.from_file(folder / FUSION_FILE)
-    return StageFusion.default()
+        if isinstance(bm25, dict) and "alone" in bm25:
+            alone, first = bm25["alone"]["nDCG@10"], bm25["first_stage"]["nDCG@10"]
+            if alone < first:
+                below.append(f"{name.removesuffix('_test')} (nDCG@10 {alone} vs {first})")
+    if not below:
+        return None
+    return f"alone it scored below BM25 on {', '.join(below)}; evaluation.json, docs/results.md"
 
 
 RERANKER_CHOICES = LiveChoices(reranker_choices)  # live: "none" + every registered kind

@@ -1,9 +1,4 @@
-"""``StageFusion``: how a re-ranker's scores are fused with the first stage's over the re-ranked candidates.
-
-Its own module so that both the pipeline (which fuses) and the re-ranker registry (which gives each loaded re-ranker
-its ``stage_fusion``, read from the model folder's fusion.json) import it, and neither imports the other back.
-``ctxir.rerank.pipeline.StageFusion`` and ``ctxir.StageFusion`` are this same class.
-"""
+"""``StageFusion``: a re-ranker's scores fused with the first stage's over the re-ranked candidates."""
 
 from __future__ import annotations
 
@@ -14,21 +9,14 @@ from ctxir.files import read_json, verify_checksums
 from ctxir.retrieval.fusion import DEFAULT_RRF_K, FUSIONS, fuse, scored_only, weighted_score_fusion
 from ctxir.types import CtxirError, Hit
 
-# "calibrated": the re-ranker's calibrated probability (its folder's calibration.json), not min–max stretched, beside
-# the first stage's min–max score; a re-ranker unsure of every candidate (all probabilities low) leaves the first
-# stage's order, where rank fusion would let its order count as much as when it is sure
 STAGE_FUSIONS = (*FUSIONS, "calibrated")
-# RRF first-stage weight at which the re-ranker only breaks the first stage's ties (stage fusion's RRF gives equal
-# first-stage scores one shared rank, so only there does the re-ranker's rank decide): a re-ranker moving a document
-# from rank d to 1 gains 1/(k+1) − 1/(k+d), and w · (1/(k+r) − 1/(k+r+1)) is the smallest first-stage gap between
-# neighbours r, r+1 ≤ d; at k = 60 that needs w > 261 for the app's deepest re-rank (100) and w > 845 for 200. The
-# limit of the RRF weights the dev choice weighs (training.fusion_choice), chosen where every finite weight loses.
+# RRF first-stage weight at which the re-ranker only breaks the first stage's ties: at k = 60 that needs w > 261 for
+# a re-rank depth of 100 and w > 845 for 200
 TIE_BREAK_WEIGHT = 1000.0
 
 
 def orders_ties_only(method: str, weights) -> bool:
-    """True for a fused mode that keeps the first stage's order and lets the re-ranker order only its ties: RRF with
-    the first stage's weight at ``TIE_BREAK_WEIGHT`` times the re-ranker's or more (also read off a ``record()``).
+    """True for RRF with the first stage's weight ≥ ``TIE_BREAK_WEIGHT`` × the re-ranker's: it orders only ties.
 
     >>> orders_ties_only("rrf", [1000.0, 1.0]), orders_ties_only("rrf", [8.0, 1.0]), orders_ties_only("weighted", [1e4, 1])
     (True, False, False)
@@ -40,11 +28,9 @@ def orders_ties_only(method: str, weights) -> bool:
 class StageFusion:
     """Final score = fusion of (first-stage, re-ranker) over the re-ranked candidates.
 
-    method "weighted": weights · min–max-normalised scores; "rrf": Σ weight / (k + rank), a first stage's equal scores
-    sharing one rank (it prefers none of them, so the re-ranker orders them); "calibrated": first-stage
-    weight · its min–max-normalised score + re-ranker weight · the re-ranker's probability sigmoid(scale · score +
-    bias), ``calibration`` = (scale, bias) from the re-ranker's calibration.json. A first-stage weight of 0 is plain
-    re-ranking.
+    "weighted": weights · min–max-normalised scores; "rrf": Σ weight / (k + rank), a first stage's equal scores sharing
+    one rank; "calibrated": first-stage weight · min–max score + re-ranker weight · sigmoid(scale · score + bias).
+    ``by_first_stage``: ((name, weights[, method]), …) chosen per first stage (fusion.json's "first_stages").
 
     >>> first = [Hit("a", 12.0), Hit("b", 9.0), Hit("c", 4.0)]  # BM25's top 3
     >>> reranked = [Hit("b", 0.9), Hit("a", 0.2)]  # the re-ranker scored the top 2: c is out
@@ -54,34 +40,21 @@ class StageFusion:
     Traceback (most recent call last):
         ...
     ctxir.types.CtxirError: stage fusion weights (1.0, 0.0) must be (first stage ≥ 0, re-ranker > 0)
-
-    A stronger first stage earns more say: ``by_first_stage`` holds the weights chosen for each first stage by name
-    (fusion.json's "first_stages"); ``for_first_stage`` picks them, and any other stage keeps ``weights``.
-
     >>> fusion = StageFusion("rrf", (1.5, 1.0), by_first_stage=(("hybrid", (3.0, 1.0)),))
     >>> fusion.for_first_stage("hybrid").describe(), fusion.for_first_stage("dense").describe()
     ('RRF k=60, weights 3:1 (first stage : re-ranker)', 'RRF k=60, weights 1.5:1 (first stage : re-ranker)')
-
-    A first stage may have its own method too, (name, weights, method); "calibrated" needs the calibration:
-
     >>> sure = [Hit("b", 3.0), Hit("a", -3.0)]  # probabilities 0.95, 0.05: b moves up
     >>> unsure = [Hit("b", -2.0), Hit("a", -3.0)]  # 0.12, 0.05: the first stage's order stays
     >>> fusion = StageFusion("calibrated", (0.5, 1.0), calibration=(1.0, 0.0))
     >>> [h.doc_id for h in fusion.fuse(first, sure)], [h.doc_id for h in fusion.fuse(first, unsure)]
     (['b', 'a'], ['a', 'b'])
-    >>> StageFusion("calibrated", (0.5, 1.0))
-    Traceback (most recent call last):
-        ...
-    ctxir.types.CtxirError: stage fusion method 'calibrated' needs the re-ranker's calibration (scale, bias): fit one with `python -m training.calibrate --model <folder>`, or use method 'rrf'
     """
 
     method: str = "weighted"
     weights: tuple[float, float] = (1.0, 1.0)  # (first stage, re-ranker)
     k: float = DEFAULT_RRF_K
     chosen_on: str = field(default="", compare=False)  # where the settings come from, for the record
-    # ((first stage, weights), …) or ((first stage, weights, method), …): a method of its own for that stage
-    by_first_stage: tuple[tuple, ...] = ()
-    # (scale, bias): the re-ranker's probability sigmoid(scale · score + bias), for "calibrated"
+    by_first_stage: tuple[tuple, ...] = ()  # ((first stage, weights[, method]), …)
     calibration: tuple[float, float] | None = None
 
     def __post_init__(self):
@@ -101,8 +74,7 @@ class StageFusion:
                 raise CtxirError(f"stage fusion weights {weights!r} must be (first stage ≥ 0, re-ranker > 0)")
 
     def for_first_stage(self, name: str | None) -> StageFusion:
-        """The settings a fusion over first stage ``name`` uses: the weights chosen for it, else ``weights``
-        (``name`` None: these settings as they are, every stage's weights kept)."""
+        """The settings for first stage ``name``: the weights chosen for it, else ``weights`` (None: as they are)."""
         if name is None:
             return self
         chosen = next((entry for entry in self.by_first_stage if entry[0] == name), None)
@@ -128,19 +100,14 @@ class StageFusion:
 
     @classmethod
     def default(cls) -> StageFusion:
-        """The fused mode's settings when a re-ranker's folder has no fusion.json: RRF, k=60, equal weights.
-
-        Untuned on purpose: on three other-domain collections a weight chosen on SciFact did not hold, while RRF
-        k=60 with equal weights beat BM25 on all three."""
+        """RRF, k=60, equal weights: the fused mode of a re-ranker whose folder has no fusion.json (untuned)."""
         return cls("rrf", (1.0, 1.0), DEFAULT_RRF_K, chosen_on="ctxir's default, not tuned")
 
     @classmethod
     def from_file(cls, path) -> StageFusion:
-        """A fusion.json (training/ship.py puts it in the cross-encoder's folder): method "rrf"|"weighted"|
-        "calibrated", weights [first stage, re-ranker], k, chosen_on, and optionally a method and weights per first
-        stage; "calibrated" reads the same folder's calibration.json."""
+        """A fusion.json; "calibrated" reads the same folder's calibration.json."""
 
-        verify_checksums(Path(path).parent, only=path)  # in a shipped folder: the file as it was shipped
+        verify_checksums(Path(path).parent, only=path)
         try:
             data = read_json(path)
             by_stage = tuple(
@@ -184,16 +151,12 @@ class StageFusion:
 
     @property
     def keeps_first_stage(self) -> bool:
-        """True where the re-ranker only breaks the first stage's ties (RRF at ``TIE_BREAK_WEIGHT`` : 1 or more).
+        """True where the re-ranker only breaks the first stage's ties.
 
-        >>> first = [Hit(f"d{i}", 100.0 - i) for i in range(100)]
-        >>> reranked = [Hit(h.doc_id, float(i)) for i, h in enumerate(first)]  # the reverse order
-        >>> keep = StageFusion("rrf", (TIE_BREAK_WEIGHT, 1.0), 60)
-        >>> keep.keeps_first_stage, [h.doc_id for h in keep.fuse(first, reranked)] == [h.doc_id for h in first]
-        (True, True)
         >>> tied = [Hit("a", 2.0), Hit("b", 1.0), Hit("c", 1.0), Hit("d", 0.5)]  # b and c tie: the re-ranker decides
-        >>> [h.doc_id for h in keep.fuse(tied, [Hit("d", 4.0), Hit("c", 3.0), Hit("b", 2.0), Hit("a", 1.0)])]
-        ['a', 'c', 'b', 'd']
+        >>> keep = StageFusion("rrf", (TIE_BREAK_WEIGHT, 1.0), 60)
+        >>> keep.keeps_first_stage, [h.doc_id for h in keep.fuse(tied, [Hit("d", 4.0), Hit("c", 3.0), Hit("b", 2.0), Hit("a", 1.0)])]
+        (True, ['a', 'c', 'b', 'd'])
         """
         return orders_ties_only(self.method, self.weights)
 
@@ -212,7 +175,6 @@ class StageFusion:
     def fuse(self, first: list[Hit], reranked: list[Hit]) -> list[Hit]:
         if self.method == "calibrated":
             return calibrated_fusion(scored_only(first, reranked), reranked, self.weights, self.calibration)
-        # a first-stage tie is no preference: tied hits share a rank, and the re-ranker orders them
         return fuse(
             [scored_only(first, reranked), reranked], self.method, self.k, self.weights, shared_ties=True
         )
@@ -221,8 +183,7 @@ class StageFusion:
 def calibrated_fusion(
     first: list[Hit], reranked: list[Hit], weights: tuple[float, float], calibration: tuple[float, float]
 ) -> list[Hit]:
-    """weights[0] · the first stage's min–max-normalised score + weights[1] · sigmoid(scale · re-ranker score + bias),
-    best first (ties by doc id); a document missing from ``first`` gets 0 there.
+    """weights[0] · first stage's min–max score + weights[1] · sigmoid(scale · re-ranker score + bias), best first.
 
     >>> first = [Hit("a", 12.0), Hit("b", 9.0), Hit("c", 6.0)]  # normalised: a 1, b 0.5, c 0
     >>> reranked = [Hit("c", 2.0), Hit("b", 0.0), Hit("a", -2.0)]  # probabilities 0.881, 0.5, 0.119
@@ -240,7 +201,6 @@ def calibrated_fusion(
 
 
 def _folder_calibration(fusion_path: Path) -> tuple[float, float]:
-    """(scale, bias) of the calibration.json beside a fusion.json that fuses by calibrated probability."""
     from ctxir.rerank.calibration import CALIBRATION_FILE, calibration_for
 
     calibration = calibration_for(str(fusion_path.parent))
