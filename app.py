@@ -27,23 +27,14 @@ if __name__ == "__main__":
     # they sleep at once. Set the variable yourself to choose otherwise.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from ctxir.app import reranker_labels
 from ctxir.app.blocks import build_app, build_demo
-from ctxir.app.config import AppConfig
+from ctxir.app.config import AppConfig, env
 from ctxir.app.gradio_fixes import ClosingEventLoopPolicy, retry_spaces_reload_server, track_tqdm_first
 from ctxir.app.limits import QueueLimits, apply_limits, limit_malloc_arenas
 from ctxir.app.outputs import Outputs
 from ctxir.app.state import AppState
 
-__all__ = [
-    "AppArgs",
-    "app_args_class",
-    "build_app",
-    "build_demo",
-    "config_from_args",
-    "main",
-    "serve",
-]
+__all__ = ["AppArgs", "app_args_class", "build_app", "build_demo", "config_from_args", "main", "serve"]
 from ctxir.checks import check_choice
 from ctxir.cli import cli_main
 from ctxir.encoders import BACKENDS
@@ -179,10 +170,10 @@ class _AppArgs:
 def _reranker_flag(kind) -> tuple[str, type, Any]:
     default = kind.default_model()
     return (
-        reranker_labels.setting(kind),
+        kind.key,
         str,
         _env(
-            reranker_labels.env(kind),
+            env(kind),
             default,
             (
                 f"{kind.label} re-ranker: an id or folder (default: {default or 'none: this installation ships none'}; "
@@ -206,11 +197,7 @@ AppArgs = app_args_class()
 
 
 def config_from_args(args) -> AppConfig:
-    models = {
-        name: getattr(args, reranker_labels.setting(kind))
-        for name, kind in RERANKERS.items()
-        if hasattr(args, reranker_labels.setting(kind))
-    }
+    models = {name: getattr(args, kind.key) for name, kind in RERANKERS.items() if hasattr(args, kind.key)}
     return AppConfig(
         corpus=args.corpus,
         bi_encoder=args.bi_encoder,

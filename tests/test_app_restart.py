@@ -93,7 +93,7 @@ sys.meta_path.insert(0, PauseWhileIndexing())
 
 
 def app_env(tmp_path: Path, cache: Path, **extra) -> dict:
-    from ctxir.app.reranker_labels import env as kind_env
+    from ctxir.app.config import env as kind_env
     from ctxir.rerank.registry import RERANKERS
 
     env = {
@@ -257,7 +257,7 @@ def user_env(tmp_path: Path, cache: Path) -> dict:
     hook = tmp_path / "no-network"
     hook.mkdir(exist_ok=True)
     (hook / "sitecustomize.py").write_text(NO_NETWORK)
-    from ctxir.app.reranker_labels import env as kind_env
+    from ctxir.app.config import env as kind_env
     from ctxir.rerank.registry import RERANKERS
 
     # nothing of this test process's settings: the app's defaults (backends, the shipped re-rankers)

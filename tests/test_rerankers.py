@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 import torch
 
-from ctxir.app import reranker_labels
+from ctxir.app import config as names
+from ctxir.app import pairs_tab
 from ctxir.app.config import AppConfig
 from ctxir.app.explain_tab import explain_pair
 from ctxir.app.models import AppModels
@@ -124,13 +125,13 @@ def test_each_kind_is_described_once_with_every_name_it_goes_by():
 
 def test_the_app_names_each_kind_in_its_own_words():
     ce, lr, sts = RERANKERS["cross-encoder"], RERANKERS["cls-lr"], RERANKERS["sts-cross-encoder"]
-    names = reranker_labels
-    assert [(names.flag(k), names.env(k), names.setting(k)) for k in (ce, sts)] == [
+    assert [(names.flag(k), names.env(k), k.key) for k in (ce, sts)] == [
         ("--cross-encoder", "CTXIR_CROSS_ENCODER", "cross_encoder"),
         ("--sts-cross-encoder", "CTXIR_STS_CROSS_ENCODER", "sts_cross_encoder"),
     ]
-    assert [names.rank_header(k) for k in (ce, lr, sts)] == ["CE rank", "LR rank", "STS rank"]
-    assert (names.pair_legend(lr), names.pair_legend(sts)) == ("CLS-LR probability", "STS similarity score")
+    shown, legends = pairs_tab.shown_names(), pairs_tab.score_columns()
+    assert [shown[k.rank_column] for k in (ce, lr, sts)] == ["CE rank", "LR rank", "STS rank"]
+    assert [legends[k.pair_column][1] for k in (lr, sts)] == ["CLS-LR probability", "STS similarity score"]
     hint = names.unavailable_hint(lr)
     assert (
         "train_cls_lr.py" in hint

@@ -45,14 +45,13 @@ def test_models_are_the_ids_the_code_uses_and_preload_is_what_a_start_fetches():
     ``preload_from_hub`` is every model the app loads at start by default that ctxir does not ship (a shipped id
     resolves to its packaged folder and is never fetched), with the files ``resolve_model`` downloads."""
     import app
-    from ctxir.app.reranker_labels import setting
     from ctxir.encoders.models import DEFAULT_BI_ENCODER, SHIPPED_MODELS, packaged_minilm_path
     from ctxir.rerank.registry import RERANKERS
 
     front = front_matter()
     assert set(front["models"]) == {DEFAULT_BI_ENCODER, *SHIPPED_MODELS}
     defaults = app.AppArgs()
-    at_start = {defaults.bi_encoder} | {getattr(defaults, setting(kind)) for kind in RERANKERS.values()}
+    at_start = {defaults.bi_encoder} | {getattr(defaults, kind.key) for kind in RERANKERS.values()}
     assert set(preloads()) == at_start - set(SHIPPED_MODELS) - {"", "none"}
     packaged = packaged_minilm_path()
     if packaged is None:

@@ -3,9 +3,7 @@
     config.py           AppConfig: the limits and model choices app.py's flags set; the Progress callback type
     models.py           AppModels: the models loaded once, any model by Hub id on demand, the inspection forward pass
     model_cache.py      ModelCache: the models loaded by name, bounded (count, memory; LRU; the start's pinned)
-    reranker_labels.py  the app's words for each re-ranker kind: table headers, legends, its flag and variable
-    corpus_index.py     CorpusIndex: one corpus with its retrievers; Indexing: the startup corpus's progress
-    upload_store.py     UploadStore: each visitor's uploaded corpora (per session, LRU, idle ones released)
+    corpus_index.py     CorpusIndex: one corpus with its retrievers; Indexing; UploadStore: the visitors' uploads
     state.py            AppState (models + the public corpus + the visitors' uploads), ViewResult
     text.py             messages and user text shown as typed (escaping), line splitting
     outputs.py          Outputs: the bounded folder of the files answers return, and the scripts pages share
@@ -14,20 +12,18 @@
     links.py            the link under a view's answer that reopens the tab with its inputs and runs it again
     figures.py          interactive Plotly figures and their standalone HTML export (presentation only)
     search.py           /search's logic: a query through a first stage and an optional re-ranker
-    search_form.py      the Search tab's query form (SearchForm), which the tab and its panels wire to
+    search_form.py      the forms' shared inputs: the Search form, prompt boxes, model radios and Load buttons
     search_tab.py       /search, /explain_result; the Search tab, with the three panels below in page order
     what_moved.py       /what_moved: the documents a re-ranker moved most, and the words that drove each move
     pooling.py          /compare_pooling: mean vs CLS pooling of any layer on the same query
     uploads.py          /upload_corpus: a visitor's corpus file, checked and indexed for their session
     pairs_tab.py        /score_pairs (and the pair's Explain action)
-    model_choice.py     the forms' model radios ("Explain with", the re-ranker): what is loaded, Hub ids, Load buttons
     explain_tab.py      /explain; the explanation panel the Search and Pair scoring tabs show in place
     embeddings_tab.py   /model_info, /token_embeddings; the Token embeddings tab, composing its four sub-tabs
     similarity.py       /layer_similarity, /sentence_similarity: a word across layers, whole sentences alike
     attention_tab.py    /attention
     report_tab.py       /failure_report, /failure_report_sample
     classify_tab.py     /classify
-    classify_figures.py the Classify tab's Plotly figures: score bars per text, the 2-D class map
     api.py              what each public endpoint does, its arguments and outputs (docstrings, MCP tool names)
     limits.py           Gradio's queue: the concurrency groups model views share
     blocks.py           build_app / build_demo: the tabs composed into one gr.Blocks

@@ -17,13 +17,12 @@ from ctxir.app import (
     search_tab,
 )
 from ctxir.app.api import document_api
-from ctxir.app.config import AppConfig
+from ctxir.app.config import AppConfig, flag
 from ctxir.app.first_view import FirstView
 from ctxir.app.first_view import wire as wire_first_view
 from ctxir.app.gradio_fixes import fill_missing_inputs, named, plain_errors_for_api
 from ctxir.app.models import prompts_named
 from ctxir.app.outputs import Outputs
-from ctxir.app.reranker_labels import flag
 from ctxir.app.state import AppState
 from ctxir.app.text import md_literal, plural
 from ctxir.app.ui import CSS, Ui

@@ -11,10 +11,10 @@ from pathlib import Path
 import gradio as gr
 import numpy as np
 
-from ctxir.app.classify_figures import class_map, class_scores
+from ctxir.app.figures import class_map, class_scores
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_literal, snippet, split_lines
-from ctxir.app.ui import Ui, exports, frame, guard, lines, show, tab_intro
+from ctxir.app.ui import PRIVATE, Ui, exports, frame, guard, lines, show, tab_intro, view_event
 from ctxir.checks import check_choice, check_int, check_text
 from ctxir.classify import TEMPLATES, ZeroShotClassifier, make_classifier, sample_per_class
 from ctxir.data.labelled import Label, load_labelled, load_labels
@@ -28,6 +28,7 @@ MAX_TEXTS = 50  # texts classified per request
 MAX_EXAMPLES = 1_000  # labelled rows per upload: ~40 s of encoding on a 2-core CPU
 MAX_LABELS = 20
 NEIGHBOURS = 3
+NEIGHBOUR_COLUMNS = ["#", "rank", "neighbour", "label", "cosine"]
 # each method's per-label score, as the summary and the JSON name it
 _SCORE_NAMES = {"zero-shot": "cosine", "knn": "vote share", "centroid": "cosine", "logreg": "probability"}
 AGNEWS = (
@@ -354,29 +355,16 @@ def after_classify(out, data):
     return show(bars), show(plot), show(files)
 
 
-def classify_callback(ui: Ui):
-    """The /classify event's function; its docstring is the API's documentation (Gradio reads it)."""
-
-    @guard
-    def do_classify(texts, labels, examples, method, k, template, projection, request: gr.Request):
-        """Classify texts with the bi-encoder's embeddings: zero-shot from label names, or few-shot from
-        examples."""
-        ui.visitor(request)
-        r = classify_view(ui.state, texts, labels, examples, method, k, template, projection)
-        return (
-            r.text,
-            frame(r.rows),
-            frame(r.extra_rows, ["#", "rank", "neighbour", "label", "cosine"]),
-            r.data,
-        )
-
-    return do_classify
-
-
 def build(ui: Ui) -> None:
     """The Classify tab (inside an open gr.Tab); event /classify."""
     out = ui.out
-    do_classify = classify_callback(ui)
+
+    @guard
+    def do_classify(texts, labels, examples, method, k, template, projection, request: gr.Request):
+        ui.visitor(request)
+        r = classify_view(ui.state, texts, labels, examples, method, k, template, projection)
+        return r.text, frame(r.rows), frame(r.extra_rows, NEIGHBOUR_COLUMNS), r.data
+
     tab_intro(INTRO)
     with gr.Row():
         cls_texts = gr.Textbox(
@@ -439,7 +427,7 @@ def build(ui: Ui) -> None:
     )
     with gr.Accordion("Nearest labelled examples of each text", open=False):
         cls_neighbours = gr.Dataframe(
-            frame([], ["#", "rank", "neighbour", "label", "cosine"]),
+            frame([], NEIGHBOUR_COLUMNS),
             wrap=True,
             elem_classes=["ctxir-table", "ctxir-fit-table"],
             elem_id="classify-neighbours",
@@ -448,29 +436,21 @@ def build(ui: Ui) -> None:
     with gr.Accordion("Numbers (JSON)", open=False):
         cls_json = gr.JSON()
 
-    hidden = gr.update(visible=False)
-    cls_button.click(
-        lambda: ("", hidden, hidden, hidden, hidden),
-        None,
-        [cls_summary, cls_table, cls_bars, cls_map, cls_files],
-        queue=False,
-        api_visibility="private",
-    ).then(
-        do_classify,
-        [cls_texts, cls_labels, cls_examples, cls_method, cls_k, cls_template, cls_projection],
-        [cls_summary, cls_table, cls_neighbours, cls_json],
-        api_name="classify",
-    ).success(
-        lambda table: show(table), [cls_table], [cls_table], queue=False, api_visibility="private"
-    ).success(
+    inputs = [cls_texts, cls_labels, cls_examples, cls_method, cls_k, cls_template, cls_projection]
+    outputs = [cls_summary, cls_table, cls_neighbours, cls_json]
+    hide = [cls_table, cls_bars, cls_map, cls_files]
+    view_event(
+        cls_button.click, do_classify, inputs, outputs, "classify", empty=[cls_summary], hide=hide
+    ).success(show, [cls_table], [cls_table], **PRIVATE).success(
         lambda data: after_classify(out, data),
         [cls_json],
         [cls_bars, cls_map, cls_files],
         api_visibility="private",
     )
+    # a full disk: the message, not a traceback
     sample_button.click(
-        guard(lambda: sample_inputs(out.root)),  # a full disk: the message, not a traceback
+        guard(lambda: sample_inputs(out.root)),
         None,
         [cls_texts, cls_labels, cls_examples],
         api_visibility="private",
-    ).success(lambda: "knn", None, [cls_method], queue=False, api_visibility="private")
+    ).success(lambda: "knn", None, [cls_method], **PRIVATE)

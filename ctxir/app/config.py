@@ -6,12 +6,37 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ctxir.app.reranker_labels import setting
 from ctxir.encoders.models import DEFAULT_BI_ENCODER, DEFAULT_CLS_LR, DEFAULT_CROSS_ENCODER
+from ctxir.rerank.registry import CLS_LR, CROSS_ENCODER, STS_CROSS_ENCODER, RerankerKind
 from ctxir.rerank.registry import RERANKERS as KINDS
 
 # (fraction done, what is happening): what loaders and slow views report to
 Progress = Callable[[float, str], None]
+
+# the app's words for each re-ranker kind: a short name in table headers ("CE rank"), its flag and variable
+SHORT_NAMES: dict[str, str] = {CROSS_ENCODER.name: "CE", CLS_LR.name: "LR", STS_CROSS_ENCODER.name: "STS"}
+
+
+def short_name(kind: RerankerKind) -> str:
+    return SHORT_NAMES.get(kind.name) or kind.label
+
+
+def flag(kind: RerankerKind) -> str:
+    """app.py's flag for its model, e.g. ``--cls-lr``."""
+    return "--" + kind.key.replace("_", "-")
+
+
+def env(kind: RerankerKind) -> str:
+    """The environment variable that sets its model, e.g. ``CTXIR_CLS_LR``."""
+    return "CTXIR_" + kind.key.upper()
+
+
+def unavailable_hint(kind: RerankerKind) -> str:
+    """How to give the app one (said after why it is not available)."""
+    return (
+        f"To provide one, {kind.how_to_get} and restart the app with `{flag(kind)} <its output folder>` (or set "
+        f"{env(kind)}), or pass a Hub id that is in the local cache"
+    )
 
 
 @dataclass
@@ -78,17 +103,17 @@ class AppConfig:
 
     def reranker_model(self, kind: str) -> str:
         """The model the app loads for re-ranker ``kind`` ("" or "none" = none): ``rerankers[kind]``, else the
-        field named by the kind's setting (``cross_encoder``, ``cls_lr``: ``reranker_labels.setting``),
+        field named by the kind's setting (``cross_encoder``, ``cls_lr``: ``RerankerKind.key``),
         else the kind's default."""
         if kind in self.rerankers:
             return self.rerankers[kind]
-        own = getattr(self, setting(KINDS[kind]), None)
+        own = getattr(self, KINDS[kind].key, None)
         return own if isinstance(own, str) else KINDS[kind].default_model()
 
     @classmethod
     def reranker_settings(cls, models: dict[str, str]) -> dict:
         """AppConfig keywords for {kind: model}: a kind's own field where it has one, else ``rerankers``."""
         own = {f.name for f in dataclasses.fields(cls)}
-        out: dict = {setting(KINDS[k]): m for k, m in models.items() if setting(KINDS[k]) in own}
-        out["rerankers"] = {k: m for k, m in models.items() if setting(KINDS[k]) not in own}
+        out: dict = {KINDS[k].key: m for k, m in models.items() if KINDS[k].key in own}
+        out["rerankers"] = {k: m for k, m in models.items() if KINDS[k].key not in own}
         return out

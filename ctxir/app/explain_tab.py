@@ -10,13 +10,12 @@ import gradio as gr
 import numpy as np
 
 from ctxir.app import figures
-from ctxir.app.model_choice import auto_info, explain_with, model_choices, wire_load
+from ctxir.app.corpus_index import Owner
 from ctxir.app.models import BI_ENCODER, AppModels, chosen_prompts, prompts_said
-from ctxir.app.search_form import prompt_boxes
+from ctxir.app.search_form import auto_info, explain_with, model_choices, prompt_boxes, wire_load
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code, md_literal
 from ctxir.app.ui import Ui, exports, guard, tab_intro, with_plotly_js, without_plotly_js
-from ctxir.app.upload_store import Owner
 from ctxir.checks import check_choice, check_text
 from ctxir.data.demo import demo_presets
 from ctxir.encoders.bi_encoder import BiEncoder, model_prompts

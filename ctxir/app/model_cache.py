@@ -50,10 +50,7 @@ class ModelCache:
     """
 
     def __init__(
-        self,
-        max_models: int = 2,
-        max_bytes: int = 1024 * MiB,
-        measure: Callable[[Any], int] = model_bytes,
+        self, max_models: int = 2, max_bytes: int = 1024 * MiB, measure: Callable[[Any], int] = model_bytes
     ):
         if max_models < 0 or max_bytes < 0:
             raise CtxirError(

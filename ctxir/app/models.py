@@ -7,9 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ctxir import kinds
-from ctxir.app.config import AppConfig, Progress
+from ctxir.app.config import AppConfig, Progress, flag, unavailable_hint
 from ctxir.app.model_cache import MiB, ModelCache
-from ctxir.app.reranker_labels import flag, unavailable_hint
 from ctxir.app.text import md_code
 from ctxir.checks import check_choice, check_int
 from ctxir.encoders.bi_encoder import model_prompts

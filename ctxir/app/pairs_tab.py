@@ -7,10 +7,9 @@ from collections.abc import Sequence
 import gradio as gr
 import numpy as np
 
-from ctxir.app import explain_tab, figures, links, model_choice
-from ctxir.app.config import Progress
+from ctxir.app import explain_tab, figures, links, search_form
+from ctxir.app.config import Progress, short_name
 from ctxir.app.models import BI_ENCODER, AppModels, chosen_prompts, prompts_said
-from ctxir.app.reranker_labels import pair_legend, rank_header, short_name
 from ctxir.app.search_form import prompt_boxes
 from ctxir.app.state import AppState, LazyFigures, ViewResult
 from ctxir.app.text import md_code, rounded, snippet, split_lines
@@ -51,7 +50,10 @@ def input_formation(
 def score_columns() -> dict[str, tuple[str, str]]:
     """{value field: (rank field, chart legend)}: each re-ranker kind's pair score, then the cosine."""
     return {
-        **{kind.pair_column: (kind.rank_column, pair_legend(kind)) for kind in RERANKERS.values()},
+        **{
+            kind.pair_column: (kind.rank_column, f"{kind.label} {kind.pair_value}")
+            for kind in RERANKERS.values()
+        },
         "bi_encoder_cosine": ("cosine_rank", "bi-encoder cosine"),
     }
 
@@ -286,14 +288,14 @@ def _summary(reader: str, first: dict, unavailable: dict[str, str], reading: Seq
 
 
 def shown_names() -> dict[str, str]:
-    """Field name → the page's short column name (``reranker_labels``)."""
+    """Field name → the page's short column name."""
     return {
         **{kind.pair_column: kind.label for kind in RERANKERS.values()},
         **{
             field: f"{short_name(RERANKERS[kind_of_column(key)])} P(rel)"
             for key, field in probability_columns().items()
         },
-        **{kind.rank_column: rank_header(kind) for kind in RERANKERS.values()},
+        **{kind.rank_column: f"{short_name(kind)} rank" for kind in RERANKERS.values()},
         "bi_encoder_cosine": "cosine",
         "cosine_rank": "cos rank",
     }
@@ -336,7 +338,7 @@ def after_scoring(out, data, png, models: AppModels):
         show(files),
         show(),
         gr.update(choices=choices, value=1),
-        gr.update(choices=model_choice.model_choices(models)),
+        gr.update(choices=search_form.model_choices(models)),
     )
 
 
@@ -435,7 +437,7 @@ def build(ui: Ui) -> None:
     pair_png = gr.File(visible=False)  # the PNG the API returns (None unless asked for); among the downloads
     with gr.Row(visible=False) as explain_row:
         pair_choice = gr.Dropdown([], label="Explain a document's scores", scale=3, min_width=220)
-        explain_model = model_choice.explain_with(ui.models, scale=2, min_width=220)
+        explain_model = search_form.explain_with(ui.models, scale=2, min_width=220)
         explain_button = gr.Button(
             "Explain", scale=1, min_width=120, variant="primary", elem_id="explain-pair-button"
         )

@@ -9,11 +9,11 @@ import gradio as gr
 import pandas as pd
 
 from ctxir.app.config import Progress
+from ctxir.app.corpus_index import Owner
 from ctxir.app.models import chosen_prompts, prompts_said
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import cls_warnings, rounded
 from ctxir.app.ui import Ui, frame, guard, show, warn
-from ctxir.app.upload_store import Owner
 from ctxir.checks import check_int, check_text
 from ctxir.types import CtxirError
 

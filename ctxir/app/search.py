@@ -6,10 +6,10 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ctxir.app.corpus_index import Owner
 from ctxir.app.models import chosen_prompts, prompts_said
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code, plural, rounded, snippet
-from ctxir.app.upload_store import Owner
 from ctxir.checks import check_choice, check_int, check_text
 from ctxir.rerank.registry import DEFAULT_RERANK_MODE, RERANK_MODES, RERANKERS, search_rerankers
 from ctxir.retrieval.registry import DEFAULT_FIRST_STAGE

@@ -8,9 +8,16 @@ from typing import Any
 
 import gradio as gr
 
-from ctxir.app import explain_tab, links, model_choice, pooling, uploads, what_moved
+from ctxir.app import explain_tab, links, pooling, uploads, what_moved
 from ctxir.app.search import search
-from ctxir.app.search_form import SearchForm, reranker_choices_now, search_form
+from ctxir.app.search_form import (
+    SearchForm,
+    explain_with,
+    model_choices,
+    reranker_choices_now,
+    search_form,
+    wire_load,
+)
 from ctxir.app.ui import Ui, column_widths, frame, guard, show, tab_intro
 from ctxir.rerank.registry import RERANKERS
 
@@ -110,11 +117,11 @@ def build(ui: Ui) -> None:
     pooling.wire(ui, form, pooled)
     uploads.wire(ui, form, upload)
     # a re-ranker loaded by id is offered to the search and to "Explain with" below its results
-    model_choice.wire_load(
+    wire_load(
         ui,
         form.other,
         form.load,
-        [(form.reranker, reranker_choices_now), (results.explain_model, model_choice.model_choices)],
+        [(form.reranker, reranker_choices_now), (results.explain_model, model_choices)],
     )
     # the example queries belong to the startup corpus: hidden while another corpus is chosen
     state = ui.state
@@ -150,7 +157,7 @@ def results_panel(ui: Ui) -> ResultsPanel:
             allow_custom_value=True,
             elem_id="explain-result-choice",
         )  # API: any doc id
-        explain_model = model_choice.explain_with(ui.models, scale=2, min_width=220)
+        explain_model = explain_with(ui.models, scale=2, min_width=220)
         with gr.Column(scale=1, min_width=140):
             explain_button = gr.Button("Explain", variant="primary", elem_id="explain-result-button")
             csv_button = gr.DownloadButton(
@@ -231,9 +238,7 @@ def wire_search(ui: Ui, form: SearchForm, results: ResultsPanel) -> None:
             show(),
             gr.update(choices=choices, value=choices[0][1] if choices else None),
             result_cards(hits, data["first_stage"]),
-            gr.update(
-                choices=model_choice.model_choices(ui.models)
-            ),  # with a cross-encoder the search loaded by id
+            gr.update(choices=model_choices(ui.models)),  # with a cross-encoder the search loaded by id
         )
 
     def before():

@@ -11,9 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from ctxir.app.config import AppConfig, Progress
-from ctxir.app.corpus_index import CorpusIndex, Indexing
+from ctxir.app.corpus_index import CorpusIndex, Indexing, Owner, UploadStore
 from ctxir.app.models import AppModels
-from ctxir.app.upload_store import Owner, UploadStore
 from ctxir.data.beir import load_queries
 from ctxir.data.demo import demo_corpus, demo_queries
 from ctxir.data.user_corpus import load_corpus_any
@@ -157,16 +156,7 @@ class AppState:
         else:
             corpus, name, source = demo_corpus(), DEMO_CORPUS_NAME, "built-in demo corpus"
             examples = demo_queries()[:8]
-        state = cls(
-            models,
-            config,
-            corpus,
-            name,
-            source,
-            progress,
-            examples=examples,
-            background=background,
-        )
+        state = cls(models, config, corpus, name, source, progress, examples=examples, background=background)
         state.warm_up(index=not background)
         if background:
             logger.info(

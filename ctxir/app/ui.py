@@ -166,15 +166,26 @@ def with_plotly_js(paths: list[str]) -> list[str]:
     return paths + [str(p) for p in shared if str(p) not in paths]
 
 
-def cleared(*components) -> dict:
-    """An event's keywords that empty ``components`` first (privately, unqueued): no old answer beside a new error."""
-    return {
-        "fn": lambda: "",
-        "inputs": None,
-        "outputs": list(components),
-        "queue": False,
-        "api_visibility": "private",
-    }
+PRIVATE = {"queue": False, "api_visibility": "private"}  # a page-only step, run at once
+
+
+def view_event(
+    triggers, fn, inputs, outputs, api_name=None, *, empty=(), hide=(), after=None, after_queue=True
+):
+    """``fn`` on ``triggers`` (public as ``api_name``), ``empty`` and ``hide`` cleared first (no old answer beside
+    a new error); ``after`` = (fn, inputs, outputs) drawn privately from a success. Returns ``fn``'s event."""
+    blank = [""] * len(empty) + [gr.update(visible=False)] * len(hide)
+    api = {"api_name": api_name} if api_name else {"api_visibility": "private"}
+    event = gr.on(
+        triggers if isinstance(triggers, list) else [triggers],
+        lambda: tuple(blank) if len(blank) > 1 else blank[0],
+        None,
+        [*empty, *hide],
+        **PRIVATE,
+    ).then(fn, inputs, outputs, **api)
+    if after:
+        event.success(*after, api_visibility="private", **({} if after_queue else {"queue": False}))
+    return event
 
 
 def tab_intro(text: str) -> None:

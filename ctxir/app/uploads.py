@@ -11,11 +11,10 @@ from typing import TYPE_CHECKING, Any
 import gradio as gr
 
 from ctxir.app.config import Progress
-from ctxir.app.corpus_index import CorpusIndex
+from ctxir.app.corpus_index import CorpusIndex, Owner
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code, plural, snippet
 from ctxir.app.ui import Ui, frame, guard, show
-from ctxir.app.upload_store import Owner
 from ctxir.types import CtxirError
 
 if TYPE_CHECKING:

@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Any
 import gradio as gr
 
 from ctxir.app import explain_tab, figures
+from ctxir.app.corpus_index import Owner
 from ctxir.app.models import prompts_said
 from ctxir.app.search import search
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code
 from ctxir.app.ui import Ui, column_widths, exports, frame, guard, show
-from ctxir.app.upload_store import Owner
 from ctxir.checks import check_int
 from ctxir.explain.rerankers import explainer_for
 from ctxir.rerank.registry import (
@@ -33,15 +33,7 @@ if TYPE_CHECKING:
     from ctxir.app.search_form import SearchForm
 
 # the what-moved table (what_moved's rows) before its two word columns, drove_it and against_it
-MOVED_COLUMNS = [
-    "move",
-    "doc_id",
-    "title",
-    "first_rank",
-    "rank",
-    "rerank_rank",
-    "words",
-]
+MOVED_COLUMNS = ["move", "doc_id", "title", "first_rank", "rank", "rerank_rank", "words"]
 
 
 def what_moved(
