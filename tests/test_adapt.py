@@ -269,7 +269,7 @@ def test_the_same_command_twice_trains_the_same_adapter(args, tmp_path):
 
 def test_the_hybrid_teachers_bm25_is_the_retrievers_on_indexed_documents():
     """The teacher's BM25 (any text, the corpus's statistics) gives an indexed document the score bm25s gives it."""
-    from ctxir.adapt.hybrid_teacher import HybridTeacher
+    from ctxir.adapt.negatives import HybridTeacher
     from ctxir.retrieval import BM25Retriever
     from ctxir.types import doc_text
 
@@ -299,7 +299,7 @@ def test_the_hybrid_teacher_labels_with_base_cosine_and_bm25_margins(args, tmp_p
 def test_the_hybrid_teacher_weighs_each_part_to_one_spread_of_margins():
     """calibrate: each part's margins (positive minus negative) get std 1 once weighted, so neither part outvotes the
     other because of its units (a cosine moves by tenths, BM25 by units)."""
-    from ctxir.adapt.hybrid_teacher import HybridTeacher
+    from ctxir.adapt.negatives import HybridTeacher
 
     class Encoder:  # a text's vector: its length in words, so cosines are ±1 and vary little
         name = "fake"
@@ -343,7 +343,7 @@ def test_the_complement_teacher_drops_bm25_from_the_labels_of_bm25_mined_negativ
 
 
 def test_the_complement_teacher_labels_bm25_mined_negatives_by_the_cosine_alone():
-    from ctxir.adapt.hybrid_teacher import HybridTeacher
+    from ctxir.adapt.negatives import HybridTeacher
 
     class Encoder:  # a text's vector: its length in words and 1
         name = "fake"

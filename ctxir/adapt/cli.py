@@ -11,10 +11,17 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 from ctxir import kinds
-from ctxir.adapt.hybrid_teacher import COMPLEMENT_TEACHER, HYBRID_TEACHER, SOURCE_TEACHER
+from ctxir.adapt.negatives import COMPLEMENT_TEACHER, HYBRID_TEACHER, SOURCE_TEACHER
 from ctxir.adapt.queries import QUERY_KINDS, PseudoQuery, describe, pseudo_queries
-from ctxir.adapt.record import adapter_record, write_card
-from ctxir.adapt.work import BudgetReached, WorkDir, corpus_fingerprint, read_jsonl, write_jsonl
+from ctxir.adapt.work import (
+    BudgetReached,
+    WorkDir,
+    adapter_record,
+    corpus_fingerprint,
+    read_jsonl,
+    write_card,
+    write_jsonl,
+)
 from ctxir.encoders.models import DEFAULT_BI_ENCODER
 from ctxir.types import Corpus, CtxirError, doc_text
 
@@ -127,12 +134,7 @@ def _say(text: str) -> None:
     print(text, flush=True)
 
 
-def _settings(args: AdaptArgs, fingerprint: str) -> dict:
-    """What the work files and the adapter depend on (not the budget, device, batch of the teacher or checkpoints)."""
-    shaping = {k: v for k, v in asdict(args).items() if k not in _NOT_SHAPING}
-    return {"corpus_fingerprint": fingerprint, **shaping}
-
-
+# what the work files and the adapter do not depend on
 _NOT_SHAPING = {
     "corpus",
     "output",
@@ -153,15 +155,8 @@ def _check_args(args: AdaptArgs) -> None:
         )
     if not args.output.strip():
         raise CtxirError("--output is required: give the folder the adapter is written to")
-    at_least_one = (
-        "queries_per_doc",
-        "negatives",
-        "mining_depth",
-        "batch_size",
-        "teacher_batch_size",
-        "lora_rank",
-    )
-    for name in (*at_least_one, "save_steps"):
+    at_least_one = ("queries_per_doc", "negatives", "mining_depth", "batch_size", "teacher_batch_size")
+    for name in (*at_least_one, "lora_rank", "save_steps"):
         if getattr(args, name) < 1:
             raise CtxirError(f"--{name.replace('_', '-')} must be ≥ 1, got {getattr(args, name)!r}")
     for name in ("max_queries", "max_steps", "max_seq_length"):
@@ -223,7 +218,8 @@ def run(args: AdaptArgs) -> dict:
             f"--corpus {args.corpus!r}: {err} (adapting needs {MIN_DOCUMENTS}+ documents with text)"
         ) from None
     corpus = usable_corpus(corpus, args.corpus)
-    settings = _settings(args, corpus_fingerprint(corpus))
+    shaping = {k: v for k, v in asdict(args).items() if k not in _NOT_SHAPING}
+    settings = {"corpus_fingerprint": corpus_fingerprint(corpus), **shaping}
     done = folder.record_json()
     if done.get("complete") and done.get("settings") == settings and not args.overwrite:
         _say(
@@ -279,9 +275,8 @@ def _adapt(args, corpus, settings, folder: WorkDir, deadline, timings, started) 
         )
         write_jsonl(folder.negatives, negatives)
     sources = Counter(source for row in negatives for _, source in row["negatives"])
-    _say(
-        f"   {sum(sources.values()):,} negatives ({', '.join(f'{n:,} {s}' for s, n in sorted(sources.items()))})"
-    )
+    found = ", ".join(f"{n:,} {s}" for s, n in sorted(sources.items()))
+    _say(f"   {sum(sources.values()):,} negatives ({found})")
     timings["negatives"] = round(time.monotonic() - step, 1)
     _check_budget(deadline, "before the teacher's scores")
 
@@ -297,7 +292,7 @@ def _adapt(args, corpus, settings, folder: WorkDir, deadline, timings, started) 
             dense_w, bm25_w = teacher.weights
             weights = f" (weights {dense_w:.3g}, {bm25_w:.3g}: each part's margins scaled to one spread)"
         elif name.lower() == SOURCE_TEACHER:
-            from ctxir.adapt.hybrid_teacher import SourceTeacher
+            from ctxir.adapt.negatives import SourceTeacher
 
             teacher, weights = SourceTeacher(_encoder(args)), ""
         else:
@@ -346,8 +341,7 @@ def _generated(args, corpus: Corpus, show: bool) -> dict[str, list[str]]:
 def _hybrid_teacher(args, corpus, queries, negatives, show, bm25_blind=()):
     """The base bi-encoder + BM25 teacher (``bm25_blind``: see HybridTeacher), its two weights set on the first
     ``CALIBRATION_ROWS`` queries with a negative (the same on a rerun, so the saved labels stay on one scale)."""
-    from ctxir.adapt.hybrid_teacher import CALIBRATION_ROWS, HybridTeacher
-    from ctxir.adapt.negatives import scored_texts
+    from ctxir.adapt.negatives import CALIBRATION_ROWS, HybridTeacher, scored_texts
 
     teacher = HybridTeacher(corpus, _encoder(args), show_progress=show, bm25_blind=bm25_blind)
     by_qid = {q.qid: q for q in queries}

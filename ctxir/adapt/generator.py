@@ -91,9 +91,8 @@ def prefix_lm_batch(tokenizer, sources: Sequence[str], queries: Sequence[str]) -
         ids[row, : n + m] = torch.tensor(s + t)
         types[row, :n] = PASSAGE
         mask[row, 0, : n + m, :n] = True  # every token reads the whole passage
-        mask[row, 0, n : n + m, n : n + m] = torch.ones(
-            m, m, dtype=torch.bool
-        ).tril()  # the query, left to right
+        # the query, left to right
+        mask[row, 0, n : n + m, n : n + m] = torch.ones(m, m, dtype=torch.bool).tril()
         mask[row, 0, n + m :, 0] = True  # padding reads [CLS]: no row of the softmax is empty
         labels[row, n - 1 : n - 1 + m] = torch.tensor(t)
     return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types, "labels": labels}
@@ -198,9 +197,8 @@ def _sample(model: QueryGenerator, enc, per_text: int, top_p: float, generator, 
         keys = torch.cat([keys, torch.ones(rows, 1, dtype=torch.bool, device=device)], 1)
         out = model.bert(
             input_ids=token[:, None],
-            attention_mask=keys[
-                :, None, None, :
-            ],  # (rows, 1, 1, keys): the real passage tokens, the query so far
+            # (rows, 1, 1, keys): the real passage tokens, the query so far
+            attention_mask=keys[:, None, None, :],
             token_type_ids=torch.full((rows, 1), QUERY, device=device),
             position_ids=(lengths + step)[:, None],
             past_key_values=cache,

@@ -176,9 +176,8 @@ def pseudo_queries(
     found: list[PseudoQuery] = []
     for doc_id in sorted(corpus):
         doc = corpus[doc_id]
-        offers: dict[
-            str, list[tuple[str, str]]
-        ] = {}  # kind → its (query, positive) pairs, in the order taken
+        # kind → its (query, positive) pairs, in the order taken
+        offers: dict[str, list[tuple[str, str]]] = {}
         for kind in kinds:
             if kind == "title":
                 offers[kind] = [p for p in [_title_query(doc)] if p]

@@ -19,12 +19,8 @@ from ctxir.names import ADAPTER_CONFIG
 from ctxir.types import Corpus, doc_text
 
 logger = logging.getLogger(__name__)
-LORA_TARGETS = (
-    "query",
-    "key",
-    "value",
-    "dense",
-)  # every linear layer of a BERT block ("dense": output and FFN)
+# every linear layer of a BERT block ("dense": output and FFN)
+LORA_TARGETS = ("query", "key", "value", "dense")
 
 
 @dataclass
@@ -146,12 +142,6 @@ class BudgetCallback(TrainerCallback):
         return control
 
 
-def last_checkpoint(folder: Path) -> str | None:
-    from transformers.trainer_utils import get_last_checkpoint
-
-    return get_last_checkpoint(str(folder)) if folder.is_dir() else None
-
-
 def train_adapter(model, rows: dict[str, list], loss_name: str, plan: TrainPlan, checkpoints: Path, deadline):
     """Train ``model``'s adapter on ``rows``, resuming from the last checkpoint in ``checkpoints``; returns what
     happened: steps done and planned, whether the budget stopped it, the step it resumed from, the loss, seconds."""
@@ -160,6 +150,7 @@ def train_adapter(model, rows: dict[str, list], loss_name: str, plan: TrainPlan,
     from sentence_transformers.base.sampler import BatchSamplers
     from sentence_transformers.sentence_transformer.losses import MarginMSELoss, MultipleNegativesRankingLoss
     from sentence_transformers.util import pairwise_cos_sim
+    from transformers.trainer_utils import get_last_checkpoint
 
     loss = MarginMSELoss(model, similarity_fct=pairwise_cos_sim) if loss_name == "margin-mse" else None
     loss = loss or MultipleNegativesRankingLoss(model)
@@ -185,7 +176,7 @@ def train_adapter(model, rows: dict[str, list], loss_name: str, plan: TrainPlan,
         prompts={column: prompt for column, prompt in columns.items() if prompt} or None,
     )
     budget = BudgetCallback(deadline, plan.save_minutes)
-    resumed = last_checkpoint(checkpoints)
+    resumed = get_last_checkpoint(str(checkpoints)) if checkpoints.is_dir() else None
     trainer = SentenceTransformerTrainer(
         model=model, args=args, train_dataset=Dataset.from_dict(rows), loss=loss, callbacks=[budget]
     )
