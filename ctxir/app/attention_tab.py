@@ -11,7 +11,7 @@ import numpy as np
 from ctxir.app import figures, links
 from ctxir.app.models import BI_ENCODER
 from ctxir.app.state import AppState, LazyFigures, ViewResult
-from ctxir.app.ui import Ui, exports, frame, guard, show, tab_intro
+from ctxir.app.ui import Ui, exports, frame, guard, show, tab_intro, view_event
 from ctxir.checks import check_choice, check_int, check_text
 from ctxir.data.demo import demo_presets
 from ctxir.types import CtxirError
@@ -307,24 +307,14 @@ def build(ui: Ui) -> None:
     with gr.Accordion("Numbers (JSON)", open=False):
         att_json = gr.JSON()
 
-    shown = gr.on(
+    shown = view_event(
         [att_button.click, link.run.change],  # a link runs it as the button does
-        lambda: "",
-        None,
-        [att_summary],
-        queue=False,
-        api_visibility="private",
-    ).then(
         do_attention,
         [att_model, att_text, att_pair, att_view, att_layers, att_heads, heat_layer, heat_head, att_png],
         [att_summary, att_html, *att_returned, att_table, att_json],
-        api_name="attention",
-    )
-    shown.success(
-        after_attention,
-        [att_json, *att_returned],
-        [att_heat, att_heads_plot, att_files],
-        api_visibility="private",
+        "attention",
+        empty=[att_summary],
+        after=(after_attention, [att_json, *att_returned], [att_heat, att_heads_plot, att_files]),
     )
     ui.offer_loaded_models(shown, att_model)
     link.shows(shown)

@@ -12,7 +12,7 @@ from ctxir.app.config import Progress
 from ctxir.app.models import BI_ENCODER, check_layer
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code, split_lines
-from ctxir.app.ui import Ui, cleared, exports, frame, guard, lines, show, tab_intro
+from ctxir.app.ui import Ui, exports, frame, guard, lines, show, tab_intro, view_event
 from ctxir.checks import check_choice, check_text
 from ctxir.data.demo import demo_presets
 from ctxir.types import CtxirError
@@ -260,10 +260,16 @@ def tokens_tab(ui: Ui, model, presets: dict) -> None:
     table = gr.Dataframe(label="Tokens", elem_classes=["ctxir-table"], visible=False)
     with gr.Accordion("Numbers (JSON)", open=False):
         json = gr.JSON()
-    info = button.click(**cleared(summary)).then(
-        do_model_info, [model, text], [summary, table, json], api_name="model_info"
+    info = view_event(
+        button.click,
+        do_model_info,
+        [model, text],
+        [summary, table, json],
+        "model_info",
+        empty=[summary],
+        after=(show, None, [table]),
+        after_queue=False,
     )
-    info.success(show, None, [table], queue=False, api_visibility="private")
     ui.offer_loaded_models(info, model)
 
 
@@ -327,11 +333,15 @@ def projection_tab(ui: Ui, model, presets: dict) -> None:
     files = gr.File(label="Download: PNG, interactive HTML, CSV, JSON", file_count="multiple", visible=False)
     with gr.Accordion("Numbers (JSON)", open=False):
         json = gr.JSON()
-    projected = button.click(**cleared(summary)).then(
+    inputs = [model, sentences, word, layer_a, layer_b, methods]
+    after = (after_projection, [json, *pngs], [plot, drift_plot, files])
+    projected = view_event(
+        button.click,
         do_token_embeddings,
-        [model, sentences, word, layer_a, layer_b, methods],
+        inputs,
         [*pngs, summary, json],
-        api_name="token_embeddings",
+        "token_embeddings",
+        empty=[summary],
+        after=after,
     )
-    projected.success(after_projection, [json, *pngs], [plot, drift_plot, files], api_visibility="private")
     ui.offer_loaded_models(projected, model)

@@ -1,8 +1,5 @@
-"""Every place the app works around Gradio (6.31) or the ``spaces`` package it starts on a Space: one function each.
-
-Each says the version it is for, the symptom, and the test of tests/test_gradio_fixes.py that fails without it. On a
-Gradio upgrade, take each out, run that test, and delete the fix whose test passes without it.
-"""
+"""Every workaround of Gradio (6.31) or ``spaces``, one function each, with its symptom and the test of
+tests/test_gradio_fixes.py that fails without it: on an upgrade, delete each fix whose test passes without it."""
 
 from __future__ import annotations
 
@@ -23,12 +20,8 @@ if TYPE_CHECKING:
 
 
 class ClosingEventLoopPolicy(asyncio.DefaultEventLoopPolicy):
-    """Gradio 6.31: ``gradio.utils.safe_get_lock`` makes and sets a new event loop each time it runs outside one
-    (``gr.Blocks()``, ``queue()``, each ``App``: five while the app is built) and drops the previous one unclosed.
-    An unclosed selector loop is in a reference cycle; the garbage collector freed its sockets first, and each loop's
-    ``__del__`` then printed ``Exception ignored in BaseEventLoop.__del__ … ValueError: Invalid file descriptor: -1``.
-    This policy closes the main thread's loop when another replaces it (Gradio's locks bind to the server's loop, so
-    nothing runs on the dropped ones); other threads' loops are left alone.
+    """Gradio's ``safe_get_lock`` sets a new event loop each time and drops the old one unclosed, whose ``__del__``
+    printed ``Invalid file descriptor: -1``: close the main thread's loop when another replaces it.
 
     Test: ``test_a_loop_gradio_replaces_is_closed``."""
 
@@ -51,19 +44,16 @@ class ClosingEventLoopPolicy(asyncio.DefaultEventLoopPolicy):
 
 
 def track_tqdm_first() -> None:
-    """Gradio 6.31 patches tqdm's methods when the first ``gr.Progress(track_tqdm=True)`` is made (in
-    ``build_demo``); a bar started before that (the background indexing's) then fails at its next step (``'tqdm'
-    object has no attribute '_progress'``) and the startup corpus is never indexed. Patch before any bar starts.
+    """Gradio patches tqdm at the first ``gr.Progress(track_tqdm=True)``; a bar started before it (the background
+    indexing's) then failed (``'tqdm' object has no attribute '_progress'``): patch before any bar starts.
 
     Test: ``test_a_bar_started_before_the_app_is_built_keeps_running``."""
     gr.Progress(track_tqdm=True)
 
 
 def retry_spaces_reload_server(attempts: int = 3) -> None:
-    """spaces 0.51 (gradio 6.31 starts its reload server on a Space): the server's first step walks ``sys.modules``,
-    which the app's background threads (the startup indexing, the first view) change as they import; now and then
-    it fails ("RuntimeError: dictionary changed size during iteration") and that thread printed its traceback and
-    died. Start it again, a few times, on exactly that error.
+    """spaces 0.51's reload server walks ``sys.modules`` while background threads import, and died of "dictionary
+    changed size during iteration": start it again, a few times, on exactly that error.
 
     Test: ``test_the_spaces_reload_server_is_started_again_after_sys_modules_changed``."""
     from gradio import http_server
@@ -86,11 +76,9 @@ def retry_spaces_reload_server(attempts: int = 3) -> None:
 
 
 def plain_errors_for_api(demo: gr.Blocks) -> gr.Blocks:
-    """Gradio 6.31 renders ``gr.Error``'s message as HTML, so ``user_error`` escapes it; an API client renders
-    nothing and got ``'&lt;a&gt;'`` for ``'<a>'``. Gradio sends one message per error to whoever made the request,
-    so the choice is made per request, in the one call every event goes through (``Blocks.process_api``: the queue,
-    ``/gradio_api/call``, the MCP server). It covers the callbacks' errors (``ui.guard``) and the input checks
-    Gradio runs before a callback (``named``), where Gradio gives no request to look at.
+    """``user_error`` escapes a message for the page (Gradio renders it as HTML), and an API client got
+    ``'&lt;a&gt;'`` for ``'<a>'``: ``Blocks.process_api``, which every event goes through, gives API clients the
+    plain text.
 
     Test: ``test_an_api_client_gets_an_errors_plain_text``."""
     process_api = demo.process_api
@@ -111,10 +99,8 @@ def plain_errors_for_api(demo: gr.Blocks) -> gr.Blocks:
 
 
 def fill_missing_inputs(demo: gr.Blocks) -> gr.Blocks:
-    """Gradio 6.31 refuses a request with fewer values than its event has inputs ("didn't receive enough input
-    values"); gradio_client fills the missing trailing ones with the inputs' defaults, a raw HTTP or MCP caller
-    does not. An event's last inputs are optional here (``png_figures``, the search's re-rank mode): the missing
-    ones get their defaults, as gradio_client sends them. A request that sends every value is unchanged.
+    """Gradio refuses a request with fewer values than inputs; gradio_client sends the defaults, a raw HTTP or MCP
+    caller does not: missing trailing inputs (``png_figures``, the re-rank mode) get their defaults.
 
     Test: ``test_a_request_without_the_last_inputs_gets_their_defaults``."""
     validate = demo.validate_inputs
@@ -128,9 +114,8 @@ def fill_missing_inputs(demo: gr.Blocks) -> gr.Blocks:
 
 
 def named(component):
-    """Gradio 6.31 checks some inputs itself before a callback runs (a slider's range, a radio's choices) and its
-    message names no input ("Value 60 is greater than maximum value 50."). The component's check is wrapped so the
-    message names it and says what is accepted, as text.
+    """Gradio's own check of a slider's range or a radio's choices names no input ("Value 60 is greater than
+    maximum value 50."): the message names the component and what it accepts.
 
     Test: ``test_a_sliders_refusal_names_the_slider``."""
     check = component.preprocess
@@ -138,9 +123,7 @@ def named(component):
     def preprocess(payload):
         try:
             return check(payload)
-        except (
-            CtxirError
-        ) as err:  # the component's own refusal with its reason (a re-ranker that is not loaded)
+        except CtxirError as err:  # the component's own refusal with its reason (a re-ranker not loaded)
             raise user_error(str(err)) from None
         except Exception:
             if isinstance(component, gr.Slider):
@@ -154,10 +137,8 @@ def named(component):
 
 
 def accept_model_ids(radio: gr.Radio, models: AppModels) -> gr.Radio:
-    """Gradio 6.31 refuses a radio's value that no choice lists. A model radio also takes what no choice lists
-    yet, from an API client or a Load button: a cross-encoder's Hub id (or folder) passes to the callback, which
-    loads it on demand (``AppModels.reranker``); any other name passes too, so that the callback's own check answers
-    it (what the argument takes, ids included) rather than Gradio's list of the choices, which says nothing of ids.
+    """Gradio refuses a radio's value that no choice lists: a model radio passes any other name to the callback,
+    which loads a Hub id on demand or says what the argument takes.
 
     Test: ``test_a_model_radio_takes_a_hub_id_it_does_not_list``."""
     check = radio.preprocess
@@ -173,9 +154,8 @@ def accept_model_ids(radio: gr.Radio, models: AppModels) -> gr.Radio:
 
 
 def refuse_unloaded(radio: gr.Radio, models: AppModels) -> gr.Radio:
-    """Gradio 6.31 refuses a radio's value that no choice lists, saying only which values are accepted. A radio
-    offers only the loaded re-rankers; an API client that sends a kind that is not loaded is told why and how to
-    load one (``AppModels.reranker``'s message).
+    """Gradio refuses an unlisted radio value saying only what is accepted: a re-ranker kind that is not loaded is
+    told why and how to load one.
 
     Test: ``test_a_radio_says_why_a_kind_is_not_loaded``."""
     check = radio.preprocess
@@ -189,21 +169,14 @@ def refuse_unloaded(radio: gr.Radio, models: AppModels) -> gr.Radio:
     return radio
 
 
-# How long the record that a visitor left is kept once their session is gone: Gradio's own unload tasks for that
-# visitor look the session up after the heartbeat ended, and a lookup of a dropped session makes a new, open one
+# how long the record that a visitor left outlives their session (Gradio's unload tasks look it up afterwards)
 LEFT_RECORD_S = 600
 
 
 class ClosedSessions:
-    """Gradio 6.31 marks a session closed when its visitor leaves (page closed, gradio_client ``Client`` closed: the
-    heartbeat ends) but keeps its ``SessionState`` (about 1.6 MB here) until ``state_session_capacity`` pushes it
-    out: RSS grew with every visitor seen. ``forget`` drops from Gradio's store (``demo.state_holder``) every
-    session whose visitor left and that has not been used for ``after_s`` seconds (< 0: none).
-
-    A visitor has left when Gradio marked their session closed or ``note`` recorded it: Gradio runs every unload
-    handler of a visitor after the heartbeat ended, each looking the session up, and the lookup of a session
-    already dropped (two visitors leaving at once) makes it again, open. A page that reconnects after the drop is
-    served as one pushed out by the capacity is. Call ``forget`` on the server's event loop (``wire`` does).
+    """Gradio keeps a left visitor's ``SessionState`` (~1.6 MB) until the session capacity pushes it out, so RSS
+    grew with every visitor: ``forget`` drops each session whose visitor left (closed, or ``note``d: a lookup of
+    a dropped session reopens it) unused for ``after_s`` seconds (< 0: none). Call it on the server's loop.
 
     Test: ``test_a_left_visitors_session_is_forgotten``."""
 

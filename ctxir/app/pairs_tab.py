@@ -13,7 +13,7 @@ from ctxir.app.models import BI_ENCODER, AppModels, chosen_prompts, prompts_said
 from ctxir.app.search_form import prompt_boxes
 from ctxir.app.state import AppState, LazyFigures, ViewResult
 from ctxir.app.text import md_code, rounded, snippet, split_lines
-from ctxir.app.ui import Ui, exports, frame, guard, lines, shares, show, tab_intro
+from ctxir.app.ui import Ui, exports, frame, guard, lines, shares, show, tab_intro, view_event
 from ctxir.checks import check_int, check_text
 from ctxir.data.demo import demo_presets
 from ctxir.encoders.bi_encoder import model_prompts
@@ -21,11 +21,6 @@ from ctxir.encoders.lengths import max_length_for, position_limit
 from ctxir.kinds import CROSS_ENCODER
 from ctxir.rerank.registry import RERANKERS
 from ctxir.types import CtxirError
-
-
-def kind_of_column(field: str) -> str:
-    """The registry name of the kind whose pair-score field is ``field`` (read now: kinds can be registered later)."""
-    return next(name for name, kind in RERANKERS.items() if kind.pair_column == field)
 
 
 def input_formation(
@@ -58,19 +53,15 @@ def score_columns() -> dict[str, tuple[str, str]]:
     }
 
 
-def probability_columns() -> dict[str, str]:
-    """{pair-score field: calibrated-probability field} for each kind whose pair value is a raw score."""
-    return {
-        kind.pair_column: f"{kind.key}_probability"
-        for kind in RERANKERS.values()
-        if kind.pair_value == "score"
-    }
+def calibrated() -> dict[str, str]:
+    """{pair-score field: calibrated-probability field} of each kind whose pair value is a raw score."""
+    return {k.pair_column: f"{k.key}_probability" for k in RERANKERS.values() if k.pair_value == "score"}
 
 
 def chart_columns(rows: Sequence[dict], extra: dict | None = None) -> dict[str, list]:
     """{legend: values} the charts draw: a re-ranker's calibrated probability where it has one (a raw score is on
     no readable scale), else its pair score; then the cosine; then each model loaded by name (``extra``)."""
-    probabilities, out = probability_columns(), {}
+    probabilities, out = calibrated(), {}
     for key, (_, legend) in {**score_columns(), **(extra or {})}.items():
         field = probabilities.get(key)
         if field and any(row.get(field) is not None for row in rows):
@@ -135,13 +126,12 @@ def score_pairs(
         if role != CROSS_ENCODER:
             prompts[name] = {**model_prompts(model), **changed}
         values[field] = _extra_scores(role, model, query, docs, prompts.get(name))
-    probabilities = _probabilities(models, values)
+    probabilities, reading = _probabilities(models, values)
     rows = [_score_row(i, doc, values, probabilities) for i, doc in enumerate(docs)]
     columns = chart_columns(rows, added)
     _add_ranks(rows, values, added)
     reader, formations = _input_formations(models, query, docs)
     unavailable = {name: models.why_not(name) for name in RERANKERS if name not in models.rerankers}
-    reading = _probability_notes(models, probabilities)
     from ctxir.viz import scores_figure
 
     data = {
@@ -191,20 +181,30 @@ def _cosines(model, query: str, docs: list[str], prompts: dict) -> list[float]:
     return (d @ q[0]).tolist()
 
 
-def _probabilities(models: AppModels, values: dict[str, list[float] | None]) -> dict[str, list[float] | None]:
-    """{calibrated-probability field: a probability per document}; None where there is no calibration."""
-    probabilities = {}
-    for key, field in probability_columns().items():
-        calibration = _calibration(models, key)
-        probabilities[field] = (
-            calibration.probabilities(values[key]).tolist() if calibration and values[key] else None
+def _probabilities(models: AppModels, values: dict) -> tuple[dict[str, list[float] | None], list[str]]:
+    """({probability field: a calibrated probability per document, None without calibration}, how to read each:
+    what it was fitted on and the base rate it reads against)."""
+    probabilities, notes = {}, []
+    for kind in RERANKERS.values():
+        if kind.pair_value != "score":
+            continue
+        scores = values[kind.pair_column]
+        calibration = getattr(models.rerankers.get(kind.name), "calibration", None)
+        field = f"{kind.key}_probability"
+        probabilities[field] = calibration.probabilities(scores).tolist() if calibration and scores else None
+        if probabilities[field] is None:
+            continue
+        rate = calibration.base_rate
+        notes.append(
+            f"{short_name(kind)} P(rel): its raw score calibrated on {calibration.fitted_on or 'dev pairs'}"
+            + (
+                f", {rate:.1%} of them relevant: read it against that rate, not against 50 %"
+                if rate is not None
+                else ""
+            )
+            + "; the raw score is in the JSON."
         )
-    return probabilities
-
-
-def _calibration(models: AppModels, key: str):
-    """The calibration of the loaded re-ranker whose pair score is field ``key``, or None."""
-    return getattr(models.rerankers.get(kind_of_column(key)), "calibration", None)
+    return probabilities, notes
 
 
 def _score_row(i: int, doc: str, values: dict, probabilities: dict) -> dict:
@@ -247,26 +247,6 @@ def _token_rows(formation: dict) -> list[dict]:
     ]
 
 
-def _probability_notes(models: AppModels, probabilities: dict[str, list[float] | None]) -> list[str]:
-    """How to read each calibrated probability shown: what it was fitted on and the base rate it reads against."""
-    notes = []
-    for key, field in probability_columns().items():
-        calibration = _calibration(models, key)
-        if calibration is None or probabilities.get(field) is None:
-            continue
-        rate = calibration.base_rate
-        notes.append(
-            f"{short_name(RERANKERS[kind_of_column(key)])} P(rel): its raw score calibrated on {calibration.fitted_on or 'dev pairs'}"
-            + (
-                f", {rate:.1%} of them relevant: read it against that rate, not against 50 %"
-                if rate is not None
-                else ""
-            )
-            + "; the raw score is in the JSON."
-        )
-    return notes
-
-
 def _summary(reader: str, first: dict, unavailable: dict[str, str], reading: Sequence[str] = ()) -> str:
     """The Markdown above the table: document 1's input formation, the ``reading`` notes, what is not loaded."""
     text = (
@@ -289,16 +269,12 @@ def _summary(reader: str, first: dict, unavailable: dict[str, str], reading: Seq
 
 def shown_names() -> dict[str, str]:
     """Field name → the page's short column name."""
-    return {
-        **{kind.pair_column: kind.label for kind in RERANKERS.values()},
-        **{
-            field: f"{short_name(RERANKERS[kind_of_column(key)])} P(rel)"
-            for key, field in probability_columns().items()
-        },
-        **{kind.rank_column: f"{short_name(kind)} rank" for kind in RERANKERS.values()},
-        "bi_encoder_cosine": "cosine",
-        "cosine_rank": "cos rank",
-    }
+    names = {"bi_encoder_cosine": "cosine", "cosine_rank": "cos rank"}
+    for kind in RERANKERS.values():
+        names |= {kind.pair_column: kind.label, kind.rank_column: f"{short_name(kind)} rank"}
+        if kind.pair_value == "score":
+            names[f"{kind.key}_probability"] = f"{short_name(kind)} P(rel)"
+    return names
 
 
 def shown_width(column: str) -> int:
@@ -455,26 +431,19 @@ def build(ui: Ui) -> None:
         pair_json = gr.JSON()
     explained = explain_tab.panel("pair-explain")
 
-    # a new request first clears the last answer: no stale scores above an error
-    hidden = gr.update(visible=False)
-    scored = gr.on(
+    scored = view_event(
         [pair_button.click, link.run.change],  # a link runs it as the button does
-        lambda: ("", hidden, hidden, hidden, hidden),
-        None,
-        [pair_formation, pair_table, pair_plot, pair_files, explain_row],
-        queue=False,
-        api_visibility="private",
-    ).then(
         do_score_pairs,
         [pair_query, pair_docs, pair_models, pair_png_wanted, *pair_prompts],
         [pair_table, pair_png, pair_formation, pair_tokens, pair_json],
-        api_name="score_pairs",
-    )
-    scored.success(
-        lambda data, png: after_scoring(out, data, png, ui.models),
-        [pair_json, pair_png],
-        [pair_table, pair_plot, pair_files, explain_row, pair_choice, explain_model],
-        api_visibility="private",
+        "score_pairs",
+        empty=[pair_formation],
+        hide=[pair_table, pair_plot, pair_files, explain_row],
+        after=(
+            lambda data, png: after_scoring(out, data, png, ui.models),
+            [pair_json, pair_png],
+            [pair_table, pair_plot, pair_files, explain_row, pair_choice, explain_model],
+        ),
     )
     link.shows(scored)
     explain_inputs = [pair_query, pair_docs, pair_choice, explain_model, *pair_prompts]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import gradio as gr
@@ -13,7 +12,7 @@ from ctxir.app.corpus_index import Owner
 from ctxir.app.models import chosen_prompts, prompts_said
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import cls_warnings, rounded
-from ctxir.app.ui import Ui, frame, guard, show, warn
+from ctxir.app.ui import Ui, frame, guard, show, view_event, warn
 from ctxir.checks import check_int, check_text
 from ctxir.types import CtxirError
 
@@ -114,17 +113,7 @@ def pooling_table(rows: list[dict]) -> list[dict]:
 # ---------------------------------------------------------------- UI
 
 
-@dataclass
-class PoolingPanel:
-    layer: Any
-    k: Any
-    button: Any
-    summary: Any
-    table: Any
-    json: Any
-
-
-def panel(ui: Ui) -> PoolingPanel:
+def panel(ui: Ui, form: SearchForm) -> None:
     n_layers = ui.models.num_layers
     with gr.Accordion(
         "Compare pooling: the same query through mean- and CLS-pooled embeddings of any layer", open=False
@@ -139,10 +128,6 @@ def panel(ui: Ui) -> PoolingPanel:
         table = gr.Dataframe(wrap=True, elem_classes=["ctxir-table"], visible=False, elem_id="pool-table")
         with gr.Accordion("Numbers (JSON)", open=False):
             json = gr.JSON()
-    return PoolingPanel(layer, k, button, summary, table, json)
-
-
-def wire(ui: Ui, form: SearchForm, pooling: PoolingPanel) -> None:
     state = ui.state
 
     @guard
@@ -179,9 +164,13 @@ def wire(ui: Ui, form: SearchForm, pooling: PoolingPanel) -> None:
         # shares of the box, not pixels: both sides fit a phone's width too, each wrapping its titles
         return show(frame(pooling_table(rows)), column_widths=["18%", "41%", "41%"])
 
-    pooling.button.click(lambda: "", None, [pooling.summary], queue=False, api_visibility="private").then(
+    view_event(
+        button.click,
         do_compare_pooling,
-        [form.query, form.corpus, pooling.layer, pooling.k, form.query_prompt, form.document_prompt],
-        [pooling.table, pooling.summary, pooling.json],
-        api_name="compare_pooling",
-    ).success(after_pooling, [pooling.table], [pooling.table], queue=False, api_visibility="private")
+        [form.query, form.corpus, layer, k, form.query_prompt, form.document_prompt],
+        [table, summary, json],
+        "compare_pooling",
+        empty=[summary],
+        after=(after_pooling, [table], [table]),
+        after_queue=False,
+    )

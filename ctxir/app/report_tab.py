@@ -10,7 +10,7 @@ import gradio as gr
 
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code, md_literal, plural
-from ctxir.app.ui import Ui, exports, guard, show, tab_intro
+from ctxir.app.ui import Ui, exports, guard, show, tab_intro, view_event
 from ctxir.checks import check_int
 from ctxir.data.beir import load_beir, load_qrels, load_queries
 from ctxir.data.demo import ASSETS, demo_corpus
@@ -253,21 +253,20 @@ def build(ui: Ui) -> None:
     with gr.Accordion("Numbers (JSON)", open=False):
         report_json = gr.JSON()
 
-    # a new request first clears the last report: no stale report under a new error
     for button, view, inputs, api in (
         (report_button, do_report, [report_file, worst], "failure_report"),
         (sample_button, do_sample_report, [worst], "failure_report_sample"),
     ):
-        button.click(
-            lambda: ("", gr.update(visible=False)),
-            None,
-            [report_summary, report_view],
-            queue=False,
-            api_visibility="private",
-        ).then(view, inputs, [report_summary, report_view, report_page, report_json], api_name=api).success(
-            after_report,
-            [report_json, report_page],
-            [report_view, report_files],
-            queue=False,
-            api_visibility="private",
+        outputs = [report_summary, report_view, report_page, report_json]
+        after = (after_report, [report_json, report_page], [report_view, report_files])
+        view_event(
+            button.click,
+            view,
+            inputs,
+            outputs,
+            api,
+            empty=[report_summary],
+            hide=[report_view],
+            after=after,
+            after_queue=False,
         )

@@ -18,7 +18,7 @@ from ctxir.app.search_form import (
     search_form,
     wire_load,
 )
-from ctxir.app.ui import Ui, column_widths, frame, guard, show, tab_intro
+from ctxir.app.ui import Ui, column_widths, frame, guard, show, tab_intro, view_event
 from ctxir.rerank.registry import RERANKERS
 
 # ---------------------------------------------------------------- shown in the page
@@ -77,10 +77,8 @@ CARD_CLICK = (
 # ---------------------------------------------------------------- UI
 
 
-# The tab is built in named steps: each panel (``search_form`` in search_form.py, ``results_panel`` here; ``panel``
-# of what_moved, pooling and uploads) lays out one part of the page (inside the open gr.Tab) and returns its components; each wire
-# (``wire_*`` here, ``wire`` there) binds one feature's events. build() calls them in page order, so the components
-# and the events keep the order they always had (the API's endpoints and Gradio's ids follow it).
+# build() lays out and wires each part in page order: the components and events keep their order (the API's
+# endpoints and Gradio's ids follow it).
 
 
 @dataclass
@@ -108,14 +106,10 @@ def build(ui: Ui) -> None:
     )
     form = search_form(ui)
     results = results_panel(ui)
-    moved = what_moved.panel(ui)
-    pooled = pooling.panel(ui)
-    upload = uploads.panel(ui)
     wire_search(ui, form, results)
     wire_explain(ui, form, results)
-    what_moved.wire(ui, form, moved)
-    pooling.wire(ui, form, pooled)
-    uploads.wire(ui, form, upload)
+    for part in (what_moved, pooling, uploads):
+        part.panel(ui, form)
     # a re-ranker loaded by id is offered to the search and to "Explain with" below its results
     wire_load(
         ui,
@@ -241,39 +235,26 @@ def wire_search(ui: Ui, form: SearchForm, results: ResultsPanel) -> None:
             gr.update(choices=model_choices(ui.models)),  # with a cross-encoder the search loaded by id
         )
 
-    def before():
-        # a new request clears the last answer first: no stale "10 results" above an error
-        return "", gr.update(visible=False), gr.update(visible=False), ""
-
-    outputs = [results.table, results.summary, results.json]
-    # a link to a search runs it as the button does
-    for triggers, api in (
-        ([form.button.click, results.link.run.change], {"api_name": "search"}),
-        ([form.query.submit], {"api_visibility": "private"}),
-    ):
-        searched = gr.on(
+    r = results
+    after = (
+        after_search,
+        [r.json],
+        [r.table, r.csv_button, r.explain_row, r.choice, r.cards, r.explain_model],
+    )
+    # a link to a search runs it as the button does; Enter in the query box, privately
+    for triggers, api in (([form.button.click, r.link.run.change], "search"), ([form.query.submit], None)):
+        searched = view_event(
             triggers,
-            before,
-            None,
-            [results.summary, results.table, results.explain_row, results.cards],
-            queue=False,
-            api_visibility="private",
-        ).then(do_search, [*form.inputs, form.mode, form.query_prompt, form.document_prompt], outputs, **api)
-        searched.success(
-            after_search,
-            [results.json],
-            [
-                results.table,
-                results.csv_button,
-                results.explain_row,
-                results.choice,
-                results.cards,
-                results.explain_model,
-            ],
-            queue=False,
-            api_visibility="private",
+            do_search,
+            [*form.inputs, form.mode, form.query_prompt, form.document_prompt],
+            [r.table, r.summary, r.json],
+            api,
+            empty=[r.summary, r.cards],
+            hide=[r.table, r.explain_row],
+            after=after,
+            after_queue=False,
         )
-        results.link.shows(searched)
+        r.link.shows(searched)
 
 
 def wire_explain(ui: Ui, form: SearchForm, results: ResultsPanel) -> None:

@@ -11,7 +11,7 @@ from ctxir.app import figures
 from ctxir.app.models import BI_ENCODER, POOLINGS, check_layer
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import cls_warnings, display_text, md_literal, split_lines
-from ctxir.app.ui import Ui, cleared, exports, guard, lines, show, warn
+from ctxir.app.ui import Ui, exports, guard, lines, show, view_event, warn
 from ctxir.checks import check_choice, check_text
 from ctxir.types import CtxirError
 
@@ -170,10 +170,16 @@ def layers_tab(ui: Ui, model, presets: dict) -> None:
     files = gr.File(label="Download: PNG, interactive HTML, CSV, JSON", file_count="multiple", visible=False)
     with gr.Accordion("Numbers (JSON)", open=False):
         json = gr.JSON()
-    compared = button.click(**cleared(summary)).then(
-        do_layer_similarity, [model, sentences, word], [*pngs, summary, json], api_name="layer_similarity"
+    after = (after_layers, [json, *pngs], [word_plot, sentence_plot, files])
+    compared = view_event(
+        button.click,
+        do_layer_similarity,
+        [model, sentences, word],
+        [*pngs, summary, json],
+        "layer_similarity",
+        empty=[summary],
+        after=after,
     )
-    compared.success(after_layers, [json, *pngs], [word_plot, sentence_plot, files], api_visibility="private")
     ui.offer_loaded_models(compared, model)
 
 
@@ -217,9 +223,15 @@ def similarity_tab(ui: Ui, presets: dict) -> None:
     files = gr.File(label="Download: PNG, interactive HTML, CSV, JSON", file_count="multiple", visible=False)
     with gr.Accordion("Numbers (JSON)", open=False):
         json = gr.JSON()
-    button.click(**cleared(summary)).then(
-        do_sentence_similarity, [sentences, layer, pooling], [png, json], api_name="sentence_similarity"
-    ).success(after_similarity, [json, png], [summary, plot, files], api_visibility="private")
+    view_event(
+        button.click,
+        do_sentence_similarity,
+        [sentences, layer, pooling],
+        [png, json],
+        "sentence_similarity",
+        empty=[summary],
+        after=(after_similarity, [json, png], [summary, plot, files]),
+    )
 
 
 def similarity_heatmap(data: dict):

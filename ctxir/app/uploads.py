@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import gradio as gr
 
@@ -14,7 +13,7 @@ from ctxir.app.config import Progress
 from ctxir.app.corpus_index import CorpusIndex, Owner
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code, plural, snippet
-from ctxir.app.ui import Ui, frame, guard, show
+from ctxir.app.ui import Ui, frame, guard, show, view_event
 from ctxir.types import CtxirError
 
 if TYPE_CHECKING:
@@ -98,16 +97,7 @@ def upload_corpus(
 # ---------------------------------------------------------------- UI
 
 
-@dataclass
-class UploadPanel:
-    file: Any
-    button: Any
-    summary: Any
-    table: Any
-    json: Any
-
-
-def panel(ui: Ui) -> UploadPanel:
+def panel(ui: Ui, form: SearchForm) -> None:
     cfg = ui.config
     with gr.Accordion("Upload your own corpus (.txt, .jsonl, .csv, .tsv)", open=False):
         gr.Markdown(
@@ -130,10 +120,6 @@ def panel(ui: Ui) -> UploadPanel:
         )
         with gr.Accordion("Numbers (JSON)", open=False):
             json = gr.JSON()
-    return UploadPanel(file, button, summary, table, json)
-
-
-def wire(ui: Ui, form: SearchForm, upload: UploadPanel) -> None:
     state = ui.state
 
     @guard
@@ -154,13 +140,13 @@ def wire(ui: Ui, form: SearchForm, upload: UploadPanel) -> None:
             value=(data or {}).get("corpus", state.default_corpus),
         ), show()
 
-    # a new upload first clears the last one's message: a failure never sits beside an old "Indexed …"
-    upload.button.click(
-        lambda: ("", gr.update(visible=False)),
-        None,
-        [upload.summary, upload.table],
-        queue=False,
-        api_visibility="private",
-    ).then(
-        do_upload, [upload.file], [upload.summary, upload.table, upload.json], api_name="upload_corpus"
-    ).success(refresh_corpora, [upload.json], [form.corpus, upload.table], api_visibility="private")
+    view_event(
+        button.click,
+        do_upload,
+        [file],
+        [summary, table, json],
+        "upload_corpus",
+        empty=[summary],
+        hide=[table],
+        after=(refresh_corpora, [json], [form.corpus, table]),
+    )

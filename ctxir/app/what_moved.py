@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import gradio as gr
 
@@ -13,7 +12,7 @@ from ctxir.app.models import prompts_said
 from ctxir.app.search import search
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code
-from ctxir.app.ui import Ui, column_widths, exports, frame, guard, show
+from ctxir.app.ui import Ui, column_widths, exports, frame, guard, show, view_event
 from ctxir.checks import check_int
 from ctxir.explain.rerankers import explainer_for
 from ctxir.rerank.registry import (
@@ -267,19 +266,48 @@ def explain_moves(
 # ---------------------------------------------------------------- UI
 
 
-@dataclass
-class MovedPanel:
-    n: Any
-    button: Any
-    summary: Any
-    plot: Any
-    table: Any
-    files: Any
-    json: Any
+def panel(ui: Ui, form: SearchForm) -> None:
+    """The What moved accordion below the results, and /what_moved."""
+    state, out, cfg = ui.state, ui.out, ui.config
 
+    @guard
+    def do_what_moved(
+        query,
+        corpus,
+        first_stage,
+        reranker,
+        k,
+        depth,
+        n,
+        mode,
+        query_prompt,
+        document_prompt,
+        request: gr.Request,
+    ):
+        owner = ui.visitor(request)
+        r = what_moved(
+            state,
+            query,
+            corpus,
+            first_stage,
+            reranker,
+            k,
+            depth,
+            n,
+            owner,
+            mode,
+            query_prompt,
+            document_prompt,
+        )
+        files = exports(out, "what-moved", data=r.data, rows=r.rows, plots=[r.plots["moves"]])
+        return r.text, r.plots["moves"], frame(r.rows), files, r.data
 
-def panel(ui: Ui) -> MovedPanel:
-    cfg = ui.config
+    def after_moved():
+        # the two word columns share the room the others leave and wrap there, instead of running off the edge
+        widths = column_widths(MOVED_COLUMNS, wide="words")
+        words = f"{max(260, int(widths[-1][:-2]) // 2)}px"
+        return show(), show(column_widths=[*widths[:-1], words, words]), show()
+
     with gr.Accordion(
         "What moved: the documents a re-ranker moved most, and the words that drove it", open=False
     ):
@@ -304,55 +332,13 @@ def panel(ui: Ui) -> MovedPanel:
         files = gr.File(label="Download: CSV, JSON, interactive HTML", file_count="multiple", visible=False)
         with gr.Accordion("Numbers (JSON)", open=False):
             json = gr.JSON()
-    return MovedPanel(n, button, summary, plot, table, files, json)
-
-
-def wire(ui: Ui, form: SearchForm, moved: MovedPanel) -> None:
-    state, out = ui.state, ui.out
-
-    # Gradio passes each input as its own argument: the parameters are the event's inputs, in their order.
-    @guard
-    def do_what_moved(
-        query,
-        corpus,
-        first_stage,
-        reranker,
-        k,
-        depth,
-        n,
-        mode,
-        query_prompt,
-        document_prompt,
-        request: gr.Request,
-    ):
-        r = what_moved(
-            state,
-            query,
-            corpus,
-            first_stage,
-            reranker,
-            k,
-            depth,
-            n,
-            ui.visitor(request),
-            mode,
-            query_prompt,
-            document_prompt,
-        )
-        files = exports(out, "what-moved", data=r.data, rows=r.rows, plots=[r.plots["moves"]])
-        return r.text, r.plots["moves"], frame(r.rows), files, r.data
-
-    def after_moved():
-        # the two word columns share the room the others leave and wrap there, instead of running off the edge
-        widths = column_widths(MOVED_COLUMNS, wide="words")
-        words = f"{max(260, int(widths[-1][:-2]) // 2)}px"
-        return show(), show(column_widths=[*widths[:-1], words, words]), show()
-
-    moved.button.click(lambda: "", None, [moved.summary], queue=False, api_visibility="private").then(
+    view_event(
+        button.click,
         do_what_moved,
-        [*form.inputs, moved.n, form.mode, form.query_prompt, form.document_prompt],
-        [moved.summary, moved.plot, moved.table, moved.files, moved.json],
-        api_name="what_moved",
-    ).success(
-        after_moved, None, [moved.plot, moved.table, moved.files], queue=False, api_visibility="private"
+        [*form.inputs, n, form.mode, form.query_prompt, form.document_prompt],
+        [summary, plot, table, files, json],
+        "what_moved",
+        empty=[summary],
+        after=(after_moved, None, [plot, table, files]),
+        after_queue=False,
     )
