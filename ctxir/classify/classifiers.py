@@ -51,11 +51,13 @@ class EmbeddingClassifier:
     """``fit``/``predict`` encode texts and call the ``*_embeddings`` methods, which take (N, D) unit vectors."""
 
     method = ""
+    min_classes = 1
 
     def __init__(self, encoder=None):
         self.encoder = encoder
         self.classes: list[str] = []
         self.texts: list[str] = []  # the labelled texts, for neighbours shown beside a prediction
+        self.reference, self.reference_labels = None, None  # (n, D) labelled embeddings, (n,) their class ids
 
     def fit(self, texts: Sequence[str], labels: Sequence[str]) -> EmbeddingClassifier:
         texts = list(texts)
@@ -65,20 +67,27 @@ class EmbeddingClassifier:
         self.texts = texts
         return self
 
-    def _label_ids(self, labels: Sequence[str], min_classes: int = 2) -> np.ndarray:
+    def _label_ids(self, labels: Sequence[str]) -> np.ndarray:
         labels = [str(label) for label in labels]
         if not labels:
             raise CtxirError(f"{self.method} needs labelled examples: got none")
         self.classes = sorted(set(labels))
-        if len(self.classes) < min_classes:
+        if len(self.classes) < self.min_classes:
             raise CtxirError(
-                f"{self.method} needs examples of at least {min_classes} classes, got only {self.classes!r}"
+                f"{self.method} needs examples of at least {self.min_classes} classes, got only {self.classes!r}"
             )
         index = {c: i for i, c in enumerate(self.classes)}
         return np.array([index[label] for label in labels], dtype=np.int64)
 
     def fit_embeddings(self, embeddings, labels: Sequence[str]) -> EmbeddingClassifier:
-        raise NotImplementedError
+        x = as_matrix(embeddings, "embeddings")
+        self.reference_labels = self._label_ids(labels)
+        self.reference = x
+        self._fit(x, self.reference_labels)
+        return self
+
+    def _fit(self, embeddings: np.ndarray, label_ids: np.ndarray) -> None:
+        """What a classifier learns beyond the labelled examples it keeps."""
 
     def scores_embeddings(self, embeddings) -> np.ndarray:
         """(n, classes) scores, higher = more likely; columns follow ``self.classes``."""
@@ -110,23 +119,17 @@ class EmbeddingClassifier:
         return self.predict_embeddings(encode(self.encoder, list(texts)), neighbours)
 
     def neighbours(self, embeddings: np.ndarray, k: int) -> list[tuple[Neighbour, ...]]:
-        reference = getattr(self, "reference", None)
-        if reference is None or not len(reference):
+        if self.reference is None or not len(self.reference):
             return [()] * len(embeddings)
-        indices, sims = top_neighbours(embeddings, reference, k)
-        labels = self.reference_labels
+        indices, sims = top_neighbours(embeddings, self.reference, k)
+        labels, texts = self.reference_labels, self.texts
         return [
             tuple(
-                Neighbour(
-                    int(i), self.texts[i] if i < len(self.texts) else "", self.classes[labels[i]], float(s)
-                )
+                Neighbour(int(i), texts[i] if i < len(texts) else "", self.classes[labels[i]], float(s))
                 for i, s in zip(row_i, row_s, strict=True)
             )
             for row_i, row_s in zip(indices, sims, strict=True)
         ]
-
-    def _keep_reference(self, embeddings: np.ndarray, label_ids: np.ndarray) -> None:
-        self.reference, self.reference_labels = embeddings, label_ids
 
 
 class KnnClassifier(EmbeddingClassifier):
@@ -147,11 +150,6 @@ class KnnClassifier(EmbeddingClassifier):
         self.k = check_int(k, "k", 1, 10_000)
         self.weights = check_choice(weights, "weights", WEIGHTS)
 
-    def fit_embeddings(self, embeddings, labels):
-        embeddings = as_matrix(embeddings, "embeddings")
-        self._keep_reference(embeddings, self._label_ids(labels, min_classes=1))
-        return self
-
     def _votes(self, embeddings):
         self._check_fitted()
         x = as_matrix(embeddings, "embeddings")
@@ -161,8 +159,7 @@ class KnnClassifier(EmbeddingClassifier):
         return self._votes(embeddings)[0]
 
     def predict_ids(self, embeddings):
-        votes, sims = self._votes(embeddings)
-        return argmax_ties(votes, sims)
+        return argmax_ties(*self._votes(embeddings))
 
 
 class CentroidClassifier(EmbeddingClassifier):
@@ -175,12 +172,8 @@ class CentroidClassifier(EmbeddingClassifier):
 
     method = "centroid"
 
-    def fit_embeddings(self, embeddings, labels):
-        embeddings = as_matrix(embeddings, "embeddings")
-        ids = self._label_ids(labels, min_classes=1)
-        self.centroids = centroids(embeddings, ids, len(self.classes))
-        self._keep_reference(embeddings, ids)
-        return self
+    def _fit(self, embeddings, label_ids):
+        self.centroids = centroids(embeddings, label_ids, len(self.classes))
 
     def scores_embeddings(self, embeddings):
         self._check_fitted()
@@ -196,20 +189,17 @@ class LogRegClassifier(EmbeddingClassifier):
     """
 
     method = "logreg"
+    min_classes = 2
 
     def __init__(self, encoder=None, C: float = 1.0, max_iter: int = 1000, seed: int = 0):
         super().__init__(encoder)
         self.C, self.max_iter, self.seed = C, max_iter, seed
 
-    def fit_embeddings(self, embeddings, labels):
+    def _fit(self, embeddings, label_ids):
         from sklearn.linear_model import LogisticRegression
 
-        embeddings = as_matrix(embeddings, "embeddings")
-        ids = self._label_ids(labels)
         self.model = LogisticRegression(C=self.C, max_iter=self.max_iter, random_state=self.seed)
-        self.model.fit(embeddings, ids)
-        self._keep_reference(embeddings, ids)
-        return self
+        self.model.fit(embeddings, label_ids)
 
     def scores_embeddings(self, embeddings):
         self._check_fitted()
@@ -261,16 +251,15 @@ class ZeroShotClassifier(EmbeddingClassifier):
             as_matrix(label_vectors, "label_vectors") if given else encode(encoder, self.prompts)
         )
 
-    def fit_embeddings(self, embeddings, labels):
-        embeddings = as_matrix(embeddings, "embeddings")
+    def _label_ids(self, labels):
+        """The examples' ids among the zero-shot labels, which stay the classes."""
         index = {c: i for i, c in enumerate(self.classes)}
         unknown = sorted({str(x) for x in labels} - set(index))
         if unknown:
             raise CtxirError(
                 f"label {unknown[0]!r} of the examples is not one of the zero-shot labels {self.classes!r}"
             )
-        self._keep_reference(embeddings, np.array([index[str(x)] for x in labels], dtype=np.int64))
-        return self
+        return np.array([index[str(x)] for x in labels], dtype=np.int64)
 
     def scores_embeddings(self, embeddings):
         return zero_shot_scores(as_matrix(embeddings, "embeddings"), self.label_vectors, self.projection)
