@@ -1,26 +1,5 @@
-"""Input checks shared by the library's public entry points and the app: one message per mistake, said one way.
-
-Each public entry point (``Retriever.search``/``query``, ``Reranker.rerank``, ``Pipeline.search``, the app's views)
-checks its input once and then calls unchecked internals. No torch import: the app and CLIs use these before
-any model loads.
-
->>> check_query("  otters  ")
-'otters'
->>> check_query("\\x00\\x00\\x1b")
-Traceback (most recent call last):
-    ...
-ctxir.types.CtxirError: query is empty: type a few words to search for
->>> check_top_k(10)
-10
->>> check_choice("rrf", "fusion", ("rrf", "weighted"))
-'rrf'
->>> check_int("3", "k", 1, 100)
-3
->>> check_int(2.5, "k", 1, 100)
-Traceback (most recent call last):
-    ...
-ctxir.types.CtxirError: k must be a whole number from 1 to 100, got 2.5
-"""
+"""Input checks shared by the library's public entry points and the app, each checking its input once: one message
+per mistake, said one way. No torch import: the app and CLIs use these before any model loads."""
 
 from __future__ import annotations
 
@@ -32,14 +11,13 @@ from typing import Any
 
 from ctxir.types import CtxirError
 
-# Unicode categories that show nothing: controls (NUL, ESC, ...), format characters (zero-width space, BOM, ...),
-# separators (spaces, line and paragraph separators), surrogates, unassigned.
+# Unicode categories that show nothing: controls, format characters (zero-width space, BOM), separators, surrogates,
+# unassigned
 _INVISIBLE = frozenset({"Cc", "Cf", "Cs", "Cn", "Zs", "Zl", "Zp"})
 
 
 def is_blank(text: str) -> bool:
-    """True when ``text`` has no character a person can see: only whitespace, NUL and other control or format
-    characters. A tokenizer drops all of them, so such a query would search for nothing and find "0 results".
+    """True when ``text`` has no character a person can see (a tokenizer would drop them all).
 
     >>> is_blank(" \\x00\\t\\u200b"), is_blank("\\x00a")
     (True, False)
@@ -50,8 +28,7 @@ def is_blank(text: str) -> bool:
 def check_text(
     text: Any, what: str, max_chars: int | None = None, required: bool = True, hint: str = "type some text"
 ) -> str:
-    """``text`` stripped; refuses non-text, empty or blank (only control characters, see ``is_blank``; when
-    ``required``) and more than ``max_chars`` characters."""
+    """``text`` stripped; refuses non-text, blank (when ``required``) and more than ``max_chars`` characters."""
     if text is None:
         text = ""
     if not isinstance(text, str):
@@ -97,7 +74,11 @@ def check_choice(value: Any, what: str, choices: Sequence[str]) -> str:
 
 
 def check_int(value: Any, what: str, low: int, high: int) -> int:
-    """A whole number in [low, high]; 3.0 and "3" are accepted (sliders and API users send those), 2.5 is not."""
+    """A whole number in [low, high]; 3.0 and "3" are accepted (sliders and API users send those), 2.5 is not.
+
+    >>> check_int("3", "k", 1, 100)
+    3
+    """
     number = None
     whole = isinstance(value, numbers.Integral) and not isinstance(value, bool)
     if whole or (isinstance(value, float) and value.is_integer()):

@@ -64,13 +64,10 @@ def cache_not_written(what: str, err: DiskFullError) -> None:
         logger.warning("ctxir: %s not cached, this run goes on without it: %s", what, err)
 
 
-def file_sha256(path: str | Path, chunk: int = 1 << 24) -> str:
-    """The file's sha256 (hex), read in 16 MB blocks: the checksum ctxir writes beside every cache it reads back."""
-    digest = hashlib.sha256()
+def file_sha256(path: str | Path) -> str:
+    """The file's sha256 (hex): the checksum ctxir writes beside every cache it reads back."""
     with open(path, "rb") as handle:
-        while block := handle.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def cache_lock(path: str | Path, timeout: float = -1):
@@ -114,13 +111,9 @@ def _checksums(folder: Path) -> dict[str, list]:
         return {}
     record = read_json(path, strict=False)
     files = record.get("files") if isinstance(record, dict) else None
-    if (
-        not isinstance(files, dict)
-        or record.get("format") != CHECKSUMS_FORMAT
-        or not all(
-            isinstance(v, list) and len(v) == 2 and isinstance(v[0], int) and isinstance(v[1], str)
-            for v in files.values()
-        )
+    valid = isinstance(files, dict) and record.get("format") == CHECKSUMS_FORMAT
+    if not valid or not all(
+        isinstance(v, list) and [type(x) for x in v] == [int, str] for v in files.values()
     ):
         raise CtxirError(
             f"{str(path)!r} is damaged (not a {CHECKSUMS_FORMAT} record), so the model folder's files cannot be "

@@ -14,7 +14,6 @@ import torch
 
 from ctxir.evaluation import (
     EvalResult,
-    compare_per_query,
     evaluate_run,
     format_table,
     paired_recall_at_k,
@@ -305,24 +304,6 @@ def test_bad_k_values_rejected(ks):
     # k=0 must be caught before pytrec_eval: trec_eval segfaults on a cutoff of 0
     with pytest.raises(CtxirError, match="k"):
         evaluate_run(QRELS, RUN, k_values=ks)
-
-
-# ----------------------------------------------------------------------------- compare_per_query
-
-
-def test_compare_per_query_sorted_by_delta(toy):
-    better = evaluate_run(QRELS, {**RUN, "q2": {"e": 1.0, "a": 0.5}}, k_values=KS)  # q2: e now rank 1
-    worse_q3 = {**RUN, "q3": {"x": 0.9, "y": 0.8, "g": 0.7, "h": 0.6}}  # q3: first relevant at rank 3
-    b = evaluate_run(QRELS, {**worse_q3, "q2": {"e": 1.0}}, k_values=KS)
-    rows = compare_per_query(toy, b, metric="MRR@10")
-    # deltas: q3 1 -> 1/3 (-2/3), q1 unchanged (0), q2 1/4 -> 1 (+3/4)
-    assert [r[0] for r in rows] == ["q3", "q1", "q2"]
-    assert rows[0][1:] == pytest.approx((1.0, 1 / 3, -2 / 3))
-    assert rows[1][1:] == pytest.approx((0.5, 0.5, 0.0))
-    assert rows[2][1:] == pytest.approx((0.25, 1.0, 0.75))
-    assert compare_per_query(toy, better, metric="MRR@10")[-1][0] == "q2"
-    with pytest.raises(CtxirError, match="available"):
-        compare_per_query(toy, b, metric="nDCG@7")
 
 
 # ----------------------------------------------------------------------------- sts_correlation

@@ -1,13 +1,5 @@
-"""Data: read corpora, queries, qrels, sentence-pair sets (BEIR, STS, SICK, SNLI, user files) and labelled texts.
-
-reading.py         the file helpers every reader shares: checked paths, UTF-8 text, numbered lines, file:line errors
-beir.py            BEIR folders: corpus.jsonl, queries.jsonl, qrels
-sentence_pairs.py  STS Benchmark, paired-retrieval files, SICK, SNLI
-user_corpus.py     a user's corpus file (.txt/.jsonl/.csv/.tsv), or a BEIR folder
-general.py         SQuAD, WikiQA and MS MARCO triples as relevance sets, for training re-rankers
-labelled.py        labelled texts for classification: ``Label``, (text, label) files, label files, train/test folders
-demo.py            the packaged demo data: the demo corpus, its example queries, the app's preset texts (``ASSETS``)
-"""
+"""Data readers: BEIR folders, user corpora, sentence-pair sets (STS, SICK, SNLI), relevance sets for training
+(general.py), labelled texts and the packaged demo data; every bad input a ``CtxirError`` naming the file and line."""
 
 from ctxir.data.beir import load_beir, load_corpus, load_qrels, load_queries, write_beir  # noqa: F401 -- public API
 from ctxir.data.labelled import Label, load_folder, load_labelled, load_labels  # noqa: F401 -- public API

@@ -9,6 +9,7 @@ from ctxir.data.reading import (
     PathLike,
     add_doc,
     bad_line,
+    check_doc_text,
     existing_file,
     existing_folder,
     json_id,
@@ -24,17 +25,31 @@ from ctxir.types import Corpus, CtxirError, Qrels, Queries
 def load_corpus(path: PathLike) -> Corpus:
     """BEIR corpus.jsonl: one {"_id", "text", "title"?} object per line."""
     p = existing_file(path, "a BEIR corpus.jsonl file")
-    expected = 'a JSON object with "_id" and "text"'
+    return non_empty(p, jsonl_corpus(p, read_text(p)))
+
+
+def jsonl_corpus(p: Path, text: str, user: bool = False) -> Corpus:
+    """The documents of JSON lines {"_id" or "id", "text", "title"?}; a ``user`` corpus's ids default to the line
+    number, its texts are stripped and must not be empty."""
+    expected = (
+        'a JSON object with "text" (and optional "id"/"_id", "title")'
+        if user
+        else 'a JSON object with "_id" and "text"'
+    )
     corpus: Corpus = {}
     seen: dict[str, int] = {}
-    for line_no, line in nonblank_lines(read_text(p)):
+    for line_no, line in nonblank_lines(text):
         obj = json_object(p, line_no, line, expected)
-        doc_id = json_id(obj.get("_id", obj.get("id")))
-        text, title = obj.get("text"), obj.get("title") or ""
-        if doc_id is None or not isinstance(text, str) or not isinstance(title, str):
+        raw_id = obj.get("_id", obj.get("id"))
+        doc_id = str(line_no) if user and raw_id is None else json_id(raw_id)
+        body, title = obj.get("text"), obj.get("title") or ""
+        if doc_id is None or not isinstance(body, str) or not isinstance(title, str):
             raise bad_line(p, line_no, expected, line)
-        add_doc(corpus, seen, p, line_no, doc_id, {"title": title, "text": text})
-    return non_empty(p, corpus)
+        if user:
+            check_doc_text(p, line_no, title, body, line)
+            title, body = title.strip(), body.strip()
+        add_doc(corpus, seen, p, line_no, doc_id, {"title": title, "text": body})
+    return corpus
 
 
 def load_queries(path: PathLike) -> Queries:
@@ -62,10 +77,7 @@ def _int_score(field: str) -> int | None:
 
 
 def load_qrels(path: PathLike) -> Qrels:
-    """BEIR qrels TSV (query-id, corpus-id, score), header row optional; TREC 4-column lines also accepted.
-
-    Scores are stored as int: pytrec_eval rejects float grades. Score-0 judgments are kept (non-relevant).
-    """
+    """BEIR qrels TSV (query-id, corpus-id, integer score; header optional) or TREC qrels; score 0 is kept."""
     p = existing_file(path, "a qrels .tsv file")
     expected = "query-id<TAB>corpus-id<TAB>integer score"
     qrels: Qrels = {}
@@ -133,17 +145,8 @@ def write_beir(
     qrels: Qrels,
     split: str = "test",
 ) -> Path:
-    r"""Write a BEIR folder that ``load_beir`` reads: ``corpus`` (a dict, or (id, {title, text}) pairs streamed one by
-    one, for corpora too big to hold), ``queries``, and ``qrels`` as ``qrels/<split>.tsv``. Each file is written whole
-    or not at all, the qrels last: a folder that has its qrels file is complete.
-
-    >>> import tempfile
-    >>> folder = tempfile.TemporaryDirectory()
-    >>> root = write_beir(folder.name, {"d1": {"title": "Otters", "text": "Otters swim."}}, {"q1": "otters"},
-    ...                   {"q1": {"d1": 1}}, split="dev")
-    >>> load_beir(root, "dev")
-    ({'d1': {'title': 'Otters', 'text': 'Otters swim.'}}, {'q1': 'otters'}, {'q1': {'d1': 1}})
-    >>> folder.cleanup()
+    """Write a BEIR folder: ``corpus`` (a dict, or (id, {title, text}) pairs streamed), ``queries`` and ``qrels`` as
+    ``qrels/<split>.tsv``, each file atomically, the qrels last (a folder with its qrels file is complete).
     """
     import json
 

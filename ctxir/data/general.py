@@ -1,7 +1,4 @@
-"""General-domain relevance sets for training re-rankers (SQuAD, WikiQA, MS MARCO triples) as ``RelevanceSet``.
-
-``negatives`` holds the source's own non-relevant documents; ``groups`` a SQuAD paragraph's article, for held-out splits.
-"""
+"""General-domain relevance sets for training re-rankers (SQuAD, WikiQA, MS MARCO triples) as ``RelevanceSet``."""
 
 from __future__ import annotations
 
@@ -9,6 +6,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ctxir.checks import check_choice
 from ctxir.data.reading import PathLike, existing_file, read_text, short_name, tsv_rows
 from ctxir.types import Corpus, CtxirError, Qrels, Queries
 
@@ -17,7 +15,7 @@ WIKIQA_COLUMNS = ("QuestionID", "Question", "DocumentID", "DocumentTitle", "Sent
 
 @dataclass
 class RelevanceSet:
-    """Queries with judged passages of one source; ``negatives`` are the source's own non-relevant judgements."""
+    """Queries with judged passages of one source; ``negatives``: its own non-relevant ones; ``groups``: doc → article."""
 
     name: str
     corpus: Corpus
@@ -40,19 +38,7 @@ class RelevanceSet:
 
 
 def load_squad(path: PathLike) -> RelevanceSet:
-    """SQuAD v1.1 JSON: every question → the paragraph it is answered in; a paragraph's group is its article.
-
-    >>> import tempfile
-    >>> folder = tempfile.TemporaryDirectory()
-    >>> path = Path(folder.name) / "dev.json"
-    >>> _ = path.write_text(json.dumps({"data": [{"title": "River_otter", "paragraphs": [
-    ...     {"context": "Otters dig dens.", "qas": [{"id": "q1", "question": "What do otters dig?"}]},
-    ...     {"context": "Otters eat fish.", "qas": []}]}]}))
-    >>> squad = load_squad(path)
-    >>> squad.corpus["River_otter:1"], squad.queries, squad.qrels, squad.groups["River_otter:1"]
-    ({'title': 'River otter', 'text': 'Otters eat fish.'}, {'q1': 'What do otters dig?'}, {'q1': {'River_otter:0': 1}}, 'River_otter')
-    >>> folder.cleanup()
-    """
+    """SQuAD v1.1 JSON: every question → the paragraph it is answered in; a paragraph's group is its article."""
     p = existing_file(path, "a SQuAD v1.1 JSON file (dev-v1.1.json)")
     try:
         articles = json.loads(read_text(p))["data"]
@@ -74,8 +60,7 @@ def load_squad(path: PathLike) -> RelevanceSet:
 
 
 def article_half(found: RelevanceSet, half: int) -> RelevanceSet:
-    """Every other group of ``found`` (a SQuAD article), in file order: ``half`` 0 takes the 1st, 3rd, ...; 1 the 2nd,
-    4th, ... Only those groups' documents, questions and judgements, so the two halves share no passage.
+    """Every other group (article) of ``found``, from the first (``half`` 0) or the second (1): halves share no passage.
 
     >>> s = RelevanceSet("s", {"a:0": {}, "b:0": {}}, {"q1": "?", "q2": "?"}, {"q1": {"a:0": 1}, "q2": {"b:0": 1}},
     ...                  groups={"a:0": "a", "b:0": "b"})
@@ -98,26 +83,13 @@ def article_half(found: RelevanceSet, half: int) -> RelevanceSet:
 
 
 def load_squad_unseen(path: PathLike) -> RelevanceSet:
-    """SQuAD v1.1 dev's second half of articles (``article_half(..., 1)``): the query generator trains on the first
-    half only (training/train_query_generator.py), so a dev on this half reads passages it never saw."""
+    """SQuAD v1.1 dev's second half of articles: the query generator trains on the first half only."""
     return article_half(load_squad(path), 1)
 
 
 def load_wikiqa(path: PathLike) -> RelevanceSet:
     """A WikiQA TSV split: each question with its summary's sentences; label 1 = answers it (a judged positive),
     the others are its negatives. Questions with no correct sentence are left out (nothing to rank first).
-
-    >>> import tempfile
-    >>> folder = tempfile.TemporaryDirectory()
-    >>> path = Path(folder.name) / "WikiQA-dev.tsv"
-    >>> _ = path.write_text("\\t".join(WIKIQA_COLUMNS) + "\\r\\n"
-    ...     "Q1\\tbat sonar?\\tD1\\tBat\\tD1-0\\tBats are mammals .\\t0\\r\\n"
-    ...     "Q1\\tbat sonar?\\tD1\\tBat\\tD1-1\\tBats echolocate .\\t1\\r\\n"
-    ...     "Q2\\tno answer?\\tD2\\tX\\tD2-0\\tNothing .\\t0\\r\\n")
-    >>> wikiqa = load_wikiqa(path)
-    >>> wikiqa.queries, wikiqa.qrels, wikiqa.negatives, wikiqa.corpus["D1-1"]
-    ({'Q1': 'bat sonar?'}, {'Q1': {'D1-1': 1}}, {'Q1': ['D1-0']}, {'title': 'Bat', 'text': 'Bats echolocate .'})
-    >>> folder.cleanup()
     """
     p, rows = _wikiqa_rows(path)
     out = RelevanceSet("wikiqa", {}, {}, {})
@@ -135,11 +107,8 @@ def load_wikiqa(path: PathLike) -> RelevanceSet:
         question_row[1 if label == "1" else 2].append(sentence_id)
     for qid, (question, positives, negatives) in seen.items():
         if positives:
-            out.queries[qid], out.qrels[qid], out.negatives[qid] = (
-                question,
-                dict.fromkeys(positives, 1),
-                negatives,
-            )
+            out.queries[qid], out.negatives[qid] = question, negatives
+            out.qrels[qid] = dict.fromkeys(positives, 1)
     return out
 
 
@@ -186,18 +155,6 @@ def load_wikiqa_topics(
 
     The query's sentences and the page title leave the corpus, so a query cannot find its own text; ``exclude_docs`` /
     ``exclude_titles`` leave out summaries by DocumentID or title (case and ``_`` ignored).
-
-    >>> import tempfile
-    >>> folder = tempfile.TemporaryDirectory()
-    >>> path = Path(folder.name) / "WikiQA-train.tsv"
-    >>> rows = [("Q1", "q", "D1", "Bat", f"D1-{i}", text, "0") for i, text in enumerate(
-    ...     ["Bats are flying mammals .", "Many bats eat insects .", "They hunt by echolocation .",
-    ...      "Some bats eat fruit .", "Bats roost ."])]
-    >>> _ = path.write_text("\\n".join("\\t".join(r) for r in [WIKIQA_COLUMNS, *rows]))
-    >>> topics = load_wikiqa_topics(path, topic_words=6, passage_words=8)
-    >>> topics.queries, topics.qrels, topics.corpus
-    ({'topic:D1': 'Bats are flying mammals . Many'}, {'topic:D1': {'D1-p2': 1}}, {'D1-p2': {'title': '', 'text': 'They hunt by echolocation . Some bats eat fruit .'}, 'D1-p4': {'title': '', 'text': 'Bats roost .'}})
-    >>> folder.cleanup()
     """
     sentences = load_wikiqa_sentences(path)
     skip_titles = {_title_key(t) for t in exclude_titles}
@@ -265,17 +222,6 @@ def _title_key(title: str) -> str:
 def load_msmarco_triples(path: PathLike) -> RelevanceSet:
     """MS MARCO ``triples.train`` lines (query, relevant passage, non-relevant passage): one query per distinct
     query text, every passage once. The file's mojibake (``donât``) is undone where the text round-trips.
-
-    >>> import tempfile
-    >>> folder = tempfile.TemporaryDirectory()
-    >>> path = Path(folder.name) / "triples.tsv"
-    >>> _ = path.write_text("what do otters eat\\tOtters eat fish.\\tBanks lend money.\\n"
-    ...                     "what do otters eat\\tOtters eat fish.\\tBats eat moths.\\n", encoding="utf-8")
-    >>> triples = load_msmarco_triples(path)
-    >>> triples.queries, triples.qrels, triples.negatives
-    ({'m0': 'what do otters eat'}, {'m0': {'p0': 1}}, {'m0': ['p1', 'p2']})
-    >>> fix_mojibake("We donÃ¢Â\\x80Â\\x99t know"), fix_mojibake("café")
-    ('We don’t know', 'café')
     """
     p = existing_file(path, "an MS MARCO triples file (query, positive, negative per line)")
     out = RelevanceSet("msmarco-triples", {}, {}, {})
@@ -325,17 +271,16 @@ def load_general(data_dir: PathLike, sources: list[str]) -> dict[str, RelevanceS
         "msmarco": load_msmarco_triples,
         "wikiqa-topics": lambda path: _topics_held_apart(data_dir, path),
     }
-    for source in sources:
-        if source not in readers:
-            raise CtxirError(
-                f"general source {source!r} is not known: use any of {', '.join(GENERAL_SOURCES)}"
-            )
-    return {source: readers[source](general_file(data_dir, source)) for source in sources}
+    return {
+        source: readers[check_choice(source, "general source", GENERAL_SOURCES)](
+            general_file(data_dir, source)
+        )
+        for source in sources
+    }
 
 
 def _topics_held_apart(data_dir: PathLike, path: Path) -> RelevanceSet:
-    """WikiQA train's topics without the pages WikiQA's dev and test splits also use, nor the SQuAD articles whose
-    paragraphs make ctxir's long-query dev part (``training.evaluate_reranker``'s squad-topics)."""
+    """WikiQA train's topics without the pages of WikiQA's dev and test splits or of the SQuAD articles."""
     other_docs = set()
     for split in ("WikiQA-dev.tsv", "WikiQA-test.tsv"):
         if (path.parent / split).is_file():

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-import csv
-import io
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ctxir.data.reading import bad_line, existing_file, json_object, nonblank_lines, read_text, short_name
+from ctxir.data.reading import (
+    bad_line,
+    existing_file,
+    json_object,
+    nonblank_lines,
+    read_text,
+    short_name,
+    table_rows,
+)
 from ctxir.types import CtxirError
 
 
@@ -35,18 +41,13 @@ class Label:
         return template.replace("{label}", self.name).replace("{description}", self.description or self.name)
 
 
-def _read(path, what: str) -> tuple[Path, str]:
-    p = existing_file(path, what)
-    return p, read_text(p)
-
-
 def _rows(
     path: Path, text: str, columns: Sequence[str], optional: Sequence[str] = ()
 ) -> list[tuple[int, dict]]:
     """(line number, {column: value}) of a CSV/TSV (header row naming the columns) or JSONL file."""
     suffix = path.suffix.lower()
     rows = []
-    if suffix == ".jsonl" or suffix == ".json":
+    if suffix in (".jsonl", ".json"):
         expected = "a JSON object with " + ", ".join(f'"{c}"' for c in columns)
         for line_no, line in nonblank_lines(text):
             obj = json_object(path, line_no, line, expected)
@@ -60,32 +61,13 @@ def _rows(
             f"{short_name(path)}: unsupported file type {path.suffix!r}; use .csv or .tsv (header row "
             f"{','.join(columns)}) or .jsonl (one JSON object per line)"
         )
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t" if suffix == ".tsv" else ",")
-    header = None
-    for record in reader:
-        if not any(f.strip() for f in record):
-            continue
-        if header is None:
-            header = [h.strip().lower() for h in record]
-            missing = [c for c in columns if c not in header]
-            if missing:
-                raise CtxirError(
-                    f"{short_name(path)} line {reader.line_num}: the header row must name the columns "
-                    f"{', '.join(map(repr, columns))}, got {record!r} — add a first line such as "
-                    f"{','.join(columns)!r}."
-                )
-            continue
-        if len(record) != len(header):
-            raise bad_line(
-                path,
-                reader.line_num,
-                f"{len(header)} fields ({','.join(header)})",
-                record,
-                "quote fields that contain the separator with double quotes",
-            )
-        row = dict(zip(header, record, strict=True))
-        rows.append((reader.line_num, {c: row[c] for c in (*columns, *optional) if c in row}))
-    return rows
+    names = ", ".join(map(repr, columns))
+    hint = f"the header row must name the columns {names} (e.g. a first line {','.join(columns)!r})"
+    delimiter = "\t" if suffix == ".tsv" else ","
+    return [
+        (line_no, {c: row[c] for c in (*columns, *optional) if c in row})
+        for line_no, row in table_rows(path, text, delimiter, columns, hint)
+    ]
 
 
 def _field(path: Path, line_no: int, value, column: str) -> str:
@@ -111,7 +93,8 @@ def load_labelled(path) -> list[tuple[str, str]]:
         ...
     ctxir.types.CtxirError: ... line 3: expected a non-empty 'text', got '' — give the row a text or remove it.
     """
-    p, text = _read(path, "a labelled file (.csv/.tsv with a text,label header, or .jsonl)")
+    p = existing_file(path, "a labelled file (.csv/.tsv with a text,label header, or .jsonl)")
+    text = read_text(p)
     rows = [
         (_field(p, n, row["text"], "text"), _field(p, n, row["label"], "label"))
         for n, row in _rows(p, text, ("text", "label"))
@@ -126,7 +109,10 @@ def load_labelled(path) -> list[tuple[str, str]]:
 def load_labels(path) -> list[Label]:
     """Labels for zero-shot: a .txt file (one name per line), a CSV/TSV with a ``label`` column (and an optional
     ``description``), or JSONL of {"label", "description"} objects."""
-    p, text = _read(path, "a labels file (.txt one per line, .csv/.tsv with label[,description], or .jsonl)")
+    p = existing_file(
+        path, "a labels file (.txt one per line, .csv/.tsv with label[,description], or .jsonl)"
+    )
+    text = read_text(p)
     if p.suffix.lower() == ".txt":
         labels = [Label(line.strip()) for line in text.splitlines() if line.strip()]
     else:

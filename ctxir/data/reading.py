@@ -10,7 +10,7 @@ import csv
 import io
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import orjson
@@ -71,10 +71,7 @@ def read_text(path: Path) -> str:
 
 
 def nonblank_lines(text: str) -> Iterator[tuple[int, str]]:
-    """(1-based line number, line) for non-blank lines, CRLF tolerated.
-
-    Splits on '\\n' only: str.splitlines would also split on U+2028 etc., which are legal inside JSON strings.
-    """
+    """(1-based line number, line) for non-blank lines, CRLF tolerated; '\\n' only (JSON strings may hold U+2028)."""
     for i, line in enumerate(text.split("\n"), 1):
         line = line.rstrip("\r")
         if line.strip():
@@ -89,10 +86,45 @@ def tsv_rows(text: str) -> Iterator[tuple[int, list[str]]]:
             yield reader.line_num, row
 
 
+def table_rows(
+    path: Path, text: str, delimiter: str, columns: Sequence[str], header_hint: str
+) -> Iterator[tuple[int, dict[str, str]]]:
+    """(line the row begins on, {lower-cased header name: field}) of a CSV/TSV whose first non-blank row, its header,
+    names ``columns``; ``header_hint`` says what the header should be."""
+    csv.field_size_limit(2**31 - 1)  # Python's default (128 KiB a field) is too small for long documents
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    sep = "tab" if delimiter == "\t" else "comma"
+    header, start = None, 1
+    try:
+        for row in reader:
+            line_no, start = start, reader.line_num + 1  # a quoted field may span lines
+            if not any(f.strip() for f in row):
+                continue
+            if header is None:
+                header = [h.strip().lower() for h in row]
+                if any(c not in header for c in columns):
+                    raise CtxirError(
+                        f"{short_name(path)} line {line_no}: {header_hint}, got {show(delimiter.join(row))} — add "
+                        "that header row."
+                    )
+            elif len(row) != len(header):
+                raise bad_line(
+                    path,
+                    line_no,
+                    f"{len(header)} fields ({sep}-separated, as in the header), found {len(row)}",
+                    delimiter.join(row),
+                    "quote fields that contain the separator, or fix that line",
+                )
+            else:
+                yield line_no, dict(zip(header, row, strict=True))
+    except csv.Error as e:
+        raise CtxirError(
+            f"{short_name(path)} line {reader.line_num}: cannot parse {sep}-separated row ({e}) — fix that line's quoting."
+        ) from None
+
+
 def _loads(line: str):
-    """One JSON value: orjson (a 1M-line corpus.jsonl is a fifth of a warm start-up, docs/results.md), falling
-    back to json for what only json reads (NaN, integers past 64 bits, lone surrogates), so every file reads as
-    before."""
+    """One JSON value: orjson (fast), else json for what only it reads (NaN, integers past 64 bits, lone surrogates)."""
     try:
         return orjson.loads(line)
     except ValueError:  # orjson.JSONDecodeError is a ValueError
@@ -127,6 +159,12 @@ def add_doc(corpus: Corpus, seen: dict[str, int], path: Path, line_no: int, doc_
         )
     seen[doc_id] = line_no
     corpus[doc_id] = doc
+
+
+def check_doc_text(path: Path, line_no: int, title: str, body: str, line: str) -> None:
+    """A title-only document is allowed; one with nothing to read is not."""
+    if not body.strip() and not title.strip():
+        raise bad_line(path, line_no, "a document with non-empty text", line, "add text or remove that line")
 
 
 def non_empty(path: Path, corpus: Corpus) -> Corpus:

@@ -87,12 +87,8 @@ def load_sts(path: PathLike, split: str | None = None) -> list[tuple[str, str, f
 
 
 def load_pairs(path: PathLike) -> list[tuple[str, str]]:
-    """A paired-retrieval file → [(query, target)]: query i's one correct target is target i, every other target
-    a distractor (e.g. a compression and its original sentence).
-
-    ``.jsonl``: one ``{"query": ..., "target": ...}`` per line; otherwise tab-separated ``query<TAB>target`` lines,
-    with an optional ``query<TAB>target`` header.
-    """
+    """A paired-retrieval file → [(query, target)], query i's target being target i: ``.jsonl`` lines of
+    ``{"query", "target"}``, else ``query<TAB>target`` lines (an optional header of those names)."""
     p = existing_file(
         path, 'a pairs file: query<TAB>target lines (.tsv) or {"query", "target"} lines (.jsonl)'
     )
@@ -102,15 +98,10 @@ def load_pairs(path: PathLike) -> list[tuple[str, str]]:
         expected = 'a JSON object with non-empty string "query" and "target"'
         for line_no, line in nonblank_lines(text):
             obj = json_object(p, line_no, line, expected)
-            query, target = obj.get("query"), obj.get("target")
-            if (
-                not isinstance(query, str)
-                or not isinstance(target, str)
-                or not query.strip()
-                or not target.strip()
-            ):
+            pair = obj.get("query"), obj.get("target")
+            if not all(isinstance(t, str) and t.strip() for t in pair):
                 raise bad_line(p, line_no, expected, line)
-            pairs.append((query.strip(), target.strip()))
+            pairs.append((pair[0].strip(), pair[1].strip()))
     else:
         expected = "2 tab-separated columns: query, target"
         for line_no, row in tsv_rows(text):
@@ -136,7 +127,7 @@ def _nli_label(path: Path, line_no: int, value: str) -> str:
 
 
 def _sick_file(path: PathLike, split: str | None) -> tuple[Path, str | None]:
-    """(the SICK file to read, the SemEval_set value to keep or None for every row) for ``path`` and ``split``."""
+    """(the SICK file to read, the SemEval_set value to keep or None for every row)."""
     if split is not None and split.lower() not in _SICK_SPLITS:
         raise CtxirError(
             f"Unknown SICK split {split!r}; expected one of {', '.join(map(repr, _SICK_SPLITS))}."
@@ -159,10 +150,8 @@ def _sick_file(path: PathLike, split: str | None) -> tuple[Path, str | None]:
 
 
 def load_sick(path: PathLike, split: str | None = None) -> list[SickPair]:
-    r"""SICK pairs from SICK.txt (12 columns; ``split`` filters column SemEval_set) or a SemEval-2014 file.
-
-    ``split``: "train", "dev" (= TRIAL), "trial" or "test". A folder holding SICK.txt uses that file;
-    a folder of SemEval-2014 files picks SICK_train / SICK_trial / SICK_test_annotated.
+    r"""SICK pairs from SICK.txt (``split`` "train", "dev" = "trial", "test" filters column SemEval_set) or from a
+    folder of SemEval-2014 files (``split`` picks SICK_train / SICK_trial / SICK_test_annotated).
 
     >>> import tempfile
     >>> folder = tempfile.TemporaryDirectory()
@@ -228,13 +217,9 @@ def load_snli(folder: PathLike, split: str) -> list[NliPair]:
         have = f"available splits: {', '.join(splits)}" if splits else "no labels.* files found"
         raise CtxirError(f"{root} lacks {' / '.join(n for n in names if not (root / n).is_file())} ({have}).")
     paths = [root / n for n in names]
-    # Trailing "" from the final newline is not a line; blank lines inside stay, so line numbers match the files.
-    columns = []
-    for p in paths:
-        lines = read_text(p).split("\n")
-        if lines and not lines[-1]:
-            lines.pop()
-        columns.append([line.rstrip("\r") for line in lines])
+    # blank lines stay, so that line numbers match the files
+    texts = [read_text(p).removesuffix("\n") for p in paths]
+    columns = [[line.rstrip("\r") for line in text.split("\n")] if text else [] for text in texts]
     counts = [len(c) for c in columns]
     if len(set(counts)) > 1:
         detail = ", ".join(f"{n} has {c}" for n, c in zip(names, counts, strict=True))

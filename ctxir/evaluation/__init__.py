@@ -4,7 +4,6 @@ saved runs), ``ctxir report`` (the failure report: report.py, report_html.py) an
 from ctxir.evaluation.metrics import (  # noqa: F401 -- public API
     METRICS,
     EvalResult,
-    compare_per_query,
     evaluate_run,
     format_table,
     paired_recall_at_k,

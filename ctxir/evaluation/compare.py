@@ -1,18 +1,5 @@
-"""Several systems on the same queries: one metrics table, and a paired test against the baseline per system.
-
-Each argument is a results JSON of ``ctxir evaluate``; ``FILE::SYSTEM`` picks another of its systems, and the
-first argument is the baseline. Tests: ``randomization`` (``scipy.stats.permutation_test``, exact when
-2^n ≤ ``--permutations``) or ``t-test`` (``scipy.stats.ttest_rel``); corrections ``holm``, ``bonferroni``, ``none``.
-
->>> per_query = {"A": {"q1": {"nDCG@10": 0.5}, "q2": {"nDCG@10": 0.25}, "q3": {"nDCG@10": 1.0},
-...                    "q4": {"nDCG@10": 0.0}},
-...              "B": {"q1": {"nDCG@10": 0.75}, "q2": {"nDCG@10": 0.5}, "q3": {"nDCG@10": 1.0},
-...                    "q4": {"nDCG@10": 0.5}}}
->>> result = compare_systems(per_query, ["nDCG@10"])
->>> row = result["comparisons"][0]
->>> row["system"], row["baseline"], row["delta"], row["p"]  # 2 of the 8 distinct swaps reach |0.25|: p = 0.25
-('B', 'A', 0.25, 0.25)
-"""
+"""``ctxir compare``: several systems' results JSONs on the same queries, one metrics table, and a paired test
+(randomization or t-test; holm, bonferroni or no correction) against the baseline, the first, per system."""
 
 from __future__ import annotations
 
@@ -27,6 +14,7 @@ import numpy as np
 
 from ctxir.checks import check_choice
 from ctxir.cli import cli_main, flag
+from ctxir.evaluation.metrics import paired_changes
 from ctxir.files import read_json, write_json
 from ctxir.types import CtxirError
 
@@ -181,19 +169,8 @@ def compare_systems(
         found = []
         for a, b in compared:
             x, y = values[a][metric], values[b][metric]
-            diff = y - x
-            found.append(
-                {
-                    "system": b,
-                    "baseline": a,
-                    "metric": metric,
-                    "delta": float(diff.mean()),
-                    "wins": int((diff > 0).sum()),
-                    "losses": int((diff < 0).sum()),
-                    "ties": int((diff == 0).sum()),
-                    "p": paired_pvalue(x, y, test, n_permutations, seed),
-                }
-            )
+            p = paired_pvalue(x, y, test, n_permutations, seed)
+            found.append({"system": b, "baseline": a, "metric": metric, **paired_changes(y - x), "p": p})
         for row, adjusted in zip(found, adjust_pvalues([r["p"] for r in found], correction), strict=True):
             row["p_adjusted"] = adjusted
             row["significant"] = adjusted <= alpha

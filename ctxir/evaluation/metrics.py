@@ -58,13 +58,10 @@ def _check_k_values(k_values: Iterable[Any]) -> list[int]:
     ks = list(k_values)
     if not ks:
         raise CtxirError("k_values is empty; give at least one cutoff, e.g. (1, 10, 100).")
-    out: list[int] = []
-    for k in ks:
-        # bool is an int subclass; numpy integers are not int but are fine
+    for k in ks:  # bool is an int subclass; numpy integers are not int but are fine
         if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
             raise CtxirError(f"invalid cutoff k={k!r}: every k must be an integer >= 1, e.g. (1, 10, 100).")
-        out.append(int(k))
-    return sorted(set(out))
+    return sorted({int(k) for k in ks})
 
 
 def _check_metrics(metrics: Iterable[str]) -> list[str]:
@@ -77,11 +74,15 @@ def _check_metrics(metrics: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(ms))
 
 
-def _grade(qid: str, doc_id: str, value: Any) -> int:
+def _float(value: Any) -> float:
     try:
-        f = float(value)
+        return float(value)
     except (TypeError, ValueError):
-        f = math.nan
+        return math.nan
+
+
+def _grade(qid: str, doc_id: str, value: Any) -> int:
+    f = _float(value)
     if not math.isfinite(f) or not f.is_integer():
         raise CtxirError(
             f"qrels[{qid!r}][{doc_id!r}] = {value!r} is not an integer relevance grade "
@@ -108,22 +109,15 @@ def _clean_run(
 ) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
     for qid, docs in run.items():
-        q = str(qid)
-        scored: dict[str, float] = {}
+        q = out[str(qid)] = {}
         for d, s in docs.items():
-            doc = str(d)
-            if ignore_identical_ids and doc == q:
+            if ignore_identical_ids and str(d) == str(qid):
                 continue
-            try:
-                score = float(s)
-            except (TypeError, ValueError):
-                score = math.nan
-            if math.isnan(score):
+            if math.isnan(score := _float(s)):
                 raise CtxirError(
-                    f"run[{q!r}][{doc!r}] = {s!r}; a run needs a real-valued score per document."
+                    f"run[{str(qid)!r}][{str(d)!r}] = {s!r}; a run needs a real-valued score per document."
                 )
-            scored[doc] = score
-        out[q] = scored
+            q[str(d)] = score
     return out
 
 
@@ -237,19 +231,14 @@ def evaluate_run(
     return EvalResult(aggregate=aggregate, per_query=per_query, num_queries=n, missing_queries=tuple(missing))
 
 
-def compare_per_query(
-    a: EvalResult, b: EvalResult, metric: str = "nDCG@10"
-) -> list[tuple[str, float, float, float]]:
-    """``(qid, a_value, b_value, b - a)`` for every query evaluated in both, by delta, then qid."""
-    common = sorted(set(a.per_query) & set(b.per_query))
-    if not common:
-        raise CtxirError("the two results share no query ids; were they evaluated on the same qrels?")
-    for name, res in (("a", a), ("b", b)):
-        available = next(iter(res.per_query.values()))
-        if metric not in available:
-            raise CtxirError(f"metric {metric!r} is not in result {name}; available: {list(available)}.")
-    rows = [(q, a.per_query[q][metric], b.per_query[q][metric]) for q in common]
-    return sorted(((q, va, vb, vb - va) for q, va, vb in rows), key=lambda t: (t[3], t[0]))
+def paired_changes(diff: np.ndarray) -> dict:
+    """The mean of per-query differences ``diff`` (n,) and how many are wins (> 0), losses and ties."""
+    return {
+        "delta": float(diff.mean()),
+        "wins": int((diff > 0).sum()),
+        "losses": int((diff < 0).sum()),
+        "ties": int((diff == 0).sum()),
+    }
 
 
 def paired_test(
@@ -281,10 +270,7 @@ def paired_test(
         "n": len(common),
         "mean_a": float(x.mean()),
         "mean_b": float(y.mean()),
-        "delta": float(diff.mean()),
-        "wins": int((diff > 0).sum()),
-        "losses": int((diff < 0).sum()),
-        "ties": int((~changed).sum()),
+        **paired_changes(diff),
         # identical systems have no variance to test: p = 1
         "t_pvalue": float(stats.ttest_rel(y, x).pvalue) if changed.any() else 1.0,
         "wilcoxon_pvalue": float(stats.wilcoxon(diff[changed]).pvalue) if changed.any() else 1.0,
