@@ -21,10 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 if __name__ == "__main__":
-    # Run as the app (python app.py, a Space), before anything imports torch: libgomp reads this once, when torch
-    # loads it, and no torch call sets it later. Each Gradio worker thread that calls torch gets an OpenMP team whose
-    # threads spin after each parallel region by default, taking the cores the next callback's model needs; passive,
-    # they sleep at once. Set the variable yourself to choose otherwise.
+    # before torch loads libgomp: a worker thread's idle OpenMP team then sleeps instead of spinning on the cores
+    # the next callback needs
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from ctxir.app.blocks import build_app, build_demo
@@ -236,6 +234,7 @@ def serve(args: AppArgs) -> int:
     refuse_zero_gpu()
     asyncio.set_event_loop_policy(ClosingEventLoopPolicy())  # before gradio makes its first loop
     retry_spaces_reload_server()
+    # a bad value fails before loading
     limits = QueueLimits(
         args.concurrency,
         args.slow_concurrency,
@@ -243,7 +242,7 @@ def serve(args: AppArgs) -> int:
         args.max_sessions,
         args.malloc_arenas,
         args.closed_session_s,
-    )  # a bad value fails before loading
+    )
     limit_malloc_arenas(limits.malloc_arenas)  # before any thread allocates
     set_threads(args.torch_threads)
     config = config_from_args(args)  # a bad --index, --backend or --rerank-backend fails here, before loading

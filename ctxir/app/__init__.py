@@ -29,10 +29,6 @@
     blocks.py           build_app / build_demo: the tabs composed into one gr.Blocks
     first_view.py       FirstView: each tab's example answer, computed once, shown when a page opens
 
-Each tab module owns its views' logic (plain functions over an ``AppState`` returning a ``ViewResult``, tested
-without a server) and its UI builder ``build(ui)``, whose callbacks are thin calls into that logic. A part of a tab
-with views of its own (what_moved, pooling, uploads; similarity) owns them the same way, with the builders its tab
-calls in page order (``panel(ui)`` and ``wire``; the sub-tabs). /search's logic is search.py, which what moved
-reuses. The models' mathematics (retrieval, re-ranking, explanations, internals) lives in the library, never here.
-Nothing is imported here: ``ctxir.app.state`` needs no gradio.
+Each tab module holds its views' logic (functions over an ``AppState`` returning a ``ViewResult``, tested without
+a server) and ``build(ui)``, whose callbacks call that logic. Nothing is imported here: ``state`` needs no gradio.
 """

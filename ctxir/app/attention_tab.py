@@ -11,7 +11,7 @@ import numpy as np
 from ctxir.app import figures, links
 from ctxir.app.models import BI_ENCODER
 from ctxir.app.state import AppState, LazyFigures, ViewResult
-from ctxir.app.ui import Ui, exports, frame, guard, show, tab_intro, view_event
+from ctxir.app.ui import Ui, downloads, exports, frame, guard, numbers, show, tab_intro, view_event
 from ctxir.checks import check_choice, check_int, check_text
 from ctxir.data.demo import demo_presets
 from ctxir.types import CtxirError
@@ -19,33 +19,17 @@ from ctxir.types import CtxirError
 
 def parse_indices(value: Any, what: str) -> list[int]:
     """[0, 2], "0,2", "0-3" or "" (all) → sorted ints."""
-    if value is None or value == "" or value == []:
-        return []
     if isinstance(value, int | float):
         value = [value]
     if isinstance(value, str):
-        out = []
-        for part in value.replace(" ", "").split(","):
-            if not part:
-                continue
-            try:
-                if "-" in part[1:]:
-                    low, high = part.split("-", 1)
-                    out.extend(range(int(low), int(high) + 1))
-                else:
-                    out.append(int(part))
-            except ValueError:
-                raise CtxirError(
-                    f"{what} {value!r} is not a list of numbers: write e.g. '0,2' or '0-3', or leave it "
-                    "empty for all"
-                ) from None
-        return sorted(set(out))
+        parts = [p.split("-", 1) if "-" in p[1:] else [p, p] for p in value.replace(" ", "").split(",") if p]
+        example = "write e.g. '0,2' or '0-3', or leave it empty for all"
+    else:
+        parts, example = [[v, v] for v in value or []], "e.g. [0, 2], or empty for all"
     try:
-        return sorted({int(v) for v in value})
+        return sorted({i for low, high in parts for i in range(int(low), int(high) + 1)})
     except (TypeError, ValueError):
-        raise CtxirError(
-            f"{what} {value!r} is not a list of numbers: e.g. [0, 2], or empty for all"
-        ) from None
+        raise CtxirError(f"{what} {value!r} is not a list of numbers: {example}") from None
 
 
 # attention takes the /attention endpoint's inputs one to one (do_attention passes them through) plus the state:
@@ -125,19 +109,11 @@ def attention(
 # ---------------------------------------------------------------- UI
 
 
+# ctxir.viz.head_summary's rows
 HEAD_SUMMARY_COLUMNS = [
-    "layer",
-    "head",
-    "entropy",
-    "to_cls",
-    "to_sep",
-    "to_self",
-    "to_previous",
-    "to_next",
-    "max_weight",
-    "max_from",
-    "max_to",
-]  # ctxir.viz.head_summary's rows
+    *("layer", "head", "entropy", "to_cls", "to_sep", "to_self", "to_previous", "to_next"),
+    *("max_weight", "max_from", "max_to"),
+]
 
 
 def attention_plots(data: dict) -> tuple:
@@ -292,20 +268,14 @@ def build(ui: Ui) -> None:
     att_heads_plot = gr.Plot(
         label="Per-head summary: layers × heads (hover a cell)", visible=False, elem_id="head-summary"
     )
-    att_returned = [
-        gr.File(visible=False) for _ in range(3)
-    ]  # bertviz HTML and two PNGs (None unless asked for), as the API returns them
-    att_files = gr.File(
-        label="Download: bertviz HTML (offline), PNG, interactive HTML, CSV, JSON",
-        file_count="multiple",
-        visible=False,
-    )
+    # bertviz HTML and two PNGs (None unless asked for), as the API returns them
+    att_returned = [gr.File(visible=False) for _ in range(3)]
+    att_files = downloads("bertviz HTML (offline), PNG, interactive HTML, CSV, JSON")
     link = links.offer("attention", "attention-link")
     with gr.Accordion("Per-head summary as a table", open=False):
         # headers before the first answer, not Gradio's "1 2 3" placeholder
         att_table = gr.Dataframe(frame([], HEAD_SUMMARY_COLUMNS), wrap=True, elem_classes=["ctxir-table"])
-    with gr.Accordion("Numbers (JSON)", open=False):
-        att_json = gr.JSON()
+    att_json = numbers()
 
     shown = view_event(
         [att_button.click, link.run.change],  # a link runs it as the button does

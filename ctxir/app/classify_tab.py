@@ -14,7 +14,19 @@ import numpy as np
 from ctxir.app.figures import class_map, class_scores
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_literal, snippet, split_lines
-from ctxir.app.ui import PRIVATE, Ui, exports, frame, guard, lines, show, tab_intro, view_event
+from ctxir.app.ui import (
+    PRIVATE,
+    Ui,
+    downloads,
+    exports,
+    frame,
+    guard,
+    lines,
+    numbers,
+    show,
+    tab_intro,
+    view_event,
+)
 from ctxir.checks import check_choice, check_int, check_text
 from ctxir.classify import TEMPLATES, ZeroShotClassifier, make_classifier, sample_per_class
 from ctxir.data.labelled import Label, load_labelled, load_labels
@@ -31,9 +43,8 @@ NEIGHBOURS = 3
 NEIGHBOUR_COLUMNS = ["#", "rank", "neighbour", "label", "cosine"]
 # each method's per-label score, as the summary and the JSON name it
 _SCORE_NAMES = {"zero-shot": "cosine", "knn": "vote share", "centroid": "cosine", "logreg": "probability"}
-AGNEWS = (
-    Path(__file__).resolve().parents[3] / "shared" / "data" / "agnews"
-)  # ../shared/data beside the checkout
+# ../shared/data beside the checkout
+AGNEWS = Path(__file__).resolve().parents[3] / "shared" / "data" / "agnews"
 AGNEWS_LABELS = Path(__file__).resolve().parents[1] / "assets" / "agnews_labels.csv"
 # Written for this app (not from any data set), used as the sample when the AG News folder is not beside the checkout.
 BUILT_IN_TEXTS = [
@@ -432,9 +443,8 @@ def build(ui: Ui) -> None:
             elem_classes=["ctxir-table", "ctxir-fit-table"],
             elem_id="classify-neighbours",
         )
-    cls_files = gr.File(label="Download: interactive HTML, CSV, JSON", file_count="multiple", visible=False)
-    with gr.Accordion("Numbers (JSON)", open=False):
-        cls_json = gr.JSON()
+    cls_files = downloads("interactive HTML, CSV, JSON")
+    cls_json = numbers()
 
     inputs = [cls_texts, cls_labels, cls_examples, cls_method, cls_k, cls_template, cls_projection]
     outputs = [cls_summary, cls_table, cls_neighbours, cls_json]

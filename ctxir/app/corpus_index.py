@@ -63,16 +63,14 @@ class CorpusIndex:
 
     def _encode_in_steps(self, encoder, step: Progress, chunk: int | None = None) -> None:
         """Encode the corpus into the embedding cache ``chunk`` documents at a time, reporting each, so a
-        first start on a large corpus shows how far it has got (minutes on a CPU); the retrievers then read
-        the cache."""
+        first start on a large corpus shows how far it has got (minutes on a CPU)."""
 
         if encoder.cache is None:
             step(0.1, f"encoding {len(self.corpus):,} documents")
             return
         texts = [doc_text(self.corpus[doc_id]) for doc_id in self.corpus]  # the order encode_corpus uses
-        key = encoder.cache_key(
-            texts, "document"
-        )  # the key DenseRetriever reads: documents after their prompt
+        # the key DenseRetriever reads: documents after their prompt
+        key = encoder.cache_key(texts, "document")
         # as encode_cached: another process encoding the same corpus (an evaluation, a second app) holds the lock
         with encoder.cache.lock(key):
             if encoder.cache.get(key, mmap=True) is not None:  # mapped, not read: a 1M matrix is 1.5 GB
@@ -268,10 +266,11 @@ class UploadStore:
         evict: list[tuple[Owner, str]] = []
         if excess > 0:
             now = self.clock()
+            # least recently active first
             idle = sorted(
                 (o for o, seen in self._last_seen.items() if o != owner and now - seen >= self.idle_s),
                 key=self._last_seen.__getitem__,
-            )  # least recently active first
+            )
             for other in idle:
                 evict.extend((other, n) for n in self._uploads.get(other, {}))
                 if len(evict) >= excess:

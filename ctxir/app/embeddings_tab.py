@@ -12,7 +12,7 @@ from ctxir.app.config import Progress
 from ctxir.app.models import BI_ENCODER, check_layer
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code, split_lines
-from ctxir.app.ui import Ui, exports, frame, guard, lines, show, tab_intro, view_event
+from ctxir.app.ui import Ui, downloads, exports, frame, guard, lines, numbers, show, tab_intro, view_event
 from ctxir.checks import check_choice, check_text
 from ctxir.data.demo import demo_presets
 from ctxir.types import CtxirError
@@ -258,8 +258,7 @@ def tokens_tab(ui: Ui, model, presets: dict) -> None:
     button = gr.Button("Inspect", variant="primary", elem_id="info-button")
     summary = gr.Markdown(elem_id="info-summary")
     table = gr.Dataframe(label="Tokens", elem_classes=["ctxir-table"], visible=False)
-    with gr.Accordion("Numbers (JSON)", open=False):
-        json = gr.JSON()
+    json = numbers()
     info = view_event(
         button.click,
         do_model_info,
@@ -330,9 +329,8 @@ def projection_tab(ui: Ui, model, presets: dict) -> None:
     plot = gr.Plot(label="Token vectors in 2-D (hover a point)", visible=False, elem_id="projection-plot")
     drift_plot = gr.Plot(label="Consecutive-layer cosine of sentence 1", visible=False)
     pngs = [gr.File(visible=False), gr.File(visible=False)]  # the PNGs the API returns
-    files = gr.File(label="Download: PNG, interactive HTML, CSV, JSON", file_count="multiple", visible=False)
-    with gr.Accordion("Numbers (JSON)", open=False):
-        json = gr.JSON()
+    files = downloads("PNG, interactive HTML, CSV, JSON")
+    json = numbers()
     inputs = [model, sentences, word, layer_a, layer_b, methods]
     after = (after_projection, [json, *pngs], [plot, drift_plot, files])
     projected = view_event(

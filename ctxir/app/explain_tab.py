@@ -15,7 +15,7 @@ from ctxir.app.models import BI_ENCODER, AppModels, chosen_prompts, prompts_said
 from ctxir.app.search_form import auto_info, explain_with, model_choices, prompt_boxes, wire_load
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code, md_literal
-from ctxir.app.ui import Ui, exports, guard, tab_intro, with_plotly_js, without_plotly_js
+from ctxir.app.ui import Ui, downloads, exports, guard, tab_intro, with_plotly_js, without_plotly_js
 from ctxir.checks import check_choice, check_text
 from ctxir.data.demo import demo_presets
 from ctxir.encoders.bi_encoder import BiEncoder, model_prompts
@@ -90,8 +90,7 @@ def listing(items: list[tuple[str, float]]) -> str:
 
 def _rankers(models: AppModels, model: str, reranker: str | None = None) -> tuple[str | None, dict]:
     """(the kind or Hub id explained, {kind: re-ranker}) for ``model``: none for the bi-encoder; for "auto"
-    the search's ``reranker`` when it ranked with one (a result is explained by the model that ranked it),
-    else the first loaded kind; a kind asked for by name must be loaded."""
+    the search's ``reranker`` when it ranked with one."""
     if model == BI_ENCODER:
         return None, {}
     # the search's re-ranker when it is loaded (or an id, loaded on demand); else "auto" stays the first loaded kind
@@ -382,7 +381,7 @@ def panel(prefix: str) -> Panel:
         label="Cosine split over token pairs (hover a cell)", visible=False, elem_id=f"{prefix}-heatmap"
     )
     bars = gr.Plot(label="Re-ranker attribution per token (hover a bar)", visible=False)
-    files = gr.File(label="Download: PNG, interactive HTML, JSON", file_count="multiple", visible=False)
+    files = downloads("PNG, interactive HTML, JSON")
     with gr.Accordion("Numbers of the explanation (JSON)", open=False, visible=False) as numbers:
         data = gr.JSON()
     return Panel(summary, query, document, reranker, pairs, bars, files, data, numbers)

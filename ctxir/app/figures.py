@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import plotly.colors
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
@@ -14,20 +15,8 @@ from ctxir.app.text import snippet
 from ctxir.evaluation.report_html import LOWERS_RGB, RAISES_RGB
 
 FONT = {"size": 13}
-COLORS = (
-    "#1f77b4",
-    "#ff7f0e",
-    "#2ca02c",
-    "#d62728",
-    "#9467bd",
-    "#8c564b",
-    "#e377c2",
-    "#7f7f7f",
-    "#bcbd22",
-    "#17becf",
-)
-# attributions: red = raised the score, violet = lowered it, as Gradio's HighlightedText colours a score in [-1, 1]
-# and the failure report (ctxir.evaluation.report_html.RAISES_RGB / LOWERS_RGB: one convention across the app and its exports)
+COLORS = plotly.colors.qualitative.D3
+# attributions: red = raised the score, violet = lowered it (the HighlightedText and failure report colours)
 RAISES, LOWERS = (f"#{r:02x}{g:02x}{b:02x}" for r, g, b in (RAISES_RGB, LOWERS_RGB))
 DIVERGING = [[0.0, LOWERS], [0.5, "#f7f7f7"], [1.0, RAISES]]
 HIGHLIGHT_RING = "#111111"  # the highlighted word's ring in the projection: no sentence colour is near black

@@ -12,18 +12,10 @@ import gradio as gr
 
 logger = logging.getLogger("ctxir.app")
 
-# the endpoints whose example answer each tab opens on: the first search, the pair table, the explanation, the
-# embedding plots and similarities, the attention view, the zero-shot classification
+# the endpoints whose example answer each tab opens on
 FIRST_VIEWS = (
-    "search",
-    "score_pairs",
-    "explain",
-    "model_info",
-    "token_embeddings",
-    "layer_similarity",
-    "sentence_similarity",
-    "attention",
-    "classify",
+    *("search", "score_pairs", "explain", "model_info", "token_embeddings", "layer_similarity"),
+    *("sentence_similarity", "attention", "classify"),
 )
 UPDATE = "__type__"
 

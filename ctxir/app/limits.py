@@ -110,8 +110,7 @@ def group_of(fn) -> str | None:
 
 def apply_limits(demo, limits: QueueLimits | None = None):
     """Put every model event of ``demo`` in its concurrency group, forget the sessions of visitors who left
-    ``limits.closed_session_s`` ago (``gradio_fixes.ClosedSessions``) and enable the queue with ``limits``;
-    returns ``demo`` (call before ``launch``, and pass it ``**limits.launch_kwargs()``)."""
+    ``limits.closed_session_s`` ago."""
     from ctxir.app.gradio_fixes import ClosedSessions
 
     limits = limits or QueueLimits()

@@ -170,8 +170,7 @@ def opens(view: View, tab, query: dict[str, list[str]]) -> list:
 
 def value_for(component, name: str, texts: list[str]) -> Any:
     """The value a link's ``texts`` for parameter ``name`` set ``component`` to: a number for a number or
-    slider, a list for a checkbox group (each text matched to a choice), a boolean for a checkbox, else the
-    text."""
+    slider, a list for a checkbox group."""
     if isinstance(component, gr.CheckboxGroup):  # ``layers=`` (no value): none chosen
         choices = {str(value): value for _, value in component.choices}
         return [choices.get(text, text) for text in texts if text != ""]

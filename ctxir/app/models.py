@@ -240,9 +240,8 @@ class AppModels:
                     "compare it in Pair scoring or the Token embeddings tab, and re-rank with a cross-encoder's Hub "
                     f"id such as {KINDS[CROSS_ENCODER.name].fallback!r}"
                 )
-            trust = bool(
-                remote_code_needed(folder)
-            )  # only reached where the deployer allowed it (fetch_model)
+            # only reached where the deployer allowed it (fetch_model)
+            trust = bool(remote_code_needed(folder))
             model = self.cache.load(
                 (wanted, name), lambda: self._load_fresh(wanted, name, trust), progress, f"{what} {name!r}"
             )
@@ -315,10 +314,11 @@ def _inspectable_body(reranker, device: str) -> Inspectable:
     """A cross-encoder's body with eager attention: reloaded by name (with a modular model's top layers)."""
 
     body = reranker.model[0].auto_model
+    # CrossEncoderReranker names an object by its class
     by_name = (
         isinstance(getattr(reranker, "model_name", None), str)
         and reranker.model_name != type(reranker.model).__name__
-    )  # CrossEncoderReranker names an object by its class
+    )
     path = reranker.model_name if by_name else str(body.config._name_or_path)
     try:
         return Inspectable(path, *load_transformer(path, device, attentions=True))

@@ -57,9 +57,8 @@ class Outputs:
         self.root = Path(tempfile.mkdtemp(prefix=self.PREFIX))
         write_atomic(self.root / self.OWNER, f"{os.getpid()}\n")
         self.max_age_s, self.max_bytes = max_age_s, max_bytes
-        self.pinned: set[Path] = (
-            set()
-        )  # kept whatever their age (the first view's files: ctxir.app.first_view)
+        # kept whatever their age (the first view's files: ctxir.app.first_view)
+        self.pinned: set[Path] = set()
         self._lock = threading.Lock()
         self._writes = threading.Condition()  # guards closed and _writers
         self._writers: list[int] = []  # the threads writing now (one entry per write)

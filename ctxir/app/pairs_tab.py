@@ -13,7 +13,19 @@ from ctxir.app.models import BI_ENCODER, AppModels, chosen_prompts, prompts_said
 from ctxir.app.search_form import prompt_boxes
 from ctxir.app.state import AppState, LazyFigures, ViewResult
 from ctxir.app.text import md_code, rounded, snippet, split_lines
-from ctxir.app.ui import Ui, exports, frame, guard, lines, shares, show, tab_intro, view_event
+from ctxir.app.ui import (
+    Ui,
+    downloads,
+    exports,
+    frame,
+    guard,
+    lines,
+    numbers,
+    shares,
+    show,
+    tab_intro,
+    view_event,
+)
 from ctxir.checks import check_int, check_text
 from ctxir.data.demo import demo_presets
 from ctxir.encoders.bi_encoder import model_prompts
@@ -417,9 +429,7 @@ def build(ui: Ui) -> None:
         explain_button = gr.Button(
             "Explain", scale=1, min_width=120, variant="primary", elem_id="explain-pair-button"
         )
-    pair_files = gr.File(
-        label="Download: PNG, interactive HTML, CSV, JSON", file_count="multiple", visible=False
-    )
+    pair_files = downloads("PNG, interactive HTML, CSV, JSON")
     link = links.offer("score_pairs", "pair-link")
     pair_formation = gr.Markdown(elem_id="pair-summary")
     with gr.Accordion("Tokens of document 1 as the cross-encoder reads them (ids, token types)", open=False):
@@ -427,8 +437,7 @@ def build(ui: Ui) -> None:
         pair_tokens = gr.Dataframe(
             frame([], ["position", "token", "token_id", "token_type"]), elem_classes=["ctxir-table"]
         )
-    with gr.Accordion("Numbers (JSON)", open=False):
-        pair_json = gr.JSON()
+    pair_json = numbers()
     explained = explain_tab.panel("pair-explain")
 
     scored = view_event(

@@ -12,7 +12,7 @@ from ctxir.app.corpus_index import Owner
 from ctxir.app.models import chosen_prompts, prompts_said
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import cls_warnings, rounded
-from ctxir.app.ui import Ui, frame, guard, show, view_event, warn
+from ctxir.app.ui import Ui, frame, guard, numbers, show, view_event, warn
 from ctxir.checks import check_int, check_text
 from ctxir.types import CtxirError
 
@@ -126,8 +126,7 @@ def panel(ui: Ui, form: SearchForm) -> None:
         button = gr.Button("Compare pooling", elem_id="pool-button")
         summary = gr.Markdown(elem_id="pool-summary")
         table = gr.Dataframe(wrap=True, elem_classes=["ctxir-table"], visible=False, elem_id="pool-table")
-        with gr.Accordion("Numbers (JSON)", open=False):
-            json = gr.JSON()
+        json = numbers()
     state = ui.state
 
     @guard

@@ -10,7 +10,7 @@ import gradio as gr
 
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code, md_literal, plural
-from ctxir.app.ui import Ui, exports, guard, show, tab_intro, view_event
+from ctxir.app.ui import Ui, downloads, exports, guard, numbers, show, tab_intro, view_event
 from ctxir.checks import check_int
 from ctxir.data.beir import load_beir, load_qrels, load_queries
 from ctxir.data.demo import ASSETS, demo_corpus
@@ -249,9 +249,8 @@ def build(ui: Ui) -> None:
     report_summary = gr.Markdown(elem_id="report-summary")
     report_view = gr.HTML(visible=False, elem_id="report-view")
     report_page = gr.File(visible=False)  # the standalone page, as the API returns it
-    report_files = gr.File(label="Download: standalone HTML, JSON", file_count="multiple", visible=False)
-    with gr.Accordion("Numbers (JSON)", open=False):
-        report_json = gr.JSON()
+    report_files = downloads("standalone HTML, JSON")
+    report_json = numbers()
 
     for button, view, inputs, api in (
         (report_button, do_report, [report_file, worst], "failure_report"),

@@ -1,7 +1,5 @@
-"""The forms' shared inputs: the Search tab's query form (``SearchForm``), the prompt boxes and the model radios.
-
-A model radio lists what is loaded and the cross-encoders loaded by Hub id since; an API client may send any Hub id.
-"""
+"""The forms' shared inputs: the Search tab's query form (``SearchForm``), the prompt boxes and the model
+radios."""
 
 from __future__ import annotations
 
@@ -207,8 +205,7 @@ def search_form(ui: Ui) -> SearchForm:
 
 def model_choices(models: AppModels) -> list[str]:
     """ "Explain with" choices: auto, the bi-encoder, each re-ranker kind loaded at start (one that is not
-    loaded is not offered; the page's top line says why), then the cross-encoders loaded by Hub id now
-    (shared by every visitor, least recently used first)."""
+    loaded is not offered; the page's top line says why), then the cross-encoders loaded by Hub id now."""
     return ["auto", BI_ENCODER, *models.loaded, *models.extra_models(CROSS_ENCODER)]
 
 
@@ -221,8 +218,7 @@ def explain_with(models: AppModels, **kwargs) -> gr.Radio:
 
 def wire_load(ui: Ui, textbox, button, radios: list) -> None:
     """A Load button (private): the cross-encoder typed in ``textbox`` (Hub id, or folder where allowed)
-    loaded into the app's bounded cache, then offered in each of ``radios`` ([(radio, its choices now),
-    ...]); the first radio selects it."""
+    loaded into the app's bounded cache, then offered in each of ``radios``."""
     models = ui.models
 
     @guard

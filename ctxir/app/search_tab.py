@@ -18,7 +18,7 @@ from ctxir.app.search_form import (
     search_form,
     wire_load,
 )
-from ctxir.app.ui import Ui, column_widths, frame, guard, show, tab_intro, view_event
+from ctxir.app.ui import Ui, column_widths, frame, guard, numbers, show, tab_intro, view_event
 from ctxir.rerank.registry import RERANKERS
 
 # ---------------------------------------------------------------- shown in the page
@@ -26,8 +26,7 @@ from ctxir.rerank.registry import RERANKERS
 
 def results_table(rows: list[dict], first_stage: str) -> list[dict]:
     """The results as shown: no column that is empty (re-ranker columns without a re-ranker, the fused score
-    when the re-ranker ranks alone) or repeats ``rank`` (the first stage's rank without a re-ranker, the
-    re-ranker's rank when it ranks alone)."""
+    when the re-ranker ranks alone) or repeats ``rank``."""
     reranked = any(r["rerank_rank"] is not None for r in rows)
     fused = any(r.get("fused_score") is not None for r in rows)
     drop = ({"rerank_rank"} if not fused else set()) | (
@@ -143,6 +142,7 @@ def results_panel(ui: Ui) -> ResultsPanel:
     cards = gr.HTML("", elem_id="search-cards", js_on_load=CARD_CLICK)
     link = links.offer("search", "search-link")
     with gr.Row(visible=False) as explain_row:
+        # API: any doc id
         choice = gr.Dropdown(
             [],
             label="Explain a result",
@@ -150,15 +150,14 @@ def results_panel(ui: Ui) -> ResultsPanel:
             min_width=220,
             allow_custom_value=True,
             elem_id="explain-result-choice",
-        )  # API: any doc id
+        )
         explain_model = explain_with(ui.models, scale=2, min_width=220)
         with gr.Column(scale=1, min_width=140):
             explain_button = gr.Button("Explain", variant="primary", elem_id="explain-result-button")
             csv_button = gr.DownloadButton(
                 "Download results (CSV)", visible=False, size="sm", elem_id="search-csv"
             )
-    with gr.Accordion("Numbers (JSON)", open=False):
-        json = gr.JSON()
+    json = numbers()
     explained = explain_tab.panel("search-explain")
     return ResultsPanel(
         summary,

@@ -11,7 +11,7 @@ from ctxir.app import figures
 from ctxir.app.models import BI_ENCODER, POOLINGS, check_layer
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import cls_warnings, display_text, md_literal, split_lines
-from ctxir.app.ui import Ui, exports, guard, lines, show, view_event, warn
+from ctxir.app.ui import Ui, downloads, exports, guard, lines, numbers, show, view_event, warn
 from ctxir.checks import check_choice, check_text
 from ctxir.types import CtxirError
 
@@ -38,9 +38,8 @@ def layer_similarity(
                 f"word {word!r} is not in sentence {i} ({items[i - 1][:60]!r}): every sentence must "
                 "contain the word to follow"
             ) from None
-    sentence_vecs = [
-        item.hidden_states.mean(axis=1) for item in internals
-    ]  # (layers+1, hidden), mean pooling
+    # (layers+1, hidden), mean pooling
+    sentence_vecs = [item.hidden_states.mean(axis=1) for item in internals]
     d = cfg.decimals
     word_curves, sentence_curves = {}, {}
     for i in range(len(items)):
@@ -83,9 +82,8 @@ def sentence_similarity(
     layer = check_layer(layer, state.models.num_layers)
     encoder = BiEncoder(state.models.bi_encoder, pooling=pooling, layer=layer, cache=None)
     sim = cosine_matrix(encoder.encode(items))  # (sentences, sentences)
-    labels = [
-        f"{i + 1}. {s if len(s) <= 45 else s[:44].rstrip() + '…'}" for i, s in enumerate(items)
-    ]  # cut visibly
+    # cut visibly
+    labels = [f"{i + 1}. {s if len(s) <= 45 else s[:44].rstrip() + '…'}" for i, s in enumerate(items)]
     fig = heatmap_figure(
         sim,
         labels,
@@ -167,9 +165,8 @@ def layers_tab(ui: Ui, model, presets: dict) -> None:
         )
         sentence_plot = gr.Plot(label="Whole sentences' cosine, per layer", visible=False, min_width=300)
     pngs = [gr.File(visible=False), gr.File(visible=False)]
-    files = gr.File(label="Download: PNG, interactive HTML, CSV, JSON", file_count="multiple", visible=False)
-    with gr.Accordion("Numbers (JSON)", open=False):
-        json = gr.JSON()
+    files = downloads("PNG, interactive HTML, CSV, JSON")
+    json = numbers()
     after = (after_layers, [json, *pngs], [word_plot, sentence_plot, files])
     compared = view_event(
         button.click,
@@ -220,9 +217,8 @@ def similarity_tab(ui: Ui, presets: dict) -> None:
     summary = gr.Markdown(elem_id="sentence-sim-summary")
     plot = gr.Plot(label="Sentence cosine similarity (hover a cell)", visible=False)
     png = gr.File(visible=False)
-    files = gr.File(label="Download: PNG, interactive HTML, CSV, JSON", file_count="multiple", visible=False)
-    with gr.Accordion("Numbers (JSON)", open=False):
-        json = gr.JSON()
+    files = downloads("PNG, interactive HTML, CSV, JSON")
+    json = numbers()
     view_event(
         button.click,
         do_sentence_similarity,

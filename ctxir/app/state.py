@@ -57,9 +57,8 @@ class ViewResult:
     extra_rows: list[dict] = field(default_factory=list)
     html: str = ""  # a standalone HTML document (the attention view)
     plots: dict[str, Any] = field(default_factory=dict)  # interactive (Plotly) figures, by name
-    highlights: dict[str, list] = field(
-        default_factory=dict
-    )  # [(text, score in [-1, 1]), ...] per highlighted text
+    # [(text, score in [-1, 1]), ...] per highlighted text
+    highlights: dict[str, list] = field(default_factory=dict)
 
 
 def corpus_queries(path: Path, limit: int = 8) -> list[str]:

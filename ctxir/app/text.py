@@ -11,9 +11,7 @@ from ctxir.types import CtxirError
 
 
 def display_text(message: Any) -> str:
-    """``message`` as text for a place that renders HTML (Gradio's error and warning pop-ups): ``&``, ``<``
-    and ``>`` are escaped, so user content cannot become a link or an image and the app's own
-    ``<placeholders>`` stay readable."""
+    """``message`` as text for a place that renders HTML (Gradio's error and warning pop-ups)."""
     return html.escape(str(message), quote=False)
 
 

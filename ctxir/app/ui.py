@@ -27,11 +27,8 @@ def user_error(message: Any) -> gr.Error:
 
 
 def from_browser(request: Any) -> bool:
-    """Whether a request came from a web page, which renders an error's message as HTML: this app's own page (its
-    Gradio frontend marks every request ``x-gradio-user: app``), or a page calling the HTTP API itself (browsers
-    send Fetch Metadata headers, ``Sec-Fetch-Mode``, with every request a page makes). gradio_client sends
-    ``x-gradio-user: api`` (``mcp`` for the MCP server's calls) and HTTP libraries (curl, requests, httpx) send
-    neither. No request at all (a direct call) counts as a browser: escaped is the safe default.
+    """Whether a request came from a web page, which renders an error's message as HTML: the app's own page
+    (``x-gradio-user: app``) or one calling the API (``Sec-Fetch-Mode``); no request counts as one (escaped is safe).
 
     >>> class Request:
     ...     def __init__(self, **headers):
@@ -73,9 +70,7 @@ def guard(fn):
 
 
 def warn(result: ViewResult) -> None:
-    """A result's warnings as Gradio warning pop-ups: escaped for a web page (Gradio renders a warning's
-    message as HTML, as an error's), plain text for API clients, as ``gradio_fixes.plain_errors_for_api``
-    does for errors."""
+    """A result's warnings as Gradio warning pop-ups: escaped for a web page."""
     from gradio.context import LocalContext
 
     browser = from_browser(LocalContext.request.get(None))
@@ -99,12 +94,8 @@ def shares(pixels: list[int]) -> list[str]:
     return [f"{100 * w / total:.2f}%" for w in pixels]
 
 
-WIDTHS = {
-    "rank": 60,
-    "move": 70,
-    "doc_id": 120,
-    "title": 170,
-}  # px; a score or rank column fits its header, the text the rest
+# px; a score or rank column fits its header, the text the rest
+WIDTHS = {"rank": 60, "move": 70, "doc_id": 120, "title": 170}
 
 
 def header_width(name: str) -> int:
@@ -131,8 +122,7 @@ def exports(
     out: Outputs, stem: str, *, data: Any = None, rows: list[dict] | None = None, plots=(), files=()
 ) -> list[str]:
     """A view's downloads in ``out``: ``files`` already written (PNG, bertviz HTML), the interactive figures
-    as one HTML page with the plotly.js it loads (one shared copy, listed beside it, so the page also draws
-    offline once downloaded next to it), the table as CSV and the numbers as JSON."""
+    as one HTML page with the plotly.js it loads."""
     from ctxir.app.figures import html_document
 
     paths = [str(f) for f in files if f]
@@ -186,6 +176,17 @@ def view_event(
     if after:
         event.success(*after, api_visibility="private", **({} if after_queue else {"queue": False}))
     return event
+
+
+def numbers():
+    """The answer's numbers, in a closed accordion."""
+    with gr.Accordion("Numbers (JSON)", open=False):
+        return gr.JSON()
+
+
+def downloads(what: str):
+    """The downloads of an answer (hidden until it arrives)."""
+    return gr.File(label=f"Download: {what}", file_count="multiple", visible=False)
 
 
 def tab_intro(text: str) -> None:

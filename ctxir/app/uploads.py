@@ -13,7 +13,7 @@ from ctxir.app.config import Progress
 from ctxir.app.corpus_index import CorpusIndex, Owner
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code, plural, snippet
-from ctxir.app.ui import Ui, frame, guard, show, view_event
+from ctxir.app.ui import Ui, frame, guard, numbers, show, view_event
 from ctxir.types import CtxirError
 
 if TYPE_CHECKING:
@@ -118,8 +118,7 @@ def panel(ui: Ui, form: SearchForm) -> None:
             visible=False,
             elem_id="upload-table",
         )
-        with gr.Accordion("Numbers (JSON)", open=False):
-            json = gr.JSON()
+        json = numbers()
     state = ui.state
 
     @guard

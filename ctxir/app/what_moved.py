@@ -12,7 +12,7 @@ from ctxir.app.models import prompts_said
 from ctxir.app.search import search
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code
-from ctxir.app.ui import Ui, column_widths, exports, frame, guard, show, view_event
+from ctxir.app.ui import Ui, column_widths, downloads, exports, frame, guard, numbers, show, view_event
 from ctxir.checks import check_int
 from ctxir.explain.rerankers import explainer_for
 from ctxir.rerank.registry import (
@@ -54,9 +54,20 @@ def what_moved(
     pushed its re-ranker score up most and pulled it down most."""
     k, depth, n = _checked_inputs(state, reranker, k, depth, n)
     candidates = max(k, depth)
-    prompts = {"query_prompt": query_prompt, "document_prompt": document_prompt}
-    ranked = _rank_every_candidate(
-        state, query, corpus, first_stage, reranker, candidates, owner, mode, prompts
+    # a row for every candidate the re-ranker re-scored, not only the k a search shows: one can move up from below
+    ranked = search(
+        state,
+        query,
+        corpus,
+        first_stage,
+        reranker,
+        candidates,
+        candidates,
+        owner,
+        mode,
+        query_prompt,
+        document_prompt,
+        every_candidate=True,
     )
     query = ranked.data["query"]
     index = state.index(corpus, owner)
@@ -108,34 +119,6 @@ def _checked_inputs(
         depth if depth is not None else cfg.rerank_depth, "re-rank depth", 1, cfg.max_rerank_depth
     )
     return k, depth, n
-
-
-def _rank_every_candidate(
-    state: AppState,
-    query: str,
-    corpus: str | None,
-    first_stage: str,
-    reranker: str,
-    candidates: int,
-    owner: Owner,
-    mode: str,
-    prompts: dict,
-) -> ViewResult:
-    """``search``'s answer with a row for each of the ``candidates`` the re-ranker re-scored, not only the k a
-    search shows: a document can move up from below them."""
-    return search(
-        state,
-        query,
-        corpus,
-        first_stage,
-        reranker,
-        candidates,
-        candidates,
-        owner=owner,
-        mode=mode,
-        every_candidate=True,
-        **prompts,
-    )
 
 
 def _movers(ranked: list[dict]) -> list[dict]:
@@ -329,9 +312,8 @@ def panel(ui: Ui, form: SearchForm) -> None:
             visible=False,
             elem_id="what-moved-table",
         )
-        files = gr.File(label="Download: CSV, JSON, interactive HTML", file_count="multiple", visible=False)
-        with gr.Accordion("Numbers (JSON)", open=False):
-            json = gr.JSON()
+        files = downloads("CSV, JSON, interactive HTML")
+        json = numbers()
     view_event(
         button.click,
         do_what_moved,
