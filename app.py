@@ -229,8 +229,7 @@ def refuse_zero_gpu() -> None:
 
 def serve(args: AppArgs) -> int:
     """Load once, then serve until stopped; a CtxirError (bad flag, missing model) ends it with one line, exit 2."""
-    # 1. threads, and signals: SIGTERM, SIGHUP and SIGINT (Ctrl-C) exit at once through exit_now, so the atexit
-    # clean-up of the output folder runs; a KeyboardInterrupt raised inside gradio's launch would delay the exit
+    # 1. limits, threads and signals: SIGTERM, SIGHUP and SIGINT exit at once through exit_now (atexit clean-up)
     refuse_zero_gpu()
     asyncio.set_event_loop_policy(ClosingEventLoopPolicy())  # before gradio makes its first loop
     retry_spaces_reload_server()
@@ -249,22 +248,19 @@ def serve(args: AppArgs) -> int:
     for signum in (signal.SIGTERM, getattr(signal, "SIGHUP", None), signal.SIGINT):
         if signum is not None:
             signal.signal(signum, lambda *_: sys.exit(0))
-    # 2. load the models once, before serving; the startup corpus is indexed in a background thread, so the page is
-    # served at once (a first start on thousands of documents encodes for minutes) and shows how far it has got
+    # 2. the models, before serving; the startup corpus is indexed in the background while the page is served
     started = time.perf_counter()
     track_tqdm_first()
     state = AppState.load(config, background=True)
     logger.info("models loaded in %.1f s; serving while the corpus is indexed", time.perf_counter() - started)
-    # 3. build and serve
-    # each tab's example answer, computed once in the background as soon as the page is served (ctxir.app.first_view)
+    # 3. build (each tab's example answer computed in the background: ctxir.app.first_view) and serve
     built = build_app(
         state,
         outputs=Outputs(max_age_s=args.output_max_age_s, max_bytes=args.max_output_mb * 2**20),
         first_view="start",
     )
     demo = built.demo
-    # on a Space (SYSTEM=spaces) gradio's reloader looks for the launched Blocks in the script run (this module, as
-    # __main__) and, not finding it, printed "GRADIO_HOT_RELOAD: Launching demo not found in __main__" at every start
+    # a Space's reloader looks for the launched Blocks in __main__ (else it printed "Launching demo not found")
     globals()["demo"] = demo
     # every public endpoint is also an MCP tool (gradio's MCP server at /gradio_api/mcp/; needs the mcp package)
     mcp = importlib.util.find_spec("mcp") is not None

@@ -242,8 +242,7 @@ def document_api(demo: gr.Blocks) -> gr.Blocks:
         if fn.fn is not None:
             fn.fn.__doc__ = docstring(endpoint)
             fn.fn.__name__ = fn.api_name  # the MCP tool's name (Gradio names a tool after its function)
-        # an output named by an earlier endpoint here is still one of the unlabelled outputs this entry names, and
-        # must get the same name
+        # an output an earlier endpoint named is still one of this entry's, and gets the same name
         unlabelled = [c for c in fn.outputs if not getattr(c, "label", None) or id(c) in named]
         names = list(endpoint.unlabelled)
         if (

@@ -32,8 +32,7 @@ def parse_indices(value: Any, what: str) -> list[int]:
         raise CtxirError(f"{what} {value!r} is not a list of numbers: {example}") from None
 
 
-# attention takes the /attention endpoint's inputs one to one (do_attention passes them through) plus the state:
-# more than 8 parameters on purpose; a dataclass would only repackage the same endpoint inputs.
+# the /attention endpoint's inputs one to one, plus the state
 def attention(
     state: AppState,
     text: str,
@@ -182,8 +181,8 @@ def build(ui: Ui) -> None:
         r = attention(state, text, text_pair, view, layers, heads, heatmap_layer, heatmap_head, model)
         from ctxir.viz import iframe, script_files, with_script_urls
 
-        # PNGs only on request: the two figures cost several times the view, and gradio_client downloads every
-        # returned file on every call; the page's follow-up draws them for its downloads (after_attention)
+        # PNGs only on request (each costs more than the view; gradio_client downloads every file): after_attention
+        # draws them for the page
         pngs = (
             (
                 out.png(r.figures["heatmap"], "attention-heatmap"),
@@ -192,8 +191,7 @@ def build(ui: Ui) -> None:
             if png_figures
             else (None, None)
         )
-        # the page's view links jQuery and d3 from this app (fetched once, then cached): ~80 KB an answer instead of
-        # ~510 KB; the download stays the standalone page
+        # the page's view links jQuery and d3 from this app (cached); the download stays the standalone page
         sources = script_files()
         shown = with_script_urls(r.html, lambda name: out.url(out.shared(name, lambda: sources[name])))
         return (

@@ -107,9 +107,7 @@ def build_app(
         # The page was closed or reloaded (a reload is a new session): its uploads are released.
         state.uploads.release(getattr(request, "session_hash", None) or "")
 
-    # Gradio 6 reads css from launch(); given here too (its documented, warned-about fallback), so every launch of
-    # this demo — app.py, tests, scripts — looks the same. Gradio's cache holds only uploaded files (returned files
-    # are served from the output folder): kept 10 minutes.
+    # css here too (Gradio 6 reads it in launch()), so every launch looks the same; uploads cached 10 minutes
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="The parameters have been moved", category=UserWarning)
         # analytics off: an offline tool does not phone home (Gradio also turns off the Hub's telemetry then)
@@ -117,8 +115,7 @@ def build_app(
     with blocks as demo:
         gr.Markdown(f"## {TITLE}\n{INTRO}", elem_classes=["ctxir-intro"])
         gr.Markdown(status_line(state), elem_classes=["ctxir-status"], elem_id="model-status")
-        # While the startup corpus is indexed in the background (app.py serves the page first), one line says how
-        # far it has got, refreshed every second; it disappears, and the timer stops, once the corpus is ready.
+        # how far the background indexing has got, refreshed every second until the corpus is ready
         indexing = gr.Markdown(
             md_literal(state.indexing.text()),
             visible=bool(state.indexing.text()),

@@ -306,7 +306,6 @@ def sample_inputs(
 ) -> tuple[str, str, str]:
     """(texts, labels, examples file) for the sample: AG News test texts and train-subset examples when the data
     folder sits beside the checkout, else the built-in examples; the file is written under ``out_root``."""
-
     if (AGNEWS / "test.csv").is_file() and (AGNEWS / "train_subset.csv").is_file():
         test, train = load_labelled(AGNEWS / "test.csv"), load_labelled(AGNEWS / "train_subset.csv")
         picked = sample_per_class([y for _, y in test], texts_per_class, seed)

@@ -60,12 +60,9 @@ class AppConfig:
     max_attention_tokens: int = 256
     max_upload_mb: float = 20.0
     max_upload_docs: int = 5_000
-    max_compare_docs: int = (
-        6_000  # compare pooling encodes the corpus once per (pooling, layer): minutes on CPU
-    )
-    max_corpora: int = (
-        4  # uploaded corpora one visitor (session) keeps; their own least recently used goes first
-    )
+    # compare pooling encodes the corpus once per (pooling, layer): minutes on CPU
+    max_compare_docs: int = 6_000
+    max_corpora: int = 4  # uploaded corpora one visitor (session) keeps, their least recently used out first
     max_total_uploads: int = 16  # uploaded corpora in memory across all visitors
     upload_idle_s: float = 900.0  # a visitor idle this long may lose uploads, and only when the app is full
     rerank_depth: int = 20
@@ -73,22 +70,18 @@ class AppConfig:
     explain_steps: int = 32  # integrated-gradients steps to start with (ctxir.explain doubles them if needed)
     explain_max_steps: int = 128  # ... up to this many
     max_movers: int = 5  # "what moved" explains at most this many re-ranked documents (one IG run each)
-    # any kind of ctxir.rerank.registry: kind → model id or folder ("none" = not loaded); wins over cross_encoder
-    # and cls_lr; a kind named nowhere loads its default model
+    # kind → model id or folder ("none" = not loaded), over cross_encoder and cls_lr; else the kind's default
     rerankers: dict[str, str] = field(default_factory=dict)
-    # the most results a search, compare pooling or "what moved" shows, and the deepest re-ranking: each is the
-    # maximum of its input on the page and the limit its view checks (one number, one message)
+    # the most results a view shows and the deepest re-ranking: its input's maximum and its view's check
     max_k: int = 50
     max_rerank_depth: int = 100
-    # models a visitor loads by Hub id (or, locally, a folder) to compare beside the ones loaded at start
-    # (ctxir.app.model_cache): at most this many at once, least recently used evicted first ...
+    # models visitors load by Hub id (or folder; ctxir.app.model_cache): at most this many, LRU evicted first ...
     max_extra_models: int = 2
     # ... holding at most this many MiB of weights in all (the models loaded at start are not counted)
     max_extra_mb: float = 1024
     # a model that needs code from its repository (an auto_map) loads only where the deployer allows it
     allow_remote_code: bool = False
-    # a visitor may type a local folder, not only a Hub id (app.py turns it off on a Space, where a path names the
-    # server's files)
+    # a visitor may type a local folder, not only a Hub id (off on a Space, where a path names the server's files)
     allow_model_paths: bool = True
 
     def any_model_note(self) -> str:

@@ -53,8 +53,7 @@ class CorpusIndex:
         self.prompts = {"query": encoder.query_prompt, "document": encoder.document_prompt}
         self._by_prompts: dict[tuple[str, str], StageParts] = {}  # (query, document prompt) → their parts
         self._lock = threading.Lock()
-        # built as `ctxir evaluate` builds them (ctxir.rerank.pipeline.build_first_stages): from parts made once,
-        # so hybrid fuses these very BM25 and dense retrievers; kept, so a stage registered later shares them too
+        # as `ctxir evaluate` builds them: one set of parts, which hybrid and any stage registered later share
         self._parts = StageParts(
             corpus, [encoder], hybrid=HybridSettings(fusion="rrf", depth=100), index=self.index
         )
@@ -64,7 +63,6 @@ class CorpusIndex:
     def _encode_in_steps(self, encoder, step: Progress, chunk: int | None = None) -> None:
         """Encode the corpus into the embedding cache ``chunk`` documents at a time, reporting each, so a
         first start on a large corpus shows how far it has got (minutes on a CPU)."""
-
         if encoder.cache is None:
             step(0.1, f"encoding {len(self.corpus):,} documents")
             return
@@ -100,8 +98,7 @@ class CorpusIndex:
             document_prompt=prompts.get("document"),
         )
         if self._model_name:
-            # the name shown in results; the cache key is the weights fingerprint, so the app and
-            # `ctxir evaluate` share corpus embeddings whatever name each gave the model
+            # the name shown; the cache key is the weights' fingerprint, shared with `ctxir evaluate`
             encoder.name = self._model_name
         return encoder
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import gradio as gr
@@ -30,7 +30,6 @@ def explain_models() -> tuple[str, ...]:
     return ("auto", BI_ENCODER, *RERANKERS)
 
 
-EXPLAIN_MODELS = explain_models()  # as registered at import; explain_models() reads the registry now
 _SPECIAL = re.compile(r"^(\[[A-Z]+\]|<s>|</s>|<pad>|<unk>)$")
 
 
@@ -328,16 +327,7 @@ class Panel:
 
     @property
     def outputs(self) -> list:
-        return [
-            self.summary,
-            self.query,
-            self.document,
-            self.reranker,
-            self.pairs,
-            self.bars,
-            self.files,
-            self.json,
-        ]
+        return [getattr(self, f.name) for f in fields(self)][:8]  # all but numbers
 
     def shows(self, event) -> None:
         """After ``event`` (which filled the panel) succeeds, show the parts this explanation has. A separate,
@@ -345,16 +335,14 @@ class Panel:
 
         def visible(data, files):
             bi = (data or {}).get("bi_encoder") or {}
-            has_pairs, has_reranker = (
-                bi.get("pair_contributions") is not None,
-                "cross_encoder" in (data or {}),
-            )
-            shown = [
-                gr.update(visible=shown)
-                for shown in (bool(bi), bool(bi), has_reranker, has_pairs, has_reranker, True)
-            ]
+            pairs, reranker = bi.get("pair_contributions") is not None, "cross_encoder" in (data or {})
+            shown = [gr.update(visible=v) for v in (bool(bi), bool(bi), reranker, pairs, reranker)]
             # the page's downloads also list the plotly.js the interactive page loads (API answers leave it out)
-            return [*shown[:5], gr.update(visible=True, value=with_plotly_js(files or [])), shown[5]]
+            return [
+                *shown,
+                gr.update(visible=True, value=with_plotly_js(files or [])),
+                gr.update(visible=True),
+            ]
 
         event.success(
             visible,
@@ -390,8 +378,7 @@ def panel(prefix: str) -> Panel:
 def panel_values(ui: Ui, r: ViewResult, stem: str = "explanation") -> tuple:
     """``r`` as the values of a ``Panel``'s outputs; its exports written to the bounded output folder."""
     pngs = [ui.out.png(fig, f"{stem}-{name}") for name, fig in r.figures.items()]
-    # without the 4.6 MB plotly.js the interactive page loads from beside it: gradio_client downloads every file an
-    # answer lists, on every call (it made /explain's answer 4.9 MB); ``Panel.shows`` adds it to the page's downloads
+    # without the 4.6 MB plotly.js (gradio_client downloads every file listed); ``Panel.shows`` adds it for the page
     files = without_plotly_js(exports(ui.out, stem, data=r.data, plots=list(r.plots.values()), files=pngs))
     return (
         r.text,

@@ -60,7 +60,6 @@ class FirstView:
         """Compute in a background thread (once: None if it was started before) when the startup corpus is
         indexed (the search's example needs it) and the server runs (not while it starts: on a 2-core
         machine the page is served first)."""
-
         seen = threading.Event()  # the server was seen running: once it is not, the app closed
 
         def closed() -> bool:
@@ -74,9 +73,7 @@ class FirstView:
             deadline = time.monotonic() + wait_for_server_s
             while not getattr(self.demo, "is_running", False) and time.monotonic() < deadline:
                 time.sleep(0.2)
-            # a closed app stops between examples: its executor is gone, and a pass still running in torch or
-            # ONNX Runtime when the interpreter exits aborts the process ("terminate called without an active
-            # exception")
+            # a closed app stops between examples: a pass still in torch at exit aborts the process
             self.compute(stop=closed)
 
         with self._start_lock:

@@ -9,8 +9,7 @@ from dataclasses import dataclass
 
 logger = logging.getLogger("ctxir.app")
 
-# callback function → its API endpoint (private callbacks have none); the function name is what an event's
-# BlockFunction carries whether its API is public or private (the Explain action of the pair tab is private)
+# callback function name (what a BlockFunction carries, public or private) → its API endpoint
 SLOW_VIEWS = {
     "do_attention": "/attention",
     "do_explain": "/explain",
@@ -42,9 +41,8 @@ class QueueLimits:
 
     concurrency: int = 2  # model views running at once (group "model"), and Gradio's default for other events
     slow_concurrency: int = 1  # slow views running at once (group "slow")
-    max_queue: int = (
-        32  # events waiting (not yet running), over all groups; one more is refused with HTTP 503
-    )
+    # events waiting (not yet running), over all groups; one more is refused with HTTP 503
+    max_queue: int = 32
     max_sessions: int = 128  # Gradio sessions whose state (last outputs per component) is kept in memory
     malloc_arenas: int = 2  # glibc malloc arenas (0 = glibc's default, 8 per core)
     # seconds a left visitor's session is kept after its last use; -1 = until max_sessions pushes it out

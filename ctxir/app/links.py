@@ -82,8 +82,7 @@ class View:
 def offer(api: str, elem_id: str) -> View:
     """Inside a tab's build, where the link goes: its place (empty until an answer is shown) and the hidden
     box that runs the view when a page opens on a link."""
-    # a hidden box, not a gr.State: the page takes any update of a State, a skipped one too, as a change, so every
-    # page load would run every linked view; the box changes only when a link gives it a new value
+    # a hidden box, not a gr.State: a State "changes" on every update (a skipped one too), so each load ran the view
     run = gr.Textbox("", visible=False, elem_id=f"{elem_id}-run")
     return View(api, gr.HTML("", elem_id=elem_id, js_on_load=COPY), run)
 

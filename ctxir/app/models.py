@@ -73,7 +73,6 @@ class AppModels:
     def load(cls, config: AppConfig, progress: Progress | None = None) -> AppModels:
         """Load every model once (a missing bi-encoder is fatal, a missing re-ranker is logged), each pinned in the
         cache; a Hub id not cached locally is downloaded unless HF_HUB_OFFLINE is set."""
-
         step = progress or (lambda *_: None)
         step(0.0, f"loading bi-encoder {config.bi_encoder}")
         bi = load_bi_encoder(config.bi_encoder, config.device)
@@ -98,30 +97,27 @@ class AppModels:
                 continue
             step(0.4 + 0.3 * i / len(KINDS), f"loading {kind.label} re-ranker {model}")
             try:
-                models.rerankers[kind.name] = load_reranker(
-                    kind.name, model, config.device, download=download
-                )
-                if config.rerank_backend is not None and hasattr(models.rerankers[kind.name], "backend"):
-                    models.rerankers[kind.name].backend = config.rerank_backend  # a cross-encoder's scoring
-                # an onnx backend: exported and opened before serving (torch's exporter is unsafe beside other
-                # threads' work)
-                if getattr(models.rerankers[kind.name], "backend", "torch").startswith("onnx"):
+                ranker = load_reranker(kind.name, model, config.device, download=download)
+                if config.rerank_backend is not None and hasattr(ranker, "backend"):
+                    ranker.backend = config.rerank_backend  # a cross-encoder's scoring
+                # an onnx backend: exported before serving (torch's exporter is unsafe beside other threads)
+                if getattr(ranker, "backend", "torch").startswith("onnx"):
                     step(
                         0.4 + 0.3 * (i + 0.5) / len(KINDS),
                         f"preparing {kind.label} re-ranker for ONNX Runtime",
                     )
-                    models.rerankers[kind.name].onnx_scorer()
+                    ranker.onnx_scorer()
                 if kind.inspectable:
                     inspect[kind.name] = Inspectable(
                         model, *load_transformer(model, config.device, attentions=True)
                     )
             except CtxirError as err:
-                models.rerankers.pop(kind.name, None)
                 models.unavailable[kind.name] = str(err)
                 logger.warning("%s re-ranker unavailable, the app starts without it: %s", kind.label, err)
                 continue
+            models.rerankers[kind.name] = ranker
             if kind.name == CROSS_ENCODER.name:
-                models.cache.pin((CROSS_ENCODER.name, model), models.rerankers[kind.name])
+                models.cache.pin((CROSS_ENCODER.name, model), ranker)
         return models
 
     def configure(self, config: AppConfig) -> AppModels:
@@ -144,7 +140,6 @@ class AppModels:
         rerankers: dict[str, Any] | None = None,
     ) -> AppModels:
         """Wrap models already in memory (tests, notebooks): a SentenceTransformer and re-rankers by kind."""
-
         path = str(bi_encoder[0].auto_model.config._name_or_path or bi_encoder_name)
         tokenizer, body = load_transformer(path, device, attentions=True)
         inspect = {BI_ENCODER: Inspectable(bi_encoder_name, tokenizer, body)}
@@ -312,7 +307,6 @@ def check_layer(value: Any, n_layers: int, what: str = "layer") -> int:
 
 def _inspectable_body(reranker, device: str) -> Inspectable:
     """A cross-encoder's body with eager attention: reloaded by name (with a modular model's top layers)."""
-
     body = reranker.model[0].auto_model
     # CrossEncoderReranker names an object by its class
     by_name = (

@@ -117,8 +117,7 @@ class Outputs:
 
     def _prune(self, keep: Path) -> None:
         with self._lock:
-            # the pinned files (the first view's, kept for the app's life) hold part of the cap: the folder stays
-            # under max_bytes with them, the newest of the others filling what is left
+            # the pinned files count against max_bytes; the newest others fill what is left
             cutoff, total, full = time.time() - self.max_age_s, self._pinned_bytes(), False
             for (
                 mtime,

@@ -275,8 +275,7 @@ def _summary(reader: str, first: dict, unavailable: dict[str, str], reading: Seq
 # ---------------------------------------------------------------- UI
 
 
-# The page's table names the columns short, so every score fits beside the document on a laptop (the API's table,
-# the CSV and the JSON keep the field names); the document column wraps in what is left.
+# the page's table names the columns short so every score fits beside the document (the API keeps field names)
 
 
 def shown_names() -> dict[str, str]:
@@ -317,8 +316,7 @@ def after_scoring(out, data, png, models: AppModels):
         [{shown.get(key, key): value for key, value in row.items()} for row in data["scores"]],
         drop_empty=True,
     )
-    # shares of the box: the table fills a desktop's width (in pixels it stopped at ~1,200 px); a phone keeps
-    # it readable and scrolls it inside its box (ui.CSS, .ctxir-wide-table)
+    # shares of the box: the table fills a desktop's width; a phone scrolls it inside its box (ui.CSS)
     widths = shares([shown_width(c) for c in table.columns])
     return (
         show(table, column_widths=widths),
@@ -380,11 +378,9 @@ def build(ui: Ui) -> None:
         r = score_pairs(
             state, query, documents, models, query_prompt, document_prompt, lambda f, d: progress(f, desc=d)
         )
-        # the PNG only on request: drawing it costs about as much as the scoring, and gradio_client downloads every
-        # returned file on every call (after_scoring draws it for the page's downloads)
+        # the PNG only on request (it costs as much as the scoring); after_scoring draws it for the page
         png = out.png(r.figures["scores"], "pair-scores") if png_figures else None
-        # the API's table keeps a column per model whether or not it is loaded (a stable contract); the page's
-        # table, redrawn by after_scoring, leaves the empty ones out
+        # the API's table keeps a column per model, loaded or not; after_scoring's leaves the empty ones out
         return frame(r.rows), png, r.text, frame(r.extra_rows), r.data
 
     @guard

@@ -21,9 +21,7 @@ if TYPE_CHECKING:
     from ctxir.rerank.stage_fusion import StageFusion
 
 
-# search and what_moved.what_moved take the /search and /what_moved inputs one to one, in the endpoints' order (the API's
-# contract, which tests and old clients call positionally), plus the state and the owner: more than 8 parameters
-# on purpose; a dataclass would only repackage the same endpoint inputs.
+# the /search inputs one to one, in the endpoint's order (clients call it positionally), plus state and owner
 def search(
     state: AppState,
     query: str,

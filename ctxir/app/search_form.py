@@ -33,9 +33,8 @@ class SearchForm:
     examples: Any  # the column of example queries, shown for the startup corpus only
     other: Any = None  # another re-ranker by Hub id (or folder), loaded by ``load``
     load: Any = None
-    query_prompt: Any = (
-        None  # what the bi-encoder puts before the query (its own unless changed; empty: none)
-    )
+    # what the bi-encoder puts before the query (its own unless changed; empty: none)
+    query_prompt: Any = None
     document_prompt: Any = None  # and before each document
 
     @property
@@ -116,21 +115,15 @@ def search_form(ui: Ui) -> SearchForm:
             label="First stage",
             min_width=200,
         )
-        # only the re-rankers loaded in this app are offered; the info line names the others and the top of the
-        # page says why they are missing
-        reranker = accept_model_ids(
-            refuse_unloaded(
-                gr.Radio(
-                    reranker_choices_now(ui.models),
-                    value="none",
-                    label="Re-ranker",
-                    min_width=200,
-                    elem_id="search-reranker",
-                    info=reranker_info(ui.models),
-                ),
-                ui.models,
-            ),
+        # only the loaded re-rankers are offered; the info line names the others
+        reranker = model_radio(
             ui.models,
+            reranker_choices_now(ui.models),
+            value="none",
+            label="Re-ranker",
+            min_width=200,
+            elem_id="search-reranker",
+            info=reranker_info(ui.models),
         )
         mode = gr.Radio(
             [("fused with the first stage", "fused"), ("re-ranker only", "alone")],
@@ -140,8 +133,7 @@ def search_form(ui: Ui) -> SearchForm:
             elem_id="search-rerank-mode",
             info="fused: a weak re-ranker cannot push results far below the first stage",
         )
-        # numbers, not sliders (a slider's box quietly clamps a typed 80 to its maximum), and unbounded here: the
-        # view checks the range with the limit in the label and says what is wrong, to the page and API alike
+        # numbers, not sliders (which clamp a typed 80 quietly): the view checks the range and says what is wrong
         k = gr.Number(
             10, step=1, label=f"k (1–{cfg.max_k})", info="results shown", min_width=140, elem_id="search-k"
         )
@@ -174,7 +166,6 @@ def search_form(ui: Ui) -> SearchForm:
     with gr.Column(visible=bool(state.examples)) as examples:
         if state.examples:
             # a choice that fills the query box, not gr.Examples, which cuts each query at 60 characters
-            # ("… from washing aw...") however wide the page is
             example_pick = gr.Radio(
                 list(state.examples),
                 value=None,
@@ -212,8 +203,12 @@ def model_choices(models: AppModels) -> list[str]:
 def explain_with(models: AppModels, **kwargs) -> gr.Radio:
     """The "Explain with" radio of the Explain tab, the Search results and Pair scoring: the choices above; an API
     client may also send a kind that is not loaded (told why) or a cross-encoder's Hub id (loaded on demand)."""
-    radio = gr.Radio(model_choices(models), value="auto", label="Explain with", **kwargs)
-    return accept_model_ids(refuse_unloaded(radio, models), models)
+    return model_radio(models, model_choices(models), value="auto", label="Explain with", **kwargs)
+
+
+def model_radio(models: AppModels, choices: list[str], **kwargs) -> gr.Radio:
+    """A radio of models that also takes a Hub id it does not list, and says why a kind is not loaded."""
+    return accept_model_ids(refuse_unloaded(gr.Radio(choices, **kwargs), models), models)
 
 
 def wire_load(ui: Ui, textbox, button, radios: list) -> None:

@@ -76,8 +76,7 @@ CARD_CLICK = (
 # ---------------------------------------------------------------- UI
 
 
-# build() lays out and wires each part in page order: the components and events keep their order (the API's
-# endpoints and Gradio's ids follow it).
+# build() lays out and wires each part in page order, which the API's endpoints and Gradio's ids follow
 
 
 @dataclass
@@ -137,8 +136,7 @@ def results_panel(ui: Ui) -> ResultsPanel:
         visible=False,
         max_height=560,
     )
-    # a phone shows the results as cards instead of the table (ui.CSS): every title and text in view, no sideways
-    # scrolling; a desktop shows the table
+    # a phone shows the results as cards instead of the table (ui.CSS)
     cards = gr.HTML("", elem_id="search-cards", js_on_load=CARD_CLICK)
     link = links.offer("search", "search-link")
     with gr.Row(visible=False) as explain_row:
@@ -211,8 +209,7 @@ def wire_search(ui: Ui, form: SearchForm, results: ResultsPanel) -> None:
             query_prompt=query_prompt,
             document_prompt=document_prompt,
         )
-        # API clients get every column, always the same ones (their data contract); the page's table is redrawn
-        # by after_search without the empty and repeated ones
+        # API clients get every column; after_search redraws the page's without the empty and repeated ones
         return frame(r.rows), r.text, r.data
 
     def after_search(data):

@@ -112,8 +112,7 @@ def sentence_similarity(
 # ---------------------------------------------------------------- UI
 
 
-# the sentence-similarity heatmap's colour scale (PNG: matplotlib's viridis, the same) and what its caption says of it:
-# Viridis runs from dark purple (low) to bright yellow (high)
+# the sentence-similarity heatmap's colour scale (the PNG's viridis) and what its caption says of it
 SIMILARITY_SCALE = "Viridis"
 SIMILARITY_LEGEND = "brighter (yellow) = more alike, darker (purple) = less; the colour bar gives the cosine"
 

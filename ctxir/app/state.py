@@ -63,7 +63,6 @@ class ViewResult:
 
 def corpus_queries(path: Path, limit: int = 8) -> list[str]:
     """Up to ``limit`` example queries for a BEIR folder (its queries.jsonl); none for a single corpus file."""
-
     file = Path(path) / "queries.jsonl"
     if not file.is_file():
         return []
@@ -140,9 +139,7 @@ class AppState:
 
     @classmethod
     def load(cls, config: AppConfig, progress: Progress | None = None, background: bool = False) -> AppState:
-        """Everything the app needs before its first request: models, the startup corpus and its index
-        (background=True: the index is built in a thread, see ``__init__``; the models are loaded here)."""
-
+        """Models, the startup corpus and its index (built in a thread with ``background``) before any request."""
         started = time.perf_counter()
         models = AppModels.load(config, progress)
         if config.corpus:
@@ -157,17 +154,8 @@ class AppState:
             examples = demo_queries()[:8]
         state = cls(models, config, corpus, name, source, progress, examples=examples, background=background)
         state.warm_up(index=not background)
-        if background:
-            logger.info(
-                "models ready in %.1f s; indexing %d documents of %r in the background",
-                time.perf_counter() - started,
-                len(corpus),
-                name,
-            )
-        else:
-            logger.info(
-                "app ready in %.1f s: %d documents in %r", time.perf_counter() - started, len(corpus), name
-            )
+        what = "models ready in %.1f s; indexing" if background else "app ready in %.1f s:"
+        logger.info(f"{what} %d documents of %r", time.perf_counter() - started, len(corpus), name)
         return state
 
     @property
@@ -190,7 +178,6 @@ class AppState:
             self._warm_index(self.index(self.default_corpus))
         for reranker in self.models.rerankers.values():
             reranker.score_pairs("warm up", ["warm up"])
-
         for item in self.models.inspect.values():
             inspect_text("warm up", model=item.model, tokenizer=item.tokenizer)
 

@@ -194,8 +194,7 @@ def tab_intro(text: str) -> None:
     gr.Markdown(text, elem_classes=["ctxir-intro"])
 
 
-# Gradio 6 takes css in launch(); build_demo also hands it to gr.Blocks so every launch of the demo (tests, scripts)
-# gets it. Selectors use the app's own elem_ids/classes only.
+# the app's own elem_ids and classes only
 CSS = """
 .ctxir-intro p { margin: 0 0 .3em 0; }
 .ctxir-status p { margin: 0; font-size: var(--text-sm); }

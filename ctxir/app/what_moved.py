@@ -209,8 +209,7 @@ def explain_moves(
             attention=False,
             title=doc.get("title") or "",
         )
-        # Rounded once, here: the table's 3 places are then read from the same value the JSON keeps (rounding the
-        # raw value for one and the 6-place value for the other could differ in the last shown digit).
+        # rounded once: the table and the JSON show the same value
         doc_words = [
             (w, round(v, 6))
             for w, v in explain_tab.words(e["tokens"], e["attributions"], e["sentence_b_start"] or 0)
