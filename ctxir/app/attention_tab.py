@@ -11,7 +11,7 @@ import numpy as np
 from ctxir.app import figures, links
 from ctxir.app.models import BI_ENCODER
 from ctxir.app.state import AppState, LazyFigures, ViewResult
-from ctxir.app.ui import Ui, downloads, exports, frame, guard, numbers, show, tab_intro, view_event
+from ctxir.app.ui import Ui, downloads, exports, frame, guard, numbers, show, steps, tab_intro, view_event
 from ctxir.checks import check_choice, check_int, check_text
 from ctxir.data.demo import demo_presets
 from ctxir.types import CtxirError
@@ -176,7 +176,7 @@ def build(ui: Ui) -> None:
     ):
         ui.visitor(request)
         # a model typed by Hub id loads here (bounded cache, one load at a time), its load in the progress bar
-        state.models.inspectable(model, progress=lambda f, d: progress(f, desc=d))
+        state.models.inspectable(model, progress=steps(progress))
         progress(0.1, desc="forward pass and bertviz view")
         r = attention(state, text, text_pair, view, layers, heads, heatmap_layer, heatmap_head, model)
         from ctxir.viz import iframe, script_files, with_script_urls

@@ -14,19 +14,7 @@ import numpy as np
 from ctxir.app.figures import class_map, class_scores
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_literal, snippet, split_lines
-from ctxir.app.ui import (
-    PRIVATE,
-    Ui,
-    downloads,
-    exports,
-    frame,
-    guard,
-    lines,
-    numbers,
-    show,
-    tab_intro,
-    view_event,
-)
+from ctxir.app.ui import PRIVATE, Ui, downloads, exports, frame, guard, numbers, show, tab_intro, view_event
 from ctxir.checks import check_choice, check_int, check_text
 from ctxir.classify import TEMPLATES, ZeroShotClassifier, make_classifier, sample_per_class
 from ctxir.data.labelled import Label, load_labelled, load_labels
@@ -325,7 +313,7 @@ def sample_inputs(
         f"{label.name}: {label.description}" if label.description else label.name
         for label in load_labels(AGNEWS_LABELS)
     ]
-    return lines(texts), lines(labels), str(path)
+    return "\n".join(texts), "\n".join(labels), str(path)
 
 
 # ---------------------------------------------------------------- UI
@@ -381,7 +369,7 @@ def build(ui: Ui) -> None:
             label=f"Texts to classify (one per line, at most {MAX_TEXTS})",
             lines=6,
             scale=3,
-            value=lines(BUILT_IN_TEXTS),
+            value="\n".join(BUILT_IN_TEXTS),
             min_width=260,
             elem_id="classify-texts",
         )

@@ -12,7 +12,7 @@ from ctxir.app.config import Progress
 from ctxir.app.models import BI_ENCODER, check_layer
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code, split_lines
-from ctxir.app.ui import Ui, downloads, exports, frame, guard, lines, numbers, show, tab_intro, view_event
+from ctxir.app.ui import Ui, downloads, exports, frame, guard, numbers, show, steps, tab_intro, view_event
 from ctxir.checks import check_choice, check_text
 from ctxir.data.demo import demo_presets
 from ctxir.types import CtxirError
@@ -211,7 +211,7 @@ def projection_plots(data: dict) -> tuple:
 
 def load_first(state: AppState, model: str, progress) -> None:
     """A model typed by name is loaded before the view runs, so its load shows in the progress bar."""
-    state.models.inspectable(model, progress=lambda f, d: progress(f, desc=d))
+    state.models.inspectable(model, progress=steps(progress))
 
 
 def build(ui: Ui) -> None:
@@ -290,14 +290,7 @@ def projection_tab(ui: Ui, model, presets: dict) -> None:
         ui.visitor(request)
         load_first(state, model, progress)
         r = token_embeddings(
-            state,
-            sentences,
-            layer_a,
-            layer_b,
-            methods,
-            word or "",
-            model,
-            progress=lambda f, d: progress(f, desc=d),
+            state, sentences, layer_a, layer_b, methods, word or "", model, progress=steps(progress)
         )
         return (
             out.png(r.figures["projection"], "token-projection"),
@@ -318,7 +311,9 @@ def projection_tab(ui: Ui, model, presets: dict) -> None:
         "two layers: at layer 0 'bank' is one point per spelling, deeper it splits by meaning.",
         elem_classes=["ctxir-intro"],
     )
-    sentences = gr.Textbox(label="Sentences (one per line)", lines=4, value=lines(presets["bank_contexts"]))
+    sentences = gr.Textbox(
+        label="Sentences (one per line)", lines=4, value="\n".join(presets["bank_contexts"])
+    )
     with gr.Row():
         word = gr.Textbox(label="Highlight word", value=presets["word"], min_width=140)
         layer_a = gr.Slider(0, n_layers, value=0, step=1, label="layer A", min_width=140)

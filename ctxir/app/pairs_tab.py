@@ -19,10 +19,10 @@ from ctxir.app.ui import (
     exports,
     frame,
     guard,
-    lines,
     numbers,
     shares,
     show,
+    steps,
     tab_intro,
     view_event,
 )
@@ -375,9 +375,7 @@ def build(ui: Ui) -> None:
         progress=gr.Progress(),  # noqa: B008 (gradio's pattern)
     ):
         ui.visitor(request)
-        r = score_pairs(
-            state, query, documents, models, query_prompt, document_prompt, lambda f, d: progress(f, desc=d)
-        )
+        r = score_pairs(state, query, documents, models, query_prompt, document_prompt, steps(progress))
         # the PNG only on request (it costs as much as the scoring); after_scoring draws it for the page
         png = out.png(r.figures["scores"], "pair-scores") if png_figures else None
         # the API's table keeps a column per model, loaded or not; after_scoring's leaves the empty ones out
@@ -390,7 +388,9 @@ def build(ui: Ui) -> None:
 
     tab_intro(INTRO)
     pair_query = gr.Textbox(label="Query", value=presets["pair_query"])
-    pair_docs = gr.Textbox(label="Documents (one per line)", lines=5, value=lines(presets["pair_documents"]))
+    pair_docs = gr.Textbox(
+        label="Documents (one per line)", lines=5, value="\n".join(presets["pair_documents"])
+    )
     pair_models = gr.Textbox(
         label="Also compare (optional): Hub ids of cross-encoders or bi-encoders, comma-separated",
         value="",

@@ -12,7 +12,7 @@ from ctxir.app.corpus_index import Owner
 from ctxir.app.models import chosen_prompts, prompts_said
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import cls_warnings, rounded
-from ctxir.app.ui import Ui, frame, guard, numbers, show, view_event, warn
+from ctxir.app.ui import Ui, frame, guard, numbers, show, steps, view_event, warn
 from ctxir.checks import check_int, check_text
 from ctxir.types import CtxirError
 
@@ -146,7 +146,7 @@ def panel(ui: Ui, form: SearchForm) -> None:
             corpus,
             layer,
             k,
-            progress=lambda f, d: progress(f, desc=d),
+            progress=steps(progress),
             owner=ui.visitor(request),
             query_prompt=query_prompt,
             document_prompt=document_prompt,

@@ -10,7 +10,7 @@ import gradio as gr
 
 from ctxir.app.gradio_fixes import accept_model_ids, refuse_unloaded
 from ctxir.app.models import BI_ENCODER, AppModels
-from ctxir.app.ui import Ui, guard
+from ctxir.app.ui import Ui, guard, steps
 from ctxir.encoders.bi_encoder import model_prompts
 from ctxir.encoders.on_demand import check_model_name
 from ctxir.kinds import CROSS_ENCODER
@@ -220,7 +220,7 @@ def wire_load(ui: Ui, textbox, button, radios: list) -> None:
     def do_load_reranker(model, request: gr.Request, progress=gr.Progress()):  # noqa: B008 (gradio's pattern)
         ui.visitor(request)
         name = check_model_name(model, "model", models.allow_paths)
-        models.reranker(name, progress=lambda f, d: progress(f, desc=d))
+        models.reranker(name, progress=steps(progress))
         return tuple(
             gr.update(choices=choices(models), **({"value": name} if i == 0 else {}))
             for i, (_, choices) in enumerate(radios)

@@ -18,7 +18,7 @@ from ctxir.app.search_form import (
     search_form,
     wire_load,
 )
-from ctxir.app.ui import Ui, column_widths, frame, guard, numbers, show, tab_intro, view_event
+from ctxir.app.ui import Ui, column_widths, frame, guard, numbers, show, steps, tab_intro, view_event
 from ctxir.rerank.registry import RERANKERS
 
 # ---------------------------------------------------------------- shown in the page
@@ -195,7 +195,7 @@ def wire_search(ui: Ui, form: SearchForm, results: ResultsPanel) -> None:
         progress=gr.Progress(),  # noqa: B008 (gradio's pattern)
     ):
         if reranker not in ("none", *RERANKERS):  # a Hub id: loaded now, with progress, before the search
-            state.models.reranker(reranker, progress=lambda f, d: progress(f, desc=d))
+            state.models.reranker(reranker, progress=steps(progress))
         r = search(
             state,
             query,

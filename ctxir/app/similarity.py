@@ -11,7 +11,7 @@ from ctxir.app import figures
 from ctxir.app.models import BI_ENCODER, POOLINGS, check_layer
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import cls_warnings, display_text, md_literal, split_lines
-from ctxir.app.ui import Ui, downloads, exports, guard, lines, numbers, show, view_event, warn
+from ctxir.app.ui import Ui, downloads, exports, guard, numbers, show, view_event, warn
 from ctxir.checks import check_choice, check_text
 from ctxir.types import CtxirError
 
@@ -153,7 +153,9 @@ def layers_tab(ui: Ui, model, presets: dict) -> None:
         elem_classes=["ctxir-intro"],
     )
     sentences = gr.Textbox(
-        label="Sentences containing the word (one per line)", lines=4, value=lines(presets["bank_contexts"])
+        label="Sentences containing the word (one per line)",
+        lines=4,
+        value="\n".join(presets["bank_contexts"]),
     )
     word = gr.Textbox(label="Word", value=presets["word"])
     button = gr.Button("Compare layer by layer", variant="primary", elem_id="layer-sim-button")
@@ -207,7 +209,7 @@ def similarity_tab(ui: Ui, presets: dict) -> None:
         elem_classes=["ctxir-intro"],
     )
     sentences = gr.Textbox(
-        label="Sentences (one per line)", lines=6, value=lines(presets["similarity_sentences"])
+        label="Sentences (one per line)", lines=6, value="\n".join(presets["similarity_sentences"])
     )
     with gr.Row():
         layer = gr.Slider(0, n_layers, value=n_layers, step=1, label="layer")

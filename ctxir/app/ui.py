@@ -178,6 +178,11 @@ def view_event(
     return event
 
 
+def steps(progress: gr.Progress):
+    """A ``Progress`` callback (fraction, what) that reports to Gradio's progress bar."""
+    return lambda fraction, what: progress(fraction, desc=what)
+
+
 def numbers():
     """The answer's numbers, in a closed accordion."""
     with gr.Accordion("Numbers (JSON)", open=False):
@@ -241,10 +246,6 @@ CSS = """
   .js-plotly-plot .modebar-container { display: none !important; }
 }
 """
-
-
-def lines(items) -> str:
-    return "\n".join(items)
 
 
 @dataclass

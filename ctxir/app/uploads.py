@@ -13,7 +13,7 @@ from ctxir.app.config import Progress
 from ctxir.app.corpus_index import CorpusIndex, Owner
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code, plural, snippet
-from ctxir.app.ui import Ui, frame, guard, numbers, show, view_event
+from ctxir.app.ui import Ui, frame, guard, numbers, show, steps, view_event
 from ctxir.types import CtxirError
 
 if TYPE_CHECKING:
@@ -129,7 +129,7 @@ def panel(ui: Ui, form: SearchForm) -> None:
                 "this request has no Gradio session, and an upload is kept per session: upload from "
                 "the web page or with gradio_client (each Client is one session)"
             )
-        r = upload_corpus(state, file, progress=lambda f, d: progress(f, desc=d), owner=owner)
+        r = upload_corpus(state, file, progress=steps(progress), owner=owner)
         return r.text, frame(r.rows), r.data
 
     def refresh_corpora(data, request: gr.Request):
