@@ -83,10 +83,9 @@ class _AppArgs:
     backend: str = _env(
         "CTXIR_BACKEND",
         "torch",
-        "how the bi-encoder encodes the searched corpora and queries: torch, "
-        "or onnx-int8 (ONNX Runtime, int8 weights, CPU: 2.24x torch's texts/s at SciFact nDCG@10 "
-        "0.6452 vs 0.6451, docs/results.md; exported once into the cache folder). Compare "
-        "pooling, pair scoring, explanations and the inspection views stay on torch",
+        "how the bi-encoder encodes the searched corpora and queries: torch, or onnx-int8 (ONNX Runtime, "
+        "int8 weights, CPU: faster at the same quality, docs/results.md; exported once into the cache folder). "
+        "Compare pooling, pair scoring, explanations and the inspection views stay on torch",
     )
     rerank_backend: str = _env(
         "CTXIR_RERANK_BACKEND",

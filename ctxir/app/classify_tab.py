@@ -209,40 +209,27 @@ def classify_view(
     points = _map_points(classifier, inputs, predictions, example_x, text_x)
     d = state.config.decimals
     return ViewResult(
-        rows=_prediction_rows(inputs.texts, predictions, d),
-        extra_rows=_neighbour_rows(predictions, d),
+        # one row per text: its label and the score of every label
+        rows=[
+            {"#": i, "text": snippet(t, 100), "prediction": p.label, "score": round(p.scores[p.label], d)}
+            | {c: round(v, d) for c, v in p.scores.items()}
+            for i, (t, p) in enumerate(zip(inputs.texts, predictions, strict=True), 1)
+        ],
+        # each text's nearest labelled examples, nearest first
+        extra_rows=[
+            {
+                "#": i,
+                "rank": r,
+                "neighbour": snippet(n.text, 100),
+                "label": n.label,
+                "cosine": round(n.similarity, d),
+            }
+            for i, p in enumerate(predictions, 1)
+            for r, n in enumerate(p.neighbours, 1)
+        ],
         data=_record(inputs, classifier.classes, predictions, points, d),
         text=_summary(inputs, classifier.classes, predictions),
     )
-
-
-def _prediction_rows(texts: list[str], predictions, d: int) -> list[dict]:
-    """The predictions table: one row per text, its label and the score of every label (``d`` decimals)."""
-    return [
-        {
-            "#": i,
-            "text": snippet(text, 100),
-            "prediction": p.label,
-            "score": round(p.scores[p.label], d),
-            **{c: round(s, d) for c, s in p.scores.items()},
-        }
-        for i, (text, p) in enumerate(zip(texts, predictions, strict=True), 1)
-    ]
-
-
-def _neighbour_rows(predictions, d: int) -> list[dict]:
-    """The neighbours table: each text's nearest labelled examples, nearest first (``d`` decimals)."""
-    return [
-        {
-            "#": i,
-            "rank": r,
-            "neighbour": snippet(n.text, 100),
-            "label": n.label,
-            "cosine": round(n.similarity, d),
-        }
-        for i, p in enumerate(predictions, 1)
-        for r, n in enumerate(p.neighbours, 1)
-    ]
 
 
 def _record(inputs: _Inputs, classes, predictions, points: list[dict], d: int) -> dict:

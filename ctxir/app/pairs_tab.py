@@ -137,7 +137,10 @@ def score_pairs(
     for (name, (role, model)), field in zip(extra.items(), added, strict=True):
         if role != CROSS_ENCODER:
             prompts[name] = {**model_prompts(model), **changed}
-        values[field] = _extra_scores(role, model, query, docs, prompts.get(name))
+        if role == CROSS_ENCODER:
+            values[field] = np.asarray(model.score_pairs(query, docs), dtype=float).tolist()
+        else:
+            values[field] = _cosines(model, query, docs, prompts[name])
     probabilities, reading = _probabilities(models, values)
     rows = [_score_row(i, doc, values, probabilities) for i, doc in enumerate(docs)]
     columns = chart_columns(rows, added)
@@ -161,7 +164,13 @@ def score_pairs(
         figures=LazyFigures({"scores": lambda: scores_figure(docs, columns)}),
         data=data,
         text="\n\n".join([_summary(reader, formations[0], unavailable, reading), *filter(None, said)]),
-        extra_rows=_token_rows(formations[0]),
+        # the tokens table: document 1's pair as the reader reads it
+        extra_rows=[
+            {"position": i, "token": t, "token_id": tid, "token_type": tt}
+            for i, (t, tid, tt) in enumerate(
+                zip(*(formations[0][f] for f in ("tokens", "token_ids", "token_type_ids")), strict=True)
+            )
+        ],
     )
 
 
@@ -177,13 +186,6 @@ def _pair_scores(
     }
     values["bi_encoder_cosine"] = _cosines(models.bi_encoder, query, docs, prompts)
     return values
-
-
-def _extra_scores(role: str, model, query: str, docs: list[str], prompts: dict | None) -> list[float]:
-    """A model loaded by name: a cross-encoder's raw pair scores, or a bi-encoder's cosine of query and document."""
-    if role == CROSS_ENCODER:
-        return np.asarray(model.score_pairs(query, docs), dtype=float).tolist()
-    return _cosines(model, query, docs, prompts)
 
 
 def _cosines(model, query: str, docs: list[str], prompts: dict) -> list[float]:
@@ -249,16 +251,6 @@ def _input_formations(models: AppModels, query: str, docs: list[str]) -> tuple[s
     return reader.name, [input_formation(reader.tokenizer, query, doc, positions=positions) for doc in docs]
 
 
-def _token_rows(formation: dict) -> list[dict]:
-    """The tokens table: one row per token of ``formation`` (position, token, id, token type)."""
-    return [
-        {"position": i, "token": t, "token_id": tid, "token_type": tt}
-        for i, (t, tid, tt) in enumerate(
-            zip(formation["tokens"], formation["token_ids"], formation["token_type_ids"], strict=True)
-        )
-    ]
-
-
 def _summary(reader: str, first: dict, unavailable: dict[str, str], reading: Sequence[str] = ()) -> str:
     """The Markdown above the table: document 1's input formation, the ``reading`` notes, what is not loaded."""
     text = (
@@ -288,11 +280,6 @@ def shown_names() -> dict[str, str]:
     return names
 
 
-def shown_width(column: str) -> int:
-    """Pixels: the document wraps in 520, a score or rank column is as wide as its header (bold monospace)."""
-    return {"doc": 56, "document": 520}.get(column, max(90, round(8.5 * len(column)) + 30))
-
-
 INTRO = (
     "Score one query against a few documents with every loaded model side by side: the cross-encoder and CLS-LR "
     "re-rankers read query and document together, the bi-encoder compares their separate embeddings; *Also "
@@ -317,7 +304,10 @@ def after_scoring(out, data, png, models: AppModels):
         drop_empty=True,
     )
     # shares of the box: the table fills a desktop's width; a phone scrolls it inside its box (ui.CSS)
-    widths = shares([shown_width(c) for c in table.columns])
+    # the document wraps in 520 px, a score or rank column is as wide as its header (bold monospace)
+    widths = shares(
+        [{"doc": 56, "document": 520}.get(c, max(90, round(8.5 * len(c)) + 30)) for c in table.columns]
+    )
     return (
         show(table, column_widths=widths),
         show(chart),
@@ -325,21 +315,6 @@ def after_scoring(out, data, png, models: AppModels):
         show(),
         gr.update(choices=choices, value=1),
         gr.update(choices=search_form.model_choices(models)),
-    )
-
-
-def compare_placeholder(config) -> str:
-    return "e.g. cross-encoder/ms-marco-MiniLM-L6-v2, sentence-transformers/all-mpnet-base-v2" + (
-        ", or a model folder" if config.allow_model_paths else ""
-    )
-
-
-def compare_info(config) -> str:
-    """What a visitor may type to compare another model, and the limits it is loaded under."""
-    return (
-        f"each loads on first use (downloaded when the Hub can be reached, else from this machine's cache) and "
-        f"shows as its own column; at most {config.max_extra_models} such models stay loaded "
-        f"({config.max_extra_mb:,.0f} MiB), the least recently used goes first"
     )
 
 
@@ -394,8 +369,11 @@ def build(ui: Ui) -> None:
     pair_models = gr.Textbox(
         label="Also compare (optional): Hub ids of cross-encoders or bi-encoders, comma-separated",
         value="",
-        placeholder=compare_placeholder(ui.config),
-        info=compare_info(ui.config),
+        placeholder="e.g. cross-encoder/ms-marco-MiniLM-L6-v2, sentence-transformers/all-mpnet-base-v2"
+        + (", or a model folder" if ui.config.allow_model_paths else ""),
+        info=f"each loads on first use (downloaded when the Hub can be reached, else from this machine's cache) and "
+        f"shows as its own column; at most {ui.config.max_extra_models} such models stay loaded "
+        f"({ui.config.max_extra_mb:,.0f} MiB), the least recently used goes first",
         elem_id="pair-models",
     )
     # after the inputs older clients send by position; the prompts come after it (default when not sent)

@@ -72,7 +72,6 @@ def failure_report(
     """A failure report from an uploaded file: a saved report's JSON (shown as written, explanations included), or
     an evaluate results JSON over this app's BEIR corpus (its ``worst`` queries by ``metric``, no explanations)."""
     from ctxir.evaluation.report import REPORT_FORMAT, REPORT_VERSION, check_report_checksum
-    from ctxir.evaluation.report_html import render_report
 
     if not path:
         raise CtxirError(f"no file was uploaded: choose {HOW}")
@@ -102,26 +101,28 @@ def failure_report(
             f'{path.name} is neither a ctxir failure report (no "format": {REPORT_FORMAT!r}) nor a '
             f'results JSON (no "runs"): upload {HOW}'
         )
-    try:
-        page = render_report(cases, meta)
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as err:
-        raise CtxirError(
-            f"{path.name} is not a report this app can draw ({type(err).__name__}: {err}): upload the "
-            ".json ctxir wrote, unchanged"
-        ) from None
     note = (
         "Drawn from the results JSON without model explanations (each takes minutes on a CPU): "
         f"`ctxir report {md_literal(path.name)}` adds them. Click a query for its results."
         if kind == "results"
         else ""
     )
-    return _shown(cases, meta, page, kind, path.name, f"from {md_code(path.name)}", metric, note)
+    return _shown(cases, meta, kind, path.name, f"from {md_code(path.name)}", metric, note)
 
 
 def _shown(
-    cases: list, meta: dict, page: str, kind: str, source: str, where: str, metric: str, note: str = ""
+    cases: list, meta: dict, kind: str, source: str, where: str, metric: str, note: str = ""
 ) -> ViewResult:
-    """A drawn report as the tab's answer: a summary line (and ``note``), the page, and the numbers."""
+    """A report drawn as the tab's answer: a summary line (and ``note``), the page, and the numbers."""
+    from ctxir.evaluation.report_html import render_report
+
+    try:
+        page = render_report(cases, meta)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as err:
+        raise CtxirError(
+            f"{source} is not a report this app can draw ({type(err).__name__}: {err}): upload the "
+            ".json ctxir wrote, unchanged"
+        ) from None
     metric = meta.get("metric") or metric
     queries = meta.get("num_queries")
     queries = plural(queries, "query", "queries") if isinstance(queries, int) else "? queries"
@@ -163,7 +164,6 @@ def sample_report(state: AppState, worst: int = 10, metric: str = "nDCG@10") -> 
     by the shipped ``demo_qrels.tsv``, the ``worst`` queries by ``metric``, each explained by BM25's own
     term weights (exact, and cheap: no model runs)."""
     from ctxir.evaluation.report import failure_cases, report_meta
-    from ctxir.evaluation.report_html import render_report
     from ctxir.explain.failures import explain_failures
 
     worst = check_int(worst, "worst queries", 1, MAX_WORST)
@@ -173,29 +173,14 @@ def sample_report(state: AppState, worst: int = 10, metric: str = "nDCG@10") -> 
     bm25 = BM25Retriever(corpus, cache=False)
     run = run_from_hits(bm25.search(queries, top_k=100))
     cases = explain_failures(failure_cases(qrels, run, corpus, queries, metric, worst), corpus, bm25=bm25)
-    meta = report_meta(
-        qrels,
-        run,
-        metric,
-        SAMPLE_SYSTEM,
-        {"data": "ctxir demo corpus", "split": "demo_qrels.tsv"},
-        explained_with=[SAMPLE_SYSTEM],
-    )
+    made_on = {"data": "ctxir demo corpus", "split": "demo_qrels.tsv"}
+    meta = report_meta(qrels, run, metric, SAMPLE_SYSTEM, made_on, explained_with=[SAMPLE_SYSTEM])
     note = (
         f"The sample: BM25 over the demo corpus ({plural(len(corpus), 'document')}), judged by the "
         f"{plural(len(qrels), 'query', 'queries')} of `demo_qrels.tsv` that ship with ctxir; upload your own "
         "report or results JSON to see yours."
     )
-    return _shown(
-        cases,
-        meta,
-        render_report(cases, meta),
-        "sample",
-        "demo_qrels.tsv",
-        "BM25 on the demo corpus",
-        metric,
-        note,
-    )
+    return _shown(cases, meta, "sample", "demo_qrels.tsv", "BM25 on the demo corpus", metric, note)
 
 
 def sandboxed(document: str) -> str:

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ctxir.app.corpus_index import Owner
+from ctxir.app.corpus_index import CorpusIndex, Owner
 from ctxir.app.models import chosen_prompts, prompts_said
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code, plural, rounded, snippet
@@ -16,7 +15,6 @@ from ctxir.retrieval.registry import DEFAULT_FIRST_STAGE
 from ctxir.types import CtxirError
 
 if TYPE_CHECKING:
-    from ctxir.app.corpus_index import CorpusIndex
     from ctxir.rerank.pipeline import RankedHit
     from ctxir.rerank.stage_fusion import StageFusion
 
@@ -39,13 +37,26 @@ def search(
 ) -> ViewResult:
     """First stage (+ optional re-ranker) over a corpus ``owner`` may see; each stage's score, rank and the
     rank change."""
-    query, k, depth = _checked_inputs(state, query, k, depth, mode, every_candidate)
+    from ctxir.rerank.pipeline import Pipeline, mode_fusion
+
+    cfg = state.config
+    query = check_text(query, "query", cfg.max_query_chars)
+    k = check_int(k, "k", 1, cfg.max_rerank_depth if every_candidate else cfg.max_k)
+    depth = check_int(
+        depth if depth is not None else cfg.rerank_depth, "re-rank depth", 1, cfg.max_rerank_depth
+    )
+    check_choice(mode, "re-rank mode", RERANK_MODES)
     index = state.index(corpus, owner)
     prompts = _checked_prompts(state, index, first_stage, query_prompt, document_prompt)
     ranker = _relevance_ranker(state, reranker, mode)
     depth = max(depth, k)  # the re-ranker re-scores at least the k shown
-    run = _run_pipeline(index, first_stage, ranker, mode, query, k, depth, prompts)
-    rows = [_hit_row(hit, index.corpus[hit.doc_id], first_stage, run.fusion) for hit in run.hits]
+    fusion = mode_fusion(ranker, mode, first_stage)
+    pipeline = Pipeline(index.retriever(first_stage, prompts), ranker, depth=depth, fusion=fusion)
+    started = time.perf_counter()
+    result = pipeline.search(query, k)
+    timings = {name: round(ms, 2) for name, ms in result.timings_ms.items()}
+    timings["total"] = round((time.perf_counter() - started) * 1000, 2)
+    rows = [_hit_row(hit, index.corpus[hit.doc_id], first_stage, fusion) for hit in result.hits]
     data = {
         "query": query,
         "corpus": index.name,
@@ -55,28 +66,14 @@ def search(
         "depth": depth if reranker != "none" else None,
         "mode": mode if reranker != "none" else None,
         "prompts": prompts,
-        "fusion": run.fusion.record() if run.fusion is not None else None,
-        "timings_ms": run.timings,
+        "fusion": fusion.record() if fusion is not None else None,
+        "timings_ms": timings,
         "hits": rows,
     }
-    text = _summary(index, rows, run, first_stage, reranker, depth)
+    text = _summary(index, rows, timings, fusion, first_stage, reranker, depth)
     if prompts_said(prompts):
         text += "\n\n" + prompts_said(prompts)
     return ViewResult(rows=rows, data=data, text=text)
-
-
-def _checked_inputs(
-    state: AppState, query: str, k: int, depth: int | None, mode: str, every_candidate: bool
-) -> tuple[str, int, int]:
-    """(query, k, re-rank depth) once each is within the app's limits and ``mode`` is a re-rank mode."""
-    cfg = state.config
-    query = check_text(query, "query", cfg.max_query_chars)
-    k = check_int(k, "k", 1, cfg.max_rerank_depth if every_candidate else cfg.max_k)
-    depth = check_int(
-        depth if depth is not None else cfg.rerank_depth, "re-rank depth", 1, cfg.max_rerank_depth
-    )
-    check_choice(mode, "re-rank mode", RERANK_MODES)
-    return query, k, depth
 
 
 def _checked_prompts(
@@ -116,40 +113,6 @@ def _relevance_ranker(state: AppState, reranker: str, mode: str):
     return ranker
 
 
-@dataclass
-class _Run:
-    """One pipeline run: its hits in final order, the fusion that ordered them (None: no re-ranker, or the
-    re-ranker's order alone) and each stage's time and the total, in ms."""
-
-    hits: list[RankedHit]
-    fusion: StageFusion | None
-    timings: dict[str, float]
-
-
-def _run_pipeline(
-    index: CorpusIndex,
-    first_stage: str,
-    ranker,
-    mode: str,
-    query: str,
-    k: int,
-    depth: int,
-    prompts: dict | None = None,
-) -> _Run:
-    """The top ``k`` of ``index`` for ``query``: ``first_stage`` (its bi-encoder with ``prompts``) retrieves
-    ``depth`` candidates, ``ranker`` (if any) re-scores them."""
-    from ctxir.rerank.pipeline import Pipeline, mode_fusion
-
-    fusion = mode_fusion(ranker, mode, first_stage)
-    pipeline = Pipeline(index.retriever(first_stage, prompts), ranker, depth=depth, fusion=fusion)
-    started = time.perf_counter()
-    result = pipeline.search(query, k)
-    total = (time.perf_counter() - started) * 1000
-    timings = {name: round(ms, 2) for name, ms in result.timings_ms.items()}
-    timings["total"] = round(total, 2)
-    return _Run(result.hits, fusion, timings)
-
-
 def _hit_row(hit: RankedHit, doc: dict, first_stage: str, fusion: StageFusion | None) -> dict:
     """The results table's row for ``hit`` (``doc``: its document)."""
     # Scores and ranks first: what each stage did stays in view beside the (wide) text column.
@@ -168,17 +131,16 @@ def _hit_row(hit: RankedHit, doc: dict, first_stage: str, fusion: StageFusion | 
 
 
 def _summary(
-    index: CorpusIndex, rows: list[dict], run: _Run, first_stage: str, reranker: str, depth: int
+    index: CorpusIndex, rows: list[dict], timings: dict, fusion, first_stage: str, reranker: str, depth: int
 ) -> str:
     """The Markdown above the table: how many results from where and each stage's time; with a re-ranker, how
     many candidates it re-scored, how the final order was made and how many shown results moved."""
     lines = [
         f"**{plural(len(rows), 'result')}** from {md_code(index.name)} ({plural(len(index.corpus), 'document')}) · "
-        + " · ".join(f"{name}: {ms:.1f} ms" for name, ms in run.timings.items())
+        + " · ".join(f"{name}: {ms:.1f} ms" for name, ms in timings.items())
     ]
     if reranker != "none":
         moved = sum(1 for r in rows if r["rank_change"])
-        fusion = run.fusion
         how = (
             f"; the order fuses it with the {first_stage} ranking ({fusion.describe()}; "
             f"{fusion.chosen_on or 'settings given'})"

@@ -98,16 +98,12 @@ def shares(pixels: list[int]) -> list[str]:
 WIDTHS = {"rank": 60, "move": 70, "doc_id": 120, "title": 170}
 
 
-def header_width(name: str) -> int:
-    return max(80, round(8.5 * len(name)) + 30)
-
-
 def column_widths(
     columns: list[str], total: int = 1180, wide: str = "text", share: bool = False
 ) -> list[str]:
     """Pixel widths that fit a laptop's page (about 1,200 px) with the ``wide`` column wrapping in what is
     left; a phone scrolls the table sideways inside its box, the page itself stays on screen."""
-    fixed = {c: WIDTHS.get(c, header_width(c)) for c in columns if c != wide}
+    fixed = {c: WIDTHS.get(c, max(80, round(8.5 * len(c)) + 30)) for c in columns if c != wide}
     text = max(340, total - sum(fixed.values()))
     pixels = [fixed.get(c, text) for c in columns]
     return shares(pixels) if share else [f"{w}px" for w in pixels]

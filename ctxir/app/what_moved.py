@@ -27,8 +27,6 @@ from ctxir.retrieval.registry import DEFAULT_FIRST_STAGE
 from ctxir.types import CtxirError, doc_text
 
 if TYPE_CHECKING:
-    import plotly.graph_objects as go
-
     from ctxir.app.search_form import SearchForm
 
 # the what-moved table (what_moved's rows) before its two word columns, drove_it and against_it
@@ -72,13 +70,29 @@ def what_moved(
     query = ranked.data["query"]
     index = state.index(corpus, owner)
     first_rank = f"{first_stage}_rank"
-    movers = _movers(ranked.rows)
+    # the rows whose rank changed, the biggest move first (ties: the better final rank first)
+    movers = sorted(
+        (r for r in ranked.rows if r["rank_change"]), key=lambda r: (-abs(r["rank_change"]), r["rank"])
+    )
     rows, details = explain_moves(state, reranker, query, index.corpus, movers[:n], first_rank)
     fused = ranked.data["mode"] == "fused"
     ties_only = fused and orders_ties_only(ranked.data["fusion"]["method"], ranked.data["fusion"]["weights"])
     text = _summary(query, first_stage, reranker, candidates, len(movers), len(rows), fused, ties_only)
     text = "\n\n".join(filter(None, [text, prompts_said(ranked.data["prompts"])]))
-    slope = _moves_plot(ranked.rows, rows, first_rank, first_stage, reranker, fused)
+    slope = figures.rank_moves(
+        [
+            {
+                "title": r["title"] or r["doc_id"],
+                "doc_id": r["doc_id"],
+                "first": r[first_rank],
+                "rerank": r["rank"],
+            }
+            for r in ranked.rows
+        ],
+        highlight={r["doc_id"] for r in rows},
+        first_stage=first_stage,
+        reranker=f"{reranker} (fused)" if fused else reranker,
+    )
     data = {
         "query": query,
         "corpus": index.name,
@@ -121,11 +135,6 @@ def _checked_inputs(
     return k, depth, n
 
 
-def _movers(ranked: list[dict]) -> list[dict]:
-    """The rows of ``ranked`` whose rank changed, the biggest move first (ties: the better final rank first)."""
-    return sorted((r for r in ranked if r["rank_change"]), key=lambda r: (-abs(r["rank_change"]), r["rank"]))
-
-
 def _summary(
     query: str,
     first_stage: str,
@@ -166,26 +175,6 @@ def _summary(
             "(`rerank_rank`)."
         )
     return text + "Nothing moved: the re-ranker kept the first stage's order."
-
-
-def _moves_plot(
-    ranked: list[dict], explained: list[dict], first_rank: str, first_stage: str, reranker: str, fused: bool
-) -> go.Figure:
-    """Every candidate's first-stage rank → final rank as a slope chart, the explained movers highlighted."""
-    return figures.rank_moves(
-        [
-            {
-                "title": r["title"] or r["doc_id"],
-                "doc_id": r["doc_id"],
-                "first": r[first_rank],
-                "rerank": r["rank"],
-            }
-            for r in ranked
-        ],
-        highlight={r["doc_id"] for r in explained},
-        first_stage=first_stage,
-        reranker=f"{reranker} (fused)" if fused else reranker,
-    )
 
 
 def explain_moves(
