@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
-from typing import Any
 
 import gradio as gr
 
@@ -79,21 +77,6 @@ CARD_CLICK = (
 # build() lays out and wires each part in page order, which the API's endpoints and Gradio's ids follow
 
 
-@dataclass
-class ResultsPanel:
-    summary: Any
-    table: Any
-    cards: Any  # a phone's view of the table
-    explain_row: Any
-    choice: Any  # the result to explain
-    explain_model: Any
-    explain_button: Any
-    csv_button: Any
-    json: Any
-    explained: explain_tab.Panel
-    link: links.View  # the link to the search shown (ctxir.app.links)
-
-
 def build(ui: Ui) -> None:
     """The Search tab (inside an open gr.Tab): search, explain a result, what moved, compare pooling, upload;
     events /search, /explain_result, /what_moved, /compare_pooling, /upload_corpus."""
@@ -103,17 +86,12 @@ def build(ui: Ui) -> None:
         "see which words made it match."
     )
     form = search_form(ui)
-    results = results_panel(ui)
-    wire_search(ui, form, results)
-    wire_explain(ui, form, results)
+    explain_model = results(ui, form)
     for part in (what_moved, pooling, uploads):
         part.panel(ui, form)
     # a re-ranker loaded by id is offered to the search and to "Explain with" below its results
     wire_load(
-        ui,
-        form.other,
-        form.load,
-        [(form.reranker, reranker_choices_now), (results.explain_model, model_choices)],
+        ui, form.other, form.load, [(form.reranker, reranker_choices_now), (explain_model, model_choices)]
     )
     # the example queries belong to the startup corpus: hidden while another corpus is chosen
     state = ui.state
@@ -126,60 +104,12 @@ def build(ui: Ui) -> None:
     )
 
 
-def results_panel(ui: Ui) -> ResultsPanel:
-    summary = gr.Markdown(elem_id="search-summary")
-    table = gr.Dataframe(
-        label="Results (click a row to explain it)",
-        wrap=True,
-        elem_id="search-results",
-        elem_classes=["ctxir-table"],
-        visible=False,
-        max_height=560,
-    )
-    # a phone shows the results as cards instead of the table (ui.CSS)
-    cards = gr.HTML("", elem_id="search-cards", js_on_load=CARD_CLICK)
-    link = links.offer("search", "search-link")
-    with gr.Row(visible=False) as explain_row:
-        # API: any doc id
-        choice = gr.Dropdown(
-            [],
-            label="Explain a result",
-            scale=3,
-            min_width=220,
-            allow_custom_value=True,
-            elem_id="explain-result-choice",
-        )
-        explain_model = explain_with(ui.models, scale=2, min_width=220)
-        with gr.Column(scale=1, min_width=140):
-            explain_button = gr.Button("Explain", variant="primary", elem_id="explain-result-button")
-            csv_button = gr.DownloadButton(
-                "Download results (CSV)", visible=False, size="sm", elem_id="search-csv"
-            )
-    json = numbers()
-    explained = explain_tab.panel("search-explain")
-    return ResultsPanel(
-        summary,
-        table,
-        cards,
-        explain_row,
-        choice,
-        explain_model,
-        explain_button,
-        csv_button,
-        json,
-        explained,
-        link,
-    )
-
-
-# Numbers go to the logic as sent (no int()): it refuses 2.5 for k with a message instead of using 2.
-
-
-def wire_search(ui: Ui, form: SearchForm, results: ResultsPanel) -> None:
-    """/search from the button or a link to a search (and, privately, from Enter in the query box), the page redrawn
-    after it and its link shown."""
+def results(ui: Ui, form: SearchForm):
+    """The results and their Explain action: /search from the button or a link (privately, from Enter in the
+    query box), /explain_result from the button (privately, from a click on a row or a tap on a card)."""
     state, out = ui.state, ui.out
 
+    # numbers go to the logic as sent (no int()): it refuses 2.5 for k with a message instead of using 2
     @guard
     def do_search(
         query,
@@ -196,18 +126,9 @@ def wire_search(ui: Ui, form: SearchForm, results: ResultsPanel) -> None:
     ):
         if reranker not in ("none", *RERANKERS):  # a Hub id: loaded now, with progress, before the search
             state.models.reranker(reranker, progress=steps(progress))
+        owner = ui.visitor(request)
         r = search(
-            state,
-            query,
-            corpus,
-            first_stage,
-            reranker,
-            k,
-            depth,
-            owner=ui.visitor(request),
-            mode=mode,
-            query_prompt=query_prompt,
-            document_prompt=document_prompt,
+            state, query, corpus, first_stage, reranker, k, depth, owner, mode, query_prompt, document_prompt
         )
         # API clients get every column; after_search redraws the page's without the empty and repeated ones
         return frame(r.rows), r.text, r.data
@@ -219,43 +140,15 @@ def wire_search(ui: Ui, form: SearchForm, results: ResultsPanel) -> None:
         ]
         shown = results_table(hits, data["first_stage"]) if hits else []
         csv = out.csv(hits, "search-results") if hits else None  # the CSV keeps every column, like the JSON
+        widths = column_widths(list(shown[0]) if shown else [], share=True)
         return (
-            show(
-                frame(shown, ["(no results)"]),
-                column_widths=column_widths(list(shown[0]) if shown else [], share=True),
-            ),
+            show(frame(shown, ["(no results)"]), column_widths=widths),
             show(csv),
             show(),
             gr.update(choices=choices, value=choices[0][1] if choices else None),
             result_cards(hits, data["first_stage"]),
             gr.update(choices=model_choices(ui.models)),  # with a cross-encoder the search loaded by id
         )
-
-    r = results
-    after = (
-        after_search,
-        [r.json],
-        [r.table, r.csv_button, r.explain_row, r.choice, r.cards, r.explain_model],
-    )
-    # a link to a search runs it as the button does; Enter in the query box, privately
-    for triggers, api in (([form.button.click, r.link.run.change], "search"), ([form.query.submit], None)):
-        searched = view_event(
-            triggers,
-            do_search,
-            [*form.inputs, form.mode, form.query_prompt, form.document_prompt],
-            [r.table, r.summary, r.json],
-            api,
-            empty=[r.summary, r.cards],
-            hide=[r.table, r.explain_row],
-            after=after,
-            after_queue=False,
-        )
-        r.link.shows(searched)
-
-
-def wire_explain(ui: Ui, form: SearchForm, results: ResultsPanel) -> None:
-    """/explain_result from the button; privately, from a click on a table row or a tap on a card."""
-    state = ui.state
 
     @guard
     def do_explain_result(
@@ -278,20 +171,68 @@ def wire_explain(ui: Ui, form: SearchForm, results: ResultsPanel) -> None:
         # the table's second column is doc_id (row_value: the row as shown, whatever order the table is sorted in)
         return (evt.row_value or [None, None])[1]
 
-    explained = results.explained
+    summary = gr.Markdown(elem_id="search-summary")
+    table = gr.Dataframe(
+        label="Results (click a row to explain it)",
+        wrap=True,
+        elem_id="search-results",
+        elem_classes=["ctxir-table"],
+        visible=False,
+        max_height=560,
+    )
+    # a phone shows the results as cards instead of the table (ui.CSS)
+    cards = gr.HTML("", elem_id="search-cards", js_on_load=CARD_CLICK)
+    link = links.offer("search", "search-link")
+    with gr.Row(visible=False) as explain_row:
+        choice = gr.Dropdown(  # API: any doc id
+            [],
+            label="Explain a result",
+            scale=3,
+            min_width=220,
+            allow_custom_value=True,
+            elem_id="explain-result-choice",
+        )
+        explain_model = explain_with(ui.models, scale=2, min_width=220)
+        with gr.Column(scale=1, min_width=140):
+            explain_button = gr.Button("Explain", variant="primary", elem_id="explain-result-button")
+            csv_button = gr.DownloadButton(
+                "Download results (CSV)", visible=False, size="sm", elem_id="search-csv"
+            )
+    json = numbers()
+    explained = explain_tab.panel("search-explain")
+
+    after = (after_search, [json], [table, csv_button, explain_row, choice, cards, explain_model])
+    # a link to a search runs it as the button does; Enter in the query box, privately
+    for triggers, api in (([form.button.click, link.run.change], "search"), ([form.query.submit], None)):
+        searched = view_event(
+            triggers,
+            do_search,
+            [*form.inputs, form.mode, form.query_prompt, form.document_prompt],
+            [table, summary, json],
+            api,
+            empty=[summary, cards],
+            hide=[table, explain_row],
+            after=after,
+            after_queue=False,
+        )
+        link.shows(searched)
     # the search's re-ranker ("auto" explains a result with the model that ranked it) and prompts
-    inputs = [form.query, form.corpus, results.choice, results.explain_model, form.reranker]
-    inputs += [form.query_prompt, form.document_prompt]
+    inputs = [
+        form.query,
+        form.corpus,
+        choice,
+        explain_model,
+        form.reranker,
+        form.query_prompt,
+        form.document_prompt,
+    ]
     explained.shows(
-        results.explain_button.click(do_explain_result, inputs, explained.outputs, api_name="explain_result")
+        explain_button.click(do_explain_result, inputs, explained.outputs, api_name="explain_result")
     )
-    explained.shows(
-        results.table.select(pick_row, None, [results.choice], api_visibility="private").success(
-            do_explain_result, inputs, explained.outputs, api_visibility="private"
+    for picked, pick in ((table.select, pick_row), (cards.click, pick_card)):
+        explained.shows(
+            picked(pick, None, [choice], api_visibility="private").success(
+                do_explain_result, inputs, explained.outputs, api_visibility="private"
+            )
         )
-    )
-    explained.shows(
-        results.cards.click(pick_card, None, [results.choice], api_visibility="private").success(
-            do_explain_result, inputs, explained.outputs, api_visibility="private"
-        )
-    )
+    return explain_model
