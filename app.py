@@ -216,8 +216,7 @@ def config_from_args(args) -> AppConfig:
 
 
 def refuse_zero_gpu() -> None:
-    """ZeroGPU hardware is refused at start, with what to choose instead: its docs name Python 3.10, this app needs
-    3.11, and its callbacks have never run under ``spaces.GPU`` (docs/guides/publish.md)."""
+    """ZeroGPU hardware is refused at start, with what to choose instead (docs/guides/publish.md)."""
     if os.environ.get("SPACES_ZERO_GPU", "").lower() in ("1", "true"):
         raise CtxirError(
             "this Space runs on ZeroGPU hardware (SPACES_ZERO_GPU is set), which ctxir does not support: choose "
@@ -283,9 +282,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def exit_now(code: object) -> None:
-    """End the process with ``code`` (``sys.exit``'s meaning) once the atexit handlers (the output folder's
-    clean-up, logging's flush) have run, without the C++ libraries' static destructors (they aborted a
-    SIGTERM'd process whose background thread was inside torch)."""
+    """Exit with ``code`` after the atexit handlers, skipping the C++ static destructors (they aborted at SIGTERM)."""
     import atexit
 
     if isinstance(code, str):  # sys.exit("message"): the message on stderr, status 1

@@ -214,8 +214,7 @@ ENDPOINTS: dict[str, Endpoint] = {
 
 
 def docstring(endpoint: Endpoint) -> str:
-    """The callback's docstring in the form Gradio's MCP server reads (a description, then ``Args:``); a
-    ``first_stage`` argument lists the first stages registered now, when the app is built."""
+    """The callback's docstring in the form Gradio's MCP server reads (a description, then ``Args:``)."""
     described = {
         **endpoint.args,
         **({"first_stage": first_stage_help()} if "first_stage" in endpoint.args else {}),
@@ -230,8 +229,7 @@ def public_events(demo: gr.Blocks) -> list:
 
 
 def document_api(demo: gr.Blocks) -> gr.Blocks:
-    """Docstrings and output names from ``ENDPOINTS`` onto the demo's public endpoints (in place). An endpoint or
-    output this table does not know is left as Gradio names it, and logged: the API test then fails."""
+    """Docstrings and output names from ``ENDPOINTS`` onto the demo's public endpoints."""
     # id(component) → the name given here: endpoints that share outputs (/failure_report, /failure_report_sample)
     named: dict[int, str] = {}
     for fn in public_events(demo):

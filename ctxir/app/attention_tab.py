@@ -44,8 +44,7 @@ def attention(
     heatmap_head: int = 0,
     model: str = BI_ENCODER,
 ) -> ViewResult:
-    """bertviz head/model view (offline HTML), a heatmap of one layer/head, and a per-head summary; its two
-    matplotlib figures are built only when read (``LazyFigures``: /attention returns them as PNGs on request)."""
+    """bertviz head/model view (offline HTML), a heatmap of one layer/head, and a per-head summary."""
     from ctxir.viz import (
         attention_heatmap,
         bertviz_document,
@@ -138,8 +137,7 @@ def attention_plots(data: dict) -> tuple:
 
 
 def attention_pngs(out, data: dict) -> list[str]:
-    """The heatmap and per-head summary PNGs drawn from the answer's JSON (``data``): the page's downloads when the
-    call asked for no PNG (the default: each costs more than the view itself)."""
+    """The heatmap and per-head summary PNGs drawn from the answer's JSON (``data``)."""
     from ctxir.viz import attention_weights_figure, head_summary_figure
 
     heat = data["heatmap"]
@@ -153,13 +151,11 @@ def attention_pngs(out, data: dict) -> list[str]:
 
 
 def build(ui: Ui) -> None:
-    """The Attention tab (inside an open gr.Tab); event /attention (from its button, or a link to an attention
-    view: ``ctxir.app.links``)."""
+    """The Attention tab (inside an open gr.Tab); event /attention, from its button or a link."""
     state, cfg, out = ui.state, ui.config, ui.out
     presets = demo_presets()
     n_layers, n_heads = ui.models.num_layers, ui.models.num_heads
 
-    # Gradio passes each input as its own argument: the parameters are the event's inputs, in their order.
     @guard
     def do_attention(
         model,
@@ -183,37 +179,21 @@ def build(ui: Ui) -> None:
 
         # PNGs only on request (each costs more than the view; gradio_client downloads every file): after_attention
         # draws them for the page
-        pngs = (
-            (
-                out.png(r.figures["heatmap"], "attention-heatmap"),
-                out.png(r.figures["head_summary"], "head-summary"),
-            )
-            if png_figures
-            else (None, None)
-        )
+        names = {"heatmap": "attention-heatmap", "head_summary": "head-summary"}
+        pngs = [out.png(r.figures[key], stem) if png_figures else None for key, stem in names.items()]
         # the page's view links jQuery and d3 from this app (cached); the download stays the standalone page
         sources = script_files()
         shown = with_script_urls(r.html, lambda name: out.url(out.shared(name, lambda: sources[name])))
-        return (
-            r.text,
-            iframe(shown, height=700),
-            out.html(r.html, f"attention-{view}-view"),
-            *pngs,
-            frame(r.rows),
-            r.data,
-        )
+        page = out.html(r.html, f"attention-{view}-view")
+        return r.text, iframe(shown, height=700), page, *pngs, frame(r.rows), r.data
 
     def after_attention(data, html_file, *pngs):
         weights, heads = attention_plots(data)
         # the answer's PNGs, else drawn here from its JSON: the page still offers them, outside the API call's time
         pngs = pngs if all(pngs) else attention_pngs(out, data)
+        files = [html_file, *pngs]
         paths = exports(
-            out,
-            "attention",
-            data=data,
-            rows=data["head_summary"],
-            plots=[weights, heads],
-            files=[html_file, *pngs],
+            out, "attention", data=data, rows=data["head_summary"], plots=[weights, heads], files=files
         )
         return show(weights), show(heads), show(paths)
 

@@ -47,8 +47,7 @@ INTRO = (
 
 
 def status_line(state: AppState) -> str:
-    """One line: the corpus, which models are loaded and the bi-encoder's prompts (why one is missing is in
-    ``missing_models``)."""
+    """One line: the corpus, which models are loaded and the bi-encoder's prompts."""
     models = state.models
     return (
         f"Corpus **{md_literal(state.default_corpus)}** ({plural(state.default_size, 'document')}) · "
@@ -72,8 +71,7 @@ def missing_models(state: AppState) -> str:
 
 @dataclass
 class App:
-    """What ``build_app`` made: the Blocks to launch, the state it serves, the folder of its returned files (the
-    launch's ``allowed_paths``) and its first view (None when "off")."""
+    """What ``build_app`` made: the Blocks to launch, the state it serves."""
 
     demo: gr.Blocks
     state: AppState
@@ -97,8 +95,7 @@ def build_app(
     outputs: Outputs | None = None,
     first_view: str = "open",
 ) -> App:
-    """The app, its models loaded here unless ``state`` holds them; ``first_view``: when each tab's example answer
-    is computed, "start" (in the background now), "open" (by the first page) or "off"."""
+    """The app, its models loaded here unless ``state`` holds them; ``first_view``: see ``FIRST_VIEW_WHEN``."""
     check_choice(first_view, "first_view", FIRST_VIEW_WHEN)
     state = state or AppState.load(config or AppConfig())
     ui = Ui(state, outputs or Outputs())

@@ -110,8 +110,7 @@ def project_2d(vectors: np.ndarray, method: str, seed: int = 0) -> np.ndarray:
 
 @dataclass
 class _Inputs:
-    """``classify_view``'s inputs once checked: the texts to classify, the method and its settings, the labelled
-    examples (text, label) and the labels (zero-shot)."""
+    """``classify_view``'s inputs once checked: the texts to classify, the method and its settings."""
 
     texts: list[str]
     method: str
@@ -144,8 +143,7 @@ def _checked_inputs(state: AppState, texts, labels, examples, method, k, templat
 
 
 def _fitted_classifier(encoder: BiEncoder, inputs: _Inputs, example_x: np.ndarray):
-    """The classifier of ``inputs.method``, fitted on the encoded examples (zero-shot: on the labels, and the
-    examples as well when there are any, whose labels must then be among them)."""
+    """The classifier of ``inputs.method``, fitted on the encoded examples."""
     rows = inputs.examples
     if inputs.method == "zero-shot":
         classifier = ZeroShotClassifier(encoder, inputs.labels, inputs.template)
@@ -233,8 +231,7 @@ def classify_view(
 
 
 def _record(inputs: _Inputs, classes, predictions, points: list[dict], d: int) -> dict:
-    """The JSON answer: the settings that apply to ``inputs.method``, every prediction with its scores and
-    neighbours (``d`` decimals), and the 2-D map's points."""
+    """The JSON answer: the settings that apply to ``inputs.method``."""
     method = inputs.method
     return {
         "method": method,
@@ -260,8 +257,7 @@ def _record(inputs: _Inputs, classes, predictions, points: list[dict], d: int) -
 
 
 def _summary(inputs: _Inputs, classes, predictions) -> str:
-    """The Markdown above the table: how many texts, by which method, what the scores are, and how many texts
-    each class got (classes with none left out)."""
+    """The Markdown above the table: how many texts, by which method, what the scores are."""
     method, k = inputs.method, inputs.k
     how = (
         f"zero-shot, template {md_literal(inputs.template)}"
@@ -279,8 +275,7 @@ def _summary(inputs: _Inputs, classes, predictions) -> str:
 def sample_inputs(
     out_root: Path, per_class: int = 8, texts_per_class: int = 3, seed: int = 0
 ) -> tuple[str, str, str]:
-    """(texts, labels, examples file) for the sample: AG News test texts and train-subset examples when the data
-    folder sits beside the checkout, else the built-in examples; the file is written under ``out_root``."""
+    """(texts, labels, examples file) for the sample."""
     if (AGNEWS / "test.csv").is_file() and (AGNEWS / "train_subset.csv").is_file():
         test, train = load_labelled(AGNEWS / "test.csv"), load_labelled(AGNEWS / "train_subset.csv")
         picked = sample_per_class([y for _, y in test], texts_per_class, seed)
@@ -330,13 +325,8 @@ def after_classify(out, data):
         data["score"],
     )
     plot = class_map(data["points"], f"texts, examples and labels in 2-D ({data['projection'].upper()})")
-    files = exports(
-        out,
-        "classify",
-        data=data,
-        rows=[{"text": p["text"], "prediction": p["label"], **p["scores"]} for p in data["predictions"]],
-        plots=[bars, plot],
-    )
+    rows = [{"text": p["text"], "prediction": p["label"], **p["scores"]} for p in data["predictions"]]
+    files = exports(out, "classify", data=data, rows=rows, plots=[bars, plot])
     return show(bars), show(plot), show(files)
 
 

@@ -95,9 +95,7 @@ class AppConfig:
         )
 
     def reranker_model(self, kind: str) -> str:
-        """The model the app loads for re-ranker ``kind`` ("" or "none" = none): ``rerankers[kind]``, else the
-        field named by the kind's setting (``cross_encoder``, ``cls_lr``: ``RerankerKind.key``), else the
-        kind's default."""
+        """The model the app loads for re-ranker ``kind`` ("" or "none" = none): ``rerankers[kind]``."""
         if kind in self.rerankers:
             return self.rerankers[kind]
         own = getattr(self, KINDS[kind].key, None)

@@ -25,8 +25,7 @@ PROMPTED_KEPT = 4  # first stages over other prompts kept per corpus (each holds
 
 
 class CorpusIndex:
-    """One corpus with a retriever per first stage (``stages``; each is also an attribute: ``index.bm25``),
-    dense embeddings cached on disk."""
+    """One corpus with a retriever per first stage."""
 
     def __init__(
         self,
@@ -61,8 +60,7 @@ class CorpusIndex:
         step(1.0, "ready")
 
     def _encode_in_steps(self, encoder, step: Progress, chunk: int | None = None) -> None:
-        """Encode the corpus into the embedding cache ``chunk`` documents at a time, reporting each, so a
-        first start on a large corpus shows how far it has got (minutes on a CPU)."""
+        """Encode the corpus into the embedding cache ``chunk`` documents at a time, reporting each."""
         if encoder.cache is None:
             step(0.1, f"encoding {len(self.corpus):,} documents")
             return
@@ -157,8 +155,7 @@ class CorpusIndex:
 
 
 class Indexing:
-    """How far the startup corpus's index has got: what the page shows while it is built in the background, and
-    what a search of that corpus is told before it is ready. Also forwards each step to ``progress``."""
+    """How far the startup corpus's index has got."""
 
     def __init__(
         self,
@@ -218,8 +215,7 @@ Owner = str | None  # whose uploads: a Gradio session hash; None = the local Pyt
 
 
 class UploadStore:
-    """The uploaded corpora of every visitor of one running app, by owner (the Gradio session that uploaded
-    them)."""
+    """The uploaded corpora of every visitor of one running app, by owner."""
 
     def __init__(self, max_corpora: int, max_total: int, idle_s: float):
         self.max_corpora, self.max_total, self.idle_s = max_corpora, max_total, idle_s
@@ -252,8 +248,7 @@ class UploadStore:
             return own[name]
 
     def _plan(self, owner: Owner, name: str) -> tuple[list[str], list[tuple[Owner, str]]]:
-        """(the owner's own uploads to drop, other idle owners' uploads to evict) to add ``name``; raises when the
-        app is full of corpora of active owners. Changes nothing. Call with the lock held."""
+        """(the owner's own uploads to drop, other idle owners' uploads to evict) to add ``name``."""
         own = self._uploads.get(owner, OrderedDict())
         if name in own:
             return [], []  # a re-upload replaces itself

@@ -215,8 +215,7 @@ def load_first(state: AppState, model: str, progress) -> None:
 
 
 def build(ui: Ui) -> None:
-    """The Token embeddings tab (inside an open gr.Tab): four sub-tabs; events /model_info, /token_embeddings,
-    /layer_similarity, /sentence_similarity."""
+    """The Token embeddings tab (inside an open gr.Tab): four sub-tabs, one event each."""
     presets = demo_presets()
     tab_intro(
         "Look inside the bi-encoder (or the cross-encoder): how it splits text into tokens, where each "
@@ -292,12 +291,8 @@ def projection_tab(ui: Ui, model, presets: dict) -> None:
         r = token_embeddings(
             state, sentences, layer_a, layer_b, methods, word or "", model, progress=steps(progress)
         )
-        return (
-            out.png(r.figures["projection"], "token-projection"),
-            out.png(r.figures["consecutive_layers"], "consecutive-layers"),
-            r.text,
-            r.data,
-        )
+        stems = {"projection": "token-projection", "consecutive_layers": "consecutive-layers"}
+        return *[out.png(r.figures[key], stem) for key, stem in stems.items()], r.text, r.data
 
     def after_projection(data, *pngs):
         projection, drift = projection_plots(data)

@@ -37,8 +37,7 @@ _SPECIAL = re.compile(r"^(\[[A-Z]+\]|<s>|</s>|<pad>|<unk>)$")
 
 
 def compact(value: Any, digits: int = 6) -> Any:
-    """Floats to ``digits`` significant digits, recursively: the JSON stays exact enough (sums agree to ~1e-6)
-    and about half as long."""
+    """Floats to ``digits`` significant digits, recursively: the JSON stays exact enough."""
     if isinstance(value, float):
         return float(f"{value:.{digits}g}")
     if isinstance(value, list):
@@ -51,8 +50,7 @@ def compact(value: Any, digits: int = 6) -> Any:
 def highlight(
     tokens: list[str], scores: list[float], scale: float | None = None
 ) -> list[tuple[str, float | None]]:
-    """Tokens as words for ``gr.HighlightedText``: word-pieces joined (scores summed), special tokens kept, each
-    score divided by ``scale`` (default: the largest magnitude), an uncoloured space between words."""
+    """Tokens as words for ``gr.HighlightedText``: word-pieces joined (scores summed)."""
     spans = words(tokens, scores, keep_special=True)
     scale = scale or max((abs(v) for _, v in spans), default=0.0) or 1.0
     out: list[tuple[str, float | None]] = []
@@ -65,8 +63,7 @@ def highlight(
 def words(
     tokens: list[str], scores: list[float], start: int = 0, end: int | None = None, keep_special: bool = False
 ) -> list[tuple[str, float]]:
-    """Word-pieces ``tokens[start:end]`` joined into words (``otter`` + ``##s`` = ``otters``, attributions summed),
-    special tokens left out unless ``keep_special``."""
+    """Word-pieces ``tokens[start:end]`` joined into words."""
     out: list[tuple[str, float]] = []
     for token, value in zip(tokens[start:end], scores[start:end], strict=True):
         if _SPECIAL.match(token):
@@ -88,8 +85,7 @@ def listing(items: list[tuple[str, float]]) -> str:
 
 
 def _rankers(models: AppModels, model: str, reranker: str | None = None) -> tuple[str | None, dict]:
-    """(the kind or Hub id explained, {kind: re-ranker}) for ``model``: none for the bi-encoder; for "auto"
-    the search's ``reranker`` when it ranked with one."""
+    """(the kind or Hub id explained, {kind: re-ranker}) for ``model``: none for the bi-encoder."""
     if model == BI_ENCODER:
         return None, {}
     # the search's re-ranker when it is loaded (or an id, loaded on demand); else "auto" stays the first loaded kind
@@ -115,8 +111,7 @@ def explain_pair(
     query_prompt: str | None = None,
     document_prompt: str | None = None,
 ) -> ViewResult:
-    """Explain one (query, document) pair: the bi-encoder's cosine split over query×document tokens, and the
-    re-ranker's score (``model``: "auto", a kind or a cross-encoder's Hub id) split over the pair's tokens."""
+    """Explain one (query, document) pair: the bi-encoder's cosine split over query×document tokens."""
     cfg = state.config
     query = check_text(query, "query", cfg.max_query_chars)
     document = check_text(document, "document", cfg.max_text_chars)
@@ -160,8 +155,7 @@ def explain_pair(
 
 @dataclass
 class _PairView:
-    """What one model's explanation adds to the pair view: interactive plots, their PNGs, highlighted texts and
-    the paragraphs that read them."""
+    """What one model's explanation adds to the pair view: interactive plots, their PNGs."""
 
     plots: dict = field(default_factory=dict)
     pngs: dict = field(default_factory=dict)
@@ -176,8 +170,7 @@ class _PairView:
 
 
 def _bi_encoder_view(bi: dict) -> _PairView:
-    """The bi-encoder's cosine: per-token highlights on one scale and, under mean pooling, the exact query ×
-    document token terms as a heatmap."""
+    """The bi-encoder's cosine: per-token highlights and, under mean pooling, the query × document terms."""
     from ctxir.viz import MatrixStyle, heatmap_figure
 
     q_tokens, d_tokens = bi["query_tokens"], bi["document_tokens"]
@@ -238,8 +231,7 @@ def _bi_encoder_view(bi: dict) -> _PairView:
 
 
 def _reranker_view(reranker: dict) -> _PairView:
-    """A re-ranker's score split over the tokens it read: bars, a highlight, and what its term-match term and its
-    best window contributed."""
+    """A re-ranker's score split over the tokens it read: bars, a highlight."""
     kind = reranker["model_kind"]
     tokens, values, split = reranker["tokens"], reranker["attributions"], reranker["sentence_b_start"]
     title = (
@@ -292,8 +284,7 @@ def explain_result(
     query_prompt: str | None = None,
     document_prompt: str | None = None,
 ) -> ViewResult:
-    """``explain_pair`` for a document of a corpus ``owner`` may see, read as the models read it (title + text);
-    ``reranker`` and the prompts: the search's (``reranker`` is the one "auto" explains with)."""
+    """``explain_pair`` for a document of a corpus ``owner`` may see, read as the models read it."""
     index = state.index(corpus, owner)
     doc_id = check_text(doc_id, "document id", 500, hint="pick a search result to explain")
     if doc_id not in index.corpus:
@@ -330,8 +321,7 @@ class Panel:
         return [getattr(self, f.name) for f in fields(self)][:8]  # all but numbers
 
     def shows(self, event) -> None:
-        """After ``event`` (which filled the panel) succeeds, show the parts this explanation has. A separate,
-        private step: API clients get plain values from the event itself, not visibility updates."""
+        """After ``event`` (which filled the panel) succeeds, show the parts this explanation has (privately)."""
 
         def visible(data, files):
             bi = (data or {}).get("bi_encoder") or {}

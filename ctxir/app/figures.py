@@ -23,8 +23,7 @@ HIGHLIGHT_RING = "#111111"  # the highlighted word's ring in the projection: no 
 
 
 def _layout(fig: go.Figure, title: str, height: int, **extra) -> go.Figure:
-    """Common look. The title is kept in ``layout.meta`` (the HTML export prints it above the figure; the app shows
-    it as the plot's label) rather than inside the plot, where the modebar covered it and a phone cut it short."""
+    """Common look; the title kept in ``layout.meta`` (the export prints it, the app shows it as the label)."""
     # t=48: the app's plot label sits over the figure's top-left corner; subplot titles start below it
     fig.update_layout(
         meta={"title": title},
@@ -43,8 +42,7 @@ def title_of(fig: go.Figure) -> str:
 
 
 def unique(labels: Sequence[str], max_chars: int = 24) -> list[str]:
-    """Axis categories for tokens: a repeated token gets zero-width spaces appended, so "the" twice stays two
-    columns (a categorical axis merges equal labels) and Plotly still thins crowded labels by itself."""
+    """Axis categories for tokens: a repeated token gets zero-width spaces appended."""
     seen: dict[str, int] = {}
     out = []
     for label in labels:
@@ -81,8 +79,7 @@ def heatmap(
     *,
     hover_labels: Sequence[str] | None = None,
 ) -> go.Figure:
-    """A heatmap whose hover names the row and column labels (tokens, sentences) and the value; axis labels
-    are cut at ``style.label_chars`` (with an ellipsis; hover shows them whole)."""
+    """A heatmap whose hover names the row and column labels (tokens, sentences) and the value."""
     style = style or HeatmapStyle()
     value_name, row_name, col_name = style.value_name, style.row_name, style.col_name
     zmin, zmax, decimals = style.zmin, style.zmax, style.decimals
@@ -146,8 +143,7 @@ def token_bars(
 
 
 def score_bars(documents: Sequence[str], columns: dict[str, Sequence[float | None]]) -> go.Figure:
-    """One horizontal bar chart per score, stacked (each on its own scale, readable at a phone's width too); the
-    documents are "doc 1", "doc 2"... as in the table beside it, and hovering a bar shows the document's text."""
+    """One horizontal bar chart per score, stacked."""
     shown = {name: values for name, values in columns.items() if any(v is not None for v in values)}
     labels = [f"doc {i + 1}" for i in range(len(documents))]
     texts = [f"{i + 1}. {d[:90]}{'…' if len(d) > 90 else ''}" for i, d in enumerate(documents)]
@@ -336,8 +332,7 @@ def head_grids(rows: list[dict]) -> go.Figure:
 
 
 def rank_moves(rows: list[dict], highlight: set[str], first_stage: str, reranker: str) -> go.Figure:
-    """A slope chart: each document's first-stage rank (left) and re-ranked rank (right); green moved up, red
-    down, grey stayed; the documents in ``highlight`` drawn bold. Hover names the document and its move."""
+    """A slope chart: each document's first-stage rank (left) and re-ranked rank (right); green moved up."""
     fig = go.Figure()
     for row in rows:
         change = row["first"] - row["rerank"]
@@ -424,8 +419,7 @@ def token_bars_png(tokens: Sequence[str], values: Sequence[float], title: str, s
 def class_scores(
     texts: list[str], classes: list[str], scores: list[list[float]], score_name: str
 ) -> go.Figure:
-    """Grouped horizontal bars: one group per text ("text 1"...), one bar per label, the predicted one outlined;
-    hovering a bar shows the text, the label and the score."""
+    """Grouped horizontal bars: one group per text ("text 1"...), one bar per label."""
     fig = go.Figure()
     names = [f"text {i + 1}" for i in range(len(texts))]
     hover = [snippet(t, 90) for t in texts]
@@ -457,8 +451,7 @@ def class_scores(
 
 
 def class_map(points: list[dict], title: str) -> go.Figure:
-    """Texts (◆, by predicted class), labelled examples (●) and label embeddings (★) in 2-D, one colour per class;
-    hover shows the text."""
+    """Texts (◆, by predicted class), labelled examples (●) and label embeddings (★) in 2-D."""
     fig = go.Figure()
     classes = sorted({p["label"] for p in points})
     style = {

@@ -85,8 +85,7 @@ class FirstView:
         return thread
 
     def compute(self, stop: Callable[[], bool] | None = None) -> dict[int, dict] | None:
-        """Every chain's answer, once (a second caller waits for the first and gets the same answers); None when
-        ``stop()`` turned true between two examples (the app closed): nothing is kept, a later call computes."""
+        """Every chain's answer, once (a second caller waits for the first and gets the same answers)."""
         with self._lock:
             if self.answers is None:
                 started = time.perf_counter()
@@ -121,8 +120,7 @@ class FirstView:
 
     @staticmethod
     def _replay(chain: list) -> dict[int, dict]:
-        """Run ``chain`` as a click does: each step's inputs are the values the steps before it gave, else the
-        components' initial values (the example); returns id(component) → its final update."""
+        """Run ``chain`` as a click does: each step's inputs are the values the steps before it gave."""
         from gradio.helpers import special_args
 
         shown: dict[int, dict] = {}
@@ -139,8 +137,7 @@ class FirstView:
         return shown
 
     def values(self) -> list:
-        """What a page that opens shows: each component's first-view update (nothing where none was answered, and
-        nothing at all before they are ready: then their computation is started, once)."""
+        """What a page that opens shows: each component's first-view update."""
         if not self.ready.is_set():
             self.start(wait_for_server_s=0)  # a page opened: the server runs
             return [gr.skip() for _ in self.components]
@@ -166,8 +163,7 @@ def _initial(block) -> Any:
 
 
 def wire(demo: gr.Blocks, state, out, start: bool = False, apis: tuple[str, ...] = FIRST_VIEWS) -> FirstView:
-    """Inside ``demo``'s open Blocks: every page that opens gets the first view, its files kept in ``out`` (a
-    ``ctxir.app.outputs.Outputs``); ``start``: computed now, in the background, instead of by the first page."""
+    """Inside ``demo``'s open Blocks: every page that opens gets the first view."""
     first = FirstView(demo, state, out, apis)
     if first.components:
         demo.load(

@@ -76,8 +76,7 @@ M_ARENA_MAX = -8  # glibc's malloc.h
 
 
 def limit_malloc_arenas(arenas: int) -> bool:
-    """Cap glibc's malloc arenas at ``arenas`` (0 = leave glibc's default); call before threads allocate. True when
-    the cap was set, False where there is no glibc (macOS, musl) or it refused."""
+    """Cap glibc's malloc arenas at ``arenas`` (0 = leave glibc's default)."""
     if arenas <= 0:
         return False
     try:
@@ -107,8 +106,7 @@ def group_of(fn) -> str | None:
 
 
 def apply_limits(demo, limits: QueueLimits | None = None):
-    """Put every model event of ``demo`` in its concurrency group, forget the sessions of visitors who left
-    ``limits.closed_session_s`` ago."""
+    """Put every model event of ``demo`` in its concurrency group."""
     from ctxir.app.gradio_fixes import ClosedSessions
 
     limits = limits or QueueLimits()

@@ -29,10 +29,7 @@ COPY = (
 
 @dataclass
 class View:
-    """One view's link: where it is shown (``html``), the hidden box a page opened on a link changes to run
-    the view (``run``: the view's event listens to its change), and the view's inputs by parameter name
-    (``fields``: named by the first event ``shows`` is given, the public one; the page's visible inputs
-    only)."""
+    """One view's link: where it is shown, the hidden box that runs the view, the view's inputs by name."""
 
     api: str
     html: Any
@@ -40,8 +37,7 @@ class View:
     fields: dict[str, Any] = field(default_factory=dict)
 
     def shows(self, event) -> None:
-        """After ``event`` (the view's event, run from its button or from a link): the link to its inputs on
-        success, none on failure (an error's inputs are no view to send)."""
+        """After ``event`` (from its button or a link): the link to its inputs on success, none on failure."""
         if not self.fields:
             block_fn = get_blocks_context().fns[event["id"]]
             self.fields = {
@@ -80,8 +76,7 @@ class View:
 
 
 def offer(api: str, elem_id: str) -> View:
-    """Inside a tab's build, where the link goes: its place (empty until an answer is shown) and the hidden
-    box that runs the view when a page opens on a link."""
+    """Inside a tab's build: the link's place and the hidden box that runs the view from a link."""
     # a hidden box, not a gr.State: a State "changes" on every update (a skipped one too), so each load ran the view
     run = gr.Textbox("", visible=False, elem_id=f"{elem_id}-run")
     return View(api, gr.HTML("", elem_id=elem_id, js_on_load=COPY), run)
@@ -133,8 +128,7 @@ def _text(value: Any) -> str:
 
 
 def link_html(api: str, values: dict[str, Any]) -> str:
-    """The link shown under a view's answer: relative (``?…``), so the browser resolves it against the page's own
-    address, whatever host, path or Space serves it; escaped (the values are a visitor's)."""
+    """The link shown under a view's answer: relative (``?…``)."""
     href = html.escape("?" + link_query(api, values))
     return (
         f'<div class="ctxir-link"><a data-link href="{href}" target="_blank" rel="noopener">Link to this view</a> '
@@ -144,8 +138,7 @@ def link_html(api: str, values: dict[str, Any]) -> str:
 
 
 def opens(view: View, tab, query: dict[str, list[str]]) -> list:
-    """What a page opened on ``query`` shows for ``view``: its tab selected, its run box changed and its inputs
-    filled when the link is to this view; nothing (every output skipped) otherwise."""
+    """What a page opened on ``query`` shows for ``view``: its tab selected."""
     skip = [gr.skip() for _ in range(int(tab is not None) + 1 + len(view.fields))]
     api = (query.get(PARAMETER) or [None])[-1]
     if api is None:
@@ -168,8 +161,7 @@ def opens(view: View, tab, query: dict[str, list[str]]) -> list:
 
 
 def value_for(component, name: str, texts: list[str]) -> Any:
-    """The value a link's ``texts`` for parameter ``name`` set ``component`` to: a number for a number or
-    slider, a list for a checkbox group."""
+    """The value a link's ``texts`` for parameter ``name`` set ``component`` to."""
     if isinstance(component, gr.CheckboxGroup):  # ``layers=`` (no value): none chosen
         choices = {str(value): value for _, value in component.choices}
         return [choices.get(text, text) for text in texts if text != ""]

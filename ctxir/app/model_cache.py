@@ -18,8 +18,7 @@ MiB = 2**20
 
 
 def model_bytes(obj: Any) -> int:
-    """Bytes of the torch weights and buffers ``obj`` holds: a torch module, or an object whose ``model`` is one
-    (a ctxir re-ranker, an ``Inspectable``), or a (tokenizer, model) pair; 0 for anything else."""
+    """Bytes of the torch weights and buffers ``obj`` holds: a torch module."""
     import torch
 
     if isinstance(obj, tuple):
@@ -99,8 +98,7 @@ class ModelCache:
         progress: Callable[[float, str], None] | None = None,
         what: str = "model",
     ) -> Any:
-        """The model under ``key``, loaded by ``loader()`` when it is not here (one load at a time;
-        ``progress`` hears of the wait and the load)."""
+        """The model under ``key``, loaded by ``loader()`` when it is not here."""
         found = self.get(key)
         if found is not None:
             return found
@@ -135,8 +133,7 @@ class ModelCache:
 
     @contextmanager
     def loading(self, progress: Callable[[float, str], None] | None = None) -> Iterator[None]:
-        """Hold the one-load-at-a-time lock (a fetch or download before ``load`` runs under it too); ``progress``
-        hears when this waits for another visitor's load."""
+        """Hold the one-load-at-a-time lock (a fetch or download before ``load`` runs under it too)."""
         if not self._load_lock.acquire(blocking=False):
             (progress or (lambda *_: None))(0.0, "waiting for another model to finish loading")
             self._load_lock.acquire()

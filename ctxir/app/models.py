@@ -71,8 +71,7 @@ class AppModels:
 
     @classmethod
     def load(cls, config: AppConfig, progress: Progress | None = None) -> AppModels:
-        """Load every model once (a missing bi-encoder is fatal, a missing re-ranker is logged), each pinned in the
-        cache; a Hub id not cached locally is downloaded unless HF_HUB_OFFLINE is set."""
+        """Load every model once (a missing bi-encoder is fatal, a missing re-ranker is logged)."""
         step = progress or (lambda *_: None)
         step(0.0, f"loading bi-encoder {config.bi_encoder}")
         bi = load_bi_encoder(config.bi_encoder, config.device)
@@ -212,8 +211,7 @@ class AppModels:
     def on_demand(
         self, name: str, role: str | None = None, progress: Progress | None = None, what: str = "model"
     ):
-        """Model ``name`` (a Hub id or allowed folder) from the bounded ``cache``, loaded now if needed, for
-        ``role`` (None: (its role read from its files, the model))."""
+        """Model ``name`` (a Hub id or allowed folder) from the bounded ``cache``, loaded now if needed."""
         name = check_model_name(name, what, self.allow_paths)
         roles = [role] if role else [CROSS_ENCODER.name, BI_ENCODER]
         for each in roles:
@@ -321,8 +319,7 @@ def _inspectable_body(reranker, device: str) -> Inspectable:
 
 
 def chosen_prompts(own: dict, query_prompt, document_prompt, max_chars: int) -> dict:
-    """``own`` ``{"query": ..., "document": ...}`` with each prompt given in its place (None: kept, "": none), once
-    each is text of at most ``max_chars``."""
+    """``own`` ``{"query": ..., "document": ...}`` with each prompt given in its place."""
     prompts = dict(own)
     for role, prompt in (("query", query_prompt), ("document", document_prompt)):
         if prompt is None:
@@ -344,7 +341,6 @@ def prompts_said(prompts: dict | None, who: str = "The bi-encoder") -> str:
 
 
 def prompts_named(model) -> str:
-    """The status line's note of a bi-encoder's own prompts: ``prompts: query `query: `, document `passage: ``` or
-    "no prompts"."""
+    """The status line's note of a bi-encoder's own prompts."""
     shown = ", ".join(f"{role} {md_code(p)}" for role, p in model_prompts(model).items() if p)
     return f"prompts: {shown}" if shown else "no prompts"

@@ -29,8 +29,7 @@ STOPPING = "the app is stopping: its output folder takes no new files"
 
 
 def reclaim_orphans(prefix: str, owner: str) -> list[str]:
-    """Remove the output folders that apps killed with SIGKILL (no atexit ran) left in the temp directory: those
-    whose owner process is gone. A folder whose owner still runs (another app on this machine) is left alone."""
+    """Remove the output folders that apps killed with SIGKILL."""
     removed = []
     for folder in Path(tempfile.gettempdir()).glob(f"{prefix}*"):
         try:
@@ -80,8 +79,7 @@ class Outputs:
 
     @contextlib.contextmanager
     def _writing(self) -> Iterator[None]:
-        """One write into the folder: refused once the app is stopping, else waited for by ``remove``; a write whose
-        folder went anyway (past the wait) says the app is stopping, not FileNotFoundError."""
+        """One write into the folder: refused once the app is stopping, else waited for by ``remove``."""
         with self._writes:
             if self.closed:
                 raise CtxirError(STOPPING)
@@ -138,8 +136,7 @@ class Outputs:
         return total
 
     def shared(self, name: str, source: Callable[[], str]) -> Path:
-        """The one copy of a script that every page returned by this app loads (``name`` matches one of ``SHARED``),
-        written from ``source()`` on first use: a page weighs kilobytes instead of carrying its own."""
+        """The one copy of a script that every page returned by this app loads."""
         path = self.root / name
         with self._lock:
             if not path.is_file():
@@ -154,13 +151,11 @@ class Outputs:
         return self.shared(f"plotly-{get_plotlyjs_version()}.min.js", get_plotlyjs)
 
     def url(self, path: Path) -> str:
-        """``path`` (a file of this folder) as a page of this app links it: Gradio's file route, relative, so it holds
-        under a proxy's path prefix (a Space, ``root_path``) and in an ``<iframe srcdoc>``, whose base is the page's."""
+        """``path`` (a file of this folder) as a page of this app links it: Gradio's file route."""
         return "gradio_api/file=" + urllib.parse.quote(str(path))
 
     def pin(self, paths) -> list[Path]:
-        """Keep those of ``paths`` that are files of this folder for the app's life, outside ``max_bytes`` (files
-        every visitor is shown, written once); returns them."""
+        """Keep those of ``paths`` that are files of this folder for the app's life."""
         kept = [Path(p) for p in paths if isinstance(p, str | Path) and Path(p).parent == self.root]
         with self._lock:
             self.pinned.update(kept)

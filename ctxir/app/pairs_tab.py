@@ -71,8 +71,7 @@ def calibrated() -> dict[str, str]:
 
 
 def chart_columns(rows: Sequence[dict], extra: dict | None = None) -> dict[str, list]:
-    """{legend: values} the charts draw: a re-ranker's calibrated probability where it has one (a raw score is on
-    no readable scale), else its pair score; then the cosine; then each model loaded by name (``extra``)."""
+    """{legend: values} the charts draw: a re-ranker's calibrated probability where it has one."""
     probabilities, out = calibrated(), {}
     for key, (_, legend) in {**score_columns(), **(extra or {})}.items():
         field = probabilities.get(key)
@@ -118,8 +117,7 @@ def score_pairs(
     document_prompt: str | None = None,
     progress: Progress | None = None,
 ) -> ViewResult:
-    """Every re-ranker kind's pair score (None where not loaded) and the bi-encoder cosine of each (query,
-    document) pair; ``models``: more to compare by Hub id, loaded on demand."""
+    """Every re-ranker kind's pair score (None where not loaded) and the bi-encoder cosine of each."""
     cfg = state.config
     query = check_text(query, "query", cfg.max_query_chars)
     docs = split_lines(documents, "documents", cfg.max_documents, cfg.max_text_chars)
@@ -232,8 +230,7 @@ def _score_row(i: int, doc: str, values: dict, probabilities: dict) -> dict:
 
 
 def _add_ranks(rows: list[dict], values: dict[str, list[float] | None], extra: dict | None = None) -> None:
-    """Each row's rank (from 1) by each score column, in place (None where it has no score), by the unrounded
-    ``values``, ties in the documents' order."""
+    """Each row's rank (from 1) by each score column, in place (None where it has no score)."""
     for key, (rank_key, _) in {**score_columns(), **(extra or {})}.items():
         scores = values.get(key)
         order = np.argsort(-np.asarray(scores, dtype=float), kind="stable") if scores else []

@@ -31,8 +31,7 @@ def compare_pooling(
     query_prompt: str | None = None,
     document_prompt: str | None = None,
 ) -> ViewResult:
-    """The same query through mean- and CLS-pooled embeddings of one layer: two rankings side by side, each text
-    after its prompt as in ``search`` (None: the bi-encoder's own, "": none)."""
+    """The same query through mean- and CLS-pooled embeddings of one layer: two rankings side by side."""
     query = check_text(query, "query", state.config.max_query_chars)
     n_layers = state.models.num_layers
     layer = check_int(layer, "layer", -1, n_layers)
@@ -89,8 +88,7 @@ def compare_pooling(
 
 
 def pooling_note(model, name: str) -> str:
-    """What the loaded bi-encoder itself pools with (its Pooling module's mode), for compare pooling's caption: a
-    fact about this model, not a claim about one particular model; "" when the model names no pooling."""
+    """What the loaded bi-encoder itself pools with (its Pooling module's mode)."""
     native = next((m.pooling_mode for m in model if isinstance(getattr(m, "pooling_mode", None), str)), None)
     if native is None:
         return ""

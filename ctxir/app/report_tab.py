@@ -69,8 +69,7 @@ def _from_results(state: AppState, name: str, results: dict, metric: str, worst:
 def failure_report(
     state: AppState, path: str | Path | None, worst: int = 10, metric: str = "nDCG@10"
 ) -> ViewResult:
-    """A failure report from an uploaded file: a saved report's JSON (shown as written, explanations included), or
-    an evaluate results JSON over this app's BEIR corpus (its ``worst`` queries by ``metric``, no explanations)."""
+    """A failure report from an uploaded file: a saved report's JSON."""
     from ctxir.evaluation.report import REPORT_FORMAT, REPORT_VERSION, check_report_checksum
 
     if not path:
@@ -160,9 +159,7 @@ SAMPLE_SYSTEM = BM25Retriever.name  # the run's system and what explains it
 
 
 def sample_report(state: AppState, worst: int = 10, metric: str = "nDCG@10") -> ViewResult:
-    """The tab tried out of the box: BM25 over the demo corpus that ships with ctxir, its demo queries judged
-    by the shipped ``demo_qrels.tsv``, the ``worst`` queries by ``metric``, each explained by BM25's own
-    term weights (exact, and cheap: no model runs)."""
+    """The tab tried out of the box: BM25 over the demo corpus that ships with ctxir."""
     from ctxir.evaluation.report import failure_cases, report_meta
     from ctxir.explain.failures import explain_failures
 

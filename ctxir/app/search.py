@@ -35,8 +35,7 @@ def search(
     *,
     every_candidate: bool = False,
 ) -> ViewResult:
-    """First stage (+ optional re-ranker) over a corpus ``owner`` may see; each stage's score, rank and the
-    rank change."""
+    """First stage (+ optional re-ranker) over a corpus ``owner`` may see; each stage's score."""
     from ctxir.rerank.pipeline import Pipeline, mode_fusion
 
     cfg = state.config
@@ -79,8 +78,7 @@ def search(
 def _checked_prompts(
     state: AppState, index: CorpusIndex, first_stage: str, query_prompt, document_prompt
 ) -> dict | None:
-    """The prompts ``first_stage``'s bi-encoder puts before the query and the documents (None: it uses none, as
-    BM25), once each is text within the query's limit and another document prompt is within the corpus limit."""
+    """The prompts ``first_stage``'s bi-encoder puts before the query and the documents."""
     from ctxir.retrieval.registry import get_first_stage
 
     if not get_first_stage(first_stage).uses_bi_encoder:
@@ -96,8 +94,7 @@ def _checked_prompts(
 
 
 def _relevance_ranker(state: AppState, reranker: str, mode: str):
-    """The loaded re-ranker named ``reranker`` (None for "none"), once it can rank a search in ``mode``: it must
-    score relevance, and one offered fused only cannot rank alone."""
+    """The loaded re-ranker named ``reranker`` (None for "none"), once it can rank a search in ``mode``."""
     if reranker in RERANKERS and RERANKERS[reranker].scores != "relevance":
         raise CtxirError(
             f"the {reranker} re-ranker scores how alike two texts are ({RERANKERS[reranker].label}), not whether a "
@@ -133,8 +130,7 @@ def _hit_row(hit: RankedHit, doc: dict, first_stage: str, fusion: StageFusion | 
 def _summary(
     index: CorpusIndex, rows: list[dict], timings: dict, fusion, first_stage: str, reranker: str, depth: int
 ) -> str:
-    """The Markdown above the table: how many results from where and each stage's time; with a re-ranker, how
-    many candidates it re-scored, how the final order was made and how many shown results moved."""
+    """The Markdown above the table: how many results from where, each stage's time, what the re-ranker did."""
     lines = [
         f"**{plural(len(rows), 'result')}** from {md_code(index.name)} ({plural(len(index.corpus), 'document')}) · "
         + " · ".join(f"{name}: {ms:.1f} ms" for name, ms in timings.items())

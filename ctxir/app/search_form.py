@@ -63,8 +63,7 @@ def prompts_info(models: AppModels) -> str:
 
 
 def prompt_boxes(ui: Ui, prefix: str, document_note: str = "") -> tuple:
-    """The Prompts panel (inside an open Blocks): the query and document prompt boxes, each the bi-encoder's own
-    until changed, empty for none, kept as typed (a prompt's trailing space matters)."""
+    """The Prompts panel (inside an open Blocks): the query and document prompt boxes."""
     own = model_prompts(ui.models.bi_encoder)
     with gr.Accordion(prompts_info(ui.models), open=False), gr.Row():
         query_prompt = gr.Textbox(
@@ -83,8 +82,7 @@ def prompt_boxes(ui: Ui, prefix: str, document_note: str = "") -> tuple:
 
 
 def reranker_choices_now(models: AppModels) -> list[str]:
-    """The re-ranker choices: "none", the relevance kinds loaded at start, then the cross-encoders loaded by name
-    now (shared by every visitor, least recently used first)."""
+    """The re-ranker choices: "none", the relevance kinds loaded at start."""
     return ["none", *search_rerankers(models.loaded), *models.extra_models(CROSS_ENCODER)]
 
 
@@ -195,14 +193,12 @@ def search_form(ui: Ui) -> SearchForm:
 
 
 def model_choices(models: AppModels) -> list[str]:
-    """ "Explain with" choices: auto, the bi-encoder, each re-ranker kind loaded at start (one that is not
-    loaded is not offered; the page's top line says why), then the cross-encoders loaded by Hub id now."""
+    """ "Explain with" choices: auto, the bi-encoder, each re-ranker kind loaded at start."""
     return ["auto", BI_ENCODER, *models.loaded, *models.extra_models(CROSS_ENCODER)]
 
 
 def explain_with(models: AppModels, **kwargs) -> gr.Radio:
-    """The "Explain with" radio of the Explain tab, the Search results and Pair scoring: the choices above; an API
-    client may also send a kind that is not loaded (told why) or a cross-encoder's Hub id (loaded on demand)."""
+    """The "Explain with" radio of the Explain tab, the Search results and Pair scoring."""
     return model_radio(models, model_choices(models), value="auto", label="Explain with", **kwargs)
 
 
@@ -212,8 +208,7 @@ def model_radio(models: AppModels, choices: list[str], **kwargs) -> gr.Radio:
 
 
 def wire_load(ui: Ui, textbox, button, radios: list) -> None:
-    """A Load button (private): the cross-encoder typed in ``textbox`` (Hub id, or folder where allowed)
-    loaded into the app's bounded cache, then offered in each of ``radios``."""
+    """A Load button (private): the cross-encoder typed in ``textbox``."""
     models = ui.models
 
     @guard

@@ -23,8 +23,7 @@ from ctxir.rerank.registry import RERANKERS
 
 
 def results_table(rows: list[dict], first_stage: str) -> list[dict]:
-    """The results as shown: no column that is empty (re-ranker columns without a re-ranker, the fused score
-    when the re-ranker ranks alone) or repeats ``rank``."""
+    """The results as shown: no column that is empty."""
     reranked = any(r["rerank_rank"] is not None for r in rows)
     fused = any(r.get("fused_score") is not None for r in rows)
     drop = ({"rerank_rank"} if not fused else set()) | (
@@ -44,8 +43,7 @@ def results_table(rows: list[dict], first_stage: str) -> list[dict]:
 
 
 def result_cards(hits: list[dict], first_stage: str) -> str:
-    """The results as cards, the phone's view of the table (``ui.CSS`` shows one or the other by screen
-    width): rank, title and id, the scores on one line, the text wrapped below."""
+    """The results as cards, the phone's view of the table."""
     cards = []
     for row in results_table(hits, first_stage):
         scores = " · ".join(
@@ -78,8 +76,7 @@ CARD_CLICK = (
 
 
 def build(ui: Ui) -> None:
-    """The Search tab (inside an open gr.Tab): search, explain a result, what moved, compare pooling, upload;
-    events /search, /explain_result, /what_moved, /compare_pooling, /upload_corpus."""
+    """The Search tab (inside an open gr.Tab): search, explain a result, what moved, compare pooling, upload."""
     tab_intro(
         "Search a corpus with a question. The **first stage** finds candidates (BM25 matches words, dense "
         "matches meaning, hybrid fuses both); a **re-ranker** re-scores the best of them. Click a result to "
@@ -105,8 +102,7 @@ def build(ui: Ui) -> None:
 
 
 def results(ui: Ui, form: SearchForm):
-    """The results and their Explain action: /search from the button or a link (privately, from Enter in the
-    query box), /explain_result from the button (privately, from a click on a row or a tap on a card)."""
+    """The results and their Explain action: /search and /explain_result; returns the "Explain with" radio."""
     state, out = ui.state, ui.out
 
     # numbers go to the logic as sent (no int()): it refuses 2.5 for k with a message instead of using 2

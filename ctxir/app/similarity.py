@@ -125,12 +125,8 @@ def layers_tab(ui: Ui, model, presets: dict) -> None:
     def do_layer_similarity(model, sentences, word, request: gr.Request):
         ui.visitor(request)
         r = layer_similarity(state, sentences, word, model)
-        return (
-            out.png(r.figures["word"], "word-by-layer"),
-            out.png(r.figures["sentence"], "sentence-by-layer"),
-            r.text,
-            r.data,
-        )
+        stems = {"word": "word-by-layer", "sentence": "sentence-by-layer"}
+        return *[out.png(r.figures[key], stem) for key, stem in stems.items()], r.text, r.data
 
     def after_layers(data, *pngs):
         word = figures.curves(data["word_cosine"], f"cosine of '{data['word']}' between sentences, per layer")

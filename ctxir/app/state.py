@@ -26,9 +26,7 @@ DEMO_CORPUS_NAME = "demo"
 
 
 class LazyFigures(Mapping):
-    """Named matplotlib figures, each built when first read (then kept): an endpoint whose PNGs are opt-in
-    (/attention, /score_pairs: ``png_figures``) builds none unless asked, and a figure costs more than such
-    a view's forward pass."""
+    """Named matplotlib figures, each built when first read (then kept)."""
 
     def __init__(self, makers: Mapping[str, Callable[[], Any]]):
         self._makers = dict(makers)
@@ -89,8 +87,7 @@ class AppState:
         cache: EmbeddingCache | bool | None = True,
         background: bool = False,
     ):
-        """``cache``: the startup corpus's embedding cache (True: the default folder, None: none, or an
-        ``EmbeddingCache``)."""
+        """``cache``: the startup corpus's embedding cache."""
         self.models, self.config = models, config or AppConfig()
         # example queries offered for the startup corpus (the demo corpus's own when none are given)
         self.examples = (

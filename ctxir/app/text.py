@@ -19,14 +19,12 @@ _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
 
 
 def md_literal(text: Any) -> str:
-    """User content inside a Markdown summary (mid-line), shown as typed: the characters that start inline
-    Markdown (emphasis, code, links, tables, strike-through) backslash-escaped and HTML escaped."""
+    """User content inside a Markdown summary (mid-line), shown as typed."""
     return display_text(_MARKDOWN_SPECIAL.sub(r"\\\1", str(text)))
 
 
 def md_code(text: Any) -> str:
-    """User content as a Markdown code span that no backtick in it can end: the fence is one backtick longer than
-    the longest run inside (CommonMark), and code spans show HTML as typed."""
+    """User content as a Markdown code span that no backtick in it can end."""
     text = str(text).replace("\n", " ")
     fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""
@@ -71,8 +69,7 @@ def snippet(text: str, limit: int = 160) -> str:
 
 
 def cls_warnings(pooling: str, layer: int, consequence: str) -> list[str]:
-    """CLS pooling at layer 0 reads the [CLS] token before any attention: its embedding + position 0 + token
-    type 0, the same vector for every text, so every cosine is 1.0."""
+    """CLS pooling at layer 0 reads the [CLS] token before any attention."""
     if pooling != "cls" or layer != 0:
         return []
     return [

@@ -79,8 +79,7 @@ def warn(result: ViewResult) -> None:
 
 
 def frame(rows: list[dict], columns: list[str] | None = None, drop_empty: bool = False) -> pd.DataFrame:
-    """A table of ``rows``; with ``drop_empty`` the columns no row has a value in are left out (the re-ranker's
-    columns when no re-ranker ran)."""
+    """A table of ``rows``; with ``drop_empty`` the columns no row has a value in are left out."""
     table = pd.DataFrame(rows) if rows else pd.DataFrame(columns=columns or ["(no rows)"])
     if drop_empty and rows:
         table = table.dropna(axis="columns", how="all")
@@ -88,8 +87,7 @@ def frame(rows: list[dict], columns: list[str] | None = None, drop_empty: bool =
 
 
 def shares(pixels: list[int]) -> list[str]:
-    """Column widths as percentages of their sum (Gradio resolves a percentage against the table's box): the table
-    fills its box at any screen width, each column keeping its share of the pixel widths given."""
+    """Column widths as percentages of their sum (Gradio resolves a percentage against the table's box)."""
     total = sum(pixels) or 1
     return [f"{100 * w / total:.2f}%" for w in pixels]
 
@@ -117,8 +115,7 @@ def show(value: Any = None, **changes) -> dict:
 def exports(
     out: Outputs, stem: str, *, data: Any = None, rows: list[dict] | None = None, plots=(), files=()
 ) -> list[str]:
-    """A view's downloads in ``out``: ``files`` already written (PNG, bertviz HTML), the interactive figures
-    as one HTML page with the plotly.js it loads."""
+    """A view's downloads in ``out``: ``files`` already written (PNG, bertviz HTML)."""
     from ctxir.app.figures import html_document
 
     paths = [str(f) for f in files if f]
@@ -144,8 +141,7 @@ def without_plotly_js(paths: list[str]) -> list[str]:
 
 
 def with_plotly_js(paths: list[str]) -> list[str]:
-    """``paths`` and, where one of them is an interactive HTML page, the shared plotly.js it loads from beside it (so
-    the page's downloads draw offline); the page's own list, filled after the answer arrived."""
+    """``paths`` and the shared plotly.js an interactive HTML page among them loads (the page's downloads)."""
     paths = [str(p) for p in paths]
     pages = [Path(p) for p in paths if p.endswith(".html")]
     shared = sorted(pages[0].parent.glob(PLOTLY_JS)) if pages else []
@@ -158,8 +154,7 @@ PRIVATE = {"queue": False, "api_visibility": "private"}  # a page-only step, run
 def view_event(
     triggers, fn, inputs, outputs, api_name=None, *, empty=(), hide=(), after=None, after_queue=True
 ):
-    """``fn`` on ``triggers`` (public as ``api_name``), ``empty`` and ``hide`` cleared first (no old answer beside
-    a new error); ``after`` = (fn, inputs, outputs) drawn privately from a success. Returns ``fn``'s event."""
+    """``fn`` on ``triggers`` (public as ``api_name``), ``empty`` and ``hide`` cleared first."""
     blank = [""] * len(empty) + [gr.update(visible=False)] * len(hide)
     api = {"api_name": api_name} if api_name else {"api_visibility": "private"}
     event = gr.on(
@@ -260,15 +255,13 @@ class Ui:
         return self.state.models
 
     def visitor(self, request: gr.Request | None) -> str:
-        """Whose request: Gradio's session hash (one per page load, one per gradio_client.Client); "" without
-        one (a raw HTTP call), which sees only the public corpus and may not upload. Marks the visitor active."""
+        """Whose request (Gradio's session hash; "" for a raw HTTP call), marked active."""
         owner = getattr(request, "session_hash", None) or ""
         self.state.uploads.touch(owner)
         return owner
 
     def offer_loaded_models(self, event, dropdown) -> None:
-        """Once ``event`` succeeded, ``dropdown`` offers the models loaded by name since (the one just typed among
-        them, beside those loaded at start), as the inspection views' dropdowns should after a load on demand."""
+        """Once ``event`` succeeded, ``dropdown`` offers the models loaded by name since."""
         event.success(
             lambda: gr.update(choices=self.models.inspect_choices()),
             None,

@@ -23,8 +23,7 @@ if TYPE_CHECKING:
 def upload_corpus(
     state: AppState, path: str | Path | None, progress: Progress | None = None, owner: Owner = None
 ) -> ViewResult:
-    """Index a user's corpus file (.txt/.jsonl/.csv/.tsv) for ``owner`` (only they can choose it, by the returned
-    name). Its embeddings stay in memory, never in the persistent cache."""
+    """Index a user's corpus file (.txt/.jsonl/.csv/.tsv) for ``owner``."""
     from ctxir.data.user_corpus import USER_CORPUS_SUFFIXES, load_user_corpus
 
     if not path:

@@ -47,9 +47,7 @@ def what_moved(
     query_prompt: str | None = None,
     document_prompt: str | None = None,
 ) -> ViewResult:
-    """The re-ranked documents whose rank changed most (among every candidate the re-ranker re-scored: the
-    first stage's top max(k, depth)), each with the document words whose integrated-gradients attribution
-    pushed its re-ranker score up most and pulled it down most."""
+    """The re-ranked documents whose rank changed most."""
     k, depth, n = _checked_inputs(state, reranker, k, depth, n)
     candidates = max(k, depth)
     # a row for every candidate the re-ranker re-scored, not only the k a search shows: one can move up from below
@@ -180,8 +178,7 @@ def _summary(
 def explain_moves(
     state: AppState, reranker: str, query: str, corpus, movers: list[dict], first_rank: str
 ) -> tuple[list[dict], list[dict]]:
-    """Each mover explained by the re-ranker (integrated gradients): (the table's rows, the JSON's details), with
-    the five document words that pushed its score up most and the five that pulled it down most."""
+    """Each mover explained by the re-ranker (integrated gradients): (the table's rows, the JSON's details)."""
     cfg = state.config
     # a name outside the registry is a cross-encoder loaded by its Hub id (AppModels.reranker loads no other kind)
     kind = RERANKERS.get(reranker, RERANKERS[CROSS_ENCODER.name])
