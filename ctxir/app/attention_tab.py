@@ -104,9 +104,6 @@ def attention(
     return ViewResult(rows=summary, figures=figures, data=data, text=text_out, html=document)
 
 
-# ---------------------------------------------------------------- UI
-
-
 # ctxir.viz.head_summary's rows
 HEAD_SUMMARY_COLUMNS = [
     *("layer", "head", "entropy", "to_cls", "to_sep", "to_self", "to_previous", "to_next"),
@@ -125,12 +122,7 @@ def attention_plots(data: dict) -> tuple:
         f"attention of layer {heat['layer']}, head {heat['head']}: each row (a token) spreads "
         "1.0 over the columns it looks at",
         figures.HeatmapStyle(
-            value_name="weight",
-            row_name="token",
-            col_name="looks at",
-            zmin=0.0,
-            decimals=2,
-            height=int(min(900, max(420, 200 + 16 * n))),
+            "weight", "token", "looks at", zmin=0.0, decimals=2, height=min(900, max(420, 200 + 16 * n))
         ),
     )
     return weights, figures.head_grids(data["head_summary"])

@@ -298,9 +298,6 @@ def sample_inputs(
     return "\n".join(texts), "\n".join(labels), str(path)
 
 
-# ---------------------------------------------------------------- UI
-
-
 INTRO = (
     "Label texts with the bi-encoder's embeddings, no classifier training: **zero-shot** compares each text "
     "with the label names (written into a prompt template), **few-shot** with labelled examples you upload "

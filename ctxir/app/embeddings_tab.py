@@ -68,39 +68,24 @@ def model_info(state: AppState, model: str = BI_ENCODER, text: str = "") -> View
     return ViewResult(rows=rows, data=info, text=md)
 
 
-def collect_tokens(
-    internals: Sequence, layers: Sequence[int], word: str
-) -> tuple[list, list, list, dict, list]:
-    """(labels, sentence of each, circled or not, {layer: vectors}, table rows) of every non-special token; a token
-    is circled when it is part of ``word``."""
+def collect_tokens(internals: Sequence, layers: Sequence[int], word: str) -> tuple[dict, list]:
+    """({layer: vectors}, table rows) of every non-special token; ``highlight``: the token is part of ``word``."""
     from ctxir.encoders.internals import word_positions
 
-    labels, groups, highlight, vectors, token_rows = [], [], [], {layer: [] for layer in layers}, []
+    vectors, rows = {layer: [] for layer in layers}, []
     for g, item in enumerate(internals):
-        marked = set()
-        if word.strip():
-            try:
-                marked = set(word_positions(item.tokens, word))
-            except CtxirError:
-                marked = set()
+        try:
+            marked = set(word_positions(item.tokens, word)) if word.strip() else set()
+        except CtxirError:
+            marked = set()
         for pos, token in enumerate(item.tokens):
             if token in ("[CLS]", "[SEP]", "<s>", "</s>", "[PAD]"):
                 continue
-            labels.append(token)
-            groups.append(g)
-            highlight.append(pos in marked)
             for layer in layers:
                 vectors[layer].append(item.hidden_states[layer, pos])  # (hidden,)
-            token_rows.append(
-                {
-                    "sentence": g + 1,
-                    "position": pos,
-                    "token": token,
-                    "token_id": item.token_ids[pos],
-                    "highlight": pos in marked,
-                }
-            )
-    return labels, groups, highlight, vectors, token_rows
+            row = {"sentence": g + 1, "position": pos, "token": token, "token_id": item.token_ids[pos]}
+            rows.append(row | {"highlight": pos in marked})
+    return vectors, rows
 
 
 def token_embeddings(
@@ -132,7 +117,8 @@ def token_embeddings(
     internals = [
         state.models.inspect_input(model, s, max_tokens=state.config.max_inspect_tokens) for s in items
     ]
-    labels, groups, highlight, vectors, token_rows = collect_tokens(internals, layers, word)
+    vectors, token_rows = collect_tokens(internals, layers, word)
+    labels, highlight = [t["token"] for t in token_rows], [t["highlight"] for t in token_rows]
     if word.strip() and not any(highlight):
         raise CtxirError(
             f"word {word.strip()!r} is in none of the sentences: pick a word that appears, or leave it empty"
@@ -143,7 +129,7 @@ def token_embeddings(
         for layer in layers:
             points[(method, layer)] = project(np.stack(vectors[layer]), method)
     names = [f"{i + 1}: {s}" for i, s in enumerate(items)]
-    projection = projection_figure(points, labels, groups, names, highlight)
+    projection = projection_figure(points, labels, [t["sentence"] - 1 for t in token_rows], names, highlight)
     drift = [consecutive_layer_similarity(item.hidden_states) for item in internals]  # each (layers, tokens)
     first = internals[0]
     heat = heatmap_figure(
@@ -176,9 +162,6 @@ def token_embeddings(
         text=f"{len(labels)} tokens from {len(items)} sentence(s); layers {layers[0]} and {layers[-1]}"
         + (f"; {md_code(word.strip())} circled in black" if word.strip() else ""),
     )
-
-
-# ---------------------------------------------------------------- UI
 
 
 def projection_plots(data: dict) -> tuple:

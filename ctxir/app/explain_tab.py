@@ -33,9 +33,6 @@ def explain_models() -> tuple[str, ...]:
 _SPECIAL = re.compile(r"^(\[[A-Z]+\]|<s>|</s>|<pad>|<unk>)$")
 
 
-# ---------------------------------------------------------------- tokens as text
-
-
 def compact(value: Any, digits: int = 6) -> Any:
     """Floats to ``digits`` significant digits, recursively: the JSON stays exact enough."""
     if isinstance(value, float):
@@ -79,9 +76,6 @@ def words(
 
 def listing(items: list[tuple[str, float]]) -> str:
     return ", ".join(f"{w} ({v:+.3f})" for w, v in items) or "—"
-
-
-# ---------------------------------------------------------------- logic
 
 
 def _rankers(models: AppModels, model: str, reranker: str | None = None) -> tuple[str | None, dict]:
@@ -200,12 +194,7 @@ def _bi_encoder_view(bi: dict) -> _PairView:
         d_tokens,
         title,
         figures.HeatmapStyle(
-            value_name="contribution",
-            row_name="query token",
-            col_name="document token",
-            diverging=True,
-            decimals=4,
-            show_values=False,
+            "contribution", "query token", "document token", diverging=True, decimals=4, show_values=False
         ),
     )
     bound = float(np.max(np.abs(pairs))) or 1.0
@@ -297,9 +286,6 @@ def explain_result(
     )
     result.data.update(doc_id=doc_id, corpus=index.name)
     return result
-
-
-# ---------------------------------------------------------------- UI
 
 
 @dataclass

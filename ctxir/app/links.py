@@ -101,9 +101,6 @@ def _query(request: gr.Request | None) -> dict[str, list[str]]:
     return {key: value if isinstance(value, list) else [value] for key, value in dict(params).items()}
 
 
-# ---------------------------------------------------------------- a view's inputs as a link and back
-
-
 def link_query(api: str, values: dict[str, Any]) -> str:
     """The query string of a link to ``api`` with ``values`` ({parameter: what the event received}).
 

@@ -198,8 +198,6 @@ class AppModels:
             )
         return self.inspect[name]
 
-    # ------------------------------------------------------------ any model by name, on demand
-
     def loadable(self, name: Any) -> bool:
         """``name`` has the shape of a Hub id, or (where paths are allowed) names a local folder."""
         try:
@@ -292,9 +290,6 @@ class AppModels:
     @property
     def num_heads(self) -> int:
         return int(self.inspect[BI_ENCODER].model.config.num_attention_heads)
-
-
-# ---------------------------------------------------------------- inputs shared by the inspection views
 
 
 def check_layer(value: Any, n_layers: int, what: str = "layer") -> int:

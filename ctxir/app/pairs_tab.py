@@ -261,9 +261,6 @@ def _summary(reader: str, first: dict, unavailable: dict[str, str], reading: Seq
     return text
 
 
-# ---------------------------------------------------------------- UI
-
-
 # the page's table names the columns short so every score fits beside the document (the API keeps field names)
 
 

@@ -108,9 +108,6 @@ def pooling_table(rows: list[dict]) -> list[dict]:
     return [{"rank": r["rank"], "mean pooling": cell(r, "mean"), "CLS pooling": cell(r, "cls")} for r in rows]
 
 
-# ---------------------------------------------------------------- UI
-
-
 def panel(ui: Ui, form: SearchForm) -> None:
     n_layers = ui.models.num_layers
     with gr.Accordion(

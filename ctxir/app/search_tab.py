@@ -19,8 +19,6 @@ from ctxir.app.search_form import (
 from ctxir.app.ui import Ui, column_widths, frame, guard, numbers, show, steps, tab_intro, view_event
 from ctxir.rerank.registry import RERANKERS
 
-# ---------------------------------------------------------------- shown in the page
-
 
 def results_table(rows: list[dict], first_stage: str) -> list[dict]:
     """The results as shown: no column that is empty."""
@@ -67,9 +65,6 @@ CARD_CLICK = (
     "element.addEventListener('click', (event) => { const card = event.target.closest('[data-doc]'); "
     "if (card) { trigger('click', {doc_id: card.dataset.doc}); } });"
 )
-
-
-# ---------------------------------------------------------------- UI
 
 
 # build() lays out and wires each part in page order, which the API's endpoints and Gradio's ids follow

@@ -109,9 +109,6 @@ def sentence_similarity(
     )
 
 
-# ---------------------------------------------------------------- UI
-
-
 # the sentence-similarity heatmap's colour scale (the PNG's viridis) and what its caption says of it
 SIMILARITY_SCALE = "Viridis"
 SIMILARITY_LEGEND = "brighter (yellow) = more alike, darker (purple) = less; the colour bar gives the cosine"
@@ -237,13 +234,7 @@ def similarity_heatmap(data: dict):
         numbers,
         f"cosine similarity of sentence embeddings ({data['pooling']} pooling, layer {data['layer']})",
         figures.HeatmapStyle(
-            value_name="cosine",
-            row_name="sentence",
-            col_name="with sentence",
-            zmin=-0.2,
-            zmax=1.0,
-            decimals=2,
-            colorscale=SIMILARITY_SCALE,
+            "cosine", "sentence", "with sentence", -0.2, 1.0, decimals=2, colorscale=SIMILARITY_SCALE
         ),
         hover_labels=labels,
     )

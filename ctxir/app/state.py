@@ -178,8 +178,6 @@ class AppState:
         for item in self.models.inspect.values():
             inspect_text("warm up", model=item.model, tokenizer=item.tokenizer)
 
-    # ------------------------------------------------------------ who sees what
-
     @property
     def public_names(self) -> list[str]:
         """The startup corpus (listed while it is still being indexed: choosing it then says how far it is)."""

@@ -31,9 +31,6 @@ def md_code(text: Any) -> str:
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
-# ---------------------------------------------------------------- input checks
-
-
 def split_lines(text: Any, what: str, max_items: int, max_chars: int, min_items: int = 1) -> list[str]:
     """One item per non-empty line (a list is accepted too, for API users)."""
     if isinstance(text, list | tuple):

@@ -93,9 +93,6 @@ def upload_corpus(
     return ViewResult(rows=rows, data=data, text=text)
 
 
-# ---------------------------------------------------------------- UI
-
-
 def panel(ui: Ui, form: SearchForm) -> None:
     cfg = ui.config
     with gr.Accordion("Upload your own corpus (.txt, .jsonl, .csv, .tsv)", open=False):

@@ -231,9 +231,6 @@ def explain_moves(
     return rows, details
 
 
-# ---------------------------------------------------------------- UI
-
-
 def panel(ui: Ui, form: SearchForm) -> None:
     """The What moved accordion below the results, and /what_moved."""
     state, out, cfg = ui.state, ui.out, ui.config
