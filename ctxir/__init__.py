@@ -1,9 +1,7 @@
 """ctxir — contextual-embedding information retrieval.
 
-Data flows one way, one subpackage per step, each importing only from those before it (``tests/test_layout.py``):
-data → encoders (models, heads, pooling, backends, Ray sharding) → retrieval (+ fusion, ANN, Milvus) → rerank
-(+ registry, pipeline) → explain → evaluation (+ CLI, tuning, comparison, failure report) → publish (cards, Hub) →
-app. Shared by all: ``types``, ``names``, ``checks``, ``files``, ``cli`` (also the ``ctxir`` console script).
+One subpackage per step, each importing only from those before it: data → encoders → retrieval → rerank → explain →
+evaluation → publish → app; shared by all: ``types``, ``names``, ``kinds``, ``checks``, ``files``, ``cli``.
 """
 
 from ctxir.classify import (

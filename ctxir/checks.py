@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import numbers
 import unicodedata
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields
 from typing import Any
 
 from ctxir.types import CtxirError
 
-# Unicode categories that show nothing: controls, format characters (zero-width space, BOM), separators, surrogates,
-# unassigned
+# Unicode categories that show nothing: controls, format (zero-width space, BOM), separators, surrogates, unassigned
 _INVISIBLE = frozenset({"Cc", "Cf", "Cs", "Cn", "Zs", "Zl", "Zp"})
 
 
@@ -117,12 +116,6 @@ class LiveChoices(Sequence):
 
     def __len__(self) -> int:
         return len(self._read())
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._read())
-
-    def __contains__(self, value) -> bool:
-        return value in self._read()
 
     def __repr__(self) -> str:
         return repr(self._read())

@@ -72,20 +72,15 @@ def build_parser(args_class: type):
         longs = [o for o in action.option_strings if o.startswith("--")]
         if len(longs) < 2:
             continue
-        negated = all(o.startswith("--no") and o not in _long_options(action.dest) for o in longs)
+        own = {f"--{action.dest}", f"--{action.dest.replace('_', '-')}"}
+        negated = all(o.startswith("--no") and o not in own for o in longs)
         name = shown.get(action.dest, action.dest.replace("_", "-"))
         keep = f"--no-{name}" if negated and f"--no-{name}" in longs else f"--{name}"
         if keep not in longs:  # a spelling flag_names does not know: the dashed one HfArgumentParser added
             keep = next((o for o in longs if "_" not in o), longs[0])
         action.option_strings = [o for o in action.option_strings if not o.startswith("--")] + [keep]
-    parser.epilog = (
-        "Each flag also takes underscores for its dashes (--a_flag for --a-flag), as a recipe's keys do."
-    )
+    parser.epilog = "Each flag also takes underscores for its dashes (--a_flag for --a-flag), as recipes do."
     return parser
-
-
-def _long_options(name: str) -> set[str]:
-    return {f"--{name}", f"--{name.replace('_', '-')}"}
 
 
 def flag_names(args_class: type) -> dict[str, str]:

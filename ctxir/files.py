@@ -170,11 +170,8 @@ def is_pickle_file(path: str | Path) -> bool:
     if len(head) >= 2 and head[0] == 0x80 and 2 <= head[1] <= 5:  # PROTO opcode of pickle protocols 2-5
         return True
     if head == b"PK\x03\x04":
-        try:
-            with zipfile.ZipFile(path) as z:
-                return any(n.endswith((".pkl", "data.pkl")) for n in z.namelist())
-        except zipfile.BadZipFile:
-            return False
+        with contextlib.suppress(zipfile.BadZipFile), zipfile.ZipFile(path) as z:
+            return any(n.endswith(".pkl") for n in z.namelist())  # torch's zip holds data.pkl
     return False
 
 
@@ -241,8 +238,7 @@ def atomic_path(path: str | Path, suffix: str = "") -> Iterator[Path]:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, name = tempfile.mkstemp(prefix=temporary_prefix(path), suffix=f".tmp{suffix}", dir=path.parent)
         os.close(fd)
-        tmp = Path(name)
-        yield tmp
+        yield (tmp := Path(name))
         with open(tmp, "rb+") as f:  # on disk before the rename, so a power cut cannot publish an empty file
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -280,8 +276,7 @@ def remove_temporaries(
 ) -> list[str]:
     """Remove the temporaries in ``folder`` for targets named ``name``… whose owner is gone or untouched for
     ``stale_after_s``; → their names."""
-    removed = []
-    now = time.time()
+    removed, now = [], time.time()
     for leftover in Path(folder).glob(f".{glob.escape(name)}*.tmp*"):
         owner = _OWNER.search(leftover.name)
         try:
@@ -292,14 +287,11 @@ def remove_temporaries(
         if not (dead or stale):
             continue
         with contextlib.suppress(OSError):
-            if leftover.is_dir():
-                shutil.rmtree(leftover)
-            else:
-                leftover.unlink()
+            shutil.rmtree(leftover) if leftover.is_dir() else leftover.unlink()
             removed.append(leftover.name)
     if removed:
         logger.info(
-            "removed %d temporary file(s) left by killed writer(s) in %s: %s", len(removed), folder, removed
+            "removed %d temporary file(s) of killed writer(s) in %s: %s", len(removed), folder, removed
         )
     return removed
 

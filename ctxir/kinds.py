@@ -1,10 +1,4 @@
-"""Kind names, each spelled once: the keys of the re-ranker, first-stage and model-type registries, and the classes'
-``name``. Here, at the bottom of the import graph, so registered modules never import their registry; everything else
-names a kind by these or a registry entry, never by a literal (tests/test_layout.py). Files and the API carry them.
-
->>> CROSS_ENCODER, CLS_LR, BI_ENCODER, HYBRID
-('cross-encoder', 'cls-lr', 'bi-encoder', 'hybrid')
-"""
+"""Kind names, each spelled once: the registries' keys (here, at the bottom of the import graph)."""
 
 from __future__ import annotations
 

@@ -10,9 +10,7 @@ CLS_LR_CONFIG = "cls_lr_config.json"
 CLS_LR_FORMAT = "ctxir-cls-lr/1"
 ADAPTER_CONFIG = "adapter_config.json"  # a PEFT adapter folder
 ADAPT_INCOMPLETE = "adapt.incomplete"  # while `ctxir adapt` writes a folder: ctxir refuses to load it
-SAVE_INCOMPLETE = (
-    "ctxir_save.incomplete"  # while save_cross_encoder writes a folder: ctxir refuses to load it
-)
+SAVE_INCOMPLETE = "ctxir_save.incomplete"  # while save_cross_encoder writes a folder: refused
 # a cross-encoder body saved as its trained top layers over a named base (ctxir.encoders.heads.TopLayersTransformer)
 TOP_LAYERS_CONFIG = "ctxir_top_layers.json"
 TOP_LAYERS_WEIGHTS = "top_layers.safetensors"

@@ -38,11 +38,10 @@ class CtxirError(ValueError):
     """A problem with the user's input, worded so the user can fix it (the app shows it, the CLI prints it).
 
     >>> from ctxir.checks import check_top_k
-    >>> try:
-    ...     check_top_k(0)
-    ... except CtxirError as err:  # a ValueError too
-    ...     print(err)
-    top_k must be a whole number ≥ 1, got 0
+    >>> check_top_k(0)  # a ValueError too
+    Traceback (most recent call last):
+        ...
+    ctxir.types.CtxirError: top_k must be a whole number ≥ 1, got 0
     """
 
 
@@ -50,11 +49,8 @@ class CtxirError(ValueError):
 class Hit:
     """One ranked document: its id and the score that ranked it (higher = better).
 
-    >>> hits = [Hit("d1", 12.5), Hit("d2", 0.3)]
-    >>> hits[0]
+    >>> Hit("d1", 12.5)
     Hit(doc_id='d1', score=12.5)
-    >>> [h.doc_id for h in hits]
-    ['d1', 'd2']
     """
 
     doc_id: str
@@ -63,9 +59,7 @@ class Hit:
 
 @dataclass(frozen=True)
 class Internals:
-    """What one forward pass shows; produced by ``ctxir.encoders.internals.inspect_text``, read by every figure.
-
-    Built by hand here (zeros, uniform attention) with all-MiniLM-L6-v2's shapes: 6 layers, 12 heads, 384 dims.
+    """What one forward pass shows (``inspect_text``), read by every figure; here by hand with MiniLM-L6's shapes.
 
     >>> import numpy as np
     >>> shown = Internals(tokens=["[CLS]", "otter", "##s", "[SEP]"], token_ids=[101, 22279, 2015, 102],

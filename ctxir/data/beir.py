@@ -31,11 +31,8 @@ def load_corpus(path: PathLike) -> Corpus:
 def jsonl_corpus(p: Path, text: str, user: bool = False) -> Corpus:
     """The documents of JSON lines {"_id" or "id", "text", "title"?}; a ``user`` corpus's ids default to the line
     number, its texts are stripped and must not be empty."""
-    expected = (
-        'a JSON object with "text" (and optional "id"/"_id", "title")'
-        if user
-        else 'a JSON object with "_id" and "text"'
-    )
+    expected = 'a JSON object with "text" (and optional "id"/"_id", "title")' if user else ""
+    expected = expected or 'a JSON object with "_id" and "text"'
     corpus: Corpus = {}
     seen: dict[str, int] = {}
     for line_no, line in nonblank_lines(text):

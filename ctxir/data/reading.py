@@ -1,8 +1,5 @@
-"""The file helpers every ``ctxir.data`` reader shares: checked paths, UTF-8 text, numbered lines, JSON lines.
-
-Every loader raises ``CtxirError`` on bad input, naming the file, the 1-based line, what was
-found and what was expected, so the app and CLI can show the message as is.
-"""
+"""The helpers every ``ctxir.data`` reader shares: checked paths, UTF-8 text, numbered lines, JSON lines, tables;
+an error names the file, the line, what was found and what was expected."""
 
 from __future__ import annotations
 

@@ -29,13 +29,7 @@ PerQuery = Mapping[str, Mapping[str, float]]  # {qid: {metric: value}}
 def paired_pvalue(
     x: Any, y: Any, test: str = "randomization", n_permutations: int = 10_000, seed: int = 0
 ) -> float:
-    """Two-sided p-value that paired per-query values ``x`` and ``y`` (n,) have the same mean; 1 when identical.
-
-    >>> paired_pvalue([0.5, 0.25, 1.0, 0.0], [0.75, 0.5, 1.0, 0.5])  # exact: 4 of the 16 swaps reach |0.25|
-    0.25
-    >>> round(paired_pvalue([0.5, 0.25, 1.0, 0.0], [0.75, 0.5, 1.0, 0.5], "t-test"), 4)
-    0.0917
-    """
+    """Two-sided p-value that paired per-query values ``x`` and ``y`` (n,) have the same mean; 1 when identical."""
     from scipy import stats
 
     if test not in TESTS:
@@ -68,13 +62,7 @@ def paired_pvalue(
 
 
 def adjust_pvalues(pvalues: Sequence[float], correction: str = "holm") -> list[float]:
-    """p-values adjusted for ``len(pvalues)`` comparisons (family-wise error ≤ α): bonferroni, holm or none.
-
-    >>> adjust_pvalues([0.01, 0.04, 0.03], "bonferroni")
-    [0.03, 0.12, 0.09]
-    >>> [round(p, 4) for p in adjust_pvalues([0.01, 0.04, 0.03], "holm")]  # 0.01×3, max(0.03×2, 0.03), 0.04×1→0.06
-    [0.03, 0.06, 0.06]
-    """
+    """p-values adjusted for ``len(pvalues)`` comparisons (family-wise error ≤ α): bonferroni, holm or none."""
     if correction not in CORRECTIONS:
         raise CtxirError(
             f"correction {correction!r} is not known: use one of {', '.join(map(repr, CORRECTIONS))}"
@@ -224,18 +212,13 @@ def format_comparison(result: Mapping) -> str:
     lines = ["| System | " + " | ".join(map(esc, metrics)) + " |", "|---|" + "---:|" * len(metrics)]
     for name, means in result["systems"].items():
         cells = [f"{means[m]:.4f}{'†' if (name, m) in marked else ''}" for m in metrics]
-        lines.append(
-            f"| {esc(name)}{' (baseline)' if name == result['baseline'] else ''} | "
-            + " | ".join(cells)
-            + " |"
-        )
+        label = esc(name) + (" (baseline)" if name == result["baseline"] else "")
+        lines.append(f"| {label} | {' | '.join(cells)} |")
     correction = "no correction" if result["correction"] == "none" else f"{result['correction']}-corrected"
-    test = (
-        "paired randomization test"
-        + (f", {result['permutations']:,} permutations" if result["permutations"] else "")
-        if result["test"] == "randomization"
-        else "paired t-test"
-    )
+    test = "paired t-test"
+    if result["test"] == "randomization":
+        permutations = result["permutations"]
+        test = "paired randomization test" + (f", {permutations:,} permutations" if permutations else "")
     if result["baseline"] is not None:
         lines.append(
             f"\n† p ≤ {alpha:g} against the baseline ({test}, two-sided, {correction} over "
@@ -332,22 +315,11 @@ def run(args: CompareArgs) -> dict:
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
     if not metrics:
         raise CtxirError(f"--metrics {args.metrics!r} names no metric: e.g. 'nDCG@10,MRR@10'")
-    result = compare_systems(
-        systems,
-        metrics,
-        pairs=args.pairs,
-        significance=SignificanceTest(
-            test=args.test,
-            correction=args.correction,
-            alpha=args.alpha,
-            n_permutations=args.permutations,
-            seed=args.seed,
-        ),
-    )
+    significance = SignificanceTest(args.test, args.correction, args.alpha, args.permutations, args.seed)
+    result = compare_systems(systems, metrics, pairs=args.pairs, significance=significance)
     result["files"] = list(args.compare)
     print(format_comparison(result))
     if args.output:
-        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         write_json(Path(args.output), result, indent=1)
         print(f"wrote {args.output}")
     if args.plot:

@@ -133,14 +133,10 @@ def _is_sts(path: Path) -> bool:
 
 
 def run_sts(args: EvaluateArgs) -> dict:
-    path = Path(args.data)
-    pairs = load_sts(path) if path.is_file() else load_sts(path, args.split)
+    pairs = load_sts(args.data, None if Path(args.data).is_file() else args.split)
     gold = [score for _, _, score in pairs]
     if args.rerank != "none":
-        kind = RERANKERS[args.rerank]
-        reranker = with_backend(
-            load_reranker(args.rerank, args.reranker_model, args.device, args.batch_size), args
-        )
+        kind, reranker = RERANKERS[args.rerank], _reranker(args)
         texts = [(a, b) for a, b, _ in pairs]
         predicted = (
             kind.score_pair_list(reranker, texts, args.batch_size)
@@ -206,24 +202,22 @@ def build_pipeline(args: EvaluateArgs, corpus):
         [args.retriever],
         encoders,
         bm25_options={"k1": args.bm25_k1, "b": args.bm25_b, "stemmer": stemmer, "cache": bm25_cache},
-        # each part's top 100 at least, as the app's hybrid: a re-rank run of the top 20
-        # is handed the same hybrid a search without re-ranking shows
+        # each part's top 100 at least, as the app's hybrid: re-ranking the top 20 sees the same hybrid
         hybrid=HybridSettings(
             fusion=args.fusion, k=args.rrf_k, weights=weights, depth=max(args.top_k, HybridSettings.depth)
         ),
         index=args.index,
         show_progress=True,
     )[args.retriever]
-    reranker = with_backend(
-        load_reranker(args.rerank, args.reranker_model, args.device, args.batch_size), args
-    )
+    reranker = _reranker(args)
     return Pipeline(
         first, reranker, depth=args.top_k, fusion=mode_fusion(reranker, args.rerank_mode, args.retriever)
     )
 
 
-def with_backend(reranker, args: EvaluateArgs):
-    """``reranker`` set to score with --rerank-backend where it is a cross-encoder."""
+def _reranker(args: EvaluateArgs):
+    """The --rerank model, a cross-encoder set to score with --rerank-backend."""
+    reranker = load_reranker(args.rerank, args.reranker_model, args.device, args.batch_size)
     if isinstance(reranker, CrossEncoderReranker):
         reranker.backend = args.rerank_backend
         reranker.onnx_dir = cache_root(args.cache_dir) / "onnx" if args.cache_dir else None
@@ -250,34 +244,19 @@ def run_retrieval(args: EvaluateArgs) -> dict:
         "rerank": f"{args.retriever} + {args.rerank}",
         "fused": f"{args.retriever} + {args.rerank} (fused)",
     }
-    results = {names[stage]: evaluate_run(qrels, run) for stage, run in runs.items()}
+    named_runs = {names[stage]: run for stage, run in runs.items()}
+    results = {name: evaluate_run(qrels, run) for name, run in named_runs.items()}
     # the run this command stands for: the --rerank-mode's (fused, else the re-ranker alone), else the first stage
-    stage = (
-        "fused"
-        if args.rerank_mode == "fused" and "fused" in runs
-        else "rerank"
-        if "rerank" in runs
-        else "first_stage"
-    )
+    stage = "rerank" if "rerank" in runs else "first_stage"
+    stage = "fused" if args.rerank_mode == "fused" and "fused" in runs else stage
     if pipeline.fusion is not None:
         print(f"fused mode: {pipeline.fusion.describe()}; {pipeline.fusion.chosen_on or 'settings given'}")
     if args.report:
         from ctxir.evaluation.report import ReportOptions, report_for_pipeline
 
-        report_for_pipeline(
-            args.report,
-            pipeline,
-            runs[stage],
-            names[stage],
-            corpus,
-            queries,
-            qrels,
-            ReportOptions(
-                config=asdict(args),
-                worst=args.report_queries,
-                compare={names[stage]: run for stage, run in runs.items()},  # the first stage first
-            ),
-        )
+        # compared query by query: each stage's run, the first stage first
+        options = ReportOptions(config=asdict(args), worst=args.report_queries, compare=named_runs)
+        report_for_pipeline(args.report, pipeline, runs[stage], names[stage], corpus, queries, qrels, options)
     return {
         "task": "retrieval",
         "metrics": {k: v.aggregate for k, v in results.items()},
@@ -294,7 +273,7 @@ def run_retrieval(args: EvaluateArgs) -> dict:
         "system": names[stage],
         "stage_fusion": pipeline.fusion.record() if pipeline.fusion is not None else None,
         # the top-k runs, so `ctxir report` can drill into them later without re-running
-        "runs": {names[stage]: run for stage, run in runs.items()},
+        "runs": named_runs,
     }
 
 
@@ -327,9 +306,8 @@ def _tune(args: EvaluateArgs, pipeline) -> dict:
     queries = {q: t for q, t in queries.items() if q in qrels}
     if not queries:
         raise CtxirError(f"--tune-on {args.tune_on!r} leaves no judged queries to tune on")
-    tuned: dict = {
-        "queries": {"split": args.tune_on, "count": len(queries), "from": args.tune_queries or "all"}
-    }
+    chosen = {"split": args.tune_on, "count": len(queries), "from": args.tune_queries or "all"}
+    tuned: dict = {"queries": chosen}
     where = f"{len(queries)} {args.tune_on!r} queries"
     if hybrid:
         best = tuned["hybrid"] = tune_hybrid(pipeline.first_stage, queries, qrels)
@@ -378,7 +356,6 @@ def read_query_ids(path: str) -> list[str]:
 
 
 def run(args: EvaluateArgs) -> dict:
-    # 1. decide the task from the data
     path = Path(args.data)
     if not path.exists():
         raise CtxirError(
@@ -406,7 +383,6 @@ def run(args: EvaluateArgs) -> dict:
             )
     set_threads(args.torch_threads)
     check_choice(args.rerank_backend, "--rerank-backend", RERANK_BACKENDS)
-    # 2. run and score it
     task = args.task if args.task != "auto" else ("sts" if _is_sts(path) else "retrieval")
     if args.report:  # checked before any model is loaded
         from ctxir.evaluation.report import report_paths
@@ -424,7 +400,6 @@ def run(args: EvaluateArgs) -> dict:
                 "the report another name"
             )
     result = {"sts": run_sts, "retrieval": run_retrieval, "paired": run_paired}[task](args)
-    # 3. record what produced the numbers
     result["config"] = asdict(args)
     result["environment"] = {
         "python": platform.python_version(),
@@ -432,15 +407,12 @@ def run(args: EvaluateArgs) -> dict:
         "processor": platform.processor(),
         "cpus": cpu_count(),
     }
-    # 4. print and save
     first = next(iter(result["metrics"].values()))
     shown = [m for m in SHOWN_METRICS if m in first] or list(first)
     print(format_table(result["metrics"], shown))
     for model, prompts in result.get("prompts", {}).items():
         print(f"prompts of {model}: query {prompts['query']!r}, document {prompts['document']!r}")
-    out = Path(args.output or default_output(args))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    write_json(out, result, indent=1)
+    out = write_json(args.output or default_output(args), result, indent=1)
     print(f"wrote {out}")
     return result
 
@@ -454,11 +426,8 @@ def default_output(args: EvaluateArgs) -> str:
         parts += [args.backend] if args.backend != "torch" else []
     if stage.fuses:
         parts += [f"+{Path(m.strip()).name}" for m in args.extra_models.split(",") if m.strip()]
-        parts += (
-            [f"tuned-{args.tune_on}"]
-            if args.tune_on
-            else [args.fusion, f"k{args.rrf_k:g}", f"w{args.weights or 'equal'}"]
-        )
+        fusion = [args.fusion, f"k{args.rrf_k:g}", f"w{args.weights or 'equal'}"]
+        parts += [f"tuned-{args.tune_on}"] if args.tune_on else fusion
     if args.rerank != "none":
         parts += [args.rerank, Path(args.reranker_model).name, f"top{args.top_k}", args.rerank_mode]
         parts += [f"tuned-{args.tune_on}"] if args.tune_on and not stage.fuses else []

@@ -28,11 +28,7 @@ SNIPPET_CHARS = 300
 
 
 def metric_values(qrels: Qrels, run: Run, metric: str = "nDCG@10") -> dict[str, float]:
-    """``{qid: value}`` of one metric label (``nDCG@10``, ``MAP``…) for every judged query (``evaluate_run``'s).
-
-    >>> metric_values({"q1": {"d2": 1}}, {"q1": {"d1": 2.0, "d2": 1.0}}, "MRR@10")
-    {'q1': 0.5}
-    """
+    """``{qid: value}`` of one metric label (``nDCG@10``, ``MAP``…) for every judged query (``evaluate_run``'s)."""
 
     families = {label: key for key, (label, _) in METRICS.items()}
     name, _, k = str(metric).partition("@")
@@ -68,24 +64,16 @@ def failure_cases(
     Each case: ``qid``, ``query``, ``value``; ``results``: the top ``top``; ``relevant``: every relevant document
     with its rank and ``status`` ("top", "low" or "missed"); ``pairs``: for each relevant document ranked below a
     non-relevant one, (``winner`` = the highest-ranked non-relevant document, ``relevant``), highest grade first.
-
-    >>> qrels = {"q1": {"d1": 1}, "q2": {"d3": 1}}
-    >>> run = {"q1": {"d1": 3.0, "d2": 1.0}, "q2": {"d2": 2.0, "d3": 1.0}}
-    >>> corpus = {d: {"title": d.upper(), "text": ""} for d in ("d1", "d2", "d3")}
-    >>> [case] = failure_cases(qrels, run, corpus, {"q1": "a", "q2": "b"}, worst=1)
-    >>> case["qid"], round(case["value"], 4), [(p["winner"]["doc_id"], p["relevant"]["doc_id"]) for p in case["pairs"]]
-    ('q2', 0.6309, [('d2', 'd3')])
     """
     for name, value in (("worst", worst), ("top", top)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise CtxirError(f"{name} must be a whole number ≥ 1, got {value!r}")
-    values = metric_values(qrels, run, metric)
-    judged = {str(q): docs for q, docs in qrels.items()}
+    values = metric_values(qrels, run, metric)  # checks the grades are whole numbers too
+    grades = {str(q): {str(d): int(float(g)) for d, g in docs.items()} for q, docs in qrels.items()}
     runs, texts = {str(q): docs for q, docs in run.items()}, {str(q): t for q, t in queries.items()}
-    relevant = {
-        q: {str(d): _grade(g) for d, g in docs.items() if _grade(g) > 0} for q, docs in judged.items()
-    }
-    candidates = sorted((q for q in values if relevant.get(q)), key=lambda q: (values[q], q))
+    candidates = sorted(
+        (q for q in values if any(g > 0 for g in grades[q].values())), key=lambda q: (values[q], q)
+    )
     cases = []
     for qid in candidates[:worst]:
         if qid not in texts:
@@ -93,29 +81,14 @@ def failure_cases(
                 f"queries has no text for judged query {qid!r}: pass the queries the qrels belong to"
             )
         cases.append(
-            _case(qid, texts[qid], values[qid], metric, judged[qid], ranked(runs.get(qid, {})), corpus, top)
+            _case(qid, texts[qid], values[qid], metric, grades[qid], ranked(runs.get(qid, {})), corpus, top)
         )
     return cases
 
 
-def _grade(value) -> int:
-    try:
-        return int(float(value))
-    except (TypeError, ValueError) as err:
-        raise CtxirError(f"qrels grade {value!r} is not a whole number: grades are 0, 1, 2, …") from err
-
-
 def _case(
-    qid: str,
-    query: str,
-    value: float,
-    metric: str,
-    judged: Mapping,
-    ranking: list[tuple[str, float]],
-    corpus: Corpus,
-    top: int,
+    qid: str, query: str, value: float, metric: str, grades: dict, ranking: list, corpus: Corpus, top: int
 ) -> dict:
-    grades = {str(d): _grade(g) for d, g in judged.items()}
     relevant = {doc: grade for doc, grade in grades.items() if grade > 0}
     position = {doc: (rank, score) for rank, (doc, score) in enumerate(ranking, 1)}
     results = [
@@ -126,16 +99,8 @@ def _case(
     for doc, grade in relevant.items():
         rank, score = position.get(doc, (None, None))
         status = "missed" if rank is None else "top" if rank <= top else "low"
-        rows.append(
-            {
-                "doc_id": doc,
-                **_doc_fields(corpus, doc),
-                "grade": grade,
-                "rank": rank,
-                "score": score,
-                "status": status,
-            }
-        )
+        fields = {"grade": grade, "rank": rank, "score": score, "status": status}
+        rows.append({"doc_id": doc, **_doc_fields(corpus, doc), **fields})
     rows.sort(key=lambda r: (-r["grade"], r["rank"] is None, r["rank"] or 0, r["doc_id"]))
     # non-relevant = judged ≤ 0 or unjudged: it was ranked as an answer without being one
     wrong = [(rank, doc, score) for rank, (doc, score) in enumerate(ranking, 1) if grades.get(doc, 0) <= 0]
@@ -198,9 +163,7 @@ def report_from_results(
     config = results.get("config", {})
     baseline = config.get("retriever") if config.get("retriever") in runs else next(iter(runs))
     compared = {baseline: runs[baseline], **{name: run for name, run in runs.items() if name != baseline}}
-    comparison = report_comparison(qrels, compared, metric)
-    extra = {"comparison": comparison} if comparison else {}
-    return cases, report_meta(qrels, runs[system], metric, system=system, config=config, **extra)
+    return cases, report_meta(qrels, runs[system], metric, system, config, compared)
 
 
 def report_comparison(qrels: Qrels, runs: Mapping[str, Run], metric: str) -> dict | None:
@@ -227,12 +190,13 @@ def report_comparison(qrels: Qrels, runs: Mapping[str, Run], metric: str) -> dic
     }
 
 
-def report_meta(
-    qrels: Qrels, run: Run, metric: str, system: str, config: Mapping | None = None, **extra
-) -> dict:
-    """What the report's header shows: the system, the metric's mean over every judged query, the data."""
+def report_meta(qrels: Qrels, run: Run, metric: str, system: str, config=None, compare=None, **extra) -> dict:
+    """The report's header: the system, the metric's mean, the data, the ``compare`` runs' ``report_comparison``."""
     values = metric_values(qrels, run, metric)
     config = dict(config or {})
+    comparison = report_comparison(qrels, compare or {}, metric)
+    if comparison:
+        extra["comparison"] = comparison
     return {
         "system": system,
         "metric": metric,
@@ -261,7 +225,6 @@ def report_paths(path: str | Path) -> tuple[Path, Path]:
 def write_report(path: str | Path, cases: Sequence[dict], meta: Mapping) -> tuple[Path, Path]:
     """Write FILE.html (``render_report``) and FILE.json (what ``load_report`` reads); returns both paths."""
     html_path, json_path = report_paths(path)
-    html_path.parent.mkdir(parents=True, exist_ok=True)
     # as a reader will see them (values JSON cannot hold become text), so that the checksum is of what is read back
     content = json.loads(json.dumps({"meta": dict(meta), "cases": list(cases)}, default=str))
     write_json(
@@ -359,18 +322,15 @@ def report_for_pipeline(
     """The report of one of ``pipeline``'s runs, explained with the pipeline's models (``ctxir evaluate --report``)."""
     options = options or ReportOptions()
     cases = failure_cases(qrels, run, corpus, queries, options.metric, options.worst, options.top)
-    comparison = report_comparison(qrels, options.compare or {}, options.metric)
-    extra = {"comparison": comparison} if comparison else {}
-    meta = report_meta(qrels, run, options.metric, system, options.config, **extra)
+    meta = report_meta(qrels, run, options.metric, system, options.config, options.compare)
     html_path, json_path = make_report(path, cases, meta, corpus, pipeline_explainers(pipeline))
     print(f"wrote {html_path} and {json_path}")
     return html_path, json_path
 
 
 def _model_name(kind: str, model) -> str:
-    name = (
-        getattr(model, "model_name", None) or getattr(model, "name", None) or getattr(model, "base_model", "")
-    )
+    name = getattr(model, "model_name", None) or getattr(model, "name", None)
+    name = name or getattr(model, "base_model", "")
     return f"{kind} ({name})" if name and name != kind else kind
 
 

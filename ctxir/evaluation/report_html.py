@@ -56,17 +56,13 @@ def _tokens_scale(sides: Sequence[Mapping], words: bool) -> float:
 
 def _what_happened(case: Mapping) -> str:
     rows = case["relevant"]
-    found = [r for r in rows if r["rank"] is not None]
-    missed = len(rows) - len(found)
-    parts = []
-    if found:
-        best = min(found, key=lambda r: r["rank"])
-        parts.append(f"first relevant at rank {best['rank']}")
-    else:
-        parts.append("no relevant document retrieved")
-    if missed and found:
-        parts.append(f"{missed} of {len(rows)} not retrieved")
-    return "; ".join(parts)
+    ranks = [r["rank"] for r in rows if r["rank"] is not None]
+    if not ranks:
+        return "no relevant document retrieved"
+    missed = len(rows) - len(ranks)
+    return f"first relevant at rank {min(ranks)}" + (
+        f"; {missed} of {len(rows)} not retrieved" if missed else ""
+    )
 
 
 def _main_reason(case: Mapping) -> str:

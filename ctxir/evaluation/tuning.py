@@ -21,11 +21,8 @@ def tune_fusion_rankings(
     rrf_ks: Sequence[float] = RRF_KS,
     weights: Sequence[float] = WEIGHTS,
 ) -> dict:
-    """Grid search over fusion method, rrf k and every retriever's weight but the last (which stays 1); model-free.
-
-    per_retriever: one {qid: ranked hits} per retriever, all over the same tuning queries.
-    Returns the best {"fusion", "k", "weights", metric} and the full grid for the record.
-    """
+    """Grid search over fusion, rrf k and every retriever's weight but the last (which stays 1) over
+    ``per_retriever`` ({qid: hits} each); the best {"fusion", "k", "weights", metric} and the "grid"."""
     k_value = int(metric.split("@")[1]) if "@" in metric else 10
     qids = list(per_retriever[0])
     weight_sets = [[*ws, 1.0] for ws in itertools.product(weights, repeat=len(per_retriever) - 1)]
@@ -45,10 +42,7 @@ def tune_fusion_rankings(
 def tune_stage_fusion(
     first: dict[str, list[Hit]], reranked: dict[str, list[Hit]], qrels: Qrels, metric: str = "nDCG@10"
 ) -> dict:
-    """Choose how to fuse a re-ranker with its first stage on training queries; weight 0 = re-ranker alone.
-
-    first: {qid: first-stage hits}; reranked: {qid: the re-ranker's order of the candidates it scored}.
-    """
+    """Choose how to fuse a re-ranker (``reranked``: {qid: hits}) with its ``first`` stage; weight 0 = re-ranker alone."""
     first = {q: scored_only(first[q], reranked[q]) for q in reranked}
     # Tie-break toward plain re-ranking: weight 0 comes first in the grid.
     return tune_fusion_rankings([first, reranked], qrels, metric, weights=(0.0, *WEIGHTS))

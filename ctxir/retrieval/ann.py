@@ -1,18 +1,5 @@
-"""A persistent faiss ``IVF{nlist},SQ8`` index over L2-normalised float32 embeddings, exact-rescored.
-
-The file is keyed to a fingerprint of its embeddings and build settings; ``open_or_build`` rebuilds a stale,
-truncated or corrupt one, and writes go through ``os.replace`` so a reader never sees half a file.
-Files: ``PATH`` (faiss index) and ``PATH.json`` (fingerprint, settings, size and sha256 of ``PATH``).
-
->>> import numpy as np
->>> rng = np.random.default_rng(0)
->>> vectors = rng.standard_normal((2000, 16)).astype(np.float32)
->>> vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
->>> index = AnnIndex.build(vectors, show_progress=False)
->>> rows, scores = index.search(vectors[:2], 3)
->>> rows[:, 0].tolist()
-[0, 1]
-"""
+"""A persistent faiss ``IVF{nlist},SQ8`` index over normalised float32 embeddings, exact-rescored: ``PATH`` and
+``PATH.json`` (fingerprint of the embeddings and settings, size and sha256), rebuilt when stale or damaged."""
 
 from __future__ import annotations
 
@@ -24,6 +11,7 @@ import struct
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -41,10 +29,9 @@ from ctxir.types import CtxirError, Hit
 FORMAT = "ctxir-ann/2"
 # How each document is stored in its cell: 8-bit or 16-bit scalar codes, or the float32 vector itself.
 CODES = {"sq8": "SQ8", "fp16": "SQfp16", "flat": "Flat"}
-# Rows hashed into the fingerprint (evenly spaced, first and last included): catches a different corpus or model
-# without reading a million rows; pass ``key`` (e.g. the embedding cache key) for a guarantee over every row.
+# Rows hashed into the fingerprint (evenly spaced); ``key`` (the embedding cache key) covers every row
 FINGERPRINT_ROWS = 4096
-# faiss needs at least this many training points per cell (it warns below 39).
+# faiss's minimum of training points per cell
 MIN_POINTS_PER_CELL = 39
 
 
@@ -109,9 +96,7 @@ def fingerprint(embeddings: np.ndarray, params: AnnParams, key: str = "") -> str
     return digest.hexdigest()[:32]
 
 
-# faiss's read_index trusts the sizes in a file's header (faiss issues #5400, #5407: a damaged one can crash the
-# process or allocate without bound), so its first fields are checked first: what ctxir writes, IVF (scalar
-# quantiser or flat) codes of ``d`` dimensions and ``ntotal`` vectors.
+# faiss's read_index trusts a file's header sizes (a damaged one can crash the process), so they are checked first
 IVF_FOURCCS = (b"IwSq", b"IwFl")
 
 
@@ -134,7 +119,6 @@ def meta_path(path: Path) -> Path:
 @contextlib.contextmanager
 def _faiss_threads(threads: int):
     """faiss's OpenMP threads for one block (0 = leave faiss's default: all cores)."""
-    # lazy: faiss is needed only for an ANN index
     import faiss
 
     before = faiss.omp_get_max_threads()
@@ -147,9 +131,7 @@ def _faiss_threads(threads: int):
 
 
 def _train_cells(faiss, index, sample: np.ndarray, bar) -> None:
-    """k-means for the cells as ``index.train`` runs it (faiss Clustering with the index's own parameters: spherical
-    for inner product, its seed and iteration count), one iteration per call so the progress bar moves: in one call
-    it runs silently for minutes at 1M (about half of the build). Each call starts from the previous centroids."""
+    """k-means for the cells as ``index.train`` runs it, one iteration per call so that the progress bar moves."""
     cp, nlist, dim = index.cp, index.nlist, sample.shape[1]
     centroids = None  # (nlist, dim) after the first iteration
     step = len(sample) // cp.niter
@@ -166,24 +148,17 @@ def _train_cells(faiss, index, sample: np.ndarray, bar) -> None:
     index.quantizer.is_trained = True
 
 
+@dataclass(eq=False, repr=False)
 class AnnIndex:
-    """IVF + 8-bit codes (faiss) over the rows of ``embeddings``; search returns row numbers.
+    """IVF + 8-bit codes (faiss) over the rows of ``embeddings`` (kept by reference, to re-score); search returns
+    row numbers. ``build``, ``save``, ``open``, ``open_or_build``."""
 
-    Build with ``build``, persist with ``save``, reopen with ``open`` or use ``open_or_build``.
-    ``embeddings`` (float32, normalised; an np.memmap is fine) are kept by reference for re-scoring only.
-    """
-
-    def __init__(
-        self,
-        index,
-        embeddings: np.ndarray | None,
-        params: AnnParams,
-        fingerprint: str,
-        build_s: float = 0.0,
-        status: str = "built",
-    ):
-        self.index, self.embeddings, self.params = index, embeddings, params
-        self.fingerprint, self.build_s, self.status = fingerprint, build_s, status
+    index: Any  # the faiss index
+    embeddings: np.ndarray | None
+    params: AnnParams
+    fingerprint: str
+    build_s: float = 0.0
+    status: str = "built"
 
     def __len__(self) -> int:
         return int(self.index.ntotal)
@@ -208,28 +183,20 @@ class AnnIndex:
         chunk: int = 0,
     ) -> AnnIndex:
         """k-means on a sample, then add every row (id = row number); ``threads`` 0 = all cores."""
-        # lazy: the progress bar is needed only here
         from tqdm.auto import tqdm
 
         embeddings = _check_embeddings(embeddings)
         n, dim = embeddings.shape
         params = _check_params(params, n)
         chunk = chunk or max(10_000, n // 100)
-        start = time.perf_counter()
+        start, factory = time.perf_counter(), f"IVF{params.nlist},{CODES[params.codes]}"
+        desc = f"ANN index ({factory}): k-means on {params.train_size:,}, then add"
+        total = n + params.train_size
         with (
             _faiss_threads(threads) as faiss,
-            tqdm(
-                total=n + params.train_size,
-                unit="vec",
-                disable=not show_progress,
-                mininterval=1.0,
-                desc=f"ANN index (IVF{params.nlist},{CODES[params.codes]}): k-means on "
-                f"{params.train_size:,}, then add",
-            ) as bar,
+            tqdm(total=total, unit="vec", disable=not show_progress, mininterval=1.0, desc=desc) as bar,
         ):
-            index = faiss.index_factory(
-                dim, f"IVF{params.nlist},{CODES[params.codes]}", faiss.METRIC_INNER_PRODUCT
-            )
+            index = faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
             rows = np.random.default_rng(params.seed).choice(n, params.train_size, replace=False)
             sample = np.ascontiguousarray(embeddings[np.sort(rows)], dtype=np.float32)  # (train_size, dim)
             _train_cells(faiss, index, sample, bar)
@@ -243,8 +210,7 @@ class AnnIndex:
         )
 
     def save(self, path: str | Path) -> None:
-        """Write ``path`` then ``path.json``, each to a temporary file moved into place (``os.replace``)."""
-        # lazy: faiss is needed only for an ANN index
+        """Write ``path`` then ``path.json``, each atomically."""
         import faiss
 
         path = Path(path)
@@ -277,11 +243,7 @@ class AnnIndex:
         mmap: bool = False,
     ) -> tuple[AnnIndex | None, str]:
         """(index, "opened") when ``path`` holds an intact index of these embeddings and settings, else (None, why).
-
-        ``mmap`` maps the inverted lists from the file (slower, less memory). The file is re-hashed before faiss
-        reads it: a bit flip that keeps its size and header would otherwise hand out wrong rows.
-        """
-        # lazy: faiss is needed only for an ANN index
+        ``mmap`` maps the inverted lists from the file; the file is re-hashed before faiss reads it."""
         import faiss
 
         path, embeddings = Path(path), _check_embeddings(embeddings)
@@ -304,7 +266,7 @@ class AnnIndex:
         if size != meta.get("index_bytes"):
             return (
                 None,
-                f"{path.name} is truncated or was replaced ({size:,} bytes, expected {meta.get('index_bytes')})",
+                f"{path.name} is truncated or was replaced ({size:,} bytes, not {meta.get('index_bytes')})",
             )
         if not _header_matches(path, *embeddings.shape):
             return None, f"{path.name} has a damaged header (not an IVF index of {embeddings.shape} vectors)"
@@ -330,10 +292,7 @@ class AnnIndex:
         show_progress: bool = True,
         threads: int = 0,
     ) -> AnnIndex:
-        """Reopen ``path`` if it is this index, else build and save it.
-
-        ``status``: "opened", or "built: <why>". Temporary files a killed writer left are removed first.
-        """
+        """Reopen ``path`` if it is this index, else build and save it; ``status``: "opened" or "built: <why>"."""
         remove_temporaries(Path(path).parent, Path(path).name)
         found, why = cls.open(path, embeddings, params, key)
         if found is not None:
@@ -353,10 +312,7 @@ class AnnIndex:
         return built
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """(rows, scores), each (queries, k'), k' = min(k, len); rows -1 / score -inf where fewer were found.
-
-        Re-scored scores are exact dot products, else the codes' approximate ones.
-        """
+        """(rows, scores), each (queries, min(k, len)); rows -1 / score -inf where fewer were found."""
         queries = np.ascontiguousarray(np.atleast_2d(queries), dtype=np.float32)
         if len(queries) > 256:  # bounds the (queries, candidates, dim) block gathered for re-scoring
             parts = [self.search(queries[i : i + 256], k) for i in range(0, len(queries), 256)]

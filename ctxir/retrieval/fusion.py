@@ -1,16 +1,5 @@
-"""Rank fusion over ranked lists of ``Hit``: the one implementation used by hybrid retrieval, the re-ranker/first-stage
-fusion of ``Pipeline`` and the fusion tuning of ``ctxir.evaluation.tuning``.
-
-Pure functions over lists (no models, no torch); ``tests/test_fusion.py`` checks them against ``ranx.fuse``.
-
->>> from ctxir.types import Hit
->>> bm25 = [Hit("a", 12.0), Hit("b", 9.0)]
->>> dense = [Hit("b", 0.8), Hit("c", 0.7)]
->>> [h.doc_id for h in fuse([bm25, dense], "rrf", k=60)]
-['b', 'a', 'c']
->>> [(h.doc_id, h.score) for h in fuse([bm25, dense], "weighted", weights=[1.0, 0.5])]
-[('a', 1.0), ('b', 0.5), ('c', 0.0)]
-"""
+"""Rank fusion over ranked lists of ``Hit``: hybrid retrieval's, ``Pipeline``'s re-ranker/first-stage fusion's and
+the fusion tuning's (``tests/test_fusion.py`` checks it against ``ranx.fuse``)."""
 
 from __future__ import annotations
 
@@ -29,12 +18,10 @@ def fuse(
     weights: Sequence[float] | None = None,
     shared_ties: bool = False,
 ) -> list[Hit]:
-    """Fuse ranked lists into one ranking, best first (ties broken by doc id, so runs are deterministic).
+    """Fuse ranked lists into one ranking, best first, ties by doc id: ``reciprocal_rank_fusion`` ("rrf", ``k`` None
+    = 60) or ``weighted_score_fusion`` ("weighted"); ``weights`` default all 1.
 
-    method "rrf": Σ_i w_i / (k + rank_i(d)) (Cormack et al. 2009, ranks from 1; ``k`` None = 60);
-    "weighted": Σ_i w_i · min–max-normalised score_i(d), 0 where d is missing from list i. ``weights`` default all 1.
-    ``shared_ties`` (rrf): equal scores in a list share a rank (``reciprocal_rank_fusion``).
-
+    >>> from ctxir.types import Hit
     >>> bm25 = [Hit("a", 12.0), Hit("b", 9.0)]
     >>> dense = [Hit("b", 0.8), Hit("c", 0.7)]
     >>> [h.doc_id for h in fuse([bm25, dense])]  # rrf, k=60: b is in both lists
@@ -57,19 +44,15 @@ def reciprocal_rank_fusion(
     weights: Sequence[float] | None = None,
     shared_ties: bool = False,
 ) -> list[Hit]:
-    """Cormack et al. (2009): score(d) = Σ_i w_i / (k + rank_i(d)), ranks from 1.
+    """Cormack et al. (2009): score(d) = Σ_i w_i / (k + rank_i(d)), ranks from 1, so score scales do not matter.
 
-    Only ranks count, so lists on different score scales (BM25, cosine) fuse without normalising:
-
+    >>> from ctxir.types import Hit
     >>> bm25 = [Hit("a", 12.0), Hit("b", 9.0)]
     >>> dense = [Hit("b", 0.8), Hit("c", 0.7)]
     >>> [(h.doc_id, round(h.score, 4)) for h in reciprocal_rank_fusion([bm25, dense], k=60)]  # b: 1/62 + 1/61
     [('b', 0.0325), ('a', 0.0164), ('c', 0.0161)]
 
-    A rank is a position in its list. With ``shared_ties`` equal scores share their group's first rank (1, 2, 2, 4):
-    a list that ties two documents prefers neither, so the other lists order them. Here x and y tie in the first
-    list, which weighs 3 : 1. By position x is first there, and that lead (3/61 − 3/62) outweighs the second list's
-    preference for y (1/61 − 1/62); with the tie shared the first list is level and the second list's y wins:
+    With ``shared_ties`` equal scores share their group's first rank (1, 2, 2, 4), so the other lists order them:
 
     >>> first, second = [Hit("x", 1.0), Hit("y", 1.0)], [Hit("y", 0.9), Hit("x", 0.1)]
     >>> [h.doc_id for h in reciprocal_rank_fusion([first, second], weights=[3.0, 1.0])]
@@ -88,8 +71,7 @@ def reciprocal_rank_fusion(
 
 
 def _ranks(ranking: Sequence[Hit], shared_ties: bool) -> list[int]:
-    """Each hit's rank from 1: its position, or with ``shared_ties`` the position of the first hit of its run of equal
-    scores (competition ranking over a list sorted best first)."""
+    """Each hit's rank from 1: its position, or with ``shared_ties`` its run of equal scores' first position."""
     ranks: list[int] = []
     for position, hit in enumerate(ranking, start=1):
         tied = shared_ties and ranks and hit.score == ranking[position - 2].score
@@ -102,6 +84,7 @@ def weighted_score_fusion(
 ) -> list[Hit]:
     """Convex combination of min–max normalised scores; a document missing from a list scores 0 there.
 
+    >>> from ctxir.types import Hit
     >>> bm25 = [Hit("a", 12.0), Hit("b", 9.0)]  # normalised: a 1, b 0
     >>> dense = [Hit("b", 0.8), Hit("c", 0.7)]  # normalised: b 1, c 0
     >>> [(h.doc_id, round(h.score, 4)) for h in weighted_score_fusion([bm25, dense], weights=[0.3, 0.7])]

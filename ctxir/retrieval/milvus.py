@@ -30,9 +30,7 @@ MAX_LIMIT, QUERY_CHUNK = 16_384, 256
 
 
 class EngineCorpus(Mapping):
-    """The documents as the engine stores them (title, title + text), read back by id: a re-ranker or the app can use
-    the corpus without this process holding it. Recent look-ups are cached; ``VectorDBRetriever`` fills the cache with
-    the texts of the hits it returns, so a re-ranker's look-ups cost no round trip."""
+    """The documents as the engine stores them, read back by id (recent ones cached, the hits' texts among them)."""
 
     def __init__(self, client, collection: str, cache_size: int = 10_000):
         self.client, self.collection, self.cache_size = client, collection, cache_size
@@ -87,9 +85,7 @@ class EngineCorpus(Mapping):
 
 @dataclass(frozen=True)
 class EngineSearchSettings:
-    """How ``VectorDBRetriever`` searches: ``rrf_k``, the constant of the engine's RRF in "hybrid"; ``depth``, the
-    candidates each side (dense, BM25) brings to that fusion; ``ef_search``, an HNSW index's search breadth (at
-    least the results asked for)."""
+    """How ``VectorDBRetriever`` searches: the engine's RRF ``rrf_k`` and ``depth`` in "hybrid", HNSW's ``ef_search``."""
 
     rrf_k: float = 60.0
     depth: int = 100
@@ -98,16 +94,7 @@ class EngineSearchSettings:
 
 class VectorDBRetriever(Retriever):
     """Dense, BM25 or hybrid search in a Milvus collection; ``uri`` picks Milvus Lite (a ``*.db`` file) or a server.
-
-    Build with ``from_corpus`` or ``from_shards``, open with the constructor; opening with another model or corpus
-    is refused. ``corpus=None`` reads documents back from the engine (``EngineCorpus``).
-
-    Usage (needs a model, so not a doctest)::
-
-        retriever = VectorDBRetriever.from_corpus(corpus, BiEncoder(), uri="ctxir.db", mode="hybrid")  # builds
-        retriever = VectorDBRetriever(None, BiEncoder(), uri="http://milvus:19530", mode="hybrid")  # opens
-        Pipeline(retriever, CrossEncoderReranker()).search("where do otters live?")
-    """
+    Build with ``from_corpus`` or ``from_shards``, open with the constructor (``corpus=None``: ``EngineCorpus``)."""
 
     name = "milvus"
     config_fields = (
@@ -153,16 +140,9 @@ class VectorDBRetriever(Retriever):
                 "with from_corpus or from_shards"
             )
         self.index_type, self.metric = self.meta["index_type"], "COSINE"
-        self.bm25_k1, self.bm25_b, self.analyzer = (
-            self.meta.get("bm25_k1"),
-            self.meta.get("bm25_b"),
-            self.meta.get("analyzer"),
-        )
-        self.rrf_k, self.depth, self.ef_search = (
-            float(settings.rrf_k),
-            int(settings.depth),
-            int(settings.ef_search),
-        )
+        self.bm25_k1, self.bm25_b, self.analyzer = map(self.meta.get, ("bm25_k1", "bm25_b", "analyzer"))
+        self.rrf_k, self.depth = float(settings.rrf_k), int(settings.depth)
+        self.ef_search = int(settings.ef_search)
         if self.mode != "dense" and not self.meta.get("bm25"):
             raise CtxirError(
                 f"collection {collection!r} was built without BM25: rebuild it with bm25=True for "
@@ -188,9 +168,8 @@ class VectorDBRetriever(Retriever):
                 f"collection {collection!r} holds {self.rows:,} documents, the corpus {len(corpus):,}: "
                 "rebuild it with overwrite=True, or pass corpus=None to read documents from the engine"
             )
-        self.corpus = check_corpus(
-            corpus
-        )  # not Retriever.__init__: the ids need not be listed in this process
+        # not Retriever.__init__: the ids need not be listed in this process
+        self.corpus = check_corpus(corpus)
 
     @property
     def doc_ids(self) -> list[str]:
@@ -210,8 +189,6 @@ class VectorDBRetriever(Retriever):
                 "build it with VectorDBRetriever.from_corpus or .from_shards"
             ) from err
 
-    # ---------------------------------------------------------------- building
-
     @classmethod
     def from_corpus(
         cls,
@@ -222,35 +199,30 @@ class VectorDBRetriever(Retriever):
         mode: str = "dense",
         **kwargs,
     ) -> VectorDBRetriever:
-        """Encode ``corpus`` here (``BiEncoder.encode_corpus``: cached on disk) and load it into the collection.
-
-        ``kwargs``: the constructor's (token, rrf_k, depth, ef_search) and ``build_collection``'s (bm25,
-        index_type, overwrite, analyzer_params, bm25_k1, bm25_b, insert_batch, hnsw_m, ef_construction).
-        """
+        """Encode ``corpus`` here (cached) and load it into the collection; ``kwargs``: the constructor's and
+        ``CollectionSettings``' fields."""
         from ctxir.encoders.bi_encoder import BiEncoder
 
         check_corpus(corpus)
         encoder = encoder or BiEncoder()
+
+        def batches():
+            yield list(corpus), encoder.encode_corpus(corpus)[1]
+
+        fingerprint = encoder_fingerprint(encoder)
+        return cls._build(
+            corpus, corpus, encoder, uri, collection, mode, batches(), fingerprint, encoder.dimension, kwargs
+        )
+
+    @classmethod
+    def _build(cls, corpus, kept, encoder, uri, collection, mode, batches, fingerprint, dim, kwargs):
+        """Build the collection from ``batches`` of (ids, vectors), then open it over ``kept`` (None: the engine's)."""
         build, open_kwargs = split_build_kwargs(kwargs)
         client = connect(uri, open_kwargs.get("token"))
         ids = list(corpus)
         digest = texts_digest(ids, [doc_text(corpus[i]) for i in ids])
-
-        def batches():
-            _, vectors = encoder.encode_corpus(corpus)
-            yield ids, vectors
-
-        build_collection(
-            client,
-            collection,
-            batches(),
-            corpus,
-            encoder_fingerprint(encoder),
-            encoder.dimension,
-            digest,
-            build,
-        )
-        return cls(corpus, encoder, uri, collection, mode, client=client, **open_kwargs)
+        build_collection(client, collection, batches, corpus, fingerprint, dim, digest, build)
+        return cls(kept, encoder, uri, collection, mode, client=client, **open_kwargs)
 
     @classmethod
     def from_shards(
@@ -264,11 +236,8 @@ class VectorDBRetriever(Retriever):
         keep_corpus: bool = True,
         **kwargs,
     ) -> VectorDBRetriever:
-        """Load ``encode_sharded``'s shards into the collection, one shard in memory at a time.
-
-        ``corpus`` supplies the texts, ``encoder`` (the manifest's model) the queries; ``keep_corpus=False`` reads
-        documents back from the engine.
-        """
+        """Load ``encode_sharded``'s shards into the collection, one at a time; ``corpus`` supplies the texts
+        (``keep_corpus=False``: read back from the engine), ``encoder`` (the manifest's model) the queries."""
         from ctxir.encoders.bi_encoder import BiEncoder
 
         manifest = read_manifest(manifest) if not isinstance(manifest, dict) else manifest
@@ -281,10 +250,6 @@ class VectorDBRetriever(Retriever):
             )
         if len(corpus) != manifest["rows"]:
             raise CtxirError(f"the manifest holds {manifest['rows']:,} documents, the corpus {len(corpus):,}")
-        build, open_kwargs = split_build_kwargs(kwargs)
-        client = connect(uri, open_kwargs.get("token"))
-        ids = list(corpus)
-        digest = texts_digest(ids, [doc_text(corpus[i]) for i in ids])
 
         def batches():
             for shard, (shard_ids, vectors) in zip(manifest["shards"], iter_shards(manifest), strict=True):
@@ -300,14 +265,19 @@ class VectorDBRetriever(Retriever):
                     )
                 yield shard_ids, vectors
 
-        build_collection(
-            client, collection, batches(), corpus, manifest["fingerprint"], manifest["dim"], digest, build
+        kept = corpus if keep_corpus else None
+        return cls._build(
+            corpus,
+            kept,
+            encoder,
+            uri,
+            collection,
+            mode,
+            batches(),
+            manifest["fingerprint"],
+            manifest["dim"],
+            kwargs,
         )
-        return cls(
-            corpus if keep_corpus else None, encoder, uri, collection, mode, client=client, **open_kwargs
-        )
-
-    # ---------------------------------------------------------------- search
 
     def _limit(self, top_k: int) -> int:
         return max(1, min(top_k, self.rows, MAX_LIMIT))
@@ -336,16 +306,10 @@ class VectorDBRetriever(Retriever):
     def _search(self, texts: list[str], top_k: int) -> list[list[Hit]]:
         results: list[list[Hit]] = []
         for start in range(0, len(texts), QUERY_CHUNK):
-            results.extend(self._search_chunk(texts[start : start + QUERY_CHUNK], top_k))
+            chunk = texts[start : start + QUERY_CHUNK]
+            vectors = None if self.mode == "bm25" else self.encoder.encode(chunk, False, role="query")
+            results.extend(self.search_embeddings(vectors, top_k, chunk))
         return results
-
-    def _search_chunk(self, texts: list[str], top_k: int) -> list[list[Hit]]:
-        vectors = (
-            None
-            if self.mode == "bm25"
-            else self.encoder.encode(texts, show_progress_bar=len(texts) > 256, role="query")
-        )
-        return self.search_embeddings(vectors, top_k, texts)
 
     def search_embeddings(
         self, query_embeddings: np.ndarray | None, top_k: int, texts: Sequence[str] | None = None
@@ -353,34 +317,22 @@ class VectorDBRetriever(Retriever):
         """The model-free core, as ``DenseRetriever.search_embeddings``: (queries, dim) normalised vectors → hits;
         ``texts`` too for "bm25" and "hybrid" (the engine tokenises them). Up to 16,384 queries a call."""
         limit, fields = self._limit(top_k), self._output_fields()
-        if self.mode == "bm25":
-            rows = self.client.search(
-                self.collection,
-                data=list(texts),
-                anns_field="sparse",
-                limit=limit,
-                search_params={"metric_type": "BM25"},
-                output_fields=fields,
-            )
-            return [[h for h in self._hits(r, bm25=True) if h.score > 0] for r in rows]
-        if self.mode == "dense":
-            request = self._dense_request(query_embeddings, limit)
-            rows = self.client.search(
-                self.collection,
-                data=request["data"],
-                anns_field="dense",
-                limit=limit,
-                search_params=request["param"],
-                output_fields=fields,
-            )
+
+        def bm25(n: int) -> dict:
+            return {"data": list(texts), "anns_field": "sparse", "param": {"metric_type": "BM25"}, "limit": n}
+
+        if self.mode != "hybrid":
+            request = bm25(limit) if self.mode == "bm25" else self._dense_request(query_embeddings, limit)
+            params = request.pop("param")
+            rows = self.client.search(self.collection, **request, search_params=params, output_fields=fields)
+            if self.mode == "bm25":
+                return [[h for h in self._hits(r, bm25=True) if h.score > 0] for r in rows]
             return [self._hits(r) for r in rows]
         pymilvus = load_pymilvus()
         depth = self._limit(max(self.depth, top_k))
         requests = [
             pymilvus.AnnSearchRequest(**self._dense_request(query_embeddings, depth)),
-            pymilvus.AnnSearchRequest(
-                data=list(texts), anns_field="sparse", param={"metric_type": "BM25"}, limit=depth
-            ),
+            pymilvus.AnnSearchRequest(**bm25(depth)),
         ]
         rows = self.client.hybrid_search(
             self.collection, requests, pymilvus.RRFRanker(self.rrf_k), limit=limit, output_fields=fields

@@ -1,8 +1,4 @@
-"""Milvus collections: connecting (Milvus Lite for a local file, else a server), their schema, indexes and build.
-
->>> engine_of("ctxir.db"), engine_of("http://milvus.internal:19530")
-('milvus-lite', 'milvus')
-"""
+"""Milvus collections: connecting (Milvus Lite for a local file, else a server), their schema, indexes and build."""
 
 from __future__ import annotations
 
@@ -40,10 +36,7 @@ def engine_of(uri: str) -> str:
 
 
 def default_analyzer() -> dict:
-    """BM25 analyzer both Milvus Lite and the server accept: words, lower-cased, bm25s's English stop words.
-
-    No stemming: Milvus Lite has none (a server takes ``{"type": "stemmer", ...}`` in ``analyzer_params``).
-    """
+    """A BM25 analyzer Milvus Lite and the server accept: words, lower-cased, English stop words (Lite cannot stem)."""
     from bm25s.stopwords import STOPWORDS_EN
 
     return {
@@ -94,11 +87,8 @@ def _row(doc_id: str, doc: Mapping, vector: np.ndarray | None) -> dict:
 
 @dataclass(frozen=True)
 class CollectionSettings:
-    """How ``build_collection`` lays out a collection: the BM25 field and its analyzer, the dense index, the insert.
-
-    ``index_type``: one of ``INDEX_TYPES`` (FLAT is exact; HNSW takes ``hnsw_m`` and ``ef_construction``).
-    ``overwrite=True`` replaces a collection built from another corpus, model or settings.
-    """
+    """How ``build_collection`` lays out a collection: BM25 and its analyzer, the dense ``index_type``
+    (``INDEX_TYPES``), the insert; ``overwrite`` replaces one built from another corpus, model or settings."""
 
     bm25: bool = True
     index_type: str = "FLAT"
@@ -157,11 +147,8 @@ def build_collection(
     corpus_digest: str,
     settings: CollectionSettings | None = None,
 ) -> bool:
-    """Create ``collection`` (pk, title, content [+ BM25 sparse], dense) and insert ``batches`` of (ids, vectors).
-
-    A collection built from the same corpus, model and settings is kept (returns False); one built otherwise is
-    replaced only with ``overwrite=True``.
-    """
+    """Create ``collection`` (pk, title, content [+ BM25 sparse], dense) and insert ``batches`` of (ids, vectors);
+    False when it was built from the same corpus, model and settings already."""
     settings = settings or CollectionSettings()
     meta = settings.meta(fingerprint, dim, corpus_digest, len(corpus))
     if client.has_collection(collection):
@@ -209,13 +196,10 @@ def _create_collection(client, collection: str, meta: dict, settings: Collection
     )
     schema.add_field("dense", DataType.FLOAT_VECTOR, dim=meta["dim"])
     index = client.prepare_index_params()
-    params = (
-        {"M": settings.hnsw_m, "efConstruction": settings.ef_construction}
-        if settings.index_type == "HNSW"
-        else {}
-    )
-    if settings.index_type == "IVF_FLAT":
-        params = {"nlist": max(1, min(4096, int(np.sqrt(max(meta["rows"], 1)))))}
+    params = {
+        "HNSW": {"M": settings.hnsw_m, "efConstruction": settings.ef_construction},
+        "IVF_FLAT": {"nlist": max(1, min(4096, int(np.sqrt(max(meta["rows"], 1)))))},
+    }.get(settings.index_type, {})
     index.add_index("dense", index_type=settings.index_type, metric_type="COSINE", params=params)
     if settings.bm25:
         schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)

@@ -1,12 +1,7 @@
-"""The first-stage registry: one ``FirstStageKind`` per first stage, read by everything that offers or builds one.
+"""The first-stage registry: one ``FirstStageKind`` per first stage (no torch import: read before models load).
 
-Imports no torch: the app and the CLIs read the registry before any model loads.
-
->>> list(FIRST_STAGES)
-['bm25', 'dense', 'hybrid']
->>> hybrid = FIRST_STAGES["hybrid"]
->>> hybrid.uses_bm25, hybrid.uses_bi_encoder, hybrid.fuses
-(True, True, True)
+>>> list(FIRST_STAGES), FIRST_STAGES["hybrid"].fuses
+(['bm25', 'dense', 'hybrid'], True)
 >>> get_first_stage("splade")
 Traceback (most recent call last):
     ...
@@ -30,8 +25,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class HybridSettings:
-    """How "hybrid" fuses its first stages (``HybridRetriever``'s options): ``fusion`` "rrf" or "weighted", ``k`` in
-    1/(k + rank), ``weights`` one per fused retriever (BM25 first; None = all 1), ``depth`` hits taken from each."""
+    """How "hybrid" fuses its first stages: ``HybridRetriever``'s fusion, k, weights (BM25 first) and depth."""
 
     fusion: str = "rrf"
     k: float = DEFAULT_RRF_K
@@ -41,9 +35,8 @@ class HybridSettings:
 
 @dataclass
 class StageParts:
-    """What first stages are built from over one ``corpus``: the bi-encoders (``BiEncoder`` objects, the first is
-    the one a single-encoder stage uses), BM25's options, the dense ``index`` ("auto", "exact", "ann"; None =
-    "auto"), how "hybrid" fuses. Each part is built once, when a stage first asks for it, and shared."""
+    """What first stages over one ``corpus`` are built from (the bi-encoders, the first for a single-encoder stage;
+    BM25's options; the dense ``index``; hybrid's settings), each part built once, when first asked for, and shared."""
 
     corpus: Any
     encoders: Sequence = ()
@@ -81,12 +74,8 @@ class StageParts:
 
 @dataclass(frozen=True)
 class FirstStageKind:
-    """One first stage. ``name`` is its key everywhere (``--retriever NAME``, the app's radio value, /search's
-    ``first_stage``, the results' ``{name}_score`` and ``{name}_rank`` columns).
-
-    ``uses_bm25`` / ``uses_bi_encoder``: its ranking is made of BM25 scores / a bi-encoder's cosines, so the failure
-    report explains those (and a bi-encoder must be given to build it); ``fuses``: it fuses several rankings, so it
-    takes every bi-encoder given (``--extra-models``), fusion settings and weights, and ``--tune-on`` tunes them.
+    """One first stage, ``name`` its key everywhere; ``uses_bm25`` / ``uses_bi_encoder``: what its ranking is made
+    of; ``fuses``: it fuses several rankings (``--extra-models``, weights, ``--tune-on``).
 
     >>> from ctxir.retrieval import BM25Retriever
     >>> lexical = FirstStageKind("bm25-plain", "plain bm25", "word matches, unstemmed",
@@ -153,8 +142,6 @@ def register_first_stage(kind: FirstStageKind) -> FirstStageKind:
     Traceback (most recent call last):
         ...
     ctxir.types.CtxirError: first stage name 'bm 25' must be letters, digits and '-' (it names result columns and flags)
-
-    tests/test_first_stages.py registers a title-match stage and finds it in the CLI, the app and the API.
     """
     if not kind.name or not kind.name.replace("-", "").isalnum():
         raise CtxirError(
@@ -165,7 +152,7 @@ def register_first_stage(kind: FirstStageKind) -> FirstStageKind:
 
 
 def first_stage_choices() -> tuple[str, ...]:
-    """Every registered first stage's name: what ``--retriever`` and ``/search``'s ``first_stage`` accept."""
+    """Every registered first stage's name."""
     return tuple(FIRST_STAGES)
 
 
@@ -175,7 +162,7 @@ def get_first_stage(name: str) -> FirstStageKind:
 
 
 def fusing_first_stages() -> list[str]:
-    """The first stages that fuse several rankings (what ``--extra-models`` and ``--weights`` need)."""
+    """The first stages that fuse several rankings."""
     return [name for name, kind in FIRST_STAGES.items() if kind.fuses]
 
 

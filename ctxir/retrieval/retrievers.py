@@ -1,7 +1,6 @@
 """First-stage retrieval: BM25 (bm25s), dense (exact or ``ctxir.retrieval.ann``) and hybrid fusion.
 
-Every retriever answers ``search(queries, top_k) -> {qid: [Hit, ...]}`` and ``query(text, top_k)``; indexes are
-reloaded from the cache, and rebuilt atomically when absent, stale or damaged.
+Every retriever answers ``search(queries, top_k) -> {qid: [Hit, ...]}`` and ``query(text, top_k)``.
 """
 
 from __future__ import annotations
@@ -44,9 +43,7 @@ BM25_FORMAT = "ctxir-bm25/1"
 
 
 class Retriever(ABC):
-    """Base: subclasses implement ``_search`` over a batch of query texts.
-
-    ``config`` reads the attributes named in ``config_fields``, so a setting changed in place is what a run records.
+    """Base: subclasses implement ``_search`` over a batch of query texts; ``config`` reads ``config_fields``.
 
     >>> class LastFirst(Retriever):  # a toy retriever: every query gets the documents in reverse order
     ...     name = "last-first"
@@ -85,9 +82,7 @@ class Retriever(ABC):
 
 
 class BM25Retriever(Retriever):
-    """Lucene-variant BM25 (bm25s) over title + text, with English stop words and Snowball stemming.
-
-    Stemming (not bm25s's default) helps on scientific text; ``stemmer=None`` gives plain bm25s.
+    """Lucene-variant BM25 (bm25s) over title + text, with English stop words and Snowball stemming (None: plain bm25s).
 
     >>> corpus = {"d1": {"title": "Otters", "text": "Otters dig dens in the river bank."},
     ...           "d2": {"title": "Banks", "text": "Banks lend money to savers."},
@@ -114,10 +109,8 @@ class BM25Retriever(Retriever):
         show_progress: bool = False,
         cache: str | Path | bool | None = None,
     ):
-        """``cache``: a folder to keep the index in (reloaded when the corpus and settings are the same), True =
-        ``cache_root()/bm25``, False = never, None = ``cache_root()/bm25`` from ``BM25_CACHE_MIN_DOCS`` documents
-        up. ``cache_status`` then says "loaded", "built", or "built: <why the cached one was not used>"."""
-        # lazy: bm25s is needed only to build BM25
+        """``cache``: a folder for the index, True = ``cache_root()/bm25``, False = never, None = that from
+        ``BM25_CACHE_MIN_DOCS`` documents up. ``cache_status``: "loaded", "built" or "built: <why not loaded>"."""
         import bm25s
         from bm25s.tokenization import Tokenizer
 
@@ -152,34 +145,19 @@ class BM25Retriever(Retriever):
 
     def _cache_folder(self, cache: str | Path | bool | None, texts: list[str]) -> Path | None:
         """``<root>/<key>``: key = sha256 of the format, bm25s version, settings, and every (id, text)."""
-        # lazy: bm25s is needed only to build BM25
         import bm25s
 
         if cache is False or (cache is None and len(texts) < BM25_CACHE_MIN_DOCS):
             return None
         root = cache_root() / "bm25" if cache is None or cache is True else Path(cache)
-        digest = hashlib.sha256(
-            json.dumps(
-                {
-                    "format": BM25_FORMAT,
-                    "bm25s": bm25s.__version__,
-                    "k1": self.k1,
-                    "b": self.b,
-                    "method": self.method,
-                    "stemmer": self.stemmer,
-                    "stopwords": self.stopwords,
-                },
-                sort_keys=True,
-            ).encode()
-        )
-        hash_texts(
-            digest, [part for pair in zip(self.doc_ids, texts, strict=True) for part in pair]
-        )  # id, text, ...
+        settings = {f: getattr(self, f) for f in self.config_fields}  # k1, b, method, stemmer, stopwords
+        settings.update(format=BM25_FORMAT, bm25s=bm25s.__version__)
+        digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
+        hash_texts(digest, [part for pair in zip(self.doc_ids, texts, strict=True) for part in pair])
         return root / digest.hexdigest()[:32]
 
     def _load(self, folder: Path) -> str:
         """ "loaded" when ``folder`` holds an intact index of this corpus and these settings, else why not."""
-        # lazy: bm25s is needed only to build BM25
         import bm25s
 
         try:
@@ -208,9 +186,7 @@ class BM25Retriever(Retriever):
         return "loaded"
 
     def _save(self, folder: Path) -> None:
-        """Write into a temporary folder beside ``folder``, the manifest (sizes, sha256) last, then rename it into
-        place in one step: a reader finds the whole index or none. A damaged ``folder`` is replaced."""
-
+        """Write into a temporary folder beside ``folder``, the manifest last, then rename it into place."""
         tmp: Path | None = None
         vocab = self.index.vocab_dict
         try:
@@ -218,8 +194,7 @@ class BM25Retriever(Retriever):
             # what writers killed mid-save left, of any index (a live writer's stays)
             remove_temporaries(folder.parent)
             tmp = Path(tempfile.mkdtemp(prefix=temporary_prefix(folder), suffix=".tmp", dir=folder.parent))
-            # indexed from token ids, bm25s's vocabulary maps id → id, which its JSON writer refuses (int keys); as
-            # text keys it reads back the same for retrieval, which uses only the values and the "" key
+            # bm25s's JSON writer refuses its id → id vocabulary's int keys; as text keys it reads back the same
             self.index.vocab_dict = {str(k): v for k, v in vocab.items()}
             self.index.save(tmp, show_progress=False)
             self.index.vocab_dict = vocab
@@ -232,9 +207,7 @@ class BM25Retriever(Retriever):
             )
             if folder.exists():  # only ever a damaged copy: an intact one was loaded instead of building
                 shutil.rmtree(folder)
-            with contextlib.suppress(
-                OSError
-            ):  # fails only when another process put the same index there first
+            with contextlib.suppress(OSError):  # another process put the same index there first
                 os.rename(tmp, folder)
         except OSError as err:
             if is_disk_full(err):
@@ -257,10 +230,8 @@ class BM25Retriever(Retriever):
 
 
 class DenseRetriever(Retriever):
-    """Cosine search over a bi-encoder's corpus embeddings (cached on disk by ``BiEncoder``).
-
-    index: "exact" (matrix product + top-k), "ann" (``AnnIndex``, saved beside the embedding cache) or "auto"
-    ("ann" from ``AUTO_ANN_THRESHOLD`` documents, or ``auto_threshold``). Cached embeddings are memory-mapped.
+    """Cosine search over a bi-encoder's (cached) corpus embeddings: ``index`` "exact", "ann" (``AnnIndex``) or
+    "auto" ("ann" from ``auto_threshold``, default ``AUTO_ANN_THRESHOLD``, documents up).
 
     >>> from ctxir import BiEncoder
     >>> corpus = {"d1": {"title": "Otters", "text": "Otters dig dens in the river bank."},
@@ -285,12 +256,8 @@ class DenseRetriever(Retriever):
     ):
         super().__init__(corpus)
         self.index_choice = check_choice(index, "index", DENSE_INDEXES)
-        self.auto_threshold = AUTO_ANN_THRESHOLD if auto_threshold is None else auto_threshold
-        if (
-            isinstance(self.auto_threshold, bool)
-            or not isinstance(self.auto_threshold, int)
-            or self.auto_threshold < 0
-        ):
+        threshold = self.auto_threshold = AUTO_ANN_THRESHOLD if auto_threshold is None else auto_threshold
+        if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 0:
             raise CtxirError(
                 f"auto_threshold must be a whole number of documents ≥ 0, got {auto_threshold!r}"
             )
@@ -298,24 +265,17 @@ class DenseRetriever(Retriever):
         texts = [doc_text(corpus[i]) for i in self.doc_ids]
         # the embedding cache key (hashes every text): also the ANN index's file name and part of its fingerprint
         self.cache_key = self.encoder.cache_key(texts, "document") if self.encoder.cache is not None else ""
-        # (docs, dim) float32 unit rows, each document after the document prompt; read-only memory-mapped when
-        # they came from the cache
+        # (docs, dim) float32 unit rows; read-only memory-mapped when they came from the cache
         self.embeddings = self.encoder.encode_cached(
             texts, show_progress, mmap=True, key=self.cache_key, role="document"
         )
+        self.index_kind = self.index_choice
         if self.index_choice == "auto":
             self.index_kind = "ann" if len(self.doc_ids) >= self.auto_threshold else "exact"
-        else:
-            self.index_kind = self.index_choice
         self.ann = self._open_ann(ann_params, show_progress) if self.index_kind == "ann" else None
-        # exact search reads every row per query: hold the matrix in memory (a copy when it is memory-mapped)
-        self._matrix = (
-            None
-            if self.ann is not None
-            else torch.from_numpy(
-                self.embeddings if self.embeddings.flags.writeable else np.array(self.embeddings)
-            )
-        )  # (docs, dim)
+        self._matrix = None  # (docs, dim)
+        if self.ann is None:  # a memory map is copied: exact search reads every row per query
+            self._matrix = torch.from_numpy(np.require(self.embeddings, requirements="W"))
 
     @property
     def config(self) -> dict:
@@ -327,18 +287,12 @@ class DenseRetriever(Retriever):
         if self.ann is None:
             return None
         p = self.ann.params
-        return {
-            "type": f"IVF{p.nlist},{p.codes}",
-            "nlist": p.nlist,
-            "nprobe": p.nprobe,
-            "rescore": p.rescore,
-            "train_size": p.train_size,
-            "seed": p.seed,
-        }
+        shown = {k: getattr(p, k) for k in ("nlist", "nprobe", "rescore", "train_size", "seed")}
+        return {"type": f"IVF{p.nlist},{p.codes}", **shown}
 
     @property
     def ann_path(self) -> Path | None:
-        """Where the ANN index is kept: beside the embedding cache, under its key (None without a cache)."""
+        """The ANN index's file, beside the embedding cache (None without a cache)."""
         if self.encoder.cache is None or not self.cache_key:
             return None
         return Path(self.encoder.cache.root) / f"{self.cache_key}.ann.faiss"
@@ -349,8 +303,7 @@ class DenseRetriever(Retriever):
         # a bar when asked, or unasked from 100k documents up (a build there takes tens of seconds to minutes)
         show = bool(show_progress) if show_progress is not None else len(self.doc_ids) >= 100_000
         if self.ann_path is None:  # no cache (e.g. an upload): built in memory for this corpus only
-            index = AnnIndex.build(self.embeddings, params, key=self.cache_key, show_progress=show)
-            return index
+            return AnnIndex.build(self.embeddings, params, key=self.cache_key, show_progress=show)
         return AnnIndex.open_or_build(
             self.ann_path, self.embeddings, params, key=self.cache_key, show_progress=show
         )
@@ -361,14 +314,10 @@ class DenseRetriever(Retriever):
         if self.ann is not None:
             return self.ann.search_hits(query_embeddings, k, self.doc_ids)
         queries = torch.from_numpy(np.ascontiguousarray(np.atleast_2d(query_embeddings), dtype=np.float32))
-        block = max(
-            1, 2**25 // len(self.doc_ids)
-        )  # queries per block: bounds the (block, docs) scores to 128 MB
+        block = max(1, 2**25 // len(self.doc_ids))  # queries per block: (block, docs) scores within 128 MB
         hits = []
         for begin in range(0, len(queries), block):
-            scores, rows = torch.topk(
-                queries[begin : begin + block] @ self._matrix.T, k, dim=1
-            )  # (block, k) each
+            scores, rows = torch.topk(queries[begin : begin + block] @ self._matrix.T, k, dim=1)  # (block, k)
             hits += [
                 [Hit(self.doc_ids[int(i)], float(v)) for i, v in zip(ri, rv, strict=True)]
                 for ri, rv in zip(rows.tolist(), scores.tolist(), strict=True)
@@ -392,10 +341,6 @@ class HybridRetriever(Retriever):
     >>> hybrid = HybridRetriever([bm25, dense], fusion="rrf", k=60)  # doctest: +SKIP
     >>> [h.doc_id for h in hybrid.query("where do otters live?", top_k=2)], hybrid.parts  # doctest: +SKIP
     (['d1', 'd3'], ['bm25', 'dense'])
-    >>> HybridRetriever([bm25])
-    Traceback (most recent call last):
-        ...
-    ctxir.types.CtxirError: hybrid retrieval needs at least two retrievers (e.g. bm25 and dense)
     """
 
     name = kinds.HYBRID
