@@ -356,16 +356,8 @@ def panel_values(ui: Ui, r: ViewResult, stem: str = "explanation") -> tuple:
     pngs = [ui.out.png(fig, f"{stem}-{name}") for name, fig in r.figures.items()]
     # without the 4.6 MB plotly.js (gradio_client downloads every file listed); ``Panel.shows`` adds it for the page
     files = without_plotly_js(exports(ui.out, stem, data=r.data, plots=list(r.plots.values()), files=pngs))
-    return (
-        r.text,
-        r.highlights.get("query"),
-        r.highlights.get("document"),
-        r.highlights.get("reranker"),
-        r.plots.get("pairs"),
-        r.plots.get("reranker"),
-        files,
-        r.data,
-    )
+    texts = [r.highlights.get(k) for k in ("query", "document", "reranker")]
+    return r.text, *texts, r.plots.get("pairs"), r.plots.get("reranker"), files, r.data
 
 
 def build(ui: Ui) -> None:
@@ -376,10 +368,9 @@ def build(ui: Ui) -> None:
     @guard
     def do_explain(query, document, model, query_prompt, document_prompt, request: gr.Request):
         ui.visitor(request)
-        r = explain_pair(
-            state, query, document, model, query_prompt=query_prompt, document_prompt=document_prompt
+        return panel_values(
+            ui, explain_pair(state, query, document, model, "", None, query_prompt, document_prompt)
         )
-        return panel_values(ui, r)
 
     tab_intro(
         "Why did a model give this document this score for this query? Each word is coloured by how much it "

@@ -293,38 +293,14 @@ def after_scoring(out, data, png, models: AppModels):
     files = exports(out, "pair-scores", data=data, rows=data["scores"], plots=[chart], files=[png])
     choices = [(f"{i}. {d[:60]}", i) for i, d in enumerate(docs, 1)]
     shown = shown_names()
-    table = frame(
-        [{shown.get(key, key): value for key, value in row.items()} for row in data["scores"]],
-        drop_empty=True,
-    )
+    table = frame([{shown.get(k, k): v for k, v in row.items()} for row in data["scores"]], drop_empty=True)
     # shares of the box: the table fills a desktop's width; a phone scrolls it inside its box (ui.CSS)
     # the document wraps in 520 px, a score or rank column is as wide as its header (bold monospace)
     widths = shares(
         [{"doc": 56, "document": 520}.get(c, max(90, round(8.5 * len(c)) + 30)) for c in table.columns]
     )
-    return (
-        show(table, column_widths=widths),
-        show(chart),
-        show(files),
-        show(),
-        gr.update(choices=choices, value=1),
-        gr.update(choices=search_form.model_choices(models)),
-    )
-
-
-def pick_row(evt: gr.SelectData):
-    """The clicked row's document number, to explain (a private step)."""
-    return (evt.row_value or [None])[0]  # the table's first column is the document number
-
-
-def explain_document(ui: Ui, query, documents, number, model, query_prompt=None, document_prompt=None):
-    """The Explain panel's values for document ``number`` (1-based) of the typed ``documents``."""
-    docs = split_lines(documents, "documents", ui.config.max_documents, ui.config.max_text_chars)
-    number = check_int(number, "document number", 1, len(docs))
-    r = explain_tab.explain_pair(
-        ui.state, query, docs[number - 1], model, query_prompt=query_prompt, document_prompt=document_prompt
-    )
-    return explain_tab.panel_values(ui, r, "pair-explanation")
+    explain, pick = gr.update(choices=search_form.model_choices(models)), gr.update(choices=choices, value=1)
+    return show(table, column_widths=widths), show(chart), show(files), show(), pick, explain
 
 
 def build(ui: Ui) -> None:
@@ -352,8 +328,15 @@ def build(ui: Ui) -> None:
 
     @guard
     def do_explain_pair(query, documents, number, model, query_prompt, document_prompt, request: gr.Request):
+        """The Explain panel's values for document ``number`` (1-based) of the typed ``documents``."""
         ui.visitor(request)
-        return explain_document(ui, query, documents, number, model, query_prompt, document_prompt)
+        docs = split_lines(documents, "documents", ui.config.max_documents, ui.config.max_text_chars)
+        document = docs[check_int(number, "document number", 1, len(docs)) - 1]
+        r = explain_tab.explain_pair(state, query, document, model, "", None, query_prompt, document_prompt)
+        return explain_tab.panel_values(ui, r, "pair-explanation")
+
+    def pick_row(evt: gr.SelectData):
+        return (evt.row_value or [None])[0]  # the table's first column is the document number
 
     tab_intro(INTRO)
     pair_query = gr.Textbox(label="Query", value=presets["pair_query"])

@@ -105,17 +105,7 @@ class AppState:
 
         def index_startup_corpus() -> None:
             try:
-                index = CorpusIndex(
-                    corpus_name,
-                    corpus,
-                    models.bi_encoder,
-                    corpus_source,
-                    self.indexing.step,
-                    cache,
-                    models.bi_encoder_name,
-                    index=self.config.index,
-                    backend=self.config.backend,
-                )
+                index = self.new_index(corpus_name, corpus, corpus_source, self.indexing.step, cache)
                 if background:
                     self._warm_index(index)  # in this thread, so the first search after "ready" pays nothing
                 with self._lock:
@@ -154,6 +144,11 @@ class AppState:
         what = "models ready in %.1f s; indexing" if background else "app ready in %.1f s:"
         logger.info(f"{what} %d documents of %r", time.perf_counter() - started, len(corpus), name)
         return state
+
+    def new_index(self, name: str, corpus: Corpus, source: str, progress: Progress | None, cache):
+        """A ``CorpusIndex`` of ``corpus`` over the bi-encoder, with the app's dense index and backend."""
+        m, dense = self.models, {"index": self.config.index, "backend": self.config.backend}
+        return CorpusIndex(name, corpus, m.bi_encoder, source, progress, cache, m.bi_encoder_name, **dense)
 
     @property
     def ready(self) -> bool:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import gradio as gr
 
 from ctxir.app.config import Progress
-from ctxir.app.corpus_index import CorpusIndex, Owner
+from ctxir.app.corpus_index import Owner
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code, plural, snippet
 from ctxir.app.ui import Ui, frame, guard, numbers, show, steps, view_event
@@ -64,17 +64,7 @@ def upload_corpus(
     name = f"{stem}-{digest}"
     state.uploads.check_room(owner, name)  # refuse before minutes of encoding, not after
     # cache=None: an upload's vectors live in memory with its index and go with it, never in the user cache
-    index = CorpusIndex(
-        name,
-        corpus,
-        state.models.bi_encoder,
-        f"upload {path.name}",
-        progress,
-        None,
-        state.models.bi_encoder_name,
-        index=state.config.index,
-        backend=state.config.backend,
-    )
+    index = state.new_index(name, corpus, f"upload {path.name}", progress, None)
     dropped = state.uploads.add(index, owner)
     rows = [
         {"doc_id": doc_id, "title": doc.get("title", ""), "text": snippet(doc.get("text", ""))}
