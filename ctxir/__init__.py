@@ -1,8 +1,5 @@
-"""ctxir — contextual-embedding information retrieval.
-
-One subpackage per step, each importing only from those before it: data → encoders → retrieval → rerank → explain →
-evaluation → publish → app; shared by all: ``types``, ``names``, ``kinds``, ``checks``, ``files``, ``cli``.
-"""
+"""ctxir — contextual-embedding information retrieval. One subpackage per step, each importing only from those
+before it: data → encoders → retrieval → rerank → explain → evaluation → publish → app."""
 
 from ctxir.classify import (
     CentroidClassifier,

@@ -1,8 +1,5 @@
-"""The ``ctxir`` console script (``python -m ctxir``) and the typed-arguments runner its commands share.
-
-Every command built on ``cli_main`` also takes ``--recipe FILE.yaml`` (flag: value lines), read first, so the flags
-given on the command line override it.
-"""
+"""The ``ctxir`` console script (``python -m ctxir``) and the typed-arguments runner its commands share; each also
+takes ``--recipe FILE.yaml`` (flag: value lines), read first, so the command line's flags override it."""
 
 from __future__ import annotations
 

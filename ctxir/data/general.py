@@ -151,11 +151,8 @@ def load_wikiqa_topics(
     exclude_docs: set[str] = frozenset(),
     exclude_titles: set[str] = frozenset(),
 ) -> RelevanceSet:
-    """Topic queries from WikiQA summaries: the first ``topic_words`` words query the rest, packed into passages.
-
-    The query's sentences and the page title leave the corpus, so a query cannot find its own text; ``exclude_docs`` /
-    ``exclude_titles`` leave out summaries by DocumentID or title (case and ``_`` ignored).
-    """
+    """Topic queries from WikiQA summaries: the first ``topic_words`` words query the rest, packed into passages
+    (never the query's own sentences); ``exclude_docs`` / ``exclude_titles``: summaries left out."""
     sentences = load_wikiqa_sentences(path)
     skip_titles = {_title_key(t) for t in exclude_titles}
     out = RelevanceSet("wikiqa-topics", {}, {}, {})

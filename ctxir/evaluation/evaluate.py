@@ -1,7 +1,5 @@
-"""``ctxir evaluate``: score a retrieval pipeline (or an STS scorer) on a benchmark; flags in docs/reference/cli.md.
-
-Prints a metrics table and writes a JSON of metrics, per-query values, top-k runs and the run config.
-"""
+"""``ctxir evaluate``: score a retrieval pipeline (or an STS scorer) on a benchmark, print a metrics table and write
+a JSON of metrics, per-query values, top-k runs and the config (flags in docs/reference/cli.md)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Retrieval and similarity metrics over qrels/runs and score matrices, ranking via pytrec_eval.
-
-Equal scores keep the run's listed order (``ties="listed"``); a judged query the run lacks scores 0 (unlike BEIR).
-"""
+"""Retrieval and similarity metrics over qrels/runs and score matrices, ranking via pytrec_eval; equal scores keep
+the run's listed order (``ties="listed"``), a judged query the run lacks scores 0 (unlike BEIR)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""First-stage retrieval: BM25 (bm25s), dense (exact or ``ctxir.retrieval.ann``) and hybrid fusion.
-
-Every retriever answers ``search(queries, top_k) -> {qid: [Hit, ...]}`` and ``query(text, top_k)``.
-"""
+"""First-stage retrieval: BM25 (bm25s), dense (exact or ``ctxir.retrieval.ann``) and hybrid fusion; each answers
+``search(queries, top_k) -> {qid: [Hit, ...]}`` and ``query(text, top_k)``."""
 
 from __future__ import annotations
 
