@@ -231,15 +231,7 @@ def serve(args: AppArgs) -> int:
     refuse_zero_gpu()
     asyncio.set_event_loop_policy(ClosingEventLoopPolicy())  # before gradio makes its first loop
     retry_spaces_reload_server()
-    # a bad value fails before loading
-    limits = QueueLimits(
-        args.concurrency,
-        args.slow_concurrency,
-        args.max_queue,
-        args.max_sessions,
-        args.malloc_arenas,
-        args.closed_session_s,
-    )
+    limits = QueueLimits(*(getattr(args, f.name) for f in dataclasses.fields(QueueLimits)))  # checked now
     limit_malloc_arenas(limits.malloc_arenas)  # before any thread allocates
     set_threads(args.torch_threads)
     config = config_from_args(args)  # a bad --index, --backend or --rerank-backend fails here, before loading

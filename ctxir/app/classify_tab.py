@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import random
 from dataclasses import dataclass
 from pathlib import Path
 
 import gradio as gr
 import numpy as np
+import pandas as pd
 
 from ctxir.app.figures import class_map, class_scores
 from ctxir.app.state import AppState, ViewResult
@@ -285,12 +284,8 @@ def sample_inputs(
     else:
         texts, examples = BUILT_IN_TEXTS, BUILT_IN_EXAMPLES
     path = out_root / f"classify-sample-{'agnews' if texts is not BUILT_IN_TEXTS else 'built-in'}.csv"
-    rows = io.StringIO(newline="")
-    writer = csv.writer(rows)
-    writer.writerow(["text", "label"])
-    writer.writerows(examples)
     # whole or not at all: a full disk is a DiskFullError naming the folder, and no half file is served
-    write_atomic(path, rows.getvalue())
+    write_atomic(path, pd.DataFrame(examples, columns=["text", "label"]).to_csv(index=False))
     labels = [
         f"{label.name}: {label.description}" if label.description else label.name
         for label in load_labels(AGNEWS_LABELS)

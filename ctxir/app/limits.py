@@ -49,14 +49,14 @@ class QueueLimits:
     closed_session_s: int = 60
 
     def __post_init__(self):
-        for name, low in (
-            ("concurrency", 1),
-            ("slow_concurrency", 1),
-            ("max_queue", 1),
-            ("max_sessions", 1),
-            ("malloc_arenas", 0),
-            ("closed_session_s", -1),
-        ):
+        lowest = {
+            "concurrency": 1,
+            "slow_concurrency": 1,
+            "max_queue": 1,
+            "max_sessions": 1,
+            "malloc_arenas": 0,
+        }
+        for name, low in {**lowest, "closed_session_s": -1}.items():
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 from ctxir.types import CtxirError

@@ -220,9 +220,7 @@ CSS = """
   #search-cards { display: block; }
   /* a table sized in shares of its box keeps a readable width and scrolls inside it */
   .ctxir-wide-table .virtual-table-viewport { min-width: 960px; }
-  /* the Classify, What-moved and upload tables fit the screen instead (they scrolled sideways: the Classify table's
-     columns 1,233 px in a 324 px box): equal columns, every cell wrapped. Gradio draws a table with set column
-     widths (What-moved) as a grid of absolutely placed rows of fixed-width cells; those flow and share the width too */
+  /* these tables fit the screen instead: equal columns, every cell wrapped (a grid of set widths too) */
   .ctxir-fit-table table { table-layout: fixed !important; width: 100% !important; min-width: 0 !important; }
   .ctxir-fit-table th, .ctxir-fit-table td { width: auto !important; min-width: 0 !important;
     max-width: none !important; }
