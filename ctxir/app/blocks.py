@@ -25,7 +25,7 @@ from ctxir.app.models import prompts_named
 from ctxir.app.outputs import Outputs
 from ctxir.app.state import AppState
 from ctxir.app.text import md_literal, plural
-from ctxir.app.ui import CSS, Ui
+from ctxir.app.ui import CSS, PRIVATE, Ui
 from ctxir.checks import check_choice
 from ctxir.rerank.registry import RERANKERS
 
@@ -138,21 +138,12 @@ def build_app(
         )
 
         def indexing_status():
-            text = state.indexing.text()
-            return gr.update(value=md_literal(text), visible=bool(text)), gr.Timer(
-                active=not state.indexing.done.is_set()
-            )
+            text, active = state.indexing.text(), not state.indexing.done.is_set()
+            return gr.update(value=md_literal(text), visible=bool(text)), gr.Timer(active=active)
 
         # on page load too: a page opened after indexing ended must not show the line it was built with
         for event in (timer.tick, demo.load):
-            event(
-                indexing_status,
-                None,
-                [indexing, timer],
-                queue=False,
-                show_progress="hidden",
-                api_visibility="private",
-            )
+            event(indexing_status, None, [indexing, timer], show_progress="hidden", **PRIVATE)
     document_api(demo)  # docstrings (MCP tools) and output names (view_api) of every public endpoint
     plain_errors_for_api(fill_missing_inputs(demo))  # escaped for the page, plain text for API clients
     return App(demo, state, ui.out, first)

@@ -15,7 +15,7 @@ from ctxir.app.models import BI_ENCODER, AppModels, chosen_prompts, prompts_said
 from ctxir.app.search_form import auto_info, explain_with, model_choices, prompt_boxes, wire_load
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code, md_literal
-from ctxir.app.ui import Ui, downloads, exports, guard, tab_intro, with_plotly_js, without_plotly_js
+from ctxir.app.ui import PRIVATE, Ui, downloads, exports, guard, tab_intro, with_plotly_js, without_plotly_js
 from ctxir.checks import check_choice, check_text
 from ctxir.data.demo import demo_presets
 from ctxir.encoders.bi_encoder import BiEncoder, model_prompts
@@ -324,8 +324,7 @@ class Panel:
             visible,
             [self.json, self.files],
             [self.query, self.document, self.reranker, self.pairs, self.bars, self.files, self.numbers],
-            queue=False,
-            api_visibility="private",
+            **PRIVATE,
         )
 
 

@@ -10,6 +10,8 @@ from typing import Any
 
 import gradio as gr
 
+from ctxir.app.ui import PRIVATE
+
 logger = logging.getLogger("ctxir.app")
 
 # the endpoints whose example answer each tab opens on
@@ -166,14 +168,7 @@ def wire(demo: gr.Blocks, state, out, start: bool = False, apis: tuple[str, ...]
     """Inside ``demo``'s open Blocks: every page that opens gets the first view."""
     first = FirstView(demo, state, out, apis)
     if first.components:
-        demo.load(
-            first.values,
-            None,
-            first.components,
-            queue=False,
-            show_progress="hidden",
-            api_visibility="private",
-        )
+        demo.load(first.values, None, first.components, show_progress="hidden", **PRIVATE)
     if start:
         first.start()
     return first

@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 import gradio as gr
 from gradio.context import get_blocks_context
 
-from ctxir.app.ui import user_error
+from ctxir.app.ui import PRIVATE, user_error
 
 PARAMETER = "endpoint"  # the link's view (gradio's page uses ``view`` and ``deep_link`` for itself)
 LINKED = ("search", "score_pairs", "attention")  # the endpoints whose tab shows a link, in page order
@@ -51,17 +51,8 @@ class View:
         def view_link(*values):
             return link_html(self.api, dict(zip(names, values, strict=True)))
 
-        event.success(
-            view_link,
-            list(self.fields.values()),
-            [self.html],
-            queue=False,
-            show_progress="hidden",
-            api_visibility="private",
-        )
-        event.failure(
-            lambda: "", None, [self.html], queue=False, show_progress="hidden", api_visibility="private"
-        )
+        event.success(view_link, list(self.fields.values()), [self.html], show_progress="hidden", **PRIVATE)
+        event.failure(lambda: "", None, [self.html], show_progress="hidden", **PRIVATE)
 
     def _wire_load(self) -> None:
         tab, tabs = _tab_of(self.html)
@@ -70,9 +61,7 @@ class View:
         def open_link(request: gr.Request):
             return opens(self, tab, _query(request))
 
-        get_blocks_context().root_block.load(
-            open_link, None, outputs, queue=False, show_progress="hidden", api_visibility="private"
-        )
+        get_blocks_context().root_block.load(open_link, None, outputs, show_progress="hidden", **PRIVATE)
 
 
 def offer(api: str, elem_id: str) -> View:

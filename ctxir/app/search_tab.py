@@ -16,7 +16,7 @@ from ctxir.app.search_form import (
     search_form,
     wire_load,
 )
-from ctxir.app.ui import Ui, column_widths, frame, guard, numbers, show, steps, tab_intro, view_event
+from ctxir.app.ui import PRIVATE, Ui, column_widths, frame, guard, numbers, show, steps, tab_intro, view_event
 from ctxir.rerank.registry import RERANKERS
 
 
@@ -91,8 +91,7 @@ def build(ui: Ui) -> None:
         lambda name: gr.update(visible=bool(state.examples) and name == state.default_corpus),
         [form.corpus],
         [form.examples],
-        queue=False,
-        api_visibility="private",
+        **PRIVATE,
     )
 
 

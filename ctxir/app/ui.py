@@ -260,10 +260,4 @@ class Ui:
 
     def offer_loaded_models(self, event, dropdown) -> None:
         """Once ``event`` succeeded, ``dropdown`` offers the models loaded by name since."""
-        event.success(
-            lambda: gr.update(choices=self.models.inspect_choices()),
-            None,
-            [dropdown],
-            queue=False,
-            api_visibility="private",
-        )
+        event.success(lambda: gr.update(choices=self.models.inspect_choices()), None, [dropdown], **PRIVATE)
