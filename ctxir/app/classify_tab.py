@@ -12,7 +12,7 @@ import pandas as pd
 
 from ctxir.app.figures import class_map, class_scores
 from ctxir.app.state import AppState, ViewResult
-from ctxir.app.text import md_literal, snippet, split_lines
+from ctxir.app.text import md_literal, plural, snippet, split_lines
 from ctxir.app.ui import PRIVATE, Ui, downloads, exports, frame, guard, numbers, show, tab_intro, view_event
 from ctxir.checks import check_choice, check_int, check_text
 from ctxir.classify import TEMPLATES, ZeroShotClassifier, make_classifier, sample_per_class
@@ -50,10 +50,6 @@ BUILT_IN_EXAMPLES = [
     ("Researchers launched a satellite to study the climate.", "Sci/Tech"),
     ("The software company fixed a security flaw in its operating system.", "Sci/Tech"),
 ]
-
-
-def _count(n: int, word: str) -> str:
-    return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
 def parse_labels(text) -> list[Label]:
@@ -262,11 +258,11 @@ def _summary(inputs: _Inputs, classes, predictions) -> str:
         f"zero-shot, template {md_literal(inputs.template)}"
         if method == "zero-shot"
         else f"{method}{f' (k={k})' if method == 'knn' else ''} on "
-        f"{_count(len(inputs.examples), 'labelled example')}"
+        f"{plural(len(inputs.examples), 'labelled example')}"
     )
     counts = {c: sum(p.label == c for p in predictions) for c in classes}
     return (
-        f"{_count(len(inputs.texts), 'text')} classified by {how}; scores are {_SCORE_NAMES[method]}s. "
+        f"{plural(len(inputs.texts), 'text')} classified by {how}; scores are {_SCORE_NAMES[method]}s. "
         + ", ".join(f"{md_literal(c)} {n}" for c, n in sorted(counts.items()) if n)
     )
 
