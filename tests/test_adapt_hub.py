@@ -17,7 +17,7 @@ from ctxir.adapt import RECORD_FILE, AdaptArgs, run
 from ctxir.encoders.models import load_bi_encoder, resolve_model
 from ctxir.names import ADAPT_INCOMPLETE
 from ctxir.publish.adapted import public_corpus_name, public_record
-from ctxir.publish.card_check import check_card
+from ctxir.publish.cards import check_card
 from ctxir.publish.hub import main as hub_main
 from ctxir.publish.staging import stage
 from ctxir.publish.standalone import hub_user_env, lay_into_hf_cache

@@ -12,8 +12,7 @@ import yaml
 from huggingface_hub import metadata_load
 from huggingface_hub.repocard_data import model_index_to_eval_results
 
-from ctxir.publish.card_check import check_card
-from ctxir.publish.cards import CardInputs, render_card
+from ctxir.publish.cards import CardInputs, check_card, render_card
 from ctxir.publish.licenses import combine_licenses, parse_license
 from ctxir.publish.metrics_file import license_text, training_license, validate_metrics
 from ctxir.types import CtxirError
@@ -432,7 +431,7 @@ def scifact_row(queries: int, depth: int, subset: str | None = None) -> dict:
 def test_card_check_refuses_a_subset_figure_beside_a_full_set_anchor(tmp_path, metrics_record):
     """The 0.8926 case: a re-ranker's first 50 test queries (easy ones) shown beside an anchor measured on all 300
     queries at another depth. Neither the rows nor a card rendered from them may be published."""
-    from ctxir.publish.card_check import row_problems
+    from ctxir.publish.cards import row_problems
 
     metrics = metrics_record("cross-encoder")
     metrics["evaluations"].insert(
@@ -579,7 +578,7 @@ def test_licenses_md_states_each_shipped_models_terms_from_its_metrics():
 def test_training_leaves_out_an_anchor_on_other_queries_or_depth_and_cites_one_on_the_same_in_full(
     metrics_record,
 ):
-    from ctxir.publish.card_check import row_problems
+    from ctxir.publish.cards import row_problems
     from training.steps import anchor_fields
     from training.train_cross_encoder import ANCHORS
 
@@ -602,7 +601,7 @@ def test_training_leaves_out_an_anchor_on_other_queries_or_depth_and_cites_one_o
 def test_an_anchor_given_as_value_and_name_only_is_written_as_is_and_the_check_asks_for_its_source(
     metrics_record,
 ):
-    from ctxir.publish.card_check import row_problems
+    from ctxir.publish.cards import row_problems
     from training.steps import anchor_fields
 
     fields = anchor_fields((0.831, "SetFit all-MiniLM-L6-v2, 8 per class"), scifact_row(300, 20))

@@ -12,9 +12,8 @@ import numpy as np
 import pytest
 
 from ctxir.files import is_pickle_file
-from ctxir.publish.hub import PushArgs, main, run_push
+from ctxir.publish.hub import PublishError, PushArgs, hf_upload_command, main, push, run_push
 from ctxir.publish.staging import stage, validate
-from ctxir.publish.upload import PublishError, hf_upload_command, push
 from ctxir.types import CtxirError
 from tests.conftest import code_blocks
 

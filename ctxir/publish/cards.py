@@ -1,5 +1,5 @@
-"""Model cards rendered from a run's ``metrics.json`` (every number from it) with ``model_cards/<type>.md`` and
-``huggingface_hub.ModelCard.from_template``.
+"""Model cards rendered from a run's ``metrics.json`` with ``model_cards/<type>.md`` and ``ModelCard.from_template``,
+and ``check_card``, which refuses a card that disagrees with its ``metrics.json`` or whose figures mislead.
 
 Not sentence-transformers' own card: its ``model-index`` holds the trainer's dev-set numbers, not the test-set
 evaluations beside their anchors, it knows no dataset licenses, and the CLS-LR ranker has none.
@@ -14,15 +14,15 @@ from pathlib import Path
 from typing import Any
 
 from ctxir.names import looks_like_hub_id
-from ctxir.publish.known_datasets import (
+from ctxir.publish.licenses import (
     BEIR_CITATION,
     SBERT_CITATION,
     SPLIT_NAMES,
-    DatasetInfo,
+    License,
     dataset_info,
     display_name,
+    parse_license,
 )
-from ctxir.publish.licenses import License, parse_license
 from ctxir.publish.metrics_file import (
     EVAL_TASKS,
     METRICS_FILE,
@@ -34,12 +34,8 @@ from ctxir.publish.model_types import MODEL_TYPES, SENTENCE_TRANSFORMERS
 from ctxir.types import CtxirError
 
 # model_cards/ at the checkout's top; an installed wheel carries it as ctxir/model_cards (setup.py)
-_PACKAGED_TEMPLATES = Path(__file__).resolve().parents[1] / "model_cards"
-TEMPLATE_DIR = (
-    _PACKAGED_TEMPLATES
-    if _PACKAGED_TEMPLATES.is_dir()
-    else Path(__file__).resolve().parents[2] / "model_cards"
-)
+_PACKAGED = Path(__file__).resolve().parents[1] / "model_cards"
+TEMPLATE_DIR = _PACKAGED if _PACKAGED.is_dir() else _PACKAGED.parents[1] / "model_cards"
 
 
 def slug(text: str) -> str:
@@ -210,9 +206,8 @@ def _eval_collections(metrics: dict) -> tuple[list[str], list[str]]:
             continue
         seen.add((key, e["split"]))
         shown = display_name(e["dataset"])
-        name = (
-            shown if str(e["split"]).lower() in shown.lower() else f"{shown} {e['split']}"
-        )  # not "demo demo"
+        # not "demo demo"
+        name = shown if str(e["split"]).lower() in shown.lower() else f"{shown} {e['split']}"
         if key in train:
             trained.append(f"{name} (it trained on {display_name(e['dataset'])} {', '.join(train[key])})")
         else:
@@ -311,6 +306,10 @@ def _template_context(metrics: dict, inputs: CardInputs) -> dict:
             if info.key == "scifact" and BEIR_CITATION not in citations:
                 citations.append(BEIR_CITATION)
     wall = float(training["wall_time_seconds"])
+    trained_on, never_trained_on = _eval_collections(metrics)
+    train_keys = [
+        getattr(dataset_info(d["name"]), "key", None) for d in metrics["datasets"] if d.get("role") == "train"
+    ]
     stages = training.get("stages") or []
     name = inputs.repo_id.split("/")[-1]
     return {
@@ -332,8 +331,8 @@ def _template_context(metrics: dict, inputs: CardInputs) -> dict:
         "wall_time": f"{wall:.0f} s ({wall / 60:.1f} min)",
         "eval_rows": rows,
         "lead": lead_evaluation(metrics),
-        "eval_trained_on": _eval_collections(metrics)[0],
-        "eval_never_trained_on": _eval_collections(metrics)[1],
+        "eval_trained_on": trained_on,
+        "eval_never_trained_on": never_trained_on,
         "datasets": datasets,
         "license": lic,
         "license_reason": license_reason,
@@ -344,14 +343,8 @@ def _template_context(metrics: dict, inputs: CardInputs) -> dict:
         "created": metrics.get("created"),
         "train_names": ", ".join(dict.fromkeys(d["name"] for d in datasets if d["role"] == "train")),
         "commercial_ok": not (lic.conditions & {"NC", "RESEARCH"}),
-        # Trained only on sentence-pair similarity data (STS-B, SICK, SNLI) → a similarity model, else retrieval.
-        "purpose": "similarity"
-        if all(
-            (dataset_info(d["name"]) or DatasetInfo("", "", None, "", "")).key in ("stsb", "sick", "snli")
-            for d in metrics["datasets"]
-            if d.get("role") == "train"
-        )
-        else "retrieval",
+        # trained only on sentence-pair similarity data (STS-B, SICK, SNLI) → a similarity model, else retrieval
+        "purpose": "similarity" if set(train_keys) <= {"stsb", "sick", "snli"} else "retrieval",
     }
 
 
@@ -372,3 +365,138 @@ def render_card(metrics: dict, inputs: CardInputs, template_dir: str | Path | No
             f"card template {str(template)!r} is missing: it ships in the repository's model_cards/"
         )
     return ModelCard.from_template(card_data(metrics, inputs), template_path=str(template), **context)
+
+
+def _what(e: dict) -> str:
+    return f"{e['metric']} = {e['after']} ({e['dataset']} {e['split']}, {e.get('config') or 'no config'})"
+
+
+def row_problems(metrics: dict) -> list[str]:
+    """What makes metrics.json's figures mislead on a card, each named with its fix ([] = none): a lead figure on a
+    subset; a subset figure that names no ``subset`` or has no ``before``; an anchor that cites no source, or was
+    measured on other queries (re-ranking: another depth) than its row."""
+    problems = []
+    rows = metrics["evaluations"]
+    lead = lead_evaluation(metrics)
+    if lead is not None and lead.get("subset"):
+        problems.append(
+            f"the lead figure {_what(lead)} covers {lead['subset']!r}, not the whole split: mark the full test "
+            "set's figure in the default mode headline: true"
+        )
+    most: dict = {}  # (dataset, split) → the most queries a figure on it covers
+    for e in (e for e in rows if e.get("queries")):
+        most[e["dataset"], e["split"]] = max(most.get((e["dataset"], e["split"]), 0), e["queries"])
+    for e in rows:
+        full = most.get((e["dataset"], e["split"]), 0)
+        if e.get("queries") and e["queries"] < full and not e.get("subset"):
+            problems.append(
+                f"{_what(e)} covers {e['queries']} of {full} queries but names no subset: say which (subset)"
+            )
+        if (e.get("subset") or (e.get("queries") and e["queries"] < full)) and e.get("before") is None:
+            problems.append(
+                f"{_what(e)} covers a subset but has no before: measure the start on the same queries"
+            )
+        if e.get("anchor") is None:
+            continue
+        ranking = e["task"] == "reranking"  # its figures depend on the first stage and depth
+        cited = ("anchor_name", "anchor_source", "anchor_queries") + (
+            ("anchor_first_stage", "anchor_depth") if ranking else ()
+        )
+        missing = [k for k in cited if not e.get(k)]
+        if missing:
+            problems.append(f"the anchor {e['anchor']} beside {_what(e)} cites no {', '.join(missing)}")
+        own = ("queries", "depth") if ranking else ("queries",)
+        for k in own:
+            if e.get(k) is None:
+                problems.append(f"{_what(e)} has an anchor but states no {k} to hold it to")
+            elif e.get(f"anchor_{k}") is not None and e[k] != e[f"anchor_{k}"]:
+                problems.append(
+                    f"{_what(e)} is on {k} {e[k]} but its anchor {e['anchor']} ({e.get('anchor_name')}) on "
+                    f"{k} {e[f'anchor_{k}']}: drop the anchor or measure the row on the anchor's {k}"
+                )
+    return problems
+
+
+def check_card(card_path: str | Path, metrics: dict, base_license: tuple[str, License] | None = None) -> dict:
+    """Refuse a card whose front matter (license, library, model-index) or body figures are not what ``metrics``
+    implies; returns the parsed front matter."""
+    from huggingface_hub import ModelCard, metadata_load
+    from huggingface_hub.repocard_data import model_index_to_eval_results
+
+    card_path = Path(card_path)
+    if not card_path.is_file():
+        raise CtxirError(f"{str(card_path)!r} is missing: stage the model so its card is rendered")
+    try:
+        meta = metadata_load(card_path)
+        card = ModelCard.load(card_path)
+    except Exception as err:  # yaml.YAMLError, ValueError: the Hub would reject the card the same way
+        raise CtxirError(f"the YAML front matter of {str(card_path)!r} does not parse: {err}") from err
+    if not meta:
+        raise CtxirError(
+            f"{str(card_path)!r} has no YAML front matter (--- ... ---): re-render it with "
+            "ctxir.publish.cards"
+        )
+    problems = []
+    expected_license, _ = training_license(metrics, base_license)
+    if not meta.get("license"):
+        problems.append(f"no license (expected {expected_license.hub_id!r}, derived from the training data)")
+    elif meta["license"] != expected_license.hub_id:
+        problems.append(
+            f"license is {meta['license']!r} but the training data requires {expected_license.hub_id!r}"
+        )
+    if expected_license.hub_id == "other" and not (meta.get("license_name") and meta.get("license_link")):
+        problems.append("license 'other' needs license_name and license_link")
+    problems += [f"no {key}" for key in ("library_name", "pipeline_tag") if not meta.get(key)]
+    if meta.get("data_licenses") != data_licenses(metrics):
+        problems.append(
+            f"data_licenses is {meta.get('data_licenses')!r}, but the training data's own terms are "
+            f"{data_licenses(metrics)!r}"
+        )
+    problems += row_problems(metrics)
+    if metrics.get("adapt"):  # `ctxir adapt`'s model: the card says how, on what and with what it was adapted
+        from ctxir.publish.adapted import adapted_card_problems
+
+        problems += adapted_card_problems(metrics, card.text)
+    expected = {eval_key(r): r.metric_value for r in eval_results(metrics)}
+    found: dict = {}
+    if meta.get("model-index"):
+        try:
+            name, results = model_index_to_eval_results(meta["model-index"])
+        except (KeyError, TypeError) as err:
+            problems.append(f"model-index is malformed ({err!r})")
+            results, name = [], metrics["model_name"]
+        if name != metrics["model_name"]:
+            problems.append(f"model-index name is {name!r}, metrics.json says {metrics['model_name']!r}")
+        found = {eval_key(r): r.metric_value for r in results}
+        lead = eval_results(metrics)[:1]
+        if results and lead and eval_key(results[0]) != eval_key(lead[0]):
+            problems.append(
+                f"model-index leads with {results[0].metric_name!r} = {results[0].metric_value!r}; metrics.json's "
+                f"lead figure is {lead[0].metric_name!r} = {lead[0].metric_value!r}"
+            )
+    problems += [
+        f"model-index lacks {k[4]!r} on {k[1]} {k[2]} (metrics.json has {expected[k]!r})"
+        for k in expected.keys() - found.keys()
+    ]
+    problems += [
+        f"model-index has {k[4]!r} on {k[1]} {k[2]} = {found[k]!r}, which metrics.json lacks"
+        for k in found.keys() - expected.keys()
+    ]
+    for key in expected.keys() & found.keys():
+        if not isinstance(found[key], (int, float)) or float(found[key]) != float(expected[key]):
+            problems.append(
+                f"model-index says {key[4]!r} on {key[1]} {key[2]} = {found[key]!r} but metrics.json "
+                f"says {expected[key]!r}"
+            )
+    for e in metrics["evaluations"]:
+        if format_number(float(e["after"])) not in card.text:
+            problems.append(
+                f"the body has no {e['metric']} = {format_number(float(e['after']))} ({e['dataset']} {e['split']})"
+            )
+    if problems:
+        raise CtxirError(
+            f"model card {str(card_path)!r} disagrees with {METRICS_FILE}: "
+            + "; ".join(problems)
+            + ". Re-render it (stage again) instead of editing numbers by hand"
+        )
+    return meta

@@ -1,5 +1,5 @@
 """The ``metrics.json`` a training run writes and every card is built from: its contract, writing and reading it,
-and the model's license derived from its training data's (``training_license``)."""
+and the model's license derived from its training data's."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from ctxir.files import write_json
-from ctxir.publish.known_datasets import dataset_info
 from ctxir.publish.licenses import (
     KNOWN_LICENSE_EXAMPLES,
     License,
     combine_licenses,
+    dataset_info,
     license_file,
     parse_license,
 )
@@ -29,47 +29,26 @@ EVAL_TASKS = {  # metrics.json task → (model-index task type, pretty name); ty
     "reranking": ("reranking", "Reranking"),
     "classification": ("text-classification", "Text Classification"),
 }
-REQUIRED_KEYS = (
-    "model_type",
-    "model_name",
-    "base_model",
-    "objective",
-    "datasets",
-    "config",
-    "training",
-    "evaluations",
-    "versions",
-    "created",
-)
-REQUIRED_TRAINING = (
-    "steps",
-    "epochs",
-    "train_examples",
-    "batch_size",
-    "learning_rate",
-    "wall_time_seconds",
-    "device",
-    "hardware",
-    "seed",
-)
+REQUIRED_KEYS = ("model_type", "model_name", "base_model", "objective", "datasets", "config", "training")
+REQUIRED_KEYS += ("evaluations", "versions", "created")
+REQUIRED_TRAINING = ("steps", "epochs", "train_examples", "batch_size", "learning_rate", "wall_time_seconds")
+REQUIRED_TRAINING += ("device", "hardware", "seed")
 REQUIRED_EVAL = ("dataset", "split", "task", "metric", "after")
 # What an evaluation covers (queries, subset, first stage and depth; ``headline``: the figure the Hub shows first),
-# so a card can say it and ``card_check.row_problems`` can hold it to its anchor.
+# so a card can say it and ``cards.row_problems`` can hold it to its anchor.
 OPTIONAL_EVAL_INTS = ("queries", "depth", "anchor_queries", "anchor_depth")
 OPTIONAL_EVAL_TEXTS = ("subset", "first_stage", "anchor_name", "anchor_source", "anchor_first_stage")
 
 
 def versions() -> dict:
     """Versions of the libraries that decide a run's numbers (None for one not installed)."""
-
-    def installed(name: str) -> str | None:
+    found = {}
+    for name in ("ctxir", "sentence_transformers", "transformers", "torch", "datasets"):
         try:
-            return version(name)
+            found[name] = version(name.replace("_", "-"))
         except PackageNotFoundError:
-            return None
-
-    names = ("ctxir", "sentence_transformers", "transformers", "torch", "datasets")
-    return {name: installed(name.replace("_", "-")) for name in names}
+            found[name] = None
+    return found
 
 
 def write_metrics(folder: str | Path, metrics: dict) -> Path:
@@ -135,8 +114,8 @@ def validate_metrics(metrics: Any, source: str = METRICS_FILE) -> None:
     evaluations = metrics.get("evaluations")
     if not isinstance(evaluations, list) and "evaluations" in metrics:
         problems.append("evaluations must be a list")
-    seen = set()
-    for i, e in enumerate(evaluations if isinstance(evaluations, list) else []):
+    seen, rows = set(), evaluations if isinstance(evaluations, list) else []
+    for i, e in enumerate(rows):
         missing = [k for k in REQUIRED_EVAL if not isinstance(e, dict) or k not in e]
         if missing:
             problems.append(f"evaluations[{i}] has no {', '.join(map(repr, missing))}")
@@ -160,10 +139,7 @@ def validate_metrics(metrics: Any, source: str = METRICS_FILE) -> None:
         if ident in seen:
             problems.append(f"evaluations[{i}] repeats {ident!r}: give each evaluation a distinct 'config'")
         seen.add(ident)
-    if (
-        isinstance(evaluations, list)
-        and sum(bool(isinstance(e, dict) and e.get("headline")) for e in evaluations) > 1
-    ):
+    if sum(bool(isinstance(e, dict) and e.get("headline")) for e in rows) > 1:
         problems.append("more than one evaluation has headline: true; the card leads with one figure")
     if problems:
         raise CtxirError(f"{source!r} does not follow the metrics.json contract: " + "; ".join(problems))

@@ -1,5 +1,4 @@
-"""Stage a training output into the folder that becomes the Hub repo (model files, metrics.json, figures, card),
-and validate that folder (no pickle, card agrees with metrics.json, loads back, card snippets run)."""
+"""Stage a training output into the folder that becomes the Hub repo, and validate that folder."""
 
 from __future__ import annotations
 
@@ -25,8 +24,7 @@ from ctxir.files import (
 from ctxir.kinds import BI_ENCODER
 from ctxir.names import CLS_LR_CONFIG, CLS_LR_WEIGHTS, looks_like_hub_id
 from ctxir.publish.adapted import adapt_metrics, is_adapt_output, write_standalone_bi_encoder
-from ctxir.publish.card_check import check_card
-from ctxir.publish.cards import CardInputs, render_card
+from ctxir.publish.cards import CardInputs, check_card, render_card
 from ctxir.publish.licenses import LICENSE_FILE, License
 from ctxir.publish.metrics_file import (
     METRICS_FILE,
@@ -61,29 +59,13 @@ FIGURES_DIR = "figures"
 # What SentenceTransformer / CrossEncoder / AutoModel / AutoTokenizer read from a model folder.
 MODEL_FILE_PATTERNS = ("*.json", "*.safetensors", "vocab.txt", "merges.txt", "*.model", "tokenizer*")
 # The CLS-LR ranker's body: AutoModel + AutoTokenizer only, so the repo does not also pose as a CrossEncoder.
-ENCODER_FILE_PATTERNS = (
-    "config.json",
-    "*.safetensors",
-    "model.safetensors.index.json",
-    "tokenizer*",
-    "special_tokens_map.json",
-    "added_tokens.json",
-    "vocab.txt",
-    "vocab.json",
-    "merges.txt",
-    "*.model",
-)
+ENCODER_FILE_PATTERNS = ("config.json", "*.safetensors", "model.safetensors.index.json", "tokenizer*")
+ENCODER_FILE_PATTERNS += ("special_tokens_map.json", "added_tokens.json", "vocab.txt", "vocab.json")
+ENCODER_FILE_PATTERNS += ("merges.txt", "*.model")
 FIGURE_SUFFIXES = (".png", ".svg", ".jpg", ".jpeg", ".html")
 # Left beside the model by a trainer, skipped without complaint; README.md is replaced by ctxir's card.
-TRAINING_ARTIFACTS = (
-    "training_args.bin",
-    "optimizer.pt",
-    "scheduler.pt",
-    "scaler.pt",
-    "rng_state*.pth",
-    "trainer_state.json",
-    "README.md",
-)
+TRAINING_ARTIFACTS = ("training_args.bin", "optimizer.pt", "scheduler.pt", "scaler.pt", "rng_state*.pth")
+TRAINING_ARTIFACTS += ("trainer_state.json", "README.md")
 SKIPPED_DIRS = ("checkpoint-*", "checkpoints", "runs", "logs", "eval", "wandb", "hub", ".*", "__pycache__")
 # Marks ctxir's staging (re-staging may replace it), under .cache/huggingface/, which upload_folder never sends.
 STAGING_MARKER = ".cache/huggingface/ctxir-staging.json"
@@ -143,13 +125,8 @@ def check_base_model(base: str, repo_id: str) -> str:
     return base
 
 
-def default_staging_dir(model_dir: str | Path, repo_id: str) -> Path:
-    """``<model_dir's parent>/hub/<owner>--<name>``: beside the training outputs (outputs/ is git-ignored)."""
-    return Path(model_dir).resolve().parent / "hub" / repo_id.replace("/", "--")
-
-
 def _base_model_license(src: Path, metrics: dict) -> tuple[Path | None, str]:
-    """(the base encoder folder of a model that carries its base (CLS-LR) or None, the base model's license)."""
+    """(the base encoder folder of a model that carries its base (CLS-LR), else None; the base model's license)."""
     if not MODEL_TYPES[metrics["model_type"]].carries_base:
         return None, base_model_license(metrics["base_model"])
     base_dir, base_name = cls_lr_base_dir(src)
@@ -186,8 +163,7 @@ def stage(
 ) -> StagedRepo:
     """Build the folder that will become the Hub repo, render its card, and validate it.
 
-    A ``ctxir adapt`` folder's metrics come from its adapt.json, ``corpus_license`` (required) and ``evaluation``
-    (a ``ctxir evaluate --output`` file; optional): ``ctxir.publish.adapted``."""
+    ``corpus_license``, ``evaluation``: a ``ctxir adapt`` folder's (``ctxir.publish.adapted``)."""
     # 1. read the run
     src = Path(model_dir).expanduser().resolve()
     if not src.is_dir():
@@ -258,9 +234,8 @@ def stage(
             figures=staged_figures,
         )
         write_atomic(work / README, render_card(metrics, inputs).content)
-        if (
-            training_license(metrics, base_license)[0].link == LICENSE_FILE
-        ):  # sources differ: their terms listed
+        # sources whose terms differ: their terms listed
+        if training_license(metrics, base_license)[0].link == LICENSE_FILE:
             write_atomic(work / LICENSE_FILE, license_text(metrics, base_license))
         write_checksums(work)  # last: what a download of the repo is checked against when loaded
 
@@ -282,16 +257,13 @@ def stage(
 
 
 def _card_facts(src: Path, staged: Path, model_type: str) -> dict:
-    """What the card states: how it was trained (off the training output; ``merged``: the repo holds it merged), how
-    to load it (off the staged folder; ``hub_code``: the heads' code file it carries)."""
+    """What the card states, read off the training output or the staged folder; ``merged``, ``hub_code``: whether
+    the repo holds it merged and the heads' code file it carries."""
     merged = not MODEL_TYPES[model_type].carries_base and needs_standalone(src)
     # a merged bi-encoder is read off the staged folder: a plain SentenceTransformer (its adapter would need peft)
     facts = model_facts(src if merged and model_type != BI_ENCODER else staged, model_type)
-    return {
-        **facts,
-        "merged": merged,
-        "hub_code": HUB_CODE_FILE if (staged / HUB_CODE_FILE).is_file() else None,
-    }
+    hub_code = HUB_CODE_FILE if (staged / HUB_CODE_FILE).is_file() else None
+    return {**facts, "merged": merged, "hub_code": hub_code}
 
 
 def _publishable_files(src: Path) -> list[str]:
@@ -318,7 +290,9 @@ def _publishable_files(src: Path) -> list[str]:
 
 def _fresh_staging_dir(src: Path, repo_id: str, staging_dir: str | Path | None) -> Path:
     """An empty staging folder, marked as ctxir's; a previous staging there is replaced, anything else refused."""
-    dest = Path(staging_dir).expanduser().resolve() if staging_dir else default_staging_dir(src, repo_id)
+    # default: beside the training outputs (outputs/ is git-ignored)
+    default = src.parent / "hub" / repo_id.replace("/", "--")
+    dest = Path(staging_dir).expanduser().resolve() if staging_dir else default
     if dest == src or src in dest.parents or dest in src.parents:
         raise CtxirError(
             f"--staging-dir {str(dest)!r} overlaps the model folder {str(src)!r}: choose a separate "
@@ -326,8 +300,7 @@ def _fresh_staging_dir(src: Path, repo_id: str, staging_dir: str | Path | None) 
         )
     if dest.exists() and any(dest.iterdir()) and not (dest / STAGING_MARKER).is_file():
         raise CtxirError(
-            f"--staging-dir {str(dest)!r} exists and is not a previous staging: empty it or "
-            "choose another folder"
+            f"--staging-dir {str(dest)!r} exists and is not a previous staging: empty it or choose another folder"
         )
     dest.parent.mkdir(parents=True, exist_ok=True)
     return dest
@@ -378,11 +351,15 @@ def _stage_cls_lr(src: Path, dest: Path, base_dir: Path, base_license: tuple[str
     base = config.get("base_model", "")
     if has_ctxir_heads(base_dir):  # that cross-encoder standalone, the ranker as its last head
         write_standalone_cls_lr(src, base_dir, dest)
-        copy_side_files(
-            src, dest
-        )  # the ranker's own records (fusion, evaluation): ctxir reads them from the repo
-    else:
-        _copy_body(base, base_dir, dest)
+        copy_side_files(src, dest)  # the ranker's own records (fusion, evaluation): ctxir reads them
+    else:  # a plain base encoder: its transformer body (AutoModel + tokenizer) copied beside the ranker
+        body = transformer_dir(base_dir)
+        if not any(p.suffix == ".safetensors" and p.name != CLS_LR_WEIGHTS for p in body.iterdir()):
+            raise CtxirError(
+                f"the CLS-LR base model {base!r} ({str(body)!r}) has no .safetensors weights: re-save it "
+                "with save_pretrained (safetensors is the default) before publishing"
+            )
+        _copy_matching(body, dest, ENCODER_FILE_PATTERNS, exclude=(CLS_LR_WEIGHTS,))
         shutil.copy2(src / CLS_LR_WEIGHTS, dest / CLS_LR_WEIGHTS)
     if "base_model_source" not in config:
         # A local path would publish the trainer's directory layout: keep the folder name (or the Hub id).
@@ -394,25 +371,13 @@ def _stage_cls_lr(src: Path, dest: Path, base_dir: Path, base_license: tuple[str
     write_json(dest / CLS_LR_CONFIG, config)
 
 
-def _copy_body(base: str, base_dir: Path, dest: Path) -> None:
-    """The transformer body (AutoModel + tokenizer) of a plain base encoder, copied beside the ranker."""
-    body = transformer_dir(base_dir)
-    if not any(p.suffix == ".safetensors" and p.name != CLS_LR_WEIGHTS for p in body.iterdir()):
-        raise CtxirError(
-            f"the CLS-LR base model {base!r} ({str(body)!r}) has no .safetensors weights: re-save it "
-            "with save_pretrained (safetensors is the default) before publishing"
-        )
-    _copy_matching(body, dest, ENCODER_FILE_PATTERNS, exclude=(CLS_LR_WEIGHTS,))
-
-
 def validate(
     folder: str | Path, base_license: tuple[str, License] | bool | None = False, repo_id: str | None = None
 ) -> StagedRepo:
     """Refuse a staged folder that is not safe and complete to publish; return what it holds.
 
-    ``base_license``: as at staging (False: re-derived). ``repo_id``: the Hub id the card's snippets are run against
-    (``check_card_snippets``; default: the one it was staged for).
-    """
+    ``base_license``: as at staging (False: re-derived). ``repo_id``: the card's snippets run against (default: the
+    one it was staged for)."""
     from huggingface_hub.utils import DEFAULT_IGNORE_PATTERNS, filter_repo_objects
 
     folder = Path(folder).expanduser().resolve()

@@ -1,9 +1,5 @@
-"""Hub repos that sentence-transformers loads without ctxir, as its "custom models" guide documents: the full body
-(top layers or adapter merged), the heads' code (``reranker_heads.py``, named in modules.json), the heads' folders.
-
-``check_card_snippets`` runs a staged card's Python blocks as a Hub reader would: offline, from a Hugging Face
-cache laid out as ``hf download`` leaves it, and with ``import ctxir`` failing for blocks that do not import it.
-"""
+"""Hub repos that sentence-transformers loads without ctxir (the full body, the heads' code named in modules.json),
+and ``check_card_snippets``: a staged card's Python blocks run as a Hub reader would, offline, without ctxir."""
 
 from __future__ import annotations
 
@@ -26,19 +22,9 @@ from ctxir.types import CtxirError
 HUB_CODE_FILE = f"{HUB_MODULE_FILE}.py"
 BODY_TYPE = "sentence_transformers.base.modules.transformer.Transformer"
 # What the standalone repo replaces (the body's saved form over a base) or rewrites (configs, checksums).
-REPLACED_FILES = (
-    "ctxir_top_layers.json",
-    "top_layers.safetensors",
-    "adapter_config.json",
-    "adapter_model.safetensors",
-    "modules.json",
-    "sentence_bert_config.json",
-    "config.json",
-    "checksums.json",
-    "metrics.json",
-    "special_tokens_map.json",
-    "vocab.txt",
-)
+REPLACED_FILES = ("ctxir_top_layers.json", "top_layers.safetensors", "adapter_config.json", "modules.json")
+REPLACED_FILES += ("adapter_model.safetensors", "sentence_bert_config.json", "config.json", "checksums.json")
+REPLACED_FILES += ("metrics.json", "special_tokens_map.json", "vocab.txt")
 SNIPPET_TIMEOUT_S = 600
 
 
@@ -86,9 +72,8 @@ def write_standalone_cross_encoder(src: Path, dest: Path, max_length: int | None
     if max_length:
         body.max_seq_length = int(max_length)
     dest.mkdir(parents=True, exist_ok=True)
-    Transformer.save(
-        body, str(dest)
-    )  # the plain module's form: a TopLayersTransformer saves only its top layers
+    # the plain module's form: a TopLayersTransformer saves only its top layers
+    Transformer.save(body, str(dest))
     for entry in entries[1:]:
         if entry.get("path") and (src / entry["path"]).is_dir():
             shutil.copytree(src / entry["path"], dest / entry["path"], dirs_exist_ok=True)
@@ -202,12 +187,8 @@ def imports_ctxir(code: str) -> bool:
 def hub_user_env(root: Path, cache: Path, block_ctxir: bool) -> dict[str, str]:
     """The environment of a user with the Hub cache ``cache``, offline; ``block_ctxir``: ``import ctxir`` fails."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "PYTHONPATH", "TRANSFORMERS_"))}
-    env.update(
-        HF_HOME=str(root / "hf-home"),
-        HF_HUB_CACHE=str(cache),
-        HF_HUB_OFFLINE="1",
-        HF_HUB_DISABLE_TELEMETRY="1",
-    )
+    env.update(HF_HOME=str(root / "hf-home"), HF_HUB_CACHE=str(cache), HF_HUB_OFFLINE="1")
+    env["HF_HUB_DISABLE_TELEMETRY"] = "1"
     if block_ctxir:
         blocker = root / "no-ctxir"
         blocker.mkdir(exist_ok=True)
@@ -217,8 +198,9 @@ def hub_user_env(root: Path, cache: Path, block_ctxir: bool) -> dict[str, str]:
 
 
 def check_card_snippets(folder: str | Path, repo_id: str) -> int:
-    """Run every ```python block of ``folder``'s README.md as a reader of the Hub repo ``repo_id`` would (see the
-    module's docstring); → how many. A failing block refuses the staging, with its error."""
+    """Run every ```python block of ``folder``'s README.md as a reader of the Hub repo ``repo_id`` would, from a Hub
+    cache laid out as ``hf download`` leaves it, ``import ctxir`` failing where a block does not import it; → how
+    many. A failing block refuses the staging, with its error."""
     folder = Path(folder)
     blocks = python_blocks((folder / "README.md").read_text(encoding="utf-8"))
     if not blocks:
