@@ -623,10 +623,10 @@ FUZZ = """
 import json, random, shutil, sys
 from pathlib import Path
 import numpy as np
+from ctxir.types import CtxirError
 
 kinds, root, count = sys.argv[1].split(","), Path(sys.argv[2]), int(sys.argv[3])
 rng = random.Random(0)
-outcomes = {}
 
 
 def mutate(path):
@@ -639,151 +639,129 @@ def mutate(path):
     path.write_bytes(bytes(data))
 
 
-def tally(result):
-    outcomes[result] = outcomes.get(result, 0) + 1
-
-
-def slug(kind):
-    return kind.replace(" ", "-")
-
-
-def run(kind, folder, count):
-    outcomes.clear()
+def mutants(folder, source, pick, check, refusable=False):
+    # {outcome: mutants}: each a copy of folder/source with the file pick(copy) chooses mutated, then check(copy)
+    outcomes = {}
     rng.seed(0)  # each kind's mutants the same, alone or with others
-    if kind == "faiss":
-        from ctxir.retrieval.ann import AnnIndex, AnnParams
-        docs = np.load(folder / "docs.npy")
-        for i in range(count):
-            work = folder / f"m{i}"
-            shutil.copytree(folder / "ann", work)
-            mutate(rng.choice([work / "index.faiss", work / "index.faiss", work / "index.faiss.json"]))
-            index, why = AnnIndex.open(work / "index.faiss", docs, AnnParams(nlist=8))
-            if index is None:  # refused: what a start does next, built again from the vectors and saved
-                index = AnnIndex.open_or_build(work / "index.faiss", docs, AnnParams(nlist=8), show_progress=False)
-                again, _ = AnnIndex.open(work / "index.faiss", docs, AnnParams(nlist=8))
-                rebuilt = index.status.startswith("built") and again is not None
-                rows, _ = index.search(docs[:20], 1)
-                tally("rebuilt" if rebuilt and rows[:, 0].tolist() == list(range(20)) else "wrong")
-            else:  # opened: it must be the intact index (a mutation that changed nothing the checks read)
-                rows, _ = index.search(docs[:20], 1)
-                tally("verified" if rows[:, 0].tolist() == list(range(20)) else "wrong")
-            shutil.rmtree(work)
-    elif kind == "embeddings":
-        from ctxir.encoders import BiEncoder, EmbeddingCache
-        good = np.load(folder / "good.npy")
-        texts = json.loads((folder / "texts.json").read_text())
-        encoder = BiEncoder(str(folder / "model"), device="cpu")
-        key = encoder.cache_key(texts)
-        for i in range(count):
-            cache = EmbeddingCache(folder / f"m{i}")
-            shutil.copytree(folder / "cache", cache.root)
-            mutate(cache.root / f"{key}.npy")  # its checksum is read by name only
-            hit = cache.get(key)
-            encoder.cache = cache
-            got = encoder.encode_cached(texts)  # the read every corpus takes: a damaged file is encoded again
-            if hit is not None and np.array_equal(hit, good):
-                tally("verified" if np.array_equal(got, good) else "wrong")
-            else:  # rebuilt: the vectors encoded again, and the cache holds them whole for the next read
-                fixed = EmbeddingCache(cache.root).get(key)
-                whole = fixed is not None and np.allclose(fixed, good, atol=1e-6)
-                tally("rebuilt" if np.allclose(got, good, atol=1e-6) and whole else "wrong")
-            shutil.rmtree(cache.root)
-    elif kind == "bm25":
-        from ctxir.retrieval import BM25Retriever
-        corpus = json.loads((folder / "corpus.json").read_text())
-        expected = json.loads((folder / "expected.json").read_text())
-        for i in range(count):
-            cache = folder / f"m{i}"
-            shutil.copytree(folder / "bm25", cache)
-            mutate(rng.choice(sorted(p for p in cache.rglob("*") if p.is_file())))
-            retriever = BM25Retriever(corpus, cache=cache)
-            got = [h.doc_id for h in retriever.query("river otters 7", 5)]
-            tally(("rebuilt" if retriever.cache_status.startswith("built") else "verified")
-                  if got == expected else "wrong")
-            shutil.rmtree(cache)
-    elif kind == "onnx":
-        from sentence_transformers import SentenceTransformer
-        from ctxir.encoders.onnx_backend import OnnxEncoder, int8_model
-        from ctxir.encoders.onnx_export import INT8_FILE, checksum_path, verified
-        exported = 0
-        model = SentenceTransformer(str(folder / "model"), device="cpu")
-        expected = np.load(folder / "expected.npy")
-        texts = json.loads((folder / "texts.json").read_text())
-        for i in range(count):
-            work = folder / f"m{i}"
-            shutil.copytree(folder / "onnx", work)
-            path = work / INT8_FILE
-            mutate(rng.choice([path, path, checksum_path(path)]))
-            if not verified(path):  # what int8_model does with it: exports again
-                if exported < 2:  # the export itself, for the first two (seconds each); the rest take its check
-                    exported += 1
-                    path = int8_model(model, work, progress=False)
-                    got = OnnxEncoder(path, model, "mean", threads=1).encode(texts)
-                    tally("rebuilt" if verified(path) and np.allclose(got, expected, atol=1e-5) else "wrong")
-                else:
-                    tally("rebuilt")
-            else:
-                got = OnnxEncoder(path, model, "mean", threads=1).encode(texts)
-                tally("verified" if np.array_equal(got, expected) else "wrong")
-            shutil.rmtree(work)
-    elif kind in ("model folder", "classifier", "fusion.json", "passages.json"):
-        from ctxir.types import CtxirError
-        names = {"model folder": ".", "classifier": ".", "fusion.json": "fusion.json", "passages.json": "passages.json"}
+    for i in range(count):
+        work = folder / f"m{i}"
+        shutil.copytree(folder / source, work)
+        mutate(pick(work))
+        try:
+            got = check(work)
+        except CtxirError:
+            if not refusable:
+                raise
+            got = "refused"
+        outcomes[got] = outcomes.get(got, 0) + 1
+        shutil.rmtree(work)
+    return outcomes
 
-        def load(work):
-            if kind == "model folder":  # the loader every model goes through (resolve_model, then sentence-transformers)
-                from ctxir.encoders.models import load_cross_encoder
-                load_cross_encoder.cache_clear()
-                pairs = [("river otters", "otters dig dens in the river bank"), ("money", "the bank loan")]
-                return np.asarray(load_cross_encoder(str(work), "cpu").predict(pairs)).tolist()
-            if kind == "classifier":
-                from ctxir.rerank import ClsLrRanker
-                r = ClsLrRanker.load(work, device="cpu")
-                return [r.base_model, r.coef.tolist(), r.intercept, r.layer, r.max_length, r.metadata]
-            if kind == "fusion.json":
-                from ctxir.rerank.stage_fusion import StageFusion
-                return StageFusion.from_file(work / "fusion.json").record()
+
+def faiss(folder):
+    from ctxir.retrieval.ann import AnnIndex, AnnParams
+    docs, params = np.load(folder / "docs.npy"), AnnParams(nlist=8)
+    def nearest(index):
+        return index.search(docs[:20], 1)[0][:, 0].tolist() == list(range(20))
+    def check(work):
+        path = work / "index.faiss"
+        index, _ = AnnIndex.open(path, docs, params)
+        if index is not None:  # opened: it must be the intact index (a mutation that changed nothing it reads)
+            return "verified" if nearest(index) else "wrong"
+        index = AnnIndex.open_or_build(path, docs, params, show_progress=False)  # what a start does: built, saved
+        rebuilt = index.status.startswith("built") and AnnIndex.open(path, docs, params)[0] is not None
+        return "rebuilt" if rebuilt and nearest(index) else "wrong"
+    return mutants(folder, "ann", lambda w: rng.choice([w / "index.faiss"] * 2 + [w / "index.faiss.json"]), check)
+
+
+def embeddings(folder):
+    from ctxir.encoders import BiEncoder, EmbeddingCache
+    good, texts = np.load(folder / "good.npy"), json.loads((folder / "texts.json").read_text())
+    encoder = BiEncoder(str(folder / "model"), device="cpu")
+    key = encoder.cache_key(texts)
+    def check(work):
+        encoder.cache = EmbeddingCache(work)
+        hit = encoder.cache.get(key)
+        got = encoder.encode_cached(texts)  # the read every corpus takes: a damaged file is encoded again
+        if hit is not None and np.array_equal(hit, good):
+            return "verified" if np.array_equal(got, good) else "wrong"
+        fixed = EmbeddingCache(work).get(key)  # rebuilt: the cache holds the vectors whole for the next read
+        whole = fixed is not None and np.allclose(fixed, good, atol=1e-6)
+        return "rebuilt" if whole and np.allclose(got, good, atol=1e-6) else "wrong"
+    return mutants(folder, "cache", lambda w: w / f"{key}.npy", check)  # its checksum is read by name only
+
+
+def bm25(folder):
+    from ctxir.retrieval import BM25Retriever
+    corpus, expected = (json.loads((folder / name).read_text()) for name in ("corpus.json", "expected.json"))
+    def check(work):
+        retriever = BM25Retriever(corpus, cache=work)
+        if [h.doc_id for h in retriever.query("river otters 7", 5)] != expected:
+            return "wrong"
+        return "rebuilt" if retriever.cache_status.startswith("built") else "verified"
+    return mutants(folder, "bm25", lambda w: rng.choice(sorted(p for p in w.rglob("*") if p.is_file())), check)
+
+
+def onnx(folder):
+    from sentence_transformers import SentenceTransformer
+    from ctxir.encoders.onnx_backend import OnnxEncoder, int8_model
+    from ctxir.encoders.onnx_export import INT8_FILE, checksum_path, verified
+    model = SentenceTransformer(str(folder / "model"), device="cpu")
+    expected, texts = np.load(folder / "expected.npy"), json.loads((folder / "texts.json").read_text())
+    exported = []
+    def check(work):
+        path = work / INT8_FILE
+        if verified(path):
+            got = OnnxEncoder(path, model, "mean", threads=1).encode(texts)
+            return "verified" if np.array_equal(got, expected) else "wrong"
+        if len(exported) == 2:  # int8_model exports it again: run for the first two (seconds each), the rest take its check
+            return "rebuilt"
+        exported.append(work)
+        path = int8_model(model, work, progress=False)
+        got = OnnxEncoder(path, model, "mean", threads=1).encode(texts)
+        return "rebuilt" if verified(path) and np.allclose(got, expected, atol=1e-5) else "wrong"
+    return mutants(folder, "onnx", lambda w: rng.choice([w / INT8_FILE] * 2 + [checksum_path(w / INT8_FILE)]), check)
+
+
+def loaded(kind, folder):
+    # a shipped model folder's file, read by the loader the product reads it with: verified or refused
+    name = {"fusion.json": "fusion.json", "passages.json": "passages.json", "report JSON": "report.json"}.get(kind)
+    def load(work):
+        if kind == "model folder":  # the loader every model goes through (resolve_model, then sentence-transformers)
+            from ctxir.encoders.models import load_cross_encoder
+            load_cross_encoder.cache_clear()
+            pairs = [("river otters", "otters dig dens in the river bank"), ("money", "the bank loan")]
+            return np.asarray(load_cross_encoder(str(work), "cpu").predict(pairs)).tolist()
+        if kind == "classifier":
+            from ctxir.rerank import ClsLrRanker
+            r = ClsLrRanker.load(work, device="cpu")
+            return [r.base_model, r.coef.tolist(), r.intercept, r.layer, r.max_length, r.metadata]
+        if kind == "fusion.json":
+            from ctxir.rerank.stage_fusion import StageFusion
+            return StageFusion.from_file(work / name).record()
+        if kind == "passages.json":
             from ctxir.rerank.passages import Passages
-            p = Passages.from_file(work / "passages.json")
+            p = Passages.from_file(work / name)
             return None if p is None else [p.words, p.stride]
-
-        expected = json.loads(json.dumps(load(folder / "model")))  # the intact folder, read by the same loader
-        for i in range(count):
-            work = folder / f"m{i}"
-            shutil.copytree(folder / "model", work)
-            files = sorted(p for p in work.rglob("*") if p.is_file() and p.suffix in (".json", ".safetensors"))
-            if names[kind] != ".":  # the file itself, or the checksums that vouch for it
-                files = [work / names[kind], work / names[kind], work / "checksums.json"]
-            mutate(rng.choice(files))
-            try:
-                got = json.loads(json.dumps(load(work)))
-            except CtxirError:
-                tally("refused")
-            else:
-                tally("verified" if got == expected else "wrong")
-            shutil.rmtree(work)
-    elif kind == "report JSON":
-        from types import SimpleNamespace
+        from types import SimpleNamespace  # an uploaded failure report, drawn by the app's view
         from ctxir.app.report_tab import failure_report
-        from ctxir.types import CtxirError
         state = SimpleNamespace(config=SimpleNamespace(max_upload_mb=20.0, corpus=None), default_corpus="demo")
-        # the intact upload, drawn by the same view
-        expected = json.loads(json.dumps(failure_report(state, folder / "report.json").data, default=str))
-        for i in range(count):
-            path = folder / f"m{i}.json"
-            shutil.copy(folder / "report.json", path)
-            mutate(path)
-            try:
-                got = json.loads(json.dumps(failure_report(state, path).data, default=str))
-            except CtxirError:
-                tally("refused")
-            else:
-                tally("verified" if got == expected else "wrong")
-            path.unlink()
-    return dict(outcomes)
+        return failure_report(state, work / name).data
+    def pick(work):
+        if kind == "report JSON":
+            return work / name
+        if name:  # the file itself, or the checksums that vouch for it
+            return rng.choice([work / name, work / name, work / "checksums.json"])
+        return rng.choice(sorted(p for p in work.rglob("*") if p.is_file() and p.suffix in (".json", ".safetensors")))
+    source = "report" if kind == "report JSON" else "model"
+    expected = json.loads(json.dumps(load(folder / source), default=str))  # the intact folder, read the same way
+    def check(work):
+        return "verified" if json.loads(json.dumps(load(work), default=str)) == expected else "wrong"
+    return mutants(folder, source, pick, check, refusable=True)
 
 
-print(json.dumps({kind: run(kind, root / slug(kind), count) for kind in kinds}))
+RUNS = {"faiss": faiss, "embeddings": embeddings, "bm25": bm25, "onnx": onnx}
+print(json.dumps({k: (RUNS[k] if k in RUNS else lambda f: loaded(k, f))(root / k.replace(" ", "-")) for k in kinds}))
 """
 
 
@@ -822,7 +800,9 @@ def fuzz_files(kind: str, folder: Path) -> None:
         np.save(folder / "expected.npy", OnnxEncoder(path, model, "mean", threads=1).encode(texts))
         (folder / "texts.json").write_text(json.dumps(texts))
     elif kind == "report JSON":
-        otter_report(folder / "report.html", 8, 4, 5)  # and report.json beside it: what a visitor uploads
+        otter_report(
+            folder / "report" / "report.html", 8, 4, 5
+        )  # and report.json beside it: what a visitor uploads
     else:  # a shipped-format model folder: what training/ship.py and `ctxir hub stage` write, checksums.json last
         from ctxir import kinds
         from ctxir.files import write_checksums
@@ -847,16 +827,12 @@ def fuzz_files(kind: str, folder: Path) -> None:
         write_checksums(model)
 
 
-def slug(kind: str) -> str:
-    return kind.replace(" ", "-")
-
-
 def fuzz_many(kinds: list[str], folder: Path, count: int) -> dict[str, dict]:
     """{kind: {outcome: mutants}} of ``count`` mutants of each of ``kinds``, loaded in one subprocess; a crash, a
     hang or a wrong result raises AssertionError."""
-    for kind in kinds:
-        (folder / slug(kind)).mkdir(parents=True, exist_ok=True)
-        fuzz_files(kind, folder / slug(kind))
+    for kind in kinds:  # each kind's files in a folder named as the script above names it
+        (folder / kind.replace(" ", "-")).mkdir(parents=True, exist_ok=True)
+        fuzz_files(kind, folder / kind.replace(" ", "-"))
     script = folder / "fuzz.py"
     script.write_text(FUZZ)
     done = subprocess.run(
