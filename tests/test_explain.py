@@ -373,7 +373,7 @@ def test_wrong_model_types_are_named(tiny_st, tiny_cross_encoder):
 
 def test_an_explanation_beside_a_search_in_another_thread_changes_neither(tiny_cross_encoder):
     """The app explains (its first view, a visitor) while another visitor's search scores with the same torch model:
-    the explanation's hooks on the word embeddings must not reach the search's passes (ctxir.encoders.exclusive)."""
+    the explanation's hooks on the word embeddings must not reach the search's passes (ctxir.encoders.models.model_lock)."""
     import threading
 
     reranker = CrossEncoderReranker(tiny_cross_encoder, backend="torch")

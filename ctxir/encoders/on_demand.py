@@ -1,11 +1,5 @@
-"""Any model by name, loaded on demand (the app's "compare another model"): the name checked, its folder fetched
-(downloaded when online, else from the Hugging Face cache, whose folder a refusal names), code from a model
-repository refused unless allowed, its role (bi-encoder or cross-encoder) read from its files, and a fresh copy
-loaded that no module-level cache keeps (the caller bounds how many stay: ``ctxir.app.model_cache``).
-
-The resolution itself is ``ctxir.encoders.models.resolve_model``'s (shipped names, local folders, the cache or
-the Hub, the packaged MiniLM).
-"""
+"""Any model by name, loaded on demand (the app's "compare another model"): the name checked, its folder fetched,
+repository code refused unless allowed, its role read from its files, and a fresh copy loaded that no cache keeps."""
 
 from __future__ import annotations
 
@@ -37,26 +31,15 @@ from ctxir.types import CtxirError
 _REMOTE_CODE_KEYS = ("auto_map",)
 
 
-def hf_cache_dir() -> str:
-    """The Hugging Face cache folder Hub ids are looked up in (HF_HUB_CACHE, HF_HOME/hub, ~/.cache/huggingface/hub)."""
-    from huggingface_hub import constants
-
-    return str(constants.HF_HUB_CACHE)
-
-
 def hub_offline() -> bool:
-    """HF_HUB_OFFLINE is set (read by huggingface_hub when it was imported, or in the environment now)."""
     from huggingface_hub import constants
 
-    return bool(constants.HF_HUB_OFFLINE) or os.environ.get("HF_HUB_OFFLINE", "").lower() in (
-        "1",
-        "true",
-        "yes",
-    )
+    offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes")
+    return bool(constants.HF_HUB_OFFLINE) or offline
 
 
 def is_hub_id(name: str) -> bool:
-    """``org/name`` that is no local path: what the Hub (or its cache) is asked for.
+    """``org/name`` that is no local path.
 
     >>> is_hub_id("cross-encoder/ms-marco-MiniLM-L6-v2"), is_hub_id("./models/x"), is_hub_id("a/b/c")
     (True, False, False)
@@ -68,12 +51,8 @@ def is_hub_id(name: str) -> bool:
 
 
 def check_model_name(name, what: str = "model", allow_paths: bool = True) -> str:
-    """``name`` stripped, once it has the shape of a Hub id (``org/name``: letters, digits, '-', '_', '.') or, where
-    ``allow_paths``, of an existing local folder; a message naming ``what``, quoting the value and saying what to do
-    otherwise. Nothing is loaded or looked up on the network.
+    """``name`` stripped, once it has the shape of a Hub id or (``allow_paths``) names a local folder; no network.
 
-    >>> check_model_name(" cross-encoder/ms-marco-MiniLM-L6-v2 ")
-    'cross-encoder/ms-marco-MiniLM-L6-v2'
     >>> check_model_name("not a model", "reranker")
     Traceback (most recent call last):
         ...
@@ -98,15 +77,14 @@ def check_model_name(name, what: str = "model", allow_paths: bool = True) -> str
 
 
 def remote_code_needed(folder: str | Path) -> str:
-    """Why the model in ``folder`` needs code from its repository to load ('' when it needs none): an ``auto_map``
-    in config.json or tokenizer_config.json, or a modules.json module outside sentence-transformers and ctxir."""
+    """Why the model in ``folder`` needs its repository's code to load ('' when it needs none)."""
     folder = Path(folder)
     for file in ("config.json", "tokenizer_config.json"):
         record = read_json(folder / file) if (folder / file).is_file() else {}
         for key in _REMOTE_CODE_KEYS:
             if isinstance(record, dict) and record.get(key):
                 return f"its {file} maps classes to the repository's own code ({key})"
-    if is_ctxir_modular(folder):  # ctxir's own loader builds these, refusing any module it does not name
+    if is_ctxir_modular(folder):  # ctxir's own loader refuses any module it does not name
         return ""
     modules = read_json(folder / "modules.json") if (folder / "modules.json").is_file() else []
     for entry in modules if isinstance(modules, list) else []:
@@ -121,20 +99,18 @@ def remote_code_needed(folder: str | Path) -> str:
 def fetch_model(
     name: str, what: str = "model", *, allow_remote_code: bool = False, allow_paths: bool = True
 ) -> str:
-    """The local folder of model ``name`` (a Hub id or, where ``allow_paths``, a folder), downloaded now when it is
-    not in the Hugging Face cache and the Hub can be reached. Refused with what to do: a name of the wrong shape, an
-    id that is not in the cache while offline (naming the cache folder), a model that needs its repository's code
-    unless ``allow_remote_code``."""
+    """The local folder of model ``name``, downloaded when not cached and online; refused with what to do for a
+    bad name, an uncached id while offline, or a model that needs its repository's code unless ``allow_remote_code``."""
     name = check_model_name(name, what, allow_paths)
     if is_hub_id(name) and hub_offline() and name not in SHIPPED_MODELS and name not in _PACKAGED_ALIASES:
-        from huggingface_hub import snapshot_download
+        from huggingface_hub import constants, snapshot_download
         from huggingface_hub.errors import LocalEntryNotFoundError
 
         try:
             snapshot_download(name, local_files_only=True)
         except (LocalEntryNotFoundError, OSError, ValueError):
             raise CtxirError(
-                f"{what} {name!r} is not in the local Hugging Face cache ({hf_cache_dir()}) and this app is "
+                f"{what} {name!r} is not in the local Hugging Face cache ({constants.HF_HUB_CACHE}) and this app is "
                 "offline (HF_HUB_OFFLINE=1), so nothing is downloaded: choose a model that is in the cache, or "
                 f"have the deployer download it there first (`hf download {name}`)"
             ) from None
@@ -154,9 +130,7 @@ def fetch_model(
 
 
 def model_role(folder: str | Path) -> str:
-    """``kinds.CROSS_ENCODER`` when the model in ``folder`` scores a pair read together (a sequence-classification
-    head, a ctxir modular or adapter cross-encoder, a sentence-transformers CrossEncoder), else
-    ``kinds.BI_ENCODER`` (an encoder whose embeddings are compared)."""
+    """``kinds.CROSS_ENCODER`` when the model in ``folder`` scores a pair read together, else ``kinds.BI_ENCODER``."""
     folder = Path(folder)
     if (folder / CLS_LR_CONFIG).is_file():
         raise CtxirError(
@@ -165,11 +139,8 @@ def model_role(folder: str | Path) -> str:
         )
     if is_adapter(folder) or is_ctxir_modular(folder) or top_layers_config(folder):
         return kinds.CROSS_ENCODER
-    settings = (
-        read_json(folder / "config_sentence_transformers.json")
-        if (folder / "config_sentence_transformers.json").is_file()
-        else {}
-    )
+    st_config = folder / "config_sentence_transformers.json"
+    settings = read_json(st_config) if st_config.is_file() else {}
     if isinstance(settings, dict) and "CrossEncoder" in str(settings.get("model_type", "")):
         return kinds.CROSS_ENCODER
     config = read_json(folder / "config.json") if (folder / "config.json").is_file() else {}
@@ -180,9 +151,8 @@ def model_role(folder: str | Path) -> str:
 
 
 def load_model_fresh(role: str, name: str, device: str = "auto", trust_remote_code: bool = False):
-    """A new copy of model ``name`` (its folder resolved by ``fetch_model`` first), never kept in this module's
-    caches, so the caller bounds how many stay in memory: role "bi-encoder" → a SentenceTransformer, "cross-encoder"
-    → a CrossEncoder, "inspect" → (tokenizer, eager-attention AutoModel)."""
+    """A new, uncached copy of model ``name``: role "bi-encoder" → SentenceTransformer, "cross-encoder" →
+    CrossEncoder, "inspect" → (tokenizer, eager-attention AutoModel)."""
     from sentence_transformers import CrossEncoder, SentenceTransformer
     from transformers import AutoModel, AutoTokenizer
 

@@ -1,19 +1,5 @@
-"""ONNX Runtime on the CPU: a bi-encoder's body exported to ONNX in int8, a cross-encoder's in float32 (or part int8).
-
-``BiEncoder(backend="onnx-int8")`` (``ctxir evaluate --backend onnx-int8``, ``python app.py --backend
-onnx-int8``) and ``python -m benchmarks.encode`` share this one implementation (the files themselves are made by
-``ctxir.encoders.onnx_export``):
-
-* ``int8_model``: export and quantise once per model, into ``<folder>/<weights fingerprint>/``, reused afterwards.
-* ``OnnxEncoder``: tokenises with the model's own ``preprocess``, runs ONNX Runtime, pools with
-  ``ctxir.encoders.pool`` and L2-normalises, batching texts by length as ``SentenceTransformer.encode`` does.
-* ``OnnxCrossEncoder`` / ``open_cross_encoder``: a CrossEncoder's body in float32 ONNX (the same scores within
-  float rounding), its scoring modules (e.g. ctxir's segment-cosine head) and activation in torch, batched as
-  ``CrossEncoder.predict`` does: ``CrossEncoderReranker(backend="onnx")``, the app's ``--rerank-backend onnx``.
-
-Its speed and quality against sentence-transformers are in docs/results.md (``python -m benchmarks.encode``).
-A final file that ONNX Runtime cannot read is exported again.
-"""
+"""ONNX Runtime on the CPU: a bi-encoder's body in int8 (``OnnxEncoder``), a cross-encoder's in float32 or with its
+base layers in int8 (``OnnxCrossEncoder``), heads and pooling in torch. The files come from ``onnx_export``."""
 
 from __future__ import annotations
 
@@ -42,54 +28,47 @@ from ctxir.encoders.onnx_export import (
 from ctxir.encoders.pooling import pool, prompt_length
 from ctxir.types import CtxirError
 
-# Rows × tokens one ONNX Runtime run may hold (8 texts of 256 tokens). The exported graph materialises every head's
-# (tokens × tokens) attention scores in float32, where torch's fused attention does not: 32 texts of 256 tokens
-# peak at ~1.1 GB above the loaded model, 8 at ~0.35 GB. Short texts (queries) still run batch_size at a time.
+# rows × tokens one run may hold: the exported graph materialises every head's attention scores in float32
 TOKENS_PER_RUN = 2048
-_EXPORT_LOCK = threading.Lock()  # one export at a time in a process (the app's threads may ask together)
-# open sessions kept for reuse, least recently used dropped first: (folder, model, pooling, threads, batch size) →
-# (model, OnnxEncoder)
-OPEN_SESSIONS = 4
+_EXPORT_LOCK = threading.Lock()
+OPEN_SESSIONS = 4  # OnnxEncoders kept for reuse, least recently used dropped first
 _OPEN: OrderedDict = OrderedDict()
 _OPEN_LOCK = threading.Lock()
 
 
-def _session(path: Path, threads: int, spin: bool = True):
-    """``spin=False``: the intra-op threads sleep when a run ends instead of busy-waiting for the next one, so a
-    server's other threads (torch's, Gradio's) get the cores between requests."""
-    # lazy: the ONNX stack is needed only for --backend onnx-int8
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = max(0, int(threads))  # 0 = ONNX Runtime's default (one per core)
-    options.inter_op_num_threads = 1
-    if not spin:
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+def _say(progress: bool, message: str) -> None:
+    if progress:
+        print(f"ctxir: {message}", file=sys.stderr, flush=True)
 
 
-def _run_options():
-    """Each run gives its activations' memory back when it ends: ONNX Runtime's CPU arena otherwise keeps its
-    largest size for the life of the session (the app keeps sessions open: ~1 GB held after one long corpus)."""
-    # lazy: the ONNX stack is needed only for --backend onnx-int8
-    import onnxruntime as ort
+class _Session:
+    """An ONNX Runtime session over ``path`` on the CPU. ``threads``: 0 = one per core; ``spin=False``: the threads
+    sleep between runs, leaving the cores to a server's other threads. Each run gives its activations' memory back
+    (the CPU arena otherwise keeps its peak)."""
 
-    options = ort.RunOptions()
-    options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
-    return options
+    def __init__(
+        self, path: str | Path, threads: int = 0, spin: bool = True, what: str = "backend 'onnx-int8'"
+    ):
+        require("onnxruntime", what=what)
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = max(0, int(threads))
+        options.inter_op_num_threads = 1
+        if not spin:
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.path = Path(path)
+        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        self.run_options = ort.RunOptions()
+        self.run_options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
+        self.inputs = {i.name for i in self.session.get_inputs()}
 
 
-class OnnxEncoder:
-    """A SentenceTransformer's transformer exported to ONNX and run by ONNX Runtime on the CPU; tokenisation by the
-    model's own ``preprocess``, pooling and normalisation in torch (``ctxir.encoders.pool``), exactly as the
-    model's own modules do. Texts are sorted by length and batched as ``SentenceTransformer.encode`` does; the rows
-    come back in the order of the texts. With dynamic int8 the activations' range is measured per batch, so a text's
-    vector moves slightly with the texts batched beside it (cosine > 0.999 on the tests' tiny model).
-
-    ``threads``: ONNX Runtime intra-op threads (0 = its default, one per core). ``include_prompt=False`` leaves a
-    prompt's tokens out of the pooling, as the model's own ``Pooling`` with that setting.
-    """
+class OnnxEncoder(_Session):
+    """A SentenceTransformer's transformer run by ONNX Runtime on the CPU, tokenised by the model's own ``preprocess``,
+    pooled and normalised in torch, batched by length as ``SentenceTransformer.encode`` does. ``threads``: 0 = one per
+    core. Dynamic int8 measures activations per batch, so a vector moves slightly with its batch-mates."""
 
     def __init__(
         self,
@@ -100,17 +79,12 @@ class OnnxEncoder:
         batch_size: int = 32,
         include_prompt: bool = True,
     ):
-        require("onnxruntime")
-        self.path = Path(path)
-        self.session = _session(self.path, threads)
-        self.run_options = _run_options()
-        self.inputs = {i.name for i in self.session.get_inputs()}
+        super().__init__(path, threads)
         self.model, self.pooling, self.batch_size = model, pooling, batch_size
         self.include_prompt = include_prompt
 
     def features(self, texts: Sequence[str], prompt: str = "") -> dict[str, np.ndarray]:
-        """The model's own tokenisation (max_seq_length, truncation, lower-casing; ``prompt`` put before each text)
-        as int64 arrays for the graph."""
+        """The model's own tokenisation (``prompt`` before each text) as int64 arrays for the graph."""
         batch = self.model.preprocess(list(texts), prompt=prompt or None)
         return {
             k: np.asarray(v.cpu().numpy() if hasattr(v, "cpu") else v, dtype=np.int64)
@@ -120,8 +94,7 @@ class OnnxEncoder:
 
     @staticmethod
     def runs(feats: dict[str, np.ndarray], tokens_per_run: int | None = None) -> list[dict[str, np.ndarray]]:
-        """A tokenised batch (each array (rows, tokens)) cut into runs of at most ``tokens_per_run`` rows × tokens
-        (at least one row), each trimmed to its own longest text: peak memory follows the run, not the batch.
+        """A tokenised batch cut into runs of at most ``tokens_per_run`` rows × tokens, each trimmed to its longest text.
 
         >>> feats = {"input_ids": np.ones((5, 4), np.int64), "attention_mask": np.array([[1, 1, 1, 1]] * 2
         ...          + [[1, 1, 0, 0]] * 3)}
@@ -133,9 +106,7 @@ class OnnxEncoder:
         out = []
         for begin in range(0, len(mask), rows):
             used = np.flatnonzero(mask[begin : begin + rows].any(0))  # columns any text of the run uses
-            width = (
-                int(used[-1]) + 1 if len(used) else 1
-            )  # right padding is cut; left padding keeps every column
+            width = int(used[-1]) + 1 if len(used) else 1
             out.append({k: v[begin : begin + rows, :width] for k, v in feats.items()})
         return out
 
@@ -143,16 +114,12 @@ class OnnxEncoder:
         self, texts: Sequence[str], show_progress_bar: bool | None = None, prompt: str = ""
     ) -> np.ndarray:
         """(N, D) float32, unit rows, in the order of ``texts`` (each after ``prompt``)."""
-        # lazy: torch takes about a second to import
         import torch
 
         texts = list(texts)
-        # the prompt's tokens, left out of the pooling where the model's own pooling leaves them out
-        skip = (
-            prompt_length(self.model.preprocess([""], prompt=prompt))
-            if prompt and not self.include_prompt
-            else 0
-        )
+        skip = 0  # the prompt's tokens, left out where the model's own pooling leaves them out
+        if prompt and not self.include_prompt:
+            skip = prompt_length(self.model.preprocess([""], prompt=prompt))
         order = np.argsort([-len(t) for t in texts], kind="stable")
         parts = []
         starts = range(0, len(texts), self.batch_size)
@@ -176,39 +143,32 @@ class OnnxEncoder:
 
 
 def int8_model(model, folder: str | Path, progress: bool = True) -> Path:
-    """``folder/model-int8-dynamic.onnx`` for this model: exported and quantised the first time (seconds to a
-    minute; says so when ``progress``), reused afterwards. ``folder`` should be keyed by the weights (``BiEncoder``
-    uses ``<cache root>/onnx/<weights fingerprint>``). The float32 export made on the way is removed; one that was
-    already there (``python -m benchmarks.encode --onnx-dir``) is kept."""
+    """``folder/model-int8-dynamic.onnx`` for this model, exported and quantised the first time; ``folder`` should be
+    keyed by the weights. A float32 export made on the way is removed, one that was already there kept."""
     folder = Path(folder)
     out = folder / INT8_FILE
     if verified(out):
         return out
     with _EXPORT_LOCK:
-        if verified(out):  # another thread finished it while this one waited
+        if verified(out):
             return out
         require("onnxruntime", "onnx", "onnxscript")
         started = time.perf_counter()
-        if progress:
-            print(
-                f"ctxir: first use of backend 'onnx-int8' for this model: exporting it to ONNX and quantising "
-                f"to int8 into {folder} (once; reused afterwards) …",
-                file=sys.stderr,
-                flush=True,
-            )
+        _say(
+            progress,
+            f"first use of backend 'onnx-int8' for this model: exporting it to ONNX and quantising to int8 into "
+            f"{folder} (once; reused afterwards) …",
+        )
         had_fp32 = (folder / FP32_FILE).is_file()
         fp32 = export_onnx(model, folder, progress=False)
         quantise(fp32, "dynamic")
         if not had_fp32:
             fp32.unlink(missing_ok=True)
             checksum_path(fp32).unlink(missing_ok=True)
-        if progress:
-            print(
-                f"ctxir: {out.name} written in {time.perf_counter() - started:.1f} s "
-                f"({out.stat().st_size / 2**20:.1f} MB)",
-                file=sys.stderr,
-                flush=True,
-            )
+        _say(
+            progress,
+            f"{out.name} written in {time.perf_counter() - started:.1f} s ({out.stat().st_size / 2**20:.1f} MB)",
+        )
     return out
 
 
@@ -221,9 +181,7 @@ def open_int8(
     progress: bool = True,
     include_prompt: bool = True,
 ) -> OnnxEncoder:
-    """An ``OnnxEncoder`` over ``int8_model(model, folder)``; a file ONNX Runtime cannot read (damaged after it was
-    written) is removed and made again once. Encoders of the same model and settings share one ONNX Runtime session
-    (the app makes a ``BiEncoder`` per corpus and upload; a session holds the whole int8 model)."""
+    """An ``OnnxEncoder`` over ``int8_model``, sessions shared per model and settings; an unreadable file is made again once."""
     key = (str(Path(folder).resolve()), id(model), pooling, threads, batch_size, include_prompt)
     with _OPEN_LOCK:
         if key in _OPEN:
@@ -235,12 +193,7 @@ def open_int8(
     except CtxirError:
         raise
     except Exception as err:  # onnxruntime raises its own exception types for an unreadable model
-        if progress:
-            print(
-                f"ctxir: {path} could not be loaded ({type(err).__name__}); exporting again",
-                file=sys.stderr,
-                flush=True,
-            )
+        _say(progress, f"{path} could not be loaded ({type(err).__name__}); exporting again")
         path.unlink(missing_ok=True)
         encoder = OnnxEncoder(
             int8_model(model, folder, progress), model, pooling, threads, batch_size, include_prompt
@@ -252,26 +205,16 @@ def open_int8(
     return encoder
 
 
-class OnnxCrossEncoder:
-    """A ``CrossEncoder`` whose body (module 0) runs in ONNX Runtime, float32, on the CPU; the modules after it
-    (the scoring head) and the activation run in torch on the body's token vectors, so a ctxir head needs no
-    export. ``predict`` batches as ``CrossEncoder.predict`` does (longest pairs first, scores back in the input
-    order) and gives its scores within float rounding (the exported graph does the same float32 arithmetic).
-
-    ``path`` may also be an int8 file (``open_cross_encoder(int8=True)``).
-    """
+class OnnxCrossEncoder(_Session):
+    """A ``CrossEncoder`` whose body runs in ONNX Runtime on the CPU and whose head and activation run in torch;
+    ``predict`` batches as ``CrossEncoder.predict`` does and gives its scores within float rounding."""
 
     def __init__(self, path: str | Path, model, threads: int = 0):
-        require("onnxruntime", what="backend 'onnx' for a cross-encoder")
-        self.path = Path(path)
-        self.session = _session(self.path, threads, spin=False)
-        self.run_options = _run_options()
-        self.inputs = {i.name for i in self.session.get_inputs()}
+        super().__init__(path, threads, spin=False, what="backend 'onnx' for a cross-encoder")
         self.model = model
 
     def predict(self, pairs: Sequence[tuple[str, str]], batch_size: int = 32) -> np.ndarray:
         """(len(pairs),) float32 for one-score models, (len(pairs), labels) otherwise."""
-        # lazy: torch takes about a second to import
         import torch
 
         pairs = list(pairs)
@@ -307,17 +250,10 @@ class OnnxCrossEncoder:
 def open_cross_encoder(
     model, folder: str | Path, threads: int = 0, progress: bool = True, int8: bool = False
 ) -> OnnxCrossEncoder:
-    """An ``OnnxCrossEncoder`` over ``folder/model.onnx``: the body exported the first time (seconds; says so when
-    ``progress``), reused afterwards; a file ONNX Runtime cannot read is made again once. ``folder`` should be
-    keyed by the weights (``CrossEncoderReranker`` uses ``<cache root>/onnx/<weights fingerprint>``).
-
-    ``int8``: the MatMuls of ``frozen_layers(model)`` quantised to int8 (dynamic, per channel, as the bi-encoder's
-    ``onnx-int8``), the trained layers kept float32 (``FROZEN_INT8_FILE``): int8 on every layer costs
-    more quality (``python -m benchmarks.rerank_int8``)."""
+    """An ``OnnxCrossEncoder`` over the body exported into ``folder`` the first time; an unreadable file is made again
+    once. ``int8``: the MatMuls of ``frozen_layers(model)`` in int8, the trained layers float32."""
     folder = Path(folder)
-    int8 = (
-        int8 and len(frozen_layers(model)) > 0
-    )  # nothing of the base left unchanged: the float32 file itself
+    int8 = int8 and len(frozen_layers(model)) > 0  # none of the base left unchanged: float32
     target = folder / (FROZEN_INT8_FILE if int8 else FP32_FILE)
     sample = [
         ("a short query", "a document"),
@@ -328,22 +264,15 @@ def open_cross_encoder(
             if not verified(target):
                 require("onnxruntime", "onnx", "onnxscript", what="backend 'onnx' for a cross-encoder")
                 started = time.perf_counter()
-                if progress:
-                    print(
-                        f"ctxir: first use of backend {'onnx-int8' if int8 else 'onnx'} for this cross-encoder: "
-                        f"exporting it to {folder} (once; reused afterwards) …",
-                        file=sys.stderr,
-                        flush=True,
-                    )
+                _say(
+                    progress,
+                    f"first use of backend {'onnx-int8' if int8 else 'onnx'} for this cross-encoder: exporting it "
+                    f"to {folder} (once; reused afterwards) …",
+                )
                 fp32 = export_onnx(model, folder, progress=False, sample=sample)
                 if int8:
                     quantise_nodes(fp32, target, frozen_matmuls(fp32, model))
-                if progress:
-                    print(
-                        f"ctxir: exported in {time.perf_counter() - started:.1f} s",
-                        file=sys.stderr,
-                        flush=True,
-                    )
+                _say(progress, f"exported in {time.perf_counter() - started:.1f} s")
         try:
             return OnnxCrossEncoder(target, model, threads)
         except CtxirError:
@@ -354,12 +283,7 @@ def open_cross_encoder(
                     f"{target} could not be loaded by ONNX Runtime ({type(err).__name__}: "
                     f"{err}): use backend 'torch'"
                 ) from err
-            if progress:
-                print(
-                    f"ctxir: {target} could not be loaded ({type(err).__name__}); exporting again",
-                    file=sys.stderr,
-                    flush=True,
-                )
+            _say(progress, f"{target} could not be loaded ({type(err).__name__}); exporting again")
             target.unlink(missing_ok=True)
             if int8:
                 (folder / FP32_FILE).unlink(missing_ok=True)

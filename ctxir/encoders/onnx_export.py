@@ -1,15 +1,7 @@
-"""Making the ONNX files: a transformer body exported to float32 ONNX, and int8 copies of its MatMul weights.
+"""Making the ONNX files: a transformer body exported to float32 ONNX (``torch.onnx.export``; sentence-transformers'
+own ONNX backend needs optimum-onnx, which pins transformers < 4.58), and int8 copies of its MatMul weights.
 
-* ``export_onnx``: the transformer body → ``model.onnx`` (``torch.onnx.export``, dynamo; dynamic batch and length).
-* ``quantise``: int8 copies (``dynamic``: what the flag runs; ``static``: calibrated, benchmark only).
-* ``frozen_layers`` / ``frozen_matmuls`` / ``quantise_nodes``: a cross-encoder's base layers alone in int8.
-
-sentence-transformers' own ``backend="onnx"`` is not used: it needs optimum-onnx, whose only release (0.1.0)
-requires transformers < 4.58 (this project pins 5.23), so the export here is ``torch.onnx.export`` +
-onnxruntime's quantisers. Every file is written to a temporary name and renamed when complete, with its sha256
-beside it (``FILE.sha256``): a run interrupted mid-export, or a file damaged since (or exported before ctxir kept
-checksums), is never loaded but made again. onnx, onnxscript and onnxruntime are imported only in the
-``ctxir.encoders.onnx_*`` modules, and only when used. Running the files: ``ctxir.encoders.onnx_backend``.
+Every file is written under a temporary name with its sha256 beside it: one interrupted or damaged is made again.
 """
 
 from __future__ import annotations
@@ -37,13 +29,11 @@ logger = logging.getLogger("ctxir")
 
 
 def checksum_path(path: str | Path) -> Path:
-    """``model.onnx.sha256``: the sha256 of ``model.onnx`` as it was written, beside it."""
     return Path(f"{path}.sha256")
 
 
 def verified(path: str | Path) -> bool:
-    """Whether ``path`` is there and is the file that was written (its sha256 beside it matches). One that is not
-    (damaged, cut short, or written before ctxir kept checksums) is removed, said, and so made again."""
+    """Whether ``path`` is the file that was written (its sha256 beside it matches); one that is not is removed."""
     path = Path(path)
     if not path.is_file():
         return False
@@ -60,9 +50,7 @@ def verified(path: str | Path) -> bool:
 
 @contextlib.contextmanager
 def _sealed(path: Path) -> Iterator[Path]:
-    """``atomic_path`` that also writes the file's sha256 beside it before the file takes its name (a kill between
-    the two leaves a checksum that matches nothing, so the file is made again). Errors of the exporters that wrap a
-    full disk come out as ``DiskFullError``."""
+    """``atomic_path`` that writes the file's sha256 beside it; exporters' wrapped full-disk errors become ``DiskFullError``."""
     try:
         with atomic_path(path, suffix=".onnx") as tmp:
             yield tmp
@@ -80,18 +68,14 @@ def require(*modules: str, what: str = "backend 'onnx-int8'") -> None:
     """Raise ``CtxirError`` naming the packages to install when any of ``modules`` cannot be imported."""
     missing = [m for m in modules if importlib.util.find_spec(m) is None]
     if missing:
-        pins = " ".join(missing)  # each module's PyPI name is its own
         raise CtxirError(
             f"{what} needs {', '.join(missing)}, which is not installed: "
-            f"`python -m pip install {pins}` (pinned in requirements.txt), or use backend 'torch'"
+            f"`python -m pip install {' '.join(missing)}` (pinned in requirements.txt), or use backend 'torch'"
         )
 
 
 def export_onnx(model, folder: str | Path, progress: bool = True, sample: list | None = None) -> Path:
-    """The transformer of a SentenceTransformer (or a CrossEncoder: ``sample`` = a few (a, b) pairs) →
-    ``folder/model.onnx`` (torch.onnx.export, dynamo; dynamic batch and length), reused when already there. Written
-    under a temporary name and renamed when complete."""
-    # lazy: torch takes about a second to import
+    """The transformer body of a SentenceTransformer (or CrossEncoder, with ``sample`` pairs) → ``folder/model.onnx``."""
     import torch
 
     path = Path(folder) / FP32_FILE
@@ -99,9 +83,7 @@ def export_onnx(model, folder: str | Path, progress: bool = True, sample: list |
         return path
     require("onnx", "onnxscript", what="exporting to ONNX")
     body = model[0].auto_model.eval()
-    if (
-        body.device.type != "cpu"
-    ):  # ONNX Runtime runs it on the CPU: export a CPU copy, leave the model where it is
+    if body.device.type != "cpu":  # export a CPU copy, leave the model where it is
         import copy
 
         body = copy.deepcopy(body).to("cpu")
@@ -145,18 +127,13 @@ class CalibrationReader:
     def get_next(self):
         return next(self.batches, None)
 
-    def rewind(self):  # not needed by MinMax calibration; present for the interface
+    def rewind(self):
         pass
 
 
 def quantise(fp32: str | Path, kind: str, calibration: list[dict] | None = None) -> Path:
-    """int8 copies of the exported model (MatMul weights; reused when present), beside it.
-
-    dynamic: weights int8 per channel, activations quantised on the fly per batch (``quantize_dynamic``).
-    static: QDQ, weights int8 per channel, activations uint8 with ranges from MinMax calibration on ``calibration``.
-    Both use ``reduce_range`` (7-bit weights), which ONNX Runtime advises on AVX2/AVX-512 without VNNI, where u8×s8
-    products can saturate. These settings were fixed before any benchmark ran and never tuned on test queries.
-    """
+    """int8 copies of the exported model's MatMul weights, beside it: ``dynamic`` (activations per batch) or ``static``
+    (QDQ, MinMax calibration on ``calibration``); both per channel with ``reduce_range`` (7-bit weights)."""
 
     if kind not in ("dynamic", "static"):
         raise CtxirError(f"quantisation {kind!r} is not known: use one of 'dynamic', 'static'")
@@ -165,51 +142,34 @@ def quantise(fp32: str | Path, kind: str, calibration: list[dict] | None = None)
     if verified(out):
         return out
     require("onnxruntime", "onnx", what="int8 quantisation")
-    # lazy: the ONNX stack is needed only for --backend onnx-int8
-    from onnxruntime.quantization import (
-        CalibrationMethod,
-        QuantFormat,
-        QuantType,
-        quantize_dynamic,
-        quantize_static,
-    )
+    if kind == "dynamic":
+        _quantise_dynamic(fp32, out)
+        return out
+    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
 
     with _sealed(out) as tmp, _quiet():
-        if kind == "dynamic":
-            quantize_dynamic(
-                str(fp32),
-                str(tmp),
-                weight_type=QuantType.QInt8,
-                per_channel=True,
-                reduce_range=True,
-                op_types_to_quantize=["MatMul"],
-            )
-        else:
-            quantize_static(
-                str(fp32),
-                str(tmp),
-                CalibrationReader(calibration or []),
-                quant_format=QuantFormat.QDQ,
-                activation_type=QuantType.QUInt8,
-                weight_type=QuantType.QInt8,
-                per_channel=True,
-                reduce_range=True,
-                op_types_to_quantize=["MatMul"],
-                calibrate_method=CalibrationMethod.MinMax,
-            )
+        quantize_static(
+            str(fp32),
+            str(tmp),
+            CalibrationReader(calibration or []),
+            quant_format=QuantFormat.QDQ,
+            activation_type=QuantType.QUInt8,
+            weight_type=QuantType.QInt8,
+            per_channel=True,
+            reduce_range=True,
+            op_types_to_quantize=["MatMul"],
+            calibrate_method=CalibrationMethod.MinMax,
+        )
     return out
 
 
 def frozen_layers(model) -> range:
-    """The encoder layers a cross-encoder shares unchanged with its base: those under a ``TopLayersTransformer``
-    body's first trained layer (the shipped re-ranker: 0–3 of MiniLM's 6); none for any other body."""
+    """The encoder layers a cross-encoder shares unchanged with its base (under a ``TopLayersTransformer``'s first)."""
     return range(int(getattr(model[0], "trained_from", 0) or 0))
 
 
 def frozen_matmuls(path: str | Path, model) -> list[str]:
-    """The MatMul nodes of the exported graph whose weight is a linear layer of ``frozen_layers(model)``, found by
-    the weight's values (the exporter's node names say nothing of layers)."""
-    # lazy: the ONNX stack is needed only for the onnx backends; torch takes about a second to import
+    """The exported graph's MatMul nodes whose weight is a linear layer of ``frozen_layers(model)``, found by value."""
     import onnx
     import torch
     from onnx import numpy_helper
@@ -236,15 +196,18 @@ def frozen_matmuls(path: str | Path, model) -> list[str]:
 
 
 def quantise_nodes(fp32: Path, out: Path, nodes: list[str]) -> None:
-    """``quantise``'s dynamic int8 settings on ``nodes`` only, written atomically."""
-    # lazy: the ONNX stack is needed only for the onnx backends
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
+    """``quantise``'s dynamic int8 settings on ``nodes`` only."""
     if not nodes:
         raise CtxirError(
             f"no MatMul of {fp32} has the weights of a layer the model shares with its base: nothing "
             "to quantise (use backend 'onnx')"
         )
+    _quantise_dynamic(fp32, out, nodes)
+
+
+def _quantise_dynamic(fp32: Path, out: Path, nodes: list[str] | None = None) -> None:
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
     with _sealed(out) as tmp, _quiet():
         quantize_dynamic(
             str(fp32),
@@ -257,18 +220,15 @@ def quantise_nodes(fp32: Path, out: Path, nodes: list[str]) -> None:
         )
 
 
-class _QuantiserAdvice(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "pre-processing before quantization" not in record.getMessage()
-
-
 @contextlib.contextmanager
 def _quiet() -> Iterator[None]:
-    """Keep two library messages that need no action out of the output while exporting and quantising: the
-    exporter's "torchvision is not installed" warnings and the quantiser's advice (on the root logger) to
-    pre-process the model first."""
+    """Keep the exporter's torchvision warnings and the quantiser's pre-processing advice out of the output."""
     registration = logging.getLogger("torch.onnx._internal.exporter._registration")
-    level, advice, root = registration.level, _QuantiserAdvice(), logging.getLogger()
+    level, root = registration.level, logging.getLogger()
+
+    def advice(record: logging.LogRecord) -> bool:
+        return "pre-processing before quantization" not in record.getMessage()
+
     registration.setLevel(logging.ERROR)
     root.addFilter(advice)
     try:

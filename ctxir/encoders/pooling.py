@@ -1,9 +1,4 @@
-"""Pooling token vectors into one vector per text: the tensor core shared by the torch and ONNX backends.
-
-``pool`` is pure (tests call it without a model); ``LayerPooling`` is the SentenceTransformer module that pools one
-layer with it. ``ctxir.encoders.bi_encoder`` and ``ctxir.encoders.onnx_backend`` both import from here, so neither
-imports the other.
-"""
+"""Pooling token vectors into one vector per text: the tensor core of the torch and ONNX backends."""
 
 from __future__ import annotations
 
@@ -17,10 +12,8 @@ POOLINGS = ("mean", "cls", "max")
 def pool(
     token_embeddings: torch.Tensor, attention_mask: torch.Tensor, mode: str, prompt_length: int = 0
 ) -> torch.Tensor:
-    """(batch, tokens, hidden) + (batch, tokens) → (batch, hidden); padding never contributes.
-
-    ``prompt_length`` > 0 leaves each text's first that many tokens (its prompt) out, as sentence-transformers'
-    ``Pooling(include_prompt=False)`` does: "cls" is then the first token after the prompt.
+    """(batch, tokens, hidden) + (batch, tokens) → (batch, hidden); padding never contributes, nor with
+    ``prompt_length`` each text's first tokens (``Pooling(include_prompt=False)``).
 
     >>> tokens = torch.tensor([[[1.0, 2.0], [3.0, 4.0], [9.0, 9.0]]])  # 1 text, 3 tokens, hidden size 2
     >>> mask = torch.tensor([[1, 1, 0]])  # the third token is padding
@@ -41,14 +34,12 @@ def pool(
     mask = attention_mask.unsqueeze(-1).to(token_embeddings.dtype)  # (batch, tokens, 1)
     if mode == "mean":
         return (token_embeddings * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-    # max: padded positions must never win, so push them to the dtype's minimum.
     filled = token_embeddings.masked_fill(mask == 0, torch.finfo(token_embeddings.dtype).min)
     return filled.max(1).values
 
 
 def without_prompt(attention_mask: torch.Tensor, prompt_length: int) -> torch.Tensor:
-    """A copy of ``attention_mask`` with each text's first ``prompt_length`` tokens (after any left padding) off,
-    as sentence-transformers' ``Pooling`` masks a prompt it does not include.
+    """``attention_mask`` with each text's first ``prompt_length`` tokens (after any left padding) off.
 
     >>> without_prompt(torch.tensor([[1, 1, 1, 0], [0, 1, 1, 1]]), 1)
     tensor([[0, 1, 1, 0],
@@ -62,13 +53,11 @@ def without_prompt(attention_mask: torch.Tensor, prompt_length: int) -> torch.Te
 
 
 def include_prompt(model) -> bool:
-    """Whether ``model``'s own pooling (a SentenceTransformer's ``Pooling`` module) pools its prompt's tokens."""
     return all(getattr(module, "include_prompt", True) for module in model if hasattr(module, "pooling_mode"))
 
 
 def prompt_length(features: dict) -> int:
-    """The prompt's length in tokens that sentence-transformers' tokenisation put in ``features`` (0 without one):
-    an int, or a tensor of one value per text when batched for training."""
+    """The prompt's length in tokens in ``features`` (an int, or a tensor per text when batched), 0 without one."""
     length = features.get("prompt_length")
     if isinstance(length, torch.Tensor):
         return int(length.reshape(-1)[0].item()) if length.numel() else 0
@@ -76,10 +65,7 @@ def prompt_length(features: dict) -> int:
 
 
 class LayerPooling(torch.nn.Module):
-    """SentenceTransformer module: pool the hidden states of one layer (0 = embeddings, -1 = last).
-
-    ``include_prompt=False`` leaves a prompt's tokens out, as the model's own ``Pooling`` does with that setting.
-    """
+    """SentenceTransformer module: pool the hidden states of one layer (0 = embeddings, -1 = last)."""
 
     def __init__(self, layer: int, mode: str, include_prompt: bool = True):
         super().__init__()
@@ -89,9 +75,7 @@ class LayerPooling(torch.nn.Module):
         if self.layer == -1:
             tokens = features["token_embeddings"]
         else:
-            tokens = features["all_layer_embeddings"][
-                self.layer
-            ]  # tuple of (layers+1) × (batch, tokens, hidden)
+            tokens = features["all_layer_embeddings"][self.layer]  # (batch, tokens, hidden)
         length = 0 if self.include_prompt else prompt_length(features)
         features["sentence_embedding"] = pool(tokens, features["attention_mask"], self.mode, length)
         return features

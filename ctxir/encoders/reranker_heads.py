@@ -1,20 +1,8 @@
-"""Re-ranker heads that stand alone: this file imports only torch and sentence-transformers, never ctxir.
+"""Re-ranker heads that stand alone (torch and sentence-transformers only, never ctxir): ctxir's own code for them,
+copied unchanged into every Hub repo ``ctxir hub push`` stages, where ``CrossEncoder(repo_id, trust_remote_code=True)``
+loads ``reranker_heads.SegmentCosineHead`` / ``reranker_heads.ClsLrHead`` with no ctxir installed.
 
-It is ctxir's own code for these modules (``ctxir.encoders.heads`` gives them under ctxir's names) and is also
-copied, unchanged, into every Hub repo ``ctxir hub push`` stages for a model that uses them, where ``modules.json``
-names ``reranker_heads.SegmentCosineHead`` (and ``reranker_heads.ClsLrHead``). sentence-transformers 6 loads such a
-repo-local class with ``CrossEncoder(repo_id, trust_remote_code=True)`` (its "custom models" guide): the repo then
-needs nothing from ctxir.
-
-- ``SegmentCosineHead``: score = scale · cos(mean of the query's token vectors, mean of the document's) + bias +
-  a linear term on [q; d; |q − d|] that starts at zero, read from one joint pass over
-  ``[CLS] query [SEP] document [SEP]`` (segments told apart by ``token_type_ids``); optionally + a learned
-  term-match term (CEDR-KNRM style, MacAvaney et al., SIGIR 2019).
-- ``ClsLrHead``: CLS-LR as a module: logistic regression on the body's [CLS] vector and, where it was fitted so,
-  the previous head's score: score = coef · [CLS; score] + intercept (a logit; sigmoid = probability).
-
-Requirements: torch, sentence-transformers >= 6 (transformers comes with it).
-"""
+Requirements: torch, sentence-transformers >= 6 (transformers comes with it)."""
 
 from __future__ import annotations
 
@@ -30,9 +18,7 @@ from sentence_transformers.base.modules import Module
 def segment_means(
     tokens: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mean token vector of each segment of a ``[CLS] a [SEP] b [SEP]`` input: ((batch, hidden), (batch, hidden)).
-
-    Segment A is token type 0 (with [CLS] and its [SEP]), B is type 1; padding is left out.
+    """Mean token vector of each segment of ``[CLS] a [SEP] b [SEP]`` (token type 0 / 1), padding left out.
 
     >>> tokens = torch.tensor([[[1.0, 0.0], [3.0, 0.0], [0.0, 2.0], [9.0, 9.0]]])  # (1, 4 tokens, 2)
     >>> a, b = segment_means(tokens, torch.tensor([[1, 1, 1, 0]]), torch.tensor([[0, 0, 1, 1]]))
@@ -50,8 +36,7 @@ def segment_means(
 def weighted_segment_mean(
     tokens: torch.Tensor, segment_mask: torch.Tensor, weights: torch.Tensor
 ) -> torch.Tensor:
-    """(batch, hidden): the mean of a segment's token vectors (``segment_mask`` (batch, tokens) 1 on it), each
-    token counted by ``weights`` (batch, tokens).
+    """(batch, hidden): the mean of a segment's token vectors, each counted by ``weights`` (batch, tokens).
 
     >>> tokens = torch.tensor([[[1.0, 0.0], [3.0, 0.0], [0.0, 2.0]]])  # (1, 3 tokens, 2)
     >>> weighted_segment_mean(tokens, torch.tensor([[1.0, 1.0, 0.0]]), torch.tensor([[1.0, 3.0, 5.0]])).tolist()
@@ -68,7 +53,7 @@ def segment_cosine_scores(
     bias: torch.Tensor,
     linear: torch.nn.Linear | None = None,
 ) -> torch.Tensor:
-    """(batch,) = scale · cos(query, document) + bias [+ linear([q; d; |q − d|])]: the head's score.
+    """(batch,) = scale · cos(query, document) + bias [+ linear([q; d; |q − d|])].
 
     >>> q, d = torch.tensor([[1.0, 0.0], [1.0, 0.0]]), torch.tensor([[2.0, 0.0], [0.0, 5.0]])
     >>> segment_cosine_scores(q, d, torch.tensor(20.0), torch.tensor(0.5)).tolist()
@@ -81,13 +66,12 @@ def segment_cosine_scores(
 
 
 def hub_file_args(subfolder: str, kwargs: dict) -> dict:
-    """The arguments a sentence-transformers ``Module.load`` passes on to find its files (locally or on the Hub)."""
+    """The arguments a sentence-transformers ``Module.load`` passes on to find its files."""
     keys = ("token", "cache_folder", "revision", "local_files_only")
     return {"subfolder": subfolder, **{key: kwargs[key] for key in keys if key in kwargs}}
 
 
-# RBF kernels over the cosine of a query token's and a document token's top-layer vectors: centres and width.
-# The exact kernel (token ids equal) is added beside them; soft bands catch inflections and near-synonyms.
+# RBF kernels over query-document token cosines, beside the exact match of token ids
 MATCH_KERNELS: tuple[float, ...] = (0.9, 0.7, 0.5, 0.3)
 MATCH_SIGMA = 0.1
 
@@ -101,10 +85,15 @@ def term_match_per_token(
     kernels: tuple[float, ...] = MATCH_KERNELS,
     sigma: float = MATCH_SIGMA,
 ) -> torch.Tensor:
-    """(batch, tokens, 1 + len(kernels)): each query token's share of ``term_match_features`` (0 elsewhere).
+    """(batch, tokens, 1 + len(kernels)): each query token's term-match features (0 elsewhere); summed over tokens,
+    the pair's (CEDR-KNRM style). Token i of segment a: w_i · log(1 + #{j in b: id_j = id_i}) / |a| and, per kernel k,
+    w_i · log(1 + Σ_j exp(−(cos(t_i, t_j) − μ_k)² / 2σ²)) / |a|, j over the document tokens.
 
-    Token i of segment a gets w_i · log(1 + #{j in b: id_j = id_i}) / |a| and, per kernel k,
-    w_i · log(1 + Σ_j exp(−(cos(t_i, t_j) − μ_k)² / 2σ²)) / |a|, j over the document (segment b) tokens.
+    >>> ids = torch.tensor([[101, 7, 8, 102, 7, 7, 9, 102]])  # [CLS] 7 8 [SEP] | 7 7 9 [SEP]
+    >>> types, mask = torch.tensor([[0, 0, 0, 0, 1, 1, 1, 1]]), torch.ones(1, 8, dtype=torch.long)
+    >>> f = term_match_per_token(torch.eye(8).unsqueeze(0), ids, mask, types, torch.ones(1, 8), kernels=()).sum(1)
+    >>> round(f[0, 0].item() * 4, 4) == round(math.log(3) + math.log(2), 4)  # "7" twice, [SEP] once, of 4 tokens
+    True
     """
     mask = attention_mask.to(tokens.dtype)
     types = token_type_ids.to(tokens.dtype)
@@ -120,34 +109,9 @@ def term_match_per_token(
     return torch.log1p(per_token) * share
 
 
-def term_match_features(
-    tokens: torch.Tensor,
-    input_ids: torch.Tensor,
-    attention_mask: torch.Tensor,
-    token_type_ids: torch.Tensor,
-    weights: torch.Tensor,
-    kernels: tuple[float, ...] = MATCH_KERNELS,
-    sigma: float = MATCH_SIGMA,
-) -> torch.Tensor:
-    """(batch, 1 + len(kernels)) term-match features of ``[CLS] a [SEP] b [SEP]`` pairs.
-
-    Feature 0: Σ_i w_i · log(1 + #{j in b: id_j = id_i}) / |a| over the query (segment a) tokens i; feature k:
-    the same with the count replaced by Σ_j exp(−(cos(t_i, t_j) − μ_k)² / 2σ²) over document tokens j. ``weights``
-    (batch, tokens) is each token's importance; padding and the other segment are left out.
-
-    >>> ids = torch.tensor([[101, 7, 8, 102, 7, 7, 9, 102]])  # [CLS] 7 8 [SEP] | 7 7 9 [SEP]
-    >>> types, mask = torch.tensor([[0, 0, 0, 0, 1, 1, 1, 1]]), torch.ones(1, 8, dtype=torch.long)
-    >>> f = term_match_features(torch.eye(8).unsqueeze(0), ids, mask, types, torch.ones(1, 8), kernels=())
-    >>> round(f[0, 0].item() * 4, 4) == round(math.log(3) + math.log(2), 4)  # "7" twice, [SEP] once, of 4 tokens
-    True
-    """
-    return term_match_per_token(
-        tokens, input_ids, attention_mask, token_type_ids, weights, kernels, sigma
-    ).sum(1)
-
-
 class SegmentCosineHead(Module):
-    """Reads ``token_embeddings`` of a pair, writes ``scores`` (batch, 1); see ``segment_cosine_scores``."""
+    """Reads a pair's ``token_embeddings``, writes ``scores`` (batch, 1): ``segment_cosine_scores`` of the
+    segments' means, optionally + a learned term-match term."""
 
     config_keys: ClassVar[list[str]] = ["hidden_size", "init_scale", "term_match", "importance_pooling"]
     config_file_name = "config.json"
@@ -176,14 +140,11 @@ class SegmentCosineHead(Module):
             self.add_importance_pooling()
 
     def add_term_match(self) -> None:
-        """Add the term-match term, zero-initialised: the head's scores stay exactly what they were until it trains.
-
-        A trained head (one shipped without it) gains it this way and continues from its own weights.
-        """
+        """Add the term-match term, zero-initialised: the scores stay the same until it trains."""
         if self.term_match:
             return
         self.term_match = True
-        # term importance w = softplus(v · token + c), starting at 1 for every token (c = log(e − 1))
+        # importance softplus(v · token + c) starts at 1 for every token
         self.term_weight = torch.nn.Linear(self.hidden_size, 1)
         torch.nn.init.zeros_(self.term_weight.weight)
         torch.nn.init.constant_(self.term_weight.bias, math.log(math.e - 1))
@@ -194,12 +155,8 @@ class SegmentCosineHead(Module):
         self.term_linear.to(device)
 
     def add_importance_pooling(self) -> None:
-        """Pool the query by term importance too: query = mean + m · (importance-weighted mean − mean), ``pool_mix``
-        m starting at 0, so the head scores exactly what it did until m trains (1 = the weighted mean alone).
-
-        A long statement of a need ("I am interested in …") averaged token by token is mostly its function words;
-        the term-match term's importance (softplus(v · token + c)) already tells its terms from them.
-        """
+        """Pool the query as mean + m · (importance-weighted mean − mean), ``pool_mix`` m starting at 0: the
+        term-match term's importance tells a long query's terms from its function words."""
         if self.importance_pooling:
             return
         if not self.term_match:
@@ -216,11 +173,8 @@ class SegmentCosineHead(Module):
                 "SegmentCosineHead needs token_type_ids to tell the query from the document: use a "
                 "BERT-style body whose tokenizer marks pair segments (e.g. all-MiniLM-L6-v2)"
             )
-        tokens, mask, types = (
-            features["token_embeddings"],
-            features["attention_mask"],
-            features["token_type_ids"],
-        )
+        tokens, mask = features["token_embeddings"], features["attention_mask"]
+        types = features["token_type_ids"]
         query, document = segment_means(tokens, mask, types)  # (batch, hidden) each
         if self.importance_pooling:
             weighted = weighted_segment_mean(tokens, mask * (1 - types), self.term_importance(tokens))
@@ -237,11 +191,11 @@ class SegmentCosineHead(Module):
         return features
 
     def term_importance(self, tokens: torch.Tensor) -> torch.Tensor:
-        """(batch, tokens) = softplus(v · token + c): how much each token counts, read off its own vector."""
+        """(batch, tokens) = softplus(v · token + c)."""
         return torch.nn.functional.softplus(self.term_weight(tokens)).squeeze(-1)
 
     def term_match_scores(self, features: dict) -> torch.Tensor:
-        """(batch, tokens): each query token's part of the term-match term (they sum to it; 0 for other tokens)."""
+        """(batch, tokens): each query token's part of the term-match term."""
         tokens = features["token_embeddings"]
         weights = self.term_importance(tokens)  # (batch, tokens)
         shares = term_match_per_token(
@@ -254,36 +208,25 @@ class SegmentCosineHead(Module):
         self.save_torch_weights(output_path, safe_serialization=safe_serialization)
 
     @classmethod
-    def load(
-        cls,
-        model_name_or_path: str,
-        subfolder: str = "",
-        **kwargs,
-    ) -> SegmentCosineHead:
+    def load(cls, model_name_or_path: str, subfolder: str = "", **kwargs) -> SegmentCosineHead:
         hub = hub_file_args(subfolder, kwargs)
         model = cls(**cls.load_config(model_name_or_path, **hub))
         return cls.load_torch_weights(model_name_or_path, model=model, **hub)
 
 
-# CLS-LR's saved form (ctxir.rerank.cls_lr.ClsLrRanker.save): read in place, so one copy serves ctxir and this head
+# CLS-LR's saved form (ClsLrRanker.save), read in place
 CLS_LR_CONFIG = "cls_lr_config.json"
 CLS_LR_WEIGHTS = "cls_lr.safetensors"
 
 
 def cls_lr_logit(features, coef, intercept):
-    """(batch,) the CLS-LR logit: features (batch, hidden[+1]) · coef (hidden[+1],) + intercept; numpy or torch.
-
-    The one scoring rule of CLS-LR: this head, ``ctxir.rerank.ClsLrRanker`` and training all call it."""
+    """(batch,) the CLS-LR logit features · coef + intercept (numpy or torch): the one scoring rule of CLS-LR."""
     return features @ coef + intercept
 
 
 class ClsLrHead(Module):
-    """Reads ``token_embeddings`` (and, with ``score_feature``, the ``scores`` of the head before it); writes
-    ``scores`` (batch, 1) = coef · [CLS vector; that score] + intercept: the CLS-LR ranker's logit.
-
-    Its weights are the ranker's own files (``cls_lr_config.json``, ``cls_lr.safetensors`` with ``coef`` and
-    ``intercept``), at the path modules.json gives it.
-    """
+    """Writes ``scores`` (batch, 1) = coef · [CLS vector; the previous head's score if ``score_feature``] + intercept,
+    from the CLS-LR ranker's own files (``cls_lr_config.json``, ``cls_lr.safetensors``)."""
 
     def __init__(self, hidden_size: int, score_feature: bool = False):
         super().__init__()
@@ -294,9 +237,7 @@ class ClsLrHead(Module):
     def forward(self, features: dict, **kwargs) -> dict:
         cls = features["token_embeddings"][:, 0].float()  # (batch, hidden): the last layer's [CLS]
         if self.score_feature:
-            score = (
-                features["scores"].reshape(len(cls), -1)[:, -1:].float()
-            )  # (batch, 1): the head's "relevant"
+            score = features["scores"].reshape(len(cls), -1)[:, -1:].float()  # (batch, 1)
             cls = torch.cat([cls, score], dim=1)
         features["scores"] = cls_lr_logit(cls, self.coef, self.intercept).unsqueeze(1)  # (batch, 1)
         return features
@@ -312,12 +253,7 @@ class ClsLrHead(Module):
             json.dump({**config, "score_feature": self.score_feature}, f, indent=2)
 
     @classmethod
-    def load(
-        cls,
-        model_name_or_path: str,
-        subfolder: str = "",
-        **kwargs,
-    ) -> ClsLrHead:
+    def load(cls, model_name_or_path: str, subfolder: str = "", **kwargs) -> ClsLrHead:
         from safetensors.torch import load_file
 
         hub = hub_file_args(subfolder, kwargs)

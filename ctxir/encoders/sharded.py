@@ -1,11 +1,7 @@
 """``encode_sharded``: a Ray Data job that encodes a corpus on many workers into embedding shards.
 
-The corpus is cut into fixed shards, a pool of ``num_workers`` actors (each holding the bi-encoder, on a CPU thread
-budget or one GPU) encodes them, and each worker writes its shard itself (the files: ctxir/encoders/shards.py). The
-driver writes ``manifest.json``. A rerun skips the shards already written for the same texts and model. The same
-call runs on a cluster after ``ray.init(address=...)`` (or with ``ray_address=``); ``output_dir`` must then be a
-folder every node can write (a shared mount). docs/reference/distributed.md says why Ray Data.
-"""
+Each worker writes its shards itself (``shards.py``), the driver the manifest; a rerun skips shards already written
+for the same texts and model. On a cluster, ``output_dir`` must be a folder every node can write."""
 
 from __future__ import annotations
 
@@ -34,9 +30,8 @@ from ctxir.encoders.shards import (
 from ctxir.files import atomic_path, file_sha256, read_json, write_json
 from ctxir.types import CtxirError, doc_text
 
-# The [scale] extra's packages; ctxir.retrieval.milvus_collection says it for Milvus too.
 INSTALL_HINT = "pip install pymilvus==3.0.2 milvus-lite==3.2.2 'ray[data]==2.60.0'"
-# Environment a worker on another node needs to resolve models the way this driver does.
+# what a worker on another node needs to resolve models as this driver does
 _FORWARDED_ENV = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HOME", "HF_HUB_CACHE", "CTXIR_CACHE")
 
 
@@ -63,7 +58,7 @@ def _source_rows(source) -> tuple[list[str], list[str]]:
 
 
 class _ShardEncoder:
-    """Ray Data actor: loads the bi-encoder once, then encodes whole shards and writes each one's files itself."""
+    """Ray Data actor: loads the bi-encoder once, then encodes whole shards and writes each one's files."""
 
     def __init__(
         self,
@@ -106,7 +101,7 @@ class _ShardEncoder:
             npy, meta_name = shard_names(int(index))
             with atomic_path(self.output_dir / npy, suffix=".npy") as tmp:
                 np.save(tmp, vectors, allow_pickle=False)
-            # The meta file is written last: its presence marks the shard complete.
+            # the meta file last: its presence marks the shard complete
             write_json(
                 self.output_dir / meta_name,
                 {
@@ -138,20 +133,8 @@ class ShardedEncoding:
     encoded: list[int] = field(default_factory=list)
     skipped: list[int] = field(default_factory=list)
     docs_encoded: int = 0
-    seconds: float = (
-        0.0  # wall time of the Ray job (actors' start-up and model loading included), 0 if all skipped
-    )
-    ray_start_seconds: float = 0.0  # starting (or joining) Ray, when this call did it; not in ``seconds``
+    seconds: float = 0.0  # wall time of the Ray job, 0 if all skipped
     workers: dict[str, int] = field(default_factory=dict)  # "host:pid" → shards it encoded
-    shard_seconds: dict[int, float] = field(default_factory=dict)  # a worker's encoding time of each shard
-    first_shard_seconds: float = (
-        0.0  # job start → first shard back: mostly the actors' start-up and model loading
-    )
-
-    @property
-    def docs_per_second(self) -> float:
-        """End to end: encoded documents / ``seconds`` (start-up included)."""
-        return self.docs_encoded / self.seconds if self.seconds > 0 else 0.0
 
 
 def _ensure_ray(address: str | None, num_cpus: int, runtime_env: dict | None):
@@ -160,10 +143,9 @@ def _ensure_ray(address: str | None, num_cpus: int, runtime_env: dict | None):
     except ImportError as err:
         raise CtxirError(f"Ray is not installed: {INSTALL_HINT}") from err
     if ray.is_initialized():
-        return ray  # the caller's Ray (e.g. ray.init(address="auto") with its own runtime_env): used as it is
+        return ray  # the caller's Ray, as it is
     env = dict(runtime_env or {})
-    # Workers import ctxir from this copy (the package folder above this file): the package travels with the job,
-    # installed on the nodes or not.
+    # workers import ctxir from this copy, installed on the nodes or not
     env.setdefault("py_modules", [str(Path(__file__).resolve().parents[1])])
     forwarded = {k: os.environ[k] for k in _FORWARDED_ENV if k in os.environ}
     env["env_vars"] = {**forwarded, **env.get("env_vars", {})}
@@ -174,21 +156,15 @@ def _ensure_ray(address: str | None, num_cpus: int, runtime_env: dict | None):
         "logging_level": "warning",
     }
     if address is None:
-        kwargs["num_cpus"] = num_cpus  # a local Ray: enough CPU slots for the workers asked for
+        kwargs["num_cpus"] = num_cpus
     ray.init(address=address, **kwargs)
     return ray
 
 
 @dataclass(frozen=True)
 class ShardingSettings:
-    """How ``encode_sharded`` runs: the work's cut (``shard_size`` rows a file), each worker's resources, and Ray.
-
-    ``batch_size`` is texts per forward pass. ``use_gpu=True`` gives each worker one GPU; otherwise
-    ``threads_per_worker`` torch threads (1 suits a small shared CPU). ``pooling``/``layer`` apply when the model is
-    a name or a ``SentenceTransformer`` (a ``BiEncoder`` brings its own), and so does ``document_prompt`` (None:
-    the model's own, see ``BiEncoder``). ``ray_address`` joins a running cluster
-    ("auto" on a node); ``runtime_env`` is merged into the one that ships ctxir to the workers.
-    """
+    """How ``encode_sharded`` runs: ``shard_size`` rows a file, each worker's resources (one GPU, or
+    ``threads_per_worker`` torch threads), the encoder's settings for a model given by name, and Ray."""
 
     num_workers: int = 1
     batch_size: int = 32
@@ -239,16 +215,10 @@ class _ShardJob:
 def encode_sharded(source, model, output_dir: str | Path, **options) -> ShardedEncoding:
     """Encode ``source`` with ``num_workers`` Ray actors into ``output_dir``; return what was done.
 
-    ``source``: a corpus ``{doc_id: {title, text}}`` (title + text are encoded, as ``BiEncoder.encode_corpus``
-    does), a BEIR corpus file or folder, a list of texts (ids "0", "1", ...) or (doc_id, text) pairs. ``model``: a
-    name or folder every worker can resolve, or a ``BiEncoder``/``SentenceTransformer`` (shipped to the workers by
-    Ray). ``options``, ``ShardingSettings``'s fields (``num_workers=2, shard_size=30``), say how it runs. The files
-    and their values do not depend on ``num_workers``: shards are cut by row, and each is encoded whole by one
-    worker.
-
-    Ray is started here if it is not running (locally, or joining ``ray_address``, e.g. "auto" on a cluster node),
-    with ctxir shipped to the workers through ``runtime_env``; a Ray the caller started is used as is.
-    """
+    ``source``: a corpus ``{doc_id: {title, text}}``, a BEIR corpus file or folder, a list of texts or (doc_id, text)
+    pairs. ``model``: a name every worker can resolve, or a ``BiEncoder``/``SentenceTransformer`` (shipped by Ray).
+    ``options``: ``ShardingSettings``'s fields. The files do not depend on ``num_workers``. Ray is started here unless
+    it is running."""
     job = _shard_job(source, model, Path(output_dir), check_options(ShardingSettings, options))
     fingerprint = job.fingerprint
     todo = [
@@ -271,13 +241,12 @@ def encode_sharded(source, model, output_dir: str | Path, **options) -> ShardedE
     job.say(
         f"manifest {result.manifest_path}: {len(job.ids):,} docs, {len(result.encoded)} shard(s) encoded, "
         f"{len(result.skipped)} skipped"
-        + (f", {result.docs_per_second:,.0f} docs/s" if result.seconds else "")
+        + (f", {result.docs_encoded / result.seconds:,.0f} docs/s" if result.seconds else "")
     )
     return result
 
 
 def _shard_job(source, model, folder: Path, settings: ShardingSettings) -> _ShardJob:
-    """Read and check the rows, resolve the model here once (its fingerprint and dimension), cut the shards."""
     from ctxir.encoders.bi_encoder import BiEncoder
 
     ids, texts = _source_rows(source)
@@ -287,7 +256,6 @@ def _shard_job(source, model, folder: Path, settings: ShardingSettings) -> _Shar
         raise CtxirError("source has repeated document ids: each id must be unique")
     folder.mkdir(parents=True, exist_ok=True)
     if isinstance(model, BiEncoder):
-        # The BiEncoder's own pooling and layer are the ones the workers must use.
         settings = replace(
             settings, pooling=model.pooling, layer=model.layer, document_prompt=model.document_prompt
         )
@@ -309,7 +277,6 @@ def _shard_job(source, model, folder: Path, settings: ShardingSettings) -> _Shar
 
 
 def _encode_shards(job: _ShardJob, todo: list[tuple[int, int, int]], result: ShardedEncoding) -> None:
-    """The Ray Data job: one item a shard, a pool of ``_ShardEncoder`` actors; fills ``result`` as shards come back."""
     settings, fingerprint = job.settings, job.fingerprint
     began = time.perf_counter()
     _ensure_ray(
@@ -319,7 +286,6 @@ def _encode_shards(job: _ShardJob, todo: list[tuple[int, int, int]], result: Sha
     )
     import ray.data
 
-    result.ray_start_seconds = time.perf_counter() - began
     began = time.perf_counter()
     context = ray.data.DataContext.get_current()
     progress_bars, context.enable_progress_bars = context.enable_progress_bars, False
@@ -353,7 +319,9 @@ def _encode_shards(job: _ShardJob, todo: list[tuple[int, int, int]], result: Sha
                     f"{row['fingerprint']}, expected {fingerprint}): every node must resolve "
                     f"{job.model_name!r} to the same model"
                 )
-            _record_shard(result, row, time.perf_counter() - began)
+            result.encoded.append(int(row["shard"]))
+            result.docs_encoded += int(row["rows"])
+            result.workers[row["worker"]] = result.workers.get(row["worker"], 0) + 1
             job.say(
                 f"shard {row['shard']} ({row['rows']:,} docs, {row['seconds']:.1f} s on {row['worker']}) · "
                 f"{len(result.encoded)}/{len(todo)} done · "
@@ -371,16 +339,8 @@ def _encode_shards(job: _ShardJob, todo: list[tuple[int, int, int]], result: Sha
     result.seconds = time.perf_counter() - began
 
 
-def _record_shard(result: ShardedEncoding, row: dict, elapsed: float) -> None:
-    result.encoded.append(int(row["shard"]))
-    result.docs_encoded += int(row["rows"])
-    result.workers[row["worker"]] = result.workers.get(row["worker"], 0) + 1
-    result.shard_seconds[int(row["shard"])] = float(row["seconds"])
-    result.first_shard_seconds = result.first_shard_seconds or elapsed
-
-
 def _write_manifest(job: _ShardJob, path: Path) -> dict:
-    """manifest.json over every shard of the plan (encoded now or before), from the shards' own meta files."""
+    """manifest.json over every shard of the plan, from the shards' own meta files."""
     shards = []
     for i, a, b in job.plan:
         npy, meta_name = shard_names(i)

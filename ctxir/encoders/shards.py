@@ -1,11 +1,7 @@
-"""Embedding shards on disk: how a corpus is cut, what ties a shard to its texts and model, the manifest read back.
+"""Embedding shards on disk: ``shard-00000.npy`` (float32, unit rows) + ``shard-00000.json`` (ids, digests, the model
+fingerprint; written last: its presence means the shard is complete), and ``manifest.json`` over them.
 
-``encode_sharded`` (ctxir/encoders/sharded.py) writes them, ``VectorDBRetriever.from_shards``
-(ctxir/retrieval/milvus.py) reads them: ``shard-00000.npy`` (float32, L2-normalised, loaded without pickle) +
-``shard-00000.json`` (ids, digests, the model fingerprint; written last, so its presence means the shard is
-complete), and ``manifest.json`` over them all (docs/reference/distributed.md).
-
->>> shard_plan(5, 2)  # (shard, first row, end row): fixed by corpus size and shard size, never by the worker count
+>>> shard_plan(5, 2)  # (shard, first row, end row): never depends on the worker count
 [(0, 0, 2), (1, 2, 4), (2, 4, 5)]
 """
 
@@ -26,7 +22,6 @@ MANIFEST_FORMAT = "ctxir-embedding-shards/1"
 
 
 def shard_plan(rows: int, shard_size: int) -> list[tuple[int, int, int]]:
-    """``[(shard, start, stop)]`` covering ``rows`` rows in order, ``shard_size`` rows each (the last may be short)."""
     if shard_size < 1:
         raise CtxirError(f"shard_size must be ≥ 1, got {shard_size!r}")
     return [(i, start, min(start + shard_size, rows)) for i, start in enumerate(range(0, rows, shard_size))]
@@ -43,8 +38,7 @@ def texts_digest(ids: Sequence[str], texts: Sequence[str]) -> str:
 
 
 def encoder_fingerprint(encoder) -> str:
-    """What decides the documents' vectors (weights, pooling, layer, max length, normalisation, the document prompt
-    where there is one), hashed; not the model's name, nor the query prompt."""
+    """What decides the documents' vectors (not the model's name nor the query prompt), hashed."""
     settings = {
         k: v for k, v in encoder.config.items() if k not in ("model", "query_prompt", "document_prompt")
     }
@@ -80,7 +74,7 @@ def shard_complete(folder: Path, index: int, digest: str, fingerprint: str, rows
 
 
 def read_manifest(path: str | Path) -> dict:
-    """A manifest written by ``encode_sharded`` (the file, or the folder holding it), checked for completeness."""
+    """A manifest written by ``encode_sharded`` (the file or its folder), checked for completeness."""
     path = Path(path)
     path = path / MANIFEST_NAME if path.is_dir() else path
     manifest = read_json(path)

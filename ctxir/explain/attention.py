@@ -13,11 +13,10 @@ _ATTENTION_LOCK = threading.Lock()
 
 
 def cls_attention(query: str, document: str, model, tokenizer=None) -> dict:
-    """Attention paid by [CLS] to every token of ``[CLS] query [SEP] document [SEP]``, per layer.
+    """Attention paid by [CLS] to every token of ``[CLS] query [SEP] document [SEP]``: ``tokens`` and
+    ``attention`` (layers, tokens), averaged over heads, each row summing to 1.
 
-    model: a name (loaded with eager attention by ``ctxir.encoders.internals``) or a loaded transformers model
-    with its ``tokenizer``; a model loaded with sdpa attention is switched to eager for this one pass.
-    Returns ``tokens`` and ``attention``: (layers, tokens), averaged over heads; each row sums to 1.
+    model: a name or a loaded transformers model with its ``tokenizer`` (switched to eager attention for the pass).
 
     >>> name = "sentence-transformers/all-MiniLM-L6-v2"
     >>> out = cls_attention("river otters", "Otters dig dens.", name)  # doctest: +SKIP
@@ -28,9 +27,7 @@ def cls_attention(query: str, document: str, model, tokenizer=None) -> dict:
     query, document = check_pair_text(query, "query"), check_pair_text(document, "document")
     with _eager_attention(model):
         internals = inspect_text(query, document, model=model, tokenizer=tokenizer)
-    attention = internals.attentions[:, :, 0, :].mean(
-        axis=1
-    )  # (layers, heads, tokens, tokens) → (layers, tokens)
+    attention = internals.attentions[:, :, 0, :].mean(axis=1)  # (layers, tokens)
     return {"tokens": internals.tokens, "attention": attention.astype(float).tolist()}
 
 
@@ -51,7 +48,7 @@ def _eager_attention(model):
 
 
 def attention_report(query: str, document: str, model, tokenizer, tokens: list[str]) -> dict:
-    """``cls_attention`` aligned with the scored ``tokens``, for a re-ranker's explanation (or why it is not shown)."""
+    """``cls_attention`` aligned with the scored ``tokens``, or why it is not shown."""
     try:
         report = cls_attention(query, document, model, tokenizer)
     except CtxirError as err:

@@ -1,15 +1,7 @@
 """Why a bi-encoder scored a pair: its cosine split over tokens, exactly for mean pooling, else Integrated Gradients.
 
-Mean pooling — exact. The query and the document are encoded separately; with mean pooling over every
-non-padding token ([CLS] and [SEP] included, as sentence-transformers' ``Pooling`` does) and any normalisation
-after it, the cosine splits into query-token × document-token terms::
-
-    cos(q̄, d̄) = Σᵢⱼ qᵢ·dⱼ / (n·m·‖q̄‖·‖d̄‖)
-
-``mean_pooling_contributions`` is that pure tensor core (tested without a model); ``explain_bi_encoder`` runs
-the model once per text and checks the terms add up to the model's own cosine. For CLS or max pooling no such
-split exists: ``explain_bi_encoder`` says so and (method="auto") falls back to Integrated Gradients.
-"""
+With mean pooling over every non-padding token and any normalisation after it, the cosine splits exactly into
+query-token × document-token terms: cos(q̄, d̄) = Σᵢⱼ qᵢ·dⱼ / (n·m·‖q̄‖·‖d̄‖)."""
 
 from __future__ import annotations
 
@@ -33,18 +25,11 @@ BI_ENCODER_METHODS = ("auto", "exact", "integrated-gradients")
 EXACT_CHECK_ATOL = 1e-4
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Bi-encoder: the exact split (pure tensor core)
-
-
 def mean_pooling_contributions(
     query_tokens: torch.Tensor | np.ndarray, document_tokens: torch.Tensor | np.ndarray
 ) -> torch.Tensor:
-    """(n, hidden) query token vectors + (m, hidden) document token vectors → (n, m) contributions.
-
-    Entry (i, j) = qᵢ·dⱼ / (n·m·‖q̄‖·‖d̄‖), where q̄, d̄ are the means of the rows; the entries sum to
-    cos(q̄, d̄), the cosine of the mean-pooled (and then normalised, which changes no cosine) embeddings.
-    Pass every token the pooling averages (specials included, padding excluded). Computed in float64.
+    """(n, hidden) query token vectors + (m, hidden) document token vectors → (n, m) float64 contributions
+    qᵢ·dⱼ / (n·m·‖q̄‖·‖d̄‖), which sum to cos(q̄, d̄). Pass every token the pooling averages.
 
     >>> q = torch.tensor([[1.0, 0.0], [0.0, 1.0]])  # 2 query tokens; mean (0.5, 0.5)
     >>> d = torch.tensor([[1.0, 0.0]])  # 1 document token
@@ -79,10 +64,6 @@ def _as_tokens(tokens, name: str) -> torch.Tensor:
     return tokens
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Bi-encoder: model-aware wrapper
-
-
 def explain_bi_encoder(
     model,
     query: str,
@@ -92,14 +73,12 @@ def explain_bi_encoder(
     max_steps: int = MAX_IG_STEPS,
     baseline: str = "pad",
 ) -> dict:
-    """Split a bi-encoder's cosine(query, document) over tokens.
+    """Split a bi-encoder's cosine(query, document) over tokens, each text after its prompt.
 
-    model: a ``SentenceTransformer``, a ``ctxir.BiEncoder`` (its pooling and layer are used) or a name.
-    method: "exact" (mean pooling only; anything else raises), "integrated-gradients" (Captum IG on the word
-    embeddings of both texts, for any pooling) or "auto" (exact where it exists, otherwise IG).
-    Returns a JSON-able dict: ``cosine``, ``query_tokens``, ``document_tokens``, ``pair_contributions``
-    (rows = query tokens; None for IG), ``query_contributions`` / ``document_contributions`` (per token:
-    the row / column sums, or the IG attributions), ``method``, ``pooling`` and, for IG, the completeness report.
+    model: a ``SentenceTransformer``, a ``ctxir.BiEncoder`` (its pooling, layer and prompts) or a name. method: "exact"
+    (mean pooling only), "integrated-gradients" (any pooling) or "auto". Returns ``cosine``, ``query_tokens``,
+    ``document_tokens``, ``pair_contributions`` (rows = query tokens; None for IG), ``query_contributions`` /
+    ``document_contributions``, ``method``, ``pooling`` and, for IG, the completeness report.
 
     >>> out = explain_bi_encoder("sentence-transformers/all-MiniLM-L6-v2", "river otters",
     ...                          "Otters dig dens in the river bank.")  # doctest: +SKIP
@@ -112,8 +91,7 @@ def explain_bi_encoder(
     if method not in BI_ENCODER_METHODS:
         raise CtxirError(f"method {method!r} is not known: use one of {', '.join(BI_ENCODER_METHODS)}")
     st = _sentence_transformer(model)
-    # each text after its prompt, as retrieval encodes it: a BiEncoder's prompts, else the model's own (a pooling
-    # that leaves prompt tokens out is explained by Integrated Gradients with them in)
+    # a pooling that leaves prompt tokens out is explained by Integrated Gradients
     prompts = model_prompts(st)
     if isinstance(model, BiEncoder):
         prompts = {"query": model.query_prompt, "document": model.document_prompt}
@@ -163,7 +141,6 @@ def explain_bi_encoder(
 
 
 def _sentence_transformer(model):
-    # lazy: sentence-transformers pulls in transformers (seconds)
     from sentence_transformers import SentenceTransformer
 
     if isinstance(model, str):
@@ -180,7 +157,6 @@ def _sentence_transformer(model):
 
 def _exact_split_support(st) -> tuple[str, str]:
     """(pooling name, reason no exact split exists or "")."""
-    # lazy: sentence-transformers pulls in transformers (seconds)
     from sentence_transformers.base.modules import Normalize
 
     modules = list(st)
@@ -215,9 +191,7 @@ def _pooled_tokens(st, out: dict) -> torch.Tensor:
 
 
 def _sentence_embedder(st):
-    """``embed(word_vectors, enc)``: the sentence embeddings (batch, dim) of ``st`` computed from word embeddings
-    (batch, n, hidden) instead of token ids, so Integrated Gradients can interpolate them; ``enc`` gives the
-    attention mask (and token types) of the one tokenised text, repeated over the batch."""
+    """``embed(word_vectors, enc)``: ``st``'s sentence embeddings (batch, dim) from word embeddings, for IG."""
     hf = st[0].auto_model
     needs_layers = any(getattr(m, "layer", -1) != -1 for m in list(st)[1:])
 
@@ -240,7 +214,6 @@ def _sentence_embedder(st):
 
 def _bi_encoder_ig(st, query: str, document: str, n_steps: int, max_steps: int, baseline: str) -> dict:
     """Captum IG on the word embeddings of both texts at once; the target is their cosine."""
-    # lazy: captum is needed only for Integrated Gradients
     from captum.attr import IntegratedGradients
 
     check_steps(n_steps, max_steps)
@@ -294,7 +267,6 @@ def _bi_encoder_ig(st, query: str, document: str, n_steps: int, max_steps: int, 
 
 
 def _single_features(st, text: str) -> dict:
-    """Tokenised like ``encode`` does it (the model's max_seq_length truncation), batch of one."""
     features = st.preprocess([text]) if hasattr(st, "preprocess") else st.tokenize([text])
     device = next(st.parameters()).device
     return {k: v.to(device) for k, v in features.items() if isinstance(v, torch.Tensor)}

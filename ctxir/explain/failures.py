@@ -1,13 +1,5 @@
-"""Why a document the run ranked above a relevant one won: BM25, bi-encoder and re-ranker explanations of a pair.
-
-* ``explain_failures`` — adds to each failure case's first pair(s) (``ctxir.evaluation.report.failure_cases``) an
-  explanation per model given — BM25 term scores (exact), a mean-pooled bi-encoder's query-token × document-token
-  split of the cosine (exact; Integrated Gradients for other poolings), a re-ranker's Integrated Gradients
-  (approximate, completeness error shown).
-* ``pipeline_explainers`` — the models a ``Pipeline`` already holds, as ``explain_failures`` keywords.
-
-The cases are plain dicts: nothing here imports the evaluation layer that builds them.
-"""
+"""Why a document the run ranked above a relevant one won: BM25 (exact), bi-encoder (exact for mean pooling) and
+re-ranker (Integrated Gradients) explanations of a failure report's pairs, which are plain dicts."""
 
 from __future__ import annotations
 
@@ -38,18 +30,10 @@ def explain_failures(
     n_steps: int | None = None,
     show_progress: bool = False,
 ) -> list[dict]:
-    """Copies of ``cases`` whose first ``pairs_per_query`` pairs carry ``explanations``: why the winner scored
-    above the relevant document, one entry per model given.
+    """Copies of ``cases`` whose first ``pairs_per_query`` pairs carry ``explanations``, one per model given.
 
-    bm25: a ``BM25Retriever`` (the term scores of its bm25s index: exact). bi_encoder: a ``BiEncoder``,
-    ``SentenceTransformer`` or name (``explain_bi_encoder``: exact for mean pooling, else Integrated Gradients).
-    reranker: a ``CrossEncoderReranker``/``CrossEncoder`` or a ``ClsLrRanker`` (Integrated Gradients, about 1–2 s
-    per document on a CPU, so keep ``len(cases) × pairs_per_query`` small).
-    Each explanation: ``model``, ``method``, ``exact``, ``about``, ``score_name``, ``winner`` / ``relevant``
-    (``score`` and ``tokens``: [token, contribution] pairs of the document), ``terms`` (per query term: its
-    contribution to each score and the difference, largest difference first) and ``difference`` of the scores.
-    """
-    # lazy: the progress bar is needed only here
+    Each: ``model``, ``method``, ``exact``, ``about``, ``score_name``, ``winner`` / ``relevant`` (``score``, ``tokens``:
+    [token, contribution] pairs), ``terms`` (per query term, largest difference first) and ``difference``."""
     from tqdm.auto import tqdm
 
     if bm25 is None and bi_encoder is None and reranker is None:
@@ -86,8 +70,7 @@ def explain_failures(
 
 
 def pipeline_explainers(pipeline) -> dict:
-    """The models a ``Pipeline`` already holds, as ``explain_failures`` keywords: its BM25 index, its (first)
-    bi-encoder and its re-ranker."""
+    """The models a ``Pipeline`` holds (its BM25, first bi-encoder, re-ranker) as ``explain_failures`` keywords."""
 
     first = pipeline.first_stage
     parts = first.retrievers if isinstance(first, HybridRetriever) else [first]
@@ -107,8 +90,7 @@ def _short(value: float) -> float:
 
 
 def _whole_words(tokens: list[str], *values: list[float]) -> tuple[list[str], ...]:
-    """Join word-pieces ("ct", "##cf" → "ctcf") and add their contributions: the splits are additive, and a
-    table of whole words reads better than one of pieces."""
+    """Join word-pieces ("ct", "##cf" → "ctcf") and add their contributions."""
     words, index = _word_index(tokens)
     sums = [[0.0] * len(words) for _ in values]
     for total, vals in zip(sums, values, strict=True):
@@ -118,7 +100,6 @@ def _whole_words(tokens: list[str], *values: list[float]) -> tuple[list[str], ..
 
 
 def _word_index(tokens: list[str]) -> tuple[list[str], list[int]]:
-    """(whole words, the word each token belongs to)."""
     words: list[str] = []
     index = []
     for token in tokens:
@@ -131,8 +112,7 @@ def _word_index(tokens: list[str]) -> tuple[list[str], list[int]]:
 
 
 def _top_pairs(query_tokens: list[str], document_tokens: list[str], pairs: list[list[float]]) -> list[list]:
-    """The largest (query word, document word) terms of an exact split, summed over their occurrences: a word
-    the document repeats weighs as much as all its occurrences together do in the cosine."""
+    """The largest (query word, document word) terms of an exact split, summed over their occurrences."""
     q_words, q_index = _word_index(query_tokens)
     d_words, d_index = _word_index(document_tokens)
     sums: dict[tuple[str, str], float] = {}
@@ -153,8 +133,7 @@ def _terms(query_tokens: list[str], winner: list[float], relevant: list[float]) 
 
 
 class _BM25Explainer:
-    """BM25 = Σ over query terms (repeats counted) of the term's weight in the document; bm25s keeps those weights
-    per (term, document) in its index, so the split is exact."""
+    """BM25's exact split: each query term's weight in the document, read from the bm25s index."""
 
     def __init__(self, bm25):
         if not isinstance(bm25, BM25Retriever):
@@ -256,25 +235,20 @@ class _BiEncoderExplainer:
         method = runs["winner"]["method"]
         exact = method == "exact"
         sides = {side: self._side(r) for side, r in runs.items()}
-        same_query = runs["winner"]["query_tokens"] == runs["relevant"]["query_tokens"]
-        terms = (
-            _terms(
+        winner, relevant = runs["winner"], runs["relevant"]
+        terms = []
+        if winner["query_tokens"] == relevant["query_tokens"]:
+            terms = _terms(
                 *_whole_words(
-                    runs["winner"]["query_tokens"],
-                    runs["winner"]["query_contributions"],
-                    runs["relevant"]["query_contributions"],
+                    winner["query_tokens"], winner["query_contributions"], relevant["query_contributions"]
                 )
             )
-            if same_query
-            else []
-        )
         about = (
             "exact split of the cosine of mean-pooled embeddings into query-token × document-token terms; a "
             "query token's contribution is its row sum"
-            if exact
-            else "Integrated Gradients of the cosine over each text's word-pieces (approximate: see the "
-            "completeness error)"
         )
+        if not exact:
+            about = "Integrated Gradients of the cosine over each text's word-pieces (approximate: see the completeness error)"
         result = {
             "model": kinds.BI_ENCODER,
             "method": method,
@@ -310,7 +284,7 @@ class _BiEncoderExplainer:
 
 
 def _reranker_explainer(reranker, n_steps: int, corpus: Mapping | None = None):
-    kind = kind_of(reranker)  # its entry in ctxir.rerank.registry: how it is explained, what it is called
+    kind = kind_of(reranker)
     explain, name = explainer_for(kind), kind.name
 
     def split(run: dict) -> tuple[list[str], list[float], list[list]]:
@@ -323,18 +297,11 @@ def _reranker_explainer(reranker, n_steps: int, corpus: Mapping | None = None):
         )
 
     def explainer(query: str, docs: Mapping[str, tuple[str, str]]) -> dict:
-        # the title: where a window-reading re-ranker cuts the document, as it did when it ranked it
-        runs = {
-            side: explain(
-                reranker,
-                query,
-                text,
-                n_steps=n_steps,
-                attention=False,
-                title=((corpus or {}).get(doc_id) or {}).get("title") or "",
-            )
-            for side, (doc_id, text) in docs.items()
-        }
+        # the title: where a window-reading re-ranker cuts the document
+        runs = {}
+        for side, (doc_id, text) in docs.items():
+            title = ((corpus or {}).get(doc_id) or {}).get("title") or ""
+            runs[side] = explain(reranker, query, text, n_steps=n_steps, attention=False, title=title)
         sides, query_parts = {}, {}
         for side, run in runs.items():
             q_tokens, q_values, doc_tokens = split(run)

@@ -1,15 +1,8 @@
 """Integrated Gradients as every explanation runs them: the baseline, the steps doubled until complete, the checks.
 
-The baseline keeps [CLS]/[SEP] and replaces every query and document token by [PAD] (``baseline="mask"``: by
-[MASK]); position and segment embeddings are the same in both, so only the words are attributed and the special
-tokens get exactly 0. The report carries the completeness error,
-``|Σ attributions − (score − baseline_score)| / |score − baseline_score|``; if it is above 1 % at the default
-number of steps the steps are doubled up to a cap, and the number used is reported.
-``pair_integrated_gradients`` runs Captum's ``LayerIntegratedGradients`` on the word embeddings of
-``[CLS] q [SEP] d [SEP]`` for a re-ranker's score (``ctxir.explain.rerankers``); the bi-encoder's runs Captum's
-``IntegratedGradients`` on both texts (``ctxir.explain.bi_encoder``). Also the checks every explanation makes of
-its input (texts, steps, baseline).
-"""
+The baseline keeps [CLS]/[SEP] and replaces every other token by [PAD] (or [MASK]), so only the words are
+attributed; the completeness error |Σ attributions − (score − baseline_score)| / |score − baseline_score| is
+reported, and the steps doubled up to a cap while it is above 1 %."""
 
 from __future__ import annotations
 
@@ -17,16 +10,15 @@ from collections.abc import Callable
 
 import torch
 
-from ctxir.encoders.exclusive import model_lock
+from ctxir.encoders.models import model_lock
 from ctxir.types import CtxirError
 
 BASELINES = ("pad", "mask")
-# Gauss–Legendre IG: 32 steps keep the completeness error under 1 % on MiniLM pairs, 16 do not always
-# (python -m benchmarks.explain measures it).
+# 32 Gauss–Legendre steps keep the completeness error under 1 % on MiniLM pairs (python -m benchmarks.explain)
 DEFAULT_IG_STEPS = 32
 MAX_IG_STEPS = 128
 COMPLETENESS_TOLERANCE = 0.01  # relative: |Σ attributions − Δ| ≤ 1 % of |Δ|, Δ = score − baseline_score
-# Below this absolute gap the relative error means nothing (Δ ≈ 0): the attributions are then accepted as is.
+# below this absolute gap the relative error means nothing (Δ ≈ 0)
 COMPLETENESS_ATOL = 1e-5
 
 
@@ -40,43 +32,35 @@ def pair_integrated_gradients(
     baseline: str,
 ) -> dict:
     """Captum LayerIntegratedGradients of ``score(input_ids, attention_mask, token_type_ids) -> (batch,)``."""
-    with model_lock(word_embeddings):  # the hooks below change the shared model for every thread
-        return _pair_integrated_gradients(
-            score, word_embeddings, tokenizer, enc, n_steps, max_steps, baseline
-        )
-
-
-def _pair_integrated_gradients(score, word_embeddings, tokenizer, enc, n_steps, max_steps, baseline) -> dict:
-    # lazy: captum is needed only for Integrated Gradients
     from captum.attr import LayerIntegratedGradients
 
-    input_ids = enc["input_ids"]  # (1, tokens)
-    base_ids = baseline_ids(tokenizer, input_ids, baseline)  # (1, tokens): [CLS]/[SEP] kept
-    extra = (enc["attention_mask"], enc.get("token_type_ids"))
-    with torch.no_grad():
-        value = float(score(input_ids, *extra)[0])
-        # the baseline is the start of Captum's path: the baseline's word vectors under the input's ids. A model that
-        # reads ids only through these vectors scores it as the baseline ids; one that also reads the ids themselves
-        # (a term-match head's exact matches) keeps that part in the baseline score, so completeness still holds
-        base_vectors = word_embeddings(base_ids)  # (1, tokens, hidden)
-        handle = word_embeddings.register_forward_hook(lambda module, args, output: base_vectors)
-        try:
-            baseline_value = float(score(input_ids, *extra)[0])
-        finally:
-            handle.remove()
+    with model_lock(word_embeddings):  # the hooks below change the shared model for every thread
+        input_ids = enc["input_ids"]  # (1, tokens)
+        base_ids = baseline_ids(tokenizer, input_ids, baseline)  # (1, tokens): [CLS]/[SEP] kept
+        extra = (enc["attention_mask"], enc.get("token_type_ids"))
+        with torch.no_grad():
+            value = float(score(input_ids, *extra)[0])
+            # the baseline's word vectors under the input's ids, as Captum's path starts: a head that reads the ids
+            # themselves (term match) keeps that part in the baseline score, so completeness still holds
+            base_vectors = word_embeddings(base_ids)  # (1, tokens, hidden)
+            handle = word_embeddings.register_forward_hook(lambda module, args, output: base_vectors)
+            try:
+                baseline_value = float(score(input_ids, *extra)[0])
+            finally:
+                handle.remove()
 
-    def attribute(steps: int):
-        lig = LayerIntegratedGradients(score, word_embeddings)
-        attributions, delta = lig.attribute(
-            input_ids,
-            baselines=base_ids,
-            additional_forward_args=extra,
-            n_steps=steps,
-            return_convergence_delta=True,
-        )
-        return attributions.sum(-1)[0], float(delta[0])  # (1, tokens, hidden) → (tokens,)
+        def attribute(steps: int):
+            lig = LayerIntegratedGradients(score, word_embeddings)
+            attributions, delta = lig.attribute(
+                input_ids,
+                baselines=base_ids,
+                additional_forward_args=extra,
+                n_steps=steps,
+                return_convergence_delta=True,
+            )
+            return attributions.sum(-1)[0], float(delta[0])  # (1, tokens, hidden) → (tokens,)
 
-    token_scores, report = adaptive_steps(attribute, value - baseline_value, n_steps, max_steps)
+        token_scores, report = adaptive_steps(attribute, value - baseline_value, n_steps, max_steps)
     ids = input_ids[0].tolist()
     sequence_b = (
         enc["token_type_ids"][0].tolist().index(1)
@@ -95,11 +79,7 @@ def _pair_integrated_gradients(score, word_embeddings, tokenizer, enc, n_steps, 
 
 
 def adaptive_steps(attribute: Callable, gap: float, n_steps: int, max_steps: int):
-    """Run ``attribute(steps)``, doubling the steps while the completeness error is above the tolerance.
-
-    gap = score − baseline_score as reported; the error is measured against it (Captum's own convergence delta,
-    from its own forward passes, agrees to float precision and is reported as ``convergence_delta``).
-    """
+    """Run ``attribute(steps)``, doubling the steps while the completeness error against ``gap`` is above tolerance."""
     steps = n_steps
     while True:
         scores, captum_delta = attribute(steps)
@@ -125,7 +105,6 @@ def adaptive_steps(attribute: Callable, gap: float, n_steps: int, max_steps: int
 
 
 def baseline_ids(tokenizer, input_ids: torch.Tensor, baseline: str) -> torch.Tensor:
-    """input_ids with every non-special token replaced by [PAD] or [MASK]; [CLS]/[SEP] stay."""
     check_baseline(baseline)
     token_id = tokenizer.pad_token_id if baseline == "pad" else tokenizer.mask_token_id
     if token_id is None:
@@ -142,10 +121,6 @@ def baseline_ids(tokenizer, input_ids: torch.Tensor, baseline: str) -> torch.Ten
         device=input_ids.device,
     )
     return input_ids.masked_fill(~special, token_id)
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Checks of an explanation's input
 
 
 def check_pair_text(text, name: str) -> str:

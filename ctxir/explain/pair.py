@@ -31,18 +31,11 @@ def explain(
     rerankers: Mapping[str, object] | None = None,
     title: str = "",
 ) -> dict:
-    """Explain one (query, document) pair with every model given; a JSON-able dict.
+    """Explain one (query, document) pair with every model given; a JSON-able dict (the ``/explain`` answer).
 
-    ``bi_encoder`` (always): ``cosine``, ``query_tokens``, ``document_tokens``, ``pair_contributions`` (rows =
-    query tokens) and per-token sums — see ``explain_bi_encoder``. Re-rankers: ``rerankers`` maps a kind of
-    ``ctxir.rerank.registry.RERANKERS`` to its model (``cross_encoder=`` and ``cls_lr=`` are the same for those two
-    kinds); each is explained by its kind's explainer under the kind's key ("cross_encoder", "cls_lr", ...):
-    ``score``, ``tokens``, ``attributions``, ``completeness_error`` and more — see ``explain_cross_encoder``.
-    ``cross_encoder`` always holds the first re-ranker's explanation (the cross-encoder's, or the CLS-LR one when
-    only a CLS-LR ranker is given): the key readers of one re-ranker's explanation read. ``title``: the
-    document's title when ``document`` is a corpus document's title + text (a re-ranker that reads long documents
-    by their best window cuts the windows after it, as it did when it ranked the document).
-    """
+    ``bi_encoder`` (always) → ``explain_bi_encoder``; ``rerankers`` maps a kind to its model (``cross_encoder=``,
+    ``cls_lr=`` for those two), each explained under the kind's key. ``cross_encoder`` always holds the first
+    re-ranker's explanation. ``title``: the document's title, where a window-reading re-ranker cuts it."""
 
     query, document = check_pair_text(query, "query"), check_pair_text(document, "document")
     if bi_encoder is None:
@@ -54,7 +47,7 @@ def explain(
     check_baseline(baseline)
     given = {
         kind: model
-        for kind, model in ((CROSS_ENCODER.name, cross_encoder), (CLS_LR.name, cls_lr))
+        for kind, model in {CROSS_ENCODER.name: cross_encoder, CLS_LR.name: cls_lr}.items()
         if model is not None
     }
     given.update({kind: model for kind, model in (rerankers or {}).items() if model is not None})

@@ -1,14 +1,5 @@
-"""Why a re-ranker scored a pair: Integrated Gradients of a cross-encoder's or a CLS-LR ranker's score over tokens.
-
-A cross-encoder is explained through the score its re-ranker reports (its activation, e.g. sigmoid, applied;
-``logit=True`` attributes the raw logit), on the window it ranked a long document by; a CLS-LR ranker through the
-logit ``coef · CLS + b`` that ``ClsLrRanker.score_pairs`` reports (not the ``predict_proba`` sigmoid). The
-Integrated Gradients themselves: ``ctxir.explain.integrated_gradients``; the attention from [CLS] added to both:
-``ctxir.explain.attention``.
-
-``EXPLAINERS`` names the explainer of each kind of the re-ranker registry (``ctxir.rerank.registry``);
-``explainer_for(kind)`` is what the app, ``explain`` and the failure report call.
-"""
+"""Why a re-ranker scored a pair: Integrated Gradients of a cross-encoder's or a CLS-LR ranker's score over tokens,
+plus the attention from [CLS]; ``explainer_for(kind)`` gives each kind of the registry its explainer."""
 
 from __future__ import annotations
 
@@ -43,25 +34,21 @@ def explain_cross_encoder(
     attention: bool = True,
     title: str = "",
 ) -> dict:
-    """Integrated Gradients of a cross-encoder's score over the tokens of ``[CLS] query [SEP] document [SEP]``.
+    """Integrated Gradients of a cross-encoder's score (as ``CrossEncoderReranker.score_pairs`` reports it, or the
+    raw ``logit``) over the tokens of ``[CLS] query [SEP] document [SEP]``.
 
-    model: a sentence-transformers ``CrossEncoder``, a ``ctxir.CrossEncoderReranker`` or a model name.
-    The score is the one ``CrossEncoderReranker.score_pairs`` reports (the model's activation applied);
-    logit=True explains the raw logit instead. attention=True adds ``cls_attention`` (layers × tokens).
-    A ``CrossEncoderReranker`` that reads long documents by their best window (``passages``, MaxP) is explained on
-    that window, the one whose score ranked the document; ``window`` says which (``title``: the document's title,
-    when ``document`` starts with it, so the windows are cut as ``score_documents`` cuts a corpus document's).
-    Usually ``model`` is a trained re-ranker (``"cross-encoder/ms-marco-MiniLM-L6-v2"``, a training output
-    folder); below, MiniLM with a fresh one-logit head, which shows the contract (not a meaningful score):
+    model: a ``CrossEncoder``, a ``ctxir.CrossEncoderReranker`` or a model name. A re-ranker that reads long documents
+    by windows is explained on the window that ranked the document (``window``; ``title``: where the windows start).
+    Below, MiniLM with a fresh one-logit head, which shows the contract (not a meaningful score):
 
     >>> from sentence_transformers import CrossEncoder
-    >>> from ctxir.encoders.models import DEFAULT_BI_ENCODER, resolve_model  # a Hub id → the packaged copy, offline
+    >>> from ctxir.encoders.models import DEFAULT_BI_ENCODER, resolve_model
     >>> _ = torch.manual_seed(0)  # the fresh head's weights
     >>> ce = CrossEncoder(resolve_model(DEFAULT_BI_ENCODER), num_labels=1, device="cpu")  # doctest: +SKIP
     >>> out = explain_cross_encoder(ce, "river otters", "Otters dig dens in the river bank.")  # doctest: +SKIP
     >>> out["tokens"][:4], len(out["attributions"]) == len(out["tokens"])  # doctest: +SKIP
     (['[CLS]', 'river', 'otter', '##s'], True)
-    >>> out["completeness_error"] <= 0.01  # Σ attributions = score − baseline score within 1 %  # doctest: +SKIP
+    >>> out["completeness_error"] <= 0.01  # doctest: +SKIP
     True
     """
     query, document = check_pair_text(query, "query"), check_pair_text(document, "document")
@@ -86,22 +73,17 @@ def explain_cross_encoder(
         scores = ce(batch)["scores"]  # (batch, labels)
         if activation is not None:
             scores = activation(scores)
-        return scores[
-            :, -1
-        ]  # (batch,): a multi-label head's last column is "relevant", as in CrossEncoderReranker
+        return scores[:, -1]  # (batch,): a multi-label head's last column is "relevant"
 
     result = pair_integrated_gradients(
         score, hf.get_input_embeddings(), ce.tokenizer, enc, n_steps, max_steps, baseline
     )
     if getattr(ce[-1], "term_match", False):
         result["term_match"] = _term_match_report(ce, enc, result["tokens"])
-    activation_name = "none (logit)" if activation is None else type(activation).__name__
-    result.update(
-        model_kind=CROSS_ENCODER.name,
-        score_kind="logit"
-        if activation is None
-        else f"{activation_name}(logit), as CrossEncoderReranker.score_pairs reports it",
-    )
+    score_kind = "logit"
+    if activation is not None:
+        score_kind = f"{type(activation).__name__}(logit), as CrossEncoderReranker.score_pairs reports it"
+    result.update(model_kind=CROSS_ENCODER.name, score_kind=score_kind)
     if getattr(model, "backend", "torch") == "onnx-int8":  # the explanation needs gradients: torch, float32
         result["score_kind"] += (
             "; computed in torch float32, while this re-ranker ranks with backend onnx-int8 "
@@ -127,12 +109,10 @@ def explain_cls_lr(
     max_steps: int = MAX_IG_STEPS,
     baseline: str = "pad",
     attention: bool = True,
+    title: str = "",
 ) -> dict:
-    """Integrated Gradients of a CLS-LR ranker's logit ``coef · CLS(query, document) + intercept`` (with the
-    cross-encoder's own score as one more feature where the ranker has ``score_feature``).
-
-    That logit is what ``ClsLrRanker.score_pairs`` reports (``predict_proba`` is its sigmoid).
-    ranker: a ``ctxir.ClsLrRanker`` or a folder / shipped name ``ClsLrRanker.load`` accepts.
+    """Integrated Gradients of a CLS-LR ranker's logit (what ``ClsLrRanker.score_pairs`` reports); ``ranker``: a
+    ``ctxir.ClsLrRanker`` or a folder. ``title`` is unused: the ranker reads a document's first tokens.
 
     >>> from ctxir.encoders.models import load_transformer
     >>> from ctxir.rerank import ClsLrRanker, cls_features
@@ -142,8 +122,6 @@ def explain_cls_lr(
     >>> ranker = ClsLrRanker.fit(name, cls_features(body, tokenizer, pairs), [1, 0], device="cpu")  # doctest: +SKIP
     >>> out = explain_cls_lr(ranker, *pairs[0])  # doctest: +SKIP
     >>> round(out["score"], 4) == round(float(ranker.score_pairs(pairs[0][0], [pairs[0][1]])[0]), 4)  # doctest: +SKIP
-    True
-    >>> out["completeness_error"] <= 0.01  # doctest: +SKIP
     True
     """
 
@@ -161,7 +139,7 @@ def explain_cls_lr(
         ranker.tokenizer(
             query, document, truncation="longest_first", max_length=ranker.max_length, return_tensors="pt"
         ).to(device)
-    )  # tokenised exactly as cls_features does
+    )  # as cls_features tokenises
 
     def score(input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None):
         inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
@@ -182,9 +160,7 @@ def explain_cls_lr(
 
 
 def best_window(model, query: str, document: str, title: str = "") -> tuple[str, dict | None]:
-    """(the text a window-reading re-ranker scored ``document`` by, which window it is) — ``(document, None)`` for a
-    model that reads the first tokens, or for a document of one window. The windows are cut as the re-ranker cuts
-    them: after ``title`` when ``document`` starts with it (a corpus document), else from the text alone."""
+    """(the window a window-reading re-ranker scored ``document`` by, which window) — ``(document, None)`` otherwise."""
     passages = getattr(model, "passages", None)
     if passages is None:
         return document, None
@@ -221,8 +197,7 @@ def _cross_encoder(model):
 
 
 def _term_match_report(ce, enc: dict, tokens: list[str]) -> dict:
-    """A term-match head's exact share per query token (ctxir.encoders.heads): the part of the score that reads
-    token ids, which Integrated Gradients over word vectors cannot attribute (it stays in ``baseline_score``)."""
+    """A term-match head's exact share per query token: the part of the score that reads token ids."""
     with torch.no_grad():
         features = ce[0](dict(enc))
         shares = ce[-1].term_match_scores(features)[0]  # (tokens,): zero outside the query
@@ -246,30 +221,16 @@ def _term_match_report(ce, enc: dict, tokens: list[str]) -> dict:
     }
 
 
-# ---------------------------------------------------------------- each re-ranker kind's explainer
-
-
-def _explain_cls_lr_document(ranker, query: str, document: str, title: str = "", **options) -> dict:
-    # the ranker reads the first tokens of a document, title included: no windows to cut after the title
-    return explain_cls_lr(ranker, query, document, **options)
-
-
 # kind name → (model, query, document, n_steps=, max_steps=, baseline=, attention=, title=) → dict
 EXPLAINERS: dict[str, Callable[..., dict]] = {
     CROSS_ENCODER.name: explain_cross_encoder,
-    CLS_LR.name: _explain_cls_lr_document,
+    CLS_LR.name: explain_cls_lr,
     STS_CROSS_ENCODER.name: explain_cross_encoder,
 }
 
 
-def register_explainer(kind: str, explainer: Callable[..., dict]) -> Callable[..., dict]:
-    """How re-rankers of ``kind`` (a name of ``ctxir.rerank.registry.RERANKERS``) are explained from now on."""
-    EXPLAINERS[kind] = explainer
-    return explainer
-
-
 def explainer_for(kind: RerankerKind) -> Callable[..., dict]:
-    """The explainer of ``kind``: its own ``explain`` where the entry brings one, else the one registered here.
+    """The explainer of ``kind``: its own ``explain``, else the one in ``EXPLAINERS``.
 
     >>> explainer_for(CROSS_ENCODER) is explain_cross_encoder
     True
@@ -277,7 +238,7 @@ def explainer_for(kind: RerankerKind) -> Callable[..., dict]:
     explainer = kind.explain or EXPLAINERS.get(kind.name)
     if explainer is None:
         raise CtxirError(
-            f"the {kind.label} re-ranker has no explainer: register one with "
-            f"ctxir.explain.rerankers.register_explainer({kind.name!r}, function), or give its registry entry one"
+            f"the {kind.label} re-ranker has no explainer: give its registry entry one (RerankerKind(explain=...)), "
+            f"or add it to ctxir.explain.rerankers.EXPLAINERS[{kind.name!r}]"
         )
     return explainer

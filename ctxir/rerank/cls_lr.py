@@ -10,14 +10,8 @@ import numpy as np
 import torch
 
 from ctxir import kinds
-from ctxir.encoders.exclusive import model_lock
 from ctxir.encoders.lengths import max_length_for, position_limit
-from ctxir.encoders.models import (
-    load_cross_encoder,
-    load_transformer,
-    pick_device,
-    resolve_model,
-)
+from ctxir.encoders.models import load_cross_encoder, load_transformer, model_lock, pick_device, resolve_model
 from ctxir.encoders.reranker_heads import cls_lr_logit
 from ctxir.files import atomic_path, verify_checksums, write_atomic
 from ctxir.names import CLS_LR_CONFIG, CLS_LR_FORMAT, CLS_LR_WEIGHTS

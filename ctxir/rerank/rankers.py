@@ -15,12 +15,7 @@ import torch
 
 from ctxir import kinds
 from ctxir.checks import check_query, is_blank
-from ctxir.encoders.exclusive import model_lock
-from ctxir.encoders.models import (
-    DEFAULT_CROSS_ENCODER,
-    load_cross_encoder,
-    resolve_model,
-)
+from ctxir.encoders.models import DEFAULT_CROSS_ENCODER, load_cross_encoder, model_lock, resolve_model
 from ctxir.names import PAIR_ORDERS_FILE
 from ctxir.rerank.calibration import calibration_for
 from ctxir.rerank.passages import Passages
@@ -80,13 +75,7 @@ def short_repr(value) -> str:
 
 
 def check_ranking(query, documents, top_k) -> tuple[str, list[str], int | None]:
-    """(query stripped, documents as a list, top_k) for ``rank``; a ``CtxirError`` naming the argument otherwise.
-
-    >>> check_ranking("otters", "Otters live in rivers.", None)
-    Traceback (most recent call last):
-        ...
-    ctxir.types.CtxirError: documents must be a list of str, got 'Otters live in rivers.' (type str): pass the texts to rank as a list, e.g. ['Otters live in rivers.'] for one
-    """
+    """(query stripped, documents as a list, top_k) for ``rank``; a ``CtxirError`` naming the argument otherwise."""
     if not isinstance(query, str) or is_blank(query):
         raise CtxirError(
             f"query must be text with a visible character, got {short_repr(query)}: pass the words or "

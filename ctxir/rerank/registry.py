@@ -1,17 +1,8 @@
-"""The re-ranker registry: one ``RerankerKind`` per kind, read by everything that offers, loads or scores one.
-
-Imports no torch: the app and the CLIs read it before any model loads.
+"""The re-ranker registry: one ``RerankerKind`` per kind, read by everything that offers, loads or scores one. Imports
+no torch: the app and the CLIs read it before any model loads.
 
 >>> list(RERANKERS)
 ['cross-encoder', 'cls-lr', 'sts-cross-encoder']
->>> reranker_choices()
-('none', 'cross-encoder', 'cls-lr', 'sts-cross-encoder')
->>> RERANKERS["cross-encoder"].available("none")
-(False, "turned off with 'none'")
->>> get_reranker("colbert")
-Traceback (most recent call last):
-    ...
-ctxir.types.CtxirError: re-ranker 'colbert' is not known: use one of 'none', 'cross-encoder', 'cls-lr', 'sts-cross-encoder'
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ctxir.files import read_json, verify_checksums
+from ctxir.rerank.calibration import CALIBRATION_FILE, Calibration, calibration_for
 from ctxir.retrieval.fusion import DEFAULT_RRF_K, FUSIONS, fuse, scored_only, weighted_score_fusion
 from ctxir.types import CtxirError, Hit
 
@@ -116,7 +117,15 @@ class StageFusion:
                 for name, chosen in sorted((data.get("first_stages") or {}).items())
             )
             methods = {data["method"], *(entry[2] for entry in by_stage if len(entry) > 2)}
-            calibration = _folder_calibration(Path(path)) if "calibrated" in methods else None
+            calibration = None
+            if "calibrated" in methods:
+                found = calibration_for(str(Path(path).parent))
+                if found is None:
+                    raise CtxirError(
+                        f"{str(path)!r} fuses by calibrated probability ('calibrated') but its folder has no "
+                        f"{CALIBRATION_FILE}: fit one with `python -m training.calibrate --model {str(Path(path).parent)!r}`"
+                    )
+                calibration = (found.scale, found.bias)
             return cls(
                 data["method"],
                 tuple(float(w) for w in data["weights"]),
@@ -190,23 +199,9 @@ def calibrated_fusion(
     >>> [(h.doc_id, round(h.score, 3)) for h in calibrated_fusion(first, reranked, (1.0, 1.0), (1.0, 0.0))]
     [('a', 1.119), ('b', 1.0), ('c', 0.881)]
     """
-    from ctxir.rerank.calibration import Calibration
-
     probabilities = Calibration(*calibration).probabilities([h.score for h in reranked])  # (candidates,)
     fused = {h.doc_id: weights[1] * float(p) for h, p in zip(reranked, probabilities, strict=True)}
     if weights[0] > 0 and first:
         for hit in weighted_score_fusion([first], [weights[0]]):
             fused[hit.doc_id] = fused.get(hit.doc_id, 0.0) + hit.score
     return [Hit(d, s) for d, s in sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))]
-
-
-def _folder_calibration(fusion_path: Path) -> tuple[float, float]:
-    from ctxir.rerank.calibration import CALIBRATION_FILE, calibration_for
-
-    calibration = calibration_for(str(fusion_path.parent))
-    if calibration is None:
-        raise CtxirError(
-            f"{str(fusion_path)!r} fuses by calibrated probability ('calibrated') but its folder has no "
-            f"{CALIBRATION_FILE}: fit one with `python -m training.calibrate --model {str(fusion_path.parent)!r}`"
-        )
-    return calibration.scale, calibration.bias

@@ -1,27 +1,173 @@
-"""Attention figures from ``Internals`` (never a model): bertviz views made offline, a heatmap, a per-head summary.
+"""Attention figures from ``Internals`` (never a model): bertviz's views made to draw offline, a heatmap, a per-head
+summary.
 
-bertviz's HTML embeds every attention weight as JSON text; at 64 tokens and full float precision
-that is 12.6 MiB. Weights are rounded (3 decimals by default), the layers/heads can be limited, and
-``check_attention_size`` refuses views that would still be too big to send to a browser.
+bertviz 1.4.1's HTML loads require.js, d3 v5 and jQuery from cdnjs: here those loads are replaced by d3 from ``mpld3``
+and jQuery from ``xstatic-jquery``, inlined with a small ``require`` shim. Weights are rounded and the layers/heads
+limited so that a view stays small enough to send (``check_attention_size``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+import hashlib
+import html
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import numpy as np
 
 from ctxir.types import CtxirError, Internals
 from ctxir.viz.embeddings import new_figure
-from ctxir.viz.offline import offline_document
+
+_CDN_SCRIPT = re.compile(r"<script[^>]*src=\"https?://[^\"]*\"[^>]*>\s*</script>", re.IGNORECASE)
+_REMOTE_LOAD = re.compile(r"(src|href)=[\"']?https?://|['\"]https?://[^'\"]*\.js['\"]", re.IGNORECASE)
+_REQUIRE_CONFIG = re.compile(r"require\.config\(\{.*?\}\s*\}\);", re.DOTALL)
+
+# d3 and jQuery load first (setting window.d3 / window.jQuery); the shim hands them to bertviz's requirejs
+_REQUIRE_SHIM = """
+(function () {
+  var modules = {jquery: window.jQuery, d3: window.d3};
+  function requirejs(deps, callback) {
+    var missing = deps.filter(function (d) { return !modules[d]; });
+    if (missing.length) { throw new Error("offline bertviz: no module " + missing.join(", ")); }
+    return callback.apply(window, deps.map(function (d) { return modules[d]; }));
+  }
+  requirejs.config = function () {};
+  window.require = window.requirejs = requirejs;
+})();
+"""
+
+# fit the iframe to the drawing: the body's own height (the document's scrollHeight could only grow it)
+_AUTO_HEIGHT = """
+(function () {
+  function fit() {
+    var frame = window.frameElement, body = document.body;
+    if (frame && body) {
+      frame.style.height = (Math.ceil(Math.max(body.scrollHeight, body.getBoundingClientRect().height)) + 20) + "px";
+    }
+  }
+  window.addEventListener("load", function () {
+    fit();
+    if (window.ResizeObserver) { new ResizeObserver(fit).observe(document.body); }
+  });
+})();
+"""
+
+
+@functools.cache
+def d3_v5_source() -> str:
+    try:
+        import mpld3
+    except ImportError as err:
+        raise CtxirError(
+            "the attention view needs d3 v5 from the 'mpld3' package: pip install mpld3"
+        ) from err
+    path = Path(mpld3.__file__).parent / "js" / "d3.v5.min.js"
+    if not path.is_file():
+        raise CtxirError(f"mpld3 is installed but {path} is missing: reinstall mpld3 (pip install -U mpld3)")
+    return path.read_text(encoding="utf-8")
+
+
+@functools.cache
+def jquery_source() -> str:
+    try:
+        from xstatic.pkg import jquery
+    except ImportError as err:
+        raise CtxirError(
+            "the attention view needs jQuery from the 'xstatic-jquery' package: pip install xstatic-jquery"
+        ) from err
+    path = Path(jquery.BASE_DIR) / "jquery.min.js"
+    if not path.is_file():
+        raise CtxirError(f"xstatic-jquery is installed but {path} is missing: reinstall xstatic-jquery")
+    return path.read_text(encoding="utf-8")
+
+
+def _inline_script(source: str) -> str:
+    return "<script>\n" + source.replace("</script", "<\\/script") + "\n</script>\n"
+
+
+def _drop_params_comment(body: str) -> str:
+    """bertviz also writes its params into a trailing template-marker comment, doubling the page: drop it."""
+    marker = "// HACK: "
+    start = body.find(marker)
+    end = body.find(" is a template marker", start)
+    if start < 0 or end < 0:
+        return body
+    return (
+        body[:start]
+        + "// (the params above were also written here by bertviz; removed)"
+        + body[body.find("\n", end) :]
+    )
+
+
+def offline_document(bertviz_html: str, title: str = "ctxir attention view", auto_height: bool = True) -> str:
+    """bertviz's returned HTML → a standalone page that draws without any network access."""
+    body = _CDN_SCRIPT.sub("", bertviz_html)
+    body = _REQUIRE_CONFIG.sub("", body)
+    body = _drop_params_comment(body)
+    # tokens are user text inside the script's JSON: a token "</script>" must not end the element
+    start = body.rfind("<script")
+    start = body.index(">", start) + 1 if start >= 0 else -1
+    end = body.rfind("</script>")
+    if 0 <= start < end:
+        body = body[:start] + body[start:end].replace("</", "<\\/") + body[end:]
+    # check the code, not the attention JSON on bertviz's `const params = …` line
+    params = body.find("const params = ")
+    code = body if params < 0 else body[:params] + body[body.find("\n", params) :]
+    if "cdnjs" in code or _REMOTE_LOAD.search(code):
+        raise CtxirError(
+            "bertviz's HTML still references an online URL after removing its CDN loads: "
+            "this bertviz version is not supported offline (ctxir is tested with bertviz 1.4.1)"
+        )
+    head = (
+        _inline_script(jquery_source())
+        + _inline_script(d3_v5_source())
+        + _inline_script(_REQUIRE_SHIM)
+        + (_inline_script(_AUTO_HEIGHT) if auto_height else "")
+    )
+    return (
+        '<!DOCTYPE html>\n<html><head><meta charset="utf-8">'
+        f"<title>{html.escape(title)}</title>\n{head}</head>\n"
+        '<body style="margin:0;background:white">\n' + body + "\n</body></html>\n"
+    )
+
+
+@functools.cache
+def script_files() -> dict[str, str]:
+    """The scripts ``offline_document`` inlines as name → source, each name carrying its source's hash."""
+    sources = {"jquery": jquery_source(), "d3-v5": d3_v5_source()}
+    return {f"{name}-{hashlib.sha256(s.encode()).hexdigest()[:12]}.min.js": s for name, s in sources.items()}
+
+
+def with_script_urls(document: str, url: Callable[[str], str]) -> str:
+    """``document`` (``offline_document``'s) loading jQuery and d3 from ``url(name)`` instead of inlining them, so a
+    page showing view after view fetches them once."""
+    for name, source in script_files().items():
+        inlined = _inline_script(source)
+        if inlined not in document:
+            raise CtxirError(
+                f"the attention page does not inline {name!r} as offline_document writes it: pass a document "
+                "from ctxir.viz.offline_document"
+            )
+        document = document.replace(inlined, f'<script src="{html.escape(url(name))}"></script>\n', 1)
+    return document
+
+
+def iframe(document: str, height: int = 600, title: str = "attention view") -> str:
+    """An ``<iframe srcdoc=…>`` that runs ``document``'s scripts inside a ``gr.HTML`` value."""
+    return (
+        f'<iframe title="{html.escape(title)}" srcdoc="{html.escape(document, quote=True)}" '
+        f'style="width:100%;height:{int(height)}px;border:0;background:white"></iframe>'
+    )
+
 
 VIEWS = ("head", "model")
-# layers × heads × tokens² weights a view may carry (≈ 6 layers × 12 heads × 128²): ~7 MiB of HTML.
+# layers × heads × tokens² weights a view may carry (≈ 6 layers × 12 heads × 128²)
 MAX_ATTENTION_CELLS = 1_200_000
 
 
 def select_indices(requested: Sequence[int] | None, available: int, what: str) -> list[int]:
-    """Checked, sorted, de-duplicated indices; None or [] means all ``available``."""
     if not requested:
         return list(range(available))
     chosen = sorted({int(i) for i in requested})
@@ -68,19 +214,18 @@ def bertviz_document(
     max_cells: int = MAX_ATTENTION_CELLS,
 ) -> str:
     """bertviz's head view or model view as a standalone HTML page that draws offline."""
-    # lazy: torch takes about a second to import; bertviz is needed only for its view
     import torch
     from bertviz import head_view, model_view
 
     if view not in VIEWS:
         raise CtxirError(f"view {view!r} is not known: use one of {', '.join(VIEWS)}")
     layers, heads = check_attention_size(internals, layers, heads, max_tokens, max_cells)
-    # float64 so `tolist()` writes 0.123, not float32's 0.12300000339746475: the rounding is what shrinks the HTML.
+    # float64, so the rounded values print short
     rounded = np.round(internals.attentions.astype(np.float64), decimals)  # (layers, heads, tokens, tokens)
     tokens = list(internals.tokens)
     b_start = internals.sentence_b_start
     if view == "head":
-        # head view has no head filter: pass only the chosen heads (shown as the first len(heads) colours).
+        # head view has no head filter: pass only the chosen heads
         attention = [torch.from_numpy(rounded[i][heads]).unsqueeze(0) for i in range(rounded.shape[0])]
         html = head_view(
             attention,
@@ -117,8 +262,7 @@ def attention_heatmap(internals: Internals, layer: int, head: int, decimals: int
 def attention_weights_figure(
     weights, tokens: list[str], layer: int, head: int, sentence_b_start: int | None = None
 ):
-    """``attention_heatmap`` from the weights themselves ((tokens × tokens), e.g. the rounded ones of the app's
-    JSON): the app draws its PNG after the answer from what the answer sent."""
+    """``attention_heatmap`` from one head's (tokens × tokens) weights themselves (e.g. the app's rounded JSON)."""
     weights = np.asarray(weights, dtype=np.float64)
     n_tokens = len(tokens)
     if weights.shape != (n_tokens, n_tokens):
@@ -130,7 +274,7 @@ def attention_weights_figure(
     fig = new_figure((size + 1.5, size))
     ax = fig.subplots()
     image = ax.imshow(weights, cmap="viridis", vmin=0.0, vmax=max(float(weights.max()), 1e-6))
-    # Every token up to 80; beyond that every k-th (thousands of tick objects make the figure slow to build).
+    # every token up to 80, beyond that every k-th
     step = -(-n_tokens // 80)
     ticks = list(range(0, n_tokens, step))
     ax.set_xticks(ticks, [tokens[i] for i in ticks], rotation=90, fontsize=8)
@@ -153,7 +297,7 @@ def attention_weights_figure(
                     va="center",
                     fontsize=6,
                     color="black" if value > 0.6 * weights.max() else "white",
-                    in_layout=False,  # inside its cell: the layout need not measure every value
+                    in_layout=False,
                 )
     ax.set_title(f"attention, layer {layer} head {head} (each row sums to 1)")
     fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
@@ -162,35 +306,19 @@ def attention_weights_figure(
 
 
 def head_summary(internals: Internals, decimals: int = 3) -> list[dict]:
-    """One row per (layer, head): where the head looks, averaged over query tokens.
-
-    entropy (nats; low = focused), share of attention to [CLS], to separator tokens, to the token itself,
-    to the previous and the next token, and the strongest single weight with its (from, to) tokens.
-    """
+    """One row per (layer, head): where the head looks, averaged over query tokens: entropy (nats), shares of
+    attention to [CLS], separators, itself, the previous and the next token, and its strongest weight."""
     attn = internals.attentions  # (layers, heads, tokens, tokens)
     n_layers, n_heads, n_tokens, _ = attn.shape
     tokens = internals.tokens
-    special = {"[CLS]": [], "[SEP]": []}
-    for i, t in enumerate(tokens):
-        if t in ("[CLS]", "<s>"):
-            special["[CLS]"].append(i)
-        elif t in ("[SEP]", "</s>"):
-            special["[SEP]"].append(i)
+    cls = [i for i, t in enumerate(tokens) if t in ("[CLS]", "<s>")]
+    sep = [i for i, t in enumerate(tokens) if t in ("[SEP]", "</s>")]
     entropy = -(attn * np.log(np.clip(attn, 1e-12, None))).sum(-1).mean(-1)  # (layers, heads)
-    to_cls = (
-        attn[..., special["[CLS]"]].sum(-1).mean(-1) if special["[CLS]"] else np.zeros((n_layers, n_heads))
-    )
-    to_sep = (
-        attn[..., special["[SEP]"]].sum(-1).mean(-1) if special["[SEP]"] else np.zeros((n_layers, n_heads))
-    )
-    diag = np.diagonal(attn, axis1=2, axis2=3)  # (layers, heads, tokens)
-    self_share = diag.mean(-1)
-    prev_share = (
-        np.diagonal(attn, offset=-1, axis1=2, axis2=3).sum(-1) / n_tokens if n_tokens > 1 else 0 * self_share
-    )
-    next_share = (
-        np.diagonal(attn, offset=1, axis1=2, axis2=3).sum(-1) / n_tokens if n_tokens > 1 else 0 * self_share
-    )
+    to_cls = attn[..., cls].sum(-1).mean(-1)  # (layers, heads); 0 without such tokens
+    to_sep = attn[..., sep].sum(-1).mean(-1)
+    self_share = np.diagonal(attn, axis1=2, axis2=3).mean(-1)
+    prev_share = np.diagonal(attn, offset=-1, axis1=2, axis2=3).sum(-1) / n_tokens
+    next_share = np.diagonal(attn, offset=1, axis1=2, axis2=3).sum(-1) / n_tokens
     rows = []
     for layer in range(n_layers):
         for head in range(n_heads):

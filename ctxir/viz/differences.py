@@ -1,9 +1,5 @@
-"""Per-query differences: each system's value of one metric minus the baseline's, query by query, worst to best.
-
-The per-topic difference plot of IR papers: a bar per query, wins above zero and losses below, counted in the title
-beside the paired test's p-value. ``query_differences`` computes the numbers from per-query values (never a model);
-``differences_figure`` draws them with matplotlib (PNG), ``differences_plotly`` as an interactive plotly figure (one
-self-contained HTML page); ``save_differences`` writes either, by the file's suffix (``ctxir compare --plot``).
+"""Per-query differences: each system's value of one metric minus the baseline's, worst to best, as IR papers'
+per-topic plots (matplotlib PNG or a plotly HTML page, by the file's suffix).
 
 >>> per_query = {"bm25": {"q1": 0.5, "q2": 1.0, "q3": 0.0}, "dense": {"q1": 1.0, "q2": 0.5, "q3": 0.0}}
 >>> [diff] = query_differences(per_query, "bm25", "nDCG@10", pvalues={"dense": 0.75})
@@ -33,7 +29,7 @@ MAX_LABELLED = 40  # queries up to which each bar is labelled with its query id
 
 
 def format_p(p: float) -> str:
-    """A p-value as the comparison table prints it (4 decimals), small ones in scientific notation.
+    """A p-value to 4 decimals, small ones in scientific notation.
 
     >>> format_p(0.04321), format_p(0.00002)
     ('0.0432', '2.0e-05')
@@ -47,9 +43,7 @@ def _count(n: int, word: str, words: str) -> str:
 
 @dataclass(frozen=True)
 class QueryDifferences:
-    """One system against the baseline on one metric: ``qids`` in the order of ``deltas`` (system − baseline, worst
-    first; equal ones by query id); ``p`` the paired test's p-value, ``p_adjusted`` after the correction for many
-    comparisons (None: not given)."""
+    """One system against the baseline on one metric: ``deltas`` (system − baseline) worst first, with ``qids``."""
 
     system: str
     baseline: str
@@ -73,14 +67,8 @@ class QueryDifferences:
 
     @property
     def title(self) -> str:
-        """What the figure says above this system's bars: who against whom, the counts, the p-value."""
-        counts = ", ".join(
-            (
-                _count(self.wins, "win", "wins"),
-                _count(self.losses, "loss", "losses"),
-                _count(self.ties, "tie", "ties"),
-            )
-        )
+        counts = f"{_count(self.wins, 'win', 'wins')}, {_count(self.losses, 'loss', 'losses')}, "
+        counts += _count(self.ties, "tie", "ties")
         title = f"{self.system} vs {self.baseline} · {self.metric}: {counts}"
         if self.p is not None:
             title += f" · p = {format_p(self.p)}"
@@ -96,9 +84,7 @@ def query_differences(
     pvalues: Mapping[str, float] | None = None,
     adjusted: Mapping[str, float] | None = None,
 ) -> list[QueryDifferences]:
-    """Each system of ``per_query`` (``{system: {qid: value}}``, one metric's values) but ``baseline``, against it:
-    the per-query differences sorted worst to best. ``pvalues`` / ``adjusted``: ``{system: p}`` of the paired test
-    already run (``ctxir.evaluation.compare.compare_systems``)."""
+    """Each system of ``per_query`` (``{system: {qid: value}}``) but ``baseline``, against it, worst to best."""
     if baseline not in per_query:
         raise CtxirError(
             f"baseline {baseline!r} is not among the systems {', '.join(map(repr, per_query))}: name one of them"
@@ -138,8 +124,7 @@ def query_differences(
 
 
 def comparison_differences(comparison: Mapping) -> list[QueryDifferences]:
-    """``query_differences`` of a comparison as the failure report stores it (``{"per_query", "baseline", "metric",
-    "p", "p_adjusted"}``: ``ctxir.evaluation.report.report_comparison``)."""
+    """``query_differences`` of a comparison as the failure report stores it."""
     return query_differences(
         comparison["per_query"],
         comparison["baseline"],
@@ -154,7 +139,7 @@ def _colours(deltas: np.ndarray) -> list[str]:
 
 
 def differences_figure(differences: Sequence[QueryDifferences]):
-    """One bar chart per system (matplotlib): a bar per query, worst to best, green above the baseline, red below."""
+    """One bar chart per system (matplotlib): a bar per query, worst to best, green above, red below."""
     _check_some(differences)
     fig = new_figure((10, 2.2 + 2.6 * len(differences)))
     axes = fig.subplots(len(differences), 1, squeeze=False)[:, 0]
@@ -168,19 +153,19 @@ def differences_figure(differences: Sequence[QueryDifferences]):
             ax.set_xticks([])
         ax.set_xlabel(f"{len(diff.qids)} queries, worst to best", fontsize=9)
         ax.set_ylabel(f"Δ {diff.metric}", fontsize=9, parse_math=False)
-        ax.set_title(diff.title, fontsize=10, parse_math=False)  # a name with "$" stays text
+        ax.set_title(diff.title, fontsize=10, parse_math=False)
         ax.grid(axis="y", alpha=0.3)
     fig.set_layout_engine("tight")
     return fig
 
 
 def differences_plotly(differences: Sequence[QueryDifferences]):
-    """The same bars as ``differences_figure``, interactive (plotly): hover a bar for its query id and difference."""
+    """The same bars as ``differences_figure``, interactive (plotly)."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
     _check_some(differences)
-    # plotly reads its text as a little HTML: names are escaped so that they show as typed
+    # plotly reads its text as HTML: names are escaped
     fig = make_subplots(
         rows=len(differences),
         cols=1,
@@ -212,8 +197,7 @@ def _check_some(differences: Sequence[QueryDifferences]) -> None:
 
 
 def check_plot_path(path: str | Path, what: str = "plot") -> Path:
-    """``path`` when its suffix says a format ``save_differences`` writes (``PLOT_FORMATS``); before any work, so that
-    a wrong name costs nothing."""
+    """``path`` when its suffix says a format ``save_differences`` writes; checked before any work."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in PLOT_FORMATS:
@@ -229,8 +213,7 @@ def check_plot_path(path: str | Path, what: str = "plot") -> Path:
 
 
 def save_differences(path: str | Path, differences: Sequence[QueryDifferences]) -> Path:
-    """Write the figure to ``path``: .png (``differences_figure``) or .html (``differences_plotly``, plotly.js inlined:
-    the page opens offline, alone)."""
+    """Write the figure to ``path``: .png or .html (plotly.js inlined: the page opens offline)."""
     path = check_plot_path(path)
     _check_some(differences)
     path.parent.mkdir(parents=True, exist_ok=True)

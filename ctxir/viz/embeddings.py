@@ -1,8 +1,4 @@
-"""Embedding figures and the numbers behind them, from ``Internals`` / arrays (never a model).
-
-Each ``*_figure`` returns a matplotlib figure; the computations (projections, per-layer cosines)
-are separate pure functions so the app can return their numbers as JSON and tests can check them.
-"""
+"""Embedding figures (matplotlib) and the numbers behind them (pure functions), from ``Internals`` / arrays."""
 
 from __future__ import annotations
 
@@ -18,14 +14,12 @@ from matplotlib.figure import Figure
 from ctxir.types import CtxirError
 
 PROJECTIONS = ("pca", "tsne")
-# matplotlib caches its fonts per thread (font_manager._get_font: keyed by thread id, 64 entries, each holding its font
-# files open). Drawn on the app's changing worker threads, every new thread opened the fonts again: the 30-minute
-# soak saw +1 open file and +5 MB a minute. Every PNG is drawn on this one thread instead.
+# matplotlib caches its fonts per thread, holding files open: every PNG is drawn on this one thread
 _DRAWING = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxir-draw")
 
 
 def new_figure(size: tuple[float, float], dpi: int = 100) -> Figure:
-    """A pyplot-free figure: pyplot's global state is not thread-safe, and the app serves requests in threads."""
+    """A pyplot-free figure: pyplot's global state is not thread-safe."""
     return Figure(figsize=size, dpi=dpi)
 
 
@@ -41,7 +35,6 @@ def cosine_matrix(vectors: np.ndarray) -> np.ndarray:
 
 def project(vectors: np.ndarray, method: str = "pca", seed: int = 0) -> np.ndarray:
     """(N, D) → (N, 2) with PCA or t-SNE (scikit-learn); t-SNE's perplexity is fitted to small N."""
-    # lazy: scikit-learn takes ~0.5 s, needed only to fit
     from sklearn.decomposition import PCA
     from sklearn.manifold import TSNE
 
@@ -53,13 +46,13 @@ def project(vectors: np.ndarray, method: str = "pca", seed: int = 0) -> np.ndarr
         raise CtxirError(f"a 2-D projection needs at least 3 tokens, got {n}: type a longer text")
     if method == "pca":
         return PCA(n_components=2, random_state=seed).fit_transform(vectors).astype(np.float64)
-    # perplexity must stay below N; ~N/4 keeps both local and global structure for a few dozen tokens.
+    # perplexity must stay below N
     perplexity = float(min(30.0, max(2.0, (n - 1) / 4)))
     return (
         TSNE(n_components=2, perplexity=perplexity, init="pca", random_state=seed, max_iter=500)
         .fit_transform(vectors)
         .astype(np.float64)
-    )  # float64: rounds to short JSON numbers
+    )
 
 
 def projection_figure(
@@ -139,9 +132,7 @@ def curves_figure(curves: dict[str, Sequence[float]], title: str, ylabel: str = 
 
 @dataclass(frozen=True)
 class MatrixStyle:
-    """How :func:`heatmap_figure` colours and labels a matrix: ``vmin``/``vmax`` the colour range (None: the
-    data's), ``cmap`` a matplotlib colormap or its name, ``annotate`` whether values are printed in the cells (None:
-    when there are at most 200), ``xlabel``/``ylabel`` the axis titles."""
+    """How ``heatmap_figure`` colours and labels a matrix (None: the data's range; annotate up to 200 cells)."""
 
     vmin: float | None = None
     vmax: float | None = None
@@ -158,8 +149,7 @@ def heatmap_figure(
     title: str,
     style: MatrixStyle | None = None,
 ):
-    """A labelled heatmap; values printed in the cells when the grid is small enough to read (``style``:
-    :class:`MatrixStyle`)."""
+    """A labelled heatmap, values printed in the cells when the grid is small enough to read."""
     style = style or MatrixStyle()
     matrix = np.asarray(matrix, dtype=np.float64)
     rows, cols = matrix.shape
@@ -182,7 +172,7 @@ def heatmap_figure(
                     va="center",
                     fontsize=7,
                     color="black" if matrix[i, j] > middle else "white",
-                    in_layout=False,  # inside its cell: the layout need not measure every value
+                    in_layout=False,
                 )
     ax.set_title(title)
     fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
@@ -215,10 +205,8 @@ def scores_figure(documents: Sequence[str], columns: dict[str, Sequence[float | 
 
 
 def save_png(fig, path) -> str:
-    """Write ``fig`` as PNG, drawn on ctxir's one drawing thread (whichever thread asks); figures are plain ``Figure``
-    objects, freed with their last reference."""
-    # a figure with a layout engine is fitted while it is drawn; bbox_inches="tight" would draw it a second time
-    # to measure it (a third of a PNG's time)
+    """Write ``fig`` as PNG, drawn on ctxir's one drawing thread."""
+    # a figure with a layout engine is fitted while drawn; "tight" would draw it twice
     tight = None if fig.get_layout_engine() is not None else "tight"
     _DRAWING.submit(fig.savefig, path, format="png", bbox_inches=tight).result()
     return str(path)
