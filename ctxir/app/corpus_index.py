@@ -150,9 +150,6 @@ class CorpusIndex:
                     del self._pooled[old]
             return self._pooled[key]
 
-    def summary(self) -> dict:
-        return {"name": self.name, "documents": len(self.corpus), "source": self.source}
-
 
 class Indexing:
     """How far the startup corpus's index has got."""

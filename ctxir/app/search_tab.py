@@ -8,14 +8,7 @@ import gradio as gr
 
 from ctxir.app import explain_tab, links, pooling, uploads, what_moved
 from ctxir.app.search import search
-from ctxir.app.search_form import (
-    SearchForm,
-    explain_with,
-    model_choices,
-    reranker_choices_now,
-    search_form,
-    wire_load,
-)
+from ctxir.app.search_form import explain_with, model_choices, reranker_choices_now, search_form, wire_load
 from ctxir.app.ui import PRIVATE, Ui, column_widths, frame, guard, numbers, show, steps, tab_intro, view_event
 from ctxir.rerank.registry import RERANKERS
 
@@ -95,7 +88,7 @@ def build(ui: Ui) -> None:
     )
 
 
-def results(ui: Ui, form: SearchForm):
+def results(ui: Ui, form):
     """The results and their Explain action: /search and /explain_result; returns the "Explain with" radio."""
     state, out = ui.state, ui.out
 
