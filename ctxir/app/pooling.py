@@ -9,7 +9,7 @@ import pandas as pd
 
 from ctxir.app.config import Progress
 from ctxir.app.corpus_index import Owner
-from ctxir.app.models import chosen_prompts, prompts_said
+from ctxir.app.models import check_layer, chosen_prompts, prompts_said
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import cls_warnings, rounded
 from ctxir.app.ui import Ui, frame, guard, numbers, show, steps, view_event, warn
@@ -33,9 +33,7 @@ def compare_pooling(
 ) -> ViewResult:
     """The same query through mean- and CLS-pooled embeddings of one layer: two rankings side by side."""
     query = check_text(query, "query", state.config.max_query_chars)
-    n_layers = state.models.num_layers
-    layer = check_int(layer, "layer", -1, n_layers)
-    layer = n_layers if layer == -1 else layer
+    layer = check_layer(layer, state.models.num_layers)
     k = check_int(k, "k", 1, state.config.max_k)
     index = state.index(corpus, owner)
     if len(index.corpus) > state.config.max_compare_docs:
@@ -63,9 +61,7 @@ def compare_pooling(
             row[f"{pooling}_title"] = index.corpus[hit.doc_id].get("title", "") if hit else None
             row[f"{pooling}_score"] = rounded(hit.score) if hit else None
         rows.append(row)
-    mean_ids = {h.doc_id for h in rankings["mean"]}
-    cls_ids = {h.doc_id for h in rankings["cls"]}
-    overlap = len(mean_ids & cls_ids)
+    overlap = len({h.doc_id for h in rankings["mean"]} & {h.doc_id for h in rankings["cls"]})
     data = {
         "query": query,
         "corpus": index.name,
@@ -135,16 +131,9 @@ def panel(ui: Ui, form: SearchForm) -> None:
         request: gr.Request,
         progress=gr.Progress(track_tqdm=True),  # noqa: B008 (gradio's pattern)
     ):
+        owner = ui.visitor(request)
         r = compare_pooling(
-            state,
-            query,
-            corpus,
-            layer,
-            k,
-            progress=steps(progress),
-            owner=ui.visitor(request),
-            query_prompt=query_prompt,
-            document_prompt=document_prompt,
+            state, query, corpus, layer, k, steps(progress), owner, query_prompt, document_prompt
         )
         warn(r)
         return frame(r.rows), r.text, r.data  # the API's table: one column per field (see after_pooling)

@@ -48,7 +48,25 @@ def what_moved(
     document_prompt: str | None = None,
 ) -> ViewResult:
     """The re-ranked documents whose rank changed most."""
-    k, depth, n = _checked_inputs(state, reranker, k, depth, n)
+    cfg = state.config
+    if reranker not in reranker_choices() and not state.models.loadable(reranker):
+        # raises: the valid kinds, or a cross-encoder's Hub id to load on demand
+        state.models.reranker(reranker)
+    if reranker == "none":  # nothing to compare
+        offered = state.models.loaded
+        raise CtxirError(
+            "'what moved' compares the first stage's ranking with a re-ranker's: choose re-ranker "
+            + (
+                " or ".join(map(repr, offered))
+                if offered
+                else "... — none is loaded in this app (the line at the top of the page says why)"
+            )
+        )
+    n = check_int(n, "documents to explain", 1, cfg.max_movers)
+    k = check_int(k, "k", 1, cfg.max_k)
+    depth = check_int(
+        depth if depth is not None else cfg.rerank_depth, "re-rank depth", 1, cfg.max_rerank_depth
+    )
     candidates = max(k, depth)
     # a row for every candidate the re-ranker re-scored, not only the k a search shows: one can move up from below
     ranked = search(
@@ -104,33 +122,6 @@ def what_moved(
         "movers": details,
     }
     return ViewResult(rows=rows, data=data, text=text, plots={"moves": slope})
-
-
-def _checked_inputs(
-    state: AppState, reranker: str, k: int, depth: int | None, n: int
-) -> tuple[int, int, int]:
-    """(k, re-rank depth, documents to explain) once each is within the app's limits and ``reranker`` names a
-    re-ranker ("none" leaves nothing to compare)."""
-    cfg = state.config
-    if reranker not in reranker_choices() and not state.models.loadable(reranker):
-        # raises: the valid kinds, or a cross-encoder's Hub id to load on demand
-        state.models.reranker(reranker)
-    if reranker == "none":
-        offered = state.models.loaded
-        raise CtxirError(
-            "'what moved' compares the first stage's ranking with a re-ranker's: choose re-ranker "
-            + (
-                " or ".join(map(repr, offered))
-                if offered
-                else "... — none is loaded in this app (the line at the top of the page says why)"
-            )
-        )
-    n = check_int(n, "documents to explain", 1, cfg.max_movers)
-    k = check_int(k, "k", 1, cfg.max_k)
-    depth = check_int(
-        depth if depth is not None else cfg.rerank_depth, "re-rank depth", 1, cfg.max_rerank_depth
-    )
-    return k, depth, n
 
 
 def _summary(
