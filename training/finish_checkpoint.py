@@ -11,7 +11,7 @@ from __future__ import annotations
 import filecmp
 import shutil
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 if __package__ in (None, ""):  # `python training/finish_checkpoint.py` from the repo root
@@ -20,7 +20,7 @@ if __package__ in (None, ""):  # `python training/finish_checkpoint.py` from the
 from ctxir.files import read_json
 from ctxir.publish.metrics_file import write_metrics
 from ctxir.types import CtxirError
-from training.common import cli_main
+from training.common import arg, cli_main
 
 MODEL_SUFFIXES = (
     ".json",
@@ -38,19 +38,11 @@ DEV_NOISE = (
 
 @dataclass
 class FinishCheckpointArgs:
-    run: str = field(
-        default="", metadata={"help": "the training run's folder: metrics.json and checkpoints/"}
-    )
-    step: int = field(
-        default=0, metadata={"help": "the checkpoint to finish on (checkpoints/checkpoint-<step>)"}
-    )
-    output_dir: str = field(default="", metadata={"help": "the folder to write (default: <run>-<step>)"})
-    metric: str = field(
-        default="ndcg@10",
-        metadata={
-            "help": "the dev metric recorded as extra.best_checkpoint, when the run recorded none (the shortest logged "
-            "eval key ending in it)"
-        },
+    run: str = arg("", "the training run's folder: metrics.json and checkpoints/")
+    step: int = arg(0, "the checkpoint to finish on (checkpoints/checkpoint-<step>)")
+    output_dir: str = arg("", "the folder to write (default: <run>-<step>)")
+    metric: str = arg(
+        "ndcg@10", "the dev metric recorded, when the run recorded none (the shortest key ending in it)"
     )
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import shutil
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 if __package__ in (None, ""):  # `python training/ship.py` from the repo root
@@ -39,7 +39,7 @@ from ctxir.names import CLS_LR_CONFIG, CLS_LR_WEIGHTS, TOP_LAYERS_CONFIG, TOP_LA
 from ctxir.publish.licenses import LICENSE_FILE
 from ctxir.rerank.stage_fusion import STAGE_FUSIONS, StageFusion
 from ctxir.types import CtxirError
-from training.common import cli_main
+from training.common import arg, cli_main
 
 # What the loaders read; anything else in a training output (logs, checkpoints, card drafts) stays behind.
 CROSS_ENCODER_FILES = (
@@ -93,39 +93,12 @@ CARD = "README.md"  # the model card, rendered from metrics.json (ctxir.publish.
 
 @dataclass
 class ShipArgs:
-    cross_encoder: str = field(
-        default="",
-        metadata={
-            "help": "train_cross_encoder.py output trained with --train-layers (top layers) or --lora-r (an adapter); "
-            "shipped with --cls-lr"
-        },
-    )
-    cls_lr: str = field(
-        default="", metadata={"help": "train_cls_lr.py output whose --base-model is that cross-encoder"}
-    )
-    pair_scorer: str = field(
-        default="",
-        metadata={
-            "help": "train_pair_scorer.py output (LoRA adapter + segment-cosine head, STS-B): ships as "
-            f"{SHIPPED_STS_CROSS_ENCODER}, alone or with --cross-encoder/--cls-lr"
-        },
-    )
-    dest: str = field(default=str(ASSETS_MODELS), metadata={"help": "package folder (ctxir/assets/models)"})
-    max_mb: float = field(
-        default=10.0,
-        metadata={
-            "help": "refuse if the package folder's models would exceed "
-            "this size in all (what is shipped + what stays)"
-        },
-    )
-    fusion: str = field(
-        default="",
-        metadata={
-            "help": "fusion.json for the fused re-rank mode (method, weights, k, chosen_on), written by "
-            "`python -m training.evaluate_reranker --choose-fusion true` on held-out training claims (default: the "
-            "cross-encoder folder's own fusion.json)"
-        },
-    )
+    cross_encoder: str = arg("", "train_cross_encoder.py output (--train-layers or --lora-r); with --cls-lr")
+    cls_lr: str = arg("", "train_cls_lr.py output whose --base-model is that cross-encoder")
+    pair_scorer: str = arg("", f"train_pair_scorer.py output: ships as {SHIPPED_STS_CROSS_ENCODER}")
+    dest: str = arg(str(ASSETS_MODELS), "package folder (ctxir/assets/models)")
+    max_mb: float = arg(10.0, "refuse if the package folder's models would exceed this size in all")
+    fusion: str = arg("", "fusion.json for the fused mode (default: the cross-encoder folder's own)")
 
 
 def _copy(src: Path, dest: Path, names: tuple[str, ...], required: tuple[str, ...]) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import csv
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -21,25 +21,19 @@ if __package__ in (None, ""):  # `python training/silver_pairs.py` from the repo
 
 from ctxir.files import write_json
 from ctxir.types import CtxirError
-from training.common import DEFAULT_DATA_DIR, cli_main, data_folder
+from training.common import DEFAULT_DATA_DIR, arg, cli_main, data_folder
 
 COLUMNS = ("sentence1", "sentence2", "score")
 
 
 @dataclass
 class SilverPairsArgs:
-    teacher: str = field(
-        default="",
-        metadata={
-            "help": "the bi-encoder that labels the pairs (a folder or Hub id), e.g. the STS-B bi-encoder of "
-            "docs/lab.md: outputs/bi-encoder-stsb-cosent"
-        },
-    )
-    output: str = field(default="outputs/silver-stsb.csv", metadata={"help": "the CSV to write"})
-    data_dir: str = field(default=DEFAULT_DATA_DIR, metadata={"help": "benchmark data root (../shared/data)"})
-    neighbours: int = field(default=2, metadata={"help": "nearest other sentences paired with each sentence"})
-    random: int = field(default=1, metadata={"help": "random other sentences paired with each sentence"})
-    max_sentences: int = field(default=-1, metadata={"help": "use N train sentences, seeded (-1 = all)"})
+    teacher: str = arg("", "the bi-encoder that labels the pairs, e.g. outputs/bi-encoder-stsb-cosent")
+    output: str = arg("outputs/silver-stsb.csv", "the CSV to write")
+    data_dir: str = arg(DEFAULT_DATA_DIR, "benchmark data root (../shared/data)")
+    neighbours: int = arg(2, "nearest other sentences paired with each sentence")
+    random: int = arg(1, "random other sentences paired with each sentence")
+    max_sentences: int = arg(-1, "use N train sentences, seeded (-1 = all)")
     batch_size: int = 64
     device: str = "auto"
     seed: int = 42

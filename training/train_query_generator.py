@@ -12,7 +12,7 @@ import json
 import random
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 if __package__ in (None, ""):  # `python training/train_query_generator.py` from the repo root
@@ -22,26 +22,22 @@ from ctxir.adapt.generator import QueryGenerator, generate_queries, prefix_lm_ba
 from ctxir.data.general import article_half, load_msmarco_triples, load_squad, load_wikiqa
 from ctxir.publish.metrics_file import versions
 from ctxir.types import CtxirError, doc_text
-from training.common import CommonArgs, cli_main, machine_info, resolve_resume
+from training.common import CommonArgs, arg, cli_main, machine_info, resolve_resume
 
 HELDOUT_FRACTION = 0.02
 
 
 @dataclass
 class QueryGeneratorArgs(CommonArgs):
-    """train_query_generator.py: the MiniLM query generator on general-domain question–passage pairs."""
-
-    base: str = field(
-        default="", metadata={"help": "the BERT folder or id both sides start from (default: MiniLM)"}
-    )
-    epochs: float = field(default=1.0, metadata={"help": "passes over the pairs"})
-    batch_size: int = field(default=16, metadata={"help": "pairs per step (raise it on a GPU)"})
+    base: str = arg("", "the BERT folder or id both sides start from (default: MiniLM)")
+    epochs: float = arg(1.0, "passes over the pairs")
+    batch_size: int = arg(16, "pairs per step (raise it on a GPU)")
     learning_rate: float = 3e-4
-    max_steps: int = field(default=-1, metadata={"help": "stop after N steps (-1 = --epochs)"})
-    max_pairs: int = field(default=0, metadata={"help": "use N training pairs, seeded (0 = all)"})
-    save_steps: int = field(default=100, metadata={"help": "checkpoint every N steps (for --resume last)"})
-    resume: str = field(default="", metadata={"help": "'last' = go on from the newest checkpoint"})
-    device: str = field(default="auto", metadata={"help": "auto, cpu or cuda"})
+    max_steps: int = arg(-1, "stop after N steps (-1 = --epochs)")
+    max_pairs: int = arg(0, "use N training pairs, seeded (0 = all)")
+    save_steps: int = arg(100, "checkpoint every N steps (for --resume last)")
+    resume: str = arg("", "'last' = go on from the newest checkpoint")
+    device: str = arg("auto", "auto, cpu or cuda")
     seed: int = 42
 
 

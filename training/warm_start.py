@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import shutil
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 if __package__ in (None, ""):  # `python training/warm_start.py` from the repo root
@@ -19,20 +19,17 @@ if __package__ in (None, ""):  # `python training/warm_start.py` from the repo r
 from ctxir.encoders.models import SHIPPED_CROSS_ENCODER, SHIPPED_MODELS, packaged_minilm_path
 from ctxir.names import PASSAGES_FILE
 from ctxir.types import CtxirError
-from training.common import cli_main
+from training.common import arg, cli_main
 
 WARM_START_LENGTH = 128  # the tokens each stage trained at (stage 6's 256 did not ship)
 
 
 @dataclass
 class WarmStartArgs:
-    output_dir: str = field(default="outputs/ce-warm-start", metadata={"help": "folder to write"})
-    passages_from: str = field(
-        default="",
-        metadata={
-            "help": "a cross-encoder folder whose passages.json (windows) the start reads with; default: the shipped "
-            "cross-encoder's; 'none' reads the first 128 tokens of each document"
-        },
+    output_dir: str = arg("outputs/ce-warm-start", "folder to write")
+    passages_from: str = arg(
+        "",
+        "a cross-encoder folder whose passages.json the start reads with (default: the shipped one's; 'none')",
     )
 
 
