@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 from ctxir import kinds
 from ctxir.adapt.negatives import COMPLEMENT_TEACHER, HYBRID_TEACHER, SOURCE_TEACHER
@@ -379,19 +379,9 @@ def _train(
 
     step = time.monotonic()
     loss = "margin-mse" if scores is not None else "mnrl"
-    plan = TrainPlan(
-        lora_rank=args.lora_rank,
-        lora_alpha=args.lora_alpha,
-        learning_rate=args.learning_rate,
-        batch_size=args.batch_size,
-        epochs=args.epochs,
-        max_steps=args.max_steps,
-        save_steps=args.save_steps,
-        save_minutes=args.save_minutes,
-        seed=args.seed,
-        device=args.device,
-        show_progress=not args.quiet,
-    )
+    # the plan takes the settings AdaptArgs shares with it by name (LoRA, optimiser, steps, checkpoints, seed, device)
+    shared = {f.name: getattr(args, f.name) for f in fields(TrainPlan) if hasattr(args, f.name)}
+    plan = TrainPlan(**shared, show_progress=not args.quiet)
     model = load_student(args.model, args.device, args.max_seq_length, plan)
     set_prompts(model, args.query_prompt, args.document_prompt)  # trained, saved and evaluated with them
     rows = training_rows(queries, corpus, negatives, scores)

@@ -1,10 +1,6 @@
-"""Query generators (doc2query, GPL's first step): MiniLM read as a prefix language model (UniLM's seq2seq mask:
-the passage attends both ways, each query token to the passage and the query's earlier tokens; no new attention,
-so it learns from a few thousand pairs), or a sequence-to-sequence doc2query model (``SEQ2SEQ_EXAMPLE``).
-
-``load_generator`` takes either, ``generate_queries`` samples from either as GPL does; training/train_query_generator.py
-trains the first (``prefix_lm_batch``, ``save_generator``).
-"""
+"""Query generators (doc2query, GPL's first step): MiniLM read as a prefix language model (UniLM's seq2seq mask: the
+passage attends both ways, each query token to the passage and the query's earlier ones; training/
+train_query_generator.py trains it), or a sequence-to-sequence doc2query model (``SEQ2SEQ_EXAMPLE``)."""
 
 from __future__ import annotations
 
