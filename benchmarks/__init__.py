@@ -13,17 +13,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-KINDS = (
-    "search",
-    "encode",
-    "rerank",
-    "train",
-    "app",
-    "views",
-    "report",
-    "explain",
-    "rerank_int8",
-)
+KINDS = ("search", "encode", "rerank", "train", "app", "views", "report", "explain", "rerank_int8")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -206,11 +206,6 @@ def http_call(
     raise CtxirError(f"{api_name}: the event stream ended without a result")
 
 
-def http_predict(url: str, api_name: str, data: tuple | list, timeout: float = 600.0) -> list:
-    """The outputs of one call through Gradio's HTTP API (``http_call``)."""
-    return http_call(url, api_name, data, timeout)[0]
-
-
 def file_bytes(output) -> int:
     """Bytes of the files among ``gradio_client``'s outputs (it downloads each one and gives its path)."""
     total = 0

@@ -21,21 +21,9 @@ from ctxir.files import write_json
 
 # The flags that decide these kernels' speed, reported with every run (all flags are in /proc/cpuinfo).
 SIMD_FLAGS = (
-    "sse4_2",
-    "avx",
-    "avx2",
-    "fma",
-    "f16c",
-    "avx512f",
-    "avx512bw",
-    "avx512vl",
-    "avx512_vnni",
-    "avx_vnni",
-    "avx512_bf16",
-    "avx512_fp16",
-    "avx512_vpopcntdq",
-    "amx_tile",
-)
+    "sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
+    "avx_vnni", "avx512_bf16", "avx512_fp16", "avx512_vpopcntdq", "amx_tile"
+)  # fmt: skip
 OLD_PREFIX = "python -m ctxir.bench "  # records written before the benchmarks left the library
 
 

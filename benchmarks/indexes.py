@@ -16,16 +16,9 @@ from benchmarks.common import opt
 from ctxir import CtxirError
 
 INDEX_TYPES = (
-    "exact",
-    "exact-st",
-    "faiss-hnsw",
-    "faiss-hnsw-sq8",
-    "ctxir-ann",
-    "ctxir-ann-norescore",
-    "ctxir-ann-mmap",
-    "int8-flat",
-    "binary",
-)
+    "exact", "exact-st", "faiss-hnsw", "faiss-hnsw-sq8", "ctxir-ann", "ctxir-ann-norescore",
+    "ctxir-ann-mmap", "int8-flat", "binary"
+)  # fmt: skip
 FULL_SCANS = ("exact", "exact-st", "int8-flat")  # up to ~1 s a query at 1M: --scan-queries limits them
 
 

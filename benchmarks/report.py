@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks import app, encode, rerank, search, train, views
-from benchmarks.common import current_command, main_for
+from benchmarks.common import current_command, main_for, opt
 from ctxir import CtxirError
 from ctxir.files import write_atomic
 
@@ -48,19 +48,14 @@ class ReportArgs:
     inputs: list[str] = field(
         metadata={"help": "JSON files written by search, encode, rerank, app and train"}
     )
-    plot: str = field(
-        default="", metadata={"help": "PNG: search p50 latency and recall@10 against corpus size"}
+    plot: str = opt("", "PNG: search p50 latency and recall@10 against corpus size")
+    markdown: str = opt(
+        "",
+        "write the tables into this page (e.g. docs/results.md) between its report markers, leaving the rest of the "
+        "page alone",
     )
-    markdown: str = field(
-        default="",
-        metadata={
-            "help": "write the tables into this page (e.g. docs/results.md) between its report markers, leaving the "
-            "rest of the page alone"
-        },
-    )
-    figures: str = field(
-        default="docs",
-        metadata={"help": "with --markdown: folder for performance-<kind>.png and bench/<input>.json copies"},
+    figures: str = opt(
+        "docs", "with --markdown: folder for performance-<kind>.png and bench/<input>.json copies"
     )
 
 
@@ -221,7 +216,6 @@ def write_section(markdown: Path, body: str) -> None:
         text = head + section + rest.split(REPORT_END, 1)[1]
     else:
         text = text.rstrip("\n") + "\n\n" + section + "\n"
-
     write_atomic(markdown, text)
 
 

@@ -112,7 +112,16 @@ def each_failure(
     default ``DiskFullError``, raised). Returns the failure points tried; ``sample``: the first ``SAMPLE`` only."""
     import pytest
 
-    operation = caught(fn, errors)
+    from ctxir.files import DiskFullError
+
+    errors = errors or DiskFullError
+
+    def operation():  # the result, or the error it raised
+        try:
+            return fn()
+        except errors as err:
+            return err
+
     last = SAMPLE if sample and SAMPLE else MAX_WRITES
     for n in range(1, MAX_WRITES):
         with pytest.MonkeyPatch.context() as patch:
@@ -129,21 +138,6 @@ def each_failure(
             check(outcome, False)
             return n
     raise AssertionError(f"the operation still wrote after {MAX_WRITES} writes")
-
-
-def caught(fn, errors: type[BaseException] | None = None):
-    """``fn`` as an operation: its result, or the error it raised (``DiskFullError`` unless ``errors`` says)."""
-    from ctxir.files import DiskFullError
-
-    errors = errors or DiskFullError
-
-    def operation():
-        try:
-            return fn()
-        except errors as err:
-            return err
-
-    return operation
 
 
 def leftovers(folder: Path) -> list[str]:

@@ -7,6 +7,7 @@ calling ``MIX``, and record each request's outcome (ok, refused, error, hung), l
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import platform
 import random
@@ -128,30 +129,37 @@ def request(client, api: str, call: tuple, timeout_s: float) -> tuple[str, str]:
         return classify(err), str(err)[:200]
 
 
-def visitor(url: str, stop_at: float, timeout_s: float, rng: random.Random, records: list, lock):
+def visitor(url: str, stop_at: float, timeout_s: float, rng, records: list, lock, t0=0.0, session_requests=0):
+    """Calls of ``MIX`` until ``stop_at``, each recorded with ``t``, its start in seconds since ``t0``: a new
+    gradio_client session every ``session_requests`` calls, or one session (0) whose failed connection ends it."""
     from gradio_client import Client
 
-    try:
-        client = Client(url, verbose=False)
-    except Exception as err:  # the app refused even the page: that is a result too
-        with lock:
-            records.append(
-                {"api": "connect", "outcome": classify(err), "seconds": 0.0, "message": str(err)[:200]}
-            )
-        return
     calls = [(api, call) for api, call, weight in MIX for _ in range(weight)]
-    try:
-        while time.time() < stop_at:
-            api, call = rng.choice(calls)
-            started = time.perf_counter()
-            outcome, message = request(client, api, call, timeout_s)
-            seconds = time.perf_counter() - started
+    while time.time() < stop_at:
+        try:
+            client = Client(url, verbose=False)
+        except Exception as err:  # the app refused even the page: that is a result too
             with lock:
-                records.append({"api": api, "outcome": outcome, "seconds": seconds, "message": message})
-            if outcome == "refused":
-                time.sleep(1.0)  # a person told "busy, try again" clicks again a moment later
-    finally:
-        client.close()  # the visitor leaves: its heartbeat stops, as when a browser tab is closed
+                records.append({"t": time.time() - t0, "api": "connect", "outcome": classify(err), "seconds": 0.0,
+                                "message": str(err)[:200]})  # fmt: skip
+            if not session_requests:
+                return
+            time.sleep(1.0)
+            continue
+        try:
+            for _ in range(session_requests) if session_requests else itertools.count():
+                if time.time() >= stop_at:
+                    break
+                api, call = rng.choice(calls)
+                started, sent = time.perf_counter(), time.time() - t0
+                outcome, message = request(client, api, call, timeout_s)
+                with lock:
+                    records.append({"t": sent, "api": api, "outcome": outcome,
+                                    "seconds": time.perf_counter() - started, "message": message})  # fmt: skip
+                if outcome == "refused":
+                    time.sleep(1.0)  # a person told "busy, try again" clicks again a moment later
+        finally:
+            client.close()  # the visitor leaves: its heartbeat stops, as when a browser tab is closed
 
 
 def percentile(values: list[float], q: float) -> float | None:

@@ -12,12 +12,13 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.common import opt  # noqa: E402
 from ctxir import kinds  # noqa: E402
 from ctxir.encoders.models import DEFAULT_BI_ENCODER  # noqa: E402
 from ctxir.evaluation.metrics import paired_test  # noqa: E402
@@ -86,39 +87,26 @@ DEFAULT_SEED = 42  # ctxir adapt's --seed
 
 @dataclass
 class ResultsAdaptArgs:
-    collections: str = field(
-        default=",".join(COLLECTIONS), metadata={"help": "comma list of " + ", ".join(COLLECTIONS)}
+    collections: str = opt(",".join(COLLECTIONS), "comma list of " + ", ".join(COLLECTIONS))
+    dev: bool = opt(False, "a dev set instead of test: " + ", ".join(DEV) + " (--collections)")
+    table_only: bool = opt(False, "only rewrite the table from docs/bench/adapt.json")
+    work: str = opt("outputs/adapt", "adapters and evaluations go here")
+    adapt_args: str = opt("", "extra ctxir adapt flags (dev comparisons only)")
+    label: str = opt("", "--dev: a name for this setting's adapter folder")
+    seeds: str = opt(
+        "",
+        "--dev: comma list of seeds (e.g. 42,1,2): the setting adapted once per seed, and the mean Δ over them "
+        "recorded (one draw moves by as much as two settings differ)",
     )
-    dev: bool = field(
-        default=False,
-        metadata={"help": "a dev set instead of test: " + ", ".join(DEV) + " (--collections)"},
-    )
-    table_only: bool = field(
-        default=False, metadata={"help": "only rewrite the table from docs/bench/adapt.json"}
-    )
-    work: str = field(default="outputs/adapt", metadata={"help": "adapters and evaluations go here"})
-    adapt_args: str = field(default="", metadata={"help": "extra ctxir adapt flags (dev comparisons only)"})
-    label: str = field(default="", metadata={"help": "--dev: a name for this setting's adapter folder"})
-    seeds: str = field(
-        default="",
-        metadata={
-            "help": "--dev: comma list of seeds (e.g. 42,1,2): the setting adapted once per seed, and the mean Δ "
-            "over them recorded (one draw moves by as much as two settings differ)"
-        },
-    )
-    against: str = field(
-        default="",
-        metadata={
-            "help": "--dev: another setting's --label ('default' = the one without): a paired test of this "
-            "setting against it, query by query, goes into the dev record"
-        },
+    against: str = opt(
+        "",
+        "--dev: another setting's --label ('default' = the one without): a paired test of this setting against "
+        "it, query by query, goes into the dev record",
     )
     torch_threads: int = 0
-    doc: str = field(default=str(ROOT / "docs" / "results.md"))
-    record: str = field(default=str(RECORD), metadata={"help": "the JSON the table is made from"})
-    training_doc: str = field(
-        default=str(ROOT / "docs" / "results.md"), metadata={"help": "where the timings go ('' = nowhere)"}
-    )
+    doc: str = str(ROOT / "docs" / "results.md")
+    record: str = opt(str(RECORD), "the JSON the table is made from")
+    training_doc: str = opt(str(ROOT / "docs" / "results.md"), "where the timings go ('' = nowhere)")
 
 
 def _ctxir(*argv: str) -> None:
@@ -146,18 +134,8 @@ def adapt(name: str, folder: Path, output: Path, args: ResultsAdaptArgs) -> dict
 def evaluate(folder: Path, model: str, split: str, run: str, out: Path, args: ResultsAdaptArgs) -> dict:
     """``ctxir evaluate`` of ``model`` (kept in ``out``; reused when there)."""
     if not out.is_file():
-        flags = [
-            "--data",
-            str(folder),
-            "--split",
-            split,
-            "--model",
-            model,
-            "--top-k",
-            "20",
-            "--output",
-            str(out),
-        ]
+        flags = ["--data", str(folder), "--split", split, "--model", model, "--top-k", "20"]
+        flags += ["--output", str(out)]
         threads = ["--torch-threads", str(args.torch_threads)] if args.torch_threads else []
         _ctxir("evaluate", *flags, *EVALS[run], *threads)
     return read_json(out)

@@ -25,10 +25,7 @@ PREVIOUS = (
 )
 COMPARE_START, COMPARE_END = "<!-- adapt_compare:start -->", "<!-- adapt_compare:end -->"
 # the default's table at other seeds (--label seed<N> "--adapt-args=--seed N" --record <file>); RECORD is seed 42's
-SEEDS = {
-    1: ROOT / "docs" / "bench" / "adapt-seed1.json",
-    2: ROOT / "docs" / "bench" / "adapt-seed2.json",
-}
+SEEDS = {1: ROOT / "docs" / "bench" / "adapt-seed1.json", 2: ROOT / "docs" / "bench" / "adapt-seed2.json"}
 SEEDS_START, SEEDS_END = "<!-- adapt_seeds:start -->", "<!-- adapt_seeds:end -->"
 SEED_STAGES = ("dense", "hybrid", "hybrid + re-ranker")
 

@@ -30,8 +30,8 @@ TRAINING_RUNS = {
             "train with each pair also as (b, a), scored as the mean of both orders, lr 4e-4",
             "ctxir/assets/models/sts-cross-encoder",
             "train_pair_scorer",
-        ),
-    ],
+        )
+    ]
 }
 # the re-rankers' table: metrics.json (training command) and evaluation.json (training/evaluate_reranker.py)
 RERANKERS = [

@@ -23,17 +23,7 @@ if __package__ in (None, ""):  # run as a file: python scripts/soak.py
 
 from benchmarks.common import opt
 from ctxir.files import write_json
-from scripts.load_test import (
-    MIX,
-    answers,
-    classify,
-    percentile,
-    record,
-    request,
-    rss_mb,
-    serving,
-    warm_cache,
-)
+from scripts.load_test import answers, percentile, record, rss_mb, serving, visitor, warm_cache
 
 ROOT = Path(__file__).resolve().parents[1]
 WINDOWS = 6  # 5-minute windows of the 30-minute soak
@@ -311,35 +301,6 @@ def analyse(
 # ---------------------------------------------------------------- the run
 
 
-def visitor(url: str, stop_at: float, t0: float, args: SoakArgs, rng: random.Random, records: list, lock):
-    from gradio_client import Client
-
-    calls = [(api, call) for api, call, weight in MIX for _ in range(weight)]
-    while time.time() < stop_at:
-        try:
-            client = Client(url, verbose=False)
-        except Exception as err:
-            with lock:
-                records.append({"t": time.time() - t0, "api": "connect", "outcome": classify(err), "seconds": 0.0,
-                                "message": str(err)[:200]})  # fmt: skip
-            time.sleep(1.0)
-            continue
-        try:
-            for _ in range(args.session_requests):
-                if time.time() >= stop_at:
-                    break
-                api, call = rng.choice(calls)
-                started, started_at = time.perf_counter(), time.time() - t0
-                outcome, message = request(client, api, call, args.request_timeout_s)
-                with lock:
-                    records.append({"t": started_at, "api": api, "outcome": outcome,
-                                    "seconds": time.perf_counter() - started, "message": message})  # fmt: skip
-                if outcome == "refused":
-                    time.sleep(1.0)
-        finally:
-            client.close()  # the visitor leaves; the next session is a new visitor
-
-
 def run(args: SoakArgs) -> dict:
     work = Path(tempfile.mkdtemp(prefix="ctxir-soak-"))
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "CTXIR_CACHE": str(work / "cache"), "TMPDIR": str(work)}
@@ -354,7 +315,8 @@ def run(args: SoakArgs) -> dict:
         stop_at = t0 + seconds
         visitors = [
             threading.Thread(target=visitor, daemon=True,
-                             args=(url, stop_at, t0, args, random.Random(args.seed * 1000 + i), records, lock))
+                             args=(url, stop_at, args.request_timeout_s, random.Random(args.seed * 1000 + i),
+                                   records, lock, t0, args.session_requests))
             for i in range(args.clients)
         ]  # fmt: skip
         for v in visitors:

@@ -475,15 +475,15 @@ def test_app_latency_through_gradio_client_and_the_http_api(app_record):
     assert app_bench.callback_ms(({"rows": []}, "text")) is None
 
 
-def test_http_predict_returns_the_outputs_and_names_an_error(app_state, serve):
+def test_http_call_returns_the_outputs_and_names_an_error(app_state, serve):
     """The HTTP API path gives the same outputs as the callback (the /search JSON), and an error event (k = 0 is
     refused by the app) becomes a CtxirError naming the endpoint."""
     import app
 
     with serve(app.build_demo(app_state)) as url:
-        outputs = app_bench.http_predict(url, "/search", ("otters", "demo-subset", "bm25", "none", 3, 20))
+        outputs = app_bench.http_call(url, "/search", ("otters", "demo-subset", "bm25", "none", 3, 20))[0]
         with pytest.raises(CtxirError, match=r"/search answered with an error"):
-            app_bench.http_predict(url, "/search", ("otters", "demo-subset", "bm25", "none", 0, 20))
+            app_bench.http_call(url, "/search", ("otters", "demo-subset", "bm25", "none", 0, 20))
     from ctxir.app.search import search
 
     expected = search(app_state, "otters", "demo-subset", "bm25", "none", 3).data["hits"]
