@@ -444,14 +444,15 @@ def _in_process_shards(job, todo, result) -> None:
     from ctxir.encoders import sharded
 
     s = job.settings
+    folder = str(job.folder.resolve())
     actor = sharded._ShardEncoder(
-        job.worker_model, s.pooling, s.layer, "cpu", 1, s.batch_size, str(job.folder.resolve())
+        job.worker_model, s.pooling, s.layer, "cpu", 1, s.batch_size, folder, s.document_prompt
     )
     for i, a, b in todo:
         texts, digest = job.texts[a:b], job.digests[i]
         batch = {"shard": [i], "start": [a], "ids": [job.ids[a:b]], "texts": [texts], "digest": [digest]}
         row = {key: values[0] for key, values in actor(batch).items()}
-        sharded._record_shard(result, row, 0.0)
+        result.encoded.append(int(row["shard"]))
 
 
 def sharded_encoding(folder: Path, forever: bool) -> int:
