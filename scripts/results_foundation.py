@@ -28,46 +28,21 @@ RECORDS = "docs/bench/foundation"
 DROPPED = {"runs", "per_query"}
 # (slug, dataset, system, flags besides --data and --output, published anchor)
 ROWS = [
-    (
-        "scifact-bm25",
-        "SciFact test",
-        "BM25 (bm25s, k1=1.5, b=0.75, stemmed)",
-        {"retriever": "bm25"},
-        "BEIR BM25 0.665; Pyserini flat 0.679",
-    ),
-    (
-        "scifact-dense",
-        "SciFact test",
-        "all-MiniLM-L6-v2, mean pooling (its own)",
-        {"retriever": "dense"},
-        "all-MiniLM-L6-v2 0.645",
-    ),
-    (
-        "scifact-hybrid",
-        "SciFact test",
-        "hybrid BM25 + MiniLM, RRF k=60 (untuned)",
-        {"retriever": "hybrid"},
-        "RRF k=60 0.687 (issue)",
-    ),
-    (
-        "scifact-hybrid-tuned",
-        "SciFact test",
-        "hybrid BM25 + MiniLM, fusion tuned on SciFact **train**",
-        {"retriever": "hybrid", "tune_on": "train"},
-        "",
-    ),
+    ("scifact-bm25", "SciFact test", "BM25 (bm25s, k1=1.5, b=0.75, stemmed)", {"retriever": "bm25"},
+     "BEIR BM25 0.665; Pyserini flat 0.679"),
+    ("scifact-dense", "SciFact test", "all-MiniLM-L6-v2, mean pooling (its own)", {"retriever": "dense"},
+     "all-MiniLM-L6-v2 0.645"),
+    ("scifact-hybrid", "SciFact test", "hybrid BM25 + MiniLM, RRF k=60 (untuned)", {"retriever": "hybrid"},
+     "RRF k=60 0.687 (issue)"),
+    ("scifact-hybrid-tuned", "SciFact test", "hybrid BM25 + MiniLM, fusion tuned on SciFact **train**",
+     {"retriever": "hybrid", "tune_on": "train"}, ""),
     ("msmarco-bm25", "MS MARCO sample", "BM25", {"retriever": "bm25"}, ""),
     ("msmarco-dense", "MS MARCO sample", "all-MiniLM-L6-v2, mean pooling", {"retriever": "dense"}, ""),
-    (
-        "msmarco-hybrid",
-        "MS MARCO sample",
-        "hybrid BM25 + MiniLM, RRF k=60 (untuned: no train split)",
-        {"retriever": "hybrid"},
-        "",
-    ),
+    ("msmarco-hybrid", "MS MARCO sample", "hybrid BM25 + MiniLM, RRF k=60 (untuned: no train split)",
+     {"retriever": "hybrid"}, ""),
     ("stsb", "STS-B test", "all-MiniLM-L6-v2, mean pooling (cosine)", {}, "0.8203"),
     ("stsb-cls", "STS-B test", "all-MiniLM-L6-v2, CLS pooling (cosine)", {"pooling": "cls"}, ""),
-]
+]  # fmt: skip
 DATA = {
     "SciFact test": "scifact",
     "MS MARCO sample": "msmarco_sample",

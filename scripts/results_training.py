@@ -25,23 +25,17 @@ START, END = "<!-- training:start -->", "<!-- training:end -->"
 # (table title, [(label, committed folder, the script that trained it)])
 TRAINING_RUNS = {
     "STS-B test Spearman": [
-        (
-            "pair scorer (shipped): LoRA r16 + segment-cosine head, the silver-pair model one more epoch on STS-B "
-            "train with each pair also as (b, a), scored as the mean of both orders, lr 4e-4",
-            "ctxir/assets/models/sts-cross-encoder",
-            "train_pair_scorer",
-        )
+        ("pair scorer (shipped): LoRA r16 + segment-cosine head, the silver-pair model one more epoch on STS-B "
+         "train with each pair also as (b, a), scored as the mean of both orders, lr 4e-4",
+         "ctxir/assets/models/sts-cross-encoder", "train_pair_scorer")
     ]
-}
+}  # fmt: skip
 # the re-rankers' table: metrics.json (training command) and evaluation.json (training/evaluate_reranker.py)
 RERANKERS = [
     (SHIPPED_CROSS_ENCODER, "ctxir/assets/models/cross-encoder", "train_cross_encoder"),
-    (
-        "shipped CLS-LR (on the stage-7 cross-encoder, C chosen by ranking)",
-        "ctxir/assets/models/cls-lr",
-        "train_cls_lr",
-    ),
-]
+    ("shipped CLS-LR (on the stage-7 cross-encoder, C chosen by ranking)", "ctxir/assets/models/cls-lr",
+     "train_cls_lr"),
+]  # fmt: skip
 SCRIPT_ARGS = {
     "train_bi_encoder": ("training.train_bi_encoder", "BiEncoderArgs"),
     "train_cross_encoder": ("training.train_cross_encoder", "CrossEncoderArgs"),
