@@ -1,4 +1,2 @@
-"""Training scripts: run from a checkout's root, as ``python training/<script>.py`` or ``python -m training.<script>``.
-
-Not installed with ctxir; each entry point run as a file puts the repo root on ``sys.path`` with one guarded line.
-"""
+"""Training scripts (not installed with ctxir): run from a checkout's root as ``python training/<script>.py`` or
+``python -m training.<script>``."""

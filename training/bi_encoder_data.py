@@ -9,7 +9,15 @@ from ctxir.classify import sample_per_class
 from ctxir.data import NLI_LABELS, load_beir, load_sick, load_snli, load_sts
 from ctxir.data.labelled import load_labelled, load_labels
 from ctxir.types import CtxirError, doc_text
-from training.common import check_not_empty, columns, data_folder, dataset_entry, heldout_queries, take
+from training.common import (
+    check_not_empty,
+    columns,
+    data_folder,
+    dataset_entry,
+    heldout_queries,
+    take,
+    take_train,
+)
 from training.steps import TaskData
 
 MINING_RANGE = 50  # scifact mnrl: hard negatives are the nearest of this many non-positive documents
@@ -44,12 +52,7 @@ def build_sts_task(args, model) -> TaskData:
     name = args.task
     folder = data_folder(args.data_dir, name)
     dev_split = "dev"
-    pairs = take(_sts_pairs(args, name, "train"), args.max_samples, args.seed)
-    check_not_empty(
-        len(pairs),
-        f"--max-samples {args.max_samples} leaves no {name} train pairs",
-        "use --max-samples -1 (all) or a positive number",
-    )
+    pairs = take_train(_sts_pairs(args, name, "train"), args.max_samples, args.seed, f"{name} train pairs")
     train = columns(pairs, ["sentence1", "sentence2", "score"])
     dev = _sts_pairs(args, name, dev_split)
     rows = [
@@ -98,12 +101,7 @@ def build_nli_task(args, model) -> TaskData:
         train = columns(triplets, ["anchor", "positive", "negative"])
         n_train = len(triplets)
     else:
-        examples = take(examples, args.max_samples, args.seed)
-        check_not_empty(
-            len(examples),
-            f"--max-samples {args.max_samples} leaves no NLI pairs",
-            "use --max-samples -1 (all) or a positive number",
-        )
+        examples = take_train(examples, args.max_samples, args.seed, "NLI pairs")
         train = columns(
             [(p, h, NLI_LABELS.index(y)) for p, h, y in examples], ["premise", "hypothesis", "label"]
         )
@@ -152,23 +150,11 @@ def build_scifact_task(args, model) -> TaskData:
     # SciFact has no dev split: hold out some training queries for the in-training evaluator.
     qids = sorted(queries)
     dev_ids = set(heldout_queries(qids, args.dev_queries, args.seed))
-    id_pairs = take(
-        [
-            (q, d)
-            for q in qids
-            if q not in dev_ids
-            for d, score in sorted(qrels[q].items())
-            if score > 0 and d in corpus
-        ],
-        args.max_samples,
-        args.seed,
-    )
+    judged = [
+        (q, d) for q in qids if q not in dev_ids for d, s in sorted(qrels[q].items()) if s > 0 and d in corpus
+    ]
+    id_pairs = take_train(judged, args.max_samples, args.seed, "(claim, abstract) pairs")
     pairs = [(queries[q], doc_text(corpus[d])) for q, d in id_pairs]
-    check_not_empty(
-        len(pairs),
-        f"--max-samples {args.max_samples} leaves no (claim, abstract) pairs",
-        "use --max-samples -1 (all) or a positive number",
-    )
     # 2b. mine hard negatives with the starting model over the whole corpus (its positives are excluded)
     fmt = (
         "labeled-pair"

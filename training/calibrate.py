@@ -1,9 +1,7 @@
-"""Fit a cross-encoder's calibration (raw pair score → probability of relevance) on dev pairs: calibration.json.
+"""Fit a cross-encoder's calibration (raw pair score → probability of relevance, Platt scaling) on held-out
+SciFact claims and WikiQA dev: calibration.json.
 
     python -m training.calibrate --model outputs/ce-general-stage5
-
-The dev pairs are held-out SciFact training claims (BM25's top --depth) and WikiQA dev; Platt scaling
-(``ctxir.rerank.fit_calibration``) leaves the ranking unchanged.
 """
 
 from __future__ import annotations

@@ -63,15 +63,11 @@ def check_args(args: ClsLrArgs) -> list[float]:
             raise CtxirError(
                 f"--{name.replace('_', '-')} must be -1 (all) or ≥ 1, got {getattr(args, name)!r}"
             )
-    if args.heldout_queries not in ("random", "base-unseen"):
-        raise CtxirError(
-            f"--heldout-queries {args.heldout_queries!r} is not known: use 'random' or 'base-unseen'"
-        )
+    check_choice(args.heldout_queries, "--heldout-queries", ("random", "base-unseen"))
     check_choice(args.cv_metric, "--cv-metric", CV_METRICS)
+    check_choice(args.class_weight, "--class-weight", ("balanced", "none"))
     if args.cv_folds < 2:
         raise CtxirError(f"--cv-folds must be ≥ 2, got {args.cv_folds!r}")
-    if args.class_weight not in ("balanced", "none"):
-        raise CtxirError(f"--class-weight {args.class_weight!r} is not known: use 'balanced' or 'none'")
     if args.max_length < 0:
         raise CtxirError(f"--max-length must be ≥ 0 (0 = the cross-encoder's own), got {args.max_length!r}")
     grid = positive_grid("--c-grid", args.c_grid, "0.01,0.1,1", "C")

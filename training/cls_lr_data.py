@@ -1,6 +1,5 @@
-"""What CLS-LR is fitted on: labelled (query, document) pairs — SciFact's train queries with their relevant abstracts and
-BM25's best-ranked wrong ones, general-domain questions beside them — and how the train queries are split into the
-fit part and the held-out claims the classification report reads (``load_inputs``, ``label_pairs``)."""
+"""What CLS-LR is fitted on: SciFact train queries' relevant abstracts and BM25's best wrong ones (+ --general
+questions), the train queries split into fit and held-out parts."""
 
 from __future__ import annotations
 

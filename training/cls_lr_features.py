@@ -63,9 +63,8 @@ def cross_encoder_pass(
             return_tensors="pt",
         ).to(device)
         out = model(**enc, output_hidden_states=True)
-        cls[idx] = (
-            out.hidden_states[layer][:, 0].float().cpu().numpy()
-        )  # (batch, tokens, hidden) → (batch, hidden)
+        # (batch, tokens, hidden) → (batch, hidden)
+        cls[idx] = out.hidden_states[layer][:, 0].float().cpu().numpy()
         if getattr(out, "logits", None) is not None:  # a sequence-classification head
             scores = out.logits[:, -1]  # (batch, labels): last column = "relevant"
         else:  # a modular head (e.g. mean pooling → Dense): the cross-encoder's own modules on the tokens
@@ -107,47 +106,10 @@ class FeatureCache:
         self.store.put(f"{key}-logit", logits)
 
 
-def features(
-    cross_encoder,
-    cache: FeatureCache,
-    pairs: Sequence[Pair],
-    layer: int,
-    batch_size: int,
-    max_length: int,
-    desc: str,
-    timings: dict,
-) -> tuple[np.ndarray, np.ndarray]:
-    """(N, hidden) [CLS] rows of ``layer`` and (N,) scores of ``pairs``, read from ``cache`` or by one pass of
-    ``cross_encoder`` (then cached); the pass's pairs and seconds go into ``timings[desc]``."""
-    cached = cache.get(pairs)
-    if cached is not None:
-        print(f"{desc}: {len(pairs)} pairs from the feature cache {cache.store.root}")
-        timings[desc] = {"pairs": len(pairs), "seconds": 0.0, "cached": True}
-        return cached
-    start = time.perf_counter()
-    cls, logits = cross_encoder_pass(cross_encoder, pairs, layer, max_length, batch_size, desc)
-    seconds = time.perf_counter() - start
-    timings[desc] = {
-        "pairs": len(pairs),
-        "seconds": round(seconds, 1),
-        "cached": False,
-        "pairs_per_second": round(len(pairs) / seconds, 2) if seconds > 0 else None,
-    }
-    print(f"{desc}: {len(pairs)} pairs in {seconds:.1f} s ({len(pairs) / max(seconds, 1e-9):.2f} pairs/s)")
-    cache.put(pairs, cls, logits)
-    return cls, logits
-
-
-def with_score(cls: np.ndarray, logits: np.ndarray, score_feature: bool) -> np.ndarray:
-    """(N, hidden) [CLS] rows, with the cross-encoder's own score appended as one more column where it is a feature
-    (the column order ``ClsLrRanker`` reads with ``score_feature``)."""
-    return np.concatenate([cls, logits[:, None]], 1) if score_feature else cls
-
-
 @dataclass
 class Reader:
-    """The cross-encoder whose [CLS] is read, how (layer, batch, token limit), the feature cache keyed by its files,
-    and each pass's pairs and seconds (``timings``)."""
+    """The cross-encoder whose [CLS] is read, how (layer, batch, token limit), its feature cache, and each pass's
+    pairs and seconds (``timings``)."""
 
     cross_encoder: Any
     cache: FeatureCache
@@ -158,18 +120,30 @@ class Reader:
     timings: dict = field(default_factory=dict)
 
     def read(self, pairs: Sequence[Pair], desc: str, score_feature: bool) -> tuple[np.ndarray, np.ndarray]:
-        """(the feature rows: [CLS], and with ``score_feature`` the cross-encoder's score; its own logits)."""
-        cls, logits = features(
-            self.cross_encoder,
-            self.cache,
-            pairs,
-            self.layer,
-            self.batch_size,
-            self.max_length,
-            desc,
-            self.timings,
-        )
-        return with_score(cls, logits, score_feature), logits
+        """(feature rows (N, hidden) [CLS], + the cross-encoder's score as a last column with ``score_feature``;
+        its own logits (N,)), from the cache or one pass (then cached)."""
+        cached = self.cache.get(pairs)
+        if cached is not None:
+            print(f"{desc}: {len(pairs)} pairs from the feature cache {self.cache.store.root}")
+            self.timings[desc] = {"pairs": len(pairs), "seconds": 0.0, "cached": True}
+            cls, logits = cached
+        else:
+            start = time.perf_counter()
+            cls, logits = cross_encoder_pass(
+                self.cross_encoder, pairs, self.layer, self.max_length, self.batch_size, desc
+            )
+            seconds = time.perf_counter() - start
+            per_second = round(len(pairs) / seconds, 2) if seconds > 0 else None
+            self.timings[desc] = {
+                "pairs": len(pairs),
+                "seconds": round(seconds, 1),
+                "cached": False,
+                "pairs_per_second": per_second,
+            }
+            print(f"{desc}: {len(pairs)} pairs in {seconds:.1f} s ({per_second} pairs/s)")
+            self.cache.put(pairs, cls, logits)
+        # the column order ClsLrRanker reads with score_feature
+        return (np.concatenate([cls, logits[:, None]], 1) if score_feature else cls), logits
 
 
 def load_reader(args: ClsLrArgs, base_path: str) -> Reader:

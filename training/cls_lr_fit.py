@@ -90,21 +90,11 @@ def classification(y: np.ndarray, scores: np.ndarray, threshold: float) -> dict:
     from sklearn.metrics import average_precision_score, classification_report
 
     predicted = (scores >= threshold).astype(int)
-    report = classification_report(
-        y,
-        predicted,
-        labels=[0, 1],
-        target_names=["non-relevant", "relevant"],
-        output_dict=True,
-        zero_division=0,
-    )
-    text = classification_report(
-        y, predicted, labels=[0, 1], target_names=["non-relevant", "relevant"], digits=4, zero_division=0
-    )
+    options = {"labels": [0, 1], "target_names": ["non-relevant", "relevant"], "zero_division": 0}
     return {
         "threshold": threshold,
-        "report": report,
-        "text": text,
+        "report": classification_report(y, predicted, output_dict=True, **options),
+        "text": classification_report(y, predicted, digits=4, **options),
         "positives": int(y.sum()),
         "negatives": int((1 - y).sum()),
         "average_precision": float(average_precision_score(y, scores)) if 0 < y.sum() < len(y) else None,
@@ -215,6 +205,7 @@ class Fitted:
     """Steps 4–5: the C and thresholds chosen on the fit queries, and the fitted weights."""
 
     best_c: float
+    emphasis: float  # the score feature's standardised column × this in the fit (--score-emphasis)
     cv: dict
     threshold: float
     oof_f1: float
@@ -225,9 +216,8 @@ class Fitted:
     intercept: float
     sk_model: Any
     seconds: float  # feature extraction of all train pairs + C search + fit
+    final_loss: float  # log loss of the final fit on the fit pairs
     base_ref: str = ""
-    emphasis: float = 1.0  # the score feature's standardised column × this in the fit (--score-emphasis)
-    final_loss: float = 0.0  # log loss of the final fit on the fit pairs
 
 
 def fit(
@@ -239,6 +229,8 @@ def fit(
     start: float,
 ) -> Fitted:
     """C by grouped cross-validation and the F1-maximising thresholds, on the fit queries; then the final fit."""
+    from sklearn.metrics import log_loss
+
     y_fit, g_fit = labelled.y_fit, labelled.pairs.groups[labelled.fit_rows]
     x_fit = x_all[labelled.fit_rows]  # (fit pairs, hidden)
     (best_c, emphasis), cv = choose_c(x_fit, y_fit, g_fit, c_grid, args)
@@ -251,28 +243,11 @@ def fit(
     class_weight = None if args.class_weight == "none" else args.class_weight
     coef, intercept, sk_model = fit_logistic(x_fit, y_fit, best_c, class_weight, args.seed, emphasis)
     seconds = time.perf_counter() - start
-    loss = _log_loss(sk_model, x_fit, y_fit)
+    loss = round(float(log_loss(y_fit, sk_model.predict_proba(x_fit)[:, 1], labels=[0, 1])), 6)
     return Fitted(
-        best_c,
-        cv,
-        threshold,
-        oof_f1,
-        ce_threshold,
-        ce_fit_f1,
-        class_weight,
-        coef,
-        intercept,
-        sk_model,
-        seconds,
-        emphasis=emphasis,
-        final_loss=loss,
+        *(best_c, emphasis, cv, threshold, oof_f1, ce_threshold, ce_fit_f1, class_weight),
+        *(coef, intercept, sk_model, seconds, loss),
     )
-
-
-def _log_loss(sk_model, x: np.ndarray, y: np.ndarray) -> float:
-    from sklearn.metrics import log_loss
-
-    return round(float(log_loss(y, sk_model.predict_proba(x)[:, 1], labels=[0, 1])), 6)
 
 
 @dataclass

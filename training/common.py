@@ -46,10 +46,6 @@ DATA_FOLDERS = {
 }
 
 
-def cpu_count() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
 def machine_info() -> dict:
     """Where the numbers were measured; ``hardware`` is the one-line summary used in metrics.json."""
     import torch
@@ -59,7 +55,7 @@ def machine_info() -> dict:
         if torch.cuda.is_available()
         else []
     )
-    cores = cpu_count()
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     hardware = f"{platform.system()} {platform.machine()}, {cores} CPU core{'s' if cores != 1 else ''}"
     if gpus:
         hardware += f", {len(gpus)}× {gpus[0]}"
@@ -129,39 +125,6 @@ def evaluation_row(
     }
 
 
-def training_block(
-    train_output,
-    *,
-    steps: int,
-    epochs: float,
-    train_examples: int,
-    batch_size: int,
-    learning_rate: float,
-    wall_time_seconds: float,
-    device: str,
-    seed: int,
-    log_history: Sequence[dict],
-) -> dict:
-    """The metrics.json "training" block; examples/s is the Trainer's own measure over the training loop."""
-    losses = [row["loss"] for row in log_history if "loss" in row]
-    metrics = getattr(train_output, "metrics", {}) or {}
-    return {
-        "steps": int(steps),
-        "epochs": round(float(epochs), 4),
-        "train_examples": int(train_examples),
-        "batch_size": int(batch_size),
-        "learning_rate": float(learning_rate),
-        "wall_time_seconds": round(float(wall_time_seconds), 1),
-        "train_loop_seconds": round(float(metrics.get("train_runtime", 0.0)), 1),
-        "examples_per_second": round(float(metrics.get("train_samples_per_second", 0.0)), 2),
-        "device": device,
-        "hardware": machine_info()["hardware"],
-        "torch_threads": machine_info()["torch_threads"],
-        "final_loss": round(float(losses[-1]), 6) if losses else None,
-        "seed": int(seed),
-    }
-
-
 def cli_main(args_class: type, run, argv: list[str] | None = None) -> int:
     """``ctxir.cli.cli_main`` with a relative ``--recipe`` also looked up under training/."""
     return _cli_main(args_class, run, argv, recipe_dirs=(TRAINING_DIR,))
@@ -203,6 +166,14 @@ def take(items: Sequence[T], max_samples: int, seed: int) -> list[T]:
     rng = random.Random(seed)
     keep = sorted(rng.sample(range(len(items)), max_samples))
     return [items[i] for i in keep]
+
+
+def take_train(items: Sequence[T], max_samples: int, seed: int, what: str) -> list[T]:
+    """``take`` for a training set: none left stops the run, naming --max-samples."""
+    kept = take(items, max_samples, seed)
+    hint = "use --max-samples -1 (all) or a positive number"
+    check_not_empty(len(kept), f"--max-samples {max_samples} leaves no {what}", hint)
+    return kept
 
 
 def untrained_questions(data, source: str, config: dict, default_seed: int = 42) -> list[str]:

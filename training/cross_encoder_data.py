@@ -23,6 +23,7 @@ from training.common import (
     general_entries,
     heldout_queries,
     take,
+    take_train,
     unseen_heldout_queries,
 )
 from training.cross_encoder_args import LISTWISE, negative_stages
@@ -45,12 +46,7 @@ def build_stsb(args: CrossEncoderArgs) -> TaskData:
     from ctxir.data import load_sts
 
     folder = data_folder(args.data_dir, "stsb")
-    train = take(load_sts(folder, "train"), args.max_samples, args.seed)
-    check_not_empty(
-        len(train),
-        f"--max-samples {args.max_samples} leaves no STS-B train pairs",
-        "use --max-samples -1 (all) or a positive number",
-    )
+    train = take_train(load_sts(folder, "train"), args.max_samples, args.seed, "STS-B train pairs")
     dev, test = load_sts(folder, "dev"), load_sts(folder, "test")
     dataset = columns([(a, b, s / 5.0) for a, b, s in train], ["sentence1", "sentence2", "score"])
     dev_evaluator = CrossEncoderCorrelationEvaluator(
@@ -83,9 +79,8 @@ def build_pair_scorer_data(args: PairScorerArgs) -> TaskData:
         data.train = concatenate_datasets([data.train, sick.cast(data.train.features)])
         data.datasets.insert(1, dataset_entry("sick", "train", "train", folder, len(pairs)))
     elif args.extra_train == "silver":
-        silver = Dataset.from_csv(args.silver_pairs).cast(
-            data.train.features
-        )  # sentence1, sentence2, score 0–1
+        # sentence1, sentence2, score 0–1
+        silver = Dataset.from_csv(args.silver_pairs).cast(data.train.features)
         data.train = concatenate_datasets([data.train, silver])
         # STS-B train's own sentences: STS-B's licence
         data.datasets.insert(
@@ -284,9 +279,7 @@ def hybrid_teacher(args: CrossEncoderArgs, corpus: dict, queries: dict[str, str]
             continue
         b = np.array([bm25_scores[q][d] for d in pool])
         c = doc_vectors[[row[d] for d in pool]] @ query_vectors[qrow[q]]
-        floor = (
-            min(bm25_scores[q].values()) if bm25_scores[q] else 0.0
-        )  # below its top 200: no better than that
+        floor = min(bm25_scores[q].values())  # below its top 200: no better than that
         stats[q] = (b.mean(), b.std() + 1e-6, c.mean(), c.std() + 1e-6, floor)
     print(
         f"hybrid teacher: BM25 + {args.dense_model} over {len(stats)} queries, z-scored over BM25 top {depth}; "
@@ -425,16 +418,8 @@ def scifact_queries(
         if args.dev_split == "unseen"
         else heldout_queries(qids, args.dev_queries, args.seed)
     )
-    pairs = take(
-        [(q, d) for q in qids if q not in set(dev_ids) for d in sorted(positives[q])],
-        args.max_samples,
-        args.seed,
-    )
-    check_not_empty(
-        len(pairs),
-        f"--max-samples {args.max_samples} leaves no (claim, abstract) pairs",
-        "use --max-samples -1 (all) or a positive number",
-    )
+    judged = [(q, d) for q in qids if q not in set(dev_ids) for d in sorted(positives[q])]
+    pairs = take_train(judged, args.max_samples, args.seed, "(claim, abstract) pairs")
     train_queries = {q: queries[q] for q, _ in pairs}
     # pseudo-queries: a document's title asks for its own abstract (corpus text only, no judgments)
     if args.pseudo_queries:

@@ -24,8 +24,6 @@ def scifact_dev_evaluator(
     dev_ids: list[str],
 ):
     """sentence-transformers' re-ranking evaluator over BM25's top --dev-depth of the held-out claims."""
-    from sentence_transformers.cross_encoder.evaluation import CrossEncoderRerankingEvaluator
-
     dev_hits = bm25.search({q: queries[q] for q in dev_ids}, args.dev_depth)
     if args.train_passages == "best":
         return maxp_evaluator(
@@ -43,13 +41,15 @@ def scifact_dev_evaluator(
         }
         for q in dev_ids
     ]
+    return reranking_evaluator(samples, "scifact-train-heldout", args.per_device_train_batch_size)
+
+
+def reranking_evaluator(samples: list[dict], name: str, batch_size: int):
+    """sentence-transformers' nDCG@10 re-ranking evaluator of ``samples`` (query, positive, documents)."""
+    from sentence_transformers.cross_encoder.evaluation import CrossEncoderRerankingEvaluator
+
     return CrossEncoderRerankingEvaluator(
-        samples,
-        at_k=10,
-        always_rerank_positives=False,
-        name="scifact-train-heldout",
-        batch_size=args.per_device_train_batch_size,
-        write_csv=False,
+        samples, at_k=10, always_rerank_positives=False, name=name, batch_size=batch_size, write_csv=False
     )
 
 
@@ -93,13 +93,12 @@ def maxp_evaluator(queries: dict[str, str], hits: dict, corpus: dict, qrels: dic
 def wikiqa_dev_evaluator(args: CrossEncoderArgs):
     """WikiQA's dev split as sentence-transformers' re-ranking evaluator: each answered question's summary
     sentences re-ranked (nDCG@10): a general-domain dev set beside SciFact's held-out claims."""
-    from sentence_transformers.cross_encoder.evaluation import CrossEncoderRerankingEvaluator
-
     from ctxir.data.general import load_wikiqa
 
     dev = load_wikiqa(Path(args.data_dir) / "general" / "wikiqa" / "WikiQA-dev.tsv")
     # the summary's sentences in their own order ("D1-0", "D1-1", …): the evaluator's base order is no oracle
     order = {d: i for i, d in enumerate(dev.corpus)}
+    # nDCG needs two candidates at least
     samples = [
         {
             "query": dev.queries[q],
@@ -111,15 +110,8 @@ def wikiqa_dev_evaluator(args: CrossEncoderArgs):
         }
         for q in sorted(dev.queries)
         if dev.negatives[q]
-    ]  # nDCG needs two candidates at least
-    return CrossEncoderRerankingEvaluator(
-        samples,
-        at_k=10,
-        always_rerank_positives=False,
-        name="wikiqa-dev",
-        batch_size=args.per_device_train_batch_size,
-        write_csv=False,
-    )
+    ]
+    return reranking_evaluator(samples, "wikiqa-dev", args.per_device_train_batch_size)
 
 
 def mixed_dev_evaluator(evaluators: list):

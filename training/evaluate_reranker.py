@@ -1,10 +1,7 @@
-"""Evaluate a trained re-ranker as a new corpus will meet it, and choose its passages and fused mode on held-out claims.
+"""Evaluate a trained re-ranker (evaluation.json), and choose its passages and fused mode on held-out claims.
 
-    python -m training.evaluate_reranker --model outputs/ce --choose-fusion true        # writes fusion.json
-    python -m training.evaluate_reranker --model outputs/ce --depths 20,100              # writes evaluation.json
-
-One script, so that the card's figures and the app's fusion come from the same scores; the test figures choose
-nothing. Every candidate is scored once at the deepest depth; shallower depths reuse those scores.
+python -m training.evaluate_reranker --model outputs/ce --choose-fusion true        # writes fusion.json
+python -m training.evaluate_reranker --model outputs/ce --depths 20,100              # writes evaluation.json
 """
 
 from __future__ import annotations
@@ -242,25 +239,20 @@ def evaluate_scifact(reranker, fusion, depths: list[int], args: EvaluateReranker
     label = f"SciFact test, BM25 top {max(depths)}"
     scored = _score_missing(reranker, queries, first, corpus, label, args.scores_dir, args.model, {})
     seen, unseen = seen_split(qrels, train_qrels)
-    out = {"seen_queries": len(seen), "unseen_queries": len(unseen)}
+    out, parts = (
+        {"seen_queries": len(seen), "unseen_queries": len(unseen)},
+        {"all": None, "seen": seen, "unseen": unseen},
+    )
     for depth in depths:
         runs = stage_runs(first, scored, depth, fusion.for_first_stage(kinds.BM25))
-        out[f"bm25@{depth}"] = {
-            "all": _summary(qrels, runs),
-            "seen": _summary(qrels, runs, seen),
-            "unseen": _summary(qrels, runs, unseen),
-        }
+        out[f"bm25@{depth}"] = {part: _summary(qrels, runs, ids) for part, ids in parts.items()}
     for kind, hits in _stage_hits(
         corpus, queries, [k for k in comma_list(args.other_first_stages) if k != kinds.BM25], args.other_depth
     ).items():
         label = f"SciFact test, {kind} top {args.other_depth}"
         scored = _score_missing(reranker, queries, hits, corpus, label, args.scores_dir, args.model, scored)
         runs = stage_runs(hits, scored, args.other_depth, fusion.for_first_stage(kind))
-        out[f"{kind}@{args.other_depth}"] = {
-            "all": _summary(qrels, runs),
-            "seen": _summary(qrels, runs, seen),
-            "unseen": _summary(qrels, runs, unseen),
-        }
+        out[f"{kind}@{args.other_depth}"] = {part: _summary(qrels, runs, ids) for part, ids in parts.items()}
     return out
 
 
@@ -334,9 +326,8 @@ def load_kind(args: EvaluateRerankerArgs):
         raise CtxirError(
             f"--kind {args.kind!r} is not a re-ranker kind: use auto or one of {', '.join(RERANKERS)}"
         )
-    if (
-        kind == kinds.CROSS_ENCODER
-    ):  # uncached: a folder trained again in this process must not come back stale
+    # uncached: a folder trained again in this process must not come back stale
+    if kind == kinds.CROSS_ENCODER:
         from ctxir.encoders.models import load_cross_encoder
         from ctxir.rerank import CrossEncoderReranker
         from ctxir.rerank.registry import passages_for

@@ -1,9 +1,6 @@
-"""Finish a run on one of its kept checkpoints: the dev-best step chosen after the run, as --load-best does in it.
+"""Finish a run on one of its kept checkpoints (the dev-best step chosen after the run): its model files and metrics.json.
 
-    python -m training.finish_checkpoint --run outputs/ce-match-stage4 --step 550 --output-dir outputs/ce-550
-
-Copies the checkpoint's safetensors and JSON (no pickles) and writes metrics.json from the run's, cut at that step;
-the test rows come from the folder's evaluation.json (training.evaluate_reranker) when it holds one.
+python -m training.finish_checkpoint --run outputs/ce-match-stage4 --step 550 --output-dir outputs/ce-550
 """
 
 from __future__ import annotations
@@ -22,18 +19,9 @@ from ctxir.publish.metrics_file import write_metrics
 from ctxir.types import CtxirError
 from training.common import arg, cli_main
 
-MODEL_SUFFIXES = (
-    ".json",
-    ".safetensors",
-    ".txt",
-)  # what ctxir's loaders read; a checkpoint's pickles never travel
-LEFT_BEHIND = ("README.md",)  # sentence-transformers' draft card: training/ship.py renders ctxir's own
-DEV_NOISE = (
-    "runtime",
-    "samples_per_second",
-    "steps_per_second",
-    "epoch",
-)  # logged beside every dev evaluation
+# what ctxir's loaders read (never the checkpoint's pickles), less sentence-transformers' draft card
+MODEL_SUFFIXES, LEFT_BEHIND = (".json", ".safetensors", ".txt"), ("README.md",)
+DEV_NOISE = ("runtime", "samples_per_second", "steps_per_second", "epoch")  # logged beside every dev score
 
 
 @dataclass

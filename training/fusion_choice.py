@@ -1,8 +1,5 @@
-"""How a re-ranker's fused mode is chosen on dev queries: the grid of first-stage weights and the rules that pick one.
-
-Pure functions over (qrels, first-stage hits, the re-ranker's scores): ``training.evaluate_reranker`` scores the dev
-queries and writes the choice to fusion.json, which ``ctxir.rerank.stage_fusion.StageFusion`` reads.
-"""
+"""How a re-ranker's fused mode is chosen on dev queries (``training.evaluate_reranker``; read by
+``ctxir.rerank.stage_fusion.StageFusion``): the grid of first-stage weights and the rules that pick one."""
 
 from __future__ import annotations
 

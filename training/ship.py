@@ -1,10 +1,7 @@
-"""Put a trained compact cross-encoder, the CLS-LR ranker fitted on it and the pair scorer inside the ctxir package.
+"""Put a trained cross-encoder, the CLS-LR ranker fitted on it and the pair scorer inside the ctxir package.
 
-    python training/ship.py --cross-encoder outputs/ce --cls-lr outputs/cls-lr
-    python training/ship.py --pair-scorer outputs/sts-lora
-
-Only JSON and safetensors ship, at most --max-mb in all; the CLS-LR ranker is re-pointed at the shipped
-cross-encoder by name, so both load offline. Each run replaces only the folders it ships.
+python training/ship.py --cross-encoder outputs/ce --cls-lr outputs/cls-lr
+python training/ship.py --pair-scorer outputs/sts-lora
 """
 
 from __future__ import annotations
@@ -42,45 +39,26 @@ from ctxir.types import CtxirError
 from training.common import arg, cli_main
 
 # What the loaders read; anything else in a training output (logs, checkpoints, card drafts) stays behind.
+# a sentence-transformers folder's configs and tokenizer
+MODEL_CONFIGS = (
+    "modules.json",
+    "sentence_bert_config.json",
+    "config_sentence_transformers.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.txt",
+    "metrics.json",
+)
+ADAPTER_FILES = (ADAPTER_CONFIG, "adapter_model.safetensors")
 CROSS_ENCODER_FILES = (
-    ADAPTER_CONFIG,
-    "adapter_model.safetensors",
-    TOP_LAYERS_CONFIG,
-    TOP_LAYERS_WEIGHTS,
-    "modules.json",
-    "sentence_bert_config.json",
-    "config_sentence_transformers.json",
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "vocab.txt",
-    "metrics.json",
-    "fusion.json",
-    "evaluation.json",
-    "passages.json",
-    "calibration.json",
+    *(*ADAPTER_FILES, TOP_LAYERS_CONFIG, TOP_LAYERS_WEIGHTS, *MODEL_CONFIGS),
+    *("fusion.json", "evaluation.json", "passages.json", "calibration.json"),
 )
-CLS_LR_FILES = (
-    CLS_LR_CONFIG,
-    CLS_LR_WEIGHTS,
-    "metrics.json",
-    "fusion.json",
-    "evaluation.json",
-)  # the first 3 required
+# the first 3 required
+CLS_LR_FILES = (CLS_LR_CONFIG, CLS_LR_WEIGHTS, "metrics.json", "fusion.json", "evaluation.json")
 # the pair scorer: its adapter, configs and tokenizer (its head's folder is copied as modules.json names it)
-PAIR_SCORER_FILES = (
-    ADAPTER_CONFIG,
-    "adapter_model.safetensors",
-    "modules.json",
-    "sentence_bert_config.json",
-    "config_sentence_transformers.json",
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "vocab.txt",
-    "metrics.json",
-    "pair_orders.json",
-)
+PAIR_SCORER_FILES = (*ADAPTER_FILES, *MODEL_CONFIGS, "pair_orders.json")
 ALLOWED_SUFFIXES = (".json", ".safetensors", ".txt")
 # what the shipped copies must score exactly as the trained ones do
 RELEVANCE_PAIR = (
@@ -145,9 +123,7 @@ def write_card(folder: Path, name: str, model_type: str, base: str) -> None:
     from ctxir.publish.model_folder import base_model_license, model_facts
 
     metrics = read_json(folder / "metrics.json")
-    metrics["model_name"] = name.split("/")[
-        -1
-    ]  # the card names the shipped model, not the training output folder
+    metrics["model_name"] = name.split("/")[-1]  # the shipped model, not the training output folder
     license_of_base = base_model_license(DEFAULT_BI_ENCODER if model_type == kinds.CLS_LR else base)
     inputs = CardInputs(
         repo_id=name,
@@ -156,18 +132,25 @@ def write_card(folder: Path, name: str, model_type: str, base: str) -> None:
         facts=model_facts(folder, model_type),
     )
     write_atomic(folder / CARD, render_card(metrics, inputs).content)
-    if (
-        training_license(metrics, license_of_base)[0].link == LICENSE_FILE
-    ):  # sources differ: their terms listed
+    # sources of differing terms: each one's listed
+    if training_license(metrics, license_of_base)[0].link == LICENSE_FILE:
         write_atomic(folder / LICENSE_FILE, license_text(metrics, license_of_base))
 
 
-def _score(folder: Path, pair: tuple[str, str]) -> float:
-    """The score ``folder``'s cross-encoder gives ``pair``, loaded afresh as a user would (ctxir's loader)."""
+def _same_score(trained: Path, shipped: Path, pair: tuple[str, str], what: str, files: str) -> float:
+    """The shipped copy's score of ``pair``, which must be the trained model's (each loaded afresh, as a user would)."""
     from ctxir.encoders.models import load_cross_encoder
 
-    load_cross_encoder.cache_clear()
-    return float(np.ravel(load_cross_encoder(str(folder), "cpu").predict([pair]))[-1])
+    scores = []
+    for folder in (trained, shipped):
+        load_cross_encoder.cache_clear()
+        scores.append(float(np.ravel(load_cross_encoder(str(folder), "cpu").predict([pair]))[-1]))
+    if abs(scores[0] - scores[1]) > 1e-5:
+        raise CtxirError(
+            f"the shipped {what} scores {scores[1]:.6f} where the trained one scores {scores[0]:.6f}: "
+            f"a file is missing from {files}"
+        )
+    return scores[1]
 
 
 def _stage_rerankers(args: ShipArgs, work: Path) -> dict:
@@ -197,11 +180,7 @@ def _stage_rerankers(args: ShipArgs, work: Path) -> dict:
         )
     # 2. assemble both
     ce_dest = work / SHIPPED_MODELS[SHIPPED_CROSS_ENCODER].name
-    weights = (
-        (TOP_LAYERS_CONFIG, TOP_LAYERS_WEIGHTS)
-        if top_layers
-        else (ADAPTER_CONFIG, "adapter_model.safetensors")
-    )
+    weights = (TOP_LAYERS_CONFIG, TOP_LAYERS_WEIGHTS) if top_layers else ADAPTER_FILES
     _copy(ce_src, ce_dest, CROSS_ENCODER_FILES, (*weights, "metrics.json"))
     if args.fusion:
         fusion = read_json(args.fusion)
@@ -220,12 +199,7 @@ def _stage_rerankers(args: ShipArgs, work: Path) -> dict:
     write_json(shipped_cls, cls_config)
     check_shippable(work, args.max_mb)
     # 3. the shipped copies must score exactly as the trained ones do
-    trained, shipped = _score(ce_src, RELEVANCE_PAIR), _score(ce_dest, RELEVANCE_PAIR)
-    if abs(trained - shipped) > 1e-5:
-        raise CtxirError(
-            f"the shipped cross-encoder scores {shipped:.6f} where the trained one scores "
-            f"{trained:.6f}: a file is missing from CROSS_ENCODER_FILES"
-        )
+    shipped = _same_score(ce_src, ce_dest, RELEVANCE_PAIR, "cross-encoder", "CROSS_ENCODER_FILES")
     cls_trained = float(
         ClsLrRanker.load(cls_src, device="cpu").score_pairs(RELEVANCE_PAIR[0], [RELEVANCE_PAIR[1]])[0]
     )
@@ -263,20 +237,10 @@ def _stage_pair_scorer(args: ShipArgs, work: Path) -> dict:
         )
     # 2. assemble it
     out = work / SHIPPED_MODELS[SHIPPED_STS_CROSS_ENCODER].name
-    _copy(
-        src,
-        out,
-        PAIR_SCORER_FILES,
-        (ADAPTER_CONFIG, "adapter_model.safetensors", "modules.json", "metrics.json"),
-    )
+    _copy(src, out, PAIR_SCORER_FILES, (*ADAPTER_FILES, "modules.json", "metrics.json"))
     _copy_modules(src, out)
     # 3. the shipped copy must score exactly as the trained one does
-    trained, shipped = _score(src, SIMILARITY_PAIR), _score(out, SIMILARITY_PAIR)
-    if abs(trained - shipped) > 1e-5:
-        raise CtxirError(
-            f"the shipped pair scorer scores {shipped:.6f} where the trained one scores {trained:.6f}: "
-            "a file is missing from PAIR_SCORER_FILES"
-        )
+    shipped = _same_score(src, out, SIMILARITY_PAIR, "pair scorer", "PAIR_SCORER_FILES")
     # 4. its model card, from its metrics.json
     write_card(out, SHIPPED_STS_CROSS_ENCODER, kinds.CROSS_ENCODER, base)
     write_checksums(out)  # 5. last: each file's size and sha256, checked whenever the folder is loaded
@@ -330,9 +294,7 @@ def run(args: ShipArgs) -> dict:
             if (dest / folder.name).exists():
                 shutil.rmtree(dest / folder.name)
             folder.rename(dest / folder.name)
-    except (
-        OSError
-    ) as err:  # copies and safetensors writes that met a full disk: the package folder is unchanged
+    except OSError as err:  # a full disk while copying: the package folder is unchanged
         if is_disk_full(err):
             raise disk_full(work, err) from err
         raise

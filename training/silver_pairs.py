@@ -1,10 +1,7 @@
-"""Silver sentence pairs for the STS pair scorer: STS-B train sentences paired and labelled by a teacher bi-encoder
-(Augmented SBERT, with the bi-encoder teaching the cross-encoder).
+"""Silver STS pairs (Augmented SBERT): STS-B train sentences paired with neighbours and random others, labelled by a
+teacher bi-encoder's cosine mapped onto the gold scale (isotonic regression).
 
     python -m training.silver_pairs --teacher outputs/bi-encoder-stsb-cosent --output outputs/silver-stsb.csv
-
-Each sentence gets its --neighbours nearest and --random random others; a pair's label is the teacher's cosine mapped
-onto the gold scale by isotonic regression on the gold pairs. Writes the CSV and FILE.json beside it.
 """
 
 from __future__ import annotations
@@ -112,9 +109,7 @@ def run(args: SilverPairsArgs) -> dict:
     gold = load_sts(folder, "train")
     distinct = list(dict.fromkeys(s for a, b, _ in gold for s in (a, b)))
     row = {s: i for i, s in enumerate(distinct)}
-    pool = np.array(
-        sorted(row[s] for s in take(distinct, args.max_sentences, args.seed))
-    )  # rows of `distinct`
+    pool = np.array(sorted(row[s] for s in take(distinct, args.max_sentences, args.seed)))  # of distinct
     print(
         f"{len(gold):,} gold train pairs, {len(distinct):,} distinct sentences, {len(pool):,} paired",
         flush=True,

@@ -8,8 +8,6 @@ import logging
 import shutil
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,11 +19,11 @@ from training.common import (
     data_folder,
     evaluation_row,
     jsonl_log_callback,
+    machine_info,
     resolve_resume,
     run_config,
     tee_output,
     train_keeping_checkpoints,
-    training_block,
 )
 
 Scores = dict[tuple[str, str, str], float]  # (dataset, split, metric) → value
@@ -63,9 +61,16 @@ def trainer_arguments(training_args_class: type, args, out: Path, device: str, e
         resume_from_checkpoint=None,  # resolved by Run ('last' → a checkpoint) and passed to train()
         # the Trainer places the model itself (over every GPU under torchrun): --device cpu must be forced on it
         use_cpu=args.use_cpu or device == "cpu",
-        **best_model_options(args.load_best, evaluator),
         **options,
     )
+    if args.load_best:  # the Trainer keeps the dev-best checkpoint and loads it at the end
+        if evaluator is None:
+            raise CtxirError(
+                "--load-best needs a dev evaluator during training: this run has none (no held-out data, "
+                "or --eval-steps 0); drop --load-best or hold out dev data"
+            )
+        settings.update(load_best_model_at_end=True, metric_for_best_model=dev_metric_key(evaluator))
+        settings["greater_is_better"] = True
     return training_args_class(**settings)
 
 
@@ -76,39 +81,16 @@ def dev_metric_key(evaluator) -> str:
     return f"{name}_{primary}" if name and not primary.startswith(f"{name}_") else primary
 
 
-def best_model_options(load_best: bool, evaluator) -> dict:
-    """--load-best: the Trainer keeps the dev-best checkpoint and loads it at the end (higher is better)."""
-    if not load_best:
-        return {}
-    if evaluator is None:
-        raise CtxirError(
-            "--load-best needs a dev evaluator during training: this run has none (no held-out data, "
-            "or --eval-steps 0); drop --load-best or hold out dev data"
-        )
-    return {
-        "load_best_model_at_end": True,
-        "metric_for_best_model": dev_metric_key(evaluator),
-        "greater_is_better": True,
-    }
+class _BestLoadFailures(logging.Handler):
+    """The Trainer's messages when it could not load the --load-best checkpoint (it goes on with the last step's)."""
 
+    def __init__(self):
+        super().__init__(logging.ERROR)
+        self.failures: list[str] = []
 
-@contextmanager
-def best_load_failures() -> Iterator[list[str]]:
-    """The messages of the Trainer when it could not load the --load-best checkpoint (it then goes on with the last
-    step's weights, which metrics.json must not call the dev-best)."""
-    failures: list[str] = []
-
-    class Catch(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            if record.getMessage().startswith("Could not load the best model"):
-                failures.append(record.getMessage())
-
-    handler, trainer_logger = Catch(logging.ERROR), logging.getLogger("sentence_transformers.base.trainer")
-    trainer_logger.addHandler(handler)
-    try:
-        yield failures
-    finally:
-        trainer_logger.removeHandler(handler)
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.getMessage().startswith("Could not load the best model"):
+            self.failures.append(record.getMessage())
 
 
 class Run:
@@ -147,8 +129,13 @@ class Run:
             callbacks=[jsonl_log_callback(self.out / "training_log.jsonl")],
         )
         start = time.perf_counter()
-        with best_load_failures() as failures:
+        catch, trainer_logger = _BestLoadFailures(), logging.getLogger("sentence_transformers.base.trainer")
+        trainer_logger.addHandler(catch)
+        try:
             self.train_output = train_keeping_checkpoints(trainer, self.resume_from, self.checkpoints)
+        finally:
+            trainer_logger.removeHandler(catch)
+        failures = catch.failures
         self.train_seconds = time.perf_counter() - start
         if failures:  # the checkpoints stay: nothing trained is lost
             raise CtxirError(
@@ -164,21 +151,25 @@ class Run:
         print(f"saved model to {self.out}")
 
     def training(self, trainer, train_examples: int) -> dict:
-        """metrics.json "training": steps, epochs, batch, learning rate, times, device, seed, final loss."""
+        """metrics.json "training": steps, epochs, batch, learning rate, times (the Trainer's own), device, seed."""
         state, settings = trainer.state, trainer.args
+        losses = [row["loss"] for row in state.log_history if "loss" in row]
+        metrics = getattr(self.train_output, "metrics", {}) or {}
+        machine = machine_info()
         return {
-            **training_block(
-                self.train_output,
-                steps=state.global_step,
-                epochs=state.epoch or 0.0,
-                train_examples=train_examples,
-                batch_size=settings.per_device_train_batch_size,
-                learning_rate=settings.learning_rate,
-                wall_time_seconds=time.perf_counter() - self.started,
-                device=self.device,
-                seed=settings.seed,
-                log_history=state.log_history,
-            ),
+            "steps": int(state.global_step),
+            "epochs": round(float(state.epoch or 0.0), 4),
+            "train_examples": int(train_examples),
+            "batch_size": int(settings.per_device_train_batch_size),
+            "learning_rate": float(settings.learning_rate),
+            "wall_time_seconds": round(time.perf_counter() - self.started, 1),
+            "train_loop_seconds": round(float(metrics.get("train_runtime", 0.0)), 1),
+            "examples_per_second": round(float(metrics.get("train_samples_per_second", 0.0)), 2),
+            "device": self.device,
+            "hardware": machine["hardware"],
+            "torch_threads": machine["torch_threads"],
+            "final_loss": round(float(losses[-1]), 6) if losses else None,
+            "seed": int(settings.seed),
             "train_seconds": round(self.train_seconds, 1),
             "resumed_from": self.resume_from,
         }

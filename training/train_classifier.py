@@ -1,12 +1,8 @@
-"""Fine-tune a bi-encoder for text classification from N labelled examples per class (AG News), then classify with
-its embeddings (kNN, zero-shot, centroid, logistic regression; ``ctxir.classify``).
-
-Objectives (--objective): triplet (TripletLoss), batch-hard (BatchHardTripletLoss), setfit (CosineSimilarityLoss on
-SetFit's contrastive pairs).
+"""Fine-tune a bi-encoder for AG News classification from N examples per class (triplet, batch-hard or setfit),
+then classify with its embeddings (``ctxir.classify``).
 
     python training/train_classifier.py --per-class 8 --objective triplet --torch-threads 1
     python training/train_classifier.py --per-class 4 --max-steps 2 --eval-max-test 40   # smoke run
-Outputs in --output-dir: the model, metrics.json, train.log, training_log.jsonl.
 """
 
 from __future__ import annotations
@@ -124,9 +120,8 @@ def evaluate(model, test: dict, seed: int, model_id: str) -> Scores:
     scores = {}
     for name, classifier in classifiers.items():
         result = evaluate_predictions(test_y, classifier.predict_labels(test_x), classes)
-        key = (
-            "knn-5" if name.startswith("knn") else name
-        )  # one metric name across runs, k ≤ N noted in config
+        # one metric name across runs, k ≤ N noted in config
+        key = "knn-5" if name.startswith("knn") else name
         scores[("agnews", "test", f"accuracy ({key})")] = result["accuracy"]
         scores[("agnews", "test", f"macro-F1 ({key})")] = result["macro_f1"]
     print(f"zero-shot chose {best}")

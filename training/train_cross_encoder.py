@@ -119,7 +119,9 @@ def load(args: CrossEncoderArgs, device: str):
 
     path = resolve_model(args.model)
     if args.head == "segment-cosine":
-        model = load_segment_cosine(args, path, device)
+        model = load_segment_cosine(
+            path, device, args.model, args.train_layers, args.term_match, args.importance_pooling
+        )
     elif args.head == "mean":
         from sentence_transformers.base.modules import Dense, Transformer
         from sentence_transformers.sentence_transformer.modules import Pooling
@@ -148,9 +150,16 @@ def load(args: CrossEncoderArgs, device: str):
     return model
 
 
-def load_segment_cosine(args: CrossEncoderArgs, path: str, device: str):
-    """A fresh segment-cosine cross-encoder over --model's body, or (from a ctxir cross-encoder folder, e.g. the
-    shipped one) that model itself, to continue training it: each stage resumes from the last shipped weights."""
+def load_segment_cosine(
+    path: str,
+    device: str,
+    name: str,
+    train_layers: int,
+    term_match: bool = False,
+    importance_pooling: bool = False,
+):
+    """A fresh segment-cosine cross-encoder over the body at ``path`` (``name``: its Hub id), or, from a ctxir
+    cross-encoder folder (the shipped one), that model itself: each stage resumes from the last shipped weights."""
     import torch
     from sentence_transformers import CrossEncoder
 
@@ -161,24 +170,22 @@ def load_segment_cosine(args: CrossEncoderArgs, path: str, device: str):
         model = load_cross_encoder.__wrapped__(path, device)
         body, base = model[0], model[0].base_model
     else:
-        body, base = TopLayersTransformer(path, transformer_task="feature-extraction"), args.model
-        body.model.config.num_labels = (
-            1  # CrossEncoder.num_labels reads the body's config: one score per pair
-        )
+        body, base = TopLayersTransformer(path, transformer_task="feature-extraction"), name
+        body.model.config.num_labels = 1  # CrossEncoder.num_labels reads the body's config
         model = CrossEncoder(
             modules=[body, SegmentCosineHead(body.model.config.hidden_size)],
             device=device,
             activation_fn=torch.nn.Identity(),
         )
-    if args.term_match:
+    if term_match:
         model[1].add_term_match()
-    if args.importance_pooling:
+    if importance_pooling:
         model[1].add_importance_pooling()
     layers = body.model.config.num_hidden_layers
-    if args.train_layers > layers:
-        raise CtxirError(f"--train-layers {args.train_layers!r} exceeds the body's {layers} layers")
-    body.freeze_below(layers - args.train_layers if args.train_layers else 0, base)
-    if not args.train_layers:  # every layer trains: the embeddings too
+    if train_layers > layers:
+        raise CtxirError(f"--train-layers {train_layers!r} exceeds the body's {layers} layers")
+    body.freeze_below(layers - train_layers if train_layers else 0, base)
+    if not train_layers:  # every layer trains: the embeddings too
         for parameter in body.model.parameters():
             parameter.requires_grad = True
     return model

