@@ -104,12 +104,10 @@ def build_loss(loss: str, model, pos_weight: float | None):
     import torch
     from sentence_transformers.cross_encoder import losses
 
-    if loss == "mse":
-        return losses.MSELoss(model)
-    if loss == "lambda":
-        return losses.LambdaLoss(model)
-    if loss == "listnet":
-        return losses.ListNetLoss(model)
+    if loss != "bce":
+        return {"mse": losses.MSELoss, "lambda": losses.LambdaLoss, "listnet": losses.ListNetLoss}[loss](
+            model
+        )
     # pos_weight balances the few positives against the many negatives (SBERT's recommended setting).
     return losses.BinaryCrossEntropyLoss(model, pos_weight=torch.tensor(pos_weight) if pos_weight else None)
 
