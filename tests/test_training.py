@@ -1327,7 +1327,7 @@ def test_the_worst_part_rule_picks_a_weight_every_dev_part_accepts():
 
 
 def test_squad_topics_are_paragraph_openings_judged_by_their_article_without_titles(tmp_path):
-    from training import evaluate_reranker as er
+    from training import fusion_choice
 
     folder = tmp_path / "general" / "squad-v1.1"
     folder.mkdir(parents=True)
@@ -1336,7 +1336,9 @@ def test_squad_topics_are_paragraph_openings_judged_by_their_article_without_tit
         for t in ("Otter", "Bat")
     ]
     (folder / "dev-v1.1.json").write_text(json.dumps({"data": articles}))
-    corpus, queries, qrels = er.squad_topics({"seed": 1}, str(tmp_path), per_article=1, topic_words=3)
+    corpus, queries, qrels = fusion_choice.squad_topics(
+        {"seed": 1}, str(tmp_path), per_article=1, topic_words=3
+    )
     assert (
         len(queries) == 2 and len(corpus) == 4
     )  # one paragraph of each article drawn, and out of the corpus

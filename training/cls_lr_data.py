@@ -136,7 +136,7 @@ def general_pairs(args: ClsLrArgs, base_path: str) -> tuple[PairSet, dict]:
         args.data_dir, [s.strip() for s in args.general.split(",") if s.strip()]
     ).items():
         unseen = untrained_questions(data, source, config, args.seed)
-        if source == "squad":  # training/evaluate_reranker.squad_dev's draw: the fused mode's dev questions
+        if source == "squad":  # training/fusion_choice.squad_dev's draw: the fused mode's dev questions
             dev = set(take(unseen, SQUAD_DEV_QUERIES, seed))
             unseen = [q for q in unseen if q not in dev]
         chosen = take(unseen, args.general_queries, args.seed)

@@ -1,11 +1,12 @@
 """How a re-ranker's fused mode is chosen on dev queries (``training.evaluate_reranker``; read by
-``ctxir.rerank.stage_fusion.StageFusion``): the grid of first-stage weights and the rules that pick one."""
+``ctxir.rerank.stage_fusion.StageFusion``): the grid of first-stage weights, the rules that pick one, SQuAD's dev parts."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from ctxir.types import CtxirError, Hit
+from training.common import take, untrained_questions
 
 FUSION_K = 60
 # the first stage's weight against the re-ranker's 1 (0 would be the re-ranker alone); up to 8 : 1, where the re-ranker
@@ -156,3 +157,46 @@ def fusion_grid(
         "rule": rule,
         **held,
     }
+
+
+def squad_dev(config: dict, data_dir: str, n: int) -> tuple[dict, dict, dict]:
+    """(corpus, queries, qrels), ids prefixed ``squad:``: ``n`` SQuAD questions drawn (seeded) from those the run
+    (``config``: its metrics.json's) did not train on, over every paragraph."""
+    from ctxir.data.general import load_squad
+
+    squad = load_squad(Path(data_dir) / "general" / "squad-v1.1" / "dev-v1.1.json")
+    dev = take(untrained_questions(squad, "squad", config), n, int(config.get("seed", 42)))
+    return (
+        {f"squad:{d}": doc for d, doc in squad.corpus.items()},
+        {f"squad:{q}": squad.queries[q] for q in dev},
+        {f"squad:{q}": {f"squad:{d}": s for d, s in squad.qrels[q].items()} for q in dev},
+    )
+
+
+def squad_topics(config: dict, data_dir: str, per_article: int, topic_words: int) -> tuple[dict, dict, dict]:
+    """(corpus, queries, qrels), ids prefixed ``topic:``: ``per_article`` paragraphs drawn (seeded) from each SQuAD
+    article, each one's first ``topic_words`` words a query for the article's other paragraphs (the drawn ones leave
+    the corpus): a task none of the re-rankers trains on, where a first stage can be the stronger."""
+    from ctxir.data.general import load_squad
+
+    squad = load_squad(Path(data_dir) / "general" / "squad-v1.1" / "dev-v1.1.json")
+    articles: dict[str, list[str]] = {}
+    for doc_id in sorted(squad.corpus):
+        articles.setdefault(squad.groups.get(doc_id, doc_id), []).append(doc_id)
+    seed = int(config.get("seed", 42))
+    drawn = {
+        d: article
+        for article, docs in sorted(articles.items())
+        if len(docs) > per_article
+        for d in take(docs, per_article, seed)
+    }
+    queries = {f"topic:{d}": " ".join(squad.corpus[d]["text"].split()[:topic_words]) for d in sorted(drawn)}
+    qrels = {
+        f"topic:{d}": {f"topic:{o}": 1 for o in articles[article] if o not in drawn}
+        for d, article in drawn.items()
+    }
+    # without the article's title, which every paragraph of an article shares (it would decide alone)
+    corpus = {
+        f"topic:{d}": {"title": "", "text": doc["text"]} for d, doc in squad.corpus.items() if d not in drawn
+    }
+    return corpus, queries, qrels
