@@ -74,14 +74,8 @@ def dataset_entry(name: str, split: str, role: str, path: str | os.PathLike, num
     """One row of metrics.json "datasets"; ``name`` is a key of ``DATA_LICENSES`` (scifact, stsb, sick, snli)."""
     if role not in ("train", "eval"):
         raise ValueError(f"role must be 'train' or 'eval', got {role!r}")
-    return {
-        "name": name,
-        "split": split,
-        "role": role,
-        "path": str(path),
-        "license": DATA_LICENSES.get(name),
-        "num_examples": int(num_examples),
-    }
+    row = {"name": name, "split": split, "role": role, "path": str(path), "license": DATA_LICENSES.get(name)}
+    return {**row, "num_examples": int(num_examples)}
 
 
 def general_entries(data_dir: str | os.PathLike, record: dict) -> list[dict]:
@@ -100,29 +94,13 @@ def general_entries(data_dir: str | os.PathLike, record: dict) -> list[dict]:
     ]
 
 
-# one parameter per key of the metrics.json record (EVALUATION_KEYS, TRAINING_KEYS)
 def evaluation_row(
-    dataset: str,
-    split: str,
-    task: str,
-    metric: str,
-    before: float | None,
-    after: float,
-    anchor: float | None = None,
-    anchor_name: str | None = None,
-    config: str = "",
+    dataset: str, split: str, task: str, metric: str, before: float | None, after: float, **more
 ) -> dict:
-    return {
-        "dataset": dataset,
-        "split": split,
-        "task": task,
-        "metric": metric,
-        "before": None if before is None else round(float(before), 4),
-        "after": round(float(after), 4),
-        "anchor": anchor,
-        "anchor_name": anchor_name,
-        "config": config,
-    }
+    """One metrics.json "evaluations" row (EVALUATION_KEYS); ``more``: anchor, anchor_name, config."""
+    row = {"dataset": dataset, "split": split, "task": task, "metric": metric}
+    row.update(before=None if before is None else round(float(before), 4), after=round(float(after), 4))
+    return {**row, "anchor": None, "anchor_name": None, "config": "", **more}
 
 
 def cli_main(args_class: type, run, argv: list[str] | None = None) -> int:
