@@ -258,7 +258,7 @@ def _adapt(args, corpus, settings, folder: WorkDir, deadline, timings, started) 
                 f"{args.query_kinds!r}): a query needs a title or sentence of 3+ words, and its document 8+ words "
                 "besides; add text, or try --query-kinds span"
             )
-        write_jsonl(folder.queries, (q.to_json() for q in queries))
+        write_jsonl(folder.queries, (asdict(q) for q in queries))
     _say(f"   {len(queries):,} queries from {len({q.doc_id for q in queries}):,} documents:")
     for line in describe(queries):
         _say(line)

@@ -17,7 +17,7 @@ import functools
 import random
 import re
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from ctxir.types import Corpus, CtxirError, doc_text
 
@@ -55,9 +55,6 @@ class PseudoQuery:
     text: str
     doc_id: str
     positive: str
-
-    def to_json(self) -> dict:
-        return asdict(self)
 
 
 def split_sentences(text: str) -> list[str]:

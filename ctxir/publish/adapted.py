@@ -1,6 +1,5 @@
-"""Publishing a bi-encoder ``ctxir adapt`` adapted: its metrics.json derived from adapt.json (``adapt_metrics``),
-the corpus's terms from ``--corpus-license``, evaluations from ``--evaluation``; the adapter merged into its base.
-"""
+"""Publishing a bi-encoder ``ctxir adapt`` adapted: its metrics.json derived from adapt.json, ``--corpus-license``
+and ``--evaluation``; the adapter merged into its base; what its card must say."""
 
 from __future__ import annotations
 
@@ -62,8 +61,7 @@ def public_corpus_name(path: str) -> str:
 
 def public_record(record: dict) -> dict:
     """adapt.json as the Hub repo carries it (its copy, the card and metrics.json): the corpus by name only."""
-    corpus = {**record["corpus"], "path": public_corpus_name(record["corpus"]["path"])}
-    return {**record, "corpus": corpus}
+    return {**record, "corpus": {**record["corpus"], "path": public_corpus_name(record["corpus"]["path"])}}
 
 
 def adapt_metrics(src: Path, repo_id: str, corpus_license: str | None, evaluation: str | None = None) -> dict:

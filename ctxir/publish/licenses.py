@@ -266,8 +266,7 @@ _OTHER_SPELLINGS = {
     "squad": ("squadv11",),
 }
 _DATASET_ALIASES = {alias: key for key in KNOWN_DATASETS for alias in (key, *_OTHER_SPELLINGS.get(key, ()))}
-# each training source's terms, as ctxir.publish.licenses.parse_license reads them (a training run writes them
-# into metrics.json's datasets[].license; the card names each one)
+# each training source's terms, as parse_license reads them: a training run writes them into datasets[].license
 DATA_LICENSES = {
     "scifact": "CC BY-NC 2.0",
     "stsb": "CC BY-SA 4.0",

@@ -34,8 +34,7 @@ REQUIRED_KEYS += ("evaluations", "versions", "created")
 REQUIRED_TRAINING = ("steps", "epochs", "train_examples", "batch_size", "learning_rate", "wall_time_seconds")
 REQUIRED_TRAINING += ("device", "hardware", "seed")
 REQUIRED_EVAL = ("dataset", "split", "task", "metric", "after")
-# What an evaluation covers (queries, subset, first stage and depth; ``headline``: the figure the Hub shows first),
-# so a card can say it and ``cards.row_problems`` can hold it to its anchor.
+# what an evaluation covers, so a card can say it and ``cards.row_problems`` can hold it to its anchor
 OPTIONAL_EVAL_INTS = ("queries", "depth", "anchor_queries", "anchor_depth")
 OPTIONAL_EVAL_TEXTS = ("subset", "first_stage", "anchor_name", "anchor_source", "anchor_first_stage")
 

@@ -39,10 +39,6 @@ class ModelType:
         return self.library == SENTENCE_TRANSFORMERS
 
 
-def _ranking_or_classes(facts: Mapping) -> str:
-    return "text-ranking" if facts.get("num_labels", 1) == 1 else "text-classification"
-
-
 def _sentence_transformers_type(folder: Path) -> str | None:
     # the class sentence-transformers saved the folder from ("SentenceTransformer", "CrossEncoder"); None: not said
     config = folder / "config_sentence_transformers.json"
@@ -61,10 +57,6 @@ def _is_cross_encoder(folder: Path) -> bool:
     # a pre-v4 sentence-transformers CrossEncoder: a plain transformers folder with a classification head
     archs = read_json(folder / "config.json", strict=False).get("architectures") or []
     return any(a.endswith("ForSequenceClassification") for a in archs)
-
-
-def _is_cls_lr(folder: Path) -> bool:
-    return (folder / CLS_LR_CONFIG).is_file()
 
 
 def _bi_encoder_facts(folder: Path) -> dict:
@@ -160,7 +152,9 @@ MODEL_TYPES: dict[str, ModelType] = {
             template="cross_encoder.md",
             tags=(SENTENCE_TRANSFORMERS, "cross-encoder", "reranker", "text-ranking"),
             library=SENTENCE_TRANSFORMERS,
-            pipeline_tag=_ranking_or_classes,
+            pipeline_tag=lambda facts: (
+                "text-ranking" if facts.get("num_labels", 1) == 1 else "text-classification"
+            ),
             detect=_is_cross_encoder,
             facts=_cross_encoder_facts,
             load_scores=_cross_encoder_scores,
@@ -172,7 +166,7 @@ MODEL_TYPES: dict[str, ModelType] = {
             tags=("reranker", "logistic-regression", "cls-features", "text-ranking"),
             library="ctxir",
             pipeline_tag=lambda facts: "text-ranking",
-            detect=_is_cls_lr,
+            detect=lambda folder: (folder / CLS_LR_CONFIG).is_file(),
             facts=_cls_lr_facts,
             load_scores=_cls_lr_scores,
             carries_base=True,
