@@ -88,15 +88,7 @@ def build_pair_scorer_data(args: PairScorerArgs) -> TaskData:
         )
     if args.both_orders:
         data.train = concatenate_datasets([data.train, swapped(data.train)])
-    dev = data.dev_evaluator
-    data.dev_evaluator = PairCorrelationEvaluator(
-        dev.sentence_pairs,
-        dev.scores,
-        name=dev.name,
-        batch_size=dev.batch_size,
-        write_csv=False,
-        both_orders=args.pair_orders == "both",
-    )
+    data.dev_evaluator = PairCorrelationEvaluator.like(data.dev_evaluator, args.pair_orders == "both")
     if args.init_from:
         data.datasets[1:1] = earlier_training_data(Path(args.init_from), data.datasets)
     return data

@@ -150,6 +150,12 @@ class PairCorrelationEvaluator(CrossEncoderCorrelationEvaluator):
         super().__init__(*args, **kwargs)
         self.both_orders = both_orders
 
+    @classmethod
+    def like(cls, dev: CrossEncoderCorrelationEvaluator, both_orders: bool) -> PairCorrelationEvaluator:
+        """``dev``'s pairs, scores, name and batch, scored in one or both orders."""
+        pairs, scores, name, batch = dev.sentence_pairs, dev.scores, dev.name, dev.batch_size
+        return cls(pairs, scores, name=name, batch_size=batch, write_csv=False, both_orders=both_orders)
+
     def __call__(
         self, model, output_path: str | None = None, epoch: int = -1, steps: int = -1
     ) -> dict[str, float]:
@@ -178,17 +184,7 @@ class PairCorrelationEvaluator(CrossEncoderCorrelationEvaluator):
 
 def dev_orders(model, dev) -> dict[str, float]:
     """{"one": dev Spearman of (a, b) as given, "both": of the mean of both orders}: what --pair-orders is chosen on."""
-    return {
-        orders: round(
-            PairCorrelationEvaluator(
-                dev.sentence_pairs,
-                dev.scores,
-                name=dev.name,
-                batch_size=dev.batch_size,
-                write_csv=False,
-                both_orders=orders == "both",
-            )(model)[f"{dev.name}_spearman"],
-            4,
-        )
-        for orders in ("one", "both")
+    scores = {
+        orders: PairCorrelationEvaluator.like(dev, orders == "both")(model) for orders in ("one", "both")
     }
+    return {orders: round(result[f"{dev.name}_spearman"], 4) for orders, result in scores.items()}
