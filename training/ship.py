@@ -199,7 +199,7 @@ def _stage_rerankers(args: ShipArgs, work: Path) -> dict:
     write_json(shipped_cls, cls_config)
     check_shippable(work, args.max_mb)
     # 3. the shipped copies must score exactly as the trained ones do
-    shipped = _same_score(ce_src, ce_dest, RELEVANCE_PAIR, "cross-encoder", "CROSS_ENCODER_FILES")
+    shipped = _same_score(ce_src, ce_dest, RELEVANCE_PAIR, kinds.CROSS_ENCODER, "CROSS_ENCODER_FILES")
     cls_trained = float(
         ClsLrRanker.load(cls_src, device="cpu").score_pairs(RELEVANCE_PAIR[0], [RELEVANCE_PAIR[1]])[0]
     )
