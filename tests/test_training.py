@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ctxir.files import machine_info
 from ctxir.publish import metrics_file
 from ctxir.types import CtxirError
 from training import (
@@ -659,7 +660,7 @@ def test_write_metrics_checks_the_contract(tmp_path):
 
 
 def test_machine_info_and_take():
-    info = common.machine_info()
+    info = machine_info()
     assert info["cpu_count"] >= 1 and "CPU core" in info["hardware"]
     items = list(range(10))
     assert common.take(items, -1, 0) == items

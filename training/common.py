@@ -6,7 +6,6 @@ import contextlib
 import dataclasses
 import json
 import os
-import platform
 import random
 import shutil
 import sys
@@ -44,30 +43,6 @@ DATA_FOLDERS = {
     "npl": ("classic/npl_beir", "corpus.jsonl, queries.jsonl and qrels/test.tsv"),
     "lisa": ("classic/lisa_beir", "corpus.jsonl, queries.jsonl and qrels/test.tsv"),
 }
-
-
-def machine_info() -> dict:
-    """Where the numbers were measured; ``hardware`` is the one-line summary used in metrics.json."""
-    import torch
-
-    gpus = (
-        [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-        if torch.cuda.is_available()
-        else []
-    )
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    hardware = f"{platform.system()} {platform.machine()}, {cores} CPU core{'s' if cores != 1 else ''}"
-    if gpus:
-        hardware += f", {len(gpus)}× {gpus[0]}"
-    return {
-        "hardware": hardware,
-        "platform": platform.platform(),
-        "processor": platform.processor(),
-        "cpu_count": cores,
-        "torch_threads": torch.get_num_threads(),
-        "gpus": gpus,
-        "python": platform.python_version(),
-    }
 
 
 def dataset_entry(name: str, split: str, role: str, path: str | os.PathLike, num_examples: int) -> dict:

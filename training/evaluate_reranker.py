@@ -14,11 +14,11 @@ if __package__ in (None, ""):  # `python training/evaluate_reranker.py` from the
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ctxir import kinds
-from ctxir.files import read_json, write_json
+from ctxir.files import machine_info, read_json, write_json
 from ctxir.names import PASSAGES_FILE
 from ctxir.publish.metrics_file import write_metrics
 from ctxir.types import CtxirError, Hit
-from training.common import cli_main, data_folder, evaluation_row, machine_info
+from training.common import cli_main, data_folder, evaluation_row
 from training.evaluate_reranker_args import (
     COLLECTION_NAMES,
     COLLECTIONS,

@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from ctxir.encoders.models import pick_device, set_threads
+from ctxir.files import machine_info
 from ctxir.publish.metrics_file import write_metrics
 from ctxir.types import CtxirError
 from training.common import (
     data_folder,
     evaluation_row,
     jsonl_log_callback,
-    machine_info,
     resolve_resume,
     run_config,
     tee_output,

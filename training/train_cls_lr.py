@@ -23,6 +23,7 @@ if __package__ in (None, ""):  # `python training/train_cls_lr.py` from the repo
 import numpy as np
 
 from ctxir import kinds
+from ctxir.files import machine_info
 from ctxir.publish.metrics_file import write_metrics
 from ctxir.rerank import ClsLrRanker
 from ctxir.retrieval import BM25Retriever
@@ -45,7 +46,6 @@ from training.common import (
     dataset_entry,
     evaluation_row,
     general_entries,
-    machine_info,
     tee_output,
 )
 

@@ -18,9 +18,10 @@ if __package__ in (None, ""):  # `python training/train_query_generator.py` from
 
 from ctxir.adapt.generator import QueryGenerator, generate_queries, prefix_lm_batch, save_generator
 from ctxir.data.general import article_half, load_msmarco_triples, load_squad, load_wikiqa
+from ctxir.files import machine_info
 from ctxir.publish.metrics_file import versions
 from ctxir.types import CtxirError, doc_text
-from training.common import CommonArgs, arg, cli_main, machine_info, resolve_resume
+from training.common import CommonArgs, arg, cli_main, resolve_resume
 
 HELDOUT_FRACTION = 0.02
 
