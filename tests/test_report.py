@@ -7,8 +7,7 @@ import re
 
 import pytest
 
-from ctxir.evaluation.report import failure_cases, load_report, metric_values, report_meta, write_report
-from ctxir.evaluation.report import main
+from ctxir.evaluation.report import failure_cases, load_report, main, metric_values, report_meta, write_report
 from ctxir.evaluation.report_html import render_report
 from ctxir.explain.failures import explain_failures
 from ctxir.types import CtxirError, doc_text
