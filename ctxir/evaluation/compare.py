@@ -32,8 +32,7 @@ def paired_pvalue(
     """Two-sided p-value that paired per-query values ``x`` and ``y`` (n,) have the same mean; 1 when identical."""
     from scipy import stats
 
-    if test not in TESTS:
-        raise CtxirError(f"test {test!r} is not known: use one of {', '.join(map(repr, TESTS))}")
+    check_choice(test, "test", TESTS)
     x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     if x.shape != y.shape or x.ndim != 1:
         raise CtxirError(
@@ -45,13 +44,9 @@ def paired_pvalue(
         return 1.0
     if test == "t-test":
         return float(stats.ttest_rel(y, x).pvalue)
-
-    def mean_difference(a, b, axis):  # (..., n) → (...)
-        return np.mean(b - a, axis=axis)
-
     result = stats.permutation_test(
         (x, y),
-        mean_difference,
+        lambda a, b, axis: np.mean(b - a, axis=axis),  # (..., n) → (...)
         permutation_type="samples",
         vectorized=True,
         n_resamples=n_permutations,
@@ -63,10 +58,7 @@ def paired_pvalue(
 
 def adjust_pvalues(pvalues: Sequence[float], correction: str = "holm") -> list[float]:
     """p-values adjusted for ``len(pvalues)`` comparisons (family-wise error ≤ α): bonferroni, holm or none."""
-    if correction not in CORRECTIONS:
-        raise CtxirError(
-            f"correction {correction!r} is not known: use one of {', '.join(map(repr, CORRECTIONS))}"
-        )
+    check_choice(correction, "correction", CORRECTIONS)
     p = np.asarray(pvalues, dtype=np.float64)
     m = len(p)
     if correction == "none" or m == 0:
@@ -131,10 +123,8 @@ def compare_systems(
     >>> row["system"], round(row["delta"], 4), row["wins"], row["ties"], round(row["p"], 3)  # t = 1.89, 2 df
     ('dense', 0.4167, 2, 1, 0.199)
     """
-    significance = significance or SignificanceTest()
-    test, correction, alpha = significance.test, significance.correction, significance.alpha
-    n_permutations, seed = significance.n_permutations, significance.seed
-    check_choice(test, "test", TESTS)
+    sig = significance or SignificanceTest()
+    test, correction, alpha = check_choice(sig.test, "test", TESTS), sig.correction, sig.alpha
     check_choice(correction, "correction", CORRECTIONS)
     check_choice(pairs, "pairs", PAIRS)
     if not 0 < alpha < 1:
@@ -157,7 +147,7 @@ def compare_systems(
         found = []
         for a, b in compared:
             x, y = values[a][metric], values[b][metric]
-            p = paired_pvalue(x, y, test, n_permutations, seed)
+            p = paired_pvalue(x, y, test, sig.n_permutations, sig.seed)
             found.append({"system": b, "baseline": a, "metric": metric, **paired_changes(y - x), "p": p})
         for row, adjusted in zip(found, adjust_pvalues([r["p"] for r in found], correction), strict=True):
             row["p_adjusted"] = adjusted
@@ -172,8 +162,8 @@ def compare_systems(
         "test": test,
         "correction": correction,
         "alpha": alpha,
-        "permutations": n_permutations if test == "randomization" else None,
-        "seed": seed,
+        "permutations": sig.n_permutations if test == "randomization" else None,
+        "seed": sig.seed,
         "comparisons": rows,
     }
 

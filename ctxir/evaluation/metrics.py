@@ -4,6 +4,7 @@ the run's listed order (``ties="listed"``), a judged query the run lacks scores 
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -128,46 +129,19 @@ def _listed_order(scored: dict[str, float]) -> dict[str, float]:
     return {doc: float(len(ordered) - i) for i, doc in enumerate(ordered)}
 
 
-def _trec_measures(ms: Sequence[str], ks: Sequence[int]) -> set[str]:
-    """The pytrec_eval measure names that compute metrics ``ms`` at cut-offs ``ks``."""
-    kstr = ",".join(map(str, ks))
-    measures: set[str] = set()
-    for m in ms:
-        family = METRICS[m][1]
-        if family == "recip_rank":
-            measures.add("recip_rank")
-        else:
-            measures.add(f"{family}.{kstr}")
-        if m == "map":
-            measures.add("map")
-    return measures
-
-
-def _metric_labels(ms: Sequence[str], ks: Sequence[int]) -> list[str]:
-    """Output keys in order: ``MAP`` (uncut) before the ``MAP@k``, then ``<name>@k`` per metric and cut-off."""
-    labels: list[str] = []
-    for m in ms:
-        name = METRICS[m][0]
-        if m == "map":
-            labels.append("MAP")
-        labels.extend(f"{name}@{k}" for k in ks)
-    return labels
-
-
 def _query_values(r: dict[str, float], ms: Sequence[str], ks: Sequence[int]) -> dict[str, float]:
-    """One query's pytrec_eval result ``r`` under the output keys; MRR@k is rr when the rank 1/rr is within k."""
+    """One query's pytrec_eval result ``r`` under the output keys (``MAP`` before the ``MAP@k``); MRR@k is rr when
+    the rank 1/rr is within k."""
     values: dict[str, float] = {}
     for m in ms:
         name, family = METRICS[m]
         if m == "map":
             values["MAP"] = float(r["map"])
-        if family == "recip_rank":
-            rr = float(r["recip_rank"])
-            rank = round(1.0 / rr) if rr > 0 else math.inf
-            for k in ks:
-                values[f"{name}@{k}"] = rr if rank <= k else 0.0
-        else:
-            for k in ks:
+        for k in ks:
+            if family == "recip_rank":
+                rr = float(r["recip_rank"])
+                values[f"{name}@{k}"] = rr if rr > 0 and round(1.0 / rr) <= k else 0.0
+            else:
                 values[f"{name}@{k}"] = float(r[f"{family}_{k}"])
     return values
 
@@ -208,21 +182,15 @@ def evaluate_run(
             f"qrels ids like {sorted(judged)[:3]} — did you load the right split?"
         )
 
-    measures = _trec_measures(ms, ks)
+    cuts = ",".join(map(str, ks))
+    measures = {"recip_rank" if m == "mrr" else f"{METRICS[m][1]}.{cuts}" for m in ms} | ({"map"} & set(ms))
     evaluator = pytrec_eval.RelevanceEvaluator(clean_qrels, measures)
     raw = evaluator.evaluate({q: clean_run[q] for q in judged if q in clean_run})
-    labels = _metric_labels(ms, ks)
-
-    per_query: dict[str, dict[str, float]] = {}
-    missing: list[str] = []
-    for qid in judged:
-        r = raw.get(qid)
-        if r is None or not clean_run.get(qid):
-            # pytrec_eval omits judged queries absent from the run; an empty result list is the same failure
-            missing.append(qid)
-            per_query[qid] = dict.fromkeys(labels, 0.0)
-        else:
-            per_query[qid] = _query_values(r, ms, ks)
+    # pytrec_eval omits judged queries absent from the run; an empty result list is the same failure: all 0
+    missing = [q for q in judged if q not in raw or not clean_run.get(q)]
+    absent = set(missing)
+    per_query = {q: _query_values(defaultdict(float) if q in absent else raw[q], ms, ks) for q in judged}
+    labels = list(_query_values(defaultdict(float), ms, ks))
 
     n = len(per_query)
     aggregate = {label: float(sum(v[label] for v in per_query.values()) / n) for label in labels}
