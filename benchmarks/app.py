@@ -25,11 +25,11 @@ from benchmarks.common import (
     load_average,
     main_for,
     markdown_table,
-    opt,
     save_figure,
     summary_ms,
 )
 from ctxir import CtxirError
+from ctxir.cli import flag
 from ctxir.encoders.models import SHIPPED_CROSS_ENCODER
 
 HTTP_SESSION = "benchmarks-app"  # the HTTP API calls' kept session (``http_call``)
@@ -44,16 +44,16 @@ APP_QUERIES = (
 
 @dataclass
 class AppBenchArgs:
-    output: str = opt("", "JSON path (default: results/bench/app.json)")
-    url: str = opt("", "an app already running ('' = start `python app.py` on a free port, then stop it)")
-    corpus: str = opt("demo", "corpus name the search endpoints use")
-    cross_encoder: str = opt("", "started app: CTXIR_CROSS_ENCODER ('' = the shipped cross-encoder)")
-    rerank_backend: str = opt("", "started app: CTXIR_RERANK_BACKEND ('' = onnx-int8, as the recorded runs)")
-    repeats: int = opt(10, "timed calls per endpoint")
-    warmup: int = opt(1, "untimed calls per endpoint first")
-    endpoints: str = opt("", "comma-separated labels to run ('' = all)")
-    torch_threads: int = opt(0, "started app: CTXIR_TORCH_THREADS")
-    in_process: bool = opt(True, "also time each endpoint's view and whole callback in this process")
+    output: str = flag("", "JSON path (default: results/bench/app.json)")
+    url: str = flag("", "an app already running ('' = start `python app.py` on a free port, then stop it)")
+    corpus: str = flag("demo", "corpus name the search endpoints use")
+    cross_encoder: str = flag("", "started app: CTXIR_CROSS_ENCODER ('' = the shipped cross-encoder)")
+    rerank_backend: str = flag("", "started app: CTXIR_RERANK_BACKEND ('' = onnx-int8, as the recorded runs)")
+    repeats: int = flag(10, "timed calls per endpoint")
+    warmup: int = flag(1, "untimed calls per endpoint first")
+    endpoints: str = flag("", "comma-separated labels to run ('' = all)")
+    torch_threads: int = flag(0, "started app: CTXIR_TORCH_THREADS")
+    in_process: bool = flag(True, "also time each endpoint's view and whole callback in this process")
     start_timeout_s: float = 600.0
 
 

@@ -174,11 +174,6 @@ def finish(
 # ---------------------------------------------------------------- argument and data helpers
 
 
-def opt(default, help: str):
-    """A dataclass field with a default and its ``--help`` line."""
-    return dataclasses.field(default=default, metadata={"help": help})
-
-
 def save(record: dict, path: str) -> None:
     """``record`` as JSON at ``path`` (under the repository root when relative)."""
     out = write_json(Path(__file__).resolve().parents[1] / path, record)

@@ -19,13 +19,13 @@ from benchmarks.common import (
     load_average,
     main_for,
     markdown_table,
-    opt,
     resolve_model_path,
     save_figure,
     set_torch_threads,
     sgemm_gflops,
 )
 from ctxir import CtxirError
+from ctxir.cli import flag
 from ctxir.data import load_beir, load_corpus
 from ctxir.encoders import BiEncoder, EmbeddingCache, cache_root, weights_fingerprint
 from ctxir.evaluation import evaluate_run
@@ -46,26 +46,28 @@ SHIPPED_AS = {
 
 @dataclass
 class EncodeArgs:
-    output: str = opt("", "JSON path (default: results/bench/encode.json)")
-    variants: str = opt(
+    output: str = flag("", "JSON path (default: results/bench/encode.json)")
+    variants: str = flag(
         ",".join(ENCODE_VARIANTS),
         f"comma-separated, of {', '.join(ENCODE_VARIANTS)} (st, the baseline, is always measured)",
     )
-    model: str = opt("", "bi-encoder folder or id ('' = packaged all-MiniLM-L6-v2)")
-    data_root: str = opt("../shared/data", "holds scifact/ and the calibration set (BEIR layout)")
-    num_texts: int = opt(256, "timed texts: the first N SciFact abstracts")
+    model: str = flag("", "bi-encoder folder or id ('' = packaged all-MiniLM-L6-v2)")
+    data_root: str = flag("../shared/data", "holds scifact/ and the calibration set (BEIR layout)")
+    num_texts: int = flag(256, "timed texts: the first N SciFact abstracts")
     batch_size: int = 32
-    repeats: int = opt(5, "timed passes per variant, interleaved: medians reported")
-    threads: int = opt(0, "torch and ONNX Runtime intra-op threads (0 = all cores)")
-    short_length: int = opt(128, "max-length-short: the shorter max_seq_length")
-    ndcg: bool = opt(True, "SciFact test nDCG@10 of every variant (encodes the corpus)")
-    ndcg_docs: int = opt(
+    repeats: int = flag(5, "timed passes per variant, interleaved: medians reported")
+    threads: int = flag(0, "torch and ONNX Runtime intra-op threads (0 = all cores)")
+    short_length: int = flag(128, "max-length-short: the shorter max_seq_length")
+    ndcg: bool = flag(True, "SciFact test nDCG@10 of every variant (encodes the corpus)")
+    ndcg_docs: int = flag(
         0, "0 = all SciFact documents; N = the judged test documents + random others up to N"
     )
-    calibration_set: str = opt("msmarco_sample", "onnx-int8-static: folder under --data-root that calibrates")
-    calibration_texts: int = opt(256, "passages fed to the static calibration")
-    onnx_dir: str = opt("", "where ONNX files go and are reused (default: results/bench/onnx)")
-    cache_dir: str = opt("", "ctxir cache root for corpus embeddings ($CTXIR_CACHE)")
+    calibration_set: str = flag(
+        "msmarco_sample", "onnx-int8-static: folder under --data-root that calibrates"
+    )
+    calibration_texts: int = flag(256, "passages fed to the static calibration")
+    onnx_dir: str = flag("", "where ONNX files go and are reused (default: results/bench/onnx)")
+    cache_dir: str = flag("", "ctxir cache root for corpus embeddings ($CTXIR_CACHE)")
     seed: int = 0
     progress: bool = True
 

@@ -13,16 +13,17 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from benchmarks.common import command_line, machine, main_for, opt, save
+from benchmarks.common import command_line, machine, main_for, save
+from ctxir.cli import flag
 
 
 @dataclass
 class BenchmarkArgs:
-    repeats: int = opt(7, "timed calls per configuration (p50 over them)")
-    tokens: int = opt(128, "length of [CLS] q [SEP] d [SEP] in word-pieces")
-    n_steps: int = opt(0, "IG steps; 0 = ctxir.explain.DEFAULT_IG_STEPS")
-    torch_threads: int = opt(0, "torch intra-op threads; 0 = torch's default")
-    output: str = opt("results/explain_benchmark.json", "JSON written here")
+    repeats: int = flag(7, "timed calls per configuration (p50 over them)")
+    tokens: int = flag(128, "length of [CLS] q [SEP] d [SEP] in word-pieces")
+    n_steps: int = flag(0, "IG steps; 0 = ctxir.explain.DEFAULT_IG_STEPS")
+    torch_threads: int = flag(0, "torch intra-op threads; 0 = torch's default")
+    output: str = flag("results/explain_benchmark.json", "JSON written here")
 
 
 def make_pair(tokenizer, tokens: int) -> tuple[str, str]:

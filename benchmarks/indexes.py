@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import opt
 from ctxir import CtxirError
+from ctxir.cli import flag
 
 INDEX_TYPES = (
     "exact", "exact-st", "faiss-hnsw", "faiss-hnsw-sq8", "ctxir-ann", "ctxir-ann-norescore",
@@ -25,15 +25,15 @@ FULL_SCANS = ("exact", "exact-st", "int8-flat")  # up to ~1 s a query at 1M: --s
 @dataclass
 class IndexSettings:
     seed: int = 0
-    threads: int = opt(0, "build threads (0 = all cores)")
-    nlist: int = opt(0, "ctxir-ann: k-means cells (0 = ctxir.retrieval.ann's choice: 4096 at 1M)")
-    nprobe: int = opt(0, "ctxir-ann: cells scanned per query (0 = ctxir.retrieval.ann's choice)")
-    rescore: int = opt(4, "ctxir-ann/int8-flat/binary: re-score rescore × k candidates")
-    codes: str = opt("sq8", "ctxir-ann: stored codes (sq8, fp16, flat)")
+    threads: int = flag(0, "build threads (0 = all cores)")
+    nlist: int = flag(0, "ctxir-ann: k-means cells (0 = ctxir.retrieval.ann's choice: 4096 at 1M)")
+    nprobe: int = flag(0, "ctxir-ann: cells scanned per query (0 = ctxir.retrieval.ann's choice)")
+    rescore: int = flag(4, "ctxir-ann/int8-flat/binary: re-score rescore × k candidates")
+    codes: str = flag("sq8", "ctxir-ann: stored codes (sq8, fp16, flat)")
     faiss_m: int = 32
     faiss_ef_search: int = 128
     faiss_ef_construction: int = 40
-    progress: bool = opt(True, "progress bars for long steps")
+    progress: bool = flag(True, "progress bars for long steps")
 
 
 @dataclass

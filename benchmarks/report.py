@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks import app, encode, rerank, search, train, views
-from benchmarks.common import current_command, main_for, opt
+from benchmarks.common import current_command, main_for
 from ctxir import CtxirError
+from ctxir.cli import flag
 from ctxir.files import write_atomic
 
 FORMATTERS = {
@@ -48,13 +49,13 @@ class ReportArgs:
     inputs: list[str] = field(
         metadata={"help": "JSON files written by search, encode, rerank, app and train"}
     )
-    plot: str = opt("", "PNG: search p50 latency and recall@10 against corpus size")
-    markdown: str = opt(
+    plot: str = flag("", "PNG: search p50 latency and recall@10 against corpus size")
+    markdown: str = flag(
         "",
         "write the tables into this page (e.g. docs/results.md) between its report markers, leaving the rest of the "
         "page alone",
     )
-    figures: str = opt(
+    figures: str = flag(
         "docs", "with --markdown: folder for performance-<kind>.png and bench/<input>.json copies"
     )
 

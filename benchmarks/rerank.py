@@ -23,7 +23,6 @@ from benchmarks.common import (
     markdown_table,
     median_of,
     numbers,
-    opt,
     resolve_model_path,
     save_figure,
     set_torch_threads,
@@ -31,6 +30,7 @@ from benchmarks.common import (
     summary_ms,
 )
 from ctxir import BM25Retriever, CrossEncoderReranker, CtxirError, load_beir
+from ctxir.cli import flag
 from ctxir.encoders.models import load_cross_encoder
 from ctxir.rerank.registry import passages_for
 from ctxir.types import doc_text
@@ -38,21 +38,21 @@ from ctxir.types import doc_text
 
 @dataclass
 class RerankArgs:
-    output: str = opt("", "JSON path (default: results/bench/rerank.json)")
-    model: str = opt("", "cross-encoder folder or id ('' = packaged MiniLM body + fresh 1-label head)")
-    candidates: str = opt("10,20,50,100", "re-ranked candidates per query")
-    collection: str = opt(
+    output: str = flag("", "JSON path (default: results/bench/rerank.json)")
+    model: str = flag("", "cross-encoder folder or id ('' = packaged MiniLM body + fresh 1-label head)")
+    candidates: str = flag("10,20,50,100", "re-ranked candidates per query")
+    collection: str = flag(
         "scifact", "scifact (train queries, from --data-root) or demo (the app's demo corpus)"
     )
-    num_queries: int = opt(20, "queries timed (latency only)")
+    num_queries: int = flag(20, "queries timed (latency only)")
     warmup: int = 2
-    repeats: int = opt(3, "passes over the queries; p50/p95 are their medians")
-    batch_size: int = opt(32, "pairs per forward pass (CrossEncoderReranker's default)")
-    backend: str = opt(
+    repeats: int = flag(3, "passes over the queries; p50/p95 are their medians")
+    batch_size: int = flag(32, "pairs per forward pass (CrossEncoderReranker's default)")
+    backend: str = flag(
         "torch", "how the re-ranker scores: torch, onnx or onnx-int8 (app.py --rerank-backend)"
     )
-    threads: int = opt(0, "torch threads (0 = all cores)")
-    compare_st: bool = opt(False, "also time a plain sentence-transformers CrossEncoder of the same shape")
+    threads: int = flag(0, "torch threads (0 = all cores)")
+    compare_st: bool = flag(False, "also time a plain sentence-transformers CrossEncoder of the same shape")
     data_root: str = "../shared/data"
     seed: int = 0
     progress: bool = True

@@ -11,8 +11,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.common import opt
-from ctxir.cli import cli_main
+from ctxir.cli import cli_main, flag
 from ctxir.files import read_json
 from ctxir.types import CtxirError
 
@@ -22,14 +21,14 @@ VARIANTS = ("torch", "torch-int8", "onnx", "onnx-int8", "onnx-int8-all")  # torc
 
 @dataclass
 class Int8Args:
-    model: str = opt(
+    model: str = flag(
         str(ROOT / "ctxir" / "assets" / "models" / "cross-encoder"),
         "cross-encoder folder whose metrics.json names its held-out training claims",
     )
-    data_dir: str = opt(str(ROOT.parent / "shared" / "data"), "benchmark data root")
-    depth: int = opt(20, "BM25 candidates per claim")
-    tolerance: float = opt(0.005, "largest nDCG@10 change that keeps int8")
-    variants: str = opt("torch,onnx,onnx-int8,onnx-int8-all", "comma-separated, of " + ", ".join(VARIANTS))
+    data_dir: str = flag(str(ROOT.parent / "shared" / "data"), "benchmark data root")
+    depth: int = flag(20, "BM25 candidates per claim")
+    tolerance: float = flag(0.005, "largest nDCG@10 change that keeps int8")
+    variants: str = flag("torch,onnx,onnx-int8,onnx-int8-all", "comma-separated, of " + ", ".join(VARIANTS))
 
 
 def run(args: Int8Args) -> dict:

@@ -24,12 +24,12 @@ from benchmarks.common import (
     main_for,
     markdown_table,
     normalise,
-    opt,
     rss_mb,
     save_figure,
 )
 from benchmarks.indexes import FULL_SCANS, INDEX_TYPES, Built, IndexSettings, build
 from ctxir import CtxirError
+from ctxir.cli import flag
 from ctxir.data import load_corpus, load_queries
 from ctxir.encoders import BiEncoder, EmbeddingCache, cache_root
 
@@ -39,25 +39,25 @@ REAL_SETS = ("scifact", "msmarco_sample")
 
 @dataclass
 class SearchArgs(IndexSettings):
-    num_docs: int = opt(10_000, "corpus size (real documents first, then synthetic)")
-    output: str = opt("", "JSON path (default: results/bench/search-<N>.json)")
-    indexes: str = opt(DEFAULT_INDEXES, f"comma-separated, of {', '.join(INDEX_TYPES)}")
-    num_queries: int = opt(300, "timed single queries per pass (≥ 200 for p95)")
-    warmup: int = opt(20, "untimed queries first")
-    repeats: int = opt(3, "timed passes; the reported p50/p95 are their medians")
-    scan_queries: int = opt(
+    num_docs: int = flag(10_000, "corpus size (real documents first, then synthetic)")
+    output: str = flag("", "JSON path (default: results/bench/search-<N>.json)")
+    indexes: str = flag(DEFAULT_INDEXES, f"comma-separated, of {', '.join(INDEX_TYPES)}")
+    num_queries: int = flag(300, "timed single queries per pass (≥ 200 for p95)")
+    warmup: int = flag(20, "untimed queries first")
+    repeats: int = flag(3, "timed passes; the reported p50/p95 are their medians")
+    scan_queries: int = flag(
         0, "full scans (exact, exact-st, int8-flat): time only the first N queries (0: all)"
     )
-    k: int = opt(10, "hits per query (recall@k against exact)")
-    real_docs: int = opt(
+    k: int = flag(10, "hits per query (recall@k against exact)")
+    real_docs: int = flag(
         -1, "at most this many real documents (-1 = all 10,183; 0 = synthetic only, no model)"
     )
-    data_root: str = opt("../shared/data", "folder holding scifact/ and msmarco_sample/ (BEIR layout)")
-    noise: float = opt(1.0, "synthetic documents: rms norm of the noise added to a real embedding")
-    search_threads: int = opt(1, "torch and faiss threads while single queries are timed")
-    index_dir: str = opt("", "where ctxir-ann's file is written (default: a temporary folder)")
-    cache_dir: str = opt("", "ctxir cache root for the real embeddings ($CTXIR_CACHE)")
-    query_encode: int = opt(100, "also time encoding this many real queries one at a time (0 = skip)")
+    data_root: str = flag("../shared/data", "folder holding scifact/ and msmarco_sample/ (BEIR layout)")
+    noise: float = flag(1.0, "synthetic documents: rms norm of the noise added to a real embedding")
+    search_threads: int = flag(1, "torch and faiss threads while single queries are timed")
+    index_dir: str = flag("", "where ctxir-ann's file is written (default: a temporary folder)")
+    cache_dir: str = flag("", "ctxir cache root for the real embeddings ($CTXIR_CACHE)")
+    query_encode: int = flag(100, "also time encoding this many real queries one at a time (0 = skip)")
 
 
 # ---------------------------------------------------------------- data

@@ -18,12 +18,12 @@ from benchmarks.common import (
     main_for,
     markdown_table,
     numbers,
-    opt,
     resolve_model_path,
     save_figure,
     set_torch_threads,
 )
 from ctxir import CtxirError
+from ctxir.cli import flag
 from ctxir.data import load_beir
 from ctxir.encoders.models import load_cross_encoder
 from ctxir.types import doc_text
@@ -31,14 +31,14 @@ from ctxir.types import doc_text
 
 @dataclass
 class TrainArgs:
-    output: str = opt("", "JSON path (default: results/bench/train.json)")
-    model: str = opt("", "body to train ('' = the packaged all-MiniLM-L6-v2 + a fresh 1-label head)")
+    output: str = flag("", "JSON path (default: results/bench/train.json)")
+    model: str = flag("", "body to train ('' = the packaged all-MiniLM-L6-v2 + a fresh 1-label head)")
     batch_sizes: str = "8,16,32"
     max_lengths: str = "128,256"
-    steps: int = opt(4, "timed optimiser steps per setting")
-    warmup_steps: int = opt(1, "untimed steps first")
+    steps: int = flag(4, "timed optimiser steps per setting")
+    warmup_steps: int = flag(1, "untimed steps first")
     learning_rate: float = 2e-5
-    threads: int = opt(0, "torch threads (0 = all cores)")
+    threads: int = flag(0, "torch threads (0 = all cores)")
     data_root: str = "../shared/data"
     seed: int = 0
     progress: bool = True

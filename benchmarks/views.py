@@ -16,27 +16,27 @@ from benchmarks.common import (
     load_average,
     main_for,
     markdown_table,
-    opt,
     set_torch_threads,
     summary_ms,
 )
 from ctxir import CtxirError
+from ctxir.cli import flag
 
 SEARCH_QUERY = "where do otters live along the river bank"
 
 
 @dataclass
 class ViewsArgs:
-    output: str = opt("", "JSON path (default: results/bench/views.json)")
-    devices: str = opt("cpu", "comma-separated: cpu, cuda, cuda:N, mps")
-    repeats: int = opt(10, "timed calls per view")
-    warmup: int = opt(2, "untimed calls per view first")
-    explain_repeats: int = opt(3, "timed calls of the explanation (integrated gradients)")
-    threads: int = opt(0, "torch threads (0 = all cores)")
-    rerank_backend: str = opt(
+    output: str = flag("", "JSON path (default: results/bench/views.json)")
+    devices: str = flag("cpu", "comma-separated: cpu, cuda, cuda:N, mps")
+    repeats: int = flag(10, "timed calls per view")
+    warmup: int = flag(2, "untimed calls per view first")
+    explain_repeats: int = flag(3, "timed calls of the explanation (integrated gradients)")
+    threads: int = flag(0, "torch threads (0 = all cores)")
+    rerank_backend: str = flag(
         "onnx-int8", "how the cross-encoders score on the CPU (app.py --rerank-backend)"
     )
-    score_tolerance: float = opt(0.02, "largest score difference between two devices counted as the same")
+    score_tolerance: float = flag(0.02, "largest score difference between two devices counted as the same")
 
 
 def view_calls(state) -> dict[str, Callable]:

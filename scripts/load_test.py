@@ -25,8 +25,8 @@ if __package__ in (None, ""):  # run as a file: python scripts/load_test.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.app import free_port
-from benchmarks.common import opt
 from ctxir import kinds
+from ctxir.cli import flag
 from ctxir.files import write_json
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,16 +48,16 @@ BUSY_WORDS = ("queue is full", "too many", "busy", "try again")
 
 @dataclass
 class LoadArgs:
-    clients: int = opt(64, "concurrent visitors, each its own session")
-    bursts: int = opt(3, "identical bursts; RSS growth is compared between them")
-    burst_s: float = opt(40.0, "seconds each burst lasts")
-    pause_s: float = opt(5.0, "quiet seconds between bursts")
-    request_timeout_s: float = opt(120.0, "a request taking longer counts as hung")
-    app_args: str = opt("", "extra flags for python app.py (quoted)")
-    warm_cache: bool = opt(True, "encode the startup corpus into the app's fresh embedding cache first")
+    clients: int = flag(64, "concurrent visitors, each its own session")
+    bursts: int = flag(3, "identical bursts; RSS growth is compared between them")
+    burst_s: float = flag(40.0, "seconds each burst lasts")
+    pause_s: float = flag(5.0, "quiet seconds between bursts")
+    request_timeout_s: float = flag(120.0, "a request taking longer counts as hung")
+    app_args: str = flag("", "extra flags for python app.py (quoted)")
+    warm_cache: bool = flag(True, "encode the startup corpus into the app's fresh embedding cache first")
     startup_timeout_s: float = 600.0
     seed: int = 0
-    output: str = opt("results/load_test.json", "JSON written here")
+    output: str = flag("results/load_test.json", "JSON written here")
 
 
 def rss_mb(pid: int) -> float | None:

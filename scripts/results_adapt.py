@@ -18,8 +18,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import opt  # noqa: E402
 from ctxir import kinds  # noqa: E402
+from ctxir.cli import flag  # noqa: E402
 from ctxir.encoders.models import DEFAULT_BI_ENCODER  # noqa: E402
 from ctxir.evaluation.metrics import paired_test  # noqa: E402
 from ctxir.files import read_json, write_json  # noqa: E402
@@ -87,26 +87,26 @@ DEFAULT_SEED = 42  # ctxir adapt's --seed
 
 @dataclass
 class ResultsAdaptArgs:
-    collections: str = opt(",".join(COLLECTIONS), "comma list of " + ", ".join(COLLECTIONS))
-    dev: bool = opt(False, "a dev set instead of test: " + ", ".join(DEV) + " (--collections)")
-    table_only: bool = opt(False, "only rewrite the table from docs/bench/adapt.json")
-    work: str = opt("outputs/adapt", "adapters and evaluations go here")
-    adapt_args: str = opt("", "extra ctxir adapt flags (dev comparisons only)")
-    label: str = opt("", "--dev: a name for this setting's adapter folder")
-    seeds: str = opt(
+    collections: str = flag(",".join(COLLECTIONS), "comma list of " + ", ".join(COLLECTIONS))
+    dev: bool = flag(False, "a dev set instead of test: " + ", ".join(DEV) + " (--collections)")
+    table_only: bool = flag(False, "only rewrite the table from docs/bench/adapt.json")
+    work: str = flag("outputs/adapt", "adapters and evaluations go here")
+    adapt_args: str = flag("", "extra ctxir adapt flags (dev comparisons only)")
+    label: str = flag("", "--dev: a name for this setting's adapter folder")
+    seeds: str = flag(
         "",
         "--dev: comma list of seeds (e.g. 42,1,2): the setting adapted once per seed, and the mean Δ over them "
         "recorded (one draw moves by as much as two settings differ)",
     )
-    against: str = opt(
+    against: str = flag(
         "",
         "--dev: another setting's --label ('default' = the one without): a paired test of this setting against "
         "it, query by query, goes into the dev record",
     )
     torch_threads: int = 0
     doc: str = str(ROOT / "docs" / "results.md")
-    record: str = opt(str(RECORD), "the JSON the table is made from")
-    training_doc: str = opt(str(ROOT / "docs" / "results.md"), "where the timings go ('' = nowhere)")
+    record: str = flag(str(RECORD), "the JSON the table is made from")
+    training_doc: str = flag(str(ROOT / "docs" / "results.md"), "where the timings go ('' = nowhere)")
 
 
 def _ctxir(*argv: str) -> None:

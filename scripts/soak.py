@@ -21,7 +21,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a file: python scripts/soak.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import opt
+from ctxir.cli import flag
 from ctxir.files import write_json
 from scripts.load_test import answers, percentile, record, rss_mb, serving, visitor, warm_cache
 
@@ -31,29 +31,29 @@ WINDOWS = 6  # 5-minute windows of the 30-minute soak
 
 @dataclass
 class SoakArgs:
-    minutes: float = opt(30.0, "how long the mix runs and is measured, after warm-up")
-    warm_up_s: float = opt(60.0, "seconds of the mix before the measured minutes (first calls, caches)")
-    clients: int = opt(4, "visitors at once (steady load, not overload)")
-    session_requests: int = opt(20, "requests per gradio_client session before the visitor starts a new one")
-    sample_s: float = opt(2.0, "seconds between samples of RSS, fds, threads, disk")
-    max_output_mb: int = opt(8, "the app's --max-output-mb: small, so the cap is reached within the run")
-    app_args: str = opt("", "further flags for python app.py (quoted)")
-    request_timeout_s: float = opt(180.0, "a request taking longer counts as hung")
+    minutes: float = flag(30.0, "how long the mix runs and is measured, after warm-up")
+    warm_up_s: float = flag(60.0, "seconds of the mix before the measured minutes (first calls, caches)")
+    clients: int = flag(4, "visitors at once (steady load, not overload)")
+    session_requests: int = flag(20, "requests per gradio_client session before the visitor starts a new one")
+    sample_s: float = flag(2.0, "seconds between samples of RSS, fds, threads, disk")
+    max_output_mb: int = flag(8, "the app's --max-output-mb: small, so the cap is reached within the run")
+    app_args: str = flag("", "further flags for python app.py (quoted)")
+    request_timeout_s: float = flag(180.0, "a request taking longer counts as hung")
     max_rss_growth: float = 0.05
     max_p50_ratio: float = 1.5
-    min_latency_window_s: float = opt(
+    min_latency_window_s: float = flag(
         60.0, "the latency check's first and last windows last at least this long (enough searches)"
     )
-    confidence: float = opt(
+    confidence: float = flag(
         0.95, "one-sided confidence of the bound on the search p50 ratio that the check compares"
     )
-    resamples: int = opt(4000, "bootstrap resamples for that bound")
-    block_s: float = opt(5.0, "searches sent within this many seconds are resampled together")
-    min_searches: int = opt(10, "answered searches each latency window needs, else the check fails")
-    slack: int = opt(8, "file descriptors or threads the last window may add")
+    resamples: int = flag(4000, "bootstrap resamples for that bound")
+    block_s: float = flag(5.0, "searches sent within this many seconds are resampled together")
+    min_searches: int = flag(10, "answered searches each latency window needs, else the check fails")
+    slack: int = flag(8, "file descriptors or threads the last window may add")
     startup_timeout_s: float = 600.0
     seed: int = 0
-    output: str = opt("results/soak.json", "JSON written here")
+    output: str = flag("results/soak.json", "JSON written here")
 
 
 # ---------------------------------------------------------------- what the app process holds
