@@ -57,9 +57,6 @@ class AnnParams:
             nprobe=min(nlist, self.nprobe or max(64, nlist // 32)),
         )
 
-    def build_settings(self) -> dict:
-        return {"nlist": self.nlist, "codes": self.codes, "train_size": self.train_size, "seed": self.seed}
-
 
 def _check_embeddings(embeddings: np.ndarray) -> np.ndarray:
     if not isinstance(embeddings, np.ndarray) or embeddings.ndim != 2 or embeddings.shape[0] == 0:
@@ -86,12 +83,9 @@ def fingerprint(embeddings: np.ndarray, params: AnnParams, key: str = "") -> str
     """sha256 of the shape, the (resolved) build settings, ``key`` and a strided sample of rows."""
     n, dim = embeddings.shape
     rows = np.unique(np.linspace(0, n - 1, min(n, FINGERPRINT_ROWS)).astype(np.int64))
-    digest = hashlib.sha256(
-        json.dumps(
-            {"format": FORMAT, "shape": [n, dim], "build": params.build_settings(), "key": key},
-            sort_keys=True,
-        ).encode()
-    )
+    build = {k: getattr(params, k) for k in ("nlist", "codes", "train_size", "seed")}  # not nprobe, rescore
+    record = {"format": FORMAT, "shape": [n, dim], "build": build, "key": key}
+    digest = hashlib.sha256(json.dumps(record, sort_keys=True).encode())
     digest.update(np.ascontiguousarray(embeddings[rows], dtype=np.float32).tobytes())
     return digest.hexdigest()[:32]
 
@@ -180,7 +174,6 @@ class AnnIndex:
         key: str = "",
         threads: int = 0,
         show_progress: bool = True,
-        chunk: int = 0,
     ) -> AnnIndex:
         """k-means on a sample, then add every row (id = row number); ``threads`` 0 = all cores."""
         from tqdm.auto import tqdm
@@ -188,7 +181,7 @@ class AnnIndex:
         embeddings = _check_embeddings(embeddings)
         n, dim = embeddings.shape
         params = _check_params(params, n)
-        chunk = chunk or max(10_000, n // 100)
+        chunk = max(10_000, n // 100)
         start, factory = time.perf_counter(), f"IVF{params.nlist},{CODES[params.codes]}"
         desc = f"ANN index ({factory}): k-means on {params.train_size:,}, then add"
         total = n + params.train_size
@@ -290,7 +283,6 @@ class AnnIndex:
         params: AnnParams | None = None,
         key: str = "",
         show_progress: bool = True,
-        threads: int = 0,
     ) -> AnnIndex:
         """Reopen ``path`` if it is this index, else build and save it; ``status``: "opened" or "built: <why>"."""
         remove_temporaries(Path(path).parent, Path(path).name)
@@ -303,7 +295,7 @@ class AnnIndex:
                 return found
             if show_progress:
                 print(f"building the ANN index {path} ({why})", flush=True)
-            built = cls.build(embeddings, params, key, threads=threads, show_progress=show_progress)
+            built = cls.build(embeddings, params, key, show_progress=show_progress)
             try:
                 built.save(path)
             except DiskFullError as err:  # searched from memory this time; the next start builds it again

@@ -64,13 +64,6 @@ class EngineCorpus(Mapping):
         self._cache.move_to_end(doc_id)
         return self._cache[doc_id]
 
-    def __contains__(self, doc_id) -> bool:
-        try:
-            self[doc_id]
-        except KeyError:
-            return False
-        return True
-
     def __iter__(self) -> Iterator[str]:
         iterator = self.client.query_iterator(self.collection, batch_size=1000, output_fields=["pk"])
         try:
@@ -209,10 +202,8 @@ class VectorDBRetriever(Retriever):
         def batches():
             yield list(corpus), encoder.encode_corpus(corpus)[1]
 
-        fingerprint = encoder_fingerprint(encoder)
-        return cls._build(
-            corpus, corpus, encoder, uri, collection, mode, batches(), fingerprint, encoder.dimension, kwargs
-        )
+        fingerprint, dim = encoder_fingerprint(encoder), encoder.dimension
+        return cls._build(corpus, corpus, encoder, uri, collection, mode, batches(), fingerprint, dim, kwargs)
 
     @classmethod
     def _build(cls, corpus, kept, encoder, uri, collection, mode, batches, fingerprint, dim, kwargs):
@@ -265,25 +256,11 @@ class VectorDBRetriever(Retriever):
                     )
                 yield shard_ids, vectors
 
-        kept = corpus if keep_corpus else None
-        return cls._build(
-            corpus,
-            kept,
-            encoder,
-            uri,
-            collection,
-            mode,
-            batches(),
-            manifest["fingerprint"],
-            manifest["dim"],
-            kwargs,
-        )
+        kept, fingerprint, dim = corpus if keep_corpus else None, manifest["fingerprint"], manifest["dim"]
+        return cls._build(corpus, kept, encoder, uri, collection, mode, batches(), fingerprint, dim, kwargs)
 
     def _limit(self, top_k: int) -> int:
         return max(1, min(top_k, self.rows, MAX_LIMIT))
-
-    def _output_fields(self) -> list[str]:
-        return ["pk", "title", "content"] if isinstance(self.corpus, EngineCorpus) else ["pk"]
 
     def _hits(self, rows, bm25: bool = False) -> list[Hit]:
         hits = []
@@ -316,7 +293,8 @@ class VectorDBRetriever(Retriever):
     ) -> list[list[Hit]]:
         """The model-free core, as ``DenseRetriever.search_embeddings``: (queries, dim) normalised vectors → hits;
         ``texts`` too for "bm25" and "hybrid" (the engine tokenises them). Up to 16,384 queries a call."""
-        limit, fields = self._limit(top_k), self._output_fields()
+        limit = self._limit(top_k)
+        fields = ["pk", "title", "content"] if isinstance(self.corpus, EngineCorpus) else ["pk"]
 
         def bm25(n: int) -> dict:
             return {"data": list(texts), "anns_field": "sparse", "param": {"metric_type": "BM25"}, "limit": n}
