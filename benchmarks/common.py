@@ -24,7 +24,6 @@ SIMD_FLAGS = (
     "sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
     "avx_vnni", "avx512_bf16", "avx512_fp16", "avx512_vpopcntdq", "amx_tile"
 )  # fmt: skip
-OLD_PREFIX = "python -m ctxir.bench "  # records written before the benchmarks left the library
 
 
 # ---------------------------------------------------------------- machine and load
@@ -119,18 +118,6 @@ def command_line(kind: str, argv: list[str] | None) -> str:
     return " ".join(
         [f"python -m benchmarks.{kind}", *map(shlex.quote, sys.argv[1:] if argv is None else argv)]
     )
-
-
-def current_command(command: str) -> str:
-    """A recorded command as it is typed today: records written before the move say ``python -m ctxir.bench KIND``.
-
-    >>> current_command("python -m ctxir.bench rerank --num-queries 6")
-    'python -m benchmarks.rerank --num-queries 6'
-    """
-    if command.startswith(OLD_PREFIX):
-        kind, _, rest = command[len(OLD_PREFIX) :].partition(" ")
-        return " ".join(filter(None, [f"python -m benchmarks.{kind}", rest]))
-    return command
 
 
 def main_for(kind: str, args_class: type, run: Callable, argv: list[str] | None) -> int:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks import app, encode, rerank, search, train, views
-from benchmarks.common import current_command, main_for
+from benchmarks.common import main_for
 from ctxir import CtxirError
 from ctxir.cli import flag
 from ctxir.files import write_atomic
@@ -127,7 +127,7 @@ def describe(record: dict, json_link: str = "") -> str:
     link = f" ([JSON]({json_link}))" if json_link else ""
     lines = [
         "```bash",
-        current_command(record["command"]),
+        record["command"],
         "```",
         "",
         f"Recorded {record['date']}{link}: {m['cores']} cores ({m.get('cpu')}; {flags}), {m.get('ram_gb', '?')} GB; "

@@ -562,23 +562,14 @@ def test_a_synthetic_only_run_times_no_query_encoding(record):
     assert "query_encode" not in data["data"]
 
 
-def test_old_records_are_reported_with_the_command_typed_today(record, tmp_path):
-    """Records in docs/bench/ were written as `python -m ctxir.bench KIND`: the page shows them as
-    `python -m benchmarks.KIND`."""
-    data, _ = record
-    old = tmp_path / "search-old.json"
-    old.write_text(
-        json.dumps(
-            {
-                **data,
-                "command": data["command"].replace(
-                    "python -m benchmarks.search", "python -m ctxir.bench search"
-                ),
-            }
-        )
-    )
-    text = report.render(report.read_records([str(old)]), None, None)
-    assert "```bash\npython -m benchmarks.search --num-docs 2000 " in text and "ctxir.bench" not in text
+def test_committed_records_carry_the_command_typed_today():
+    """Each benchmark record in docs/bench/ names the command that reruns it: ``python -m benchmarks.KIND``."""
+    commands = {
+        path.name: record["command"]
+        for path in sorted((Path(__file__).resolve().parents[1] / "docs" / "bench").rglob("*.json"))
+        if isinstance(record := json.loads(path.read_text()), dict) and record.get("kind") in benchmarks.KINDS
+    }
+    assert commands and all(c.startswith("python -m benchmarks.") for c in commands.values()), commands
 
 
 def test_the_benchmark_modules_examples_run():
