@@ -270,7 +270,18 @@ class DenseRetriever(Retriever):
         self.index_kind = self.index_choice
         if self.index_choice == "auto":
             self.index_kind = "ann" if len(self.doc_ids) >= self.auto_threshold else "exact"
-        self.ann = self._open_ann(ann_params, show_progress) if self.index_kind == "ann" else None
+        self.ann = None
+        if self.index_kind == "ann":
+            from ctxir.retrieval.ann import AnnIndex
+
+            # a bar when asked, or unasked from 100k documents up (a build there takes tens of seconds to minutes)
+            show = bool(show_progress) if show_progress is not None else len(self.doc_ids) >= 100_000
+            if self.ann_path is None:  # no cache (e.g. an upload): built in memory for this corpus only
+                self.ann = AnnIndex.build(self.embeddings, ann_params, key=self.cache_key, show_progress=show)
+            else:
+                self.ann = AnnIndex.open_or_build(
+                    self.ann_path, self.embeddings, ann_params, key=self.cache_key, show_progress=show
+                )
         self._matrix = None  # (docs, dim)
         if self.ann is None:  # a memory map is copied: exact search reads every row per query
             self._matrix = torch.from_numpy(np.require(self.embeddings, requirements="W"))
@@ -294,17 +305,6 @@ class DenseRetriever(Retriever):
         if self.encoder.cache is None or not self.cache_key:
             return None
         return Path(self.encoder.cache.root) / f"{self.cache_key}.ann.faiss"
-
-    def _open_ann(self, params, show_progress: bool | None):
-        from ctxir.retrieval.ann import AnnIndex
-
-        # a bar when asked, or unasked from 100k documents up (a build there takes tens of seconds to minutes)
-        show = bool(show_progress) if show_progress is not None else len(self.doc_ids) >= 100_000
-        if self.ann_path is None:  # no cache (e.g. an upload): built in memory for this corpus only
-            return AnnIndex.build(self.embeddings, params, key=self.cache_key, show_progress=show)
-        return AnnIndex.open_or_build(
-            self.ann_path, self.embeddings, params, key=self.cache_key, show_progress=show
-        )
 
     def search_embeddings(self, query_embeddings: np.ndarray, top_k: int) -> list[list[Hit]]:
         """The model-free core: (queries, dim) normalised vectors → ranked hits."""
@@ -364,10 +364,9 @@ class HybridRetriever(Retriever):
     def parts(self) -> list[str]:
         return [r.name for r in self.retrievers]
 
-    def fuse(self, rankings: Sequence[Sequence[Hit]]) -> list[Hit]:
-        return fuse(rankings, self.fusion, self.k, self.weights)
-
     def _search(self, texts: list[str], top_k: int) -> list[list[Hit]]:
-        depth = max(self.depth, top_k)
-        per_retriever = [r._search(texts, depth) for r in self.retrievers]
-        return [self.fuse([parts[i] for parts in per_retriever])[:top_k] for i in range(len(texts))]
+        per_retriever = [r._search(texts, max(self.depth, top_k)) for r in self.retrievers]
+        return [
+            fuse(rankings, self.fusion, self.k, self.weights)[:top_k]
+            for rankings in zip(*per_retriever, strict=True)
+        ]
