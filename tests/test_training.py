@@ -20,7 +20,6 @@ from training import (
     common,
     cross_encoder_args,
     cross_encoder_data,
-    cross_encoder_dev,
     train_bi_encoder,
     train_cross_encoder,
 )
@@ -1583,11 +1582,9 @@ def test_hybrid_teacher_grades_are_summed_z_scores_of_bm25_and_cosine_and_label_
 
     corpus, queries, _ = load_beir(toy_root / "scifact", "train")
     queries = dict(list(queries.items())[:2])
-    args = train_cross_encoder.CrossEncoderArgs(
-        dense_model=str(tiny_bert_dir), negative_pool=3, teacher="hybrid", teacher_scale=0.5, loss="listnet"
-    )
     bm25 = BM25Retriever(corpus)
-    grade = cross_encoder_data.hybrid_teacher(args, corpus, queries, bm25, "cpu")
+    # --negative-pool 3, --teacher-scale 0.5: the depth is max(--negative-pool, 20)
+    grade = cross_encoder_data.hybrid_teacher(corpus, queries, bm25, str(tiny_bert_dir), 20, 0.5, "cpu")
     q = next(iter(queries))
     hits = bm25.search({q: queries[q]}, 200)[q]
     pool = hits[:20]
@@ -1607,7 +1604,9 @@ def test_hybrid_teacher_grades_are_summed_z_scores_of_bm25_and_cosine_and_label_
     assert grade(q, pool[0].doc_id) != grade(q, pool[-1].doc_id)
     # a query with no word in the index (a corpus title such as 'in') has nothing to z-score against: NaN, and
     # build_scifact drops its group (one NaN label turned every weight NaN in a real run)
-    lost = cross_encoder_data.hybrid_teacher(args, corpus, {"x": "zzzqqq"}, bm25, "cpu")
+    lost = cross_encoder_data.hybrid_teacher(
+        corpus, {"x": "zzzqqq"}, bm25, str(tiny_bert_dir), 20, 0.5, "cpu"
+    )
     assert np.isnan(lost("x", pool[0].doc_id))
 
     data = cross_encoder_data.build_scifact(
@@ -1667,7 +1666,7 @@ def test_maxp_dev_evaluator_scores_each_document_by_its_best_window():
         "other": {"title": "", "text": "otters in zoos"},
     }
     hits = {"q": [Hit("other", 2.0), Hit("rel", 1.0)]}
-    evaluator = cross_encoder_dev.maxp_evaluator(
+    evaluator = cross_encoder_data.maxp_evaluator(
         {"q": "where otters sleep in dens"}, hits, corpus, {"q": {"rel": 1}}, batch_size=4
     )
     metrics = evaluator(Overlap())

@@ -1,5 +1,4 @@
-"""The arguments of training/train_cross_encoder.py (CrossEncoderTrainingArguments + TrainerRunArgs), their checks
-and the head's per-parameter learning rates."""
+"""The arguments of training/train_cross_encoder.py, their checks and the head's per-parameter learning rates."""
 
 from __future__ import annotations
 
@@ -9,70 +8,74 @@ from typing import Literal
 from sentence_transformers.cross_encoder import CrossEncoderTrainingArguments
 
 from ctxir import kinds
+from ctxir.cli import flag
 from ctxir.encoders.models import DEFAULT_BI_ENCODER
 from ctxir.types import CtxirError
-from training.common import TrainerRunArgs, arg, trainer_setting
+from training.common import TrainerRunArgs, trainer_setting
 
 LOSSES = {"scifact": ("bce", "lambda", "listnet"), "stsb": ("bce", "mse")}
 NEGATIVE_STAGES = (kinds.BM25, kinds.HYBRID)  # --negative-stages: the app's first stages
 LISTWISE = ("lambda", "listnet")  # one row = (query, [positive, negatives…], [1, 0, …])
 # the segment-cosine head's weights (module 1 of the chain) in the loss model's parameter names
 HEAD_PARAMETERS = r"(^|\.)1\.(scale|bias|linear\.)"
-# its term-match term (--term-match): the term-importance read-out and the kernels' linear read-out
-# and --importance-pooling's mix (a bare parameter: no dot after its name)
+# its --term-match read-outs and --importance-pooling's mix (a bare parameter: no dot after its name)
 MATCH_PARAMETERS = r"(^|\.)1\.(term_weight\.|term_linear\.|pool_mix$)"
 
 
 @dataclass
 class CrossEncoderArgs(TrainerRunArgs, CrossEncoderTrainingArguments):
-    task: Literal["scifact", "stsb"] = arg("scifact", "scifact re-ranker or stsb")
-    model: str = arg(
+    task: Literal["scifact", "stsb"] = flag("scifact", "scifact re-ranker or stsb")
+    model: str = flag(
         DEFAULT_BI_ENCODER, "starting model: Hub id or folder; a plain body gets a one-logit head"
     )
-    loss: Literal["auto", "bce", "mse", "lambda", "listnet"] = arg(
+    loss: Literal["auto", "bce", "mse", "lambda", "listnet"] = flag(
         "auto", "auto = bce; scifact also lambda / listnet (listwise over the positive and its negatives)"
     )
-    head: Literal["cls", "mean", "segment-cosine"] = arg(
+    head: Literal["cls", "mean", "segment-cosine"] = flag(
         "cls",
         "cls = classifier on [CLS]; mean = linear on the mean token; segment-cosine (ctxir.encoders.heads)",
     )
-    train_layers: int = arg(0, "segment-cosine: train only the top N layers (+ head) (0 = all)")
-    head_learning_rate: float = arg(0.0, "segment-cosine head's learning rate (0 = --learning-rate)")
-    term_match: bool = arg(False, "segment-cosine: add the learned term-match term, zero-initialised")
-    importance_pooling: bool = arg(False, "--term-match: also pool the query by term importance, from 0")
-    match_learning_rate: float = arg(0.0, "term-match weights' learning rate (0 = --head-learning-rate)")
-    negative_rounds: int = arg(1, "listwise: N groups per query, negatives re-drawn from --negative-pool")
-    negative_pool: int = arg(0, "draw negatives from this many top non-relevant hits (0 = --num-negatives)")
-    num_dense_negatives: int = arg(-1, "--negatives both|dense: bi-encoder negatives (-1 = --num-negatives)")
-    dev_split: Literal["random", "unseen"] = arg(
+    train_layers: int = flag(0, "segment-cosine: train only the top N layers (+ head) (0 = all)")
+    head_learning_rate: float = flag(0.0, "segment-cosine head's learning rate (0 = --learning-rate)")
+    term_match: bool = flag(False, "segment-cosine: add the learned term-match term, zero-initialised")
+    importance_pooling: bool = flag(False, "--term-match: also pool the query by term importance, from 0")
+    match_learning_rate: float = flag(0.0, "term-match weights' learning rate (0 = --head-learning-rate)")
+    negative_rounds: int = flag(1, "listwise: N groups per query, negatives re-drawn from --negative-pool")
+    negative_pool: int = flag(0, "draw negatives from this many top non-relevant hits (0 = --num-negatives)")
+    num_dense_negatives: int = flag(-1, "--negatives both|dense: bi-encoder negatives (-1 = --num-negatives)")
+    dev_split: Literal["random", "unseen"] = flag(
         "random", "dev claims: random, or unseen = claims whose abstracts no other claim cites"
     )
-    lora_r: int = arg(0, "0 = full fine-tuning; r > 0 = a LoRA adapter of rank r (PEFT)")
-    lora_alpha: float = arg(0.0, "LoRA scaling alpha (0 = 2 × --lora-r)")
-    pseudo_queries: int = arg(0, "also train on N corpus titles as queries for their abstract (-1 = all)")
-    teacher: Literal["none", "hybrid"] = arg(
+    lora_r: int = flag(0, "0 = full fine-tuning; r > 0 = a LoRA adapter of rank r (PEFT)")
+    lora_alpha: float = flag(0.0, "LoRA scaling alpha (0 = 2 × --lora-r)")
+    pseudo_queries: int = flag(0, "also train on N corpus titles as queries for their abstract (-1 = all)")
+    teacher: Literal["none", "hybrid"] = flag(
         "none", "listwise labels: none = 1/0; hybrid = distil BM25 + --dense-model z-scores"
     )
-    teacher_scale: float = arg(1.0, "--teacher hybrid: multiplies the summed z-scores")
-    gold_weight: float = arg(2.0, "--teacher hybrid: added to a judged positive's label")
-    general: str = arg("", "also train on <data-dir>/general/ sources: squad, wikiqa, msmarco, wikiqa-topics")
-    general_queries: int = arg(800, "--general: queries taken per source, seeded (-1 = all)")
-    negative_stages: str = arg("bm25", "first stages whose non-relevant hits are the negatives: bm25, hybrid")
-    output_dir: str = arg("", "default outputs/cross-encoder-<task>")
-    max_samples: int = arg(-1, "use N training pairs, seeded (-1 = all); scifact: (claim, positive) pairs")
+    teacher_scale: float = flag(1.0, "--teacher hybrid: multiplies the summed z-scores")
+    gold_weight: float = flag(2.0, "--teacher hybrid: added to a judged positive's label")
+    general: str = flag(
+        "", "also train on <data-dir>/general/ sources: squad, wikiqa, msmarco, wikiqa-topics"
+    )
+    general_queries: int = flag(800, "--general: queries taken per source, seeded (-1 = all)")
+    negative_stages: str = flag(
+        "bm25", "first stages whose non-relevant hits are the negatives: bm25, hybrid"
+    )
+    output_dir: str = flag("", "default outputs/cross-encoder-<task>")
+    max_samples: int = flag(-1, "use N training pairs, seeded (-1 = all); scifact: (claim, positive) pairs")
     per_device_train_batch_size: int = trainer_setting("per_device_train_batch_size", 16)
-    max_length: int = arg(256, "tokens per (query, document) input (0 = the model's own)")
-    negatives: Literal["bm25", "dense", "both"] = arg("bm25", "scifact: where hard negatives come from")
-    num_negatives: int = arg(4, "scifact: hard negatives per claim (per source)")
-    random_negatives: int = arg(0, "scifact: also N random corpus documents per query as negatives")
-    dense_model: str = arg(DEFAULT_BI_ENCODER, "bi-encoder for --negatives dense and --teacher hybrid")
-    rerank_depth: int = arg(100, "scifact test: BM25 candidates re-ranked per query")
-    dev_queries: int = arg(50, "scifact: training queries held out for the dev evaluator (0 = none)")
-    dev_depth: int = arg(20, "scifact dev evaluator: BM25 candidates per query")
-    eval_max_queries: int = arg(0, "scifact test: first N queries (0 = all)")
-    eval_before: bool = arg(True, "also evaluate the starting model")
+    max_length: int = flag(256, "tokens per (query, document) input (0 = the model's own)")
+    negatives: Literal["bm25", "dense", "both"] = flag("bm25", "scifact: where hard negatives come from")
+    num_negatives: int = flag(4, "scifact: hard negatives per claim (per source)")
+    random_negatives: int = flag(0, "scifact: also N random corpus documents per query as negatives")
+    dense_model: str = flag(DEFAULT_BI_ENCODER, "bi-encoder for --negatives dense and --teacher hybrid")
+    rerank_depth: int = flag(100, "scifact test: BM25 candidates re-ranked per query")
+    dev_queries: int = flag(50, "scifact: training queries held out for the dev evaluator (0 = none)")
+    dev_depth: int = flag(20, "scifact dev evaluator: BM25 candidates per query")
+    eval_max_queries: int = flag(0, "scifact test: first N queries (0 = all)")
+    eval_before: bool = flag(True, "also evaluate the starting model")
     eval_steps: int = trainer_setting("eval_steps", 0, "run the dev evaluator every N steps (0 = never)")
-    train_passages: Literal["first", "best"] = arg(
+    train_passages: Literal["first", "best"] = flag(
         "first", "what is read of a long abstract: first tokens, or best = its MaxP window"
     )
 

@@ -1,6 +1,5 @@
-"""What a cross-encoder run trains on: STS-B pairs, or SciFact claims and title pseudo-queries with first-stage
-negatives and general-domain questions beside them; and the pair scorer's STS-B pairs.
-"""
+"""What a cross-encoder run trains on and its dev evaluators: STS-B pairs (the pair scorer's too), or SciFact claims
+and title pseudo-queries with first-stage negatives and general-domain questions beside them."""
 
 from __future__ import annotations
 
@@ -11,9 +10,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sentence_transformers.cross_encoder.evaluation import CrossEncoderCorrelationEvaluator
+
 from ctxir import kinds
 from ctxir.encoders.models import resolve_model
 from ctxir.rerank.passages import Passages
+from ctxir.rerank.rankers import pair_scores
 from ctxir.types import doc_text
 from training.common import (
     check_not_empty,
@@ -27,34 +29,23 @@ from training.common import (
     unseen_heldout_queries,
 )
 from training.cross_encoder_args import LISTWISE, negative_stages
-from training.cross_encoder_dev import (
-    PairCorrelationEvaluator,
-    mixed_dev_evaluator,
-    scifact_dev_evaluator,
-    wikiqa_dev_evaluator,
-)
 from training.steps import TaskData
 
 if TYPE_CHECKING:
     from training.cross_encoder_args import CrossEncoderArgs
-    from training.pair_scorer_args import PairScorerArgs
+    from training.train_pair_scorer import PairScorerArgs
 
 
-def build_stsb(args: CrossEncoderArgs) -> TaskData:
-    from sentence_transformers.cross_encoder.evaluation import CrossEncoderCorrelationEvaluator
-
+def build_stsb(data_dir: str, max_samples: int, seed: int, batch_size: int) -> TaskData:
+    """STS-B train (scores / 5), its dev evaluator, and test pairs."""
     from ctxir.data import load_sts
 
-    folder = data_folder(args.data_dir, "stsb")
-    train = take_train(load_sts(folder, "train"), args.max_samples, args.seed, "STS-B train pairs")
+    folder = data_folder(data_dir, "stsb")
+    train = take_train(load_sts(folder, "train"), max_samples, seed, "STS-B train pairs")
     dev, test = load_sts(folder, "dev"), load_sts(folder, "test")
     dataset = columns([(a, b, s / 5.0) for a, b, s in train], ["sentence1", "sentence2", "score"])
-    dev_evaluator = CrossEncoderCorrelationEvaluator(
-        [[a, b] for a, b, _ in dev],
-        [s / 5.0 for _, _, s in dev],
-        name="stsb-dev",
-        batch_size=args.per_device_train_batch_size,
-        write_csv=False,
+    dev_evaluator = PairCorrelationEvaluator(
+        [[a, b] for a, b, _ in dev], [s / 5.0 for _, _, s in dev], name="stsb-dev", batch_size=batch_size
     )
     rows = [
         dataset_entry("stsb", "train", "train", folder, len(train)),
@@ -65,12 +56,13 @@ def build_stsb(args: CrossEncoderArgs) -> TaskData:
 
 
 def build_pair_scorer_data(args: PairScorerArgs) -> TaskData:
-    """STS-B train (+ SICK train with --extra-train sick), STS-B dev evaluator and test: train_cross_encoder's."""
+    """STS-B (+ --extra-train SICK or silver pairs, + each pair swapped with --both-orders); the dev evaluator
+    scores as --pair-orders says."""
     from datasets import Dataset, concatenate_datasets
 
     from ctxir.data import load_sick
 
-    data = build_stsb(args)
+    data = build_stsb(args.data_dir, args.max_samples, args.seed, args.per_device_train_batch_size)
     if args.extra_train == "sick":
         folder = data_folder(args.data_dir, "sick")
         pairs = load_sick(folder, "train")
@@ -78,27 +70,19 @@ def build_pair_scorer_data(args: PairScorerArgs) -> TaskData:
         sick = columns(rows, ["sentence1", "sentence2", "score"])
         data.train = concatenate_datasets([data.train, sick.cast(data.train.features)])
         data.datasets.insert(1, dataset_entry("sick", "train", "train", folder, len(pairs)))
-    elif args.extra_train == "silver":
-        # sentence1, sentence2, score 0–1
+    elif args.extra_train == "silver":  # STS-B train's own sentences re-paired: STS-B's licence
         silver = Dataset.from_csv(args.silver_pairs).cast(data.train.features)
         data.train = concatenate_datasets([data.train, silver])
-        # STS-B train's own sentences: STS-B's licence
         data.datasets.insert(
             1, dataset_entry("stsb", "train-silver", "train", args.silver_pairs, len(silver))
         )
     if args.both_orders:
-        data.train = concatenate_datasets([data.train, swapped(data.train)])
-    data.dev_evaluator = PairCorrelationEvaluator.like(data.dev_evaluator, args.pair_orders == "both")
+        swapped = data.train.rename_columns({"sentence1": "sentence2", "sentence2": "sentence1"})
+        data.train = concatenate_datasets([data.train, swapped.select_columns(data.train.column_names)])
+    data.dev_evaluator.both_orders = args.pair_orders == "both"
     if args.init_from:
         data.datasets[1:1] = earlier_training_data(Path(args.init_from), data.datasets)
     return data
-
-
-def swapped(pairs):
-    """The same pairs with sentence1 and sentence2 exchanged (labels unchanged)."""
-    return pairs.rename_columns({"sentence1": "sentence2", "sentence2": "sentence1"}).select_columns(
-        pairs.column_names
-    )
 
 
 def earlier_training_data(folder: Path, datasets: list[dict]) -> list[dict]:
@@ -113,6 +97,61 @@ def earlier_training_data(folder: Path, datasets: list[dict]) -> list[dict]:
     return [{**d, "stage": "earlier"} for d in earlier if (d["name"], d["split"]) not in seen]
 
 
+class PairCorrelationEvaluator(CrossEncoderCorrelationEvaluator):
+    """sentence-transformers' Pearson/Spearman evaluator, scoring each pair as ctxir does once the model is saved:
+    ``both_orders`` = the mean of (a, b) and (b, a) (``ctxir.rerank.rankers.pair_scores``, pair_orders.json)."""
+
+    def __init__(self, *args, both_orders: bool = False, **kwargs):
+        super().__init__(*args, write_csv=False, **kwargs)
+        self.both_orders = both_orders
+
+    def __call__(self, model, output_path=None, epoch: int = -1, steps: int = -1) -> dict[str, float]:
+        from scipy.stats import pearsonr, spearmanr
+
+        def predict(pairs):
+            return model.predict(
+                pairs,
+                prompt_name=self.prompt_name,
+                batch_size=self.batch_size,
+                convert_to_numpy=True,
+                show_progress_bar=self.show_progress_bar,
+            )
+
+        predicted = pair_scores(predict, self.sentence_pairs, self.both_orders)  # (pairs,)
+        metrics = {
+            "pearson": float(pearsonr(self.scores, predicted)[0]),
+            "spearman": float(spearmanr(self.scores, predicted)[0]),
+        }
+        metrics = self.prefix_name_to_metrics(metrics, self.name)
+        self.store_metrics_in_model_card_data(model, metrics, epoch, steps)
+        return metrics
+
+
+def sts_test(model, pairs: list, batch_size: int, both_orders: bool = False) -> dict:
+    """{("stsb", "test", metric): value}: STS-B test Spearman and Pearson, each pair scored in one or both orders."""
+    gold = [s for _, _, s in pairs]
+    evaluator = PairCorrelationEvaluator(
+        [[a, b] for a, b, _ in pairs], gold, name="stsb-test", batch_size=batch_size, both_orders=both_orders
+    )
+    result = evaluator(model)
+    return {("stsb", "test", m): result[f"stsb-test_{m}"] for m in ("spearman", "pearson")}
+
+
+def dev_orders(model, dev: PairCorrelationEvaluator) -> dict[str, float]:
+    """{"one": dev Spearman of (a, b) as given, "both": of the mean of both orders}: what --pair-orders is chosen on."""
+    spearman = {}
+    for orders in ("one", "both"):
+        evaluator = PairCorrelationEvaluator(
+            dev.sentence_pairs,
+            dev.scores,
+            name=dev.name,
+            batch_size=dev.batch_size,
+            both_orders=orders == "both",
+        )
+        spearman[orders] = round(evaluator(model)[f"{dev.name}_spearman"], 4)
+    return spearman
+
+
 def bm25_negatives(
     bm25, queries: dict[str, str], positives: dict[str, set[str]], num: int
 ) -> dict[str, list[str]]:
@@ -121,59 +160,18 @@ def bm25_negatives(
     return {q: [h.doc_id for h in hits[q] if h.doc_id not in positives[q]][:num] for q in queries}
 
 
-def dense_negatives(
-    args: CrossEncoderArgs, corpus: dict, queries: dict[str, str], positives: dict[str, set[str]], device: str
-) -> dict[str, list[str]]:
-    """{qid: doc ids} mined by sentence-transformers' mine_hard_negatives with the bi-encoder --dense-model."""
-    from sentence_transformers import SentenceTransformer
-    from sentence_transformers.util import mine_hard_negatives
-
-    text_to_id = {doc_text(doc): d for d, doc in corpus.items()}
-    pairs = [(q, d) for q in queries for d in sorted(positives[q])]
-    data = columns([(queries[q], doc_text(corpus[d])) for q, d in pairs], ["query", "positive"])
-    model = SentenceTransformer(resolve_model(args.dense_model), device=device)
-    mined = mine_hard_negatives(
-        data,
-        model,
-        corpus=list(text_to_id),
-        num_negatives=args.num_negatives if args.num_dense_negatives < 0 else args.num_dense_negatives,
-        sampling_strategy="top",
-        output_format="n-tuple",
-        batch_size=32,
-        cache_folder=str(Path.home() / ".cache" / "ctxir" / "mining"),
-    )
-    by_text = {text: q for q, text in queries.items()}
-    out: dict[str, list[str]] = {q: [] for q in queries}
-    for row in mined:
-        values = list(row.values())
-        qid = by_text[values[0]]
-        for text in values[2:]:
-            if text_to_id[text] not in out[qid]:
-                out[qid].append(text_to_id[text])
-    return out
-
-
 def stage_pools(
-    args: CrossEncoderArgs,
-    corpus: dict,
-    queries: dict[str, str],
-    positives: dict[str, set[str]],
-    bm25,
-    device: str,
+    corpus: dict, queries: dict, positives: dict, bm25, stages: list[str], size: int, device: str
 ) -> dict[str, list[str]]:
-    """{qid: non-relevant hits of each --negative-stages first stage over ``corpus``, interleaved best first}: the
-    pool a group's negatives are drawn from (``bm25`` is that corpus's BM25Retriever, built once by the caller)."""
+    """{qid: the top ``size`` non-relevant hits of each first stage in ``stages``, interleaved best first}: the pool
+    a group's negatives are drawn from (``bm25``: the corpus's BM25Retriever)."""
     from ctxir.encoders import BiEncoder
     from ctxir.rerank.pipeline import build_first_stages
 
-    stages = negative_stages(args.negative_stages)
-    size = max(args.num_negatives, args.negative_pool)
     pools = {kinds.BM25: bm25_negatives(bm25, queries, positives, size)}
     if kinds.HYBRID in stages:  # the app's hybrid (BM25 + the packaged MiniLM, RRF over each one's top 100)
-        hybrid = build_first_stages(corpus, [kinds.HYBRID], [BiEncoder(device=device)], show_progress=True)[
-            kinds.HYBRID
-        ]
-        pools[kinds.HYBRID] = bm25_negatives(hybrid, queries, positives, size)
+        hybrid = build_first_stages(corpus, [kinds.HYBRID], [BiEncoder(device=device)], show_progress=True)
+        pools[kinds.HYBRID] = bm25_negatives(hybrid[kinds.HYBRID], queries, positives, size)
     return {q: interleave([pools[s].get(q, []) for s in stages], size) for q in queries}
 
 
@@ -191,72 +189,48 @@ def interleave(lists: list[list[str]], size: int) -> list[str]:
     return list(out)[:size]
 
 
-def add_general(args: CrossEncoderArgs, train: ScifactTraining, device: str) -> dict:
-    """Add --general sources' queries to ``train`` (ids prefixed ``<source>:``), each with its positives, a pool of
-    --negative-stages negatives over the source's own collection, and one negative the source itself marks;
-    returns what metrics.json records of them."""
-    from ctxir.data.general import load_general
-    from ctxir.retrieval import BM25Retriever
+def dense_negatives(
+    corpus: dict, queries: dict[str, str], positives: dict, model_name: str, num: int, device: str
+) -> dict[str, list[str]]:
+    """{qid: doc ids} mined by sentence-transformers' mine_hard_negatives with the bi-encoder ``model_name``."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.util import mine_hard_negatives
 
-    train.corpus = dict(train.corpus)  # the test and dev corpus stays SciFact's
-    rng, record = random.Random(args.seed), {}
-    for source, data in load_general(
-        args.data_dir, [s.strip() for s in args.general.split(",") if s.strip()]
-    ).items():
-        data = data.subset(
-            take(sorted(q for q in data.queries if data.qrels[q]), args.general_queries, args.seed)
-        )
-        positives = {q: set(rel) for q, rel in data.qrels.items()}
-        print(
-            f"general {source}: {len(data.queries)} queries over {len(data.corpus)} passages; mining negatives "
-            f"({args.negative_stages})"
-        )
-        pool = stage_pools(args, data.corpus, data.queries, positives, BM25Retriever(data.corpus), device)
-        prefix = f"{source}:"
-        train.corpus.update({prefix + d: doc for d, doc in data.corpus.items()})
-        for q, text in data.queries.items():
-            qid, marked = prefix + q, [d for d in data.negatives.get(q, []) if d not in pool[q]]
-            train.queries[qid], train.positives[qid] = text, {prefix + d for d in positives[q]}
-            train.pairs += [(qid, prefix + d) for d in sorted(positives[q])]
-            train.bm25_pool[qid] = [prefix + d for d in pool[q]]
-            train.negatives[qid] = train.bm25_pool[qid][: args.num_negatives] + [
-                prefix + d for d in rng.sample(marked, min(1, len(marked)))
-            ]
-        record[source] = {"queries": len(data.queries), "passages": len(data.corpus)}
-    return record
-
-
-def resampled_groups(
-    groups: list[tuple[str, list[str], list[str]]], bm25_pool: dict[str, list[str]], args: CrossEncoderArgs
-) -> list[tuple[str, list[str], list[str]]]:
-    """--negative-rounds groups per claim, each with --num-negatives BM25 negatives drawn from its pool (seeded);
-    each title pseudo-query goes to one round only, so titles do not outnumber the claims."""
-    rng = random.Random(args.seed)
-    # a prefixed id ("title:…", "squad:…") is not a claim: those are spread over the rounds, claims are in each
-    claims = [g for g in groups if ":" not in g[0]]
-    titles = [g for g in groups if ":" in g[0]]
-    out = []
-    for round_ in range(max(args.negative_rounds, 1)):
-        chosen = claims + titles[round_ :: max(args.negative_rounds, 1)]
-        for q, pos, neg in chosen:
-            pool = bm25_pool.get(q, [])[: max(args.negative_pool, args.num_negatives)]
-            sampled = rng.sample(pool, min(args.num_negatives, len(pool)))
-            out.append((q, pos, sampled + [d for d in neg if d not in pool and d not in sampled]))
+    text_to_id = {doc_text(doc): d for d, doc in corpus.items()}
+    pairs = [(q, d) for q in queries for d in sorted(positives[q])]
+    data = columns([(queries[q], doc_text(corpus[d])) for q, d in pairs], ["query", "positive"])
+    mined = mine_hard_negatives(
+        data,
+        SentenceTransformer(resolve_model(model_name), device=device),
+        corpus=list(text_to_id),
+        num_negatives=num,
+        sampling_strategy="top",
+        output_format="n-tuple",
+        batch_size=32,
+        cache_folder=str(Path.home() / ".cache" / "ctxir" / "mining"),
+    )
+    by_text = {text: q for q, text in queries.items()}
+    out: dict[str, list[str]] = {q: [] for q in queries}
+    for row in mined:
+        values = list(row.values())
+        qid = by_text[values[0]]
+        out[qid] += [text_to_id[t] for t in dict.fromkeys(values[2:]) if text_to_id[t] not in out[qid]]
     return out
 
 
-def hybrid_teacher(args: CrossEncoderArgs, corpus: dict, queries: dict[str, str], bm25, device: str):
-    """grade(qid, doc_id) = --teacher-scale · (z(BM25) + z(cosine)), each z-scored over the query's BM25 top
-    --negative-pool (at least 20): a lexical + semantic judge of any (query, abstract) pair, with no judgments.
-    NaN for a query with fewer than two BM25 hits (its group is dropped: one NaN label makes every weight NaN)."""
+def hybrid_teacher(
+    corpus: dict, queries: dict[str, str], bm25, model_name: str, depth: int, scale: float, device: str
+):
+    """grade(qid, doc_id) = ``scale`` · (z(BM25) + z(cosine of ``model_name``)), each z-scored over the query's BM25
+    top ``depth``: a lexical + semantic judge of any (query, abstract) pair, with no judgments. NaN for a query with
+    fewer than two BM25 hits (its group is dropped: one NaN label makes every weight NaN)."""
     import numpy as np
 
     from ctxir.encoders import BiEncoder
 
-    depth = max(args.negative_pool, 20)
     hits = bm25.search(queries, max(depth, 200))
     bm25_scores = {q: {h.doc_id: h.score for h in hs} for q, hs in hits.items()}
-    encoder = BiEncoder(args.dense_model, device=device)
+    encoder = BiEncoder(model_name, device=device)
     doc_ids, doc_vectors = encoder.encode_corpus(corpus)
     row = {d: i for i, d in enumerate(doc_ids)}
     qids = sorted(queries)
@@ -267,14 +241,14 @@ def hybrid_teacher(args: CrossEncoderArgs, corpus: dict, queries: dict[str, str]
     stats: dict[str, tuple[float, float, float, float, float]] = {}
     for q in qids:
         pool = [h.doc_id for h in hits[q][:depth]]
-        if len(pool) < 2:  # no word of the query is in the index: nothing to z-score against (NaN labels)
+        if len(pool) < 2:  # no word of the query is in the index: nothing to z-score against
             continue
         b = np.array([bm25_scores[q][d] for d in pool])
         c = doc_vectors[[row[d] for d in pool]] @ query_vectors[qrow[q]]
         floor = min(bm25_scores[q].values())  # below its top 200: no better than that
         stats[q] = (b.mean(), b.std() + 1e-6, c.mean(), c.std() + 1e-6, floor)
     print(
-        f"hybrid teacher: BM25 + {args.dense_model} over {len(stats)} queries, z-scored over BM25 top {depth}; "
+        f"hybrid teacher: BM25 + {model_name} over {len(stats)} queries, z-scored over BM25 top {depth}; "
         f"{len(qids) - len(stats)} with fewer than 2 BM25 hits left out"
     )
 
@@ -283,16 +257,15 @@ def hybrid_teacher(args: CrossEncoderArgs, corpus: dict, queries: dict[str, str]
             return float("nan")
         b_mean, b_std, c_mean, c_std, floor = stats[q]
         cosine = float(doc_vectors[row[d]] @ query_vectors[qrow[q]])
-        z = (bm25_scores[q].get(d, floor) - b_mean) / b_std + (cosine - c_mean) / c_std
-        return float(args.teacher_scale * z)
+        return float(scale * ((bm25_scores[q].get(d, floor) - b_mean) / b_std + (cosine - c_mean) / c_std))
 
     return grade
 
 
 @dataclass
 class ScifactTraining:
-    """What the SciFact training set is built from: the corpus, the training queries (claims and title
-    pseudo-queries) with their positives, and the negatives found for them."""
+    """The SciFact training set's sources: the corpus, the training queries (claims, title pseudo-queries, --general
+    questions) with their positives, and the negatives found for them."""
 
     corpus: dict
     queries: dict[str, str]
@@ -332,41 +305,195 @@ class WindowPicker:
         self.unknown = float(np.log((len(corpus) + 1) / 0.5))
 
     def best(self, query: str, title: str, text: str) -> str:
-        windows = self.passages.split(title, text)
         asked = set(_words(query))
         # ties (e.g. no shared word) keep the earliest window: the first tokens, as FirstP reads
-        return max(windows, key=lambda w: sum(self.idf.get(x, self.unknown) for x in asked & set(_words(w))))
+        return max(
+            self.passages.split(title, text),
+            key=lambda w: sum(self.idf.get(x, self.unknown) for x in asked & set(_words(w))),
+        )
 
 
 def _words(text: str) -> list[str]:
     return re.findall(r"\w+", text.lower())
 
 
+def add_general(
+    train: ScifactTraining,
+    data_dir: str,
+    sources: str,
+    per_source: int,
+    stages: list[str],
+    num_negatives: int,
+    pool_size: int,
+    seed: int,
+    device: str,
+) -> dict:
+    """Add the ``sources``' queries to ``train`` (ids prefixed ``<source>:``), ``per_source`` of each (seeded), each
+    with its positives, a pool of ``stages`` negatives over the source's own collection, and one negative the source
+    itself marks; returns what metrics.json records of them."""
+    from ctxir.data.general import load_general
+    from ctxir.retrieval import BM25Retriever
+
+    train.corpus = dict(train.corpus)  # the test and dev corpus stays SciFact's
+    rng, record = random.Random(seed), {}
+    for source, data in load_general(data_dir, [s.strip() for s in sources.split(",") if s.strip()]).items():
+        data = data.subset(take(sorted(q for q in data.queries if data.qrels[q]), per_source, seed))
+        positives = {q: set(rel) for q, rel in data.qrels.items()}
+        print(
+            f"general {source}: {len(data.queries)} queries over {len(data.corpus)} passages; mining negatives "
+            f"({','.join(stages)})"
+        )
+        retriever = BM25Retriever(data.corpus)
+        pool = stage_pools(data.corpus, data.queries, positives, retriever, stages, pool_size, device)
+        prefix = f"{source}:"
+        train.corpus.update({prefix + d: doc for d, doc in data.corpus.items()})
+        for q, text in data.queries.items():
+            qid, marked = prefix + q, [d for d in data.negatives.get(q, []) if d not in pool[q]]
+            train.queries[qid], train.positives[qid] = text, {prefix + d for d in positives[q]}
+            train.pairs += [(qid, prefix + d) for d in sorted(positives[q])]
+            train.bm25_pool[qid] = [prefix + d for d in pool[q]]
+            train.negatives[qid] = train.bm25_pool[qid][:num_negatives] + [
+                prefix + d for d in rng.sample(marked, min(1, len(marked)))
+            ]
+        record[source] = {"queries": len(data.queries), "passages": len(data.corpus)}
+    return record
+
+
+def resampled_groups(
+    groups: list[tuple[str, list[str], list[str]]],
+    pools: dict,
+    rounds: int,
+    num: int,
+    pool_size: int,
+    seed: int,
+) -> list[tuple[str, list[str], list[str]]]:
+    """``rounds`` groups per claim, each with ``num`` negatives drawn from the top ``pool_size`` of its pool (seeded);
+    each prefixed query (title pseudo-query, --general question) goes to one round only, so they do not outnumber
+    the claims."""
+    rng = random.Random(seed)
+    claims, others = [g for g in groups if ":" not in g[0]], [g for g in groups if ":" in g[0]]
+    out = []
+    for round_ in range(rounds):
+        for q, pos, neg in claims + others[round_::rounds]:
+            pool = pools.get(q, [])[:pool_size]
+            sampled = rng.sample(pool, min(num, len(pool)))
+            out.append((q, pos, sampled + [d for d in neg if d not in pool and d not in sampled]))
+    return out
+
+
 def build_scifact(args: CrossEncoderArgs, device: str) -> TaskData:
     from ctxir.data import load_beir
     from ctxir.retrieval import BM25Retriever
 
-    # 1. the claims (some held out as the dev set) and the title pseudo-queries
+    # 1. the claims: SciFact has no dev split, so some training claims are held out for the dev evaluator
     folder = data_folder(args.data_dir, "scifact")
     corpus, queries, qrels = load_beir(folder, "train")
     positives = {q: {d for d, s in rel.items() if s > 0 and d in corpus} for q, rel in qrels.items()}
-    dev_ids, train = scifact_queries(args, corpus, queries, positives)
+    qids = sorted(q for q in queries if positives.get(q))
+    if args.dev_split == "unseen":
+        dev_ids = unseen_heldout_queries({q: positives[q] for q in qids}, args.dev_queries, args.seed)
+    else:
+        dev_ids = heldout_queries(qids, args.dev_queries, args.seed)
+    judged = [(q, d) for q in qids if q not in set(dev_ids) for d in sorted(positives[q])]
+    pairs = take_train(judged, args.max_samples, args.seed, "(claim, abstract) pairs")
+    train = ScifactTraining(corpus, {q: queries[q] for q, _ in pairs}, positives, pairs)
+    # 2. pseudo-queries: a document's title asks for its own abstract (corpus text only, no judgments)
+    if args.pseudo_queries:
+        titled = [d for d in sorted(corpus) if corpus[d]["title"].strip() and corpus[d]["text"].strip()]
+        for d in take(titled, args.pseudo_queries, args.seed):
+            train.queries[f"title:{d}"], positives[f"title:{d}"] = corpus[d]["title"].strip(), {d}
+            pairs.append((f"title:{d}", d))
     if args.train_passages == "best":
         train.windows = WindowPicker(corpus, Passages())
-    # 2. hard negatives: BM25's best wrong answers are exactly what the re-ranker must push down
+    # 3. hard negatives: BM25's best wrong answers are exactly what the re-ranker must push down
     bm25 = BM25Retriever(corpus)
-    find_negatives(args, train, bm25, device)
-    general = add_general(args, train, device) if args.general else {}
+    stages, pool_size = negative_stages(args.negative_stages), max(args.num_negatives, args.negative_pool)
+    train.negatives = {q: [] for q in train.queries}
+    if args.negatives in ("bm25", "both"):
+        train.bm25_pool = stage_pools(corpus, train.queries, positives, bm25, stages, pool_size, device)
+        for q, docs in train.bm25_pool.items():
+            train.negatives[q] += docs[: args.num_negatives]
+    if args.negatives in ("dense", "both"):
+        num = args.num_negatives if args.num_dense_negatives < 0 else args.num_dense_negatives
+        for q, docs in dense_negatives(
+            corpus, train.queries, positives, args.dense_model, num, device
+        ).items():
+            train.negatives[q] += [d for d in docs if d not in train.negatives[q]]
+    if args.random_negatives > 0:
+        rng, doc_ids = random.Random(args.seed), sorted(corpus)
+        for q in sorted(train.negatives):
+            known = positives[q] | set(train.negatives[q])
+            size = min(len(doc_ids), args.random_negatives + len(positives[q]) + len(train.negatives[q]))
+            train.negatives[q] += [d for d in rng.sample(doc_ids, size) if d not in known][
+                : args.random_negatives
+            ]
+    general = {}
+    if args.general:
+        general = add_general(
+            train,
+            args.data_dir,
+            args.general,
+            args.general_queries,
+            stages,
+            args.num_negatives,
+            pool_size,
+            args.seed,
+            device,
+        )
     n_pos, n_neg = len(train.pairs), sum(len(v) for v in train.negatives.values())
     check_not_empty(n_neg, "no hard negatives were found", "check --negatives and --num-negatives")
-    # 3. the rows the loss reads, and the dev evaluator
-    dataset = scifact_dataset(args, train, bm25, device)
-    dev_evaluator = (
-        scifact_dev_evaluator(args, bm25, corpus, queries, positives, dev_ids) if dev_ids else None
-    )
-    if dev_evaluator is not None and args.general:
-        dev_evaluator = mixed_dev_evaluator([dev_evaluator, wikiqa_dev_evaluator(args)])
-    # 4. the test claims the trained model re-ranks, and what metrics.json records
+    # 4. the rows the loss reads: listwise, one (query, [positives, negatives], labels) group; else labelled pairs
+    if args.loss not in LISTWISE:
+        rows = [(train.queries[q], train.text(q, d), 1.0) for q, d in train.pairs]
+        rows += [
+            (train.queries[q], train.text(q, d), 0.0)
+            for q in sorted(train.negatives)
+            for d in train.negatives[q]
+        ]
+        dataset = columns(rows, ["query", "document", "label"])
+    else:
+        groups = [(q, [d for q2, d in train.pairs if q2 == q], train.negatives[q]) for q in train.queries]
+        if args.negative_rounds > 1 or args.negative_pool > args.num_negatives:
+            groups = resampled_groups(
+                groups, train.bm25_pool, args.negative_rounds, args.num_negatives, pool_size, args.seed
+            )
+        if args.teacher == "hybrid":
+            depth = max(args.negative_pool, 20)
+            grade = hybrid_teacher(
+                train.corpus, train.queries, bm25, args.dense_model, depth, args.teacher_scale, device
+            )
+            groups = [g for g in groups if not math.isnan(grade(g[0], g[1][0]))]
+            labels = [
+                [grade(q, d) + args.gold_weight for d in pos] + [grade(q, d) for d in neg]
+                for q, pos, neg in groups
+            ]
+        else:
+            labels = [[1.0] * len(pos) + [0.0] * len(neg) for _, pos, neg in groups]
+        texts = [[train.text(q, d) for d in pos + neg] for q, pos, neg in groups]
+        rows = list(zip([train.queries[q] for q, _, _ in groups], texts, labels, strict=True))
+        dataset = columns(rows, ["query", "docs", "labels"])
+    # 5. the dev evaluator: BM25's top --dev-depth of the held-out claims re-ranked (+ WikiQA dev with --general)
+    dev = None
+    if dev_ids:
+        batch, dev_queries = args.per_device_train_batch_size, {q: queries[q] for q in dev_ids}
+        hits = bm25.search(dev_queries, args.dev_depth)
+        if args.train_passages == "best":
+            dev = maxp_evaluator(
+                dev_queries, hits, corpus, {q: dict.fromkeys(positives[q], 1) for q in dev_ids}, batch
+            )
+        else:
+            samples = [
+                {
+                    "query": queries[q],
+                    "positive": [doc_text(corpus[d]) for d in sorted(positives[q])],
+                    "documents": [doc_text(corpus[h.doc_id]) for h in hits[q]],
+                }
+                for q in dev_ids
+            ]
+            dev = reranking_evaluator(samples, "scifact-train-heldout", batch)
+        if args.general:
+            dev = mixed_dev_evaluator([dev, wikiqa_dev_evaluator(args.data_dir, batch)])
+    # 6. the test claims the trained model re-ranks, and what metrics.json records
     _, test_queries, test_qrels = load_beir(folder, "test")
     if args.eval_max_queries > 0:
         test_queries = dict(list(test_queries.items())[: args.eval_max_queries])
@@ -385,89 +512,95 @@ def build_scifact(args: CrossEncoderArgs, device: str) -> TaskData:
         "train_queries": len(claim_ids),
         "pseudo_queries": sum(q.startswith("title:") for q in train.queries),
         "general": general,
-        "negative_stages": negative_stages(args.negative_stages),
+        "negative_stages": stages,
         "heldout_query_ids": dev_ids,
         "train_query_ids": claim_ids,
     }
-    return TaskData(
-        dataset,
-        datasets,
-        dev_evaluator,
-        {"rerank": (corpus, test_queries, test_qrels, bm25)},
-        extra,
-        loss_options={"pos_weight": n_neg / max(n_pos, 1)},
+    test = {"rerank": (corpus, test_queries, test_qrels, bm25)}
+    return TaskData(dataset, datasets, dev, test, extra, loss_options={"pos_weight": n_neg / max(n_pos, 1)})
+
+
+def reranking_evaluator(samples: list[dict], name: str, batch_size: int):
+    """sentence-transformers' nDCG@10 re-ranking evaluator of ``samples`` (query, positive, documents)."""
+    from sentence_transformers.cross_encoder.evaluation import CrossEncoderRerankingEvaluator
+
+    return CrossEncoderRerankingEvaluator(
+        samples, at_k=10, always_rerank_positives=False, name=name, batch_size=batch_size, write_csv=False
     )
 
 
-def scifact_queries(
-    args: CrossEncoderArgs, corpus: dict, queries: dict[str, str], positives: dict[str, set[str]]
-) -> tuple[list[str], ScifactTraining]:
-    """(dev claim ids, the training set's queries and positive pairs); ``positives`` gains the pseudo-queries'."""
-    qids = sorted(q for q in queries if positives.get(q))
-    # SciFact has no dev split: hold out some training queries for the in-training evaluator.
-    dev_ids = (
-        unseen_heldout_queries({q: positives[q] for q in qids}, args.dev_queries, args.seed)
-        if args.dev_split == "unseen"
-        else heldout_queries(qids, args.dev_queries, args.seed)
-    )
-    judged = [(q, d) for q in qids if q not in set(dev_ids) for d in sorted(positives[q])]
-    pairs = take_train(judged, args.max_samples, args.seed, "(claim, abstract) pairs")
-    train_queries = {q: queries[q] for q, _ in pairs}
-    # pseudo-queries: a document's title asks for its own abstract (corpus text only, no judgments)
-    if args.pseudo_queries:
-        titled = [d for d in sorted(corpus) if corpus[d]["title"].strip() and corpus[d]["text"].strip()]
-        for d in take(titled, args.pseudo_queries, args.seed):
-            qid = f"title:{d}"
-            train_queries[qid] = corpus[d]["title"].strip()
-            positives[qid] = {d}
-            pairs.append((qid, d))
-    return dev_ids, ScifactTraining(corpus, train_queries, positives, pairs)
+def ndcg_evaluator(name: str, score):
+    """A sentence-transformers evaluator (the Trainer needs a BaseEvaluator) whose metrics are ``score(model, output
+    path, epoch, steps)`` and whose primary metric is ``<name>_ndcg@10``. Made here, not at the top: importing
+    sentence-transformers' evaluator module would load it for every --help."""
+    from sentence_transformers.base.evaluation.evaluator import BaseEvaluator
+
+    class NdcgEvaluator(BaseEvaluator):
+        def __init__(self):
+            super().__init__()
+            self.name, self.primary_metric = name, f"{name}_ndcg@10"
+
+        def __call__(self, model, output_path=None, epoch: int = -1, steps: int = -1) -> dict[str, float]:
+            metrics = score(model, output_path, epoch, steps)
+            self.store_metrics_in_model_card_data(model, metrics, epoch, steps)
+            return metrics
+
+    return NdcgEvaluator()
 
 
-def find_negatives(args: CrossEncoderArgs, train: ScifactTraining, bm25, device: str) -> None:
-    """Fill ``train.negatives`` (and the BM25 pool the rounds re-sample from) from --negatives and
-    --random-negatives."""
-    train.negatives = {q: [] for q in train.queries}
-    if args.negatives in ("bm25", "both"):
-        train.bm25_pool = stage_pools(args, train.corpus, train.queries, train.positives, bm25, device)
-        for q, docs in train.bm25_pool.items():
-            train.negatives[q] += docs[: args.num_negatives]
-    if args.negatives in ("dense", "both"):
-        for q, docs in dense_negatives(args, train.corpus, train.queries, train.positives, device).items():
-            train.negatives[q] += [d for d in docs if d not in train.negatives[q]]
-    if args.random_negatives > 0:
-        rng, doc_ids = random.Random(args.seed), sorted(train.corpus)
-        for q in sorted(train.negatives):
-            known = train.positives[q] | set(train.negatives[q])
-            size = min(
-                len(doc_ids), args.random_negatives + len(train.positives[q]) + len(train.negatives[q])
-            )
-            pool = [d for d in rng.sample(doc_ids, size) if d not in known]
-            train.negatives[q] += pool[: args.random_negatives]
+def maxp_evaluator(queries: dict[str, str], hits: dict, corpus: dict, qrels: dict, batch_size: int):
+    """The dev evaluator of a window-trained model (--train-passages best): nDCG@10 of re-ranking the held-out
+    claims' candidates, each document scored by its best window as ctxir re-ranks with a passages.json; metric
+    names as CrossEncoderRerankingEvaluator's, so the training logs of both kinds line up."""
+    from ctxir.evaluation import evaluate_run
+    from ctxir.rerank import CrossEncoderReranker
+
+    def score(model, *_) -> dict[str, float]:
+        reranker = CrossEncoderReranker(model, batch_size=batch_size, passages=Passages())
+        run = {
+            q: {h.doc_id: h.score for h in reranker.rerank(text, hits[q], corpus)}
+            for q, text in queries.items()
+        }
+        aggregate = evaluate_run(qrels, run).aggregate
+        name = "scifact-train-heldout"
+        return {f"{name}_ndcg@10": float(aggregate["nDCG@10"]), f"{name}_mrr@10": float(aggregate["MRR@10"])}
+
+    return ndcg_evaluator("scifact-train-heldout", score)
 
 
-def scifact_dataset(args: CrossEncoderArgs, train: ScifactTraining, bm25, device: str):
-    """Listwise: one row per (query, [positives, negatives], labels) group; else one row per labelled pair."""
-    if args.loss not in LISTWISE:
-        rows = [(train.queries[q], train.text(q, d), 1.0) for q, d in train.pairs]
-        rows += [
-            (train.queries[q], train.text(q, d), 0.0)
-            for q in sorted(train.negatives)
-            for d in train.negatives[q]
-        ]
-        return columns(rows, ["query", "document", "label"])
-    groups = [(q, [d for q2, d in train.pairs if q2 == q], train.negatives[q]) for q in train.queries]
-    if args.negative_rounds > 1 or args.negative_pool > args.num_negatives:
-        groups = resampled_groups(groups, train.bm25_pool, args)
-    if args.teacher == "hybrid":
-        grade = hybrid_teacher(args, train.corpus, train.queries, bm25, device)
-        groups = [g for g in groups if not math.isnan(grade(g[0], g[1][0]))]
-        labels = [
-            [grade(q, d) + args.gold_weight for d in pos] + [grade(q, d) for d in neg]
-            for q, pos, neg in groups
-        ]
-    else:
-        labels = [[1.0] * len(pos) + [0.0] * len(neg) for _, pos, neg in groups]
-    queries = [train.queries[q] for q, _, _ in groups]
-    docs = [[train.text(q, d) for d in pos + neg] for q, pos, neg in groups]
-    return columns(list(zip(queries, docs, labels, strict=True)), ["query", "docs", "labels"])
+def wikiqa_dev_evaluator(data_dir: str, batch_size: int):
+    """WikiQA dev as a re-ranking evaluator: each answered question's summary sentences re-ranked (nDCG@10), a
+    general-domain dev set beside SciFact's held-out claims."""
+    from ctxir.data.general import load_wikiqa
+
+    dev = load_wikiqa(Path(data_dir) / "general" / "wikiqa" / "WikiQA-dev.tsv")
+    # the summary's sentences in their own order ("D1-0", "D1-1", …): the evaluator's base order is no oracle
+    order = {d: i for i, d in enumerate(dev.corpus)}
+    samples = [
+        {
+            "query": dev.queries[q],
+            "positive": [doc_text(dev.corpus[d]) for d in sorted(dev.qrels[q])],
+            "documents": [
+                doc_text(dev.corpus[d])
+                for d in sorted([*dev.qrels[q], *dev.negatives[q]], key=order.__getitem__)
+            ],
+        }
+        for q in sorted(dev.queries)
+        if dev.negatives[q]  # nDCG needs two candidates at least
+    ]
+    return reranking_evaluator(samples, "wikiqa-dev", batch_size)
+
+
+def mixed_dev_evaluator(evaluators: list):
+    """Several dev evaluators as one: every metric of each, and ``dev-mix_ndcg@10``, their mean nDCG@10, as the
+    primary metric (--load-best keeps the step best on SciFact claims and general questions together)."""
+    from training.steps import dev_metric_key
+
+    def score(model, output_path, epoch, steps) -> dict[str, float]:
+        metrics = {}
+        for evaluator in evaluators:
+            metrics.update(evaluator(model, output_path, epoch, steps))
+        primary = [metrics[dev_metric_key(evaluator)] for evaluator in evaluators]
+        return {**metrics, "dev-mix_ndcg@10": sum(primary) / len(primary)}
+
+    return ndcg_evaluator("dev-mix", score)

@@ -1,7 +1,6 @@
-"""Train a cross-encoder (SciFact re-ranker or STS scorer) with sentence-transformers' CrossEncoderTrainer.
-
-scifact: BCE or listwise losses on claims with BM25/dense hard negatives, tested as a re-ranker of BM25's top
---rerank-depth; stsb: regression on STS-B scores / 5, tested by Spearman.
+"""Train a cross-encoder with sentence-transformers' CrossEncoderTrainer: a SciFact re-ranker (BCE or listwise losses
+on claims with first-stage hard negatives, tested re-ranking BM25's top --rerank-depth) or an STS-B scorer
+(regression on scores / 5, tested by Spearman).
 
     python training/train_cross_encoder.py --task scifact --num-negatives 4 --epochs 1 --rerank-depth 100
     python training/train_cross_encoder.py --task stsb --max-steps 2 --max-samples 16   # smoke run
@@ -26,7 +25,7 @@ from ctxir.rerank.passages import Passages
 from ctxir.types import CtxirError
 from training.common import check_common_args, cli_main, run_config
 from training.cross_encoder_args import CrossEncoderArgs, check, head_learning_rates
-from training.cross_encoder_data import build_scifact, build_stsb
+from training.cross_encoder_data import build_scifact, build_stsb, sts_test
 from training.steps import (
     Run,
     Scores,
@@ -63,12 +62,7 @@ def evaluate(model, test: dict, batch_size: int, depth: int, passages: str) -> t
     """({(dataset, split, metric): value} on the test split, BM25's own figures there (None for STS-B)); SciFact
     through ctxir's Pipeline and pytrec_eval, each document read as it was trained (``passages``)."""
     if "sts" in test:
-        from sentence_transformers.cross_encoder.evaluation import CrossEncoderCorrelationEvaluator
-
-        pairs, labels = [[a, b] for a, b, _ in test["sts"]], [s for _, _, s in test["sts"]]
-        evaluator = CrossEncoderCorrelationEvaluator(pairs, labels, name="stsb-test", batch_size=batch_size)
-        result = evaluator(model)
-        return {("stsb", "test", m): float(result[f"stsb-test_{m}"]) for m in ("spearman", "pearson")}, None
+        return sts_test(model, test["sts"], batch_size), None
     from ctxir.evaluation import evaluate_run
     from ctxir.rerank import CrossEncoderReranker
     from ctxir.rerank.pipeline import Pipeline
@@ -83,33 +77,6 @@ def evaluate(model, test: dict, batch_size: int, depth: int, passages: str) -> t
     bm25_alone = {m: round(float(first[m]), 4) for m in ("nDCG@10", "MRR@10", f"Recall@{depth}")}
     first_stage = {"retriever": kinds.BM25, "depth": depth, "test": bm25_alone}
     return {("scifact", "test", m): float(aggregate[m]) for m in ("nDCG@10", "MRR@10")}, first_stage
-
-
-def describe_tests(test: dict, depth: int, eval_max_queries: int) -> tuple[dict, dict]:
-    """({dataset: (task, config text)}, {dataset: what its figures cover}): SciFact's re-ranked queries (the first
-    --eval-max-queries, when set), STS-B's pairs."""
-    if "sts" in test:
-        n = len(test["sts"])
-        return {"stsb": ("sts", f"cross-encoder score, {n} pairs")}, {"stsb": {"queries": n}}
-    n = len(test["rerank"][1])
-    subset = f"the first {n} SciFact test queries in file order (--eval-max-queries {eval_max_queries})"
-    coverage = {"queries": n, "first_stage": "bm25", "depth": depth}
-    return (
-        {"scifact": ("reranking", f"rerank BM25 top-{depth}, {n} queries")},
-        {"scifact": {**coverage, **({"subset": subset} if eval_max_queries > 0 else {})}},
-    )
-
-
-def build_loss(loss: str, model, pos_weight: float | None):
-    import torch
-    from sentence_transformers.cross_encoder import losses
-
-    if loss != "bce":
-        return {"mse": losses.MSELoss, "lambda": losses.LambdaLoss, "listnet": losses.ListNetLoss}[loss](
-            model
-        )
-    # pos_weight balances the few positives against the many negatives (SBERT's recommended setting).
-    return losses.BinaryCrossEntropyLoss(model, pos_weight=torch.tensor(pos_weight) if pos_weight else None)
 
 
 def load(args: CrossEncoderArgs, device: str):
@@ -212,6 +179,8 @@ def name_adapter_base(folder: Path, base: str) -> None:
 
 def run(args: CrossEncoderArgs) -> dict:
     """Train one cross-encoder; returns the metrics.json record (empty on non-main processes)."""
+    import torch
+    from sentence_transformers.cross_encoder import losses
     from sentence_transformers.cross_encoder.trainer import CrossEncoderTrainer
 
     from ctxir.encoders.heads import save_cross_encoder
@@ -227,12 +196,21 @@ def run(args: CrossEncoderArgs) -> dict:
         # 1. load the model
         model = load(args, device)
         # 2. load the data: SciFact claims with their negatives, or STS-B pairs
-        data = build_scifact(args, device) if args.task == "scifact" else build_stsb(args)
+        if args.task == "scifact":
+            data = build_scifact(args, device)
+        else:
+            data = build_stsb(args.data_dir, args.max_samples, args.seed, args.per_device_train_batch_size)
         print(f"training rows: {len(data.train)}, columns {data.train.column_names}")
-        # 3. loss
+        # 3. the loss; BCE's pos_weight balances the few positives against the many negatives (SBERT's setting)
         pos_weight = data.loss_options.get("pos_weight")
-        loss = build_loss(args.loss, model, pos_weight)
-        # 4. evaluator: the dev one during training, and the starting model's scores
+        if args.loss == "bce":
+            weight = torch.tensor(pos_weight) if pos_weight else None
+            loss = losses.BinaryCrossEntropyLoss(model, pos_weight=weight)
+        else:
+            loss = {"mse": losses.MSELoss, "lambda": losses.LambdaLoss, "listnet": losses.ListNetLoss}[
+                args.loss
+            ](model)
+        # 4. the evaluators: the dev one during training, and the starting model's scores
         batch, depth = args.per_device_train_batch_size, args.rerank_depth
         before = evaluate(model, data.test, batch, depth, args.train_passages)[0] if args.eval_before else {}
         print(f"before training: {before}")
@@ -256,8 +234,17 @@ def run(args: CrossEncoderArgs) -> dict:
         after, first_stage = evaluate(trained, data.test, batch, depth, args.train_passages)
         dev_after = dev(trained) if dev is not None else {}
         print(f"after training: {after}")
-        # 8. metrics.json
-        tests = describe_tests(data.test, depth, args.eval_max_queries)
+        # 8. metrics.json, with what each test covers
+        if args.task == "stsb":
+            n = len(data.test["sts"])
+            tasks, coverage = {"stsb": ("sts", f"cross-encoder score, {n} pairs")}, {"stsb": {"queries": n}}
+        else:
+            n = len(data.test["rerank"][1])
+            tasks = {"scifact": ("reranking", f"rerank BM25 top-{depth}, {n} queries")}
+            coverage = {"scifact": {"queries": n, "first_stage": "bm25", "depth": depth}}
+            if args.eval_max_queries > 0:
+                subset = f"the first {n} SciFact test queries in file order (--eval-max-queries {args.eval_max_queries})"
+                coverage["scifact"]["subset"] = subset
         return write_run_metrics(
             out,
             args,
@@ -265,7 +252,7 @@ def run(args: CrossEncoderArgs) -> dict:
             objective=type(loss).__name__,
             datasets=data.datasets,
             training=run.training(trainer, len(data.train)),
-            evaluations=evaluation_rows(before, after, *tests, ANCHORS),
+            evaluations=evaluation_rows(before, after, tasks, coverage, ANCHORS),
             extra={
                 **data.extra,
                 **({"first_stage": first_stage} if first_stage else {}),

@@ -8,7 +8,9 @@ plain ``Transformer`` body, so not train_cross_encoder's top layers).
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import torch
 from sentence_transformers.cross_encoder import CrossEncoderTrainingArguments, losses
@@ -18,13 +20,13 @@ if __package__ in (None, ""):  # `python training/train_pair_scorer.py` from the
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ctxir import kinds
-from ctxir.encoders.models import load_cross_encoder, resolve_model
+from ctxir.cli import flag
+from ctxir.encoders.models import DEFAULT_BI_ENCODER, load_cross_encoder, resolve_model
 from ctxir.names import PAIR_ORDERS_FILE
 from ctxir.types import CtxirError
-from training.common import check_common_args, cli_main, run_config
-from training.cross_encoder_data import build_pair_scorer_data
-from training.cross_encoder_dev import PairCorrelationEvaluator, dev_orders
-from training.pair_scorer_args import ADAPTER_WEIGHTS, HEAD_PARAMETERS, PairScorerArgs, check
+from training.common import TrainerRunArgs, check_common_args, cli_main, run_config, trainer_setting
+from training.cross_encoder_args import HEAD_PARAMETERS
+from training.cross_encoder_data import build_pair_scorer_data, dev_orders, sts_test
 from training.steps import (
     Run,
     check_data,
@@ -34,6 +36,76 @@ from training.steps import (
     write_run_metrics,
 )
 from training.train_cross_encoder import ANCHORS, LORA_TARGETS, name_adapter_base
+
+ADAPTER_WEIGHTS = "adapter_model.safetensors"
+
+
+@dataclass
+class PairScorerArgs(TrainerRunArgs, CrossEncoderTrainingArguments):
+    model: str = flag(
+        DEFAULT_BI_ENCODER, "body: a mean-pooling bi-encoder (Hub id or folder), the adapter's base"
+    )
+    lora_r: int = flag(8, "LoRA rank (≥ 1) on every linear layer of each BERT block")
+    lora_alpha: float = flag(0.0, "LoRA scaling alpha (0 = 2 × --lora-r)")
+    loss: Literal["mse", "bce", "cosent"] = flag(
+        "mse", "mse: score regresses gold / 5; bce: soft labels; cosent: CoSENT on the scores"
+    )
+    init_scale: float = flag(1.0, "the head's starting scale on the cosine (1 fits --loss mse)")
+    head_learning_rate: float = flag(1e-3, "learning rate of the head's weights (0 = --learning-rate)")
+    output_dir: str = flag("", "default outputs/pair-scorer-stsb")
+    num_train_epochs: float = trainer_setting("num_train_epochs", 2.0)
+    max_samples: int = flag(-1, "use N STS-B train pairs, seeded (-1 = all 5,749)")
+    per_device_train_batch_size: int = trainer_setting("per_device_train_batch_size", 16)
+    learning_rate: float = trainer_setting("learning_rate", 2e-4, "LoRA weights' learning rate")
+    max_length: int = flag(128, "tokens per (a, b) input; STS-B pairs are short")
+    eval_before: bool = flag(True, "also evaluate the untrained start (the cosine)")
+    eval_steps: int = trainer_setting(
+        "eval_steps", 0, "run the STS-B dev evaluator every N steps (0 = never)"
+    )
+    task: str = flag("stsb", "stsb (the only task: STS-B train, dev, test)")
+    extra_train: Literal["none", "sick", "silver"] = flag(
+        "none", "more training pairs beside STS-B train: sick (SICK train), silver (--silver-pairs)"
+    )
+    silver_pairs: str = flag("", "--extra-train silver: the CSV training/silver_pairs.py wrote")
+    both_orders: bool = flag(False, "train every pair in both orders, (a, b) and (b, a)")
+    pair_orders: Literal["one", "both"] = flag(
+        "one", "how a pair is scored (pair_orders.json): one = (a, b); both = the mean of both orders"
+    )
+    init_from: str = flag("", "a pair scorer to continue from (its adapter, rank and head; '' = fresh)")
+
+
+def check(args: PairScorerArgs) -> None:
+    if args.task != "stsb":
+        raise CtxirError(
+            f"--task {args.task!r} is not known here: use 'stsb' (re-rankers train with "
+            "train_cross_encoder.py)"
+        )
+    if args.lora_r < 1:
+        raise CtxirError(
+            f"--lora-r must be a rank ≥ 1, got {args.lora_r!r}: the pair scorer ships as an adapter "
+            "(full fine-tuning is train_cross_encoder.py --task stsb)"
+        )
+    if (args.extra_train == "silver") != bool(args.silver_pairs):
+        raise CtxirError(
+            f"--extra-train {args.extra_train!r} with --silver-pairs {args.silver_pairs!r}: the silver "
+            "pairs are read with --extra-train silver and only then; make them with "
+            "python -m training.silver_pairs --teacher BI_ENCODER --output FILE"
+        )
+    if args.silver_pairs and not Path(args.silver_pairs).is_file():
+        raise CtxirError(
+            f"--silver-pairs {args.silver_pairs!r} is not a file: make it with "
+            "python -m training.silver_pairs --teacher BI_ENCODER --output FILE"
+        )
+    if args.init_from and not (Path(args.init_from) / ADAPTER_WEIGHTS).is_file():
+        raise CtxirError(
+            f"--init-from {args.init_from!r} holds no {ADAPTER_WEIGHTS}: pass a folder this script "
+            "wrote, or the shipped pair scorer ctxir/assets/models/sts-cross-encoder"
+        )
+    if args.init_scale == 0:
+        raise CtxirError(
+            "--init-scale 0 would start the head at a constant score with no gradient to the "
+            "cosine: use e.g. 1 (--loss mse) or 8 (--loss bce)"
+        )
 
 
 def load(args: PairScorerArgs, device: str):
@@ -93,31 +165,17 @@ def continue_from(model, folder: Path, args: PairScorerArgs) -> None:
 
 def save(model, out: Path, args: PairScorerArgs) -> None:
     """The adapter (in float16), the head, tokenizer and configs, pair_orders.json; the base named by its Hub id."""
+    from safetensors.torch import load_file, save_file
+
     from ctxir.files import write_json
 
     model.save_pretrained(str(out))
     name_adapter_base(out, args.model)
     write_json(out / PAIR_ORDERS_FILE, {"orders": args.pair_orders})
-    from safetensors.torch import load_file, save_file
-
     # PEFT copies saved weights into the model's own dtype when it loads them, so float16 costs no code
     path = out / ADAPTER_WEIGHTS
     weights = {k: v.half().contiguous() for k, v in load_file(str(path)).items()}
     save_file(weights, str(path), metadata={"format": "pt"})
-
-
-def evaluate(model, test: dict, batch_size: int, both_orders: bool) -> dict:
-    """STS-B test Spearman and Pearson, each pair scored as --pair-orders says."""
-    pairs = test["sts"]
-    result = PairCorrelationEvaluator(
-        [[a, b] for a, b, _ in pairs],
-        [s for _, _, s in pairs],
-        name="stsb-test",
-        batch_size=batch_size,
-        write_csv=False,
-        both_orders=both_orders,
-    )(model)
-    return {("stsb", "test", metric): result[f"stsb-test_{metric}"] for metric in ("spearman", "pearson")}
 
 
 def cosent_loss(scores, labels, scale: float = 20.0):
@@ -197,7 +255,7 @@ def run(args: PairScorerArgs) -> dict:
         # 4. evaluator: the dev one during training, and the starting model's scores
         both = args.pair_orders == "both"
         batch = args.per_device_train_batch_size
-        before = evaluate(model, data.test, batch, both) if args.eval_before else {}
+        before = sts_test(model, data.test["sts"], batch, both) if args.eval_before else {}
         print(f"before training: {before}")
         dev = data.dev_evaluator
         dev_before = dev(model) if args.eval_before else {}
@@ -215,7 +273,7 @@ def run(args: PairScorerArgs) -> dict:
         run.saved(args.keep_checkpoints)
         trained = load_cross_encoder.__wrapped__(str(out), device)
         # 7. evaluate the trained model on STS-B test
-        after = evaluate(trained, data.test, batch, both)
+        after = sts_test(trained, data.test["sts"], batch, both)
         dev_after = dev(trained)
         print(f"after training: {after}")
         # 8. metrics.json
