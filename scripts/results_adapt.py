@@ -23,11 +23,9 @@ from ctxir.cli import flag  # noqa: E402
 from ctxir.encoders.models import DEFAULT_BI_ENCODER  # noqa: E402
 from ctxir.evaluation.metrics import paired_test  # noqa: E402
 from ctxir.files import read_json, write_json  # noqa: E402
-from scripts.results_adapt_doc import (  # noqa: E402,F401  (table, comparison, musts: the tests read them here)
+from scripts.results_adapt_doc import (  # noqa: E402,F401  (table, musts: the tests read them here)
     OVERLAP_DEPTH,
-    PREVIOUS,
     RECORD,
-    comparison,
     musts,
     table,
     times,
@@ -207,7 +205,6 @@ def measure(name: str, args: ResultsAdaptArgs) -> dict:
         "pseudo_queries": record["queries"],
         "query_examples": record["query_examples"],
         "machine": None if record["reused"] else _machine(),  # None: the record's own, kept by run()
-        "lora_init_seeded": True,
         "teacher": record["teacher"],
         "loss": record["loss"],
         "rows": rows,

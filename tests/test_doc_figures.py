@@ -140,8 +140,7 @@ def test_results_md_foundation_and_classify_blocks_are_what_their_records_render
 
 
 def test_results_md_adapt_blocks_are_what_adapt_json_renders():
-    """The ctxir adapt table, its comparison with the previous defaults, its seeds and its timings, rendered again
-    from docs/bench."""
+    """The ctxir adapt table, its seeds and its timings, rendered again from docs/bench."""
     from ctxir.files import read_json
     from scripts import results_adapt
 
@@ -152,7 +151,6 @@ def test_results_md_adapt_blocks_are_what_adapt_json_renders():
     rendered = [
         ("adapt", results_adapt.table(record)),
         ("adapt-times", times(record)),
-        ("adapt_compare", results_adapt.comparison(record, [read_json(p) for p in results_adapt.PREVIOUS])),
     ]
     if others := seed_records():  # the default at other seeds, once they are recorded
         rendered.append(("adapt_seeds", seed_spread(record, others)))
