@@ -126,10 +126,6 @@ def _system(args: EvaluateArgs, encoder: BiEncoder) -> str:
     return f"{args.model} ({encoder.pooling} pooling, layer {encoder.layer}{backend})"
 
 
-def _is_sts(path: Path) -> bool:
-    return (path.is_file() and path.suffix == ".csv") or (path / "sts-test.csv").is_file()
-
-
 def run_sts(args: EvaluateArgs) -> dict:
     pairs = load_sts(args.data, None if Path(args.data).is_file() else args.split)
     gold = [score for _, _, score in pairs]
@@ -165,8 +161,7 @@ def run_paired(args: EvaluateArgs) -> dict:
         raise CtxirError(
             f"--k-values {args.k_values!r} must be whole numbers separated by commas, e.g. '1,5,10'"
         ) from err
-    pairs = load_pairs(args.data)
-    encoder = _encoder(args)
+    pairs, encoder = load_pairs(args.data), _encoder(args)
     system = _system(args, encoder)
     return {
         "task": "paired",
@@ -304,8 +299,9 @@ def _tune(args: EvaluateArgs, pipeline) -> dict:
     queries = {q: t for q, t in queries.items() if q in qrels}
     if not queries:
         raise CtxirError(f"--tune-on {args.tune_on!r} leaves no judged queries to tune on")
-    chosen = {"split": args.tune_on, "count": len(queries), "from": args.tune_queries or "all"}
-    tuned: dict = {"queries": chosen}
+    tuned: dict = {
+        "queries": {"split": args.tune_on, "count": len(queries), "from": args.tune_queries or "all"}
+    }
     where = f"{len(queries)} {args.tune_on!r} queries"
     if hybrid:
         best = tuned["hybrid"] = tune_hybrid(pipeline.first_stage, queries, qrels)
@@ -381,7 +377,8 @@ def run(args: EvaluateArgs) -> dict:
             )
     set_threads(args.torch_threads)
     check_choice(args.rerank_backend, "--rerank-backend", RERANK_BACKENDS)
-    task = args.task if args.task != "auto" else ("sts" if _is_sts(path) else "retrieval")
+    sts = (path.is_file() and path.suffix == ".csv") or (path / "sts-test.csv").is_file()
+    task = args.task if args.task != "auto" else ("sts" if sts else "retrieval")
     if args.report:  # checked before any model is loaded
         from ctxir.evaluation.report import report_paths
 

@@ -152,36 +152,21 @@ def build_collection(
     settings = settings or CollectionSettings()
     meta = settings.meta(fingerprint, dim, corpus_digest, len(corpus))
     if client.has_collection(collection):
-        if _is_built(client, collection, meta, len(corpus), settings.overwrite):
+        properties = client.describe_collection(collection).get("properties") or {}
+        old = json.loads(properties[META_PROPERTY]) if META_PROPERTY in properties else None
+        if old == meta and int(client.get_collection_stats(collection)["row_count"]) == len(corpus):
             return False
+        interrupted = (
+            isinstance(old, dict) and old.get("complete") is False
+        )  # ctxir's own build, killed half-way
+        if not (settings.overwrite or interrupted):
+            raise CtxirError(
+                f"collection {collection!r} already exists and was built from another corpus, model or "
+                "settings: pass overwrite=True to replace it, or choose another collection name"
+            )
         client.drop_collection(collection)
-    _create_collection(client, collection, meta, settings)
-    inserted = _insert(client, collection, batches, corpus, int(dim), settings)
-    if inserted != len(corpus):
-        raise CtxirError(f"inserted {inserted:,} documents, the corpus holds {len(corpus):,}")
-    client.flush(collection)
-    # Marked complete only now: a build killed half-way is never taken for a finished one.
-    client.alter_collection_properties(collection, properties={META_PROPERTY: json.dumps(meta)})
-    return True
 
-
-def _is_built(client, collection: str, meta: dict, rows: int, overwrite: bool = False) -> bool:
-    """True when the existing collection is this build; False when it may be replaced; otherwise an error."""
-    properties = client.describe_collection(collection).get("properties") or {}
-    old = json.loads(properties[META_PROPERTY]) if META_PROPERTY in properties else None
-    if old == meta and int(client.get_collection_stats(collection)["row_count"]) == rows:
-        return True
-    interrupted = isinstance(old, dict) and old.get("complete") is False  # ctxir's own build, killed half-way
-    if not (overwrite or interrupted):
-        raise CtxirError(
-            f"collection {collection!r} already exists and was built from another corpus, model or "
-            "settings: pass overwrite=True to replace it, or choose another collection name"
-        )
-    return False
-
-
-def _create_collection(client, collection: str, meta: dict, settings: CollectionSettings) -> None:
-    """The schema and its indexes; the meta is stored marked incomplete until every row is in."""
+    # the schema and its indexes; the meta is stored marked incomplete until every row is in
     pymilvus = load_pymilvus()
     DataType = pymilvus.DataType
     analyzer = settings.analyzer_params or default_analyzer()
@@ -225,20 +210,10 @@ def _create_collection(client, collection: str, meta: dict, settings: Collection
         properties={META_PROPERTY: json.dumps({**meta, "complete": False})},
     )
 
-
-def _insert(
-    client,
-    collection: str,
-    batches: Iterable[tuple[list[str], np.ndarray]],
-    corpus: Mapping,
-    dim: int,
-    settings: CollectionSettings,
-) -> int:
-    """Insert (ids, vectors) batches in chunks of ``insert_batch`` rows; the number of rows inserted."""
     inserted, began, step = 0, time.perf_counter(), settings.insert_batch
     for ids, vectors in batches:
-        if vectors.shape != (len(ids), dim):
-            raise CtxirError(f"got {vectors.shape} vectors for {len(ids)} ids of dimension {dim}")
+        if vectors.shape != (len(ids), int(dim)):
+            raise CtxirError(f"got {vectors.shape} vectors for {len(ids)} ids of dimension {int(dim)}")
         for start in range(0, len(ids), step):
             chunk = [
                 _row(i, corpus[i], v)
@@ -252,4 +227,9 @@ def _insert(
                 file=sys.stderr,
                 flush=True,
             )
-    return inserted
+    if inserted != len(corpus):
+        raise CtxirError(f"inserted {inserted:,} documents, the corpus holds {len(corpus):,}")
+    client.flush(collection)
+    # Marked complete only now: a build killed half-way is never taken for a finished one.
+    client.alter_collection_properties(collection, properties={META_PROPERTY: json.dumps(meta)})
+    return True
