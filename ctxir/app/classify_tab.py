@@ -12,7 +12,7 @@ import pandas as pd
 
 from ctxir.app.figures import class_map, class_scores
 from ctxir.app.state import AppState, ViewResult
-from ctxir.app.text import md_literal, plural, snippet, split_lines
+from ctxir.app.text import md_literal, plural, snippet, split_lines, uploaded
 from ctxir.app.ui import PRIVATE, Ui, downloads, exports, frame, guard, numbers, show, tab_intro, view_event
 from ctxir.checks import check_choice, check_int, check_text
 from ctxir.classify import TEMPLATES, ZeroShotClassifier, make_classifier, sample_per_class
@@ -55,10 +55,7 @@ BUILT_IN_EXAMPLES = [
 def parse_labels(text) -> list[Label]:
     """One label per line, ``name`` or ``name: description``; a list of names is accepted too (API users)."""
     items = split_lines(text, "labels", MAX_LABELS, 300, min_items=2)
-    labels = []
-    for item in items:
-        name, _, description = item.partition(": ")
-        labels.append(Label(name.strip(), description.strip()))
+    labels = [Label(name.strip(), about.strip()) for name, _, about in (i.partition(": ") for i in items)]
     names = [label.name for label in labels]
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
@@ -68,15 +65,7 @@ def parse_labels(text) -> list[Label]:
 
 def read_examples(state: AppState, path) -> list[tuple[str, str]]:
     """A visitor's labelled examples (.csv/.tsv text,label or .jsonl), within the app's size and row limits."""
-    path = Path(path)
-    if not path.is_file():
-        raise CtxirError(f"uploaded file {str(path.name)!r} was not found on the server: upload it again")
-    size_mb = path.stat().st_size / 2**20
-    if size_mb > state.config.max_upload_mb:
-        raise CtxirError(
-            f"{path.name} is {size_mb:.1f} MB; this app accepts files up to "
-            f"{state.config.max_upload_mb:g} MB: upload a smaller sample"
-        )
+    path = uploaded(path, state.config.max_upload_mb, "accepts files", "upload a smaller sample")
     rows = load_labelled(path)
     if len(rows) > MAX_EXAMPLES:
         raise CtxirError(
@@ -86,21 +75,6 @@ def read_examples(state: AppState, path) -> list[tuple[str, str]]:
     for i, (text, _) in enumerate(rows, 1):
         check_text(text, f"{path.name} row {i}", state.config.max_text_chars)
     return rows
-
-
-def project_2d(vectors: np.ndarray, method: str, seed: int = 0) -> np.ndarray:
-    """(n, D) → (n, 2) by PCA or t-SNE (perplexity below the point count, as t-SNE requires)."""
-    if len(vectors) < 3:
-        return np.pad(vectors[:, :2], ((0, 0), (0, max(0, 2 - vectors.shape[1]))))
-    if method == "pca":
-        from sklearn.decomposition import PCA
-
-        return PCA(n_components=2, random_state=seed).fit_transform(vectors)
-    from sklearn.manifold import TSNE
-
-    return TSNE(
-        n_components=2, perplexity=min(30.0, (len(vectors) - 1) / 3), init="pca", random_state=seed
-    ).fit_transform(vectors)
 
 
 @dataclass
@@ -163,9 +137,11 @@ def _map_points(
     classifier, inputs: _Inputs, predictions, example_x: np.ndarray, text_x: np.ndarray
 ) -> list[dict]:
     """The 2-D map's points: examples, texts and (zero-shot) label embeddings projected together."""
+    from ctxir.viz import project
+
     rows, zero_shot = inputs.examples, inputs.method == "zero-shot"
     label_x = classifier.label_vectors if zero_shot else np.zeros((0, text_x.shape[1]), np.float32)
-    xy = project_2d(np.concatenate([example_x, text_x, label_x]), inputs.projection)
+    xy = project(np.concatenate([example_x, text_x, label_x]), inputs.projection)
     kinds = ["example"] * len(rows) + ["text"] * len(inputs.texts) + ["label"] * len(label_x)
     classes_of = (
         [y for _, y in rows] + [p.label for p in predictions] + list(classifier.classes[: len(label_x)])

@@ -9,7 +9,7 @@ from pathlib import Path
 import gradio as gr
 
 from ctxir.app.state import AppState, ViewResult
-from ctxir.app.text import md_code, md_literal, plural
+from ctxir.app.text import md_code, md_literal, plural, uploaded
 from ctxir.app.ui import Ui, downloads, exports, guard, numbers, show, tab_intro, view_event
 from ctxir.checks import check_int
 from ctxir.data.beir import load_beir, load_qrels, load_queries
@@ -24,13 +24,13 @@ HOW = (
 )
 
 
-def _read(path: Path, limit_mb: float) -> dict:
-    size_mb = path.stat().st_size / 2**20
-    if size_mb > limit_mb:
-        raise CtxirError(
-            f"{path.name} is {size_mb:.1f} MB; this app reads report files up to {limit_mb:g} MB: use "
-            "fewer --report-queries, or open the .html the command wrote"
-        )
+def _read(path, limit_mb: float) -> dict:
+    path = uploaded(
+        path,
+        limit_mb,
+        "reads report files",
+        "use fewer --report-queries, or open the .html the command wrote",
+    )
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
@@ -74,11 +74,9 @@ def failure_report(
 
     if not path:
         raise CtxirError(f"no file was uploaded: choose {HOW}")
-    path = Path(path)
-    if not path.is_file():
-        raise CtxirError(f"uploaded file {str(path)!r} was not found on the server: upload it again")
     worst = check_int(worst, "worst queries", 1, MAX_WORST)
     raw = _read(path, state.config.max_upload_mb)
+    path = Path(path)
     if raw.get("format") == REPORT_FORMAT:
         if not isinstance(raw.get("version"), int) or raw["version"] > REPORT_VERSION:
             raise CtxirError(

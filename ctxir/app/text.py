@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import re
+from pathlib import Path
 from typing import Any
 
 from ctxir.checks import check_text
@@ -50,6 +51,17 @@ def split_lines(text: Any, what: str, max_items: int, max_chars: int, min_items:
     for i, item in enumerate(items, 1):
         check_text(item, f"{what} line {i}", max_chars)
     return items
+
+
+def uploaded(path: Any, max_mb: float, what: str, fix: str) -> Path:
+    """An uploaded file once it is on the server and within ``max_mb``: "this app {what} up to N MB: {fix}"."""
+    path = Path(path)
+    if not path.is_file():
+        raise CtxirError(f"uploaded file {path.name!r} was not found on the server: upload it again")
+    size_mb = path.stat().st_size / 2**20
+    if size_mb > max_mb:
+        raise CtxirError(f"{path.name} is {size_mb:.1f} MB; this app {what} up to {max_mb:g} MB: {fix}")
+    return path
 
 
 def plural(count: int, word: str, many: str | None = None) -> str:

@@ -12,7 +12,7 @@ import gradio as gr
 from ctxir.app.config import Progress
 from ctxir.app.corpus_index import Owner
 from ctxir.app.state import AppState, ViewResult
-from ctxir.app.text import md_code, plural, snippet
+from ctxir.app.text import md_code, plural, snippet, uploaded
 from ctxir.app.ui import Ui, frame, guard, numbers, show, steps, view_event
 from ctxir.types import CtxirError
 
@@ -28,15 +28,7 @@ def upload_corpus(
 
     if not path:
         raise CtxirError(f"no file was uploaded: choose a corpus file ({', '.join(USER_CORPUS_SUFFIXES)})")
-    path = Path(path)
-    if not path.is_file():
-        raise CtxirError(f"uploaded file {str(path)!r} was not found on the server: upload it again")
-    size_mb = path.stat().st_size / 2**20
-    if size_mb > state.config.max_upload_mb:
-        raise CtxirError(
-            f"{path.name} is {size_mb:.1f} MB; this app accepts corpus files up to "
-            f"{state.config.max_upload_mb:g} MB: upload a smaller sample"
-        )
+    path = uploaded(path, state.config.max_upload_mb, "accepts corpus files", "upload a smaller sample")
     raw = path.read_bytes()
     nul = raw.find(b"\x00")
     if nul >= 0:
