@@ -14,7 +14,7 @@ import numpy as np
 
 from ctxir.checks import check_choice
 from ctxir.cli import cli_main, flag
-from ctxir.evaluation.metrics import paired_changes
+from ctxir.evaluation.metrics import format_table, paired_changes
 from ctxir.files import read_json, write_json
 from ctxir.types import CtxirError
 
@@ -189,21 +189,20 @@ def plot_differences(path: str | Path, per_query: Mapping[str, PerQuery], result
 def format_comparison(result: Mapping) -> str:
     """Two markdown tables: each system's metrics (``†`` = significantly different from the baseline after the
     correction), then every comparison's delta, wins/losses/ties and p-values."""
-    metrics, alpha = result["metrics"], result["alpha"]
+    metrics, alpha, baseline = result["metrics"], result["alpha"], result["baseline"]
     marked = {
         (r["system"], r["metric"])
         for r in result["comparisons"]
-        if r["significant"] and r["baseline"] == result["baseline"]
+        if r["significant"] and r["baseline"] == baseline
     }
+    labelled = {
+        name + (" (baseline)" if name == baseline else ""): v for name, v in result["systems"].items()
+    }
+    lines = [format_table(labelled, metrics, marked)]
 
     def esc(text: str) -> str:
         return str(text).replace("|", "\\|")
 
-    lines = ["| System | " + " | ".join(map(esc, metrics)) + " |", "|---|" + "---:|" * len(metrics)]
-    for name, means in result["systems"].items():
-        cells = [f"{means[m]:.4f}{'†' if (name, m) in marked else ''}" for m in metrics]
-        label = esc(name) + (" (baseline)" if name == result["baseline"] else "")
-        lines.append(f"| {label} | {' | '.join(cells)} |")
     correction = "no correction" if result["correction"] == "none" else f"{result['correction']}-corrected"
     test = "paired t-test"
     if result["test"] == "randomization":

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -324,8 +324,13 @@ def paired_retrieval(
     return paired_recall_at_k(q @ t.T, k_values)
 
 
-def format_table(results: Mapping[str, Mapping[str, float]], metrics: Sequence[str]) -> str:
-    """A markdown table: one row per system, one column per metric, 4 decimals (``–`` where a system lacks one)."""
+def format_table(
+    results: Mapping[str, Mapping[str, float]],
+    metrics: Sequence[str],
+    marked: Collection[tuple[str, str]] = (),
+) -> str:
+    """A markdown table: one row per system, one column per metric, 4 decimals (``–`` where a system lacks one),
+    ``†`` after the (system, metric) values ``marked`` (significant differences)."""
     if not results:
         raise CtxirError("no results to tabulate.")
     if not metrics:
@@ -334,11 +339,11 @@ def format_table(results: Mapping[str, Mapping[str, float]], metrics: Sequence[s
     def esc(s: str) -> str:
         return str(s).replace("|", "\\|")
 
-    lines = [
-        "| System | " + " | ".join(esc(m) for m in metrics) + " |",
-        "|---|" + "---:|" * len(metrics),
-    ]
+    lines = ["| System | " + " | ".join(map(esc, metrics)) + " |", "|---|" + "---:|" * len(metrics)]
     for system, vals in results.items():
-        cells = [f"{float(vals[m]):.4f}" if m in vals else "–" for m in metrics]
+        cells = [
+            f"{float(vals[m]):.4f}{'†' if (system, m) in marked else ''}" if m in vals else "–"
+            for m in metrics
+        ]
         lines.append(f"| {esc(system)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
