@@ -65,14 +65,12 @@ def score_columns() -> dict[str, tuple[str, str]]:
     }
 
 
-def calibrated() -> dict[str, str]:
-    """{pair-score field: calibrated-probability field} of each kind whose pair value is a raw score."""
-    return {k.pair_column: f"{k.key}_probability" for k in RERANKERS.values() if k.pair_value == "score"}
-
-
 def chart_columns(rows: Sequence[dict], extra: dict | None = None) -> dict[str, list]:
     """{legend: values} the charts draw: a re-ranker's calibrated probability where it has one."""
-    probabilities, out = calibrated(), {}
+    probabilities = {
+        k.pair_column: f"{k.key}_probability" for k in RERANKERS.values() if k.pair_value == "score"
+    }
+    out = {}
     for key, (_, legend) in {**score_columns(), **(extra or {})}.items():
         field = probabilities.get(key)
         if field and any(row.get(field) is not None for row in rows):
@@ -130,7 +128,14 @@ def score_pairs(
     }
     models = state.models
     prompts = {models.bi_encoder_name: given}  # {bi-encoder: the prompts it encoded with}
-    values = _pair_scores(models, query, docs, given)
+    # {pair-score field: a score per document}: each re-ranker kind's (None: not loaded), then the cosine
+    values = {
+        kind.pair_column: np.asarray(kind.pair_scores(models.rerankers[name], query, docs)).tolist()
+        if name in models.rerankers
+        else None
+        for name, kind in RERANKERS.items()
+    }
+    values["bi_encoder_cosine"] = _cosines(models.bi_encoder, query, docs, given)
     added = extra_columns({name: role for name, (role, _) in extra.items()})
     for (name, (role, model)), field in zip(extra.items(), added, strict=True):
         if role != CROSS_ENCODER:
@@ -140,10 +145,20 @@ def score_pairs(
         else:
             values[field] = _cosines(model, query, docs, prompts[name])
     probabilities, reading = _probabilities(models, values)
-    rows = [_score_row(i, doc, values, probabilities) for i, doc in enumerate(docs)]
+    rows = [
+        {"doc": i + 1, "document": snippet(doc, 120)}
+        | {key: rounded(scores[i]) if scores else None for key, scores in values.items()}
+        | {key: rounded(p[i]) if p else None for key, p in probabilities.items()}
+        for i, doc in enumerate(docs)
+    ]
     columns = chart_columns(rows, added)
     _add_ranks(rows, values, added)
-    reader, formations = _input_formations(models, query, docs)
+    # how the pairs are read: by a re-ranker's body, else the bi-encoder's
+    reader = next(
+        (models.inspect[k] for k in models.loaded if k in models.inspect), models.inspect[BI_ENCODER]
+    )
+    positions = position_limit(reader.model.config)
+    formations = [input_formation(reader.tokenizer, query, doc, positions=positions) for doc in docs]
     unavailable = {name: models.why_not(name) for name in RERANKERS if name not in models.rerankers}
     from ctxir.viz import scores_figure
 
@@ -161,7 +176,7 @@ def score_pairs(
         rows=rows,
         figures=LazyFigures({"scores": lambda: scores_figure(docs, columns)}),
         data=data,
-        text="\n\n".join([_summary(reader, formations[0], unavailable, reading), *filter(None, said)]),
+        text="\n\n".join([_summary(reader.name, formations[0], unavailable, reading), *filter(None, said)]),
         # the tokens table: document 1's pair as the reader reads it
         extra_rows=[
             {"position": i, "token": t, "token_id": tid, "token_type": tt}
@@ -170,20 +185,6 @@ def score_pairs(
             )
         ],
     )
-
-
-def _pair_scores(
-    models: AppModels, query: str, docs: list[str], prompts: dict
-) -> dict[str, list[float] | None]:
-    """{pair-score field: a score per document}: each re-ranker kind's (None: not loaded), then the cosine."""
-    values = {
-        kind.pair_column: np.asarray(kind.pair_scores(models.rerankers[name], query, docs)).tolist()
-        if name in models.rerankers
-        else None
-        for name, kind in RERANKERS.items()
-    }
-    values["bi_encoder_cosine"] = _cosines(models.bi_encoder, query, docs, prompts)
-    return values
 
 
 def _cosines(model, query: str, docs: list[str], prompts: dict) -> list[float]:
@@ -219,16 +220,6 @@ def _probabilities(models: AppModels, values: dict) -> tuple[dict[str, list[floa
     return probabilities, notes
 
 
-def _score_row(i: int, doc: str, values: dict, probabilities: dict) -> dict:
-    """Document ``i``'s row (0-based; shown from 1): its snippet, each score and probability rounded."""
-    return {
-        "doc": i + 1,
-        "document": snippet(doc, 120),
-        **{key: rounded(scores[i]) if scores else None for key, scores in values.items()},
-        **{key: rounded(p[i]) if p else None for key, p in probabilities.items()},
-    }
-
-
 def _add_ranks(rows: list[dict], values: dict[str, list[float] | None], extra: dict | None = None) -> None:
     """Each row's rank (from 1) by each score column, in place (None where it has no score)."""
     for key, (rank_key, _) in {**score_columns(), **(extra or {})}.items():
@@ -237,15 +228,6 @@ def _add_ranks(rows: list[dict], values: dict[str, list[float] | None], extra: d
         ranks = {int(i): rank for rank, i in enumerate(order, 1)}
         for i, row in enumerate(rows):
             row[rank_key] = ranks.get(i)
-
-
-def _input_formations(models: AppModels, query: str, docs: list[str]) -> tuple[str, list[dict]]:
-    """(the reader's name, each pair's ``input_formation``): a re-ranker's body, else the bi-encoder's."""
-    reader = next(
-        (models.inspect[k] for k in models.loaded if k in models.inspect), models.inspect[BI_ENCODER]
-    )
-    positions = position_limit(reader.model.config)
-    return reader.name, [input_formation(reader.tokenizer, query, doc, positions=positions) for doc in docs]
 
 
 def _summary(reader: str, first: dict, unavailable: dict[str, str], reading: Sequence[str] = ()) -> str:
@@ -261,11 +243,9 @@ def _summary(reader: str, first: dict, unavailable: dict[str, str], reading: Seq
     return text
 
 
-# the page's table names the columns short so every score fits beside the document (the API keeps field names)
-
-
 def shown_names() -> dict[str, str]:
-    """Field name → the page's short column name."""
+    """Field name → the page's short column name, so every score fits beside the document (the API keeps field
+    names)."""
     names = {"bi_encoder_cosine": "cosine", "cosine_rank": "cos rank"}
     for kind in RERANKERS.values():
         names |= {kind.pair_column: kind.label, kind.rank_column: f"{short_name(kind)} rank"}
