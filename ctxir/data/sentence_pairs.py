@@ -43,20 +43,6 @@ class NliPair:
     label: str  # one of NLI_LABELS
 
 
-def _split_file(path: PathLike, split: str | None, files: dict[str, str], what: str) -> Path:
-    """A file path as is, or folder + split → the split's file."""
-    p = Path(path)
-    if not p.is_dir():
-        if split is not None and p.is_file():
-            raise CtxirError(f"split={split!r} is only used with a folder; {p} is a file — drop the split.")
-        return existing_file(p, what)
-    if split is None or split not in files:
-        raise CtxirError(
-            f"{p} is a folder: pass split= one of {', '.join(map(repr, files))} to choose a file."
-        )
-    return existing_file(p / files[split], what)
-
-
 def load_sts(path: PathLike, split: str | None = None) -> list[tuple[str, str, float]]:
     r"""STS Benchmark CSV → [(sentence1, sentence2, score 0-5)]; ``path`` is a file, or a folder plus split.
 
@@ -68,8 +54,14 @@ def load_sts(path: PathLike, split: str | None = None) -> list[tuple[str, str, f
     [('A man plays a guitar.', 'A man plays guitar.', 4.75)]
     >>> folder.cleanup()
     """
-    files = {s: f"sts-{s}.csv" for s in ("train", "dev", "test")}
-    p = _split_file(path, split, files, "an STS Benchmark sts-*.csv file")
+    files, p = {s: f"sts-{s}.csv" for s in ("train", "dev", "test")}, Path(path)
+    if p.is_dir() and split not in files:
+        raise CtxirError(
+            f"{p} is a folder: pass split= one of {', '.join(map(repr, files))} to choose a file."
+        )
+    if split is not None and p.is_file():
+        raise CtxirError(f"split={split!r} is only used with a folder; {p} is a file — drop the split.")
+    p = existing_file(p / files[split] if p.is_dir() else p, "an STS Benchmark sts-*.csv file")
     expected = "7+ tab-separated columns: genre, source, year, id, score 0-5, sentence1, sentence2"
     pairs: list[tuple[str, str, float]] = []
     for line_no, row in tsv_rows(read_text(p)):

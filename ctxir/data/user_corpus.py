@@ -22,13 +22,6 @@ from ctxir.types import Corpus, CtxirError
 USER_CORPUS_SUFFIXES = (".txt", ".jsonl", ".csv", ".tsv")
 
 
-def _user_txt(text: str) -> Corpus:
-    corpus: Corpus = {}
-    for line_no, line in nonblank_lines(text):
-        corpus[str(line_no)] = {"title": "", "text": line.strip()}
-    return corpus
-
-
 def _user_table(p: Path, text: str, delimiter: str) -> Corpus:
     hint = "expected a header row with a 'text' column (optional 'id' or '_id', 'title')"
     corpus: Corpus = {}
@@ -63,7 +56,7 @@ def _load_user_corpus(p: Path) -> Corpus:
         )
     text = read_text(p)
     if suffix == ".txt":
-        corpus = _user_txt(text)
+        corpus = {str(line_no): {"title": "", "text": line.strip()} for line_no, line in nonblank_lines(text)}
     elif suffix == ".jsonl":
         corpus = jsonl_corpus(p, text, user=True)
     else:
