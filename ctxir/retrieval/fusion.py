@@ -65,18 +65,13 @@ def reciprocal_rank_fusion(
         raise CtxirError(f"rrf k must be ≥ 0, got {k!r}")
     fused: dict[str, float] = {}
     for ranking, weight in zip(rankings, weights, strict=True):
-        for rank, hit in zip(_ranks(ranking, shared_ties), ranking, strict=True):
+        rank = 0
+        for position, hit in enumerate(ranking, start=1):
+            # its position, or with shared_ties the first position of its run of equal scores
+            if not (shared_ties and position > 1 and hit.score == ranking[position - 2].score):
+                rank = position
             fused[hit.doc_id] = fused.get(hit.doc_id, 0.0) + weight / (k + rank)
     return _sorted_hits(fused)
-
-
-def _ranks(ranking: Sequence[Hit], shared_ties: bool) -> list[int]:
-    """Each hit's rank from 1: its position, or with ``shared_ties`` its run of equal scores' first position."""
-    ranks: list[int] = []
-    for position, hit in enumerate(ranking, start=1):
-        tied = shared_ties and ranks and hit.score == ranking[position - 2].score
-        ranks.append(ranks[-1] if tied else position)
-    return ranks
 
 
 def weighted_score_fusion(
