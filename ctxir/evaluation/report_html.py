@@ -20,13 +20,11 @@ ATTRIBUTION_LEGEND = "red = raised the score, violet = lowered it"
 TEMPLATES = Path(__file__).resolve().parents[1] / "templates"  # shipped as package data (pyproject.toml)
 
 
-def _e(value) -> str:
-    return html.escape("" if value is None else str(value), quote=True)
-
-
 def _finalize(value):
     """Every ``{{ expression }}`` is HTML-escaped but the template's own macros (``|safe``)."""
-    return value if isinstance(value, Markup) else _e(value)
+    return (
+        value if isinstance(value, Markup) else html.escape("" if value is None else str(value), quote=True)
+    )
 
 
 def _num(value, digits: int = 4) -> str:
@@ -40,10 +38,6 @@ def _colour(value: float, scale: float) -> str:
     alpha = min(1.0, abs(value) / scale) ** 2 * 0.8  # squared: the few largest stand out of a long document
     rgb = ",".join(map(str, RAISES_RGB if value > 0 else LOWERS_RGB))
     return f"background:rgba({rgb},{alpha:.2f})"
-
-
-def _terms_scale(terms: Sequence[Mapping]) -> float:
-    return max(abs(t["difference"]) for t in terms) or 1.0
 
 
 def _tokens_scale(sides: Sequence[Mapping], words: bool) -> float:
@@ -107,7 +101,7 @@ def _template():
         percent=lambda v: f"{v:.2%}",
         what_happened=_what_happened,
         main_reason=_main_reason,
-        terms_scale=_terms_scale,
+        terms_scale=lambda terms: max(abs(t["difference"]) for t in terms) or 1.0,
         tokens_scale=_tokens_scale,
         terms_matched=lambda terms: any(t["winner"] or t["relevant"] for t in terms),
         special_tokens=SPECIAL_TOKENS,
