@@ -284,10 +284,9 @@ def projection_tab(ui: Ui, model, presets: dict) -> None:
         )
         return show(projection), show(drift), show(files)
 
-    gr.Markdown(
+    tab_intro(
         "Every token of the sentences as a point: tokens whose vectors are alike land close. Compare "
-        "two layers: at layer 0 'bank' is one point per spelling, deeper it splits by meaning.",
-        elem_classes=["ctxir-intro"],
+        "two layers: at layer 0 'bank' is one point per spelling, deeper it splits by meaning."
     )
     sentences = gr.Textbox(
         label="Sentences (one per line)", lines=4, value="\n".join(presets["bank_contexts"])

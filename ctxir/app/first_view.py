@@ -22,13 +22,6 @@ FIRST_VIEWS = (
 UPDATE = "__type__"
 
 
-def _update(value: Any) -> dict:
-    """``value`` as a Gradio update dict (what a step returns for a component: a value or an update)."""
-    if isinstance(value, dict) and value.get(UPDATE) == "update":
-        return dict(value)
-    return {UPDATE: "update", "value": value}
-
-
 class FirstView:
     """The example answers of ``apis`` in ``demo`` (built on ``state``), computed once: ``values()`` per page."""
 
@@ -135,7 +128,11 @@ class FirstView:
             result = step.fn(*values)
             results = [result] if len(step.outputs) == 1 else list(result or [])
             for block, value in zip(step.outputs, results, strict=True):
-                shown[id(block)] = shown.get(id(block), {}) | _update(value)
+                # a step returns a value or an update for each component
+                is_update = isinstance(value, dict) and value.get(UPDATE) == "update"
+                shown[id(block)] = shown.get(id(block), {}) | (
+                    value if is_update else {UPDATE: "update", "value": value}
+                )
         return shown
 
     def values(self) -> list:

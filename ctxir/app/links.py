@@ -55,7 +55,12 @@ class View:
         event.failure(lambda: "", None, [self.html], show_progress="hidden", **PRIVATE)
 
     def _wire_load(self) -> None:
-        tab, tabs = _tab_of(self.html)
+        tab = getattr(
+            self.html, "parent", None
+        )  # the gr.Tab the link is in, and its gr.Tabs (None outside any)
+        while tab is not None and not isinstance(tab, gr.Tab):
+            tab = getattr(tab, "parent", None)
+        tabs = tab.parent if tab is not None else None
         outputs = [*([tabs] if tabs is not None else []), self.run, *self.fields.values()]
 
         def open_link(request: gr.Request):
@@ -69,14 +74,6 @@ def offer(api: str, elem_id: str) -> View:
     # a hidden box, not a gr.State: a State "changes" on every update (a skipped one too), so each load ran the view
     run = gr.Textbox("", visible=False, elem_id=f"{elem_id}-run")
     return View(api, gr.HTML("", elem_id=elem_id, js_on_load=COPY), run)
-
-
-def _tab_of(block) -> tuple[Any, Any]:
-    """The gr.Tab ``block`` is in and its gr.Tabs; (None, None) outside any."""
-    parent = getattr(block, "parent", None)
-    while parent is not None and not isinstance(parent, gr.Tab):
-        parent = getattr(parent, "parent", None)
-    return (parent, parent.parent) if parent is not None else (None, None)
 
 
 def _query(request: gr.Request | None) -> dict[str, list[str]]:

@@ -116,24 +116,18 @@ class Outputs:
     def _prune(self, keep: Path) -> None:
         with self._lock:
             # the pinned files count against max_bytes; the newest others fill what is left
-            cutoff, total, full = time.time() - self.max_age_s, self._pinned_bytes(), False
-            for (
-                mtime,
-                size,
-                path,
-            ) in self._files():  # newest first: once one does not fit, every older one goes
+            total = 0
+            for pinned in self.pinned:
+                with contextlib.suppress(FileNotFoundError):
+                    total += pinned.stat().st_size
+            cutoff, full = time.time() - self.max_age_s, False
+            # newest first: once one does not fit, every older one goes
+            for mtime, size, path in self._files():
                 full = full or (path != keep and total + size > self.max_bytes)
                 if path != keep and (full or mtime < cutoff):
                     path.unlink(missing_ok=True)
                 else:
                     total += size
-
-    def _pinned_bytes(self) -> int:
-        total = 0
-        for path in self.pinned:
-            with contextlib.suppress(FileNotFoundError):
-                total += path.stat().st_size
-        return total
 
     def shared(self, name: str, source: Callable[[], str]) -> Path:
         """The one copy of a script that every page returned by this app loads."""
@@ -168,10 +162,8 @@ class Outputs:
         from ctxir.viz import save_png
 
         path = self._path(stem, ".png")
-        with (
-            self._writing(),
-            atomic_path(path, suffix=".png") as tmp,
-        ):  # a full disk: DiskFullError, no half PNG
+        # a full disk: DiskFullError, no half PNG
+        with self._writing(), atomic_path(path, suffix=".png") as tmp:
             save_png(fig, tmp)
         self._prune(keep=path)
         return str(path)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
 from ctxir.app.corpus_index import CorpusIndex, Owner
 from ctxir.app.models import chosen_prompts, prompts_said
@@ -13,10 +12,6 @@ from ctxir.checks import check_choice, check_int, check_text
 from ctxir.rerank.registry import DEFAULT_RERANK_MODE, RERANK_MODES, RERANKERS, search_rerankers
 from ctxir.retrieval.registry import DEFAULT_FIRST_STAGE
 from ctxir.types import CtxirError
-
-if TYPE_CHECKING:
-    from ctxir.rerank.pipeline import RankedHit
-    from ctxir.rerank.stage_fusion import StageFusion
 
 
 # the /search inputs one to one, in the endpoint's order (clients call it positionally), plus state and owner
@@ -55,7 +50,22 @@ def search(
     result = pipeline.search(query, k)
     timings = {name: round(ms, 2) for name, ms in result.timings_ms.items()}
     timings["total"] = round((time.perf_counter() - started) * 1000, 2)
-    rows = [_hit_row(hit, index.corpus[hit.doc_id], first_stage, fusion) for hit in result.hits]
+    # scores and ranks first: what each stage did stays in view beside the (wide) text column
+    rows = [
+        {
+            "rank": hit.rank,
+            "doc_id": hit.doc_id,
+            f"{first_stage}_score": rounded(hit.first_stage_score),
+            f"{first_stage}_rank": hit.first_stage_rank,
+            "rerank_score": rounded(hit.rerank_score),
+            "rerank_rank": hit.rerank_rank,
+            "fused_score": rounded(hit.score) if fusion is not None else None,
+            "rank_change": hit.rank_change if hit.rerank_rank is not None else None,
+            "title": index.corpus[hit.doc_id].get("title", ""),
+            "text": snippet(index.corpus[hit.doc_id].get("text", "")),
+        }
+        for hit in result.hits
+    ]
     data = {
         "query": query,
         "corpus": index.name,
@@ -108,23 +118,6 @@ def _relevance_ranker(state: AppState, reranker: str, mode: str):
             "Use re-rank mode 'fused' (the default), or another re-ranker to rank alone"
         )
     return ranker
-
-
-def _hit_row(hit: RankedHit, doc: dict, first_stage: str, fusion: StageFusion | None) -> dict:
-    """The results table's row for ``hit`` (``doc``: its document)."""
-    # Scores and ranks first: what each stage did stays in view beside the (wide) text column.
-    return {
-        "rank": hit.rank,
-        "doc_id": hit.doc_id,
-        f"{first_stage}_score": rounded(hit.first_stage_score),
-        f"{first_stage}_rank": hit.first_stage_rank,
-        "rerank_score": rounded(hit.rerank_score),
-        "rerank_rank": hit.rerank_rank,
-        "fused_score": rounded(hit.score) if fusion is not None else None,
-        "rank_change": hit.rank_change if hit.rerank_rank is not None else None,
-        "title": doc.get("title", ""),
-        "text": snippet(doc.get("text", "")),
-    }
 
 
 def _summary(

@@ -98,7 +98,7 @@ def search_form(ui: Ui) -> SearchForm:
             elem_id="search-query",
         )
         corpus = gr.Dropdown(
-            state.public_names,
+            [state.default_corpus],
             value=state.default_corpus,
             label="Corpus",
             allow_custom_value=True,

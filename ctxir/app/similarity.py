@@ -11,7 +11,7 @@ from ctxir.app import figures
 from ctxir.app.models import BI_ENCODER, POOLINGS, check_layer
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import cls_warnings, display_text, md_literal, split_lines
-from ctxir.app.ui import Ui, downloads, exports, guard, numbers, show, view_event, warn
+from ctxir.app.ui import Ui, downloads, exports, guard, numbers, show, tab_intro, view_event, warn
 from ctxir.checks import check_choice, check_text
 from ctxir.types import CtxirError
 
@@ -140,10 +140,9 @@ def layers_tab(ui: Ui, model, presets: dict) -> None:
         files = exports(out, "layer-similarity", data=data, rows=rows, plots=[word, sentence], files=pngs)
         return show(word), show(sentence), show(files)
 
-    gr.Markdown(
+    tab_intro(
         "One word in several sentences, compared layer by layer: the same spelling starts alike and "
-        "drifts apart where the contexts differ.",
-        elem_classes=["ctxir-intro"],
+        "drifts apart where the contexts differ."
     )
     sentences = gr.Textbox(
         label="Sentences containing the word (one per line)",
@@ -197,10 +196,7 @@ def similarity_tab(ui: Ui, presets: dict) -> None:
             show(exports(out, "sentence-similarity", data=data, rows=rows, plots=[heat], files=[png])),
         )
 
-    gr.Markdown(
-        "How alike whole sentences are, as the chosen layer and pooling embed them.",
-        elem_classes=["ctxir-intro"],
-    )
+    tab_intro("How alike whole sentences are, as the chosen layer and pooling embed them.")
     sentences = gr.Textbox(
         label="Sentences (one per line)", lines=6, value="\n".join(presets["similarity_sentences"])
     )

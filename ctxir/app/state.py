@@ -173,15 +173,10 @@ class AppState:
         for item in self.models.inspect.values():
             inspect_text("warm up", model=item.model, tokenizer=item.tokenizer)
 
-    @property
-    def public_names(self) -> list[str]:
-        """The startup corpus (listed while it is still being indexed: choosing it then says how far it is)."""
-        return [self.default_corpus]
-
     def corpus_names_for(self, owner: Owner = None) -> list[str]:
-        """The corpora ``owner`` may choose: the public one(s), then their own uploads (most recent last)."""
-        own = [n for n in self.uploads.names(owner) if n not in self.public_names]
-        return [*self.public_names, *own]
+        """The corpora ``owner`` may choose: the startup corpus (listed while it is still being indexed: choosing
+        it then says how far it is), then their own uploads (most recent last)."""
+        return [self.default_corpus, *(n for n in self.uploads.names(owner) if n != self.default_corpus)]
 
     @property
     def corpus_names(self) -> list[str]:
@@ -196,7 +191,7 @@ class AppState:
         with self._lock:
             if name in self._public:
                 return self._public[name]
-        visible = [*self.public_names, *self.uploads.names(owner)]
+        visible = [self.default_corpus, *self.uploads.names(owner)]
         if name == self.default_corpus:
             raise CtxirError(self.indexing.refusal())
         idle_min = self.config.upload_idle_s / 60
