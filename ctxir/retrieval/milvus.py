@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,29 +36,18 @@ class EngineCorpus(Mapping):
         self.client, self.collection, self.cache_size = client, collection, cache_size
         self._cache: OrderedDict[str, Doc] = OrderedDict()
 
-    @staticmethod
-    def doc(title: str, content: str) -> Doc:
+    def remember(self, doc_id: str, title: str, content: str) -> None:
+        """Cache a stored row as a document: doc_text() of it is the stored ``content``."""
         text = content[len(title) :].lstrip() if title and content.startswith(title) else content
-        return {"title": title, "text": text}  # doc_text() of this is the stored content
-
-    def remember(self, doc_id: str, doc: Doc) -> None:
-        self._cache[doc_id] = doc
+        self._cache[doc_id] = {"title": title, "text": text}
         self._cache.move_to_end(doc_id)
         while len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)
 
-    def fetch(self, ids: Iterable[str]) -> None:
-        missing = [i for i in dict.fromkeys(ids) if i not in self._cache]
-        for start in range(0, len(missing), 1000):
-            rows = self.client.get(
-                self.collection, ids=missing[start : start + 1000], output_fields=["title", "content"]
-            )
-            for row in rows:
-                self.remember(str(row["pk"]), self.doc(row["title"], row["content"]))
-
     def __getitem__(self, doc_id: str) -> Doc:
         if doc_id not in self._cache:
-            self.fetch([doc_id])
+            for row in self.client.get(self.collection, ids=[doc_id], output_fields=["title", "content"]):
+                self.remember(str(row["pk"]), row["title"], row["content"])
         if doc_id not in self._cache:
             raise KeyError(doc_id)
         self._cache.move_to_end(doc_id)
@@ -267,9 +256,7 @@ class VectorDBRetriever(Retriever):
         for row in rows:
             entity = row.get("entity") or {}
             if isinstance(self.corpus, EngineCorpus) and "content" in entity:
-                self.corpus.remember(
-                    str(row["pk"]), EngineCorpus.doc(entity.get("title", ""), entity["content"])
-                )
+                self.corpus.remember(str(row["pk"]), entity.get("title", ""), entity["content"])
             # Milvus Lite reports BM25 as a negative distance, the server as a positive score: the score is its size.
             hits.append(Hit(str(row["pk"]), abs(float(row["distance"])) if bm25 else float(row["distance"])))
         return hits
