@@ -359,17 +359,10 @@ def add_general(
     return record
 
 
-def resampled_groups(
-    groups: list[tuple[str, list[str], list[str]]],
-    pools: dict,
-    rounds: int,
-    num: int,
-    pool_size: int,
-    seed: int,
-) -> list[tuple[str, list[str], list[str]]]:
-    """``rounds`` groups per claim, each with ``num`` negatives drawn from the top ``pool_size`` of its pool (seeded);
-    each prefixed query (title pseudo-query, --general question) goes to one round only, so they do not outnumber
-    the claims."""
+def resampled_groups(groups: list, pools: dict, rounds: int, num: int, pool_size: int, seed: int) -> list:
+    """``rounds`` (query, positives, negatives) groups per claim, each with ``num`` negatives drawn from the top
+    ``pool_size`` of its pool (seeded); a prefixed query (title, --general question) goes to one round only, so
+    they do not outnumber the claims."""
     rng = random.Random(seed)
     claims, others = [g for g in groups if ":" not in g[0]], [g for g in groups if ":" in g[0]]
     out = []

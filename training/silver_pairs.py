@@ -16,21 +16,22 @@ import numpy as np
 if __package__ in (None, ""):  # `python training/silver_pairs.py` from the repo root
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from ctxir.cli import flag
 from ctxir.files import write_json
 from ctxir.types import CtxirError
-from training.common import DEFAULT_DATA_DIR, arg, cli_main, data_folder
+from training.common import DEFAULT_DATA_DIR, cli_main, data_folder
 
 COLUMNS = ("sentence1", "sentence2", "score")
 
 
 @dataclass
 class SilverPairsArgs:
-    teacher: str = arg("", "the bi-encoder that labels the pairs, e.g. outputs/bi-encoder-stsb-cosent")
-    output: str = arg("outputs/silver-stsb.csv", "the CSV to write")
-    data_dir: str = arg(DEFAULT_DATA_DIR, "benchmark data root (../shared/data)")
-    neighbours: int = arg(2, "nearest other sentences paired with each sentence")
-    random: int = arg(1, "random other sentences paired with each sentence")
-    max_sentences: int = arg(-1, "use N train sentences, seeded (-1 = all)")
+    teacher: str = flag("", "the bi-encoder that labels the pairs, e.g. outputs/bi-encoder-stsb-cosent")
+    output: str = flag("outputs/silver-stsb.csv", "the CSV to write")
+    data_dir: str = flag(DEFAULT_DATA_DIR, "benchmark data root (../shared/data)")
+    neighbours: int = flag(2, "nearest other sentences paired with each sentence")
+    random: int = flag(1, "random other sentences paired with each sentence")
+    max_sentences: int = flag(-1, "use N train sentences, seeded (-1 = all)")
     batch_size: int = 64
     device: str = "auto"
     seed: int = 42

@@ -243,8 +243,8 @@ def run(args: CrossEncoderArgs) -> dict:
             tasks = {"scifact": ("reranking", f"rerank BM25 top-{depth}, {n} queries")}
             coverage = {"scifact": {"queries": n, "first_stage": "bm25", "depth": depth}}
             if args.eval_max_queries > 0:
-                subset = f"the first {n} SciFact test queries in file order (--eval-max-queries {args.eval_max_queries})"
-                coverage["scifact"]["subset"] = subset
+                subset = f"the first {n} SciFact test queries in file order"
+                coverage["scifact"]["subset"] = f"{subset} (--eval-max-queries {args.eval_max_queries})"
         return write_run_metrics(
             out,
             args,

@@ -14,7 +14,6 @@ from typing import Literal
 
 import torch
 from sentence_transformers.cross_encoder import CrossEncoderTrainingArguments, losses
-from sentence_transformers.util import batch_to_device
 
 if __package__ in (None, ""):  # `python training/train_pair_scorer.py` from the repo root
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -27,14 +26,7 @@ from ctxir.types import CtxirError
 from training.common import TrainerRunArgs, check_common_args, cli_main, run_config, trainer_setting
 from training.cross_encoder_args import HEAD_PARAMETERS
 from training.cross_encoder_data import build_pair_scorer_data, dev_orders, sts_test
-from training.steps import (
-    Run,
-    check_data,
-    dev_record,
-    evaluation_rows,
-    trainer_arguments,
-    write_run_metrics,
-)
+from training.steps import Run, check_data, dev_record, evaluation_rows, trainer_arguments, write_run_metrics
 from training.train_cross_encoder import ANCHORS, LORA_TARGETS, name_adapter_base
 
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
@@ -163,21 +155,6 @@ def continue_from(model, folder: Path, args: PairScorerArgs) -> None:
     args.lora_alpha = float(config.get("lora_alpha", args.lora_alpha))
 
 
-def save(model, out: Path, args: PairScorerArgs) -> None:
-    """The adapter (in float16), the head, tokenizer and configs, pair_orders.json; the base named by its Hub id."""
-    from safetensors.torch import load_file, save_file
-
-    from ctxir.files import write_json
-
-    model.save_pretrained(str(out))
-    name_adapter_base(out, args.model)
-    write_json(out / PAIR_ORDERS_FILE, {"orders": args.pair_orders})
-    # PEFT copies saved weights into the model's own dtype when it loads them, so float16 costs no code
-    path = out / ADAPTER_WEIGHTS
-    weights = {k: v.half().contiguous() for k, v in load_file(str(path)).items()}
-    save_file(weights, str(path), metadata={"format": "pt"})
-
-
 def cosent_loss(scores, labels, scale: float = 20.0):
     """CoSENT (Su, 2022) over one batch: log(1 + Σ exp(scale · (s_j − s_i))) over the pairs with gold_i > gold_j.
 
@@ -194,48 +171,27 @@ def cosent_loss(scores, labels, scale: float = 20.0):
     return torch.logsumexp(torch.cat([terms.new_zeros(1), terms]), dim=0)  # log(1 + Σ exp(·)); 0 with no pair
 
 
-def build_loss(args: PairScorerArgs, model):
-    if args.loss == "cosent":
-        return CoSENTPairLoss(model)
-    # MSE on the raw score (activation Identity); BCE's logits are the raw score too
-    return losses.MSELoss(model) if args.loss == "mse" else losses.BinaryCrossEntropyLoss(model)
-
-
 class CoSENTPairLoss(losses.MSELoss):
     """sentence-transformers' MSELoss (its checks, its pair preprocessing) with ``cosent_loss`` as the objective."""
 
     def __init__(self, model, scale: float = 20.0):
         super().__init__(model)
         self.scale = float(scale)
+        del self.loss_fct  # MSELoss's torch.nn.MSELoss: the method below takes its place
 
-    def forward(self, inputs, labels, prompt=None, task=None):
-        if len(inputs) != 2:
-            raise ValueError(f"CoSENTPairLoss expects two text columns (a, b), got {len(inputs)}")
-        features = batch_to_device(
-            self.model.preprocess(list(zip(inputs[0], inputs[1], strict=True)), prompt=prompt, task=task),
-            self.model.device,
-        )
-        scores = self.model(features)["scores"].view(-1)  # (batch,)
-        return cosent_loss(scores, labels.view(-1).float(), self.scale)
+    def loss_fct(self, scores, labels):
+        return cosent_loss(scores, labels, self.scale)
 
     def get_config_dict(self):
         return {"scale": self.scale}
 
 
-def trained_parameters(out: Path, model) -> int:
-    """Weights the run trained: the saved adapter's + the head's (the reloaded model has the adapter merged)."""
-    import math
-
-    from safetensors import safe_open
-
-    with safe_open(str(out / ADAPTER_WEIGHTS), "pt") as adapter:
-        lora = sum(math.prod(adapter.get_slice(name).get_shape()) for name in adapter.keys())  # noqa: SIM118 (safe_open is not iterable)
-    return lora + sum(p.numel() for p in model[1].parameters())
-
-
 def run(args: PairScorerArgs) -> dict:
     """Train one pair scorer; returns the metrics.json record (empty on non-main processes)."""
+    from safetensors.torch import load_file, save_file
     from sentence_transformers.cross_encoder.trainer import CrossEncoderTrainer
+
+    from ctxir.files import write_json
 
     # 0. check the arguments and the data before anything heavy is loaded; the run's folder and log
     check_common_args(args)
@@ -250,8 +206,10 @@ def run(args: PairScorerArgs) -> dict:
         # 2. load the data: STS-B (+ --extra-train) pairs, the STS-B dev evaluator and test
         data = build_pair_scorer_data(args)
         print(f"training rows: {len(data.train)}, columns {data.train.column_names}")
-        # 3. loss
-        loss = build_loss(args, model)
+        # 3. the loss on the raw score (activation Identity): BCE's logits are the raw score too
+        loss = {"mse": losses.MSELoss, "bce": losses.BinaryCrossEntropyLoss, "cosent": CoSENTPairLoss}[
+            args.loss
+        ](model)
         # 4. evaluator: the dev one during training, and the starting model's scores
         both = args.pair_orders == "both"
         batch = args.per_device_train_batch_size
@@ -267,9 +225,13 @@ def run(args: PairScorerArgs) -> dict:
         trainer = run.train(CrossEncoderTrainer, settings, model, data.train, loss, evaluator)
         if not trainer.is_world_process_zero():
             return {}
-        # 6. save the adapter, then reload it as users do: uncached, so a folder trained again in one process is
-        # not the earlier model
-        save(model, out, args)
+        # 6. save the adapter in float16 (PEFT loads saved weights in the model's own dtype), the head, pair_orders.json;
+        # then reload it as users do: uncached, so a folder trained again in one process is not the earlier model
+        model.save_pretrained(str(out))
+        name_adapter_base(out, args.model)
+        write_json(out / PAIR_ORDERS_FILE, {"orders": args.pair_orders})
+        adapter = {k: v.half().contiguous() for k, v in load_file(str(out / ADAPTER_WEIGHTS)).items()}
+        save_file(adapter, str(out / ADAPTER_WEIGHTS), metadata={"format": "pt"})
         run.saved(args.keep_checkpoints)
         trained = load_cross_encoder.__wrapped__(str(out), device)
         # 7. evaluate the trained model on STS-B test
@@ -300,7 +262,9 @@ def run(args: PairScorerArgs) -> dict:
                 **({"init_from": args.init_from} if args.init_from else {}),
                 **({"silver_pairs": args.silver_pairs} if args.silver_pairs else {}),
                 "adapter_dtype": "float16",
-                "trained_parameters": trained_parameters(out, trained),
+                # the reloaded model has the adapter merged: the saved adapter's weights + the head's
+                "trained_parameters": sum(v.numel() for v in adapter.values())
+                + sum(p.numel() for p in trained[1].parameters()),
             },
         )
 

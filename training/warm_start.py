@@ -14,18 +14,19 @@ from pathlib import Path
 if __package__ in (None, ""):  # `python training/warm_start.py` from the repo root
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from ctxir.cli import flag
 from ctxir.encoders.models import SHIPPED_CROSS_ENCODER, SHIPPED_MODELS, packaged_minilm_path
 from ctxir.names import PASSAGES_FILE
 from ctxir.types import CtxirError
-from training.common import arg, cli_main
+from training.common import cli_main
 
 WARM_START_LENGTH = 128  # the tokens each stage trained at (stage 6's 256 did not ship)
 
 
 @dataclass
 class WarmStartArgs:
-    output_dir: str = arg("outputs/ce-warm-start", "folder to write")
-    passages_from: str = arg(
+    output_dir: str = flag("outputs/ce-warm-start", "folder to write")
+    passages_from: str = flag(
         "",
         "a cross-encoder folder whose passages.json the start reads with (default: the shipped one's; 'none')",
     )
