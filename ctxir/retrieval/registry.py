@@ -11,7 +11,7 @@ ctxir.types.CtxirError: first stage 'splade' is not known: use one of 'bm25', 'd
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ctxir import kinds
@@ -98,14 +98,7 @@ def _build_hybrid(parts: StageParts) -> Retriever:
     from ctxir.retrieval.retrievers import HybridRetriever
 
     dense = [parts.dense(i) for i in range(len(parts.encoders))]
-    settings = parts.hybrid
-    return HybridRetriever(
-        [parts.bm25(), *dense],
-        fusion=settings.fusion,
-        k=settings.k,
-        weights=settings.weights,
-        depth=settings.depth,
-    )
+    return HybridRetriever([parts.bm25(), *dense], **asdict(parts.hybrid))  # fusion, k, weights, depth
 
 
 BM25 = FirstStageKind(
