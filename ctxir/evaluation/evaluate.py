@@ -121,15 +121,19 @@ def prompts_used(*encoders) -> dict:
     return found
 
 
-def _system(args: EvaluateArgs, encoder: BiEncoder) -> str:
-    backend = "" if args.backend == "torch" else f", {args.backend}"
-    return f"{args.model} ({encoder.pooling} pooling, layer {encoder.layer}{backend})"
-
-
-def run_sts(args: EvaluateArgs) -> dict:
-    pairs = load_sts(args.data, None if Path(args.data).is_file() else args.split)
-    gold = [score for _, _, score in pairs]
-    if args.rerank != "none":
+def run_pairs(args: EvaluateArgs, task: str) -> dict:
+    """``--task sts`` (the scores' correlation with STS-B's) or ``paired`` (each query's target found: Recall@k, MRR)."""
+    if task == "paired":
+        try:
+            k_values = [int(k) for k in args.k_values.split(",")]
+        except ValueError as err:
+            raise CtxirError(
+                f"--k-values {args.k_values!r} must be whole numbers separated by commas, e.g. '1,5,10'"
+            ) from err
+        pairs = load_pairs(args.data)
+    else:
+        pairs = load_sts(args.data, None if Path(args.data).is_file() else args.split)
+    if task == "sts" and args.rerank != "none":
         kind, reranker = RERANKERS[args.rerank], _reranker(args)
         texts = [(a, b) for a, b, _ in pairs]
         predicted = (
@@ -140,35 +144,24 @@ def run_sts(args: EvaluateArgs) -> dict:
         system, prompts = f"{args.rerank} {args.reranker_model}", {}
     else:
         encoder = _encoder(args)
-        # both sentences of a pair alike: the query prompt (a symmetric task, as e5's and bge's cards advise)
-        left = encoder.encode([a for a, _, _ in pairs], show_progress_bar=True, role="query")
-        right = encoder.encode([b for _, b, _ in pairs], show_progress_bar=True, role="query")
-        predicted = (left * right).sum(1)  # vectors are normalised: dot = cosine
-        system, prompts = _system(args, encoder), prompts_used(encoder)
+        backend = "" if args.backend == "torch" else f", {args.backend}"
+        system = f"{args.model} ({encoder.pooling} pooling, layer {encoder.layer}{backend})"
+        prompts = prompts_used(encoder)
+        if task == "sts":
+            # both sentences alike: the query prompt (a symmetric task, as e5's and bge's cards advise)
+            left = encoder.encode([a for a, _, _ in pairs], show_progress_bar=True, role="query")
+            right = encoder.encode([b for _, b, _ in pairs], show_progress_bar=True, role="query")
+            predicted = (left * right).sum(1)  # vectors are normalised: dot = cosine
+    if task == "paired":
+        metrics = paired_retrieval(encoder, *zip(*pairs, strict=True), k_values)
+    else:
+        metrics = sts_correlation(list(predicted), [score for _, _, score in pairs])
     return {
-        "task": "sts",
+        "task": task,
         "system": system,
-        "metrics": {system: sts_correlation(list(predicted), gold)},
+        "metrics": {system: metrics},
         "num_pairs": len(pairs),
         "prompts": prompts,
-    }
-
-
-def run_paired(args: EvaluateArgs) -> dict:
-    try:
-        k_values = [int(k) for k in args.k_values.split(",")]
-    except ValueError as err:
-        raise CtxirError(
-            f"--k-values {args.k_values!r} must be whole numbers separated by commas, e.g. '1,5,10'"
-        ) from err
-    pairs, encoder = load_pairs(args.data), _encoder(args)
-    system = _system(args, encoder)
-    return {
-        "task": "paired",
-        "system": system,
-        "metrics": {system: paired_retrieval(encoder, *zip(*pairs, strict=True), k_values)},
-        "num_pairs": len(pairs),
-        "prompts": prompts_used(encoder),
     }
 
 
@@ -394,7 +387,7 @@ def run(args: EvaluateArgs) -> dict:
                 f"--report {args.report!r} writes its data to {str(data)!r}, the --output file: give "
                 "the report another name"
             )
-    result = {"sts": run_sts, "retrieval": run_retrieval, "paired": run_paired}[task](args)
+    result = run_retrieval(args) if task == "retrieval" else run_pairs(args, task)
     result["config"] = asdict(args)
     result["environment"] = {
         "python": platform.python_version(),
