@@ -286,7 +286,7 @@ def make_report(
     pairs_per_query: int = 1,
     show_progress: bool = True,
 ) -> tuple[Path, Path]:
-    """Explain ``cases`` with ``explainers`` (``explain_failures`` keywords) and write both files."""
+    """Explain ``cases`` with ``explainers`` (``explain_failures`` keywords), write both files and say so."""
     report_paths(path)  # a wrong name fails before minutes of explaining
     explainers = {k: v for k, v in (explainers or {}).items() if v is not None}
     if explainers:
@@ -294,7 +294,9 @@ def make_report(
             cases, corpus, pairs_per_query=pairs_per_query, show_progress=show_progress, **explainers
         )
         meta = {**meta, "explained_with": [_model_name(k, v) for k, v in explainers.items()]}
-    return write_report(path, cases, meta)
+    html_path, json_path = write_report(path, cases, meta)
+    print(f"wrote {html_path} and {json_path}")
+    return html_path, json_path
 
 
 @dataclass(frozen=True)
@@ -323,9 +325,7 @@ def report_for_pipeline(
     options = options or ReportOptions()
     cases = failure_cases(qrels, run, corpus, queries, options.metric, options.worst, options.top)
     meta = report_meta(qrels, run, options.metric, system, options.config, options.compare)
-    html_path, json_path = make_report(path, cases, meta, corpus, pipeline_explainers(pipeline))
-    print(f"wrote {html_path} and {json_path}")
-    return html_path, json_path
+    return make_report(path, cases, meta, corpus, pipeline_explainers(pipeline))
 
 
 def _model_name(kind: str, model) -> str:
@@ -420,8 +420,7 @@ def run(args: ReportArgs) -> dict:
     explainers = (
         explainers_from_config(config, corpus, meta["system"], args.device) if args.explain == "auto" else {}
     )
-    html_path, json_path = make_report(output, cases, meta, corpus, explainers)
-    print(f"wrote {html_path} and {json_path}")
+    make_report(output, cases, meta, corpus, explainers)
     return meta
 
 
