@@ -20,6 +20,7 @@ if __package__ in (None, ""):  # `python training/train_pair_scorer.py` from the
 
 from ctxir import kinds
 from ctxir.cli import flag
+from ctxir.encoders.lengths import set_max_length
 from ctxir.encoders.models import DEFAULT_BI_ENCODER, load_cross_encoder, resolve_model
 from ctxir.names import PAIR_ORDERS_FILE
 from ctxir.types import CtxirError
@@ -112,8 +113,7 @@ def load(args: PairScorerArgs, device: str):
     body.model.config.num_labels = 1  # CrossEncoder.num_labels reads the body's config: one score per pair
     head = SegmentCosineHead(body.model.config.hidden_size, init_scale=args.init_scale)
     model = CrossEncoder(modules=[body, head], device=device, activation_fn=torch.nn.Identity())
-    # Never beyond the position embeddings the body was trained with.
-    model.max_seq_length = min(args.max_length, model.model.config.max_position_embeddings)
+    set_max_length(model, args.max_length, name="--max-length")  # never beyond the body's position embeddings
     if args.init_from:
         continue_from(model, Path(args.init_from), args)
     else:
