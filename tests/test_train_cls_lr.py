@@ -10,13 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from scipy.special import expit
 
 from ctxir.names import CLS_LR_CONFIG, CLS_LR_WEIGHTS
 from ctxir.publish.metrics_file import REQUIRED_EVAL, REQUIRED_KEYS, REQUIRED_TRAINING
 from ctxir.rerank import ClsLrRanker, cls_features
-from ctxir.types import CtxirError
-from training import cls_lr_data, cls_lr_fit
-from training import cls_lr_features as clf
+from ctxir.types import CtxirError, doc_text
+from training import cls_lr
 from training import train_cls_lr as tcl
 
 PAIRS = [
@@ -121,15 +121,13 @@ def test_one_pass_matches_ranker_features_and_cross_encoder(tiny_bert_dir):
 
     torch.manual_seed(0)
     ce = CrossEncoder(str(tiny_bert_dir), device="cpu", num_labels=1)
-    cls, logits = clf.cross_encoder_pass(ce, PAIRS, layer=-1, max_length=64, batch_size=3)
+    cls, logits = cls_lr.cross_encoder_pass(ce, PAIRS, layer=-1, max_length=64, batch_size=3)
     tokenizer, body = (
         AutoTokenizer.from_pretrained(tiny_bert_dir),
         AutoModel.from_pretrained(tiny_bert_dir).eval(),
     )
     np.testing.assert_allclose(cls, cls_features(body, tokenizer, PAIRS, max_length=64), atol=1e-5)
-    np.testing.assert_allclose(
-        cls_lr_fit.sigmoid(logits), ce.predict(PAIRS, show_progress_bar=False), atol=1e-5
-    )
+    np.testing.assert_allclose(expit(logits), ce.predict(PAIRS, show_progress_bar=False), atol=1e-5)
 
 
 def test_one_pass_runs_a_mean_pooling_head_too(tiny_bert_dir):
@@ -148,15 +146,13 @@ def test_one_pass_runs_a_mean_pooling_head_too(tiny_bert_dir):
         ],
         device="cpu",
     )
-    cls, logits = clf.cross_encoder_pass(ce, PAIRS, layer=-1, max_length=64, batch_size=3)
+    cls, logits = cls_lr.cross_encoder_pass(ce, PAIRS, layer=-1, max_length=64, batch_size=3)
     tokenizer, body = (
         AutoTokenizer.from_pretrained(tiny_bert_dir),
         AutoModel.from_pretrained(tiny_bert_dir).eval(),
     )
     np.testing.assert_allclose(cls, cls_features(body, tokenizer, PAIRS, max_length=64), atol=1e-5)
-    np.testing.assert_allclose(
-        cls_lr_fit.sigmoid(logits), ce.predict(PAIRS, show_progress_bar=False), atol=1e-5
-    )
+    np.testing.assert_allclose(expit(logits), ce.predict(PAIRS, show_progress_bar=False), atol=1e-5)
 
 
 @pytest.mark.parametrize("term_match", [False, True])
@@ -173,7 +169,7 @@ def test_one_pass_runs_the_segment_cosine_head_with_its_token_types(tiny_bert_di
     if term_match:  # a read-out that is not zero, so the term counts in the scores compared
         torch.nn.init.constant_(head.term_linear.weight, 0.5)
     ce = CrossEncoder(modules=[body, head], device="cpu", activation_fn=torch.nn.Identity())
-    _, logits = clf.cross_encoder_pass(ce, PAIRS, layer=-1, max_length=64, batch_size=2)
+    _, logits = cls_lr.cross_encoder_pass(ce, PAIRS, layer=-1, max_length=64, batch_size=2)
     np.testing.assert_allclose(logits, np.ravel(ce.predict(PAIRS, show_progress_bar=False)), atol=1e-4)
 
 
@@ -181,19 +177,19 @@ def test_fit_logistic_folds_scaling_into_coef():
     rng = np.random.default_rng(0)
     x = rng.normal(size=(200, 16)) * rng.uniform(0.1, 50, size=16) + rng.normal(size=16) * 10  # uneven scales
     y = (x[:, 0] / 50 + x[:, 3] / 10 + rng.normal(size=200) > 0).astype(int)
-    coef, intercept, model = cls_lr_fit.fit_logistic(x, y, c=1.0, class_weight="balanced", seed=0)
+    coef, intercept, model = cls_lr.fit_logistic(x, y, c=1.0, class_weight="balanced", seed=0)
     np.testing.assert_allclose(x @ coef + intercept, model.decision_function(x), rtol=1e-4, atol=1e-4)
     # an emphasised last column is folded back too, and a weaker penalty lets its weight grow
     last = np.roll(x, -4, axis=1)  # the predictive column 3 is now the last one
-    strong, strong_b, emphasised = cls_lr_fit.fit_logistic(
+    strong, strong_b, emphasised = cls_lr.fit_logistic(
         last, y, c=0.001, class_weight="balanced", seed=0, emphasis=10
     )
-    weak, _, _ = cls_lr_fit.fit_logistic(last, y, c=0.001, class_weight="balanced", seed=0)
+    weak, _, _ = cls_lr.fit_logistic(last, y, c=0.001, class_weight="balanced", seed=0)
     np.testing.assert_allclose(
         last @ strong + strong_b, emphasised.decision_function(last), rtol=1e-4, atol=1e-4
     )
     assert abs(strong[-1]) > 2 * abs(weak[-1])
-    threshold, f1 = cls_lr_fit.best_f1_threshold(y, x @ coef + intercept)
+    threshold, f1 = cls_lr.best_f1_threshold(y, x @ coef + intercept)
     predicted = (x @ coef + intercept) >= threshold
     tp = (predicted & (y == 1)).sum()
     assert f1 == pytest.approx(2 * tp / (predicted.sum() + y.sum()))
@@ -212,23 +208,18 @@ def test_c_is_chosen_by_the_named_cross_validation_measure():
     x = np.column_stack([base_rate, rng.normal(size=(200, 6)), score])
     chosen = {}
     for metric in ("average-precision", "ndcg"):
-        args = tcl.ClsLrArgs(
-            c_grid="0.001,0.01,1", cv_metric=metric, cv_folds=4, score_feature=True, score_emphasis="1,10"
-        )
-        setting, cv = cls_lr_fit.choose_c(x, y, groups, [0.001, 0.01, 1.0], args)
         key = tcl.CV_METRICS[metric]
+        setting, cv = cls_lr.choose_c(x, y, groups, [0.001, 0.01, 1.0], [1.0, 10.0], "balanced", 4, 42, key)
         assert cv[setting][key] == max(v[key] for v in cv.values())
         for v in cv.values():
-            assert v["ndcg"] == pytest.approx(cls_lr_fit.per_query_ndcg(y, v["oof"], groups))
+            assert v["ndcg"] == pytest.approx(cls_lr.per_query_ndcg(y, v["oof"], groups))
         chosen[metric] = cv[setting]
     # a shift that is constant within each query moves the pooled measure and leaves the ranker's measure alone
     from sklearn.metrics import average_precision_score
 
     oof = chosen["ndcg"]["oof"]
     shifted = oof - 5 * base_rate  # the queries with more relevant pairs put below the others
-    assert cls_lr_fit.per_query_ndcg(y, shifted, groups) == pytest.approx(
-        cls_lr_fit.per_query_ndcg(y, oof, groups)
-    )
+    assert cls_lr.per_query_ndcg(y, shifted, groups) == pytest.approx(cls_lr.per_query_ndcg(y, oof, groups))
     assert average_precision_score(y, shifted) < average_precision_score(y, oof) - 0.05
 
 
@@ -245,7 +236,7 @@ def test_saved_then_loaded_ranker_scores_identically(tiny_bert_dir, tmp_path):
     np.testing.assert_array_equal(after, before)
     assert loaded.max_length == 64 and loaded.metadata == {"C": 0.1}
     np.testing.assert_allclose(
-        loaded.predict_proba("river bank", [PAIRS[0][1]]), cls_lr_fit.sigmoid(before[:1]), rtol=1e-6
+        loaded.predict_proba("river bank", [PAIRS[0][1]]), expit(before[:1]), rtol=1e-6
     )
 
 
@@ -344,9 +335,9 @@ def test_general_pairs_draw_only_questions_the_cross_encoder_did_not_train_on(
     (base / "metrics.json").write_text(
         json.dumps({"config": {"general": "squad", "general_queries": 4, "seed": 7}})
     )
-    monkeypatch.setattr(cls_lr_data, "SQUAD_DEV_QUERIES", 3)
-    args = smoke_args(tiny_bert_dir, data, tmp_path / "out", general="squad", general_queries=-1)
-    pairs, record = cls_lr_data.general_pairs(args, str(base))
+    monkeypatch.setattr(cls_lr, "SQUAD_DEV_QUERIES", 3)
+    config = json.loads((base / "metrics.json").read_text())["config"]
+    pairs, record = cls_lr.general_pairs(str(data), ["squad"], -1, config, 42, 3, 20, str(tiny_bert_dir))
     answered = sorted(f"s{i}" for i in range(12))
     trained = set(take(answered, 4, 7))
     dev = set(take([q for q in answered if q not in trained], 3, 7))
@@ -354,7 +345,7 @@ def test_general_pairs_draw_only_questions_the_cross_encoder_did_not_train_on(
     assert drawn == set(answered) - trained - dev and len(drawn) == 5
     assert record["squad"]["queries"] == 5 and record["squad"]["unseen_by_base"] == 5
     assert all(g.startswith("squad:") for g in pairs.groups)
-    assert int(pairs.labels.sum()) == 5 and len(pairs) == 5 * (1 + args.negatives_per_positive)
+    assert int(pairs.labels.sum()) == 5 and len(pairs) == 5 * (1 + 3)
 
 
 def test_smoke_run_with_the_score_feature_and_general_pairs(tiny_bert_dir, tiny_data, tmp_path):
@@ -380,15 +371,16 @@ def test_build_pairs_takes_hard_negatives_per_positive(tiny_data):
 
     corpus, queries, qrels = load_beir(tiny_data / "scifact", "train")
     bm25 = BM25Retriever(corpus)
-    pairs, ratio = cls_lr_data.build_pairs(corpus, queries, qrels, bm25, negatives_per_positive=3, depth=20)
+    pairs, ratio = cls_lr.build_pairs(corpus, queries, qrels, bm25, negatives_per_positive=3, depth=20)
     assert set(ratio) == set(queries)
     for qid in queries:
         rows = pairs.rows({qid})
         labels = pairs.labels[rows]
         assert labels.sum() == 1 and (1 - labels).sum() == 3 and ratio[qid] == 3.0
-        negatives = [pairs.doc_ids[i] for i in rows if pairs.labels[i] == 0]
+        negatives = [pairs.pairs[i][1] for i in rows if pairs.labels[i] == 0]
         # the hardest: BM25's best-ranked documents that are not judged relevant, in rank order
-        assert negatives == [h.doc_id for h in bm25.query(queries[qid], 20) if h.doc_id not in qrels[qid]][:3]
+        hardest = [h.doc_id for h in bm25.query(queries[qid], 20) if h.doc_id not in qrels[qid]][:3]
+        assert negatives == [doc_text(corpus[d]) for d in hardest]
         assert all(pairs.pairs[i][0] == queries[qid] for i in rows)
 
 
@@ -491,37 +483,34 @@ def test_cli_bundle_base_makes_a_self_contained_folder(tiny_bert_dir, tiny_data,
     np.testing.assert_allclose(ranker.score_pairs("river bank", [d for _, d in PAIRS]), expected, atol=1e-5)
 
 
-def fake_scifact_cross_encoder(
-    tiny_bert_dir: Path, folder: Path, dev_queries: int, max_samples: int, counts: tuple[int, int]
-) -> Path:
+def fake_scifact_cross_encoder(tiny_bert_dir: Path, folder: Path, train_query_ids: list[str] | None) -> Path:
     """The tiny BERT folder with the metrics.json train_cross_encoder.py would write next to it."""
     import shutil
 
     shutil.copytree(tiny_bert_dir, folder)
-    metrics = {
-        "model_type": "cross-encoder",
-        "config": {"task": "scifact", "seed": 42, "dev_queries": dev_queries, "max_samples": max_samples},
-        "extra": {"heldout_train_queries": counts[0], "train_queries": counts[1]},
-    }
+    metrics = {"model_type": "cross-encoder", "config": {"task": "scifact", "seed": 42}, "extra": {}}
+    if train_query_ids is not None:
+        metrics["extra"]["train_query_ids"] = train_query_ids
     (folder / "metrics.json").write_text(json.dumps(metrics))
     return folder
 
 
 def test_base_unseen_holds_out_what_the_cross_encoder_never_trained_on(tiny_bert_dir, tiny_data, tmp_path):
-    """The rebuilt set matches the queries train_cross_encoder.py really trains on (its own data builder)."""
+    """The held-out queries are those train_cross_encoder.py records it did not train on (its own data builder)."""
     from ctxir.data import load_beir
     from training import cross_encoder_data
     from training import train_cross_encoder as tce
 
-    _, queries, qrels = load_beir(tiny_data / "scifact", "train")
-    positives = {q: {d for d, g in r.items() if g > 0} for q, r in qrels.items()}
+    _, queries, _ = load_beir(tiny_data / "scifact", "train")
     ce_args = tce.CrossEncoderArgs(
         task="scifact", data_dir=str(tiny_data), dev_queries=3, max_samples=6, num_negatives=2, rerank_depth=5
     )
-    trained_texts = set(cross_encoder_data.build_scifact(ce_args, "cpu").train["query"])
+    data = cross_encoder_data.build_scifact(ce_args, "cpu")
+    trained_texts, recorded = set(data.train["query"]), data.extra["train_query_ids"]
     assert len(trained_texts) == 6
-    base = fake_scifact_cross_encoder(tiny_bert_dir, tmp_path / "ce", 3, 6, (3, 6))
-    unseen = cls_lr_data.base_unseen_queries(str(base), list(queries), positives)
+    base = fake_scifact_cross_encoder(tiny_bert_dir, tmp_path / "ce", recorded)
+    unseen = cls_lr.base_unseen_queries(str(base), list(queries))
+    assert unseen == set(queries) - set(recorded)
     assert {queries[q] for q in unseen} == {queries[q] for q in queries} - trained_texts
 
     metrics = tcl.run(
@@ -540,34 +529,11 @@ def test_base_unseen_holds_out_what_the_cross_encoder_never_trained_on(tiny_bert
     assert "never trained on" in metrics["evaluations"][0]["config"]
 
 
-def test_base_unseen_reads_the_recorded_training_ids(tiny_bert_dir, tiny_data, tmp_path):
-    """A run that recorded extra.train_query_ids is trusted as recorded; no sampling rule is re-run."""
-    from ctxir.data import load_beir
-    from training import cross_encoder_data
-    from training import train_cross_encoder as tce
-
-    _, queries, qrels = load_beir(tiny_data / "scifact", "train")
-    positives = {q: {d for d, g in r.items() if g > 0} for q, r in qrels.items()}
-    ce_args = tce.CrossEncoderArgs(
-        task="scifact", data_dir=str(tiny_data), dev_queries=3, max_samples=6, num_negatives=2, rerank_depth=5
-    )
-    recorded = cross_encoder_data.build_scifact(ce_args, "cpu").extra["train_query_ids"]
-    base = fake_scifact_cross_encoder(
-        tiny_bert_dir, tmp_path / "ce", 3, 6, (0, 0)
-    )  # counts deliberately wrong
-    metrics = json.loads((base / "metrics.json").read_text())
-    metrics["extra"]["train_query_ids"] = recorded
-    (base / "metrics.json").write_text(json.dumps(metrics))
-    assert cls_lr_data.base_unseen_queries(str(base), list(queries), positives) == set(queries) - set(
-        recorded
-    )
-
-
-def test_base_unseen_refuses_what_it_cannot_rebuild(tiny_bert_dir, tiny_data, tmp_path, no_model):
-    base = fake_scifact_cross_encoder(
-        tiny_bert_dir, tmp_path / "ce", 3, -1, (3, 5)
-    )  # 9 were trained on, not 5
-    with pytest.raises(CtxirError, match=r"could not rebuild .* got 3 held-out / 9 trained"):
+def test_base_unseen_refuses_a_cross_encoder_that_names_no_training_queries(
+    tiny_bert_dir, tiny_data, tmp_path, no_model
+):
+    base = fake_scifact_cross_encoder(tiny_bert_dir, tmp_path / "ce", None)
+    with pytest.raises(CtxirError, match=r"names no extra\.train_query_ids"):
         tcl.run(smoke_args(base, tiny_data, tmp_path / "out", heldout_queries="base-unseen", max_samples=-1))
     with pytest.raises(CtxirError, match=r"base-unseen needs .*metrics\.json"):
         tcl.run(smoke_args(tiny_bert_dir, tiny_data, tmp_path / "out", heldout_queries="base-unseen"))
@@ -583,7 +549,7 @@ def no_model(monkeypatch):
     def refuse(*a, **kw):
         raise AssertionError("the cross-encoder was loaded before the input was checked")
 
-    monkeypatch.setattr(clf, "load_cross_encoder", refuse)
+    monkeypatch.setattr(tcl, "load_cross_encoder", refuse)
 
 
 def test_missing_data_folder_is_a_clear_error(tiny_bert_dir, tmp_path, no_model, capsys):
@@ -690,7 +656,7 @@ def test_real_scifact_run_with_minilm(shared_data, minilm_path, tmp_path):
 
 
 def test_feature_cache_round_trips_and_treats_a_torn_file_as_a_miss(tmp_path):
-    cache = clf.FeatureCache(str(tmp_path), "model", -1, 64)
+    cache = cls_lr.FeatureCache(str(tmp_path), "model", -1, 64)
     pairs = [("q", "d1"), ("q", "d2")]
     cls, logits = np.arange(6, dtype=np.float32).reshape(2, 3), np.array([0.5, -1.0], dtype=np.float32)
     assert cache.get(pairs) is None
@@ -703,5 +669,5 @@ def test_feature_cache_round_trips_and_treats_a_torn_file_as_a_miss(tmp_path):
     (tmp_path / f"{key}-logit.npy").write_bytes(b"\x93NUMPY half a fi")  # a write cut short
     assert cache.get(pairs) is None
     assert (
-        clf.FeatureCache(str(tmp_path), "model", -1, 128).get(pairs) is None
+        cls_lr.FeatureCache(str(tmp_path), "model", -1, 128).get(pairs) is None
     )  # another max_length: another key

@@ -14,266 +14,127 @@ import os
 import shutil
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 if __package__ in (None, ""):  # `python training/train_cls_lr.py` from the repo root
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
+import torch
+from scipy.special import expit
 
 from ctxir import kinds
+from ctxir.checks import check_choice
+from ctxir.cli import flag
+from ctxir.data import load_beir
+from ctxir.encoders.models import (
+    DEFAULT_BI_ENCODER,
+    load_cross_encoder,
+    pick_device,
+    resolve_model,
+    set_threads,
+)
+from ctxir.encoders.reranker_heads import cls_lr_logit
 from ctxir.files import machine_info
 from ctxir.publish.metrics_file import write_metrics
 from ctxir.rerank import ClsLrRanker
 from ctxir.retrieval import BM25Retriever
-from training.cls_lr_args import CV_METRICS, ClsLrArgs, check_args
-from training.cls_lr_data import Inputs, Labelled, label_pairs, load_inputs
-from training.cls_lr_features import Reader, load_reader
-from training.cls_lr_fit import (
-    Fitted,
-    RerankSet,
-    classification_reports,
-    fit,
-    rerank_candidates,
-    rerank_test,
-    setting_name,
-    sigmoid,
-    verify_ranker,
-)
+from ctxir.types import CtxirError, doc_text
+from training import cls_lr
 from training.common import (
+    RunArgs,
+    check_not_empty,
     cli_main,
+    data_folder,
     dataset_entry,
     evaluation_row,
     general_entries,
+    take,
     tee_output,
 )
 
-
-def run(args: ClsLrArgs) -> dict:
-    total_start = time.perf_counter()
-    # 0. check the arguments and the data before anything is loaded or trained
-    c_grid = check_args(args)
-    inputs = load_inputs(args)
-    output = Path(args.output_dir)
-    output.mkdir(parents=True, exist_ok=True)
-    with tee_output(output / "train.log"):
-        print(
-            f"=== train_cls_lr {time.strftime('%Y-%m-%d %H:%M:%S %Z')} ===\nconfig: {json.dumps(asdict(args))}"
-        )
-        # 1. the data: relevant + BM25 hard-negative pairs of the fit and held-out queries (BM25 over the corpus
-        # gives the test queries' candidates too)
-        bm25 = BM25Retriever(inputs.corpus)
-        labelled = label_pairs(args, inputs, bm25)
-        # 2. load the model: the cross-encoder (a plain body gets a fresh head, seeded) whose [CLS] is read
-        reader = load_reader(args, inputs.base_path)
-        # 3. features: [CLS] (+ the cross-encoder's own score) of every train pair, one pass
-        train_start = time.perf_counter()
-        pairs, n = labelled.pairs.pairs, labelled.n_scifact
-        parts = [(pairs[:n], "train pairs")] + ([(pairs[n:], "general pairs")] if args.general else [])
-        read = [reader.read(part, desc, args.score_feature) for part, desc in parts]
-        x_all, ce_all = np.concatenate([x for x, _ in read]), np.concatenate([ce for _, ce in read])
-        # 4. train: C and the decision threshold chosen on the fit queries only (query-grouped cross-validation),
-        # then the fit on all fit queries
-        fitted = fit(x_all, ce_all, labelled, c_grid, args, train_start)
-        # 5. save coef/intercept (safetensors + JSON) through ClsLrRanker
-        ranker = save_ranker(fitted, labelled.y_fit, args, inputs.base_path, output, reader)
-        # 6. evaluate: classification reports on the fit (in-sample) and held-out queries; then BM25's top candidates
-        # of SciFact's test queries re-ranked by BM25, the cross-encoder and CLS-LR (one shared pass)
-        reports = classification_reports(fitted, x_all, ce_all, labelled, output)
-        test = rerank_candidates(bm25, inputs, ranker, reader, args)
-        retrieval = rerank_test(bm25, test, inputs.test_qrels, args.rerank_depth)
-        # 7. the saved ranker, loaded back, and a CrossEncoderReranker score like the one-pass scores
-        verification = verify_ranker(output, args, reader.cross_encoder, inputs.corpus, test, reader.device)
-        # 8. metrics.json
-        metrics = metrics_record(args, inputs, labelled, fitted, reports, test, retrieval, reader)
-        metrics["extra"]["verification"] = verification
-        # the whole run up to writing metrics.json (data loading, both feature passes, reports, verification)
-        metrics["extra"]["total_wall_time_seconds"] = round(time.perf_counter() - total_start, 1)
-        path = write_metrics(output, metrics)
-        print(f"wrote {path} (total {metrics['extra']['total_wall_time_seconds']:.1f} s)")
-    return metrics
-
-
-def save_ranker(
-    fitted: Fitted, y_fit: np.ndarray, args: ClsLrArgs, base_path: str, output: Path, reader: Reader
-) -> ClsLrRanker:
-    """The ranker (coef/intercept + what it was chosen on) saved through ClsLrRanker: safetensors + JSON."""
-    fitted.base_ref = _base_reference(args.base_model, base_path, output, args.bundle_base)
-    ranker = ClsLrRanker(
-        base_path,
-        fitted.coef,
-        fitted.intercept,
-        layer=args.layer,
-        max_length=reader.max_length,
-        device=reader.device,
-        batch_size=args.batch_size,
-        score_feature=args.score_feature,
-        metadata={
-            "C": fitted.best_c,
-            "score_emphasis": fitted.emphasis,
-            "class_weight": fitted.class_weight,
-            "standardised_then_folded": True,
-            "threshold": fitted.threshold,
-            "threshold_probability": float(sigmoid(fitted.threshold)),
-            "threshold_chosen_on": "out-of-fold scores of the fit queries (max F1)",
-            "train_pairs": len(y_fit),
-            "train_positives": int(y_fit.sum()),
-            "base_model_given": args.base_model,
-        },
-    )
-    ranker.base_model = fitted.base_ref
-    ranker.save(output)
-    print(f"saved {output / 'cls_lr.safetensors'} and cls_lr_config.json (base_model {fitted.base_ref!r})")
-    return ranker
-
-
-def metrics_record(
-    args: ClsLrArgs,
-    inputs: Inputs,
-    labelled: Labelled,
-    fitted: Fitted,
-    reports: dict,
-    test: RerankSet,
-    retrieval: dict,
-    reader: Reader,
-) -> dict:
-    """metrics.json (docs/reference/formats.md's contract); CLS-LR's "training" block in the Trainer scripts' keys,
-    its "extra" every report and threshold, the C search and the feature passes' timings."""
-    timings = reader.timings
-    extraction_pairs = sum(t["pairs"] for t in timings.values() if not t["cached"])
-    extraction_seconds = sum(t["seconds"] for t in timings.values() if not t["cached"])
-    ndcg = {name: agg["nDCG@10"] for name, agg in retrieval.items()}
-    y_fit, y_report = labelled.y_fit, labelled.y_report
-    general_pairs_count = sum(int(g.get("pairs", 0)) for g in labelled.general.values())
-    heldout_tuned = reports["heldout_queries@tuned"]["report"]
-    ce_heldout = reports["cross_encoder_heldout@tuned"]
-    heldout_how = (
-        "train queries the cross-encoder never trained on"
-        if args.heldout_queries == "base-unseen"
-        else f"a seeded {args.heldout_fraction:g} of the train queries"
-    )
-    f1_config = (
-        f"held-out SciFact train queries ({heldout_how}) with ≥ 3 BM25 hard negatives per positive "
-        f"({len(labelled.eligible)} queries, {len(y_report)} pairs); threshold chosen on fit queries"
-    )
-    seconds, iterations = fitted.seconds, int(fitted.sk_model[-1].n_iter_[0])
-    heldout = ("scifact", "train (held-out queries)", "classification")
-    return {
-        "model_type": kinds.CLS_LR,
-        "model_name": args.model_name,
-        "base_model": args.base_model,
-        "objective": "LogisticRegression (scikit-learn) on the cross-encoder's [CLS] vector"
-        + (" and its own score of the pair" if args.score_feature else ""),
-        "datasets": [
-            # fit rows hold the --general pairs too; they get rows of their own
-            dataset_entry("scifact", "train", "train", inputs.scifact, len(y_fit) - general_pairs_count),
-            dataset_entry("scifact", "train (held-out queries)", "eval", inputs.scifact, len(y_report)),
-            dataset_entry("scifact", "test", "eval", inputs.scifact, len(test.pairs)),
-            *general_entries(args.data_dir, labelled.general),
-        ],
-        "config": asdict(args),
-        "training": {
-            "steps": iterations,
-            "epochs": float(iterations),
-            "train_examples": len(y_fit),
-            "batch_size": args.batch_size,
-            "learning_rate": None,
-            "wall_time_seconds": round(seconds, 1),
-            "examples_per_second": round(len(y_fit) / seconds, 2) if seconds > 0 else None,
-            "device": reader.device,
-            "hardware": machine_info()["hardware"],
-            "final_loss": fitted.final_loss,
-            "seed": args.seed,
-        },
-        "evaluations": [
-            evaluation_row(
-                *heldout,
-                "F1 (relevant class)",
-                ce_heldout["report"]["relevant"]["f1-score"],
-                heldout_tuned["relevant"]["f1-score"],
-                config=f1_config + "; before = the cross-encoder's own score, thresholded the same way",
-            ),
-            evaluation_row(
-                *heldout,
-                "accuracy",
-                ce_heldout["report"]["accuracy"],
-                heldout_tuned["accuracy"],
-                config=f1_config,
-            ),
-            evaluation_row(
-                "scifact",
-                "test",
-                "reranking",
-                "nDCG@10",
-                ndcg[kinds.BM25],
-                ndcg[kinds.CLS_LR],
-                anchor=round(ndcg[kinds.CROSS_ENCODER], 4),
-                anchor_name=f"cross-encoder {args.base_model} re-ranking the same candidates",
-                config=f"re-rank BM25 top-{args.rerank_depth}, {len(test.qids)} test queries; before = BM25 alone",
-            ),
-        ],
-        "extra": {
-            "classification_reports": {
-                k: {kk: vv for kk, vv in v.items() if kk != "text"} for k, v in reports.items()
-            },
-            "classification_reports_text": {k: v["text"] for k, v in reports.items()},
-            "thresholds": {
-                "cls_lr_score": fitted.threshold,
-                "cls_lr_probability": float(sigmoid(fitted.threshold)),
-                "cls_lr_fit_oof_f1": fitted.oof_f1,
-                "cross_encoder_logit": fitted.ce_threshold,
-                "cross_encoder_fit_f1": fitted.ce_fit_f1,
-                "note": "'@0.5' = probability 0.5 (score 0); '@tuned' = the F1-maximising threshold "
-                "chosen on out-of-fold scores of the fit queries, never on held-out or test",
-            },
-            "c_selection": {
-                setting_name(*k): round(v[CV_METRICS[args.cv_metric]], 4) for k, v in fitted.cv.items()
-            },
-            "c_selection_metric": args.cv_metric,
-            "c_selection_both": {
-                setting_name(*k): {
-                    "average_precision": round(v["average_precision"], 4),
-                    "ndcg@10": round(v["ndcg"], 4),
-                }
-                for k, v in fitted.cv.items()
-            },
-            "chosen_C": fitted.best_c,
-            "chosen_score_emphasis": fitted.emphasis,
-            "features": "[CLS] + the cross-encoder's score" if args.score_feature else "[CLS]",
-            "general": labelled.general,
-            "queries": {
-                "fit": len(inputs.fit_qids),
-                "heldout": len(inputs.heldout_qids),
-                "heldout_reported": len(labelled.eligible),
-                "test": len(inputs.test_qids),
-            },
-            "heldout_queries": heldout_how,
-            "reranking": {name: {k: round(v, 4) for k, v in agg.items()} for name, agg in retrieval.items()},
-            "pr_curve": "pr_curve.png",
-            "max_length": reader.max_length,
-            "layer": args.layer,
-            "base_model_path": inputs.base_path,
-            "base_model_reference": fitted.base_ref,
-            "feature_extraction": timings,
-            "feature_extraction_pairs_per_second": round(extraction_pairs / extraction_seconds, 2)
-            if extraction_seconds > 0
-            else None,
-            "notes": "CLS-LR has no gradient training: 'steps'/'epochs' are L-BFGS iterations (each one full pass "
-            "over the fit features), learning_rate is null, batch_size is the feature-extraction batch. "
-            "wall_time_seconds covers feature extraction of all train pairs + C search + fit; "
-            "examples_per_second = fit pairs / that time.",
-        },
-    }
-
-
+CV_METRICS = {"average-precision": "average_precision", "ndcg": "ndcg"}  # --cv-metric → choose_c's key
 # the base cross-encoder's run records, left out when --bundle-base copies its model into the ranker folder
 NOT_BUNDLED = ("README.md", "metrics.json", "train.log", "training_log.jsonl")
 
 
-def _base_reference(given: str, base_path: str, output: Path, bundle: bool) -> str:
-    """What cls_lr_config.json names as base_model: '.' when bundled, a path relative to the ranker folder for
-    a local cross-encoder (ClsLrRanker.load resolves it there), else the Hub id as given."""
+@dataclass
+class ClsLrArgs(RunArgs):
+    base_model: str = flag(DEFAULT_BI_ENCODER, "the cross-encoder whose [CLS] is read (a folder or Hub id)")
+    output_dir: str = flag("outputs/cls-lr", "ranker folder to write")
+    layer: int = flag(-1, "hidden layer of the [CLS] vector (0 = embeddings, -1 = last)")
+    max_length: int = flag(0, "tokens per pair (0 = the cross-encoder's own max_seq_length)")
+    negatives_per_positive: int = flag(4, "hard negatives (BM25's best non-relevant documents) per positive")
+    negative_depth: int = flag(100, "BM25 depth the hard negatives are drawn from")
+    heldout_queries: str = flag(
+        "random", "held-out queries: random (--heldout-fraction) or base-unseen (the cross-encoder never saw)"
+    )
+    heldout_fraction: float = flag(0.2, "share of the train queries held out for the classification report")
+    max_samples: int = flag(-1, "use a seeded subset of this many train queries (-1 = all)")
+    max_fit_queries: int = flag(-1, "fit on a seeded subset of this many non-held-out queries (-1 = all)")
+    c_grid: str = flag("0.0001,0.0003,0.001,0.003,0.01,0.1,1,10", "LogisticRegression C values tried")
+    class_weight: str = flag("balanced", "'balanced' or 'none'")
+    cv_metric: str = flag(
+        "average-precision", "grouped cross-validation maximises: average-precision or ndcg"
+    )
+    cv_folds: int = flag(5, "query-grouped folds on the fit queries for C and threshold")
+    rerank_depth: int = flag(100, "BM25 candidates re-ranked per SciFact test query")
+    max_test_queries: int = flag(-1, "re-rank a seeded subset of test queries; -1 = all")
+    verify_queries: int = flag(2, "test queries re-ranked again by the saved ranker, to check they match")
+    score_feature: bool = flag(False, "also feed the cross-encoder's own score to the regression")
+    score_emphasis: str = flag("1,10,100", "--score-feature: grid of how much less the score is penalised")
+    general: str = flag("", "also fit on <data-dir>/general/ pairs: a comma list of squad, wikiqa, msmarco")
+    general_queries: int = flag(300, "--general: questions drawn per source, seeded (-1 = all unseen)")
+    batch_size: int = flag(16, "pairs per forward pass")
+    cache_dir: str = flag("~/.cache/ctxir/cls-lr", "[CLS] feature cache ('' = no cache)")
+    bundle_base: bool = flag(False, "copy the cross-encoder's files into the ranker folder (base_model '.')")
+    model_name: str = flag("ctxir-cls-lr-scifact", "short name for metrics.json")
+
+
+def check_args(args: ClsLrArgs) -> tuple[list[float], list[float]]:
+    """The argument checks, before anything is loaded → the --c-grid and --score-emphasis values."""
+    for name, low in {"negatives_per_positive": 1, "rerank_depth": 1, "batch_size": 1, "cv_folds": 2}.items():
+        if getattr(args, name) < low:
+            raise CtxirError(f"--{name.replace('_', '-')} must be ≥ {low}, got {getattr(args, name)!r}")
+    if args.negative_depth < args.negatives_per_positive:
+        raise CtxirError(
+            f"--negative-depth ({args.negative_depth!r}) must be ≥ --negatives-per-positive "
+            f"({args.negatives_per_positive!r}): negatives are drawn from that many BM25 hits"
+        )
+    if not 0 < args.heldout_fraction < 1:
+        raise CtxirError(f"--heldout-fraction must be between 0 and 1, got {args.heldout_fraction!r}")
+    for name in ("max_samples", "max_test_queries", "max_fit_queries", "general_queries"):
+        if getattr(args, name) < -1 or getattr(args, name) == 0:
+            raise CtxirError(
+                f"--{name.replace('_', '-')} must be -1 (all) or ≥ 1, got {getattr(args, name)!r}"
+            )
+    if args.max_length < 0:
+        raise CtxirError(f"--max-length must be ≥ 0 (0 = the cross-encoder's own), got {args.max_length!r}")
+    check_choice(args.heldout_queries, "--heldout-queries", ("random", "base-unseen"))
+    check_choice(args.cv_metric, "--cv-metric", CV_METRICS)
+    check_choice(args.class_weight, "--class-weight", ("balanced", "none"))
+    c_grid = positive_grid("--c-grid", args.c_grid, "0.01,0.1,1", "C")
+    pick_device(args.device)
+    set_threads(args.torch_threads)
+    emphases = positive_grid("--score-emphasis", args.score_emphasis, "1,10,100", "value")
+    return c_grid, emphases if args.score_feature else [1.0]
+
+
+def positive_grid(name: str, value: str, example: str, what: str) -> list[float]:
+    """A comma list of numbers > 0, or a CtxirError naming the flag ``name``."""
+    try:
+        grid = [float(v) for v in value.split(",") if v.strip()]
+    except ValueError as err:
+        raise CtxirError(f"{name} {value!r} must be comma-separated numbers like '{example}'") from err
+    if not grid or any(v <= 0 for v in grid):
+        raise CtxirError(f"{name} {value!r} must list at least one {what} > 0")
+    return grid
+
+
+def base_reference(given: str, base_path: str, output: Path, bundle: bool) -> str:
+    """What cls_lr_config.json names as base_model: '.' when bundled (its files copied in), a path relative to the
+    ranker folder for a local cross-encoder (ClsLrRanker.load resolves it there), else the Hub id as given."""
     if bundle:
         for item in Path(base_path).iterdir():
             if item.name in NOT_BUNDLED or item.name.startswith("checkpoint"):
@@ -286,6 +147,313 @@ def _base_reference(given: str, base_path: str, output: Path, bundle: bool) -> s
     if Path(given).expanduser().exists():
         return os.path.relpath(Path(base_path).resolve(), output.resolve())
     return given
+
+
+def run(args: ClsLrArgs) -> dict:
+    total_start = time.perf_counter()
+    # 0. check the arguments and the data before anything is loaded; split the train queries into fit and held-out
+    c_grid, emphases = check_args(args)
+    scifact = data_folder(args.data_dir, "scifact")
+    corpus, train_queries, train_qrels = load_beir(scifact, "train")
+    _, test_queries, test_qrels = load_beir(scifact, "test")
+    train_qids = [q for q in train_queries if any(g > 0 and d in corpus for d, g in train_qrels[q].items())]
+    check_not_empty(
+        len(train_qids),
+        f"no query in {scifact / 'qrels' / 'train.tsv'} has a relevant document (grade > 0) that is in corpus.jsonl",
+        "check that the qrels belong to this corpus",
+    )
+    base_path = resolve_model(args.base_model)
+    base_metrics = Path(base_path) / "metrics.json"
+    base_config = json.loads(base_metrics.read_text()).get("config", {}) if base_metrics.is_file() else {}
+    unseen = (
+        cls_lr.base_unseen_queries(base_path, train_qids) if args.heldout_queries == "base-unseen" else None
+    )
+    fit_qids, heldout_qids = cls_lr.split_queries(
+        take(train_qids, args.max_samples, args.seed), unseen, args.heldout_fraction, args.seed
+    )
+    fit_qids = take(fit_qids, args.max_fit_queries, args.seed)
+    test_qids = take(sorted(test_queries), args.max_test_queries, args.seed)
+    output = Path(args.output_dir)
+    output.mkdir(parents=True, exist_ok=True)
+    with tee_output(output / "train.log"):
+        print(
+            f"=== train_cls_lr {time.strftime('%Y-%m-%d %H:%M:%S %Z')} ===\nconfig: {json.dumps(asdict(args))}"
+        )
+
+        # 1. load the cross-encoder whose [CLS] is read (a plain body gets a fresh head, seeded); it reads exactly
+        # the tokens CLS-LR reads
+        torch.manual_seed(args.seed)
+        device = pick_device(args.device)
+        cross_encoder = load_cross_encoder(base_path, device)
+        positions = getattr(cross_encoder.model.config, "max_position_embeddings", 512)
+        max_length = min(args.max_length or cross_encoder.max_seq_length or positions, positions)
+        cross_encoder.max_seq_length = max_length
+        features = cls_lr.FeatureCache(
+            args.cache_dir, cls_lr.folder_fingerprint(base_path), args.layer, max_length
+        )
+        print(
+            f"cross-encoder {args.base_model!r} ({base_path}) on {device}, max_length {max_length}, layer {args.layer}"
+        )
+
+        # 2. build the pairs: each fit and held-out query's relevant documents and BM25's best non-relevant ones
+        bm25 = BM25Retriever(corpus)
+        queries = {q: train_queries[q] for q in fit_qids + heldout_qids}
+        pairs, ratio = cls_lr.build_pairs(
+            corpus, queries, train_qrels, bm25, args.negatives_per_positive, args.negative_depth
+        )
+        fit_rows = pairs.rows(set(fit_qids))
+        y = pairs.labels[fit_rows]
+        check_not_empty(int(y.sum()), "the fit queries have no relevant pairs", "raise --max-samples")
+        check_not_empty(
+            int((1 - y).sum()),
+            "BM25 found no non-relevant document for the fit queries",
+            "raise --negative-depth",
+        )
+        # the held-out report is stated on held-out queries with ≥ 3 hard negatives per positive
+        eligible = {q for q in heldout_qids if ratio.get(q, 0) >= 3}
+        report_rows = pairs.rows(eligible)
+        n_scifact, y_report = len(pairs), pairs.labels[report_rows]
+        general = {}
+        if args.general:  # all fit on
+            sources = [s.strip() for s in args.general.split(",") if s.strip()]
+            extra, general = cls_lr.general_pairs(
+                *(args.data_dir, sources, args.general_queries, base_config, args.seed),
+                *(args.negatives_per_positive, args.negative_depth, args.base_model),
+            )
+            pairs = cls_lr.PairSet.concat([pairs, extra])
+            fit_rows = np.concatenate([fit_rows, n_scifact + np.arange(len(extra))])
+        check_not_empty(
+            len(report_rows),
+            f"none of the {len(heldout_qids)} held-out queries has ≥ 3 hard negatives per positive",
+            "raise --negatives-per-positive / --negative-depth or --max-samples",
+        )
+        print(
+            f"queries: {len(fit_qids)} fit, {len(heldout_qids)} held-out ({len(eligible)} with ≥ 3 negatives per "
+            f"positive), {len(test_qids)} test; pairs: {len(y)} fit ({int(y.sum())} relevant), "
+            f"{len(report_rows)} held-out ({int(y_report.sum())} relevant)"
+        )
+
+        # 3. embed: [CLS] (+ the cross-encoder's own score) of every pair, one pass (or the feature cache)
+        fit_start = time.perf_counter()
+        parts = [(pairs.pairs[:n_scifact], "train pairs")] + (
+            [(pairs.pairs[n_scifact:], "general pairs")] if general else []
+        )
+        read = [
+            features.read(cross_encoder, part, desc, args.batch_size, args.score_feature)
+            for part, desc in parts
+        ]
+        x, ce = np.concatenate([x for x, _ in read]), np.concatenate([ce for _, ce in read])
+
+        # 4. fit: C (and the score's emphasis) and the F1-maximising threshold by query-grouped cross-validation on
+        # the fit queries only, then the fit on all of them
+        x_fit, y_fit, g_fit = x[fit_rows], pairs.labels[fit_rows], pairs.groups[fit_rows]
+        class_weight = None if args.class_weight == "none" else args.class_weight
+        metric = CV_METRICS[args.cv_metric]
+        (best_c, emphasis), cv = cls_lr.choose_c(
+            x_fit, y_fit, g_fit, c_grid, emphases, class_weight, args.cv_folds, args.seed, metric
+        )
+        threshold, oof_f1 = cls_lr.best_f1_threshold(y_fit, cv[best_c, emphasis]["oof"])
+        ce_threshold, ce_fit_f1 = cls_lr.best_f1_threshold(y_fit, ce[fit_rows])
+        print(
+            f"chosen {cls_lr.setting_name(best_c, emphasis)}; F1-maximising threshold on fit queries (out-of-fold): score "
+            f"{threshold:.4f} (probability {expit(threshold):.4f}, F1 {oof_f1:.4f})"
+        )
+        coef, intercept, model = cls_lr.fit_logistic(x_fit, y_fit, best_c, class_weight, args.seed, emphasis)
+        fit_seconds = time.perf_counter() - fit_start
+        from sklearn.metrics import log_loss
+
+        final_loss = round(float(log_loss(y_fit, model.predict_proba(x_fit)[:, 1], labels=[0, 1])), 6)
+
+        # 5. evaluate and save: the ranker (safetensors + JSON); classification reports on the fit (in-sample) and
+        # held-out queries, the cross-encoder's beside them; SciFact test's BM25 candidates re-ranked by the
+        # cross-encoder and CLS-LR (one shared pass); the saved ranker loaded back and checked; metrics.json
+        base_ref = base_reference(args.base_model, base_path, output, args.bundle_base)
+        metadata = {
+            "C": best_c,
+            "score_emphasis": emphasis,
+            "class_weight": class_weight,
+            "standardised_then_folded": True,
+        }
+        metadata.update(threshold=threshold, threshold_probability=float(expit(threshold)))
+        metadata["threshold_chosen_on"] = "out-of-fold scores of the fit queries (max F1)"
+        metadata.update(
+            train_pairs=len(y_fit), train_positives=int(y_fit.sum()), base_model_given=args.base_model
+        )
+        ranker = ClsLrRanker(
+            *(
+                base_path,
+                coef,
+                intercept,
+                args.layer,
+                max_length,
+                device,
+                args.batch_size,
+                metadata,
+                args.score_feature,
+            )
+        )
+        ranker.base_model = base_ref
+        ranker.save(output)
+        print(f"saved {output / 'cls_lr.safetensors'} and cls_lr_config.json (base_model {base_ref!r})")
+
+        s_fit, s_report = cls_lr_logit(x_fit, coef, intercept), cls_lr_logit(x[report_rows], coef, intercept)
+        reports = {
+            "train_queries@0.5": cls_lr.classification(y_fit, s_fit, 0.0),
+            "train_queries@tuned": cls_lr.classification(y_fit, s_fit, threshold),
+            "heldout_queries@0.5": cls_lr.classification(y_report, s_report, 0.0),
+            "heldout_queries@tuned": cls_lr.classification(y_report, s_report, threshold),
+            "cross_encoder_heldout@tuned": cls_lr.classification(y_report, ce[report_rows], ce_threshold),
+        }
+        for name, rep in reports.items():
+            print(f"--- {name} (score ≥ {rep['threshold']:.4f}) ---\n{rep['text']}")
+        cls_lr.pr_curve_png(
+            output / "pr_curve.png",
+            y_report,
+            {"CLS-LR": (s_report, threshold), "cross-encoder score": (ce[report_rows], ce_threshold)},
+            f"Held-out SciFact train queries ({len(eligible)} queries, {int(y_report.sum())} relevant pairs)",
+        )
+
+        queries = {q: test_queries[q] for q in test_qids}
+        candidates = bm25.search(queries, args.rerank_depth)
+        test_pairs = [(queries[q], doc_text(corpus[h.doc_id])) for q in test_qids for h in candidates[q]]
+        x_test, ce_test = features.read(
+            cross_encoder, test_pairs, "test candidates", args.batch_size, args.score_feature
+        )
+        one_pass = {
+            kinds.CROSS_ENCODER: cls_lr.PrecomputedReranker(kinds.CROSS_ENCODER, test_pairs, ce_test),
+            kinds.CLS_LR: cls_lr.PrecomputedReranker(kinds.CLS_LR, test_pairs, ranker.score_features(x_test)),
+        }
+        test_qrels = {q: test_qrels[q] for q in test_qids}
+        retrieval = cls_lr.rerank_test(bm25, queries, test_qrels, list(one_pass.values()), args.rerank_depth)
+        verified = {q: queries[q] for q in test_qids[: max(args.verify_queries, 0)]}
+        verification = cls_lr.verify_ranker(
+            output, cross_encoder, corpus, verified, candidates, one_pass, args.batch_size, device
+        )
+
+        ndcg = {name: agg["nDCG@10"] for name, agg in retrieval.items()}
+        heldout_how = (
+            "train queries the cross-encoder never trained on"
+            if args.heldout_queries == "base-unseen"
+            else f"a seeded {args.heldout_fraction:g} of the train queries"
+        )
+        f1_config = (
+            f"held-out SciFact train queries ({heldout_how}) with ≥ 3 BM25 hard negatives per positive "
+            f"({len(eligible)} queries, {len(y_report)} pairs); threshold chosen on fit queries"
+        )
+        tuned, ce_tuned = (
+            reports["heldout_queries@tuned"]["report"],
+            reports["cross_encoder_heldout@tuned"]["report"],
+        )
+        heldout = ("scifact", "train (held-out queries)", "classification")
+        iterations = int(model[-1].n_iter_[0])
+        passes = [t for t in features.timings.values() if not t["cached"]]
+        pass_seconds = sum(t["seconds"] for t in passes)
+        metrics = {
+            "model_type": kinds.CLS_LR,
+            "model_name": args.model_name,
+            "base_model": args.base_model,
+            "objective": "LogisticRegression (scikit-learn) on the cross-encoder's [CLS] vector"
+            + (" and its own score of the pair" if args.score_feature else ""),
+            "datasets": [
+                dataset_entry("scifact", "train", "train", scifact, len(y)),
+                dataset_entry("scifact", "train (held-out queries)", "eval", scifact, len(y_report)),
+                dataset_entry("scifact", "test", "eval", scifact, len(test_pairs)),
+                *general_entries(args.data_dir, general),
+            ],
+            "config": asdict(args),
+            "training": {
+                "steps": iterations,
+                "epochs": float(iterations),
+                "train_examples": len(y_fit),
+                "batch_size": args.batch_size,
+                "learning_rate": None,
+                "wall_time_seconds": round(fit_seconds, 1),
+                "examples_per_second": round(len(y_fit) / fit_seconds, 2) if fit_seconds > 0 else None,
+                "device": device,
+                "hardware": machine_info()["hardware"],
+                "final_loss": final_loss,
+                "seed": args.seed,
+            },
+            "evaluations": [
+                evaluation_row(
+                    *(
+                        *heldout,
+                        "F1 (relevant class)",
+                        ce_tuned["relevant"]["f1-score"],
+                        tuned["relevant"]["f1-score"],
+                    ),
+                    config=f1_config + "; before = the cross-encoder's own score, thresholded the same way",
+                ),
+                evaluation_row(
+                    *heldout, "accuracy", ce_tuned["accuracy"], tuned["accuracy"], config=f1_config
+                ),
+                evaluation_row(
+                    *("scifact", "test", "reranking", "nDCG@10", ndcg[kinds.BM25], ndcg[kinds.CLS_LR]),
+                    anchor=round(ndcg[kinds.CROSS_ENCODER], 4),
+                    anchor_name=f"cross-encoder {args.base_model} re-ranking the same candidates",
+                    config=f"re-rank BM25 top-{args.rerank_depth}, {len(test_qids)} test queries; before = BM25 alone",
+                ),
+            ],
+            "extra": {
+                "classification_reports": {
+                    k: {kk: vv for kk, vv in v.items() if kk != "text"} for k, v in reports.items()
+                },
+                "classification_reports_text": {k: v["text"] for k, v in reports.items()},
+                "thresholds": {
+                    "cls_lr_score": threshold,
+                    "cls_lr_probability": float(expit(threshold)),
+                    "cls_lr_fit_oof_f1": oof_f1,
+                    "cross_encoder_logit": ce_threshold,
+                    "cross_encoder_fit_f1": ce_fit_f1,
+                    "note": "'@0.5' = probability 0.5 (score 0); '@tuned' = the F1-maximising threshold "
+                    "chosen on out-of-fold scores of the fit queries, never on held-out or test",
+                },
+                "c_selection": {cls_lr.setting_name(*k): round(v[metric], 4) for k, v in cv.items()},
+                "c_selection_metric": args.cv_metric,
+                "c_selection_both": {
+                    cls_lr.setting_name(*k): {
+                        "average_precision": round(v["average_precision"], 4),
+                        "ndcg@10": round(v["ndcg"], 4),
+                    }
+                    for k, v in cv.items()
+                },
+                "chosen_C": best_c,
+                "chosen_score_emphasis": emphasis,
+                "features": "[CLS] + the cross-encoder's score" if args.score_feature else "[CLS]",
+                "general": general,
+                "queries": {
+                    "fit": len(fit_qids),
+                    "heldout": len(heldout_qids),
+                    "heldout_reported": len(eligible),
+                    "test": len(test_qids),
+                },
+                "heldout_queries": heldout_how,
+                "reranking": {
+                    name: {k: round(v, 4) for k, v in agg.items()} for name, agg in retrieval.items()
+                },
+                "pr_curve": "pr_curve.png",
+                "max_length": max_length,
+                "layer": args.layer,
+                "base_model_path": base_path,
+                "base_model_reference": base_ref,
+                "feature_extraction": features.timings,
+                "feature_extraction_pairs_per_second": round(
+                    sum(t["pairs"] for t in passes) / pass_seconds, 2
+                )
+                if pass_seconds > 0
+                else None,
+                "notes": "CLS-LR has no gradient training: 'steps'/'epochs' are L-BFGS iterations (each one full pass "
+                "over the fit features), learning_rate is null, batch_size is the feature-extraction batch. "
+                "wall_time_seconds covers feature extraction of all train pairs + C search + fit; "
+                "examples_per_second = fit pairs / that time.",
+                "verification": verification,
+                # the whole run up to writing metrics.json (data loading, both feature passes, reports, verification)
+                "total_wall_time_seconds": round(time.perf_counter() - total_start, 1),
+            },
+        }
+        path = write_metrics(output, metrics)
+        print(f"wrote {path} (total {metrics['extra']['total_wall_time_seconds']:.1f} s)")
+    return metrics
 
 
 def main(argv: list[str] | None = None) -> int:

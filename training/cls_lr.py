@@ -1,0 +1,500 @@
+"""The pieces of training/train_cls_lr.py: labelled pairs, the one cross-encoder pass that reads each pair's [CLS] and
+score (cached as .npy), the query-grouped cross-validated logistic regression, and the checks of the saved ranker."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from ctxir import kinds
+from ctxir.encoders import EmbeddingCache
+from ctxir.encoders.reranker_heads import cls_lr_logit
+from ctxir.evaluation import evaluate_run
+from ctxir.rerank import ClsLrRanker, CrossEncoderReranker, Reranker, head_scores
+from ctxir.rerank.pipeline import Pipeline
+from ctxir.types import Corpus, CtxirError, Qrels, Queries, doc_text
+from training.common import SQUAD_DEV_QUERIES, check_not_empty, take, untrained_questions
+
+Pair = tuple[str, str]
+
+
+@dataclass
+class PairSet:
+    """Labelled (query, document) pairs; ``groups`` is the query id of each pair (for splitting by query)."""
+
+    pairs: list[Pair]
+    labels: np.ndarray  # (pairs,) 1 = relevant
+    groups: np.ndarray  # (pairs,) query id
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+    def rows(self, qids: set[str]) -> np.ndarray:
+        """Indices of the pairs of ``qids``."""
+        return np.array([i for i, g in enumerate(self.groups) if g in qids], dtype=np.int64)
+
+    @staticmethod
+    def concat(parts: Sequence[PairSet]) -> PairSet:
+        return PairSet(
+            [pair for part in parts for pair in part.pairs],
+            np.concatenate([part.labels for part in parts]),
+            np.concatenate([part.groups for part in parts]),
+        )
+
+
+def build_pairs(
+    corpus: Corpus, queries: Queries, qrels: Qrels, bm25, negatives_per_positive: int, depth: int
+) -> tuple[PairSet, dict[str, float]]:
+    """Each query's relevant documents, then its BM25 hard negatives; also {qid: negatives per positive}."""
+    qids = [q for q in queries if any(g > 0 and d in corpus for d, g in qrels.get(q, {}).items())]
+    hits = bm25.search({q: queries[q] for q in qids}, depth) if qids else {}
+    pairs, labels, groups, ratio = [], [], [], {}
+    for qid in qids:
+        judged = qrels[qid]
+        positives = [d for d, g in judged.items() if g > 0 and d in corpus]
+        # Judged-non-relevant documents (grade 0) are kept out too: they are not "hard negatives" BM25 found.
+        negatives = [h.doc_id for h in hits[qid] if h.doc_id not in judged][
+            : negatives_per_positive * len(positives)
+        ]
+        ratio[qid] = len(negatives) / len(positives)
+        for doc_id, label in [(d, 1) for d in positives] + [(d, 0) for d in negatives]:
+            pairs.append((queries[qid], doc_text(corpus[doc_id])))
+            labels.append(label)
+            groups.append(qid)
+    return PairSet(pairs, np.array(labels, dtype=np.int64), np.array(groups, dtype=object)), ratio
+
+
+def split_queries(
+    qids: Sequence[str], unseen: set[str] | None, heldout_fraction: float, seed: int
+) -> tuple[list[str], list[str]]:
+    """(fit, held-out) queries: those of ``unseen`` held out (--heldout-queries base-unseen), else a seeded share."""
+    from sklearn.model_selection import train_test_split
+
+    if unseen is not None:
+        fit, heldout = [q for q in qids if q not in unseen], [q for q in qids if q in unseen]
+        if not fit or not heldout:
+            raise CtxirError(
+                f"--heldout-queries base-unseen leaves {len(fit)} fit and {len(heldout)} "
+                "held-out queries: both must be non-empty (raise --max-samples)"
+            )
+        return fit, heldout
+    if len(qids) < 2:
+        raise CtxirError(
+            f"need at least 2 train queries with a relevant document to split into fit and held-out "
+            f"parts, got {len(qids)}: raise --max-samples or check qrels/train.tsv"
+        )
+    fit, heldout = train_test_split(sorted(qids), test_size=heldout_fraction, random_state=seed)
+    return list(fit), list(heldout)
+
+
+def base_unseen_queries(base_path: str, all_qids: Sequence[str]) -> set[str]:
+    """The SciFact train queries the cross-encoder never trained on (its [CLS] of trained pairs is in-sample), from
+    its metrics.json's ``extra.train_query_ids``."""
+    path = Path(base_path) / "metrics.json"
+    if not path.is_file():
+        raise CtxirError(
+            f"--heldout-queries base-unseen needs {str(path)!r} (written by "
+            "training/train_cross_encoder.py) to know which queries the cross-encoder trained on; "
+            "use --heldout-queries random for other cross-encoders"
+        )
+    metrics = json.loads(path.read_text())
+    config, extra = metrics.get("config", {}), metrics.get("extra", {})
+    if metrics.get("model_type") != kinds.CROSS_ENCODER or config.get("task") != "scifact":
+        raise CtxirError(
+            f"{str(path)!r} is not a SciFact cross-encoder's metrics.json (model_type "
+            f"{metrics.get('model_type')!r}, task {config.get('task')!r}): use --heldout-queries random"
+        )
+    if "train_query_ids" not in extra:
+        raise CtxirError(
+            f"{str(path)!r} names no extra.train_query_ids (the queries the cross-encoder trained on): train it again "
+            "with training/train_cross_encoder.py, which records them, or use --heldout-queries random"
+        )
+    return set(all_qids) - set(extra["train_query_ids"])
+
+
+def general_pairs(
+    data_dir: str,
+    sources: list[str],
+    per_source: int,
+    base_config: dict,
+    seed: int,
+    negatives_per_positive: int,
+    depth: int,
+    base_model: str,
+) -> tuple[PairSet, dict]:
+    """--general's pairs, query ids prefixed ``<source>:``: questions the cross-encoder (``base_config``: its
+    metrics.json's) did not train on, nor the SQuAD questions its fused mode is chosen on, each with its judged
+    passages and BM25 hard negatives among its source's passages; and what metrics.json records of them."""
+    from ctxir.data.general import load_general
+    from ctxir.retrieval import BM25Retriever
+    from training.fusion_choice import squad_dev
+
+    parts, record = [], {}
+    for source, data in load_general(data_dir, sources).items():
+        unseen = untrained_questions(data, source, base_config, seed)
+        if source == "squad":  # the fused mode's dev questions (evaluate_reranker.py --fusion-dev squad)
+            dev = squad_dev(base_config, data_dir, SQUAD_DEV_QUERIES)[1]
+            unseen = [q for q in unseen if f"squad:{q}" not in dev]
+        chosen = take(unseen, per_source, seed)
+        check_not_empty(
+            len(chosen),
+            f"--general {source}: every question of it was seen by the cross-encoder {base_model!r}",
+            f"drop {source!r} from --general",
+        )
+        queries = {q: data.queries[q] for q in chosen}
+        pairs, _ = build_pairs(
+            data.corpus, queries, data.qrels, BM25Retriever(data.corpus), negatives_per_positive, depth
+        )
+        pairs.groups = np.array([f"{source}:{g}" for g in pairs.groups], dtype=object)
+        parts.append(pairs)
+        record[source] = {
+            "queries": len(chosen),
+            "unseen_by_base": len(unseen),
+            "pairs": len(pairs),
+            "positives": int(pairs.labels.sum()),
+            "passages": len(data.corpus),
+        }
+        print(
+            f"general {source}: {len(chosen)} of {len(unseen)} questions the cross-encoder did not train on, "
+            f"{len(pairs)} pairs over {len(data.corpus)} passages"
+        )
+    return PairSet.concat(parts), record
+
+
+# ---------------------------------------------------------------- features: one cross-encoder pass, cached
+
+
+def folder_fingerprint(path: str) -> str:
+    """sha256 of a model folder's config and weight files: a retrained model in the same folder misses the cache."""
+    digest = hashlib.sha256()
+    for f in sorted(Path(path).iterdir()):
+        names = ("config.json", "tokenizer.json", "adapter_config.json")
+        if f.is_file() and (f.suffix in (".safetensors", ".bin") or f.name in names):
+            digest.update(f.name.encode())
+            with f.open("rb") as handle:
+                for chunk in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(chunk)
+    return digest.hexdigest()
+
+
+@torch.no_grad()
+def cross_encoder_pass(
+    cross_encoder, pairs: Sequence[Pair], layer: int, max_length: int, batch_size: int, desc: str = "features"
+) -> tuple[np.ndarray, np.ndarray]:
+    """One forward pass per pair → ([CLS] of ``layer`` (N, hidden), the cross-encoder's own logit (N,)): the [CLS]
+    that ClsLrRanker reads and the score CrossEncoder.predict gives."""
+    model, tokenizer = cross_encoder.model.eval(), cross_encoder.tokenizer
+    device = next(model.parameters()).device
+    cls, logits = (
+        np.zeros((len(pairs), model.config.hidden_size), np.float32),
+        np.zeros(len(pairs), np.float32),
+    )
+    # Longest first, batched by length: padding is wasted compute on CPU. Results go back to input order.
+    order = sorted(range(len(pairs)), key=lambda i: -(len(pairs[i][0]) + len(pairs[i][1])))
+    for start in tqdm(range(0, len(order), batch_size), desc=desc, mininterval=10, disable=len(order) < 200):
+        idx = order[start : start + batch_size]
+        enc = tokenizer(
+            [pairs[i][0] for i in idx],
+            [pairs[i][1] for i in idx],
+            padding=True,
+            truncation="longest_first",
+            max_length=max_length,
+            return_tensors="pt",
+        ).to(device)
+        out = model(**enc, output_hidden_states=True)
+        cls[idx] = (
+            out.hidden_states[layer][:, 0].float().cpu().numpy()
+        )  # (batch, tokens, hidden) → (batch, hidden)
+        if (
+            getattr(out, "logits", None) is not None
+        ):  # a sequence-classification head: last column = "relevant"
+            scores = out.logits[:, -1]
+        else:  # a modular head (e.g. mean pooling → Dense): the cross-encoder's own modules on the tokens
+            scores = head_scores(list(cross_encoder)[1:], dict(enc), out.last_hidden_state)  # (batch,)
+        logits[idx] = scores.float().cpu().numpy()
+    return cls, logits
+
+
+class FeatureCache:
+    """Reads pairs' [CLS] + logits through one cross-encoder pass, kept as .npy (never pickle) in an
+    ``EmbeddingCache`` (atomic writes, a torn file is a miss) keyed by model fingerprint, layer, max_length and the
+    pairs; ``timings``: each read's pairs and seconds."""
+
+    def __init__(self, root: str, model_key: str, layer: int, max_length: int):
+        self.store = EmbeddingCache(Path(root).expanduser()) if root else None
+        self.prefix, self.layer, self.max_length = f"{model_key}:{layer}:{max_length}", layer, max_length
+        self.timings: dict[str, dict] = {}
+
+    def key(self, pairs: Sequence[Pair]) -> str:
+        digest = hashlib.sha256(self.prefix.encode())
+        for q, d in pairs:
+            digest.update(q.encode() + b"\x00" + d.encode() + b"\x01")
+        return digest.hexdigest()[:32]
+
+    def get(self, pairs: Sequence[Pair]) -> tuple[np.ndarray, np.ndarray] | None:
+        if self.store is None:
+            return None
+        cls, logits = self.store.get(f"{self.key(pairs)}-cls"), self.store.get(f"{self.key(pairs)}-logit")
+        return None if cls is None or logits is None else (cls, logits)
+
+    def put(self, pairs: Sequence[Pair], cls: np.ndarray, logits: np.ndarray) -> None:
+        if self.store is not None:
+            self.store.put(f"{self.key(pairs)}-cls", cls)
+            self.store.put(f"{self.key(pairs)}-logit", logits)
+
+    def read(self, cross_encoder, pairs: Sequence[Pair], desc: str, batch_size: int, score_feature: bool):
+        """(features (N, hidden): [CLS], + the cross-encoder's score as a last column with ``score_feature``, the
+        column order ClsLrRanker reads; its own logits (N,)), from the cache or one pass (then cached)."""
+        cached, start = self.get(pairs), time.perf_counter()
+        if cached is not None:
+            print(f"{desc}: {len(pairs)} pairs from the feature cache {self.store.root}")
+            self.timings[desc] = {"pairs": len(pairs), "seconds": 0.0, "cached": True}
+        else:
+            cached = cross_encoder_pass(cross_encoder, pairs, self.layer, self.max_length, batch_size, desc)
+            seconds = time.perf_counter() - start
+            per_second = round(len(pairs) / seconds, 2) if seconds > 0 else None
+            self.timings[desc] = {"pairs": len(pairs), "seconds": round(seconds, 1), "cached": False}
+            self.timings[desc]["pairs_per_second"] = per_second
+            print(f"{desc}: {len(pairs)} pairs in {seconds:.1f} s ({per_second} pairs/s)")
+            self.put(pairs, *cached)
+        cls, logits = cached
+        return (np.concatenate([cls, logits[:, None]], 1) if score_feature else cls), logits
+
+
+# ---------------------------------------------------------------- the fit
+
+
+def fit_logistic(
+    x: np.ndarray, y: np.ndarray, c: float, class_weight: str | None, seed: int, emphasis: float = 1.0
+):
+    """Standardise then fit LogisticRegression: (coef (features,), intercept) on the *raw* features, + the model.
+
+    Scaling makes one C mean the same on every base model; ``emphasis`` scales the last standardised column."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import FunctionTransformer, StandardScaler
+
+    weights = np.ones(x.shape[1])
+    weights[-1] = emphasis
+    model = make_pipeline(
+        StandardScaler(),
+        FunctionTransformer(lambda z: z * weights),
+        LogisticRegression(C=c, class_weight=class_weight, max_iter=5000, random_state=seed),
+    )
+    model.fit(x, y)
+    scaler, lr = model[0], model[-1]
+    coef = lr.coef_[0] * weights / scaler.scale_
+    intercept = float(lr.intercept_[0] - np.dot(coef, scaler.mean_))
+    return coef.astype(np.float32), intercept, model
+
+
+def per_query_ndcg(y: np.ndarray, scores: np.ndarray, groups: np.ndarray, k: int = 10) -> float:
+    """The mean over queries (``groups``) of nDCG@k of each query's own pairs ranked by ``scores`` (labels ``y``,
+    1 = relevant), through ctxir's metrics; queries without a relevant pair are left out.
+
+    Query a ranks its relevant pair 2nd (1 / log2(3) = 0.6309), query b 1st (1): the mean is 0.8155.
+
+    >>> y, scores = np.array([1, 0, 0, 1]), np.array([0.2, 0.9, 0.5, 0.8])
+    >>> round(per_query_ndcg(y, scores, np.array(["a", "a", "b", "b"])), 4)
+    0.8155
+    """
+    qrels, run = {}, {}
+    for i, (label, score, group) in enumerate(zip(y, scores, groups, strict=True)):
+        run.setdefault(str(group), {})[str(i)] = float(score)
+        if label:
+            qrels.setdefault(str(group), {})[str(i)] = 1
+    run = {q: docs for q, docs in run.items() if q in qrels}
+    return float(evaluate_run(qrels, run, [k]).aggregate[f"nDCG@{k}"])
+
+
+def setting_name(c: float, emphasis: float) -> str:
+    return f"C={c:g}" if emphasis == 1 else f"C={c:g}, score×{emphasis:g}"
+
+
+def choose_c(
+    x: np.ndarray,
+    y: np.ndarray,
+    groups: np.ndarray,
+    c_grid: Sequence[float],
+    emphases: Sequence[float],
+    class_weight: str | None,
+    folds: int,
+    seed: int,
+    metric: str,
+) -> tuple[tuple[float, float], dict]:
+    """The (C, score emphasis) whose out-of-fold scores have the best ``metric`` (average_precision or ndcg), folds
+    grouped by query (a query's pairs never straddle folds) → ((C, emphasis), {(C, emphasis): {"average_precision",
+    "ndcg", "oof" scores}})."""
+    from sklearn.metrics import average_precision_score
+    from sklearn.model_selection import GroupKFold
+
+    folds = min(folds, len(set(groups)))
+    if folds < 2:
+        raise CtxirError(
+            f"need at least 2 fit queries for cross-validation, got {len(set(groups))}: raise --max-samples"
+        )
+    cv = {}
+    for c in c_grid:
+        for emphasis in emphases:
+            oof = np.zeros(len(y), np.float64)  # each pair's score from a model that never saw its query
+            for train, val in GroupKFold(n_splits=folds).split(x, y, groups):
+                if len(set(y[train])) < 2:
+                    raise CtxirError(
+                        "a cross-validation fold has only one class: too few fit queries — raise --max-samples "
+                        "or lower --cv-folds"
+                    )
+                coef, intercept, _ = fit_logistic(x[train], y[train], c, class_weight, seed, emphasis)
+                oof[val] = cls_lr_logit(x[val], coef, intercept)
+            ap, ndcg = float(average_precision_score(y, oof)), per_query_ndcg(y, oof, groups)
+            cv[c, emphasis] = {"average_precision": ap, "ndcg": ndcg, "oof": oof}
+            print(
+                f"{setting_name(c, emphasis)}: out-of-fold average precision {ap:.4f}, per-query nDCG@10 "
+                f"{ndcg:.4f} ({folds} folds by query)"
+            )
+    return max(cv, key=lambda setting: cv[setting][metric]), cv
+
+
+def best_f1_threshold(y: np.ndarray, scores: np.ndarray) -> tuple[float, float]:
+    """The score threshold maximising F1 of the positive class on (y, scores): (threshold, F1)."""
+    from sklearn.metrics import precision_recall_curve
+
+    precision, recall, thresholds = precision_recall_curve(y, scores)
+    f1 = 2 * precision[:-1] * recall[:-1] / np.maximum(precision[:-1] + recall[:-1], 1e-12)
+    best = int(np.argmax(f1))
+    return float(thresholds[best]), float(f1[best])
+
+
+def classification(y: np.ndarray, scores: np.ndarray, threshold: float) -> dict:
+    """sklearn's classification_report at ``score ≥ threshold`` (dict, per class + accuracy) and the text."""
+    from sklearn.metrics import average_precision_score, classification_report
+
+    predicted = (scores >= threshold).astype(int)
+    options = {"labels": [0, 1], "target_names": ["non-relevant", "relevant"], "zero_division": 0}
+    return {
+        "threshold": threshold,
+        "report": classification_report(y, predicted, output_dict=True, **options),
+        "text": classification_report(y, predicted, digits=4, **options),
+        "positives": int(y.sum()),
+        "negatives": int((1 - y).sum()),
+        "average_precision": float(average_precision_score(y, scores)) if 0 < y.sum() < len(y) else None,
+    }
+
+
+def pr_curve_png(path: Path, y: np.ndarray, curves: dict[str, tuple[np.ndarray, float]], title: str) -> None:
+    """Precision–recall curves of several scorers on the same pairs; the dot marks each tuned threshold."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from sklearn.metrics import PrecisionRecallDisplay
+
+    fig, ax = plt.subplots(figsize=(5.6, 5.2), dpi=120)
+    for i, (name, (scores, threshold)) in enumerate(curves.items()):
+        display = PrecisionRecallDisplay.from_predictions(
+            y, scores, name=name, ax=ax, plot_chance_level=i == 0
+        )
+        predicted = scores >= threshold
+        tp = float((predicted & (y == 1)).sum())
+        ax.plot(tp / max(y.sum(), 1), tp / max(predicted.sum(), 1), "o", color=display.line_.get_color())
+    ax.set(xlabel="recall (relevant class)", ylabel="precision", xlim=(0, 1.01), ylim=(0, 1.02), title=title)
+    ax.legend(loc="upper right", fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------- re-ranking with the one pass's scores
+
+
+class PrecomputedReranker(Reranker):
+    """Looks scores up by (query, document text): lets Pipeline re-rank with scores from the one shared pass."""
+
+    def __init__(self, name: str, pairs: Sequence[Pair], scores: np.ndarray):
+        self.name = name
+        self.table = {pair: float(s) for pair, s in zip(pairs, scores, strict=True)}
+
+    def score_pairs(self, query: str, texts: Sequence[str]) -> np.ndarray:
+        try:
+            return np.array([self.table[(query, t)] for t in texts], dtype=np.float32)
+        except KeyError as err:
+            raise CtxirError(f"no precomputed {self.name} score for a candidate of query {query!r}") from err
+
+
+def rerank_test(bm25, queries: Queries, qrels: Qrels, rerankers: Sequence[Reranker], depth: int) -> dict:
+    """BM25's top-``depth`` re-ranked by each of ``rerankers`` through the library's Pipeline and metrics →
+    {"bm25" | re-ranker name: aggregate metrics}."""
+    runs = {}
+    for reranker in rerankers:
+        stage_runs = Pipeline(bm25, reranker, depth=depth).run(queries, show_progress=False)
+        runs[kinds.BM25], runs[reranker.name] = stage_runs["first_stage"], stage_runs["rerank"]
+    retrieval = {
+        name: evaluate_run(qrels, r, sorted({1, 3, 5, 10, depth, 100})).aggregate for name, r in runs.items()
+    }
+    for name, agg in retrieval.items():
+        print(
+            f"{name:>14}: nDCG@10 {agg['nDCG@10']:.4f}  MRR@10 {agg['MRR@10']:.4f}  "
+            f"Recall@{depth} {agg[f'Recall@{depth}']:.4f}"
+        )
+    return retrieval
+
+
+def verify_ranker(
+    folder: Path,
+    cross_encoder,
+    corpus: Corpus,
+    queries: Queries,
+    candidates: dict,
+    one_pass: dict[str, PrecomputedReranker],
+    batch_size: int,
+    device: str,
+) -> dict:
+    """Re-rank ``queries`` for real (the ranker loaded from ``folder``, CrossEncoderReranker) and compare with the
+    ``one_pass`` scores ({"cls-lr" | "cross-encoder": PrecomputedReranker})."""
+    if not queries:
+        return {"queries": 0}
+    loaded = ClsLrRanker.load(folder, device=device, batch_size=batch_size)
+    reference = CrossEncoderReranker(cross_encoder, batch_size=batch_size)
+    # the cross-encoder's own activation: sigmoid for a classifier head, identity for ctxir's segment-cosine head
+    activation = getattr(cross_encoder, "activation_fn", None) or torch.nn.Sigmoid()
+    cls_diff, ce_diff, same_order = 0.0, 0.0, True
+    for qid, query in queries.items():
+        texts = [doc_text(corpus[h.doc_id]) for h in candidates[qid]]
+        cls_diff = max(
+            cls_diff,
+            float(
+                np.abs(
+                    loaded.score_pairs(query, texts) - one_pass[kinds.CLS_LR].score_pairs(query, texts)
+                ).max()
+            ),
+        )
+        expected = activation(
+            torch.from_numpy(one_pass[kinds.CROSS_ENCODER].score_pairs(query, texts))
+        ).numpy()
+        ce_diff = max(ce_diff, float(np.abs(reference.score_pairs(query, texts) - expected).max()))
+        same_order &= [h.doc_id for h in loaded.rerank(query, candidates[qid], corpus)] == [
+            h.doc_id for h in one_pass[kinds.CLS_LR].rerank(query, candidates[qid], corpus)
+        ]
+    print(
+        f"verification on {len(queries)} test queries: loaded ClsLrRanker vs one-pass max |Δscore| {cls_diff:.2e}; "
+        f"CrossEncoderReranker vs one-pass max |Δ| {ce_diff:.2e}; same CLS-LR order: {same_order}"
+    )
+    if cls_diff > 1e-3 or ce_diff > 1e-3:
+        raise CtxirError(
+            f"the loaded ranker or the cross-encoder disagrees with the one-pass scores (CLS-LR "
+            f"{cls_diff:.2e}, cross-encoder {ce_diff:.2e}): the reported numbers would be wrong"
+        )
+    return {
+        "queries": len(queries),
+        "cls_lr_max_abs_diff": cls_diff,
+        "cross_encoder_max_abs_prob_diff": ce_diff,
+        "cls_lr_same_order": bool(same_order),
+    }
