@@ -19,12 +19,11 @@ from ctxir.app.corpus_index import CorpusIndex
 from ctxir.app.embeddings_tab import model_info, token_embeddings
 from ctxir.app.models import AppModels
 from ctxir.app.pairs_tab import score_pairs
-from ctxir.app.pooling import compare_pooling
 from ctxir.app.report_tab import failure_report
 from ctxir.app.search import search
+from ctxir.app.search_tab import compare_pooling, upload_corpus
 from ctxir.app.state import AppState
 from ctxir.app.text import md_code
-from ctxir.app.uploads import upload_corpus
 from ctxir.checks import check_int
 from ctxir.data.demo import demo_corpus, demo_presets
 from ctxir.types import CtxirError
@@ -470,8 +469,7 @@ def test_first_start_encodes_in_reported_steps_into_the_cache(state, tmp_path, m
 
 
 def test_results_table_shows_no_empty_or_repeated_columns(state, monkeypatch):
-    from ctxir.app.pooling import pooling_table
-    from ctxir.app.search_tab import results_table
+    from ctxir.app.search_tab import pooling_table, results_table
     from ctxir.app.ui import column_widths
 
     plain = search(state, "otters playing on the river bank", first_stage="bm25", k=3)

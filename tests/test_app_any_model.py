@@ -15,8 +15,7 @@ from ctxir.app.attention_tab import attention
 from ctxir.app.config import AppConfig
 from ctxir.app.embeddings_tab import model_info
 from ctxir.app.explain_tab import explain_pair, explain_result
-from ctxir.app.model_cache import MiB, ModelCache
-from ctxir.app.models import AppModels
+from ctxir.app.models import AppModels, MiB, ModelCache
 from ctxir.app.pairs_tab import score_pairs
 from ctxir.app.search import search
 from ctxir.app.state import AppState

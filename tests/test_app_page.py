@@ -15,9 +15,8 @@ import pytest
 from plotly.colors import get_colorscale, hex_to_rgb, unlabel_rgb
 
 from ctxir.app import figures
-from ctxir.app.pooling import compare_pooling
 from ctxir.app.search import search
-from ctxir.app.search_tab import result_cards
+from ctxir.app.search_tab import compare_pooling, result_cards
 from ctxir.app.text import plural
 from ctxir.evaluation.report_html import ATTRIBUTION_LEGEND, LOWERS_RGB, RAISES_RGB, render_report
 from ctxir.types import CtxirError
@@ -164,7 +163,7 @@ def test_compare_poolings_caption_names_the_loaded_models_own_pooling(app_state)
     reads the loaded model's Pooling module."""
     from types import SimpleNamespace
 
-    from ctxir.app.pooling import pooling_note
+    from ctxir.app.search_tab import pooling_note
 
     text = compare_pooling(app_state, "river otters", k=3).text
     assert text.endswith(

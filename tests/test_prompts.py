@@ -435,7 +435,7 @@ def test_what_moved_ranks_with_the_search_forms_prompts_and_says_which(
 
 
 def test_compare_pooling_encodes_with_the_search_forms_prompts_and_says_which(st, prompted_state):
-    from ctxir.app.pooling import compare_pooling
+    from ctxir.app.search_tab import compare_pooling
 
     def mean_scores(**prompts) -> list[float]:  # the tiny model's CLS vectors all point the same way
         encoder = BiEncoder(st, cache=False, pooling="mean", **prompts)

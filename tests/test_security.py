@@ -25,13 +25,12 @@ from ctxir.app.config import AppConfig
 from ctxir.app.embeddings_tab import model_info, token_embeddings
 from ctxir.app.models import AppModels
 from ctxir.app.outputs import Outputs
-from ctxir.app.pooling import compare_pooling
 from ctxir.app.search import search
+from ctxir.app.search_tab import compare_pooling, upload_corpus
 from ctxir.app.similarity import layer_similarity, sentence_similarity
 from ctxir.app.state import AppState
 from ctxir.app.text import md_code
 from ctxir.app.ui import user_error
-from ctxir.app.uploads import upload_corpus
 from ctxir.types import CtxirError
 
 pytestmark = pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning")

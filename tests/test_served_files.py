@@ -60,7 +60,7 @@ def test_no_file_outside_the_apps_folders_is_served(served, minilm_path, tmp_pat
 
 
 def test_an_upload_over_the_cap_is_refused_by_its_own_name(app_state, tmp_path):
-    from ctxir.app.uploads import upload_corpus
+    from ctxir.app.search_tab import upload_corpus
     from ctxir.types import CtxirError
 
     big = tmp_path / "my big notes.txt"

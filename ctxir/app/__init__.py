@@ -1,8 +1,8 @@
 """The ctxir Gradio app, one module per concern; ``app.py`` at the repository root is its entry point.
 
     config.py           AppConfig: the limits and model choices app.py's flags set; the Progress callback type
-    models.py           AppModels: the models loaded once, any model by Hub id on demand, the inspection forward pass
-    model_cache.py      ModelCache: the models loaded by name, bounded (count, memory; LRU; the start's pinned)
+    models.py           AppModels: the models loaded once, any model by Hub id on demand (ModelCache: bounded by
+                        count and memory, LRU, the start's pinned), the inspection forward pass
     corpus_index.py     CorpusIndex: one corpus with its retrievers; Indexing; UploadStore: the visitors' uploads
     state.py            AppState (models + the public corpus + the visitors' uploads), ViewResult
     text.py             messages and user text shown as typed (escaping), line splitting
@@ -13,10 +13,9 @@
     figures.py          interactive Plotly figures and their standalone HTML export (presentation only)
     search.py           /search's logic: a query through a first stage and an optional re-ranker
     search_form.py      the forms' shared inputs: the Search form, prompt boxes, model radios and Load buttons
-    search_tab.py       /search, /explain_result; the Search tab, with the three panels below in page order
+    search_tab.py       the Search tab: /search, /explain_result; /compare_pooling (mean vs CLS pooling of any layer),
+                        /upload_corpus (a visitor's corpus, checked and indexed for their session); /what_moved's panel
     what_moved.py       /what_moved: the documents a re-ranker moved most, and the words that drove each move
-    pooling.py          /compare_pooling: mean vs CLS pooling of any layer on the same query
-    uploads.py          /upload_corpus: a visitor's corpus file, checked and indexed for their session
     pairs_tab.py        /score_pairs (and the pair's Explain action)
     explain_tab.py      /explain; the explanation panel the Search and Pair scoring tabs show in place
     embeddings_tab.py   /model_info, /token_embeddings; the Token embeddings tab, composing its four sub-tabs

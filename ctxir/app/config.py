@@ -75,7 +75,7 @@ class AppConfig:
     # the most results a view shows and the deepest re-ranking: its input's maximum and its view's check
     max_k: int = 50
     max_rerank_depth: int = 100
-    # models visitors load by Hub id (or folder; ctxir.app.model_cache): at most this many, LRU evicted first ...
+    # models visitors load by Hub id (or folder; ctxir.app.models.ModelCache): at most this many, LRU evicted first ...
     max_extra_models: int = 2
     # ... holding at most this many MiB of weights in all (the models loaded at start are not counted)
     max_extra_mb: float = 1024

@@ -1,16 +1,48 @@
-"""Search tab: the query form, its results (/search, /explain_result) and its three panels, in page order."""
+"""Search tab: the query form, its results (/search, /explain_result) and its three panels (/what_moved,
+/compare_pooling, /upload_corpus), in page order."""
 
 from __future__ import annotations
 
+import hashlib
 import html
+import re
+from pathlib import Path
+from typing import Any
 
 import gradio as gr
+import pandas as pd
 
-from ctxir.app import explain_tab, links, pooling, uploads, what_moved
+from ctxir.app import explain_tab, links, what_moved
+from ctxir.app.config import Progress
+from ctxir.app.corpus_index import Owner
+from ctxir.app.models import check_layer, chosen_prompts, prompts_said
 from ctxir.app.search import search
-from ctxir.app.search_form import explain_with, model_choices, reranker_choices_now, search_form, wire_load
-from ctxir.app.ui import PRIVATE, Ui, column_widths, frame, guard, numbers, show, steps, tab_intro, view_event
+from ctxir.app.search_form import (
+    SearchForm,
+    explain_with,
+    model_choices,
+    reranker_choices_now,
+    search_form,
+    wire_load,
+)
+from ctxir.app.state import AppState, ViewResult
+from ctxir.app.text import cls_warnings, md_code, plural, rounded, snippet, uploaded
+from ctxir.app.ui import (
+    PRIVATE,
+    Ui,
+    column_widths,
+    frame,
+    guard,
+    numbers,
+    show,
+    steps,
+    tab_intro,
+    view_event,
+    warn,
+)
+from ctxir.checks import check_int, check_text
 from ctxir.rerank.registry import RERANKERS
+from ctxir.types import CtxirError
 
 
 def results_table(rows: list[dict], first_stage: str) -> list[dict]:
@@ -72,8 +104,9 @@ def build(ui: Ui) -> None:
     )
     form = search_form(ui)
     explain_model = results(ui, form)
-    for part in (what_moved, pooling, uploads):
-        part.panel(ui, form)
+    what_moved.panel(ui, form)
+    pooling_panel(ui, form)
+    uploads_panel(ui, form)
     # a re-ranker loaded by id is offered to the search and to "Explain with" below its results
     wire_load(
         ui, form.other, form.load, [(form.reranker, reranker_choices_now), (explain_model, model_choices)]
@@ -219,3 +252,251 @@ def results(ui: Ui, form):
             )
         )
     return explain_model
+
+
+def compare_pooling(
+    state: AppState,
+    query: str,
+    corpus: str | None = None,
+    layer: int = -1,
+    k: int = 10,
+    progress: Progress | None = None,
+    owner: Owner = None,
+    query_prompt: str | None = None,
+    document_prompt: str | None = None,
+) -> ViewResult:
+    """The same query through mean- and CLS-pooled embeddings of one layer: two rankings side by side."""
+    query = check_text(query, "query", state.config.max_query_chars)
+    layer = check_layer(layer, state.models.num_layers)
+    k = check_int(k, "k", 1, state.config.max_k)
+    index = state.index(corpus, owner)
+    if len(index.corpus) > state.config.max_compare_docs:
+        raise CtxirError(
+            f"compare pooling re-encodes the whole corpus per pooling and layer; {index.name!r} has "
+            f"{len(index.corpus):,} documents, above this app's limit of "
+            f"{state.config.max_compare_docs:,}: use a smaller corpus"
+        )
+    prompts = chosen_prompts(index.prompts, query_prompt, document_prompt, state.config.max_query_chars)
+    step = progress or (lambda *_: None)
+    rankings = {}
+    for i, pooling in enumerate(("mean", "cls")):
+        step(
+            0.1 + 0.4 * i,
+            f"{pooling} pooling at layer {layer}: encoding the corpus (cached after the first time)",
+        )
+        rankings[pooling] = index.pooled(pooling, layer, prompts).query(query, k)
+    step(1.0, "done")
+    rows = []
+    for rank in range(k):
+        row: dict[str, Any] = {"rank": rank + 1}
+        for pooling, hits in rankings.items():
+            hit = hits[rank] if rank < len(hits) else None
+            row[f"{pooling}_doc_id"] = hit.doc_id if hit else None
+            row[f"{pooling}_title"] = index.corpus[hit.doc_id].get("title", "") if hit else None
+            row[f"{pooling}_score"] = rounded(hit.score) if hit else None
+        rows.append(row)
+    overlap = len({h.doc_id for h in rankings["mean"]} & {h.doc_id for h in rankings["cls"]})
+    data = {
+        "query": query,
+        "corpus": index.name,
+        "layer": layer,
+        "k": k,
+        "overlap": overlap,
+        "prompts": prompts,
+        "rankings": {
+            p: [{"doc_id": h.doc_id, "score": rounded(h.score)} for h in hits] for p, hits in rankings.items()
+        },
+    }
+    text = (
+        f"Layer {layer}{' (embeddings)' if layer == 0 else ''}: mean and CLS pooling share {overlap} of their "
+        f"top {k}.{pooling_note(state.models.bi_encoder, state.models.bi_encoder_name)}"
+    )
+    warnings = cls_warnings("cls", layer, "the CLS ranking is in no particular order (every document ties)")
+    data["warnings"] = warnings
+    text = "\n\n".join([*(f"⚠️ {w}" for w in warnings), text, *filter(None, [prompts_said(prompts)])])
+    return ViewResult(rows=rows, data=data, text=text)
+
+
+def pooling_note(model, name: str) -> str:
+    """What the loaded bi-encoder itself pools with (its Pooling module's mode)."""
+    native = next((m.pooling_mode for m in model if isinstance(getattr(m, "pooling_mode", None), str)), None)
+    if native is None:
+        return ""
+    return f" {name} pools with {native} pooling" + (
+        ": CLS is its own pooling." if native == "cls" else ", so its CLS vector was never tuned for search."
+    )
+
+
+def pooling_table(rows: list[dict]) -> list[dict]:
+    """Compare pooling as three narrow columns: rank, the mean-pooled hit, the CLS-pooled hit (title · score)."""
+
+    def cell(row, pooling):
+        if row[f"{pooling}_doc_id"] is None:
+            return ""
+        return f"{row[f'{pooling}_title'] or row[f'{pooling}_doc_id']} · {row[f'{pooling}_score']:.3f}"
+
+    return [{"rank": r["rank"], "mean pooling": cell(r, "mean"), "CLS pooling": cell(r, "cls")} for r in rows]
+
+
+def pooling_panel(ui: Ui, form: SearchForm) -> None:
+    n_layers = ui.models.num_layers
+    with gr.Accordion(
+        "Compare pooling: the same query through mean- and CLS-pooled embeddings of any layer", open=False
+    ):
+        with gr.Row():
+            layer = gr.Slider(
+                0, n_layers, value=n_layers, step=1, label="layer (0 = embeddings, last = model output)"
+            )
+            k = gr.Number(10, step=1, label=f"k (1–{ui.config.max_k})")
+        button = gr.Button("Compare pooling", elem_id="pool-button")
+        summary = gr.Markdown(elem_id="pool-summary")
+        table = gr.Dataframe(wrap=True, elem_classes=["ctxir-table"], visible=False, elem_id="pool-table")
+        json = numbers()
+    state = ui.state
+
+    @guard
+    def do_compare_pooling(
+        query,
+        corpus,
+        layer,
+        k,
+        query_prompt,
+        document_prompt,
+        request: gr.Request,
+        progress=gr.Progress(track_tqdm=True),  # noqa: B008 (gradio's pattern)
+    ):
+        owner = ui.visitor(request)
+        r = compare_pooling(
+            state, query, corpus, layer, k, steps(progress), owner, query_prompt, document_prompt
+        )
+        warn(r)
+        return frame(r.rows), r.text, r.data  # the API's table: one column per field (see after_pooling)
+
+    def after_pooling(table):
+        # the page shows the two rankings as three narrow columns, so the CLS side fits beside the mean side
+        rows = [
+            {key: (None if pd.isna(value) else value) for key, value in row.items()}
+            for row in table.to_dict("records")
+        ]
+        # shares of the box, not pixels: both sides fit a phone's width too, each wrapping its titles
+        return show(frame(pooling_table(rows)), column_widths=["18%", "41%", "41%"])
+
+    view_event(
+        button.click,
+        do_compare_pooling,
+        [form.query, form.corpus, layer, k, form.query_prompt, form.document_prompt],
+        [table, summary, json],
+        "compare_pooling",
+        empty=[summary],
+        after=(after_pooling, [table], [table]),
+        after_queue=False,
+    )
+
+
+def upload_corpus(
+    state: AppState, path: str | Path | None, progress: Progress | None = None, owner: Owner = None
+) -> ViewResult:
+    """Index a user's corpus file (.txt/.jsonl/.csv/.tsv) for ``owner``."""
+    from ctxir.data.user_corpus import USER_CORPUS_SUFFIXES, load_user_corpus
+
+    if not path:
+        raise CtxirError(f"no file was uploaded: choose a corpus file ({', '.join(USER_CORPUS_SUFFIXES)})")
+    path = uploaded(path, state.config.max_upload_mb, "accepts corpus files", "upload a smaller sample")
+    raw = path.read_bytes()
+    nul = raw.find(b"\x00")
+    if nul >= 0:
+        line = raw.count(b"\n", 0, nul) + 1
+        raise CtxirError(
+            f"{path.name} contains a NUL byte (line {line}, byte offset {nul}): "
+            "it is a binary file or UTF-16 text, not a UTF-8 text corpus. Save it as UTF-8 text "
+            "(.txt/.jsonl/.csv/.tsv) and upload it again"
+        )
+    corpus = load_user_corpus(path)
+    for doc_id, doc in corpus.items():
+        if any("\x00" in str(doc.get(key, "")) for key in ("title", "text")) or "\x00" in str(doc_id):
+            raise CtxirError(
+                f"{path.name}: document {str(doc_id).replace(chr(0), '')!r} contains a NUL character "
+                "(\\u0000 in JSON): remove it and upload the file again"
+            )
+    if len(corpus) > state.config.max_upload_docs:
+        raise CtxirError(
+            f"{path.name} has {len(corpus):,} documents; this app indexes at most "
+            f"{state.config.max_upload_docs:,} uploaded documents on its CPU: upload a sample, or start "
+            "the app on the full corpus with --corpus PATH"
+        )
+    digest = hashlib.sha256(raw).hexdigest()[:8]
+    stem = re.sub(r"[^\w.-]+", "_", path.stem)[:40].strip("._") or "upload"
+    name = f"{stem}-{digest}"
+    state.uploads.check_room(owner, name)  # refuse before minutes of encoding, not after
+    # cache=None: an upload's vectors live in memory with its index and go with it, never in the user cache
+    index = state.new_index(name, corpus, f"upload {path.name}", progress, None)
+    dropped = state.uploads.add(index, owner)
+    rows = [
+        {"doc_id": doc_id, "title": doc.get("title", ""), "text": snippet(doc.get("text", ""))}
+        for doc_id, doc in list(corpus.items())[:10]
+    ]
+    data = {"corpus": name, "documents": len(corpus), "file": path.name, "sample": rows, "dropped": dropped}
+    text = (
+        f"Indexed **{plural(len(corpus), 'document')}** from {md_code(path.name)} as corpus {md_code(name)} "
+        "(visible only to you, for this session)."
+    )
+    if dropped:
+        text += (
+            f" Your older upload(s) {', '.join(md_code(n) for n in dropped)} were removed: each visitor keeps "
+            f"at most {state.config.max_corpora}."
+        )
+    return ViewResult(rows=rows, data=data, text=text)
+
+
+def uploads_panel(ui: Ui, form: SearchForm) -> None:
+    cfg = ui.config
+    with gr.Accordion("Upload your own corpus (.txt, .jsonl, .csv, .tsv)", open=False):
+        gr.Markdown(
+            '.txt = one document per line · .jsonl = `{"id", "title", "text"}` per line · '
+            ".csv/.tsv = a header row with a `text` column (optional `id`, `title`). "
+            f"At most {cfg.max_upload_docs:,} documents and {cfg.max_upload_mb:g} MB; only you see it, "
+            "for this session."
+        )
+        file = gr.File(
+            label="Corpus file", file_types=[".txt", ".jsonl", ".csv", ".tsv"], elem_id="upload-file"
+        )
+        button = gr.Button("Index this corpus", elem_id="upload-button")
+        summary = gr.Markdown(elem_id="upload-summary")
+        table = gr.Dataframe(
+            label="First documents",
+            wrap=True,
+            elem_classes=["ctxir-table", "ctxir-fit-table"],
+            visible=False,
+            elem_id="upload-table",
+        )
+        json = numbers()
+    state = ui.state
+
+    @guard
+    def do_upload(file, request: gr.Request, progress=gr.Progress(track_tqdm=True)):  # noqa: B008 (gradio's pattern)
+        owner = ui.visitor(request)
+        if not owner:
+            raise CtxirError(
+                "this request has no Gradio session, and an upload is kept per session: upload from "
+                "the web page or with gradio_client (each Client is one session)"
+            )
+        r = upload_corpus(state, file, progress=steps(progress), owner=owner)
+        return r.text, frame(r.rows), r.data
+
+    def refresh_corpora(data, request: gr.Request):
+        # A separate, private step: API users of /upload_corpus get the corpus name in the JSON, not a UI update.
+        return gr.update(
+            choices=state.corpus_names_for(ui.visitor(request)),
+            value=(data or {}).get("corpus", state.default_corpus),
+        ), show()
+
+    view_event(
+        button.click,
+        do_upload,
+        [file],
+        [summary, table, json],
+        "upload_corpus",
+        empty=[summary],
+        hide=[table],
+        after=(refresh_corpora, [json], [form.corpus, table]),
+    )
