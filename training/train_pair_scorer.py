@@ -31,6 +31,7 @@ from training.steps import Run, check_data, dev_record, evaluation_rows, trainer
 from training.train_cross_encoder import ANCHORS, LORA_TARGETS, name_adapter_base
 
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
+HEAD_FOLDER = "1_SegmentCosineHead"
 
 
 @dataclass
@@ -94,6 +95,11 @@ def check(args: PairScorerArgs) -> None:
             f"--init-from {args.init_from!r} holds no {ADAPTER_WEIGHTS}: pass a folder this script "
             "wrote, or the shipped pair scorer ctxir/assets/models/sts-cross-encoder"
         )
+    if args.init_from and not (Path(args.init_from) / HEAD_FOLDER).is_dir():
+        raise CtxirError(
+            f"--init-from {args.init_from!r} has no {HEAD_FOLDER} folder: it is not a pair scorer "
+            "written by training/train_pair_scorer.py"
+        )
     if args.init_scale == 0:
         raise CtxirError(
             "--init-scale 0 would start the head at a constant score with no gradient to the "
@@ -108,14 +114,25 @@ def load(args: PairScorerArgs, device: str):
     from sentence_transformers.base.modules import Transformer
 
     from ctxir.encoders.heads import SegmentCosineHead
+    from ctxir.files import read_json
 
     body = Transformer(resolve_model(args.model), transformer_task="feature-extraction")
     body.model.config.num_labels = 1  # CrossEncoder.num_labels reads the body's config: one score per pair
     head = SegmentCosineHead(body.model.config.hidden_size, init_scale=args.init_scale)
     model = CrossEncoder(modules=[body, head], device=device, activation_fn=torch.nn.Identity())
     set_max_length(model, args.max_length, name="--max-length")  # never beyond the body's position embeddings
-    if args.init_from:
-        continue_from(model, Path(args.init_from), args)
+    if (
+        args.init_from
+    ):  # continue that pair scorer: its adapter trainable (own rank, alpha, targets), its head
+        folder = args.init_from
+        model[1] = SegmentCosineHead.load(folder, subfolder=HEAD_FOLDER).to(model.device)  # its config wins
+        model[0].model.load_adapter(folder, adapter_name="default", is_trainable=True)
+        # the folder names its base by Hub id (name_adapter_base); checkpoints copy that name, and --load-best
+        # reloads them through sentence-transformers, which would look for it online: name the local base
+        model[0].model.peft_config["default"].base_model_name_or_path = resolve_model(args.model)
+        config = read_json(Path(folder) / "adapter_config.json")  # metrics.json records what was trained
+        args.lora_r = int(config.get("r", args.lora_r))
+        args.lora_alpha = float(config.get("lora_alpha", args.lora_alpha))
     else:
         model.add_adapter(
             LoraConfig(
@@ -129,30 +146,6 @@ def load(args: PairScorerArgs, device: str):
     for parameter in model[1].parameters():
         parameter.requires_grad = True
     return model
-
-
-def continue_from(model, folder: Path, args: PairScorerArgs) -> None:
-    """The adapter of ``folder`` loaded trainable (its own rank, alpha and targets) and its head's weights copied
-    in: training continues from that model rather than from the untrained cosine. ``args.lora_r`` is set to the
-    loaded rank, so metrics.json records what was trained."""
-    from ctxir.encoders.heads import SegmentCosineHead
-    from ctxir.files import read_json
-
-    config = read_json(folder / "adapter_config.json")
-    head_folder = folder / "1_SegmentCosineHead"
-    if not head_folder.is_dir():
-        raise CtxirError(
-            f"--init-from {str(folder)!r} has no 1_SegmentCosineHead folder: it is not a pair scorer "
-            "written by training/train_pair_scorer.py"
-        )
-    # the saved head's config (term_match, hidden size) wins over this run's fresh head
-    model[1] = SegmentCosineHead.load(str(folder), subfolder="1_SegmentCosineHead").to(model.device)
-    model[0].model.load_adapter(str(folder), adapter_name="default", is_trainable=True)
-    # the folder names its base by Hub id (name_adapter_base); checkpoints saved during training copy that name, and
-    # --load-best reloads them through sentence-transformers, which would look for it online: name the local base
-    model[0].model.peft_config["default"].base_model_name_or_path = resolve_model(args.model)
-    args.lora_r = int(config.get("r", args.lora_r))
-    args.lora_alpha = float(config.get("lora_alpha", args.lora_alpha))
 
 
 def cosent_loss(scores, labels, scale: float = 20.0):
