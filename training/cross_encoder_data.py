@@ -375,6 +375,8 @@ def resampled_groups(groups: list, pools: dict, rounds: int, num: int, pool_size
 
 
 def build_scifact(args: CrossEncoderArgs, device: str) -> TaskData:
+    """SciFact's training claims and title pseudo-queries with hard negatives (+ --general questions), the dev
+    evaluator on held-out claims, and the test claims."""
     from ctxir.data import load_beir
     from ctxir.retrieval import BM25Retriever
 
@@ -408,18 +410,16 @@ def build_scifact(args: CrossEncoderArgs, device: str) -> TaskData:
             train.negatives[q] += docs[: args.num_negatives]
     if args.negatives in ("dense", "both"):
         num = args.num_negatives if args.num_dense_negatives < 0 else args.num_dense_negatives
-        for q, docs in dense_negatives(
-            corpus, train.queries, positives, args.dense_model, num, device
-        ).items():
+        dense = dense_negatives(corpus, train.queries, positives, args.dense_model, num, device)
+        for q, docs in dense.items():
             train.negatives[q] += [d for d in docs if d not in train.negatives[q]]
     if args.random_negatives > 0:
         rng, doc_ids = random.Random(args.seed), sorted(corpus)
         for q in sorted(train.negatives):
             known = positives[q] | set(train.negatives[q])
             size = min(len(doc_ids), args.random_negatives + len(positives[q]) + len(train.negatives[q]))
-            train.negatives[q] += [d for d in rng.sample(doc_ids, size) if d not in known][
-                : args.random_negatives
-            ]
+            drawn = [d for d in rng.sample(doc_ids, size) if d not in known]
+            train.negatives[q] += drawn[: args.random_negatives]
     general = {}
     if args.general:
         general = add_general(

@@ -26,15 +26,7 @@ from ctxir.types import CtxirError
 from training.common import check_common_args, cli_main, run_config
 from training.cross_encoder_args import CrossEncoderArgs, check, head_learning_rates
 from training.cross_encoder_data import build_scifact, build_stsb, sts_test
-from training.steps import (
-    Run,
-    Scores,
-    check_data,
-    dev_record,
-    evaluation_rows,
-    trainer_arguments,
-    write_run_metrics,
-)
+from training.steps import Run, check_data, dev_record, evaluation_rows, trainer_arguments, write_run_metrics
 
 # LoRA on every linear layer of each BERT block; the pooler and the fresh classifier are trained in full (tiny).
 LORA_TARGETS = ["query", "key", "value", "dense"]
@@ -58,7 +50,7 @@ ANCHORS = {
 }
 
 
-def evaluate(model, test: dict, batch_size: int, depth: int, passages: str) -> tuple[Scores, dict | None]:
+def evaluate(model, test: dict, batch_size: int, depth: int, passages: str) -> tuple[dict, dict | None]:
     """({(dataset, split, metric): value} on the test split, BM25's own figures there (None for STS-B)); SciFact
     through ctxir's Pipeline and pytrec_eval, each document read as it was trained (``passages``)."""
     if "sts" in test:
