@@ -193,10 +193,8 @@ def cross_encoder_pass(
     that ClsLrRanker reads and the score CrossEncoder.predict gives."""
     model, tokenizer = cross_encoder.model.eval(), cross_encoder.tokenizer
     device = next(model.parameters()).device
-    cls, logits = (
-        np.zeros((len(pairs), model.config.hidden_size), np.float32),
-        np.zeros(len(pairs), np.float32),
-    )
+    cls = np.zeros((len(pairs), model.config.hidden_size), np.float32)  # (N, hidden)
+    logits = np.zeros(len(pairs), np.float32)
     # Longest first, batched by length: padding is wasted compute on CPU. Results go back to input order.
     order = sorted(range(len(pairs)), key=lambda i: -(len(pairs[i][0]) + len(pairs[i][1])))
     for start in tqdm(range(0, len(order), batch_size), desc=desc, mininterval=10, disable=len(order) < 200):
@@ -210,12 +208,10 @@ def cross_encoder_pass(
             return_tensors="pt",
         ).to(device)
         out = model(**enc, output_hidden_states=True)
-        cls[idx] = (
-            out.hidden_states[layer][:, 0].float().cpu().numpy()
-        )  # (batch, tokens, hidden) → (batch, hidden)
+        cls[idx] = out.hidden_states[layer][:, 0].float().cpu().numpy()  # (batch, tokens, hidden) → [CLS]
         if (
             getattr(out, "logits", None) is not None
-        ):  # a sequence-classification head: last column = "relevant"
+        ):  # a sequence-classification head: last label = "relevant"
             scores = out.logits[:, -1]
         else:  # a modular head (e.g. mean pooling → Dense): the cross-encoder's own modules on the tokens
             scores = head_scores(list(cross_encoder)[1:], dict(enc), out.last_hidden_state)  # (batch,)
@@ -298,14 +294,7 @@ def fit_logistic(
 
 def per_query_ndcg(y: np.ndarray, scores: np.ndarray, groups: np.ndarray, k: int = 10) -> float:
     """The mean over queries (``groups``) of nDCG@k of each query's own pairs ranked by ``scores`` (labels ``y``,
-    1 = relevant), through ctxir's metrics; queries without a relevant pair are left out.
-
-    Query a ranks its relevant pair 2nd (1 / log2(3) = 0.6309), query b 1st (1): the mean is 0.8155.
-
-    >>> y, scores = np.array([1, 0, 0, 1]), np.array([0.2, 0.9, 0.5, 0.8])
-    >>> round(per_query_ndcg(y, scores, np.array(["a", "a", "b", "b"])), 4)
-    0.8155
-    """
+    1 = relevant), through ctxir's metrics; queries without a relevant pair are left out."""
     qrels, run = {}, {}
     for i, (label, score, group) in enumerate(zip(y, scores, groups, strict=True)):
         run.setdefault(str(group), {})[str(i)] = float(score)
@@ -465,24 +454,17 @@ def verify_ranker(
     reference = CrossEncoderReranker(cross_encoder, batch_size=batch_size)
     # the cross-encoder's own activation: sigmoid for a classifier head, identity for ctxir's segment-cosine head
     activation = getattr(cross_encoder, "activation_fn", None) or torch.nn.Sigmoid()
-    cls_diff, ce_diff, same_order = 0.0, 0.0, True
+    cls_lr, ce = one_pass[kinds.CLS_LR], one_pass[kinds.CROSS_ENCODER]
+    cls_diffs, ce_diffs, same_order = [0.0], [0.0], True
     for qid, query in queries.items():
-        texts = [doc_text(corpus[h.doc_id]) for h in candidates[qid]]
-        cls_diff = max(
-            cls_diff,
-            float(
-                np.abs(
-                    loaded.score_pairs(query, texts) - one_pass[kinds.CLS_LR].score_pairs(query, texts)
-                ).max()
-            ),
-        )
-        expected = activation(
-            torch.from_numpy(one_pass[kinds.CROSS_ENCODER].score_pairs(query, texts))
-        ).numpy()
-        ce_diff = max(ce_diff, float(np.abs(reference.score_pairs(query, texts) - expected).max()))
-        same_order &= [h.doc_id for h in loaded.rerank(query, candidates[qid], corpus)] == [
-            h.doc_id for h in one_pass[kinds.CLS_LR].rerank(query, candidates[qid], corpus)
-        ]
+        hits = candidates[qid]
+        texts = [doc_text(corpus[h.doc_id]) for h in hits]
+        cls_diffs.append(np.abs(loaded.score_pairs(query, texts) - cls_lr.score_pairs(query, texts)).max())
+        expected = activation(torch.from_numpy(ce.score_pairs(query, texts))).numpy()
+        ce_diffs.append(np.abs(reference.score_pairs(query, texts) - expected).max())
+        order = [h.doc_id for h in loaded.rerank(query, hits, corpus)]
+        same_order &= order == [h.doc_id for h in cls_lr.rerank(query, hits, corpus)]
+    cls_diff, ce_diff = float(max(cls_diffs)), float(max(ce_diffs))
     print(
         f"verification on {len(queries)} test queries: loaded ClsLrRanker vs one-pass max |Δscore| {cls_diff:.2e}; "
         f"CrossEncoderReranker vs one-pass max |Δ| {ce_diff:.2e}; same CLS-LR order: {same_order}"

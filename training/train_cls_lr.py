@@ -268,29 +268,24 @@ def run(args: ClsLrArgs) -> dict:
         # held-out queries, the cross-encoder's beside them; SciFact test's BM25 candidates re-ranked by the
         # cross-encoder and CLS-LR (one shared pass); the saved ranker loaded back and checked; metrics.json
         base_ref = base_reference(args.base_model, base_path, output, args.bundle_base)
-        metadata = {
-            "C": best_c,
-            "score_emphasis": emphasis,
-            "class_weight": class_weight,
-            "standardised_then_folded": True,
-        }
-        metadata.update(threshold=threshold, threshold_probability=float(expit(threshold)))
-        metadata["threshold_chosen_on"] = "out-of-fold scores of the fit queries (max F1)"
-        metadata.update(
-            train_pairs=len(y_fit), train_positives=int(y_fit.sum()), base_model_given=args.base_model
+        meta = dict(
+            C=best_c, score_emphasis=emphasis, class_weight=class_weight, standardised_then_folded=True
         )
+        meta.update(threshold=threshold, threshold_probability=float(expit(threshold)))
+        meta.update(
+            threshold_chosen_on="out-of-fold scores of the fit queries (max F1)", train_pairs=len(y_fit)
+        )
+        meta.update(train_positives=int(y_fit.sum()), base_model_given=args.base_model)
         ranker = ClsLrRanker(
-            *(
-                base_path,
-                coef,
-                intercept,
-                args.layer,
-                max_length,
-                device,
-                args.batch_size,
-                metadata,
-                args.score_feature,
-            )
+            base_path,
+            coef,
+            intercept,
+            args.layer,
+            max_length,
+            device,
+            args.batch_size,
+            meta,
+            args.score_feature,
         )
         ranker.base_model = base_ref
         ranker.save(output)
@@ -340,10 +335,9 @@ def run(args: ClsLrArgs) -> dict:
             f"held-out SciFact train queries ({heldout_how}) with ≥ 3 BM25 hard negatives per positive "
             f"({len(eligible)} queries, {len(y_report)} pairs); threshold chosen on fit queries"
         )
-        tuned, ce_tuned = (
-            reports["heldout_queries@tuned"]["report"],
-            reports["cross_encoder_heldout@tuned"]["report"],
-        )
+        tuned = reports["heldout_queries@tuned"]["report"]
+        ce_tuned = reports["cross_encoder_heldout@tuned"]["report"]
+        f1 = ce_tuned["relevant"]["f1-score"], tuned["relevant"]["f1-score"]
         heldout = ("scifact", "train (held-out queries)", "classification")
         iterations = int(model[-1].n_iter_[0])
         passes = [t for t in features.timings.values() if not t["cached"]]
@@ -376,12 +370,9 @@ def run(args: ClsLrArgs) -> dict:
             },
             "evaluations": [
                 evaluation_row(
-                    *(
-                        *heldout,
-                        "F1 (relevant class)",
-                        ce_tuned["relevant"]["f1-score"],
-                        tuned["relevant"]["f1-score"],
-                    ),
+                    *heldout,
+                    "F1 (relevant class)",
+                    *f1,
                     config=f1_config + "; before = the cross-encoder's own score, thresholded the same way",
                 ),
                 evaluation_row(
