@@ -46,19 +46,16 @@ def model_info(state: AppState, model: str = BI_ENCODER, text: str = "") -> View
     if text and text.strip():
         text = check_text(text, "text", state.config.max_text_chars)
         enc = tok(text)
-        special_ids = set(tok.all_special_ids)
-        for i, token_id in enumerate(enc["input_ids"]):
-            rows.append(
-                {
-                    "position": i,
-                    "token": tok.convert_ids_to_tokens(token_id),
-                    "token_id": int(token_id),
-                    "token_type": int(enc["token_type_ids"][i]) if "token_type_ids" in enc else 0,
-                    "special": token_id in special_ids,
-                }
-            )
-        info["text"] = text
-        info["tokens"] = rows
+        types, special_ids = (
+            enc.get("token_type_ids") or [0] * len(enc["input_ids"]),
+            set(tok.all_special_ids),
+        )
+        rows = [
+            {"position": i, "token": tok.convert_ids_to_tokens(token_id), "token_id": int(token_id)}
+            | {"token_type": int(types[i]), "special": token_id in special_ids}
+            for i, token_id in enumerate(enc["input_ids"])
+        ]
+        info["text"], info["tokens"] = text, rows
     md = (
         f"**{item.name}** · {info['model_type']} · {info['layers']} layers · hidden {info['hidden_size']} · "
         f"FFN {info['ffn_size']} · {info['attention_heads']} heads · {info['parameters']:,} parameters · "

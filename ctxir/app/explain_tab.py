@@ -132,7 +132,7 @@ def explain_pair(
     view = _bi_encoder_view(bi)
     view.lines += filter(None, [prompts_said(prompts)])
     if reranker is not None:
-        view.add(_reranker_view(reranker))
+        _add_reranker(view, reranker)
     elif model == "auto":
         view.lines.append("No re-ranker is loaded, so only the bi-encoder is explained.")
     view.lines.append(
@@ -155,12 +155,6 @@ class _PairView:
     pngs: dict = field(default_factory=dict)
     highlights: dict = field(default_factory=dict)
     lines: list[str] = field(default_factory=list)
-
-    def add(self, other: _PairView) -> None:
-        self.plots |= other.plots
-        self.pngs |= other.pngs
-        self.highlights |= other.highlights
-        self.lines += other.lines
 
 
 def _bi_encoder_view(bi: dict) -> _PairView:
@@ -219,7 +213,7 @@ def _bi_encoder_view(bi: dict) -> _PairView:
     return view
 
 
-def _reranker_view(reranker: dict) -> _PairView:
+def _add_reranker(view: _PairView, reranker: dict) -> None:
     """A re-ranker's score split over the tokens it read: bars, a highlight."""
     kind = reranker["model_kind"]
     tokens, values, split = reranker["tokens"], reranker["attributions"], reranker["sentence_b_start"]
@@ -227,11 +221,9 @@ def _reranker_view(reranker: dict) -> _PairView:
         f"{kind}: each token's share of score − baseline ({reranker['score'] - reranker['baseline_score']:+.3f}"
         f"; {ATTRIBUTION_LEGEND})"
     )
-    view = _PairView(
-        plots={"reranker": figures.token_bars(tokens, values, title, split=split)},
-        pngs={"reranker": figures.token_bars_png(tokens, values, title, split=split)},
-        highlights={"reranker": highlight(tokens, values)},
-    )
+    view.plots["reranker"] = figures.token_bars(tokens, values, title, split=split)
+    view.pngs["reranker"] = figures.token_bars_png(tokens, values, title, split=split)
+    view.highlights["reranker"] = highlight(tokens, values)
     error = reranker["completeness_error"]
     view.lines.append(
         f"**{kind} score {reranker['score']:.4f}** ({md_literal(reranker['score_kind'])}); with every word "
@@ -259,7 +251,6 @@ def _reranker_view(reranker: dict) -> _PairView:
             f"{window['stride']}): window {window['index']} of {window['of']} scored highest, so its "
             "score is the document's, and the tokens above are that window's."
         )
-    return view
 
 
 def explain_result(

@@ -81,8 +81,7 @@ def heatmap(
 ) -> go.Figure:
     """A heatmap whose hover names the row and column labels (tokens, sentences) and the value."""
     style = style or HeatmapStyle()
-    value_name, row_name, col_name = style.value_name, style.row_name, style.col_name
-    zmin, zmax, decimals = style.zmin, style.zmax, style.decimals
+    zmin, zmax, decimals, value_name = style.zmin, style.zmax, style.decimals, style.value_name
     z = np.asarray(matrix, dtype=np.float64)
     rows, cols = z.shape
     row_names = list(hover_labels) if hover_labels is not None else list(row_labels)
@@ -104,7 +103,7 @@ def heatmap(
         zmax=zmax,
         colorscale=scale,
         colorbar={"title": {"text": value_name, "side": "right"}, "thickness": 12},
-        hovertemplate=f"{row_name} <b>%{{customdata[0]}}</b><br>{col_name} <b>%{{customdata[1]}}</b>"
+        hovertemplate=f"{style.row_name} <b>%{{customdata[0]}}</b><br>{style.col_name} <b>%{{customdata[1]}}</b>"
         f"<br>{value_name} %{{z:.{decimals + 1}f}}<extra></extra>",
     )
     if style.show_values if style.show_values is not None else rows * cols <= 150:
