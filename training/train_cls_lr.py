@@ -41,18 +41,8 @@ from ctxir.publish.metrics_file import write_metrics
 from ctxir.rerank import ClsLrRanker
 from ctxir.retrieval import BM25Retriever
 from ctxir.types import CtxirError, doc_text
-from training import cls_lr
-from training.common import (
-    RunArgs,
-    check_not_empty,
-    cli_main,
-    data_folder,
-    dataset_entry,
-    evaluation_row,
-    general_entries,
-    take,
-    tee_output,
-)
+from training import cls_lr, common
+from training.common import RunArgs, check_not_empty, cli_main, data_folder, take, tee_output
 
 CV_METRICS = {"average-precision": "average_precision", "ndcg": "ndcg"}  # --cv-metric → choose_c's key
 # the base cross-encoder's run records, left out when --bundle-base copies its model into the ranker folder
@@ -349,10 +339,10 @@ def run(args: ClsLrArgs) -> dict:
             "objective": "LogisticRegression (scikit-learn) on the cross-encoder's [CLS] vector"
             + (" and its own score of the pair" if args.score_feature else ""),
             "datasets": [
-                dataset_entry("scifact", "train", "train", scifact, len(y)),
-                dataset_entry("scifact", "train (held-out queries)", "eval", scifact, len(y_report)),
-                dataset_entry("scifact", "test", "eval", scifact, len(test_pairs)),
-                *general_entries(args.data_dir, general),
+                common.dataset_entry("scifact", "train", "train", scifact, len(y)),
+                common.dataset_entry("scifact", "train (held-out queries)", "eval", scifact, len(y_report)),
+                common.dataset_entry("scifact", "test", "eval", scifact, len(test_pairs)),
+                *common.general_entries(args.data_dir, general),
             ],
             "config": asdict(args),
             "training": {
@@ -369,16 +359,16 @@ def run(args: ClsLrArgs) -> dict:
                 "seed": args.seed,
             },
             "evaluations": [
-                evaluation_row(
+                common.evaluation_row(
                     *heldout,
                     "F1 (relevant class)",
                     *f1,
                     config=f1_config + "; before = the cross-encoder's own score, thresholded the same way",
                 ),
-                evaluation_row(
+                common.evaluation_row(
                     *heldout, "accuracy", ce_tuned["accuracy"], tuned["accuracy"], config=f1_config
                 ),
-                evaluation_row(
+                common.evaluation_row(
                     *("scifact", "test", "reranking", "nDCG@10", ndcg[kinds.BM25], ndcg[kinds.CLS_LR]),
                     anchor=round(ndcg[kinds.CROSS_ENCODER], 4),
                     anchor_name=f"cross-encoder {args.base_model} re-ranking the same candidates",
