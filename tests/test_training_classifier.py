@@ -9,8 +9,7 @@ from collections import Counter
 import pytest
 
 from ctxir.types import CtxirError
-from training.bi_encoder_data import setfit_pairs, triplets
-from training.train_classifier import ClassifierArgs, check, main
+from training.train_classifier import ClassifierArgs, check, main, setfit_pairs, triplets
 
 EXAMPLES = [("a1", "A"), ("a2", "A"), ("a3", "A"), ("b1", "B"), ("b2", "B"), ("c1", "C")]
 CLASS = {t: y for t, y in EXAMPLES}

@@ -7,6 +7,7 @@ then classify with its embeddings (``ctxir.classify``).
 
 from __future__ import annotations
 
+import random
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,17 +26,22 @@ from ctxir.classify import (
     evaluate_predictions,
     label_vectors_for,
     make_classifier,
+    sample_per_class,
     select_zero_shot,
     word_projection,
 )
+from ctxir.cli import flag
+from ctxir.data.labelled import load_labelled, load_labels
 from ctxir.encoders import BiEncoder
 from ctxir.types import CtxirError
-from training.bi_encoder_data import build_classification_task
 from training.common import (
     TrainerRunArgs,
-    arg,
     check_common_args,
+    check_not_empty,
     cli_main,
+    columns,
+    data_folder,
+    dataset_entry,
     run_config,
     trainer_setting,
 )
@@ -61,20 +67,94 @@ ANCHORS = {
 
 @dataclass
 class ClassifierArgs(TrainerRunArgs, SentenceTransformerTrainingArguments):
-    objective: Literal["triplet", "batch-hard", "setfit"] = arg(
+    objective: Literal["triplet", "batch-hard", "setfit"] = flag(
         "triplet", "triplet, batch-hard (BatchHardTripletLoss) or setfit (pairs)"
     )
-    per_class: int = arg(8, "training examples per class (-1 = the whole subset)")
-    iterations: int = arg(20, "triplets (or pairs of each kind) per example")
-    margin: float = arg(0.5, "triplet margin ε (Euclidean, unit vectors: 0 to 2)")
-    labels: str = arg(DEFAULT_LABELS, "zero-shot labels file (names, descriptions)")
-    output_dir: str = arg("", "default outputs/classifier-agnews-<objective>-<N>")
-    max_samples: int = arg(-1, "unused (the scripts' shared check); see --per-class")
+    per_class: int = flag(8, "training examples per class (-1 = the whole subset)")
+    iterations: int = flag(20, "triplets (or pairs of each kind) per example")
+    margin: float = flag(0.5, "triplet margin ε (Euclidean, unit vectors: 0 to 2)")
+    labels: str = flag(DEFAULT_LABELS, "zero-shot labels file (names, descriptions)")
+    output_dir: str = flag("", "default outputs/classifier-agnews-<objective>-<N>")
+    max_samples: int = flag(-1, "unused (the scripts' shared check); see --per-class")
     per_device_train_batch_size: int = trainer_setting("per_device_train_batch_size", 16)
-    eval_max_test: int = arg(0, "first N test rows only (0 = all 7,600)")
+    eval_max_test: int = flag(0, "first N test rows only (0 = all 7,600)")
     eval_steps: int = trainer_setting(
         "eval_steps", 0, "unused: no in-training evaluator (test is never seen)"
     )
+
+
+# ---------------------------------------------------------------- data
+
+
+def triplets(examples: list[tuple[str, str]], iterations: int, seed: int) -> list[tuple[str, str, str]]:
+    """(anchor, positive, negative) × ``iterations`` per example: a random other text of the anchor's class and a
+    random text of another class, seeded.
+
+    >>> rows = triplets([("a1", "A"), ("a2", "A"), ("b1", "B")], iterations=2, seed=0)
+    >>> len(rows), all(p.startswith(a[0]) and not n.startswith(a[0]) for a, p, n in rows)
+    (6, True)
+    """
+    rng = random.Random(seed)
+    by_class: dict[str, list[str]] = {}
+    for text, label in examples:
+        by_class.setdefault(label, []).append(text)
+    rows = []
+    for _ in range(iterations):
+        for text, label in examples:
+            same = [t for t in by_class[label] if t != text] or [text]
+            other = [t for c, texts in by_class.items() if c != label for t in texts]
+            rows.append((text, rng.choice(same), rng.choice(other)))
+    return rows
+
+
+def setfit_pairs(examples: list[tuple[str, str]], iterations: int, seed: int) -> list[tuple[str, str, float]]:
+    """SetFit's pair generation: per example and iteration, one pair with a same-class text (1.0) and one with an
+    other-class text (0.0).
+
+    >>> [s for _, _, s in setfit_pairs([("a1", "A"), ("a2", "A"), ("b1", "B")], 1, seed=0)]
+    [1.0, 0.0, 1.0, 0.0, 1.0, 0.0]
+    """
+    return [pair for a, p, n in triplets(examples, iterations, seed) for pair in ((a, p, 1.0), (a, n, 0.0))]
+
+
+def build_classification_task(args: ClassifierArgs) -> tuple[object, list[dict], dict, dict]:
+    """(the training rows, metrics.json "datasets", what the test step reads, "extra")."""
+    folder = data_folder(args.data_dir, "agnews")
+    pool = load_labelled(folder / "train_subset.csv")
+    labels = [y for _, y in pool]
+    rows = (
+        list(range(len(pool))) if args.per_class < 0 else sample_per_class(labels, args.per_class, args.seed)
+    )
+    examples = [pool[i] for i in rows]
+    check_not_empty(
+        len(examples),
+        f"--per-class {args.per_class} leaves no training example",
+        "use a positive number (or -1 for all)",
+    )
+    test = load_labelled(folder / "test.csv")
+    if args.eval_max_test > 0:
+        test = test[: args.eval_max_test]
+    classes = sorted({y for _, y in examples})
+    if args.objective == "triplet":
+        train = columns(triplets(examples, args.iterations, args.seed), ["anchor", "positive", "negative"])
+    elif args.objective == "setfit":
+        train = columns(
+            setfit_pairs(examples, args.iterations, args.seed), ["sentence1", "sentence2", "score"]
+        )
+    else:  # batch-hard mines inside each batch; repeats give it more batches
+        train = columns([(t, classes.index(y)) for t, y in examples * args.iterations], ["sentence", "label"])
+    datasets = [
+        dataset_entry("agnews", "train_subset", "train", folder, len(examples)),
+        dataset_entry("agnews", "test", "eval", folder, len(test)),
+    ]
+    extra = {
+        "per_class": args.per_class,
+        "train_examples": len(examples),
+        "classes": classes,
+        "training_rows": len(train),
+        "train_rows_of_subset": rows if len(rows) <= 512 else f"{len(rows)} rows",
+    }
+    return train, datasets, {"examples": examples, "test": test, "labels": load_labels(args.labels)}, extra
 
 
 # ---------------------------------------------------------------- loss & evaluation
