@@ -13,9 +13,10 @@ from pathlib import Path
 if __package__ in (None, ""):  # `python training/calibrate.py` from the repo root
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from ctxir.cli import flag
 from ctxir.files import read_json
 from ctxir.types import CtxirError
-from training.common import DEFAULT_DATA_DIR, arg, cli_main, data_folder
+from training.common import DEFAULT_DATA_DIR, cli_main, data_folder
 
 
 @dataclass
@@ -23,12 +24,12 @@ class CalibrateArgs:
     model: str = field(
         metadata={"help": "cross-encoder folder (a train_cross_encoder.py output or a shipped one)"}
     )
-    dev_from: str = arg("", "folder whose metrics.json names the held-out training claims (default --model)")
-    data_dir: str = arg(DEFAULT_DATA_DIR, "benchmark data root (../shared/data)")
-    depth: int = arg(20, "BM25 candidates per held-out claim (the app re-ranks 20)")
+    dev_from: str = flag("", "folder whose metrics.json names the held-out training claims (default --model)")
+    data_dir: str = flag(DEFAULT_DATA_DIR, "benchmark data root (../shared/data)")
+    depth: int = flag(20, "BM25 candidates per held-out claim (the app re-ranks 20)")
     batch_size: int = 32
     device: str = "auto"
-    torch_threads: int = arg(1, "CPU threads for torch (0 = torch's default)")
+    torch_threads: int = flag(1, "CPU threads for torch (0 = torch's default)")
 
 
 def scifact_pairs(reranker, args: CalibrateArgs) -> tuple[list[float], list[int]]:

@@ -14,10 +14,11 @@ from pathlib import Path
 if __package__ in (None, ""):  # `python training/finish_checkpoint.py` from the repo root
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from ctxir.cli import flag
 from ctxir.files import read_json
 from ctxir.publish.metrics_file import write_metrics
 from ctxir.types import CtxirError
-from training.common import arg, cli_main
+from training.common import cli_main
 
 # what ctxir's loaders read (never the checkpoint's pickles), less sentence-transformers' draft card
 MODEL_SUFFIXES, LEFT_BEHIND = (".json", ".safetensors", ".txt"), ("README.md",)
@@ -26,10 +27,10 @@ DEV_NOISE = ("runtime", "samples_per_second", "steps_per_second", "epoch")  # lo
 
 @dataclass
 class FinishCheckpointArgs:
-    run: str = arg("", "the training run's folder: metrics.json and checkpoints/")
-    step: int = arg(0, "the checkpoint to finish on (checkpoints/checkpoint-<step>)")
-    output_dir: str = arg("", "the folder to write (default: <run>-<step>)")
-    metric: str = arg(
+    run: str = flag("", "the training run's folder: metrics.json and checkpoints/")
+    step: int = flag(0, "the checkpoint to finish on (checkpoints/checkpoint-<step>)")
+    output_dir: str = flag("", "the folder to write (default: <run>-<step>)")
+    metric: str = flag(
         "ndcg@10", "the dev metric recorded, when the run recorded none (the shortest key ending in it)"
     )
 
