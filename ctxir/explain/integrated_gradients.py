@@ -14,7 +14,7 @@ from ctxir.encoders.models import model_lock
 from ctxir.types import CtxirError
 
 BASELINES = ("pad", "mask")
-# 32 Gauss–Legendre steps keep the completeness error under 1 % on MiniLM pairs (python -m benchmarks.explain)
+# Gauss–Legendre steps: enough to keep the completeness error within COMPLETENESS_TOLERANCE (benchmarks.explain)
 DEFAULT_IG_STEPS = 32
 MAX_IG_STEPS = 128
 COMPLETENESS_TOLERANCE = 0.01  # relative: |Σ attributions − Δ| ≤ 1 % of |Δ|, Δ = score − baseline_score
