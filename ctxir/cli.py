@@ -57,8 +57,7 @@ def parse_args(
 
 
 def build_parser(args_class: type):
-    """``args_class``'s HfArgumentParser (plus ``--recipe``) whose --help shows each flag once, as ``flag_names``
-    spells it; every other spelling (``--top_k``, aliases) is still accepted."""
+    """``args_class``'s HfArgumentParser (+ ``--recipe``); --help shows each flag once."""
     from transformers import HfArgumentParser
 
     parser = HfArgumentParser(args_class)
@@ -131,8 +130,7 @@ def find_recipe(path: str, recipe_dirs: Sequence[str | Path] = ()) -> Path:
 
 
 def recipe_argv(path: Path, keys: Mapping[str, str], shown: Mapping[str, str] | None = None) -> list[str]:
-    """A recipe's mapping as command-line words (``--field value``), each key checked against ``keys``
-    (``flag_spellings``); ``shown`` (field → flag) spells the valid ones in the error."""
+    """A recipe's mapping as ``--field value`` words, each key checked against ``keys``."""
     import yaml
 
     try:

@@ -10,8 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ctxir.adapt import INCOMPLETE_MARKER, MIN_DOCUMENTS, RECORD_FILE, AdaptArgs, run
+from ctxir.adapt import MIN_DOCUMENTS, RECORD_FILE, AdaptArgs, run
 from ctxir.adapt.cli import main
+from ctxir.names import ADAPT_INCOMPLETE
 from ctxir.types import CtxirError
 from tests import tiny_models
 
@@ -95,7 +96,7 @@ def test_adapt_end_to_end_loads_changes_embeddings_and_resumes(args, models, mon
     said = capsys.readouterr().out
     assert "reached: stopped at step 2 of 4" in said and "title:" in said and "sentence:" in said
     assert not first["complete"] and first["training"]["stopped_by_budget"]
-    assert (out / "work" / "checkpoints" / "checkpoint-2").is_dir() and not (out / INCOMPLETE_MARKER).exists()
+    assert (out / "work" / "checkpoints" / "checkpoint-2").is_dir() and not (out / ADAPT_INCOMPLETE).exists()
     partial = _bi_encoder(str(out))
 
     # 2. the same command again continues from that checkpoint, reusing the queries, negatives and labels
@@ -103,7 +104,7 @@ def test_adapt_end_to_end_loads_changes_embeddings_and_resumes(args, models, mon
     assert second["complete"] and second["training"]["resumed_from_step"] == 2
     assert second["training"]["steps_this_run"] == 2  # steps 3 and 4 only: not trained again from the start
     assert second["training"]["steps_done"] == 4 and "continuing the run" in capsys.readouterr().out
-    assert not (out / "work").exists() and not (out / INCOMPLETE_MARKER).exists()
+    assert not (out / "work").exists() and not (out / ADAPT_INCOMPLETE).exists()
     assert second["queries"]["total"] == first["queries"]["total"] > 0
     drawn = [k for k in ("title", "sentence", "span", "keywords") if second["queries"].get(k)]
     # the default mix: no keywords
@@ -147,10 +148,10 @@ def test_adapt_end_to_end_loads_changes_embeddings_and_resumes(args, models, mon
     )
 
     # 5. a folder a run is still writing (its marker) is refused, however complete its files look
-    (out / INCOMPLETE_MARKER).write_text("")
+    (out / ADAPT_INCOMPLETE).write_text("")
     with pytest.raises(CtxirError, match="is unfinished: `ctxir adapt` was writing it and did not complete"):
         _bi_encoder(str(out))
-    (out / INCOMPLETE_MARKER).unlink()
+    (out / ADAPT_INCOMPLETE).unlink()
 
     # 6. a third run finds the adapter complete and does nothing
     assert run(args())["created"] == second["created"]
@@ -173,7 +174,7 @@ def test_budget_before_the_first_step_writes_no_adapter(args):
     ) as err:
         run(args(max_minutes=1e-6))
     assert "rerun the same command with a larger --max-minutes" in str(err.value)
-    assert (out / INCOMPLETE_MARKER).is_file() and not (out / "adapter_config.json").exists()
+    assert (out / ADAPT_INCOMPLETE).is_file() and not (out / "adapter_config.json").exists()
     with pytest.raises(CtxirError, match=r"has no config\.json, modules\.json, adapter_config\.json"):
         _bi_encoder(str(out))
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 
 from ctxir import kinds
 from ctxir.adapt.negatives import COMPLEMENT_TEACHER, HYBRID_TEACHER, SOURCE_TEACHER
@@ -22,6 +22,7 @@ from ctxir.adapt.work import (
     write_card,
     write_jsonl,
 )
+from ctxir.cli import cli_main, flag
 from ctxir.encoders.models import DEFAULT_BI_ENCODER
 from ctxir.types import Corpus, CtxirError, doc_text
 
@@ -34,100 +35,62 @@ NO_TEACHER = "none"
 class AdaptArgs:
     """ctxir adapt: adapt the bi-encoder to a corpus without labels (pseudo-queries, mined negatives, a teacher)."""
 
-    corpus: str = field(
-        default="",
-        metadata={"help": "the corpus: a BEIR folder or corpus.jsonl, or a .txt/.jsonl/.csv/.tsv file"},
+    corpus: str = flag("", "the corpus: a BEIR folder or corpus.jsonl, or a .txt/.jsonl/.csv/.tsv file")
+    output: str = flag("", "folder for the adapter (rerunning continues the run in it)")
+    model: str = flag(DEFAULT_BI_ENCODER, "the bi-encoder to adapt (id or folder)")
+    query_prompt: str | None = flag(
+        None,
+        "text --model puts before each query: default its own prompt (config_sentence_transformers.json); "
+        "'' for none; the adapter is trained and saved with it",
     )
-    output: str = field(
-        default="", metadata={"help": "folder for the adapter (rerunning continues the run in it)"}
+    document_prompt: str | None = flag(
+        None, "text --model puts before each document: default its own prompt; '' for none"
     )
-    model: str = field(
-        default=DEFAULT_BI_ENCODER, metadata={"help": "the bi-encoder to adapt (id or folder)"}
+    teacher: str = flag(
+        COMPLEMENT_TEACHER,
+        "'none' = no teacher (MultipleNegativesRankingLoss with the mined negatives); 'hybrid' = the "
+        "base bi-encoder's cosine + BM25; 'complement' = the hybrid with the cosine alone on BM25-mined negatives; "
+        "'source' = the base's cosine with each query's whole source document as positive (no BM25); a "
+        "cross-encoder id or folder, or '' for the shipped one: its score margins label the negatives (MarginMSELoss)",
     )
-    query_prompt: str | None = field(
-        default=None,
-        metadata={
-            "help": "text --model puts before each query: default its own prompt (config_sentence_transformers.json); "
-            "'' for none; the adapter is trained and saved with it"
-        },
+    query_kinds: str = flag(
+        ",".join(QUERY_KINDS),
+        "pseudo-queries: comma list of title, sentence, span (one of each in turn, in this order); "
+        "also keywords (a document's top TF-IDF terms), masked-keywords (keywords cut out of their positive) and "
+        "generated (written by --generator)",
     )
-    document_prompt: str | None = field(
-        default=None,
-        metadata={"help": "text --model puts before each document: default its own prompt; '' for none"},
+    generator: str = flag(
+        "",
+        "experimental: the query generator for --query-kinds generated: a sequence-to-sequence "
+        "doc2query model (a Hub id such as macavaney/doc2query-t5-base-msmarco; offline, from the local "
+        "cache) or the folder training/train_query_generator.py wrote. It writes one query for each of "
+        "--max-queries documents drawn at random (every document's --queries-per-doc when --max-queries is 0)",
     )
-    teacher: str = field(
-        default=COMPLEMENT_TEACHER,  # chosen on three dev sets (docs/lab.md)
-        metadata={
-            "help": "'none' = no teacher (MultipleNegativesRankingLoss with the mined negatives); 'hybrid' = the "
-            "base bi-encoder's cosine + BM25; 'complement' = the hybrid with the cosine alone on BM25-mined negatives; "
-            "'source' = the base's cosine with each query's whole source document as positive (no BM25); a "
-            "cross-encoder id or folder, or '' for the shipped one: its score margins label the negatives (MarginMSELoss)"
-        },
-    )
-    query_kinds: str = field(
-        default=",".join(QUERY_KINDS),
-        metadata={
-            "help": "pseudo-queries: comma list of title, sentence, span (one of each in turn, in this order); "
-            "also keywords (a document's top TF-IDF terms), masked-keywords (keywords cut out of their positive) and "
-            "generated (written by --generator)"
-        },
-    )
-    generator: str = field(
-        default="",
-        metadata={
-            "help": "experimental: the query generator for --query-kinds generated: a sequence-to-sequence "
-            "doc2query model (a Hub id such as macavaney/doc2query-t5-base-msmarco; offline, from the local "
-            "cache) or the folder training/train_query_generator.py wrote. It writes one query for each of "
-            "--max-queries documents drawn at random (every document's --queries-per-doc when --max-queries is 0)"
-        },
-    )
-    queries_per_doc: int = field(
-        default=3, metadata={"help": "pseudo-queries cut from each document, at most"}
-    )
-    max_queries: int = field(
-        default=2000, metadata={"help": "pseudo-queries kept, drawn across the corpus (0 = all)"}
-    )
-    negatives: int = field(default=1, metadata={"help": "mined negatives per query (BM25 and dense in turn)"})
-    mining_depth: int = field(
-        default=30, metadata={"help": "negatives are drawn from each retriever's top N"}
-    )
-    max_seq_length: int = field(
-        default=128,
-        metadata={
-            "help": "tokens per text in training (0 = the model's own); the saved adapter reads as its base does"
-        },
+    queries_per_doc: int = flag(3, "pseudo-queries cut from each document, at most")
+    max_queries: int = flag(2000, "pseudo-queries kept, drawn across the corpus (0 = all)")
+    negatives: int = flag(1, "mined negatives per query (BM25 and dense in turn)")
+    mining_depth: int = flag(30, "negatives are drawn from each retriever's top N")
+    max_seq_length: int = flag(
+        128, "tokens per text in training (0 = the model's own); the saved adapter reads as its base does"
     )
     lora_rank: int = 16
     lora_alpha: int = 32
     learning_rate: float = 2e-4
-    batch_size: int = field(default=32, metadata={"help": "training batch (raise it on a GPU)"})
-    teacher_batch_size: int = field(
-        default=64, metadata={"help": "pairs per teacher batch (raise it on a GPU)"}
-    )
+    batch_size: int = flag(32, "training batch (raise it on a GPU)")
+    teacher_batch_size: int = flag(64, "pairs per teacher batch (raise it on a GPU)")
     epochs: float = 1.0
-    max_steps: int = field(
-        default=0, metadata={"help": "training steps (0 = --epochs over the labelled rows)"}
+    max_steps: int = flag(0, "training steps (0 = --epochs over the labelled rows)")
+    save_steps: int = flag(25, "a checkpoint every N steps (a rerun resumes from it)")
+    save_minutes: float = flag(5.0, "also a checkpoint at the first step N minutes after the last")
+    max_minutes: float = flag(
+        30.0, "time budget for this run: training stops at the step that passes it, saved (0 = none)"
     )
-    save_steps: int = field(
-        default=25, metadata={"help": "a checkpoint every N steps (a rerun resumes from it)"}
-    )
-    save_minutes: float = field(
-        default=5.0, metadata={"help": "also a checkpoint at the first step N minutes after the last"}
-    )
-    max_minutes: float = field(
-        default=30.0,
-        metadata={
-            "help": "time budget for this run: training stops at the step that passes it, saved (0 = none)"
-        },
-    )
-    device: str = field(default="auto", metadata={"help": "auto, cpu, cuda, cuda:N, mps"})
-    torch_threads: int = field(default=0, metadata={"help": "CPU threads for torch (0 = default)"})
+    device: str = flag("auto", "auto, cpu, cuda, cuda:N, mps")
+    torch_threads: int = flag(0, "CPU threads for torch (0 = default)")
     seed: int = 42
-    overwrite: bool = field(default=False, metadata={"help": "start --output again if it holds another run"})
-    keep_work: bool = field(
-        default=False, metadata={"help": "keep --output/work (queries, labels, checkpoints)"}
-    )
-    quiet: bool = field(default=False, metadata={"help": "no progress bars"})
+    overwrite: bool = flag(False, "start --output again if it holds another run")
+    keep_work: bool = flag(False, "keep --output/work (queries, labels, checkpoints)")
+    quiet: bool = flag(False, "no progress bars")
 
 
 def _say(text: str) -> None:
@@ -135,17 +98,21 @@ def _say(text: str) -> None:
 
 
 # what the work files and the adapter do not depend on
-_NOT_SHAPING = {
-    "corpus",
-    "output",
-    "max_minutes",
-    "device",
-    "torch_threads",
-    "overwrite",
-    "keep_work",
-    "quiet",
-}
-_NOT_SHAPING |= {"teacher_batch_size", "save_steps", "save_minutes"}
+_NOT_SHAPING = frozenset(
+    [
+        "corpus",
+        "output",
+        "max_minutes",
+        "device",
+        "torch_threads",
+        "overwrite",
+        "keep_work",
+        "quiet",
+        "teacher_batch_size",
+        "save_steps",
+        "save_minutes",
+    ]
+)
 
 
 def _check_args(args: AdaptArgs) -> None:
@@ -314,8 +281,7 @@ def _adapt(args, corpus, settings, folder: WorkDir, deadline, timings, started) 
 
 
 def _generated(args, corpus: Corpus, show: bool) -> dict[str, list[str]]:
-    """doc_id → the generator's queries: one each for --max-queries documents drawn with --seed (when 0: all
-    documents, --queries-per-doc each)."""
+    """doc_id → the generator's queries, for --max-queries documents drawn with --seed (0: all)."""
     import random
 
     from ctxir.adapt.generator import generate_queries, load_generator
@@ -339,8 +305,7 @@ def _generated(args, corpus: Corpus, show: bool) -> dict[str, list[str]]:
 
 
 def _hybrid_teacher(args, corpus, queries, negatives, show, bm25_blind=()):
-    """The base bi-encoder + BM25 teacher (``bm25_blind``: see HybridTeacher), its two weights set on the first
-    ``CALIBRATION_ROWS`` queries with a negative (the same on a rerun, so the saved labels stay on one scale)."""
+    """The bi-encoder + BM25 teacher, its weights set on the first ``CALIBRATION_ROWS`` rows."""
     from ctxir.adapt.negatives import CALIBRATION_ROWS, HybridTeacher, scored_texts
 
     teacher = HybridTeacher(corpus, _encoder(args), show_progress=show, bm25_blind=bm25_blind)
@@ -416,8 +381,6 @@ def _train(
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ctxir.cli import cli_main
-
     return cli_main(AdaptArgs, run, argv)
 
 

@@ -157,8 +157,7 @@ def _load_seq2seq(source: str) -> tuple[torch.nn.Module, object]:
 
 @torch.inference_mode()
 def _sample(model: QueryGenerator, enc, per_text: int, top_p: float, generator, sep: int) -> list[list[int]]:
-    """Token ids of ``per_text`` queries for each passage of ``enc`` (one tokenized, right-padded batch), each ending
-    before its first ``sep``."""
+    """Token ids of ``per_text`` queries for each passage of ``enc``, each ending before its ``sep``."""
     from transformers import TopPLogitsWarper
 
     device = model.bias.device
@@ -206,8 +205,7 @@ def _sample(model: QueryGenerator, enc, per_text: int, top_p: float, generator, 
 
 @torch.inference_mode()
 def _sample_seq2seq(model, enc, per_text: int, top_p: float, generator) -> list[list[int]]:
-    """``per_text`` sampled queries per passage from a sequence-to-sequence model (GPL's top-p, top-k 25), seeded
-    from ``generator``; the caller's random state is left as it was."""
+    """``per_text`` seeded top-p samples per passage from a seq2seq model (GPL's settings)."""
     device = next(model.parameters()).device
     seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
@@ -234,8 +232,7 @@ def generate_queries(
     top_p: float = 0.95,
     show: Callable | None = None,
 ) -> list[list[str]]:
-    """``per_text`` queries for each of ``texts`` from either kind of generator, nucleus-sampled (GPL's top-p 0.95)
-    and seeded. ``show`` wraps the batches (a bar)."""
+    """``per_text`` seeded, nucleus-sampled queries for each of ``texts``; ``show`` wraps the batches."""
     generator = torch.Generator().manual_seed(seed)
     batches = range(0, len(texts), batch_size)
     out: list[list[str]] = []

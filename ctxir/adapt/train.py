@@ -43,8 +43,7 @@ class TrainPlan:
 
 
 def load_student(base: str, device: str, max_seq_length: int, plan: TrainPlan):
-    """A fresh ``SentenceTransformer`` of ``base`` (not ``load_bi_encoder``'s cached one: the adapter is added in
-    place) with an untrained LoRA adapter over every linear layer of its transformer."""
+    """A fresh ``SentenceTransformer`` of ``base`` with an untrained LoRA adapter on every linear layer."""
     from peft import LoraConfig, TaskType
     from sentence_transformers import SentenceTransformer
     from transformers import set_seed
@@ -98,8 +97,7 @@ def training_rows(
 
 
 def teacher_scale(model, rows: dict[str, list], sample: int = 256, seed: int = 42) -> float:
-    """The factor that puts the teacher's margins on the student's scale: std of the student's cosine margins over std
-    of the teacher's, on up to ``sample`` rows (before training)."""
+    """std of the student's cosine margins / std of the teacher's, on up to ``sample`` rows."""
     n = len(rows["anchor"])
     picked = np.random.default_rng(seed).choice(n, size=min(n, sample), replace=False)
     prompts = model_prompts(model)  # as the bi-encoder encodes queries and documents (ctxir.BiEncoder)
@@ -119,8 +117,7 @@ def teacher_scale(model, rows: dict[str, list], sample: int = 256, seed: int = 4
 
 
 class BudgetCallback(TrainerCallback):
-    """Stops (saved) at the first step that ends after ``deadline`` (``stopped_at``), and saves the first step that
-    ends ``save_minutes`` after the last save; ``steps_run`` counts this run's steps."""
+    """Stops (saved) at the first step past ``deadline``; saves every ``save_minutes`` too."""
 
     def __init__(self, deadline: float | None, save_minutes: float = 0.0):
         self.deadline, self.stopped_at, self.steps_run = deadline, None, 0
@@ -143,8 +140,7 @@ class BudgetCallback(TrainerCallback):
 
 
 def train_adapter(model, rows: dict[str, list], loss_name: str, plan: TrainPlan, checkpoints: Path, deadline):
-    """Train ``model``'s adapter on ``rows``, resuming from the last checkpoint in ``checkpoints``; returns what
-    happened: steps done and planned, whether the budget stopped it, the step it resumed from, the loss, seconds."""
+    """Train ``model``'s adapter on ``rows``, resuming from ``checkpoints``; → what happened."""
     from datasets import Dataset
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
     from sentence_transformers.base.sampler import BatchSamplers
@@ -194,8 +190,7 @@ def train_adapter(model, rows: dict[str, list], loss_name: str, plan: TrainPlan,
 
 
 def save_adapter(model, folder: Path, base: str) -> int:
-    """Save the adapter (and its modules) into ``folder``, naming ``base`` as given (not the local path it was loaded
-    from), with the base's own max length; → the adapter weights' size in bytes."""
+    """Save the adapter into ``folder`` naming ``base`` as given; → its weights' size in bytes."""
     trained_length = model.max_seq_length
     model.max_seq_length = getattr(model, "ctxir_own_length", trained_length)
     model.save_pretrained(str(folder), create_model_card=False)

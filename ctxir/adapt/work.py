@@ -21,7 +21,6 @@ from ctxir.files import write_atomic, write_json
 from ctxir.names import ADAPT_INCOMPLETE
 from ctxir.types import Corpus, CtxirError, doc_text
 
-INCOMPLETE_MARKER = ADAPT_INCOMPLETE
 RECORD_FILE = "adapt.json"
 RECORD_FORMAT = "ctxir-adapt/1"
 
@@ -57,7 +56,7 @@ class WorkDir:
         self.labels = self.work / "labels.jsonl"
         self.checkpoints = self.work / "checkpoints"
         self.final = self.work / "final"
-        self.marker = self.root / INCOMPLETE_MARKER
+        self.marker = self.root / ADAPT_INCOMPLETE
         self.record = self.root / RECORD_FILE
 
     def record_json(self) -> dict:
@@ -106,10 +105,9 @@ class WorkDir:
                 path.unlink()
 
     def finish(self, record: dict, keep_work: bool) -> None:
-        """Move the final adapter (written whole to work/final) into the folder, write adapt.json, then drop the
-        marker."""
+        """Move work/final's adapter into the folder, write adapt.json, then drop the marker."""
         for old in self.root.iterdir():  # an earlier (budget-stopped) adapter's files: replaced as a whole
-            if old.name not in ("work", INCOMPLETE_MARKER):
+            if old.name not in ("work", ADAPT_INCOMPLETE):
                 shutil.rmtree(old) if old.is_dir() else old.unlink()
         for path in sorted(self.final.iterdir()):
             path.replace(self.root / path.name)
@@ -126,8 +124,7 @@ def write_jsonl(path: Path, rows: Iterable[dict]) -> None:
 
 
 def read_jsonl(path: Path) -> list[dict]:
-    """The rows of a file written by ``write_jsonl`` or appended line by line; a torn last line (a run killed while
-    appending) is dropped, so its rows are computed again."""
+    """The rows of a JSONL file; a torn last line (a killed append) is dropped."""
     rows = []
     for line in path.read_text(encoding="utf-8").splitlines():
         try:
@@ -138,8 +135,7 @@ def read_jsonl(path: Path) -> list[dict]:
 
 
 def adapter_record(args, corpus, settings, queries, teacher_name, loss, scale, rows, trained, size) -> dict:
-    """adapt.json (without "seconds", which the caller adds last): complete or stopped by the budget, the base, the
-    corpus it was adapted on, the teacher and loss, the pseudo-queries with examples, the training, the settings."""
+    """adapt.json's record (the caller adds "seconds")."""
     return {
         "complete": trained["steps_done"] >= trained["steps_planned"],
         "base_model": args.model,

@@ -22,6 +22,7 @@ from ctxir.classify.scoring import (
     select_zero_shot,
     word_projection,
 )
+from ctxir.cli import cli_main, flag
 from ctxir.data.labelled import Label, load_folder, load_labelled, load_labels
 from ctxir.types import CtxirError
 
@@ -32,63 +33,42 @@ METHODS = ("zero-shot", "knn", "centroid", "logreg")
 class ClassifyArgs:
     """ctxir classify: evaluate embedding classifiers on a labelled test file."""
 
-    train: str = field(
-        default="", metadata={"help": "labelled training file (.csv/.tsv text,label or .jsonl)"}
+    train: str = flag("", "labelled training file (.csv/.tsv text,label or .jsonl)")
+    test: str = flag("", "labelled test file")
+    data: str = flag("", "a folder of train*.csv and test.csv (instead of --train/--test)")
+    method: str = flag("all", "comma list of zero-shot, knn, centroid, logreg; or all")
+    labels: str = flag(
+        "",
+        "zero-shot labels file (.txt, or .csv/.jsonl with label and optional description); default: the "
+        "train file's labels. Descriptions help: on AG News test the label names alone gave 0.6796 accuracy, "
+        "names with short descriptions (ctxir/assets/agnews_labels.csv) 0.7714 (docs/results.md, "
+        "Classification with embeddings)",
     )
-    test: str = field(default="", metadata={"help": "labelled test file"})
-    data: str = field(
-        default="", metadata={"help": "a folder of train*.csv and test.csv (instead of --train/--test)"}
+    templates: str = flag(
+        "",
+        "zero-shot templates separated by '||' (default: ctxir.classify.TEMPLATES); the best on --train is used",
     )
-    method: str = field(
-        default="all", metadata={"help": "comma list of zero-shot, knn, centroid, logreg; or all"}
+    projection: str = flag("auto", "zero-shot label projection: auto, on, off")
+    projection_words: int = flag(5000, "vocabulary words the projection is fitted on")
+    k: str = flag(
+        "auto",
+        f"kNN neighbour count: auto chooses one of {','.join(map(str, K_GRID))} by {CV_FOLDS}-fold "
+        "stratified cross-validation accuracy on --train, then fits on all of --train; or a comma list "
+        "(1,5,15) to report each k",
     )
-    labels: str = field(
-        default="",
-        metadata={
-            "help": "zero-shot labels file (.txt, or .csv/.jsonl with label and optional description); default: the "
-            "train file's labels. Descriptions help: on AG News test the label names alone gave 0.6796 accuracy, "
-            "names with short descriptions (ctxir/assets/agnews_labels.csv) 0.7714 (docs/results.md, "
-            "Classification with embeddings)"
-        },
+    weights: str = flag("uniform", "kNN vote: uniform or distance")
+    shots: str = flag(
+        "", "also run few-shot with N training examples per class; a comma list (8,16,32) gives a curve"
     )
-    templates: str = field(
-        default="",
-        metadata={
-            "help": "zero-shot templates separated by '||' (default: ctxir.classify.TEMPLATES); the best on --train is used"
-        },
-    )
-    projection: str = field(default="auto", metadata={"help": "zero-shot label projection: auto, on, off"})
-    projection_words: int = field(
-        default=5000, metadata={"help": "vocabulary words the projection is fitted on"}
-    )
-    k: str = field(
-        default="auto",
-        metadata={
-            "help": f"kNN neighbour count: auto chooses one of {','.join(map(str, K_GRID))} by {CV_FOLDS}-fold "
-            "stratified cross-validation accuracy on --train, then fits on all of --train; or a comma list "
-            "(1,5,15) to report each k"
-        },
-    )
-    weights: str = field(default="uniform", metadata={"help": "kNN vote: uniform or distance"})
-    shots: str = field(
-        default="",
-        metadata={
-            "help": "also run few-shot with N training examples per class; a comma list (8,16,32) gives a curve"
-        },
-    )
-    seeds: int = field(default=5, metadata={"help": "few-shot: seeds (samples of N per class)"})
-    few_shot_methods: str = field(default="knn-5,logreg", metadata={"help": "methods run few-shot"})
-    max_test: int = field(default=0, metadata={"help": "first N test rows only (0 = all; for quick checks)"})
-    model: str = field(
-        default="sentence-transformers/all-MiniLM-L6-v2", metadata={"help": "bi-encoder id/folder"}
-    )
+    seeds: int = flag(5, "few-shot: seeds (samples of N per class)")
+    few_shot_methods: str = flag("knn-5,logreg", "methods run few-shot")
+    max_test: int = flag(0, "first N test rows only (0 = all; for quick checks)")
+    model: str = flag("sentence-transformers/all-MiniLM-L6-v2", "bi-encoder id/folder")
     device: str = "auto"
     batch_size: int = 32
-    torch_threads: int = field(default=0, metadata={"help": "CPU threads for torch (0 = default)"})
-    cache_dir: str = field(
-        default="", metadata={"help": "cache root (default $CTXIR_CACHE or ~/.cache/ctxir)"}
-    )
-    output: str = field(default="metrics.json", metadata={"help": "where the metrics JSON is written"})
+    torch_threads: int = flag(0, "CPU threads for torch (0 = default)")
+    cache_dir: str = flag("", "cache root (default $CTXIR_CACHE or ~/.cache/ctxir)")
+    output: str = flag("metrics.json", "where the metrics JSON is written")
 
 
 def _methods(value: str) -> list[str]:
@@ -114,14 +94,6 @@ def _ks(value: str) -> list[int] | None:
             "list of whole numbers from 1 to 10000, e.g. --k 5 or --k 1,5,15"
         )
     return [int(part) for part in parts]
-
-
-def _shots(value: str) -> list[int]:
-    """'8,16,32' → [8, 16, 32]; '' or '0' → []."""
-    from ctxir.checks import check_int
-
-    shots = [check_int(n.strip(), "--shots", 0, 1_000_000) for n in str(value).split(",") if n.strip()]
-    return [n for n in shots if n > 0]
 
 
 @dataclass
@@ -155,7 +127,7 @@ def run(args: ClassifyArgs) -> dict:
     import torch
 
     from ctxir.encoders.models import set_threads
-    from ctxir.files import write_json
+    from ctxir.files import machine_info, write_json
 
     # 0. check the arguments before anything heavy is loaded
     task = _check_args(args)
@@ -186,7 +158,23 @@ def run(args: ClassifyArgs) -> dict:
         for a, b in itertools.combinations(predictions, 2)
     ]
     # 5. few-shot: N per class, mean ± std over seeds
-    record["few_shot"] = _few_shot_curve(args, task)
+    few_shot_methods = [m.strip() for m in args.few_shot_methods.split(",") if m.strip()]
+    record["few_shot"] = []
+    for n in task.shots:
+        curve = few_shot(
+            task.train_x,
+            task.train_y,
+            task.test_x,
+            task.test_y,
+            few_shot_methods,
+            n,
+            args.seeds,
+            args.weights,
+        )
+        record["few_shot"].append(curve)
+        for name, result in curve["methods"].items():
+            accuracy = result["accuracy"]
+            print(f"{n}-shot {name}: accuracy {accuracy['mean']:.4f} ± {accuracy['std']:.4f}", flush=True)
     # 6. throughput and the machine, then write
     record["throughput"] = {
         "encode_texts": sample,
@@ -197,7 +185,7 @@ def run(args: ClassifyArgs) -> dict:
             m: round(len(task.test) / max(s, 1e-9), 1) for m, s in classify_seconds.items()
         },
     }
-    record["machine"] = machine()
+    record["machine"] = machine_info()["hardware"]
     write_json(Path(args.output), record)
     print(f"wrote {args.output}")
     return record
@@ -205,7 +193,7 @@ def run(args: ClassifyArgs) -> dict:
 
 def _check_args(args: ClassifyArgs) -> _Task:
     """Every argument that can be checked without data or a model, checked."""
-    from ctxir.checks import check_choice
+    from ctxir.checks import check_choice, check_int
 
     methods = _methods(args.method)
     ks = _ks(args.k)
@@ -222,7 +210,8 @@ def _check_args(args: ClassifyArgs) -> _Task:
         train_path, test_path = args.train, args.test
     if not test_path:
         raise CtxirError("--test is missing: pass a labelled test file (text,label) or --data FOLDER")
-    shots = _shots(args.shots)
+    shots = [check_int(n.strip(), "--shots", 0, 1_000_000) for n in str(args.shots).split(",") if n.strip()]
+    shots = [n for n in shots if n > 0]
     needs_train = [m for m in methods if m != "zero-shot"] or ([] if args.labels else ["zero-shot"])
     if not train_path and (needs_train or shots):
         raise CtxirError(
@@ -259,8 +248,7 @@ def _load_data(args: ClassifyArgs, task: _Task) -> None:
 
 
 def _embed(args: ClassifyArgs, task: _Task):
-    """(the encoder, texts timed, their seconds): the encoder timed on up to 256 test texts uncached, then both sets
-    embedded through the cache."""
+    """(encoder, texts timed, seconds): speed timed uncached on ≤ 256 test texts, then both sets cached."""
     from ctxir.encoders.bi_encoder import BiEncoder, EmbeddingCache, cache_root
 
     cache = EmbeddingCache(cache_root(args.cache_dir or None) / "embeddings")
@@ -279,8 +267,7 @@ def _embed(args: ClassifyArgs, task: _Task):
 
 
 def _classify_all(args: ClassifyArgs, task: _Task, encoder, results: dict) -> tuple[dict, dict]:
-    """Each method's classifiers (kNN: one per k) fitted and run on the test set; their metrics go into
-    ``results``. Returns (predictions, seconds) by classifier name; the seconds include fitting."""
+    """Each method fitted and run on the test set into ``results``; → (predictions, seconds) by name."""
     predictions: dict[str, list[str]] = {}
     classify_seconds: dict[str, float] = {}
     for method in task.methods:
@@ -315,8 +302,7 @@ def _classify_all(args: ClassifyArgs, task: _Task, encoder, results: dict) -> tu
 
 
 def _knn_ks(args: ClassifyArgs, task: _Task) -> tuple[list[int], dict]:
-    """(the ks to run, how k was chosen): --k as given, or ``choose_k``'s on the training embeddings, with every
-    candidate's cross-validation scores."""
+    """(the ks to run, how k was chosen): --k as given, else ``choose_k`` on the training embeddings."""
     if task.ks is not None:
         return task.ks, {}
     k, table = choose_k(task.train_x, task.train_y, weights=args.weights)
@@ -334,8 +320,7 @@ def _knn_ks(args: ClassifyArgs, task: _Task) -> tuple[list[int], dict]:
 
 
 def _zero_shot(args: ClassifyArgs, task: _Task, encoder) -> tuple[dict, dict]:
-    """The zero-shot classifier with its template and projection chosen on --train accuracy (never on test); with
-    no --train, the first template."""
+    """The zero-shot classifier, its template and projection chosen on --train accuracy (never test)."""
     train = bool(task.train)
     # auto with no training data to choose on keeps the projection off: nothing to fit it for
     wanted = args.projection == "on" or (args.projection == "auto" and train)
@@ -361,32 +346,5 @@ def _zero_shot(args: ClassifyArgs, task: _Task, encoder) -> tuple[dict, dict]:
     return {"zero-shot": classifier}, {"zero-shot": chosen}
 
 
-def _few_shot_curve(args: ClassifyArgs, task: _Task) -> list[dict]:
-    """``few_shot`` at each --shots N, printed as it goes."""
-    methods = [m.strip() for m in args.few_shot_methods.split(",") if m.strip()]
-    curve = []
-    for n in task.shots:
-        curve.append(
-            few_shot(
-                task.train_x, task.train_y, task.test_x, task.test_y, methods, n, args.seeds, args.weights
-            )
-        )
-        for name, result in curve[-1]["methods"].items():
-            accuracy = result["accuracy"]
-            print(f"{n}-shot {name}: accuracy {accuracy['mean']:.4f} ± {accuracy['std']:.4f}", flush=True)
-    return curve
-
-
-def machine() -> str:
-    """The one-line machine summary written beside timings (training/common.py's ``hardware`` has the same form)."""
-    import os
-    import platform
-
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return f"{platform.system()} {platform.machine()}, {cores} CPU core{'s' if cores != 1 else ''}"
-
-
 def main(argv: list[str] | None = None) -> int:
-    from ctxir.cli import cli_main
-
     return cli_main(ClassifyArgs, run, argv)

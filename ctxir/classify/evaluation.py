@@ -92,8 +92,7 @@ def few_shot(
     seeds: int,
     weights: str = "uniform",
 ) -> dict:
-    """Each method fitted on ``shots`` examples per class drawn with seeds 0..seeds-1; accuracy and macro-F1 per
-    seed and as mean ± sample std."""
+    """Each method fitted on ``shots`` examples per class for each seed; per seed and mean ± std."""
     from sklearn.metrics import f1_score
 
     results = {}

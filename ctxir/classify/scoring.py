@@ -92,8 +92,7 @@ def _neighbour_votes(
 
 
 def argmax_ties(primary: np.ndarray, secondary: np.ndarray | None = None) -> np.ndarray:
-    """Row-wise argmax of ``primary``; among columns equal to the maximum (within 1e-9), the largest ``secondary``
-    wins, then the first column."""
+    """Row-wise argmax of ``primary``; ties (within 1e-9) go to the largest ``secondary``, then first."""
     if secondary is None:
         return primary.argmax(axis=1)
     top = primary >= primary.max(axis=1, keepdims=True) - 1e-9
@@ -186,8 +185,7 @@ def fit_projection(sentence_vectors: np.ndarray, word_vectors: np.ndarray, ridge
 def zero_shot_scores(
     texts: np.ndarray, label_vectors: np.ndarray, projection: np.ndarray | None = None
 ) -> np.ndarray:
-    """(n, C) cosine between each text and each label embedding, both first mapped through ``projection`` (D, d)
-    when given (Davison's label projection)."""
+    """(n, C) cosines of texts and label embeddings, through ``projection`` (D, d) when given."""
     if projection is not None:
         texts, label_vectors = texts @ projection, label_vectors @ projection
     return _normalise(texts) @ _normalise(label_vectors).T

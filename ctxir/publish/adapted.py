@@ -171,8 +171,7 @@ def evaluation_rows(path: str, src: Path) -> list[dict]:
 
 
 def write_standalone_bi_encoder(src: Path, dest: Path) -> None:
-    """The adapter in ``src`` merged into its base, saved into ``dest`` as a plain SentenceTransformer, which loads
-    with neither peft nor ctxir."""
+    """The adapter in ``src`` merged into its base, saved to ``dest`` as a plain SentenceTransformer."""
     load_bi_encoder.cache_clear()  # a private copy, not the one later loads in this process share
     model = load_bi_encoder(str(src), "cpu")
     load_bi_encoder.cache_clear()

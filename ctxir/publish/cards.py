@@ -43,8 +43,7 @@ def slug(text: str) -> str:
 
 
 def lead_evaluation(metrics: dict) -> dict | None:
-    """The evaluation the card leads with (the Hub shows the first ``model-index`` entry): ``headline``, else the
-    first."""
+    """The evaluation the card leads with (first in ``model-index``): ``headline``, else the first."""
     rows = metrics["evaluations"]
     return next((e for e in rows if e.get("headline")), rows[0] if rows else None)
 
@@ -418,8 +417,7 @@ def row_problems(metrics: dict) -> list[str]:
 
 
 def check_card(card_path: str | Path, metrics: dict, base_license: tuple[str, License] | None = None) -> dict:
-    """Refuse a card whose front matter (license, library, model-index) or body figures are not what ``metrics``
-    implies; returns the parsed front matter."""
+    """Refuse a card whose front matter or figures disagree with ``metrics``; → its front matter."""
     from huggingface_hub import ModelCard, metadata_load
     from huggingface_hub.repocard_data import model_index_to_eval_results
 

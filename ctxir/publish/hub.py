@@ -16,7 +16,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ctxir.cli import subcommand_main
+from ctxir.cli import flag, subcommand_main
 from ctxir.publish.metrics_file import METRICS_FILE
 from ctxir.publish.staging import StagedRepo, check_repo_id, stage, validate
 from ctxir.types import CtxirError
@@ -63,8 +63,7 @@ def push(
     endpoint: str | None = None,
     api=None,
 ) -> str:
-    """Upload a staged, validated folder; → the commit (or pull request) URL. ``token``: else ``get_token()``, never
-    printed; ``api``: a stand-in for ``HfApi`` (tests)."""
+    """Upload a staged, validated folder; → the commit (or PR) URL. ``api``: an ``HfApi`` stand-in."""
     from huggingface_hub import HfApi, constants, get_token
     from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
 
@@ -106,48 +105,38 @@ def push(
 
 @dataclass
 class PushArgs:
-    model_dir: str = field(
-        metadata={"help": "training output folder (model files + metrics.json), or a `ctxir adapt` output"}
+    model_dir: str = flag(
+        help="training output folder (model files + metrics.json), or a `ctxir adapt` output"
     )
-    repo_id: str = field(metadata={"help": "Hub id 'owner/name', e.g. ctxir/minilm-scifact-bi-encoder"})
-    staging_dir: str = field(
-        default="", metadata={"help": "where to stage (default <model-dir>/../hub/<owner>--<name>)"}
-    )
-    base_model_id: str = field(
-        default="",
-        metadata={
-            "help": "Hub id for the card's base_model: required when metrics.json names a local folder (e.g. a pushed cross-encoder)"
-        },
+    repo_id: str = flag(help="Hub id 'owner/name', e.g. ctxir/minilm-scifact-bi-encoder")
+    staging_dir: str = flag("", "where to stage (default <model-dir>/../hub/<owner>--<name>)")
+    base_model_id: str = flag(
+        "",
+        "Hub id for the card's base_model: required when metrics.json names a local folder (e.g. a pushed cross-encoder)",
     )
     figures: list[str] = field(
         default_factory=list, metadata={"help": "extra figure files (.png/.svg/.html)"}
     )
-    corpus_license: str = field(
-        default="",
-        metadata={
-            "help": "a `ctxir adapt` folder only: the license of the corpus it was adapted on (e.g. cc-by-4.0); "
-            "required there, since the model's license derives from it"
-        },
+    corpus_license: str = flag(
+        "",
+        "a `ctxir adapt` folder only: the license of the corpus it was adapted on (e.g. cc-by-4.0); "
+        "required there, since the model's license derives from it",
     )
-    evaluation: str = field(
-        default="",
-        metadata={
-            "help": "a `ctxir adapt` folder only: the `ctxir evaluate --output` file of that adapter, for the card "
-            "(without one the card says it was not evaluated)"
-        },
+    evaluation: str = flag(
+        "",
+        "a `ctxir adapt` folder only: the `ctxir evaluate --output` file of that adapter, for the card "
+        "(without one the card says it was not evaluated)",
     )
-    private: bool = field(default=False, metadata={"help": "create the repo private (ignored if it exists)"})
-    revision: str = field(default="", metadata={"help": "branch to push to (created if missing)"})
-    create_pr: bool = field(default=False, metadata={"help": "open a pull request instead of committing"})
+    private: bool = flag(False, "create the repo private (ignored if it exists)")
+    revision: str = flag("", "branch to push to (created if missing)")
+    create_pr: bool = flag(False, "open a pull request instead of committing")
     commit_message: str = ""
-    dry_run: bool = field(
-        default=False, metadata={"help": "stage and validate only; print the hf upload command"}
-    )
+    dry_run: bool = flag(False, "stage and validate only; print the hf upload command")
 
 
 @dataclass
 class ValidateArgs:
-    folder: str = field(metadata={"help": "a staged folder (or an `hf download --local-dir` folder)"})
+    folder: str = flag(help="a staged folder (or an `hf download --local-dir` folder)")
 
 
 def _summary(report: StagedRepo) -> str:

@@ -51,8 +51,7 @@ def versions() -> dict:
 
 
 def write_metrics(folder: str | Path, metrics: dict) -> Path:
-    """Write ``folder/metrics.json`` (atomically) after checking it against the contract; fills ``versions``,
-    ``created`` and ``extra`` when absent."""
+    """Check and write ``folder/metrics.json``, filling ``versions``, ``created``, ``extra``."""
     metrics = dict(metrics)
     metrics.setdefault("versions", versions())
     metrics.setdefault("created", datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"))
@@ -149,8 +148,7 @@ def _is_number(x: Any) -> bool:
 
 
 def training_license(metrics: dict, base_license: tuple[str, License] | None = None) -> tuple[License, str]:
-    """The model's license from the licenses of its training data (role 'train') and its base model, and a
-    sentence of what use they allow together."""
+    """(the model's license from its training data's and its base's, what use they allow)."""
     return combine_licenses(training_sources(metrics, base_license))
 
 
@@ -185,8 +183,7 @@ def training_sources(metrics: dict, base_license: tuple[str, License] | None = N
 
 
 def data_licenses(metrics: dict) -> list[dict]:
-    """Each training source's own terms, for the card's ``data_licenses`` metadata: [{dataset, split, terms,
-    license_id, link}]."""
+    """Each training source's own terms: the card's ``data_licenses`` metadata."""
     out = []
     for d in metrics["datasets"]:
         if d.get("role") != "train":

@@ -65,8 +65,7 @@ def base_model_license(base: str) -> tuple[str, License] | None:
 
 
 def cls_lr_base_dir(src: Path) -> tuple[Path, str]:
-    """The encoder a CLS-LR ranker reads (bundled ".", a folder relative to the ranker, a Hub id or a path),
-    and how to name it."""
+    """(the encoder folder a CLS-LR ranker reads, how to name it)."""
     base = read_json(src / CLS_LR_CONFIG).get("base_model", "")
     if base == "." or (src / base).is_dir():
         folder = (src / base).resolve()
@@ -75,8 +74,7 @@ def cls_lr_base_dir(src: Path) -> tuple[Path, str]:
 
 
 def stored_base_license(folder: Path, model_type: str, metrics: dict) -> tuple[str, License] | None:
-    """For validation: the base license recorded at staging (a model that carries its base: CLS-LR) or re-derived
-    from the base model."""
+    """The base license recorded at staging (CLS-LR), else re-derived from the base model."""
     if MODEL_TYPES[model_type].carries_base:
         stored = read_json(folder / CLS_LR_CONFIG).get("base_model_license")
         lic = parse_license(stored.get("license")) if stored else None
@@ -111,8 +109,7 @@ def suite_commands(folder: Path) -> list[str]:
 
 
 def suite_markdown(folder: Path) -> str | None:
-    """The out-of-domain suite's table from the folder's evaluation.json (training/evaluate_reranker.py), for the
-    card; None where the folder has no suite figures."""
+    """The out-of-domain suite's table from the folder's evaluation.json, or None."""
     result = read_json(folder / "evaluation.json")
     if not isinstance(result, dict) or not suite_rows(result):
         return None

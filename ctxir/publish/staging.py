@@ -161,9 +161,7 @@ def stage(
     corpus_license: str | None = None,
     evaluation: str | None = None,
 ) -> StagedRepo:
-    """Build the folder that will become the Hub repo, render its card, and validate it.
-
-    ``corpus_license``, ``evaluation``: a ``ctxir adapt`` folder's (``ctxir.publish.adapted``)."""
+    """Build the folder that becomes the Hub repo, render its card, and validate it."""
     # 1. read the run
     src = Path(model_dir).expanduser().resolve()
     if not src.is_dir():
@@ -257,8 +255,7 @@ def stage(
 
 
 def _card_facts(src: Path, staged: Path, model_type: str) -> dict:
-    """What the card states, read off the training output or the staged folder; ``merged``, ``hub_code``: whether
-    the repo holds it merged and the heads' code file it carries."""
+    """What the card states of the model, with whether it is ``merged`` and its ``hub_code`` file."""
     merged = not MODEL_TYPES[model_type].carries_base and needs_standalone(src)
     # a merged bi-encoder is read off the staged folder: a plain SentenceTransformer (its adapter would need peft)
     facts = model_facts(src if merged and model_type != BI_ENCODER else staged, model_type)
@@ -374,10 +371,7 @@ def _stage_cls_lr(src: Path, dest: Path, base_dir: Path, base_license: tuple[str
 def validate(
     folder: str | Path, base_license: tuple[str, License] | bool | None = False, repo_id: str | None = None
 ) -> StagedRepo:
-    """Refuse a staged folder that is not safe and complete to publish; return what it holds.
-
-    ``base_license``: as at staging (False: re-derived). ``repo_id``: the card's snippets run against (default: the
-    one it was staged for)."""
+    """Refuse a staged folder that is not safe and complete to publish; → what it holds."""
     from huggingface_hub.utils import DEFAULT_IGNORE_PATTERNS, filter_repo_objects
 
     folder = Path(folder).expanduser().resolve()

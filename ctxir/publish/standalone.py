@@ -113,8 +113,7 @@ def write_standalone_cls_lr(src: Path, base_dir: Path, dest: Path) -> None:
 def lay_into_hf_cache(
     folder: str | Path, repo_id: str, cache_dir: str | Path, revision: str | None = None
 ) -> Path:
-    """Lay ``folder`` into the Hugging Face cache ``cache_dir`` as ``hf download repo_id`` leaves it (blobs,
-    snapshot links, refs/main); → the snapshot folder. ``revision``: default, a hash of the contents."""
+    """Lay ``folder`` into the HF cache as ``hf download repo_id`` leaves it; → the snapshot folder."""
     folder = Path(folder)
     repo = Path(cache_dir) / ("models--" + repo_id.replace("/", "--"))
     files = sorted(
