@@ -1,5 +1,5 @@
 """ONNX Runtime on the CPU: a bi-encoder's body in int8 (``OnnxEncoder``), a cross-encoder's in float32 or with its
-base layers in int8 (``OnnxCrossEncoder``), heads and pooling in torch. The files come from ``onnx_export``."""
+base layers in int8 (``OnnxCrossEncoder``); heads and pooling in torch."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from ctxir.encoders.onnx_export import (
     frozen_layers,
     frozen_matmuls,
     quantise,
-    quantise_nodes,
+    quantise_dynamic,
     require,
     verified,
 )
@@ -42,9 +42,8 @@ def _say(progress: bool, message: str) -> None:
 
 
 class _Session:
-    """An ONNX Runtime session over ``path`` on the CPU. ``threads``: 0 = one per core; ``spin=False``: the threads
-    sleep between runs, leaving the cores to a server's other threads. Each run gives its activations' memory back
-    (the CPU arena otherwise keeps its peak)."""
+    """An ONNX Runtime CPU session over ``path``; ``threads`` 0 = one per core, ``spin=False`` threads sleep between runs.
+    Each run gives its activations' memory back (the CPU arena otherwise keeps its peak)."""
 
     def __init__(
         self, path: str | Path, threads: int = 0, spin: bool = True, what: str = "backend 'onnx-int8'"
@@ -66,9 +65,8 @@ class _Session:
 
 
 class OnnxEncoder(_Session):
-    """A SentenceTransformer's transformer run by ONNX Runtime on the CPU, tokenised by the model's own ``preprocess``,
-    pooled and normalised in torch, batched by length as ``SentenceTransformer.encode`` does. ``threads``: 0 = one per
-    core. Dynamic int8 measures activations per batch, so a vector moves slightly with its batch-mates."""
+    """A SentenceTransformer's transformer in ONNX Runtime, pooled and normalised in torch, batched by length as
+    ``SentenceTransformer.encode``; dynamic int8 scales per batch, so a vector moves slightly with its batch-mates."""
 
     def __init__(
         self,
@@ -143,8 +141,8 @@ class OnnxEncoder(_Session):
 
 
 def int8_model(model, folder: str | Path, progress: bool = True) -> Path:
-    """``folder/model-int8-dynamic.onnx`` for this model, exported and quantised the first time; ``folder`` should be
-    keyed by the weights. A float32 export made on the way is removed, one that was already there kept."""
+    """``folder/model-int8-dynamic.onnx`` (``folder`` keyed by the weights), made the first time; a float32 export
+    made on the way is removed."""
     folder = Path(folder)
     out = folder / INT8_FILE
     if verified(out):
@@ -206,8 +204,7 @@ def open_int8(
 
 
 class OnnxCrossEncoder(_Session):
-    """A ``CrossEncoder`` whose body runs in ONNX Runtime on the CPU and whose head and activation run in torch;
-    ``predict`` batches as ``CrossEncoder.predict`` does and gives its scores within float rounding."""
+    """A ``CrossEncoder``'s body in ONNX Runtime, head and activation in torch; scores as ``CrossEncoder.predict``'s."""
 
     def __init__(self, path: str | Path, model, threads: int = 0):
         super().__init__(path, threads, spin=False, what="backend 'onnx' for a cross-encoder")
@@ -250,8 +247,8 @@ class OnnxCrossEncoder(_Session):
 def open_cross_encoder(
     model, folder: str | Path, threads: int = 0, progress: bool = True, int8: bool = False
 ) -> OnnxCrossEncoder:
-    """An ``OnnxCrossEncoder`` over the body exported into ``folder`` the first time; an unreadable file is made again
-    once. ``int8``: the MatMuls of ``frozen_layers(model)`` in int8, the trained layers float32."""
+    """An ``OnnxCrossEncoder`` over the body exported into ``folder`` (remade once if unreadable); ``int8``: the
+    MatMuls of ``frozen_layers(model)`` in int8."""
     folder = Path(folder)
     int8 = int8 and len(frozen_layers(model)) > 0  # none of the base left unchanged: float32
     target = folder / (FROZEN_INT8_FILE if int8 else FP32_FILE)
@@ -271,7 +268,13 @@ def open_cross_encoder(
                 )
                 fp32 = export_onnx(model, folder, progress=False, sample=sample)
                 if int8:
-                    quantise_nodes(fp32, target, frozen_matmuls(fp32, model))
+                    nodes = frozen_matmuls(fp32, model)
+                    if not nodes:
+                        raise CtxirError(
+                            f"no MatMul of {fp32} has the weights of a layer the model shares with its base: "
+                            "nothing to quantise (use backend 'onnx')"
+                        )
+                    quantise_dynamic(fp32, target, nodes)
                 _say(progress, f"exported in {time.perf_counter() - started:.1f} s")
         try:
             return OnnxCrossEncoder(target, model, threads)

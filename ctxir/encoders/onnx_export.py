@@ -1,8 +1,5 @@
-"""Making the ONNX files: a transformer body exported to float32 ONNX (``torch.onnx.export``; sentence-transformers'
-own ONNX backend needs optimum-onnx, which pins transformers < 4.58), and int8 copies of its MatMul weights.
-
-Every file is written under a temporary name with its sha256 beside it: one interrupted or damaged is made again.
-"""
+"""A transformer body exported to float32 ONNX (``torch.onnx.export``: sentence-transformers' ONNX backend needs
+optimum-onnx, which pins transformers < 4.58) and int8 copies; each file is written atomically with its sha256 beside it."""
 
 from __future__ import annotations
 
@@ -132,9 +129,7 @@ class CalibrationReader:
 
 
 def quantise(fp32: str | Path, kind: str, calibration: list[dict] | None = None) -> Path:
-    """int8 copies of the exported model's MatMul weights, beside it: ``dynamic`` (activations per batch) or ``static``
-    (QDQ, MinMax calibration on ``calibration``); both per channel with ``reduce_range`` (7-bit weights)."""
-
+    """int8 MatMul weights beside ``fp32``: ``dynamic`` or ``static`` (QDQ, MinMax calibration on ``calibration``)."""
     if kind not in ("dynamic", "static"):
         raise CtxirError(f"quantisation {kind!r} is not known: use one of 'dynamic', 'static'")
     fp32 = Path(fp32)
@@ -143,7 +138,7 @@ def quantise(fp32: str | Path, kind: str, calibration: list[dict] | None = None)
         return out
     require("onnxruntime", "onnx", what="int8 quantisation")
     if kind == "dynamic":
-        _quantise_dynamic(fp32, out)
+        quantise_dynamic(fp32, out)
         return out
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
 
@@ -195,17 +190,8 @@ def frozen_matmuls(path: str | Path, model) -> list[str]:
     ]
 
 
-def quantise_nodes(fp32: Path, out: Path, nodes: list[str]) -> None:
-    """``quantise``'s dynamic int8 settings on ``nodes`` only."""
-    if not nodes:
-        raise CtxirError(
-            f"no MatMul of {fp32} has the weights of a layer the model shares with its base: nothing "
-            "to quantise (use backend 'onnx')"
-        )
-    _quantise_dynamic(fp32, out, nodes)
-
-
-def _quantise_dynamic(fp32: Path, out: Path, nodes: list[str] | None = None) -> None:
+def quantise_dynamic(fp32: Path, out: Path, nodes: list[str] | None = None) -> None:
+    """Dynamic int8 per-channel MatMul weights (``reduce_range``), on ``nodes`` only if given."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     with _sealed(out) as tmp, _quiet():

@@ -278,7 +278,6 @@ def _shard_job(source, model, folder: Path, settings: ShardingSettings) -> _Shar
 
 def _encode_shards(job: _ShardJob, todo: list[tuple[int, int, int]], result: ShardedEncoding) -> None:
     settings, fingerprint = job.settings, job.fingerprint
-    began = time.perf_counter()
     _ensure_ray(
         settings.ray_address,
         max(os.cpu_count() or 1, settings.num_workers * max(settings.threads_per_worker, 1)),
