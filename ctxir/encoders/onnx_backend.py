@@ -134,10 +134,7 @@ class OnnxEncoder(_Session):
                 parts.append(torch.nn.functional.normalize(pooled.float(), dim=1).numpy())
         if not parts:
             return np.zeros((0, 0), dtype=np.float32)
-        out = np.concatenate(parts)
-        result = np.empty_like(out)
-        result[order] = out
-        return result
+        return np.concatenate(parts)[np.argsort(order)]  # back to the input order
 
 
 def int8_model(model, folder: str | Path, progress: bool = True) -> Path:
@@ -238,10 +235,7 @@ class OnnxCrossEncoder(_Session):
                 if model.num_labels == 1 and scores.ndim > 1:
                     scores = scores.squeeze(-1)
                 parts.append(scores.numpy())
-        out = np.concatenate(parts)
-        result = np.empty_like(out)
-        result[order] = out
-        return result
+        return np.concatenate(parts)[np.argsort(order)]  # back to the input order
 
 
 def open_cross_encoder(

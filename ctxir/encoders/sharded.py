@@ -184,10 +184,6 @@ class ShardingSettings:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise CtxirError(f"{name} must be a whole number ≥ 1, got {value!r}")
 
-    @property
-    def resources(self) -> str:
-        return "1 GPU" if self.use_gpu else f"{self.threads_per_worker} thread(s)"
-
 
 @dataclass
 class _ShardJob:
@@ -232,7 +228,7 @@ def encode_sharded(source, model, output_dir: str | Path, **options) -> ShardedE
     job.say(
         f"{len(job.ids):,} docs in {len(job.plan)} shards of ≤{job.settings.shard_size:,}; "
         f"{len(result.skipped)} already written, {len(todo)} to encode with {job.settings.num_workers} "
-        f"worker(s) ({job.settings.resources} each)"
+        f"worker(s) ({'1 GPU' if job.settings.use_gpu else f'{job.settings.threads_per_worker} thread(s)'} each)"
     )
     if todo:
         _encode_shards(job, todo, result)
