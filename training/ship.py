@@ -18,6 +18,7 @@ if __package__ in (None, ""):  # `python training/ship.py` from the repo root
 import numpy as np
 
 from ctxir import kinds
+from ctxir.cli import flag
 from ctxir.encoders.models import (
     ADAPTER_CONFIG,
     ASSETS_MODELS,
@@ -36,9 +37,9 @@ from ctxir.names import CLS_LR_CONFIG, CLS_LR_WEIGHTS, TOP_LAYERS_CONFIG, TOP_LA
 from ctxir.publish.licenses import LICENSE_FILE
 from ctxir.rerank.stage_fusion import STAGE_FUSIONS, StageFusion
 from ctxir.types import CtxirError
-from training.common import arg, cli_main
+from training.common import cli_main
 
-# What the loaders read; anything else in a training output (logs, checkpoints, card drafts) stays behind.
+# What the loaders read; anything else in a training output (logs, checkpoints, card drafts) stays behind:
 # a sentence-transformers folder's configs and tokenizer
 MODEL_CONFIGS = (
     "modules.json",
@@ -71,12 +72,12 @@ CARD = "README.md"  # the model card, rendered from metrics.json (ctxir.publish.
 
 @dataclass
 class ShipArgs:
-    cross_encoder: str = arg("", "train_cross_encoder.py output (--train-layers or --lora-r); with --cls-lr")
-    cls_lr: str = arg("", "train_cls_lr.py output whose --base-model is that cross-encoder")
-    pair_scorer: str = arg("", f"train_pair_scorer.py output: ships as {SHIPPED_STS_CROSS_ENCODER}")
-    dest: str = arg(str(ASSETS_MODELS), "package folder (ctxir/assets/models)")
-    max_mb: float = arg(10.0, "refuse if the package folder's models would exceed this size in all")
-    fusion: str = arg("", "fusion.json for the fused mode (default: the cross-encoder folder's own)")
+    cross_encoder: str = flag("", "train_cross_encoder.py output (--train-layers or --lora-r); with --cls-lr")
+    cls_lr: str = flag("", "train_cls_lr.py output whose --base-model is that cross-encoder")
+    pair_scorer: str = flag("", f"train_pair_scorer.py output: ships as {SHIPPED_STS_CROSS_ENCODER}")
+    dest: str = flag(str(ASSETS_MODELS), "package folder (ctxir/assets/models)")
+    max_mb: float = flag(10.0, "refuse if the package folder's models would exceed this size in all")
+    fusion: str = flag("", "fusion.json for the fused mode (default: the cross-encoder folder's own)")
 
 
 def _copy(src: Path, dest: Path, names: tuple[str, ...], required: tuple[str, ...]) -> None:
@@ -105,14 +106,6 @@ def check_shippable(folder: Path, max_mb: float, kept: tuple[Path, ...] = ()) ->
             "(--lora-r) and publish larger models to the Hub with `ctxir hub push` instead"
         )
     return size
-
-
-def kept_files(dest: Path, replaced: set[str]) -> tuple[Path, ...]:
-    """The files of ``dest`` that stay after the folders named ``replaced`` are swapped in (e.g. the re-rankers
-    when only the pair scorer is shipped)."""
-    if not dest.is_dir():
-        return ()
-    return tuple(p for p in dest.rglob("*") if p.is_file() and p.relative_to(dest).parts[0] not in replaced)
 
 
 def write_card(folder: Path, name: str, model_type: str, base: str) -> None:
@@ -153,6 +146,21 @@ def _same_score(trained: Path, shipped: Path, pair: tuple[str, str], what: str, 
     return scores[1]
 
 
+def _check_base(base: str) -> None:
+    if Path(base).exists():
+        raise CtxirError(
+            f"the adapter's base is the local folder {base!r}: ship adapters over a Hub id (such as "
+            "'sentence-transformers/all-MiniLM-L6-v2', packaged offline) so they load anywhere"
+        )
+
+
+def _copy_modules(src: Path, dest: Path) -> None:
+    """A modular head (segment-cosine, mean) keeps its modules in sub-folders named by modules.json."""
+    for entry in read_json(src / "modules.json") or []:
+        if entry.get("path"):
+            shutil.copytree(src / entry["path"], dest / entry["path"])
+
+
 def _stage_rerankers(args: ShipArgs, work: Path) -> dict:
     """The relevance cross-encoder and the CLS-LR ranker fitted on it, checked and assembled under ``work``."""
     from ctxir.publish.model_folder import cls_lr_base_dir
@@ -179,7 +187,7 @@ def _stage_rerankers(args: ShipArgs, work: Path) -> dict:
             "fit the CLS-LR ranker on the cross-encoder you ship (train_cls_lr.py --base-model)"
         )
     # 2. assemble both
-    ce_dest = work / SHIPPED_MODELS[SHIPPED_CROSS_ENCODER].name
+    ce_dest, cls_dest = (work / SHIPPED_MODELS[name].name for name in (SHIPPED_CROSS_ENCODER, SHIPPED_CLS_LR))
     weights = (TOP_LAYERS_CONFIG, TOP_LAYERS_WEIGHTS) if top_layers else ADAPTER_FILES
     _copy(ce_src, ce_dest, CROSS_ENCODER_FILES, (*weights, "metrics.json"))
     if args.fusion:
@@ -193,25 +201,19 @@ def _stage_rerankers(args: ShipArgs, work: Path) -> dict:
         # read back as the app reads it: a "calibrated" one needs the calibration.json beside it
         StageFusion.from_file(ce_dest / "fusion.json")
     _copy_modules(ce_src, ce_dest)
-    _copy(cls_src, work / SHIPPED_MODELS[SHIPPED_CLS_LR].name, CLS_LR_FILES, CLS_LR_FILES[:3])
-    shipped_cls = work / SHIPPED_MODELS[SHIPPED_CLS_LR].name / CLS_LR_CONFIG
+    _copy(cls_src, cls_dest, CLS_LR_FILES, CLS_LR_FILES[:3])
     cls_config["base_model"] = SHIPPED_CROSS_ENCODER  # by name: resolves to the packaged adapter
-    write_json(shipped_cls, cls_config)
+    write_json(cls_dest / CLS_LR_CONFIG, cls_config)
     check_shippable(work, args.max_mb)
-    # 3. the shipped copies must score exactly as the trained ones do
+    # 3. the shipped copies must score exactly as the trained ones do (the CLS-LR one once it is in place)
     shipped = _same_score(ce_src, ce_dest, RELEVANCE_PAIR, kinds.CROSS_ENCODER, "CROSS_ENCODER_FILES")
-    cls_trained = float(
-        ClsLrRanker.load(cls_src, device="cpu").score_pairs(RELEVANCE_PAIR[0], [RELEVANCE_PAIR[1]])[0]
-    )
-    # 4. model cards, from each model's metrics.json: what it scores and how it was measured
+    cls_trained = ClsLrRanker.load(cls_src, device="cpu").score_pairs(RELEVANCE_PAIR[0], [RELEVANCE_PAIR[1]])
+    # 4. model cards, from each model's metrics.json; 5. last: each file's size and sha256, checked on loading
     write_card(ce_dest, SHIPPED_CROSS_ENCODER, kinds.CROSS_ENCODER, base)
-    write_card(
-        work / SHIPPED_MODELS[SHIPPED_CLS_LR].name, SHIPPED_CLS_LR, kinds.CLS_LR, SHIPPED_CROSS_ENCODER
-    )
-    # 5. last: each file's size and sha256, checked whenever the folder is loaded
+    write_card(cls_dest, SHIPPED_CLS_LR, kinds.CLS_LR, SHIPPED_CROSS_ENCODER)
     write_checksums(ce_dest)
-    write_checksums(work / SHIPPED_MODELS[SHIPPED_CLS_LR].name)
-    return {"cross_encoder_score": shipped, "cls_lr_trained_score": cls_trained}
+    write_checksums(cls_dest)
+    return {"cross_encoder_score": shipped, "cls_lr_trained_score": float(cls_trained[0])}
 
 
 def _stage_pair_scorer(args: ShipArgs, work: Path) -> dict:
@@ -226,40 +228,22 @@ def _stage_pair_scorer(args: ShipArgs, work: Path) -> dict:
         )
     base = adapter_base(src)
     _check_base(base)
-    metrics = read_json(src / "metrics.json") or {}
+    rows = read_json(src / "metrics.json").get("evaluations", [])
     if not any(
-        (e.get("dataset"), e.get("split"), e.get("metric")) == ("stsb", "test", "spearman")
-        for e in metrics.get("evaluations", [])
+        (e.get("dataset"), e.get("split"), e.get("metric")) == ("stsb", "test", "spearman") for e in rows
     ):
         raise CtxirError(
             f"--pair-scorer {args.pair_scorer!r} has no STS-B test Spearman in its metrics.json: pass "
             "the folder of a finished train_pair_scorer.py run (it measures it; the card reports it)"
         )
-    # 2. assemble it
+    # 2. assemble it; 3. it must score exactly as the trained one does; 4. its card; 5. last: its checksums
     out = work / SHIPPED_MODELS[SHIPPED_STS_CROSS_ENCODER].name
     _copy(src, out, PAIR_SCORER_FILES, (*ADAPTER_FILES, "modules.json", "metrics.json"))
     _copy_modules(src, out)
-    # 3. the shipped copy must score exactly as the trained one does
     shipped = _same_score(src, out, SIMILARITY_PAIR, "pair scorer", "PAIR_SCORER_FILES")
-    # 4. its model card, from its metrics.json
     write_card(out, SHIPPED_STS_CROSS_ENCODER, kinds.CROSS_ENCODER, base)
-    write_checksums(out)  # 5. last: each file's size and sha256, checked whenever the folder is loaded
+    write_checksums(out)
     return {"pair_scorer_score": shipped}
-
-
-def _check_base(base: str) -> None:
-    if Path(base).exists():
-        raise CtxirError(
-            f"the adapter's base is the local folder {base!r}: ship adapters over a Hub id (such as "
-            "'sentence-transformers/all-MiniLM-L6-v2', packaged offline) so they load anywhere"
-        )
-
-
-def _copy_modules(src: Path, dest: Path) -> None:
-    """A modular head (segment-cosine, mean) keeps its modules in sub-folders named by modules.json."""
-    for entry in read_json(src / "modules.json") or []:
-        if entry.get("path"):
-            shutil.copytree(src / entry["path"], dest / entry["path"])
 
 
 def run(args: ShipArgs) -> dict:
@@ -276,7 +260,7 @@ def run(args: ShipArgs) -> dict:
             f"--cross-encoder {args.cross_encoder!r} and --cls-lr {args.cls_lr!r} ship together (the "
             "CLS-LR ranker reads that cross-encoder): pass both, or neither (with --pair-scorer)"
         )
-    # 1–4. check and assemble each model in a fresh folder beside the destination
+    # 1–5. check and assemble each model in a fresh folder beside the destination
     dest = Path(args.dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".ship-", dir=dest.parent))
@@ -286,9 +270,12 @@ def run(args: ShipArgs) -> dict:
             report.update(_stage_rerankers(args, work))
         if args.pair_scorer:
             report.update(_stage_pair_scorer(args, work))
-        # 5. the size cap counts what the package folder holds afterwards; then swap in each shipped folder whole
-        shipped_names = {p.name for p in work.iterdir()}
-        size = check_shippable(work, args.max_mb, kept_files(dest, shipped_names))
+        # 6. the size cap counts what the package folder holds afterwards; then swap in each shipped folder whole
+        shipped = {p.name for p in work.iterdir()}
+        kept = tuple(
+            p for p in dest.rglob("*") if p.is_file() and p.relative_to(dest).parts[0] not in shipped
+        )
+        size = check_shippable(work, args.max_mb, kept)
         dest.mkdir(exist_ok=True)
         for folder in sorted(work.iterdir()):
             if (dest / folder.name).exists():
@@ -302,13 +289,10 @@ def run(args: ShipArgs) -> dict:
         shutil.rmtree(work, ignore_errors=True)
     report["size_mb"] = round(size, 3)
     names = []
-    if args.cross_encoder:
+    if args.cross_encoder:  # 7. the shipped CLS-LR ranker reads the shipped cross-encoder, now in place
         cls_trained = report.pop("cls_lr_trained_score")
-        cls_shipped = float(
-            ClsLrRanker.load(dest / SHIPPED_MODELS[SHIPPED_CLS_LR].name, device="cpu").score_pairs(
-                RELEVANCE_PAIR[0], [RELEVANCE_PAIR[1]]
-            )[0]
-        )
+        ranker = ClsLrRanker.load(dest / SHIPPED_MODELS[SHIPPED_CLS_LR].name, device="cpu")
+        cls_shipped = float(ranker.score_pairs(RELEVANCE_PAIR[0], [RELEVANCE_PAIR[1]])[0])
         if abs(cls_trained - cls_shipped) > 1e-4:
             raise CtxirError(
                 f"the shipped CLS-LR ranker scores {cls_shipped:.6f}, the trained one {cls_trained:.6f}"

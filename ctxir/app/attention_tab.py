@@ -11,7 +11,19 @@ import numpy as np
 from ctxir.app import figures, links
 from ctxir.app.models import BI_ENCODER
 from ctxir.app.state import AppState, LazyFigures, ViewResult
-from ctxir.app.ui import Ui, downloads, exports, frame, guard, numbers, show, steps, tab_intro, view_event
+from ctxir.app.ui import (
+    Ui,
+    downloads,
+    exports,
+    frame,
+    guard,
+    numbers,
+    png_wanted,
+    show,
+    steps,
+    tab_intro,
+    view_event,
+)
 from ctxir.checks import check_choice, check_int, check_text
 from ctxir.data.demo import demo_presets
 from ctxir.types import CtxirError
@@ -194,13 +206,7 @@ def build(ui: Ui) -> None:
         "below, one head's weights as a heatmap and a summary of what each head attends to. Drawn offline, "
         f"inputs up to {cfg.max_attention_tokens} tokens: choose fewer layers or heads for long inputs."
     )
-    att_model = gr.Dropdown(
-        ui.models.inspect_choices(),
-        value=BI_ENCODER,
-        label="Model",
-        allow_custom_value=True,
-        info=cfg.any_model_note(),  # any Hub id loads on demand (AppModels.inspectable)
-    )
+    att_model = ui.model_dropdown()
     att_text = gr.Textbox(
         label="Text (sentence A)", value=presets["bank_contexts"][0], elem_id="attention-text"
     )
@@ -222,13 +228,7 @@ def build(ui: Ui) -> None:
     with gr.Row():
         heat_layer = gr.Slider(0, n_layers - 1, value=0, step=1, label="heatmap layer", min_width=160)
         heat_head = gr.Slider(0, n_heads - 1, value=0, step=1, label="heatmap head", min_width=160)
-    # the last input, so a client's positional call written before it keeps working (False when not sent)
-    att_png = gr.Checkbox(
-        label="Also draw PNG figures (for download)",
-        value=False,
-        info="the downloads offer them either way (drawn after the answer); on, the answer itself carries them",
-        visible=False,  # an API choice: on the page the downloads have the PNGs either way
-    )
+    att_png = png_wanted()
     att_button = gr.Button("Show attention", variant="primary", elem_id="attention-button")
     att_summary = gr.Markdown(elem_id="attention-summary")
     att_html = gr.HTML(elem_id="attention-view")

@@ -202,14 +202,7 @@ def build(ui: Ui) -> None:
         "token's vector sits at any layer, how one word's meaning shifts with its context, and how alike "
         "whole sentences are."
     )
-    model = gr.Dropdown(
-        ui.models.inspect_choices(),
-        value=BI_ENCODER,
-        label="Model",
-        allow_custom_value=True,
-        info=ui.config.any_model_note(),
-        elem_id="embeddings-model",
-    )
+    model = ui.model_dropdown(elem_id="embeddings-model")
     # One step a sub-tab, each laying out its part and binding its one public event, in page order.
     with gr.Tabs(overflow_behavior="wrap"):
         with gr.Tab("Tokens"):

@@ -20,6 +20,7 @@ from ctxir.app.ui import (
     frame,
     guard,
     numbers,
+    png_wanted,
     shares,
     show,
     steps,
@@ -334,13 +335,7 @@ def build(ui: Ui) -> None:
         elem_id="pair-models",
     )
     # after the inputs older clients send by position; the prompts come after it (default when not sent)
-    pair_png_wanted = gr.Checkbox(
-        label="Also draw PNG figures (for download)",
-        value=False,
-        info="the downloads offer the chart's PNG either way (drawn after the answer); on, the answer itself "
-        "carries it",
-        visible=False,  # an API choice: on the page the downloads have the PNGs either way
-    )
+    pair_png_wanted = png_wanted()
     pair_prompts = prompt_boxes(
         ui, "pair", "; left as the bi-encoder's own, a bi-encoder compared by id keeps its own prompts"
     )

@@ -11,6 +11,7 @@ from typing import Any
 import gradio as gr
 import pandas as pd
 
+from ctxir.app.models import BI_ENCODER
 from ctxir.app.outputs import Outputs
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import display_text
@@ -174,6 +175,12 @@ def steps(progress: gr.Progress):
     return lambda fraction, what: progress(fraction, desc=what)
 
 
+def png_wanted() -> gr.Checkbox:
+    """The API's ``png_figures`` input: hidden, as on the page the downloads have the PNGs either way (drawn after
+    the answer); on, the answer itself carries them. Its view's last input, so older positional calls still work."""
+    return gr.Checkbox(label="Also draw PNG figures (for download)", value=False, visible=False)
+
+
 def numbers():
     """The answer's numbers, in a closed accordion."""
     with gr.Accordion("Numbers (JSON)", open=False):
@@ -257,6 +264,13 @@ class Ui:
         owner = getattr(request, "session_hash", None) or ""
         self.state.uploads.touch(owner)
         return owner
+
+    def model_dropdown(self, **kwargs) -> gr.Dropdown:
+        """The inspection views' model: one loaded at start, or any Hub id, loaded on demand (AppModels.inspectable)."""
+        choices, info = self.models.inspect_choices(), self.config.any_model_note()
+        return gr.Dropdown(
+            choices, value=BI_ENCODER, label="Model", allow_custom_value=True, info=info, **kwargs
+        )
 
     def offer_loaded_models(self, event, dropdown) -> None:
         """Once ``event`` succeeded, ``dropdown`` offers the models loaded by name since."""

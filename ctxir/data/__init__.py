@@ -2,8 +2,7 @@
 (general.py), labelled texts and the packaged demo data; every bad input a ``CtxirError`` naming the file and line."""
 
 from ctxir.data.beir import load_beir, load_corpus, load_qrels, load_queries, write_beir  # noqa: F401 -- public API
-from ctxir.data.labelled import Label, load_folder, load_labelled, load_labels  # noqa: F401 -- public API
-from ctxir.data.reading import PathLike  # noqa: F401 -- public API
+from ctxir.data.labelled import load_labelled, load_labels  # noqa: F401 -- public API
 from ctxir.data.sentence_pairs import (  # noqa: F401 -- public API
     NLI_LABELS,
     NliPair,
@@ -13,4 +12,4 @@ from ctxir.data.sentence_pairs import (  # noqa: F401 -- public API
     load_snli,
     load_sts,
 )
-from ctxir.data.user_corpus import USER_CORPUS_SUFFIXES, load_corpus_any, load_user_corpus  # noqa: F401 -- public API
+from ctxir.data.user_corpus import load_corpus_any, load_user_corpus  # noqa: F401 -- public API

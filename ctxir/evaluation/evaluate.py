@@ -181,7 +181,7 @@ def build_pipeline(args: EvaluateArgs, corpus):
                 f"--weights {args.weights!r} must be {n} numbers like {','.join(['1'] * n)!r}"
             ) from err
     stemmer = None if args.bm25_stemmer.lower() == "none" else args.bm25_stemmer
-    # BM25's index is kept beside the embeddings (large corpora only, see ctxir.retrieval.BM25_CACHE_MIN_DOCS)
+    # BM25's index is kept beside the embeddings (large corpora only, see ctxir.retrieval.retrievers.BM25_CACHE_MIN_DOCS)
     bm25_cache = cache_root(args.cache_dir) / "bm25" if args.cache_dir else None
     first = build_first_stages(
         corpus,

@@ -3,8 +3,6 @@ rank fusion, and Milvus (milvus.py, its collections in milvus_collection.py)."""
 
 from ctxir.retrieval.retrievers import (  # noqa: F401 -- public API
     AUTO_ANN_THRESHOLD,
-    BM25_CACHE_MIN_DOCS,
-    BM25_FORMAT,
     DENSE_INDEXES,
     BM25Retriever,
     DenseRetriever,
