@@ -7,23 +7,20 @@ SciFact claims and WikiQA dev: calibration.json.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 if __package__ in (None, ""):  # `python training/calibrate.py` from the repo root
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ctxir.cli import flag
-from ctxir.files import read_json
-from ctxir.types import CtxirError
-from training.common import DEFAULT_DATA_DIR, cli_main, data_folder
+from training.common import DEFAULT_DATA_DIR, cli_main
+from training.fusion_choice import heldout_claims
 
 
 @dataclass
 class CalibrateArgs:
-    model: str = field(
-        metadata={"help": "cross-encoder folder (a train_cross_encoder.py output or a shipped one)"}
-    )
+    model: str = flag(help="cross-encoder folder (a train_cross_encoder.py output or a shipped one)")
     dev_from: str = flag("", "folder whose metrics.json names the held-out training claims (default --model)")
     data_dir: str = flag(DEFAULT_DATA_DIR, "benchmark data root (../shared/data)")
     depth: int = flag(20, "BM25 candidates per held-out claim (the app re-ranks 20)")
@@ -32,60 +29,16 @@ class CalibrateArgs:
     torch_threads: int = flag(1, "CPU threads for torch (0 = torch's default)")
 
 
-def scifact_pairs(reranker, args: CalibrateArgs) -> tuple[list[float], list[int]]:
-    """(scores, labels) of the held-out claims' BM25 candidates, each read as the model reads documents."""
-    from ctxir.data import load_beir
-
-    source = Path(args.dev_from or args.model)
-    dev = list(((read_json(source / "metrics.json") or {}).get("extra") or {}).get("heldout_query_ids") or [])
-    if not dev:
-        raise CtxirError(
-            f"{str(source / 'metrics.json')!r} names no held-out training claims: pass --dev-from the "
-            "folder of a model trained with --dev-queries N"
-        )
-    corpus, queries, qrels = load_beir(data_folder(args.data_dir, "scifact"), "train")
-    return bm25_pairs(reranker, corpus, {q: queries[q] for q in dev}, qrels, args.depth)
-
-
-def bm25_pairs(reranker, corpus, queries, qrels, depth: int) -> tuple[list[float], list[int]]:
-    """(scores, labels) of each query's BM25 top ``depth``, each document read as the model reads it."""
-    from ctxir.retrieval import BM25Retriever
-
-    hits = BM25Retriever(corpus).search(queries, depth)
-    scores, labels = [], []
-    for q, text in queries.items():
-        for hit in reranker._rerank(text, hits[q], corpus):
-            scores.append(hit.score)
-            labels.append(int(qrels.get(q, {}).get(hit.doc_id, 0) > 0))
-    return scores, labels
-
-
-def wikiqa_pairs(reranker, args: CalibrateArgs) -> tuple[list[float], list[int]]:
-    """(scores, labels) of WikiQA dev: every answered question with each sentence of its summary."""
-    return wikiqa_file_pairs(reranker, Path(args.data_dir) / "general" / "wikiqa" / "WikiQA-dev.tsv")
-
-
-def wikiqa_file_pairs(reranker, path: Path) -> tuple[list[float], list[int]]:
-    """(scores, labels) of one WikiQA file: every answered question with each sentence of its summary."""
-    from ctxir.data.general import load_wikiqa
-    from ctxir.types import doc_text
-
-    split = load_wikiqa(path)
-    scores, labels = [], []
-    for q, text in split.queries.items():
-        docs = [*split.qrels[q], *split.negatives[q]]
-        scores += [float(s) for s in reranker.score_pairs(text, [doc_text(split.corpus[d]) for d in docs])]
-        labels += [int(d in split.qrels[q]) for d in docs]
-    return scores, labels
-
-
 def run(args: CalibrateArgs) -> dict:
     import numpy as np
 
+    from ctxir.data.general import load_wikiqa
     from ctxir.encoders.models import load_cross_encoder, set_threads
     from ctxir.rerank import CrossEncoderReranker, fit_calibration
     from ctxir.rerank.calibration import calibration_quality
     from ctxir.rerank.registry import passages_for
+    from ctxir.retrieval import BM25Retriever
+    from ctxir.types import doc_text
 
     if args.torch_threads:
         set_threads(args.torch_threads)
@@ -96,14 +49,22 @@ def run(args: CalibrateArgs) -> dict:
         passages=passages_for(args.model),
         backend="torch",
     )
-    # 2. score the dev pairs
-    parts = {"scifact-heldout": scifact_pairs(reranker, args), "wikiqa-dev": wikiqa_pairs(reranker, args)}
-    scores = [s for part, _ in parts.values() for s in part]
-    labels = [y for _, part in parts.values() for y in part]
+    # 2. score the dev pairs: the held-out claims' BM25 candidates; each WikiQA dev question with its summary's sentences
+    parts = {"scifact-heldout": ([], []), "wikiqa-dev": ([], [])}  # (scores, labels)
+    corpus, queries, qrels, _ = heldout_claims(Path(args.dev_from or args.model), args.data_dir)
+    hits = BM25Retriever(corpus).search(queries, args.depth)
+    for q, text in queries.items():
+        for hit in reranker._rerank(text, hits[q], corpus):
+            parts["scifact-heldout"][0].append(hit.score)
+            parts["scifact-heldout"][1].append(int(qrels[q].get(hit.doc_id, 0) > 0))
+    wikiqa = load_wikiqa(Path(args.data_dir) / "general" / "wikiqa" / "WikiQA-dev.tsv")
+    for q, text in wikiqa.queries.items():
+        docs = [*wikiqa.qrels[q], *wikiqa.negatives[q]]
+        parts["wikiqa-dev"][0].extend(reranker.score_pairs(text, [doc_text(wikiqa.corpus[d]) for d in docs]))
+        parts["wikiqa-dev"][1].extend(int(d in wikiqa.qrels[q]) for d in docs)
     # 3. fit, and report each source's quality under the one fit
-    described = ", ".join(
-        f"{name} ({len(part[0])} pairs, {sum(part[1])} relevant)" for name, part in parts.items()
-    )
+    described = ", ".join(f"{name} ({len(s)} pairs, {sum(y)} relevant)" for name, (s, y) in parts.items())
+    scores, labels = ([v for part in parts.values() for v in part[i]] for i in (0, 1))
     calibration = fit_calibration(scores, labels, fitted_on=f"dev pairs: {described}")
     calibration.report["sources"] = {
         name: calibration_quality(calibration.probabilities(s), np.asarray(y))

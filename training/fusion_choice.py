@@ -1,49 +1,51 @@
-"""How a re-ranker's fused mode is chosen on dev queries (``training.evaluate_reranker``; read by
-``ctxir.rerank.stage_fusion.StageFusion``): the grid of first-stage weights, the rules that pick one, SQuAD's dev parts."""
+"""The dev queries a re-ranker's settings are chosen on, and the grid that chooses its fused mode (read by
+``ctxir.rerank.stage_fusion.StageFusion``); used by ``training.evaluate_reranker`` and ``training.calibrate``."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from ctxir.files import read_json
 from ctxir.types import CtxirError, Hit
-from training.common import take, untrained_questions
+from training.common import data_folder, take, untrained_questions
 
 FUSION_K = 60
-# the first stage's weight against the re-ranker's 1 (0 would be the re-ranker alone); up to 8 : 1, where the re-ranker
-# only breaks the first stage's near-ties: what a weak re-ranker (CLS-LR on an untrained [CLS]) should get
+# the first stage's weight against the re-ranker's 1; at 8 : 1 the re-ranker only breaks the first stage's near-ties
 FIRST_STAGE_WEIGHTS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 8.0)
-# "calibrated" (ctxir.rerank.stage_fusion): the first stage's min–max score at this weight beside the re-ranker's
-# probability at 1; a probability sits in [0, 1], so 3 : 1 already lets only a near-certain re-ranker overturn the top
+# "calibrated": the first stage's min–max score at this weight beside the re-ranker's probability (in [0, 1]) at 1
 CALIBRATED_WEIGHTS = (0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
 FUSION_METHODS = ("rrf", "calibrated")
 FUSION_RULES = ("mean", "worst-part")
 
 
-def cut(first: list[Hit], scored: dict[str, float], depth: int) -> tuple[list[Hit], list[Hit]]:
-    """BM25's top ``depth`` and the re-ranker's order of exactly those (scores computed once at a larger depth).
+def heldout_claims(source: Path, data_dir: str) -> tuple[dict, dict, dict, dict]:
+    """(corpus, queries, qrels) of the held-out SciFact training claims ``source``'s metrics.json names, and it."""
+    from ctxir.data import load_beir
 
-    >>> first = [Hit("a", 9.0), Hit("b", 8.0), Hit("c", 7.0)]
-    >>> cut(first, {"a": 0.1, "b": 0.9, "c": 5.0}, 2)
-    ([Hit(doc_id='a', score=9.0), Hit(doc_id='b', score=8.0)], [Hit(doc_id='b', score=0.9), Hit(doc_id='a', score=0.1)])
-    """
-    top = first[:depth]
-    return top, sorted((Hit(h.doc_id, scored[h.doc_id]) for h in top), key=lambda h: (-h.score, h.doc_id))
+    metrics = read_json(source / "metrics.json")
+    dev = list((metrics.get("extra") or {}).get("heldout_query_ids") or [])
+    if not dev:
+        raise CtxirError(
+            f"{str(source / 'metrics.json')!r} names no held-out training claims (extra.heldout_query_ids): "
+            "train with --dev-queries N so the choice is made on claims the model did not train on, or pass "
+            "--dev-from the folder of the model whose held-out claims this one also never trained on (a CLS-LR "
+            "ranker: its cross-encoder's)"
+        )
+    corpus, queries, qrels = load_beir(data_folder(data_dir, "scifact"), "train")
+    return corpus, {q: queries[q] for q in dev}, {q: qrels[q] for q in dev}, metrics
 
 
 def stage_runs(first: dict[str, list[Hit]], scored: dict, depth: int, fusion) -> dict[str, dict]:
-    """{"first_stage", "alone", "fused": run}, each scored in its own order (``evaluate_run``'s listed ties): the
-    first stage's tied hits (the hybrid's rank fusion ties often) as the app shows them."""
+    """{"first_stage", "alone", "fused": run} over each query's top ``depth`` of ``first``, each scored in its own
+    order (``evaluate_run``'s listed ties): the first stage's tied hits as the app shows them."""
     from ctxir.types import run_from_hits
 
-    firsts, alone, fused = {}, {}, {}
-    for q in first:
-        firsts[q], alone[q] = cut(first[q], scored[q], depth)
-        fused[q] = fusion.fuse(firsts[q], alone[q])
-    return {
-        "first_stage": run_from_hits(firsts),
-        "alone": run_from_hits(alone),
-        "fused": run_from_hits(fused),
-    }
+    runs = {"first_stage": {}, "alone": {}, "fused": {}}
+    for q, hits in first.items():
+        top = hits[:depth]
+        alone = sorted((Hit(h.doc_id, scored[q][h.doc_id]) for h in top), key=lambda h: (-h.score, h.doc_id))
+        runs["first_stage"][q], runs["alone"][q], runs["fused"][q] = top, alone, fusion.fuse(top, alone)
+    return {name: run_from_hits(hits) for name, hits in runs.items()}
 
 
 def dev_ndcg(qrels: dict, run: dict, parts: dict | None = None) -> float:
@@ -66,8 +68,7 @@ def dev_ndcg(qrels: dict, run: dict, parts: dict | None = None) -> float:
 
 
 def fusion_calibration(folder: Path, methods: list[str]) -> tuple[float, float] | None:
-    """(scale, bias) of ``folder``'s calibration.json when --fusion-methods names "calibrated", else None (the
-    names themselves are checked by ``check_args``)."""
+    """(scale, bias) of ``folder``'s calibration.json when ``methods`` (--fusion-methods) name "calibrated"."""
     from ctxir.rerank.calibration import CALIBRATION_FILE, calibration_for
 
     if "calibrated" not in methods:
@@ -99,13 +100,11 @@ def fusion_grid(
     from ctxir.rerank.stage_fusion import TIE_BREAK_WEIGHT
 
     def row_for(method: str, weight: float) -> dict:
-        fusion = StageFusion(method, (weight, 1.0), FUSION_K, calibration=calibration)
-        runs = stage_runs(first, scored, depth, fusion)
-        row = {
-            "method": method,
-            "weights": [weight, 1.0],
-            **{k: round(dev_ndcg(qrels, run, parts), 4) for k, run in runs.items()},
-        }
+        runs = stage_runs(
+            first, scored, depth, StageFusion(method, (weight, 1.0), FUSION_K, calibration=calibration)
+        )
+        row = {"method": method, "weights": [weight, 1.0]}
+        row.update({k: round(dev_ndcg(qrels, run, parts), 4) for k, run in runs.items()})
         if parts and len(parts) > 1:
             row["parts"] = {
                 name: {k: round(dev_ndcg(qrels, run, {name: part}), 4) for k, run in runs.items()}
@@ -115,39 +114,35 @@ def fusion_grid(
 
     # the tie-break row after the finite weights: an equal gain goes to the re-ranker's larger say
     settings = [("rrf", weight) for weight in (*FIRST_STAGE_WEIGHTS, TIE_BREAK_WEIGHT)]
-    if calibration is not None:
-        settings += [("calibrated", weight) for weight in CALIBRATED_WEIGHTS]
+    settings += [("calibrated", weight) for weight in CALIBRATED_WEIGHTS] if calibration is not None else []
     grid = [row_for(method, weight) for method, weight in settings]
+    rrf_rows = grid[: len(FIRST_STAGE_WEIGHTS) + 1]
 
     def worst_gain(row: dict) -> float:
-        """The smallest gain over the first stage of any dev part (the whole dev without parts)."""
         return min(p["fused"] - p["first_stage"] for p in row.get("parts", {"all": row}).values())
 
     def gain(row: dict) -> float:
         return worst_gain(row) if rule == "worst-part" else row["fused"] - row["first_stage"]
+
+    def holds(row: dict) -> bool:
+        return round(worst_gain(row), 4) >= -max_loss
 
     # ties go to the smaller first-stage weight: the re-ranker's say, when it costs nothing on the dev claims
     best = max(grid, key=lambda row: round(gain(row), 4))
     held = {}
     if min_gain:
         applied = gain(best) < min_gain
-        # FIRST_STAGE_WEIGHTS ascend: RRF's last row is the first stage's largest say
-        best = grid[len(FIRST_STAGE_WEIGHTS) - 1] if applied else best
-        held = {"min_gain": {"value": min_gain, "applied": applied}}
+        best = rrf_rows[-2] if applied else best  # RRF's largest finite weight: the first stage's largest say
+        held["min_gain"] = {"value": min_gain, "applied": applied}
     if max_loss >= 0:
-
-        def holds(row: dict) -> bool:
-            """Every part within ``max_loss`` of its first stage."""
-            return round(worst_gain(row), 4) >= -max_loss
-
         applied = not holds(best)
-        if applied:
-            # towards the first stage: RRF's larger weights (any of them, after a calibrated pick), smallest first
+        if (
+            applied
+        ):  # towards the first stage: RRF's larger weights (any, after a calibrated pick), smallest first
             floor = best["weights"][0] if best["method"] == "rrf" else -1.0
-            rrf_rows = grid[: len(FIRST_STAGE_WEIGHTS) + 1]
-            best = next((r for r in rrf_rows if r["weights"][0] > floor and holds(r)), None)
-            if best is None:  # even breaking ties loses: the RRF row that loses least
-                best = max(rrf_rows, key=lambda r: round(worst_gain(r), 4))
+            holding = [r for r in rrf_rows if r["weights"][0] > floor and holds(r)]
+            # else (even breaking ties loses) the RRF row that loses least
+            best = holding[0] if holding else max(rrf_rows, key=lambda r: round(worst_gain(r), 4))
         held["max_loss"] = {"value": max_loss, "applied": applied}
     return {
         "method": best["method"],
@@ -191,10 +186,7 @@ def squad_topics(config: dict, data_dir: str, per_article: int, topic_words: int
         for d in take(docs, per_article, seed)
     }
     queries = {f"topic:{d}": " ".join(squad.corpus[d]["text"].split()[:topic_words]) for d in sorted(drawn)}
-    qrels = {
-        f"topic:{d}": {f"topic:{o}": 1 for o in articles[article] if o not in drawn}
-        for d, article in drawn.items()
-    }
+    qrels = {f"topic:{d}": {f"topic:{o}": 1 for o in articles[a] if o not in drawn} for d, a in drawn.items()}
     # without the article's title, which every paragraph of an article shares (it would decide alone)
     corpus = {
         f"topic:{d}": {"title": "", "text": doc["text"]} for d, doc in squad.corpus.items() if d not in drawn
