@@ -23,11 +23,13 @@ if __package__ in (None, ""):  # `python training/train_cls_lr.py` from the repo
 import numpy as np
 import torch
 from scipy.special import expit
+from sklearn.metrics import log_loss
 
 from ctxir import kinds
 from ctxir.checks import check_choice
 from ctxir.cli import flag
 from ctxir.data import load_beir
+from ctxir.encoders import weights_fingerprint
 from ctxir.encoders.models import (
     DEFAULT_BI_ENCODER,
     load_cross_encoder,
@@ -84,7 +86,8 @@ class ClsLrArgs(RunArgs):
 
 def check_args(args: ClsLrArgs) -> tuple[list[float], list[float]]:
     """The argument checks, before anything is loaded → the --c-grid and --score-emphasis values."""
-    for name, low in {"negatives_per_positive": 1, "rerank_depth": 1, "batch_size": 1, "cv_folds": 2}.items():
+    lows = {"negatives_per_positive": 1, "rerank_depth": 1, "batch_size": 1, "cv_folds": 2, "max_length": 0}
+    for name, low in lows.items():
         if getattr(args, name) < low:
             raise CtxirError(f"--{name.replace('_', '-')} must be ≥ {low}, got {getattr(args, name)!r}")
     if args.negative_depth < args.negatives_per_positive:
@@ -99,8 +102,6 @@ def check_args(args: ClsLrArgs) -> tuple[list[float], list[float]]:
             raise CtxirError(
                 f"--{name.replace('_', '-')} must be -1 (all) or ≥ 1, got {getattr(args, name)!r}"
             )
-    if args.max_length < 0:
-        raise CtxirError(f"--max-length must be ≥ 0 (0 = the cross-encoder's own), got {args.max_length!r}")
     check_choice(args.heldout_queries, "--heldout-queries", ("random", "base-unseen"))
     check_choice(args.cv_metric, "--cv-metric", CV_METRICS)
     check_choice(args.class_weight, "--class-weight", ("balanced", "none"))
@@ -126,13 +127,8 @@ def base_reference(given: str, base_path: str, output: Path, bundle: bool) -> st
     """What cls_lr_config.json names as base_model: '.' when bundled (its files copied in), a path relative to the
     ranker folder for a local cross-encoder (ClsLrRanker.load resolves it there), else the Hub id as given."""
     if bundle:
-        for item in Path(base_path).iterdir():
-            if item.name in NOT_BUNDLED or item.name.startswith("checkpoint"):
-                continue
-            if item.is_dir():
-                shutil.copytree(item, output / item.name, dirs_exist_ok=True)
-            else:
-                shutil.copy2(item, output / item.name)
+        ignore = shutil.ignore_patterns(*NOT_BUNDLED, "checkpoint*")
+        shutil.copytree(base_path, output, ignore=ignore, dirs_exist_ok=True)
         return "."
     if Path(given).expanduser().exists():
         return os.path.relpath(Path(base_path).resolve(), output.resolve())
@@ -155,9 +151,8 @@ def run(args: ClsLrArgs) -> dict:
     base_path = resolve_model(args.base_model)
     base_metrics = Path(base_path) / "metrics.json"
     base_config = json.loads(base_metrics.read_text()).get("config", {}) if base_metrics.is_file() else {}
-    unseen = (
-        cls_lr.base_unseen_queries(base_path, train_qids) if args.heldout_queries == "base-unseen" else None
-    )
+    base_unseen = args.heldout_queries == "base-unseen"
+    unseen = cls_lr.base_unseen_queries(base_path, train_qids) if base_unseen else None
     fit_qids, heldout_qids = cls_lr.split_queries(
         take(train_qids, args.max_samples, args.seed), unseen, args.heldout_fraction, args.seed
     )
@@ -170,8 +165,7 @@ def run(args: ClsLrArgs) -> dict:
             f"=== train_cls_lr {time.strftime('%Y-%m-%d %H:%M:%S %Z')} ===\nconfig: {json.dumps(asdict(args))}"
         )
 
-        # 1. load the cross-encoder whose [CLS] is read (a plain body gets a fresh head, seeded); it reads exactly
-        # the tokens CLS-LR reads
+        # 1. load the cross-encoder whose [CLS] is read (a plain body gets a fresh head, seeded)
         torch.manual_seed(args.seed)
         device = pick_device(args.device)
         cross_encoder = load_cross_encoder(base_path, device)
@@ -179,11 +173,9 @@ def run(args: ClsLrArgs) -> dict:
         max_length = min(args.max_length or cross_encoder.max_seq_length or positions, positions)
         cross_encoder.max_seq_length = max_length
         features = cls_lr.FeatureCache(
-            args.cache_dir, cls_lr.folder_fingerprint(base_path), args.layer, max_length
+            args.cache_dir, weights_fingerprint(cross_encoder), args.layer, max_length
         )
-        print(
-            f"cross-encoder {args.base_model!r} ({base_path}) on {device}, max_length {max_length}, layer {args.layer}"
-        )
+        print(f"cross-encoder {args.base_model!r} on {device}, max_length {max_length}, layer {args.layer}")
 
         # 2. build the pairs: each fit and held-out query's relevant documents and BM25's best non-relevant ones
         bm25 = BM25Retriever(corpus)
@@ -194,24 +186,22 @@ def run(args: ClsLrArgs) -> dict:
         fit_rows = pairs.rows(set(fit_qids))
         y = pairs.labels[fit_rows]
         check_not_empty(int(y.sum()), "the fit queries have no relevant pairs", "raise --max-samples")
-        check_not_empty(
-            int((1 - y).sum()),
-            "BM25 found no non-relevant document for the fit queries",
-            "raise --negative-depth",
-        )
+        hint = "raise --negative-depth"
+        check_not_empty(int((1 - y).sum()), "BM25 found no non-relevant document for the fit queries", hint)
         # the held-out report is stated on held-out queries with ≥ 3 hard negatives per positive
         eligible = {q for q in heldout_qids if ratio.get(q, 0) >= 3}
         report_rows = pairs.rows(eligible)
-        n_scifact, y_report = len(pairs), pairs.labels[report_rows]
-        general = {}
+        y_report = pairs.labels[report_rows]
+        parts, general = [(pairs.pairs, "train pairs")], {}
         if args.general:  # all fit on
             sources = [s.strip() for s in args.general.split(",") if s.strip()]
             extra, general = cls_lr.general_pairs(
                 *(args.data_dir, sources, args.general_queries, base_config, args.seed),
                 *(args.negatives_per_positive, args.negative_depth, args.base_model),
             )
+            fit_rows = np.concatenate([fit_rows, len(pairs) + np.arange(len(extra))])
+            parts.append((extra.pairs, "general pairs"))
             pairs = cls_lr.PairSet.concat([pairs, extra])
-            fit_rows = np.concatenate([fit_rows, n_scifact + np.arange(len(extra))])
         check_not_empty(
             len(report_rows),
             f"none of the {len(heldout_qids)} held-out queries has ≥ 3 hard negatives per positive",
@@ -225,12 +215,8 @@ def run(args: ClsLrArgs) -> dict:
 
         # 3. embed: [CLS] (+ the cross-encoder's own score) of every pair, one pass (or the feature cache)
         fit_start = time.perf_counter()
-        parts = [(pairs.pairs[:n_scifact], "train pairs")] + (
-            [(pairs.pairs[n_scifact:], "general pairs")] if general else []
-        )
         read = [
-            features.read(cross_encoder, part, desc, args.batch_size, args.score_feature)
-            for part, desc in parts
+            features.read(cross_encoder, p, desc, args.batch_size, args.score_feature) for p, desc in parts
         ]
         x, ce = np.concatenate([x for x, _ in read]), np.concatenate([ce for _, ce in read])
 
@@ -245,23 +231,19 @@ def run(args: ClsLrArgs) -> dict:
         threshold, oof_f1 = cls_lr.best_f1_threshold(y_fit, cv[best_c, emphasis]["oof"])
         ce_threshold, ce_fit_f1 = cls_lr.best_f1_threshold(y_fit, ce[fit_rows])
         print(
-            f"chosen {cls_lr.setting_name(best_c, emphasis)}; F1-maximising threshold on fit queries (out-of-fold): score "
-            f"{threshold:.4f} (probability {expit(threshold):.4f}, F1 {oof_f1:.4f})"
+            f"chosen {cls_lr.setting_name(best_c, emphasis)}; out-of-fold F1-maximising threshold {threshold:.4f} "
+            f"(probability {expit(threshold):.4f}, F1 {oof_f1:.4f})"
         )
         coef, intercept, model = cls_lr.fit_logistic(x_fit, y_fit, best_c, class_weight, args.seed, emphasis)
         fit_seconds = time.perf_counter() - fit_start
-        from sklearn.metrics import log_loss
+        final_loss = float(log_loss(y_fit, model.predict_proba(x_fit)[:, 1], labels=[0, 1]))
 
-        final_loss = round(float(log_loss(y_fit, model.predict_proba(x_fit)[:, 1], labels=[0, 1])), 6)
-
-        # 5. evaluate and save: the ranker (safetensors + JSON); classification reports on the fit (in-sample) and
-        # held-out queries, the cross-encoder's beside them; SciFact test's BM25 candidates re-ranked by the
-        # cross-encoder and CLS-LR (one shared pass); the saved ranker loaded back and checked; metrics.json
+        # 5. save the ranker (safetensors + JSON), base_model relative to it, or '.' when bundled
         base_ref = base_reference(args.base_model, base_path, output, args.bundle_base)
-        meta = dict(
-            C=best_c, score_emphasis=emphasis, class_weight=class_weight, standardised_then_folded=True
+        meta = {"C": best_c, "score_emphasis": emphasis, "class_weight": class_weight}
+        meta.update(
+            standardised_then_folded=True, threshold=threshold, threshold_probability=float(expit(threshold))
         )
-        meta.update(threshold=threshold, threshold_probability=float(expit(threshold)))
         meta.update(
             threshold_chosen_on="out-of-fold scores of the fit queries (max F1)", train_pairs=len(y_fit)
         )
@@ -281,6 +263,7 @@ def run(args: ClsLrArgs) -> dict:
         ranker.save(output)
         print(f"saved {output / 'cls_lr.safetensors'} and cls_lr_config.json (base_model {base_ref!r})")
 
+        # 6. classification reports on the fit (in-sample) and held-out queries, the cross-encoder's beside them
         s_fit, s_report = cls_lr_logit(x_fit, coef, intercept), cls_lr_logit(x[report_rows], coef, intercept)
         reports = {
             "train_queries@0.5": cls_lr.classification(y_fit, s_fit, 0.0),
@@ -290,7 +273,7 @@ def run(args: ClsLrArgs) -> dict:
             "cross_encoder_heldout@tuned": cls_lr.classification(y_report, ce[report_rows], ce_threshold),
         }
         for name, rep in reports.items():
-            print(f"--- {name} (score ≥ {rep['threshold']:.4f}) ---\n{rep['text']}")
+            print(f"--- {name} (score ≥ {rep['threshold']:.4f}) ---\n{rep.pop('text')}")
         cls_lr.pr_curve_png(
             output / "pr_curve.png",
             y_report,
@@ -298,9 +281,12 @@ def run(args: ClsLrArgs) -> dict:
             f"Held-out SciFact train queries ({len(eligible)} queries, {int(y_report.sum())} relevant pairs)",
         )
 
+        # 7. SciFact test's BM25 candidates re-ranked by the cross-encoder and CLS-LR (one shared pass); the saved
+        # ranker loaded back and checked against it
         queries = {q: test_queries[q] for q in test_qids}
         candidates = bm25.search(queries, args.rerank_depth)
-        test_pairs = [(queries[q], doc_text(corpus[h.doc_id])) for q in test_qids for h in candidates[q]]
+        texts = {q: [doc_text(corpus[h.doc_id]) for h in candidates[q]] for q in test_qids}
+        test_pairs = [(queries[q], t) for q in test_qids for t in texts[q]]
         x_test, ce_test = features.read(
             cross_encoder, test_pairs, "test candidates", args.batch_size, args.score_feature
         )
@@ -310,28 +296,27 @@ def run(args: ClsLrArgs) -> dict:
         }
         test_qrels = {q: test_qrels[q] for q in test_qids}
         retrieval = cls_lr.rerank_test(bm25, queries, test_qrels, list(one_pass.values()), args.rerank_depth)
-        verified = {q: queries[q] for q in test_qids[: max(args.verify_queries, 0)]}
+        verified = {queries[q]: texts[q] for q in test_qids[: max(args.verify_queries, 0)]}
         verification = cls_lr.verify_ranker(
-            output, cross_encoder, corpus, verified, candidates, one_pass, args.batch_size, device
+            output, cross_encoder, verified, one_pass, args.batch_size, device
         )
 
+        # 8. metrics.json
         ndcg = {name: agg["nDCG@10"] for name, agg in retrieval.items()}
         heldout_how = (
             "train queries the cross-encoder never trained on"
-            if args.heldout_queries == "base-unseen"
+            if base_unseen
             else f"a seeded {args.heldout_fraction:g} of the train queries"
         )
         f1_config = (
             f"held-out SciFact train queries ({heldout_how}) with ≥ 3 BM25 hard negatives per positive "
             f"({len(eligible)} queries, {len(y_report)} pairs); threshold chosen on fit queries"
         )
-        tuned = reports["heldout_queries@tuned"]["report"]
-        ce_tuned = reports["cross_encoder_heldout@tuned"]["report"]
-        f1 = ce_tuned["relevant"]["f1-score"], tuned["relevant"]["f1-score"]
+        tuned, ce_tuned = (
+            reports[k]["report"] for k in ("heldout_queries@tuned", "cross_encoder_heldout@tuned")
+        )
         heldout = ("scifact", "train (held-out queries)", "classification")
         iterations = int(model[-1].n_iter_[0])
-        passes = [t for t in features.timings.values() if not t["cached"]]
-        pass_seconds = sum(t["seconds"] for t in passes)
         metrics = {
             "model_type": kinds.CLS_LR,
             "model_name": args.model_name,
@@ -345,6 +330,8 @@ def run(args: ClsLrArgs) -> dict:
                 *common.general_entries(args.data_dir, general),
             ],
             "config": asdict(args),
+            # no gradient training: steps/epochs are L-BFGS iterations, batch_size the feature-extraction batch;
+            # the wall time covers feature extraction of the train pairs, the C search and the fit
             "training": {
                 "steps": iterations,
                 "epochs": float(iterations),
@@ -355,14 +342,13 @@ def run(args: ClsLrArgs) -> dict:
                 "examples_per_second": round(len(y_fit) / fit_seconds, 2) if fit_seconds > 0 else None,
                 "device": device,
                 "hardware": machine_info()["hardware"],
-                "final_loss": final_loss,
+                "final_loss": round(final_loss, 6),
                 "seed": args.seed,
             },
             "evaluations": [
                 common.evaluation_row(
-                    *heldout,
-                    "F1 (relevant class)",
-                    *f1,
+                    *(*heldout, "F1 (relevant class)", ce_tuned["relevant"]["f1-score"]),
+                    tuned["relevant"]["f1-score"],
                     config=f1_config + "; before = the cross-encoder's own score, thresholded the same way",
                 ),
                 common.evaluation_row(
@@ -376,10 +362,7 @@ def run(args: ClsLrArgs) -> dict:
                 ),
             ],
             "extra": {
-                "classification_reports": {
-                    k: {kk: vv for kk, vv in v.items() if kk != "text"} for k, v in reports.items()
-                },
-                "classification_reports_text": {k: v["text"] for k, v in reports.items()},
+                "classification_reports": reports,
                 "thresholds": {
                     "cls_lr_score": threshold,
                     "cls_lr_probability": float(expit(threshold)),
@@ -389,15 +372,11 @@ def run(args: ClsLrArgs) -> dict:
                     "note": "'@0.5' = probability 0.5 (score 0); '@tuned' = the F1-maximising threshold "
                     "chosen on out-of-fold scores of the fit queries, never on held-out or test",
                 },
-                "c_selection": {cls_lr.setting_name(*k): round(v[metric], 4) for k, v in cv.items()},
-                "c_selection_metric": args.cv_metric,
-                "c_selection_both": {
-                    cls_lr.setting_name(*k): {
-                        "average_precision": round(v["average_precision"], 4),
-                        "ndcg@10": round(v["ndcg"], 4),
-                    }
+                "c_selection": {
+                    cls_lr.setting_name(*k): {m: round(v[m], 4) for m in CV_METRICS.values()}
                     for k, v in cv.items()
                 },
+                "c_selection_metric": args.cv_metric,
                 "chosen_C": best_c,
                 "chosen_score_emphasis": emphasis,
                 "features": "[CLS] + the cross-encoder's score" if args.score_feature else "[CLS]",
@@ -412,28 +391,16 @@ def run(args: ClsLrArgs) -> dict:
                 "reranking": {
                     name: {k: round(v, 4) for k, v in agg.items()} for name, agg in retrieval.items()
                 },
-                "pr_curve": "pr_curve.png",
                 "max_length": max_length,
                 "layer": args.layer,
-                "base_model_path": base_path,
-                "base_model_reference": base_ref,
                 "feature_extraction": features.timings,
-                "feature_extraction_pairs_per_second": round(
-                    sum(t["pairs"] for t in passes) / pass_seconds, 2
-                )
-                if pass_seconds > 0
-                else None,
-                "notes": "CLS-LR has no gradient training: 'steps'/'epochs' are L-BFGS iterations (each one full pass "
-                "over the fit features), learning_rate is null, batch_size is the feature-extraction batch. "
-                "wall_time_seconds covers feature extraction of all train pairs + C search + fit; "
-                "examples_per_second = fit pairs / that time.",
                 "verification": verification,
-                # the whole run up to writing metrics.json (data loading, both feature passes, reports, verification)
                 "total_wall_time_seconds": round(time.perf_counter() - total_start, 1),
             },
         }
-        path = write_metrics(output, metrics)
-        print(f"wrote {path} (total {metrics['extra']['total_wall_time_seconds']:.1f} s)")
+        print(
+            f"wrote {write_metrics(output, metrics)} (total {metrics['extra']['total_wall_time_seconds']:.1f} s)"
+        )
     return metrics
 
 
