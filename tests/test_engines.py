@@ -1,4 +1,4 @@
-"""ctxir.retrieval.milvus (+ milvus_collection): Milvus (Lite, embedded here) behind the Retriever contract, and
+"""ctxir.retrieval.milvus: Milvus (Lite, embedded here) behind the Retriever contract, and
 ctxir.encoders.sharded (+ shards): Ray Data sharded encoding.
 
 Milvus tests run Milvus Lite in this process on a temporary file; the Ray tests start one local Ray for the module
@@ -22,8 +22,13 @@ from ctxir.rerank import Reranker
 from ctxir.rerank.pipeline import Pipeline
 from ctxir.retrieval import DenseRetriever
 from ctxir.retrieval.fusion import fuse
-from ctxir.retrieval.milvus import EngineCorpus, VectorDBRetriever
-from ctxir.retrieval.milvus_collection import CollectionSettings, build_collection, engine_of
+from ctxir.retrieval.milvus import (
+    CollectionSettings,
+    EngineCorpus,
+    VectorDBRetriever,
+    build_collection,
+    engine_of,
+)
 from ctxir.types import CtxirError, Hit, run_from_hits
 
 HAS_MILVUS = all(importlib.util.find_spec(m) is not None for m in ("pymilvus", "milvus_lite"))

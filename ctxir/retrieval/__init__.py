@@ -1,5 +1,5 @@
 """Retrieval, the first stage: BM25, dense (exact or ANN) and hybrid retrievers (retrievers.py), their registry,
-rank fusion, and Milvus (milvus.py, its collections in milvus_collection.py)."""
+rank fusion, and Milvus (milvus.py)."""
 
 from ctxir.retrieval.retrievers import (  # noqa: F401 -- public API
     AUTO_ANN_THRESHOLD,
