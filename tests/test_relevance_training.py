@@ -261,7 +261,7 @@ def test_cross_encoder_trains_on_general_groups_with_a_mixed_dev_set(
         device="cpu",
         rerank_backend="torch",
     )
-    *_, parts = evaluate_reranker.dev_claims(out, args)
+    parts = evaluate_reranker.dev_claims(out, args).parts
     squad = load_squad(general_root / "general" / "squad-v1.1" / "dev-v1.1.json")
     trained = set(common.take(sorted(squad.queries), 2, 42))
     assert len(parts["squad"][1]) == 2 and not {q.removeprefix("squad:") for q in parts["squad"][1]} & trained

@@ -29,22 +29,18 @@ from training.fusion_choice import (
     dev_ndcg,
     fusion_calibration,
     fusion_grid,
+    heldout_claims,
     squad_dev,
     squad_topics,
     stage_runs,
 )
 from training.shared_scores import model_stamp, score_candidates
 
-EVALUATION_FILE = "evaluation.json"
-FUSION_FILE = "fusion.json"
-FUSION_DEV_PARTS = ("scifact", "squad", "squad-topics")  # --fusion-dev: dev_claims builds each
-METRICS = ("nDCG@10", "MRR@10")
-FUSION_FIRST_STAGES = ("dense", "hybrid")  # the fusion weight is chosen for each, beside BM25's
-SQUAD_TOPICS_PER_ARTICLE = 2  # --fusion-dev squad-topics: paragraphs drawn per SQuAD article
-# the out-of-domain suite (--suite); the classic collections are for evaluation only
-COLLECTIONS = ("scifact", "msmarco", "demo", "med", "npl", "lisa")
-COLLECTION_NAMES = {
-    "scifact_test": ("scifact", "test"),
+EVALUATION_FILE, FUSION_FILE = "evaluation.json", "fusion.json"
+FUSION_DEV_PARTS = ("scifact", "squad", "squad-topics")
+# what --collections may name (the out-of-domain suite, --suite), each as metrics.json names it: (dataset, split)
+COLLECTIONS = {
+    "scifact": ("scifact", "test"),
     "msmarco": ("msmarco", "sample"),
     "demo": ("ctxir-demo", "demo"),
     "med": ("medline", "test"),
@@ -79,11 +75,10 @@ class EvaluateRerankerArgs:
     passage_stride: int = flag(50, "MaxP: a new window every N words")
     read_tokens: int = flag(0, "--choose-passages: tokens per pair (0 = the model's max length)")
     depths: str = flag("20", "BM25 depths re-ranked on SciFact test ('' = only choose)")
-    collections: str = flag("scifact,msmarco,demo", f"what to evaluate, a comma list of {COLLECTIONS}")
+    collections: str = flag("scifact,msmarco,demo", f"what to evaluate, a comma list of {tuple(COLLECTIONS)}")
     other_first_stages: str = flag("bm25,hybrid", "first stages re-ranked at --other-depth on the others")
     suite: bool = flag(False, "the out-of-domain suite: every collection and first stage, top 20")
     other_depth: int = flag(20, "candidates re-ranked on the other collections")
-    max_queries: int = flag(0, "first N test queries per collection (0 = all)")
     batch_size: int = 32
     device: str = "auto"
     torch_threads: int = flag(1, "CPU threads for torch (0 = torch's default)")
@@ -93,54 +88,254 @@ class EvaluateRerankerArgs:
     update_metrics: bool = flag(True, "also add the nDCG@10 rows to <model>/metrics.json")
 
 
+@dataclass
+class DevClaims:
+    """The --fusion-dev queries merged, BM25's top --fusion-depth of each, and ``parts`` kept apart."""
+
+    corpus: dict
+    queries: dict[str, str]
+    qrels: dict
+    bm25: dict[str, list[Hit]]
+    chosen_on: str
+    parts: dict[str, tuple[dict, dict, dict]]  # {name: (corpus, queries, qrels)}, SQuAD's ids prefixed
+
+
 def comma_list(text: str) -> list[str]:
     return [k.strip() for k in text.split(",") if k.strip()]
 
 
 def check_args(args: EvaluateRerankerArgs) -> tuple[list[int], list[str]]:
     """(--depths, --collections), checked before any model loads."""
+    from ctxir.rerank.pipeline import FIRST_STAGES
+
     if args.suite:
         args.collections, args.other_first_stages, args.depths = (
             ",".join(COLLECTIONS),
             ",".join(SUITE_STAGES),
             "20",
         )
-    depths = sorted({int(d) for d in args.depths.split(",") if d.strip()})
+    depths = sorted({int(d) for d in comma_list(args.depths)})
     if any(d < 10 for d in depths):
         raise CtxirError(f"--depths {args.depths!r}: every depth must be ≥ 10 (nDCG@10 needs ten candidates)")
-    from ctxir.rerank.pipeline import FIRST_STAGES
-
-    for kind in comma_list(args.other_first_stages):
-        if kind not in FIRST_STAGES:
-            raise CtxirError(
-                f"--other-first-stages names {kind!r}: use {', '.join(FIRST_STAGES)}, comma-separated"
-            )
-    for part in comma_list(args.fusion_dev):
-        if part not in FUSION_DEV_PARTS:
-            raise CtxirError(
-                f"--fusion-dev names {part!r}: use a comma list of {', '.join(FUSION_DEV_PARTS)}"
-            )
-    for method in comma_list(args.fusion_methods):
-        if method not in FUSION_METHODS:
-            raise CtxirError(
-                f"--fusion-methods names {method!r}: use a comma list of {', '.join(FUSION_METHODS)}"
-            )
+    for name, given, known in (
+        ("--other-first-stages", args.other_first_stages, FIRST_STAGES),
+        ("--fusion-dev", args.fusion_dev, FUSION_DEV_PARTS),
+        ("--fusion-methods", args.fusion_methods, FUSION_METHODS),
+        ("--collections", args.collections, COLLECTIONS),
+    ):
+        for value in comma_list(given):
+            if value not in known:
+                raise CtxirError(f"{name} names {value!r}: use a comma list of {', '.join(known)}")
     if args.fusion_rule not in FUSION_RULES:
         raise CtxirError(
             f"--fusion-rule {args.fusion_rule!r} is not known: use one of {', '.join(FUSION_RULES)}"
         )
-    collections = comma_list(args.collections)
-    for c in collections:
-        if c not in COLLECTIONS:
-            raise CtxirError(f"--collections names {c!r}: use a comma list of {', '.join(COLLECTIONS)}")
     if not depths and not (args.choose_passages or args.choose_fusion):
-        # '' is how the choosing recipes say "evaluate nothing"; alone it would run nothing and exit 0
         raise CtxirError(
             f"--depths {args.depths!r} evaluates nothing (it is for a run that only chooses, with "
             "--choose-passages or --choose-fusion): to evaluate other collections without SciFact's test figures, "
             f"leave scifact out of --collections (now {args.collections!r}) and --depths at its default"
         )
-    return depths, collections
+    return depths, comma_list(args.collections)
+
+
+def run(args: EvaluateRerankerArgs) -> dict:
+    from ctxir.encoders.models import set_threads
+    from ctxir.rerank.registry import stage_fusion_for
+
+    if args.torch_threads:
+        set_threads(args.torch_threads)
+    folder = Path(args.model)
+    depths, collections = check_args(args)
+    # 1. load the model
+    reranker = load_kind(args)
+    # 2. how long documents are read, then the fused mode: chosen on held-out training claims, or read from the folder
+    dev = dev_claims(folder, args) if args.choose_passages or args.choose_fusion else None
+    scored = choose_passages(reranker, args, dev) if args.choose_passages else None
+    stamp = model_stamp(folder, reranker) if args.scores_dir else None  # the passages chosen
+    if args.choose_fusion:
+        choose_fusion(reranker, args, dev, scored, stamp)
+    fusion_record = read_json(folder / FUSION_FILE) or {"method": "rrf", "k": FUSION_K, "weights": [1.0, 1.0]}
+    if not depths:
+        return {"fusion": fusion_record}
+    # 3. test figures, chosen from nothing, added to what earlier runs recorded
+    start = time.perf_counter()
+    output = Path(args.output or folder / EVALUATION_FILE)
+    result = record_head(reranker, folder, fusion_record, output)
+    fusion = stage_fusion_for(str(folder))  # as the app reads it
+    for name in COLLECTIONS:
+        if name in collections:
+            key = "scifact_test" if name == "scifact" else name
+            result[key] = evaluate_collection(reranker, fusion, name, depths, args, stamp)
+            write_json(output, result)  # each collection kept as it finishes: a later failure loses no scores
+    result["seconds"] = round(time.perf_counter() - start, 1)
+    write_json(output, result)
+    # 4. the model card's rows
+    if args.update_metrics and (folder / "metrics.json").is_file():
+        metrics = read_json(folder / "metrics.json")
+        metrics["evaluations"] = merge_evaluation_rows(metrics["evaluations"], evaluation_rows(result))
+        write_metrics(folder, metrics)
+    print(report(result))
+    print(f"-> {output}")
+    return result
+
+
+def load_kind(args: EvaluateRerankerArgs):
+    """The re-ranker in --model, loaded by its registry kind (--kind, or guessed from the folder's files)."""
+    from ctxir.names import CLS_LR_CONFIG
+    from ctxir.rerank.registry import RERANKERS
+
+    kind = args.kind
+    if kind == "auto":
+        kind = kinds.CLS_LR if (Path(args.model) / CLS_LR_CONFIG).is_file() else kinds.CROSS_ENCODER
+    if kind not in RERANKERS:
+        raise CtxirError(
+            f"--kind {args.kind!r} is not a re-ranker kind: use auto or one of {', '.join(RERANKERS)}"
+        )
+    if kind != kinds.CROSS_ENCODER:
+        return RERANKERS[kind].load(args.model, args.device, args.batch_size)
+    from ctxir.encoders.models import load_cross_encoder
+    from ctxir.rerank import CrossEncoderReranker
+    from ctxir.rerank.registry import passages_for
+
+    reranker = CrossEncoderReranker(
+        load_cross_encoder.__wrapped__(
+            args.model, args.device
+        ),  # uncached: a folder trained again is not stale
+        batch_size=args.batch_size,
+        passages=passages_for(args.model),
+        backend=args.rerank_backend,
+    )
+    reranker.onnx_scorer()  # exported (once) before the first query: every query scores alike
+    return reranker
+
+
+def dev_claims(folder: Path, args: EvaluateRerankerArgs) -> DevClaims:
+    """The held-out SciFact training claims --dev-from's (else --model's) metrics.json names, and --fusion-dev's
+    SQuAD parts."""
+    corpus, queries, qrels, metrics = heldout_claims(
+        Path(args.dev_from) if args.dev_from else folder, args.data_dir
+    )
+    config = metrics.get("config") or {}
+    parts = {"scifact": (corpus, queries, qrels)}
+    described = [
+        f"{len(queries)} held-out SciFact training claims (dev split {config.get('dev_split', 'random')!r})"
+    ]
+    if "squad" in comma_list(args.fusion_dev):
+        parts["squad"] = squad_dev(config, args.data_dir, args.fusion_dev_queries)
+        described.append(f"{len(parts['squad'][1])} SQuAD questions the model did not train on")
+    if "squad-topics" in comma_list(args.fusion_dev):
+        parts["squad-topics"] = squad_topics(
+            config, args.data_dir, per_article=2, topic_words=args.topic_words
+        )
+        described.append(
+            f"{len(parts['squad-topics'][1])} SQuAD paragraphs' first {args.topic_words} words as topics, their "
+            "articles' other paragraphs relevant"
+        )
+    merged = [{k: v for part in parts.values() for k, v in part[i].items()} for i in range(3)]
+    bm25 = dev_hits(parts, [kinds.BM25], args.fusion_depth)[kinds.BM25]
+    return DevClaims(*merged, bm25, f"{' + '.join(described)}, BM25 top {args.fusion_depth}", parts)
+
+
+def dev_hits(parts: dict, names: list[str], depth: int) -> dict[str, dict]:
+    """{name: {qid: top ``depth`` hits}} of the app's first stages, each dev part over its own corpus."""
+    out: dict[str, dict] = {name: {} for name in names}
+    for corpus, queries, _ in parts.values():
+        for name, hits in stage_hits(corpus, queries, names, depth).items():
+            out[name].update(hits)
+    return out
+
+
+def stage_hits(corpus: dict, queries: dict[str, str], names: list[str], depth: int) -> dict[str, dict]:
+    """{name: {qid: top ``depth`` hits}} of the app's first stages, built as the app builds them."""
+    from ctxir.encoders import BiEncoder
+    from ctxir.rerank.pipeline import build_first_stages
+    from ctxir.retrieval.registry import get_first_stage
+
+    encoders = [BiEncoder()] if any(get_first_stage(n).uses_bi_encoder for n in names) else []
+    stages = build_first_stages(corpus, names, encoders, show_progress=True) if names else {}
+    return {name: stages[name].search(queries, depth) for name in names}
+
+
+def choose_passages(reranker, args: EvaluateRerankerArgs, dev: DevClaims) -> dict:
+    """passages.json: first tokens or the best window (MaxP), whichever re-ranks the dev queries better alone; →
+    the chosen way's dev scores."""
+    from ctxir.encoders.lengths import set_max_length
+    from ctxir.rerank import Passages
+
+    if not hasattr(reranker, "passages"):
+        raise CtxirError(
+            f"--choose-passages applies to cross-encoders; {args.model!r} is a {type(reranker).__name__}: drop the flag"
+        )
+    ways = {"first": None, "max": Passages(args.passage_words, args.passage_stride, args.read_tokens)}
+    own = reranker.model.max_seq_length  # as loaded: the folder's read_tokens already applied, else its own
+
+    def read_as(name: str) -> None:
+        reranker.passages = ways[name]
+        set_max_length(reranker.model, (ways[name].read_tokens or own) if ways[name] else own)
+
+    scored, ndcg = {}, {}
+    for name in ways:
+        read_as(name)
+        label = f"{len(dev.queries)} dev queries, passages {name}"
+        scored[name] = score_candidates(reranker, dev.queries, dev.bm25, dev.corpus, label)
+        ndcg[name] = round(dev_ndcg(dev.qrels, scored[name], dev.parts), 4)
+    method = "max" if ndcg["max"] > ndcg["first"] else "first"  # a tie keeps the cheaper way
+    read_as(method)
+    record = {
+        "method": method,
+        "words": args.passage_words,
+        "stride": args.passage_stride,
+        **({"read_tokens": args.read_tokens} if args.read_tokens and method == "max" else {}),
+        "metric": "nDCG@10 alone",
+        "dev": ndcg,
+        "chosen_on": dev.chosen_on,
+        "measured_with": str(
+            Path(args.model)
+        ),  # a later stage that copies the file must not pass its figures off as its own
+    }
+    write_json(Path(args.model) / PASSAGES_FILE, record)
+    print(f"passages: {method} (dev nDCG@10 alone: {ndcg}) -> {Path(args.model) / PASSAGES_FILE}", flush=True)
+    return scored[method]
+
+
+def choose_fusion(reranker, args: EvaluateRerankerArgs, dev: DevClaims, scored: dict | None, stamp) -> None:
+    """fusion.json: the fusion weight that does best on the dev queries over BM25's candidates, and under
+    "first_stages" over dense's and hybrid's."""
+    calibration = fusion_calibration(Path(args.model), comma_list(args.fusion_methods))
+    chosen = {}
+    for kind, hits in {
+        kinds.BM25: dev.bm25,
+        **dev_hits(dev.parts, ["dense", "hybrid"], args.fusion_depth),
+    }.items():
+        label = f"{len(dev.queries)} dev queries" + ("" if kind == kinds.BM25 else f", {kind} candidates")
+        scored = score_candidates(
+            reranker, dev.queries, hits, dev.corpus, label, args.scores_dir, stamp, scored
+        )
+        chosen[kind] = fusion_grid(
+            dev.qrels,
+            hits,
+            scored,
+            args.fusion_depth,
+            args.fusion_min_gain,
+            dev.parts,
+            args.fusion_rule,
+            calibration,
+            args.fusion_max_loss,
+        )
+        chosen[kind]["chosen_on"] = (
+            dev.chosen_on.replace("BM25 top", f"{kind} top") if kind != kinds.BM25 else dev.chosen_on
+        )
+        row = chosen[kind]["dev"]
+        print(
+            f"fusion over {kind}: {row['method']}, weights {row['weights']} (dev nDCG@10: {kind} "
+            f"{row['first_stage']}, alone {row['alone']}, fused {row['fused']})",
+            flush=True,
+        )
+    metric = "nDCG@10" + (f", mean of {', '.join(dev.parts)}" if len(dev.parts) > 1 else "")
+    record = {"k": FUSION_K, **chosen.pop(kinds.BM25), "metric": metric, "first_stages": chosen}
+    write_json(Path(args.model) / FUSION_FILE, record)
+    print(f"-> {Path(args.model) / FUSION_FILE}", flush=True)
 
 
 def seen_split(test_qrels: dict, train_qrels: dict) -> tuple[set[str], set[str]]:
@@ -156,327 +351,66 @@ def seen_split(test_qrels: dict, train_qrels: dict) -> tuple[set[str], set[str]]
     return seen, set(test_qrels) - seen
 
 
+def evaluate_collection(
+    reranker, fusion, name: str, depths: list[int], args: EvaluateRerankerArgs, stamp
+) -> dict:
+    """{"<first stage>@<depth>": figures} of one collection's test queries; on SciFact BM25 at each of ``depths``
+    and each figure split by whether a claim cites an abstract a training claim cites."""
+    from ctxir.data import load_beir, load_qrels, load_queries
+    from ctxir.data.demo import ASSETS, demo_corpus
+
+    if name == "demo":
+        corpus, queries = demo_corpus(), load_queries(ASSETS / "demo_queries.jsonl")
+        qrels = load_qrels(ASSETS / "demo_qrels.tsv")
+    else:
+        corpus, queries, qrels = load_beir(data_folder(args.data_dir, name), "test")
+    queries = {q: t for q, t in queries.items() if q in qrels}
+    sci = name == "scifact"
+    others = [k for k in comma_list(args.other_first_stages) if not (sci and k == kinds.BM25)]
+    hits = stage_hits(corpus, queries, others, args.other_depth)
+    out, parts = {}, {"all": None}
+    if sci:
+        seen, unseen = seen_split(qrels, load_beir(data_folder(args.data_dir, name), "train")[2])
+        out, parts = (
+            {"seen_queries": len(seen), "unseen_queries": len(unseen)},
+            {**parts, "seen": seen, "unseen": unseen},
+        )
+        hits = {kinds.BM25: stage_hits(corpus, queries, [kinds.BM25], max(depths))[kinds.BM25], **hits}
+    scored = {}
+    for kind, first in hits.items():
+        cuts = depths if sci and kind == kinds.BM25 else [args.other_depth]
+        label = f"SciFact test, {'BM25' if kind == kinds.BM25 else kind}" if sci else f"{name} {kind}"
+        scored = score_candidates(
+            reranker, queries, first, corpus, f"{label} top {max(cuts)}", args.scores_dir, stamp, scored
+        )
+        for depth in cuts:
+            runs = stage_runs(first, scored, depth, fusion.for_first_stage(kind))
+            summaries = {part: _summary(qrels, runs, ids) for part, ids in parts.items()}
+            out[f"{kind}@{depth}"] = summaries if sci else summaries["all"]
+    return out
+
+
 def _summary(qrels: dict, runs: dict[str, dict], queries: set[str] | None = None) -> dict:
+    """The number of ``queries``, each run's nDCG@10 and MRR@10, and the re-ranked runs' paired tests."""
     from ctxir.evaluation import evaluate_run, paired_test
 
-    if queries is not None:
-        qrels = {q: r for q, r in qrels.items() if q in queries}
-        runs = {name: {q: r for q, r in run.items() if q in queries} for name, run in runs.items()}
-    results = {name: evaluate_run(qrels, run) for name, run in runs.items()}
+    qrels = {q: r for q, r in qrels.items() if queries is None or q in queries}
+    results = {
+        name: evaluate_run(qrels, run, k_values=(10,), metrics=("ndcg", "mrr")) for name, run in runs.items()
+    }
     out = {"queries": len(qrels)}
-    for name, result in results.items():
-        out[name] = {m: round(float(result.aggregate[m]), 4) for m in METRICS}
-    for name in results:
-        if name != "first_stage" and len(qrels) >= 2:
-            test = paired_test(results["first_stage"].per_query, results[name].per_query)
-            out[f"{name}_vs_first_stage"] = {
-                k: (round(v, 4) if isinstance(v, float) else v) for k, v in test.items()
-            }
-    return out
-
-
-def choose_fusion(
-    reranker, folder: Path, args: EvaluateRerankerArgs, dev: tuple | None = None, scored: dict | None = None
-) -> dict:
-    """The fusion.json record: the first stage's fusion weight that does best on the dev queries, over BM25's
-    candidates and (under "first_stages") dense's and hybrid's. ``dev``/``scored`` when at hand."""
-    corpus, queries, qrels, first, chosen_on, parts = dev or dev_claims(folder, args)
-    calibration = fusion_calibration(folder, comma_list(args.fusion_methods))
-    if scored is None:
-        scored = _score_missing(
-            reranker, queries, first, corpus, f"{len(queries)} dev queries", args.scores_dir, args.model, {}
-        )
-    grid_args = (args.fusion_min_gain, parts, args.fusion_rule, calibration, args.fusion_max_loss)
-    record = {
-        "k": FUSION_K,
-        **fusion_grid(qrels, first, scored, args.fusion_depth, *grid_args),
-        "metric": "nDCG@10" + (f", mean of {', '.join(parts)}" if len(parts) > 1 else ""),
-        "chosen_on": chosen_on,
-    }
-    record["first_stages"] = {}
-    for kind, hits in _dev_candidates(parts, list(FUSION_FIRST_STAGES), args.fusion_depth).items():
-        label = f"{len(queries)} dev queries, {kind} candidates"
-        scored = _score_missing(reranker, queries, hits, corpus, label, args.scores_dir, args.model, scored)
-        record["first_stages"][kind] = {
-            **fusion_grid(qrels, hits, scored, args.fusion_depth, *grid_args),
-            "chosen_on": chosen_on.replace("BM25 top", f"{kind} top"),
-        }
-    return record
-
-
-def _dev_candidates(parts: dict, kinds: list[str], depth: int) -> dict[str, dict]:
-    """{kind: {qid: top ``depth`` hits}} of the app's first stages, each dev part over its own corpus."""
-    out: dict[str, dict] = {kind: {} for kind in kinds}
-    for corpus, queries, _ in parts.values():
-        for kind, hits in _stage_hits(corpus, queries, kinds, depth).items():
-            out[kind].update(hits)
-    return out
-
-
-def dev_claims(folder: Path, args: EvaluateRerankerArgs) -> tuple[dict, dict, dict, dict, str, dict]:
-    """(corpus, queries, qrels, BM25 hits at --fusion-depth, description, parts) of the --fusion-dev queries; ``parts``
-    {name: (corpus, queries, qrels)} keeps each apart (SQuAD's ids are prefixed)."""
-    from ctxir.data import load_beir
-    from ctxir.retrieval import BM25Retriever
-
-    source = Path(args.dev_from) if args.dev_from else folder
-    metrics = read_json(source / "metrics.json") or {}
-    dev = list((metrics.get("extra") or {}).get("heldout_query_ids") or [])
-    if not dev:
-        raise CtxirError(
-            f"{str(source / 'metrics.json')!r} names no held-out training claims (extra."
-            "heldout_query_ids): train with --dev-queries N so the fusion can be chosen on claims the "
-            "model did not train on, or pass --dev-from the folder of the model whose held-out claims "
-            "this one also never trained on (a CLS-LR ranker: its cross-encoder's)"
-        )
-    corpus, queries, qrels = load_beir(data_folder(args.data_dir, "scifact"), "train")
-    queries, qrels = {q: queries[q] for q in dev}, {q: qrels[q] for q in dev}
-    dev_split = (metrics.get("config") or {}).get("dev_split", "random")
-    parts = {"scifact": (corpus, queries, qrels)}
-    described = [f"{len(dev)} held-out SciFact training claims (dev split {dev_split!r})"]
-    named = comma_list(args.fusion_dev)
-    if "squad" in named:
-        parts["squad"] = squad_dev(metrics.get("config") or {}, args.data_dir, args.fusion_dev_queries)
-        described.append(f"{len(parts['squad'][1])} SQuAD questions the model did not train on")
-    if "squad-topics" in named:
-        parts["squad-topics"] = squad_topics(
-            metrics.get("config") or {}, args.data_dir, SQUAD_TOPICS_PER_ARTICLE, args.topic_words
-        )
-        described.append(
-            f"{len(parts['squad-topics'][1])} SQuAD paragraphs' first {args.topic_words} words as topics, their "
-            "articles' other paragraphs relevant"
-        )
-    merged = [{k: v for part in parts.values() for k, v in part[i].items()} for i in range(3)]
-    first = {
-        q: h
-        for part in parts.values()
-        for q, h in BM25Retriever(part[0]).search(part[1], args.fusion_depth).items()
-    }
-    return (*merged, first, f"{' + '.join(described)}, BM25 top {args.fusion_depth}", parts)
-
-
-def choose_passages(reranker, args: EvaluateRerankerArgs, dev: tuple) -> tuple[dict, dict]:
-    """(passages.json record, the chosen way's dev scores): first tokens or the best window (MaxP), whichever
-    re-ranks the dev queries better alone."""
-    from ctxir.encoders.lengths import set_max_length
-    from ctxir.rerank import Passages
-
-    corpus, queries, qrels, first, chosen_on, parts = dev
-    windows = Passages(args.passage_words, args.passage_stride, args.read_tokens)
-    own = reranker.model.max_seq_length  # as loaded: the folder's read_tokens already applied, else its own
-    scores, scored = {}, {}
-    for name, passages in (("first", None), ("max", windows)):
-        reranker.passages = passages
-        set_max_length(reranker.model, (passages.read_tokens or own) if passages else own)
-        scored[name] = score_candidates(
-            reranker, queries, first, corpus, f"{len(queries)} dev queries, passages {name}"
-        )
-        run = {q: dict(scored[name][q]) for q in queries}
-        scores[name] = round(dev_ndcg(qrels, run, parts), 4)
-    method = "max" if scores["max"] > scores["first"] else "first"  # a tie keeps the cheaper way
-    reranker.passages = windows if method == "max" else None
-    set_max_length(reranker.model, (windows.read_tokens or own) if method == "max" else own)
-    return (
+    out.update(
         {
-            "method": method,
-            "words": args.passage_words,
-            "stride": args.passage_stride,
-            **({"read_tokens": args.read_tokens} if args.read_tokens and method == "max" else {}),
-            "metric": "nDCG@10 alone",
-            "dev": scores,
-            "chosen_on": chosen_on,
-        },
-        scored[method],
+            name: {m: round(float(r.aggregate[m]), 4) for m in ("nDCG@10", "MRR@10")}
+            for name, r in results.items()
+        }
     )
-
-
-def evaluate_scifact(reranker, fusion, depths: list[int], args: EvaluateRerankerArgs) -> dict:
-    from ctxir.data import load_beir
-    from ctxir.retrieval import BM25Retriever
-
-    folder = data_folder(args.data_dir, "scifact")
-    corpus, queries, qrels = load_beir(folder, "test")
-    _, _, train_qrels = load_beir(folder, "train")
-    if args.max_queries:
-        queries = dict(list(queries.items())[: args.max_queries])
-        qrels = {q: qrels[q] for q in queries if q in qrels}
-    first = BM25Retriever(corpus).search(queries, max(depths))
-    label = f"SciFact test, BM25 top {max(depths)}"
-    scored = _score_missing(reranker, queries, first, corpus, label, args.scores_dir, args.model, {})
-    seen, unseen = seen_split(qrels, train_qrels)
-    out, parts = (
-        {"seen_queries": len(seen), "unseen_queries": len(unseen)},
-        {"all": None, "seen": seen, "unseen": unseen},
-    )
-    for depth in depths:
-        runs = stage_runs(first, scored, depth, fusion.for_first_stage(kinds.BM25))
-        out[f"bm25@{depth}"] = {part: _summary(qrels, runs, ids) for part, ids in parts.items()}
-    for kind, hits in _stage_hits(
-        corpus, queries, [k for k in comma_list(args.other_first_stages) if k != kinds.BM25], args.other_depth
-    ).items():
-        label = f"SciFact test, {kind} top {args.other_depth}"
-        scored = _score_missing(reranker, queries, hits, corpus, label, args.scores_dir, args.model, scored)
-        runs = stage_runs(hits, scored, args.other_depth, fusion.for_first_stage(kind))
-        out[f"{kind}@{args.other_depth}"] = {part: _summary(qrels, runs, ids) for part, ids in parts.items()}
+    for name in ("alone", "fused") if len(qrels) >= 2 else ():
+        test = paired_test(results["first_stage"].per_query, results[name].per_query)
+        out[f"{name}_vs_first_stage"] = {
+            k: round(v, 4) if isinstance(v, float) else v for k, v in test.items()
+        }
     return out
-
-
-def _score_missing(
-    reranker,
-    queries: dict[str, str],
-    hits: dict[str, list[Hit]],
-    corpus: dict,
-    label: str,
-    scores_dir: str,
-    model: str,
-    scored: dict,
-) -> dict:
-    """``scored`` with every candidate of ``hits`` it lacks scored too (kept in ``scores_dir`` when given)."""
-    missing = {q: [h for h in hits[q] if h.doc_id not in scored.get(q, {})] for q in queries}
-    stamp = model_stamp(model, reranker) if scores_dir else None
-    more = score_candidates(reranker, queries, missing, corpus, label, scores_dir, stamp)
-    return {q: {**scored.get(q, {}), **more[q]} for q in queries}
-
-
-def _stage_hits(corpus: dict, queries: dict[str, str], names: list[str], depth: int) -> dict[str, dict]:
-    """{name: {qid: top ``depth`` hits}} of the app's first stages, built as the app builds them."""
-    from ctxir.encoders import BiEncoder
-    from ctxir.rerank.pipeline import build_first_stages
-    from ctxir.retrieval.registry import get_first_stage
-
-    if not names:
-        return {}
-    encoders = [BiEncoder()] if any(get_first_stage(n).uses_bi_encoder for n in names) else []
-    stages = build_first_stages(corpus, names, encoders, show_progress=True)
-    return {name: stages[name].search(queries, depth) for name in names}
-
-
-def evaluate_other(reranker, fusion, name: str, args: EvaluateRerankerArgs) -> dict:
-    from ctxir.data import load_beir, load_qrels, load_queries
-
-    if name != "demo":
-        corpus, queries, qrels = load_beir(data_folder(args.data_dir, name), "test")
-    else:
-        from ctxir.data.demo import ASSETS, demo_corpus
-
-        corpus, queries, qrels = (
-            demo_corpus(),
-            load_queries(ASSETS / "demo_queries.jsonl"),
-            load_qrels(ASSETS / "demo_qrels.tsv"),
-        )
-    queries = {q: t for q, t in queries.items() if q in qrels}
-    if args.max_queries:
-        queries = dict(list(queries.items())[: args.max_queries])
-    out, scored = {}, {}
-    for kind, first in _stage_hits(
-        corpus, queries, comma_list(args.other_first_stages), args.other_depth
-    ).items():
-        label = f"{name} {kind} top {args.other_depth}"
-        scored = _score_missing(reranker, queries, first, corpus, label, args.scores_dir, args.model, scored)
-        out[f"{kind}@{args.other_depth}"] = _summary(
-            qrels, stage_runs(first, scored, args.other_depth, fusion.for_first_stage(kind))
-        )
-    return out
-
-
-def load_kind(args: EvaluateRerankerArgs):
-    """The re-ranker in --model, loaded by its registry kind (--kind, or guessed from the folder's files)."""
-    from ctxir.names import CLS_LR_CONFIG
-    from ctxir.rerank.registry import RERANKERS
-
-    kind = args.kind
-    if kind == "auto":
-        kind = kinds.CLS_LR if (Path(args.model) / CLS_LR_CONFIG).is_file() else kinds.CROSS_ENCODER
-    if kind not in RERANKERS:
-        raise CtxirError(
-            f"--kind {args.kind!r} is not a re-ranker kind: use auto or one of {', '.join(RERANKERS)}"
-        )
-    # uncached: a folder trained again in this process must not come back stale
-    if kind == kinds.CROSS_ENCODER:
-        from ctxir.encoders.models import load_cross_encoder
-        from ctxir.rerank import CrossEncoderReranker
-        from ctxir.rerank.registry import passages_for
-
-        reranker = CrossEncoderReranker(
-            load_cross_encoder.__wrapped__(args.model, args.device),
-            batch_size=args.batch_size,
-            passages=passages_for(args.model),
-            backend=args.rerank_backend,
-        )
-        reranker.onnx_scorer()  # exported (once) before the first query: every query scores alike
-        return reranker
-    return RERANKERS[kind].load(args.model, args.device, args.batch_size)
-
-
-def run(args: EvaluateRerankerArgs) -> dict:
-    from ctxir.encoders.models import set_threads
-    from ctxir.rerank.registry import stage_fusion_for
-
-    if args.torch_threads:
-        set_threads(args.torch_threads)
-    folder = Path(args.model)
-    depths, collections = check_args(args)
-    # 1. load the model
-    reranker = load_kind(args)
-    # 2. how long documents are read, then the fused mode: chosen on held-out training claims, or read from the folder
-    choose_settings(reranker, folder, args)
-    fusion_record = read_json(folder / FUSION_FILE) or {"method": "rrf", "k": FUSION_K, "weights": [1.0, 1.0]}
-    fusion = stage_fusion_for(str(folder))  # as the app reads it
-    if not depths:
-        return {"fusion": fusion_record}
-    # 3. test figures, chosen from nothing, added to what earlier runs recorded
-    start = time.perf_counter()
-    output = Path(args.output or folder / EVALUATION_FILE)
-    result = record_head(reranker, folder, fusion_record, output)
-    for name in COLLECTIONS:
-        if name in collections:
-            result["scifact_test" if name == "scifact" else name] = (
-                evaluate_scifact(reranker, fusion, depths, args)
-                if name == "scifact"
-                else evaluate_other(reranker, fusion, name, args)
-            )
-            write_json(output, result)  # each collection kept as it finishes: a later failure loses no scores
-    result["seconds"] = round(time.perf_counter() - start, 1)
-    write_json(output, result)
-    # 4. the model card's rows
-    if args.update_metrics and (folder / "metrics.json").is_file():
-        metrics = read_json(folder / "metrics.json")
-        metrics["evaluations"] = merge_evaluation_rows(metrics["evaluations"], evaluation_rows(result))
-        write_metrics(folder, metrics)
-    print(report(result))
-    print(f"-> {output}")
-    return result
-
-
-def choose_settings(reranker, folder: Path, args: EvaluateRerankerArgs) -> None:
-    """--choose-passages, then --choose-fusion (with the passages chosen), each written into the model folder."""
-    dev = dev_claims(folder, args) if args.choose_passages or args.choose_fusion else None
-    scored = None
-    if args.choose_passages:
-        if not hasattr(reranker, "passages"):
-            raise CtxirError(
-                f"--choose-passages applies to cross-encoders; {args.model!r} is a "
-                f"{type(reranker).__name__}: drop the flag"
-            )
-        passages_record, scored = choose_passages(reranker, args, dev)
-        # its dev figures are this model's; a later stage that copies the file must not pass them off as its own
-        passages_record["measured_with"] = str(folder)
-        write_json(folder / PASSAGES_FILE, passages_record)
-        print(
-            f"passages: {passages_record['method']} (dev nDCG@10 alone: first {passages_record['dev']['first']}, "
-            f"max {passages_record['dev']['max']}) -> {folder / PASSAGES_FILE}",
-            flush=True,
-        )
-    if args.choose_fusion:
-        fusion_record = choose_fusion(reranker, folder, args, dev, scored)
-        write_json(folder / FUSION_FILE, fusion_record)
-        for name, chosen in {kinds.BM25: fusion_record, **fusion_record.get("first_stages", {})}.items():
-            print(
-                f"fusion over {name}: {chosen['method']}, weights {chosen['weights']} (dev nDCG@10: {name} "
-                f"{chosen['dev']['first_stage']}, alone {chosen['dev']['alone']}, fused {chosen['dev']['fused']})",
-                flush=True,
-            )
-        print(f"-> {folder / FUSION_FILE}", flush=True)
 
 
 def record_head(reranker, folder: Path, fusion_record: dict, output: Path) -> dict:
@@ -484,7 +418,7 @@ def record_head(reranker, folder: Path, fusion_record: dict, output: Path) -> di
     fusion = {k: fusion_record.get(k) for k in ("method", "k", "weights", "chosen_on")}
     if fusion_record.get("first_stages"):
         fusion["first_stages"] = {
-            name: {"weights": chosen["weights"]} for name, chosen in fusion_record["first_stages"].items()
+            name: {"weights": c["weights"]} for name, c in fusion_record["first_stages"].items()
         }
     head = {
         "model": str(folder),
@@ -499,62 +433,63 @@ def record_head(reranker, folder: Path, fusion_record: dict, output: Path) -> di
             if passages
             else {"method": "first"}
         )
-    earlier = (read_json(output) or {}) if output.is_file() else {}
+    earlier = read_json(output)
     commands = earlier.get("commands") or ([earlier["command"]] if earlier.get("command") else [])
     return {**earlier, **head, "commands": [*commands, head["command"]]}
 
 
+def figures(result: dict):
+    """(collection, "<first stage>@<depth>", claims part, figures) of every comparison in an evaluation.json."""
+    for name in COLLECTIONS:
+        for first_stage, value in (result.get("scifact_test" if name == "scifact" else name) or {}).items():
+            if isinstance(value, dict):  # not seen_queries, unseen_queries
+                for part, s in value.items() if name == "scifact" else [("all", value)]:
+                    yield name, first_stage, part, s
+
+
 def evaluation_rows(result: dict) -> list[dict]:
-    """metrics.json evaluation rows (before = the first stage alone) for every figure of an evaluation.json; each
-    says what it covers, and SciFact test's fused BM25 top 20 is the card's ``headline``."""
+    """metrics.json rows (before = the first stage alone) of every figure of an evaluation.json; SciFact test's fused
+    BM25 top 20 is the card's ``headline``."""
     from ctxir.rerank.stage_fusion import TIE_BREAK_WEIGHT
 
-    fusion = result.get("fusion") or {}
-    rows = []
-    for key, (dataset, split) in COLLECTION_NAMES.items():
-        for first_stage, value in (result.get(key) or {}).items():
-            if not isinstance(value, dict):
-                continue
-            stage, _, depth = first_stage.partition("@")
-            weights = ((fusion.get("first_stages") or {}).get(stage) or {}).get("weights") or fusion.get(
-                "weights"
+    fusion, rows = result.get("fusion") or {}, []
+    for name, first_stage, part, s in figures(result):
+        stage, _, depth = first_stage.partition("@")
+        weights = ((fusion.get("first_stages") or {}).get(stage) or {}).get("weights") or fusion.get(
+            "weights"
+        )
+        rrf = f"RRF {weights[0]:g} : {weights[1]:g}" if weights else "RRF"
+        changed = s.get("fused_vs_first_stage") or {}
+        if weights and weights[0] >= TIE_BREAK_WEIGHT * weights[1]:
+            if {"wins", "losses"} <= changed.keys():
+                rrf += f"; {changed['wins'] + changed['losses']} of {s['queries']} queries changed"
+            fused = f"default: {stage}'s order kept, only its ties re-ordered ({rrf})"
+        else:
+            fused = (
+                f"default: fused with the first stage ({rrf})"
+                if weights
+                else "fused with the first stage (RRF)"
             )
-            ties_only = bool(weights) and weights[0] >= TIE_BREAK_WEIGHT * weights[1]
-            for part, s in value.items() if key == "scifact_test" else [("all", value)]:
-                for mode in ("alone", "fused"):
-                    label = "re-ranker alone"
-                    if mode == "fused" and ties_only:
-                        changed = s.get("fused_vs_first_stage") or {}
-                        label = f"default: {stage}'s order kept, only its ties re-ordered (RRF {weights[0]:g} : {weights[1]:g}"
-                        if {"wins", "losses"} <= changed.keys():
-                            label += (
-                                f"; {changed['wins'] + changed['losses']} of {s['queries']} queries changed"
-                            )
-                        label += ")"
-                    elif mode == "fused" and weights:
-                        label = f"default: fused with the first stage (RRF {weights[0]:g} : {weights[1]:g})"
-                    elif mode == "fused":
-                        label = "fused with the first stage (RRF)"
-                    where = "" if part == "all" else f", {part}-abstract claims ({s['queries']})"
-                    row = evaluation_row(
-                        dataset,
-                        split,
-                        "reranking",
-                        "nDCG@10",
-                        s["first_stage"]["nDCG@10"],
-                        s[mode]["nDCG@10"],
-                        config=f"{first_stage.replace('@', ' top ')}{where}, {label}",
-                    )
-                    row.update(
-                        queries=s.get("queries"), first_stage=stage, depth=int(depth) if depth else None
-                    )
-                    if part != "all":
-                        row["subset"] = f"the {s['queries']} test claims whose abstracts " + (
-                            "a training claim cites" if part == "seen" else "no training claim cites"
-                        )
-                    if (key, first_stage, part, mode) == ("scifact_test", "bm25@20", "all", "fused"):
-                        row["headline"] = True
-                    rows.append(row)
+        where = "" if part == "all" else f", {part}-abstract claims ({s['queries']})"
+        for mode, label in (("alone", "re-ranker alone"), ("fused", fused)):
+            dataset, split = COLLECTIONS[name]
+            config = f"{first_stage.replace('@', ' top ')}{where}, {label}"
+            row = evaluation_row(
+                dataset,
+                split,
+                "reranking",
+                "nDCG@10",
+                s["first_stage"]["nDCG@10"],
+                s[mode]["nDCG@10"],
+                config=config,
+            )
+            row.update(queries=s.get("queries"), first_stage=stage, depth=int(depth) if depth else None)
+            if part != "all":
+                cites = "a training claim cites" if part == "seen" else "no training claim cites"
+                row["subset"] = f"the {s['queries']} test claims whose abstracts {cites}"
+            if (name, first_stage, part, mode) == ("scifact", "bm25@20", "all", "fused"):
+                row["headline"] = True
+            rows.append(row)
     return rows
 
 
@@ -572,8 +507,7 @@ def merge_evaluation_rows(rows: list[dict], new: list[dict]) -> list[dict]:
     def key(row: dict) -> tuple:
         return row.get("dataset"), row.get("split"), row.get("config")
 
-    measured = {key(r) for r in new}
-    return [r for r in rows if key(r) not in measured] + list(new)
+    return [r for r in rows if key(r) not in {key(n) for n in new}] + list(new)
 
 
 def report(result: dict) -> str:
@@ -581,23 +515,15 @@ def report(result: dict) -> str:
     lines = [
         f"{'collection / first stage / split':46} {'first':>7} {'alone':>7} {'fused':>7}  wins/losses alone, fused"
     ]
-
-    def row(label: str, s: dict) -> None:
+    for name, first_stage, part, s in figures(result):
+        label = f"scifact test {first_stage} {part}" if name == "scifact" else f"{name} {first_stage}"
         a, f = s.get("alone_vs_first_stage", {}), s.get("fused_vs_first_stage", {})
         lines.append(
-            f"{label:46} {s['first_stage']['nDCG@10']:7.4f} {s['alone']['nDCG@10']:7.4f} "
-            f"{s['fused']['nDCG@10']:7.4f}  {a.get('wins')}/{a.get('losses')} "
+            f"{label + ' (' + str(s['queries']) + ' q)':46} {s['first_stage']['nDCG@10']:7.4f} "
+            f"{s['alone']['nDCG@10']:7.4f} {s['fused']['nDCG@10']:7.4f}  {a.get('wins')}/{a.get('losses')} "
             f"(p {a.get('t_pvalue', float('nan')):.3g}), {f.get('wins')}/{f.get('losses')} "
             f"(p {f.get('t_pvalue', float('nan')):.3g})"
         )
-
-    for key, value in (result.get("scifact_test") or {}).items():
-        if isinstance(value, dict):
-            for split, s in value.items():
-                row(f"scifact test {key} {split} ({s['queries']} q)", s)
-    for name in COLLECTIONS[1:]:
-        for key, s in (result.get(name) or {}).items():
-            row(f"{name} {key} ({s['queries']} q)", s)
     return "\n".join(lines)
 
 
