@@ -19,10 +19,7 @@ from ctxir.files import read_json
 from ctxir.publish.metrics_file import write_metrics
 from ctxir.types import CtxirError
 from training.common import cli_main
-
-# what ctxir's loaders read (never the checkpoint's pickles), less sentence-transformers' draft card
-MODEL_SUFFIXES, LEFT_BEHIND = (".json", ".safetensors", ".txt"), ("README.md",)
-DEV_NOISE = ("runtime", "samples_per_second", "steps_per_second", "epoch")  # logged beside every dev score
+from training.evaluate_reranker import EVALUATION_FILE, evaluation_rows
 
 
 @dataclass
@@ -37,49 +34,69 @@ class FinishCheckpointArgs:
 
 def run(args: FinishCheckpointArgs) -> dict:
     # 1. the run, its checkpoint and the dev evaluation logged at that step
-    run_dir, checkpoint = check_args(args)
-    state = read_json(checkpoint / "trainer_state.json")
-    dev = dev_scores(state.get("log_history", []), args.step)
-    if not dev:
-        raise CtxirError(
-            f"--step {args.step}: the run logged no dev evaluation at that step (trainer_state.json); "
-            "finish on a step the dev evaluator scored (a multiple of the run's --eval-steps)"
-        )
-    run_metrics = read_json(run_dir / "metrics.json")
-    key = metric_key(
-        dev, args.metric, run_metrics.get("extra", {}).get("best_checkpoint", {}).get("metric", "")
-    )
-    out = Path(args.output_dir or f"{run_dir}-{args.step}")
-    # 2. the model files, never the Trainer's pickles
-    copied = copy_model_files(checkpoint, out, run_dir)
-    # 3. metrics.json: the run's record at this step, with the test rows of this folder's own evaluation
-    metrics = finished_metrics(run_metrics, state, dev, key, args, out)
-    path = write_metrics(out, metrics)
-    print(
-        f"finished {run_dir} at step {args.step} ({key} {dev[key]:.4f}): {len(copied)} files -> {out}, {path}"
-    )
-    return metrics
-
-
-def check_args(args: FinishCheckpointArgs) -> tuple[Path, Path]:
     run_dir = Path(args.run)
     if not (run_dir / "metrics.json").is_file():
         raise CtxirError(
             f"--run {args.run!r} has no metrics.json: pass the folder a finished training run wrote "
             "(train_cross_encoder.py / train_bi_encoder.py --output-dir)"
         )
-    steps = sorted(
-        int(p.name.rsplit("-", 1)[-1])
-        for p in (run_dir / "checkpoints").glob("checkpoint-*")
-        if p.name.rsplit("-", 1)[-1].isdigit()
-    )
     checkpoint = run_dir / "checkpoints" / f"checkpoint-{args.step}"
-    if args.step not in steps or not (checkpoint / "trainer_state.json").is_file():
+    if not (checkpoint / "trainer_state.json").is_file():
+        names = [p.name.rsplit("-", 1)[-1] for p in (run_dir / "checkpoints").glob("checkpoint-*")]
         raise CtxirError(
             f"--step {args.step!r}: {run_dir / 'checkpoints'} holds checkpoints at steps "
-            f"{steps or 'none'}; pass one of them (the run must be trained with --keep-checkpoints true)"
+            f"{sorted(int(n) for n in names if n.isdigit()) or 'none'}; pass one of them (the run must be trained "
+            "with --keep-checkpoints true)"
         )
-    return run_dir, checkpoint
+    state = read_json(checkpoint / "trainer_state.json")
+    log = state.get("log_history", [])
+    dev = dev_scores(log, args.step)
+    if not dev:
+        raise CtxirError(
+            f"--step {args.step}: the run logged no dev evaluation at that step (trainer_state.json); "
+            "finish on a step the dev evaluator scored (a multiple of the run's --eval-steps)"
+        )
+    run_metrics = read_json(run_dir / "metrics.json")
+    extra = run_metrics.get("extra", {})
+    key = metric_key(dev, args.metric, extra.get("best_checkpoint", {}).get("metric", ""))
+    out = Path(args.output_dir or f"{run_dir}-{args.step}")
+    # 2. the model files, never the Trainer's pickles
+    copied = copy_model_files(checkpoint, out, run_dir)
+    # 3. metrics.json: the run's record at this step, with the test rows of this folder's own evaluation
+    training = dict(run_metrics["training"])
+    whole_run = {
+        k: training.get(k)
+        for k in ("steps", "epochs", "final_loss", "wall_time_seconds", "train_loop_seconds")
+    }
+    losses = [row["loss"] for row in log if "loss" in row and row.get("step", 0) <= args.step]
+    training.update(
+        steps=args.step,
+        epochs=round(float(state.get("epoch") or 0.0), 4),
+        final_loss=round(float(losses[-1]), 6) if losses else None,
+        finished_from={"run": str(run_dir), "checkpoint": checkpoint.name, "whole_run": whole_run},
+    )
+    evaluation = read_json(out / EVALUATION_FILE)
+    metrics = {
+        **run_metrics,
+        "model_name": out.name,
+        "training": training,
+        "evaluations": evaluation_rows(evaluation) if evaluation else [],
+        "extra": {
+            **extra,
+            "best_checkpoint": {
+                "step": args.step,
+                "metric": key,
+                "value": dev[key],
+                "chosen": "after the run",
+            },
+            "dev_after": {k: round(v, 4) for k, v in dev.items()},
+        },
+    }
+    path = write_metrics(out, metrics)
+    print(
+        f"finished {run_dir} at step {args.step} ({key} {dev[key]:.4f}): {len(copied)} files -> {out}, {path}"
+    )
+    return metrics
 
 
 def dev_scores(log_history: list[dict], step: int) -> dict[str, float]:
@@ -88,17 +105,14 @@ def dev_scores(log_history: list[dict], step: int) -> dict[str, float]:
     >>> dev_scores([{"step": 2, "loss": 1.0}, {"step": 2, "eval_dev_ndcg@10": 0.5, "eval_runtime": 3.0}], 2)
     {'dev_ndcg@10': 0.5}
     """
-    scores = {}
-    for row in log_history:
-        if row.get("step") == step:
-            scores.update(
-                {
-                    k[len("eval_") :]: float(v)
-                    for k, v in row.items()
-                    if k.startswith("eval_") and not k.endswith(DEV_NOISE)
-                }
-            )
-    return scores
+    noise = ("runtime", "samples_per_second", "steps_per_second", "epoch")  # logged beside every dev score
+    return {
+        k.removeprefix("eval_"): float(v)
+        for row in log_history
+        if row.get("step") == step
+        for k, v in row.items()
+        if k.startswith("eval_") and not k.endswith(noise)
+    }
 
 
 def metric_key(dev: dict[str, float], metric: str, recorded: str = "") -> str:
@@ -127,8 +141,7 @@ def copy_model_files(checkpoint: Path, out: Path, run_dir: Path) -> list[Path]:
         p
         for p in sorted(checkpoint.rglob("*"))
         if p.is_file()
-        and p.suffix in MODEL_SUFFIXES
-        and p.name not in LEFT_BEHIND
+        and p.suffix in (".json", ".safetensors", ".txt")  # what ctxir's loaders read, never a pickle
         and (run_dir / p.relative_to(checkpoint)).is_file()
     ]
     if not any(p.suffix == ".safetensors" for p in files):
@@ -152,52 +165,6 @@ def copy_model_files(checkpoint: Path, out: Path, run_dir: Path) -> list[Path]:
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(p, dest)
     return files
-
-
-def finished_metrics(
-    metrics: dict, state: dict, dev: dict[str, float], key: str, args: FinishCheckpointArgs, out: Path
-) -> dict:
-    """The run's metrics.json as it describes the checkpoint at ``args.step``."""
-    losses = [
-        row["loss"]
-        for row in state.get("log_history", [])
-        if "loss" in row and row.get("step", 0) <= args.step
-    ]
-    training = dict(metrics["training"])
-    run_length = {
-        k: training.get(k)
-        for k in ("steps", "epochs", "final_loss", "wall_time_seconds", "train_loop_seconds")
-    }
-    training.update(
-        steps=args.step,
-        epochs=round(float(state.get("epoch") or 0.0), 4),
-        final_loss=round(float(losses[-1]), 6) if losses else None,
-        finished_from={
-            "run": str(Path(args.run)),
-            "checkpoint": f"checkpoint-{args.step}",
-            "whole_run": run_length,
-        },
-    )
-    extra = {
-        **metrics.get("extra", {}),
-        "best_checkpoint": {"step": args.step, "metric": key, "value": dev[key], "chosen": "after the run"},
-        "dev_after": {k: round(v, 4) for k, v in dev.items()},
-    }
-    return {
-        **metrics,
-        "model_name": out.name,
-        "training": training,
-        "evaluations": test_rows(out),
-        "extra": extra,
-    }
-
-
-def test_rows(folder: Path) -> list[dict]:
-    """metrics.json rows of the folder's evaluation.json (none before it is evaluated)."""
-    from training.evaluate_reranker import EVALUATION_FILE, evaluation_rows
-
-    result = read_json(folder / EVALUATION_FILE) if (folder / EVALUATION_FILE).is_file() else None
-    return evaluation_rows(result) if result else []
 
 
 def main(argv: list[str] | None = None) -> int:
