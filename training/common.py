@@ -10,11 +10,11 @@ import random
 import shutil
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ctxir.cli import RECIPE_HELP
+from ctxir.cli import RECIPE_HELP, flag
 from ctxir.cli import cli_main as _cli_main
 from ctxir.encoders.models import DEFAULT_BI_ENCODER
 from ctxir.files import DiskFullError, is_disk_full
@@ -169,40 +169,33 @@ def resolve_resume(resume: str, checkpoint_dir: Path) -> str | None:
     value = (resume or "").strip()
     if value.lower() in ("", "false", "no", "none"):
         return None
-    if value.lower() in ("last", "true", "yes"):
-        found = (
-            sorted(
-                (p for p in checkpoint_dir.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()),
-                key=lambda p: int(p.name.split("-")[-1]),
-                reverse=True,
-            )
-            if checkpoint_dir.is_dir()
-            else []
-        )
-        complete = [p for p in found if _complete_checkpoint(p)]
-        if not complete:
-            torn = f" ({len(found)} torn: {', '.join(p.name for p in found)})" if found else ""
+    if value.lower() not in ("last", "true", "yes"):
+        if not Path(value).is_dir():
             raise CtxirError(
-                f"--resume {resume!r}: no complete checkpoint-N folder in {str(checkpoint_dir)!r}{torn}; "
-                "run without --resume, or point --output-dir at the interrupted run's folder"
+                f"--resume {resume!r} is not a checkpoint folder: pass 'last' or a path such as "
+                f"{str(checkpoint_dir / 'checkpoint-500')!r}"
             )
-        torn = [p.name for p in found[: found.index(complete[0])]]  # newer than the one resumed from
-        if torn:
-            print(
-                f"resume: skipping {', '.join(torn)} (saved only in part: the run was stopped while writing it)"
+        if not _complete_checkpoint(Path(value)):
+            raise CtxirError(
+                f"--resume {resume!r} was saved only in part (no readable trainer_state.json): pass 'last' "
+                "to take the newest complete checkpoint, or an earlier checkpoint-N"
             )
-        return str(complete[0])
-    if not Path(value).is_dir():
+        return value
+    numbered = (p for p in Path(checkpoint_dir).glob("checkpoint-*") if p.name.split("-")[-1].isdigit())
+    found = sorted(numbered, key=lambda p: int(p.name.split("-")[-1]), reverse=True)
+    complete = [p for p in found if _complete_checkpoint(p)]
+    if not complete:
+        torn = f" ({len(found)} torn: {', '.join(p.name for p in found)})" if found else ""
         raise CtxirError(
-            f"--resume {resume!r} is not a checkpoint folder: pass 'last' or a path such as "
-            f"{str(checkpoint_dir / 'checkpoint-500')!r}"
+            f"--resume {resume!r}: no complete checkpoint-N folder in {str(checkpoint_dir)!r}{torn}; "
+            "run without --resume, or point --output-dir at the interrupted run's folder"
         )
-    if not _complete_checkpoint(Path(value)):
-        raise CtxirError(
-            f"--resume {resume!r} was saved only in part (no readable trainer_state.json): pass 'last' "
-            "to take the newest complete checkpoint, or an earlier checkpoint-N"
+    torn = [p.name for p in found[: found.index(complete[0])]]  # newer than the one resumed from
+    if torn:
+        print(
+            f"resume: skipping {', '.join(torn)} (saved only in part: the run was stopped while writing it)"
         )
-    return value
+    return str(complete[0])
 
 
 def train_keeping_checkpoints(trainer, resume_from: str | None, checkpoint_dir: Path):
@@ -309,27 +302,25 @@ def jsonl_log_callback(path: str | os.PathLike):
     return JsonlLogCallback(path)
 
 
-def arg(default: Any, help: str = "", **metadata) -> Any:
-    """A dataclass field with its --help text (and HfArgumentParser metadata such as "aliases")."""
-    return field(default=default, metadata={"help": help, **metadata})
+arg = flag  # train_query_generator.py's name for ctxir.cli.flag
 
 
 @dataclass
 class CommonArgs:
     """What every training script takes; a script redeclares a field only for a default or help of its own."""
 
-    data_dir: str = arg(DEFAULT_DATA_DIR, "benchmark data root (../shared/data)")
-    output_dir: str = arg("", "the folder to write (default: one named after the run, under outputs/)")
-    torch_threads: int = arg(0, "CPU threads for torch (0 = torch's default; 1 is faster on a shared CPU)")
-    model_name: str = arg("", "short name for metrics.json / the model card")
-    recipe: str = arg("", f'{RECIPE_HELP} (training/recipes/; recorded in metrics.json "config")')
+    data_dir: str = flag(DEFAULT_DATA_DIR, "benchmark data root (../shared/data)")
+    output_dir: str = flag("", "the folder to write (default: one named after the run, under outputs/)")
+    torch_threads: int = flag(0, "CPU threads for torch (0 = torch's default; 1 is faster on a shared CPU)")
+    model_name: str = flag("", "short name for metrics.json / the model card")
+    recipe: str = flag("", f'{RECIPE_HELP} (training/recipes/; recorded in metrics.json "config")')
 
 
 @dataclass
 class RunArgs(CommonArgs):
     """A script without the HF Trainer (train_cls_lr.py): the shared arguments, the device and the seed."""
 
-    device: str = arg("auto", "auto, cpu or cuda")
+    device: str = flag("auto", "auto, cpu or cuda")
     seed: int = 42
 
 
@@ -359,7 +350,7 @@ TRAINER_FLAGS: dict[str, dict] = {
 
 def trainer_setting(name: str, default: Any, help: str = "") -> Any:
     """A field redeclaring the Trainer's setting ``name`` (a key of TRAINER_FLAGS) with a script's own default."""
-    return arg(default, **{**TRAINER_FLAGS[name], **({"help": help} if help else {})})
+    return flag(default, **{**TRAINER_FLAGS[name], **({"help": help} if help else {})})
 
 
 @dataclass
@@ -368,13 +359,13 @@ class TrainerRunArgs(CommonArgs):
 
     ``--device`` sets ``run_device``: ``device`` is the library's own property."""
 
-    run_device: str = arg("auto", "auto, cpu or cuda (cpu = the Trainer's use_cpu)", aliases=["--device"])
-    model: str = arg(DEFAULT_BI_ENCODER, "starting model: Hub id or local folder")
-    max_samples: int = arg(-1, "use N training examples, seeded (-1 = all)")
-    max_length: int = arg(0, "tokens per text (0 = the model's own max_seq_length)")
-    eval_before: bool = arg(True, "also evaluate the starting model")
-    keep_checkpoints: bool = arg(False, "keep checkpoints/ after a finished run")
-    load_best: bool = arg(
+    run_device: str = flag("auto", "auto, cpu or cuda (cpu = the Trainer's use_cpu)", aliases=["--device"])
+    model: str = flag(DEFAULT_BI_ENCODER, "starting model: Hub id or local folder")
+    max_samples: int = flag(-1, "use N training examples, seeded (-1 = all)")
+    max_length: int = flag(0, "tokens per text (0 = the model's own max_seq_length)")
+    eval_before: bool = flag(True, "also evaluate the starting model")
+    keep_checkpoints: bool = flag(False, "keep checkpoints/ after a finished run")
+    load_best: bool = flag(
         False, "end with the dev-best checkpoint; needs --eval-steps, and --save-steps a multiple of it"
     )
     # the Trainer's own settings, ctxir's defaults
