@@ -1,9 +1,4 @@
-"""ctxir's cross-encoder modules under the names its model folders' modules.json give them.
-
-- ``TopLayersTransformer``: a ``Transformer`` saved as its trained top layers (float16 safetensors) over a base
-  model named by Hub id, so a re-ranker ships in a few MB.
-- ``SegmentCosineHead``: ``reranker_heads.SegmentCosineHead`` (the standalone file a staged Hub repo carries).
-"""
+"""ctxir's cross-encoder modules under the names its model folders' modules.json give them."""
 
 from __future__ import annotations
 
@@ -17,7 +12,7 @@ from sentence_transformers.base.modules import Transformer
 
 from ctxir.encoders import reranker_heads
 from ctxir.encoders.models import apply_top_layers, resolve_model
-from ctxir.encoders.reranker_heads import hub_file_args
+from ctxir.encoders.reranker_heads import load_head_files
 from ctxir.names import SAVE_INCOMPLETE, TOP_LAYERS_CONFIG, TOP_LAYERS_FORMAT, TOP_LAYERS_WEIGHTS
 
 _LAYER = re.compile(r"(?:^|\.)layer\.(\d+)\.")
@@ -38,20 +33,14 @@ def save_cross_encoder(model, folder: str | Path) -> None:
 
 
 def layer_of(parameter: str) -> int | None:
-    """The encoder layer a parameter name belongs to, else None.
-
-    >>> layer_of("encoder.layer.4.attention.self.query.weight"), layer_of("embeddings.word_embeddings.weight")
-    (4, None)
-    """
+    """The encoder layer a parameter name belongs to, else None."""
     match = _LAYER.search(parameter)
     return int(match.group(1)) if match else None
 
 
 class TopLayersTransformer(Transformer):
-    """A ``Transformer`` saved as its base model's name + the parameters of its trained top layers.
-
-    ``freeze_below(n)`` freezes the embeddings and every layer under ``n`` (PreTTR-style).
-    """
+    """A ``Transformer`` saved as its base model's Hub id + its trained top layers (float16): a few MB to ship.
+    ``freeze_below(n)`` freezes the embeddings and every layer under ``n`` (PreTTR-style)."""
 
     base_model: str = ""
     trained_from: int = 0
@@ -98,15 +87,9 @@ class TopLayersTransformer(Transformer):
 
     @classmethod
     def load(cls, model_name_or_path: str, subfolder: str = "", **kwargs) -> TopLayersTransformer:
-        hub = hub_file_args(subfolder, kwargs)
-        config_path = cls.load_file_path(model_name_or_path, TOP_LAYERS_CONFIG, **hub)
-        weights_path = cls.load_file_path(model_name_or_path, TOP_LAYERS_WEIGHTS, **hub)
-        if config_path is None or weights_path is None:
-            raise ValueError(
-                f"{model_name_or_path!r} has no {TOP_LAYERS_CONFIG} and {TOP_LAYERS_WEIGHTS}: it was "
-                "not saved by TopLayersTransformer"
-            )
-        config = json.loads(Path(config_path).read_text())
+        config, config_path, weights_path = load_head_files(
+            cls, model_name_or_path, subfolder, kwargs, TOP_LAYERS_CONFIG, TOP_LAYERS_WEIGHTS
+        )
         if config.get("format") != TOP_LAYERS_FORMAT:
             raise ValueError(
                 f"{config_path!r} has format {config.get('format')!r}; expected {TOP_LAYERS_FORMAT!r}"

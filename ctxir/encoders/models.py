@@ -200,28 +200,24 @@ def load_bi_encoder(name: str = DEFAULT_BI_ENCODER, device: str = "auto"):
     from sentence_transformers import SentenceTransformer
 
     path = resolve_model(name)
-    try:
-        if is_adapter(path):
-            return _adapter_bi_encoder(name, path, pick_device(device))
-        return SentenceTransformer(path, device=pick_device(device), trust_remote_code=False)
-    except (OSError, ValueError) as err:
-        raise CtxirError(f"could not load bi-encoder {name!r} from {path}: {err}") from err
-
-
-def _adapter_bi_encoder(name: str, path: str, device: str):
-    """A bi-encoder adapter folder: its base as ctxir resolves it, the adapter merged in; an unfinished one refused."""
-    from sentence_transformers import SentenceTransformer
-
-    if (Path(path) / ADAPT_INCOMPLETE).is_file():
+    if is_adapter(path) and (Path(path) / ADAPT_INCOMPLETE).is_file():
         raise CtxirError(
             f"bi-encoder {name!r} is unfinished: `ctxir adapt` was writing it and did not complete; rerun that "
             "command to finish it, or pass another model"
         )
-    model = SentenceTransformer(resolve_model(adapter_base(path)), device=device, trust_remote_code=False)
-    model[0].model = merge_adapter(model[0].model, path)
-    length = read_json(Path(path) / "sentence_bert_config.json").get("max_seq_length")
-    set_max_length(model, length or None, name=f"{name!r}'s max_seq_length")
-    return model.eval()
+    try:
+        if not is_adapter(path):
+            return SentenceTransformer(path, device=pick_device(device), trust_remote_code=False)
+        # the adapter's base as ctxir resolves it, the adapter merged in
+        model = SentenceTransformer(
+            resolve_model(adapter_base(path)), device=pick_device(device), trust_remote_code=False
+        )
+        model[0].model = merge_adapter(model[0].model, path)
+        length = read_json(Path(path) / "sentence_bert_config.json").get("max_seq_length")
+        set_max_length(model, length or None, name=f"{name!r}'s max_seq_length")
+        return model.eval()
+    except (OSError, ValueError) as err:
+        raise CtxirError(f"could not load bi-encoder {name!r} from {path}: {err}") from err
 
 
 @functools.cache
@@ -410,8 +406,6 @@ def set_threads(n: int) -> None:
     if n < 0:
         raise CtxirError(f"--torch-threads must be ≥ 0 (0 = default), got {n!r}")
     if n > 0:
-        import torch
-
         torch.set_num_threads(n)
 
 
@@ -422,12 +416,7 @@ _GUARD = threading.Lock()
 def model_lock(model) -> threading.RLock:
     """The re-entrant lock of ``model``'s input embeddings (two wrappers of one body share it), held by every torch
     pass: Integrated Gradients hooks the word embeddings for a whole explanation, which another thread's pass
-    would otherwise read.
-
-    >>> emb = torch.nn.Embedding(4, 2)
-    >>> model_lock(emb) is model_lock(emb), model_lock(emb) is model_lock(torch.nn.Embedding(4, 2))
-    (True, False)
-    """
+    would otherwise read."""
     key = model
     if not isinstance(model, torch.nn.Embedding):
         body = model

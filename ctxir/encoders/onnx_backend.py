@@ -7,7 +7,7 @@ import sys
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -137,34 +137,54 @@ class OnnxEncoder(_Session):
         return np.concatenate(parts)[np.argsort(order)]  # back to the input order
 
 
+def _export_once(target: Path, make: Callable[[], object], progress: bool, message: str) -> Path:
+    """``target``, made by ``make()`` under the export lock unless it is there whole (its checksum matches)."""
+    if verified(target):
+        return target
+    with _EXPORT_LOCK:
+        if not verified(target):
+            started = time.perf_counter()
+            _say(progress, f"first use of backend {message} (once; reused afterwards) …")
+            make()
+            _say(progress, f"{target.name} written in {time.perf_counter() - started:.1f} s")
+    return target
+
+
+def _open_exported(export: Callable[[], Path], session: Callable, progress: bool, *also: Path):
+    """``session(export())``; a file ONNX Runtime cannot read is removed (with ``also``) and made again once."""
+    for attempt in range(2):
+        path = export()
+        try:
+            return session(path)
+        except CtxirError:
+            raise
+        except Exception as err:  # onnxruntime raises its own exception types for an unreadable model
+            if attempt:
+                raise CtxirError(
+                    f"{path} could not be loaded by ONNX Runtime ({type(err).__name__}: {err}): use backend 'torch'"
+                ) from err
+            _say(progress, f"{path} could not be loaded ({type(err).__name__}); exporting again")
+            for stale in (path, *also):
+                stale.unlink(missing_ok=True)
+    raise AssertionError("unreachable")
+
+
 def int8_model(model, folder: str | Path, progress: bool = True) -> Path:
     """``folder/model-int8-dynamic.onnx`` (``folder`` keyed by the weights), made the first time; a float32 export
     made on the way is removed."""
     folder = Path(folder)
-    out = folder / INT8_FILE
-    if verified(out):
-        return out
-    with _EXPORT_LOCK:
-        if verified(out):
-            return out
+
+    def make() -> None:
         require("onnxruntime", "onnx", "onnxscript")
-        started = time.perf_counter()
-        _say(
-            progress,
-            f"first use of backend 'onnx-int8' for this model: exporting it to ONNX and quantising to int8 into "
-            f"{folder} (once; reused afterwards) …",
-        )
         had_fp32 = (folder / FP32_FILE).is_file()
         fp32 = export_onnx(model, folder, progress=False)
         quantise(fp32, "dynamic")
         if not had_fp32:
             fp32.unlink(missing_ok=True)
             checksum_path(fp32).unlink(missing_ok=True)
-        _say(
-            progress,
-            f"{out.name} written in {time.perf_counter() - started:.1f} s ({out.stat().st_size / 2**20:.1f} MB)",
-        )
-    return out
+
+    what = f"'onnx-int8' for this model: exporting it to ONNX and quantising to int8 into {folder}"
+    return _export_once(folder / INT8_FILE, make, progress, what)
 
 
 def open_int8(
@@ -182,17 +202,11 @@ def open_int8(
         if key in _OPEN:
             _OPEN.move_to_end(key)
             return _OPEN[key][1]
-    path = int8_model(model, folder, progress)
-    try:
-        encoder = OnnxEncoder(path, model, pooling, threads, batch_size, include_prompt)
-    except CtxirError:
-        raise
-    except Exception as err:  # onnxruntime raises its own exception types for an unreadable model
-        _say(progress, f"{path} could not be loaded ({type(err).__name__}); exporting again")
-        path.unlink(missing_ok=True)
-        encoder = OnnxEncoder(
-            int8_model(model, folder, progress), model, pooling, threads, batch_size, include_prompt
-        )
+    encoder = _open_exported(
+        lambda: int8_model(model, folder, progress),
+        lambda path: OnnxEncoder(path, model, pooling, threads, batch_size, include_prompt),
+        progress,
+    )
     with _OPEN_LOCK:
         _OPEN[key] = (model, encoder)  # the model is held so that its id is not reused while the key exists
         while len(_OPEN) > OPEN_SESSIONS:
@@ -246,42 +260,24 @@ def open_cross_encoder(
     folder = Path(folder)
     int8 = int8 and len(frozen_layers(model)) > 0  # none of the base left unchanged: float32
     target = folder / (FROZEN_INT8_FILE if int8 else FP32_FILE)
-    sample = [
-        ("a short query", "a document"),
-        ("a somewhat longer query", "a somewhat longer document to export"),
-    ]
-    for attempt in range(2):
-        with _EXPORT_LOCK:
-            if not verified(target):
-                require("onnxruntime", "onnx", "onnxscript", what="backend 'onnx' for a cross-encoder")
-                started = time.perf_counter()
-                _say(
-                    progress,
-                    f"first use of backend {'onnx-int8' if int8 else 'onnx'} for this cross-encoder: exporting it "
-                    f"to {folder} (once; reused afterwards) …",
-                )
-                fp32 = export_onnx(model, folder, progress=False, sample=sample)
-                if int8:
-                    nodes = frozen_matmuls(fp32, model)
-                    if not nodes:
-                        raise CtxirError(
-                            f"no MatMul of {fp32} has the weights of a layer the model shares with its base: "
-                            "nothing to quantise (use backend 'onnx')"
-                        )
-                    quantise_dynamic(fp32, target, nodes)
-                _say(progress, f"exported in {time.perf_counter() - started:.1f} s")
-        try:
-            return OnnxCrossEncoder(target, model, threads)
-        except CtxirError:
-            raise
-        except Exception as err:  # onnxruntime raises its own exception types for an unreadable model
-            if attempt:
+
+    def make() -> None:
+        require("onnxruntime", "onnx", "onnxscript", what="backend 'onnx' for a cross-encoder")
+        pairs = [("a short query", "a document"), ("a longer query", "a somewhat longer document to export")]
+        fp32 = export_onnx(model, folder, progress=False, sample=pairs)
+        if int8:
+            nodes = frozen_matmuls(fp32, model)
+            if not nodes:
                 raise CtxirError(
-                    f"{target} could not be loaded by ONNX Runtime ({type(err).__name__}: "
-                    f"{err}): use backend 'torch'"
-                ) from err
-            _say(progress, f"{target} could not be loaded ({type(err).__name__}); exporting again")
-            target.unlink(missing_ok=True)
-            if int8:
-                (folder / FP32_FILE).unlink(missing_ok=True)
-    raise AssertionError("unreachable")
+                    f"no MatMul of {fp32} has the weights of a layer the model shares with its base: "
+                    "nothing to quantise (use backend 'onnx')"
+                )
+            quantise_dynamic(fp32, target, nodes)
+
+    what = f"{'onnx-int8' if int8 else 'onnx'} for this cross-encoder: exporting it to {folder}"
+    return _open_exported(
+        lambda: _export_once(target, make, progress, what),
+        lambda path: OnnxCrossEncoder(path, model, threads),
+        progress,
+        *([folder / FP32_FILE] if int8 else []),
+    )

@@ -1,8 +1,5 @@
-"""Re-ranker heads that stand alone (torch and sentence-transformers only, never ctxir): ctxir's own code for them,
-copied unchanged into every Hub repo ``ctxir hub push`` stages, where ``CrossEncoder(repo_id, trust_remote_code=True)``
-loads ``reranker_heads.SegmentCosineHead`` / ``reranker_heads.ClsLrHead`` with no ctxir installed.
-
-Requirements: torch, sentence-transformers >= 6 (transformers comes with it)."""
+"""Re-ranker heads needing only torch and sentence-transformers >= 6: copied unchanged into every Hub repo ctxir
+stages, where ``CrossEncoder(repo_id, trust_remote_code=True)`` loads them with no ctxir installed."""
 
 from __future__ import annotations
 
@@ -18,13 +15,7 @@ from sentence_transformers.base.modules import Module
 def segment_means(
     tokens: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mean token vector of each segment of ``[CLS] a [SEP] b [SEP]`` (token type 0 / 1), padding left out.
-
-    >>> tokens = torch.tensor([[[1.0, 0.0], [3.0, 0.0], [0.0, 2.0], [9.0, 9.0]]])  # (1, 4 tokens, 2)
-    >>> a, b = segment_means(tokens, torch.tensor([[1, 1, 1, 0]]), torch.tensor([[0, 0, 1, 1]]))
-    >>> a.tolist(), b.tolist()
-    ([[2.0, 0.0]], [[0.0, 2.0]])
-    """
+    """Mean token vector of each segment of ``[CLS] a [SEP] b [SEP]`` (token type 0 / 1), padding left out."""
     mask = attention_mask.to(tokens.dtype)
     types = token_type_ids.to(tokens.dtype)
     a_mask, b_mask = mask * (1 - types), mask * types  # (batch, tokens)
@@ -36,12 +27,7 @@ def segment_means(
 def weighted_segment_mean(
     tokens: torch.Tensor, segment_mask: torch.Tensor, weights: torch.Tensor
 ) -> torch.Tensor:
-    """(batch, hidden): the mean of a segment's token vectors, each counted by ``weights`` (batch, tokens).
-
-    >>> tokens = torch.tensor([[[1.0, 0.0], [3.0, 0.0], [0.0, 2.0]]])  # (1, 3 tokens, 2)
-    >>> weighted_segment_mean(tokens, torch.tensor([[1.0, 1.0, 0.0]]), torch.tensor([[1.0, 3.0, 5.0]])).tolist()
-    [[2.5, 0.0]]
-    """
+    """(batch, hidden): the mean of a segment's token vectors, each counted by ``weights`` (batch, tokens)."""
     share = segment_mask.to(tokens.dtype) * weights  # (batch, tokens)
     return (tokens * share.unsqueeze(-1)).sum(1) / share.sum(1, keepdim=True).clamp(min=1e-6)
 
@@ -53,12 +39,7 @@ def segment_cosine_scores(
     bias: torch.Tensor,
     linear: torch.nn.Linear | None = None,
 ) -> torch.Tensor:
-    """(batch,) = scale · cos(query, document) + bias [+ linear([q; d; |q − d|])].
-
-    >>> q, d = torch.tensor([[1.0, 0.0], [1.0, 0.0]]), torch.tensor([[2.0, 0.0], [0.0, 5.0]])
-    >>> segment_cosine_scores(q, d, torch.tensor(20.0), torch.tensor(0.5)).tolist()
-    [20.5, 0.5]
-    """
+    """(batch,) = scale · cos(query, document) + bias [+ linear([q; d; |q − d|])]."""
     score = scale * torch.nn.functional.cosine_similarity(query, document, dim=-1) + bias
     if linear is not None:
         score = score + linear(torch.cat([query, document, (query - document).abs()], dim=-1)).squeeze(-1)
@@ -69,6 +50,18 @@ def hub_file_args(subfolder: str, kwargs: dict) -> dict:
     """The arguments a sentence-transformers ``Module.load`` passes on to find its files."""
     keys = ("token", "cache_folder", "revision", "local_files_only")
     return {"subfolder": subfolder, **{key: kwargs[key] for key in keys if key in kwargs}}
+
+
+def load_head_files(
+    cls, path: str, subfolder: str, kwargs: dict, config: str, weights: str
+) -> tuple[dict, str, str]:
+    """(the JSON config, its path, the weights' path) of a module ``cls`` saved as the files ``config`` + ``weights``."""
+    hub = hub_file_args(subfolder, kwargs)
+    config_path, weights_path = (cls.load_file_path(path, name, **hub) for name in (config, weights))
+    if config_path is None or weights_path is None:
+        raise ValueError(f"{path!r} has no {config} and {weights}: it was not saved by {cls.__name__}")
+    with open(config_path, encoding="utf-8") as f:
+        return json.load(f), config_path, weights_path
 
 
 # RBF kernels over query-document token cosines, beside the exact match of token ids
@@ -87,14 +80,7 @@ def term_match_per_token(
 ) -> torch.Tensor:
     """(batch, tokens, 1 + len(kernels)): each query token's term-match features (0 elsewhere); summed over tokens,
     the pair's (CEDR-KNRM style). Token i of segment a: w_i · log(1 + #{j in b: id_j = id_i}) / |a| and, per kernel k,
-    w_i · log(1 + Σ_j exp(−(cos(t_i, t_j) − μ_k)² / 2σ²)) / |a|, j over the document tokens.
-
-    >>> ids = torch.tensor([[101, 7, 8, 102, 7, 7, 9, 102]])  # [CLS] 7 8 [SEP] | 7 7 9 [SEP]
-    >>> types, mask = torch.tensor([[0, 0, 0, 0, 1, 1, 1, 1]]), torch.ones(1, 8, dtype=torch.long)
-    >>> f = term_match_per_token(torch.eye(8).unsqueeze(0), ids, mask, types, torch.ones(1, 8), kernels=()).sum(1)
-    >>> round(f[0, 0].item() * 4, 4) == round(math.log(3) + math.log(2), 4)  # "7" twice, [SEP] once, of 4 tokens
-    True
-    """
+    w_i · log(1 + Σ_j exp(−(cos(t_i, t_j) − μ_k)² / 2σ²)) / |a|, j over the document tokens."""
     mask = attention_mask.to(tokens.dtype)
     types = token_type_ids.to(tokens.dtype)
     q_mask, d_mask = mask * (1 - types), mask * types  # (batch, tokens)
@@ -145,14 +131,11 @@ class SegmentCosineHead(Module):
             return
         self.term_match = True
         # importance softplus(v · token + c) starts at 1 for every token
-        self.term_weight = torch.nn.Linear(self.hidden_size, 1)
+        self.term_weight = torch.nn.Linear(self.hidden_size, 1, device=self.scale.device)
         torch.nn.init.zeros_(self.term_weight.weight)
         torch.nn.init.constant_(self.term_weight.bias, math.log(math.e - 1))
-        self.term_linear = torch.nn.Linear(1 + len(MATCH_KERNELS), 1, bias=False)
+        self.term_linear = torch.nn.Linear(1 + len(MATCH_KERNELS), 1, bias=False, device=self.scale.device)
         torch.nn.init.zeros_(self.term_linear.weight)
-        device = self.scale.device
-        self.term_weight.to(device)
-        self.term_linear.to(device)
 
     def add_importance_pooling(self) -> None:
         """Pool the query as mean + m · (importance-weighted mean − mean), ``pool_mix`` m starting at 0: the
@@ -256,13 +239,9 @@ class ClsLrHead(Module):
     def load(cls, model_name_or_path: str, subfolder: str = "", **kwargs) -> ClsLrHead:
         from safetensors.torch import load_file
 
-        hub = hub_file_args(subfolder, kwargs)
-        config_path = cls.load_file_path(model_name_or_path, CLS_LR_CONFIG, **hub)
-        weights_path = cls.load_file_path(model_name_or_path, CLS_LR_WEIGHTS, **hub)
-        if config_path is None or weights_path is None:
-            raise ValueError(f"{model_name_or_path!r} has no {CLS_LR_CONFIG} and {CLS_LR_WEIGHTS}")
-        with open(config_path, encoding="utf-8") as f:
-            config = json.load(f)
+        config, config_path, weights_path = load_head_files(
+            cls, model_name_or_path, subfolder, kwargs, CLS_LR_CONFIG, CLS_LR_WEIGHTS
+        )
         if config.get("layer", -1) != -1:
             raise ValueError(
                 f"ClsLrHead reads the last layer's [CLS]; {config_path!r} says layer {config['layer']!r}"

@@ -181,35 +181,12 @@ def _exact_split_support(st) -> tuple[str, str]:
 
 def _pooled_tokens(st, out: dict) -> torch.Tensor:
     """The token vectors the pooling averages: the last layer's, or the layer a LayerPooling reads."""
-
     pooler = st[1]
     if isinstance(pooler, LayerPooling) and pooler.layer != -1:
         # encode() strips the batch dimension from token_embeddings but not from the hidden states
         tokens = out["all_layer_embeddings"][pooler.layer]  # (1, tokens, hidden) for one text
         return tokens[0][out["attention_mask"].bool()]  # (tokens, hidden)
     return out["token_embeddings"]  # (tokens, hidden), padding already stripped
-
-
-def _sentence_embedder(st):
-    """``embed(word_vectors, enc)``: ``st``'s sentence embeddings (batch, dim) from word embeddings, for IG."""
-    hf = st[0].auto_model
-    needs_layers = any(getattr(m, "layer", -1) != -1 for m in list(st)[1:])
-
-    def embed(word_vectors: torch.Tensor, enc: dict) -> torch.Tensor:
-        batch = word_vectors.shape[0]
-        mask = enc["attention_mask"].expand(batch, -1)
-        kwargs = (
-            {"token_type_ids": enc["token_type_ids"].expand(batch, -1)} if "token_type_ids" in enc else {}
-        )
-        out = hf(inputs_embeds=word_vectors, attention_mask=mask, output_hidden_states=needs_layers, **kwargs)
-        features = {"token_embeddings": out.last_hidden_state, "attention_mask": mask}
-        if needs_layers:
-            features["all_layer_embeddings"] = out.hidden_states
-        for module in list(st)[1:]:
-            features = module(features)
-        return features["sentence_embedding"]  # (batch, dim)
-
-    return embed
 
 
 def _bi_encoder_ig(st, query: str, document: str, n_steps: int, max_steps: int, baseline: str) -> dict:
@@ -219,8 +196,7 @@ def _bi_encoder_ig(st, query: str, document: str, n_steps: int, max_steps: int, 
     check_steps(n_steps, max_steps)
     st.eval()
     tokenizer = st.tokenizer
-    q_enc = _single_features(st, query)
-    d_enc = _single_features(st, document)
+    q_enc, d_enc = _single_features(st, query), _single_features(st, document)
     words = st[0].auto_model.get_input_embeddings()
     q_words, d_words = (
         words(q_enc["input_ids"]).detach(),
@@ -228,7 +204,25 @@ def _bi_encoder_ig(st, query: str, document: str, n_steps: int, max_steps: int, 
     )  # (1, n|m, hidden)
     q_base = words(baseline_ids(tokenizer, q_enc["input_ids"], baseline)).detach()
     d_base = words(baseline_ids(tokenizer, d_enc["input_ids"], baseline)).detach()
-    embed = _sentence_embedder(st)
+    needs_layers = any(getattr(m, "layer", -1) != -1 for m in list(st)[1:])
+
+    def embed(
+        word_vectors: torch.Tensor, enc: dict
+    ) -> torch.Tensor:  # (batch, tokens, hidden) → (batch, dim)
+        batch = word_vectors.shape[0]
+        mask = enc["attention_mask"].expand(batch, -1)
+        kwargs = (
+            {"token_type_ids": enc["token_type_ids"].expand(batch, -1)} if "token_type_ids" in enc else {}
+        )
+        out = st[0].auto_model(
+            inputs_embeds=word_vectors, attention_mask=mask, output_hidden_states=needs_layers, **kwargs
+        )
+        features = {"token_embeddings": out.last_hidden_state, "attention_mask": mask}
+        if needs_layers:
+            features["all_layer_embeddings"] = out.hidden_states
+        for module in list(st)[1:]:
+            features = module(features)
+        return features["sentence_embedding"]
 
     def forward(q: torch.Tensor, d: torch.Tensor) -> torch.Tensor:  # (batch, n, h), (batch, m, h) → (batch,)
         return torch.nn.functional.cosine_similarity(embed(q, q_enc), embed(d, d_enc), dim=-1)

@@ -31,26 +31,31 @@ def pair_integrated_gradients(
     max_steps: int,
     baseline: str,
 ) -> dict:
-    """Captum LayerIntegratedGradients of ``score(input_ids, attention_mask, token_type_ids) -> (batch,)``."""
+    """Captum LayerIntegratedGradients of ``score(inputs) -> (batch,)``, ``inputs`` the model's tensors (input_ids,
+    attention_mask, token_type_ids if ``enc`` has them) with the ids of each step."""
     from captum.attr import LayerIntegratedGradients
+
+    def forward(input_ids, attention_mask, token_type_ids=None):
+        inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
+        return score(inputs if token_type_ids is None else {**inputs, "token_type_ids": token_type_ids})
 
     with model_lock(word_embeddings):  # the hooks below change the shared model for every thread
         input_ids = enc["input_ids"]  # (1, tokens)
         base_ids = baseline_ids(tokenizer, input_ids, baseline)  # (1, tokens): [CLS]/[SEP] kept
         extra = (enc["attention_mask"], enc.get("token_type_ids"))
         with torch.no_grad():
-            value = float(score(input_ids, *extra)[0])
+            value = float(forward(input_ids, *extra)[0])
             # the baseline's word vectors under the input's ids, as Captum's path starts: a head that reads the ids
             # themselves (term match) keeps that part in the baseline score, so completeness still holds
             base_vectors = word_embeddings(base_ids)  # (1, tokens, hidden)
             handle = word_embeddings.register_forward_hook(lambda module, args, output: base_vectors)
             try:
-                baseline_value = float(score(input_ids, *extra)[0])
+                baseline_value = float(forward(input_ids, *extra)[0])
             finally:
                 handle.remove()
 
         def attribute(steps: int):
-            lig = LayerIntegratedGradients(score, word_embeddings)
+            lig = LayerIntegratedGradients(forward, word_embeddings)
             attributions, delta = lig.attribute(
                 input_ids,
                 baselines=base_ids,

@@ -62,15 +62,10 @@ def explain_cross_encoder(
     enc = {k: v.to(device) for k, v in features.items() if isinstance(v, torch.Tensor)}
     activation = None if logit else getattr(ce, "activation_fn", None)
 
-    def score(input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None):
-        batch = {
-            "input_ids": input_ids,
-            "attention_mask": attention_mask,
-            **{k: v for k, v in features.items() if not isinstance(v, torch.Tensor)},
-        }
-        if token_type_ids is not None:
-            batch["token_type_ids"] = token_type_ids
-        scores = ce(batch)["scores"]  # (batch, labels)
+    def score(inputs: dict) -> torch.Tensor:
+        scores = ce({**inputs, **{k: v for k, v in features.items() if not isinstance(v, torch.Tensor)}})[
+            "scores"
+        ]
         if activation is not None:
             scores = activation(scores)
         return scores[:, -1]  # (batch,): a multi-label head's last column is "relevant"
@@ -141,10 +136,7 @@ def explain_cls_lr(
         ).to(device)
     )  # as cls_features tokenises
 
-    def score(input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None):
-        inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
-        if token_type_ids is not None:
-            inputs["token_type_ids"] = token_type_ids
+    def score(inputs: dict) -> torch.Tensor:
         out = body(**inputs, output_hidden_states=ranker.layer != -1)
         return ranker.score_tensor(inputs, out)  # (batch,): coef · features + b, as score_pairs reports it
 
