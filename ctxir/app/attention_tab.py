@@ -11,19 +11,7 @@ import numpy as np
 from ctxir.app import figures, links
 from ctxir.app.models import BI_ENCODER
 from ctxir.app.state import AppState, LazyFigures, ViewResult
-from ctxir.app.ui import (
-    Ui,
-    downloads,
-    exports,
-    frame,
-    guard,
-    numbers,
-    png_wanted,
-    show,
-    steps,
-    tab_intro,
-    view_event,
-)
+from ctxir.app.ui import Ui, exports, frame, guard, show, steps
 from ctxir.checks import check_choice, check_int, check_text
 from ctxir.data.demo import demo_presets
 from ctxir.types import CtxirError
@@ -44,7 +32,6 @@ def parse_indices(value: Any, what: str) -> list[int]:
         raise CtxirError(f"{what} {value!r} is not a list of numbers: {example}") from None
 
 
-# the /attention endpoint's inputs one to one, plus the state
 def attention(
     state: AppState,
     text: str,
@@ -201,7 +188,7 @@ def build(ui: Ui) -> None:
         )
         return show(weights), show(heads), show(paths)
 
-    tab_intro(
+    ui.tab_intro(
         "Where each token looks. bertviz draws every head's attention (hover a token to follow its lines); "
         "below, one head's weights as a heatmap and a summary of what each head attends to. Drawn offline, "
         f"inputs up to {cfg.max_attention_tokens} tokens: choose fewer layers or heads for long inputs."
@@ -228,26 +215,21 @@ def build(ui: Ui) -> None:
     with gr.Row():
         heat_layer = gr.Slider(0, n_layers - 1, value=0, step=1, label="heatmap layer", min_width=160)
         heat_head = gr.Slider(0, n_heads - 1, value=0, step=1, label="heatmap head", min_width=160)
-    att_png = png_wanted()
+    att_png = ui.png_wanted()
     att_button = gr.Button("Show attention", variant="primary", elem_id="attention-button")
     att_summary = gr.Markdown(elem_id="attention-summary")
     att_html = gr.HTML(elem_id="attention-view")
-    att_heat = gr.Plot(
-        label="One head's attention (hover a cell)", visible=False, elem_id="attention-heatmap"
-    )
-    att_heads_plot = gr.Plot(
-        label="Per-head summary: layers × heads (hover a cell)", visible=False, elem_id="head-summary"
-    )
+    att_heat = ui.plot("One head's attention (hover a cell)", "attention-heatmap")
+    att_heads_plot = ui.plot("Per-head summary: layers × heads (hover a cell)", "head-summary")
     # bertviz HTML and two PNGs (None unless asked for), as the API returns them
     att_returned = [gr.File(visible=False) for _ in range(3)]
-    att_files = downloads("bertviz HTML (offline), PNG, interactive HTML, CSV, JSON")
+    att_files = ui.downloads("bertviz HTML (offline), PNG, interactive HTML, CSV, JSON")
     link = links.offer("attention", "attention-link")
     with gr.Accordion("Per-head summary as a table", open=False):
-        # headers before the first answer, not Gradio's "1 2 3" placeholder
         att_table = gr.Dataframe(frame([], HEAD_SUMMARY_COLUMNS), wrap=True, elem_classes=["ctxir-table"])
-    att_json = numbers()
+    att_json = ui.numbers()
 
-    shown = view_event(
+    shown = ui.view_event(
         [att_button.click, link.run.change],  # a link runs it as the button does
         do_attention,
         [att_model, att_text, att_pair, att_view, att_layers, att_heads, heat_layer, heat_head, att_png],

@@ -112,7 +112,6 @@ def build_app(
     with blocks as demo:
         gr.Markdown(f"## {TITLE}\n{INTRO}", elem_classes=["ctxir-intro"])
         gr.Markdown(status_line(state), elem_classes=["ctxir-status"], elem_id="model-status")
-        # how far the background indexing has got, refreshed every second until the corpus is ready
         indexing = gr.Markdown(
             md_literal(state.indexing.text()),
             visible=bool(state.indexing.text()),

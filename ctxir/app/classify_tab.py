@@ -13,7 +13,7 @@ import pandas as pd
 from ctxir.app.figures import class_map, class_scores
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_literal, plural, snippet, split_lines, uploaded
-from ctxir.app.ui import PRIVATE, Ui, downloads, exports, frame, guard, numbers, show, tab_intro, view_event
+from ctxir.app.ui import PRIVATE, Ui, exports, frame, guard, show
 from ctxir.checks import check_choice, check_int, check_text
 from ctxir.classify import TEMPLATES, ZeroShotClassifier, make_classifier, sample_per_class
 from ctxir.data.labelled import Label, load_labelled, load_labels
@@ -30,7 +30,6 @@ NEIGHBOURS = 3
 NEIGHBOUR_COLUMNS = ["#", "rank", "neighbour", "label", "cosine"]
 # each method's per-label score, as the summary and the JSON name it
 _SCORE_NAMES = {"zero-shot": "cosine", "knn": "vote share", "centroid": "cosine", "logreg": "probability"}
-# ../shared/data beside the checkout
 AGNEWS = Path(__file__).resolve().parents[3] / "shared" / "data" / "agnews"
 AGNEWS_LABELS = Path(__file__).resolve().parents[1] / "assets" / "agnews_labels.csv"
 # Written for this app (not from any data set), used as the sample when the AG News folder is not beside the checkout.
@@ -178,13 +177,11 @@ def classify_view(
     points = _map_points(classifier, inputs, predictions, example_x, text_x)
     d = state.config.decimals
     return ViewResult(
-        # one row per text: its label and the score of every label
         rows=[
             {"#": i, "text": snippet(t, 100), "prediction": p.label, "score": round(p.scores[p.label], d)}
             | {c: round(v, d) for c, v in p.scores.items()}
             for i, (t, p) in enumerate(zip(inputs.texts, predictions, strict=True), 1)
         ],
-        # each text's nearest labelled examples, nearest first
         extra_rows=[
             {
                 "#": i,
@@ -304,7 +301,7 @@ def build(ui: Ui) -> None:
         r = classify_view(ui.state, texts, labels, examples, method, k, template, projection)
         return r.text, frame(r.rows), frame(r.extra_rows, NEIGHBOUR_COLUMNS), r.data
 
-    tab_intro(INTRO)
+    ui.tab_intro(INTRO)
     with gr.Row():
         cls_texts = gr.Textbox(
             label=f"Texts to classify (one per line, at most {MAX_TEXTS})",
@@ -349,20 +346,10 @@ def build(ui: Ui) -> None:
         cls_button = gr.Button("Classify", variant="primary", elem_id="classify-button")
         sample_button = gr.Button("Load the AG News sample", elem_id="classify-sample-button")
     cls_summary = gr.Markdown(elem_id="classify-summary")
-    cls_table = gr.Dataframe(
-        label="Predictions: the score of every label",
-        wrap=True,
-        elem_classes=["ctxir-table", "ctxir-fit-table"],
-        visible=False,
-        elem_id="classify-table",
-    )
-    cls_bars = gr.Plot(
-        label="Score per label, per text (hover a bar)", visible=False, elem_id="classify-bars"
-    )
-    cls_map = gr.Plot(
-        label="Embedding map: colour = class; ◆ texts, ● examples, ★ labels (hover a point)",
-        visible=False,
-        elem_id="classify-map",
+    cls_table = ui.table("classify-table", "Predictions: the score of every label", "fit")
+    cls_bars = ui.plot("Score per label, per text (hover a bar)", "classify-bars")
+    cls_map = ui.plot(
+        "Embedding map: colour = class; ◆ texts, ● examples, ★ labels (hover a point)", "classify-map"
     )
     with gr.Accordion("Nearest labelled examples of each text", open=False):
         cls_neighbours = gr.Dataframe(
@@ -371,13 +358,13 @@ def build(ui: Ui) -> None:
             elem_classes=["ctxir-table", "ctxir-fit-table"],
             elem_id="classify-neighbours",
         )
-    cls_files = downloads("interactive HTML, CSV, JSON")
-    cls_json = numbers()
+    cls_files = ui.downloads("interactive HTML, CSV, JSON")
+    cls_json = ui.numbers()
 
     inputs = [cls_texts, cls_labels, cls_examples, cls_method, cls_k, cls_template, cls_projection]
     outputs = [cls_summary, cls_table, cls_neighbours, cls_json]
     hide = [cls_table, cls_bars, cls_map, cls_files]
-    view_event(
+    ui.view_event(
         cls_button.click, do_classify, inputs, outputs, "classify", empty=[cls_summary], hide=hide
     ).success(show, [cls_table], [cls_table], **PRIVATE).success(
         lambda data: after_classify(out, data),
@@ -385,7 +372,6 @@ def build(ui: Ui) -> None:
         [cls_bars, cls_map, cls_files],
         api_visibility="private",
     )
-    # a full disk: the message, not a traceback
     sample_button.click(
         guard(lambda: sample_inputs(out.root)),
         None,

@@ -1,5 +1,4 @@
-"""``CorpusIndex``: one corpus with its retrievers; ``Indexing``: how far the startup corpus's index got;
-``UploadStore``: the visitors' uploaded corpora, per session, least recently used out first."""
+"""``CorpusIndex``: a corpus and its retrievers; ``Indexing``: its progress; ``UploadStore``: visitors' uploads."""
 
 from __future__ import annotations
 
@@ -65,7 +64,6 @@ class CorpusIndex:
             step(0.1, f"encoding {len(self.corpus):,} documents")
             return
         texts = [doc_text(self.corpus[doc_id]) for doc_id in self.corpus]  # the order encode_corpus uses
-        # the key DenseRetriever reads: documents after their prompt
         key = encoder.cache_key(texts, "document")
         # as encode_cached: another process encoding the same corpus (an evaluation, a second app) holds the lock
         with encoder.cache.lock(key):
@@ -135,8 +133,7 @@ class CorpusIndex:
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def pooled(self, pooling: str, layer: int, prompts: dict | None = None):
-        """A dense retriever over this corpus with another pooling/layer and ``prompts`` as in ``retriever``
-        (encoded once, then cached; the last ``PROMPTED_KEPT`` over other prompts are kept)."""
+        """A dense retriever with another pooling/layer and ``prompts``, encoded once (``PROMPTED_KEPT`` kept)."""
         wanted = {**self.prompts, **{k: v for k, v in (prompts or {}).items() if v is not None}}
         with self._lock:
             key = (pooling, layer, wanted["query"], wanted["document"])
@@ -255,7 +252,6 @@ class UploadStore:
         evict: list[tuple[Owner, str]] = []
         if excess > 0:
             now = self.clock()
-            # least recently active first
             idle = sorted(
                 (o for o, seen in self._last_seen.items() if o != owner and now - seen >= self.idle_s),
                 key=self._last_seen.__getitem__,
@@ -280,8 +276,7 @@ class UploadStore:
             self._plan(owner, name)
 
     def add(self, index: CorpusIndex, owner: Owner = None) -> list[str]:
-        """Keep an uploaded corpus for ``owner``; returns the names of the owner's own older uploads dropped to stay
-        within ``max_corpora``. Raises CtxirError (and keeps everything) when the app is full."""
+        """Keep ``index`` for ``owner``; returns the owner's older uploads dropped (CtxirError when full)."""
         with self._lock:
             own_drops, evict = self._plan(owner, index.name)
             for other, name in evict:

@@ -12,7 +12,7 @@ from ctxir.app.config import Progress
 from ctxir.app.models import BI_ENCODER, check_layer
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code, split_lines
-from ctxir.app.ui import Ui, downloads, exports, frame, guard, numbers, show, steps, tab_intro, view_event
+from ctxir.app.ui import Ui, exports, frame, guard, show, steps
 from ctxir.checks import check_choice, check_text
 from ctxir.data.demo import demo_presets
 from ctxir.types import CtxirError
@@ -197,13 +197,12 @@ def load_first(state: AppState, model: str, progress) -> None:
 def build(ui: Ui) -> None:
     """The Token embeddings tab (inside an open gr.Tab): four sub-tabs, one event each."""
     presets = demo_presets()
-    tab_intro(
+    ui.tab_intro(
         "Look inside the bi-encoder (or the cross-encoder): how it splits text into tokens, where each "
         "token's vector sits at any layer, how one word's meaning shifts with its context, and how alike "
         "whole sentences are."
     )
     model = ui.model_dropdown(elem_id="embeddings-model")
-    # One step a sub-tab, each laying out its part and binding its one public event, in page order.
     with gr.Tabs(overflow_behavior="wrap"):
         with gr.Tab("Tokens"):
             tokens_tab(ui, model, presets)
@@ -230,8 +229,8 @@ def tokens_tab(ui: Ui, model, presets: dict) -> None:
     button = gr.Button("Inspect", variant="primary", elem_id="info-button")
     summary = gr.Markdown(elem_id="info-summary")
     table = gr.Dataframe(label="Tokens", elem_classes=["ctxir-table"], visible=False)
-    json = numbers()
-    info = view_event(
+    json = ui.numbers()
+    info = ui.view_event(
         button.click,
         do_model_info,
         [model, text],
@@ -274,7 +273,7 @@ def projection_tab(ui: Ui, model, presets: dict) -> None:
         )
         return show(projection), show(drift), show(files)
 
-    tab_intro(
+    ui.tab_intro(
         "Every token of the sentences as a point: tokens whose vectors are alike land close. Compare "
         "two layers: at layer 0 'bank' is one point per spelling, deeper it splits by meaning."
     )
@@ -291,11 +290,11 @@ def projection_tab(ui: Ui, model, presets: dict) -> None:
     plot = gr.Plot(label="Token vectors in 2-D (hover a point)", visible=False, elem_id="projection-plot")
     drift_plot = gr.Plot(label="Consecutive-layer cosine of sentence 1", visible=False)
     pngs = [gr.File(visible=False), gr.File(visible=False)]  # the PNGs the API returns
-    files = downloads("PNG, interactive HTML, CSV, JSON")
-    json = numbers()
+    files = ui.downloads("PNG, interactive HTML, CSV, JSON")
+    json = ui.numbers()
     inputs = [model, sentences, word, layer_a, layer_b, methods]
     after = (after_projection, [json, *pngs], [plot, drift_plot, files])
-    projected = view_event(
+    projected = ui.view_event(
         button.click,
         do_token_embeddings,
         inputs,

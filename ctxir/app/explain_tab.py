@@ -15,7 +15,7 @@ from ctxir.app.models import BI_ENCODER, AppModels, chosen_prompts, prompts_said
 from ctxir.app.search_form import auto_info, explain_with, model_choices, prompt_boxes, wire_load
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code, md_literal
-from ctxir.app.ui import PRIVATE, Ui, downloads, exports, guard, tab_intro, with_plotly_js, without_plotly_js
+from ctxir.app.ui import PRIVATE, Ui, downloads, exports, guard, plot, with_plotly_js, without_plotly_js
 from ctxir.checks import check_choice, check_text
 from ctxir.data.demo import demo_presets
 from ctxir.encoders.bi_encoder import BiEncoder, model_prompts
@@ -331,10 +331,8 @@ def panel(prefix: str) -> Panel:
     reranker = gr.HighlightedText(
         label="Query and document · re-ranker (red raised its score, violet lowered it)", **shown
     )
-    pairs = gr.Plot(
-        label="Cosine split over token pairs (hover a cell)", visible=False, elem_id=f"{prefix}-heatmap"
-    )
-    bars = gr.Plot(label="Re-ranker attribution per token (hover a bar)", visible=False)
+    pairs = plot("Cosine split over token pairs (hover a cell)", f"{prefix}-heatmap")
+    bars = plot("Re-ranker attribution per token (hover a bar)")
     files = downloads("PNG, interactive HTML, JSON")
     with gr.Accordion("Numbers of the explanation (JSON)", open=False, visible=False) as numbers:
         data = gr.JSON()
@@ -362,7 +360,7 @@ def build(ui: Ui) -> None:
             ui, explain_pair(state, query, document, model, "", None, query_prompt, document_prompt)
         )
 
-    tab_intro(
+    ui.tab_intro(
         "Why did a model give this document this score for this query? Each word is coloured by how much it "
         "raised or lowered the score: the bi-encoder's cosine split exactly over query × document tokens, and "
         "the re-ranker's score split by integrated gradients."

@@ -14,7 +14,6 @@ from ctxir.app.ui import PRIVATE
 
 logger = logging.getLogger("ctxir.app")
 
-# the endpoints whose example answer each tab opens on
 FIRST_VIEWS = (
     *("search", "score_pairs", "explain", "model_info", "token_embeddings", "layer_similarity"),
     *("sentence_similarity", "attention", "classify"),
@@ -52,9 +51,7 @@ class FirstView:
         return chain
 
     def start(self, wait_for_server_s: float = 120.0) -> threading.Thread | None:
-        """Compute in a background thread (once: None if it was started before) when the startup corpus is
-        indexed (the search's example needs it) and the server runs (not while it starts: on a 2-core
-        machine the page is served first)."""
+        """Compute once in a background thread (None if started before), after indexing, once the server runs."""
         seen = threading.Event()  # the server was seen running: once it is not, the app closed
 
         def closed() -> bool:
@@ -128,7 +125,6 @@ class FirstView:
             result = step.fn(*values)
             results = [result] if len(step.outputs) == 1 else list(result or [])
             for block, value in zip(step.outputs, results, strict=True):
-                # a step returns a value or an update for each component
                 is_update = isinstance(value, dict) and value.get(UPDATE) == "update"
                 shown[id(block)] = shown.get(id(block), {}) | (
                     value if is_update else {UPDATE: "update", "value": value}

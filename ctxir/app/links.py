@@ -1,5 +1,4 @@
-"""Links to a view: the Search, Pair scoring and Attention tabs each show a link under their answer that
-reopens the tab with the same inputs and runs it again."""
+"""The link under a view's answer that reopens its tab with the same inputs and runs it again."""
 
 from __future__ import annotations
 

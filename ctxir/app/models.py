@@ -1,5 +1,4 @@
-"""``AppModels``: the models the app loads once, and those a visitor loads by name (``ModelCache``: bounded by a
-count and a memory limit)."""
+"""``AppModels``: the models loaded once, and those a visitor loads by name (``ModelCache``, bounded)."""
 
 from __future__ import annotations
 

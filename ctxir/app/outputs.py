@@ -1,5 +1,4 @@
-"""The one folder for the files the app's requests return (PNG figures, attention pages, CSV, JSON): bounded on
-disk, served by Gradio in place, shared scripts written once, removed at exit or by the next start after a kill."""
+"""The one bounded folder of the files the app's answers return, removed at exit (or by the next start)."""
 
 from __future__ import annotations
 
@@ -162,7 +161,6 @@ class Outputs:
         from ctxir.viz import save_png
 
         path = self._path(stem, ".png")
-        # a full disk: DiskFullError, no half PNG
         with self._writing(), atomic_path(path, suffix=".png") as tmp:
             save_png(fig, tmp)
         self._prune(keep=path)

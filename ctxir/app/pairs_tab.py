@@ -7,26 +7,13 @@ from collections.abc import Sequence
 import gradio as gr
 import numpy as np
 
-from ctxir.app import explain_tab, figures, links, search_form
+from ctxir.app import explain_tab, figures, links
 from ctxir.app.config import Progress, short_name
 from ctxir.app.models import BI_ENCODER, AppModels, chosen_prompts, prompts_said
-from ctxir.app.search_form import prompt_boxes
+from ctxir.app.search_form import explain_with, model_choices, prompt_boxes
 from ctxir.app.state import AppState, LazyFigures, ViewResult
 from ctxir.app.text import md_code, rounded, snippet, split_lines
-from ctxir.app.ui import (
-    Ui,
-    downloads,
-    exports,
-    frame,
-    guard,
-    numbers,
-    png_wanted,
-    shares,
-    show,
-    steps,
-    tab_intro,
-    view_event,
-)
+from ctxir.app.ui import Ui, exports, frame, guard, shares, show, steps
 from ctxir.checks import check_int, check_text
 from ctxir.data.demo import demo_presets
 from ctxir.encoders.bi_encoder import model_prompts
@@ -178,7 +165,6 @@ def score_pairs(
         figures=LazyFigures({"scores": lambda: scores_figure(docs, columns)}),
         data=data,
         text="\n\n".join([_summary(reader.name, formations[0], unavailable, reading), *filter(None, said)]),
-        # the tokens table: document 1's pair as the reader reads it
         extra_rows=[
             {"position": i, "token": t, "token_id": tid, "token_type": tt}
             for i, (t, tid, tt) in enumerate(
@@ -196,8 +182,7 @@ def _cosines(model, query: str, docs: list[str], prompts: dict) -> list[float]:
 
 
 def _probabilities(models: AppModels, values: dict) -> tuple[dict[str, list[float] | None], list[str]]:
-    """({probability field: a calibrated probability per document, None without calibration}, how to read each:
-    what it was fitted on and the base rate it reads against)."""
+    """({probability field: calibrated probabilities or None}, how to read each: its fit and base rate)."""
     probabilities, notes = {}, []
     for kind in RERANKERS.values():
         if kind.pair_value != "score":
@@ -245,8 +230,7 @@ def _summary(reader: str, first: dict, unavailable: dict[str, str], reading: Seq
 
 
 def shown_names() -> dict[str, str]:
-    """Field name → the page's short column name, so every score fits beside the document (the API keeps field
-    names)."""
+    """Field name → the page's short column name (the API keeps field names)."""
     names = {"bi_encoder_cosine": "cosine", "cosine_rank": "cos rank"}
     for kind in RERANKERS.values():
         names |= {kind.pair_column: kind.label, kind.rank_column: f"{short_name(kind)} rank"}
@@ -280,7 +264,7 @@ def after_scoring(out, data, png, models: AppModels):
     widths = shares(
         [{"doc": 56, "document": 520}.get(c, max(90, round(8.5 * len(c)) + 30)) for c in table.columns]
     )
-    explain, pick = gr.update(choices=search_form.model_choices(models)), gr.update(choices=choices, value=1)
+    explain, pick = gr.update(choices=model_choices(models)), gr.update(choices=choices, value=1)
     return show(table, column_widths=widths), show(chart), show(files), show(), pick, explain
 
 
@@ -319,7 +303,7 @@ def build(ui: Ui) -> None:
     def pick_row(evt: gr.SelectData):
         return (evt.row_value or [None])[0]  # the table's first column is the document number
 
-    tab_intro(INTRO)
+    ui.tab_intro(INTRO)
     pair_query = gr.Textbox(label="Query", value=presets["pair_query"])
     pair_docs = gr.Textbox(
         label="Documents (one per line)", lines=5, value="\n".join(presets["pair_documents"])
@@ -335,38 +319,31 @@ def build(ui: Ui) -> None:
         elem_id="pair-models",
     )
     # after the inputs older clients send by position; the prompts come after it (default when not sent)
-    pair_png_wanted = png_wanted()
+    pair_png_wanted = ui.png_wanted()
     pair_prompts = prompt_boxes(
         ui, "pair", "; left as the bi-encoder's own, a bi-encoder compared by id keeps its own prompts"
     )
     pair_button = gr.Button("Score pairs", variant="primary", elem_id="score-pairs-button")
-    pair_table = gr.Dataframe(
-        label="Scores and ranks per model (click a row to explain it)",
-        wrap=True,
-        elem_classes=["ctxir-table", "ctxir-wide-table"],
-        visible=False,
-        elem_id="pair-table",
-    )
-    pair_plot = gr.Plot(label="Scores per document (hover a bar)", visible=False)
+    pair_table = ui.table("pair-table", "Scores and ranks per model (click a row to explain it)", "wide")
+    pair_plot = ui.plot("Scores per document (hover a bar)")
     pair_png = gr.File(visible=False)  # the PNG the API returns (None unless asked for); among the downloads
     with gr.Row(visible=False) as explain_row:
         pair_choice = gr.Dropdown([], label="Explain a document's scores", scale=3, min_width=220)
-        explain_model = search_form.explain_with(ui.models, scale=2, min_width=220)
+        explain_model = explain_with(ui.models, scale=2, min_width=220)
         explain_button = gr.Button(
             "Explain", scale=1, min_width=120, variant="primary", elem_id="explain-pair-button"
         )
-    pair_files = downloads("PNG, interactive HTML, CSV, JSON")
+    pair_files = ui.downloads("PNG, interactive HTML, CSV, JSON")
     link = links.offer("score_pairs", "pair-link")
     pair_formation = gr.Markdown(elem_id="pair-summary")
     with gr.Accordion("Tokens of document 1 as the cross-encoder reads them (ids, token types)", open=False):
-        # headers before the first answer, not Gradio's "1 2 3" placeholder
         pair_tokens = gr.Dataframe(
             frame([], ["position", "token", "token_id", "token_type"]), elem_classes=["ctxir-table"]
         )
-    pair_json = numbers()
+    pair_json = ui.numbers()
     explained = explain_tab.panel("pair-explain")
 
-    scored = view_event(
+    scored = ui.view_event(
         [pair_button.click, link.run.change],  # a link runs it as the button does
         do_score_pairs,
         [pair_query, pair_docs, pair_models, pair_png_wanted, *pair_prompts],

@@ -10,7 +10,7 @@ import gradio as gr
 
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code, md_literal, plural, uploaded
-from ctxir.app.ui import Ui, downloads, exports, guard, numbers, show, tab_intro, view_event
+from ctxir.app.ui import Ui, exports, guard, show
 from ctxir.checks import check_int
 from ctxir.data.beir import load_beir, load_qrels, load_queries
 from ctxir.data.demo import ASSETS, demo_corpus
@@ -208,7 +208,7 @@ def build(ui: Ui) -> None:
     def after_report(data, page):
         return show(), show(exports(out, "failure-report", data=data, files=[page]))
 
-    tab_intro(
+    ui.tab_intro(
         "Which queries a system failed on, and why: the worst queries by nDCG@10, their top results (relevant "
         "ones marked), the relevant documents it missed, and what made the wrong document win. Try the sample "
         "(BM25 on the demo corpus, judged by its shipped qrels), or upload a report's .json or a results JSON "
@@ -229,8 +229,8 @@ def build(ui: Ui) -> None:
     report_summary = gr.Markdown(elem_id="report-summary")
     report_view = gr.HTML(visible=False, elem_id="report-view")
     report_page = gr.File(visible=False)  # the standalone page, as the API returns it
-    report_files = downloads("standalone HTML, JSON")
-    report_json = numbers()
+    report_files = ui.downloads("standalone HTML, JSON")
+    report_json = ui.numbers()
 
     for button, view, inputs, api in (
         (report_button, do_report, [report_file, worst], "failure_report"),
@@ -238,7 +238,7 @@ def build(ui: Ui) -> None:
     ):
         outputs = [report_summary, report_view, report_page, report_json]
         after = (after_report, [report_json, report_page], [report_view, report_files])
-        view_event(
+        ui.view_event(
             button.click,
             view,
             inputs,

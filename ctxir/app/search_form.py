@@ -1,10 +1,6 @@
-"""The forms' shared inputs: the Search tab's query form (``SearchForm``), the prompt boxes and the model
-radios."""
+"""The forms' shared inputs: the Search form (``SearchForm``), the prompt boxes and the model radios."""
 
 from __future__ import annotations
-
-from dataclasses import dataclass
-from typing import Any
 
 import gradio as gr
 
@@ -16,31 +12,6 @@ from ctxir.encoders.on_demand import check_model_name
 from ctxir.kinds import CROSS_ENCODER
 from ctxir.rerank.registry import DEFAULT_RERANK_MODE, RERANKERS, search_rerankers
 from ctxir.retrieval.registry import DEFAULT_FIRST_STAGE, FIRST_STAGES
-
-
-@dataclass
-class SearchForm:
-    """The query and the choices every search feature reads."""
-
-    query: Any
-    corpus: Any
-    first_stage: Any
-    reranker: Any
-    mode: Any
-    k: Any
-    depth: Any
-    button: Any
-    examples: Any  # the column of example queries, shown for the startup corpus only
-    other: Any = None  # another re-ranker by Hub id (or folder), loaded by ``load``
-    load: Any = None
-    # what the bi-encoder puts before the query (its own unless changed; empty: none)
-    query_prompt: Any = None
-    document_prompt: Any = None  # and before each document
-
-    @property
-    def inputs(self) -> list:
-        # /search's inputs: mode goes last, after these, so that old API clients may leave it out
-        return [self.query, self.corpus, self.first_stage, self.reranker, self.k, self.depth]
 
 
 def reranker_info(models: AppModels) -> str:
@@ -86,110 +57,111 @@ def reranker_choices_now(models: AppModels) -> list[str]:
     return ["none", *search_rerankers(models.loaded), *models.extra_models(CROSS_ENCODER)]
 
 
-def search_form(ui: Ui) -> SearchForm:
-    state, cfg = ui.state, ui.config
-    with gr.Row(equal_height=True):
-        query = gr.Textbox(
-            label="Query",
-            value=state.examples[0] if state.examples else "",
-            scale=4,
-            min_width=240,
-            placeholder="type a question, e.g. how do bats find insects at night",
-            elem_id="search-query",
-        )
-        corpus = gr.Dropdown(
-            [state.default_corpus],
-            value=state.default_corpus,
-            label="Corpus",
-            allow_custom_value=True,
-            scale=1,
-            min_width=160,
-        )
-    with gr.Row():
-        # every registered first stage: the values Gradio lets /search pass (it refuses any other)
-        first_stage = gr.Radio(
-            [(kind.label, name) for name, kind in FIRST_STAGES.items()],
-            value=DEFAULT_FIRST_STAGE,
-            label="First stage",
-            min_width=200,
-        )
-        # only the loaded re-rankers are offered; the info line names the others
-        reranker = model_radio(
-            ui.models,
-            reranker_choices_now(ui.models),
-            value="none",
-            label="Re-ranker",
-            min_width=200,
-            elem_id="search-reranker",
-            info=reranker_info(ui.models),
-        )
-        mode = gr.Radio(
-            [("fused with the first stage", "fused"), ("re-ranker only", "alone")],
-            value=DEFAULT_RERANK_MODE,
-            label="Re-rank mode",
-            min_width=200,
-            elem_id="search-rerank-mode",
-            info="fused: a weak re-ranker cannot push results far below the first stage",
-        )
-        # numbers, not sliders (which clamp a typed 80 quietly): the view checks the range and says what is wrong
-        k = gr.Number(
-            10, step=1, label=f"k (1–{cfg.max_k})", info="results shown", min_width=140, elem_id="search-k"
-        )
-        depth = gr.Number(
-            cfg.rerank_depth,
-            step=1,
-            label=f"depth (1–{cfg.max_rerank_depth})",
-            info="candidates re-ranked",
-            min_width=140,
-            elem_id="search-depth",
-        )
-    with gr.Row(equal_height=True):
-        other = gr.Textbox(
-            label="Another re-ranker (optional): a cross-encoder's Hub id"
-            + (" or folder" if cfg.allow_model_paths else ""),
-            placeholder="e.g. cross-encoder/ms-marco-MiniLM-L6-v2",
-            info=f"loaded on demand and offered as a choice above; at most {cfg.max_extra_models} such models stay "
-            f"loaded ({cfg.max_extra_mb:,.0f} MiB), the least recently used goes first",
-            scale=4,
-            min_width=240,
-            elem_id="search-other-reranker",
-        )
-        load = gr.Button("Load re-ranker", scale=1, min_width=140, elem_id="search-load-reranker")
-    query_prompt, document_prompt = prompt_boxes(
-        ui,
-        "search",
-        f"; another one encodes the corpus again, up to {cfg.max_compare_docs:,} documents (BM25 uses none)",
-    )
-    button = gr.Button("Search", variant="primary", elem_id="search-button")
-    with gr.Column(visible=bool(state.examples)) as examples:
-        if state.examples:
-            # a choice that fills the query box, not gr.Examples, which cuts each query at 60 characters
-            example_pick = gr.Radio(
-                list(state.examples),
-                value=None,
-                elem_id="search-examples",
-                label=f"Example queries for {state.default_corpus} (click one to use it)",
+class SearchForm:
+    """The query and the choices every search feature reads, laid out inside an open Blocks."""
+
+    def __init__(self, ui: Ui):
+        state, cfg = ui.state, ui.config
+        with gr.Row(equal_height=True):
+            self.query = gr.Textbox(
+                label="Query",
+                value=state.examples[0] if state.examples else "",
+                scale=4,
+                min_width=240,
+                placeholder="type a question, e.g. how do bats find insects at night",
+                elem_id="search-query",
             )
+            self.corpus = gr.Dropdown(
+                [state.default_corpus],
+                value=state.default_corpus,
+                label="Corpus",
+                allow_custom_value=True,
+                scale=1,
+                min_width=160,
+            )
+        with gr.Row():
+            # every registered first stage: the values Gradio lets /search pass (it refuses any other)
+            self.first_stage = gr.Radio(
+                [(kind.label, name) for name, kind in FIRST_STAGES.items()],
+                value=DEFAULT_FIRST_STAGE,
+                label="First stage",
+                min_width=200,
+            )
+            # only the loaded re-rankers are offered; the info line names the others
+            self.reranker = model_radio(
+                ui.models,
+                reranker_choices_now(ui.models),
+                value="none",
+                label="Re-ranker",
+                min_width=200,
+                elem_id="search-reranker",
+                info=reranker_info(ui.models),
+            )
+            self.mode = gr.Radio(
+                [("fused with the first stage", "fused"), ("re-ranker only", "alone")],
+                value=DEFAULT_RERANK_MODE,
+                label="Re-rank mode",
+                min_width=200,
+                elem_id="search-rerank-mode",
+                info="fused: a weak re-ranker cannot push results far below the first stage",
+            )
+            # numbers, not sliders (which clamp a typed 80 quietly): the view checks the range and says what is wrong
+            self.k = gr.Number(
+                10,
+                step=1,
+                label=f"k (1–{cfg.max_k})",
+                info="results shown",
+                min_width=140,
+                elem_id="search-k",
+            )
+            self.depth = gr.Number(
+                cfg.rerank_depth,
+                step=1,
+                label=f"depth (1–{cfg.max_rerank_depth})",
+                info="candidates re-ranked",
+                min_width=140,
+                elem_id="search-depth",
+            )
+        with gr.Row(equal_height=True):
+            # another re-ranker by Hub id (or folder), loaded by ``load``
+            self.other = gr.Textbox(
+                label="Another re-ranker (optional): a cross-encoder's Hub id"
+                + (" or folder" if cfg.allow_model_paths else ""),
+                placeholder="e.g. cross-encoder/ms-marco-MiniLM-L6-v2",
+                info=f"loaded on demand and offered as a choice above; at most {cfg.max_extra_models} such models "
+                f"stay loaded ({cfg.max_extra_mb:,.0f} MiB), the least recently used goes first",
+                scale=4,
+                min_width=240,
+                elem_id="search-other-reranker",
+            )
+            self.load = gr.Button("Load re-ranker", scale=1, min_width=140, elem_id="search-load-reranker")
+        # what the bi-encoder puts before the query and each document (its own unless changed; empty: none)
+        self.prompts = prompt_boxes(
+            ui,
+            "search",
+            f"; another one encodes the corpus again, up to {cfg.max_compare_docs:,} documents (BM25 uses none)",
+        )
+        self.button = gr.Button("Search", variant="primary", elem_id="search-button")
+        # the example queries, shown for the startup corpus only
+        with gr.Column(visible=bool(state.examples)) as self.examples:
+            if state.examples:
+                # a choice that fills the query box, not gr.Examples, which cuts each query at 60 characters
+                pick = gr.Radio(
+                    list(state.examples),
+                    value=None,
+                    elem_id="search-examples",
+                    label=f"Example queries for {state.default_corpus} (click one to use it)",
+                )
 
-            def pick_example(evt: gr.SelectData):
-                return evt.value
+                def picked(evt: gr.SelectData):
+                    return evt.value
 
-            example_pick.select(pick_example, None, [query], queue=False, api_visibility="private")
-    return SearchForm(
-        query,
-        corpus,
-        first_stage,
-        reranker,
-        mode,
-        k,
-        depth,
-        button,
-        examples,
-        other,
-        load,
-        query_prompt,
-        document_prompt,
-    )
+                pick.select(picked, None, [self.query], queue=False, api_visibility="private")
+
+    @property
+    def inputs(self) -> list:
+        # /search's inputs: mode goes last, after these, so that old API clients may leave it out
+        return [self.query, self.corpus, self.first_stage, self.reranker, self.k, self.depth]
 
 
 def model_choices(models: AppModels) -> list[str]:

@@ -1,5 +1,4 @@
-"""Search tab: the query form, its results (/search, /explain_result) and its three panels (/what_moved,
-/compare_pooling, /upload_corpus), in page order."""
+"""Search tab: /search, /explain_result and the panels /what_moved, /compare_pooling, /upload_corpus."""
 
 from __future__ import annotations
 
@@ -22,24 +21,11 @@ from ctxir.app.search_form import (
     explain_with,
     model_choices,
     reranker_choices_now,
-    search_form,
     wire_load,
 )
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import cls_warnings, md_code, plural, rounded, snippet, uploaded
-from ctxir.app.ui import (
-    PRIVATE,
-    Ui,
-    column_widths,
-    frame,
-    guard,
-    numbers,
-    show,
-    steps,
-    tab_intro,
-    view_event,
-    warn,
-)
+from ctxir.app.ui import PRIVATE, Ui, column_widths, frame, guard, show, steps, warn
 from ctxir.checks import check_int, check_text
 from ctxir.rerank.registry import RERANKERS
 from ctxir.types import CtxirError
@@ -92,17 +78,14 @@ CARD_CLICK = (
 )
 
 
-# build() lays out and wires each part in page order, which the API's endpoints and Gradio's ids follow
-
-
 def build(ui: Ui) -> None:
     """The Search tab (inside an open gr.Tab): search, explain a result, what moved, compare pooling, upload."""
-    tab_intro(
+    ui.tab_intro(
         "Search a corpus with a question. The **first stage** finds candidates (BM25 matches words, dense "
         "matches meaning, hybrid fuses both); a **re-ranker** re-scores the best of them. Click a result to "
         "see which words made it match."
     )
-    form = search_form(ui)
+    form = SearchForm(ui)
     explain_model = results(ui, form)
     what_moved.panel(ui, form)
     pooling_panel(ui, form)
@@ -188,15 +171,7 @@ def results(ui: Ui, form):
         return (evt.row_value or [None, None])[1]
 
     summary = gr.Markdown(elem_id="search-summary")
-    table = gr.Dataframe(
-        label="Results (click a row to explain it)",
-        wrap=True,
-        elem_id="search-results",
-        elem_classes=["ctxir-table"],
-        visible=False,
-        max_height=560,
-    )
-    # a phone shows the results as cards instead of the table (ui.CSS)
+    results = ui.table("search-results", "Results (click a row to explain it)", max_height=560)
     cards = gr.HTML("", elem_id="search-cards", js_on_load=CARD_CLICK)
     link = links.offer("search", "search-link")
     with gr.Row(visible=False) as explain_row:
@@ -214,38 +189,30 @@ def results(ui: Ui, form):
             csv_button = gr.DownloadButton(
                 "Download results (CSV)", visible=False, size="sm", elem_id="search-csv"
             )
-    json = numbers()
+    json = ui.numbers()
     explained = explain_tab.panel("search-explain")
 
-    after = (after_search, [json], [table, csv_button, explain_row, choice, cards, explain_model])
+    after = (after_search, [json], [results, csv_button, explain_row, choice, cards, explain_model])
     # a link to a search runs it as the button does; Enter in the query box, privately
     for triggers, api in (([form.button.click, link.run.change], "search"), ([form.query.submit], None)):
-        searched = view_event(
+        searched = ui.view_event(
             triggers,
             do_search,
-            [*form.inputs, form.mode, form.query_prompt, form.document_prompt],
-            [table, summary, json],
+            [*form.inputs, form.mode, *form.prompts],
+            [results, summary, json],
             api,
             empty=[summary, cards],
-            hide=[table, explain_row],
+            hide=[results, explain_row],
             after=after,
             after_queue=False,
         )
         link.shows(searched)
     # the search's re-ranker ("auto" explains a result with the model that ranked it) and prompts
-    inputs = [
-        form.query,
-        form.corpus,
-        choice,
-        explain_model,
-        form.reranker,
-        form.query_prompt,
-        form.document_prompt,
-    ]
+    inputs = [form.query, form.corpus, choice, explain_model, form.reranker, *form.prompts]
     explained.shows(
         explain_button.click(do_explain_result, inputs, explained.outputs, api_name="explain_result")
     )
-    for picked, pick in ((table.select, pick_row), (cards.click, pick_card)):
+    for picked, pick in ((results.select, pick_row), (cards.click, pick_card)):
         explained.shows(
             picked(pick, None, [choice], api_visibility="private").success(
                 do_explain_result, inputs, explained.outputs, api_visibility="private"
@@ -350,8 +317,8 @@ def pooling_panel(ui: Ui, form: SearchForm) -> None:
             k = gr.Number(10, step=1, label=f"k (1–{ui.config.max_k})")
         button = gr.Button("Compare pooling", elem_id="pool-button")
         summary = gr.Markdown(elem_id="pool-summary")
-        table = gr.Dataframe(wrap=True, elem_classes=["ctxir-table"], visible=False, elem_id="pool-table")
-        json = numbers()
+        rankings = ui.table("pool-table")
+        json = ui.numbers()
     state = ui.state
 
     @guard
@@ -372,23 +339,23 @@ def pooling_panel(ui: Ui, form: SearchForm) -> None:
         warn(r)
         return frame(r.rows), r.text, r.data  # the API's table: one column per field (see after_pooling)
 
-    def after_pooling(table):
+    def after_pooling(rankings):
         # the page shows the two rankings as three narrow columns, so the CLS side fits beside the mean side
         rows = [
             {key: (None if pd.isna(value) else value) for key, value in row.items()}
-            for row in table.to_dict("records")
+            for row in rankings.to_dict("records")
         ]
         # shares of the box, not pixels: both sides fit a phone's width too, each wrapping its titles
         return show(frame(pooling_table(rows)), column_widths=["18%", "41%", "41%"])
 
-    view_event(
+    ui.view_event(
         button.click,
         do_compare_pooling,
-        [form.query, form.corpus, layer, k, form.query_prompt, form.document_prompt],
-        [table, summary, json],
+        [form.query, form.corpus, layer, k, *form.prompts],
+        [rankings, summary, json],
         "compare_pooling",
         empty=[summary],
-        after=(after_pooling, [table], [table]),
+        after=(after_pooling, [rankings], [rankings]),
         after_queue=False,
     )
 
@@ -462,14 +429,8 @@ def uploads_panel(ui: Ui, form: SearchForm) -> None:
         )
         button = gr.Button("Index this corpus", elem_id="upload-button")
         summary = gr.Markdown(elem_id="upload-summary")
-        table = gr.Dataframe(
-            label="First documents",
-            wrap=True,
-            elem_classes=["ctxir-table", "ctxir-fit-table"],
-            visible=False,
-            elem_id="upload-table",
-        )
-        json = numbers()
+        sample = ui.table("upload-table", "First documents", "fit")
+        json = ui.numbers()
     state = ui.state
 
     @guard
@@ -490,13 +451,13 @@ def uploads_panel(ui: Ui, form: SearchForm) -> None:
             value=(data or {}).get("corpus", state.default_corpus),
         ), show()
 
-    view_event(
+    ui.view_event(
         button.click,
         do_upload,
         [file],
-        [summary, table, json],
+        [summary, sample, json],
         "upload_corpus",
         empty=[summary],
-        hide=[table],
-        after=(refresh_corpora, [json], [form.corpus, table]),
+        hide=[sample],
+        after=(refresh_corpora, [json], [form.corpus, sample]),
     )

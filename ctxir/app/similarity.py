@@ -11,7 +11,7 @@ from ctxir.app import figures
 from ctxir.app.models import BI_ENCODER, POOLINGS, check_layer
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import cls_warnings, display_text, md_literal, split_lines
-from ctxir.app.ui import Ui, downloads, exports, guard, numbers, show, tab_intro, view_event, warn
+from ctxir.app.ui import Ui, exports, guard, show, warn
 from ctxir.checks import check_choice, check_text
 from ctxir.types import CtxirError
 
@@ -38,7 +38,6 @@ def layer_similarity(
                 f"word {word!r} is not in sentence {i} ({items[i - 1][:60]!r}): every sentence must "
                 "contain the word to follow"
             ) from None
-    # (layers+1, hidden), mean pooling
     sentence_vecs = [item.hidden_states.mean(axis=1) for item in internals]
     d = cfg.decimals
     word_curves, sentence_curves = {}, {}
@@ -82,7 +81,6 @@ def sentence_similarity(
     layer = check_layer(layer, state.models.num_layers)
     encoder = BiEncoder(state.models.bi_encoder, pooling=pooling, layer=layer, cache=None)
     sim = cosine_matrix(encoder.encode(items))  # (sentences, sentences)
-    # cut visibly
     labels = [f"{i + 1}. {s if len(s) <= 45 else s[:44].rstrip() + '…'}" for i, s in enumerate(items)]
     fig = heatmap_figure(
         sim,
@@ -140,7 +138,7 @@ def layers_tab(ui: Ui, model, presets: dict) -> None:
         files = exports(out, "layer-similarity", data=data, rows=rows, plots=[word, sentence], files=pngs)
         return show(word), show(sentence), show(files)
 
-    tab_intro(
+    ui.tab_intro(
         "One word in several sentences, compared layer by layer: the same spelling starts alike and "
         "drifts apart where the contexts differ."
     )
@@ -153,15 +151,13 @@ def layers_tab(ui: Ui, model, presets: dict) -> None:
     button = gr.Button("Compare layer by layer", variant="primary", elem_id="layer-sim-button")
     summary = gr.Markdown(elem_id="layer-sim-summary")
     with gr.Row():
-        word_plot = gr.Plot(
-            label="The word's cosine between sentences, per layer", visible=False, min_width=300
-        )
-        sentence_plot = gr.Plot(label="Whole sentences' cosine, per layer", visible=False, min_width=300)
+        word_plot = ui.plot("The word's cosine between sentences, per layer", min_width=300)
+        sentence_plot = ui.plot("Whole sentences' cosine, per layer", min_width=300)
     pngs = [gr.File(visible=False), gr.File(visible=False)]
-    files = downloads("PNG, interactive HTML, CSV, JSON")
-    json = numbers()
+    files = ui.downloads("PNG, interactive HTML, CSV, JSON")
+    json = ui.numbers()
     after = (after_layers, [json, *pngs], [word_plot, sentence_plot, files])
-    compared = view_event(
+    compared = ui.view_event(
         button.click,
         do_layer_similarity,
         [model, sentences, word],
@@ -196,7 +192,7 @@ def similarity_tab(ui: Ui, presets: dict) -> None:
             show(exports(out, "sentence-similarity", data=data, rows=rows, plots=[heat], files=[png])),
         )
 
-    tab_intro("How alike whole sentences are, as the chosen layer and pooling embed them.")
+    ui.tab_intro("How alike whole sentences are, as the chosen layer and pooling embed them.")
     sentences = gr.Textbox(
         label="Sentences (one per line)", lines=6, value="\n".join(presets["similarity_sentences"])
     )
@@ -207,9 +203,9 @@ def similarity_tab(ui: Ui, presets: dict) -> None:
     summary = gr.Markdown(elem_id="sentence-sim-summary")
     plot = gr.Plot(label="Sentence cosine similarity (hover a cell)", visible=False)
     png = gr.File(visible=False)
-    files = downloads("PNG, interactive HTML, CSV, JSON")
-    json = numbers()
-    view_event(
+    files = ui.downloads("PNG, interactive HTML, CSV, JSON")
+    json = ui.numbers()
+    ui.view_event(
         button.click,
         do_sentence_similarity,
         [sentences, layer, pooling],

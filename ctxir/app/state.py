@@ -174,8 +174,7 @@ class AppState:
             inspect_text("warm up", model=item.model, tokenizer=item.tokenizer)
 
     def corpus_names_for(self, owner: Owner = None) -> list[str]:
-        """The corpora ``owner`` may choose: the startup corpus (listed while it is still being indexed: choosing
-        it then says how far it is), then their own uploads (most recent last)."""
+        """The corpora ``owner`` may choose: the startup corpus (even while indexed), then their own uploads."""
         return [self.default_corpus, *(n for n in self.uploads.names(owner) if n != self.default_corpus)]
 
     @property

@@ -28,8 +28,7 @@ def user_error(message: Any) -> gr.Error:
 
 
 def from_browser(request: Any) -> bool:
-    """Whether a request came from a web page, which renders an error's message as HTML: the app's own page
-    (``x-gradio-user: app``) or one calling the API (``Sec-Fetch-Mode``); no request counts as one (escaped is safe).
+    """Whether a request came from a web page (which renders an error as HTML): the app's, or one calling the API.
 
     >>> class Request:
     ...     def __init__(self, **headers):
@@ -100,12 +99,22 @@ WIDTHS = {"rank": 60, "move": 70, "doc_id": 120, "title": 170}
 def column_widths(
     columns: list[str], total: int = 1180, wide: str = "text", share: bool = False
 ) -> list[str]:
-    """Pixel widths that fit a laptop's page (about 1,200 px) with the ``wide`` column wrapping in what is
-    left; a phone scrolls the table sideways inside its box, the page itself stays on screen."""
+    """Widths that fit a laptop's page (about 1,200 px), the ``wide`` column wrapping in what is left."""
     fixed = {c: WIDTHS.get(c, max(80, round(8.5 * len(c)) + 30)) for c in columns if c != wide}
     text = max(340, total - sum(fixed.values()))
     pixels = [fixed.get(c, text) for c in columns]
     return shares(pixels) if share else [f"{w}px" for w in pixels]
+
+
+def table(elem_id: str | None = None, label: str | None = None, *classes: str, **kwargs) -> gr.Dataframe:
+    """A wrapped table, hidden until its view first ran; ``classes`` ("fit", "wide"): how a phone shows it (CSS)."""
+    names = ["ctxir-table", *(f"ctxir-{c}-table" for c in classes)]
+    return gr.Dataframe(label=label, wrap=True, elem_id=elem_id, elem_classes=names, visible=False, **kwargs)
+
+
+def plot(label: str, elem_id: str | None = None, **kwargs) -> gr.Plot:
+    """A figure, hidden until its view first ran."""
+    return gr.Plot(label=label, visible=False, elem_id=elem_id, **kwargs)
 
 
 def show(value: Any = None, **changes) -> dict:
@@ -116,7 +125,7 @@ def show(value: Any = None, **changes) -> dict:
 def exports(
     out: Outputs, stem: str, *, data: Any = None, rows: list[dict] | None = None, plots=(), files=()
 ) -> list[str]:
-    """A view's downloads in ``out``: ``files`` already written (PNG, bertviz HTML)."""
+    """A view's downloads in ``out``: ``files`` already written (PNG, bertviz HTML), then the others written."""
     from ctxir.app.figures import html_document
 
     paths = [str(f) for f in files if f]
@@ -176,8 +185,7 @@ def steps(progress: gr.Progress):
 
 
 def png_wanted() -> gr.Checkbox:
-    """The API's ``png_figures`` input: hidden, as on the page the downloads have the PNGs either way (drawn after
-    the answer); on, the answer itself carries them. Its view's last input, so older positional calls still work."""
+    """The API's ``png_figures`` input, hidden: the page's downloads have the PNGs either way (drawn afterwards)."""
     return gr.Checkbox(label="Also draw PNG figures (for download)", value=False, visible=False)
 
 
@@ -250,6 +258,14 @@ class Ui:
 
     state: AppState
     out: Outputs
+    # the layout helpers above, as the tab builders call them
+    table = staticmethod(table)
+    plot = staticmethod(plot)
+    numbers = staticmethod(numbers)
+    downloads = staticmethod(downloads)
+    tab_intro = staticmethod(tab_intro)
+    png_wanted = staticmethod(png_wanted)
+    view_event = staticmethod(view_event)
 
     @property
     def config(self):

@@ -12,7 +12,7 @@ from ctxir.app.models import prompts_said
 from ctxir.app.search import search
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code
-from ctxir.app.ui import Ui, column_widths, downloads, exports, frame, guard, numbers, show, view_event
+from ctxir.app.ui import Ui, column_widths, exports, frame, guard, show
 from ctxir.checks import check_int
 from ctxir.explain.rerankers import explainer_for
 from ctxir.rerank.registry import (
@@ -50,7 +50,6 @@ def what_moved(
     """The re-ranked documents whose rank changed most."""
     cfg = state.config
     if reranker not in reranker_choices() and not state.models.loadable(reranker):
-        # raises: the valid kinds, or a cross-encoder's Hub id to load on demand
         state.models.reranker(reranker)
     if reranker == "none":  # nothing to compare
         offered = state.models.loaded
@@ -186,7 +185,6 @@ def explain_moves(
             attention=False,
             title=doc.get("title") or "",
         )
-        # rounded once: the table and the JSON show the same value
         doc_words = [
             (w, round(v, 6))
             for w, v in explain_tab.words(e["tokens"], e["attributions"], e["sentence_b_start"] or 0)
@@ -278,22 +276,17 @@ def panel(ui: Ui, form: SearchForm) -> None:
             )
             button = gr.Button("What moved?", elem_id="what-moved-button", scale=1)
         summary = gr.Markdown(elem_id="what-moved-summary")
-        plot = gr.Plot(label="Rank before and after re-ranking (hover a line)", visible=False)
-        table = gr.Dataframe(
-            wrap=True,
-            elem_classes=["ctxir-table", "ctxir-fit-table"],
-            visible=False,
-            elem_id="what-moved-table",
-        )
-        files = downloads("CSV, JSON, interactive HTML")
-        json = numbers()
-    view_event(
+        moves = ui.plot("Rank before and after re-ranking (hover a line)")
+        movers = ui.table("what-moved-table", None, "fit")
+        files = ui.downloads("CSV, JSON, interactive HTML")
+        json = ui.numbers()
+    ui.view_event(
         button.click,
         do_what_moved,
-        [*form.inputs, n, form.mode, form.query_prompt, form.document_prompt],
-        [summary, plot, table, files, json],
+        [*form.inputs, n, form.mode, *form.prompts],
+        [summary, moves, movers, files, json],
         "what_moved",
         empty=[summary],
-        after=(after_moved, None, [plot, table, files]),
+        after=(after_moved, None, [moves, movers, files]),
         after_queue=False,
     )
