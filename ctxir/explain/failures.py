@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+
 from ctxir import kinds
 from ctxir.explain.bi_encoder import explain_bi_encoder
 from ctxir.explain.integrated_gradients import DEFAULT_IG_STEPS
@@ -92,11 +94,7 @@ def _short(value: float) -> float:
 def _whole_words(tokens: list[str], *values: list[float]) -> tuple[list[str], ...]:
     """Join word-pieces ("ct", "##cf" → "ctcf") and add their contributions."""
     words, index = _word_index(tokens)
-    sums = [[0.0] * len(words) for _ in values]
-    for total, vals in zip(sums, values, strict=True):
-        for i, value in enumerate(vals):
-            total[index[i]] += value
-    return (words, *sums)
+    return (words, *(np.bincount(index, weights=v, minlength=len(words)).tolist() for v in values))
 
 
 def _word_index(tokens: list[str]) -> tuple[list[str], list[int]]:
@@ -122,6 +120,21 @@ def _top_pairs(query_tokens: list[str], document_tokens: list[str], pairs: list[
             sums[key] = sums.get(key, 0.0) + value
     best = sorted(sums.items(), key=lambda item: -item[1])[:TOP_PAIRS]
     return [[q, d, _short(value)] for (q, d), value in best]
+
+
+def _report(model: str, method: str, score_name: str, about: str, sides: dict, terms: list[dict]) -> dict:
+    """One model's explanation of a pair: both sides, the query terms, the score difference."""
+    difference = sides["winner"]["score"] - sides["relevant"]["score"]
+    return {
+        "model": model,
+        "method": method,
+        "exact": method != "integrated-gradients",
+        "score_name": score_name,
+        "about": about,
+        **sides,
+        "terms": terms,
+        "difference": difference,
+    }
 
 
 def _terms(query_tokens: list[str], winner: list[float], relevant: list[float]) -> list[dict]:
@@ -208,17 +221,11 @@ class _BM25Explainer:
         ]
         for side in sides.values():
             side.pop("weights")
-        return {
-            "model": kinds.BM25,
-            "method": "bm25-terms",
-            "exact": True,
-            "score_name": "BM25 score",
-            "about": "BM25 term weights from the bm25s index (exact: a document's score is their sum over the "
-            "query's terms, after stop-word removal and stemming)",
-            **sides,
-            "terms": terms,
-            "difference": sides["winner"]["score"] - sides["relevant"]["score"],
-        }
+        about = (
+            "BM25 term weights from the bm25s index (exact: a document's score is their sum over the query's terms, "
+            "after stop-word removal and stemming)"
+        )
+        return _report(kinds.BM25, "bm25-terms", "BM25 score", about, sides, terms)
 
 
 class _BiEncoderExplainer:
@@ -233,7 +240,6 @@ class _BiEncoderExplainer:
             for side, (_, text) in docs.items()
         }
         method = runs["winner"]["method"]
-        exact = method == "exact"
         sides = {side: self._side(r) for side, r in runs.items()}
         winner, relevant = runs["winner"], runs["relevant"]
         terms = []
@@ -247,18 +253,9 @@ class _BiEncoderExplainer:
             "exact split of the cosine of mean-pooled embeddings into query-token × document-token terms; a "
             "query token's contribution is its row sum"
         )
-        if not exact:
+        if method != "exact":
             about = "Integrated Gradients of the cosine over each text's word-pieces (approximate: see the completeness error)"
-        result = {
-            "model": kinds.BI_ENCODER,
-            "method": method,
-            "exact": exact,
-            "score_name": "cosine",
-            "about": about,
-            **sides,
-            "terms": terms,
-            "difference": sides["winner"]["score"] - sides["relevant"]["score"],
-        }
+        result = _report(kinds.BI_ENCODER, method, "cosine", about, sides, terms)
         if runs["winner"].get("note"):
             result["note"] = runs["winner"]["note"]
         return result
@@ -314,17 +311,12 @@ def _reranker_explainer(reranker, n_steps: int, corpus: Mapping | None = None):
                 "n_steps": run["n_steps"],
             }
         (q_w, v_w), (q_r, v_r) = query_parts["winner"], query_parts["relevant"]
-        return {
-            "model": name,
-            "method": "integrated-gradients",
-            "exact": False,
-            "score_name": runs["winner"]["score_kind"],
-            "about": "Integrated Gradients over the word-pieces of [CLS] query [SEP] document [SEP] (approximate:"
-            " they add up to score − baseline score within the completeness error shown; the query's"
-            " words are attributed in each pair separately)",
-            **sides,
-            "terms": _terms(*_whole_words(q_w, v_w, v_r)) if q_w == q_r else [],
-            "difference": sides["winner"]["score"] - sides["relevant"]["score"],
-        }
+        about = (
+            "Integrated Gradients over the word-pieces of [CLS] query [SEP] document [SEP] (approximate: they add up to "
+            "score − baseline score within the completeness error shown; the query's words are attributed in each "
+            "pair separately)"
+        )
+        terms = _terms(*_whole_words(q_w, v_w, v_r)) if q_w == q_r else []
+        return _report(name, "integrated-gradients", runs["winner"]["score_kind"], about, sides, terms)
 
     return explainer
