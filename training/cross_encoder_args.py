@@ -16,8 +16,7 @@ from training.common import TrainerRunArgs, trainer_setting
 LOSSES = {"scifact": ("bce", "lambda", "listnet"), "stsb": ("bce", "mse")}
 NEGATIVE_STAGES = (kinds.BM25, kinds.HYBRID)  # --negative-stages: the app's first stages
 LISTWISE = ("lambda", "listnet")  # one row = (query, [positive, negatives…], [1, 0, …])
-# the segment-cosine head's weights (module 1 of the chain) in the loss model's parameter names
-HEAD_PARAMETERS = r"(^|\.)1\.(scale|bias|linear\.)"
+HEAD_PARAMETERS = r"(^|\.)1\.(scale|bias|linear\.)"  # the segment-cosine head's weights (module 1)
 # its --term-match read-outs and --importance-pooling's mix (a bare parameter: no dot after its name)
 MATCH_PARAMETERS = r"(^|\.)1\.(term_weight\.|term_linear\.|pool_mix$)"
 
@@ -148,9 +147,8 @@ def head_learning_rates(args: CrossEncoderArgs) -> dict:
 
 def negative_stages(text: str) -> list[str]:
     names = [n.strip() for n in text.split(",") if n.strip()]
-    for name in names:
-        if name not in NEGATIVE_STAGES:
-            raise CtxirError(
-                f"--negative-stages names {name!r}: use a comma list of {', '.join(NEGATIVE_STAGES)}"
-            )
+    for name in [n for n in names if n not in NEGATIVE_STAGES][:1]:
+        raise CtxirError(
+            f"--negative-stages names {name!r}: use a comma list of {', '.join(NEGATIVE_STAGES)}"
+        )
     return names or [kinds.BM25]

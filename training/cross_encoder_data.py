@@ -1,19 +1,25 @@
-"""What a cross-encoder run trains on and its dev evaluators: STS-B pairs (the pair scorer's too), or SciFact claims
-and title pseudo-queries with first-stage negatives and general-domain questions beside them."""
+"""What a cross-encoder run trains on and its dev evaluators: STS-B pairs, or SciFact claims with first-stage
+negatives (+ title pseudo-queries and general-domain questions)."""
 
 from __future__ import annotations
 
+import copy
+import functools
 import math
 import random
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from sentence_transformers.cross_encoder.evaluation import CrossEncoderCorrelationEvaluator
+import numpy as np
+from sentence_transformers.base.evaluation.evaluator import BaseEvaluator
+from sentence_transformers.cross_encoder.evaluation import (
+    CrossEncoderCorrelationEvaluator,
+    CrossEncoderRerankingEvaluator,
+)
 
 from ctxir import kinds
 from ctxir.encoders.models import resolve_model
+from ctxir.files import read_json
 from ctxir.rerank.passages import Passages
 from ctxir.rerank.rankers import pair_scores
 from ctxir.types import doc_text
@@ -29,11 +35,9 @@ from training.common import (
     unseen_heldout_queries,
 )
 from training.cross_encoder_args import LISTWISE, negative_stages
-from training.steps import TaskData
+from training.steps import TaskData, dev_metric_key
 
-if TYPE_CHECKING:
-    from training.cross_encoder_args import CrossEncoderArgs
-    from training.train_pair_scorer import PairScorerArgs
+HELDOUT = "scifact-train-heldout"  # the SciFact dev evaluator's name: its metrics' prefix
 
 
 def build_stsb(data_dir: str, max_samples: int, seed: int, batch_size: int) -> TaskData:
@@ -55,9 +59,9 @@ def build_stsb(data_dir: str, max_samples: int, seed: int, batch_size: int) -> T
     return TaskData(dataset, rows, dev_evaluator, {"sts": test})
 
 
-def build_pair_scorer_data(args: PairScorerArgs) -> TaskData:
-    """STS-B (+ --extra-train SICK or silver pairs, + each pair swapped with --both-orders); the dev evaluator
-    scores as --pair-orders says."""
+def build_pair_scorer_data(args) -> TaskData:
+    """The pair scorer's data (``args``: its PairScorerArgs): STS-B (+ --extra-train SICK or silver pairs, + each
+    pair swapped with --both-orders); the dev evaluator scores as --pair-orders says."""
     from datasets import Dataset, concatenate_datasets
 
     from ctxir.data import load_sick
@@ -73,9 +77,8 @@ def build_pair_scorer_data(args: PairScorerArgs) -> TaskData:
     elif args.extra_train == "silver":  # STS-B train's own sentences re-paired: STS-B's licence
         silver = Dataset.from_csv(args.silver_pairs).cast(data.train.features)
         data.train = concatenate_datasets([data.train, silver])
-        data.datasets.insert(
-            1, dataset_entry("stsb", "train-silver", "train", args.silver_pairs, len(silver))
-        )
+        entry = dataset_entry("stsb", "train-silver", "train", args.silver_pairs, len(silver))
+        data.datasets.insert(1, entry)
     if args.both_orders:
         swapped = data.train.rename_columns({"sentence1": "sentence2", "sentence2": "sentence1"})
         data.train = concatenate_datasets([data.train, swapped.select_columns(data.train.column_names)])
@@ -86,10 +89,8 @@ def build_pair_scorer_data(args: PairScorerArgs) -> TaskData:
 
 
 def earlier_training_data(folder: Path, datasets: list[dict]) -> list[dict]:
-    """The training data of the model ``--init-from`` continues (its metrics.json), not already in ``datasets``, each
-    marked ``"stage": "earlier"``: the model learned from them too, so its card lists them and their licences."""
-    from ctxir.files import read_json
-
+    """The training data of the model in ``folder`` (its metrics.json) not in ``datasets``, marked "stage": "earlier"
+    so the card lists them and their licences."""
     seen = {(d["name"], d["split"]) for d in datasets if d["role"] == "train"}
     earlier = [
         d for d in (read_json(folder / "metrics.json") or {}).get("datasets", []) if d.get("role") == "train"
@@ -108,15 +109,13 @@ class PairCorrelationEvaluator(CrossEncoderCorrelationEvaluator):
     def __call__(self, model, output_path=None, epoch: int = -1, steps: int = -1) -> dict[str, float]:
         from scipy.stats import pearsonr, spearmanr
 
-        def predict(pairs):
-            return model.predict(
-                pairs,
-                prompt_name=self.prompt_name,
-                batch_size=self.batch_size,
-                convert_to_numpy=True,
-                show_progress_bar=self.show_progress_bar,
-            )
-
+        predict = functools.partial(
+            model.predict,
+            prompt_name=self.prompt_name,
+            batch_size=self.batch_size,
+            convert_to_numpy=True,
+            show_progress_bar=self.show_progress_bar,
+        )
         predicted = pair_scores(predict, self.sentence_pairs, self.both_orders)  # (pairs,)
         metrics = {
             "pearson": float(pearsonr(self.scores, predicted)[0]),
@@ -129,9 +128,12 @@ class PairCorrelationEvaluator(CrossEncoderCorrelationEvaluator):
 
 def sts_test(model, pairs: list, batch_size: int, both_orders: bool = False) -> dict:
     """{("stsb", "test", metric): value}: STS-B test Spearman and Pearson, each pair scored in one or both orders."""
-    gold = [s for _, _, s in pairs]
     evaluator = PairCorrelationEvaluator(
-        [[a, b] for a, b, _ in pairs], gold, name="stsb-test", batch_size=batch_size, both_orders=both_orders
+        [[a, b] for a, b, _ in pairs],
+        [s for _, _, s in pairs],
+        name="stsb-test",
+        batch_size=batch_size,
+        both_orders=both_orders,
     )
     result = evaluator(model)
     return {("stsb", "test", m): result[f"stsb-test_{m}"] for m in ("spearman", "pearson")}
@@ -141,13 +143,8 @@ def dev_orders(model, dev: PairCorrelationEvaluator) -> dict[str, float]:
     """{"one": dev Spearman of (a, b) as given, "both": of the mean of both orders}: what --pair-orders is chosen on."""
     spearman = {}
     for orders in ("one", "both"):
-        evaluator = PairCorrelationEvaluator(
-            dev.sentence_pairs,
-            dev.scores,
-            name=dev.name,
-            batch_size=dev.batch_size,
-            both_orders=orders == "both",
-        )
+        evaluator = copy.copy(dev)
+        evaluator.both_orders = orders == "both"
         spearman[orders] = round(evaluator(model)[f"{dev.name}_spearman"], 4)
     return spearman
 
@@ -161,10 +158,9 @@ def bm25_negatives(
 
 
 def stage_pools(
-    corpus: dict, queries: dict, positives: dict, bm25, stages: list[str], size: int, device: str
+    corpus, queries, positives, bm25, stages: list[str], size: int, device: str
 ) -> dict[str, list[str]]:
-    """{qid: the top ``size`` non-relevant hits of each first stage in ``stages``, interleaved best first}: the pool
-    a group's negatives are drawn from (``bm25``: the corpus's BM25Retriever)."""
+    """{qid: the top ``size`` non-relevant hits of each first stage in ``stages``, interleaved best first}."""
     from ctxir.encoders import BiEncoder
     from ctxir.rerank.pipeline import build_first_stages
 
@@ -190,17 +186,16 @@ def interleave(lists: list[list[str]], size: int) -> list[str]:
 
 
 def dense_negatives(
-    corpus: dict, queries: dict[str, str], positives: dict, model_name: str, num: int, device: str
+    corpus, queries, positives, model_name: str, num: int, device: str
 ) -> dict[str, list[str]]:
     """{qid: doc ids} mined by sentence-transformers' mine_hard_negatives with the bi-encoder ``model_name``."""
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.util import mine_hard_negatives
 
     text_to_id = {doc_text(doc): d for d, doc in corpus.items()}
-    pairs = [(q, d) for q in queries for d in sorted(positives[q])]
-    data = columns([(queries[q], doc_text(corpus[d])) for q, d in pairs], ["query", "positive"])
+    pairs = [(queries[q], doc_text(corpus[d])) for q in queries for d in sorted(positives[q])]
     mined = mine_hard_negatives(
-        data,
+        columns(pairs, ["query", "positive"]),
         SentenceTransformer(resolve_model(model_name), device=device),
         corpus=list(text_to_id),
         num_negatives=num,
@@ -219,13 +214,11 @@ def dense_negatives(
 
 
 def hybrid_teacher(
-    corpus: dict, queries: dict[str, str], bm25, model_name: str, depth: int, scale: float, device: str
+    corpus, queries: dict[str, str], bm25, model_name: str, depth: int, scale: float, device: str
 ):
     """grade(qid, doc_id) = ``scale`` · (z(BM25) + z(cosine of ``model_name``)), each z-scored over the query's BM25
-    top ``depth``: a lexical + semantic judge of any (query, abstract) pair, with no judgments. NaN for a query with
-    fewer than two BM25 hits (its group is dropped: one NaN label makes every weight NaN)."""
-    import numpy as np
-
+    top ``depth``; NaN for a query with fewer than two BM25 hits (its group is dropped: a NaN label makes every
+    weight NaN)."""
     from ctxir.encoders import BiEncoder
 
     hits = bm25.search(queries, max(depth, 200))
@@ -262,27 +255,6 @@ def hybrid_teacher(
     return grade
 
 
-@dataclass
-class ScifactTraining:
-    """The SciFact training set's sources: the corpus, the training queries (claims, title pseudo-queries, --general
-    questions) with their positives, and the negatives found for them."""
-
-    corpus: dict
-    queries: dict[str, str]
-    positives: dict[str, set[str]]
-    pairs: list[tuple[str, str]]
-    negatives: dict[str, list[str]] = field(default_factory=dict)
-    bm25_pool: dict[str, list[str]] = field(default_factory=dict)
-    windows: WindowPicker | None = None  # --train-passages best
-
-    def text(self, q: str, d: str) -> str:
-        # a title query sees abstracts alone: doc_text starts with the title, which would be string matching
-        title = "" if q.startswith("title:") else self.corpus[d]["title"]
-        if self.windows is not None:
-            return self.windows.best(self.queries[q], title, self.corpus[d]["text"])
-        return self.corpus[d]["text"] if q.startswith("title:") else doc_text(self.corpus[d])
-
-
 class WindowPicker:
     """The MaxP window of a document that shares the most query words, each word weighted by its IDF over the
     corpus: the passage a claim is most likely about, and, for a negative, the passage that competes hardest.
@@ -294,8 +266,6 @@ class WindowPicker:
     """
 
     def __init__(self, corpus: dict, passages: Passages):
-        import numpy as np
-
         self.passages = passages
         frequency: dict[str, int] = {}
         for doc in corpus.values():
@@ -317,52 +287,9 @@ def _words(text: str) -> list[str]:
     return re.findall(r"\w+", text.lower())
 
 
-def add_general(
-    train: ScifactTraining,
-    data_dir: str,
-    sources: str,
-    per_source: int,
-    stages: list[str],
-    num_negatives: int,
-    pool_size: int,
-    seed: int,
-    device: str,
-) -> dict:
-    """Add the ``sources``' queries to ``train`` (ids prefixed ``<source>:``), ``per_source`` of each (seeded), each
-    with its positives, a pool of ``stages`` negatives over the source's own collection, and one negative the source
-    itself marks; returns what metrics.json records of them."""
-    from ctxir.data.general import load_general
-    from ctxir.retrieval import BM25Retriever
-
-    train.corpus = dict(train.corpus)  # the test and dev corpus stays SciFact's
-    rng, record = random.Random(seed), {}
-    for source, data in load_general(data_dir, [s.strip() for s in sources.split(",") if s.strip()]).items():
-        data = data.subset(take(sorted(q for q in data.queries if data.qrels[q]), per_source, seed))
-        positives = {q: set(rel) for q, rel in data.qrels.items()}
-        print(
-            f"general {source}: {len(data.queries)} queries over {len(data.corpus)} passages; mining negatives "
-            f"({','.join(stages)})"
-        )
-        retriever = BM25Retriever(data.corpus)
-        pool = stage_pools(data.corpus, data.queries, positives, retriever, stages, pool_size, device)
-        prefix = f"{source}:"
-        train.corpus.update({prefix + d: doc for d, doc in data.corpus.items()})
-        for q, text in data.queries.items():
-            qid, marked = prefix + q, [d for d in data.negatives.get(q, []) if d not in pool[q]]
-            train.queries[qid], train.positives[qid] = text, {prefix + d for d in positives[q]}
-            train.pairs += [(qid, prefix + d) for d in sorted(positives[q])]
-            train.bm25_pool[qid] = [prefix + d for d in pool[q]]
-            train.negatives[qid] = train.bm25_pool[qid][:num_negatives] + [
-                prefix + d for d in rng.sample(marked, min(1, len(marked)))
-            ]
-        record[source] = {"queries": len(data.queries), "passages": len(data.corpus)}
-    return record
-
-
 def resampled_groups(groups: list, pools: dict, rounds: int, num: int, pool_size: int, seed: int) -> list:
     """``rounds`` (query, positives, negatives) groups per claim, each with ``num`` negatives drawn from the top
-    ``pool_size`` of its pool (seeded); a prefixed query (title, --general question) goes to one round only, so
-    they do not outnumber the claims."""
+    ``pool_size`` of its pool (seeded); a prefixed query (title, --general question) goes to one round only."""
     rng = random.Random(seed)
     claims, others = [g for g in groups if ":" not in g[0]], [g for g in groups if ":" in g[0]]
     out = []
@@ -374,10 +301,11 @@ def resampled_groups(groups: list, pools: dict, rounds: int, num: int, pool_size
     return out
 
 
-def build_scifact(args: CrossEncoderArgs, device: str) -> TaskData:
+def build_scifact(args, device: str) -> TaskData:
     """SciFact's training claims and title pseudo-queries with hard negatives (+ --general questions), the dev
-    evaluator on held-out claims, and the test claims."""
+    evaluator on held-out claims, and the test claims (``args``: the CrossEncoderArgs)."""
     from ctxir.data import load_beir
+    from ctxir.data.general import load_general
     from ctxir.retrieval import BM25Retriever
 
     # 1. the claims: SciFact has no dev split, so some training claims are held out for the dev evaluator
@@ -391,69 +319,85 @@ def build_scifact(args: CrossEncoderArgs, device: str) -> TaskData:
         dev_ids = heldout_queries(qids, args.dev_queries, args.seed)
     judged = [(q, d) for q in qids if q not in set(dev_ids) for d in sorted(positives[q])]
     pairs = take_train(judged, args.max_samples, args.seed, "(claim, abstract) pairs")
-    train = ScifactTraining(corpus, {q: queries[q] for q, _ in pairs}, positives, pairs)
+    train_queries = {q: queries[q] for q, _ in pairs}
     # 2. pseudo-queries: a document's title asks for its own abstract (corpus text only, no judgments)
     if args.pseudo_queries:
         titled = [d for d in sorted(corpus) if corpus[d]["title"].strip() and corpus[d]["text"].strip()]
         for d in take(titled, args.pseudo_queries, args.seed):
-            train.queries[f"title:{d}"], positives[f"title:{d}"] = corpus[d]["title"].strip(), {d}
+            train_queries[f"title:{d}"], positives[f"title:{d}"] = corpus[d]["title"].strip(), {d}
             pairs.append((f"title:{d}", d))
-    if args.train_passages == "best":
-        train.windows = WindowPicker(corpus, Passages())
     # 3. hard negatives: BM25's best wrong answers are exactly what the re-ranker must push down
     bm25 = BM25Retriever(corpus)
     stages, pool_size = negative_stages(args.negative_stages), max(args.num_negatives, args.negative_pool)
-    train.negatives = {q: [] for q in train.queries}
+    negatives: dict[str, list[str]] = {q: [] for q in train_queries}
+    pools: dict[str, list[str]] = {}
     if args.negatives in ("bm25", "both"):
-        train.bm25_pool = stage_pools(corpus, train.queries, positives, bm25, stages, pool_size, device)
-        for q, docs in train.bm25_pool.items():
-            train.negatives[q] += docs[: args.num_negatives]
+        pools = stage_pools(corpus, train_queries, positives, bm25, stages, pool_size, device)
+        for q, docs in pools.items():
+            negatives[q] += docs[: args.num_negatives]
     if args.negatives in ("dense", "both"):
         num = args.num_negatives if args.num_dense_negatives < 0 else args.num_dense_negatives
-        dense = dense_negatives(corpus, train.queries, positives, args.dense_model, num, device)
-        for q, docs in dense.items():
-            train.negatives[q] += [d for d in docs if d not in train.negatives[q]]
+        for q, docs in dense_negatives(
+            corpus, train_queries, positives, args.dense_model, num, device
+        ).items():
+            negatives[q] += [d for d in docs if d not in negatives[q]]
     if args.random_negatives > 0:
         rng, doc_ids = random.Random(args.seed), sorted(corpus)
-        for q in sorted(train.negatives):
-            known = positives[q] | set(train.negatives[q])
-            size = min(len(doc_ids), args.random_negatives + len(positives[q]) + len(train.negatives[q]))
-            drawn = [d for d in rng.sample(doc_ids, size) if d not in known]
-            train.negatives[q] += drawn[: args.random_negatives]
-    general = {}
-    if args.general:
-        general = add_general(
-            train,
-            args.data_dir,
-            args.general,
-            args.general_queries,
-            stages,
-            args.num_negatives,
-            pool_size,
-            args.seed,
-            device,
+        for q in sorted(negatives):
+            known = positives[q] | set(negatives[q])
+            size = min(len(doc_ids), args.random_negatives + len(positives[q]) + len(negatives[q]))
+            negatives[q] += [d for d in rng.sample(doc_ids, size) if d not in known][: args.random_negatives]
+    # 4. --general: each source's questions (ids prefixed "<source>:"), --general-queries of each (seeded), with a
+    # pool of --negative-stages negatives over the source's own passages and one negative the source marks
+    train_corpus, general, rng = dict(corpus), {}, random.Random(args.seed)  # test and dev stay SciFact's
+    sources = [s.strip() for s in args.general.split(",") if s.strip()]
+    for source, data in (load_general(args.data_dir, sources) if args.general else {}).items():
+        data = data.subset(
+            take(sorted(q for q in data.queries if data.qrels[q]), args.general_queries, args.seed)
         )
-    n_pos, n_neg = len(train.pairs), sum(len(v) for v in train.negatives.values())
+        own = {q: set(rel) for q, rel in data.qrels.items()}
+        print(
+            f"general {source}: {len(data.queries)} queries over {len(data.corpus)} passages; mining negatives "
+            f"({','.join(stages)})"
+        )
+        pool = stage_pools(
+            data.corpus, data.queries, own, BM25Retriever(data.corpus), stages, pool_size, device
+        )
+        prefix = f"{source}:"
+        train_corpus.update({prefix + d: doc for d, doc in data.corpus.items()})
+        for q, text in data.queries.items():
+            qid, marked = prefix + q, [d for d in data.negatives.get(q, []) if d not in pool[q]]
+            train_queries[qid], positives[qid] = text, {prefix + d for d in own[q]}
+            pairs += [(qid, prefix + d) for d in sorted(own[q])]
+            pools[qid] = [prefix + d for d in pool[q]]
+            drawn = [prefix + d for d in rng.sample(marked, min(1, len(marked)))]
+            negatives[qid] = pools[qid][: args.num_negatives] + drawn
+        general[source] = {"queries": len(data.queries), "passages": len(data.corpus)}
+    n_pos, n_neg = len(pairs), sum(len(v) for v in negatives.values())
     check_not_empty(n_neg, "no hard negatives were found", "check --negatives and --num-negatives")
-    # 4. the rows the loss reads: listwise, one (query, [positives, negatives], labels) group; else labelled pairs
+    # 5. the rows the loss reads: listwise, one (query, [positives, negatives], labels) group; else labelled pairs
+    windows = WindowPicker(corpus, Passages()) if args.train_passages == "best" else None
+
+    def text(q: str, d: str) -> str:
+        # a title query sees abstracts alone: doc_text starts with the title, which would be string matching
+        doc, title_query = train_corpus[d], q.startswith("title:")
+        if windows is not None:
+            return windows.best(train_queries[q], "" if title_query else doc["title"], doc["text"])
+        return doc["text"] if title_query else doc_text(doc)
+
     if args.loss not in LISTWISE:
-        rows = [(train.queries[q], train.text(q, d), 1.0) for q, d in train.pairs]
-        rows += [
-            (train.queries[q], train.text(q, d), 0.0)
-            for q in sorted(train.negatives)
-            for d in train.negatives[q]
-        ]
+        rows = [(train_queries[q], text(q, d), 1.0) for q, d in pairs]
+        rows += [(train_queries[q], text(q, d), 0.0) for q in sorted(negatives) for d in negatives[q]]
         dataset = columns(rows, ["query", "document", "label"])
     else:
-        groups = [(q, [d for q2, d in train.pairs if q2 == q], train.negatives[q]) for q in train.queries]
+        groups = [(q, [d for q2, d in pairs if q2 == q], negatives[q]) for q in train_queries]
         if args.negative_rounds > 1 or args.negative_pool > args.num_negatives:
-            groups = resampled_groups(
-                groups, train.bm25_pool, args.negative_rounds, args.num_negatives, pool_size, args.seed
-            )
+            rounds, num = args.negative_rounds, args.num_negatives
+            groups = resampled_groups(groups, pools, rounds, num, pool_size, args.seed)
         if args.teacher == "hybrid":
             depth = max(args.negative_pool, 20)
             grade = hybrid_teacher(
-                train.corpus, train.queries, bm25, args.dense_model, depth, args.teacher_scale, device
+                train_corpus, train_queries, bm25, args.dense_model, depth, args.teacher_scale, device
             )
             groups = [g for g in groups if not math.isnan(grade(g[0], g[1][0]))]
             labels = [
@@ -462,18 +406,17 @@ def build_scifact(args: CrossEncoderArgs, device: str) -> TaskData:
             ]
         else:
             labels = [[1.0] * len(pos) + [0.0] * len(neg) for _, pos, neg in groups]
-        texts = [[train.text(q, d) for d in pos + neg] for q, pos, neg in groups]
-        rows = list(zip([train.queries[q] for q, _, _ in groups], texts, labels, strict=True))
+        texts = [[text(q, d) for d in pos + neg] for q, pos, neg in groups]
+        rows = list(zip([train_queries[q] for q, _, _ in groups], texts, labels, strict=True))
         dataset = columns(rows, ["query", "docs", "labels"])
-    # 5. the dev evaluator: BM25's top --dev-depth of the held-out claims re-ranked (+ WikiQA dev with --general)
-    dev = None
+    # 6. the dev evaluator: BM25's top --dev-depth of the held-out claims re-ranked (+ WikiQA dev with --general)
+    dev, batch = None, args.per_device_train_batch_size
     if dev_ids:
-        batch, dev_queries = args.per_device_train_batch_size, {q: queries[q] for q in dev_ids}
+        dev_queries = {q: queries[q] for q in dev_ids}
         hits = bm25.search(dev_queries, args.dev_depth)
         if args.train_passages == "best":
-            dev = maxp_evaluator(
-                dev_queries, hits, corpus, {q: dict.fromkeys(positives[q], 1) for q in dev_ids}, batch
-            )
+            dev_qrels = {q: dict.fromkeys(positives[q], 1) for q in dev_ids}
+            dev = maxp_evaluator(dev_queries, hits, corpus, dev_qrels, batch)
         else:
             samples = [
                 {
@@ -483,10 +426,10 @@ def build_scifact(args: CrossEncoderArgs, device: str) -> TaskData:
                 }
                 for q in dev_ids
             ]
-            dev = reranking_evaluator(samples, "scifact-train-heldout", batch)
+            dev = reranking_evaluator(samples, HELDOUT, batch)
         if args.general:
             dev = mixed_dev_evaluator([dev, wikiqa_dev_evaluator(args.data_dir, batch)])
-    # 6. the test claims the trained model re-ranks, and what metrics.json records
+    # 7. the test claims the trained model re-ranks, and what metrics.json records
     _, test_queries, test_qrels = load_beir(folder, "test")
     if args.eval_max_queries > 0:
         test_queries = dict(list(test_queries.items())[: args.eval_max_queries])
@@ -496,14 +439,14 @@ def build_scifact(args: CrossEncoderArgs, device: str) -> TaskData:
         dataset_entry("scifact", "test", "eval", folder, len(test_queries)),
         *general_entries(args.data_dir, general),
     ]
-    claim_ids = sorted({q for q, _ in train.pairs if ":" not in q})
+    claim_ids = sorted({q for q, _ in pairs if ":" not in q})
     extra = {
         "positives": n_pos,
         "negatives": n_neg,
         "negatives_source": args.negatives,
         "heldout_train_queries": len(dev_ids),
         "train_queries": len(claim_ids),
-        "pseudo_queries": sum(q.startswith("title:") for q in train.queries),
+        "pseudo_queries": sum(q.startswith("title:") for q in train_queries),
         "general": general,
         "negative_stages": stages,
         "heldout_query_ids": dev_ids,
@@ -513,57 +456,51 @@ def build_scifact(args: CrossEncoderArgs, device: str) -> TaskData:
     return TaskData(dataset, datasets, dev, test, extra, loss_options={"pos_weight": n_neg / max(n_pos, 1)})
 
 
-def reranking_evaluator(samples: list[dict], name: str, batch_size: int):
+def reranking_evaluator(samples: list[dict], name: str, batch_size: int) -> CrossEncoderRerankingEvaluator:
     """sentence-transformers' nDCG@10 re-ranking evaluator of ``samples`` (query, positive, documents)."""
-    from sentence_transformers.cross_encoder.evaluation import CrossEncoderRerankingEvaluator
-
     return CrossEncoderRerankingEvaluator(
         samples, at_k=10, always_rerank_positives=False, name=name, batch_size=batch_size, write_csv=False
     )
 
 
-def ndcg_evaluator(name: str, score):
-    """A sentence-transformers evaluator (the Trainer needs a BaseEvaluator) whose metrics are ``score(model, output
-    path, epoch, steps)`` and whose primary metric is ``<name>_ndcg@10``. Made here, not at the top: importing
-    sentence-transformers' evaluator module would load it for every --help."""
-    from sentence_transformers.base.evaluation.evaluator import BaseEvaluator
+class NdcgEvaluator(BaseEvaluator):
+    """An evaluator (what the Trainer takes) whose metrics are ``score(model, output_path, epoch, steps)`` and whose
+    primary metric is ``<name>_ndcg@10``."""
 
-    class NdcgEvaluator(BaseEvaluator):
-        def __init__(self):
-            super().__init__()
-            self.name, self.primary_metric = name, f"{name}_ndcg@10"
+    def __init__(self, name: str, score):
+        super().__init__()
+        self.name, self.score, self.primary_metric = name, score, f"{name}_ndcg@10"
 
-        def __call__(self, model, output_path=None, epoch: int = -1, steps: int = -1) -> dict[str, float]:
-            metrics = score(model, output_path, epoch, steps)
-            self.store_metrics_in_model_card_data(model, metrics, epoch, steps)
-            return metrics
-
-    return NdcgEvaluator()
+    def __call__(self, model, output_path=None, epoch: int = -1, steps: int = -1) -> dict[str, float]:
+        metrics = self.score(model, output_path, epoch, steps)
+        self.store_metrics_in_model_card_data(model, metrics, epoch, steps)
+        return metrics
 
 
-def maxp_evaluator(queries: dict[str, str], hits: dict, corpus: dict, qrels: dict, batch_size: int):
-    """The dev evaluator of a window-trained model (--train-passages best): nDCG@10 of re-ranking the held-out
-    claims' candidates, each document scored by its best window as ctxir re-ranks with a passages.json; metric
-    names as CrossEncoderRerankingEvaluator's, so the training logs of both kinds line up."""
+def maxp_evaluator(
+    queries: dict[str, str], hits: dict, corpus: dict, qrels: dict, batch_size: int
+) -> NdcgEvaluator:
+    """The dev evaluator of a --train-passages best model: nDCG@10 of re-ranking the held-out claims' candidates,
+    each document scored by its best window; metric names as CrossEncoderRerankingEvaluator's."""
     from ctxir.evaluation import evaluate_run
     from ctxir.rerank import CrossEncoderReranker
 
     def score(model, *_) -> dict[str, float]:
         reranker = CrossEncoderReranker(model, batch_size=batch_size, passages=Passages())
         run = {
-            q: {h.doc_id: h.score for h in reranker.rerank(text, hits[q], corpus)}
-            for q, text in queries.items()
+            q: {h.doc_id: h.score for h in reranker.rerank(t, hits[q], corpus)} for q, t in queries.items()
         }
         aggregate = evaluate_run(qrels, run).aggregate
-        name = "scifact-train-heldout"
-        return {f"{name}_ndcg@10": float(aggregate["nDCG@10"]), f"{name}_mrr@10": float(aggregate["MRR@10"])}
+        return {
+            f"{HELDOUT}_ndcg@10": float(aggregate["nDCG@10"]),
+            f"{HELDOUT}_mrr@10": float(aggregate["MRR@10"]),
+        }
 
-    return ndcg_evaluator("scifact-train-heldout", score)
+    return NdcgEvaluator(HELDOUT, score)
 
 
-def wikiqa_dev_evaluator(data_dir: str, batch_size: int):
-    """WikiQA dev as a re-ranking evaluator: each answered question's summary sentences re-ranked (nDCG@10), a
-    general-domain dev set beside SciFact's held-out claims."""
+def wikiqa_dev_evaluator(data_dir: str, batch_size: int) -> CrossEncoderRerankingEvaluator:
+    """WikiQA dev as a re-ranking evaluator: each answered question's summary sentences re-ranked (nDCG@10)."""
     from ctxir.data.general import load_wikiqa
 
     dev = load_wikiqa(Path(data_dir) / "general" / "wikiqa" / "WikiQA-dev.tsv")
@@ -584,10 +521,8 @@ def wikiqa_dev_evaluator(data_dir: str, batch_size: int):
     return reranking_evaluator(samples, "wikiqa-dev", batch_size)
 
 
-def mixed_dev_evaluator(evaluators: list):
-    """Several dev evaluators as one: every metric of each, and ``dev-mix_ndcg@10``, their mean nDCG@10, as the
-    primary metric (--load-best keeps the step best on SciFact claims and general questions together)."""
-    from training.steps import dev_metric_key
+def mixed_dev_evaluator(evaluators: list) -> NdcgEvaluator:
+    """Several dev evaluators as one: every metric of each, and their mean nDCG@10 as the primary metric."""
 
     def score(model, output_path, epoch, steps) -> dict[str, float]:
         metrics = {}
@@ -596,4 +531,4 @@ def mixed_dev_evaluator(evaluators: list):
         primary = [metrics[dev_metric_key(evaluator)] for evaluator in evaluators]
         return {**metrics, "dev-mix_ndcg@10": sum(primary) / len(primary)}
 
-    return ndcg_evaluator("dev-mix", score)
+    return NdcgEvaluator("dev-mix", score)

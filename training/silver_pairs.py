@@ -21,8 +21,6 @@ from ctxir.files import write_json
 from ctxir.types import CtxirError
 from training.common import DEFAULT_DATA_DIR, cli_main, data_folder
 
-COLUMNS = ("sentence1", "sentence2", "score")
-
 
 @dataclass
 class SilverPairsArgs:
@@ -44,10 +42,8 @@ def sample_pairs(
     seed: int,
     exclude: set[frozenset[int]] = frozenset(),
 ) -> list[tuple[int, int]]:
-    """Index pairs (i, j), i ≠ j, each unordered pair once: every row with its ``neighbours`` most similar other rows
-    of ``embeddings`` (normalised, (n, dim)) and ``random`` others drawn with ``seed``; pairs in ``exclude`` (the gold
-    pairs) are left out. A row whose nearest pair is already taken (by the other row, or as gold) takes the next one,
-    so every row adds ``neighbours`` pairs.
+    """Index pairs (i, j), i ≠ j, each unordered pair once and none in ``exclude``: every row of ``embeddings``
+    (normalised, (n, dim)) with its ``neighbours`` most similar untaken other rows and ``random`` others (seeded).
 
     >>> e = np.eye(3, dtype=np.float32)[[0, 0, 1, 2]]  # rows 0 and 1 are the same vector
     >>> sample_pairs(e, neighbours=1, random=0, seed=0)  # row 1's nearest, row 0, is taken: it pairs with row 2
@@ -87,7 +83,7 @@ def sample_pairs(
 
 
 def run(args: SilverPairsArgs) -> dict:
-    """1. gold train pairs · 2. teacher embeddings · 3. sample pairs · 4. calibrate and label · 5. write."""
+    """Write the silver pairs' CSV and, beside it, its record (.json); returns the record."""
     from scipy.stats import spearmanr
     from sklearn.isotonic import IsotonicRegression
 
@@ -117,16 +113,10 @@ def run(args: SilverPairsArgs) -> dict:
     )
     # 2. teacher embeddings of every distinct sentence, (n, dim), normalised
     teacher = load_bi_encoder(args.teacher, args.device)
-    embeddings = np.asarray(
-        teacher.encode(
-            distinct,
-            batch_size=args.batch_size,
-            normalize_embeddings=True,
-            show_progress_bar=True,
-            convert_to_numpy=True,
-        ),
-        dtype=np.float32,
+    vectors = teacher.encode(
+        distinct, batch_size=args.batch_size, normalize_embeddings=True, show_progress_bar=True
     )
+    embeddings = np.asarray(vectors, dtype=np.float32)
     # 3. sample pairs in the pool (indices into it), gold pairs left out
     at = {int(r): k for k, r in enumerate(pool)}
     gold_pairs = {frozenset((at[row[a]], at[row[b]])) for a, b, _ in gold if row[a] in at and row[b] in at}
@@ -144,7 +134,7 @@ def run(args: SilverPairsArgs) -> dict:
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
-        writer.writerow(COLUMNS)
+        writer.writerow(("sentence1", "sentence2", "score"))
         writer.writerows(
             (distinct[i], distinct[j], f"{y:.4f}") for (i, j), y in zip(pairs, labels, strict=True)
         )

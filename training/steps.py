@@ -42,14 +42,13 @@ class TaskData:
 
 
 def check_data(data_dir: str, names: list[str]) -> None:
-    """Each dataset folder ``names`` needs under --data-dir, or the CtxirError saying what is missing."""
+    """Each dataset folder of ``names`` under --data-dir, or the CtxirError saying what is missing."""
     for name in names:
         data_folder(data_dir, name)
 
 
 def trainer_arguments(training_args_class: type, args, out: Path, device: str, evaluator, **options) -> Any:
-    """The library's own training arguments: every Trainer setting ``args`` holds, and the ones derived from ctxir's
-    flags (checkpoints under ``out``, the dev evaluator, --load-best, --device cpu) plus the script's ``options``."""
+    """The library's training arguments: the Trainer settings ``args`` holds, those ctxir's flags imply, ``options``."""
     settings = {f.name: getattr(args, f.name) for f in dataclasses.fields(training_args_class) if f.init}
     settings.update(
         output_dir=str(out / "checkpoints"),
@@ -59,44 +58,29 @@ def trainer_arguments(training_args_class: type, args, out: Path, device: str, e
         eval_steps=args.eval_steps or None,
         save_total_limit=None if args.keep_checkpoints else args.save_total_limit,
         resume_from_checkpoint=None,  # resolved by Run ('last' → a checkpoint) and passed to train()
-        # the Trainer places the model itself (over every GPU under torchrun): --device cpu must be forced on it
         use_cpu=args.use_cpu or device == "cpu",
         **options,
     )
-    if args.load_best:  # the Trainer keeps the dev-best checkpoint and loads it at the end
+    if args.load_best:
         if evaluator is None:
             raise CtxirError(
                 "--load-best needs a dev evaluator during training: this run has none (no held-out data, "
                 "or --eval-steps 0); drop --load-best or hold out dev data"
             )
-        settings.update(load_best_model_at_end=True, metric_for_best_model=dev_metric_key(evaluator))
-        settings["greater_is_better"] = True
+        best = dev_metric_key(evaluator)
+        settings.update(load_best_model_at_end=True, metric_for_best_model=best, greater_is_better=True)
     return training_args_class(**settings)
 
 
 def dev_metric_key(evaluator) -> str:
-    """The key the Trainer logs the evaluator's primary metric under, less its "eval_" prefix: the evaluator's name
-    then its metric (``scifact-train-heldout_ndcg@10``), as sentence-transformers' evaluators prefix their results."""
+    """The evaluator's primary metric as the Trainer logs it, less "eval_": ``<name>_<metric>``."""
     primary, name = evaluator.primary_metric, getattr(evaluator, "name", "")
     return f"{name}_{primary}" if name and not primary.startswith(f"{name}_") else primary
 
 
-class _BestLoadFailures(logging.Handler):
-    """The Trainer's messages when it could not load the --load-best checkpoint (it goes on with the last step's)."""
-
-    def __init__(self):
-        super().__init__(logging.ERROR)
-        self.failures: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.getMessage().startswith("Could not load the best model"):
-            self.failures.append(record.getMessage())
-
-
 class Run:
-    """One run's folder and clock, entered as a context: torch's threads set, everything printed copied into
-    ``out``/train.log (the script's command line and config first), ``--resume`` resolved against
-    ``out``/checkpoints; then the Trainer run keeping its checkpoints on a full disk, and the "training" block."""
+    """One run's folder and clock, entered as a context: what is printed copied to ``out``/train.log, --resume
+    resolved against ``out``/checkpoints; the Trainer run and metrics.json's "training" block."""
 
     def __init__(self, out: Path, script: str, config: dict, resume: str, run_device: str, threads: int):
         self.out, self.script, self.config = Path(out), script, config
@@ -117,9 +101,7 @@ class Run:
         self._log.close()
 
     def train(self, trainer_class: type, settings, model, train_dataset, loss, evaluator=None):
-        """The script's Trainer (its log history mirrored to ``out``/training_log.jsonl), trained from
-        ``resume_from``; a --load-best checkpoint the Trainer could not load stops the run with the checkpoints
-        kept. Returns the trainer."""
+        """The trained Trainer (its log mirrored to training_log.jsonl); a failed --load-best stops the run."""
         trainer = trainer_class(
             model=model,
             args=settings,
@@ -128,14 +110,20 @@ class Run:
             evaluator=evaluator,
             callbacks=[jsonl_log_callback(self.out / "training_log.jsonl")],
         )
+        # the Trainer logs that it could not load the --load-best checkpoint and goes on with the last step's
+        failures, trainer_logger = [], logging.getLogger("sentence_transformers.base.trainer")
+
+        def catch(record: logging.LogRecord) -> bool:
+            if record.getMessage().startswith("Could not load the best model"):
+                failures.append(record.getMessage())
+            return True
+
         start = time.perf_counter()
-        catch, trainer_logger = _BestLoadFailures(), logging.getLogger("sentence_transformers.base.trainer")
-        trainer_logger.addHandler(catch)
+        trainer_logger.addFilter(catch)
         try:
             self.train_output = train_keeping_checkpoints(trainer, self.resume_from, self.checkpoints)
         finally:
-            trainer_logger.removeHandler(catch)
-        failures = catch.failures
+            trainer_logger.removeFilter(catch)
         self.train_seconds = time.perf_counter() - start
         if failures:  # the checkpoints stay: nothing trained is lost
             raise CtxirError(
@@ -176,8 +164,7 @@ class Run:
 
 
 def anchor_fields(anchor, row: dict) -> dict:
-    """The anchor's metrics.json fields for ``row``: an ``ANCHORS`` entry stands beside the row only when measured on
-    as many queries (and depth), as the card check requires."""
+    """The anchor's metrics.json fields for ``row``: only when measured on as many queries (and depth)."""
     if anchor is None:
         return {}
     if not isinstance(anchor, dict):
@@ -204,8 +191,7 @@ def evaluation_rows(
     coverage: dict[str, dict] | None = None,
     anchors: dict | None = None,
 ) -> list[dict]:
-    """metrics.json "evaluations": one row per test score; ``tasks`` gives each dataset's (task, config text),
-    ``coverage`` what its figures cover (queries, subset, first_stage, depth), ``anchors`` the published figures."""
+    """metrics.json "evaluations": a row per test score, ``tasks``: {dataset: (task, config text)}."""
     rows = []
     for (name, split, metric), value in after.items():
         task, config = tasks[name]
@@ -219,8 +205,7 @@ def evaluation_rows(
 
 
 def dev_record(trainer, dev_before: dict, dev_after: dict) -> dict:
-    """metrics.json "extra" of the dev evaluator: the checkpoint --load-best ended on (its step, metric, value) and
-    the dev scores before and after."""
+    """metrics.json "extra" of the dev evaluator: the --load-best checkpoint, the dev scores before and after."""
     state = trainer.state
     best = (
         {

@@ -1,6 +1,5 @@
-"""Train a cross-encoder with sentence-transformers' CrossEncoderTrainer: a SciFact re-ranker (BCE or listwise losses
-on claims with first-stage hard negatives, tested re-ranking BM25's top --rerank-depth) or an STS-B scorer
-(regression on scores / 5, tested by Spearman).
+"""Train a cross-encoder with sentence-transformers' CrossEncoderTrainer: a SciFact re-ranker (tested re-ranking
+BM25's top --rerank-depth) or an STS-B scorer (tested by Spearman).
 
     python training/train_cross_encoder.py --task scifact --num-negatives 4 --epochs 1 --rerank-depth 100
     python training/train_cross_encoder.py --task stsb --max-steps 2 --max-samples 16   # smoke run
@@ -51,8 +50,7 @@ ANCHORS = {
 
 
 def evaluate(model, test: dict, batch_size: int, depth: int, passages: str) -> tuple[dict, dict | None]:
-    """({(dataset, split, metric): value} on the test split, BM25's own figures there (None for STS-B)); SciFact
-    through ctxir's Pipeline and pytrec_eval, each document read as it was trained (``passages``)."""
+    """({(dataset, split, metric): value} on the test split, BM25's own figures there (None for STS-B))."""
     if "sts" in test:
         return sts_test(model, test["sts"], batch_size), None
     from ctxir.evaluation import evaluate_run
@@ -60,51 +58,16 @@ def evaluate(model, test: dict, batch_size: int, depth: int, passages: str) -> t
     from ctxir.rerank.pipeline import Pipeline
 
     _, queries, qrels, bm25 = test["rerank"]
-    windows = Passages() if passages == "best" else None
-    reranker = CrossEncoderReranker(model, batch_size=batch_size, passages=windows)
+    reranker = CrossEncoderReranker(
+        model, batch_size=batch_size, passages=Passages() if passages == "best" else None
+    )
     runs = Pipeline(bm25, reranker, depth=depth).run(queries)
     aggregate = evaluate_run(qrels, runs["rerank"]).aggregate
     # BM25 alone on the same queries; Recall@depth bounds what any re-ranker of its top-depth can find.
     first = evaluate_run(qrels, runs["first_stage"], k_values=(10, depth)).aggregate
     bm25_alone = {m: round(float(first[m]), 4) for m in ("nDCG@10", "MRR@10", f"Recall@{depth}")}
-    first_stage = {"retriever": kinds.BM25, "depth": depth, "test": bm25_alone}
-    return {("scifact", "test", m): float(aggregate[m]) for m in ("nDCG@10", "MRR@10")}, first_stage
-
-
-def load(args: CrossEncoderArgs, device: str):
-    from sentence_transformers import CrossEncoder
-
-    path = resolve_model(args.model)
-    if args.head == "segment-cosine":
-        model = load_segment_cosine(
-            path, device, args.model, args.train_layers, args.term_match, args.importance_pooling
-        )
-    elif args.head == "mean":
-        from sentence_transformers.base.modules import Dense, Transformer
-        from sentence_transformers.sentence_transformer.modules import Pooling
-
-        body = Transformer(path, transformer_task="feature-extraction")
-        hidden = body.model.config.hidden_size
-        score = Dense(hidden, 1, activation_function=None, module_output_name="scores")
-        model = CrossEncoder(modules=[body, Pooling(hidden, "mean"), score], device=device)
-    else:  # a body without a classifier (a bi-encoder, plain BERT) gets a fresh one-logit head
-        model = CrossEncoder(path, num_labels=1, device=device)
-    # ctxir's one rule: 0 = the model's own limit, else that many tokens, never beyond its position embeddings
-    set_max_length(model, args.max_length, name="--max-length")
-    if args.lora_r > 0:
-        from peft import LoraConfig
-
-        # the mean head's Dense sits outside the transformer and trains in full anyway
-        model.add_adapter(
-            LoraConfig(
-                r=args.lora_r,
-                lora_alpha=args.lora_alpha or 2 * args.lora_r,
-                lora_dropout=0.1,
-                target_modules=LORA_TARGETS,
-                modules_to_save=LORA_FULL_MODULES if args.head == "cls" else None,
-            )
-        )
-    return model
+    scores = {("scifact", "test", m): float(aggregate[m]) for m in ("nDCG@10", "MRR@10")}
+    return scores, {"retriever": kinds.BM25, "depth": depth, "test": bm25_alone}
 
 
 def load_segment_cosine(
@@ -115,8 +78,8 @@ def load_segment_cosine(
     term_match: bool = False,
     importance_pooling: bool = False,
 ):
-    """A fresh segment-cosine cross-encoder over the body at ``path`` (``name``: its Hub id), or, from a ctxir
-    cross-encoder folder (the shipped one), that model itself: each stage resumes from the last shipped weights."""
+    """A fresh segment-cosine cross-encoder over the body at ``path`` (``name``: its Hub id), or the ctxir
+    cross-encoder folder at ``path`` itself: each stage resumes from the last shipped weights."""
     import torch
     from sentence_transformers import CrossEncoder
 
@@ -150,21 +113,17 @@ def load_segment_cosine(
 
 def trained_parameters(model) -> int:
     """Parameters the run trained: a top-layers body's trained layers + its head, else every parameter."""
-    from ctxir.encoders.heads import TopLayersTransformer, layer_of
+    from ctxir.encoders.heads import TopLayersTransformer
 
     body = model[0] if hasattr(model, "__getitem__") else None
     if not isinstance(body, TopLayersTransformer):
         return sum(p.numel() for p in model.parameters())
-    top = sum(
-        p.numel()
-        for n, p in body.model.named_parameters()
-        if layer_of(n) is not None and layer_of(n) >= body.trained_from
-    )
-    return top + sum(p.numel() for m in list(model)[1:] for p in m.parameters())
+    trained = [p for n, p in body.model.named_parameters() if body._trained(n)]  # the layers it saves
+    return sum(p.numel() for p in trained) + sum(p.numel() for m in list(model)[1:] for p in m.parameters())
 
 
 def name_adapter_base(folder: Path, base: str) -> None:
-    """Record the base by the name it was given (a Hub id), not the local folder it resolved to, so it loads anywhere."""
+    """Name the adapter's base by the name it was given (a Hub id), not the local folder: it loads anywhere."""
     path = folder / ADAPTER_CONFIG
     write_json(path, {**read_json(path), "base_model_name_or_path": base})
 
@@ -172,8 +131,11 @@ def name_adapter_base(folder: Path, base: str) -> None:
 def run(args: CrossEncoderArgs) -> dict:
     """Train one cross-encoder; returns the metrics.json record (empty on non-main processes)."""
     import torch
+    from sentence_transformers import CrossEncoder
+    from sentence_transformers.base.modules import Dense, Transformer
     from sentence_transformers.cross_encoder import losses
     from sentence_transformers.cross_encoder.trainer import CrossEncoderTrainer
+    from sentence_transformers.sentence_transformer.modules import Pooling
 
     from ctxir.encoders.heads import save_cross_encoder
 
@@ -185,8 +147,29 @@ def run(args: CrossEncoderArgs) -> dict:
     config, resume = run_config(args), args.resume_from_checkpoint
     with Run(out, "train_cross_encoder", config, resume, args.run_device, args.torch_threads) as run:
         device = run.device
-        # 1. load the model
-        model = load(args, device)
+        # 1. load the model: a segment-cosine, mean or [CLS] head over the body (+ a LoRA adapter)
+        path = resolve_model(args.model)
+        if args.head == "segment-cosine":
+            model = load_segment_cosine(
+                path, device, args.model, args.train_layers, args.term_match, args.importance_pooling
+            )
+        elif args.head == "mean":
+            body = Transformer(path, transformer_task="feature-extraction")
+            hidden = body.model.config.hidden_size
+            score = Dense(hidden, 1, activation_function=None, module_output_name="scores")
+            model = CrossEncoder(modules=[body, Pooling(hidden, "mean"), score], device=device)
+        else:  # a body without a classifier (a bi-encoder, plain BERT) gets a fresh one-logit head
+            model = CrossEncoder(path, num_labels=1, device=device)
+        set_max_length(model, args.max_length, name="--max-length")  # 0 = the model's own limit
+        if args.lora_r > 0:  # the mean head's Dense sits outside the transformer and trains in full anyway
+            from peft import LoraConfig
+
+            full, alpha = (
+                LORA_FULL_MODULES if args.head == "cls" else None,
+                args.lora_alpha or 2 * args.lora_r,
+            )
+            lora = dict(r=args.lora_r, lora_alpha=alpha, lora_dropout=0.1, target_modules=LORA_TARGETS)
+            model.add_adapter(LoraConfig(**lora, modules_to_save=full))
         # 2. load the data: SciFact claims with their negatives, or STS-B pairs
         if args.task == "scifact":
             data = build_scifact(args, device)
@@ -201,7 +184,8 @@ def run(args: CrossEncoderArgs) -> dict:
         else:
             loss = {"mse": losses.MSELoss, "lambda": losses.LambdaLoss, "listnet": losses.ListNetLoss}[
                 args.loss
-            ](model)
+            ]
+            loss = loss(model)
         # 4. the evaluators: the dev one during training, and the starting model's scores
         batch, depth = args.per_device_train_batch_size, args.rerank_depth
         before = evaluate(model, data.test, batch, depth, args.train_passages)[0] if args.eval_before else {}

@@ -90,15 +90,11 @@ def check(args: PairScorerArgs) -> None:
             f"--silver-pairs {args.silver_pairs!r} is not a file: make it with "
             "python -m training.silver_pairs --teacher BI_ENCODER --output FILE"
         )
-    if args.init_from and not (Path(args.init_from) / ADAPTER_WEIGHTS).is_file():
+    folder = Path(args.init_from)
+    if args.init_from and not ((folder / ADAPTER_WEIGHTS).is_file() and (folder / HEAD_FOLDER).is_dir()):
         raise CtxirError(
-            f"--init-from {args.init_from!r} holds no {ADAPTER_WEIGHTS}: pass a folder this script "
-            "wrote, or the shipped pair scorer ctxir/assets/models/sts-cross-encoder"
-        )
-    if args.init_from and not (Path(args.init_from) / HEAD_FOLDER).is_dir():
-        raise CtxirError(
-            f"--init-from {args.init_from!r} has no {HEAD_FOLDER} folder: it is not a pair scorer "
-            "written by training/train_pair_scorer.py"
+            f"--init-from {args.init_from!r} holds no {ADAPTER_WEIGHTS} and {HEAD_FOLDER}/: pass a folder this "
+            "script wrote, or the shipped pair scorer ctxir/assets/models/sts-cross-encoder"
         )
     if args.init_scale == 0:
         raise CtxirError(
@@ -121,26 +117,20 @@ def load(args: PairScorerArgs, device: str):
     head = SegmentCosineHead(body.model.config.hidden_size, init_scale=args.init_scale)
     model = CrossEncoder(modules=[body, head], device=device, activation_fn=torch.nn.Identity())
     set_max_length(model, args.max_length, name="--max-length")  # never beyond the body's position embeddings
-    if (
-        args.init_from
-    ):  # continue that pair scorer: its adapter trainable (own rank, alpha, targets), its head
+    # --init-from: continue that pair scorer, its adapter trainable (own rank, alpha, targets) and its head
+    if args.init_from:
         folder = args.init_from
         model[1] = SegmentCosineHead.load(folder, subfolder=HEAD_FOLDER).to(model.device)  # its config wins
         model[0].model.load_adapter(folder, adapter_name="default", is_trainable=True)
-        # the folder names its base by Hub id (name_adapter_base); checkpoints copy that name, and --load-best
-        # reloads them through sentence-transformers, which would look for it online: name the local base
+        # the folder names its base by Hub id; --load-best reloads checkpoints by that name: name the local base
         model[0].model.peft_config["default"].base_model_name_or_path = resolve_model(args.model)
         config = read_json(Path(folder) / "adapter_config.json")  # metrics.json records what was trained
         args.lora_r = int(config.get("r", args.lora_r))
         args.lora_alpha = float(config.get("lora_alpha", args.lora_alpha))
     else:
+        alpha = args.lora_alpha or 2 * args.lora_r
         model.add_adapter(
-            LoraConfig(
-                r=args.lora_r,
-                lora_alpha=args.lora_alpha or 2 * args.lora_r,
-                lora_dropout=0.1,
-                target_modules=LORA_TARGETS,
-            )
+            LoraConfig(r=args.lora_r, lora_alpha=alpha, lora_dropout=0.1, target_modules=LORA_TARGETS)
         )
     # PEFT freezes everything but the adapter; the head lies outside the transformer and trains in full
     for parameter in model[1].parameters():
@@ -149,10 +139,7 @@ def load(args: PairScorerArgs, device: str):
 
 
 def cosent_loss(scores, labels, scale: float = 20.0):
-    """CoSENT (Su, 2022) over one batch: log(1 + Σ exp(scale · (s_j − s_i))) over the pairs with gold_i > gold_j.
-
-    sentence-transformers' ``CoSENTLoss`` computes it from two embeddings' cosines; a cross-encoder has one score
-    per pair, so this is the same sum over the scores. scores, labels: (batch,).
+    """CoSENT (Su, 2022) on one score per pair: log(1 + Σ exp(scale · (s_j − s_i))) over pairs with gold_i > gold_j.
 
     >>> ordered = cosent_loss(torch.tensor([0.9, 0.1]), torch.tensor([1.0, 0.0]), 1.0)  # log(1 + e^-0.8)
     >>> round(float(ordered), 4), round(float(cosent_loss(torch.tensor([0.1, 0.9]), torch.tensor([1.0, 0.0]), 1.0)), 4)
@@ -202,18 +189,18 @@ def run(args: PairScorerArgs) -> dict:
         # 3. the loss on the raw score (activation Identity): BCE's logits are the raw score too
         loss = {"mse": losses.MSELoss, "bce": losses.BinaryCrossEntropyLoss, "cosent": CoSENTPairLoss}[
             args.loss
-        ](model)
+        ]
+        loss = loss(model)
         # 4. evaluator: the dev one during training, and the starting model's scores
-        both = args.pair_orders == "both"
-        batch = args.per_device_train_batch_size
+        both, batch = args.pair_orders == "both", args.per_device_train_batch_size
         before = sts_test(model, data.test["sts"], batch, both) if args.eval_before else {}
         print(f"before training: {before}")
         dev = data.dev_evaluator
         dev_before = dev(model) if args.eval_before else {}
         # 5. train (the head's own learning rate, when given)
         evaluator = dev if args.eval_steps > 0 else None
-        head_rate = {HEAD_PARAMETERS: args.head_learning_rate} if args.head_learning_rate else None
-        options = {"learning_rate_mapping": head_rate} if head_rate else {}
+        head_rate = {HEAD_PARAMETERS: args.head_learning_rate}
+        options = {"learning_rate_mapping": head_rate} if args.head_learning_rate else {}
         settings = trainer_arguments(CrossEncoderTrainingArguments, args, out, device, evaluator, **options)
         trainer = run.train(CrossEncoderTrainer, settings, model, data.train, loss, evaluator)
         if not trainer.is_world_process_zero():

@@ -17,55 +17,44 @@ if __package__ in (None, ""):  # `python training/train_query_generator.py` from
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ctxir.adapt.generator import QueryGenerator, generate_queries, prefix_lm_batch, save_generator
+from ctxir.cli import flag
 from ctxir.data.general import article_half, load_msmarco_triples, load_squad, load_wikiqa
+from ctxir.encoders.models import set_threads
 from ctxir.files import machine_info
 from ctxir.publish.metrics_file import versions
 from ctxir.types import CtxirError, doc_text
-from training.common import CommonArgs, arg, cli_main, resolve_resume
+from training.common import RunArgs, cli_main, resolve_resume
 
 HELDOUT_FRACTION = 0.02
 
 
 @dataclass
-class QueryGeneratorArgs(CommonArgs):
-    base: str = arg("", "the BERT folder or id both sides start from (default: MiniLM)")
-    epochs: float = arg(1.0, "passes over the pairs")
-    batch_size: int = arg(16, "pairs per step (raise it on a GPU)")
+class QueryGeneratorArgs(RunArgs):
+    base: str = flag("", "the BERT folder or id both sides start from (default: MiniLM)")
+    epochs: float = flag(1.0, "passes over the pairs")
+    batch_size: int = flag(16, "pairs per step (raise it on a GPU)")
     learning_rate: float = 3e-4
-    max_steps: int = arg(-1, "stop after N steps (-1 = --epochs)")
-    max_pairs: int = arg(0, "use N training pairs, seeded (0 = all)")
-    save_steps: int = arg(100, "checkpoint every N steps (for --resume last)")
-    resume: str = arg("", "'last' = go on from the newest checkpoint")
-    device: str = arg("auto", "auto, cpu or cuda")
-    seed: int = 42
+    max_steps: int = flag(-1, "stop after N steps (-1 = --epochs)")
+    max_pairs: int = flag(0, "use N training pairs, seeded (0 = all)")
+    save_steps: int = flag(100, "checkpoint every N steps (for --resume last)")
+    resume: str = flag("", "'last' = go on from the newest checkpoint")
 
 
 def training_pairs(data_dir: str | Path) -> list[dict]:
-    """[{source, query, group}] from MS MARCO's triples, WikiQA train and half of SQuAD's articles (module doc)."""
+    """[{source, query, group}] from MS MARCO's triples, WikiQA train and half of SQuAD's articles."""
     general = Path(data_dir) / "general"
     sets = [
         load_msmarco_triples(general / "msmarco-triples" / "toy_triples.train.small.tsv"),
         load_wikiqa(general / "wikiqa" / "WikiQA-train.tsv"),
         article_half(load_squad(general / "squad-v1.1" / "dev-v1.1.json"), 0),  # half 1: the unseen dev
     ]
-    pairs = []
-    for found in sets:
-        for qid, judged in found.qrels.items():
-            for doc_id in judged:
-                # a group is a WikiQA page or a SQuAD article; an MS MARCO query is its own
-                group = found.groups.get(doc_id, qid)
-                pairs.append(
-                    {"source": doc_text(found.corpus[doc_id]), "query": found.queries[qid], "group": group}
-                )
-    return pairs
-
-
-def split_heldout(pairs: list[dict], fraction: float, seed: int) -> tuple[list[dict], list[dict]]:
-    """(train, held out): whole groups (a SQuAD article, a WikiQA page) go to one side, so held-out passages are new."""
-    groups = sorted({p["group"] for p in pairs})
-    random.Random(seed).shuffle(groups)
-    held = set(groups[: max(1, int(len(groups) * fraction))])
-    return [p for p in pairs if p["group"] not in held], [p for p in pairs if p["group"] in held]
+    # a group is a WikiQA page or a SQuAD article; an MS MARCO query is its own
+    return [
+        {"source": doc_text(found.corpus[d]), "query": found.queries[q], "group": found.groups.get(d, q)}
+        for found in sets
+        for q, judged in found.qrels.items()
+        for d in judged
+    ]
 
 
 def run(args: QueryGeneratorArgs) -> dict:
@@ -79,8 +68,7 @@ def run(args: QueryGeneratorArgs) -> dict:
         )
     out = Path(args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    if args.torch_threads:
-        torch.set_num_threads(args.torch_threads)
+    set_threads(args.torch_threads)
     started = time.time()
 
     # 1. load the untrained generator (MiniLM as a prefix language model; every weight but the word embeddings trains)
@@ -88,15 +76,19 @@ def run(args: QueryGeneratorArgs) -> dict:
     model, tokenizer = QueryGenerator.build(args.base or None)
     print(f"{sum(p.numel() for p in model.parameters() if p.requires_grad):,} weights train", flush=True)
 
-    # 2. load the pairs, hold out whole articles/pages
+    # 2. load the pairs, hold out whole groups (a SQuAD article, a WikiQA page): held-out passages are new
     pairs = training_pairs(args.data_dir)
-    train_pairs, heldout = split_heldout(pairs, HELDOUT_FRACTION, args.seed)
+    groups = sorted({p["group"] for p in pairs})
+    random.Random(args.seed).shuffle(groups)
+    held = set(groups[: max(1, int(len(groups) * HELDOUT_FRACTION))])
+    heldout = [p for p in pairs if p["group"] in held]
+    train_pairs = [p for p in pairs if p["group"] not in held]
     if args.max_pairs:
         train_pairs = random.Random(args.seed).sample(train_pairs, min(args.max_pairs, len(train_pairs)))
     print(f"{len(train_pairs):,} training pairs, {len(heldout):,} held out", flush=True)
 
     def dataset(rows):
-        return Dataset.from_list([{"source": p["source"], "query": p["query"]} for p in rows])
+        return Dataset.from_list(rows).select_columns(["source", "query"])
 
     def collate(rows):
         return prefix_lm_batch(tokenizer, [r["source"] for r in rows], [r["query"] for r in rows])

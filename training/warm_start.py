@@ -20,15 +20,14 @@ from ctxir.names import PASSAGES_FILE
 from ctxir.types import CtxirError
 from training.common import cli_main
 
-WARM_START_LENGTH = 128  # the tokens each stage trained at (stage 6's 256 did not ship)
+WARM_START_LENGTH = 128  # the tokens each shipped stage trained at
 
 
 @dataclass
 class WarmStartArgs:
     output_dir: str = flag("outputs/ce-warm-start", "folder to write")
     passages_from: str = flag(
-        "",
-        "a cross-encoder folder whose passages.json the start reads with (default: the shipped one's; 'none')",
+        "", "cross-encoder folder whose passages.json the start reads with ('none'; '' = shipped)"
     )
 
 
@@ -43,8 +42,7 @@ def run(args: WarmStartArgs) -> Path:
         )
     # 2. the start, as train_cross_encoder builds it before its first step (no term-match term: it starts at zero)
     model = load_segment_cosine(str(body), "cpu", str(body), train_layers=2)
-    model.max_seq_length = WARM_START_LENGTH
-    out = Path(args.output_dir)
+    model.max_seq_length, out = WARM_START_LENGTH, Path(args.output_dir)
     model.save_pretrained(str(out))
     # 3. the windows it reads long documents by
     if args.passages_from != "none":
